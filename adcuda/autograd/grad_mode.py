@@ -1,0 +1,72 @@
+"""Thread-local gradient recording switches: ``no_grad``, ``enable_grad``, ``set_grad_enabled``."""
+import functools
+import threading
+
+_state = threading.local()
+
+
+def is_grad_enabled():
+    return getattr(_state, "enabled", True)
+
+
+def _set_enabled(mode):
+    _state.enabled = bool(mode)
+
+
+class _GradModeContext:
+    """Context manager that also works as a decorator (``@no_grad()`` and ``@no_grad``)."""
+    _mode = None
+
+    def __new__(cls, func=None):
+        self = super().__new__(cls)
+        if callable(func):  # used bare as ``@no_grad``
+            return self(func)
+        return self
+
+    def __enter__(self):
+        self._prev = is_grad_enabled()
+        _set_enabled(self._mode)
+        return self
+
+    def __exit__(self, *exc):
+        _set_enabled(self._prev)
+        return False
+
+    def __call__(self, func):
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            with self.__class__():
+                return func(*args, **kwargs)
+        return wrapper
+
+
+class no_grad(_GradModeContext):
+    _mode = False
+
+
+class enable_grad(_GradModeContext):
+    _mode = True
+
+
+class set_grad_enabled(_GradModeContext):
+    """``set_grad_enabled(False)`` switches at once (as in PyTorch) and restores on ``__exit__``."""
+
+    def __new__(cls, mode):
+        self = object.__new__(cls)
+        self._prev = is_grad_enabled()
+        self._mode = bool(mode)
+        _set_enabled(mode)
+        return self
+
+    def __enter__(self):
+        return self
+
+    def __call__(self, func):
+        _set_enabled(self._prev)
+        mode = self._mode
+
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            with set_grad_enabled(mode):
+                return func(*args, **kwargs)
+        return wrapper

@@ -1,0 +1,82 @@
+"""Backends: the same small set of primitives over raw arrays, one module per device type.
+
+Autograd and ops never touch NumPy or ``adcuda._C`` directly; they call these primitives on a
+backend array (``Tensor._data``). The CPU module (NumPy, fp32 compute, float64 allowed for
+gradcheck, float16 stored but computed in fp32) is the reference oracle; the CUDA module implements
+the same names and signatures with the kernels in ``kernels/``, so one parity test can loop over
+``PRIMITIVES``.
+
+Conventions: ``a``/``b`` are backend arrays (``b`` may also be a Python scalar where noted), ``dtype``
+is an ``adcuda.dtypes.dtype``, ``axes`` a tuple of non-negative ints, results are new arrays unless
+the name ends in ``_`` (writes into its first argument) or the row says "view".
+
+| primitive | what it does |
+|---|---|
+| **storage** | |
+| `from_numpy(x, dtype)` | host NumPy array -> backend array (copy on CUDA; CPU keeps it when dtype matches) |
+| `to_numpy(a)` | backend array -> NumPy array (CPU: the same memory) |
+| `empty(shape, dtype)` / `full(shape, value, dtype)` | allocation |
+| `arange(start, stop, step, dtype)` | 1-D range |
+| `dtype_of(a)` / `shape_of(a)` | metadata |
+| `astype(a, dtype)` | cast (always a new array) |
+| `contiguous(a)` | row-major copy unless already contiguous (then the same array) |
+| `copy_(dst, src)` | write ``src`` (array or scalar, broadcast) into ``dst``, which may be a strided view |
+| **views (no copy)** | |
+| `view(a, shape)` | reshape without copying; ``None`` where the strides do not allow it |
+| `permute(a, axes)` / `expand(a, shape)` / `slice(a, key)` / `flip(a, axes)` | strided views; ``key`` holds ints, slices, ``None`` and ``Ellipsis`` |
+| `shares_memory(a, b)` | whether two arrays may overlap |
+| **elementwise** (broadcasting, strided inputs) | |
+| `unary(op, a)` | ``op`` in ``UNARY_OPS`` |
+| `binary(op, a, b, dtype)` | ``op`` in ``BINARY_OPS``; ``b`` may be a scalar; result in ``dtype`` |
+| `unary_backward(op, x, y, g)` | fused gradient of a unary op from its input ``x`` and/or output ``y`` (``UNARY_BACKWARD_OPS``) |
+| `where(cond, a, b, dtype)` / `clamp(a, lo, hi)` | select; clamp with ``None`` for an open bound |
+| **reductions** | |
+| `reduce(op, a, axes, keepdim)` | ``op`` in ``REDUCE_OPS``; fp32 accumulation for half |
+| `argreduce(op, a, axis, keepdim)` | ``argmax``/``argmin``; ``axis=None`` means flattened |
+| `var(a, axes, correction, keepdim)` / `logsumexp(a, axes, keepdim)` | two-pass / max-shifted |
+| **indexing and layout** | |
+| `index(a, key)` | advanced indexing (integer arrays, boolean masks, mixed with slices): a copy |
+| `index_put_(a, key, values, accumulate)` | ``a[key] = values`` (or ``+=`` with duplicates summed) |
+| `gather(a, axis, idx)` / `scatter_add(a, axis, idx, src)` | PyTorch's gather / out-of-place scatter_add |
+| `cat(arrays, axis)` | concatenation (stack = unsqueeze + cat) |
+| `tril(a, k)` / `triu(a, k)` | triangles of the last two dims |
+| **linear algebra** | |
+| `matmul(a, b)` | batched matrix product with broadcast batch dims (2-D or more) |
+| **fused NN primitives** | |
+| `softmax(a, axis, log)` / `softmax_backward(y, g, axis, log)` | (log-)softmax from its output |
+| `cross_entropy(logits, target, ignore_index, label_smoothing)` | per-row losses of a 2-D ``logits`` -> (losses, log-probs) |
+| `cross_entropy_backward(logp, target, g_rows, ignore_index, label_smoothing)` | gradient w.r.t. logits |
+| `layer_norm(x, weight, bias, n, eps)` | normalise the last ``n`` dims -> (y, mean, rstd) |
+| `layer_norm_backward(g, x, weight, mean, rstd, n)` | -> (dx, dweight, dbias) |
+| `attention(q, k, v, mask, is_causal, scale)` | -> (out, logsumexp rows) without keeping probabilities |
+| `attention_backward(g, q, k, v, out, lse, mask, is_causal, scale)` | -> (dq, dk, dv) |
+| **random** (counter-based Philox: reproducible from ``(seed, offset)``) | |
+| `rand(shape, dtype, seed, offset)` / `randn(...)` / `randint(low, high, shape, dtype, seed, offset)` | |
+| `bernoulli(shape, p, dtype, seed, offset)` | dropout masks: 1 with probability ``p`` |
+| **optimizers** (in place, many tensors in one call) | |
+| `sgd_step_(params, grads, bufs, lr, momentum, dampening, nesterov, weight_decay, first_step)` | |
+| `adam_step_(params, grads, exp_avgs, exp_avg_sqs, step, lr, beta1, beta2, eps, weight_decay, decoupled, masters)` | |
+"""
+from ..errors import DeviceError
+
+PRIMITIVES = (
+    "from_numpy", "to_numpy", "empty", "full", "arange", "dtype_of", "shape_of", "astype", "contiguous",
+    "copy_", "view", "permute", "expand", "slice", "flip", "shares_memory", "unary", "binary",
+    "unary_backward", "where", "clamp", "reduce", "argreduce", "var", "logsumexp", "index",
+    "index_put_", "gather", "scatter_add", "cat", "tril", "triu", "matmul", "softmax",
+    "softmax_backward", "cross_entropy", "cross_entropy_backward", "layer_norm",
+    "layer_norm_backward", "attention", "attention_backward", "rand", "randn", "randint",
+    "bernoulli", "sgd_step_", "adam_step_",
+)
+
+
+def cuda_backend(op):
+    """The CUDA primitive module, or a clear error saying why it cannot be used."""
+    from .. import cuda
+    cuda._require_cuda(op)
+    try:
+        from . import cuda as cuda_primitives
+    except ImportError:
+        raise DeviceError(f"{op}: this adcuda build has no CUDA kernels for tensor ops yet; "
+                          "use device='cpu'") from None
+    return cuda_primitives

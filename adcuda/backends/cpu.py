@@ -1,0 +1,496 @@
+"""The CPU backend: every primitive of ``adcuda.backends`` over NumPy arrays.
+
+fp32 compute: float16 arrays are widened to float32 for the arithmetic and narrowed on the way
+out; float64 is kept (gradcheck needs it). This module is also the oracle the CUDA kernels are
+tested against, so it favours clarity and exactness over cleverness.
+"""
+import math
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..errors import DTypeError, ShapeError
+
+name = "cpu"
+
+_F16 = np.dtype(np.float16)
+_F32 = np.dtype(np.float32)
+
+
+def _np_dtype(dtype):
+    if dtype.numpy is None:
+        raise DTypeError(f"{dtype.name} is not supported on the CPU backend (it is a CUDA-only dtype)")
+    return np.dtype(dtype.numpy)
+
+
+def _compute(a):
+    """Widen float16 to float32 so the arithmetic happens in fp32."""
+    if isinstance(a, np.ndarray) and a.dtype == _F16:
+        return a.astype(_F32)
+    return a
+
+
+def _finish(result, dtype):
+    out_dt = _np_dtype(dtype)
+    if result.dtype != out_dt:
+        return result.astype(out_dt)
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# storage
+def from_numpy(x, dtype):
+    x = np.asarray(x)
+    out_dt = _np_dtype(dtype)
+    if x.dtype != out_dt:
+        x = x.astype(out_dt)
+    return x
+
+
+def to_numpy(a):
+    return a
+
+
+def empty(shape, dtype):
+    return np.empty(shape, _np_dtype(dtype))
+
+
+def full(shape, value, dtype):
+    return np.full(shape, value, _np_dtype(dtype))
+
+
+def arange(start, stop, step, dtype):
+    return np.arange(start, stop, step, dtype=np.float64 if dtype.is_floating_point else np.int64).astype(
+        _np_dtype(dtype), copy=False)
+
+
+def dtype_of(a):
+    return dt.from_numpy_dtype(a.dtype)
+
+
+def shape_of(a):
+    return a.shape
+
+
+def astype(a, dtype):
+    return a.astype(_np_dtype(dtype), copy=True)
+
+
+def contiguous(a):
+    return a if a.flags.c_contiguous else np.ascontiguousarray(a)
+
+
+def copy_(dst, src):
+    np.copyto(dst, src, casting="unsafe")
+    return dst
+
+
+# ---------------------------------------------------------------------------------------------
+# views
+def view(a, shape):
+    try:
+        return np.reshape(a, shape, copy=False)
+    except ValueError:
+        return None
+
+
+def permute(a, axes):
+    return a.transpose(axes)
+
+
+def expand(a, shape):
+    return np.broadcast_to(a, shape)
+
+
+def slice(a, key):  # noqa: A001 (primitive name)
+    if Ellipsis not in key:
+        key = key + (Ellipsis,)  # keeps a 0-d result an array view, not a NumPy scalar
+    return a[key]
+
+
+def flip(a, axes):
+    return np.flip(a, axes)
+
+
+def shares_memory(a, b):
+    return np.may_share_memory(a, b)
+
+
+# ---------------------------------------------------------------------------------------------
+# elementwise
+def _erf(x):
+    if x.dtype == np.float64:
+        return _erf64(x)
+    # Numerical Recipes' erfc approximation: fractional error < 1.2e-7, below fp32 resolution.
+    z = np.abs(x)
+    t = 1.0 / (1.0 + 0.5 * z)
+    poly = -z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (
+        -0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (
+            -0.82215223 + t * 0.17087277))))))))
+    erfc = t * np.exp(poly)
+    return np.where(x >= 0, 1.0 - erfc, erfc - 1.0).astype(x.dtype, copy=False)
+
+
+_erf64 = np.vectorize(math.erf, otypes=[np.float64])
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_INV_SQRT_2 = 1.0 / math.sqrt(2.0)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+def _sigmoid(x):
+    # exp of a non-positive number only: no overflow warnings for large |x|
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(x.dtype, copy=False)
+
+
+def _gelu(x):
+    return 0.5 * x * (1.0 + _erf(x * _INV_SQRT_2))
+
+
+def _gelu_tanh(x):
+    return 0.5 * x * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
+
+
+UNARY_OPS = {
+    "neg": np.negative, "abs": np.abs, "exp": np.exp, "log": np.log, "log1p": np.log1p,
+    "sqrt": np.sqrt, "rsqrt": lambda x: 1.0 / np.sqrt(x), "sin": np.sin, "cos": np.cos,
+    "tanh": np.tanh, "sigmoid": _sigmoid, "relu": lambda x: np.maximum(x, 0).astype(x.dtype, copy=False),
+    "gelu": _gelu, "gelu_tanh": _gelu_tanh, "silu": lambda x: x * _sigmoid(x), "sign": np.sign,
+    "logical_not": np.logical_not, "erf": _erf, "floor": np.floor,
+}
+
+
+def unary(op, a):
+    x = _compute(a)
+    with np.errstate(all="ignore"):
+        r = np.asarray(UNARY_OPS[op](x))
+    if r.dtype != a.dtype and op != "logical_not":
+        r = r.astype(a.dtype)
+    return r
+
+
+def _gelu_grad(x):
+    return 0.5 * (1.0 + _erf(x * _INV_SQRT_2)) + x * _INV_SQRT_2PI * np.exp(-0.5 * x * x)
+
+
+def _gelu_tanh_grad(x):
+    inner = _SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
+    th = np.tanh(inner)
+    return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * _SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * x * x)
+
+
+def _silu_grad(x):
+    s = _sigmoid(x)
+    return s * (1.0 + x * (1.0 - s))
+
+
+UNARY_BACKWARD_OPS = {
+    "relu": lambda x, y, g: g * (x > 0),
+    "gelu": lambda x, y, g: g * _gelu_grad(x),
+    "gelu_tanh": lambda x, y, g: g * _gelu_tanh_grad(x),
+    "silu": lambda x, y, g: g * _silu_grad(x),
+    "sigmoid": lambda x, y, g: g * y * (1.0 - y),
+    "tanh": lambda x, y, g: g * (1.0 - y * y),
+}
+
+
+def unary_backward(op, x, y, g):
+    out_dt = g.dtype
+    with np.errstate(all="ignore"):
+        r = np.asarray(UNARY_BACKWARD_OPS[op](_compute(x), _compute(y), _compute(g)))
+    return r.astype(out_dt, copy=False)
+
+
+BINARY_OPS = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide, "pow": np.power,
+    "maximum": np.maximum, "minimum": np.minimum, "eq": np.equal, "ne": np.not_equal, "lt": np.less,
+    "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal, "logical_and": np.logical_and,
+    "logical_or": np.logical_or, "logical_xor": np.logical_xor, "floor_divide": np.floor_divide,
+    "remainder": np.remainder,
+}
+_BOOL_RESULT = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor"}
+
+
+def binary(op, a, b, dtype):
+    """``op(a, b)`` with both operands in ``dtype`` (computed in fp32 for float16)."""
+    work = _np_dtype(dtype)
+    if work == _F16:
+        work = _F32
+    fn = BINARY_OPS[op]
+    if op == "pow" and dtype.category == dt.INTEGER and np.any(np.asarray(b) < 0):
+        raise ValueError("pow: integers to negative integer powers are not allowed")
+    with np.errstate(all="ignore"):
+        if op in _BOOL_RESULT:
+            return np.asarray(fn(np.asarray(a, work), np.asarray(b, work)))
+        r = fn(a, b, dtype=work)
+    return _finish(np.asarray(r), dtype)
+
+
+def where(cond, a, b, dtype):
+    return _finish(np.asarray(np.where(cond, a, b)), dtype)
+
+
+def clamp(a, lo, hi):
+    x = _compute(a)
+    if lo is not None:
+        x = np.maximum(x, lo)
+    if hi is not None:
+        x = np.minimum(x, hi)
+    return np.asarray(x).astype(a.dtype, copy=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# reductions
+REDUCE_OPS = {"sum": np.sum, "prod": np.prod, "amax": np.amax, "amin": np.amin, "mean": np.mean,
+              "all": np.all, "any": np.any}
+
+
+def reduce(op, a, axes, keepdim):
+    x = _compute(a)
+    if op in ("sum", "prod") and x.dtype.kind in "biu":
+        r = REDUCE_OPS[op](x, axis=axes, keepdims=keepdim, dtype=np.int64)
+    else:
+        r = REDUCE_OPS[op](x, axis=axes, keepdims=keepdim)
+    r = np.asarray(r)
+    if op in ("all", "any"):
+        return r
+    if a.dtype.kind == "b" and op in ("amax", "amin"):
+        return r
+    return r.astype(a.dtype if a.dtype.kind in "f" or op in ("amax", "amin") else r.dtype, copy=False)
+
+
+def argreduce(op, a, axis, keepdim):
+    fn = np.argmax if op == "argmax" else np.argmin
+    x = _compute(a)
+    if axis is None:
+        r = np.asarray(fn(x))
+        return r.reshape((1,) * a.ndim) if keepdim else r
+    return np.asarray(fn(x, axis=axis, keepdims=keepdim), dtype=np.int64)
+
+
+def var(a, axes, correction, keepdim):
+    x = _compute(a)
+    n = 1
+    for ax in axes:
+        n *= x.shape[ax]
+    mean = np.mean(x, axis=axes, keepdims=True)
+    with np.errstate(all="ignore"):
+        r = np.sum((x - mean) ** 2, axis=axes, keepdims=keepdim) / max(n - correction, 0)
+    return np.asarray(r).astype(a.dtype, copy=False)
+
+
+def logsumexp(a, axes, keepdim):
+    x = _compute(a)
+    m = np.amax(x, axis=axes, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0)
+    with np.errstate(divide="ignore"):
+        r = np.log(np.sum(np.exp(x - m), axis=axes, keepdims=True)) + m
+    if not keepdim:
+        r = np.squeeze(r, axis=axes)
+    return np.asarray(r).astype(a.dtype, copy=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# indexing and layout
+def index(a, key):
+    return np.array(a[key], copy=True)
+
+
+def index_put_(a, key, values, accumulate):
+    if accumulate:
+        np.add.at(a, key, values)
+    else:
+        a[key] = values
+    return a
+
+
+def _leading_box(a, idx, axis):
+    """The part of ``a`` that ``idx`` addresses in every dim but ``axis`` (PyTorch allows smaller)."""
+    box = tuple(np.s_[:] if d == axis else np.s_[:n] for d, n in enumerate(idx.shape))
+    return a[box]
+
+
+def gather(a, axis, idx):
+    return np.take_along_axis(_leading_box(a, idx, axis), idx, axis=axis)
+
+
+def _scatter_key(idx, axis):
+    grids = np.indices(idx.shape, sparse=True)
+    return tuple(idx if d == axis else grids[d] for d in range(idx.ndim))
+
+
+def scatter_add(a, axis, idx, src):
+    out = np.array(a, copy=True)
+    np.add.at(out, _scatter_key(idx, axis), _leading_box(src, idx, axis))
+    return out
+
+
+def cat(arrays, axis):
+    return np.concatenate(arrays, axis=axis)
+
+
+def tril(a, k):
+    return np.tril(a, k)
+
+
+def triu(a, k):
+    return np.triu(a, k)
+
+
+# ---------------------------------------------------------------------------------------------
+# linear algebra
+def matmul(a, b):
+    x, y = _compute(a), _compute(b)
+    return np.matmul(x, y).astype(a.dtype, copy=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# fused NN primitives
+def softmax(a, axis, log):
+    x = _compute(a)
+    m = np.amax(x, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0)
+    shifted = x - m
+    with np.errstate(divide="ignore", invalid="ignore"):
+        e = np.exp(shifted)
+        s = np.sum(e, axis=axis, keepdims=True)
+        r = shifted - np.log(s) if log else e / s
+    return r.astype(a.dtype, copy=False)
+
+
+def softmax_backward(y, g, axis, log):
+    yy, gg = _compute(y), _compute(g)
+    if log:
+        r = gg - np.exp(yy) * np.sum(gg, axis=axis, keepdims=True)
+    else:
+        r = yy * (gg - np.sum(gg * yy, axis=axis, keepdims=True))
+    return r.astype(g.dtype, copy=False)
+
+
+def cross_entropy(logits, target, ignore_index, label_smoothing):
+    """Per-row losses of ``logits`` (N, C) against class indices ``target`` (N,)."""
+    logp = softmax(logits, 1, True)
+    lp = _compute(logp)
+    n, c = lp.shape
+    valid = target != ignore_index
+    safe_t = np.where(valid, target, 0)
+    picked = lp[np.arange(n), safe_t]
+    loss = -(1.0 - label_smoothing) * picked
+    if label_smoothing:
+        loss = loss - label_smoothing / c * np.sum(lp, axis=1)
+    loss = np.where(valid, loss, 0.0)
+    return loss.astype(logits.dtype, copy=False), logp
+
+
+def cross_entropy_backward(logp, target, g_rows, ignore_index, label_smoothing):
+    lp = _compute(logp)
+    n, c = lp.shape
+    valid = target != ignore_index
+    q = np.zeros_like(lp)
+    q[np.arange(n)[valid], target[valid]] = 1.0 - label_smoothing
+    if label_smoothing:
+        q += label_smoothing / c
+    grad = (np.exp(lp) - q) * (_compute(g_rows) * valid)[:, None]
+    return grad.astype(logp.dtype, copy=False)
+
+
+def layer_norm(x, weight, bias, n, eps):
+    xx = _compute(x)
+    axes = tuple(range(x.ndim - n, x.ndim))
+    mean = np.mean(xx, axis=axes, keepdims=True)
+    var_ = np.mean((xx - mean) ** 2, axis=axes, keepdims=True)
+    rstd = 1.0 / np.sqrt(var_ + eps)
+    y = (xx - mean) * rstd
+    if weight is not None:
+        y = y * _compute(weight)
+    if bias is not None:
+        y = y + _compute(bias)
+    stat_dt = np.float64 if x.dtype == np.float64 else np.float32
+    return y.astype(x.dtype, copy=False), mean.astype(stat_dt), rstd.astype(stat_dt)
+
+
+def layer_norm_backward(g, x, weight, mean, rstd, n):
+    gg, xx = _compute(g), _compute(x)
+    axes = tuple(range(x.ndim - n, x.ndim))
+    lead = tuple(range(x.ndim - n))
+    xhat = (xx - mean) * rstd
+    dweight = np.sum(gg * xhat, axis=lead).astype(weight.dtype) if weight is not None else None
+    dbias = np.sum(gg, axis=lead).astype(weight.dtype if weight is not None else g.dtype)
+    gx = gg * _compute(weight) if weight is not None else gg
+    m = 1
+    for ax in axes:
+        m *= x.shape[ax]
+    dx = rstd * (gx - np.mean(gx, axis=axes, keepdims=True)
+                 - xhat * np.mean(gx * xhat, axis=axes, keepdims=True))
+    return dx.astype(x.dtype, copy=False), dweight, dbias
+
+
+def _attention_scores(q, k, mask, is_causal, scale):
+    s = np.matmul(q, np.swapaxes(k, -1, -2)) * scale
+    allowed = None
+    if is_causal:
+        L, S = s.shape[-2], s.shape[-1]
+        allowed = np.tril(np.ones((L, S), dtype=bool))
+    if mask is not None:
+        if mask.dtype == np.bool_:
+            allowed = mask if allowed is None else np.logical_and(allowed, mask)
+        else:
+            s = s + _compute(mask)
+    if allowed is not None:
+        s = np.where(allowed, s, -np.inf)
+    return s
+
+
+def attention(q, k, v, mask, is_causal, scale):
+    """Softmax(q k^T * scale + mask) v; also the rows' logsumexp, which is all backward keeps."""
+    qq, kk, vv = _compute(q), _compute(k), _compute(v)
+    s = _attention_scores(qq, kk, mask, is_causal, scale)
+    m = np.amax(s, axis=-1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0)
+    p = np.exp(s - m)
+    denom = np.sum(p, axis=-1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lse = np.log(denom) + m
+        p = np.where(denom > 0, p / np.where(denom > 0, denom, 1), 0)  # fully masked rows -> 0
+    out = np.matmul(p, vv)
+    return out.astype(q.dtype, copy=False), lse[..., 0]
+
+
+def attention_backward(g, q, k, v, out, lse, mask, is_causal, scale):
+    qq, kk, vv, gg, oo = (_compute(t) for t in (q, k, v, g, out))
+    s = _attention_scores(qq, kk, mask, is_causal, scale)
+    with np.errstate(invalid="ignore"):
+        p = np.where(np.isfinite(lse[..., None]), np.exp(s - lse[..., None]), 0.0)
+    dv = np.matmul(np.swapaxes(p, -1, -2), gg)
+    dp = np.matmul(gg, np.swapaxes(vv, -1, -2))
+    ds = p * (dp - np.sum(gg * oo, axis=-1, keepdims=True))
+    dq = np.matmul(ds, kk) * scale
+    dk = np.matmul(np.swapaxes(ds, -1, -2), qq) * scale
+    return dq.astype(q.dtype, copy=False), dk.astype(k.dtype, copy=False), dv.astype(v.dtype, copy=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# random: Philox keyed by the seed, its counter advanced to the offset, so a draw depends only
+# on (seed, offset) and never on what ran before in this process.
+def _rng(seed, offset):
+    bitgen = np.random.Philox(key=seed)
+    if offset:
+        bitgen.advance(offset)
+    return np.random.Generator(bitgen)
+
+
+def rand(shape, dtype, seed, offset):
+    return _rng(seed, offset).random(shape, dtype=np.float64).astype(_np_dtype(dtype))
+
+
+def randn(shape, dtype, seed, offset):
+    return _rng(seed, offset).standard_normal(shape, dtype=np.float64).astype(_np_dtype(dtype))
+
+
+def randint(low, high, shape, dtype, seed, offset):
+    return _rng(seed, offset).integers(low, high, shape, dtype=np.int64).astype(_np_dtype(dtype))
+
+
+def bernoulli(shape, p, dtype, seed, offset):
+    return (_rng(seed, offset).random(shape) < p).astype(_np_dtype(dtype))

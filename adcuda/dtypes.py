@@ -1,0 +1,115 @@
+"""dtypes and PyTorch's type-promotion rules.
+
+A dtype is a small immutable object; backends map it to their own storage type. Promotion follows
+PyTorch: categories bool < integer < floating; dimensioned tensors outrank 0-d tensors, which outrank
+Python scalars, unless the lower-priority operand is of a higher category.
+"""
+import builtins
+
+import numpy as np
+
+from .errors import DTypeError
+
+_builtin_int, _builtin_float = builtins.int, builtins.float
+
+BOOL, INTEGER, FLOATING = 0, 1, 2
+
+
+class dtype:
+    __slots__ = ("name", "category", "rank", "itemsize", "numpy")
+
+    def __init__(self, name, category, rank, itemsize, numpy_type):
+        self.name = name
+        self.category = category
+        self.rank = rank
+        self.itemsize = itemsize
+        self.numpy = numpy_type
+
+    @property
+    def is_floating_point(self):
+        return self.category == FLOATING
+
+    @property
+    def is_signed(self):
+        return self.category != BOOL
+
+    def __repr__(self):
+        return "adcuda." + self.name
+
+    def __reduce__(self):
+        return (_by_name, (self.name,))
+
+
+bool_ = dtype("bool", BOOL, 0, 1, np.bool_)
+int32 = dtype("int32", INTEGER, 2, 4, np.int32)
+int64 = dtype("int64", INTEGER, 3, 8, np.int64)
+float16 = dtype("float16", FLOATING, 1, 2, np.float16)
+bfloat16 = dtype("bfloat16", FLOATING, 1, 2, None)  # CUDA only: NumPy has no bfloat16
+float32 = dtype("float32", FLOATING, 4, 4, np.float32)
+float64 = dtype("float64", FLOATING, 5, 8, np.float64)
+
+half, float, double, long, int = float16, float32, float64, int64, int32  # noqa: A001 (PyTorch aliases)
+
+ALL = (bool_, int32, int64, float16, bfloat16, float32, float64)
+_BY_NAME = {d.name: d for d in ALL}
+_FROM_NUMPY = {np.dtype(d.numpy): d for d in ALL if d.numpy is not None}
+_FROM_NUMPY[np.dtype(np.int16)] = int32
+_FROM_NUMPY[np.dtype(np.int8)] = int32
+_FROM_NUMPY[np.dtype(np.uint8)] = int64
+
+default_float = float32
+
+
+def _by_name(name):
+    return _BY_NAME[name]
+
+
+def from_numpy_dtype(np_dtype, op="tensor"):
+    try:
+        return _FROM_NUMPY[np.dtype(np_dtype)]
+    except (KeyError, TypeError):
+        raise DTypeError(f"{op}: NumPy dtype {np_dtype} is not supported "
+                         f"(supported: {', '.join(d.name for d in ALL if d.numpy is not None)})") from None
+
+
+def as_dtype(value, op="tensor"):
+    """Accept an adcuda dtype, a NumPy dtype, a Python type or a name."""
+    if value is None or isinstance(value, dtype):
+        return value
+    if value is bool:
+        return bool_
+    if value is _builtin_int:
+        return int64
+    if value is _builtin_float:
+        return float32
+    if isinstance(value, str) and value in _BY_NAME:
+        return _BY_NAME[value]
+    return from_numpy_dtype(value, op)
+
+
+def promote(a, b):
+    """The smallest dtype both ``a`` and ``b`` convert to (PyTorch's promote_types)."""
+    if a is b:
+        return a
+    if a.category != b.category:
+        return a if a.category > b.category else b
+    if {a, b} == {float16, bfloat16}:
+        return float32
+    return a if a.rank > b.rank else b
+
+
+def scalar_category(value):
+    if isinstance(value, (bool, np.bool_)):
+        return BOOL
+    if isinstance(value, (_builtin_int, np.integer)):
+        return INTEGER
+    if isinstance(value, (_builtin_float, np.floating)):
+        return FLOATING
+    raise DTypeError(f"unsupported scalar of type {type(value).__name__}")
+
+
+_DEFAULT_FOR_CATEGORY = {BOOL: bool_, INTEGER: int64}
+
+
+def default_for_category(category):
+    return default_float if category == FLOATING else _DEFAULT_FOR_CATEGORY[category]

@@ -1,0 +1,34 @@
+"""adcuda's exception classes.
+
+Each subclasses the matching built-in exception, so ``except ValueError`` in user code keeps working,
+and every message names the op and the shapes, dtypes or devices involved.
+"""
+
+
+class AdcudaError(Exception):
+    """Base class of every error adcuda raises on purpose."""
+
+
+class ShapeError(AdcudaError, ValueError):
+    """Shapes that cannot be combined (broadcasting, matmul, views, sizes)."""
+
+
+class DTypeError(AdcudaError, TypeError):
+    """A dtype an op does not accept, or a value that cannot become a tensor."""
+
+
+class DeviceError(AdcudaError, RuntimeError):
+    """Tensors on different devices, or a device that is not usable."""
+
+
+class IndexOutOfRangeError(AdcudaError, IndexError):
+    """A dim or an index outside the tensor."""
+
+
+class AutogradError(AdcudaError, RuntimeError):
+    """Misuse of the autograd graph: freed graph, in-place modification of a saved value, ..."""
+
+
+def fmt_shape(shape):
+    """``(3, 4)`` as PyTorch users read it (a 1-tuple keeps its comma)."""
+    return str(tuple(shape))

@@ -1,0 +1,61 @@
+"""Moving tensors between dtypes and devices: ``to cpu cuda float half double long int bool``."""
+from .. import dtypes as dt
+from ..device import CPU, backend_for
+from ..tensor import Tensor, to_device_and_dtype
+from ._core import method, needs_grad, record, wrap
+
+
+def convert(t, device, dtype):
+    """A copy of ``t`` on ``device`` in ``dtype``; differentiable (the gradient goes back the same way)."""
+    src_bk = t._backend
+    if device == t._device:
+        data = src_bk.astype(t._data, dtype)
+    else:
+        dst_bk = backend_for(device, "to")
+        host = src_bk.to_numpy(t._data)
+        if device is CPU:
+            host = host.copy()
+        data = dst_bk.from_numpy(host, t.dtype)
+        if dtype is not t.dtype:
+            data = dst_bk.astype(data, dtype)
+    out = wrap(data, device)
+    if needs_grad(t) and dtype.is_floating_point:
+        src_device, src_dtype = t._device, t.dtype
+        record("ToCopyBackward0", out, (t,), lambda node, g: g.to(src_device, src_dtype))
+    return out
+
+
+def to(self, *args, **kwargs):
+    """``to(device)``, ``to(dtype)``, ``to(device, dtype)``, ``to(other)``; ``non_blocking`` and
+    ``copy`` keywords as in PyTorch."""
+    device = kwargs.pop("device", None)
+    dtype = kwargs.pop("dtype", None)
+    copy = kwargs.pop("copy", False)
+    kwargs.pop("non_blocking", None)
+    if kwargs:
+        raise TypeError(f"to: unexpected keyword arguments {sorted(kwargs)}")
+    for a in args:
+        if isinstance(a, Tensor):
+            device, dtype = a.device, a.dtype
+        elif isinstance(a, dt.dtype) or a in (float, int, bool):
+            dtype = a
+        elif isinstance(a, bool):
+            continue
+        else:
+            device = a
+    return to_device_and_dtype(self, device, dtype, copy, "to")
+
+
+method("to")(to)
+Tensor.cpu = lambda self: to_device_and_dtype(self, "cpu", None, False, "cpu")
+Tensor.cuda = lambda self, device=None, non_blocking=False: to_device_and_dtype(
+    self, "cuda" if device is None else (device if not isinstance(device, int) else f"cuda:{device}"),
+    None, False, "cuda")
+Tensor.float = lambda self: to_device_and_dtype(self, None, dt.float32)
+Tensor.half = lambda self: to_device_and_dtype(self, None, dt.float16)
+Tensor.bfloat16 = lambda self: to_device_and_dtype(self, None, dt.bfloat16)
+Tensor.double = lambda self: to_device_and_dtype(self, None, dt.float64)
+Tensor.long = lambda self: to_device_and_dtype(self, None, dt.int64)
+Tensor.int = lambda self: to_device_and_dtype(self, None, dt.int32)
+Tensor.bool = lambda self: to_device_and_dtype(self, None, dt.bool_)
+Tensor.type_as = lambda self, other: to_device_and_dtype(self, None, other.dtype)

@@ -1,0 +1,76 @@
+"""Matrix products: ``matmul`` (1-D, 2-D and batched with broadcast batch dims), ``mm bmm outer``."""
+from ..errors import DTypeError, ShapeError, fmt_shape
+from ..tensor import Tensor
+from ._core import broadcast_shapes, check_same_device, method, needs_grad, record, result_type, sum_to_shape, wrap
+
+
+def matmul(input, other):
+    if not isinstance(input, Tensor) or not isinstance(other, Tensor):
+        raise DTypeError("matmul: both operands must be Tensors")
+    check_same_device("matmul", input, other)
+    if input.ndim == 0 or other.ndim == 0:
+        raise ShapeError(f"matmul: both arguments need to be at least 1D, but they are {input.ndim}D and "
+                         f"{other.ndim}D")
+    if input.dtype is not other.dtype:
+        raise DTypeError(f"matmul: expected both operands to have the same dtype, but got {input.dtype} "
+                         f"and {other.dtype}")
+    a = input.unsqueeze(0) if input.ndim == 1 else input
+    b = other.unsqueeze(-1) if other.ndim == 1 else other
+    if a.shape[-1] != b.shape[-2]:
+        raise ShapeError(f"matmul: shapes {fmt_shape(input.shape)} and {fmt_shape(other.shape)} cannot be "
+                         f"multiplied ({a.shape[-2]}x{a.shape[-1]} and {b.shape[-2]}x{b.shape[-1]})")
+    broadcast_shapes("matmul", tuple(a.shape[:-2]), tuple(b.shape[:-2]))
+    out = _matmul_nd(a, b)
+    if input.ndim == 1:
+        out = out.squeeze(-2)
+    if other.ndim == 1:
+        out = out.squeeze(-1)
+    return out
+
+
+def _matmul_nd(a, b):
+    out = wrap(a._backend.matmul(a._data, b._data), a._device)
+    if needs_grad(a, b):
+        a_shape, b_shape = tuple(a.shape), tuple(b.shape)
+        want_a, want_b = a.requires_grad, b.requires_grad
+
+        def backward(node, g):
+            x, y = node.saved_tensors
+            ga = sum_to_shape(_matmul_nd(g, y.mT), a_shape) if want_a else None
+            gb = sum_to_shape(_matmul_nd(x.mT, g), b_shape) if want_b else None
+            return ga, gb
+        record("MmBackward0", out, (a, b), backward, saved=(a, b))
+    return out
+
+
+def mm(input, mat2):
+    if input.ndim != 2 or mat2.ndim != 2:
+        raise ShapeError(f"mm: both arguments must be 2-D, got {fmt_shape(input.shape)} and {fmt_shape(mat2.shape)}")
+    return matmul(input, mat2)
+
+
+def bmm(input, mat2):
+    if input.ndim != 3 or mat2.ndim != 3 or input.shape[0] != mat2.shape[0]:
+        raise ShapeError(f"bmm: expected two 3-D tensors with the same batch size, got "
+                         f"{fmt_shape(input.shape)} and {fmt_shape(mat2.shape)}")
+    return matmul(input, mat2)
+
+
+def outer(input, vec2):
+    if input.ndim != 1 or vec2.ndim != 1:
+        raise ShapeError(f"outer: expected 1-D vectors, got {fmt_shape(input.shape)} and {fmt_shape(vec2.shape)}")
+    return input.unsqueeze(1) * vec2.unsqueeze(0)
+
+
+def dot(input, other):
+    if input.ndim != 1 or other.ndim != 1 or input.shape[0] != other.shape[0]:
+        raise ShapeError(f"dot: expected 1-D tensors of the same size, got {fmt_shape(input.shape)} and "
+                         f"{fmt_shape(other.shape)}")
+    return matmul(input, other)
+
+
+for _name in ("matmul", "mm", "bmm", "outer", "dot"):
+    method(_name)(globals()[_name])
+Tensor.__matmul__ = matmul
+Tensor.__rmatmul__ = lambda self, other: matmul(other, self)
+Tensor.ger = Tensor.outer

@@ -1,0 +1,271 @@
+"""Reductions over any set of dims, with ``keepdim``: sum mean prod amax amin max min var std
+logsumexp norm argmax argmin all any."""
+import builtins
+from collections import namedtuple
+
+from .. import dtypes as dt
+from ..errors import DTypeError, ShapeError, fmt_shape
+from ..tensor import Tensor
+from ._core import method, needs_grad, record, wrap, wrap_dim
+
+values_indices = namedtuple("values_indices", ["values", "indices"])
+
+
+def reduce_axes(op, ndim, dim):
+    """``dim`` (None, int, tuple or list) as a sorted tuple of distinct non-negative axes."""
+    if dim is None:
+        return tuple(range(ndim))
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    if ndim == 0:
+        for d in dims:
+            wrap_dim(d, 0, op)
+        return ()
+    axes = tuple(sorted(wrap_dim(d, ndim, op) for d in dims))
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"{op}: dim {dims} contains a dim more than once")
+    return axes
+
+
+def expand_reduced(g, input_shape, axes, keepdim):
+    """Bring a reduced gradient back to the input's shape (the inverse of reducing ``axes``)."""
+    if not keepdim and axes:
+        shape = list(input_shape)
+        for ax in axes:
+            shape[ax] = 1
+        g = g.reshape(tuple(shape))
+    return g.expand(tuple(input_shape))
+
+
+def _check_nonempty(op, input, axes):
+    if input.numel() == 0 and (not axes or builtins.any(input.shape[a] == 0 for a in axes)):
+        raise ShapeError(f"{op}: cannot reduce an empty tensor of shape {fmt_shape(input.shape)} over "
+                         f"dims {axes} (the operation has no identity)")
+
+
+def sum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
+    if dtype is not None:
+        input = input.to(dtype=dtype)
+    axes = reduce_axes("sum", input.ndim, dim)
+    out = wrap(input._backend.reduce("sum", input._data, axes, keepdim), input._device)
+    if needs_grad(input):
+        shape = tuple(input.shape)
+        record("SumBackward1" if dim is not None else "SumBackward0", out, (input,),
+               lambda node, g: expand_reduced(g, shape, axes, keepdim))
+    return out
+
+
+def mean(input, dim=None, keepdim=False, *, dtype=None):
+    if dtype is not None:
+        input = input.to(dtype=dtype)
+    if not input.dtype.is_floating_point:
+        raise DTypeError(f"mean: could not infer output dtype. Input dtype must be a floating point "
+                         f"dtype, got {input.dtype}")
+    axes = reduce_axes("mean", input.ndim, dim)
+    out = wrap(input._backend.reduce("mean", input._data, axes, keepdim), input._device)
+    if needs_grad(input):
+        shape = tuple(input.shape)
+        count = 1
+        for ax in axes:
+            count *= shape[ax]
+        record("MeanBackward1" if dim is not None else "MeanBackward0", out, (input,),
+               lambda node, g: expand_reduced(g / builtins.max(count, 1), shape, axes, keepdim))
+    return out
+
+
+def prod(input, dim=None, keepdim=False, *, dtype=None):
+    if dtype is not None:
+        input = input.to(dtype=dtype)
+    if dim is not None and not isinstance(dim, int):
+        raise TypeError("prod: dim must be an int (as in PyTorch)")
+    axes = reduce_axes("prod", input.ndim, dim)
+    out = wrap(input._backend.reduce("prod", input._data, axes, keepdim), input._device)
+    if needs_grad(input):
+        shape = tuple(input.shape)
+
+        def backward(node, g):
+            x, y = node.saved_tensors
+            is_zero = x == 0
+            zeros = sum(is_zero.to(dtype=x.dtype), axes, keepdim=True)
+            safe_x = _where(is_zero, 1.0, x)
+            prod_nonzero = prod_keep(safe_x, axes)
+            y_k = expand_reduced(y, shape, axes, keepdim)
+            no_zero = _where(zeros == 0, y_k / safe_x, 0.0)
+            one_zero = _where(is_zero.logical_and(zeros == 1), prod_nonzero, 0.0)
+            return expand_reduced(g, shape, axes, keepdim) * (no_zero + one_zero)
+        record("ProdBackward0", out, (input,), backward, saved=(input, out))
+    return out
+
+
+def prod_keep(x, axes):
+    r = x
+    for ax in axes:
+        r = prod(r, ax, keepdim=True)
+    return r
+
+
+def _where(c, a, b):
+    from .elementwise import where
+    return where(c, a, b)
+
+
+def _extreme(op, input, dim, keepdim):
+    axes = reduce_axes(op, input.ndim, dim)
+    _check_nonempty(op, input, axes)
+    out = wrap(input._backend.reduce(op, input._data, axes, keepdim), input._device)
+    if needs_grad(input):
+        shape = tuple(input.shape)
+
+        def backward(node, g):
+            x, y = node.saved_tensors
+            hit = (x == expand_reduced(y, shape, axes, keepdim)).to(dtype=g.dtype)
+            count = sum(hit, axes, keepdim=True)
+            return expand_reduced(g, shape, axes, keepdim) * hit / count
+        record(op.capitalize() + "Backward0", out, (input,), backward, saved=(input, out))
+    return out
+
+
+def amax(input, dim=(), keepdim=False):
+    return _extreme("amax", input, None if dim == () else dim, keepdim)
+
+
+def amin(input, dim=(), keepdim=False):
+    return _extreme("amin", input, None if dim == () else dim, keepdim)
+
+
+def _max_min(op, input, dim, keepdim, other):
+    if isinstance(dim, Tensor):  # max(a, b) is PyTorch's elementwise maximum
+        from .elementwise import maximum, minimum
+        return (maximum if op == "max" else minimum)(input, dim)
+    if dim is None:
+        return _extreme("amax" if op == "max" else "amin", input, None, False)
+    axis = wrap_dim(dim, input.ndim, op)
+    _check_nonempty(op, input, (axis,) if input.ndim else ())
+    bk = input._backend
+    arg = "argmax" if op == "max" else "argmin"
+    if input.ndim == 0:
+        return values_indices(input.clone() if needs_grad(input) else input, wrap(bk.full((), 0, dt.int64), input._device))
+    indices = wrap(bk.argreduce(arg, input._data, axis, True), input._device)
+    from .indexing import gather
+    values = gather(input, axis, indices)
+    if not keepdim:
+        values = values.squeeze(axis)
+        indices = indices.squeeze(axis)
+    return values_indices(values, indices)
+
+
+def max(input, dim=None, keepdim=False):  # noqa: A001
+    return _max_min("max", input, dim, keepdim, None)
+
+
+def min(input, dim=None, keepdim=False):  # noqa: A001
+    return _max_min("min", input, dim, keepdim, None)
+
+
+def argmax(input, dim=None, keepdim=False):
+    return _argext("argmax", input, dim, keepdim)
+
+
+def argmin(input, dim=None, keepdim=False):
+    return _argext("argmin", input, dim, keepdim)
+
+
+def _argext(op, input, dim, keepdim):
+    axis = None if dim is None else (wrap_dim(dim, input.ndim, op) if input.ndim else None)
+    _check_nonempty(op, input, (axis,) if axis is not None else ())
+    return wrap(input._backend.argreduce(op, input._data, axis, keepdim), input._device)
+
+
+def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    if unbiased is not None and not isinstance(unbiased, bool):
+        raise TypeError("var: unbiased must be a bool")
+    if correction is None:
+        correction = 1 if unbiased is None or unbiased else 0
+    if not input.dtype.is_floating_point:
+        raise DTypeError(f"var: expected a floating point tensor, got {input.dtype}")
+    axes = reduce_axes("var", input.ndim, dim)
+    out = wrap(input._backend.var(input._data, axes, correction, keepdim), input._device)
+    if needs_grad(input):
+        shape = tuple(input.shape)
+        count = 1
+        for ax in axes:
+            count *= shape[ax]
+
+        def backward(node, g):
+            (x,) = node.saved_tensors
+            centered = x - mean(x, axes, keepdim=True)
+            return expand_reduced(g, shape, axes, keepdim) * centered * (2.0 / builtins.max(count - correction, 0))
+        record("VarBackward0", out, (input,), backward, saved=(input,))
+    return out
+
+
+def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    from .elementwise import sqrt
+    return sqrt(var(input, dim, unbiased, keepdim, correction=correction))
+
+
+def logsumexp(input, dim, keepdim=False):
+    axes = reduce_axes("logsumexp", input.ndim, dim)
+    if not input.dtype.is_floating_point:
+        input = input.to(dtype=dt.default_float)
+    out = wrap(input._backend.logsumexp(input._data, axes, keepdim), input._device)
+    if needs_grad(input):
+        shape = tuple(input.shape)
+
+        def backward(node, g):
+            from .elementwise import exp
+            x, y = node.saved_tensors
+            return expand_reduced(g, shape, axes, keepdim) * exp(x - expand_reduced(y, shape, axes, keepdim))
+        record("LogsumexpBackward0", out, (input,), backward, saved=(input, out))
+    return out
+
+
+def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
+    from .elementwise import abs as _abs, sqrt, where
+    if dtype is not None:
+        input = input.to(dtype=dtype)
+    if p in ("fro", 2, 2.0):
+        sq = sum(input * input, dim, keepdim)
+        out = sqrt(sq)
+        if needs_grad(input):
+            # d||x|| = x / ||x||, and 0 (not NaN) where the norm is 0
+            return _safe_norm(input, out.detach(), dim, keepdim)
+        return out
+    if p == float("inf"):
+        return amax(_abs(input), () if dim is None else dim, keepdim)
+    if p == -float("inf"):
+        return amin(_abs(input), () if dim is None else dim, keepdim)
+    if p == 1:
+        return sum(_abs(input), dim, keepdim)
+    if p == 0:
+        return sum((input != 0).to(dtype=input.dtype), dim, keepdim)
+    return sum(_abs(input) ** p, dim, keepdim) ** (1.0 / p)
+
+
+def _safe_norm(input, value, dim, keepdim):
+    axes = reduce_axes("norm", input.ndim, dim)
+    shape = tuple(input.shape)
+
+    def backward(node, g):
+        from .elementwise import where
+        x, y = node.saved_tensors
+        yk = expand_reduced(y, shape, axes, keepdim)
+        safe = where(yk == 0, 1.0, yk)
+        return expand_reduced(g, shape, axes, keepdim) * where(yk == 0, 0.0, x / safe)
+    out = wrap(value._data, value._device)
+    record("NormBackward1", out, (input,), backward, saved=(input, out))
+    return out
+
+
+def all(input, dim=None, keepdim=False):  # noqa: A001
+    axes = reduce_axes("all", input.ndim, dim)
+    return wrap(input._backend.reduce("all", input._data, axes, keepdim), input._device)
+
+
+def any(input, dim=None, keepdim=False):  # noqa: A001
+    axes = reduce_axes("any", input.ndim, dim)
+    return wrap(input._backend.reduce("any", input._data, axes, keepdim), input._device)
+
+
+for _name in ("sum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "var", "std",
+              "logsumexp", "norm", "all", "any"):
+    method(_name)(globals()[_name])

@@ -1,0 +1,72 @@
+"""adcuda's random number generator: a Philox key (the seed) and a counter offset.
+
+Every random primitive takes ``(seed, offset)`` and the generator advances the offset past what the
+draw used, so results depend only on ``manual_seed`` and the sequence of draws, never on the
+backend's launch configuration. DataLoader workers reseed it per worker.
+"""
+import threading
+
+_DEFAULT_SEED = 67280421310721
+
+
+class Generator:
+    def __init__(self, device="cpu"):
+        self.device = device
+        self._lock = threading.Lock()
+        self._seed = _DEFAULT_SEED
+        self._offset = 0
+
+    def manual_seed(self, seed):
+        seed = int(seed)
+        if seed < 0:
+            seed &= 0xFFFFFFFFFFFFFFFF
+        with self._lock:
+            self._seed = seed
+            self._offset = 0
+        return self
+
+    def seed(self):
+        import os
+        return self.manual_seed(int.from_bytes(os.urandom(8), "little"))._seed
+
+    def initial_seed(self):
+        return self._seed
+
+    def get_state(self):
+        return (self._seed, self._offset)
+
+    def set_state(self, state):
+        self._seed, self._offset = int(state[0]), int(state[1])
+
+    def next_offset(self, numel):
+        """Reserve counter blocks for a draw of ``numel`` values; return (seed, offset)."""
+        with self._lock:
+            offset = self._offset
+            # each Philox block gives 4 x 64 bits; reserve generously so rejection sampling never
+            # overlaps the next draw
+            self._offset += max(int(numel), 1)
+        return self._seed, offset
+
+
+default_generator = Generator()
+
+
+def manual_seed(seed):
+    default_generator.manual_seed(seed)
+    return default_generator
+
+
+def seed():
+    return default_generator.seed()
+
+
+def initial_seed():
+    return default_generator.initial_seed()
+
+
+def get_rng_state():
+    return default_generator.get_state()
+
+
+def set_rng_state(state):
+    default_generator.set_state(state)
