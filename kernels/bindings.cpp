@@ -1,0 +1,125 @@
+// adcuda._C: the one native file that knows Python. Everything else under kernels/ is plain C++/CUDA.
+// Calls that may block on the GPU or on CUDA initialisation release the GIL; C++ exceptions become
+// Python exceptions (adcuda::CudaError -> adcuda._C.CudaError, a RuntimeError), never an abort.
+#include <pybind11/pybind11.h>
+
+#include <string>
+
+#include "adcuda/build_config.h"
+#include "runtime/device.h"
+#include "runtime/errors.h"
+
+namespace py = pybind11;
+
+namespace {
+
+py::list split_architectures(const std::string& joined) {
+  py::list architectures;
+  std::size_t start = 0;
+  while (start < joined.size()) {
+    std::size_t end = joined.find(';', start);
+    if (end == std::string::npos) end = joined.size();
+    if (end > start) architectures.append(joined.substr(start, end - start));
+    start = end + 1;
+  }
+  return architectures;
+}
+
+py::dict build_info() {
+  py::dict info;
+  info["cuda_compiled"] = static_cast<bool>(ADCUDA_CUDA_COMPILED);
+  info["cuda_version"] = ADCUDA_CUDA_COMPILED ? py::object(py::str(ADCUDA_CUDA_VERSION)) : py::object(py::none());
+  info["cuda_architectures"] = split_architectures(ADCUDA_CUDA_ARCHITECTURES);
+  info["compiler"] = ADCUDA_COMPILER;
+  info["build_type"] = ADCUDA_BUILD_TYPE;
+  return info;
+}
+
+py::dict properties_dict(const adcuda::DeviceProperties& p) {
+  py::dict d;
+  d["name"] = p.name;
+  d["major"] = p.major;
+  d["minor"] = p.minor;
+  d["total_memory"] = p.total_memory;
+  d["multi_processor_count"] = p.multi_processor_count;
+  d["warp_size"] = p.warp_size;
+  d["max_threads_per_block"] = p.max_threads_per_block;
+  d["shared_memory_per_block"] = p.shared_memory_per_block;
+  d["l2_cache_size"] = p.l2_cache_size;
+  d["pci_domain_id"] = p.pci_domain_id;
+  d["pci_bus_id"] = p.pci_bus_id;
+  d["pci_device_id"] = p.pci_device_id;
+  return d;
+}
+
+void register_cuda_error(py::module_& m) {
+  PYBIND11_CONSTINIT static py::gil_safe_call_once_and_store<py::object> cuda_error_type;
+  cuda_error_type.call_once_and_store_result([&m]() {
+    py::object type = py::exception<adcuda::CudaError>(m, "CudaError", PyExc_RuntimeError);
+    type.attr("__doc__") =
+        "A CUDA runtime call failed. Attributes: code (the cudaError_t value), error_name "
+        "(e.g. 'cudaErrorMemoryAllocation'), description (CUDA's text), call (the failed call) and "
+        "location (source file:line).";
+    return type;
+  });
+  py::register_exception_translator([](std::exception_ptr thrown) {
+    try {
+      if (thrown) std::rethrow_exception(thrown);
+    } catch (const adcuda::CudaError& e) {
+      py::object type = cuda_error_type.get_stored();
+      py::object error = type(e.what());
+      error.attr("code") = e.code();
+      error.attr("error_name") = e.error_name();
+      error.attr("description") = e.description();
+      error.attr("call") = e.call();
+      error.attr("location") = e.location();
+      PyErr_SetObject(type.ptr(), error.ptr());
+    }
+  });
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "adcuda's native runtime: CUDA device query and control (host-only stubs in a build without CUDA).";
+  register_cuda_error(m);
+
+  m.def("build_info", &build_info,
+        "How this module was built: cuda_compiled, cuda_version, cuda_architectures, compiler, build_type.");
+
+  m.def(
+      "cuda_device_count",
+      []() {
+        adcuda::DeviceCount result;
+        {
+          py::gil_scoped_release release;
+          result = adcuda::device_count();
+        }
+        return py::make_tuple(result.count, result.unavailable_reason);
+      },
+      "(count, reason): the number of CUDA devices, and why there is none ('' when count > 0). "
+      "Never raises for a missing driver or GPU.");
+
+  m.def(
+      "cuda_device_properties",
+      [](int index) {
+        adcuda::DeviceProperties properties;
+        {
+          py::gil_scoped_release release;
+          properties = adcuda::device_properties(index);
+        }
+        return properties_dict(properties);
+      },
+      py::arg("index"), "Properties of CUDA device `index` as a dict; raises CudaError.");
+
+  m.def("cuda_driver_version", &adcuda::driver_version, py::call_guard<py::gil_scoped_release>(),
+        "The CUDA version the installed driver supports (e.g. 13000), 0 without a driver.");
+  m.def("cuda_runtime_version", &adcuda::runtime_version, py::call_guard<py::gil_scoped_release>(),
+        "The version of the CUDA runtime linked into this module (e.g. 13000), 0 in a build without CUDA.");
+  m.def("cuda_current_device", &adcuda::current_device, py::call_guard<py::gil_scoped_release>(),
+        "The calling thread's current CUDA device.");
+  m.def("cuda_set_device", &adcuda::set_device, py::arg("index"), py::call_guard<py::gil_scoped_release>(),
+        "Make `index` the calling thread's current CUDA device.");
+  m.def("cuda_synchronize", &adcuda::synchronize, py::call_guard<py::gil_scoped_release>(),
+        "Wait for all work on the current CUDA device to finish.");
+}

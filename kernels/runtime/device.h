@@ -1,0 +1,43 @@
+// Device discovery and control. Plain C++ (no CUDA types) so that bindings.cpp and the host-only
+// build share it: device.cu implements it with the CUDA runtime, host_only.cpp for a build without CUDA.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace adcuda {
+
+struct DeviceCount {
+  int count;
+  // Why no device is usable ("" when count > 0): the CUDA error text, e.g. no driver or no GPU.
+  std::string unavailable_reason;
+};
+
+struct DeviceProperties {
+  std::string name;
+  int major;
+  int minor;
+  std::size_t total_memory;
+  int multi_processor_count;
+  int warp_size;
+  int max_threads_per_block;
+  std::size_t shared_memory_per_block;
+  int l2_cache_size;
+  int pci_domain_id;
+  int pci_bus_id;
+  int pci_device_id;
+};
+
+// Never throws for a missing driver or GPU: those give count 0 and the reason.
+DeviceCount device_count();
+// The remaining calls throw CudaError when the CUDA runtime reports an error.
+DeviceProperties device_properties(int index);
+// CUDA versions as the runtime encodes them (1000 * major + 10 * minor); the driver's is 0 without a driver.
+int driver_version();
+int runtime_version();
+int current_device();
+void set_device(int index);
+// Waits for all work on the current device.
+void synchronize();
+
+}  // namespace adcuda

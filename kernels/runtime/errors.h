@@ -1,0 +1,57 @@
+// CUDA errors as C++ exceptions. Every CUDA runtime call goes through ADCUDA_CHECK, so a failure
+// becomes adcuda::CudaError (bindings.cpp turns it into the Python exception adcuda._C.CudaError)
+// instead of a silently ignored status or an aborted process.
+//
+// This header has no CUDA includes so that the host-only build and bindings.cpp can use the class;
+// the macros are only expanded in .cu files, where cudaSuccess and cudaGetLastError exist.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace adcuda {
+
+class CudaError : public std::runtime_error {
+ public:
+  CudaError(int code, std::string error_name, std::string description, std::string call, std::string location)
+      : std::runtime_error("CUDA error: " + error_name + " (" + std::to_string(code) + "): " + description +
+                           " [" + call + " at " + location + "]"),
+        code_(code),
+        error_name_(std::move(error_name)),
+        description_(std::move(description)),
+        call_(std::move(call)),
+        location_(std::move(location)) {}
+
+  int code() const noexcept { return code_; }
+  const std::string& error_name() const noexcept { return error_name_; }
+  const std::string& description() const noexcept { return description_; }
+  const std::string& call() const noexcept { return call_; }
+  const std::string& location() const noexcept { return location_; }
+
+ private:
+  int code_;
+  std::string error_name_;
+  std::string description_;
+  std::string call_;
+  std::string location_;
+};
+
+// "cudaErrorInsufficientDriver (35): CUDA driver version is insufficient for CUDA runtime version".
+std::string describe_cuda_error(int status);
+
+// Throws the CudaError for a failed call. `status` is the call's cudaError_t.
+[[noreturn]] void throw_cuda_error(int status, const char* call, const char* file, int line);
+
+}  // namespace adcuda
+
+#define ADCUDA_CHECK(expr)                                                                    \
+  do {                                                                                        \
+    const cudaError_t adcuda_check_status_ = (expr);                                          \
+    if (adcuda_check_status_ != cudaSuccess) {                                                \
+      ::adcuda::throw_cuda_error(static_cast<int>(adcuda_check_status_), #expr, __FILE__, __LINE__); \
+    }                                                                                         \
+  } while (0)
+
+// After a kernel launch: reports a bad launch configuration or a missing kernel image for this GPU.
+#define ADCUDA_CHECK_LAUNCH() ADCUDA_CHECK(cudaGetLastError())
