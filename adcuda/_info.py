@@ -1,0 +1,152 @@
+"""``adcuda.info()`` and ``python -m adcuda info``: how adcuda was built and what it sees at run time."""
+import json
+import platform
+import sys
+
+from . import _native
+from . import cuda
+
+_KNOWN_BUILD_KEYS = ("cuda_compiled", "cuda_version", "cuda_architectures", "compiler", "build_type")
+
+
+class InfoReport(str):
+    """The text of ``adcuda.info()``; shows as the report itself at the interactive prompt."""
+
+    def __repr__(self):
+        return str(self)
+
+
+def _version_text(encoded):
+    """The CUDA runtime's encoding (1000 * major + 10 * minor) as "13.0"; None for 0 (absent)."""
+    if not encoded:
+        return None
+    return f"{encoded // 1000}.{encoded % 1000 // 10}"
+
+
+def _adcuda_version():
+    from importlib import metadata
+    try:
+        return metadata.version("adcuda")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed; running from a source checkout)"
+
+
+def _numpy_version():
+    try:
+        import numpy
+    except ImportError:
+        return None
+    return numpy.__version__
+
+
+def _devices(architectures):
+    devices = []
+    for index in range(cuda.device_count()):
+        props = cuda._properties(index)
+        runs, how = cuda.kernel_image_for(props.major, props.minor, architectures)
+        devices.append({
+            "index": index,
+            "name": props.name,
+            "compute_capability": f"{props.major}.{props.minor}",
+            "total_memory": props.total_memory,
+            "multi_processor_count": props.multi_processor_count,
+            "build_runs_on_device": runs,
+            "kernel_image": how,
+        })
+    return devices
+
+
+def _running_on(available, devices, reason):
+    if available:
+        first = next(d for d in devices if d["build_runs_on_device"] is not False)
+        return f"cuda:{first['index']}", f"{first['name']} runs this build's kernels ({first['kernel_image']})"
+    return "cpu", f"CUDA is not available: {reason}"
+
+
+def info(as_dict=False):
+    """A report of the build (CUDA compiled? toolkit, architectures) and the run-time devices.
+
+    ``as_dict=True`` gives the facts as a dict; otherwise the readable text (print it, or look at it at
+    the prompt).
+    """
+    build = _native.build_info()
+    C = _native._C
+    available = cuda.is_available()
+    reason = cuda.unavailable_reason()
+    devices = _devices(build["cuda_architectures"])
+    running_on, running_on_reason = _running_on(available, devices, reason)
+    facts = {
+        "adcuda_version": _adcuda_version(),
+        "python": f"{platform.python_version()} ({platform.python_implementation()})",
+        "numpy": _numpy_version(),
+        "platform": platform.platform(),
+        "native_module_loaded": build["native_module_loaded"],
+        "native_module_path": getattr(C, "__file__", None),
+        "native_import_error": build["native_import_error"],
+        **{key: value for key, value in build.items() if key not in ("native_module_loaded", "native_import_error")},
+        "cuda_driver_version": _version_text(C.cuda_driver_version()) if build["cuda_compiled"] else None,
+        "cuda_runtime_version": _version_text(C.cuda_runtime_version()) if build["cuda_compiled"] else None,
+        "cuda_available": available,
+        "device_count": cuda.device_count(),
+        "unavailable_reason": reason,
+        "devices": devices,
+        "running_on": running_on,
+        "running_on_reason": running_on_reason,
+    }
+    if as_dict:
+        return facts
+    return InfoReport(_format(facts, [key for key in build if key not in _KNOWN_BUILD_KEYS
+                                      and key not in ("native_module_loaded", "native_import_error")]))
+
+
+def _format(facts, extra_build_keys):
+    lines = [
+        f"adcuda {facts['adcuda_version']}",
+        f"  Python {facts['python']}, NumPy {facts['numpy'] or 'not installed'}, {facts['platform']}",
+        "build",
+    ]
+    if facts["native_module_loaded"]:
+        lines.append(f"  native module: loaded ({facts['native_module_path']})")
+    else:
+        lines.append(f"  native module: NOT loaded ({facts['native_import_error']}); CPU-only")
+    if facts["cuda_compiled"]:
+        lines.append(f"  CUDA compiled: yes, toolkit {facts['cuda_version']}, "
+                     f"architectures {';'.join(facts['cuda_architectures'])}")
+    else:
+        lines.append("  CUDA compiled: no")
+    if facts["native_module_loaded"]:
+        lines.append(f"  compiler: {facts['compiler']}, build type {facts['build_type']}")
+    for key in extra_build_keys:
+        lines.append(f"  {key.replace('_', ' ')}: {facts[key]}")
+    lines.append("runtime")
+    if facts["cuda_compiled"]:
+        lines.append(f"  CUDA driver: {facts['cuda_driver_version'] or 'none found'}, "
+                     f"CUDA runtime: {facts['cuda_runtime_version']}")
+    for device in facts["devices"]:
+        lines.append(f"  cuda:{device['index']} {device['name']}, compute capability {device['compute_capability']}, "
+                     f"{device['total_memory'] / 2**30:.1f} GiB, {device['multi_processor_count']} SMs; "
+                     f"this build: {device['kernel_image']}")
+    if not facts["devices"]:
+        lines.append("  devices: none")
+    if facts["running_on"] == "cpu":
+        lines.append(f"running on: cpu (fp32 fallback) because {facts['running_on_reason']}")
+    else:
+        lines.append(f"running on: {facts['running_on']} ({facts['running_on_reason']})")
+    return "\n".join(lines)
+
+
+def print_info(file=None):
+    print(info(), file=file or sys.stdout)
+
+
+def main_info(argv=None):
+    """``python -m adcuda info [--json]``; returns the exit status."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    if args not in ([], ["--json"]):
+        print("usage: adcuda info [--json]", file=sys.stderr)
+        return 2
+    if args:
+        print(json.dumps(info(as_dict=True), indent=2))
+    else:
+        print_info()
+    return 0
