@@ -3,11 +3,11 @@ from .errors import DeviceError
 
 
 class device:
-    __slots__ = ("type", "index")
+    __slots__ = ("type", "index", "_backend")
 
     def __init__(self, type, index=None):  # noqa: A002 (PyTorch's parameter name)
         if isinstance(type, device):
-            self.type, self.index = type.type, type.index
+            self.type, self.index, self._backend = type.type, type.index, None
             return
         if not isinstance(type, str):
             raise DeviceError(f"device: expected a string like 'cpu' or 'cuda:0', got {type!r}")
@@ -23,6 +23,14 @@ class device:
             raise DeviceError(f"device: cpu has no index {index}")
         self.type = name
         self.index = index if name == "cuda" else None
+        self._backend = None
+
+    @property
+    def backend(self):
+        """The primitive module computing on this device (resolved once; raises if unusable)."""
+        if self._backend is None:
+            self._backend = backend_for(self)
+        return self._backend
 
     def __repr__(self):
         return f"device(type='{self.type}'" + (f", index={self.index})" if self.index is not None else ")")
