@@ -14,12 +14,14 @@ from .errors import (AdcudaError, AutogradError, DeviceError, DTypeError, IndexO
 from .tensor import Size, Tensor
 from . import ops as _ops  # attaches ops to Tensor
 from .ops.conversion import to as _to  # noqa: F401
-from .ops.elementwise import (abs, add, clamp, cos, div, eq, erf, exp, floor, ge, gelu, gt, le, leaky_relu,
-                              log, log1p, logical_and, logical_not, logical_or, logical_xor, lt, maximum,
-                              minimum, mul, ne, neg, pow, reciprocal, relu, rsqrt, sigmoid, sign, silu, sin,
-                              sqrt, square, sub, tanh, where)
-from .ops.reduction import (all, amax, amin, any, argmax, argmin, logsumexp, max, mean, min, norm, prod,
-                            std, sum, var)
+from .ops.elementwise import (abs, add, bitwise_and, bitwise_not, bitwise_or, bitwise_xor, ceil, clamp, cos,
+                              div, eq, erf, exp, exp2, floor, ge, gelu, gt, isfinite, isinf, isnan, le,
+                              leaky_relu, log, log1p, log2, log10, logical_and, logical_not, logical_or,
+                              logical_xor, lt, maximum, minimum, mul, ne, neg, pow, reciprocal, relu, round,
+                              rsqrt, sigmoid, sign, silu, sin, sqrt, square, sub, tanh, trunc, where)
+from .ops.reduction import (all, amax, amin, any, argmax, argmin, cumsum, logsumexp, max, mean, min, norm,
+                            prod, std, sum, var)
+from .ops.sorting import argsort, msort, sort, topk
 from .ops.shape import (broadcast_tensors, broadcast_to, cat, chunk, clone, concat, concatenate,
                         contiguous, expand, flatten, flip, movedim, narrow, permute, repeat, reshape,
                         select, split, squeeze, stack, t, transpose, unbind, unflatten, unsqueeze, view)
@@ -41,6 +43,7 @@ multiply = mul
 subtract = sub
 negative = neg
 true_divide = div
+fix = trunc
 
 
 def is_tensor(obj):

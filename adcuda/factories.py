@@ -22,7 +22,7 @@ def _shape_arg(op, size):
         if isinstance(s, Tensor):
             s = int(s.item())
         if not isinstance(s, numbers.Integral) or isinstance(s, bool):
-            raise TypeError(f"{op}: size must be a tuple of ints, got {size!r}")
+            raise DTypeError(f"{op}: size must be a tuple of ints, got {size!r}")
         if s < 0:
             raise ShapeError(f"{op}: negative dimension {s} in size {tuple(size)}")
         shape.append(int(s))
@@ -46,23 +46,32 @@ def _new(op, data_fn, shape, dtype, device, requires_grad):
                           f"({n * dtype.itemsize / 2**30:.2f} GiB) on {dev}") from None
     t = Tensor._make(data, dev)
     if requires_grad:
-        t.requires_grad_(True)
+        _require_grad(op, t)
     return t
 
 
+def _require_grad(op, t):
+    if not t.dtype.is_floating_point:
+        raise DTypeError(f"{op}: only tensors of floating point dtype can require gradients, got {t.dtype}")
+    t.requires_grad_(True)
+
+
 def _infer_dtype(obj):
-    """PyTorch's inference for nested Python data: bool < int64 < float32."""
-    cat = dt.BOOL
+    """PyTorch's inference for nested data: Python bool, int and float are bool, int64 and float32;
+    NumPy scalars and arrays keep their own dtype; the elements' dtypes are promoted together."""
+    result = None
     stack = [obj]
     while stack:
         x = stack.pop()
         if isinstance(x, (list, tuple)):
             stack.extend(x)
-        elif isinstance(x, Tensor):
-            return None
+            continue
+        if isinstance(x, (np.generic, np.ndarray)):
+            d = dt.from_numpy_dtype(x.dtype, "tensor")
         else:
-            cat = max(cat, dt.scalar_category(x))
-    return dt.default_for_category(cat)
+            d = dt.default_for_category(dt.scalar_category(x))
+        result = d if result is None else dt.promote(result, d)
+    return result or dt.default_float
 
 
 def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False):
@@ -91,13 +100,15 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
                                  f"or invalid data ({e})") from None
             except TypeError as e:
                 raise DTypeError(f"tensor: could not convert data of type {type(data).__name__} ({e})") from None
+            except OverflowError as e:
+                raise DTypeError(f"tensor: a value does not fit in {dtype} ({e})") from None
             if arr.dtype == object:
                 raise DTypeError("tensor: could not convert data made of non-numbers")
         dev = as_device(device, "tensor")
         data_arr = backend_for(dev, "tensor").from_numpy(np.array(arr, copy=True), dtype)
         out = Tensor._make(data_arr, dev)
     if requires_grad:
-        out.requires_grad_(True)
+        _require_grad("tensor", out)
     return out
 
 
@@ -194,9 +205,9 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
     vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
     start, end, step = vals
     if step == 0:
-        raise ValueError("arange: step must be nonzero")
+        raise ShapeError("arange: step must be nonzero")
     if (end - start) * step < 0:
-        raise ValueError(f"arange: upper bound and larger bound inconsistent with step sign "
+        raise ShapeError(f"arange: upper bound and larger bound inconsistent with step sign "
                          f"(start={start}, end={end}, step={step})")
     if dtype is None:
         dtype = dt.default_float if any(isinstance(v, float) for v in vals) else dt.int64
@@ -246,17 +257,21 @@ def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
 
 
 def randint(low, high=None, size=None, generator=None, dtype=None, device=None, requires_grad=False):
-    if high is None:
+    if size is None and isinstance(high, (tuple, list)):  # randint(high, size)
+        low, high, size = 0, low, high
+    elif high is None:
         low, high = 0, low
     if size is None:
-        raise TypeError("randint: missing required argument 'size'")
+        raise DTypeError("randint: missing required argument 'size'")
     if high <= low:
-        raise ValueError(f"randint: expected low < high, got low={low}, high={high}")
+        raise ShapeError(f"randint: expected low < high, got low={low}, high={high}")
     shape = _shape_arg("randint", (size,))
     return _random("randint", "randint", shape, dtype or dt.int64, device, requires_grad, generator, low, high)
 
 
 def randperm(n, generator=None, dtype=None, device=None):
+    """The order of ``n`` uniform keys from the generator's stream (drawn and sorted on the CPU, so
+    the permutation depends only on (seed, offset), whatever the device)."""
     keys = rand(n, generator=generator, dtype=dt.float64)
     return keys.argsort().to(device=device or "cpu", dtype=dtype or dt.int64)
 

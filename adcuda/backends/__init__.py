@@ -34,6 +34,8 @@ the name ends in ``_`` (writes into its first argument) or the row says "view".
 | `reduce(op, a, axes, keepdim)` | ``op`` in ``REDUCE_OPS``; fp32 accumulation for half |
 | `argreduce(op, a, axis, keepdim)` | ``argmax``/``argmin``; ``axis=None`` means flattened |
 | `var(a, axes, correction, keepdim)` / `logsumexp(a, axes, keepdim)` | two-pass / max-shifted |
+| `sort(a, axis, descending, stable)` | stable sort along ``axis`` -> (values, int64 indices); NaN sorts last ascending |
+| `cumsum(a, axis)` | inclusive prefix sum; int and bool give int64 |
 | **indexing and layout** | |
 | `index(a, key)` | advanced indexing (integer arrays, boolean masks, mixed with slices): a copy |
 | `index_put_(a, key, values, accumulate)` | ``a[key] = values`` (or ``+=`` with duplicates summed) |
@@ -62,7 +64,7 @@ from ..errors import DeviceError
 PRIMITIVES = (
     "from_numpy", "to_numpy", "empty", "full", "arange", "dtype_of", "shape_of", "astype", "contiguous",
     "copy_", "view", "permute", "expand", "slice", "flip", "shares_memory", "unary", "binary",
-    "unary_backward", "where", "clamp", "reduce", "argreduce", "var", "logsumexp", "index",
+    "unary_backward", "where", "clamp", "reduce", "argreduce", "var", "logsumexp", "sort", "cumsum", "index",
     "index_put_", "gather", "scatter_add", "cat", "tril", "triu", "matmul", "softmax",
     "softmax_backward", "cross_entropy", "cross_entropy_backward", "layer_norm",
     "layer_norm_backward", "attention", "attention_backward", "rand", "randn", "randint",

@@ -157,7 +157,8 @@ UNARY_OPS = {
     "sqrt": np.sqrt, "rsqrt": lambda x: 1.0 / np.sqrt(x), "sin": np.sin, "cos": np.cos,
     "tanh": np.tanh, "sigmoid": _sigmoid, "relu": lambda x: np.maximum(x, 0).astype(x.dtype, copy=False),
     "gelu": _gelu, "gelu_tanh": _gelu_tanh, "silu": lambda x: x * _sigmoid(x), "sign": np.sign,
-    "logical_not": np.logical_not, "erf": _erf, "floor": np.floor,
+    "logical_not": np.logical_not, "erf": _erf, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc,
+    "round": np.round, "exp2": np.exp2, "log2": np.log2, "log10": np.log10, "bitwise_not": np.invert,
 }
 
 
@@ -207,7 +208,8 @@ BINARY_OPS = {
     "maximum": np.maximum, "minimum": np.minimum, "eq": np.equal, "ne": np.not_equal, "lt": np.less,
     "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal, "logical_and": np.logical_and,
     "logical_or": np.logical_or, "logical_xor": np.logical_xor, "floor_divide": np.floor_divide,
-    "remainder": np.remainder,
+    "remainder": np.remainder, "bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or,
+    "bitwise_xor": np.bitwise_xor,
 }
 _BOOL_RESULT = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor"}
 
@@ -219,7 +221,10 @@ def binary(op, a, b, dtype):
         work = _F32
     fn = BINARY_OPS[op]
     if op == "pow" and dtype.category == dt.INTEGER and np.any(np.asarray(b) < 0):
-        raise ValueError("pow: integers to negative integer powers are not allowed")
+        raise DTypeError("pow: integers to negative integer powers are not allowed")
+    if op in ("floor_divide", "remainder") and dtype.category != dt.FLOATING and not np.all(np.asarray(b)):
+        # NumPy quietly returns 0 here; PyTorch raises, and a silent 0 would be a wrong answer
+        raise ZeroDivisionError(f"{op}: integer division by zero")
     with np.errstate(all="ignore"):
         if op in _BOOL_RESULT:
             return np.asarray(fn(np.asarray(a, work), np.asarray(b, work)))
@@ -250,6 +255,9 @@ def reduce(op, a, axes, keepdim):
     x = _compute(a)
     if op in ("sum", "prod") and x.dtype.kind in "biu":
         r = REDUCE_OPS[op](x, axis=axes, keepdims=keepdim, dtype=np.int64)
+    elif op == "mean" and x.size == 0:
+        with np.errstate(all="ignore"):  # NaN, as in PyTorch (np.mean would also warn)
+            r = np.sum(x, axis=axes, keepdims=keepdim) / 0.0
     else:
         r = REDUCE_OPS[op](x, axis=axes, keepdims=keepdim)
     r = np.asarray(r)
@@ -267,6 +275,28 @@ def argreduce(op, a, axis, keepdim):
         r = np.asarray(fn(x))
         return r.reshape((1,) * a.ndim) if keepdim else r
     return np.asarray(fn(x, axis=axis, keepdims=keepdim), dtype=np.int64)
+
+
+def sort(a, axis, descending, stable):
+    """(values, int64 indices) along ``axis``; always stable; NaN sorts as the largest value."""
+    x = _compute(a)
+    if descending:
+        # a stable descending order keeps equal values in their original order: sort the reversed
+        # array ascending, then reverse the result and map the indices back
+        n = x.shape[axis]
+        idx = np.flip(np.argsort(np.flip(x, axis), axis=axis, kind="stable"), axis)
+        idx = (n - 1) - idx
+    else:
+        idx = np.argsort(x, axis=axis, kind="stable")
+    idx = np.ascontiguousarray(idx, dtype=np.int64)
+    return np.take_along_axis(a, idx, axis=axis), idx
+
+
+def cumsum(a, axis):
+    x = _compute(a)
+    if x.dtype.kind in "biu":
+        return np.cumsum(x, axis=axis, dtype=np.int64)
+    return np.cumsum(x, axis=axis).astype(a.dtype, copy=False)
 
 
 def var(a, axes, correction, keepdim):

@@ -2,4 +2,4 @@
 
 Importing this package attaches the ops to ``Tensor`` as methods and operators.
 """
-from . import conversion, elementwise, indexing, inplace, linalg, nn_ops, reduction, shape  # noqa: F401
+from . import conversion, elementwise, indexing, inplace, linalg, nn_ops, reduction, shape, sorting  # noqa: F401

@@ -5,7 +5,8 @@ from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError, fmt_shape
 from ..autograd.grad_mode import is_grad_enabled
 from ..tensor import Tensor
-from ._core import (check_same_device, method, needs_grad, record, result_type, sum_to_shape, wrap)
+from ._core import (as_tensor_operand, check_same_device, method, needs_grad, record, result_type, sum_to_shape,
+                    wrap)
 
 
 def grad_for(g, shape, dtype):
@@ -16,14 +17,16 @@ def grad_for(g, shape, dtype):
     return g
 
 
-def _operand_info(x):
-    if x.__class__ is Tensor:
-        return x._data, x.shape, x.dtype
-    if isinstance(x, (bool, int, float)):
-        return x, None, None
-    if hasattr(x, "__float__") and not hasattr(x, "shape"):
-        return float(x), None, None
-    raise DTypeError(f"unsupported operand of type {type(x).__name__}")
+def _operand(x, name, like):
+    """A binary op's operand as a Tensor or a Python scalar: NumPy scalars act like Python ones and
+    NumPy arrays like tensors (as in PyTorch)."""
+    if x.__class__ is Tensor or isinstance(x, (bool, int, float)):
+        return x
+    if getattr(x, "shape", None) == () and hasattr(x, "item"):  # a NumPy scalar
+        return _operand(x.item(), name, like)
+    if hasattr(x, "__array__"):
+        return as_tensor_operand(x, name, like)
+    raise DTypeError(f"{name}: unsupported operand of type {type(x).__name__}")
 
 
 def _binary_forward(op, a, b, dtype=None, name=None):
@@ -31,19 +34,18 @@ def _binary_forward(op, a, b, dtype=None, name=None):
     name = name or op
     if a.__class__ is not Tensor and b.__class__ is not Tensor:
         raise DTypeError(f"{name}: expected at least one Tensor operand")
-    dev = check_same_device(name, a, b)
-    ad, ashape, adt = _operand_info(a)
-    bd, bshape, bdt = _operand_info(b)
-    work = result_type(a, b)
-    if dtype is None:
-        dtype = work
     t = a if a.__class__ is Tensor else b
-    bk = t._backend
+    a, b = _operand(a, name, t), _operand(b, name, t)
+    dev = check_same_device(name, a, b)
+    if dtype is None:
+        dtype = result_type(a, b)
+    ad = a._data if a.__class__ is Tensor else a
+    bd = b._data if b.__class__ is Tensor else b
     try:
-        data = bk.binary(op, ad, bd, dtype)
+        data = t._backend.binary(op, ad, bd, dtype)
     except ValueError as e:
-        if ashape is not None and bshape is not None:
-            raise ShapeError(f"{name}: shapes {fmt_shape(ashape)} and {fmt_shape(bshape)} cannot be "
+        if a.__class__ is Tensor and b.__class__ is Tensor:
+            raise ShapeError(f"{name}: shapes {fmt_shape(a.shape)} and {fmt_shape(b.shape)} cannot be "
                              "broadcast") from None
         raise ValueError(f"{name}: {e}") from None
     return Tensor._make(data, dev)
@@ -56,9 +58,14 @@ def _float_dtype(*operands):
 
 # ------------------------------------------------------------------------------------------------
 # arithmetic
+def _scaled(other, alpha):
+    """``alpha * other`` for add/sub's ``alpha`` keyword (a Python product when both are scalars)."""
+    return other * alpha if other.__class__ is not Tensor else mul(other, alpha)
+
+
 def add(input, other, *, alpha=1):
     if alpha != 1:
-        other = mul(other, alpha)
+        other = _scaled(other, alpha)
     out = _binary_forward("add", input, other, name="add")
     if needs_grad(input, other):
         sa, sb = _shape_dtype(input), _shape_dtype(other)
@@ -69,7 +76,10 @@ def add(input, other, *, alpha=1):
 
 def sub(input, other, *, alpha=1):
     if alpha != 1:
-        other = mul(other, alpha)
+        other = _scaled(other, alpha)
+    if result_type(input, other) is dt.bool_:
+        raise DTypeError("sub: subtraction, the `-` operator, with two bool tensors is not supported; "
+                         "use the `^` operator or logical_xor() instead")
     out = _binary_forward("sub", input, other, name="sub")
     if needs_grad(input, other):
         sa, sb = _shape_dtype(input), _shape_dtype(other)
@@ -83,10 +93,12 @@ def mul(input, other):
     if needs_grad(input, other):
         sa, sb = _shape_dtype(input), _shape_dtype(other)
 
+        a_scalar, b_scalar = _scalar_or_none(input), _scalar_or_none(other)
+
         def backward(node, g):
             a, b = node.saved_tensors
-            a = input if a is None else a
-            b = other if b is None else b
+            a = a_scalar if a is None else a
+            b = b_scalar if b is None else b
             return (sa and grad_for(g * b, *sa), sb and grad_for(g * a, *sb))
         # each operand is kept only if the other one needs a gradient
         record("MulBackward0", out, (input, other), backward,
@@ -97,23 +109,34 @@ def mul(input, other):
 
 def div(input, other, *, rounding_mode=None):
     if rounding_mode is not None:
-        if rounding_mode == "floor":
-            return _binary_forward("floor_divide", input, other, name="div")
-        if rounding_mode == "trunc":
-            q = _binary_forward("div", input, other, dtype=_float_dtype(input, other), name="div")
-            q = wrap(q._backend.unary("sign", q._data), q._device) * floor(abs(q))
-            return q.to(dtype=result_type(input, other))
-        raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+        return _rounded_div(input, other, rounding_mode)
     out = _binary_forward("div", input, other, dtype=_float_dtype(input, other), name="div")
     if needs_grad(input, other):
         sa, sb = _shape_dtype(input), _shape_dtype(other)
+        a_scalar, b_scalar = _scalar_or_none(input), _scalar_or_none(other)
 
         def backward(node, g):
             a, b = node.saved_tensors
-            a = input if a is None else a
-            b = other if b is None else b
+            a = a_scalar if a is None else a
+            b = b_scalar if b is None else b
             return (sa and grad_for(g / b, *sa), sb and grad_for(-g * a / (b * b), *sb))
         record("DivBackward0", out, (input, other), backward, saved=_tensors_only(input, other))
+    return out
+
+
+def _rounded_div(input, other, rounding_mode):
+    """``div`` with ``rounding_mode`` 'floor' or 'trunc': piecewise constant, so a zero gradient."""
+    if rounding_mode == "floor":
+        out = _binary_forward("floor_divide", input, other, name="div")
+    elif rounding_mode == "trunc":
+        q = _binary_forward("div", input, other, dtype=_float_dtype(input, other), name="div")
+        out = wrap(q._backend.unary("trunc", q._data), q._device).to(dtype=result_type(input, other))
+    else:
+        raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+    if needs_grad(input, other) and out.dtype.is_floating_point:
+        sa, sb = _shape_dtype(input), _shape_dtype(other)
+        record("DivBackward2", out, (input, other),
+               lambda node, g: (sa and grad_for(g * 0, *sa), sb and grad_for(g * 0, *sb)))
     return out
 
 
@@ -121,20 +144,26 @@ def pow(input, exponent):  # noqa: A001 (PyTorch's name)
     out = _binary_forward("pow", input, exponent, name="pow")
     if needs_grad(input, exponent):
         sa, sb = _shape_dtype(input), _shape_dtype(exponent)
+        a_scalar, b_scalar = _scalar_or_none(input), _scalar_or_none(exponent)
 
         def backward(node, g):
             a, b, y = node.saved_tensors
-            a = input if a is None else a
-            b = exponent if b is None else b
+            a = a_scalar if a is None else a
+            b = b_scalar if b is None else b
             ga = gb = None
             if sa:
-                if b.__class__ is not Tensor and b == 0:
-                    ga = g * 0
-                else:
-                    ga = grad_for(g * b * a ** (b - 1), *sa)
+                if b.__class__ is not Tensor:
+                    ga = g * 0 if b == 0 else grad_for(g * b * a ** (b - 1), *sa)
+                else:  # d/da a**b is 0 where b == 0, even at a == 0 (not 0 * inf): base 1 there
+                    ga = grad_for(g * b * where(eq(b, 0), 1.0, a) ** (b - 1), *sa)
             if sb:
-                log_a = where(eq(a, 0), 0.0, log(a)) if a.__class__ is Tensor else math.log(a) if a > 0 else 0.0
-                gb = grad_for(g * y * log_a, *sb)
+                if a.__class__ is Tensor:
+                    # 0 ** b for b >= 0 does not change with b; elsewhere y * log(a) (NaN for a < 0)
+                    flat = logical_and(eq(a, 0), ge(b, 0))
+                    gb = grad_for(g * where(flat, 0.0, y * log(where(flat, 1.0, a))), *sb)
+                else:
+                    log_a = math.log(a) if a > 0 else 0.0 if a == 0 else math.nan
+                    gb = grad_for(g * y * log_a, *sb)
             return ga, gb
         record("PowBackward0", out, (input, exponent), backward,
                saved=_tensors_only(input, exponent) + (out,))
@@ -142,6 +171,9 @@ def pow(input, exponent):  # noqa: A001 (PyTorch's name)
 
 
 def neg(input):
+    if input.dtype is dt.bool_:
+        raise DTypeError("neg: negation, the `-` operator, on a bool tensor is not supported; "
+                         "use the `~` operator or logical_not() instead")
     out = wrap(input._backend.unary("neg", input._data), input._device)
     if needs_grad(input):
         record("NegBackward0", out, (input,), lambda node, g: -g)
@@ -182,6 +214,11 @@ def _shape_dtype(x):
 
 def _tensors_only(*xs):
     return tuple(x if x.__class__ is Tensor else None for x in xs)
+
+
+def _scalar_or_none(x):
+    """A Python-scalar operand, for a backward closure (tensors go through ``saved=`` instead)."""
+    return None if x.__class__ is Tensor else x
 
 
 # ------------------------------------------------------------------------------------------------
@@ -234,6 +271,9 @@ sigmoid = _unary("sigmoid", "SigmoidBackward0", lambda g, x, y: _fused_backward(
     "sigmoid", g, None, y, lambda: g * y * (1 - y)), save_output=True)
 erf = _unary("erf", "ErfBackward0", lambda g, x, y: g * (2.0 / math.sqrt(math.pi)) * exp(-x * x),
              save_input=True)
+exp2 = _unary("exp2", "Exp2Backward0", lambda g, x, y: g * y * math.log(2.0), save_output=True)
+log2 = _unary("log2", "Log2Backward0", lambda g, x, y: g / (x * math.log(2.0)), save_input=True)
+log10 = _unary("log10", "Log10Backward0", lambda g, x, y: g / (x * math.log(10.0)), save_input=True)
 
 
 def _silu_composite(g, x):
@@ -298,30 +338,77 @@ def abs(input):  # noqa: A001
     return out
 
 
+def _zeros_like(g):
+    return wrap(g._backend.full(tuple(g.shape), 0, g.dtype), g._device)
+
+
+def _piecewise_constant(op, name):
+    """An op whose gradient is zero almost everywhere (PyTorch returns zeros, not NaN or None).
+    Integer and bool inputs come back unchanged, as in PyTorch."""
+    def fn(input):
+        if input.__class__ is not Tensor:
+            raise DTypeError(f"{op}: expected a Tensor, got {type(input).__name__}")
+        if not input.dtype.is_floating_point:
+            return input.clone()
+        out = wrap(input._backend.unary(op, input._data), input._device)
+        if needs_grad(input):
+            record(name, out, (input,), lambda node, g: _zeros_like(g))
+        return out
+    fn.__name__ = op
+    return fn
+
+
+floor = _piecewise_constant("floor", "FloorBackward0")
+ceil = _piecewise_constant("ceil", "CeilBackward0")
+trunc = _piecewise_constant("trunc", "TruncBackward0")
+_round_half_even = _piecewise_constant("round", "RoundBackward0")
+
+
 def sign(input):
+    if input.dtype is dt.bool_:
+        return input.clone()
     out = wrap(input._backend.unary("sign", input._data), input._device)
     if needs_grad(input):
-        record("SignBackward0", out, (input,), lambda node, g: g * 0)
+        record("SignBackward0", out, (input,), lambda node, g: _zeros_like(g))
     return out
 
 
-def floor(input):
-    out = wrap(input._backend.unary("floor", input._data), input._device)
-    if needs_grad(input):
-        record("FloorBackward0", out, (input,), lambda node, g: g * 0)
-    return out
+def round(input, *, decimals=0):  # noqa: A001 (PyTorch's name)
+    """Round half to even; with ``decimals``, PyTorch's ``round(x * 10**d) / 10**d``."""
+    if decimals == 0:
+        return _round_half_even(input)
+    scale = 10.0 ** decimals
+    return _round_half_even(input * scale) / scale
+
+
+# ------------------------------------------------------------------------------------------------
+# floating-point classification (no gradient)
+def _float_test(op, test, if_not_float):
+    def fn(input):
+        if input.__class__ is not Tensor:
+            raise DTypeError(f"{op}: expected a Tensor, got {type(input).__name__}")
+        bk = input._backend
+        if not input.dtype.is_floating_point:
+            return wrap(bk.full(tuple(input.shape), if_not_float, dt.bool_), input._device)
+        return wrap(test(bk, input._data, input.dtype), input._device)
+    fn.__name__ = op
+    return fn
+
+
+_INF = float("inf")
+isnan = _float_test("isnan", lambda bk, x, d: bk.binary("ne", x, x, d), False)  # NaN alone is unequal to itself
+isinf = _float_test("isinf", lambda bk, x, d: bk.binary("eq", bk.unary("abs", x), _INF, d), False)
+isfinite = _float_test("isfinite", lambda bk, x, d: bk.binary("lt", bk.unary("abs", x), _INF, d), True)
 
 
 def clamp(input, min=None, max=None):  # noqa: A002
     if min is None and max is None:
         raise ValueError("clamp: at least one of 'min' or 'max' must not be None")
     if min.__class__ is Tensor or max.__class__ is Tensor:
-        out = input
-        if min is not None:
-            out = maximum(out, min if min.__class__ is Tensor else full_like_scalar(input, min))
-        if max is not None:
-            out = minimum(out, max if max.__class__ is Tensor else full_like_scalar(input, max))
-        return out
+        return _clamp_tensor(input, min, max)
+    dtype = result_type(input, min, max)
+    if dtype is not input.dtype:  # clamp(int tensor, 0.5) is a float tensor, as in PyTorch
+        input = input.to(dtype=dtype)
     out = wrap(input._backend.clamp(input._data, min, max), input._device)
     if needs_grad(input):
         def backward(node, g):
@@ -337,9 +424,31 @@ def clamp(input, min=None, max=None):  # noqa: A002
     return out
 
 
-def full_like_scalar(t, value):
-    from ..factories import full
-    return full((), value, dtype=t.dtype, device=t.device)
+def _clamp_tensor(input, lo, hi):
+    """clamp with tensor bounds: ``min(max(x, lo), hi)`` broadcast, with PyTorch's gradients (a
+    bound gets the gradient where it is the result; where ``lo > hi`` the result is ``hi``)."""
+    out = input
+    if lo is not None:
+        out = _binary_forward("maximum", out, lo, dtype=result_type(input, lo, hi), name="clamp")
+    if hi is not None:
+        out = _binary_forward("minimum", out, hi, dtype=result_type(input, lo, hi), name="clamp")
+    if needs_grad(input, lo, hi):
+        shapes = tuple(_shape_dtype(t) for t in (input, lo, hi))
+
+        def backward(node, g):
+            x, lo_t, hi_t = node.saved_tensors
+            lo_v = lo if lo_t is None else lo_t
+            hi_v = hi if hi_t is None else hi_t
+            if lo_v is not None and hi_v is not None:
+                masks = (logical_and(ge(x, lo_v), le(x, hi_v)), logical_and(lt(x, lo_v), lt(lo_v, hi_v)),
+                         logical_or(gt(x, hi_v), lt(hi_v, lo_v)))
+            elif lo_v is not None:
+                masks = (ge(x, lo_v), lt(x, lo_v), None)
+            else:
+                masks = (le(x, hi_v), None, gt(x, hi_v))
+            return tuple(s and grad_for(where(m, g, 0.0), *s) for s, m in zip(shapes, masks))
+        record("ClampBackward0", out, (input, lo, hi), backward, saved=_tensors_only(input, lo, hi))
+    return out
 
 
 # ------------------------------------------------------------------------------------------------
@@ -385,6 +494,26 @@ def logical_not(input):
     return wrap(input._backend.unary("logical_not", input._data), input._device)
 
 
+def _bitwise(op):
+    def fn(input, other):
+        for x in (input, other):
+            if (x.dtype.is_floating_point if x.__class__ is Tensor else isinstance(x, float)):
+                raise DTypeError(f"{op}: only integer and bool operands are supported, got "
+                                 f"{x.dtype if x.__class__ is Tensor else 'float'}")
+        return _binary_forward(op, input, other, name=op)
+    fn.__name__ = op
+    return fn
+
+
+bitwise_and, bitwise_or, bitwise_xor = (_bitwise(op) for op in ("bitwise_and", "bitwise_or", "bitwise_xor"))
+
+
+def bitwise_not(input):
+    if input.dtype.is_floating_point:
+        raise DTypeError(f"bitwise_not: only integer and bool tensors are supported, got {input.dtype}")
+    return wrap(input._backend.unary("bitwise_not", input._data), input._device)
+
+
 def square(input):
     return mul(input, input)
 
@@ -402,7 +531,8 @@ def _reflected(fn):
 for _name in ("add", "sub", "mul", "div", "pow", "neg", "maximum", "minimum", "exp", "log", "log1p",
               "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu", "abs", "sign", "clamp", "where",
               "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
-              "logical_not", "square", "reciprocal", "erf", "floor"):
+              "logical_not", "square", "reciprocal", "erf", "floor", "ceil", "trunc", "round", "exp2", "log2",
+              "log10", "isnan", "isinf", "isfinite", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not"):
     method(_name)(globals()[_name])
 Tensor.clip = Tensor.clamp
 Tensor.true_divide = Tensor.divide = Tensor.div
@@ -428,13 +558,15 @@ Tensor.__rpow__ = _reflected(pow)
 Tensor.__neg__ = neg
 Tensor.__pos__ = lambda self: self
 Tensor.__abs__ = abs
-Tensor.__eq__ = eq
-Tensor.__ne__ = ne
+Tensor.__eq__ = lambda self, other: False if other is None else eq(self, other)  # PyTorch: t == None is False
+Tensor.__ne__ = lambda self, other: True if other is None else ne(self, other)
 Tensor.__lt__ = lt
 Tensor.__le__ = le
 Tensor.__gt__ = gt
 Tensor.__ge__ = ge
-Tensor.__and__ = Tensor.__rand__ = logical_and
-Tensor.__or__ = Tensor.__ror__ = logical_or
-Tensor.__xor__ = Tensor.__rxor__ = logical_xor
-Tensor.__invert__ = logical_not
+# & | ^ ~ are bitwise, as in PyTorch (for bool tensors the same as logical)
+Tensor.__and__ = Tensor.__rand__ = bitwise_and
+Tensor.__or__ = Tensor.__ror__ = bitwise_or
+Tensor.__xor__ = Tensor.__rxor__ = bitwise_xor
+Tensor.__invert__ = bitwise_not
+Tensor.fix = Tensor.trunc

@@ -1,21 +1,28 @@
 """Reductions over any set of dims, with ``keepdim``: sum mean prod amax amin max min var std
-logsumexp norm argmax argmin all any."""
+logsumexp norm argmax argmin all any; and the running sum ``cumsum``."""
 import builtins
+import math
 from collections import namedtuple
 
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError, fmt_shape
+from ..autograd.grad_mode import no_grad
 from ..tensor import Tensor
 from ._core import method, needs_grad, record, wrap, wrap_dim
 
-values_indices = namedtuple("values_indices", ["values", "indices"])
+# what max(dim) and min(dim) return: (values, indices), named like PyTorch's return types
+max_result = namedtuple("max", ["values", "indices"])
+min_result = namedtuple("min", ["values", "indices"])
 
 
 def reduce_axes(op, ndim, dim):
-    """``dim`` (None, int, tuple or list) as a sorted tuple of distinct non-negative axes."""
+    """``dim`` (None, int, tuple or list) as a sorted tuple of distinct non-negative axes; an empty
+    tuple means every dim, as in PyTorch."""
     if dim is None:
         return tuple(range(ndim))
     dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    if not dims:
+        return tuple(range(ndim))
     if ndim == 0:
         for d in dims:
             wrap_dim(d, 0, op)
@@ -142,15 +149,16 @@ def _max_min(op, input, dim, keepdim, other):
     _check_nonempty(op, input, (axis,) if input.ndim else ())
     bk = input._backend
     arg = "argmax" if op == "max" else "argmin"
+    result = max_result if op == "max" else min_result
     if input.ndim == 0:
-        return values_indices(input.clone() if needs_grad(input) else input, wrap(bk.full((), 0, dt.int64), input._device))
+        return result(input.clone(), wrap(bk.full((), 0, dt.int64), input._device))
     indices = wrap(bk.argreduce(arg, input._data, axis, True), input._device)
     from .indexing import gather
     values = gather(input, axis, indices)
     if not keepdim:
         values = values.squeeze(axis)
         indices = indices.squeeze(axis)
-    return values_indices(values, indices)
+    return result(values, indices)
 
 
 def max(input, dim=None, keepdim=False):  # noqa: A001
@@ -175,32 +183,56 @@ def _argext(op, input, dim, keepdim):
     return wrap(input._backend.argreduce(op, input._data, axis, keepdim), input._device)
 
 
-def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+def _correction(op, unbiased, correction):
     if unbiased is not None and not isinstance(unbiased, bool):
-        raise TypeError("var: unbiased must be a bool")
+        raise TypeError(f"{op}: unbiased must be a bool")
     if correction is None:
-        correction = 1 if unbiased is None or unbiased else 0
+        return 1 if unbiased is None or unbiased else 0
+    return correction
+
+
+def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    correction = _correction("var", unbiased, correction)
     if not input.dtype.is_floating_point:
         raise DTypeError(f"var: expected a floating point tensor, got {input.dtype}")
     axes = reduce_axes("var", input.ndim, dim)
     out = wrap(input._backend.var(input._data, axes, correction, keepdim), input._device)
     if needs_grad(input):
-        shape = tuple(input.shape)
-        count = 1
-        for ax in axes:
-            count *= shape[ax]
-
         def backward(node, g):
             (x,) = node.saved_tensors
-            centered = x - mean(x, axes, keepdim=True)
-            return expand_reduced(g, shape, axes, keepdim) * centered * (2.0 / builtins.max(count - correction, 0))
+            return _var_grad(x, g, axes, keepdim, correction)
         record("VarBackward0", out, (input,), backward, saved=(input,))
     return out
 
 
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    from .elementwise import sqrt
-    return sqrt(var(input, dim, unbiased, keepdim, correction=correction))
+    correction = _correction("std", unbiased, correction)
+    with no_grad():
+        out = _sqrt(var(input, dim, keepdim=keepdim, correction=correction))
+    if needs_grad(input):
+        axes = reduce_axes("std", input.ndim, dim)
+
+        def backward(node, g):
+            # d std = d var / (2 std), and 0 (not NaN) where all values are equal, as in PyTorch
+            from .elementwise import where
+            x, y = node.saved_tensors
+            zero = y == 0
+            return _var_grad(x, where(zero, 0.0, g / (2 * where(zero, 1.0, y))), axes, keepdim, correction)
+        out = wrap(out._data, out._device)
+        record("StdBackward0", out, (input,), backward, saved=(input, out))
+    return out
+
+
+def _var_grad(x, g, axes, keepdim, correction):
+    """The gradient of ``var`` over ``axes`` given the gradient ``g`` of its result."""
+    shape = tuple(x.shape)
+    count = 1
+    for ax in axes:
+        count *= shape[ax]
+    dof = builtins.max(count - correction, 0)
+    scale = 2.0 / dof if dof else math.inf  # as the forward divides by 0: inf, or NaN where centered is 0
+    centered = x - mean(x, axes, keepdim=True)
+    return expand_reduced(g, shape, axes, keepdim) * centered * scale
 
 
 def logsumexp(input, dim, keepdim=False):
@@ -220,39 +252,65 @@ def logsumexp(input, dim, keepdim=False):
 
 
 def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
-    from .elementwise import abs as _abs, sqrt, where
+    """The vector p-norm over ``dim`` (all elements by default); ``"fro"`` is the 2-norm."""
+    from .elementwise import abs as _abs
     if dtype is not None:
         input = input.to(dtype=dtype)
-    if p in ("fro", 2, 2.0):
-        sq = sum(input * input, dim, keepdim)
-        out = sqrt(sq)
-        if needs_grad(input):
-            # d||x|| = x / ||x||, and 0 (not NaN) where the norm is 0
-            return _safe_norm(input, out.detach(), dim, keepdim)
-        return out
+    if not input.dtype.is_floating_point:
+        raise DTypeError(f"norm: expected a floating point tensor, got {input.dtype}")
+    if p == "fro":
+        p = 2
+    if isinstance(p, str) or not isinstance(p, (int, float)):
+        raise ValueError(f"norm: p must be a number or 'fro', got {p!r}")
     if p == float("inf"):
         return amax(_abs(input), () if dim is None else dim, keepdim)
     if p == -float("inf"):
         return amin(_abs(input), () if dim is None else dim, keepdim)
-    if p == 1:
-        return sum(_abs(input), dim, keepdim)
-    if p == 0:
-        return sum((input != 0).to(dtype=input.dtype), dim, keepdim)
-    return sum(_abs(input) ** p, dim, keepdim) ** (1.0 / p)
-
-
-def _safe_norm(input, value, dim, keepdim):
     axes = reduce_axes("norm", input.ndim, dim)
-    shape = tuple(input.shape)
+    with no_grad():
+        if p == 0:
+            return sum(input != 0, dim, keepdim).to(dtype=input.dtype)
+        if p == 1:
+            out = sum(_abs(input), dim, keepdim)
+        elif p == 2:
+            out = _sqrt(sum(input * input, dim, keepdim))
+        else:
+            out = sum(_abs(input) ** p, dim, keepdim) ** (1.0 / p)
+    if needs_grad(input):
+        shape = tuple(input.shape)
 
-    def backward(node, g):
-        from .elementwise import where
-        x, y = node.saved_tensors
-        yk = expand_reduced(y, shape, axes, keepdim)
-        safe = where(yk == 0, 1.0, yk)
-        return expand_reduced(g, shape, axes, keepdim) * where(yk == 0, 0.0, x / safe)
-    out = wrap(value._data, value._device)
-    record("NormBackward1", out, (input,), backward, saved=(input, out))
+        def backward(node, g):
+            from .elementwise import sign, where
+            x, y = node.saved_tensors
+            if p == 1:
+                return expand_reduced(g, shape, axes, keepdim) * sign(x)
+            # d||x||_p = x |x|^(p-2) / ||x||^(p-1), and 0 (not NaN) where the norm is 0
+            yk = expand_reduced(y, shape, axes, keepdim)
+            safe = where(yk == 0, 1.0, yk)
+            scale = x / safe if p == 2 else x * _abs(x) ** (p - 2) / safe ** (p - 1)
+            return expand_reduced(g, shape, axes, keepdim) * where(yk == 0, 0.0, scale)
+        out = wrap(out._data, out._device)
+        record("NormBackward1", out, (input,), backward, saved=(input, out))
+    return out
+
+
+def _sqrt(x):
+    from .elementwise import sqrt
+    return sqrt(x)
+
+
+def cumsum(input, dim, *, dtype=None):
+    """Running sum along ``dim``; int and bool inputs give int64, as in PyTorch."""
+    if dtype is not None:
+        input = input.to(dtype=dtype)
+    if input.ndim == 0:
+        wrap_dim(dim, 0, "cumsum")
+        return cumsum(input.reshape(1), 0).reshape(())
+    axis = wrap_dim(dim, input.ndim, "cumsum")
+    out = wrap(input._backend.cumsum(input._data, axis), input._device)
+    if needs_grad(input):
+        # each input element reaches every later output: the gradient is a reversed running sum
+        record("CumsumBackward0", out, (input,), lambda node, g: cumsum(g.flip(axis), axis).flip(axis))
     return out
 
 
@@ -267,5 +325,5 @@ def any(input, dim=None, keepdim=False):  # noqa: A001
 
 
 for _name in ("sum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "var", "std",
-              "logsumexp", "norm", "all", "any"):
+              "logsumexp", "norm", "all", "any", "cumsum"):
     method(_name)(globals()[_name])

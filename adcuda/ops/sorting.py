@@ -1,0 +1,75 @@
+"""Ordering along a dim: ``sort argsort topk``.
+
+The backend's ``sort`` primitive gives the order; values are then gathered from the input, so their
+gradient flows back to the positions they came from (PyTorch's SortBackward / TopkBackward).
+"""
+from collections import namedtuple
+
+from .. import dtypes as dt
+from ..errors import IndexOutOfRangeError, fmt_shape
+from ._core import method, needs_grad, wrap, wrap_dim
+
+sort_result = namedtuple("sort", ["values", "indices"])
+topk_result = namedtuple("topk", ["values", "indices"])
+
+
+def _order(op, input, dim, descending):
+    """(axis, int64 indices that order ``input`` along ``dim``, sorted values) for a tensor of >= 1 dim."""
+    axis = wrap_dim(dim, input.ndim, op)
+    values, idx = input._backend.sort(input._data, axis, descending, True)
+    return axis, wrap(idx, input._device), wrap(values, input._device)
+
+
+def _values_at(input, axis, indices, sorted_values):
+    """The input's values at ``indices``: a differentiable gather when a gradient is needed."""
+    if needs_grad(input):
+        from .indexing import gather
+        return gather(input, axis, indices)
+    return sorted_values
+
+
+def _scalar_order(op, input, dim):
+    """A 0-d tensor is its own ordering (index 0), as in PyTorch."""
+    wrap_dim(dim, 0, op)
+    zero = wrap(input._backend.full((), 0, dt.int64), input._device)
+    return input.clone(), zero
+
+
+def sort(input, dim=-1, descending=False, stable=False):
+    """Sorted values and their indices along ``dim``. The sort is always stable (``stable=True`` asks
+    for what is always given): equal values keep their order."""
+    if input.ndim == 0:
+        return sort_result(*_scalar_order("sort", input, dim))
+    axis, indices, values = _order("sort", input, dim, descending)
+    return sort_result(_values_at(input, axis, indices, values), indices)
+
+
+def argsort(input, dim=-1, descending=False, stable=False):
+    if input.ndim == 0:
+        return _scalar_order("argsort", input, dim)[1]
+    return _order("argsort", input, dim, descending)[1]
+
+
+def topk(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002 (PyTorch's name)
+    """The ``k`` largest (or smallest) values along ``dim`` and their indices, in sorted order."""
+    size = input.shape[wrap_dim(dim, input.ndim, "topk")] if input.ndim else 1
+    if not isinstance(k, int) or k < 0 or k > size:
+        raise IndexOutOfRangeError(f"topk: k ({k}) is out of range for dimension {dim} of size {size} "
+                                   f"(input shape {fmt_shape(input.shape)})")
+    if input.ndim == 0:
+        values, indices = _scalar_order("topk", input, dim)
+        if k == 0:
+            values, indices = values.reshape(1)[:0], indices.reshape(1)[:0]
+        return topk_result(values, indices)
+    axis, indices, values = _order("topk", input, dim, largest)
+    indices = indices.narrow(axis, 0, k).contiguous()
+    values = values.narrow(axis, 0, k)
+    return topk_result(_values_at(input, axis, indices, values), indices)
+
+
+def msort(input):
+    return sort(input, 0).values
+
+
+for _name in ("sort", "argsort", "topk", "msort"):
+    method(_name)(globals()[_name])
