@@ -56,8 +56,8 @@ the name ends in ``_`` (writes into its first argument) or the row says "view".
 | `rand(shape, dtype, seed, offset)` / `randn(...)` / `randint(low, high, shape, dtype, seed, offset)` | |
 | `bernoulli(shape, p, dtype, seed, offset)` | dropout masks: 1 with probability ``p`` |
 | **optimizers** (in place, many tensors in one call) | |
-| `sgd_step_(params, grads, bufs, lr, momentum, dampening, nesterov, weight_decay, first_step)` | |
-| `adam_step_(params, grads, exp_avgs, exp_avg_sqs, step, lr, beta1, beta2, eps, weight_decay, decoupled, masters)` | |
+| `sgd_step_(params, grads, bufs, lr, momentum, dampening, nesterov, weight_decay, first_step)` | PyTorch's SGD; ``bufs`` None when ``momentum == 0``; ``first_step`` sets each buffer to the gradient |
+| `adam_step_(params, grads, exp_avgs, exp_avg_sqs, step, lr, beta1, beta2, eps, weight_decay, decoupled, masters, max_exp_avg_sqs=None)` | Adam/AdamW (``decoupled``) at the 1-based ``step`` shared by the call; ``masters`` (fp32 copies or None) are stepped and written back to ``params``; ``max_exp_avg_sqs`` (or None) for AMSGrad |
 """
 from ..errors import DeviceError
 

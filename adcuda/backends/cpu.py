@@ -524,3 +524,55 @@ def randint(low, high, shape, dtype, seed, offset):
 
 def bernoulli(shape, p, dtype, seed, offset):
     return (_rng(seed, offset).random(shape) < p).astype(_np_dtype(dtype))
+
+
+# ---------------------------------------------------------------------------------------------
+# optimizers: one call updates every tensor of a parameter group in place (the CUDA backend does
+# it in one multi-tensor kernel); the math follows PyTorch's single-tensor SGD and Adam in fp32
+# (fp64 for fp64 tensors), whatever the storage dtype.
+def sgd_step_(params, grads, bufs, lr, momentum, dampening, nesterov, weight_decay, first_step):
+    """SGD with momentum: ``bufs`` (one per param, or None when ``momentum == 0``) are the momentum
+    buffers; on ``first_step`` they are set to the gradient instead of being decayed."""
+    for i, (p, g) in enumerate(zip(params, grads)):
+        w = _compute(p)
+        d = _compute(g)
+        if weight_decay:
+            d = d + weight_decay * w
+        if momentum:
+            b = d if first_step else _compute(bufs[i]) * momentum + d * (1 - dampening)
+            np.copyto(bufs[i], b, casting="unsafe")
+            d = d + momentum * b if nesterov else b
+        np.copyto(p, w - lr * d, casting="unsafe")
+
+
+def adam_step_(params, grads, exp_avgs, exp_avg_sqs, step, lr, beta1, beta2, eps, weight_decay, decoupled,
+               masters, max_exp_avg_sqs=None):
+    """Adam (``decoupled=False``: L2 added to the gradient) or AdamW (``decoupled=True``: the weights
+    decay by ``lr * weight_decay``) at ``step`` (1-based, shared by the tensors of the call).
+    ``masters`` (fp32 copies of low-precision params, or None) are stepped instead of ``params``,
+    which then receive the result; ``max_exp_avg_sqs`` (or None) makes it AMSGrad."""
+    bias_correction1 = 1 - beta1 ** step
+    bias_correction2_sqrt = math.sqrt(1 - beta2 ** step)
+    step_size = lr / bias_correction1
+    for i, g in enumerate(grads):
+        target = params[i] if masters is None else masters[i]
+        w = _compute(target)
+        d = _compute(g)
+        if weight_decay:
+            if decoupled:
+                w = w * (1 - lr * weight_decay)
+            else:
+                d = d + weight_decay * w
+        m = _compute(exp_avgs[i])
+        m = m + (d - m) * (1 - beta1)
+        v = _compute(exp_avg_sqs[i]) * beta2 + (d * d) * (1 - beta2)
+        np.copyto(exp_avgs[i], m, casting="unsafe")
+        np.copyto(exp_avg_sqs[i], v, casting="unsafe")
+        if max_exp_avg_sqs is not None:
+            v = np.maximum(_compute(max_exp_avg_sqs[i]), v)
+            np.copyto(max_exp_avg_sqs[i], v, casting="unsafe")
+        denom = np.sqrt(v) / bias_correction2_sqrt + eps
+        w = w - step_size * (m / denom)
+        np.copyto(target, w, casting="unsafe")
+        if masters is not None:
+            np.copyto(params[i], w, casting="unsafe")
