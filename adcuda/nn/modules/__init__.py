@@ -1,0 +1,16 @@
+"""The layers of ``adcuda.nn``, one family per module."""
+from .module import Module
+from .container import ModuleDict, ModuleList, Sequential
+from .linear import Identity, Linear
+from .activation import GELU, LeakyReLU, LogSoftmax, ReLU, SiLU, Sigmoid, Softmax, Tanh
+from .attention import MultiheadAttention
+from .dropout import Dropout
+from .flatten import Flatten, Unflatten
+from .loss import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
+from .normalization import LayerNorm
+from .sparse import Embedding
+
+__all__ = ["Module", "Sequential", "ModuleList", "ModuleDict", "Identity", "Linear", "ReLU", "LeakyReLU",
+           "GELU", "SiLU", "Sigmoid", "Tanh", "Softmax", "LogSoftmax", "MultiheadAttention", "Dropout",
+           "Flatten", "Unflatten", "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "BCEWithLogitsLoss",
+           "LayerNorm", "Embedding"]
