@@ -1,0 +1,186 @@
+"""``Optimizer``: parameter groups, per-parameter state and PyTorch's state-dict format.
+
+Subclasses implement ``step`` by gathering, per group, the parameters that have a gradient and
+handing them to one multi-tensor backend primitive (``sgd_step_``, ``adam_step_``).
+"""
+import copy
+import warnings
+
+from ..autograd.grad_mode import enable_grad
+from ..errors import AdcudaError, DeviceError
+from ..tensor import Tensor
+
+
+class OptimizerError(AdcudaError, ValueError):
+    """An invalid optimizer argument, parameter group or state dict."""
+
+
+class _RequiredParameter:
+    def __repr__(self):
+        return "<required parameter>"
+
+
+required = _RequiredParameter()
+
+
+class Optimizer:
+    def __init__(self, params, defaults):
+        self.defaults = defaults
+        self.state = {}
+        self.param_groups = []
+        if isinstance(params, Tensor):
+            raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
+                            f"but got {type(params).__name__}")
+        if isinstance(params, (set, frozenset)):
+            raise TypeError("optimizer parameters need to be organized in ordered collections, but the ordering "
+                            "of tensors in sets will change between runs. Please use a list instead.")
+        param_groups = list(params)
+        if not param_groups:
+            raise OptimizerError("optimizer got an empty parameter list")
+        if not isinstance(param_groups[0], dict):
+            param_groups = [{"params": param_groups}]
+        for group in param_groups:
+            self.add_param_group(group)
+
+    # ------------------------------------------------------------------ groups
+    def add_param_group(self, param_group):
+        if not isinstance(param_group, dict):
+            raise TypeError(f"param_group must be a dict, but got {type(param_group).__name__}")
+        params = param_group["params"]
+        if isinstance(params, Tensor):
+            params = [params]
+        elif isinstance(params, (set, frozenset)):
+            raise TypeError("optimizer parameters need to be organized in ordered collections, but the ordering "
+                            "of tensors in sets will change between runs. Please use a list instead.")
+        else:
+            params = list(params)
+        for i, p in enumerate(params):
+            if not isinstance(p, Tensor):
+                raise TypeError(f"optimizer can only optimize Tensors, but parameter {i} is {type(p).__name__}")
+            if not p.is_leaf:
+                raise OptimizerError(f"can't optimize a non-leaf Tensor (parameter {i} of shape {tuple(p.shape)} "
+                                     f"has grad_fn={p.grad_fn.name}); optimize the leaf it was computed from")
+        group = dict(param_group, params=params)
+        for name, default in self.defaults.items():
+            if default is required and name not in group:
+                raise OptimizerError(f"parameter group didn't specify a value of required optimization "
+                                     f"parameter {name}")
+            group.setdefault(name, default)
+        self._validate_group(group)
+        if len({id(p) for p in params}) != len(params):
+            warnings.warn("optimizer contains a parameter group with duplicate parameters; in future, this will "
+                          "cause an error", stacklevel=3)
+        existing = {id(p) for g in self.param_groups for p in g["params"]}
+        if any(id(p) in existing for p in params):
+            raise OptimizerError("some parameters appear in more than one parameter group")
+        self.param_groups.append(group)
+
+    def _validate_group(self, group):
+        """Check a group's hyperparameters (subclasses raise OptimizerError naming the bad value)."""
+
+    # ------------------------------------------------------------------ gradients and stepping
+    def zero_grad(self, set_to_none=True):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if set_to_none:
+                    p.grad = None
+                else:
+                    if p.grad.grad_fn is not None:
+                        p.grad.detach_()
+                    else:
+                        p.grad.requires_grad_(False)
+                    p.grad.zero_()
+
+    def _run_closure(self, closure):
+        if closure is None:
+            return None
+        with enable_grad():
+            return closure()
+
+    def step(self, closure=None):
+        raise NotImplementedError(f"{type(self).__name__} does not implement step()")
+
+    @staticmethod
+    def _grad_of(p, maximize):
+        """The backend array to step ``p`` with (negated when maximizing), checked against ``p``."""
+        g = p.grad
+        if g.device != p.device:
+            raise DeviceError(f"optimizer step: a parameter of shape {tuple(p.shape)} is on {p.device} but its "
+                              f"gradient is on {g.device}")
+        if tuple(g.shape) != tuple(p.shape):
+            raise OptimizerError(f"optimizer step: a parameter of shape {tuple(p.shape)} has a gradient of shape "
+                                 f"{tuple(g.shape)}")
+        return g._backend.unary("neg", g._data) if maximize else g._data
+
+    # ------------------------------------------------------------------ state dicts
+    def state_dict(self):
+        """``{"state": {index: {...}}, "param_groups": [{..., "params": [indices]}]}`` (PyTorch's format)."""
+        index_of = {}
+        groups = []
+        for group in self.param_groups:
+            packed = {k: v for k, v in group.items() if k != "params"}
+            for p in group["params"]:
+                index_of.setdefault(id(p), len(index_of))
+            packed["params"] = [index_of[id(p)] for p in group["params"]]
+            groups.append(packed)
+        state = {index_of[id(p)]: s for p, s in self.state.items() if id(p) in index_of}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict):
+        """Restore hyperparameters and per-parameter state saved by ``state_dict``; state tensors are
+        copied onto each parameter's device (and into its dtype, except ``step``)."""
+        if not isinstance(state_dict, dict) or "state" not in state_dict or "param_groups" not in state_dict:
+            raise OptimizerError("optimizer state dict must be a dict with 'state' and 'param_groups' entries")
+        saved_groups = state_dict["param_groups"]
+        if len(saved_groups) != len(self.param_groups):
+            raise OptimizerError(f"loaded state dict has a different number of parameter groups "
+                                 f"({len(saved_groups)} saved, {len(self.param_groups)} in this optimizer)")
+        for i, (group, saved) in enumerate(zip(self.param_groups, saved_groups)):
+            if len(group["params"]) != len(saved["params"]):
+                raise OptimizerError(f"loaded state dict contains a parameter group that doesn't match the size of "
+                                     f"optimizer's group (group {i}: {len(saved['params'])} saved, "
+                                     f"{len(group['params'])} here)")
+        param_of = {}
+        for group, saved in zip(self.param_groups, saved_groups):
+            for index, p in zip(saved["params"], group["params"]):
+                param_of[index] = p
+        new_state = {}
+        for index, values in state_dict["state"].items():
+            if index not in param_of:
+                raise OptimizerError(f"loaded optimizer state refers to parameter index {index}, which no "
+                                     "parameter group lists")
+            p = param_of[index]
+            new_state[p] = {key: _state_value_for(p, key, value) for key, value in values.items()}
+        self.state = new_state
+        self.param_groups = [dict(copy.deepcopy({k: v for k, v in saved.items() if k != "params"}),
+                                  params=group["params"])
+                             for group, saved in zip(self.param_groups, saved_groups)]
+
+    def __getstate__(self):
+        return {"defaults": self.defaults, "state": self.state, "param_groups": self.param_groups}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+
+    def __repr__(self):
+        lines = [type(self).__name__ + " ("]
+        for i, group in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            lines.extend(f"    {key}: {group[key]}" for key in sorted(group) if key != "params")
+        lines.append(")")
+        return "\n".join(lines)
+
+
+def _state_value_for(param, key, value):
+    """A private copy of a saved state value, on ``param``'s device (and dtype, for float tensors
+    other than the step count), so optimizers never share buffers through a state dict."""
+    if not isinstance(value, Tensor):
+        return copy.deepcopy(value)
+    value = value.detach()
+    if key == "step":
+        return value.clone()
+    if value.dtype.is_floating_point and param.dtype.is_floating_point:
+        return value.to(device=param.device, dtype=param.dtype, copy=True)
+    return value.to(device=param.device, copy=True)
