@@ -1,25 +1,35 @@
 """Matrix products: ``matmul`` (1-D, 2-D and batched with broadcast batch dims), ``mm bmm outer``."""
 from ..errors import DTypeError, ShapeError, fmt_shape
 from ..tensor import Tensor
-from ._core import broadcast_shapes, check_same_device, method, needs_grad, record, result_type, sum_to_shape, wrap
+from ._core import broadcast_shapes, check_same_device, method, needs_grad, record, sum_to_shape, wrap
 
 
 def matmul(input, other):
+    return _matmul("matmul", input, other)
+
+
+def _matmul(op, input, other):
+    """matmul's checks and dispatch; ``op`` names the public op in errors (matmul, mm, bmm, dot)."""
     if not isinstance(input, Tensor) or not isinstance(other, Tensor):
-        raise DTypeError("matmul: both operands must be Tensors")
-    check_same_device("matmul", input, other)
+        raise DTypeError(f"{op}: both operands must be Tensors, got {type(input).__name__} and "
+                         f"{type(other).__name__}")
+    check_same_device(op, input, other)
     if input.ndim == 0 or other.ndim == 0:
-        raise ShapeError(f"matmul: both arguments need to be at least 1D, but they are {input.ndim}D and "
+        raise ShapeError(f"{op}: both arguments need to be at least 1D, but they are {input.ndim}D and "
                          f"{other.ndim}D")
     if input.dtype is not other.dtype:
-        raise DTypeError(f"matmul: expected both operands to have the same dtype, but got {input.dtype} "
+        raise DTypeError(f"{op}: expected both operands to have the same dtype, but got {input.dtype} "
                          f"and {other.dtype}")
     a = input.unsqueeze(0) if input.ndim == 1 else input
     b = other.unsqueeze(-1) if other.ndim == 1 else other
     if a.shape[-1] != b.shape[-2]:
-        raise ShapeError(f"matmul: shapes {fmt_shape(input.shape)} and {fmt_shape(other.shape)} cannot be "
+        raise ShapeError(f"{op}: shapes {fmt_shape(input.shape)} and {fmt_shape(other.shape)} cannot be "
                          f"multiplied ({a.shape[-2]}x{a.shape[-1]} and {b.shape[-2]}x{b.shape[-1]})")
-    broadcast_shapes("matmul", tuple(a.shape[:-2]), tuple(b.shape[:-2]))
+    try:
+        broadcast_shapes(op, tuple(a.shape[:-2]), tuple(b.shape[:-2]))
+    except ShapeError:
+        raise ShapeError(f"{op}: the batch dims of shapes {fmt_shape(input.shape)} and "
+                         f"{fmt_shape(other.shape)} cannot be broadcast") from None
     out = _matmul_nd(a, b)
     if input.ndim == 1:
         out = out.squeeze(-2)
@@ -46,14 +56,14 @@ def _matmul_nd(a, b):
 def mm(input, mat2):
     if input.ndim != 2 or mat2.ndim != 2:
         raise ShapeError(f"mm: both arguments must be 2-D, got {fmt_shape(input.shape)} and {fmt_shape(mat2.shape)}")
-    return matmul(input, mat2)
+    return _matmul("mm", input, mat2)
 
 
 def bmm(input, mat2):
     if input.ndim != 3 or mat2.ndim != 3 or input.shape[0] != mat2.shape[0]:
         raise ShapeError(f"bmm: expected two 3-D tensors with the same batch size, got "
                          f"{fmt_shape(input.shape)} and {fmt_shape(mat2.shape)}")
-    return matmul(input, mat2)
+    return _matmul("bmm", input, mat2)
 
 
 def outer(input, vec2):
@@ -66,7 +76,7 @@ def dot(input, other):
     if input.ndim != 1 or other.ndim != 1 or input.shape[0] != other.shape[0]:
         raise ShapeError(f"dot: expected 1-D tensors of the same size, got {fmt_shape(input.shape)} and "
                          f"{fmt_shape(other.shape)}")
-    return matmul(input, other)
+    return _matmul("dot", input, other)
 
 
 for _name in ("matmul", "mm", "bmm", "outer", "dot"):

@@ -29,7 +29,7 @@ def reduce_axes(op, ndim, dim):
         return ()
     axes = tuple(sorted(wrap_dim(d, ndim, op) for d in dims))
     if len(set(axes)) != len(axes):
-        raise ValueError(f"{op}: dim {dims} contains a dim more than once")
+        raise ShapeError(f"{op}: dim {dims} contains a dim more than once")
     return axes
 
 
