@@ -119,6 +119,26 @@ def test_step_bumps_the_version_so_stale_saved_values_are_caught():
         loss.backward()
 
 
+def test_a_custom_optimizer_on_the_base_class():
+    class SignSGD(adcuda.optim.Optimizer):
+        def __init__(self, params, lr=0.1):
+            super().__init__(params, dict(lr=lr))
+
+        @adcuda.no_grad()
+        def step(self, closure=None):
+            for group in self.param_groups:
+                for p in group["params"]:
+                    state = self.state[p]  # empty on first use, as with PyTorch's defaultdict
+                    state["count"] = state.get("count", 0) + 1
+                    p.add_(p.grad.sign(), alpha=-group["lr"])
+    p = nn.Parameter(adcuda.tensor([1.0, -1.0]))
+    opt = SignSGD([p], lr=0.25)
+    p.grad = adcuda.tensor([3.0, -0.1])
+    opt.step()
+    assert _np(p).tolist() == [0.75, -0.75] and opt.state[p]["count"] == 1
+    assert opt.state_dict()["state"] == {0: {"count": 1}}
+
+
 def test_a_model_trains():
     adcuda.manual_seed(0)
     x = adcuda.randn(64, 4)

@@ -38,7 +38,7 @@ class Adam(Optimizer):
         return loss
 
     def _state_for(self, p, amsgrad):
-        state = self.state.setdefault(p, {})
+        state = self.state[p]
         if not state:
             state["step"] = tensor(0.0)
             state["exp_avg"] = zeros_like(p.detach())

@@ -3,6 +3,7 @@
 Subclasses implement ``step`` by gathering, per group, the parameters that have a gradient and
 handing them to one multi-tensor backend primitive (``sgd_step_``, ``adam_step_``).
 """
+import collections
 import copy
 import warnings
 
@@ -26,7 +27,8 @@ required = _RequiredParameter()
 class Optimizer:
     def __init__(self, params, defaults):
         self.defaults = defaults
-        self.state = {}
+        # a defaultdict, as in PyTorch: custom optimizers read ``self.state[p]`` before filling it
+        self.state = collections.defaultdict(dict)
         self.param_groups = []
         if isinstance(params, Tensor):
             raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
@@ -146,7 +148,7 @@ class Optimizer:
         for group, saved in zip(self.param_groups, saved_groups):
             for index, p in zip(saved["params"], group["params"]):
                 param_of[index] = p
-        new_state = {}
+        new_state = collections.defaultdict(dict)
         for index, values in state_dict["state"].items():
             if index not in param_of:
                 raise OptimizerError(f"loaded optimizer state refers to parameter index {index}, which no "

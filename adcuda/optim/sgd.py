@@ -41,7 +41,7 @@ class SGD(Optimizer):
             grad = self._grad_of(p, group["maximize"])
             buf, first_step = None, False
             if momentum != 0:
-                state = self.state.setdefault(p, {})
+                state = self.state[p]
                 buf = state.get("momentum_buffer")
                 if buf is None:
                     buf = state["momentum_buffer"] = zeros_like(p.detach())

@@ -140,10 +140,6 @@ class Module:
         if param is not None and not isinstance(param, Parameter):
             raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter '{name}' "
                             "(adcuda.nn.Parameter or None required)")
-        if param is not None and param.grad_fn is not None:
-            raise ValueError(f"Cannot assign non-leaf Tensor to parameter '{name}'. Model parameters must be "
-                             "created explicitly. To express '{name}' as a function of another Tensor, compute "
-                             "the value in the forward() method.")
         self._parameters[name] = param
 
     def register_buffer(self, name, tensor, persistent=True):
@@ -366,9 +362,6 @@ class Module:
 
     def bfloat16(self):
         return self._cast_floating(dt.bfloat16)
-
-    def type(self, dst_type):
-        return self._cast_floating(dt.as_dtype(dst_type, "Module.type"))
 
     # ------------------------------------------------------------------ state dicts
     def _state_entries(self, prefix=""):
