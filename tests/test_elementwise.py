@@ -329,6 +329,8 @@ def test_clamp_promotes_like_pytorch():
     assert A.clamp(A.tensor([1, 5]), 1.5, 3.5).tolist() == [1.5, 3.5]
     assert A.clamp(A.tensor([1, 5]), 2, 3).dtype is A.int64
     assert A.clamp(A.tensor([1.0], dtype=A.float16), 2.0).dtype is A.float16
+    assert A.tensor([1.0, 5.0]).clamp_min(2.0).tolist() == [2.0, 5.0]
+    assert A.tensor([1.0, 5.0]).clamp_max(A.tensor([0.0, 9.0])).tolist() == [0.0, 5.0]
 
 
 def test_rounded_division():

@@ -320,6 +320,8 @@ def test_dtype_conversions():
     assert x.type_as(A.tensor([1])).dtype is A.int64
     assert x.to(A.tensor([1.0], dtype=A.float16)).dtype is A.float16
     assert A.tensor([True, False]).float().tolist() == [1.0, 0.0]
+    assert x.type() == "adcuda.FloatTensor" and x.long().type() == "adcuda.LongTensor"
+    assert x.type(A.float64).dtype is A.float64 and x.half().type() == "adcuda.HalfTensor"
     with np.errstate(over="ignore"):  # NumPy warns of the overflow; the result is PyTorch's
         assert A.tensor([1e5]).half().tolist() == [float("inf")]  # beyond half's range
 

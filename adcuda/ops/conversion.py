@@ -59,3 +59,17 @@ Tensor.long = lambda self: to_device_and_dtype(self, None, dt.int64)
 Tensor.int = lambda self: to_device_and_dtype(self, None, dt.int32)
 Tensor.bool = lambda self: to_device_and_dtype(self, None, dt.bool_)
 Tensor.type_as = lambda self, other: to_device_and_dtype(self, None, other.dtype)
+
+_TYPE_NAMES = {dt.float32: "FloatTensor", dt.float64: "DoubleTensor", dt.float16: "HalfTensor",
+               dt.bfloat16: "BFloat16Tensor", dt.int32: "IntTensor", dt.int64: "LongTensor", dt.bool_: "BoolTensor"}
+
+
+def type(self, dtype=None, non_blocking=False):  # noqa: A001 (PyTorch's name)
+    """``type()`` names the tensor type (``'adcuda.FloatTensor'``); ``type(dtype)`` converts."""
+    if dtype is None:
+        prefix = "adcuda." if self.device.type == "cpu" else "adcuda.cuda."
+        return prefix + _TYPE_NAMES[self.dtype]
+    return to_device_and_dtype(self, None, dtype, False, "type")
+
+
+method("type")(type)

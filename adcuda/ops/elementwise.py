@@ -535,6 +535,8 @@ for _name in ("add", "sub", "mul", "div", "pow", "neg", "maximum", "minimum", "e
               "log10", "isnan", "isinf", "isfinite", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not"):
     method(_name)(globals()[_name])
 Tensor.clip = Tensor.clamp
+Tensor.clamp_min = lambda self, min: clamp(self, min=min)  # noqa: A002
+Tensor.clamp_max = lambda self, max: clamp(self, max=max)  # noqa: A002
 Tensor.true_divide = Tensor.divide = Tensor.div
 Tensor.multiply, Tensor.subtract, Tensor.negative = Tensor.mul, Tensor.sub, Tensor.neg
 Tensor.greater, Tensor.less, Tensor.greater_equal, Tensor.less_equal = Tensor.gt, Tensor.lt, Tensor.ge, Tensor.le
