@@ -184,7 +184,8 @@ def current_device():
 
 def set_device(device):
     """Make ``device`` the calling thread's current CUDA device."""
-    _native._C.cuda_set_device(_device_index(device, "set_device"))
+    index = _device_index(device, "set_device")  # raises the clear error first where CUDA is unusable
+    _native._C.cuda_set_device(index)
 
 
 def synchronize(device=None):
