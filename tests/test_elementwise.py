@@ -142,6 +142,14 @@ def test_unary_forward_closed_form(name, dtype):
     np.testing.assert_allclose(got, _closed_form(name, x.astype(dtype.numpy)), rtol=tol, atol=tol)
 
 
+def test_float32_erf_keeps_its_relative_accuracy_near_zero():
+    x = np.concatenate([np.logspace(-30, 0, 61), -np.logspace(-8, 0, 17), np.linspace(-4, 4, 81)])
+    x = x.astype(np.float32)
+    got = A.erf(A.tensor(x)).numpy().astype(np.float64)
+    expected = np.array([math.erf(float(v)) for v in x])
+    np.testing.assert_allclose(got, expected, rtol=5e-7, atol=1e-30)
+
+
 def test_rounding_ops_have_zero_gradient_and_keep_integers():
     x = A.tensor([-2.5, -0.5, 0.5, 1.5, 2.49], dtype=F64, requires_grad=True)
     assert A.round(x).tolist() == [-2.0, -0.0, 0.0, 2.0, 2.0]  # half to even, as in PyTorch
