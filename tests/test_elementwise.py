@@ -164,6 +164,7 @@ def test_rounding_ops_have_zero_gradient_and_keep_integers():
         out = op(ints)
         assert out.dtype is A.int64 and out.tolist() == [-3, 0, 4]
     assert A.sign(ints).tolist() == [-1, 0, 1]
+    assert A.sign(A.tensor([float("nan"), -0.5, 0.0])).tolist() == [0.0, -1.0, 0.0]  # as in PyTorch
     assert A.sign(A.tensor([True, False])).tolist() == [True, False]
 
 

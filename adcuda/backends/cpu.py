@@ -153,6 +153,13 @@ def _sigmoid(x):
     return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(x.dtype, copy=False)
 
 
+def _sign(x):
+    s = np.sign(x)
+    if s.dtype.kind == "f":
+        s = np.where(s == s, s, 0).astype(s.dtype, copy=False)  # PyTorch: sign(NaN) = 0
+    return s
+
+
 def _gelu(x):
     return 0.5 * x * (1.0 + _erf(x * _INV_SQRT_2))
 
@@ -165,7 +172,7 @@ UNARY_OPS = {
     "neg": np.negative, "abs": np.abs, "exp": np.exp, "log": np.log, "log1p": np.log1p,
     "sqrt": np.sqrt, "rsqrt": lambda x: 1.0 / np.sqrt(x), "sin": np.sin, "cos": np.cos,
     "tanh": np.tanh, "sigmoid": _sigmoid, "relu": lambda x: np.maximum(x, 0).astype(x.dtype, copy=False),
-    "gelu": _gelu, "gelu_tanh": _gelu_tanh, "silu": lambda x: x * _sigmoid(x), "sign": np.sign,
+    "gelu": _gelu, "gelu_tanh": _gelu_tanh, "silu": lambda x: x * _sigmoid(x), "sign": _sign,
     "logical_not": np.logical_not, "erf": _erf, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc,
     "round": np.round, "exp2": np.exp2, "log2": np.log2, "log10": np.log10, "bitwise_not": np.invert,
 }
