@@ -6,8 +6,8 @@ the fp32 CPU fallback (see ``adcuda.info()`` for why).
 __version__ = "0.1.0"
 
 from . import dtypes as _dtypes
-from .dtypes import (bfloat16, bool_ as bool, double, dtype, float, float16, float32, float64, half,  # noqa: A004
-                     int, int32, int64, long)
+from .dtypes import (bfloat16, bool_ as bool, double, dtype, finfo, float, float16, float32, float64,  # noqa: A004
+                     get_default_dtype, half, iinfo, int, int32, int64, long, set_default_dtype)
 from .device import device
 from .errors import (AdcudaError, AutogradError, DeviceError, DTypeError, IndexOutOfRangeError,
                      ShapeError)
@@ -52,10 +52,6 @@ def is_tensor(obj):
 
 def numel(input):
     return input.numel()
-
-
-def get_default_dtype():
-    return _dtypes.default_float
 
 
 def is_floating_point(input):

@@ -60,6 +60,56 @@ _FROM_NUMPY[np.dtype(np.uint8)] = int64
 default_float = float32
 
 
+def set_default_dtype(d):
+    """The dtype of Python floats made into tensors (and of ``rand``, ``zeros``, ... by default)."""
+    global default_float
+    d = as_dtype(d, "set_default_dtype")
+    if d not in (float16, bfloat16, float32, float64):
+        raise DTypeError(f"set_default_dtype: only floating point dtypes are supported as the default, got {d}")
+    default_float = d
+
+
+def get_default_dtype():
+    return default_float
+
+
+class finfo:
+    """Machine limits of a floating point dtype, as ``torch.finfo``."""
+
+    def __init__(self, type=None):  # noqa: A002 (PyTorch's parameter name)
+        d = default_float if type is None else as_dtype(type, "finfo")
+        if not d.is_floating_point:
+            raise DTypeError(f"finfo: expected a floating point dtype, got {d}")
+        self.dtype = d.name
+        self.bits = d.itemsize * 8
+        if d is bfloat16:  # NumPy has no bfloat16: 8 exponent bits like float32, 7 mantissa bits
+            self.eps, self.max, self.tiny, self.resolution = 2.0 ** -7, (2 - 2.0 ** -7) * 2.0 ** 127, 2.0 ** -126, 0.01
+        else:
+            info = np.finfo(d.numpy)
+            self.eps, self.max = _builtin_float(info.eps), _builtin_float(info.max)
+            self.tiny, self.resolution = _builtin_float(info.tiny), 10.0 ** -info.precision
+        self.min = -self.max
+        self.smallest_normal = self.tiny
+
+    def __repr__(self):
+        return (f"finfo(resolution={self.resolution}, min={self.min}, max={self.max}, eps={self.eps}, "
+                f"smallest_normal={self.smallest_normal}, tiny={self.tiny}, dtype={self.dtype})")
+
+
+class iinfo:
+    """Limits of an integer dtype, as ``torch.iinfo``."""
+
+    def __init__(self, type):  # noqa: A002 (PyTorch's parameter name)
+        d = as_dtype(type, "iinfo")
+        if d.category != INTEGER:
+            raise DTypeError(f"iinfo: expected an integer dtype, got {d}")
+        info = np.iinfo(d.numpy)
+        self.dtype, self.bits, self.min, self.max = d.name, d.itemsize * 8, _builtin_int(info.min), _builtin_int(info.max)
+
+    def __repr__(self):
+        return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype})"
+
+
 def _by_name(name):
     return _BY_NAME[name]
 

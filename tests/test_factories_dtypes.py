@@ -335,3 +335,38 @@ def test_gradients_flow_through_dtype_conversions():
     (h * 3).sum().backward()
     assert y.grad.dtype is A.float32 and y.grad.tolist() == [3.0, 3.0]
     assert not y.long().requires_grad  # integer results carry no gradient
+
+
+# ---------------------------------------------------------------------------------------------------
+# dtype information and the default dtype
+def test_finfo_and_iinfo():
+    assert A.finfo(A.float16).max == 65504.0 and A.finfo(A.float16).eps == 2.0 ** -10
+    assert A.finfo(A.float32).tiny == np.finfo(np.float32).tiny and A.finfo().bits == 32
+    assert A.finfo(A.float64).min == -np.finfo(np.float64).max
+    assert A.finfo(A.bfloat16).eps == 2.0 ** -7 and A.finfo(A.bfloat16).max > 3e38
+    assert A.iinfo(A.int32).max == 2 ** 31 - 1 and A.iinfo(A.int64).min == -2 ** 63
+    with pytest.raises(DTypeError, match="finfo: expected a floating point dtype"):
+        A.finfo(A.int64)
+    with pytest.raises(DTypeError, match="iinfo: expected an integer dtype"):
+        A.iinfo(A.float32)
+
+
+def test_finfo_matches_torch():
+    torch = pytest.importorskip("torch")
+    for name in ("float16", "bfloat16", "float32", "float64"):
+        ours, theirs = A.finfo(getattr(A, name)), torch.finfo(getattr(torch, name))
+        for field in ("bits", "eps", "max", "min", "tiny", "smallest_normal", "resolution"):
+            assert getattr(ours, field) == getattr(theirs, field), (name, field)
+
+
+def test_set_default_dtype():
+    assert A.get_default_dtype() is A.float32
+    A.set_default_dtype(A.float64)
+    try:
+        assert A.tensor([1.5]).dtype is A.float64 and A.zeros(2).dtype is A.float64
+        assert (A.tensor([1, 2]) * 1.5).dtype is A.float64 and A.arange(0.0, 1.0, 0.5).dtype is A.float64
+    finally:
+        A.set_default_dtype(A.float32)
+    assert A.tensor([1.5]).dtype is A.float32
+    with pytest.raises(DTypeError, match="set_default_dtype: only floating point"):
+        A.set_default_dtype(A.int64)
