@@ -19,9 +19,9 @@ from .ops.elementwise import (abs, add, bitwise_and, bitwise_not, bitwise_or, bi
                               leaky_relu, log, log1p, log2, log10, logical_and, logical_not, logical_or,
                               logical_xor, lt, maximum, minimum, mul, ne, neg, pow, reciprocal, relu, round,
                               rsqrt, sigmoid, sign, silu, sin, sqrt, square, sub, tanh, trunc, where)
-from .ops.reduction import (all, amax, amin, any, argmax, argmin, cumsum, logsumexp, max, mean, min, norm,
-                            prod, std, sum, var)
-from .ops.sorting import argsort, msort, sort, topk
+from .ops.reduction import (all, amax, amin, any, argmax, argmin, count_nonzero, cumsum, logsumexp, max, mean,
+                            min, norm, prod, std, std_mean, sum, var, var_mean)
+from .ops.sorting import argsort, median, msort, sort, topk
 from .ops.shape import (broadcast_tensors, broadcast_to, cat, chunk, clone, concat, concatenate,
                         contiguous, expand, flatten, flip, movedim, narrow, permute, repeat, reshape,
                         select, split, squeeze, stack, t, transpose, unbind, unflatten, unsqueeze, view)

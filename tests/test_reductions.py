@@ -309,3 +309,36 @@ def test_ordering_matches_torch():
     for k, largest in ((3, True), (2, False)):
         ours, theirs = A.tensor(y).topk(k, 1, largest), torch.tensor(y).topk(k, 1, largest)
         assert ours.indices.tolist() == theirs.indices.tolist()
+
+
+def test_median():
+    x = A.tensor([[3.0, 1.0, 2.0, 5.0], [0.0, 4.0, -1.0, 6.0]])
+    m = x.median(1)
+    assert m.values.tolist() == [2.0, 0.0] and m.indices.tolist() == [2, 0]  # the lower of the two middles
+    assert A.median(x, 0, keepdim=True).values.tolist() == [[0.0, 1.0, -1.0, 5.0]]
+    assert x.median().item() == 2.0 and type(m).__name__ == "median"
+    assert gradcheck(lambda v: v.median(1).values, (leaf((3, 5)),))
+    assert gradcheck(lambda v: v.median(), (leaf((2, 3)),))
+    with pytest.raises(ShapeError, match="median: cannot take the median of an empty tensor"):
+        A.zeros(0).median()
+
+
+def test_median_matches_torch():
+    torch = pytest.importorskip("torch")
+    y = data((5, 6), seed=11)
+    for dim in (0, 1):
+        ours, theirs = A.tensor(y).median(dim), torch.tensor(y).median(dim)
+        assert ours.values.tolist() == theirs.values.tolist() and ours.indices.tolist() == theirs.indices.tolist()
+    assert A.tensor(y).median().item() == torch.tensor(y).median().item()
+
+
+def test_var_mean_std_mean_count_nonzero():
+    x = data((3, 4), seed=12)
+    v, m = A.var_mean(A.tensor(x, dtype=F64), 1)
+    np.testing.assert_allclose(v.numpy(), x.var(1, ddof=1))
+    np.testing.assert_allclose(m.numpy(), x.mean(1))
+    s, m = A.tensor(x, dtype=F64).std_mean((0, 1), correction=0)
+    np.testing.assert_allclose(s.numpy(), x.std())
+    assert gradcheck(lambda t: A.std_mean(t, 0)[0] + A.var_mean(t, 0)[1], (leaf((3, 4)),))
+    assert A.count_nonzero(A.tensor([[0, 1, 2], [0, 0, 3]]), 1).tolist() == [2, 1]
+    assert A.tensor([0.0, 1.0]).count_nonzero().item() == 1

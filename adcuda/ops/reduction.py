@@ -324,6 +324,18 @@ def any(input, dim=None, keepdim=False):  # noqa: A001
     return wrap(input._backend.reduce("any", input._data, axes, keepdim), input._device)
 
 
+def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return var(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
+
+
+def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return std(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
+
+
+def count_nonzero(input, dim=None):
+    return sum(input != 0, dim)
+
+
 for _name in ("sum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "var", "std",
-              "logsumexp", "norm", "all", "any", "cumsum"):
+              "logsumexp", "norm", "all", "any", "cumsum", "var_mean", "std_mean", "count_nonzero"):
     method(_name)(globals()[_name])

@@ -1,4 +1,4 @@
-"""Ordering along a dim: ``sort argsort topk``.
+"""Ordering along a dim: ``sort argsort topk msort median``.
 
 The backend's ``sort`` primitive gives the order; values are then gathered from the input, so their
 gradient flows back to the positions they came from (PyTorch's SortBackward / TopkBackward).
@@ -6,11 +6,12 @@ gradient flows back to the positions they came from (PyTorch's SortBackward / To
 from collections import namedtuple
 
 from .. import dtypes as dt
-from ..errors import IndexOutOfRangeError, fmt_shape
+from ..errors import IndexOutOfRangeError, ShapeError, fmt_shape
 from ._core import method, needs_grad, wrap, wrap_dim
 
 sort_result = namedtuple("sort", ["values", "indices"])
 topk_result = namedtuple("topk", ["values", "indices"])
+median_result = namedtuple("median", ["values", "indices"])
 
 
 def _order(op, input, dim, descending):
@@ -71,5 +72,32 @@ def msort(input):
     return sort(input, 0).values
 
 
-for _name in ("sort", "argsort", "topk", "msort"):
+def median(input, dim=None, keepdim=False):
+    """The lower median (PyTorch's choice for an even count); with ``dim``, also its index."""
+    if dim is None:
+        flat = input.reshape(-1)
+        if flat.numel() == 0:
+            raise ShapeError("median: cannot take the median of an empty tensor")
+        return _kth_smallest(flat, 0, (flat.numel() - 1) // 2, False).values
+    axis = wrap_dim(dim, input.ndim, "median")
+    if input.ndim == 0:
+        return median_result(*_scalar_order("median", input, dim))
+    n = input.shape[axis]
+    if n == 0:
+        raise ShapeError(f"median: cannot take the median over dim {dim} of size 0 "
+                         f"(input shape {fmt_shape(input.shape)})")
+    return _kth_smallest(input, axis, (n - 1) // 2, keepdim)
+
+
+def _kth_smallest(input, axis, k, keepdim):
+    _, order, _ = _order("median", input, axis, False)
+    indices = order.narrow(axis, k, 1).contiguous()
+    values = _values_at(input, axis, indices, None) if needs_grad(input) else wrap(
+        input._backend.gather(input._data, axis, indices._data), input._device)
+    if not keepdim:
+        values, indices = values.squeeze(axis), indices.squeeze(axis)
+    return median_result(values, indices)
+
+
+for _name in ("sort", "argsort", "topk", "msort", "median"):
     method(_name)(globals()[_name])
