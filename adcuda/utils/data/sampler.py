@@ -1,0 +1,121 @@
+"""Samplers: which indices a DataLoader fetches, in which order, and how they are grouped into batches."""
+import numbers
+
+__all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "BatchSampler"]
+
+
+class Sampler:
+    """Yields dataset keys. Subclasses define ``__iter__`` and, where it is known, ``__len__``."""
+
+    def __init__(self, data_source=None):
+        pass
+
+    def __iter__(self):
+        raise NotImplementedError(f"{type(self).__name__} must implement __iter__")
+
+
+class SequentialSampler(Sampler):
+    """``0, 1, ..., len(data_source) - 1``."""
+
+    def __init__(self, data_source):
+        self.data_source = data_source
+
+    def __iter__(self):
+        return iter(range(len(self.data_source)))
+
+    def __len__(self):
+        return len(self.data_source)
+
+
+def _seeded_generator(generator):
+    """``generator``, or a fresh one seeded from adcuda's default generator (so that ``manual_seed``
+    fixes the order, and two epochs still differ)."""
+    from ... import random as adcuda_random
+    from ...factories import randint
+    if generator is not None:
+        return generator
+    seed = int(randint(0, 2**62, (), generator=adcuda_random.default_generator).item())
+    return adcuda_random.Generator().manual_seed(seed)
+
+
+class RandomSampler(Sampler):
+    """A random permutation of the indices (or ``num_samples`` draws with replacement), from adcuda's
+    generator."""
+
+    def __init__(self, data_source, replacement=False, num_samples=None, generator=None):
+        self.data_source = data_source
+        self.replacement = replacement
+        self._num_samples = num_samples
+        self.generator = generator
+        if not isinstance(replacement, bool):
+            raise TypeError(f"RandomSampler: replacement should be a boolean value, got {replacement!r}")
+        if not isinstance(self.num_samples, numbers.Integral) or isinstance(self.num_samples, bool) \
+                or self.num_samples <= 0:
+            raise ValueError(f"RandomSampler: num_samples should be a positive integer value, "
+                             f"got {self.num_samples!r}")
+
+    @property
+    def num_samples(self):
+        return len(self.data_source) if self._num_samples is None else self._num_samples
+
+    def __iter__(self):
+        from ...factories import randint, randperm
+        n = len(self.data_source)
+        generator = _seeded_generator(self.generator)
+        if self.replacement:
+            for start in range(0, self.num_samples, 32):
+                count = min(32, self.num_samples - start)
+                yield from randint(0, n, (count,), generator=generator).tolist()
+            return
+        for _ in range(self.num_samples // n):
+            yield from randperm(n, generator=generator).tolist()
+        yield from randperm(n, generator=generator).tolist()[:self.num_samples % n]
+
+    def __len__(self):
+        return self.num_samples
+
+
+class SubsetRandomSampler(Sampler):
+    """The given indices in a random order."""
+
+    def __init__(self, indices, generator=None):
+        self.indices = indices
+        self.generator = generator
+
+    def __iter__(self):
+        from ...factories import randperm
+        order = randperm(len(self.indices), generator=_seeded_generator(self.generator)).tolist()
+        for i in order:
+            yield self.indices[i]
+
+    def __len__(self):
+        return len(self.indices)
+
+
+class BatchSampler(Sampler):
+    """Groups another sampler's indices into lists of ``batch_size`` (the last one shorter unless
+    ``drop_last``)."""
+
+    def __init__(self, sampler, batch_size, drop_last):
+        if not isinstance(batch_size, numbers.Integral) or isinstance(batch_size, bool) or batch_size <= 0:
+            raise ValueError(f"BatchSampler: batch_size should be a positive integer value, got {batch_size!r}")
+        if not isinstance(drop_last, bool):
+            raise ValueError(f"BatchSampler: drop_last should be a boolean value, got {drop_last!r}")
+        self.sampler = sampler
+        self.batch_size = int(batch_size)
+        self.drop_last = drop_last
+
+    def __iter__(self):
+        batch = []
+        for index in self.sampler:
+            batch.append(index)
+            if len(batch) == self.batch_size:
+                yield batch
+                batch = []
+        if batch and not self.drop_last:
+            yield batch
+
+    def __len__(self):
+        if self.drop_last:
+            return len(self.sampler) // self.batch_size
+        return (len(self.sampler) + self.batch_size - 1) // self.batch_size
