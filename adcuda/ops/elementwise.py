@@ -77,7 +77,7 @@ def add(input, other, *, alpha=1):
 def sub(input, other, *, alpha=1):
     if alpha != 1:
         other = _scaled(other, alpha)
-    if result_type(input, other) is dt.bool_:
+    if _is_bool(input) and _is_bool(other):
         raise DTypeError("sub: subtraction, the `-` operator, with two bool tensors is not supported; "
                          "use the `^` operator or logical_xor() instead")
     out = _binary_forward("sub", input, other, name="sub")
@@ -214,6 +214,10 @@ def _shape_dtype(x):
 
 def _tensors_only(*xs):
     return tuple(x if x.__class__ is Tensor else None for x in xs)
+
+
+def _is_bool(x):
+    return x.dtype is dt.bool_ if x.__class__ is Tensor else x.__class__ is bool
 
 
 def _scalar_or_none(x):
