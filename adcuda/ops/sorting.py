@@ -90,10 +90,9 @@ def median(input, dim=None, keepdim=False):
 
 
 def _kth_smallest(input, axis, k, keepdim):
-    _, order, _ = _order("median", input, axis, False)
+    _, order, ordered = _order("median", input, axis, False)
     indices = order.narrow(axis, k, 1).contiguous()
-    values = _values_at(input, axis, indices, None) if needs_grad(input) else wrap(
-        input._backend.gather(input._data, axis, indices._data), input._device)
+    values = _values_at(input, axis, indices, ordered.narrow(axis, k, 1))
     if not keepdim:
         values, indices = values.squeeze(axis), indices.squeeze(axis)
     return median_result(values, indices)
