@@ -4,6 +4,8 @@ The array (``_data``) belongs to the tensor's device backend and carries shape, 
 the tensor adds ``requires_grad``, ``grad``, ``grad_fn``, a version counter shared with its views,
 and the view's base. Ops are defined in ``adcuda.ops`` and attached as methods there.
 """
+import weakref
+
 import numpy as np
 
 from . import dtypes as dt
@@ -11,6 +13,9 @@ from .device import CPU, as_device, backend_for
 from .errors import AutogradError, DTypeError, ShapeError, fmt_shape
 from .autograd.grad_mode import is_grad_enabled
 from .autograd.graph import AccumulateGrad, RemovableHandle
+
+
+_NUMPY_TO_DTYPE = dt._FROM_NUMPY
 
 
 class VersionCounter:
@@ -22,8 +27,9 @@ class VersionCounter:
 
 
 class Tensor:
-    __slots__ = ("_data", "_device", "_requires_grad", "grad", "grad_fn", "_output_nr", "_version",
-                 "_base", "_view_fn", "_accumulator", "_hooks", "_retains_grad", "__weakref__")
+    __slots__ = ("_data", "_device", "_requires_grad", "grad", "_grad_fn", "_output_nr", "_version",
+                 "_base", "_view_fn", "_view_version", "_accumulator", "_hooks", "_retains_grad",
+                 "__weakref__")
 
     __array_priority__ = 1000  # NumPy defers ``ndarray + Tensor`` to Tensor.__radd__
 
@@ -37,11 +43,12 @@ class Tensor:
         t._device = device
         t._requires_grad = requires_grad
         t.grad = None
-        t.grad_fn = None
+        t._grad_fn = None
         t._output_nr = 0
         t._version = VersionCounter()
         t._base = None
         t._view_fn = None
+        t._view_version = None
         t._accumulator = None
         t._hooks = None
         t._retains_grad = False
@@ -50,7 +57,7 @@ class Tensor:
     # ------------------------------------------------------------------ metadata
     @property
     def _backend(self):
-        return backend_for(self._device)
+        return self._device.backend
 
     @property
     def shape(self):
@@ -63,7 +70,8 @@ class Tensor:
 
     @property
     def dtype(self):
-        return dt.from_numpy_dtype(self._data.dtype) if self._device is CPU else self._backend.dtype_of(self._data)
+        d = _NUMPY_TO_DTYPE.get(self._data.dtype) if self._device is CPU else None
+        return d if d is not None else self._backend.dtype_of(self._data)
 
     @property
     def device(self):
@@ -110,6 +118,30 @@ class Tensor:
         return self._data.shape[0]
 
     # ------------------------------------------------------------------ autograd state
+    @property
+    def grad_fn(self):
+        # A view whose base was written in place since its history was recorded reads its
+        # history again from the base (PyTorch regenerates a view's grad_fn the same way).
+        if self._view_version is not None and self._view_version != self._version.value:
+            self._refresh_view_history()
+        return self._grad_fn
+
+    @grad_fn.setter
+    def grad_fn(self, node):
+        self._grad_fn = node
+        if self._view_version is not None:
+            self._view_version = self._version.value
+
+    def _refresh_view_history(self):
+        base = self._base
+        self._view_version = self._version.value
+        if self._grad_fn is None and not base.requires_grad:
+            return
+        from .autograd.grad_mode import enable_grad
+        with enable_grad():
+            fresh = self._view_fn(base)
+        self._grad_fn, self._output_nr = fresh._grad_fn, fresh._output_nr
+
     @property
     def requires_grad(self):
         return self._requires_grad or self.grad_fn is not None
@@ -158,7 +190,6 @@ class Tensor:
         if self._requires_grad:
             acc = self._accumulator() if self._accumulator is not None else None
             if acc is None:
-                import weakref
                 acc = AccumulateGrad(self)
                 self._accumulator = weakref.ref(acc)
             return acc, 0
@@ -167,25 +198,32 @@ class Tensor:
     def detach(self):
         t = Tensor._make(self._data, self._device)
         t._version = self._version
-        t._base = self._base if self._base is not None else None
         return t
 
     def detach_(self):
         if self._base is not None and self._base.requires_grad:
             raise AutogradError("detach_: can't detach a view of a tensor that requires grad in place; "
                                 "use detach()")
-        self.grad_fn = None
+        self._grad_fn = None
+        self._view_version = None
         self._requires_grad = False
         return self
 
     def retain_grad(self):
-        if self.grad_fn is None:
+        node = self.grad_fn
+        if node is None:
             if not self._requires_grad:
                 raise AutogradError("retain_grad: can't retain_grad on Tensor that has requires_grad=False")
             return
         if self._retains_grad:
             return
-        import weakref
+        self._retains_grad = True
+        self._attach_retain_hook(node)
+
+    def _attach_retain_hook(self, node):
+        """Hook ``retain_grad`` on the node that produces this tensor now (an in-place op moves it
+        to the new node, so ``.grad`` is the gradient of the latest value). The hook holds the
+        tensor weakly: the graph must not keep it alive."""
         ref = weakref.ref(self)
 
         def retain(grad):
@@ -193,8 +231,7 @@ class Tensor:
             if t is not None:
                 g = grad if is_grad_enabled() else grad.detach()
                 t.grad = g.clone() if t.grad is None else t.grad + g
-        self.grad_fn.add_pre_hook(self._output_nr, retain)
-        self._retains_grad = True
+        node.set_retain_hook(self._output_nr, retain)
 
     def register_hook(self, hook):
         if not self.requires_grad:
@@ -269,8 +306,9 @@ class Tensor:
         return (self[i] for i in range(self._data.shape[0]))
 
     def __repr__(self):
-        body = np.array2string(self._backend.to_numpy(self._data), separator=", ", precision=4,
-                               prefix="tensor(")
+        array = self._backend.to_numpy(self._data)
+        formatter = {"float_kind": _float_formatter(array)} if array.dtype.kind == "f" else None
+        body = np.array2string(array, separator=", ", prefix="tensor(", formatter=formatter)
         extras = []
         if self._device is not CPU:
             extras.append(f"device='{self._device}'")
@@ -296,6 +334,26 @@ class Tensor:
             t.grad = self.grad.detach().clone()
         memo[id(self)] = t
         return t
+
+
+def _float_formatter(array):
+    """PyTorch's way of printing floats: ``1.`` when every value is whole, four decimals otherwise,
+    scientific when the magnitudes span too much; all padded to one width."""
+    values = np.asarray(array, dtype=np.float64)
+    if values.size > 1000:  # only the summarised corners are printed
+        values = np.concatenate([values.ravel()[:500], values.ravel()[-500:]])
+    finite = np.abs(values[np.isfinite(values)])
+    nonzero = finite[finite != 0]
+    big = nonzero.size and (nonzero.max() > 1e8 or nonzero.max() / nonzero.min() > 1000)
+    if finite.size == 0 or np.all(finite == np.floor(finite)):
+        fmt = "{:.4e}" if big else "{:.0f}."
+    else:
+        fmt = "{:.4e}" if big or nonzero.min() < 1e-4 else "{:.4f}"
+
+    def one(v):
+        return fmt.format(v) if np.isfinite(v) else str(float(v))
+    width = max((len(one(v)) for v in values.ravel()), default=0)
+    return lambda v: one(v).rjust(width)
 
 
 def _rebuild(array, device, requires_grad):

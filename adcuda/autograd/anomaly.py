@@ -1,5 +1,6 @@
 """Anomaly detection: NaN/Inf in a backward op's outputs is an error that names the op and shows
 where its forward was called."""
+import os
 import threading
 import traceback
 
@@ -28,8 +29,11 @@ class detect_anomaly:
         return False
 
 
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
 def forward_trace():
-    """Where the op is being recorded, without adcuda's own frames."""
-    frames = [f for f in traceback.extract_stack()[:-3] if "/adcuda/" not in f.filename.replace("\\", "/")
-              or "/tests/" in f.filename]
+    """Where the op is being recorded: the caller's frames, without adcuda's own."""
+    frames = [f for f in traceback.extract_stack()
+              if not os.path.abspath(f.filename).startswith(_PACKAGE_DIR)]
     return "".join(traceback.format_list(frames))

@@ -1,7 +1,8 @@
 """The backward engine: non-recursive, in dependency order.
 
-1. Walk the graph from the roots (an explicit stack, so a 100,000-op chain is fine) and count, for
-   each node, how many edges from needed nodes point at it.
+1. Walk the graph from the roots (an explicit stack, so a 100,000-op chain is fine), find the
+   nodes that lead to a leaf's .grad (or to a captured input) and count, for each, how many edges
+   from running nodes point at it.
 2. Run nodes whose count reached zero; each sums the gradients that arrived for its outputs, runs
    its tensor hooks, calls its backward rule (with grad mode = ``create_graph``, so backward rules
    written with differentiable ops give higher-order gradients) and hands the results on.
@@ -11,10 +12,14 @@ from . import anomaly
 from .grad_mode import is_grad_enabled, _set_enabled
 from .graph import FREED_MESSAGE, AccumulateGrad, take_grad_for_leaf
 
+# Set by adcuda.profiler while it emits NVTX ranges or records a profile: backward rules and leaf
+# accumulations then run as ``backward_observer(node, fn, *args)``, which calls ``fn(*args)`` in a range.
+backward_observer = None
+
 
 def _collect(roots, capture_nodes):
-    """Dependency counts of the nodes that lead to something useful (a leaf's .grad or a capture)."""
-    deps = {}
+    """Which nodes lead to something useful (a leaf's .grad or a captured input), and, among those
+    whose backward rule must run, how many edges from running nodes point at each node."""
     needed = {}
     stack = [(node, False) for node in roots]
     visited = set()
@@ -28,6 +33,7 @@ def _collect(roots, capture_nodes):
             for edge in node.next_edges:
                 if edge is not None and needed.get(edge[0]):
                     useful = True
+                    break
             needed[node] = useful
             continue
         if node in visited:
@@ -37,23 +43,54 @@ def _collect(roots, capture_nodes):
         for edge in node.next_edges:
             if edge is not None and edge[0] not in visited:
                 stack.append((edge[0], False))
+    deps = {}
+    runs = set()
     for node, useful in needed.items():
         if not useful:
             continue
         for edge in node.next_edges:
             if edge is not None and needed[edge[0]]:
                 deps[edge[0]] = deps.get(edge[0], 0) + 1
-    return deps, needed
+                runs.add(node)
+    return deps, needed, runs
 
 
 def _check_anomaly(node, results):
     from ..tensor import Tensor
     for i, g in enumerate(results):
         if isinstance(g, Tensor) and g.dtype.is_floating_point and not g._all_finite():
-            where = f"\nThe forward call that created it:\n{node.trace}" if node.trace else (
-                "\n(run the forward under detect_anomaly() to see where it was called)")
             raise AutogradError(f"Function '{node.name}' returned nan or inf values in its {i}th output."
-                                + where)
+                                + _where_created(node))
+
+
+def _where_created(node):
+    if node.trace:
+        return f"\nThe forward call that created it (most recent call last):\n{node.trace}"
+    return "\n(run the forward under detect_anomaly() to see where it was called)"
+
+
+def _run_hooks(node, grads):
+    """Tensor hooks on the node's outputs (a leaf's own hooks for AccumulateGrad), then the
+    retain_grad hooks, which see the gradient the other hooks produced."""
+    if isinstance(node, AccumulateGrad):
+        leaf = node.variable
+        if leaf is not None and leaf._hooks and grads[0] is not None:
+            for hook in list(leaf._hooks.values()):
+                result = hook(grads[0])
+                if result is not None:
+                    grads[0] = result
+        return
+    if node.pre_hooks:
+        for nr, hooks in node.pre_hooks.items():
+            for hook in list(hooks.values()):
+                if grads[nr] is not None:
+                    result = hook(grads[nr])
+                    if result is not None:
+                        grads[nr] = result
+    if node.retain_hooks:
+        for nr, hook in node.retain_hooks.items():
+            if grads[nr] is not None:
+                hook(grads[nr])
 
 
 def _accumulate_into_leaf(node, grads, create_graph):
@@ -63,17 +100,49 @@ def _accumulate_into_leaf(node, grads, create_graph):
     g, exclusive = take_grad_for_leaf(grads)
     if g is None:
         return
-    if leaf._hooks:
-        for hook in list(leaf._hooks.values()):
-            result = hook(g)
-            if result is not None:
-                g, exclusive = result, False
     if create_graph:
-        leaf.grad = g if leaf.grad is None else leaf.grad + g
+        # the sum keeps the graph; a fresh tensor either way, so leaves never share a .grad
+        leaf.grad = (g if exclusive else g.clone()) if leaf.grad is None else leaf.grad + g
     elif leaf.grad is None:
-        leaf.grad = g.detach() if exclusive else g.detach().clone()
+        leaf.grad = g.detach().contiguous() if exclusive else g.detach().clone()
     else:
         leaf.grad._add_inplace_data(g)
+
+
+def _call_backward(node, grads, check):
+    if node._released:
+        raise AutogradError(FREED_MESSAGE)
+    try:
+        results = (node.backward_fn(node, *grads) if backward_observer is None
+                   else backward_observer(node, node.backward_fn, node, *grads))
+    except Exception as e:
+        if check and node.trace:
+            e.add_note(f"Error in the backward of {node.name}." + _where_created(node))
+        raise
+    if not isinstance(results, (tuple, list)):
+        results = (results,)
+    if check:
+        _check_anomaly(node, results)
+    return results
+
+
+def _hand_on(node, results, buffers, deps, needed, ready):
+    """Give each input's gradient to the node it flows into; queue the nodes that have them all."""
+    for edge, g in zip(node.next_edges, results):
+        if edge is None:
+            continue
+        child, nr = edge
+        if not needed.get(child):
+            continue
+        if g is not None:
+            buf = buffers.get(child)
+            if buf is None:
+                buf = buffers[child] = [None] * child.num_outputs
+            buf[nr] = g if buf[nr] is None else buf[nr] + g
+        remaining = deps[child] - 1
+        deps[child] = remaining
+        if remaining == 0:
+            ready.append(child)
 
 
 def run_backward(roots, root_grads, retain_graph, create_graph, capture=None, allow_unused=False):
@@ -100,7 +169,7 @@ def run_backward(roots, root_grads, retain_graph, create_graph, capture=None, al
             if node is None:
                 raise AutogradError(f"autograd.grad: input {i} does not require grad")
             capture_map.setdefault(node, []).append((nr, i))
-    deps, needed = _collect(root_nodes, capture_map)
+    deps, needed, runs = _collect(root_nodes, capture_map)
     captured = [None] * (len(capture) if capture is not None else 0)
 
     ready = [n for n in dict.fromkeys(root_nodes) if deps.get(n, 0) == 0]
@@ -111,49 +180,29 @@ def run_backward(roots, root_grads, retain_graph, create_graph, capture=None, al
         while ready:
             node = ready.pop()
             grads = buffers.pop(node, None) or [None] * node.num_outputs
-            if node.pre_hooks:
-                for nr, hooks in node.pre_hooks.items():
-                    for hook in list(hooks.values()):
-                        if grads[nr] is not None:
-                            result = hook(grads[nr])
-                            if result is not None:
-                                grads[nr] = result
+            _run_hooks(node, grads)
             if capture_map is not None and node in capture_map:
                 for nr, i in capture_map[node]:
                     captured[i] = grads[nr]
             if isinstance(node, AccumulateGrad):
                 if capture_map is None:
-                    _accumulate_into_leaf(node, grads, create_graph)
+                    if backward_observer is None:
+                        _accumulate_into_leaf(node, grads, create_graph)
+                    else:
+                        backward_observer(node, _accumulate_into_leaf, node, grads, create_graph)
                 continue
-            if not needed.get(node):
+            if node not in runs:
                 continue
             if all(g is None for g in grads):
                 results = (None,) * len(node.next_edges)
             else:
-                if node._released:
-                    raise AutogradError(FREED_MESSAGE)
-                results = node.backward_fn(node, *grads)
-                if not isinstance(results, (tuple, list)):
-                    results = (results,)
-                if check:
-                    _check_anomaly(node, results)
+                results = _call_backward(node, grads, check)
                 if not retain_graph:
                     node.release()
-            for edge, g in zip(node.next_edges, results):
-                if edge is None:
-                    continue
-                child, nr = edge
-                if not needed.get(child):
-                    continue
-                if g is not None:
-                    buf = buffers.get(child)
-                    if buf is None:
-                        buf = buffers[child] = [None] * child.num_outputs
-                    buf[nr] = g if buf[nr] is None else buf[nr] + g
-                remaining = deps[child] - 1
-                deps[child] = remaining
-                if remaining == 0:
-                    ready.append(child)
+            # drop our references, so a gradient that reaches a leaf unshared can become its .grad
+            grads = None
+            _hand_on(node, results, buffers, deps, needed, ready)
+            results = None
     finally:
         _set_enabled(prev_mode)
 

@@ -1,6 +1,6 @@
 """``adcuda.autograd.Function``: user-defined ops with ``forward(ctx, ...)`` and ``backward(ctx, grad)``."""
 from ..errors import AutogradError, fmt_shape
-from .grad_mode import is_grad_enabled, no_grad
+from .grad_mode import no_grad
 
 
 class FunctionCtx:
@@ -8,7 +8,7 @@ class FunctionCtx:
 
     def __init__(self):
         self._to_save = ()
-        self._node = None
+        self._node_ref = None
         self.needs_input_grad = ()
         self.materialize_grads = True
         self._non_differentiable = set()
@@ -19,9 +19,10 @@ class FunctionCtx:
 
     @property
     def saved_tensors(self):
-        if self._node is None:
+        node = self._node_ref() if self._node_ref is not None else None
+        if node is None:
             return self._to_save
-        return self._node.saved_tensors
+        return node.saved_tensors
 
     def mark_non_differentiable(self, *tensors):
         self._non_differentiable.update(id(t) for t in tensors)
@@ -39,9 +40,17 @@ class FunctionMeta(type):
         cls._backward_name = name + "Backward"
 
 
+def _expandable(shape, to):
+    """Whether ``shape`` broadcasts to ``to`` (so a gradient of shape ``to`` can be summed back)."""
+    if len(shape) > len(to):
+        return False
+    return all(n == m or n == 1 for n, m in zip(reversed(shape), reversed(to)))
+
+
 class Function(metaclass=FunctionMeta):
     """Subclass with static ``forward(ctx, *args)`` and ``backward(ctx, *grad_outputs)``, call
-    ``apply``. Backward returns one gradient (or ``None``) per forward argument."""
+    ``apply``. Backward receives one gradient per forward output and returns one gradient (or
+    ``None``) per forward argument."""
 
     @staticmethod
     def forward(ctx, *args, **kwargs):
@@ -53,62 +62,91 @@ class Function(metaclass=FunctionMeta):
 
     @classmethod
     def apply(cls, *args, **kwargs):
+        import weakref
         from ..tensor import Tensor
-        from ..ops._core import needs_grad, record
+        from ..ops._core import edge, needs_grad
+        from .graph import Node
         ctx = FunctionCtx()
         tensor_args = [a for a in args if isinstance(a, Tensor)]
-        ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
+        recording = needs_grad(*tensor_args)
+        ctx.needs_input_grad = tuple(recording and isinstance(a, Tensor) and a.requires_grad for a in args)
         with no_grad():
             raw = cls.forward(ctx, *args, **kwargs)
-        is_tuple = isinstance(raw, tuple)
-        outputs = raw if is_tuple else (raw,)
-        if not needs_grad(*tensor_args):
+        if not recording:
             return raw
-        # outputs that are inputs (returned unchanged) get a fresh tensor so the graph stays acyclic
-        fresh = []
-        for o in outputs:
+        is_tuple = isinstance(raw, tuple)
+        outputs = list(raw if is_tuple else (raw,))
+        for o in ctx._dirty:
+            if o.grad_fn is None and o._requires_grad:
+                raise AutogradError(f"{cls.__name__}: a leaf Variable that requires grad has been used in "
+                                    "an in-place operation (marked dirty).")
+        for i, o in enumerate(outputs):
+            # an input returned unchanged gets a fresh tensor, so the graph stays acyclic
             if isinstance(o, Tensor) and any(o is a for a in tensor_args) and not any(o is d for d in ctx._dirty):
-                o = o.detach()
-            fresh.append(o)
-        tensor_outputs = [o for o in fresh if isinstance(o, Tensor)]
-        differentiable = [o for o in tensor_outputs if id(o) not in ctx._non_differentiable
-                          and o.dtype.is_floating_point]
-        arg_shapes = [tuple(a.shape) if isinstance(a, Tensor) else None for a in args]
-        out_meta = [(tuple(o.shape), o.dtype, o.device) for o in differentiable]
+                outputs[i] = o.detach()
+        differentiable = [isinstance(o, Tensor) and id(o) not in ctx._non_differentiable
+                          and o.dtype.is_floating_point for o in outputs]
+        # metadata only: the backward closure must not keep the inputs or outputs alive
+        arg_meta = [(tuple(a.shape), a.dtype, a.device) if isinstance(a, Tensor) else None for a in args]
+        out_meta = [(tuple(o.shape), o.dtype, o.device) if isinstance(o, Tensor) else None for o in outputs]
+        name = cls._backward_name
 
         def backward(node, *grads):
             if ctx.materialize_grads:
                 from ..factories import zeros
-                grads = tuple(g if g is not None else zeros(s, dtype=d, device=dev)
-                              for g, (s, d, dev) in zip(grads, out_meta))
+                grads = tuple(zeros(m[0], dtype=m[1], device=m[2]) if g is None and m is not None else g
+                              for g, m in zip(grads, out_meta))
             result = cls.backward(ctx, *grads)
-            if not isinstance(result, tuple):
-                result = (result,)
-            if len(result) != len(args):
-                raise AutogradError(f"function {cls.__name__}Backward returned an incorrect number of "
-                                    f"gradients (expected {len(args)}, got {len(result)})")
-            out = []
-            for i, (g, shape, arg) in enumerate(zip(result, arg_shapes, args)):
-                if g is None or shape is None:
-                    out.append(None)
-                    continue
-                if not isinstance(g, Tensor):
-                    raise AutogradError(f"function {cls.__name__}Backward returned a {type(g).__name__} "
-                                        f"as gradient {i}; expected a Tensor or None")
-                if tuple(g.shape) != shape:
-                    try:
-                        from ..ops._core import sum_to_shape
-                        g = sum_to_shape(g, shape)
-                    except Exception:
-                        raise AutogradError(f"function {cls.__name__}Backward returned an invalid gradient at "
-                                            f"index {i} - got {fmt_shape(g.shape)} but expected shape "
-                                            f"compatible with {fmt_shape(shape)}") from None
-                out.append(g)
-            return tuple(out)
+            return _check_grads(name, result, arg_meta)
 
-        node = record(cls._backward_name, None, args, backward, outputs=differentiable)
+        node = Node(name, tuple(edge(a) if isinstance(a, Tensor) else None for a in args), backward,
+                    len(outputs))
+        for i, (o, diff) in enumerate(zip(outputs, differentiable)):
+            if diff:
+                o.grad_fn = node
+                o._output_nr = i
         if ctx._to_save:
-            node.save(ctx._to_save, differentiable)
-        ctx._node = node
+            node.save(ctx._to_save, [o for o, d in zip(outputs, differentiable) if d])
+            ctx._to_save = ()
+        ctx._node_ref = weakref.ref(node)
         node.ctx = ctx
-        return tuple(fresh) if is_tuple else fresh[0]
+        return tuple(outputs) if is_tuple else outputs[0]
+
+
+def _check_grads(name, result, arg_meta):
+    """PyTorch's checks on what a custom backward returned: one gradient per forward argument,
+    None for non-tensor arguments, a shape the argument broadcasts to (then summed back)."""
+    from ..tensor import Tensor
+    from ..ops._core import sum_to_shape
+    if not isinstance(result, tuple):
+        result = (result,)
+    n = len(arg_meta)
+    if len(result) > n and all(g is None for g in result[n:]):
+        result = result[:n]
+    if len(result) != n:
+        raise AutogradError(f"function {name} returned an incorrect number of gradients (expected {n}, "
+                            f"got {len(result)})")
+    out = []
+    for i, (g, meta) in enumerate(zip(result, arg_meta)):
+        if g is None:
+            out.append(None)
+            continue
+        if meta is None:
+            raise AutogradError(f"function {name} returned a gradient different than None at position "
+                                f"{i}, but the corresponding forward input was not a Tensor")
+        if not isinstance(g, Tensor):
+            raise AutogradError(f"function {name} returned a {type(g).__name__} as gradient {i}; expected "
+                                "a Tensor or None")
+        shape, dtype, device = meta
+        if tuple(g.shape) != shape:
+            if not _expandable(shape, tuple(g.shape)):
+                raise AutogradError(f"function {name} returned an invalid gradient at index {i} - got "
+                                    f"{fmt_shape(g.shape)} but expected shape compatible with {fmt_shape(shape)}")
+            g = sum_to_shape(g, shape)
+        if g.device != device:
+            raise AutogradError(f"function {name} returned an invalid gradient at index {i} - expected "
+                                f"device {device} but got {g.device}")
+        if g.dtype is not dtype:
+            g = g.to(dtype=dtype)
+        out.append(g)
+    return tuple(out)

@@ -18,7 +18,7 @@ FREED_MESSAGE = (
 
 class Node:
     __slots__ = ("name", "next_edges", "backward_fn", "num_outputs", "seq", "trace", "_saved",
-                 "_released", "pre_hooks", "ctx", "__weakref__")
+                 "_released", "pre_hooks", "retain_hooks", "ctx", "__weakref__")
 
     def __init__(self, name, next_edges, backward_fn, num_outputs=1):
         self.name = name
@@ -30,6 +30,7 @@ class Node:
         self._saved = None
         self._released = False
         self.pre_hooks = None
+        self.retain_hooks = None
         self.ctx = None
 
     def __repr__(self):
@@ -95,6 +96,12 @@ class Node:
         hooks = self.pre_hooks.setdefault(output_nr, {})
         return RemovableHandle(hooks, hook)
 
+    def set_retain_hook(self, output_nr, hook):
+        """``retain_grad``'s hook: kept apart so it runs after every other hook on that output."""
+        if self.retain_hooks is None:
+            self.retain_hooks = {}
+        self.retain_hooks[output_nr] = hook
+
 
 class AccumulateGrad(Node):
     """The sink of a leaf tensor: sums the gradients that reach it into ``.grad``."""
@@ -125,15 +132,32 @@ class RemovableHandle:
 
 def _take_last(grads):
     g = grads.pop()
-    return g, sys.getrefcount(g)
+    return g, sys.getrefcount(g), sys.getrefcount(g._data)
 
 
-# How many references an exclusively owned gradient has inside ``_take_last``; measured, not
-# assumed, since it differs between Python versions.
-EXCLUSIVE_REFCOUNT = _take_last([object()])[1]
+# How many references an exclusively owned gradient (and its array) has inside ``_take_last``;
+# measured, not assumed, since it differs between Python versions.
+class _Probe:
+    __slots__ = ("_data",)
+
+
+def _probe():
+    probe = _Probe()
+    probe._data = object()
+    return probe
+
+
+EXCLUSIVE_REFCOUNT, EXCLUSIVE_DATA_REFCOUNT = _take_last([_probe()])[1:]
 
 
 def take_grad_for_leaf(grads):
-    """Pop the gradient for a leaf; tell whether nobody else can see it (so it may become .grad)."""
-    g, refs = _take_last(grads)
-    return g, refs <= EXCLUSIVE_REFCOUNT and g._base is None
+    """Pop the gradient for a leaf; tell whether nobody else can see it (so it may become .grad).
+
+    Exclusive means: no other reference to the tensor, no other tensor or array view on its array
+    (they would hold a reference to it), and the array owns its memory rather than viewing another
+    one (backend arrays follow NumPy's convention: ``.base`` is None when they own their memory;
+    an array without ``.base`` is never taken as exclusive)."""
+    g, refs, data_refs = _take_last(grads)
+    exclusive = (refs <= EXCLUSIVE_REFCOUNT and data_refs <= EXCLUSIVE_DATA_REFCOUNT and g._base is None
+                 and getattr(g._data, "base", False) is None)
+    return g, exclusive

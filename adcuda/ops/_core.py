@@ -122,6 +122,9 @@ def sum_to_shape(g, shape):
     if tuple(gshape) == tuple(shape):
         return g
     lead = len(gshape) - len(shape)
+    if lead < 0 or any(n != 1 and n != m for n, m in zip(shape, gshape[lead:])):
+        raise ShapeError(f"sum_to_shape: a gradient of shape {fmt_shape(gshape)} cannot be summed to "
+                         f"shape {fmt_shape(shape)}, which does not broadcast to it")
     axes = tuple(range(lead)) + tuple(i + lead for i, n in enumerate(shape) if n == 1 and gshape[i + lead] != 1)
     from .reduction import sum as _sum
     r = _sum(g, axes, keepdim=True) if axes else g
@@ -132,19 +135,41 @@ def sum_to_shape(g, shape):
 
 # ----------------------------------------------------------------------------------------------
 # views
+class ViewChain:
+    """How a view is rebuilt from its root base: the chain of view steps, applied in a loop (a view
+    of a view of ... stays shallow to call and to free, however long the chain)."""
+    __slots__ = ("parent", "step")
+
+    def __init__(self, parent, step):
+        self.parent = parent
+        self.step = step
+
+    def __call__(self, t):
+        steps = []
+        link = self
+        while link is not None:
+            steps.append(link.step)
+            link = link.parent
+        for step in reversed(steps):
+            t = step(t)
+        return t
+
+
 def make_view(base, data, name, backward, view_fn):
     """A tensor sharing ``base``'s memory and version counter. ``view_fn`` rebuilds the same view
     from another tensor of the base's shape; in-place writes through the view use it to update the
     base's history."""
     out = Tensor._make(data, base._device)
     out._version = base._version
-    root = base._base if base._base is not None else base
-    out._base = root
     if base._base is not None and base._view_fn is not None:
-        inner = base._view_fn
-        out._view_fn = lambda t: view_fn(inner(t))
+        out._base = base._base
+        out._view_fn = ViewChain(base._view_fn, view_fn)
     else:
-        out._view_fn = view_fn
+        out._base = base
+        out._view_fn = ViewChain(None, view_fn)
+    if is_grad_enabled():
+        # recorded views re-read their history when the base is later written in place
+        out._view_version = base._version.value
     if needs_grad(base):
         record(name, out, (base,), backward)
     return out
@@ -153,11 +178,23 @@ def make_view(base, data, name, backward, view_fn):
 # ----------------------------------------------------------------------------------------------
 # in-place updates
 def check_inplace_allowed(t, op):
+    if any(st == 0 and n > 1 for st, n in zip(t.stride(), t._data.shape)):
+        raise ShapeError(
+            f"{op}: unsupported operation: more than one element of the written-to tensor refers to a "
+            f"single memory location (shape {fmt_shape(t.shape)}, stride {t.stride()}: an expanded "
+            "tensor). Please clone() the tensor before performing the operation.")
     if is_grad_enabled():
         leaf = t if t._base is None else t._base
         if leaf.grad_fn is None and leaf._requires_grad:
             what = "a view of a leaf Variable" if t._base is not None else "a leaf Variable"
             raise AutogradError(f"{op}: {what} that requires grad is being used in an in-place operation.")
+        if t._view_fn is not None and t._view_version is None and t._base.requires_grad:
+            raise AutogradError(
+                f"{op}: a view was created in no_grad mode and is being modified inplace with grad mode "
+                "enabled. Given that this use case is ambiguous and error-prone, it is forbidden. You "
+                "can clarify your code by moving both the view and the inplace either both inside the "
+                "no_grad block (if you don't want the inplace to be tracked) or both outside (if you "
+                "want the inplace to be tracked).")
 
 
 def commit_inplace(t, result, op):
@@ -176,15 +213,40 @@ def commit_inplace(t, result, op):
     t._version.value += 1
     if not is_grad_enabled():
         return t
-    if result.grad_fn is None:
-        if t.grad_fn is not None and t._base is None:
-            t.grad_fn = None  # overwritten by a constant: the old history no longer matters
+    is_view = t._base is not None and t._view_fn is not None
+    old_node, old_nr = t.grad_fn, t._output_nr
+    if not result.requires_grad and not (t._base if is_view else t).requires_grad:
         return t
-    if t._base is None or t._view_fn is None:
+    if is_view:
+        _rebase_view_history(t, result)
+    elif not result.requires_grad:
+        _overwritten_by_constant(t, op)
+    else:
+        if result.grad_fn is None:  # a leaf: ``t`` now holds its value
+            result = _alias_of_leaf(result)
         t.grad_fn, t._output_nr = result.grad_fn, result._output_nr
-        return t
-    _rebase_view_history(t, result)
+    if t._retains_grad and old_node is not None:
+        old_node.retain_hooks.pop(old_nr, None)
+        t._attach_retain_hook(t.grad_fn)
     return t
+
+
+def _alias_of_leaf(leaf):
+    out = Tensor._make(leaf._data, leaf._device)
+    record("AliasBackward0", out, (leaf,), lambda node, g: g)
+    return out
+
+
+def _overwritten_by_constant(t, op):
+    """``t`` (with history) now holds a constant: it still requires grad, as in PyTorch, and its
+    old history receives zeros."""
+    from ..factories import zeros_like
+    placeholder = Tensor._make(t._data, t._device)
+    old = t.detach()
+    old.grad_fn, old._output_nr = t.grad_fn, t._output_nr
+    name = op.strip("_").replace("_", " ").title().replace(" ", "") + "Backward0"
+    record(name, placeholder, (old,), lambda node, g: zeros_like(g))
+    t.grad_fn, t._output_nr = placeholder.grad_fn, 0
 
 
 def _rebase_view_history(view, result):
