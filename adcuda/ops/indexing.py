@@ -82,9 +82,10 @@ def _scatter_back(g, shape, bkey, accumulate):
     return index_put(zeros(shape, dtype=g.dtype, device=g.device), bkey, g, accumulate, _raw_key=True)
 
 
-def index_put(input, key, values, accumulate=False, *, _raw_key=False):
-    """Out-of-place ``input[key] = values`` (``+=`` with duplicates summed when ``accumulate``)."""
-    bkey = key if _raw_key else _convert_key(input, key, "index_put")[0]
+def index_put(input, key, values, accumulate=False, *, _raw_key=False, _op="index_put"):
+    """Out-of-place ``input[key] = values`` (``+=`` with duplicates summed when ``accumulate``).
+    ``_op`` names the op in errors (``index_put_`` when it implements ``t[key] = v``)."""
+    bkey = key if _raw_key else _convert_key(input, key, _op)[0]
     bk = input._backend
     if not isinstance(values, Tensor):
         from ..factories import tensor
@@ -95,9 +96,9 @@ def index_put(input, key, values, accumulate=False, *, _raw_key=False):
     try:
         bk.index_put_(data, bkey, values._data, accumulate)
     except IndexError as e:
-        raise _index_error("index_put", input, key, e) from None
+        raise _index_error(_op, input, key, e) from None
     except ValueError as e:
-        raise ShapeError(f"index_put: values of shape {fmt_shape(values.shape)} cannot be written to "
+        raise ShapeError(f"{_op}: values of shape {fmt_shape(values.shape)} cannot be written to "
                          f"index {_describe(key)} of a tensor of shape {fmt_shape(input.shape)} ({e})") from None
     out = wrap(data, input._device)
     if needs_grad(input, values):
@@ -137,10 +138,13 @@ def setitem(input, key, value):
     if isinstance(value, Tensor) and value._device != input._device:
         from ..errors import DeviceError
         raise DeviceError(f"index_put_: value on {value._device} for a tensor on {input._device}")
-    if needs_grad(input, value):
-        commit_inplace(input, index_put(input, key, value), "index_put_")
-        return
     bkey, basic = _convert_key(input, key, "index_put_")
+    if needs_grad(input, value):
+        if basic:
+            _write_into_view(input, key, value)
+        else:
+            commit_inplace(input, index_put(input, key, value, _op="index_put_"), "index_put_")
+        return
     bk = input._backend
     vdata = value._data if isinstance(value, Tensor) else value
     try:
@@ -155,6 +159,24 @@ def setitem(input, key, value):
         raise ShapeError(f"index_put_: value of shape {vshape} cannot be written to index "
                          f"{_describe(key)} of a tensor of shape {fmt_shape(input.shape)} ({e})") from None
     input._version.value += 1
+
+
+def _write_into_view(input, key, value):
+    """``input[key] = value`` for a basic key while recording: an in-place write into the view,
+    so only the view's elements are copied and the base's history becomes CopySlices."""
+    target = getitem(input, key)
+    if not isinstance(value, Tensor):
+        from ..factories import full
+        value = full((), value, dtype=input.dtype, device=input.device)
+    elif value.dtype is not input.dtype:
+        value = value.to(dtype=input.dtype)
+    try:
+        value = value.expand(tuple(target.shape))
+    except ShapeError:
+        raise ShapeError(f"index_put_: value of shape {fmt_shape(value.shape)} cannot be written to index "
+                         f"{_describe(key)} of a tensor of shape {fmt_shape(input.shape)} (the indexed "
+                         f"part has shape {fmt_shape(target.shape)})") from None
+    commit_inplace(target, value, "index_put_")
 
 
 def _check_index_tensor(op, input, dim, index, same_rank=True):
@@ -236,8 +258,11 @@ def masked_fill(input, mask, value):
         if value.ndim:
             raise ShapeError("masked_fill: only supports a 0-dimensional value tensor")
         value = value.to(dtype=input.dtype)
-    out = where(mask, value, input)
-    if tuple(out.shape) != tuple(input.shape):
+    try:
+        out = where(mask, value, input)
+    except ShapeError:
+        out = None
+    if out is None or tuple(out.shape) != tuple(input.shape):
         raise ShapeError(f"masked_fill: mask of shape {fmt_shape(mask.shape)} does not broadcast to the "
                          f"input's shape {fmt_shape(input.shape)}")
     return out if out.dtype is input.dtype else out.to(dtype=input.dtype)

@@ -49,24 +49,37 @@ Tensor.__imul__ = Tensor.mul_
 Tensor.__itruediv__ = Tensor.div_
 
 
-def fill_(self, value):
-    check_inplace_allowed(self, "fill_")
+def _fill(self, value, op):
+    check_inplace_allowed(self, op)
     if isinstance(value, Tensor):
         if value.ndim:
-            raise ShapeError(f"fill_: only supports a 0-dimensional value tensor, got shape {fmt_shape(value.shape)}")
+            raise ShapeError(f"{op}: only supports a 0-dimensional value tensor, got shape {fmt_shape(value.shape)}")
         if needs_grad(value):
-            return commit_inplace(self, value.to(dtype=self.dtype).expand(tuple(self.shape)), "fill_")
+            return commit_inplace(self, value.to(dtype=self.dtype).expand(tuple(self.shape)), op)
         value = value.item()
     if needs_grad(self):
         from ..factories import full
-        return commit_inplace(self, full(tuple(self.shape), value, dtype=self.dtype, device=self.device), "fill_")
-    self._backend.copy_(self._data, value)
+        return commit_inplace(self, full(tuple(self.shape), value, dtype=self.dtype, device=self.device), op)
+    return _write_untracked(self, value, op)
+
+
+def _write_untracked(self, data, op):
+    """Write ``data`` (backend array or scalar) into ``self`` with nothing to record."""
+    try:
+        self._backend.copy_(self._data, data)
+    except ValueError as e:
+        raise ShapeError(f"{op}: cannot write into this tensor of shape {fmt_shape(self.shape)} in place "
+                         f"({e})") from None
     self._version.value += 1
     return self
 
 
+def fill_(self, value):
+    return _fill(self, value, "fill_")
+
+
 def zero_(self):
-    return fill_(self, 0)
+    return _fill(self, 0, "zero_")
 
 
 def copy_(self, src, non_blocking=False):
@@ -82,9 +95,7 @@ def copy_(self, src, non_blocking=False):
                          f"{fmt_shape(self.shape)}") from None
     if needs_grad(src) or needs_grad(self):
         return commit_inplace(self, value.clone(), "copy_")
-    self._backend.copy_(self._data, value._data)
-    self._version.value += 1
-    return self
+    return _write_untracked(self, value._data, "copy_")
 
 
 Tensor.fill_ = fill_

@@ -1,5 +1,8 @@
 """Shape ops: views (reshape view flatten unflatten squeeze unsqueeze transpose permute expand
-broadcast_to flip narrow), and copies (cat stack repeat contiguous clone)."""
+broadcast_to narrow split chunk unbind select movedim T mT), and copies (flip cat stack repeat
+contiguous clone; reshape where the strides leave no choice)."""
+import operator
+
 from ..errors import ShapeError, fmt_shape
 from ..tensor import Tensor
 from ._core import broadcast_shapes, check_same_device, make_view, method, needs_grad, record, result_type, wrap, wrap_dim
@@ -8,7 +11,10 @@ from ._core import broadcast_shapes, check_same_device, make_view, method, needs
 def _infer_shape(op, shape, numel):
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
-    shape = tuple(int(s) for s in shape)
+    try:
+        shape = tuple(operator.index(s) for s in shape)
+    except TypeError:
+        raise TypeError(f"{op}: shape must be a sequence of ints, got {shape!r}") from None
     if shape.count(-1) > 1:
         raise ShapeError(f"{op}: only one dimension can be inferred, got shape {fmt_shape(shape)}")
     for s in shape:
@@ -281,6 +287,8 @@ def chunk(input, chunks, dim=0):
         raise ValueError(f"chunk: chunks must be positive, got {chunks}")
     d = wrap_dim(dim, input.ndim, "chunk")
     size = input.shape[d]
+    if size == 0:  # PyTorch gives ``chunks`` empty pieces here
+        return tuple(narrow(input, d, 0, 0) for _ in range(chunks))
     step = max(-(-size // chunks), 1)
     return split(input, step, d)
 
@@ -308,7 +316,10 @@ def repeat(input, *repeats):
         interleaved += [1, n]
         expanded += [r, n]
         final.append(r * n)
-    return reshape(expand(reshape(x, tuple(interleaved)), tuple(expanded)), tuple(final))
+    # a copy, as in PyTorch, even where the strides would allow a view (repeats of 1, or of a
+    # size-1 dim): the result must be writable and must not alias the input
+    tiled = expand(reshape(x, tuple(interleaved)), tuple(expanded))
+    return reshape(clone(tiled), tuple(final))
 
 
 def movedim(input, source, destination):
@@ -327,6 +338,9 @@ def _T(self):
 
 
 def _mT(self):
+    if self.ndim < 2:
+        raise ShapeError(f"mT: tensor.mT is only supported on matrices or batches of matrices, got a "
+                         f"{self.ndim}-D tensor of shape {fmt_shape(self.shape)}")
     return transpose(self, -2, -1)
 
 
