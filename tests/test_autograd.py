@@ -759,6 +759,24 @@ def test_nodes_and_intermediates_die_by_reference_counting_alone():
         gc.enable()
 
 
+def test_an_op_keeps_its_own_output_as_data_not_as_the_tensor():
+    x = leaf([0.5, 1.0])
+    y = x.tanh()
+    node = y.grad_fn
+    assert node.name == "TanhBackward0"
+    assert not any(isinstance(part, A.Tensor) for item in node._saved for part in item)
+    (saved,) = node.saved_tensors  # rebuilt on unpack, with the node as its history
+    assert saved is not y and saved.grad_fn is node and shares(saved, y)
+
+
+def test_a_graph_without_saved_values_can_be_run_twice():
+    x = leaf([1.0, 2.0])
+    y = (x + 1).sum()
+    y.backward()
+    y.backward()
+    assert x.grad.tolist() == [2.0, 2.0]
+
+
 def test_saved_tensors_are_released_after_backward_even_while_the_loss_lives():
     w = A.randn(4, 4, dtype=F64, requires_grad=True)
     h = (w @ A.randn(4, dtype=F64)).tanh()
