@@ -71,3 +71,9 @@ def __getattr__(name):
     if name in ("save", "load"):
         return getattr(importlib.import_module(".serialization", __name__), name)
     raise AttributeError(f"module 'adcuda' has no attribute {name!r}")
+
+
+if __import__("os").environ.get("ADCUDA_NVTX", "").strip() not in ("", "0"):
+    # NVTX ranges for the whole run, for Nsight; the profiler loads only when asked for
+    from .profiler.nvtx_ranges import enable_from_environment as _enable_nvtx
+    _enable_nvtx()
