@@ -121,6 +121,13 @@ def test_record_shapes_puts_sizes_in_the_names(recorder, tmp_path):
     assert linear_sizes == ["[[8, 4], [16, 4], [16]]", "[[8, 16], [3, 16], [3]]"]
 
 
+def test_ranges_named_after_the_op_alone(recorder, tmp_path):
+    named = [m for m, _, _ in ranges(run_step(recorder, tmp_path, "names"))]
+    with_seq = [m for m, _, _ in ranges(run_step(recorder, tmp_path, "nvtx"))]
+    assert named == [parse(m)[0] for m in with_seq]
+    assert named.count("linear") == 2 and "ReluBackward0" in named
+
+
 def test_no_ranges_when_nvtx_is_off(recorder, tmp_path):
     assert run_step(recorder, tmp_path, "off") == []
 

@@ -3,7 +3,9 @@
 Ranges go to the NVTX domain ``adcuda`` through the ``nvtx`` package (imported only when asked
 for). Forward ops are named like PyTorch's ``emit_nvtx``: ``mul, seq = 42`` (with
 ``, sizes = [[3, 4], [4]]`` under ``record_shapes=True``); the backward node of that op is
-``MulBackward0, seq = 42``. ``record_function`` ranges keep their own names.
+``MulBackward0, seq = 42``. ``record_function`` ranges keep their own names. With
+``sequence_numbers=False`` ranges are named after the op alone (``mul``, ``MulBackward0``), which
+``nsys stats --report nvtx_sum`` can total per op and Nsight Compute can filter by exact name.
 
 NVTX only does something when a tool (Nsight, or any library named by ``NVTX_INJECTION64_PATH``)
 is attached; without one, ``emit_nvtx()`` leaves the ops untouched.
@@ -11,6 +13,7 @@ is attached; without one, ``emit_nvtx()`` leaves the ops untouched.
 import os
 
 from . import _state, instrument
+from .labels import op_label
 
 DOMAIN = "adcuda"
 
@@ -36,12 +39,19 @@ def _import_nvtx():
 class NvtxEmitter:
     """Pushes and pops ranges in the ``adcuda`` domain."""
 
-    def __init__(self, record_shapes=False):
+    def __init__(self, record_shapes=False, sequence_numbers=True):
         nvtx, self._EventAttributes, self._RegisteredString = _import_nvtx()
         self.domain = nvtx.get_domain(DOMAIN)
         self.tool_attached = isinstance(self.domain, nvtx.Domain)
         self.record_shapes = record_shapes
+        self.sequence_numbers = sequence_numbers
         self._attributes = {}
+
+    def push_op(self, name, seq, shapes):
+        """An op's or a backward node's range; ``seq`` is None where it has none."""
+        if not self.sequence_numbers:
+            seq = None
+        self.push(op_label(name, seq, shapes if self.record_shapes else None), unique=seq is not None)
 
     def push(self, name, unique):
         attributes = None if unique else self._attributes.get(name)
@@ -60,11 +70,13 @@ class NvtxEmitter:
 
 class emit_nvtx:
     """Emit an NVTX range for every op's forward and backward, and for ``record_function`` ranges,
-    while the context is active (PyTorch's ``torch.autograd.profiler.emit_nvtx``)."""
+    while the context is active (PyTorch's ``torch.autograd.profiler.emit_nvtx``; adcuda adds
+    ``sequence_numbers``)."""
 
-    def __init__(self, enabled=True, record_shapes=False):
+    def __init__(self, enabled=True, record_shapes=False, *, sequence_numbers=True):
         self.enabled = enabled
         self.record_shapes = record_shapes
+        self.sequence_numbers = sequence_numbers
         self._emitter = None
         self._entered = False
 
@@ -74,7 +86,7 @@ class emit_nvtx:
         self._entered = True
         if not self.enabled:
             return self
-        emitter = NvtxEmitter(self.record_shapes)
+        emitter = NvtxEmitter(self.record_shapes, self.sequence_numbers)
         if emitter.tool_attached:
             instrument.acquire()
             _state.add_emitter(emitter)

@@ -12,7 +12,7 @@ from time import perf_counter_ns
 from ..autograd.graph import AccumulateGrad
 from . import _state
 from .events import FunctionEvent
-from .labels import input_shapes, new_bytes, next_sequence_nr, op_label, records_graph, user_stack
+from .labels import input_shapes, new_bytes, next_sequence_nr, records_graph, user_stack
 
 _thread = _state.thread
 
@@ -23,7 +23,7 @@ def observe_op(fn, name, args, kwargs):
     seq = next_sequence_nr() if records_graph(args) or (kwargs and records_graph(kwargs.values())) else None
     shapes = input_shapes(args) if _state.wants_shapes else None
     if emitter is not None:
-        emitter.push(op_label(name, seq, shapes if emitter.record_shapes else None), unique=seq is not None)
+        emitter.push_op(name, seq, shapes)
     _thread.op_seq = seq
     try:
         return _run(fn, args, kwargs, name, "op", seq, shapes, args)
@@ -60,7 +60,7 @@ def observe_backward(node, fn, *args):
     emitter = _state.nvtx_emitter
     seq = None if isinstance(node, AccumulateGrad) else _forward_seq.get(node, node.seq)
     if emitter is not None:
-        emitter.push(op_label(node.name, seq, None), unique=seq is not None)
+        emitter.push_op(node.name, seq, None)
     try:
         return _run(fn, args, {}, node.name, "backward", seq, None, args)
     finally:

@@ -1,9 +1,9 @@
 """One training step of a tiny MLP, run by test_nvtx.py in a process whose NVTX calls go to the
 recorder library (NVTX_INJECTION64_PATH).
 
-    python train_step.py nvtx|shapes|off|env
-nvtx: under emit_nvtx(); shapes: emit_nvtx(record_shapes=True); off: no emission asked for;
-env: no emit_nvtx() call (ADCUDA_NVTX=1 is expected in the environment).
+    python train_step.py nvtx|shapes|names|off|env
+nvtx: under emit_nvtx(); shapes: emit_nvtx(record_shapes=True); names: emit_nvtx(sequence_numbers=False);
+off: no emission asked for; env: no emit_nvtx() call (ADCUDA_NVTX=1 is expected in the environment).
 Each mode ends with an op that raises, caught, to show its range is closed all the same.
 """
 import contextlib
@@ -22,7 +22,8 @@ def main(mode):
     loader = DataLoader(data, batch_size=8)
     model = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 3))
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    session = {"nvtx": emit_nvtx(), "shapes": emit_nvtx(record_shapes=True)}.get(mode, contextlib.nullcontext())
+    session = {"nvtx": emit_nvtx(), "shapes": emit_nvtx(record_shapes=True),
+               "names": emit_nvtx(sequence_numbers=False)}.get(mode, contextlib.nullcontext())
     with session:
         with record_function("train_step"):
             x, y = next(iter(loader))
