@@ -5,6 +5,7 @@ out; float64 is kept (gradcheck needs it). This module is also the oracle the CU
 tested against, so it favours clarity and exactness over cleverness.
 """
 import math
+import warnings
 
 import numpy as np
 
@@ -230,8 +231,24 @@ BINARY_OPS = {
 _BOOL_RESULT = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor"}
 
 
+# ops whose results can overflow or be undefined for ordinary inputs run inside np.errstate
+_MAY_WARN = {"div", "pow", "floor_divide", "remainder"}
+
+# NumPy reports floating-point exceptions (0 * inf, overflow to inf, float16 overflow on a cast) as
+# RuntimeWarnings attributed to the calling module; PyTorch is silent about them, and wrapping every
+# fast-path call in np.errstate would cost about 1 us. A filter scoped to this module costs nothing
+# until such a warning is raised.
+warnings.filterwarnings("ignore", category=RuntimeWarning, module=__name__)
+
+
 def binary(op, a, b, dtype):
     """``op(a, b)`` with both operands in ``dtype`` (computed in fp32 for float16)."""
+    work = dtype.numpy
+    if (work is not None and work is not np.float16 and op not in _MAY_WARN and a.__class__ is np.ndarray
+            and a.dtype == work and (b.__class__ is np.ndarray and b.dtype == work or b.__class__ is float
+                                     and work is not np.int32 and work is not np.int64)):
+        # fast path: operands already in the result dtype (the common case in training)
+        return np.asarray(BINARY_OPS[op](a, b))
     work = _np_dtype(dtype)
     if work == _F16:
         work = _F32
@@ -464,9 +481,6 @@ def layer_norm_backward(g, x, weight, mean, rstd, n):
     dweight = np.sum(gg * xhat, axis=lead).astype(weight.dtype) if weight is not None else None
     dbias = np.sum(gg, axis=lead).astype(weight.dtype if weight is not None else g.dtype)
     gx = gg * _compute(weight) if weight is not None else gg
-    m = 1
-    for ax in axes:
-        m *= x.shape[ax]
     dx = rstd * (gx - np.mean(gx, axis=axes, keepdims=True)
                  - xhat * np.mean(gx * xhat, axis=axes, keepdims=True))
     return dx.astype(x.dtype, copy=False), dweight, dbias
