@@ -31,6 +31,19 @@ def _operand(x, name, like):
 
 def _binary_forward(op, a, b, dtype=None, name=None):
     """Forward of a binary op on tensors and/or scalars; returns (out, dev, a_info, b_info)."""
+    if a.__class__ is Tensor and dtype is None:
+        # fast path: two tensors of one dtype on one device, or a tensor and a float scalar
+        ad = a._data
+        if b.__class__ is Tensor:
+            if a._device is b._device and ad.dtype == b._data.dtype:
+                try:
+                    return Tensor._make(a._device.backend.binary(op, ad, b._data, a.dtype), a._device)
+                except ValueError:
+                    pass  # the general path below raises the proper error
+        elif b.__class__ is float:
+            d = a.dtype
+            if d.is_floating_point:
+                return Tensor._make(a._device.backend.binary(op, ad, b, d), a._device)
     name = name or op
     if a.__class__ is not Tensor and b.__class__ is not Tensor:
         raise DTypeError(f"{name}: expected at least one Tensor operand")
