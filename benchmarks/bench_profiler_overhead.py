@@ -1,26 +1,27 @@
-"""What observing costs: a training step and a tiny op with profiling off ("off"), under
-emit_nvtx() with an NVTX tool attached ("nvtx"), and under profile() ("profile"); plus "off-after"
-(off, after a profile session has ended) and "nvtx-notool" (emit_nvtx() with no tool attached),
-which must both cost what "off" costs.
+"""What observing costs: a training step and a tiny op with profiling off, under emit_nvtx() with
+an NVTX tool attached, and under profile(); and emit_nvtx() with no tool attached, which must cost
+what "off" costs.
 
-Each setting runs in its own process. The attached tool is tests/nvtx_injection's recorder in
-counting mode (it counts the calls instead of logging them), standing in for Nsight Systems,
-which loads through the same NVTX_INJECTION64_PATH hook.
+The settings alternate round by round inside one process, so that a change in the machine's load
+shifts them all alike; the median over the rounds is reported. The attached tool is
+tests/nvtx_injection's recorder in counting mode (it counts the calls instead of logging them),
+standing in for Nsight Systems, which loads through the same NVTX_INJECTION64_PATH hook; with a
+tool attached or not is a property of the process, so that comparison takes two processes.
 
     python benchmarks/bench_profiler_overhead.py [--quick] [--json out.json]
 """
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
+import statistics
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from _harness import contender_main, print_table, run_contenders, single_thread_env  # noqa: E402
-
-SETTINGS = ("off", "off-after", "nvtx-notool", "nvtx", "profile")
+from _harness import median_time, print_table, run_contenders, single_thread_env  # noqa: E402
 
 
 def _load_recorder_builder():
@@ -31,12 +32,10 @@ def _load_recorder_builder():
     return module
 
 
-def cases_for(setting, quick=False):
-    single_thread_env()
+def cases():
     import adcuda as torch
     import adcuda.nn as nn
     import adcuda.nn.functional as F
-    from adcuda.profiler import emit_nvtx, profile
 
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
@@ -49,19 +48,29 @@ def cases_for(setting, quick=False):
         opt.zero_grad()
         loss.backward()
         opt.step()
-
-    if setting == "off-after":
-        with profile():
-            train_step()
-    elif setting in ("nvtx", "nvtx-notool"):
-        session = emit_nvtx()
-        session.__enter__()     # for the life of this process
-        if setting == "nvtx" and not session._emitter:
-            raise RuntimeError("no NVTX tool attached: is NVTX_INJECTION64_PATH set?")
-    elif setting == "profile":
-        session = profile()
-        session.__enter__()
     return {"training step (MLP 64-128-10, batch 32)": train_step, "tiny op (x + y, 4 elements)": lambda: a + b}
+
+
+def child_main(process, quick):
+    """Time every case under every setting of this process, alternating settings each round."""
+    single_thread_env()
+    from adcuda.profiler import emit_nvtx, profile
+
+    settings = {"off": contextlib.nullcontext}
+    if process == "tool":
+        settings.update({"nvtx": emit_nvtx, "profile": profile})
+    else:
+        settings["nvtx-notool"] = emit_nvtx
+    work = cases()
+    times = {s: {c: [] for c in work} for s in settings}
+    for _ in range(3 if quick else 7):
+        for setting, session in settings.items():
+            with session() as active:
+                if setting == "nvtx" and active._emitter is None:
+                    raise RuntimeError("no NVTX tool attached: is NVTX_INJECTION64_PATH set?")
+                for case, fn in work.items():
+                    times[setting][case].append(median_time(fn, repeat=3, min_time=0.02))
+    print(json.dumps({s: {c: statistics.median(v) for c, v in by_case.items()} for s, by_case in times.items()}))
 
 
 def main():
@@ -72,31 +81,28 @@ def main():
     extra = ["--quick"] if args.quick else []
     script = os.path.abspath(__file__)
     build = _load_recorder_builder()
-    results = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        recorder = build.build_recorder(tmp) if build.compiler() else None
-        for setting in SETTINGS:
-            if setting == "nvtx" and recorder is None:
-                print("  (nvtx: no C compiler to build the NVTX tool: skipped)", file=sys.stderr)
-                continue
-            env = {"NVTX_INJECTION64_PATH": recorder} if setting == "nvtx" else {}
-            saved = {k: os.environ.get(k) for k in ("NVTX_INJECTION64_PATH", "NVTX_RECORDER_OUTPUT", "ADCUDA_NVTX")}
-            for k in saved:
-                os.environ.pop(k, None)
-            os.environ.update(env)
+    report = {}
+    for key in ("NVTX_INJECTION64_PATH", "NVTX_RECORDER_OUTPUT", "ADCUDA_NVTX"):
+        os.environ.pop(key, None)
+    report["no tool attached"] = run_contenders(script, ["notool"], extra).get("notool")
+    if build.compiler() is None:
+        print("  (no C compiler to build the NVTX tool: nvtx and profile skipped)", file=sys.stderr)
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            os.environ["NVTX_INJECTION64_PATH"] = build.build_recorder(tmp)
             try:
-                results.update(run_contenders(script, [setting], extra))
+                report["NVTX tool attached"] = run_contenders(script, ["tool"], extra).get("tool")
             finally:
-                for k, v in saved.items():
-                    os.environ.pop(k, None)
-                    if v is not None:
-                        os.environ[k] = v
-    rows = print_table("Profiling overhead (1 thread); off/X < 1: X is slower than off", results, baseline="off")
-    if "off" in results:
-        print("\nslowdown vs off (X / off):")
+                del os.environ["NVTX_INJECTION64_PATH"]
+    rows = {}
+    for title, results in report.items():
+        if not results:
+            continue
+        rows[title] = print_table(f"Profiling overhead, {title} (1 thread); off/X < 1: X is slower than off",
+                                  results, baseline="off")
         for case, base in results["off"].items():
             factors = "  ".join(f"{s} {results[s][case] / base:.2f}x" for s in results if s != "off")
-            print(f"  {case}: {factors}")
+            print(f"  slowdown vs off, {case}: {factors}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"suite": "profiler_overhead", "rows": rows}, f, indent=2)
@@ -104,6 +110,6 @@ def main():
 
 if __name__ == "__main__":
     if "--contender" in sys.argv:
-        contender_main(cases_for)
+        child_main(sys.argv[sys.argv.index("--contender") + 1], "--quick" in sys.argv)
     else:
         main()
