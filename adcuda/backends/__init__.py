@@ -56,8 +56,11 @@ the name ends in ``_`` (writes into its first argument) or the row says "view".
 | `rand(shape, dtype, seed, offset)` / `randn(...)` / `randint(low, high, shape, dtype, seed, offset)` | |
 | `bernoulli(shape, p, dtype, seed, offset)` | dropout masks: 1 with probability ``p`` |
 | **optimizers** (in place, many tensors in one call) | |
-| `sgd_step_(params, grads, bufs, lr, momentum, dampening, nesterov, weight_decay, first_step)` | PyTorch's SGD; ``bufs`` None when ``momentum == 0``; ``first_step`` sets each buffer to the gradient |
+| `sgd_step_(params, grads, bufs, lr, momentum, dampening, nesterov, weight_decay, first_step, masters=None)` | PyTorch's SGD; ``bufs`` None when ``momentum == 0``; ``first_step`` sets each buffer to the gradient; ``masters`` as in ``adam_step_`` |
 | `adam_step_(params, grads, exp_avgs, exp_avg_sqs, step, lr, beta1, beta2, eps, weight_decay, decoupled, masters, max_exp_avg_sqs=None)` | Adam/AdamW (``decoupled``) at the 1-based ``step`` shared by the call; ``masters`` (fp32 copies or None) are stepped and written back to ``params``; ``max_exp_avg_sqs`` (or None) for AMSGrad |
+| **mixed precision** (0-d arrays stay on the device: no host sync until the caller reads one) | |
+| `unscale_and_check_(outs, grads, inv_scale)` | ``outs[i] = grads[i] * inv_scale`` (in place, or into wider arrays) for many tensors; -> 0-d float32 found-inf flag (1.0 if any gradient is inf/NaN) |
+| `update_scale_(scale, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval, min_scale, max_scale)` | PyTorch's dynamic loss-scale update, in place, the scale kept in ``[min_scale, max_scale]`` |
 """
 from ..errors import DeviceError
 
@@ -68,7 +71,7 @@ PRIMITIVES = (
     "index_put_", "gather", "scatter_add", "cat", "tril", "triu", "matmul", "softmax",
     "softmax_backward", "cross_entropy", "cross_entropy_backward", "layer_norm",
     "layer_norm_backward", "attention", "attention_backward", "rand", "randn", "randint",
-    "bernoulli", "sgd_step_", "adam_step_",
+    "bernoulli", "sgd_step_", "adam_step_", "unscale_and_check_", "update_scale_",
 )
 
 

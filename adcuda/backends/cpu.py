@@ -560,11 +560,14 @@ def bernoulli(shape, p, dtype, seed, offset):
 # optimizers: one call updates every tensor of a parameter group in place (the CUDA backend does
 # it in one multi-tensor kernel); the math follows PyTorch's single-tensor SGD and Adam in fp32
 # (fp64 for fp64 tensors), whatever the storage dtype.
-def sgd_step_(params, grads, bufs, lr, momentum, dampening, nesterov, weight_decay, first_step):
+def sgd_step_(params, grads, bufs, lr, momentum, dampening, nesterov, weight_decay, first_step, masters=None):
     """SGD with momentum: ``bufs`` (one per param, or None when ``momentum == 0``) are the momentum
-    buffers; on ``first_step`` they are set to the gradient instead of being decayed."""
+    buffers; on ``first_step`` they are set to the gradient instead of being decayed. ``masters``
+    (fp32 copies of low-precision params, or None) are stepped instead of ``params``, which then
+    receive the result."""
     for i, (p, g) in enumerate(zip(params, grads)):
-        w = _compute(p)
+        target = p if masters is None else masters[i]
+        w = _compute(target)
         d = _compute(g)
         if weight_decay:
             d = d + weight_decay * w
@@ -572,7 +575,10 @@ def sgd_step_(params, grads, bufs, lr, momentum, dampening, nesterov, weight_dec
             b = d if first_step else _compute(bufs[i]) * momentum + d * (1 - dampening)
             np.copyto(bufs[i], b, casting="unsafe")
             d = d + momentum * b if nesterov else b
-        np.copyto(p, w - lr * d, casting="unsafe")
+        w = w - lr * d
+        np.copyto(target, w, casting="unsafe")
+        if masters is not None:
+            np.copyto(p, w, casting="unsafe")
 
 
 def adam_step_(params, grads, exp_avgs, exp_avg_sqs, step, lr, beta1, beta2, eps, weight_decay, decoupled,
@@ -606,3 +612,36 @@ def adam_step_(params, grads, exp_avgs, exp_avg_sqs, step, lr, beta1, beta2, eps
         np.copyto(target, w, casting="unsafe")
         if masters is not None:
             np.copyto(params[i], w, casting="unsafe")
+
+
+# ---------------------------------------------------------------------------------------------
+# mixed precision: dynamic loss scaling. The scale, growth tracker and found-inf flag stay backend
+# arrays, so a device backend never has to copy them to the host until the caller reads one.
+def unscale_and_check_(outs, grads, inv_scale):
+    """``outs[i] = grads[i] * inv_scale`` (``outs[i]`` may be ``grads[i]``, or a wider array) over
+    many tensors at once, computed in fp32; returns a 0-d float32 array, 1.0 if any gradient holds
+    an inf or a NaN, else 0.0 (PyTorch's ``_amp_foreach_non_finite_check_and_unscale_``)."""
+    found_inf = False
+    for out, g in zip(outs, grads):
+        x = _compute(g)
+        found_inf = found_inf or not np.isfinite(x).all()
+        np.copyto(out, x * inv_scale, casting="unsafe")
+    return np.array(1.0 if found_inf else 0.0, dtype=_F32)
+
+
+def update_scale_(scale, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval, min_scale,
+                  max_scale):
+    """PyTorch's ``_amp_update_scale_`` on a 0-d float32 ``scale`` and int32 ``growth_tracker``, in
+    place, with the scale kept in ``[min_scale, max_scale]``: back off after an inf/NaN, grow after
+    ``growth_interval`` clean steps in a row (products in fp64, stored in fp32, as PyTorch does)."""
+    current = float(scale)
+    if float(found_inf):
+        scale[...] = max(current * backoff_factor, min_scale)
+        growth_tracker[...] = 0
+        return
+    successful = int(growth_tracker) + 1
+    if successful == growth_interval:
+        scale[...] = min(current * growth_factor, max_scale)  # max_scale is finite: never grows to inf
+        growth_tracker[...] = 0
+    else:
+        growth_tracker[...] = successful
