@@ -2,14 +2,34 @@
 
 Subclasses implement ``step`` by gathering, per group, the parameters that have a gradient and
 handing them to one multi-tensor backend primitive (``sgd_step_``, ``adam_step_``).
+
+Master weights (beyond PyTorch): a group with ``master_weights=True`` steps each of its float16
+(or bfloat16) parameters through a float32 copy kept in the state (``"master_param"``) with float32
+buffers, and writes the rounded result back into the half parameter, so updates far below half
+precision still accumulate. The rules:
+
+- float32 and float64 parameters of such a group are stepped directly (they are their own masters):
+  ``master_weights=True`` costs nothing where it is not needed, so it can be set before
+  ``model.half()`` (masters are made on the first step, from the parameters as they are then);
+- half parameters must not be split between groups with and without master weights (the latter
+  would silently lose the small updates the former keep): that raises ``OptimizerError``;
+- a master copy follows outside writes: when a parameter was changed by something other than this
+  optimizer (loading weights, pruning) and no longer equals its master rounded to half precision,
+  the master is made again from it;
+- ``state_dict`` saves the masters, so a resumed run continues bit for bit; ``load_state_dict``
+  keeps each group's own ``master_weights`` setting, and refuses a state holding masters for a
+  group without master weights.
 """
 import collections
 import copy
 import warnings
 
+from .. import dtypes as dt
 from ..autograd.grad_mode import enable_grad
 from ..errors import AdcudaError, DeviceError
 from ..tensor import Tensor
+
+_HALF = (dt.float16, dt.bfloat16)
 
 
 class OptimizerError(AdcudaError, ValueError):
@@ -29,6 +49,7 @@ class Optimizer:
         self.defaults = defaults
         # a defaultdict, as in PyTorch: custom optimizers read ``self.state[p]`` before filling it
         self.state = collections.defaultdict(dict)
+        self._master_versions = {}  # half parameter -> its version when its master last matched it
         self.param_groups = []
         if isinstance(params, Tensor):
             raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
@@ -69,6 +90,7 @@ class Optimizer:
                                      f"parameter {name}")
             group.setdefault(name, default)
         self._validate_group(group)
+        _validate_master_weights(group, len(self.param_groups))
         if len({id(p) for p in params}) != len(params):
             warnings.warn("optimizer contains a parameter group with duplicate parameters; in future, this will "
                           "cause an error", stacklevel=3)
@@ -76,6 +98,7 @@ class Optimizer:
         if any(id(p) in existing for p in params):
             raise OptimizerError("some parameters appear in more than one parameter group")
         self.param_groups.append(group)
+        self._check_master_groups()
 
     def _validate_group(self, group):
         """Check a group's hyperparameters (subclasses raise OptimizerError naming the bad value)."""
@@ -103,6 +126,40 @@ class Optimizer:
 
     def step(self, closure=None):
         raise NotImplementedError(f"{type(self).__name__} does not implement step()")
+
+    # ------------------------------------------------------------------ master weights
+    def _check_master_groups(self):
+        """Half parameters are stepped either all through float32 masters or all directly."""
+        with_masters = without_masters = None
+        for i, group in enumerate(self.param_groups):
+            if any(p.dtype in _HALF for p in group["params"]):
+                if group.get("master_weights"):
+                    with_masters = i if with_masters is None else with_masters
+                elif without_masters is None:
+                    without_masters = i
+        if with_masters is not None and without_masters is not None:
+            raise OptimizerError(
+                f"parameter group {without_masters} has float16/bfloat16 parameters without master weights while "
+                f"group {with_masters} keeps float32 master copies of its own: group {without_masters} would lose "
+                "every update below half precision; give every group with half parameters the same "
+                "master_weights (True keeps float32 masters)")
+
+    def _master_for(self, p):
+        """The float32 master copy of half parameter ``p``, made from ``p`` on first use and made
+        again when something else wrote ``p`` since this optimizer did and the two disagree."""
+        state = self.state[p]
+        master = state.get("master_param")
+        if master is None:
+            master = state["master_param"] = p.detach().to(dtype=dt.float32, copy=True)
+        elif self._master_versions.get(p) != p._version.value and not bool(
+                (master.to(dtype=p.dtype) == p.detach()).all()):
+            master.copy_(p.detach())
+        return master
+
+    def _masters_written(self, params):
+        """Record that ``params`` were just written from their masters."""
+        for p in params:
+            self._master_versions[p] = p._version.value
 
     @staticmethod
     def _grad_of(p, maximize):
@@ -145,26 +202,41 @@ class Optimizer:
                                      f"optimizer's group (group {i}: {len(saved['params'])} saved, "
                                      f"{len(group['params'])} here)")
         param_of = {}
-        for group, saved in zip(self.param_groups, saved_groups):
+        for i, (group, saved) in enumerate(zip(self.param_groups, saved_groups)):
             for index, p in zip(saved["params"], group["params"]):
-                param_of[index] = p
+                param_of[index] = (p, group, i)
         new_state = collections.defaultdict(dict)
         for index, values in state_dict["state"].items():
             if index not in param_of:
                 raise OptimizerError(f"loaded optimizer state refers to parameter index {index}, which no "
                                      "parameter group lists")
-            p = param_of[index]
-            new_state[p] = {key: _state_value_for(p, key, value) for key, value in values.items()}
+            p, group, i = param_of[index]
+            if "master_param" in values and not group.get("master_weights"):
+                raise OptimizerError(f"loaded optimizer state holds a float32 master copy of parameter {index} "
+                                     f"(saved with master_weights=True), but its group {i} here has "
+                                     "master_weights=False and would drop it; construct the optimizer with "
+                                     "master_weights=True to resume")
+            state_dtype = dt.float32 if keeps_master_copy(group, p) else p.dtype
+            new_state[p] = {key: _state_value_for(p, key, value, state_dtype) for key, value in values.items()
+                            if key != "master_param" or keeps_master_copy(group, p)}
         self.state = new_state
-        self.param_groups = [dict(copy.deepcopy({k: v for k, v in saved.items() if k != "params"}),
-                                  params=group["params"])
+        self.param_groups = [dict(copy.deepcopy({k: v for k, v in saved.items() if k not in ("params",
+                                                                                            "master_weights")}),
+                                  params=group["params"], **_own_master_setting(group))
                              for group, saved in zip(self.param_groups, saved_groups)]
+        for group in self.param_groups:
+            for name, default in self.defaults.items():
+                if default is not required:  # keys a state dict from an older or foreign version lacks
+                    group.setdefault(name, default)
+        # a master loaded here is authoritative for the parameter's current value
+        self._master_versions = {p: p._version.value for p, s in self.state.items() if "master_param" in s}
 
     def __getstate__(self):
         return {"defaults": self.defaults, "state": self.state, "param_groups": self.param_groups}
 
     def __setstate__(self, state):
         self.__dict__.update(state)
+        self._master_versions = {}
 
     def __repr__(self):
         lines = [type(self).__name__ + " ("]
@@ -175,14 +247,34 @@ class Optimizer:
         return "\n".join(lines)
 
 
-def _state_value_for(param, key, value):
-    """A private copy of a saved state value, on ``param``'s device (and dtype, for float tensors
-    other than the step count), so optimizers never share buffers through a state dict."""
+def keeps_master_copy(group, p):
+    """Whether ``p``, a parameter of ``group``, is stepped through a float32 master copy."""
+    return bool(group.get("master_weights")) and p.dtype in _HALF
+
+
+def _validate_master_weights(group, index):
+    master_weights = group.get("master_weights", False)
+    if not isinstance(master_weights, bool):
+        raise OptimizerError(f"master_weights must be True or False, got {master_weights!r} (group {index})")
+    if master_weights:
+        for i, p in enumerate(group["params"]):
+            if not p.dtype.is_floating_point:
+                raise OptimizerError(f"master_weights=True needs floating point parameters, but parameter {i} of "
+                                     f"group {index} (shape {tuple(p.shape)}) is {p.dtype}")
+
+
+def _own_master_setting(group):
+    return {"master_weights": group["master_weights"]} if "master_weights" in group else {}
+
+
+def _state_value_for(param, key, value, dtype):
+    """A private copy of a saved state value, on ``param``'s device (and in ``dtype``, for float
+    tensors other than the step count), so optimizers never share buffers through a state dict."""
     if not isinstance(value, Tensor):
         return copy.deepcopy(value)
     value = value.detach()
     if key == "step":
         return value.clone()
-    if value.dtype.is_floating_point and param.dtype.is_floating_point:
-        return value.to(device=param.device, dtype=param.dtype, copy=True)
+    if value.dtype.is_floating_point and dtype.is_floating_point:
+        return value.to(device=param.device, dtype=dtype, copy=True)
     return value.to(device=param.device, copy=True)
