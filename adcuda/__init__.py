@@ -70,6 +70,8 @@ def __getattr__(name):
         return getattr(importlib.import_module(".cuda", __name__), name)
     if name in ("save", "load"):
         return getattr(importlib.import_module(".serialization", __name__), name)
+    if name == "autocast":
+        return importlib.import_module(".amp", __name__).autocast
     raise AttributeError(f"module 'adcuda' has no attribute {name!r}")
 
 

@@ -4,6 +4,7 @@ The ops with their own backward rules live in ``adcuda.ops`` (``nn_ops``, ``elem
 ``indexing``); this module re-exports them under PyTorch's names and signatures and adds the thin
 compositions (``linear``, ``pad``, ``normalize``, the ``inplace=`` activation variants).
 """
+from ..amp.autocast import autocast_inputs
 from ..errors import DTypeError, ShapeError, fmt_shape
 from ..ops import elementwise as _ew
 from ..ops.indexing import one_hot
@@ -64,6 +65,7 @@ def linear(input, weight, bias=None):
     for name, t in (("input", input), ("weight", weight)):
         if not isinstance(t, Tensor):
             raise DTypeError(f"linear: {name} must be a Tensor, got {type(t).__name__}")
+    input, weight, bias = autocast_inputs("linear", input, weight, bias)
     if weight.ndim not in (1, 2) or input.ndim == 0:
         raise ShapeError(f"linear: expected weight of shape (out_features, in_features) and input of shape "
                          f"(*, in_features), got weight {fmt_shape(weight.shape)} and input {fmt_shape(input.shape)}")

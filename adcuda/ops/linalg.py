@@ -1,4 +1,5 @@
 """Matrix products: ``matmul`` (1-D, 2-D and batched with broadcast batch dims), ``mm bmm outer``."""
+from ..amp.autocast import autocast_inputs
 from ..errors import DTypeError, ShapeError, fmt_shape
 from ..tensor import Tensor
 from ._core import broadcast_shapes, check_same_device, method, needs_grad, record, sum_to_shape, wrap
@@ -14,6 +15,7 @@ def _matmul(op, input, other):
         raise DTypeError(f"{op}: both operands must be Tensors, got {type(input).__name__} and "
                          f"{type(other).__name__}")
     check_same_device(op, input, other)
+    input, other = autocast_inputs(op, input, other)
     if input.ndim == 0 or other.ndim == 0:
         raise ShapeError(f"{op}: both arguments need to be at least 1D, but they are {input.ndim}D and "
                          f"{other.ndim}D")

@@ -14,6 +14,7 @@ import math
 import numbers
 
 from .. import dtypes as dt
+from ..amp.autocast import autocast_inputs
 from ..autograd.grad_mode import is_grad_enabled, no_grad
 from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
 from ..tensor import Tensor
@@ -45,6 +46,7 @@ def _softmax_impl(input, dim, log, dtype):
     if dim is None:
         raise TypeError(f"{op}: dim must be given (implicit dim is deprecated in PyTorch)")
     _check_tensor(op, "input", input)
+    (input,) = autocast_inputs(op, input)
     if dtype is not None:
         input = input.to(dtype=dtype)
     if not input.dtype.is_floating_point:
@@ -137,6 +139,7 @@ def _check_target_shape(op, input, target):
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     _check_tensor("mse_loss", "input", input)
     _check_tensor("mse_loss", "target", target)
+    input, target, weight = autocast_inputs("mse_loss", input, target, weight)
     reduction = _reduction_arg("mse_loss", size_average, reduce, reduction)
     _check_target_shape("mse_loss", input, target)
     diff = input - target
@@ -146,6 +149,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     _check_tensor("l1_loss", "input", input)
     _check_tensor("l1_loss", "target", target)
+    input, target, weight = autocast_inputs("l1_loss", input, target, weight)
     reduction = _reduction_arg("l1_loss", size_average, reduce, reduction)
     _check_target_shape("l1_loss", input, target)
     return _weighted_reduce("l1_loss", _abs(input - target), weight, reduction)
@@ -156,6 +160,7 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", wei
 def softplus(input, beta=1.0, threshold=20.0):
     """log(1 + exp(beta * x)) / beta, linear where beta * x > threshold (as PyTorch)."""
     _check_float("softplus", "input", input)
+    (input,) = autocast_inputs("softplus", input)
     with no_grad():
         bx = input * beta
         smooth = (log1p(exp(-_abs(bx))) + relu(bx)) / beta  # never exponentiates a positive number
@@ -178,6 +183,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
                                      reduction="mean", pos_weight=None):
     op = "binary_cross_entropy_with_logits"
     _check_float(op, "input", input)
+    input, target, weight, pos_weight = autocast_inputs(op, input, target, weight, pos_weight)
     _check_tensor(op, "target", target)
     reduction = _reduction_arg(op, size_average, reduce, reduction)
     if tuple(target.shape) != tuple(input.shape):
@@ -318,6 +324,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
                   reduction="mean", label_smoothing=0.0):
     op = "cross_entropy"
     _check_float(op, "input", input)
+    input, target, weight = autocast_inputs(op, input, target, weight)
     reduction = _reduction_arg(op, size_average, reduce, reduction)
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"{op}: label_smoothing must be between 0.0 and 1.0, got {label_smoothing}")
@@ -363,6 +370,7 @@ def _reduce_rows(losses, denominator, loss_shape, reduction):
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     op = "nll_loss"
     _check_float(op, "input", input)
+    input, target, weight = autocast_inputs(op, input, target, weight)
     reduction = _reduction_arg(op, size_average, reduce, reduction)
     _check_tensor(op, "target", target)
     if target.dtype.category != dt.INTEGER:
@@ -382,6 +390,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     op = "layer_norm"
     _check_float(op, "input", input)
+    input, weight, bias = autocast_inputs(op, input, weight, bias)
     shape = (int(normalized_shape),) if isinstance(normalized_shape, numbers.Integral) else tuple(
         int(s) for s in normalized_shape)
     n = len(shape)
@@ -523,6 +532,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         _check_float(op, name, t)
         if t.ndim < 2:
             raise ShapeError(f"{op}: {name} must have at least 2 dims (..., L, E), got shape {fmt_shape(t.shape)}")
+    query, key, value = autocast_inputs(op, query, key, value)
     if not (query.dtype is key.dtype is value.dtype):
         raise DTypeError(f"{op}: expected query, key and value to have the same dtype, got {query.dtype}, "
                          f"{key.dtype} and {value.dtype}")
