@@ -6,5 +6,6 @@ from .modules import *  # noqa: F401,F403 (the layer classes, listed in modules.
 from .modules import __all__ as _module_names
 from .modules.module import StateDictError
 from . import utils
+from . import parallel
 
-__all__ = ["Parameter", "StateDictError", "functional", "init", "utils"] + list(_module_names)
+__all__ = ["Parameter", "StateDictError", "functional", "init", "parallel", "utils"] + list(_module_names)

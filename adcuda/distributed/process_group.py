@@ -1,0 +1,351 @@
+"""The default process group and the collectives on tensors, with ``torch.distributed``'s names.
+
+Rank and world size come from MPI (every rank is an MPI process, started by ``mpirun -n N`` or
+``python -m adcuda.distributed.launch``). Collectives work in place on the tensor's backend array:
+the backend's transport reads and writes that memory directly where the array is contiguous and in a
+dtype the transport reduces; otherwise through a contiguous copy written back when the collective
+completes. Every collective returns a ``Work`` internally; ``async_op=True`` hands it to the caller.
+"""
+import datetime
+import enum
+import pickle
+
+from .. import dtypes as dt
+from ..errors import DeviceError, DTypeError, ShapeError, fmt_shape
+from . import environment
+from .errors import DistributedError
+
+# PyTorch's default: long enough for a slow first step, finite so that a dead rank is noticed.
+default_pg_timeout = datetime.timedelta(minutes=30)
+
+
+class ReduceOp(enum.Enum):
+    SUM = "sum"
+    AVG = "avg"
+    PRODUCT = "product"
+    MIN = "min"
+    MAX = "max"
+
+    def __repr__(self):
+        return f"<ReduceOp.{self.name}>"
+
+
+class Work:
+    """A collective in flight: ``wait()`` blocks until it is done (at most the group's timeout, or
+    ``timeout``) and then finishes it (copies results back into the tensors); ``is_completed()`` polls."""
+
+    def __init__(self, group, request, what, finish=None):
+        self._group = group
+        self._request = request
+        self._what = what
+        self._finish = finish
+        self._done = False
+
+    def is_completed(self):
+        return self._done or self._group.backend.test(self._request)
+
+    def wait(self, timeout=None):
+        if not self._done:
+            timeout_s = None if timeout is None else _seconds(timeout)
+            self._group.backend.wait(self._request, self._what, timeout_s)
+            self._done = True
+            finish, self._finish = self._finish, None
+            if finish is not None:
+                finish()
+        return True
+
+
+class _Group:
+    def __init__(self, backend, timeout_s):
+        self.backend = backend
+        self.rank = backend.rank
+        self.world_size = backend.world_size
+        self.timeout_s = timeout_s
+
+
+_default = None
+
+
+def _seconds(timeout):
+    if isinstance(timeout, datetime.timedelta):
+        seconds = timeout.total_seconds()
+    else:
+        seconds = float(timeout)
+    if not seconds > 0:
+        raise ValueError(f"timeout must be positive, got {timeout!r}")
+    return seconds
+
+
+def is_available():
+    """Whether some backend can start here (mpi4py imports, or NCCL and a GPU are there)."""
+    return is_mpi_available() or is_nccl_available()
+
+
+def is_mpi_available():
+    from .backends import mpi
+    return mpi.is_available()
+
+
+def is_nccl_available():
+    from .backends import nccl
+    return nccl.is_available()
+
+
+def is_initialized():
+    return _default is not None
+
+
+def init_process_group(backend=None, init_method=None, timeout=None, world_size=-1, rank=-1, store=None,
+                       group_name="", pg_options=None, device_id=None):
+    """Join the default process group. ``backend``: ``"mpi"`` (CPU tensors) or ``"nccl"`` (CUDA
+    tensors); None picks NCCL where it can run and MPI otherwise. Rank and world size are MPI's;
+    ``rank``/``world_size`` (or the launcher's ``RANK``/``WORLD_SIZE``), when given, must agree."""
+    global _default
+    if _default is not None:
+        raise DistributedError("init_process_group: the default process group is already initialized; call "
+                               "destroy_process_group() first")
+    if store is not None:
+        raise DistributedError("init_process_group: stores are not supported: the ranks meet through MPI")
+    if init_method not in (None, "env://"):
+        raise ValueError(f"init_process_group: init_method {init_method!r} is not supported: the ranks meet "
+                         "through MPI (leave it None, or 'env://')")
+    timeout_s = _seconds(default_pg_timeout if timeout is None else timeout)
+    name = _backend_name(backend)
+    if name == "mpi":
+        from .backends.mpi import MPIBackend
+        transport = MPIBackend(timeout_s)
+    else:
+        from .backends.nccl import NCCLBackend
+        transport = NCCLBackend(timeout_s, device_id)
+    try:
+        _check_placement(transport, rank, world_size)
+    except DistributedError:
+        transport.close()
+        raise
+    _default = _Group(transport, timeout_s)
+
+
+def _backend_name(backend):
+    if backend is None:
+        return "nccl" if is_nccl_available() else "mpi"
+    name = str(backend).lower()
+    if name not in ("mpi", "nccl"):
+        raise ValueError(f"init_process_group: unknown backend {backend!r} (expected 'mpi' or 'nccl')")
+    return name
+
+
+def _check_placement(transport, rank, world_size):
+    """The caller's and the launcher's idea of rank and world size must match what MPI started."""
+    (env_rank, rank_var), (env_size, size_var) = environment.rank_and_world_size()
+    where = f"MPI started this process as rank {transport.rank} of {transport.world_size}"
+    hint = "start every rank with mpirun -n N or python -m adcuda.distributed.launch --nproc-per-node N"
+    for given, actual, what in ((world_size, transport.world_size, "world_size"), (rank, transport.rank, "rank")):
+        if given is not None and given != -1 and given != actual:
+            raise DistributedError(f"init_process_group: {what}={given} was given, but {where}; {hint}")
+    if env_size is not None and env_size != transport.world_size:
+        raise DistributedError(f"init_process_group: {size_var}={env_size} in the environment, but {where}; {hint}")
+    if env_rank is not None and env_rank != transport.rank:
+        raise DistributedError(f"init_process_group: {rank_var}={env_rank} in the environment, but {where}; {hint}")
+
+
+def destroy_process_group(group=None):
+    global _default
+    _check_group("destroy_process_group", group)
+    if _default is None:
+        raise DistributedError("destroy_process_group: the default process group is not initialized")
+    group, _default = _default, None
+    group.backend.close()
+
+
+def _current(op, group=None):
+    _check_group(op, group)
+    if _default is None:
+        raise DistributedError(f"{op}: the default process group has not been initialized; call "
+                               "adcuda.distributed.init_process_group() first")
+    return _default
+
+
+def _check_group(op, group):
+    if group is not None and group is not GroupMember.WORLD:
+        raise DistributedError(f"{op}: only the default group (group=None) is supported")
+
+
+class GroupMember:
+    """``group=GroupMember.WORLD`` names the default group, as in PyTorch."""
+    WORLD = object()
+
+
+def get_rank(group=None):
+    return _current("get_rank", group).rank
+
+
+def get_world_size(group=None):
+    return _current("get_world_size", group).world_size
+
+
+def get_backend(group=None):
+    return _current("get_backend", group).backend.name
+
+
+def get_node_local_rank(fallback_rank=None):
+    """This process's index on its machine (``LOCAL_RANK``, or what ``mpiexec`` set), else
+    ``fallback_rank``; PyTorch's name."""
+    local = environment.local_rank()
+    if local is not None:
+        return local
+    if fallback_rank is not None:
+        return int(fallback_rank)
+    raise DistributedError("get_node_local_rank: neither LOCAL_RANK nor an MPI launcher's local rank is set, "
+                           "and no fallback_rank was given")
+
+
+# ---------------------------------------------------------------------------------------------- collectives
+def _check_tensor(op, tensor, group):
+    from ..tensor import Tensor
+    if not isinstance(tensor, Tensor):
+        raise TypeError(f"{op}: expected an adcuda Tensor, got {type(tensor).__name__}")
+    wanted = "cpu" if group.backend.name == "mpi" else "cuda"
+    if tensor.device.type != wanted:
+        other = "nccl" if wanted == "cpu" else "mpi"
+        raise DeviceError(f"{op}: the {group.backend.name} backend works on {wanted} tensors, got a tensor on "
+                          f"{tensor.device} (use backend='{other}' for {tensor.device.type} tensors)")
+
+
+def _run(work, async_op):
+    if async_op:
+        return work
+    work.wait()
+    return None
+
+
+def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
+    """Reduce ``tensor`` across all ranks, in place: every rank ends with the same result."""
+    g = _current("all_reduce", group)
+    _check_tensor("all_reduce", tensor, g)
+    op = _reduce_op(op)
+    dtype = tensor.dtype
+    if op is ReduceOp.AVG and not dtype.is_floating_point:
+        raise DTypeError(f"all_reduce: ReduceOp.AVG needs a floating point tensor, got {dtype}")
+    bk, data = tensor._backend, tensor._data
+    wire_dtype = g.backend.wire_dtype(dtype)
+    wire = data if wire_dtype is dtype and bk.contiguous(data) is data else bk.contiguous(bk.astype(data, wire_dtype))
+    transport_op = _BOOL_OPS[op] if dtype is dt.bool_ else ("sum" if op is ReduceOp.AVG else op.value)
+    request = g.backend.all_reduce(wire, transport_op)
+
+    def finish():
+        if op is ReduceOp.AVG:
+            bk.copy_(wire, bk.binary("div", wire, float(g.world_size), wire_dtype))
+        if wire is not data:
+            bk.copy_(data, wire)
+        tensor._version.value += 1
+    return _run(Work(g, request, f"all_reduce({_describe(tensor)})", finish), async_op)
+
+
+# bool tensors reduce as 0/1 integers: a sum or a max is "any", a min or a product is "all"
+_BOOL_OPS = {ReduceOp.SUM: "max", ReduceOp.MAX: "max", ReduceOp.MIN: "min", ReduceOp.PRODUCT: "min"}
+
+
+def _reduce_op(op):
+    if isinstance(op, ReduceOp):
+        return op
+    try:
+        return ReduceOp[str(op).upper()]
+    except KeyError:
+        raise ValueError(f"all_reduce: unknown reduce op {op!r} (expected one of "
+                         f"{', '.join('ReduceOp.' + o.name for o in ReduceOp)})") from None
+
+
+def _describe(tensor):
+    return f"{tensor.dtype} tensor of shape {fmt_shape(tensor.shape)}"
+
+
+def _check_src(op, src, g):
+    if not isinstance(src, int) or not 0 <= src < g.world_size:
+        raise ValueError(f"{op}: src={src!r} is not a rank of this group (world size {g.world_size})")
+
+
+def broadcast(tensor, src, group=None, async_op=False):
+    """Overwrite ``tensor`` on every rank with rank ``src``'s."""
+    g = _current("broadcast", group)
+    _check_tensor("broadcast", tensor, g)
+    _check_src("broadcast", src, g)
+    bk, data = tensor._backend, tensor._data
+    wire = bk.contiguous(data)
+    request = g.backend.broadcast(wire, src)
+
+    def finish():
+        if wire is not data:
+            bk.copy_(data, wire)
+        tensor._version.value += 1
+    return _run(Work(g, request, f"broadcast({_describe(tensor)}, src={src})", finish), async_op)
+
+
+def all_gather(tensor_list, tensor, group=None, async_op=False):
+    """``tensor_list[r]`` receives rank ``r``'s ``tensor`` (same shape and dtype on every rank)."""
+    g = _current("all_gather", group)
+    _check_tensor("all_gather", tensor, g)
+    tensor_list = list(tensor_list)
+    if len(tensor_list) != g.world_size:
+        raise ValueError(f"all_gather: tensor_list has {len(tensor_list)} tensors but the world size is "
+                         f"{g.world_size}")
+    for i, out in enumerate(tensor_list):
+        _check_tensor("all_gather", out, g)
+        if tuple(out.shape) != tuple(tensor.shape) or out.dtype is not tensor.dtype:
+            raise ShapeError(f"all_gather: tensor_list[{i}] is a {_describe(out)} but the input is a "
+                             f"{_describe(tensor)}")
+    bk = tensor._backend
+    gathered = bk.empty((g.world_size,) + tuple(tensor.shape), tensor.dtype)
+    request = g.backend.all_gather(gathered, bk.contiguous(tensor._data))
+
+    def finish():
+        for i, out in enumerate(tensor_list):
+            bk.copy_(out._data, bk.slice(gathered, (i,)))
+            out._version.value += 1
+    return _run(Work(g, request, f"all_gather({_describe(tensor)})", finish), async_op)
+
+
+def barrier(group=None, async_op=False, device_ids=None):
+    g = _current("barrier", group)
+    return _run(Work(g, g.backend.barrier(), "barrier"), async_op)
+
+
+def all_gather_object(object_list, obj, group=None):
+    """``object_list[r]`` becomes rank ``r``'s ``obj`` (any picklable object). Pickle runs code when it
+    loads: exchange objects only between your own ranks, as here."""
+    g = _current("all_gather_object", group)
+    if len(object_list) != g.world_size:
+        raise ValueError(f"all_gather_object: object_list has {len(object_list)} entries but the world size is "
+                         f"{g.world_size}")
+    blobs = g.backend.all_gather_bytes(pickle.dumps(obj), "all_gather_object")
+    object_list[:] = [pickle.loads(b) for b in blobs]
+
+
+def broadcast_object_list(object_list, src=0, group=None):
+    """Replace ``object_list``'s entries on every rank by rank ``src``'s (picklable objects)."""
+    g = _current("broadcast_object_list", group)
+    _check_src("broadcast_object_list", src, g)
+    payload = pickle.dumps(list(object_list)) if g.rank == src else b""
+    blobs = g.backend.all_gather_bytes(payload, f"broadcast_object_list(src={src})")
+    received = pickle.loads(blobs[src])
+    if len(received) != len(object_list):
+        raise ValueError(f"broadcast_object_list: rank {src} sent {len(received)} objects but this rank's list "
+                         f"has {len(object_list)} entries")
+    object_list[:] = received
+
+
+def all_reduce_found_inf(found_inf, group=None):
+    """Agree across ranks on whether a gradient overflowed (for mixed precision with a GradScaler):
+    True on every rank if it is true on any. ``found_inf`` is a bool, a number or a tensor (reduced
+    in place with MAX, and returned). After DistributedDataParallel's all-reduce the gradients are
+    the same on every rank, so their found-inf agrees already; use this for gradients reduced
+    another way, or skipped by ``no_sync()``, so that every rank skips the same steps."""
+    from ..tensor import Tensor
+    from ..factories import tensor as make_tensor
+    g = _current("all_reduce_found_inf", group)
+    if isinstance(found_inf, Tensor):
+        all_reduce(found_inf, ReduceOp.MAX)
+        return found_inf
+    device = "cpu" if g.backend.name == "mpi" else "cuda"
+    flag = make_tensor([1.0 if found_inf else 0.0], device=device)
+    all_reduce(flag, ReduceOp.MAX)
+    return bool(flag.item())
