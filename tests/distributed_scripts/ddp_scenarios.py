@@ -74,16 +74,20 @@ def params_of(module):
     return [p for _, p in sorted(module.named_parameters())]
 
 
-def compare(ddp, ref):
-    """Largest difference to the reference, and to rank 0's parameters."""
-    mine = params_of(ddp.module)
-    to_reference = max(max_diff(p, q) for p, q in zip(mine, params_of(ref)))
+def difference_across_ranks(module):
+    """Largest difference between this rank's parameters and rank 0's."""
     across = 0.0
-    for p in mine:
+    for p in params_of(module):
         gathered = [adcuda.zeros_like(p) for _ in range(dist.get_world_size())]
         dist.all_gather(gathered, p.detach())
         across = max(across, max(max_diff(g, gathered[0]) for g in gathered))
-    return {"to_reference": to_reference, "across_ranks": across}
+    return across
+
+
+def compare(ddp, ref):
+    """Largest difference to the reference, and to rank 0's parameters."""
+    to_reference = max(max_diff(p, q) for p, q in zip(params_of(ddp.module), params_of(ref)))
+    return {"to_reference": to_reference, "across_ranks": difference_across_ranks(ddp.module)}
 
 
 def half_batch(rank, world):
@@ -193,6 +197,28 @@ def overflow_agrees():
     return {"grads_finite": finite, "found_inf_agreed": dist.all_reduce_found_inf(rank == 1)}
 
 
+def grad_scaler_skips_together():
+    """float16 + master weights + GradScaler: an overflow on rank 1 only makes every rank skip that
+    step and back off the same way (the averaged gradients carry the inf to every rank)."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    ddp = DDP(make_net(seed_of(rank)).half())
+    opt = adcuda.optim.SGD(ddp.parameters(), lr=0.1, master_weights=True)
+    scaler = adcuda.amp.GradScaler(init_scale=1024.0)
+    x, y = data()
+    part = half_batch(rank, world)
+    stepped, scales = [], []
+    for step in range(STEPS):
+        opt.zero_grad()
+        loss = nn.functional.mse_loss(ddp(x[step][part].half()).float(), y[step][part])
+        if step == 1 and rank == 1:
+            loss = loss * float("inf")
+        scaler.scale(loss).backward()
+        stepped.append(scaler.step(opt))
+        scaler.update()
+        scales.append(scaler.get_scale())
+    return {"stepped": stepped, "scales": scales, "across_ranks": difference_across_ranks(ddp.module)}
+
+
 def mismatched_shapes():
     rank = dist.get_rank()
     adcuda.manual_seed(0)
@@ -255,6 +281,7 @@ SCENARIOS = {
     "unused_without_flag": unused_without_flag,
     "half_master_weights": half_precision_master_weights,
     "overflow": overflow_agrees,
+    "grad_scaler": grad_scaler_skips_together,
     "mismatched_shapes": mismatched_shapes,
 }
 
