@@ -74,7 +74,12 @@ def shape_of(a):
 
 
 def astype(a, dtype):
-    return a.astype(_np_dtype(dtype), copy=True)
+    out_dt = _np_dtype(dtype)
+    if out_dt == _F16:
+        # overflow to inf is float16's expected behaviour (loss scaling watches for it): no NumPy warning
+        with np.errstate(over="ignore"):
+            return a.astype(out_dt, copy=True)
+    return a.astype(out_dt, copy=True)
 
 
 def contiguous(a):
