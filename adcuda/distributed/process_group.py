@@ -12,6 +12,7 @@ import pickle
 
 from .. import dtypes as dt
 from ..errors import DeviceError, DTypeError, ShapeError, fmt_shape
+from ..tensor import Tensor
 from . import environment
 from .errors import DistributedError
 
@@ -37,7 +38,7 @@ class Work:
     def __init__(self, group, request, what, finish=None):
         self._group = group
         self._request = request
-        self._what = what
+        self._what = what  # a string, or a function making it (formatted only if the wait fails)
         self._finish = finish
         self._done = False
 
@@ -201,7 +202,6 @@ def get_node_local_rank(fallback_rank=None):
 
 # ---------------------------------------------------------------------------------------------- collectives
 def _check_tensor(op, tensor, group):
-    from ..tensor import Tensor
     if not isinstance(tensor, Tensor):
         raise TypeError(f"{op}: expected an adcuda Tensor, got {type(tensor).__name__}")
     wanted = "cpu" if group.backend.name == "mpi" else "cuda"
@@ -233,12 +233,12 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     request = g.backend.all_reduce(wire, transport_op)
 
     def finish():
-        if op is ReduceOp.AVG:
+        if op is ReduceOp.AVG and g.world_size > 1:
             bk.copy_(wire, bk.binary("div", wire, float(g.world_size), wire_dtype))
         if wire is not data:
             bk.copy_(data, wire)
         tensor._version.value += 1
-    return _run(Work(g, request, f"all_reduce({_describe(tensor)})", finish), async_op)
+    return _run(Work(g, request, lambda: f"all_reduce({_describe(tensor)})", finish), async_op)
 
 
 # bool tensors reduce as 0/1 integers: a sum or a max is "any", a min or a product is "all"
@@ -277,7 +277,7 @@ def broadcast(tensor, src, group=None, async_op=False):
         if wire is not data:
             bk.copy_(data, wire)
         tensor._version.value += 1
-    return _run(Work(g, request, f"broadcast({_describe(tensor)}, src={src})", finish), async_op)
+    return _run(Work(g, request, lambda: f"broadcast({_describe(tensor)}, src={src})", finish), async_op)
 
 
 def all_gather(tensor_list, tensor, group=None, async_op=False):
@@ -301,7 +301,7 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
         for i, out in enumerate(tensor_list):
             bk.copy_(out._data, bk.slice(gathered, (i,)))
             out._version.value += 1
-    return _run(Work(g, request, f"all_gather({_describe(tensor)})", finish), async_op)
+    return _run(Work(g, request, lambda: f"all_gather({_describe(tensor)})", finish), async_op)
 
 
 def barrier(group=None, async_op=False, device_ids=None):
@@ -339,7 +339,6 @@ def all_reduce_found_inf(found_inf, group=None):
     in place with MAX, and returned). After DistributedDataParallel's all-reduce the gradients are
     the same on every rank, so their found-inf agrees already; use this for gradients reduced
     another way, or skipped by ``no_sync()``, so that every rank skips the same steps."""
-    from ..tensor import Tensor
     from ..factories import tensor as make_tensor
     g = _current("all_reduce_found_inf", group)
     if isinstance(found_inf, Tensor):

@@ -10,6 +10,7 @@ rank forever. An uncaught exception aborts the job too, at once (as ``python -m 
 other ranks would otherwise wait for this one until their timeout.
 """
 import atexit
+import os
 import sys
 import time
 
@@ -20,8 +21,12 @@ from ...backends import cpu
 from ..errors import DistributedError
 
 _PING, _PONG = 1, 2
-_SPIN_S = 1e-3            # poll without sleeping this long: a collective between ready ranks takes microseconds
-_MAX_PAUSE_S = 1e-3       # then sleep between polls, doubling up to this
+# Poll without sleeping this long (a collective between ready ranks takes microseconds), yielding the
+# core between polls in case a slower rank shares it (that is the rank being waited for); then sleep
+# between polls, from _FIRST_PAUSE_S doubling up to _MAX_PAUSE_S, so a long wait costs no CPU.
+_SPIN_S = 2e-3
+_FIRST_PAUSE_S = 2e-5
+_MAX_PAUSE_S = 1e-3
 _LIVENESS_WINDOW_S = 1.0  # how long a rank whose wait ran out waits for the others' answers
 
 
@@ -141,7 +146,9 @@ class MPIBackend:
                 self._time_out(what, timeout_s)
             if now - start > _SPIN_S:
                 time.sleep(pause)
-                pause = min(_MAX_PAUSE_S, pause * 2 or 1e-5)
+                pause = min(_MAX_PAUSE_S, pause * 2 or _FIRST_PAUSE_S)
+            else:
+                os.sched_yield()
 
     def _answer_pings(self):
         pings = self._pings
@@ -172,6 +179,7 @@ class MPIBackend:
         return [r for r in others if r not in answered]
 
     def _time_out(self, what, timeout_s):
+        what = what() if callable(what) else what
         limit = f"{timeout_s:g} s"
         if self._pings is None:
             detail = f"not every rank arrived within {limit} (a rank may have died, or never called it)"

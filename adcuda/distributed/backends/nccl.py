@@ -176,6 +176,7 @@ class NCCLBackend:
         deadline = time.monotonic() + timeout_s
         while not request.event.done:
             if time.monotonic() > deadline:
+                what = what() if callable(what) else what
                 raise DistributedError(f"{what}: NCCL did not finish within {timeout_s:g} s")
             time.sleep(1e-4)
 

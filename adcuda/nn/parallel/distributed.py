@@ -8,7 +8,8 @@ receives rank 0's parameters and buffers. The parameters are packed, in reverse 
 gradient into its bucket slot; the moment a bucket is full it is all-reduced asynchronously (MPI's
 ``Iallreduce``, or NCCL on its own stream), buckets always in the same order on every rank, as the
 transports require. When the last gradient arrives, every bucket is waited for (within the group's
-timeout) and each ``.grad`` receives the average.
+timeout) and each ``.grad`` receives the average. Under ``adcuda.profiler`` each bucket's launch
+and the final wait are ranges, so a trace shows the all-reduces starting between backward ops.
 
 A leaf's hook runs before its gradient is accumulated into ``.grad``; the hook therefore takes in
 what ``.grad`` already held (gradients accumulated under ``no_sync()``), clears it, and hands back
@@ -27,6 +28,7 @@ from ...distributed.errors import DistributedError
 from ...device import as_device
 from ...errors import DeviceError, fmt_shape
 from ...factories import tensor as make_tensor
+from ...profiler.record_function import record_function
 from ...tensor import Tensor
 from ..modules.module import Module
 
@@ -206,7 +208,7 @@ class DistributedDataParallel(Module):
         it.locally_used = (mask, dist.all_reduce(mask, dist.ReduceOp.MAX, async_op=True))
         for i, is_used in enumerate(used):
             if not is_used:
-                self._fill_slot(i, None)
+                self._write_slot(i, self._params[i].grad)
                 self._mark_ready(i, from_hook=False)
 
     # ------------------------------------------------------------------ backward
@@ -221,30 +223,25 @@ class DistributedDataParallel(Module):
                     "forward; run one backward per forward of the wrapped model (accumulate several under "
                     "no_sync())")
             p = self._params[index]
-            self._fill_slot(index, grad)
+            contribution = grad if p.grad is None else Tensor._make(
+                p._backend.binary("add", p.grad._data, grad._data, p.dtype), p.device)
+            self._write_slot(index, contribution)
             p.grad = None
             self._mark_ready(index, from_hook=True)
-            return self._slot_value(index)
+            if self._iteration.finished:
+                return self._slot_value(index)  # the average: this gradient completed the last bucket
+            return None if contribution is grad else contribution
         return reduce_when_ready
 
-    def _fill_slot(self, index, grad):
-        """The slot gets what this rank contributes: ``grad`` plus whatever ``.grad`` held already."""
-        p = self._params[index]
+    def _write_slot(self, index, contribution):
+        """Copy this rank's contribution (None: nothing, a zero) into the parameter's bucket slot."""
         b, s = self._bucket_of[index]
-        bucket = self._buckets[b]
-        slot = bucket.slots[s]
-        bk = p._backend
-        wire = bucket.buffer.dtype
-        if grad is None and p.grad is None:
-            bk.copy_(slot, 0)
-        elif grad is None or p.grad is None:
-            bk.copy_(slot, (grad if grad is not None else p.grad)._data)
-        else:
-            bk.copy_(slot, bk.binary("add", bk.astype(grad._data, wire), bk.astype(p.grad._data, wire), wire))
+        slot = self._buckets[b].slots[s]
+        bk = self._params[index]._backend
+        bk.copy_(slot, 0 if contribution is None else contribution._data)
 
     def _slot_value(self, index):
-        """A copy of the parameter's slot, as its gradient: this rank's sum while the buckets are in
-        flight (the engine stores it in ``.grad``; ``_finish`` overwrites it), the average after."""
+        """A copy of the parameter's slot (after the reduction: the average) as its gradient."""
         b, s = self._bucket_of[index]
         p = self._params[index]
         return Tensor._make(p._backend.astype(self._buckets[b].slots[s], p.dtype), p.device)
@@ -259,7 +256,8 @@ class DistributedDataParallel(Module):
         bucket.pending -= 1
         while it.next_bucket < len(self._buckets) and self._buckets[it.next_bucket].pending == 0:
             launching = self._buckets[it.next_bucket]
-            launching.work = dist.all_reduce(launching.buffer, dist.ReduceOp.AVG, async_op=True)
+            with record_function(f"DistributedDataParallel.all_reduce(bucket {it.next_bucket})"):
+                launching.work = dist.all_reduce(launching.buffer, dist.ReduceOp.AVG, async_op=True)
             it.next_bucket += 1
         for earlier in self._buckets[:it.next_bucket]:
             earlier.work.is_completed()  # lets MPI progress the transfers in flight while backward computes
@@ -270,8 +268,9 @@ class DistributedDataParallel(Module):
         """Wait for every bucket; write the averages into the ``.grad`` of every parameter but
         ``current`` (its hook returns the average to the engine instead)."""
         it = self._iteration
-        for bucket in self._buckets:
-            bucket.work.wait()
+        with record_function("DistributedDataParallel.wait(all buckets)"):
+            for bucket in self._buckets:
+                bucket.work.wait()
         globally_used = None
         if it.locally_used is not None:
             mask, work = it.locally_used
