@@ -144,6 +144,15 @@ def test_nccl_without_cuda_is_a_clear_device_error():
     assert not dist.is_nccl_available()
 
 
+@pytest.mark.cuda
+def test_nccl_world_of_one_on_a_gpu():
+    if not dist.is_nccl_available():
+        pytest.skip("needs a usable CUDA device and CuPy's NCCL bindings")
+    proc, _ = _run([sys.executable, os.path.join(SCRIPTS, "nccl_world1.py")])
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "NCCL backend collectives on CuPy arrays: ok" in proc.stdout
+
+
 # ---------------------------------------------------------------------------------------------- 2 ranks over MPI
 @pytest.fixture(scope="module")
 def scenarios(mpiexec, tmp_path_factory):
