@@ -11,6 +11,12 @@ def matmul(input, other):
 
 def _matmul(op, input, other):
     """matmul's checks and dispatch; ``op`` names the public op in errors (matmul, mm, bmm, dot)."""
+    if (input.__class__ is Tensor and other.__class__ is Tensor and input._device is other._device
+            and input._data.ndim == 2 == other._data.ndim and input._data.dtype == other._data.dtype
+            and input._data.shape[1] == other._data.shape[0]):
+        # fast path for the common 2-D case (linear layers): nothing to unsqueeze or broadcast
+        input, other = autocast_inputs(op, input, other)
+        return _matmul_nd(input, other)
     if not isinstance(input, Tensor) or not isinstance(other, Tensor):
         raise DTypeError(f"{op}: both operands must be Tensors, got {type(input).__name__} and "
                          f"{type(other).__name__}")
