@@ -7,10 +7,14 @@ import argparse
 import os
 import runpy
 import sys
+import time
 import traceback
 
 from . import environment
 
+# MPI_Abort tears the job down at once; mpiexec may not have forwarded this rank's last output (the
+# traceback saying why) by then, so wait this long after flushing it.
+_OUTPUT_GRACE_S = 0.2
 _LOCAL_SIZE_VARIABLES = ("LOCAL_WORLD_SIZE", "MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE")
 
 
@@ -29,6 +33,7 @@ def _set_placement(gpus):
 def _abort_job(code):
     sys.stdout.flush()
     sys.stderr.flush()
+    time.sleep(_OUTPUT_GRACE_S)
     try:
         from mpi4py import MPI
     except ImportError:

@@ -27,6 +27,7 @@ _PING, _PONG = 1, 2
 _SPIN_S = 2e-3
 _FIRST_PAUSE_S = 2e-5
 _MAX_PAUSE_S = 1e-3
+_OUTPUT_GRACE_S = 0.2     # between printing why this rank fails and aborting the job
 _LIVENESS_WINDOW_S = 1.0  # how long a rank whose wait ran out waits for the others' answers
 
 
@@ -221,6 +222,7 @@ class MPIBackend:
     def _abort(self, code):
         sys.stdout.flush()
         sys.stderr.flush()
+        time.sleep(_OUTPUT_GRACE_S)  # MPI_Abort may outrun mpiexec's forwarding of the error just printed
         self._MPI.COMM_WORLD.Abort(code)
 
     def _abort_if_failed(self):
