@@ -85,7 +85,8 @@ class DistributedDataParallel(Module):
         self._sync_from_rank0(module.buffers())
         self._buckets, self._bucket_of = self._build_buckets(int(bucket_cap_mb * 1024 * 1024))
         self._iteration = None
-        self._hook_handles = [p.register_hook(self._gradient_hook(i)) for i, p in enumerate(self._params)]
+        for i, p in enumerate(self._params):
+            p.register_hook(self._gradient_hook(i))
 
     # ------------------------------------------------------------------ wrap-time checks and set-up
     def _check_devices(self, module, device_ids):
