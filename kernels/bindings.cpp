@@ -1,6 +1,9 @@
-// adcuda._C: the one native file that knows Python. Everything else under kernels/ is plain C++/CUDA.
+// adcuda._C: the module's entry point, its build facts and the device query. With the rest of
+// kernels/bindings/ (compiled in a CUDA build only, see bindings/registry.h) these are the only native
+// files that know Python; everything else under kernels/ is plain C++/CUDA.
 // Calls that may block on the GPU or on CUDA initialisation release the GIL; C++ exceptions become
-// Python exceptions (adcuda::CudaError -> adcuda._C.CudaError, a RuntimeError), never an abort.
+// Python exceptions, never an abort: adcuda::CudaError -> adcuda._C.CudaError (a RuntimeError),
+// OutOfMemoryError -> adcuda.cuda.OutOfMemoryError, ForkedProcessError -> adcuda.cuda.BadForkError.
 #include <pybind11/pybind11.h>
 
 #include <string>
@@ -8,6 +11,10 @@
 #include "adcuda/build_config.h"
 #include "runtime/device.h"
 #include "runtime/errors.h"
+
+#if ADCUDA_CUDA_COMPILED
+#include "bindings/registry.h"
+#endif
 
 namespace py = pybind11;
 
@@ -52,6 +59,18 @@ py::dict properties_dict(const adcuda::DeviceProperties& p) {
   return d;
 }
 
+// Raises the exception class `name` of adcuda.cuda.errors (defined in Python, so that a build without
+// CUDA has the same classes), or `fallback` if that module cannot be imported.
+void raise_python_error(const char* name, const char* message, PyObject* fallback) {
+  py::object type = py::reinterpret_borrow<py::object>(fallback);
+  try {
+    type = py::module_::import("adcuda.cuda.errors").attr(name);
+  } catch (py::error_already_set&) {
+    // keep the fallback: the message still says what happened
+  }
+  PyErr_SetString(type.ptr(), message);
+}
+
 void register_cuda_error(py::module_& m) {
   PYBIND11_CONSTINIT static py::gil_safe_call_once_and_store<py::object> cuda_error_type;
   cuda_error_type.call_once_and_store_result([&m]() {
@@ -74,6 +93,10 @@ void register_cuda_error(py::module_& m) {
       error.attr("call") = e.call();
       error.attr("location") = e.location();
       PyErr_SetObject(type.ptr(), error.ptr());
+    } catch (const adcuda::OutOfMemoryError& e) {
+      raise_python_error("OutOfMemoryError", e.what(), PyExc_RuntimeError);
+    } catch (const adcuda::ForkedProcessError& e) {
+      raise_python_error("BadForkError", e.what(), PyExc_RuntimeError);
     }
   });
 }
@@ -81,7 +104,9 @@ void register_cuda_error(py::module_& m) {
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
-  m.doc() = "adcuda's native runtime: CUDA device query and control (host-only stubs in a build without CUDA).";
+  m.doc() =
+      "adcuda's native runtime: CUDA device query and control, and in a CUDA build the runtime (DeviceArray, "
+      "streams, events, caching allocator, pinned pool, copies, interop) and the kernels.";
   register_cuda_error(m);
 
   m.def("build_info", &build_info,
@@ -122,4 +147,8 @@ PYBIND11_MODULE(_C, m) {
         "Make `index` the calling thread's current CUDA device.");
   m.def("cuda_synchronize", &adcuda::synchronize, py::call_guard<py::gil_scoped_release>(),
         "Wait for all work on the current CUDA device to finish.");
+
+#if ADCUDA_CUDA_COMPILED
+  adcuda::bindings::bind_registered(m);
+#endif
 }

@@ -3,10 +3,16 @@
 #include <cuda_runtime_api.h>
 
 #include "runtime/errors.h"
+#include "runtime/process.h"
+#include "runtime/stream.h"
 
 namespace adcuda {
 
 DeviceCount device_count() {
+  if (in_bad_fork()) {
+    return {0, "this process was forked after its parent initialised CUDA, which makes CUDA unusable here; "
+               "start it with the 'spawn' or 'forkserver' start method"};
+  }
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess) {
@@ -16,6 +22,8 @@ DeviceCount device_count() {
   if (count == 0) {
     return {0, "the CUDA runtime found no device"};
   }
+  // The driver is initialised now: a child forked from here on cannot use CUDA.
+  note_cuda_used();
   return {count, ""};
 }
 
@@ -57,5 +65,22 @@ int current_device() {
 void set_device(int index) { ADCUDA_CHECK(cudaSetDevice(index)); }
 
 void synchronize() { ADCUDA_CHECK(cudaDeviceSynchronize()); }
+
+void initialize_context(int index) {
+  ensure_usable_after_fork("initialise CUDA");
+  ADCUDA_CHECK(cudaSetDevice(index));
+  // Creates the device's primary context now rather than inside the first kernel launch.
+  ADCUDA_CHECK(cudaFree(nullptr));
+  thread_stream(index);
+}
+
+std::pair<std::size_t, std::size_t> memory_info(int index) {
+  ensure_usable_after_fork("query CUDA memory");
+  DeviceGuard guard(index);
+  std::size_t free_bytes = 0;
+  std::size_t total_bytes = 0;
+  ADCUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return {free_bytes, total_bytes};
+}
 
 }  // namespace adcuda

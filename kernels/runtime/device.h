@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <string>
+#include <utility>
 
 namespace adcuda {
 
@@ -39,5 +40,9 @@ int current_device();
 void set_device(int index);
 // Waits for all work on the current device.
 void synchronize();
+// Makes `index` the thread's current device, creates its context and the thread's stream on it.
+void initialize_context(int index);
+// (free, total) bytes of device memory, as the driver reports them.
+std::pair<std::size_t, std::size_t> memory_info(int index);
 
 }  // namespace adcuda

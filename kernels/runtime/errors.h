@@ -6,6 +6,8 @@
 // the macros are only expanded in .cu files, where cudaSuccess and cudaGetLastError exist.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -37,8 +39,31 @@ class CudaError : public std::runtime_error {
   std::string location_;
 };
 
+// The caching allocator or the pinned pool could not get memory, even after releasing its cache.
+// bindings.cpp turns it into adcuda.cuda.OutOfMemoryError (a RuntimeError).
+class OutOfMemoryError : public std::runtime_error {
+ public:
+  OutOfMemoryError(const std::string& message, std::size_t requested_bytes)
+      : std::runtime_error(message), requested_bytes_(requested_bytes) {}
+  std::size_t requested_bytes() const noexcept { return requested_bytes_; }
+
+ private:
+  std::size_t requested_bytes_;
+};
+
+// CUDA was used in this process's parent before it forked: the child inherits a CUDA state it cannot
+// use. bindings.cpp turns it into adcuda.cuda.BadForkError.
+class ForkedProcessError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 // "cudaErrorInsufficientDriver (35): CUDA driver version is insufficient for CUDA runtime version".
 std::string describe_cuda_error(int status);
+
+// "1.50 GiB", "512 B": byte counts in messages.
+std::string format_bytes(std::size_t bytes);
+std::string format_bytes(std::int64_t bytes);
 
 // Throws the CudaError for a failed call. `status` is the call's cudaError_t.
 [[noreturn]] void throw_cuda_error(int status, const char* call, const char* file, int line);

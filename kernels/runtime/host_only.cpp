@@ -22,5 +22,7 @@ int runtime_version() { return 0; }
 int current_device() { throw_not_compiled(); }
 void set_device(int) { throw_not_compiled(); }
 void synchronize() { throw_not_compiled(); }
+void initialize_context(int) { throw_not_compiled(); }
+std::pair<std::size_t, std::size_t> memory_info(int) { throw_not_compiled(); }
 
 }  // namespace adcuda
