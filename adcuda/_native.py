@@ -3,8 +3,12 @@
 A pure-source checkout (no compiled module) still works on the CPU: ``_C`` is then ``None`` and
 ``IMPORT_ERROR`` says why, so that ``adcuda.info()`` and the CUDA helpers can explain instead of failing.
 """
+import importlib
+
 try:
-    from adcuda import _C
+    # import_module rather than ``from adcuda import _C``: during adcuda's own import the latter
+    # reports a missing module as a "circular import", which misleads
+    _C = importlib.import_module("adcuda._C")
 except ImportError as exc:
     _C = None
     IMPORT_ERROR = str(exc)
