@@ -298,7 +298,8 @@ def test_bad_scaler_arguments_are_reported():
         GradScaler("cpu", min_scale=0.0)
     with pytest.raises(ValueError, match=r"max_scale=inf"):
         GradScaler("cpu", max_scale=math.inf)
-    with pytest.raises(ValueError, match=r"init_scale 1e\+30 is outside \[min_scale, max_scale\] = \[1\.0, 16777216\.0\]"):
+    with pytest.raises(ValueError, match=r"init_scale 1e\+30 is outside \[min_scale, max_scale\] = "
+                                         r"\[1\.0, 16777216\.0\]"):
         GradScaler("cpu", init_scale=1e30)
     p = adcuda.tensor([1.0], requires_grad=True)
     scaler = GradScaler("cpu")
@@ -416,7 +417,8 @@ def test_autocast_caches_weight_casts_and_recasts_after_a_write():
 def test_bad_autocast_arguments_are_reported():
     with pytest.raises(RuntimeError, match=r"autocast: unsupported device_type 'tpu'"):
         autocast("tpu")
-    with pytest.raises(TypeError, match=r"autocast: dtype must be adcuda.float16 or adcuda.bfloat16, got adcuda.float32"):
+    with pytest.raises(TypeError, match=r"autocast: dtype must be adcuda.float16 or adcuda.bfloat16, got "
+                                        r"adcuda.float32"):
         autocast("cpu", dtype=adcuda.float32)
     with pytest.raises(TypeError, match=r"bfloat16 is not supported on the CPU backend"):
         autocast("cpu", dtype=adcuda.bfloat16)
