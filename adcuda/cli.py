@@ -1,0 +1,157 @@
+"""The ``adcuda`` command: ``adcuda train`` trains a small model on bundled data; ``adcuda info`` says
+how adcuda was built and whether it can use a GPU."""
+import argparse
+import math
+import sys
+
+TASK_HELP = {
+    "digits": "classify 8x8 handwritten digits (bundled, 1,797 images) with an MLP",
+    "chars": "a small GPT that writes text character by character, trained on Python's help() topics",
+}
+
+
+class UsageError(Exception):
+    """A command line that cannot run as given; exit status 2, like argparse's own errors."""
+
+
+def _positive_int(text):
+    value = _int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def _non_negative_int(text):
+    value = _int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text}")
+    return value
+
+
+def _int(text):
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+
+
+def _positive_float(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return value
+
+
+def _task_defaults(name):
+    from .train import TASKS
+    return TASKS[name].defaults
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="adcuda", description="adcuda: automatic differentiation with PyTorch's names, on CUDA or the CPU.")
+    commands = parser.add_subparsers(dest="command", metavar="{train,info}")
+    commands.required = True
+
+    info = commands.add_parser("info", help="how adcuda was built and what it runs on (GPU or why not)",
+                               description="Show how adcuda was built (CUDA compiled or not, toolkit, "
+                                           "architectures) and which devices it sees at run time, or why none.")
+    info.add_argument("--json", action="store_true", help="print the facts as JSON")
+
+    digits, chars = _task_defaults("digits"), _task_defaults("chars")
+    train = commands.add_parser(
+        "train", help="train a small model on data bundled with adcuda",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Train a model on data that ships with adcuda, with a progress bar, per-epoch "
+                    "validation, a checkpoint after every epoch and a final held-out evaluation.\n\n"
+                    + "\n".join(f"  {name:<7} {text}" for name, text in TASK_HELP.items()),
+        epilog="Interrupt with Ctrl-C at any time: the checkpoint of the last finished epoch stays in --out, "
+               "and the same command with --resume continues exactly where it stopped.")
+    train.add_argument("--task", choices=sorted(TASK_HELP), default="digits",
+                       help="what to train (default: digits)")
+    train.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                       help="where to compute: auto uses the GPU when adcuda can, else the CPU and says why "
+                            "(default: auto)")
+    train.add_argument("--epochs", type=_positive_int,
+                       help=f"number of epochs to train to (default: {digits['epochs']} for digits, "
+                            f"{chars['epochs']} for chars, where an epoch is a fixed number of steps; with "
+                            f"--resume: the checkpoint's, and a larger value extends the run)")
+    train.add_argument("--batch-size", type=_positive_int,
+                       help=f"samples per step (default: {digits['batch_size']} for digits, "
+                            f"{chars['batch_size']} for chars)")
+    train.add_argument("--lr", type=_positive_float,
+                       help=f"peak learning rate of AdamW, reached after a linear warm-up and followed by a "
+                            f"cosine decay (default: {digits['lr']:g} for digits, {chars['lr']:g} for chars)")
+    train.add_argument("--seed", type=_non_negative_int,
+                       help="seed for the data split, initialisation, shuffling and sampling; the same seed "
+                            "gives the same run (default: 0)")
+    train.add_argument("--out", metavar="DIR",
+                       help="folder for the checkpoint (default: ./adcuda-runs/<task>); a new run replaces "
+                            "the checkpoint there")
+    train.add_argument("--resume", action="store_true",
+                       help="continue the run whose checkpoint is in --out (model, optimizer, schedule, epoch "
+                            "and random state), keeping its batch size, learning rate and seed")
+    train.add_argument("--num-workers", type=_non_negative_int, default=0,
+                       help="DataLoader worker processes that prepare batches (default: 0, in this process)")
+    train.add_argument("--quiet", action="store_true",
+                       help="no progress bar and no per-epoch lines: only the final results")
+    return parser
+
+
+def resolve_device(choice, quiet):
+    """``"cpu"`` or ``"cuda"`` for ``--device``; a UsageError (with CUDA's reason) for an impossible ask."""
+    from . import cuda
+    if choice == "cpu":
+        return "cpu"
+    if cuda.is_available():
+        return "cuda"
+    reason = cuda.unavailable_reason()
+    if choice == "cuda":
+        raise UsageError(f"--device cuda: CUDA is not available: {reason}")
+    if not quiet:
+        print(f"device: cpu (CUDA is not available: {reason})", flush=True)
+    return "cpu"
+
+
+def run_train(args):
+    import os
+    from .errors import AdcudaError
+    from .serialization import CheckpointError
+    from .train import TASKS, TrainConfig, train
+    from .train.checkpoint import CheckpointMismatch
+    device = resolve_device(args.device, args.quiet)
+    config = TrainConfig(task=args.task, out=args.out or os.path.join("adcuda-runs", args.task),
+                         epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
+                         device=device, num_workers=args.num_workers, quiet=args.quiet, resume=args.resume)
+    try:
+        train(config, TASKS[args.task])
+    except (CheckpointMismatch, FileNotFoundError) as error:
+        raise UsageError(str(error)) from None
+    except (CheckpointError, AdcudaError, FloatingPointError, OSError) as error:
+        print(f"adcuda train: error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv=None):
+    """Entry point of the ``adcuda`` console script and ``python -m adcuda``; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "info":
+        from . import _info
+        if args.json:
+            return _info.main_info(["--json"])
+        _info.print_info()
+        return 0
+    try:
+        return run_train(args)
+    except UsageError as error:
+        parser.exit(2, f"adcuda {args.command}: error: {error}\n")
+    except KeyboardInterrupt:
+        out = args.out or f"adcuda-runs/{args.task}"
+        print(f"\ninterrupted; the checkpoint of the last finished epoch is in {out} "
+              f"(continue with: adcuda train --task {args.task} --out {out} --resume)", file=sys.stderr)
+        return 130

@@ -1,0 +1,125 @@
+"""The ``adcuda`` command: ``python -m adcuda train`` and ``info``, as a person runs them."""
+import os
+import re
+import signal
+import subprocess
+import sys
+
+import pytest
+
+import adcuda
+from adcuda import cli
+
+
+def run_cli(*args, cwd, timeout=120):
+    return subprocess.run([sys.executable, "-m", "adcuda", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def test_train_digits_one_epoch_prints_accuracy(tmp_path):
+    result = run_cli("train", "--task", "digits", "--epochs", "1", "--quiet", "--out", "tmp", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    match = re.fullmatch(r"test accuracy: (\d\.\d+)", lines[-1])
+    assert match, result.stdout
+    assert float(match.group(1)) > 0.5  # one epoch already learns most digits
+    assert not any(line.startswith("epoch") for line in lines), "--quiet prints only the results"
+    assert (tmp_path / "tmp" / "checkpoint.pt").is_file()
+    assert result.stderr == "", "no progress bar when the output is not a terminal"
+
+
+def test_interrupted_run_resumes_exactly(tmp_path):
+    common = ["train", "--task", "digits", "--epochs", "2", "--batch-size", "128"]
+    straight = run_cli(*common, "--out", "straight", cwd=tmp_path)
+    assert straight.returncode == 0, straight.stderr
+    assert "epoch   2/2" in straight.stdout
+
+    # Ctrl-C as soon as the first epoch (and so its checkpoint) is done
+    process = subprocess.Popen([sys.executable, "-m", "adcuda", *common, "--out", "cut"], cwd=tmp_path,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    try:
+        for line in process.stdout:
+            if line.startswith("epoch   1/2"):
+                process.send_signal(signal.SIGINT)
+                break
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 130, stderr
+    assert "--resume" in stderr
+    assert adcuda.load(str(tmp_path / "cut" / "checkpoint.pt"))["epoch"] == 1
+
+    resumed = run_cli("train", "--task", "digits", "--out", "cut", "--resume", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resuming after epoch 1 of 2" in resumed.stdout
+    assert resumed.stdout.strip().splitlines()[-2] == straight.stdout.strip().splitlines()[-2]  # test accuracy
+
+    final = [adcuda.load(str(tmp_path / name / "checkpoint.pt"))["model"] for name in ("straight", "cut")]
+    assert {k: v.tolist() for k, v in final[0].items()} == {k: v.tolist() for k, v in final[1].items()}
+
+
+def test_help_describes_every_option(tmp_path):
+    result = run_cli("train", "--help", cwd=tmp_path)
+    assert result.returncode == 0
+    for option in ("--task", "--device", "--epochs", "--batch-size", "--lr", "--seed", "--out", "--resume",
+                   "--num-workers", "--quiet", "digits", "chars"):
+        assert option in result.stdout
+    top = run_cli("--help", cwd=tmp_path)
+    assert top.returncode == 0 and "train" in top.stdout and "info" in top.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["train", "--task", "imagenet"], "invalid choice: 'imagenet'"),
+    (["train", "--epochs", "0"], "--epochs: must be a positive integer"),
+    (["train", "--lr", "-1"], "--lr: must be a positive number"),
+    (["train", "--batch-size", "many"], "not an integer: 'many'"),
+    (["train", "--resume", "--out", "nowhere"], "no checkpoint to resume from"),
+    (["train", "--bogus"], "unrecognized arguments: --bogus"),
+    ([], "required"),
+])
+def test_bad_arguments_exit_nonzero_with_a_message(tmp_path, monkeypatch, capsys, args, message):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exited:
+        cli.main(args)
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_bad_arguments_from_the_shell(tmp_path):
+    result = run_cli("train", "--epochs", "-3", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "--epochs: must be a positive integer, got -3" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_resume_refuses_other_settings(tmp_path):
+    first = run_cli("train", "--epochs", "1", "--batch-size", "256", "--quiet", "--out", "run", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    clash = run_cli("train", "--resume", "--out", "run", "--lr", "0.5", cwd=tmp_path)
+    assert clash.returncode == 2 and "--lr 0.5 differs from the checkpoint's" in clash.stderr
+    other_task = run_cli("train", "--task", "chars", "--resume", "--out", "run", cwd=tmp_path)
+    assert other_task.returncode == 2 and "is a 'digits' run" in other_task.stderr
+
+
+@pytest.mark.skipif(adcuda.cuda.is_available(), reason="CUDA is available here")
+def test_device_cuda_without_cuda_says_why(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["train", "--device", "cuda"])
+    assert exited.value.code == 2
+    assert "CUDA is not available: " + adcuda.cuda.unavailable_reason() in capsys.readouterr().err
+    assert not (tmp_path / "adcuda-runs").exists()
+
+
+def test_info_command(tmp_path):
+    result = run_cli("info", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "running on:" in result.stdout
+
+
+def test_console_script_when_installed(tmp_path):
+    script = os.path.join(os.path.dirname(sys.executable), "adcuda")
+    if not os.path.exists(script):
+        pytest.skip("adcuda is not installed in this environment (running from a source checkout)")
+    result = subprocess.run([script, "train", "--help"], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert result.returncode == 0 and "--resume" in result.stdout
