@@ -346,17 +346,30 @@ def test_killed_worker_raises_instead_of_hanging(no_leftover_workers):
 
 
 class Slow(Dataset):
+    delay = 3.0
+
     def __len__(self):
         return 4
 
     def __getitem__(self, index):
-        time.sleep(3)
+        time.sleep(self.delay)
         return index
 
 
 def test_timeout_raises(no_leftover_workers):
     with deadline(20), pytest.raises(RuntimeError, match="timed out after 0.3 seconds"):
         list(DataLoader(Slow(), num_workers=1, timeout=0.3))
+
+
+def test_persistent_loader_recovers_after_its_workers_were_stopped(no_leftover_workers):
+    dataset = Slow()
+    loader = DataLoader(dataset, batch_size=2, num_workers=1, timeout=0.3, persistent_workers=True)
+    with deadline(20), pytest.raises(RuntimeError, match="timed out"):
+        list(loader)
+    dataset.delay = 0.0
+    with deadline(20):
+        assert [b.tolist() for b in loader] == [[0, 1], [2, 3]]
+    del loader
 
 
 def test_abandoned_iterator_shuts_workers_down(no_leftover_workers):

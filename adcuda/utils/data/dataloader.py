@@ -12,6 +12,7 @@ import multiprocessing
 import numbers
 import queue
 import signal
+import threading
 import warnings
 
 from . import _worker
@@ -147,7 +148,8 @@ class DataLoader:
             return _SingleProcessIter(self)
         if not self.persistent_workers:
             return _MultiProcessIter(self)
-        if self._iterator is None:
+        if self._iterator is None or self._iterator._shutdown:
+            # first epoch, or the workers were stopped (an error, a timeout): start new ones
             self._iterator = _MultiProcessIter(self)
         else:
             self._iterator._reset(self)
@@ -183,6 +185,29 @@ def _pin(data):
                           "batches stay in pageable memory", UserWarning, stacklevel=4)
         return data
     return _pin_nested(data)
+
+
+def _pin_thread_loop(results, pinned, done):
+    """The pinning thread: decode each worker result and copy its tensors into pinned memory while the
+    main thread trains, so batches arrive pinned (PyTorch's pin_memory_thread)."""
+    while not done.is_set():
+        try:
+            item = results.get(timeout=_worker.STATUS_CHECK_INTERVAL)
+        except queue.Empty:
+            continue
+        except (EOFError, OSError):
+            return  # the queue was closed: the iterator is shutting down
+        if item is None:
+            return  # the iterator's shutdown wakes the thread with None
+        task_index, payload = item
+        data = _worker.decode_result(payload)
+        if not isinstance(data, (_worker.ExceptionWrapper, _worker.IterableDatasetStopIteration,
+                                 _worker.ResumeIteration)) and data is not None:
+            try:
+                data = _pin_nested(data)
+            except Exception:
+                data = _worker.ExceptionWrapper(where="in the DataLoader pin-memory thread")
+        pinned.put((task_index, data))
 
 
 def _pin_nested(data):
@@ -222,10 +247,12 @@ class _BaseIter:
     def _next_index(self):
         return next(self._sampler_iter)
 
+    _pinned_by_thread = False
+
     def __next__(self):
         data = self._next_data()
         self._num_yielded += 1
-        if self._pin_memory:
+        if self._pin_memory and not self._pinned_by_thread:
             data = _pin(data)
         return data
 
@@ -284,10 +311,24 @@ class _MultiProcessIter(_BaseIter):
                     task_reader.close()
                 self._workers.append(worker)
                 self._workers_status.append(True)
+            self._start_pin_thread()
         except BaseException:
             self._shutdown_workers()
             raise
         self._reset(loader, first_iter=True)
+
+    def _start_pin_thread(self):
+        self._pin_thread = None
+        from ... import cuda
+        if not (self._pin_memory and cuda.is_available()):
+            return  # without CUDA, __next__ warns once and the batches stay pageable
+        self._pinned_queue = queue.Queue()
+        self._pin_done = threading.Event()
+        self._pin_thread = threading.Thread(target=_pin_thread_loop, name="adcuda DataLoader pin_memory",
+                                            args=(self._data_queue, self._pinned_queue, self._pin_done),
+                                            daemon=True)
+        self._pin_thread.start()
+        self._pinned_by_thread = True
 
     def _reset(self, loader, first_iter=False):
         super()._reset(loader)
@@ -312,6 +353,8 @@ class _MultiProcessIter(_BaseIter):
 
     def _try_get_data(self, timeout):
         try:
+            if self._pinned_by_thread:
+                return True, self._pinned_queue.get(timeout=timeout)
             task_index, payload = self._data_queue.get(timeout=timeout)
         except queue.Empty:
             self._raise_if_workers_died()
@@ -419,6 +462,10 @@ class _MultiProcessIter(_BaseIter):
             return
         self._shutdown = True
         try:
+            if getattr(self, "_pin_thread", None) is not None:
+                self._pin_done.set()
+                self._data_queue.put(None)
+                self._pin_thread.join()
             self._done_event.set()
             for task_writer in self._index_conns:
                 try:
