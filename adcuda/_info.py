@@ -63,6 +63,22 @@ def _running_on(available, devices, reason):
     return "cpu", f"CUDA is not available: {reason}"
 
 
+def _memory_state(available):
+    """The caching allocator's and the pinned pool's counters where this process uses CUDA (None
+    elsewhere: reading them must not initialise CUDA)."""
+    if not (available and cuda.is_initialized()):
+        return None, None
+    allocator = {f"cuda:{index}": cuda.memory_stats(index) for index in range(cuda.device_count())}
+    return allocator, cuda.pinned_memory_stats()
+
+
+def _bytes_text(count):
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if count < 1024 or unit == "GiB":
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1024
+
+
 def info(as_dict=False):
     """A report of the build (CUDA compiled? toolkit, architectures) and the run-time devices.
 
@@ -75,6 +91,7 @@ def info(as_dict=False):
     reason = cuda.unavailable_reason()
     devices = _devices(build["cuda_architectures"])
     running_on, running_on_reason = _running_on(available, devices, reason)
+    allocator, pinned_pool = _memory_state(available)
     facts = {
         "adcuda_version": _adcuda_version(),
         "python": f"{platform.python_version()} ({platform.python_implementation()})",
@@ -92,6 +109,9 @@ def info(as_dict=False):
         "devices": devices,
         "running_on": running_on,
         "running_on_reason": running_on_reason,
+        "cuda_initialized": cuda.is_initialized(),
+        "allocator": allocator,
+        "pinned_pool": pinned_pool,
     }
     if as_dict:
         return facts
@@ -128,6 +148,17 @@ def _format(facts, extra_build_keys):
                      f"this build: {device['kernel_image']}")
     if not facts["devices"]:
         lines.append("  devices: none")
+    for name, stats in (facts["allocator"] or {}).items():
+        lines.append(f"  allocator {name}: {_bytes_text(stats['allocated_bytes'])} allocated in "
+                     f"{stats['active_blocks']} blocks (peak {_bytes_text(stats['peak_allocated_bytes'])}), "
+                     f"{_bytes_text(stats['reserved_bytes'])} reserved ({stats['cached_blocks']} blocks cached), "
+                     f"{stats['cache_hits']} of {stats['allocations']} allocations from the cache, "
+                     f"{stats['ooms']} out of memory")
+    if facts["pinned_pool"] is not None:
+        pool = facts["pinned_pool"]
+        lines.append(f"  pinned pool: {_bytes_text(pool['allocated_bytes'])} in use in {pool['active_blocks']} "
+                     f"blocks, {_bytes_text(pool['reserved_bytes'])} reserved, {pool['cache_hits']} of "
+                     f"{pool['allocations']} allocations from the pool")
     if facts["running_on"] == "cpu":
         lines.append(f"running on: cpu (fp32 fallback) because {facts['running_on_reason']}")
     else:

@@ -1,0 +1,185 @@
+"""Streams and events, with PyTorch's names (``torch.cuda.Stream``, ``Event``, ``current_stream``,
+``stream``).
+
+adcuda gives every thread its own non-blocking stream per device, created on first use: threads that
+train side by side never wait for each other's kernels. ``current_stream()`` is that stream unless a
+``with adcuda.cuda.stream(s):`` block selects another one for the thread. Work on different streams
+is ordered only by events: the runtime makes a stream wait for an event whenever it uses memory that
+another stream used last, and ``Stream.wait_stream`` / ``Event.wait`` order streams explicitly.
+"""
+from .. import _native
+from ..device import device as _device_type
+from .devices import _device_index
+
+__all__ = ["Stream", "ExternalStream", "Event", "current_stream", "default_stream", "set_stream", "stream",
+           "StreamContext"]
+
+
+def _C():
+    return _native._C
+
+
+class Stream:
+    """A CUDA stream. ``Stream()`` takes a non-blocking stream from adcuda's pool (it goes back when the
+    object is deleted; streams are never destroyed, see kernels/runtime/stream.h). ``priority`` is
+    accepted for PyTorch compatibility and not used."""
+
+    def __init__(self, device=None, priority=0):
+        index = _device_index(device, "Stream")
+        self._pooled = _C().PooledStream(index)
+        self.cuda_stream = self._pooled.handle
+        self.device = _device_type("cuda", index)
+
+    @classmethod
+    def _wrap(cls, handle, index):
+        stream = cls.__new__(cls)
+        stream._pooled = None
+        stream.cuda_stream = handle
+        stream.device = _device_type("cuda", index)
+        return stream
+
+    @property
+    def device_index(self):
+        return self.device.index
+
+    def query(self):
+        """Whether all work queued on the stream has finished."""
+        return _C().stream_query(self.cuda_stream)
+
+    def synchronize(self):
+        """Wait until all work queued on the stream has finished (the GIL is released meanwhile)."""
+        _C().stream_synchronize(self.cuda_stream)
+
+    def wait_event(self, event):
+        """Work queued on this stream from now on waits for ``event``."""
+        event.wait(self)
+
+    def wait_stream(self, stream):
+        """Work queued on this stream from now on waits for everything queued on ``stream`` so far."""
+        _C().stream_wait_stream(self.cuda_stream, stream.cuda_stream, stream.device_index)
+
+    def record_event(self, event=None):
+        """Record ``event`` (a new one if None) on this stream; returns it."""
+        event = Event() if event is None else event
+        event.record(self)
+        return event
+
+    def __eq__(self, other):
+        return isinstance(other, Stream) and self.cuda_stream == other.cuda_stream
+
+    def __hash__(self):
+        return hash(self.cuda_stream)
+
+    def __repr__(self):
+        return f"<adcuda.cuda.Stream device={self.device} cuda_stream={self.cuda_stream:#x}>"
+
+
+class ExternalStream(Stream):
+    """A stream created by someone else (CuPy, PyTorch, a C library), by its handle. adcuda never
+    destroys it; the creator must keep it alive while adcuda uses it."""
+
+    def __init__(self, stream_ptr, device=None):
+        index = _device_index(device, "ExternalStream")
+        self._pooled = None
+        self.cuda_stream = int(stream_ptr)
+        self.device = _device_type("cuda", index)
+
+
+def current_stream(device=None):
+    """The stream the calling thread's work on ``device`` goes to."""
+    index = _device_index(device, "current_stream")
+    return Stream._wrap(_C().current_stream(index), index)
+
+
+def default_stream(device=None):
+    """The calling thread's own stream on ``device`` (adcuda has no stream shared by all threads: each
+    thread's own stream plays the part of PyTorch's default stream)."""
+    index = _device_index(device, "default_stream")
+    return Stream._wrap(_C().thread_stream(index), index)
+
+
+def set_stream(stream):
+    """Make ``stream`` the calling thread's current stream on its device."""
+    if stream is None:
+        return
+    _C().exchange_current_stream(stream.device_index, stream.cuda_stream)
+
+
+class StreamContext:
+    """``with adcuda.cuda.stream(s):``: the calling thread's work on ``s``'s device goes to ``s`` inside
+    the block; the previous selection comes back at the end. ``stream(None)`` does nothing."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self._previous = None
+
+    def __enter__(self):
+        if self.stream is not None:
+            self._previous = _C().exchange_current_stream(self.stream.device_index, self.stream.cuda_stream)
+        return self.stream
+
+    def __exit__(self, *exc):
+        if self.stream is not None:
+            _C().exchange_current_stream(self.stream.device_index, self._previous)
+
+
+def stream(stream):
+    return StreamContext(stream)
+
+
+class Event:
+    """A CUDA event (PyTorch's ``torch.cuda.Event``), created on the device of the first stream it is
+    recorded on. ``enable_timing=True`` for ``elapsed_time``; ``blocking=True`` makes ``synchronize``
+    sleep instead of spinning. Interprocess events are not supported."""
+
+    def __init__(self, enable_timing=False, blocking=False, interprocess=False):
+        if interprocess:
+            raise ValueError("Event: interprocess events are not supported by adcuda")
+        self.enable_timing = bool(enable_timing)
+        self.blocking = bool(blocking)
+        self._event = None
+
+    def _native_event(self, device_index):
+        if self._event is None:
+            self._event = _C().Event(device_index, self.enable_timing, self.blocking)
+        elif self._event.device != device_index:
+            raise ValueError(f"Event: recorded on cuda:{self._event.device} before, cannot use it with "
+                             f"cuda:{device_index}")
+        return self._event
+
+    def record(self, stream=None):
+        """Capture the work queued on ``stream`` (default: the current stream) so far."""
+        stream = current_stream() if stream is None else stream
+        self._native_event(stream.device_index).record(stream.cuda_stream)
+
+    def wait(self, stream=None):
+        """Work queued on ``stream`` (default: the current stream) from now on waits for this event; a
+        never-recorded event is complete, as in PyTorch."""
+        if self._event is None:
+            return
+        stream = current_stream() if stream is None else stream
+        self._event.wait(stream.cuda_stream)
+
+    def query(self):
+        """Whether the captured work has finished (True if never recorded)."""
+        return True if self._event is None else self._event.query()
+
+    def synchronize(self):
+        """Wait for the captured work (the GIL is released meanwhile)."""
+        if self._event is not None:
+            self._event.synchronize()
+
+    def elapsed_time(self, end_event):
+        """Milliseconds between this event and ``end_event``; both recorded, with ``enable_timing=True``."""
+        if self._event is None or end_event._event is None:
+            raise ValueError("Event.elapsed_time: both events must be recorded first")
+        if not (self.enable_timing and end_event.enable_timing):
+            raise ValueError("Event.elapsed_time: both events need enable_timing=True")
+        return self._event.elapsed_time(end_event._event)
+
+    @property
+    def cuda_event(self):
+        return 0 if self._event is None else self._event.handle
+
+    def __repr__(self):
+        return f"<adcuda.cuda.Event {self.cuda_event:#x}>"
