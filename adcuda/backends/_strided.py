@@ -1,0 +1,146 @@
+"""Strided-layout arithmetic for the CUDA backend's views: how reshape, permute, broadcast, basic
+indexing and flips change a (shape, strides, offset) triple, with NumPy's rules and error messages.
+
+Pure Python over tuples (strides and offsets in elements), so it is tested against NumPy on any
+machine; ``adcuda.backends.cuda`` applies the results with ``DeviceArray.as_strided``.
+"""
+import operator
+
+from ..errors import IndexOutOfRangeError, ShapeError
+
+__all__ = ["contiguous_strides", "is_contiguous", "reshape_strides", "permute", "broadcast_strides", "basic_index",
+           "flip"]
+
+
+def contiguous_strides(shape):
+    strides = [0] * len(shape)
+    stride = 1
+    for dim in range(len(shape) - 1, -1, -1):
+        strides[dim] = stride
+        stride *= max(shape[dim], 1)
+    return tuple(strides)
+
+
+def is_contiguous(shape, strides):
+    """Row-major with no gaps; dims of size 1 may have any stride (NumPy's C_CONTIGUOUS)."""
+    if 0 in shape:
+        return True
+    expected = 1
+    for size, stride in zip(reversed(shape), reversed(strides)):
+        if size == 1:
+            continue
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _numel(shape):
+    n = 1
+    for size in shape:
+        n *= size
+    return n
+
+
+def reshape_strides(shape, strides, new_shape):
+    """Strides that show the same elements in ``new_shape`` without moving them, or None when the layout
+    does not allow it (NumPy's no-copy reshape)."""
+    numel = _numel(shape)
+    new_shape = tuple(new_shape)
+    if _numel(new_shape) != numel:
+        raise ShapeError(f"cannot reshape array of size {numel} into shape {new_shape}")
+    if numel == 0:
+        return contiguous_strides(new_shape)
+    old = [(size, stride) for size, stride in zip(shape, strides) if size != 1]
+    old_sizes = [size for size, _ in old]
+    old_strides = [stride for _, stride in old]
+    new_strides = [0] * len(new_shape)
+    oi, oj, ni, nj = 0, 1, 0, 1
+    while ni < len(new_shape) and oi < len(old_sizes):
+        new_count, old_count = new_shape[ni], old_sizes[oi]
+        while new_count != old_count:
+            if new_count < old_count:
+                new_count *= new_shape[nj]
+                nj += 1
+            else:
+                old_count *= old_sizes[oj]
+                oj += 1
+        # the old dims merged into this group must be contiguous with each other
+        for k in range(oi, oj - 1):
+            if old_strides[k] != old_sizes[k + 1] * old_strides[k + 1]:
+                return None
+        new_strides[nj - 1] = old_strides[oj - 1]
+        for k in range(nj - 1, ni, -1):
+            new_strides[k - 1] = new_strides[k] * new_shape[k]
+        ni, nj = nj, nj + 1
+        oi, oj = oj, oj + 1
+    last = new_strides[ni - 1] if ni >= 1 else 1
+    for k in range(ni, len(new_shape)):
+        new_strides[k] = last
+    return tuple(new_strides)
+
+
+def permute(shape, strides, axes):
+    """The layout with dims reordered as ``axes`` (a permutation of range(ndim))."""
+    if sorted(axes) != list(range(len(shape))):
+        raise ShapeError(f"axes {tuple(axes)} don't match array of {len(shape)} dims")
+    return tuple(shape[a] for a in axes), tuple(strides[a] for a in axes)
+
+
+def broadcast_strides(shape, strides, target):
+    """Strides that show ``shape`` broadcast to ``target`` (0 along the broadcast dims)."""
+    target = tuple(target)
+    lead = len(target) - len(shape)
+    if lead < 0 or any(size != 1 and size != want for size, want in zip(shape, target[lead:])):
+        raise ShapeError(f"cannot broadcast shape {tuple(shape)} to {target}")
+    return (0,) * lead + tuple(stride if size == want else 0
+                               for size, stride, want in zip(shape, strides, target[lead:]))
+
+
+def basic_index(shape, strides, offset, key):
+    """The view ``a[key]`` for a key of ints, slices, None and Ellipsis: (shape, strides, offset)."""
+    consumed = sum(1 for item in key if item is not None and item is not Ellipsis)
+    if sum(1 for item in key if item is Ellipsis) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    ndim = len(shape)
+    if consumed > ndim:
+        raise IndexError(f"too many indices for array: array is {ndim}-dimensional, but {consumed} were indexed")
+    out_shape, out_strides = [], []
+    dim = 0
+    for item in key:
+        if item is None:
+            out_shape.append(1)
+            out_strides.append(0)
+        elif item is Ellipsis:
+            for _ in range(ndim - consumed):
+                out_shape.append(shape[dim])
+                out_strides.append(strides[dim])
+                dim += 1
+        elif isinstance(item, slice):
+            start, stop, step = item.indices(shape[dim])
+            length = len(range(start, stop, step))
+            if length:
+                offset += start * strides[dim]
+            out_shape.append(length)
+            out_strides.append(strides[dim] * step)
+            dim += 1
+        else:
+            index = operator.index(item)
+            size = shape[dim]
+            if not -size <= index < size:
+                raise IndexOutOfRangeError(f"index {index} is out of bounds for axis {dim} with size {size}")
+            offset += (index + size if index < 0 else index) * strides[dim]
+            dim += 1
+    out_shape.extend(shape[dim:])
+    out_strides.extend(strides[dim:])
+    return tuple(out_shape), tuple(out_strides), offset
+
+
+def flip(shape, strides, offset, axes):
+    """The layout reversed along ``axes``: (strides, offset)."""
+    strides = list(strides)
+    for axis in axes:
+        if shape[axis] > 0:
+            offset += (shape[axis] - 1) * strides[axis]
+        strides[axis] = -strides[axis]
+    return tuple(strides), offset
