@@ -28,8 +28,8 @@ from .ops.shape import (broadcast_tensors, broadcast_to, cat, chunk, clone, conc
 from .ops.indexing import gather, index_select, masked_fill, one_hot, scatter_add, tril, triu
 from .ops.linalg import bmm, dot, matmul, mm, outer
 from .ops.nn_ops import log_softmax, softmax
-from .factories import (arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like, linspace,
-                        ones, ones_like, rand, rand_like, randint, randn, randn_like, randperm, tensor,
+from .factories import (arange, as_tensor, empty, empty_like, eye, from_dlpack, from_numpy, full, full_like,
+                        linspace, ones, ones_like, rand, rand_like, randint, randn, randn_like, randperm, tensor,
                         zeros, zeros_like)
 from .random import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled

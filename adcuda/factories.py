@@ -1,5 +1,6 @@
 """Creating tensors: ``tensor from_numpy as_tensor zeros ones full empty arange linspace eye rand
 randn randint randperm *_like``."""
+import contextlib
 import math
 import numbers
 
@@ -40,7 +41,8 @@ def _new(op, data_fn, shape, dtype, device, requires_grad):
         raise MemoryError(f"{op}: cannot allocate a tensor of shape {shape} and dtype {dtype} "
                           f"({n * dtype.itemsize / 2**30:.1f} GiB)")
     try:
-        data = data_fn(bk, dtype)
+        with _selected(dev):
+            data = data_fn(bk, dtype)
     except MemoryError:
         raise MemoryError(f"{op}: out of memory allocating a tensor of shape {shape} and dtype {dtype} "
                           f"({n * dtype.itemsize / 2**30:.2f} GiB) on {dev}") from None
@@ -48,6 +50,14 @@ def _new(op, data_fn, shape, dtype, device, requires_grad):
     if requires_grad:
         _require_grad(op, t)
     return t
+
+
+def _selected(dev):
+    """Backends create arrays on the current device: make ``dev`` current while they do."""
+    if dev.type != "cuda":
+        return contextlib.nullcontext()
+    from .cuda import device as cuda_device
+    return cuda_device(dev.index)
 
 
 def _require_grad(op, t):
@@ -105,8 +115,12 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
             if arr.dtype == object:
                 raise DTypeError("tensor: could not convert data made of non-numbers")
         dev = as_device(device, "tensor")
-        data_arr = backend_for(dev, "tensor").from_numpy(np.array(arr, copy=True), dtype)
+        bk = backend_for(dev, "tensor")
+        with _selected(dev):
+            data_arr = bk.from_numpy(np.array(arr, copy=True), dtype)
         out = Tensor._make(data_arr, dev)
+    if pin_memory:
+        out = out.pin_memory()
     if requires_grad:
         _require_grad("tensor", out)
     return out
@@ -129,6 +143,10 @@ def _tensors_to_lists(data):
 
 
 def as_tensor(data, dtype=None, device=None):
+    if not isinstance(data, Tensor) and hasattr(data, "__cuda_array_interface__"):
+        # CuPy, Numba, PyTorch CUDA arrays: shared without a copy, as PyTorch does
+        from ._interop import from_cuda_array_interface
+        data = from_cuda_array_interface(data)
     if isinstance(data, Tensor) and (dtype is None or data.dtype is dt.as_dtype(dtype)) and (
             device is None or data.device == as_device(device)):
         return data
@@ -147,6 +165,13 @@ def from_numpy(array):
     return Tensor._make(array, CPU)
 
 
+def from_dlpack(ext_tensor):
+    """A tensor sharing the memory of ``ext_tensor``, any object with ``__dlpack__`` (NumPy, PyTorch,
+    CuPy, JAX arrays, adcuda tensors): no copy, on the CPU or on the GPU."""
+    from ._interop import from_dlpack as _from_dlpack
+    return _from_dlpack(ext_tensor)
+
+
 def zeros(*size, dtype=None, device=None, requires_grad=False):
     shape = _shape_arg("zeros", size)
     return _new("zeros", lambda bk, d: bk.full(shape, 0, d), shape, dtype, device, requires_grad)
@@ -159,7 +184,12 @@ def ones(*size, dtype=None, device=None, requires_grad=False):
 
 def empty(*size, dtype=None, device=None, requires_grad=False, pin_memory=False):
     shape = _shape_arg("empty", size)
-    return _new("empty", lambda bk, d: bk.empty(shape, d), shape, dtype, device, requires_grad)
+    out = _new("empty", lambda bk, d: bk.empty(shape, d), shape, dtype, device, False)
+    if pin_memory:
+        out = out.pin_memory()
+    if requires_grad:
+        _require_grad("empty", out)
+    return out
 
 
 def full(size, fill_value, dtype=None, device=None, requires_grad=False):
@@ -212,8 +242,8 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
     if dtype is None:
         dtype = dt.default_float if any(isinstance(v, float) for v in vals) else dt.int64
     n = max(math.ceil((end - start) / step), 0)
-    return _new("arange", lambda bk, d: bk.arange(start, start + n * step, step, d)[:n], (n,), dtype,
-                device, requires_grad)
+    return _new("arange", lambda bk, d: bk.slice(bk.arange(start, start + n * step, step, d), (slice(0, n),)),
+                (n,), dtype, device, requires_grad)
 
 
 def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):

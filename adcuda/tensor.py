@@ -10,7 +10,7 @@ import numpy as np
 
 from . import dtypes as dt
 from .device import CPU, as_device, backend_for
-from .errors import AutogradError, DTypeError, ShapeError, fmt_shape
+from .errors import AutogradError, DeviceError, DTypeError, ShapeError, fmt_shape
 from .autograd.grad_mode import is_grad_enabled
 from .autograd.graph import AccumulateGrad, RemovableHandle
 
@@ -268,6 +268,39 @@ class Tensor:
             raise DTypeError(f"numpy: can't convert a {self._device} tensor to NumPy; use .cpu() first")
         return self._backend.to_numpy(self._data)
 
+    def pin_memory(self, device=None):
+        """A copy of this CPU tensor in page-locked memory from adcuda's pinned pool (this tensor if it
+        is pinned already), from which ``.to("cuda", non_blocking=True)`` copies asynchronously. Needs
+        CUDA, as in PyTorch."""
+        from .cuda import pinned
+        if self._device is not CPU:
+            raise DeviceError(f"pin_memory: only CPU tensors can be pinned; this tensor is on {self._device}")
+        if pinned.is_pinned_array(self._data):
+            return self
+        out = Tensor._make(pinned.pin_array(self._data, "pin_memory"), CPU)
+        from .ops._core import needs_grad, record
+        if needs_grad(self):
+            record("PinMemoryBackward0", out, (self,), lambda node, g: g)
+        return out
+
+    def is_pinned(self, device=None):
+        """Whether this CPU tensor's memory is page-locked (False for CUDA tensors and without CUDA)."""
+        from .cuda import pinned
+        return self._device is CPU and pinned.is_pinned_array(self._data)
+
+    def __dlpack__(self, stream=None, *, max_version=None, dl_device=None, copy=None):
+        from ._interop import to_dlpack
+        return to_dlpack(self, stream, max_version, dl_device, copy)
+
+    def __dlpack_device__(self):
+        from ._interop import dlpack_device
+        return dlpack_device(self)
+
+    @property
+    def __cuda_array_interface__(self):
+        from ._interop import cuda_array_interface
+        return cuda_array_interface(self)
+
     def __array__(self, dtype=None, copy=None):
         a = self.detach().cpu().numpy()
         return a if dtype is None else a.astype(dtype)
@@ -390,11 +423,11 @@ def _is_tensor(x):
     return isinstance(x, Tensor)
 
 
-def to_device_and_dtype(t, device=None, dtype=None, copy=False, op="to"):
+def to_device_and_dtype(t, device=None, dtype=None, copy=False, op="to", non_blocking=False):
     """Shared by ``Tensor.to``, ``cuda()``, ``cpu()``, ``float()``, ..."""
     device = t._device if device is None else as_device(device, op)
     dtype = t.dtype if dtype is None else dt.as_dtype(dtype, op)
     if device == t._device and dtype is t.dtype and not copy:
         return t
     from .ops.conversion import convert
-    return convert(t, device, dtype)
+    return convert(t, device, dtype, non_blocking=non_blocking, op=op)

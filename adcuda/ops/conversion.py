@@ -5,19 +5,26 @@ from ..tensor import Tensor, to_device_and_dtype
 from ._core import method, needs_grad, record, wrap
 
 
-def convert(t, device, dtype):
-    """A copy of ``t`` on ``device`` in ``dtype``; differentiable (the gradient goes back the same way)."""
+def convert(t, device, dtype, non_blocking=False, op="to"):
+    """A copy of ``t`` on ``device`` in ``dtype``; differentiable (the gradient goes back the same way).
+    ``non_blocking``: a copy from pinned memory to a CUDA device is only queued on the stream."""
     src_bk = t._backend
     if device == t._device:
         data = src_bk.astype(t._data, dtype)
-    else:
-        dst_bk = backend_for(device, "to")
-        host = src_bk.to_numpy(t._data)
-        if device is CPU:
-            host = host.copy()
-        data = dst_bk.from_numpy(host, t.dtype)
+    elif device is CPU:
+        # a device backend's to_numpy is a fresh host array (pinned): it becomes the data as it is
+        data = src_bk.to_numpy(t._data)
         if dtype is not t.dtype:
-            data = dst_bk.astype(data, dtype)
+            data = backend_for(device, op).astype(data, dtype)
+    else:
+        from ..cuda import device as selected_device
+        dst_bk = backend_for(device, op)
+        host = src_bk.to_numpy(t._data)
+        with selected_device(device.index):
+            data = dst_bk.from_numpy(host, t.dtype, non_blocking=True) if non_blocking else dst_bk.from_numpy(
+                host, t.dtype)
+            if dtype is not t.dtype:
+                data = dst_bk.astype(data, dtype)
     out = wrap(data, device)
     if needs_grad(t) and dtype.is_floating_point:
         src_device, src_dtype = t._device, t.dtype
@@ -31,7 +38,7 @@ def to(self, *args, **kwargs):
     device = kwargs.pop("device", None)
     dtype = kwargs.pop("dtype", None)
     copy = kwargs.pop("copy", False)
-    kwargs.pop("non_blocking", None)
+    non_blocking = kwargs.pop("non_blocking", False)
     if kwargs:
         raise TypeError(f"to: unexpected keyword arguments {sorted(kwargs)}")
     for a in args:
@@ -40,17 +47,17 @@ def to(self, *args, **kwargs):
         elif isinstance(a, dt.dtype) or a in (float, int, bool):
             dtype = a
         elif isinstance(a, bool):
-            continue
+            non_blocking = a
         else:
             device = a
-    return to_device_and_dtype(self, device, dtype, copy, "to")
+    return to_device_and_dtype(self, device, dtype, copy, "to", non_blocking)
 
 
 method("to")(to)
 Tensor.cpu = lambda self: to_device_and_dtype(self, "cpu", None, False, "cpu")
 Tensor.cuda = lambda self, device=None, non_blocking=False: to_device_and_dtype(
     self, "cuda" if device is None else (device if not isinstance(device, int) else f"cuda:{device}"),
-    None, False, "cuda")
+    None, False, "cuda", non_blocking)
 Tensor.float = lambda self: to_device_and_dtype(self, None, dt.float32)
 Tensor.half = lambda self: to_device_and_dtype(self, None, dt.float16)
 Tensor.bfloat16 = lambda self: to_device_and_dtype(self, None, dt.bfloat16)
