@@ -2,10 +2,11 @@
 from ._worker import WorkerInfo, get_worker_info
 from .collate import default_collate, default_convert
 from .dataloader import DataLoader
+from .prefetch import DevicePrefetcher
 from .dataset import (ChainDataset, ConcatDataset, Dataset, IterableDataset, Subset, TensorDataset,
                       random_split)
 from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler, SubsetRandomSampler
 
-__all__ = ["BatchSampler", "ChainDataset", "ConcatDataset", "DataLoader", "Dataset", "IterableDataset",
-           "RandomSampler", "Sampler", "SequentialSampler", "Subset", "SubsetRandomSampler", "TensorDataset",
-           "WorkerInfo", "default_collate", "default_convert", "get_worker_info", "random_split"]
+__all__ = ["BatchSampler", "ChainDataset", "ConcatDataset", "DataLoader", "Dataset", "DevicePrefetcher",
+           "IterableDataset", "RandomSampler", "Sampler", "SequentialSampler", "Subset", "SubsetRandomSampler",
+           "TensorDataset", "WorkerInfo", "default_collate", "default_convert", "get_worker_info", "random_split"]
