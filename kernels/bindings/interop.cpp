@@ -116,11 +116,11 @@ py::capsule to_dlpack(const DeviceArray& a, bool versioned, std::optional<std::i
   // synchronisation at all.
   if (!consumer_stream || *consumer_stream != -1) {
     cudaStream_t consumer = consumer_stream ? protocol_stream(*consumer_stream, "__dlpack__") : cudaStreamLegacy;
-    cudaStream_t last = a.storage()->last_stream();
+    const auto [last, last_device] = a.storage()->last_use();
     if (last != nullptr) {
       py::gil_scoped_release release;
       adcuda::DeviceGuard guard(a.device());
-      adcuda::stream_wait_stream(consumer, last, a.device());
+      adcuda::stream_wait_stream(consumer, last, last_device);
     }
   }
   auto* context = new ExportContext{a.storage(), a.shape(), a.strides()};

@@ -19,6 +19,7 @@ struct Block {
   std::size_t requested;      // what the current owner asked for
   void* pointer;
   cudaEvent_t pending_event;  // while held back for another stream's work
+  int pending_event_device;   // the device of that stream (and event)
 };
 
 namespace {
@@ -88,7 +89,7 @@ void process_pending(DeviceCache& cache, int device) {
   auto still_pending = cache.pending.begin();
   for (Block* block : cache.pending) {
     if (work_done(cudaEventQuery(block->pending_event), "cudaEventQuery(block->pending_event)")) {
-      release_event(device, block->pending_event);
+      release_event(block->pending_event_device, block->pending_event);
       block->pending_event = nullptr;
       cache.stats.pending_blocks -= 1;
       make_reusable(cache, block);
@@ -130,7 +131,7 @@ void release_cache(DeviceCache& cache, int device) {
   DeviceGuard guard(device);
   for (Block* block : cache.pending) {
     ADCUDA_CHECK(cudaEventSynchronize(block->pending_event));
-    release_event(device, block->pending_event);
+    release_event(block->pending_event_device, block->pending_event);
     block->pending_event = nullptr;
     cache.stats.pending_blocks -= 1;
     make_reusable(cache, block);
@@ -201,7 +202,7 @@ Block* device_malloc(std::size_t nbytes, int device, cudaStream_t stream) {
       throw_out_of_memory(cache, nbytes, size, device);
     }
     if (status != cudaSuccess) throw_cuda_error(static_cast<int>(status), "cudaMalloc(&pointer, size)", __FILE__, __LINE__);
-    block = new Block{device, stream, size, 0, pointer, nullptr};
+    block = new Block{device, stream, size, 0, pointer, nullptr, device};
     cache.stats.cuda_mallocs += 1;
     add_reserved(cache.stats, static_cast<std::int64_t>(size));
   }
@@ -215,7 +216,7 @@ void* block_pointer(const Block* block) { return block->pointer; }
 std::size_t block_size(const Block* block) { return block->size; }
 cudaStream_t block_stream(const Block* block) { return block->stream; }
 
-void device_free(Block* block, cudaStream_t last_stream) noexcept {
+void device_free(Block* block, cudaStream_t last_stream, int last_stream_device) noexcept {
   if (in_bad_fork()) return;
   std::lock_guard<std::mutex> lock(allocator().mutex);
   DeviceCache& cache = allocator().cache(block->device);
@@ -227,15 +228,16 @@ void device_free(Block* block, cudaStream_t last_stream) noexcept {
   }
   cudaEvent_t event = nullptr;
   try {
-    event = acquire_event(block->device);
+    event = acquire_event(last_stream_device);
     ADCUDA_CHECK(cudaEventRecord(event, last_stream));
   } catch (...) {
     // Without an event nothing says when the other stream is done with the block: never reuse it.
-    if (event != nullptr) release_event(block->device, event);
+    if (event != nullptr) release_event(last_stream_device, event);
     cudaGetLastError();
     return;
   }
   block->pending_event = event;
+  block->pending_event_device = last_stream_device;
   cache.pending.push_back(block);
   cache.stats.pending_blocks += 1;
 }

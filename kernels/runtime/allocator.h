@@ -28,9 +28,10 @@ Block* device_malloc(std::size_t nbytes, int device, cudaStream_t stream);
 void* block_pointer(const Block* block);
 std::size_t block_size(const Block* block);
 cudaStream_t block_stream(const Block* block);
-// Return `block` to the cache. `last_stream` (nullptr: the block's own stream) is the stream whose
-// queued work used it last. Never throws; in a bad fork the block is forgotten.
-void device_free(Block* block, cudaStream_t last_stream) noexcept;
+// Return `block` to the cache. `last_stream` (nullptr: the block's own stream), a stream of
+// `last_stream_device`, is the stream whose queued work used it last. Never throws; in a bad fork the
+// block is forgotten.
+void device_free(Block* block, cudaStream_t last_stream, int last_stream_device) noexcept;
 
 struct AllocatorStats {
   std::int64_t allocated_bytes = 0;       // in blocks handed out (rounded sizes)

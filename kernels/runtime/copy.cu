@@ -62,7 +62,8 @@ bool same_view(const DeviceArray& a, const DeviceArray& b) {
   return a.data_ptr() == b.data_ptr() && a.dtype() == b.dtype() && a.strides() == b.strides();
 }
 
-void launch_cast_copy(const DeviceArray& dst, const DeviceArray& src) {
+// dst = src for operands a StridedIndexer can index (at most kMaxDims dims after merging).
+void launch_cast_copy_part(const DeviceArray& dst, const DeviceArray& src) {
   const std::int64_t n = dst.numel();
   KernelLaunch launch(dst, src);
   if (dst.is_contiguous() && src.is_contiguous() && dst.dtype() == src.dtype()) {
@@ -84,6 +85,30 @@ void launch_cast_copy(const DeviceArray& dst, const DeviceArray& src) {
     });
   };
   if (fits_int32_indexing(dst, src)) {
+    run(TypeTag<std::int32_t>{});
+  } else {
+    run(TypeTag<std::int64_t>{});
+  }
+  ADCUDA_CHECK_LAUNCH();
+}
+
+void launch_cast_copy(const DeviceArray& dst, const DeviceArray& src) {
+  for_each_indexable_part(&launch_cast_copy_part, dst, src);
+}
+
+void launch_fill_part(const DeviceArray& dst, const Scalar& value) {
+  const std::int64_t n = dst.numel();
+  KernelLaunch launch(dst);
+  auto run = [&](auto index_tag) {
+    using index_t = typename decltype(index_tag)::type;
+    const auto indexer = make_strided_indexer<1, index_t>(dst.shape(), {&dst.strides()});
+    dispatch_type(dst.dtype(), "fill_", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      fill_kernel<T, index_t><<<grid_size(n), kBlockSize, 0, launch.stream()>>>(dst.data<T>(), n, indexer,
+                                                                                 scalar_as<T>(value));
+    });
+  };
+  if (fits_int32_indexing(dst)) {
     run(TypeTag<std::int32_t>{});
   } else {
     run(TypeTag<std::int64_t>{});
@@ -113,24 +138,8 @@ void copy_(const DeviceArray& dst, const DeviceArray& src) {
 }
 
 void fill_(const DeviceArray& dst, const Scalar& value) {
-  const std::int64_t n = dst.numel();
-  if (n == 0) return;
-  KernelLaunch launch(dst);
-  auto run = [&](auto index_tag) {
-    using index_t = typename decltype(index_tag)::type;
-    const auto indexer = make_strided_indexer<1, index_t>(dst.shape(), {&dst.strides()});
-    dispatch_type(dst.dtype(), "fill_", [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      fill_kernel<T, index_t><<<grid_size(n), kBlockSize, 0, launch.stream()>>>(dst.data<T>(), n, indexer,
-                                                                                 scalar_as<T>(value));
-    });
-  };
-  if (fits_int32_indexing(dst)) {
-    run(TypeTag<std::int32_t>{});
-  } else {
-    run(TypeTag<std::int64_t>{});
-  }
-  ADCUDA_CHECK_LAUNCH();
+  if (dst.numel() == 0) return;
+  for_each_indexable_part([&](const DeviceArray& part) { launch_fill_part(part, value); }, dst);
 }
 
 DeviceArray astype(const DeviceArray& a, ScalarType dtype) {

@@ -66,7 +66,7 @@ std::shared_ptr<Storage> Storage::wrap(void* data, std::size_t nbytes, int devic
 
 Storage::~Storage() {
   if (block_ != nullptr) {
-    device_free(block_, last_stream_);
+    device_free(block_, last_stream_, last_stream_device_);
     return;
   }
   // The owner (another library) may reuse the memory at once: let our queued work on it finish first.
@@ -76,9 +76,9 @@ Storage::~Storage() {
   }
 }
 
-cudaStream_t Storage::last_stream() const {
+std::pair<cudaStream_t, int> Storage::last_use() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return last_stream_;
+  return {last_stream_, last_stream_device_};
 }
 
 void Storage::use_on(cudaStream_t stream, int stream_device) {

@@ -45,8 +45,9 @@ class Storage {
   int device() const noexcept { return device_; }
   // False for memory wrapped from another library.
   bool from_allocator() const noexcept { return block_ != nullptr || owner_ == nullptr; }
-  // The stream whose queued work used the memory last (nullptr: none yet).
-  cudaStream_t last_stream() const;
+  // The stream whose queued work used the memory last (nullptr: none yet), and its device.
+  std::pair<cudaStream_t, int> last_use() const;
+  cudaStream_t last_stream() const { return last_use().first; }
   // Orders `stream` (of `stream_device`) after every earlier use of this memory on another stream, and
   // records it as the latest user.
   void use_on(cudaStream_t stream, int stream_device);

@@ -103,42 +103,78 @@ struct StridedIndexer {
   }
 };
 
-// `shape` is the common shape; `strides[k]` the k-th operand's strides (elements) for it (0 where it is
-// broadcast). Throws std::invalid_argument when more than kMaxDims dims remain after merging.
-template <int NArgs, typename index_t>
-StridedIndexer<NArgs, index_t> make_strided_indexer(const Dims& shape, const std::array<const Dims*, NArgs>& strides) {
-  // Innermost first while merging.
-  std::int64_t sizes[64];
-  std::int64_t merged[64][NArgs];
+// The dims of a common `shape` left after merging the ones that every operand can merge (its
+// strides[k] for operand k, in elements; 0 where broadcast), innermost first, size-1 dims dropped.
+template <int NArgs>
+struct MergedDims {
+  static constexpr int kCapacity = 64;
   int count = 0;
-  if (shape.size() > 64) throw std::invalid_argument("StridedIndexer: more than 64 dims");
+  std::int64_t sizes[kCapacity];
+  std::int64_t strides[kCapacity][NArgs];
+};
+
+template <int NArgs>
+MergedDims<NArgs> merge_dims(const Dims& shape, const std::array<const Dims*, NArgs>& strides) {
+  if (shape.size() > MergedDims<NArgs>::kCapacity) {
+    throw std::invalid_argument("StridedIndexer: more than 64 dims in shape " + format_dims(shape));
+  }
+  MergedDims<NArgs> merged;
   for (int dim = static_cast<int>(shape.size()) - 1; dim >= 0; --dim) {
     if (shape[dim] == 1) continue;
-    bool mergeable = count > 0;
+    const int last = merged.count - 1;
+    bool mergeable = merged.count > 0;
     for (int arg = 0; arg < NArgs && mergeable; ++arg) {
-      mergeable = (*strides[arg])[dim] == merged[count - 1][arg] * sizes[count - 1];
+      mergeable = (*strides[arg])[dim] == merged.strides[last][arg] * merged.sizes[last];
     }
     if (mergeable) {
-      sizes[count - 1] *= shape[dim];
+      merged.sizes[last] *= shape[dim];
       continue;
     }
-    sizes[count] = shape[dim];
-    for (int arg = 0; arg < NArgs; ++arg) merged[count][arg] = (*strides[arg])[dim];
-    ++count;
+    merged.sizes[merged.count] = shape[dim];
+    for (int arg = 0; arg < NArgs; ++arg) merged.strides[merged.count][arg] = (*strides[arg])[dim];
+    ++merged.count;
   }
-  if (count > kMaxDims) {
-    throw std::invalid_argument("StridedIndexer: shape " + format_dims(shape) + " still has " + std::to_string(count) +
-                                " dims after merging, more than the " + std::to_string(kMaxDims) +
-                                " kernels index; make the operands contiguous first");
+  return merged;
+}
+
+// Throws std::invalid_argument when more than kMaxDims dims remain after merging (split the
+// launch along the outer dims then, as copy.cu does).
+template <int NArgs, typename index_t>
+StridedIndexer<NArgs, index_t> make_strided_indexer(const Dims& shape, const std::array<const Dims*, NArgs>& strides) {
+  const MergedDims<NArgs> merged = merge_dims<NArgs>(shape, strides);
+  if (merged.count > kMaxDims) {
+    throw std::invalid_argument("StridedIndexer: shape " + format_dims(shape) + " still has " +
+                                std::to_string(merged.count) + " dims after merging, more than the " +
+                                std::to_string(kMaxDims) + " kernels index");
   }
   StridedIndexer<NArgs, index_t> indexer;
-  indexer.ndim = count;
-  for (int i = 0; i < count; ++i) {
-    const int dim = count - 1 - i;
-    indexer.sizes[dim] = static_cast<index_t>(sizes[i]);
-    for (int arg = 0; arg < NArgs; ++arg) indexer.strides[dim][arg] = static_cast<index_t>(merged[i][arg]);
+  indexer.ndim = merged.count;
+  for (int i = 0; i < merged.count; ++i) {
+    const int dim = merged.count - 1 - i;
+    indexer.sizes[dim] = static_cast<index_t>(merged.sizes[i]);
+    for (int arg = 0; arg < NArgs; ++arg) indexer.strides[dim][arg] = static_cast<index_t>(merged.strides[i][arg]);
   }
   return indexer;
+}
+
+// Calls launch(part...) on sub-views of `arrays` (one common shape) taken along their outermost dims,
+// each indexable by a StridedIndexer (at most kMaxDims dims after merging); a single call when the
+// arrays are indexable as they are.
+template <typename Launch, typename... Arrays>
+void for_each_indexable_part(Launch&& launch, const DeviceArray& first, const Arrays&... rest) {
+  constexpr int kArgs = 1 + sizeof...(Arrays);
+  if (merge_dims<kArgs>(first.shape(), {&first.strides(), &rest.strides()...}).count <= kMaxDims) {
+    launch(first, rest...);
+    return;
+  }
+  auto inner = [](const DeviceArray& a, std::int64_t index) {
+    Dims shape(a.shape().begin() + 1, a.shape().end());
+    Dims strides(a.strides().begin() + 1, a.strides().end());
+    return a.as_strided(std::move(shape), std::move(strides), a.offset() + index * a.strides()[0]);
+  };
+  for (std::int64_t index = 0; index < first.shape()[0]; ++index) {
+    for_each_indexable_part(launch, inner(first, index), inner(rest, index)...);
+  }
 }
 
 }  // namespace adcuda
