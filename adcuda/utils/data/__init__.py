@@ -6,7 +6,10 @@ from .prefetch import DevicePrefetcher
 from .dataset import (ChainDataset, ConcatDataset, Dataset, IterableDataset, Subset, TensorDataset,
                       random_split)
 from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler, SubsetRandomSampler
+from . import distributed
+from .distributed import DistributedSampler
 
 __all__ = ["BatchSampler", "ChainDataset", "ConcatDataset", "DataLoader", "Dataset", "DevicePrefetcher",
-           "IterableDataset", "RandomSampler", "Sampler", "SequentialSampler", "Subset", "SubsetRandomSampler",
-           "TensorDataset", "WorkerInfo", "default_collate", "default_convert", "get_worker_info", "random_split"]
+           "DistributedSampler", "IterableDataset", "RandomSampler", "Sampler", "SequentialSampler", "Subset",
+           "SubsetRandomSampler", "TensorDataset", "WorkerInfo", "default_collate", "default_convert",
+           "distributed", "get_worker_info", "random_split"]
