@@ -104,7 +104,8 @@ class TestCuda:
         assert t.is_cuda and t.data_ptr() == source.data.ptr and t.dtype.numpy == np.dtype(np_dtype)
         back = cp.from_dlpack(t)
         assert back.data.ptr == source.data.ptr
-        source[2, 3] = 1
+        source[2, 3] = 1  # on CuPy's stream, which adcuda's stream knows nothing about: wait for it
+        cp.cuda.get_current_stream().synchronize()
         assert bool(t[2, 3].item())
         wrapped = adcuda.as_tensor(source)  # __cuda_array_interface__
         assert wrapped.data_ptr() == source.data.ptr
@@ -122,8 +123,10 @@ class TestCuda:
         source = cp.arange(30, dtype=cp.float64).reshape(5, 6)[1::2, ::3]
         assert adcuda.from_dlpack(source).tolist() == cp.asnumpy(source).tolist()
         assert adcuda.as_tensor(source).tolist() == cp.asnumpy(source).tolist()
+        from adcuda.backends import cuda as bk
+        flipped = adcuda.Tensor._make(bk.flip(adcuda.arange(3.0, device="cuda")._data, (0,)), t.device)
         with pytest.raises(BufferError, match="negative strides"):
-            adcuda.arange(3.0, device="cuda").flip(0).__dlpack__()
+            flipped.__dlpack__()
 
     def test_consumers_wait_for_the_producing_stream(self):
         cp = _cupy()

@@ -75,12 +75,13 @@ def _worker_seed(worker_id):
 
 def init_cuda_context(worker_id=None, device=None):
     """Initialise (or confirm) CUDA for the calling process and thread; see the module docstring.
-    Idempotent: later calls with the same arguments in the same thread return the same context."""
+    Idempotent: later calls for the same device in the same process and thread return the first
+    call's context (and seed nothing again)."""
     check_not_forked("init_cuda_context")
     contexts = getattr(_thread_state, "contexts", None)
     if contexts is None:
         contexts = _thread_state.contexts = {}
-    key = (os.getpid(), worker_id, None if device is None else str(device))
+    key = (os.getpid(), None if device is None else str(device))
     context = contexts.get(key)
     if context is not None:
         return context

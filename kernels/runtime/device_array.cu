@@ -51,6 +51,7 @@ Storage::Storage(void* data, std::size_t nbytes, int device, Block* block, std::
       last_stream_device_(device) {}
 
 std::shared_ptr<Storage> Storage::allocate(std::size_t nbytes, int device) {
+  ensure_usable_after_fork("allocate CUDA memory");
   device = resolve_device(device);
   cudaStream_t stream = current_stream(device);
   if (nbytes == 0) return std::shared_ptr<Storage>(new Storage(nullptr, 0, device, nullptr, nullptr, stream));
