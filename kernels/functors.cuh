@@ -1,0 +1,307 @@
+// The elementwise math, written once: each functor is a __host__ __device__ template over the compute
+// type C (float for float/half/bfloat16 storage, double for float64, the integer type itself for
+// integers), so the kernels in elementwise.cu instantiate it per storage type and a host test can run
+// the very same code. Semantics follow the CPU backend (adcuda/backends/cpu.py): NumPy's NaN rules
+// (maximum/minimum propagate NaN, sign(NaN) = 0), floor division and remainder as NumPy's divmod,
+// and sigmoid evaluated from exp(-|x|) so it never overflows.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+namespace adcuda::math {
+
+#define ADCUDA_HD __host__ __device__ __forceinline__
+
+template <typename C>
+inline constexpr bool is_float_v = std::is_floating_point_v<C>;
+
+// float and double overloads chosen explicitly, so that host and device code pick the same function.
+template <typename C> ADCUDA_HD C exp_(C x) { if constexpr (std::is_same_v<C, float>) return ::expf(x); else return ::exp(x); }
+template <typename C> ADCUDA_HD C log_(C x) { if constexpr (std::is_same_v<C, float>) return ::logf(x); else return ::log(x); }
+template <typename C> ADCUDA_HD C log1p_(C x) { if constexpr (std::is_same_v<C, float>) return ::log1pf(x); else return ::log1p(x); }
+template <typename C> ADCUDA_HD C sqrt_(C x) { if constexpr (std::is_same_v<C, float>) return ::sqrtf(x); else return ::sqrt(x); }
+template <typename C> ADCUDA_HD C sin_(C x) { if constexpr (std::is_same_v<C, float>) return ::sinf(x); else return ::sin(x); }
+template <typename C> ADCUDA_HD C cos_(C x) { if constexpr (std::is_same_v<C, float>) return ::cosf(x); else return ::cos(x); }
+template <typename C> ADCUDA_HD C tanh_(C x) { if constexpr (std::is_same_v<C, float>) return ::tanhf(x); else return ::tanh(x); }
+template <typename C> ADCUDA_HD C erf_(C x) { if constexpr (std::is_same_v<C, float>) return ::erff(x); else return ::erf(x); }
+template <typename C> ADCUDA_HD C floor_(C x) { if constexpr (std::is_same_v<C, float>) return ::floorf(x); else return ::floor(x); }
+template <typename C> ADCUDA_HD C ceil_(C x) { if constexpr (std::is_same_v<C, float>) return ::ceilf(x); else return ::ceil(x); }
+template <typename C> ADCUDA_HD C trunc_(C x) { if constexpr (std::is_same_v<C, float>) return ::truncf(x); else return ::trunc(x); }
+template <typename C> ADCUDA_HD C rint_(C x) { if constexpr (std::is_same_v<C, float>) return ::rintf(x); else return ::rint(x); }
+template <typename C> ADCUDA_HD C exp2_(C x) { if constexpr (std::is_same_v<C, float>) return ::exp2f(x); else return ::exp2(x); }
+template <typename C> ADCUDA_HD C log2_(C x) { if constexpr (std::is_same_v<C, float>) return ::log2f(x); else return ::log2(x); }
+template <typename C> ADCUDA_HD C log10_(C x) { if constexpr (std::is_same_v<C, float>) return ::log10f(x); else return ::log10(x); }
+template <typename C> ADCUDA_HD C pow_(C x, C y) { if constexpr (std::is_same_v<C, float>) return ::powf(x, y); else return ::pow(x, y); }
+template <typename C> ADCUDA_HD C fmod_(C x, C y) { if constexpr (std::is_same_v<C, float>) return ::fmodf(x, y); else return ::fmod(x, y); }
+template <typename C> ADCUDA_HD C copysign_(C x, C y) { if constexpr (std::is_same_v<C, float>) return ::copysignf(x, y); else return ::copysign(x, y); }
+
+template <typename C>
+ADCUDA_HD bool is_nan(C x) {
+  if constexpr (is_float_v<C>) {
+    return x != x;
+  } else {
+    return false;
+  }
+}
+
+// Constants of the GELU family, in C.
+template <typename C> ADCUDA_HD C inv_sqrt_2() { return C(0.70710678118654752440); }
+template <typename C> ADCUDA_HD C inv_sqrt_2pi() { return C(0.39894228040143267794); }
+template <typename C> ADCUDA_HD C sqrt_2_over_pi() { return C(0.79788456080286535588); }
+template <typename C> ADCUDA_HD C gelu_tanh_coefficient() { return C(0.044715); }
+
+template <typename C>
+ADCUDA_HD C sigmoid(C x) {
+  const C e = exp_(x < C(0) ? x : -x);  // exp(-|x|): never overflows
+  return x >= C(0) ? C(1) / (C(1) + e) : e / (C(1) + e);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// unary ops: C -> C (logical_not: C -> bool)
+struct Neg { template <typename C> ADCUDA_HD C operator()(C x) const { return -x; } };
+struct Abs {
+  template <typename C> ADCUDA_HD C operator()(C x) const {
+    if constexpr (is_float_v<C>) return x < C(0) ? -x : (x == C(0) ? C(0) : x);  // abs(-0.0) = 0.0
+    else return x < C(0) ? C(-x) : x;
+  }
+};
+struct Exp { template <typename C> ADCUDA_HD C operator()(C x) const { return exp_(x); } };
+struct Log { template <typename C> ADCUDA_HD C operator()(C x) const { return log_(x); } };
+struct Log1p { template <typename C> ADCUDA_HD C operator()(C x) const { return log1p_(x); } };
+struct Sqrt { template <typename C> ADCUDA_HD C operator()(C x) const { return sqrt_(x); } };
+// 1 / sqrt(x) as the CPU computes it (rsqrtf would differ in the last bits).
+struct Rsqrt { template <typename C> ADCUDA_HD C operator()(C x) const { return C(1) / sqrt_(x); } };
+struct Sin { template <typename C> ADCUDA_HD C operator()(C x) const { return sin_(x); } };
+struct Cos { template <typename C> ADCUDA_HD C operator()(C x) const { return cos_(x); } };
+struct Tanh { template <typename C> ADCUDA_HD C operator()(C x) const { return tanh_(x); } };
+struct Sigmoid { template <typename C> ADCUDA_HD C operator()(C x) const { return sigmoid(x); } };
+// NaN stays NaN (NumPy's maximum(x, 0) propagates it).
+struct Relu { template <typename C> ADCUDA_HD C operator()(C x) const { return x < C(0) ? C(0) : x; } };
+struct Gelu {
+  template <typename C> ADCUDA_HD C operator()(C x) const {
+    return C(0.5) * x * (C(1) + erf_(x * inv_sqrt_2<C>()));
+  }
+};
+struct GeluTanh {
+  template <typename C> ADCUDA_HD C operator()(C x) const {
+    return C(0.5) * x * (C(1) + tanh_(sqrt_2_over_pi<C>() * (x + gelu_tanh_coefficient<C>() * x * x * x)));
+  }
+};
+struct Silu { template <typename C> ADCUDA_HD C operator()(C x) const { return x * sigmoid(x); } };
+struct Sign {
+  template <typename C> ADCUDA_HD C operator()(C x) const { return C((x > C(0)) - (x < C(0))); }  // NaN -> 0
+};
+struct Erf { template <typename C> ADCUDA_HD C operator()(C x) const { return erf_(x); } };
+struct Floor { template <typename C> ADCUDA_HD C operator()(C x) const { return floor_(x); } };
+struct Ceil { template <typename C> ADCUDA_HD C operator()(C x) const { return ceil_(x); } };
+struct Trunc { template <typename C> ADCUDA_HD C operator()(C x) const { return trunc_(x); } };
+// Half to even, as np.round.
+struct Round { template <typename C> ADCUDA_HD C operator()(C x) const { return rint_(x); } };
+struct Exp2 { template <typename C> ADCUDA_HD C operator()(C x) const { return exp2_(x); } };
+struct Log2 { template <typename C> ADCUDA_HD C operator()(C x) const { return log2_(x); } };
+struct Log10 { template <typename C> ADCUDA_HD C operator()(C x) const { return log10_(x); } };
+struct BitwiseNot {
+  template <typename C> ADCUDA_HD C operator()(C x) const {
+    if constexpr (std::is_same_v<C, bool>) return !x;
+    else return ~x;
+  }
+};
+// NaN is truthy, as in NumPy.
+struct LogicalNot { template <typename C> ADCUDA_HD bool operator()(C x) const { return x == C(0); } };
+
+// ---------------------------------------------------------------------------------------------------
+// gradients of unary ops: (x, y, g) -> dL/dx, from the input x and/or the output y
+struct ReluBackward {  // relu's backward is given the output as `x` (y > 0 exactly where x > 0)
+  template <typename C> ADCUDA_HD C operator()(C x, C, C g) const { return x > C(0) ? g : C(0); }
+};
+struct GeluBackward {
+  template <typename C> ADCUDA_HD C operator()(C x, C, C g) const {
+    const C cdf = C(0.5) * (C(1) + erf_(x * inv_sqrt_2<C>()));
+    const C pdf = inv_sqrt_2pi<C>() * exp_(C(-0.5) * x * x);
+    return g * (cdf + x * pdf);
+  }
+};
+struct GeluTanhBackward {
+  template <typename C> ADCUDA_HD C operator()(C x, C, C g) const {
+    const C k = sqrt_2_over_pi<C>();
+    const C c = gelu_tanh_coefficient<C>();
+    const C th = tanh_(k * (x + c * x * x * x));
+    return g * (C(0.5) * (C(1) + th) + C(0.5) * x * (C(1) - th * th) * k * (C(1) + C(3) * c * x * x));
+  }
+};
+struct SiluBackward {
+  template <typename C> ADCUDA_HD C operator()(C x, C, C g) const {
+    const C s = sigmoid(x);
+    return g * (s * (C(1) + x * (C(1) - s)));
+  }
+};
+struct SigmoidBackward {
+  template <typename C> ADCUDA_HD C operator()(C, C y, C g) const { return g * y * (C(1) - y); }
+};
+struct TanhBackward {
+  template <typename C> ADCUDA_HD C operator()(C, C y, C g) const { return g * (C(1) - y * y); }
+};
+
+// ---------------------------------------------------------------------------------------------------
+// binary ops: (C, C) -> C, or -> bool for comparisons and logical ops
+struct Add { template <typename C> ADCUDA_HD C operator()(C a, C b) const { return a + b; } };
+struct Sub { template <typename C> ADCUDA_HD C operator()(C a, C b) const { return a - b; } };
+struct Mul { template <typename C> ADCUDA_HD C operator()(C a, C b) const { return a * b; } };
+struct Div { template <typename C> ADCUDA_HD C operator()(C a, C b) const { return a / b; } };
+
+// Integers to non-negative integer powers by squaring (the host rejects negative exponents first).
+struct Pow {
+  template <typename C> ADCUDA_HD C operator()(C a, C b) const {
+    if constexpr (is_float_v<C>) {
+      return pow_(a, b);
+    } else {
+      C result = 1;
+      C base = a;
+      for (C e = b; e > 0; e >>= 1) {
+        if (e & 1) result = static_cast<C>(result * base);
+        base = static_cast<C>(base * base);
+      }
+      return result;
+    }
+  }
+};
+
+// maximum / minimum with NumPy's NaN propagation.
+struct Maximum {
+  template <typename C> ADCUDA_HD C operator()(C a, C b) const {
+    if (is_nan(a)) return a;
+    if (is_nan(b)) return b;
+    return a < b ? b : a;
+  }
+};
+struct Minimum {
+  template <typename C> ADCUDA_HD C operator()(C a, C b) const {
+    if (is_nan(a)) return a;
+    if (is_nan(b)) return b;
+    return b < a ? b : a;
+  }
+};
+
+// NumPy's npy_divmod: the floor quotient and the remainder with the divisor's sign.
+template <typename C>
+ADCUDA_HD void float_divmod(C a, C b, C& floordiv, C& modulus) {
+  C mod = fmod_(a, b);
+  if (b == C(0)) {
+    modulus = mod;
+    floordiv = a / b;
+    return;
+  }
+  C div = (a - mod) / b;
+  if (mod != C(0)) {
+    if ((b < C(0)) != (mod < C(0))) {
+      mod += b;
+      div -= C(1);
+    }
+  } else {
+    mod = copysign_(C(0), b);
+  }
+  if (div != C(0)) {
+    floordiv = floor_(div);
+    if (div - floordiv > C(0.5)) floordiv += C(1);
+  } else {
+    floordiv = copysign_(C(0), a / b);
+  }
+  modulus = mod;
+}
+
+// Python's floor division and modulo for integers; b == -1 is done by negation so that the most
+// negative value wraps as in NumPy instead of trapping. (The host rejects b == 0 first.)
+struct FloorDivide {
+  template <typename C> ADCUDA_HD C operator()(C a, C b) const {
+    if constexpr (is_float_v<C>) {
+      C q, r;
+      float_divmod(a, b, q, r);
+      return q;
+    } else {
+      using U = std::make_unsigned_t<C>;
+      if (b == C(-1)) return static_cast<C>(U(0) - static_cast<U>(a));
+      C q = a / b;
+      if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+      return q;
+    }
+  }
+};
+struct Remainder {
+  template <typename C> ADCUDA_HD C operator()(C a, C b) const {
+    if constexpr (is_float_v<C>) {
+      C q, r;
+      float_divmod(a, b, q, r);
+      return r;
+    } else {
+      if (b == C(-1)) return C(0);
+      C r = a % b;
+      if (r != 0 && ((r < 0) != (b < 0))) r += b;
+      return r;
+    }
+  }
+};
+
+// Comparisons share one functor (and one kernel per dtype); the comparison is a warp-uniform choice.
+enum class CompareOp : int { Eq, Ne, Lt, Le, Gt, Ge };
+struct Compare {
+  CompareOp op;
+  template <typename C> ADCUDA_HD bool operator()(C a, C b) const {
+    switch (op) {
+      case CompareOp::Eq: return a == b;
+      case CompareOp::Ne: return a != b;
+      case CompareOp::Lt: return a < b;
+      case CompareOp::Le: return a <= b;
+      case CompareOp::Gt: return a > b;
+      case CompareOp::Ge: return a >= b;
+    }
+    return false;
+  }
+};
+
+// And/or/xor: logical on bool operands, bitwise on integers (NumPy's bitwise ops on bool are logical).
+enum class BitOp : int { And, Or, Xor };
+struct Bitwise {
+  BitOp op;
+  template <typename C> ADCUDA_HD C operator()(C a, C b) const {
+    if constexpr (std::is_same_v<C, bool>) {
+      switch (op) {
+        case BitOp::And: return a && b;
+        case BitOp::Or: return a || b;
+        case BitOp::Xor: return a != b;
+      }
+      return false;
+    } else {
+      switch (op) {
+        case BitOp::And: return a & b;
+        case BitOp::Or: return a | b;
+        case BitOp::Xor: return a ^ b;
+      }
+      return C(0);
+    }
+  }
+};
+
+// ---------------------------------------------------------------------------------------------------
+// clamp: either bound may be absent; a NaN input stays NaN, a NaN bound gives NaN (as NumPy's
+// maximum/minimum with that bound).
+template <typename C>
+struct Clamp {
+  C lo, hi;
+  bool has_lo, has_hi;
+  ADCUDA_HD C operator()(C x) const {
+    if (has_lo && (x < lo || is_nan(lo))) x = lo;
+    if (has_hi && (hi < x || is_nan(hi))) x = hi;
+    return x;
+  }
+};
+
+// where(cond, a, b)
+struct Select {
+  template <typename C> ADCUDA_HD C operator()(bool cond, C a, C b) const { return cond ? a : b; }
+};
+
+#undef ADCUDA_HD
+
+}  // namespace adcuda::math
