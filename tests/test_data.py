@@ -91,6 +91,20 @@ def test_collate_stacks_tensors_and_converts_numbers():
     assert bools.dtype is adcuda.bool and bools.tolist() == [True, False]
 
 
+def test_collate_keeps_dtype_and_gradients():
+    halves = default_collate([adcuda.ones(2, dtype=adcuda.float16), adcuda.zeros(2, dtype=adcuda.float16)])
+    assert halves.dtype is adcuda.float16 and halves.tolist() == [[1.0, 1.0], [0.0, 0.0]]
+    strided = default_collate([adcuda.arange(6)[::2], adcuda.arange(3)])
+    assert strided.tolist() == [[0, 2, 4], [0, 1, 2]]
+    leaf = adcuda.ones(3, requires_grad=True)
+    batch = default_collate([leaf, adcuda.zeros(3)])
+    assert batch.grad_fn is not None
+    batch.sum().backward()
+    assert leaf.grad.tolist() == [1.0, 1.0, 1.0]
+    with pytest.raises(ValueError, match="equal size"):
+        default_collate([adcuda.ones(2), adcuda.ones(3)])
+
+
 def test_collate_numpy_arrays_and_scalars_become_tensors():
     batch = default_collate([np.array([1, 2], dtype=np.int32), np.array([3, 4], dtype=np.int32)])
     assert batch.dtype is adcuda.int32 and batch.tolist() == [[1, 2], [3, 4]]

@@ -39,6 +39,16 @@ def _rebuild_sequence(elem, values):
         return values
 
 
+def _host_stackable(tensors):
+    """CPU tensors of one shape and NumPy-backed dtype, none of which records gradients."""
+    from ...device import CPU
+    first = tensors[0]
+    if first.dtype.numpy is None:
+        return False
+    return all(t.device == CPU and not t.requires_grad and t.shape == first.shape and t.dtype is first.dtype
+               for t in tensors)
+
+
 def default_convert(data):
     """Convert NumPy arrays and scalars inside ``data`` to tensors, keeping the container structure
     (used when ``batch_size=None`` turns automatic batching off)."""
@@ -63,13 +73,16 @@ def default_convert(data):
 
 def default_collate(batch):
     """Merge a list of samples into a batch (a leading dimension of ``len(batch)``)."""
-    from ...factories import as_tensor, tensor
+    from ...factories import as_tensor, from_numpy, tensor
     from ...ops.shape import stack
     from ...tensor import Tensor
     from ... import dtypes
 
     elem = batch[0]
     if isinstance(elem, Tensor):
+        if _host_stackable(batch):
+            # plain CPU samples (the usual case in a loader): one host copy instead of an op per sample
+            return from_numpy(np.stack([t.numpy() for t in batch]))
         return stack(batch, 0)
     if _is_numpy_value(elem):
         if isinstance(elem, np.ndarray):
