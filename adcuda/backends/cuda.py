@@ -24,6 +24,8 @@ from . import _strided
 name = "cuda"
 
 _C = _native._C
+if not hasattr(_C, "DeviceArray"):
+    raise ImportError("adcuda.backends.cuda needs adcuda._C built with CUDA (this build has no CUDA runtime)")
 DeviceArray = _C.DeviceArray
 _ST = _C.ScalarType
 
