@@ -1,0 +1,26 @@
+// Layer norm forward and backward on the GPU (kernels/norm.cu): the CUDA backend's layer_norm and
+// layer_norm_backward primitives, with the CPU backend's semantics. Inputs must be contiguous and
+// weight/bias share x's dtype; statistics (mean, rstd) are float32 (float64 for float64 x). Plain
+// C++: included by the bindings.
+#pragma once
+
+#include <optional>
+#include <tuple>
+
+#include "runtime/device_array.h"
+
+namespace adcuda {
+
+// Normalises the last `n` dims of x -> (y, mean, rstd); mean and rstd have x's shape with the last
+// `n` dims set to 1. `weight` / `bias` (may be nullptr) have the shape of those dims.
+std::tuple<DeviceArray, DeviceArray, DeviceArray> layer_norm(const DeviceArray& x, const DeviceArray* weight,
+                                                             const DeviceArray* bias, int n, double eps);
+// -> (dx, dweight (absent without a weight), dbias). The weight and bias gradients are reduced over the
+// rows in two deterministic passes (per-block partial sums, then one sum per column), no atomics.
+std::tuple<DeviceArray, std::optional<DeviceArray>, DeviceArray> layer_norm_backward(const DeviceArray& g,
+                                                                                     const DeviceArray& x,
+                                                                                     const DeviceArray* weight,
+                                                                                     const DeviceArray& mean,
+                                                                                     const DeviceArray& rstd, int n);
+
+}  // namespace adcuda

@@ -1,0 +1,409 @@
+// Softmax / log-softmax forward and backward and the fused cross-entropy.
+//
+// A softmax along the last dim (or any dim whose trailing dims are all 1) gives each row a block:
+// one pass computes the row's max and sum of exponentials together (online softmax), a second pass
+// writes the result, so the input is read twice and the output written once. Along an inner dim
+// (trailing size > 1) each thread owns one (outer, inner) column and walks its elements, which keeps
+// the reads coalesced across threads without transposing anything.
+//
+// Rows holding an inf or a NaN take NumPy's order of operations (max, then sum, then divide) instead
+// of the online pass, so their inf/NaN results match the CPU backend's exactly; that path costs two
+// more reads and is only taken by such rows.
+#include "softmax_loss.h"
+
+#include <stdexcept>
+#include <string>
+
+#include "nn_common.cuh"
+#include "runtime/dispatch.cuh"
+#include "runtime/errors.h"
+#include "runtime/launch.cuh"
+
+namespace adcuda {
+namespace {
+
+using nn::block_reduce;
+using nn::exp_of;
+using nn::log_of;
+using nn::MaxSum;
+
+// The shift and log of the sum of exponentials that log-softmax subtracts: (x - shift) - log_sum.
+template <typename Acc>
+struct LogSoftmaxStats {
+  Acc shift;
+  Acc sum;
+  Acc log_sum;
+};
+
+// NumPy's order of operations for a row holding an inf or a NaN: the NaN-propagating max (shift 0
+// where it is not finite), then the sum. The `n` elements are in[0], in[stride], ...; `first` /
+// `step` say how the calling threads split them (kBlock: the whole block, combined at the end).
+template <typename T, typename Acc, bool kBlock>
+__device__ LogSoftmaxStats<Acc> exact_stats(const T* in, std::int64_t n, std::int64_t stride, std::int64_t first,
+                                            std::int64_t step, Acc* scratch) {
+  Acc max = nn::negative_infinity<Acc>();
+  for (std::int64_t j = first; j < n; j += step) max = nn::max_propagating_nan(max, to_compute(in[j * stride]));
+  if constexpr (kBlock) max = block_reduce(max, nn::MaxPropagatingNan{}, scratch);
+  const Acc shift = isfinite(max) ? max : Acc(0);
+  Acc sum = Acc(0);
+  for (std::int64_t j = first; j < n; j += step) sum += exp_of(to_compute(in[j * stride]) - shift);
+  if constexpr (kBlock) sum = block_reduce(sum, nn::Sum{}, scratch);
+  return {shift, sum, log_of(sum)};
+}
+
+// The statistics of a contiguous row of `n` elements, read by the whole block in packs of V.
+template <typename T, int V, typename Acc>
+__device__ LogSoftmaxStats<Acc> row_stats(const T* in, std::int64_t n, MaxSum<Acc>* pair_scratch, Acc* scratch) {
+  MaxSum<Acc> state = nn::empty_max_sum<Acc>();
+  bool finite = true;
+  for (std::int64_t j = static_cast<std::int64_t>(threadIdx.x) * V; j < n; j += static_cast<std::int64_t>(blockDim.x) * V) {
+    const auto pack = nn::load_pack<T, V>(in + j);
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const Acc value = to_compute(pack.item[k]);
+      if (isfinite(value)) {
+        nn::add_to(state, value);
+      } else {
+        finite = false;
+      }
+    }
+  }
+  state = block_reduce(state, nn::MergeMaxSum{}, pair_scratch);
+  if (__syncthreads_and(finite)) return {state.max, state.sum, log_of(state.sum)};
+  return exact_stats<T, Acc, true>(in, n, 1, threadIdx.x, blockDim.x, scratch);
+}
+
+// The statistics of one strided column, by one thread.
+template <typename T, typename Acc>
+__device__ LogSoftmaxStats<Acc> column_stats(const T* in, std::int64_t n, std::int64_t stride) {
+  MaxSum<Acc> state = nn::empty_max_sum<Acc>();
+  for (std::int64_t j = 0; j < n; ++j) {
+    const Acc value = to_compute(in[j * stride]);
+    if (!isfinite(value)) return exact_stats<T, Acc, false>(in, n, stride, 0, 1, nullptr);
+    nn::add_to(state, value);
+  }
+  return {state.max, state.sum, log_of(state.sum)};
+}
+
+template <typename T, typename Acc>
+__device__ __forceinline__ T softmax_value(T x, const LogSoftmaxStats<Acc>& stats, bool log) {
+  const Acc shifted = to_compute(x) - stats.shift;
+  return convert<T>(log ? shifted - stats.log_sum : exp_of(shifted) / stats.sum);
+}
+
+template <typename T, int V>
+__global__ void softmax_rows_kernel(const T* x, T* y, std::int64_t rows, std::int64_t n, bool log) {
+  using Acc = compute_t<T>;
+  __shared__ MaxSum<Acc> pair_scratch[32];
+  __shared__ Acc scratch[32];
+  for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* in = x + row * n;
+    T* out = y + row * n;
+    const auto stats = row_stats<T, V, Acc>(in, n, pair_scratch, scratch);
+    for (std::int64_t j = static_cast<std::int64_t>(threadIdx.x) * V; j < n; j += static_cast<std::int64_t>(blockDim.x) * V) {
+      auto pack = nn::load_pack<T, V>(in + j);
+#pragma unroll
+      for (int k = 0; k < V; ++k) pack.item[k] = softmax_value(pack.item[k], stats, log);
+      nn::store_pack<T, V>(out + j, pack);
+    }
+  }
+}
+
+template <typename T>
+__global__ void softmax_columns_kernel(const T* x, T* y, std::int64_t outer, std::int64_t n, std::int64_t inner,
+                                       bool log) {
+  using Acc = compute_t<T>;
+  ADCUDA_GRID_STRIDE_LOOP(column, outer * inner) {
+    const std::int64_t start = (column / inner) * n * inner + column % inner;
+    const T* in = x + start;
+    T* out = y + start;
+    const auto stats = column_stats<T, Acc>(in, n, inner);
+    for (std::int64_t j = 0; j < n; ++j) out[j * inner] = softmax_value(in[j * inner], stats, log);
+  }
+}
+
+// softmax: dx = y * (g - sum(g * y)); log-softmax: dx = g - exp(y) * sum(g).
+template <typename T, typename Acc>
+__device__ __forceinline__ Acc softmax_backward_term(T y, T g, bool log) {
+  return log ? to_compute(g) : to_compute(g) * to_compute(y);
+}
+
+template <typename T, typename Acc>
+__device__ __forceinline__ T softmax_backward_value(T y, T g, Acc total, bool log) {
+  const Acc yv = to_compute(y), gv = to_compute(g);
+  return convert<T>(log ? gv - exp_of(yv) * total : yv * (gv - total));
+}
+
+template <typename T, int V>
+__global__ void softmax_backward_rows_kernel(const T* y, const T* g, T* dx, std::int64_t rows, std::int64_t n,
+                                             bool log) {
+  using Acc = compute_t<T>;
+  __shared__ Acc scratch[32];
+  const std::int64_t first = static_cast<std::int64_t>(threadIdx.x) * V;
+  const std::int64_t step = static_cast<std::int64_t>(blockDim.x) * V;
+  for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* yr = y + row * n;
+    const T* gr = g + row * n;
+    Acc partial = Acc(0);
+    for (std::int64_t j = first; j < n; j += step) {
+      const auto yp = nn::load_pack<T, V>(yr + j);
+      const auto gp = nn::load_pack<T, V>(gr + j);
+#pragma unroll
+      for (int k = 0; k < V; ++k) partial += softmax_backward_term<T, Acc>(yp.item[k], gp.item[k], log);
+    }
+    const Acc total = block_reduce(partial, nn::Sum{}, scratch);
+    for (std::int64_t j = first; j < n; j += step) {
+      const auto yp = nn::load_pack<T, V>(yr + j);
+      auto gp = nn::load_pack<T, V>(gr + j);
+#pragma unroll
+      for (int k = 0; k < V; ++k) gp.item[k] = softmax_backward_value(yp.item[k], gp.item[k], total, log);
+      nn::store_pack<T, V>(dx + row * n + j, gp);
+    }
+  }
+}
+
+template <typename T>
+__global__ void softmax_backward_columns_kernel(const T* y, const T* g, T* dx, std::int64_t outer, std::int64_t n,
+                                                std::int64_t inner, bool log) {
+  using Acc = compute_t<T>;
+  ADCUDA_GRID_STRIDE_LOOP(column, outer * inner) {
+    const std::int64_t start = (column / inner) * n * inner + column % inner;
+    Acc total = Acc(0);
+    for (std::int64_t j = 0; j < n; ++j) total += softmax_backward_term<T, Acc>(y[start + j * inner], g[start + j * inner], log);
+    for (std::int64_t j = 0; j < n; ++j) {
+      const std::int64_t at = start + j * inner;
+      dx[at] = softmax_backward_value(y[at], g[at], total, log);
+    }
+  }
+}
+
+// One block per row: the row's log-softmax (written out: backward reads it) and its loss,
+// -(1 - ls) * logp[target] - ls / C * sum(logp), from the stored (rounded) log-probabilities as the
+// CPU backend computes it. `keep` = 1 - ls and `smooth` = ls / C come from the host in fp64.
+template <typename T, int V>
+__global__ void cross_entropy_kernel(const T* logits, const std::int64_t* target, T* losses, T* logp,
+                                     std::int64_t rows, std::int64_t classes, std::int64_t ignore_index, double keep,
+                                     double smooth) {
+  using Acc = compute_t<T>;
+  __shared__ MaxSum<Acc> pair_scratch[32];
+  __shared__ Acc scratch[32];
+  for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* in = logits + row * classes;
+    T* out = logp + row * classes;
+    const auto stats = row_stats<T, V, Acc>(in, classes, pair_scratch, scratch);
+    Acc logp_sum = Acc(0);
+    for (std::int64_t j = static_cast<std::int64_t>(threadIdx.x) * V; j < classes;
+         j += static_cast<std::int64_t>(blockDim.x) * V) {
+      auto pack = nn::load_pack<T, V>(in + j);
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        pack.item[k] = softmax_value(pack.item[k], stats, true);
+        logp_sum += to_compute(pack.item[k]);
+      }
+      nn::store_pack<T, V>(out + j, pack);
+    }
+    if (smooth != 0.0) logp_sum = block_reduce(logp_sum, nn::Sum{}, scratch);
+    if (threadIdx.x == 0) {
+      const std::int64_t t = target[row];
+      Acc loss = Acc(0);
+      if (t != ignore_index) {
+        if (t < 0 || t >= classes) {
+          loss = nn::quiet_nan<Acc>();  // the op checks targets first; never a silent wrong loss
+        } else {
+          loss = -static_cast<Acc>(keep) * to_compute(softmax_value(in[t], stats, true));
+          if (smooth != 0.0) loss -= static_cast<Acc>(smooth) * logp_sum;
+        }
+      }
+      losses[row] = convert<T>(loss);
+    }
+  }
+}
+
+// grad = (exp(logp) - q) * g_row * valid, q the smoothed one-hot target.
+template <typename T, int V>
+__global__ void cross_entropy_backward_kernel(const T* logp, const std::int64_t* target, const T* g_rows, T* grad,
+                                              std::int64_t rows, std::int64_t classes, std::int64_t ignore_index,
+                                              double keep, double smooth) {
+  using Acc = compute_t<T>;
+  for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const std::int64_t t = target[row];
+    const bool valid = t != ignore_index;
+    const Acc scale = to_compute(g_rows[row]) * Acc(valid ? 1 : 0);
+    const T* in = logp + row * classes;
+    T* out = grad + row * classes;
+    for (std::int64_t j = static_cast<std::int64_t>(threadIdx.x) * V; j < classes;
+         j += static_cast<std::int64_t>(blockDim.x) * V) {
+      auto pack = nn::load_pack<T, V>(in + j);
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const Acc q = (valid && j + k == t ? static_cast<Acc>(keep) : Acc(0)) + static_cast<Acc>(smooth);
+        pack.item[k] = convert<T>((exp_of(to_compute(pack.item[k])) - q) * scale);
+      }
+      nn::store_pack<T, V>(out + j, pack);
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Host side.
+template <typename F>
+void dispatch_floating(ScalarType type, const char* op, F&& f) {
+  dispatch_type(type, op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_floating_point_v<T> || is_reduced_float_v<T>) {
+      f(tag);
+    } else {
+      throw std::invalid_argument(std::string(op) + ": expected a floating point array, got " + scalar_type_name(type));
+    }
+  });
+}
+
+// Calls f(std::integral_constant<int, V>) with V = 16 bytes' worth of T when rows of `n` elements at
+// every pointer can be read in such packs, else V = 1.
+template <typename T, typename F, typename... Pointers>
+void with_pack_width(std::int64_t n, F&& f, const Pointers*... pointers) {
+  constexpr int kWide = nn::kPackWidth<T>;
+  if (nn::rows_packable(n, kWide, sizeof(T), pointers...)) {
+    f(std::integral_constant<int, kWide>{});
+  } else {
+    f(std::integral_constant<int, 1>{});
+  }
+}
+
+void require_contiguous(const DeviceArray& a, const char* op, const char* name) {
+  if (!a.is_contiguous()) throw std::invalid_argument(std::string(op) + ": " + name + " must be contiguous");
+}
+
+struct AxisSplit {
+  std::int64_t outer = 1, n = 1, inner = 1;
+};
+
+AxisSplit split_at(const Dims& shape, int axis, const char* op) {
+  const int nd = static_cast<int>(shape.size());
+  if (axis < 0 || axis >= nd) {
+    throw std::invalid_argument(std::string(op) + ": axis " + std::to_string(axis) + " is out of range for shape " +
+                                format_dims(shape));
+  }
+  AxisSplit split;
+  for (int d = 0; d < axis; ++d) split.outer *= shape[d];
+  split.n = shape[axis];
+  for (int d = axis + 1; d < nd; ++d) split.inner *= shape[d];
+  return split;
+}
+
+void check_cross_entropy_rows(const DeviceArray& rows_array, const DeviceArray& target, const char* op) {
+  if (rows_array.ndim() != 2 || target.ndim() != 1 || target.shape()[0] != rows_array.shape()[0]) {
+    throw std::invalid_argument(std::string(op) + ": expected (N, C) rows and (N,) targets, got " +
+                                format_dims(rows_array.shape()) + " and " + format_dims(target.shape()));
+  }
+  if (target.dtype() != ScalarType::Int64) {
+    throw std::invalid_argument(std::string(op) + ": targets must be int64, got " + scalar_type_name(target.dtype()));
+  }
+  require_contiguous(rows_array, op, "the rows");
+  require_contiguous(target, op, "the targets");
+}
+
+}  // namespace
+
+DeviceArray softmax(const DeviceArray& a, int axis, bool log) {
+  require_contiguous(a, "softmax", "the input");
+  const AxisSplit split = split_at(a.shape(), axis, "softmax");
+  DeviceArray out = DeviceArray::empty(a.shape(), a.dtype(), a.device());
+  if (out.numel() == 0) return out;
+  KernelLaunch launch(out, a);
+  dispatch_floating(a.dtype(), "softmax", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (split.inner == 1) {
+      with_pack_width<T>(split.n, [&](auto width) {
+        softmax_rows_kernel<T, decltype(width)::value><<<nn::row_blocks(split.outer), nn::row_block_threads(split.n), 0,
+                                          launch.stream()>>>(a.data<T>(), out.data<T>(), split.outer, split.n, log);
+      }, a.data<T>(), out.data<T>());
+    } else {
+      softmax_columns_kernel<T><<<grid_size(split.outer * split.inner), kBlockSize, 0, launch.stream()>>>(
+          a.data<T>(), out.data<T>(), split.outer, split.n, split.inner, log);
+    }
+  });
+  ADCUDA_CHECK_LAUNCH();
+  return out;
+}
+
+DeviceArray softmax_backward(const DeviceArray& y, const DeviceArray& g, int axis, bool log) {
+  if (y.shape() != g.shape() || y.dtype() != g.dtype()) {
+    throw std::invalid_argument("softmax_backward: output " + format_dims(y.shape()) + " " + scalar_type_name(y.dtype()) +
+                                " and gradient " + format_dims(g.shape()) + " " + scalar_type_name(g.dtype()) +
+                                " must match");
+  }
+  require_contiguous(y, "softmax_backward", "the output");
+  require_contiguous(g, "softmax_backward", "the gradient");
+  const AxisSplit split = split_at(y.shape(), axis, "softmax_backward");
+  DeviceArray dx = DeviceArray::empty(g.shape(), g.dtype(), g.device());
+  if (dx.numel() == 0) return dx;
+  KernelLaunch launch(dx, y, g);
+  dispatch_floating(g.dtype(), "softmax_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (split.inner == 1) {
+      with_pack_width<T>(split.n, [&](auto width) {
+        softmax_backward_rows_kernel<T, decltype(width)::value>
+            <<<nn::row_blocks(split.outer), nn::row_block_threads(split.n), 0, launch.stream()>>>(
+                y.data<T>(), g.data<T>(), dx.data<T>(), split.outer, split.n, log);
+      }, y.data<T>(), g.data<T>(), dx.data<T>());
+    } else {
+      softmax_backward_columns_kernel<T><<<grid_size(split.outer * split.inner), kBlockSize, 0, launch.stream()>>>(
+          y.data<T>(), g.data<T>(), dx.data<T>(), split.outer, split.n, split.inner, log);
+    }
+  });
+  ADCUDA_CHECK_LAUNCH();
+  return dx;
+}
+
+std::pair<DeviceArray, DeviceArray> cross_entropy(const DeviceArray& logits, const DeviceArray& target,
+                                                  std::int64_t ignore_index, double label_smoothing) {
+  check_cross_entropy_rows(logits, target, "cross_entropy");
+  const std::int64_t rows = logits.shape()[0], classes = logits.shape()[1];
+  DeviceArray losses = DeviceArray::empty({rows}, logits.dtype(), logits.device());
+  DeviceArray logp = DeviceArray::empty(logits.shape(), logits.dtype(), logits.device());
+  if (rows == 0) return {losses, logp};
+  KernelLaunch launch(losses, logp, logits, target);
+  const double keep = 1.0 - label_smoothing;
+  const double smooth = classes > 0 ? label_smoothing / static_cast<double>(classes) : 0.0;
+  dispatch_floating(logits.dtype(), "cross_entropy", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    with_pack_width<T>(classes, [&](auto width) {
+      cross_entropy_kernel<T, decltype(width)::value><<<nn::row_blocks(rows), nn::row_block_threads(classes), 0, launch.stream()>>>(
+          logits.data<T>(), target.data<std::int64_t>(), losses.data<T>(), logp.data<T>(), rows, classes, ignore_index,
+          keep, smooth);
+    }, logits.data<T>(), logp.data<T>());
+  });
+  ADCUDA_CHECK_LAUNCH();
+  return {losses, logp};
+}
+
+DeviceArray cross_entropy_backward(const DeviceArray& logp, const DeviceArray& target, const DeviceArray& g_rows,
+                                   std::int64_t ignore_index, double label_smoothing) {
+  check_cross_entropy_rows(logp, target, "cross_entropy_backward");
+  const std::int64_t rows = logp.shape()[0], classes = logp.shape()[1];
+  if (g_rows.ndim() != 1 || g_rows.shape()[0] != rows || g_rows.dtype() != logp.dtype()) {
+    throw std::invalid_argument("cross_entropy_backward: the row gradients must be (" + std::to_string(rows) +
+                                ",) " + scalar_type_name(logp.dtype()) + ", got " + format_dims(g_rows.shape()) + " " +
+                                scalar_type_name(g_rows.dtype()));
+  }
+  require_contiguous(g_rows, "cross_entropy_backward", "the row gradients");
+  DeviceArray grad = DeviceArray::empty(logp.shape(), logp.dtype(), logp.device());
+  if (grad.numel() == 0) return grad;
+  KernelLaunch launch(grad, logp, target, g_rows);
+  const double keep = 1.0 - label_smoothing;
+  const double smooth = label_smoothing / static_cast<double>(classes);
+  dispatch_floating(logp.dtype(), "cross_entropy_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    with_pack_width<T>(classes, [&](auto width) {
+      cross_entropy_backward_kernel<T, decltype(width)::value>
+          <<<nn::row_blocks(rows), nn::row_block_threads(classes), 0, launch.stream()>>>(
+              logp.data<T>(), target.data<std::int64_t>(), g_rows.data<T>(), grad.data<T>(), rows, classes,
+              ignore_index, keep, smooth);
+    }, logp.data<T>(), grad.data<T>());
+  });
+  ADCUDA_CHECK_LAUNCH();
+  return grad;
+}
+
+}  // namespace adcuda
