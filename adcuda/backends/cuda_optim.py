@@ -1,0 +1,74 @@
+"""The CUDA backend's optimizer and loss-scaling primitives over adcuda's multi-tensor kernels
+(kernels/optim.cu): ``sgd_step_`` and ``adam_step_`` update every tensor of a call in one launch
+(more only past a few dozen tensors), with optional fp32 master weights for fp16/bf16 parameters;
+``unscale_and_check_`` and ``update_scale_`` keep the loss scale and the found-inf flag on the device.
+Signatures and math are the CPU backend's (adcuda/backends/cpu.py).
+"""
+from .. import _native
+from ..errors import DTypeError
+from ._cuda_kernels import cast, dense, is_floating, scalar_type
+
+__all__ = ["sgd_step_", "adam_step_", "unscale_and_check_", "update_scale_"]
+
+
+def _state(op, arrays):
+    """Arrays the step writes in place: they must be floating point and contiguous (the kernel walks
+    them flat)."""
+    arrays = list(arrays or ())
+    for a in arrays:
+        if not is_floating(a):
+            raise DTypeError(f"{op}: optimizer tensors must be floating point, got {a.dtype.name}")
+        if not a.is_contiguous():
+            raise ValueError(f"{op}: a parameter or state array of shape {tuple(a.shape)} is not contiguous; "
+                             "the CUDA optimizer kernels update contiguous arrays in place")
+    return arrays
+
+
+def _grads(op, grads):
+    grads = list(grads)
+    for g in grads:
+        if not is_floating(g):
+            raise DTypeError(f"{op}: gradients must be floating point, got {g.dtype.name}")
+    return [dense(g) for g in grads]
+
+
+def sgd_step_(params, grads, bufs, lr, momentum, dampening, nesterov, weight_decay, first_step, masters=None):
+    """PyTorch's SGD in place over many tensors (see the CPU backend)."""
+    op = "sgd_step_"
+    _native._C.sgd_step_(_state(op, params), _grads(op, grads), _state(op, bufs), _state(op, masters), float(lr),
+                         float(momentum), float(dampening), bool(nesterov), float(weight_decay), bool(first_step))
+
+
+def adam_step_(params, grads, exp_avgs, exp_avg_sqs, step, lr, beta1, beta2, eps, weight_decay, decoupled, masters,
+               max_exp_avg_sqs=None):
+    """Adam / AdamW in place over many tensors at the 1-based ``step`` (see the CPU backend)."""
+    op = "adam_step_"
+    _native._C.adam_step_(_state(op, params), _grads(op, grads), _state(op, exp_avgs), _state(op, exp_avg_sqs),
+                          _state(op, masters), _state(op, max_exp_avg_sqs), int(step), float(lr), float(beta1),
+                          float(beta2), float(eps), float(weight_decay), bool(decoupled))
+
+
+def unscale_and_check_(outs, grads, inv_scale):
+    """``outs[i] = grads[i] * inv_scale`` for many tensors -> 0-d float32 found-inf flag, on the device.
+    ``inv_scale`` is a one-element device array (kept there: no host sync) or a Python number."""
+    op = "unscale_and_check_"
+    C = _native._C
+    grads = _grads(op, grads)
+    outs = _state(op, outs)
+    if isinstance(inv_scale, C.DeviceArray):
+        scale_array, scale_value = dense(cast(inv_scale, scalar_type("float32"))), 0.0
+        device = inv_scale.device
+    else:
+        scale_array, scale_value = None, float(inv_scale)
+        device = grads[0].device if grads else C.cuda_current_device()
+    if grads:
+        device = grads[0].device
+    return C.unscale_and_check_(outs, grads, scale_array, scale_value, device)
+
+
+def update_scale_(scale, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval, min_scale,
+                  max_scale):
+    """PyTorch's dynamic loss-scale update in place on the 0-d float32 ``scale`` and int32
+    ``growth_tracker`` (see the CPU backend); nothing reaches the host."""
+    _native._C.update_scale_(scale, growth_tracker, cast(found_inf, scalar_type("float32")), float(growth_factor),
+                             float(backoff_factor), int(growth_interval), float(min_scale), float(max_scale))

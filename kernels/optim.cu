@@ -1,0 +1,398 @@
+// Multi-tensor optimizer kernels (SGD, Adam/AdamW/AMSGrad, loss-scale unscaling) and the loss-scale
+// update.
+//
+// One launch covers many tensors: the host splits every tensor into chunks of kChunk elements and
+// passes a table (each tensor's addresses, sizes and dtypes, and for every block the tensor and chunk
+// it owns) as the kernel's argument, so nothing is copied to the device first. A table holds up to
+// kMaxTensors tensors and kMaxBlocks blocks (under CUDA's 4 KiB argument limit); more tensors take
+// more launches. Element dtypes are read at run time, which keeps one kernel per optimizer instead of
+// one per dtype combination.
+#include "optim.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <initializer_list>
+#include <stdexcept>
+#include <string>
+
+#include "runtime/dispatch.cuh"
+#include "runtime/errors.h"
+#include "runtime/launch.cuh"
+
+namespace adcuda {
+namespace {
+
+constexpr int kMaxTensors = 24;
+constexpr int kMaxBlocks = 320;
+constexpr std::int64_t kChunk = 65536;
+constexpr int kThreads = 512;
+
+template <int kLists>
+struct TensorTable {
+  void* data[kLists][kMaxTensors];  // nullptr for an absent list (no masters, no momentum, ...)
+  std::int64_t size[kMaxTensors];
+  ScalarType dtype[kLists][kMaxTensors];
+  unsigned char block_tensor[kMaxBlocks];
+  int block_chunk[kMaxBlocks];
+};
+
+template <typename Acc>
+__device__ __forceinline__ Acc load_as(const void* data, ScalarType dtype, std::int64_t i) {
+  switch (dtype) {
+    case ScalarType::Float16: return static_cast<Acc>(__half2float(static_cast<const __half*>(data)[i]));
+    case ScalarType::BFloat16: return static_cast<Acc>(__bfloat162float(static_cast<const __nv_bfloat16*>(data)[i]));
+    case ScalarType::Float64: return static_cast<Acc>(static_cast<const double*>(data)[i]);
+    default: return static_cast<Acc>(static_cast<const float*>(data)[i]);
+  }
+}
+
+template <typename Acc>
+__device__ __forceinline__ void store_as(void* data, ScalarType dtype, std::int64_t i, Acc value) {
+  switch (dtype) {
+    case ScalarType::Float16: static_cast<__half*>(data)[i] = __float2half(static_cast<float>(value)); break;
+    case ScalarType::BFloat16:
+      static_cast<__nv_bfloat16*>(data)[i] = __float2bfloat16(static_cast<float>(value));
+      break;
+    case ScalarType::Float64: static_cast<double*>(data)[i] = static_cast<double>(value); break;
+    default: static_cast<float*>(data)[i] = static_cast<float>(value); break;
+  }
+}
+
+// The element range [begin, end) of this block's chunk, and its tensor's slot in the table.
+template <int kLists>
+struct BlockWork {
+  int slot;
+  std::int64_t begin, end;
+  __device__ explicit BlockWork(const TensorTable<kLists>& table) {
+    slot = table.block_tensor[blockIdx.x];
+    begin = static_cast<std::int64_t>(table.block_chunk[blockIdx.x]) * kChunk;
+    const std::int64_t stop = begin + kChunk;
+    end = stop < table.size[slot] ? stop : table.size[slot];
+  }
+};
+
+// Lists: parameter, gradient, momentum buffer, master.
+enum SgdList { kSgdParam, kSgdGrad, kSgdBuf, kSgdMaster, kSgdLists };
+
+struct SgdConstants {
+  double lr, momentum, dampening_complement, weight_decay;
+  bool nesterov, first_step;
+};
+
+template <typename Acc>
+__global__ void __launch_bounds__(kThreads) sgd_kernel(TensorTable<kSgdLists> table, SgdConstants c) {
+  const BlockWork<kSgdLists> work(table);
+  const int s = work.slot;
+  void* target = table.data[kSgdMaster][s] != nullptr ? table.data[kSgdMaster][s] : table.data[kSgdParam][s];
+  const ScalarType target_dtype = table.data[kSgdMaster][s] != nullptr ? table.dtype[kSgdMaster][s] : table.dtype[kSgdParam][s];
+  const bool write_param = table.data[kSgdMaster][s] != nullptr;
+  for (std::int64_t i = work.begin + threadIdx.x; i < work.end; i += blockDim.x) {
+    Acc w = load_as<Acc>(target, target_dtype, i);
+    Acc d = load_as<Acc>(table.data[kSgdGrad][s], table.dtype[kSgdGrad][s], i);
+    if (c.weight_decay != 0.0) d = d + static_cast<Acc>(c.weight_decay) * w;
+    if (c.momentum != 0.0) {
+      const Acc momentum = static_cast<Acc>(c.momentum);
+      const Acc b = c.first_step ? d
+                                 : load_as<Acc>(table.data[kSgdBuf][s], table.dtype[kSgdBuf][s], i) * momentum +
+                                       d * static_cast<Acc>(c.dampening_complement);
+      store_as(table.data[kSgdBuf][s], table.dtype[kSgdBuf][s], i, b);
+      d = c.nesterov ? d + momentum * b : b;
+    }
+    w = w - static_cast<Acc>(c.lr) * d;
+    store_as(target, target_dtype, i, w);
+    if (write_param) store_as(table.data[kSgdParam][s], table.dtype[kSgdParam][s], i, w);
+  }
+}
+
+// Lists: parameter, gradient, first moment, second moment, AMSGrad's max second moment, master.
+enum AdamList { kAdamParam, kAdamGrad, kAdamExpAvg, kAdamExpAvgSq, kAdamMaxExpAvgSq, kAdamMaster, kAdamLists };
+
+struct AdamConstants {
+  double decay_factor;  // 1 - lr * weight_decay (AdamW)
+  double weight_decay;  // added to the gradient (Adam)
+  double beta1_complement, beta2, beta2_complement, bias_correction2_sqrt, eps, step_size;
+  bool decoupled;
+};
+
+static_assert(sizeof(TensorTable<kAdamLists>) + sizeof(AdamConstants) < 4096,
+              "the table travels as a kernel argument: it must stay under CUDA's 4 KiB limit");
+
+template <typename Acc>
+__global__ void __launch_bounds__(kThreads) adam_kernel(TensorTable<kAdamLists> table, AdamConstants c) {
+  const BlockWork<kAdamLists> work(table);
+  const int s = work.slot;
+  const bool has_master = table.data[kAdamMaster][s] != nullptr;
+  void* target = has_master ? table.data[kAdamMaster][s] : table.data[kAdamParam][s];
+  const ScalarType target_dtype = has_master ? table.dtype[kAdamMaster][s] : table.dtype[kAdamParam][s];
+  const bool amsgrad = table.data[kAdamMaxExpAvgSq][s] != nullptr;
+  for (std::int64_t i = work.begin + threadIdx.x; i < work.end; i += blockDim.x) {
+    Acc w = load_as<Acc>(target, target_dtype, i);
+    Acc d = load_as<Acc>(table.data[kAdamGrad][s], table.dtype[kAdamGrad][s], i);
+    if (c.weight_decay != 0.0) {
+      if (c.decoupled) {
+        w = w * static_cast<Acc>(c.decay_factor);
+      } else {
+        d = d + static_cast<Acc>(c.weight_decay) * w;
+      }
+    }
+    Acc m = load_as<Acc>(table.data[kAdamExpAvg][s], table.dtype[kAdamExpAvg][s], i);
+    m = m + (d - m) * static_cast<Acc>(c.beta1_complement);
+    Acc v = load_as<Acc>(table.data[kAdamExpAvgSq][s], table.dtype[kAdamExpAvgSq][s], i) * static_cast<Acc>(c.beta2) +
+            (d * d) * static_cast<Acc>(c.beta2_complement);
+    store_as(table.data[kAdamExpAvg][s], table.dtype[kAdamExpAvg][s], i, m);
+    store_as(table.data[kAdamExpAvgSq][s], table.dtype[kAdamExpAvgSq][s], i, v);
+    if (amsgrad) {
+      const Acc seen = load_as<Acc>(table.data[kAdamMaxExpAvgSq][s], table.dtype[kAdamMaxExpAvgSq][s], i);
+      v = seen > v ? seen : v;
+      store_as(table.data[kAdamMaxExpAvgSq][s], table.dtype[kAdamMaxExpAvgSq][s], i, v);
+    }
+    const Acc denom = sqrt(v) / static_cast<Acc>(c.bias_correction2_sqrt) + static_cast<Acc>(c.eps);
+    w = w - static_cast<Acc>(c.step_size) * (m / denom);
+    store_as(target, target_dtype, i, w);
+    if (has_master) store_as(table.data[kAdamParam][s], table.dtype[kAdamParam][s], i, w);
+  }
+}
+
+enum UnscaleList { kUnscaleOut, kUnscaleGrad, kUnscaleLists };
+
+template <typename Acc>
+__global__ void __launch_bounds__(kThreads)
+    unscale_kernel(TensorTable<kUnscaleLists> table, const float* inv_scale_array, double inv_scale_value,
+                   float* found_inf) {
+  const BlockWork<kUnscaleLists> work(table);
+  const int s = work.slot;
+  const Acc inv_scale = inv_scale_array != nullptr ? static_cast<Acc>(*inv_scale_array) : static_cast<Acc>(inv_scale_value);
+  bool saw_non_finite = false;
+  for (std::int64_t i = work.begin + threadIdx.x; i < work.end; i += blockDim.x) {
+    const Acc x = load_as<Acc>(table.data[kUnscaleGrad][s], table.dtype[kUnscaleGrad][s], i);
+    saw_non_finite = saw_non_finite || !isfinite(x);
+    store_as(table.data[kUnscaleOut][s], table.dtype[kUnscaleOut][s], i, x * inv_scale);
+  }
+  // Every writer writes the same value, so the unordered stores need no atomics.
+  if (saw_non_finite) *found_inf = 1.0f;
+}
+
+__global__ void update_scale_kernel(float* scale, int* growth_tracker, const float* found_inf, ScaleUpdate update) {
+  const double current = *scale;
+  if (*found_inf != 0.0f) {  // NaN counts as found, as float(nan) is truthy on the CPU
+    const double backed_off = current * update.backoff_factor;
+    *scale = static_cast<float>(backed_off > update.min_scale ? backed_off : update.min_scale);
+    *growth_tracker = 0;
+    return;
+  }
+  const std::int64_t successful = static_cast<std::int64_t>(*growth_tracker) + 1;
+  if (successful == update.growth_interval) {
+    const double grown = current * update.growth_factor;
+    *scale = static_cast<float>(grown < update.max_scale ? grown : update.max_scale);
+    *growth_tracker = 0;
+  } else {
+    *growth_tracker = static_cast<int>(successful);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Host side.
+void require(bool condition, const char* op, const std::string& what) {
+  if (!condition) throw std::invalid_argument(std::string(op) + ": " + what);
+}
+
+// The lists of one call, checked: every present list as long as the first, each tensor's arrays
+// contiguous, floating point, the same size and on one device.
+template <int kLists>
+struct TensorLists {
+  const std::vector<DeviceArray>* lists[kLists];
+  std::size_t count = 0;
+
+  void check(const char* op) {
+    count = lists[0]->size();
+    for (int l = 0; l < kLists; ++l) {
+      if (lists[l] == nullptr || lists[l]->empty()) continue;
+      require(lists[l]->size() == count, op,
+              "every list needs one array per parameter (" + std::to_string(count) + "), got " +
+                  std::to_string(lists[l]->size()));
+    }
+    for (std::size_t t = 0; t < count; ++t) {
+      const DeviceArray& first = (*lists[0])[t];
+      require(first.device() == (*lists[0])[0].device(), op, "every tensor must be on one device");
+      for (int l = 0; l < kLists; ++l) {
+        if (lists[l] == nullptr || lists[l]->empty()) continue;
+        const DeviceArray& a = (*lists[l])[t];
+        require(a.numel() == first.numel() && a.is_contiguous() && is_floating_point(a.dtype()) &&
+                    a.device() == first.device(),
+                op, "tensor " + std::to_string(t) + ": arrays " + format_dims(first.shape()) + " and " +
+                        format_dims(a.shape()) + " " + scalar_type_name(a.dtype()) +
+                        " must be contiguous floating point arrays of one size on one device");
+      }
+    }
+  }
+
+  bool present(int l) const { return lists[l] != nullptr && !lists[l]->empty(); }
+
+  // Whether any of the lists `which` holds a float64 array (then the math is fp64).
+  bool any_float64(std::initializer_list<int> which) const {
+    for (int l : which) {
+      if (!present(l)) continue;
+      for (const DeviceArray& a : *lists[l]) {
+        if (a.dtype() == ScalarType::Float64) return true;
+      }
+    }
+    return false;
+  }
+};
+
+// Runs `launch(table, blocks, stream)` over table-fuls of chunks of every tensor.
+template <int kLists, typename Launch>
+void multi_tensor_apply(const TensorLists<kLists>& lists, const KernelLaunch& launch, Launch&& run) {
+  TensorTable<kLists> table{};
+  int tensors = 0, blocks = 0;
+  auto flush = [&]() {
+    if (blocks > 0) run(table, blocks, launch.stream());
+    tensors = 0;
+    blocks = 0;
+  };
+  for (std::size_t t = 0; t < lists.count; ++t) {
+    const std::int64_t n = (*lists.lists[0])[t].numel();
+    if (n == 0) continue;
+    const std::int64_t chunks = (n + kChunk - 1) / kChunk;
+    int slot = -1;
+    for (std::int64_t chunk = 0; chunk < chunks; ++chunk) {
+      if (blocks == kMaxBlocks) {
+        flush();
+        slot = -1;
+      }
+      if (slot < 0) {
+        if (tensors == kMaxTensors) flush();
+        slot = tensors++;
+        table.size[slot] = n;
+        for (int l = 0; l < kLists; ++l) {
+          const bool present = lists.present(l);
+          table.data[l][slot] = present ? (*lists.lists[l])[t].data_ptr() : nullptr;
+          table.dtype[l][slot] = present ? (*lists.lists[l])[t].dtype() : ScalarType::Float32;
+        }
+      }
+      table.block_tensor[blocks] = static_cast<unsigned char>(slot);
+      table.block_chunk[blocks] = static_cast<int>(chunk);
+      ++blocks;
+    }
+  }
+  flush();
+  ADCUDA_CHECK_LAUNCH();
+}
+
+// Orders `launch`'s stream after every earlier use of the lists' arrays on other streams.
+template <int kLists>
+void use_all_on(const TensorLists<kLists>& lists, const KernelLaunch& launch) {
+  for (int l = 0; l < kLists; ++l) {
+    if (!lists.present(l)) continue;
+    for (const DeviceArray& a : *lists.lists[l]) a.storage()->use_on(launch.stream(), launch.device());
+  }
+}
+
+}  // namespace
+
+void sgd_step_(const std::vector<DeviceArray>& params, const std::vector<DeviceArray>& grads,
+               const std::vector<DeviceArray>& bufs, const std::vector<DeviceArray>& masters, const SgdOptions& options) {
+  const char* op = "sgd_step_";
+  TensorLists<kSgdLists> lists{{&params, &grads, &bufs, &masters}};
+  lists.check(op);
+  require(options.momentum == 0.0 || bufs.size() == params.size(), op, "momentum needs one buffer per parameter");
+  if (lists.count == 0) return;
+  const SgdConstants constants{options.lr,           options.momentum, 1.0 - options.dampening,
+                               options.weight_decay, options.nesterov, options.first_step};
+  KernelLaunch launch(params[0]);
+  use_all_on(lists, launch);
+  const bool wide = lists.any_float64({kSgdParam, kSgdMaster});
+  multi_tensor_apply(lists, launch, [&](const auto& table, int blocks, cudaStream_t stream) {
+    if (wide) {
+      sgd_kernel<double><<<blocks, kThreads, 0, stream>>>(table, constants);
+    } else {
+      sgd_kernel<float><<<blocks, kThreads, 0, stream>>>(table, constants);
+    }
+  });
+}
+
+void adam_step_(const std::vector<DeviceArray>& params, const std::vector<DeviceArray>& grads,
+                const std::vector<DeviceArray>& exp_avgs, const std::vector<DeviceArray>& exp_avg_sqs,
+                const std::vector<DeviceArray>& masters, const std::vector<DeviceArray>& max_exp_avg_sqs,
+                const AdamOptions& options) {
+  const char* op = "adam_step_";
+  TensorLists<kAdamLists> lists{{&params, &grads, &exp_avgs, &exp_avg_sqs, &max_exp_avg_sqs, &masters}};
+  lists.check(op);
+  require(exp_avgs.size() == params.size() && exp_avg_sqs.size() == params.size(), op,
+          "Adam needs both moments for every parameter");
+  require(options.step >= 1, op, "the step count is 1-based, got " + std::to_string(options.step));
+  if (lists.count == 0) return;
+  // as the CPU backend: the bias corrections in fp64 on the host
+  const double bias_correction1 = 1.0 - std::pow(options.beta1, static_cast<double>(options.step));
+  const double bias_correction2_sqrt = std::sqrt(1.0 - std::pow(options.beta2, static_cast<double>(options.step)));
+  AdamConstants constants{};
+  constants.decay_factor = 1.0 - options.lr * options.weight_decay;
+  constants.weight_decay = options.weight_decay;
+  constants.beta1_complement = 1.0 - options.beta1;
+  constants.beta2 = options.beta2;
+  constants.beta2_complement = 1.0 - options.beta2;
+  constants.bias_correction2_sqrt = bias_correction2_sqrt;
+  constants.eps = options.eps;
+  constants.step_size = options.lr / bias_correction1;
+  constants.decoupled = options.decoupled;
+  KernelLaunch launch(params[0]);
+  use_all_on(lists, launch);
+  const bool wide = lists.any_float64({kAdamParam, kAdamMaster});
+  multi_tensor_apply(lists, launch, [&](const auto& table, int blocks, cudaStream_t stream) {
+    if (wide) {
+      adam_kernel<double><<<blocks, kThreads, 0, stream>>>(table, constants);
+    } else {
+      adam_kernel<float><<<blocks, kThreads, 0, stream>>>(table, constants);
+    }
+  });
+}
+
+DeviceArray unscale_and_check_(const std::vector<DeviceArray>& outs, const std::vector<DeviceArray>& grads,
+                               const DeviceArray* inv_scale_array, double inv_scale_value, int device) {
+  const char* op = "unscale_and_check_";
+  TensorLists<kUnscaleLists> lists{{&outs, &grads}};
+  lists.check(op);
+  require(grads.size() == outs.size(), op, "one output per gradient");
+  if (inv_scale_array != nullptr) {
+    require(inv_scale_array->numel() == 1 && inv_scale_array->dtype() == ScalarType::Float32 &&
+                inv_scale_array->device() == device,
+            op, "the inverse scale must be a one-element float32 array on cuda:" + std::to_string(device));
+  }
+  DeviceArray found_inf = DeviceArray::empty({}, ScalarType::Float32, device);
+  KernelLaunch launch(found_inf);
+  ADCUDA_CHECK(cudaMemsetAsync(found_inf.data_ptr(), 0, sizeof(float), launch.stream()));
+  if (lists.count == 0) return found_inf;
+  require(grads[0].device() == device, op, "the gradients must be on cuda:" + std::to_string(device));
+  use_all_on(lists, launch);
+  if (inv_scale_array != nullptr) inv_scale_array->storage()->use_on(launch.stream(), launch.device());
+  const float* inv_scale_pointer = inv_scale_array != nullptr ? inv_scale_array->data<float>() : nullptr;
+  const bool wide = lists.any_float64({kUnscaleOut, kUnscaleGrad});
+  multi_tensor_apply(lists, launch, [&](const auto& table, int blocks, cudaStream_t stream) {
+    if (wide) {
+      unscale_kernel<double><<<blocks, kThreads, 0, stream>>>(table, inv_scale_pointer, inv_scale_value,
+                                                              found_inf.data<float>());
+    } else {
+      unscale_kernel<float><<<blocks, kThreads, 0, stream>>>(table, inv_scale_pointer, inv_scale_value,
+                                                             found_inf.data<float>());
+    }
+  });
+  return found_inf;
+}
+
+void update_scale_(const DeviceArray& scale, const DeviceArray& growth_tracker, const DeviceArray& found_inf,
+                   const ScaleUpdate& update) {
+  const char* op = "update_scale_";
+  require(scale.numel() == 1 && scale.dtype() == ScalarType::Float32, op, "the scale must be one float32 element");
+  require(growth_tracker.numel() == 1 && growth_tracker.dtype() == ScalarType::Int32, op,
+          "the growth tracker must be one int32 element");
+  require(found_inf.numel() == 1 && found_inf.dtype() == ScalarType::Float32, op,
+          "found_inf must be one float32 element");
+  KernelLaunch launch(scale, growth_tracker, found_inf);
+  update_scale_kernel<<<1, 1, 0, launch.stream()>>>(scale.data<float>(), growth_tracker.data<int>(),
+                                                    found_inf.data<float>(), update);
+  ADCUDA_CHECK_LAUNCH();
+}
+
+}  // namespace adcuda
