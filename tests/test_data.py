@@ -2,6 +2,7 @@
 import collections
 import contextlib
 import gc
+import multiprocessing
 import os
 import pickle
 import random
@@ -483,3 +484,13 @@ def test_spawn_context_works(no_leftover_workers):
     loader = DataLoader(Squares(), batch_size=5, num_workers=1, multiprocessing_context="spawn")
     with deadline(60):
         assert [b.tolist() for b in loader] == [[0, 1, 4, 9, 16]]
+
+
+def test_start_method_is_spawn_once_cuda_is_initialised(monkeypatch):
+    ds = ints_dataset(4)
+    assert DataLoader(ds, num_workers=1).multiprocessing_context.get_start_method() == \
+        multiprocessing.get_start_method()
+    monkeypatch.setattr(adcuda.cuda, "is_initialized", lambda: True)
+    assert DataLoader(ds, num_workers=1).multiprocessing_context.get_start_method() == "spawn"
+    assert DataLoader(ds, num_workers=1, multiprocessing_context="fork").multiprocessing_context \
+        .get_start_method() == "fork"
