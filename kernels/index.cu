@@ -1,0 +1,384 @@
+// Gathers and scatters over an index geometry (index.h). Moves are instantiated per element size;
+// only the accumulating scatter needs the dtype (for its atomic add).
+#include "index.h"
+
+#include <cuda_runtime_api.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "elementwise_loops.cuh"
+#include "runtime/copy.h"
+#include "runtime/dispatch.cuh"
+#include "runtime/errors.h"
+#include "runtime/launch.cuh"
+#include "sort.h"
+
+namespace adcuda {
+
+namespace {
+
+constexpr int kMaxIndexArrays = 8;
+
+// The geometry with its dims merged, as kernels read it: per dim the strides of the base, of the
+// values (scatters) and of each index array.
+struct IndexParams {
+  int ndim = 0;
+  bool fast = false;  // fewer than 2^31 elements: coordinates by FastDivmod
+  std::int64_t sizes[kMaxDims] = {};
+  FastDivmod dividers[kMaxDims];
+  std::int64_t base_strides[kMaxDims] = {};
+  std::int64_t value_strides[kMaxDims] = {};
+  int count = 0;
+  const std::int64_t* indices[kMaxIndexArrays] = {};
+  std::int64_t index_array_strides[kMaxIndexArrays][kMaxDims] = {};
+  std::int64_t index_sizes[kMaxIndexArrays] = {};
+  std::int64_t index_strides[kMaxIndexArrays] = {};
+};
+
+struct Located {
+  std::int64_t base;
+  std::int64_t value;
+};
+
+// Offsets in the base and in the values of element `linear` (row-major over the geometry's shape).
+__device__ __forceinline__ Located locate(const IndexParams& p, std::int64_t linear) {
+  std::int64_t base = 0;
+  std::int64_t value = 0;
+  std::int64_t index_offsets[kMaxIndexArrays];
+#pragma unroll
+  for (int k = 0; k < kMaxIndexArrays; ++k) index_offsets[k] = 0;
+  auto rest = static_cast<std::uint32_t>(linear);
+#pragma unroll 1
+  for (int d = p.ndim - 1; d >= 0; --d) {
+    std::int64_t c;
+    if (p.fast) {
+      const std::uint32_t q = p.dividers[d].divide(rest);
+      c = rest - q * p.dividers[d].divisor;
+      rest = q;
+    } else {
+      c = linear % p.sizes[d];
+      linear /= p.sizes[d];
+    }
+    base += c * p.base_strides[d];
+    value += c * p.value_strides[d];
+#pragma unroll
+    for (int k = 0; k < kMaxIndexArrays; ++k) {
+      if (k < p.count) index_offsets[k] += c * p.index_array_strides[k][d];
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < kMaxIndexArrays; ++k) {
+    if (k < p.count) {
+      std::int64_t i = p.indices[k][index_offsets[k]];
+      if (i < 0) i += p.index_sizes[k];
+      base += i * p.index_strides[k];
+    }
+  }
+  return {base, value};
+}
+
+template <typename Unit>
+__global__ void gather_kernel(Unit* out, const Unit* base, std::int64_t n, const IndexParams p) {
+  ADCUDA_GRID_STRIDE_LOOP(i, n) { out[i] = base[locate(p, i).base]; }
+}
+
+template <typename Unit>
+__global__ void scatter_kernel(Unit* base, const Unit* values, std::int64_t n, const IndexParams p) {
+  ADCUDA_GRID_STRIDE_LOOP(i, n) {
+    const Located at = locate(p, i);
+    base[at.base] = values[at.value];
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ void atomic_add(T* address, T value) {
+  if constexpr (std::is_same_v<T, bool>) {
+    if (value) *address = true;  // bool addition is or: idempotent, no atomic needed
+  } else if constexpr (std::is_same_v<T, std::int64_t>) {
+    atomicAdd(reinterpret_cast<unsigned long long*>(address), static_cast<unsigned long long>(value));
+  } else {
+    atomicAdd(address, value);  // float, double, int32, __half (sm_70+), __nv_bfloat16 (sm_80+)
+  }
+}
+
+template <typename T>
+__global__ void scatter_add_kernel(T* base, const T* values, std::int64_t n, const IndexParams p) {
+  ADCUDA_GRID_STRIDE_LOOP(i, n) {
+    const Located at = locate(p, i);
+    atomic_add(base + at.base, values[at.value]);
+  }
+}
+
+// deterministic scatters: destinations as sortable keys (offsets + shift >= 0), then per run
+__global__ void scatter_keys_kernel(std::int64_t* keys, std::int64_t* positions, std::int64_t n, const IndexParams p,
+                                    std::int64_t shift) {
+  ADCUDA_GRID_STRIDE_LOOP(i, n) {
+    keys[i] = locate(p, i).base + shift;
+    positions[i] = i;
+  }
+}
+
+// The last duplicate (in index order) wins, as in NumPy.
+template <typename Unit>
+__global__ void scatter_last_kernel(Unit* base, const Unit* values, const std::int64_t* keys,
+                                    const std::int64_t* positions, std::int64_t n, const IndexParams p,
+                                    std::int64_t shift) {
+  ADCUDA_GRID_STRIDE_LOOP(i, n) {
+    if (i == n - 1 || keys[i + 1] != keys[i]) base[keys[i] - shift] = values[locate(p, positions[i]).value];
+  }
+}
+
+template <typename T, typename A>
+__global__ void gather_values_kernel(A* out, const T* values, const std::int64_t* positions, std::int64_t n,
+                                     const IndexParams p) {
+  ADCUDA_GRID_STRIDE_LOOP(i, n) { out[i] = static_cast<A>(to_compute(values[locate(p, positions[i]).value])); }
+}
+
+template <typename T, typename A>
+__global__ void add_runs_kernel(T* base, const std::int64_t* keys, const A* sums, const std::int64_t* count,
+                                std::int64_t n, std::int64_t shift) {
+  const std::int64_t runs = *count;
+  ADCUDA_GRID_STRIDE_LOOP(i, n) {
+    if (i >= runs) return;
+    T* target = base + (keys[i] - shift);
+    *target = convert<T>(static_cast<A>(to_compute(*target)) + sums[i]);
+  }
+}
+
+__global__ void check_indices_kernel(const std::int64_t* indices, std::int64_t n, std::int64_t size,
+                                     unsigned long long* report) {
+  ADCUDA_GRID_STRIDE_LOOP(i, n) {
+    const std::int64_t v = indices[i];
+    if (v < -size || v >= size) {
+      if (atomicCAS(report, 0ull, 1ull) == 0ull) {
+        report[1] = static_cast<unsigned long long>(v);
+        report[2] = static_cast<unsigned long long>(size);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// host side
+
+IndexParams make_params(const IndexGeometry& g, const DeviceArray* values) {
+  const std::size_t ndim = g.shape.size();
+  const std::size_t count = g.indices.size();
+  if (g.strides.size() != ndim || g.index_sizes.size() != count || g.index_strides.size() != count) {
+    throw std::invalid_argument("index geometry: shape, strides and index lists differ in length");
+  }
+  if (count > static_cast<std::size_t>(kMaxIndexArrays)) {
+    throw std::invalid_argument("index: at most " + std::to_string(kMaxIndexArrays) +
+                                " index arrays are supported, got " + std::to_string(count));
+  }
+  for (const DeviceArray& idx : g.indices) {
+    if (idx.dtype() != ScalarType::Int64 || idx.shape() != g.shape) {
+      throw std::invalid_argument("index geometry: index arrays must be int64 of the result's shape " +
+                                  format_dims(g.shape) + ", got " + scalar_type_name(idx.dtype()) + " " +
+                                  format_dims(idx.shape()));
+    }
+  }
+  if (values != nullptr && values->shape() != g.shape) {
+    throw std::invalid_argument("index_put_: values of shape " + format_dims(values->shape()) +
+                                " for an indexed result of shape " + format_dims(g.shape));
+  }
+  // every operand's strides per dim: row-major position, base, values, index arrays
+  const Dims row_major = contiguous_strides(g.shape);
+  const auto stride_of = [&](std::size_t operand, std::size_t d) -> std::int64_t {
+    if (operand == 0) return row_major[d];
+    if (operand == 1) return g.strides[d];
+    if (operand == 2) return values != nullptr ? values->strides()[d] : 0;
+    return g.indices[operand - 3].strides()[d];
+  };
+  const std::size_t operands = 3 + count;
+  std::vector<std::size_t> kept;  // dims kept after merging, outermost first; merged dims fold into the next
+  std::vector<std::int64_t> sizes;
+  for (std::size_t d = 0; d < ndim; ++d) {
+    if (g.shape[d] == 1) continue;
+    if (!kept.empty()) {
+      bool mergeable = true;
+      for (std::size_t op = 0; op < operands && mergeable; ++op) {
+        mergeable = stride_of(op, kept.back()) == stride_of(op, d) * g.shape[d];
+      }
+      if (mergeable) {
+        kept.back() = d;
+        sizes.back() *= g.shape[d];
+        continue;
+      }
+    }
+    kept.push_back(d);
+    sizes.push_back(g.shape[d]);
+  }
+  if (kept.size() > static_cast<std::size_t>(kMaxDims)) {
+    throw std::invalid_argument("index: the indexed result " + format_dims(g.shape) + " has more than " +
+                                std::to_string(kMaxDims) + " dims that do not merge");
+  }
+  IndexParams p;
+  p.ndim = static_cast<int>(kept.size());
+  std::int64_t numel = 1;
+  for (std::int64_t s : g.shape) numel *= s;
+  p.fast = numel <= kInt32Limit;
+  for (std::size_t i = 0; i < kept.size(); ++i) {
+    const std::size_t d = kept[i];
+    p.sizes[i] = sizes[i];
+    if (p.fast) p.dividers[i] = FastDivmod(static_cast<std::uint32_t>(sizes[i]));
+    p.base_strides[i] = stride_of(1, d);
+    p.value_strides[i] = stride_of(2, d);
+    for (std::size_t k = 0; k < count; ++k) p.index_array_strides[k][i] = stride_of(3 + k, d);
+  }
+  p.count = static_cast<int>(count);
+  for (std::size_t k = 0; k < count; ++k) {
+    p.indices[k] = g.indices[k].data<std::int64_t>();
+    p.index_sizes[k] = g.index_sizes[k];
+    p.index_strides[k] = g.index_strides[k];
+  }
+  return p;
+}
+
+template <typename F>
+void dispatch_unit(std::size_t itemsize, F&& f) {
+  switch (itemsize) {
+    case 1: return f(TypeTag<std::uint8_t>{});
+    case 2: return f(TypeTag<std::uint16_t>{});
+    case 4: return f(TypeTag<std::uint32_t>{});
+    default: return f(TypeTag<std::uint64_t>{});
+  }
+}
+
+std::int64_t numel_of(const Dims& shape) {
+  std::int64_t n = 1;
+  for (std::int64_t s : shape) n *= s;
+  return n;
+}
+
+int bits_for(std::uint64_t largest) {
+  int bits = 1;
+  while (bits < 64 && (largest >> bits) != 0) ++bits;
+  return bits;
+}
+
+void order_after(const std::vector<DeviceArray>& arrays, const KernelLaunch& launch) {
+  for (const DeviceArray& a : arrays) a.storage()->use_on(launch.stream(), launch.device());
+}
+
+void deterministic_scatter(const DeviceArray& base, const IndexParams& p, const DeviceArray& values, std::int64_t n,
+                           bool accumulate, const KernelLaunch& launch) {
+  const cudaStream_t stream = launch.stream();
+  // keys: element offsets from the lowest element base reaches, so they are >= 0
+  const std::pair<std::int64_t, std::int64_t> reach = base.extent();
+  const std::int64_t lowest = reach.first;
+  const std::int64_t end = reach.second;
+  const std::int64_t shift = base.offset() - lowest;
+  DeviceArray keys = DeviceArray::empty({n}, ScalarType::Int64, base.device());
+  DeviceArray positions = DeviceArray::empty({n}, ScalarType::Int64, base.device());
+  scatter_keys_kernel<<<grid_size(n), kBlockSize, 0, stream>>>(keys.data<std::int64_t>(),
+                                                               positions.data<std::int64_t>(), n, p, shift);
+  ADCUDA_CHECK_LAUNCH();
+  const std::pair<DeviceArray, DeviceArray> sorted =
+      sort_pairs(keys, positions, bits_for(static_cast<std::uint64_t>(end - lowest)));
+  const DeviceArray& sorted_keys = sorted.first;
+  const DeviceArray& order = sorted.second;
+  if (!accumulate) {
+    dispatch_unit(base.itemsize(), [&](auto tag) {
+      using U = typename decltype(tag)::type;
+      scatter_last_kernel<U><<<grid_size(n), kBlockSize, 0, stream>>>(
+          static_cast<U*>(base.data_ptr()), static_cast<const U*>(values.data_ptr()), sorted_keys.data<std::int64_t>(),
+          order.data<std::int64_t>(), n, p, shift);
+    });
+    ADCUDA_CHECK_LAUNCH();
+    return;
+  }
+  dispatch_numeric(base.dtype(), "index_put_", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = std::conditional_t<std::is_floating_point_v<compute_t<T>>, compute_t<T>, std::int64_t>;
+    const ScalarType acc_type = std::is_same_v<A, float>    ? ScalarType::Float32
+                                : std::is_same_v<A, double> ? ScalarType::Float64
+                                                            : ScalarType::Int64;
+    DeviceArray gathered = DeviceArray::empty({n}, acc_type, base.device());
+    gather_values_kernel<T, A><<<grid_size(n), kBlockSize, 0, stream>>>(
+        static_cast<A*>(gathered.data_ptr()), values.data<T>(), order.data<std::int64_t>(), n, p);
+    ADCUDA_CHECK_LAUNCH();
+    const KeyRuns runs = sum_runs(sorted_keys, gathered);
+    add_runs_kernel<T, A><<<grid_size(n), kBlockSize, 0, stream>>>(base.data<T>(), runs.keys.data<std::int64_t>(),
+                                                                   static_cast<const A*>(runs.sums.data_ptr()),
+                                                                   runs.count.data<std::int64_t>(), n, shift);
+    ADCUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace
+
+void check_indices(const std::vector<DeviceArray>& indices, const std::vector<std::int64_t>& sizes) {
+  if (indices.size() != sizes.size()) throw std::invalid_argument("check_indices: one size per index array");
+  if (indices.empty()) return;
+  DeviceArray report = DeviceArray::empty({3}, ScalarType::Int64, indices.front().device());
+  fill_(report, Scalar::from_int(0));
+  bool launched = false;
+  for (std::size_t k = 0; k < indices.size(); ++k) {
+    const DeviceArray idx = contiguous(indices[k]);
+    if (idx.dtype() != ScalarType::Int64) throw std::invalid_argument("check_indices: index arrays must be int64");
+    const std::int64_t n = idx.numel();
+    if (n == 0) continue;
+    KernelLaunch launch(report, idx);
+    check_indices_kernel<<<grid_size(n), kBlockSize, 0, launch.stream()>>>(
+        idx.data<std::int64_t>(), n, sizes[k], static_cast<unsigned long long*>(report.data_ptr()));
+    ADCUDA_CHECK_LAUNCH();
+    launched = true;
+  }
+  if (!launched) return;
+  std::int64_t host[3];
+  copy_device_to_host(host, report, sizeof(host));
+  if (host[0] != 0) {
+    throw std::out_of_range("index " + std::to_string(host[1]) + " is out of bounds for dimension with size " +
+                            std::to_string(host[2]));
+  }
+}
+
+DeviceArray index_gather(const DeviceArray& base, const IndexGeometry& geometry) {
+  DeviceArray out = DeviceArray::empty(geometry.shape, base.dtype(), base.device());
+  const std::int64_t n = out.numel();
+  if (n == 0) return out;
+  const IndexParams p = make_params(geometry, nullptr);
+  KernelLaunch launch(out, base);
+  order_after(geometry.indices, launch);
+  dispatch_unit(base.itemsize(), [&](auto tag) {
+    using U = typename decltype(tag)::type;
+    gather_kernel<U><<<grid_size(n), kBlockSize, 0, launch.stream()>>>(static_cast<U*>(out.data_ptr()),
+                                                                       static_cast<const U*>(base.data_ptr()), n, p);
+  });
+  ADCUDA_CHECK_LAUNCH();
+  return out;
+}
+
+void index_scatter_(const DeviceArray& base, const IndexGeometry& geometry, const DeviceArray& values, bool accumulate,
+                    bool deterministic) {
+  if (values.dtype() != base.dtype()) {
+    throw std::invalid_argument(std::string("index_put_: values of dtype ") + scalar_type_name(values.dtype()) +
+                                " for an array of dtype " + scalar_type_name(base.dtype()));
+  }
+  const std::int64_t n = numel_of(geometry.shape);
+  if (n == 0) return;
+  const IndexParams p = make_params(geometry, &values);
+  KernelLaunch launch(base, values);
+  order_after(geometry.indices, launch);
+  if (deterministic && !(accumulate && base.dtype() == ScalarType::Bool)) {
+    deterministic_scatter(base, p, values, n, accumulate, launch);
+    return;
+  }
+  if (accumulate) {
+    dispatch_type(base.dtype(), "index_put_", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      scatter_add_kernel<T><<<grid_size(n), kBlockSize, 0, launch.stream()>>>(base.data<T>(), values.data<T>(), n, p);
+    });
+  } else {
+    dispatch_unit(base.itemsize(), [&](auto tag) {
+      using U = typename decltype(tag)::type;
+      scatter_kernel<U><<<grid_size(n), kBlockSize, 0, launch.stream()>>>(
+          static_cast<U*>(base.data_ptr()), static_cast<const U*>(values.data_ptr()), n, p);
+    });
+  }
+  ADCUDA_CHECK_LAUNCH();
+}
+
+}  // namespace adcuda
