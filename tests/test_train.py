@@ -225,3 +225,10 @@ def test_sampling_follows_the_distribution():
     corpus = adcuda.data.CharCorpus(text="abcd", vocab=("a", "b", "c", "d"), train=None, val=None)
     text = chars_task.sample(Fixed(), corpus, "ab", 10, 1.0, torch.Generator().manual_seed(0), "cpu")
     assert text == "ab" + "c" * 10
+
+
+@pytest.mark.slow
+def test_default_digits_run_reaches_target_accuracy(tmp_path):
+    """What ``adcuda train`` does with no arguments (fast variant: the one-epoch CLI test)."""
+    result = train(TrainConfig(task="digits", out=str(tmp_path), quiet=True), TASKS["digits"])
+    assert result["test_accuracy"] >= 0.97
