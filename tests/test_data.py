@@ -4,7 +4,6 @@ import contextlib
 import gc
 import multiprocessing
 import os
-import pickle
 import random
 import signal
 import threading
