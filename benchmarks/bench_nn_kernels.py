@@ -1,0 +1,389 @@
+"""adcuda's fused NN kernels and whole training steps against PyTorch on one GPU.
+
+    python benchmarks/bench_nn_kernels.py [--quick] [--json out.json]
+
+- memory-bound kernels (softmax, log-softmax, cross-entropy, layer norm; forward and backward): GB/s
+  of the bytes each must move (inputs read once, outputs written once), next to the device-to-device
+  copy bandwidth measured here and to PyTorch's kernels on the same data. Target: >= 80% of the copy
+  bandwidth.
+- attention forward and forward+backward against torch's scaled_dot_product_attention (TFLOP/s);
+- a full training step (forward, cross-entropy, backward, AdamW) of the MLP and of the small GPT that
+  ``adcuda train`` trains (adcuda/train/models.py), against the same models in PyTorch eager.
+
+Needs a GPU; elsewhere it says so and exits 0. Every kernel is first checked against the CPU backend
+on small odd shapes (the benchmark stops if one is off). Times are CUDA-event medians over bursts of
+calls; adcuda's kernels are called through the backend primitives (no autograd bookkeeping), the
+training steps through the public API.
+"""
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _harness import print_table  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+import adcuda  # noqa: E402
+
+
+def optional_torch():
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch if torch.cuda.is_available() else None
+
+
+def event_time(record, synchronize, elapsed, fn, bursts, per_burst):
+    for _ in range(3):
+        fn()
+    synchronize()
+    times = []
+    for _ in range(bursts):
+        start = record()
+        for _ in range(per_burst):
+            fn()
+        end = record()
+        synchronize()
+        times.append(elapsed(start, end) / 1e3 / per_burst)
+    return statistics.median(times)
+
+
+def adcuda_seconds(fn, bursts, per_burst):
+    def record():
+        event = adcuda.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+    return event_time(record, adcuda.cuda.synchronize, lambda s, e: s.elapsed_time(e), fn, bursts, per_burst)
+
+
+def torch_seconds(torch, fn, bursts, per_burst):
+    def record():
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+    return event_time(record, torch.cuda.synchronize, lambda s, e: s.elapsed_time(e), fn, bursts, per_burst)
+
+
+# ---------------------------------------------------------------------------------------------
+# reference check
+def check_against_cpu(cb, cpu):
+    rng = np.random.default_rng(0)
+
+    def close(got, expected, what, tolerance=2e-4):
+        got = np.asarray(cb.to_numpy(got), np.float64)
+        expected = np.asarray(expected, np.float64)
+        scale = max(np.abs(expected[np.isfinite(expected)]).max(initial=0.0), 1.0)
+        if got.shape != expected.shape or not np.allclose(got, expected, rtol=tolerance, atol=tolerance * scale,
+                                                          equal_nan=True):
+            raise SystemExit(f"reference check failed: {what}")
+
+    def device(x, dtype=adcuda.float32):
+        return cb.from_numpy(np.asarray(x), dtype)
+
+    x = rng.standard_normal((37, 1031)).astype(np.float32)
+    g = rng.standard_normal((37, 1031)).astype(np.float32)
+    for log in (False, True):
+        y = cpu.softmax(x, 1, log)
+        close(cb.softmax(device(x), 1, log), y, f"softmax(log={log})")
+        close(cb.softmax_backward(device(y), device(g), 1, log), cpu.softmax_backward(y, g, 1, log),
+              f"softmax_backward(log={log})")
+    target = rng.integers(0, 1031, 37)
+    target[::5] = -100
+    losses, logp = cpu.cross_entropy(x, target, -100, 0.1)
+    got_losses, got_logp = cb.cross_entropy(device(x), device(target, adcuda.int64), -100, 0.1)
+    close(got_losses, losses, "cross_entropy losses")
+    close(got_logp, logp, "cross_entropy log-probabilities")
+    g_rows = rng.standard_normal(37).astype(np.float32)
+    close(cb.cross_entropy_backward(device(logp), device(target, adcuda.int64), device(g_rows), -100, 0.1),
+          cpu.cross_entropy_backward(logp, target, g_rows, -100, 0.1), "cross_entropy_backward")
+    w, b = rng.standard_normal(1031).astype(np.float32), rng.standard_normal(1031).astype(np.float32)
+    y, mean, rstd = cpu.layer_norm(x, w, b, 1, 1e-5)
+    got = cb.layer_norm(device(x), device(w), device(b), 1, 1e-5)
+    close(got[0], y, "layer_norm")
+    for got_part, ref_part, name in zip(cb.layer_norm_backward(device(g), device(x), device(w), got[1], got[2], 1),
+                                        cpu.layer_norm_backward(g, x, w, mean, rstd, 1), ("dx", "dweight", "dbias")):
+        close(got_part, ref_part, f"layer_norm_backward {name}")
+    q, k, v = (rng.standard_normal((2, 3, 45, 24)).astype(np.float32) for _ in range(3))
+    out, lse = cpu.attention(q, k, v, None, True, 0.2)
+    got_out, got_lse = cb.attention(device(q), device(k), device(v), None, True, 0.2)
+    close(got_out, out, "attention")
+    go = rng.standard_normal(out.shape).astype(np.float32)
+    refs = cpu.attention_backward(go, q, k, v, out, lse, None, True, 0.2)
+    grads = cb.attention_backward(device(go), device(q), device(k), device(v), got_out, got_lse, None, True, 0.2)
+    for got_part, ref_part, name in zip(grads, refs, ("dq", "dk", "dv")):
+        close(got_part, ref_part, f"attention_backward {name}")
+    print("reference check: softmax, cross-entropy, layer norm and attention (forward and backward) match the "
+          "CPU backend")
+
+
+# ---------------------------------------------------------------------------------------------
+# memory-bound kernels
+def bandwidth_cases(cb, torch, quick, bursts):
+    """{contender: {case: seconds}} and {case: bytes moved}."""
+    from adcuda import _native
+    C = _native._C
+    rows, classes = (2048, 16384) if quick else (8192, 32768)
+    ln_rows, width = (16384, 1024) if quick else (65536, 1024)
+    rng = np.random.default_rng(1)
+    results = {"adcuda": {}}
+    if torch is not None:
+        results["torch"] = {}
+    moved = {}
+    for dtype in ("float16", "float32"):
+        adt = getattr(adcuda, dtype)
+        size = 2 if dtype == "float16" else 4
+        logits_host = rng.standard_normal((rows, classes)).astype(np.float32)
+        x = cb.from_numpy(logits_host, adt)
+        g = cb.from_numpy(rng.standard_normal((rows, classes)).astype(np.float32), adt)
+        target_host = rng.integers(0, classes, rows)
+        target = cb.from_numpy(target_host, adcuda.int64)
+        g_rows = cb.from_numpy(np.ones(rows, np.float32), adt)
+        copy_target = cb.empty((rows, classes), adt)
+        y = cb.softmax(x, 1, False)
+        _, logp = cb.cross_entropy(x, target, -100, 0.0)
+        n = rows * classes
+        cases = {
+            f"copy {dtype} {rows}x{classes}": (lambda: C.copy_(copy_target, x), 2 * n * size),
+            f"softmax {dtype}": (lambda: cb.softmax(x, 1, False), 2 * n * size),
+            f"log_softmax {dtype}": (lambda: cb.softmax(x, 1, True), 2 * n * size),
+            f"softmax backward {dtype}": (lambda: cb.softmax_backward(y, g, 1, False), 3 * n * size),
+            f"cross_entropy {dtype}": (lambda: cb.cross_entropy(x, target, -100, 0.0), 2 * n * size),
+            f"cross_entropy backward {dtype}": (
+                lambda: cb.cross_entropy_backward(logp, target, g_rows, -100, 0.0), 2 * n * size),
+        }
+        ln_x = cb.from_numpy(rng.standard_normal((ln_rows, width)).astype(np.float32), adt)
+        ln_g = cb.from_numpy(rng.standard_normal((ln_rows, width)).astype(np.float32), adt)
+        ln_w = cb.from_numpy(rng.standard_normal(width).astype(np.float32), adt)
+        ln_b = cb.from_numpy(rng.standard_normal(width).astype(np.float32), adt)
+        _, ln_mean, ln_rstd = cb.layer_norm(ln_x, ln_w, ln_b, 1, 1e-5)
+        m = ln_rows * width
+        cases[f"layer_norm {dtype} {ln_rows}x{width}"] = (lambda: cb.layer_norm(ln_x, ln_w, ln_b, 1, 1e-5),
+                                                          2 * m * size)
+        cases[f"layer_norm backward {dtype}"] = (
+            lambda: cb.layer_norm_backward(ln_g, ln_x, ln_w, ln_mean, ln_rstd, 1), 3 * m * size)
+        for case, (fn, nbytes) in cases.items():
+            moved[case] = nbytes
+            results["adcuda"][case] = adcuda_seconds(fn, bursts, 10)
+        if torch is not None:
+            tdt = getattr(torch, dtype)
+            tx = torch.from_numpy(logits_host).cuda().to(tdt)
+            tg = torch.randn_like(tx)
+            tt = torch.from_numpy(target_host).cuda()
+            ty = torch.softmax(tx, 1)
+            t_copy = torch.empty_like(tx)
+            t_logp = torch.log_softmax(tx, 1)
+            t_g_rows = torch.ones(rows, device="cuda", dtype=tdt)
+            lx = torch.randn(ln_rows, width, device="cuda", dtype=tdt)
+            lg, lw, lb = torch.randn_like(lx), torch.randn(width, device="cuda", dtype=tdt), torch.randn(
+                width, device="cuda", dtype=tdt)
+            _, l_mean, l_rstd = torch.ops.aten.native_layer_norm(lx, [width], lw, lb, 1e-5)
+            aten = torch.ops.aten
+            torch_cases = {
+                f"copy {dtype} {rows}x{classes}": lambda: t_copy.copy_(tx),
+                f"softmax {dtype}": lambda: torch.softmax(tx, 1),
+                f"log_softmax {dtype}": lambda: torch.log_softmax(tx, 1),
+                f"softmax backward {dtype}": lambda: aten._softmax_backward_data(tg, ty, 1, tdt),
+                f"cross_entropy {dtype}": lambda: torch.nn.functional.cross_entropy(tx, tt, reduction="none"),
+                f"cross_entropy backward {dtype}": lambda: aten._log_softmax_backward_data(
+                    aten.nll_loss_backward(t_g_rows, t_logp, tt, None, 0, -100, torch.tensor(1.0, device="cuda")),
+                    t_logp, 1, tdt),
+                f"layer_norm {dtype} {ln_rows}x{width}": lambda: torch.nn.functional.layer_norm(lx, [width], lw, lb),
+                f"layer_norm backward {dtype}": lambda: aten.native_layer_norm_backward(
+                    lg, lx, [width], l_mean, l_rstd, lw, lb, [True, True, True]),
+            }
+            for case, fn in torch_cases.items():
+                results["torch"][case] = torch_seconds(torch, fn, bursts, 10)
+    return results, moved
+
+
+# ---------------------------------------------------------------------------------------------
+# attention
+def attention_cases(cb, torch, quick, bursts):
+    batch, heads, length, dim = (2, 8, 512, 64) if quick else (4, 12, 1024, 64)
+    rng = np.random.default_rng(2)
+    host = [rng.standard_normal((batch, heads, length, dim)).astype(np.float32) for _ in range(4)]
+    results = {"adcuda": {}}
+    flops = {}
+    scale = 1.0 / math.sqrt(dim)
+    q, k, v, g = (cb.from_numpy(h, adcuda.float16) for h in host)
+    for causal in (False, True):
+        label = f"B{batch} H{heads} L{length} D{dim} fp16{' causal' if causal else ''}"
+        forward_flops = 4.0 * batch * heads * length * length * dim * (0.5 if causal else 1.0)
+        flops[f"attention {label}"] = forward_flops
+        flops[f"attention fwd+bwd {label}"] = 3.5 * forward_flops  # backward: 2.5x the forward's products
+        out, lse = cb.attention(q, k, v, None, causal, scale)
+        results["adcuda"][f"attention {label}"] = adcuda_seconds(lambda: cb.attention(q, k, v, None, causal, scale),
+                                                                 bursts, 3)
+        results["adcuda"][f"attention fwd+bwd {label}"] = adcuda_seconds(
+            lambda: (cb.attention(q, k, v, None, causal, scale),
+                     cb.attention_backward(g, q, k, v, out, lse, None, causal, scale)), bursts, 3)
+        if torch is not None:
+            results.setdefault("torch", {})
+            tq, tk, tv, tg = (torch.from_numpy(h).cuda().half().requires_grad_() for h in host)
+            sdpa = torch.nn.functional.scaled_dot_product_attention
+            with torch.no_grad():
+                results["torch"][f"attention {label}"] = torch_seconds(
+                    torch, lambda: sdpa(tq, tk, tv, is_causal=causal), bursts, 3)
+
+            def forward_backward():
+                sdpa(tq, tk, tv, is_causal=causal).backward(tg)
+            results["torch"][f"attention fwd+bwd {label}"] = torch_seconds(torch, forward_backward, bursts, 3)
+    return results, flops
+
+
+# ---------------------------------------------------------------------------------------------
+# training steps
+def torch_models(torch):
+    nn, F = torch.nn, torch.nn.functional
+
+    class Block(nn.Module):
+        def __init__(self, d_model, n_heads):
+            super().__init__()
+            self.n_heads = n_heads
+            self.ln1, self.ln2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+            self.qkv, self.proj = nn.Linear(d_model, 3 * d_model), nn.Linear(d_model, d_model)
+            self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(approximate="tanh"),
+                                     nn.Linear(4 * d_model, d_model))
+
+        def forward(self, x):
+            batch, length, width = x.shape
+            q, k, v = self.qkv(self.ln1(x)).split(width, dim=2)
+            q, k, v = (t.view(batch, length, self.n_heads, width // self.n_heads).transpose(1, 2) for t in (q, k, v))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.proj(y.transpose(1, 2).reshape(batch, length, width))
+            return x + self.mlp(self.ln2(x))
+
+    class GPT(nn.Module):
+        def __init__(self, vocab_size, block_size, d_model, n_layers, n_heads):
+            super().__init__()
+            self.tok_emb, self.pos_emb = nn.Embedding(vocab_size, d_model), nn.Embedding(block_size, d_model)
+            self.blocks = nn.ModuleList([Block(d_model, n_heads) for _ in range(n_layers)])
+            self.ln_f = nn.LayerNorm(d_model)
+            self.head = nn.Linear(d_model, vocab_size, bias=False)
+            self.head.weight = self.tok_emb.weight
+
+        def forward(self, ids):
+            x = self.tok_emb(ids) + self.pos_emb(torch.arange(ids.shape[1], device=ids.device))
+            for block in self.blocks:
+                x = block(x)
+            return self.head(self.ln_f(x))
+
+    def mlp(sizes):
+        layers = []
+        for a, b in zip(sizes[:-2], sizes[1:-1]):
+            layers += [nn.Linear(a, b), nn.GELU()]
+        return nn.Sequential(*layers, nn.Linear(sizes[-2], sizes[-1]))
+    return mlp, GPT
+
+
+def training_cases(torch, quick, bursts):
+    from adcuda import nn as anf
+    from adcuda.train.chars import BLOCK_SIZE, MODEL
+    from adcuda.train.digits import HIDDEN
+    from adcuda.train.models import GPT, MLP
+    vocab = 96
+    rng = np.random.default_rng(3)
+    mlp_batch, gpt_batch = 256, 32
+    x_host = rng.standard_normal((mlp_batch, 64)).astype(np.float32)
+    y_host = rng.integers(0, 10, mlp_batch)
+    ids_host = rng.integers(0, vocab, (gpt_batch, BLOCK_SIZE + 1))
+    gpt_config = {k: v for k, v in MODEL.items() if k != "dropout"}
+    steps = 5 if quick else 10
+    results = {"adcuda": {}}
+    labels = {"mlp": f"MLP 64-{'-'.join(map(str, HIDDEN))}-10 step, batch {mlp_batch}",
+              "gpt": f"GPT {gpt_config} step, batch {gpt_batch}x{BLOCK_SIZE}"}
+
+    adcuda.manual_seed(0)
+    mlp = MLP(64, HIDDEN, 10).to("cuda")
+    gpt = GPT(vocab, BLOCK_SIZE, **MODEL).to("cuda")
+    x, y = adcuda.tensor(x_host, device="cuda"), adcuda.tensor(y_host, device="cuda")
+    ids = adcuda.tensor(ids_host, device="cuda")
+    for key, model, batch in (("mlp", mlp, (x, y)), ("gpt", gpt, (ids[:, :-1], ids[:, 1:]))):
+        optimizer = adcuda.optim.AdamW(model.parameters(), lr=1e-3)
+
+        def step(model=model, batch=batch, optimizer=optimizer):
+            logits = model(batch[0])
+            loss = anf.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch[1].reshape(-1))
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+        results["adcuda"][labels[key]] = adcuda_seconds(step, bursts, steps)
+
+    if torch is not None:
+        results["torch"] = {}
+        make_mlp, TorchGPT = torch_models(torch)
+        torch.manual_seed(0)
+        t_mlp = make_mlp((64,) + tuple(HIDDEN) + (10,)).cuda()
+        t_gpt = TorchGPT(vocab, BLOCK_SIZE, **gpt_config).cuda()
+        tx, ty = torch.from_numpy(x_host).cuda(), torch.from_numpy(y_host).cuda()
+        t_ids = torch.from_numpy(ids_host).cuda()
+        for key, model, batch in (("mlp", t_mlp, (tx, ty)), ("gpt", t_gpt, (t_ids[:, :-1], t_ids[:, 1:]))):
+            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+            def step(model=model, batch=batch, optimizer=optimizer):
+                logits = model(batch[0])
+                loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch[1].reshape(-1))
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+            results["torch"][labels[key]] = torch_seconds(torch, step, bursts, steps)
+    return results
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="smaller arrays, fewer bursts")
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    if not adcuda.cuda.is_available():
+        print(f"bench_nn_kernels needs a GPU: {adcuda.cuda.unavailable_reason()}")
+        return 0
+    adcuda.init_cuda_context()
+    from adcuda.backends import cpu
+    from adcuda.backends import cuda as cb
+    torch = optional_torch()
+    check_against_cpu(cb, cpu)
+    bursts = 3 if args.quick else 7
+
+    results, moved = bandwidth_cases(cb, torch, args.quick, bursts)
+    rows = print_table(f"memory-bound kernels on {adcuda.cuda.get_device_name()} (time per call)", results,
+                       unit="us", scale=1e6)
+    copy_rate = {dtype: moved[case] / results["adcuda"][case] for case in moved if case.startswith("copy")
+                 for dtype in ("float16", "float32") if dtype in case}
+    print("\nGB/s (adcuda as % of the copy bandwidth; torch alongside):")
+    for case, seconds in results["adcuda"].items():
+        rate = moved[case] / seconds
+        dtype = "float16" if "float16" in case else "float32"
+        line = f"  {case:<40} adcuda {rate / 1e9:8.1f} ({100 * rate / copy_rate[dtype]:5.1f}% of copy)"
+        theirs = results.get("torch", {}).get(case)
+        if theirs:
+            line += f"   torch {moved[case] / theirs / 1e9:8.1f}"
+        print(line)
+
+    attention, attention_flops = attention_cases(cb, torch, args.quick, bursts)
+    rows += print_table("attention (time per call)", attention, unit="ms", scale=1e3)
+    print("\nattention TFLOP/s:")
+    for case, seconds in attention["adcuda"].items():
+        line = f"  {case:<52} adcuda {attention_flops[case] / seconds / 1e12:7.2f}"
+        theirs = attention.get("torch", {}).get(case)
+        if theirs:
+            line += f"   torch {attention_flops[case] / theirs / 1e12:7.2f}"
+        print(line)
+
+    steps = training_cases(torch, args.quick, bursts)
+    rows += print_table("training step: forward + cross-entropy + backward + AdamW (time per step)", steps,
+                        unit="ms", scale=1e3)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"suite": "nn_kernels", "device": "cuda", "rows": rows,
+                       "bytes_moved": moved}, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
