@@ -79,6 +79,14 @@ def _bytes_text(count):
         count /= 1024
 
 
+def _gemm_path(available):
+    """Which kernels ``matmul`` runs on the current device (None without a usable one)."""
+    C = _native._C
+    if not available or not hasattr(C, "gemm_path"):
+        return None
+    return C.gemm_path(C.cuda_current_device())
+
+
 def info(as_dict=False):
     """A report of the build (CUDA compiled? toolkit, architectures) and the run-time devices.
 
@@ -112,6 +120,7 @@ def info(as_dict=False):
         "cuda_initialized": cuda.is_initialized(),
         "allocator": allocator,
         "pinned_pool": pinned_pool,
+        "gemm": _gemm_path(available),
     }
     if as_dict:
         return facts
@@ -154,6 +163,8 @@ def _format(facts, extra_build_keys):
                      f"{_bytes_text(stats['reserved_bytes'])} reserved ({stats['cached_blocks']} blocks cached), "
                      f"{stats['cache_hits']} of {stats['allocations']} allocations from the cache, "
                      f"{stats['ooms']} out of memory")
+    if facts["gemm"] is not None:
+        lines.append(f"  GEMM: {facts['gemm']}")
     if facts["pinned_pool"] is not None:
         pool = facts["pinned_pool"]
         lines.append(f"  pinned pool: {_bytes_text(pool['allocated_bytes'])} in use in {pool['active_blocks']} "
