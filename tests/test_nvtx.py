@@ -81,14 +81,15 @@ def test_training_step_emits_balanced_named_ranges(recorder, tmp_path):
     assert {c.event for c in calls} == {"push", "pop"}
     found = ranges(calls)
     names = [parse(m)[0] for m, _, _ in found]
-    for op in ("linear", "relu", "cross_entropy", "stack", "add"):
+    for op in ("linear", "relu", "cross_entropy", "getitem", "add"):
         assert op in names, op
     for library_range in ("train_step", "Optimizer.step#SGD.step", "Optimizer.zero_grad#SGD.zero_grad",
                           "enumerate(DataLoader)#_SingleProcessIter.__next__"):
         assert library_range in names, library_range
-    # the batch is collated (stacked) inside the DataLoader's range, the step inside train_step
-    stack_ranges = [enclosing for m, _, enclosing in found if parse(m)[0] == "stack"]
-    assert stack_ranges and all(e[-1] == "enumerate(DataLoader)#_SingleProcessIter.__next__" for e in stack_ranges)
+    # the samples are fetched (TensorDataset's getitem) inside the DataLoader's range, the step inside
+    # train_step
+    fetch_ranges = [enclosing for m, _, enclosing in found if parse(m)[0] == "getitem"]
+    assert fetch_ranges and all(e[-1] == "enumerate(DataLoader)#_SingleProcessIter.__next__" for e in fetch_ranges)
     linear_ranges = [(depth, enclosing) for m, depth, enclosing in found if parse(m)[0] == "linear"]
     assert all(enclosing == ["train_step"] for _, enclosing in linear_ranges)
     # only the outermost op gets a range: nothing nests inside an op's range
