@@ -8,6 +8,7 @@ from ..nn import functional as F
 from ..ops.shape import stack
 from ..utils.data import DataLoader, Dataset, RandomSampler
 from .models import GPT
+from .parallel import RankShare
 
 BLOCK_SIZE = 64
 MODEL = {"d_model": 96, "n_layers": 3, "n_heads": 4, "dropout": 0.0}
@@ -70,9 +71,14 @@ class CharsTask:
     def build_model(self):
         return GPT(self.corpus.vocab_size, BLOCK_SIZE, **MODEL)
 
-    def train_loader(self, batch_size, generator, num_workers):
-        sampler = RandomSampler(self.train_windows, replacement=True, num_samples=STEPS_PER_EPOCH * batch_size,
-                                generator=generator)
+    def train_loader(self, batch_size, generator, num_workers, world=None):
+        """``STEPS_PER_EPOCH`` batches of ``batch_size`` random windows; with ``world`` (a distributed run)
+        every rank draws the windows of all ranks alike and trains on its own share of them."""
+        ranks = 1 if world is None else world.size
+        sampler = RandomSampler(self.train_windows, replacement=True,
+                                num_samples=STEPS_PER_EPOCH * batch_size * ranks, generator=generator)
+        if world is not None:
+            sampler = RankShare(sampler, world)
         return DataLoader(self.train_windows, batch_size=batch_size, sampler=sampler, drop_last=True,
                           generator=generator, num_workers=num_workers, persistent_workers=num_workers > 0)
 
