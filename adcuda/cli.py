@@ -4,6 +4,8 @@ import argparse
 import math
 import sys
 
+DEFAULT_PROFILE_STEPS = 5
+
 TASK_HELP = {
     "digits": "classify 8x8 handwritten digits (bundled, 1,797 images) with an MLP",
     "chars": "a small GPT that writes text character by character, trained on Python's help() topics",
@@ -69,7 +71,13 @@ def build_parser():
                     "validation, a checkpoint after every epoch and a final held-out evaluation.\n\n"
                     + "\n".join(f"  {name:<7} {text}" for name, text in TASK_HELP.items()),
         epilog="Interrupt with Ctrl-C at any time: the checkpoint of the last finished epoch stays in --out, "
-               "and the same command with --resume continues exactly where it stopped.")
+               "and the same command with --resume continues exactly where it stopped.\n\n"
+               "Examples:\n"
+               "  adcuda train --task chars --amp                    mixed precision\n"
+               "  adcuda train --distributed --nproc-per-node 2      2 processes on this machine\n"
+               "  mpirun -n 4 adcuda train --distributed             4 processes started by MPI\n"
+               "  adcuda train --profile --profile-steps 10          where 10 steps spend their time\n"
+               "  nsys profile -t cuda,nvtx adcuda train --nvtx      the ops on Nsight Systems' timeline")
     train.add_argument("--task", choices=sorted(TASK_HELP), default="digits",
                        help="what to train (default: digits)")
     train.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
@@ -93,11 +101,41 @@ def build_parser():
                             "the checkpoint there")
     train.add_argument("--resume", action="store_true",
                        help="continue the run whose checkpoint is in --out (model, optimizer, schedule, epoch "
-                            "and random state), keeping its batch size, learning rate and seed")
+                            "and random state), keeping its batch size, learning rate, seed and --amp")
     train.add_argument("--num-workers", type=_non_negative_int, default=0,
                        help="DataLoader worker processes that prepare batches (default: 0, in this process)")
     train.add_argument("--quiet", action="store_true",
                        help="no progress bar and no per-epoch lines: only the final results")
+    train.add_argument("--amp", action="store_true", default=None,
+                       help="mixed precision: float16 weights and activations (matmuls in float16; softmax, layer "
+                            "norm and the loss in float32) stepped through float32 master weights, with dynamic "
+                            "loss scaling that skips the steps whose gradients overflow (default: off; with "
+                            "--resume: the checkpoint's)")
+    parallel = train.add_argument_group("data-parallel training")
+    parallel.add_argument("--distributed", action="store_true",
+                          help="train across the processes of a job (started by --nproc-per-node or by "
+                               "mpirun -n N), NCCL between GPUs and MPI on the CPU: each process trains on its share "
+                               "of every batch (--batch-size is the total) and the gradients are averaged; process "
+                               "0 prints, evaluates and writes the checkpoint")
+    parallel.add_argument("--nproc-per-node", type=_positive_int, metavar="N",
+                          help="start N processes on this machine through mpiexec (python -m "
+                               "adcuda.distributed.launch), one GPU each where there are GPUs, and train across "
+                               "them; implies --distributed")
+    profiling = train.add_argument_group("profiling")
+    profiling.add_argument("--nvtx", action="store_true",
+                           help="NVTX ranges (domain adcuda) for every op's forward and backward, the optimizer "
+                                "step and each training step (train_step), shown by Nsight Systems (nsys profile "
+                                "-t cuda,nvtx) and used by Nsight Compute's --nvtx filters; needs the nvtx package")
+    profiling.add_argument("--profile", action="store_true",
+                           help="run --profile-steps training steps under adcuda's profiler, print the per-op "
+                                "table (sorted by total time) and write a Chrome trace, then stop: no epochs are "
+                                "finished and no checkpoint is written")
+    profiling.add_argument("--profile-steps", type=_positive_int, metavar="N",
+                           help=f"how many steps --profile records (default: {DEFAULT_PROFILE_STEPS}; implies "
+                                f"--profile)")
+    profiling.add_argument("--trace", metavar="PATH",
+                           help="where --profile writes the Chrome trace, for Perfetto or chrome://tracing "
+                                "(default: <out>/trace.json; implies --profile)")
     return parser
 
 
@@ -116,19 +154,41 @@ def resolve_device(choice, quiet):
     return "cpu"
 
 
-def run_train(args):
+def run_train(args, argv):
+    """Run ``adcuda train`` as ``args`` says (``argv``: the command line they were parsed from, which a
+    ``--nproc-per-node`` run hands on to the processes it starts); returns the exit status."""
+    import importlib.util
     import os
     from .errors import AdcudaError
     from .serialization import CheckpointError
     from .train import TASKS, TrainConfig, train
     from .train.checkpoint import CheckpointMismatch
-    device = resolve_device(args.device, args.quiet)
+    from .train.errors import SettingsError
+    world = None
+    if args.distributed or args.nproc_per_node is not None:
+        # from a plain shell with --nproc-per-node, start the job without asking MPI (which it would start)
+        world = parallel_world(ask_mpi=args.nproc_per_node is None)
+        if world is None:
+            if args.nproc_per_node is None:
+                raise UsageError("--distributed: this process was not started as part of a job; add "
+                                 "--nproc-per-node N to start N processes, or start them with mpirun -n N")
+            return launch_processes(args.nproc_per_node, argv)
+        if args.nproc_per_node not in (None, world.size):
+            raise UsageError(f"--nproc-per-node {args.nproc_per_node}: this process already runs in a job of "
+                             f"{world.size} processes")
+    if args.nvtx and importlib.util.find_spec("nvtx") is None:
+        raise UsageError("--nvtx needs the nvtx package for its NVTX ranges: pip install nvtx")
+    profiling = args.profile or args.profile_steps is not None or args.trace is not None
+    device = resolve_device(args.device, args.quiet or (world is not None and not world.is_main))
     config = TrainConfig(task=args.task, out=args.out or os.path.join("adcuda-runs", args.task),
-                         epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
-                         device=device, num_workers=args.num_workers, quiet=args.quiet, resume=args.resume)
+                         epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, seed=args.seed, amp=args.amp,
+                         device=device, num_workers=args.num_workers, quiet=args.quiet, resume=args.resume,
+                         distributed=world is not None, nvtx=args.nvtx,
+                         profile_steps=(args.profile_steps or DEFAULT_PROFILE_STEPS) if profiling else 0,
+                         trace=args.trace)
     try:
         train(config, TASKS[args.task])
-    except (CheckpointMismatch, FileNotFoundError) as error:
+    except (CheckpointMismatch, SettingsError, FileNotFoundError) as error:
         raise UsageError(str(error)) from None
     except (CheckpointError, AdcudaError, FloatingPointError, OSError) as error:
         print(f"adcuda train: error: {error}", file=sys.stderr)
@@ -136,9 +196,23 @@ def run_train(args):
     return 0
 
 
+def parallel_world(ask_mpi):
+    """This process's place in a job started by mpirun or the launcher, or None."""
+    from .train.parallel import launched_world
+    return launched_world(ask_mpi)
+
+
+def launch_processes(nproc, argv):
+    """``python -m adcuda.distributed.launch --nproc-per-node N -m adcuda <argv>``: the same command in N
+    processes, which find themselves in a job of N and train together; returns the job's exit status."""
+    from .distributed import launch
+    return launch.main(["--nproc-per-node", str(nproc), "-m", "adcuda", *argv])
+
+
 def main(argv=None):
     """Entry point of the ``adcuda`` console script and ``python -m adcuda``; returns the exit status."""
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
     if args.command == "info":
         from . import _info
@@ -147,7 +221,7 @@ def main(argv=None):
         _info.print_info()
         return 0
     try:
-        return run_train(args)
+        return run_train(args, argv)
     except UsageError as error:
         parser.exit(2, f"adcuda {args.command}: error: {error}\n")
     except KeyboardInterrupt:

@@ -21,8 +21,10 @@ def checkpoint_path(out_dir):
     return os.path.join(out_dir, CHECKPOINT_NAME)
 
 
-def save_checkpoint(out_dir, *, config, epoch, model, optimizer, scheduler, loader_generator, history, extra):
-    """Write the state after ``epoch`` completed epochs."""
+def save_checkpoint(out_dir, *, config, epoch, model, optimizer, scheduler, scaler, loader_generator, history,
+                    extra):
+    """Write the state after ``epoch`` completed epochs. ``scaler``: the GradScaler's state (an empty
+    dict without ``--amp``; checkpoints written before ``--amp`` existed have none)."""
     os.makedirs(out_dir, exist_ok=True)
     state = {
         "format": FORMAT,
@@ -32,6 +34,7 @@ def save_checkpoint(out_dir, *, config, epoch, model, optimizer, scheduler, load
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict(),
         "scheduler": scheduler.state_dict(),
+        "scaler": scaler.state_dict(),
         "rng": {"default": list(adcuda_random.get_rng_state()), "loader": list(loader_generator.get_state())},
         "history": list(history),
         "extra": dict(extra),
