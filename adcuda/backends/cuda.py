@@ -183,3 +183,7 @@ def shares_memory(a, b):
 from .cuda_gemm import *  # noqa: E402,F401,F403 (matmul: kernels/gemm.cu)
 from .cuda_nn import *  # noqa: E402,F401,F403 (softmax, cross-entropy, layer norm, attention)
 from .cuda_optim import *  # noqa: E402,F401,F403 (SGD, Adam, loss scaling)
+from .cuda_elementwise import *  # noqa: E402,F401,F403 (unary, binary, where, clamp: kernels/elementwise.cu)
+from .cuda_reduce import *  # noqa: E402,F401,F403 (reductions, sort, cumsum: kernels/reduce.cu, sort.cu)
+from .cuda_index import *  # noqa: E402,F401,F403 (indexing, cat, tril, triu: kernels/index.cu, layout.cu)
+from .cuda_random import *  # noqa: E402,F401,F403 (rand, randn, randint, bernoulli: kernels/random.cu)

@@ -1,0 +1,61 @@
+// Python bindings of the indexing kernels (kernels/index.h), boolean-mask compaction (kernels/sort.h)
+// and the layout kernels (kernels/layout.h); the Python primitives over them are in
+// adcuda/backends/cuda_index.py.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "bindings/registry.h"
+#include "index.h"
+#include "layout.h"
+#include "sort.h"
+
+namespace py = pybind11;
+using adcuda::DeviceArray;
+using adcuda::Dims;
+
+namespace {
+
+adcuda::IndexGeometry geometry_of(Dims shape, Dims strides, std::vector<DeviceArray> indices,
+                                  std::vector<std::int64_t> index_sizes, std::vector<std::int64_t> index_strides) {
+  return {std::move(shape), std::move(strides), std::move(indices), std::move(index_sizes), std::move(index_strides)};
+}
+
+}  // namespace
+
+ADCUDA_REGISTER_BINDINGS(index, 10) {
+  using release = py::call_guard<py::gil_scoped_release>;
+  m.def("check_indices", &adcuda::check_indices, py::arg("indices"), py::arg("sizes"), release(),
+        "IndexError unless every int64 index array k lies in [-sizes[k], sizes[k]) (waits for the device).");
+  m.def(
+      "index_gather",
+      [](const DeviceArray& base, Dims shape, Dims strides, std::vector<DeviceArray> indices,
+         std::vector<std::int64_t> index_sizes, std::vector<std::int64_t> index_strides) {
+        return adcuda::index_gather(base, geometry_of(std::move(shape), std::move(strides), std::move(indices),
+                                                      std::move(index_sizes), std::move(index_strides)));
+      },
+      py::arg("base"), py::arg("shape"), py::arg("strides"), py::arg("indices"), py::arg("index_sizes"),
+      py::arg("index_strides"), release(),
+      "A new array of `shape` whose element c is base[sum c*strides + sum wrap(indices[k][c]) * index_strides[k]].");
+  m.def(
+      "index_scatter_",
+      [](const DeviceArray& base, Dims shape, Dims strides, std::vector<DeviceArray> indices,
+         std::vector<std::int64_t> index_sizes, std::vector<std::int64_t> index_strides, const DeviceArray& values,
+         bool accumulate, bool deterministic) {
+        adcuda::index_scatter_(base,
+                               geometry_of(std::move(shape), std::move(strides), std::move(indices),
+                                           std::move(index_sizes), std::move(index_strides)),
+                               values, accumulate, deterministic);
+      },
+      py::arg("base"), py::arg("shape"), py::arg("strides"), py::arg("indices"), py::arg("index_sizes"),
+      py::arg("index_strides"), py::arg("values"), py::arg("accumulate"), py::arg("deterministic"), release(),
+      "The scatter of index_gather's geometry: base[...] = values (+= with accumulate; atomics unless "
+      "deterministic).");
+  m.def("nonzero", &adcuda::nonzero, py::arg("mask"), release(),
+        "(count, ndim) int64 coordinates of the true elements (waits for the device for the count).");
+  m.def("cat", &adcuda::cat, py::arg("arrays"), py::arg("axis"), release());
+  m.def("tril", &adcuda::tril, py::arg("a"), py::arg("k"), release());
+  m.def("triu", &adcuda::triu, py::arg("a"), py::arg("k"), release());
+}
