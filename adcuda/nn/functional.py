@@ -8,7 +8,7 @@ from ..amp.autocast import autocast_inputs
 from ..errors import DTypeError, ShapeError, fmt_shape
 from ..ops import elementwise as _ew
 from ..ops.indexing import one_hot
-from ..ops.linalg import matmul as _matmul
+from ..ops.linalg import linear_2d as _linear_2d, matmul as _matmul
 from ..ops import nn_ops as _nn
 from ..ops.nn_ops import (apply_inplace as _apply_inplace, binary_cross_entropy_with_logits, cross_entropy,
                           dropout, embedding, l1_loss, layer_norm, logsigmoid, mse_loss, nll_loss,
@@ -74,6 +74,13 @@ def linear(input, weight, bias=None):
         out_desc = f"out_features={weight.shape[0]}, " if weight.ndim == 2 else ""
         raise ShapeError(f"linear: input has {input.shape[-1]} features (shape {fmt_shape(input.shape)}) but weight "
                          f"of shape {fmt_shape(weight.shape)} expects {out_desc}in_features={in_features}")
+    if weight.ndim == 2 and input.ndim >= 2 and input.dtype is weight.dtype and input.device == weight.device and (
+            bias is None or (isinstance(bias, Tensor) and tuple(bias.shape) == (weight.shape[0],)
+                             and bias.dtype is input.dtype and bias.device == input.device)):
+        if input.ndim == 2:
+            return _linear_2d(input, weight, bias)
+        lead = tuple(input.shape[:-1])
+        return _linear_2d(input.reshape(-1, in_features), weight, bias).reshape(lead + (weight.shape[0],))
     w_t = weight.t() if weight.ndim == 2 else weight
     if input.ndim > 2:
         # one 2-D product instead of a batched one: the weight gradient is then a single matmul

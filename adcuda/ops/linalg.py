@@ -61,6 +61,30 @@ def _matmul_nd(a, b):
     return out
 
 
+def linear_2d(input, weight, bias=None):
+    """``input @ weight.T + bias`` for a 2-D input as one node (PyTorch's addmm): the weight gradient
+    comes out as ``g.T @ input`` in the weight's own (out, in) layout, so the leaf takes it without the
+    transposed copy that ``input @ weight.t()`` followed by a transpose back would need."""
+    bk = input._backend
+    data = bk.matmul(input._data, bk.permute(weight._data, (1, 0)))
+    if bias is not None:
+        data = bk.binary("add", data, bias._data, input.dtype)
+    out = wrap(data, input._device)
+    if needs_grad(input, weight, bias):
+        want_x, want_w = input.requires_grad, weight.requires_grad
+        want_b = bias is not None and bias.requires_grad
+
+        def backward(node, g):
+            x, w = node.saved_tensors
+            gx = _matmul_nd(g, w) if want_x else None
+            gw = _matmul_nd(g.mT, x) if want_w else None
+            gb = g.sum(0) if want_b else None
+            return gx, gw, gb
+        record("AddmmBackward0", out, (input, weight, bias), backward,
+               saved=(input if want_w else None, weight if want_x else None))
+    return out
+
+
 def mm(input, mat2):
     if input.ndim != 2 or mat2.ndim != 2:
         raise ShapeError(f"mm: both arguments must be 2-D, got {fmt_shape(input.shape)} and {fmt_shape(mat2.shape)}")
