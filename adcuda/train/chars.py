@@ -54,7 +54,7 @@ def sample(model, corpus, prompt, length, temperature, generator, device):
 
 class CharsTask:
     name = "chars"
-    defaults = {"epochs": 3, "batch_size": 32, "lr": 2e-3}
+    defaults = {"epochs": 3, "batch_size": 32, "lr": 5e-3}
 
     def __init__(self, seed):
         self.seed = seed
