@@ -184,7 +184,7 @@ def _train(config, task_type, reporter, world):
         start_epoch, history = state["epoch"], list(state["history"])
         planned = state["config"]["epochs"]
         schedule = scheduler.lr_lambdas[0]
-        if config.epochs != planned:
+        if config.epochs != planned and config.epochs > start_epoch:
             # the cosine was laid out for the planned length: stretch (or cut) it to the new one
             schedule.total = max(config.epochs * steps_per_epoch, schedule.warmup + 1)
             reporter.line(f"resuming after epoch {start_epoch} of {planned}; training to epoch {config.epochs} "
