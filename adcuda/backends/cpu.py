@@ -390,7 +390,8 @@ def _scatter_key(idx, axis):
 
 def scatter_add(a, axis, idx, src):
     out = np.array(a, copy=True)
-    np.add.at(out, _scatter_key(idx, axis), _leading_box(src, idx, axis))
+    # src is read at the index's own positions, along `axis` too (PyTorch allows a larger src)
+    np.add.at(out, _scatter_key(idx, axis), src[tuple(np.s_[:n] for n in idx.shape)])
     return out
 
 
@@ -546,7 +547,10 @@ def _rng(seed, offset):
 
 
 def rand(shape, dtype, seed, offset):
-    return _rng(seed, offset).random(shape, dtype=np.float64).astype(_np_dtype(dtype))
+    out_dt = _np_dtype(dtype)
+    r = _rng(seed, offset).random(shape, dtype=np.float64).astype(out_dt)
+    # rounding to float16/float32 can reach 1.0 (float16 from about 1 - 2**-12 up): keep [0, 1)
+    return np.minimum(r, np.nextafter(out_dt.type(1), out_dt.type(0)), out=r)
 
 
 def randn(shape, dtype, seed, offset):
