@@ -68,9 +68,9 @@ def sort(a, axis, descending, stable):
 
 
 def cumsum(a, axis):
-    """Inclusive prefix sum along ``axis``; int and bool give int64."""
+    """Inclusive prefix sum along ``axis``; int and bool give int64; a 0-d array gives shape (1,), as NumPy's."""
     C = _C()
     if a.ndim == 0:
-        return C.cumsum_rows(a.as_strided((1,), (0,), a.offset)).as_strided((), (), 0)
+        return C.cumsum_rows(a.as_strided((1,), (0,), a.offset))
     moved, back = _to_last(a, axis)
     return _from_last(C.cumsum_rows(moved), back)
