@@ -128,7 +128,8 @@ def test_advanced_index_plan_matches_numpy_on_random_keys():
             expected = v[key]
         except (IndexError, ValueError):
             with pytest.raises((IndexOutOfRangeError, IndexError, ValueError)):
-                _run_plan(a.ravel(), _advanced_index.plan(v.shape, tuple(s // 8 for s in v.strides), offset, _items(key)))
+                strides = tuple(s // 8 for s in v.strides)
+                _run_plan(a.ravel(), _advanced_index.plan(v.shape, strides, offset, _items(key)))
             continue
         plan = _advanced_index.plan(v.shape, tuple(s // 8 for s in v.strides), offset, _items(key))
         got = _run_plan(a.ravel(), plan)
@@ -218,7 +219,8 @@ _HARNESS = textwrap.dedent(r"""
     template <typename C> bool binary(const std::string& op, const std::vector<C>& a, const std::vector<C>& b,
                                       std::vector<C>& r) {
       using namespace adcuda::math;
-    #define B(name, F) if (op == name) { for (size_t i = 0; i < a.size(); ++i) r.push_back(F{}(a[i], b[i])); return true; }
+    #define B(name, F) \
+      if (op == name) { for (size_t i = 0; i < a.size(); ++i) r.push_back(F{}(a[i], b[i])); return true; }
       B("add", Add) B("sub", Sub) B("mul", Mul) B("pow", Pow) B("maximum", Maximum) B("minimum", Minimum)
       B("floor_divide", FloorDivide) B("remainder", Remainder)
       if constexpr (std::is_floating_point_v<C>) { B("div", Div) }
@@ -228,7 +230,8 @@ _HARNESS = textwrap.dedent(r"""
     template <typename C> bool backward(const std::string& op, const std::vector<C>& x, const std::vector<C>& y,
                                         const std::vector<C>& g, std::vector<C>& r) {
       using namespace adcuda::math;
-    #define G(name, F) if (op == name) { for (size_t i = 0; i < x.size(); ++i) r.push_back(F{}(x[i], y[i], g[i])); return true; }
+    #define G(name, F) \
+      if (op == name) { for (size_t i = 0; i < x.size(); ++i) r.push_back(F{}(x[i], y[i], g[i])); return true; }
       G("relu", ReluBackward) G("gelu", GeluBackward) G("gelu_tanh", GeluTanhBackward) G("silu", SiluBackward)
       G("sigmoid", SigmoidBackward) G("tanh", TanhBackward)
     #undef G
@@ -256,8 +259,9 @@ _HARNESS = textwrap.dedent(r"""
         return 0;
       }
       if (mode == "uniform") {  // the largest value each conversion can give
-        std::printf("%.10g %.10g %.10g %.17g\n", philox::uniform_bits(0xffffffffu, 24), philox::uniform_bits(0xffffffffu, 11),
-                    philox::uniform_bits(0xffffffffu, 8), philox::uniform_double(0xffffffffu, 0xffffffffu));
+        std::printf("%.10g %.10g %.10g %.17g\n", philox::uniform_bits(0xffffffffu, 24),
+                    philox::uniform_bits(0xffffffffu, 11), philox::uniform_bits(0xffffffffu, 8),
+                    philox::uniform_double(0xffffffffu, 0xffffffffu));
         return 0;
       }
       if (mode == "divmod") {  // FastDivmod against / for many divisors and dividends below 2^31
@@ -290,8 +294,8 @@ def harness(tmp_path_factory):
     source = folder / "harness.cu"
     source.write_text(_HARNESS)
     binary = folder / "harness"
-    done = subprocess.run([nvcc, "-std=c++17", "-O1", "-I", os.path.join(ROOT, "kernels"), str(source), "-o", str(binary)],
-                          capture_output=True, text=True, timeout=600)
+    command = [nvcc, "-std=c++17", "-O1", "-I", os.path.join(ROOT, "kernels"), str(source), "-o", str(binary)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     return folder, binary
 
@@ -391,7 +395,8 @@ def test_philox_known_answers(harness, counter, key, expected):
 
 def test_uniform_conversions_never_reach_one(harness):
     _, binary = harness
-    largest = [float(v) for v in subprocess.run([str(binary), "uniform"], capture_output=True, text=True).stdout.split()]
+    done = subprocess.run([str(binary), "uniform"], capture_output=True, text=True)
+    largest = [float(v) for v in done.stdout.split()]
     f32, f16, bf16, f64 = largest
     assert f32 < 1 and np.float32(f32) < 1
     assert f16 < 1 and np.float16(f16) < 1  # exactly representable: rounding to float16 keeps it below 1
@@ -592,7 +597,8 @@ def test_binary_errors_match_cpu(cb):
     with pytest.raises(DTypeError):
         cb.binary("pow", a, to_device(cb, np.array([1, -1, 2, 0, 1]), dt.int64), dt.int64)
     with pytest.raises(ValueError, match="broadcast"):
-        cb.binary("add", to_device(cb, np.zeros((3, 4)), dt.float32), to_device(cb, np.zeros(5), dt.float32), dt.float32)
+        cb.binary("add", to_device(cb, np.zeros((3, 4)), dt.float32), to_device(cb, np.zeros(5), dt.float32),
+                  dt.float32)
 
 
 @gpu
@@ -1019,7 +1025,8 @@ def _ops():
         "stack": (lambda x, y: adcuda.stack([x, y], 0), 2), "flip": (lambda x: x.flip(0) * x, 1),
         "repeat": (lambda x: x.repeat(2, 3), 1), "getitem_basic": (lambda x: x[1:3, ::2], 1),
         "getitem_int_array": (lambda x: x[adcuda.tensor([0, 2, 2, 3], device=x.device)], 1),
-        "getitem_mask": (lambda x: x[x > 0], 1), "getitem_mixed": (lambda x: x[:, adcuda.tensor([4, 0], device=x.device)], 1),
+        "getitem_mask": (lambda x: x[x > 0], 1),
+        "getitem_mixed": (lambda x: x[:, adcuda.tensor([4, 0], device=x.device)], 1),
         "gather": (lambda x: x.gather(1, adcuda.tensor([[0, 1], [4, 4], [2, 0], [3, 3]], device=x.device)), 1),
         "scatter_add": (lambda x, y: x.scatter_add(0, adcuda.tensor([[1, 0, 3, 3, 1]], device=x.device), y), 2),
         "index_select": (lambda x: x.index_select(1, adcuda.tensor([4, 1, 1], device=x.device)), 1),

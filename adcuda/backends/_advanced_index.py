@@ -38,8 +38,8 @@ def _broadcast(shapes):
             if n == out[i] or n == 1:
                 continue
             if out[i] != 1:
-                raise IndexOutOfRangeError("shape mismatch: indexing arrays could not be broadcast together with shapes "
-                                           + " ".join(str(tuple(x)) for x in shapes))
+                raise IndexOutOfRangeError("shape mismatch: indexing arrays could not be broadcast together with "
+                                           "shapes " + " ".join(str(tuple(x)) for x in shapes))
             out[i] = n
     return tuple(out)
 
@@ -61,7 +61,8 @@ def plan(shape, strides, offset, items):
         raise IndexOutOfRangeError("an index can only have a single ellipsis ('...')")
     consumed = sum(_consumed(item) for item in items)
     if consumed > ndim:
-        raise IndexOutOfRangeError(f"too many indices for array: array is {ndim}-dimensional, but {consumed} were indexed")
+        raise IndexOutOfRangeError(f"too many indices for array: array is {ndim}-dimensional, but {consumed} were "
+                                   "indexed")
     if not ellipses:
         items = list(items) + [("ellipsis",)]
     has_arrays = any(item[0] in ("arrays", "bool") for item in items)

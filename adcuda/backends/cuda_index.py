@@ -78,7 +78,8 @@ def _items(key):
                     continue
                 coordinates = C.nonzero(k)
                 count, ndim = coordinates.shape
-                columns = [_entry(coordinates.as_strided((count,), (ndim,), coordinates.offset + j)) for j in range(ndim)]
+                columns = [_entry(coordinates.as_strided((count,), (ndim,), coordinates.offset + j))
+                           for j in range(ndim)]
                 items.append(("arrays", columns, tuple(k.shape)))
             elif k.dtype.name in ("int32", "int64"):
                 idx = _int64(k)
