@@ -61,7 +61,7 @@ def is_floating_point(input):
 def __getattr__(name):
     # heavier parts load on first use, so ``import adcuda`` stays fast
     import importlib
-    if name in ("nn", "optim", "utils", "amp", "profiler", "distributed"):
+    if name in ("nn", "optim", "utils", "amp", "profiler", "distributed", "data"):
         return importlib.import_module(f".{name}", __name__)
     if name == "info":
         from ._info import info
