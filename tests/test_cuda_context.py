@@ -196,6 +196,9 @@ def load(loader):
 
 @pytest.mark.parametrize("start_method", ["fork", "spawn"])
 def test_workers_deliver_every_sample_once_per_epoch_reproducibly(start_method):
+    if start_method == "fork" and adcuda.cuda.is_initialized():
+        pytest.skip("CUDA is initialised in this process: forked workers cannot initialise it (tested below)")
+
     def epochs(seed):
         loader = DataLoader(Augmented(), batch_size=3, shuffle=True, num_workers=2,
                             worker_init_fn=adcuda.init_cuda_context, multiprocessing_context=start_method,
@@ -230,20 +233,26 @@ def test_an_exception_in_a_worker_reaches_the_caller_with_its_message():
     assert "in DataLoader worker process" in str(caught.value)
 
 
+class Draws:
+    """A map-style dataset (PyTorch's DataLoader takes any) of numbers from adcuda's generator."""
+
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, index):
+        return adcuda.rand(()).item()
+
+
 def test_pytorch_dataloader_workers_get_distinct_reproducible_adcuda_seeds():
     torch = pytest.importorskip("torch")
-
-    class Draws(torch.utils.data.Dataset):
-        def __len__(self):
-            return 4
-
-        def __getitem__(self, index):
-            return adcuda.rand(()).item()
+    # PyTorch's DataLoader forks by default; CUDA initialised here needs spawn for workers that use it
+    start_method = "spawn" if adcuda.cuda.is_initialized() else None
 
     def run():
         torch.manual_seed(11)
         loader = torch.utils.data.DataLoader(Draws(), batch_size=1, num_workers=2,
-                                             worker_init_fn=adcuda.init_cuda_context)
+                                             worker_init_fn=adcuda.init_cuda_context,
+                                             multiprocessing_context=start_method)
         return [float(x) for x in loader]
     with deadline(90):
         first, second = run(), run()

@@ -107,6 +107,10 @@ def test_native_runtime_calls_raise_cuda_errors_without_a_driver():
     with pytest.raises(C.CudaError) as caught:
         C.DeviceArray.empty((2, 3), C.ScalarType.float32)
     assert caught.value.error_name.startswith("cudaError") and caught.value.call
+    with pytest.raises(C.CudaError):
+        C.PinnedMemory(64)
+    # failed attempts create no CUDA state: forking stays safe (and the DataLoader keeps 'fork')
+    assert not C.cuda_was_used() and not adcuda.cuda.is_initialized()
 
 
 # ------------------------------------------------------------------------------------------------

@@ -91,6 +91,7 @@ class Event {
     unsigned int flags = enable_timing ? cudaEventDefault : cudaEventDisableTiming;
     if (blocking) flags |= cudaEventBlockingSync;
     ADCUDA_CHECK(cudaEventCreateWithFlags(&event_, flags));
+    adcuda::note_cuda_used();
   }
   ~Event() {
     if (!adcuda::in_bad_fork()) cudaEventDestroy(event_);

@@ -202,6 +202,7 @@ Block* device_malloc(std::size_t nbytes, int device, cudaStream_t stream) {
       throw_out_of_memory(cache, nbytes, size, device);
     }
     if (status != cudaSuccess) throw_cuda_error(static_cast<int>(status), "cudaMalloc(&pointer, size)", __FILE__, __LINE__);
+    note_cuda_used();
     block = new Block{device, stream, size, 0, pointer, nullptr, device};
     cache.stats.cuda_mallocs += 1;
     add_reserved(cache.stats, static_cast<std::int64_t>(size));
@@ -267,6 +268,7 @@ void* raw_device_malloc(std::size_t nbytes, int device) {
   DeviceGuard guard(device);
   void* pointer = nullptr;
   ADCUDA_CHECK(cudaMalloc(&pointer, nbytes));
+  note_cuda_used();
   return pointer;
 }
 

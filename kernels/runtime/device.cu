@@ -71,6 +71,7 @@ void initialize_context(int index) {
   ADCUDA_CHECK(cudaSetDevice(index));
   // Creates the device's primary context now rather than inside the first kernel launch.
   ADCUDA_CHECK(cudaFree(nullptr));
+  note_cuda_used();
   thread_stream(index);
 }
 

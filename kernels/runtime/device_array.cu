@@ -62,6 +62,7 @@ std::shared_ptr<Storage> Storage::allocate(std::size_t nbytes, int device) {
 std::shared_ptr<Storage> Storage::wrap(void* data, std::size_t nbytes, int device, std::shared_ptr<void> owner,
                                        cudaStream_t last_stream) {
   ensure_usable_after_fork("wrap CUDA memory");
+  note_cuda_used();
   return std::shared_ptr<Storage>(new Storage(data, nbytes, device, nullptr, std::move(owner), last_stream));
 }
 

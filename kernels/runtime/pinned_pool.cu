@@ -140,6 +140,7 @@ PinnedBlock* pinned_malloc(std::size_t nbytes) {
       throw_cuda_error(static_cast<int>(status), "cudaHostAlloc(&pointer, size, cudaHostAllocPortable)", __FILE__,
                        __LINE__);
     }
+    note_cuda_used();
     block = new PinnedBlock{pointer, size, 0, {}};
     p.by_address.emplace(reinterpret_cast<std::uintptr_t>(pointer), block);
     p.stats.host_allocs += 1;

@@ -36,7 +36,6 @@ void ensure_usable_after_fork(const char* what) {
         "CUDA state it cannot use). Start worker processes with the 'spawn' or 'forkserver' start method "
         "(multiprocessing.get_context('spawn'), or DataLoader(multiprocessing_context='spawn')).");
   }
-  note_cuda_used();
 }
 
 }  // namespace adcuda

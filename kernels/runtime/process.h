@@ -7,13 +7,15 @@
 
 namespace adcuda {
 
-// Called by every runtime entry point that creates CUDA state (context, stream, memory, event).
+// Called once CUDA state exists in this process (the driver found a device; a context, stream,
+// memory or event was created).
 void note_cuda_used();
 // Whether this process has used CUDA (found a device, created a context, stream, memory or event).
 bool cuda_was_used() noexcept;
 // Whether this process is a child forked after its parent (or an ancestor) used CUDA.
 bool in_bad_fork() noexcept;
-// Throws ForkedProcessError naming `what` in such a child; otherwise notes that CUDA is used.
+// Throws ForkedProcessError naming `what` in such a child. Every runtime entry point calls it before
+// touching CUDA.
 void ensure_usable_after_fork(const char* what);
 
 }  // namespace adcuda

@@ -70,6 +70,7 @@ cudaStream_t acquire_stream(int device) {
   DeviceGuard guard(device);
   cudaStream_t stream = nullptr;
   ADCUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  note_cuda_used();
   return stream;
 }
 
@@ -91,6 +92,7 @@ cudaEvent_t acquire_event(int device) {
   DeviceGuard guard(device);
   cudaEvent_t event = nullptr;
   ADCUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  note_cuda_used();
   return event;
 }
 
