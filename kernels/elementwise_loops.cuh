@@ -2,15 +2,15 @@
 // operands, each an array broadcast to the output's shape (strides 0 where broadcast, never
 // materialised) or a scalar kernel argument.
 //
-//   launch_map<Out>(functor, out, Arg<A>{&a}, Arg<B>::scalar(2.0f));
+//   launch_map<Out>(functor, out, Arg<A>::of(a), Arg<B>::value(2.0f));
 //
 // picks one of two kernels:
 //  - vectorised: every array operand is contiguous, has the output's shape and is aligned to the
-//    vector width; each thread moves 4 elements (128 bits of float) per operand per step, with int64
-//    element counts (any size); float64 always takes the strided loop;
-//  - strided: anything else (views, transposes, broadcasting) through StridedIndexer with 32-bit
-//    index arithmetic; an iteration space whose counts or offsets exceed int32 is cut into blocks
-//    along its outer dims on the host, so huge tensors run as several int32 launches.
+//    vector width; each thread moves 128 bits of its widest operand per step, with int64 element
+//    counts (any size); float64 always takes the strided loop;
+//  - strided: anything else (views, transposes, broadcasting): dims merged by make_strided_indexer,
+//    coordinates by FastDivmod in 32-bit arithmetic; an iteration space whose counts or offsets exceed
+//    int32 is cut into blocks along its outer dims on the host, so huge tensors run as several launches.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -142,13 +142,11 @@ struct Arg {
   static Arg value(compute_t<T> v) { return Arg{nullptr, v}; }
 };
 
-// Elements per thread step: 4, so that float operands move 128 bits per load (half types 64 bits).
-// Eight half elements would fill 128 bits too, but would double every functor's inlined copies, and
-// the build time with them; 64-bit loads already keep enough bytes in flight to saturate HBM.
+// Elements per thread step: as many as make the widest operand's load 128 bits (4 float, 8 half).
 template <typename... Types>
 constexpr int vector_width() {
   constexpr std::size_t widest = std::max({sizeof(Types)...});
-  return widest >= 8 ? 2 : 4;
+  return static_cast<int>(16 / widest);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -360,7 +358,7 @@ struct MapPlan {
 
 // `ins[k]` is null for a scalar operand; `itemsizes` are the output's then the inputs'; vector_width 0
 // forbids the vectorised kernel. Orders the launch stream after the inputs' earlier uses. Kept out of
-// line: inlined into each of the hundreds of launch_map instantiations it would dominate host build time.
+// line: it is the same for every functor and dtype, so hundreds of launch_map instantiations share it.
 template <std::size_t NArgs>
 [[gnu::noinline]] MapPlan<NArgs> plan_map(const DeviceArray& out, const std::array<const DeviceArray*, NArgs - 1>& ins,
                                           const std::array<std::size_t, NArgs>& itemsizes, int vector_width) {
