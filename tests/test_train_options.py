@@ -145,7 +145,7 @@ def test_profile_prints_the_table_writes_the_trace_and_no_checkpoint(tmp_path, m
     out = capsys.readouterr().out
     rows = {line.split()[0]: line.split() for line in out.splitlines() if line and not line.startswith("-")}
     assert rows["train_step"][-1] == "2", "two steps, each in its own train_step range"
-    for op in ("linear", "MmBackward0", "cross_entropy", "Optimizer.step#AdamW.step"):
+    for op in ("linear", "AddmmBackward0", "cross_entropy", "Optimizer.step#AdamW.step"):
         assert op in rows, op
     assert "trace of 2 training steps: traces/step.json" in out
     trace = json.loads((tmp_path / "traces" / "step.json").read_text())
@@ -200,7 +200,7 @@ def test_nvtx_ranges_reach_an_nvtx_tool(tmp_path):
             stack.pop()
     assert not stack, f"ranges left open: {stack}"
     assert steps == 3  # ceil(1258 / 512) steps in the epoch
-    assert {"linear", "MmBackward0", "Optimizer.step#AdamW.step", "cross_entropy"} <= inside_steps
+    assert {"linear", "AddmmBackward0", "Optimizer.step#AdamW.step", "cross_entropy"} <= inside_steps
 
 
 def _load_recorder_builder():
