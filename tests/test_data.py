@@ -485,6 +485,57 @@ def test_spawn_context_works(no_leftover_workers):
         assert [b.tolist() for b in loader] == [[0, 1, 4, 9, 16]]
 
 
+def hold_queue_write_lock_after_each_send(worker_id):
+    """worker_init_fn: make the result queue's feeder thread keep its cross-process write lock a while
+    after each send, so the main process reads an exhausted worker's marker and tells it to exit while
+    the lock is still held (the race that hung spawn loaders on a loaded machine)."""
+    import multiprocessing.queues
+    feed = multiprocessing.queues.Queue._feed
+
+    class SlowRelease:
+        def __init__(self, lock):
+            self.acquire, self._release = lock.acquire, lock.release
+
+        def release(self):
+            time.sleep(0.2)
+            self._release()
+
+    def slow_feed(buffer, notempty, send_bytes, writelock, *rest):
+        return feed(buffer, notempty, send_bytes, SlowRelease(writelock), *rest)
+    multiprocessing.queues.Queue._feed = staticmethod(slow_feed)
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_exhausted_worker_exit_does_not_block_the_others(context, no_leftover_workers):
+    # a worker that exits with its feeder inside the write lock leaves the lock held forever: the other
+    # worker's batches never arrive (the loader's timeout turns that hang into an error)
+    loader = DataLoader(Stream(11, shard=True), batch_size=2, num_workers=2, multiprocessing_context=context,
+                        timeout=10, worker_init_fn=hold_queue_write_lock_after_each_send)
+    with deadline(20):
+        assert [b.tolist() for b in loader] == [[0, 2], [1, 3], [4, 6], [5, 7], [8, 10], [9]]
+
+
+def test_spawn_iterable_sharding_and_map_style_finish(no_leftover_workers):
+    with deadline(20):
+        got = [b.tolist() for b in DataLoader(Stream(11, shard=True), batch_size=2, num_workers=2,
+                                              multiprocessing_context="spawn", timeout=10)]
+        assert got == [[0, 2], [1, 3], [4, 6], [5, 7], [8, 10], [9]]
+        duplicated = DataLoader(Stream(5, shard=False), batch_size=2, num_workers=2,
+                                multiprocessing_context="spawn", timeout=10)
+        assert sorted(sum((b.tolist() for b in duplicated), [])) == sorted(list(range(5)) * 2)
+        mapped = DataLoader(ints_dataset(9), batch_size=2, num_workers=2, multiprocessing_context="spawn",
+                            timeout=10)
+        assert labels(mapped) == [[0, 1], [2, 3], [4, 5], [6, 7], [8]]
+
+
+def test_waiting_with_no_outstanding_task_raises_instead_of_hanging(no_leftover_workers):
+    it = iter(DataLoader(ints_dataset(4), batch_size=2, num_workers=1, multiprocessing_context="fork"))
+    it._tasks_outstanding = 0  # bookkeeping that says no worker will answer: waiting would never end
+    with deadline(20), pytest.raises(RuntimeError, match="no worker has an outstanding task"):
+        next(it)
+    del it
+
+
 def test_start_method_is_spawn_once_cuda_is_initialised(monkeypatch):
     ds = ints_dataset(4)
     assert DataLoader(ds, num_workers=1).multiprocessing_context.get_start_method() == \

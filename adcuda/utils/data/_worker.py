@@ -4,6 +4,7 @@ import os
 import pickle
 import random
 import sys
+import threading
 import traceback
 from dataclasses import dataclass
 
@@ -203,6 +204,27 @@ def worker_loop(is_iterable, dataset, index_conn, data_queue, done_event, auto_c
         # an interrupt reaches the main process too, which shuts the workers down; EOF or a closed pipe
         # means the main process has stopped talking to this worker
         pass
-    # results not yet flushed are not waited for: the main process has what it needs or is shutting down
-    data_queue.cancel_join_thread()
+    finish_sending(data_queue, done_event, parent_pid)
+
+
+def finish_sending(data_queue, done_event, parent_pid):
+    """Let the queue's feeder thread finish before this worker exits.
+
+    The feeder writes under a lock shared by every worker; the main process can read a result (say the
+    IterableDatasetStopIteration marker) and tell this worker to exit before the feeder has released
+    that lock. Exiting then leaves the lock held forever and every other worker's results stuck behind
+    it: the loader hangs. So the feeder is joined while the main process still reads the queue; only
+    when it is shutting down (done_event) or gone is the flush skipped, as nobody would read it."""
     data_queue.close()
+    if done_event.is_set() or os.getppid() != parent_pid:
+        data_queue.cancel_join_thread()
+        return
+    # join_thread has no timeout: wait on it from a helper thread so that a main process that dies
+    # while the pipe is full cannot leave this worker waiting forever
+    joiner = threading.Thread(target=data_queue.join_thread, daemon=True)
+    joiner.start()
+    while joiner.is_alive():
+        joiner.join(STATUS_CHECK_INTERVAL)
+        if done_event.is_set() or os.getppid() != parent_pid:
+            data_queue.cancel_join_thread()
+            return

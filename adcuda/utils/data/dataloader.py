@@ -404,9 +404,14 @@ class _MultiProcessIter(_BaseIter):
                 self._rcvd_idx += 1
                 return self._process_data(data)
 
+            self._raise_if_nothing_can_arrive()
             task_index, data = self._get_data()
             self._tasks_outstanding -= 1
             if isinstance(data, _worker.IterableDatasetStopIteration):
+                # an exhausted worker drops the tasks it still holds: none of them will be answered
+                self._tasks_outstanding -= sum(
+                    1 for index, info in self._task_info.items()
+                    if index != task_index and len(info) == 1 and info[0] == data.worker_id)
                 if self._persistent_workers:
                     self._workers_status[data.worker_id] = False
                 else:
@@ -419,6 +424,14 @@ class _MultiProcessIter(_BaseIter):
             del self._task_info[task_index]
             self._rcvd_idx += 1
             return self._process_data(data)
+
+    def _raise_if_nothing_can_arrive(self):
+        """Waiting for a result with no task left unanswered by an available worker would never end."""
+        if self._tasks_outstanding <= 0:
+            self._shutdown_workers()
+            raise RuntimeError(f"DataLoader: waiting for batch {self._rcvd_idx} but no worker has an "
+                               f"outstanding task (tasks sent: {self._send_idx}, worker availability: "
+                               f"{self._workers_status}); this is a bug in the DataLoader's bookkeeping")
 
     def _try_put_index(self):
         try:
