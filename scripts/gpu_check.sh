@@ -11,6 +11,10 @@
 # whole run stays inside GPU_CHECK_BUDGET seconds (default 540); steps that no longer fit are skipped
 # and say so. OUTDIR receives flat log files only (build.log, info.txt, pytest.log, sanitizer.log,
 # bench.log, bench.json, summary.txt). The exit status is the number of failed steps.
+#
+# Narrower runs: GPU_CHECK_TESTS (pytest paths and options, default the whole tests/ folder, e.g.
+# "tests/test_cuda_runtime.py -k allocator") and GPU_CHECK_BENCH_SUITES (default all, e.g.
+# "cuda_runtime,gemm"; "none" skips the benchmarks).
 set -uo pipefail
 
 if [ $# -ne 1 ]; then
@@ -58,7 +62,7 @@ run_step() {
 }
 
 note "adcuda gpu_check: $(date -u +%Y-%m-%dT%H:%M:%SZ), repo $repo, $($python --version 2>&1)"
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >>"$summary" 2>&1 || true
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >>"$summary" 2>/dev/null || true
 
 # A virtual environment over the machine's packages: the build and install touch nothing else.
 if [ ! -x "$venv/bin/python" ]; then
@@ -90,8 +94,13 @@ else
 fi
 grep -E "^(running on|  cuda:)" "$out/info.txt" >>"$summary"
 
-run_step "pytest -m cuda" 300 "$out/pytest.log" "$py" -P -m pytest "$repo/tests" -m cuda -q -rs -p no:cacheprovider
-tail -n 3 "$out/pytest.log" >>"$summary"
+read -r -a tests <<<"${GPU_CHECK_TESTS:-tests}"
+for i in "${!tests[@]}"; do
+  case ${tests[$i]} in tests*) tests[$i]="$repo/${tests[$i]}" ;; esac
+done
+run_step "pytest -m cuda ${GPU_CHECK_TESTS:-tests}" 300 "$out/pytest.log" \
+  "$py" -P -m pytest "${tests[@]}" -m cuda -q -rs --durations=15 -p no:cacheprovider
+grep -E "^(FAILED|ERROR) |[0-9]+ (passed|failed|skipped|error)" "$out/pytest.log" | tail -n 40 >>"$summary"
 
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n 1)
 if [ -n "$sanitizer" ]; then
@@ -104,9 +113,12 @@ else
   note "SKIPPED  compute-sanitizer: not found on PATH or under /usr/local/cuda*/bin"
 fi
 
-run_step "GPU benchmarks" 180 "$out/bench.log" \
-  "$py" "$repo/benchmarks/run.py" --device cuda --quick --timeout 90 --json "$out/bench.json"
-grep -E "^[a-z_]+ +(ok|failed|skipped) " "$out/bench.log" >>"$summary"
+suites=${GPU_CHECK_BENCH_SUITES:-all}
+if [ "$suites" != "none" ]; then
+  run_step "GPU benchmarks ($suites)" 180 "$out/bench.log" \
+    "$py" "$repo/benchmarks/run.py" --device cuda --quick --timeout 90 --suites "$suites" --json "$out/bench.json"
+  grep -E "^[a-z_]+ +(ok|failed|skipped) " "$out/bench.log" | cut -c1-160 >>"$summary"
+fi
 
 note "done in $SECONDS s; $failed step(s) failed or skipped"
 exit "$failed"
