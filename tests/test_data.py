@@ -338,8 +338,10 @@ def test_exception_in_worker_init_fn_reaches_caller(no_leftover_workers):
 def test_unpicklable_batch_is_an_error_not_a_hang(no_leftover_workers):
     def collate_to_lock(batch):
         return threading.Lock()
+    # fork explicitly: the collate function is local to this test, so only a forked worker can have it
+    # (the loader itself picks spawn once CUDA is initialised, e.g. on a GPU machine)
     with deadline(20), pytest.raises(TypeError, match="sending a batch"):
-        list(DataLoader(ints_dataset(4), num_workers=1, collate_fn=collate_to_lock))
+        list(DataLoader(ints_dataset(4), num_workers=1, collate_fn=collate_to_lock, multiprocessing_context="fork"))
 
 
 class KillsItself(Dataset):
@@ -377,7 +379,9 @@ def test_timeout_raises(no_leftover_workers):
 
 def test_persistent_loader_recovers_after_its_workers_were_stopped(no_leftover_workers):
     dataset = Slow()
-    loader = DataLoader(dataset, batch_size=2, num_workers=1, timeout=0.3, persistent_workers=True)
+    # fork explicitly: a spawned worker's start-up alone can exceed the 0.3 s timeout
+    loader = DataLoader(dataset, batch_size=2, num_workers=1, timeout=0.3, persistent_workers=True,
+                        multiprocessing_context="fork")
     with deadline(20), pytest.raises(RuntimeError, match="timed out"):
         list(loader)
     dataset.delay = 0.0
