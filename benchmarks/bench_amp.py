@@ -139,6 +139,11 @@ def main():
     args = parser.parse_args()
     if args.threads:
         os.environ["BENCH_THREADS"] = str(args.threads)
+    if args.device == "cuda":
+        import adcuda.cuda
+        if not adcuda.cuda.is_available():
+            print(f"bench_amp --device cuda needs a usable GPU: {adcuda.cuda.unavailable_reason()}")
+            return
     extra = ["--device", args.device] + (["--quick"] if args.quick else [])
     results = run_contenders(os.path.abspath(__file__), ["adcuda", "torch"], extra)
     if not results:
