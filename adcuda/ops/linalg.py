@@ -17,6 +17,13 @@ def _matmul(op, input, other):
         # fast path for the common 2-D case (linear layers): nothing to unsqueeze or broadcast
         input, other = autocast_inputs(op, input, other)
         return _matmul_nd(input, other)
+    if (input.__class__ is Tensor and other.__class__ is Tensor and input._device is other._device
+            and input._data.ndim == 2 and other._data.ndim == 1 and input._data.dtype == other._data.dtype
+            and input._data.shape[1] == other._data.shape[0]):
+        input, other = autocast_inputs(op, input, other)
+        out = _matvec(input, other)
+        if out is not None:
+            return out
     if not isinstance(input, Tensor) or not isinstance(other, Tensor):
         raise DTypeError(f"{op}: both operands must be Tensors, got {type(input).__name__} and "
                          f"{type(other).__name__}")
@@ -43,6 +50,27 @@ def _matmul(op, input, other):
         out = out.squeeze(-2)
     if other.ndim == 1:
         out = out.squeeze(-1)
+    return out
+
+
+def _matvec(m, v):
+    """``m @ v`` for a matrix and a vector as one node; None where ``v`` can't be viewed as a column
+    without a copy (the general path handles that)."""
+    bk = m._backend
+    column = bk.view(v._data, (v._data.shape[0], 1))
+    if column is None:
+        return None
+    out = wrap(bk.view(bk.contiguous(bk.matmul(m._data, column)), (m._data.shape[0],)), m._device)
+    if needs_grad(m, v):
+        want_m, want_v = m.requires_grad, v.requires_grad
+
+        def backward(node, g):
+            matrix, vector = node.saved_tensors
+            gm = g.unsqueeze(1) * vector.unsqueeze(0) if want_m else None
+            gv = _matmul("matmul", matrix.mT, g) if want_v else None
+            return gm, gv
+        record("MvBackward0", out, (m, v), backward,
+               saved=(m if want_v else None, v if want_m else None))
     return out
 
 
