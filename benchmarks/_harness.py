@@ -35,6 +35,24 @@ def median_time(fn, *, repeat=7, min_time=0.05, warmup=3):
     return statistics.median(rounds)
 
 
+def cuda_event_seconds(record, synchronize, elapsed, fn, bursts, per_burst):
+    """Median seconds per call of ``fn`` over ``bursts`` bursts of ``per_burst`` calls, each burst
+    bracketed by two CUDA events (``record()`` returns a recorded event, ``elapsed(start, end)`` the
+    milliseconds between two), so host launch overhead overlaps the GPU work as in a real loop."""
+    for _ in range(3):
+        fn()
+    synchronize()
+    times = []
+    for _ in range(bursts):
+        start = record()
+        for _ in range(per_burst):
+            fn()
+        end = record()
+        synchronize()
+        times.append(elapsed(start, end) / 1e3 / per_burst)
+    return statistics.median(times)
+
+
 def contender_available(name):
     if name == "torch":
         try:

@@ -13,11 +13,10 @@ GEMM >= 70% of cuBLAS SGEMM.
 import argparse
 import json
 import os
-import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import print_table  # noqa: E402
+from _harness import cuda_event_seconds, print_table  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -38,29 +37,13 @@ def optional_module(name):
     return module
 
 
-def event_time(record, synchronize, elapsed, fn, *, bursts, per_burst):
-    """Median milliseconds per call over `bursts` bursts of `per_burst` calls, timed with CUDA events."""
-    for _ in range(3):
-        fn()
-    synchronize()
-    times = []
-    for _ in range(bursts):
-        start, end = record(), None
-        for _ in range(per_burst):
-            fn()
-        end = record()
-        synchronize()
-        times.append(elapsed(start, end) / per_burst)
-    return statistics.median(times)
-
-
 def adcuda_timer(fn, bursts, per_burst):
     def record():
         event = adcuda.cuda.Event(enable_timing=True)
         event.record()
         return event
-    return event_time(record, adcuda.cuda.synchronize, lambda s, e: s.elapsed_time(e), fn, bursts=bursts,
-                      per_burst=per_burst)
+    return cuda_event_seconds(record, adcuda.cuda.synchronize, lambda s, e: s.elapsed_time(e), fn, bursts=bursts,
+                              per_burst=per_burst)
 
 
 def torch_timer(torch, fn, bursts, per_burst):
@@ -68,8 +51,8 @@ def torch_timer(torch, fn, bursts, per_burst):
         event = torch.cuda.Event(enable_timing=True)
         event.record()
         return event
-    return event_time(record, torch.cuda.synchronize, lambda s, e: s.elapsed_time(e), fn, bursts=bursts,
-                      per_burst=per_burst)
+    return cuda_event_seconds(record, torch.cuda.synchronize, lambda s, e: s.elapsed_time(e), fn, bursts=bursts,
+                              per_burst=per_burst)
 
 
 def cupy_timer(cp, fn, bursts, per_burst):
@@ -77,8 +60,8 @@ def cupy_timer(cp, fn, bursts, per_burst):
         event = cp.cuda.Event()
         event.record()
         return event
-    return event_time(record, cp.cuda.Device().synchronize, lambda s, e: cp.cuda.get_elapsed_time(s, e), fn,
-                      bursts=bursts, per_burst=per_burst)
+    return cuda_event_seconds(record, cp.cuda.Device().synchronize, lambda s, e: cp.cuda.get_elapsed_time(s, e), fn,
+                              bursts=bursts, per_burst=per_burst)
 
 
 def adcuda_operand(host, dtype, transposed):
@@ -132,16 +115,16 @@ def measure(sizes, bursts):
                 case = f"{dtype} {size}^3 {name}"
                 flops[case] = 2.0 * size ** 3
                 a, b = adcuda_operand(a_host, dtype, a_t), adcuda_operand(b_host, dtype, b_t)
-                results["adcuda"][case] = adcuda_timer(lambda: a @ b, bursts, per_burst) / 1e3
+                results["adcuda"][case] = adcuda_timer(lambda: a @ b, bursts, per_burst)
                 if torch is not None:
                     ta = torch.from_numpy(a_host).cuda().to(getattr(torch, dtype))
                     tb = torch.from_numpy(b_host).cuda().to(getattr(torch, dtype))
                     ta, tb = (ta.t().contiguous().t() if a_t else ta), (tb.t().contiguous().t() if b_t else tb)
-                    results["torch"][case] = torch_timer(torch, lambda: ta @ tb, bursts, per_burst) / 1e3
+                    results["torch"][case] = torch_timer(torch, lambda: ta @ tb, bursts, per_burst)
                 if cp is not None and dtype != "bfloat16":  # CuPy has no bfloat16
                     ca, cb = cp.asarray(a_host, dtype=dtype), cp.asarray(b_host, dtype=dtype)
                     ca, cb = (cp.asfortranarray(ca) if a_t else ca), (cp.asfortranarray(cb) if b_t else cb)
-                    results["cupy"][case] = cupy_timer(cp, lambda: ca @ cb, bursts, per_burst) / 1e3
+                    results["cupy"][case] = cupy_timer(cp, lambda: ca @ cb, bursts, per_burst)
         del a_host, b_host
     return results, flops
 

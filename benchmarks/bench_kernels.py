@@ -23,7 +23,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import print_table  # noqa: E402
+from _harness import cuda_event_seconds, print_table  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -42,22 +42,6 @@ def optional(module):
         return mod if mod.cuda.runtime.getDeviceCount() > 0 else None
     except Exception:  # a CuPy without a usable driver raises its own errors
         return None
-
-
-def event_seconds(record, synchronize, elapsed, fn, bursts, per_burst):
-    """Median seconds per call over bursts of calls bracketed by CUDA events."""
-    for _ in range(3):
-        fn()
-    synchronize()
-    times = []
-    for _ in range(bursts):
-        start = record()
-        for _ in range(per_burst):
-            fn()
-        end = record()
-        synchronize()
-        times.append(elapsed(start, end) / 1e3 / per_burst)
-    return statistics.median(times)
 
 
 def timers(torch, cupy):
@@ -321,7 +305,7 @@ def main():
         for name, fn in contenders.items():
             record, synchronize, elapsed = clocks[name]
             try:
-                results[name][case] = event_seconds(record, synchronize, elapsed, fn, bursts, 5)
+                results[name][case] = cuda_event_seconds(record, synchronize, elapsed, fn, bursts, 5)
             except Exception as e:  # an API a contender's version lacks: leave its cell empty
                 print(f"  {name} {case}: {type(e).__name__}: {e}", file=sys.stderr)
     results = {name: times for name, times in results.items() if times}

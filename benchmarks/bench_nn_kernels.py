@@ -19,11 +19,10 @@ import argparse
 import json
 import math
 import os
-import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import print_table  # noqa: E402
+from _harness import cuda_event_seconds, print_table  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -38,27 +37,12 @@ def optional_torch():
     return torch if torch.cuda.is_available() else None
 
 
-def event_time(record, synchronize, elapsed, fn, bursts, per_burst):
-    for _ in range(3):
-        fn()
-    synchronize()
-    times = []
-    for _ in range(bursts):
-        start = record()
-        for _ in range(per_burst):
-            fn()
-        end = record()
-        synchronize()
-        times.append(elapsed(start, end) / 1e3 / per_burst)
-    return statistics.median(times)
-
-
 def adcuda_seconds(fn, bursts, per_burst):
     def record():
         event = adcuda.cuda.Event(enable_timing=True)
         event.record()
         return event
-    return event_time(record, adcuda.cuda.synchronize, lambda s, e: s.elapsed_time(e), fn, bursts, per_burst)
+    return cuda_event_seconds(record, adcuda.cuda.synchronize, lambda s, e: s.elapsed_time(e), fn, bursts, per_burst)
 
 
 def torch_seconds(torch, fn, bursts, per_burst):
@@ -66,7 +50,7 @@ def torch_seconds(torch, fn, bursts, per_burst):
         event = torch.cuda.Event(enable_timing=True)
         event.record()
         return event
-    return event_time(record, torch.cuda.synchronize, lambda s, e: s.elapsed_time(e), fn, bursts, per_burst)
+    return cuda_event_seconds(record, torch.cuda.synchronize, lambda s, e: s.elapsed_time(e), fn, bursts, per_burst)
 
 
 # ---------------------------------------------------------------------------------------------
