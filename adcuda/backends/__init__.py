@@ -52,12 +52,17 @@ the name ends in ``_`` (writes into its first argument) or the row says "view".
 | `layer_norm_backward(g, x, weight, mean, rstd, n)` | -> (dx, dweight, dbias) |
 | `attention(q, k, v, mask, is_causal, scale)` | -> (out, logsumexp rows) without keeping probabilities |
 | `attention_backward(g, q, k, v, out, lse, mask, is_causal, scale)` | -> (dq, dk, dv) |
+| `embedding(weight, indices)` | rows of the 2-D ``weight`` at integer ``indices`` -> ``indices.shape + (dim,)``; IndexOutOfRangeError naming the index unless all lie in ``[0, num_embeddings)`` (a device checks on the device: one sync) |
+| `embedding_backward(grad, indices, num_embeddings, padding_idx, scale_grad_by_freq)` | dense ``(num_embeddings, dim)`` gradient: each index's grad rows summed in index order (fp32; deterministic, no float atomics), row ``padding_idx`` (or None) zero, divided by the index's count with ``scale_grad_by_freq`` |
 | **random** (counter-based Philox: reproducible from ``(seed, offset)``) | |
 | `rand(shape, dtype, seed, offset)` / `randn(...)` / `randint(low, high, shape, dtype, seed, offset)` | |
 | `bernoulli(shape, p, dtype, seed, offset)` | dropout masks: 1 with probability ``p`` |
+| `dropout(x, p, seed, offset)` | -> (out, bool mask) in one pass: mask = ``bernoulli(x.shape, 1 - p, bool, seed, offset)`` (the kept elements), out = ``x * mask / (1 - p)`` (0 where ``p == 1``) |
+| `dropout_backward(g, mask, scale)` | ``g * mask * scale`` from the saved mask (nothing redrawn) |
 | **optimizers** (in place, many tensors in one call) | |
 | `sgd_step_(params, grads, bufs, lr, momentum, dampening, nesterov, weight_decay, first_step, masters=None)` | PyTorch's SGD; ``bufs`` None when ``momentum == 0``; ``first_step`` sets each buffer to the gradient; ``masters`` as in ``adam_step_`` |
 | `adam_step_(params, grads, exp_avgs, exp_avg_sqs, step, lr, beta1, beta2, eps, weight_decay, decoupled, masters, max_exp_avg_sqs=None)` | Adam/AdamW (``decoupled``) at the 1-based ``step`` shared by the call; ``masters`` (fp32 copies or None) are stepped and written back to ``params``; ``max_exp_avg_sqs`` (or None) for AMSGrad |
+| `global_norm(arrays, norm_type)` | the ``norm_type``-norm (> 0 or inf) of all arrays' elements together -> 0-d float32 (float64 if any array is), left on the device; NaN/inf propagate as in PyTorch |
 | **mixed precision** (0-d arrays stay on the device: no host sync until the caller reads one) | |
 | `unscale_and_check_(outs, grads, inv_scale)` | ``outs[i] = grads[i] * inv_scale`` (in place, or into wider arrays) for many tensors; -> 0-d float32 found-inf flag (1.0 if any gradient is inf/NaN) |
 | `update_scale_(scale, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval, min_scale, max_scale)` | PyTorch's dynamic loss-scale update, in place, the scale kept in ``[min_scale, max_scale]`` |
@@ -71,7 +76,8 @@ PRIMITIVES = (
     "index_put_", "gather", "scatter_add", "cat", "tril", "triu", "matmul", "softmax",
     "softmax_backward", "cross_entropy", "cross_entropy_backward", "layer_norm",
     "layer_norm_backward", "attention", "attention_backward", "rand", "randn", "randint",
-    "bernoulli", "sgd_step_", "adam_step_", "unscale_and_check_", "update_scale_",
+    "bernoulli", "sgd_step_", "adam_step_", "unscale_and_check_", "update_scale_", "embedding",
+    "embedding_backward", "dropout", "dropout_backward", "global_norm",
 )
 
 

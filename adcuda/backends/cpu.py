@@ -10,7 +10,7 @@ import warnings
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import DTypeError, ShapeError
+from ..errors import DTypeError, IndexOutOfRangeError, ShapeError
 
 name = "cpu"
 
@@ -536,6 +536,48 @@ def attention_backward(g, q, k, v, out, lse, mask, is_causal, scale):
     return dq.astype(q.dtype, copy=False), dk.astype(k.dtype, copy=False), dv.astype(v.dtype, copy=False)
 
 
+def _check_embedding_indices(op, idx, num_embeddings, weight_shape):
+    if idx.dtype.kind not in "iu":
+        raise DTypeError(f"{op}: indices must be integers (int32 or int64), got {idx.dtype}")
+    bad = (idx < 0) | (idx >= num_embeddings)
+    if bad.any():
+        raise IndexOutOfRangeError(f"{op}: index {int(idx[bad].flat[0])} is out of range for "
+                                   f"num_embeddings={num_embeddings} (weight shape {tuple(weight_shape)})")
+
+
+def embedding(weight, indices):
+    """Rows of the 2-D ``weight`` picked by ``indices`` (any shape) -> ``indices.shape + (dim,)``."""
+    if weight.ndim != 2:
+        raise ShapeError(f"embedding: weight must be 2-D (num_embeddings, embedding_dim), got shape {weight.shape}")
+    idx = np.asarray(indices)
+    _check_embedding_indices("embedding", idx, weight.shape[0], weight.shape)
+    return np.take(weight, idx, axis=0)
+
+
+def embedding_backward(grad, indices, num_embeddings, padding_idx, scale_grad_by_freq):
+    """The dense ``(num_embeddings, dim)`` weight gradient: the grad rows of each index summed in
+    index order in fp32 (fp64 for fp64), the ``padding_idx`` row zero, and with
+    ``scale_grad_by_freq`` each row divided by how often its index occurs."""
+    op = "embedding_backward"
+    idx = np.asarray(indices)
+    if grad.ndim != idx.ndim + 1 or tuple(grad.shape[:-1]) != idx.shape:
+        raise ShapeError(f"{op}: grad of shape {tuple(grad.shape)} does not fit indices of shape {idx.shape} "
+                         "(expected indices.shape + (embedding_dim,))")
+    dim = grad.shape[-1]
+    _check_embedding_indices(op, idx, num_embeddings, (num_embeddings, dim))
+    idx = idx.reshape(-1)
+    rows = _compute(grad).reshape(-1, dim)
+    if padding_idx is not None:
+        used = idx != padding_idx
+        idx, rows = idx[used], rows[used]
+    out = np.zeros((num_embeddings, dim), rows.dtype)
+    np.add.at(out, idx, rows)  # one index after the other: the sequential order the CUDA kernel keeps
+    if scale_grad_by_freq:
+        counts = np.bincount(idx, minlength=num_embeddings)
+        out /= np.maximum(counts, 1).astype(out.dtype)[:, None]
+    return out.astype(grad.dtype, copy=False)
+
+
 # ---------------------------------------------------------------------------------------------
 # random: Philox keyed by the seed, its counter advanced to the offset, so a draw depends only
 # on (seed, offset) and never on what ran before in this process.
@@ -563,6 +605,34 @@ def randint(low, high, shape, dtype, seed, offset):
 
 def bernoulli(shape, p, dtype, seed, offset):
     return (_rng(seed, offset).random(shape) < p).astype(_np_dtype(dtype))
+
+
+def _masked_scale(a, mask, scale):
+    """``a * (scale where mask else 0)`` in fp32 (fp64 for fp64): NaN and inf stay NaN where dropped,
+    as PyTorch's ``x * mask * scale`` leaves them."""
+    x = _compute(a)
+    factor = np.where(mask, x.dtype.type(scale), x.dtype.type(0))
+    with np.errstate(invalid="ignore"):
+        return np.asarray(x * factor).astype(a.dtype, copy=False)
+
+
+def _dropout_scale(p):
+    return 1.0 / (1.0 - p) if p < 1.0 else 0.0
+
+
+def dropout(x, p, seed, offset):
+    """-> (out, bool mask): the mask is ``bernoulli(x.shape, 1 - p, bool, seed, offset)`` (what is
+    kept), ``out = x * mask / (1 - p)``."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout: dropout probability has to be between 0 and 1, but got {p}")
+    if x.dtype.kind != "f":
+        raise DTypeError(f"dropout: expected a floating point array, got {x.dtype}")
+    keep = np.asarray(_rng(seed, offset).random(np.shape(x)) < 1.0 - p)
+    return _masked_scale(x, keep, _dropout_scale(p)), keep
+
+
+def dropout_backward(g, mask, scale):
+    return _masked_scale(g, mask, scale)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -621,6 +691,39 @@ def adam_step_(params, grads, exp_avgs, exp_avg_sqs, step, lr, beta1, beta2, eps
         np.copyto(target, w, casting="unsafe")
         if masters is not None:
             np.copyto(params[i], w, casting="unsafe")
+
+
+def global_norm(arrays, norm_type):
+    """The ``norm_type``-norm (> 0, inf included) of all elements of ``arrays`` taken together, as
+    ``clip_grad_norm_`` needs it: a 0-d float32 array (float64 if any array is float64), accumulated
+    in that type; a NaN anywhere gives NaN, an inf (and no NaN) inf, as PyTorch's vector_norm."""
+    norm_type = float(norm_type)
+    if not norm_type > 0:
+        raise ValueError(f"global_norm: norm_type must be positive or inf, got {norm_type}")
+    arrays = list(arrays)
+    for a in arrays:
+        if a.dtype.kind != "f":
+            raise DTypeError(f"global_norm: expected floating point arrays, got {a.dtype}")
+    acc = np.dtype(np.float64) if any(a.dtype == np.float64 for a in arrays) else _F32
+    total = acc.type(0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for a in arrays:
+            x = np.abs(np.asarray(a, dtype=acc).reshape(-1))
+            if x.size == 0:
+                continue
+            if norm_type == math.inf:
+                total = np.maximum(total, np.max(x))
+            elif norm_type == 2.0:
+                total = total + np.sum(x * x)
+            elif norm_type == 1.0:
+                total = total + np.sum(x)
+            else:
+                total = total + np.sum(x ** acc.type(norm_type))
+        if norm_type == 2.0:
+            total = np.sqrt(total)
+        elif norm_type not in (1.0, math.inf):
+            total = total ** acc.type(1.0 / norm_type)
+    return np.array(total, dtype=acc)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,217 @@
+"""The CPU backend's embedding, embedding_backward, global_norm, dropout and dropout_backward
+primitives against plain NumPy (the CPU backend is the oracle the CUDA kernels are tested against,
+tests/test_cuda_embedding_norm_dropout.py), and the ops built on them: F.embedding, F.dropout and
+nn.utils.clip_grad_norm_.
+"""
+import math
+
+import numpy as np
+import pytest
+
+import adcuda
+from adcuda.backends import cpu
+from adcuda.errors import DTypeError, IndexOutOfRangeError, ShapeError
+
+
+def rng(seed=0):
+    return np.random.default_rng(seed)
+
+
+# =============================================================================================
+# embedding
+@pytest.mark.parametrize("dtype", (np.float16, np.float32, np.float64))
+@pytest.mark.parametrize("index_dtype", (np.int32, np.int64))
+@pytest.mark.parametrize("shape", [(), (0,), (1,), (7,), (3, 5), (2, 0, 4)])
+def test_embedding_picks_rows(dtype, index_dtype, shape):
+    weight = rng(1).standard_normal((11, 6)).astype(dtype)
+    idx = rng(2).integers(0, 11, shape).astype(index_dtype)
+    out = cpu.embedding(weight, idx)
+    assert out.shape == shape + (6,) and out.dtype == weight.dtype
+    np.testing.assert_array_equal(out, weight[idx.reshape(-1)].reshape(shape + (6,)))
+    out[...] = 0  # a copy, never a view of the weight
+    assert np.abs(weight).sum() > 0
+
+
+@pytest.mark.parametrize("bad", [-1, 11, 1 << 40])
+def test_embedding_out_of_range_names_op_index_and_size(bad):
+    weight = np.zeros((11, 3), np.float32)
+    idx = np.array([[0, 3], [bad, 10]])
+    with pytest.raises(IndexOutOfRangeError, match=rf"embedding: index {bad} .*num_embeddings=11"):
+        cpu.embedding(weight, idx)
+
+
+def test_embedding_rejects_bad_arguments():
+    with pytest.raises(DTypeError, match="integers"):
+        cpu.embedding(np.zeros((3, 2), np.float32), np.array([0.0, 1.0]))
+    with pytest.raises(ShapeError, match="2-D"):
+        cpu.embedding(np.zeros(3, np.float32), np.array([0]))
+
+
+def sequential_backward(grad, idx, num_embeddings, padding_idx, scale_grad_by_freq, acc=np.float32):
+    """The plain definition: one index after the other, each added into its row in ``acc``."""
+    dim = grad.shape[-1]
+    rows = grad.reshape(-1, dim).astype(acc)
+    out = np.zeros((num_embeddings, dim), acc)
+    counts = np.zeros(num_embeddings, np.int64)
+    for i, k in enumerate(idx.reshape(-1)):
+        if k == padding_idx:
+            continue
+        counts[k] += 1
+        for c in range(dim):
+            out[k, c] = acc(out[k, c] + rows[i, c])
+    if scale_grad_by_freq:
+        for k in range(num_embeddings):
+            if counts[k]:
+                out[k] = out[k] / acc(counts[k])
+    return out.astype(grad.dtype)
+
+
+@pytest.mark.parametrize("dtype, acc", [(np.float32, np.float32), (np.float16, np.float32), (np.float64, np.float64)])
+@pytest.mark.parametrize("padding_idx", (None, 2))
+@pytest.mark.parametrize("scale_grad_by_freq", (False, True))
+def test_embedding_backward_is_the_sequential_sum(dtype, acc, padding_idx, scale_grad_by_freq):
+    g = rng(3)
+    idx = g.integers(0, 7, (9, 13))  # 117 indices into 7 rows: long runs of repeats
+    # values of mixed magnitude, so that the order of the additions shows in the last bits
+    grad = (g.standard_normal((9, 13, 5)) * 10.0 ** g.integers(-3, 4, (9, 13, 5))).astype(dtype)
+    got = cpu.embedding_backward(grad, idx, 8, padding_idx, scale_grad_by_freq)
+    expected = sequential_backward(grad, idx, 8, padding_idx, scale_grad_by_freq, acc)
+    assert got.dtype == grad.dtype and got.shape == (8, 5)
+    np.testing.assert_array_equal(got, expected)  # bit for bit
+    np.testing.assert_array_equal(got[7], 0.0)  # never looked up
+    if padding_idx is not None:
+        np.testing.assert_array_equal(got[padding_idx], 0.0)
+    again = cpu.embedding_backward(grad, idx, 8, padding_idx, scale_grad_by_freq)
+    np.testing.assert_array_equal(again, got)
+
+
+def test_embedding_backward_order_is_observable():
+    """The data above is one where summing in another order changes the last bits, so the
+    bit-for-bit comparison fails if the primitive does not sum in index order."""
+    g = rng(3)
+    idx = g.integers(0, 7, (9, 13)).reshape(-1)
+    grad = (g.standard_normal((9, 13, 5)) * 10.0 ** g.integers(-3, 4, (9, 13, 5))).astype(np.float32).reshape(-1, 5)
+    forward = sequential_backward(grad, idx, 8, None, False)
+    backward = sequential_backward(grad[::-1], idx[::-1], 8, None, False)
+    assert (forward != backward).any()
+
+
+def test_embedding_backward_counts_and_padding_closed_form():
+    idx = np.array([1, 1, 3, 0, 1])
+    grad = np.ones((5, 2), np.float32)
+    np.testing.assert_array_equal(cpu.embedding_backward(grad, idx, 5, None, False)[:, 0], [1, 3, 0, 1, 0])
+    np.testing.assert_array_equal(cpu.embedding_backward(grad, idx, 5, None, True)[:, 0], [1, 1, 0, 1, 0])
+    np.testing.assert_array_equal(cpu.embedding_backward(grad, idx, 5, 1, True)[:, 0], [1, 0, 0, 1, 0])
+
+
+def test_embedding_backward_empty_and_errors():
+    out = cpu.embedding_backward(np.zeros((0, 4), np.float32), np.zeros(0, np.int64), 3, None, True)
+    np.testing.assert_array_equal(out, np.zeros((3, 4), np.float32))
+    with pytest.raises(ShapeError, match="embedding_backward"):
+        cpu.embedding_backward(np.zeros((2, 4), np.float32), np.zeros(3, np.int64), 3, None, False)
+    with pytest.raises(IndexOutOfRangeError, match="embedding_backward: index 3 .*num_embeddings=3"):
+        cpu.embedding_backward(np.zeros((2, 4), np.float32), np.array([0, 3]), 3, None, False)
+
+
+# =============================================================================================
+# global_norm
+def reference_norm(arrays, p):
+    flat = np.concatenate([np.asarray(a, np.float64).reshape(-1) for a in arrays] + [np.zeros(0)])
+    if flat.size == 0:
+        return 0.0
+    if p == math.inf:
+        return np.abs(flat).max()
+    return np.sum(np.abs(flat) ** p) ** (1.0 / p)
+
+
+@pytest.mark.parametrize("p", (2.0, 1.0, math.inf, 3.0, 0.5))
+def test_global_norm_is_the_norm_of_the_concatenation(p):
+    g = rng(5)
+    arrays = [g.standard_normal(s).astype(np.float32) for s in [(3, 4), (1,), (0,), (1023,), (2, 7, 7)]]
+    got = cpu.global_norm(arrays, p)
+    assert got.shape == () and got.dtype == np.float32
+    np.testing.assert_allclose(float(got), reference_norm(arrays, p), rtol=1e-5)
+    np.testing.assert_array_equal(cpu.global_norm(arrays, p), got)  # deterministic
+    half = [a.astype(np.float16) for a in arrays]
+    assert cpu.global_norm(half, p).dtype == np.float32
+    np.testing.assert_allclose(float(cpu.global_norm(half, p)), reference_norm(half, p), rtol=1e-5)
+
+
+def test_global_norm_is_float64_when_any_array_is():
+    arrays = [np.full(3, 1.0, np.float32), np.array([1e-9, 2.0])]
+    got = cpu.global_norm(arrays, 2.0)
+    assert got.dtype == np.float64
+    assert float(got) == pytest.approx(math.sqrt(3 + 1e-18 + 4), rel=1e-15)
+
+
+def test_global_norm_accumulates_half_in_float32():
+    arrays = [np.full(4, 60000.0, np.float16)]  # the squares overflow float16
+    assert float(cpu.global_norm(arrays, 2.0)) == pytest.approx(120000.0, rel=1e-6)
+
+
+def test_global_norm_empty_is_zero():
+    for p in (2.0, math.inf, 3.0):
+        assert float(cpu.global_norm([], p)) == 0.0
+        assert float(cpu.global_norm([np.zeros((0, 3), np.float32)], p)) == 0.0
+
+
+@pytest.mark.parametrize("p", (2.0, 1.0, math.inf, 3.0))
+def test_global_norm_propagates_inf_and_nan(p):
+    finite = np.ones(5, np.float32)
+    with_inf = np.array([1.0, -np.inf], np.float32)
+    with_nan = np.array([np.nan, 1.0], np.float32)
+    assert math.isinf(float(cpu.global_norm([finite, with_inf], p)))
+    assert math.isnan(float(cpu.global_norm([with_nan, finite], p)))
+    assert math.isnan(float(cpu.global_norm([with_inf, with_nan], p)))
+
+
+def test_global_norm_rejects_bad_arguments():
+    for p in (0.0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="norm_type"):
+            cpu.global_norm([np.ones(2, np.float32)], p)
+    with pytest.raises(DTypeError, match="floating"):
+        cpu.global_norm([np.ones(2, np.int64)], 2.0)
+
+
+# =============================================================================================
+# dropout
+@pytest.mark.parametrize("dtype", (np.float16, np.float32, np.float64))
+@pytest.mark.parametrize("shape", [(), (1,), (7,), (33, 31)])
+def test_dropout_mask_is_the_bernoulli_draw_and_out_is_scaled(dtype, shape):
+    x = rng(6).standard_normal(shape).astype(dtype)
+    out, mask = cpu.dropout(x, 0.3, 1234, 77)
+    assert mask.dtype == np.bool_ and mask.shape == shape and out.dtype == x.dtype
+    np.testing.assert_array_equal(mask, cpu.bernoulli(shape, 1.0 - 0.3, adcuda.bool, 1234, 77))
+    acc = np.float64 if dtype == np.float64 else np.float32
+    expected = (x.astype(acc) * np.where(mask, acc(1 / 0.7), acc(0))).astype(dtype)
+    np.testing.assert_array_equal(out, expected)
+    again, mask_again = cpu.dropout(x, 0.3, 1234, 77)
+    np.testing.assert_array_equal(again, out)
+    np.testing.assert_array_equal(mask_again, mask)
+    g = rng(7).standard_normal(shape).astype(dtype)
+    np.testing.assert_array_equal(cpu.dropout_backward(g, mask, 1 / 0.7),
+                                  (g.astype(acc) * np.where(mask, acc(1 / 0.7), acc(0))).astype(dtype))
+
+
+def test_dropout_depends_on_seed_and_offset_and_drops_about_p():
+    x = np.ones((100, 100), np.float32)
+    _, a = cpu.dropout(x, 0.25, 1, 0)
+    _, b = cpu.dropout(x, 0.25, 1, 10000)
+    _, c = cpu.dropout(x, 0.25, 2, 0)
+    assert (a != b).any() and (a != c).any()
+    assert abs(a.mean() - 0.75) < 0.02
+
+
+def test_dropout_edge_probabilities_and_non_finite_values():
+    x = np.array([1.0, np.nan, np.inf, -2.0], np.float32)
+    out, mask = cpu.dropout(x, 0.0, 3, 0)
+    assert mask.all()
+    np.testing.assert_array_equal(out, x)
+    out, mask = cpu.dropout(x, 1.0, 3, 0)
+    assert not mask.any()
+    np.testing.assert_array_equal(out, [0.0, np.nan, np.nan, -0.0])  # x * 0, as PyTorch's x * mask * scale
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        cpu.dropout(x, 1.5, 3, 0)
+    with pytest.raises(DTypeError, match="floating"):
+        cpu.dropout(np.ones(3, np.int64), 0.5, 3, 0)
+
