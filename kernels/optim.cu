@@ -1,5 +1,5 @@
-// Multi-tensor optimizer kernels (SGD, Adam/AdamW/AMSGrad, loss-scale unscaling) and the loss-scale
-// update.
+// Multi-tensor optimizer kernels (SGD, Adam/AdamW/AMSGrad, loss-scale unscaling, the global gradient
+// norm) and the loss-scale update.
 //
 // One launch covers many tensors: the host splits every tensor into chunks of kChunk elements and
 // passes a table (each tensor's addresses, sizes and dtypes, and for every block the tensor and chunk
@@ -12,11 +12,15 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <initializer_list>
+#include <type_traits>
 #include <stdexcept>
 #include <string>
 
+#include "nn_common.cuh"
 #include "runtime/dispatch.cuh"
 #include "runtime/errors.h"
 #include "runtime/launch.cuh"
@@ -190,6 +194,117 @@ __global__ void update_scale_kernel(float* scale, int* growth_tracker, const flo
   } else {
     *growth_tracker = static_cast<int>(successful);
   }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Global norm (clip_grad_norm_): each block of the multi-tensor launches reduces its chunk to one
+// partial, then one block combines the partials in order, so a result never depends on timing (no
+// float atomics).
+enum class NormKind { kSumOfSquares, kSumOfAbs, kMaxAbs, kSumOfPowers };
+
+// pow is long: one out-of-line copy per type instead of one inlined into every loop keeps the build short.
+__device__ __noinline__ float power_of(float x, float p) { return ::powf(x, p); }
+__device__ __noinline__ double power_of(double x, double p) { return ::pow(x, p); }
+
+template <NormKind kKind, typename Acc>
+__device__ __forceinline__ Acc norm_term(Acc x, Acc p) {
+  if constexpr (kKind == NormKind::kSumOfSquares) {
+    return x * x;
+  } else if constexpr (kKind == NormKind::kSumOfPowers) {
+    return power_of(x < Acc(0) ? -x : x, p);
+  } else if constexpr (std::is_same_v<Acc, double>) {
+    return ::fabs(x);
+  } else {
+    return ::fabsf(x);
+  }
+}
+
+template <NormKind kKind>
+struct NormCombine {
+  template <typename V>
+  __device__ __forceinline__ V operator()(V a, V b) const {
+    if constexpr (kKind == NormKind::kMaxAbs) {
+      return nn::max_propagating_nan(a, b);  // a NaN anywhere gives NaN, as in PyTorch
+    } else {
+      return a + b;
+    }
+  }
+};
+
+// This thread's share of elements [begin, end) of `data`, combined in a fixed order; 16-byte loads
+// where the chunk is aligned (chunks start at multiples of kChunk elements).
+template <NormKind kKind, typename T, typename Acc>
+__device__ __forceinline__ Acc chunk_norm_part(const T* data, std::int64_t begin, std::int64_t end, Acc p) {
+  constexpr int kWidth = nn::kPackWidth<T>;
+  const NormCombine<kKind> combine;
+  const T* start = data + begin;
+  const std::int64_t count = end - begin;
+  Acc part = Acc(0);
+  std::int64_t done = 0;
+  if (reinterpret_cast<std::uintptr_t>(start) % 16 == 0) {
+    const std::int64_t packs = count / kWidth;
+    for (std::int64_t k = threadIdx.x; k < packs; k += blockDim.x) {
+      const nn::Pack<T, kWidth> pack = nn::load_pack<T, kWidth>(start + k * kWidth);
+#pragma unroll
+      for (int v = 0; v < kWidth; ++v) {
+        part = combine(part, norm_term<kKind>(static_cast<Acc>(to_compute(pack.item[v])), p));
+      }
+    }
+    done = packs * kWidth;
+  }
+  for (std::int64_t i = done + threadIdx.x; i < count; i += blockDim.x) {
+    part = combine(part, norm_term<kKind>(static_cast<Acc>(to_compute(start[i])), p));
+  }
+  return part;
+}
+
+template <NormKind kKind, typename Acc>
+__global__ void __launch_bounds__(kThreads) norm_partials_kernel(TensorTable<1> table, Acc p, Acc* partials) {
+  const BlockWork<1> work(table);
+  const int s = work.slot;
+  const void* data = table.data[0][s];
+  Acc part;
+  switch (table.dtype[0][s]) {
+    case ScalarType::Float16:
+      part = chunk_norm_part<kKind>(static_cast<const __half*>(data), work.begin, work.end, p);
+      break;
+    case ScalarType::BFloat16:
+      part = chunk_norm_part<kKind>(static_cast<const __nv_bfloat16*>(data), work.begin, work.end, p);
+      break;
+    case ScalarType::Float64:
+      // a call with a float64 array accumulates in float64: only that kernel reads float64
+      if constexpr (std::is_same_v<Acc, double>) {
+        part = chunk_norm_part<kKind>(static_cast<const double*>(data), work.begin, work.end, p);
+        break;
+      }
+      [[fallthrough]];
+    default: part = chunk_norm_part<kKind>(static_cast<const float*>(data), work.begin, work.end, p); break;
+  }
+  __shared__ Acc scratch[32];
+  part = nn::block_reduce(part, NormCombine<kKind>{}, scratch);
+  if (threadIdx.x == 0) partials[blockIdx.x] = part;
+}
+
+// One block: the partials combined in order (the max of them for kMaxAbs, else their sum), then the
+// root the norm takes (square root, 1/p-th power, or none).
+template <typename Acc>
+__global__ void __launch_bounds__(kThreads)
+    norm_finish_kernel(const Acc* partials, std::int64_t count, NormKind kind, Acc inverse_p, Acc* out) {
+  const bool take_max = kind == NormKind::kMaxAbs;
+  Acc total = Acc(0);
+  for (std::int64_t i = threadIdx.x; i < count; i += blockDim.x) {
+    total = take_max ? nn::max_propagating_nan(total, partials[i]) : total + partials[i];
+  }
+  __shared__ Acc scratch[32];
+  total = take_max ? nn::block_reduce(total, NormCombine<NormKind::kMaxAbs>{}, scratch)
+                   : nn::block_reduce(total, NormCombine<NormKind::kSumOfSquares>{}, scratch);
+  if (threadIdx.x != 0) return;
+  if (kind == NormKind::kSumOfSquares) {
+    total = nn::sqrt_of(total);
+  } else if (kind == NormKind::kSumOfPowers) {
+    total = power_of(total, inverse_p);
+  }
+  *out = total;
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -393,6 +508,51 @@ void update_scale_(const DeviceArray& scale, const DeviceArray& growth_tracker, 
   update_scale_kernel<<<1, 1, 0, launch.stream()>>>(scale.data<float>(), growth_tracker.data<int>(),
                                                     found_inf.data<float>(), update);
   ADCUDA_CHECK_LAUNCH();
+}
+
+DeviceArray global_norm(const std::vector<DeviceArray>& arrays, double norm_type, int device) {
+  const char* op = "global_norm";
+  require(norm_type > 0.0, op, "norm_type must be positive or inf, got " + std::to_string(norm_type));
+  TensorLists<1> lists{{&arrays}};
+  lists.check(op);
+  const int target = arrays.empty() ? device : arrays[0].device();
+  const bool wide = lists.any_float64({0});
+  std::int64_t chunks = 0;
+  for (const DeviceArray& a : arrays) chunks += (a.numel() + kChunk - 1) / kChunk;
+  DeviceArray out = DeviceArray::empty({}, wide ? ScalarType::Float64 : ScalarType::Float32, target);
+  DeviceArray partials = DeviceArray::empty({std::max<std::int64_t>(chunks, 1)}, out.dtype(), target);
+  KernelLaunch launch(out, partials);
+  use_all_on(lists, launch);
+  const auto run = [&](auto acc_tag, auto kind_tag) {
+    using Acc = typename decltype(acc_tag)::type;
+    constexpr NormKind kKind = decltype(kind_tag)::value;
+    Acc* next = partials.data<Acc>();
+    multi_tensor_apply(lists, launch, [&](const auto& table, int blocks, cudaStream_t stream) {
+      norm_partials_kernel<kKind, Acc><<<blocks, kThreads, 0, stream>>>(table, static_cast<Acc>(norm_type), next);
+      next += blocks;
+    });
+    norm_finish_kernel<Acc><<<1, kThreads, 0, launch.stream()>>>(partials.data<Acc>(), chunks, kKind,
+                                                                 static_cast<Acc>(1.0 / norm_type), out.data<Acc>());
+    ADCUDA_CHECK_LAUNCH();
+  };
+  const auto with_kind = [&](auto acc_tag) {
+    using Kind = NormKind;
+    if (norm_type == 2.0) {
+      run(acc_tag, std::integral_constant<Kind, Kind::kSumOfSquares>{});
+    } else if (norm_type == 1.0) {
+      run(acc_tag, std::integral_constant<Kind, Kind::kSumOfAbs>{});
+    } else if (std::isinf(norm_type)) {
+      run(acc_tag, std::integral_constant<Kind, Kind::kMaxAbs>{});
+    } else {
+      run(acc_tag, std::integral_constant<Kind, Kind::kSumOfPowers>{});
+    }
+  };
+  if (wide) {
+    with_kind(TypeTag<double>{});
+  } else {
+    with_kind(TypeTag<float>{});
+  }
+  return out;
 }
 
 }  // namespace adcuda

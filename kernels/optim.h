@@ -1,5 +1,5 @@
 // Multi-tensor optimizer steps and dynamic loss scaling on the GPU (kernels/optim.cu): the CUDA
-// backend's sgd_step_, adam_step_, unscale_and_check_ and update_scale_ primitives, with the CPU
+// backend's sgd_step_, adam_step_, unscale_and_check_, update_scale_ and global_norm primitives, with the CPU
 // backend's math (adcuda/backends/cpu.py: PyTorch's single-tensor SGD and Adam). Plain C++: included
 // by the bindings.
 //
@@ -56,5 +56,12 @@ struct ScaleUpdate {
 // the 0-d float32 `found_inf`, the scale kept in [min_scale, max_scale]; one thread on the device.
 void update_scale_(const DeviceArray& scale, const DeviceArray& growth_tracker, const DeviceArray& found_inf,
                    const ScaleUpdate& update);
+
+// The norm_type-norm (> 0, or inf) of all elements of `arrays` (contiguous floating, one device) taken
+// together, for clip_grad_norm_: a new 0-d array on the arrays' device (`device` when there are none),
+// float32, or float64 if any array is float64 (the accumulation type too), left on the device. The
+// multi-tensor launches write one partial per chunk and one more block combines them in order: the same
+// result on every run, no float atomics. NaN anywhere gives NaN, an inf (without NaN) inf.
+DeviceArray global_norm(const std::vector<DeviceArray>& arrays, double norm_type, int device);
 
 }  // namespace adcuda

@@ -1,10 +1,13 @@
 // Random kernels: one thread per Philox block of four words (philox.cuh), each turned into P values of
-// the result by a draw functor (P = 4, or 2 where a value needs 64 bits).
+// the result by a draw functor (P = 4, or 2 where a value needs 64 bits). Dropout draws its mask with
+// bernoulli's functor in the same pass that applies it.
 #include "random.h"
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "elementwise_loops.cuh"
 #include "philox.cuh"
@@ -99,6 +102,46 @@ __global__ void random_kernel(T* out, std::int64_t n, std::uint64_t seed, std::u
   }
 }
 
+template <typename T>
+struct alignas(4 * sizeof(T)) Quad {
+  T item[4];
+};
+
+// Four elements per thread with the mask values BernoulliDraw<bool> gives bernoulli, so that the mask is
+// the one bernoulli(shape, keep, bool, seed, offset) draws; whole quads move as one access when `aligned`.
+template <typename T>
+__global__ void dropout_kernel(const T* x, T* out, bool* mask, std::int64_t n, std::uint64_t seed,
+                               std::uint64_t offset, BernoulliDraw<bool> draw, compute_t<T> scale, bool aligned) {
+  using Acc = compute_t<T>;
+  const std::int64_t blocks = (n + 3) / 4;
+  ADCUDA_GRID_STRIDE_LOOP(b, blocks) {
+    bool keep[4];
+    draw(philox::draw_block(seed, offset, static_cast<std::uint64_t>(b)), keep);
+    if (aligned && b * 4 + 3 < n) {
+      const Quad<T> in = reinterpret_cast<const Quad<T>*>(x)[b];
+      Quad<T> result;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) result.item[j] = convert<T>(to_compute(in.item[j]) * (keep[j] ? scale : Acc(0)));
+      reinterpret_cast<Quad<T>*>(out)[b] = result;
+      reinterpret_cast<uchar4*>(mask)[b] = make_uchar4(keep[0], keep[1], keep[2], keep[3]);
+      continue;
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const std::int64_t index = b * 4 + j;
+      if (index < n) {
+        mask[index] = keep[j];
+        out[index] = convert<T>(to_compute(x[index]) * (keep[j] ? scale : Acc(0)));
+      }
+    }
+  }
+}
+
+template <typename T>
+__global__ void dropout_backward_kernel(const T* g, const bool* mask, T* out, std::int64_t n, compute_t<T> scale) {
+  ADCUDA_GRID_STRIDE_LOOP(i, n) { out[i] = convert<T>(to_compute(g[i]) * (mask[i] ? scale : compute_t<T>(0))); }
+}
+
 template <typename T, typename Draw>
 void run_draw(const DeviceArray& out, std::uint64_t seed, std::uint64_t offset, const Draw& draw) {
   const std::int64_t n = out.numel();
@@ -155,6 +198,54 @@ DeviceArray bernoulli(const Dims& shape, double p, ScalarType dtype, std::uint64
   dispatch_type(dtype, "bernoulli", [&](auto tag) {
     using T = typename decltype(tag)::type;
     run_draw<T>(out, seed, offset, BernoulliDraw<T>{p});
+  });
+  return out;
+}
+
+std::pair<DeviceArray, DeviceArray> dropout(const DeviceArray& x, double p, std::uint64_t seed, std::uint64_t offset) {
+  if (!(p >= 0.0 && p <= 1.0)) {
+    throw std::invalid_argument("dropout: dropout probability has to be between 0 and 1, but got " + std::to_string(p));
+  }
+  if (!x.is_contiguous()) throw std::invalid_argument("dropout: the input must be contiguous");
+  DeviceArray out = DeviceArray::empty(x.shape(), x.dtype(), x.device());
+  DeviceArray mask = DeviceArray::empty(x.shape(), ScalarType::Bool, x.device());
+  const std::int64_t n = x.numel();
+  // as the CPU backend: the kept probability and the scale in double, the scale then in the compute type
+  const double keep = 1.0 - p;
+  const double scale = p < 1.0 ? 1.0 / keep : 0.0;
+  dispatch_floating(x.dtype(), "dropout", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (n == 0) return;
+    KernelLaunch launch(out, mask, x);
+    const auto quad_aligned = [](const void* pointer, std::size_t bytes) {
+      return reinterpret_cast<std::uintptr_t>(pointer) % bytes == 0;
+    };
+    const bool aligned = quad_aligned(x.data_ptr(), sizeof(Quad<T>)) && quad_aligned(out.data_ptr(), sizeof(Quad<T>)) &&
+                         quad_aligned(mask.data_ptr(), 4);
+    dropout_kernel<T><<<grid_size((n + 3) / 4), kBlockSize, 0, launch.stream()>>>(
+        x.data<T>(), out.data<T>(), mask.data<bool>(), n, seed, offset, BernoulliDraw<bool>{keep},
+        static_cast<compute_t<T>>(scale), aligned);
+    ADCUDA_CHECK_LAUNCH();
+  });
+  return {out, mask};
+}
+
+DeviceArray dropout_backward(const DeviceArray& g, const DeviceArray& mask, double scale) {
+  if (mask.dtype() != ScalarType::Bool || mask.shape() != g.shape() || !mask.is_contiguous() || !g.is_contiguous()) {
+    throw std::invalid_argument("dropout_backward: expected a contiguous gradient and a contiguous bool mask of one "
+                                "shape, got " + format_dims(g.shape()) + " and " + scalar_type_name(mask.dtype()) +
+                                " " + format_dims(mask.shape()));
+  }
+  DeviceArray out = DeviceArray::empty(g.shape(), g.dtype(), g.device());
+  const std::int64_t n = g.numel();
+  dispatch_floating(g.dtype(), "dropout_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (n == 0) return;
+    KernelLaunch launch(out, g, mask);
+    dropout_backward_kernel<T><<<grid_size(n), kBlockSize, 0, launch.stream()>>>(g.data<T>(), mask.data<bool>(),
+                                                                                 out.data<T>(), n,
+                                                                                 static_cast<compute_t<T>>(scale));
+    ADCUDA_CHECK_LAUNCH();
   });
   return out;
 }

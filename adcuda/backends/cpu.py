@@ -632,6 +632,8 @@ def dropout(x, p, seed, offset):
 
 
 def dropout_backward(g, mask, scale):
+    if np.shape(g) != np.shape(mask):
+        raise ShapeError(f"dropout_backward: gradient {np.shape(g)} and mask {np.shape(mask)} differ")
     return _masked_scale(g, mask, scale)
 
 

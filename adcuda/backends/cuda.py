@@ -187,3 +187,4 @@ from .cuda_elementwise import *  # noqa: E402,F401,F403 (unary, binary, where, c
 from .cuda_reduce import *  # noqa: E402,F401,F403 (reductions, sort, cumsum: kernels/reduce.cu, sort.cu)
 from .cuda_index import *  # noqa: E402,F401,F403 (indexing, cat, tril, triu: kernels/index.cu, layout.cu)
 from .cuda_random import *  # noqa: E402,F401,F403 (rand, randn, randint, bernoulli: kernels/random.cu)
+from .cuda_embedding import *  # noqa: E402,F401,F403 (embedding and its backward: kernels/embedding.cu)

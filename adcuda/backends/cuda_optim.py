@@ -1,14 +1,15 @@
 """The CUDA backend's optimizer and loss-scaling primitives over adcuda's multi-tensor kernels
 (kernels/optim.cu): ``sgd_step_`` and ``adam_step_`` update every tensor of a call in one launch
 (more only past a few dozen tensors), with optional fp32 master weights for fp16/bf16 parameters;
-``unscale_and_check_`` and ``update_scale_`` keep the loss scale and the found-inf flag on the device.
+``unscale_and_check_`` and ``update_scale_`` keep the loss scale and the found-inf flag on the device;
+``global_norm`` reduces every gradient of ``clip_grad_norm_`` in the same multi-tensor launches.
 Signatures and math are the CPU backend's (adcuda/backends/cpu.py).
 """
 from .. import _native
 from ..errors import DTypeError
 from ._cuda_kernels import cast, dense, is_floating, scalar_type
 
-__all__ = ["sgd_step_", "adam_step_", "unscale_and_check_", "update_scale_"]
+__all__ = ["sgd_step_", "adam_step_", "unscale_and_check_", "update_scale_", "global_norm"]
 
 
 def _state(op, arrays):
@@ -72,3 +73,19 @@ def update_scale_(scale, growth_tracker, found_inf, growth_factor, backoff_facto
     ``growth_tracker`` (see the CPU backend); nothing reaches the host."""
     _native._C.update_scale_(scale, growth_tracker, cast(found_inf, scalar_type("float32")), float(growth_factor),
                              float(backoff_factor), int(growth_interval), float(min_scale), float(max_scale))
+
+
+def global_norm(arrays, norm_type):
+    """The ``norm_type``-norm of all ``arrays`` together -> 0-d float32 (float64 if any array is), left
+    on the device (see the CPU backend); deterministic: partials per chunk, combined in order."""
+    op = "global_norm"
+    norm_type = float(norm_type)
+    if not norm_type > 0:
+        raise ValueError(f"{op}: norm_type must be positive or inf, got {norm_type}")
+    arrays = list(arrays)
+    for a in arrays:
+        if not is_floating(a):
+            raise DTypeError(f"{op}: expected floating point arrays, got {a.dtype.name}")
+    C = _native._C
+    device = arrays[0].device if arrays else C.cuda_current_device()
+    return C.global_norm([dense(a) for a in arrays], norm_type, device)

@@ -1,5 +1,6 @@
 """The CUDA backend's random primitives (kernels/random.cu): ``rand randn randint bernoulli`` from
-Philox4x32-10 keyed by ``(seed, offset)``, as the CPU backend's signatures have them.
+Philox4x32-10 keyed by ``(seed, offset)``, as the CPU backend's signatures have them, and ``dropout``
+(its mask drawn as ``bernoulli`` draws it and applied in the same pass) with ``dropout_backward``.
 
 Element i of a draw depends only on (seed, offset, i): the same call gives the same numbers on any
 GPU and launch configuration, and the first n values of a larger draw equal a draw of n. The streams
@@ -8,10 +9,10 @@ differ from the CPU backend's (NumPy's Philox4x64 with its own conversions); bot
 needs CUDA.
 """
 from .. import _native
-from ..errors import DTypeError
+from ..errors import DTypeError, ShapeError, fmt_shape
 from . import _cuda_kernels as _k
 
-__all__ = ["rand", "randn", "randint", "bernoulli"]
+__all__ = ["rand", "randn", "randint", "bernoulli", "dropout", "dropout_backward"]
 
 _U64 = (1 << 64) - 1
 
@@ -41,3 +42,22 @@ def randint(low, high, shape, dtype, seed, offset):
 
 def bernoulli(shape, p, dtype, seed, offset):
     return _C().bernoulli(tuple(shape), float(p), _k.scalar_type(dtype.name), int(seed) & _U64, int(offset) & _U64)
+
+
+def dropout(x, p, seed, offset):
+    """-> (out, bool mask): mask = ``bernoulli(x.shape, 1 - p, bool, seed, offset)``, out = x * mask / (1 - p)."""
+    if not _k.is_floating(x):
+        raise DTypeError(f"dropout: expected a floating point array, got {x.dtype.name}")
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout: dropout probability has to be between 0 and 1, but got {p}")
+    out, mask = _C().dropout(_k.dense(x), float(p), int(seed) & _U64, int(offset) & _U64)
+    return out, mask
+
+
+def dropout_backward(g, mask, scale):
+    """``g * mask * scale`` from dropout's saved mask."""
+    if not _k.is_floating(g):
+        raise DTypeError(f"dropout_backward: expected a floating point gradient, got {g.dtype.name}")
+    if tuple(g.shape) != tuple(mask.shape):
+        raise ShapeError(f"dropout_backward: gradient {fmt_shape(g.shape)} and mask {fmt_shape(mask.shape)} differ")
+    return _C().dropout_backward(_k.dense(g), _k.dense(_k.cast(mask, _k.scalar_type("bool"))), float(scale))

@@ -65,4 +65,6 @@ ADCUDA_REGISTER_BINDINGS(optim, 22) {
       py::arg("scale"), py::arg("growth_tracker"), py::arg("found_inf"), py::arg("growth_factor"),
       py::arg("backoff_factor"), py::arg("growth_interval"), py::arg("min_scale"), py::arg("max_scale"),
       release_gil(), "PyTorch's dynamic loss-scale update, in place on the device.");
+  m.def("global_norm", &adcuda::global_norm, py::arg("arrays"), py::arg("norm_type"), py::arg("device"), release_gil(),
+        "The norm_type-norm of all arrays' elements together: a 0-d float32 (float64) array on the device.");
 }

@@ -20,4 +20,8 @@ ADCUDA_REGISTER_BINDINGS(random, 10) {
         py::arg("seed"), py::arg("offset"), py::arg("device") = -1, release(), "Integers uniform on [low, high).");
   m.def("bernoulli", &adcuda::bernoulli, py::arg("shape"), py::arg("p"), py::arg("dtype"), py::arg("seed"),
         py::arg("offset"), py::arg("device") = -1, release(), "1 with probability p, else 0.");
+  m.def("dropout", &adcuda::dropout, py::arg("x"), py::arg("p"), py::arg("seed"), py::arg("offset"), release(),
+        "(x * mask / (1 - p), bool mask) in one pass; mask = bernoulli(x.shape, 1 - p, bool, seed, offset).");
+  m.def("dropout_backward", &adcuda::dropout_backward, py::arg("g"), py::arg("mask"), py::arg("scale"), release(),
+        "g * mask * scale from the saved bool mask.");
 }
