@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 import adcuda
+import adcuda.nn.functional as F
+from adcuda import nn
 from adcuda.backends import cpu
 from adcuda.errors import DTypeError, IndexOutOfRangeError, ShapeError
 
@@ -215,3 +217,119 @@ def test_dropout_edge_probabilities_and_non_finite_values():
     with pytest.raises(DTypeError, match="floating"):
         cpu.dropout(np.ones(3, np.int64), 0.5, 3, 0)
 
+
+# =============================================================================================
+# the ops on top
+def test_f_embedding_checks_bounds_through_the_primitive_only(monkeypatch):
+    """No host round trip of its own: the bound check is the primitive's (on a GPU, its one sync)."""
+    weight = adcuda.tensor(rng(8).standard_normal((6, 3)), requires_grad=True)
+    idx = adcuda.tensor([[1, 5], [5, 0]])
+
+    def no_host_copy(a):
+        raise AssertionError("embedding read an array back to the host")
+    monkeypatch.setattr(cpu, "to_numpy", no_host_copy)
+    out = F.embedding(idx, weight, padding_idx=5)
+    out.sum().backward()
+    monkeypatch.undo()
+    np.testing.assert_array_equal(weight.grad.numpy()[:, 0], [1, 1, 0, 0, 0, 0])
+    with pytest.raises(IndexOutOfRangeError, match=r"embedding: index 6 .*num_embeddings=6"):
+        F.embedding(adcuda.tensor([0, 6]), weight)
+    with pytest.raises(IndexOutOfRangeError, match=r"index -1 "):
+        F.embedding(adcuda.tensor([-1]), weight)
+
+
+def test_f_embedding_backward_uses_the_fused_primitive_and_max_norm_still_checks(monkeypatch):
+    calls = []
+    original = cpu.embedding_backward
+    monkeypatch.setattr(cpu, "embedding_backward", lambda *a: calls.append(a[2:]) or original(*a))
+    weight = adcuda.tensor(rng(9).standard_normal((4, 2)), requires_grad=True)
+    F.embedding(adcuda.tensor([1, 1, 3, 0]), weight, scale_grad_by_freq=True).sum().backward()
+    assert calls == [(4, None, True)]
+    np.testing.assert_array_equal(weight.grad.numpy()[:, 0], [1.0, 1.0, 0.0, 1.0])
+    with pytest.raises(IndexOutOfRangeError, match="embedding: index 4"):
+        F.embedding(adcuda.tensor([4]), weight.detach(), max_norm=1.0)
+
+
+def test_f_embedding_double_backward_composite():
+    weight = adcuda.tensor(rng(10).standard_normal((5, 3)), requires_grad=True)
+    idx = adcuda.tensor([[1, 0, 4], [4, 4, 2]])
+    out = F.embedding(idx, weight, padding_idx=2, scale_grad_by_freq=True)
+    (g,) = adcuda.autograd.grad((out * out).sum(), weight, create_graph=True)
+    expected = cpu.embedding_backward(2 * out.detach().numpy(), idx.numpy(), 5, 2, True)
+    np.testing.assert_allclose(g.detach().numpy(), expected, rtol=1e-12)
+    (gg,) = adcuda.autograd.grad(g.sum(), weight)
+    # g_k = 2 w_k for a looked-up row k; its gradient flows back through the lookup, which divides by
+    # the count again: 2 / count_k (row 4 is looked up 3 times; row 2 is padding, row 3 never used)
+    np.testing.assert_allclose(gg.numpy()[:, 0], [2.0, 2.0, 0.0, 0.0, 2.0 / 3.0], rtol=1e-12)
+
+
+def test_f_dropout_draws_what_bernoulli_mask_drew():
+    """Fusing the draw changed nothing a seeded program sees: the same mask from the same generator
+    state, and the generator left where the two-step version left it."""
+    from adcuda.factories import bernoulli_mask
+    x = adcuda.tensor(rng(11).standard_normal((37, 29)), dtype=adcuda.float32)
+    adcuda.manual_seed(21)
+    keep = bernoulli_mask(tuple(x.shape), 1.0 - 0.4, adcuda.float32, "cpu")
+    expected = (x * (keep * (1.0 / 0.6))).numpy()
+    after_two_step = adcuda.rand(3).numpy()
+    adcuda.manual_seed(21)
+    np.testing.assert_array_equal(F.dropout(x, 0.4).numpy(), expected)
+    np.testing.assert_array_equal(adcuda.rand(3).numpy(), after_two_step)
+
+
+def test_f_dropout_backward_reuses_the_saved_mask(monkeypatch):
+    x = adcuda.ones(50, 40, requires_grad=True)
+    adcuda.manual_seed(4)
+    out = F.dropout(x, 0.5)
+    kept = out.detach().numpy() != 0
+
+    def redraw(*args):
+        raise AssertionError("dropout's backward drew random numbers")
+    monkeypatch.setattr(cpu, "dropout", redraw)
+    monkeypatch.setattr(cpu, "bernoulli", redraw)
+    monkeypatch.setattr(cpu, "rand", redraw)
+    assert out.grad_fn.name == "NativeDropoutBackward0"
+    out.backward(adcuda.full((50, 40), 3.0))
+    np.testing.assert_array_equal(x.grad.numpy(), np.where(kept, 6.0, 0.0))
+
+
+def test_f_dropout_create_graph_gives_the_same_gradient():
+    x = adcuda.tensor(rng(12).standard_normal((6, 5)), requires_grad=True)
+    adcuda.manual_seed(9)
+    out = F.dropout(x, 0.3)
+    kept = out.detach().numpy() != 0
+    (fused,) = adcuda.autograd.grad((out * out).sum(), x, retain_graph=True)
+    (composite,) = adcuda.autograd.grad((out * out).sum(), x, create_graph=True)
+    np.testing.assert_array_equal(composite.detach().numpy(), fused.numpy())
+    (second,) = adcuda.autograd.grad(composite.sum(), x)
+    # d/dx of 2 * x * (mask * scale)^2
+    np.testing.assert_allclose(second.numpy(), np.where(kept, 2.0 / 0.7 ** 2, 0.0), rtol=1e-12)
+
+
+def test_clip_grad_norm_makes_one_global_norm_call(monkeypatch):
+    calls = []
+    original = cpu.global_norm
+    monkeypatch.setattr(cpu, "global_norm", lambda arrays, p: calls.append(len(arrays)) or original(arrays, p))
+    g = rng(14)
+    params = [nn.Parameter(adcuda.zeros(*s)) for s in [(3, 4), (5,), (0,), (2, 2, 2)]]
+    grads = [g.standard_normal(s).astype(np.float32) for s in [(3, 4), (5,), (0,), (2, 2, 2)]]
+    for p, grad in zip(params, grads):
+        p.grad = adcuda.tensor(grad)
+    total = nn.utils.clip_grad_norm_(params, 0.5, norm_type=3.0)
+    assert calls == [4]
+    expected = reference_norm(grads, 3.0)
+    assert float(total) == pytest.approx(expected, rel=1e-5)
+    for p, grad in zip(params, grads):
+        np.testing.assert_allclose(p.grad.numpy(), grad * (0.5 / (expected + 1e-6)), rtol=1e-5)
+
+
+def test_clip_grad_norm_errors_and_empty():
+    p = nn.Parameter(adcuda.zeros(2))
+    p.grad = adcuda.tensor([math.inf, 1.0])
+    with pytest.raises(RuntimeError, match="non-finite"):
+        nn.utils.clip_grad_norm_([p], 1.0, error_if_nonfinite=True)
+    total = nn.utils.clip_grad_norm_([p], 1.0)  # no error asked for: scaled by the inf norm
+    assert math.isinf(float(total))
+    with pytest.raises(ValueError, match="norm_type"):
+        nn.utils.clip_grad_norm_([p], 1.0, norm_type=0)
+    assert float(nn.utils.clip_grad_norm_([nn.Parameter(adcuda.zeros(2))], 1.0)) == 0.0

@@ -461,31 +461,35 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
             raise IndexOutOfRangeError(f"{op}: padding_idx {padding_idx} must be within num_embeddings "
                                        f"({num_embeddings})")
         padding_idx %= num_embeddings
-    if input.numel():
-        lo, hi = int(input.min().item()), int(input.max().item())
-        if lo < 0 or hi >= num_embeddings:
-            raise IndexOutOfRangeError(f"{op}: index {lo if lo < 0 else hi} is out of range for "
-                                       f"num_embeddings={num_embeddings} (weight shape "
-                                       f"{fmt_shape(weight.shape)})")
+    bk = weight._backend
+    # the primitive checks the indices (on a GPU on the device, with its one sync): no host round trip here
     if max_norm is not None:
+        bk.embedding(weight._data, input._data)  # out-of-range indices raise before the renorm indexes with them
         _renorm_rows_(weight, input, max_norm, norm_type)
-    out = wrap(weight._backend.index(weight._data, (input._data,)), weight._device)
+    out = wrap(bk.embedding(weight._data, input._data), weight._device)
     if needs_grad(weight):
-        weight_shape = tuple(weight.shape)
-
         def backward(node, g):
-            from ..factories import ones, zeros
             (idx,) = node.saved_tensors
-            if padding_idx is not None:
-                g = g * (idx != padding_idx).unsqueeze(-1).to(dtype=g.dtype)
-            grad = index_put(zeros(weight_shape, dtype=g.dtype, device=g.device), (idx,), g, accumulate=True)
-            if scale_grad_by_freq:
-                counts = index_put(zeros(num_embeddings, dtype=g.dtype, device=g.device), (idx,),
-                                   ones(tuple(idx.shape), dtype=g.dtype, device=g.device), accumulate=True)
-                grad = grad / counts.clamp(min=1.0).unsqueeze(1)
-            return None, grad
+            if is_grad_enabled():
+                return None, _embedding_backward_composite(g, idx, num_embeddings, padding_idx, scale_grad_by_freq)
+            return None, wrap(g._backend.embedding_backward(_dense(g), idx._data, num_embeddings, padding_idx,
+                                                            scale_grad_by_freq), g._device)
         record("EmbeddingBackward0", out, (input, weight), backward, saved=(input,))
     return out
+
+
+def _embedding_backward_composite(g, idx, num_embeddings, padding_idx, scale_grad_by_freq):
+    """The weight gradient as differentiable ops, for create_graph=True."""
+    from ..factories import ones, zeros
+    if padding_idx is not None:
+        g = g * (idx != padding_idx).unsqueeze(-1).to(dtype=g.dtype)
+    grad = index_put(zeros((num_embeddings, g.shape[-1]), dtype=g.dtype, device=g.device), (idx,), g,
+                     accumulate=True)
+    if scale_grad_by_freq:
+        counts = index_put(zeros(num_embeddings, dtype=g.dtype, device=g.device), (idx,),
+                           ones(tuple(idx.shape), dtype=g.dtype, device=g.device), accumulate=True)
+        grad = grad / counts.clamp(min=1.0).unsqueeze(1)
+    return grad
 
 
 def _renorm_rows_(weight, indices, max_norm, norm_type):
@@ -518,9 +522,26 @@ def dropout(input, p=0.5, training=True, inplace=False):
         return apply_inplace(input, lambda x: dropout(x, p, True, False), "dropout_")
     if p == 1.0:
         return input * 0.0
-    from ..factories import bernoulli_mask
-    keep = bernoulli_mask(tuple(input.shape), 1.0 - p, input.dtype, input.device)
-    return input * (keep * (1.0 / (1.0 - p)))
+    return _fused_dropout(input, p)
+
+
+def _fused_dropout(input, p):
+    """One primitive draws the mask (the generator's next ``bernoulli`` draw, as the two-step form took
+    it) and applies it; the backward multiplies by the saved mask, never drawing again."""
+    from ..random import default_generator
+    seed, offset = default_generator.next_offset(input.numel())
+    out_data, mask_data = input._backend.dropout(_dense(input), p, seed, offset)
+    out = wrap(out_data, input._device)
+    if needs_grad(input):
+        scale = 1.0 / (1.0 - p)
+
+        def backward(node, g):
+            (mask,) = node.saved_tensors
+            if is_grad_enabled():
+                return (g * (mask.to(dtype=g.dtype) * scale),)
+            return (wrap(g._backend.dropout_backward(_dense(g), mask._data, scale), g._device),)
+        record("NativeDropoutBackward0", out, (input,), backward, saved=(wrap(mask_data, input._device),))
+    return out
 
 
 # ------------------------------------------------------------------------------------------------

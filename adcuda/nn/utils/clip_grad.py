@@ -1,16 +1,12 @@
 """Gradient clipping: ``clip_grad_norm_`` and ``clip_grad_value_``.
 
-The norm is accumulated in fp32 (fp64 for fp64 gradients) straight from the backend arrays, one
-reduction per gradient, and the clip coefficient stays on the device: no host round trip unless
-``error_if_nonfinite`` asks for one.
+The norm is accumulated in fp32 (fp64 for fp64 gradients) straight from the backend arrays by one
+``global_norm`` call for all gradients (on a GPU, multi-tensor launches and one finishing block), and
+the clip coefficient stays on the device: no host round trip unless ``error_if_nonfinite`` asks for one.
 """
-import math
-
-from ... import dtypes as dt
 from ...autograd.grad_mode import no_grad
 from ...errors import AdcudaError
 from ...ops._core import wrap
-from ...ops.shape import stack
 from ...tensor import Tensor
 
 
@@ -24,29 +20,26 @@ def _grads(parameters):
     return [p.grad for p in parameters if p.grad is not None]
 
 
-def _norm_dtype(grads):
-    return dt.float64 if any(g.dtype is dt.float64 for g in grads) else dt.float32
-
-
-def _partial_norm(g, norm_type, acc_dtype):
-    """sum(|g|**p) (max |g| for p = inf) as a 0-d ``acc_dtype`` tensor on g's device."""
-    bk = g._backend
-    if norm_type == math.inf:
-        part = bk.astype(bk.reduce("amax", bk.unary("abs", g._data), None, False), acc_dtype) if g.numel() else \
-            bk.full((), 0.0, acc_dtype)
-    elif norm_type == 2.0:
-        part = bk.reduce("sum", bk.binary("mul", g._data, g._data, acc_dtype), None, False)
-    elif norm_type == 1.0:
-        part = bk.reduce("sum", bk.astype(bk.unary("abs", g._data), acc_dtype), None, False)
-    else:
-        part = bk.reduce("sum", bk.binary("pow", bk.unary("abs", g._data), norm_type, acc_dtype), None, False)
-    return wrap(part, g.device)
+def _total_norm(grads, norm_type):
+    """The norm of all gradients together: one ``global_norm`` call per device (normally just one);
+    gradients spread over several devices have their per-device norms combined by one more call on
+    the first device (the norm of the norms is the norm of the whole)."""
+    by_device = {}
+    for g in grads:
+        by_device.setdefault(g.device, []).append(g)
+    norms = [wrap(group[0]._backend.global_norm([g._data for g in group], norm_type), device)
+             for device, group in by_device.items()]
+    if len(norms) == 1:
+        return norms[0]
+    first = grads[0].device
+    norms = [n.to(first) for n in norms]
+    return wrap(norms[0]._backend.global_norm([n._data for n in norms], norm_type), first)
 
 
 def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
     """Scale the gradients of ``parameters`` so that their joint ``norm_type``-norm is at most
     ``max_norm``; returns the norm before clipping (a 0-d tensor). ``foreach`` is accepted for
-    PyTorch compatibility: the work is always one reduction per gradient."""
+    PyTorch compatibility: the norm is always one multi-tensor ``global_norm``."""
     grads = _grads(parameters)
     max_norm = float(max_norm)
     norm_type = float(norm_type)
@@ -55,14 +48,8 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     from ...factories import tensor
     if not grads:
         return tensor(0.0)
-    acc = _norm_dtype(grads)
-    device = grads[0].device
     with no_grad():
-        parts = stack([_partial_norm(g, norm_type, acc).to(device) for g in grads])
-        if norm_type == math.inf:
-            total = parts.amax()
-        else:
-            total = parts.sum() ** (1.0 / norm_type)
+        total = _total_norm(grads, norm_type)
         if error_if_nonfinite and not total._all_finite():
             raise NonFiniteNormError(
                 f"The total norm of order {norm_type} for gradients from `parameters` is non-finite, so it "
