@@ -6,6 +6,10 @@
   of the bytes each must move (inputs read once, outputs written once), next to the device-to-device
   copy bandwidth measured here and to PyTorch's kernels on the same data. Target: >= 80% of the copy
   bandwidth.
+- embedding forward and (deterministic) backward, the global gradient norm of a GPT-2-sized parameter
+  list (clip_grad_norm_'s one multi-tensor pass) and fused dropout: GB/s of the bytes each must move,
+  against the copy bandwidth and PyTorch's embedding / embedding_dense_backward / _foreach_norm /
+  native_dropout;
 - attention forward and forward+backward against torch's scaled_dot_product_attention (TFLOP/s);
 - a full training step (forward, cross-entropy, backward, AdamW) of the MLP and of the small GPT that
   ``adcuda train`` trains (adcuda/train/models.py), against the same models in PyTorch eager.
@@ -101,8 +105,21 @@ def check_against_cpu(cb, cpu):
     grads = cb.attention_backward(device(go), device(q), device(k), device(v), got_out, got_lse, None, True, 0.2)
     for got_part, ref_part, name in zip(grads, refs, ("dq", "dk", "dv")):
         close(got_part, ref_part, f"attention_backward {name}")
-    print("reference check: softmax, cross-entropy, layer norm and attention (forward and backward) match the "
-          "CPU backend")
+    weight = rng.standard_normal((1031, 37)).astype(np.float32)
+    idx = rng.integers(0, 1031, (17, 45))
+    idx[0, :9] = 5
+    close(cb.embedding(device(weight), device(idx, adcuda.int64)), cpu.embedding(weight, idx), "embedding")
+    g_rows = rng.standard_normal((17, 45, 37)).astype(np.float32)
+    close(cb.embedding_backward(device(g_rows), device(idx, adcuda.int64), 1031, 5, True),
+          cpu.embedding_backward(g_rows, idx, 1031, 5, True), "embedding_backward")
+    arrays = [rng.standard_normal(n).astype(np.float32) for n in (1, 70001, 513)]
+    for p in (2.0, math.inf, 3.0):
+        close(cb.global_norm([device(a) for a in arrays], p), cpu.global_norm(arrays, p), f"global_norm(p={p})")
+    out, mask = cb.dropout(device(x), 0.3, 5, 0)
+    close(mask, cb.to_numpy(cb.bernoulli(x.shape, 0.7, adcuda.bool, 5, 0)), "dropout mask")
+    close(out, cpu.dropout_backward(x, np.asarray(cb.to_numpy(mask)), 1 / 0.7), "dropout")
+    print("reference check: softmax, cross-entropy, layer norm, attention (forward and backward), embedding, "
+          "global norm and dropout match the CPU backend")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -183,6 +200,93 @@ def bandwidth_cases(cb, torch, quick, bursts):
             for case, fn in torch_cases.items():
                 results["torch"][case] = torch_seconds(torch, fn, bursts, 10)
     return results, moved
+
+
+# ---------------------------------------------------------------------------------------------
+# embedding, global norm, dropout
+def gpt2_parameter_shapes(layers, vocab=50257, width=768, context=1024):
+    """The parameter shapes of GPT-2 small (124M parameters with 12 layers): what clip_grad_norm_ sees."""
+    per_layer = [(width,), (width,), (width, 3 * width), (3 * width,), (width, width), (width,), (width,), (width,),
+                 (width, 4 * width), (4 * width,), (4 * width, width), (width,)]
+    return [(vocab, width), (context, width)] + per_layer * layers + [(width,), (width,)]
+
+
+def embedding_norm_dropout_cases(cb, torch, quick, bursts):
+    """{contender: {case: seconds}} and {case: bytes moved}."""
+    vocab, width, tokens = (32000, 512, 4096) if quick else (50257, 768, 8 * 1024)
+    layers = 4 if quick else 12
+    dropout_n = (1 << 24) if quick else (1 << 26)
+    rng = np.random.default_rng(4)
+    results = {"adcuda": {}}
+    if torch is not None:
+        results["torch"] = {}
+    moved = {}
+    idx_host = rng.integers(0, vocab, tokens)
+    idx = cb.from_numpy(idx_host, adcuda.int64)
+    shapes = gpt2_parameter_shapes(layers, vocab, width)
+    for dtype in ("float16", "float32"):
+        adt = getattr(adcuda, dtype)
+        size = 2 if dtype == "float16" else 4
+        weight_host = rng.standard_normal((vocab, width)).astype(np.float32)
+        weight = cb.from_numpy(weight_host, adt)
+        grad_rows_host = rng.standard_normal((tokens, width)).astype(np.float32)
+        grad_rows = cb.from_numpy(grad_rows_host, adt)
+        grads_host = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+        grads = [cb.from_numpy(a, adt) for a in grads_host]
+        elements = sum(a.size for a in grads_host)
+        x_host = rng.standard_normal(dropout_n).astype(np.float32)
+        x = cb.from_numpy(x_host, adt)
+        mask = cb.dropout(x, 0.1, 0, 0)[1]
+        label = f"{vocab}x{width}, {tokens} tokens"
+        cases = {
+            f"embedding {dtype} {label}": (lambda: cb.embedding(weight, idx), 2 * tokens * width * size + 8 * tokens),
+            # the dense gradient is written whole; the gradient rows and the indices are read
+            f"embedding backward {dtype} {label}": (
+                lambda: cb.embedding_backward(grad_rows, idx, vocab, None, False),
+                (vocab + tokens) * width * size + 8 * tokens),
+            f"global_norm {dtype} GPT-2 {layers} layers, {len(shapes)} tensors": (
+                lambda: cb.global_norm(grads, 2.0), elements * size),
+            f"dropout {dtype} {dropout_n} elements": (lambda: cb.dropout(x, 0.1, 0, 0), dropout_n * (2 * size + 1)),
+            f"dropout backward {dtype}": (lambda: cb.dropout_backward(x, mask, 1 / 0.9), dropout_n * (2 * size + 1)),
+        }
+        for case, (fn, nbytes) in cases.items():
+            moved[case] = nbytes
+            results["adcuda"][case] = adcuda_seconds(fn, bursts, 10)
+        if torch is not None:
+            tdt = getattr(torch, dtype)
+            t_idx = torch.from_numpy(idx_host).cuda()
+            t_weight = torch.from_numpy(weight_host).cuda().to(tdt)
+            t_grad_rows = torch.from_numpy(grad_rows_host).cuda().to(tdt)
+            t_grads = [torch.from_numpy(a).cuda().to(tdt) for a in grads_host]
+            t_x = torch.from_numpy(x_host).cuda().to(tdt)
+            _, t_mask = torch.ops.aten.native_dropout(t_x, 0.1, True)
+            aten = torch.ops.aten
+            torch_cases = {
+                f"embedding {dtype} {label}": lambda: torch.nn.functional.embedding(t_idx, t_weight),
+                f"embedding backward {dtype} {label}": lambda: aten.embedding_dense_backward(
+                    t_grad_rows, t_idx, vocab, -1, False),
+                # what torch.nn.utils.clip_grad_norm_ computes: per-tensor norms, then the norm of those
+                f"global_norm {dtype} GPT-2 {layers} layers, {len(shapes)} tensors": lambda: torch.linalg.vector_norm(
+                    torch.stack(torch._foreach_norm(t_grads, 2.0)), 2.0),
+                f"dropout {dtype} {dropout_n} elements": lambda: aten.native_dropout(t_x, 0.1, True),
+                f"dropout backward {dtype}": lambda: aten.native_dropout_backward(t_x, t_mask, 1 / 0.9),
+            }
+            for case, fn in torch_cases.items():
+                results["torch"][case] = torch_seconds(torch, fn, bursts, 10)
+    return results, moved
+
+
+def print_bandwidth(results, moved, copy_rate):
+    """GB/s of each case: adcuda's, as a share of the copy bandwidth of its dtype, and torch's."""
+    print("\nGB/s (adcuda as % of the copy bandwidth; torch alongside):")
+    for case, seconds in results["adcuda"].items():
+        rate = moved[case] / seconds
+        dtype = "float16" if "float16" in case else "float32"
+        line = f"  {case:<58} adcuda {rate / 1e9:8.1f} ({100 * rate / copy_rate[dtype]:5.1f}% of copy)"
+        theirs = results.get("torch", {}).get(case)
+        if theirs:
+            line += f"   torch {moved[case] / theirs / 1e9:8.1f}"
+        print(line)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -339,15 +443,12 @@ def main():
                        unit="us", scale=1e6)
     copy_rate = {dtype: moved[case] / results["adcuda"][case] for case in moved if case.startswith("copy")
                  for dtype in ("float16", "float32") if dtype in case}
-    print("\nGB/s (adcuda as % of the copy bandwidth; torch alongside):")
-    for case, seconds in results["adcuda"].items():
-        rate = moved[case] / seconds
-        dtype = "float16" if "float16" in case else "float32"
-        line = f"  {case:<40} adcuda {rate / 1e9:8.1f} ({100 * rate / copy_rate[dtype]:5.1f}% of copy)"
-        theirs = results.get("torch", {}).get(case)
-        if theirs:
-            line += f"   torch {moved[case] / theirs / 1e9:8.1f}"
-        print(line)
+    print_bandwidth(results, moved, copy_rate)
+
+    fused, fused_moved = embedding_norm_dropout_cases(cb, torch, args.quick, bursts)
+    rows += print_table("embedding, global norm, dropout (time per call)", fused, unit="us", scale=1e6)
+    print_bandwidth(fused, fused_moved, copy_rate)
+    moved.update(fused_moved)
 
     attention, attention_flops = attention_cases(cb, torch, args.quick, bursts)
     rows += print_table("attention (time per call)", attention, unit="ms", scale=1e3)
