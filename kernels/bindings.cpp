@@ -35,6 +35,7 @@ py::list split_architectures(const std::string& joined) {
 py::dict build_info() {
   py::dict info;
   info["cuda_compiled"] = static_cast<bool>(ADCUDA_CUDA_COMPILED);
+  info["cuda_emulated"] = static_cast<bool>(ADCUDA_CUDA_EMULATED);
   info["cuda_version"] = ADCUDA_CUDA_COMPILED ? py::object(py::str(ADCUDA_CUDA_VERSION)) : py::object(py::none());
   info["cuda_architectures"] = split_architectures(ADCUDA_CUDA_ARCHITECTURES);
   info["compiler"] = ADCUDA_COMPILER;

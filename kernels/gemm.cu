@@ -333,7 +333,7 @@ struct TileLoader {
 
 template <typename T, bool kAKContiguous, bool kBKContiguous>
 __global__ void __launch_bounds__(kTcThreads, 2) tensor_core_gemm_kernel(GemmArgs args) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#if (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800) || defined(ADCUDA_EMULATION)
   using ALayout = TcOperandLayout<kAKContiguous, kTcBlockM>;
   using BLayout = TcOperandLayout<kBKContiguous, kTcBlockN>;
   extern __shared__ __align__(16) unsigned char shared_bytes[];

@@ -4,12 +4,16 @@
 // is two stable global sorts (by key, then by row) over those same two key types.
 #include "sort.h"
 
+#if defined(ADCUDA_EMULATION)
+#include "emulator/cub_host.h"  // the emulated build runs these CUB algorithms on the host
+#else
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_reduce.cuh>
 #include <cub/device/device_scan.cuh>
 #include <cub/device/device_select.cuh>
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/iterator/transform_iterator.h>
+#endif
 
 #include <cuda/std/functional>
 #include <cuda_runtime_api.h>

@@ -1,0 +1,660 @@
+// The CUDA runtime API, as much of it as adcuda's runtime layer calls, for the emulated build: one
+// device ("adcuda CUDA emulator") whose memory is host memory. Each stream from cudaStreamCreate* is a
+// host thread running its queue in order, so work on different streams overlaps and only events order
+// it, as on a GPU: a missing cross-stream wait shows up as a wrong result or a failed test, not as luck.
+// The null, legacy and per-thread streams run their work at once on the calling thread.
+//
+// It keeps the parts of CUDA's behaviour that adcuda's code and tests depend on:
+// - device memory is a bounded pool (ADCUDA_EMULATOR_MEMORY_MIB, default 4096) so that out-of-memory
+//   paths run; fresh allocations up to 64 MiB are filled with 0xff bytes, so a kernel that reads memory
+//   nobody wrote sees NaNs rather than lucky zeros;
+// - copies between device memory and pageable host memory are synchronous for the host (the host
+//   buffer may be reused when the call returns), copies to and from pinned memory are not;
+// - a kernel's fault or deadlock is an asynchronous error, reported once by a later call;
+// - every pointer passed to a copy or memset must lie inside one allocation (device or host, tracked
+//   here) or be ordinary host memory for the host side of a copy; otherwise the call fails with
+//   cudaErrorInvalidValue, as an out-of-range copy faults on a GPU;
+// - errors are sticky per host thread until read with cudaGetLastError;
+// - launch limits (threads per block, grid size, dynamic shared memory and its opt-in attribute).
+#include <cuda_runtime_api.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <new>
+#include <string>
+#include <unordered_map>
+
+#include "emulator/cudart_state.h"
+
+extern "C" const int warpSize = 32;
+
+namespace adcuda::emu {
+namespace {
+
+constexpr std::size_t kDefaultDynamicShared = 48 * 1024;
+constexpr std::size_t kMaxDynamicSharedOptIn = 227 * 1024;  // sm_90
+constexpr std::size_t kAlignment = 256;
+constexpr std::size_t kLargestPoisonedAllocation = 64u << 20;
+constexpr int kEmulatedMajor = 9;
+constexpr int kEmulatedMinor = 0;
+constexpr int kMultiprocessors = 132;
+
+enum class Kind { kDevice, kHost };
+
+struct Allocation {
+  std::size_t bytes;
+  Kind kind;
+};
+
+// Completion is tracked by generation: each cudaEventRecord starts a new one, and the event is done
+// when its stream's thread has reached the latest.
+struct Event {
+  std::uint64_t recorded = 0;
+  std::uint64_t completed = 0;
+  std::chrono::steady_clock::time_point time{};
+  bool timing = true;
+};
+
+// A stream: its queue, run in order by its own host thread.
+class StreamQueue {
+ public:
+  StreamQueue() : worker_([this] { run(); }) { worker_.detach(); }
+
+  void submit(std::function<void()> work) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    tasks_.push_back(std::move(work));
+    wake_.notify_one();
+  }
+  bool idle() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return tasks_.empty() && !busy_;
+  }
+  void wait_idle() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, [this] { return tasks_.empty() && !busy_; });
+  }
+
+ private:
+  // The thread lives as long as the process: streams are never freed (their handles must not be
+  // reused), and a thread blocked on its condition variable at exit is harmless.
+  void run() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      wake_.wait(lock, [this] { return !tasks_.empty(); });
+      std::function<void()> work = std::move(tasks_.front());
+      tasks_.pop_front();
+      busy_ = true;
+      lock.unlock();
+      work();
+      lock.lock();
+      busy_ = false;
+      if (tasks_.empty()) done_.notify_all();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::condition_variable done_;
+  std::deque<std::function<void()>> tasks_;
+  bool busy_ = false;
+  std::thread worker_;
+};
+
+struct State {
+  std::mutex mutex;
+  std::map<std::uintptr_t, Allocation> allocations;  // by start address
+  std::size_t device_bytes_in_use = 0;
+  std::size_t device_capacity = 0;
+  std::unordered_map<cudaStream_t, std::shared_ptr<StreamQueue>> streams;
+  std::unordered_map<cudaEvent_t, std::shared_ptr<Event>> events;
+  std::condition_variable event_done;  // with `mutex`
+  cudaError_t asynchronous_error = cudaSuccess;
+  std::string asynchronous_detail;
+  std::unordered_map<const void*, std::size_t> dynamic_shared_limits;
+};
+
+State& state() {
+  static State* s = [] {
+    auto* created = new State;  // never destroyed: other static destructors may still free memory
+    const char* mib = std::getenv("ADCUDA_EMULATOR_MEMORY_MIB");
+    created->device_capacity = std::size_t(mib ? std::strtoull(mib, nullptr, 10) : 4096) << 20;
+    return created;
+  }();
+  return *s;
+}
+
+thread_local cudaError_t last_error = cudaSuccess;
+thread_local std::string last_launch_detail;  // what the last failed launch or asynchronous error said
+thread_local int current_device_index = 0;
+
+cudaError_t fail(cudaError_t code) {
+  last_error = code;
+  return code;
+}
+
+// The allocation holding [pointer, pointer + bytes), if any.
+const Allocation* find(State& s, const void* pointer, std::size_t bytes, std::uintptr_t* start = nullptr) {
+  const auto address = reinterpret_cast<std::uintptr_t>(pointer);
+  auto it = s.allocations.upper_bound(address);
+  if (it == s.allocations.begin()) return nullptr;
+  --it;
+  if (address + bytes > it->first + it->second.bytes || address < it->first) return nullptr;
+  if (start) *start = it->first;
+  return &it->second;
+}
+
+void* allocate(std::size_t bytes) {
+  const std::size_t rounded = std::max(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
+  void* pointer = std::aligned_alloc(kAlignment, rounded);
+  // Large blocks stay unpoisoned: touching every page of a multi-GiB allocation costs seconds.
+  if (pointer && rounded <= kLargestPoisonedAllocation) std::memset(pointer, 0xff, rounded);
+  return pointer;
+}
+
+// A range that a copy reads or writes: inside one tracked allocation, or (when `host_ok`) untracked
+// host memory, which the emulator cannot check.
+bool range_ok(State& s, const void* pointer, std::size_t bytes, bool host_ok) {
+  if (bytes == 0) return true;
+  if (find(s, pointer, bytes)) return true;
+  if (!host_ok) return false;
+  // Untracked memory overlapping a tracked allocation is an overrun of that allocation.
+  std::uintptr_t start = 0;
+  return find(s, pointer, 1, &start) == nullptr;
+}
+
+bool is_immediate(cudaStream_t stream) {
+  return stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread;
+}
+
+bool stream_ok(State& s, cudaStream_t stream) { return is_immediate(stream) || s.streams.count(stream); }
+
+// The queue of a created stream (nullptr for the immediate ones). Call with s.mutex held.
+std::shared_ptr<StreamQueue> queue_of(State& s, cudaStream_t stream) {
+  if (is_immediate(stream)) return nullptr;
+  auto it = s.streams.find(stream);
+  return it == s.streams.end() ? nullptr : it->second;
+}
+
+// Reports (once) an asynchronous error to the calling thread, as CUDA calls that return errors do.
+cudaError_t take_asynchronous_error(State& s) {
+  if (s.asynchronous_error == cudaSuccess) return cudaSuccess;
+  const cudaError_t error = s.asynchronous_error;
+  s.asynchronous_error = cudaSuccess;
+  last_launch_detail = s.asynchronous_detail;
+  last_error = error;
+  return error;
+}
+
+void wait_all_streams(State& s) {
+  std::vector<std::shared_ptr<StreamQueue>> queues;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    for (auto& entry : s.streams) queues.push_back(entry.second);
+  }
+  for (auto& queue : queues) queue->wait_idle();
+}
+
+}  // namespace
+
+std::size_t max_dynamic_shared_bytes(const void* kernel) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  auto it = s.dynamic_shared_limits.find(kernel);
+  return it == s.dynamic_shared_limits.end() ? kDefaultDynamicShared : it->second;
+}
+
+void record_launch_error(cudaError_t code, const char* detail) {
+  last_error = code;
+  last_launch_detail = detail;
+}
+
+bool enqueue(cudaStream_t stream, std::function<void()> work) {
+  State& s = state();
+  std::shared_ptr<StreamQueue> queue;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (!stream_ok(s, stream)) return false;
+    queue = queue_of(s, stream);
+  }
+  if (queue) {
+    queue->submit(std::move(work));
+  } else {
+    work();
+  }
+  return true;
+}
+
+void record_asynchronous_error(cudaError_t code, const char* detail) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.asynchronous_error != cudaSuccess) return;  // the first failure is the one worth reporting
+  s.asynchronous_error = code;
+  s.asynchronous_detail = detail;
+}
+
+}  // namespace adcuda::emu
+
+using adcuda::emu::fail;
+using adcuda::emu::state;
+
+extern "C" {
+
+cudaError_t cudaGetLastError() {
+  adcuda::emu::take_asynchronous_error(state());
+  const cudaError_t error = adcuda::emu::last_error;
+  adcuda::emu::last_error = cudaSuccess;
+  return error;
+}
+
+cudaError_t cudaPeekAtLastError() {
+  adcuda::emu::take_asynchronous_error(state());
+  return adcuda::emu::last_error;
+}
+
+const char* cudaGetErrorName(cudaError_t error) {
+  switch (error) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+    case cudaErrorNotReady: return "cudaErrorNotReady";
+    case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+    case cudaErrorInsufficientDriver: return "cudaErrorInsufficientDriver";
+    case cudaErrorNoDevice: return "cudaErrorNoDevice";
+    case cudaErrorNotSupported: return "cudaErrorNotSupported";
+    default: return "cudaErrorUnknown";
+  }
+}
+
+const char* cudaGetErrorString(cudaError_t error) {
+  switch (error) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidConfiguration:
+    case cudaErrorLaunchFailure:
+      // The emulator knows what went wrong; the returned text lives until the next failed launch.
+      if (!adcuda::emu::last_launch_detail.empty()) {
+        return adcuda::emu::last_launch_detail.c_str();
+      }
+      return error == cudaErrorLaunchFailure ? "unspecified launch failure" : "invalid configuration argument";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorNotReady: return "device not ready";
+    case cudaErrorNotSupported: return "operation not supported";
+    default: return "unknown error";
+  }
+}
+
+cudaError_t cudaGetDeviceCount(int* count) {
+  *count = 1;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetDevice(int* device) {
+  *device = adcuda::emu::current_device_index;
+  return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device) {
+  if (device != 0) return fail(cudaErrorInvalidDevice);
+  adcuda::emu::current_device_index = device;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDriverGetVersion(int* version) {
+  *version = CUDART_VERSION;
+  return cudaSuccess;
+}
+
+cudaError_t cudaRuntimeGetVersion(int* version) {
+  *version = CUDART_VERSION;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
+  if (device != 0) return fail(cudaErrorInvalidDevice);
+  *prop = cudaDeviceProp{};
+  std::snprintf(prop->name, sizeof prop->name, "adcuda CUDA emulator (host CPU, not a GPU)");
+  prop->major = adcuda::emu::kEmulatedMajor;
+  prop->minor = adcuda::emu::kEmulatedMinor;
+  prop->totalGlobalMem = state().device_capacity;
+  prop->multiProcessorCount = adcuda::emu::kMultiprocessors;
+  prop->warpSize = 32;
+  prop->maxThreadsPerBlock = 1024;
+  prop->sharedMemPerBlock = adcuda::emu::kDefaultDynamicShared;
+  prop->sharedMemPerBlockOptin = adcuda::emu::kMaxDynamicSharedOptIn;
+  prop->l2CacheSize = 50 << 20;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int device) {
+  if (device != 0) return fail(cudaErrorInvalidDevice);
+  switch (attribute) {
+    case cudaDevAttrMultiProcessorCount: *value = adcuda::emu::kMultiprocessors; break;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = int(adcuda::emu::kMaxDynamicSharedOptIn); break;
+    case cudaDevAttrMaxSharedMemoryPerBlock: *value = int(adcuda::emu::kDefaultDynamicShared); break;
+    case cudaDevAttrComputeCapabilityMajor: *value = adcuda::emu::kEmulatedMajor; break;
+    case cudaDevAttrComputeCapabilityMinor: *value = adcuda::emu::kEmulatedMinor; break;
+    case cudaDevAttrWarpSize: *value = 32; break;
+    case cudaDevAttrMaxThreadsPerBlock: *value = 1024; break;
+    default: return fail(cudaErrorNotSupported);
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize() {
+  auto& s = state();
+  adcuda::emu::wait_all_streams(s);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return adcuda::emu::take_asynchronous_error(s);
+}
+
+cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attribute, int value) {
+  if (attribute != cudaFuncAttributeMaxDynamicSharedMemorySize) return cudaSuccess;
+  if (value < 0 || std::size_t(value) > adcuda::emu::kMaxDynamicSharedOptIn) return fail(cudaErrorInvalidValue);
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.dynamic_shared_limits[func] = std::size_t(value);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMalloc(void** pointer, std::size_t bytes) {
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  *pointer = nullptr;
+  if (bytes > s.device_capacity - s.device_bytes_in_use) return fail(cudaErrorMemoryAllocation);
+  void* memory = adcuda::emu::allocate(bytes);
+  if (!memory) return fail(cudaErrorMemoryAllocation);
+  s.allocations[reinterpret_cast<std::uintptr_t>(memory)] = {bytes, adcuda::emu::Kind::kDevice};
+  s.device_bytes_in_use += bytes;
+  *pointer = memory;
+  return cudaSuccess;
+}
+
+cudaError_t cudaFree(void* pointer) {
+  if (!pointer) return cudaSuccess;  // cudaFree(nullptr) initialises the context
+  auto& s = state();
+  adcuda::emu::wait_all_streams(s);  // cudaFree synchronises: queued work may still use the memory
+  std::lock_guard<std::mutex> lock(s.mutex);
+  auto it = s.allocations.find(reinterpret_cast<std::uintptr_t>(pointer));
+  if (it == s.allocations.end() || it->second.kind != adcuda::emu::Kind::kDevice) return fail(cudaErrorInvalidValue);
+  s.device_bytes_in_use -= it->second.bytes;
+  s.allocations.erase(it);
+  std::free(pointer);
+  return cudaSuccess;
+}
+
+cudaError_t cudaHostAlloc(void** pointer, std::size_t bytes, unsigned int /*flags*/) {
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  void* memory = adcuda::emu::allocate(bytes);
+  if (!memory) {
+    *pointer = nullptr;
+    return fail(cudaErrorMemoryAllocation);
+  }
+  s.allocations[reinterpret_cast<std::uintptr_t>(memory)] = {bytes, adcuda::emu::Kind::kHost};
+  *pointer = memory;
+  return cudaSuccess;
+}
+
+cudaError_t cudaMallocHost(void** pointer, std::size_t bytes) { return cudaHostAlloc(pointer, bytes, 0); }
+
+cudaError_t cudaFreeHost(void* pointer) {
+  auto& s = state();
+  adcuda::emu::wait_all_streams(s);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  auto it = s.allocations.find(reinterpret_cast<std::uintptr_t>(pointer));
+  if (it == s.allocations.end() || it->second.kind != adcuda::emu::Kind::kHost) return fail(cudaErrorInvalidValue);
+  s.allocations.erase(it);
+  std::free(pointer);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemGetInfo(std::size_t* free_bytes, std::size_t* total_bytes) {
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  *total_bytes = s.device_capacity;
+  *free_bytes = s.device_capacity - s.device_bytes_in_use;
+  return cudaSuccess;
+}
+
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const void* pointer) {
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  *attributes = cudaPointerAttributes{};
+  const adcuda::emu::Allocation* allocation = adcuda::emu::find(s, pointer, 1);
+  if (!allocation) {
+    attributes->type = cudaMemoryTypeUnregistered;
+    attributes->device = -1;
+    return cudaSuccess;
+  }
+  const bool device = allocation->kind == adcuda::emu::Kind::kDevice;
+  attributes->type = device ? cudaMemoryTypeDevice : cudaMemoryTypeHost;
+  attributes->device = 0;
+  attributes->devicePointer = const_cast<void*>(pointer);
+  attributes->hostPointer = device ? nullptr : const_cast<void*>(pointer);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
+  auto& s = state();
+  std::shared_ptr<adcuda::emu::StreamQueue> queue;
+  bool pageable_source = false;
+  bool pageable_destination = false;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (!adcuda::emu::stream_ok(s, stream)) return fail(cudaErrorInvalidResourceHandle);
+    const bool dst_host_ok = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyHostToHost || kind == cudaMemcpyDefault;
+    const bool src_host_ok = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyHostToHost || kind == cudaMemcpyDefault;
+    if (!adcuda::emu::range_ok(s, dst, bytes, dst_host_ok) || !adcuda::emu::range_ok(s, src, bytes, src_host_ok)) {
+      return fail(cudaErrorInvalidValue);
+    }
+    pageable_source = bytes && !adcuda::emu::find(s, src, bytes);
+    pageable_destination = bytes && !adcuda::emu::find(s, dst, bytes);
+    queue = adcuda::emu::queue_of(s, stream);
+  }
+  if (bytes == 0) return cudaSuccess;
+  if (!queue) {
+    std::memmove(dst, src, bytes);
+    return cudaSuccess;
+  }
+  if (pageable_destination) {
+    // Into pageable memory the copy is synchronous: the data is there when the call returns.
+    queue->submit([dst, src, bytes] { std::memmove(dst, src, bytes); });
+    queue->wait_idle();
+  } else if (pageable_source) {
+    // From pageable memory CUDA stages the data before returning, so the caller may reuse its buffer.
+    auto staged = std::make_shared<std::vector<unsigned char>>(static_cast<const unsigned char*>(src),
+                                                               static_cast<const unsigned char*>(src) + bytes);
+    queue->submit([dst, staged] { std::memcpy(dst, staged->data(), staged->size()); });
+  } else {
+    queue->submit([dst, src, bytes] { std::memmove(dst, src, bytes); });
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
+  return cudaMemcpyAsync(dst, src, bytes, kind, nullptr);
+}
+
+cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int src_device, std::size_t bytes,
+                                cudaStream_t stream) {
+  if (dst_device != 0 || src_device != 0) return fail(cudaErrorInvalidDevice);
+  return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream);
+}
+
+cudaError_t cudaMemsetAsync(void* pointer, int value, std::size_t bytes, cudaStream_t stream) {
+  auto& s = state();
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (!adcuda::emu::stream_ok(s, stream)) return fail(cudaErrorInvalidResourceHandle);
+    if (!adcuda::emu::range_ok(s, pointer, bytes, false)) return fail(cudaErrorInvalidValue);
+  }
+  if (bytes) adcuda::emu::enqueue(stream, [pointer, value, bytes] { std::memset(pointer, value, bytes); });
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int /*flags*/) {
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  // A distinct, never reused address per stream: the caching allocator keys free lists by handle.
+  *stream = reinterpret_cast<cudaStream_t>(new char);
+  s.streams[*stream] = std::make_shared<adcuda::emu::StreamQueue>();
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cudaStreamCreateWithFlags(stream, 0); }
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  auto& s = state();
+  std::shared_ptr<adcuda::emu::StreamQueue> queue;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    auto it = s.streams.find(stream);
+    if (it == s.streams.end()) return fail(cudaErrorInvalidResourceHandle);
+    queue = it->second;
+    s.streams.erase(it);
+  }
+  queue->wait_idle();  // as on a GPU, work already queued still runs
+  return cudaSuccess;  // the handle's memory is kept so its address never names another stream
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  auto& s = state();
+  std::shared_ptr<adcuda::emu::StreamQueue> queue;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (!adcuda::emu::stream_ok(s, stream)) return fail(cudaErrorInvalidResourceHandle);
+    queue = adcuda::emu::queue_of(s, stream);
+  }
+  if (queue && !queue->idle()) return cudaErrorNotReady;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return adcuda::emu::take_asynchronous_error(s);
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  auto& s = state();
+  std::shared_ptr<adcuda::emu::StreamQueue> queue;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (!adcuda::emu::stream_ok(s, stream)) return fail(cudaErrorInvalidResourceHandle);
+    queue = adcuda::emu::queue_of(s, stream);
+  }
+  if (queue) queue->wait_idle();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return adcuda::emu::take_asynchronous_error(s);
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  *event = reinterpret_cast<cudaEvent_t>(new char);
+  auto created = std::make_shared<adcuda::emu::Event>();
+  created->timing = (flags & cudaEventDisableTiming) == 0;
+  s.events[*event] = created;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, cudaEventDefault); }
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (!s.events.erase(event)) return fail(cudaErrorInvalidResourceHandle);
+  delete reinterpret_cast<char*>(event);  // queued work holds its own reference to the event's state
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  auto& s = state();
+  std::shared_ptr<adcuda::emu::Event> recorded;
+  std::uint64_t generation = 0;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    auto it = s.events.find(event);
+    if (it == s.events.end() || !adcuda::emu::stream_ok(s, stream)) return fail(cudaErrorInvalidResourceHandle);
+    recorded = it->second;
+    generation = ++recorded->recorded;
+  }
+  adcuda::emu::enqueue(stream, [recorded, generation] {
+    auto& st = state();
+    std::lock_guard<std::mutex> lock(st.mutex);
+    if (recorded->completed < generation) {
+      recorded->completed = generation;
+      recorded->time = std::chrono::steady_clock::now();
+    }
+    st.event_done.notify_all();
+  });
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  auto it = s.events.find(event);
+  if (it == s.events.end()) return fail(cudaErrorInvalidResourceHandle);
+  if (it->second->completed < it->second->recorded) return cudaErrorNotReady;
+  return adcuda::emu::take_asynchronous_error(s);
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  auto& s = state();
+  std::unique_lock<std::mutex> lock(s.mutex);
+  auto it = s.events.find(event);
+  if (it == s.events.end()) return fail(cudaErrorInvalidResourceHandle);
+  std::shared_ptr<adcuda::emu::Event> waited = it->second;
+  const std::uint64_t generation = waited->recorded;
+  s.event_done.wait(lock, [&] { return waited->completed >= generation; });
+  return adcuda::emu::take_asynchronous_error(s);
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int /*flags*/) {
+  auto& s = state();
+  std::shared_ptr<adcuda::emu::Event> waited;
+  std::uint64_t generation = 0;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    auto it = s.events.find(event);
+    if (it == s.events.end() || !adcuda::emu::stream_ok(s, stream)) return fail(cudaErrorInvalidResourceHandle);
+    waited = it->second;
+    generation = waited->recorded;  // the event's state now: a later record does not count
+  }
+  if (generation == 0) return cudaSuccess;  // never recorded: nothing to wait for
+  adcuda::emu::enqueue(stream, [waited, generation] {
+    auto& st = state();
+    std::unique_lock<std::mutex> lock(st.mutex);
+    st.event_done.wait(lock, [&] { return waited->completed >= generation; });
+  });
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventElapsedTime(float* milliseconds, cudaEvent_t start, cudaEvent_t end) {
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  auto a = s.events.find(start);
+  auto b = s.events.find(end);
+  if (a == s.events.end() || b == s.events.end()) return fail(cudaErrorInvalidResourceHandle);
+  const adcuda::emu::Event& first = *a->second;
+  const adcuda::emu::Event& second = *b->second;
+  if (!first.timing || !second.timing || first.recorded == 0 || second.recorded == 0) {
+    return fail(cudaErrorInvalidResourceHandle);
+  }
+  if (first.completed < first.recorded || second.completed < second.recorded) return cudaErrorNotReady;
+  *milliseconds = std::chrono::duration<float, std::milli>(second.time - first.time).count();
+  return cudaSuccess;
+}
+
+}  // extern "C"
