@@ -158,7 +158,10 @@ struct FastDivmod {
   std::uint32_t shift = 0;
 
   FastDivmod() = default;
-  explicit FastDivmod(std::uint32_t d) : divisor(d) {
+  // A size-0 dim (an empty array or reduction) is never divided by, but building its divider must not
+  // divide by zero on the host: it becomes a divider by 1.
+  explicit FastDivmod(std::uint32_t d) : divisor(d == 0 ? 1 : d) {
+    d = divisor;
     while ((std::uint64_t(1) << shift) < d) ++shift;
     multiplier = static_cast<std::uint32_t>(((std::uint64_t(1) << 32) * ((std::uint64_t(1) << shift) - d)) / d + 1);
   }
