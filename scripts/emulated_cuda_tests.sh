@@ -29,14 +29,16 @@ echo "== building adcuda with ADCUDA_CUDA=EMULATE into $build_dir (incremental a
 
 # Test paths given relative to where this was started, made absolute before leaving.
 args=()
+paths=0
 for arg in "$@"; do
   if [[ "$arg" != -* && -e "${arg%%::*}" ]]; then
     args+=("$(cd "$(dirname "${arg%%::*}")" && pwd)/$(basename "$arg")")
+    paths=$((paths + 1))
   else
     args+=("$arg")
   fi
 done
-[ ${#args[@]} -eq 0 ] && args=("$repo/tests")
+[ "$paths" -eq 0 ] && args+=("$repo/tests")
 set -- "${args[@]}"
 
 # From outside the checkout, so that `import adcuda` finds the installed (emulated) build, not the
