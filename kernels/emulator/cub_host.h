@@ -1,7 +1,8 @@
 // The few CUB device-wide algorithms (and Thrust fancy iterators) that kernels/sort.cu calls, for the
 // emulated build: CUB's own kernels are written for nvcc (inline PTX, special registers), and CUB is
 // NVIDIA's tested library rather than our code, so the emulator runs these on the host with the same
-// signatures and results (stable sorts, inclusive segmented sums, order-preserving selection). sort.cu's
+// signatures and results (stable sorts, inclusive segmented sums, order-preserving selection), in
+// stream order. sort.cu's
 // own kernels around them are still emulated.
 #pragma once
 
@@ -46,12 +47,15 @@ transform_iterator<Base, F> make_transform_iterator(Base base, F f) {
 
 namespace cub {
 namespace detail {
-// CUB's protocol: called with temp == nullptr, report the scratch size; called again, do the work.
-inline bool size_query(void* temp, std::size_t& bytes) {
+// CUB's protocol: called with temp == nullptr, report the scratch size; called again, do the work,
+// which here runs on the host at once: only after the stream's earlier work (the kernels writing the
+// inputs) has finished. Work queued after the call then sees the results.
+inline bool size_query(void* temp, std::size_t& bytes, cudaStream_t stream) {
   if (temp == nullptr) {
     bytes = 1;
     return true;
   }
+  cudaStreamSynchronize(stream);
   return false;
 }
 }  // namespace detail
@@ -59,9 +63,9 @@ inline bool size_query(void* temp, std::size_t& bytes) {
 struct DeviceRadixSort {
   template <typename K, typename V, typename N>
   static cudaError_t SortPairs(void* temp, std::size_t& bytes, const K* keys_in, K* keys_out, const V* values_in,
-                               V* values_out, N n, int begin_bit, int end_bit, cudaStream_t = nullptr) {
+                               V* values_out, N n, int begin_bit, int end_bit, cudaStream_t stream = nullptr) {
     static_assert(std::is_unsigned_v<K>, "sort.cu maps every key to an unsigned integer first");
-    if (detail::size_query(temp, bytes)) return cudaSuccess;
+    if (detail::size_query(temp, bytes, stream)) return cudaSuccess;
     const int width = end_bit - begin_bit;
     const K mask = width >= int(8 * sizeof(K)) ? ~K(0) : static_cast<K>((K(1) << width) - 1);
     std::vector<std::int64_t> order(static_cast<std::size_t>(n));
@@ -84,8 +88,8 @@ struct DeviceRadixSort {
 struct DeviceScan {
   template <typename Keys, typename In, typename Out, typename N, typename Equal>
   static cudaError_t InclusiveSumByKey(void* temp, std::size_t& bytes, Keys keys, In in, Out out, N n, Equal equal,
-                                       cudaStream_t = nullptr) {
-    if (detail::size_query(temp, bytes)) return cudaSuccess;
+                                       cudaStream_t stream = nullptr) {
+    if (detail::size_query(temp, bytes, stream)) return cudaSuccess;
     using V = std::remove_cv_t<std::remove_reference_t<decltype(in[0])>>;
     V running{};
     for (std::int64_t i = 0; i < static_cast<std::int64_t>(n); ++i) {
@@ -99,8 +103,8 @@ struct DeviceScan {
 struct DeviceSelect {
   template <typename In, typename Flags, typename Out, typename Count, typename N>
   static cudaError_t Flagged(void* temp, std::size_t& bytes, In in, Flags flags, Out out, Count* selected, N n,
-                             cudaStream_t = nullptr) {
-    if (detail::size_query(temp, bytes)) return cudaSuccess;
+                             cudaStream_t stream = nullptr) {
+    if (detail::size_query(temp, bytes, stream)) return cudaSuccess;
     Count count = 0;
     for (std::int64_t i = 0; i < static_cast<std::int64_t>(n); ++i) {
       if (flags[i]) out[count++] = in[i];
@@ -114,8 +118,8 @@ struct DeviceReduce {
   template <typename KeysIn, typename UniqueOut, typename ValuesIn, typename AggregatesOut, typename RunsOut,
             typename Op, typename N>
   static cudaError_t ReduceByKey(void* temp, std::size_t& bytes, KeysIn keys, UniqueOut unique, ValuesIn values,
-                                 AggregatesOut aggregates, RunsOut runs, Op op, N n, cudaStream_t = nullptr) {
-    if (detail::size_query(temp, bytes)) return cudaSuccess;
+                                 AggregatesOut aggregates, RunsOut runs, Op op, N n, cudaStream_t stream = nullptr) {
+    if (detail::size_query(temp, bytes, stream)) return cudaSuccess;
     std::int64_t count = 0;
     for (std::int64_t i = 0; i < static_cast<std::int64_t>(n); ++i) {
       if (i == 0 || !(keys[i] == keys[i - 1])) {
