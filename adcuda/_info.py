@@ -6,7 +6,7 @@ import sys
 from . import _native
 from . import cuda
 
-_KNOWN_BUILD_KEYS = ("cuda_compiled", "cuda_version", "cuda_architectures", "compiler", "build_type")
+_KNOWN_BUILD_KEYS = ("cuda_compiled", "cuda_emulated", "cuda_version", "cuda_architectures", "compiler", "build_type")
 
 
 class InfoReport(str):
@@ -138,7 +138,10 @@ def _format(facts, extra_build_keys):
         lines.append(f"  native module: loaded ({facts['native_module_path']})")
     else:
         lines.append(f"  native module: NOT loaded ({facts['native_import_error']}); CPU-only")
-    if facts["cuda_compiled"]:
+    if facts.get("cuda_emulated"):
+        lines.append(f"  CUDA compiled: EMULATED (ADCUDA_CUDA=EMULATE: the kernels run on the CPU emulator, for "
+                     f"tests; not a GPU build), toolkit headers {facts['cuda_version']}")
+    elif facts["cuda_compiled"]:
         lines.append(f"  CUDA compiled: yes, toolkit {facts['cuda_version']}, "
                      f"architectures {';'.join(facts['cuda_architectures'])}")
     else:

@@ -141,10 +141,16 @@ def build_parser():
 
 def resolve_device(choice, quiet):
     """``"cpu"`` or ``"cuda"`` for ``--device``; a UsageError (with CUDA's reason) for an impossible ask."""
-    from . import cuda
+    from . import _native, cuda
     if choice == "cpu":
         return "cpu"
     if cuda.is_available():
+        if choice == "auto" and _native.build_info().get("cuda_emulated"):
+            # The emulator runs kernels on the CPU for testing, far slower than the CPU backend.
+            if not quiet:
+                print("device: cpu (this adcuda build's CUDA device is the CPU emulator, for tests; "
+                      "--device cuda uses it anyway)", flush=True)
+            return "cpu"
         return "cuda"
     reason = cuda.unavailable_reason()
     if choice == "cuda":
