@@ -127,8 +127,11 @@ struct GeluTanhBackward {
   template <typename C> ADCUDA_HD C operator()(C x, C, C g) const {
     const C k = sqrt_2_over_pi<C>();
     const C c = gelu_tanh_coefficient<C>();
-    const C th = tanh_(k * (x + c * x * x * x));
-    return g * (C(0.5) * (C(1) + th) + C(0.5) * x * (C(1) - th * th) * k * (C(1) + C(3) * c * x * x));
+    // With s = sigmoid(2u) = (1 + tanh u) / 2: 1 - tanh^2 u = 4 s (1 - s). Written with s, the tails keep
+    // their precision; 1 + tanh u cancels to 0 for u << 0 where the gradient is still ~1e-6.
+    const C u = k * (x + c * x * x * x);
+    const C s = C(1) / (C(1) + exp_(C(-2) * u));
+    return g * (s + C(2) * x * s * (C(1) - s) * k * (C(1) + C(3) * c * x * x));
   }
 };
 struct SiluBackward {

@@ -283,6 +283,7 @@ struct TileLoader {
   static_assert(kLines * kChunksPerLine % kTcThreads == 0, "chunks must split evenly over the threads");
 
   const T* src[kPerThread];
+  const T* origin;  // the matrix's first element, 16-byte aligned: the address of chunks that read nothing
   // K-contiguous: whether the chunk's line (an M/N row) exists; otherwise how many of its bytes lie
   // inside the M/N extent.
   int fixed[kPerThread];
@@ -293,6 +294,7 @@ struct TileLoader {
   __device__ __forceinline__ TileLoader(const T* base, std::int64_t row0, std::int64_t row_extent,
                                         std::int64_t row_stride, std::int64_t k_stride) {
     step = kKContiguous ? kTcBlockK : kTcBlockK * k_stride;
+    origin = base;
 #pragma unroll
     for (int i = 0; i < kPerThread; ++i) {
       const int chunk = threadIdx.x + i * kTcThreads;
@@ -311,7 +313,9 @@ struct TileLoader {
   }
 
   // Queues the tile starting at K index `k0` into `shared` and moves on to the next tile. A chunk
-  // past the matrix's edge reads nothing (cp.async zero-fills it), whatever its address.
+  // past the matrix's edge reads nothing (cp.async zero-fills it), but cp.async still wants a 16-byte
+  // aligned source address, which a chunk past the edge of a 1-row or 1-column operand with an odd
+  // stride does not have: such chunks name the matrix's (aligned) start instead.
   __device__ __forceinline__ void load(T* shared, std::int64_t k0, std::int64_t K) {
 #pragma unroll
     for (int i = 0; i < kPerThread; ++i) {
@@ -325,7 +329,7 @@ struct TileLoader {
       } else {
         bytes = k0 + line < K ? fixed[i] : 0;
       }
-      cp_async_16(shared + line * kStride + inner, src[i], bytes);
+      cp_async_16(shared + line * kStride + inner, bytes > 0 ? src[i] : origin, bytes);
       src[i] += step;
     }
   }

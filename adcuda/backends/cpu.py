@@ -198,9 +198,10 @@ def _gelu_grad(x):
 
 
 def _gelu_tanh_grad(x):
+    # s = sigmoid(2u) = (1 + tanh u) / 2 keeps the tails precise (1 + tanh u cancels for u << 0)
     inner = _SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
-    th = np.tanh(inner)
-    return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * _SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * x * x)
+    s = 1.0 / (1.0 + np.exp(-2.0 * inner))
+    return s + 2.0 * x * s * (1.0 - s) * _SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * x * x)
 
 
 def _silu_grad(x):
