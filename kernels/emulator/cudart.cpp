@@ -34,6 +34,8 @@
 #include <string>
 #include <unordered_map>
 
+#include <sanitizer/asan_interface.h>
+
 #include "emulator/cudart_state.h"
 
 extern "C" const int warpSize = 32;
@@ -116,6 +118,8 @@ struct State {
   std::size_t device_bytes_in_use = 0;
   std::size_t device_capacity = 0;
   std::unordered_map<cudaStream_t, std::shared_ptr<StreamQueue>> streams;
+  // Destroyed streams' queues: their threads live on (blocked, idle), so the queues must too.
+  std::vector<std::shared_ptr<StreamQueue>> retired_streams;
   std::unordered_map<cudaEvent_t, std::shared_ptr<Event>> events;
   std::condition_variable event_done;  // with `mutex`
   cudaError_t asynchronous_error = cudaSuccess;
@@ -158,6 +162,9 @@ void* allocate(std::size_t bytes) {
   void* pointer = std::aligned_alloc(kAlignment, rounded);
   // Large blocks stay unpoisoned: touching every page of a multi-GiB allocation costs seconds.
   if (pointer && rounded <= kLargestPoisonedAllocation) std::memset(pointer, 0xff, rounded);
+  // Under AddressSanitizer the rounding must not hide an overrun: the bytes past the requested size
+  // are unaddressable (the block itself stays 256-byte aligned, as cudaMalloc's are).
+  if (pointer) ASAN_POISON_MEMORY_REGION(static_cast<unsigned char*>(pointer) + bytes, rounded - bytes);
   return pointer;
 }
 
@@ -527,6 +534,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
     if (it == s.streams.end()) return fail(cudaErrorInvalidResourceHandle);
     queue = it->second;
     s.streams.erase(it);
+    s.retired_streams.push_back(queue);
   }
   queue->wait_idle();  // as on a GPU, work already queued still runs
   return cudaSuccess;  // the handle's memory is kept so its address never names another stream
