@@ -16,16 +16,8 @@ EMULATOR_SOURCES = ["grid.cpp", "fiber.cpp", "cudart.cpp"]
 CHECKS = ["block_barrier", "early_exit", "shuffles", "deadlock", "launch_limits", "memory", "streams"]
 
 
-def cuda_include_dir():
-    roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
-    for root in filter(None, roots):
-        include = Path(root) / "include"
-        if (include / "cuda_runtime.h").is_file():
-            return include
-    return None
 
-
-def compile_with_emulator(cu_source, work, emulator_objects):
+def compile_with_emulator(cu_source, work, emulator_objects, include):
     """The binary of one .cu program: rewritten as the emulated build does, compiled with g++, linked
     with the emulator."""
     source_dir = work / f"{cu_source.stem}-src"
@@ -36,7 +28,7 @@ def compile_with_emulator(cu_source, work, emulator_objects):
                     str(rewritten)], check=True, timeout=60)
     binary = work / cu_source.stem
     build = subprocess.run(
-        ["g++", "-std=c++17", "-O1", "-pthread", f"-I{cuda_include_dir()}", f"-I{KERNELS}",
+        ["g++", "-std=c++17", "-O1", "-pthread", f"-I{include}", f"-I{KERNELS}",
          "-include", "emulator/device_runtime.h", "-x", "c++", str(rewritten / f"{cu_source.name}.cpp"),
          "-x", "none", *map(str, emulator_objects), "-o", str(binary)],
         capture_output=True, text=True, timeout=300)
@@ -45,15 +37,13 @@ def compile_with_emulator(cu_source, work, emulator_objects):
 
 
 @pytest.fixture(scope="module")
-def emulator_objects(tmp_path_factory):
+def emulator_objects(tmp_path_factory, cuda_include_dir):
     """kernels/emulator's sources compiled once for every program here."""
-    if shutil.which("g++") is None or cuda_include_dir() is None:
-        pytest.skip("needs g++ and the CUDA headers")
     work = tmp_path_factory.mktemp("emulator-objects")
     objects = []
     for name in EMULATOR_SOURCES:
         target = work / f"{name}.o"
-        build = subprocess.run(["g++", "-std=c++17", "-O1", "-pthread", f"-I{cuda_include_dir()}", f"-I{KERNELS}",
+        build = subprocess.run(["g++", "-std=c++17", "-O1", "-pthread", f"-I{cuda_include_dir}", f"-I{KERNELS}",
                                 "-c", str(KERNELS / "emulator" / name), "-o", str(target)],
                                capture_output=True, text=True, timeout=300)
         assert build.returncode == 0, build.stderr
@@ -62,9 +52,9 @@ def emulator_objects(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def checks_binary(tmp_path_factory, emulator_objects):
+def checks_binary(tmp_path_factory, emulator_objects, cuda_include_dir):
     return compile_with_emulator(Path(__file__).with_name("emulator_checks.cu"), tmp_path_factory.mktemp("checks"),
-                                 emulator_objects)
+                                 emulator_objects, cuda_include_dir)
 
 
 @pytest.mark.parametrize("schedule", ["forward", "reverse", "random:7"])
@@ -99,10 +89,10 @@ int main() {
 """
 
 
-def test_a_missing_barrier_shows_under_another_schedule(tmp_path, emulator_objects):
+def test_a_missing_barrier_shows_under_another_schedule(tmp_path, emulator_objects, cuda_include_dir):
     """The point of ADCUDA_EMULATOR_SCHEDULE: the forward order hides this race, reverse exposes it."""
     (tmp_path / "racy.cu").write_text(MISSING_BARRIER)
-    binary = compile_with_emulator(tmp_path / "racy.cu", tmp_path, emulator_objects)
+    binary = compile_with_emulator(tmp_path / "racy.cu", tmp_path, emulator_objects, cuda_include_dir)
 
     def wrong(schedule):
         env = dict(os.environ, ADCUDA_EMULATOR_SCHEDULE=schedule)

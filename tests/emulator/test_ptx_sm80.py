@@ -1,7 +1,6 @@
 """Builds and runs the standalone C++ check of the emulator's sm_80 PTX semantics (mma.m16n8k16,
 ldmatrix.x4, cp.async groups): tests/emulator/test_ptx_sm80.cpp. Needs g++ and the CUDA headers
 (cuda_fp16.h / cuda_bf16.h, for their host-side conversions); no GPU."""
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -12,20 +11,10 @@ REPO = Path(__file__).resolve().parents[2]
 SOURCE = Path(__file__).with_name("test_ptx_sm80.cpp")
 
 
-def cuda_include_dir():
-    roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
-    for root in filter(None, roots):
-        include = Path(root) / "include"
-        if (include / "cuda_fp16.h").is_file() and (include / "cuda_bf16.h").is_file():
-            return include
-    return None
 
-
-def test_ptx_sm80_semantics(tmp_path):
+def test_ptx_sm80_semantics(tmp_path, cuda_include_dir):
     compiler = shutil.which("g++")
-    include = cuda_include_dir()
-    if compiler is None or include is None:
-        pytest.skip("needs g++ and the CUDA headers (cuda_fp16.h, cuda_bf16.h)")
+    include = cuda_include_dir
     binary = tmp_path / "test_ptx_sm80"
     build = subprocess.run(
         [compiler, "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", f"-I{include}",
