@@ -4,6 +4,7 @@ import re
 import signal
 import subprocess
 import sys
+import textwrap
 
 import pytest
 
@@ -28,6 +29,29 @@ def test_train_digits_one_epoch_prints_accuracy(tmp_path):
     assert result.stderr == "", "no progress bar when the output is not a terminal"
 
 
+# `python -m adcuda` whose second epoch, after its first step, waits for the test's Ctrl-C: the signal then
+# always lands inside epoch 2, after a step the checkpoint does not hold, however loaded the machine (sent
+# to a plain run on reading "epoch   1/2", it could arrive after epoch 2 had finished: exit 0).
+ADCUDA_WAITING_IN_EPOCH_2 = textwrap.dedent("""
+    import sys, time
+    from adcuda import cli
+    from adcuda.train import loop
+
+    train_one_epoch = loop._train_one_epoch
+
+    def train_one_epoch_waiting_in_the_second(step, loader, reporter, description):
+        def step_then_wait(batch, what):
+            result = step(batch, what)
+            time.sleep(600)  # the test's SIGINT ends the wait with a KeyboardInterrupt
+            return result
+        return train_one_epoch(step_then_wait if description.startswith("epoch 2/") else step, loader, reporter,
+                               description)
+
+    loop._train_one_epoch = train_one_epoch_waiting_in_the_second
+    sys.exit(cli.main())
+""")
+
+
 def test_interrupted_run_resumes_exactly(tmp_path):
     common = ["train", "--task", "digits", "--epochs", "2", "--batch-size", "128"]
     straight = run_cli(*common, "--out", "straight", cwd=tmp_path)
@@ -35,8 +59,9 @@ def test_interrupted_run_resumes_exactly(tmp_path):
     assert "epoch   2/2" in straight.stdout
 
     # Ctrl-C as soon as the first epoch (and so its checkpoint) is done
-    process = subprocess.Popen([sys.executable, "-m", "adcuda", *common, "--out", "cut"], cwd=tmp_path,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    process = subprocess.Popen([sys.executable, "-c", ADCUDA_WAITING_IN_EPOCH_2, *common, "--out", "cut"],
+                               cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               stdin=subprocess.DEVNULL)
     try:
         for line in process.stdout:
             if line.startswith("epoch   1/2"):
