@@ -31,9 +31,12 @@ def test_train_digits_one_epoch_prints_accuracy(tmp_path):
 
 # `python -m adcuda` whose second epoch, after its first step, waits for the test's Ctrl-C: the signal then
 # always lands inside epoch 2, after a step the checkpoint does not hold, however loaded the machine (sent
-# to a plain run on reading "epoch   1/2", it could arrive after epoch 2 had finished: exit 0).
+# to a plain run on reading "epoch   1/2", it could arrive after epoch 2 had finished: exit 0). It also
+# takes Ctrl-C as a terminal's process does, even where the tests run in a background job (`cmd &` in a
+# script), whose processes inherit SIGINT ignored.
 ADCUDA_WAITING_IN_EPOCH_2 = textwrap.dedent("""
-    import sys, time
+    import signal, sys, time
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from adcuda import cli
     from adcuda.train import loop
 
