@@ -514,6 +514,15 @@ cudaError_t cudaMemsetAsync(void* pointer, int value, std::size_t bytes, cudaStr
   return cudaSuccess;
 }
 
+// Queued like any stream work (the ASan build's caching allocator moves a block's addressable bytes in
+// stream order with it).
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t function, void* user_data) {
+  if (!adcuda::emu::enqueue(stream, [function, user_data] { function(user_data); })) {
+    return fail(cudaErrorInvalidResourceHandle);
+  }
+  return cudaSuccess;
+}
+
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int /*flags*/) {
   auto& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);

@@ -8,15 +8,19 @@
 #include <stdexcept>
 #include <string>
 
-#if defined(__SANITIZE_ADDRESS__)
+#if !defined(__x86_64__)
 #define ADCUDA_EMU_UCONTEXT 1
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define ADCUDA_EMU_ANNOTATE_FIBERS 1
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
-#define ADCUDA_EMU_UCONTEXT 1
+#define ADCUDA_EMU_ANNOTATE_FIBERS 1
 #endif
 #endif
-#if !defined(ADCUDA_EMU_UCONTEXT) && !defined(__x86_64__)
-#define ADCUDA_EMU_UCONTEXT 1
+#if defined(ADCUDA_EMU_ANNOTATE_FIBERS)
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
 #endif
 
 #if defined(ADCUDA_EMU_UCONTEXT)
@@ -74,6 +78,14 @@ struct Fiber::State {
   std::size_t mapping_bytes = 0;
   unsigned char* stack_low = nullptr;  // above the guard page
   std::size_t stack_bytes = 0;
+  Entry entry = nullptr;
+  void* argument = nullptr;
+  // For AddressSanitizer: the resumer's stack, as it told the fiber when it last switched in; and the
+  // fake stacks (detect_stack_use_after_return) of whichever side is switched out.
+  const void* caller_stack_bottom = nullptr;
+  std::size_t caller_stack_bytes = 0;
+  void* fiber_fake_stack = nullptr;
+  void* caller_fake_stack = nullptr;
 #if defined(ADCUDA_EMU_UCONTEXT)
   ucontext_t fiber_context{};
   ucontext_t caller_context{};
@@ -99,32 +111,52 @@ Fiber::Fiber(std::size_t stack_bytes) : state_(new State) {
 
 Fiber::~Fiber() { munmap(state_->mapping, state_->mapping_bytes); }
 
-#if defined(ADCUDA_EMU_UCONTEXT)
+// AddressSanitizer must be told of every stack switch (the stack it will run on next, and from
+// inside, the one it came from): otherwise it reports accesses to a fiber's stack as overflows and
+// cannot unpoison the right stack when an exception unwinds.
+namespace {
+#if defined(ADCUDA_EMU_ANNOTATE_FIBERS)
+void start_switch(void** fake_stack_save, const void* bottom, std::size_t bytes) {
+  __sanitizer_start_switch_fiber(fake_stack_save, bottom, bytes);
+}
+void finish_switch(void* fake_stack_save, const void** old_bottom, std::size_t* old_bytes) {
+  __sanitizer_finish_switch_fiber(fake_stack_save, old_bottom, old_bytes);
+}
+// A finished thread's frames never returned, so their redzones are still poisoned: a reused stack
+// starts clean.
+void forget_frames(void* stack_low, std::size_t bytes) { ASAN_UNPOISON_MEMORY_REGION(stack_low, bytes); }
+#else
+void start_switch(void**, const void*, std::size_t) {}
+void finish_switch(void*, const void**, std::size_t*) {}
+void forget_frames(void*, std::size_t) {}
+#endif
+}  // namespace
 
 void Fiber::reset(Entry entry, void* argument) {
+  state_->entry = entry;
+  state_->argument = argument;
+  state_->fiber_fake_stack = nullptr;  // a fresh start: nothing of the previous run's frames survives
+  forget_frames(state_->stack_low, state_->stack_bytes);
+  // What the fiber runs first: it learns the resumer's stack, then runs the entry.
+  static const Entry start = [](void* state_address) {
+    auto* state = static_cast<State*>(state_address);
+    finish_switch(nullptr, &state->caller_stack_bottom, &state->caller_stack_bytes);
+    state->entry(state->argument);
+  };
+#if defined(ADCUDA_EMU_UCONTEXT)
   getcontext(&state_->fiber_context);
   state_->fiber_context.uc_stack.ss_sp = state_->stack_low;
   state_->fiber_context.uc_stack.ss_size = state_->stack_bytes;
   state_->fiber_context.uc_link = nullptr;
-  // makecontext passes int arguments: the pointer travels as two halves.
-  const auto bits = reinterpret_cast<std::uintptr_t>(argument);
-  using Start = void (*)(unsigned, unsigned, unsigned, unsigned);
-  static const Start start = [](unsigned entry_lo, unsigned entry_hi, unsigned arg_lo, unsigned arg_hi) {
-    const auto e = reinterpret_cast<Entry>((std::uintptr_t(entry_hi) << 32) | entry_lo);
-    e(reinterpret_cast<void*>((std::uintptr_t(arg_hi) << 32) | arg_lo));
+  // makecontext passes int arguments: the state's address travels as two halves.
+  using Start = void (*)(unsigned, unsigned);
+  static const Start start_halves = [](unsigned state_lo, unsigned state_hi) {
+    start(reinterpret_cast<void*>((std::uintptr_t(state_hi) << 32) | state_lo));
   };
-  const auto entry_bits = reinterpret_cast<std::uintptr_t>(entry);
-  makecontext(&state_->fiber_context, reinterpret_cast<void (*)()>(start), 4, unsigned(entry_bits),
-              unsigned(entry_bits >> 32), unsigned(bits), unsigned(bits >> 32));
-}
-
-void Fiber::resume() { swapcontext(&state_->caller_context, &state_->fiber_context); }
-
-void Fiber::yield() { swapcontext(&state_->fiber_context, &state_->caller_context); }
-
+  const auto bits = reinterpret_cast<std::uintptr_t>(state_.get());
+  makecontext(&state_->fiber_context, reinterpret_cast<void (*)()>(start_halves), 2, unsigned(bits),
+              unsigned(bits >> 32));
 #else
-
-void Fiber::reset(Entry entry, void* argument) {
   // The stack as adcuda_emu_switch expects to find it: control words, six callee-saved registers
   // (r12 = entry, r13 = argument for the trampoline), then the return address. After `ret` pops the
   // trampoline's address the stack pointer is 16-byte aligned, as the ABI wants at its call.
@@ -132,24 +164,39 @@ void Fiber::reset(Entry entry, void* argument) {
       (reinterpret_cast<std::uintptr_t>(state_->stack_low + state_->stack_bytes) & ~std::uintptr_t(15)));
   std::uint64_t* sp = top - 2;  // 16 bytes of headroom, keeps the alignment
   *--sp = reinterpret_cast<std::uint64_t>(&adcuda_emu_fiber_trampoline);
-  *--sp = 0;                                            // rbp
-  *--sp = 0;                                            // rbx
-  *--sp = reinterpret_cast<std::uint64_t>(entry);       // r12
-  *--sp = reinterpret_cast<std::uint64_t>(argument);    // r13
-  *--sp = 0;                                            // r14
-  *--sp = 0;                                            // r15
+  *--sp = 0;                                               // rbp
+  *--sp = 0;                                               // rbx
+  *--sp = reinterpret_cast<std::uint64_t>(start);          // r12
+  *--sp = reinterpret_cast<std::uint64_t>(state_.get());  // r13
+  *--sp = 0;                                               // r14
+  *--sp = 0;                                               // r15
   std::uint32_t mxcsr = 0;
   std::uint16_t x87 = 0;
   asm volatile("stmxcsr %0" : "=m"(mxcsr));
   asm volatile("fnstcw %0" : "=m"(x87));
   *--sp = std::uint64_t(mxcsr) | (std::uint64_t(x87) << 32);
   state_->fiber_sp = sp;
+#endif
 }
 
-void Fiber::resume() { adcuda_emu_switch(&state_->caller_sp, state_->fiber_sp); }
-
-void Fiber::yield() { adcuda_emu_switch(&state_->fiber_sp, state_->caller_sp); }
-
+void Fiber::resume() {
+  start_switch(&state_->caller_fake_stack, state_->stack_low, state_->stack_bytes);
+#if defined(ADCUDA_EMU_UCONTEXT)
+  swapcontext(&state_->caller_context, &state_->fiber_context);
+#else
+  adcuda_emu_switch(&state_->caller_sp, state_->fiber_sp);
 #endif
+  finish_switch(state_->caller_fake_stack, nullptr, nullptr);
+}
+
+void Fiber::yield() {
+  start_switch(&state_->fiber_fake_stack, state_->caller_stack_bottom, state_->caller_stack_bytes);
+#if defined(ADCUDA_EMU_UCONTEXT)
+  swapcontext(&state_->fiber_context, &state_->caller_context);
+#else
+  adcuda_emu_switch(&state_->fiber_sp, state_->caller_sp);
+#endif
+  finish_switch(state_->fiber_fake_stack, &state_->caller_stack_bottom, &state_->caller_stack_bytes);
+}
 
 }  // namespace adcuda::emu

@@ -2,8 +2,8 @@
 // and let the others of its block catch up. Cooperative and single-OS-threaded: a fiber runs until it
 // yields back to the scheduler, which is what makes barriers exact and runs deterministic.
 //
-// On x86-64 the switch is a few instructions (kernels/emulator/fiber.cpp); elsewhere, and under
-// AddressSanitizer (which must see every stack switch), it falls back to ucontext.
+// On x86-64 the switch is a few instructions (kernels/emulator/fiber.cpp); elsewhere it falls back to
+// ucontext. Under AddressSanitizer every switch is announced to it (__sanitizer_*_switch_fiber).
 #pragma once
 
 #include <cstddef>

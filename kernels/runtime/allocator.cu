@@ -10,6 +10,12 @@
 #include "runtime/process.h"
 #include "runtime/stream.h"
 
+#if defined(ADCUDA_EMULATION) && defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+
+#include <memory>
+#endif
+
 namespace adcuda {
 
 struct Block {
@@ -170,6 +176,32 @@ void release_cache(DeviceCache& cache, int device) {
   throw OutOfMemoryError(message, nbytes);
 }
 
+#if defined(ADCUDA_EMULATION) && defined(__SANITIZE_ADDRESS__)
+// On the emulator under AddressSanitizer only the bytes a block's owner requested are addressable, so
+// that an overrun hidden by the size-class rounding is reported. The limit changes in stream order:
+// work that the block's previous owner queued on the stream may still be running.
+struct AddressableBytes {
+  void* pointer;
+  std::size_t requested;
+  std::size_t size;
+};
+
+void CUDART_CB apply_addressable_bytes(void* argument) {
+  const std::unique_ptr<AddressableBytes> bytes(static_cast<AddressableBytes*>(argument));
+  ASAN_UNPOISON_MEMORY_REGION(bytes->pointer, bytes->size);
+  ASAN_POISON_MEMORY_REGION(static_cast<unsigned char*>(bytes->pointer) + bytes->requested,
+                            bytes->size - bytes->requested);
+}
+
+void limit_addressable_bytes(const Block& block) {
+  auto* bytes = new AddressableBytes{block.pointer, block.requested, block.size};
+  if (cudaLaunchHostFunc(block.stream, apply_addressable_bytes, bytes) != cudaSuccess) {
+    cudaGetLastError();
+    delete bytes;
+  }
+}
+#endif
+
 }  // namespace
 
 std::size_t allocation_size_class(std::size_t nbytes) {
@@ -209,6 +241,9 @@ Block* device_malloc(std::size_t nbytes, int device, cudaStream_t stream) {
   }
   block->stream = stream;
   block->requested = nbytes;
+#if defined(ADCUDA_EMULATION) && defined(__SANITIZE_ADDRESS__)
+  limit_addressable_bytes(*block);
+#endif
   add_allocated(cache.stats, *block, +1);
   return block;
 }
