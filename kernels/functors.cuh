@@ -52,6 +52,28 @@ template <typename C> ADCUDA_HD C inv_sqrt_2pi() { return C(0.398942280401432677
 template <typename C> ADCUDA_HD C sqrt_2_over_pi() { return C(0.79788456080286535588); }
 template <typename C> ADCUDA_HD C gelu_tanh_coefficient() { return C(0.044715); }
 
+// Integer arithmetic wraps around, as NumPy's does. Signed types compute in their unsigned type, where
+// wrapping is defined: signed overflow is undefined behaviour (on the device too), which the compiler
+// may assume never happens.
+template <typename C>
+inline constexpr bool is_signed_integer_v = std::is_integral_v<C> && std::is_signed_v<C>;
+template <typename C> ADCUDA_HD C wrapping_add(C a, C b) {
+  if constexpr (is_signed_integer_v<C>) return static_cast<C>(std::make_unsigned_t<C>(a) + std::make_unsigned_t<C>(b));
+  else return a + b;
+}
+template <typename C> ADCUDA_HD C wrapping_sub(C a, C b) {
+  if constexpr (is_signed_integer_v<C>) return static_cast<C>(std::make_unsigned_t<C>(a) - std::make_unsigned_t<C>(b));
+  else return a - b;
+}
+template <typename C> ADCUDA_HD C wrapping_mul(C a, C b) {
+  if constexpr (is_signed_integer_v<C>) return static_cast<C>(std::make_unsigned_t<C>(a) * std::make_unsigned_t<C>(b));
+  else return a * b;
+}
+template <typename C> ADCUDA_HD C wrapping_neg(C x) {
+  if constexpr (is_signed_integer_v<C>) return static_cast<C>(std::make_unsigned_t<C>(0) - std::make_unsigned_t<C>(x));
+  else return -x;
+}
+
 template <typename C>
 ADCUDA_HD C sigmoid(C x) {
   const C e = exp_(x < C(0) ? x : -x);  // exp(-|x|): never overflows
@@ -60,11 +82,11 @@ ADCUDA_HD C sigmoid(C x) {
 
 // ---------------------------------------------------------------------------------------------------
 // unary ops: C -> C (logical_not: C -> bool)
-struct Neg { template <typename C> ADCUDA_HD C operator()(C x) const { return -x; } };
+struct Neg { template <typename C> ADCUDA_HD C operator()(C x) const { return wrapping_neg(x); } };
 struct Abs {
   template <typename C> ADCUDA_HD C operator()(C x) const {
     if constexpr (is_float_v<C>) return x < C(0) ? -x : (x == C(0) ? C(0) : x);  // abs(-0.0) = 0.0
-    else return x < C(0) ? C(-x) : x;
+    else return x < C(0) ? wrapping_neg(x) : x;  // abs(min) = min, as in NumPy
   }
 };
 struct Exp { template <typename C> ADCUDA_HD C operator()(C x) const { return exp_(x); } };
@@ -149,9 +171,9 @@ struct TanhBackward {
 
 // ---------------------------------------------------------------------------------------------------
 // binary ops: (C, C) -> C, or -> bool for comparisons and logical ops
-struct Add { template <typename C> ADCUDA_HD C operator()(C a, C b) const { return a + b; } };
-struct Sub { template <typename C> ADCUDA_HD C operator()(C a, C b) const { return a - b; } };
-struct Mul { template <typename C> ADCUDA_HD C operator()(C a, C b) const { return a * b; } };
+struct Add { template <typename C> ADCUDA_HD C operator()(C a, C b) const { return wrapping_add(a, b); } };
+struct Sub { template <typename C> ADCUDA_HD C operator()(C a, C b) const { return wrapping_sub(a, b); } };
+struct Mul { template <typename C> ADCUDA_HD C operator()(C a, C b) const { return wrapping_mul(a, b); } };
 struct Div { template <typename C> ADCUDA_HD C operator()(C a, C b) const { return a / b; } };
 
 // Integers to non-negative integer powers by squaring (the host rejects negative exponents first).
@@ -163,8 +185,8 @@ struct Pow {
       C result = 1;
       C base = a;
       for (C e = b; e > 0; e >>= 1) {
-        if (e & 1) result = static_cast<C>(result * base);
-        base = static_cast<C>(base * base);
+        if (e & 1) result = wrapping_mul(result, base);
+        base = wrapping_mul(base, base);
       }
       return result;
     }

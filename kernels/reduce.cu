@@ -24,7 +24,6 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "elementwise_loops.cuh"
@@ -44,36 +43,15 @@ constexpr int kReduceThreads = 256;
 // partial results; associative, and commutative up to rounding) and project (the output value).
 // A is the accumulation type: fp32 for half types, fp64 for float64, int64 for integer sums.
 
-// Integer sums and products wrap around, as NumPy's do. Computed unsigned: signed overflow is
-// undefined behaviour (on the device too), and the compiler may assume it never happens.
-template <typename A>
-__device__ __forceinline__ A wrapping_add(A a, A b) {
-  if constexpr (std::is_integral_v<A>) {
-    using U = std::make_unsigned_t<A>;
-    return static_cast<A>(static_cast<U>(a) + static_cast<U>(b));
-  } else {
-    return a + b;
-  }
-}
-
-template <typename A>
-__device__ __forceinline__ A wrapping_multiply(A a, A b) {
-  if constexpr (std::is_integral_v<A>) {
-    using U = std::make_unsigned_t<A>;
-    return static_cast<A>(static_cast<U>(a) * static_cast<U>(b));
-  } else {
-    return a * b;
-  }
-}
-
 template <typename A>
 struct SumReducer {
   using acc_t = A;
   using value_t = A;
   A scale;  // 1/K for mean, 1 for sum (unused for integers)
   __device__ __forceinline__ A identity() const { return A(0); }
-  __device__ __forceinline__ A step(A acc, A x, std::int64_t) const { return wrapping_add(acc, x); }
-  __device__ __forceinline__ A combine(A a, A b) const { return wrapping_add(a, b); }
+  // integer sums wrap around as NumPy's (math::wrapping_add: no signed overflow)
+  __device__ __forceinline__ A step(A acc, A x, std::int64_t) const { return math::wrapping_add(acc, x); }
+  __device__ __forceinline__ A combine(A a, A b) const { return math::wrapping_add(a, b); }
   template <typename Out>
   __device__ __forceinline__ Out project(A acc) const {
     if constexpr (std::is_floating_point_v<A>) return convert<Out>(acc * scale);
@@ -86,8 +64,8 @@ struct ProdReducer {
   using acc_t = A;
   using value_t = A;
   __device__ __forceinline__ A identity() const { return A(1); }
-  __device__ __forceinline__ A step(A acc, A x, std::int64_t) const { return wrapping_multiply(acc, x); }
-  __device__ __forceinline__ A combine(A a, A b) const { return wrapping_multiply(a, b); }
+  __device__ __forceinline__ A step(A acc, A x, std::int64_t) const { return math::wrapping_mul(acc, x); }
+  __device__ __forceinline__ A combine(A a, A b) const { return math::wrapping_mul(a, b); }
   template <typename Out>
   __device__ __forceinline__ Out project(A acc) const { return convert<Out>(acc); }
 };

@@ -64,3 +64,26 @@ def test_integer_sum_and_prod_wrap_around_as_numpy(cb, op, dtype, shape, axes):
     got = np.array(cb.to_numpy(cb.reduce(op, cb.from_numpy(x, dtype), axes, False)))
     assert got.dtype == np.int64
     np.testing.assert_array_equal(got, expected)
+
+
+# Elementwise integer arithmetic that leaves its type wraps around as NumPy's does (neg and abs of the
+# minimum, add/sub/mul/pow past the maximum); the functors compute signed types in their unsigned type,
+# since signed overflow is undefined behaviour the compiler may assume never happens.
+@pytest.mark.parametrize("dtype", [dt.int32, dt.int64], ids=str)
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "pow", "neg", "abs"])
+def test_integer_elementwise_overflow_wraps_around_as_numpy(cb, op, dtype):
+    info = np.iinfo(dtype.numpy)
+    a = np.array([info.max, info.min, info.max - 1, info.min + 1, 3, -7], dtype=dtype.numpy)
+    b = np.array([1, -1, info.max, 2, 63, 5], dtype=dtype.numpy)
+    if op == "pow":  # integers to negative powers are refused
+        b = np.abs(b)
+    with np.errstate(over="ignore"):
+        if op in ("neg", "abs"):
+            expected = cpu.unary(op, a)
+            got = cb.unary(op, cb.from_numpy(a, dtype))
+        else:
+            expected = cpu.binary(op, a, b, dtype)
+            got = cb.binary(op, cb.from_numpy(a, dtype), cb.from_numpy(b, dtype), dtype)
+    got = np.array(cb.to_numpy(got))
+    assert got.dtype == dtype.numpy
+    np.testing.assert_array_equal(got, expected)
