@@ -293,6 +293,18 @@ int choose_split_k(std::int64_t tiles, int k_tiles, int multiprocessors) {
   return best;
 }
 
+}  // namespace
+
+int tensor_core_split_k(std::int64_t M, std::int64_t N, std::int64_t K, std::int64_t batch, int multiprocessors) {
+  const TensorCoreTiles tiles = tensor_core_tiles();
+  const std::int64_t output_tiles = ((M + tiles.block_m - 1) / tiles.block_m) * ((N + tiles.block_n - 1) / tiles.block_n);
+  const std::int64_t k_tiles = (K + tiles.block_k - 1) / tiles.block_k;
+  return choose_split_k(output_tiles * batch, static_cast<int>(k_tiles < 0x7fffffff ? k_tiles : 0x7fffffff),
+                        multiprocessors);
+}
+
+namespace {
+
 template <typename T>
 void run_tensor_core(const GemmArgs& args, const DeviceFacts& facts, int device, cudaStream_t stream) {
   const TensorCoreTiles tiles = tensor_core_tiles();
@@ -304,7 +316,7 @@ void run_tensor_core(const GemmArgs& args, const DeviceFacts& facts, int device,
   }
   const int k_tiles = static_cast<int>((args.K + tiles.block_k - 1) / tiles.block_k);
   const int forced = split_k_override();
-  int splits = forced > 0 ? forced : choose_split_k(tiles_m * tiles_n * args.batch, k_tiles, facts.multiprocessors);
+  const int splits = forced > 0 ? forced : tensor_core_split_k(args.M, args.N, args.K, args.batch, facts.multiprocessors);
   SplitK split;
   split.k_tiles_per_split = (k_tiles + splits - 1) / splits;
   // Every split gets at least one K tile (a forced count above the K tiles is cut down).

@@ -20,6 +20,7 @@
 // bindings.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,6 +47,10 @@ struct MatmulResult {
 // a (..., M, K) @ b (..., K, N) with the batch dims broadcast -> new contiguous (batch..., M, N)
 // arrays in a's dtype (a and b must share it). Floating point dtypes only.
 MatmulResult matmul(const DeviceArray& a, const DeviceArray& b, const MatmulOptions& options = {});
+
+// How many K splits the tensor-core kernel makes of an M x N x K product with `batch` entries on a GPU
+// with `multiprocessors` SMs (1: none), unless ADCUDA_GEMM_SPLIT_K forces a count.
+int tensor_core_split_k(std::int64_t M, std::int64_t N, std::int64_t K, std::int64_t batch, int multiprocessors);
 
 // Which hand-written kernels `matmul` uses on `device` (e.g. for adcuda.info()).
 std::string gemm_path(int device);

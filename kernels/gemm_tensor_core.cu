@@ -189,11 +189,13 @@ struct ChunkCursor {
   // K-contiguous: bit i says whether chunk i's line (an M/N row) exists; otherwise the number of the
   // chunks' elements inside the M/N extent (0..8, the same for all of them).
   int valid;
+  bool interior;  // the block's whole tile lies inside the M/N extent (the same for every thread)
 
   __device__ __forceinline__ ChunkCursor(const T* base, std::int64_t row0, std::int64_t row_extent,
                                          std::int64_t row_stride, std::int64_t k_stride, std::int64_t k_begin,
                                          std::int64_t inner_stride) {
     const int line0 = Map::line0(), inner = Map::inner();
+    interior = row0 + (kKContiguous ? kLines : kLineLength) <= row_extent;
     tile_step = kBlockK * (kKContiguous ? inner_stride : k_stride);
     if constexpr (kKContiguous) {
       line_step = Map::kLineDelta * row_stride;
@@ -235,15 +237,25 @@ struct AsyncTileLoader {
                                              std::int64_t row_stride, std::int64_t k_stride, std::int64_t k_begin)
       : cursor(base, row0, row_extent, row_stride, k_stride, k_begin, 1), origin(base) {}
 
-  // A chunk past the matrix's edge reads nothing (cp.async zero-fills it), but cp.async still wants a
-  // 16-byte aligned source address, which a chunk past the edge of a 1-row or 1-column operand with an
-  // odd stride does not have: such chunks name the matrix's (aligned) start instead.
+  // A tile wholly inside the matrix (all of the block's rows or columns exist, 32 K indices left) is
+  // copied without any bounds arithmetic; that is every tile but the edges, and keeps the main loop's
+  // issue slots for the mma. At the edges a chunk past the matrix reads nothing (cp.async zero-fills
+  // it), but cp.async still wants a 16-byte aligned source address, which a chunk past the edge of a
+  // 1-row or 1-column operand with an odd stride does not have: such chunks name the matrix's
+  // (aligned) start instead.
   __device__ __forceinline__ void begin(T* shared, int k_left) {
+    if (cursor.interior && k_left >= kBlockK) {
 #pragma unroll
-    for (int i = 0; i < Cursor::Map::kPerThread; ++i) {
-      const int bytes = cursor.elements_inside(i, k_left) * static_cast<int>(sizeof(T));
-      cp_async_16(shared + cursor.shared_offset(i, kStride), bytes > 0 ? cursor.src + i * cursor.line_step : origin,
-                  bytes);
+      for (int i = 0; i < Cursor::Map::kPerThread; ++i) {
+        cp_async_16(shared + cursor.shared_offset(i, kStride), cursor.src + i * cursor.line_step, 16);
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < Cursor::Map::kPerThread; ++i) {
+        const int bytes = cursor.elements_inside(i, k_left) * static_cast<int>(sizeof(T));
+        cp_async_16(shared + cursor.shared_offset(i, kStride),
+                    bytes > 0 ? cursor.src + i * cursor.line_step : origin, bytes);
+      }
     }
     cursor.src += cursor.tile_step;
   }

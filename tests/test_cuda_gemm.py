@@ -110,6 +110,18 @@ def test_all_four_transposes(cb, native, split_k, dtype, a_layout, b_layout):
     check(cb, native.matmul(a, b), a_host @ b_host, dtype, 45)
 
 
+@pytest.mark.parametrize("dtype, a_layout, b_layout", [(dt.float16, "row", "col"), (dt.bfloat16, "col", "row")],
+                         ids=str)
+def test_interior_and_edge_tiles(cb, native, split_k, dtype, a_layout, b_layout):
+    """259 x 96 @ 96 x 263: block tiles wholly inside the matrices (copied without bounds checks)
+    next to edge tiles, over three K tiles."""
+    split_k(1)
+    g = np.random.default_rng(13)
+    a, a_host = operand(cb, g, 259, 96, dtype, a_layout)
+    b, b_host = operand(cb, g, 96, 263, dtype, b_layout)
+    check(cb, native.matmul(a, b), a_host @ b_host, dtype, 96)
+
+
 @pytest.mark.parametrize("dtype", HALF_TYPES, ids=str)
 @pytest.mark.parametrize("a_layout, b_layout", [
     ("row_ld50257", "row"),      # dX = dY @ W of a 50257-token head: A's rows 50257 apart

@@ -157,3 +157,17 @@ def test_info_without_cuda_has_no_gemm_path():
     if _native.build_info()["cuda_compiled"]:
         pytest.skip("this build has CUDA")
     assert adcuda.info(as_dict=True)["gemm"] is None
+
+
+@pytest.mark.skipif(not hasattr(_native._C, "gemm_split_k"), reason="a build without CUDA has no GEMM kernels")
+@pytest.mark.parametrize("m, n, k, batch, splits", [
+    (2304, 768, 8192, 1, 2),     # GPT-2 qkv weight gradient: 18 x 3 = 54 tiles for 132 SMs, K long
+    (3072, 768, 8192, 1, 3),     # GPT-2 fc weight gradient: 72 tiles (2 splits would make 2 waves anyway)
+    (768, 768, 8192, 1, 7),      # attention projection's: 18 tiles, 7 x 18 = 126 blocks in one wave
+    (8192, 2304, 768, 1, 1),     # forward: 576 tiles, more than two waves
+    (4096, 4096, 4096, 1, 1),
+    (256, 256, 256, 1, 1),       # K too short to split (8 K tiles)
+    (256, 256, 65536, 200, 1),   # the batch fills the GPU
+])
+def test_split_k_choice(m, n, k, batch, splits):
+    assert _native._C.gemm_split_k(m, n, k, batch, 132) == splits

@@ -121,8 +121,11 @@ def _batch_shapes_broadcast(a_batch, b_batch):
     return True
 
 
-def matmul(a, b):
-    """``a (..., M, K) @ b (..., K, N)`` with the batch dims broadcast, in ``a``'s dtype."""
+def matmul(a, b, bias=None, activation=None, save_preactivation=False):
+    """``activation(a (..., M, K) @ b (..., K, N) + bias)`` with the batch dims broadcast, in ``a``'s
+    dtype. The epilogue options fuse into the product on both GEMM paths: ``bias`` (N,) is added to
+    every row, ``activation`` is None or ``"gelu_tanh"`` (GELU's tanh form, cuBLASLt's GELU), and
+    ``save_preactivation=True`` returns ``(out, a @ b + bias)``, what the activation's backward needs."""
     if a.ndim < 2 or b.ndim < 2:
         raise ShapeError(f"matmul: both operands need at least 2 dims, got shapes {fmt_shape(a.shape)} and "
                          f"{fmt_shape(b.shape)}")
@@ -135,10 +138,17 @@ def matmul(a, b):
     for operand in (a, b):
         if not is_floating(operand):
             raise DTypeError(f"matmul: CUDA matrix products need floating point operands, got {operand.dtype.name}")
+    if bias is not None and tuple(bias.shape) != (b.shape[-1],):
+        raise ShapeError(f"matmul: the bias must have shape ({b.shape[-1]},), got {fmt_shape(bias.shape)}")
+    if activation not in (None, "gelu_tanh"):
+        raise ValueError(f"matmul: activation must be None or 'gelu_tanh', got {activation!r}")
     C = _native._C
     if b.dtype != a.dtype:
         b = C.astype(b, a.dtype)  # the CPU backend also returns a's dtype
-    return C.matmul(a, b, allow_cublaslt=gemm_selection().path == "cublaslt")
+    if bias is not None and bias.dtype != a.dtype:
+        bias = C.astype(bias, a.dtype)
+    return C.matmul(a, b, bias=bias, activation=activation or "none", save_preactivation=save_preactivation,
+                    allow_cublaslt=gemm_selection().path == "cublaslt")
 
 
 def gemm_path(device=None):

@@ -56,6 +56,10 @@ ADCUDA_REGISTER_BINDINGS(gemm, 20) {
       "`bias` (N,) is added to every row, `activation` is 'none' or 'gelu_tanh'. A new contiguous array in the "
       "operands' (shared, floating point) dtype; with save_preactivation=True the pair (out, a @ b + bias). "
       "allow_cublaslt lets a loaded cuBLASLt compute the calls it can express.");
+  m.def("gemm_split_k", &adcuda::tensor_core_split_k, py::arg("M"), py::arg("N"), py::arg("K"), py::arg("batch"),
+        py::arg("multiprocessors"),
+        "How many K splits the tensor-core GEMM makes of an M x N x K product with `batch` entries on a GPU with "
+        "`multiprocessors` SMs (1: none); ADCUDA_GEMM_SPLIT_K overrides it at run time.");
   m.def("gemm_path", &adcuda::gemm_path, py::arg("device"), py::call_guard<py::gil_scoped_release>(),
         "Which hand-written GEMM kernels matmul uses on `device`.");
   m.def(
