@@ -7,9 +7,9 @@ Arguments are made to fit the kernels here: contiguous where a kernel walks rows
 dtype (converted like the CPU backend's fp32 compute would see them), int64 class targets. Results
 come back in the dtypes the CPU backend gives.
 """
-from .. import _native
-from ..errors import DTypeError, ShapeError, fmt_shape
-from ._cuda_kernels import broadcast_shape, cast, dense, is_floating, rows_dense, scalar_type
+from ... import _native
+from ...errors import DTypeError, ShapeError, fmt_shape
+from ._common import broadcast_shape, cast, dense, is_floating, rows_dense, scalar_type
 
 __all__ = ["softmax", "softmax_backward", "cross_entropy", "cross_entropy_backward", "layer_norm",
            "layer_norm_backward", "attention", "attention_backward"]

@@ -8,9 +8,9 @@ differ from the CPU backend's (NumPy's Philox4x64 with its own conversions); bot
 ``adcuda.manual_seed``. ``adcuda._C`` is looked up when a primitive runs, so importing this module never
 needs CUDA.
 """
-from .. import _native
-from ..errors import DTypeError, ShapeError, fmt_shape
-from . import _cuda_kernels as _k
+from ... import _native
+from ...errors import DTypeError, ShapeError, fmt_shape
+from . import _common as _k
 
 __all__ = ["rand", "randn", "randint", "bernoulli", "dropout", "dropout_backward"]
 

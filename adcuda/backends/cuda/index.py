@@ -17,10 +17,10 @@ win as NumPy does: bit-for-bit reproducible, at the cost of a radix sort.
 import numbers
 import os
 
-from .. import _native
-from ..errors import DTypeError, ShapeError
-from . import _advanced_index
-from . import _cuda_kernels as _k
+from ... import _native
+from ...errors import DTypeError, ShapeError
+from .. import _advanced_index
+from . import _common as _k
 
 __all__ = ["index", "index_put_", "gather", "scatter_add", "cat", "tril", "triu"]
 
@@ -57,7 +57,7 @@ def _bool_index(value):
 
 def _items(key):
     """The key as planner items, and the integer index arrays to bounds-check."""
-    from .cuda import to_numpy
+    from . import to_numpy
     C = _C()
     items, user_arrays = [], []
     for k in key:
@@ -116,7 +116,7 @@ def index(a, key):
 
 def _values_for(a, values):
     """``values`` as a device array in a's dtype that does not overlap ``a``."""
-    from .cuda import dtype_of, from_numpy, full, shares_memory
+    from . import dtype_of, from_numpy, full, shares_memory
     C = _C()
     if values.__class__ is not C.DeviceArray:
         if hasattr(values, "__array__") and getattr(values, "shape", ()) != ():

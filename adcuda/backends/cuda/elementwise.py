@@ -6,10 +6,10 @@ kernel arguments); what needs the data before launching (integer division by zer
 negative powers) is checked here, with one small device-to-host copy, as the CPU backend raises for
 it too. ``adcuda._C`` is looked up when a primitive runs, so importing this module never needs CUDA.
 """
-from .. import _native
-from .. import dtypes as dt
-from ..errors import DTypeError
-from . import _cuda_kernels as _k
+from ... import _native
+from ... import dtypes as dt
+from ...errors import DTypeError
+from . import _common as _k
 
 __all__ = ["unary", "binary", "unary_backward", "where", "clamp"]
 
@@ -34,7 +34,7 @@ def _python_scalar(x):
 
 def _any(flags):
     """Whether any element of a bool device array is true (one 1-byte copy back)."""
-    from .cuda import to_numpy
+    from . import to_numpy
     C = _C()
     return bool(to_numpy(C.reduce("any", flags, list(range(flags.ndim)), False)))
 

@@ -5,9 +5,9 @@ Sorts and scans work along the last dim of a contiguous array; another axis is m
 result moved back). ``adcuda._C`` is looked up when a primitive runs, so importing this module never
 needs CUDA.
 """
-from .. import _native
-from ..errors import DTypeError
-from . import _cuda_kernels as _k
+from ... import _native
+from ...errors import DTypeError
+from . import _common as _k
 
 __all__ = ["reduce", "argreduce", "var", "logsumexp", "sort", "cumsum"]
 
@@ -43,7 +43,7 @@ def logsumexp(a, axes, keepdim):
 
 def _to_last(a, axis):
     """``a`` with ``axis`` moved last, and the permutation that moves it back."""
-    from .cuda import permute
+    from . import permute
     last = a.ndim - 1
     if axis == last:
         return a, None
@@ -53,7 +53,7 @@ def _to_last(a, axis):
 
 
 def _from_last(x, back):
-    from .cuda import contiguous, permute
+    from . import contiguous, permute
     return x if back is None else contiguous(permute(x, back))
 
 

@@ -5,9 +5,9 @@
 ``global_norm`` reduces every gradient of ``clip_grad_norm_`` in the same multi-tensor launches.
 Signatures and math are the CPU backend's (adcuda/backends/cpu.py).
 """
-from .. import _native
-from ..errors import DTypeError
-from ._cuda_kernels import cast, dense, is_floating, scalar_type
+from ... import _native
+from ...errors import DTypeError
+from ._common import cast, dense, is_floating, scalar_type
 
 __all__ = ["sgd_step_", "adam_step_", "unscale_and_check_", "update_scale_", "global_norm"]
 

@@ -15,11 +15,11 @@ import math
 
 import numpy as np
 
-from .. import _native
-from .. import dtypes as dt
-from ..cuda import pinned as _pinned
-from ..errors import DeviceError, DTypeError
-from . import _strided
+from ... import _native
+from ... import dtypes as dt
+from ...cuda import pinned as _pinned
+from ...errors import DeviceError, DTypeError
+from .. import _strided
 
 name = "cuda"
 
@@ -42,7 +42,7 @@ class KernelNotBuiltError(DeviceError, AttributeError):
 
 
 def __getattr__(primitive):
-    from . import PRIMITIVES
+    from .. import PRIMITIVES
     if primitive in PRIMITIVES:
         raise KernelNotBuiltError(f"{primitive}: this adcuda build has no CUDA kernel for it yet; move the "
                                   "tensor to the CPU (.cpu()) to run it there")
@@ -180,11 +180,12 @@ def shares_memory(a, b):
 
 # ---------------------------------------------------------------------------------------------
 # kernel families (each module defines its primitives over its kernels' bindings)
-from .cuda_gemm import *  # noqa: E402,F401,F403 (matmul: kernels/gemm.cu)
-from .cuda_nn import *  # noqa: E402,F401,F403 (softmax, cross-entropy, layer norm, attention)
-from .cuda_optim import *  # noqa: E402,F401,F403 (SGD, Adam, loss scaling)
-from .cuda_elementwise import *  # noqa: E402,F401,F403 (unary, binary, where, clamp: kernels/elementwise.cu)
-from .cuda_reduce import *  # noqa: E402,F401,F403 (reductions, sort, cumsum: kernels/reduce.cu, sort.cu)
-from .cuda_index import *  # noqa: E402,F401,F403 (indexing, cat, tril, triu: kernels/index.cu, layout.cu)
-from .cuda_random import *  # noqa: E402,F401,F403 (rand, randn, randint, bernoulli: kernels/random.cu)
-from .cuda_embedding import *  # noqa: E402,F401,F403 (embedding and its backward: kernels/embedding.cu)
+from .gemm import *  # noqa: E402,F401,F403 (matmul: kernels/gemm.cu)
+from .softmax_loss import *  # noqa: E402,F401,F403 (softmax, cross-entropy, layer norm, attention)
+from .optim import *  # noqa: E402,F401,F403 (SGD, Adam, loss scaling)
+from .elementwise import *  # noqa: E402,F401,F403 (unary, binary, where, clamp: kernels/elementwise.cu)
+from .reduce import *  # noqa: E402,F401,F403 (reductions, sort, cumsum: kernels/reduce.cu, sort.cu)
+from .index import *  # noqa: E402,F401,F403 (indexing, cat, tril, triu: kernels/index.cu, layout.cu)
+from .index import deterministic_indexing, set_deterministic_indexing  # noqa: E402,F401 (a setting, not a primitive)
+from .random import *  # noqa: E402,F401,F403 (rand, randn, randint, bernoulli: kernels/random.cu)
+from .embedding import *  # noqa: E402,F401,F403 (embedding and its backward: kernels/embedding.cu)

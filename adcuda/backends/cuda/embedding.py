@@ -4,9 +4,9 @@ back is the call's only wait), ``embedding_backward`` is deterministic (a stable
 indices, then one warp per weight row adding its gradient rows in index order in fp32, no float
 atomics). ``adcuda._C`` is looked up when a primitive runs, so importing this module never needs CUDA.
 """
-from .. import _native
-from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
-from ._cuda_kernels import dense, is_floating, rows_dense
+from ... import _native
+from ...errors import DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
+from ._common import dense, is_floating, rows_dense
 
 __all__ = ["embedding", "embedding_backward"]
 

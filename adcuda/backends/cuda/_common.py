@@ -1,7 +1,7 @@
 """What the CUDA kernel primitives (cuda_gemm, cuda_nn, cuda_optim) share: dtype checks and the
 layout fixes the kernels need, over ``adcuda._C.DeviceArray``. ``adcuda._C`` is looked up when a
 helper runs, so importing these modules never needs a CUDA build."""
-from .. import _native
+from ... import _native
 
 _FLOATING = frozenset({"float16", "bfloat16", "float32", "float64"})
 

@@ -9,8 +9,8 @@ import warnings
 
 import numpy as np
 
-from .. import dtypes as dt
-from ..errors import DTypeError, IndexOutOfRangeError, ShapeError
+from ... import dtypes as dt
+from ...errors import DTypeError, IndexOutOfRangeError, ShapeError
 
 name = "cpu"
 
