@@ -3,7 +3,7 @@
 (more only past a few dozen tensors), with optional fp32 master weights for fp16/bf16 parameters;
 ``unscale_and_check_`` and ``update_scale_`` keep the loss scale and the found-inf flag on the device;
 ``global_norm`` reduces every gradient of ``clip_grad_norm_`` in the same multi-tensor launches.
-Signatures and math are the CPU backend's (adcuda/backends/cpu.py).
+Signatures and math are the CPU backend's (adcuda/backends/cpu/optim.py).
 """
 from ... import _native
 from ...errors import DTypeError

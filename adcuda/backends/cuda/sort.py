@@ -1,0 +1,48 @@
+"""The CUDA backend's orderings (kernels/sort.cu): ``sort cumsum``, with the CPU backend's signatures,
+result dtypes and errors.
+
+Sorts and scans work along the last dim of a contiguous array; another axis is moved there (and the
+result moved back).
+"""
+from ... import _native
+from . import _common as _k
+from .storage import contiguous, permute
+
+__all__ = ["sort", "cumsum"]
+
+
+def _C():
+    return _native._C
+
+
+def _to_last(a, axis):
+    """``a`` with ``axis`` moved last, and the permutation that moves it back."""
+    last = a.ndim - 1
+    if axis == last:
+        return a, None
+    order = [d for d in range(a.ndim) if d != axis] + [axis]
+    back = [order.index(d) for d in range(a.ndim)]
+    return permute(a, order), back
+
+
+def _from_last(x, back):
+    return x if back is None else contiguous(permute(x, back))
+
+
+def sort(a, axis, descending, stable):
+    """(values, int64 indices) along ``axis``: always stable; NaN sorts as the largest value."""
+    C = _C()
+    if a.ndim == 0:
+        return C.astype(a, a.dtype), C.arange(0, 1, 1, _k.scalar_type("int64")).as_strided((), (), 0)
+    moved, back = _to_last(a, axis)
+    values, indices = C.sort_rows(moved, bool(descending))
+    return _from_last(values, back), _from_last(indices, back)
+
+
+def cumsum(a, axis):
+    """Inclusive prefix sum along ``axis``; int and bool give int64; a 0-d array gives shape (1,), as NumPy's."""
+    C = _C()
+    if a.ndim == 0:
+        return C.cumsum_rows(a.as_strided((1,), (0,), a.offset))
+    moved, back = _to_last(a, axis)
+    return _from_last(C.cumsum_rows(moved), back)
