@@ -45,7 +45,7 @@ def _entry(k):
 
 
 def _items(key):
-    """A NumPy key as planner items (what cuda_index builds from device arrays)."""
+    """A NumPy key as planner items (what backends/cuda/index.py builds from device arrays)."""
     items = []
     for k in key if isinstance(key, tuple) else (key,):
         if k is None:
