@@ -84,7 +84,7 @@ def _gemm(cuda_compiled, available):
     kernels it falls back to on the current device (None without a usable one)."""
     if not cuda_compiled:
         return None, None
-    from .backends import cuda_gemm  # reads nothing of _C until asked
+    from .backends.cuda import gemm as cuda_gemm
     try:
         selection = cuda_gemm.gemm_selection()
         path = {"path": selection.path, "reason": selection.reason}

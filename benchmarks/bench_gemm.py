@@ -107,7 +107,7 @@ def check_against_numpy(mode):
 
 def use_path(mode):
     """Route adcuda's matmul through ADCUDA_GEMM=mode from now on; False if that path cannot load."""
-    from adcuda.backends import cuda_gemm
+    from adcuda.backends.cuda import gemm as cuda_gemm
     os.environ["ADCUDA_GEMM"] = mode
     cuda_gemm.reset_gemm_selection()
     try:
@@ -161,7 +161,7 @@ def main():
         print(f"bench_gemm needs a GPU: {adcuda.cuda.unavailable_reason()}")
         return 0
     adcuda.init_cuda_context()
-    from adcuda.backends import cuda_gemm
+    from adcuda.backends.cuda import gemm as cuda_gemm
     print(f"{adcuda.cuda.get_device_name()}: {cuda_gemm.gemm_selection().reason}; {cuda_gemm.gemm_path()}")
     check_against_numpy("handwritten")
     if use_path("cublaslt"):

@@ -237,7 +237,7 @@ def test_bad_epilogue_arguments(cb, native, split_k):
 
 
 def test_gemm_path_names_the_tensor_core_kernel():
-    from adcuda.backends import cuda_gemm
+    from adcuda.backends.cuda import gemm as cuda_gemm
     path = cuda_gemm.gemm_path()
     assert "64x64 warp tiles" in path and "split-K" in path
     facts = adcuda.info(as_dict=True)
@@ -248,7 +248,7 @@ def test_gemm_path_names_the_tensor_core_kernel():
 # =============================================================================================
 # cuBLASLt (where it loads: the nvidia-cublas wheel or a CUDA toolkit on a GPU machine)
 def cublaslt_loaded():
-    from adcuda.backends import cuda_gemm
+    from adcuda.backends.cuda import gemm as cuda_gemm
     try:
         return cuda_gemm.gemm_selection().path == "cublaslt"
     except RuntimeError:
@@ -289,7 +289,7 @@ def test_cublaslt_epilogues_match_handwritten(cb, native, dtype):
 
 @needs_cublas
 def test_matmul_primitive_uses_the_selected_path(cb):
-    from adcuda.backends import cuda_gemm
+    from adcuda.backends.cuda import gemm as cuda_gemm
     assert cuda_gemm.gemm_selection().reason.startswith("cuBLASLt 13.")
     g = np.random.default_rng(12)
     a, a_host = held(cb, g.standard_normal((64, 32)), dt.bfloat16)

@@ -13,17 +13,15 @@ The choice is made once per process, at the first product (or ``gemm_selection()
 ``adcuda.info()`` reports it with its reason. Transposed, sliced and broadcast operands are read
 through their strides, never copied.
 
-Imported by ``adcuda.backends.cuda``; needs nothing of it (only ``adcuda._C``, looked up when a
-primitive runs, so importing this module never fails on a build without CUDA).
 """
 import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import _native
-from ..errors import DeviceError, DTypeError, ShapeError, fmt_shape
-from ._cuda_kernels import is_floating
+from ... import _native
+from ...errors import DeviceError, DTypeError, ShapeError, fmt_shape
+from ._common import is_floating
 
 __all__ = ["matmul"]
 
