@@ -295,3 +295,29 @@ def test_matmul_primitive_uses_the_selected_path(cb):
     a, a_host = held(cb, g.standard_normal((64, 32)), dt.bfloat16)
     b, b_host = held(cb, g.standard_normal((32, 16)), dt.bfloat16)
     check(cb, cb.matmul(a, b), a_host @ b_host, dt.bfloat16, 32)
+
+
+def test_backend_matmul_epilogue_options(cb, split_k):
+    """The CUDA backend's primitive: bias (in another dtype: cast to the operands'), GELU, pre-activation."""
+    split_k(1)
+    g = np.random.default_rng(14)
+    a, a_host = operand(cb, g, 5, 24, dt.bfloat16, "row")
+    b, b_host = operand(cb, g, 24, 12, dt.bfloat16, "col")
+    bias, bias_host = held(cb, g.standard_normal(12), dt.float32)
+    bias_rounded = np.array(cb.to_numpy(cb.astype(bias, dt.bfloat16))).astype(np.float64)
+    out, pre = cb.matmul(a, b, bias=bias, activation="gelu_tanh", save_preactivation=True)
+    expected_pre = a_host @ b_host + bias_rounded
+    check(cb, pre, expected_pre, dt.bfloat16, 24)
+    check(cb, out, gelu_tanh(expected_pre), dt.bfloat16, 24)
+    assert abs(bias_host - bias_rounded).max() > 0  # the cast happened
+    from adcuda.backends import cpu
+    cpu_out, cpu_pre = cpu.matmul(a_host.astype(np.float32), b_host.astype(np.float32),
+                                  bias=bias_rounded.astype(np.float32), activation="gelu_tanh",
+                                  save_preactivation=True)
+    check(cb, out, cpu_out.astype(np.float64), dt.bfloat16, 24)
+    check(cb, pre, cpu_pre.astype(np.float64), dt.bfloat16, 24)
+    with pytest.raises(ValueError, match="activation must be None or 'gelu_tanh'"):
+        cb.matmul(a, b, activation="relu")
+    from adcuda.errors import ShapeError
+    with pytest.raises(ShapeError, match=r"the bias must have shape \(12,\)"):
+        cb.matmul(a, b, bias=cb.astype(a, dt.bfloat16))

@@ -16,7 +16,8 @@ from adcuda.errors import DeviceError
 
 # The CUDA backend (and with it the GEMM path choice) imports only in builds with CUDA: CI's nvcc build
 # runs these tests without a GPU; a CPU-only build skips them.
-cuda_gemm = pytest.importorskip("adcuda.backends.cuda.gemm", reason="a build without CUDA has no CUDA backend")
+cuda_gemm = pytest.importorskip("adcuda.backends.cuda.gemm", reason="a build without CUDA has no CUDA backend",
+                                exc_type=ImportError)
 
 def loader(status):
     calls = []
