@@ -5,9 +5,10 @@ kernels/sass_expectations.txt:
     python scripts/sass_check.py [BINARY] [--table FILE] [--report]
 
 BINARY is the built module (default: the installed ``adcuda._C``) or a .cubin. It is disassembled with
-``cuobjdump -sass`` and ``cuobjdump -res-usage`` (cuobjdump from the ``nvidia-cuda-cuobjdump`` wheel,
-which the ``test`` extra installs, or a CUDA toolkit; ``ADCUDA_CUOBJDUMP`` names another). For every
-kernel and every architecture in the binary:
+``cuobjdump -sass`` (which runs nvdisasm) and ``cuobjdump -res-usage``: the two tools come from the
+``nvidia-cuda-cuobjdump`` and ``nvidia-cuda-nvdisasm`` wheels, which the ``test`` extra installs, or a
+CUDA toolkit (``ADCUDA_CUOBJDUMP`` / ``ADCUDA_NVDISASM`` name others). For every kernel and every
+architecture in the binary:
 
 - a kernel matched by a row of the table must not touch local memory (no STL/LDL: neither spilled
   registers nor a local array), must have at least the row's tensor-core instructions (HMMA, or
@@ -16,14 +17,15 @@ kernel and every architecture in the binary:
 Machine code cannot tell a spilled register from a local array (both are STL/LDL to the stack frame,
 and some kernels index small arrays at run time by design), so spills in the other kernels are caught
 where they are known exactly: ptxas reports every spilling kernel (-warn-spills) and CI's build makes
-that an error (ADCUDA_SPILLS_ARE_ERRORS=ON). ``--report`` lists the kernels with local-memory
-instructions all the same.
+that an error (ADCUDA_SPILLS_ARE_ERRORS=ON).
 
 The main loop is the innermost loop (a backward branch and the code it jumps over) holding the most
 tensor-core instructions, or, in a kernel without any, the most floating-point multiply-adds. Each row
 must match some kernel of the binary, so a renamed kernel cannot silently drop out of the check.
-``--report`` prints, per kernel and architecture: registers, static shared memory, local memory,
-tensor-core instructions in the main loop and in the whole kernel, and the main loop's length.
+Only the listed kernels are disassembled (seconds, where the whole module takes minutes); every
+kernel's resource usage is read. ``--report`` prints, per listed kernel and architecture: registers,
+static shared memory, stack, tensor-core instructions in the main loop and in the whole kernel, and
+the main loop's length; then the kernels that have a stack frame at all.
 Exit status: 0 when every check passes, 1 otherwise, 2 when the binary cannot be read.
 """
 import argparse
@@ -118,12 +120,13 @@ class Expectation:
     line: int
 
 
-def find_cuobjdump():
-    """cuobjdump: $ADCUDA_CUOBJDUMP, PATH, the nvidia-cuda-cuobjdump wheel, or a CUDA toolkit."""
-    named = os.environ.get("ADCUDA_CUOBJDUMP")
+def find_tool(tool):
+    """`tool` (cuobjdump, or nvdisasm, which cuobjdump -sass runs): $ADCUDA_<TOOL>, PATH, the
+    nvidia-cuda-<tool> wheel, or a CUDA toolkit."""
+    named = os.environ.get(f"ADCUDA_{tool.upper()}")
     if named:
         return named
-    found = shutil.which("cuobjdump")
+    found = shutil.which(tool)
     if found:
         return found
     try:
@@ -132,21 +135,30 @@ def find_cuobjdump():
     except ImportError:
         wheel_dirs = []
     for directory in wheel_dirs:
-        for relative in ("cu13/bin/cuobjdump", "cuda_cuobjdump/bin/cuobjdump"):
+        for relative in (f"cu13/bin/{tool}", f"cuda_{tool}/bin/{tool}"):
             candidate = Path(directory) / relative
             if candidate.is_file():
                 return str(candidate)
     for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
-        if home and (Path(home) / "bin" / "cuobjdump").is_file():
-            return str(Path(home) / "bin" / "cuobjdump")
-    raise SassError("cuobjdump not found: install the nvidia-cuda-cuobjdump wheel (pip install 'adcuda[test]'), "
-                    "put a CUDA toolkit's bin/ on PATH, or name it in ADCUDA_CUOBJDUMP")
+        if home and (Path(home) / "bin" / tool).is_file():
+            return str(Path(home) / "bin" / tool)
+    raise SassError(f"{tool} not found: install the nvidia-cuda-{tool} wheel (pip install 'adcuda[test]'), put a "
+                    f"CUDA toolkit's bin/ on PATH, or name it in ADCUDA_{tool.upper()}")
 
 
-def _run(cuobjdump, flag, binary):
-    proc = subprocess.run([cuobjdump, flag, str(binary)], capture_output=True, text=True)
+def find_cuobjdump():
+    return find_tool("cuobjdump")
+
+
+def _run(cuobjdump, arguments, binary):
+    # cuobjdump -sass runs nvdisasm, looked up on PATH only (not beside cuobjdump, where the wheels put it)
+    env = dict(os.environ)
+    if "-sass" in arguments:
+        env["PATH"] = os.pathsep.join([str(Path(find_tool("nvdisasm")).parent), env.get("PATH", "")])
+    proc = subprocess.run([cuobjdump, *arguments, str(binary)], capture_output=True, text=True, env=env)
     if proc.returncode != 0:
-        raise SassError(f"{cuobjdump} {flag} {binary} failed: {proc.stderr.strip() or proc.stdout.strip()}")
+        raise SassError(f"{cuobjdump} {' '.join(arguments)} {binary} failed: "
+                        f"{proc.stderr.strip() or proc.stdout.strip()}")
     return proc.stdout
 
 
@@ -172,8 +184,10 @@ def parse_sass(text):
     return kernels
 
 
-def parse_resource_usage(text, kernels):
-    """cuobjdump -res-usage output: REG / SHARED / LOCAL / STACK into the matching kernels."""
+def parse_resource_usage(text):
+    """cuobjdump -res-usage output -> {(arch, mangled name): Kernel} with REG / SHARED / LOCAL / STACK
+    (arch None for a .cubin, whose listing names no architecture)."""
+    kernels = {}
     arch = None
     name = None
     for line in text.splitlines():
@@ -184,16 +198,19 @@ def parse_resource_usage(text, kernels):
             name = stripped[len("Function "):-1].strip()
         elif name is not None and stripped.startswith("REG:"):
             values = dict(item.split(":", 1) for item in stripped.split() if ":" in item)
-            kernel = kernels.get((arch, name))
-            if kernel is None:  # a .cubin has no "arch =" line: one architecture only
-                matches = [k for (a, n), k in kernels.items() if n == name]
-                kernel = matches[0] if len(matches) == 1 else None
-            if kernel is not None:
-                kernel.registers = int(values["REG"])
-                kernel.shared = int(values["SHARED"])
-                kernel.local = int(values["LOCAL"])
-                kernel.stack = int(values["STACK"])
+            kernels[(arch, name)] = Kernel(name, arch, registers=int(values["REG"]), shared=int(values["SHARED"]),
+                                           local=int(values["LOCAL"]), stack=int(values["STACK"]))
             name = None
+    return kernels
+
+
+def attach_sass(kernels, sass):
+    """Give the kernels of a resource-usage listing their instructions from a -sass listing."""
+    for (arch, name), listed in sass.items():
+        kernel = kernels.get((arch, name)) or kernels.get((None, name))
+        if kernel is not None:
+            kernel.arch = arch
+            kernel.instructions = listed.instructions
 
 
 def demangle(kernels):
@@ -209,13 +226,17 @@ def demangle(kernels):
         kernel.demangled = table[kernel.name]
 
 
-def disassemble(binary, cuobjdump=None):
+def disassemble(binary, expectations, cuobjdump=None):
+    """Every kernel of `binary` with its resource usage; the ones a row of `expectations` matches also
+    with their instructions (disassembling only those keeps the check to seconds)."""
     cuobjdump = cuobjdump or find_cuobjdump()
-    kernels = parse_sass(_run(cuobjdump, "-sass", binary))
+    kernels = parse_resource_usage(_run(cuobjdump, ["-res-usage"], binary))
     if not kernels:
         raise SassError(f"{binary} holds no SASS (a build with PTX only, or no CUDA kernels): nothing to check")
-    parse_resource_usage(_run(cuobjdump, "-res-usage", binary), kernels)
     demangle(kernels)
+    wanted = sorted({k.name for k in kernels.values() if any(matches(row, k) for row in expectations)})
+    if wanted:
+        attach_sass(kernels, parse_sass(_run(cuobjdump, ["-sass", "-fun", ",".join(wanted)], binary)))
     return kernels
 
 
@@ -248,9 +269,9 @@ def check(kernels, expectations):
             failures.append(f"sass_expectations.txt:{row.line}: '{row.pattern}' matches no kernel of the binary")
         for kernel in matched:
             local = kernel.spill_instructions()
-            if local or kernel.local:
+            if local or kernel.local or kernel.stack:
                 failures.append(f"{kernel.arch} {kernel.demangled}: local memory (spills or a local array): "
-                                f"{kernel.local} bytes, {len(local)} LDL/STL instructions, e.g. "
+                                f"{kernel.stack} bytes of stack, {len(local)} LDL/STL instructions, e.g. "
                                 f"{local[0].text if local else '-'}")
             loop = kernel.main_loop()
             in_loop = loop.count(TENSOR_CORE_OPCODES) if loop else 0
@@ -270,19 +291,17 @@ def check(kernels, expectations):
 
 
 def report(kernels, expectations):
-    lines = [f"{'arch':6} {'regs':>4} {'shared':>6} {'local':>5} {'mma/loop':>8} {'mma':>5} {'loop':>5}  kernel"]
-    for kernel in sorted(kernels.values(), key=lambda k: (k.demangled or k.name, k.arch)):
-        if not any(matches(row, kernel) for row in expectations) and not kernel.count(TENSOR_CORE_OPCODES):
+    lines = [f"{'arch':6} {'regs':>4} {'shared':>6} {'stack':>5} {'mma/loop':>8} {'mma':>5} {'loop':>5}  kernel"]
+    for kernel in sorted(kernels.values(), key=lambda k: (k.demangled or k.name, k.arch or "")):
+        if not any(matches(row, kernel) for row in expectations):
             continue
         loop = kernel.main_loop()
-        lines.append(f"{kernel.arch:6} {kernel.registers if kernel.registers is not None else '?':>4} "
-                     f"{kernel.shared if kernel.shared is not None else '?':>6} "
-                     f"{kernel.local if kernel.local is not None else '?':>5} "
+        lines.append(f"{kernel.arch or '?':6} {kernel.registers:>4} {kernel.shared:>6} {kernel.stack:>5} "
                      f"{loop.count(TENSOR_CORE_OPCODES) if loop else 0:>8} {kernel.count(TENSOR_CORE_OPCODES):>5} "
                      f"{len(loop.instructions) if loop else 0:>5}  {kernel.demangled}")
-    with_local = sorted({k.demangled or k.name for k in kernels.values() if k.spill_instructions()})
-    lines.append(f"{len(kernels)} kernels; {len(with_local)} use local memory (STL/LDL: a local array, or spills, "
-                 "which ptxas -warn-spills reports at build time):")
+    with_local = sorted({k.demangled or k.name for k in kernels.values() if k.stack or k.local})
+    lines.append(f"{len(kernels)} kernels; {len(with_local)} have a stack frame (a local array, or spills, which "
+                 "ptxas -warn-spills reports at build time):")
     lines += [f"  {name[:160]}" for name in with_local]
     return "\n".join(lines)
 
@@ -299,14 +318,14 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("binary", nargs="?", help="the module or .cubin to read (default: the installed adcuda._C)")
     parser.add_argument("--table", default=str(DEFAULT_TABLE), help="the expectations table")
-    parser.add_argument("--report", action="store_true", help="print the figures of every tensor-core or listed kernel")
+    parser.add_argument("--report", action="store_true", help="print the figures of every listed kernel")
     args = parser.parse_args(argv)
+    expectations = load_table(args.table)
     try:
-        kernels = disassemble(args.binary or installed_module())
+        kernels = disassemble(args.binary or installed_module(), expectations)
     except SassError as error:
         print(f"sass_check: {error}", file=sys.stderr)
         return 2
-    expectations = load_table(args.table)
     if args.report:
         print(report(kernels, expectations))
     failures = check(kernels, expectations)

@@ -28,8 +28,8 @@ def test_installed_kernels_meet_the_expectations(sass):
     build = _native.build_info()
     if not build["cuda_compiled"] or build.get("cuda_emulated"):
         pytest.skip("no nvcc-compiled kernels in this build: nothing to disassemble")
-    kernels = sass.disassemble(sass.installed_module())
     expectations = sass.load_table(sass.DEFAULT_TABLE)
+    kernels = sass.disassemble(sass.installed_module(), expectations)
     failures = sass.check(kernels, expectations)
     assert not failures, "\n".join(failures) + "\n\n" + sass.report(kernels, expectations)
 
@@ -70,8 +70,8 @@ Resource usage:
 
 
 def kernels_of(sass):
-    kernels = sass.parse_sass(LISTING)
-    sass.parse_resource_usage(RESOURCES, kernels)
+    kernels = sass.parse_resource_usage(RESOURCES)  # a .cubin's: no architecture named
+    sass.attach_sass(kernels, sass.parse_sass(LISTING))
     for kernel in kernels.values():
         kernel.demangled = kernel.name.replace("_Z11", "").replace("_Z12", "").rstrip("v") + "()"
     return kernels
@@ -85,12 +85,12 @@ def table(sass, tmp_path, *rows):
 
 def test_listing_is_parsed(sass):
     kernels = kernels_of(sass)
-    tc = kernels[("sm_90", "_Z11tc_kernelv")]
-    assert tc.registers == 168 and tc.local == 0
+    tc = kernels[(None, "_Z11tc_kernelv")]
+    assert tc.arch == "sm_90" and tc.registers == 168 and tc.stack == 0
     loop = tc.main_loop()
     assert (loop.start, loop.end, len(loop.instructions), loop.count(sass.TENSOR_CORE_OPCODES)) == (0x10, 0x50, 5, 2)
-    simt = kernels[("sm_90", "_Z12simt_kernelv")]
-    assert simt.main_loop().count(sass.FMA_OPCODES) == 1 and simt.local == 8
+    simt = kernels[(None, "_Z12simt_kernelv")]
+    assert simt.main_loop().count(sass.FMA_OPCODES) == 1 and simt.stack == 8
 
 
 def test_every_rule_can_fail(sass, tmp_path):
@@ -98,8 +98,8 @@ def test_every_rule_can_fail(sass, tmp_path):
     assert sass.check(kernels, table(sass, tmp_path, "tc_kernel* | 2 | 5 | fits")) == []  # unlisted: not judged
     failures = sass.check(kernels, table(sass, tmp_path, "tc_kernel* | 2 | 5 | fits", "simt_kernel* | - | - | local"))
     assert len(failures) == 1
-    assert "simt_kernel(): local memory (spills or a local array): 8 bytes, 2 LDL/STL" in failures[0]
-    del kernels[("sm_90", "_Z12simt_kernelv")]
+    assert "simt_kernel(): local memory (spills or a local array): 8 bytes of stack, 2 LDL/STL" in failures[0]
+    del kernels[(None, "_Z12simt_kernelv")]
     assert sass.check(kernels, table(sass, tmp_path, "tc_kernel* | 2 | 5 | fits")) == []
     too_few = sass.check(kernels, table(sass, tmp_path, "tc_kernel* | 3 | - | more mma"))
     assert len(too_few) == 1 and "2 tensor-core instructions in the main loop, expected at least 3" in too_few[0]
@@ -111,10 +111,10 @@ def test_every_rule_can_fail(sass, tmp_path):
 
 def test_a_tensor_core_row_fails_without_hmma(sass, tmp_path):
     kernels = kernels_of(sass)
-    del kernels[("sm_90", "_Z11tc_kernelv")]
-    kernels[("sm_90", "_Z12simt_kernelv")].local = 0
-    kernels[("sm_90", "_Z12simt_kernelv")].instructions = [
-        i for i in kernels[("sm_90", "_Z12simt_kernelv")].instructions if i.opcode not in ("STL", "LDL")]
+    del kernels[(None, "_Z11tc_kernelv")]
+    simt = kernels[(None, "_Z12simt_kernelv")]
+    simt.local = simt.stack = 0
+    simt.instructions = [i for i in simt.instructions if i.opcode not in ("STL", "LDL")]
     failures = sass.check(kernels, table(sass, tmp_path, "simt_kernel* | 1 | - | needs tensor cores"))
     assert failures == ["sm_90 simt_kernel(): no tensor-core instruction (HMMA/HGMMA) at all"]
 
