@@ -179,7 +179,8 @@ CublasLtStatus cublaslt_load(const std::vector<std::string>& candidates) {
       lib.status.error.clear();
       return lib.status;
     }
-    reasons += (reasons.empty() ? "" : "; ") + candidate + ": " + why;
+    // dlerror names the file itself when it cannot open it
+    reasons += (reasons.empty() ? "" : "; ") + (why.rfind(candidate, 0) == 0 ? why : candidate + ": " + why);
   }
   lib.status.error = candidates.empty() ? "no candidate library to try" : reasons;
   return lib.status;

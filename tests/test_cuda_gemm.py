@@ -248,6 +248,8 @@ def test_gemm_path_names_the_tensor_core_kernel():
 # =============================================================================================
 # cuBLASLt (where it loads: the nvidia-cublas wheel or a CUDA toolkit on a GPU machine)
 def cublaslt_loaded():
+    if not adcuda.cuda.is_available():
+        return False  # the module's skip applies; the CUDA backend may not even import
     from adcuda.backends.cuda import gemm as cuda_gemm
     try:
         return cuda_gemm.gemm_selection().path == "cublaslt"
