@@ -9,6 +9,7 @@ import functools
 import re
 
 from .. import _native
+from ..device import device as device_type
 from ..errors import DeviceError
 from .fork import check_not_forked
 
@@ -148,7 +149,6 @@ def _device_index(device, op_name):
     if isinstance(device, int) and not isinstance(device, bool):
         index = device
     else:
-        from ..device import device as device_type
         try:
             parsed = device_type(device)
         except DeviceError as exc:

@@ -15,6 +15,10 @@ import signal
 import threading
 import warnings
 
+from ... import cuda
+from ... import random as adcuda_random
+from ...factories import randint
+from ...tensor import Tensor
 from . import _worker
 from .collate import default_collate, default_convert
 from .dataset import IterableDataset
@@ -36,7 +40,6 @@ class _InfiniteConstantSampler(Sampler):
 def _default_multiprocessing_context():
     """Fork (the platform default on Linux) is fast, but a forked child cannot use a CUDA context its
     parent created: spawn once the parent has initialised CUDA."""
-    from ... import cuda
     initialized = getattr(cuda, "is_initialized", None)
     if callable(initialized) and initialized():
         return multiprocessing.get_context("spawn")
@@ -167,16 +170,12 @@ class DataLoader:
 
 
 def _draw_base_seed(generator):
-    from ... import random as adcuda_random
-    from ...factories import randint
     return int(randint(0, 2**62, (), generator=generator or adcuda_random.default_generator).item())
 
 
 def _pin(data):
     """Copy tensors into page-locked memory where CUDA is usable; without it, warn once and go on."""
     global _pin_memory_warned
-    from ... import cuda
-    from ...tensor import Tensor
     if not cuda.is_available() or not hasattr(Tensor, "pin_memory"):
         if not _pin_memory_warned:
             _pin_memory_warned = True
@@ -211,7 +210,6 @@ def _pin_thread_loop(results, pinned, done):
 
 
 def _pin_nested(data):
-    from ...tensor import Tensor
     if isinstance(data, Tensor):
         return data.pin_memory()
     if isinstance(data, dict):
@@ -319,7 +317,6 @@ class _MultiProcessIter(_BaseIter):
 
     def _start_pin_thread(self):
         self._pin_thread = None
-        from ... import cuda
         if not (self._pin_memory and cuda.is_available()):
             return  # without CUDA, __next__ warns once and the batches stay pageable
         self._pinned_queue = queue.Queue()

@@ -4,6 +4,8 @@ import bisect
 import math
 import warnings
 
+from ...factories import randperm
+
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset", "ChainDataset",
            "random_split"]
 
@@ -135,7 +137,6 @@ def _lengths_from_fractions(fractions, total):
 def random_split(dataset, lengths, generator=None):
     """Split ``dataset`` into non-overlapping random ``Subset``s of the given lengths, or fractions
     that sum to 1. The permutation comes from ``generator`` (adcuda's default generator if None)."""
-    from ... import randperm
     lengths = list(lengths)
     total = len(dataset)
     if lengths and all(0 <= f <= 1 for f in lengths) and math.isclose(sum(lengths), 1) and sum(lengths) <= 1:
