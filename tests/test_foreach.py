@@ -236,7 +236,7 @@ def test_fused_step_errors():
     p, g = [adcuda.zeros(3)], [adcuda.zeros(4)]
     kw = dict(weight_decay=0.0, momentum=0.0, lr=0.1, dampening=0.0, nesterov=False, maximize=False,
               is_first_step=False)
-    with pytest.raises(ShapeError, match="_fused_sgd_: grads\\[0\\] has shape \\(4,\\) but self\\[0\\] has shape \\(3,\\)"):
+    with pytest.raises(ShapeError, match=r"_fused_sgd_: grads\[0\] has shape \(4,\) but self\[0\] has shape \(3,\)"):
         adcuda._fused_sgd_(p, g, [], **kw)
     with pytest.raises(DTypeError, match="_fused_sgd_: self\\[0\\] must be floating point, got adcuda.int64"):
         adcuda._fused_sgd_([adcuda.arange(3)], [adcuda.zeros(3)], [], **kw)
@@ -286,7 +286,8 @@ def test_unscale_into_wider_outputs_leaves_the_gradients(device):
 def test_unscale_errors():
     g = [adcuda.ones(2)]
     op = "_amp_foreach_non_finite_check_and_unscale_"
-    with pytest.raises(DTypeError, match=f"{op}: found_inf must be a one-element adcuda.float32 tensor, got one of dtype adcuda.float64"):
+    with pytest.raises(DTypeError, match=f"{op}: found_inf must be a one-element adcuda.float32 tensor, got one of "
+                                         "dtype adcuda.float64"):
         adcuda._amp_foreach_non_finite_check_and_unscale_(g, adcuda.zeros((), dtype=dt.float64), adcuda.tensor(1.0))
     with pytest.raises(DTypeError, match=f"{op}: inv_scale must be a one-element adcuda.float32 tensor"):
         adcuda._amp_foreach_non_finite_check_and_unscale_(g, adcuda.zeros(()), adcuda.ones(2))
@@ -326,5 +327,6 @@ def test_update_scale_matches_pytorch_without_bounds():
         adcuda._amp_update_scale_(scale, tracker, adcuda.tensor([float(flag)]), 2.0, 0.5, 3)
         torch._amp_update_scale_(t_scale, t_tracker, torch.tensor([float(flag)]), 2.0, 0.5, 3)
         assert (float(scale), int(tracker)) == (float(t_scale), int(t_tracker))
-    with pytest.raises(DTypeError, match="_amp_update_scale_: growth_tracker must be a one-element adcuda.int32 tensor"):
+    with pytest.raises(DTypeError, match="_amp_update_scale_: growth_tracker must be a one-element adcuda.int32 "
+                                         "tensor"):
         adcuda._amp_update_scale_(scale, adcuda.zeros(1), adcuda.zeros(1), 2.0, 0.5, 3)
