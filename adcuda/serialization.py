@@ -27,7 +27,8 @@ import zlib
 import numpy as np  # host-side byte layout of the file only; tensors come back through the factories
 
 from . import dtypes as dt
-from .device import as_device, device as Device
+from .device import as_device
+from .device import device as Device
 from .errors import AdcudaError, DeviceError
 from .factories import from_numpy
 from .nn.parameter import Parameter

@@ -4,7 +4,8 @@ Each iteration: ``scaler.scale(loss).backward()`` multiplies the loss (so the gr
 scale, which keeps small float16 gradients from underflowing; ``scaler.step(optimizer)`` unscales
 the gradients and checks them for inf/NaN in one multi-tensor op per device, then steps the
 optimizer unless something overflowed; ``scaler.update()`` backs the scale off after an overflow
-and grows it after ``growth_interval`` clean iterations. Both steps are PyTorch's fused ops (``adcuda._amp_foreach_non_finite_check_and_unscale_``, ``_amp_update_scale_``,
+and grows it after ``growth_interval`` clean iterations. Both steps are PyTorch's fused ops
+(``adcuda._amp_foreach_non_finite_check_and_unscale_``, ``_amp_update_scale_``, in
 adcuda/ops/foreach.py). The scale, growth tracker and found-inf flags stay on the device: the host
 reads a flag only in ``step()`` (to decide whether to step), and nothing else until ``get_scale()``.
 

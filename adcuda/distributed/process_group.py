@@ -3,7 +3,8 @@
 Rank and world size come from MPI (every rank is an MPI process, started by ``mpirun -n N`` or
 ``python -m adcuda.distributed.launch``). Collectives work in place on the tensor: the transport
 reads and writes its memory directly where it is contiguous and in a dtype the transport reduces;
-otherwise through a contiguous copy written back when the collective completes. Every collective returns a ``Work`` internally; ``async_op=True`` hands it to the caller.
+otherwise through a contiguous copy written back when the collective completes. Every collective
+returns a ``Work`` internally; ``async_op=True`` hands it to the caller.
 """
 import datetime
 import enum

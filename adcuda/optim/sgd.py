@@ -17,8 +17,8 @@ class SGD(Optimizer):
     ``adcuda.optim.optimizer``)."""
 
     def __init__(self, params: ParamsT, lr: float = 1e-3, momentum: float = 0, dampening: float = 0,
-                 weight_decay: float = 0, nesterov: bool = False, *, maximize: bool = False, foreach: bool | None = None,
-                 fused: bool | None = None, master_weights: bool = False) -> None:
+                 weight_decay: float = 0, nesterov: bool = False, *, maximize: bool = False,
+                 foreach: bool | None = None, fused: bool | None = None, master_weights: bool = False) -> None:
         defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
                         nesterov=nesterov, maximize=maximize, foreach=foreach, fused=fused,
                         master_weights=master_weights)

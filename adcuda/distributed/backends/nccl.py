@@ -17,8 +17,8 @@ import time
 from ... import cuda
 from ...errors import DeviceError
 from .. import environment
-from . import mpi
 from ..errors import DistributedError
+from . import mpi
 
 
 def _import_nccl():

@@ -24,8 +24,8 @@ import contextlib
 from ... import distributed as dist
 from ... import dtypes
 from ...autograd.grad_mode import is_grad_enabled, no_grad
-from ...distributed.errors import DistributedError
 from ...device import as_device
+from ...distributed.errors import DistributedError
 from ...errors import DeviceError, fmt_shape
 from ...factories import tensor as make_tensor
 from ...factories import zeros

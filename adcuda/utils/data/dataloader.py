@@ -78,7 +78,8 @@ class DataLoader:
         if num_workers > 0 and prefetch_factor is None:
             prefetch_factor = 2
         if prefetch_factor is not None and (not isinstance(prefetch_factor, numbers.Integral) or prefetch_factor < 1):
-            raise ValueError(f"DataLoader: prefetch_factor option should be a positive integer, got {prefetch_factor!r}")
+            raise ValueError("DataLoader: prefetch_factor option should be a positive integer, got "
+                             f"{prefetch_factor!r}")
         if persistent_workers and num_workers == 0:
             raise ValueError("DataLoader: persistent_workers option needs num_workers > 0")
         if multiprocessing_context is not None and num_workers == 0:
