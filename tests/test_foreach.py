@@ -291,7 +291,7 @@ def test_unscale_errors():
         adcuda._amp_foreach_non_finite_check_and_unscale_(g, adcuda.zeros((), dtype=dt.float64), adcuda.tensor(1.0))
     with pytest.raises(DTypeError, match=f"{op}: inv_scale must be a one-element adcuda.float32 tensor"):
         adcuda._amp_foreach_non_finite_check_and_unscale_(g, adcuda.zeros(()), adcuda.ones(2))
-    with pytest.raises(ShapeError, match=f"{op}: out\\[0\\] has shape \\(3,\\) but self\\[0\\] has shape \\(2,\\)"):
+    with pytest.raises(ShapeError, match=f"{op}: self\\[0\\] has shape \\(2,\\) but out\\[0\\] has shape \\(3,\\)"):
         adcuda._amp_foreach_non_finite_check_and_unscale_(g, adcuda.zeros(()), adcuda.tensor(1.0),
                                                           out=[adcuda.zeros(3)])
 

@@ -1,6 +1,7 @@
-"""Multi-tensor ops: one call reads and writes many tensors through one backend primitive (on a GPU,
-one kernel launch covers dozens of tensors), with PyTorch's names (``torch._foreach_*``,
-``torch._fused_*``, ``torch._amp_*``) where PyTorch has the op.
+"""Multi-tensor ops, with PyTorch's names (``torch._foreach_*``, ``torch._fused_*``, ``torch._amp_*``)
+where PyTorch has the op: one call updates many tensors. The fused ones (optimizer steps, loss
+scaling, the global norm) run one multi-tensor backend primitive (on a GPU, one kernel launch covers
+dozens of tensors); the elementwise ones call their primitive once per tensor.
 
 The library layer (optimizers, ``GradScaler``, gradient clipping, ``DistributedDataParallel``,
 ``zero_grad``) updates tensors only through these and the other public ops. Like every in-place op,
@@ -27,6 +28,7 @@ clipping run under ``adcuda.no_grad()``, as in PyTorch).
 | ``_foreach_increment_version_(tensors)`` (adcuda) | none | the version counters of memory written elsewhere |
 """
 import math
+from collections.abc import Sequence
 
 from .. import dtypes as dt
 from ..autograd.grad_mode import is_grad_enabled
@@ -35,16 +37,31 @@ from ..errors import AutogradError, DeviceError, DTypeError, ShapeError, fmt_sha
 from ..tensor import Tensor
 from ._core import broadcast_shapes, check_inplace_allowed, result_type, wrap
 
+Tensors = Sequence[Tensor]
+Number = bool | int | float
+
 __all__ = [
     "_foreach_add_", "_foreach_mul_", "_foreach_clamp_", "_foreach_zero_", "_foreach_copy_", "_foreach_version",
-    "_foreach_increment_version_",
-    "_global_norm", "_fused_sgd_", "_fused_adam_", "_fused_adamw_", "_amp_foreach_non_finite_check_and_unscale_",
-    "_amp_update_scale_",
+    "_foreach_increment_version_", "_global_norm", "_fused_sgd_", "_fused_adam_", "_fused_adamw_",
+    "_amp_foreach_non_finite_check_and_unscale_", "_amp_update_scale_",
 ]
 
 
 # ----------------------------------------------------------------------------------------------
 # what every op here checks
+# backend array dtype object -> adcuda dtype: the checks below ask every tensor of a call for its dtype,
+# and Tensor.dtype costs several times this lookup
+_DTYPE_OF_ARRAY_DTYPE = {}
+
+
+def _dtype(t):
+    key = t._data.dtype
+    d = _DTYPE_OF_ARRAY_DTYPE.get(key)
+    if d is None:
+        d = _DTYPE_OF_ARRAY_DTYPE[key] = t.dtype
+    return d
+
+
 def _tensor_list(op, name, tensors):
     tensors = list(tensors)
     for i, t in enumerate(tensors):
@@ -77,18 +94,32 @@ def _refuse_autograd(op, *lists):
                                     "record a graph; call it under adcuda.no_grad()")
 
 
-def _check_written(op, name, tensors, like=None, like_name="self", floating=False):
-    """What an in-place write needs: no element aliased by an expanded view; with ``like``, the shape
-    of the matching tensor of ``like``; with ``floating``, a floating point dtype (the fused kernels
-    update floating point state only)."""
-    for i, t in enumerate(tensors):
-        if not t.is_contiguous():
+def _check_writable(op, tensors):
+    """No element of a tensor written in place may alias another (an expanded view); only a view can."""
+    for t in tensors:
+        if t._base is not None and not t.is_contiguous():
             check_inplace_allowed(t, op)
-        if like is not None and t._data.shape != like[i]._data.shape:
-            raise ShapeError(f"{op}: {name}[{i}] has shape {fmt_shape(t.shape)} but {like_name}[{i}] has shape "
-                             f"{fmt_shape(like[i].shape)}")
-        if floating and not t.dtype.is_floating_point:
-            raise DTypeError(f"{op}: {name}[{i}] must be floating point, got {t.dtype}")
+
+
+def _check_shapes(op, like_name, like, named_lists):
+    """Each ``(name, tensors)`` of ``named_lists`` holds, at every index, a tensor of ``like``'s shape."""
+    for i, reference in enumerate(like):
+        shape = reference._data.shape
+        for name, tensors in named_lists:
+            if tensors[i]._data.shape != shape:
+                raise ShapeError(f"{op}: {name}[{i}] has shape {fmt_shape(tensors[i].shape)} but {like_name}[{i}] "
+                                 f"has shape {fmt_shape(shape)}")
+
+
+def _check_floating(op, name, tensors):
+    """Every tensor floating point (the fused kernels update floating point state only); asked once per
+    distinct array dtype."""
+    for key in {t._data.dtype for t in tensors}:
+        known = _DTYPE_OF_ARRAY_DTYPE.get(key)
+        if known is None or not known.is_floating_point:
+            for i, t in enumerate(tensors):
+                if not _dtype(t).is_floating_point:
+                    raise DTypeError(f"{op}: {name}[{i}] must be floating point, got {t.dtype}")
 
 
 def _same_length(op, first_name, first, **others):
@@ -104,10 +135,16 @@ def _bump(*lists):
                 t._version.value += 1
 
 
-def _check_result_dtype(op, t, result_dtype):
-    """An in-place result must fit the tensor it is written into (PyTorch's rule: no float into int)."""
-    if result_dtype.category > t.dtype.category:
-        raise DTypeError(f"{op}: result type {result_dtype} can't be cast to the desired output type {t.dtype}")
+def _category(operand):
+    return _dtype(operand).category if isinstance(operand, Tensor) else dt.scalar_category(operand)
+
+
+def _check_result_category(op, t, other, other_category):
+    """An in-place result must fit the tensor it is written into (PyTorch's rule: no float into int);
+    the result's category is the higher of the two operands' (type promotion never lowers it)."""
+    if other_category > _dtype(t).category:
+        raise DTypeError(f"{op}: result type {result_type(t, other)} can't be cast to the desired output type "
+                         f"{t.dtype}")
 
 
 def _check_broadcast(op, t, other):
@@ -136,15 +173,20 @@ def _foreach_binary_(op, primitive, tensors, other, alpha=1):
     operands = tensors + (others or []) + ([other] if isinstance(other, Tensor) else [])
     device = _one_device(op, operands)
     _refuse_autograd(op, operands)
-    _check_written(op, "self", tensors)
+    _check_writable(op, tensors)
     if device is None:
         return
     bk = device.backend
+    shared_category = _category(other) if others is None else None
     for i, t in enumerate(tensors):
         b = others[i] if others is not None else other
-        _check_result_dtype(op, t, result_type(t, b))
+        _check_result_category(op, t, b, _category(b) if others is not None else shared_category)
         if isinstance(b, Tensor):
-            _check_broadcast(op, t, b)
+            if others is not None:
+                _check_broadcast(op, t, b)
+            elif b._data.ndim > t._data.ndim:  # one element broadcasts to any shape with as many dims
+                raise ShapeError(f"{op}: output with shape {fmt_shape(t.shape)} doesn't match the broadcast shape "
+                                 f"{fmt_shape(broadcast_shapes(op, t.shape, b.shape))}")
             b = b._data if alpha == 1 else bk.binary("mul", b._data, alpha, t.dtype)
         elif alpha != 1:
             b = b * alpha
@@ -152,19 +194,19 @@ def _foreach_binary_(op, primitive, tensors, other, alpha=1):
     _bump(tensors)
 
 
-def _foreach_add_(self, other, *, alpha=1):
+def _foreach_add_(self: Tensors, other: Number | Tensor | Tensors, *, alpha: Number = 1) -> None:
     """``self[i] += alpha * other[i]`` for a list ``other``, ``self[i] += alpha * other`` for a number or
     a one-element tensor; in place, each result in ``self[i]``'s dtype."""
     _foreach_binary_("_foreach_add_", "add", self, other, alpha)
 
 
-def _foreach_mul_(self, other):
+def _foreach_mul_(self: Tensors, other: Number | Tensor | Tensors) -> None:
     """``self[i] *= other[i]`` for a list ``other``, ``self[i] *= other`` for a number or a one-element
     tensor (which stays on the device: no host read); in place, computed as the ``mul`` op computes."""
     _foreach_binary_("_foreach_mul_", "mul", self, other)
 
 
-def _foreach_clamp_(self, min=None, max=None):  # noqa: A002 (PyTorch's keyword names)
+def _foreach_clamp_(self: Tensors, min: Number | None = None, max: Number | None = None) -> None:
     """``self[i].clamp_(min, max)`` for every tensor, in one call (adcuda's; PyTorch spells it as
     ``_foreach_clamp_min_`` followed by ``_foreach_clamp_max_``, two passes over the memory)."""
     op = "_foreach_clamp_"
@@ -173,7 +215,7 @@ def _foreach_clamp_(self, min=None, max=None):  # noqa: A002 (PyTorch's keyword 
         raise ValueError(f"{op}: at least one of min and max must be given")
     device = _one_device(op, tensors)
     _refuse_autograd(op, tensors)
-    _check_written(op, "self", tensors)
+    _check_writable(op, tensors)
     if device is None:
         return
     bk = device.backend
@@ -182,18 +224,18 @@ def _foreach_clamp_(self, min=None, max=None):  # noqa: A002 (PyTorch's keyword 
     _bump(tensors)
 
 
-def _foreach_zero_(self):
+def _foreach_zero_(self: Tensors) -> None:
     """``self[i].zero_()`` for every tensor."""
     op = "_foreach_zero_"
     tensors = _tensor_list(op, "self", self)
     _refuse_autograd(op, tensors)
-    _check_written(op, "self", tensors)
+    _check_writable(op, tensors)
     for t in tensors:
         t._backend.copy_(t._data, 0)
     _bump(tensors)
 
 
-def _foreach_copy_(self, src, non_blocking=False):
+def _foreach_copy_(self: Tensors, src: Tensors, non_blocking: bool = False) -> None:
     """``self[i].copy_(src[i])`` for every pair: ``src[i]`` broadcast to ``self[i]``'s shape and cast to
     its dtype (moved to its device first if it lives elsewhere)."""
     op = "_foreach_copy_"
@@ -201,7 +243,7 @@ def _foreach_copy_(self, src, non_blocking=False):
     sources = _tensor_list(op, "src", src)
     _same_length(op, "self", tensors, src=sources)
     _refuse_autograd(op, tensors, sources)
-    _check_written(op, "self", tensors)
+    _check_writable(op, tensors)
     for t, s in zip(tensors, sources):
         if s._device != t._device:
             s = s.to(t._device, non_blocking=non_blocking)
@@ -209,21 +251,24 @@ def _foreach_copy_(self, src, non_blocking=False):
         data = s._data
         if data.shape != t._data.shape:
             try:
-                data = bk.expand(data, t._data.shape)
-            except ValueError:
+                fits = broadcast_shapes(op, t.shape, s.shape) == tuple(t.shape)
+            except ShapeError:
+                fits = False
+            if not fits:
                 raise ShapeError(f"{op}: src of shape {fmt_shape(s.shape)} cannot be broadcast to "
-                                 f"{fmt_shape(t.shape)}") from None
+                                 f"{fmt_shape(t.shape)}")
+            data = bk.expand(data, t._data.shape)
         bk.copy_(t._data, data)
     _bump(tensors)
 
 
-def _foreach_version(tensors):
+def _foreach_version(tensors: Tensors) -> list[int]:
     """How many in-place writes each tensor (with its views) has had: PyTorch's ``Tensor._version``,
     read for many tensors at once (optimizers use it to notice writes from elsewhere)."""
     return [t._version.value for t in _tensor_list("_foreach_version", "tensors", tensors)]
 
 
-def _foreach_increment_version_(tensors):
+def _foreach_increment_version_(tensors: Tensors) -> None:
     """Record that something other than an adcuda op wrote these tensors' memory in place (a
     collective's transport, a kernel of another library reached through DLPack): PyTorch's
     ``torch.autograd.graph.increment_version`` for many tensors. A value saved for backward before
@@ -233,7 +278,7 @@ def _foreach_increment_version_(tensors):
 
 # ----------------------------------------------------------------------------------------------
 # norms
-def _global_norm(tensors, norm_type=2.0):
+def _global_norm(tensors: Tensors, norm_type: float = 2.0) -> Tensor:
     """The ``norm_type``-norm (> 0, or inf) of all elements of ``tensors`` taken together, as one 0-d
     tensor on their device: float32, accumulated in float32 (float64 if any tensor is float64); a NaN
     anywhere gives NaN, an inf (and no NaN) inf. One multi-tensor reduction, no host read. An empty
@@ -245,26 +290,13 @@ def _global_norm(tensors, norm_type=2.0):
     norm_type = float(norm_type)
     if not norm_type > 0:
         raise ValueError(f"{op}: norm_type must be positive or inf, got {norm_type}")
-    for i, t in enumerate(tensors):
-        if not t.dtype.is_floating_point:
-            raise DTypeError(f"{op}: tensors[{i}] must be floating point, got {t.dtype}")
+    _check_floating(op, "tensors", tensors)
     device = device or CPU
     return wrap(device.backend.global_norm([t._data for t in tensors], norm_type), device)
 
 
 # ----------------------------------------------------------------------------------------------
 # optimizer steps
-def _check_read(op, name, tensors, like, like_name="self"):
-    """Tensors a fused op only reads (gradients): the shape of the matching tensor of ``like``, and
-    floating point."""
-    for i, t in enumerate(tensors):
-        if t._data.shape != like[i]._data.shape:
-            raise ShapeError(f"{op}: {name}[{i}] has shape {fmt_shape(t.shape)} but {like_name}[{i}] has shape "
-                             f"{fmt_shape(like[i].shape)}")
-        if not t.dtype.is_floating_point:
-            raise DTypeError(f"{op}: {name}[{i}] must be floating point, got {t.dtype}")
-
-
 def _optional_list(op, name, tensors, params):
     """A per-parameter list that may be absent (None or empty): None, or one tensor per parameter."""
     if not tensors:
@@ -277,18 +309,18 @@ def _optional_list(op, name, tensors, params):
 def _step_operands(op, params, grads, state, masters):
     """Check one fused step's operands: ``state`` maps a name to the per-parameter state tensors the
     step writes (or None). Returns the device (None when there is nothing to step)."""
-    params = _tensor_list(op, "self", params)
     _same_length(op, "self", params, grads=grads)
-    written = [params] + [s for s in state.values() if s is not None] + ([masters] if masters else [])
+    named_state = [(name, tensors) for name, tensors in state.items() if tensors is not None]
+    if masters:
+        named_state.append(("master_params", masters))
+    written = [params] + [tensors for _, tensors in named_state]
     device = _one_device(op, [t for tensors in written for t in tensors] + grads)
     _refuse_autograd(op, grads, *written)
-    _check_written(op, "self", params, floating=True)
-    _check_read(op, "grads", grads, params)
-    for name, tensors in state.items():
-        if tensors is not None:
-            _check_written(op, name, tensors, like=params, floating=True)
-    if masters:
-        _check_written(op, "master_params", masters, like=params, floating=True)
+    for tensors in written:
+        _check_writable(op, tensors)
+    _check_shapes(op, "self", params, [("grads", grads)] + named_state)
+    for name, tensors in [("self", params), ("grads", grads)] + named_state:
+        _check_floating(op, name, tensors)
     return device
 
 
@@ -300,8 +332,9 @@ def _arrays(tensors):
     return None if tensors is None else [t._data for t in tensors]
 
 
-def _fused_sgd_(self, grads, momentum_buffer_list, *, weight_decay, momentum, lr, dampening, nesterov, maximize,
-                is_first_step, master_params=None):
+def _fused_sgd_(self: Tensors, grads: Tensors, momentum_buffer_list: Tensors | None, *, weight_decay: float,
+                momentum: float, lr: float, dampening: float, nesterov: bool, maximize: bool, is_first_step: bool,
+                master_params: Tensors | None = None) -> None:
     """PyTorch's SGD step for many parameters in one call (``self``: the parameters). With
     ``momentum != 0``, ``momentum_buffer_list`` holds one buffer per parameter (empty otherwise); on
     ``is_first_step`` each buffer is set to its gradient instead of being decayed. ``maximize``
@@ -357,8 +390,10 @@ def _fused_adam_common(op, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs
     _bump(params, exp_avgs, exp_avg_sqs, maxes, masters)
 
 
-def _fused_adam_(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, *, lr, beta1, beta2,
-                 weight_decay, eps, amsgrad, maximize, master_params=None):
+def _fused_adam_(self: Tensors, grads: Tensors, exp_avgs: Tensors, exp_avg_sqs: Tensors,
+                 max_exp_avg_sqs: Tensors | None, state_steps: Tensors, *, lr: float, beta1: float, beta2: float,
+                 weight_decay: float, eps: float, amsgrad: bool, maximize: bool,
+                 master_params: Tensors | None = None) -> None:
     """PyTorch's Adam step (L2 weight decay added to the gradient) for many parameters in one call.
     ``state_steps`` are one-element tensors holding each parameter's 1-based step count, already
     incremented by the caller (``_foreach_add_(state_steps, 1)``), as in PyTorch; ``max_exp_avg_sqs``
@@ -368,8 +403,10 @@ def _fused_adam_(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_step
                        beta2, weight_decay, eps, amsgrad, maximize, master_params, decoupled=False)
 
 
-def _fused_adamw_(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, *, lr, beta1, beta2,
-                  weight_decay, eps, amsgrad, maximize, master_params=None):
+def _fused_adamw_(self: Tensors, grads: Tensors, exp_avgs: Tensors, exp_avg_sqs: Tensors,
+                  max_exp_avg_sqs: Tensors | None, state_steps: Tensors, *, lr: float, beta1: float, beta2: float,
+                  weight_decay: float, eps: float, amsgrad: bool, maximize: bool,
+                  master_params: Tensors | None = None) -> None:
     """``_fused_adam_`` with decoupled weight decay (AdamW: the weights decay by ``lr * weight_decay``)."""
     _fused_adam_common("_fused_adamw_", self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1,
                        beta2, weight_decay, eps, amsgrad, maximize, master_params, decoupled=True)
@@ -387,7 +424,8 @@ def _check_flag(op, name, t, device, dtype):
         raise DeviceError(f"{op}: {name} is on {t._device} but the tensors are on {device}")
 
 
-def _amp_foreach_non_finite_check_and_unscale_(self, found_inf, inv_scale, *, out=None):
+def _amp_foreach_non_finite_check_and_unscale_(self: Tensors, found_inf: Tensor, inv_scale: Tensor, *,
+                                               out: Tensors | None = None) -> None:
     """PyTorch's: multiply every tensor of ``self`` (gradients) by ``inv_scale`` in place, and set
     ``found_inf`` to 1.0 if any of them holds an inf or a NaN (it is never reset to 0 here).
     ``found_inf`` and ``inv_scale`` are one-element float32 tensors on the gradients' device, so
@@ -402,8 +440,11 @@ def _amp_foreach_non_finite_check_and_unscale_(self, found_inf, inv_scale, *, ou
     _check_flag(op, "found_inf", found_inf, device, dt.float32)
     _check_flag(op, "inv_scale", inv_scale, device, dt.float32)
     _refuse_autograd(op, grads, outs, (found_inf, inv_scale))
-    _check_written(op, "self" if out is None else "out", outs, like=grads, floating=True)
-    _check_read(op, "self", grads, outs, "out")
+    _check_writable(op, outs)
+    _check_floating(op, "self", grads)
+    if out is not None:
+        _check_shapes(op, "out", outs, [("self", grads)])
+        _check_floating(op, "out", outs)
     if device is None:
         return
     bk = device.backend
@@ -412,8 +453,9 @@ def _amp_foreach_non_finite_check_and_unscale_(self, found_inf, inv_scale, *, ou
     _bump(outs, (found_inf,))
 
 
-def _amp_update_scale_(self, growth_tracker, found_inf, scale_growth_factor, scale_backoff_factor, growth_interval,
-                       *, min_scale=0.0, max_scale=math.inf):
+def _amp_update_scale_(self: Tensor, growth_tracker: Tensor, found_inf: Tensor, scale_growth_factor: float,
+                       scale_backoff_factor: float, growth_interval: int, *, min_scale: float = 0.0,
+                       max_scale: float = math.inf) -> Tensor:
     """PyTorch's dynamic loss-scale update, in place on ``self`` (the one-element float32 scale) and
     ``growth_tracker`` (one-element int32): when ``found_inf`` (one-element float32) is nonzero the
     scale backs off and the tracker restarts, after ``growth_interval`` clean calls in a row the scale
