@@ -63,7 +63,10 @@ def clip_grads_with_norm_(parameters: TensorsT, max_norm: float, total_norm: Ten
                           foreach: bool | None = None) -> None:
     """Scale the gradients of ``parameters`` by ``min(1, max_norm / (total_norm + 1e-6))``, in place,
     with the coefficient left on the device."""
-    grads = _grads(parameters)
+    _scale(_grads(parameters), max_norm, total_norm)
+
+
+def _scale(grads, max_norm, total_norm):
     if not grads:
         return
     with no_grad():
@@ -77,9 +80,9 @@ def clip_grad_norm_(parameters: TensorsT, max_norm: float, norm_type: float | st
     """Scale the gradients of ``parameters`` so that their joint ``norm_type``-norm is at most
     ``max_norm``; returns the norm before clipping (a 0-d tensor). ``foreach`` is accepted for
     PyTorch compatibility: the norm is always one multi-tensor reduction per device."""
-    parameters = [parameters] if isinstance(parameters, Tensor) else list(parameters)
-    total = get_total_norm(_grads(parameters), norm_type, error_if_nonfinite)
-    clip_grads_with_norm_(parameters, max_norm, total)
+    grads = _grads(parameters)
+    total = get_total_norm(grads, norm_type, error_if_nonfinite)
+    _scale(grads, max_norm, total)
     return total
 
 

@@ -14,14 +14,17 @@ import queue
 import signal
 import threading
 import warnings
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from ... import cuda
 from ... import random as adcuda_random
 from ...factories import randint
+from ...random import Generator
 from ...tensor import Tensor
 from . import _worker
 from .collate import default_collate, default_convert
-from .dataset import IterableDataset
+from .dataset import Dataset, IterableDataset
 from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
 
 __all__ = ["DataLoader"]
@@ -64,10 +67,13 @@ def _as_multiprocessing_context(context):
 class DataLoader:
     """Iterate over ``dataset`` in batches, with PyTorch's arguments and semantics."""
 
-    def __init__(self, dataset, batch_size=1, shuffle=False, sampler=None, batch_sampler=None, num_workers=0,
-                 collate_fn=None, pin_memory=False, drop_last=False, timeout=0, worker_init_fn=None,
-                 multiprocessing_context=None, generator=None, *, prefetch_factor=None,
-                 persistent_workers=False):
+    def __init__(self, dataset: Dataset | IterableDataset, batch_size: int | None = 1, shuffle: bool | None = False,
+                 sampler: Sampler | Iterable | None = None, batch_sampler: Sampler | Iterable | None = None,
+                 num_workers: int = 0, collate_fn: Callable[[list], Any] | None = None, pin_memory: bool = False,
+                 drop_last: bool = False, timeout: float = 0, worker_init_fn: Callable[[int], None] | None = None,
+                 multiprocessing_context: str | multiprocessing.context.BaseContext | None = None,
+                 generator: Generator | None = None, *, prefetch_factor: int | None = None,
+                 persistent_workers: bool = False) -> None:
         if not isinstance(num_workers, numbers.Integral) or isinstance(num_workers, bool) or num_workers < 0:
             raise ValueError(f"DataLoader: num_workers option should be a non-negative integer, got {num_workers!r}")
         if timeout < 0:
@@ -147,7 +153,7 @@ class DataLoader:
     def _index_sampler(self):
         return self.batch_sampler if self._auto_collation else self.sampler
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         if self.num_workers == 0:
             return _SingleProcessIter(self)
         if not self.persistent_workers:
@@ -159,7 +165,7 @@ class DataLoader:
             self._iterator._reset(self)
         return self._iterator
 
-    def __len__(self):
+    def __len__(self) -> int:
         if self._is_iterable:
             length = len(self.dataset)
             if self.batch_size is not None:
