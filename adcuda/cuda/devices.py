@@ -232,4 +232,5 @@ class device:
 
 def mem_get_info(device=None):
     """``(free, total)`` bytes of device memory, as the driver reports them (all processes together)."""
-    return tuple(_native._C.memory_info(_device_index(device, "mem_get_info")))
+    index = _device_index(device, "mem_get_info")  # first: a host-only _C has no memory_info to look up
+    return tuple(_native._C.memory_info(index))
