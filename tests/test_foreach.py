@@ -330,3 +330,23 @@ def test_update_scale_matches_pytorch_without_bounds():
     with pytest.raises(DTypeError, match="_amp_update_scale_: growth_tracker must be a one-element adcuda.int32 "
                                          "tensor"):
         adcuda._amp_update_scale_(scale, adcuda.zeros(1), adcuda.zeros(1), 2.0, 0.5, 3)
+
+
+# ---------------------------------------------------------------------------------------------
+# the alias nn.Parameter is built on
+def test_make_subclass_aliases_memory_and_history():
+    from adcuda.ops.foreach import _make_subclass
+
+    class Tagged(adcuda.nn.Parameter):  # a subclass with a __dict__ of its own, as users write them
+        pass
+
+    data = adcuda.zeros(3)
+    alias = _make_subclass(Tagged, data, require_grad=True)
+    alias.tag = "kept"
+    assert type(alias) is Tagged and alias.tag == "kept" and alias.requires_grad and alias.is_leaf
+    with adcuda.no_grad():
+        data.add_(1.0)
+    assert alias.tolist() == [1.0, 1.0, 1.0]
+    assert versions([alias]) == versions([data]) == [1]
+    with pytest.raises(TypeError, match="_make_subclass: cls must be a subclass of Tensor"):
+        _make_subclass(dict, data)

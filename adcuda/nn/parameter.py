@@ -6,6 +6,7 @@ and ``isinstance(p, Parameter)`` hold) whose ``__class__`` reports ``Tensor``, w
 treating it as the tensor it is. Ops on a parameter build plain ``Tensor`` results, as in PyTorch.
 """
 from ..factories import empty, tensor
+from ..ops.foreach import _make_subclass
 from ..tensor import Tensor
 
 
@@ -17,13 +18,7 @@ class Parameter(Tensor):
             data = empty(0)
         if not isinstance(data, Tensor):
             raise TypeError(f"Parameter: data must be a Tensor, got {type(data).__name__}")
-        # an alias of ``data`` (its memory and its version counter, so it shares in-place history)
-        # outside any graph, re-typed: Parameter adds no storage of its own (``__slots__ = ()``)
-        param = data.detach()
-        param.__class__ = cls
-        if requires_grad:
-            param.requires_grad_(True)
-        return param
+        return _make_subclass(cls, data, requires_grad)
 
     def __init__(self, data: Tensor | None = None, requires_grad: bool = True) -> None:
         pass  # everything happens in __new__; Tensor.__init__ would refuse

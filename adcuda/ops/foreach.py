@@ -26,6 +26,9 @@ clipping run under ``adcuda.no_grad()``, as in PyTorch).
 | ``_amp_update_scale_(...)`` | ``update_scale_`` | scale, growth tracker |
 | ``_foreach_version(tensors)`` (adcuda) | none | nothing: each tensor's in-place write count |
 | ``_foreach_increment_version_(tensors)`` (adcuda) | none | the version counters of memory written elsewhere |
+
+Beside them, ``_make_subclass`` (PyTorch's ``Tensor._make_subclass``, not exported as ``adcuda.*``) makes
+the alias ``nn.Parameter`` is built on.
 """
 import math
 from collections.abc import Sequence
@@ -274,6 +277,21 @@ def _foreach_increment_version_(tensors: Tensors) -> None:
     ``torch.autograd.graph.increment_version`` for many tensors. A value saved for backward before
     the write then fails backward's version check, as after any in-place op."""
     _bump(_tensor_list("_foreach_increment_version_", "tensors", tensors))
+
+
+def _make_subclass(cls: type, data: Tensor, require_grad: bool = False) -> Tensor:
+    """A ``cls`` instance (a subclass of Tensor) sharing ``data``'s memory and version counter (so its
+    in-place history), outside any graph: PyTorch's ``Tensor._make_subclass``, as ``nn.Parameter``
+    uses it."""
+    if not (isinstance(cls, type) and issubclass(cls, Tensor)):
+        raise TypeError(f"_make_subclass: cls must be a subclass of Tensor, got {cls!r}")
+    if not isinstance(data, Tensor):
+        raise TypeError(f"_make_subclass: data must be a Tensor, got {type(data).__name__}")
+    alias = cls._make(data._data, data._device)
+    alias._version = data._version
+    if require_grad:
+        alias.requires_grad_(True)
+    return alias
 
 
 # ----------------------------------------------------------------------------------------------
