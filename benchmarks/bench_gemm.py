@@ -140,13 +140,13 @@ def measure(cases, bursts):
         a, b = adcuda_operand(a_host, dtype, a_t), adcuda_operand(b_host, dtype, b_t)
         for name, mode in paths:
             use_path(mode)
-            results[name][case] = adcuda_timer(lambda: a @ b, bursts, per_burst)
+            results[name][case] = adcuda_timer(lambda a=a, b=b: a @ b, bursts, per_burst)
         del a, b
         if torch is not None:
             ta = torch.from_numpy(a_host.T.copy() if a_t else a_host).cuda().to(getattr(torch, dtype))
             tb = torch.from_numpy(b_host.T.copy() if b_t else b_host).cuda().to(getattr(torch, dtype))
             ta, tb = (ta.t() if a_t else ta), (tb.t() if b_t else tb)
-            results["torch"][case] = torch_timer(torch, lambda: ta @ tb, bursts, per_burst)
+            results["torch"][case] = torch_timer(torch, lambda ta=ta, tb=tb: ta @ tb, bursts, per_burst)
             del ta, tb
     use_path("auto")
     return results, flops

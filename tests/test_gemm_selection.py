@@ -67,7 +67,8 @@ def test_handwritten_never_loads_cublaslt():
 
 def test_forced_cublaslt_without_the_library_is_an_error():
     load, _ = loader(MISSING)
-    with pytest.raises(DeviceError, match=r"ADCUDA_GEMM=cublaslt, but cuBLASLt could not be loaded: .*adcuda\[cublas\]"):
+    with pytest.raises(DeviceError,
+                       match=r"ADCUDA_GEMM=cublaslt, but cuBLASLt could not be loaded: .*adcuda\[cublas\]"):
         cuda_gemm.select_gemm_path("cublaslt", False, load, ["a"])
 
 
