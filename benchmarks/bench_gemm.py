@@ -16,7 +16,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import cuda_event_seconds, print_table  # noqa: E402
+from _harness import cuda_event_seconds, emulated_reference_run, is_emulated, print_table  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -140,6 +140,8 @@ def main():
     adcuda.init_cuda_context()
     from adcuda.backends import cuda_gemm
     print(f"{adcuda.cuda.get_device_name()}: {cuda_gemm.gemm_path()}")
+    if is_emulated():
+        return emulated_reference_run("gemm", args.json, [check_against_numpy])
     check_against_numpy()
     sizes = (1024, 4096) if args.quick else (1024, 2048, 4096, 8192)
     results, flops = measure(sizes, bursts=3 if args.quick else 7)
