@@ -576,3 +576,51 @@ class TestContexts:
         os.close(read_end)
         assert len(answers) == 2 and all(a.startswith("BadForkError") for a in answers), answers
         assert not fork.in_bad_fork()
+
+
+# ------------------------------------------------------------------------------------------------
+# indices out of range found by kernels: raised at the next synchronising call, no host wait
+class TestDeviceSideErrors:
+    pytestmark = needs_cuda
+
+    def test_an_out_of_range_embedding_index_is_raised_at_the_next_sync_not_before(self):
+        bk = cuda_backend()
+        weight = bk.from_numpy(np.ones((7, 4), np.float32), adcuda.float32)
+        bad = bk.from_numpy(np.array([[0, 9], [3, 1]]), adcuda.int64)
+        C.cuda_spin(SPIN_CYCLES)
+        out = bk.embedding(weight, bad)  # no host wait: returns while the spin still runs
+        assert not adcuda.cuda.current_stream().query()
+        with pytest.raises(adcuda.cuda.DeviceIndexError, match="embedding: index 9 is out of range for "
+                                                              "num_embeddings=7") as caught:
+            bk.to_numpy(out)
+        assert isinstance(caught.value, adcuda.IndexOutOfRangeError)
+        C.raise_device_errors()  # raised once: nothing pending now
+        good = bk.embedding(weight, bk.from_numpy(np.array([6, 0]), adcuda.int64))
+        assert bk.to_numpy(good).tolist() == [[1.0] * 4] * 2
+
+    def test_an_out_of_range_index_is_raised_by_every_synchronising_call(self, sync):
+        x = adcuda.arange(12.0, device="cuda").reshape(4, 3)
+        C.cuda_spin(SPIN_CYCLES // 4)
+        picked = x[adcuda.tensor([1, -5, 2], device="cuda")]  # -5 is outside [-4, 4)
+        assert not adcuda.cuda.current_stream().query(), "indexing waited for the device"
+        waits = {"synchronize": adcuda.cuda.synchronize, "stream": lambda: adcuda.cuda.current_stream().synchronize(),
+                 "event": lambda: adcuda.cuda.current_stream().record_event().synchronize(),
+                 "item": lambda: picked.sum().item()}
+        with pytest.raises(adcuda.cuda.DeviceIndexError, match="indexing: index -5 is out of bounds for dimension "
+                                                              "with size 4"):
+            waits[sync]()
+        assert x[adcuda.tensor([3], device="cuda")].tolist() == [[9.0, 10.0, 11.0]]
+
+    def test_scatters_skip_indices_out_of_range_and_raise_at_the_sync(self):
+        x = adcuda.zeros(4, 3, device="cuda")
+        bad = adcuda.tensor([1, 7, 2], device="cuda")
+        for scatter in (lambda: x.index_put_((bad,), adcuda.ones((), device="cuda"), accumulate=True),
+                        lambda: x.index_put_((bad,), adcuda.ones((), device="cuda"))):
+            scatter()
+            with pytest.raises(adcuda.cuda.DeviceIndexError, match="index 7 is out of bounds for dimension with size 4"):
+                adcuda.cuda.synchronize()
+            # rows 1 and 2 got their values, nothing else was written (no row 7, no stand-in row 0)
+            assert x.cpu().numpy().tolist() == [[0.0] * 3, [1.0] * 3, [1.0] * 3, [0.0] * 3]
+            x.zero_()
+        with pytest.raises(IndexError):
+            adcuda.zeros(0, 3, device="cuda")[adcuda.tensor([0], device="cuda")]  # no element to stand in: at once

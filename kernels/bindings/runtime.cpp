@@ -19,6 +19,7 @@
 #include "runtime/copy.h"
 #include "runtime/device.h"
 #include "runtime/device_array.h"
+#include "runtime/device_errors.h"
 #include "runtime/errors.h"
 #include "runtime/pinned_pool.h"
 #include "runtime/process.h"
@@ -110,7 +111,10 @@ class Event {
     ADCUDA_CHECK(status);
     return true;
   }
-  void synchronize() { ADCUDA_CHECK(cudaEventSynchronize(event_)); }
+  void synchronize() {
+    ADCUDA_CHECK(cudaEventSynchronize(event_));
+    adcuda::raise_device_errors();
+  }
   float elapsed_time(const Event& end) const {
     float milliseconds = 0.0f;
     ADCUDA_CHECK(cudaEventElapsedTime(&milliseconds, event_, end.event_));
@@ -204,6 +208,20 @@ std::string array_repr(const DeviceArray& a) {
 }  // namespace
 
 ADCUDA_REGISTER_BINDINGS(runtime, 0) {
+  // A kernel's report (device_errors.h) becomes adcuda.cuda.DeviceIndexError, an IndexOutOfRangeError.
+  py::register_exception_translator([](std::exception_ptr thrown) {
+    try {
+      if (thrown) std::rethrow_exception(thrown);
+    } catch (const adcuda::DeviceSideError& e) {
+      py::object type = py::reinterpret_borrow<py::object>(PyExc_IndexError);
+      try {
+        type = py::module_::import("adcuda.cuda.errors").attr("DeviceIndexError");
+      } catch (py::error_already_set&) {
+        // keep IndexError: the message still says what happened
+      }
+      PyErr_SetString(type.ptr(), e.what());
+    }
+  });
   py::enum_<ScalarType>(m, "ScalarType", "Element types of a DeviceArray (the names of adcuda's dtypes).")
       .value("bool", ScalarType::Bool)
       .value("int32", ScalarType::Int32)
@@ -323,8 +341,14 @@ ADCUDA_REGISTER_BINDINGS(runtime, 0) {
       "selection (0: none).");
   m.def("stream_query", &stream_query, py::arg("stream"), "Whether all work queued on the stream has finished.");
   m.def(
-      "stream_synchronize", [](std::uintptr_t stream) { ADCUDA_CHECK(cudaStreamSynchronize(stream_from(stream))); },
+      "stream_synchronize",
+      [](std::uintptr_t stream) {
+        ADCUDA_CHECK(cudaStreamSynchronize(stream_from(stream)));
+        adcuda::raise_device_errors();
+      },
       py::arg("stream"), release_gil());
+  m.def("raise_device_errors", &adcuda::raise_device_errors, release_gil(),
+        "Raise the error a kernel reported since the last synchronising call (device_errors.h), if any.");
   m.def(
       "stream_wait_stream",
       [](std::uintptr_t waiter, std::uintptr_t producer, int producer_device) {

@@ -2,6 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "runtime/device_errors.h"
 #include "runtime/errors.h"
 #include "runtime/process.h"
 #include "runtime/stream.h"
@@ -64,7 +65,10 @@ int current_device() {
 
 void set_device(int index) { ADCUDA_CHECK(cudaSetDevice(index)); }
 
-void synchronize() { ADCUDA_CHECK(cudaDeviceSynchronize()); }
+void synchronize() {
+  ADCUDA_CHECK(cudaDeviceSynchronize());
+  raise_device_errors();
+}
 
 void initialize_context(int index) {
   ensure_usable_after_fork("initialise CUDA");

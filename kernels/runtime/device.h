@@ -38,7 +38,7 @@ int driver_version();
 int runtime_version();
 int current_device();
 void set_device(int index);
-// Waits for all work on the current device.
+// Waits for all work on the current device; raises what kernels reported meanwhile (device_errors.h).
 void synchronize();
 // Makes `index` the thread's current device, creates its context and the thread's stream on it.
 void initialize_context(int index);
