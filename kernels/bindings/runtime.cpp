@@ -418,6 +418,18 @@ ADCUDA_REGISTER_BINDINGS(runtime, 0) {
       },
       py::arg("pointer"), "Whether CUDA knows the host address as page-locked (any library's pinned memory).");
 
+  m.def(
+      "cuda_visible_devices_without_initialising",
+      []() -> py::object {
+        const auto devices = adcuda::visible_devices_without_initialising();
+        if (!devices) return py::none();
+        py::list out;
+        for (const adcuda::DeviceSummary& d : *devices) out.append(py::make_tuple(d.name, d.major, d.minor));
+        return out;
+      },
+      "[(name, major, minor)] of the visible devices as cuda_device_count() learned them without initialising "
+      "CUDA (from NVML), or None when it had to initialise the CUDA runtime to count them.");
+
   // Context and process state.
   m.def("initialize_context", &adcuda::initialize_context, py::arg("device"), release_gil(),
         "Make `device` current, create its context and the calling thread's stream on it.");
