@@ -149,29 +149,39 @@ const void* host_data(const py::array& host, std::size_t expected_bytes, const c
   return host.data();
 }
 
+// PyTorch's memory_stats() keys: "<stat>.<all|small_pool|large_pool>.<current|peak|allocated|freed>" and
+// the num_* counters, then adcuda's own counters.
 py::dict allocator_stats_dict(int device) {
   const adcuda::AllocatorStats s = adcuda::allocator_stats(device);
   py::dict d;
-  d["allocated_bytes"] = s.allocated_bytes;
-  d["peak_allocated_bytes"] = s.peak_allocated_bytes;
-  d["requested_bytes"] = s.requested_bytes;
-  d["reserved_bytes"] = s.reserved_bytes;
-  d["peak_reserved_bytes"] = s.peak_reserved_bytes;
-  d["small_pool_allocated_bytes"] = s.small_pool_allocated_bytes;
-  d["small_pool_reserved_bytes"] = s.small_pool_reserved_bytes;
-  d["large_pool_allocated_bytes"] = s.large_pool_allocated_bytes;
-  d["large_pool_reserved_bytes"] = s.large_pool_reserved_bytes;
-  d["active_blocks"] = s.active_blocks;
-  d["cached_blocks"] = s.cached_blocks;
-  d["pending_blocks"] = s.pending_blocks;
-  d["allocations"] = s.allocations;
-  d["frees"] = s.frees;
+  const char* pools[] = {"all", "small_pool", "large_pool"};
+  auto add = [&](const char* name, const adcuda::Stat (&stat)[adcuda::kPoolKinds], bool history) {
+    for (int pool = 0; pool < adcuda::kPoolKinds; ++pool) {
+      const std::string prefix = std::string(name) + "." + pools[pool] + ".";
+      d[py::str(prefix + "current")] = stat[pool].current;
+      if (!history) continue;
+      d[py::str(prefix + "peak")] = stat[pool].peak;
+      d[py::str(prefix + "allocated")] = stat[pool].allocated;
+      d[py::str(prefix + "freed")] = stat[pool].freed;
+    }
+  };
+  add("allocated_bytes", s.allocated_bytes, true);
+  add("requested_bytes", s.requested_bytes, true);
+  add("reserved_bytes", s.reserved_bytes, true);
+  add("active", s.active, true);
+  add("active_bytes", s.active_bytes, true);
+  add("inactive_split", s.inactive_split, false);  // counted when asked: current values only
+  add("inactive_split_bytes", s.inactive_split_bytes, false);
+  add("segment", s.segment, true);
+  add("allocation", s.allocation, true);
+  d["num_alloc_retries"] = s.num_alloc_retries;
+  d["num_ooms"] = s.num_ooms;
+  d["num_device_alloc"] = s.num_device_alloc;
+  d["num_device_free"] = s.num_device_free;
   d["cache_hits"] = s.cache_hits;
   d["cross_stream_reuses"] = s.cross_stream_reuses;
-  d["cuda_mallocs"] = s.cuda_mallocs;
-  d["cuda_frees"] = s.cuda_frees;
-  d["alloc_retries"] = s.alloc_retries;
-  d["ooms"] = s.ooms;
+  d["pending_blocks"] = s.pending_blocks;
+  d["cached_blocks"] = s.cached_blocks;
   return d;
 }
 
@@ -374,7 +384,10 @@ ADCUDA_REGISTER_BINDINGS(runtime, 0) {
   m.def("memory_stats", &allocator_stats_dict, py::arg("device"));
   m.def("reset_peak_memory_stats", &adcuda::reset_peak_allocator_stats, py::arg("device"));
   m.def("empty_cache", &adcuda::empty_cache, release_gil());
-  m.def("allocation_size_class", &adcuda::allocation_size_class, py::arg("nbytes"));
+  m.def("device_block_size", &adcuda::device_block_size, py::arg("nbytes"),
+        "The bytes of the block the caching allocator hands out for a request of `nbytes`.");
+  m.def("allocation_size_class", &adcuda::allocation_size_class, py::arg("nbytes"),
+        "The size class of the pinned host pool for a request of `nbytes`.");
   m.def(
       "raw_malloc",
       [](std::size_t nbytes, int device) {
@@ -438,6 +451,35 @@ ADCUDA_REGISTER_BINDINGS(runtime, 0) {
   m.def("cuda_was_used", &adcuda::cuda_was_used,
         "Whether this process has initialised the CUDA driver with a device present (a child forked from now "
         "on cannot use CUDA).");
+  m.def(
+      "external_users",
+      [](const DeviceArray& a) {
+        py::list out;
+        for (const adcuda::StreamUse& use : a.storage()->external_users()) {
+          out.append(py::make_tuple(handle_value(use.stream), use.device));
+        }
+        return out;
+      },
+      py::arg("array"), "[(stream handle, device)] recorded as users of the array's memory by other libraries.");
+  m.def(
+      "record_external_use",
+      [](const DeviceArray& a, std::uintptr_t stream, int stream_device) {
+        a.storage()->add_external_user(stream_from(stream), stream_device < 0 ? a.device() : stream_device);
+      },
+      py::arg("array"), py::arg("stream"), py::arg("stream_device") = -1, release_gil(),
+      "Record `stream` (a handle; 1: the legacy default stream, 2: the per-thread default stream) as a user "
+      "of the array's memory: it waits for the earlier uses now, every later use waits for it, and the memory "
+      "is reused only after its queued work (PyTorch's record_stream).");
+  m.def(
+      "fill_bytes_untracked",
+      [](std::uintptr_t pointer, std::size_t nbytes, int value, std::uintptr_t stream) {
+        adcuda::fill_bytes_untracked(pointer, nbytes, value, stream);
+      },
+      py::arg("pointer"), py::arg("nbytes"), py::arg("value"), py::arg("stream"), release_gil(),
+      "Test support: cudaMemsetAsync on `stream`, unknown to the runtime (as another library's write).");
+  m.def("last_stream_during_and_after_launch", &adcuda::last_stream_during_and_after_launch, py::arg("array"),
+        py::arg("cycles"), release_gil(),
+        "Test support: the array's last stream inside a launch in progress over it, and after the launch.");
   m.def("cuda_spin", &adcuda::spin_current_stream, py::arg("cycles"), release_gil(),
         "Test support: keep the current stream busy for `cycles` GPU clock cycles.");
 }
