@@ -417,6 +417,20 @@ class TestStreams:
         with pytest.raises(ValueError, match="enable_timing"):
             marker.elapsed_time(waiting)
 
+    def test_a_wait_holds_for_the_record_it_saw_even_when_the_event_is_recorded_again(self):
+        # the runtime recycles its events at once after a stream waits on one (stream_wait_stream)
+        busy, idle, waiter = adcuda.cuda.Stream(), adcuda.cuda.Stream(), adcuda.cuda.Stream()
+        event = adcuda.cuda.Event()
+        with adcuda.cuda.stream(busy):
+            C.cuda_spin(SPIN_CYCLES)
+        event.record(busy)
+        waiter.wait_event(event)
+        event.record(idle)  # completes at once; the waiter still waits for the spin
+        marker = waiter.record_event()
+        assert not marker.query() and not busy.query()
+        marker.synchronize()
+        assert busy.query()
+
     def test_threads_running_side_by_side_match_a_sequential_run(self):
         bk = cuda_backend()
 
@@ -718,6 +732,7 @@ class TestDeviceSideErrors:
         good = bk.embedding(weight, bk.from_numpy(np.array([6, 0]), adcuda.int64))
         assert bk.to_numpy(good).tolist() == [[1.0] * 4] * 2
 
+    @pytest.mark.parametrize("sync", ["synchronize", "stream", "event", "item"])
     def test_an_out_of_range_index_is_raised_by_every_synchronising_call(self, sync):
         x = adcuda.arange(12.0, device="cuda").reshape(4, 3)
         C.cuda_spin(SPIN_CYCLES // 4)
