@@ -174,11 +174,11 @@ def reference_checks():
             raise SystemExit("bench_cuda_runtime: the copy bandwidth is not positive")
 
     def allocation():
-        before = adcuda.cuda.memory_stats()["allocations"]
+        before = adcuda.cuda.memory_stats()["allocation.all.allocated"]
         for nbytes in (1, 4 << 10, 1 << 20, (1 << 20) + 1):
             C.DeviceArray.empty((nbytes,), C.ScalarType.bool)
         C.raw_free(C.raw_malloc(4096, 0), 0)
-        if adcuda.cuda.memory_stats()["allocations"] - before != 4:
+        if adcuda.cuda.memory_stats()["allocation.all.allocated"] - before != 4:
             raise SystemExit("bench_cuda_runtime: the allocator did not count four allocations")
     return [host_copies, device_copy, allocation]
 

@@ -130,13 +130,16 @@ def kernel_families(checks):
                 and np.array_equal(x.grad.cpu().numpy() != 0, kept) and 0.6 < kept.mean() < 0.9)
     # optim (multi-tensor Adam/SGD, global norm)
     final = {}
+    data_host, target_host = normal(5, 33), rng.integers(0, 3, 5)
     for device in ("cpu", "cuda"):
         adcuda.manual_seed(5)
         model = adcuda.nn.Sequential(adcuda.nn.Linear(33, 7), adcuda.nn.GELU(), adcuda.nn.Linear(7, 3)).to(device)
-        opt = adcuda.optim.AdamW(model.parameters(), lr=1e-2)
+        # eps well above the smallest gradients: Adam would otherwise turn a last-bit difference in a
+        # near-zero gradient into a full step of either sign
+        opt = adcuda.optim.AdamW(model.parameters(), lr=1e-3, eps=1e-3)
         sgd = adcuda.optim.SGD(model.parameters(), lr=1e-2, momentum=0.9)
-        data = adcuda.tensor(normal(5, 33), device=device)
-        target = adcuda.tensor(rng.integers(0, 3, 5) * 0 + 1, device=device)
+        data = adcuda.tensor(data_host, device=device)
+        target = adcuda.tensor(target_host, device=device)
         for _ in range(2):
             for optimizer in (opt, sgd):
                 optimizer.zero_grad()
@@ -145,7 +148,7 @@ def kernel_families(checks):
                 optimizer.step()
         final[device] = [p.detach().cpu().numpy() for p in model.parameters()]
     for i, (g, c) in enumerate(zip(final["cuda"], final["cpu"])):
-        checks.close(f"AdamW+SGD+clip_grad_norm_ parameter {i}", g, c, 1e-3)
+        checks.close(f"AdamW+SGD+clip_grad_norm_ parameter {i}", g, c, 1e-4)
 
 
 def runtime_thread(seed, checks):
