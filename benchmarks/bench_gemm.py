@@ -138,8 +138,8 @@ def main():
         print(f"bench_gemm needs a GPU: {adcuda.cuda.unavailable_reason()}")
         return 0
     adcuda.init_cuda_context()
-    from adcuda.backends import cuda_gemm
-    print(f"{adcuda.cuda.get_device_name()}: {cuda_gemm.gemm_path()}")
+    from adcuda.backends.cuda import gemm
+    print(f"{adcuda.cuda.get_device_name()}: {gemm.gemm_path()}")
     if is_emulated():
         return emulated_reference_run("gemm", args.json, [check_against_numpy])
     check_against_numpy()
@@ -157,7 +157,7 @@ def main():
         print(line)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"suite": "gemm", "device": "cuda", "gemm_path": cuda_gemm.gemm_path(), "rows": rows,
+            json.dump({"suite": "gemm", "device": "cuda", "gemm_path": gemm.gemm_path(), "rows": rows,
                        "tflops": {who: {case: flops[case] / s / 1e12 for case, s in cases.items()}
                                   for who, cases in results.items()}}, f, indent=2)
     return 0

@@ -45,7 +45,7 @@ def _entry(k):
 
 
 def _items(key):
-    """A NumPy key as planner items (what cuda_index builds from device arrays)."""
+    """A NumPy key as planner items (what backends/cuda/index.py builds from device arrays)."""
     items = []
     for k in key if isinstance(key, tuple) else (key,):
         if k is None:
@@ -928,9 +928,8 @@ def test_index_random_keys_match_cpu(cb, dtype):
 @gpu
 @pytest.mark.parametrize("deterministic", [False, True])
 def test_index_put_accumulate_sums_duplicates(cb, dtype, deterministic):
-    from adcuda.backends import cuda_index
-    previous = cuda_index.deterministic_indexing()
-    cuda_index.set_deterministic_indexing(deterministic)
+    previous = cb.deterministic_indexing()
+    cb.set_deterministic_indexing(deterministic)
     try:
         base_np = sample((50, 7), dtype, 1, scale=1.0)
         rows = np.random.default_rng(3).integers(-50, 50, size=1000)
@@ -946,15 +945,14 @@ def test_index_put_accumulate_sums_duplicates(cb, dtype, deterministic):
             cb.index_put_(again, (cb.from_numpy(rows, dt.int64),), values, True)
             np.testing.assert_array_equal(to_host(cb, again), to_host(cb, base))
     finally:
-        cuda_index.set_deterministic_indexing(previous)
+        cb.set_deterministic_indexing(previous)
 
 
 @gpu
 @pytest.mark.parametrize("deterministic", [False, True])
 def test_index_put_last_duplicate_wins_when_deterministic(cb, deterministic):
-    from adcuda.backends import cuda_index
-    previous = cuda_index.deterministic_indexing()
-    cuda_index.set_deterministic_indexing(deterministic)
+    previous = cb.deterministic_indexing()
+    cb.set_deterministic_indexing(deterministic)
     try:
         base, base_host = held(cb, np.zeros(10), dt.float32)
         idx = np.array([1, 3, 1, 1, 9, 3])
@@ -965,7 +963,7 @@ def test_index_put_last_duplicate_wins_when_deterministic(cb, deterministic):
         if deterministic:
             np.testing.assert_array_equal(got, cpu.index_put_(base_host.copy(), (idx,), vals, False))
     finally:
-        cuda_index.set_deterministic_indexing(previous)
+        cb.set_deterministic_indexing(previous)
 
 
 @gpu
@@ -1004,9 +1002,8 @@ def test_index_errors(cb):
     with pytest.raises(ValueError, match="could not be broadcast"):
         cb.index_put_(a, (cb.from_numpy(np.array([0, 1]), dt.int64),), to_device(cb, np.zeros(4), dt.float32), False)
     np.testing.assert_array_equal(to_host(cb, a), 0)  # nothing was written by the refused calls
-    from adcuda.backends import cuda_index
-    previous = cuda_index.deterministic_indexing()
-    cuda_index.set_deterministic_indexing(True)
+    previous = cb.deterministic_indexing()
+    cb.set_deterministic_indexing(True)
     try:  # the sorted scatters skip an index out of range too
         for accumulate in (False, True):
             b = to_device(cb, np.zeros((4, 3)), dt.float32)
@@ -1015,7 +1012,7 @@ def test_index_errors(cb):
                 cb.to_numpy(b)
             np.testing.assert_array_equal(to_host(cb, b), [[0] * 3, [1 + accumulate] * 3, [0] * 3, [0] * 3])
     finally:
-        cuda_index.set_deterministic_indexing(previous)
+        cb.set_deterministic_indexing(previous)
 
 
 @pytest.mark.parametrize("dtype", (dt.float32, dt.float16, dt.bfloat16, dt.int64), ids=lambda d: d.name)
