@@ -91,7 +91,7 @@ finish() {
 declare -A share
 if [ -n "$emulated" ]; then
   share_base=1500
-  share=([build]=420 [info]=15 [bench]=40 [tests]=700 [memcheck]=55 [racecheck]=55 [synccheck]=55)
+  share=([build]=600 [info]=15 [bench]=30 [tests]=600 [memcheck]=45 [racecheck]=45 [synccheck]=45)
 else
   share_base=540
   share=([build]=170 [info]=10 [bench]=34 [tests]=130 [memcheck]=25 [racecheck]=20 [synccheck]=15)
@@ -258,17 +258,28 @@ for suite in "${suite_list[@]}"; do
 done
 
 # ---- tests -----------------------------------------------------------------------------------------
+# Tests that fill the device's memory (GPU_CHECK_SERIAL_TESTS, a -k expression: those whose names say
+# out_of_memory) run alone after the others, which run in parallel (pytest-xdist): beside other
+# workers on one GPU they would make each other run out of memory.
 limit=$(limit_for tests)
+tests_start=$SECONDS
+serial=${GPU_CHECK_SERIAL_TESTS:-out_of_memory}
 pytest_args=(-m cuda -q -rfEs -p no:cacheprovider -c "$repo/pyproject.toml" --rootdir "$repo")
+[[ "$plugins" == *timeout* ]] && pytest_args+=(--timeout 120)
+parallel=()
 workers=$(nproc)
 [ "$workers" -gt 8 ] && workers=8
-[[ "$plugins" == *xdist* ]] && [ "$workers" -gt 1 ] && pytest_args+=(-n "$workers")
-[[ "$plugins" == *timeout* ]] && pytest_args+=(--timeout 120)
+[[ "$plugins" == *xdist* ]] && [ "$workers" -gt 1 ] && parallel=(-n "$workers")
 for i in "${!test_args[@]}"; do
   case ${test_args[$i]} in tests*) test_args[$i]="$repo/${test_args[$i]}" ;; esac
 done
-timed "$limit" "$out/pytest.log" "$python" -P -m pytest "${pytest_args[@]}" "${test_args[@]}"
-verdict=$("$python" "$report" pytest-verdict --log "$out/pytest.log" --status "$status" 2>&1)
+timed "$limit" "$out/pytest.log" "$python" -P -m pytest "${pytest_args[@]}" "${parallel[@]}" -k "not ($serial)" \
+  "${test_args[@]}"
+parallel_status=$status
+timed "$((limit - (SECONDS - tests_start)))" "$out/pytest.log" "$python" -P -m pytest "${pytest_args[@]}" \
+  -k "$serial" "${test_args[@]}"
+took=$((SECONDS - tests_start))
+verdict=$("$python" "$report" pytest-verdict --log "$out/pytest.log" --status "$parallel_status" --status "$status" 2>&1)
 case "$verdict" in
   OK*) record "tests" OK "$took" "${verdict#OK }" ;;
   *) record "tests" FAILED "$took" "${verdict#FAILED }" ;;

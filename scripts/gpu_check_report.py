@@ -4,7 +4,7 @@ build, with whatever interpreter the check was given).
 
     gpu_check_report.py merge-bench --bench-json OUT/bench.json --suite NAME --script FILE --status N
                                     --seconds S --result SUITE.json --log bench.log
-    gpu_check_report.py pytest-verdict --log pytest.log --status N
+    gpu_check_report.py pytest-verdict --log pytest.log --status N [--status N ...]
     gpu_check_report.py sanitizer-verdict --log sanitizer.log --status N
     gpu_check_report.py summary --steps steps.tsv --out OUTDIR --mode TEXT --budget S --elapsed S
 
@@ -25,15 +25,22 @@ KILLED = 124  # timeout's exit status
 SECTION = re.compile(r"^== \d\d:\d\d:\d\d \(limit \d+ s\): ", re.M)  # gpu_check.sh's `timed` header
 
 
-def last_section(path):
-    """The output of the latest command `timed` appended to the log at ``path``."""
+def last_sections(path, count):
+    """The outputs of the latest ``count`` commands `timed` appended to the log at ``path``, oldest first."""
     try:
         with open(path, errors="replace") as f:
             text = f.read()
     except FileNotFoundError:
-        return ""
-    starts = [m.start() for m in SECTION.finditer(text)]
-    return text[starts[-1]:] if starts else text
+        return [""] * count
+    starts = [m.start() for m in SECTION.finditer(text)] or [0]
+    starts = starts[-count:]
+    sections = [text[a:b] for a, b in zip(starts, starts[1:] + [len(text)])]
+    return [""] * (count - len(sections)) + sections
+
+
+def last_section(path):
+    """The output of the latest command `timed` appended to the log at ``path``."""
+    return last_sections(path, 1)[0]
 
 
 def last_lines(text, count=1):
@@ -112,21 +119,35 @@ def pytest_counts(text):
     return None, None
 
 
+NO_TESTS_RAN = 5  # pytest's exit status when the selection is empty
+
+
 def pytest_verdict(args):
-    text = last_section(args.log)
-    counts, line = pytest_counts(text)
-    failures = [m for m in re.findall(r"^(?:FAILED|ERROR) (\S+)", text, re.M)]
-    if args.status == KILLED:
+    """The verdict of one or more pytest runs (the last len(args.status) sections of the log, one exit
+    status each), counted together."""
+    sections = last_sections(args.log, len(args.status))
+    text = "\n".join(sections)
+    counts, lines = {}, []
+    for section in sections:
+        section_counts, line = pytest_counts(section)
+        if section_counts is not None:
+            lines.append(line)
+            for key, value in section_counts.items():
+                counts[key] = counts.get(key, 0) + value
+    line = " + ".join(lines)
+    failures = re.findall(r"^(?:FAILED|ERROR) (\S+)", text, re.M)
+    bad_status = [s for s in args.status if s not in (0, NO_TESTS_RAN)]
+    if KILLED in args.status:
         print(f"FAILED killed at its time limit{': ' + line if line else ''} (pytest.log)")
-    elif counts is None:
+    elif not lines:
         print(f"FAILED pytest reported no result (exit status {args.status}): {last_lines(text, 2)}")
     elif counts.get("passed", 0) == 0:
         reason = re.search(r"^SKIPPED \[\d+\] [^:]+:\d+: (.*)$", text, re.M)
         print(f"FAILED no test passed ({line}), so nothing was checked"
               + (f"; first skip reason: {reason.group(1)}" if reason else ""))
-    elif counts.get("failed", 0) or counts.get("error", 0) or args.status != 0:
+    elif counts.get("failed", 0) or counts.get("error", 0) or bad_status:
         shown = ", ".join(failures[:5]) + (f" and {len(failures) - 5} more" if len(failures) > 5 else "")
-        print(f"FAILED {line}{': ' + shown if shown else ''} (exit status {args.status})")
+        print(f"FAILED {line}{': ' + shown if shown else ''} (exit status {', '.join(map(str, args.status))})")
     else:
         print(f"OK {line}")
     return 0
@@ -220,10 +241,11 @@ def summary(args):
             lines += ["", f"bench.json is unreadable: {e}"]
     pytest_log = os.path.join(args.out, "pytest.log")
     if os.path.exists(pytest_log):
-        text = last_section(pytest_log)
+        with open(pytest_log, errors="replace") as f:
+            text = f.read()
+        runs = [pytest_counts(section)[1] for section in re.split(SECTION, text)[1:]]
         bad = re.findall(r"^(?:FAILED|ERROR) .*$", text, re.M)
-        _, line = pytest_counts(text)
-        lines += ["", "## Tests", "", line or "no pytest summary line"]
+        lines += ["", "## Tests", ""] + [f"- {line or 'no pytest summary line'}" for line in runs]
         if bad:
             lines += [""] + [f"- {b[:300]}" for b in bad[:40]] + ([f"- ... {len(bad) - 40} more"] if len(bad) > 40 else [])
     sanitizer_log = os.path.join(args.out, "sanitizer.log")
@@ -243,10 +265,12 @@ def main(argv=None):
         merge.add_argument(name, required=True)
     merge.add_argument("--status", type=int, required=True)
     merge.add_argument("--seconds", type=int, required=True)
-    for command in ("pytest-verdict", "sanitizer-verdict"):
-        verdict = commands.add_parser(command)
-        verdict.add_argument("--log", required=True)
-        verdict.add_argument("--status", type=int, required=True)
+    tests = commands.add_parser("pytest-verdict")
+    tests.add_argument("--log", required=True)
+    tests.add_argument("--status", type=int, action="append", required=True, help="once per run, in order")
+    sanitizer = commands.add_parser("sanitizer-verdict")
+    sanitizer.add_argument("--log", required=True)
+    sanitizer.add_argument("--status", type=int, required=True)
     report = commands.add_parser("summary")
     for name in ("--steps", "--out", "--mode", "--budget", "--elapsed"):
         report.add_argument(name, required=True)

@@ -423,13 +423,14 @@ class TestStreams:
         event = adcuda.cuda.Event()
         with adcuda.cuda.stream(busy):
             C.cuda_spin(SPIN_CYCLES)
+        spun = busy.record_event()
         event.record(busy)
         waiter.wait_event(event)
         event.record(idle)  # completes at once; the waiter still waits for the spin
         marker = waiter.record_event()
-        assert not marker.query() and not busy.query()
+        assert not marker.query() and not spun.query()
         marker.synchronize()
-        assert busy.query()
+        assert spun.query(), "the waiter went on before the spin was done"
 
     def test_threads_running_side_by_side_match_a_sequential_run(self):
         bk = cuda_backend()

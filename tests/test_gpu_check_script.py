@@ -46,6 +46,8 @@ FAKE_PYTHON = textwrap.dedent(f"""\
           "ratio_adcuda_over": {{"torch": 0.5}}}}], "bytes_moved": {{"copy 256 MiB": 536870912}},
           "copy_bandwidth_bytes_per_s": 600000000000}}' "$suite" >"$json"
         echo "bench_$suite: 1 case" ;;
+      "-P -m pytest"*"-k out_of_memory"*)  # the tests that fill the device, run alone
+        echo "${{FAKE_PYTEST_SERIAL:-2 passed, 4010 deselected in 3.00s}}" ;;
       "-P -m pytest"*)
         sleep "${{FAKE_PYTEST_SLEEP:-0}}"
         echo "${{FAKE_PYTEST:-4000 passed, 12 skipped in 100.00s}}"
@@ -128,12 +130,14 @@ def test_steps_run_in_order_and_build_for_the_detected_architecture_only(tmp_pat
     build = next(c for c in calls if c.startswith("-m pip install"))
     assert "--no-build-isolation" in build and "--no-deps" in build and "gpu-check-sm90" in build
     assert "ADCUDA_CUDA_ARCHS=90-real" in (out / "build.log").read_text()
-    pytest_call = next(c for c in calls if c.startswith("-P -m pytest"))
-    assert "-m cuda" in pytest_call and "-rfEs" in pytest_call and "--timeout" in pytest_call and " -n " in pytest_call
+    parallel_call, serial_call = [c for c in calls if c.startswith("-P -m pytest")]
+    assert "-m cuda" in parallel_call and "-rfEs" in parallel_call and "--timeout" in parallel_call
+    assert " -n " in parallel_call and "-k not (out_of_memory)" in parallel_call
+    assert " -n " not in serial_call and "-k out_of_memory" in serial_call
     for step in ("preflight", "build", "info", "bench:cuda_runtime", "bench:kernels", "bench:nn_kernels", "bench:gemm",
                  "bench:amp", "tests", "memcheck", "racecheck", "synccheck"):
         assert f"| {step} | OK |" in summary
-    assert "4000 passed, 12 skipped" in summary
+    assert "| tests | OK |" in summary and "4000 passed, 12 skipped in 100.00s + 2 passed, 4010 deselected" in summary
     assert "| copy 256 MiB | 1000.00 | 2000.00 | 0.50x | 536.9 | 89.5% |" in summary  # ratios and % of copy
     assert len(list(out.iterdir())) <= 8
 
@@ -149,9 +153,10 @@ def test_each_benchmark_is_in_the_json_as_soon_as_it_finishes(tmp_path):
 
 
 def test_a_step_whose_tests_all_skipped_fails_the_run(tmp_path):
-    status, _, _, summary, _ = run_check(tmp_path, pytest="4942 skipped in 12.00s")
+    status, _, _, summary, _ = run_check(tmp_path, pytest="4940 skipped in 12.00s",
+                                         pytest_serial="2 skipped, 4940 deselected in 1.00s")
     assert status != 0
-    assert "| tests | FAILED |" in summary and "no test passed (4942 skipped in 12.00s)" in summary
+    assert "| tests | FAILED |" in summary and "no test passed (4940 skipped in 12.00s + 2 skipped" in summary
 
 
 def test_a_benchmark_that_measured_nothing_fails_its_step(tmp_path):
