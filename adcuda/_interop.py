@@ -124,7 +124,8 @@ def from_cuda_array_interface(obj):
     try:
         dtype = dt.from_numpy_dtype(np.dtype(interface["typestr"]), "from_cuda_array_interface")
     except DTypeError:
-        raise DTypeError(f"from_cuda_array_interface: element type {interface['typestr']!r} has no adcuda dtype")
+        raise DTypeError(f"from_cuda_array_interface: element type {interface['typestr']!r} has no adcuda dtype") \
+            from None
     if dtype.numpy is None or np.dtype(dtype.numpy) != np.dtype(interface["typestr"]):
         raise DTypeError(f"from_cuda_array_interface: element type {interface['typestr']!r} has no adcuda dtype "
                          "that holds it without a conversion")

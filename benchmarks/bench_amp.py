@@ -23,8 +23,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import (emulated_reference_run, is_emulated, median_time, print_table, run_contenders,  # noqa: E402
-                      single_thread_env)
+from _harness import emulated_reference_run, is_emulated, median_time, print_table, run_contenders, single_thread_env  # noqa: E402
 
 SIZES = (784, 512, 512, 10)
 BATCH = 256

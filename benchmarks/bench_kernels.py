@@ -23,9 +23,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import cuda_event_seconds, emulated_reference_run, is_emulated, print_table  # noqa: E402
-
 import numpy as np  # noqa: E402
+from _harness import cuda_event_seconds, emulated_reference_run, is_emulated, print_table  # noqa: E402
 
 import adcuda  # noqa: E402
 from adcuda import dtypes as dt  # noqa: E402

@@ -26,9 +26,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import cuda_event_seconds, emulated_reference_run, is_emulated, print_table  # noqa: E402
-
 import numpy as np  # noqa: E402
+from _harness import cuda_event_seconds, emulated_reference_run, is_emulated, print_table  # noqa: E402
 
 import adcuda  # noqa: E402
 

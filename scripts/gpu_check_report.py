@@ -228,7 +228,8 @@ def summary(args):
              f"{now}; budget {args.budget} s, {args.elapsed} s used; {len(steps) - len(failed)} of {len(steps)} "
              f"step(s) passed, {len(failed)} failed.", "",
              "| step | status | seconds | result |", "|---|---|---|---|"]
-    lines += [f"| {name} | {status} | {seconds} | {detail.replace('|', '/')} |" for name, status, seconds, detail in steps]
+    lines += [f"| {name} | {status} | {seconds} | {detail.replace('|', '/')} |"
+              for name, status, seconds, detail in steps]
     if failed:
         lines += ["", "## Failed", ""] + [f"- **{name}**: {detail}" for name, _, _, detail in failed]
     bench_path = os.path.join(args.out, "bench.json")
@@ -247,7 +248,8 @@ def summary(args):
         bad = re.findall(r"^(?:FAILED|ERROR) .*$", text, re.M)
         lines += ["", "## Tests", ""] + [f"- {line or 'no pytest summary line'}" for line in runs]
         if bad:
-            lines += [""] + [f"- {b[:300]}" for b in bad[:40]] + ([f"- ... {len(bad) - 40} more"] if len(bad) > 40 else [])
+            lines += [""] + [f"- {b[:300]}" for b in bad[:40]]
+            lines += [f"- ... {len(bad) - 40} more"] if len(bad) > 40 else []
     sanitizer_log = os.path.join(args.out, "sanitizer.log")
     if os.path.exists(sanitizer_log):
         with open(sanitizer_log, errors="replace") as f:

@@ -7,8 +7,6 @@ which keeps a stream busy for a known time: work that is ordered by timing inste
 read stale data while the spinning stream holds the writer back."""
 import gc
 import os
-import subprocess
-import sys
 import threading
 import time
 
@@ -179,7 +177,8 @@ class TestStorageAndViews:
             (bk.slice(device, (slice(1, 3), Ellipsis, slice(None, None, 2))), host[1:3, ..., ::2]),
             (bk.permute(device, (2, 0, 1)), host.transpose(2, 0, 1)),
             (bk.flip(device, (0, 2)), np.flip(host, (0, 2))),
-            (bk.expand(bk.slice(device, (slice(None), slice(0, 1))), (4, 6, 5)), np.broadcast_to(host[:, :1], (4, 6, 5))),
+            (bk.expand(bk.slice(device, (slice(None), slice(0, 1))), (4, 6, 5)),
+             np.broadcast_to(host[:, :1], (4, 6, 5))),
             (bk.view(device, (24, 5)), host.reshape(24, 5)),
             (bk.slice(device, (None, 2, -1)), host[None, 2, -1]),
         ]
@@ -589,7 +588,8 @@ class TestContexts:
         pid = os.fork()
         if pid == 0:
             answers = []
-            for attempt in (lambda: adcuda.zeros(2, device="cuda"), lambda: C.DeviceArray.empty((2,), C.ScalarType.float32)):
+            for attempt in (lambda: adcuda.zeros(2, device="cuda"),
+                            lambda: C.DeviceArray.empty((2,), C.ScalarType.float32)):
                 try:
                     attempt()
                     answers.append("no error")
@@ -678,7 +678,7 @@ class TestSegments:
         rng = np.random.default_rng(0)
         base = adcuda.cuda.memory_reserved()
         reserved_after = []
-        for step in range(60):
+        for _ in range(60):
             length = int(rng.integers(1, 512))
             live = self.blocks([length * 4096 * 4, length * 1024 * 2, length * 33, int(rng.integers(1, 10000))])
             live += self.blocks([length * 4096 * 2])
@@ -753,7 +753,8 @@ class TestDeviceSideErrors:
         for scatter in (lambda: x.index_put_((bad,), adcuda.ones((), device="cuda"), accumulate=True),
                         lambda: x.index_put_((bad,), adcuda.ones((), device="cuda"))):
             scatter()
-            with pytest.raises(adcuda.cuda.DeviceIndexError, match="index 7 is out of bounds for dimension with size 4"):
+            with pytest.raises(adcuda.cuda.DeviceIndexError,
+                               match="index 7 is out of bounds for dimension with size 4"):
                 adcuda.cuda.synchronize()
             # rows 1 and 2 got their values, nothing else was written (no row 7, no stand-in row 0)
             assert x.cpu().numpy().tolist() == [[0.0] * 3, [1.0] * 3, [1.0] * 3, [0.0] * 3]
@@ -803,7 +804,7 @@ class TestStreamUses:
         consumer = adcuda.cuda.Stream()
         x = adcuda.ones(1000, device="cuda")
         adcuda.cuda.record_stream(x, consumer)
-        x.__cuda_array_interface__  # records the legacy default stream, the protocol's consumer default
+        _ = x.__cuda_array_interface__  # records the legacy default stream, the protocol's consumer default
         assert {handle for handle, _ in C.external_users(x._data)} == {consumer.cuda_stream, 1}
         with adcuda.cuda.stream(consumer):
             C.cuda_spin(SPIN_CYCLES)

@@ -60,7 +60,7 @@ def test_cpu_tensors_have_no_cuda_array_interface():
     t = adcuda.arange(3.0)
     assert not hasattr(t, "__cuda_array_interface__")
     with pytest.raises(AttributeError, match="only CUDA tensors"):
-        t.__cuda_array_interface__
+        _ = t.__cuda_array_interface__
 
 
 def test_torch_cpu_round_trip_shares_memory():

@@ -42,8 +42,17 @@ from .memory import (
     reset_peak_memory_stats,
 )
 from .pinned import empty_pinned_cache, pinned_memory_stats, reset_peak_pinned_memory_stats
-from .streams import (Event, ExternalStream, Stream, StreamContext, current_stream, default_stream, record_stream,
-                      set_stream, stream)
+from .streams import (
+    Event,
+    ExternalStream,
+    Stream,
+    StreamContext,
+    current_stream,
+    default_stream,
+    record_stream,
+    set_stream,
+    stream,
+)
 
 __all__ = [
     "is_available", "device_count", "unavailable_reason", "get_device_name", "get_device_properties",

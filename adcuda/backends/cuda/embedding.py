@@ -1,9 +1,9 @@
 """The CUDA backend's embedding primitives (kernels/embedding.cu), with the CPU backend's signatures,
 results and errors: ``embedding`` gathers rows and checks every index on the device without waiting
-(an index out of range is raised as adcuda.cuda.DeviceIndexError, an IndexOutOfRangeError, at the next
-synchronising call: kernels/runtime/device_errors.h), ``embedding_backward`` is deterministic (a stable radix sort of the
-indices, then one warp per weight row adding its gradient rows in index order in fp32, no float
-atomics).
+(an index out of range is raised as adcuda.cuda.DeviceIndexError, an IndexOutOfRangeError, at the
+next synchronising call: kernels/runtime/device_errors.h); ``embedding_backward`` is deterministic (a
+stable radix sort of the indices, then one warp per weight row adding its gradient rows in index
+order in fp32, no float atomics).
 """
 from ... import _native
 from ...errors import DTypeError, ShapeError, fmt_shape
