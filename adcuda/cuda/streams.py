@@ -7,7 +7,7 @@ train side by side never wait for each other's kernels. ``current_stream()`` is 
 is ordered only by events: the runtime makes a stream wait for an event whenever it uses memory that
 another stream used last, and ``Stream.wait_stream`` / ``Event.wait`` order streams explicitly.
 """
-from .. import _native
+from .. import _interop, _native
 from ..device import device as _device_type
 from .devices import _device_index
 
@@ -204,7 +204,6 @@ def record_stream(tensor, stream):
     reuses the memory only after the stream's queued work, even if the tensor is freed first. DLPack
     exports do this for the consumer's stream; call it for a library that took the tensor through
     ``__cuda_array_interface__`` and works on a stream of its own."""
-    from .. import _interop
     if tensor.device.type != "cuda":
         raise ValueError(f"record_stream: the tensor is on {tensor.device}; only CUDA tensors have streams")
     _device_index(tensor.device, "record_stream")
