@@ -231,4 +231,5 @@ class device:
 
 def mem_get_info(device=None):
     """``(free, total)`` bytes of device memory, as the driver reports them (all processes together)."""
-    return tuple(_native._C.memory_info(_device_index(device, "mem_get_info")))
+    index = _device_index(device, "mem_get_info")  # the clear error first where CUDA is unusable
+    return tuple(_native._C.memory_info(index))
