@@ -34,6 +34,7 @@ from collections import abc, defaultdict
 
 from .. import dtypes as dt
 from ..autograd.grad_mode import no_grad
+from ..backends import backend_for
 from ..device import as_device
 from ..errors import AdcudaError
 from ..factories import empty_like, full
@@ -151,8 +152,8 @@ class GradScaler:
             self._say_once_if_not_needed(optimizer)
         found_inf_per_device = {}
         for device, (outs, grads) in per_device.items():
-            found = device.backend.unscale_and_check_([o._data for o in outs], [g._data for g in grads],
-                                                      inv_scale.to(device=device)._data)
+            found = backend_for(device).unscale_and_check_([o._data for o in outs], [g._data for g in grads],
+                                                           inv_scale.to(device=device)._data)
             for out in outs:
                 out._version.value += 1
             found_inf_per_device[device] = Tensor._make(found, device)

@@ -74,27 +74,29 @@ the name ends in ``_`` (writes into its first argument) or the row says "view".
 | `unscale_and_check_(outs, grads, inv_scale)` | ``outs[i] = grads[i] * inv_scale`` (in place, or into wider arrays) for many tensors; -> 0-d float32 found-inf flag (1.0 if any gradient is inf/NaN) |
 | `update_scale_(scale, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval, min_scale, max_scale)` | PyTorch's dynamic loss-scale update, in place, the scale kept in ``[min_scale, max_scale]`` |
 """
+from .. import _native
 from ..errors import DeviceError
+from . import cpu
+from .cuda_availability import require_cuda
+from .seam import PRIMITIVES  # noqa: F401 (the names every backend implements)
 
-PRIMITIVES = (
-    "from_numpy", "to_numpy", "empty", "full", "arange", "dtype_of", "shape_of", "astype", "contiguous",
-    "copy_", "view", "permute", "expand", "slice", "flip", "shares_memory", "unary", "binary",
-    "unary_backward", "where", "clamp", "reduce", "argreduce", "var", "logsumexp", "sort", "cumsum", "index",
-    "index_put_", "gather", "scatter_add", "cat", "tril", "triu", "matmul", "softmax",
-    "softmax_backward", "cross_entropy", "cross_entropy_backward", "layer_norm",
-    "layer_norm_backward", "attention", "attention_backward", "rand", "randn", "randint",
-    "bernoulli", "sgd_step_", "adam_step_", "unscale_and_check_", "update_scale_", "embedding",
-    "embedding_backward", "dropout", "dropout_backward", "global_norm",
-)
+if _native._C is not None and hasattr(_native._C, "DeviceArray"):
+    from . import cuda as _cuda_primitives
+else:  # a host-only build: adcuda._C has no CUDA runtime
+    _cuda_primitives = None
 
 
 def cuda_backend(op):
-    """The CUDA primitive module, or a clear error saying why it cannot be used."""
-    from .. import cuda
-    cuda._require_cuda(op)
-    try:
-        from . import cuda as cuda_primitives
-    except ImportError:
-        raise DeviceError(f"{op}: this adcuda build has no CUDA kernels for tensor ops yet; "
-                          "use device='cpu'") from None
-    return cuda_primitives
+    """The CUDA primitive module, or a clear error naming ``op`` and saying why it cannot be used."""
+    require_cuda(op)
+    if _cuda_primitives is None:
+        raise DeviceError(f"{op}: this adcuda build has no CUDA kernels for tensor ops; use device='cpu'")
+    return _cuda_primitives
+
+
+def backend_for(device, op="tensor"):
+    """The primitive module that computes on ``device`` (an ``adcuda.device``); a clear error naming
+    ``op`` where it cannot."""
+    if device.type == "cpu":
+        return cpu
+    return cuda_backend(op)

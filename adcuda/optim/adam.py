@@ -1,6 +1,7 @@
 """``Adam`` (L2 weight decay, optional AMSGrad) and ``AdamW`` (decoupled weight decay), with (beyond
 PyTorch) float32 master weights for half parameters."""
 from .. import dtypes as dt
+from ..backends import backend_for
 from ..autograd.grad_mode import no_grad
 from ..factories import tensor, zeros_like
 from .optimizer import Optimizer, OptimizerError, keeps_master_copy, required
@@ -72,7 +73,7 @@ class Adam(Optimizer):
                                           master._data if master is not None else None)):
                 lst.append(value)
         for (device, step, with_masters), (params, grads, exp_avgs, exp_avg_sqs, maxes, masters) in batches.items():
-            device.backend.adam_step_(
+            backend_for(device).adam_step_(
                 [p._data for p in params], grads, exp_avgs, exp_avg_sqs, step, float(group["lr"]), beta1, beta2,
                 group["eps"], group["weight_decay"], group["decoupled_weight_decay"],
                 masters if with_masters else None, maxes if amsgrad else None)
