@@ -31,6 +31,8 @@ def embedding_backward(grad, indices, num_embeddings, padding_idx, scale_grad_by
     index order in fp32 (fp64 for fp64), the ``padding_idx`` row zero, and with
     ``scale_grad_by_freq`` each row divided by how often its index occurs."""
     op = "embedding_backward"
+    if grad.dtype.kind != "f":
+        raise DTypeError(f"{op}: grad must be floating point, got {grad.dtype}")
     idx = np.asarray(indices)
     if grad.ndim != idx.ndim + 1 or tuple(grad.shape[:-1]) != idx.shape:
         raise ShapeError(f"{op}: grad of shape {tuple(grad.shape)} does not fit indices of shape {idx.shape} "

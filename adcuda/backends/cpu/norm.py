@@ -2,12 +2,27 @@
 """
 import numpy as np
 
+from ...errors import DTypeError, ShapeError, fmt_shape
 from ._common import _compute
 
 __all__ = ["layer_norm", "layer_norm_backward"]
 
 
+def _check_normalized(op, x, n, *params):
+    if x.dtype.kind != "f":
+        raise DTypeError(f"{op}: expected the input to be a floating point array, got {x.dtype}")
+    if not 1 <= n <= x.ndim:
+        raise ShapeError(f"{op}: cannot normalise the last {n} dims of shape {fmt_shape(x.shape)}")
+    shape = x.shape[x.ndim - n:]
+    for p in params:
+        if p is not None and p.shape != shape:
+            raise ShapeError(f"{op}: weight/bias of shape {fmt_shape(p.shape)} do not match the normalised shape "
+                             f"{fmt_shape(shape)}")
+
+
 def layer_norm(x, weight, bias, n, eps):
+    """Normalise the last ``n`` dims -> (y, mean, rstd); mean and rstd keep x's dims (size 1 there)."""
+    _check_normalized("layer_norm", x, n, weight, bias)
     xx = _compute(x)
     axes = tuple(range(x.ndim - n, x.ndim))
     mean = np.mean(xx, axis=axes, keepdims=True)
@@ -23,6 +38,8 @@ def layer_norm(x, weight, bias, n, eps):
 
 
 def layer_norm_backward(g, x, weight, mean, rstd, n):
+    """-> (dx, dweight (None without a weight), dbias)."""
+    _check_normalized("layer_norm_backward", x, n, weight)
     gg, xx = _compute(g), _compute(x)
     axes = tuple(range(x.ndim - n, x.ndim))
     lead = tuple(range(x.ndim - n))

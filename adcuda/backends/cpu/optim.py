@@ -11,6 +11,38 @@ from ._common import _F32, _compute
 __all__ = ["sgd_step_", "adam_step_", "global_norm", "unscale_and_check_", "update_scale_"]
 
 
+def _state(op, arrays):
+    """Arrays a step writes in place: floating point and contiguous, as the CUDA kernels walk them."""
+    arrays = list(arrays or ())
+    for a in arrays:
+        if a.dtype.kind != "f":
+            raise DTypeError(f"{op}: optimizer tensors must be floating point, got {a.dtype}")
+        if not a.flags.c_contiguous:
+            raise ValueError(f"{op}: a parameter or state array of shape {a.shape} is not contiguous; "
+                             "the optimizer primitives update contiguous arrays in place")
+    return arrays
+
+
+def _grads(op, grads):
+    grads = list(grads)
+    for g in grads:
+        if g.dtype.kind != "f":
+            raise DTypeError(f"{op}: gradients must be floating point, got {g.dtype}")
+    return grads
+
+
+def _matching(op, params, *lists):
+    """Every list given (None or empty: absent) holds one array per parameter, of its parameter's size."""
+    for arrays in lists:
+        if not arrays:
+            continue
+        if len(arrays) != len(params):
+            raise ValueError(f"{op}: every list needs one array per parameter ({len(params)}), got {len(arrays)}")
+        for p, a in zip(params, arrays):
+            if a.size != p.size:
+                raise ValueError(f"{op}: arrays of {p.size} and {a.size} elements for one parameter")
+
+
 # Optimizers: one call updates every tensor of a parameter group in place (the CUDA backend does
 # it in one multi-tensor kernel); the math follows PyTorch's single-tensor SGD and Adam in fp32
 # (fp64 for fp64 tensors), whatever the storage dtype.
@@ -19,6 +51,12 @@ def sgd_step_(params, grads, bufs, lr, momentum, dampening, nesterov, weight_dec
     buffers; on ``first_step`` they are set to the gradient instead of being decayed. ``masters``
     (fp32 copies of low-precision params, or None) are stepped instead of ``params``, which then
     receive the result."""
+    op = "sgd_step_"
+    params, grads, bufs = _state(op, params), _grads(op, grads), _state(op, bufs)
+    masters = None if masters is None else _state(op, masters)
+    if momentum and len(bufs) != len(params):
+        raise ValueError(f"{op}: momentum needs one buffer per parameter")
+    _matching(op, params, grads, bufs, masters)
     for i, (p, g) in enumerate(zip(params, grads)):
         target = p if masters is None else masters[i]
         w = _compute(target)
@@ -41,6 +79,16 @@ def adam_step_(params, grads, exp_avgs, exp_avg_sqs, step, lr, beta1, beta2, eps
     decay by ``lr * weight_decay``) at ``step`` (1-based, shared by the tensors of the call).
     ``masters`` (fp32 copies of low-precision params, or None) are stepped instead of ``params``,
     which then receive the result; ``max_exp_avg_sqs`` (or None) makes it AMSGrad."""
+    op = "adam_step_"
+    if step < 1:
+        raise ValueError(f"{op}: the step count is 1-based, got {step}")
+    params, grads = _state(op, params), _grads(op, grads)
+    exp_avgs, exp_avg_sqs = _state(op, exp_avgs), _state(op, exp_avg_sqs)
+    masters = None if masters is None else _state(op, masters)
+    max_exp_avg_sqs = None if max_exp_avg_sqs is None else _state(op, max_exp_avg_sqs)
+    if len(exp_avgs) != len(params) or len(exp_avg_sqs) != len(params):
+        raise ValueError(f"{op}: every parameter needs its exp_avg and exp_avg_sq")
+    _matching(op, params, grads, exp_avgs, exp_avg_sqs, masters, max_exp_avg_sqs)
     bias_correction1 = 1 - beta1 ** step
     bias_correction2_sqrt = math.sqrt(1 - beta2 ** step)
     step_size = lr / bias_correction1
@@ -109,6 +157,9 @@ def unscale_and_check_(outs, grads, inv_scale):
     many tensors at once, computed in fp32; returns a 0-d float32 array, 1.0 if any gradient holds
     an inf or a NaN, else 0.0 (PyTorch's ``_amp_foreach_non_finite_check_and_unscale_``)."""
     found_inf = False
+    op = "unscale_and_check_"
+    outs, grads = _state(op, outs), _grads(op, grads)
+    _matching(op, grads, outs)
     for out, g in zip(outs, grads):
         x = _compute(g)
         found_inf = found_inf or not np.isfinite(x).all()
@@ -121,12 +172,12 @@ def update_scale_(scale, growth_tracker, found_inf, growth_factor, backoff_facto
     """PyTorch's ``_amp_update_scale_`` on a 0-d float32 ``scale`` and int32 ``growth_tracker``, in
     place, with the scale kept in ``[min_scale, max_scale]``: back off after an inf/NaN, grow after
     ``growth_interval`` clean steps in a row (products in fp64, stored in fp32, as PyTorch does)."""
-    current = float(scale)
-    if float(found_inf):
+    current = scale.item()  # .item(): a one-element array of any rank, as the CUDA backend takes it
+    if found_inf.item():
         scale[...] = max(current * backoff_factor, min_scale)
         growth_tracker[...] = 0
         return
-    successful = int(growth_tracker) + 1
+    successful = int(growth_tracker.item()) + 1
     if successful == growth_interval:
         scale[...] = min(current * growth_factor, max_scale)  # max_scale is finite: never grows to inf
         growth_tracker[...] = 0

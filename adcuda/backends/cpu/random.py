@@ -9,23 +9,33 @@ from ._common import _compute, _np_dtype
 
 __all__ = ["rand", "randn", "randint", "bernoulli", "dropout", "dropout_backward"]
 
+_U64 = (1 << 64) - 1
+
 
 def _rng(seed, offset):
-    bitgen = np.random.Philox(key=seed)
+    """Seeds and offsets are taken modulo 2**64, as the CUDA backend's Philox4x32 takes them."""
+    bitgen = np.random.Philox(key=int(seed) & _U64)
+    offset = int(offset) & _U64
     if offset:
         bitgen.advance(offset)
     return np.random.Generator(bitgen)
 
 
+def _floating(op, dtype):
+    if not dtype.is_floating_point:
+        raise DTypeError(f"{op}: expected a floating point dtype, got {dtype}")
+    return _np_dtype(dtype)
+
+
 def rand(shape, dtype, seed, offset):
-    out_dt = _np_dtype(dtype)
+    out_dt = _floating("rand", dtype)
     r = _rng(seed, offset).random(shape, dtype=np.float64).astype(out_dt)
     # rounding to float16/float32 can reach 1.0 (float16 from about 1 - 2**-12 up): keep [0, 1)
     return np.minimum(r, np.nextafter(out_dt.type(1), out_dt.type(0)), out=r)
 
 
 def randn(shape, dtype, seed, offset):
-    return _rng(seed, offset).standard_normal(shape, dtype=np.float64).astype(_np_dtype(dtype))
+    return _rng(seed, offset).standard_normal(shape, dtype=np.float64).astype(_floating("randn", dtype))
 
 
 def randint(low, high, shape, dtype, seed, offset):
@@ -61,6 +71,8 @@ def dropout(x, p, seed, offset):
 
 
 def dropout_backward(g, mask, scale):
+    if g.dtype.kind != "f":
+        raise DTypeError(f"dropout_backward: expected a floating point gradient, got {g.dtype}")
     if np.shape(g) != np.shape(mask):
         raise ShapeError(f"dropout_backward: gradient {np.shape(g)} and mask {np.shape(mask)} differ")
     return _masked_scale(g, mask, scale)

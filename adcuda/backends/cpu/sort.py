@@ -8,7 +8,11 @@ __all__ = ["sort", "cumsum"]
 
 
 def sort(a, axis, descending, stable):
-    """(values, int64 indices) along ``axis``; always stable; NaN sorts as the largest value."""
+    """(values, int64 indices) along ``axis``; always stable; NaN sorts as the largest value. A 0-d
+    array is its own sort (axis 0 or -1 names its one element)."""
+    if a.ndim == 0:
+        np.cumsum(a, axis=axis)  # checks the axis as NumPy does for a 0-d array
+        return a.copy(), np.zeros((), np.int64)
     x = _compute(a)
     if descending:
         # a stable descending order keeps equal values in their original order: sort the reversed

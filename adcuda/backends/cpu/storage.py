@@ -4,13 +4,16 @@ kernels/runtime/copy.cu): arrays are NumPy arrays, views are NumPy views.
 import numpy as np
 
 from ... import dtypes as dt
+from .. import _strided
 from ._common import _F16, _np_dtype
 
 __all__ = ["from_numpy", "to_numpy", "empty", "full", "arange", "dtype_of", "shape_of", "astype", "contiguous", "copy_",
            "view", "permute", "expand", "slice", "flip", "shares_memory"]
 
 
-def from_numpy(x, dtype):
+def from_numpy(x, dtype, non_blocking=False):
+    """``x`` in ``dtype``: ``x`` itself when it already is (``non_blocking`` is for CUDA's copies; a host
+    array needs none)."""
     x = np.asarray(x)
     out_dt = _np_dtype(dtype)
     if x.dtype != out_dt:
@@ -67,7 +70,8 @@ def view(a, shape):
     try:
         return np.reshape(a, shape, copy=False)
     except ValueError:
-        return None
+        _strided.resolve_shape(a.size, (shape,) if isinstance(shape, int) else shape)  # a wrong size raises
+        return None  # the right size, but the strides do not allow a view
 
 
 def permute(a, axes):
@@ -79,13 +83,16 @@ def expand(a, shape):
 
 
 def slice(a, key):  # noqa: A001 (primitive name)
+    if key.__class__ is not tuple:
+        key = tuple(key)
     if Ellipsis not in key:
         key = key + (Ellipsis,)  # keeps a 0-d result an array view, not a NumPy scalar
     return a[key]
 
 
 def flip(a, axes):
-    return np.flip(a, axes)
+    flipped = np.flip(a, axes)
+    return flipped if a.ndim else a[...]  # np.flip of a 0-d array gives a NumPy scalar: keep a 0-d view
 
 
 def shares_memory(a, b):

@@ -144,6 +144,7 @@ def _along_axis(op, a, axis, idx):
     if idx.dtype.name not in ("int32", "int64"):
         raise DTypeError(f"{op}: index must be an integer array, got {idx.dtype.name}")
     idx = _int64(idx)
+    axis = _k.axis_index(op, axis, a.shape)
     if a.ndim == 0:  # a 0-d input indexed by a 0-d or 1-d index, as PyTorch allows
         a = a.as_strided((1,) * idx.ndim, (0,) * idx.ndim, a.offset)
     if idx.ndim != a.ndim:

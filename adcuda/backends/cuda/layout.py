@@ -1,7 +1,9 @@
 """The CUDA backend's layout primitives (kernels/layout.cu): ``cat tril triu``, with the CPU backend's
-(NumPy's) semantics.
+(NumPy's) semantics; ``cat``'s axis may be negative (counted from the end).
 """
 from ... import _native
+from ...errors import DTypeError, ShapeError
+from . import _common as _k
 
 __all__ = ["cat", "tril", "triu"]
 
@@ -11,7 +13,16 @@ def _C():
 
 
 def cat(arrays, axis):
-    return _C().cat(list(arrays), int(axis))
+    arrays = list(arrays)
+    if arrays:
+        first = arrays[0]
+        if any(a.dtype != first.dtype for a in arrays):
+            # the kernel moves bytes: arrays of another dtype would be reinterpreted, not converted
+            raise DTypeError("cat: expected arrays of one dtype, got " + ", ".join(a.dtype.name for a in arrays))
+        if first.ndim == 0:
+            raise ShapeError("cat: zero-dimensional arrays cannot be concatenated")
+        axis = _k.axis_index("cat", axis, first.shape)
+    return _C().cat(arrays, int(axis))
 
 
 def tril(a, k):

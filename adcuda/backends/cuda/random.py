@@ -27,20 +27,20 @@ def _floating(op, dtype):
 
 
 def rand(shape, dtype, seed, offset):
-    return _C().rand(tuple(shape), _floating("rand", dtype), int(seed) & _U64, int(offset) & _U64)
+    return _C().rand(_k.shape_tuple(shape), _floating("rand", dtype), int(seed) & _U64, int(offset) & _U64)
 
 
 def randn(shape, dtype, seed, offset):
-    return _C().randn(tuple(shape), _floating("randn", dtype), int(seed) & _U64, int(offset) & _U64)
+    return _C().randn(_k.shape_tuple(shape), _floating("randn", dtype), int(seed) & _U64, int(offset) & _U64)
 
 
 def randint(low, high, shape, dtype, seed, offset):
-    return _C().randint(int(low), int(high), tuple(shape), _k.scalar_type(dtype.name), int(seed) & _U64,
+    return _C().randint(int(low), int(high), _k.shape_tuple(shape), _k.scalar_type(dtype.name), int(seed) & _U64,
                         int(offset) & _U64)
 
 
 def bernoulli(shape, p, dtype, seed, offset):
-    return _C().bernoulli(tuple(shape), float(p), _k.scalar_type(dtype.name), int(seed) & _U64, int(offset) & _U64)
+    return _C().bernoulli(_k.shape_tuple(shape), float(p), _k.scalar_type(dtype.name), int(seed) & _U64, int(offset) & _U64)
 
 
 def dropout(x, p, seed, offset):

@@ -8,30 +8,35 @@ come back in the dtypes the CPU backend gives.
 """
 from ... import _native
 from ...errors import DTypeError, ShapeError, fmt_shape
-from ._common import cast, dense, require_floating, scalar_type
+from ._common import axis_index, cast, dense, require_floating, scalar_type
 
 __all__ = ["softmax", "softmax_backward", "cross_entropy", "cross_entropy_backward"]
 
 
-def _check_axis(op, a, axis):
-    if not 0 <= axis < a.ndim:
-        raise ShapeError(f"{op}: axis {axis} is out of range for shape {fmt_shape(a.shape)}")
+def _rows(op, a, axis):
+    """(``a`` as the kernels take it, the axis as a dim): negative axes count from the end, and a 0-d
+    array is one row of one element (axis 0 or -1 names it, as in NumPy)."""
+    dim = axis_index(op, axis, a.shape)
+    return (a if a.ndim else a.as_strided((1,), (0,), a.offset)), dim
 
 
 # ---------------------------------------------------------------------------------------------
 # softmax
 def softmax(a, axis, log):
     require_floating("softmax", "the input", a)
-    _check_axis("softmax", a, axis)
-    return _native._C.softmax(dense(a), axis, log)
+    rows, dim = _rows("softmax", a, axis)
+    out = _native._C.softmax(dense(rows), dim, log)
+    return out if a.ndim else out.as_strided((), (), out.offset)
 
 
 def softmax_backward(y, g, axis, log):
     require_floating("softmax_backward", "the gradient", g)
     if tuple(y.shape) != tuple(g.shape):
         raise ShapeError(f"softmax_backward: output {fmt_shape(y.shape)} and gradient {fmt_shape(g.shape)} differ")
-    _check_axis("softmax_backward", g, axis)
-    return _native._C.softmax_backward(dense(cast(y, g.dtype)), dense(g), axis, log)
+    y_rows, dim = _rows("softmax_backward", y, axis)
+    g_rows, _ = _rows("softmax_backward", g, axis)
+    out = _native._C.softmax_backward(dense(cast(y_rows, g.dtype)), dense(g_rows), dim, log)
+    return out if g.ndim else out.as_strided((), (), out.offset)
 
 
 # ---------------------------------------------------------------------------------------------

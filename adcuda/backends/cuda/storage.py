@@ -13,6 +13,7 @@ from ... import dtypes as dt
 from ...errors import DTypeError
 from .. import _strided
 from ..pinned_host import in_pinned_pool, pinned_host_array
+from ._common import shape_tuple
 
 __all__ = ["from_numpy", "to_numpy", "empty", "full", "arange", "dtype_of", "shape_of", "astype", "contiguous",
            "copy_", "view", "permute", "expand", "slice", "flip", "shares_memory"]
@@ -78,11 +79,11 @@ def to_numpy(a):
 
 
 def empty(shape, dtype):
-    return DeviceArray.empty(tuple(shape), _scalar_type(dtype))
+    return DeviceArray.empty(shape_tuple(shape), _scalar_type(dtype))
 
 
 def full(shape, value, dtype):
-    out = DeviceArray.empty(tuple(shape), _scalar_type(dtype))
+    out = DeviceArray.empty(shape_tuple(shape), _scalar_type(dtype))
     _C.fill_(out, _python_scalar(value, dtype))
     return out
 
@@ -128,7 +129,7 @@ def copy_(dst, src):
 # ---------------------------------------------------------------------------------------------
 # views
 def view(a, shape):
-    shape = tuple(shape)
+    shape = _strided.resolve_shape(a.size, shape_tuple(shape))
     strides = _strided.reshape_strides(a.shape, a.element_strides, shape)
     return None if strides is None else a.as_strided(shape, strides, a.offset)
 
@@ -139,7 +140,7 @@ def permute(a, axes):
 
 
 def expand(a, shape):
-    shape = tuple(shape)
+    shape = shape_tuple(shape)
     return a.as_strided(shape, _strided.broadcast_strides(a.shape, a.element_strides, shape), a.offset)
 
 
@@ -149,7 +150,7 @@ def slice(a, key):  # noqa: A001 (primitive name)
 
 
 def flip(a, axes):
-    strides, offset = _strided.flip(a.shape, a.element_strides, a.offset, tuple(axes))
+    strides, offset = _strided.flip(a.shape, a.element_strides, a.offset, None if axes is None else tuple(axes))
     return a.as_strided(a.shape, strides, offset)
 
 
