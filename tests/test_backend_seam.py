@@ -1,12 +1,12 @@
 """The primitive seam (adcuda/backends): one contract for both backends.
 
 - The table in adcuda/backends/__init__.py documents every name of ``PRIMITIVES``, once, with its
-  signature; the CPU primitives have exactly those parameters (any machine).
+  signature; the CPU primitives have exactly those parameters, annotated (any machine).
 - Each case below calls one primitive with an argument convention the table promises (``axes`` None
   or a tuple, negative dims, Python scalars, 0-d and empty arrays, result dtypes, the errors of bad
   input) and says what the CPU backend gives: the CPU half checks that (any machine); the CUDA half
   (marked ``cuda``, on a GPU or the emulator) checks that the CUDA backend gives the same results,
-  dtypes, shapes and error classes, and that its signatures equal the CPU's.
+  dtypes, shapes and error classes, and that its signatures equal the CPU's, annotations included.
 - End to end: with ``detect_anomaly()``, a NaN gradient of ``sqrt`` on CUDA is reported by the anomaly
   check naming ``SqrtBackward0`` (it once died in ``reduce`` on ``axes=None``, which only the CPU
   primitive accepted).
@@ -63,19 +63,21 @@ def test_the_table_documents_every_primitive_once():
 
 
 @pytest.mark.parametrize("name", backends.PRIMITIVES)
-def test_cpu_signature_is_the_tables(name):
+def test_cpu_signature_is_the_tables_and_annotated(name):
     table, _ = documented()
     signature = inspect.signature(getattr(cpu, name))
     assert written(signature) == table[name]
     for parameter in signature.parameters.values():
         assert parameter.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD, (name, parameter)
+        assert parameter.annotation is not inspect.Parameter.empty, f"{name}: {parameter.name} has no annotation"
+    assert signature.return_annotation is not inspect.Signature.empty, f"{name}: no return annotation"
 
 
 @gpu
 @pytest.mark.parametrize("name", backends.PRIMITIVES)
 def test_cuda_signature_equals_the_cpus(name):
     from adcuda.backends import cuda
-    # names, order, kinds and defaults
+    # names, order, kinds, defaults and annotations, the return annotation included
     assert inspect.signature(getattr(cuda, name)) == inspect.signature(getattr(cpu, name))
 
 

@@ -4,6 +4,7 @@ logsumexp is kept for the backward, as the CUDA kernels keep it.
 import numpy as np
 
 from ...errors import DTypeError, ShapeError, fmt_shape
+from ..seam import BackendArray
 from ._common import _compute
 
 __all__ = ["attention", "attention_backward"]
@@ -35,7 +36,8 @@ def _attention_scores(q, k, mask, is_causal, scale):
     return s
 
 
-def attention(q, k, v, mask, is_causal, scale):
+def attention(q: BackendArray, k: BackendArray, v: BackendArray, mask: BackendArray | None, is_causal: bool,
+              scale: float) -> tuple[BackendArray, BackendArray]:
     """Softmax(q k^T * scale + mask) v; also the rows' logsumexp, which is all backward keeps."""
     qq, kk, vv = _operands("attention", q, k, v)
     s = _attention_scores(qq, kk, mask, is_causal, scale)
@@ -50,7 +52,9 @@ def attention(q, k, v, mask, is_causal, scale):
     return out.astype(q.dtype, copy=False), lse[..., 0]
 
 
-def attention_backward(g, q, k, v, out, lse, mask, is_causal, scale):
+def attention_backward(g: BackendArray, q: BackendArray, k: BackendArray, v: BackendArray, out: BackendArray,
+                       lse: BackendArray, mask: BackendArray | None, is_causal: bool,
+                       scale: float) -> tuple[BackendArray, BackendArray, BackendArray]:
     qq, kk, vv = _operands("attention_backward", q, k, v)
     gg, oo = _compute(g), _compute(out)
     s = _attention_scores(qq, kk, mask, is_causal, scale)

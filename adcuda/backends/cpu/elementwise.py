@@ -7,6 +7,7 @@ import numpy as np
 
 from ... import dtypes as dt
 from ...errors import DTypeError
+from ..seam import ArrayOrScalar, BackendArray, DType, Scalar
 from ._common import _F16, _F32, _compute, _finish, _np_dtype
 
 __all__ = ["UNARY_OPS", "UNARY_BACKWARD_OPS", "BINARY_OPS", "unary", "binary", "unary_backward", "where", "clamp"]
@@ -81,7 +82,7 @@ def _unknown_op(family, op):
     return ValueError(f"{family}: unknown op '{op}'")
 
 
-def unary(op, a):
+def unary(op: str, a: BackendArray) -> BackendArray:
     try:
         fn = UNARY_OPS[op]
     except KeyError:
@@ -125,7 +126,7 @@ UNARY_BACKWARD_OPS = {
 }
 
 
-def unary_backward(op, x, y, g):
+def unary_backward(op: str, x: BackendArray | None, y: BackendArray | None, g: BackendArray) -> BackendArray:
     """``x`` or ``y`` may be None where the op's gradient does not need it."""
     try:
         fn = UNARY_BACKWARD_OPS[op]
@@ -156,7 +157,7 @@ _BOOL_RESULT = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
 _MAY_WARN = {"div", "pow", "floor_divide", "remainder"}
 
 
-def binary(op, a, b, dtype):
+def binary(op: str, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> BackendArray:
     """``op(a, b)`` with both operands in ``dtype`` (computed in fp32 for float16); ``a`` or ``b`` may be a
     Python scalar."""
     try:
@@ -201,7 +202,7 @@ def _defined_for(op, dtype):
     return dtype.category != dt.BOOL or op not in ("sub", "pow", "floor_divide", "remainder")
 
 
-def where(cond, a, b, dtype):
+def where(cond: BackendArray, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> BackendArray:
     _check_scalar("where", a, dtype)
     _check_scalar("where", b, dtype)
     return _finish(np.asarray(np.where(cond, a, b)), dtype)
@@ -216,7 +217,7 @@ def _check_scalar(op, value, dtype):
             raise OverflowError(f"{op}: Python integer {value} out of bounds for {dtype.name}")
 
 
-def clamp(a, lo, hi):
+def clamp(a: BackendArray, lo: Scalar | None, hi: Scalar | None) -> BackendArray:
     """``a`` clamped to ``[lo, hi]``: scalar bounds (None leaves a side open; array bounds are the ops
     layer's, as a maximum and a minimum)."""
     if lo.__class__ is np.ndarray or hi.__class__ is np.ndarray:

@@ -3,12 +3,13 @@
 import numpy as np
 
 from ...errors import ShapeError, fmt_shape
+from ..seam import BackendArray
 from ._common import _compute
 
 __all__ = ["matmul"]
 
 
-def matmul(a, b):
+def matmul(a: BackendArray, b: BackendArray) -> BackendArray:
     """``a (..., M, K) @ b (..., K, N)`` with the batch dims broadcast, in ``a``'s dtype (integers too,
     which the CUDA backend does not multiply)."""
     if a.ndim < 2 or b.ndim < 2:  # NumPy's 1-D rules are the ops layer's (it unsqueezes)

@@ -4,15 +4,16 @@ scatter_add``, NumPy's advanced indexing and PyTorch's gather/scatter_add.
 import numpy as np
 
 from ...errors import DTypeError, ShapeError
+from ..seam import ArrayOrScalar, BackendArray, IndexKey
 
 __all__ = ["index", "index_put_", "gather", "scatter_add"]
 
 
-def index(a, key):
+def index(a: BackendArray, key: IndexKey) -> BackendArray:
     return np.array(a[key], copy=True)
 
 
-def index_put_(a, key, values, accumulate):
+def index_put_(a: BackendArray, key: IndexKey, values: ArrayOrScalar, accumulate: bool) -> BackendArray:
     if accumulate:
         np.add.at(a, key, values)
     else:
@@ -44,7 +45,7 @@ def _leading_box(a, idx, axis):
     return a[box]
 
 
-def gather(a, axis, idx):
+def gather(a: BackendArray, axis: int, idx: BackendArray) -> BackendArray:
     a, axis = _along_axis("gather", a, axis, idx)
     if idx.ndim == 0:  # a 0-d input and index
         return np.take_along_axis(a.reshape(1), idx.reshape(1), 0).reshape(())
@@ -56,7 +57,7 @@ def _scatter_key(idx, axis):
     return tuple(idx if d == axis else grids[d] for d in range(idx.ndim))
 
 
-def scatter_add(a, axis, idx, src):
+def scatter_add(a: BackendArray, axis: int, idx: BackendArray, src: BackendArray) -> BackendArray:
     out = np.array(a, copy=True)
     target, axis = _along_axis("scatter_add", out, axis, idx)
     if src.ndim == 0:  # a 0-d src with a 0-d or 1-d index, as PyTorch allows

@@ -3,11 +3,12 @@
 import numpy as np
 
 from ...errors import DTypeError, ShapeError, fmt_shape
+from ..seam import Arrays, BackendArray
 
 __all__ = ["cat", "tril", "triu"]
 
 
-def cat(arrays, axis):
+def cat(arrays: Arrays, axis: int) -> BackendArray:
     """``arrays`` (of one dtype: the ops layer converts them) joined along ``axis``."""
     arrays = list(arrays)
     if arrays and any(a.dtype != arrays[0].dtype for a in arrays):
@@ -21,9 +22,9 @@ def _matrices(op, a):
     return a
 
 
-def tril(a, k):
+def tril(a: BackendArray, k: int) -> BackendArray:
     return np.tril(_matrices("tril", a), k)
 
 
-def triu(a, k):
+def triu(a: BackendArray, k: int) -> BackendArray:
     return np.triu(_matrices("triu", a), k)

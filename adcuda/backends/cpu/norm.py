@@ -3,6 +3,7 @@
 import numpy as np
 
 from ...errors import DTypeError, ShapeError, fmt_shape
+from ..seam import BackendArray
 from ._common import _compute
 
 __all__ = ["layer_norm", "layer_norm_backward"]
@@ -20,7 +21,8 @@ def _check_normalized(op, x, n, *params):
                              f"{fmt_shape(shape)}")
 
 
-def layer_norm(x, weight, bias, n, eps):
+def layer_norm(x: BackendArray, weight: BackendArray | None, bias: BackendArray | None, n: int,
+               eps: float) -> tuple[BackendArray, BackendArray, BackendArray]:
     """Normalise the last ``n`` dims -> (y, mean, rstd); mean and rstd keep x's dims (size 1 there)."""
     _check_normalized("layer_norm", x, n, weight, bias)
     xx = _compute(x)
@@ -37,7 +39,8 @@ def layer_norm(x, weight, bias, n, eps):
     return y.astype(x.dtype, copy=False), mean.astype(stat_dt), rstd.astype(stat_dt)
 
 
-def layer_norm_backward(g, x, weight, mean, rstd, n):
+def layer_norm_backward(g: BackendArray, x: BackendArray, weight: BackendArray | None, mean: BackendArray,
+                        rstd: BackendArray, n: int) -> tuple[BackendArray, BackendArray | None, BackendArray]:
     """-> (dx, dweight (None without a weight), dbias)."""
     _check_normalized("layer_norm_backward", x, n, weight)
     gg, xx = _compute(g), _compute(x)

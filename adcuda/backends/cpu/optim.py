@@ -6,6 +6,7 @@ import math
 import numpy as np
 
 from ...errors import DTypeError
+from ..seam import Arrays, BackendArray
 from ._common import _F32, _compute
 
 __all__ = ["sgd_step_", "adam_step_", "global_norm", "unscale_and_check_", "update_scale_"]
@@ -46,7 +47,8 @@ def _matching(op, params, *lists):
 # Optimizers: one call updates every tensor of a parameter group in place (the CUDA backend does
 # it in one multi-tensor kernel); the math follows PyTorch's single-tensor SGD and Adam in fp32
 # (fp64 for fp64 tensors), whatever the storage dtype.
-def sgd_step_(params, grads, bufs, lr, momentum, dampening, nesterov, weight_decay, first_step, masters=None):
+def sgd_step_(params: Arrays, grads: Arrays, bufs: Arrays | None, lr: float, momentum: float, dampening: float,
+              nesterov: bool, weight_decay: float, first_step: bool, masters: Arrays | None = None) -> None:
     """SGD with momentum: ``bufs`` (one per param, or None when ``momentum == 0``) are the momentum
     buffers; on ``first_step`` they are set to the gradient instead of being decayed. ``masters``
     (fp32 copies of low-precision params, or None) are stepped instead of ``params``, which then
@@ -73,8 +75,9 @@ def sgd_step_(params, grads, bufs, lr, momentum, dampening, nesterov, weight_dec
             np.copyto(p, w, casting="unsafe")
 
 
-def adam_step_(params, grads, exp_avgs, exp_avg_sqs, step, lr, beta1, beta2, eps, weight_decay, decoupled,
-               masters, max_exp_avg_sqs=None):
+def adam_step_(params: Arrays, grads: Arrays, exp_avgs: Arrays, exp_avg_sqs: Arrays, step: int, lr: float, beta1: float,
+               beta2: float, eps: float, weight_decay: float, decoupled: bool, masters: Arrays | None,
+               max_exp_avg_sqs: Arrays | None = None) -> None:
     """Adam (``decoupled=False``: L2 added to the gradient) or AdamW (``decoupled=True``: the weights
     decay by ``lr * weight_decay``) at ``step`` (1-based, shared by the tensors of the call).
     ``masters`` (fp32 copies of low-precision params, or None) are stepped instead of ``params``,
@@ -116,7 +119,7 @@ def adam_step_(params, grads, exp_avgs, exp_avg_sqs, step, lr, beta1, beta2, eps
             np.copyto(params[i], w, casting="unsafe")
 
 
-def global_norm(arrays, norm_type):
+def global_norm(arrays: Arrays, norm_type: float) -> BackendArray:
     """The ``norm_type``-norm (> 0, inf included) of all elements of ``arrays`` taken together, as
     ``clip_grad_norm_`` needs it: a 0-d float32 array (float64 if any array is float64), accumulated
     in that type; a NaN anywhere gives NaN, an inf (and no NaN) inf, as PyTorch's vector_norm."""
@@ -152,7 +155,7 @@ def global_norm(arrays, norm_type):
 # ---------------------------------------------------------------------------------------------
 # mixed precision: dynamic loss scaling. The scale, growth tracker and found-inf flag stay backend
 # arrays, so a device backend never has to copy them to the host until the caller reads one.
-def unscale_and_check_(outs, grads, inv_scale):
+def unscale_and_check_(outs: Arrays, grads: Arrays, inv_scale: BackendArray | float) -> BackendArray:
     """``outs[i] = grads[i] * inv_scale`` (``outs[i]`` may be ``grads[i]``, or a wider array) over
     many tensors at once, computed in fp32; returns a 0-d float32 array, 1.0 if any gradient holds
     an inf or a NaN, else 0.0 (PyTorch's ``_amp_foreach_non_finite_check_and_unscale_``)."""
@@ -167,8 +170,8 @@ def unscale_and_check_(outs, grads, inv_scale):
     return np.array(1.0 if found_inf else 0.0, dtype=_F32)
 
 
-def update_scale_(scale, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval, min_scale,
-                  max_scale):
+def update_scale_(scale: BackendArray, growth_tracker: BackendArray, found_inf: BackendArray, growth_factor: float,
+                  backoff_factor: float, growth_interval: int, min_scale: float, max_scale: float) -> None:
     """PyTorch's ``_amp_update_scale_`` on a 0-d float32 ``scale`` and int32 ``growth_tracker``, in
     place, with the scale kept in ``[min_scale, max_scale]``: back off after an inf/NaN, grow after
     ``growth_interval`` clean steps in a row (products in fp64, stored in fp32, as PyTorch does)."""

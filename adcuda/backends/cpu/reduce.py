@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from ...errors import DTypeError
+from ..seam import Axes, BackendArray
 from ._common import _compute
 
 __all__ = ["REDUCE_OPS", "reduce", "argreduce", "var", "logsumexp"]
@@ -16,7 +17,7 @@ REDUCE_OPS = {"sum": np.sum, "prod": np.prod, "amax": np.amax, "amin": np.amin, 
               "all": np.all, "any": np.any}
 
 
-def reduce(op, a, axes, keepdim):
+def reduce(op: str, a: BackendArray, axes: Axes | None, keepdim: bool) -> BackendArray:
     if axes.__class__ is list:
         axes = tuple(axes)
     x = _compute(a)
@@ -37,7 +38,7 @@ def reduce(op, a, axes, keepdim):
     return r.astype(a.dtype if a.dtype.kind in "f" or op in ("amax", "amin") else r.dtype, copy=False)
 
 
-def argreduce(op, a, axis, keepdim):
+def argreduce(op: str, a: BackendArray, axis: int | None, keepdim: bool) -> BackendArray:
     if op not in ("argmax", "argmin"):
         raise ValueError(f"argreduce: unknown op '{op}'")
     fn = np.argmax if op == "argmax" else np.argmin
@@ -56,7 +57,7 @@ def _floating(op, a, axes):
     return _compute(a), tuple(axes) if axes.__class__ is list else axes
 
 
-def var(a, axes, correction, keepdim):
+def var(a: BackendArray, axes: Axes | None, correction: float, keepdim: bool) -> BackendArray:
     x, axes = _floating("var", a, axes)
     mean = np.mean(x, axis=axes, keepdims=True)
     n = math.prod(x.shape if axes is None else (x.shape[ax] for ax in ((axes,) if isinstance(axes, int) else axes)))
@@ -65,7 +66,7 @@ def var(a, axes, correction, keepdim):
     return np.asarray(r).astype(a.dtype, copy=False)
 
 
-def logsumexp(a, axes, keepdim):
+def logsumexp(a: BackendArray, axes: Axes | None, keepdim: bool) -> BackendArray:
     x, axes = _floating("logsumexp", a, axes)
     m = np.amax(x, axis=axes, keepdims=True)
     m = np.where(np.isfinite(m), m, 0)

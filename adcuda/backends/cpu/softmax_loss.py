@@ -4,6 +4,7 @@
 import numpy as np
 
 from ...errors import DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
+from ..seam import BackendArray
 from ._common import _compute
 
 __all__ = ["softmax", "softmax_backward", "cross_entropy", "cross_entropy_backward"]
@@ -14,7 +15,7 @@ def _require_floating(op, name, a):
         raise DTypeError(f"{op}: expected {name} to be a floating point array, got {a.dtype}")
 
 
-def softmax(a, axis, log):
+def softmax(a: BackendArray, axis: int, log: bool) -> BackendArray:
     _require_floating("softmax", "the input", a)
     x = _compute(a)
     m = np.amax(x, axis=axis, keepdims=True, initial=-np.inf)  # initial: an empty axis is no error
@@ -27,7 +28,7 @@ def softmax(a, axis, log):
     return np.asarray(r).astype(a.dtype, copy=False)
 
 
-def softmax_backward(y, g, axis, log):
+def softmax_backward(y: BackendArray, g: BackendArray, axis: int, log: bool) -> BackendArray:
     _require_floating("softmax_backward", "the gradient", g)
     if y.shape != g.shape:
         raise ShapeError(f"softmax_backward: output {fmt_shape(y.shape)} and gradient {fmt_shape(g.shape)} differ")
@@ -55,7 +56,8 @@ def _check_targets(op, target, n_classes, ignore_index):
         raise IndexOutOfRangeError(f"{op}: target {int(target[bad][0])} is out of bounds for {n_classes} classes")
 
 
-def cross_entropy(logits, target, ignore_index, label_smoothing):
+def cross_entropy(logits: BackendArray, target: BackendArray, ignore_index: int,
+                  label_smoothing: float) -> tuple[BackendArray, BackendArray]:
     """Per-row losses of ``logits`` (N, C) against class indices ``target`` (N,)."""
     _require_floating("cross_entropy", "the logits", logits)
     _class_rows("cross_entropy", logits, target)
@@ -73,7 +75,8 @@ def cross_entropy(logits, target, ignore_index, label_smoothing):
     return loss.astype(logits.dtype, copy=False), logp
 
 
-def cross_entropy_backward(logp, target, g_rows, ignore_index, label_smoothing):
+def cross_entropy_backward(logp: BackendArray, target: BackendArray, g_rows: BackendArray, ignore_index: int,
+                           label_smoothing: float) -> BackendArray:
     _require_floating("cross_entropy_backward", "the log-probabilities", logp)
     _class_rows("cross_entropy_backward", logp, target)
     _check_targets("cross_entropy_backward", target, logp.shape[1], ignore_index)

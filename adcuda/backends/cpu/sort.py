@@ -2,12 +2,13 @@
 """
 import numpy as np
 
+from ..seam import BackendArray
 from ._common import _compute
 
 __all__ = ["sort", "cumsum"]
 
 
-def sort(a, axis, descending, stable):
+def sort(a: BackendArray, axis: int | None, descending: bool, stable: bool) -> tuple[BackendArray, BackendArray]:
     """(values, int64 indices) along ``axis``; always stable; NaN sorts as the largest value. A 0-d
     array is its own sort (axis 0 or -1 names its one element)."""
     if a.ndim == 0:
@@ -26,7 +27,7 @@ def sort(a, axis, descending, stable):
     return np.take_along_axis(a, idx, axis=axis), idx
 
 
-def cumsum(a, axis):
+def cumsum(a: BackendArray, axis: int | None) -> BackendArray:
     x = _compute(a)
     if x.dtype.kind in "biu":
         return np.cumsum(x, axis=axis, dtype=np.int64)

@@ -12,6 +12,7 @@ import numpy as np
 from ... import _native
 from ... import dtypes as dt
 from ...errors import DTypeError
+from ..seam import ArrayOrScalar, BackendArray, DType, Scalar
 from . import _common as _k
 from .storage import dtype_of, to_numpy
 
@@ -55,7 +56,7 @@ def _any(flags):
     return bool(to_numpy(C.reduce("any", flags, list(range(flags.ndim)), False)))
 
 
-def unary(op, a):
+def unary(op: str, a: BackendArray) -> BackendArray:
     kind = a.dtype.name
     if op in _FLOAT_ONLY and not _k.is_floating(a):
         # the CPU backend computes these in float64 and casts back to the integer dtype
@@ -71,7 +72,7 @@ def unary(op, a):
         _k.raise_dtype_error(error)
 
 
-def binary(op, a, b, dtype):
+def binary(op: str, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> BackendArray:
     """``op(a, b)`` with both operands taken in ``dtype``; ``a`` or ``b`` may be a Python scalar."""
     C = _C()
     a, b = _operand(op, a, dtype), _operand(op, b, dtype)
@@ -99,7 +100,7 @@ def _has_zero(b):
     return not b
 
 
-def unary_backward(op, x, y, g):
+def unary_backward(op: str, x: BackendArray | None, y: BackendArray | None, g: BackendArray) -> BackendArray:
     """The kernel takes the saved array in g's dtype; one wider than g (float32 beside a float16
     gradient) would lose precision there, so the gradient is widened instead and the result narrowed,
     as the CPU backend computes it."""
@@ -113,11 +114,11 @@ def unary_backward(op, x, y, g):
 _WIDTH = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 
 
-def where(cond, a, b, dtype):
+def where(cond: BackendArray, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> BackendArray:
     return _C().where(cond, _operand("where", a, dtype), _operand("where", b, dtype), _k.scalar_type(dtype.name))
 
 
-def clamp(a, lo, hi):
+def clamp(a: BackendArray, lo: Scalar | None, hi: Scalar | None) -> BackendArray:
     dtype = dtype_of(a)
     lo, hi = _bound(lo, dtype), _bound(hi, dtype)
     if a.dtype.name == "bool":

@@ -5,6 +5,7 @@ copied.
 """
 from ... import _native
 from ...errors import DTypeError, ShapeError, fmt_shape
+from ..seam import BackendArray
 from ._common import is_floating
 
 __all__ = ["matmul"]
@@ -17,7 +18,7 @@ def _batch_shapes_broadcast(a_batch, b_batch):
     return True
 
 
-def matmul(a, b):
+def matmul(a: BackendArray, b: BackendArray) -> BackendArray:
     """``a (..., M, K) @ b (..., K, N)`` with the batch dims broadcast, in ``a``'s dtype."""
     if a.ndim < 2 or b.ndim < 2:
         raise ShapeError(f"matmul: both operands need at least 2 dims, got shapes {fmt_shape(a.shape)} and "

@@ -3,6 +3,7 @@
 """
 from ... import _native
 from ...errors import DTypeError, ShapeError
+from ..seam import Arrays, BackendArray
 from . import _common as _k
 
 __all__ = ["cat", "tril", "triu"]
@@ -12,7 +13,7 @@ def _C():
     return _native._C
 
 
-def cat(arrays, axis):
+def cat(arrays: Arrays, axis: int) -> BackendArray:
     arrays = list(arrays)
     if arrays:
         first = arrays[0]
@@ -25,9 +26,9 @@ def cat(arrays, axis):
     return _C().cat(arrays, int(axis))
 
 
-def tril(a, k):
+def tril(a: BackendArray, k: int) -> BackendArray:
     return _C().tril(a, int(k))
 
 
-def triu(a, k):
+def triu(a: BackendArray, k: int) -> BackendArray:
     return _C().triu(a, int(k))

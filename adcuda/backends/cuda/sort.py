@@ -6,6 +6,7 @@ result moved back). ``axis`` may be negative (counted from the end); for a 0-d a
 its one element.
 """
 from ... import _native
+from ..seam import BackendArray
 from . import _common as _k
 from .storage import contiguous, permute, view
 
@@ -36,7 +37,7 @@ def _from_last(x, back):
     return x if back is None else contiguous(permute(x, back))
 
 
-def sort(a, axis, descending, stable):
+def sort(a: BackendArray, axis: int | None, descending: bool, stable: bool) -> tuple[BackendArray, BackendArray]:
     """(values, int64 indices) along ``axis`` (None: of the flattened array): always stable; NaN sorts
     as the largest value."""
     C = _C()
@@ -50,7 +51,7 @@ def sort(a, axis, descending, stable):
     return _from_last(values, back), _from_last(indices, back)
 
 
-def cumsum(a, axis):
+def cumsum(a: BackendArray, axis: int | None) -> BackendArray:
     """Inclusive prefix sum along ``axis`` (None: of the flattened array); int and bool give int64; a 0-d
     array gives shape (1,), as NumPy's."""
     C = _C()
