@@ -152,7 +152,8 @@ def kernel_image_for(major, minor, architectures):
         arch, variant, kind = int(match[1]), match[2], match[3]
         name = f"{arch}{variant}"
         exact_only = variant == "a"
-        if kind != "virtual" and arch // 10 == major and (arch == capability or (not exact_only and arch <= capability)):
+        runs_here = arch == capability or (not exact_only and arch <= capability)
+        if kind != "virtual" and arch // 10 == major and runs_here:
             machine_code.append((arch, f"sm_{name} machine code"))
         if kind != "real" and (arch == capability or (not variant and arch <= capability)):
             ptx.append((arch, f"compute_{name} PTX, JIT-compiled by the driver on first use"))
@@ -174,7 +175,7 @@ def _explain(reason):
     return reason
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def query():
     """``(device_count, reason)``: asked once per process, since it initialises the CUDA runtime.
 
@@ -198,7 +199,7 @@ def query():
     return count, "this build cannot run on any visible device: " + "; ".join(verdicts)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def device_properties(index):
     return _CudaDeviceProperties(**_native._C.cuda_device_properties(index))
 

@@ -10,6 +10,7 @@ from ..backends.cuda_availability import device_count, is_available, kernel_imag
 from ..backends.cuda_availability import device_properties as _properties
 from ..backends.cuda_availability import query as _query
 from ..backends.cuda_availability import require_cuda as _require_cuda
+from ..device import device as device_type
 from ..errors import DeviceError
 
 __all__ = [
@@ -27,7 +28,6 @@ def _device_index(device, op_name):
     if isinstance(device, int) and not isinstance(device, bool):
         index = device
     else:
-        from ..device import device as device_type
         try:
             parsed = device_type(device)
         except DeviceError as exc:
@@ -110,5 +110,5 @@ class device:
 
 def mem_get_info(device=None):
     """``(free, total)`` bytes of device memory, as the driver reports them (all processes together)."""
-    index = _device_index(device, "mem_get_info")  # the clear error first where CUDA is unusable
+    index = _device_index(device, "mem_get_info")  # first: a host-only _C has no memory_info to look up
     return tuple(_native._C.memory_info(index))
