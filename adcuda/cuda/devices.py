@@ -6,9 +6,14 @@ device raises ``adcuda.errors.DeviceError`` with that reason instead of crashing
 (asked once per process) is ``adcuda.backends.cuda_availability``'s, which the CUDA backend checks too.
 """
 from .. import _native
-from ..backends.cuda_availability import device_count, is_available, kernel_image_for, unavailable_reason
+from ..backends.cuda_availability import (
+    device_count,
+    is_available,
+    kernel_image_for,  # noqa: F401 (adcuda.cuda's, re-exported from here)
+    unavailable_reason,
+)
 from ..backends.cuda_availability import device_properties as _properties
-from ..backends.cuda_availability import query as _query
+from ..backends.cuda_availability import query as _query  # noqa: F401 (adcuda.cuda's, re-exported from here)
 from ..backends.cuda_availability import require_cuda as _require_cuda
 from ..device import device as device_type
 from ..errors import DeviceError

@@ -41,7 +41,8 @@ def randint(low: int, high: int, shape: Shape, dtype: DType, seed: int, offset: 
 
 
 def bernoulli(shape: Shape, p: float, dtype: DType, seed: int, offset: int) -> BackendArray:
-    return _C().bernoulli(_k.shape_tuple(shape), float(p), _k.scalar_type(dtype.name), int(seed) & _U64, int(offset) & _U64)
+    return _C().bernoulli(_k.shape_tuple(shape), float(p), _k.scalar_type(dtype.name), int(seed) & _U64,
+                          int(offset) & _U64)
 
 
 def dropout(x: BackendArray, p: float, seed: int, offset: int) -> tuple[BackendArray, BackendArray]:
