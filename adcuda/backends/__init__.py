@@ -104,7 +104,10 @@ Conventions (NumPy's, which the CPU backend inherits and the CUDA backend follow
 | `unscale_and_check_(outs, grads, inv_scale)` | ``outs[i] = grads[i] * inv_scale`` (a one-element array or a scalar; in place, or into wider arrays) for many tensors; -> 0-d float32 found-inf flag (1.0 if any gradient is inf/NaN) |
 | `update_scale_(scale, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval, min_scale, max_scale)` | PyTorch's dynamic loss-scale update, in place on one-element ``scale`` (float32) and ``growth_tracker`` (int32), the scale kept in ``[min_scale, max_scale]`` |
 """
+from types import ModuleType
+
 from .. import _native
+from ..device import device as Device
 from ..errors import DeviceError
 from . import cpu
 from .cuda_availability import require_cuda
@@ -116,7 +119,7 @@ else:  # a host-only build: adcuda._C has no CUDA runtime
     _cuda_primitives = None
 
 
-def cuda_backend(op):
+def cuda_backend(op: str) -> ModuleType:
     """The CUDA primitive module, or a clear error naming ``op`` and saying why it cannot be used."""
     require_cuda(op)
     if _cuda_primitives is None:
@@ -124,7 +127,7 @@ def cuda_backend(op):
     return _cuda_primitives
 
 
-def backend_for(device, op="tensor"):
+def backend_for(device: Device, op: str = "tensor") -> ModuleType:
     """The primitive module that computes on ``device`` (an ``adcuda.device``); a clear error naming
     ``op`` where it cannot."""
     if device.type == "cpu":
