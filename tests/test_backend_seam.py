@@ -643,6 +643,18 @@ case(
 )
 case(
     "matmul",
+    "the epilogue: a bias, gelu_tanh, the pre-activation",
+    lambda bk, A: bk.matmul(A(X), A(X.T.copy()), A(np.array([0.5, -0.5], np.float32)), "gelu_tanh", True),
+    (ok(F32, (2, 2)), ok(F32, (2, 2), X @ X.T + [0.5, -0.5])),
+)
+case(
+    "matmul",
+    "a bias of another shape",
+    lambda bk, A: bk.matmul(A(X), A(X.T.copy()), A(np.zeros(3, np.float32))),
+    ShapeError,
+)
+case(
+    "matmul",
     "a vector (the ops layer unsqueezes)",
     lambda bk, A: bk.matmul(A(X), A(np.ones(3, np.float32))),
     ShapeError,

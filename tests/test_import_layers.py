@@ -67,7 +67,10 @@ LIBRARY_USES = {
 # dependency the import keeps optional. An entry belongs here only when importing at the top would fail,
 # or pull in something a user may not have, on some installs. (The third-party optional dependencies,
 # mpi4py, cupy and torch, are imported inside functions of adcuda's modules, which rule (c) does not count.)
-OPTIONAL_IMPORTS = {}
+OPTIONAL_IMPORTS = {
+    ("adcuda._info", "adcuda.backends.cuda.gemm"): "the GEMM path adcuda.info() reports: the CUDA backend imports "
+                                                   "only in builds with CUDA (asked only there)",
+}
 
 # Violations that live in files other work is changing right now, as (rule, importing module, imported
 # module); rule is "up", "in-function" or "cycle" (an import that closes a cycle: it is left out of the

@@ -30,7 +30,9 @@ Conventions (NumPy's, which the CPU backend inherits and the CUDA backend follow
   arrays, never NumPy scalars.
 - Errors are adcuda's (or NumPy's on the CPU, of the same built-in class): a dtype an op is not
   defined for raises DTypeError (a TypeError), shapes that do not fit ShapeError (a ValueError), a
-  dim out of range an IndexError, an unknown ``op`` name ValueError.
+  dim or an index out of range an IndexError (an index checked on a CUDA device raises
+  ``adcuda.cuda.DeviceIndexError`` at the next call that waits for the device), an unknown ``op``
+  name ValueError.
 - Where the backends differ, the row says so: CUDA has bfloat16 and the CPU does not; the CPU
   multiplies integer matrices and CUDA does not; checks that would need a host sync on CUDA are the
   ops layer's (the CPU still makes them).
@@ -77,7 +79,7 @@ Conventions (NumPy's, which the CPU backend inherits and the CUDA backend follow
 | `tril(a, k)` | lower triangle of the last two dims (at least 2) |
 | `triu(a, k)` | upper triangle of the last two dims (at least 2) |
 | **linear algebra** | |
-| `matmul(a, b)` | batched matrix product of arrays of 2 dims or more, batch dims broadcast, in ``a``'s dtype; floating point on CUDA, integers too on the CPU |
+| `matmul(a, b, bias=None, activation=None, save_preactivation=False)` | batched matrix product of arrays of 2 dims or more, batch dims broadcast, in ``a``'s dtype (floating point on CUDA, integers too on the CPU); the fused epilogue adds ``bias`` (N,), applies ``activation`` (None or ``"gelu_tanh"``) and with ``save_preactivation`` returns ``(out, a @ b + bias)`` |
 | **fused NN primitives** (floating point arrays; half types computed in fp32) | |
 | `softmax(a, axis, log)` | (log-)softmax along ``axis`` |
 | `softmax_backward(y, g, axis, log)` | its gradient from the output ``y`` (of ``g``'s shape), in ``g``'s dtype |
@@ -87,7 +89,7 @@ Conventions (NumPy's, which the CPU backend inherits and the CUDA backend follow
 | `layer_norm_backward(g, x, weight, mean, rstd, n)` | -> (dx, dweight (None without a weight), dbias) |
 | `attention(q, k, v, mask, is_causal, scale)` | softmax(q k^T * scale + mask) v for q, k, v of 2 dims or more (batch dims broadcast; k, v taken in q's dtype), a bool or additive ``mask`` or None -> (out, logsumexp rows) without keeping the probabilities |
 | `attention_backward(g, q, k, v, out, lse, mask, is_causal, scale)` | -> (dq, dk, dv), each in its input's dtype |
-| `embedding(weight, indices)` | rows of the 2-D ``weight`` at integer ``indices`` -> ``indices.shape + (dim,)``; IndexOutOfRangeError naming the index unless all lie in ``[0, num_embeddings)`` (a device checks on the device: one sync) |
+| `embedding(weight, indices)` | rows of the 2-D ``weight`` at integer ``indices`` -> ``indices.shape + (dim,)``; IndexOutOfRangeError naming the index unless all lie in ``[0, num_embeddings)`` (CUDA checks on the device without waiting: ``adcuda.cuda.DeviceIndexError`` at the next synchronising call) |
 | `embedding_backward(grad, indices, num_embeddings, padding_idx, scale_grad_by_freq)` | dense ``(num_embeddings, dim)`` gradient: each index's grad rows summed in index order (fp32; deterministic, no float atomics), row ``padding_idx`` (or None) zero, divided by the index's count with ``scale_grad_by_freq``; the indices are the ones ``embedding`` checked (CUDA adds one out of range nowhere, the CPU raises) |
 | **random** (counter-based Philox: reproducible from ``(seed, offset)``, both taken modulo 2**64; the CPU's streams differ from CUDA's) | |
 | `rand(shape, dtype, seed, offset)` | uniform in [0, 1), floating point ``dtype`` |
