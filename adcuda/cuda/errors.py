@@ -1,6 +1,7 @@
 """The exceptions of ``adcuda.cuda``. Defined in Python so that every build (with or without CUDA) has
-the same classes; the native runtime raises them too (``kernels/bindings.cpp``)."""
-from ..errors import DeviceError, IndexOutOfRangeError
+the same classes; the native runtime raises them too (``kernels/bindings.cpp``). ``BadForkError`` is
+``adcuda.errors``' (the backends refuse with it too), re-exported here."""
+from ..errors import BadForkError, IndexOutOfRangeError
 
 __all__ = ["OutOfMemoryError", "BadForkError", "DeviceIndexError"]
 
@@ -9,11 +10,6 @@ class OutOfMemoryError(RuntimeError):
     """The caching allocator (or the pinned-memory pool) could not get memory even after releasing its
     cache; the message says how much was asked for and what is allocated and reserved. PyTorch's
     ``torch.cuda.OutOfMemoryError``."""
-
-
-class BadForkError(DeviceError):
-    """CUDA was used in a process forked after its parent initialised CUDA. Start such processes with
-    the 'spawn' or 'forkserver' start method."""
 
 
 class DeviceIndexError(IndexOutOfRangeError):

@@ -7,6 +7,7 @@ order in fp32, no float atomics).
 """
 from ... import _native
 from ...errors import DTypeError, ShapeError, fmt_shape
+from ..seam import BackendArray
 from ._common import dense, is_floating, rows_dense
 
 __all__ = ["embedding", "embedding_backward"]
@@ -18,7 +19,7 @@ def _indices(op, indices):
     return dense(indices)
 
 
-def embedding(weight, indices):
+def embedding(weight: BackendArray, indices: BackendArray) -> BackendArray:
     """Rows of the 2-D ``weight`` picked by ``indices`` -> ``indices.shape + (dim,)``."""
     if weight.ndim != 2:
         raise ShapeError(f"embedding: weight must be 2-D (num_embeddings, embedding_dim), got shape "
@@ -26,7 +27,8 @@ def embedding(weight, indices):
     return _native._C.embedding(rows_dense(weight), _indices("embedding", indices))
 
 
-def embedding_backward(grad, indices, num_embeddings, padding_idx, scale_grad_by_freq):
+def embedding_backward(grad: BackendArray, indices: BackendArray, num_embeddings: int, padding_idx: int | None,
+                       scale_grad_by_freq: bool) -> BackendArray:
     """The dense ``(num_embeddings, dim)`` weight gradient (see the CPU backend). The indices are the
     ones the forward checked: on the GPU one outside the table adds nowhere instead of raising."""
     op = "embedding_backward"

@@ -22,6 +22,7 @@ import os
 from ... import _native
 from ...errors import DTypeError, ShapeError
 from .. import _advanced_index
+from ..seam import ArrayOrScalar, BackendArray, IndexKey
 from . import _common as _k
 from .storage import dtype_of, from_numpy, full, shares_memory, to_numpy
 
@@ -110,7 +111,7 @@ def _geometry(a, key):
                   [ia.stride for ia in plan.arrays])
 
 
-def index(a, key):
+def index(a: BackendArray, key: IndexKey) -> BackendArray:
     """``a[key]`` with NumPy's advanced indexing: a new array."""
     view, geometry = _geometry(a, key)
     return _C().index_gather(view, *geometry)
@@ -129,7 +130,7 @@ def _values_for(a, values):
     return values
 
 
-def index_put_(a, key, values, accumulate):
+def index_put_(a: BackendArray, key: IndexKey, values: ArrayOrScalar, accumulate: bool) -> BackendArray:
     """``a[key] = values`` (``+=`` with duplicates summed when ``accumulate``), in place; returns a."""
     view, geometry = _geometry(a, key)
     values = _values_for(a, values)
@@ -146,6 +147,7 @@ def _along_axis(op, a, axis, idx):
     if idx.dtype.name not in ("int32", "int64"):
         raise DTypeError(f"{op}: index must be an integer array, got {idx.dtype.name}")
     idx = _int64(idx)
+    axis = _k.axis_index(op, axis, a.shape)
     if a.ndim == 0:  # a 0-d input indexed by a 0-d or 1-d index, as PyTorch allows
         a = a.as_strided((1,) * idx.ndim, (0,) * idx.ndim, a.offset)
     if idx.ndim != a.ndim:
@@ -161,12 +163,12 @@ def _along_axis(op, a, axis, idx):
     return a, (list(idx.shape), strides, [idx], [size], [a.element_strides[axis] if a.ndim else 0])
 
 
-def gather(a, axis, idx):
+def gather(a: BackendArray, axis: int, idx: BackendArray) -> BackendArray:
     base, geometry = _along_axis("gather", a, axis, idx)
     return _C().index_gather(base, *geometry)
 
 
-def scatter_add(a, axis, idx, src):
+def scatter_add(a: BackendArray, axis: int, idx: BackendArray, src: BackendArray) -> BackendArray:
     """A copy of ``a`` with ``src``'s leading box added at ``idx`` along ``axis`` (PyTorch's scatter_add)."""
     C = _C()
     out = C.astype(a, a.dtype)
