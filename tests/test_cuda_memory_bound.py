@@ -1,0 +1,154 @@
+"""The memory-bound kernels' fast paths against the CPU backend, the oracle: each case below is chosen
+to land on a given path of a kernel (named in its comment), and each fast path is also fed the layouts
+that must leave it (misaligned pointers from offset views, row strides that are not a multiple of the
+vector width, rows that are not a multiple of it), so that both sides of every alignment check run.
+fp32, fp16 and bf16 (bf16's reference runs in fp32 on the bf16-rounded inputs); odd sizes (1, 7,
+1023, 65537), empty arrays. Needs a usable CUDA device (or the emulator); skipped otherwise.
+
+The kernels (see each file's head comment): broadcast elementwise rows (kernels/elementwise_loops.cuh),
+vectorised column reductions (reduce.cu), the fused layer-norm backward (norm.cu), cross-entropy
+from the logits and a per-row log-sum-exp (softmax_loss.cu), the per-dtype multi-tensor SGD/Adam
+(optim.cu) and row gathers (index.cu).
+"""
+import numpy as np
+import pytest
+
+import adcuda
+from adcuda import dtypes as dt
+from adcuda.backends import cpu
+
+pytestmark = [
+    pytest.mark.cuda,
+    pytest.mark.skipif(not adcuda.cuda.is_available(), reason="needs a usable CUDA device"),
+]
+
+HALVES = (dt.float16, dt.bfloat16)
+FLOATS = (dt.float32,) + HALVES
+TOLERANCE = {dt.float64: (1e-10, 1e-12), dt.float32: (2e-5, 2e-6), dt.float16: (4e-3, 2e-3),
+             dt.bfloat16: (2e-2, 1e-2)}
+
+
+@pytest.fixture(scope="module")
+def cb():
+    from adcuda.backends import cuda
+    return cuda
+
+
+def host_dtype(dtype):
+    return dt.float32 if dtype is dt.bfloat16 else dtype
+
+
+def to_host(cb, a):
+    return np.array(cb.to_numpy(a))
+
+
+def held(cb, x, dtype):
+    """(device array, the values it holds): the CPU reference sees exactly the GPU's rounded inputs."""
+    a = cb.from_numpy(np.asarray(x).astype(host_dtype(dtype).numpy), dtype)
+    return a, to_host(cb, a)
+
+
+def held_at_offset(cb, x, dtype, offset=1):
+    """``x`` as a contiguous view starting ``offset`` elements into a larger array: its data pointer is
+    not 16-byte aligned, so the vectorised paths must not take it."""
+    x = np.asarray(x)
+    flat, flat_host = held(cb, np.concatenate([np.zeros(offset), x.ravel()]), dtype)
+    view = cb.view(cb.slice(flat, (slice(offset, None),)), x.shape)
+    assert view is not None
+    return view, flat_host[offset:].reshape(x.shape)
+
+
+def check(cb, got, expected, dtype, scale=1.0, rtol=None):
+    default_rtol, default_atol = TOLERANCE.get(dtype, (0, 0))
+    got_host = to_host(cb, got)
+    expected = np.asarray(expected)
+    assert got_host.shape == expected.shape, (got_host.shape, expected.shape)
+    if dtype in TOLERANCE:
+        np.testing.assert_allclose(got_host.astype(np.float64), expected.astype(np.float64),
+                                   rtol=rtol if rtol is not None else default_rtol, atol=default_atol * scale,
+                                   equal_nan=True)
+    else:
+        np.testing.assert_array_equal(got_host, expected)
+
+
+def sample(shape, seed, scale=2.0):
+    return np.random.default_rng(seed).standard_normal(shape) * scale
+
+
+# =============================================================================================
+# broadcast elementwise: the vectorised row kernel
+# (a's shape, b's shape): the output's innermost merged dim is a row of a multiple of 8 elements and
+# every operand runs along it (stride 1) or is constant along it (stride 0)
+ROW_CASES = [
+    ((7, 16), (16,)),            # a bias row against (M, N)
+    ((7, 16), (7, 1)),           # a column: one value per row
+    ((16,), (7, 1)),             # a row and a column, neither the output's shape
+    ((5, 3, 8), (3, 1)),         # a column repeated over an outer dim: two outer dims
+    ((2, 3, 4, 8), (3, 1, 1)),   # a conv-style (C, 1, 1) bias, constant along rows of 32
+    ((3, 1, 16), (4, 16)),       # both operands broadcast, both along the row
+    ((1023, 32), ()),            # a 0-d array
+    ((1, 8), (8,)),              # one row
+    ((65537,), (1,)),            # one row with a tail, a 1-element array constant along it
+    ((9, 8), (9, 8)),            # no broadcast at all
+    ((2, 0, 8), (8,)),           # empty
+]
+# rows the vectorised kernel cannot take, which the strided loop does
+STRIDED_CASES = [
+    ((7, 12), (12,)),            # 12: a multiple of 4 (float32 vectors) but not of 8 (half vectors)
+    ((33, 7), (7,)),             # rows of 7
+    ((1023, 3), (1023, 1)),
+]
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("shapes", ROW_CASES + STRIDED_CASES, ids=str)
+@pytest.mark.parametrize("op", ["add", "mul", "gt"])
+def test_broadcast_binary_matches_cpu(cb, op, dtype, shapes):
+    a, a_host = held(cb, sample(shapes[0], 1), dtype)
+    b, b_host = held(cb, sample(shapes[1], 2), dtype)
+    out_dtype = dt.bool_ if op == "gt" else dtype
+    for x, y, x_host, y_host in ((a, b, a_host, b_host), (b, a, b_host, a_host)):
+        check(cb, cb.binary(op, x, y, dtype), cpu.binary(op, x_host, y_host, host_dtype(dtype)), out_dtype)
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("misaligned", ["along the row", "constant along the row", "output-shaped"])
+def test_broadcast_with_a_misaligned_operand(cb, dtype, misaligned):
+    """An operand that runs along the rows must start 16-byte aligned for the vectorised kernel (else
+    the strided loop runs); one that is constant along them may start anywhere."""
+    m, n = 7, 32
+    full_host, row_host, column_host = sample((m, n), 3), sample((n,), 4), sample((m, 1), 5)
+    full, full_host = held(cb, full_host, dtype)
+    row, row_host = (held_at_offset if misaligned == "along the row" else held)(cb, row_host, dtype)
+    column, column_host = (held_at_offset if misaligned == "constant along the row" else held)(cb, column_host, dtype)
+    if misaligned == "output-shaped":
+        full, full_host = held_at_offset(cb, full_host, dtype, offset=3)
+    for x, x_host in ((row, row_host), (column, column_host)):
+        check(cb, cb.binary("sub", full, x, dtype), cpu.binary("sub", full_host, x_host, host_dtype(dtype)), dtype)
+    check(cb, cb.where(cb.binary("gt", column, 0.0, dtype), full, row, dtype),
+          cpu.where(column_host > 0, full_host, row_host, host_dtype(dtype)), dtype)
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("row_stride", [20, 24, 17])
+def test_broadcast_rows_of_a_strided_view(cb, dtype, row_stride):
+    """(7, 16) rows taken from a (7, row_stride) array: their stride is a multiple of the vector width
+    (vectorised) or not (strided) depending on the dtype."""
+    store, store_host = held(cb, sample((7, row_stride), 6), dtype)
+    rows = cb.slice(store, (slice(None), slice(0, 16)))
+    bias, bias_host = held(cb, sample((16,), 7), dtype)
+    check(cb, cb.binary("add", rows, bias, dtype), cpu.binary("add", store_host[:, :16], bias_host,
+                                                              host_dtype(dtype)), dtype)
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_three_operand_kernels_broadcast_along_rows(cb, dtype):
+    """where and the fused unary backward: three operands, each a row, a column or full."""
+    x, x_host = held(cb, sample((5, 3, 16), 8), dtype)
+    g, g_host = held(cb, sample((16,), 9), dtype)
+    check(cb, cb.unary_backward("gelu", x, None, g), cpu.unary_backward("gelu", x_host, None, g_host), dtype,
+          scale=4.0)
+    cond_host = sample((3, 1), 10) > 0
+    cond = cb.from_numpy(cond_host, dt.bool_)
+    check(cb, cb.where(cond, x, g, dtype), cpu.where(cond_host, x_host, g_host, host_dtype(dtype)), dtype)
+    check(cb, cb.where(cond, 1.5, x, dtype), cpu.where(cond_host, 1.5, x_host, host_dtype(dtype)), dtype)
