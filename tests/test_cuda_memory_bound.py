@@ -152,3 +152,82 @@ def test_three_operand_kernels_broadcast_along_rows(cb, dtype):
     cond = cb.from_numpy(cond_host, dt.bool_)
     check(cb, cb.where(cond, x, g, dtype), cpu.where(cond_host, x_host, g_host, host_dtype(dtype)), dtype)
     check(cb, cb.where(cond, 1.5, x, dtype), cpu.where(cond_host, 1.5, x_host, host_dtype(dtype)), dtype)
+
+
+# =============================================================================================
+# column reductions: outputs one contiguous run, 16 bytes of them per lane
+# (shape, axes): the kept dims merge into one run of a multiple of 8 elements (vectorised), or not
+COLUMN_CASES = [
+    ((1, 8), (0,)),
+    ((7, 16), (0,)),
+    ((1023, 64), (0,)),
+    ((65537, 8), (0,)),          # few outputs: the rows are split over many blocks, then combined
+    ((3, 5, 32), (0, 1)),        # a (B, T, C) bias gradient
+    ((6, 4, 16), (0,)),          # kept dims (4, 16) merge into one run of 64
+    ((33, 12), (0,)),            # float32: vectorised; half types: 12 is not a multiple of 8
+    ((33, 7), (0,)),             # the scalar column layout
+    ((0, 16), (0,)),             # nothing to reduce
+]
+
+
+def check_sum(cb, got, x_host, axes, dtype, keepdim=False, mean=False):
+    """A sum (or mean) over ``axes`` against float64, within fp32 accumulation error (a few ulp of the
+    sum of magnitudes, whatever the order of additions) plus the result's rounding to ``dtype``."""
+    x = np.asarray(x_host, np.float64)
+    count = max(int(np.prod([x.shape[d] for d in axes])), 1)
+    expected = np.sum(x, axis=axes, keepdims=keepdim) / (count if mean else 1)
+    bound = 4 * np.finfo(np.float32).eps * np.sum(np.abs(x), axis=axes, keepdims=keepdim) / (count if mean else 1)
+    got_host = to_host(cb, got).astype(np.float64)
+    assert got_host.shape == expected.shape
+    error = np.abs(got_host - expected)
+    assert np.all(error <= bound + TOLERANCE[dtype][0] * np.abs(expected) + 1e-30), np.max(error - bound)
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("case", COLUMN_CASES, ids=str)
+@pytest.mark.parametrize("op", ["sum", "mean", "amax", "amin"])
+def test_column_reductions_match_cpu(cb, op, dtype, case):
+    shape, axes = case
+    if op != "sum" and 0 in shape:
+        pytest.skip("no identity / a mean of nothing: covered by test_cuda_parity")
+    a, a_host = held(cb, sample(shape, 11), dtype)
+    for keepdim in (False, True):
+        got = cb.reduce(op, a, axes, keepdim)
+        if op in ("sum", "mean"):
+            check_sum(cb, got, a_host, axes, dtype, keepdim, mean=op == "mean")
+        else:  # exact: no rounding anywhere
+            check(cb, got, cpu.reduce(op, a_host, axes, keepdim), dtype, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_column_variance_matches_cpu(cb, dtype):
+    a, a_host = held(cb, sample((1023, 24), 12), dtype)
+    check(cb, cb.var(a, (0,), 1, False), cpu.var(a_host, (0,), 1, False), dtype, scale=4.0)
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("layout", ["every other row", "a column slice", "a misaligned start", "a transposed view"])
+def test_column_sums_of_views(cb, dtype, layout):
+    """Row strides that are a multiple of the vector width keep the vectorised kernel; a misaligned
+    start takes the scalar column layout; a transposed view reduces along contiguous rows instead."""
+    x = sample((301, 48), 13)
+    if layout == "every other row":
+        store, store_host = held(cb, np.repeat(x, 2, axis=0), dtype)
+        a, a_host = cb.slice(store, (slice(None, None, 2),)), store_host[::2]
+    elif layout == "a column slice":
+        store, store_host = held(cb, np.concatenate([x, x[:, :8]], axis=1), dtype)
+        a, a_host = cb.slice(store, (slice(None), slice(0, 48))), store_host[:, :48]
+    elif layout == "a misaligned start":
+        a, a_host = held_at_offset(cb, x, dtype)
+    else:
+        store, store_host = held(cb, np.ascontiguousarray(x.T), dtype)
+        a, a_host = cb.permute(store, (1, 0)), store_host.T
+    check_sum(cb, cb.reduce("sum", a, (0,), False), a_host, (0,), dtype)
+
+
+def test_column_sums_are_deterministic(cb):
+    """Split over blocks, combined in a fixed order: the same bits on every run."""
+    a, _ = held(cb, sample((65537, 16), 14), dt.float32)
+    first = to_host(cb, cb.reduce("sum", a, (0,), False))
+    second = to_host(cb, cb.reduce("sum", a, (0,), False))
+    np.testing.assert_array_equal(first, second)
