@@ -231,3 +231,60 @@ def test_column_sums_are_deterministic(cb):
     first = to_host(cb, cb.reduce("sum", a, (0,), False))
     second = to_host(cb, cb.reduce("sum", a, (0,), False))
     np.testing.assert_array_equal(first, second)
+
+
+# =============================================================================================
+# layer-norm backward: one pass for dx and the blocks' parameter-gradient partials (rows of up to
+# 8192 elements), the separate dx and column kernels beyond
+LAYER_NORM_SHAPES = [
+    (1, 7),          # rows of 7: element by element
+    (7, 1023),
+    (3, 8),          # one pack per thread in half, two in float32
+    (1023, 64),
+    (4500, 8),       # more row groups than blocks (264 on the emulator): blocks take two steps
+    (2, 8192),       # the longest fused row: 512 threads x 16 elements
+    (2, 8200),       # past it: the separate kernels
+]
+
+
+def layer_norm_backward_case(cb, shape, dtype, affine, misaligned=False, seed=15):
+    x, x_host = held(cb, sample(shape, seed) + 0.5, dtype)
+    weight = weight_host = None
+    if affine:
+        weight, weight_host = held(cb, sample(shape[-1:], seed + 1), dtype)
+    _, mean, rstd = cb.layer_norm(x, weight, None, 1, 1e-5)
+    g, g_host = (held_at_offset if misaligned else held)(cb, sample(shape, seed + 2), dtype)
+    got = cb.layer_norm_backward(g, x, weight, mean, rstd, 1)
+    expected = cpu.layer_norm_backward(g_host, x_host, weight_host, to_host(cb, mean), to_host(cb, rstd), 1)
+    return got, expected
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("shape", LAYER_NORM_SHAPES, ids=str)
+@pytest.mark.parametrize("affine", [True, False], ids=["weight", "no weight"])
+def test_layer_norm_backward_matches_cpu(cb, shape, dtype, affine):
+    (dx, dweight, dbias), (dx_ref, dweight_ref, dbias_ref) = layer_norm_backward_case(cb, shape, dtype, affine)
+    rows = shape[0]
+    check(cb, dx, dx_ref, dtype, scale=8.0)
+    check(cb, dbias, dbias_ref, dtype, scale=2.0 * np.sqrt(rows))
+    assert (dweight is None) == (not affine)
+    if affine:
+        check(cb, dweight, dweight_ref, dtype, scale=4.0 * np.sqrt(rows))
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_layer_norm_backward_with_a_misaligned_gradient(cb, dtype):
+    """A gradient that starts off a 16-byte boundary: the fused kernel walks its rows one element at a
+    time instead of in packs."""
+    (dx, dweight, dbias), (dx_ref, dweight_ref, dbias_ref) = layer_norm_backward_case(cb, (33, 64), dtype, True,
+                                                                                     misaligned=True)
+    check(cb, dx, dx_ref, dtype, scale=8.0)
+    check(cb, dweight, dweight_ref, dtype, scale=24.0)
+    check(cb, dbias, dbias_ref, dtype, scale=12.0)
+
+
+def test_layer_norm_backward_is_deterministic(cb):
+    first, _ = layer_norm_backward_case(cb, (4500, 24), dt.float32, True)
+    second, _ = layer_norm_backward_case(cb, (4500, 24), dt.float32, True)
+    for a, b in zip(first, second):
+        np.testing.assert_array_equal(to_host(cb, a), to_host(cb, b))
