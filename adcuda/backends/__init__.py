@@ -46,8 +46,8 @@ the name ends in ``_`` (writes into its first argument) or the row says "view".
 | `matmul(a, b)` | batched matrix product with broadcast batch dims (2-D or more) |
 | **fused NN primitives** | |
 | `softmax(a, axis, log)` / `softmax_backward(y, g, axis, log)` | (log-)softmax from its output |
-| `cross_entropy(logits, target, ignore_index, label_smoothing)` | per-row losses of a 2-D ``logits`` -> (losses, log-probs) |
-| `cross_entropy_backward(logp, target, g_rows, ignore_index, label_smoothing)` | gradient w.r.t. logits |
+| `cross_entropy(logits, target, ignore_index, label_smoothing)` | per-row losses of a 2-D ``logits`` -> (losses (N,), lse (N,) float32, float64 for float64 logits); the log-probabilities are never stored |
+| `cross_entropy_backward(logits, lse, target, g_rows, ignore_index, label_smoothing)` | gradient w.r.t. logits, ``(exp(logits - lse) - q) * g_row`` (``q`` the smoothed one-hot target; 0 for ignored rows) |
 | `layer_norm(x, weight, bias, n, eps)` | normalise the last ``n`` dims -> (y, mean, rstd) |
 | `layer_norm_backward(g, x, weight, mean, rstd, n)` | -> (dx, dweight, dbias) |
 | `attention(q, k, v, mask, is_causal, scale)` | -> (out, logsumexp rows) without keeping probabilities |

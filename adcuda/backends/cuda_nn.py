@@ -57,19 +57,21 @@ def _class_rows(op, rows, target):
 
 
 def cross_entropy(logits, target, ignore_index, label_smoothing):
-    """Per-row losses of ``logits`` (N, C) against class indices ``target`` (N,) -> (losses, log-probs)."""
+    """Per-row losses of ``logits`` (N, C) against class indices ``target`` (N,) -> (losses, log-sum-exps)."""
     _require_floating("cross_entropy", "the logits", logits)
     target = _class_rows("cross_entropy", logits, target)
     return _native._C.cross_entropy(dense(logits), target, int(ignore_index), float(label_smoothing))
 
 
-def cross_entropy_backward(logp, target, g_rows, ignore_index, label_smoothing):
-    _require_floating("cross_entropy_backward", "the log-probabilities", logp)
-    target = _class_rows("cross_entropy_backward", logp, target)
-    if tuple(g_rows.shape) != (logp.shape[0],):
-        raise ShapeError(f"cross_entropy_backward: row gradients {fmt_shape(g_rows.shape)} do not match "
-                         f"{logp.shape[0]} rows")
-    return _native._C.cross_entropy_backward(dense(logp), target, dense(cast(g_rows, logp.dtype)), int(ignore_index),
+def cross_entropy_backward(logits, lse, target, g_rows, ignore_index, label_smoothing):
+    _require_floating("cross_entropy_backward", "the logits", logits)
+    target = _class_rows("cross_entropy_backward", logits, target)
+    rows = logits.shape[0]
+    for name, a in (("row gradients", g_rows), ("log-sum-exps", lse)):
+        if tuple(a.shape) != (rows,):
+            raise ShapeError(f"cross_entropy_backward: {name} {fmt_shape(a.shape)} do not match {rows} rows")
+    return _native._C.cross_entropy_backward(dense(logits), dense(cast(lse, _statistics_type(logits))), target,
+                                             dense(cast(g_rows, logits.dtype)), int(ignore_index),
                                              float(label_smoothing))
 
 
