@@ -357,3 +357,94 @@ def test_cross_entropy_float64_keeps_a_float64_lse(cb):
     ref_losses, ref_lse = cpu.cross_entropy(logits_host, target_host, -100, 0.0)
     check(cb, lse, ref_lse, dt.float64)
     check(cb, losses, ref_losses, dt.float64)
+
+
+# =============================================================================================
+# multi-tensor SGD and Adam: one kernel per dtype combination, 16 bytes per load where aligned
+OPTIMIZER_SIZES = [(1,), (7,), (1023,), (65537,)]  # 65537: a chunk of 65536 and one more element
+
+
+def optimizer_state(cb, param_dtype, grad_dtype, state_dtype, master_dtype, misaligned=False, seed=22):
+    """(device, host) dicts of params, grads, three state lists and masters (None without)."""
+    rng = np.random.default_rng(seed)
+    make = held_at_offset if misaligned else held
+    device, host = {}, {}
+    for name, dtype in (("params", param_dtype), ("grads", grad_dtype), ("m", state_dtype), ("v", state_dtype),
+                        ("vmax", state_dtype)):
+        values = [rng.standard_normal(s) * (0.1 if name in ("m", "v", "vmax") else 1.0) for s in OPTIMIZER_SIZES]
+        if name in ("v", "vmax"):
+            values = [np.abs(v) for v in values]
+        pairs = [make(cb, v, dtype) for v in values]
+        device[name], host[name] = [p[0] for p in pairs], [p[1] for p in pairs]
+    if master_dtype is None:
+        device["masters"] = host["masters"] = None
+    else:
+        pairs = [make(cb, p.astype(np.float64), master_dtype) for p in host["params"]]
+        device["masters"], host["masters"] = [p[0] for p in pairs], [p[1] for p in pairs]
+    return device, host
+
+
+def check_optimizer_lists(cb, device, host, names, dtypes):
+    if dtypes.get("masters") is dt.float64 and dtypes["m"] is dt.float32:
+        # NumPy multiplies the float32 state by a Python float in float32 before the float64 sums: the
+        # float64 master carries float32 rounding
+        dtypes = {**dtypes, "masters": dt.float32}
+    for name in names:
+        for got, expected in zip(device[name], host[name]):
+            check(cb, got, expected, dtypes[name], scale=10.0)
+
+
+# (param, grad, state, master): the compiled combinations, and ones that go through fp32/fp64 copies
+STEP_COMBINATIONS = [
+    (dt.float32, dt.float32, dt.float32, None),
+    (dt.float16, dt.float16, dt.float16, None),
+    (dt.float16, dt.float16, dt.float32, dt.float32),
+    (dt.float64, dt.float64, dt.float64, None),
+    (dt.float32, dt.float16, dt.float32, None),      # a gradient in another dtype: copies
+    (dt.float16, dt.float16, dt.float32, None),      # fp32 state for a half parameter without a master
+    (dt.float32, dt.float32, dt.float32, dt.float32),  # a float32 master of a float32 parameter
+    (dt.float32, dt.float64, dt.float32, dt.float64),  # a float64 master: float64 math
+]
+
+
+@pytest.mark.parametrize("dtypes", STEP_COMBINATIONS, ids=str)
+@pytest.mark.parametrize("misaligned", [False, True], ids=["aligned", "misaligned"])
+@pytest.mark.parametrize("amsgrad", [False, True], ids=["adam", "amsgrad"])
+def test_adam_step_per_dtype_combination(cb, dtypes, misaligned, amsgrad):
+    param_dtype, grad_dtype, state_dtype, master_dtype = dtypes
+    device, host = optimizer_state(cb, *dtypes, misaligned=misaligned)
+    for step in (1, 2):
+        args = (step, 1e-2, 0.9, 0.999, 1e-8, 0.01, True)
+        cb.adam_step_(device["params"], device["grads"], device["m"], device["v"], *args, device["masters"],
+                      device["vmax"] if amsgrad else None)
+        cpu.adam_step_(host["params"], host["grads"], host["m"], host["v"], *args, host["masters"],
+                       host["vmax"] if amsgrad else None)
+    names = ("params", "m", "v") + (("masters",) if master_dtype else ()) + (("vmax",) if amsgrad else ())
+    check_optimizer_lists(cb, device, host, names, {"params": param_dtype, "m": state_dtype, "v": state_dtype,
+                                                   "vmax": state_dtype, "masters": master_dtype})
+
+
+@pytest.mark.parametrize("dtypes", STEP_COMBINATIONS, ids=str)
+@pytest.mark.parametrize("misaligned", [False, True], ids=["aligned", "misaligned"])
+def test_sgd_step_per_dtype_combination(cb, dtypes, misaligned):
+    param_dtype, grad_dtype, state_dtype, master_dtype = dtypes
+    device, host = optimizer_state(cb, *dtypes, misaligned=misaligned, seed=23)
+    for step in range(2):
+        args = (0.05, 0.9, 0.1, True, 1e-3, step == 0)
+        cb.sgd_step_(device["params"], device["grads"], device["m"], *args, masters=device["masters"])
+        cpu.sgd_step_(host["params"], host["grads"], host["m"], *args, masters=host["masters"])
+    names = ("params", "m") + (("masters",) if master_dtype else ())
+    check_optimizer_lists(cb, device, host, names, {"params": param_dtype, "m": state_dtype, "masters": master_dtype})
+
+
+def test_adam_step_mixes_combinations_in_one_call(cb):
+    """A call whose tensors differ in dtype: each group takes its own kernel, all in one call."""
+    device32, host32 = optimizer_state(cb, dt.float32, dt.float32, dt.float32, None, seed=24)
+    device16, host16 = optimizer_state(cb, dt.float16, dt.float16, dt.float16, None, seed=25)
+    device = {k: device32[k] + device16[k] for k in ("params", "grads", "m", "v")}
+    host = {k: host32[k] + host16[k] for k in ("params", "grads", "m", "v")}
+    args = (3, 1e-3, 0.9, 0.999, 1e-8, 0.0, False)
+    cb.adam_step_(device["params"], device["grads"], device["m"], device["v"], *args, None)
+    cpu.adam_step_(host["params"], host["grads"], host["m"], host["v"], *args, None)
+    for i, (got, expected) in enumerate(zip(device["params"], host["params"])):
+        check(cb, got, expected, dt.float32 if i < len(OPTIMIZER_SIZES) else dt.float16, scale=10.0)
