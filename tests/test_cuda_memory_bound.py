@@ -448,3 +448,63 @@ def test_adam_step_mixes_combinations_in_one_call(cb):
     cpu.adam_step_(host["params"], host["grads"], host["m"], host["v"], *args, None)
     for i, (got, expected) in enumerate(zip(device["params"], host["params"])):
         check(cb, got, expected, dt.float32 if i < len(OPTIMIZER_SIZES) else dt.float16, scale=10.0)
+
+
+# =============================================================================================
+# row gathers: each result row located once, contiguous rows moved in 16/8/4/2-byte units
+GATHER_DTYPES = (dt.float32, dt.float16, dt.int64, dt.bool_)
+
+
+def gather_input(cb, shape, dtype, seed, misaligned=False):
+    values = np.random.default_rng(seed).standard_normal(shape) * 4
+    if dtype is dt.bool_:
+        values = values > 0
+    elif dtype.category == dt.INTEGER:
+        values = values.astype(np.int64)
+    return (held_at_offset if misaligned else held)(cb, values, dtype)
+
+
+def device_indices(cb, values):
+    values = np.asarray(values, np.int64)
+    return cb.from_numpy(values, dt.int64), values
+
+
+@pytest.mark.parametrize("dtype", GATHER_DTYPES, ids=str)
+@pytest.mark.parametrize("width", [1, 3, 8, 1023, 1024])
+@pytest.mark.parametrize("misaligned", [False, True], ids=["aligned", "misaligned"])
+def test_index_rows_on_the_leading_dim(cb, dtype, width, misaligned):
+    """a[idx] on (rows, width): rows move in the widest unit the row length and the start allow (16
+    bytes for 1024 float32s; single elements for 3, or for any misaligned start); negative indices
+    and repeats."""
+    a, a_host = gather_input(cb, (37, width), dtype, 26, misaligned)
+    idx, idx_host = device_indices(cb, [0, 36, -1, 5, 5, -37, 20])
+    check(cb, cb.index(a, (idx,)), cpu.index(a_host, (idx_host,)), dtype)
+
+
+@pytest.mark.parametrize("dtype", GATHER_DTYPES, ids=str)
+def test_index_rows_inside_a_tensor(cb, dtype):
+    """Indexing a middle dim of (4, 9, 16): rows of 16 under two outer dims; two index arrays; a 0-d
+    result; a strided view's rows (element by element)."""
+    a, a_host = gather_input(cb, (4, 9, 16), dtype, 27)
+    idx, idx_host = device_indices(cb, [[8, 0], [3, -2]])
+    check(cb, cb.index(a, (slice(None), idx)), cpu.index(a_host, (slice(None), idx_host)), dtype)
+    first, first_host = device_indices(cb, [3, 0, 1])
+    second, second_host = device_indices(cb, [8, -1, 0])
+    check(cb, cb.index(a, (first, second)), cpu.index(a_host, (first_host, second_host)), dtype)
+    one, one_host = device_indices(cb, 2)
+    check(cb, cb.index(a, (1, one, 7)), cpu.index(a_host, (1, one_host, 7)), dtype)
+    view = cb.slice(a, (slice(None), slice(None), slice(None, None, 3)))
+    check(cb, cb.index(view, (slice(None), idx)), cpu.index(a_host[:, :, ::3], (slice(None), idx_host)), dtype)
+
+
+@pytest.mark.parametrize("dtype", GATHER_DTYPES, ids=str)
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_gather_along_an_axis(cb, dtype, axis):
+    """PyTorch's gather: along the last dim every element of a row reads its own index (the row is
+    located once); along dim 0 rows of the index pick elements of the input's columns."""
+    a, a_host = gather_input(cb, (7, 1023), dtype, 28)
+    axis_size = a_host.shape[axis]
+    idx_host = np.random.default_rng(29).integers(-axis_size, axis_size, (5, 33))
+    idx_host = np.where(idx_host < 0, idx_host + axis_size, idx_host)  # gather takes no negative index
+    idx = cb.from_numpy(idx_host, dt.int64)
+    check(cb, cb.gather(a, axis % 2, idx), cpu.gather(a_host, axis % 2, idx_host), dtype)
