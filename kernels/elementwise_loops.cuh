@@ -219,29 +219,31 @@ struct FastIndexer {
 };
 
 // Where each input's row starts, for the vectorised kernel: the output's rows (a contiguous run of
-// row_length elements each) numbered row-major over the outer dims, which are merged and at most
-// kMaxDims - 1. One FastDivmod per outer dim but the outermost (rows below 2^31).
+// elements each) numbered row-major over the outer dims, merged and at most kMaxRowDims (a bias, a
+// column or a conv-style (C, 1, 1) operand needs one or two; more go to the strided loop, which keeps
+// this per-kernel code small). One FastDivmod per outer dim but the outermost (rows below 2^31).
+constexpr int kMaxRowDims = 3;
+
 template <std::size_t NIns>
 struct RowIndexer {
   int ndim = 0;  // outer dims; 0: the output is one row
-  FastDivmod sizes[kMaxDims];
-  std::int64_t strides[kMaxDims][NIns > 0 ? NIns : 1] = {};
+  FastDivmod sizes[kMaxRowDims];
+  std::int64_t strides[kMaxRowDims][NIns > 0 ? NIns : 1] = {};
 
   __device__ __forceinline__ void offsets(std::uint32_t row, std::int64_t (&out)[NIns > 0 ? NIns : 1]) const {
 #pragma unroll
     for (std::size_t k = 0; k < NIns; ++k) out[k] = 0;
-#pragma unroll 1
-    for (int d = ndim - 1; d > 0; --d) {
+#pragma unroll
+    for (int d = kMaxRowDims - 1; d > 0; --d) {
+      if (d >= ndim) continue;
       const std::uint32_t quotient = sizes[d].divide(row);
       const auto coordinate = static_cast<std::int64_t>(row - quotient * sizes[d].divisor);
       row = quotient;
 #pragma unroll
       for (std::size_t k = 0; k < NIns; ++k) out[k] += coordinate * strides[d][k];
     }
-    if (ndim > 0) {
 #pragma unroll
-      for (std::size_t k = 0; k < NIns; ++k) out[k] += static_cast<std::int64_t>(row) * strides[0][k];
-    }
+    for (std::size_t k = 0; k < NIns; ++k) out[k] += static_cast<std::int64_t>(row) * strides[0][k];
   }
 };
 
@@ -439,7 +441,7 @@ bool plan_rows(const Dims& shape, const std::array<Dims, NArgs>& strides, const 
   for (std::size_t k = 0; k < NArgs; ++k) stride_ptrs[k] = &strides[k];
   const MergedDims<NArgs> merged = merge_dims<NArgs>(shape, stride_ptrs);
   if (merged.count == 0) return true;  // one element: one row, every input constant along it
-  if (merged.count > kMaxDims) return false;
+  if (merged.count > kMaxRowDims + 1) return false;
   const std::int64_t row_length = merged.sizes[0];
   const int outer = merged.count - 1;
   if (outer > 0) {

@@ -97,6 +97,7 @@ STRIDED_CASES = [
     ((7, 12), (12,)),            # 12: a multiple of 4 (float32 vectors) but not of 8 (half vectors)
     ((33, 7), (7,)),             # rows of 7
     ((1023, 3), (1023, 1)),
+    ((2, 1, 2, 1, 8), (3, 1, 5, 8)),  # four outer dims after merging: more than the rows kernel indexes
 ]
 
 
