@@ -6,8 +6,8 @@
 // deviations), reading the row three times; the second and third reads come from L1/L2, so DRAM sees
 // one read and one write.
 //
-// Backward (rows of up to kFusedMaxRow elements): a block is R row groups of T threads; each thread
-// owns the same columns in every row (16 elements: kElements / V packs of V), holds a row's g and x
+// Backward (rows of up to fused_max_row elements): a block is R row groups of T threads; each thread
+// owns the same columns in every row (16 elements, 8 in fp64: P packs of V), holds a row's g and x
 // for them in registers (so the row's two reductions and dx need one read), and adds g * xhat and g
 // into its own fp32 column accumulators. At the end the block's R groups add their accumulators in
 // group order and the block writes one partial row; a second kernel adds the blocks' partials per
@@ -119,11 +119,15 @@ __global__ void layer_norm_backward_dx_kernel(const T* g, const T* x, const T* w
   }
 }
 
-// The fused backward: elements of a row each thread owns, threads per row group at most, and so the
-// longest row it takes.
-constexpr int kElements = 16;
+// The fused backward: threads per row group at most, the elements of a row each thread owns (8 in
+// fp64, whose accumulators take twice the registers: 16 would spill), and so the longest row it takes.
 constexpr int kFusedMaxThreads = 512;
-constexpr std::int64_t kFusedMaxRow = static_cast<std::int64_t>(kElements) * kFusedMaxThreads;
+
+__host__ __device__ constexpr int fused_elements(bool fp64) { return fp64 ? 8 : 16; }
+
+constexpr std::int64_t fused_max_row(bool fp64) {
+  return static_cast<std::int64_t>(fused_elements(fp64)) * kFusedMaxThreads;
+}
 
 // The two row sums dx needs, reduced together.
 template <typename Acc>
@@ -168,18 +172,21 @@ __global__ void __launch_bounds__(kFusedMaxThreads)
                                      const compute_t<T>* rstd, T* dx, compute_t<T>* partial_weight,
                                      compute_t<T>* partial_bias, std::int64_t rows, std::int64_t D) {
   using Acc = compute_t<T>;
-  constexpr int P = kElements / V;
+  constexpr int P = fused_elements(std::is_same_v<Acc, double>) / V;
   __shared__ RowSums<Acc> scratch[kFusedMaxThreads / 32];
   __shared__ Acc exchange[2][kFusedMaxThreads];
-  std::int64_t column[P];
-  bool owned[P];
+  // the first column of this thread's pack p (owned if < D): recomputed where needed, not kept in
+  // registers
+  const auto column = [&](int p) {
+    return (static_cast<std::int64_t>(threadIdx.x) + static_cast<std::int64_t>(p) * blockDim.x) * V;
+  };
   Acc w[P][V];
 #pragma unroll
   for (int p = 0; p < P; ++p) {
-    column[p] = (static_cast<std::int64_t>(threadIdx.x) + static_cast<std::int64_t>(p) * blockDim.x) * V;
-    owned[p] = column[p] < D;
 #pragma unroll
-    for (int k = 0; k < V; ++k) w[p][k] = weight != nullptr && owned[p] ? to_compute(weight[column[p] + k]) : Acc(1);
+    for (int k = 0; k < V; ++k) {
+      w[p][k] = weight != nullptr && column(p) < D ? to_compute(weight[column(p) + k]) : Acc(1);
+    }
   }
   Acc sum_weight[P][V], sum_bias[P][V];
 #pragma unroll
@@ -199,9 +206,9 @@ __global__ void __launch_bounds__(kFusedMaxThreads)
     RowSums<Acc> sums{Acc(0), Acc(0)};
 #pragma unroll
     for (int p = 0; p < P; ++p) {
-      if (live && owned[p]) {
-        gp[p] = nn::load_pack<T, V>(g + row * D + column[p]);
-        xp[p] = nn::load_pack<T, V>(x + row * D + column[p]);
+      if (live && column(p) < D) {
+        gp[p] = nn::load_pack<T, V>(g + row * D + column(p));
+        xp[p] = nn::load_pack<T, V>(x + row * D + column(p));
 #pragma unroll
         for (int k = 0; k < V; ++k) {
           const Acc gx = to_compute(gp[p].item[k]) * w[p][k];
@@ -215,7 +222,7 @@ __global__ void __launch_bounds__(kFusedMaxThreads)
     const Acc mean_gx_xhat = sums.gx_xhat * inverse_D;
 #pragma unroll
     for (int p = 0; p < P; ++p) {
-      if (live && owned[p]) {
+      if (live && column(p) < D) {
         nn::Pack<T, V> out;
 #pragma unroll
         for (int k = 0; k < V; ++k) {
@@ -225,7 +232,7 @@ __global__ void __launch_bounds__(kFusedMaxThreads)
           sum_weight[p][k] += gv * xhat;
           sum_bias[p][k] += gv;
         }
-        nn::store_pack<T, V>(dx + row * D + column[p], out);
+        nn::store_pack<T, V>(dx + row * D + column(p), out);
       }
     }
   }
@@ -240,14 +247,14 @@ __global__ void __launch_bounds__(kFusedMaxThreads)
       exchange[0][flat] = sum_weight[p][k];
       exchange[1][flat] = sum_bias[p][k];
       __syncthreads();
-      if (threadIdx.y == 0 && owned[p]) {
+      if (threadIdx.y == 0 && column(p) < D) {
         Acc total_weight = exchange[0][threadIdx.x], total_bias = exchange[1][threadIdx.x];
         for (int y = 1; y < static_cast<int>(blockDim.y); ++y) {
           total_weight += exchange[0][y * blockDim.x + threadIdx.x];
           total_bias += exchange[1][y * blockDim.x + threadIdx.x];
         }
-        partial_weight[static_cast<std::int64_t>(blockIdx.x) * D + column[p] + k] = total_weight;
-        partial_bias[static_cast<std::int64_t>(blockIdx.x) * D + column[p] + k] = total_bias;
+        partial_weight[static_cast<std::int64_t>(blockIdx.x) * D + column(p) + k] = total_weight;
+        partial_bias[static_cast<std::int64_t>(blockIdx.x) * D + column(p) + k] = total_bias;
       }
     }
   }
@@ -448,10 +455,12 @@ std::tuple<DeviceArray, std::optional<DeviceArray>, DeviceArray> layer_norm_back
     return {dx, dweight, dbias};
   }
 
-  const bool fused = split.D <= kFusedMaxRow;
+  const bool fp64 = x.dtype() == ScalarType::Float64;
+  const bool fused = split.D <= fused_max_row(fp64);
   // fused: blocks of R row groups of `threads` threads, two blocks per SM; else chunks of rows
-  const int threads = static_cast<int>(std::clamp<std::int64_t>(next_power_of_two((split.D + kElements - 1) / kElements),
-                                                                32, kFusedMaxThreads));
+  const int elements = fused_elements(fp64);
+  const int threads = static_cast<int>(
+      std::clamp<std::int64_t>(next_power_of_two((split.D + elements - 1) / elements), 32, kFusedMaxThreads));
   const int groups = kFusedMaxThreads / threads;
   const std::int64_t chunks =
       fused ? std::min<std::int64_t>((split.rows + groups - 1) / groups, 2 * multiprocessor_count(x.device()))
