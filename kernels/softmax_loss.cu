@@ -21,9 +21,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "launch_utils.cuh"
 #include "nn_common.cuh"
@@ -253,6 +255,22 @@ __device__ __forceinline__ PackSplit pack_split(const T* at, std::int64_t n) {
   return {head, (n - head) / V};
 }
 
+// A pack written as one store of its whole size (16 bytes for V = kPackWidth). NVVM splits a plain pack
+// store into element stores where the row start has an offset it cannot see the alignment of (the
+// chunk's); __stcs is one vector store, with the streaming hint: the gradient is read by a later
+// kernel, not by this one.
+template <typename T, int V>
+__device__ __forceinline__ void store_whole(T* at, const nn::Pack<T, V>& pack) {
+  constexpr int kBytes = static_cast<int>(sizeof(T)) * V;
+  using Bits = std::conditional_t<kBytes == 16, uint4,
+                                  std::conditional_t<kBytes == 8, uint2,
+                                                     std::conditional_t<kBytes == 4, unsigned, unsigned short>>>;
+  static_assert(sizeof(Bits) == kBytes, "a pack is 2, 4, 8 or 16 bytes");
+  Bits bits;
+  memcpy(&bits, &pack, sizeof(bits));
+  __stcs(reinterpret_cast<Bits*>(at), bits);
+}
+
 // Calls visit(value) for the elements of in[0..n) this thread owns (blockDim.x threads share them).
 template <typename T, int V, typename Visit>
 __device__ __forceinline__ void for_each_owned(const T* in, std::int64_t n, Visit&& visit) {
@@ -354,10 +372,11 @@ __global__ void cross_entropy_backward_kernel(const T* logits, const compute_t<T
     for (std::int64_t j = threadIdx.x; j < split.head; j += blockDim.x) out[j] = value(j, in[j]);
     for (std::int64_t q = threadIdx.x; q < split.packs; q += blockDim.x) {
       const std::int64_t j = split.head + q * V;
-      auto pack = nn::load_pack<T, V>(in + j);
+      const auto logits_pack = nn::load_pack<T, V>(in + j);
+      nn::Pack<T, V> grad_pack;
 #pragma unroll
-      for (int k = 0; k < V; ++k) pack.item[k] = value(j + k, pack.item[k]);
-      nn::store_pack<T, V>(out + j, pack);
+      for (int k = 0; k < V; ++k) grad_pack.item[k] = value(j + k, logits_pack.item[k]);
+      store_whole(out + j, grad_pack);
     }
     for (std::int64_t j = split.head + split.packs * V + threadIdx.x; j < count; j += blockDim.x) {
       out[j] = value(j, in[j]);
