@@ -29,10 +29,17 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import (BANDWIDTH_BYTES, copy_bandwidth, cuda_event_seconds, emulated_reference_run,  # noqa: E402
-                      format_bandwidth, is_emulated, percent_of_copy, print_table)
-
 import numpy as np  # noqa: E402
+from _harness import (  # noqa: E402
+    BANDWIDTH_BYTES,
+    copy_bandwidth,
+    cuda_event_seconds,
+    emulated_reference_run,
+    format_bandwidth,
+    is_emulated,
+    percent_of_copy,
+    print_table,
+)
 
 import adcuda  # noqa: E402
 from adcuda import dtypes as dt  # noqa: E402
@@ -267,9 +274,11 @@ def bandwidth_cases(cb, torch, cupy):
         lambda: c["m"].sum(1))
     add("columns: sum (rows, 4096) dim 0 float32", f32, lambda: cb.reduce("sum", m32, (0,), False),
         lambda: t["m"].sum(0), lambda: c["m"].sum(0))
-    add("columns: bias grad sum (rows, 768) dim 0 float32", 4 * gpt_rows * gpt_width, lambda: cb.reduce("sum", gpt32, (0,), False),
+    add("columns: bias grad sum (rows, 768) dim 0 float32", 4 * gpt_rows * gpt_width,
+        lambda: cb.reduce("sum", gpt32, (0,), False),
         lambda: t["gpt"].sum(0), lambda: c["gpt"].sum(0))
-    add("columns: bias grad sum (rows, 768) dim 0 bfloat16", 2 * gpt_rows16 * gpt_width, lambda: cb.reduce("sum", gptb, (0,), False),
+    add("columns: bias grad sum (rows, 768) dim 0 bfloat16", 2 * gpt_rows16 * gpt_width,
+        lambda: cb.reduce("sum", gptb, (0,), False),
         lambda: t["gptb"].sum(0))
     add("columns: amax (rows, 4096) dim 0 float32", f32, lambda: cb.reduce("amax", m32, (0,), False),
         lambda: t["m"].amax(0), lambda: c["m"].max(0))
@@ -399,7 +408,8 @@ def main():
         for name in ("torch", "cupy"):
             theirs = results.get(name, {}).get(case)
             if theirs:
-                line += f"   {name} {moved[case] / theirs / 1e9:8.1f} GB/s (adcuda/{name} time {seconds / theirs:4.2f}x)"
+                line += (f"   {name} {moved[case] / theirs / 1e9:8.1f} GB/s "
+                         f"(adcuda/{name} time {seconds / theirs:4.2f}x)")
         print(line)
     write_json(args.json, rows, moved, copy_rate, bandwidth)  # kept even if the overhead section is cut short
 

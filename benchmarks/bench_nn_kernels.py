@@ -30,10 +30,17 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import (BANDWIDTH_BYTES, copy_bandwidth, cuda_event_seconds, emulated_reference_run,  # noqa: E402
-                      format_bandwidth, is_emulated, percent_of_copy, print_table)
-
 import numpy as np  # noqa: E402
+from _harness import (  # noqa: E402
+    BANDWIDTH_BYTES,
+    copy_bandwidth,
+    cuda_event_seconds,
+    emulated_reference_run,
+    format_bandwidth,
+    is_emulated,
+    percent_of_copy,
+    print_table,
+)
 
 import adcuda  # noqa: E402
 
@@ -106,9 +113,9 @@ def check_against_cpu(cb, cpu):
     losses, lse = cpu.cross_entropy(logits, target, -100, 0.0)
     got_losses, got_lse = cb.cross_entropy(device(logits), device(target, adcuda.int64), -100, 0.0)
     close(got_losses, losses, "cross_entropy over 50257 classes (chunked rows)")
-    close(cb.cross_entropy_backward(device(logits), got_lse, device(target, adcuda.int64), device(np.ones(3, np.float32)),
-                                    -100, 0.0),
-          cpu.cross_entropy_backward(logits, lse, target, np.ones(3, np.float32), -100, 0.0),
+    ones = np.ones(3, np.float32)
+    close(cb.cross_entropy_backward(device(logits), got_lse, device(target, adcuda.int64), device(ones), -100, 0.0),
+          cpu.cross_entropy_backward(logits, lse, target, ones, -100, 0.0),
           "cross_entropy_backward over 50257 classes")
     x768, g768 = (rng.standard_normal((65, 768)).astype(np.float32) for _ in range(2))
     w768 = rng.standard_normal(768).astype(np.float32)
@@ -248,7 +255,6 @@ def bandwidth_cases(cb, torch, bursts):
             }
             for case, fn in torch_cases.items():
                 results["torch"][case] = torch_seconds(torch, fn, bursts, 10)
-            del tx, tg, ty, t_logp, lx, lg
     return results, moved
 
 
@@ -280,7 +286,8 @@ def optimizer_cases(cb, torch, shapes, bursts):
 
     params, grads = arrays(f32, 11), arrays(f32, 12)
     m, v = arrays(f32, 13, 0.01), [cb.unary("abs", a) for a in arrays(f32, 14, 0.01)]
-    half_params, half_grads = [cb.astype(p, adcuda.float16) for p in params], [cb.astype(g, adcuda.float16) for g in grads]
+    half_params = [cb.astype(p, adcuda.float16) for p in params]
+    half_grads = [cb.astype(g, adcuda.float16) for g in grads]
     masters = [cb.astype(p, f32) for p in half_params]
     half_m, half_v = [cb.astype(a, f32) for a in m], [cb.astype(a, f32) for a in v]
     bufs = [cb.astype(a, f32) for a in m]
@@ -305,7 +312,6 @@ def optimizer_cases(cb, torch, shapes, bursts):
         sgd.step()  # the states exist before the timing
         results["torch"][f"adamw float32 {label}"] = torch_seconds(torch, adamw.step, bursts, 3)
         results["torch"][f"sgd momentum float32 {label}"] = torch_seconds(torch, sgd.step, bursts, 3)
-        del adamw, sgd, t_params
     return results, moved
 
 
@@ -366,8 +372,6 @@ def embedding_norm_dropout_cases(cb, torch, bursts):
             }
             for case, fn in torch_cases.items():
                 results["torch"][case] = torch_seconds(torch, fn, bursts, 10)
-            del t_weight, t_grad_rows, t_grads, t_x, t_mask
-        del weight, grad_rows, grads, x, mask
     steps, steps_moved = optimizer_cases(cb, torch, shapes, bursts)
     for name, times in steps.items():
         results.setdefault(name, {}).update(times)
