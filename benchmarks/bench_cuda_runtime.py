@@ -16,10 +16,18 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import (BANDWIDTH_BYTES, adcuda_event_seconds, copy_bandwidth, cuda_event_seconds,  # noqa: E402
-                      emulated_reference_run, format_bandwidth, is_emulated, median_time, print_table)
-
 import numpy as np  # noqa: E402
+from _harness import (  # noqa: E402
+    BANDWIDTH_BYTES,
+    adcuda_event_seconds,
+    copy_bandwidth,
+    cuda_event_seconds,
+    emulated_reference_run,
+    format_bandwidth,
+    is_emulated,
+    median_time,
+    print_table,
+)
 
 import adcuda  # noqa: E402
 
@@ -129,14 +137,14 @@ def allocation_cases(sizes, repeat):
         results["cupy"] = {}
     for nbytes in sizes:
         case = f"alloc+free {_label(nbytes)} (cached)"
-        results["adcuda"][case] = median_time(lambda: C.DeviceArray.empty((nbytes,), scalar), repeat=repeat)
+        results["adcuda"][case] = median_time(lambda n=nbytes: C.DeviceArray.empty((n,), scalar), repeat=repeat)
         results["adcuda"][f"alloc+free {_label(nbytes)} cudaMalloc"] = median_time(
-            lambda: C.raw_free(C.raw_malloc(nbytes, 0), 0), repeat=repeat)
+            lambda n=nbytes: C.raw_free(C.raw_malloc(n, 0), 0), repeat=repeat)
         if torch is not None:
-            results["torch"][case] = median_time(lambda: torch.empty(nbytes, dtype=torch.uint8, device="cuda"),
-                                                 repeat=repeat)
+            results["torch"][case] = median_time(
+                lambda n=nbytes: torch.empty(n, dtype=torch.uint8, device="cuda"), repeat=repeat)
         if cp is not None:
-            results["cupy"][case] = median_time(lambda: cp.cuda.alloc(nbytes), repeat=repeat)
+            results["cupy"][case] = median_time(lambda n=nbytes: cp.cuda.alloc(n), repeat=repeat)
     return results
 
 
@@ -174,18 +182,19 @@ def reference_checks():
             raise SystemExit("bench_cuda_runtime: the copy bandwidth is not positive")
 
     def allocation():
-        before = adcuda.cuda.memory_stats()["allocations"]
+        before = adcuda.cuda.memory_stats()["allocation.all.allocated"]
         for nbytes in (1, 4 << 10, 1 << 20, (1 << 20) + 1):
             C.DeviceArray.empty((nbytes,), C.ScalarType.bool)
         C.raw_free(C.raw_malloc(4096, 0), 0)
-        if adcuda.cuda.memory_stats()["allocations"] - before != 4:
+        if adcuda.cuda.memory_stats()["allocation.all.allocated"] - before != 4:
             raise SystemExit("bench_cuda_runtime: the allocator did not count four allocations")
     return [host_copies, device_copy, allocation]
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="fewer repeats and sizes (bandwidth sizes stay >= 256 MiB)")
+    parser.add_argument("--quick", action="store_true",
+                        help="fewer repeats and sizes (bandwidth sizes stay >= 256 MiB)")
     parser.add_argument("--device", default="cuda", choices=("cuda",))
     parser.add_argument("--json")
     args = parser.parse_args()

@@ -373,11 +373,11 @@ def main():
     if not adcuda.cuda.is_available():
         print(f"bench_kernels needs a GPU: {adcuda.cuda.unavailable_reason()}")
         return 0
+    adcuda.init_cuda_context()
     from adcuda.backends import cpu
     from adcuda.backends import cuda as cb
     if is_emulated():
         return emulated_reference_run("kernels", args.json, [lambda: check_against_cpu(cb, cpu)])
-    adcuda.init_cuda_context()
     torch, cupy = optional("torch"), None if args.quick else optional("cupy")
     check_against_cpu(cb, cpu)
     bursts = 3 if args.quick else 7

@@ -543,11 +543,11 @@ def main():
     if not adcuda.cuda.is_available():
         print(f"bench_nn_kernels needs a GPU: {adcuda.cuda.unavailable_reason()}")
         return 0
+    adcuda.init_cuda_context()
     from adcuda.backends import cpu
     from adcuda.backends import cuda as cb
     if is_emulated():
         return emulated_reference_run("nn_kernels", args.json, [lambda: check_against_cpu(cb, cpu)])
-    adcuda.init_cuda_context()
     torch = optional_torch()
     check_against_cpu(cb, cpu)
     bursts = 3 if args.quick else 7

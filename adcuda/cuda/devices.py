@@ -90,9 +90,13 @@ def _explain(reason):
 
 @functools.cache
 def _query():
-    """``(device_count, reason)``: asked once per process, since it initialises the CUDA runtime.
+    """``(device_count, reason)``, asked once per process. ``reason`` is None when at least one device
+    can run this build's kernels.
 
-    ``reason`` is None when at least one device can run this build's kernels.
+    The native runtime asks the driver's management library (NVML), as PyTorch's NVML-based check
+    does, so that asking does not initialise CUDA: a process may fork after ``is_available()`` and its
+    children can still use the GPU. Where NVML cannot answer, the CUDA runtime is asked, which
+    initialises it.
     """
     C = _native._C
     if C is None:
@@ -102,13 +106,15 @@ def _query():
     if count == 0:
         return 0, _explain(reason)
     architectures = C.build_info()["cuda_architectures"]
+    known = getattr(C, "cuda_visible_devices_without_initialising", lambda: None)()
+    if known is None:
+        known = [(props.name, props.major, props.minor) for props in map(_properties, range(count))]
     verdicts = []
-    for index in range(count):
-        props = _properties(index)
-        runs, how = kernel_image_for(props.major, props.minor, architectures)
+    for index, (name, major, minor) in enumerate(known):
+        runs, how = kernel_image_for(major, minor, architectures)
         if runs is not False:
             return count, None
-        verdicts.append(f"cuda:{index} {props.name} (compute capability {props.major}.{props.minor}): {how}")
+        verdicts.append(f"cuda:{index} {name} (compute capability {major}.{minor}): {how}")
     return count, "this build cannot run on any visible device: " + "; ".join(verdicts)
 
 

@@ -1,8 +1,8 @@
 """The exceptions of ``adcuda.cuda``. Defined in Python so that every build (with or without CUDA) has
 the same classes; the native runtime raises them too (``kernels/bindings.cpp``)."""
-from ..errors import DeviceError
+from ..errors import DeviceError, IndexOutOfRangeError
 
-__all__ = ["OutOfMemoryError", "BadForkError"]
+__all__ = ["OutOfMemoryError", "BadForkError", "DeviceIndexError"]
 
 
 class OutOfMemoryError(RuntimeError):
@@ -14,3 +14,10 @@ class OutOfMemoryError(RuntimeError):
 class BadForkError(DeviceError):
     """CUDA was used in a process forked after its parent initialised CUDA. Start such processes with
     the 'spawn' or 'forkserver' start method."""
+
+
+class DeviceIndexError(IndexOutOfRangeError):
+    """A kernel found an index out of range (embedding, indexing, gather, scatter). GPU ops check their
+    indices on the device without waiting for the answer, so this is raised by the next call that
+    waits for the device (``item()``, ``.cpu()``, ``.numpy()``, ``synchronize()``), as PyTorch's
+    device-side asserts are, naming the op and the index; the result of that op is not valid."""

@@ -4,8 +4,10 @@
 Every indexing primitive becomes one gather or one scatter kernel over an index geometry: the key's
 basic parts make a strided view, its integer arrays (boolean masks turned into their nonzero
 coordinates, one count copied back to size the result) address that view's dims, laid out by NumPy's
-rules (``_advanced_index.plan``). Integer index arrays are bounds-checked first (one small copy back),
-so an out-of-range index raises IndexError instead of reading or writing out of bounds.
+rules (``_advanced_index.plan``). Integer index arrays are bounds-checked on the device without waiting:
+an index out of range is raised (adcuda.cuda.DeviceIndexError, an IndexError) at the next synchronising
+call, and meanwhile gathers read element 0 of its dim and scatters skip it, never touching memory
+outside (kernels/runtime/device_errors.h).
 
 Determinism: gathers are deterministic. Scatters that accumulate (``index_put_(accumulate=True)``, the
 backward of indexing, ``scatter_add``) add with atomics, so floating-point results with duplicate
