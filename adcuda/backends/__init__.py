@@ -83,8 +83,8 @@ Conventions (NumPy's, which the CPU backend inherits and the CUDA backend follow
 | **fused NN primitives** (floating point arrays; half types computed in fp32) | |
 | `softmax(a, axis, log)` | (log-)softmax along ``axis`` |
 | `softmax_backward(y, g, axis, log)` | its gradient from the output ``y`` (of ``g``'s shape), in ``g``'s dtype |
-| `cross_entropy(logits, target, ignore_index, label_smoothing)` | per-row losses of 2-D ``logits`` against integer class ``target`` (N,) -> (losses, log-probs); a target outside ``[0, C)`` that is not ``ignore_index`` is the ops layer's to reject (the CPU raises IndexError, CUDA gives NaN rows) |
-| `cross_entropy_backward(logp, target, g_rows, ignore_index, label_smoothing)` | gradient w.r.t. the logits |
+| `cross_entropy(logits, target, ignore_index, label_smoothing)` | per-row losses of 2-D ``logits`` against integer class ``target`` (N,) -> (losses (N,), lse (N,) float32, float64 for float64 logits); the log-probabilities are never stored; a target outside ``[0, C)`` that is not ``ignore_index`` is the ops layer's to reject (the CPU raises IndexError, CUDA gives NaN rows) |
+| `cross_entropy_backward(logits, lse, target, g_rows, ignore_index, label_smoothing)` | gradient w.r.t. the logits, ``(exp(logits - lse) - q) * g_row`` (``q`` the smoothed one-hot target; 0 for ignored rows) |
 | `layer_norm(x, weight, bias, n, eps)` | normalise the last ``n`` dims (1 <= n <= ndim) -> (y, mean, rstd); ``weight``/``bias`` of the normalised shape or None; mean and rstd float32 (float64 for float64) with x's dims |
 | `layer_norm_backward(g, x, weight, mean, rstd, n)` | -> (dx, dweight (None without a weight), dbias) |
 | `attention(q, k, v, mask, is_causal, scale)` | softmax(q k^T * scale + mask) v for q, k, v of 2 dims or more (batch dims broadcast; k, v taken in q's dtype), a bool or additive ``mask`` or None -> (out, logsumexp rows) without keeping the probabilities |
