@@ -7,14 +7,24 @@
    its tensor hooks, calls its backward rule (with grad mode = ``create_graph``, so backward rules
    written with differentiable ops give higher-order gradients) and hands the results on.
 """
+from .. import dtypes as dt
 from ..errors import AutogradError
+from ..tensor import Tensor, primitives
 from . import anomaly
 from .grad_mode import is_grad_enabled, _set_enabled
-from .graph import FREED_MESSAGE, AccumulateGrad, take_grad_for_leaf
+from .graph import FREED_MESSAGE, AccumulateGrad, edge_of, take_grad_for_leaf, version_counter
 
-# Set by adcuda.profiler while it emits NVTX ranges or records a profile: backward rules and leaf
-# accumulations then run as ``backward_observer(node, fn, *args)``, which calls ``fn(*args)`` in a range.
+# Set through ``set_backward_observer`` by the profiler while it emits NVTX ranges or records a
+# profile: backward rules and leaf accumulations then run as ``backward_observer(node, fn, *args)``,
+# which calls ``fn(*args)`` in a range.
 backward_observer = None
+
+
+def set_backward_observer(observer):
+    """Install ``observer(node, fn, *args)`` (or None); returns the previous one."""
+    global backward_observer
+    previous, backward_observer = backward_observer, observer
+    return previous
 
 
 def _collect(roots, capture_nodes):
@@ -55,10 +65,24 @@ def _collect(roots, capture_nodes):
     return deps, needed, runs
 
 
+def _all_finite(t):
+    bk = primitives(t)
+    finite = bk.binary("eq", t._data, t._data, t.dtype)  # NaN != NaN
+    bounded = bk.binary("lt", bk.unary("abs", t._data), float("inf"), t.dtype)
+    return bool(bk.to_numpy(bk.reduce("all", bk.binary("logical_and", finite, bounded, dt.bool_),
+                                      None, False)))
+
+
+def _add_into(grad, g):
+    """``grad += g`` on the arrays, outside the graph (accumulation into an existing ``.grad``)."""
+    bk = primitives(grad)
+    bk.copy_(grad._data, bk.binary("add", grad._data, g._data, grad.dtype))
+    version_counter(grad).value += 1
+
+
 def _check_anomaly(node, results):
-    from ..tensor import Tensor
     for i, g in enumerate(results):
-        if isinstance(g, Tensor) and g.dtype.is_floating_point and not g._all_finite():
+        if isinstance(g, Tensor) and g.dtype.is_floating_point and not _all_finite(g):
             raise AutogradError(f"Function '{node.name}' returned nan or inf values in its {i}th output."
                                 + _where_created(node))
 
@@ -106,7 +130,7 @@ def _accumulate_into_leaf(node, grads, create_graph):
     elif leaf.grad is None:
         leaf.grad = g.detach().contiguous() if exclusive else g.detach().clone()
     else:
-        leaf.grad._add_inplace_data(g)
+        _add_into(leaf.grad, g)
 
 
 def _call_backward(node, grads, check):
@@ -154,7 +178,7 @@ def run_backward(roots, root_grads, retain_graph, create_graph, capture=None, al
     root_nodes = []
     buffers = {}
     for t, g in zip(roots, root_grads):
-        node, nr = t._edge()
+        node, nr = edge_of(t) or (None, 0)
         if node is None:
             raise AutogradError("element 0 of tensors does not require grad and does not have a grad_fn")
         root_nodes.append(node)
@@ -165,7 +189,7 @@ def run_backward(roots, root_grads, retain_graph, create_graph, capture=None, al
     if capture is not None:
         capture_map = {}
         for i, t in enumerate(capture):
-            node, nr = t._edge()
+            node, nr = edge_of(t) or (None, 0)
             if node is None:
                 raise AutogradError(f"autograd.grad: input {i} does not require grad")
             capture_map.setdefault(node, []).append((nr, i))
