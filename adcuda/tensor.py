@@ -55,12 +55,9 @@ class Tensor:
 
     @property
     def _version(self):
-        """The version counter (made on first use: most tensors are never written in place, saved
-        for backward or viewed)."""
-        vc = self._vc
-        if vc is None:
-            vc = self._vc = VersionCounter()
-        return vc
+        """The version counter (made on first use: most tensors are never written in place or saved
+        for backward; a view uses its base's)."""
+        return version_counter(self)
 
     @_version.setter
     def _version(self, counter):
@@ -227,6 +224,30 @@ class Size(tuple):
         return n
 
 
+def version_counter(t):
+    """``t``'s version counter, made on first need. A view shares its base's (``_base`` is always
+    the root of a chain of views), so the counter is made on the base."""
+    vc = t._vc
+    if vc is None:
+        base = t._base
+        if base is None:
+            vc = t._vc = VersionCounter()
+        else:
+            vc = t._vc = version_counter(base)
+    return vc
+
+
+def version_of(t):
+    """The value of ``t``'s version counter, without making one (0 for a tensor that has none yet)."""
+    vc = t._vc
+    if vc is None:
+        base = t._base
+        vc = None if base is None else base._vc
+        if vc is None:
+            return 0
+    return vc.value
+
+
 def wrap_dim(dim, ndim, op):
     """A possibly negative ``dim`` as an index into a shape of ``ndim`` dims (0-d acts as 1-d)."""
     n = max(ndim, 1)
@@ -248,7 +269,8 @@ def primitives(t):
     profiler counting kernel launches, graph capture) it is that hook's view of the module, so every
     primitive call an op or a backward rule makes passes the hook."""
     if _primitive_observer is None:
-        return t._device.backend
+        backend = t._device._backend  # resolved once per device (device.backend)
+        return backend if backend is not None else t._device.backend
     return _primitive_observer(t._device.backend)
 
 

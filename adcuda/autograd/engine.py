@@ -29,39 +29,32 @@ def set_backward_observer(observer):
 
 def _collect(roots, capture_nodes):
     """Which nodes lead to something useful (a leaf's .grad or a captured input), and, among those
-    whose backward rule must run, how many edges from running nodes point at each node."""
+    whose backward rule must run, how many edges from running nodes point at each node. One
+    depth-first walk: a node is settled after its inputs' nodes (the graph is acyclic)."""
     needed = {}
+    deps = {}
+    runs = set()
     stack = [(node, False) for node in roots]
-    visited = set()
     while stack:
         node, expanded = stack.pop()
         if expanded:
-            if capture_nodes is None:
-                useful = isinstance(node, AccumulateGrad)
-            else:
-                useful = node in capture_nodes
+            if node in needed:
+                continue
+            useful = node in capture_nodes if capture_nodes is not None else node.__class__ is AccumulateGrad
             for edge in node.next_edges:
-                if edge is not None and needed.get(edge[0]):
+                if edge is not None and needed[edge[0]]:
                     useful = True
-                    break
+                    child = edge[0]
+                    deps[child] = deps.get(child, 0) + 1
+                    runs.add(node)
             needed[node] = useful
             continue
-        if node in visited:
+        if node in needed:
             continue
-        visited.add(node)
         stack.append((node, True))
         for edge in node.next_edges:
-            if edge is not None and edge[0] not in visited:
+            if edge is not None and edge[0] not in needed:
                 stack.append((edge[0], False))
-    deps = {}
-    runs = set()
-    for node, useful in needed.items():
-        if not useful:
-            continue
-        for edge in node.next_edges:
-            if edge is not None and needed[edge[0]]:
-                deps[edge[0]] = deps.get(edge[0], 0) + 1
-                runs.add(node)
     return deps, needed, runs
 
 
@@ -150,25 +143,6 @@ def _call_backward(node, grads, check):
     return results
 
 
-def _hand_on(node, results, buffers, deps, needed, ready):
-    """Give each input's gradient to the node it flows into; queue the nodes that have them all."""
-    for edge, g in zip(node.next_edges, results):
-        if edge is None:
-            continue
-        child, nr = edge
-        if not needed.get(child):
-            continue
-        if g is not None:
-            buf = buffers.get(child)
-            if buf is None:
-                buf = buffers[child] = [None] * child.num_outputs
-            buf[nr] = g if buf[nr] is None else buf[nr] + g
-        remaining = deps[child] - 1
-        deps[child] = remaining
-        if remaining == 0:
-            ready.append(child)
-
-
 def run_backward(roots, root_grads, retain_graph, create_graph, capture=None, allow_unused=False):
     """Backpropagate ``root_grads`` from ``roots`` (tensors).
 
@@ -204,28 +178,56 @@ def run_backward(roots, root_grads, retain_graph, create_graph, capture=None, al
         while ready:
             node = ready.pop()
             grads = buffers.pop(node, None) or [None] * node.num_outputs
-            _run_hooks(node, grads)
+            if node.__class__ is AccumulateGrad:
+                leaf = node.variable
+                if leaf is not None and leaf._hooks:
+                    _run_hooks(node, grads)
+                if capture_map is not None:
+                    if node in capture_map:
+                        for nr, i in capture_map[node]:
+                            captured[i] = grads[nr]
+                elif backward_observer is None:
+                    _accumulate_into_leaf(node, grads, create_graph)
+                else:
+                    backward_observer(node, _accumulate_into_leaf, node, grads, create_graph)
+                continue
+            if node.pre_hooks or node.retain_hooks:
+                _run_hooks(node, grads)
             if capture_map is not None and node in capture_map:
                 for nr, i in capture_map[node]:
                     captured[i] = grads[nr]
-            if isinstance(node, AccumulateGrad):
-                if capture_map is None:
-                    if backward_observer is None:
-                        _accumulate_into_leaf(node, grads, create_graph)
-                    else:
-                        backward_observer(node, _accumulate_into_leaf, node, grads, create_graph)
-                continue
             if node not in runs:
                 continue
-            if all(g is None for g in grads):
+            if grads[0] is None and (len(grads) == 1 or all(g is None for g in grads)):
                 results = (None,) * len(node.next_edges)
             else:
-                results = _call_backward(node, grads, check)
+                if check or backward_observer is not None or node._released:
+                    results = _call_backward(node, grads, check)
+                else:
+                    results = node.backward_fn(node, *grads)
+                    if results.__class__ is not list and results.__class__ is not tuple:
+                        results = (results,)
                 if not retain_graph:
                     node.release()
             # drop our references, so a gradient that reaches a leaf unshared can become its .grad
             grads = None
-            _hand_on(node, results, buffers, deps, needed, ready)
+            # hand each input's gradient to the node it flows into; queue the nodes that have them all
+            for edge, g in zip(node.next_edges, results):
+                if edge is None:
+                    continue
+                child = edge[0]
+                remaining = deps.get(child)
+                if remaining is None:  # leads to nothing that wants a gradient
+                    continue
+                if g is not None:
+                    buf = buffers.get(child)
+                    if buf is None:
+                        buf = buffers[child] = [None] * child.num_outputs
+                    nr = edge[1]
+                    buf[nr] = g if buf[nr] is None else buf[nr] + g
+                if remaining == 1:
+                    ready.append(child)
+                deps[child] = remaining - 1
             results = None
     finally:
         _set_enabled(prev_mode)

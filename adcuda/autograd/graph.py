@@ -10,7 +10,7 @@ import sys
 import weakref
 
 from ..errors import AutogradError, ShapeError, fmt_shape
-from ..tensor import Tensor, VersionCounter
+from ..tensor import Tensor, version_counter, version_of  # noqa: F401 (version_counter: for autograd and ops)
 from . import anomaly
 from .grad_mode import is_grad_enabled
 
@@ -95,11 +95,20 @@ class Node:
 
 
 class AccumulateGrad(Node):
-    """The sink of a leaf tensor: sums the gradients that reach it into ``.grad``."""
+    """The sink of a leaf tensor: sums the gradients that reach it into ``.grad``. (Made for every
+    graph a leaf takes part in: its fields are class-level where they can be.)"""
+    name = "AccumulateGrad"
+    next_edges = ()
+    backward_fn = None
+    num_outputs = 1
 
     def __init__(self, variable):
-        super().__init__("AccumulateGrad", (), None)
         self.variable = variable
+        self.seq = next(_sequence)
+        if anomaly.enabled_somewhere and anomaly.is_anomaly_enabled():
+            self.trace = anomaly.forward_trace()
+        if _node_observer is not None:
+            _node_observer(self)
 
 
 class RemovableHandle:
@@ -122,13 +131,6 @@ class RemovableHandle:
 
 # ----------------------------------------------------------------------------------------------
 # saved values
-def version_counter(t):
-    vc = t._vc
-    if vc is None:
-        vc = t._vc = VersionCounter()
-    return vc
-
-
 def pack(t, outputs=()):
     """A value kept for backward. A tensor records its version counter's value now (unpacking
     checks it); an op's own output is kept as its data and counter, not as the Tensor, which would
@@ -206,7 +208,7 @@ def set_history(out, node, output_nr=0):
     out._grad_fn = node
     out._output_nr = output_nr
     if out._view_version is not None:
-        out._view_version = version_counter(out).value
+        out._view_version = version_of(out)
 
 
 def record(name, out, inputs, backward, saved=(), outputs=None):

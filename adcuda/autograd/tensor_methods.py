@@ -7,13 +7,13 @@ from ..errors import AutogradError, DTypeError, ShapeError
 from ..tensor import Tensor
 from .api import backward as _run_backward
 from .grad_mode import enable_grad, is_grad_enabled
-from .graph import RemovableHandle, edge_of, version_counter
+from .graph import RemovableHandle, edge_of, version_counter, version_of
 
 
 def _grad_fn(self):
     # A view whose base was written in place since its history was recorded reads its history
     # again from the base (PyTorch regenerates a view's grad_fn the same way).
-    if self._view_version is not None and self._view_version != version_counter(self).value:
+    if self._view_version is not None and self._view_version != version_of(self):
         _refresh_view_history(self)
     return self._grad_fn
 
@@ -21,12 +21,12 @@ def _grad_fn(self):
 def _set_grad_fn(self, node):
     self._grad_fn = node
     if self._view_version is not None:
-        self._view_version = version_counter(self).value
+        self._view_version = version_of(self)
 
 
 def _refresh_view_history(view):
     base = view._base
-    view._view_version = version_counter(view).value
+    view._view_version = version_of(view)
     if view._grad_fn is None and not base.requires_grad:
         return
     with enable_grad():

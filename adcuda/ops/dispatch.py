@@ -18,9 +18,9 @@ Recording, views and in-place forms follow the declaration: the values a formula
 from it, an in-place form checks, writes, bumps the version counter and moves the history.
 """
 from .. import tensor as tensor_module
-from ..autograd import engine, graph
+from ..autograd import anomaly, engine, graph
 from ..autograd.grad_mode import state as grad_state
-from ..autograd.graph import FREED_MESSAGE, Node, edge_of, pack, set_history, sum_to_shape, unpack
+from ..autograd.graph import FREED_MESSAGE, Node, _sequence, edge_of, pack, sum_to_shape, unpack, version_of
 from ..errors import AutogradError, DTypeError
 from ..tensor import Tensor, primitives
 from .mutation import check_inplace_allowed, commit_inplace, link_view
@@ -112,68 +112,26 @@ def _takes_part(t):
                                       or (t._base is not None and t.grad_fn is not None))
 
 
+def _any_takes_part(values):
+    for t in values:
+        if t.__class__ is Tensor and (t._requires_grad or t._grad_fn is not None
+                                      or (t._base is not None and t.grad_fn is not None)):
+            return True
+    return False
+
+
 def make_entry(op):
     """The function an op is called through."""
     forward = op.forward
     name = op.name
-    binder = _binder(op)
-    if op.view:
-        return _name(_make_view_entry(op), op)
+    _parameters(op)
     if op.composite or not op.differentiable:
         def entry(*args, **kwargs):
             if _slow:
                 return _around_chain(name, op, forward, args, kwargs)
             return forward(*args, **kwargs)
         return _name(entry, op)
-
-    extras = bool(op.extra_outputs)
-    if len(op.inputs) == 1 and op.params[0] == op.inputs[0] and not extras:
-        first = op.inputs[0]
-
-        def body(*args, **kwargs):
-            out = forward(*args, **kwargs)
-            if grad_state.enabled:
-                x = args[0] if args else kwargs.get(first)
-                if x.__class__ is Tensor:
-                    if x._requires_grad or x._grad_fn is not None or (x._base is not None and x.grad_fn is not None):
-                        _record(op, args, kwargs, out, ())
-                elif x.__class__ in (list, tuple) and any(_takes_part(t) for t in x):
-                    _record(op, args, kwargs, out, ())
-            return out
-
-        def entry(*args, **kwargs):
-            if _slow:
-                return _around_chain(name, op, body, args, kwargs)
-            out = forward(*args, **kwargs)
-            if grad_state.enabled:
-                x = args[0] if args else kwargs.get(first)
-                if x.__class__ is Tensor:
-                    if x._requires_grad or x._grad_fn is not None or (x._base is not None and x.grad_fn is not None):
-                        _record(op, args, kwargs, out, ())
-                elif x.__class__ in (list, tuple) and any(_takes_part(t) for t in x):
-                    _record(op, args, kwargs, out, ())
-            return out
-        return _name(entry, op)
-
-    def body(*args, **kwargs):
-        result = forward(*args, **kwargs)
-        out, more = (result[0], result[1:]) if extras else (result, ())
-        if grad_state.enabled:
-            for value in binder(op.inputs, args, kwargs):
-                if value.__class__ is Tensor:
-                    if _takes_part(value):
-                        _record(op, args, kwargs, out, more)
-                        break
-                elif value.__class__ in (list, tuple) and any(_takes_part(t) for t in value):
-                    _record(op, args, kwargs, out, more)
-                    break
-        return out
-
-    def entry(*args, **kwargs):
-        if _slow:
-            return _around_chain(name, op, body, args, kwargs)
-        return body(*args, **kwargs)
-    return _name(entry, op)
+    return _name(_generated_entry(op), op)
 
 
 def _name(entry, op):
@@ -185,31 +143,98 @@ def _name(entry, op):
     return entry
 
 
-def _binder(op):
-    """``bind(names, args, kwargs)``: the values of the forward parameters ``names`` in a call."""
-    positions = {}
-    for i, (pname, p) in enumerate(op.signature.parameters.items()):
-        if p.kind == p.VAR_POSITIONAL:
-            positions[pname] = (i, True, ())
-        elif p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
-            positions[pname] = (i, False, None if p.default is p.empty else p.default)
-        else:
-            positions[pname] = (None, False, None if p.default is p.empty else p.default)
+def _parameters(op):
+    """``op.positions[name]``: where each forward parameter's value is in the ``values`` tuple that
+    recording gets (the parameters in order, a variadic one as its tuple)."""
+    op.positions = {pname: i for i, pname in enumerate(op.signature.parameters)}
 
-    def bind(names, args, kwargs):
-        values = []
-        n = len(args)
-        for pname in names:
-            i, var, default = positions[pname]
-            if var:
-                values.append(args[i:])
-            elif i is not None and i < n:
-                values.append(args[i])
-            else:
-                values.append(kwargs.get(pname, default))
-        return values
-    op.bind = bind
-    return bind
+
+# A differentiable op's entry is generated from its forward's signature, so that Python binds the
+# arguments (positional or keyword, defaults) and recording finds each input by name: no argument
+# parsing of our own on the hot path. ``body`` is the same without the hook check, for the hooks.
+_ENTRY_SOURCE = """
+def make(forward, OP, NAME, _defaults):
+    def entry({signature}):
+        if _slow:
+            return _around_chain(NAME, OP, body, ({positional}), {keywords})
+{body}
+
+    def body({signature}):
+{body}
+    return entry
+"""
+
+_BODY_SOURCE = """        result = forward({call})
+        out = {output}
+{view}        if grad_state.enabled:
+            mask = 0
+{checks}            if mask:
+                _record(OP, mask, out, result, ({values}))
+        return out"""
+
+_VIEW_SOURCE = """        if out is {base}:
+            return out
+        if out.__class__ is NotAView:
+            return out.tensor
+        link_view({base}, out, entry, ({replay}), {{}})
+"""
+
+_CHECK_SOURCE = """            if {x}.__class__ is Tensor:
+                if {x}._requires_grad or {x}._grad_fn is not None or ({x}._base is not None and {x}.grad_fn is not None):
+                    mask |= {bit}
+            elif {x}.__class__ in _SEQUENCES and _any_takes_part({x}):
+                mask |= {bit}
+"""
+
+_SEQUENCES = (list, tuple)
+
+
+def _tuple(items):
+    """The source of a tuple display of ``items`` (``*name`` ones unpacked): ``a, *b,``."""
+    return "".join(item + ", " for item in items)
+
+
+def _generated_entry(op):
+    signature, call, positional, keywords, values = [], [], [], [], []
+    defaults = {}
+    keyword_only = False
+    for p in op.signature.parameters.values():
+        default = ""
+        if p.default is not p.empty:
+            defaults[p.name] = p.default
+            default = f"=_defaults[{p.name!r}]"
+        if p.kind == p.VAR_POSITIONAL:
+            signature.append("*" + p.name)
+            call.append("*" + p.name)
+            positional.append("*" + p.name)
+            keyword_only = True
+        elif p.kind == p.KEYWORD_ONLY:
+            if not keyword_only:
+                signature.append("*")
+                keyword_only = True
+            signature.append(p.name + default)
+            call.append(f"{p.name}={p.name}")
+            keywords.append(f"{p.name!r}: {p.name}")
+        elif p.kind == p.POSITIONAL_OR_KEYWORD:
+            signature.append(p.name + default)
+            call.append(p.name)
+            positional.append(p.name)
+        else:
+            raise ValueError(f"op {op.name!r}: forward parameters must be plain, *args or keyword-only")
+        values.append(p.name)
+    checks = "".join(_CHECK_SOURCE.format(x=x, bit=1 << i) for i, x in enumerate(op.inputs))
+    view = ""
+    if op.view:
+        base = values[0]
+        view = _VIEW_SOURCE.format(base=base, replay=_tuple(call[1:]))
+    body = _BODY_SOURCE.format(call=", ".join(call), output="result[0]" if op.extra_outputs else "result",
+                               view=view, checks=checks, values=_tuple(values))
+    source = _ENTRY_SOURCE.format(signature=", ".join(signature), body=body, positional=_tuple(positional),
+                                  keywords="{" + ", ".join(keywords) + "}")
+    # defined with this module's globals, so the entry reads _slow and _around_chain as they change
+    made = {}
+    exec(compile(source, f"<entry of op {op.name}>", "exec"), globals(), made)
+    return made["make"](op.forward, op, op.name, defaults)
 
 
 class NotAView:
@@ -221,101 +246,105 @@ class NotAView:
         self.tensor = tensor
 
 
-def _make_view_entry(op):
-    forward = op.forward
-    name = op.name
-    grads = bool(op.grads)
-
-    def body(*args, **kwargs):
-        base = args[0]
-        out = forward(*args, **kwargs)
-        if out is base:
-            return out
-        if out.__class__ is NotAView:
-            return out.tensor
-        link_view(base, out, entry, args[1:], kwargs)
-        if grads and grad_state.enabled and (base._requires_grad or base._grad_fn is not None
-                                             or (base._base is not None and base.grad_fn is not None)):
-            _record(op, args, kwargs, out, ())
-        return out
-
-    def entry(*args, **kwargs):
-        if _slow:
-            return _around_chain(name, op, body, args, kwargs)
-        return body(*args, **kwargs)
-    return entry
-
-
 # ----------------------------------------------------------------------------------------------
 # recording
-def _record(op, args, kwargs, out, extras):
-    """Make ``out`` the result of a node of ``op`` (its inputs require grad; grad mode is on)."""
-    if len(op.inputs) == 1:
-        values = [args[0] if args else kwargs.get(op.inputs[0])] if op.params[0] == op.inputs[0] else \
-            op.bind(op.inputs, args, kwargs)
-    else:
-        values = op.bind(op.inputs, args, kwargs)
-    for v in values:
-        if v is out:  # the op returned its input unchanged (contiguous of a contiguous tensor)
-            return
+def _record(op, mask, out, result, values):
+    """Make ``out`` the result of a node of ``op``: ``mask`` flags (bit i for ``op.inputs[i]``) the
+    inputs that take part in the graph, ``values`` are the forward's arguments, its parameters in
+    order, and ``result`` what the forward returned (with its extra outputs)."""
     if not out.dtype.is_floating_point:
         return
-    mask = []
+    plan = op.plans[mask] or op.plan(mask)
     edges = []
     metas = []
-    for v in values:
-        if v.__class__ is Tensor:
-            e = edge_of(v)
-            mask.append(e is not None)
-            edges.append(e)
-            metas.append((v._data.shape, v.dtype) if e is not None else None)
-        elif v.__class__ in (list, tuple):
-            wanted = False
-            for t in v:
-                e = edge_of(t)
-                wanted = wanted or e is not None
-                edges.append(e)
-                metas.append((t._data.shape, t.dtype) if e is not None else None)
-            mask.append(wanted)
-        else:
-            mask.append(False)
+    bit = 1
+    for position in plan.input_positions:
+        v = values[position]
+        if not mask & bit:
             edges.append(None)
             metas.append(None)
-    plan = op.plan(tuple(mask))
-    node = OpNode(op.node_name(args, kwargs), tuple(edges), plan, op)
-    node.metas = metas
-    node.list_sizes = None if len(edges) == len(values) else tuple(
-        len(v) if v.__class__ in (list, tuple) else 1 for v in values)
-    reads = plan.reads
-    if reads:
-        saved = []
-        raw = []
-        locs = []
-        bound = None
-        for r in reads:
-            if r == "result":
-                v = out
-            elif r in op.extra_outputs:
-                v = extras[op.extra_outputs.index(r)]
-            else:
-                if bound is None:
-                    bound = dict(zip(op.params, op.bind(op.params, args, kwargs)))
-                if r in bound:
-                    v = bound[r]
-                else:  # "<parameter>_shape", "_dtype" or "_device"
-                    param, _, what = r.rpartition("_")
-                    v = _metadata(bound[param], what)
-            if v.__class__ is Tensor:
-                locs.append(len(saved))
-                saved.append(pack(v, (out,)))
-            else:
-                locs.append(-2 - len(raw))
-                raw.append(v)
-        node.locs = locs
-        node.raw = raw
-        if saved:
-            node._saved = saved
-    set_history(out, node)
+        elif v.__class__ is Tensor:
+            if v is out:  # the op returned its input unchanged (contiguous of a contiguous tensor)
+                return
+            edges.append(edge_of(v))
+            metas.append((v._data.shape, v._data.dtype, v.dtype))
+        else:
+            return _record_with_lists(op, mask, out, result, values, plan)
+        bit <<= 1
+    node = OpNode(op.node if op.node.__class__ is str else op.call(op.node, values), tuple(edges), plan, metas)
+    if plan.sources:
+        _save(node, plan, out, result, values)
+    out._grad_fn = node
+    if out._view_version is not None:
+        out._view_version = version_of(out)
+
+
+def _record_with_lists(op, mask, out, result, values, plan):
+    """``_record`` for an op with a list-of-tensors input (cat): one edge per tensor of the list."""
+    edges = []
+    metas = []
+    bit = 1
+    for position in plan.input_positions:
+        v = values[position]
+        group = v if v.__class__ in _SEQUENCES else (v,)
+        for t in group:
+            e = edge_of(t) if mask & bit and t.__class__ is Tensor else None
+            edges.append(e)
+            metas.append(None if e is None else (t._data.shape, t._data.dtype, t.dtype))
+        bit <<= 1
+    node = OpNode(op.node if op.node.__class__ is str else op.call(op.node, values), tuple(edges), plan, metas)
+    node.list_sizes = tuple(len(values[p]) if values[p].__class__ in _SEQUENCES else 1 for p in plan.input_positions)
+    if plan.sources:
+        _save(node, plan, out, result, values)
+    out._grad_fn = node
+    if out._view_version is not None:
+        out._view_version = version_of(out)
+
+
+def _save(node, plan, out, result, values):
+    """Keep what the plan's formulas read: tensors packed with their version counters (``_saved``),
+    other values as they are (``raw``); ``locs`` says where each read is."""
+    saved = None
+    raw = []
+    locs = []
+    for source, position in plan.sources:
+        if source is _PARAMETER:
+            v = values[position]
+        elif source is _RESULT:
+            v = out
+        elif source is _EXTRA:
+            v = result[position]
+        else:
+            v = _metadata(values[position], source)
+        if v.__class__ is Tensor:
+            if saved is None:
+                saved = []
+            locs.append(len(saved))
+            saved.append(pack(v, (out,)))
+        else:
+            locs.append(-2 - len(raw))
+            raw.append(v)
+    node.locs = locs
+    node.raw = raw
+    node._saved = saved
+
+
+# where a formula's read comes from (BackwardPlan.sources)
+_RESULT, _EXTRA, _PARAMETER = "result", "extra", "parameter"
+
+
+def read_source(op, name):
+    """``(source, position)`` for a formula's read: the op's output, an extra output (position: its
+    index in what the forward returns), a forward parameter, or a parameter's metadata (source:
+    "shape", "dtype" or "device"; position: the parameter's in the forward's arguments)."""
+    if name == "result":
+        return _RESULT, None
+    if name in op.extra_outputs:
+        return _EXTRA, op.extra_outputs.index(name) + 1
+    if name in op.params:
+        return _PARAMETER, op.positions[name]
+    param, _, what = name.rpartition("_")
+    return what, op.positions[param]
 
 
 def _metadata(value, what):
@@ -323,64 +352,77 @@ def _metadata(value, what):
     for None)."""
     if value.__class__ is Tensor:
         return value._data.shape if what == "shape" else getattr(value, what)
-    if value.__class__ in (list, tuple):
+    if value.__class__ in _SEQUENCES:
         return tuple(_metadata(v, what) for v in value)
     return None
 
 
-class OpNode(Node):
-    """A node of a registry op: runs the op's backward formulas (``op_backward``)."""
-
-    def __init__(self, name, next_edges, plan, op):
-        super().__init__(name, next_edges, op_backward, 1)
-        self.plan = plan
-        self.op = op
-
-
 def op_backward(node, grad):
     """Run the formulas of ``node``'s plan: the fused ones for plain first-order backward, the
-    composite ones while a graph of the backward is being built."""
+    composite ones while a graph of the backward is being built; then bring each gradient back to
+    its input's shape (undoing broadcasting) and dtype."""
     plan = node.plan
     formulas = plan.fused if plan.fused is not None and not grad_state.enabled else plan.formulas
-    values = ()
-    if plan.reads:
+    locs = node.locs
+    if locs is not None:
         saved = node._saved
         if saved is None and node._released:
             raise AutogradError(FREED_MESSAGE)
         raw = node.raw
-        values = [unpack(saved[loc], node) if loc >= 0 else raw[-2 - loc] for loc in node.locs]
-    n_inputs = len(node.op.inputs)
-    per_input = [None] * n_inputs
+        values = [unpack(saved[loc], node) if loc >= 0 else raw[-2 - loc] for loc in locs]
+    else:
+        values = ()
+    grads = [None] * plan.n_inputs
     for fn, slots, targets in formulas:
         result = fn(*[grad if s == -1 else values[s] for s in slots])
         if len(targets) == 1:
-            per_input[targets[0]] = result
+            grads[targets[0]] = result
         else:
             for t, g in zip(targets, result):
-                per_input[t] = g
+                grads[t] = g
     sizes = node.list_sizes
-    if sizes is None:
-        grads = per_input
-    else:
-        grads = []
-        for g, n in zip(per_input, sizes):
-            if n == 1 and not isinstance(g, (list, tuple)):
-                grads.append(g)
+    if sizes is not None:
+        flat = []
+        for g, n in zip(grads, sizes):
+            if n == 1 and not isinstance(g, _SEQUENCES):
+                flat.append(g)
             else:
-                grads.extend(g if g is not None else (None,) * n)
+                flat.extend(g if g is not None else (None,) * n)
+        grads = flat
     metas = node.metas
-    for i, g in enumerate(grads):
-        meta = metas[i]
+    for i, meta in enumerate(metas):
+        g = grads[i]
         if meta is None or g is None:
             grads[i] = None
             continue
-        shape, dtype = meta
-        if g._data.shape != shape:
-            g = sum_to_shape(g, shape)
-        if g.dtype is not dtype:
-            g = g.to(dtype=dtype)
+        data = g._data
+        if data.shape != meta[0]:
+            g = sum_to_shape(g, meta[0])
+        if data.dtype != meta[1]:
+            g = g.to(dtype=meta[2])
         grads[i] = g
     return grads
+
+
+class OpNode(Node):
+    """A node of a registry op: its backward runs the op's formulas (``op_backward``). Written
+    without Node.__init__'s generality: one is made per recorded op call."""
+    backward_fn = staticmethod(op_backward)
+    num_outputs = 1
+    list_sizes = None
+    raw = None
+    locs = None
+
+    def __init__(self, name, next_edges, plan, metas):
+        self.name = name
+        self.next_edges = next_edges
+        self.plan = plan
+        self.metas = metas
+        self.seq = next(_sequence)
+        if anomaly.enabled_somewhere and anomaly.is_anomaly_enabled():
+            self.trace = anomaly.forward_trace()
+        if graph._node_observer is not None:
+            graph._node_observer(self)
 
 
 # ----------------------------------------------------------------------------------------------

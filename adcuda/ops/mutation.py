@@ -6,7 +6,7 @@ CopySlices) and a view of a base written in place can read its history again. An
 checks that it may happen, writes, bumps the version counter that saved values are checked
 against, and moves the tensor's history to the new value.
 """
-from ..autograd.graph import record, requires_grad, set_history, version_counter
+from ..autograd.graph import record, requires_grad, set_history, version_counter, version_of
 from ..autograd.grad_mode import state as grad_state
 from ..autograd.tensor_methods import attach_retain_hook
 from ..errors import AutogradError, ShapeError, fmt_shape
@@ -38,11 +38,8 @@ class ViewChain:
 
 def link_view(base, out, entry, args, kwargs):
     """Make ``out`` (a new tensor over a view of ``base``'s array) a view of ``base``: the same
-    version counter, and the way to rebuild it (replaying ``entry`` with the same arguments)."""
-    vc = base._vc
-    if vc is None:
-        vc = base._vc = version_counter(base)
-    out._vc = vc
+    version counter (its root base's: see ``version_counter``), and the way to rebuild it
+    (replaying ``entry`` with the same arguments)."""
     root = base._base
     if root is not None and base._view_fn is not None:
         out._base = root
@@ -50,9 +47,10 @@ def link_view(base, out, entry, args, kwargs):
     else:
         out._base = base
         out._view_fn = ViewChain(None, entry, args, kwargs)
+    out._vc = base._vc  # None until the root has one; version_counter(out) finds it then
     if grad_state.enabled:
         # recorded views re-read their history when the base is later written in place
-        out._view_version = vc.value
+        out._view_version = version_of(base)
 
 
 def check_inplace_allowed(t, op):
@@ -143,7 +141,7 @@ def _overwritten_by_constant(t, op):
     old history receives zeros."""
     placeholder = Tensor._make(t._data, t._device)
     old = Tensor._make(t._data, t._device)
-    old._vc = t._vc
+    old._vc = version_counter(t)
     old._grad_fn, old._output_nr = t.grad_fn, t._output_nr
     name = op.strip("_").replace("_", " ").title().replace(" ", "") + "Backward0"
     record(name, placeholder, (old,), lambda node, g: _zeros_like(g))
@@ -168,7 +166,7 @@ def _rebase_view_history(view, result):
         return g * mask_outside_view(g), inner
 
     old_base = Tensor._make(base._data, base._device)
-    old_base._vc = base._vc
+    old_base._vc = version_counter(base)
     old_base._grad_fn, old_base._output_nr = base.grad_fn, base._output_nr
     old_base._requires_grad = base._requires_grad
     placeholder = Tensor._make(base._data, base._device)

@@ -39,7 +39,7 @@ def reduce_axes(op_name, ndim, dim):
 
 def expand_reduced(g, input_shape, axes, keepdim):
     """Bring a reduced gradient back to the input's shape (the inverse of reducing ``axes``)."""
-    if not keepdim and axes:
+    if not keepdim and axes and len(axes) < len(input_shape):
         shape = list(input_shape)
         for ax in axes:
             shape[ax] = 1

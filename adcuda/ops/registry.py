@@ -112,7 +112,8 @@ class OpDef:
         self.differentiable = bool(self.grads) if differentiable is None else differentiable
         if self.differentiable and not composite and not self.grads:
             raise ValueError(f"op {name!r}: a differentiable op needs grads (or composite=True)")
-        self._plans = {}
+        # backward plans by the bit mask of the inputs that require grad, made on first use
+        self.plans = [None] * (1 << len(self.inputs))
         self.entry = dispatch.make_entry(self)
         self.inplace_entry = dispatch.make_inplace_entry(self) if inplace else None
 
@@ -134,15 +135,25 @@ class OpDef:
         return tuple(formulas)
 
     def plan(self, mask):
-        """What to save and run when the inputs flagged in ``mask`` (one bool per entry of
-        ``inputs``) require grad; cached per mask."""
-        plan = self._plans.get(mask)
+        """What to save and run when the inputs flagged in the bit mask ``mask`` (bit i for entry i of
+        ``inputs``) require grad; made once per mask."""
+        plan = self.plans[mask]
         if plan is None:
-            plan = self._plans[mask] = BackwardPlan(self, mask)
+            plan = self.plans[mask] = BackwardPlan(self, mask)
         return plan
 
-    def node_name(self, args, kwargs):
-        return self.node if self.node.__class__ is str else self.node(*args, **kwargs)
+    def call(self, fn, values):
+        """``fn`` called with the arguments ``values`` (the forward's parameters in order) as the
+        forward was: for node names that depend on the arguments."""
+        args, kwargs = [], {}
+        for value, p in zip(values, self.signature.parameters.values()):
+            if p.kind == p.VAR_POSITIONAL:
+                args.extend(value)
+            elif p.kind == p.KEYWORD_ONLY:
+                kwargs[p.name] = value
+            else:
+                args.append(value)
+        return fn(*args, **kwargs)
 
     def __repr__(self):
         return f"<op {self.name} ({self.family})>"
@@ -152,10 +163,12 @@ class BackwardPlan:
     """For one op and one set of inputs requiring grad: the values to keep (``reads``, in order) and
     the formulas to run, each with the positions of its arguments in ``reads`` (-1 for ``grad``) and
     the input positions it fills."""
-    __slots__ = ("reads", "formulas", "fused", "wants_result")
+    __slots__ = ("reads", "sources", "formulas", "fused", "n_inputs", "input_positions")
 
     def __init__(self, op, mask):
-        wanted = {name for name, on in zip(op.inputs, mask) if on}
+        self.n_inputs = len(op.inputs)
+        self.input_positions = tuple(op.positions[name] for name in op.inputs)
+        wanted = {name for i, name in enumerate(op.inputs) if mask >> i & 1}
         chosen = [f for f in op.grads if wanted & set(f.targets)]
         chosen_fused = [f for f in op.fused if wanted & set(f.targets)] if op.fused else []
         reads = []
@@ -164,7 +177,7 @@ class BackwardPlan:
                 if r != "grad" and r not in reads:
                     reads.append(r)
         self.reads = tuple(reads)
-        self.wants_result = "result" in reads
+        self.sources = tuple(dispatch.read_source(op, r) for r in reads)
         self.formulas = tuple(self._compiled(op, f) for f in chosen)
         self.fused = tuple(self._compiled(op, f) for f in chosen_fused) if op.fused else None
 
