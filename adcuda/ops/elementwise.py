@@ -242,6 +242,21 @@ def minimum(input, other):
     return _minmax_forward("minimum", input, other)
 
 
+@op("logaddexp", doc="log(exp(input) + exp(other)), without overflow.", node="LogaddexpBackward0",
+    grads={"input": lambda grad, input, other: grad * sigmoid(input - other),
+           "other": lambda grad, input, other: grad * sigmoid(other - input)})
+def logaddexp(input, other):
+    return binary("logaddexp", input, other, dtype=float_result_type(input, other), name="logaddexp")
+
+
+@op("hypot", doc="sqrt(input**2 + other**2), without overflow or underflow of the squares.",
+    node="HypotBackward0",
+    grads={"input": lambda grad, input, result: grad * input / result,
+           "other": lambda grad, other, result: grad * other / result})
+def hypot(input, other):
+    return binary("hypot", input, other, dtype=float_result_type(input, other), name="hypot")
+
+
 # ------------------------------------------------------------------------------------------------
 # unary math (integer and bool inputs compute in float32)
 @op("exp", doc="e ** input.", node="ExpBackward0", inplace=True, grads={"input": lambda grad, result: grad * result})

@@ -120,7 +120,7 @@ BINARY_OPS = {
     "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal, "logical_and": np.logical_and,
     "logical_or": np.logical_or, "logical_xor": np.logical_xor, "floor_divide": np.floor_divide,
     "remainder": np.remainder, "bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or,
-    "bitwise_xor": np.bitwise_xor,
+    "bitwise_xor": np.bitwise_xor, "logaddexp": np.logaddexp, "hypot": np.hypot,
 }
 _BOOL_RESULT = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor"}
 
