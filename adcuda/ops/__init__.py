@@ -5,8 +5,8 @@ Importing this package declares the ops and attaches their Tensor forms (methods
 operators, properties); ``adcuda`` and ``adcuda.nn.functional`` export their function forms.
 """
 from ..tensor import Tensor
-from . import (_core, attention, autocast, conversion, elementwise, embedding, factories, indexing, inplace, linalg,  # noqa: F401
-               norm, random, reduction, shape, softmax_loss, sorting)
+from . import (attention, autocast, conversion, elementwise, embedding, factories, foreach, indexing, inplace,  # noqa: F401
+               linalg, norm, random, reduction, shape, softmax_loss, sorting)
 from .registry import all_ops, functional_forms, functions, get, install_methods
 
 install_methods(Tensor)
