@@ -37,7 +37,7 @@ class Tensor:
     _output_nr = 0           # which output of that node this tensor is
     _vc = None               # the VersionCounter, made on first need (see ``_version``)
     _base = None             # for a view: the tensor whose memory it shares
-    _view_fn = None          # for a view: rebuilds the same view from a tensor of the base's shape
+    _view_fn = None          # for a view: how to rebuild it from its base (see replay_view)
     _view_version = None     # for a recorded view: the version its history was recorded at
     _accumulator = None      # weak reference to a leaf's AccumulateGrad node
     _hooks = None            # a leaf's gradient hooks
@@ -98,10 +98,7 @@ class Tensor:
         return self._data.ndim
 
     def numel(self):
-        n = 1
-        for s in self._data.shape:
-            n *= s
-        return n
+        return self._data.size
 
     nelement = numel
 
@@ -235,6 +232,19 @@ def version_counter(t):
         else:
             vc = t._vc = version_counter(base)
     return vc
+
+
+def replay_view(chain, t):
+    """The view a chain of view steps makes of ``t`` (a tensor of the root base's shape). A step is
+    ``(parent step, op entry, args, kwargs)``; the chain is walked in a loop, so a view of a view of
+    ... stays shallow to call and to free, however long the chain."""
+    steps = []
+    while chain is not None:
+        steps.append(chain)
+        chain = chain[0]
+    for _, entry, args, kwargs in reversed(steps):
+        t = entry(t, *args, **kwargs)
+    return t
 
 
 def version_of(t):

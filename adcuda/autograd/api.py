@@ -27,10 +27,11 @@ def _root_grads(op, outputs, grad_outputs):
             if not out.dtype.is_floating_point:
                 raise AutogradError(f"{op}: grad can be implicitly created only for real scalar outputs, "
                                     f"got {out.dtype}")
-            g = _filled_like(out, 1)
-        elif not isinstance(g, Tensor):
+            grads.append(_filled_like(out, 1))
+            continue
+        if not isinstance(g, Tensor):
             g = Tensor._make(primitives(out).from_numpy(np.array(g), out.dtype), out._device)
-        if tuple(g.shape) != tuple(out.shape):
+        if g._data.shape != out._data.shape:
             raise AutogradError(f"{op}: mismatch in shape: grad_output[{i}] has a shape of "
                                 f"{fmt_shape(g.shape)} and output[{i}] has a shape of {fmt_shape(out.shape)}")
         if g.device != out.device:
@@ -66,7 +67,6 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     """The gradients of ``outputs`` w.r.t. ``inputs`` (returned, not accumulated)."""
     outputs = _as_list(outputs)
     inputs = _as_list(inputs)
-    single = False
     grad_outputs = _as_list(grad_outputs)
     for i, t in enumerate(outputs):
         if not t.requires_grad:

@@ -101,10 +101,10 @@ class AccumulateGrad(Node):
     next_edges = ()
     backward_fn = None
     num_outputs = 1
+    seq = -1  # no sequence number, as PyTorch's: it links no forward op to a backward range
 
     def __init__(self, variable):
         self.variable = variable
-        self.seq = next(_sequence)
         if anomaly.enabled_somewhere and anomaly.is_anomaly_enabled():
             self.trace = anomaly.forward_trace()
         if _node_observer is not None:

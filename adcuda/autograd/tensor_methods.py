@@ -4,7 +4,7 @@ write; this module gives them their meaning and attaches them to the class when 
 import weakref
 
 from ..errors import AutogradError, DTypeError, ShapeError
-from ..tensor import Tensor
+from ..tensor import Tensor, replay_view
 from .api import backward as _run_backward
 from .grad_mode import enable_grad, is_grad_enabled
 from .graph import RemovableHandle, edge_of, version_counter, version_of
@@ -30,7 +30,7 @@ def _refresh_view_history(view):
     if view._grad_fn is None and not base.requires_grad:
         return
     with enable_grad():
-        fresh = view._view_fn(base)
+        fresh = replay_view(view._view_fn, base)
     view._grad_fn, view._output_nr = fresh._grad_fn, fresh._output_nr
 
 

@@ -17,13 +17,15 @@ Recording, views and in-place forms follow the declaration: the values a formula
 (tensors with their version counters), a view shares its base's version counter and can be rebuilt
 from it, an in-place form checks, writes, bumps the version counter and moves the history.
 """
+import os
+
 from .. import tensor as tensor_module
 from ..autograd import anomaly, engine, graph
 from ..autograd.grad_mode import state as grad_state
 from ..autograd.graph import FREED_MESSAGE, Node, _sequence, edge_of, pack, sum_to_shape, unpack, version_of
 from ..errors import AutogradError, DTypeError
 from ..tensor import Tensor, primitives
-from .mutation import check_inplace_allowed, commit_inplace, link_view
+from .mutation import check_inplace_allowed, commit_inplace, link_view  # noqa: F401 (link_view: generated entries)
 
 # ----------------------------------------------------------------------------------------------
 # hooks
@@ -122,15 +124,7 @@ def _any_takes_part(values):
 
 def make_entry(op):
     """The function an op is called through."""
-    forward = op.forward
-    name = op.name
     _parameters(op)
-    if op.composite or not op.differentiable:
-        def entry(*args, **kwargs):
-            if _slow:
-                return _around_chain(name, op, forward, args, kwargs)
-            return forward(*args, **kwargs)
-        return _name(entry, op)
     return _name(_generated_entry(op), op)
 
 
@@ -149,9 +143,19 @@ def _parameters(op):
     op.positions = {pname: i for i, pname in enumerate(op.signature.parameters)}
 
 
-# A differentiable op's entry is generated from its forward's signature, so that Python binds the
-# arguments (positional or keyword, defaults) and recording finds each input by name: no argument
-# parsing of our own on the hot path. ``body`` is the same without the hook check, for the hooks.
+# An op's entry is generated from its forward's signature, so that Python binds the arguments
+# (positional or keyword, defaults) and recording finds each input by name: no argument parsing of
+# our own on the hot path. ``body`` is the same without the hook check, for the hooks. An op that
+# records nothing itself (composite, or not differentiable) only checks for hooks.
+_PLAIN_SOURCE = """
+def make(forward, OP, NAME, _defaults):
+    def entry({signature}):
+        if _slow:
+            return _around_chain(NAME, OP, forward, ({positional}), {keywords})
+        return forward({call})
+    return entry
+"""
+
 _ENTRY_SOURCE = """
 def make(forward, OP, NAME, _defaults):
     def entry({signature}):
@@ -176,17 +180,26 @@ _VIEW_SOURCE = """        if out is {base}:
             return out
         if out.__class__ is NotAView:
             return out.tensor
-        link_view({base}, out, entry, ({replay}), {{}})
+        link_view({base}, out, entry, {replay}, _NO_KEYWORDS)
 """
 
 _CHECK_SOURCE = """            if {x}.__class__ is Tensor:
-                if {x}._requires_grad or {x}._grad_fn is not None or ({x}._base is not None and {x}.grad_fn is not None):
+                if ({x}._requires_grad or {x}._grad_fn is not None
+                        or ({x}._base is not None and {x}.grad_fn is not None)):
                     mask |= {bit}
             elif {x}.__class__ in _SEQUENCES and _any_takes_part({x}):
                 mask |= {bit}
 """
 
 _SEQUENCES = (list, tuple)
+_FLOAT_ARRAYS = set()  # the array dtypes (NumPy's, the CUDA runtime's) of floating point tensors seen
+_NO_KEYWORDS = {}  # the keyword arguments a view replay passes (never written)
+
+
+def _entry_filename(op):
+    """Where a generated entry's code says it is: in this package (so user-stack walks such as the
+    profiler's and anomaly mode's skip it), named after the op."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), f"<entry of op {op.name}>")
 
 
 def _tuple(items):
@@ -198,6 +211,7 @@ def _generated_entry(op):
     signature, call, positional, keywords, values = [], [], [], [], []
     defaults = {}
     keyword_only = False
+    extra_keywords = None
     for p in op.signature.parameters.values():
         default = ""
         if p.default is not p.empty:
@@ -219,21 +233,36 @@ def _generated_entry(op):
             signature.append(p.name + default)
             call.append(p.name)
             positional.append(p.name)
+        elif p.kind == p.VAR_KEYWORD and (op.composite or not op.differentiable):
+            signature.append("**" + p.name)
+            call.append("**" + p.name)
+            extra_keywords = p.name
         else:
-            raise ValueError(f"op {op.name!r}: forward parameters must be plain, *args or keyword-only")
+            raise ValueError(f"op {op.name!r}: forward parameters must be plain, *args or keyword-only "
+                             "(and **kwargs for an op that records nothing itself)")
         values.append(p.name)
+    keywords = "{" + ", ".join(keywords + ([f"**{extra_keywords}"] if extra_keywords else [])) + "}"
+    if op.composite or not op.differentiable:
+        source = _PLAIN_SOURCE.format(signature=", ".join(signature), positional=_tuple(positional),
+                                      keywords=keywords, call=", ".join(call))
+        made = {}
+        exec(compile(source, _entry_filename(op), "exec"), globals(), made)
+        return made["make"](op.forward, op, op.name, defaults)
     checks = "".join(_CHECK_SOURCE.format(x=x, bit=1 << i) for i, x in enumerate(op.inputs))
     view = ""
     if op.view:
         base = values[0]
-        view = _VIEW_SOURCE.format(base=base, replay=_tuple(call[1:]))
+        rest = call[1:]
+        # the arguments a replay passes after the base: a variadic parameter's tuple as it is
+        replay = rest[0][1:] if len(rest) == 1 and rest[0].startswith("*") else "(" + _tuple(rest) + ")"
+        view = _VIEW_SOURCE.format(base=base, replay=replay)
     body = _BODY_SOURCE.format(call=", ".join(call), output="result[0]" if op.extra_outputs else "result",
                                view=view, checks=checks, values=_tuple(values))
     source = _ENTRY_SOURCE.format(signature=", ".join(signature), body=body, positional=_tuple(positional),
-                                  keywords="{" + ", ".join(keywords) + "}")
+                                  keywords=keywords)
     # defined with this module's globals, so the entry reads _slow and _around_chain as they change
     made = {}
-    exec(compile(source, f"<entry of op {op.name}>", "exec"), globals(), made)
+    exec(compile(source, _entry_filename(op), "exec"), globals(), made)
     return made["make"](op.forward, op, op.name, defaults)
 
 
@@ -252,8 +281,11 @@ def _record(op, mask, out, result, values):
     """Make ``out`` the result of a node of ``op``: ``mask`` flags (bit i for ``op.inputs[i]``) the
     inputs that take part in the graph, ``values`` are the forward's arguments, its parameters in
     order, and ``result`` what the forward returned (with its extra outputs)."""
-    if not out.dtype.is_floating_point:
-        return
+    raw = out._data.dtype
+    if raw not in _FLOAT_ARRAYS:
+        if not out.dtype.is_floating_point:
+            return
+        _FLOAT_ARRAYS.add(raw)
     plan = op.plans[mask] or op.plan(mask)
     edges = []
     metas = []
@@ -266,8 +298,10 @@ def _record(op, mask, out, result, values):
         elif v.__class__ is Tensor:
             if v is out:  # the op returned its input unchanged (contiguous of a contiguous tensor)
                 return
-            edges.append(edge_of(v))
-            metas.append((v._data.shape, v._data.dtype, v.dtype))
+            node = v._grad_fn
+            edges.append((node, v._output_nr) if node is not None and v._base is None else edge_of(v))
+            data = v._data
+            metas.append((data.shape, data.dtype, v.dtype))
         else:
             return _record_with_lists(op, mask, out, result, values, plan)
         bit <<= 1

@@ -16,6 +16,8 @@ from .factories import arange, tensor
 from .mutation import check_inplace_allowed, commit_inplace, version_counter
 from .registry import op
 
+_PLAIN = (int, type(None))  # slice bounds the backend takes as they are
+
 
 def _is_basic_item(k):
     return k is None or k is Ellipsis or isinstance(k, slice) or (
@@ -24,6 +26,11 @@ def _is_basic_item(k):
 
 def convert_key(input, key, name):
     """The key as the backend takes it, and whether it is basic (gives a view)."""
+    if key.__class__ is int:
+        return (key,), True
+    if key.__class__ is slice and key.start.__class__ in _PLAIN and key.stop.__class__ in _PLAIN and (
+            key.step is None or key.step.__class__ is int and key.step > 0):
+        return (key,), True
     if not isinstance(key, tuple):
         key = (key,)
     out, basic = [], True

@@ -23,8 +23,9 @@ def mm_nd(input, other):
            "vec": lambda grad, input: matmul(input.mT, grad)})
 def mv(input, vec):
     bk = primitives(input)
-    column = bk.view(vec._data, (vec._data.shape[0], 1))
-    return wrap(bk.view(bk.contiguous(bk.matmul(input._data, column)), (input._data.shape[0],)), input._device)
+    # a 1-D array is always viewable as a column; the (m, 1) product is contiguous, so is its row
+    product = bk.matmul(input._data, bk.view(vec._data, (vec._data.shape[0], 1)))
+    return wrap(bk.view(product, (input._data.shape[0],)), input._device)
 
 
 def _matmul(name, input, other):
@@ -35,7 +36,7 @@ def _matmul(name, input, other):
         # fast paths for the common 2-D cases (linear layers): nothing to unsqueeze or broadcast
         if other._data.ndim == 2:
             return mm_nd(input, other)
-        if other._data.ndim == 1 and primitives(other).view(other._data, (other._data.shape[0], 1)) is not None:
+        if other._data.ndim == 1:
             return mv(input, other)
     if not isinstance(input, Tensor) or not isinstance(other, Tensor):
         raise DTypeError(f"{name}: both operands must be Tensors, got {type(input).__name__} and "

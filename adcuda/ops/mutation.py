@@ -1,56 +1,36 @@
 """Views and in-place writes: the bookkeeping behind version counters.
 
 A view shares its base's memory and version counter and knows how to rebuild itself from the base
-(``ViewChain``), so an in-place write through a view can give the base a new history (PyTorch's
-CopySlices) and a view of a base written in place can read its history again. An in-place write
-checks that it may happen, writes, bumps the version counter that saved values are checked
-against, and moves the tensor's history to the new value.
+(``Tensor._view_fn``, replayed by ``replay_view``), so an in-place write through a view can give the
+base a new history (PyTorch's CopySlices) and a view of a base written in place can read its
+history again. An in-place write checks that it may happen, writes, bumps the version counter that
+saved values are checked against, and moves the tensor's history to the new value.
 """
-from ..autograd.graph import record, requires_grad, set_history, version_counter, version_of
 from ..autograd.grad_mode import state as grad_state
+from ..autograd.graph import record, requires_grad, set_history, version_counter, version_of
 from ..autograd.tensor_methods import attach_retain_hook
 from ..errors import AutogradError, ShapeError, fmt_shape
-from ..tensor import Tensor, primitives
-
-
-class ViewChain:
-    """How a view is rebuilt from its root base: the chain of view steps, applied in a loop (a view
-    of a view of ... stays shallow to call and to free, however long the chain). A step replays the
-    view op that made it: ``entry(t, *args, **kwargs)``."""
-    __slots__ = ("parent", "entry", "args", "kwargs")
-
-    def __init__(self, parent, entry, args, kwargs):
-        self.parent = parent
-        self.entry = entry
-        self.args = args
-        self.kwargs = kwargs
-
-    def __call__(self, t):
-        links = []
-        link = self
-        while link is not None:
-            links.append(link)
-            link = link.parent
-        for link in reversed(links):
-            t = link.entry(t, *link.args, **link.kwargs)
-        return t
+from ..tensor import Tensor, primitives, replay_view
 
 
 def link_view(base, out, entry, args, kwargs):
     """Make ``out`` (a new tensor over a view of ``base``'s array) a view of ``base``: the same
-    version counter (its root base's: see ``version_counter``), and the way to rebuild it
-    (replaying ``entry`` with the same arguments)."""
+    version counter (its root base's: see ``version_counter``), and the way to rebuild it from the
+    root (``replay_view``: ``entry`` replayed with the same arguments, after the steps that made
+    ``base``)."""
     root = base._base
     if root is not None and base._view_fn is not None:
         out._base = root
-        out._view_fn = ViewChain(base._view_fn, entry, args, kwargs)
+        out._view_fn = (base._view_fn, entry, args, kwargs)
     else:
         out._base = base
-        out._view_fn = ViewChain(None, entry, args, kwargs)
-    out._vc = base._vc  # None until the root has one; version_counter(out) finds it then
+        out._view_fn = (None, entry, args, kwargs)
+    vc = base._vc
+    if vc is not None:
+        out._vc = vc  # else version_counter(out) finds the root's once it has one
     if grad_state.enabled:
         # recorded views re-read their history when the base is later written in place
-        out._view_version = version_of(base)
+        out._view_version = vc.value if vc is not None else version_of(base)
 
 
 def check_inplace_allowed(t, op):
@@ -157,12 +137,12 @@ def _rebase_view_history(view, result):
     def mask_outside_view(g):
         bk = primitives(g)
         mask = Tensor._make(bk.full(tuple(g.shape), 1, g.dtype), g._device)
-        inner = view_fn(mask)
+        inner = replay_view(view_fn, mask)
         bk.copy_(inner._data, 0)
         return mask
 
     def backward(node, g):
-        inner = view_fn(g)
+        inner = replay_view(view_fn, g)
         return g * mask_outside_view(g), inner
 
     old_base = Tensor._make(base._data, base._device)
@@ -174,5 +154,5 @@ def _rebase_view_history(view, result):
     node = record("CopySlices", placeholder, (old_base, result), backward)
     set_history(base, node, 0)
     # the view now reads from the base's new history
-    fresh = view_fn(base)
+    fresh = replay_view(view_fn, base)
     set_history(view, fresh._grad_fn, fresh._output_nr)

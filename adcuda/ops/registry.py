@@ -19,8 +19,9 @@ The declaration says everything the rest of adcuda needs:
   names computed together) to a formula written with differentiable ops, so ``create_graph=True``
   keeps giving higher orders. A formula's parameter names say what it reads: ``grad`` (the output's
   gradient), ``result`` (the output), any forward parameter, ``<parameter>_shape`` (only the shape of
-  a tensor parameter, which then is not kept alive; ``_dtype`` and ``_device`` likewise), or an ``extra_outputs`` name (values the forward
-  computes for backward only, like layer_norm's ``mean``/``rstd``). The dispatch point saves exactly
+  a tensor parameter, which then is not kept alive; ``_dtype`` and ``_device`` likewise), or an
+  ``extra_outputs`` name (values the forward computes for backward only, like layer_norm's
+  ``mean``/``rstd``). The dispatch point saves exactly
   those (tensors with their version counters), for the inputs that require grad. Gradients are
   brought back to each input's shape (undoing broadcasting) and dtype after the formula.
 - **fused backward**: ``fused`` has the same form, with formulas that call a fused backward
@@ -39,8 +40,11 @@ The declaration says everything the rest of adcuda needs:
 API reference and the tests; ``get(name)`` finds one op.
 """
 import inspect
+from inspect import Parameter
 
 from . import dispatch
+
+VAR_POSITIONAL, KEYWORD_ONLY = Parameter.VAR_POSITIONAL, Parameter.KEYWORD_ONLY
 
 _REGISTRY = {}
 
@@ -102,6 +106,7 @@ class OpDef:
             raise ValueError(f"op {name!r}: functional='inplace' needs an in-place form")
         self.operator_adapters = {o[0]: o[1] for o in operators if not isinstance(o, str)}
         self.params = _parameters(self.signature)
+        self._kinds = tuple(p.kind for p in self.signature.parameters.values())
         self.grads = self._formulas(grads)
         self.fused = self._formulas(fused) if fused else None
         if fused and {f.targets for f in self.fused} != {f.targets for f in self.grads}:
@@ -146,11 +151,11 @@ class OpDef:
         """``fn`` called with the arguments ``values`` (the forward's parameters in order) as the
         forward was: for node names that depend on the arguments."""
         args, kwargs = [], {}
-        for value, p in zip(values, self.signature.parameters.values()):
-            if p.kind == p.VAR_POSITIONAL:
+        for value, kind, pname in zip(values, self._kinds, self.params):
+            if kind == VAR_POSITIONAL:
                 args.extend(value)
-            elif p.kind == p.KEYWORD_ONLY:
-                kwargs[p.name] = value
+            elif kind == KEYWORD_ONLY:
+                kwargs[pname] = value
             else:
                 args.append(value)
         return fn(*args, **kwargs)

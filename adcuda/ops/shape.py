@@ -10,15 +10,23 @@ from ..autograd.graph import sum_to_shape
 from ..errors import DTypeError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import broadcast_shapes, cast, check_same_device, result_type, wrap, wrap_dim
+from .dispatch import NotAView
 from .factories import full, tensor
 from .indexing import index_put
-from .dispatch import NotAView
 from .registry import op
 
 
 def _infer_shape(name, shape, numel):
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
+    n = 1
+    for s in shape:
+        if s.__class__ is not int or s < 0:
+            break
+        n *= s
+    else:
+        if n == numel:  # the common case: every size given, and they fit
+            return shape
     try:
         shape = tuple(operator.index(s) for s in shape)
     except TypeError:
