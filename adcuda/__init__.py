@@ -5,18 +5,34 @@ the fp32 CPU fallback (see ``adcuda.info()`` for why).
 """
 __version__ = "0.1.0"
 
+from . import autograd, cuda
 from . import dtypes as _dtypes
-from .dtypes import (bfloat16, bool_ as bool, double, dtype, finfo, float, float16, float32, float64,  # noqa: A004
-                     get_default_dtype, half, iinfo, int, int32, int64, long, set_default_dtype)
-from .device import device
-from .errors import (AdcudaError, AutogradError, DeviceError, DTypeError, IndexOutOfRangeError,
-                     ShapeError)
-from .tensor import Size, Tensor
-from . import autograd
-from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from . import ops as _ops
+from ._info import info
+from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .device import device
+from .dtypes import (  # noqa: A004
+    bfloat16,
+    double,
+    dtype,
+    finfo,
+    float,
+    float16,
+    float32,
+    float64,
+    get_default_dtype,
+    half,
+    iinfo,
+    int,
+    int32,
+    int64,
+    long,
+    set_default_dtype,
+)
+from .dtypes import bool_ as bool
+from .errors import AdcudaError, AutogradError, DeviceError, DTypeError, IndexOutOfRangeError, ShapeError
 from .random import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
-from . import cuda
+from .tensor import Size, Tensor
 
 # adcuda.add, adcuda.sum, adcuda.zeros, ...: every op declared with a function form (adcuda/ops/)
 globals().update(_ops.functions())
@@ -39,9 +55,6 @@ def __getattr__(name):
     import importlib
     if name in ("nn", "optim", "utils", "amp", "profiler", "distributed", "data"):
         return importlib.import_module(f".{name}", __name__)
-    if name == "info":
-        from ._info import info
-        return info
     if name in ("init_cuda_context",):
         return getattr(importlib.import_module(".cuda", __name__), name)
     if name in ("save", "load"):

@@ -11,7 +11,7 @@ from .. import dtypes as dt
 from ..errors import AutogradError
 from ..tensor import Tensor, primitives
 from . import anomaly
-from .grad_mode import is_grad_enabled, _set_enabled
+from .grad_mode import _set_enabled, is_grad_enabled
 from .graph import FREED_MESSAGE, AccumulateGrad, edge_of, take_grad_for_leaf, version_counter
 
 # Set through ``set_backward_observer`` by the profiler while it emits NVTX ranges or records a

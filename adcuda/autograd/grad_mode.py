@@ -2,6 +2,7 @@
 import functools
 import threading
 
+
 class _GradState(threading.local):
     enabled = True  # each thread starts with gradients recorded
 

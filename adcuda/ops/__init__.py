@@ -5,8 +5,26 @@ Importing this package declares the ops and attaches their Tensor forms (methods
 operators, properties); ``adcuda`` and ``adcuda.nn.functional`` export their function forms.
 """
 from ..tensor import Tensor
-from . import (attention, autocast, conversion, elementwise, embedding, factories, foreach, indexing, inplace,  # noqa: F401
-               linalg, norm, random, reduction, shape, softmax_loss, sorting)
+
+# importing a family module declares its ops
+from . import (
+    attention,
+    autocast,
+    conversion,
+    elementwise,
+    embedding,
+    factories,
+    foreach,
+    indexing,
+    inplace,
+    linalg,
+    norm,
+    random,
+    reduction,
+    shape,
+    softmax_loss,
+    sorting,
+)
 from .registry import all_ops, functional_forms, functions, get, install_methods
 
 install_methods(Tensor)

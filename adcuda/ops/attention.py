@@ -11,8 +11,8 @@ from .common import broadcast_shapes, check_float, check_same_device, check_tens
 from .elementwise import where
 from .factories import ones
 from .random import dropout
-from .softmax_loss import softmax
 from .registry import op
+from .softmax_loss import softmax
 
 
 @op("scaled_dot_product_attention", doc="softmax(query @ key.T * scale + mask) @ value, optionally causal.",

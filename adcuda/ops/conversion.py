@@ -5,7 +5,8 @@ deepcopy) or share them (DLPack, ``__cuda_array_interface__``).
 Forwards call the backend's storage primitives (``astype from_numpy to_numpy``)."""
 from .. import _interop
 from .. import dtypes as dt
-from ..cuda import device as selected_device, pinned
+from ..cuda import device as selected_device
+from ..cuda import pinned
 from ..device import CPU, as_device, backend_for
 from ..errors import AutogradError, DeviceError
 from ..tensor import Tensor, primitives

@@ -167,7 +167,8 @@ def from_numpy(array):
 def as_tensor(data, dtype=None, device=None):
     if not isinstance(data, Tensor) and hasattr(data, "__cuda_array_interface__"):
         # CuPy, Numba, PyTorch CUDA arrays: shared without a copy, as PyTorch does
-        data = _interop.from_cuda_array_interface(data)
+        shared = _interop.from_cuda_array_interface(data)
+        data = Tensor._make(shared, _interop.array_device(shared))
     if isinstance(data, Tensor) and (dtype is None or data.dtype is dt.as_dtype(dtype)) and (
             device is None or data.device == as_device(device)):
         return data
@@ -179,7 +180,10 @@ def as_tensor(data, dtype=None, device=None):
 
 @op("from_dlpack", doc="A tensor sharing the memory of any object with __dlpack__ (no copy).", method=False)
 def from_dlpack(ext_tensor):
-    return _interop.from_dlpack(ext_tensor)
+    shared = _interop.from_dlpack(ext_tensor)
+    if isinstance(shared, np.ndarray):
+        return from_numpy(shared)
+    return Tensor._make(shared, _interop.array_device(shared))
 
 
 # ------------------------------------------------------------------------------------------------

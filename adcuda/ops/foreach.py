@@ -197,7 +197,8 @@ def _foreach_binary_(op, primitive, tensors, other, alpha=1):
     _bump(tensors)
 
 
-@op("_foreach_add_", doc="self[i] += alpha * other[i] (or other, a number or one-element tensor), in place.", method=False)
+@op("_foreach_add_", method=False,
+    doc="self[i] += alpha * other[i] (or other, a number or one-element tensor), in place.")
 def _foreach_add_(self: Tensors, other: Number | Tensor | Tensors, *, alpha: Number = 1) -> None:
     """``self[i] += alpha * other[i]`` for a list ``other``, ``self[i] += alpha * other`` for a number or
     a one-element tensor; in place, each result in ``self[i]``'s dtype."""
@@ -277,7 +278,8 @@ def _foreach_version(tensors: Tensors) -> list[int]:
     return [version_counter(t).value for t in _tensor_list("_foreach_version", "tensors", tensors)]
 
 
-@op("_foreach_increment_version_", doc="Record that these tensors' memory was written in place outside adcuda's ops.", method=False)
+@op("_foreach_increment_version_", method=False,
+    doc="Record that these tensors' memory was written in place outside adcuda's ops.")
 def _foreach_increment_version_(tensors: Tensors) -> None:
     """Record that something other than an adcuda op wrote these tensors' memory in place (a
     collective's transport, a kernel of another library reached through DLPack): PyTorch's
@@ -286,7 +288,8 @@ def _foreach_increment_version_(tensors: Tensors) -> None:
     _bump(_tensor_list("_foreach_increment_version_", "tensors", tensors))
 
 
-@op("_make_subclass", doc="A Tensor-subclass alias of data (its memory and version counter), outside any graph.", method=False, function=False)
+@op("_make_subclass", method=False, function=False,
+    doc="A Tensor-subclass alias of data (its memory and version counter), outside any graph.")
 def _make_subclass(cls: type, data: Tensor, require_grad: bool = False) -> Tensor:
     """A ``cls`` instance (a subclass of Tensor) sharing ``data``'s memory and version counter (so its
     in-place history), outside any graph: PyTorch's ``Tensor._make_subclass``, as ``nn.Parameter``
@@ -454,7 +457,8 @@ def _check_flag(op, name, t, device, dtype):
         raise DeviceError(f"{op}: {name} is on {t._device} but the tensors are on {device}")
 
 
-@op("_amp_foreach_non_finite_check_and_unscale_", doc="Gradients times inv_scale in place; found_inf set where any is inf or NaN.", method=False)
+@op("_amp_foreach_non_finite_check_and_unscale_", method=False,
+    doc="Gradients times inv_scale in place; found_inf set where any is inf or NaN.")
 def _amp_foreach_non_finite_check_and_unscale_(self: Tensors, found_inf: Tensor, inv_scale: Tensor, *,
                                                out: Tensors | None = None) -> None:
     """PyTorch's: multiply every tensor of ``self`` (gradients) by ``inv_scale`` in place, and set
@@ -484,7 +488,8 @@ def _amp_foreach_non_finite_check_and_unscale_(self: Tensors, found_inf: Tensor,
     _bump(outs, (found_inf,))
 
 
-@op("_amp_update_scale_", doc="PyTorch's dynamic loss-scale update, in place, kept within [min_scale, max_scale].", method=False)
+@op("_amp_update_scale_", method=False,
+    doc="PyTorch's dynamic loss-scale update, in place, kept within [min_scale, max_scale].")
 def _amp_update_scale_(self: Tensor, growth_tracker: Tensor, found_inf: Tensor, scale_growth_factor: float,
                        scale_backoff_factor: float, growth_interval: int, *, min_scale: float = 0.0,
                        max_scale: float = math.inf) -> Tensor:

@@ -11,7 +11,8 @@ from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import cast, wrap, wrap_dim
-from .elementwise import abs as _abs, exp, maximum, minimum, sign, sqrt, where
+from .elementwise import abs as _abs
+from .elementwise import exp, maximum, minimum, sign, where
 from .registry import op
 
 # what max(dim) and min(dim) return: (values, indices), named like PyTorch's return types

@@ -11,7 +11,8 @@ from .. import dtypes as dt
 from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
 from ..tensor import primitives
 from .common import broadcast_shapes, cast, check_float, check_same_device, check_tensor, dense, wrap, wrap_dim
-from .elementwise import abs as _abs, binary, exp, select, sigmoid, unary, where
+from .elementwise import abs as _abs
+from .elementwise import binary, exp, select, sigmoid, unary, where
 from .factories import arange
 from .indexing import gather
 from .reduction import sum as _sum
