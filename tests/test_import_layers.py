@@ -62,6 +62,9 @@ LIBRARY_USES = {
     ("adcuda.serialization", "adcuda.nn"): "a checkpoint stores nn.Parameters as such and restores them",
     ("adcuda._info", "adcuda.cuda"): "adcuda.info() reports what CUDA sees at run time",
     ("adcuda.amp", "adcuda.cuda"): "autocast asks whether CUDA is there",
+    ("adcuda.profiler", "adcuda.optim"): "the profiler's ranges around optimizer steps (library_ranges)",
+    ("adcuda.profiler", "adcuda.amp"): "the profiler's ranges around GradScaler's unscale_ and update",
+    ("adcuda.profiler", "adcuda.utils"): "the profiler's ranges around the DataLoader's batch fetches",
 }
 
 # In-function imports that rule (c) allows: (importing module, imported module) -> the optional

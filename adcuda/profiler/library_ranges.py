@@ -6,18 +6,18 @@ These methods are wrapped only while a session is active, on the class that defi
 them and on every subclass that overrides them (a user's own optimizer too).
 """
 import functools
-import sys
 
+from ..amp.grad_scaler import GradScaler
+from ..optim.optimizer import Optimizer
+from ..utils.data.dataloader import _BaseIter
 from . import _state
 from .record_function import record_function
 
-# (module, base class, methods, range name). The profiler does not import these modules (the
-# library packages sit side by side, none above another): a class is ranged when its module is
-# loaded, as it is wherever an optimizer, scaler or loader exists.
+# (base class, methods, range name)
 METHODS = (
-    ("adcuda.optim.optimizer", "Optimizer", ("step", "zero_grad"), "Optimizer.{method}#{cls}.{method}"),
-    ("adcuda.amp.grad_scaler", "GradScaler", ("unscale_", "update"), "GradScaler.{method}"),
-    ("adcuda.utils.data.dataloader", "_BaseIter", ("__next__",), "enumerate(DataLoader)#{cls}.{method}"),
+    (Optimizer, ("step", "zero_grad"), "Optimizer.{method}#{cls}.{method}"),
+    (GradScaler, ("unscale_", "update"), "GradScaler.{method}"),
+    (_BaseIter, ("__next__",), "enumerate(DataLoader)#{cls}.{method}"),
 )
 
 
@@ -51,10 +51,7 @@ def _ranged(fn, template, method):
 
 def install(swap):
     """Wrap every method listed in ``METHODS`` through ``swap(owner, attribute, replacement)``."""
-    for module_name, base_name, methods, template in METHODS:
-        base = getattr(sys.modules.get(module_name), base_name, None)
-        if base is None:
-            continue
+    for base, methods, template in METHODS:
         for cls in _class_tree(base):
             for method in methods:
                 fn = vars(cls).get(method)
