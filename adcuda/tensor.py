@@ -39,7 +39,7 @@ class Tensor:
     _base = None             # for a view: the tensor whose memory it shares
     _view_fn = None          # for a view: how to rebuild it from its base (see replay_view)
     _view_version = None     # for a recorded view: the version its history was recorded at
-    _accumulator = None      # weak reference to a leaf's AccumulateGrad node
+    _accumulator = None      # a leaf's AccumulateGrad node
     _hooks = None            # a leaf's gradient hooks
     _retains_grad = False
 

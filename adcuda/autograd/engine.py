@@ -58,6 +58,26 @@ def _collect(roots, capture_nodes):
     return deps, needed, runs
 
 
+def _count_inputs(roots):
+    """For backward into the leaves (no captured inputs): how many edges point at each node reached
+    from ``roots``. Every recorded node leads to a leaf's AccumulateGrad (a node is recorded only for
+    an input that takes part in the graph), so every node reached is needed and runs: one walk."""
+    deps = {}
+    stack = list(roots)
+    while stack:
+        node = stack.pop()
+        for edge in node.next_edges:
+            if edge is not None:
+                child = edge[0]
+                count = deps.get(child)
+                if count is None:
+                    deps[child] = 1
+                    stack.append(child)
+                else:
+                    deps[child] = count + 1
+    return deps
+
+
 def _all_finite(t):
     bk = primitives(t)
     finite = bk.binary("eq", t._data, t._data, t.dtype)  # NaN != NaN
@@ -167,7 +187,10 @@ def run_backward(roots, root_grads, retain_graph, create_graph, capture=None, al
             if node is None:
                 raise AutogradError(f"autograd.grad: input {i} does not require grad")
             capture_map.setdefault(node, []).append((nr, i))
-    deps, needed, runs = _collect(root_nodes, capture_map)
+    if capture_map is None:
+        deps, runs = _count_inputs(dict.fromkeys(root_nodes)), None
+    else:
+        deps, _, runs = _collect(root_nodes, capture_map)
     captured = [None] * (len(capture) if capture is not None else 0)
 
     ready = [n for n in dict.fromkeys(root_nodes) if deps.get(n, 0) == 0]
@@ -196,7 +219,7 @@ def run_backward(roots, root_grads, retain_graph, create_graph, capture=None, al
             if capture_map is not None and node in capture_map:
                 for nr, i in capture_map[node]:
                     captured[i] = grads[nr]
-            if node not in runs:
+            if runs is not None and node not in runs:
                 continue
             if grads[0] is None and (len(grads) == 1 or all(g is None for g in grads)):
                 results = (None,) * len(node.next_edges)

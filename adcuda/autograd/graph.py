@@ -95,8 +95,9 @@ class Node:
 
 
 class AccumulateGrad(Node):
-    """The sink of a leaf tensor: sums the gradients that reach it into ``.grad``. (Made for every
-    graph a leaf takes part in: its fields are class-level where they can be.)"""
+    """The sink of a leaf tensor: sums the gradients that reach it into ``.grad``. The leaf owns it
+    (``Tensor._accumulator``) and it refers to the leaf weakly, so it lives as long as the leaf and
+    no graph has to make it again; it keeps no leaf alive."""
     name = "AccumulateGrad"
     next_edges = ()
     backward_fn = None
@@ -104,11 +105,16 @@ class AccumulateGrad(Node):
     seq = -1  # no sequence number, as PyTorch's: it links no forward op to a backward range
 
     def __init__(self, variable):
-        self.variable = variable
+        self._variable = weakref.ref(variable)
         if anomaly.enabled_somewhere and anomaly.is_anomaly_enabled():
             self.trace = anomaly.forward_trace()
         if _node_observer is not None:
             _node_observer(self)
+
+    @property
+    def variable(self):
+        """The leaf, or None once it is gone."""
+        return self._variable()
 
 
 class RemovableHandle:
@@ -195,11 +201,9 @@ def edge_of(t):
     if node is not None:
         return (node, t._output_nr)
     if t._requires_grad:
-        ref = t._accumulator
-        acc = ref() if ref is not None else None
+        acc = t._accumulator
         if acc is None:
-            acc = AccumulateGrad(t)
-            t._accumulator = weakref.ref(acc)
+            acc = t._accumulator = AccumulateGrad(t)
         return (acc, 0)
     return None
 

@@ -301,7 +301,8 @@ def _record(op, mask, out, result, values):
             node = v._grad_fn
             edges.append((node, v._output_nr) if node is not None and v._base is None else edge_of(v))
             data = v._data
-            metas.append((data.shape, data.dtype, v.dtype))
+            array_dtype = data.dtype
+            metas.append((data.shape, array_dtype, _DTYPE_OF_ARRAY.get(array_dtype) or _dtype_of(v)))
         else:
             return _record_with_lists(op, mask, out, result, values, plan)
         bit <<= 1
@@ -311,6 +312,15 @@ def _record(op, mask, out, result, values):
     out._grad_fn = node
     if out._view_version is not None:
         out._view_version = version_of(out)
+
+
+# array dtype (NumPy's, the CUDA runtime's) -> adcuda dtype, for what recording notes of each input
+_DTYPE_OF_ARRAY = {}
+
+
+def _dtype_of(t):
+    d = _DTYPE_OF_ARRAY[t._data.dtype] = t.dtype
+    return d
 
 
 def _record_with_lists(op, mask, out, result, values, plan):

@@ -18,7 +18,9 @@ def matmul(a, b, bias=None, activation=None, save_preactivation=False):
     if activation not in (None, "gelu_tanh"):
         raise ValueError(f"matmul: activation must be None or 'gelu_tanh', got {activation!r}")
     if bias is None and activation is None and a.dtype == b.dtype and a.dtype != _F16:
-        return np.matmul(a, b)  # the common case: nothing to widen, add or narrow
+        # the common case: nothing to widen, add or narrow; for two matrices ndarray.dot is the same
+        # product (BLAS's), without np.matmul's generalised-ufunc overhead (0.8 us for small ones)
+        return a.dot(b) if a.ndim == 2 == b.ndim else np.matmul(a, b)
     x, y = _compute(a), _compute(b)
     out = np.matmul(x, y)
     if bias is not None:
