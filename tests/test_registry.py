@@ -129,3 +129,15 @@ def test_recording_saves_what_the_formulas_read():
     ((w * adcuda.ones(4, 3)).sum()).backward()
     assert w.grad.shape == (1, 3) and w.grad.dtype is adcuda.float16
     np.testing.assert_array_equal(w.grad.numpy(), [[4.0, 4.0, 4.0]])
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not adcuda.cuda.is_available(), reason="needs a usable CUDA device")
+def test_anomaly_mode_names_the_op_on_the_gpu():
+    """Issue 14: with detect_anomaly() on, the backward of sqrt of a CUDA tensor with a negative entry
+    raised TypeError from the CUDA reduce primitive (it was given axes=None); it names sqrt."""
+    x = adcuda.tensor([4.0, -1.0], device="cuda", requires_grad=True)
+    with adcuda.autograd.detect_anomaly():
+        y = x.sqrt().sum()
+        with pytest.raises(adcuda.AutogradError, match="SqrtBackward0"):
+            y.backward()

@@ -82,8 +82,9 @@ def _all_finite(t):
     bk = primitives(t)
     finite = bk.binary("eq", t._data, t._data, t.dtype)  # NaN != NaN
     bounded = bk.binary("lt", bk.unary("abs", t._data), float("inf"), t.dtype)
+    every_dim = tuple(range(t._data.ndim))  # the seam's reduce takes its axes as a tuple, on every backend
     return bool(bk.to_numpy(bk.reduce("all", bk.binary("logical_and", finite, bounded, dt.bool_),
-                                      None, False)))
+                                      every_dim, False)))
 
 
 def _add_into(grad, g):
