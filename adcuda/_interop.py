@@ -5,19 +5,30 @@ CPU tensors go through NumPy's own DLPack support (a CPU tensor's data is a NumP
 tensors through the native runtime (kernels/bindings/interop.cpp), which also orders the consumer's
 and the producer's streams. Either way the memory is shared, never copied (unless ``copy=True``).
 Imports give back backend arrays; the factory ops (``adcuda/ops/factories.py``) make the tensors.
+
+A consumer's stream is recorded as a user of exported memory (PyTorch's ``record_stream``, done for
+you): it waits for adcuda's earlier work on the memory, adcuda's later work on it waits for the
+consumer's work queued before, and the caching allocator reuses the memory only after the consumer's
+queued work, even if the tensor is freed first. DLPack names the consumer's stream; the
+``__cuda_array_interface__`` protocol does not, so there the legacy default stream (the one CuPy, Numba
+and PyTorch use unless told otherwise) is recorded; a consumer on another stream calls
+``adcuda.cuda.record_stream(tensor, its_stream)``.
 """
 import numpy as np
 
 from . import _native
 from . import dtypes as dt
-from .device import backend_for
+from .backends.cuda_availability import require_cuda
 from .device import device as device_type
 from .errors import AutogradError, DeviceError, DTypeError
 
-__all__ = ["dlpack_device", "to_dlpack", "from_dlpack", "cuda_array_interface", "from_cuda_array_interface"]
+__all__ = ["dlpack_device", "to_dlpack", "from_dlpack", "cuda_array_interface", "from_cuda_array_interface",
+           "record_external_use"]
 
 # DLPack device types (DLDeviceType)
 KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED = 1, 2, 3, 13
+# The legacy default stream's handle in the stream protocols (DLPack, __cuda_array_interface__)
+LEGACY_DEFAULT_STREAM = 1
 
 _TYPESTR = {dt.bool_: "|b1", dt.int32: "<i4", dt.int64: "<i8", dt.float16: "<f2", dt.float32: "<f4",
             dt.float64: "<f8"}
@@ -52,10 +63,6 @@ def to_dlpack(t, stream=None, max_version=None, dl_device=None, copy=None):
     return data.__dlpack__(**kwargs)
 
 
-def _require_cuda(op):
-    backend_for(device_type("cuda"), op)  # raises the DeviceError saying why CUDA is unusable
-
-
 def array_device(data):
     """The device of an array ``from_dlpack`` or ``from_cuda_array_interface`` gave back."""
     return device_type("cpu") if isinstance(data, np.ndarray) else device_type("cuda", data.device)
@@ -76,7 +83,7 @@ def from_dlpack(obj):
         return array
     if device_kind not in (KDL_CUDA, KDL_CUDA_MANAGED):
         raise DeviceError(f"from_dlpack: DLPack device type {device_kind} is neither CPU nor CUDA memory")
-    _require_cuda("from_dlpack")
+    require_cuda("from_dlpack")
     consumer = _native._C.current_stream(int(device_index))
     try:
         capsule = obj.__dlpack__(stream=consumer, max_version=(1, 0))
@@ -94,6 +101,7 @@ def cuda_array_interface(t):
     if typestr is None:
         raise DTypeError(f"__cuda_array_interface__: {t.dtype} has no array-interface type string")
     a = t._data
+    _native._C.record_external_use(a, LEGACY_DEFAULT_STREAM)
     return {
         "shape": a.shape,
         "typestr": typestr,
@@ -108,7 +116,7 @@ def cuda_array_interface(t):
 def from_cuda_array_interface(obj):
     """A CUDA device array over the memory ``obj.__cuda_array_interface__`` describes (CuPy, Numba,
     PyTorch arrays); ``obj`` is kept alive while the array is."""
-    _require_cuda("from_cuda_array_interface")
+    require_cuda("from_cuda_array_interface")
     interface = obj.__cuda_array_interface__
     if interface.get("mask") is not None:
         raise BufferError("__cuda_array_interface__: masked arrays are not supported")
@@ -127,6 +135,12 @@ def from_cuda_array_interface(obj):
                                                 None if strides is None else tuple(strides),
                                                 cuda_scalar_type(dtype), obj, stream)
     return data
+
+
+def record_external_use(t, stream, device_index=None):
+    """Record the stream with handle ``stream`` (of ``device_index``, default the tensor's device) as a
+    user of CUDA tensor ``t``'s memory (``adcuda.cuda.record_stream``)."""
+    _native._C.record_external_use(t._data, stream, -1 if device_index is None else device_index)
 
 
 def cuda_scalar_type(dtype):

@@ -13,6 +13,8 @@ making the result of an op costs two attribute writes.
 import numpy as np
 
 from . import dtypes as dt
+from .backends import backend_for
+from .backends import cpu as _cpu
 from .device import CPU
 from .errors import AutogradError, DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
 
@@ -66,7 +68,7 @@ class Tensor:
     # ------------------------------------------------------------------ metadata
     @property
     def _backend(self):
-        return self._device.backend
+        return backend_for(self._device)
 
     @property
     def shape(self):
@@ -80,7 +82,7 @@ class Tensor:
     @property
     def dtype(self):
         d = _NUMPY_TO_DTYPE.get(self._data.dtype) if self._device is CPU else None
-        return d if d is not None else self._device.backend.dtype_of(self._data)
+        return d if d is not None else backend_for(self._device).dtype_of(self._data)
 
     @property
     def device(self):
@@ -132,20 +134,20 @@ class Tensor:
                              "Use tensor.detach().numpy() instead.")
         if self._device is not CPU and not force:
             raise DTypeError(f"numpy: can't convert a {self._device} tensor to NumPy; use .cpu() first")
-        return self._device.backend.to_numpy(self._data)
+        return backend_for(self._device).to_numpy(self._data)
 
     def __array__(self, dtype=None, copy=None):
-        a = self._device.backend.to_numpy(self._data)
+        a = backend_for(self._device).to_numpy(self._data)
         return a if dtype is None else a.astype(dtype)
 
     def item(self):
         if self.numel() != 1:
             raise ShapeError(f"item: a Tensor with {self.numel()} elements cannot be converted to a "
                              f"Python scalar (shape {fmt_shape(self.shape)})")
-        return self._device.backend.to_numpy(self._data).reshape(()).item()
+        return backend_for(self._device).to_numpy(self._data).reshape(()).item()
 
     def tolist(self):
-        return self._device.backend.to_numpy(self._data).tolist()
+        return backend_for(self._device).to_numpy(self._data).tolist()
 
     def __bool__(self):
         if self.numel() != 1:
@@ -172,7 +174,7 @@ class Tensor:
         return (self[i] for i in range(self._data.shape[0]))
 
     def __repr__(self):
-        array = self._device.backend.to_numpy(self._data)
+        array = backend_for(self._device).to_numpy(self._data)
         formatter = {"float_kind": _float_formatter(array)} if array.dtype.kind == "f" else None
         body = np.array2string(array, separator=", ", prefix="tensor(", formatter=formatter)
         extras = []
@@ -278,17 +280,15 @@ def primitives(t):
     """The backend module that computes on ``t``'s device. While a hook watches primitive calls (the
     profiler counting kernel launches, graph capture) it is that hook's view of the module, so every
     primitive call an op or a backward rule makes passes the hook."""
-    if _primitive_observer is None:
-        backend = t._device._backend  # resolved once per device (device.backend)
-        return backend if backend is not None else t._device.backend
-    return _primitive_observer(t._device.backend)
+    device = t._device
+    backend = _cpu if device is CPU else backend_for(device)
+    return backend if _primitive_observer is None else _primitive_observer(backend)
 
 
 def primitives_on(device):
     """``primitives`` for a device rather than a tensor (factories, zero gradients)."""
-    if _primitive_observer is None:
-        return device.backend
-    return _primitive_observer(device.backend)
+    backend = _cpu if device is CPU else backend_for(device)
+    return backend if _primitive_observer is None else _primitive_observer(backend)
 
 
 def set_primitive_observer(observer):

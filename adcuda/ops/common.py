@@ -2,7 +2,9 @@
 and device checks, conversions that record nothing."""
 import numpy as np  # Python data turned into a host array for the backend
 
+from .. import _native
 from .. import dtypes as dt
+from ..backends.cuda_availability import device_count, require_cuda
 from ..device import CPU
 from ..errors import DeviceError, DTypeError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives, primitives_on, wrap_dim  # noqa: F401 (wrap_dim: for the families)
@@ -34,6 +36,39 @@ def dense(t):
 def constant(value, dtype, device):
     """A tensor holding ``value`` (a Python scalar or nested data) on ``device``."""
     return Tensor._make(primitives_on(device).from_numpy(np.array(value), dtype), device)
+
+
+class on_device:
+    """``with on_device(device, op):`` makes a CUDA ``device`` the calling thread's current one for the
+    block (the backends create arrays on the current device); nothing for the CPU or plain ``cuda``."""
+
+    __slots__ = ("index", "op", "previous")
+
+    def __init__(self, device, op):
+        self.index = device.index if device.type == "cuda" else None
+        self.op = op
+        self.previous = None
+
+    def __enter__(self):
+        index = self.index
+        if index is None:
+            return self
+        require_cuda(self.op)
+        count = device_count()
+        if not 0 <= index < count:
+            raise DeviceError(f"{self.op}: invalid CUDA device index {index}; "
+                              f"{count} device{'s' if count != 1 else ''} visible (cuda:0..cuda:{count - 1})")
+        C = _native._C
+        previous = C.cuda_current_device()
+        if previous != index:
+            C.cuda_set_device(index)
+            self.previous = previous
+        return self
+
+    def __exit__(self, *exc):
+        if self.previous is not None:
+            _native._C.cuda_set_device(self.previous)
+            self.previous = None
 
 
 def filled(shape, value, dtype, device):

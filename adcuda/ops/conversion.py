@@ -3,14 +3,16 @@ type type_as``, pinning host memory, and the Python protocols that copy tensors 
 deepcopy) or share them (DLPack, ``__cuda_array_interface__``).
 
 Forwards call the backend's storage primitives (``astype from_numpy to_numpy``)."""
-from .. import _interop
+from .. import _interop, _native
 from .. import dtypes as dt
-from ..cuda import device as selected_device
-from ..cuda import pinned
-from ..device import CPU, as_device, backend_for
+from ..backends import backend_for
+from ..backends import cpu as _cpu
+from ..backends.cuda_availability import check_not_forked, is_initialized, unavailable_reason
+from ..backends.pinned_host import pinned_host_array
+from ..device import CPU, as_device
 from ..errors import AutogradError, DeviceError
 from ..tensor import Tensor, primitives
-from .common import wrap
+from .common import on_device, wrap
 from .factories import tensor
 from .registry import op
 
@@ -31,7 +33,7 @@ def to_copy(input, device, dtype, non_blocking=False, name="to"):
     else:
         dst_bk = backend_for(device, name)
         host = src_bk.to_numpy(input._data)
-        with selected_device(device.index):
+        with on_device(device, name):
             data = dst_bk.from_numpy(host, input.dtype, non_blocking=True) if non_blocking else dst_bk.from_numpy(
                 host, input.dtype)
             if dtype is not input.dtype:
@@ -125,15 +127,34 @@ def pin_memory(input, device=None):
     # ``.to("cuda", non_blocking=True)`` copies from pinned memory asynchronously; needs CUDA, as in PyTorch
     if input._device is not CPU:
         raise DeviceError(f"pin_memory: only CPU tensors can be pinned; this tensor is on {input._device}")
-    if pinned.is_pinned_array(input._data):
+    array = input._data
+    if _is_pinned_array(array):
         return input
-    return wrap(pinned.pin_array(input._data, "pin_memory"), CPU)
+    if array.size:
+        check_not_forked("pin_memory")
+        reason = unavailable_reason()
+        if reason is not None:
+            raise DeviceError(f"pin_memory: pinned (page-locked) host memory needs CUDA, which is not available: "
+                              f"{reason}")
+    pinned = pinned_host_array(array.shape, array.dtype)
+    _cpu.copy_(pinned, array)
+    return wrap(pinned, CPU)
 
 
 @op("is_pinned", doc="Whether this CPU tensor's memory is page-locked (False for CUDA tensors and without CUDA).",
     function=False)
 def is_pinned(input, device=None):
-    return input._device is CPU and pinned.is_pinned_array(input._data)
+    return input._device is CPU and _is_pinned_array(input._data)
+
+
+def _is_pinned_array(array):
+    """Whether a host array's memory is page-locked (adcuda's pinned pool, or any other library's pinned
+    memory); False where this process has not initialised CUDA (nothing can be pinned then)."""
+    C = _native._C
+    if array.size == 0 or not is_initialized() or not hasattr(C, "PinnedMemory"):
+        return False
+    address = array.__array_interface__["data"][0]
+    return C.is_pool_pinned(address) or C.is_page_locked(address)
 
 
 # ------------------------------------------------------------------------------------------------

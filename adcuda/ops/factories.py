@@ -3,7 +3,6 @@ eye *_like``. (The random ones are in ``ops/random.py``.)
 
 Forwards call the backend's storage primitives (``from_numpy full empty arange``), on the device's
 backend with that device current."""
-import contextlib
 import math
 import numbers
 
@@ -11,10 +10,11 @@ import numpy as np  # host-side parsing of user data only; computation goes thro
 
 from .. import _interop
 from .. import dtypes as dt
-from ..cuda import device as cuda_device
-from ..device import CPU, as_device, backend_for
+from ..backends import backend_for
+from ..device import CPU, as_device
 from ..errors import DTypeError, ShapeError
 from ..tensor import Tensor
+from .common import on_device
 from .registry import op
 
 
@@ -36,13 +36,6 @@ def shape_arg(name, size):
     return tuple(shape)
 
 
-def selected(dev):
-    """Backends create arrays on the current device: make ``dev`` current while they do."""
-    if dev.type != "cuda":
-        return contextlib.nullcontext()
-    return cuda_device(dev.index)
-
-
 def new_tensor(name, data_fn, shape, dtype, device, requires_grad):
     """A tensor of ``shape`` made by ``data_fn(backend, dtype)`` on ``device``."""
     dev = as_device(device, name)
@@ -55,7 +48,7 @@ def new_tensor(name, data_fn, shape, dtype, device, requires_grad):
         raise MemoryError(f"{name}: cannot allocate a tensor of shape {shape} and dtype {dtype} "
                           f"({n * dtype.itemsize / 2**30:.1f} GiB)")
     try:
-        with selected(dev):
+        with on_device(dev, name):
             data = data_fn(bk, dtype)
     except MemoryError:
         raise MemoryError(f"{name}: out of memory allocating a tensor of shape {shape} and dtype {dtype} "
@@ -142,7 +135,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
                 raise DTypeError("tensor: could not convert data made of non-numbers")
         dev = as_device(device, "tensor")
         bk = backend_for(dev, "tensor")
-        with selected(dev):
+        with on_device(dev, "tensor"):
             data_arr = bk.from_numpy(np.array(arr, copy=True), dtype)
         out = Tensor._make(data_arr, dev)
     if pin_memory:

@@ -292,18 +292,19 @@ def _cross_entropy_grad(grad, logits, target, ignore_index, label_smoothing):
     return (softmax(logits, 1) - q) * (grad * valid.to(dtype=grad.dtype)).unsqueeze(1)
 
 
-def _cross_entropy_fused_grad(grad, logp, target, ignore_index, label_smoothing):
-    return wrap(primitives(grad).cross_entropy_backward(logp._data, target._data, dense(grad), ignore_index,
-                                                        label_smoothing), grad._device)
+def _cross_entropy_fused_grad(grad, logits, lse, target, ignore_index, label_smoothing):
+    return wrap(primitives(grad).cross_entropy_backward(dense(logits), lse._data, target._data, dense(grad),
+                                                        ignore_index, label_smoothing), grad._device)
 
 
 @op("cross_entropy_rows", doc="Per-row cross-entropy losses of (rows, C) logits against int64 class indices.",
-    function=False, method=False, node="CrossEntropyLossBackward0", extra_outputs=("logp",),
+    function=False, method=False, node="CrossEntropyLossBackward0", extra_outputs=("lse",),
     grads={"logits": _cross_entropy_grad}, fused={"logits": _cross_entropy_fused_grad})
 def cross_entropy_rows(logits, target, ignore_index, label_smoothing):
-    loss_data, logp_data = primitives(logits).cross_entropy(dense(logits), dense(target), ignore_index,
-                                                            label_smoothing)
-    return wrap(loss_data, logits._device), wrap(logp_data, logits._device)
+    # the primitive keeps each row's log-sum-exp for backward, never the log-probabilities
+    loss_data, lse_data = primitives(logits).cross_entropy(dense(logits), dense(target), ignore_index,
+                                                           label_smoothing)
+    return wrap(loss_data, logits._device), wrap(lse_data, logits._device)
 
 
 @op("cross_entropy", doc="The cross-entropy of logits against class indices or class probabilities.",
