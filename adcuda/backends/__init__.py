@@ -50,8 +50,9 @@ the name ends in ``_`` (writes into its first argument) or the row says "view".
 | `cross_entropy_backward(logp, target, g_rows, ignore_index, label_smoothing)` | gradient w.r.t. logits |
 | `layer_norm(x, weight, bias, n, eps)` | normalise the last ``n`` dims -> (y, mean, rstd) |
 | `layer_norm_backward(g, x, weight, mean, rstd, n)` | -> (dx, dweight, dbias) |
-| `attention(q, k, v, mask, is_causal, scale)` | -> (out, logsumexp rows) without keeping probabilities |
-| `attention_backward(g, q, k, v, out, lse, mask, is_causal, scale)` | -> (dq, dk, dv) |
+| `attention(q, k, v, mask, is_causal, scale, dropout_p=0.0, seed=0, offset=0)` | -> (out, logsumexp rows) without keeping probabilities; dropout drawn inside from the Philox draw ``(seed, offset)`` in one counter layout on both backends (kernels/attention_dropout.cuh), so they drop the same probabilities |
+| `attention_backward(g, q, k, v, out, lse, mask, is_causal, scale, dropout_p=0.0, seed=0, offset=0)` | -> (dq, dk, dv), the forward's dropout drawn again |
+| `attention_dropout_mask(shape, p, seed, offset)` | the bool keep-mask (batch..., L, S) that attention's dropout applies (for the double-backward rule) |
 | `embedding(weight, indices)` | rows of the 2-D ``weight`` at integer ``indices`` -> ``indices.shape + (dim,)``; IndexOutOfRangeError naming the index unless all lie in ``[0, num_embeddings)`` (a device checks on the device: one sync) |
 | `embedding_backward(grad, indices, num_embeddings, padding_idx, scale_grad_by_freq)` | dense ``(num_embeddings, dim)`` gradient: each index's grad rows summed in index order (fp32; deterministic, no float atomics), row ``padding_idx`` (or None) zero, divided by the index's count with ``scale_grad_by_freq`` |
 | **random** (counter-based Philox: reproducible from ``(seed, offset)``) | |
@@ -75,7 +76,7 @@ PRIMITIVES = (
     "unary_backward", "where", "clamp", "reduce", "argreduce", "var", "logsumexp", "sort", "cumsum", "index",
     "index_put_", "gather", "scatter_add", "cat", "tril", "triu", "matmul", "softmax",
     "softmax_backward", "cross_entropy", "cross_entropy_backward", "layer_norm",
-    "layer_norm_backward", "attention", "attention_backward", "rand", "randn", "randint",
+    "layer_norm_backward", "attention", "attention_backward", "attention_dropout_mask", "rand", "randn", "randint",
     "bernoulli", "sgd_step_", "adam_step_", "unscale_and_check_", "update_scale_", "embedding",
     "embedding_backward", "dropout", "dropout_backward", "global_norm",
 )

@@ -12,7 +12,9 @@ from ..errors import DTypeError, ShapeError, fmt_shape
 from ._cuda_kernels import broadcast_shape, cast, dense, is_floating, rows_dense, scalar_type
 
 __all__ = ["softmax", "softmax_backward", "cross_entropy", "cross_entropy_backward", "layer_norm",
-           "layer_norm_backward", "attention", "attention_backward"]
+           "layer_norm_backward", "attention", "attention_backward", "attention_dropout_mask"]
+
+_U64 = (1 << 64) - 1  # seeds and offsets are taken modulo 2^64, as the kernels' counters are
 
 
 def _require_floating(op, name, a):
@@ -131,14 +133,26 @@ def _attention_operands(op, q, k, v, mask):
     return rows_dense(q), rows_dense(cast(k, q.dtype)), rows_dense(cast(v, q.dtype)), mask, batch
 
 
-def attention(q, k, v, mask, is_causal, scale):
-    """Softmax(q k^T * scale + mask) v -> (out, logsumexp rows) without keeping the probabilities."""
+def attention(q, k, v, mask, is_causal, scale, dropout_p=0.0, seed=0, offset=0):
+    """Softmax(q k^T * scale + mask) v -> (out, logsumexp rows) without keeping the probabilities; with
+    ``dropout_p`` the probabilities are dropped by the Philox draw ``(seed, offset)`` (the CPU backend
+    draws the same mask)."""
     q, k, v, mask, _ = _attention_operands("attention", q, k, v, mask)
-    return tuple(_native._C.attention(q, k, v, mask, bool(is_causal), float(scale)))
+    return tuple(_native._C.attention(q, k, v, mask, bool(is_causal), float(scale), float(dropout_p),
+                                      int(seed) & _U64, int(offset) & _U64))
 
 
-def attention_backward(g, q, k, v, out, lse, mask, is_causal, scale):
-    """-> (dq, dk, dv), each in its input's dtype, with the broadcast batch shape."""
+def attention_dropout_mask(shape, p, seed, offset):
+    """The bool keep-mask (batch..., L, S) that attention's dropout with (p, seed, offset) applies."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"attention_dropout_mask: dropout probability has to be between 0 and 1, but got {p}")
+    return _native._C.attention_dropout_mask(tuple(int(n) for n in shape), float(p), int(seed) & _U64,
+                                             int(offset) & _U64)
+
+
+def attention_backward(g, q, k, v, out, lse, mask, is_causal, scale, dropout_p=0.0, seed=0, offset=0):
+    """-> (dq, dk, dv), each in its input's dtype, with the broadcast batch shape; the dropout arguments
+    are the forward's."""
     dtypes = (q.dtype, k.dtype, v.dtype)
     q, k, v, mask, batch = _attention_operands("attention_backward", q, k, v, mask)
     expected = batch + (q.shape[-2], v.shape[-1])
@@ -147,5 +161,6 @@ def attention_backward(g, q, k, v, out, lse, mask, is_causal, scale):
             raise ShapeError(f"attention_backward: the {name} has shape {fmt_shape(t.shape)}, expected "
                              f"{fmt_shape(expected)}")
     grads = _native._C.attention_backward(dense(cast(g, q.dtype)), q, k, v, dense(cast(out, q.dtype)),
-                                          dense(cast(lse, _statistics_type(q))), mask, bool(is_causal), float(scale))
+                                          dense(cast(lse, _statistics_type(q))), mask, bool(is_causal), float(scale),
+                                          float(dropout_p), int(seed) & _U64, int(offset) & _U64)
     return tuple(cast(d, dtype) for d, dtype in zip(grads, dtypes))
