@@ -574,12 +574,12 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         attn_mask = _check_attn_mask(op, attn_mask, query, scores_shape)
     if scale is None:
         scale = 1.0 / math.sqrt(query.shape[-1]) if query.shape[-1] else 1.0
-    if dropout_p > 0.0 or (attn_mask is not None and needs_grad(attn_mask)) or key.shape[-2] == 0:
-        # the fused primitive has neither dropout nor a mask gradient (nor a use for zero keys, where
-        # every output is 0): compose it from ops instead
+    if (attn_mask is not None and needs_grad(attn_mask)) or key.shape[-2] == 0:
+        # the fused primitive has no mask gradient (nor a use for zero keys, where every output is 0):
+        # compose it from ops instead
         probs = _attention_probs(query, key, attn_mask, is_causal, scale)
         return dropout(probs, dropout_p) @ value
-    return _fused_attention(query, key, value, attn_mask, is_causal, scale)
+    return _fused_attention(query, key, value, attn_mask, is_causal, scale, dropout_p)
 
 
 def _repeat_kv_heads(op, query, kv):
@@ -628,10 +628,16 @@ def _attention_probs(q, k, mask, is_causal, scale):
     return where(live, probs, 0.0)
 
 
-def _fused_attention(q, k, v, mask, is_causal, scale):
+def _fused_attention(q, k, v, mask, is_causal, scale, dropout_p=0.0):
     bk = q._backend
     mask_data = _dense(mask) if mask is not None else None
-    out_data, lse = bk.attention(_dense(q), _dense(k), _dense(v), mask_data, is_causal, scale)
+    # dropout is drawn inside the primitive from the generator's next draw, and drawn again from the
+    # same (seed, offset) by the backward
+    draw = (dropout_p, 0, 0)
+    if dropout_p > 0.0:
+        from ..random import default_generator
+        draw = (dropout_p, *default_generator.next_offset(math.prod(_attention_scores_shape(q, k, v))))
+    out_data, lse = bk.attention(_dense(q), _dense(k), _dense(v), mask_data, is_causal, scale, *draw)
     out = wrap(out_data, q._device)
     if needs_grad(q, k, v):
         shapes = (tuple(q.shape), tuple(k.shape), tuple(v.shape))
@@ -639,20 +645,33 @@ def _fused_attention(q, k, v, mask, is_causal, scale):
         def backward(node, g):
             q_, k_, v_, o, lse_, m = node.saved_tensors
             if is_grad_enabled():
-                grads = _attention_grads_composite(g, q_, k_, v_, m, is_causal, scale)
+                grads = _attention_grads_composite(g, q_, k_, v_, m, is_causal, scale, draw)
             else:
                 grads = (wrap(d, g._device) for d in bk.attention_backward(
                     _dense(g), _dense(q_), _dense(k_), _dense(v_), o._data, lse_._data,
-                    m._data if m is not None else None, is_causal, scale))
+                    m._data if m is not None else None, is_causal, scale, *draw))
             return tuple(sum_to_shape(d, s) for d, s in zip(grads, shapes))
         record("ScaledDotProductAttentionBackward0", out, (q, k, v), backward,
                saved=(q, k, v, out, wrap(lse, q._device), mask))
     return out
 
 
-def _attention_grads_composite(g, q, k, v, mask, is_causal, scale):
+def _attention_scores_shape(q, k, v):
+    """(batch..., L, S): the probabilities the primitives' dropout draws over, batch broadcast from all three."""
+    batch = broadcast_shapes("scaled_dot_product_attention", tuple(q.shape[:-2]), tuple(k.shape[:-2]),
+                             tuple(v.shape[:-2]))
+    return batch + (q.shape[-2], k.shape[-2])
+
+
+def _attention_grads_composite(g, q, k, v, mask, is_causal, scale, draw):
     probs = _attention_probs(q, k, mask, is_causal, scale)
+    dropout_p, seed, offset = draw
+    kept = probs
     d_probs = g @ v.mT
+    if dropout_p > 0.0:  # the forward's dropout, drawn again as a mask
+        factor = wrap(q._backend.attention_dropout_mask(_attention_scores_shape(q, k, v), dropout_p, seed, offset),
+                      q._device).to(dtype=probs.dtype) * (1.0 / (1.0 - dropout_p) if dropout_p < 1.0 else 0.0)
+        kept, d_probs = probs * factor, d_probs * factor
     d_scores = probs * (d_probs - (d_probs * probs).sum(-1, keepdim=True))
-    return (d_scores @ k) * scale, (d_scores.mT @ q) * scale, probs.mT @ g
+    return (d_scores @ k) * scale, (d_scores.mT @ q) * scale, kept.mT @ g
 
