@@ -1,7 +1,7 @@
 // Dropout on attention probabilities, drawn inside the attention kernels from the Philox stream
 // (philox.cuh) and drawn again, identically, by the backward; the CPU backend's attention draws the
-// same mask from the same counters (adcuda/backends/cpu.py, _attention_dropout_keep), so the two
-// backends agree exactly on which probabilities are dropped.
+// same mask from the same counters (adcuda/backends/cpu/attention.py, _attention_dropout_keep), so the
+// two backends agree exactly on which probabilities are dropped.
 //
 // Counter layout. The (batch, L, S) probability matrix is cut into 16 x 16 tiles (query tile i16, key
 // tile j16; ceil(L/16) x ceil(S/16) per batch entry). Inside a tile, Philox block (a, c), a and c in

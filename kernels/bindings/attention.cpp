@@ -1,15 +1,13 @@
-// Python bindings of the fused NN kernels: softmax and cross-entropy (kernels/softmax_loss.h), layer
-// norm (kernels/norm.h) and attention (kernels/attention.h). The Python primitives over them are in
-// adcuda/backends/cuda_nn.py. Calls release the GIL while they check and queue the work.
+// Python bindings of the attention kernels (kernels/attention.h). The Python primitives over them are in
+// adcuda/backends/cuda/attention.py. Calls release the GIL while they check and queue the work.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cstdint>
 #include <optional>
 
 #include "attention.h"
 #include "bindings/registry.h"
-#include "norm.h"
-#include "softmax_loss.h"
 
 namespace py = pybind11;
 using adcuda::DeviceArray;
@@ -22,30 +20,7 @@ const DeviceArray* pointer_or_null(const std::optional<DeviceArray>& a) { return
 
 }  // namespace
 
-ADCUDA_REGISTER_BINDINGS(nn, 21) {
-  m.def("softmax", &adcuda::softmax, py::arg("a"), py::arg("axis"), py::arg("log"), release_gil(),
-        "(log-)softmax of contiguous `a` along `axis`.");
-  m.def("softmax_backward", &adcuda::softmax_backward, py::arg("y"), py::arg("g"), py::arg("axis"), py::arg("log"),
-        release_gil(), "The input gradient of (log-)softmax from its output y and output gradient g.");
-  m.def("cross_entropy", &adcuda::cross_entropy, py::arg("logits"), py::arg("target"), py::arg("ignore_index"),
-        py::arg("label_smoothing"), release_gil(), "(losses (N,), log-probabilities (N, C)) of (N, C) logits.");
-  m.def("cross_entropy_backward", &adcuda::cross_entropy_backward, py::arg("logp"), py::arg("target"),
-        py::arg("g_rows"), py::arg("ignore_index"), py::arg("label_smoothing"), release_gil(),
-        "The gradient w.r.t. the logits.");
-  m.def(
-      "layer_norm",
-      [](const DeviceArray& x, const std::optional<DeviceArray>& weight, const std::optional<DeviceArray>& bias, int n,
-         double eps) { return adcuda::layer_norm(x, pointer_or_null(weight), pointer_or_null(bias), n, eps); },
-      py::arg("x"), py::arg("weight"), py::arg("bias"), py::arg("n"), py::arg("eps"), release_gil(),
-      "(y, mean, rstd) normalising the last n dims of contiguous x.");
-  m.def(
-      "layer_norm_backward",
-      [](const DeviceArray& g, const DeviceArray& x, const std::optional<DeviceArray>& weight, const DeviceArray& mean,
-         const DeviceArray& rstd, int n) {
-        return adcuda::layer_norm_backward(g, x, pointer_or_null(weight), mean, rstd, n);
-      },
-      py::arg("g"), py::arg("x"), py::arg("weight"), py::arg("mean"), py::arg("rstd"), py::arg("n"), release_gil(),
-      "(dx, dweight or None, dbias).");
+ADCUDA_REGISTER_BINDINGS(attention, 21) {
   m.def(
       "attention",
       [](const DeviceArray& q, const DeviceArray& k, const DeviceArray& v, const std::optional<DeviceArray>& mask,
