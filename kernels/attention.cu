@@ -183,9 +183,6 @@ enum class AttentionPath { kCudaCore, kTensorCore };
 // PTX whose kernels only trap). Asked once per device.
 bool tensor_cores_usable(int device) {
   if (device_facts(device).major < 8) return false;
-#if defined(ADCUDA_EMULATION)
-  return true;
-#else
   static std::mutex mutex;
   static std::vector<int> known;  // per device: -1 not asked yet, 0 no, 1 yes
   std::lock_guard<std::mutex> lock(mutex);
@@ -197,7 +194,6 @@ bool tensor_cores_usable(int device) {
     known[device] = attributes.ptxVersion >= 80 ? 1 : 0;
   }
   return known[device] == 1;
-#endif
 }
 
 // The one dispatch decision: tensor cores for fp16/bf16 whose head dims (both E and Ev) are multiples
