@@ -22,9 +22,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import cuda_event_seconds, print_table  # noqa: E402
-
 import numpy as np  # noqa: E402
+from _harness import cuda_event_seconds, print_table  # noqa: E402
 
 import adcuda  # noqa: E402
 
@@ -114,6 +113,40 @@ def torch_sdpa_backend(torch, q):
 
 # ---------------------------------------------------------------------------------------------
 # timing
+def time_adcuda(cb, host, dtype, causal, scale, bursts):
+    """(forward, forward + backward) seconds of adcuda's primitives on these inputs."""
+    q, k, v, g = (cb.from_numpy(h, dtype) for h in host)
+    out, lse = cb.attention(q, k, v, None, causal, scale)
+
+    def forward():
+        cb.attention(q, k, v, None, causal, scale)
+
+    def forward_backward():
+        cb.attention(q, k, v, None, causal, scale)
+        cb.attention_backward(g, q, k, v, out, lse, None, causal, scale)
+
+    return adcuda_seconds(forward, bursts, 3), adcuda_seconds(forward_backward, bursts, 3)
+
+
+def time_torch(torch, host, type_name, causal, bursts):
+    """(forward, forward + backward) seconds of PyTorch's SDPA, and the name of the backend it ran."""
+    tq, tk, tv, tg = (torch.from_numpy(h).to("cuda", getattr(torch, type_name)) for h in host)
+    name, backend = torch_sdpa_backend(torch, tq)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    leaves = [t.detach().requires_grad_(True) for t in (tq, tk, tv)]
+
+    def forward():
+        with torch.no_grad(), backend():
+            sdpa(tq, tk, tv, is_causal=causal)
+
+    def forward_backward():
+        with backend():
+            y = sdpa(*leaves, is_causal=causal)
+        torch.autograd.grad(y, leaves, tg)
+
+    return torch_seconds(torch, forward, bursts, 3), torch_seconds(torch, forward_backward, bursts, 3), name
+
+
 def attention_cases(cb, native, torch, quick, bursts):
     results = {"adcuda": {}}
     if torch is not None:
@@ -124,40 +157,18 @@ def attention_cases(cb, native, torch, quick, bursts):
         host = [rng.standard_normal((batch, heads, length, dim)).astype(np.float32) for _ in range(4)]
         scale = 1.0 / math.sqrt(dim)
         for dtype in (adcuda.float16, adcuda.bfloat16):
-            q, k, v, g = (cb.from_numpy(h, dtype) for h in host)
-            type_name = dtype.name
+            probe_q, probe_v = (cb.from_numpy(h[:1, :1, :1], dtype) for h in (host[0], host[2]))
             for causal in (False, True):
-                label = f"B{batch} H{heads} T{length} d{dim} {type_name}{' causal' if causal else ''}"
+                label = f"B{batch} H{heads} T{length} d{dim} {dtype.name}{' causal' if causal else ''}"
                 forward_flops = 4.0 * batch * heads * length * length * dim * (0.5 if causal else 1.0)
                 flops[f"fwd {label}"] = forward_flops
                 flops[f"fwd+bwd {label}"] = 3.5 * forward_flops
-                paths[label] = native.attention_kernel_path(q, v)
-                out, lse = cb.attention(q, k, v, None, causal, scale)
-                results["adcuda"][f"fwd {label}"] = adcuda_seconds(
-                    lambda: cb.attention(q, k, v, None, causal, scale), bursts, 3)
-                results["adcuda"][f"fwd+bwd {label}"] = adcuda_seconds(
-                    lambda: (cb.attention(q, k, v, None, causal, scale),
-                             cb.attention_backward(g, q, k, v, out, lse, None, causal, scale)), bursts, 3)
-                if torch is None:
-                    continue
-                torch_type = getattr(torch, type_name)
-                tq, tk, tv, tg = (torch.from_numpy(h).to("cuda", torch_type) for h in host)
-                name, backend = torch_sdpa_backend(torch, tq)
-                backends[label] = name
-                sdpa = torch.nn.functional.scaled_dot_product_attention
-                leaves = [t.detach().requires_grad_(True) for t in (tq, tk, tv)]
-
-                def forward_only():
-                    with torch.no_grad(), backend():
-                        sdpa(tq, tk, tv, is_causal=causal)
-
-                def forward_backward():
-                    with backend():
-                        y = sdpa(*leaves, is_causal=causal)
-                    torch.autograd.grad(y, leaves, tg)
-
-                results["torch"][f"fwd {label}"] = torch_seconds(torch, forward_only, bursts, 3)
-                results["torch"][f"fwd+bwd {label}"] = torch_seconds(torch, forward_backward, bursts, 3)
+                paths[label] = native.attention_kernel_path(probe_q, probe_v)
+                (results["adcuda"][f"fwd {label}"],
+                 results["adcuda"][f"fwd+bwd {label}"]) = time_adcuda(cb, host, dtype, causal, scale, bursts)
+                if torch is not None:
+                    (results["torch"][f"fwd {label}"], results["torch"][f"fwd+bwd {label}"],
+                     backends[label]) = time_torch(torch, host, dtype.name, causal, bursts)
     return results, flops, backends, paths
 
 
