@@ -26,9 +26,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import cuda_event_seconds, print_table  # noqa: E402
-
 import numpy as np  # noqa: E402
+from _harness import cuda_event_seconds, emulated_reference_run, is_emulated, print_table  # noqa: E402
 
 import adcuda  # noqa: E402
 
@@ -434,6 +433,8 @@ def main():
     adcuda.init_cuda_context()
     from adcuda.backends import cpu
     from adcuda.backends import cuda as cb
+    if is_emulated():
+        return emulated_reference_run("nn_kernels", args.json, [lambda: check_against_cpu(cb, cpu)])
     torch = optional_torch()
     check_against_cpu(cb, cpu)
     bursts = 3 if args.quick else 7

@@ -9,6 +9,7 @@
 
 #include "elementwise_loops.cuh"
 #include "runtime/copy.h"
+#include "runtime/device_errors.cuh"
 #include "runtime/dispatch.cuh"
 #include "runtime/errors.h"
 #include "runtime/launch.cuh"
@@ -39,12 +40,14 @@ struct IndexParams {
 struct Located {
   std::int64_t base;
   std::int64_t value;
+  bool valid;  // every index in range (check_indices reports the others; scatters skip them)
 };
 
 // Offsets in the base and in the values of element `linear` (row-major over the geometry's shape).
 __device__ __forceinline__ Located locate(const IndexParams& p, std::int64_t linear) {
   std::int64_t base = 0;
   std::int64_t value = 0;
+  bool valid = true;
   std::int64_t index_offsets[kMaxIndexArrays];
 #pragma unroll
   for (int k = 0; k < kMaxIndexArrays; ++k) index_offsets[k] = 0;
@@ -72,10 +75,17 @@ __device__ __forceinline__ Located locate(const IndexParams& p, std::int64_t lin
     if (k < p.count) {
       std::int64_t i = p.indices[k][index_offsets[k]];
       if (i < 0) i += p.index_sizes[k];
+      // check_indices reports an index out of range without waiting for the answer (device_errors.h):
+      // until the error is raised at the next sync, gathers read element 0 of the dim instead and
+      // scatters write nothing, so no memory outside is touched.
+      if (i < 0 || i >= p.index_sizes[k]) {
+        i = 0;
+        valid = false;
+      }
       base += i * p.index_strides[k];
     }
   }
-  return {base, value};
+  return {base, value, valid};
 }
 
 template <typename Unit>
@@ -87,7 +97,7 @@ template <typename Unit>
 __global__ void scatter_kernel(Unit* base, const Unit* values, std::int64_t n, const IndexParams p) {
   ADCUDA_GRID_STRIDE_LOOP(i, n) {
     const Located at = locate(p, i);
-    base[at.base] = values[at.value];
+    if (at.valid) base[at.base] = values[at.value];
   }
 }
 
@@ -106,15 +116,17 @@ template <typename T>
 __global__ void scatter_add_kernel(T* base, const T* values, std::int64_t n, const IndexParams p) {
   ADCUDA_GRID_STRIDE_LOOP(i, n) {
     const Located at = locate(p, i);
-    atomic_add(base + at.base, values[at.value]);
+    if (at.valid) atomic_add(base + at.base, values[at.value]);
   }
 }
 
-// deterministic scatters: destinations as sortable keys (offsets + shift >= 0), then per run
+// deterministic scatters: destinations as sortable keys (offsets + shift >= 0; `nowhere`, past every
+// destination, for an index out of range), then per run
 __global__ void scatter_keys_kernel(std::int64_t* keys, std::int64_t* positions, std::int64_t n, const IndexParams p,
-                                    std::int64_t shift) {
+                                    std::int64_t shift, std::int64_t nowhere) {
   ADCUDA_GRID_STRIDE_LOOP(i, n) {
-    keys[i] = locate(p, i).base + shift;
+    const Located at = locate(p, i);
+    keys[i] = at.valid ? at.base + shift : nowhere;
     positions[i] = i;
   }
 }
@@ -123,8 +135,9 @@ __global__ void scatter_keys_kernel(std::int64_t* keys, std::int64_t* positions,
 template <typename Unit>
 __global__ void scatter_last_kernel(Unit* base, const Unit* values, const std::int64_t* keys,
                                     const std::int64_t* positions, std::int64_t n, const IndexParams p,
-                                    std::int64_t shift) {
+                                    std::int64_t shift, std::int64_t nowhere) {
   ADCUDA_GRID_STRIDE_LOOP(i, n) {
+    if (keys[i] == nowhere) continue;
     if (i == n - 1 || keys[i + 1] != keys[i]) base[keys[i] - shift] = values[locate(p, positions[i]).value];
   }
 }
@@ -137,25 +150,21 @@ __global__ void gather_values_kernel(A* out, const T* values, const std::int64_t
 
 template <typename T, typename A>
 __global__ void add_runs_kernel(T* base, const std::int64_t* keys, const A* sums, const std::int64_t* count,
-                                std::int64_t n, std::int64_t shift) {
+                                std::int64_t n, std::int64_t shift, std::int64_t nowhere) {
   const std::int64_t runs = *count;
   ADCUDA_GRID_STRIDE_LOOP(i, n) {
     if (i >= runs) return;
+    if (keys[i] == nowhere) continue;
     T* target = base + (keys[i] - shift);
     *target = convert<T>(static_cast<A>(to_compute(*target)) + sums[i]);
   }
 }
 
 __global__ void check_indices_kernel(const std::int64_t* indices, std::int64_t n, std::int64_t size,
-                                     unsigned long long* report) {
+                                     const DeviceErrorReport report) {
   ADCUDA_GRID_STRIDE_LOOP(i, n) {
     const std::int64_t v = indices[i];
-    if (v < -size || v >= size) {
-      if (atomicCAS(report, 0ull, 1ull) == 0ull) {
-        report[1] = static_cast<unsigned long long>(v);
-        report[2] = static_cast<unsigned long long>(size);
-      }
-    }
+    if (v < -size || v >= size) report_device_error(report, v, size);
   }
 }
 
@@ -272,8 +281,9 @@ void deterministic_scatter(const DeviceArray& base, const IndexParams& p, const 
   const std::int64_t shift = base.offset() - lowest;
   DeviceArray keys = DeviceArray::empty({n}, ScalarType::Int64, base.device());
   DeviceArray positions = DeviceArray::empty({n}, ScalarType::Int64, base.device());
+  const std::int64_t nowhere = end - lowest;
   scatter_keys_kernel<<<grid_size(n), kBlockSize, 0, stream>>>(keys.data<std::int64_t>(),
-                                                               positions.data<std::int64_t>(), n, p, shift);
+                                                               positions.data<std::int64_t>(), n, p, shift, nowhere);
   ADCUDA_CHECK_LAUNCH();
   const std::pair<DeviceArray, DeviceArray> sorted =
       sort_pairs(keys, positions, bits_for(static_cast<std::uint64_t>(end - lowest)));
@@ -284,7 +294,7 @@ void deterministic_scatter(const DeviceArray& base, const IndexParams& p, const 
       using U = typename decltype(tag)::type;
       scatter_last_kernel<U><<<grid_size(n), kBlockSize, 0, stream>>>(
           static_cast<U*>(base.data_ptr()), static_cast<const U*>(values.data_ptr()), sorted_keys.data<std::int64_t>(),
-          order.data<std::int64_t>(), n, p, shift);
+          order.data<std::int64_t>(), n, p, shift, nowhere);
     });
     ADCUDA_CHECK_LAUNCH();
     return;
@@ -302,7 +312,7 @@ void deterministic_scatter(const DeviceArray& base, const IndexParams& p, const 
     const KeyRuns runs = sum_runs(sorted_keys, gathered);
     add_runs_kernel<T, A><<<grid_size(n), kBlockSize, 0, stream>>>(base.data<T>(), runs.keys.data<std::int64_t>(),
                                                                    static_cast<const A*>(runs.sums.data_ptr()),
-                                                                   runs.count.data<std::int64_t>(), n, shift);
+                                                                   runs.count.data<std::int64_t>(), n, shift, nowhere);
     ADCUDA_CHECK_LAUNCH();
   });
 }
@@ -311,27 +321,19 @@ void deterministic_scatter(const DeviceArray& base, const IndexParams& p, const 
 
 void check_indices(const std::vector<DeviceArray>& indices, const std::vector<std::int64_t>& sizes) {
   if (indices.size() != sizes.size()) throw std::invalid_argument("check_indices: one size per index array");
-  if (indices.empty()) return;
-  DeviceArray report = DeviceArray::empty({3}, ScalarType::Int64, indices.front().device());
-  fill_(report, Scalar::from_int(0));
-  bool launched = false;
   for (std::size_t k = 0; k < indices.size(); ++k) {
     const DeviceArray idx = contiguous(indices[k]);
     if (idx.dtype() != ScalarType::Int64) throw std::invalid_argument("check_indices: index arrays must be int64");
     const std::int64_t n = idx.numel();
     if (n == 0) continue;
-    KernelLaunch launch(report, idx);
+    if (sizes[k] == 0) {  // every index is out of range: no need to read them (and no element 0 to stand in)
+      throw std::out_of_range("index is out of bounds for dimension with size 0 (" + std::to_string(n) +
+                              " indices given)");
+    }
+    KernelLaunch launch(idx);
     check_indices_kernel<<<grid_size(n), kBlockSize, 0, launch.stream()>>>(
-        idx.data<std::int64_t>(), n, sizes[k], static_cast<unsigned long long*>(report.data_ptr()));
+        idx.data<std::int64_t>(), n, sizes[k], device_error_report(idx.device(), DeviceCheck::kIndexBounds));
     ADCUDA_CHECK_LAUNCH();
-    launched = true;
-  }
-  if (!launched) return;
-  std::int64_t host[3];
-  copy_device_to_host(host, report, sizeof(host));
-  if (host[0] != 0) {
-    throw std::out_of_range("index " + std::to_string(host[1]) + " is out of bounds for dimension with size " +
-                            std::to_string(host[2]));
   }
 }
 

@@ -6,10 +6,21 @@ import math
 
 import numpy as np
 
-from ...errors import ShapeError
+from ...errors import DTypeError, ShapeError, fmt_shape
+from ..seam import BackendArray, Shape
 from ._common import _compute
 
 __all__ = ["attention", "attention_backward", "attention_dropout_mask"]
+
+
+def _operands(op, q, k, v):
+    """q, k and v computed in fp32 (fp64 kept), k and v first taken in q's dtype, as on CUDA."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.dtype.kind != "f":
+            raise DTypeError(f"{op}: expected {name} to be a floating point array, got {t.dtype}")
+        if t.ndim < 2:
+            raise ShapeError(f"{op}: {name} must have at least 2 dims (..., L, E), got {fmt_shape(t.shape)}")
+    return _compute(q), _compute(k.astype(q.dtype, copy=False)), _compute(v.astype(q.dtype, copy=False))
 
 
 def _attention_scores(q, k, mask, is_causal, scale):
@@ -56,7 +67,8 @@ def _attention_dropout_keep(batch, L, S, p, seed, offset):
     entries = int(np.prod(batch, dtype=np.int64))
     query_tiles, key_tiles = -(-L // 16), -(-S // 16)
     blocks = np.arange(entries * query_tiles * key_tiles * 64, dtype=np.uint64)
-    offset_words = (np.uint64(offset & 0xFFFFFFFF), np.uint64((offset >> 32) & 0xFFFFFFFF))
+    seed, offset = int(seed) & (2 ** 64 - 1), int(offset) & (2 ** 64 - 1)
+    offset_words = (np.uint64(offset & 0xFFFFFFFF), np.uint64(offset >> 32))
     words = _philox4x32_10((blocks & np.uint64(0xFFFFFFFF), blocks >> np.uint64(32),
                             np.full_like(blocks, offset_words[0]), np.full_like(blocks, offset_words[1])), seed)
     threshold = np.uint64(min(math.floor((1.0 - p) * 2.0 ** 32), 2 ** 32 - 1))
@@ -66,66 +78,67 @@ def _attention_dropout_keep(batch, L, S, p, seed, offset):
     return kept[:, :L, :S].reshape(tuple(batch) + (L, S))
 
 
-def _attention_batch(probs, v):
-    """The batch dims dropout draws over: those of the probabilities and of v, broadcast."""
-    return np.broadcast_shapes(probs.shape[:-2], v.shape[:-2])
-
-
-def attention_dropout_mask(shape, p, seed, offset):
-    """The bool keep-mask (batch..., L, S) that attention's dropout with (p, seed, offset) applies."""
-    _check_dropout_p("attention_dropout_mask", p)
-    shape = tuple(int(n) for n in shape)
-    if len(shape) < 2:
-        raise ShapeError(f"attention_dropout_mask: shape {shape} needs at least 2 dims (..., L, S)")
-    return _attention_dropout_keep(shape[:-2], shape[-2], shape[-1], p, seed, offset)
-
-
-def _attention_dropout_factor(batch, L, S, dropout_p, seed, offset, dtype):
-    """z of dropout(p) = p z: 1 / (1 - p) where kept, 0 where dropped (None without dropout)."""
-    if not dropout_p:
-        return None
-    scale = 1.0 / (1.0 - dropout_p) if dropout_p < 1.0 else 0.0
-    keep = _attention_dropout_keep(batch, L, S, dropout_p, seed, offset)
-    return np.where(keep, dtype.type(scale), dtype.type(0))
-
-
 def _check_dropout_p(op, dropout_p):
     if not 0.0 <= dropout_p <= 1.0:
         raise ValueError(f"{op}: dropout probability has to be between 0 and 1, but got {dropout_p}")
 
 
-def attention(q, k, v, mask, is_causal, scale, dropout_p=0.0, seed=0, offset=0):
+def attention_dropout_mask(shape: Shape, p: float, seed: int, offset: int) -> BackendArray:
+    """The bool keep-mask (batch..., L, S) that attention's dropout with (p, seed, offset) applies."""
+    _check_dropout_p("attention_dropout_mask", p)
+    shape = (int(shape),) if isinstance(shape, int) else tuple(int(n) for n in shape)
+    if len(shape) < 2:
+        raise ShapeError(f"attention_dropout_mask: shape {fmt_shape(shape)} needs at least 2 dims (..., L, S)")
+    return _attention_dropout_keep(shape[:-2], shape[-2], shape[-1], p, seed, offset)
+
+
+def _attention_dropout_factor(probs, v, dropout_p, seed, offset):
+    """z of dropout(p) = p z over the batch dims of the probabilities and v, broadcast: 1 / (1 - p) where
+    kept, 0 where dropped (None without dropout)."""
+    if not dropout_p:
+        return None
+    batch = np.broadcast_shapes(probs.shape[:-2], v.shape[:-2])
+    keep = _attention_dropout_keep(batch, probs.shape[-2], probs.shape[-1], dropout_p, seed, offset)
+    scale = 1.0 / (1.0 - dropout_p) if dropout_p < 1.0 else 0.0
+    return np.where(keep, probs.dtype.type(scale), probs.dtype.type(0))
+
+
+def attention(q: BackendArray, k: BackendArray, v: BackendArray, mask: BackendArray | None, is_causal: bool,
+              scale: float, dropout_p: float = 0.0, seed: int = 0,
+              offset: int = 0) -> tuple[BackendArray, BackendArray]:
     """Softmax(q k^T * scale + mask) v; also the rows' logsumexp, which is all backward keeps. With
     ``dropout_p`` the probabilities are dropped by the Philox draw ``(seed, offset)`` and the rest
     scaled by 1 / (1 - dropout_p); the logsumexp is of the probabilities before dropout."""
     _check_dropout_p("attention", dropout_p)
-    qq, kk, vv = _compute(q), _compute(k), _compute(v)
+    qq, kk, vv = _operands("attention", q, k, v)
     s = _attention_scores(qq, kk, mask, is_causal, scale)
-    m = np.amax(s, axis=-1, keepdims=True)
+    m = np.amax(s, axis=-1, keepdims=True, initial=-np.inf)  # initial: no keys (S = 0) is no error
     m = np.where(np.isfinite(m), m, 0)
     p = np.exp(s - m)
     denom = np.sum(p, axis=-1, keepdims=True)
     with np.errstate(divide="ignore", invalid="ignore"):
         lse = np.log(denom) + m
         p = np.where(denom > 0, p / np.where(denom > 0, denom, 1), 0)  # fully masked rows -> 0
-    z = _attention_dropout_factor(_attention_batch(p, vv), p.shape[-2], p.shape[-1], dropout_p, seed, offset,
-                                  p.dtype)
+    z = _attention_dropout_factor(p, vv, dropout_p, seed, offset)
     out = np.matmul(p if z is None else p * z, vv)
     return out.astype(q.dtype, copy=False), lse[..., 0]
 
 
-def attention_backward(g, q, k, v, out, lse, mask, is_causal, scale, dropout_p=0.0, seed=0, offset=0):
+def attention_backward(g: BackendArray, q: BackendArray, k: BackendArray, v: BackendArray, out: BackendArray,
+                       lse: BackendArray, mask: BackendArray | None, is_causal: bool, scale: float,
+                       dropout_p: float = 0.0, seed: int = 0,
+                       offset: int = 0) -> tuple[BackendArray, BackendArray, BackendArray]:
     _check_dropout_p("attention_backward", dropout_p)
-    qq, kk, vv, gg, oo = (_compute(t) for t in (q, k, v, g, out))
+    qq, kk, vv = _operands("attention_backward", q, k, v)
+    gg, oo = _compute(g), _compute(out)
     s = _attention_scores(qq, kk, mask, is_causal, scale)
     with np.errstate(invalid="ignore"):
         p = np.where(np.isfinite(lse[..., None]), np.exp(s - lse[..., None]), 0.0)
-    z = _attention_dropout_factor(_attention_batch(p, vv), p.shape[-2], p.shape[-1], dropout_p, seed, offset,
-                                  p.dtype)
+    z = _attention_dropout_factor(p, vv, dropout_p, seed, offset)
+    dv = np.matmul(np.swapaxes(p if z is None else p * z, -1, -2), gg)
     dp = np.matmul(gg, np.swapaxes(vv, -1, -2))
     if z is not None:
         dp = dp * z
-    dv = np.matmul(np.swapaxes(p if z is None else p * z, -1, -2), gg)
     ds = p * (dp - np.sum(gg * oo, axis=-1, keepdims=True))
     dq = np.matmul(ds, kk) * scale
     dk = np.matmul(np.swapaxes(ds, -1, -2), qq) * scale
