@@ -730,9 +730,10 @@ case(
 )
 case(
     "cross_entropy_backward",
-    "float16 row gradients, in logp's dtype",
+    "float16 row gradients, in the logits' dtype",
     lambda bk, A: bk.cross_entropy_backward(
-        bk.cross_entropy(A(LOGITS), A(TARGET), -100, 0.1)[1], A(TARGET), A(np.ones(4, np.float16)), -100, 0.1
+        A(LOGITS), bk.cross_entropy(A(LOGITS), A(TARGET), -100, 0.1)[1], A(TARGET), A(np.ones(4, np.float16)), -100,
+        0.1,
     ),
     ok(F32, (4, 5)),
 )

@@ -460,21 +460,22 @@ class TestStreams:
 
     def test_a_thread_that_exits_returns_its_stream_to_the_pool(self):
         gc.collect()  # streams of Stream objects from earlier tests go back to the pool now, not in between
+        device = adcuda.cuda.current_device()
+        seen = []
 
         def use():
             seen.append(adcuda.cuda.current_stream().cuda_stream)
             adcuda.zeros(3, device="cuda").cpu()
-        # A thread gives its stream back in a C++ thread-exit handler, which may run just after join()
-        # returns: under load the next thread can start first. Three attempts, a pause after each join.
+
         for _ in range(3):
-            seen = []
-            for _ in range(3):
-                t = threading.Thread(target=use)
-                t.start()
-                t.join()
-                time.sleep(0.05)
-            if len(set(seen)) == 1:
-                break
+            pooled = _native._C.pooled_stream_count(device)
+            t = threading.Thread(target=use)
+            t.start()
+            t.join()
+            # the stream goes back in a C++ thread-exit handler, which may run after join() returned
+            deadline = time.monotonic() + 10
+            while _native._C.pooled_stream_count(device) < max(pooled, 1) and time.monotonic() < deadline:
+                time.sleep(0.001)
         assert len(set(seen)) == 1, "each new thread reuses the stream the previous one gave back"
 
 

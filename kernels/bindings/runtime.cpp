@@ -480,6 +480,8 @@ ADCUDA_REGISTER_BINDINGS(runtime, 0) {
   m.def("last_stream_during_and_after_launch", &adcuda::last_stream_during_and_after_launch, py::arg("array"),
         py::arg("cycles"), release_gil(),
         "Test support: the array's last stream inside a launch in progress over it, and after the launch.");
+  m.def("pooled_stream_count", &adcuda::pooled_stream_count, py::arg("device"),
+        "Test support: how many streams of `device` wait in the stream pool.");
   m.def("cuda_spin", &adcuda::spin_current_stream, py::arg("cycles"), release_gil(),
         "Test support: keep the current stream busy for `cycles` GPU clock cycles.");
 }

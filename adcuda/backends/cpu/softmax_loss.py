@@ -58,37 +58,49 @@ def _check_targets(op, target, n_classes, ignore_index):
 
 def cross_entropy(logits: BackendArray, target: BackendArray, ignore_index: int,
                   label_smoothing: float) -> tuple[BackendArray, BackendArray]:
-    """Per-row losses of ``logits`` (N, C) against class indices ``target`` (N,)."""
+    """Per-row losses of ``logits`` (N, C) against class indices ``target`` (N,), and each row's
+    log-sum-exp (float32; float64 for float64 logits), which is all the backward needs: the
+    log-probabilities ``logits - lse`` are never stored. The log-sum-exp takes softmax's order of
+    operations (NaN-propagating max, shift 0 where it is not finite); the loss is
+    ``(1 - ls) * (lse - x[t]) + ls / C * (C * lse - sum(x))``, i.e. ``-(1 - ls) * logp[t] - ls / C *
+    sum(logp)``."""
     _require_floating("cross_entropy", "the logits", logits)
     _class_rows("cross_entropy", logits, target)
     _check_targets("cross_entropy", target, logits.shape[1], ignore_index)
-    logp = softmax(logits, 1, True)
-    lp = _compute(logp)
-    n, c = lp.shape
-    valid = target != ignore_index
-    safe_t = np.where(valid, target, 0)
-    picked = lp[np.arange(n), safe_t]
-    loss = -(1.0 - label_smoothing) * picked
-    if label_smoothing:
-        loss = loss - label_smoothing / c * np.sum(lp, axis=1)
+    x = _compute(logits)
+    n, c = x.shape
+    m = np.amax(x, axis=1, keepdims=True, initial=-np.inf)
+    m = np.where(np.isfinite(m), m, 0)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        lse = (m + np.log(np.sum(np.exp(x - m), axis=1, keepdims=True)))[:, 0]
+        valid = target != ignore_index
+        safe_t = np.where(valid, target, 0)
+        picked = x[np.arange(n), safe_t] if c else np.zeros(n, x.dtype)
+        loss = (1.0 - label_smoothing) * (lse - picked)
+        if label_smoothing:
+            loss = loss + label_smoothing / c * (c * lse - np.sum(x, axis=1))
     loss = np.where(valid, loss, 0.0)
-    return loss.astype(logits.dtype, copy=False), logp
+    return loss.astype(logits.dtype, copy=False), lse.astype(np.float64 if x.dtype == np.float64 else np.float32)
 
 
-def cross_entropy_backward(logp: BackendArray, target: BackendArray, g_rows: BackendArray, ignore_index: int,
-                           label_smoothing: float) -> BackendArray:
-    _require_floating("cross_entropy_backward", "the log-probabilities", logp)
-    _class_rows("cross_entropy_backward", logp, target)
-    _check_targets("cross_entropy_backward", target, logp.shape[1], ignore_index)
-    if g_rows.shape != (logp.shape[0],):
-        raise ShapeError(f"cross_entropy_backward: row gradients {fmt_shape(g_rows.shape)} do not match "
-                         f"{logp.shape[0]} rows")
-    lp = _compute(logp)
-    n, c = lp.shape
+def cross_entropy_backward(logits: BackendArray, lse: BackendArray, target: BackendArray, g_rows: BackendArray,
+                           ignore_index: int, label_smoothing: float) -> BackendArray:
+    """The gradient w.r.t. the logits: ``(exp(logits - lse) - q) * g_row`` with ``q`` the smoothed
+    one-hot target, 0 for ignored rows."""
+    _require_floating("cross_entropy_backward", "the logits", logits)
+    _class_rows("cross_entropy_backward", logits, target)
+    _check_targets("cross_entropy_backward", target, logits.shape[1], ignore_index)
+    for name, a in (("row gradients", g_rows), ("log-sum-exps", lse)):
+        if a.shape != (logits.shape[0],):
+            raise ShapeError(f"cross_entropy_backward: {name} {fmt_shape(a.shape)} do not match "
+                             f"{logits.shape[0]} rows")
+    x = _compute(logits)
+    n, c = x.shape
     valid = target != ignore_index
-    q = np.zeros_like(lp)
+    q = np.zeros_like(x)
     q[np.arange(n)[valid], target[valid]] = 1.0 - label_smoothing
     if label_smoothing:
         q += label_smoothing / c
-    grad = (np.exp(lp) - q) * (_compute(g_rows) * valid)[:, None]
-    return grad.astype(logp.dtype, copy=False)
+    with np.errstate(over="ignore", invalid="ignore"):
+        grad = (np.exp(x - _compute(lse)[:, None]) - q) * (_compute(g_rows) * valid)[:, None]
+    return grad.astype(logits.dtype, copy=False)

@@ -9,7 +9,7 @@ come back in the dtypes the CPU backend gives.
 from ... import _native
 from ...errors import DTypeError, ShapeError, fmt_shape
 from ..seam import BackendArray
-from ._common import axis_index, cast, dense, require_floating, scalar_type
+from ._common import axis_index, cast, dense, require_floating, scalar_type, statistics_type
 
 __all__ = ["softmax", "softmax_backward", "cross_entropy", "cross_entropy_backward"]
 
@@ -53,18 +53,20 @@ def _class_rows(op, rows, target):
 
 def cross_entropy(logits: BackendArray, target: BackendArray, ignore_index: int,
                   label_smoothing: float) -> tuple[BackendArray, BackendArray]:
-    """Per-row losses of ``logits`` (N, C) against class indices ``target`` (N,) -> (losses, log-probs)."""
+    """Per-row losses of ``logits`` (N, C) against class indices ``target`` (N,) -> (losses, log-sum-exps)."""
     require_floating("cross_entropy", "the logits", logits)
     target = _class_rows("cross_entropy", logits, target)
     return _native._C.cross_entropy(dense(logits), target, int(ignore_index), float(label_smoothing))
 
 
-def cross_entropy_backward(logp: BackendArray, target: BackendArray, g_rows: BackendArray, ignore_index: int,
-                           label_smoothing: float) -> BackendArray:
-    require_floating("cross_entropy_backward", "the log-probabilities", logp)
-    target = _class_rows("cross_entropy_backward", logp, target)
-    if tuple(g_rows.shape) != (logp.shape[0],):
-        raise ShapeError(f"cross_entropy_backward: row gradients {fmt_shape(g_rows.shape)} do not match "
-                         f"{logp.shape[0]} rows")
-    return _native._C.cross_entropy_backward(dense(logp), target, dense(cast(g_rows, logp.dtype)), int(ignore_index),
+def cross_entropy_backward(logits: BackendArray, lse: BackendArray, target: BackendArray, g_rows: BackendArray,
+                           ignore_index: int, label_smoothing: float) -> BackendArray:
+    require_floating("cross_entropy_backward", "the logits", logits)
+    target = _class_rows("cross_entropy_backward", logits, target)
+    rows = logits.shape[0]
+    for name, a in (("row gradients", g_rows), ("log-sum-exps", lse)):
+        if tuple(a.shape) != (rows,):
+            raise ShapeError(f"cross_entropy_backward: {name} {fmt_shape(a.shape)} do not match {rows} rows")
+    return _native._C.cross_entropy_backward(dense(logits), dense(cast(lse, statistics_type(logits))), target,
+                                             dense(cast(g_rows, logits.dtype)), int(ignore_index),
                                              float(label_smoothing))
