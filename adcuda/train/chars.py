@@ -7,6 +7,7 @@ from ..factories import rand, tensor
 from ..nn import functional as F
 from ..ops.shape import stack
 from ..utils.data import DataLoader, Dataset, RandomSampler
+from .checkpoint import CheckpointMismatch
 from .models import GPT
 from .parallel import RankShare
 
@@ -110,7 +111,7 @@ class CharsTask:
 
     def check_checkpoint(self, extra):
         if extra.get("vocab") != "".join(self.corpus.vocab):
-            raise ValueError("--resume: the checkpoint was trained on another character vocabulary (a different "
+            raise CheckpointMismatch("--resume: the checkpoint was trained on another character vocabulary (a different "
                              "Python's help() topics); start a new run with another --out")
 
     def final_report(self, model, config, reporter):

@@ -18,6 +18,7 @@ from ..profiler import emit_nvtx, profile, record_function
 from . import parallel
 from .checkpoint import CheckpointMismatch, checkpoint_path, load_checkpoint, restore_rng, save_checkpoint
 from .errors import SettingsError
+from .progress import progress
 from .schedule import WarmupCosine
 
 # gradients are clipped to this global norm before every step
@@ -63,7 +64,8 @@ class TrainConfig:
 
 
 class Reporter:
-    """Per-epoch lines on stdout and a progress bar on stderr (only on a terminal, never when quiet)."""
+    """Per-epoch lines on stdout, and the progress of each epoch on stderr (a bar on a terminal, else a
+    line every few seconds; nothing when quiet)."""
 
     def __init__(self, quiet):
         self.quiet = quiet
@@ -76,9 +78,7 @@ class Reporter:
         print(text, flush=True)
 
     def progress(self, iterable, total, description):
-        from tqdm import tqdm
-        return tqdm(iterable, total=total, desc=description, unit="batch", leave=False, dynamic_ncols=True,
-                    disable=self.quiet or not sys.stderr.isatty(), file=sys.stderr)
+        return progress(iterable, total, description, self.quiet, file=sys.stderr)
 
 
 class SilentReporter(Reporter):
