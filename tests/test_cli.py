@@ -201,6 +201,19 @@ def test_info_command(tmp_path):
     assert "running on:" in result.stdout
 
 
+def test_info_prints_once_in_a_script_and_at_the_prompt(tmp_path):
+    def python(*args, stdin=None):
+        return subprocess.run([sys.executable, *args], cwd=tmp_path, input=stdin, capture_output=True, text=True,
+                              timeout=120)
+    script = python("-c", "import adcuda\nreport = adcuda.info()\nassert 'running on:' in report")
+    assert script.returncode == 0, script.stderr
+    assert script.stdout.count("running on:") == 1, script.stdout
+    prompt = python("-i", "-q", stdin="import adcuda\nadcuda.info()\n")
+    assert prompt.stdout.count("running on:") == 1, prompt.stdout
+    quiet = python("-c", "import adcuda\nfacts = adcuda.info(as_dict=True)\nassert 'running_on' in facts")
+    assert quiet.returncode == 0 and quiet.stdout == "", quiet.stdout + quiet.stderr
+
+
 def test_console_script_when_installed(tmp_path):
     script = os.path.join(os.path.dirname(sys.executable), "adcuda")
     if not os.path.exists(script):
