@@ -189,7 +189,8 @@ def test_chars_task_trains_reports_and_samples(tmp_path, tiny_chars, capsys):
     assert result["val_bits_per_char"] == pytest.approx(result["val_loss"] / math.log(2))
     assert result["sample"].startswith(chars_task.SAMPLE_PROMPT) and len(result["sample"]) == 34
     lines = capsys.readouterr().out.splitlines()
-    assert lines[-1].startswith("val loss: ") and any(line.startswith("val bits per char: ") for line in lines)
+    assert lines[-2].startswith("held-out bits per char: ") and lines[-2].endswith(" held-out characters)")
+    assert lines[-1].startswith("held-out loss: ")
     again = train(TrainConfig(task="chars", out=str(tmp_path / "again"), epochs=1, quiet=True), TASKS["chars"])
     assert again == result, "the same seed must give the same run, sample included"
 

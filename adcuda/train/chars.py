@@ -101,10 +101,19 @@ class CharsTask:
             count += y.numel()
         return total / count
 
-    def evaluate(self, model, split, device):
-        # every epoch: an evenly spread subset of the held-out windows, the same one each time
+    def _epoch_starts(self):
+        """Every epoch's validation: an evenly spread subset of the held-out windows, the same each time."""
         stride = max(1, len(self.val_starts) // VAL_WINDOWS_PER_EPOCH)
-        return {"loss": self._held_out_loss(model, self.val_starts[::stride], device)}
+        return self.val_starts[::stride]
+
+    def validation_note(self):
+        epoch, every = len(self._epoch_starts()), len(self.val_starts)
+        return (f"per-epoch val: {epoch} of the {every} held-out windows ({epoch * BLOCK_SIZE:,} characters); "
+                f"the final evaluation: all {every} ({every * BLOCK_SIZE:,} characters)")
+
+    def evaluate(self, model, split, device):
+        loss = self._held_out_loss(model, self._epoch_starts(), device)
+        return {"loss": loss, "bits_per_char": loss / math.log(2)}
 
     def checkpoint_extra(self):
         return {"vocab": "".join(self.corpus.vocab)}
@@ -119,8 +128,9 @@ class CharsTask:
         generator = adcuda_random.Generator().manual_seed(config.seed)
         text = sample(model, self.corpus, SAMPLE_PROMPT, SAMPLE_LENGTH, SAMPLE_TEMPERATURE, generator,
                       config.device)
+        characters = len(self.val_starts) * BLOCK_SIZE
         reporter.result(f"sample (temperature {SAMPLE_TEMPERATURE}, seed {config.seed}):")
         reporter.result(text)
-        reporter.result(f"val bits per char: {loss / math.log(2):.3f}")
-        reporter.result(f"val loss: {loss:.4f}")
+        reporter.result(f"held-out bits per char: {loss / math.log(2):.3f} (all {characters:,} held-out characters)")
+        reporter.result(f"held-out loss: {loss:.4f} (nats per character, the same set)")
         return {"val_loss": loss, "val_bits_per_char": loss / math.log(2), "sample": text}

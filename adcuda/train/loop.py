@@ -211,6 +211,8 @@ def _train(config, task_type, reporter, world):
     step = TrainStep(model, optimizer, scheduler, scaler, precision, task, config.device)
     if config.profile_steps:
         return _profile(step, loader, config, start_epoch, reporter, main)
+    if start_epoch < config.epochs:
+        reporter.line(task.validation_note())
     for epoch in range(start_epoch, config.epochs):
         started = time.perf_counter()
         _set_epoch(loader, epoch)
