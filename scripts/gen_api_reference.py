@@ -44,8 +44,9 @@ NAMESPACES = [
 class OpEntry:
     name: str
     signature: str
-    forms: list          # e.g. ["adcuda.add", "Tensor.add", "Tensor.add_", "F.relu"]
+    forms: list                 # e.g. ["adcuda.add", "Tensor.add", "Tensor.add_", "F.relu"]
     doc: str
+    differentiable: bool = None  # None: not known from the namespaces (the op registry knows)
 
 
 def first_line(obj):
@@ -111,13 +112,20 @@ def op_entries():
 
 
 def render_ops(entries):
+    known = any(e.differentiable is not None for e in entries)
     lines = ["## Ops", "",
              "Every operation on tensors and the forms it comes in (`F` is `adcuda.nn.functional`). They take "
              "PyTorch's arguments (`dim`, `keepdim`, ...), broadcast where PyTorch broadcasts and follow its "
-             "type promotion; differentiable ones record themselves for `backward()`.", "",
-             "| op | signature | forms | what it does |", "|---|---|---|---|"]
+             "type promotion; differentiable ones record themselves for `backward()`.", ""]
+    if known:
+        lines += ["| op | signature | forms | differentiable | what it does |", "|---|---|---|---|---|"]
+    else:
+        lines += ["| op | signature | forms | what it does |", "|---|---|---|---|"]
     for e in entries:
-        lines.append(f"| `{e.name}` | `{_cell(e.signature)}` | {', '.join(f'`{f}`' for f in e.forms)} | {_cell(e.doc)} |")
+        row = f"| `{e.name}` | `{_cell(e.signature)}` | {', '.join(f'`{f}`' for f in e.forms)} |"
+        if known:
+            row += " yes |" if e.differentiable else " no |"
+        lines.append(row + f" {_cell(e.doc)} |")
     return lines
 
 
