@@ -8,13 +8,15 @@ TORCH_HOW_TO = "pip install torch (the CPU wheel is enough), then run pytest aga
 
 
 def skip_cause(report):
-    """``"gpu"``, ``"torch"`` or ``"other"``: why a skipped test did not run. GPU tests carry the
-    ``cuda`` marker; PyTorch is an optional oracle, taken with ``pytest.importorskip("torch")``."""
-    if "cuda" in report.keywords:
-        return "gpu"
+    """``"gpu"``, ``"torch"`` or ``"other"``: why a skipped test did not run. PyTorch is an optional
+    oracle, taken with ``pytest.importorskip("torch")``; GPU tests carry the ``cuda`` marker and skip
+    with a reason that names CUDA or the GPU (a GPU test can also skip a case for another reason, on a
+    GPU or on the emulator: that is "other")."""
     reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
     if "could not import 'torch" in reason:
         return "torch"
+    if "cuda" in report.keywords and ("cuda" in reason.lower() or "gpu" in reason.lower()):
+        return "gpu"
     return "other"
 
 

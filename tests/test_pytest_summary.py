@@ -16,6 +16,10 @@ import pytest
 def test_kernel(n):
     pass
 
+@pytest.mark.cuda
+def test_kernel_case_that_does_not_apply():
+    pytest.skip("values do not fit int32")
+
 def test_against_pytorch(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)  # as if PyTorch were not installed
     pytest.importorskip("torch")
@@ -34,13 +38,13 @@ def test_summary_says_why_tests_skipped_and_how_to_run_them(pytester):
     pytester.makeini("[pytest]\nmarkers =\n    cuda: needs a usable CUDA device\n")
     pytester.makepyfile(test_stand_ins=STAND_INS)
     result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=1, skipped=5)
+    result.assert_outcomes(passed=1, skipped=6)
     result.stdout.fnmatch_lines([
         "*why tests skipped*",
         "3 skipped for want of a usable GPU (the `cuda` marker); run them on a GPU machine: "
         "bash scripts/gpu_check.sh OUTDIR; without a GPU, on the CUDA emulator: bash scripts/emulated_cuda_tests.sh",
         "1 skipped for want of PyTorch, their oracle; pip install torch*",
-        "1 skipped for other reasons; pytest -rs lists them",
+        "2 skipped for other reasons; pytest -rs lists them",
     ])
 
 
