@@ -55,7 +55,10 @@ def sample(model, corpus, prompt, length, temperature, generator, device):
 
 class CharsTask:
     name = "chars"
-    defaults = {"epochs": 3, "batch_size": 32, "lr": 5e-3}
+    # 7 epochs (700 steps, the cosine decaying over all of them) reach about 2.06 bits per character on
+    # the whole held-out text with ~105 s of CPU time; 3 epochs stopped at 2.70, and a peak rate of 1e-2
+    # learned more slowly than 5e-3
+    defaults = {"epochs": 7, "batch_size": 32, "lr": 5e-3}
 
     def __init__(self, seed):
         self.seed = seed
