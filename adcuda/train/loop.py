@@ -232,7 +232,7 @@ def _train(config, task_type, reporter, world):
                         model=net, optimizer=optimizer, scheduler=scheduler, scaler=scaler,
                         loader_generator=loader_generator, history=history, extra=task.checkpoint_extra())
         reporter.line(f"epoch {epoch + 1:>3}/{config.epochs}  train loss {train_loss:.4f}  "
-                      + "  ".join(f"val {k} {v:.4f}" for k, v in val.items())
+                      + "  ".join(f"val {k.replace('_', ' ')} {v:.4f}" for k, v in val.items())
                       + f"  lr {scheduler.get_last_lr()[0]:.2e}  {seconds:.1f}s")
     if start_epoch >= config.epochs:
         reporter.line(f"the checkpoint has already trained {start_epoch} epochs (--epochs {config.epochs})")
