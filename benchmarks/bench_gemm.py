@@ -138,8 +138,8 @@ def main():
         print(f"bench_gemm needs a GPU: {adcuda.cuda.unavailable_reason()}")
         return 0
     adcuda.init_cuda_context()
-    from adcuda.backends import cuda_gemm
-    print(f"{adcuda.cuda.get_device_name()}: {cuda_gemm.gemm_path()}")
+    from adcuda.backends.cuda import gemm
+    print(f"{adcuda.cuda.get_device_name()}: {gemm.gemm_path()}")
     check_against_numpy()
     sizes = (1024, 4096) if args.quick else (1024, 2048, 4096, 8192)
     results, flops = measure(sizes, bursts=3 if args.quick else 7)
@@ -155,7 +155,7 @@ def main():
         print(line)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"suite": "gemm", "device": "cuda", "gemm_path": cuda_gemm.gemm_path(), "rows": rows,
+            json.dump({"suite": "gemm", "device": "cuda", "gemm_path": gemm.gemm_path(), "rows": rows,
                        "tflops": {who: {case: flops[case] / s / 1e12 for case, s in cases.items()}
                                   for who, cases in results.items()}}, f, indent=2)
     return 0

@@ -1,12 +1,13 @@
 // Elementwise kernels (elementwise_unary.cu, elementwise_binary.cu): the CUDA backend's unary, binary,
-// unary_backward, where and clamp primitives, with the CPU backend's semantics (adcuda/backends/cpu.py).
-// Plain C++ so that the bindings (kernels/bindings/elementwise.cpp) can include it.
+// unary_backward, where and clamp primitives, with the CPU backend's semantics
+// (adcuda/backends/cpu/elementwise.py). Plain C++ so that the bindings (kernels/bindings/elementwise.cpp)
+// can include it.
 //
 // Inputs broadcast with NumPy's rules and may be any strided view; results are new contiguous arrays
 // on the inputs' device. Half types are computed in fp32. Bad input raises std::invalid_argument
 // (ValueError in Python): an unknown op, a dtype the op is not defined for, shapes that do not
 // broadcast. Checks that need the data (integer division by zero, negative integer powers) are the
-// caller's (adcuda/backends/cuda_elementwise.py), as they need a device-to-host copy.
+// caller's (adcuda/backends/cuda/elementwise.py), as they need a device-to-host copy.
 #pragma once
 
 #include <optional>

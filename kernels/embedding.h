@@ -1,5 +1,5 @@
 // Embedding kernels (embedding.cu): the CUDA backend's embedding and embedding_backward primitives, with
-// the CPU backend's semantics (adcuda/backends/cpu.py). Plain C++ for the bindings.
+// the CPU backend's semantics (adcuda/backends/cpu/embedding.py). Plain C++ for the bindings.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // Indexing kernels (index.cu): one gather and one scatter over an "index geometry", which the Python
-// layer (adcuda/backends/cuda_index.py) builds for NumPy-style advanced indexing, index_put_, gather
+// layer (adcuda/backends/cuda/index.py) builds for NumPy-style advanced indexing, index_put_, gather
 // and scatter_add alike. Plain C++ for the bindings.
 //
 // Determinism: a gather is deterministic. A scatter with accumulate adds with atomics, so with

@@ -1,6 +1,6 @@
 // Multi-tensor optimizer steps and dynamic loss scaling on the GPU (kernels/optim.cu): the CUDA
 // backend's sgd_step_, adam_step_, unscale_and_check_, update_scale_ and global_norm primitives, with the CPU
-// backend's math (adcuda/backends/cpu.py: PyTorch's single-tensor SGD and Adam). Plain C++: included
+// backend's math (adcuda/backends/cpu/optim.py: PyTorch's single-tensor SGD and Adam). Plain C++: included
 // by the bindings.
 //
 // Each list holds one array per parameter; all arrays of a parameter have the same number of elements

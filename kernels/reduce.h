@@ -1,5 +1,5 @@
 // Reduction kernels (reduce.cu): the CUDA backend's reduce, argreduce, var and logsumexp primitives,
-// with the CPU backend's semantics (adcuda/backends/cpu.py). Plain C++ for the bindings.
+// with the CPU backend's semantics (adcuda/backends/cpu/reduce.py). Plain C++ for the bindings.
 //
 // Any set of axes of any strided input, with keepdim. Half types accumulate in fp32; integer and bool
 // sums and products in int64 (and give int64). Empty reductions give the op's identity (sum 0, prod 1,

@@ -197,8 +197,8 @@ def test_matmul_errors(cb):
 
 
 def test_gemm_path_is_reported():
-    from adcuda.backends import cuda_gemm
-    path = cuda_gemm.gemm_path()
+    from adcuda.backends.cuda import gemm
+    path = gemm.gemm_path()
     assert "mma.sync" in path and "SIMT" in path
     assert "GEMM" in adcuda.info() and "mma.sync" in adcuda.info()
 

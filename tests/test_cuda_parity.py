@@ -1,5 +1,5 @@
-"""The array-machinery kernels (kernels/elementwise.cu, reduce.cu, index.cu, layout.cu, sort.cu,
-random.cu) against the CPU backend, the oracle.
+"""The array-machinery kernels (kernels/elementwise_unary.cu, elementwise_binary.cu, reduce.cu, index.cu,
+layout.cu, sort.cu, random.cu) against the CPU backend, the oracle.
 
 Two parts:
 - on any machine: the NumPy advanced-indexing planner the CUDA indexing builds on
@@ -45,7 +45,7 @@ def _entry(k):
 
 
 def _items(key):
-    """A NumPy key as planner items (what cuda_index builds from device arrays)."""
+    """A NumPy key as planner items (what backends/cuda/index.py builds from device arrays)."""
     items = []
     for k in key if isinstance(key, tuple) else (key,):
         if k is None:
@@ -928,9 +928,8 @@ def test_index_random_keys_match_cpu(cb, dtype):
 @gpu
 @pytest.mark.parametrize("deterministic", [False, True])
 def test_index_put_accumulate_sums_duplicates(cb, dtype, deterministic):
-    from adcuda.backends import cuda_index
-    previous = cuda_index.deterministic_indexing()
-    cuda_index.set_deterministic_indexing(deterministic)
+    previous = cb.deterministic_indexing()
+    cb.set_deterministic_indexing(deterministic)
     try:
         base_np = sample((50, 7), dtype, 1, scale=1.0)
         rows = np.random.default_rng(3).integers(-50, 50, size=1000)
@@ -946,15 +945,14 @@ def test_index_put_accumulate_sums_duplicates(cb, dtype, deterministic):
             cb.index_put_(again, (cb.from_numpy(rows, dt.int64),), values, True)
             np.testing.assert_array_equal(to_host(cb, again), to_host(cb, base))
     finally:
-        cuda_index.set_deterministic_indexing(previous)
+        cb.set_deterministic_indexing(previous)
 
 
 @gpu
 @pytest.mark.parametrize("deterministic", [False, True])
 def test_index_put_last_duplicate_wins_when_deterministic(cb, deterministic):
-    from adcuda.backends import cuda_index
-    previous = cuda_index.deterministic_indexing()
-    cuda_index.set_deterministic_indexing(deterministic)
+    previous = cb.deterministic_indexing()
+    cb.set_deterministic_indexing(deterministic)
     try:
         base, base_host = held(cb, np.zeros(10), dt.float32)
         idx = np.array([1, 3, 1, 1, 9, 3])
@@ -965,7 +963,7 @@ def test_index_put_last_duplicate_wins_when_deterministic(cb, deterministic):
         if deterministic:
             np.testing.assert_array_equal(got, cpu.index_put_(base_host.copy(), (idx,), vals, False))
     finally:
-        cuda_index.set_deterministic_indexing(previous)
+        cb.set_deterministic_indexing(previous)
 
 
 @gpu

@@ -1,4 +1,4 @@
-"""The CUDA runtime (kernels/runtime/, adcuda.cuda, adcuda/backends/cuda.py). Tests marked ``cuda`` need
+"""The CUDA runtime (kernels/runtime/, adcuda.cuda, adcuda/backends/cuda/storage.py). Tests marked ``cuda`` need
 a GPU and skip themselves without one (scripts/gpu_check.sh runs them); the rest check, on any machine,
 what happens where CUDA is not usable.
 

@@ -1,10 +1,17 @@
-"""Backends: the same small set of primitives over raw arrays, one module per device type.
+"""Backends: the same small set of primitives over raw arrays, one package per device type.
 
 Autograd and ops never touch NumPy or ``adcuda._C`` directly; they call these primitives on a
-backend array (``Tensor._data``). The CPU module (NumPy, fp32 compute, float64 allowed for
-gradcheck, float16 stored but computed in fp32) is the reference oracle; the CUDA module implements
+backend array (``Tensor._data``). The CPU backend (NumPy, fp32 compute, float64 allowed for
+gradcheck, float16 stored but computed in fp32) is the reference oracle; the CUDA backend implements
 the same names and signatures with the kernels in ``kernels/``, so one parity test can loop over
 ``PRIMITIVES``.
+
+Both packages, ``cpu/`` and ``cuda/``, have one module per kernel family, named as the kernel file
+``kernels/<family>.cu`` and its bindings ``kernels/bindings/<family>.cpp``: ``storage`` (storage and
+views; on CUDA the runtime's kernels/runtime/copy.cu), ``elementwise``, ``reduce`` (reduce, argreduce,
+var, logsumexp), ``sort`` (sort, cumsum), ``index``, ``layout`` (cat, tril, triu), ``gemm`` (matmul),
+``softmax_loss``, ``norm`` (layer norm), ``attention``, ``embedding``, ``random`` (draws and dropout)
+and ``optim`` (optimizer steps, global_norm, loss scaling). Each package re-exports every primitive.
 
 Conventions: ``a``/``b`` are backend arrays (``b`` may also be a Python scalar where noted), ``dtype``
 is an ``adcuda.dtypes.dtype``, ``axes`` a tuple of non-negative ints, results are new arrays unless

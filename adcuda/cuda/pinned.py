@@ -9,6 +9,7 @@ array over it goes, and is reused only after every copy queued on it has complet
 import numpy as np
 
 from .. import _native
+from ..backends.pinned_host import in_pinned_pool, pinned_host_array
 from ..errors import DeviceError
 from .devices import unavailable_reason
 from .fork import check_not_forked, is_initialized
@@ -24,18 +25,12 @@ _STAT_KEYS = ("allocated_bytes", "peak_allocated_bytes", "reserved_bytes", "peak
 def empty_pinned(shape, dtype, op="empty_pinned"):
     """An uninitialised C-contiguous NumPy array of ``shape`` and NumPy ``dtype`` in pinned memory
     (an ordinary array when it has no elements)."""
-    dtype = np.dtype(dtype)
-    count = 1
-    for size in shape:
-        count *= int(size)
-    if count == 0:
-        return np.empty(shape, dtype)
-    check_not_forked(op)
-    reason = unavailable_reason()
-    if reason is not None:
-        raise DeviceError(f"{op}: pinned (page-locked) host memory needs CUDA, which is not available: {reason}")
-    memory = _native._C.PinnedMemory(count * dtype.itemsize)
-    return np.frombuffer(memory, dtype=dtype, count=count).reshape(shape)
+    if all(int(size) for size in shape):
+        check_not_forked(op)
+        reason = unavailable_reason()
+        if reason is not None:
+            raise DeviceError(f"{op}: pinned (page-locked) host memory needs CUDA, which is not available: {reason}")
+    return pinned_host_array(shape, dtype)
 
 
 def pin_array(array, op="pin_memory"):
@@ -57,8 +52,7 @@ def _runtime():
 
 def is_pool_pinned(array):
     """Whether ``array``'s memory lies in a block of adcuda's pinned pool."""
-    C = _runtime()
-    return C is not None and array.size > 0 and C.is_pool_pinned(_address(array))
+    return _runtime() is not None and in_pinned_pool(array)
 
 
 def is_pinned_array(array):

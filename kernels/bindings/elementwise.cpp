@@ -1,5 +1,5 @@
 // Python bindings of the elementwise kernels (kernels/elementwise.h); the Python primitives over them
-// are in adcuda/backends/cuda_elementwise.py. Operands arrive as a DeviceArray or a Python scalar and are
+// are in adcuda/backends/cuda/elementwise.py. Operands arrive as a DeviceArray or a Python scalar and are
 // converted while the GIL is held; the kernels are queued with it released.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>

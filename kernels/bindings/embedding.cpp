@@ -1,5 +1,5 @@
 // Python bindings of the embedding kernels (kernels/embedding.h); the Python primitives over them are in
-// adcuda/backends/cuda_embedding.py. Calls release the GIL while they check and queue the work.
+// adcuda/backends/cuda/embedding.py. Calls release the GIL while they check and queue the work.
 #include <pybind11/pybind11.h>
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // Python bindings of the GEMM kernels (kernels/gemm.h); the Python primitive over them is
-// adcuda/backends/cuda_gemm.py. Calls release the GIL while they check and queue the work.
+// adcuda/backends/cuda/gemm.py. Calls release the GIL while they check and queue the work.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 

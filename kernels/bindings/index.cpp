@@ -1,6 +1,5 @@
-// Python bindings of the indexing kernels (kernels/index.h), boolean-mask compaction (kernels/sort.h)
-// and the layout kernels (kernels/layout.h); the Python primitives over them are in
-// adcuda/backends/cuda_index.py.
+// Python bindings of the indexing kernels (kernels/index.h); the Python primitives over them are in
+// adcuda/backends/cuda/index.py.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -9,8 +8,6 @@
 
 #include "bindings/registry.h"
 #include "index.h"
-#include "layout.h"
-#include "sort.h"
 
 namespace py = pybind11;
 using adcuda::DeviceArray;
@@ -53,9 +50,4 @@ ADCUDA_REGISTER_BINDINGS(index, 10) {
       py::arg("index_strides"), py::arg("values"), py::arg("accumulate"), py::arg("deterministic"), release(),
       "The scatter of index_gather's geometry: base[...] = values (+= with accumulate; atomics unless "
       "deterministic).");
-  m.def("nonzero", &adcuda::nonzero, py::arg("mask"), release(),
-        "(count, ndim) int64 coordinates of the true elements (waits for the device for the count).");
-  m.def("cat", &adcuda::cat, py::arg("arrays"), py::arg("axis"), release());
-  m.def("tril", &adcuda::tril, py::arg("a"), py::arg("k"), release());
-  m.def("triu", &adcuda::triu, py::arg("a"), py::arg("k"), release());
 }

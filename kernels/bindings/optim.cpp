@@ -1,5 +1,5 @@
 // Python bindings of the multi-tensor optimizer and loss-scaling kernels (kernels/optim.h); the Python
-// primitives over them are in adcuda/backends/cuda_optim.py. Lists arrive as Python lists of
+// primitives over them are in adcuda/backends/cuda/optim.py. Lists arrive as Python lists of
 // DeviceArrays (copied into vectors of handles while the GIL is held); calls then release the GIL.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>

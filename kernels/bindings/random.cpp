@@ -1,5 +1,5 @@
 // Python bindings of the random kernels (kernels/random.h); the Python primitives over them are in
-// adcuda/backends/cuda_random.py.
+// adcuda/backends/cuda/random.py.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 

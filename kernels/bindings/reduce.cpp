@@ -1,5 +1,5 @@
-// Python bindings of the reductions (kernels/reduce.h) and of the sorts and scans (kernels/sort.h);
-// the Python primitives over them are in adcuda/backends/cuda_reduce.py.
+// Python bindings of the reductions (kernels/reduce.h); the Python primitives over them are in
+// adcuda/backends/cuda/reduce.py.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -10,7 +10,6 @@
 
 #include "bindings/registry.h"
 #include "reduce.h"
-#include "sort.h"
 
 namespace py = pybind11;
 using adcuda::DeviceArray;
@@ -23,8 +22,4 @@ ADCUDA_REGISTER_BINDINGS(reduce, 10) {
         "argmax / argmin along `axis` (None: flattened), int64.");
   m.def("var", &adcuda::var, py::arg("a"), py::arg("axes"), py::arg("correction"), py::arg("keepdim"), release());
   m.def("logsumexp", &adcuda::logsumexp, py::arg("a"), py::arg("axes"), py::arg("keepdim"), release());
-  m.def("sort_rows", &adcuda::sort_rows, py::arg("a"), py::arg("descending"), release(),
-        "(values, int64 indices) of each row (last dim) sorted stably; NaN last ascending.");
-  m.def("cumsum_rows", &adcuda::cumsum_rows, py::arg("a"), release(),
-        "Inclusive prefix sums along the last dim (int64 for integer and bool input).");
 }

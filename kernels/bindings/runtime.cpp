@@ -1,6 +1,6 @@
 // Python bindings of the CUDA runtime (kernels/runtime/): DeviceArray and its Storage, streams and
 // events, the caching allocator, the pinned-memory pool, copies, and context set-up. The Python layer
-// over them is adcuda/cuda/ and adcuda/backends/cuda.py.
+// over them is adcuda/cuda/ and adcuda/backends/cuda/storage.py.
 //
 // Every call that queues or waits for GPU work releases the GIL (none of them touches Python objects
 // while it runs); host buffers are read from their Python objects before the GIL is let go.

@@ -1,5 +1,5 @@
-"""The CUDA backend's indexing and layout primitives (kernels/index.cu, layout.cu, sort.cu):
-``index index_put_ gather scatter_add cat tril triu``, with the CPU backend's (NumPy's) semantics.
+"""The CUDA backend's indexing primitives (kernels/index.cu; boolean masks are compacted by sort.cu's
+``nonzero``): ``index index_put_ gather scatter_add``, with the CPU backend's (NumPy's) semantics.
 
 Every indexing primitive becomes one gather or one scatter kernel over an index geometry: the key's
 basic parts make a strided view, its integer arrays (boolean masks turned into their nonzero
@@ -17,12 +17,13 @@ win as NumPy does: bit-for-bit reproducible, at the cost of a radix sort.
 import numbers
 import os
 
-from .. import _native
-from ..errors import DTypeError, ShapeError
-from . import _advanced_index
-from . import _cuda_kernels as _k
+from ... import _native
+from ...errors import DTypeError, ShapeError
+from .. import _advanced_index
+from . import _common as _k
+from .storage import dtype_of, from_numpy, full, shares_memory, to_numpy
 
-__all__ = ["index", "index_put_", "gather", "scatter_add", "cat", "tril", "triu"]
+__all__ = ["index", "index_put_", "gather", "scatter_add"]
 
 _deterministic = os.environ.get("ADCUDA_DETERMINISTIC_INDEXING", "0") not in ("", "0")
 
@@ -57,7 +58,6 @@ def _bool_index(value):
 
 def _items(key):
     """The key as planner items, and the integer index arrays to bounds-check."""
-    from .cuda import to_numpy
     C = _C()
     items, user_arrays = [], []
     for k in key:
@@ -116,7 +116,6 @@ def index(a, key):
 
 def _values_for(a, values):
     """``values`` as a device array in a's dtype that does not overlap ``a``."""
-    from .cuda import dtype_of, from_numpy, full, shares_memory
     C = _C()
     if values.__class__ is not C.DeviceArray:
         if hasattr(values, "__array__") and getattr(values, "shape", ()) != ():
@@ -179,15 +178,3 @@ def scatter_add(a, axis, idx, src):
     values = src.as_strided(shape, tuple(src.element_strides), src.offset)
     C.index_scatter_(base, *geometry, values, True, _deterministic)
     return out
-
-
-def cat(arrays, axis):
-    return _C().cat(list(arrays), int(axis))
-
-
-def tril(a, k):
-    return _C().tril(a, int(k))
-
-
-def triu(a, k):
-    return _C().triu(a, int(k))

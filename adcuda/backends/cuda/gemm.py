@@ -2,13 +2,10 @@
 a tiled SIMT kernel for fp32/fp64 and an mma.sync tensor-core kernel for fp16/bf16 (fp32
 accumulation). Transposed, sliced and broadcast operands are read through their strides, never
 copied.
-
-Imported by ``adcuda.backends.cuda``; needs nothing of it (only ``adcuda._C``, looked up when a
-primitive runs, so importing this module never fails on a build without CUDA).
 """
-from .. import _native
-from ..errors import DTypeError, ShapeError, fmt_shape
-from ._cuda_kernels import is_floating
+from ... import _native
+from ...errors import DTypeError, ShapeError, fmt_shape
+from ._common import is_floating
 
 __all__ = ["matmul"]
 

@@ -2,11 +2,11 @@
 results and errors: ``embedding`` gathers rows and checks every index on the device (one 16-byte copy
 back is the call's only wait), ``embedding_backward`` is deterministic (a stable radix sort of the
 indices, then one warp per weight row adding its gradient rows in index order in fp32, no float
-atomics). ``adcuda._C`` is looked up when a primitive runs, so importing this module never needs CUDA.
+atomics).
 """
-from .. import _native
-from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
-from ._cuda_kernels import dense, is_floating, rows_dense
+from ... import _native
+from ...errors import DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
+from ._common import dense, is_floating, rows_dense
 
 __all__ = ["embedding", "embedding_backward"]
 

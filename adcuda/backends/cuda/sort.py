@@ -1,49 +1,22 @@
-"""The CUDA backend's reductions (kernels/reduce.cu) and orderings (kernels/sort.cu): ``reduce argreduce
-var logsumexp sort cumsum``, with the CPU backend's signatures, result dtypes and errors.
+"""The CUDA backend's orderings (kernels/sort.cu): ``sort cumsum``, with the CPU backend's signatures,
+result dtypes and errors.
 
 Sorts and scans work along the last dim of a contiguous array; another axis is moved there (and the
-result moved back). ``adcuda._C`` is looked up when a primitive runs, so importing this module never
-needs CUDA.
+result moved back).
 """
-from .. import _native
-from ..errors import DTypeError
-from . import _cuda_kernels as _k
+from ... import _native
+from . import _common as _k
+from .storage import contiguous, permute
 
-__all__ = ["reduce", "argreduce", "var", "logsumexp", "sort", "cumsum"]
+__all__ = ["sort", "cumsum"]
 
 
 def _C():
     return _native._C
 
 
-def reduce(op, a, axes, keepdim):
-    if op == "mean" and not _k.is_floating(a):
-        a = _C().astype(a, _k.scalar_type("float64"))  # NumPy's mean of integers is float64, as on the CPU
-    return _C().reduce(op, a, list(axes), bool(keepdim))
-
-
-def argreduce(op, a, axis, keepdim):
-    return _C().argreduce(op, a, axis, bool(keepdim))
-
-
-def _floating(op, a):
-    if not _k.is_floating(a):
-        raise DTypeError(f"{op}: expected a floating point array, got {a.dtype.name}")
-
-
-def var(a, axes, correction, keepdim):
-    _floating("var", a)
-    return _C().var(a, list(axes), float(correction), bool(keepdim))
-
-
-def logsumexp(a, axes, keepdim):
-    _floating("logsumexp", a)
-    return _C().logsumexp(a, list(axes), bool(keepdim))
-
-
 def _to_last(a, axis):
     """``a`` with ``axis`` moved last, and the permutation that moves it back."""
-    from .cuda import permute
     last = a.ndim - 1
     if axis == last:
         return a, None
@@ -53,7 +26,6 @@ def _to_last(a, axis):
 
 
 def _from_last(x, back):
-    from .cuda import contiguous, permute
     return x if back is None else contiguous(permute(x, back))
 
 

@@ -1,15 +1,16 @@
-"""The CUDA backend's elementwise primitives (kernels/elementwise.cu): ``unary binary unary_backward
-where clamp``, with the CPU backend's signatures, dtype rules and errors.
+"""The CUDA backend's elementwise primitives (kernels/elementwise_unary.cu and elementwise_binary.cu):
+``unary binary unary_backward where clamp``, with the CPU backend's signatures, dtype rules and errors.
 
 The kernels take the operands as they are (any strides, broadcast without copies, Python scalars as
 kernel arguments); what needs the data before launching (integer division by zero, integers to
 negative powers) is checked here, with one small device-to-host copy, as the CPU backend raises for
-it too. ``adcuda._C`` is looked up when a primitive runs, so importing this module never needs CUDA.
+it too.
 """
-from .. import _native
-from .. import dtypes as dt
-from ..errors import DTypeError
-from . import _cuda_kernels as _k
+from ... import _native
+from ... import dtypes as dt
+from ...errors import DTypeError
+from . import _common as _k
+from .storage import to_numpy
 
 __all__ = ["unary", "binary", "unary_backward", "where", "clamp"]
 
@@ -34,7 +35,6 @@ def _python_scalar(x):
 
 def _any(flags):
     """Whether any element of a bool device array is true (one 1-byte copy back)."""
-    from .cuda import to_numpy
     C = _C()
     return bool(to_numpy(C.reduce("any", flags, list(range(flags.ndim)), False)))
 

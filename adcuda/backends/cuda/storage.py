@@ -1,31 +1,23 @@
-"""The CUDA backend: the primitives of ``adcuda.backends`` over ``adcuda._C.DeviceArray``.
+"""The CUDA backend's storage, view and copy primitives over ``adcuda._C.DeviceArray``: the
+runtime's own kernels (kernels/runtime/copy.cu, bound in kernels/bindings/runtime.cpp) and strided
+views, which copy nothing.
 
-This module holds the storage, view and copy primitives (the runtime's own kernels,
-kernels/runtime/copy.cu). The compute primitives come from the kernel families, one
-``kernels/<family>.cu`` with its bindings in ``kernels/bindings/<family>.cpp`` each, and are defined
-below as they are built; asking for one that this build does not have raises ``KernelNotBuiltError``
-(a ``DeviceError``) naming it.
-
-Conventions: arrays are created on the calling thread's current CUDA device (callers that target
-another device select it first, ``with adcuda.cuda.device(i):``) and every kernel runs on the thread's
-current stream; the runtime orders streams by events where arrays cross them. Host<->device copies
-go through the pinned-memory pool (``adcuda.cuda.pinned``).
+Host<->device copies go through the pinned-memory pool (``adcuda.backends.pinned_host``).
 """
 import math
 
 import numpy as np
 
-from .. import _native
-from .. import dtypes as dt
-from ..cuda import pinned as _pinned
-from ..errors import DeviceError, DTypeError
-from . import _strided
+from ... import _native
+from ... import dtypes as dt
+from ...errors import DTypeError
+from .. import _strided
+from ..pinned_host import in_pinned_pool, pinned_host_array
 
-name = "cuda"
+__all__ = ["from_numpy", "to_numpy", "empty", "full", "arange", "dtype_of", "shape_of", "astype", "contiguous",
+           "copy_", "view", "permute", "expand", "slice", "flip", "shares_memory"]
 
 _C = _native._C
-if not hasattr(_C, "DeviceArray"):
-    raise ImportError("adcuda.backends.cuda needs adcuda._C built with CUDA (this build has no CUDA runtime)")
 DeviceArray = _C.DeviceArray
 _ST = _C.ScalarType
 
@@ -34,19 +26,6 @@ _SCALAR_TYPE = {dt.bool_: _ST.bool, dt.int32: _ST.int32, dt.int64: _ST.int64, dt
 _DTYPE = {scalar_type: dtype for dtype, scalar_type in _SCALAR_TYPE.items()}
 # NumPy has no bfloat16: such arrays travel through the host as float32.
 _HOST_DTYPE = {dtype: dt.float32 if dtype is dt.bfloat16 else dtype for dtype in _SCALAR_TYPE}
-
-
-class KernelNotBuiltError(DeviceError, AttributeError):
-    """A primitive this build has no CUDA kernel for. Also an AttributeError, so ``hasattr`` and
-    ``getattr(module, name, default)`` see the primitive as absent."""
-
-
-def __getattr__(primitive):
-    from . import PRIMITIVES
-    if primitive in PRIMITIVES:
-        raise KernelNotBuiltError(f"{primitive}: this adcuda build has no CUDA kernel for it yet; move the "
-                                  "tensor to the CPU (.cpu()) to run it there")
-    raise AttributeError(f"module {__name__!r} has no attribute {primitive!r}")
 
 
 def _scalar_type(dtype):
@@ -78,10 +57,10 @@ def from_numpy(x, dtype, non_blocking=False):
     host_np = np.dtype(host_dtype.numpy)
     out = DeviceArray.empty(x.shape, _scalar_type(host_dtype))
     if out.nbytes:
-        if x.dtype == host_np and x.flags.c_contiguous and _pinned.is_pool_pinned(x):
+        if x.dtype == host_np and x.flags.c_contiguous and in_pinned_pool(x):
             _C.copy_host_to_device(out, x, not non_blocking)
         else:
-            staging = _pinned.empty_pinned(x.shape, host_np, "from_numpy")
+            staging = pinned_host_array(x.shape, host_np)
             np.copyto(staging, x, casting="unsafe")
             _C.copy_host_to_device(out, staging, False)
     return out if host_dtype is dtype else _C.astype(out, _scalar_type(dtype))
@@ -92,7 +71,7 @@ def to_numpy(a):
     lands there and the array is returned as is, without a second copy."""
     host_dtype = _HOST_DTYPE[_DTYPE[a.dtype]]
     source = _C.astype(a, _scalar_type(host_dtype)) if host_dtype is not _DTYPE[a.dtype] else contiguous(a)
-    host = _pinned.empty_pinned(source.shape, np.dtype(host_dtype.numpy), "to_numpy")
+    host = pinned_host_array(source.shape, np.dtype(host_dtype.numpy))
     if source.nbytes:
         _C.copy_device_to_host(host, source)
     return host
@@ -176,15 +155,3 @@ def flip(a, axes):
 
 def shares_memory(a, b):
     return isinstance(a, DeviceArray) and isinstance(b, DeviceArray) and _C.may_overlap(a, b)
-
-
-# ---------------------------------------------------------------------------------------------
-# kernel families (each module defines its primitives over its kernels' bindings)
-from .cuda_gemm import *  # noqa: E402,F401,F403 (matmul: kernels/gemm.cu)
-from .cuda_nn import *  # noqa: E402,F401,F403 (softmax, cross-entropy, layer norm, attention)
-from .cuda_optim import *  # noqa: E402,F401,F403 (SGD, Adam, loss scaling)
-from .cuda_elementwise import *  # noqa: E402,F401,F403 (unary, binary, where, clamp: kernels/elementwise.cu)
-from .cuda_reduce import *  # noqa: E402,F401,F403 (reductions, sort, cumsum: kernels/reduce.cu, sort.cu)
-from .cuda_index import *  # noqa: E402,F401,F403 (indexing, cat, tril, triu: kernels/index.cu, layout.cu)
-from .cuda_random import *  # noqa: E402,F401,F403 (rand, randn, randint, bernoulli: kernels/random.cu)
-from .cuda_embedding import *  # noqa: E402,F401,F403 (embedding and its backward: kernels/embedding.cu)

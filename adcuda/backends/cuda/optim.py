@@ -3,11 +3,11 @@
 (more only past a few dozen tensors), with optional fp32 master weights for fp16/bf16 parameters;
 ``unscale_and_check_`` and ``update_scale_`` keep the loss scale and the found-inf flag on the device;
 ``global_norm`` reduces every gradient of ``clip_grad_norm_`` in the same multi-tensor launches.
-Signatures and math are the CPU backend's (adcuda/backends/cpu.py).
+Signatures and math are the CPU backend's (adcuda/backends/cpu/optim.py).
 """
-from .. import _native
-from ..errors import DTypeError
-from ._cuda_kernels import cast, dense, is_floating, scalar_type
+from ... import _native
+from ...errors import DTypeError
+from ._common import cast, dense, is_floating, scalar_type
 
 __all__ = ["sgd_step_", "adam_step_", "unscale_and_check_", "update_scale_", "global_norm"]
 

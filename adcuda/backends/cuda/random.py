@@ -5,12 +5,11 @@ Philox4x32-10 keyed by ``(seed, offset)``, as the CPU backend's signatures have 
 Element i of a draw depends only on (seed, offset, i): the same call gives the same numbers on any
 GPU and launch configuration, and the first n values of a larger draw equal a draw of n. The streams
 differ from the CPU backend's (NumPy's Philox4x64 with its own conversions); both are reproducible under
-``adcuda.manual_seed``. ``adcuda._C`` is looked up when a primitive runs, so importing this module never
-needs CUDA.
+``adcuda.manual_seed``.
 """
-from .. import _native
-from ..errors import DTypeError, ShapeError, fmt_shape
-from . import _cuda_kernels as _k
+from ... import _native
+from ...errors import DTypeError, ShapeError, fmt_shape
+from . import _common as _k
 
 __all__ = ["rand", "randn", "randint", "bernoulli", "dropout", "dropout_backward"]
 

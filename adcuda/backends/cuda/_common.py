@@ -1,7 +1,7 @@
-"""What the CUDA kernel primitives (cuda_gemm, cuda_nn, cuda_optim) share: dtype checks and the
-layout fixes the kernels need, over ``adcuda._C.DeviceArray``. ``adcuda._C`` is looked up when a
-helper runs, so importing these modules never needs a CUDA build."""
-from .. import _native
+"""What the CUDA backend's family modules share: dtype checks and the layout fixes the kernels need,
+over ``adcuda._C.DeviceArray``."""
+from ... import _native
+from ...errors import DTypeError
 
 _FLOATING = frozenset({"float16", "bfloat16", "float32", "float64"})
 
@@ -22,6 +22,16 @@ def cast(a, scalar_type):
 
 def scalar_type(name):
     return getattr(_native._C.ScalarType, name)
+
+
+def require_floating(op, name, a):
+    if not is_floating(a):
+        raise DTypeError(f"{op}: expected {name} to be a floating point array, got {a.dtype.name}")
+
+
+def statistics_type(a):
+    """The dtype of saved statistics (mean, rstd, logsumexp rows): float64 for float64, else float32."""
+    return scalar_type("float64" if a.dtype.name == "float64" else "float32")
 
 
 def rows_dense(a):

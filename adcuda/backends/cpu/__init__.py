@@ -1,0 +1,33 @@
+"""The CPU backend: every primitive of ``adcuda.backends`` over NumPy arrays.
+
+fp32 compute: float16 arrays are widened to float32 for the arithmetic and narrowed on the way
+out; float64 is kept (gradcheck needs it). This package is also the oracle the CUDA kernels are
+tested against, so it favours clarity and exactness over cleverness.
+
+One module per kernel family, named as the CUDA backend's module and ``kernels/<family>.cu``
+(``storage`` is the runtime's copies and views); this package re-exports every primitive.
+"""
+import warnings
+
+name = "cpu"
+
+# NumPy reports floating-point exceptions (0 * inf, overflow to inf, float16 overflow on a cast) as
+# RuntimeWarnings attributed to the calling module; PyTorch is silent about them, and wrapping every
+# fast-path call in np.errstate would cost about 1 us. A filter scoped to this package costs nothing
+# until such a warning is raised (its module pattern matches the start of the module's name, so it
+# covers every module of the package).
+warnings.filterwarnings("ignore", category=RuntimeWarning, module=__name__)
+
+from .storage import *  # noqa: E402,F401,F403 (from_numpy ... shares_memory: copies and views)
+from .elementwise import *  # noqa: E402,F401,F403 (unary, binary, unary_backward, where, clamp)
+from .reduce import *  # noqa: E402,F401,F403 (reduce, argreduce, var, logsumexp)
+from .sort import *  # noqa: E402,F401,F403 (sort, cumsum)
+from .index import *  # noqa: E402,F401,F403 (index, index_put_, gather, scatter_add)
+from .layout import *  # noqa: E402,F401,F403 (cat, tril, triu)
+from .gemm import *  # noqa: E402,F401,F403 (matmul)
+from .softmax_loss import *  # noqa: E402,F401,F403 (softmax, cross_entropy and their backwards)
+from .norm import *  # noqa: E402,F401,F403 (layer_norm, layer_norm_backward)
+from .attention import *  # noqa: E402,F401,F403 (attention, attention_backward)
+from .embedding import *  # noqa: E402,F401,F403 (embedding, embedding_backward)
+from .random import *  # noqa: E402,F401,F403 (rand, randn, randint, bernoulli, dropout, dropout_backward)
+from .optim import *  # noqa: E402,F401,F403 (sgd_step_, adam_step_, global_norm, loss scaling)

@@ -1,0 +1,165 @@
+"""The CPU backend's elementwise primitives (kernels/elementwise_unary.cu and elementwise_binary.cu on
+CUDA): ``unary binary unary_backward where clamp`` and the op tables they take their ``op`` names from."""
+import math
+
+import numpy as np
+
+from ... import dtypes as dt
+from ...errors import DTypeError
+from ._common import _F16, _F32, _compute, _finish, _np_dtype
+
+__all__ = ["UNARY_OPS", "UNARY_BACKWARD_OPS", "BINARY_OPS", "unary", "binary", "unary_backward", "where", "clamp"]
+
+
+def _erf(x):
+    if x.dtype == np.float64:
+        return _erf64(x)
+    # Numerical Recipes' erfc approximation: fractional error < 1.2e-7, below fp32 resolution.
+    z = np.abs(x)
+    t = 1.0 / (1.0 + 0.5 * z)
+    poly = -z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (
+        -0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (
+            -0.82215223 + t * 0.17087277))))))))
+    erfc = t * np.exp(poly)
+    # 1 - erfc cancels for small |x| (erf(1e-4) would lose 3 digits): there the Maclaurin series,
+    # whose first omitted term is below 3e-8 relative for |x| < 0.5
+    x2 = x * x
+    series = x * (_TWO_OVER_SQRT_PI + x2 * (-_TWO_OVER_SQRT_PI / 3 + x2 * (_TWO_OVER_SQRT_PI / 10 + x2 * (
+        -_TWO_OVER_SQRT_PI / 42 + x2 * (_TWO_OVER_SQRT_PI / 216 - x2 * _TWO_OVER_SQRT_PI / 1320)))))
+    tail = np.where(x >= 0, 1.0 - erfc, erfc - 1.0)
+    return np.where(z < 0.5, series, tail).astype(x.dtype, copy=False)
+
+
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+
+
+_erf64 = np.vectorize(math.erf, otypes=[np.float64])
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_INV_SQRT_2 = 1.0 / math.sqrt(2.0)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+def _sigmoid(x):
+    # exp of a non-positive number only: no overflow warnings for large |x|
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(x.dtype, copy=False)
+
+
+def _sign(x):
+    s = np.sign(x)
+    if s.dtype.kind == "f":
+        s = np.where(s == s, s, 0).astype(s.dtype, copy=False)  # PyTorch: sign(NaN) = 0
+    return s
+
+
+def _gelu(x):
+    return 0.5 * x * (1.0 + _erf(x * _INV_SQRT_2))
+
+
+def _gelu_tanh(x):
+    return 0.5 * x * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
+
+
+UNARY_OPS = {
+    "neg": np.negative, "abs": np.abs, "exp": np.exp, "log": np.log, "log1p": np.log1p,
+    "sqrt": np.sqrt, "rsqrt": lambda x: 1.0 / np.sqrt(x), "sin": np.sin, "cos": np.cos,
+    "tanh": np.tanh, "sigmoid": _sigmoid, "relu": lambda x: np.maximum(x, 0).astype(x.dtype, copy=False),
+    "gelu": _gelu, "gelu_tanh": _gelu_tanh, "silu": lambda x: x * _sigmoid(x), "sign": _sign,
+    "logical_not": np.logical_not, "erf": _erf, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc,
+    "round": np.round, "exp2": np.exp2, "log2": np.log2, "log10": np.log10, "bitwise_not": np.invert,
+}
+
+
+def unary(op, a):
+    x = _compute(a)
+    with np.errstate(all="ignore"):
+        r = np.asarray(UNARY_OPS[op](x))
+    if r.dtype != a.dtype and op != "logical_not":
+        r = r.astype(a.dtype)
+    return r
+
+
+def _gelu_grad(x):
+    return 0.5 * (1.0 + _erf(x * _INV_SQRT_2)) + x * _INV_SQRT_2PI * np.exp(-0.5 * x * x)
+
+
+def _gelu_tanh_grad(x):
+    # s = sigmoid(2u) = (1 + tanh u) / 2 keeps the tails precise (1 + tanh u cancels for u << 0)
+    inner = _SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
+    s = 1.0 / (1.0 + np.exp(-2.0 * inner))
+    return s + 2.0 * x * s * (1.0 - s) * _SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * x * x)
+
+
+def _silu_grad(x):
+    s = _sigmoid(x)
+    return s * (1.0 + x * (1.0 - s))
+
+
+UNARY_BACKWARD_OPS = {
+    "relu": lambda x, y, g: g * (x > 0),
+    "gelu": lambda x, y, g: g * _gelu_grad(x),
+    "gelu_tanh": lambda x, y, g: g * _gelu_tanh_grad(x),
+    "silu": lambda x, y, g: g * _silu_grad(x),
+    "sigmoid": lambda x, y, g: g * y * (1.0 - y),
+    "tanh": lambda x, y, g: g * (1.0 - y * y),
+}
+
+
+def unary_backward(op, x, y, g):
+    out_dt = g.dtype
+    with np.errstate(all="ignore"):
+        r = np.asarray(UNARY_BACKWARD_OPS[op](_compute(x), _compute(y), _compute(g)))
+    return r.astype(out_dt, copy=False)
+
+
+BINARY_OPS = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide, "pow": np.power,
+    "maximum": np.maximum, "minimum": np.minimum, "eq": np.equal, "ne": np.not_equal, "lt": np.less,
+    "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal, "logical_and": np.logical_and,
+    "logical_or": np.logical_or, "logical_xor": np.logical_xor, "floor_divide": np.floor_divide,
+    "remainder": np.remainder, "bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or,
+    "bitwise_xor": np.bitwise_xor,
+}
+_BOOL_RESULT = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor"}
+
+
+# ops whose results can overflow or be undefined for ordinary inputs run inside np.errstate
+_MAY_WARN = {"div", "pow", "floor_divide", "remainder"}
+
+
+def binary(op, a, b, dtype):
+    """``op(a, b)`` with both operands in ``dtype`` (computed in fp32 for float16)."""
+    work = dtype.numpy
+    if (work is not None and work is not np.float16 and op not in _MAY_WARN and a.__class__ is np.ndarray
+            and a.dtype == work and (b.__class__ is np.ndarray and b.dtype == work or b.__class__ is float
+                                     and work is not np.int32 and work is not np.int64)):
+        # fast path: operands already in the result dtype (the common case in training)
+        return np.asarray(BINARY_OPS[op](a, b))
+    work = _np_dtype(dtype)
+    if work == _F16:
+        work = _F32
+    fn = BINARY_OPS[op]
+    if op == "pow" and dtype.category == dt.INTEGER and np.any(np.asarray(b) < 0):
+        raise DTypeError("pow: integers to negative integer powers are not allowed")
+    if op in ("floor_divide", "remainder") and dtype.category != dt.FLOATING and not np.all(np.asarray(b)):
+        # NumPy quietly returns 0 here; PyTorch raises, and a silent 0 would be a wrong answer
+        raise ZeroDivisionError(f"{op}: integer division by zero")
+    with np.errstate(all="ignore"):
+        if op in _BOOL_RESULT:
+            return np.asarray(fn(np.asarray(a, work), np.asarray(b, work)))
+        r = fn(a, b, dtype=work)
+    return _finish(np.asarray(r), dtype)
+
+
+def where(cond, a, b, dtype):
+    return _finish(np.asarray(np.where(cond, a, b)), dtype)
+
+
+def clamp(a, lo, hi):
+    x = _compute(a)
+    if lo is not None:
+        x = np.maximum(x, lo)
+    if hi is not None:
+        x = np.minimum(x, hi)
+    return np.asarray(x).astype(a.dtype, copy=False)

@@ -1,0 +1,50 @@
+"""The CPU backend's embedding lookup and its deterministic backward (kernels/embedding.cu on CUDA).
+"""
+import numpy as np
+
+from ...errors import DTypeError, IndexOutOfRangeError, ShapeError
+from ._common import _compute
+
+__all__ = ["embedding", "embedding_backward"]
+
+
+def _check_embedding_indices(op, idx, num_embeddings, weight_shape):
+    if idx.dtype.kind not in "iu":
+        raise DTypeError(f"{op}: indices must be integers (int32 or int64), got {idx.dtype}")
+    bad = (idx < 0) | (idx >= num_embeddings)
+    if bad.any():
+        raise IndexOutOfRangeError(f"{op}: index {int(idx[bad].flat[0])} is out of range for "
+                                   f"num_embeddings={num_embeddings} (weight shape {tuple(weight_shape)})")
+
+
+def embedding(weight, indices):
+    """Rows of the 2-D ``weight`` picked by ``indices`` (any shape) -> ``indices.shape + (dim,)``."""
+    if weight.ndim != 2:
+        raise ShapeError(f"embedding: weight must be 2-D (num_embeddings, embedding_dim), got shape {weight.shape}")
+    idx = np.asarray(indices)
+    _check_embedding_indices("embedding", idx, weight.shape[0], weight.shape)
+    return np.take(weight, idx, axis=0)
+
+
+def embedding_backward(grad, indices, num_embeddings, padding_idx, scale_grad_by_freq):
+    """The dense ``(num_embeddings, dim)`` weight gradient: the grad rows of each index summed in
+    index order in fp32 (fp64 for fp64), the ``padding_idx`` row zero, and with
+    ``scale_grad_by_freq`` each row divided by how often its index occurs."""
+    op = "embedding_backward"
+    idx = np.asarray(indices)
+    if grad.ndim != idx.ndim + 1 or tuple(grad.shape[:-1]) != idx.shape:
+        raise ShapeError(f"{op}: grad of shape {tuple(grad.shape)} does not fit indices of shape {idx.shape} "
+                         "(expected indices.shape + (embedding_dim,))")
+    dim = grad.shape[-1]
+    _check_embedding_indices(op, idx, num_embeddings, (num_embeddings, dim))
+    idx = idx.reshape(-1)
+    rows = _compute(grad).reshape(-1, dim)
+    if padding_idx is not None:
+        used = idx != padding_idx
+        idx, rows = idx[used], rows[used]
+    out = np.zeros((num_embeddings, dim), rows.dtype)
+    np.add.at(out, idx, rows)  # one index after the other: the sequential order the CUDA kernel keeps
+    if scale_grad_by_freq:
+        counts = np.bincount(idx, minlength=num_embeddings)
+        out /= np.maximum(counts, 1).astype(out.dtype)[:, None]
+    return out.astype(grad.dtype, copy=False)

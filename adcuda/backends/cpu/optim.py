@@ -1,0 +1,134 @@
+"""The CPU backend's optimizer and loss-scaling primitives (kernels/optim.cu on CUDA): ``sgd_step_
+adam_step_ global_norm unscale_and_check_ update_scale_``.
+"""
+import math
+
+import numpy as np
+
+from ...errors import DTypeError
+from ._common import _F32, _compute
+
+__all__ = ["sgd_step_", "adam_step_", "global_norm", "unscale_and_check_", "update_scale_"]
+
+
+# Optimizers: one call updates every tensor of a parameter group in place (the CUDA backend does
+# it in one multi-tensor kernel); the math follows PyTorch's single-tensor SGD and Adam in fp32
+# (fp64 for fp64 tensors), whatever the storage dtype.
+def sgd_step_(params, grads, bufs, lr, momentum, dampening, nesterov, weight_decay, first_step, masters=None):
+    """SGD with momentum: ``bufs`` (one per param, or None when ``momentum == 0``) are the momentum
+    buffers; on ``first_step`` they are set to the gradient instead of being decayed. ``masters``
+    (fp32 copies of low-precision params, or None) are stepped instead of ``params``, which then
+    receive the result."""
+    for i, (p, g) in enumerate(zip(params, grads)):
+        target = p if masters is None else masters[i]
+        w = _compute(target)
+        d = _compute(g)
+        if weight_decay:
+            d = d + weight_decay * w
+        if momentum:
+            b = d if first_step else _compute(bufs[i]) * momentum + d * (1 - dampening)
+            np.copyto(bufs[i], b, casting="unsafe")
+            d = d + momentum * b if nesterov else b
+        w = w - lr * d
+        np.copyto(target, w, casting="unsafe")
+        if masters is not None:
+            np.copyto(p, w, casting="unsafe")
+
+
+def adam_step_(params, grads, exp_avgs, exp_avg_sqs, step, lr, beta1, beta2, eps, weight_decay, decoupled,
+               masters, max_exp_avg_sqs=None):
+    """Adam (``decoupled=False``: L2 added to the gradient) or AdamW (``decoupled=True``: the weights
+    decay by ``lr * weight_decay``) at ``step`` (1-based, shared by the tensors of the call).
+    ``masters`` (fp32 copies of low-precision params, or None) are stepped instead of ``params``,
+    which then receive the result; ``max_exp_avg_sqs`` (or None) makes it AMSGrad."""
+    bias_correction1 = 1 - beta1 ** step
+    bias_correction2_sqrt = math.sqrt(1 - beta2 ** step)
+    step_size = lr / bias_correction1
+    for i, g in enumerate(grads):
+        target = params[i] if masters is None else masters[i]
+        w = _compute(target)
+        d = _compute(g)
+        if weight_decay:
+            if decoupled:
+                w = w * (1 - lr * weight_decay)
+            else:
+                d = d + weight_decay * w
+        m = _compute(exp_avgs[i])
+        m = m + (d - m) * (1 - beta1)
+        v = _compute(exp_avg_sqs[i]) * beta2 + (d * d) * (1 - beta2)
+        np.copyto(exp_avgs[i], m, casting="unsafe")
+        np.copyto(exp_avg_sqs[i], v, casting="unsafe")
+        if max_exp_avg_sqs is not None:
+            v = np.maximum(_compute(max_exp_avg_sqs[i]), v)
+            np.copyto(max_exp_avg_sqs[i], v, casting="unsafe")
+        denom = np.sqrt(v) / bias_correction2_sqrt + eps
+        w = w - step_size * (m / denom)
+        np.copyto(target, w, casting="unsafe")
+        if masters is not None:
+            np.copyto(params[i], w, casting="unsafe")
+
+
+def global_norm(arrays, norm_type):
+    """The ``norm_type``-norm (> 0, inf included) of all elements of ``arrays`` taken together, as
+    ``clip_grad_norm_`` needs it: a 0-d float32 array (float64 if any array is float64), accumulated
+    in that type; a NaN anywhere gives NaN, an inf (and no NaN) inf, as PyTorch's vector_norm."""
+    norm_type = float(norm_type)
+    if not norm_type > 0:
+        raise ValueError(f"global_norm: norm_type must be positive or inf, got {norm_type}")
+    arrays = list(arrays)
+    for a in arrays:
+        if a.dtype.kind != "f":
+            raise DTypeError(f"global_norm: expected floating point arrays, got {a.dtype}")
+    acc = np.dtype(np.float64) if any(a.dtype == np.float64 for a in arrays) else _F32
+    total = acc.type(0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for a in arrays:
+            x = np.abs(np.asarray(a, dtype=acc).reshape(-1))
+            if x.size == 0:
+                continue
+            if norm_type == math.inf:
+                total = np.maximum(total, np.max(x))
+            elif norm_type == 2.0:
+                total = total + np.sum(x * x)
+            elif norm_type == 1.0:
+                total = total + np.sum(x)
+            else:
+                total = total + np.sum(x ** acc.type(norm_type))
+        if norm_type == 2.0:
+            total = np.sqrt(total)
+        elif norm_type not in (1.0, math.inf):
+            total = total ** acc.type(1.0 / norm_type)
+    return np.array(total, dtype=acc)
+
+
+# ---------------------------------------------------------------------------------------------
+# mixed precision: dynamic loss scaling. The scale, growth tracker and found-inf flag stay backend
+# arrays, so a device backend never has to copy them to the host until the caller reads one.
+def unscale_and_check_(outs, grads, inv_scale):
+    """``outs[i] = grads[i] * inv_scale`` (``outs[i]`` may be ``grads[i]``, or a wider array) over
+    many tensors at once, computed in fp32; returns a 0-d float32 array, 1.0 if any gradient holds
+    an inf or a NaN, else 0.0 (PyTorch's ``_amp_foreach_non_finite_check_and_unscale_``)."""
+    found_inf = False
+    for out, g in zip(outs, grads):
+        x = _compute(g)
+        found_inf = found_inf or not np.isfinite(x).all()
+        np.copyto(out, x * inv_scale, casting="unsafe")
+    return np.array(1.0 if found_inf else 0.0, dtype=_F32)
+
+
+def update_scale_(scale, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval, min_scale,
+                  max_scale):
+    """PyTorch's ``_amp_update_scale_`` on a 0-d float32 ``scale`` and int32 ``growth_tracker``, in
+    place, with the scale kept in ``[min_scale, max_scale]``: back off after an inf/NaN, grow after
+    ``growth_interval`` clean steps in a row (products in fp64, stored in fp32, as PyTorch does)."""
+    current = float(scale)
+    if float(found_inf):
+        scale[...] = max(current * backoff_factor, min_scale)
+        growth_tracker[...] = 0
+        return
+    successful = int(growth_tracker) + 1
+    if successful == growth_interval:
+        scale[...] = min(current * growth_factor, max_scale)  # max_scale is finite: never grows to inf
+        growth_tracker[...] = 0
+    else:
+        growth_tracker[...] = successful

@@ -1,0 +1,29 @@
+"""The CPU backend's orderings (kernels/sort.cu on CUDA): ``sort`` and ``cumsum``.
+"""
+import numpy as np
+
+from ._common import _compute
+
+__all__ = ["sort", "cumsum"]
+
+
+def sort(a, axis, descending, stable):
+    """(values, int64 indices) along ``axis``; always stable; NaN sorts as the largest value."""
+    x = _compute(a)
+    if descending:
+        # a stable descending order keeps equal values in their original order: sort the reversed
+        # array ascending, then reverse the result and map the indices back
+        n = x.shape[axis]
+        idx = np.flip(np.argsort(np.flip(x, axis), axis=axis, kind="stable"), axis)
+        idx = (n - 1) - idx
+    else:
+        idx = np.argsort(x, axis=axis, kind="stable")
+    idx = np.ascontiguousarray(idx, dtype=np.int64)
+    return np.take_along_axis(a, idx, axis=axis), idx
+
+
+def cumsum(a, axis):
+    x = _compute(a)
+    if x.dtype.kind in "biu":
+        return np.cumsum(x, axis=axis, dtype=np.int64)
+    return np.cumsum(x, axis=axis).astype(a.dtype, copy=False)

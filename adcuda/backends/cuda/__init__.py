@@ -1,0 +1,49 @@
+"""The CUDA backend: the primitives of ``adcuda.backends`` over ``adcuda._C.DeviceArray``.
+
+One module per kernel family, named as the CPU backend's module: ``<family>.py`` holds the primitives
+over ``kernels/<family>.cu``, whose bindings are ``kernels/bindings/<family>.cpp``; ``storage.py``
+holds the storage, view and copy primitives (the runtime's own kernels, kernels/runtime/copy.cu).
+This package re-exports every primitive; asking for one that this build does not have raises
+``KernelNotBuiltError`` (a ``DeviceError``) naming it.
+
+Conventions: arrays are created on the calling thread's current CUDA device (callers that target
+another device select it first, ``with adcuda.cuda.device(i):``) and every kernel runs on the thread's
+current stream; the runtime orders streams by events where arrays cross them. Host<->device copies
+go through the pinned-memory pool (``adcuda.backends.pinned_host``).
+"""
+from ... import _native
+from ...errors import DeviceError
+from .. import PRIMITIVES
+
+name = "cuda"
+
+if not hasattr(_native._C, "DeviceArray"):
+    raise ImportError("adcuda.backends.cuda needs adcuda._C built with CUDA (this build has no CUDA runtime)")
+
+
+class KernelNotBuiltError(DeviceError, AttributeError):
+    """A primitive this build has no CUDA kernel for. Also an AttributeError, so ``hasattr`` and
+    ``getattr(module, name, default)`` see the primitive as absent."""
+
+
+def __getattr__(primitive):
+    if primitive in PRIMITIVES:
+        raise KernelNotBuiltError(f"{primitive}: this adcuda build has no CUDA kernel for it yet; move the "
+                                  "tensor to the CPU (.cpu()) to run it there")
+    raise AttributeError(f"module {__name__!r} has no attribute {primitive!r}")
+
+
+from .storage import *  # noqa: E402,F401,F403 (from_numpy ... shares_memory: the runtime's copies, and views)
+from .elementwise import *  # noqa: E402,F401,F403 (unary, binary, unary_backward, where, clamp)
+from .reduce import *  # noqa: E402,F401,F403 (reduce, argreduce, var, logsumexp)
+from .sort import *  # noqa: E402,F401,F403 (sort, cumsum)
+from .index import *  # noqa: E402,F401,F403 (index, index_put_, gather, scatter_add)
+from .index import deterministic_indexing, set_deterministic_indexing  # noqa: E402,F401 (a setting, not a primitive)
+from .layout import *  # noqa: E402,F401,F403 (cat, tril, triu)
+from .gemm import *  # noqa: E402,F401,F403 (matmul)
+from .softmax_loss import *  # noqa: E402,F401,F403 (softmax, cross_entropy and their backwards)
+from .norm import *  # noqa: E402,F401,F403 (layer_norm, layer_norm_backward)
+from .attention import *  # noqa: E402,F401,F403 (attention, attention_backward)
+from .embedding import *  # noqa: E402,F401,F403 (embedding, embedding_backward)
+from .random import *  # noqa: E402,F401,F403 (rand, randn, randint, bernoulli, dropout, dropout_backward)
+from .optim import *  # noqa: E402,F401,F403 (sgd_step_, adam_step_, global_norm, loss scaling)

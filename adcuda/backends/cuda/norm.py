@@ -1,0 +1,41 @@
+"""The CUDA backend's layer norm, forward and backward (kernels/norm.cu), with the CPU backend's
+signatures, dtype rules and results. Half types are computed in fp32.
+"""
+from ... import _native
+from ...errors import ShapeError, fmt_shape
+from ._common import cast, dense, require_floating, statistics_type
+
+__all__ = ["layer_norm", "layer_norm_backward"]
+
+
+# weight and bias go to the kernel in x's dtype (their gradients come back in theirs)
+def _check_normalized(op, x, n, *params):
+    if not 1 <= n <= x.ndim:
+        raise ShapeError(f"{op}: cannot normalise the last {n} dims of shape {fmt_shape(x.shape)}")
+    shape = tuple(x.shape[x.ndim - n:])
+    for p in params:
+        if p is not None and tuple(p.shape) != shape:
+            raise ShapeError(f"{op}: weight/bias of shape {fmt_shape(p.shape)} do not match the normalised shape "
+                             f"{fmt_shape(shape)}")
+
+
+def layer_norm(x, weight, bias, n, eps):
+    """Normalise the last ``n`` dims -> (y, mean, rstd); mean and rstd keep x's dims (size 1 there)."""
+    require_floating("layer_norm", "the input", x)
+    _check_normalized("layer_norm", x, n, weight, bias)
+    params = [None if p is None else dense(cast(p, x.dtype)) for p in (weight, bias)]
+    return tuple(_native._C.layer_norm(dense(x), params[0], params[1], n, float(eps)))
+
+
+def layer_norm_backward(g, x, weight, mean, rstd, n):
+    """-> (dx, dweight (None without a weight), dbias)."""
+    require_floating("layer_norm_backward", "the input", x)
+    _check_normalized("layer_norm_backward", x, n, weight)
+    stats = statistics_type(x)
+    dx, dweight, dbias = _native._C.layer_norm_backward(
+        dense(cast(g, x.dtype)), dense(x), None if weight is None else dense(cast(weight, x.dtype)),
+        dense(cast(mean, stats)), dense(cast(rstd, stats)), n)
+    # the CPU backend's dtypes: dweight in weight's, dbias in weight's (g's without a weight)
+    if weight is not None:
+        dweight = cast(dweight, weight.dtype)
+    return dx, dweight, cast(dbias, weight.dtype if weight is not None else g.dtype)

@@ -1,0 +1,37 @@
+// Python bindings of the layer-norm kernels (kernels/norm.h). The Python primitives over them are in
+// adcuda/backends/cuda/norm.py. Calls release the GIL while they check and queue the work.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <optional>
+
+#include "bindings/registry.h"
+#include "norm.h"
+
+namespace py = pybind11;
+using adcuda::DeviceArray;
+
+namespace {
+
+using release_gil = py::call_guard<py::gil_scoped_release>;
+
+const DeviceArray* pointer_or_null(const std::optional<DeviceArray>& a) { return a ? &*a : nullptr; }
+
+}  // namespace
+
+ADCUDA_REGISTER_BINDINGS(norm, 21) {
+  m.def(
+      "layer_norm",
+      [](const DeviceArray& x, const std::optional<DeviceArray>& weight, const std::optional<DeviceArray>& bias, int n,
+         double eps) { return adcuda::layer_norm(x, pointer_or_null(weight), pointer_or_null(bias), n, eps); },
+      py::arg("x"), py::arg("weight"), py::arg("bias"), py::arg("n"), py::arg("eps"), release_gil(),
+      "(y, mean, rstd) normalising the last n dims of contiguous x.");
+  m.def(
+      "layer_norm_backward",
+      [](const DeviceArray& g, const DeviceArray& x, const std::optional<DeviceArray>& weight, const DeviceArray& mean,
+         const DeviceArray& rstd, int n) {
+        return adcuda::layer_norm_backward(g, x, pointer_or_null(weight), mean, rstd, n);
+      },
+      py::arg("g"), py::arg("x"), py::arg("weight"), py::arg("mean"), py::arg("rstd"), py::arg("n"), release_gil(),
+      "(dx, dweight or None, dbias).");
+}

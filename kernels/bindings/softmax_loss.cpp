@@ -1,0 +1,28 @@
+// Python bindings of the softmax and cross-entropy kernels (kernels/softmax_loss.h). The Python
+// primitives over them are in adcuda/backends/cuda/softmax_loss.py. Calls release the GIL while they
+// check and queue the work.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "bindings/registry.h"
+#include "softmax_loss.h"
+
+namespace py = pybind11;
+
+namespace {
+
+using release_gil = py::call_guard<py::gil_scoped_release>;
+
+}  // namespace
+
+ADCUDA_REGISTER_BINDINGS(softmax_loss, 21) {
+  m.def("softmax", &adcuda::softmax, py::arg("a"), py::arg("axis"), py::arg("log"), release_gil(),
+        "(log-)softmax of contiguous `a` along `axis`.");
+  m.def("softmax_backward", &adcuda::softmax_backward, py::arg("y"), py::arg("g"), py::arg("axis"), py::arg("log"),
+        release_gil(), "The input gradient of (log-)softmax from its output y and output gradient g.");
+  m.def("cross_entropy", &adcuda::cross_entropy, py::arg("logits"), py::arg("target"), py::arg("ignore_index"),
+        py::arg("label_smoothing"), release_gil(), "(losses (N,), log-probabilities (N, C)) of (N, C) logits.");
+  m.def("cross_entropy_backward", &adcuda::cross_entropy_backward, py::arg("logp"), py::arg("target"),
+        py::arg("g_rows"), py::arg("ignore_index"), py::arg("label_smoothing"), release_gil(),
+        "The gradient w.r.t. the logits.");
+}
