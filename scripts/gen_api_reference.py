@@ -8,7 +8,7 @@ adcuda._C otherwise). tests/test_docs.py fails while the committed docs/api.md d
 
 Two parts: the ops (every operation on tensors, with the forms it comes in: ``adcuda.<name>``,
 ``Tensor.<name>``, in-place ``Tensor.<name>_``, ``adcuda.nn.functional.<name>``), then every public
-namespace (functions, classes with their own public members, constants, submodules). Everything is
+namespace (functions, classes with their own public members, errors, constants). Everything is
 read from the live package: names, signatures, and the first line of each docstring.
 """
 import argparse
@@ -76,7 +76,7 @@ def public_names(module):
 
 def _defined_in(value, module_name):
     if inspect.ismodule(value):
-        return value.__name__.startswith(module_name + ".")
+        return False  # the namespaces are listed by NAMESPACES; which submodules are attributes depends on imports
     defined = getattr(value, "__module__", None) if (inspect.isclass(value) or callable(value)) else None
     if defined is None:  # a constant: kept when it is one of adcuda's objects or a plain value
         return belongs_to_adcuda(type(value)) or isinstance(value, (bool, int, float, str))
@@ -157,13 +157,12 @@ def constant_text(value):
 
 def render_namespace(module_name, purpose, op_names):
     module = importlib.import_module(module_name)
-    functions, classes, errors, constants, submodules = [], [], [], [], []
+    functions, classes, errors, constants = [], [], [], []
     for name in public_names(module):
         value = getattr(module, name)
         if inspect.ismodule(value):
-            if value.__name__.startswith("adcuda."):
-                submodules.append(name)
-        elif inspect.isclass(value):
+            continue
+        if inspect.isclass(value):
             if belongs_to_adcuda(value):
                 (errors if issubclass(value, BaseException) else classes).append((name, value))
         elif callable(value):
@@ -196,8 +195,6 @@ def render_namespace(module_name, purpose, op_names):
         lines += ["### Constants", ""]
         lines += [f"- `{name}`: {constant_text(value)}" for name, value in constants]
         lines.append("")
-    if submodules:
-        lines += ["Submodules: " + ", ".join(f"`{module_name}.{name}`" for name in submodules), ""]
     return lines
 
 
