@@ -28,6 +28,7 @@ from .ops.shape import (broadcast_tensors, broadcast_to, cat, chunk, clone, conc
 from .ops.indexing import gather, index_select, masked_fill, one_hot, scatter_add, tril, triu
 from .ops.linalg import bmm, dot, matmul, mm, outer
 from .ops.nn_ops import log_softmax, softmax
+from .ops.foreach import *  # noqa: F401,F403 (adcuda._foreach_add_, _fused_adam_, ...: multi-tensor ops)
 from .factories import (arange, as_tensor, empty, empty_like, eye, from_dlpack, from_numpy, full, full_like,
                         linspace, ones, ones_like, rand, rand_like, randint, randn, randn_like, randperm, tensor,
                         zeros, zeros_like)

@@ -87,12 +87,18 @@ def _bytes_text(count):
         count /= 1024
 
 
-def _gemm_path(available):
-    """Which kernels ``matmul`` runs on the current device (None without a usable one)."""
-    C = _native._C
-    if not available or not hasattr(C, "gemm_path"):
-        return None
-    return C.gemm_path(C.cuda_current_device())
+def _gemm(cuda_compiled, available):
+    """Which GEMM path ``matmul`` takes and why (None in a build without CUDA), and the hand-written
+    kernels it falls back to on the current device (None without a usable one)."""
+    if not cuda_compiled:
+        return None, None
+    from .backends.cuda import gemm as cuda_gemm
+    try:
+        selection = cuda_gemm.gemm_selection()
+        path = {"path": selection.path, "reason": selection.reason}
+    except (ValueError, RuntimeError) as error:  # a bad ADCUDA_GEMM, or ADCUDA_GEMM=cublaslt without it
+        path = {"path": None, "reason": str(error)}
+    return path, cuda_gemm.gemm_path() if available else None
 
 
 def info(as_dict=False):
@@ -120,6 +126,7 @@ def _facts():
     devices = _devices(build["cuda_architectures"])
     running_on, running_on_reason = _running_on(available, devices, reason)
     allocator, pinned_pool = _memory_state(available)
+    gemm, gemm_kernels = _gemm(build["cuda_compiled"], available)
     return {
         "adcuda_version": _adcuda_version(),
         "python": f"{platform.python_version()} ({platform.python_implementation()})",
@@ -140,7 +147,8 @@ def _facts():
         "cuda_initialized": cuda.is_initialized(),
         "allocator": allocator,
         "pinned_pool": pinned_pool,
-        "gemm": _gemm_path(available),
+        "gemm": gemm,
+        "gemm_kernels": gemm_kernels,
     }
 
 
@@ -189,7 +197,9 @@ def _format(facts, extra_build_keys):
                      f"{stats['cache_hits']} of {stats['allocations']} allocations from the cache, "
                      f"{stats['ooms']} out of memory")
     if facts["gemm"] is not None:
-        lines.append(f"  GEMM: {facts['gemm']}")
+        lines.append(f"  GEMM: {facts['gemm']['reason']}")
+    if facts["gemm_kernels"] is not None:
+        lines.append(f"  GEMM kernels: {facts['gemm_kernels']}")
     if facts["pinned_pool"] is not None:
         pool = facts["pinned_pool"]
         lines.append(f"  pinned pool: {_bytes_text(pool['allocated_bytes'])} in use in {pool['active_blocks']} "

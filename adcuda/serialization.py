@@ -27,8 +27,11 @@ import zlib
 import numpy as np  # host-side byte layout of the file only; tensors come back through the factories
 
 from . import dtypes as dt
-from .device import as_device, device as Device
+from .device import as_device
+from .device import device as Device
 from .errors import AdcudaError, DeviceError
+from .factories import from_numpy
+from .nn.parameter import Parameter
 from .tensor import Tensor
 
 MAGIC = b"ADCUDA\x00\x01"
@@ -118,7 +121,6 @@ def _host_array(t):
 
 def _serialize(obj):
     """(preamble + header + padding, [tensor byte buffers with their padding])."""
-    from .nn.parameter import Parameter
     encoder = _Encoder()
     tree = encoder.encode(obj, "obj")
     entries, blobs, offset = [], [], 0
@@ -313,8 +315,6 @@ class _Reader:
         return str(as_device(loc, "load"))
 
     def _tensor(self, entry, array):
-        from .factories import from_numpy
-        from .nn.parameter import Parameter
         t = from_numpy(array)
         if callable(self.map_location):
             t = self.map_location(t, entry["device"])

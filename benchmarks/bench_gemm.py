@@ -1,14 +1,16 @@
-"""adcuda's hand-written GEMM kernels against cuBLAS (through PyTorch and CuPy): TFLOP/s of square
-products from 1024 to 8192 in fp32 (cuBLAS without TF32: the same arithmetic), fp16 and bf16, plus
-the transposed layouts that linear layers and their backward multiply.
+"""adcuda's two GEMM paths against PyTorch's matmul (cuBLAS), in TFLOP/s: the products of a GPT-2-small
+bf16 training step (batch 8 x 1024 tokens, width 768; the weight-gradient shapes with K = 8192 and the
+50257-token language-model head, whose gradient rows are 50257 elements apart), and square products
+(1024^3, 4096^3 in bf16; 4096^3 in fp16 and fp32 without TF32).
 
     python benchmarks/bench_gemm.py [--quick] [--json out.json]
 
-Needs a GPU; elsewhere it says so and exits 0. First every dtype and layout is checked against a
-NumPy float64 product on a small odd-sized problem (the benchmark stops if one is off); then each
-product is timed with CUDA events around a burst of launches (median of several bursts), all
-contenders in this process. Targets on an H200: tensor-core GEMM >= 60% of cuBLAS at 4096^3, fp32
-GEMM >= 70% of cuBLAS SGEMM.
+Contenders, all in this process: adcuda's hand-written kernels (ADCUDA_GEMM=handwritten), adcuda on
+cuBLASLt (when it loads: pip install "adcuda[cublas]"), torch. Needs a GPU; elsewhere it says so and
+exits 0. First every layout is checked against a NumPy float64 product on a small odd-sized problem
+(the benchmark stops if one is off); then each product is timed with CUDA events around a burst of
+launches (median of several bursts). Targets on an H200: hand-written bf16 >= 60% of cuBLAS at 4096^3
+and >= 50% on the GPT-2 shapes; the cuBLASLt path within 5% of torch.
 """
 import argparse
 import json
@@ -25,6 +27,24 @@ import adcuda  # noqa: E402
 DTYPES = ("float32", "float16", "bfloat16")
 # (name, A transposed, B transposed): x @ W^T is a linear layer's forward, g^T @ x its weight gradient
 LAYOUTS = (("NN", False, False), ("NT", False, True), ("TN", True, False))
+TOKENS, WIDTH, VOCAB = 8192, 768, 50257
+# (case, M, K, N, layout, dtype): linear layers store W as (out, in), so forward is NT, dX = dY @ W is
+# NN and dW = dY^T @ X is TN.
+CASES = (
+    ("gpt2 qkv fwd", TOKENS, WIDTH, 3 * WIDTH, "NT", "bfloat16"),
+    ("gpt2 qkv dW", 3 * WIDTH, TOKENS, WIDTH, "TN", "bfloat16"),
+    ("gpt2 fc fwd", TOKENS, WIDTH, 4 * WIDTH, "NT", "bfloat16"),
+    ("gpt2 proj fwd", TOKENS, 4 * WIDTH, WIDTH, "NT", "bfloat16"),
+    ("gpt2 fc dW", 4 * WIDTH, TOKENS, WIDTH, "TN", "bfloat16"),
+    ("gpt2 lm-head fwd", TOKENS, WIDTH, VOCAB, "NT", "bfloat16"),
+    ("gpt2 lm-head dX", TOKENS, VOCAB, WIDTH, "NN", "bfloat16"),
+    ("gpt2 lm-head dW", VOCAB, TOKENS, WIDTH, "TN", "bfloat16"),
+    ("square 1024^3", 1024, 1024, 1024, "NN", "bfloat16"),
+    ("square 4096^3", 4096, 4096, 4096, "NN", "bfloat16"),
+    ("square 4096^3", 4096, 4096, 4096, "NN", "float16"),
+    ("square 4096^3", 4096, 4096, 4096, "NN", "float32"),
+)
+QUICK = ("gpt2 qkv fwd", "gpt2 qkv dW", "gpt2 lm-head dX", "square 4096^3")
 
 
 def optional_module(name):
@@ -55,15 +75,6 @@ def torch_timer(torch, fn, bursts, per_burst):
                               per_burst=per_burst)
 
 
-def cupy_timer(cp, fn, bursts, per_burst):
-    def record():
-        event = cp.cuda.Event()
-        event.record()
-        return event
-    return cuda_event_seconds(record, cp.cuda.Device().synchronize, lambda s, e: cp.cuda.get_elapsed_time(s, e), fn,
-                              bursts=bursts, per_burst=per_burst)
-
-
 def adcuda_operand(host, dtype, transposed):
     """A device tensor holding `host` (a float32 array), transposed as a view when asked (the kernel
     then reads it through swapped strides)."""
@@ -72,8 +83,9 @@ def adcuda_operand(host, dtype, transposed):
     return t.mT if transposed else t
 
 
-def check_against_numpy():
-    """Every dtype and layout on an odd-sized problem against NumPy in float64."""
+def check_against_numpy(mode):
+    """Every dtype and layout on an odd-sized problem against NumPy in float64, on ADCUDA_GEMM=mode."""
+    use_path(mode)
     rng = np.random.default_rng(0)
     m, k, n = 257, 131, 97
     a_host = rng.standard_normal((m, k)).astype(np.float32)
@@ -90,42 +102,53 @@ def check_against_numpy():
             error = np.abs(got - expected).max() / max(np.abs(expected).max(), 1e-6)
             if not error < tolerance[dtype]:
                 raise SystemExit(f"reference check failed: {dtype} {name} relative error {error:.2e}")
-    print(f"reference check: every dtype and layout matches NumPy on {m}x{k}x{n}")
+    print(f"reference check ({mode}): every dtype and layout matches NumPy on {m}x{k}x{n}")
 
 
-def measure(sizes, bursts):
-    torch, cp = optional_module("torch"), optional_module("cupy")
+def use_path(mode):
+    """Route adcuda's matmul through ADCUDA_GEMM=mode from now on; False if that path cannot load."""
+    from adcuda.backends.cuda import gemm as cuda_gemm
+    os.environ["ADCUDA_GEMM"] = mode
+    cuda_gemm.reset_gemm_selection()
+    try:
+        return cuda_gemm.gemm_selection().path == mode
+    except RuntimeError:
+        return False
+
+
+def measure(cases, bursts):
+    torch = optional_module("torch")
     if torch is not None:
         torch.backends.cuda.matmul.allow_tf32 = False  # SGEMM against SGEMM
         torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
-    results = {"adcuda": {}}
+        torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
+    paths = [("adcuda hand-written", "handwritten")]
+    if use_path("cublaslt"):
+        paths.append(("adcuda cuBLASLt", "cublaslt"))
+    results = {name: {} for name, _ in paths}
     if torch is not None:
         results["torch"] = {}
-    if cp is not None:
-        results["cupy"] = {}
     flops = {}
     rng = np.random.default_rng(1)
-    for size in sizes:
-        a_host = rng.standard_normal((size, size)).astype(np.float32)
-        b_host = rng.standard_normal((size, size)).astype(np.float32)
-        per_burst = max(2, int(4e12 / (2 * size ** 3)))  # about 4 TFLOP per burst
-        for dtype in DTYPES:
-            layouts = LAYOUTS if size == 4096 else LAYOUTS[:1]
-            for name, a_t, b_t in layouts:
-                case = f"{dtype} {size}^3 {name}"
-                flops[case] = 2.0 * size ** 3
-                a, b = adcuda_operand(a_host, dtype, a_t), adcuda_operand(b_host, dtype, b_t)
-                results["adcuda"][case] = adcuda_timer(lambda: a @ b, bursts, per_burst)
-                if torch is not None:
-                    ta = torch.from_numpy(a_host).cuda().to(getattr(torch, dtype))
-                    tb = torch.from_numpy(b_host).cuda().to(getattr(torch, dtype))
-                    ta, tb = (ta.t().contiguous().t() if a_t else ta), (tb.t().contiguous().t() if b_t else tb)
-                    results["torch"][case] = torch_timer(torch, lambda: ta @ tb, bursts, per_burst)
-                if cp is not None and dtype != "bfloat16":  # CuPy has no bfloat16
-                    ca, cb = cp.asarray(a_host, dtype=dtype), cp.asarray(b_host, dtype=dtype)
-                    ca, cb = (cp.asfortranarray(ca) if a_t else ca), (cp.asfortranarray(cb) if b_t else cb)
-                    results["cupy"][case] = cupy_timer(cp, lambda: ca @ cb, bursts, per_burst)
-        del a_host, b_host
+    for label, m, k, n, layout, dtype in cases:
+        case = f"{label} {dtype} {m}x{k}x{n} {layout}"
+        flops[case] = 2.0 * m * k * n
+        a_host = rng.standard_normal((m, k)).astype(np.float32)
+        b_host = rng.standard_normal((k, n)).astype(np.float32)
+        a_t, b_t = layout[0] == "T", layout[1] == "T"
+        per_burst = max(2, int(2e12 / flops[case]))  # about 2 TFLOP per burst
+        a, b = adcuda_operand(a_host, dtype, a_t), adcuda_operand(b_host, dtype, b_t)
+        for name, mode in paths:
+            use_path(mode)
+            results[name][case] = adcuda_timer(lambda a=a, b=b: a @ b, bursts, per_burst)
+        del a, b
+        if torch is not None:
+            ta = torch.from_numpy(a_host.T.copy() if a_t else a_host).cuda().to(getattr(torch, dtype))
+            tb = torch.from_numpy(b_host.T.copy() if b_t else b_host).cuda().to(getattr(torch, dtype))
+            ta, tb = (ta.t() if a_t else ta), (tb.t() if b_t else tb)
+            results["torch"][case] = torch_timer(torch, lambda ta=ta, tb=tb: ta @ tb, bursts, per_burst)
+            del ta, tb
+    use_path("auto")
     return results, flops
 
 
@@ -138,24 +161,30 @@ def main():
         print(f"bench_gemm needs a GPU: {adcuda.cuda.unavailable_reason()}")
         return 0
     adcuda.init_cuda_context()
-    from adcuda.backends.cuda import gemm
-    print(f"{adcuda.cuda.get_device_name()}: {gemm.gemm_path()}")
-    check_against_numpy()
-    sizes = (1024, 4096) if args.quick else (1024, 2048, 4096, 8192)
-    results, flops = measure(sizes, bursts=3 if args.quick else 7)
-    rows = print_table("GEMM time per product (CUDA events; cuBLAS via torch/cupy, fp32 without TF32)", results,
-                       unit="ms", scale=1e3)
-    print("\nTFLOP/s (adcuda as % of each cuBLAS contender):")
-    for case, seconds in results["adcuda"].items():
-        line = f"  {case:<26} adcuda {flops[case] / seconds / 1e12:7.1f}"
-        for who in ("torch", "cupy"):
-            theirs = results.get(who, {}).get(case)
-            if theirs:
-                line += f"   {who} {flops[case] / theirs / 1e12:7.1f} ({100 * theirs / seconds:5.1f}%)"
+    from adcuda.backends.cuda import gemm as cuda_gemm
+    print(f"{adcuda.cuda.get_device_name()}: {cuda_gemm.gemm_selection().reason}; {cuda_gemm.gemm_path()}")
+    check_against_numpy("handwritten")
+    if use_path("cublaslt"):
+        check_against_numpy("cublaslt")
+    cases = [c for c in CASES if c[0] in QUICK] if args.quick else list(CASES)
+    results, flops = measure(cases, bursts=3 if args.quick else 7)
+    rows = print_table("GEMM time per product (CUDA events; torch = cuBLAS, fp32 without TF32)", results,
+                       unit="ms", scale=1e3, baseline="adcuda hand-written")
+    print("\nTFLOP/s, and each adcuda path as % of torch (targets: hand-written >= 60% at 4096^3 bf16 and "
+          ">= 50% on the GPT-2 shapes; cuBLASLt >= 95%):")
+    for case in flops:
+        line = f"  {case:<52}"
+        theirs = results.get("torch", {}).get(case)
+        for who, cases_of in results.items():
+            seconds = cases_of.get(case)
+            if seconds:
+                line += f" {who} {flops[case] / seconds / 1e12:7.1f}"
+                if who != "torch" and theirs:
+                    line += f" ({100 * theirs / seconds:5.1f}%)"
         print(line)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"suite": "gemm", "device": "cuda", "gemm_path": gemm.gemm_path(), "rows": rows,
+            json.dump({"suite": "gemm", "device": "cuda", "gemm_kernels": cuda_gemm.gemm_path(), "rows": rows,
                        "tflops": {who: {case: flops[case] / s / 1e12 for case, s in cases.items()}
                                   for who, cases in results.items()}}, f, indent=2)
     return 0

@@ -1,10 +1,12 @@
-// Hand-written GEMM kernels behind `matmul` (see gemm.h for the design in brief).
+// The GEMM behind `matmul` (see gemm.h for the design in brief): the host side that picks a kernel,
+// the SIMT kernel (fp32 / fp64, and half types where tensor cores cannot run), and split-K's reduction.
+// The tensor-core kernel is in gemm_tensor_core.cu, the cuBLASLt path in gemm_cublaslt.cu.
 //
-// Both kernels take any element strides for A (M x K) and B (K x N); the host picks which dimension
-// each thread block loads along so global reads stay coalesced: a transposed view is read in place.
-// C is always a new contiguous (batch, M, N) array. Batch dims are walked with a StridedIndexer, so
-// broadcast (stride 0) and strided batches cost nothing; when B is shared by the whole batch and A's
-// rows follow each other, the batch is folded into M (one big GEMM instead of many small ones).
+// Both hand-written kernels take any element strides for A (M x K) and B (K x N); a transposed view
+// is read in place. C is always a new contiguous (batch, M, N) array. Batch dims are walked with a
+// StridedIndexer, so broadcast (stride 0) and strided batches cost nothing; when B is shared by the
+// whole batch and A's rows follow each other, the batch is folded into M (one big GEMM instead of
+// many small ones).
 #include "gemm.h"
 
 #include <cuda_bf16.h>
@@ -12,12 +14,12 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
-#if defined(ADCUDA_EMULATION)
-#include "emulator/ptx_sm80.h"
-#endif
+#include "gemm_args.cuh"
+#include "gemm_cublaslt.h"
 #include "launch_utils.cuh"
 #include "runtime/dispatch.cuh"
 #include "runtime/errors.h"
@@ -25,20 +27,6 @@
 
 namespace adcuda {
 namespace {
-
-// A batch of GEMM problems as the kernels see it; strides and offsets in elements.
-struct GemmArgs {
-  std::int64_t M, N, K;
-  const void* a;
-  std::int64_t a_stride_m, a_stride_k;
-  const void* b;
-  std::int64_t b_stride_k, b_stride_n;
-  void* c;  // contiguous (batch, M, N)
-  const void* bias;  // (N,) or nullptr
-  std::int64_t bias_stride;
-  std::int64_t batch;
-  StridedIndexer<2, std::int64_t> batch_offsets;  // matrix z of A and of B: element offsets
-};
 
 // ------------------------------------------------------------------------------------------------
 // SIMT kernel: BM x BN block tile, BK = 8, each thread TM x TN outputs in registers. Tiles go through
@@ -152,7 +140,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), (simt_blocks_per_sm<T, 
     }
 
     T* c = static_cast<T*>(args.c) + z * M * N;
-    const T* bias = static_cast<const T*>(args.bias);
+    T* pre = args.preactivation != nullptr ? static_cast<T*>(args.preactivation) + z * M * N : nullptr;
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
       const std::int64_t m = m0 + row_of(i);
@@ -161,9 +149,9 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), (simt_blocks_per_sm<T, 
       for (int j = 0; j < TN; ++j) {
         const std::int64_t n = n0 + col_of(j);
         if (n >= N) continue;
-        Acc value = acc[i][j];
-        if (bias != nullptr) value += to_compute(bias[n * args.bias_stride]);
-        c[m * N + n] = convert<T>(value);
+        const Acc value = acc[i][j] + bias_at<T>(args, n);
+        c[m * N + n] = convert<T>(apply_activation(args.activation, value));
+        if (pre != nullptr) pre[m * N + n] = convert<T>(value);
       }
     }
     // The next batch entry refills the tiles: wait until every thread has stopped reading them.
@@ -172,305 +160,36 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), (simt_blocks_per_sm<T, 
 }
 
 // ------------------------------------------------------------------------------------------------
-// Tensor-core kernel (fp16 / bf16, sm_80+): 128 x 128 x 32 block tiles, 8 warps as 2 x 4, each warp
-// 64 x 32 outputs = 4 x 4 mma.sync m16n8k16 tiles with fp32 accumulators. Global -> shared memory by
-// 16-byte cp.async in a 3-stage pipeline (zero-filled past the matrix edges); shared memory ->
-// registers by ldmatrix. An operand whose contiguous dimension is K is stored [row][k] and loaded with
-// ldmatrix; one contiguous along M (or N) is stored [k][row] and loaded with ldmatrix.trans, which
-// delivers the same fragments. Rows are padded by 8 elements (16 bytes): ldmatrix's eight row reads
-// then fall in distinct banks.
-constexpr int kTcBlockM = 128;
-constexpr int kTcBlockN = 128;
-constexpr int kTcBlockK = 32;
-constexpr int kTcStages = 3;
-constexpr int kTcThreads = 256;
-
-template <bool kKContiguous, int kRowsPerTile>
-struct TcOperandLayout {
-  // [rows][k] when K is contiguous, else [k][rows]
-  static constexpr int kStride = kKContiguous ? kTcBlockK + 8 : kRowsPerTile + 8;
-  static constexpr int kStageElements = (kKContiguous ? kRowsPerTile : kTcBlockK) * kStride;
-};
-
-template <bool kAKContiguous, bool kBKContiguous>
-constexpr int tc_shared_bytes() {
-  return kTcStages *
-         (TcOperandLayout<kAKContiguous, kTcBlockM>::kStageElements +
-          TcOperandLayout<kBKContiguous, kTcBlockN>::kStageElements) *
-         2;
-}
-
-#if !defined(ADCUDA_EMULATION)
-__device__ __forceinline__ unsigned shared_address(const void* pointer) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(pointer));
-}
-#endif
-
-// 16 bytes from global to shared memory; bytes past `src_bytes` (0..16) are zero-filled.
-__device__ __forceinline__ void cp_async_16(void* shared_dst, const void* global_src, int src_bytes) {
-#if defined(ADCUDA_EMULATION)
-  emu::cp_async_16(shared_dst, global_src, src_bytes);
-#else
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(shared_dst)),
-               "l"(global_src), "r"(src_bytes));
-#endif
-}
-
-__device__ __forceinline__ void cp_async_commit() {
-#if defined(ADCUDA_EMULATION)
-  emu::cp_async_commit();
-#else
-  asm volatile("cp.async.commit_group;\n" ::);
-#endif
-}
-
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-#if defined(ADCUDA_EMULATION)
-  emu::cp_async_wait(kPending);
-#else
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
-#endif
-}
-
-template <bool kTranspose>
-__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* shared_row) {
-#if defined(ADCUDA_EMULATION)
-  emu::ldmatrix_x4(kTranspose, r, shared_row);
-#else
-  if constexpr (kTranspose) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(shared_address(shared_row)));
-  } else {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(shared_address(shared_row)));
-  }
-#endif
-}
-
+// Split-K's reduction: the partial sums of every split, added in split order (so the result does not
+// depend on which block finished first), then the epilogue. Four consecutive columns per thread:
+// 16-byte loads of the partial rows (padded to a multiple of 4 floats).
 template <typename T>
-__device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-#if defined(ADCUDA_EMULATION)
-  emu::mma_m16n8k16(std::is_same_v<T, __half> ? emu::MmaInputType::kF16 : emu::MmaInputType::kBF16, d, a, b0, b1);
-#else
-  if constexpr (std::is_same_v<T, __half>) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-#endif
-}
-
-// The cp.asyncs one thread issues for one operand, tile after tile along K. The block tile is `kLines`
-// lines of `kLineLength` elements along the operand's contiguous dimension, in 8-element chunks;
-// `kKContiguous` says whether that dimension is K (the chunks then move along their line from tile to
-// tile) or the M/N one (the lines are K rows, and the tile moves down them). Each chunk keeps its
-// global address and advances it by a constant step, so the main loop does no 64-bit index math.
-template <typename T, int kLines, int kLineLength, int kStride, bool kKContiguous>
-struct TileLoader {
-  static constexpr int kChunksPerLine = kLineLength / 8;
-  static constexpr int kPerThread = kLines * kChunksPerLine / kTcThreads;
-  static_assert(kLines * kChunksPerLine % kTcThreads == 0, "chunks must split evenly over the threads");
-
-  const T* src[kPerThread];
-  const T* origin;  // the matrix's first element, 16-byte aligned: the address of chunks that read nothing
-  // K-contiguous: whether the chunk's line (an M/N row) exists; otherwise how many of its bytes lie
-  // inside the M/N extent.
-  int fixed[kPerThread];
-  std::int64_t step;  // elements the chunk addresses move per K tile
-
-  // `base` is the operand's matrix; `row0` the tile's first M/N index, `row_extent` M or N,
-  // `row_stride` / `k_stride` the operand's strides along M/N and along K.
-  __device__ __forceinline__ TileLoader(const T* base, std::int64_t row0, std::int64_t row_extent,
-                                        std::int64_t row_stride, std::int64_t k_stride) {
-    step = kKContiguous ? kTcBlockK : kTcBlockK * k_stride;
-    origin = base;
-#pragma unroll
-    for (int i = 0; i < kPerThread; ++i) {
-      const int chunk = threadIdx.x + i * kTcThreads;
-      const int line = chunk / kChunksPerLine;
-      const int inner = (chunk % kChunksPerLine) * 8;
-      if constexpr (kKContiguous) {
-        const std::int64_t row = row0 + line;
-        fixed[i] = row < row_extent;
-        src[i] = base + row * row_stride + inner;
-      } else {
-        const std::int64_t left = row_extent - (row0 + inner);
-        fixed[i] = left <= 0 ? 0 : static_cast<int>((left < 8 ? left : 8) * sizeof(T));
-        src[i] = base + line * k_stride + row0 + inner;
-      }
+__global__ void reduce_split_k_kernel(GemmArgs args, SplitK split) {
+  const std::int64_t N = args.N;
+  const std::int64_t quads_per_row = (N + 3) / 4;
+  const std::int64_t rows = args.batch * args.M;
+  const std::int64_t slice = rows * split.partial_stride;  // one split's partial sums
+  ADCUDA_GRID_STRIDE_LOOP(index, rows * quads_per_row) {
+    const std::int64_t row = index / quads_per_row;
+    const std::int64_t n = (index % quads_per_row) * 4;
+    const float* partial = split.partial + row * split.partial_stride + n;
+    float4 sum = *reinterpret_cast<const float4*>(partial);
+    for (int part = 1; part < split.splits; ++part) {
+      const float4 more = *reinterpret_cast<const float4*>(partial + part * slice);
+      sum.x += more.x;
+      sum.y += more.y;
+      sum.z += more.z;
+      sum.w += more.w;
+    }
+    const float sums[4] = {sum.x, sum.y, sum.z, sum.w};
+    T* c = static_cast<T*>(args.c) + row * N;
+    T* pre = args.preactivation != nullptr ? static_cast<T*>(args.preactivation) + row * N : nullptr;
+    for (int e = 0; e < 4 && n + e < N; ++e) {
+      const float value = sums[e] + bias_at<T>(args, n + e);
+      c[n + e] = convert<T>(apply_activation(args.activation, value));
+      if (pre != nullptr) pre[n + e] = convert<T>(value);
     }
   }
-
-  // Queues the tile starting at K index `k0` into `shared` and moves on to the next tile. A chunk
-  // past the matrix's edge reads nothing (cp.async zero-fills it), but cp.async still wants a 16-byte
-  // aligned source address, which a chunk past the edge of a 1-row or 1-column operand with an odd
-  // stride does not have: such chunks name the matrix's (aligned) start instead.
-  __device__ __forceinline__ void load(T* shared, std::int64_t k0, std::int64_t K) {
-#pragma unroll
-    for (int i = 0; i < kPerThread; ++i) {
-      const int chunk = threadIdx.x + i * kTcThreads;
-      const int line = chunk / kChunksPerLine;
-      const int inner = (chunk % kChunksPerLine) * 8;
-      int bytes;
-      if constexpr (kKContiguous) {
-        const std::int64_t left = K - (k0 + inner);
-        bytes = (fixed[i] && left > 0) ? static_cast<int>((left < 8 ? left : 8) * sizeof(T)) : 0;
-      } else {
-        bytes = k0 + line < K ? fixed[i] : 0;
-      }
-      cp_async_16(shared + line * kStride + inner, bytes > 0 ? src[i] : origin, bytes);
-      src[i] += step;
-    }
-  }
-};
-
-template <typename T, bool kAKContiguous, bool kBKContiguous>
-__global__ void __launch_bounds__(kTcThreads, 2) tensor_core_gemm_kernel(GemmArgs args) {
-#if (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800) || defined(ADCUDA_EMULATION)
-  using ALayout = TcOperandLayout<kAKContiguous, kTcBlockM>;
-  using BLayout = TcOperandLayout<kBKContiguous, kTcBlockN>;
-  extern __shared__ __align__(16) unsigned char shared_bytes[];
-  T* a_shared = reinterpret_cast<T*>(shared_bytes);
-  T* b_shared = a_shared + kTcStages * ALayout::kStageElements;
-
-  const std::int64_t M = args.M, N = args.N, K = args.K;
-  const std::int64_t m0 = static_cast<std::int64_t>(blockIdx.x) * kTcBlockM;
-  const std::int64_t n0 = static_cast<std::int64_t>(blockIdx.y) * kTcBlockN;
-  const int k_tiles = static_cast<int>((K + kTcBlockK - 1) / kTcBlockK);
-  const int lane = threadIdx.x % 32;
-  const int warp = threadIdx.x / 32;
-  const int warp_m = (warp / 4) * 64;
-  const int warp_n = (warp % 4) * 32;
-  // ldmatrix: lane supplies row (lane % 8) of 8x8 matrix (lane / 8)
-  const int matrix = lane / 8;
-  const int matrix_row = lane % 8;
-
-  for (std::int64_t z = blockIdx.z; z < args.batch; z += gridDim.z) {
-    std::int64_t offsets[2];
-    args.batch_offsets.offsets(z, offsets);
-    const T* a = static_cast<const T*>(args.a) + offsets[0];
-    const T* b = static_cast<const T*>(args.b) + offsets[1];
-
-    TileLoader<T, kAKContiguous ? kTcBlockM : kTcBlockK, kAKContiguous ? kTcBlockK : kTcBlockM, ALayout::kStride,
-               kAKContiguous>
-        a_loader(a, m0, M, args.a_stride_m, args.a_stride_k);
-    TileLoader<T, kBKContiguous ? kTcBlockN : kTcBlockK, kBKContiguous ? kTcBlockK : kTcBlockN, BLayout::kStride,
-               kBKContiguous>
-        b_loader(b, n0, N, args.b_stride_n, args.b_stride_k);
-    // Tiles are loaded in order kt = 0, 1, 2, ...: each loader advances by one tile per call.
-    auto load_stage = [&](int stage, int kt) {
-      const std::int64_t k0 = static_cast<std::int64_t>(kt) * kTcBlockK;
-      a_loader.load(a_shared + stage * ALayout::kStageElements, k0, K);
-      b_loader.load(b_shared + stage * BLayout::kStageElements, k0, K);
-    };
-
-    float acc[4][4][4];
-#pragma unroll
-    for (int mi = 0; mi < 4; ++mi) {
-#pragma unroll
-      for (int ni = 0; ni < 4; ++ni) {
-#pragma unroll
-        for (int r = 0; r < 4; ++r) acc[mi][ni][r] = 0.0f;
-      }
-    }
-
-    // Every iteration commits one group (possibly empty), so "all but the newest kTcStages - 2
-    // groups done" always means "tile kt has landed".
-#pragma unroll
-    for (int s = 0; s < kTcStages - 1; ++s) {
-      if (s < k_tiles) load_stage(s, s);
-      cp_async_commit();
-    }
-    for (int kt = 0; kt < k_tiles; ++kt) {
-      cp_async_wait<kTcStages - 2>();
-      // Tile kt is visible to every thread, and every thread is done with tile kt - 1, whose stage
-      // the load below refills.
-      __syncthreads();
-      const int next = kt + kTcStages - 1;
-      if (next < k_tiles) load_stage(next % kTcStages, next);
-      cp_async_commit();
-
-      const T* a_stage = a_shared + (kt % kTcStages) * ALayout::kStageElements;
-      const T* b_stage = b_shared + (kt % kTcStages) * BLayout::kStageElements;
-      // One 16-wide K step at a time, B's fragments first and then A's one 16-row tile at a time:
-      // keeps few fragments live next to the 64 accumulators (two blocks fit on an SM).
-#pragma unroll 1
-      for (int ks = 0; ks < kTcBlockK; ks += 16) {
-        unsigned b_frag[4][2];
-#pragma unroll
-        for (int nj = 0; nj < 4; nj += 2) {
-          // matrices: (n-tile nj, k 0-7), (nj, k 8-15), (nj + 1, k 0-7), (nj + 1, k 8-15)
-          const int n = warp_n + nj * 8 + (matrix >> 1) * 8;
-          const int k = ks + (matrix & 1) * 8;
-          unsigned r[4];
-          if constexpr (kBKContiguous) {
-            ldmatrix_x4<false>(r, b_stage + (n + matrix_row) * BLayout::kStride + k);
-          } else {
-            ldmatrix_x4<true>(r, b_stage + (k + matrix_row) * BLayout::kStride + n);
-          }
-          b_frag[nj][0] = r[0];
-          b_frag[nj][1] = r[1];
-          b_frag[nj + 1][0] = r[2];
-          b_frag[nj + 1][1] = r[3];
-        }
-#pragma unroll
-        for (int mi = 0; mi < 4; ++mi) {
-          // matrices: (m 0-7, k 0-7), (m 8-15, k 0-7), (m 0-7, k 8-15), (m 8-15, k 8-15)
-          const int m = warp_m + mi * 16 + (matrix & 1) * 8;
-          const int k = ks + (matrix >> 1) * 8;
-          unsigned a_frag[4];
-          if constexpr (kAKContiguous) {
-            ldmatrix_x4<false>(a_frag, a_stage + (m + matrix_row) * ALayout::kStride + k);
-          } else {
-            ldmatrix_x4<true>(a_frag, a_stage + (k + matrix_row) * ALayout::kStride + m);
-          }
-#pragma unroll
-          for (int ni = 0; ni < 4; ++ni) mma_16816<T>(acc[mi][ni], a_frag, b_frag[ni][0], b_frag[ni][1]);
-        }
-      }
-    }
-
-    // Accumulator r of tile (mi, ni): row group + 8 * (r / 2), column 2 * (lane % 4) + r % 2.
-    T* c = static_cast<T*>(args.c) + z * M * N;
-    const T* bias = static_cast<const T*>(args.bias);
-    const int group = lane / 4;
-    const int pair = (lane % 4) * 2;
-#pragma unroll
-    for (int mi = 0; mi < 4; ++mi) {
-#pragma unroll
-      for (int half_row = 0; half_row < 2; ++half_row) {
-        const std::int64_t m = m0 + warp_m + mi * 16 + group + half_row * 8;
-        if (m >= M) continue;
-#pragma unroll
-        for (int ni = 0; ni < 4; ++ni) {
-          const std::int64_t n = n0 + warp_n + ni * 8 + pair;
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            if (n + e >= N) continue;
-            float value = acc[mi][ni][half_row * 2 + e];
-            if (bias != nullptr) value += to_compute(bias[(n + e) * args.bias_stride]);
-            c[m * N + n + e] = convert<T>(value);
-          }
-        }
-      }
-    }
-    // Drain the (empty) trailing groups and let every warp finish reading before the next batch
-    // entry refills the stages.
-    cp_async_wait<0>();
-    __syncthreads();
-  }
-#endif
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -504,14 +223,6 @@ void launch_simt(const GemmArgs& args, bool a_k_contiguous, bool b_n_contiguous,
                                                                                              b_n_contiguous);
 }
 
-template <typename T, bool kAKContiguous, bool kBKContiguous>
-void launch_tensor_core(const GemmArgs& args, int device, cudaStream_t stream) {
-  constexpr int bytes = tc_shared_bytes<kAKContiguous, kBKContiguous>();
-  auto kernel = tensor_core_gemm_kernel<T, kAKContiguous, kBKContiguous>;
-  allow_shared_bytes(kernel, bytes, device);
-  kernel<<<tile_grid(args, kTcBlockM, kTcBlockN, "matmul"), kTcThreads, bytes, stream>>>(args);
-}
-
 bool aligned_16(const void* pointer) { return reinterpret_cast<std::uintptr_t>(pointer) % 16 == 0; }
 
 // Whether cp.async can load the operand in 16-byte chunks along its contiguous dimension: the
@@ -523,34 +234,122 @@ bool chunk_loadable(std::int64_t inner_size, std::int64_t inner_stride, std::int
          batch_strides_aligned && aligned_16(data);
 }
 
+// How the tensor-core kernel reads A and B: by 16-byte cp.async chunks along whichever dim allows it,
+// else element by element along the dim with the smaller stride (the one closest to contiguous).
+TensorCoreOperands tensor_core_operands(const GemmArgs& args) {
+  bool a_batch_aligned = true, b_batch_aligned = true;
+  for (int d = 0; d < args.batch_offsets.ndim; ++d) {
+    a_batch_aligned = a_batch_aligned && args.batch_offsets.strides[d][0] % 8 == 0;
+    b_batch_aligned = b_batch_aligned && args.batch_offsets.strides[d][1] % 8 == 0;
+  }
+  TensorCoreOperands operands{};
+  const bool a_by_k = chunk_loadable(args.K, args.a_stride_k, args.M, args.a_stride_m, a_batch_aligned, args.a);
+  const bool a_by_m = chunk_loadable(args.M, args.a_stride_m, args.K, args.a_stride_k, a_batch_aligned, args.a);
+  const bool b_by_k = chunk_loadable(args.K, args.b_stride_k, args.N, args.b_stride_n, b_batch_aligned, args.b);
+  const bool b_by_n = chunk_loadable(args.N, args.b_stride_n, args.K, args.b_stride_k, b_batch_aligned, args.b);
+  operands.a_async = a_by_k || a_by_m;
+  operands.a_k_contiguous = operands.a_async ? a_by_k : args.M == 1 || (args.K > 1 && args.a_stride_k <= args.a_stride_m);
+  operands.b_async = b_by_k || b_by_n;
+  operands.b_k_contiguous = operands.b_async ? b_by_k : args.N == 1 || (args.K > 1 && args.b_stride_k <= args.b_stride_n);
+  return operands;
+}
+
+// ADCUDA_GEMM_SPLIT_K=<n> forces n K splits on the tensor-core kernel (1: none), for tests and
+// experiments; unset or "auto" leaves the choice to choose_split_k.
+int split_k_override() {
+  const char* value = std::getenv("ADCUDA_GEMM_SPLIT_K");
+  if (value == nullptr || *value == '\0' || std::string(value) == "auto") return 0;
+  char* end = nullptr;
+  const long splits = std::strtol(value, &end, 10);
+  if (*end != '\0' || splits < 1 || splits > 64) {
+    throw std::invalid_argument(std::string("matmul: ADCUDA_GEMM_SPLIT_K must be 'auto' or a count from 1 to 64, got '") +
+                                value + "'");
+  }
+  return static_cast<int>(splits);
+}
+
+// Split K when the output tiles leave SMs idle (less than two waves at one block per SM) and K is long:
+// the modelled time of s splits is (waves of tiles * s blocks) * (K tiles per split), plus the fp32
+// partial sums' round trip through memory, which costs about kReductionKTiles k-tiles of one SM's time
+// per partial output tile (a 128 x 256 fp32 tile written and read at an SM's share of DRAM bandwidth).
+// For the GPT-2 weight gradient 768 x 2304, K = 8192 on 132 SMs: 54 tiles, 2 splits.
+int choose_split_k(std::int64_t tiles, int k_tiles, int multiprocessors) {
+  constexpr int kMaxSplits = 16;
+  constexpr int kMinKTilesPerSplit = 8;
+  constexpr double kReductionKTiles = 24.0;
+  if (tiles >= 2 * static_cast<std::int64_t>(multiprocessors)) return 1;
+  int best = 1;
+  double best_cost = static_cast<double>(k_tiles);
+  for (int splits = 2; splits <= kMaxSplits && k_tiles / splits >= kMinKTilesPerSplit; ++splits) {
+    const std::int64_t blocks = tiles * splits;
+    const std::int64_t waves = (blocks + multiprocessors - 1) / multiprocessors;
+    const int per_split = (k_tiles + splits - 1) / splits;
+    const double cost = static_cast<double>(waves * per_split) + kReductionKTiles * blocks / multiprocessors;
+    if (cost < best_cost) {
+      best = splits;
+      best_cost = cost;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+int tensor_core_split_k(std::int64_t M, std::int64_t N, std::int64_t K, std::int64_t batch, int multiprocessors) {
+  const TensorCoreTiles tiles = tensor_core_tiles();
+  const std::int64_t output_tiles = ((M + tiles.block_m - 1) / tiles.block_m) * ((N + tiles.block_n - 1) / tiles.block_n);
+  const std::int64_t k_tiles = (K + tiles.block_k - 1) / tiles.block_k;
+  return choose_split_k(output_tiles * batch, static_cast<int>(k_tiles < 0x7fffffff ? k_tiles : 0x7fffffff),
+                        multiprocessors);
+}
+
+namespace {
+
+template <typename T>
+void run_tensor_core(const GemmArgs& args, const DeviceFacts& facts, int device, cudaStream_t stream) {
+  const TensorCoreTiles tiles = tensor_core_tiles();
+  const std::int64_t tiles_m = (args.M + tiles.block_m - 1) / tiles.block_m;
+  const std::int64_t tiles_n = (args.N + tiles.block_n - 1) / tiles.block_n;
+  if (tiles_m * tiles_n > 0x7fffffff) {
+    throw std::invalid_argument("matmul: a " + std::to_string(args.M) + " x " + std::to_string(args.N) +
+                                " product is larger than one launch covers");
+  }
+  const int k_tiles = static_cast<int>((args.K + tiles.block_k - 1) / tiles.block_k);
+  const int forced = split_k_override();
+  const int splits = forced > 0 ? forced : tensor_core_split_k(args.M, args.N, args.K, args.batch, facts.multiprocessors);
+  SplitK split;
+  split.k_tiles_per_split = (k_tiles + splits - 1) / splits;
+  // Every split gets at least one K tile (a forced count above the K tiles is cut down).
+  split.splits = k_tiles == 0 ? 1 : (k_tiles + split.k_tiles_per_split - 1) / split.k_tiles_per_split;
+  if (split.k_tiles_per_split == 0) split.k_tiles_per_split = 1;
+  if (split.splits == 1) {
+    launch_tensor_core_gemm<T>(args, split, tensor_core_operands(args), device, stream);
+    return;
+  }
+  split.partial_stride = (args.N + 3) / 4 * 4;
+  DeviceArray partial = DeviceArray::empty({split.splits * args.batch * args.M * split.partial_stride},
+                                           ScalarType::Float32, device);
+  split.partial = partial.data<float>();
+  launch_tensor_core_gemm<T>(args, split, tensor_core_operands(args), device, stream);
+  ADCUDA_CHECK_LAUNCH();
+  const std::int64_t quads = args.batch * args.M * ((args.N + 3) / 4);
+  reduce_split_k_kernel<T><<<grid_size(quads), kBlockSize, 0, stream>>>(args, split);
+  ADCUDA_CHECK_LAUNCH();
+  // The workspace goes back to the caching allocator when `partial` dies here; the allocator reuses it
+  // only in this stream's order, after the reduction.
+}
+
 template <typename T>
 void run_gemm(const GemmArgs& args, int device, cudaStream_t stream) {
   const DeviceFacts facts = device_facts(device);
-  const bool a_k_contiguous = args.K == 1 || args.a_stride_k == 1;
-  const bool b_n_contiguous = args.N == 1 || args.b_stride_n == 1;
   if constexpr (is_reduced_float_v<T>) {
-    if (facts.major >= 8) {
-      bool a_batch_aligned = true, b_batch_aligned = true;
-      for (int d = 0; d < args.batch_offsets.ndim; ++d) {
-        a_batch_aligned = a_batch_aligned && args.batch_offsets.strides[d][0] % 8 == 0;
-        b_batch_aligned = b_batch_aligned && args.batch_offsets.strides[d][1] % 8 == 0;
-      }
-      const bool a_by_k = chunk_loadable(args.K, args.a_stride_k, args.M, args.a_stride_m, a_batch_aligned, args.a);
-      const bool a_by_m = chunk_loadable(args.M, args.a_stride_m, args.K, args.a_stride_k, a_batch_aligned, args.a);
-      const bool b_by_n = chunk_loadable(args.N, args.b_stride_n, args.K, args.b_stride_k, b_batch_aligned, args.b);
-      const bool b_by_k = chunk_loadable(args.K, args.b_stride_k, args.N, args.b_stride_n, b_batch_aligned, args.b);
-      if ((a_by_k || a_by_m) && (b_by_n || b_by_k)) {
-        if (a_by_k) {
-          b_by_n ? launch_tensor_core<T, true, false>(args, device, stream)
-                 : launch_tensor_core<T, true, true>(args, device, stream);
-        } else {
-          b_by_n ? launch_tensor_core<T, false, false>(args, device, stream)
-                 : launch_tensor_core<T, false, true>(args, device, stream);
-        }
-        return;
-      }
+    if (facts.major >= 8 && tensor_core_gemm_runs_on(device)) {
+      run_tensor_core<T>(args, facts, device, stream);
+      return;
     }
   }
+  const bool a_k_contiguous = args.K == 1 || args.a_stride_k == 1;
+  const bool b_n_contiguous = args.N == 1 || args.b_stride_n == 1;
   launch_simt<T>(args, a_k_contiguous, b_n_contiguous, facts, stream);
 }
 
@@ -585,7 +384,8 @@ Dims broadcast_batch(const DeviceArray& a, const DeviceArray& b) {
 
 }  // namespace
 
-DeviceArray matmul(const DeviceArray& a, const DeviceArray& b, const DeviceArray* bias) {
+MatmulResult matmul(const DeviceArray& a, const DeviceArray& b, const MatmulOptions& options) {
+  const DeviceArray* bias = options.bias;
   if (a.ndim() < 2 || b.ndim() < 2) {
     throw std::invalid_argument("matmul: both operands need at least 2 dims, got shapes " + format_dims(a.shape()) +
                                 " and " + format_dims(b.shape()));
@@ -612,14 +412,17 @@ DeviceArray matmul(const DeviceArray& a, const DeviceArray& b, const DeviceArray
   Dims out_shape = batch;
   out_shape.push_back(M);
   out_shape.push_back(N);
-  DeviceArray out = DeviceArray::empty(out_shape, a.dtype(), a.device());
-  if (out.numel() == 0) return out;
+  MatmulResult result{DeviceArray::empty(out_shape, a.dtype(), a.device()), std::nullopt};
+  if (options.save_preactivation) result.preactivation = DeviceArray::empty(out_shape, a.dtype(), a.device());
+  const DeviceArray& out = result.out;
+  if (out.numel() == 0) return result;
 
   KernelLaunch launch(out, a, b);
   if (bias != nullptr) {
     if (bias->device() != out.device()) throw std::invalid_argument("matmul: the bias is on another device");
     bias->storage()->use_on(launch.stream(), launch.device());
   }
+  if (result.preactivation) result.preactivation->storage()->use_on(launch.stream(), launch.device());
 
   GemmArgs args{};
   args.M = M;
@@ -634,6 +437,8 @@ DeviceArray matmul(const DeviceArray& a, const DeviceArray& b, const DeviceArray
   args.c = out.data_ptr();
   args.bias = bias != nullptr ? bias->data_ptr() : nullptr;
   args.bias_stride = bias != nullptr ? bias->strides()[0] : 0;
+  args.activation = options.activation;
+  args.preactivation = result.preactivation ? result.preactivation->data_ptr() : nullptr;
   args.batch = 1;
   for (std::int64_t size : batch) args.batch *= size;
   const Dims a_batch_strides = batch_strides(a, batch);
@@ -647,6 +452,7 @@ DeviceArray matmul(const DeviceArray& a, const DeviceArray& b, const DeviceArray
     args.batch_offsets = StridedIndexer<2, std::int64_t>{};
   }
 
+  if (options.allow_cublaslt && cublaslt_matmul(args, a.dtype(), launch.device(), launch.stream())) return result;
   dispatch_type(a.dtype(), "matmul", [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_floating_point_v<T> || is_reduced_float_v<T>) {
@@ -654,14 +460,20 @@ DeviceArray matmul(const DeviceArray& a, const DeviceArray& b, const DeviceArray
     }
   });
   ADCUDA_CHECK_LAUNCH();
-  return out;
+  return result;
 }
 
 std::string gemm_path(int device) {
-  std::string path =
-      "hand-written: tiled SIMT fp32/fp64 (128x128x8 block tiles, 8x8 per thread), "
-      "mma.sync tensor cores for fp16/bf16 (128x128x32, 3-stage cp.async, fp32 accumulation)";
-  if (device_facts(device).major < 8) path += "; this device predates sm_80, so fp16/bf16 use the SIMT kernel";
+  const TensorCoreTiles tiles = tensor_core_tiles();
+  const std::string tensor_core = "mma.sync tensor cores for fp16/bf16 (" + std::to_string(tiles.block_m) + "x" +
+                                  std::to_string(tiles.block_n) + "x" + std::to_string(tiles.block_k) +
+                                  " block tiles, 64x64 warp tiles, 3-4 stage cp.async, split-K, fp32 accumulation)";
+  std::string path = "hand-written: " + tensor_core + ", tiled SIMT fp32/fp64 (128x128x8 block tiles, 8x8 per thread)";
+  if (device_facts(device).major < 8) {
+    path += "; this device predates sm_80, so fp16/bf16 use the SIMT kernel";
+  } else if (!tensor_core_gemm_runs_on(device)) {
+    path += "; this build has no sm_80+ code for this device (ADCUDA_CUDA_ARCHS), so fp16/bf16 use the SIMT kernel";
+  }
   return path;
 }
 

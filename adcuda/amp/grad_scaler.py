@@ -2,10 +2,11 @@
 
 Each iteration: ``scaler.scale(loss).backward()`` multiplies the loss (so the gradients) by the
 scale, which keeps small float16 gradients from underflowing; ``scaler.step(optimizer)`` unscales
-the gradients and checks them for inf/NaN in one multi-tensor primitive (``unscale_and_check_``)
-per device, then steps the optimizer unless something overflowed; ``scaler.update()`` backs the
-scale off after an overflow and grows it after ``growth_interval`` clean iterations
-(``update_scale_``). The scale, growth tracker and found-inf flags stay backend arrays: the host
+the gradients and checks them for inf/NaN in one multi-tensor op per device, then steps the
+optimizer unless something overflowed; ``scaler.update()`` backs the scale off after an overflow
+and grows it after ``growth_interval`` clean iterations. Both steps are PyTorch's fused ops
+(``adcuda._amp_foreach_non_finite_check_and_unscale_``, ``_amp_update_scale_``, in
+adcuda/ops/foreach.py). The scale, growth tracker and found-inf flags stay on the device: the host
 reads a flag only in ``step()`` (to decide whether to step), and nothing else until ``get_scale()``.
 
 Beyond PyTorch:
@@ -31,14 +32,18 @@ import enum
 import math
 import warnings
 from collections import abc, defaultdict
+from typing import Any
 
 from .. import dtypes as dt
 from ..autograd.grad_mode import no_grad
 from ..device import as_device
 from ..errors import AdcudaError
-from ..factories import empty_like, full
+from ..factories import empty_like, full, zeros
+from ..ops.foreach import _amp_foreach_non_finite_check_and_unscale_, _amp_update_scale_
 from ..tensor import Tensor
 from .autocast import float16_regions_entered
+
+_HALF = (dt.float16, dt.bfloat16)
 
 
 class GradScalerError(AdcudaError, RuntimeError):
@@ -63,8 +68,9 @@ _STATE_KEYS = ("scale", "growth_factor", "backoff_factor", "growth_interval", "_
 
 
 class GradScaler:
-    def __init__(self, device="cuda", init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5,
-                 growth_interval=2000, enabled=True, min_scale=1.0, max_scale=2.0 ** 24):
+    def __init__(self, device: str = "cuda", init_scale: float = 2.0 ** 16, growth_factor: float = 2.0,
+                 backoff_factor: float = 0.5, growth_interval: int = 2000, enabled: bool = True,
+                 min_scale: float = 1.0, max_scale: float = 2.0 ** 24) -> None:
         self._device = as_device(device, "GradScaler").type
         self._enabled = bool(enabled)
         if self._enabled:
@@ -84,7 +90,7 @@ class GradScaler:
         self._per_optimizer_states = defaultdict(_fresh_optimizer_state)
 
     # ------------------------------------------------------------------ the iteration
-    def scale(self, outputs):
+    def scale(self, outputs: Any) -> Any:
         """``outputs`` (a tensor, or nested lists/tuples/iterables of tensors) times the scale."""
         if not self._enabled:
             return outputs
@@ -107,7 +113,7 @@ class GradScaler:
             raise GradScalerValueError("outputs must be a Tensor or an iterable of Tensors")
         return apply_scale(outputs)
 
-    def unscale_(self, optimizer):
+    def unscale_(self, optimizer: Any) -> None:
         """Divide ``optimizer``'s gradients by the scale in place and record whether any is inf/NaN
         (call it before gradient clipping; ``step`` calls it when it was not called)."""
         if not self._enabled:
@@ -123,7 +129,6 @@ class GradScaler:
         state["stage"] = _OptState.UNSCALED
 
     def _unscale_grads_(self, optimizer, inv_scale):
-        from ..optim.optimizer import keeps_master_copy
         per_device = defaultdict(lambda: ([], []))  # device -> (outputs, gradients)
         saw_float16 = False
         with no_grad():
@@ -133,7 +138,7 @@ class GradScaler:
                     if g is None:
                         continue
                     saw_float16 = saw_float16 or g.dtype is dt.float16
-                    if keeps_master_copy(group, p) and g.dtype in (dt.float16, dt.bfloat16):
+                    if _stepped_through_float32_master(group, p) and g.dtype in _HALF:
                         out = empty_like(g, dtype=dt.float32)
                         p.grad = out
                     elif g.dtype is dt.float16:
@@ -147,15 +152,12 @@ class GradScaler:
                     outs, grads = per_device[g.device]
                     outs.append(out)
                     grads.append(g)
-        if per_device and not saw_float16:
-            self._say_once_if_not_needed(optimizer)
-        found_inf_per_device = {}
-        for device, (outs, grads) in per_device.items():
-            found = device.backend.unscale_and_check_([o._data for o in outs], [g._data for g in grads],
-                                                      inv_scale.to(device=device)._data)
-            for out in outs:
-                out._version.value += 1
-            found_inf_per_device[device] = Tensor._make(found, device)
+            if per_device and not saw_float16:
+                self._say_once_if_not_needed(optimizer)
+            found_inf_per_device = {}
+            for device, (outs, grads) in per_device.items():
+                found_inf = found_inf_per_device[device] = zeros((), dtype=dt.float32, device=device)
+                _amp_foreach_non_finite_check_and_unscale_(grads, found_inf, inv_scale.to(device=device), out=outs)
         return found_inf_per_device
 
     def _say_once_if_not_needed(self, optimizer):
@@ -168,7 +170,7 @@ class GradScaler:
                           "autocast region has run, so there is no float16 underflow to prevent: loss scaling "
                           "is not needed here (it keeps working)", stacklevel=4)
 
-    def step(self, optimizer, *args, **kwargs):
+    def step(self, optimizer: Any, *args: Any, **kwargs: Any) -> bool:
         """Unscale (unless ``unscale_`` was called) and step ``optimizer`` when no gradient is
         inf/NaN; returns whether it stepped."""
         if not self._enabled:
@@ -196,7 +198,7 @@ class GradScaler:
         state["stage"] = _OptState.STEPPED
         return stepped
 
-    def update(self, new_scale=None):
+    def update(self, new_scale: float | Tensor | None = None) -> None:
         """Back off or grow the scale from this iteration's inf checks (or set it to ``new_scale``),
         and start the next iteration."""
         if not self._enabled:
@@ -210,14 +212,13 @@ class GradScaler:
                           for found_inf in state["found_inf_per_device"].values()]
             if not found_infs:
                 raise GradScalerError("No inf checks were recorded prior to update.")
-            found_inf_combined = found_infs[0]
-            for found_inf in found_infs[1:]:
-                found_inf_combined = found_inf_combined + found_inf
-            scale._backend.update_scale_(scale._data, growth_tracker._data, found_inf_combined._data,
-                                         self._growth_factor, self._backoff_factor, self._growth_interval,
-                                         self._min_scale, self._max_scale)
-            scale._version.value += 1
-            growth_tracker._version.value += 1
+            with no_grad():
+                found_inf_combined = found_infs[0]
+                for found_inf in found_infs[1:]:
+                    found_inf_combined = found_inf_combined + found_inf
+                _amp_update_scale_(scale, growth_tracker, found_inf_combined, self._growth_factor,
+                                   self._backoff_factor, self._growth_interval, min_scale=self._min_scale,
+                                   max_scale=self._max_scale)
         self._per_optimizer_states = defaultdict(_fresh_optimizer_state)
 
     def _set_scale(self, new_scale):
@@ -247,7 +248,7 @@ class GradScaler:
             raise GradScalerError(f"Attempted {funcname} but _scale is None.  " + fix)
         return self._scale, self._growth_tracker
 
-    def get_scale(self):
+    def get_scale(self) -> float:
         """The current scale as a Python float (a host read), ``init_scale`` before the first
         ``scale()``, and 1.0 when disabled."""
         if not self._enabled:
@@ -286,11 +287,11 @@ class GradScaler:
     def get_max_scale(self):
         return self._max_scale
 
-    def is_enabled(self):
+    def is_enabled(self) -> bool:
         return self._enabled
 
     # ------------------------------------------------------------------ state dicts
-    def state_dict(self):
+    def state_dict(self) -> dict[str, Any]:
         """PyTorch's keys (``scale growth_factor backoff_factor growth_interval _growth_tracker``)
         plus ``min_scale`` and ``max_scale``; an empty dict when disabled."""
         if not self._enabled:
@@ -300,7 +301,7 @@ class GradScaler:
                 "_growth_tracker": self._get_growth_tracker(), "min_scale": self._min_scale,
                 "max_scale": self._max_scale}
 
-    def load_state_dict(self, state_dict):
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore a state saved by ``state_dict`` (PyTorch's or ours); the scale bounds keep
         their current values when the state dict has none."""
         if not self._enabled:
@@ -328,6 +329,13 @@ class GradScaler:
                 self._scale.fill_(self._init_scale)
             if self._growth_tracker is not None:
                 self._growth_tracker.fill_(self._init_growth_tracker)
+
+
+def _stepped_through_float32_master(group, p):
+    """Whether the optimizer steps ``p`` through a float32 master copy: the rule of
+    ``master_weights=True`` in adcuda.optim (half parameters of such a group), read from the
+    parameter group as PyTorch's GradScaler reads optimizers, through ``param_groups`` only."""
+    return bool(group.get("master_weights")) and p.dtype in _HALF
 
 
 def _check_factors(growth_factor, backoff_factor, growth_interval):

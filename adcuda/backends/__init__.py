@@ -50,7 +50,7 @@ the name ends in ``_`` (writes into its first argument) or the row says "view".
 | `cat(arrays, axis)` | concatenation (stack = unsqueeze + cat) |
 | `tril(a, k)` / `triu(a, k)` | triangles of the last two dims |
 | **linear algebra** | |
-| `matmul(a, b)` | batched matrix product with broadcast batch dims (2-D or more) |
+| `matmul(a, b, bias=None, activation=None, save_preactivation=False)` | batched matrix product with broadcast batch dims (2-D or more); the fused epilogue adds ``bias`` (N,), applies ``activation`` (None or ``"gelu_tanh"``) and with ``save_preactivation`` returns ``(out, a @ b + bias)`` |
 | **fused NN primitives** | |
 | `softmax(a, axis, log)` / `softmax_backward(y, g, axis, log)` | (log-)softmax from its output |
 | `cross_entropy(logits, target, ignore_index, label_smoothing)` | per-row losses of a 2-D ``logits`` -> (losses, log-probs) |

@@ -11,13 +11,36 @@ Modules: ``devices`` (query and control), ``streams`` (Stream, Event, current_st
 ``fork`` (fork safety), ``errors``.
 """
 from .context import CudaContext, init_cuda_context
-from .devices import (_device_index, _properties, _query, _require_cuda, current_device, device, device_count,
-                      get_device_capability, get_device_name, get_device_properties, is_available,
-                      kernel_image_for, mem_get_info, set_device, synchronize, unavailable_reason)
+from .devices import (
+    _device_index,
+    _properties,
+    _query,
+    _require_cuda,
+    current_device,
+    device,
+    device_count,
+    get_device_capability,
+    get_device_name,
+    get_device_properties,
+    is_available,
+    kernel_image_for,
+    mem_get_info,
+    set_device,
+    synchronize,
+    unavailable_reason,
+)
 from .errors import BadForkError, OutOfMemoryError
 from .fork import is_initialized
-from .memory import (empty_cache, max_memory_allocated, max_memory_reserved, memory_allocated, memory_reserved,
-                     memory_stats, reset_max_memory_allocated, reset_peak_memory_stats)
+from .memory import (
+    empty_cache,
+    max_memory_allocated,
+    max_memory_reserved,
+    memory_allocated,
+    memory_reserved,
+    memory_stats,
+    reset_max_memory_allocated,
+    reset_peak_memory_stats,
+)
 from .pinned import empty_pinned_cache, pinned_memory_stats, reset_peak_pinned_memory_stats
 from .streams import Event, ExternalStream, Stream, StreamContext, current_stream, default_stream, set_stream, stream
 

@@ -5,7 +5,9 @@ its positional argument). In each process and thread it, once:
   - refuses with ``BadForkError`` in a process forked after its parent initialised CUDA (a hang or a
     crash otherwise), telling to use the 'spawn' or 'forkserver' start method;
   - seeds adcuda's random generator for a worker: with the seed the DataLoader gave the worker
-    (``get_worker_info().seed``, adcuda's or PyTorch's), else the base seed plus ``worker_id``;
+    (adcuda's DataLoader announces it here through ``note_loader_worker_seed`` before it calls
+    ``worker_init_fn``; PyTorch's is ``torch.utils.data.get_worker_info().seed``), else the base seed
+    plus ``worker_id``;
   - on a machine where CUDA is usable, makes ``device`` current, creates its context and the thread's
     stream, and readies the allocator and the pinned pool; elsewhere it returns the CPU context, which
     says why CUDA is not used, and does nothing else.
@@ -16,13 +18,19 @@ import sys
 import threading
 
 from .. import _native
+from .. import random as adcuda_random
+from ..device import device as device_type
 from .devices import _device_index, is_available, unavailable_reason
 from .fork import check_not_forked, mark_initialized
+from .streams import current_stream
 
 __all__ = ["init_cuda_context", "CudaContext"]
 
 _SEED_MASK = (1 << 64) - 1
 _thread_state = threading.local()
+# the seed adcuda's DataLoader gave this worker process (None in the main process); the loader announces
+# it, so that this module needs nothing from adcuda.utils.data
+_announced_worker_seed = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,12 +56,17 @@ class CudaContext:
         return f"CudaContext({where}{worker}{seed}, pid {self.pid})"
 
 
+def note_loader_worker_seed(seed):
+    """Called by adcuda's DataLoader in each worker process before its ``worker_init_fn``: the seed
+    the worker's generators got, which ``init_cuda_context`` then reports (and seeds with)."""
+    global _announced_worker_seed
+    _announced_worker_seed = seed
+
+
 def _loader_worker_seed():
     """The seed a DataLoader gave this worker process: adcuda's, else PyTorch's (if PyTorch is in use)."""
-    from ..utils.data import get_worker_info
-    info = get_worker_info()
-    if info is not None:
-        return info.seed
+    if _announced_worker_seed is not None:
+        return _announced_worker_seed
     torch = sys.modules.get("torch")
     if torch is not None:
         try:
@@ -68,12 +81,11 @@ def _loader_worker_seed():
 def _worker_seed(worker_id):
     seed = _loader_worker_seed()
     if seed is None and worker_id is not None:
-        from .. import random as adcuda_random
         seed = adcuda_random.initial_seed() + int(worker_id)
     return None if seed is None else seed & _SEED_MASK
 
 
-def init_cuda_context(worker_id=None, device=None):
+def init_cuda_context(worker_id: int | None = None, device: object = None) -> CudaContext:
     """Initialise (or confirm) CUDA for the calling process and thread; see the module docstring.
     Idempotent: later calls for the same device in the same process and thread return the first
     call's context (and seed nothing again)."""
@@ -88,10 +100,8 @@ def init_cuda_context(worker_id=None, device=None):
 
     seed = _worker_seed(worker_id)
     if seed is not None:
-        from .. import random as adcuda_random
         adcuda_random.manual_seed(seed)
 
-    from ..device import device as device_type
     common = dict(worker_id=worker_id, seed=seed, pid=os.getpid(), thread_id=threading.get_ident())
     if not is_available():
         context = CudaContext(device=device_type("cpu"), reason=f"CUDA is not available: {unavailable_reason()}",
@@ -100,7 +110,6 @@ def init_cuda_context(worker_id=None, device=None):
         index = _device_index(device, "init_cuda_context")
         _native._C.initialize_context(index)
         mark_initialized()
-        from .streams import current_stream
         context = CudaContext(device=device_type("cuda", index), reason=None, stream=current_stream(index), **common)
     contexts[key] = context
     return context

@@ -9,6 +9,7 @@ import functools
 import re
 
 from .. import _native
+from ..device import device as device_type
 from ..errors import DeviceError
 from .fork import check_not_forked
 
@@ -64,7 +65,8 @@ def kernel_image_for(major, minor, architectures):
         arch, variant, kind = int(match[1]), match[2], match[3]
         name = f"{arch}{variant}"
         exact_only = variant == "a"
-        if kind != "virtual" and arch // 10 == major and (arch == capability or (not exact_only and arch <= capability)):
+        runs_here = arch == capability or (not exact_only and arch <= capability)
+        if kind != "virtual" and arch // 10 == major and runs_here:
             machine_code.append((arch, f"sm_{name} machine code"))
         if kind != "real" and (arch == capability or (not variant and arch <= capability)):
             ptx.append((arch, f"compute_{name} PTX, JIT-compiled by the driver on first use"))
@@ -86,7 +88,7 @@ def _explain(reason):
     return reason
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _query():
     """``(device_count, reason)``: asked once per process, since it initialises the CUDA runtime.
 
@@ -110,7 +112,7 @@ def _query():
     return count, "this build cannot run on any visible device: " + "; ".join(verdicts)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _properties(index):
     return _CudaDeviceProperties(**_native._C.cuda_device_properties(index))
 
@@ -148,7 +150,6 @@ def _device_index(device, op_name):
     if isinstance(device, int) and not isinstance(device, bool):
         index = device
     else:
-        from ..device import device as device_type
         try:
             parsed = device_type(device)
         except DeviceError as exc:
@@ -231,4 +232,5 @@ class device:
 
 def mem_get_info(device=None):
     """``(free, total)`` bytes of device memory, as the driver reports them (all processes together)."""
-    return tuple(_native._C.memory_info(_device_index(device, "mem_get_info")))
+    index = _device_index(device, "mem_get_info")  # first: a host-only _C has no memory_info to look up
+    return tuple(_native._C.memory_info(index))

@@ -13,6 +13,8 @@ import signal
 import subprocess
 import sys
 
+from .. import cuda
+
 
 def find_mpiexec(explicit=None):
     """``explicit``, ``$ADCUDA_MPIEXEC``, the one installed beside this Python (``pip install mpich``
@@ -32,7 +34,6 @@ def find_mpiexec(explicit=None):
 
 def visible_gpus():
     try:
-        from .. import cuda
         return cuda.device_count() if cuda.is_available() else 0
     except Exception:  # a broken CUDA set-up means "no GPU" here; the ranks report it if they need one
         return 0

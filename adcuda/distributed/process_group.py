@@ -1,19 +1,24 @@
 """The default process group and the collectives on tensors, with ``torch.distributed``'s names.
 
 Rank and world size come from MPI (every rank is an MPI process, started by ``mpirun -n N`` or
-``python -m adcuda.distributed.launch``). Collectives work in place on the tensor's backend array:
-the backend's transport reads and writes that memory directly where the array is contiguous and in a
-dtype the transport reduces; otherwise through a contiguous copy written back when the collective
-completes. Every collective returns a ``Work`` internally; ``async_op=True`` hands it to the caller.
+``python -m adcuda.distributed.launch``). Collectives work in place on the tensor: the transport
+reads and writes its memory directly where it is contiguous and in a dtype the transport reduces;
+otherwise through a contiguous copy written back when the collective completes. Every collective
+returns a ``Work`` internally; ``async_op=True`` hands it to the caller.
 """
 import datetime
 import enum
 import pickle
 
 from .. import dtypes as dt
+from ..autograd.grad_mode import no_grad
 from ..errors import DeviceError, DTypeError, ShapeError, fmt_shape
+from ..factories import empty
+from ..factories import tensor as make_tensor
+from ..ops.foreach import _foreach_copy_, _foreach_increment_version_
 from ..tensor import Tensor
 from . import environment
+from .backends import mpi, nccl
 from .errors import DistributedError
 
 # PyTorch's default: long enough for a slow first step, finite so that a dead rank is noticed.
@@ -83,12 +88,10 @@ def is_available():
 
 
 def is_mpi_available():
-    from .backends import mpi
     return mpi.is_available()
 
 
 def is_nccl_available():
-    from .backends import nccl
     return nccl.is_available()
 
 
@@ -112,12 +115,7 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
                          "through MPI (leave it None, or 'env://')")
     timeout_s = _seconds(default_pg_timeout if timeout is None else timeout)
     name = _backend_name(backend)
-    if name == "mpi":
-        from .backends.mpi import MPIBackend
-        transport = MPIBackend(timeout_s)
-    else:
-        from .backends.nccl import NCCLBackend
-        transport = NCCLBackend(timeout_s, device_id)
+    transport = mpi.MPIBackend(timeout_s) if name == "mpi" else nccl.NCCLBackend(timeout_s, device_id)
     try:
         _check_placement(transport, rank, world_size)
     except DistributedError:
@@ -226,19 +224,34 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     dtype = tensor.dtype
     if op is ReduceOp.AVG and not dtype.is_floating_point:
         raise DTypeError(f"all_reduce: ReduceOp.AVG needs a floating point tensor, got {dtype}")
-    bk, data = tensor._backend, tensor._data
-    wire_dtype = g.backend.wire_dtype(dtype)
-    wire = data if wire_dtype is dtype and bk.contiguous(data) is data else bk.contiguous(bk.astype(data, wire_dtype))
+    data = tensor.detach()  # the same memory and version counter, outside any graph
+    wire = _wire(data, g.backend.wire_dtype(dtype))
     transport_op = _BOOL_OPS[op] if dtype is dt.bool_ else ("sum" if op is ReduceOp.AVG else op.value)
     request = g.backend.all_reduce(wire, transport_op)
 
     def finish():
-        if op is ReduceOp.AVG and g.world_size > 1:
-            bk.copy_(wire, bk.binary("div", wire, float(g.world_size), wire_dtype))
-        if wire is not data:
-            bk.copy_(data, wire)
-        tensor._version.value += 1
+        with no_grad():
+            _written_by_transport(data, wire)
+            if op is ReduceOp.AVG and g.world_size > 1:
+                wire.div_(float(g.world_size))
+            if wire is not data:
+                data.copy_(wire)
     return _run(Work(g, request, lambda: f"all_reduce({_describe(tensor)})", finish), async_op)
+
+
+def _written_by_transport(data, wire):
+    """The transport wrote the tensor's memory itself when ``wire`` is the tensor: count that write in
+    its version counter (a copy back through ``copy_`` counts itself)."""
+    if wire is data:
+        _foreach_increment_version_([data])
+
+
+def _wire(data, wire_dtype):
+    """``data`` itself where the transport can use its memory as it is, else a contiguous copy in
+    ``wire_dtype``."""
+    if data.dtype is not wire_dtype:
+        data = data.to(dtype=wire_dtype)
+    return data.contiguous()
 
 
 # bool tensors reduce as 0/1 integers: a sum or a max is "any", a min or a product is "all"
@@ -269,14 +282,15 @@ def broadcast(tensor, src, group=None, async_op=False):
     g = _current("broadcast", group)
     _check_tensor("broadcast", tensor, g)
     _check_src("broadcast", src, g)
-    bk, data = tensor._backend, tensor._data
-    wire = bk.contiguous(data)
+    data = tensor.detach()
+    wire = _wire(data, data.dtype)
     request = g.backend.broadcast(wire, src)
 
     def finish():
-        if wire is not data:
-            bk.copy_(data, wire)
-        tensor._version.value += 1
+        with no_grad():
+            _written_by_transport(data, wire)
+            if wire is not data:
+                data.copy_(wire)
     return _run(Work(g, request, lambda: f"broadcast({_describe(tensor)}, src={src})", finish), async_op)
 
 
@@ -293,14 +307,13 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
         if tuple(out.shape) != tuple(tensor.shape) or out.dtype is not tensor.dtype:
             raise ShapeError(f"all_gather: tensor_list[{i}] is a {_describe(out)} but the input is a "
                              f"{_describe(tensor)}")
-    bk = tensor._backend
-    gathered = bk.empty((g.world_size,) + tuple(tensor.shape), tensor.dtype)
-    request = g.backend.all_gather(gathered, bk.contiguous(tensor._data))
+    data = tensor.detach()
+    gathered = empty((g.world_size,) + tuple(tensor.shape), dtype=tensor.dtype, device=tensor.device)
+    request = g.backend.all_gather(gathered, _wire(data, data.dtype))
 
     def finish():
-        for i, out in enumerate(tensor_list):
-            bk.copy_(out._data, bk.slice(gathered, (i,)))
-            out._version.value += 1
+        with no_grad():
+            _foreach_copy_([out.detach() for out in tensor_list], list(gathered.unbind(0)))
     return _run(Work(g, request, lambda: f"all_gather({_describe(tensor)})", finish), async_op)
 
 
@@ -339,7 +352,6 @@ def all_reduce_found_inf(found_inf, group=None):
     in place with MAX, and returned). After DistributedDataParallel's all-reduce the gradients are
     the same on every rank, so their found-inf agrees already; use this for gradients reduced
     another way, or skipped by ``no_sync()``, so that every rank skips the same steps."""
-    from ..factories import tensor as make_tensor
     g = _current("all_reduce_found_inf", group)
     if isinstance(found_inf, Tensor):
         all_reduce(found_inf, ReduceOp.MAX)

@@ -3,28 +3,24 @@
 Ops and autograd recognise tensors with the fast check ``x.__class__ is Tensor``; a subclass would
 fail it and be treated as a constant. So ``Parameter`` is a real subclass (``type(p) is Parameter``
 and ``isinstance(p, Parameter)`` hold) whose ``__class__`` reports ``Tensor``, which keeps every op
-treating it as the tensor it is. Ops on a parameter build plain ``Tensor`` results (they go through
-``Tensor._make``), as in PyTorch.
+treating it as the tensor it is. Ops on a parameter build plain ``Tensor`` results, as in PyTorch.
 """
+from ..factories import empty, tensor
+from ..ops.foreach import _make_subclass
 from ..tensor import Tensor
 
 
 class Parameter(Tensor):
     __slots__ = ()
 
-    def __new__(cls, data=None, requires_grad=True):
+    def __new__(cls, data: Tensor | None = None, requires_grad: bool = True) -> "Parameter":
         if data is None:
-            from ..factories import empty
             data = empty(0)
         if not isinstance(data, Tensor):
             raise TypeError(f"Parameter: data must be a Tensor, got {type(data).__name__}")
-        param = cls._make(data._data, data._device)
-        param._version = data._version  # shares memory with ``data``, so it shares in-place history
-        if requires_grad:
-            param.requires_grad_(True)
-        return param
+        return _make_subclass(cls, data, requires_grad)
 
-    def __init__(self, data=None, requires_grad=True):
+    def __init__(self, data: Tensor | None = None, requires_grad: bool = True) -> None:
         pass  # everything happens in __new__; Tensor.__init__ would refuse
 
     @property
@@ -35,12 +31,12 @@ class Parameter(Tensor):
         return "Parameter containing:\n" + Tensor.__repr__(self)
 
     def __reduce_ex__(self, protocol):
-        return (_rebuild_parameter, (self.detach().cpu().numpy(), str(self._device), self._requires_grad))
+        return (_rebuild_parameter, (self.detach().cpu().numpy(), str(self.device), self.requires_grad))
 
     def __deepcopy__(self, memo):
         if id(self) in memo:
             return memo[id(self)]
-        copy = Parameter(self.detach().clone(), self._requires_grad)
+        copy = Parameter(self.detach().clone(), self.requires_grad)
         if self.grad is not None:
             copy.grad = self.grad.detach().clone()
         memo[id(self)] = copy
@@ -48,6 +44,5 @@ class Parameter(Tensor):
 
 
 def _rebuild_parameter(array, device, requires_grad):
-    from ..factories import tensor
     return Parameter(tensor(array, device=device), requires_grad)
 

@@ -1,19 +1,26 @@
 """``Adam`` (L2 weight decay, optional AMSGrad) and ``AdamW`` (decoupled weight decay), with (beyond
 PyTorch) float32 master weights for half parameters."""
+from collections.abc import Callable
+from typing import Any
+
 from .. import dtypes as dt
 from ..autograd.grad_mode import no_grad
 from ..factories import tensor, zeros_like
-from .optimizer import Optimizer, OptimizerError, keeps_master_copy, required
+from ..ops.foreach import _foreach_add_, _fused_adam_, _fused_adamw_
+from .optimizer import Optimizer, OptimizerError, ParamsT, keeps_master_copy, required
 
 
 class Adam(Optimizer):
     """PyTorch's Adam. ``foreach`` and ``fused`` are accepted for compatibility: every group is
-    always stepped by one multi-tensor backend call (``adam_step_``) per step count.
+    always stepped by one fused multi-tensor op per device (``adcuda._fused_adam_``, or
+    ``_fused_adamw_`` with decoupled weight decay).
     ``master_weights=True`` steps float16/bfloat16 parameters through float32 masters with float32
     moments (see ``adcuda.optim.optimizer``)."""
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, *,
-                 foreach=None, maximize=False, fused=None, decoupled_weight_decay=False, master_weights=False):
+    def __init__(self, params: ParamsT, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0, amsgrad: bool = False, *, foreach: bool | None = None,
+                 maximize: bool = False, fused: bool | None = None, decoupled_weight_decay: bool = False,
+                 master_weights: bool = False) -> None:
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
                         maximize=maximize, foreach=foreach, fused=fused,
                         decoupled_weight_decay=decoupled_weight_decay, master_weights=master_weights)
@@ -34,7 +41,7 @@ class Adam(Optimizer):
         if group["weight_decay"] < 0.0:
             raise OptimizerError(f"Invalid weight_decay value: {group['weight_decay']}")
 
-    def step(self, closure=None):
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
         loss = self._run_closure(closure)
         self._check_master_groups()
         with no_grad():
@@ -55,29 +62,20 @@ class Adam(Optimizer):
     def _step_group(self, group):
         amsgrad = group["amsgrad"]
         beta1, beta2 = group["betas"]
-        # (device, step count, stepped through masters) -> params, grads, exp_avgs, exp_avg_sqs,
-        # max_exp_avg_sqs, masters
-        batches = {}
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            grad = self._grad_of(p, group["maximize"])
-            master = self._master_for(p) if keeps_master_copy(group, p) else None
-            state = self._state_for(p, amsgrad, dt.float32 if master is not None else None)
-            state["step"] += 1
-            batch = batches.setdefault((p.device, int(state["step"].item()), master is not None),
-                                       ([], [], [], [], [], []))
-            for lst, value in zip(batch, (p, grad, state["exp_avg"]._data, state["exp_avg_sq"]._data,
-                                          state["max_exp_avg_sq"]._data if amsgrad else None,
-                                          master._data if master is not None else None)):
-                lst.append(value)
-        for (device, step, with_masters), (params, grads, exp_avgs, exp_avg_sqs, maxes, masters) in batches.items():
-            device.backend.adam_step_(
-                [p._data for p in params], grads, exp_avgs, exp_avg_sqs, step, float(group["lr"]), beta1, beta2,
-                group["eps"], group["weight_decay"], group["decoupled_weight_decay"],
-                masters if with_masters else None, maxes if amsgrad else None)
-            for p in params:
-                p._version.value += 1
+        fused = _fused_adamw_ if group["decoupled_weight_decay"] else _fused_adam_
+        batches = {}  # (device, stepped through masters) -> parameters
+        for p in self._params_with_grad(group):
+            batches.setdefault((p.device, keeps_master_copy(group, p)), []).append(p)
+        for (_, with_masters), params in batches.items():
+            masters = self._masters_for(params) if with_masters else None
+            states = [self._state_for(p, amsgrad, dt.float32 if with_masters else None) for p in params]
+            steps = [state["step"] for state in states]
+            _foreach_add_(steps, 1)
+            fused(params, [p.grad for p in params], [state["exp_avg"] for state in states],
+                  [state["exp_avg_sq"] for state in states],
+                  [state["max_exp_avg_sq"] for state in states] if amsgrad else [], steps, lr=float(group["lr"]),
+                  beta1=beta1, beta2=beta2, weight_decay=group["weight_decay"], eps=group["eps"], amsgrad=amsgrad,
+                  maximize=group["maximize"], master_params=masters)
             if with_masters:
                 self._masters_written(params)
 
@@ -85,7 +83,8 @@ class Adam(Optimizer):
 class AdamW(Adam):
     """Adam with decoupled weight decay (Loshchilov & Hutter); PyTorch's default ``weight_decay=1e-2``."""
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, *,
-                 foreach=None, maximize=False, fused=None, master_weights=False):
+    def __init__(self, params: ParamsT, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False, *, foreach: bool | None = None,
+                 maximize: bool = False, fused: bool | None = None, master_weights: bool = False) -> None:
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach, maximize=maximize,
                          fused=fused, decoupled_weight_decay=True, master_weights=master_weights)

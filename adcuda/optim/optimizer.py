@@ -1,7 +1,8 @@
 """``Optimizer``: parameter groups, per-parameter state and PyTorch's state-dict format.
 
-Subclasses implement ``step`` by gathering, per group, the parameters that have a gradient and
-handing them to one multi-tensor backend primitive (``sgd_step_``, ``adam_step_``).
+Subclasses implement ``step`` by gathering, per group and device, the parameters that have a gradient
+and handing them to one fused multi-tensor op (``adcuda._fused_sgd_``, ``_fused_adam_``,
+``_fused_adamw_``, adcuda/ops/foreach.py), which checks what it writes and bumps its versions.
 
 Master weights (beyond PyTorch): a group with ``master_weights=True`` steps each of its float16
 (or bfloat16) parameters through a float32 copy kept in the state (``"master_param"``) with float32
@@ -23,10 +24,13 @@ precision still accumulate. The rules:
 import collections
 import copy
 import warnings
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from .. import dtypes as dt
 from ..autograd.grad_mode import enable_grad
 from ..errors import AdcudaError, DeviceError
+from ..ops.foreach import _foreach_version, _foreach_zero_
 from ..tensor import Tensor
 
 _HALF = (dt.float16, dt.bfloat16)
@@ -44,8 +48,11 @@ class _RequiredParameter:
 required = _RequiredParameter()
 
 
+ParamsT = Iterable[Tensor] | Iterable[dict[str, Any]]
+
+
 class Optimizer:
-    def __init__(self, params, defaults):
+    def __init__(self, params: ParamsT, defaults: dict[str, Any]) -> None:
         self.defaults = defaults
         # a defaultdict, as in PyTorch: custom optimizers read ``self.state[p]`` before filling it
         self.state = collections.defaultdict(dict)
@@ -66,7 +73,7 @@ class Optimizer:
             self.add_param_group(group)
 
     # ------------------------------------------------------------------ groups
-    def add_param_group(self, param_group):
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
         if not isinstance(param_group, dict):
             raise TypeError(f"param_group must be a dict, but got {type(param_group).__name__}")
         params = param_group["params"]
@@ -104,9 +111,23 @@ class Optimizer:
         """Check a group's hyperparameters (subclasses raise OptimizerError naming the bad value)."""
 
     # ------------------------------------------------------------------ gradients and stepping
-    def zero_grad(self, set_to_none=True):
-        from ..nn.utils.zero_grad import zero_grads
-        zero_grads((p for group in self.param_groups for p in group["params"]), set_to_none)
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Drop every parameter's gradient (``set_to_none``, PyTorch's default: the next backward
+        allocates fresh ones), or zero them in place, detached from any graph that produced them."""
+        zeroed = []
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if set_to_none:
+                    p.grad = None
+                    continue
+                if p.grad.grad_fn is not None:
+                    p.grad.detach_()
+                else:
+                    p.grad.requires_grad_(False)
+                zeroed.append(p.grad)
+        _foreach_zero_(zeroed)
 
     def _run_closure(self, closure):
         if closure is None:
@@ -114,7 +135,7 @@ class Optimizer:
         with enable_grad():
             return closure()
 
-    def step(self, closure=None):
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
         raise NotImplementedError(f"{type(self).__name__} does not implement step()")
 
     # ------------------------------------------------------------------ master weights
@@ -134,37 +155,45 @@ class Optimizer:
                 "every update below half precision; give every group with half parameters the same "
                 "master_weights (True keeps float32 masters)")
 
-    def _master_for(self, p):
-        """The float32 master copy of half parameter ``p``, made from ``p`` on first use and made
-        again when something else wrote ``p`` since this optimizer did and the two disagree."""
-        state = self.state[p]
-        master = state.get("master_param")
-        if master is None:
-            master = state["master_param"] = p.detach().to(dtype=dt.float32, copy=True)
-        elif self._master_versions.get(p) != p._version.value and not bool(
-                (master.to(dtype=p.dtype) == p.detach()).all()):
-            master.copy_(p.detach())
-        return master
+    def _masters_for(self, params):
+        """The float32 master copies of half ``params``, each made from its parameter on first use,
+        and made again when something else wrote the parameter since this optimizer did and the two
+        disagree."""
+        masters = []
+        for p, version in zip(params, _foreach_version(params)):
+            state = self.state[p]
+            master = state.get("master_param")
+            if master is None:
+                master = state["master_param"] = p.detach().to(dtype=dt.float32, copy=True)
+            elif self._master_versions.get(p) != version and not bool(
+                    (master.to(dtype=p.dtype) == p.detach()).all()):
+                master.copy_(p.detach())
+            masters.append(master)
+        return masters
 
     def _masters_written(self, params):
         """Record that ``params`` were just written from their masters."""
-        for p in params:
-            self._master_versions[p] = p._version.value
+        self._master_versions.update(zip(params, _foreach_version(params)))
 
     @staticmethod
-    def _grad_of(p, maximize):
-        """The backend array to step ``p`` with (negated when maximizing), checked against ``p``."""
-        g = p.grad
-        if g.device != p.device:
-            raise DeviceError(f"optimizer step: a parameter of shape {tuple(p.shape)} is on {p.device} but its "
-                              f"gradient is on {g.device}")
-        if tuple(g.shape) != tuple(p.shape):
-            raise OptimizerError(f"optimizer step: a parameter of shape {tuple(p.shape)} has a gradient of shape "
-                                 f"{tuple(g.shape)}")
-        return g._backend.unary("neg", g._data) if maximize else g._data
+    def _params_with_grad(group):
+        """The parameters of ``group`` that have a gradient, each checked against its gradient."""
+        params = []
+        for p in group["params"]:
+            g = p.grad
+            if g is None:
+                continue
+            if g.device != p.device:
+                raise DeviceError(f"optimizer step: a parameter of shape {tuple(p.shape)} is on {p.device} but its "
+                                  f"gradient is on {g.device}")
+            if tuple(g.shape) != tuple(p.shape):
+                raise OptimizerError(f"optimizer step: a parameter of shape {tuple(p.shape)} has a gradient of "
+                                     f"shape {tuple(g.shape)}")
+            params.append(p)
+        return params
 
     # ------------------------------------------------------------------ state dicts
-    def state_dict(self):
+    def state_dict(self) -> dict[str, Any]:
         """``{"state": {index: {...}}, "param_groups": [{..., "params": [indices]}]}`` (PyTorch's format)."""
         index_of = {}
         groups = []
@@ -177,7 +206,7 @@ class Optimizer:
         state = {index_of[id(p)]: s for p, s in self.state.items() if id(p) in index_of}
         return {"state": state, "param_groups": groups}
 
-    def load_state_dict(self, state_dict):
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore hyperparameters and per-parameter state saved by ``state_dict``; state tensors are
         copied onto each parameter's device (and into its dtype, except ``step``)."""
         if not isinstance(state_dict, dict) or "state" not in state_dict or "param_groups" not in state_dict:
@@ -219,7 +248,8 @@ class Optimizer:
                 if default is not required:  # keys a state dict from an older or foreign version lacks
                     group.setdefault(name, default)
         # a master loaded here is authoritative for the parameter's current value
-        self._master_versions = {p: p._version.value for p, s in self.state.items() if "master_param" in s}
+        with_masters = [p for p, s in self.state.items() if "master_param" in s]
+        self._master_versions = dict(zip(with_masters, _foreach_version(with_masters)))
 
     def __getstate__(self):
         return {"defaults": self.defaults, "state": self.state, "param_groups": self.param_groups}
@@ -237,7 +267,7 @@ class Optimizer:
         return "\n".join(lines)
 
 
-def keeps_master_copy(group, p):
+def keeps_master_copy(group: dict[str, Any], p: Tensor) -> bool:
     """Whether ``p``, a parameter of ``group``, is stepped through a float32 master copy."""
     return bool(group.get("master_weights")) and p.dtype in _HALF
 

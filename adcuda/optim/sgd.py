@@ -1,19 +1,24 @@
 """``SGD`` with momentum, dampening, Nesterov momentum, weight decay, ``maximize`` and (beyond
 PyTorch) float32 master weights for half parameters."""
+from collections.abc import Callable
+from typing import Any
+
 from .. import dtypes as dt
 from ..autograd.grad_mode import no_grad
 from ..factories import zeros_like
-from .optimizer import Optimizer, OptimizerError, keeps_master_copy, required
+from ..ops.foreach import _fused_sgd_
+from .optimizer import Optimizer, OptimizerError, ParamsT, keeps_master_copy, required
 
 
 class SGD(Optimizer):
     """PyTorch's SGD. ``foreach`` and ``fused`` are accepted for compatibility: every group is
-    always stepped by one multi-tensor backend call (``sgd_step_``). ``master_weights=True`` steps
+    always stepped by one fused multi-tensor op per device (``adcuda._fused_sgd_``). ``master_weights=True`` steps
     float16/bfloat16 parameters through float32 masters with float32 momentum buffers (see
     ``adcuda.optim.optimizer``)."""
 
-    def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, *,
-                 maximize=False, foreach=None, fused=None, master_weights=False):
+    def __init__(self, params: ParamsT, lr: float = 1e-3, momentum: float = 0, dampening: float = 0,
+                 weight_decay: float = 0, nesterov: bool = False, *, maximize: bool = False,
+                 foreach: bool | None = None, fused: bool | None = None, master_weights: bool = False) -> None:
         defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
                         nesterov=nesterov, maximize=maximize, foreach=foreach, fused=fused,
                         master_weights=master_weights)
@@ -30,7 +35,7 @@ class SGD(Optimizer):
         if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
             raise OptimizerError("Nesterov momentum requires a momentum and zero dampening")
 
-    def step(self, closure=None):
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
         loss = self._run_closure(closure)
         self._check_master_groups()
         with no_grad():
@@ -40,33 +45,23 @@ class SGD(Optimizer):
 
     def _step_group(self, group):
         momentum = group["momentum"]
-        # (device, first step of the momentum buffer, stepped through masters) -> params, grads, buffers, masters
+        # (device, stepped through masters, first step of the momentum buffers) -> parameters
         batches = {}
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            grad = self._grad_of(p, group["maximize"])
-            master = self._master_for(p) if keeps_master_copy(group, p) else None
-            buf, first_step = None, False
-            if momentum != 0:
-                state = self.state[p]
-                buf = state.get("momentum_buffer")
-                if buf is None:
-                    buf = state["momentum_buffer"] = zeros_like(
-                        p.detach(), dtype=dt.float32 if master is not None else None)
-                    first_step = True
-            params, grads, bufs, masters = batches.setdefault((p.device, first_step, master is not None),
-                                                              ([], [], [], []))
-            params.append(p)
-            grads.append(grad)
-            bufs.append(buf)
-            masters.append(master)
-        for (_, first_step, with_masters), (params, grads, bufs, masters) in batches.items():
-            params[0]._backend.sgd_step_(
-                [p._data for p in params], grads, [b._data for b in bufs] if momentum != 0 else None,
-                float(group["lr"]), momentum, group["dampening"], group["nesterov"], group["weight_decay"],
-                first_step, [m._data for m in masters] if with_masters else None)
-            for p in params:
-                p._version.value += 1
+        for p in self._params_with_grad(group):
+            first_step = momentum != 0 and "momentum_buffer" not in self.state[p]
+            batches.setdefault((p.device, keeps_master_copy(group, p), first_step), []).append(p)
+        for (_, with_masters, first_step), params in batches.items():
+            masters = self._masters_for(params) if with_masters else None
+            bufs = [self._momentum_buffer(p, with_masters) for p in params] if momentum != 0 else []
+            _fused_sgd_(params, [p.grad for p in params], bufs, weight_decay=group["weight_decay"], momentum=momentum,
+                        lr=float(group["lr"]), dampening=group["dampening"], nesterov=group["nesterov"],
+                        maximize=group["maximize"], is_first_step=first_step, master_params=masters)
             if with_masters:
                 self._masters_written(params)
+
+    def _momentum_buffer(self, p, in_float32):
+        state = self.state[p]
+        buf = state.get("momentum_buffer")
+        if buf is None:
+            buf = state["momentum_buffer"] = zeros_like(p.detach(), dtype=dt.float32 if in_float32 else None)
+        return buf

@@ -1,9 +1,12 @@
-// Python bindings of the GEMM kernels (kernels/gemm.h); the Python primitive over them is
+// Python bindings of the GEMM (kernels/gemm.h); the Python primitive over them is
 // adcuda/backends/cuda/gemm.py. Calls release the GIL while they check and queue the work.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "bindings/registry.h"
 #include "gemm.h"
@@ -11,15 +14,61 @@
 namespace py = pybind11;
 using adcuda::DeviceArray;
 
+namespace {
+
+adcuda::GemmActivation parse_activation(const std::string& name) {
+  if (name == "none") return adcuda::GemmActivation::kNone;
+  if (name == "gelu_tanh") return adcuda::GemmActivation::kGeluTanh;
+  throw std::invalid_argument("matmul: activation must be 'none' or 'gelu_tanh', got '" + name + "'");
+}
+
+py::dict status_dict(const adcuda::CublasLtStatus& status) {
+  py::dict facts;
+  facts["loaded"] = status.loaded;
+  facts["path"] = status.path;
+  facts["version"] = status.version;
+  facts["error"] = status.error;
+  return facts;
+}
+
+}  // namespace
+
 ADCUDA_REGISTER_BINDINGS(gemm, 20) {
   m.def(
       "matmul",
-      [](const DeviceArray& a, const DeviceArray& b, const std::optional<DeviceArray>& bias) {
-        return adcuda::matmul(a, b, bias ? &*bias : nullptr);
+      [](const DeviceArray& a, const DeviceArray& b, const std::optional<DeviceArray>& bias,
+         const std::string& activation, bool save_preactivation, bool allow_cublaslt) -> py::object {
+        adcuda::MatmulOptions options;
+        options.bias = bias ? &*bias : nullptr;
+        options.activation = parse_activation(activation);
+        options.save_preactivation = save_preactivation;
+        options.allow_cublaslt = allow_cublaslt;
+        adcuda::MatmulResult result = [&] {
+          py::gil_scoped_release release;
+          return adcuda::matmul(a, b, options);
+        }();
+        if (save_preactivation) return py::make_tuple(std::move(result.out), std::move(*result.preactivation));
+        return py::cast(std::move(result.out));
       },
-      py::arg("a"), py::arg("b"), py::arg("bias") = py::none(), py::call_guard<py::gil_scoped_release>(),
-      "a (..., M, K) @ b (..., K, N) with broadcast batch dims, read through their strides; `bias` (N,) is "
-      "added to every row. A new contiguous array in the operands' (shared, floating point) dtype.");
+      py::arg("a"), py::arg("b"), py::arg("bias") = py::none(), py::arg("activation") = "none",
+      py::arg("save_preactivation") = false, py::arg("allow_cublaslt") = false,
+      "activation(a (..., M, K) @ b (..., K, N) + bias) with broadcast batch dims, read through their strides; "
+      "`bias` (N,) is added to every row, `activation` is 'none' or 'gelu_tanh'. A new contiguous array in the "
+      "operands' (shared, floating point) dtype; with save_preactivation=True the pair (out, a @ b + bias). "
+      "allow_cublaslt lets a loaded cuBLASLt compute the calls it can express.");
+  m.def("gemm_split_k", &adcuda::tensor_core_split_k, py::arg("M"), py::arg("N"), py::arg("K"), py::arg("batch"),
+        py::arg("multiprocessors"),
+        "How many K splits the tensor-core GEMM makes of an M x N x K product with `batch` entries on a GPU with "
+        "`multiprocessors` SMs (1: none); ADCUDA_GEMM_SPLIT_K overrides it at run time.");
   m.def("gemm_path", &adcuda::gemm_path, py::arg("device"), py::call_guard<py::gil_scoped_release>(),
-        "Which GEMM kernels matmul uses on `device`.");
+        "Which hand-written GEMM kernels matmul uses on `device`.");
+  m.def(
+      "cublaslt_load",
+      [](const std::vector<std::string>& candidates) { return status_dict(adcuda::cublaslt_load(candidates)); },
+      py::arg("candidates"),
+      "Loads the first of `candidates` (paths or sonames) that opens and has every cuBLASLt function matmul "
+      "calls; once one is loaded it stays. Returns {loaded, path, version, error}.");
+  m.def(
+      "cublaslt_status", [] { return status_dict(adcuda::cublaslt_status()); },
+      "The loaded cuBLASLt: {loaded, path, version, error}.");
 }

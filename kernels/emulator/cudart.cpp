@@ -369,6 +369,17 @@ cudaError_t cudaDeviceSynchronize() {
   return adcuda::emu::take_asynchronous_error(s);
 }
 
+// Every kernel of the emulated build is "compiled" for the compute capability the device reports.
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attributes, const void* func) {
+  if (attributes == nullptr || func == nullptr) return fail(cudaErrorInvalidValue);
+  *attributes = cudaFuncAttributes{};
+  attributes->maxThreadsPerBlock = 1024;
+  attributes->maxDynamicSharedSizeBytes = int(adcuda::emu::kDefaultDynamicShared);
+  attributes->binaryVersion = adcuda::emu::kEmulatedMajor * 10 + adcuda::emu::kEmulatedMinor;
+  attributes->ptxVersion = attributes->binaryVersion;
+  return cudaSuccess;
+}
+
 cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attribute, int value) {
   if (attribute != cudaFuncAttributeMaxDynamicSharedMemorySize) return cudaSuccess;
   if (value < 0 || std::size_t(value) > adcuda::emu::kMaxDynamicSharedOptIn) return fail(cudaErrorInvalidValue);

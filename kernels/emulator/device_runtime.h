@@ -26,6 +26,10 @@ template <typename T>
 cudaError_t cudaFuncSetAttribute(T* kernel, cudaFuncAttribute attribute, int value) {
   return ::cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel), attribute, value);
 }
+template <typename T>
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attributes, T* kernel) {
+  return ::cudaFuncGetAttributes(attributes, reinterpret_cast<const void*>(kernel));
+}
 
 #define threadIdx (::adcuda::emu::current_thread().thread_idx)
 #define blockIdx (::adcuda::emu::current_thread().block_idx)

@@ -1,13 +1,115 @@
-"""The CUDA backend's ``matmul`` primitive over adcuda's hand-written GEMM kernels (kernels/gemm.cu):
-a tiled SIMT kernel for fp32/fp64 and an mma.sync tensor-core kernel for fp16/bf16 (fp32
-accumulation). Transposed, sliced and broadcast operands are read through their strides, never
-copied.
+"""The CUDA backend's ``matmul`` primitive and the choice of GEMM path behind it.
+
+Two paths compute the products (kernels/gemm.h): cuBLASLt, loaded at run time from the
+``nvidia-cublas`` wheel (``pip install adcuda[cublas]``) or a CUDA toolkit, and adcuda's hand-written
+kernels (a tensor-core kernel for fp16/bf16, a SIMT kernel for fp32/fp64), which need nothing else
+and take the calls cuBLASLt cannot express. ``ADCUDA_GEMM`` chooses:
+
+- ``auto`` (default): cuBLASLt when it loads, else the hand-written kernels;
+- ``handwritten``: never cuBLASLt;
+- ``cublaslt``: cuBLASLt, and an error at the first product if it cannot be loaded.
+
+The choice is made once per process, at the first product (or ``gemm_selection()``), and
+``adcuda.info()`` reports it with its reason. Transposed, sliced and broadcast operands are read
+through their strides, never copied.
+
 """
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
 from ... import _native
-from ...errors import DTypeError, ShapeError, fmt_shape
+from ...errors import DeviceError, DTypeError, ShapeError, fmt_shape
 from ._common import is_floating
 
 __all__ = ["matmul"]
+
+GEMM_ENV = "ADCUDA_GEMM"
+GEMM_MODES = ("auto", "handwritten", "cublaslt")
+CUBLASLT_SONAME = "libcublasLt.so.13"
+
+
+@dataclass(frozen=True)
+class GemmSelection:
+    """Which GEMM path ``matmul`` takes in this process, and why."""
+    path: str    # "cublaslt" or "handwritten"
+    reason: str  # e.g. "cuBLASLt 13.1.0 from /.../libcublasLt.so.13"
+
+
+def gemm_mode(environ=None):
+    """``ADCUDA_GEMM`` as one of GEMM_MODES (``auto`` when unset); a ValueError names a bad value."""
+    value = (environ if environ is not None else os.environ).get(GEMM_ENV, "auto").strip().lower() or "auto"
+    if value not in GEMM_MODES:
+        raise ValueError(f"{GEMM_ENV} must be one of {', '.join(GEMM_MODES)}, got {value!r}")
+    return value
+
+
+def cublaslt_candidates(environ=None):
+    """Where libcublasLt.so.13 may be, in the order tried: the nvidia-cublas wheel's nvidia/cu13/lib,
+    $CUDA_HOME / $CUDA_PATH, /usr/local/cuda, then the soname alone (the dynamic loader's own search:
+    LD_LIBRARY_PATH, the ldconfig cache)."""
+    environ = environ if environ is not None else os.environ
+    candidates = []
+    try:
+        import nvidia  # the namespace package NVIDIA's wheels install into
+        wheel_dirs = list(nvidia.__path__)
+    except ImportError:
+        wheel_dirs = []
+    for directory in wheel_dirs:
+        candidates.append(Path(directory) / "cu13" / "lib" / CUBLASLT_SONAME)
+    for home in (environ.get("CUDA_HOME"), environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if home:
+            candidates += [Path(home) / "lib64" / CUBLASLT_SONAME, Path(home) / "lib" / CUBLASLT_SONAME]
+    existing = []
+    for candidate in candidates:
+        if candidate.is_file() and str(candidate) not in existing:
+            existing.append(str(candidate))
+    return existing + [CUBLASLT_SONAME]
+
+
+def select_gemm_path(mode, emulated, load, candidates):
+    """The GEMM path for ``mode`` (see GEMM_MODES). ``load(candidates)`` tries to load cuBLASLt and
+    returns ``{loaded, path, version, error}``; ``emulated`` says the kernels run on the CPU emulator,
+    where no real library can read the (host) memory."""
+    if mode == "handwritten":
+        return GemmSelection("handwritten", f"hand-written ({GEMM_ENV}=handwritten)")
+    if emulated:
+        why = "the emulated build (ADCUDA_CUDA=EMULATE) cannot call cuBLAS"
+        if mode == "cublaslt":
+            raise DeviceError(f"matmul: {GEMM_ENV}=cublaslt, but {why}")
+        return GemmSelection("handwritten", f"hand-written ({why})")
+    status = load(list(candidates))
+    if status["loaded"]:
+        return GemmSelection("cublaslt", f"cuBLASLt {status['version']} from {status['path']}")
+    if mode == "cublaslt":
+        raise DeviceError(f"matmul: {GEMM_ENV}=cublaslt, but cuBLASLt could not be loaded: {status['error']} "
+                          "(pip install 'adcuda[cublas]', or a CUDA toolkit's lib64 on LD_LIBRARY_PATH)")
+    return GemmSelection("handwritten", f"hand-written (cuBLASLt not found: {status['error']})")
+
+
+_selection = None
+_selection_lock = threading.Lock()
+
+
+def gemm_selection():
+    """This process's GemmSelection, made at the first call (reads ADCUDA_GEMM, may load cuBLASLt)."""
+    global _selection
+    if _selection is None:
+        with _selection_lock:
+            if _selection is None:
+                C = _native._C
+                emulated = bool(_native.build_info().get("cuda_emulated"))
+                _selection = select_gemm_path(gemm_mode(), emulated, C.cublaslt_load, cublaslt_candidates())
+    return _selection
+
+
+def reset_gemm_selection():
+    """Forget the choice, so that the next product chooses again (after ADCUDA_GEMM changed). A
+    cuBLASLt already loaded stays loaded."""
+    global _selection
+    with _selection_lock:
+        _selection = None
 
 
 def _batch_shapes_broadcast(a_batch, b_batch):
@@ -17,8 +119,11 @@ def _batch_shapes_broadcast(a_batch, b_batch):
     return True
 
 
-def matmul(a, b):
-    """``a (..., M, K) @ b (..., K, N)`` with the batch dims broadcast, in ``a``'s dtype."""
+def matmul(a, b, bias=None, activation=None, save_preactivation=False):
+    """``activation(a (..., M, K) @ b (..., K, N) + bias)`` with the batch dims broadcast, in ``a``'s
+    dtype. The epilogue options fuse into the product on both GEMM paths: ``bias`` (N,) is added to
+    every row, ``activation`` is None or ``"gelu_tanh"`` (GELU's tanh form, cuBLASLt's GELU), and
+    ``save_preactivation=True`` returns ``(out, a @ b + bias)``, what the activation's backward needs."""
     if a.ndim < 2 or b.ndim < 2:
         raise ShapeError(f"matmul: both operands need at least 2 dims, got shapes {fmt_shape(a.shape)} and "
                          f"{fmt_shape(b.shape)}")
@@ -31,13 +136,20 @@ def matmul(a, b):
     for operand in (a, b):
         if not is_floating(operand):
             raise DTypeError(f"matmul: CUDA matrix products need floating point operands, got {operand.dtype.name}")
+    if bias is not None and tuple(bias.shape) != (b.shape[-1],):
+        raise ShapeError(f"matmul: the bias must have shape ({b.shape[-1]},), got {fmt_shape(bias.shape)}")
+    if activation not in (None, "gelu_tanh"):
+        raise ValueError(f"matmul: activation must be None or 'gelu_tanh', got {activation!r}")
     C = _native._C
     if b.dtype != a.dtype:
         b = C.astype(b, a.dtype)  # the CPU backend also returns a's dtype
-    return C.matmul(a, b)
+    if bias is not None and bias.dtype != a.dtype:
+        bias = C.astype(bias, a.dtype)
+    return C.matmul(a, b, bias=bias, activation=activation or "none", save_preactivation=save_preactivation,
+                    allow_cublaslt=gemm_selection().path == "cublaslt")
 
 
 def gemm_path(device=None):
-    """Which GEMM kernels ``matmul`` runs on ``device`` (the current one by default)."""
+    """Which hand-written GEMM kernels ``matmul`` runs on ``device`` (the current one by default)."""
     C = _native._C
     return C.gemm_path(C.cuda_current_device() if device is None else device)

@@ -1,4 +1,4 @@
-"""The MPI transport (mpi4py): collectives on CPU arrays, and start-up for NCCL.
+"""The MPI transport (mpi4py): collectives on CPU tensors (through their NumPy view), and start-up for NCCL.
 
 MPI's blocking collectives wait forever for a rank that died, so every call here is MPI's
 non-blocking form (``Iallreduce``, ``Ibcast``, ...) polled with ``Test`` until the group's timeout.
@@ -17,7 +17,6 @@ import time
 import numpy as np
 
 from ... import dtypes as dt
-from ...backends import cpu
 from ..errors import DistributedError
 
 _PING, _PONG = 1, 2
@@ -79,7 +78,7 @@ class MPIBackend:
         self.wait(request, what)
         return dup
 
-    # ------------------------------------------------------------------ collectives on CPU arrays
+    # ------------------------------------------------------------------ collectives on CPU tensors
     def wire_dtype(self, dtype):
         """MPI has no half-precision sum: float16 is reduced in float32; bool as int32 (MAX = or)."""
         if dtype is dt.float16 or dtype is dt.bfloat16:
@@ -88,14 +87,14 @@ class MPIBackend:
             return dt.int32
         return dtype
 
-    def all_reduce(self, array, op):
-        return self._start(lambda: self.comm.Iallreduce(self._MPI.IN_PLACE, cpu.to_numpy(array), self._ops[op]))
+    def all_reduce(self, tensor, op):
+        return self._start(lambda: self.comm.Iallreduce(self._MPI.IN_PLACE, tensor.numpy(), self._ops[op]))
 
-    def broadcast(self, array, src):
-        return self._start(lambda: self.comm.Ibcast(self._bytes(array), root=src))
+    def broadcast(self, tensor, src):
+        return self._start(lambda: self.comm.Ibcast(self._bytes(tensor), root=src))
 
-    def all_gather(self, out, array):
-        return self._start(lambda: self.comm.Iallgather(self._bytes(array), self._bytes(out)))
+    def all_gather(self, out, tensor):
+        return self._start(lambda: self.comm.Iallgather(self._bytes(tensor), self._bytes(out)))
 
     def barrier(self):
         return self._start(self.comm.Ibarrier)
@@ -246,6 +245,6 @@ class MPIBackend:
             for comm in (self.comm, self._pings):
                 comm.Free()
 
-    def _bytes(self, array):
-        """A contiguous CPU array's memory as MPI bytes (broadcast and gather move any dtype unchanged)."""
-        return [cpu.to_numpy(array), self._MPI.BYTE]
+    def _bytes(self, tensor):
+        """A contiguous CPU tensor's memory as MPI bytes (broadcast and gather move any dtype unchanged)."""
+        return [tensor.numpy(), self._MPI.BYTE]

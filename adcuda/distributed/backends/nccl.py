@@ -8,14 +8,17 @@ already queued on the compute stream (CuPy's current stream), so that it overlap
 its completion is an event that ``wait`` polls until the group's timeout, then aborts the NCCL
 communicator (which frees the GPU from the stuck kernel) and raises.
 
-Device arrays are read through ``__cuda_array_interface__`` (pointer, shape, type), so anything that
-exposes it (the CUDA backend's arrays, CuPy arrays) can be reduced in place.
+Tensors are read through ``__cuda_array_interface__`` (pointer, shape, type), so anything that
+exposes it (adcuda's CUDA tensors, CuPy arrays) can be reduced in place.
 """
+import pickle
 import time
 
+from ... import cuda
 from ...errors import DeviceError
 from .. import environment
 from ..errors import DistributedError
+from . import mpi
 
 
 def _import_nccl():
@@ -32,7 +35,6 @@ def _import_nccl():
 
 
 def _require_cuda():
-    from ... import cuda
     if not cuda.is_available():
         raise DeviceError(f"init_process_group('nccl'): CUDA is not usable here ({cuda.unavailable_reason()}); "
                           "NCCL needs one GPU per rank: use backend='mpi' for CPU tensors")
@@ -50,11 +52,11 @@ def is_available():
 
 class _Request:
     """A collective queued on the communication stream: done when its event is."""
-    __slots__ = ("event", "arrays")
+    __slots__ = ("event", "tensors")
 
-    def __init__(self, event, arrays):
+    def __init__(self, event, tensors):
         self.event = event
-        self.arrays = arrays  # kept alive until the collective has read and written them
+        self.tensors = tensors  # kept alive until the collective has read and written them
 
 
 class NCCLBackend:
@@ -83,7 +85,6 @@ class NCCLBackend:
         with self._cupy.cuda.Device(self.device_index):
             unique_id = nccl.get_unique_id() if self.rank == 0 else None
             if self._mpi is not None:
-                import pickle
                 blobs = self._mpi.all_gather_bytes(pickle.dumps(unique_id), "init_process_group('nccl')")
                 unique_id = pickle.loads(blobs[0])
             self._comm = nccl.NcclCommunicator(self.world_size, unique_id, self.rank)
@@ -105,18 +106,18 @@ class NCCLBackend:
     def wire_dtype(self, dtype):
         return dtype
 
-    # ------------------------------------------------------------------ collectives on device arrays
-    def _pointer_count_type(self, array):
-        interface = array.__cuda_array_interface__
+    # ------------------------------------------------------------------ collectives on CUDA tensors
+    def _pointer_count_type(self, tensor):
+        interface = tensor.__cuda_tensor_interface__
         count = 1
         for s in interface["shape"]:
             count *= s
         typestr = interface["typestr"]
         if typestr not in self._types:
-            raise DistributedError(f"nccl: no NCCL type for arrays of type {typestr!r}")
+            raise DistributedError(f"nccl: no NCCL type for tensors of type {typestr!r}")
         return interface["data"][0], count, self._types[typestr]
 
-    def _launch(self, call, arrays):
+    def _launch(self, call, tensors):
         self._check_usable()
         cupy = self._cupy
         with cupy.cuda.Device(self.device_index):
@@ -126,20 +127,20 @@ class NCCLBackend:
             call(self._stream.ptr)
             done = cupy.cuda.Event(disable_timing=True)
             done.record(self._stream)
-        return _Request(done, arrays)
+        return _Request(done, tensors)
 
-    def all_reduce(self, array, op):
-        ptr, count, kind = self._pointer_count_type(array)
-        return self._launch(lambda s: self._comm.allReduce(ptr, ptr, count, kind, self._ops[op], s), (array,))
+    def all_reduce(self, tensor, op):
+        ptr, count, kind = self._pointer_count_type(tensor)
+        return self._launch(lambda s: self._comm.allReduce(ptr, ptr, count, kind, self._ops[op], s), (tensor,))
 
-    def broadcast(self, array, src):
-        ptr, count, kind = self._pointer_count_type(array)
-        return self._launch(lambda s: self._comm.broadcast(ptr, ptr, count, kind, src, s), (array,))
+    def broadcast(self, tensor, src):
+        ptr, count, kind = self._pointer_count_type(tensor)
+        return self._launch(lambda s: self._comm.broadcast(ptr, ptr, count, kind, src, s), (tensor,))
 
-    def all_gather(self, out, array):
-        send, count, kind = self._pointer_count_type(array)
+    def all_gather(self, out, tensor):
+        send, count, kind = self._pointer_count_type(tensor)
         receive = self._pointer_count_type(out)[0]
-        return self._launch(lambda s: self._comm.allGather(send, receive, count, kind, s), (out, array))
+        return self._launch(lambda s: self._comm.allGather(send, receive, count, kind, s), (out, tensor))
 
     def barrier(self):
         if self._mpi is not None:
@@ -194,7 +195,6 @@ class NCCLBackend:
 
 
 def _mpi_if_available(timeout_s):
-    from . import mpi
     if not mpi.is_available():
         return None
     return mpi.MPIBackend(timeout_s)

@@ -1,12 +1,12 @@
 """The layers of ``adcuda.nn``, one family per module."""
-from .module import Module
-from .container import ModuleDict, ModuleList, Sequential
-from .linear import Identity, Linear
-from .activation import GELU, LeakyReLU, LogSoftmax, ReLU, SiLU, Sigmoid, Softmax, Tanh
+from .activation import GELU, LeakyReLU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Tanh
 from .attention import MultiheadAttention
+from .container import ModuleDict, ModuleList, Sequential
 from .dropout import Dropout
 from .flatten import Flatten, Unflatten
+from .linear import Identity, Linear
 from .loss import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
+from .module import Module
 from .normalization import LayerNorm
 from .sparse import Embedding
 

@@ -7,6 +7,8 @@ an optimizer already holds stay the ones the model uses.
 """
 import collections
 import collections.abc
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar
 
 from ... import dtypes as dt
 from ...autograd.grad_mode import no_grad
@@ -15,6 +17,9 @@ from ...device import as_device
 from ...errors import AdcudaError
 from ...tensor import Tensor
 from ..parameter import Parameter
+from ..utils.zero_grad import zero_grads
+
+ModuleT = TypeVar("ModuleT", bound="Module")
 
 
 class StateDictError(AdcudaError, RuntimeError):
@@ -81,11 +86,11 @@ class Module:
         set_(self, "_forward_pre_hooks", {})
         set_(self, "_forward_hooks", {})
 
-    def forward(self, *args, **kwargs):
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
 
     # ------------------------------------------------------------------ calling
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not (self._forward_pre_hooks or self._forward_hooks):
             return self.forward(*args, **kwargs)
         for hook in list(self._forward_pre_hooks.values()):
@@ -132,7 +137,7 @@ class Module:
         if "." in name:
             raise KeyError(f'{what} name can\'t contain ".", got: {name}')
 
-    def register_parameter(self, name, param):
+    def register_parameter(self, name: str, param: Parameter | None) -> None:
         self._require_init("parameters")
         self._check_name(name, "parameter")
         if hasattr(self, name) and name not in self._parameters:
@@ -142,7 +147,7 @@ class Module:
                             "(adcuda.nn.Parameter or None required)")
         self._parameters[name] = param
 
-    def register_buffer(self, name, tensor, persistent=True):
+    def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
         self._require_init("buffer")
         self._check_name(name, "buffer")
         if hasattr(self, name) and name not in self._buffers:
@@ -156,7 +161,7 @@ class Module:
         else:
             self._non_persistent_buffers_set.add(name)
 
-    def add_module(self, name, module):
+    def add_module(self, name: str, module: "Module | None") -> None:
         self._require_init("module")
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"{type(module).__name__} is not a Module subclass")
@@ -228,18 +233,18 @@ class Module:
             sub = prefix + ("." if prefix else "") + name
             yield from module.named_modules(memo, sub, remove_duplicate)
 
-    def modules(self):
+    def modules(self) -> Iterator["Module"]:
         for _, module in self.named_modules():
             yield module
 
-    def named_children(self):
+    def named_children(self) -> Iterator[tuple[str, "Module"]]:
         seen = set()
         for name, module in self._modules.items():
             if module is not None and id(module) not in seen:
                 seen.add(id(module))
                 yield name, module
 
-    def children(self):
+    def children(self) -> Iterator["Module"]:
         for _, module in self.named_children():
             yield module
 
@@ -253,21 +258,23 @@ class Module:
                 seen.add(id(value))
                 yield module_prefix + ("." if module_prefix else "") + name, value
 
-    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+    def named_parameters(self, prefix: str = "", recurse: bool = True,
+                         remove_duplicate: bool = True) -> Iterator[tuple[str, Parameter]]:
         yield from self._named_members("_parameters", prefix, recurse, remove_duplicate)
 
-    def parameters(self, recurse=True):
+    def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
         for _, param in self.named_parameters(recurse=recurse):
             yield param
 
-    def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
+    def named_buffers(self, prefix: str = "", recurse: bool = True,
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, Tensor]]:
         yield from self._named_members("_buffers", prefix, recurse, remove_duplicate)
 
-    def buffers(self, recurse=True):
+    def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
         for _, buf in self.named_buffers(recurse=recurse):
             yield buf
 
-    def get_submodule(self, target):
+    def get_submodule(self, target: str) -> "Module":
         module = self
         for item in target.split(".") if target else ():
             if item not in module._modules:
@@ -275,21 +282,21 @@ class Module:
             module = module._modules[item]
         return module
 
-    def get_parameter(self, target):
+    def get_parameter(self, target: str) -> Parameter:
         module_path, _, name = target.rpartition(".")
         module = self.get_submodule(module_path)
         if name not in module._parameters:
             raise AttributeError(f"{type(module).__name__} has no parameter `{name}`")
         return module._parameters[name]
 
-    def apply(self, fn):
+    def apply(self: ModuleT, fn: Callable[["Module"], None]) -> ModuleT:
         for module in self.children():
             module.apply(fn)
         fn(self)
         return self
 
     # ------------------------------------------------------------------ modes and gradients
-    def train(self, mode=True):
+    def train(self: ModuleT, mode: bool = True) -> ModuleT:
         if not isinstance(mode, bool):
             raise ValueError("training mode is expected to be boolean")
         self.training = mode
@@ -297,16 +304,15 @@ class Module:
             module.train(mode)
         return self
 
-    def eval(self):
+    def eval(self: ModuleT) -> ModuleT:
         return self.train(False)
 
-    def requires_grad_(self, requires_grad=True):
+    def requires_grad_(self: ModuleT, requires_grad: bool = True) -> ModuleT:
         for p in self.parameters():
             p.requires_grad_(requires_grad)
         return self
 
-    def zero_grad(self, set_to_none=True):
-        from ..utils.zero_grad import zero_grads
+    def zero_grad(self, set_to_none: bool = True) -> None:
         zero_grads(self.parameters(), set_to_none)
 
     # ------------------------------------------------------------------ conversions
@@ -325,7 +331,7 @@ class Module:
                         module._buffers[name] = convert(buf)
         return self
 
-    def to(self, *args, **kwargs):
+    def to(self: ModuleT, *args: Any, **kwargs: Any) -> ModuleT:
         device, dtype = _parse_to(args, dict(kwargs))
 
         def convert(t):
@@ -333,25 +339,25 @@ class Module:
             return t.to(device=device, dtype=target_dtype)
         return self._apply(convert)
 
-    def cuda(self, device=None):
+    def cuda(self: ModuleT, device: Any = None) -> ModuleT:
         return self.to("cuda" if device is None else as_device(device, "Module.cuda"))
 
-    def cpu(self):
+    def cpu(self: ModuleT) -> ModuleT:
         return self.to("cpu")
 
     def _cast_floating(self, dtype):
         return self._apply(lambda t: t.to(dtype=dtype) if t.dtype.is_floating_point else t)
 
-    def half(self):
+    def half(self: ModuleT) -> ModuleT:
         return self._cast_floating(dt.float16)
 
-    def float(self):
+    def float(self: ModuleT) -> ModuleT:
         return self._cast_floating(dt.float32)
 
-    def double(self):
+    def double(self: ModuleT) -> ModuleT:
         return self._cast_floating(dt.float64)
 
-    def bfloat16(self):
+    def bfloat16(self: ModuleT) -> ModuleT:
         return self._cast_floating(dt.bfloat16)
 
     # ------------------------------------------------------------------ state dicts
@@ -367,7 +373,8 @@ class Module:
             if module is not None:
                 yield from module._state_entries(prefix + name + ".")
 
-    def state_dict(self, *args, destination=None, prefix="", keep_vars=False):
+    def state_dict(self, *args: Any, destination: dict[str, Any] | None = None, prefix: str = "",
+                   keep_vars: bool = False) -> dict[str, Any]:
         if args:  # PyTorch's deprecated positional form: state_dict(destination, prefix, keep_vars)
             destination = args[0]
             prefix = args[1] if len(args) > 1 else prefix
@@ -378,7 +385,8 @@ class Module:
             destination[key] = value if keep_vars else value.detach()
         return destination
 
-    def load_state_dict(self, state_dict, strict=True, assign=False):
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True,
+                        assign: bool = False) -> _IncompatibleKeys:
         """Copy tensors from ``state_dict`` into this module's parameters and buffers.
 
         Missing and unexpected keys are errors when ``strict``; shape mismatches always are. Returns
@@ -402,7 +410,8 @@ class Module:
                               f"checkpoint, the shape in current model is {target.shape}.")
         if strict:
             if unexpected:
-                errors.insert(0, "Unexpected key(s) in state_dict: {}. ".format(", ".join(f'"{k}"' for k in unexpected)))
+                listed = ", ".join(f'"{k}"' for k in unexpected)
+                errors.insert(0, f"Unexpected key(s) in state_dict: {listed}. ")
             if missing:
                 errors.insert(0, "Missing key(s) in state_dict: {}. ".format(", ".join(f'"{k}"' for k in missing)))
         if errors:
@@ -449,5 +458,4 @@ class Module:
 def _swap_data(tensor, new):
     """Give ``tensor`` the data of ``new`` while keeping the object (and its identity) unchanged."""
     if new is not tensor:
-        tensor._data = new._data
-        tensor._device = new._device
+        tensor.data = new

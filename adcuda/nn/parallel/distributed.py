@@ -24,10 +24,12 @@ import contextlib
 from ... import distributed as dist
 from ... import dtypes
 from ...autograd.grad_mode import is_grad_enabled, no_grad
-from ...distributed.errors import DistributedError
 from ...device import as_device
+from ...distributed.errors import DistributedError
 from ...errors import DeviceError, fmt_shape
 from ...factories import tensor as make_tensor
+from ...factories import zeros
+from ...ops.foreach import _foreach_copy_
 from ...profiler.record_function import record_function
 from ...tensor import Tensor
 from ..modules.module import Module
@@ -42,7 +44,7 @@ class _Bucket:
     def __init__(self, params, buffer, slots):
         self.params = params      # indices into DistributedDataParallel._params
         self.buffer = buffer      # a flat Tensor in the transport's wire dtype
-        self.slots = slots        # per parameter: a backend view of the buffer, shaped like it
+        self.slots = slots        # per parameter: a view of the buffer, shaped like it
         self.pending = 0
         self.work = None
 
@@ -147,18 +149,17 @@ class DistributedDataParallel(Module):
             sizes[key] = sizes.get(key, 0) + size
         closed.extend((key, members) for key, members in groups.items() if members)
         buckets, bucket_of = [], {}
-        for (_, wire_dtype), members in closed:
-            first = self._params[members[0]]
-            bk = first._backend
-            total = sum(self._params[i].numel() for i in members)
-            buffer = bk.full((total,), 0, wire_dtype)
-            slots, offset = [], 0
-            for i in members:
-                p = self._params[i]
-                slots.append(bk.view(bk.slice(buffer, (slice(offset, offset + p.numel()),)), tuple(p.shape)))
-                bucket_of[i] = (len(buckets), len(slots) - 1)
-                offset += p.numel()
-            buckets.append(_Bucket(members, Tensor._make(buffer, first.device), slots))
+        with no_grad():
+            for (_, wire_dtype), members in closed:
+                total = sum(self._params[i].numel() for i in members)
+                buffer = zeros(total, dtype=wire_dtype, device=self._params[members[0]].device)
+                slots, offset = [], 0
+                for i in members:
+                    p = self._params[i]
+                    slots.append(buffer[offset:offset + p.numel()].view(tuple(p.shape)))
+                    bucket_of[i] = (len(buckets), len(slots) - 1)
+                    offset += p.numel()
+                buckets.append(_Bucket(members, buffer, slots))
         return buckets, bucket_of
 
     # ------------------------------------------------------------------ forward
@@ -224,8 +225,8 @@ class DistributedDataParallel(Module):
                     "forward; run one backward per forward of the wrapped model (accumulate several under "
                     "no_sync())")
             p = self._params[index]
-            contribution = grad if p.grad is None else Tensor._make(
-                p._backend.binary("add", p.grad._data, grad._data, p.dtype), p.device)
+            with no_grad():
+                contribution = grad if p.grad is None else (p.grad + grad).to(dtype=p.dtype)
             self._write_slot(index, contribution)
             p.grad = None
             self._mark_ready(index, from_hook=True)
@@ -238,14 +239,17 @@ class DistributedDataParallel(Module):
         """Copy this rank's contribution (None: nothing, a zero) into the parameter's bucket slot."""
         b, s = self._bucket_of[index]
         slot = self._buckets[b].slots[s]
-        bk = self._params[index]._backend
-        bk.copy_(slot, 0 if contribution is None else contribution._data)
+        with no_grad():
+            if contribution is None:
+                slot.zero_()
+            else:
+                slot.copy_(contribution)
 
     def _slot_value(self, index):
         """A copy of the parameter's slot (after the reduction: the average) as its gradient."""
         b, s = self._bucket_of[index]
-        p = self._params[index]
-        return Tensor._make(p._backend.astype(self._buckets[b].slots[s], p.dtype), p.device)
+        with no_grad():
+            return self._buckets[b].slots[s].to(dtype=self._params[index].dtype, copy=True)
 
     def _mark_ready(self, index, from_hook):
         """Count ``index`` in; launch every complete bucket that is next in order; once all are
@@ -277,16 +281,19 @@ class DistributedDataParallel(Module):
             mask, work = it.locally_used
             work.wait()
             globally_used = mask.tolist()
-        for b, bucket in enumerate(self._buckets):
+        grads, averages = [], []
+        for bucket in self._buckets:
             for s, i in enumerate(bucket.params):
                 if i == current:
                     continue
                 p = self._params[i]
                 if p.grad is not None:
-                    p.grad._backend.copy_(p.grad._data, bucket.slots[s])
-                    p.grad._version.value += 1
+                    grads.append(p.grad)
+                    averages.append(bucket.slots[s])
                 elif globally_used is not None and globally_used[i]:
                     p.grad = self._slot_value(i)
+        with no_grad():
+            _foreach_copy_(grads, averages)
         it.finished = True
 
 

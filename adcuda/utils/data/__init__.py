@@ -1,13 +1,12 @@
 """``adcuda.utils.data``: datasets, samplers, collation and the ``DataLoader``, with PyTorch's names."""
+from . import distributed
 from ._worker import WorkerInfo, get_worker_info
 from .collate import default_collate, default_convert
 from .dataloader import DataLoader
-from .prefetch import DevicePrefetcher
-from .dataset import (ChainDataset, ConcatDataset, Dataset, IterableDataset, Subset, TensorDataset,
-                      random_split)
-from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler, SubsetRandomSampler
-from . import distributed
+from .dataset import ChainDataset, ConcatDataset, Dataset, IterableDataset, Subset, TensorDataset, random_split
 from .distributed import DistributedSampler
+from .prefetch import DevicePrefetcher
+from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler, SubsetRandomSampler
 
 __all__ = ["BatchSampler", "ChainDataset", "ConcatDataset", "DataLoader", "Dataset", "DevicePrefetcher",
            "DistributedSampler", "IterableDataset", "RandomSampler", "Sampler", "SequentialSampler", "Subset",

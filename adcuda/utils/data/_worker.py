@@ -10,6 +10,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ... import random as adcuda_random
+from ...cuda.context import note_loader_worker_seed
+
 __all__ = ["WorkerInfo", "get_worker_info"]
 
 # How often a waiting process looks up from its queue to check on the other side (seconds).
@@ -125,7 +128,6 @@ def make_fetcher(is_iterable, dataset, auto_collation, collate_fn, drop_last):
 
 def seed_worker_rngs(seed):
     """Seed adcuda's, Python's and NumPy's global generators for one worker."""
-    from ... import random as adcuda_random
     adcuda_random.manual_seed(seed)
     random.seed(seed)
     # NumPy's legacy seed takes at most 32 bits per word: spread the 64-bit seed over four words
@@ -155,6 +157,7 @@ def worker_loop(is_iterable, dataset, index_conn, data_queue, done_event, auto_c
     try:
         seed = base_seed + worker_id
         seed_worker_rngs(seed)
+        note_loader_worker_seed(seed)
         _worker_info = WorkerInfo(id=worker_id, num_workers=num_workers, seed=seed, dataset=dataset)
         where = f"in DataLoader worker process {worker_id}"
         init_error = None

@@ -6,6 +6,12 @@ import re
 
 import numpy as np
 
+from ... import dtypes
+from ...device import CPU
+from ...factories import as_tensor, from_numpy, tensor
+from ...ops.shape import stack
+from ...tensor import Tensor
+
 __all__ = ["default_collate", "default_convert"]
 
 # NumPy dtypes that hold strings or Python objects cannot become tensors
@@ -41,7 +47,6 @@ def _rebuild_sequence(elem, values):
 
 def _host_stackable(tensors):
     """CPU tensors of one shape and NumPy-backed dtype, none of which records gradients."""
-    from ...device import CPU
     first = tensors[0]
     if first.dtype.numpy is None:
         return False
@@ -52,8 +57,6 @@ def _host_stackable(tensors):
 def default_convert(data):
     """Convert NumPy arrays and scalars inside ``data`` to tensors, keeping the container structure
     (used when ``batch_size=None`` turns automatic batching off)."""
-    from ...factories import as_tensor
-    from ...tensor import Tensor
     if isinstance(data, Tensor):
         return data
     if _is_numpy_value(data):
@@ -73,11 +76,6 @@ def default_convert(data):
 
 def default_collate(batch):
     """Merge a list of samples into a batch (a leading dimension of ``len(batch)``)."""
-    from ...factories import as_tensor, from_numpy, tensor
-    from ...ops.shape import stack
-    from ...tensor import Tensor
-    from ... import dtypes
-
     elem = batch[0]
     if isinstance(elem, Tensor):
         if _host_stackable(batch):

@@ -14,10 +14,17 @@ import queue
 import signal
 import threading
 import warnings
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
+from ... import cuda
+from ... import random as adcuda_random
+from ...factories import randint
+from ...random import Generator
+from ...tensor import Tensor
 from . import _worker
 from .collate import default_collate, default_convert
-from .dataset import IterableDataset
+from .dataset import Dataset, IterableDataset
 from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
 
 __all__ = ["DataLoader"]
@@ -36,7 +43,6 @@ class _InfiniteConstantSampler(Sampler):
 def _default_multiprocessing_context():
     """Fork (the platform default on Linux) is fast, but a forked child cannot use a CUDA context its
     parent created: spawn once the parent has initialised CUDA."""
-    from ... import cuda
     initialized = getattr(cuda, "is_initialized", None)
     if callable(initialized) and initialized():
         return multiprocessing.get_context("spawn")
@@ -61,10 +67,13 @@ def _as_multiprocessing_context(context):
 class DataLoader:
     """Iterate over ``dataset`` in batches, with PyTorch's arguments and semantics."""
 
-    def __init__(self, dataset, batch_size=1, shuffle=False, sampler=None, batch_sampler=None, num_workers=0,
-                 collate_fn=None, pin_memory=False, drop_last=False, timeout=0, worker_init_fn=None,
-                 multiprocessing_context=None, generator=None, *, prefetch_factor=None,
-                 persistent_workers=False):
+    def __init__(self, dataset: Dataset | IterableDataset, batch_size: int | None = 1, shuffle: bool | None = False,
+                 sampler: Sampler | Iterable | None = None, batch_sampler: Sampler | Iterable | None = None,
+                 num_workers: int = 0, collate_fn: Callable[[list], Any] | None = None, pin_memory: bool = False,
+                 drop_last: bool = False, timeout: float = 0, worker_init_fn: Callable[[int], None] | None = None,
+                 multiprocessing_context: str | multiprocessing.context.BaseContext | None = None,
+                 generator: Generator | None = None, *, prefetch_factor: int | None = None,
+                 persistent_workers: bool = False) -> None:
         if not isinstance(num_workers, numbers.Integral) or isinstance(num_workers, bool) or num_workers < 0:
             raise ValueError(f"DataLoader: num_workers option should be a non-negative integer, got {num_workers!r}")
         if timeout < 0:
@@ -75,7 +84,8 @@ class DataLoader:
         if num_workers > 0 and prefetch_factor is None:
             prefetch_factor = 2
         if prefetch_factor is not None and (not isinstance(prefetch_factor, numbers.Integral) or prefetch_factor < 1):
-            raise ValueError(f"DataLoader: prefetch_factor option should be a positive integer, got {prefetch_factor!r}")
+            raise ValueError("DataLoader: prefetch_factor option should be a positive integer, got "
+                             f"{prefetch_factor!r}")
         if persistent_workers and num_workers == 0:
             raise ValueError("DataLoader: persistent_workers option needs num_workers > 0")
         if multiprocessing_context is not None and num_workers == 0:
@@ -143,7 +153,7 @@ class DataLoader:
     def _index_sampler(self):
         return self.batch_sampler if self._auto_collation else self.sampler
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         if self.num_workers == 0:
             return _SingleProcessIter(self)
         if not self.persistent_workers:
@@ -155,7 +165,7 @@ class DataLoader:
             self._iterator._reset(self)
         return self._iterator
 
-    def __len__(self):
+    def __len__(self) -> int:
         if self._is_iterable:
             length = len(self.dataset)
             if self.batch_size is not None:
@@ -167,16 +177,12 @@ class DataLoader:
 
 
 def _draw_base_seed(generator):
-    from ... import random as adcuda_random
-    from ...factories import randint
     return int(randint(0, 2**62, (), generator=generator or adcuda_random.default_generator).item())
 
 
 def _pin(data):
     """Copy tensors into page-locked memory where CUDA is usable; without it, warn once and go on."""
     global _pin_memory_warned
-    from ... import cuda
-    from ...tensor import Tensor
     if not cuda.is_available() or not hasattr(Tensor, "pin_memory"):
         if not _pin_memory_warned:
             _pin_memory_warned = True
@@ -211,7 +217,6 @@ def _pin_thread_loop(results, pinned, done):
 
 
 def _pin_nested(data):
-    from ...tensor import Tensor
     if isinstance(data, Tensor):
         return data.pin_memory()
     if isinstance(data, dict):
@@ -319,7 +324,6 @@ class _MultiProcessIter(_BaseIter):
 
     def _start_pin_thread(self):
         self._pin_thread = None
-        from ... import cuda
         if not (self._pin_memory and cuda.is_available()):
             return  # without CUDA, __next__ warns once and the batches stay pageable
         self._pinned_queue = queue.Queue()

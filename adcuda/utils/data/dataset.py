@@ -3,6 +3,11 @@
 import bisect
 import math
 import warnings
+from collections.abc import Sequence
+
+from ...factories import randperm
+from ...random import Generator
+from ...tensor import Tensor
 
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset", "ChainDataset",
            "random_split"]
@@ -33,7 +38,7 @@ class IterableDataset(Dataset):
 class TensorDataset(Dataset):
     """Sample ``i`` is ``tuple(t[i] for t in tensors)``; every tensor has the same first dimension."""
 
-    def __init__(self, *tensors):
+    def __init__(self, *tensors: Tensor) -> None:
         if not tensors:
             raise ValueError("TensorDataset: expected at least one tensor")
         sizes = [t.shape[0] if t.ndim else None for t in tensors]
@@ -132,10 +137,9 @@ def _lengths_from_fractions(fractions, total):
     return lengths
 
 
-def random_split(dataset, lengths, generator=None):
+def random_split(dataset: Dataset, lengths: Sequence[int | float], generator: Generator | None = None) -> list[Subset]:
     """Split ``dataset`` into non-overlapping random ``Subset``s of the given lengths, or fractions
     that sum to 1. The permutation comes from ``generator`` (adcuda's default generator if None)."""
-    from ... import randperm
     lengths = list(lengths)
     total = len(dataset)
     if lengths and all(0 <= f <= 1 for f in lengths) and math.isclose(sum(lengths), 1) and sum(lengths) <= 1:

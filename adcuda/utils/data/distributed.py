@@ -7,6 +7,9 @@ and have equal lengths, which keeps the ranks' collectives in step.
 """
 import math
 
+from ... import distributed as dist
+from ...factories import randperm
+from ...random import Generator
 from .sampler import Sampler
 
 __all__ = ["DistributedSampler"]
@@ -15,7 +18,6 @@ __all__ = ["DistributedSampler"]
 class DistributedSampler(Sampler):
     def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0, drop_last=False):
         if num_replicas is None or rank is None:
-            from ... import distributed as dist
             if not dist.is_initialized():
                 raise RuntimeError("DistributedSampler: num_replicas and rank default to the process group's, but "
                                    "the default process group has not been initialized; call "
@@ -43,8 +45,6 @@ class DistributedSampler(Sampler):
     def __iter__(self):
         n = len(self.dataset)
         if self.shuffle:
-            from ...factories import randperm
-            from ...random import Generator
             generator = Generator().manual_seed(self.seed + self.epoch)
             indices = randperm(n, generator=generator).tolist()
         else:

@@ -5,13 +5,14 @@ While the caller trains on one batch, the next one's host->device copy is queued
 no explicit wait: the runtime orders the first kernel that reads a copied tensor after the copy (an
 event wait, see kernels/runtime/device_array.h).
 """
+from ... import cuda
 from ...device import as_device
+from ...tensor import Tensor
 
 __all__ = ["DevicePrefetcher"]
 
 
 def _to_device(data, device, non_blocking):
-    from ...tensor import Tensor
     if isinstance(data, Tensor):
         return data.to(device, non_blocking=non_blocking)
     if isinstance(data, dict):
@@ -33,7 +34,6 @@ class DevicePrefetcher:
         self.device = as_device(device, "DevicePrefetcher")
         self.non_blocking = non_blocking
         if self.device.type == "cuda":
-            from ... import cuda
             cuda._require_cuda("DevicePrefetcher")
 
     def __len__(self):
@@ -45,7 +45,6 @@ class DevicePrefetcher:
             for batch in batches:
                 yield _to_device(batch, self.device, self.non_blocking)
             return
-        from ... import cuda
         side = cuda.Stream(self.device)
         end = object()
 

@@ -1,6 +1,9 @@
 """Samplers: which indices a DataLoader fetches, in which order, and how they are grouped into batches."""
 import numbers
 
+from ... import random as adcuda_random
+from ...factories import randint, randperm
+
 __all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "BatchSampler"]
 
 
@@ -30,8 +33,6 @@ class SequentialSampler(Sampler):
 def _seeded_generator(generator):
     """``generator``, or a fresh one seeded from adcuda's default generator (so that ``manual_seed``
     fixes the order, and two epochs still differ)."""
-    from ... import random as adcuda_random
-    from ...factories import randint
     if generator is not None:
         return generator
     seed = int(randint(0, 2**62, (), generator=adcuda_random.default_generator).item())
@@ -59,7 +60,6 @@ class RandomSampler(Sampler):
         return len(self.data_source) if self._num_samples is None else self._num_samples
 
     def __iter__(self):
-        from ...factories import randint, randperm
         n = len(self.data_source)
         generator = _seeded_generator(self.generator)
         if self.replacement:
@@ -83,7 +83,6 @@ class SubsetRandomSampler(Sampler):
         self.generator = generator
 
     def __iter__(self):
-        from ...factories import randperm
         order = randperm(len(self.indices), generator=_seeded_generator(self.generator)).tolist()
         for i in order:
             yield self.indices[i]

@@ -1,0 +1,79 @@
+// What the GEMM kernels of gemm.cu (SIMT, split-K reduction) and gemm_tensor_core.cu share: the
+// problem description handed to every kernel and the epilogue they apply. For .cu files only.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "functors.cuh"
+#include "gemm.h"
+#include "runtime/dispatch.cuh"
+#include "runtime/launch.cuh"
+
+namespace adcuda {
+
+// A batch of GEMM problems as the kernels see it; strides and offsets in elements.
+struct GemmArgs {
+  std::int64_t M, N, K;
+  const void* a;
+  std::int64_t a_stride_m, a_stride_k;
+  const void* b;
+  std::int64_t b_stride_k, b_stride_n;
+  void* c;  // contiguous (batch, M, N)
+  const void* bias;  // (N,) or nullptr
+  std::int64_t bias_stride;
+  GemmActivation activation;
+  void* preactivation;  // contiguous (batch, M, N): A @ B + bias before the activation, or nullptr
+  std::int64_t batch;
+  StridedIndexer<2, std::int64_t> batch_offsets;  // matrix z of A and of B: element offsets
+};
+
+// Split-K: the K range cut into `splits` parts of `k_tiles_per_split` tensor-core K tiles each; every
+// part writes fp32 partial sums to `partial` ((splits, batch, M, N) rows `partial_stride` floats apart),
+// which reduce_split_k sums in split order (deterministic) before the epilogue.
+struct SplitK {
+  int splits = 1;
+  int k_tiles_per_split = 0;
+  float* partial = nullptr;
+  std::int64_t partial_stride = 0;
+};
+
+// The activation of the epilogue, in the accumulator's type (fp32, or fp64 for double products).
+template <typename Acc>
+__host__ __device__ __forceinline__ Acc apply_activation(GemmActivation activation, Acc x) {
+  return activation == GemmActivation::kGeluTanh ? math::GeluTanh{}(x) : x;
+}
+
+// bias[n] in the accumulator's type; 0 without a bias.
+template <typename T>
+__host__ __device__ __forceinline__ compute_t<T> bias_at(const GemmArgs& args, std::int64_t n) {
+  return args.bias != nullptr ? to_compute(static_cast<const T*>(args.bias)[n * args.bias_stride]) : compute_t<T>(0);
+}
+
+// ------------------------------------------------------------------------------------------------
+// The tensor-core kernel (gemm_tensor_core.cu), fp16 / bf16 only.
+
+// How each operand is read: which of its dims is stored contiguous in shared memory (K, or M / N),
+// and whether cp.async can fetch it in 16-byte chunks (else element by element).
+struct TensorCoreOperands {
+  bool a_k_contiguous, a_async;
+  bool b_k_contiguous, b_async;
+};
+
+struct TensorCoreTiles {
+  int block_m, block_n, block_k;
+};
+
+TensorCoreTiles tensor_core_tiles();
+
+// Whether the code this build loads on `device` has the tensor-core kernel's body (compiled for sm_80
+// or newer); asked once per device.
+bool tensor_core_gemm_runs_on(int device);
+
+// T is __half or __nv_bfloat16. With split.splits > 1 the kernel writes only the fp32 partial sums.
+template <typename T>
+void launch_tensor_core_gemm(const GemmArgs& args, const SplitK& split, const TensorCoreOperands& operands,
+                             int device, cudaStream_t stream);
+
+}  // namespace adcuda
