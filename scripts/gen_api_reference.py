@@ -55,10 +55,14 @@ def first_line(obj):
 
 
 def signature_of(obj):
+    """The call signature without type annotations: those print differently from one Python version to
+    the next, and the reference must read the same on every one."""
     try:
-        return str(inspect.signature(obj))
+        signature = inspect.signature(obj)
     except (TypeError, ValueError):
         return "(...)"
+    parameters = [p.replace(annotation=inspect.Parameter.empty) for p in signature.parameters.values()]
+    return str(signature.replace(parameters=parameters, return_annotation=inspect.Signature.empty))
 
 
 # Names ``import adcuda`` provides on first use (its module ``__getattr__``), which ``vars()`` cannot see.
