@@ -73,7 +73,8 @@ def public_names(module):
     """``__all__``, or else the public names of what the module (or a module inside it) defines."""
     names = getattr(module, "__all__", None)
     if names is None:
-        names = [n for n, value in vars(module).items() if not n.startswith("_") and _defined_in(value, module.__name__)]
+        names = [n for n, value in vars(module).items()
+                 if not n.startswith("_") and _defined_in(value, module.__name__)]
         names += [n for n in LOADED_ON_FIRST_USE.get(module.__name__, ()) if hasattr(module, n)]
     return sorted(set(names))
 
@@ -102,7 +103,8 @@ def op_entries():
     entries = []
     for name in public_names(adcuda):
         fn = getattr(adcuda, name)
-        if not callable(fn) or inspect.isclass(fn) or not (getattr(fn, "__module__", "") or "").startswith("adcuda.ops"):
+        defined_in = getattr(fn, "__module__", "") or ""
+        if not callable(fn) or inspect.isclass(fn) or not defined_in.startswith("adcuda.ops"):
             continue
         forms = [f"adcuda.{name}"]
         if callable(getattr(adcuda.Tensor, name, None)):

@@ -197,6 +197,7 @@ def test_chars_task_trains_reports_and_samples(tmp_path, tiny_chars, capsys):
 
 def test_progress_is_a_line_every_few_seconds_when_not_on_a_terminal():
     import io
+
     from adcuda.train.progress import LineProgress, progress
     now = [0.0]
 

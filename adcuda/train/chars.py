@@ -123,8 +123,8 @@ class CharsTask:
 
     def check_checkpoint(self, extra):
         if extra.get("vocab") != "".join(self.corpus.vocab):
-            raise CheckpointMismatch("--resume: the checkpoint was trained on another character vocabulary (a different "
-                             "Python's help() topics); start a new run with another --out")
+            raise CheckpointMismatch("--resume: the checkpoint was trained on another character vocabulary (a "
+                                     "different Python's help() topics); start a new run with another --out")
 
     def final_report(self, model, config, reporter):
         loss = self._held_out_loss(model, self.val_starts, config.device)

@@ -8,8 +8,7 @@ import os
 import sys
 import time
 
-from .. import nn
-from .. import optim
+from .. import nn, optim
 from .. import random as adcuda_random
 from ..amp import GradScaler, autocast
 from ..autograd import no_grad
