@@ -3,8 +3,7 @@ import json
 import platform
 import sys
 
-from . import _native
-from . import cuda
+from . import _native, cuda
 
 _KNOWN_BUILD_KEYS = ("cuda_compiled", "cuda_emulated", "cuda_version", "cuda_architectures", "compiler", "build_type")
 

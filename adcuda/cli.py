@@ -205,6 +205,7 @@ def run_train(args, argv):
     that cannot be written) raise UsageError: exit status 2. Errors while training (a damaged
     checkpoint, a diverged loss, a failed write) print one line: exit status 1."""
     import importlib.util
+
     from .errors import AdcudaError
     from .serialization import CheckpointError
     from .train import TASKS, TrainConfig, train
