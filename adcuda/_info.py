@@ -190,11 +190,12 @@ def _format(facts, extra_build_keys):
     if not facts["devices"]:
         lines.append("  devices: none")
     for name, stats in (facts["allocator"] or {}).items():
-        lines.append(f"  allocator {name}: {_bytes_text(stats['allocated_bytes'])} allocated in "
-                     f"{stats['active_blocks']} blocks (peak {_bytes_text(stats['peak_allocated_bytes'])}), "
-                     f"{_bytes_text(stats['reserved_bytes'])} reserved ({stats['cached_blocks']} blocks cached), "
-                     f"{stats['cache_hits']} of {stats['allocations']} allocations from the cache, "
-                     f"{stats['ooms']} out of memory")
+        lines.append(f"  allocator {name}: {_bytes_text(stats['allocated_bytes.all.current'])} allocated in "
+                     f"{stats['active.all.current']} blocks (peak {_bytes_text(stats['allocated_bytes.all.peak'])}), "
+                     f"{_bytes_text(stats['reserved_bytes.all.current'])} reserved in "
+                     f"{stats['segment.all.current']} segments ({stats['cached_blocks']} blocks cached), "
+                     f"{stats['cache_hits']} of {stats['allocation.all.allocated']} allocations from the cache, "
+                     f"{stats['num_ooms']} out of memory")
     if facts["gemm"] is not None:
         lines.append(f"  GEMM: {facts['gemm']['reason']}")
     if facts["gemm_kernels"] is not None:

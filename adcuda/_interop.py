@@ -4,6 +4,14 @@
 CPU tensors go through NumPy's own DLPack support (a CPU tensor's data is a NumPy array); CUDA
 tensors through the native runtime (kernels/bindings/interop.cpp), which also orders the consumer's
 and the producer's streams. Either way the memory is shared, never copied (unless ``copy=True``).
+
+A consumer's stream is recorded as a user of exported memory (PyTorch's ``record_stream``, done for
+you): it waits for adcuda's earlier work on the memory, adcuda's later work on it waits for the
+consumer's work queued before, and the caching allocator reuses the memory only after the consumer's
+queued work, even if the tensor is freed first. DLPack names the consumer's stream; the
+``__cuda_array_interface__`` protocol does not, so there the legacy default stream (the one CuPy, Numba
+and PyTorch use unless told otherwise) is recorded; a consumer on another stream calls
+``adcuda.cuda.record_stream(tensor, its_stream)``.
 """
 import numpy as np
 
@@ -12,10 +20,13 @@ from . import dtypes as dt
 from .device import device as device_type
 from .errors import AutogradError, DeviceError, DTypeError
 
-__all__ = ["dlpack_device", "to_dlpack", "from_dlpack", "cuda_array_interface", "from_cuda_array_interface"]
+__all__ = ["dlpack_device", "to_dlpack", "from_dlpack", "cuda_array_interface", "from_cuda_array_interface",
+           "record_external_use"]
 
 # DLPack device types (DLDeviceType)
 KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED = 1, 2, 3, 13
+# The legacy default stream's handle in the stream protocols (DLPack, __cuda_array_interface__)
+LEGACY_DEFAULT_STREAM = 1
 
 _TYPESTR = {dt.bool_: "|b1", dt.int32: "<i4", dt.int64: "<i8", dt.float16: "<f2", dt.float32: "<f4",
             dt.float64: "<f8"}
@@ -90,6 +101,7 @@ def cuda_array_interface(t):
     if typestr is None:
         raise DTypeError(f"__cuda_array_interface__: {t.dtype} has no array-interface type string")
     a = t._data
+    _native._C.record_external_use(a, LEGACY_DEFAULT_STREAM)
     return {
         "shape": a.shape,
         "typestr": typestr,
@@ -112,7 +124,8 @@ def from_cuda_array_interface(obj):
     try:
         dtype = dt.from_numpy_dtype(np.dtype(interface["typestr"]), "from_cuda_array_interface")
     except DTypeError:
-        raise DTypeError(f"from_cuda_array_interface: element type {interface['typestr']!r} has no adcuda dtype")
+        raise DTypeError(f"from_cuda_array_interface: element type {interface['typestr']!r} has no adcuda dtype") \
+            from None
     if dtype.numpy is None or np.dtype(dtype.numpy) != np.dtype(interface["typestr"]):
         raise DTypeError(f"from_cuda_array_interface: element type {interface['typestr']!r} has no adcuda dtype "
                          "that holds it without a conversion")
@@ -123,6 +136,12 @@ def from_cuda_array_interface(obj):
                                                 None if strides is None else tuple(strides),
                                                 cuda_scalar_type(dtype), obj, stream)
     return _wrap_cuda(data)
+
+
+def record_external_use(t, stream, device_index=None):
+    """Record the stream with handle ``stream`` (of ``device_index``, default the tensor's device) as a
+    user of CUDA tensor ``t``'s memory (``adcuda.cuda.record_stream``)."""
+    _native._C.record_external_use(t._data, stream, -1 if device_index is None else device_index)
 
 
 def cuda_scalar_type(dtype):

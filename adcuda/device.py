@@ -1,13 +1,14 @@
-"""``adcuda.device``: where a tensor lives, and which backend computes on it."""
+"""``adcuda.device``: where a tensor lives. Which backend computes there is
+``adcuda.backends.backend_for(device)``'s answer (a layer above this one)."""
 from .errors import DeviceError
 
 
 class device:
-    __slots__ = ("type", "index", "_backend")
+    __slots__ = ("type", "index")
 
     def __init__(self, type, index=None):  # noqa: A002 (PyTorch's parameter name)
         if isinstance(type, device):
-            self.type, self.index, self._backend = type.type, type.index, None
+            self.type, self.index = type.type, type.index
             return
         if not isinstance(type, str):
             raise DeviceError(f"device: expected a string like 'cpu' or 'cuda:0', got {type!r}")
@@ -23,14 +24,6 @@ class device:
             raise DeviceError(f"device: cpu has no index {index}")
         self.type = name
         self.index = index if name == "cuda" else None
-        self._backend = None
-
-    @property
-    def backend(self):
-        """The primitive module computing on this device (resolved once; raises if unusable)."""
-        if self._backend is None:
-            self._backend = backend_for(self)
-        return self._backend
 
     def __repr__(self):
         return f"device(type='{self.type}'" + (f", index={self.index})" if self.index is not None else ")")
@@ -69,11 +62,3 @@ def as_device(value, op="tensor"):
         return CPU
     return dev
 
-
-def backend_for(dev, op="tensor"):
-    """The primitive module that computes on ``dev``; a clear error where it cannot."""
-    if dev.type == "cpu":
-        from .backends import cpu
-        return cpu
-    from .backends import cuda_backend
-    return cuda_backend(op)

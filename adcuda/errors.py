@@ -21,6 +21,12 @@ class DeviceError(AdcudaError, RuntimeError):
     """Tensors on different devices, or a device that is not usable."""
 
 
+class BadForkError(DeviceError):
+    """CUDA was used in a process forked after its parent initialised CUDA. Start such processes with
+    the 'spawn' or 'forkserver' start method. (``adcuda.cuda.BadForkError``; defined here, with the
+    other classes, because the backends refuse with it too.)"""
+
+
 class IndexOutOfRangeError(AdcudaError, IndexError):
     """A dim or an index outside the tensor."""
 

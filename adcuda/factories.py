@@ -7,7 +7,8 @@ import numbers
 import numpy as np  # host-side parsing of user data only; computation goes through backends
 
 from . import dtypes as dt
-from .device import CPU, as_device, backend_for
+from .backends import backend_for
+from .device import CPU, as_device
 from .errors import DTypeError, ShapeError
 from .random import default_generator
 from .tensor import Tensor

@@ -9,7 +9,8 @@ import weakref
 import numpy as np
 
 from . import dtypes as dt
-from .device import CPU, as_device, backend_for
+from .backends import backend_for
+from .device import CPU, as_device
 from .errors import AutogradError, DeviceError, DTypeError, ShapeError, fmt_shape
 from .autograd.grad_mode import is_grad_enabled
 from .autograd.graph import AccumulateGrad, RemovableHandle
@@ -57,7 +58,7 @@ class Tensor:
     # ------------------------------------------------------------------ metadata
     @property
     def _backend(self):
-        return self._device.backend
+        return backend_for(self._device)
 
     @property
     def shape(self):

@@ -1,8 +1,15 @@
-"""Shared machinery for the benchmarks: timing, one process per contender, ratio tables.
+"""Shared machinery for the benchmarks: timing, one process per contender, ratio tables, and the
+GPU bandwidth yardstick.
 
 Each contender (adcuda, hand-written NumPy, PyTorch) runs in its own Python process so that thread
 pools (OpenBLAS, PyTorch's intra-op pool) and allocator state never disturb each other; the parent
 collects the medians as JSON and prints them side by side with ratios against adcuda.
+
+A memory-bound GPU kernel is judged against the device-to-device copy bandwidth measured in the same
+run (``copy_bandwidth``), on arrays of at least ``BANDWIDTH_BYTES`` so that DRAM, not the L2 cache,
+is measured (``percent_of_copy``, ``format_bandwidth``). In the emulated build (``is_emulated``)
+kernels run on the CPU: a suite runs its reference checks at small sizes and reports
+``EMULATED_NO_TIMING`` instead of figures (``emulated_reference_run``).
 """
 import argparse
 import json
@@ -11,6 +18,14 @@ import statistics
 import subprocess
 import sys
 import time
+
+# Each operand of a bandwidth case holds at least this many bytes: four times the largest L2 cache of
+# a current GPU (the H100's and H200's 50-60 MB), so a kernel that re-reads its input still measures
+# DRAM, not L2.
+BANDWIDTH_BYTES = 256 << 20
+
+# What an emulated run reports in place of a time.
+EMULATED_NO_TIMING = "emulated: no timing"
 
 
 def median_time(fn, *, repeat=7, min_time=0.05, warmup=3):
@@ -123,3 +138,68 @@ def single_thread_env():
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(var, threads)
     return int(threads)
+
+
+def is_emulated():
+    """Whether the installed adcuda is the emulated build (ADCUDA_CUDA=EMULATE): its "GPU" is the CPU
+    emulator, where every kernel runs but no time means anything."""
+    from adcuda import _native
+    return bool(_native._C is not None and _native._C.build_info().get("cuda_emulated"))
+
+
+def adcuda_event_seconds(fn, bursts=5, per_burst=5):
+    """``cuda_event_seconds`` with adcuda's events on the current stream."""
+    import adcuda
+
+    def record():
+        event = adcuda.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+    return cuda_event_seconds(record, adcuda.cuda.synchronize, lambda start, end: start.elapsed_time(end), fn,
+                              bursts, per_burst)
+
+
+def copy_bandwidth(nbytes=BANDWIDTH_BYTES, dtype="float32", bursts=5):
+    """The device-to-device copy bandwidth in bytes per second (bytes read plus bytes written, per
+    second) of a contiguous ``nbytes`` array of ``dtype`` through adcuda's runtime copy: the yardstick
+    of every memory-bound kernel. The copy is checked once (a wrong copy would make a fast yardstick)."""
+    import numpy as np
+
+    from adcuda import _native
+    from adcuda.backends import cuda as cb
+    C = _native._C
+    numel = nbytes // np.dtype(dtype).itemsize
+    scalar = getattr(C.ScalarType, dtype)
+    source = C.arange(0, 1, numel, scalar)
+    target = C.DeviceArray.empty((numel,), scalar)
+    C.copy_(target, source)
+    ends = cb.to_numpy(target.as_strided((2,), (numel - 1,), 0))
+    if ends.tolist() != np.array([0, numel - 1]).astype(dtype).tolist():
+        raise SystemExit(f"copy_bandwidth: the reference copy is wrong (ends {ends.tolist()})")
+    seconds = adcuda_event_seconds(lambda: C.copy_(target, source), bursts=bursts)
+    return 2 * numel * np.dtype(dtype).itemsize / seconds
+
+
+def percent_of_copy(bytes_moved, seconds, copy_rate):
+    """A kernel's achieved bandwidth (``bytes_moved`` in ``seconds``) as a percentage of ``copy_rate``."""
+    return 100.0 * bytes_moved / seconds / copy_rate
+
+
+def format_bandwidth(bytes_moved, seconds, copy_rate):
+    """``"2891.4 GB/s ( 86.2% of copy)"``: how a bandwidth case is printed in every suite."""
+    return f"{bytes_moved / seconds / 1e9:8.1f} GB/s ({percent_of_copy(bytes_moved, seconds, copy_rate):5.1f}% of copy)"
+
+
+def emulated_reference_run(suite, json_path, reference_checks):
+    """What a GPU suite does in the emulated build: run ``reference_checks`` (callables that raise or
+    exit non-zero when a result is wrong, at small sizes so the emulator finishes in seconds), print
+    ``EMULATED_NO_TIMING`` and write ``{"suite", "device": "cuda", "emulated": true, "checks": n,
+    "rows": []}`` to ``json_path``. Returns 0 (the exit code of the suite)."""
+    for check in reference_checks:
+        check()
+    print(f"{suite}: {len(reference_checks)} reference check(s) passed on the emulator; {EMULATED_NO_TIMING}")
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump({"suite": suite, "device": "cuda", "emulated": True, "status": EMULATED_NO_TIMING,
+                       "checks": len(reference_checks), "rows": []}, f, indent=2)
+    return 0

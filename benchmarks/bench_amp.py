@@ -23,7 +23,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import median_time, print_table, run_contenders, single_thread_env  # noqa: E402
+from _harness import emulated_reference_run, is_emulated, median_time, print_table, run_contenders, single_thread_env  # noqa: E402
 
 SIZES = (784, 512, 512, 10)
 BATCH = 256
@@ -114,6 +114,20 @@ def contender(name, device, quick):
     return {"times": times, "memory": memory}
 
 
+def _tiny_steps_on_the_emulator():
+    """Each mode's training step on a 7-9-3 MLP, batch 5, on the emulated GPU: three steps, losses finite."""
+    import math
+
+    import adcuda
+    global SIZES, BATCH
+    SIZES, BATCH = (7, 9, 3), 5
+    for mode in MODES:
+        step, _, _ = _setup(adcuda, mode, "cuda")
+        losses = [float(step()) for _ in range(3)]
+        if not all(math.isfinite(loss) for loss in losses):
+            raise SystemExit(f"bench_amp: {mode} steps on the emulator gave losses {losses}")
+
+
 def _ratio_table(results):
     """Each contender's mixed-precision modes against its own fp32 run."""
     print(f"\n{'contender':<10}{'mode':<10}{'step time / fp32':>18}{'param+opt bytes':>18}{'bytes / fp32':>14}")
@@ -144,6 +158,8 @@ def main():
         if not adcuda.cuda.is_available():
             print(f"bench_amp --device cuda needs a usable GPU: {adcuda.cuda.unavailable_reason()}")
             return
+        if is_emulated():
+            return emulated_reference_run("amp", args.json, [_tiny_steps_on_the_emulator])
     extra = ["--device", args.device] + (["--quick"] if args.quick else [])
     results = run_contenders(os.path.abspath(__file__), ["adcuda", "torch"], extra)
     if not results:

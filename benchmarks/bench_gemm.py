@@ -18,9 +18,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import cuda_event_seconds, print_table  # noqa: E402
-
 import numpy as np  # noqa: E402
+from _harness import cuda_event_seconds, emulated_reference_run, is_emulated, print_table  # noqa: E402
 
 import adcuda  # noqa: E402
 
@@ -163,6 +162,8 @@ def main():
     adcuda.init_cuda_context()
     from adcuda.backends.cuda import gemm as cuda_gemm
     print(f"{adcuda.cuda.get_device_name()}: {cuda_gemm.gemm_selection().reason}; {cuda_gemm.gemm_path()}")
+    if is_emulated():
+        return emulated_reference_run("gemm", args.json, [lambda: check_against_numpy("handwritten")])
     check_against_numpy("handwritten")
     if use_path("cublaslt"):
         check_against_numpy("cublaslt")

@@ -5,12 +5,17 @@
 //   launch_map<Out>(functor, out, Arg<A>::of(a), Arg<B>::value(2.0f));
 //
 // picks one of two kernels:
-//  - vectorised: every array operand is contiguous, has the output's shape and is aligned to the
-//    vector width; each thread moves 128 bits of its widest operand per step, with int64 element
-//    counts (any size); float64 always takes the strided loop;
-//  - strided: anything else (views, transposes, broadcasting): dims merged by make_strided_indexer,
-//    coordinates by FastDivmod in 32-bit arithmetic; an iteration space whose counts or offsets exceed
-//    int32 is cut into blocks along its outer dims on the host, so huge tensors run as several launches.
+//  - vectorised: the output seen as rows of a contiguous run (the innermost dim left after merging
+//    the dims every operand can merge), every array operand either contiguous along that run or
+//    constant along it (a bias row [N] against [M, N], a column [M, 1], a 0-d array), aligned to the
+//    vector width. Each thread moves 128 bits of the widest operand per step: 16-byte loads of the
+//    operands that run along the row, one load of those that are constant along it; the offsets of a
+//    row's start cost one division per outer dim per vector, never per element. int64 element counts
+//    (any size); float64 always takes the strided loop;
+//  - strided: anything else (views, transposes, rows not a multiple of the vector width): dims merged
+//    by make_strided_indexer, coordinates by FastDivmod in 32-bit arithmetic; an iteration space whose
+//    counts or offsets exceed int32 is cut into blocks along its outer dims on the host, so huge
+//    tensors run as several launches.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -98,12 +103,15 @@ struct alignas(sizeof(T) * N) Vec {
   T v[N];
 };
 
-// An input of a kernel: an array (ptr, read at an element offset) or a scalar (ptr == nullptr).
+// An input of a kernel: an array (ptr, read at an element offset) or a scalar (ptr == nullptr). In the
+// vectorised kernel an array either runs along the row (consecutive elements of a row are consecutive
+// in memory) or is constant along it (one element per row: a broadcast column or a 0-d array).
 template <typename T>
 struct Operand {
   using C = compute_t<T>;
   const T* ptr;
   C scalar;
+  bool along_row = true;
 
   template <typename index_t>
   __device__ __forceinline__ C at(index_t offset) const {
@@ -115,15 +123,20 @@ struct Operand {
     C v[N];
   };
 
-  // Elements [base, base + N) of a contiguous array aligned to N elements, in one vector load.
+  // Elements [column, column + N) of the row starting at element `row`: one N-element vector load
+  // (aligned: the host checked) for an array along the row, one element for one constant along it.
   template <int N>
-  __device__ __forceinline__ Values<N> fetch(std::int64_t base) const {
+  __device__ __forceinline__ Values<N> fetch(std::int64_t row, std::int64_t column) const {
     Values<N> out;
     if (ptr == nullptr) {
 #pragma unroll
       for (int j = 0; j < N; ++j) out.v[j] = scalar;
+    } else if (!along_row) {
+      const C value = to_compute(ptr[row]);
+#pragma unroll
+      for (int j = 0; j < N; ++j) out.v[j] = value;
     } else {
-      const Vec<T, N> loaded = *reinterpret_cast<const Vec<T, N>*>(ptr + base);
+      const Vec<T, N> loaded = *reinterpret_cast<const Vec<T, N>*>(ptr + row + column);
 #pragma unroll
       for (int j = 0; j < N; ++j) out.v[j] = to_compute(loaded.v[j]);
     }
@@ -205,6 +218,43 @@ struct FastIndexer {
   }
 };
 
+// Where each input's row starts, for the vectorised kernel: the output's rows (a contiguous run of
+// elements each) numbered row-major over the outer dims, merged and at most kMaxRowDims (a bias, a
+// column or a conv-style (C, 1, 1) operand needs one or two; more go to the strided loop, which keeps
+// this per-kernel code small). One FastDivmod per outer dim but the outermost (rows below 2^31).
+constexpr int kMaxRowDims = 3;
+
+template <std::size_t NIns>
+struct RowIndexer {
+  int ndim = 0;  // outer dims; 0: the output is one row
+  FastDivmod sizes[kMaxRowDims];
+  std::int64_t strides[kMaxRowDims][NIns > 0 ? NIns : 1] = {};
+
+  __device__ __forceinline__ void offsets(std::uint32_t row, std::int64_t (&out)[NIns > 0 ? NIns : 1]) const {
+#pragma unroll
+    for (std::size_t k = 0; k < NIns; ++k) out[k] = 0;
+#pragma unroll
+    for (int d = kMaxRowDims - 1; d > 0; --d) {
+      if (d >= ndim) continue;
+      const std::uint32_t quotient = sizes[d].divide(row);
+      const auto coordinate = static_cast<std::int64_t>(row - quotient * sizes[d].divisor);
+      row = quotient;
+#pragma unroll
+      for (std::size_t k = 0; k < NIns; ++k) out[k] += coordinate * strides[d][k];
+    }
+#pragma unroll
+    for (std::size_t k = 0; k < NIns; ++k) out[k] += static_cast<std::int64_t>(row) * strides[0][k];
+  }
+};
+
+// How the vectorised kernel walks the output: rows of vectors_per_row N-element vectors (a row length
+// that is a multiple of the vector width N, unless there is one row, rows.ndim == 0).
+template <std::size_t NIns>
+struct RowPlan {
+  FastDivmod vectors_per_row;
+  RowIndexer<NIns> rows;
+};
+
 // ---------------------------------------------------------------------------------------------------
 // kernels
 template <int N, typename F, typename Out, typename... Values>
@@ -215,16 +265,33 @@ __device__ __forceinline__ void apply_vector(const F& f, Out* out, const Values&
   *reinterpret_cast<Vec<Out, N>*>(out) = result;
 }
 
+template <int N, typename F, typename Out, std::size_t... Is, typename... Ins>
+__device__ __forceinline__ void apply_row_vector(const F& f, Out* out, const std::int64_t* row_offsets,
+                                                 std::int64_t column, std::index_sequence<Is...>,
+                                                 const Operand<Ins>&... ins) {
+  apply_vector<N>(f, out, ins.template fetch<N>(row_offsets[Is], column)...);
+}
+
+// Vector v covers output elements [v * N, v * N + N), all in one row. With one row (rows.ndim == 0)
+// the last n % N elements are done one per thread after the vectors.
 template <int N, typename F, typename Out, typename... Ins>
-__global__ void map_vectorized_kernel(F f, Out* out, std::int64_t n, Operand<Ins>... ins) {
+__global__ void map_vectorized_kernel(F f, Out* out, std::int64_t n, RowPlan<sizeof...(Ins)> plan,
+                                      Operand<Ins>... ins) {
+  constexpr std::size_t kIns = sizeof...(Ins);
   const std::int64_t vectors = n / N;
+  std::int64_t row_offsets[kIns > 0 ? kIns : 1] = {};
   ADCUDA_GRID_STRIDE_LOOP(v, vectors) {
-    const std::int64_t base = v * N;
-    apply_vector<N>(f, out + base, ins.template fetch<N>(base)...);
+    std::int64_t column = v * N;
+    if (plan.rows.ndim > 0) {
+      const std::uint32_t row = plan.vectors_per_row.divide(static_cast<std::uint32_t>(v));
+      column = (v - static_cast<std::int64_t>(row) * plan.vectors_per_row.divisor) * N;
+      plan.rows.offsets(row, row_offsets);
+    }
+    apply_row_vector<N>(f, out + v * N, row_offsets, column, std::index_sequence_for<Ins...>{}, ins...);
   }
-  // the last n % N elements (fewer than one block's threads), one per thread
+  // the last n % N elements (one row only; fewer than one block's threads), one per thread
   const std::int64_t tail = vectors * N + static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (tail < n) out[tail] = convert<Out>(f(ins.at(tail)...));
+  if (tail < n) apply_row_vector<1>(f, out + tail, row_offsets, tail, std::index_sequence_for<Ins...>{}, ins...);
 }
 
 template <typename F, typename Out, std::size_t NArgs, std::size_t... Is, typename... Ins>
@@ -356,8 +423,54 @@ template <std::size_t NArgs>
 struct MapPlan {
   std::unique_ptr<KernelLaunch> launch;  // the device guard and stream, alive until the plan is run
   bool vectorised = false;
+  RowPlan<NArgs - 1> rows;                         // vectorised
+  std::array<bool, NArgs - 1> along_row{};         // vectorised: input k runs along the rows
   std::vector<StridedLaunch<NArgs>> strided;
 };
+
+// Whether the vectorised kernel can cover `out` (NArgs operands with `strides`, the output's first; a
+// scalar input has all-zero strides) in vectors of `width` elements; if so, fills plan.rows and
+// plan.along_row. The innermost dim left after merging is the row: every input must have stride 1
+// (runs along it) or 0 (constant along it) there, and each row must start vector-aligned in the
+// output and in every input that runs along it (rows a multiple of `width`, unless there is one row).
+template <std::size_t NArgs>
+bool plan_rows(const Dims& shape, const std::array<Dims, NArgs>& strides, const std::array<bool, NArgs>& aligned,
+               int width, MapPlan<NArgs>& plan) {
+  if (!aligned[0]) return false;
+  std::array<const Dims*, NArgs> stride_ptrs;
+  for (std::size_t k = 0; k < NArgs; ++k) stride_ptrs[k] = &strides[k];
+  const MergedDims<NArgs> merged = merge_dims<NArgs>(shape, stride_ptrs);
+  if (merged.count == 0) return true;  // one element: one row, every input constant along it
+  if (merged.count > kMaxRowDims + 1) return false;
+  const std::int64_t row_length = merged.sizes[0];
+  const int outer = merged.count - 1;
+  if (outer > 0) {
+    std::int64_t vectors = 1;
+    for (int d = 0; d < merged.count; ++d) vectors *= merged.sizes[d];
+    if (row_length % width != 0 || vectors / width > kInt32Limit) return false;
+  }
+  for (std::size_t k = 1; k < NArgs; ++k) {
+    const std::int64_t inner = merged.strides[0][k];
+    if (inner != 0 && inner != 1) return false;
+    const bool along = inner == 1;
+    if (along) {
+      if (!aligned[k]) return false;
+      for (int d = 1; d < merged.count; ++d) {
+        if (merged.strides[d][k] % width != 0) return false;
+      }
+    }
+    plan.along_row[k - 1] = along;
+  }
+  plan.rows.vectors_per_row = FastDivmod(static_cast<std::uint32_t>(outer > 0 ? row_length / width : 1));
+  plan.rows.rows.ndim = outer;
+  for (int d = 0; d < outer; ++d) {
+    // merged dims are innermost first; the indexer's are outermost first
+    const int from = merged.count - 1 - d;
+    plan.rows.rows.sizes[d] = FastDivmod(static_cast<std::uint32_t>(merged.sizes[from]));
+    for (std::size_t k = 1; k < NArgs; ++k) plan.rows.rows.strides[d][k - 1] = merged.strides[from][k];
+  }
+  return true;
+}
 
 // `ins[k]` is null for a scalar operand; `itemsizes` are the output's then the inputs'; vector_width 0
 // forbids the vectorised kernel. Orders the launch stream after the inputs' earlier uses. Kept out of
@@ -376,24 +489,23 @@ template <std::size_t NArgs>
     }
     a->storage()->use_on(launch.stream(), launch.device());
   }
-  if (vector_width > 0) {
-    const auto bytes = [&](std::size_t k) { return static_cast<std::size_t>(vector_width) * itemsizes[k]; };
-    bool vectorisable = aligned_to(out.data_ptr(), bytes(0));
-    for (std::size_t k = 0; k + 1 < NArgs && vectorisable; ++k) {
-      const DeviceArray* a = ins[k];
-      vectorisable = a == nullptr ||
-                     (a->is_contiguous() && a->shape() == out.shape() && aligned_to(a->data_ptr(), bytes(k + 1)));
-    }
-    if (vectorisable) {
-      plan.vectorised = true;
-      return plan;
-    }
-  }
   const Dims& shape = out.shape();
   std::array<Dims, NArgs> strides;
   strides[0] = out.strides();
   for (std::size_t k = 0; k + 1 < NArgs; ++k) {
     strides[k + 1] = ins[k] != nullptr ? broadcast_strides(*ins[k], shape) : Dims(shape.size(), 0);
+  }
+  if (vector_width > 0) {
+    std::array<bool, NArgs> aligned;
+    aligned[0] = aligned_to(out.data_ptr(), static_cast<std::size_t>(vector_width) * itemsizes[0]);
+    for (std::size_t k = 1; k < NArgs; ++k) {
+      aligned[k] = ins[k - 1] == nullptr ||
+                   aligned_to(ins[k - 1]->data_ptr(), static_cast<std::size_t>(vector_width) * itemsizes[k]);
+    }
+    if (plan_rows<NArgs>(shape, strides, aligned, vector_width, plan)) {
+      plan.vectorised = true;
+      return plan;
+    }
   }
   std::vector<Int32Block<NArgs>> blocks;
   collect_int32_blocks<NArgs>(shape, strides, 0, {}, blocks);
@@ -418,9 +530,12 @@ Operand<T> operand_at(const Arg<T>& arg, std::int64_t offset) {
   return Operand<T>{arg.array != nullptr ? arg.array->template data<T>() + offset : nullptr, arg.scalar};
 }
 
-template <int N, typename F, typename Out, typename... Ins>
-void launch_vectorized(cudaStream_t stream, const F& f, Out* out, std::int64_t n, Operand<Ins>... ins) {
-  map_vectorized_kernel<N, F, Out, Ins...><<<grid_size((n + N - 1) / N), kBlockSize, 0, stream>>>(f, out, n, ins...);
+template <int N, typename F, typename Out, std::size_t NIns, std::size_t... Is, typename... Ins>
+void launch_vectorized(cudaStream_t stream, const F& f, Out* out, std::int64_t n, const RowPlan<NIns>& rows,
+                       const std::array<bool, NIns>& along_row, std::index_sequence<Is...>, const Arg<Ins>&... args) {
+  map_vectorized_kernel<N, F, Out, Ins...><<<grid_size((n + N - 1) / N), kBlockSize, 0, stream>>>(
+      f, out, n, rows, Operand<Ins>{args.array != nullptr ? args.array->template data<Ins>() : nullptr, args.scalar,
+                                    along_row[Is]}...);
   ADCUDA_CHECK_LAUNCH();
 }
 
@@ -454,7 +569,8 @@ template <typename Out, bool Vectorize = true, typename F, typename... Ins>
   const cudaStream_t stream = plan.launch->stream();
   if constexpr (vectorized) {
     if (plan.vectorised) {
-      launch_vectorized<N>(stream, f, out.data<Out>(), n, operand_at(args, 0)...);
+      launch_vectorized<N>(stream, f, out.data<Out>(), n, plan.rows, plan.along_row, std::index_sequence_for<Ins...>{},
+                           args...);
       return;
     }
   }

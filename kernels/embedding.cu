@@ -11,6 +11,7 @@
 
 #include "elementwise_loops.cuh"
 #include "runtime/copy.h"
+#include "runtime/device_errors.cuh"
 #include "runtime/dispatch.cuh"
 #include "runtime/errors.h"
 #include "runtime/launch.cuh"
@@ -47,13 +48,13 @@ void dispatch_index(ScalarType type, const char* op, F&& f) {
 }
 
 // Groups of 2^group_shift lanes (at most a warp) copy one row each, so short rows still keep every lane
-// busy. An index outside [0, num_embeddings) is reported once through `report` ({flag, index}) and its
-// row written as zeros, never read.
+// busy. An index outside [0, num_embeddings) is reported through `report` (raised at the next
+// synchronising call, runtime/device_errors.h) and its row written as zeros, never read.
 template <typename Unit, typename Index>
 __global__ void embedding_gather_kernel(Unit* out, const Unit* weight, const Index* indices, std::int64_t rows,
                                         std::int64_t units_per_row, std::int64_t weight_row_stride,
                                         std::int64_t num_embeddings, int group_shift,
-                                        unsigned long long* report) {
+                                        const DeviceErrorReport report) {
   const int member = threadIdx.x & ((1 << group_shift) - 1);
   const std::int64_t group_size = std::int64_t(1) << group_shift;
   const std::int64_t rows_per_block = blockDim.x >> group_shift;
@@ -62,7 +63,7 @@ __global__ void embedding_gather_kernel(Unit* out, const Unit* weight, const Ind
     const auto k = static_cast<std::int64_t>(indices[row]);
     Unit* destination = out + row * units_per_row;
     if (k < 0 || k >= num_embeddings) {
-      if (member == 0 && atomicCAS(report, 0ull, 1ull) == 0ull) report[1] = static_cast<unsigned long long>(k);
+      if (member == 0) report_device_error(report, k, num_embeddings);
       for (std::int64_t u = member; u < units_per_row; u += group_size) destination[u] = Unit{};
       continue;
     }
@@ -195,10 +196,9 @@ DeviceArray embedding(const DeviceArray& weight, const DeviceArray& indices) {
   const std::int64_t rows = indices.numel();
   if (rows == 0) return out;
 
-  DeviceArray report = DeviceArray::empty({2}, ScalarType::Int64, weight.device());
+  const DeviceErrorReport report = device_error_report(weight.device(), DeviceCheck::kEmbeddingIndex);
   {
-    KernelLaunch launch(out, weight, indices, report);
-    ADCUDA_CHECK(cudaMemsetAsync(report.data_ptr(), 0, 2 * sizeof(std::int64_t), launch.stream()));
+    KernelLaunch launch(out, weight, indices);
     const int unit = move_unit_bytes(weight, out);
     const std::int64_t units_per_row = dim * static_cast<std::int64_t>(weight.itemsize()) / unit;
     const std::int64_t row_stride = weight.strides()[0] * static_cast<std::int64_t>(weight.itemsize()) / unit;
@@ -211,18 +211,10 @@ DeviceArray embedding(const DeviceArray& weight, const DeviceArray& indices) {
         using Unit = typename decltype(unit_tag)::type;
         embedding_gather_kernel<Unit, Index><<<grid_size(rows, rows_per_block), kBlockSize, 0, launch.stream()>>>(
             static_cast<Unit*>(out.data_ptr()), static_cast<const Unit*>(weight.data_ptr()), indices.data<Index>(),
-            rows, units_per_row, row_stride, num_embeddings, group_shift,
-            static_cast<unsigned long long*>(report.data_ptr()));
+            rows, units_per_row, row_stride, num_embeddings, group_shift, report);
       });
     });
     ADCUDA_CHECK_LAUNCH();
-  }
-  std::int64_t found[2];
-  copy_device_to_host(found, report, sizeof(found));
-  if (found[0] != 0) {
-    throw std::out_of_range(std::string(op) + ": index " + std::to_string(found[1]) +
-                            " is out of range for num_embeddings=" + std::to_string(num_embeddings) +
-                            " (weight shape " + format_dims(weight.shape()) + ")");
   }
   return out;
 }

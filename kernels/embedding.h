@@ -10,8 +10,8 @@ namespace adcuda {
 
 // Rows of the 2-D `weight` (last dim contiguous, any row stride) at the int32/int64 `indices`
 // (contiguous, any shape): a new array of shape indices.shape + (embedding_dim,). The gather checks every
-// index on the device and flags one that is outside [0, num_embeddings); the call then waits for the
-// device once (a 16-byte copy back) and throws std::out_of_range (IndexError) naming it.
+// index on the device: one outside [0, num_embeddings) gets a row of zeros and is reported without a
+// host sync, raised (DeviceIndexError, an IndexError) at the next synchronising call (device_errors.h).
 DeviceArray embedding(const DeviceArray& weight, const DeviceArray& indices);
 
 // The dense (num_embeddings, embedding_dim) weight gradient from `grad` (contiguous, indices.shape +

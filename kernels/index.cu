@@ -1,5 +1,8 @@
 // Gathers and scatters over an index geometry (index.h). Moves are instantiated per element size;
-// only the accumulating scatter needs the dtype (for its atomic add).
+// only the accumulating scatter needs the dtype (for its atomic add). Gathers walk the result by rows
+// (its innermost merged dim): a row's start costs the coordinate math once, contiguous rows along
+// which no index varies move in 16/8/4/2-byte units (index_select on a leading dim, a[idx] on rows);
+// scatters locate every element.
 #include "index.h"
 
 #include <cuda_runtime_api.h>
@@ -9,6 +12,7 @@
 
 #include "elementwise_loops.cuh"
 #include "runtime/copy.h"
+#include "runtime/device_errors.cuh"
 #include "runtime/dispatch.cuh"
 #include "runtime/errors.h"
 #include "runtime/launch.cuh"
@@ -39,12 +43,28 @@ struct IndexParams {
 struct Located {
   std::int64_t base;
   std::int64_t value;
+  bool valid;  // every index in range (check_indices reports the others; scatters skip them)
 };
+
+// Index array k's entry at `offset`, a negative one counted from the end. check_indices reports an index
+// out of range without waiting for the answer (device_errors.h): until the error is raised at the next
+// sync, such an index reads as 0 and clears `valid` (gathers read element 0 of the dim instead and
+// scatters write nothing), so no memory outside is touched.
+__device__ __forceinline__ std::int64_t index_at(const IndexParams& p, int k, std::int64_t offset, bool& valid) {
+  std::int64_t i = p.indices[k][offset];
+  if (i < 0) i += p.index_sizes[k];
+  if (i < 0 || i >= p.index_sizes[k]) {
+    valid = false;
+    return 0;
+  }
+  return i;
+}
 
 // Offsets in the base and in the values of element `linear` (row-major over the geometry's shape).
 __device__ __forceinline__ Located locate(const IndexParams& p, std::int64_t linear) {
   std::int64_t base = 0;
   std::int64_t value = 0;
+  bool valid = true;
   std::int64_t index_offsets[kMaxIndexArrays];
 #pragma unroll
   for (int k = 0; k < kMaxIndexArrays; ++k) index_offsets[k] = 0;
@@ -69,25 +89,99 @@ __device__ __forceinline__ Located locate(const IndexParams& p, std::int64_t lin
   }
 #pragma unroll
   for (int k = 0; k < kMaxIndexArrays; ++k) {
-    if (k < p.count) {
-      std::int64_t i = p.indices[k][index_offsets[k]];
-      if (i < 0) i += p.index_sizes[k];
-      base += i * p.index_strides[k];
-    }
+    if (k < p.count) base += index_at(p, k, index_offsets[k], valid) * p.index_strides[k];
   }
-  return {base, value};
+  return {base, value, valid};
 }
 
+// A gather's row starts: the outer dims (all of p's but the innermost) locate a row's start once, in
+// the base and in every index array; within the row an element is one stride step further.
+struct RowStart {
+  std::int64_t base;
+  std::int64_t indices[kMaxIndexArrays];
+};
+
+// Where row `row` starts (outer dims of p: the first p.ndim - 1), index lookups not yet applied.
+__device__ __forceinline__ RowStart locate_row(const IndexParams& p, std::int64_t row) {
+  RowStart at{};
+  auto rest = static_cast<std::uint32_t>(row);
+#pragma unroll 1
+  for (int d = p.ndim - 2; d >= 0; --d) {
+    std::int64_t c;
+    if (p.fast) {
+      const std::uint32_t q = p.dividers[d].divide(rest);
+      c = rest - q * p.dividers[d].divisor;
+      rest = q;
+    } else {
+      c = row % p.sizes[d];
+      row /= p.sizes[d];
+    }
+    at.base += c * p.base_strides[d];
+#pragma unroll
+    for (int k = 0; k < kMaxIndexArrays; ++k) {
+      if (k < p.count) at.indices[k] += c * p.index_array_strides[k][d];
+    }
+  }
+  return at;
+}
+
+// Rows along which no index array varies (index_select / a[idx] on a leading dim, the rows of an
+// embedding): each row is a copy of `units` Units `stride` Units apart in the base (1 for contiguous
+// rows, then Unit is the widest of 16/8/4/2/1 bytes the layout allows); its index lookups happen once.
+// Groups of 2^group_shift lanes share a row, so short rows keep every lane busy.
 template <typename Unit>
-__global__ void gather_kernel(Unit* out, const Unit* base, std::int64_t n, const IndexParams p) {
-  ADCUDA_GRID_STRIDE_LOOP(i, n) { out[i] = base[locate(p, i).base]; }
+__global__ void gather_rows_kernel(Unit* out, const void* base, std::int64_t itemsize, std::int64_t rows,
+                                   std::int64_t units, std::int64_t stride, int group_shift, const IndexParams p) {
+  const int member = threadIdx.x & ((1 << group_shift) - 1);
+  const std::int64_t group_size = std::int64_t(1) << group_shift;
+  const std::int64_t rows_per_block = blockDim.x >> group_shift;
+  for (std::int64_t row = blockIdx.x * rows_per_block + (threadIdx.x >> group_shift); row < rows;
+       row += static_cast<std::int64_t>(gridDim.x) * rows_per_block) {
+    const RowStart at = locate_row(p, row);
+    std::int64_t offset = at.base;
+    bool valid = true;  // a gather reads element 0 for an index out of range (index_at)
+#pragma unroll
+    for (int k = 0; k < kMaxIndexArrays; ++k) {
+      if (k < p.count) offset += index_at(p, k, at.indices[k], valid) * p.index_strides[k];
+    }
+    // the host checked that every row start is Unit-aligned
+    const Unit* source = reinterpret_cast<const Unit*>(static_cast<const char*>(base) + offset * itemsize);
+    Unit* destination = out + row * units;
+    for (std::int64_t u = member; u < units; u += group_size) destination[u] = source[u * stride];
+  }
+}
+
+// Rows along which index arrays vary (gather along the last dim): element j of a row reads its index
+// at the row's index offset plus j index-strides, with the row's start located once.
+template <typename Unit>
+__global__ void gather_indexed_rows_kernel(Unit* out, const Unit* base, std::int64_t rows, std::int64_t length,
+                                           int group_shift, const IndexParams p) {
+  const int member = threadIdx.x & ((1 << group_shift) - 1);
+  const std::int64_t group_size = std::int64_t(1) << group_shift;
+  const std::int64_t rows_per_block = blockDim.x >> group_shift;
+  const int inner = p.ndim - 1;
+  for (std::int64_t row = blockIdx.x * rows_per_block + (threadIdx.x >> group_shift); row < rows;
+       row += static_cast<std::int64_t>(gridDim.x) * rows_per_block) {
+    const RowStart at = locate_row(p, row);
+    for (std::int64_t j = member; j < length; j += group_size) {
+      std::int64_t offset = at.base + j * p.base_strides[inner];
+      bool valid = true;  // a gather reads element 0 for an index out of range (index_at)
+#pragma unroll
+      for (int k = 0; k < kMaxIndexArrays; ++k) {
+        if (k < p.count) {
+          offset += index_at(p, k, at.indices[k] + j * p.index_array_strides[k][inner], valid) * p.index_strides[k];
+        }
+      }
+      out[row * length + j] = base[offset];
+    }
+  }
 }
 
 template <typename Unit>
 __global__ void scatter_kernel(Unit* base, const Unit* values, std::int64_t n, const IndexParams p) {
   ADCUDA_GRID_STRIDE_LOOP(i, n) {
     const Located at = locate(p, i);
-    base[at.base] = values[at.value];
+    if (at.valid) base[at.base] = values[at.value];
   }
 }
 
@@ -106,15 +200,17 @@ template <typename T>
 __global__ void scatter_add_kernel(T* base, const T* values, std::int64_t n, const IndexParams p) {
   ADCUDA_GRID_STRIDE_LOOP(i, n) {
     const Located at = locate(p, i);
-    atomic_add(base + at.base, values[at.value]);
+    if (at.valid) atomic_add(base + at.base, values[at.value]);
   }
 }
 
-// deterministic scatters: destinations as sortable keys (offsets + shift >= 0), then per run
+// deterministic scatters: destinations as sortable keys (offsets + shift >= 0; `nowhere`, past every
+// destination, for an index out of range), then per run
 __global__ void scatter_keys_kernel(std::int64_t* keys, std::int64_t* positions, std::int64_t n, const IndexParams p,
-                                    std::int64_t shift) {
+                                    std::int64_t shift, std::int64_t nowhere) {
   ADCUDA_GRID_STRIDE_LOOP(i, n) {
-    keys[i] = locate(p, i).base + shift;
+    const Located at = locate(p, i);
+    keys[i] = at.valid ? at.base + shift : nowhere;
     positions[i] = i;
   }
 }
@@ -123,8 +219,9 @@ __global__ void scatter_keys_kernel(std::int64_t* keys, std::int64_t* positions,
 template <typename Unit>
 __global__ void scatter_last_kernel(Unit* base, const Unit* values, const std::int64_t* keys,
                                     const std::int64_t* positions, std::int64_t n, const IndexParams p,
-                                    std::int64_t shift) {
+                                    std::int64_t shift, std::int64_t nowhere) {
   ADCUDA_GRID_STRIDE_LOOP(i, n) {
+    if (keys[i] == nowhere) continue;
     if (i == n - 1 || keys[i + 1] != keys[i]) base[keys[i] - shift] = values[locate(p, positions[i]).value];
   }
 }
@@ -137,25 +234,21 @@ __global__ void gather_values_kernel(A* out, const T* values, const std::int64_t
 
 template <typename T, typename A>
 __global__ void add_runs_kernel(T* base, const std::int64_t* keys, const A* sums, const std::int64_t* count,
-                                std::int64_t n, std::int64_t shift) {
+                                std::int64_t n, std::int64_t shift, std::int64_t nowhere) {
   const std::int64_t runs = *count;
   ADCUDA_GRID_STRIDE_LOOP(i, n) {
     if (i >= runs) return;
+    if (keys[i] == nowhere) continue;
     T* target = base + (keys[i] - shift);
     *target = convert<T>(static_cast<A>(to_compute(*target)) + sums[i]);
   }
 }
 
 __global__ void check_indices_kernel(const std::int64_t* indices, std::int64_t n, std::int64_t size,
-                                     unsigned long long* report) {
+                                     const DeviceErrorReport report) {
   ADCUDA_GRID_STRIDE_LOOP(i, n) {
     const std::int64_t v = indices[i];
-    if (v < -size || v >= size) {
-      if (atomicCAS(report, 0ull, 1ull) == 0ull) {
-        report[1] = static_cast<unsigned long long>(v);
-        report[2] = static_cast<unsigned long long>(size);
-      }
-    }
+    if (v < -size || v >= size) report_device_error(report, v, size);
   }
 }
 
@@ -236,6 +329,18 @@ IndexParams make_params(const IndexGeometry& g, const DeviceArray* values) {
   return p;
 }
 
+// A row's move unit: 16, 8, 4, 2 or 1 bytes.
+template <typename F>
+void dispatch_move_unit(int bytes, F&& f) {
+  switch (bytes) {
+    case 16: return f(TypeTag<uint4>{});
+    case 8: return f(TypeTag<uint2>{});
+    case 4: return f(TypeTag<std::uint32_t>{});
+    case 2: return f(TypeTag<std::uint16_t>{});
+    default: return f(TypeTag<std::uint8_t>{});
+  }
+}
+
 template <typename F>
 void dispatch_unit(std::size_t itemsize, F&& f) {
   switch (itemsize) {
@@ -272,8 +377,9 @@ void deterministic_scatter(const DeviceArray& base, const IndexParams& p, const 
   const std::int64_t shift = base.offset() - lowest;
   DeviceArray keys = DeviceArray::empty({n}, ScalarType::Int64, base.device());
   DeviceArray positions = DeviceArray::empty({n}, ScalarType::Int64, base.device());
+  const std::int64_t nowhere = end - lowest;
   scatter_keys_kernel<<<grid_size(n), kBlockSize, 0, stream>>>(keys.data<std::int64_t>(),
-                                                               positions.data<std::int64_t>(), n, p, shift);
+                                                               positions.data<std::int64_t>(), n, p, shift, nowhere);
   ADCUDA_CHECK_LAUNCH();
   const std::pair<DeviceArray, DeviceArray> sorted =
       sort_pairs(keys, positions, bits_for(static_cast<std::uint64_t>(end - lowest)));
@@ -284,7 +390,7 @@ void deterministic_scatter(const DeviceArray& base, const IndexParams& p, const 
       using U = typename decltype(tag)::type;
       scatter_last_kernel<U><<<grid_size(n), kBlockSize, 0, stream>>>(
           static_cast<U*>(base.data_ptr()), static_cast<const U*>(values.data_ptr()), sorted_keys.data<std::int64_t>(),
-          order.data<std::int64_t>(), n, p, shift);
+          order.data<std::int64_t>(), n, p, shift, nowhere);
     });
     ADCUDA_CHECK_LAUNCH();
     return;
@@ -302,7 +408,7 @@ void deterministic_scatter(const DeviceArray& base, const IndexParams& p, const 
     const KeyRuns runs = sum_runs(sorted_keys, gathered);
     add_runs_kernel<T, A><<<grid_size(n), kBlockSize, 0, stream>>>(base.data<T>(), runs.keys.data<std::int64_t>(),
                                                                    static_cast<const A*>(runs.sums.data_ptr()),
-                                                                   runs.count.data<std::int64_t>(), n, shift);
+                                                                   runs.count.data<std::int64_t>(), n, shift, nowhere);
     ADCUDA_CHECK_LAUNCH();
   });
 }
@@ -311,27 +417,19 @@ void deterministic_scatter(const DeviceArray& base, const IndexParams& p, const 
 
 void check_indices(const std::vector<DeviceArray>& indices, const std::vector<std::int64_t>& sizes) {
   if (indices.size() != sizes.size()) throw std::invalid_argument("check_indices: one size per index array");
-  if (indices.empty()) return;
-  DeviceArray report = DeviceArray::empty({3}, ScalarType::Int64, indices.front().device());
-  fill_(report, Scalar::from_int(0));
-  bool launched = false;
   for (std::size_t k = 0; k < indices.size(); ++k) {
     const DeviceArray idx = contiguous(indices[k]);
     if (idx.dtype() != ScalarType::Int64) throw std::invalid_argument("check_indices: index arrays must be int64");
     const std::int64_t n = idx.numel();
     if (n == 0) continue;
-    KernelLaunch launch(report, idx);
+    if (sizes[k] == 0) {  // every index is out of range: no need to read them (and no element 0 to stand in)
+      throw std::out_of_range("index is out of bounds for dimension with size 0 (" + std::to_string(n) +
+                              " indices given)");
+    }
+    KernelLaunch launch(idx);
     check_indices_kernel<<<grid_size(n), kBlockSize, 0, launch.stream()>>>(
-        idx.data<std::int64_t>(), n, sizes[k], static_cast<unsigned long long*>(report.data_ptr()));
+        idx.data<std::int64_t>(), n, sizes[k], device_error_report(idx.device(), DeviceCheck::kIndexBounds));
     ADCUDA_CHECK_LAUNCH();
-    launched = true;
-  }
-  if (!launched) return;
-  std::int64_t host[3];
-  copy_device_to_host(host, report, sizeof(host));
-  if (host[0] != 0) {
-    throw std::out_of_range("index " + std::to_string(host[1]) + " is out of bounds for dimension with size " +
-                            std::to_string(host[2]));
   }
 }
 
@@ -342,10 +440,52 @@ DeviceArray index_gather(const DeviceArray& base, const IndexGeometry& geometry)
   const IndexParams p = make_params(geometry, nullptr);
   KernelLaunch launch(out, base);
   order_after(geometry.indices, launch);
-  dispatch_unit(base.itemsize(), [&](auto tag) {
+  const auto itemsize = static_cast<std::int64_t>(base.itemsize());
+  const int inner = p.ndim - 1;
+  const std::int64_t length = p.ndim > 0 ? p.sizes[inner] : 1;  // elements per row
+  const std::int64_t rows = n / length;
+  bool indexed_inner = false;
+  for (int k = 0; k < p.count && inner >= 0; ++k) indexed_inner = indexed_inner || p.index_array_strides[k][inner] != 0;
+  // lanes per row: enough to cover the row, at most a warp
+  const auto group_shift_for = [](std::int64_t per_row) {
+    int shift = 0;
+    while (shift < 5 && (std::int64_t(1) << shift) < per_row) ++shift;
+    return shift;
+  };
+  if (indexed_inner) {
+    const int shift = group_shift_for(length);
+    dispatch_unit(base.itemsize(), [&](auto tag) {
+      using U = typename decltype(tag)::type;
+      gather_indexed_rows_kernel<U><<<grid_size(rows, kBlockSize >> shift), kBlockSize, 0, launch.stream()>>>(
+          static_cast<U*>(out.data_ptr()), static_cast<const U*>(base.data_ptr()), rows, length, shift, p);
+    });
+    ADCUDA_CHECK_LAUNCH();
+    return out;
+  }
+  // contiguous rows move in the widest unit that every row start (in the base and the result) and
+  // the row length allow; strided rows element by element
+  const std::int64_t inner_stride = p.ndim > 0 ? p.base_strides[inner] : 1;
+  int unit = static_cast<int>(itemsize);
+  if (inner_stride == 1 || length == 1) {
+    const auto base_address = reinterpret_cast<std::uintptr_t>(base.data_ptr());
+    for (const int bytes : {16, 8, 4, 2}) {
+      if (bytes <= itemsize) break;
+      bool fits = (length * itemsize) % bytes == 0 && base_address % bytes == 0;
+      for (int d = 0; d < inner && fits; ++d) fits = (p.base_strides[d] * itemsize) % bytes == 0;
+      for (int k = 0; k < p.count && fits; ++k) fits = (p.index_strides[k] * itemsize) % bytes == 0;
+      if (fits) {
+        unit = bytes;
+        break;
+      }
+    }
+  }
+  const std::int64_t units = length * itemsize / unit;
+  const std::int64_t stride = inner_stride == 1 || length == 1 ? 1 : inner_stride;
+  const int shift = group_shift_for(units);
+  dispatch_move_unit(unit, [&](auto tag) {
     using U = typename decltype(tag)::type;
-    gather_kernel<U><<<grid_size(n), kBlockSize, 0, launch.stream()>>>(static_cast<U*>(out.data_ptr()),
-                                                                       static_cast<const U*>(base.data_ptr()), n, p);
+    gather_rows_kernel<U><<<grid_size(rows, kBlockSize >> shift), kBlockSize, 0, launch.stream()>>>(
+        static_cast<U*>(out.data_ptr()), base.data_ptr(), itemsize, rows, units, stride, shift, p);
   });
   ADCUDA_CHECK_LAUNCH();
   return out;

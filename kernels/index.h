@@ -28,8 +28,10 @@ struct IndexGeometry {
   std::vector<std::int64_t> index_strides;
 };
 
-// std::out_of_range (IndexError) naming an offending value unless each indices[k] lies in
-// [-sizes[k], sizes[k]). Waits for the device (one 16-byte copy back).
+// Checks on the device, without waiting, that each indices[k] lies in [-sizes[k], sizes[k]): one that
+// does not is raised (DeviceIndexError, an IndexError naming it) at the next synchronising call
+// (runtime/device_errors.h), and the gathers and scatters use element 0 of its dim meanwhile. Throws
+// std::out_of_range at once for indices into a dim of size 0.
 void check_indices(const std::vector<DeviceArray>& indices, const std::vector<std::int64_t>& sizes);
 
 // A new contiguous array of geometry.shape: base's elements at the geometry's offsets.

@@ -5,22 +5,33 @@
 // passes a table (each tensor's addresses, sizes and dtypes, and for every block the tensor and chunk
 // it owns) as the kernel's argument, so nothing is copied to the device first. A table holds up to
 // kMaxTensors tensors and kMaxBlocks blocks (under CUDA's 4 KiB argument limit); more tensors take
-// more launches. Element dtypes are read at run time, which keeps one kernel per optimizer instead of
-// one per dtype combination.
+// more launches.
+//
+// SGD and Adam are compiled per dtype combination (parameter, gradient, state, master): the host
+// groups a call's tensors by combination and launches each group's kernel, which moves 16 bytes of its
+// widest array per load (a tensor any of whose arrays is not 16-byte aligned takes the element loop).
+// The combinations training uses are compiled (one dtype throughout; fp16/bf16 parameters and
+// gradients with fp32 state and fp32 masters); any other tensor is stepped through copies of its
+// arrays in its compute type (fp32, fp64 for an fp64 parameter or master) and copied back, which
+// rounds as the kernel would. Unscaling and the norm read each tensor's dtype at run time.
 #include "optim.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
-#include <type_traits>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "nn_common.cuh"
+#include "runtime/copy.h"
 #include "runtime/dispatch.cuh"
 #include "runtime/errors.h"
 #include "runtime/launch.cuh"
@@ -38,6 +49,7 @@ struct TensorTable {
   void* data[kLists][kMaxTensors];  // nullptr for an absent list (no masters, no momentum, ...)
   std::int64_t size[kMaxTensors];
   ScalarType dtype[kLists][kMaxTensors];
+  bool aligned[kMaxTensors];  // every present array starts 16-byte aligned
   unsigned char block_tensor[kMaxBlocks];
   int block_chunk[kMaxBlocks];
 };
@@ -65,10 +77,10 @@ __device__ __forceinline__ void store_as(void* data, ScalarType dtype, std::int6
 }
 
 // The element range [begin, end) of this block's chunk, and its tensor's slot in the table.
-template <int kLists>
 struct BlockWork {
   int slot;
   std::int64_t begin, end;
+  template <int kLists>
   __device__ explicit BlockWork(const TensorTable<kLists>& table) {
     slot = table.block_tensor[blockIdx.x];
     begin = static_cast<std::int64_t>(table.block_chunk[blockIdx.x]) * kChunk;
@@ -76,6 +88,57 @@ struct BlockWork {
     end = stop < table.size[slot] ? stop : table.size[slot];
   }
 };
+
+// The dtypes of one SGD/Adam launch: parameter, gradient, optimizer state, master (void: none). The
+// master (or, without one, the parameter) is the target the step updates; the math is in Acc.
+template <typename P, typename G, typename S, typename M>
+struct StepTypes {
+  using Param = P;
+  using Grad = G;
+  using State = S;
+  static constexpr bool kMaster = !std::is_void_v<M>;
+  using Target = std::conditional_t<kMaster, M, P>;
+  using Acc = std::conditional_t<std::is_same_v<Target, double>, double, float>;
+  // elements per step: 16 bytes of the widest array
+  static constexpr int kWidth =
+      16 / static_cast<int>(std::max({sizeof(P), sizeof(G), sizeof(S), sizeof(Target)}));
+};
+
+template <typename T, int V>
+__device__ __forceinline__ void load_values(const void* data, std::int64_t i, float (&out)[V]) {
+  const auto pack = nn::load_pack<T, V>(static_cast<const T*>(data) + i);
+#pragma unroll
+  for (int k = 0; k < V; ++k) out[k] = static_cast<float>(to_compute(pack.item[k]));
+}
+
+template <typename T, int V>
+__device__ __forceinline__ void load_values(const void* data, std::int64_t i, double (&out)[V]) {
+  const auto pack = nn::load_pack<T, V>(static_cast<const T*>(data) + i);
+#pragma unroll
+  for (int k = 0; k < V; ++k) out[k] = static_cast<double>(to_compute(pack.item[k]));
+}
+
+template <typename T, int V, typename Acc>
+__device__ __forceinline__ void store_values(void* data, std::int64_t i, const Acc (&values)[V]) {
+  nn::Pack<T, V> pack;
+#pragma unroll
+  for (int k = 0; k < V; ++k) pack.item[k] = convert<T>(values[k]);
+  nn::store_pack<T, V>(static_cast<T*>(data) + i, pack);
+}
+
+// Runs step.template elements<V>(i) over this block's chunk: V = Types::kWidth elements at a time
+// where the tensor is aligned, then (or else) one at a time.
+template <typename Types, typename Step>
+__device__ __forceinline__ void for_chunk(const BlockWork& work, bool aligned, const Step& step) {
+  constexpr int V = Types::kWidth;
+  std::int64_t done = work.begin;
+  if (aligned) {
+    const std::int64_t vectors = (work.end - work.begin) / V;
+    for (std::int64_t v = threadIdx.x; v < vectors; v += blockDim.x) step.template elements<V>(work.begin + v * V);
+    done = work.begin + vectors * V;
+  }
+  for (std::int64_t i = done + threadIdx.x; i < work.end; i += blockDim.x) step.template elements<1>(i);
+}
 
 // Lists: parameter, gradient, momentum buffer, master.
 enum SgdList { kSgdParam, kSgdGrad, kSgdBuf, kSgdMaster, kSgdLists };
@@ -85,29 +148,64 @@ struct SgdConstants {
   bool nesterov, first_step;
 };
 
-template <typename Acc>
-__global__ void __launch_bounds__(kThreads) sgd_kernel(TensorTable<kSgdLists> table, SgdConstants c) {
-  const BlockWork<kSgdLists> work(table);
-  const int s = work.slot;
-  void* target = table.data[kSgdMaster][s] != nullptr ? table.data[kSgdMaster][s] : table.data[kSgdParam][s];
-  const ScalarType target_dtype = table.data[kSgdMaster][s] != nullptr ? table.dtype[kSgdMaster][s] : table.dtype[kSgdParam][s];
-  const bool write_param = table.data[kSgdMaster][s] != nullptr;
-  for (std::int64_t i = work.begin + threadIdx.x; i < work.end; i += blockDim.x) {
-    Acc w = load_as<Acc>(target, target_dtype, i);
-    Acc d = load_as<Acc>(table.data[kSgdGrad][s], table.dtype[kSgdGrad][s], i);
-    if (c.weight_decay != 0.0) d = d + static_cast<Acc>(c.weight_decay) * w;
-    if (c.momentum != 0.0) {
-      const Acc momentum = static_cast<Acc>(c.momentum);
-      const Acc b = c.first_step ? d
-                                 : load_as<Acc>(table.data[kSgdBuf][s], table.dtype[kSgdBuf][s], i) * momentum +
-                                       d * static_cast<Acc>(c.dampening_complement);
-      store_as(table.data[kSgdBuf][s], table.dtype[kSgdBuf][s], i, b);
-      d = c.nesterov ? d + momentum * b : b;
+// One block's tensor: its arrays, and the constants in the compute type.
+template <typename Types>
+struct SgdStep {
+  using Acc = typename Types::Acc;
+  void* param;
+  const void* grad;
+  void* buf;
+  void* target;  // the master, or the parameter
+  Acc lr, momentum, dampening_complement, weight_decay;
+  bool nesterov, first_step;
+
+  template <int V>
+  __device__ __forceinline__ void elements(std::int64_t i) const {
+    Acc w[V], d[V];
+    load_values<typename Types::Target, V>(target, i, w);
+    load_values<typename Types::Grad, V>(grad, i, d);
+    if (weight_decay != Acc(0)) {
+#pragma unroll
+      for (int k = 0; k < V; ++k) d[k] = d[k] + weight_decay * w[k];
     }
-    w = w - static_cast<Acc>(c.lr) * d;
-    store_as(target, target_dtype, i, w);
-    if (write_param) store_as(table.data[kSgdParam][s], table.dtype[kSgdParam][s], i, w);
+    if (momentum != Acc(0)) {
+      Acc b[V];
+      if (first_step) {
+#pragma unroll
+        for (int k = 0; k < V; ++k) b[k] = d[k];
+      } else {
+        load_values<typename Types::State, V>(buf, i, b);
+#pragma unroll
+        for (int k = 0; k < V; ++k) b[k] = b[k] * momentum + d[k] * dampening_complement;
+      }
+      store_values<typename Types::State, V>(buf, i, b);
+#pragma unroll
+      for (int k = 0; k < V; ++k) d[k] = nesterov ? d[k] + momentum * b[k] : b[k];
+    }
+#pragma unroll
+    for (int k = 0; k < V; ++k) w[k] = w[k] - lr * d[k];
+    store_values<typename Types::Target, V>(target, i, w);
+    if constexpr (Types::kMaster) store_values<typename Types::Param, V>(param, i, w);
   }
+};
+
+template <typename Types>
+__global__ void __launch_bounds__(kThreads) sgd_kernel(TensorTable<kSgdLists> table, SgdConstants c) {
+  using Acc = typename Types::Acc;
+  const BlockWork work(table);
+  const int s = work.slot;
+  void* param = table.data[kSgdParam][s];
+  const SgdStep<Types> step{param,
+                            table.data[kSgdGrad][s],
+                            table.data[kSgdBuf][s],
+                            Types::kMaster ? table.data[kSgdMaster][s] : param,
+                            static_cast<Acc>(c.lr),
+                            static_cast<Acc>(c.momentum),
+                            static_cast<Acc>(c.dampening_complement),
+                            static_cast<Acc>(c.weight_decay),
+                            c.nesterov,
+                            c.first_step};
+  for_chunk<Types>(work, table.aligned[s], step);
 }
 
 // Lists: parameter, gradient, first moment, second moment, AMSGrad's max second moment, master.
@@ -123,40 +221,79 @@ struct AdamConstants {
 static_assert(sizeof(TensorTable<kAdamLists>) + sizeof(AdamConstants) < 4096,
               "the table travels as a kernel argument: it must stay under CUDA's 4 KiB limit");
 
-template <typename Acc>
-__global__ void __launch_bounds__(kThreads) adam_kernel(TensorTable<kAdamLists> table, AdamConstants c) {
-  const BlockWork<kAdamLists> work(table);
-  const int s = work.slot;
-  const bool has_master = table.data[kAdamMaster][s] != nullptr;
-  void* target = has_master ? table.data[kAdamMaster][s] : table.data[kAdamParam][s];
-  const ScalarType target_dtype = has_master ? table.dtype[kAdamMaster][s] : table.dtype[kAdamParam][s];
-  const bool amsgrad = table.data[kAdamMaxExpAvgSq][s] != nullptr;
-  for (std::int64_t i = work.begin + threadIdx.x; i < work.end; i += blockDim.x) {
-    Acc w = load_as<Acc>(target, target_dtype, i);
-    Acc d = load_as<Acc>(table.data[kAdamGrad][s], table.dtype[kAdamGrad][s], i);
-    if (c.weight_decay != 0.0) {
-      if (c.decoupled) {
-        w = w * static_cast<Acc>(c.decay_factor);
-      } else {
-        d = d + static_cast<Acc>(c.weight_decay) * w;
+template <typename Types>
+struct AdamStep {
+  using Acc = typename Types::Acc;
+  void* param;
+  const void* grad;
+  void* exp_avg;
+  void* exp_avg_sq;
+  void* max_exp_avg_sq;  // nullptr unless AMSGrad
+  void* target;          // the master, or the parameter
+  Acc decay_factor, weight_decay, beta1_complement, beta2, beta2_complement, bias_correction2_sqrt, eps, step_size;
+  bool decoupled;
+
+  template <int V>
+  __device__ __forceinline__ void elements(std::int64_t i) const {
+    using State = typename Types::State;
+    Acc w[V], d[V], m[V], v[V];
+    load_values<typename Types::Target, V>(target, i, w);
+    load_values<typename Types::Grad, V>(grad, i, d);
+    load_values<State, V>(exp_avg, i, m);
+    load_values<State, V>(exp_avg_sq, i, v);
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      if (weight_decay != Acc(0)) {
+        if (decoupled) {
+          w[k] = w[k] * decay_factor;
+        } else {
+          d[k] = d[k] + weight_decay * w[k];
+        }
       }
+      m[k] = m[k] + (d[k] - m[k]) * beta1_complement;
+      v[k] = v[k] * beta2 + (d[k] * d[k]) * beta2_complement;
     }
-    Acc m = load_as<Acc>(table.data[kAdamExpAvg][s], table.dtype[kAdamExpAvg][s], i);
-    m = m + (d - m) * static_cast<Acc>(c.beta1_complement);
-    Acc v = load_as<Acc>(table.data[kAdamExpAvgSq][s], table.dtype[kAdamExpAvgSq][s], i) * static_cast<Acc>(c.beta2) +
-            (d * d) * static_cast<Acc>(c.beta2_complement);
-    store_as(table.data[kAdamExpAvg][s], table.dtype[kAdamExpAvg][s], i, m);
-    store_as(table.data[kAdamExpAvgSq][s], table.dtype[kAdamExpAvgSq][s], i, v);
-    if (amsgrad) {
-      const Acc seen = load_as<Acc>(table.data[kAdamMaxExpAvgSq][s], table.dtype[kAdamMaxExpAvgSq][s], i);
-      v = seen > v ? seen : v;
-      store_as(table.data[kAdamMaxExpAvgSq][s], table.dtype[kAdamMaxExpAvgSq][s], i, v);
+    store_values<State, V>(exp_avg, i, m);
+    store_values<State, V>(exp_avg_sq, i, v);
+    if (max_exp_avg_sq != nullptr) {
+      Acc seen[V];
+      load_values<State, V>(max_exp_avg_sq, i, seen);
+#pragma unroll
+      for (int k = 0; k < V; ++k) v[k] = seen[k] > v[k] ? seen[k] : v[k];
+      store_values<State, V>(max_exp_avg_sq, i, v);
     }
-    const Acc denom = sqrt(v) / static_cast<Acc>(c.bias_correction2_sqrt) + static_cast<Acc>(c.eps);
-    w = w - static_cast<Acc>(c.step_size) * (m / denom);
-    store_as(target, target_dtype, i, w);
-    if (has_master) store_as(table.data[kAdamParam][s], table.dtype[kAdamParam][s], i, w);
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const Acc denom = sqrt(v[k]) / bias_correction2_sqrt + eps;
+      w[k] = w[k] - step_size * (m[k] / denom);
+    }
+    store_values<typename Types::Target, V>(target, i, w);
+    if constexpr (Types::kMaster) store_values<typename Types::Param, V>(param, i, w);
   }
+};
+
+template <typename Types>
+__global__ void __launch_bounds__(kThreads) adam_kernel(TensorTable<kAdamLists> table, AdamConstants c) {
+  using Acc = typename Types::Acc;
+  const BlockWork work(table);
+  const int s = work.slot;
+  void* param = table.data[kAdamParam][s];
+  const AdamStep<Types> step{param,
+                             table.data[kAdamGrad][s],
+                             table.data[kAdamExpAvg][s],
+                             table.data[kAdamExpAvgSq][s],
+                             table.data[kAdamMaxExpAvgSq][s],
+                             Types::kMaster ? table.data[kAdamMaster][s] : param,
+                             static_cast<Acc>(c.decay_factor),
+                             static_cast<Acc>(c.weight_decay),
+                             static_cast<Acc>(c.beta1_complement),
+                             static_cast<Acc>(c.beta2),
+                             static_cast<Acc>(c.beta2_complement),
+                             static_cast<Acc>(c.bias_correction2_sqrt),
+                             static_cast<Acc>(c.eps),
+                             static_cast<Acc>(c.step_size),
+                             c.decoupled};
+  for_chunk<Types>(work, table.aligned[s], step);
 }
 
 enum UnscaleList { kUnscaleOut, kUnscaleGrad, kUnscaleLists };
@@ -165,7 +302,7 @@ template <typename Acc>
 __global__ void __launch_bounds__(kThreads)
     unscale_kernel(TensorTable<kUnscaleLists> table, const float* inv_scale_array, double inv_scale_value,
                    float* found_inf) {
-  const BlockWork<kUnscaleLists> work(table);
+  const BlockWork work(table);
   const int s = work.slot;
   const Acc inv_scale = inv_scale_array != nullptr ? static_cast<Acc>(*inv_scale_array) : static_cast<Acc>(inv_scale_value);
   bool saw_non_finite = false;
@@ -260,7 +397,7 @@ __device__ __forceinline__ Acc chunk_norm_part(const T* data, std::int64_t begin
 
 template <NormKind kKind, typename Acc>
 __global__ void __launch_bounds__(kThreads) norm_partials_kernel(TensorTable<1> table, Acc p, Acc* partials) {
-  const BlockWork<1> work(table);
+  const BlockWork work(table);
   const int s = work.slot;
   const void* data = table.data[0][s];
   Acc part;
@@ -381,10 +518,12 @@ void multi_tensor_apply(const TensorLists<kLists>& lists, const KernelLaunch& la
         if (tensors == kMaxTensors) flush();
         slot = tensors++;
         table.size[slot] = n;
+        table.aligned[slot] = true;
         for (int l = 0; l < kLists; ++l) {
           const bool present = lists.present(l);
           table.data[l][slot] = present ? (*lists.lists[l])[t].data_ptr() : nullptr;
           table.dtype[l][slot] = present ? (*lists.lists[l])[t].dtype() : ScalarType::Float32;
+          table.aligned[slot] = table.aligned[slot] && reinterpret_cast<std::uintptr_t>(table.data[l][slot]) % 16 == 0;
         }
       }
       table.block_tensor[blocks] = static_cast<unsigned char>(slot);
@@ -405,6 +544,107 @@ void use_all_on(const TensorLists<kLists>& lists, const KernelLaunch& launch) {
   }
 }
 
+// The dtype combinations SGD and Adam are compiled for (kOther: anything else).
+enum class StepKind { kFloat32, kFloat64, kFloat16, kBFloat16, kFloat16Master, kBFloat16Master, kOther, kKinds };
+
+// `target`, `param`, `grad`, `state` lists and `master` index the lists of one call.
+struct StepLayout {
+  int param, grad, master;
+  std::vector<int> state;
+};
+
+template <int kLists>
+StepKind step_kind(const TensorLists<kLists>& lists, const StepLayout& layout, std::size_t t) {
+  const ScalarType param = (*lists.lists[layout.param])[t].dtype();
+  const bool master = lists.present(layout.master);
+  const ScalarType state = master ? ScalarType::Float32 : param;
+  if ((*lists.lists[layout.grad])[t].dtype() != param) return StepKind::kOther;
+  for (int l : layout.state) {
+    if (lists.present(l) && (*lists.lists[l])[t].dtype() != state) return StepKind::kOther;
+  }
+  if (master) {
+    if ((*lists.lists[layout.master])[t].dtype() != ScalarType::Float32) return StepKind::kOther;
+    if (param == ScalarType::Float16) return StepKind::kFloat16Master;
+    if (param == ScalarType::BFloat16) return StepKind::kBFloat16Master;
+    return StepKind::kOther;
+  }
+  switch (param) {
+    case ScalarType::Float32: return StepKind::kFloat32;
+    case ScalarType::Float64: return StepKind::kFloat64;
+    case ScalarType::Float16: return StepKind::kFloat16;
+    case ScalarType::BFloat16: return StepKind::kBFloat16;
+    default: return StepKind::kOther;
+  }
+}
+
+// A call's tensors split by dtype combination. A tensor of no compiled combination joins the float32
+// (or, for a float64 parameter or master, the float64) group through copies of its arrays in that
+// type, and `copy_backs` (destination, copy) put the results back after the launches; its master, if
+// any, becomes the stepped parameter and is copied into the real parameter.
+template <int kLists>
+struct StepGroups {
+  std::array<std::array<std::vector<DeviceArray>, kLists>, static_cast<int>(StepKind::kKinds)> arrays;
+  std::vector<std::pair<DeviceArray, DeviceArray>> copy_backs;
+
+  StepGroups(const TensorLists<kLists>& lists, const StepLayout& layout) {
+    for (std::size_t t = 0; t < lists.count; ++t) {
+      const StepKind kind = step_kind(lists, layout, t);
+      if (kind != StepKind::kOther) {
+        auto& group = arrays[static_cast<int>(kind)];
+        for (int l = 0; l < kLists; ++l) {
+          if (lists.present(l)) group[l].push_back((*lists.lists[l])[t]);
+        }
+        continue;
+      }
+      const bool master = lists.present(layout.master);
+      const DeviceArray& target = (*lists.lists[master ? layout.master : layout.param])[t];
+      const ScalarType acc = target.dtype() == ScalarType::Float64 ? ScalarType::Float64 : ScalarType::Float32;
+      auto& group = arrays[static_cast<int>(acc == ScalarType::Float64 ? StepKind::kFloat64 : StepKind::kFloat32)];
+      const auto in_acc = [&](const DeviceArray& a, bool written) {
+        if (a.dtype() == acc) return a;
+        DeviceArray copy = astype(a, acc);
+        if (written) copy_backs.emplace_back(a, copy);
+        return copy;
+      };
+      const DeviceArray stepped = in_acc(target, true);
+      group[layout.param].push_back(stepped);
+      if (master) copy_backs.emplace_back((*lists.lists[layout.param])[t], stepped);
+      group[layout.grad].push_back(in_acc((*lists.lists[layout.grad])[t], false));
+      for (int l : layout.state) {
+        if (lists.present(l)) group[l].push_back(in_acc((*lists.lists[l])[t], true));
+      }
+    }
+  }
+
+  // The lists of one group, or count 0 when it has no tensor.
+  TensorLists<kLists> lists(StepKind kind) const {
+    TensorLists<kLists> out{};
+    const auto& group = arrays[static_cast<int>(kind)];
+    for (int l = 0; l < kLists; ++l) out.lists[l] = &group[l];
+    out.count = group[0].size();
+    return out;
+  }
+
+  void copy_results_back() const {
+    for (const auto& [destination, copy] : copy_backs) copy_(destination, copy);
+  }
+};
+
+// Calls run(TypeTag<StepTypes<...>>, lists) for every group of `groups` that has tensors.
+template <int kLists, typename Run>
+void for_each_step_group(const StepGroups<kLists>& groups, Run&& run) {
+  const auto group = [&](StepKind kind, auto types) {
+    const TensorLists<kLists> lists = groups.lists(kind);
+    if (lists.count > 0) run(types, lists);
+  };
+  group(StepKind::kFloat32, TypeTag<StepTypes<float, float, float, void>>{});
+  group(StepKind::kFloat64, TypeTag<StepTypes<double, double, double, void>>{});
+  group(StepKind::kFloat16, TypeTag<StepTypes<__half, __half, __half, void>>{});
+  group(StepKind::kBFloat16, TypeTag<StepTypes<__nv_bfloat16, __nv_bfloat16, __nv_bfloat16, void>>{});
+  group(StepKind::kFloat16Master, TypeTag<StepTypes<__half, __half, float, float>>{});
+  group(StepKind::kBFloat16Master, TypeTag<StepTypes<__nv_bfloat16, __nv_bfloat16, float, float>>{});
+}
+
 }  // namespace
 
 void sgd_step_(const std::vector<DeviceArray>& params, const std::vector<DeviceArray>& grads,
@@ -418,14 +658,14 @@ void sgd_step_(const std::vector<DeviceArray>& params, const std::vector<DeviceA
                                options.weight_decay, options.nesterov, options.first_step};
   KernelLaunch launch(params[0]);
   use_all_on(lists, launch);
-  const bool wide = lists.any_float64({kSgdParam, kSgdMaster});
-  multi_tensor_apply(lists, launch, [&](const auto& table, int blocks, cudaStream_t stream) {
-    if (wide) {
-      sgd_kernel<double><<<blocks, kThreads, 0, stream>>>(table, constants);
-    } else {
-      sgd_kernel<float><<<blocks, kThreads, 0, stream>>>(table, constants);
-    }
+  const StepGroups<kSgdLists> groups(lists, {kSgdParam, kSgdGrad, kSgdMaster, {kSgdBuf}});
+  for_each_step_group(groups, [&](auto types, const TensorLists<kSgdLists>& group) {
+    using Types = typename decltype(types)::type;
+    multi_tensor_apply(group, launch, [&](const auto& table, int blocks, cudaStream_t stream) {
+      sgd_kernel<Types><<<blocks, kThreads, 0, stream>>>(table, constants);
+    });
   });
+  groups.copy_results_back();
 }
 
 void adam_step_(const std::vector<DeviceArray>& params, const std::vector<DeviceArray>& grads,
@@ -454,14 +694,15 @@ void adam_step_(const std::vector<DeviceArray>& params, const std::vector<Device
   constants.decoupled = options.decoupled;
   KernelLaunch launch(params[0]);
   use_all_on(lists, launch);
-  const bool wide = lists.any_float64({kAdamParam, kAdamMaster});
-  multi_tensor_apply(lists, launch, [&](const auto& table, int blocks, cudaStream_t stream) {
-    if (wide) {
-      adam_kernel<double><<<blocks, kThreads, 0, stream>>>(table, constants);
-    } else {
-      adam_kernel<float><<<blocks, kThreads, 0, stream>>>(table, constants);
-    }
+  const StepGroups<kAdamLists> groups(lists, {kAdamParam, kAdamGrad, kAdamMaster,
+                                              {kAdamExpAvg, kAdamExpAvgSq, kAdamMaxExpAvgSq}});
+  for_each_step_group(groups, [&](auto types, const TensorLists<kAdamLists>& group) {
+    using Types = typename decltype(types)::type;
+    multi_tensor_apply(group, launch, [&](const auto& table, int blocks, cudaStream_t stream) {
+      adam_kernel<Types><<<blocks, kThreads, 0, stream>>>(table, constants);
+    });
   });
+  groups.copy_results_back();
 }
 
 DeviceArray unscale_and_check_(const std::vector<DeviceArray>& outs, const std::vector<DeviceArray>& grads,

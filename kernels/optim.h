@@ -4,9 +4,11 @@
 // by the bindings.
 //
 // Each list holds one array per parameter; all arrays of a parameter have the same number of elements
-// and are contiguous. Each array's dtype is read at run time (float16, bfloat16, float32, float64), so
-// fp16/bf16 parameters with fp32 master weights and fp32 state step in the same launch as fp32 ones.
-// Math is fp32, or fp64 when a parameter (or master) of the call is fp64.
+// and are contiguous. Any floating dtype in any list (float16, bfloat16, float32, float64): SGD and Adam
+// step each dtype combination of a call with its own kernel (see optim.cu), so fp16/bf16 parameters
+// with fp32 master weights and fp32 state step in the same call as fp32 ones. A parameter's math is
+// fp32, or fp64 when it (or its master) is fp64; unscale_and_check_ and global_norm compute in fp64
+// when any array of the call is fp64.
 #pragma once
 
 #include <cstdint>

@@ -8,7 +8,9 @@
 //    share one output and read consecutive elements (128-bit loads for float/half rows that allow
 //    them); partial results meet by warp shuffles, then through shared memory across warps;
 //  - outer (e.g. a sum over dim 0, bias gradients): the x lanes are consecutive outputs, so reads
-//    stay coalesced, and the y lanes split the reduction, meeting in shared memory.
+//    stay coalesced, and the y lanes split the reduction, meeting in shared memory. Where the outputs
+//    are one contiguous run of a float/half input (a row-major array reduced over its leading dims),
+//    each x lane owns 16 bytes of consecutive outputs and reads them with one vector load per row.
 // When there are too few outputs to fill the GPU (a full sum of 2^28 elements has one), the reduced
 // extent is split over gridDim.y blocks that write partial accumulators, and a second kernel combines
 // them: two passes, no atomics, so results are deterministic run to run.
@@ -22,6 +24,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -221,11 +224,31 @@ struct ReduceParams {
   DimIndexer reduced;  // reduced index -> offset from the base
   bool inner;          // x lanes share an output (else x lanes are consecutive outputs)
   bool vector_loads;   // inner, reduced elements contiguous, every row start 4-element aligned
+  bool column_vectors; // outer, outputs one contiguous run; x lanes own kColumnVector<In> outputs each
 };
 
 template <typename In>
 inline constexpr bool kVectorLoads =
     std::is_same_v<In, float> || std::is_same_v<In, __half> || std::is_same_v<In, __nv_bfloat16>;
+
+// Outputs per x lane in a column reduction: 16 bytes of input per row.
+template <typename In>
+inline constexpr int kColumnVector = 16 / static_cast<int>(sizeof(In));
+
+// The reducers that column reductions meet in practice (sums and means: bias gradients; amax/amin;
+// var: statistics over a batch) get the vectorised column kernel; the rest keep the scalar outer
+// layout, which is correct for every layout and costs no extra kernel per reducer and dtype.
+template <typename R>
+inline constexpr bool kColumnVectorReducer = false;
+template <typename A>
+inline constexpr bool kColumnVectorReducer<SumReducer<A>> = true;
+template <typename A>
+inline constexpr bool kColumnVectorReducer<ExtremumReducer<A>> = true;
+template <typename A>
+inline constexpr bool kColumnVectorReducer<WelfordReducer<A>> = true;
+
+template <typename R, typename In>
+inline constexpr bool kColumnVectors = kVectorLoads<In> && kColumnVectorReducer<R>;
 
 template <typename Acc>
 __device__ __forceinline__ Acc* shared_accumulators() {
@@ -329,6 +352,41 @@ __global__ void __launch_bounds__(kReduceThreads)
   }
 }
 
+// A column reduction whose M outputs are one contiguous run (kept dims merged to stride 1, M a multiple
+// of V): x lane owns outputs [o, o + V) and reads them with one V-element (16-byte) load per reduced
+// element k, y lanes split [k_begin, k_end) and meet in shared memory, one output at a time.
+template <typename R, typename In, typename Out, int V>
+__global__ void __launch_bounds__(kReduceThreads)
+    reduce_columns_kernel(R reducer, const In* in, Out* out, typename R::acc_t* partials, ReduceParams p) {
+  using Acc = typename R::acc_t;
+  using Value = typename R::value_t;
+  const std::int64_t o = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * V;
+  const std::int64_t k_begin = static_cast<std::int64_t>(blockIdx.y) * p.chunk;
+  const std::int64_t k_end = k_begin + p.chunk < p.K ? k_begin + p.chunk : p.K;
+  Acc acc[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) acc[j] = reducer.identity();
+  if (o < p.M) {
+    for (std::int64_t k = k_begin + threadIdx.y; k < k_end; k += blockDim.y) {
+      const Vec<In, V> v = *reinterpret_cast<const Vec<In, V>*>(in + o + p.reduced.offset(k));
+#pragma unroll
+      for (int j = 0; j < V; ++j) acc[j] = reducer.step(acc[j], static_cast<Value>(to_compute(v.v[j])), k);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    __syncthreads();  // the previous output's readers are done with the shared accumulators
+    const Acc total = combine_along_y(reducer, acc[j]);
+    if (threadIdx.y == 0 && o < p.M) {
+      if (gridDim.y == 1) {
+        out[o + j] = reducer.template project<Out>(total);
+      } else {
+        partials[(o + j) * gridDim.y + blockIdx.y] = total;
+      }
+    }
+  }
+}
+
 // Second pass of a split reduction: x lanes combine an output's `splits` partial accumulators.
 template <typename R, typename Out>
 __global__ void __launch_bounds__(kReduceThreads)
@@ -411,8 +469,10 @@ struct ReducePlan {
 
 // `reduced[d]` says whether dim d is reduced. Reduced dims keep their logical order when
 // `keep_order` (arg reductions report row-major indices); otherwise they are ordered by stride so
-// that permuted layouts merge.
-ReducePlan plan_reduction(const DeviceArray& a, const std::vector<bool>& reduced, bool keep_order, bool vector_type) {
+// that permuted layouts merge. `vector_type`: the input may take 4-element loads along rows;
+// `column_width`: outputs per lane of the vectorised column kernel (0: not for this reducer/dtype).
+ReducePlan plan_reduction(const DeviceArray& a, const std::vector<bool>& reduced, bool keep_order, bool vector_type,
+                          int column_width) {
   std::vector<Dim> kept_dims, reduced_dims;
   for (int d = 0; d < a.ndim(); ++d) {
     (reduced[d] ? reduced_dims : kept_dims).push_back({a.shape()[d], a.strides()[d]});
@@ -441,12 +501,26 @@ ReducePlan plan_reduction(const DeviceArray& a, const std::vector<bool>& reduced
   p.reduced = make_dim_indexer(reduced_dims, "reduced");
   p.inner = p.M == 1 || (p.K > 1 && min_reduced < min_kept);
 
+  // outputs one contiguous run, every row of them starting 16-byte aligned
+  if (!p.inner && column_width > 0 && kept_dims.size() == 1 && kept_dims[0].stride == 1 &&
+      p.M % column_width == 0 &&
+      reinterpret_cast<std::uintptr_t>(a.data_ptr()) % (column_width * a.itemsize()) == 0) {
+    p.column_vectors = true;
+    for (const Dim& d : reduced_dims) p.column_vectors = p.column_vectors && d.stride % column_width == 0;
+  }
+
   std::int64_t lanes, outputs_per_block;
   if (p.inner) {
     const std::int64_t x = std::clamp<std::int64_t>(next_power_of_two(p.K), 1, kReduceThreads);
     plan.block = dim3(static_cast<unsigned>(x), static_cast<unsigned>(kReduceThreads / x));
     lanes = x;
     outputs_per_block = kReduceThreads / x;
+  } else if (p.column_vectors) {
+    // at most 64 x lanes, so that at least 4 y lanes share the rows of every block
+    const std::int64_t x = std::clamp<std::int64_t>(next_power_of_two(p.M / column_width), 8, 64);
+    plan.block = dim3(static_cast<unsigned>(x), static_cast<unsigned>(kReduceThreads / x));
+    lanes = kReduceThreads / x;
+    outputs_per_block = x * column_width;
   } else {
     const std::int64_t x = std::clamp<std::int64_t>(next_power_of_two(p.M), 32, kReduceThreads);
     plan.block = dim3(static_cast<unsigned>(x), static_cast<unsigned>(kReduceThreads / x));
@@ -482,21 +556,31 @@ void run_reduction(const R& reducer, const DeviceArray& a, const DeviceArray& ou
   using Acc = typename R::acc_t;
   if (out.numel() == 0) return;
   KernelLaunch launch(out, a);
-  const ReducePlan plan = plan_reduction(a, reduced, keep_order, kVectorLoads<In>);
+  constexpr bool kColumns = kColumnVectors<R, In>;
+  const ReducePlan plan = plan_reduction(a, reduced, keep_order, kVectorLoads<In>, kColumns ? kColumnVector<In> : 0);
   const std::size_t shared_bytes = kReduceThreads * sizeof(Acc);
-  if (plan.splits == 1) {
-    reduce_kernel<R, In, Out><<<plan.grid, plan.block, shared_bytes, launch.stream()>>>(
-        reducer, a.data<In>(), out.data<Out>(), nullptr, plan.params);
-    ADCUDA_CHECK_LAUNCH();
-    return;
-  }
   const std::int64_t M = plan.params.M;
-  const DeviceArray workspace = DeviceArray::empty(
-      {M * plan.splits * static_cast<std::int64_t>(sizeof(Acc))}, ScalarType::Bool, out.device());
-  Acc* partials = static_cast<Acc*>(workspace.data_ptr());
-  reduce_kernel<R, In, Out><<<plan.grid, plan.block, shared_bytes, launch.stream()>>>(
-      reducer, a.data<In>(), out.data<Out>(), partials, plan.params);
+  std::optional<DeviceArray> workspace;  // the split reduction's partial accumulators
+  Acc* partials = nullptr;
+  if (plan.splits > 1) {
+    workspace = DeviceArray::empty({M * plan.splits * static_cast<std::int64_t>(sizeof(Acc))}, ScalarType::Bool,
+                                   out.device());
+    partials = static_cast<Acc*>(workspace->data_ptr());
+  }
+  bool launched = false;
+  if constexpr (kColumns) {
+    if (plan.params.column_vectors) {
+      reduce_columns_kernel<R, In, Out, kColumnVector<In>><<<plan.grid, plan.block, shared_bytes, launch.stream()>>>(
+          reducer, a.data<In>(), out.data<Out>(), partials, plan.params);
+      launched = true;
+    }
+  }
+  if (!launched) {
+    reduce_kernel<R, In, Out><<<plan.grid, plan.block, shared_bytes, launch.stream()>>>(
+        reducer, a.data<In>(), out.data<Out>(), partials, plan.params);
+  }
   ADCUDA_CHECK_LAUNCH();
+  if (plan.splits == 1) return;
   const int x = static_cast<int>(std::min<std::int64_t>(next_power_of_two(plan.splits), 32));
   const dim3 block(x, kReduceThreads / x);
   const std::int64_t blocks = (M + block.y - 1) / block.y;

@@ -9,11 +9,25 @@
 // Rows holding an inf or a NaN take NumPy's order of operations (max, then sum, then divide) instead
 // of the online pass, so their inf/NaN results match the CPU backend's exactly; that path costs two
 // more reads and is only taken by such rows.
+//
+// Cross-entropy never writes the log-probabilities: the forward reads the logits once (online max and
+// sum of exponentials, the sum of the logits for label smoothing) and keeps one log-sum-exp per row;
+// the backward reads the logits again and writes exp(x - lse) - q. A row may be split into chunks
+// over several blocks (few rows of a large vocabulary, e.g. 50257): each chunk leaves its partial state
+// and a small pass merges a row's chunks in order. Rows of an odd length (50257 again) are not 16-byte
+// aligned past the first: each row or chunk is read as a scalar head up to the next 16-byte boundary,
+// 16-byte packs, then a scalar tail.
 #include "softmax_loss.h"
 
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
+#include "launch_utils.cuh"
 #include "nn_common.cuh"
 #include "runtime/dispatch.cuh"
 #include "runtime/errors.h"
@@ -177,69 +191,195 @@ __global__ void softmax_backward_columns_kernel(const T* y, const T* g, T* dx, s
   }
 }
 
-// One block per row: the row's log-softmax (written out: backward reads it) and its loss,
-// -(1 - ls) * logp[target] - ls / C * sum(logp), from the stored (rounded) log-probabilities as the
-// CPU backend computes it. `keep` = 1 - ls and `smooth` = ls / C come from the host in fp64.
+// A row's (or a chunk's) cross-entropy state: online max / sum of exponentials over its finite
+// logits, the sum of all its logits, and whether it holds a NaN or a +inf (they decide the
+// log-sum-exp as NumPy's order of operations would: NaN, then +inf).
+template <typename Acc>
+struct LogitsState {
+  MaxSum<Acc> finite;
+  Acc total;
+  int special;  // kSawNan | kSawPositiveInfinity
+};
+
+constexpr int kSawNan = 1;
+constexpr int kSawPositiveInfinity = 2;
+
+template <typename Acc>
+__device__ __forceinline__ LogitsState<Acc> empty_logits_state() {
+  return {nn::empty_max_sum<Acc>(), Acc(0), 0};
+}
+
+template <typename Acc>
+__device__ __forceinline__ void add_logit(LogitsState<Acc>& state, Acc value) {
+  if (isfinite(value)) {
+    nn::add_to(state.finite, value);
+  } else if (value != value) {
+    state.special |= kSawNan;
+  } else if (value > Acc(0)) {
+    state.special |= kSawPositiveInfinity;
+  }
+  state.total += value;
+}
+
+struct MergeLogitsStates {
+  template <typename Acc>
+  __device__ __forceinline__ LogitsState<Acc> operator()(LogitsState<Acc> a, LogitsState<Acc> b) const {
+    return {nn::merge(a.finite, b.finite), a.total + b.total, a.special | b.special};
+  }
+};
+
+template <typename Acc>
+__device__ __forceinline__ LogitsState<Acc> shuffle_xor(LogitsState<Acc> value, int offset) {
+  return {nn::shuffle_xor(value.finite, offset), nn::shuffle_xor(value.total, offset),
+          __shfl_xor_sync(nn::kFullMask, value.special, offset)};
+}
+
+template <typename Acc>
+__device__ __forceinline__ Acc log_sum_exp(const LogitsState<Acc>& state) {
+  if (state.special & kSawNan) return nn::quiet_nan<Acc>();
+  if (state.special & kSawPositiveInfinity) return static_cast<Acc>(INFINITY);
+  if (state.finite.max == nn::negative_infinity<Acc>()) return state.finite.max;  // every logit -inf
+  return state.finite.max + log_of(state.finite.sum);
+}
+
+// How a walk over `n` elements from `at` splits for V-element packs: elements [0, head) one by one up
+// to the first V-element boundary, then `packs` packs, then the rest one by one.
+struct PackSplit {
+  std::int64_t head, packs;
+};
+
 template <typename T, int V>
-__global__ void cross_entropy_kernel(const T* logits, const std::int64_t* target, T* losses, T* logp,
-                                     std::int64_t rows, std::int64_t classes, std::int64_t ignore_index, double keep,
-                                     double smooth) {
+__device__ __forceinline__ PackSplit pack_split(const T* at, std::int64_t n) {
+  const auto misaligned = static_cast<std::int64_t>((reinterpret_cast<std::uintptr_t>(at) / sizeof(T)) % V);
+  const std::int64_t head = misaligned == 0 ? 0 : (V - misaligned < n ? V - misaligned : n);
+  return {head, (n - head) / V};
+}
+
+// A pack written as one store of its whole size (16 bytes for V = kPackWidth). NVVM splits a plain pack
+// store into element stores where the row start has an offset it cannot see the alignment of (the
+// chunk's); __stcs is one vector store, with the streaming hint: the gradient is read by a later
+// kernel, not by this one.
+template <typename T, int V>
+__device__ __forceinline__ void store_whole(T* at, const nn::Pack<T, V>& pack) {
+  constexpr int kBytes = static_cast<int>(sizeof(T)) * V;
+  using Bits = std::conditional_t<kBytes == 16, uint4,
+                                  std::conditional_t<kBytes == 8, uint2,
+                                                     std::conditional_t<kBytes == 4, unsigned, unsigned short>>>;
+  static_assert(sizeof(Bits) == kBytes, "a pack is 2, 4, 8 or 16 bytes");
+  Bits bits;
+  memcpy(&bits, &pack, sizeof(bits));
+  __stcs(reinterpret_cast<Bits*>(at), bits);
+}
+
+// Calls visit(value) for the elements of in[0..n) this thread owns (blockDim.x threads share them).
+template <typename T, int V, typename Visit>
+__device__ __forceinline__ void for_each_owned(const T* in, std::int64_t n, Visit&& visit) {
+  const PackSplit split = pack_split<T, V>(in, n);
+  for (std::int64_t j = threadIdx.x; j < split.head; j += blockDim.x) visit(in[j]);
+  for (std::int64_t q = threadIdx.x; q < split.packs; q += blockDim.x) {
+    const auto pack = nn::load_pack<T, V>(in + split.head + q * V);
+#pragma unroll
+    for (int k = 0; k < V; ++k) visit(pack.item[k]);
+  }
+  for (std::int64_t j = split.head + split.packs * V + threadIdx.x; j < n; j += blockDim.x) visit(in[j]);
+}
+
+// The per-row results from a row's whole state: its log-sum-exp (kept for the backward) and its loss,
+// keep * (lse - x[t]) + smooth * (C * lse - sum(x)): -(1 - ls) * logp[t] - ls / C * sum(logp) with
+// logp = x - lse, as the CPU backend computes it. `keep` = 1 - ls and `smooth` = ls / C.
+template <typename T, typename Acc>
+__device__ __forceinline__ void finish_row(const LogitsState<Acc>& state, const T* logits_row, std::int64_t t,
+                                           std::int64_t classes, std::int64_t ignore_index, double keep,
+                                           double smooth, T* loss, Acc* lse_out) {
+  const Acc lse = log_sum_exp(state);
+  *lse_out = lse;
+  Acc value = Acc(0);
+  if (t != ignore_index) {
+    if (t < 0 || t >= classes) {
+      value = nn::quiet_nan<Acc>();  // the op checks targets first; never a silent wrong loss
+    } else {
+      value = static_cast<Acc>(keep) * (lse - to_compute(logits_row[t]));
+      if (smooth != 0.0) value += static_cast<Acc>(smooth) * (static_cast<Acc>(classes) * lse - state.total);
+    }
+  }
+  *loss = convert<T>(value);
+}
+
+// Block (x, y) reads chunk y ([y * chunk, (y + 1) * chunk) of the classes) of rows x, x + gridDim.x,
+// ...; with one chunk per row it finishes the row, else it leaves the chunk's state in partials.
+template <typename T, int V>
+__global__ void cross_entropy_kernel(const T* logits, const std::int64_t* target, T* losses, compute_t<T>* lse,
+                                     LogitsState<compute_t<T>>* partials, std::int64_t rows, std::int64_t classes,
+                                     std::int64_t chunk, std::int64_t ignore_index, double keep, double smooth) {
   using Acc = compute_t<T>;
-  __shared__ MaxSum<Acc> pair_scratch[32];
-  __shared__ Acc scratch[32];
+  __shared__ LogitsState<Acc> scratch[32];
+  const std::int64_t begin = static_cast<std::int64_t>(blockIdx.y) * chunk;
+  const std::int64_t count = (begin + chunk < classes ? begin + chunk : classes) - begin;
   for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* in = logits + row * classes;
-    T* out = logp + row * classes;
-    const auto stats = row_stats<T, V, Acc>(in, classes, pair_scratch, scratch);
-    Acc logp_sum = Acc(0);
-    for (std::int64_t j = static_cast<std::int64_t>(threadIdx.x) * V; j < classes;
-         j += static_cast<std::int64_t>(blockDim.x) * V) {
-      auto pack = nn::load_pack<T, V>(in + j);
-#pragma unroll
-      for (int k = 0; k < V; ++k) {
-        pack.item[k] = softmax_value(pack.item[k], stats, true);
-        logp_sum += to_compute(pack.item[k]);
-      }
-      nn::store_pack<T, V>(out + j, pack);
-    }
-    if (smooth != 0.0) logp_sum = block_reduce(logp_sum, nn::Sum{}, scratch);
-    if (threadIdx.x == 0) {
-      const std::int64_t t = target[row];
-      Acc loss = Acc(0);
-      if (t != ignore_index) {
-        if (t < 0 || t >= classes) {
-          loss = nn::quiet_nan<Acc>();  // the op checks targets first; never a silent wrong loss
-        } else {
-          loss = -static_cast<Acc>(keep) * to_compute(softmax_value(in[t], stats, true));
-          if (smooth != 0.0) loss -= static_cast<Acc>(smooth) * logp_sum;
-        }
-      }
-      losses[row] = convert<T>(loss);
+    LogitsState<Acc> state = empty_logits_state<Acc>();
+    for_each_owned<T, V>(in + begin, count, [&](T value) { add_logit(state, to_compute(value)); });
+    state = block_reduce(state, MergeLogitsStates{}, scratch);
+    if (threadIdx.x != 0) continue;
+    if (gridDim.y == 1) {
+      finish_row(state, in, target[row], classes, ignore_index, keep, smooth, losses + row, lse + row);
+    } else {
+      partials[row * gridDim.y + blockIdx.y] = state;
     }
   }
 }
 
-// grad = (exp(logp) - q) * g_row * valid, q the smoothed one-hot target.
-template <typename T, int V>
-__global__ void cross_entropy_backward_kernel(const T* logp, const std::int64_t* target, const T* g_rows, T* grad,
-                                              std::int64_t rows, std::int64_t classes, std::int64_t ignore_index,
-                                              double keep, double smooth) {
+// A row per thread: the row's chunk states merged in chunk order, then its results.
+template <typename T>
+__global__ void cross_entropy_finish_kernel(const T* logits, const std::int64_t* target, T* losses,
+                                            compute_t<T>* lse, const LogitsState<compute_t<T>>* partials,
+                                            std::int64_t rows, std::int64_t classes, int chunks,
+                                            std::int64_t ignore_index, double keep, double smooth) {
   using Acc = compute_t<T>;
+  ADCUDA_GRID_STRIDE_LOOP(row, rows) {
+    LogitsState<Acc> state = partials[row * chunks];
+    for (int c = 1; c < chunks; ++c) state = MergeLogitsStates{}(state, partials[row * chunks + c]);
+    finish_row(state, logits + row * classes, target[row], classes, ignore_index, keep, smooth, losses + row,
+               lse + row);
+  }
+}
+
+// grad = (exp(x - lse) - q) * g_row * valid, q the smoothed one-hot target; block (x, y) writes chunk
+// y of rows x, x + gridDim.x, ...
+template <typename T, int V>
+__global__ void cross_entropy_backward_kernel(const T* logits, const compute_t<T>* lse, const std::int64_t* target,
+                                              const T* g_rows, T* grad, std::int64_t rows, std::int64_t classes,
+                                              std::int64_t chunk, std::int64_t ignore_index, double keep,
+                                              double smooth) {
+  using Acc = compute_t<T>;
+  const std::int64_t begin = static_cast<std::int64_t>(blockIdx.y) * chunk;
+  const std::int64_t count = (begin + chunk < classes ? begin + chunk : classes) - begin;
+  const Acc smooth_q = static_cast<Acc>(smooth);
+  const Acc hit_q = static_cast<Acc>(keep) + smooth_q;
   for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const std::int64_t t = target[row];
     const bool valid = t != ignore_index;
+    const std::int64_t hit = valid ? t - begin : -1;  // the target's index within the chunk
     const Acc scale = to_compute(g_rows[row]) * Acc(valid ? 1 : 0);
-    const T* in = logp + row * classes;
-    T* out = grad + row * classes;
-    for (std::int64_t j = static_cast<std::int64_t>(threadIdx.x) * V; j < classes;
-         j += static_cast<std::int64_t>(blockDim.x) * V) {
-      auto pack = nn::load_pack<T, V>(in + j);
+    const Acc row_lse = lse[row];
+    const T* in = logits + row * classes + begin;
+    T* out = grad + row * classes + begin;
+    const auto value = [&](std::int64_t j, T x) {
+      return convert<T>((exp_of(to_compute(x) - row_lse) - (j == hit ? hit_q : smooth_q)) * scale);
+    };
+    // in and out share their alignment (the host checked), so one split covers both
+    const PackSplit split = pack_split<T, V>(in, count);
+    for (std::int64_t j = threadIdx.x; j < split.head; j += blockDim.x) out[j] = value(j, in[j]);
+    for (std::int64_t q = threadIdx.x; q < split.packs; q += blockDim.x) {
+      const std::int64_t j = split.head + q * V;
+      const auto logits_pack = nn::load_pack<T, V>(in + j);
+      nn::Pack<T, V> grad_pack;
 #pragma unroll
-      for (int k = 0; k < V; ++k) {
-        const Acc q = (valid && j + k == t ? static_cast<Acc>(keep) : Acc(0)) + static_cast<Acc>(smooth);
-        pack.item[k] = convert<T>((exp_of(to_compute(pack.item[k])) - q) * scale);
-      }
-      nn::store_pack<T, V>(out + j, pack);
+      for (int k = 0; k < V; ++k) grad_pack.item[k] = value(j + k, logits_pack.item[k]);
+      store_whole(out + j, grad_pack);
+    }
+    for (std::int64_t j = split.head + split.packs * V + threadIdx.x; j < count; j += blockDim.x) {
+      out[j] = value(j, in[j]);
     }
   }
 }
@@ -303,6 +443,31 @@ void check_cross_entropy_rows(const DeviceArray& rows_array, const DeviceArray& 
   require_contiguous(target, op, "the targets");
 }
 
+ScalarType statistics_type(ScalarType x) { return x == ScalarType::Float64 ? ScalarType::Float64 : ScalarType::Float32; }
+
+// How cross-entropy's blocks cover (rows, classes): rows are split into chunks of classes when there
+// are too few of them to give every SM two blocks (a chunk keeps at least 4096 classes).
+struct ChunkedRows {
+  std::int64_t chunk;
+  int chunks;
+  dim3 grid;
+  int threads;
+};
+
+ChunkedRows chunk_rows(std::int64_t rows, std::int64_t classes, int device) {
+  constexpr std::int64_t kMinChunk = 4096;
+  const std::int64_t target_blocks = 2 * static_cast<std::int64_t>(device_facts(device).multiprocessors);
+  std::int64_t chunks = std::min((target_blocks + rows - 1) / rows, (classes + kMinChunk - 1) / kMinChunk);
+  chunks = std::clamp<std::int64_t>(chunks, 1, 65535);
+  ChunkedRows plan;
+  // chunks start on 16-element boundaries, so every chunk of an aligned row reads whole packs
+  plan.chunk = std::max<std::int64_t>(((classes + chunks - 1) / chunks + 15) / 16 * 16, 1);
+  plan.chunks = static_cast<int>(std::max<std::int64_t>((classes + plan.chunk - 1) / plan.chunk, 1));
+  plan.grid = dim3(nn::row_blocks(rows), static_cast<unsigned>(plan.chunks));
+  plan.threads = nn::row_block_threads(plan.chunk);
+  return plan;
+}
+
 }  // namespace
 
 DeviceArray softmax(const DeviceArray& a, int axis, bool log) {
@@ -361,46 +526,78 @@ std::pair<DeviceArray, DeviceArray> cross_entropy(const DeviceArray& logits, con
   check_cross_entropy_rows(logits, target, "cross_entropy");
   const std::int64_t rows = logits.shape()[0], classes = logits.shape()[1];
   DeviceArray losses = DeviceArray::empty({rows}, logits.dtype(), logits.device());
-  DeviceArray logp = DeviceArray::empty(logits.shape(), logits.dtype(), logits.device());
-  if (rows == 0) return {losses, logp};
-  KernelLaunch launch(losses, logp, logits, target);
+  DeviceArray lse = DeviceArray::empty({rows}, statistics_type(logits.dtype()), logits.device());
+  if (rows == 0) return {losses, lse};
+  const ChunkedRows plan = chunk_rows(rows, classes, logits.device());
+  std::optional<DeviceArray> partials;  // one state per (row, chunk) when rows are split
+  KernelLaunch launch(losses, lse, logits, target);
   const double keep = 1.0 - label_smoothing;
   const double smooth = classes > 0 ? label_smoothing / static_cast<double>(classes) : 0.0;
   dispatch_floating(logits.dtype(), "cross_entropy", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    with_pack_width<T>(classes, [&](auto width) {
-      cross_entropy_kernel<T, decltype(width)::value><<<nn::row_blocks(rows), nn::row_block_threads(classes), 0, launch.stream()>>>(
-          logits.data<T>(), target.data<std::int64_t>(), losses.data<T>(), logp.data<T>(), rows, classes, ignore_index,
-          keep, smooth);
-    }, logits.data<T>(), logp.data<T>());
+    using Acc = compute_t<T>;
+    using State = LogitsState<Acc>;
+    State* states = nullptr;
+    if (plan.chunks > 1) {
+      partials = DeviceArray::empty({rows * plan.chunks * static_cast<std::int64_t>(sizeof(State))}, ScalarType::Bool,
+                                    logits.device());
+      states = static_cast<State*>(partials->data_ptr());
+    }
+    constexpr int kWide = nn::kPackWidth<T>;
+    cross_entropy_kernel<T, kWide><<<plan.grid, plan.threads, 0, launch.stream()>>>(
+        logits.data<T>(), target.data<std::int64_t>(), losses.data<T>(), lse.data<Acc>(), states, rows, classes,
+        plan.chunk, ignore_index, keep, smooth);
+    ADCUDA_CHECK_LAUNCH();
+    if (plan.chunks > 1) {
+      cross_entropy_finish_kernel<T><<<grid_size(rows), kBlockSize, 0, launch.stream()>>>(
+          logits.data<T>(), target.data<std::int64_t>(), losses.data<T>(), lse.data<Acc>(), states, rows, classes,
+          plan.chunks, ignore_index, keep, smooth);
+      ADCUDA_CHECK_LAUNCH();
+    }
   });
-  ADCUDA_CHECK_LAUNCH();
-  return {losses, logp};
+  return {losses, lse};
 }
 
-DeviceArray cross_entropy_backward(const DeviceArray& logp, const DeviceArray& target, const DeviceArray& g_rows,
-                                   std::int64_t ignore_index, double label_smoothing) {
-  check_cross_entropy_rows(logp, target, "cross_entropy_backward");
-  const std::int64_t rows = logp.shape()[0], classes = logp.shape()[1];
-  if (g_rows.ndim() != 1 || g_rows.shape()[0] != rows || g_rows.dtype() != logp.dtype()) {
-    throw std::invalid_argument("cross_entropy_backward: the row gradients must be (" + std::to_string(rows) +
-                                ",) " + scalar_type_name(logp.dtype()) + ", got " + format_dims(g_rows.shape()) + " " +
+DeviceArray cross_entropy_backward(const DeviceArray& logits, const DeviceArray& lse, const DeviceArray& target,
+                                   const DeviceArray& g_rows, std::int64_t ignore_index, double label_smoothing) {
+  const char* op = "cross_entropy_backward";
+  check_cross_entropy_rows(logits, target, op);
+  const std::int64_t rows = logits.shape()[0], classes = logits.shape()[1];
+  if (g_rows.ndim() != 1 || g_rows.shape()[0] != rows || g_rows.dtype() != logits.dtype()) {
+    throw std::invalid_argument(std::string(op) + ": the row gradients must be (" + std::to_string(rows) + ",) " +
+                                scalar_type_name(logits.dtype()) + ", got " + format_dims(g_rows.shape()) + " " +
                                 scalar_type_name(g_rows.dtype()));
   }
-  require_contiguous(g_rows, "cross_entropy_backward", "the row gradients");
-  DeviceArray grad = DeviceArray::empty(logp.shape(), logp.dtype(), logp.device());
+  const ScalarType stats = statistics_type(logits.dtype());
+  if (lse.ndim() != 1 || lse.shape()[0] != rows || lse.dtype() != stats) {
+    throw std::invalid_argument(std::string(op) + ": the log-sum-exp rows must be (" + std::to_string(rows) + ",) " +
+                                scalar_type_name(stats) + ", got " + format_dims(lse.shape()) + " " +
+                                scalar_type_name(lse.dtype()));
+  }
+  require_contiguous(g_rows, op, "the row gradients");
+  require_contiguous(lse, op, "the log-sum-exp rows");
+  DeviceArray grad = DeviceArray::empty(logits.shape(), logits.dtype(), logits.device());
   if (grad.numel() == 0) return grad;
-  KernelLaunch launch(grad, logp, target, g_rows);
+  const ChunkedRows plan = chunk_rows(rows, classes, logits.device());
+  KernelLaunch launch(grad, logits, lse, target, g_rows);
   const double keep = 1.0 - label_smoothing;
   const double smooth = label_smoothing / static_cast<double>(classes);
-  dispatch_floating(logp.dtype(), "cross_entropy_backward", [&](auto tag) {
+  dispatch_floating(logits.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    with_pack_width<T>(classes, [&](auto width) {
-      cross_entropy_backward_kernel<T, decltype(width)::value>
-          <<<nn::row_blocks(rows), nn::row_block_threads(classes), 0, launch.stream()>>>(
-              logp.data<T>(), target.data<std::int64_t>(), g_rows.data<T>(), grad.data<T>(), rows, classes,
-              ignore_index, keep, smooth);
-    }, logp.data<T>(), grad.data<T>());
+    using Acc = compute_t<T>;
+    // packs need the logits and the gradient equally misaligned (the gradient is fresh, so aligned)
+    constexpr int kWide = nn::kPackWidth<T>;
+    const bool packable = reinterpret_cast<std::uintptr_t>(logits.data_ptr()) % 16 == 0;
+    const auto run = [&](auto width) {
+      cross_entropy_backward_kernel<T, decltype(width)::value><<<plan.grid, plan.threads, 0, launch.stream()>>>(
+          logits.data<T>(), lse.data<Acc>(), target.data<std::int64_t>(), g_rows.data<T>(), grad.data<T>(), rows,
+          classes, plan.chunk, ignore_index, keep, smooth);
+    };
+    if (packable) {
+      run(std::integral_constant<int, kWide>{});
+    } else {
+      run(std::integral_constant<int, 1>{});
+    }
   });
   ADCUDA_CHECK_LAUNCH();
   return grad;

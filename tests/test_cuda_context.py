@@ -5,6 +5,8 @@ import contextlib
 import os
 import select
 import signal
+import subprocess
+import sys
 import threading
 import time
 import warnings
@@ -155,6 +157,31 @@ def test_fork_after_cuda_init_is_refused_with_advice():
                              "parent initialised CUDA"), answer
     assert "'spawn'" in answer and "'forkserver'" in answer
     assert issubclass(adcuda.cuda.BadForkError, adcuda.DeviceError)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not adcuda.cuda.is_available(), reason="needs a usable CUDA device (a GPU or the emulator)")
+def test_is_available_does_not_initialise_cuda_so_a_fork_can_use_it(tmp_path):
+    code = ("import os, sys\n"
+            "import adcuda, adcuda.cuda as c\n"
+            "from adcuda import _native\n"
+            "assert c.is_available() and c.device_count() >= 1\n"
+            "assert not _native._C.cuda_was_used() and not c.is_initialized(), 'asking initialised CUDA'\n"
+            "pid = os.fork()\n"
+            "if pid == 0:\n"
+            "    try:\n"
+            "        ok = adcuda.ones(3, device='cuda').sum().item() == 3.0\n"
+            "    except BaseException as e:\n"
+            "        print('child:', type(e).__name__, e, flush=True)\n"
+            "        ok = False\n"
+            "    os._exit(0 if ok else 1)\n"
+            "_, status = os.waitpid(pid, 0)\n"
+            "sys.exit(os.waitstatus_to_exitcode(status))\n")
+    package_parent = os.path.dirname(os.path.dirname(adcuda.__file__))
+    env = dict(os.environ, PYTHONPATH=package_parent)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env,
+                            cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_fork_before_cuda_init_is_fine():

@@ -917,8 +917,8 @@ def test_index_random_keys_match_cpu(cb, dtype):
             try:
                 expected = cpu.index(a_host, key)
             except (IndexError, ValueError):
-                with pytest.raises((IndexError, ValueError)):
-                    cb.index(a, _device_key(cb, key))
+                with pytest.raises((IndexError, ValueError)):  # an index out of range: raised at the sync
+                    cb.to_numpy(cb.index(a, _device_key(cb, key)))
                 continue
             check(cb, cb.index(a, _device_key(cb, key)), expected, dtype)
 
@@ -993,13 +993,26 @@ def test_index_put_matches_cpu(cb, dtype, key_kind):
 @gpu
 def test_index_errors(cb):
     a = to_device(cb, np.zeros((4, 3)), dt.float32)
+    # indices out of range are found on the device and raised at the next synchronising call
     with pytest.raises(IndexError, match="out of bounds"):
-        cb.index(a, (cb.from_numpy(np.array([0, 4]), dt.int64),))
+        cb.to_numpy(cb.index(a, (cb.from_numpy(np.array([0, 4]), dt.int64),)))
     with pytest.raises(IndexError, match="out of bounds"):
         cb.index_put_(a, (slice(None), cb.from_numpy(np.array([-4]), dt.int64)), 1.0, False)
+        cb.to_numpy(a)
     with pytest.raises(ValueError, match="could not be broadcast"):
         cb.index_put_(a, (cb.from_numpy(np.array([0, 1]), dt.int64),), to_device(cb, np.zeros(4), dt.float32), False)
     np.testing.assert_array_equal(to_host(cb, a), 0)  # nothing was written by the refused calls
+    previous = cb.deterministic_indexing()
+    cb.set_deterministic_indexing(True)
+    try:  # the sorted scatters skip an index out of range too
+        for accumulate in (False, True):
+            b = to_device(cb, np.zeros((4, 3)), dt.float32)
+            with pytest.raises(IndexError, match="index 7 is out of bounds"):
+                cb.index_put_(b, (cb.from_numpy(np.array([1, 7, 1]), dt.int64),), 1.0, accumulate)
+                cb.to_numpy(b)
+            np.testing.assert_array_equal(to_host(cb, b), [[0] * 3, [1 + accumulate] * 3, [0] * 3, [0] * 3])
+    finally:
+        cb.set_deterministic_indexing(previous)
 
 
 @pytest.mark.parametrize("dtype", (dt.float32, dt.float16, dt.bfloat16, dt.int64), ids=lambda d: d.name)

@@ -68,8 +68,6 @@ LIBRARY_USES = {
 # or pull in something a user may not have, on some installs. (The third-party optional dependencies,
 # mpi4py, cupy and torch, are imported inside functions of adcuda's modules, which rule (c) does not count.)
 OPTIONAL_IMPORTS = {
-    ("adcuda.backends", "adcuda.backends.cuda"): "the CUDA primitives import only where adcuda._C was built "
-                                                 "with CUDA; a host-only build raises ImportError there",
     ("adcuda._info", "adcuda.backends.cuda.gemm"): "the GEMM path adcuda.info() reports: the CUDA backend imports "
                                                    "only in builds with CUDA (asked only there)",
 }
@@ -146,20 +144,6 @@ EXPECTED_FAILURES = {
         ("up", "adcuda.tensor", "adcuda.factories"),
         ("up", "adcuda.tensor", "adcuda.ops._core"),
         ("up", "adcuda.tensor", "adcuda.ops.conversion"),
-    },
-    # owned by the backends work (the primitive seam, backends/<device>/<family>.py; its first part has
-    # landed); this list must be empty when it is done. device.py is listed here: Device.backend reaches
-    # up into the backends
-    "backends": {
-        # backends/cuda takes PRIMITIVES from the package that imports it: a cycle (the table could live
-        # in a module of its own)
-        ("cycle", "adcuda.backends.cuda", "adcuda.backends"),
-        ("in-function", "adcuda.backends", "adcuda.cuda"),
-        ("up", "adcuda.backends", "adcuda.cuda"),
-        ("in-function", "adcuda.device", "adcuda.backends"),
-        ("in-function", "adcuda.device", "adcuda.backends.cpu"),
-        ("up", "adcuda.device", "adcuda.backends"),
-        ("up", "adcuda.device", "adcuda.backends.cpu"),
     },
     # owned by the newuser work (cli.py, train/, the bundled data sets in data/); this list must be
     # empty when it lands

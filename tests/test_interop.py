@@ -60,7 +60,7 @@ def test_cpu_tensors_have_no_cuda_array_interface():
     t = adcuda.arange(3.0)
     assert not hasattr(t, "__cuda_array_interface__")
     with pytest.raises(AttributeError, match="only CUDA tensors"):
-        t.__cuda_array_interface__
+        _ = t.__cuda_array_interface__
 
 
 def test_torch_cpu_round_trip_shares_memory():
@@ -141,6 +141,42 @@ class TestCuda:
             through_dlpack = cp.from_dlpack(t).copy()
             assert float(through_dlpack.min()) == 3.0
         producer.synchronize()
+
+    def test_a_pytorch_consumer_stream_is_waited_for_by_later_reads_and_by_reuse(self):
+        torch = pytest.importorskip("torch")
+        if not torch.cuda.is_available():
+            pytest.skip("PyTorch here has no CUDA")
+        x = adcuda.zeros(1 << 20, device="cuda")
+        pointer, nbytes = x.data_ptr(), 4 << 20
+        side = torch.cuda.Stream()
+        with torch.cuda.stream(side):
+            theirs = torch.from_dlpack(x)  # passes its current stream, recorded as a user of x's memory
+            torch.cuda._sleep(200_000_000)
+            theirs.fill_(5.0)  # queued behind the sleep on PyTorch's stream
+        assert float(x.min().item()) == 5.0, "adcuda's read waits for the consumer's write"
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(200_000_000)
+        del x, theirs
+        again = adcuda.empty(1 << 20, device="cuda")
+        assert not side.query()
+        assert not again.data_ptr() - nbytes < pointer < again.data_ptr() + nbytes, \
+            "reused while PyTorch's stream may still use it"
+        side.synchronize()
+
+    def test_a_cupy_consumer_stream_is_waited_for_by_later_reads(self):
+        cp = _cupy()
+        spin = cp.RawKernel(r"""
+        extern "C" __global__ void spin(long long cycles) {
+            long long start = clock64();
+            while (clock64() - start < cycles) {}
+        }""", "spin")
+        x = adcuda.zeros(1 << 20, device="cuda")
+        with cp.cuda.Stream(non_blocking=True) as side:
+            theirs = cp.from_dlpack(x)  # passes side's handle: recorded as a user of x's memory
+            spin((1,), (1,), (np.int64(200_000_000),))
+            theirs.fill(7.0)
+        assert float(x.min().item()) == 7.0, "adcuda's read waits for the consumer's write"
+        side.synchronize()
 
     def test_pytorch_cuda_round_trip(self):
         torch = pytest.importorskip("torch")

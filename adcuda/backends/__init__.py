@@ -1,10 +1,12 @@
 """Backends: the same small set of primitives over raw arrays, one package per device type.
 
 Autograd and ops never touch NumPy or ``adcuda._C`` directly; they call these primitives on a
-backend array (``Tensor._data``). The CPU backend (NumPy, fp32 compute, float64 allowed for
-gradcheck, float16 stored but computed in fp32) is the reference oracle; the CUDA backend implements
-the same names and signatures with the kernels in ``kernels/``, so one parity test can loop over
-``PRIMITIVES``.
+backend array (``Tensor._data``), through ``backend_for(device)``. The CPU backend (NumPy, fp32
+compute, float64 allowed for gradcheck, float16 stored but computed in fp32) is the reference
+oracle; the CUDA backend implements the same names, signatures (annotated with the types of
+``backends/seam.py``) and argument conventions with the kernels in ``kernels/``.
+tests/test_backend_seam.py holds both to this table, which is the one place each primitive is
+documented.
 
 Both packages, ``cpu/`` and ``cuda/``, have one module per kernel family, named as the kernel file
 ``kernels/<family>.cu`` and its bindings ``kernels/bindings/<family>.cpp``: ``storage`` (storage and
@@ -13,88 +15,123 @@ var, logsumexp), ``sort`` (sort, cumsum), ``index``, ``layout`` (cat, tril, triu
 ``softmax_loss``, ``norm`` (layer norm), ``attention``, ``embedding``, ``random`` (draws and dropout)
 and ``optim`` (optimizer steps, global_norm, loss scaling). Each package re-exports every primitive.
 
-Conventions: ``a``/``b`` are backend arrays (``b`` may also be a Python scalar where noted), ``dtype``
-is an ``adcuda.dtypes.dtype``, ``axes`` a tuple of non-negative ints, results are new arrays unless
-the name ends in ``_`` (writes into its first argument) or the row says "view".
+Conventions (NumPy's, which the CPU backend inherits and the CUDA backend follows):
+
+- ``a``, ``b``, ``x``, ``g``... are backend arrays of any layout (strided and broadcast views
+  included); results are new arrays unless the name ends in ``_`` (writes into its first argument)
+  or the row says "view". ``dtype`` is an ``adcuda.dtypes.dtype``.
+- ``shape``: a tuple of sizes (a list or one int work too).
+- ``axes``: a tuple of dims, or None for every dim. ``axis``: one dim. Negative dims count from the
+  end. A 0-d array has no dims to reduce over (its ``axes`` are ``()`` or None), but where one
+  ``axis`` is taken, 0 and -1 name its single element.
+- Python scalars (bool, int, float; NumPy scalars act as Python ones) only where a row says
+  "scalar". Taken in an integer dtype, an int that does not fit raises OverflowError.
+- 0-d and empty arrays are arrays like any other: results keep the dims NumPy gives them, and are
+  arrays, never NumPy scalars.
+- Errors are adcuda's (or NumPy's on the CPU, of the same built-in class): a dtype an op is not
+  defined for raises DTypeError (a TypeError), shapes that do not fit ShapeError (a ValueError), a
+  dim or an index out of range an IndexError (an index checked on a CUDA device raises
+  ``adcuda.cuda.DeviceIndexError`` at the next call that waits for the device), an unknown ``op``
+  name ValueError.
+- Where the backends differ, the row says so: CUDA has bfloat16 and the CPU does not; the CPU
+  multiplies integer matrices and CUDA does not; checks that would need a host sync on CUDA are the
+  ops layer's (the CPU still makes them).
 
 | primitive | what it does |
 |---|---|
 | **storage** | |
-| `from_numpy(x, dtype)` | host NumPy array -> backend array (copy on CUDA; CPU keeps it when dtype matches) |
-| `to_numpy(a)` | backend array -> NumPy array (CPU: the same memory) |
-| `empty(shape, dtype)` / `full(shape, value, dtype)` | allocation |
-| `arange(start, stop, step, dtype)` | 1-D range |
-| `dtype_of(a)` / `shape_of(a)` | metadata |
+| `from_numpy(x, dtype, non_blocking=False)` | host data -> backend array in ``dtype`` (CPU: ``x`` itself when it is a NumPy array of that dtype; CUDA: a copy, queued only with ``non_blocking`` from pinned memory) |
+| `to_numpy(a)` | backend array -> NumPy array (CPU: the same memory; CUDA: a host copy, bfloat16 widened to float32) |
+| `empty(shape, dtype)` | an uninitialised array |
+| `full(shape, value, dtype)` | an array of the scalar ``value`` |
+| `arange(start, stop, step, dtype)` | 1-D range, computed in float64 (float dtypes) or int64 and converted |
+| `dtype_of(a)` | ``a``'s ``adcuda.dtypes.dtype`` |
+| `shape_of(a)` | ``a``'s shape, a tuple |
 | `astype(a, dtype)` | cast (always a new array) |
 | `contiguous(a)` | row-major copy unless already contiguous (then the same array) |
-| `copy_(dst, src)` | write ``src`` (array or scalar, broadcast) into ``dst``, which may be a strided view |
+| `copy_(dst, src)` | write ``src`` (an array, a NumPy array or a scalar, broadcast; cast as needed) into ``dst``, which may be a strided view; -> ``dst`` |
 | **views (no copy)** | |
-| `view(a, shape)` | reshape without copying; ``None`` where the strides do not allow it |
-| `permute(a, axes)` / `expand(a, shape)` / `slice(a, key)` / `flip(a, axes)` | strided views; ``key`` holds ints, slices, ``None`` and ``Ellipsis`` |
+| `view(a, shape)` | reshape without copying (one size may be -1); None where the strides do not allow it; ShapeError where the sizes do not fit |
+| `permute(a, axes)` | dims reordered |
+| `expand(a, shape)` | broadcast to ``shape`` (stride 0 along the new dims) |
+| `slice(a, key)` | basic indexing; ``key`` a tuple of ints, slices, None and one Ellipsis |
+| `flip(a, axes)` | reversed along ``axes`` (None: every dim) |
 | `shares_memory(a, b)` | whether two arrays may overlap |
 | **elementwise** (broadcasting, strided inputs) | |
-| `unary(op, a)` | ``op`` in ``UNARY_OPS`` |
-| `binary(op, a, b, dtype)` | ``op`` in ``BINARY_OPS``; ``b`` may be a scalar; result in ``dtype`` |
-| `unary_backward(op, x, y, g)` | fused gradient of a unary op from its input ``x`` and/or output ``y`` (``UNARY_BACKWARD_OPS``) |
-| `where(cond, a, b, dtype)` / `clamp(a, lo, hi)` | select; clamp with ``None`` for an open bound |
+| `unary(op, a)` | ``op`` in ``UNARY_OPS``, in ``a``'s dtype (``logical_not``: bool); the floating point functions of bool and integer arrays are computed in float64 and cast back |
+| `binary(op, a, b, dtype)` | ``op`` in ``BINARY_OPS`` with both operands taken in ``dtype``; ``a`` or ``b`` may be a scalar; the result in ``dtype`` (comparisons and logical ops: bool) |
+| `unary_backward(op, x, y, g)` | fused gradient of a unary op from its input ``x`` and/or output ``y`` (``UNARY_BACKWARD_OPS``; the one it does not need may be None), in ``g``'s dtype |
+| `where(cond, a, b, dtype)` | ``cond ? a : b`` in ``dtype``; ``a`` or ``b`` may be a scalar |
+| `clamp(a, lo, hi)` | ``a`` clamped to ``[lo, hi]``, scalar bounds, None for an open one |
 | **reductions** | |
-| `reduce(op, a, axes, keepdim)` | ``op`` in ``REDUCE_OPS``; fp32 accumulation for half |
-| `argreduce(op, a, axis, keepdim)` | ``argmax``/``argmin``; ``axis=None`` means flattened |
-| `var(a, axes, correction, keepdim)` / `logsumexp(a, axes, keepdim)` | two-pass / max-shifted |
-| `sort(a, axis, descending, stable)` | stable sort along ``axis`` -> (values, int64 indices); NaN sorts last ascending |
-| `cumsum(a, axis)` | inclusive prefix sum; int and bool give int64 |
+| `reduce(op, a, axes, keepdim)` | ``op`` in ``REDUCE_OPS`` over ``axes``; fp32 accumulation for half; integer and bool sums and products give int64, ``mean`` of integers float64, ``all``/``any`` bool |
+| `argreduce(op, a, axis, keepdim)` | ``argmax``/``argmin`` along ``axis`` (None: of the flattened array) -> int64; the first of equal values; a NaN wins, as in NumPy |
+| `var(a, axes, correction, keepdim)` | two-pass variance of a floating point array, divided by ``n - correction`` |
+| `logsumexp(a, axes, keepdim)` | max-shifted ``log(sum(exp(a)))`` of a floating point array |
+| `sort(a, axis, descending, stable)` | sort along ``axis`` (None: of the flattened array) -> (values, int64 indices); always stable; NaN sorts as the largest value |
+| `cumsum(a, axis)` | inclusive prefix sum along ``axis`` (None: of the flattened array); int and bool give int64; a 0-d array gives shape (1,), as NumPy's |
 | **indexing and layout** | |
-| `index(a, key)` | advanced indexing (integer arrays, boolean masks, mixed with slices): a copy |
-| `index_put_(a, key, values, accumulate)` | ``a[key] = values`` (or ``+=`` with duplicates summed) |
-| `gather(a, axis, idx)` / `scatter_add(a, axis, idx, src)` | PyTorch's gather / out-of-place scatter_add |
-| `cat(arrays, axis)` | concatenation (stack = unsqueeze + cat) |
-| `tril(a, k)` / `triu(a, k)` | triangles of the last two dims |
+| `index(a, key)` | NumPy's advanced indexing (integer arrays, boolean masks, mixed with a ``slice`` key's items): a copy |
+| `index_put_(a, key, values, accumulate)` | ``a[key] = values`` (an array or a scalar, broadcast), or ``+=`` with duplicates summed; -> ``a`` |
+| `gather(a, axis, idx)` | PyTorch's gather (``idx`` of ``a``'s rank, integer, no larger than ``a`` but along ``axis``; a 0-d ``a`` with a 0-d or 1-d ``idx``) |
+| `scatter_add(a, axis, idx, src)` | PyTorch's scatter_add, out of place (``src`` no smaller than ``idx``) |
+| `cat(arrays, axis)` | concatenation of arrays of one dtype (stack = unsqueeze + cat) |
+| `tril(a, k)` | lower triangle of the last two dims (at least 2) |
+| `triu(a, k)` | upper triangle of the last two dims (at least 2) |
 | **linear algebra** | |
-| `matmul(a, b, bias=None, activation=None, save_preactivation=False)` | batched matrix product with broadcast batch dims (2-D or more); the fused epilogue adds ``bias`` (N,), applies ``activation`` (None or ``"gelu_tanh"``) and with ``save_preactivation`` returns ``(out, a @ b + bias)`` |
-| **fused NN primitives** | |
-| `softmax(a, axis, log)` / `softmax_backward(y, g, axis, log)` | (log-)softmax from its output |
-| `cross_entropy(logits, target, ignore_index, label_smoothing)` | per-row losses of a 2-D ``logits`` -> (losses, log-probs) |
-| `cross_entropy_backward(logp, target, g_rows, ignore_index, label_smoothing)` | gradient w.r.t. logits |
-| `layer_norm(x, weight, bias, n, eps)` | normalise the last ``n`` dims -> (y, mean, rstd) |
-| `layer_norm_backward(g, x, weight, mean, rstd, n)` | -> (dx, dweight, dbias) |
-| `attention(q, k, v, mask, is_causal, scale)` | -> (out, logsumexp rows) without keeping probabilities |
-| `attention_backward(g, q, k, v, out, lse, mask, is_causal, scale)` | -> (dq, dk, dv) |
-| `embedding(weight, indices)` | rows of the 2-D ``weight`` at integer ``indices`` -> ``indices.shape + (dim,)``; IndexOutOfRangeError naming the index unless all lie in ``[0, num_embeddings)`` (a device checks on the device: one sync) |
-| `embedding_backward(grad, indices, num_embeddings, padding_idx, scale_grad_by_freq)` | dense ``(num_embeddings, dim)`` gradient: each index's grad rows summed in index order (fp32; deterministic, no float atomics), row ``padding_idx`` (or None) zero, divided by the index's count with ``scale_grad_by_freq`` |
-| **random** (counter-based Philox: reproducible from ``(seed, offset)``) | |
-| `rand(shape, dtype, seed, offset)` / `randn(...)` / `randint(low, high, shape, dtype, seed, offset)` | |
-| `bernoulli(shape, p, dtype, seed, offset)` | dropout masks: 1 with probability ``p`` |
+| `matmul(a, b, bias=None, activation=None, save_preactivation=False)` | batched matrix product of arrays of 2 dims or more, batch dims broadcast, in ``a``'s dtype (floating point on CUDA, integers too on the CPU); the fused epilogue adds ``bias`` (N,), applies ``activation`` (None or ``"gelu_tanh"``) and with ``save_preactivation`` returns ``(out, a @ b + bias)`` |
+| **fused NN primitives** (floating point arrays; half types computed in fp32) | |
+| `softmax(a, axis, log)` | (log-)softmax along ``axis`` |
+| `softmax_backward(y, g, axis, log)` | its gradient from the output ``y`` (of ``g``'s shape), in ``g``'s dtype |
+| `cross_entropy(logits, target, ignore_index, label_smoothing)` | per-row losses of 2-D ``logits`` against integer class ``target`` (N,) -> (losses (N,), lse (N,) float32, float64 for float64 logits); the log-probabilities are never stored; a target outside ``[0, C)`` that is not ``ignore_index`` is the ops layer's to reject (the CPU raises IndexError, CUDA gives NaN rows) |
+| `cross_entropy_backward(logits, lse, target, g_rows, ignore_index, label_smoothing)` | gradient w.r.t. the logits, ``(exp(logits - lse) - q) * g_row`` (``q`` the smoothed one-hot target; 0 for ignored rows) |
+| `layer_norm(x, weight, bias, n, eps)` | normalise the last ``n`` dims (1 <= n <= ndim) -> (y, mean, rstd); ``weight``/``bias`` of the normalised shape or None; mean and rstd float32 (float64 for float64) with x's dims |
+| `layer_norm_backward(g, x, weight, mean, rstd, n)` | -> (dx, dweight (None without a weight), dbias) |
+| `attention(q, k, v, mask, is_causal, scale)` | softmax(q k^T * scale + mask) v for q, k, v of 2 dims or more (batch dims broadcast; k, v taken in q's dtype), a bool or additive ``mask`` or None -> (out, logsumexp rows) without keeping the probabilities |
+| `attention_backward(g, q, k, v, out, lse, mask, is_causal, scale)` | -> (dq, dk, dv), each in its input's dtype |
+| `embedding(weight, indices)` | rows of the 2-D ``weight`` at integer ``indices`` -> ``indices.shape + (dim,)``; IndexOutOfRangeError naming the index unless all lie in ``[0, num_embeddings)`` (CUDA checks on the device without waiting: ``adcuda.cuda.DeviceIndexError`` at the next synchronising call) |
+| `embedding_backward(grad, indices, num_embeddings, padding_idx, scale_grad_by_freq)` | dense ``(num_embeddings, dim)`` gradient: each index's grad rows summed in index order (fp32; deterministic, no float atomics), row ``padding_idx`` (or None) zero, divided by the index's count with ``scale_grad_by_freq``; the indices are the ones ``embedding`` checked (CUDA adds one out of range nowhere, the CPU raises) |
+| **random** (counter-based Philox: reproducible from ``(seed, offset)``, both taken modulo 2**64; the CPU's streams differ from CUDA's) | |
+| `rand(shape, dtype, seed, offset)` | uniform in [0, 1), floating point ``dtype`` |
+| `randn(shape, dtype, seed, offset)` | standard normal, floating point ``dtype`` |
+| `randint(low, high, shape, dtype, seed, offset)` | uniform integers in [low, high) |
+| `bernoulli(shape, p, dtype, seed, offset)` | 1 with probability ``p`` (dropout masks) |
 | `dropout(x, p, seed, offset)` | -> (out, bool mask) in one pass: mask = ``bernoulli(x.shape, 1 - p, bool, seed, offset)`` (the kept elements), out = ``x * mask / (1 - p)`` (0 where ``p == 1``) |
 | `dropout_backward(g, mask, scale)` | ``g * mask * scale`` from the saved mask (nothing redrawn) |
-| **optimizers** (in place, many tensors in one call) | |
+| **optimizers** (in place, many tensors in one call: floating point, contiguous, one per parameter, each of its parameter's size) | |
 | `sgd_step_(params, grads, bufs, lr, momentum, dampening, nesterov, weight_decay, first_step, masters=None)` | PyTorch's SGD; ``bufs`` None when ``momentum == 0``; ``first_step`` sets each buffer to the gradient; ``masters`` as in ``adam_step_`` |
 | `adam_step_(params, grads, exp_avgs, exp_avg_sqs, step, lr, beta1, beta2, eps, weight_decay, decoupled, masters, max_exp_avg_sqs=None)` | Adam/AdamW (``decoupled``) at the 1-based ``step`` shared by the call; ``masters`` (fp32 copies or None) are stepped and written back to ``params``; ``max_exp_avg_sqs`` (or None) for AMSGrad |
 | `global_norm(arrays, norm_type)` | the ``norm_type``-norm (> 0 or inf) of all arrays' elements together -> 0-d float32 (float64 if any array is), left on the device; NaN/inf propagate as in PyTorch |
 | **mixed precision** (0-d arrays stay on the device: no host sync until the caller reads one) | |
-| `unscale_and_check_(outs, grads, inv_scale)` | ``outs[i] = grads[i] * inv_scale`` (in place, or into wider arrays) for many tensors; -> 0-d float32 found-inf flag (1.0 if any gradient is inf/NaN) |
-| `update_scale_(scale, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval, min_scale, max_scale)` | PyTorch's dynamic loss-scale update, in place, the scale kept in ``[min_scale, max_scale]`` |
+| `unscale_and_check_(outs, grads, inv_scale)` | ``outs[i] = grads[i] * inv_scale`` (a one-element array or a scalar; in place, or into wider arrays) for many tensors; -> 0-d float32 found-inf flag (1.0 if any gradient is inf/NaN) |
+| `update_scale_(scale, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval, min_scale, max_scale)` | PyTorch's dynamic loss-scale update, in place on one-element ``scale`` (float32) and ``growth_tracker`` (int32), the scale kept in ``[min_scale, max_scale]`` |
 """
+from types import ModuleType
+
+from .. import _native
+from ..device import device as Device
 from ..errors import DeviceError
+from . import cpu
+from .cuda_availability import require_cuda
+from .seam import PRIMITIVES  # noqa: F401 (the names every backend implements)
 
-PRIMITIVES = (
-    "from_numpy", "to_numpy", "empty", "full", "arange", "dtype_of", "shape_of", "astype", "contiguous",
-    "copy_", "view", "permute", "expand", "slice", "flip", "shares_memory", "unary", "binary",
-    "unary_backward", "where", "clamp", "reduce", "argreduce", "var", "logsumexp", "sort", "cumsum", "index",
-    "index_put_", "gather", "scatter_add", "cat", "tril", "triu", "matmul", "softmax",
-    "softmax_backward", "cross_entropy", "cross_entropy_backward", "layer_norm",
-    "layer_norm_backward", "attention", "attention_backward", "rand", "randn", "randint",
-    "bernoulli", "sgd_step_", "adam_step_", "unscale_and_check_", "update_scale_", "embedding",
-    "embedding_backward", "dropout", "dropout_backward", "global_norm",
-)
+if _native._C is not None and hasattr(_native._C, "DeviceArray"):
+    from . import cuda as _cuda_primitives
+else:  # a host-only build: adcuda._C has no CUDA runtime
+    _cuda_primitives = None
 
 
-def cuda_backend(op):
-    """The CUDA primitive module, or a clear error saying why it cannot be used."""
-    from .. import cuda
-    cuda._require_cuda(op)
-    try:
-        from . import cuda as cuda_primitives
-    except ImportError:
-        raise DeviceError(f"{op}: this adcuda build has no CUDA kernels for tensor ops yet; "
-                          "use device='cpu'") from None
-    return cuda_primitives
+def cuda_backend(op: str) -> ModuleType:
+    """The CUDA primitive module, or a clear error naming ``op`` and saying why it cannot be used."""
+    require_cuda(op)
+    if _cuda_primitives is None:
+        raise DeviceError(f"{op}: this adcuda build has no CUDA kernels for tensor ops; use device='cpu'")
+    return _cuda_primitives
+
+
+def backend_for(device: Device, op: str = "tensor") -> ModuleType:
+    """The primitive module that computes on ``device`` (an ``adcuda.device``); a clear error naming
+    ``op`` where it cannot."""
+    if device.type == "cpu":
+        return cpu
+    return cuda_backend(op)

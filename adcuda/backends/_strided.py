@@ -42,13 +42,26 @@ def _numel(shape):
     return n
 
 
-def reshape_strides(shape, strides, new_shape):
-    """Strides that show the same elements in ``new_shape`` without moving them, or None when the layout
-    does not allow it (NumPy's no-copy reshape)."""
-    numel = _numel(shape)
+def resolve_shape(numel, new_shape):
+    """``new_shape`` for ``numel`` elements, its one ``-1`` (if any) replaced by the size that keeps them
+    (NumPy's rule); ShapeError where it cannot hold exactly ``numel`` elements."""
     new_shape = tuple(new_shape)
-    if _numel(new_shape) != numel:
-        raise ShapeError(f"cannot reshape array of size {numel} into shape {new_shape}")
+    if -1 in new_shape:
+        if new_shape.count(-1) > 1:
+            raise ShapeError(f"can only specify one unknown dimension, got shape {new_shape}")
+        known = _numel(size for size in new_shape if size != -1)
+        if known and numel % known == 0:
+            return tuple(numel // known if size == -1 else size for size in new_shape)
+    elif _numel(new_shape) == numel:
+        return new_shape
+    raise ShapeError(f"cannot reshape array of size {numel} into shape {new_shape}")
+
+
+def reshape_strides(shape, strides, new_shape):
+    """Strides that show the same elements in ``new_shape`` (where one size may be -1, as in NumPy)
+    without moving them, or None when the layout does not allow it (NumPy's no-copy reshape)."""
+    numel = _numel(shape)
+    new_shape = resolve_shape(numel, new_shape)
     if numel == 0:
         return contiguous_strides(new_shape)
     old = [(size, stride) for size, stride in zip(shape, strides) if size != 1]
@@ -80,11 +93,18 @@ def reshape_strides(shape, strides, new_shape):
     return tuple(new_strides)
 
 
+def _dims(ndim, axes):
+    """``axes`` with negative ones counted from the end, as NumPy counts them (out-of-range ones kept)."""
+    return tuple(a + ndim if -ndim <= a < 0 else a for a in axes)
+
+
 def permute(shape, strides, axes):
-    """The layout with dims reordered as ``axes`` (a permutation of range(ndim))."""
-    if sorted(axes) != list(range(len(shape))):
+    """The layout with dims reordered as ``axes`` (a permutation of range(ndim), negative axes counted
+    from the end)."""
+    dims = _dims(len(shape), axes)
+    if sorted(dims) != list(range(len(shape))):
         raise ShapeError(f"axes {tuple(axes)} don't match array of {len(shape)} dims")
-    return tuple(shape[a] for a in axes), tuple(strides[a] for a in axes)
+    return tuple(shape[a] for a in dims), tuple(strides[a] for a in dims)
 
 
 def broadcast_strides(shape, strides, target):
@@ -137,9 +157,17 @@ def basic_index(shape, strides, offset, key):
 
 
 def flip(shape, strides, offset, axes):
-    """The layout reversed along ``axes``: (strides, offset)."""
+    """The layout reversed along ``axes`` (negative ones counted from the end; None: every dim):
+    (strides, offset)."""
+    ndim = len(shape)
+    dims = tuple(range(ndim)) if axes is None else _dims(ndim, axes)
+    for axis, dim in zip(axes or (), dims):
+        if not 0 <= dim < ndim:
+            raise IndexOutOfRangeError(f"flip: axis {axis} is out of bounds for array of dimension {ndim}")
+    if len(set(dims)) != len(dims):
+        raise ShapeError(f"flip: repeated axis in {tuple(axes)}")
     strides = list(strides)
-    for axis in axes:
+    for axis in dims:
         if shape[axis] > 0:
             offset += (shape[axis] - 1) * strides[axis]
         strides[axis] = -strides[axis]

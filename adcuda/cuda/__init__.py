@@ -29,7 +29,7 @@ from .devices import (
     synchronize,
     unavailable_reason,
 )
-from .errors import BadForkError, OutOfMemoryError
+from .errors import BadForkError, DeviceIndexError, OutOfMemoryError
 from .fork import is_initialized
 from .memory import (
     empty_cache,
@@ -42,7 +42,17 @@ from .memory import (
     reset_peak_memory_stats,
 )
 from .pinned import empty_pinned_cache, pinned_memory_stats, reset_peak_pinned_memory_stats
-from .streams import Event, ExternalStream, Stream, StreamContext, current_stream, default_stream, set_stream, stream
+from .streams import (
+    Event,
+    ExternalStream,
+    Stream,
+    StreamContext,
+    current_stream,
+    default_stream,
+    record_stream,
+    set_stream,
+    stream,
+)
 
 __all__ = [
     "is_available", "device_count", "unavailable_reason", "get_device_name", "get_device_properties",
@@ -51,5 +61,5 @@ __all__ = [
     "current_stream", "default_stream", "set_stream", "stream", "memory_allocated", "max_memory_allocated",
     "memory_reserved", "max_memory_reserved", "reset_peak_memory_stats", "reset_max_memory_allocated",
     "empty_cache", "memory_stats", "pinned_memory_stats", "reset_peak_pinned_memory_stats", "empty_pinned_cache",
-    "OutOfMemoryError", "BadForkError",
+    "OutOfMemoryError", "BadForkError", "DeviceIndexError", "record_stream",
 ]

@@ -1,8 +1,9 @@
 """The exceptions of ``adcuda.cuda``. Defined in Python so that every build (with or without CUDA) has
-the same classes; the native runtime raises them too (``kernels/bindings.cpp``)."""
-from ..errors import DeviceError
+the same classes; the native runtime raises them too (``kernels/bindings.cpp``). ``BadForkError`` is
+``adcuda.errors``' (the backends refuse with it too), re-exported here."""
+from ..errors import BadForkError, IndexOutOfRangeError
 
-__all__ = ["OutOfMemoryError", "BadForkError"]
+__all__ = ["OutOfMemoryError", "BadForkError", "DeviceIndexError"]
 
 
 class OutOfMemoryError(RuntimeError):
@@ -11,6 +12,8 @@ class OutOfMemoryError(RuntimeError):
     ``torch.cuda.OutOfMemoryError``."""
 
 
-class BadForkError(DeviceError):
-    """CUDA was used in a process forked after its parent initialised CUDA. Start such processes with
-    the 'spawn' or 'forkserver' start method."""
+class DeviceIndexError(IndexOutOfRangeError):
+    """A kernel found an index out of range (embedding, indexing, gather, scatter). GPU ops check their
+    indices on the device without waiting for the answer, so this is raised by the next call that
+    waits for the device (``item()``, ``.cpu()``, ``.numpy()``, ``synchronize()``), as PyTorch's
+    device-side asserts are, naming the op and the index; the result of that op is not valid."""

@@ -14,12 +14,15 @@ __all__ = ["memory_allocated", "max_memory_allocated", "memory_reserved", "max_m
            "reset_peak_memory_stats", "reset_max_memory_allocated", "empty_cache", "memory_stats",
            "OutOfMemoryError"]
 
-_STAT_KEYS = (
-    "allocated_bytes", "peak_allocated_bytes", "requested_bytes", "reserved_bytes", "peak_reserved_bytes",
-    "small_pool_allocated_bytes", "small_pool_reserved_bytes", "large_pool_allocated_bytes",
-    "large_pool_reserved_bytes", "active_blocks", "cached_blocks", "pending_blocks", "allocations", "frees",
-    "cache_hits", "cross_stream_reuses", "cuda_mallocs", "cuda_frees", "alloc_retries", "ooms",
-)
+# memory_stats() keys, PyTorch's: "<stat>.<pool>.<current|peak|allocated|freed>" and counters.
+_POOLS = ("all", "small_pool", "large_pool")
+_STAT_KEYS = tuple(
+    [f"{stat}.{pool}.{field}" for stat in ("allocated_bytes", "requested_bytes", "reserved_bytes", "active",
+                                           "active_bytes", "segment", "allocation")
+     for pool in _POOLS for field in ("current", "peak", "allocated", "freed")]
+    + [f"{stat}.{pool}.current" for stat in ("inactive_split", "inactive_split_bytes") for pool in _POOLS]
+    + ["num_alloc_retries", "num_ooms", "num_device_alloc", "num_device_free", "cache_hits", "cross_stream_reuses",
+       "pending_blocks", "cached_blocks"])
 
 
 def _runtime_ready():
@@ -27,10 +30,15 @@ def _runtime_ready():
 
 
 def memory_stats(device=None):
-    """The allocator's counters for ``device``: bytes ``allocated`` (in blocks handed out), ``requested``,
-    ``reserved`` (from cudaMalloc) with peaks and per-pool splits; block counts (``active``, ``cached``,
-    ``pending`` on another stream's work); and event counts (``cache_hits``, ``cross_stream_reuses``,
-    ``cuda_mallocs``, ``alloc_retries``, ``ooms``, ...)."""
+    """The caching allocator's statistics for ``device``, under PyTorch's names: for each of
+    ``allocated_bytes`` (in blocks handed out), ``requested_bytes`` (what callers asked for),
+    ``reserved_bytes`` (in segments from cudaMalloc), ``active``/``active_bytes`` (blocks handed out or
+    still waiting for another stream's work), ``segment`` and ``allocation`` (requests), the keys
+    ``"<stat>.<all|small_pool|large_pool>.<current|peak|allocated|freed>"``; ``inactive_split`` and
+    ``inactive_split_bytes`` (free blocks that share a segment with a block in use, so their memory
+    cannot go back to CUDA: fragmentation) with ``.current``; ``num_alloc_retries``, ``num_ooms``,
+    ``num_device_alloc``, ``num_device_free``; and adcuda's own ``cache_hits``, ``cross_stream_reuses``,
+    ``pending_blocks``, ``cached_blocks``. How the allocator works: kernels/runtime/allocator.h."""
     if not _runtime_ready():
         return dict.fromkeys(_STAT_KEYS, 0)
     return _native._C.memory_stats(_device_index(device, "memory_stats"))
@@ -38,21 +46,21 @@ def memory_stats(device=None):
 
 def memory_allocated(device=None):
     """Bytes in blocks handed out to arrays on ``device`` (rounded to the allocator's size classes)."""
-    return memory_stats(device)["allocated_bytes"]
+    return memory_stats(device)["allocated_bytes.all.current"]
 
 
 def max_memory_allocated(device=None):
     """The peak of ``memory_allocated`` since the start or the last ``reset_peak_memory_stats``."""
-    return memory_stats(device)["peak_allocated_bytes"]
+    return memory_stats(device)["allocated_bytes.all.peak"]
 
 
 def memory_reserved(device=None):
     """Bytes the allocator holds from CUDA on ``device`` (handed out plus cached)."""
-    return memory_stats(device)["reserved_bytes"]
+    return memory_stats(device)["reserved_bytes.all.current"]
 
 
 def max_memory_reserved(device=None):
-    return memory_stats(device)["peak_reserved_bytes"]
+    return memory_stats(device)["reserved_bytes.all.peak"]
 
 
 def reset_peak_memory_stats(device=None):
@@ -65,7 +73,8 @@ reset_max_memory_allocated = reset_peak_memory_stats
 
 
 def empty_cache():
-    """Give every cached (unused) block back to CUDA, after the work that may still use them is done.
-    Memory held by live tensors is not freed."""
+    """Give every segment with no block in use back to CUDA, after the work that may still use its
+    blocks is done. Memory held by live tensors is not freed, nor the free blocks that share a segment
+    with them (``inactive_split_bytes``)."""
     if _runtime_ready():
         _native._C.empty_cache()

@@ -7,12 +7,12 @@ train side by side never wait for each other's kernels. ``current_stream()`` is 
 is ordered only by events: the runtime makes a stream wait for an event whenever it uses memory that
 another stream used last, and ``Stream.wait_stream`` / ``Event.wait`` order streams explicitly.
 """
-from .. import _native
+from .. import _interop, _native
 from ..device import device as _device_type
 from .devices import _device_index
 
 __all__ = ["Stream", "ExternalStream", "Event", "current_stream", "default_stream", "set_stream", "stream",
-           "StreamContext"]
+           "StreamContext", "record_stream"]
 
 
 def _C():
@@ -183,3 +183,29 @@ class Event:
 
     def __repr__(self):
         return f"<adcuda.cuda.Event {self.cuda_event:#x}>"
+
+
+def _stream_handle(stream):
+    """The handle of an adcuda, PyTorch (``cuda_stream``) or CuPy (``ptr``) stream, or of a plain int."""
+    for attribute in ("cuda_stream", "ptr"):
+        if hasattr(stream, attribute):
+            return int(getattr(stream, attribute))
+    if isinstance(stream, int) and not isinstance(stream, bool):
+        return stream
+    raise TypeError(f"record_stream: expected a stream (adcuda, PyTorch or CuPy) or a stream handle, got "
+                    f"{type(stream).__name__}")
+
+
+def record_stream(tensor, stream):
+    """Mark ``tensor``'s memory as used by ``stream`` (PyTorch's ``Tensor.record_stream``): an adcuda
+    stream or another library's (a PyTorch or CuPy stream object, or a raw handle; 1 is the legacy
+    default stream, 2 the per-thread one). The stream waits for the work adcuda queued on the memory so
+    far, adcuda's later work on it waits for the stream's work queued before, and the caching allocator
+    reuses the memory only after the stream's queued work, even if the tensor is freed first. DLPack
+    exports do this for the consumer's stream; call it for a library that took the tensor through
+    ``__cuda_array_interface__`` and works on a stream of its own."""
+    if tensor.device.type != "cuda":
+        raise ValueError(f"record_stream: the tensor is on {tensor.device}; only CUDA tensors have streams")
+    _device_index(tensor.device, "record_stream")
+    device_index = getattr(getattr(stream, "device", None), "index", None)
+    _interop.record_external_use(tensor, _stream_handle(stream), device_index)

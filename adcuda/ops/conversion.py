@@ -1,6 +1,7 @@
 """Moving tensors between dtypes and devices: ``to cpu cuda float half double long int bool``."""
 from .. import dtypes as dt
-from ..device import CPU, backend_for
+from ..backends import backend_for
+from ..device import CPU
 from ..tensor import Tensor, to_device_and_dtype
 from ._core import method, needs_grad, record, wrap
 

@@ -37,13 +37,13 @@ def _binary_forward(op, a, b, dtype=None, name=None):
         if b.__class__ is Tensor:
             if a._device is b._device and ad.dtype == b._data.dtype:
                 try:
-                    return Tensor._make(a._device.backend.binary(op, ad, b._data, a.dtype), a._device)
+                    return Tensor._make(a._backend.binary(op, ad, b._data, a.dtype), a._device)
                 except ValueError:
                     pass  # the general path below raises the proper error
         elif b.__class__ is float:
             d = a.dtype
             if d.is_floating_point:
-                return Tensor._make(a._device.backend.binary(op, ad, b, d), a._device)
+                return Tensor._make(a._backend.binary(op, ad, b, d), a._device)
     name = name or op
     if a.__class__ is not Tensor and b.__class__ is not Tensor:
         raise DTypeError(f"{name}: expected at least one Tensor operand")

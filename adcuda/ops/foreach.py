@@ -35,6 +35,7 @@ from collections.abc import Sequence
 
 from .. import dtypes as dt
 from ..autograd.grad_mode import is_grad_enabled
+from ..backends import backend_for
 from ..device import CPU
 from ..errors import AutogradError, DeviceError, DTypeError, ShapeError, fmt_shape
 from ..tensor import Tensor
@@ -179,7 +180,7 @@ def _foreach_binary_(op, primitive, tensors, other, alpha=1):
     _check_writable(op, tensors)
     if device is None:
         return
-    bk = device.backend
+    bk = backend_for(device)
     shared_category = _category(other) if others is None else None
     for i, t in enumerate(tensors):
         b = others[i] if others is not None else other
@@ -221,7 +222,7 @@ def _foreach_clamp_(self: Tensors, min: Number | None = None, max: Number | None
     _check_writable(op, tensors)
     if device is None:
         return
-    bk = device.backend
+    bk = backend_for(device)
     for t in tensors:
         bk.copy_(t._data, bk.clamp(t._data, min, max))
     _bump(tensors)
@@ -310,7 +311,7 @@ def _global_norm(tensors: Tensors, norm_type: float = 2.0) -> Tensor:
         raise ValueError(f"{op}: norm_type must be positive or inf, got {norm_type}")
     _check_floating(op, "tensors", tensors)
     device = device or CPU
-    return wrap(device.backend.global_norm([t._data for t in tensors], norm_type), device)
+    return wrap(backend_for(device).global_norm([t._data for t in tensors], norm_type), device)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -368,7 +369,7 @@ def _fused_sgd_(self: Tensors, grads: Tensors, momentum_buffer_list: Tensors | N
     device = _step_operands(op, params, grads, {"momentum_buffer_list": bufs}, masters)
     if device is None:
         return
-    bk = device.backend
+    bk = backend_for(device)
     bk.sgd_step_(_arrays(params), _grad_arrays(bk, grads, maximize), _arrays(bufs), float(lr), float(momentum),
                  float(dampening), bool(nesterov), float(weight_decay), bool(is_first_step), _arrays(masters))
     _bump(params, bufs, masters)
@@ -397,7 +398,7 @@ def _fused_adam_common(op, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs
         if s.numel() != 1:
             raise ShapeError(f"{op}: state_steps[{i}] must hold one number, got shape {fmt_shape(s.shape)}")
         by_step.setdefault(int(s.item()), []).append(i)
-    bk = device.backend
+    bk = backend_for(device)
     arrays = (_arrays(params), _grad_arrays(bk, grads, maximize), _arrays(exp_avgs), _arrays(exp_avg_sqs),
               _arrays(masters), _arrays(maxes))
     for step, members in by_step.items():
@@ -465,7 +466,7 @@ def _amp_foreach_non_finite_check_and_unscale_(self: Tensors, found_inf: Tensor,
         _check_floating(op, "out", outs)
     if device is None:
         return
-    bk = device.backend
+    bk = backend_for(device)
     flag = bk.unscale_and_check_(_arrays(outs), _arrays(grads), inv_scale._data)
     bk.copy_(found_inf._data, bk.binary("maximum", found_inf._data, flag, dt.float32))
     _bump(outs, (found_inf,))
@@ -485,7 +486,7 @@ def _amp_update_scale_(self: Tensor, growth_tracker: Tensor, found_inf: Tensor, 
     _check_flag(op, "growth_tracker", growth_tracker, device, dt.int32)
     _check_flag(op, "found_inf", found_inf, device, dt.float32)
     _refuse_autograd(op, (self, growth_tracker, found_inf))
-    bk = device.backend
+    bk = backend_for(device)
     # the primitive takes 0-d arrays; PyTorch keeps the scale and tracker as shape (1,)
     scalar = [bk.view(t._data, ()) for t in (self, growth_tracker, found_inf)]
     bk.update_scale_(*scalar, float(scale_growth_factor), float(scale_backoff_factor), int(growth_interval),

@@ -296,18 +296,18 @@ def _picked_rows(logp, target, weight, ignore_index, label_smoothing):
 
 def _fused_cross_entropy_rows(logits, target, ignore_index, label_smoothing):
     bk = logits._backend
-    loss_data, logp_data = bk.cross_entropy(_dense(logits), _dense(target), ignore_index, label_smoothing)
+    loss_data, lse_data = bk.cross_entropy(_dense(logits), _dense(target), ignore_index, label_smoothing)
     losses = wrap(loss_data, logits._device)
     if needs_grad(logits):
-        logp = wrap(logp_data, logits._device)
+        lse = wrap(lse_data, logits._device)
 
         def backward(node, g):
-            x, lp, t = node.saved_tensors
+            x, row_lse, t = node.saved_tensors
             if is_grad_enabled():
                 return _cross_entropy_grad_composite(x, t, g, ignore_index, label_smoothing)
-            return wrap(bk.cross_entropy_backward(lp._data, t._data, _dense(g), ignore_index, label_smoothing),
-                        g._device)
-        record("CrossEntropyLossBackward0", losses, (logits,), backward, saved=(logits, logp, target))
+            return wrap(bk.cross_entropy_backward(_dense(x), row_lse._data, t._data, _dense(g), ignore_index,
+                                                  label_smoothing), g._device)
+        record("CrossEntropyLossBackward0", losses, (logits,), backward, saved=(logits, lse, target))
     return losses
 
 

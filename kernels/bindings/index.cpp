@@ -25,7 +25,8 @@ adcuda::IndexGeometry geometry_of(Dims shape, Dims strides, std::vector<DeviceAr
 ADCUDA_REGISTER_BINDINGS(index, 10) {
   using release = py::call_guard<py::gil_scoped_release>;
   m.def("check_indices", &adcuda::check_indices, py::arg("indices"), py::arg("sizes"), release(),
-        "IndexError unless every int64 index array k lies in [-sizes[k], sizes[k]) (waits for the device).");
+        "Checks on the device that every int64 index array k lies in [-sizes[k], sizes[k]); an index outside "
+        "is raised (DeviceIndexError) at the next synchronising call, without a wait here.");
   m.def(
       "index_gather",
       [](const DeviceArray& base, Dims shape, Dims strides, std::vector<DeviceArray> indices,

@@ -3,8 +3,10 @@
 // Imported memory stays owned by the producer, which is released when the last adcuda array over it
 // goes; exported memory keeps adcuda's Storage alive until the consumer calls the deleter.
 //
-// Streams: an export makes the consumer's stream wait for adcuda's last use of the memory; an import
-// makes adcuda's current stream wait for the producer's stream, so neither side reads too early.
+// Streams: an export records the consumer's stream as a user of the memory (Storage::add_external_user):
+// it waits for adcuda's earlier uses, adcuda's later uses wait for it, and the allocator reuses the
+// memory only after its queued work. An import makes adcuda's current stream wait for the producer's
+// stream, so neither side reads too early.
 #include <Python.h>
 #include <cuda_runtime_api.h>
 #include <pybind11/pybind11.h>
@@ -113,15 +115,12 @@ py::capsule to_dlpack(const DeviceArray& a, bool versioned, std::optional<std::i
     }
   }
   // Per the protocol, no stream means the consumer uses the legacy default stream; -1 asks for no
-  // synchronisation at all.
+  // synchronisation at all (the consumer orders itself, and names no stream to record).
   if (!consumer_stream || *consumer_stream != -1) {
     cudaStream_t consumer = consumer_stream ? protocol_stream(*consumer_stream, "__dlpack__") : cudaStreamLegacy;
-    const auto [last, last_device] = a.storage()->last_use();
-    if (last != nullptr) {
-      py::gil_scoped_release release;
-      adcuda::DeviceGuard guard(a.device());
-      adcuda::stream_wait_stream(consumer, last, last_device);
-    }
+    py::gil_scoped_release release;
+    adcuda::DeviceGuard guard(a.device());
+    a.storage()->add_external_user(consumer, a.device());
   }
   auto* context = new ExportContext{a.storage(), a.shape(), a.strides()};
   const dl::Tensor tensor{a.data_ptr(),
@@ -273,7 +272,8 @@ DeviceArray from_cuda_array_interface(std::uintptr_t pointer, Dims shape, std::o
 ADCUDA_REGISTER_BINDINGS(interop, 1) {
   m.def("to_dlpack", &to_dlpack, py::arg("array"), py::arg("versioned"), py::arg("consumer_stream") = py::none(),
         "A DLPack capsule over the array's memory ('dltensor_versioned' when versioned). consumer_stream "
-        "(None: the legacy default stream, -1: none) is made to wait for the array's last use.");
+        "(None: the legacy default stream, -1: none) waits for the array's earlier uses and is recorded as a "
+        "user of its memory.");
   m.def("from_dlpack", &from_dlpack, py::arg("capsule"),
         "A DeviceArray over the CUDA memory of a DLPack capsule (consumes it; no copy).");
   m.def("from_cuda_array_interface", &from_cuda_array_interface, py::arg("pointer"), py::arg("shape"),

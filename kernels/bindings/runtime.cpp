@@ -19,6 +19,7 @@
 #include "runtime/copy.h"
 #include "runtime/device.h"
 #include "runtime/device_array.h"
+#include "runtime/device_errors.h"
 #include "runtime/errors.h"
 #include "runtime/pinned_pool.h"
 #include "runtime/process.h"
@@ -110,7 +111,10 @@ class Event {
     ADCUDA_CHECK(status);
     return true;
   }
-  void synchronize() { ADCUDA_CHECK(cudaEventSynchronize(event_)); }
+  void synchronize() {
+    ADCUDA_CHECK(cudaEventSynchronize(event_));
+    adcuda::raise_device_errors();
+  }
   float elapsed_time(const Event& end) const {
     float milliseconds = 0.0f;
     ADCUDA_CHECK(cudaEventElapsedTime(&milliseconds, event_, end.event_));
@@ -145,29 +149,39 @@ const void* host_data(const py::array& host, std::size_t expected_bytes, const c
   return host.data();
 }
 
+// PyTorch's memory_stats() keys: "<stat>.<all|small_pool|large_pool>.<current|peak|allocated|freed>" and
+// the num_* counters, then adcuda's own counters.
 py::dict allocator_stats_dict(int device) {
   const adcuda::AllocatorStats s = adcuda::allocator_stats(device);
   py::dict d;
-  d["allocated_bytes"] = s.allocated_bytes;
-  d["peak_allocated_bytes"] = s.peak_allocated_bytes;
-  d["requested_bytes"] = s.requested_bytes;
-  d["reserved_bytes"] = s.reserved_bytes;
-  d["peak_reserved_bytes"] = s.peak_reserved_bytes;
-  d["small_pool_allocated_bytes"] = s.small_pool_allocated_bytes;
-  d["small_pool_reserved_bytes"] = s.small_pool_reserved_bytes;
-  d["large_pool_allocated_bytes"] = s.large_pool_allocated_bytes;
-  d["large_pool_reserved_bytes"] = s.large_pool_reserved_bytes;
-  d["active_blocks"] = s.active_blocks;
-  d["cached_blocks"] = s.cached_blocks;
-  d["pending_blocks"] = s.pending_blocks;
-  d["allocations"] = s.allocations;
-  d["frees"] = s.frees;
+  const char* pools[] = {"all", "small_pool", "large_pool"};
+  auto add = [&](const char* name, const adcuda::Stat (&stat)[adcuda::kPoolKinds], bool history) {
+    for (int pool = 0; pool < adcuda::kPoolKinds; ++pool) {
+      const std::string prefix = std::string(name) + "." + pools[pool] + ".";
+      d[py::str(prefix + "current")] = stat[pool].current;
+      if (!history) continue;
+      d[py::str(prefix + "peak")] = stat[pool].peak;
+      d[py::str(prefix + "allocated")] = stat[pool].allocated;
+      d[py::str(prefix + "freed")] = stat[pool].freed;
+    }
+  };
+  add("allocated_bytes", s.allocated_bytes, true);
+  add("requested_bytes", s.requested_bytes, true);
+  add("reserved_bytes", s.reserved_bytes, true);
+  add("active", s.active, true);
+  add("active_bytes", s.active_bytes, true);
+  add("inactive_split", s.inactive_split, false);  // counted when asked: current values only
+  add("inactive_split_bytes", s.inactive_split_bytes, false);
+  add("segment", s.segment, true);
+  add("allocation", s.allocation, true);
+  d["num_alloc_retries"] = s.num_alloc_retries;
+  d["num_ooms"] = s.num_ooms;
+  d["num_device_alloc"] = s.num_device_alloc;
+  d["num_device_free"] = s.num_device_free;
   d["cache_hits"] = s.cache_hits;
   d["cross_stream_reuses"] = s.cross_stream_reuses;
-  d["cuda_mallocs"] = s.cuda_mallocs;
-  d["cuda_frees"] = s.cuda_frees;
-  d["alloc_retries"] = s.alloc_retries;
-  d["ooms"] = s.ooms;
+  d["pending_blocks"] = s.pending_blocks;
+  d["cached_blocks"] = s.cached_blocks;
   return d;
 }
 
@@ -204,6 +218,20 @@ std::string array_repr(const DeviceArray& a) {
 }  // namespace
 
 ADCUDA_REGISTER_BINDINGS(runtime, 0) {
+  // A kernel's report (device_errors.h) becomes adcuda.cuda.DeviceIndexError, an IndexOutOfRangeError.
+  py::register_exception_translator([](std::exception_ptr thrown) {
+    try {
+      if (thrown) std::rethrow_exception(thrown);
+    } catch (const adcuda::DeviceSideError& e) {
+      py::object type = py::reinterpret_borrow<py::object>(PyExc_IndexError);
+      try {
+        type = py::module_::import("adcuda.cuda.errors").attr("DeviceIndexError");
+      } catch (py::error_already_set&) {
+        // keep IndexError: the message still says what happened
+      }
+      PyErr_SetString(type.ptr(), e.what());
+    }
+  });
   py::enum_<ScalarType>(m, "ScalarType", "Element types of a DeviceArray (the names of adcuda's dtypes).")
       .value("bool", ScalarType::Bool)
       .value("int32", ScalarType::Int32)
@@ -323,8 +351,14 @@ ADCUDA_REGISTER_BINDINGS(runtime, 0) {
       "selection (0: none).");
   m.def("stream_query", &stream_query, py::arg("stream"), "Whether all work queued on the stream has finished.");
   m.def(
-      "stream_synchronize", [](std::uintptr_t stream) { ADCUDA_CHECK(cudaStreamSynchronize(stream_from(stream))); },
+      "stream_synchronize",
+      [](std::uintptr_t stream) {
+        ADCUDA_CHECK(cudaStreamSynchronize(stream_from(stream)));
+        adcuda::raise_device_errors();
+      },
       py::arg("stream"), release_gil());
+  m.def("raise_device_errors", &adcuda::raise_device_errors, release_gil(),
+        "Raise the error a kernel reported since the last synchronising call (device_errors.h), if any.");
   m.def(
       "stream_wait_stream",
       [](std::uintptr_t waiter, std::uintptr_t producer, int producer_device) {
@@ -350,7 +384,10 @@ ADCUDA_REGISTER_BINDINGS(runtime, 0) {
   m.def("memory_stats", &allocator_stats_dict, py::arg("device"));
   m.def("reset_peak_memory_stats", &adcuda::reset_peak_allocator_stats, py::arg("device"));
   m.def("empty_cache", &adcuda::empty_cache, release_gil());
-  m.def("allocation_size_class", &adcuda::allocation_size_class, py::arg("nbytes"));
+  m.def("device_block_size", &adcuda::device_block_size, py::arg("nbytes"),
+        "The bytes of the block the caching allocator hands out for a request of `nbytes`.");
+  m.def("allocation_size_class", &adcuda::allocation_size_class, py::arg("nbytes"),
+        "The size class of the pinned host pool for a request of `nbytes`.");
   m.def(
       "raw_malloc",
       [](std::size_t nbytes, int device) {
@@ -394,6 +431,18 @@ ADCUDA_REGISTER_BINDINGS(runtime, 0) {
       },
       py::arg("pointer"), "Whether CUDA knows the host address as page-locked (any library's pinned memory).");
 
+  m.def(
+      "cuda_visible_devices_without_initialising",
+      []() -> py::object {
+        const auto devices = adcuda::visible_devices_without_initialising();
+        if (!devices) return py::none();
+        py::list out;
+        for (const adcuda::DeviceSummary& d : *devices) out.append(py::make_tuple(d.name, d.major, d.minor));
+        return out;
+      },
+      "[(name, major, minor)] of the visible devices as cuda_device_count() learned them without initialising "
+      "CUDA (from NVML), or None when it had to initialise the CUDA runtime to count them.");
+
   // Context and process state.
   m.def("initialize_context", &adcuda::initialize_context, py::arg("device"), release_gil(),
         "Make `device` current, create its context and the calling thread's stream on it.");
@@ -402,6 +451,37 @@ ADCUDA_REGISTER_BINDINGS(runtime, 0) {
   m.def("cuda_was_used", &adcuda::cuda_was_used,
         "Whether this process has initialised the CUDA driver with a device present (a child forked from now "
         "on cannot use CUDA).");
+  m.def(
+      "external_users",
+      [](const DeviceArray& a) {
+        py::list out;
+        for (const adcuda::StreamUse& use : a.storage()->external_users()) {
+          out.append(py::make_tuple(handle_value(use.stream), use.device));
+        }
+        return out;
+      },
+      py::arg("array"), "[(stream handle, device)] recorded as users of the array's memory by other libraries.");
+  m.def(
+      "record_external_use",
+      [](const DeviceArray& a, std::uintptr_t stream, int stream_device) {
+        a.storage()->add_external_user(stream_from(stream), stream_device < 0 ? a.device() : stream_device);
+      },
+      py::arg("array"), py::arg("stream"), py::arg("stream_device") = -1, release_gil(),
+      "Record `stream` (a handle; 1: the legacy default stream, 2: the per-thread default stream) as a user "
+      "of the array's memory: it waits for the earlier uses now, every later use waits for it, and the memory "
+      "is reused only after its queued work (PyTorch's record_stream).");
+  m.def(
+      "fill_bytes_untracked",
+      [](std::uintptr_t pointer, std::size_t nbytes, int value, std::uintptr_t stream) {
+        adcuda::fill_bytes_untracked(pointer, nbytes, value, stream);
+      },
+      py::arg("pointer"), py::arg("nbytes"), py::arg("value"), py::arg("stream"), release_gil(),
+      "Test support: cudaMemsetAsync on `stream`, unknown to the runtime (as another library's write).");
+  m.def("last_stream_during_and_after_launch", &adcuda::last_stream_during_and_after_launch, py::arg("array"),
+        py::arg("cycles"), release_gil(),
+        "Test support: the array's last stream inside a launch in progress over it, and after the launch.");
+  m.def("pooled_stream_count", &adcuda::pooled_stream_count, py::arg("device"),
+        "Test support: how many streams of `device` wait in the stream pool.");
   m.def("cuda_spin", &adcuda::spin_current_stream, py::arg("cycles"), release_gil(),
         "Test support: keep the current stream busy for `cycles` GPU clock cycles.");
 }

@@ -29,6 +29,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <set>
 #include <mutex>
 #include <new>
 #include <string>
@@ -60,11 +61,18 @@ struct Allocation {
 
 // Completion is tracked by generation: each cudaEventRecord starts a new one, and the event is done
 // when its stream's thread has reached the latest.
+// Each record is a generation. An event may be recorded again, on another stream, before an earlier
+// record has completed (the runtime recycles its events at once): a wait or query concerns the
+// generation that was the latest when it was made, and a later generation completing says nothing
+// about an earlier one, so completion is kept per generation.
 struct Event {
-  std::uint64_t recorded = 0;
-  std::uint64_t completed = 0;
+  std::uint64_t recorded = 0;             // the latest generation
+  std::set<std::uint64_t> outstanding;    // generations recorded but not completed yet
+  std::uint64_t timed = 0;                // the generation `time` belongs to
   std::chrono::steady_clock::time_point time{};
   bool timing = true;
+
+  bool done(std::uint64_t generation) const { return outstanding.count(generation) == 0; }
 };
 
 // A stream: its queue, run in order by its own host thread.
@@ -616,12 +624,14 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     if (it == s.events.end() || !adcuda::emu::stream_ok(s, stream)) return fail(cudaErrorInvalidResourceHandle);
     recorded = it->second;
     generation = ++recorded->recorded;
+    recorded->outstanding.insert(generation);
   }
   adcuda::emu::enqueue(stream, [recorded, generation] {
     auto& st = state();
     std::lock_guard<std::mutex> lock(st.mutex);
-    if (recorded->completed < generation) {
-      recorded->completed = generation;
+    recorded->outstanding.erase(generation);
+    if (recorded->timed < generation) {
+      recorded->timed = generation;
       recorded->time = std::chrono::steady_clock::now();
     }
     st.event_done.notify_all();
@@ -634,7 +644,7 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
   std::lock_guard<std::mutex> lock(s.mutex);
   auto it = s.events.find(event);
   if (it == s.events.end()) return fail(cudaErrorInvalidResourceHandle);
-  if (it->second->completed < it->second->recorded) return cudaErrorNotReady;
+  if (!it->second->done(it->second->recorded)) return cudaErrorNotReady;
   return adcuda::emu::take_asynchronous_error(s);
 }
 
@@ -645,7 +655,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (it == s.events.end()) return fail(cudaErrorInvalidResourceHandle);
   std::shared_ptr<adcuda::emu::Event> waited = it->second;
   const std::uint64_t generation = waited->recorded;
-  s.event_done.wait(lock, [&] { return waited->completed >= generation; });
+  s.event_done.wait(lock, [&] { return waited->done(generation); });
   return adcuda::emu::take_asynchronous_error(s);
 }
 
@@ -664,7 +674,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
   adcuda::emu::enqueue(stream, [waited, generation] {
     auto& st = state();
     std::unique_lock<std::mutex> lock(st.mutex);
-    st.event_done.wait(lock, [&] { return waited->completed >= generation; });
+    st.event_done.wait(lock, [&] { return waited->done(generation); });
   });
   return cudaSuccess;
 }
@@ -680,7 +690,7 @@ cudaError_t cudaEventElapsedTime(float* milliseconds, cudaEvent_t start, cudaEve
   if (!first.timing || !second.timing || first.recorded == 0 || second.recorded == 0) {
     return fail(cudaErrorInvalidResourceHandle);
   }
-  if (first.completed < first.recorded || second.completed < second.recorded) return cudaErrorNotReady;
+  if (!first.done(first.recorded) || !second.done(second.recorded)) return cudaErrorNotReady;
   *milliseconds = std::chrono::duration<float, std::milli>(second.time - first.time).count();
   return cudaSuccess;
 }

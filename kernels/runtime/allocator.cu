@@ -1,9 +1,11 @@
 #include "runtime/allocator.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <mutex>
+#include <set>
 #include <string>
-#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "runtime/errors.h"
@@ -20,26 +22,52 @@ namespace adcuda {
 
 struct Block {
   int device;
-  cudaStream_t stream;        // the stream it is (or was last) allocated for
-  std::size_t size;           // its size class
-  std::size_t requested;      // what the current owner asked for
+  Pool pool;                // kSmallPool or kLargePool
+  cudaStream_t stream;      // the stream it belongs to (free lists are per stream)
+  std::size_t size;
+  std::size_t requested;    // what the current owner asked for (0 while free)
   void* pointer;
-  cudaEvent_t pending_event;  // while held back for another stream's work
-  int pending_event_device;   // the device of that stream (and event)
+  bool in_use;              // handed out, or freed but waiting for other streams' work
+  bool abandoned;           // no event could say when another stream is done with it: never reused
+  int pending_events;       // events (recorded on other streams at its free) still to complete
+  Block* prev;              // neighbours in the segment, by address (nullptr at its ends)
+  Block* next;
 };
 
 namespace {
 
-constexpr std::size_t kGranularity = 512;
-constexpr std::size_t kSmallPoolLimit = std::size_t(1) << 20;
+constexpr std::size_t kMinBlockSize = 512;              // every block is a multiple of this
+constexpr std::size_t kSmallSize = std::size_t(1) << 20;  // requests up to this come from the small pool
+constexpr std::size_t kSmallSegment = std::size_t(2) << 20;
+constexpr std::size_t kMinLargeAlloc = std::size_t(10) << 20;  // requests under this share 20 MiB segments
+constexpr std::size_t kLargeSegment = std::size_t(20) << 20;
+constexpr std::size_t kRoundLarge = std::size_t(2) << 20;
 
 std::size_t round_up(std::size_t value, std::size_t multiple) { return (value + multiple - 1) / multiple * multiple; }
 
-bool is_small(std::size_t size) { return size <= kSmallPoolLimit; }
+std::uintptr_t address(const void* pointer) { return reinterpret_cast<std::uintptr_t>(pointer); }
+
+// Free blocks ordered by stream, then size, then address: the best fit for a stream is the first block
+// at or after {stream, size}.
+struct BlockOrder {
+  bool operator()(const Block* a, const Block* b) const {
+    if (a->stream != b->stream) return address(a->stream) < address(b->stream);
+    if (a->size != b->size) return a->size < b->size;
+    return address(a->pointer) < address(b->pointer);
+  }
+};
+using FreeBlocks = std::set<Block*, BlockOrder>;
+
+struct PendingEvent {
+  Block* block;
+  cudaEvent_t event;
+  int event_device;
+};
 
 struct DeviceCache {
-  std::unordered_map<std::size_t, std::vector<Block*>> free_by_size;
-  std::vector<Block*> pending;
+  FreeBlocks free_blocks[kPoolKinds];  // indexed by kSmallPool and kLargePool
+  std::vector<Block*> segments;        // the first block of each segment (it never merges away)
+  std::vector<PendingEvent> pending;
   AllocatorStats stats;
 };
 
@@ -59,19 +87,19 @@ Allocator& allocator() {
   return *instance;
 }
 
-void add_reserved(AllocatorStats& stats, std::int64_t size) {
-  stats.reserved_bytes += size;
-  (is_small(size) ? stats.small_pool_reserved_bytes : stats.large_pool_reserved_bytes) += size;
-  stats.peak_reserved_bytes = std::max(stats.peak_reserved_bytes, stats.reserved_bytes);
+void increase(Stat (&stat)[kPoolKinds], Pool pool, std::int64_t amount) {
+  for (Stat* s : {&stat[kAllPools], &stat[pool]}) {
+    s->current += amount;
+    s->allocated += amount;
+    s->peak = std::max(s->peak, s->current);
+  }
 }
 
-void add_allocated(AllocatorStats& stats, const Block& block, std::int64_t sign) {
-  const auto size = static_cast<std::int64_t>(block.size);
-  stats.allocated_bytes += sign * size;
-  stats.requested_bytes += sign * static_cast<std::int64_t>(block.requested);
-  (is_small(block.size) ? stats.small_pool_allocated_bytes : stats.large_pool_allocated_bytes) += sign * size;
-  stats.active_blocks += sign;
-  stats.peak_allocated_bytes = std::max(stats.peak_allocated_bytes, stats.allocated_bytes);
+void decrease(Stat (&stat)[kPoolKinds], Pool pool, std::int64_t amount) {
+  for (Stat* s : {&stat[kAllPools], &stat[pool]}) {
+    s->current -= amount;
+    s->freed += amount;
+  }
 }
 
 // Whether the query says the work is done; false while it runs. Clears the "not ready" status the
@@ -85,77 +113,199 @@ bool work_done(cudaError_t status, const char* call) {
   throw_cuda_error(static_cast<int>(status), call, __FILE__, __LINE__);
 }
 
-void make_reusable(DeviceCache& cache, Block* block) {
-  cache.free_by_size[block->size].push_back(block);
+void insert_free(DeviceCache& cache, Block* block) {
+  cache.free_blocks[block->pool].insert(block);
   cache.stats.cached_blocks += 1;
 }
 
-// Pending blocks whose event has completed become reusable.
-void process_pending(DeviceCache& cache, int device) {
+void erase_free(DeviceCache& cache, Block* block) {
+  cache.free_blocks[block->pool].erase(block);
+  cache.stats.cached_blocks -= 1;
+}
+
+// `neighbour` (free, of the same stream) is absorbed into the block before it in memory.
+void absorb_next(Block* block) {
+  Block* next = block->next;
+  block->size += next->size;
+  block->next = next->next;
+  if (block->next != nullptr) block->next->prev = block;
+  delete next;
+}
+
+bool mergeable(const Block* neighbour, const Block* block) {
+  return neighbour != nullptr && !neighbour->in_use && neighbour->stream == block->stream;
+}
+
+// `block` is free for reuse: merged with its free neighbours of the same stream and put in the cache.
+void make_free(DeviceCache& cache, Block* block) {
+  block->in_use = false;
+  block->requested = 0;
+  decrease(cache.stats.active, block->pool, 1);
+  decrease(cache.stats.active_bytes, block->pool, static_cast<std::int64_t>(block->size));
+  if (mergeable(block->next, block)) {
+    erase_free(cache, block->next);
+    absorb_next(block);
+  }
+  if (mergeable(block->prev, block)) {
+    Block* prev = block->prev;
+    erase_free(cache, prev);
+    absorb_next(prev);
+    block = prev;
+  }
+  insert_free(cache, block);
+}
+
+// Blocks whose last pending event has completed become free.
+void process_pending(DeviceCache& cache) {
   auto still_pending = cache.pending.begin();
-  for (Block* block : cache.pending) {
-    if (work_done(cudaEventQuery(block->pending_event), "cudaEventQuery(block->pending_event)")) {
-      release_event(block->pending_event_device, block->pending_event);
-      block->pending_event = nullptr;
-      cache.stats.pending_blocks -= 1;
-      make_reusable(cache, block);
+  for (PendingEvent& entry : cache.pending) {
+    if (work_done(cudaEventQuery(entry.event), "cudaEventQuery(pending.event)")) {
+      release_event(entry.event_device, entry.event);
+      Block* block = entry.block;
+      if (--block->pending_events == 0 && !block->abandoned) {
+        cache.stats.pending_blocks -= 1;
+        make_free(cache, block);
+      }
     } else {
-      *still_pending++ = block;
+      *still_pending++ = entry;
     }
   }
   cache.pending.erase(still_pending, cache.pending.end());
 }
 
-Block* take_cached(DeviceCache& cache, std::size_t size, cudaStream_t stream) {
-  auto found = cache.free_by_size.find(size);
-  if (found == cache.free_by_size.end()) return nullptr;
-  std::vector<Block*>& blocks = found->second;
-  auto take = [&](std::vector<Block*>::iterator position) {
-    Block* block = *position;
-    blocks.erase(position);
-    cache.stats.cached_blocks -= 1;
-    cache.stats.cache_hits += 1;
-    return block;
-  };
-  // The most recently freed block of this stream: its memory is the likeliest to be in cache.
-  for (auto it = blocks.end(); it != blocks.begin();) {
-    --it;
-    if ((*it)->stream == stream) return take(it);
-  }
-  for (auto it = blocks.end(); it != blocks.begin();) {
-    --it;
-    if (work_done(cudaStreamQuery((*it)->stream), "cudaStreamQuery(block->stream)")) {
-      cache.stats.cross_stream_reuses += 1;
-      return take(it);
-    }
-  }
-  return nullptr;
+bool should_split(const Block* block, std::size_t size) {
+  const std::size_t remaining = block->size - size;
+  return block->pool == kSmallPool ? remaining >= kMinBlockSize : remaining > kSmallSize;
 }
 
-// Gives every cached block of `device` back to CUDA. The caller holds the allocator's mutex.
-void release_cache(DeviceCache& cache, int device) {
-  DeviceGuard guard(device);
-  for (Block* block : cache.pending) {
-    ADCUDA_CHECK(cudaEventSynchronize(block->pending_event));
-    release_event(block->pending_event_device, block->pending_event);
-    block->pending_event = nullptr;
-    cache.stats.pending_blocks -= 1;
-    make_reusable(cache, block);
+// Cuts `block` down to `size`; the rest stays free in the cache.
+void split(DeviceCache& cache, Block* block, std::size_t size) {
+  if (!should_split(block, size)) return;
+  auto* rest = new Block{block->device, block->pool, block->stream, block->size - size, 0,
+                         static_cast<char*>(block->pointer) + size, false, false, 0, block, block->next};
+  if (block->next != nullptr) block->next->prev = rest;
+  block->next = rest;
+  block->size = size;
+  insert_free(cache, rest);
+}
+
+// The best-fitting free block of `pool` for `stream`: one of its own, else one of a stream with no
+// queued work (which it then belongs to). Taken out of the free list.
+Block* take_free(DeviceCache& cache, Pool pool, std::size_t size, cudaStream_t stream) {
+  FreeBlocks& blocks = cache.free_blocks[pool];
+  Block key{};
+  key.stream = stream;
+  key.size = size;
+  key.pointer = nullptr;
+  auto found = blocks.lower_bound(&key);
+  if (found != blocks.end() && (*found)->stream == stream) {
+    Block* block = *found;
+    erase_free(cache, block);
+    cache.stats.cache_hits += 1;
+    return block;
   }
-  cache.pending.clear();
-  if (cache.free_by_size.empty()) return;
-  // Work queued before a block was freed may still be running on its stream.
-  ADCUDA_CHECK(cudaDeviceSynchronize());
-  for (auto& entry : cache.free_by_size) {
-    for (Block* block : entry.second) {
-      ADCUDA_CHECK(cudaFree(block->pointer));
-      cache.stats.cuda_frees += 1;
-      cache.stats.cached_blocks -= 1;
-      add_reserved(cache.stats, -static_cast<std::int64_t>(block->size));
-      delete block;
+  Block* best = nullptr;
+  std::vector<cudaStream_t> busy;
+  for (Block* block : blocks) {
+    if (block->stream == stream || block->size < size || (best != nullptr && block->size >= best->size)) continue;
+    if (std::find(busy.begin(), busy.end(), block->stream) != busy.end()) continue;
+    if (work_done(cudaStreamQuery(block->stream), "cudaStreamQuery(block->stream)")) {
+      best = block;
+    } else {
+      busy.push_back(block->stream);
     }
   }
-  cache.free_by_size.clear();
+  if (best == nullptr) return nullptr;
+  erase_free(cache, best);
+  best->stream = stream;
+  cache.stats.cache_hits += 1;
+  cache.stats.cross_stream_reuses += 1;
+  return best;
+}
+
+std::size_t segment_size(std::size_t size) {
+  if (size <= kSmallSize) return kSmallSegment;
+  if (size < kMinLargeAlloc) return kLargeSegment;
+  return round_up(size, kRoundLarge);
+}
+
+// Waits, with the mutex released, for the events of every pending block of `device`, then frees them.
+void wait_for_pending(int device) {
+  std::vector<PendingEvent> waiting;
+  {
+    std::lock_guard<std::mutex> lock(allocator().mutex);
+    waiting.swap(allocator().cache(device).pending);
+  }
+  cudaError_t failure = cudaSuccess;
+  for (const PendingEvent& entry : waiting) {
+    const cudaError_t status = cudaEventSynchronize(entry.event);
+    if (status != cudaSuccess && failure == cudaSuccess) failure = status;
+  }
+  {
+    std::lock_guard<std::mutex> lock(allocator().mutex);
+    DeviceCache& cache = allocator().cache(device);
+    for (const PendingEvent& entry : waiting) {
+      release_event(entry.event_device, entry.event);
+      Block* block = entry.block;
+      if (--block->pending_events == 0 && !block->abandoned) {
+        cache.stats.pending_blocks -= 1;
+        make_free(cache, block);
+      }
+    }
+  }
+  if (failure != cudaSuccess) throw_cuda_error(static_cast<int>(failure), "cudaEventSynchronize(pending.event)",
+                                               __FILE__, __LINE__);
+}
+
+// Gives every segment of `device` with no block in use back to CUDA. The segments leave the cache under
+// the mutex (nobody can take their blocks any more); the wait for the streams that used them and the
+// cudaFree calls happen with it released, so other threads allocate and free meanwhile.
+void release_free_segments(int device) {
+  struct Released {
+    void* pointer;
+    std::size_t size;
+    Pool pool;
+  };
+  std::vector<Released> released;
+  std::vector<cudaStream_t> streams;
+  {
+    std::lock_guard<std::mutex> lock(allocator().mutex);
+    DeviceCache& cache = allocator().cache(device);
+    process_pending(cache);
+    auto kept = cache.segments.begin();
+    for (Block* head : cache.segments) {
+      bool free = true;
+      for (Block* b = head; b != nullptr && free; b = b->next) free = !b->in_use;
+      if (!free) {
+        *kept++ = head;
+        continue;
+      }
+      std::size_t size = 0;
+      for (Block* b = head; b != nullptr;) {
+        Block* next = b->next;
+        size += b->size;
+        if (std::find(streams.begin(), streams.end(), b->stream) == streams.end()) streams.push_back(b->stream);
+        erase_free(cache, b);
+        if (b != head) delete b;
+        b = next;
+      }
+      released.push_back({head->pointer, size, head->pool});
+      delete head;
+    }
+    cache.segments.erase(kept, cache.segments.end());
+  }
+  if (released.empty()) return;
+  DeviceGuard guard(device);
+  // Work queued on a block before its free may still run on its stream.
+  for (cudaStream_t stream : streams) ADCUDA_CHECK(cudaStreamSynchronize(stream));
+  for (const Released& segment : released) ADCUDA_CHECK(cudaFree(segment.pointer));
+  std::lock_guard<std::mutex> lock(allocator().mutex);
+  DeviceCache& cache = allocator().cache(device);
+  for (const Released& segment : released) {
+    decrease(cache.stats.segment, segment.pool, 1);
+    decrease(cache.stats.reserved_bytes, segment.pool, static_cast<std::int64_t>(segment.size));
+    cache.stats.num_device_free += 1;
+  }
 }
 
 [[noreturn]] void throw_out_of_memory(const DeviceCache& cache, std::size_t nbytes, std::size_t size, int device) {
@@ -164,13 +314,14 @@ void release_cache(DeviceCache& cache, int device) {
   const bool known = cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess;
   cudaGetLastError();
   std::string message = "CUDA out of memory: tried to allocate " + format_bytes(nbytes) + " (" +
-                        std::to_string(nbytes) + " bytes, a block of " + format_bytes(size) + ") on cuda:" +
+                        std::to_string(nbytes) + " bytes, a segment of " + format_bytes(size) + ") on cuda:" +
                         std::to_string(device);
   if (known) {
     message += " (total capacity " + format_bytes(total_bytes) + ", " + format_bytes(free_bytes) + " free)";
   }
-  message += "; adcuda has " + format_bytes(cache.stats.allocated_bytes) + " allocated in " +
-             std::to_string(cache.stats.active_blocks) + " blocks and " + format_bytes(cache.stats.reserved_bytes) +
+  message += "; adcuda has " + format_bytes(cache.stats.allocated_bytes[kAllPools].current) + " allocated in " +
+             std::to_string(cache.stats.active[kAllPools].current) + " blocks and " +
+             format_bytes(cache.stats.reserved_bytes[kAllPools].current) +
              " reserved, after releasing its cache and retrying. Free tensors you no longer need (and call "
              "adcuda.cuda.empty_cache()), or use a smaller batch.";
   throw OutOfMemoryError(message, nbytes);
@@ -178,8 +329,8 @@ void release_cache(DeviceCache& cache, int device) {
 
 #if defined(ADCUDA_EMULATION) && defined(__SANITIZE_ADDRESS__)
 // On the emulator under AddressSanitizer only the bytes a block's owner requested are addressable, so
-// that an overrun hidden by the size-class rounding is reported. The limit changes in stream order:
-// work that the block's previous owner queued on the stream may still be running.
+// that an overrun hidden by the rounding is reported. The limit changes in stream order: work that the
+// block's previous owner queued on the stream may still be running.
 struct AddressableBytes {
   void* pointer;
   std::size_t requested;
@@ -204,47 +355,68 @@ void limit_addressable_bytes(const Block& block) {
 
 }  // namespace
 
+std::size_t device_block_size(std::size_t nbytes) { return std::max(kMinBlockSize, round_up(nbytes, kMinBlockSize)); }
+
 std::size_t allocation_size_class(std::size_t nbytes) {
-  if (nbytes <= kSmallPoolLimit) return std::max(kGranularity, round_up(nbytes, kGranularity));
+  if (nbytes <= kSmallSize) return device_block_size(nbytes);
   const int top_bit = 63 - __builtin_clzll(static_cast<unsigned long long>(nbytes));
   return round_up(nbytes, std::size_t(1) << (top_bit - 2));
 }
 
 Block* device_malloc(std::size_t nbytes, int device, cudaStream_t stream) {
   ensure_usable_after_fork("allocate CUDA memory");
-  const std::size_t size = allocation_size_class(nbytes);
-  std::lock_guard<std::mutex> lock(allocator().mutex);
-  DeviceCache& cache = allocator().cache(device);
-  process_pending(cache, device);
-  cache.stats.allocations += 1;
-  Block* block = take_cached(cache, size, stream);
+  const std::size_t size = device_block_size(nbytes);
+  const Pool pool = size <= kSmallSize ? kSmallPool : kLargePool;
+  std::unique_lock<std::mutex> lock(allocator().mutex);
+  DeviceCache* cache = &allocator().cache(device);
+  process_pending(*cache);
+  Block* block = take_free(*cache, pool, size, stream);
   if (block == nullptr) {
+    const std::size_t segment = segment_size(size);
     DeviceGuard guard(device);
     void* pointer = nullptr;
-    cudaError_t status = cudaMalloc(&pointer, size);
+    cudaError_t status = cudaMalloc(&pointer, segment);
     if (status == cudaErrorMemoryAllocation) {
       cudaGetLastError();
-      cache.stats.alloc_retries += 1;
-      release_cache(cache, device);
-      status = cudaMalloc(&pointer, size);
+      cache->stats.num_alloc_retries += 1;
+      lock.unlock();
+      wait_for_pending(device);
+      release_free_segments(device);
+      lock.lock();
+      cache = &allocator().cache(device);
+      process_pending(*cache);
+      block = take_free(*cache, pool, size, stream);  // another thread may have freed one meanwhile
+      if (block == nullptr) status = cudaMalloc(&pointer, segment);
     }
-    if (status == cudaErrorMemoryAllocation) {
-      cudaGetLastError();
-      cache.stats.ooms += 1;
-      throw_out_of_memory(cache, nbytes, size, device);
+    if (block == nullptr) {
+      if (status == cudaErrorMemoryAllocation) {
+        cudaGetLastError();
+        cache->stats.num_ooms += 1;
+        throw_out_of_memory(*cache, nbytes, segment, device);
+      }
+      if (status != cudaSuccess) {
+        throw_cuda_error(static_cast<int>(status), "cudaMalloc(&pointer, segment)", __FILE__, __LINE__);
+      }
+      note_cuda_used();
+      block = new Block{device, pool, stream, segment, 0, pointer, false, false, 0, nullptr, nullptr};
+      cache->segments.push_back(block);
+      cache->stats.num_device_alloc += 1;
+      increase(cache->stats.segment, pool, 1);
+      increase(cache->stats.reserved_bytes, pool, static_cast<std::int64_t>(segment));
     }
-    if (status != cudaSuccess) throw_cuda_error(static_cast<int>(status), "cudaMalloc(&pointer, size)", __FILE__, __LINE__);
-    note_cuda_used();
-    block = new Block{device, stream, size, 0, pointer, nullptr, device};
-    cache.stats.cuda_mallocs += 1;
-    add_reserved(cache.stats, static_cast<std::int64_t>(size));
   }
-  block->stream = stream;
+  split(*cache, block, size);
+  block->in_use = true;
   block->requested = nbytes;
 #if defined(ADCUDA_EMULATION) && defined(__SANITIZE_ADDRESS__)
   limit_addressable_bytes(*block);
 #endif
-  add_allocated(cache.stats, *block, +1);
+  AllocatorStats& stats = cache->stats;
+  increase(stats.allocated_bytes, pool, static_cast<std::int64_t>(block->size));
+  increase(stats.requested_bytes, pool, static_cast<std::int64_t>(nbytes));
+  increase(stats.active, pool, 1);
+  increase(stats.active_bytes, pool, static_cast<std::int64_t>(block->size));
+  increase(stats.allocation, pool, 1);
   return block;
 }
 
@@ -252,49 +424,79 @@ void* block_pointer(const Block* block) { return block->pointer; }
 std::size_t block_size(const Block* block) { return block->size; }
 cudaStream_t block_stream(const Block* block) { return block->stream; }
 
-void device_free(Block* block, cudaStream_t last_stream, int last_stream_device) noexcept {
+void device_free(Block* block, const StreamUse* uses, std::size_t count) noexcept {
   if (in_bad_fork()) return;
   std::lock_guard<std::mutex> lock(allocator().mutex);
   DeviceCache& cache = allocator().cache(block->device);
-  add_allocated(cache.stats, *block, -1);
-  cache.stats.frees += 1;
-  if (last_stream == nullptr || last_stream == block->stream) {
-    make_reusable(cache, block);
+  decrease(cache.stats.allocated_bytes, block->pool, static_cast<std::int64_t>(block->size));
+  decrease(cache.stats.requested_bytes, block->pool, static_cast<std::int64_t>(block->requested));
+  std::vector<cudaStream_t> recorded;
+  for (std::size_t i = 0; i < count; ++i) {
+    const StreamUse& use = uses[i];
+    if (use.stream == nullptr || use.stream == block->stream) continue;
+    if (std::find(recorded.begin(), recorded.end(), use.stream) != recorded.end()) continue;
+    cudaEvent_t event = nullptr;
+    try {
+      event = acquire_event(use.device);
+      ADCUDA_CHECK(cudaEventRecord(event, use.stream));
+    } catch (...) {
+      // Without an event nothing says when that stream is done with the block: never reuse it.
+      if (event != nullptr) release_event(use.device, event);
+      cudaGetLastError();
+      block->abandoned = true;
+      continue;
+    }
+    recorded.push_back(use.stream);
+    cache.pending.push_back({block, event, use.device});
+    block->pending_events += 1;
+  }
+  if (block->abandoned) return;
+  if (block->pending_events > 0) {
+    cache.stats.pending_blocks += 1;
     return;
   }
-  cudaEvent_t event = nullptr;
-  try {
-    event = acquire_event(last_stream_device);
-    ADCUDA_CHECK(cudaEventRecord(event, last_stream));
-  } catch (...) {
-    // Without an event nothing says when the other stream is done with the block: never reuse it.
-    if (event != nullptr) release_event(last_stream_device, event);
-    cudaGetLastError();
-    return;
-  }
-  block->pending_event = event;
-  block->pending_event_device = last_stream_device;
-  cache.pending.push_back(block);
-  cache.stats.pending_blocks += 1;
+  make_free(cache, block);
 }
 
 AllocatorStats allocator_stats(int device) {
   std::lock_guard<std::mutex> lock(allocator().mutex);
-  return allocator().cache(device).stats;
+  DeviceCache& cache = allocator().cache(device);
+  AllocatorStats stats = cache.stats;
+  // Free blocks that share a segment with a block in use: cached, but not releasable.
+  for (Block* head : cache.segments) {
+    bool used = false;
+    for (Block* b = head; b != nullptr && !used; b = b->next) used = b->in_use;
+    if (!used) continue;
+    for (Block* b = head; b != nullptr; b = b->next) {
+      if (b->in_use) continue;
+      for (Stat* s : {&stats.inactive_split[kAllPools], &stats.inactive_split[b->pool]}) s->current += 1;
+      for (Stat* s : {&stats.inactive_split_bytes[kAllPools], &stats.inactive_split_bytes[b->pool]}) {
+        s->current += static_cast<std::int64_t>(b->size);
+      }
+    }
+  }
+  return stats;
 }
 
 void reset_peak_allocator_stats(int device) {
   std::lock_guard<std::mutex> lock(allocator().mutex);
   AllocatorStats& stats = allocator().cache(device).stats;
-  stats.peak_allocated_bytes = stats.allocated_bytes;
-  stats.peak_reserved_bytes = stats.reserved_bytes;
+  for (Stat* family : {stats.allocated_bytes, stats.requested_bytes, stats.reserved_bytes, stats.active,
+                       stats.active_bytes, stats.segment, stats.allocation}) {
+    for (int pool = 0; pool < kPoolKinds; ++pool) family[pool].peak = family[pool].current;
+  }
 }
 
 void empty_cache() {
   ensure_usable_after_fork("empty the CUDA memory cache");
-  std::lock_guard<std::mutex> lock(allocator().mutex);
-  for (std::size_t device = 0; device < allocator().devices.size(); ++device) {
-    release_cache(allocator().devices[device], static_cast<int>(device));
+  std::size_t devices = 0;
+  {
+    std::lock_guard<std::mutex> lock(allocator().mutex);
+    devices = allocator().devices.size();
+  }
+  for (std::size_t device = 0; device < devices; ++device) {
+    wait_for_pending(static_cast<int>(device));
+    release_free_segments(static_cast<int>(device));
   }
 }
 

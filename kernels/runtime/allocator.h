@@ -1,23 +1,31 @@
-// The caching device allocator. cudaMalloc and cudaFree are slow and synchronise the device, so freed
-// blocks are kept and handed out again:
-//  - sizes are rounded to a size class: multiples of 512 B up to 1 MiB (the small pool), above that
-//    four classes per power of two (the large pool, at most 25% rounding);
-//  - a free block is listed under the stream it was allocated for, and is reused first for the same
-//    stream and class: the stream's later work runs after the earlier work on the block, so no
-//    synchronisation is needed;
-//  - another stream may take it only when cudaStreamQuery says the block's stream has finished all
-//    its queued work;
-//  - a block whose last use was on another stream than its own (the Storage records that stream) is
-//    held back until an event recorded on that stream completes (PyTorch's record_stream idea);
-//  - when cudaMalloc fails, every cached block is released and the call retried once; after that
-//    OutOfMemoryError says what was asked for and what is allocated and reserved.
-// Thread-safe; every call takes one mutex, and none of them touches Python.
+// The caching device allocator (PyTorch's design). cudaMalloc and cudaFree are slow and synchronise the
+// device, so memory is taken from CUDA in segments and handed out as blocks carved from them:
+//  - requests are rounded up to 512 bytes; those of at most 1 MiB come from the small pool (2 MiB
+//    segments), larger ones from the large pool (20 MiB segments for requests under 10 MiB, else a
+//    segment of the request rounded up to 2 MiB);
+//  - the best-fitting free block (the smallest that is large enough) is taken and split: the remainder
+//    stays free in the cache (small pool: when at least 512 bytes are left; large pool: more than
+//    1 MiB); a freed block merges with its free neighbours, so memory freed by tensors of varying
+//    shapes becomes one block again instead of fragments;
+//  - blocks belong to the stream they were allocated for, and are reused first by the same stream
+//    (its later work runs after its earlier work on the block: no synchronisation needed); another
+//    stream may take a free block only while the owning stream has no queued work (cudaStreamQuery);
+//    only free blocks of the same stream merge;
+//  - a block used on other streams too (Storage: the last stream, external users such as DLPack
+//    consumers) waits, after its free, for an event recorded on each of them before it is reused
+//    (PyTorch's record_stream);
+//  - when cudaMalloc fails, the segments with no block in use are given back to CUDA and the call is
+//    retried once; after that OutOfMemoryError says what was asked for, allocated and reserved.
+// Thread-safe: one mutex, never held across a synchronisation (releasing memory waits for the streams
+// that used it with the mutex released); nothing here touches Python.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
 #include <cstdint>
+
+#include "runtime/device_array.h"
 
 namespace adcuda {
 
@@ -28,41 +36,53 @@ Block* device_malloc(std::size_t nbytes, int device, cudaStream_t stream);
 void* block_pointer(const Block* block);
 std::size_t block_size(const Block* block);
 cudaStream_t block_stream(const Block* block);
-// Return `block` to the cache. `last_stream` (nullptr: the block's own stream), a stream of
-// `last_stream_device`, is the stream whose queued work used it last. Never throws; in a bad fork the
-// block is forgotten.
-void device_free(Block* block, cudaStream_t last_stream, int last_stream_device) noexcept;
+// Return `block` to the cache. `uses` are the streams whose queued work may still use it (the block's
+// own stream needs no entry; nullptr streams are ignored): it is reused only after each of them has
+// finished that work. Never throws; in a bad fork the block is forgotten.
+void device_free(Block* block, const StreamUse* uses, std::size_t count) noexcept;
+
+// A statistic as PyTorch's allocator keeps it: its current value, its peak since the last reset, and
+// the totals added and removed since the start.
+struct Stat {
+  std::int64_t current = 0;
+  std::int64_t peak = 0;
+  std::int64_t allocated = 0;
+  std::int64_t freed = 0;
+};
+
+enum Pool { kAllPools = 0, kSmallPool = 1, kLargePool = 2, kPoolKinds = 3 };
 
 struct AllocatorStats {
-  std::int64_t allocated_bytes = 0;       // in blocks handed out (rounded sizes)
-  std::int64_t peak_allocated_bytes = 0;
-  std::int64_t requested_bytes = 0;       // what callers asked for
-  std::int64_t reserved_bytes = 0;        // obtained from cudaMalloc and not yet freed
-  std::int64_t peak_reserved_bytes = 0;
-  std::int64_t small_pool_allocated_bytes = 0;
-  std::int64_t small_pool_reserved_bytes = 0;
-  std::int64_t large_pool_allocated_bytes = 0;
-  std::int64_t large_pool_reserved_bytes = 0;
-  std::int64_t active_blocks = 0;         // handed out
-  std::int64_t cached_blocks = 0;         // free, ready for reuse
-  std::int64_t pending_blocks = 0;        // free, waiting for another stream's work
-  std::int64_t allocations = 0;
-  std::int64_t frees = 0;
-  std::int64_t cache_hits = 0;
+  Stat allocated_bytes[kPoolKinds];       // in blocks handed out (rounded sizes)
+  Stat requested_bytes[kPoolKinds];       // what callers asked for
+  Stat reserved_bytes[kPoolKinds];        // in segments from cudaMalloc
+  Stat active[kPoolKinds];                // blocks handed out or waiting for other streams after their free
+  Stat active_bytes[kPoolKinds];
+  Stat inactive_split[kPoolKinds];        // free blocks of a segment that also holds a block in use
+  Stat inactive_split_bytes[kPoolKinds];  //   (their memory cannot be given back to CUDA)
+  Stat segment[kPoolKinds];               // segments from cudaMalloc
+  Stat allocation[kPoolKinds];            // requests served
+  std::int64_t num_alloc_retries = 0;     // cudaMalloc failed, free segments were released, and it was retried
+  std::int64_t num_ooms = 0;              // out of memory even after the retry
+  std::int64_t num_device_alloc = 0;      // cudaMalloc calls
+  std::int64_t num_device_free = 0;       // cudaFree calls
+  std::int64_t cache_hits = 0;            // requests served from cached blocks (no cudaMalloc)
   std::int64_t cross_stream_reuses = 0;   // cache hits taken from another (idle) stream
-  std::int64_t cuda_mallocs = 0;
-  std::int64_t cuda_frees = 0;
-  std::int64_t alloc_retries = 0;         // cudaMalloc failed, the cache was released, and it was retried
-  std::int64_t ooms = 0;                  // out of memory even after the retry
+  std::int64_t pending_blocks = 0;        // freed blocks waiting for another stream's work
+  std::int64_t cached_blocks = 0;         // free blocks (whole or split)
 };
 
 AllocatorStats allocator_stats(int device);
 // Peaks start again from the current values.
 void reset_peak_allocator_stats(int device);
-// Give every cached block on every device back to CUDA, after the work that may still use them is done.
-// Blocks in use are not touched.
+// Give every segment with no block in use back to CUDA, on every device, after the work that may still
+// use its blocks is done (freed blocks waiting for other streams are waited for). Blocks in use, and
+// the free blocks sharing a segment with them, stay.
 void empty_cache();
-// The size class a request for `nbytes` gets.
+// The bytes of the block a request for `nbytes` gets (512-byte multiples).
+std::size_t device_block_size(std::size_t nbytes);
+// Size classes of the pinned host pool (pinned_pool.cu): multiples of 512 B up to 1 MiB, above that four
+// classes per power of two (at most 25% rounding), so that freed host blocks are reused whole.
 std::size_t allocation_size_class(std::size_t nbytes);
 
 // cudaMalloc/cudaFree without the cache (for benchmarks and tests).

@@ -3,6 +3,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "runtime/device_errors.h"
 #include "runtime/dispatch.cuh"
 #include "runtime/errors.h"
 #include "runtime/launch.cuh"
@@ -179,7 +180,10 @@ void copy_host_to_device(const DeviceArray& dst, const void* host, std::size_t n
   KernelLaunch launch(dst);
   ADCUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), host, nbytes, cudaMemcpyHostToDevice, launch.stream()));
   if (PinnedBlock* block = pinned_block_containing(host)) pinned_record_use(block, launch.stream(), launch.device());
-  if (synchronize) ADCUDA_CHECK(cudaStreamSynchronize(launch.stream()));
+  if (synchronize) {
+    ADCUDA_CHECK(cudaStreamSynchronize(launch.stream()));
+    raise_device_errors();
+  }
 }
 
 void copy_device_to_host(void* host, const DeviceArray& src, std::size_t nbytes) {
@@ -193,6 +197,7 @@ void copy_device_to_host(void* host, const DeviceArray& src, std::size_t nbytes)
   ADCUDA_CHECK(cudaMemcpyAsync(host, src.data_ptr(), nbytes, cudaMemcpyDeviceToHost, launch.stream()));
   if (PinnedBlock* block = pinned_block_containing(host)) pinned_record_use(block, launch.stream(), launch.device());
   ADCUDA_CHECK(cudaStreamSynchronize(launch.stream()));
+  raise_device_errors();
 }
 
 }  // namespace adcuda

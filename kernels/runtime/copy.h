@@ -38,10 +38,12 @@ DeviceArray contiguous(const DeviceArray& a);
 DeviceArray arange(const Scalar& start, const Scalar& step, std::int64_t n, ScalarType dtype, int device = -1);
 
 // nbytes from host memory into contiguous `dst`. From the pinned pool's memory the copy is queued
-// and the block is kept from reuse until it completes; with `synchronize` the call waits for it. From
-// pageable memory CUDA has taken the data when the call returns.
+// and the block is kept from reuse until it completes; with `synchronize` the call waits for it (and
+// raises what kernels reported meanwhile, device_errors.h). From pageable memory CUDA has taken the
+// data when the call returns.
 void copy_host_to_device(const DeviceArray& dst, const void* host, std::size_t nbytes, bool synchronize);
-// nbytes of contiguous `src` into host memory; returns when the data is there.
+// nbytes of contiguous `src` into host memory; returns when the data is there, after raising what
+// kernels reported meanwhile (device_errors.h).
 void copy_device_to_host(void* host, const DeviceArray& src, std::size_t nbytes);
 
 }  // namespace adcuda

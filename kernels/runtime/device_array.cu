@@ -1,5 +1,6 @@
 #include "runtime/device_array.h"
 
+#include <iterator>
 #include <stdexcept>
 #include <string>
 
@@ -68,12 +69,34 @@ std::shared_ptr<Storage> Storage::wrap(void* data, std::size_t nbytes, int devic
 
 Storage::~Storage() {
   if (block_ != nullptr) {
-    device_free(block_, last_stream_, last_stream_device_);
+    StreamUse uses[1 + 8];
+    std::vector<StreamUse> more;
+    std::size_t count = 0;
+    auto add = [&](StreamUse use) {
+      if (use.stream == nullptr) return;
+      if (count < std::size(uses)) {
+        uses[count++] = use;
+      } else {
+        more.push_back(use);
+      }
+    };
+    add({last_stream_, last_stream_device_});
+    for (const StreamUse& use : external_users_) add(use);
+    if (!more.empty()) {
+      more.insert(more.begin(), uses, uses + count);
+      device_free(block_, more.data(), more.size());
+    } else {
+      device_free(block_, uses, count);
+    }
     return;
   }
-  // The owner (another library) may reuse the memory at once: let our queued work on it finish first.
-  if (owner_ != nullptr && last_stream_ != nullptr && !in_bad_fork()) {
-    if (cudaStreamQuery(last_stream_) != cudaSuccess) cudaStreamSynchronize(last_stream_);
+  // The owner (another library) may reuse the memory at once: let the work queued on it finish first.
+  if (owner_ != nullptr && !in_bad_fork()) {
+    auto finish = [](cudaStream_t stream) {
+      if (stream != nullptr && cudaStreamQuery(stream) != cudaSuccess) cudaStreamSynchronize(stream);
+    };
+    finish(last_stream_);
+    for (const StreamUse& use : external_users_) finish(use.stream);
     cudaGetLastError();
   }
 }
@@ -83,12 +106,86 @@ std::pair<cudaStream_t, int> Storage::last_use() const {
   return {last_stream_, last_stream_device_};
 }
 
-void Storage::use_on(cudaStream_t stream, int stream_device) {
+std::uint64_t Storage::wait_for_earlier_uses(cudaStream_t stream, int stream_device) {
+  (void)stream_device;
   std::lock_guard<std::mutex> lock(mutex_);
-  if (last_stream_ == stream) return;
-  if (last_stream_ != nullptr) stream_wait_stream(stream, last_stream_, last_stream_device_);
+  for (const StreamUse& user : external_users_) {
+    if (user.stream != stream) stream_wait_stream(stream, user.stream, user.device);
+  }
+  if (last_stream_ != nullptr && last_stream_ != stream) stream_wait_stream(stream, last_stream_, last_stream_device_);
+  return recorded_uses_;
+}
+
+void Storage::record_use(cudaStream_t stream, int stream_device, std::uint64_t seen) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (recorded_uses_ != seen && last_stream_ != nullptr && last_stream_ != stream) {
+    // Another thread recorded a use on another stream after this launch waited: order this stream after
+    // it as well, so that the last stream alone still stands for every use.
+    try {
+      stream_wait_stream(stream, last_stream_, last_stream_device_);
+    } catch (...) {
+      cudaGetLastError();  // the next CUDA call reports a broken context
+    }
+  }
   last_stream_ = stream;
   last_stream_device_ = stream_device;
+  ++recorded_uses_;
+}
+
+void Storage::use_on(cudaStream_t stream, int stream_device) {
+  const std::uint64_t seen = wait_for_earlier_uses(stream, stream_device);
+  if (LaunchInProgress* launch = LaunchInProgress::on_stream(stream)) {
+    launch->defer(shared_from_this(), seen);
+  } else {
+    record_use(stream, stream_device, seen);
+  }
+}
+
+void Storage::add_external_user(cudaStream_t stream, int stream_device) {
+  wait_for_earlier_uses(stream, stream_device);
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const StreamUse& user : external_users_) {
+    if (user.stream == stream) return;
+  }
+  external_users_.push_back({stream, stream_device});
+}
+
+std::vector<StreamUse> Storage::external_users() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return external_users_;
+}
+
+namespace {
+thread_local LaunchInProgress* innermost_launch = nullptr;
+}  // namespace
+
+LaunchInProgress::LaunchInProgress(cudaStream_t stream, int device)
+    : stream_(stream), device_(device), enclosing_(innermost_launch) {
+  innermost_launch = this;
+}
+
+LaunchInProgress::~LaunchInProgress() {
+  for (DeferredUse& use : uses_) use.storage->record_use(stream_, device_, use.seen);
+  // Launches end in the reverse order they began, except when one is kept alive past a later one
+  // (elementwise_loops.cuh holds it in a plan): unlink it wherever it is.
+  LaunchInProgress** link = &innermost_launch;
+  while (*link != nullptr && *link != this) link = &(*link)->enclosing_;
+  if (*link == this) *link = enclosing_;
+}
+
+LaunchInProgress* LaunchInProgress::on_stream(cudaStream_t stream) {
+  for (LaunchInProgress* launch = innermost_launch; launch != nullptr; launch = launch->enclosing_) {
+    if (launch->stream_ == stream) return launch;
+  }
+  return nullptr;
+}
+
+void LaunchInProgress::defer(std::shared_ptr<Storage> storage, std::uint64_t seen) {
+  for (DeferredUse& use : uses_) {
+    if (use.storage == storage) return;  // the first wait covers both; one record is enough
+  }
+  if (uses_.empty()) uses_.reserve(4);
+  uses_.push_back({std::move(storage), seen});
 }
 
 DeviceArray::DeviceArray(std::shared_ptr<Storage> storage, Dims shape, Dims strides, std::int64_t offset,

@@ -5,8 +5,13 @@
 // Stream safety lives in the Storage: it remembers the last stream its memory was used on. A kernel
 // that uses the array on another stream first waits for an event recorded on that stream
 // (Storage::use_on, called for every operand by KernelLaunch in launch.cuh), so a tensor produced on
-// one stream and consumed on another is ordered by an event, never by luck; and when the last
-// DeviceArray goes, the block returns to the caching allocator only after that stream's queued work.
+// one stream and consumed on another is ordered by an event, never by luck. A launch's use is
+// recorded once its work is queued, never before: a consumer on another thread that sees the new
+// last stream is ordered behind the producer's kernel, not behind an event that precedes it.
+// Streams of other libraries that use the memory (DLPack consumers, __cuda_array_interface__,
+// record_stream) are kept as external users: every later use waits for them too. When the last
+// DeviceArray goes, the block returns to the caching allocator, which reuses it only after the queued
+// work of the last stream and of every external user.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -26,7 +31,13 @@ namespace adcuda {
 struct Block;
 using Dims = std::vector<std::int64_t>;
 
-class Storage {
+// A stream and the device it belongs to.
+struct StreamUse {
+  cudaStream_t stream;
+  int device;
+};
+
+class Storage : public std::enable_shared_from_this<Storage> {
  public:
   // `nbytes` of device memory on `device` from the caching allocator, for the thread's current
   // stream on it (nbytes may be 0: no memory, a null pointer).
@@ -48,9 +59,19 @@ class Storage {
   // The stream whose queued work used the memory last (nullptr: none yet), and its device.
   std::pair<cudaStream_t, int> last_use() const;
   cudaStream_t last_stream() const { return last_use().first; }
-  // Orders `stream` (of `stream_device`) after every earlier use of this memory on another stream, and
-  // records it as the latest user.
+  // Orders `stream` (of `stream_device`) after every earlier use of this memory on another stream
+  // (external users included), and records it as the latest user: when the calling thread's launch in
+  // progress on `stream` (LaunchInProgress) ends, or at once outside one.
   void use_on(cudaStream_t stream, int stream_device);
+  // The two halves of use_on. wait_for_earlier_uses returns what record_use needs to know whether
+  // another use was recorded in between (then `stream` is also ordered after that one).
+  std::uint64_t wait_for_earlier_uses(cudaStream_t stream, int stream_device);
+  void record_use(cudaStream_t stream, int stream_device, std::uint64_t seen) noexcept;
+  // A stream of another library that uses the memory (a DLPack consumer, a __cuda_array_interface__
+  // consumer, record_stream): ordered after every earlier use now; every later use waits for it, and
+  // the allocator reuses the memory only after its queued work.
+  void add_external_user(cudaStream_t stream, int stream_device);
+  std::vector<StreamUse> external_users() const;
 
  private:
   Storage(void* data, std::size_t nbytes, int device, Block* block, std::shared_ptr<void> owner,
@@ -64,6 +85,33 @@ class Storage {
   mutable std::mutex mutex_;
   cudaStream_t last_stream_;
   int last_stream_device_;
+  std::uint64_t recorded_uses_ = 0;  // how many uses record_use has recorded
+  std::vector<StreamUse> external_users_;
+};
+
+// A launch in progress on the calling thread (KernelLaunch in launch.cuh holds one): Storage::use_on
+// for its stream waits at once but leaves the recording to it, which records every use when it ends,
+// after its work has been queued. Launches nest (a launch may run another while it prepares).
+class LaunchInProgress {
+ public:
+  LaunchInProgress(cudaStream_t stream, int device);
+  ~LaunchInProgress();
+  LaunchInProgress(const LaunchInProgress&) = delete;
+  LaunchInProgress& operator=(const LaunchInProgress&) = delete;
+
+  // The innermost launch in progress on the calling thread with `stream`, or nullptr.
+  static LaunchInProgress* on_stream(cudaStream_t stream);
+  void defer(std::shared_ptr<Storage> storage, std::uint64_t seen);
+
+ private:
+  struct DeferredUse {
+    std::shared_ptr<Storage> storage;
+    std::uint64_t seen;
+  };
+  cudaStream_t stream_;
+  int device_;
+  LaunchInProgress* enclosing_;
+  std::vector<DeferredUse> uses_;
 };
 
 class DeviceArray {

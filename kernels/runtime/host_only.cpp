@@ -16,6 +16,7 @@ const char kNotCompiled[] =
 }  // namespace
 
 DeviceCount device_count() { return {0, kNotCompiled}; }
+std::optional<std::vector<DeviceSummary>> visible_devices_without_initialising() { return std::vector<DeviceSummary>{}; }
 DeviceProperties device_properties(int) { throw_not_compiled(); }
 int driver_version() { return 0; }
 int runtime_version() { return 0; }

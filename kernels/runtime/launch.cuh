@@ -40,16 +40,23 @@ inline unsigned int grid_size(std::int64_t n, int block = kBlockSize) {
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
 
 // Makes the arrays' device current and picks the calling thread's current stream on it, after
-// ordering that stream behind every earlier use of each array on other streams (and recording it as
-// their latest user). Every operand of a launch, outputs included, must be passed.
+// ordering that stream behind every earlier use of each array on other streams. Every operand of a
+// launch, outputs included, must be passed (or given to Storage::use_on while the KernelLaunch lives).
+// The stream becomes their latest user when the KernelLaunch goes, after the work it was made for has
+// been queued: declare it in the scope of the launches, and let it end right after them.
 class KernelLaunch {
  public:
   template <typename... Arrays>
   explicit KernelLaunch(const DeviceArray& first, const Arrays&... rest)
-      : guard_(common_device(first, rest...)), device_(first.device()), stream_(current_stream(device_)) {
+      : guard_(common_device(first, rest...)),
+        device_(first.device()),
+        stream_(current_stream(device_)),
+        in_progress_(stream_, device_) {
     first.storage()->use_on(stream_, device_);
     (rest.storage()->use_on(stream_, device_), ...);
   }
+  KernelLaunch(const KernelLaunch&) = delete;
+  KernelLaunch& operator=(const KernelLaunch&) = delete;
   cudaStream_t stream() const noexcept { return stream_; }
   int device() const noexcept { return device_; }
 
@@ -67,6 +74,7 @@ class KernelLaunch {
   DeviceGuard guard_;
   int device_;
   cudaStream_t stream_;
+  LaunchInProgress in_progress_;
 };
 
 // Whether every element count and element offset of the arrays fits in int32, so kernels may index

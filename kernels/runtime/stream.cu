@@ -79,6 +79,11 @@ void release_stream(int device, cudaStream_t stream) {
   for_device(pools().streams, device).push_back(stream);
 }
 
+std::size_t pooled_stream_count(int device) {
+  std::lock_guard<std::mutex> lock(pools().mutex);
+  return for_device(pools().streams, device).size();
+}
+
 cudaEvent_t acquire_event(int device) {
   {
     std::lock_guard<std::mutex> lock(pools().mutex);

@@ -7,6 +7,8 @@
 // free lists by stream handle, so a handle must never come to mean another stream.
 #pragma once
 
+#include <cstddef>
+
 #include <cuda_runtime_api.h>
 
 namespace adcuda {
@@ -25,6 +27,9 @@ cudaStream_t exchange_current_stream(int device, cudaStream_t stream);
 // A stream from the pool for adcuda.cuda.Stream(); give it back with release_stream.
 cudaStream_t acquire_stream(int device);
 void release_stream(int device, cudaStream_t stream);
+// How many streams of `device` wait in the pool (test support: a thread's stream comes back in a
+// thread-exit handler, which may run after Python's join() has returned).
+std::size_t pooled_stream_count(int device);
 
 // Recycled events without timing, created on `device`: for ordering streams.
 cudaEvent_t acquire_event(int device);

@@ -3,9 +3,21 @@ logsumexp is kept for the backward, as the CUDA kernels keep it.
 """
 import numpy as np
 
+from ...errors import DTypeError, ShapeError, fmt_shape
+from ..seam import BackendArray
 from ._common import _compute
 
 __all__ = ["attention", "attention_backward"]
+
+
+def _operands(op, q, k, v):
+    """q, k and v computed in fp32 (fp64 kept), k and v first taken in q's dtype, as on CUDA."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.dtype.kind != "f":
+            raise DTypeError(f"{op}: expected {name} to be a floating point array, got {t.dtype}")
+        if t.ndim < 2:
+            raise ShapeError(f"{op}: {name} must have at least 2 dims (..., L, E), got {fmt_shape(t.shape)}")
+    return _compute(q), _compute(k.astype(q.dtype, copy=False)), _compute(v.astype(q.dtype, copy=False))
 
 
 def _attention_scores(q, k, mask, is_causal, scale):
@@ -24,11 +36,12 @@ def _attention_scores(q, k, mask, is_causal, scale):
     return s
 
 
-def attention(q, k, v, mask, is_causal, scale):
+def attention(q: BackendArray, k: BackendArray, v: BackendArray, mask: BackendArray | None, is_causal: bool,
+              scale: float) -> tuple[BackendArray, BackendArray]:
     """Softmax(q k^T * scale + mask) v; also the rows' logsumexp, which is all backward keeps."""
-    qq, kk, vv = _compute(q), _compute(k), _compute(v)
+    qq, kk, vv = _operands("attention", q, k, v)
     s = _attention_scores(qq, kk, mask, is_causal, scale)
-    m = np.amax(s, axis=-1, keepdims=True)
+    m = np.amax(s, axis=-1, keepdims=True, initial=-np.inf)  # initial: no keys (S = 0) is no error
     m = np.where(np.isfinite(m), m, 0)
     p = np.exp(s - m)
     denom = np.sum(p, axis=-1, keepdims=True)
@@ -39,8 +52,11 @@ def attention(q, k, v, mask, is_causal, scale):
     return out.astype(q.dtype, copy=False), lse[..., 0]
 
 
-def attention_backward(g, q, k, v, out, lse, mask, is_causal, scale):
-    qq, kk, vv, gg, oo = (_compute(t) for t in (q, k, v, g, out))
+def attention_backward(g: BackendArray, q: BackendArray, k: BackendArray, v: BackendArray, out: BackendArray,
+                       lse: BackendArray, mask: BackendArray | None, is_causal: bool,
+                       scale: float) -> tuple[BackendArray, BackendArray, BackendArray]:
+    qq, kk, vv = _operands("attention_backward", q, k, v)
+    gg, oo = _compute(g), _compute(out)
     s = _attention_scores(qq, kk, mask, is_causal, scale)
     with np.errstate(invalid="ignore"):
         p = np.where(np.isfinite(lse[..., None]), np.exp(s - lse[..., None]), 0.0)

@@ -6,6 +6,7 @@ import numpy as np
 
 from ... import dtypes as dt
 from ...errors import DTypeError
+from ..seam import ArrayOrScalar, BackendArray, DType, Scalar
 from ._common import _F16, _F32, _compute, _finish, _np_dtype
 
 __all__ = ["UNARY_OPS", "UNARY_BACKWARD_OPS", "BINARY_OPS", "unary", "binary", "unary_backward", "where", "clamp"]
@@ -71,12 +72,30 @@ UNARY_OPS = {
 }
 
 
-def unary(op, a):
+# computed in float64 for bool and integer arrays, and cast back to their dtype (as on CUDA)
+_FLOAT_ONLY = frozenset({"exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "gelu", "gelu_tanh",
+                         "silu", "erf", "exp2", "log2", "log10"})
+
+
+def _unknown_op(family, op):
+    return ValueError(f"{family}: unknown op '{op}'")
+
+
+def unary(op: str, a: BackendArray) -> BackendArray:
+    try:
+        fn = UNARY_OPS[op]
+    except KeyError:
+        raise _unknown_op("unary", op) from None
     x = _compute(a)
-    with np.errstate(all="ignore"):
-        r = np.asarray(UNARY_OPS[op](x))
-    if r.dtype != a.dtype and op != "logical_not":
-        r = r.astype(a.dtype)
+    if x.dtype.kind in "biu" and op in _FLOAT_ONLY:
+        x = x.astype(np.float64)
+    try:
+        with np.errstate(all="ignore"):
+            r = np.asarray(fn(x))
+            if r.dtype != a.dtype and op != "logical_not":
+                r = r.astype(a.dtype)  # NaN and inf into integers: as the CUDA cast gives them, no warning
+    except TypeError:  # NumPy has no loop for this dtype (neg of bool, bitwise_not of floats, ...)
+        raise DTypeError(f"{op}: not defined for {a.dtype} arrays") from None
     return r
 
 
@@ -106,11 +125,20 @@ UNARY_BACKWARD_OPS = {
 }
 
 
-def unary_backward(op, x, y, g):
-    out_dt = g.dtype
-    with np.errstate(all="ignore"):
-        r = np.asarray(UNARY_BACKWARD_OPS[op](_compute(x), _compute(y), _compute(g)))
-    return r.astype(out_dt, copy=False)
+def unary_backward(op: str, x: BackendArray | None, y: BackendArray | None, g: BackendArray) -> BackendArray:
+    """``x`` or ``y`` may be None where the op's gradient does not need it."""
+    try:
+        fn = UNARY_BACKWARD_OPS[op]
+    except KeyError:
+        raise _unknown_op("unary_backward", op) from None
+    try:
+        with np.errstate(all="ignore"):
+            r = np.asarray(fn(_compute(x), _compute(y), _compute(g)))
+    except TypeError:
+        if x is None or y is None:  # the one the gradient needs
+            raise ValueError(f"unary_backward: {op} needs its {'input x' if x is None else 'output y'}") from None
+        raise
+    return r.astype(g.dtype, copy=False)
 
 
 BINARY_OPS = {
@@ -128,35 +156,71 @@ _BOOL_RESULT = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
 _MAY_WARN = {"div", "pow", "floor_divide", "remainder"}
 
 
-def binary(op, a, b, dtype):
-    """``op(a, b)`` with both operands in ``dtype`` (computed in fp32 for float16)."""
-    work = dtype.numpy
-    if (work is not None and work is not np.float16 and op not in _MAY_WARN and a.__class__ is np.ndarray
-            and a.dtype == work and (b.__class__ is np.ndarray and b.dtype == work or b.__class__ is float
-                                     and work is not np.int32 and work is not np.int64)):
-        # fast path: operands already in the result dtype (the common case in training)
-        return np.asarray(BINARY_OPS[op](a, b))
-    work = _np_dtype(dtype)
-    if work == _F16:
-        work = _F32
-    fn = BINARY_OPS[op]
-    if op == "pow" and dtype.category == dt.INTEGER and np.any(np.asarray(b) < 0):
-        raise DTypeError("pow: integers to negative integer powers are not allowed")
-    if op in ("floor_divide", "remainder") and dtype.category != dt.FLOATING and not np.all(np.asarray(b)):
-        # NumPy quietly returns 0 here; PyTorch raises, and a silent 0 would be a wrong answer
-        raise ZeroDivisionError(f"{op}: integer division by zero")
-    with np.errstate(all="ignore"):
-        if op in _BOOL_RESULT:
-            return np.asarray(fn(np.asarray(a, work), np.asarray(b, work)))
-        r = fn(a, b, dtype=work)
-    return _finish(np.asarray(r), dtype)
+def binary(op: str, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> BackendArray:
+    """``op(a, b)`` with both operands in ``dtype`` (computed in fp32 for float16); ``a`` or ``b`` may be a
+    Python scalar."""
+    try:
+        work = dtype.numpy
+        if (work is not None and work is not np.float16 and op not in _MAY_WARN and a.__class__ is np.ndarray
+                and a.dtype == work and (b.__class__ is np.ndarray and b.dtype == work or b.__class__ is float
+                                         and work is not np.int32 and work is not np.int64)):
+            # fast path: operands already in the result dtype (the common case in training)
+            return np.asarray(BINARY_OPS[op](a, b))
+        work = _np_dtype(dtype)
+        if work == _F16:
+            work = _F32
+        fn = BINARY_OPS[op]
+        if op == "pow" and dtype.category == dt.INTEGER and np.any(np.asarray(b) < 0):
+            raise DTypeError("pow: integers to negative integer powers are not allowed")
+        if op in ("floor_divide", "remainder") and dtype.category != dt.FLOATING and not np.all(np.asarray(b)):
+            # NumPy quietly returns 0 here; PyTorch raises, and a silent 0 would be a wrong answer
+            raise ZeroDivisionError(f"{op}: integer division by zero")
+        with np.errstate(all="ignore"):
+            if op in _BOOL_RESULT:
+                return np.asarray(fn(np.asarray(a, work), np.asarray(b, work)))
+            r = fn(a, b, dtype=work, casting="unsafe")  # both operands are taken in dtype, as on CUDA
+        return _finish(np.asarray(r), dtype)
+    except KeyError:
+        if op not in BINARY_OPS:
+            raise _unknown_op("binary", op) from None
+        raise
+    except TypeError:
+        if not _defined_for(op, dtype):  # NumPy has no loop for it: say so as the CUDA backend does
+            if op == "sub":
+                raise DTypeError("sub: subtraction of bool arrays is not supported; use logical_xor") from None
+            raise DTypeError(f"{op}: not defined for dtype {dtype.name}") from None
+        raise
 
 
-def where(cond, a, b, dtype):
+def _defined_for(op, dtype):
+    """Whether binary ``op`` is defined for ``dtype``."""
+    if op.startswith("bitwise_"):
+        return dtype.category != dt.FLOATING
+    if op == "div":
+        return dtype.category == dt.FLOATING
+    return dtype.category != dt.BOOL or op not in ("sub", "pow", "floor_divide", "remainder")
+
+
+def where(cond: BackendArray, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> BackendArray:
+    _check_scalar("where", a, dtype)
+    _check_scalar("where", b, dtype)
     return _finish(np.asarray(np.where(cond, a, b)), dtype)
 
 
-def clamp(a, lo, hi):
+def _check_scalar(op, value, dtype):
+    """OverflowError for a Python integer outside an integer ``dtype`` (what NumPy says for binary
+    ops; ``np.where`` would wrap it silently)."""
+    if value.__class__ is int and dtype.category == dt.INTEGER:
+        info = np.iinfo(dtype.numpy)
+        if not info.min <= value <= info.max:
+            raise OverflowError(f"{op}: Python integer {value} out of bounds for {dtype.name}")
+
+
+def clamp(a: BackendArray, lo: Scalar | None, hi: Scalar | None) -> BackendArray:
+    """``a`` clamped to ``[lo, hi]``: scalar bounds (None leaves a side open; array bounds are the ops
+    layer's, as a maximum and a minimum)."""
+    if lo.__class__ is np.ndarray or hi.__class__ is np.ndarray:
+        raise DTypeError("clamp: the bounds must be Python scalars or None, got an array")
     x = _compute(a)
     if lo is not None:
         x = np.maximum(x, lo)

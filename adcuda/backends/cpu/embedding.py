@@ -3,6 +3,7 @@
 import numpy as np
 
 from ...errors import DTypeError, IndexOutOfRangeError, ShapeError
+from ..seam import BackendArray
 from ._common import _compute
 
 __all__ = ["embedding", "embedding_backward"]
@@ -17,7 +18,7 @@ def _check_embedding_indices(op, idx, num_embeddings, weight_shape):
                                    f"num_embeddings={num_embeddings} (weight shape {tuple(weight_shape)})")
 
 
-def embedding(weight, indices):
+def embedding(weight: BackendArray, indices: BackendArray) -> BackendArray:
     """Rows of the 2-D ``weight`` picked by ``indices`` (any shape) -> ``indices.shape + (dim,)``."""
     if weight.ndim != 2:
         raise ShapeError(f"embedding: weight must be 2-D (num_embeddings, embedding_dim), got shape {weight.shape}")
@@ -26,11 +27,14 @@ def embedding(weight, indices):
     return np.take(weight, idx, axis=0)
 
 
-def embedding_backward(grad, indices, num_embeddings, padding_idx, scale_grad_by_freq):
+def embedding_backward(grad: BackendArray, indices: BackendArray, num_embeddings: int, padding_idx: int | None,
+                       scale_grad_by_freq: bool) -> BackendArray:
     """The dense ``(num_embeddings, dim)`` weight gradient: the grad rows of each index summed in
     index order in fp32 (fp64 for fp64), the ``padding_idx`` row zero, and with
     ``scale_grad_by_freq`` each row divided by how often its index occurs."""
     op = "embedding_backward"
+    if grad.dtype.kind != "f":
+        raise DTypeError(f"{op}: grad must be floating point, got {grad.dtype}")
     idx = np.asarray(indices)
     if grad.ndim != idx.ndim + 1 or tuple(grad.shape[:-1]) != idx.shape:
         raise ShapeError(f"{op}: grad of shape {tuple(grad.shape)} does not fit indices of shape {idx.shape} "

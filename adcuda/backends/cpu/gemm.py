@@ -5,6 +5,8 @@ import math
 
 import numpy as np
 
+from ...errors import ShapeError, fmt_shape
+from ..seam import BackendArray
 from ._common import _compute
 
 __all__ = ["matmul"]
@@ -14,11 +16,23 @@ def _gelu_tanh(x):
     return 0.5 * x * (1.0 + np.tanh(np.asarray(math.sqrt(2.0 / math.pi), x.dtype) * (x + 0.044715 * x * x * x)))
 
 
-def matmul(a, b, bias=None, activation=None, save_preactivation=False):
+def matmul(a: BackendArray, b: BackendArray, bias: BackendArray | None = None, activation: str | None = None,
+           save_preactivation: bool = False) -> BackendArray | tuple[BackendArray, BackendArray]:
+    """``activation(a (..., M, K) @ b (..., K, N) + bias)`` with the batch dims broadcast, in ``a``'s dtype
+    (integers too, which the CUDA backend does not multiply); see the CUDA backend for the epilogue."""
+    if a.ndim < 2 or b.ndim < 2:  # NumPy's 1-D rules are the ops layer's (it unsqueezes)
+        raise ShapeError(f"matmul: both operands need at least 2 dims, got shapes {fmt_shape(a.shape)} and "
+                         f"{fmt_shape(b.shape)}")
     if activation not in (None, "gelu_tanh"):
         raise ValueError(f"matmul: activation must be None or 'gelu_tanh', got {activation!r}")
+    if bias is not None and bias.shape != (b.shape[-1],):
+        raise ShapeError(f"matmul: the bias must have shape ({b.shape[-1]},), got {fmt_shape(bias.shape)}")
     x, y = _compute(a), _compute(b)
-    out = np.matmul(x, y)
+    try:
+        out = np.matmul(x, y)
+    except ValueError:
+        raise ShapeError(f"matmul: shapes {fmt_shape(a.shape)} and {fmt_shape(b.shape)} cannot be multiplied (inner "
+                         "dims differ, or the batch dims do not broadcast)") from None
     if bias is not None:
         out = out + _compute(bias).astype(out.dtype, copy=False)
     pre = out

@@ -3,19 +3,40 @@ scatter_add``, NumPy's advanced indexing and PyTorch's gather/scatter_add.
 """
 import numpy as np
 
+from ...errors import DTypeError, ShapeError
+from ..seam import ArrayOrScalar, BackendArray, IndexKey
+
 __all__ = ["index", "index_put_", "gather", "scatter_add"]
 
 
-def index(a, key):
+def index(a: BackendArray, key: IndexKey) -> BackendArray:
     return np.array(a[key], copy=True)
 
 
-def index_put_(a, key, values, accumulate):
+def index_put_(a: BackendArray, key: IndexKey, values: ArrayOrScalar, accumulate: bool) -> BackendArray:
     if accumulate:
         np.add.at(a, key, values)
     else:
         a[key] = values
     return a
+
+
+def _along_axis(op, a, axis, idx):
+    """(``a``, ``axis``) as NumPy's take_along_axis takes them, with PyTorch's checks: ``idx`` an integer
+    array of ``a``'s rank, no larger than ``a`` but along ``axis``. A 0-d ``a`` is taken as a (1,)*k
+    array for a k-d index (k = 0 or 1, as PyTorch allows)."""
+    if idx.dtype.kind not in "iu":
+        raise DTypeError(f"{op}: index must be an integer array, got {idx.dtype}")
+    if a.ndim == 0:
+        np.cumsum(a, axis=axis)  # checks the axis as NumPy does for a 0-d array
+        a, axis = a.reshape((1,) * idx.ndim), 0
+    if idx.ndim != a.ndim:
+        raise ShapeError(f"{op}: index {idx.shape} and input {a.shape} must have the same number of dims")
+    axis = axis + a.ndim if axis < 0 else axis
+    for d, (n, m) in enumerate(zip(idx.shape, a.shape)):
+        if d != axis and n > m:
+            raise ShapeError(f"{op}: index {idx.shape} is larger than input {a.shape} in dim {d}")
+    return a, axis
 
 
 def _leading_box(a, idx, axis):
@@ -24,7 +45,10 @@ def _leading_box(a, idx, axis):
     return a[box]
 
 
-def gather(a, axis, idx):
+def gather(a: BackendArray, axis: int, idx: BackendArray) -> BackendArray:
+    a, axis = _along_axis("gather", a, axis, idx)
+    if idx.ndim == 0:  # a 0-d input and index
+        return np.take_along_axis(a.reshape(1), idx.reshape(1), 0).reshape(())
     return np.take_along_axis(_leading_box(a, idx, axis), idx, axis=axis)
 
 
@@ -33,8 +57,15 @@ def _scatter_key(idx, axis):
     return tuple(idx if d == axis else grids[d] for d in range(idx.ndim))
 
 
-def scatter_add(a, axis, idx, src):
+def scatter_add(a: BackendArray, axis: int, idx: BackendArray, src: BackendArray) -> BackendArray:
     out = np.array(a, copy=True)
+    target, axis = _along_axis("scatter_add", out, axis, idx)
+    if src.ndim == 0:  # a 0-d src with a 0-d or 1-d index, as PyTorch allows
+        src = src.reshape((1,) * idx.ndim)
+    if src.ndim != idx.ndim or any(n > m for n, m in zip(idx.shape, src.shape)):
+        raise ShapeError(f"scatter_add: index {idx.shape} is larger than src {src.shape}")
+    if idx.ndim == 0:  # a 0-d input, index and src
+        target, idx, src = target.reshape(1), idx.reshape(1), src.reshape(1)
     # src is read at the index's own positions, along `axis` too (PyTorch allows a larger src)
-    np.add.at(out, _scatter_key(idx, axis), src[tuple(np.s_[:n] for n in idx.shape)])
+    np.add.at(target, _scatter_key(idx, axis), src[tuple(np.s_[:n] for n in idx.shape)])
     return out

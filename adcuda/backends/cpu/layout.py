@@ -2,16 +2,29 @@
 """
 import numpy as np
 
+from ...errors import DTypeError, ShapeError, fmt_shape
+from ..seam import Arrays, BackendArray
+
 __all__ = ["cat", "tril", "triu"]
 
 
-def cat(arrays, axis):
+def cat(arrays: Arrays, axis: int) -> BackendArray:
+    """``arrays`` (of one dtype: the ops layer converts them) joined along ``axis``."""
+    arrays = list(arrays)
+    if arrays and any(a.dtype != arrays[0].dtype for a in arrays):
+        raise DTypeError("cat: expected arrays of one dtype, got " + ", ".join(str(a.dtype) for a in arrays))
     return np.concatenate(arrays, axis=axis)
 
 
-def tril(a, k):
-    return np.tril(a, k)
+def _matrices(op, a):
+    if a.ndim < 2:  # np.tril would make a matrix of a vector
+        raise ShapeError(f"{op}: needs at least 2 dims, got shape {fmt_shape(a.shape)}")
+    return a
 
 
-def triu(a, k):
-    return np.triu(a, k)
+def tril(a: BackendArray, k: int) -> BackendArray:
+    return np.tril(_matrices("tril", a), k)
+
+
+def triu(a: BackendArray, k: int) -> BackendArray:
+    return np.triu(_matrices("triu", a), k)

@@ -2,12 +2,29 @@
 """
 import numpy as np
 
+from ...errors import DTypeError, ShapeError, fmt_shape
+from ..seam import BackendArray
 from ._common import _compute
 
 __all__ = ["layer_norm", "layer_norm_backward"]
 
 
-def layer_norm(x, weight, bias, n, eps):
+def _check_normalized(op, x, n, *params):
+    if x.dtype.kind != "f":
+        raise DTypeError(f"{op}: expected the input to be a floating point array, got {x.dtype}")
+    if not 1 <= n <= x.ndim:
+        raise ShapeError(f"{op}: cannot normalise the last {n} dims of shape {fmt_shape(x.shape)}")
+    shape = x.shape[x.ndim - n:]
+    for p in params:
+        if p is not None and p.shape != shape:
+            raise ShapeError(f"{op}: weight/bias of shape {fmt_shape(p.shape)} do not match the normalised shape "
+                             f"{fmt_shape(shape)}")
+
+
+def layer_norm(x: BackendArray, weight: BackendArray | None, bias: BackendArray | None, n: int,
+               eps: float) -> tuple[BackendArray, BackendArray, BackendArray]:
+    """Normalise the last ``n`` dims -> (y, mean, rstd); mean and rstd keep x's dims (size 1 there)."""
+    _check_normalized("layer_norm", x, n, weight, bias)
     xx = _compute(x)
     axes = tuple(range(x.ndim - n, x.ndim))
     mean = np.mean(xx, axis=axes, keepdims=True)
@@ -22,7 +39,10 @@ def layer_norm(x, weight, bias, n, eps):
     return y.astype(x.dtype, copy=False), mean.astype(stat_dt), rstd.astype(stat_dt)
 
 
-def layer_norm_backward(g, x, weight, mean, rstd, n):
+def layer_norm_backward(g: BackendArray, x: BackendArray, weight: BackendArray | None, mean: BackendArray,
+                        rstd: BackendArray, n: int) -> tuple[BackendArray, BackendArray | None, BackendArray]:
+    """-> (dx, dweight (None without a weight), dbias)."""
+    _check_normalized("layer_norm_backward", x, n, weight)
     gg, xx = _compute(g), _compute(x)
     axes = tuple(range(x.ndim - n, x.ndim))
     lead = tuple(range(x.ndim - n))

@@ -6,19 +6,59 @@ import math
 import numpy as np
 
 from ...errors import DTypeError
+from ..seam import Arrays, BackendArray
 from ._common import _F32, _compute
 
 __all__ = ["sgd_step_", "adam_step_", "global_norm", "unscale_and_check_", "update_scale_"]
 
 
+def _state(op, arrays):
+    """Arrays a step writes in place: floating point and contiguous, as the CUDA kernels walk them."""
+    arrays = list(arrays or ())
+    for a in arrays:
+        if a.dtype.kind != "f":
+            raise DTypeError(f"{op}: optimizer tensors must be floating point, got {a.dtype}")
+        if not a.flags.c_contiguous:
+            raise ValueError(f"{op}: a parameter or state array of shape {a.shape} is not contiguous; "
+                             "the optimizer primitives update contiguous arrays in place")
+    return arrays
+
+
+def _grads(op, grads):
+    grads = list(grads)
+    for g in grads:
+        if g.dtype.kind != "f":
+            raise DTypeError(f"{op}: gradients must be floating point, got {g.dtype}")
+    return grads
+
+
+def _matching(op, params, *lists):
+    """Every list given (None or empty: absent) holds one array per parameter, of its parameter's size."""
+    for arrays in lists:
+        if not arrays:
+            continue
+        if len(arrays) != len(params):
+            raise ValueError(f"{op}: every list needs one array per parameter ({len(params)}), got {len(arrays)}")
+        for p, a in zip(params, arrays):
+            if a.size != p.size:
+                raise ValueError(f"{op}: arrays of {p.size} and {a.size} elements for one parameter")
+
+
 # Optimizers: one call updates every tensor of a parameter group in place (the CUDA backend does
 # it in one multi-tensor kernel); the math follows PyTorch's single-tensor SGD and Adam in fp32
 # (fp64 for fp64 tensors), whatever the storage dtype.
-def sgd_step_(params, grads, bufs, lr, momentum, dampening, nesterov, weight_decay, first_step, masters=None):
+def sgd_step_(params: Arrays, grads: Arrays, bufs: Arrays | None, lr: float, momentum: float, dampening: float,
+              nesterov: bool, weight_decay: float, first_step: bool, masters: Arrays | None = None) -> None:
     """SGD with momentum: ``bufs`` (one per param, or None when ``momentum == 0``) are the momentum
     buffers; on ``first_step`` they are set to the gradient instead of being decayed. ``masters``
     (fp32 copies of low-precision params, or None) are stepped instead of ``params``, which then
     receive the result."""
+    op = "sgd_step_"
+    params, grads, bufs = _state(op, params), _grads(op, grads), _state(op, bufs)
+    masters = None if masters is None else _state(op, masters)
+    if momentum and len(bufs) != len(params):
+        raise ValueError(f"{op}: momentum needs one buffer per parameter")
+    _matching(op, params, grads, bufs, masters)
     for i, (p, g) in enumerate(zip(params, grads)):
         target = p if masters is None else masters[i]
         w = _compute(target)
@@ -35,12 +75,23 @@ def sgd_step_(params, grads, bufs, lr, momentum, dampening, nesterov, weight_dec
             np.copyto(p, w, casting="unsafe")
 
 
-def adam_step_(params, grads, exp_avgs, exp_avg_sqs, step, lr, beta1, beta2, eps, weight_decay, decoupled,
-               masters, max_exp_avg_sqs=None):
+def adam_step_(params: Arrays, grads: Arrays, exp_avgs: Arrays, exp_avg_sqs: Arrays, step: int, lr: float, beta1: float,
+               beta2: float, eps: float, weight_decay: float, decoupled: bool, masters: Arrays | None,
+               max_exp_avg_sqs: Arrays | None = None) -> None:
     """Adam (``decoupled=False``: L2 added to the gradient) or AdamW (``decoupled=True``: the weights
     decay by ``lr * weight_decay``) at ``step`` (1-based, shared by the tensors of the call).
     ``masters`` (fp32 copies of low-precision params, or None) are stepped instead of ``params``,
     which then receive the result; ``max_exp_avg_sqs`` (or None) makes it AMSGrad."""
+    op = "adam_step_"
+    if step < 1:
+        raise ValueError(f"{op}: the step count is 1-based, got {step}")
+    params, grads = _state(op, params), _grads(op, grads)
+    exp_avgs, exp_avg_sqs = _state(op, exp_avgs), _state(op, exp_avg_sqs)
+    masters = None if masters is None else _state(op, masters)
+    max_exp_avg_sqs = None if max_exp_avg_sqs is None else _state(op, max_exp_avg_sqs)
+    if len(exp_avgs) != len(params) or len(exp_avg_sqs) != len(params):
+        raise ValueError(f"{op}: every parameter needs its exp_avg and exp_avg_sq")
+    _matching(op, params, grads, exp_avgs, exp_avg_sqs, masters, max_exp_avg_sqs)
     bias_correction1 = 1 - beta1 ** step
     bias_correction2_sqrt = math.sqrt(1 - beta2 ** step)
     step_size = lr / bias_correction1
@@ -68,7 +119,7 @@ def adam_step_(params, grads, exp_avgs, exp_avg_sqs, step, lr, beta1, beta2, eps
             np.copyto(params[i], w, casting="unsafe")
 
 
-def global_norm(arrays, norm_type):
+def global_norm(arrays: Arrays, norm_type: float) -> BackendArray:
     """The ``norm_type``-norm (> 0, inf included) of all elements of ``arrays`` taken together, as
     ``clip_grad_norm_`` needs it: a 0-d float32 array (float64 if any array is float64), accumulated
     in that type; a NaN anywhere gives NaN, an inf (and no NaN) inf, as PyTorch's vector_norm."""
@@ -104,11 +155,14 @@ def global_norm(arrays, norm_type):
 # ---------------------------------------------------------------------------------------------
 # mixed precision: dynamic loss scaling. The scale, growth tracker and found-inf flag stay backend
 # arrays, so a device backend never has to copy them to the host until the caller reads one.
-def unscale_and_check_(outs, grads, inv_scale):
+def unscale_and_check_(outs: Arrays, grads: Arrays, inv_scale: BackendArray | float) -> BackendArray:
     """``outs[i] = grads[i] * inv_scale`` (``outs[i]`` may be ``grads[i]``, or a wider array) over
     many tensors at once, computed in fp32; returns a 0-d float32 array, 1.0 if any gradient holds
     an inf or a NaN, else 0.0 (PyTorch's ``_amp_foreach_non_finite_check_and_unscale_``)."""
     found_inf = False
+    op = "unscale_and_check_"
+    outs, grads = _state(op, outs), _grads(op, grads)
+    _matching(op, grads, outs)
     for out, g in zip(outs, grads):
         x = _compute(g)
         found_inf = found_inf or not np.isfinite(x).all()
@@ -116,17 +170,17 @@ def unscale_and_check_(outs, grads, inv_scale):
     return np.array(1.0 if found_inf else 0.0, dtype=_F32)
 
 
-def update_scale_(scale, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval, min_scale,
-                  max_scale):
+def update_scale_(scale: BackendArray, growth_tracker: BackendArray, found_inf: BackendArray, growth_factor: float,
+                  backoff_factor: float, growth_interval: int, min_scale: float, max_scale: float) -> None:
     """PyTorch's ``_amp_update_scale_`` on a 0-d float32 ``scale`` and int32 ``growth_tracker``, in
     place, with the scale kept in ``[min_scale, max_scale]``: back off after an inf/NaN, grow after
     ``growth_interval`` clean steps in a row (products in fp64, stored in fp32, as PyTorch does)."""
-    current = float(scale)
-    if float(found_inf):
+    current = scale.item()  # .item(): a one-element array of any rank, as the CUDA backend takes it
+    if found_inf.item():
         scale[...] = max(current * backoff_factor, min_scale)
         growth_tracker[...] = 0
         return
-    successful = int(growth_tracker) + 1
+    successful = int(growth_tracker.item()) + 1
     if successful == growth_interval:
         scale[...] = min(current * growth_factor, max_scale)  # max_scale is finite: never grows to inf
         growth_tracker[...] = 0

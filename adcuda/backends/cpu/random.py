@@ -5,34 +5,45 @@ a draw depends only on (seed, offset) and never on what ran before in this proce
 import numpy as np
 
 from ...errors import DTypeError, ShapeError
+from ..seam import BackendArray, DType, Shape
 from ._common import _compute, _np_dtype
 
 __all__ = ["rand", "randn", "randint", "bernoulli", "dropout", "dropout_backward"]
 
+_U64 = (1 << 64) - 1
+
 
 def _rng(seed, offset):
-    bitgen = np.random.Philox(key=seed)
+    """Seeds and offsets are taken modulo 2**64, as the CUDA backend's Philox4x32 takes them."""
+    bitgen = np.random.Philox(key=int(seed) & _U64)
+    offset = int(offset) & _U64
     if offset:
         bitgen.advance(offset)
     return np.random.Generator(bitgen)
 
 
-def rand(shape, dtype, seed, offset):
-    out_dt = _np_dtype(dtype)
+def _floating(op, dtype):
+    if not dtype.is_floating_point:
+        raise DTypeError(f"{op}: expected a floating point dtype, got {dtype}")
+    return _np_dtype(dtype)
+
+
+def rand(shape: Shape, dtype: DType, seed: int, offset: int) -> BackendArray:
+    out_dt = _floating("rand", dtype)
     r = _rng(seed, offset).random(shape, dtype=np.float64).astype(out_dt)
     # rounding to float16/float32 can reach 1.0 (float16 from about 1 - 2**-12 up): keep [0, 1)
     return np.minimum(r, np.nextafter(out_dt.type(1), out_dt.type(0)), out=r)
 
 
-def randn(shape, dtype, seed, offset):
-    return _rng(seed, offset).standard_normal(shape, dtype=np.float64).astype(_np_dtype(dtype))
+def randn(shape: Shape, dtype: DType, seed: int, offset: int) -> BackendArray:
+    return _rng(seed, offset).standard_normal(shape, dtype=np.float64).astype(_floating("randn", dtype))
 
 
-def randint(low, high, shape, dtype, seed, offset):
+def randint(low: int, high: int, shape: Shape, dtype: DType, seed: int, offset: int) -> BackendArray:
     return _rng(seed, offset).integers(low, high, shape, dtype=np.int64).astype(_np_dtype(dtype))
 
 
-def bernoulli(shape, p, dtype, seed, offset):
+def bernoulli(shape: Shape, p: float, dtype: DType, seed: int, offset: int) -> BackendArray:
     return (_rng(seed, offset).random(shape) < p).astype(_np_dtype(dtype))
 
 
@@ -49,7 +60,7 @@ def _dropout_scale(p):
     return 1.0 / (1.0 - p) if p < 1.0 else 0.0
 
 
-def dropout(x, p, seed, offset):
+def dropout(x: BackendArray, p: float, seed: int, offset: int) -> tuple[BackendArray, BackendArray]:
     """-> (out, bool mask): the mask is ``bernoulli(x.shape, 1 - p, bool, seed, offset)`` (what is
     kept), ``out = x * mask / (1 - p)``."""
     if not 0.0 <= p <= 1.0:
@@ -60,7 +71,9 @@ def dropout(x, p, seed, offset):
     return _masked_scale(x, keep, _dropout_scale(p)), keep
 
 
-def dropout_backward(g, mask, scale):
+def dropout_backward(g: BackendArray, mask: BackendArray, scale: float) -> BackendArray:
+    if g.dtype.kind != "f":
+        raise DTypeError(f"dropout_backward: expected a floating point gradient, got {g.dtype}")
     if np.shape(g) != np.shape(mask):
         raise ShapeError(f"dropout_backward: gradient {np.shape(g)} and mask {np.shape(mask)} differ")
     return _masked_scale(g, mask, scale)

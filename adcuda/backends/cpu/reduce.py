@@ -1,8 +1,13 @@
 """The CPU backend's reductions (kernels/reduce.cu on CUDA): ``reduce argreduce var logsumexp`` and
-``REDUCE_OPS``, the op names ``reduce`` takes.
+``REDUCE_OPS``, the op names ``reduce`` takes. ``axes`` are NumPy's: a tuple (or list, or one int) of
+dims, negative ones counted from the end, or None for every dim.
 """
+import math
+
 import numpy as np
 
+from ...errors import DTypeError
+from ..seam import Axes, BackendArray
 from ._common import _compute
 
 __all__ = ["REDUCE_OPS", "reduce", "argreduce", "var", "logsumexp"]
@@ -12,15 +17,19 @@ REDUCE_OPS = {"sum": np.sum, "prod": np.prod, "amax": np.amax, "amin": np.amin, 
               "all": np.all, "any": np.any}
 
 
-def reduce(op, a, axes, keepdim):
+def reduce(op: str, a: BackendArray, axes: Axes | None, keepdim: bool) -> BackendArray:
+    if axes.__class__ is list:
+        axes = tuple(axes)
     x = _compute(a)
     if op in ("sum", "prod") and x.dtype.kind in "biu":
         r = REDUCE_OPS[op](x, axis=axes, keepdims=keepdim, dtype=np.int64)
     elif op == "mean" and x.size == 0:
         with np.errstate(all="ignore"):  # NaN, as in PyTorch (np.mean would also warn)
             r = np.sum(x, axis=axes, keepdims=keepdim) / 0.0
-    else:
+    elif op in REDUCE_OPS:
         r = REDUCE_OPS[op](x, axis=axes, keepdims=keepdim)
+    else:
+        raise ValueError(f"reduce: unknown op '{op}'")
     r = np.asarray(r)
     if op in ("all", "any"):
         return r
@@ -29,7 +38,9 @@ def reduce(op, a, axes, keepdim):
     return r.astype(a.dtype if a.dtype.kind in "f" or op in ("amax", "amin") else r.dtype, copy=False)
 
 
-def argreduce(op, a, axis, keepdim):
+def argreduce(op: str, a: BackendArray, axis: int | None, keepdim: bool) -> BackendArray:
+    if op not in ("argmax", "argmin"):
+        raise ValueError(f"argreduce: unknown op '{op}'")
     fn = np.argmax if op == "argmax" else np.argmin
     x = _compute(a)
     if axis is None:
@@ -38,20 +49,25 @@ def argreduce(op, a, axis, keepdim):
     return np.asarray(fn(x, axis=axis, keepdims=keepdim), dtype=np.int64)
 
 
+def _floating(op, a, axes):
+    """``a`` computed in fp32 (fp64 kept), and ``axes`` as NumPy takes them; DTypeError unless ``a`` is
+    floating point."""
+    if a.dtype.kind != "f":
+        raise DTypeError(f"{op}: expected a floating point array, got {a.dtype}")
+    return _compute(a), tuple(axes) if axes.__class__ is list else axes
 
-def var(a, axes, correction, keepdim):
-    x = _compute(a)
-    n = 1
-    for ax in axes:
-        n *= x.shape[ax]
+
+def var(a: BackendArray, axes: Axes | None, correction: float, keepdim: bool) -> BackendArray:
+    x, axes = _floating("var", a, axes)
     mean = np.mean(x, axis=axes, keepdims=True)
+    n = math.prod(x.shape if axes is None else (x.shape[ax] for ax in ((axes,) if isinstance(axes, int) else axes)))
     with np.errstate(all="ignore"):
         r = np.sum((x - mean) ** 2, axis=axes, keepdims=keepdim) / max(n - correction, 0)
     return np.asarray(r).astype(a.dtype, copy=False)
 
 
-def logsumexp(a, axes, keepdim):
-    x = _compute(a)
+def logsumexp(a: BackendArray, axes: Axes | None, keepdim: bool) -> BackendArray:
+    x, axes = _floating("logsumexp", a, axes)
     m = np.amax(x, axis=axes, keepdims=True)
     m = np.where(np.isfinite(m), m, 0)
     with np.errstate(divide="ignore"):

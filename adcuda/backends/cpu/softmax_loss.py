@@ -3,54 +3,104 @@
 """
 import numpy as np
 
+from ...errors import DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
+from ..seam import BackendArray
 from ._common import _compute
 
 __all__ = ["softmax", "softmax_backward", "cross_entropy", "cross_entropy_backward"]
 
 
-def softmax(a, axis, log):
+def _require_floating(op, name, a):
+    if a.dtype.kind != "f":
+        raise DTypeError(f"{op}: expected {name} to be a floating point array, got {a.dtype}")
+
+
+def softmax(a: BackendArray, axis: int, log: bool) -> BackendArray:
+    _require_floating("softmax", "the input", a)
     x = _compute(a)
-    m = np.amax(x, axis=axis, keepdims=True)
+    m = np.amax(x, axis=axis, keepdims=True, initial=-np.inf)  # initial: an empty axis is no error
     m = np.where(np.isfinite(m), m, 0)
     shifted = x - m
     with np.errstate(divide="ignore", invalid="ignore"):
         e = np.exp(shifted)
         s = np.sum(e, axis=axis, keepdims=True)
         r = shifted - np.log(s) if log else e / s
-    return r.astype(a.dtype, copy=False)
+    return np.asarray(r).astype(a.dtype, copy=False)
 
 
-def softmax_backward(y, g, axis, log):
+def softmax_backward(y: BackendArray, g: BackendArray, axis: int, log: bool) -> BackendArray:
+    _require_floating("softmax_backward", "the gradient", g)
+    if y.shape != g.shape:
+        raise ShapeError(f"softmax_backward: output {fmt_shape(y.shape)} and gradient {fmt_shape(g.shape)} differ")
     yy, gg = _compute(y), _compute(g)
     if log:
         r = gg - np.exp(yy) * np.sum(gg, axis=axis, keepdims=True)
     else:
         r = yy * (gg - np.sum(gg * yy, axis=axis, keepdims=True))
-    return r.astype(g.dtype, copy=False)
+    return np.asarray(r).astype(g.dtype, copy=False)
 
 
-def cross_entropy(logits, target, ignore_index, label_smoothing):
-    """Per-row losses of ``logits`` (N, C) against class indices ``target`` (N,)."""
-    logp = softmax(logits, 1, True)
-    lp = _compute(logp)
-    n, c = lp.shape
-    valid = target != ignore_index
-    safe_t = np.where(valid, target, 0)
-    picked = lp[np.arange(n), safe_t]
-    loss = -(1.0 - label_smoothing) * picked
-    if label_smoothing:
-        loss = loss - label_smoothing / c * np.sum(lp, axis=1)
+def _class_rows(op, rows, target):
+    if rows.ndim != 2 or target.ndim != 1 or target.shape[0] != rows.shape[0]:
+        raise ShapeError(f"{op}: expected (N, C) rows and (N,) class targets, got {fmt_shape(rows.shape)} and "
+                         f"{fmt_shape(target.shape)}")
+    if target.dtype.kind not in "iu":
+        raise DTypeError(f"{op}: class targets must be integers, got {target.dtype}")
+
+
+def _check_targets(op, target, n_classes, ignore_index):
+    """The ops layer checks the targets (the CUDA kernels do not: it would cost a host sync); NumPy's
+    indexing would wrap a negative one around silently."""
+    bad = ((target < 0) | (target >= n_classes)) & (target != ignore_index)
+    if bad.any():
+        raise IndexOutOfRangeError(f"{op}: target {int(target[bad][0])} is out of bounds for {n_classes} classes")
+
+
+def cross_entropy(logits: BackendArray, target: BackendArray, ignore_index: int,
+                  label_smoothing: float) -> tuple[BackendArray, BackendArray]:
+    """Per-row losses of ``logits`` (N, C) against class indices ``target`` (N,), and each row's
+    log-sum-exp (float32; float64 for float64 logits), which is all the backward needs: the
+    log-probabilities ``logits - lse`` are never stored. The log-sum-exp takes softmax's order of
+    operations (NaN-propagating max, shift 0 where it is not finite); the loss is
+    ``(1 - ls) * (lse - x[t]) + ls / C * (C * lse - sum(x))``, i.e. ``-(1 - ls) * logp[t] - ls / C *
+    sum(logp)``."""
+    _require_floating("cross_entropy", "the logits", logits)
+    _class_rows("cross_entropy", logits, target)
+    _check_targets("cross_entropy", target, logits.shape[1], ignore_index)
+    x = _compute(logits)
+    n, c = x.shape
+    m = np.amax(x, axis=1, keepdims=True, initial=-np.inf)
+    m = np.where(np.isfinite(m), m, 0)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        lse = (m + np.log(np.sum(np.exp(x - m), axis=1, keepdims=True)))[:, 0]
+        valid = target != ignore_index
+        safe_t = np.where(valid, target, 0)
+        picked = x[np.arange(n), safe_t] if c else np.zeros(n, x.dtype)
+        loss = (1.0 - label_smoothing) * (lse - picked)
+        if label_smoothing:
+            loss = loss + label_smoothing / c * (c * lse - np.sum(x, axis=1))
     loss = np.where(valid, loss, 0.0)
-    return loss.astype(logits.dtype, copy=False), logp
+    return loss.astype(logits.dtype, copy=False), lse.astype(np.float64 if x.dtype == np.float64 else np.float32)
 
 
-def cross_entropy_backward(logp, target, g_rows, ignore_index, label_smoothing):
-    lp = _compute(logp)
-    n, c = lp.shape
+def cross_entropy_backward(logits: BackendArray, lse: BackendArray, target: BackendArray, g_rows: BackendArray,
+                           ignore_index: int, label_smoothing: float) -> BackendArray:
+    """The gradient w.r.t. the logits: ``(exp(logits - lse) - q) * g_row`` with ``q`` the smoothed
+    one-hot target, 0 for ignored rows."""
+    _require_floating("cross_entropy_backward", "the logits", logits)
+    _class_rows("cross_entropy_backward", logits, target)
+    _check_targets("cross_entropy_backward", target, logits.shape[1], ignore_index)
+    for name, a in (("row gradients", g_rows), ("log-sum-exps", lse)):
+        if a.shape != (logits.shape[0],):
+            raise ShapeError(f"cross_entropy_backward: {name} {fmt_shape(a.shape)} do not match "
+                             f"{logits.shape[0]} rows")
+    x = _compute(logits)
+    n, c = x.shape
     valid = target != ignore_index
-    q = np.zeros_like(lp)
+    q = np.zeros_like(x)
     q[np.arange(n)[valid], target[valid]] = 1.0 - label_smoothing
     if label_smoothing:
         q += label_smoothing / c
-    grad = (np.exp(lp) - q) * (_compute(g_rows) * valid)[:, None]
-    return grad.astype(logp.dtype, copy=False)
+    with np.errstate(over="ignore", invalid="ignore"):
+        grad = (np.exp(x - _compute(lse)[:, None]) - q) * (_compute(g_rows) * valid)[:, None]
+    return grad.astype(logits.dtype, copy=False)

@@ -2,13 +2,18 @@
 """
 import numpy as np
 
+from ..seam import BackendArray
 from ._common import _compute
 
 __all__ = ["sort", "cumsum"]
 
 
-def sort(a, axis, descending, stable):
-    """(values, int64 indices) along ``axis``; always stable; NaN sorts as the largest value."""
+def sort(a: BackendArray, axis: int | None, descending: bool, stable: bool) -> tuple[BackendArray, BackendArray]:
+    """(values, int64 indices) along ``axis``; always stable; NaN sorts as the largest value. A 0-d
+    array is its own sort (axis 0 or -1 names its one element)."""
+    if a.ndim == 0:
+        np.cumsum(a, axis=axis)  # checks the axis as NumPy does for a 0-d array
+        return a.copy(), np.zeros((), np.int64)
     x = _compute(a)
     if descending:
         # a stable descending order keeps equal values in their original order: sort the reversed
@@ -22,7 +27,7 @@ def sort(a, axis, descending, stable):
     return np.take_along_axis(a, idx, axis=axis), idx
 
 
-def cumsum(a, axis):
+def cumsum(a: BackendArray, axis: int | None) -> BackendArray:
     x = _compute(a)
     if x.dtype.kind in "biu":
         return np.cumsum(x, axis=axis, dtype=np.int64)

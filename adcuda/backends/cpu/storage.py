@@ -4,13 +4,17 @@ kernels/runtime/copy.cu): arrays are NumPy arrays, views are NumPy views.
 import numpy as np
 
 from ... import dtypes as dt
+from .. import _strided
+from ..seam import ArrayLike, Axes, BackendArray, BasicKey, DType, Scalar, Shape
 from ._common import _F16, _np_dtype
 
 __all__ = ["from_numpy", "to_numpy", "empty", "full", "arange", "dtype_of", "shape_of", "astype", "contiguous", "copy_",
            "view", "permute", "expand", "slice", "flip", "shares_memory"]
 
 
-def from_numpy(x, dtype):
+def from_numpy(x: ArrayLike, dtype: DType, non_blocking: bool = False) -> BackendArray:
+    """``x`` in ``dtype``: ``x`` itself when it already is (``non_blocking`` is for CUDA's copies; a host
+    array needs none)."""
     x = np.asarray(x)
     out_dt = _np_dtype(dtype)
     if x.dtype != out_dt:
@@ -18,32 +22,32 @@ def from_numpy(x, dtype):
     return x
 
 
-def to_numpy(a):
+def to_numpy(a: BackendArray) -> np.ndarray:
     return a
 
 
-def empty(shape, dtype):
+def empty(shape: Shape, dtype: DType) -> BackendArray:
     return np.empty(shape, _np_dtype(dtype))
 
 
-def full(shape, value, dtype):
+def full(shape: Shape, value: Scalar, dtype: DType) -> BackendArray:
     return np.full(shape, value, _np_dtype(dtype))
 
 
-def arange(start, stop, step, dtype):
+def arange(start: float, stop: float, step: float, dtype: DType) -> BackendArray:
     return np.arange(start, stop, step, dtype=np.float64 if dtype.is_floating_point else np.int64).astype(
         _np_dtype(dtype), copy=False)
 
 
-def dtype_of(a):
+def dtype_of(a: BackendArray) -> DType:
     return dt.from_numpy_dtype(a.dtype)
 
 
-def shape_of(a):
+def shape_of(a: BackendArray) -> Shape:
     return a.shape
 
 
-def astype(a, dtype):
+def astype(a: BackendArray, dtype: DType) -> BackendArray:
     out_dt = _np_dtype(dtype)
     if out_dt == _F16:
         # overflow to inf is float16's expected behaviour (loss scaling watches for it): no NumPy warning
@@ -52,41 +56,45 @@ def astype(a, dtype):
     return a.astype(out_dt, copy=True)
 
 
-def contiguous(a):
+def contiguous(a: BackendArray) -> BackendArray:
     return a if a.flags.c_contiguous else np.ascontiguousarray(a)
 
 
-def copy_(dst, src):
+def copy_(dst: BackendArray, src: BackendArray | np.ndarray | Scalar) -> BackendArray:
     np.copyto(dst, src, casting="unsafe")
     return dst
 
 
 
 # views
-def view(a, shape):
+def view(a: BackendArray, shape: Shape) -> BackendArray | None:
     try:
         return np.reshape(a, shape, copy=False)
     except ValueError:
-        return None
+        _strided.resolve_shape(a.size, (shape,) if isinstance(shape, int) else shape)  # a wrong size raises
+        return None  # the right size, but the strides do not allow a view
 
 
-def permute(a, axes):
+def permute(a: BackendArray, axes: Axes) -> BackendArray:
     return a.transpose(axes)
 
 
-def expand(a, shape):
+def expand(a: BackendArray, shape: Shape) -> BackendArray:
     return np.broadcast_to(a, shape)
 
 
-def slice(a, key):  # noqa: A001 (primitive name)
+def slice(a: BackendArray, key: BasicKey) -> BackendArray:  # noqa: A001 (primitive name)
+    if key.__class__ is not tuple:
+        key = tuple(key)
     if Ellipsis not in key:
         key = key + (Ellipsis,)  # keeps a 0-d result an array view, not a NumPy scalar
     return a[key]
 
 
-def flip(a, axes):
-    return np.flip(a, axes)
+def flip(a: BackendArray, axes: Axes | None) -> BackendArray:
+    flipped = np.flip(a, axes)
+    return flipped if a.ndim else a[...]  # np.flip of a 0-d array gives a NumPy scalar: keep a 0-d view
 
 
-def shares_memory(a, b):
+def shares_memory(a: BackendArray, b: BackendArray) -> bool:
     return np.may_share_memory(a, b)

@@ -13,7 +13,7 @@ go through the pinned-memory pool (``adcuda.backends.pinned_host``).
 """
 from ... import _native
 from ...errors import DeviceError
-from .. import PRIMITIVES
+from ..seam import PRIMITIVES
 
 name = "cuda"
 

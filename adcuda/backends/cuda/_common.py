@@ -1,7 +1,9 @@
 """What the CUDA backend's family modules share: dtype checks and the layout fixes the kernels need,
 over ``adcuda._C.DeviceArray``."""
+import operator
+
 from ... import _native
-from ...errors import DTypeError
+from ...errors import DTypeError, IndexOutOfRangeError, fmt_shape
 
 _FLOATING = frozenset({"float16", "bfloat16", "float32", "float64"})
 
@@ -57,3 +59,52 @@ def broadcast_shape(*shapes):
             size = s[k]
         out.append(size)
     return tuple(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# the seam's argument conventions (NumPy's, which the CPU backend inherits), turned into what the
+# kernels take: non-negative dims, tuple shapes
+def shape_tuple(shape):
+    """A shape as a tuple of ints: a tuple, a list or one int (NumPy's convention)."""
+    if shape.__class__ is tuple:
+        return shape
+    try:
+        return (operator.index(shape),)
+    except TypeError:
+        return tuple(shape)
+
+
+def axis_index(op, axis, shape):
+    """``axis`` (negative counts from the end) as a dim of an array of ``shape``; IndexOutOfRangeError
+    naming ``op`` where there is no such dim. A 0-d array has one element: axis 0 or -1 names it (as
+    in NumPy's argmax and cumsum, and PyTorch), and 0 is returned."""
+    n = max(len(shape), 1)
+    if not -n <= axis < n:
+        raise IndexOutOfRangeError(f"{op}: axis {axis} is out of range for an array of shape {fmt_shape(shape)}")
+    return axis + n if axis < 0 else axis
+
+
+def axes_list(op, axes, shape):
+    """``axes`` (a tuple or list of ints, or None for every dim; negative ones counted from the end) as
+    the list of dims the kernels take. A 0-d array has no dim to reduce over: its axes are ()."""
+    ndim = len(shape)
+    if axes is None:
+        return list(range(ndim))
+    if isinstance(axes, int):
+        axes = (axes,)
+    dims = []
+    for axis in axes:
+        if not -ndim <= axis < ndim:
+            raise IndexOutOfRangeError(f"{op}: axis {axis} is out of range for an array of shape {fmt_shape(shape)}")
+        dims.append(axis + ndim if axis < 0 else axis)
+    return dims
+
+
+def raise_dtype_error(error):
+    """Re-raise the kernels' ValueError (std::invalid_argument) for a dtype an op is not defined for
+    ("<op>: not defined for dtype ...", "sub: subtraction of bool arrays ...") as the DTypeError the
+    CPU backend raises for it; any other error as it is."""
+    message = str(error)
+    if " not defined for dtype " in message or "subtraction of bool" in message:
+        raise DTypeError(message) from None
+    raise error

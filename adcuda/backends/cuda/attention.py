@@ -4,6 +4,7 @@ backward, which recomputes the probabilities. Half types are computed in fp32.
 """
 from ... import _native
 from ...errors import ShapeError, fmt_shape
+from ..seam import BackendArray
 from ._common import broadcast_shape, cast, dense, require_floating, rows_dense, statistics_type
 
 __all__ = ["attention", "attention_backward"]
@@ -31,13 +32,16 @@ def _attention_operands(op, q, k, v, mask):
     return rows_dense(q), rows_dense(cast(k, q.dtype)), rows_dense(cast(v, q.dtype)), mask, batch
 
 
-def attention(q, k, v, mask, is_causal, scale):
+def attention(q: BackendArray, k: BackendArray, v: BackendArray, mask: BackendArray | None, is_causal: bool,
+              scale: float) -> tuple[BackendArray, BackendArray]:
     """Softmax(q k^T * scale + mask) v -> (out, logsumexp rows) without keeping the probabilities."""
     q, k, v, mask, _ = _attention_operands("attention", q, k, v, mask)
     return tuple(_native._C.attention(q, k, v, mask, bool(is_causal), float(scale)))
 
 
-def attention_backward(g, q, k, v, out, lse, mask, is_causal, scale):
+def attention_backward(g: BackendArray, q: BackendArray, k: BackendArray, v: BackendArray, out: BackendArray,
+                       lse: BackendArray, mask: BackendArray | None, is_causal: bool,
+                       scale: float) -> tuple[BackendArray, BackendArray, BackendArray]:
     """-> (dq, dk, dv), each in its input's dtype, with the broadcast batch shape."""
     dtypes = (q.dtype, k.dtype, v.dtype)
     q, k, v, mask, batch = _attention_operands("attention_backward", q, k, v, mask)

@@ -4,13 +4,17 @@
 The kernels take the operands as they are (any strides, broadcast without copies, Python scalars as
 kernel arguments); what needs the data before launching (integer division by zero, integers to
 negative powers) is checked here, with one small device-to-host copy, as the CPU backend raises for
-it too.
+it too. A dtype an op is not defined for raises DTypeError, and a Python integer that does not fit
+an integer dtype OverflowError, as on the CPU.
 """
+import numpy as np
+
 from ... import _native
 from ... import dtypes as dt
 from ...errors import DTypeError
+from ..seam import ArrayOrScalar, BackendArray, DType, Scalar
 from . import _common as _k
-from .storage import to_numpy
+from .storage import dtype_of, to_numpy
 
 __all__ = ["unary", "binary", "unary_backward", "where", "clamp"]
 
@@ -33,13 +37,26 @@ def _python_scalar(x):
     return x.item() if hasattr(x, "item") and not _is_array(x) else x
 
 
+def _operand(op, x, dtype):
+    """A binary or ``where`` operand: an array as it is, a scalar as the Python scalar the kernel takes;
+    OverflowError for an integer outside an integer ``dtype`` (NumPy's check, which the CPU inherits)."""
+    if _is_array(x):
+        return x
+    x = _python_scalar(x)
+    if x.__class__ is int and dtype.category == dt.INTEGER:
+        info = np.iinfo(dtype.numpy)
+        if not info.min <= x <= info.max:
+            raise OverflowError(f"{op}: Python integer {x} out of bounds for {dtype.name}")
+    return x
+
+
 def _any(flags):
     """Whether any element of a bool device array is true (one 1-byte copy back)."""
     C = _C()
     return bool(to_numpy(C.reduce("any", flags, list(range(flags.ndim)), False)))
 
 
-def unary(op, a):
+def unary(op: str, a: BackendArray) -> BackendArray:
     kind = a.dtype.name
     if op in _FLOAT_ONLY and not _k.is_floating(a):
         # the CPU backend computes these in float64 and casts back to the integer dtype
@@ -49,20 +66,26 @@ def unary(op, a):
         raise DTypeError(f"{op}: not defined for bool arrays")
     if op == "bitwise_not" and _k.is_floating(a):
         raise DTypeError(f"bitwise_not: not defined for {kind} arrays (bool and integer only)")
-    return _C().unary(op, a)
+    try:
+        return _C().unary(op, a)
+    except ValueError as error:
+        _k.raise_dtype_error(error)
 
 
-def binary(op, a, b, dtype):
+def binary(op: str, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> BackendArray:
     """``op(a, b)`` with both operands taken in ``dtype``; ``a`` or ``b`` may be a Python scalar."""
     C = _C()
-    a, b = _python_scalar(a), _python_scalar(b)
+    a, b = _operand(op, a, dtype), _operand(op, b, dtype)
     st = _k.scalar_type(dtype.name)
     if dtype.category != dt.FLOATING:  # integer or bool: the CPU backend's data-dependent errors
         if op == "pow" and dtype.category == dt.INTEGER and _negative(b):
             raise DTypeError("pow: integers to negative integer powers are not allowed")
         if op in _INTEGER_DIVISION and _has_zero(b):
             raise ZeroDivisionError(f"{op}: integer division by zero")
-    return C.binary(op, a, b, st)
+    try:
+        return C.binary(op, a, b, st)
+    except ValueError as error:
+        _k.raise_dtype_error(error)
 
 
 def _negative(b):
@@ -77,13 +100,40 @@ def _has_zero(b):
     return not b
 
 
-def unary_backward(op, x, y, g):
-    return _C().unary_backward(op, x, y, g)
+def unary_backward(op: str, x: BackendArray | None, y: BackendArray | None, g: BackendArray) -> BackendArray:
+    """The kernel takes the saved array in g's dtype; one wider than g (float32 beside a float16
+    gradient) would lose precision there, so the gradient is widened instead and the result narrowed,
+    as the CPU backend computes it."""
+    C = _C()
+    for saved in (x, y):
+        if saved is not None and _WIDTH.get(saved.dtype.name, 0) > _WIDTH.get(g.dtype.name, 0):
+            return C.astype(C.unary_backward(op, x, y, C.astype(g, saved.dtype)), g.dtype)
+    return C.unary_backward(op, x, y, g)
 
 
-def where(cond, a, b, dtype):
-    return _C().where(cond, _python_scalar(a), _python_scalar(b), _k.scalar_type(dtype.name))
+_WIDTH = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 
 
-def clamp(a, lo, hi):
-    return _C().clamp(a, _python_scalar(lo), _python_scalar(hi))
+def where(cond: BackendArray, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> BackendArray:
+    return _C().where(cond, _operand("where", a, dtype), _operand("where", b, dtype), _k.scalar_type(dtype.name))
+
+
+def clamp(a: BackendArray, lo: Scalar | None, hi: Scalar | None) -> BackendArray:
+    dtype = dtype_of(a)
+    lo, hi = _bound(lo, dtype), _bound(hi, dtype)
+    if a.dtype.name == "bool":
+        # the kernel has no bool clamp; for bools it is a maximum and a minimum (rare: two launches)
+        C, st = _C(), a.dtype
+        out = a if lo is None else C.binary("maximum", a, bool(lo), st)
+        out = out if hi is None else C.binary("minimum", out, bool(hi), st)
+        return C.astype(out, st) if out is a else out
+    return _C().clamp(a, lo, hi)
+
+
+def _bound(value, dtype):
+    """A clamp bound: None (open) or a scalar; arrays are the ops layer's (a maximum and a minimum)."""
+    if value is None:
+        return None
+    if _is_array(value) or isinstance(value, np.ndarray):
+        raise DTypeError("clamp: the bounds must be Python scalars or None, got an array")
+    return _operand("clamp", value, dtype)

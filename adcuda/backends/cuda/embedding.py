@@ -1,11 +1,13 @@
 """The CUDA backend's embedding primitives (kernels/embedding.cu), with the CPU backend's signatures,
-results and errors: ``embedding`` gathers rows and checks every index on the device (one 16-byte copy
-back is the call's only wait), ``embedding_backward`` is deterministic (a stable radix sort of the
-indices, then one warp per weight row adding its gradient rows in index order in fp32, no float
-atomics).
+results and errors: ``embedding`` gathers rows and checks every index on the device without waiting
+(an index out of range is raised as adcuda.cuda.DeviceIndexError, an IndexOutOfRangeError, at the
+next synchronising call: kernels/runtime/device_errors.h); ``embedding_backward`` is deterministic (a
+stable radix sort of the indices, then one warp per weight row adding its gradient rows in index
+order in fp32, no float atomics).
 """
 from ... import _native
-from ...errors import DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
+from ...errors import DTypeError, ShapeError, fmt_shape
+from ..seam import BackendArray
 from ._common import dense, is_floating, rows_dense
 
 __all__ = ["embedding", "embedding_backward"]
@@ -17,19 +19,16 @@ def _indices(op, indices):
     return dense(indices)
 
 
-def embedding(weight, indices):
+def embedding(weight: BackendArray, indices: BackendArray) -> BackendArray:
     """Rows of the 2-D ``weight`` picked by ``indices`` -> ``indices.shape + (dim,)``."""
     if weight.ndim != 2:
         raise ShapeError(f"embedding: weight must be 2-D (num_embeddings, embedding_dim), got shape "
                          f"{fmt_shape(weight.shape)}")
-    idx = _indices("embedding", indices)
-    try:
-        return _native._C.embedding(rows_dense(weight), idx)
-    except IndexError as error:  # the kernel's message names the op, the index and num_embeddings
-        raise IndexOutOfRangeError(str(error)) from None
+    return _native._C.embedding(rows_dense(weight), _indices("embedding", indices))
 
 
-def embedding_backward(grad, indices, num_embeddings, padding_idx, scale_grad_by_freq):
+def embedding_backward(grad: BackendArray, indices: BackendArray, num_embeddings: int, padding_idx: int | None,
+                       scale_grad_by_freq: bool) -> BackendArray:
     """The dense ``(num_embeddings, dim)`` weight gradient (see the CPU backend). The indices are the
     ones the forward checked: on the GPU one outside the table adds nowhere instead of raising."""
     op = "embedding_backward"

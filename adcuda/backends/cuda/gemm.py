@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ... import _native
 from ...errors import DeviceError, DTypeError, ShapeError, fmt_shape
+from ..seam import BackendArray
 from ._common import is_floating
 
 __all__ = ["matmul"]
@@ -119,7 +120,8 @@ def _batch_shapes_broadcast(a_batch, b_batch):
     return True
 
 
-def matmul(a, b, bias=None, activation=None, save_preactivation=False):
+def matmul(a: BackendArray, b: BackendArray, bias: BackendArray | None = None, activation: str | None = None,
+           save_preactivation: bool = False) -> BackendArray | tuple[BackendArray, BackendArray]:
     """``activation(a (..., M, K) @ b (..., K, N) + bias)`` with the batch dims broadcast, in ``a``'s
     dtype. The epilogue options fuse into the product on both GEMM paths: ``bias`` (N,) is added to
     every row, ``activation`` is None or ``"gelu_tanh"`` (GELU's tanh form, cuBLASLt's GELU), and

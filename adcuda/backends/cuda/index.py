@@ -4,8 +4,10 @@
 Every indexing primitive becomes one gather or one scatter kernel over an index geometry: the key's
 basic parts make a strided view, its integer arrays (boolean masks turned into their nonzero
 coordinates, one count copied back to size the result) address that view's dims, laid out by NumPy's
-rules (``_advanced_index.plan``). Integer index arrays are bounds-checked first (one small copy back),
-so an out-of-range index raises IndexError instead of reading or writing out of bounds.
+rules (``_advanced_index.plan``). Integer index arrays are bounds-checked on the device without waiting:
+an index out of range is raised (adcuda.cuda.DeviceIndexError, an IndexError) at the next synchronising
+call, and meanwhile gathers read element 0 of its dim and scatters skip it, never touching memory
+outside (kernels/runtime/device_errors.h).
 
 Determinism: gathers are deterministic. Scatters that accumulate (``index_put_(accumulate=True)``, the
 backward of indexing, ``scatter_add``) add with atomics, so floating-point results with duplicate
@@ -20,6 +22,7 @@ import os
 from ... import _native
 from ...errors import DTypeError, ShapeError
 from .. import _advanced_index
+from ..seam import ArrayOrScalar, BackendArray, IndexKey
 from . import _common as _k
 from .storage import dtype_of, from_numpy, full, shares_memory, to_numpy
 
@@ -108,7 +111,7 @@ def _geometry(a, key):
                   [ia.stride for ia in plan.arrays])
 
 
-def index(a, key):
+def index(a: BackendArray, key: IndexKey) -> BackendArray:
     """``a[key]`` with NumPy's advanced indexing: a new array."""
     view, geometry = _geometry(a, key)
     return _C().index_gather(view, *geometry)
@@ -127,7 +130,7 @@ def _values_for(a, values):
     return values
 
 
-def index_put_(a, key, values, accumulate):
+def index_put_(a: BackendArray, key: IndexKey, values: ArrayOrScalar, accumulate: bool) -> BackendArray:
     """``a[key] = values`` (``+=`` with duplicates summed when ``accumulate``), in place; returns a."""
     view, geometry = _geometry(a, key)
     values = _values_for(a, values)
@@ -144,6 +147,7 @@ def _along_axis(op, a, axis, idx):
     if idx.dtype.name not in ("int32", "int64"):
         raise DTypeError(f"{op}: index must be an integer array, got {idx.dtype.name}")
     idx = _int64(idx)
+    axis = _k.axis_index(op, axis, a.shape)
     if a.ndim == 0:  # a 0-d input indexed by a 0-d or 1-d index, as PyTorch allows
         a = a.as_strided((1,) * idx.ndim, (0,) * idx.ndim, a.offset)
     if idx.ndim != a.ndim:
@@ -159,12 +163,12 @@ def _along_axis(op, a, axis, idx):
     return a, (list(idx.shape), strides, [idx], [size], [a.element_strides[axis] if a.ndim else 0])
 
 
-def gather(a, axis, idx):
+def gather(a: BackendArray, axis: int, idx: BackendArray) -> BackendArray:
     base, geometry = _along_axis("gather", a, axis, idx)
     return _C().index_gather(base, *geometry)
 
 
-def scatter_add(a, axis, idx, src):
+def scatter_add(a: BackendArray, axis: int, idx: BackendArray, src: BackendArray) -> BackendArray:
     """A copy of ``a`` with ``src``'s leading box added at ``idx`` along ``axis`` (PyTorch's scatter_add)."""
     C = _C()
     out = C.astype(a, a.dtype)

@@ -3,6 +3,7 @@ signatures, dtype rules and results. Half types are computed in fp32.
 """
 from ... import _native
 from ...errors import ShapeError, fmt_shape
+from ..seam import BackendArray
 from ._common import cast, dense, require_floating, statistics_type
 
 __all__ = ["layer_norm", "layer_norm_backward"]
@@ -19,7 +20,8 @@ def _check_normalized(op, x, n, *params):
                              f"{fmt_shape(shape)}")
 
 
-def layer_norm(x, weight, bias, n, eps):
+def layer_norm(x: BackendArray, weight: BackendArray | None, bias: BackendArray | None, n: int,
+               eps: float) -> tuple[BackendArray, BackendArray, BackendArray]:
     """Normalise the last ``n`` dims -> (y, mean, rstd); mean and rstd keep x's dims (size 1 there)."""
     require_floating("layer_norm", "the input", x)
     _check_normalized("layer_norm", x, n, weight, bias)
@@ -27,7 +29,8 @@ def layer_norm(x, weight, bias, n, eps):
     return tuple(_native._C.layer_norm(dense(x), params[0], params[1], n, float(eps)))
 
 
-def layer_norm_backward(g, x, weight, mean, rstd, n):
+def layer_norm_backward(g: BackendArray, x: BackendArray, weight: BackendArray | None, mean: BackendArray,
+                        rstd: BackendArray, n: int) -> tuple[BackendArray, BackendArray | None, BackendArray]:
     """-> (dx, dweight (None without a weight), dbias)."""
     require_floating("layer_norm_backward", "the input", x)
     _check_normalized("layer_norm_backward", x, n, weight)

@@ -7,6 +7,7 @@ Signatures and math are the CPU backend's (adcuda/backends/cpu/optim.py).
 """
 from ... import _native
 from ...errors import DTypeError
+from ..seam import Arrays, BackendArray
 from ._common import cast, dense, is_floating, scalar_type
 
 __all__ = ["sgd_step_", "adam_step_", "unscale_and_check_", "update_scale_", "global_norm"]
@@ -33,15 +34,17 @@ def _grads(op, grads):
     return [dense(g) for g in grads]
 
 
-def sgd_step_(params, grads, bufs, lr, momentum, dampening, nesterov, weight_decay, first_step, masters=None):
+def sgd_step_(params: Arrays, grads: Arrays, bufs: Arrays | None, lr: float, momentum: float, dampening: float,
+              nesterov: bool, weight_decay: float, first_step: bool, masters: Arrays | None = None) -> None:
     """PyTorch's SGD in place over many tensors (see the CPU backend)."""
     op = "sgd_step_"
     _native._C.sgd_step_(_state(op, params), _grads(op, grads), _state(op, bufs), _state(op, masters), float(lr),
                          float(momentum), float(dampening), bool(nesterov), float(weight_decay), bool(first_step))
 
 
-def adam_step_(params, grads, exp_avgs, exp_avg_sqs, step, lr, beta1, beta2, eps, weight_decay, decoupled, masters,
-               max_exp_avg_sqs=None):
+def adam_step_(params: Arrays, grads: Arrays, exp_avgs: Arrays, exp_avg_sqs: Arrays, step: int, lr: float, beta1: float,
+               beta2: float, eps: float, weight_decay: float, decoupled: bool, masters: Arrays | None,
+               max_exp_avg_sqs: Arrays | None = None) -> None:
     """Adam / AdamW in place over many tensors at the 1-based ``step`` (see the CPU backend)."""
     op = "adam_step_"
     _native._C.adam_step_(_state(op, params), _grads(op, grads), _state(op, exp_avgs), _state(op, exp_avg_sqs),
@@ -49,7 +52,7 @@ def adam_step_(params, grads, exp_avgs, exp_avg_sqs, step, lr, beta1, beta2, eps
                           float(beta2), float(eps), float(weight_decay), bool(decoupled))
 
 
-def unscale_and_check_(outs, grads, inv_scale):
+def unscale_and_check_(outs: Arrays, grads: Arrays, inv_scale: BackendArray | float) -> BackendArray:
     """``outs[i] = grads[i] * inv_scale`` for many tensors -> 0-d float32 found-inf flag, on the device.
     ``inv_scale`` is a one-element device array (kept there: no host sync) or a Python number."""
     op = "unscale_and_check_"
@@ -67,15 +70,15 @@ def unscale_and_check_(outs, grads, inv_scale):
     return C.unscale_and_check_(outs, grads, scale_array, scale_value, device)
 
 
-def update_scale_(scale, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval, min_scale,
-                  max_scale):
+def update_scale_(scale: BackendArray, growth_tracker: BackendArray, found_inf: BackendArray, growth_factor: float,
+                  backoff_factor: float, growth_interval: int, min_scale: float, max_scale: float) -> None:
     """PyTorch's dynamic loss-scale update in place on the 0-d float32 ``scale`` and int32
     ``growth_tracker`` (see the CPU backend); nothing reaches the host."""
     _native._C.update_scale_(scale, growth_tracker, cast(found_inf, scalar_type("float32")), float(growth_factor),
                              float(backoff_factor), int(growth_interval), float(min_scale), float(max_scale))
 
 
-def global_norm(arrays, norm_type):
+def global_norm(arrays: Arrays, norm_type: float) -> BackendArray:
     """The ``norm_type``-norm of all ``arrays`` together -> 0-d float32 (float64 if any array is), left
     on the device (see the CPU backend); deterministic: partials per chunk, combined in order."""
     op = "global_norm"

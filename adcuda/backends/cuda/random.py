@@ -9,6 +9,7 @@ differ from the CPU backend's (NumPy's Philox4x64 with its own conversions); bot
 """
 from ... import _native
 from ...errors import DTypeError, ShapeError, fmt_shape
+from ..seam import BackendArray, DType, Shape
 from . import _common as _k
 
 __all__ = ["rand", "randn", "randint", "bernoulli", "dropout", "dropout_backward"]
@@ -26,24 +27,25 @@ def _floating(op, dtype):
     return _k.scalar_type(dtype.name)
 
 
-def rand(shape, dtype, seed, offset):
-    return _C().rand(tuple(shape), _floating("rand", dtype), int(seed) & _U64, int(offset) & _U64)
+def rand(shape: Shape, dtype: DType, seed: int, offset: int) -> BackendArray:
+    return _C().rand(_k.shape_tuple(shape), _floating("rand", dtype), int(seed) & _U64, int(offset) & _U64)
 
 
-def randn(shape, dtype, seed, offset):
-    return _C().randn(tuple(shape), _floating("randn", dtype), int(seed) & _U64, int(offset) & _U64)
+def randn(shape: Shape, dtype: DType, seed: int, offset: int) -> BackendArray:
+    return _C().randn(_k.shape_tuple(shape), _floating("randn", dtype), int(seed) & _U64, int(offset) & _U64)
 
 
-def randint(low, high, shape, dtype, seed, offset):
-    return _C().randint(int(low), int(high), tuple(shape), _k.scalar_type(dtype.name), int(seed) & _U64,
+def randint(low: int, high: int, shape: Shape, dtype: DType, seed: int, offset: int) -> BackendArray:
+    return _C().randint(int(low), int(high), _k.shape_tuple(shape), _k.scalar_type(dtype.name), int(seed) & _U64,
                         int(offset) & _U64)
 
 
-def bernoulli(shape, p, dtype, seed, offset):
-    return _C().bernoulli(tuple(shape), float(p), _k.scalar_type(dtype.name), int(seed) & _U64, int(offset) & _U64)
+def bernoulli(shape: Shape, p: float, dtype: DType, seed: int, offset: int) -> BackendArray:
+    return _C().bernoulli(_k.shape_tuple(shape), float(p), _k.scalar_type(dtype.name), int(seed) & _U64,
+                          int(offset) & _U64)
 
 
-def dropout(x, p, seed, offset):
+def dropout(x: BackendArray, p: float, seed: int, offset: int) -> tuple[BackendArray, BackendArray]:
     """-> (out, bool mask): mask = ``bernoulli(x.shape, 1 - p, bool, seed, offset)``, out = x * mask / (1 - p)."""
     if not _k.is_floating(x):
         raise DTypeError(f"dropout: expected a floating point array, got {x.dtype.name}")
@@ -53,7 +55,7 @@ def dropout(x, p, seed, offset):
     return out, mask
 
 
-def dropout_backward(g, mask, scale):
+def dropout_backward(g: BackendArray, mask: BackendArray, scale: float) -> BackendArray:
     """``g * mask * scale`` from dropout's saved mask."""
     if not _k.is_floating(g):
         raise DTypeError(f"dropout_backward: expected a floating point gradient, got {g.dtype.name}")

@@ -1,8 +1,10 @@
 """The CUDA backend's reductions (kernels/reduce.cu): ``reduce argreduce var logsumexp``, with the CPU
-backend's signatures, result dtypes and errors.
+backend's signatures, argument conventions (``axes`` None for every dim, negative axes counted from
+the end), result dtypes and errors.
 """
 from ... import _native
 from ...errors import DTypeError
+from ..seam import Axes, BackendArray
 from . import _common as _k
 
 __all__ = ["reduce", "argreduce", "var", "logsumexp"]
@@ -12,13 +14,17 @@ def _C():
     return _native._C
 
 
-def reduce(op, a, axes, keepdim):
+def reduce(op: str, a: BackendArray, axes: Axes | None, keepdim: bool) -> BackendArray:
     if op == "mean" and not _k.is_floating(a):
         a = _C().astype(a, _k.scalar_type("float64"))  # NumPy's mean of integers is float64, as on the CPU
-    return _C().reduce(op, a, list(axes), bool(keepdim))
+    return _C().reduce(op, a, _k.axes_list(op, axes, a.shape), bool(keepdim))
 
 
-def argreduce(op, a, axis, keepdim):
+def argreduce(op: str, a: BackendArray, axis: int | None, keepdim: bool) -> BackendArray:
+    if axis is not None:
+        axis = _k.axis_index(op, axis, a.shape)
+        if a.ndim == 0:  # axis 0 (or -1) names a 0-d array's one element, as NumPy's argmax takes it
+            axis = None
     return _C().argreduce(op, a, axis, bool(keepdim))
 
 
@@ -27,11 +33,11 @@ def _floating(op, a):
         raise DTypeError(f"{op}: expected a floating point array, got {a.dtype.name}")
 
 
-def var(a, axes, correction, keepdim):
+def var(a: BackendArray, axes: Axes | None, correction: float, keepdim: bool) -> BackendArray:
     _floating("var", a)
-    return _C().var(a, list(axes), float(correction), bool(keepdim))
+    return _C().var(a, _k.axes_list("var", axes, a.shape), float(correction), bool(keepdim))
 
 
-def logsumexp(a, axes, keepdim):
+def logsumexp(a: BackendArray, axes: Axes | None, keepdim: bool) -> BackendArray:
     _floating("logsumexp", a)
-    return _C().logsumexp(a, list(axes), bool(keepdim))
+    return _C().logsumexp(a, _k.axes_list("logsumexp", axes, a.shape), bool(keepdim))

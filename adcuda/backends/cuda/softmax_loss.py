@@ -8,30 +8,36 @@ come back in the dtypes the CPU backend gives.
 """
 from ... import _native
 from ...errors import DTypeError, ShapeError, fmt_shape
-from ._common import cast, dense, require_floating, scalar_type
+from ..seam import BackendArray
+from ._common import axis_index, cast, dense, require_floating, scalar_type, statistics_type
 
 __all__ = ["softmax", "softmax_backward", "cross_entropy", "cross_entropy_backward"]
 
 
-def _check_axis(op, a, axis):
-    if not 0 <= axis < a.ndim:
-        raise ShapeError(f"{op}: axis {axis} is out of range for shape {fmt_shape(a.shape)}")
+def _rows(op, a, axis):
+    """(``a`` as the kernels take it, the axis as a dim): negative axes count from the end, and a 0-d
+    array is one row of one element (axis 0 or -1 names it, as in NumPy)."""
+    dim = axis_index(op, axis, a.shape)
+    return (a if a.ndim else a.as_strided((1,), (0,), a.offset)), dim
 
 
 # ---------------------------------------------------------------------------------------------
 # softmax
-def softmax(a, axis, log):
+def softmax(a: BackendArray, axis: int, log: bool) -> BackendArray:
     require_floating("softmax", "the input", a)
-    _check_axis("softmax", a, axis)
-    return _native._C.softmax(dense(a), axis, log)
+    rows, dim = _rows("softmax", a, axis)
+    out = _native._C.softmax(dense(rows), dim, log)
+    return out if a.ndim else out.as_strided((), (), out.offset)
 
 
-def softmax_backward(y, g, axis, log):
+def softmax_backward(y: BackendArray, g: BackendArray, axis: int, log: bool) -> BackendArray:
     require_floating("softmax_backward", "the gradient", g)
     if tuple(y.shape) != tuple(g.shape):
         raise ShapeError(f"softmax_backward: output {fmt_shape(y.shape)} and gradient {fmt_shape(g.shape)} differ")
-    _check_axis("softmax_backward", g, axis)
-    return _native._C.softmax_backward(dense(cast(y, g.dtype)), dense(g), axis, log)
+    y_rows, dim = _rows("softmax_backward", y, axis)
+    g_rows, _ = _rows("softmax_backward", g, axis)
+    out = _native._C.softmax_backward(dense(cast(y_rows, g.dtype)), dense(g_rows), dim, log)
+    return out if g.ndim else out.as_strided((), (), out.offset)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -45,18 +51,22 @@ def _class_rows(op, rows, target):
     return dense(cast(target, scalar_type("int64")))
 
 
-def cross_entropy(logits, target, ignore_index, label_smoothing):
-    """Per-row losses of ``logits`` (N, C) against class indices ``target`` (N,) -> (losses, log-probs)."""
+def cross_entropy(logits: BackendArray, target: BackendArray, ignore_index: int,
+                  label_smoothing: float) -> tuple[BackendArray, BackendArray]:
+    """Per-row losses of ``logits`` (N, C) against class indices ``target`` (N,) -> (losses, log-sum-exps)."""
     require_floating("cross_entropy", "the logits", logits)
     target = _class_rows("cross_entropy", logits, target)
     return _native._C.cross_entropy(dense(logits), target, int(ignore_index), float(label_smoothing))
 
 
-def cross_entropy_backward(logp, target, g_rows, ignore_index, label_smoothing):
-    require_floating("cross_entropy_backward", "the log-probabilities", logp)
-    target = _class_rows("cross_entropy_backward", logp, target)
-    if tuple(g_rows.shape) != (logp.shape[0],):
-        raise ShapeError(f"cross_entropy_backward: row gradients {fmt_shape(g_rows.shape)} do not match "
-                         f"{logp.shape[0]} rows")
-    return _native._C.cross_entropy_backward(dense(logp), target, dense(cast(g_rows, logp.dtype)), int(ignore_index),
+def cross_entropy_backward(logits: BackendArray, lse: BackendArray, target: BackendArray, g_rows: BackendArray,
+                           ignore_index: int, label_smoothing: float) -> BackendArray:
+    require_floating("cross_entropy_backward", "the logits", logits)
+    target = _class_rows("cross_entropy_backward", logits, target)
+    rows = logits.shape[0]
+    for name, a in (("row gradients", g_rows), ("log-sum-exps", lse)):
+        if tuple(a.shape) != (rows,):
+            raise ShapeError(f"cross_entropy_backward: {name} {fmt_shape(a.shape)} do not match {rows} rows")
+    return _native._C.cross_entropy_backward(dense(logits), dense(cast(lse, statistics_type(logits))), target,
+                                             dense(cast(g_rows, logits.dtype)), int(ignore_index),
                                              float(label_smoothing))

@@ -2,11 +2,13 @@
 result dtypes and errors.
 
 Sorts and scans work along the last dim of a contiguous array; another axis is moved there (and the
-result moved back).
+result moved back). ``axis`` may be negative (counted from the end); for a 0-d array 0 and -1 name
+its one element.
 """
 from ... import _native
+from ..seam import BackendArray
 from . import _common as _k
-from .storage import contiguous, permute
+from .storage import contiguous, permute, view
 
 __all__ = ["sort", "cumsum"]
 
@@ -25,13 +27,23 @@ def _to_last(a, axis):
     return permute(a, order), back
 
 
+def reshape_flat(a):
+    """``a``'s elements as a 1-D array in row-major order (a view where the layout allows)."""
+    flat = view(a, (a.size,))
+    return flat if flat is not None else view(contiguous(a), (a.size,))
+
+
 def _from_last(x, back):
     return x if back is None else contiguous(permute(x, back))
 
 
-def sort(a, axis, descending, stable):
-    """(values, int64 indices) along ``axis``: always stable; NaN sorts as the largest value."""
+def sort(a: BackendArray, axis: int | None, descending: bool, stable: bool) -> tuple[BackendArray, BackendArray]:
+    """(values, int64 indices) along ``axis`` (None: of the flattened array): always stable; NaN sorts
+    as the largest value."""
     C = _C()
+    if axis is None:
+        a, axis = reshape_flat(a), 0
+    axis = _k.axis_index("sort", axis, a.shape)
     if a.ndim == 0:
         return C.astype(a, a.dtype), C.arange(0, 1, 1, _k.scalar_type("int64")).as_strided((), (), 0)
     moved, back = _to_last(a, axis)
@@ -39,9 +51,13 @@ def sort(a, axis, descending, stable):
     return _from_last(values, back), _from_last(indices, back)
 
 
-def cumsum(a, axis):
-    """Inclusive prefix sum along ``axis``; int and bool give int64; a 0-d array gives shape (1,), as NumPy's."""
+def cumsum(a: BackendArray, axis: int | None) -> BackendArray:
+    """Inclusive prefix sum along ``axis`` (None: of the flattened array); int and bool give int64; a 0-d
+    array gives shape (1,), as NumPy's."""
     C = _C()
+    if axis is None:
+        a, axis = reshape_flat(a), 0
+    axis = _k.axis_index("cumsum", axis, a.shape)
     if a.ndim == 0:
         return C.cumsum_rows(a.as_strided((1,), (0,), a.offset))
     moved, back = _to_last(a, axis)

@@ -13,6 +13,8 @@ from ... import dtypes as dt
 from ...errors import DTypeError
 from .. import _strided
 from ..pinned_host import in_pinned_pool, pinned_host_array
+from ..seam import ArrayLike, Axes, BackendArray, BasicKey, DType, Scalar, Shape
+from ._common import shape_tuple
 
 __all__ = ["from_numpy", "to_numpy", "empty", "full", "arange", "dtype_of", "shape_of", "astype", "contiguous",
            "copy_", "view", "permute", "expand", "slice", "flip", "shares_memory"]
@@ -47,7 +49,7 @@ def _python_scalar(value, dtype):
 
 # ---------------------------------------------------------------------------------------------
 # storage
-def from_numpy(x, dtype, non_blocking=False):
+def from_numpy(x: ArrayLike, dtype: DType, non_blocking: bool = False) -> BackendArray:
     """A device copy of host array ``x`` in ``dtype``. From a C-contiguous array of the pinned pool
     in that dtype the copy goes straight from it, asynchronously with ``non_blocking=True``; anything
     else is gathered (and converted) into a pinned staging block first, after which the copy needs
@@ -66,7 +68,7 @@ def from_numpy(x, dtype, non_blocking=False):
     return out if host_dtype is dtype else _C.astype(out, _scalar_type(dtype))
 
 
-def to_numpy(a):
+def to_numpy(a: BackendArray) -> np.ndarray:
     """A host copy of ``a`` (bfloat16 widened to float32), in pinned memory: the device->host copy
     lands there and the array is returned as is, without a second copy."""
     host_dtype = _HOST_DTYPE[_DTYPE[a.dtype]]
@@ -77,17 +79,17 @@ def to_numpy(a):
     return host
 
 
-def empty(shape, dtype):
-    return DeviceArray.empty(tuple(shape), _scalar_type(dtype))
+def empty(shape: Shape, dtype: DType) -> BackendArray:
+    return DeviceArray.empty(shape_tuple(shape), _scalar_type(dtype))
 
 
-def full(shape, value, dtype):
-    out = DeviceArray.empty(tuple(shape), _scalar_type(dtype))
+def full(shape: Shape, value: Scalar, dtype: DType) -> BackendArray:
+    out = DeviceArray.empty(shape_tuple(shape), _scalar_type(dtype))
     _C.fill_(out, _python_scalar(value, dtype))
     return out
 
 
-def arange(start, stop, step, dtype):
+def arange(start: float, stop: float, step: float, dtype: DType) -> BackendArray:
     """[start, start + step, ...) below ``stop``, computed in float64 (float dtypes) or int64, as
     ``np.arange`` does, then converted."""
     n = max(math.ceil((stop - start) / step), 0)
@@ -96,23 +98,23 @@ def arange(start, stop, step, dtype):
     return _C.arange(int(start), int(step), n, _scalar_type(dtype))
 
 
-def dtype_of(a):
+def dtype_of(a: BackendArray) -> DType:
     return _DTYPE[a.dtype]
 
 
-def shape_of(a):
+def shape_of(a: BackendArray) -> Shape:
     return a.shape
 
 
-def astype(a, dtype):
+def astype(a: BackendArray, dtype: DType) -> BackendArray:
     return _C.astype(a, _scalar_type(dtype))
 
 
-def contiguous(a):
+def contiguous(a: BackendArray) -> BackendArray:
     return a if a.is_contiguous() else _C.contiguous(a)
 
 
-def copy_(dst, src):
+def copy_(dst: BackendArray, src: BackendArray | np.ndarray | Scalar) -> BackendArray:
     """Write ``src`` (a device array, a host array or a scalar; broadcast) into the view ``dst``."""
     if isinstance(src, DeviceArray):
         if src.shape != dst.shape:
@@ -127,31 +129,31 @@ def copy_(dst, src):
 
 # ---------------------------------------------------------------------------------------------
 # views
-def view(a, shape):
-    shape = tuple(shape)
+def view(a: BackendArray, shape: Shape) -> BackendArray | None:
+    shape = _strided.resolve_shape(a.size, shape_tuple(shape))
     strides = _strided.reshape_strides(a.shape, a.element_strides, shape)
     return None if strides is None else a.as_strided(shape, strides, a.offset)
 
 
-def permute(a, axes):
+def permute(a: BackendArray, axes: Axes) -> BackendArray:
     shape, strides = _strided.permute(a.shape, a.element_strides, tuple(axes))
     return a.as_strided(shape, strides, a.offset)
 
 
-def expand(a, shape):
-    shape = tuple(shape)
+def expand(a: BackendArray, shape: Shape) -> BackendArray:
+    shape = shape_tuple(shape)
     return a.as_strided(shape, _strided.broadcast_strides(a.shape, a.element_strides, shape), a.offset)
 
 
-def slice(a, key):  # noqa: A001 (primitive name)
+def slice(a: BackendArray, key: BasicKey) -> BackendArray:  # noqa: A001 (primitive name)
     shape, strides, offset = _strided.basic_index(a.shape, a.element_strides, a.offset, tuple(key))
     return a.as_strided(shape, strides, offset)
 
 
-def flip(a, axes):
-    strides, offset = _strided.flip(a.shape, a.element_strides, a.offset, tuple(axes))
+def flip(a: BackendArray, axes: Axes | None) -> BackendArray:
+    strides, offset = _strided.flip(a.shape, a.element_strides, a.offset, None if axes is None else tuple(axes))
     return a.as_strided(a.shape, strides, offset)
 
 
-def shares_memory(a, b):
+def shares_memory(a: BackendArray, b: BackendArray) -> bool:
     return isinstance(a, DeviceArray) and isinstance(b, DeviceArray) and _C.may_overlap(a, b)

@@ -1,0 +1,53 @@
+"""The primitive seam's vocabulary: the names every backend implements (``PRIMITIVES``, each
+documented by one row of the table in ``adcuda/backends/__init__.py``) and the types their
+signatures are annotated with, the same on both sides (tests/test_backend_seam.py compares them).
+"""
+from collections.abc import Sequence
+from types import EllipsisType
+from typing import Protocol
+
+from numpy.typing import ArrayLike
+
+from ..dtypes import dtype as DType
+
+__all__ = ["PRIMITIVES", "BackendArray", "DType", "Shape", "Axes", "Scalar", "ArrayOrScalar", "Arrays", "BasicKey",
+           "IndexKey", "ArrayLike"]
+
+PRIMITIVES = (
+    "from_numpy", "to_numpy", "empty", "full", "arange", "dtype_of", "shape_of", "astype", "contiguous",
+    "copy_", "view", "permute", "expand", "slice", "flip", "shares_memory", "unary", "binary",
+    "unary_backward", "where", "clamp", "reduce", "argreduce", "var", "logsumexp", "sort", "cumsum", "index",
+    "index_put_", "gather", "scatter_add", "cat", "tril", "triu", "matmul", "softmax",
+    "softmax_backward", "cross_entropy", "cross_entropy_backward", "layer_norm",
+    "layer_norm_backward", "attention", "attention_backward", "rand", "randn", "randint",
+    "bernoulli", "sgd_step_", "adam_step_", "unscale_and_check_", "update_scale_", "embedding",
+    "embedding_backward", "dropout", "dropout_backward", "global_norm",
+)
+
+
+class BackendArray(Protocol):
+    """A backend's array: ``numpy.ndarray`` on the CPU, ``adcuda._C.DeviceArray`` on CUDA. Callers read
+    only these; everything else goes through the primitives (``dtype_of``, ``shape_of``...)."""
+
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+
+    @property
+    def ndim(self) -> int: ...
+
+    @property
+    def size(self) -> int: ...
+
+
+Shape = tuple[int, ...]
+"""Sizes of the dims; also a list, or one int, as NumPy takes them."""
+Axes = tuple[int, ...]
+"""Dims of an array, negative ones counted from the end (a 0-d array has none)."""
+Scalar = bool | int | float
+"""A Python scalar (NumPy scalars act as Python ones); an int must fit an integer dtype it is taken in."""
+ArrayOrScalar = BackendArray | Scalar
+Arrays = Sequence[BackendArray]
+BasicKey = tuple[int | slice | None | EllipsisType, ...]
+"""A view's key: ints (negative counted from the end), slices, None (a new dim of size 1), one Ellipsis."""
+IndexKey = tuple[int | bool | slice | None | EllipsisType | BackendArray, ...]
+"""NumPy's advanced indexing: a BasicKey's items, integer index arrays and boolean masks."""
