@@ -4,6 +4,7 @@
 CPU tensors go through NumPy's own DLPack support (a CPU tensor's data is a NumPy array); CUDA
 tensors through the native runtime (kernels/bindings/interop.cpp), which also orders the consumer's
 and the producer's streams. Either way the memory is shared, never copied (unless ``copy=True``).
+Imports give back backend arrays; the factory ops (``adcuda/ops/factories.py``) make the tensors.
 
 A consumer's stream is recorded as a user of exported memory (PyTorch's ``record_stream``, done for
 you): it waits for adcuda's earlier work on the memory, adcuda's later work on it waits for the
@@ -17,6 +18,7 @@ import numpy as np
 
 from . import _native
 from . import dtypes as dt
+from .backends.cuda_availability import require_cuda
 from .device import device as device_type
 from .errors import AutogradError, DeviceError, DTypeError
 
@@ -61,15 +63,14 @@ def to_dlpack(t, stream=None, max_version=None, dl_device=None, copy=None):
     return data.__dlpack__(**kwargs)
 
 
-def _wrap_cuda(data):
-    from .tensor import Tensor
-    return Tensor._make(data, device_type("cuda", data.device))
+def array_device(data):
+    """The device of an array ``from_dlpack`` or ``from_cuda_array_interface`` gave back."""
+    return device_type("cpu") if isinstance(data, np.ndarray) else device_type("cuda", data.device)
 
 
 def from_dlpack(obj):
-    """A tensor sharing the memory of ``obj`` (any object with ``__dlpack__``: NumPy and PyTorch CPU
-    arrays, CuPy and PyTorch CUDA arrays, ...)."""
-    from .factories import from_numpy
+    """An array sharing the memory of ``obj`` (any object with ``__dlpack__``: NumPy and PyTorch CPU
+    arrays, CuPy and PyTorch CUDA arrays, ...): a NumPy array or a CUDA device array."""
     if not hasattr(obj, "__dlpack__"):
         raise TypeError(f"from_dlpack: expected an object with __dlpack__ and __dlpack_device__, got "
                         f"{type(obj).__name__}")
@@ -79,17 +80,16 @@ def from_dlpack(obj):
             array = np.from_dlpack(obj)
         except (BufferError, TypeError, RuntimeError) as e:
             raise DTypeError(f"from_dlpack: NumPy cannot take this CPU array ({e})") from None
-        return from_numpy(array)
+        return array
     if device_kind not in (KDL_CUDA, KDL_CUDA_MANAGED):
         raise DeviceError(f"from_dlpack: DLPack device type {device_kind} is neither CPU nor CUDA memory")
-    from . import cuda
-    cuda._require_cuda("from_dlpack")
+    require_cuda("from_dlpack")
     consumer = _native._C.current_stream(int(device_index))
     try:
         capsule = obj.__dlpack__(stream=consumer, max_version=(1, 0))
     except TypeError:  # a producer from before DLPack 1.0
         capsule = obj.__dlpack__(stream=consumer)
-    return _wrap_cuda(_native._C.from_dlpack(capsule))
+    return _native._C.from_dlpack(capsule)
 
 
 def cuda_array_interface(t):
@@ -114,18 +114,17 @@ def cuda_array_interface(t):
 
 
 def from_cuda_array_interface(obj):
-    """A CUDA tensor over the memory ``obj.__cuda_array_interface__`` describes (CuPy, Numba, PyTorch
-    arrays); ``obj`` is kept alive while the tensor is."""
-    from . import cuda
-    cuda._require_cuda("from_cuda_array_interface")
+    """A CUDA device array over the memory ``obj.__cuda_array_interface__`` describes (CuPy, Numba,
+    PyTorch arrays); ``obj`` is kept alive while the array is."""
+    require_cuda("from_cuda_array_interface")
     interface = obj.__cuda_array_interface__
     if interface.get("mask") is not None:
         raise BufferError("__cuda_array_interface__: masked arrays are not supported")
     try:
         dtype = dt.from_numpy_dtype(np.dtype(interface["typestr"]), "from_cuda_array_interface")
     except DTypeError:
-        raise DTypeError(f"from_cuda_array_interface: element type {interface['typestr']!r} has no adcuda dtype") \
-            from None
+        raise DTypeError(f"from_cuda_array_interface: element type {interface['typestr']!r} has no adcuda "
+                         "dtype") from None
     if dtype.numpy is None or np.dtype(dtype.numpy) != np.dtype(interface["typestr"]):
         raise DTypeError(f"from_cuda_array_interface: element type {interface['typestr']!r} has no adcuda dtype "
                          "that holds it without a conversion")
@@ -135,7 +134,7 @@ def from_cuda_array_interface(obj):
     data = _native._C.from_cuda_array_interface(pointer, tuple(interface["shape"]),
                                                 None if strides is None else tuple(strides),
                                                 cuda_scalar_type(dtype), obj, stream)
-    return _wrap_cuda(data)
+    return data
 
 
 def record_external_use(t, stream, device_index=None):

@@ -4,6 +4,7 @@ Every random primitive takes ``(seed, offset)`` and the generator advances the o
 draw used, so results depend only on ``manual_seed`` and the sequence of draws, never on the
 backend's launch configuration. DataLoader workers reseed it per worker.
 """
+import os
 import threading
 
 _DEFAULT_SEED = 67280421310721
@@ -26,7 +27,6 @@ class Generator:
         return self
 
     def seed(self):
-        import os
         return self.manual_seed(int.from_bytes(os.urandom(8), "little"))._seed
 
     def initial_seed(self):

@@ -1,20 +1,22 @@
-"""``adcuda.Tensor``: a backend array plus what autograd needs.
+"""``adcuda.Tensor``: a plain data holder over a backend array.
 
 The array (``_data``) belongs to the tensor's device backend and carries shape, strides and dtype;
-the tensor adds ``requires_grad``, ``grad``, ``grad_fn``, a version counter shared with its views,
-and the view's base. Ops are defined in ``adcuda.ops`` and attached as methods there.
-"""
-import weakref
+the tensor adds the fields autograd and in-place writes keep per tensor: ``requires_grad``,
+``grad``, the node that produced it, a version counter shared with its views, and the view's base.
+This module gives those fields and the read-only metadata; it imports no op and nothing from
+autograd. The autograd layer attaches the graph behaviour (``backward``, ``grad_fn``, hooks,
+``retain_grad``, ...) and the ops layer attaches every op as a method (see ``adcuda/ops/registry.py``).
 
+Most fields live as class-level defaults and are only written per tensor when they change, so that
+making the result of an op costs two attribute writes.
+"""
 import numpy as np
 
 from . import dtypes as dt
 from .backends import backend_for
-from .device import CPU, as_device
-from .errors import AutogradError, DeviceError, DTypeError, ShapeError, fmt_shape
-from .autograd.grad_mode import is_grad_enabled
-from .autograd.graph import AccumulateGrad, RemovableHandle
-
+from .backends import cpu as _cpu
+from .device import CPU
+from .errors import AutogradError, DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
 
 _NUMPY_TO_DTYPE = dt._FROM_NUMPY
 
@@ -28,32 +30,40 @@ class VersionCounter:
 
 
 class Tensor:
-    __slots__ = ("_data", "_device", "_requires_grad", "grad", "_grad_fn", "_output_nr", "_version",
-                 "_base", "_view_fn", "_view_version", "_accumulator", "_hooks", "_retains_grad",
-                 "__weakref__")
-
     __array_priority__ = 1000  # NumPy defers ``ndarray + Tensor`` to Tensor.__radd__
+
+    # per-tensor state, written only where it differs from these defaults
+    grad = None
+    _requires_grad = False
+    _grad_fn = None          # the autograd node that produced this tensor (None for leaves)
+    _output_nr = 0           # which output of that node this tensor is
+    _vc = None               # the VersionCounter, made on first need (see ``_version``)
+    _base = None             # for a view: the tensor whose memory it shares
+    _view_fn = None          # for a view: how to rebuild it from its base (see replay_view)
+    _view_version = None     # for a recorded view: the version its history was recorded at
+    _accumulator = None      # a leaf's AccumulateGrad node
+    _hooks = None            # a leaf's gradient hooks
+    _retains_grad = False
 
     def __init__(self, *args, **kwargs):
         raise TypeError("use adcuda.tensor(data) or a factory (zeros, ones, ...) to create a Tensor")
 
     @classmethod
-    def _make(cls, data, device=CPU, requires_grad=False):
+    def _make(cls, data, device=CPU):
         t = object.__new__(cls)
         t._data = data
         t._device = device
-        t._requires_grad = requires_grad
-        t.grad = None
-        t._grad_fn = None
-        t._output_nr = 0
-        t._version = VersionCounter()
-        t._base = None
-        t._view_fn = None
-        t._view_version = None
-        t._accumulator = None
-        t._hooks = None
-        t._retains_grad = False
         return t
+
+    @property
+    def _version(self):
+        """The version counter (made on first use: most tensors are never written in place or saved
+        for backward; a view uses its base's)."""
+        return version_counter(self)
+
+    @_version.setter
+    def _version(self, counter):
+        self._vc = counter
 
     # ------------------------------------------------------------------ metadata
     @property
@@ -67,12 +77,12 @@ class Tensor:
     def size(self, dim=None):
         if dim is None:
             return Size(self._data.shape)
-        return self._data.shape[_wrap_dim(dim, self._data.ndim, "size")]
+        return self._data.shape[wrap_dim(dim, self._data.ndim, "size")]
 
     @property
     def dtype(self):
         d = _NUMPY_TO_DTYPE.get(self._data.dtype) if self._device is CPU else None
-        return d if d is not None else self._backend.dtype_of(self._data)
+        return d if d is not None else backend_for(self._device).dtype_of(self._data)
 
     @property
     def device(self):
@@ -90,10 +100,7 @@ class Tensor:
         return self._data.ndim
 
     def numel(self):
-        n = 1
-        for s in self._data.shape:
-            n *= s
-        return n
+        return self._data.size
 
     nelement = numel
 
@@ -110,7 +117,7 @@ class Tensor:
 
     def stride(self, dim=None):
         strides = tuple(s // self._data.itemsize for s in self._data.strides)
-        return strides if dim is None else strides[_wrap_dim(dim, self.ndim, "stride")]
+        return strides if dim is None else strides[wrap_dim(dim, self.ndim, "stride")]
 
     def data_ptr(self):
         return self._data.__array_interface__["data"][0] if self._device is CPU else self._data.data_ptr()
@@ -120,202 +127,27 @@ class Tensor:
             raise TypeError("len() of a 0-d tensor")
         return self._data.shape[0]
 
-    # ------------------------------------------------------------------ autograd state
-    @property
-    def grad_fn(self):
-        # A view whose base was written in place since its history was recorded reads its
-        # history again from the base (PyTorch regenerates a view's grad_fn the same way).
-        if self._view_version is not None and self._view_version != self._version.value:
-            self._refresh_view_history()
-        return self._grad_fn
-
-    @grad_fn.setter
-    def grad_fn(self, node):
-        self._grad_fn = node
-        if self._view_version is not None:
-            self._view_version = self._version.value
-
-    def _refresh_view_history(self):
-        base = self._base
-        self._view_version = self._version.value
-        if self._grad_fn is None and not base.requires_grad:
-            return
-        from .autograd.grad_mode import enable_grad
-        with enable_grad():
-            fresh = self._view_fn(base)
-        self._grad_fn, self._output_nr = fresh._grad_fn, fresh._output_nr
-
-    @property
-    def requires_grad(self):
-        return self._requires_grad or self.grad_fn is not None
-
-    @requires_grad.setter
-    def requires_grad(self, value):
-        if self.grad_fn is not None:
-            if not value:
-                raise AutogradError(
-                    "you can only change requires_grad flags of leaf variables. If you want to use a "
-                    "computed variable in a subgraph that doesn't require differentiation use "
-                    "var_no_grad = var.detach().")
-            return
-        if value and not self.dtype.is_floating_point:
-            raise DTypeError(f"requires_grad: only Tensors of floating point dtype can require "
-                             f"gradients, got {self.dtype}")
-        self._requires_grad = bool(value)
-
-    def requires_grad_(self, requires_grad=True):
-        self.requires_grad = requires_grad
-        return self
-
-    @property
-    def is_leaf(self):
-        return self.grad_fn is None
-
-    @property
-    def retains_grad(self):
-        return self._retains_grad
-
-    @property
-    def data(self):
-        return self.detach()
-
-    @data.setter
-    def data(self, value):
-        if value.shape != self.shape and self._base is not None:
-            raise ShapeError("data: cannot change the shape of a view's data")
-        self._data = value._data
-        self._device = value._device
-
-    def _edge(self):
-        """(node, output index) that gradients for this tensor flow into, or (None, 0)."""
-        if self.grad_fn is not None:
-            return self.grad_fn, self._output_nr
-        if self._requires_grad:
-            acc = self._accumulator() if self._accumulator is not None else None
-            if acc is None:
-                acc = AccumulateGrad(self)
-                self._accumulator = weakref.ref(acc)
-            return acc, 0
-        return None, 0
-
-    def detach(self):
-        t = Tensor._make(self._data, self._device)
-        t._version = self._version
-        return t
-
-    def detach_(self):
-        if self._base is not None and self._base.requires_grad:
-            raise AutogradError("detach_: can't detach a view of a tensor that requires grad in place; "
-                                "use detach()")
-        self._grad_fn = None
-        self._view_version = None
-        self._requires_grad = False
-        return self
-
-    def retain_grad(self):
-        node = self.grad_fn
-        if node is None:
-            if not self._requires_grad:
-                raise AutogradError("retain_grad: can't retain_grad on Tensor that has requires_grad=False")
-            return
-        if self._retains_grad:
-            return
-        self._retains_grad = True
-        self._attach_retain_hook(node)
-
-    def _attach_retain_hook(self, node):
-        """Hook ``retain_grad`` on the node that produces this tensor now (an in-place op moves it
-        to the new node, so ``.grad`` is the gradient of the latest value). The hook holds the
-        tensor weakly: the graph must not keep it alive."""
-        ref = weakref.ref(self)
-
-        def retain(grad):
-            t = ref()
-            if t is not None:
-                g = grad if is_grad_enabled() else grad.detach()
-                t.grad = g.clone() if t.grad is None else t.grad + g
-        node.set_retain_hook(self._output_nr, retain)
-
-    def register_hook(self, hook):
-        if not self.requires_grad:
-            raise AutogradError("register_hook: cannot register a hook on a tensor that doesn't require gradient")
-        if self.grad_fn is not None:
-            return self.grad_fn.add_pre_hook(self._output_nr, hook)
-        if self._hooks is None:
-            self._hooks = {}
-        return RemovableHandle(self._hooks, hook)
-
-    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
-        from .autograd import backward
-        backward([self], None if gradient is None else [gradient], retain_graph, create_graph, inputs)
-
-    def _add_inplace_data(self, other):
-        """``self.data += other.data`` without autograd (gradient accumulation)."""
-        bk = self._backend
-        bk.copy_(self._data, bk.binary("add", self._data, other._data, self.dtype))
-        self._version.value += 1
-
-    def _all_finite(self):
-        bk = self._backend
-        finite = bk.binary("eq", self._data, self._data, self.dtype)  # NaN != NaN
-        bounded = bk.binary("lt", bk.unary("abs", self._data), float("inf"), self.dtype)
-        return bool(bk.to_numpy(bk.reduce("all", bk.binary("logical_and", finite, bounded, dt.bool_),
-                                          None, False)))
-
-    # ------------------------------------------------------------------ conversions
+    # ------------------------------------------------------------------ reading values
     def numpy(self, *, force=False):
-        if self.requires_grad and not force:
+        if not force and (self._requires_grad or self._grad_fn is not None):
             raise AutogradError("numpy: can't call numpy() on a Tensor that requires grad. "
-                                "Use tensor.detach().numpy() instead.")
+                             "Use tensor.detach().numpy() instead.")
         if self._device is not CPU and not force:
             raise DTypeError(f"numpy: can't convert a {self._device} tensor to NumPy; use .cpu() first")
-        return self._backend.to_numpy(self._data)
-
-    def pin_memory(self, device=None):
-        """A copy of this CPU tensor in page-locked memory from adcuda's pinned pool (this tensor if it
-        is pinned already), from which ``.to("cuda", non_blocking=True)`` copies asynchronously. Needs
-        CUDA, as in PyTorch."""
-        from .cuda import pinned
-        if self._device is not CPU:
-            raise DeviceError(f"pin_memory: only CPU tensors can be pinned; this tensor is on {self._device}")
-        if pinned.is_pinned_array(self._data):
-            return self
-        out = Tensor._make(pinned.pin_array(self._data, "pin_memory"), CPU)
-        from .ops._core import needs_grad, record
-        if needs_grad(self):
-            record("PinMemoryBackward0", out, (self,), lambda node, g: g)
-        return out
-
-    def is_pinned(self, device=None):
-        """Whether this CPU tensor's memory is page-locked (False for CUDA tensors and without CUDA)."""
-        from .cuda import pinned
-        return self._device is CPU and pinned.is_pinned_array(self._data)
-
-    def __dlpack__(self, stream=None, *, max_version=None, dl_device=None, copy=None):
-        from ._interop import to_dlpack
-        return to_dlpack(self, stream, max_version, dl_device, copy)
-
-    def __dlpack_device__(self):
-        from ._interop import dlpack_device
-        return dlpack_device(self)
-
-    @property
-    def __cuda_array_interface__(self):
-        from ._interop import cuda_array_interface
-        return cuda_array_interface(self)
+        return backend_for(self._device).to_numpy(self._data)
 
     def __array__(self, dtype=None, copy=None):
-        a = self.detach().cpu().numpy()
+        a = backend_for(self._device).to_numpy(self._data)
         return a if dtype is None else a.astype(dtype)
 
     def item(self):
         if self.numel() != 1:
             raise ShapeError(f"item: a Tensor with {self.numel()} elements cannot be converted to a "
                              f"Python scalar (shape {fmt_shape(self.shape)})")
-        return self._backend.to_numpy(self._data).reshape(()).item()
+        return backend_for(self._device).to_numpy(self._data).reshape(()).item()
 
     def tolist(self):
-        return self._backend.to_numpy(self._data).tolist()
+        return backend_for(self._device).to_numpy(self._data).tolist()
 
     def __bool__(self):
         if self.numel() != 1:
@@ -342,7 +174,7 @@ class Tensor:
         return (self[i] for i in range(self._data.shape[0]))
 
     def __repr__(self):
-        array = self._backend.to_numpy(self._data)
+        array = backend_for(self._device).to_numpy(self._data)
         formatter = {"float_kind": _float_formatter(array)} if array.dtype.kind == "f" else None
         body = np.array2string(array, separator=", ", prefix="tensor(", formatter=formatter)
         extras = []
@@ -350,26 +182,12 @@ class Tensor:
             extras.append(f"device='{self._device}'")
         if self.dtype not in (dt.float32, dt.int64, dt.bool_):
             extras.append(f"dtype={self.dtype}")
-        if self.grad_fn is not None:
-            extras.append(f"grad_fn=<{self.grad_fn.name}>")
+        node = self.grad_fn
+        if node is not None:
+            extras.append(f"grad_fn=<{node.name}>")
         elif self._requires_grad:
             extras.append("requires_grad=True")
         return "tensor(" + body + "".join(", " + e for e in extras) + ")"
-
-    def __reduce_ex__(self, protocol):
-        from .factories import tensor as _tensor_factory
-        return (_rebuild, (self.detach().cpu().numpy(), str(self._device), self._requires_grad))
-
-    def __deepcopy__(self, memo):
-        if not self.is_leaf:
-            raise AutogradError("deepcopy: only Tensors created explicitly by the user (graph leaves) "
-                                "support the deepcopy protocol")
-        t = self.detach().clone()
-        t._requires_grad = self._requires_grad
-        if self.grad is not None:
-            t.grad = self.grad.detach().clone()
-        memo[id(self)] = t
-        return t
 
 
 def _float_formatter(array):
@@ -392,11 +210,6 @@ def _float_formatter(array):
     return lambda v: one(v).rjust(width)
 
 
-def _rebuild(array, device, requires_grad):
-    from .factories import tensor as _tensor_factory
-    return _tensor_factory(array, device=device, requires_grad=requires_grad)
-
-
 class Size(tuple):
     """``tensor.shape``: a tuple that prints like PyTorch's."""
 
@@ -410,9 +223,45 @@ class Size(tuple):
         return n
 
 
-def _wrap_dim(dim, ndim, op):
+def version_counter(t):
+    """``t``'s version counter, made on first need. A view shares its base's (``_base`` is always
+    the root of a chain of views), so the counter is made on the base."""
+    vc = t._vc
+    if vc is None:
+        base = t._base
+        if base is None:
+            vc = t._vc = VersionCounter()
+        else:
+            vc = t._vc = version_counter(base)
+    return vc
+
+
+def replay_view(chain, t):
+    """The view a chain of view steps makes of ``t`` (a tensor of the root base's shape). A step is
+    ``(parent step, op entry, args, kwargs)``; the chain is walked in a loop, so a view of a view of
+    ... stays shallow to call and to free, however long the chain."""
+    steps = []
+    while chain is not None:
+        steps.append(chain)
+        chain = chain[0]
+    for _, entry, args, kwargs in reversed(steps):
+        t = entry(t, *args, **kwargs)
+    return t
+
+
+def version_of(t):
+    """The value of ``t``'s version counter, without making one (0 for a tensor that has none yet)."""
+    vc = t._vc
+    if vc is None:
+        base = t._base
+        vc = None if base is None else base._vc
+        if vc is None:
+            return 0
+    return vc.value
+
+
+def wrap_dim(dim, ndim, op):
     """A possibly negative ``dim`` as an index into a shape of ``ndim`` dims (0-d acts as 1-d)."""
-    from .errors import IndexOutOfRangeError
     n = max(ndim, 1)
     if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
         raise TypeError(f"{op}: dim must be an int, got {type(dim).__name__}")
@@ -422,15 +271,29 @@ def _wrap_dim(dim, ndim, op):
     return dim + n if dim < 0 else dim
 
 
-def _is_tensor(x):
-    return isinstance(x, Tensor)
+# ----------------------------------------------------------------------------------------------
+# the primitives of a tensor's device, as ops and autograd reach them
+_primitive_observer = None
 
 
-def to_device_and_dtype(t, device=None, dtype=None, copy=False, op="to", non_blocking=False):
-    """Shared by ``Tensor.to``, ``cuda()``, ``cpu()``, ``float()``, ..."""
-    device = t._device if device is None else as_device(device, op)
-    dtype = t.dtype if dtype is None else dt.as_dtype(dtype, op)
-    if device == t._device and dtype is t.dtype and not copy:
-        return t
-    from .ops.conversion import convert
-    return convert(t, device, dtype, non_blocking=non_blocking, op=op)
+def primitives(t):
+    """The backend module that computes on ``t``'s device. While a hook watches primitive calls (the
+    profiler counting kernel launches, graph capture) it is that hook's view of the module, so every
+    primitive call an op or a backward rule makes passes the hook."""
+    device = t._device
+    backend = _cpu if device is CPU else backend_for(device)
+    return backend if _primitive_observer is None else _primitive_observer(backend)
+
+
+def primitives_on(device):
+    """``primitives`` for a device rather than a tensor (factories, zero gradients)."""
+    backend = _cpu if device is CPU else backend_for(device)
+    return backend if _primitive_observer is None else _primitive_observer(backend)
+
+
+def set_primitive_observer(observer):
+    """Install ``observer(backend) -> backend-like`` (or None to remove it); returns the previous one.
+    Only the dispatch point (``adcuda.ops.dispatch``) calls this."""
+    global _primitive_observer
+    previous, _primitive_observer = _primitive_observer, observer
+    return previous

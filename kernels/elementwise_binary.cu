@@ -18,19 +18,46 @@ using namespace elementwise_detail;
 
 enum class BinaryKind { Arithmetic, FloatOnly, Power, Extremum, Division, Compare, Logical, Bitwise };
 
+// A float-only binary op launches its functor for any floating dtype; the table holds the launcher,
+// so such an op is one functor in functors.cuh and one line in binary_table().
+using FloatBinaryLauncher = void (*)(ScalarType, const char*, const DeviceArray&, const ArrayOrScalar&,
+                                     const ArrayOrScalar&);
+
 struct BinaryEntry {
   BinaryKind kind;
   int id;
+  FloatBinaryLauncher float_launcher = nullptr;
 };
 
-enum BinaryId { kAdd, kSub, kMul, kDiv, kPow, kMaximum, kMinimum, kFloorDivide, kRemainder };
+enum BinaryId { kAdd, kSub, kMul, kPow, kMaximum, kMinimum, kFloorDivide, kRemainder };
+
+template <typename T>
+Arg<T> arg_of(const ArrayOrScalar& x) {
+  return x.array ? Arg<T>::of(*x.array) : Arg<T>::value(scalar_to_compute<T>(x.scalar));
+}
+
+template <typename T, typename Out, typename F>
+void run_binary(const F& f, const DeviceArray& out, const ArrayOrScalar& a, const ArrayOrScalar& b) {
+  launch_map<Out, vectorize<F>()>(f, out, arg_of<T>(a), arg_of<T>(b));
+}
+
+template <typename F>
+void launch_float_binary(ScalarType dtype, const char* name, const DeviceArray& out, const ArrayOrScalar& a,
+                         const ArrayOrScalar& b) {
+  dispatch_floating(dtype, name, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    run_binary<T, T>(F{}, out, a, b);
+  });
+}
 
 const std::unordered_map<std::string, BinaryEntry>& binary_table() {
   static const std::unordered_map<std::string, BinaryEntry> table = {
       {"add", {BinaryKind::Arithmetic, kAdd}},
       {"sub", {BinaryKind::Arithmetic, kSub}},
       {"mul", {BinaryKind::Arithmetic, kMul}},
-      {"div", {BinaryKind::FloatOnly, kDiv}},
+      {"div", {BinaryKind::FloatOnly, 0, &launch_float_binary<math::Div>}},
+      {"logaddexp", {BinaryKind::FloatOnly, 0, &launch_float_binary<math::LogAddExp>}},
+      {"hypot", {BinaryKind::FloatOnly, 0, &launch_float_binary<math::Hypot>}},
       {"pow", {BinaryKind::Power, kPow}},
       {"maximum", {BinaryKind::Extremum, kMaximum}},
       {"minimum", {BinaryKind::Extremum, kMinimum}},
@@ -50,16 +77,6 @@ const std::unordered_map<std::string, BinaryEntry>& binary_table() {
       {"bitwise_xor", {BinaryKind::Bitwise, static_cast<int>(math::BitOp::Xor)}},
   };
   return table;
-}
-
-template <typename T>
-Arg<T> arg_of(const ArrayOrScalar& x) {
-  return x.array ? Arg<T>::of(*x.array) : Arg<T>::value(scalar_to_compute<T>(x.scalar));
-}
-
-template <typename T, typename Out, typename F>
-void run_binary(const F& f, const DeviceArray& out, const ArrayOrScalar& a, const ArrayOrScalar& b) {
-  launch_map<Out, vectorize<F>()>(f, out, arg_of<T>(a), arg_of<T>(b));
 }
 
 // The operand with its array in `dtype` (a cast copy if it is in another).
@@ -111,10 +128,7 @@ DeviceArray binary(const std::string& op, const ArrayOrScalar& a_in, const Array
       });
       break;
     case BinaryKind::FloatOnly:
-      dispatch_floating(dtype, name, [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        run_binary<T, T>(math::Div{}, out, a, b);
-      });
+      found->second.float_launcher(dtype, name, out, a, b);
       break;
     case BinaryKind::Power:
       dispatch_numeric(dtype, name, [&](auto tag) {

@@ -36,6 +36,7 @@ template <typename C> ADCUDA_HD C log10_(C x) { if constexpr (std::is_same_v<C, 
 template <typename C> ADCUDA_HD C pow_(C x, C y) { if constexpr (std::is_same_v<C, float>) return ::powf(x, y); else return ::pow(x, y); }
 template <typename C> ADCUDA_HD C fmod_(C x, C y) { if constexpr (std::is_same_v<C, float>) return ::fmodf(x, y); else return ::fmod(x, y); }
 template <typename C> ADCUDA_HD C copysign_(C x, C y) { if constexpr (std::is_same_v<C, float>) return ::copysignf(x, y); else return ::copysign(x, y); }
+template <typename C> ADCUDA_HD C hypot_(C x, C y) { if constexpr (std::is_same_v<C, float>) return ::hypotf(x, y); else return ::hypot(x, y); }
 
 template <typename C>
 ADCUDA_HD bool is_nan(C x) {
@@ -175,6 +176,21 @@ struct Add { template <typename C> ADCUDA_HD C operator()(C a, C b) const { retu
 struct Sub { template <typename C> ADCUDA_HD C operator()(C a, C b) const { return wrapping_sub(a, b); } };
 struct Mul { template <typename C> ADCUDA_HD C operator()(C a, C b) const { return wrapping_mul(a, b); } };
 struct Div { template <typename C> ADCUDA_HD C operator()(C a, C b) const { return a / b; } };
+
+// log(exp(a) + exp(b)) without overflow, as NumPy's npy_logaddexp: the larger operand plus
+// log1p(exp(-|a - b|)); equal operands (infinities included) give a + log 2; NaN propagates.
+struct LogAddExp {
+  template <typename C> ADCUDA_HD C operator()(C a, C b) const {
+    if (a == b) return a + C(0.69314718055994530942);
+    const C d = a - b;
+    if (d > C(0)) return a + log1p_(exp_(-d));
+    if (d <= C(0)) return b + log1p_(exp_(d));
+    return d;  // NaN
+  }
+};
+
+// sqrt(a^2 + b^2) without overflow or underflow of the squares (the C library's hypot).
+struct Hypot { template <typename C> ADCUDA_HD C operator()(C a, C b) const { return hypot_(a, b); } };
 
 // Integers to non-negative integer powers by squaring (the host rejects negative exponents first).
 struct Pow {

@@ -18,7 +18,7 @@ from adcuda.amp import GradScaler, autocast
 from adcuda.optim import SGD, AdamW
 
 F16, F32 = adcuda.float16, adcuda.float32
-autocast_module = importlib.import_module("adcuda.amp.autocast")
+autocast_module = importlib.import_module("adcuda.ops.autocast")  # where the regions and the cast cache live
 
 
 @pytest.fixture(autouse=True)

@@ -3,9 +3,9 @@
 The engine is small in spirit (micrograd's idea: a backward rule per op, run in reverse dependency
 order), but iterative, hookable and careful about saved values.
 """
-from ..errors import AutogradError, fmt_shape
+from . import tensor_methods  # noqa: F401 (attaches backward, grad_fn, hooks, ... to Tensor)
 from .anomaly import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
-from .engine import run_backward
+from .api import backward, grad
 from .function import Function, FunctionCtx
 from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
@@ -14,81 +14,3 @@ from .graph import Node
 __all__ = ["backward", "grad", "Function", "FunctionCtx", "gradcheck", "gradgradcheck", "no_grad",
            "enable_grad", "set_grad_enabled", "is_grad_enabled", "detect_anomaly",
            "set_detect_anomaly", "is_anomaly_enabled", "GradcheckError", "Node"]
-
-
-def _as_list(x):
-    if x is None:
-        return None
-    from ..tensor import Tensor
-    return [x] if isinstance(x, Tensor) else list(x)
-
-
-def _root_grads(op, outputs, grad_outputs):
-    from ..factories import ones_like
-    from ..tensor import Tensor
-    grads = []
-    for i, out in enumerate(outputs):
-        g = grad_outputs[i] if grad_outputs is not None and i < len(grad_outputs) else None
-        if g is None:
-            if out.numel() != 1:
-                raise AutogradError(f"{op}: grad can be implicitly created only for scalar outputs; output "
-                                    f"{i} has shape {fmt_shape(out.shape)}, pass gradient= explicitly")
-            if not out.dtype.is_floating_point:
-                raise AutogradError(f"{op}: grad can be implicitly created only for real scalar outputs, "
-                                    f"got {out.dtype}")
-            g = ones_like(out)
-        elif not isinstance(g, Tensor):
-            from ..factories import tensor
-            g = tensor(g, dtype=out.dtype, device=out.device)
-        if tuple(g.shape) != tuple(out.shape):
-            raise AutogradError(f"{op}: mismatch in shape: grad_output[{i}] has a shape of "
-                                f"{fmt_shape(g.shape)} and output[{i}] has a shape of {fmt_shape(out.shape)}")
-        if g.device != out.device:
-            raise AutogradError(f"{op}: grad_output[{i}] is on {g.device} but output[{i}] is on {out.device}")
-        grads.append(g)
-    return grads
-
-
-def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
-    """Accumulate d(tensors)/d(leaf) into each leaf's ``.grad``."""
-    tensors = _as_list(tensors)
-    grad_tensors = _as_list(grad_tensors)
-    for i, t in enumerate(tensors):
-        if not t.requires_grad:
-            raise AutogradError(f"backward: element {i} of tensors does not require grad and does not "
-                                "have a grad_fn")
-    if retain_graph is None:
-        retain_graph = create_graph
-    grads = _root_grads("backward", tensors, grad_tensors)
-    if inputs is not None:
-        inputs = _as_list(inputs)
-        captured = run_backward(tensors, grads, retain_graph, create_graph, capture=inputs, allow_unused=True)
-        for t, g in zip(inputs, captured):
-            if g is not None:
-                g = g if create_graph else g.detach()
-                t.grad = g if t.grad is None else t.grad + g
-        return
-    run_backward(tensors, grads, retain_graph, create_graph)
-
-
-def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=False,
-         only_inputs=True, materialize_grads=False):
-    """The gradients of ``outputs`` w.r.t. ``inputs`` (returned, not accumulated)."""
-    outputs = _as_list(outputs)
-    inputs = _as_list(inputs)
-    single = False
-    grad_outputs = _as_list(grad_outputs)
-    for i, t in enumerate(outputs):
-        if not t.requires_grad:
-            raise AutogradError(f"grad: element {i} of tensors does not require grad and does not have a grad_fn")
-    if retain_graph is None:
-        retain_graph = create_graph
-    roots = _root_grads("grad", outputs, grad_outputs)
-    result = run_backward(outputs, roots, retain_graph, create_graph, capture=inputs,
-                          allow_unused=allow_unused or materialize_grads)
-    if materialize_grads:
-        from ..factories import zeros_like
-        result = tuple(g if g is not None else zeros_like(x) for g, x in zip(result, inputs))
-    if not create_graph:
-        result = tuple(g.detach() if g is not None else None for g in result)
-    return result

@@ -5,6 +5,11 @@ import threading
 import traceback
 
 _state = threading.local()
+_lock = threading.Lock()
+_enabled_threads = 0
+# True while some thread has anomaly mode on: recording a node reads this one global and looks at
+# its own thread's mode only then.
+enabled_somewhere = False
 
 
 def is_anomaly_enabled():
@@ -12,7 +17,13 @@ def is_anomaly_enabled():
 
 
 def set_detect_anomaly(mode):
-    _state.enabled = bool(mode)
+    global _enabled_threads, enabled_somewhere
+    mode = bool(mode)
+    if mode != is_anomaly_enabled():
+        with _lock:
+            _enabled_threads += 1 if mode else -1
+            enabled_somewhere = _enabled_threads > 0
+    _state.enabled = mode
 
 
 class detect_anomaly:

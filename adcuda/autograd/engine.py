@@ -7,58 +7,96 @@
    its tensor hooks, calls its backward rule (with grad mode = ``create_graph``, so backward rules
    written with differentiable ops give higher-order gradients) and hands the results on.
 """
+from .. import dtypes as dt
 from ..errors import AutogradError
+from ..tensor import Tensor, primitives
 from . import anomaly
-from .grad_mode import is_grad_enabled, _set_enabled
-from .graph import FREED_MESSAGE, AccumulateGrad, take_grad_for_leaf
+from .grad_mode import _set_enabled, is_grad_enabled
+from .graph import FREED_MESSAGE, AccumulateGrad, edge_of, take_grad_for_leaf, version_counter
 
-# Set by adcuda.profiler while it emits NVTX ranges or records a profile: backward rules and leaf
-# accumulations then run as ``backward_observer(node, fn, *args)``, which calls ``fn(*args)`` in a range.
+# Set through ``set_backward_observer`` by the profiler while it emits NVTX ranges or records a
+# profile: backward rules and leaf accumulations then run as ``backward_observer(node, fn, *args)``,
+# which calls ``fn(*args)`` in a range.
 backward_observer = None
+
+
+def set_backward_observer(observer):
+    """Install ``observer(node, fn, *args)`` (or None); returns the previous one."""
+    global backward_observer
+    previous, backward_observer = backward_observer, observer
+    return previous
 
 
 def _collect(roots, capture_nodes):
     """Which nodes lead to something useful (a leaf's .grad or a captured input), and, among those
-    whose backward rule must run, how many edges from running nodes point at each node."""
+    whose backward rule must run, how many edges from running nodes point at each node. One
+    depth-first walk: a node is settled after its inputs' nodes (the graph is acyclic)."""
     needed = {}
+    deps = {}
+    runs = set()
     stack = [(node, False) for node in roots]
-    visited = set()
     while stack:
         node, expanded = stack.pop()
         if expanded:
-            if capture_nodes is None:
-                useful = isinstance(node, AccumulateGrad)
-            else:
-                useful = node in capture_nodes
+            if node in needed:
+                continue
+            useful = node in capture_nodes if capture_nodes is not None else node.__class__ is AccumulateGrad
             for edge in node.next_edges:
-                if edge is not None and needed.get(edge[0]):
+                if edge is not None and needed[edge[0]]:
                     useful = True
-                    break
+                    child = edge[0]
+                    deps[child] = deps.get(child, 0) + 1
+                    runs.add(node)
             needed[node] = useful
             continue
-        if node in visited:
+        if node in needed:
             continue
-        visited.add(node)
         stack.append((node, True))
         for edge in node.next_edges:
-            if edge is not None and edge[0] not in visited:
+            if edge is not None and edge[0] not in needed:
                 stack.append((edge[0], False))
-    deps = {}
-    runs = set()
-    for node, useful in needed.items():
-        if not useful:
-            continue
-        for edge in node.next_edges:
-            if edge is not None and needed[edge[0]]:
-                deps[edge[0]] = deps.get(edge[0], 0) + 1
-                runs.add(node)
     return deps, needed, runs
 
 
+def _count_inputs(roots):
+    """For backward into the leaves (no captured inputs): how many edges point at each node reached
+    from ``roots``. Every recorded node leads to a leaf's AccumulateGrad (a node is recorded only for
+    an input that takes part in the graph), so every node reached is needed and runs: one walk."""
+    deps = {}
+    stack = list(roots)
+    while stack:
+        node = stack.pop()
+        for edge in node.next_edges:
+            if edge is not None:
+                child = edge[0]
+                count = deps.get(child)
+                if count is None:
+                    deps[child] = 1
+                    stack.append(child)
+                else:
+                    deps[child] = count + 1
+    return deps
+
+
+def _all_finite(t):
+    bk = primitives(t)
+    finite = bk.binary("eq", t._data, t._data, t.dtype)  # NaN != NaN
+    bounded = bk.binary("lt", bk.unary("abs", t._data), float("inf"), t.dtype)
+    every_dim = tuple(range(t._data.ndim))  # the seam's reduce takes its axes as a tuple, on every backend
+    return bool(bk.to_numpy(bk.reduce("all", bk.binary("logical_and", finite, bounded, dt.bool_),
+                                      every_dim, False)))
+
+
+def _add_into(grad, g):
+    """``grad += g`` on the arrays, outside the graph (accumulation into an existing ``.grad``)."""
+    bk = primitives(grad)
+    bk.copy_(grad._data, bk.binary("add", grad._data, g._data, grad.dtype))
+    version_counter(grad).value += 1
+
+
 def _check_anomaly(node, results):
-    from ..tensor import Tensor
     for i, g in enumerate(results):
-        if isinstance(g, Tensor) and g.dtype.is_floating_point and not g._all_finite():
+        if isinstance(g, Tensor) and g.dtype.is_floating_point and not _all_finite(g):
             raise AutogradError(f"Function '{node.name}' returned nan or inf values in its {i}th output."
                                 + _where_created(node))
 
@@ -106,7 +144,7 @@ def _accumulate_into_leaf(node, grads, create_graph):
     elif leaf.grad is None:
         leaf.grad = g.detach().contiguous() if exclusive else g.detach().clone()
     else:
-        leaf.grad._add_inplace_data(g)
+        _add_into(leaf.grad, g)
 
 
 def _call_backward(node, grads, check):
@@ -126,25 +164,6 @@ def _call_backward(node, grads, check):
     return results
 
 
-def _hand_on(node, results, buffers, deps, needed, ready):
-    """Give each input's gradient to the node it flows into; queue the nodes that have them all."""
-    for edge, g in zip(node.next_edges, results):
-        if edge is None:
-            continue
-        child, nr = edge
-        if not needed.get(child):
-            continue
-        if g is not None:
-            buf = buffers.get(child)
-            if buf is None:
-                buf = buffers[child] = [None] * child.num_outputs
-            buf[nr] = g if buf[nr] is None else buf[nr] + g
-        remaining = deps[child] - 1
-        deps[child] = remaining
-        if remaining == 0:
-            ready.append(child)
-
-
 def run_backward(roots, root_grads, retain_graph, create_graph, capture=None, allow_unused=False):
     """Backpropagate ``root_grads`` from ``roots`` (tensors).
 
@@ -154,7 +173,7 @@ def run_backward(roots, root_grads, retain_graph, create_graph, capture=None, al
     root_nodes = []
     buffers = {}
     for t, g in zip(roots, root_grads):
-        node, nr = t._edge()
+        node, nr = edge_of(t) or (None, 0)
         if node is None:
             raise AutogradError("element 0 of tensors does not require grad and does not have a grad_fn")
         root_nodes.append(node)
@@ -165,11 +184,14 @@ def run_backward(roots, root_grads, retain_graph, create_graph, capture=None, al
     if capture is not None:
         capture_map = {}
         for i, t in enumerate(capture):
-            node, nr = t._edge()
+            node, nr = edge_of(t) or (None, 0)
             if node is None:
                 raise AutogradError(f"autograd.grad: input {i} does not require grad")
             capture_map.setdefault(node, []).append((nr, i))
-    deps, needed, runs = _collect(root_nodes, capture_map)
+    if capture_map is None:
+        deps, runs = _count_inputs(dict.fromkeys(root_nodes)), None
+    else:
+        deps, _, runs = _collect(root_nodes, capture_map)
     captured = [None] * (len(capture) if capture is not None else 0)
 
     ready = [n for n in dict.fromkeys(root_nodes) if deps.get(n, 0) == 0]
@@ -180,28 +202,56 @@ def run_backward(roots, root_grads, retain_graph, create_graph, capture=None, al
         while ready:
             node = ready.pop()
             grads = buffers.pop(node, None) or [None] * node.num_outputs
-            _run_hooks(node, grads)
+            if node.__class__ is AccumulateGrad:
+                leaf = node.variable
+                if leaf is not None and leaf._hooks:
+                    _run_hooks(node, grads)
+                if capture_map is not None:
+                    if node in capture_map:
+                        for nr, i in capture_map[node]:
+                            captured[i] = grads[nr]
+                elif backward_observer is None:
+                    _accumulate_into_leaf(node, grads, create_graph)
+                else:
+                    backward_observer(node, _accumulate_into_leaf, node, grads, create_graph)
+                continue
+            if node.pre_hooks or node.retain_hooks:
+                _run_hooks(node, grads)
             if capture_map is not None and node in capture_map:
                 for nr, i in capture_map[node]:
                     captured[i] = grads[nr]
-            if isinstance(node, AccumulateGrad):
-                if capture_map is None:
-                    if backward_observer is None:
-                        _accumulate_into_leaf(node, grads, create_graph)
-                    else:
-                        backward_observer(node, _accumulate_into_leaf, node, grads, create_graph)
+            if runs is not None and node not in runs:
                 continue
-            if node not in runs:
-                continue
-            if all(g is None for g in grads):
+            if grads[0] is None and (len(grads) == 1 or all(g is None for g in grads)):
                 results = (None,) * len(node.next_edges)
             else:
-                results = _call_backward(node, grads, check)
+                if check or backward_observer is not None or node._released:
+                    results = _call_backward(node, grads, check)
+                else:
+                    results = node.backward_fn(node, *grads)
+                    if results.__class__ is not list and results.__class__ is not tuple:
+                        results = (results,)
                 if not retain_graph:
                     node.release()
             # drop our references, so a gradient that reaches a leaf unshared can become its .grad
             grads = None
-            _hand_on(node, results, buffers, deps, needed, ready)
+            # hand each input's gradient to the node it flows into; queue the nodes that have them all
+            for edge, g in zip(node.next_edges, results):
+                if edge is None:
+                    continue
+                child = edge[0]
+                remaining = deps.get(child)
+                if remaining is None:  # leads to nothing that wants a gradient
+                    continue
+                if g is not None:
+                    buf = buffers.get(child)
+                    if buf is None:
+                        buf = buffers[child] = [None] * child.num_outputs
+                    nr = edge[1]
+                    buf[nr] = g if buf[nr] is None else buf[nr] + g
+                if remaining == 1:
+                    ready.append(child)
+                deps[child] = remaining - 1
             results = None
     finally:
         _set_enabled(prev_mode)

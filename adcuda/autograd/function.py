@@ -1,6 +1,10 @@
 """``adcuda.autograd.Function``: user-defined ops with ``forward(ctx, ...)`` and ``backward(ctx, grad)``."""
+import weakref
+
 from ..errors import AutogradError, fmt_shape
+from ..tensor import Tensor, primitives_on
 from .grad_mode import no_grad
+from .graph import Node, edge_of, needs_grad, set_history, sum_to_shape
 
 
 class FunctionCtx:
@@ -62,10 +66,6 @@ class Function(metaclass=FunctionMeta):
 
     @classmethod
     def apply(cls, *args, **kwargs):
-        import weakref
-        from ..tensor import Tensor
-        from ..ops._core import edge, needs_grad
-        from .graph import Node
         ctx = FunctionCtx()
         tensor_args = [a for a in args if isinstance(a, Tensor)]
         recording = needs_grad(*tensor_args)
@@ -93,18 +93,14 @@ class Function(metaclass=FunctionMeta):
 
         def backward(node, *grads):
             if ctx.materialize_grads:
-                from ..factories import zeros
-                grads = tuple(zeros(m[0], dtype=m[1], device=m[2]) if g is None and m is not None else g
-                              for g, m in zip(grads, out_meta))
+                grads = tuple(_zeros(m) if g is None and m is not None else g for g, m in zip(grads, out_meta))
             result = cls.backward(ctx, *grads)
             return _check_grads(name, result, arg_meta)
 
-        node = Node(name, tuple(edge(a) if isinstance(a, Tensor) else None for a in args), backward,
-                    len(outputs))
+        node = Node(name, tuple(edge_of(a) for a in args), backward, len(outputs))
         for i, (o, diff) in enumerate(zip(outputs, differentiable)):
             if diff:
-                o.grad_fn = node
-                o._output_nr = i
+                set_history(o, node, i)
         if ctx._to_save:
             node.save(ctx._to_save, [o for o, d in zip(outputs, differentiable) if d])
             ctx._to_save = ()
@@ -113,11 +109,14 @@ class Function(metaclass=FunctionMeta):
         return tuple(outputs) if is_tuple else outputs[0]
 
 
+def _zeros(meta):
+    shape, dtype, device = meta
+    return Tensor._make(primitives_on(device).full(shape, 0, dtype), device)
+
+
 def _check_grads(name, result, arg_meta):
     """PyTorch's checks on what a custom backward returned: one gradient per forward argument,
     None for non-tensor arguments, a shape the argument broadcasts to (then summed back)."""
-    from ..tensor import Tensor
-    from ..ops._core import sum_to_shape
     if not isinstance(result, tuple):
         result = (result,)
     n = len(arg_meta)

@@ -2,11 +2,17 @@
 import functools
 import threading
 
-_state = threading.local()
+
+class _GradState(threading.local):
+    enabled = True  # each thread starts with gradients recorded
+
+
+# The dispatch point reads ``state.enabled`` directly on every op call.
+state = _state = _GradState()
 
 
 def is_grad_enabled():
-    return getattr(_state, "enabled", True)
+    return _state.enabled
 
 
 def _set_enabled(mode):

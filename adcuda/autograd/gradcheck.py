@@ -3,9 +3,15 @@
 Central differences in float64 against the analytical Jacobian, column by column (one backward per
 output element, one pair of forwards per input element), like PyTorch's slow mode.
 """
+import warnings
+
 import numpy as np  # host-side Jacobian bookkeeping for the check itself
 
+from .. import dtypes
 from ..errors import AutogradError
+from ..random import default_generator
+from ..tensor import Tensor, primitives_on
+from .api import grad as autograd_grad
 
 
 class GradcheckError(AutogradError):
@@ -17,12 +23,10 @@ def _as_tuple(x):
 
 
 def _differentiable(inputs):
-    from ..tensor import Tensor
     return [i for i, t in enumerate(inputs) if isinstance(t, Tensor) and t.requires_grad]
 
 
 def _outputs(fn, inputs):
-    from ..tensor import Tensor
     return [o for o in _as_tuple(fn(*inputs)) if isinstance(o, Tensor) and o.dtype.is_floating_point]
 
 
@@ -50,18 +54,28 @@ def _numerical_jacobian(fn, inputs, idx, eps):
     return jac
 
 
+def _filled(shape, value, dtype, device):
+    return Tensor._make(primitives_on(device).full(shape, value, dtype), device)
+
+
+def _randn(shape, dtype, device):
+    n = 1
+    for s in shape:
+        n *= s
+    seed, offset = default_generator.next_offset(n)
+    return Tensor._make(primitives_on(device).randn(shape, dtype, seed, offset), device)
+
+
 def _analytical_jacobian(fn, inputs, idx):
-    from .. import autograd
-    from ..factories import zeros_like
     outs = _outputs(fn, inputs)
     jac = [[np.zeros((inputs[k].numel(), o.numel())) for o in outs] for k in idx]
     for oi, o in enumerate(outs):
         if not o.requires_grad:
             continue
         for j in range(o.numel()):
-            seed = zeros_like(o)
+            seed = _filled(tuple(o.shape), 0, o.dtype, o.device)
             seed.view(-1)[j] = 1.0 if o.numel() else 0.0
-            grads = autograd.grad([o], [inputs[k] for k in idx], [seed], retain_graph=True, allow_unused=True)
+            grads = autograd_grad([o], [inputs[k] for k in idx], [seed], retain_graph=True, allow_unused=True)
             for col, g in zip(jac, grads):
                 if g is not None:
                     col[oi][:, j] = g.detach().numpy().astype(np.float64).ravel()
@@ -71,15 +85,12 @@ def _analytical_jacobian(fn, inputs, idx):
 def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True, nondet_tol=0.0,
               check_undefined_grad=True):
     """True if analytical and numerical Jacobians of ``func`` at ``inputs`` agree."""
-    from ..tensor import Tensor
     inputs = _as_tuple(inputs)
     idx = _differentiable(inputs)
     if not idx:
         raise GradcheckError("gradcheck: at least one input tensor must require grad")
     for k in idx:
-        from .. import dtypes
         if inputs[k].dtype is not dtypes.float64:
-            import warnings
             warnings.warn(f"gradcheck: input {k} is {inputs[k].dtype}, not float64; the check may fail "
                           "from rounding alone", stacklevel=2)
     numerical = _numerical_jacobian(func, inputs, idx, eps)
@@ -100,22 +111,18 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
 def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=1e-3,
                   raise_exception=True, gen_non_contig_grad_outputs=False):
     """gradcheck of the function ``inputs, grad_outputs -> d(outputs)/d(inputs) . grad_outputs``."""
-    from .. import autograd
-    from ..factories import randn
-    from .. import dtypes
-    from ..tensor import Tensor
     inputs = _as_tuple(inputs)
     idx = _differentiable(inputs)
     outs = _outputs(func, inputs)
     if grad_outputs is None:
-        grad_outputs = tuple(randn(tuple(o.shape), dtype=dtypes.float64, requires_grad=True) for o in outs)
+        grad_outputs = tuple(_randn(tuple(o.shape), dtypes.float64, o.device).requires_grad_() for o in outs)
     grad_outputs = _as_tuple(grad_outputs)
     n_in = len(inputs)
 
     def first_derivative(*args):
         xs, gs = args[:n_in], args[n_in:]
         ys = _outputs(func, xs)
-        grads = autograd.grad(ys, [xs[k] for k in idx], list(gs), create_graph=True, allow_unused=True)
+        grads = autograd_grad(ys, [xs[k] for k in idx], list(gs), create_graph=True, allow_unused=True)
         return tuple(g for g in grads if g is not None)
 
     return gradcheck(first_derivative, tuple(inputs) + tuple(grad_outputs), eps=eps, atol=atol, rtol=rtol,

@@ -1,11 +1,18 @@
 """Graph nodes: one per recorded op (or per custom ``Function`` call), plus ``AccumulateGrad`` for
 leaves. A node keeps its backward rule, the edges to the nodes of its inputs, and the values saved
-for backward, checked against the tensors' version counters when they are unpacked."""
+for backward, checked against the tensors' version counters when they are unpacked.
+
+Also here: what recording needs from a tensor (``needs_grad``, ``edge_of``), and ``record`` for the
+few nodes that are not registry ops (custom Functions, in-place bookkeeping such as CopySlices).
+"""
 import itertools
 import sys
+import weakref
 
-from ..errors import AutogradError, fmt_shape
+from ..errors import AutogradError, ShapeError, fmt_shape
+from ..tensor import Tensor, version_counter, version_of  # noqa: F401 (version_counter: for autograd and ops)
 from . import anomaly
+from .grad_mode import is_grad_enabled
 
 _sequence = itertools.count()
 
@@ -15,10 +22,27 @@ FREED_MESSAGE = (
     ".backward() or autograd.grad(). Specify retain_graph=True if you need to backward through the "
     "graph a second time or if you need to access saved tensors after calling backward.")
 
+# Set by the profiler while it links backward ranges to forward ops: called with every new node.
+_node_observer = None
+
+
+def set_node_observer(observer):
+    """Install ``observer(node)`` (or None); returns the previous one."""
+    global _node_observer
+    previous, _node_observer = _node_observer, observer
+    return previous
+
 
 class Node:
-    __slots__ = ("name", "next_edges", "backward_fn", "num_outputs", "seq", "trace", "_saved",
-                 "_released", "pre_hooks", "retain_hooks", "ctx", "__weakref__")
+    """A recorded op. ``backward_fn(node, *grads)`` returns one gradient (or None) per entry of
+    ``next_edges``. Rarely set fields (hooks, the anomaly trace, a Function's ctx) are class-level
+    defaults, so recording a node writes only what it must."""
+    _saved = None
+    _released = False
+    pre_hooks = None
+    retain_hooks = None
+    ctx = None
+    trace = None
 
     def __init__(self, name, next_edges, backward_fn, num_outputs=1):
         self.name = name
@@ -26,12 +50,10 @@ class Node:
         self.backward_fn = backward_fn
         self.num_outputs = num_outputs
         self.seq = next(_sequence)
-        self.trace = anomaly.forward_trace() if anomaly.is_anomaly_enabled() else None
-        self._saved = None
-        self._released = False
-        self.pre_hooks = None
-        self.retain_hooks = None
-        self.ctx = None
+        if anomaly.enabled_somewhere and anomaly.is_anomaly_enabled():
+            self.trace = anomaly.forward_trace()
+        if _node_observer is not None:
+            _node_observer(self)
 
     def __repr__(self):
         return f"<{self.name} object>"
@@ -42,17 +64,8 @@ class Node:
 
     # ------------------------------------------------------------------ saved values
     def save(self, tensors, outputs=()):
-        """Keep ``tensors`` for backward. An op's own output is kept as its data and version counter
-        (not the Tensor, which would make a reference cycle) and rebuilt on unpack."""
-        saved = []
-        for t in tensors:
-            if t is None:
-                saved.append(None)
-            elif any(t is o for o in outputs):
-                saved.append((None, t._data, t._version, t._version.value, t._device, t._output_nr))
-            else:
-                saved.append((t, None, t._version, t._version.value, None, 0))
-        self._saved = saved
+        """Keep ``tensors`` for backward (see ``pack``)."""
+        self._saved = [pack(t, outputs) for t in tensors]
 
     @property
     def saved_tensors(self):
@@ -60,29 +73,7 @@ class Node:
             raise AutogradError(FREED_MESSAGE)
         if self._saved is None:
             return ()
-        from ..tensor import Tensor
-        out = []
-        for item in self._saved:
-            if item is None:
-                out.append(None)
-                continue
-            tensor, data, version, expected, device, output_nr = item
-            if version.value != expected:
-                shape = tensor.shape if tensor is not None else data.shape
-                raise AutogradError(
-                    "one of the variables needed for gradient computation has been modified by an "
-                    f"inplace operation: [{'output' if tensor is None else 'input'} of shape "
-                    f"{fmt_shape(shape)}], which is saved by {self.name}, is at version "
-                    f"{version.value}; expected version {expected} instead. Hint: enable anomaly "
-                    "detection to find the forward call that produced it, or clone() the value "
-                    "before changing it in place.")
-            if tensor is None:
-                tensor = Tensor._make(data, device)
-                tensor._version = version
-                tensor.grad_fn = self
-                tensor._output_nr = output_nr
-            out.append(tensor)
-        return tuple(out)
+        return tuple(unpack(item, self) for item in self._saved)
 
     def release(self):
         if self._saved is not None:
@@ -104,12 +95,26 @@ class Node:
 
 
 class AccumulateGrad(Node):
-    """The sink of a leaf tensor: sums the gradients that reach it into ``.grad``."""
-    __slots__ = ("variable",)
+    """The sink of a leaf tensor: sums the gradients that reach it into ``.grad``. The leaf owns it
+    (``Tensor._accumulator``) and it refers to the leaf weakly, so it lives as long as the leaf and
+    no graph has to make it again; it keeps no leaf alive."""
+    name = "AccumulateGrad"
+    next_edges = ()
+    backward_fn = None
+    num_outputs = 1
+    seq = -1  # no sequence number, as PyTorch's: it links no forward op to a backward range
 
     def __init__(self, variable):
-        super().__init__("AccumulateGrad", (), None)
-        self.variable = variable
+        self._variable = weakref.ref(variable)
+        if anomaly.enabled_somewhere and anomaly.is_anomaly_enabled():
+            self.trace = anomaly.forward_trace()
+        if _node_observer is not None:
+            _node_observer(self)
+
+    @property
+    def variable(self):
+        """The leaf, or None once it is gone."""
+        return self._variable()
 
 
 class RemovableHandle:
@@ -130,6 +135,118 @@ class RemovableHandle:
         self.remove()
 
 
+# ----------------------------------------------------------------------------------------------
+# saved values
+def pack(t, outputs=()):
+    """A value kept for backward. A tensor records its version counter's value now (unpacking
+    checks it); an op's own output is kept as its data and counter, not as the Tensor, which would
+    make a reference cycle through its grad_fn, and is rebuilt on unpack. Other values (Python
+    scalars, None) are kept as they are."""
+    if t.__class__ is not Tensor:
+        return (None, t)
+    vc = version_counter(t)
+    for o in outputs:
+        if t is o:
+            return (vc, vc.value, None, t._data, t._device, t._output_nr)
+    return (vc, vc.value, t)
+
+
+def unpack(item, node):
+    vc = item[0]
+    if vc is None:
+        return item[1]
+    if vc.value != item[1]:
+        tensor = item[2]
+        shape = tensor.shape if tensor is not None else item[3].shape
+        raise AutogradError(
+            "one of the variables needed for gradient computation has been modified by an "
+            f"inplace operation: [{'output' if tensor is None else 'input'} of shape "
+            f"{fmt_shape(shape)}], which is saved by {node.name}, is at version "
+            f"{vc.value}; expected version {item[1]} instead. Hint: enable anomaly "
+            "detection to find the forward call that produced it, or clone() the value "
+            "before changing it in place.")
+    tensor = item[2]
+    if tensor is None:
+        tensor = Tensor._make(item[3], item[4])
+        tensor._vc = vc
+        tensor._grad_fn = node
+        tensor._output_nr = item[5]
+    return tensor
+
+
+# ----------------------------------------------------------------------------------------------
+# recording
+def requires_grad(t):
+    """Whether ``t`` (a Tensor) takes part in the graph: a leaf that requires grad, or a computed
+    value (a view whose base gained history since it was made counts too)."""
+    return t._requires_grad or t._grad_fn is not None or (t._base is not None and t.grad_fn is not None)
+
+
+def needs_grad(*tensors):
+    """Whether an op on ``tensors`` (any values; non-tensors ignored) must record a node."""
+    if not is_grad_enabled():
+        return False
+    for t in tensors:
+        if t.__class__ is Tensor and (t._requires_grad or t._grad_fn is not None
+                                      or (t._base is not None and t.grad_fn is not None)):
+            return True
+    return False
+
+
+def edge_of(t):
+    """(node, output index) that gradients for ``t`` flow into, or None where it takes none."""
+    if t.__class__ is not Tensor:
+        return None
+    node = t.grad_fn if t._base is not None else t._grad_fn
+    if node is not None:
+        return (node, t._output_nr)
+    if t._requires_grad:
+        acc = t._accumulator
+        if acc is None:
+            acc = t._accumulator = AccumulateGrad(t)
+        return (acc, 0)
+    return None
+
+
+def set_history(out, node, output_nr=0):
+    out._grad_fn = node
+    out._output_nr = output_nr
+    if out._view_version is not None:
+        out._view_version = version_of(out)
+
+
+def record(name, out, inputs, backward, saved=(), outputs=None):
+    """Make ``out`` (or each of ``outputs``) the result of a node called ``name`` whose backward is
+    ``backward(node, *grads)``, returning one gradient per entry of ``inputs``; it reads what it
+    saved from ``node.saved_tensors``. For the nodes that are not registry ops."""
+    outs = outputs if outputs is not None else (out,)
+    node = Node(name, tuple(edge_of(t) for t in inputs), backward, len(outs))
+    if saved:
+        node.save(saved, outs)
+    for i, o in enumerate(outs):
+        set_history(o, node, i)
+    return node
+
+
+def sum_to_shape(g, shape):
+    """Undo broadcasting: sum ``g`` over the dims that were broadcast to reach ``shape``."""
+    gshape = g._data.shape
+    shape = tuple(shape)
+    if gshape == shape:
+        return g
+    lead = len(gshape) - len(shape)
+    if lead < 0 or any(n != 1 and n != m for n, m in zip(shape, gshape[lead:])):
+        raise ShapeError(f"sum_to_shape: a gradient of shape {fmt_shape(gshape)} cannot be summed to "
+                         f"shape {fmt_shape(shape)}, which does not broadcast to it")
+    axes = tuple(range(lead)) + tuple(i + lead for i, n in enumerate(shape) if n == 1 and gshape[i + lead] != 1)
+    r = g.sum(axes, keepdim=True) if axes else g
+    if lead:
+        r = r.reshape(shape)
+    return r
+
+
+# ----------------------------------------------------------------------------------------------
+# whether a gradient reaching a leaf may become its .grad without a copy
 def _take_last(grads):
     g = grads.pop()
     return g, sys.getrefcount(g), sys.getrefcount(g._data)

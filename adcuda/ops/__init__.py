@@ -1,5 +1,32 @@
-"""Every op: forward (a primitive call) and backward rule, in one place per op.
+"""Every op, declared once in the registry (``registry.py``) by the module of its family, and called
+through one dispatch point (``dispatch.py``).
 
-Importing this package attaches the ops to ``Tensor`` as methods and operators.
+Importing this package declares the ops and attaches their Tensor forms (methods, in-place forms,
+operators, properties); ``adcuda`` and ``adcuda.nn.functional`` export their function forms.
 """
-from . import conversion, elementwise, indexing, inplace, linalg, nn_ops, reduction, shape, sorting  # noqa: F401
+from ..tensor import Tensor
+
+# importing a family module declares its ops
+from . import (
+    attention,
+    autocast,
+    conversion,
+    elementwise,
+    embedding,
+    factories,
+    foreach,
+    indexing,
+    inplace,
+    linalg,
+    norm,
+    random,
+    reduction,
+    shape,
+    softmax_loss,
+    sorting,
+)
+from .registry import all_ops, functional_forms, functions, get, install_methods
+
+install_methods(Tensor)
+
+__all__ = ["all_ops", "functional_forms", "functions", "get"]

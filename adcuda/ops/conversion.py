@@ -1,39 +1,58 @@
-"""Moving tensors between dtypes and devices: ``to cpu cuda float half double long int bool``."""
+"""Moving tensors between dtypes and devices: ``to cpu cuda float half bfloat16 double long int bool
+type type_as``, pinning host memory, and the Python protocols that copy tensors (pickling,
+deepcopy) or share them (DLPack, ``__cuda_array_interface__``).
+
+Forwards call the backend's storage primitives (``astype from_numpy to_numpy``)."""
+from .. import _interop, _native
 from .. import dtypes as dt
 from ..backends import backend_for
-from ..device import CPU
-from ..tensor import Tensor, to_device_and_dtype
-from ._core import method, needs_grad, record, wrap
+from ..backends import cpu as _cpu
+from ..backends.cuda_availability import check_not_forked, is_initialized, unavailable_reason
+from ..backends.pinned_host import pinned_host_array
+from ..device import CPU, as_device
+from ..errors import AutogradError, DeviceError
+from ..tensor import Tensor, primitives
+from .common import on_device, wrap
+from .factories import tensor
+from .registry import op
 
 
-def convert(t, device, dtype, non_blocking=False, op="to"):
-    """A copy of ``t`` on ``device`` in ``dtype``; differentiable (the gradient goes back the same way).
-    ``non_blocking``: a copy from pinned memory to a CUDA device is only queued on the stream."""
-    src_bk = t._backend
-    if device == t._device:
-        data = src_bk.astype(t._data, dtype)
+@op("to_copy", doc="A copy of input on device in dtype (differentiable: the gradient goes back the same way).",
+    function=False, method=False, node="ToCopyBackward0",
+    grads={"input": lambda grad, input_device, input_dtype: grad.to(input_device, input_dtype)})
+def to_copy(input, device, dtype, non_blocking=False, name="to"):
+    # ``non_blocking``: a copy from pinned memory to a CUDA device is only queued on the stream
+    src_bk = primitives(input)
+    if device == input._device:
+        data = src_bk.astype(input._data, dtype)
     elif device is CPU:
         # a device backend's to_numpy is a fresh host array (pinned): it becomes the data as it is
-        data = src_bk.to_numpy(t._data)
-        if dtype is not t.dtype:
-            data = backend_for(device, op).astype(data, dtype)
+        data = src_bk.to_numpy(input._data)
+        if dtype is not input.dtype:
+            data = backend_for(device, name).astype(data, dtype)
     else:
-        from ..cuda import device as selected_device
-        dst_bk = backend_for(device, op)
-        host = src_bk.to_numpy(t._data)
-        with selected_device(device.index):
-            data = dst_bk.from_numpy(host, t.dtype, non_blocking=True) if non_blocking else dst_bk.from_numpy(
-                host, t.dtype)
-            if dtype is not t.dtype:
+        dst_bk = backend_for(device, name)
+        host = src_bk.to_numpy(input._data)
+        with on_device(device, name):
+            data = dst_bk.from_numpy(host, input.dtype, non_blocking=True) if non_blocking else dst_bk.from_numpy(
+                host, input.dtype)
+            if dtype is not input.dtype:
                 data = dst_bk.astype(data, dtype)
-    out = wrap(data, device)
-    if needs_grad(t) and dtype.is_floating_point:
-        src_device, src_dtype = t._device, t.dtype
-        record("ToCopyBackward0", out, (t,), lambda node, g: g.to(src_device, src_dtype))
-    return out
+    return wrap(data, device)
 
 
-def to(self, *args, **kwargs):
+def to_device_and_dtype(t, device=None, dtype=None, copy=False, name="to", non_blocking=False):
+    """What ``Tensor.to``, ``cuda()``, ``cpu()``, ``float()``, ... share."""
+    device = t._device if device is None else as_device(device, name)
+    dtype = t.dtype if dtype is None else dt.as_dtype(dtype, name)
+    if device == t._device and dtype is t.dtype and not copy:
+        return t
+    return to_copy(t, device, dtype, non_blocking, name)
+
+
+@op("to", doc="input on another device and/or in another dtype (itself if nothing changes).", composite=True,
+    function=False)
+def to(input, *args, **kwargs):
     """``to(device)``, ``to(dtype)``, ``to(device, dtype)``, ``to(other)``; ``non_blocking`` and
     ``copy`` keywords as in PyTorch."""
     device = kwargs.pop("device", None)
@@ -51,33 +70,121 @@ def to(self, *args, **kwargs):
             non_blocking = a
         else:
             device = a
-    return to_device_and_dtype(self, device, dtype, copy, "to", non_blocking)
+    return to_device_and_dtype(input, device, dtype, copy, "to", non_blocking)
 
 
-method("to")(to)
-Tensor.cpu = lambda self: to_device_and_dtype(self, "cpu", None, False, "cpu")
-Tensor.cuda = lambda self, device=None, non_blocking=False: to_device_and_dtype(
-    self, "cuda" if device is None else (device if not isinstance(device, int) else f"cuda:{device}"),
-    None, False, "cuda", non_blocking)
-Tensor.float = lambda self: to_device_and_dtype(self, None, dt.float32)
-Tensor.half = lambda self: to_device_and_dtype(self, None, dt.float16)
-Tensor.bfloat16 = lambda self: to_device_and_dtype(self, None, dt.bfloat16)
-Tensor.double = lambda self: to_device_and_dtype(self, None, dt.float64)
-Tensor.long = lambda self: to_device_and_dtype(self, None, dt.int64)
-Tensor.int = lambda self: to_device_and_dtype(self, None, dt.int32)
-Tensor.bool = lambda self: to_device_and_dtype(self, None, dt.bool_)
-Tensor.type_as = lambda self, other: to_device_and_dtype(self, None, other.dtype)
+@op("cpu", doc="input on the CPU.", composite=True, function=False)
+def cpu(input):
+    return to_device_and_dtype(input, "cpu", None, False, "cpu")
+
+
+@op("cuda", doc="input on a CUDA device (the current one by default).", composite=True, function=False)
+def cuda(input, device=None, non_blocking=False):
+    target = "cuda" if device is None else (device if not isinstance(device, int) else f"cuda:{device}")
+    return to_device_and_dtype(input, target, None, False, "cuda", non_blocking)
+
+
+def _cast_op(name, dtype):
+    @op(name, doc=f"input as {dtype}.", composite=True, function=False)
+    def cast_to(input):
+        return to_device_and_dtype(input, None, dtype, False, name)
+    return cast_to
+
+
+# Tensor.float(), .half(), ...: named as_<dtype> here so that they do not shadow Python's builtins
+as_float = _cast_op("float", dt.float32)
+as_half = _cast_op("half", dt.float16)
+as_bfloat16 = _cast_op("bfloat16", dt.bfloat16)
+as_double = _cast_op("double", dt.float64)
+as_long = _cast_op("long", dt.int64)
+as_int = _cast_op("int", dt.int32)
+as_bool = _cast_op("bool", dt.bool_)
+
+
+@op("type_as", doc="input in other's dtype.", composite=True, function=False)
+def type_as(input, other):
+    return to_device_and_dtype(input, None, other.dtype)
+
 
 _TYPE_NAMES = {dt.float32: "FloatTensor", dt.float64: "DoubleTensor", dt.float16: "HalfTensor",
                dt.bfloat16: "BFloat16Tensor", dt.int32: "IntTensor", dt.int64: "LongTensor", dt.bool_: "BoolTensor"}
 
 
-def type(self, dtype=None, non_blocking=False):  # noqa: A001 (PyTorch's name)
-    """``type()`` names the tensor type (``'adcuda.FloatTensor'``); ``type(dtype)`` converts."""
+@op("type", doc="The tensor type's name ('adcuda.FloatTensor'), or with dtype, input converted to it.",
+    composite=True, function=False)
+def tensor_type(input, dtype=None, non_blocking=False):
     if dtype is None:
-        prefix = "adcuda." if self.device.type == "cpu" else "adcuda.cuda."
-        return prefix + _TYPE_NAMES[self.dtype]
-    return to_device_and_dtype(self, None, dtype, False, "type")
+        prefix = "adcuda." if input.device.type == "cpu" else "adcuda.cuda."
+        return prefix + _TYPE_NAMES[input.dtype]
+    return to_device_and_dtype(input, None, dtype, False, "type")
 
 
-method("type")(type)
+# ------------------------------------------------------------------------------------------------
+# pinned host memory
+@op("pin_memory", doc="A copy of this CPU tensor in page-locked memory (itself if it is pinned already).",
+    function=False, node="PinMemoryBackward0", grads={"input": lambda grad: grad})
+def pin_memory(input, device=None):
+    # ``.to("cuda", non_blocking=True)`` copies from pinned memory asynchronously; needs CUDA, as in PyTorch
+    if input._device is not CPU:
+        raise DeviceError(f"pin_memory: only CPU tensors can be pinned; this tensor is on {input._device}")
+    array = input._data
+    if _is_pinned_array(array):
+        return input
+    if array.size:
+        check_not_forked("pin_memory")
+        reason = unavailable_reason()
+        if reason is not None:
+            raise DeviceError(f"pin_memory: pinned (page-locked) host memory needs CUDA, which is not available: "
+                              f"{reason}")
+    pinned = pinned_host_array(array.shape, array.dtype)
+    _cpu.copy_(pinned, array)
+    return wrap(pinned, CPU)
+
+
+@op("is_pinned", doc="Whether this CPU tensor's memory is page-locked (False for CUDA tensors and without CUDA).",
+    function=False)
+def is_pinned(input, device=None):
+    return input._device is CPU and _is_pinned_array(input._data)
+
+
+def _is_pinned_array(array):
+    """Whether a host array's memory is page-locked (adcuda's pinned pool, or any other library's pinned
+    memory); False where this process has not initialised CUDA (nothing can be pinned then)."""
+    C = _native._C
+    if array.size == 0 or not is_initialized() or not hasattr(C, "PinnedMemory"):
+        return False
+    address = array.__array_interface__["data"][0]
+    return C.is_pool_pinned(address) or C.is_page_locked(address)
+
+
+# ------------------------------------------------------------------------------------------------
+# the Python protocols that copy or share a tensor (not ops: nothing to record or dispatch)
+def _reduce_ex(self, protocol):
+    return (_rebuild, (self.detach().cpu().numpy(), str(self._device), self._requires_grad))
+
+
+def _rebuild(array, device, requires_grad):
+    return tensor(array, device=device, requires_grad=requires_grad)
+
+
+def _deepcopy(self, memo):
+    if not self.is_leaf:
+        raise AutogradError("deepcopy: only Tensors created explicitly by the user (graph leaves) "
+                            "support the deepcopy protocol")
+    t = self.detach().clone()
+    t._requires_grad = self._requires_grad
+    if self.grad is not None:
+        t.grad = self.grad.detach().clone()
+    memo[id(self)] = t
+    return t
+
+
+def _dlpack(self, stream=None, *, max_version=None, dl_device=None, copy=None):
+    return _interop.to_dlpack(self, stream, max_version, dl_device, copy)
+
+
+Tensor.__reduce_ex__ = _reduce_ex
+Tensor.__deepcopy__ = _deepcopy
+Tensor.__dlpack__ = _dlpack
+Tensor.__dlpack_device__ = _interop.dlpack_device
+Tensor.__cuda_array_interface__ = property(_interop.cuda_array_interface)

@@ -1,22 +1,25 @@
-"""Elementwise ops with broadcasting: arithmetic, math functions, activations, comparisons."""
+"""Elementwise ops with broadcasting: arithmetic, math functions, activations, comparisons.
+
+Each forward calls the ``unary``/``binary`` (or ``where``/``clamp``) primitive of the backend's
+elementwise family (``adcuda/backends/cpu`` and ``cuda``, ``kernels/elementwise_unary.cu`` and
+``elementwise_binary.cu`` with their functors in ``kernels/functors.cuh``); fused backward formulas
+call ``unary_backward``.
+"""
 import math
 
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError, fmt_shape
-from ..autograd.grad_mode import is_grad_enabled
-from ..tensor import Tensor
-from ._core import (as_tensor_operand, check_same_device, method, needs_grad, record, result_type, sum_to_shape,
-                    wrap)
+from ..tensor import Tensor, primitives
+from .common import as_tensor_operand, cast, check_same_device, filled, float_result_type, result_type, wrap
+from .registry import op
+
+_LN2 = math.log(2.0)
+_LN10 = math.log(10.0)
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 
-def grad_for(g, shape, dtype):
-    """A gradient brought back to an input's shape (undoing broadcasting) and dtype."""
-    g = sum_to_shape(g, shape)
-    if g.dtype is not dtype:
-        g = g.to(dtype=dtype)
-    return g
-
-
+# ------------------------------------------------------------------------------------------------
+# forward helpers
 def _operand(x, name, like):
     """A binary op's operand as a Tensor or a Python scalar: NumPy scalars act like Python ones and
     NumPy arrays like tensors (as in PyTorch)."""
@@ -29,22 +32,23 @@ def _operand(x, name, like):
     raise DTypeError(f"{name}: unsupported operand of type {type(x).__name__}")
 
 
-def _binary_forward(op, a, b, dtype=None, name=None):
-    """Forward of a binary op on tensors and/or scalars; returns (out, dev, a_info, b_info)."""
+def binary(prim, a, b, dtype=None, name=None):
+    """``prim`` (a name in the backend's BINARY_OPS) of tensors and/or scalars, broadcast, in
+    ``dtype`` (PyTorch's promotion of the operands by default)."""
     if a.__class__ is Tensor and dtype is None:
         # fast path: two tensors of one dtype on one device, or a tensor and a float scalar
         ad = a._data
         if b.__class__ is Tensor:
             if a._device is b._device and ad.dtype == b._data.dtype:
                 try:
-                    return Tensor._make(a._backend.binary(op, ad, b._data, a.dtype), a._device)
+                    return Tensor._make(primitives(a).binary(prim, ad, b._data, a.dtype), a._device)
                 except ValueError:
                     pass  # the general path below raises the proper error
         elif b.__class__ is float:
             d = a.dtype
             if d.is_floating_point:
-                return Tensor._make(a._backend.binary(op, ad, b, d), a._device)
-    name = name or op
+                return Tensor._make(primitives(a).binary(prim, ad, b, d), a._device)
+    name = name or prim
     if a.__class__ is not Tensor and b.__class__ is not Tensor:
         raise DTypeError(f"{name}: expected at least one Tensor operand")
     t = a if a.__class__ is Tensor else b
@@ -55,7 +59,7 @@ def _binary_forward(op, a, b, dtype=None, name=None):
     ad = a._data if a.__class__ is Tensor else a
     bd = b._data if b.__class__ is Tensor else b
     try:
-        data = t._backend.binary(op, ad, bd, dtype)
+        data = primitives(t).binary(prim, ad, bd, dtype)
     except ValueError as e:
         if a.__class__ is Tensor and b.__class__ is Tensor:
             raise ShapeError(f"{name}: shapes {fmt_shape(a.shape)} and {fmt_shape(b.shape)} cannot be "
@@ -64,528 +68,594 @@ def _binary_forward(op, a, b, dtype=None, name=None):
     return Tensor._make(data, dev)
 
 
-def _float_dtype(*operands):
-    d = result_type(*operands)
-    return d if d.is_floating_point else dt.default_float
+def unary(prim, x, name=None):
+    """``prim`` (a name in the backend's UNARY_OPS) of tensor ``x``, in ``x``'s dtype."""
+    if x.__class__ is not Tensor:
+        raise DTypeError(f"{name or prim}: expected a Tensor, got {type(x).__name__}")
+    return Tensor._make(primitives(x).unary(prim, x._data), x._device)
 
 
-# ------------------------------------------------------------------------------------------------
-# arithmetic
-def _scaled(other, alpha):
-    """``alpha * other`` for add/sub's ``alpha`` keyword (a Python product when both are scalars)."""
-    return other * alpha if other.__class__ is not Tensor else mul(other, alpha)
+def select(condition, a, b):
+    """``where`` for forwards: a bool tensor chooses between tensors or scalars, in their promoted
+    dtype, recording nothing."""
+    ad = a._data if a.__class__ is Tensor else a
+    bd = b._data if b.__class__ is Tensor else b
+    return Tensor._make(primitives(condition).where(condition._data, ad, bd, result_type(a, b)), condition._device)
 
 
-def add(input, other, *, alpha=1):
-    if alpha != 1:
-        other = _scaled(other, alpha)
-    out = _binary_forward("add", input, other, name="add")
-    if needs_grad(input, other):
-        sa, sb = _shape_dtype(input), _shape_dtype(other)
-        record("AddBackward0", out, (input, other),
-               lambda node, g: (sa and grad_for(g, *sa), sb and grad_for(g, *sb)))
-    return out
+def _float_unary(prim, x):
+    """A unary op defined on floating point values: integer and bool tensors become float32 first."""
+    if x.__class__ is not Tensor:
+        raise DTypeError(f"{prim}: expected a Tensor, got {type(x).__name__}")
+    if not x.dtype.is_floating_point:
+        x = cast(x, dt.default_float)
+    return Tensor._make(primitives(x).unary(prim, x._data), x._device)
 
 
-def sub(input, other, *, alpha=1):
-    if alpha != 1:
-        other = _scaled(other, alpha)
-    if _is_bool(input) and _is_bool(other):
-        raise DTypeError("sub: subtraction, the `-` operator, with two bool tensors is not supported; "
-                         "use the `^` operator or logical_xor() instead")
-    out = _binary_forward("sub", input, other, name="sub")
-    if needs_grad(input, other):
-        sa, sb = _shape_dtype(input), _shape_dtype(other)
-        record("SubBackward0", out, (input, other),
-               lambda node, g: (sa and grad_for(g, *sa), sb and grad_for(-g, *sb)))
-    return out
+def fused_unary_backward(prim, grad, x=None, y=None):
+    """The backend's fused gradient of unary op ``prim`` from its input ``x`` and/or output ``y``."""
+    return Tensor._make(primitives(grad).unary_backward(prim, None if x is None else x._data,
+                                                        None if y is None else y._data, grad._data), grad._device)
 
 
-def mul(input, other):
-    out = _binary_forward("mul", input, other, name="mul")
-    if needs_grad(input, other):
-        sa, sb = _shape_dtype(input), _shape_dtype(other)
-
-        a_scalar, b_scalar = _scalar_or_none(input), _scalar_or_none(other)
-
-        def backward(node, g):
-            a, b = node.saved_tensors
-            a = a_scalar if a is None else a
-            b = b_scalar if b is None else b
-            return (sa and grad_for(g * b, *sa), sb and grad_for(g * a, *sb))
-        # each operand is kept only if the other one needs a gradient
-        record("MulBackward0", out, (input, other), backward,
-               saved=(input if sb and input.__class__ is Tensor else None,
-                      other if sa and other.__class__ is Tensor else None))
-    return out
-
-
-def div(input, other, *, rounding_mode=None):
-    if rounding_mode is not None:
-        return _rounded_div(input, other, rounding_mode)
-    out = _binary_forward("div", input, other, dtype=_float_dtype(input, other), name="div")
-    if needs_grad(input, other):
-        sa, sb = _shape_dtype(input), _shape_dtype(other)
-        a_scalar, b_scalar = _scalar_or_none(input), _scalar_or_none(other)
-
-        def backward(node, g):
-            a, b = node.saved_tensors
-            a = a_scalar if a is None else a
-            b = b_scalar if b is None else b
-            return (sa and grad_for(g / b, *sa), sb and grad_for(-g * a / (b * b), *sb))
-        record("DivBackward0", out, (input, other), backward, saved=_tensors_only(input, other))
-    return out
-
-
-def _rounded_div(input, other, rounding_mode):
-    """``div`` with ``rounding_mode`` 'floor' or 'trunc': piecewise constant, so a zero gradient."""
-    if rounding_mode == "floor":
-        out = _binary_forward("floor_divide", input, other, name="div")
-    elif rounding_mode == "trunc":
-        q = _binary_forward("div", input, other, dtype=_float_dtype(input, other), name="div")
-        out = wrap(q._backend.unary("trunc", q._data), q._device).to(dtype=result_type(input, other))
-    else:
-        raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
-    if needs_grad(input, other) and out.dtype.is_floating_point:
-        sa, sb = _shape_dtype(input), _shape_dtype(other)
-        record("DivBackward2", out, (input, other),
-               lambda node, g: (sa and grad_for(g * 0, *sa), sb and grad_for(g * 0, *sb)))
-    return out
-
-
-def pow(input, exponent):  # noqa: A001 (PyTorch's name)
-    out = _binary_forward("pow", input, exponent, name="pow")
-    if needs_grad(input, exponent):
-        sa, sb = _shape_dtype(input), _shape_dtype(exponent)
-        a_scalar, b_scalar = _scalar_or_none(input), _scalar_or_none(exponent)
-
-        def backward(node, g):
-            a, b, y = node.saved_tensors
-            a = a_scalar if a is None else a
-            b = b_scalar if b is None else b
-            ga = gb = None
-            if sa:
-                if b.__class__ is not Tensor:
-                    ga = g * 0 if b == 0 else grad_for(g * b * a ** (b - 1), *sa)
-                else:  # d/da a**b is 0 where b == 0, even at a == 0 (not 0 * inf): base 1 there
-                    ga = grad_for(g * b * where(eq(b, 0), 1.0, a) ** (b - 1), *sa)
-            if sb:
-                if a.__class__ is Tensor:
-                    # 0 ** b for b >= 0 does not change with b; elsewhere y * log(a) (NaN for a < 0)
-                    flat = logical_and(eq(a, 0), ge(b, 0))
-                    gb = grad_for(g * where(flat, 0.0, y * log(where(flat, 1.0, a))), *sb)
-                else:
-                    log_a = math.log(a) if a > 0 else 0.0 if a == 0 else math.nan
-                    gb = grad_for(g * y * log_a, *sb)
-            return ga, gb
-        record("PowBackward0", out, (input, exponent), backward,
-               saved=_tensors_only(input, exponent) + (out,))
-    return out
-
-
-def neg(input):
-    if input.dtype is dt.bool_:
-        raise DTypeError("neg: negation, the `-` operator, on a bool tensor is not supported; "
-                         "use the `~` operator or logical_not() instead")
-    out = wrap(input._backend.unary("neg", input._data), input._device)
-    if needs_grad(input):
-        record("NegBackward0", out, (input,), lambda node, g: -g)
-    return out
-
-
-def maximum(input, other):
-    return _minmax("maximum", input, other, gt)
-
-
-def minimum(input, other):
-    return _minmax("minimum", input, other, lt)
-
-
-def _minmax(op, input, other, wins):
-    if other.__class__ is not Tensor:
-        raise DTypeError(f"{op}: expected other to be a Tensor, got {type(other).__name__}")
-    out = _binary_forward(op, input, other, name=op)
-    if needs_grad(input, other):
-        sa, sb = _shape_dtype(input), _shape_dtype(other)
-
-        def backward(node, g):
-            a, b = node.saved_tensors
-            a_wins = wins(a, b).to(dtype=g.dtype)
-            tie = eq(a, b).to(dtype=g.dtype) * 0.5
-            return (sa and grad_for(g * (a_wins + tie), *sa),
-                    sb and grad_for(g * (1.0 - a_wins - tie), *sb))
-        record(op.capitalize() + "Backward0", out, (input, other), backward, saved=(input, other))
-    return out
-
-
-def _shape_dtype(x):
-    """What a backward rule needs to know about an operand: ``None`` unless it takes a gradient."""
-    if x.__class__ is Tensor and x.requires_grad:
-        return (tuple(x.shape), x.dtype)
-    return None
-
-
-def _tensors_only(*xs):
-    return tuple(x if x.__class__ is Tensor else None for x in xs)
+def _zeros_like(t):
+    return filled(t._data.shape, 0, t.dtype, t._device)
 
 
 def _is_bool(x):
     return x.dtype is dt.bool_ if x.__class__ is Tensor else x.__class__ is bool
 
 
-def _scalar_or_none(x):
-    """A Python-scalar operand, for a backward closure (tensors go through ``saved=`` instead)."""
-    return None if x.__class__ is Tensor else x
+def _scaled(other, alpha):
+    """``alpha * other`` for add/sub's ``alpha`` keyword, outside the graph."""
+    return other * alpha if other.__class__ is not Tensor else binary("mul", other, alpha, name="add")
 
 
 # ------------------------------------------------------------------------------------------------
-# unary math
-def _unary_forward(op, input, float_only=True):
-    if input.__class__ is not Tensor:
-        raise DTypeError(f"{op}: expected a Tensor, got {type(input).__name__}")
-    if float_only and not input.dtype.is_floating_point:
-        input = input.to(dtype=dt.default_float)
-    return wrap(input._backend.unary(op, input._data), input._device), input
+# arithmetic
+@op("add", doc="input + alpha * other, elementwise with broadcasting and PyTorch's type promotion.",
+    node="AddBackward0", inplace=True, operators=("__add__", "__radd__", "__iadd__"),
+    grads={"input": lambda grad: grad,
+           "other": lambda grad, alpha: grad if alpha == 1 else grad * alpha})
+def add(input, other, *, alpha=1):
+    if alpha != 1:
+        other = _scaled(other, alpha)
+    return binary("add", input, other, name="add")
 
 
-def _unary(op, name, grad_rule, save_input=False, save_output=False):
-    """Define a unary op from its primitive name and ``grad_rule(g, x, y)``."""
-    def fn(input):
-        out, x = _unary_forward(op, input)
-        if needs_grad(x):
-            saved = ((x,) if save_input else ()) + ((out,) if save_output else ())
-
-            def backward(node, g):
-                vals = node.saved_tensors
-                xs = vals[0] if save_input else None
-                ys = vals[-1] if save_output else None
-                return grad_rule(g, xs, ys)
-            record(name, out, (x,), backward, saved=saved)
-        return out
-    fn.__name__ = op
-    return fn
+@op("sub", doc="input - alpha * other, elementwise with broadcasting.", node="SubBackward0", inplace=True,
+    operators=("__sub__", "__rsub__", "__isub__"), aliases=("subtract",),
+    grads={"input": lambda grad: grad,
+           "other": lambda grad, alpha: -grad if alpha == 1 else grad * -alpha})
+def sub(input, other, *, alpha=1):
+    if alpha != 1:
+        other = _scaled(other, alpha)
+    if _is_bool(input) and _is_bool(other):
+        raise DTypeError("sub: subtraction, the `-` operator, with two bool tensors is not supported; "
+                         "use the `^` operator or logical_xor() instead")
+    return binary("sub", input, other, name="sub")
 
 
-def _fused_backward(op, g, x, y, composite):
-    """Use the fused backward primitive unless a graph of the backward is being built."""
-    if is_grad_enabled():
-        return composite()
-    ref = x if x is not None else y
-    return wrap(ref._backend.unary_backward(op, x._data if x is not None else None,
-                                            y._data if y is not None else None, g._data), g._device)
+@op("mul", doc="input * other, elementwise with broadcasting and PyTorch's type promotion.",
+    node="MulBackward0", inplace=True, operators=("__mul__", "__rmul__", "__imul__"), aliases=("multiply",),
+    grads={"input": lambda grad, other: grad * other,
+           "other": lambda grad, input: grad * input})
+def mul(input, other):
+    return binary("mul", input, other, name="mul")
 
 
-exp = _unary("exp", "ExpBackward0", lambda g, x, y: g * y, save_output=True)
-log = _unary("log", "LogBackward0", lambda g, x, y: g / x, save_input=True)
-log1p = _unary("log1p", "Log1PBackward0", lambda g, x, y: g / (x + 1), save_input=True)
-sqrt = _unary("sqrt", "SqrtBackward0", lambda g, x, y: g / (2 * y), save_output=True)
-rsqrt = _unary("rsqrt", "RsqrtBackward0", lambda g, x, y: -0.5 * g * y * y * y, save_output=True)
-sin = _unary("sin", "SinBackward0", lambda g, x, y: g * cos(x), save_input=True)
-cos = _unary("cos", "CosBackward0", lambda g, x, y: -g * sin(x), save_input=True)
-tanh = _unary("tanh", "TanhBackward0", lambda g, x, y: _fused_backward(
-    "tanh", g, None, y, lambda: g * (1 - y * y)), save_output=True)
-sigmoid = _unary("sigmoid", "SigmoidBackward0", lambda g, x, y: _fused_backward(
-    "sigmoid", g, None, y, lambda: g * y * (1 - y)), save_output=True)
-erf = _unary("erf", "ErfBackward0", lambda g, x, y: g * (2.0 / math.sqrt(math.pi)) * exp(-x * x),
-             save_input=True)
-exp2 = _unary("exp2", "Exp2Backward0", lambda g, x, y: g * y * math.log(2.0), save_output=True)
-log2 = _unary("log2", "Log2Backward0", lambda g, x, y: g / (x * math.log(2.0)), save_input=True)
-log10 = _unary("log10", "Log10Backward0", lambda g, x, y: g / (x * math.log(10.0)), save_input=True)
+def _div_node(input, other, *, rounding_mode=None):
+    return "DivBackward0" if rounding_mode is None else "DivBackward2"
 
 
-def _silu_composite(g, x):
-    s = sigmoid(x)
-    return g * s * (1 + x * (1 - s))
+@op("div", doc="input / other (true division; rounding_mode 'trunc' or 'floor' rounds the quotient).",
+    node=_div_node, inplace=True, operators=("__truediv__", "__rtruediv__", "__itruediv__"),
+    aliases=("divide", "true_divide"),
+    grads={"input": lambda grad, other, rounding_mode: grad / other if rounding_mode is None else grad * 0,
+           "other": lambda grad, input, other, rounding_mode:
+               -grad * input / (other * other) if rounding_mode is None else grad * 0})
+def div(input, other, *, rounding_mode=None):
+    if rounding_mode is None:
+        return binary("div", input, other, dtype=float_result_type(input, other), name="div")
+    if rounding_mode == "floor":
+        return binary("floor_divide", input, other, name="div")
+    if rounding_mode == "trunc":
+        q = binary("div", input, other, dtype=float_result_type(input, other), name="div")
+        return cast(unary("trunc", q), result_type(input, other))
+    raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
 
 
-silu = _unary("silu", "SiluBackward0", lambda g, x, y: _fused_backward(
-    "silu", g, x, None, lambda: _silu_composite(g, x)), save_input=True)
+@op("floor_divide", doc="input // other: the quotient rounded towards minus infinity.", composite=True,
+    operators=("__floordiv__", "__rfloordiv__"))
+def floor_divide(input, other):
+    return div(input, other, rounding_mode="floor")
 
 
-def _gelu_composite(g, x):
-    cdf = 0.5 * (1 + erf(x * (1 / math.sqrt(2))))
-    pdf = exp(-0.5 * x * x) * (1 / math.sqrt(2 * math.pi))
-    return g * (cdf + x * pdf)
+@op("remainder", doc="Python's modulo: the remainder with the divisor's sign.", operators=("__mod__",))
+def remainder(input, other):
+    return binary("remainder", input, other, name="remainder")
 
 
-def _gelu_tanh_composite(g, x):
-    k = math.sqrt(2 / math.pi)
-    inner = tanh(k * (x + 0.044715 * x * x * x))
-    return g * (0.5 * (1 + inner) + 0.5 * x * (1 - inner * inner) * k * (1 + 3 * 0.044715 * x * x))
+def _pow_grad_input(grad, input, exponent):
+    if exponent.__class__ is not Tensor:
+        return grad * 0 if exponent == 0 else grad * exponent * input ** (exponent - 1)
+    # d/da a**b is 0 where b == 0, even at a == 0 (not 0 * inf): base 1 there
+    return grad * exponent * where(eq(exponent, 0), 1.0, input) ** (exponent - 1)
 
 
-_gelu_exact = _unary("gelu", "GeluBackward0", lambda g, x, y: _fused_backward(
-    "gelu", g, x, None, lambda: _gelu_composite(g, x)), save_input=True)
-_gelu_tanh = _unary("gelu_tanh", "GeluBackward0", lambda g, x, y: _fused_backward(
-    "gelu_tanh", g, x, None, lambda: _gelu_tanh_composite(g, x)), save_input=True)
+def _pow_grad_exponent(grad, input, exponent, result):
+    if input.__class__ is Tensor:
+        # 0 ** b for b >= 0 does not change with b; elsewhere y * log(a) (NaN for a < 0)
+        flat = logical_and(eq(input, 0), ge(exponent, 0))
+        return grad * where(flat, 0.0, result * log(where(flat, 1.0, input)))
+    log_a = math.log(input) if input > 0 else 0.0 if input == 0 else math.nan
+    return grad * result * log_a
 
 
-def gelu(input, approximate="none"):
-    if approximate == "none":
-        return _gelu_exact(input)
+@op("pow", doc="input ** exponent, elementwise with broadcasting.", node="PowBackward0", inplace=True,
+    operators=("__pow__", "__rpow__"), grads={"input": _pow_grad_input, "exponent": _pow_grad_exponent})
+def pow(input, exponent):  # noqa: A001 (PyTorch's name)
+    return binary("pow", input, exponent, name="pow")
+
+
+@op("neg", doc="-input.", node="NegBackward0", inplace=True, operators=("__neg__",), aliases=("negative",),
+    grads={"input": lambda grad: -grad})
+def neg(input):
+    if input.dtype is dt.bool_:
+        raise DTypeError("neg: negation, the `-` operator, on a bool tensor is not supported; "
+                         "use the `~` operator or logical_not() instead")
+    return unary("neg", input)
+
+
+@op("positive", doc="+input: the input itself.", composite=True, operators=("__pos__",))
+def positive(input):
+    return input
+
+
+def _minmax_forward(prim, input, other):
+    if other.__class__ is not Tensor:
+        raise DTypeError(f"{prim}: expected other to be a Tensor, got {type(other).__name__}")
+    return binary(prim, input, other, name=prim)
+
+
+def _minmax_grads(wins):
+    def input_grad(grad, input, other):
+        a_wins = wins(input, other).to(dtype=grad.dtype)
+        tie = eq(input, other).to(dtype=grad.dtype) * 0.5
+        return grad * (a_wins + tie)
+
+    def other_grad(grad, input, other):
+        a_wins = wins(input, other).to(dtype=grad.dtype)
+        tie = eq(input, other).to(dtype=grad.dtype) * 0.5
+        return grad * (1.0 - a_wins - tie)
+    return {"input": input_grad, "other": other_grad}
+
+
+@op("maximum", doc="The larger of input and other, elementwise (NaN propagates).", node="MaximumBackward0",
+    grads=_minmax_grads(lambda a, b: gt(a, b)))
+def maximum(input, other):
+    return _minmax_forward("maximum", input, other)
+
+
+@op("minimum", doc="The smaller of input and other, elementwise (NaN propagates).", node="MinimumBackward0",
+    grads=_minmax_grads(lambda a, b: lt(a, b)))
+def minimum(input, other):
+    return _minmax_forward("minimum", input, other)
+
+
+@op("logaddexp", doc="log(exp(input) + exp(other)), without overflow.", node="LogaddexpBackward0",
+    grads={"input": lambda grad, input, other: grad * sigmoid(input - other),
+           "other": lambda grad, input, other: grad * sigmoid(other - input)})
+def logaddexp(input, other):
+    return binary("logaddexp", input, other, dtype=float_result_type(input, other), name="logaddexp")
+
+
+@op("hypot", doc="sqrt(input**2 + other**2), without overflow or underflow of the squares.",
+    node="HypotBackward0",
+    grads={"input": lambda grad, input, result: grad * input / result,
+           "other": lambda grad, other, result: grad * other / result})
+def hypot(input, other):
+    return binary("hypot", input, other, dtype=float_result_type(input, other), name="hypot")
+
+
+# ------------------------------------------------------------------------------------------------
+# unary math (integer and bool inputs compute in float32)
+@op("exp", doc="e ** input.", node="ExpBackward0", inplace=True, grads={"input": lambda grad, result: grad * result})
+def exp(input):
+    return _float_unary("exp", input)
+
+
+@op("log", doc="The natural logarithm.", node="LogBackward0", grads={"input": lambda grad, input: grad / input})
+def log(input):
+    return _float_unary("log", input)
+
+
+@op("log1p", doc="log(1 + input), accurate for small input.", node="Log1PBackward0",
+    grads={"input": lambda grad, input: grad / (input + 1)})
+def log1p(input):
+    return _float_unary("log1p", input)
+
+
+@op("sqrt", doc="The square root.", node="SqrtBackward0", inplace=True,
+    grads={"input": lambda grad, result: grad / (2 * result)})
+def sqrt(input):
+    return _float_unary("sqrt", input)
+
+
+@op("rsqrt", doc="1 / sqrt(input).", node="RsqrtBackward0",
+    grads={"input": lambda grad, result: -0.5 * grad * result * result * result})
+def rsqrt(input):
+    return _float_unary("rsqrt", input)
+
+
+@op("sin", doc="The sine.", node="SinBackward0", grads={"input": lambda grad, input: grad * cos(input)})
+def sin(input):
+    return _float_unary("sin", input)
+
+
+@op("cos", doc="The cosine.", node="CosBackward0", grads={"input": lambda grad, input: -grad * sin(input)})
+def cos(input):
+    return _float_unary("cos", input)
+
+
+@op("tanh", doc="The hyperbolic tangent.", node="TanhBackward0", inplace=True, functional=True,
+    grads={"input": lambda grad, result: grad * (1 - result * result)},
+    fused={"input": lambda grad, result: fused_unary_backward("tanh", grad, y=result)})
+def tanh(input):
+    return _float_unary("tanh", input)
+
+
+@op("sigmoid", doc="1 / (1 + exp(-input)), without overflow for large |input|.", node="SigmoidBackward0",
+    inplace=True, functional=True,
+    grads={"input": lambda grad, result: grad * result * (1 - result)},
+    fused={"input": lambda grad, result: fused_unary_backward("sigmoid", grad, y=result)})
+def sigmoid(input):
+    return _float_unary("sigmoid", input)
+
+
+@op("erf", doc="The error function.", node="ErfBackward0",
+    grads={"input": lambda grad, input: grad * _TWO_OVER_SQRT_PI * exp(-input * input)})
+def erf(input):
+    return _float_unary("erf", input)
+
+
+@op("exp2", doc="2 ** input.", node="Exp2Backward0", grads={"input": lambda grad, result: grad * result * _LN2})
+def exp2(input):
+    return _float_unary("exp2", input)
+
+
+@op("log2", doc="The base-2 logarithm.", node="Log2Backward0",
+    grads={"input": lambda grad, input: grad / (input * _LN2)})
+def log2(input):
+    return _float_unary("log2", input)
+
+
+@op("log10", doc="The base-10 logarithm.", node="Log10Backward0",
+    grads={"input": lambda grad, input: grad / (input * _LN10)})
+def log10(input):
+    return _float_unary("log10", input)
+
+
+# ------------------------------------------------------------------------------------------------
+# activations
+def _silu_grad(grad, input):
+    s = sigmoid(input)
+    return grad * s * (1 + input * (1 - s))
+
+
+@op("silu", doc="input * sigmoid(input) (swish).", node="SiluBackward0", inplace=True, functional="inplace",
+    grads={"input": _silu_grad},
+    fused={"input": lambda grad, input: fused_unary_backward("silu", grad, x=input)})
+def silu(input):
+    return _float_unary("silu", input)
+
+
+_INV_SQRT_2 = 1 / math.sqrt(2)
+_INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
+_SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
+_GELU_TANH_COEFFICIENT = 0.044715
+
+
+def _gelu_grad(grad, input, approximate):
+    x = input
     if approximate == "tanh":
-        return _gelu_tanh(input)
+        # With s = sigmoid(2u) = (1 + tanh u) / 2: 1 - tanh^2 u = 4 s (1 - s). Written with tanh, 1 + tanh u
+        # and 1 - tanh^2 u cancel for u << 0 (at x = -6 half the digits are gone; below x = -7.2 tanh u
+        # rounds to -1 in float64 and both are exactly 0, where the gradient is still ~1e-20); written
+        # with s, as the fused formulas of both backends are, they keep their precision.
+        u = _SQRT_2_OVER_PI * (x + _GELU_TANH_COEFFICIENT * x * x * x)
+        s = sigmoid(2 * u)
+        return grad * (s + 2 * x * s * (1 - s) * _SQRT_2_OVER_PI * (1 + 3 * _GELU_TANH_COEFFICIENT * x * x))
+    cdf = 0.5 * (1 + erf(x * _INV_SQRT_2))
+    pdf = exp(-0.5 * x * x) * _INV_SQRT_2PI
+    return grad * (cdf + x * pdf)
+
+
+def _gelu_primitive(approximate):
+    if approximate == "none":
+        return "gelu"
+    if approximate == "tanh":
+        return "gelu_tanh"
     raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
 
 
+@op("gelu", doc="Gaussian error linear unit, exact (approximate='none') or with tanh (approximate='tanh').",
+    node="GeluBackward0", functional=True, grads={"input": _gelu_grad},
+    fused={"input": lambda grad, input, approximate:
+           fused_unary_backward(_gelu_primitive(approximate), grad, x=input)})
+def gelu(input, approximate="none"):
+    return _float_unary(_gelu_primitive(approximate), input)
+
+
+@op("relu", doc="max(input, 0).", node="ReluBackward0", inplace=True, functional="inplace",
+    grads={"input": lambda grad, result: grad * gt(result, 0).to(dtype=grad.dtype)},
+    fused={"input": lambda grad, result: fused_unary_backward("relu", grad, x=result)})
 def relu(input):
-    out = wrap(input._backend.unary("relu", input._data), input._device)
-    if needs_grad(input):
-        def backward(node, g):
-            (y,) = node.saved_tensors
-            if is_grad_enabled():
-                return g * gt(y, 0).to(dtype=g.dtype)
-            return wrap(g._backend.unary_backward("relu", y._data, None, g._data), g._device)
-        record("ReluBackward0", out, (input,), backward, saved=(out,))
-    return out
+    return unary("relu", input)
 
 
+@op("leaky_relu", doc="input where positive, negative_slope * input elsewhere.", composite=True, inplace=True,
+    functional="inplace")
 def leaky_relu(input, negative_slope=0.01):
-    positive = gt(input, 0)
-    return where(positive, input, input * negative_slope)
+    return where(gt(input, 0), input, input * negative_slope)
 
 
+@op("abs", doc="|input|.", node="AbsBackward0", operators=("__abs__",), aliases=("absolute",),
+    grads={"input": lambda grad, input: grad * sign(input)})
 def abs(input):  # noqa: A001
-    out = wrap(input._backend.unary("abs", input._data), input._device)
-    if needs_grad(input):
-        def backward(node, g):
-            (x,) = node.saved_tensors
-            return g * sign(x)
-        record("AbsBackward0", out, (input,), backward, saved=(input,))
-    return out
+    return unary("abs", input)
 
 
-def _zeros_like(g):
-    return wrap(g._backend.full(tuple(g.shape), 0, g.dtype), g._device)
+# ------------------------------------------------------------------------------------------------
+# piecewise constant: the gradient is zero almost everywhere (PyTorch gives zeros, not NaN or None);
+# integer and bool inputs come back unchanged, as in PyTorch
+def _zero_grad(grad):
+    return _zeros_like(grad)
 
 
-def _piecewise_constant(op, name):
-    """An op whose gradient is zero almost everywhere (PyTorch returns zeros, not NaN or None).
-    Integer and bool inputs come back unchanged, as in PyTorch."""
-    def fn(input):
-        if input.__class__ is not Tensor:
-            raise DTypeError(f"{op}: expected a Tensor, got {type(input).__name__}")
-        if not input.dtype.is_floating_point:
-            return input.clone()
-        out = wrap(input._backend.unary(op, input._data), input._device)
-        if needs_grad(input):
-            record(name, out, (input,), lambda node, g: _zeros_like(g))
-        return out
-    fn.__name__ = op
-    return fn
+def _rounding(prim, input):
+    if input.__class__ is not Tensor:
+        raise DTypeError(f"{prim}: expected a Tensor, got {type(input).__name__}")
+    if not input.dtype.is_floating_point:
+        return wrap(primitives(input).astype(input._data, input.dtype), input._device)
+    return unary(prim, input)
 
 
-floor = _piecewise_constant("floor", "FloorBackward0")
-ceil = _piecewise_constant("ceil", "CeilBackward0")
-trunc = _piecewise_constant("trunc", "TruncBackward0")
-_round_half_even = _piecewise_constant("round", "RoundBackward0")
+@op("floor", doc="The largest integer <= input.", node="FloorBackward0", grads={"input": _zero_grad})
+def floor(input):
+    return _rounding("floor", input)
 
 
+@op("ceil", doc="The smallest integer >= input.", node="CeilBackward0", grads={"input": _zero_grad})
+def ceil(input):
+    return _rounding("ceil", input)
+
+
+@op("trunc", doc="input rounded towards zero.", node="TruncBackward0", aliases=("fix",),
+    grads={"input": _zero_grad})
+def trunc(input):
+    return _rounding("trunc", input)
+
+
+@op("round", doc="Round half to even; with decimals, round(input * 10**decimals) / 10**decimals.",
+    node=lambda input, *, decimals=0: "RoundBackward0" if decimals == 0 else "RoundBackward1",
+    grads={"input": _zero_grad})
+def round(input, *, decimals=0):  # noqa: A001 (PyTorch's name)
+    if decimals == 0:
+        return _rounding("round", input)
+    scale = 10.0 ** decimals
+    return binary("div", _rounding("round", binary("mul", input, scale)), scale)
+
+
+@op("sign", doc="-1, 0 or 1 by the sign of input (0 for NaN).", node="SignBackward0", grads={"input": _zero_grad})
 def sign(input):
     if input.dtype is dt.bool_:
-        return input.clone()
-    out = wrap(input._backend.unary("sign", input._data), input._device)
-    if needs_grad(input):
-        record("SignBackward0", out, (input,), lambda node, g: _zeros_like(g))
-    return out
-
-
-def round(input, *, decimals=0):  # noqa: A001 (PyTorch's name)
-    """Round half to even; with ``decimals``, PyTorch's ``round(x * 10**d) / 10**d``."""
-    if decimals == 0:
-        return _round_half_even(input)
-    scale = 10.0 ** decimals
-    return _round_half_even(input * scale) / scale
+        return wrap(primitives(input).astype(input._data, input.dtype), input._device)
+    return unary("sign", input)
 
 
 # ------------------------------------------------------------------------------------------------
 # floating-point classification (no gradient)
-def _float_test(op, test, if_not_float):
-    def fn(input):
-        if input.__class__ is not Tensor:
-            raise DTypeError(f"{op}: expected a Tensor, got {type(input).__name__}")
-        bk = input._backend
-        if not input.dtype.is_floating_point:
-            return wrap(bk.full(tuple(input.shape), if_not_float, dt.bool_), input._device)
-        return wrap(test(bk, input._data, input.dtype), input._device)
-    fn.__name__ = op
-    return fn
-
-
 _INF = float("inf")
-isnan = _float_test("isnan", lambda bk, x, d: bk.binary("ne", x, x, d), False)  # NaN alone is unequal to itself
-isinf = _float_test("isinf", lambda bk, x, d: bk.binary("eq", bk.unary("abs", x), _INF, d), False)
-isfinite = _float_test("isfinite", lambda bk, x, d: bk.binary("lt", bk.unary("abs", x), _INF, d), True)
 
 
+def _classify(name, input, if_not_float, test):
+    if input.__class__ is not Tensor:
+        raise DTypeError(f"{name}: expected a Tensor, got {type(input).__name__}")
+    bk = primitives(input)
+    if not input.dtype.is_floating_point:
+        return wrap(bk.full(tuple(input.shape), if_not_float, dt.bool_), input._device)
+    return wrap(test(bk, input._data, input.dtype), input._device)
+
+
+@op("isnan", doc="Whether each element is NaN.")
+def isnan(input):
+    return _classify("isnan", input, False, lambda bk, x, d: bk.binary("ne", x, x, d))  # NaN alone is unequal to itself
+
+
+@op("isinf", doc="Whether each element is +inf or -inf.")
+def isinf(input):
+    return _classify("isinf", input, False, lambda bk, x, d: bk.binary("eq", bk.unary("abs", x), _INF, d))
+
+
+@op("isfinite", doc="Whether each element is neither inf nor NaN.")
+def isfinite(input):
+    return _classify("isfinite", input, True, lambda bk, x, d: bk.binary("lt", bk.unary("abs", x), _INF, d))
+
+
+# ------------------------------------------------------------------------------------------------
+# clamp
+def _clamp_grads(grad, input, min, max):  # noqa: A002
+    if min.__class__ is not Tensor and max.__class__ is not Tensor:
+        inside = None
+        if min is not None:
+            inside = ge(input, min)
+        if max is not None:
+            below = le(input, max)
+            inside = below if inside is None else logical_and(inside, below)
+        return grad * inside.to(dtype=grad.dtype), None, None
+    # PyTorch's gradients for tensor bounds: a bound gets the gradient where it is the result; where
+    # lo > hi the result is hi
+    if min is not None and max is not None:
+        masks = (logical_and(ge(input, min), le(input, max)), logical_and(lt(input, min), lt(min, max)),
+                 logical_or(gt(input, max), lt(max, min)))
+    elif min is not None:
+        masks = (ge(input, min), lt(input, min), None)
+    else:
+        masks = (le(input, max), None, gt(input, max))
+    return tuple(None if m is None else where(m, grad, 0.0) for m in masks)
+
+
+@op("clamp", doc="input limited to [min, max] (either bound may be None; bounds may be tensors).",
+    node=lambda input, min=None, max=None: "ClampBackward0" if Tensor in (min.__class__, max.__class__)
+    else "ClampBackward1",
+    inplace=("clamp_", "clip_"), aliases=("clip",), grads={("input", "min", "max"): _clamp_grads})
 def clamp(input, min=None, max=None):  # noqa: A002
     if min is None and max is None:
         raise ValueError("clamp: at least one of 'min' or 'max' must not be None")
-    if min.__class__ is Tensor or max.__class__ is Tensor:
-        return _clamp_tensor(input, min, max)
     dtype = result_type(input, min, max)
-    if dtype is not input.dtype:  # clamp(int tensor, 0.5) is a float tensor, as in PyTorch
-        input = input.to(dtype=dtype)
-    out = wrap(input._backend.clamp(input._data, min, max), input._device)
-    if needs_grad(input):
-        def backward(node, g):
-            (x,) = node.saved_tensors
-            inside = ones_mask = None
-            if min is not None:
-                inside = ge(x, min)
-            if max is not None:
-                ones_mask = le(x, max)
-                inside = ones_mask if inside is None else logical_and(inside, ones_mask)
-            return g * inside.to(dtype=g.dtype)
-        record("ClampBackward1", out, (input,), backward, saved=(input,))
-    return out
+    if min.__class__ is Tensor or max.__class__ is Tensor:
+        out = input
+        if min is not None:
+            out = binary("maximum", out, min, dtype=dtype, name="clamp")
+        if max is not None:
+            out = binary("minimum", out, max, dtype=dtype, name="clamp")
+        return out
+    x = cast(input, dtype)  # clamp(int tensor, 0.5) is a float tensor, as in PyTorch
+    return wrap(primitives(x).clamp(x._data, min, max), x._device)
 
 
-def _clamp_tensor(input, lo, hi):
-    """clamp with tensor bounds: ``min(max(x, lo), hi)`` broadcast, with PyTorch's gradients (a
-    bound gets the gradient where it is the result; where ``lo > hi`` the result is ``hi``)."""
-    out = input
-    if lo is not None:
-        out = _binary_forward("maximum", out, lo, dtype=result_type(input, lo, hi), name="clamp")
-    if hi is not None:
-        out = _binary_forward("minimum", out, hi, dtype=result_type(input, lo, hi), name="clamp")
-    if needs_grad(input, lo, hi):
-        shapes = tuple(_shape_dtype(t) for t in (input, lo, hi))
+@op("clamp_min", doc="input limited from below by min.", composite=True)
+def clamp_min(input, min):  # noqa: A002
+    return clamp(input, min=min)
 
-        def backward(node, g):
-            x, lo_t, hi_t = node.saved_tensors
-            lo_v = lo if lo_t is None else lo_t
-            hi_v = hi if hi_t is None else hi_t
-            if lo_v is not None and hi_v is not None:
-                masks = (logical_and(ge(x, lo_v), le(x, hi_v)), logical_and(lt(x, lo_v), lt(lo_v, hi_v)),
-                         logical_or(gt(x, hi_v), lt(hi_v, lo_v)))
-            elif lo_v is not None:
-                masks = (ge(x, lo_v), lt(x, lo_v), None)
-            else:
-                masks = (le(x, hi_v), None, gt(x, hi_v))
-            return tuple(s and grad_for(where(m, g, 0.0), *s) for s, m in zip(shapes, masks))
-        record("ClampBackward0", out, (input, lo, hi), backward, saved=_tensors_only(input, lo, hi))
-    return out
+
+@op("clamp_max", doc="input limited from above by max.", composite=True)
+def clamp_max(input, max):  # noqa: A002
+    return clamp(input, max=max)
 
 
 # ------------------------------------------------------------------------------------------------
 # selection and comparisons (comparisons and logical ops have no gradient)
+def _condition(condition):
+    return condition if condition.dtype is dt.bool_ else ne(condition, 0)
+
+
+@op("where", doc="input where condition holds, other elsewhere (broadcast).", node="WhereBackward0",
+    method=lambda self, condition, other: where(condition, self, other),
+    grads={"input": lambda grad, condition: where(_condition(condition), grad, grad * 0),
+           "other": lambda grad, condition: where(_condition(condition), grad * 0, grad)})
 def where(condition, input, other):
     if condition.__class__ is not Tensor:
         raise DTypeError("where: condition must be a bool Tensor")
     if condition.dtype is not dt.bool_:
-        condition = ne(condition, 0)
+        condition = binary("ne", condition, 0, name="where")
     dev = check_same_device("where", condition, input, other)
     dtype = result_type(input, other)
     ad = input._data if input.__class__ is Tensor else input
     bd = other._data if other.__class__ is Tensor else other
     try:
-        data = condition._backend.where(condition._data, ad, bd, dtype)
+        data = primitives(condition).where(condition._data, ad, bd, dtype)
     except ValueError:
         shapes = [fmt_shape(x.shape) for x in (condition, input, other) if x.__class__ is Tensor]
         raise ShapeError(f"where: shapes {', '.join(shapes)} cannot be broadcast") from None
-    out = wrap(data, dev)
-    if needs_grad(input, other):
-        sa, sb = _shape_dtype(input), _shape_dtype(other)
-
-        def backward(node, g):
-            (c,) = node.saved_tensors
-            zero = g * 0
-            return (None, sa and grad_for(where(c, g, zero), *sa), sb and grad_for(where(c, zero, g), *sb))
-        record("WhereBackward0", out, (condition, input, other), backward, saved=(condition,))
-    return out
+    return wrap(data, dev)
 
 
-def _comparison(op):
-    def fn(input, other):
-        return _binary_forward(op, input, other, name=op)
-    fn.__name__ = op
-    return fn
+def _eq_operator(self, other):
+    return False if other is None else eq(self, other)  # PyTorch: t == None is False
 
 
-eq, ne, lt, le, gt, ge = (_comparison(op) for op in ("eq", "ne", "lt", "le", "gt", "ge"))
-logical_and, logical_or, logical_xor = (_comparison(op) for op in ("logical_and", "logical_or", "logical_xor"))
+def _ne_operator(self, other):
+    return True if other is None else ne(self, other)
 
 
+@op("eq", doc="input == other, elementwise.", operators=(("__eq__", _eq_operator),))
+def eq(input, other):
+    return binary("eq", input, other, name="eq")
+
+
+@op("ne", doc="input != other, elementwise.", operators=(("__ne__", _ne_operator),), aliases=("not_equal",))
+def ne(input, other):
+    return binary("ne", input, other, name="ne")
+
+
+@op("lt", doc="input < other, elementwise.", operators=("__lt__",), aliases=("less",))
+def lt(input, other):
+    return binary("lt", input, other, name="lt")
+
+
+@op("le", doc="input <= other, elementwise.", operators=("__le__",), aliases=("less_equal",))
+def le(input, other):
+    return binary("le", input, other, name="le")
+
+
+@op("gt", doc="input > other, elementwise.", operators=("__gt__",), aliases=("greater",))
+def gt(input, other):
+    return binary("gt", input, other, name="gt")
+
+
+@op("ge", doc="input >= other, elementwise.", operators=("__ge__",), aliases=("greater_equal",))
+def ge(input, other):
+    return binary("ge", input, other, name="ge")
+
+
+@op("logical_and", doc="input and other, elementwise (nonzero is true).")
+def logical_and(input, other):
+    return binary("logical_and", input, other, name="logical_and")
+
+
+@op("logical_or", doc="input or other, elementwise (nonzero is true).")
+def logical_or(input, other):
+    return binary("logical_or", input, other, name="logical_or")
+
+
+@op("logical_xor", doc="input xor other, elementwise (nonzero is true).")
+def logical_xor(input, other):
+    return binary("logical_xor", input, other, name="logical_xor")
+
+
+@op("logical_not", doc="not input, elementwise (nonzero is true).")
 def logical_not(input):
-    return wrap(input._backend.unary("logical_not", input._data), input._device)
+    return wrap(primitives(input).unary("logical_not", input._data), input._device)
 
 
-def _bitwise(op):
-    def fn(input, other):
-        for x in (input, other):
-            if (x.dtype.is_floating_point if x.__class__ is Tensor else isinstance(x, float)):
-                raise DTypeError(f"{op}: only integer and bool operands are supported, got "
-                                 f"{x.dtype if x.__class__ is Tensor else 'float'}")
-        return _binary_forward(op, input, other, name=op)
-    fn.__name__ = op
-    return fn
+def _bitwise(prim, input, other):
+    for x in (input, other):
+        if (x.dtype.is_floating_point if x.__class__ is Tensor else isinstance(x, float)):
+            raise DTypeError(f"{prim}: only integer and bool operands are supported, got "
+                             f"{x.dtype if x.__class__ is Tensor else 'float'}")
+    return binary(prim, input, other, name=prim)
 
 
-bitwise_and, bitwise_or, bitwise_xor = (_bitwise(op) for op in ("bitwise_and", "bitwise_or", "bitwise_xor"))
+# & | ^ ~ are bitwise, as in PyTorch (for bool tensors the same as logical)
+@op("bitwise_and", doc="input & other for integer and bool tensors.", operators=("__and__", "__rand__"))
+def bitwise_and(input, other):
+    return _bitwise("bitwise_and", input, other)
 
 
+@op("bitwise_or", doc="input | other for integer and bool tensors.", operators=("__or__", "__ror__"))
+def bitwise_or(input, other):
+    return _bitwise("bitwise_or", input, other)
+
+
+@op("bitwise_xor", doc="input ^ other for integer and bool tensors.", operators=("__xor__", "__rxor__"))
+def bitwise_xor(input, other):
+    return _bitwise("bitwise_xor", input, other)
+
+
+@op("bitwise_not", doc="~input for integer and bool tensors.", operators=("__invert__",))
 def bitwise_not(input):
     if input.dtype.is_floating_point:
         raise DTypeError(f"bitwise_not: only integer and bool tensors are supported, got {input.dtype}")
-    return wrap(input._backend.unary("bitwise_not", input._data), input._device)
+    return wrap(primitives(input).unary("bitwise_not", input._data), input._device)
 
 
+@op("square", doc="input * input.", composite=True)
 def square(input):
     return mul(input, input)
 
 
+@op("reciprocal", doc="1 / input.", composite=True)
 def reciprocal(input):
     return div(1.0, input)
-
-
-# ------------------------------------------------------------------------------------------------
-# Tensor methods and Python operators
-def _reflected(fn):
-    return lambda self, other: fn(other, self)
-
-
-for _name in ("add", "sub", "mul", "div", "pow", "neg", "maximum", "minimum", "exp", "log", "log1p",
-              "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu", "abs", "sign", "clamp", "where",
-              "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
-              "logical_not", "square", "reciprocal", "erf", "floor", "ceil", "trunc", "round", "exp2", "log2",
-              "log10", "isnan", "isinf", "isfinite", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not"):
-    method(_name)(globals()[_name])
-Tensor.clip = Tensor.clamp
-Tensor.clamp_min = lambda self, min: clamp(self, min=min)  # noqa: A002
-Tensor.clamp_max = lambda self, max: clamp(self, max=max)  # noqa: A002
-Tensor.true_divide = Tensor.divide = Tensor.div
-Tensor.multiply, Tensor.subtract, Tensor.negative = Tensor.mul, Tensor.sub, Tensor.neg
-Tensor.greater, Tensor.less, Tensor.greater_equal, Tensor.less_equal = Tensor.gt, Tensor.lt, Tensor.ge, Tensor.le
-Tensor.not_equal = Tensor.ne
-Tensor.where = lambda self, condition, other: where(condition, self, other)
-Tensor.gelu = gelu
-Tensor.silu = silu
-Tensor.__add__ = add
-Tensor.__radd__ = _reflected(add)
-Tensor.__sub__ = sub
-Tensor.__rsub__ = _reflected(sub)
-Tensor.__mul__ = mul
-Tensor.__rmul__ = _reflected(mul)
-Tensor.__truediv__ = div
-Tensor.__rtruediv__ = _reflected(div)
-Tensor.__floordiv__ = lambda self, other: div(self, other, rounding_mode="floor")
-Tensor.__rfloordiv__ = lambda self, other: div(other, self, rounding_mode="floor")
-Tensor.__mod__ = lambda self, other: _binary_forward("remainder", self, other, name="remainder")
-Tensor.__pow__ = pow
-Tensor.__rpow__ = _reflected(pow)
-Tensor.__neg__ = neg
-Tensor.__pos__ = lambda self: self
-Tensor.__abs__ = abs
-Tensor.__eq__ = lambda self, other: False if other is None else eq(self, other)  # PyTorch: t == None is False
-Tensor.__ne__ = lambda self, other: True if other is None else ne(self, other)
-Tensor.__lt__ = lt
-Tensor.__le__ = le
-Tensor.__gt__ = gt
-Tensor.__ge__ = ge
-# & | ^ ~ are bitwise, as in PyTorch (for bool tensors the same as logical)
-Tensor.__and__ = Tensor.__rand__ = bitwise_and
-Tensor.__or__ = Tensor.__ror__ = bitwise_or
-Tensor.__xor__ = Tensor.__rxor__ = bitwise_xor
-Tensor.__invert__ = bitwise_not
-Tensor.fix = Tensor.trunc

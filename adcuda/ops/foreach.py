@@ -29,26 +29,25 @@ clipping run under ``adcuda.no_grad()``, as in PyTorch).
 
 Beside them, ``_make_subclass`` (PyTorch's ``Tensor._make_subclass``, not exported as ``adcuda.*``) makes
 the alias ``nn.Parameter`` is built on.
+
+Each is a registry op (``adcuda._foreach_add_`` and the rest; no Tensor method): the dispatch point's
+hooks see its calls, and its primitive calls go through ``primitives``, so the profiler counts them
+and graph capture will see them.
 """
 import math
 from collections.abc import Sequence
 
 from .. import dtypes as dt
 from ..autograd.grad_mode import is_grad_enabled
-from ..backends import backend_for
 from ..device import CPU
 from ..errors import AutogradError, DeviceError, DTypeError, ShapeError, fmt_shape
-from ..tensor import Tensor
-from ._core import broadcast_shapes, check_inplace_allowed, result_type, wrap
+from ..tensor import Tensor, primitives, primitives_on, version_counter
+from .common import broadcast_shapes, result_type, wrap
+from .mutation import check_inplace_allowed
+from .registry import op
 
 Tensors = Sequence[Tensor]
 Number = bool | int | float
-
-__all__ = [
-    "_foreach_add_", "_foreach_mul_", "_foreach_clamp_", "_foreach_zero_", "_foreach_copy_", "_foreach_version",
-    "_foreach_increment_version_", "_global_norm", "_fused_sgd_", "_fused_adam_", "_fused_adamw_",
-    "_amp_foreach_non_finite_check_and_unscale_", "_amp_update_scale_",
-]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -136,7 +135,7 @@ def _bump(*lists):
     for tensors in lists:
         if tensors:
             for t in tensors:
-                t._version.value += 1
+                version_counter(t).value += 1
 
 
 def _category(operand):
@@ -180,7 +179,7 @@ def _foreach_binary_(op, primitive, tensors, other, alpha=1):
     _check_writable(op, tensors)
     if device is None:
         return
-    bk = backend_for(device)
+    bk = primitives_on(device)
     shared_category = _category(other) if others is None else None
     for i, t in enumerate(tensors):
         b = others[i] if others is not None else other
@@ -198,18 +197,22 @@ def _foreach_binary_(op, primitive, tensors, other, alpha=1):
     _bump(tensors)
 
 
+@op("_foreach_add_", method=False,
+    doc="self[i] += alpha * other[i] (or other, a number or one-element tensor), in place.")
 def _foreach_add_(self: Tensors, other: Number | Tensor | Tensors, *, alpha: Number = 1) -> None:
     """``self[i] += alpha * other[i]`` for a list ``other``, ``self[i] += alpha * other`` for a number or
     a one-element tensor; in place, each result in ``self[i]``'s dtype."""
     _foreach_binary_("_foreach_add_", "add", self, other, alpha)
 
 
+@op("_foreach_mul_", doc="self[i] *= other[i] (or other, a number or one-element tensor), in place.", method=False)
 def _foreach_mul_(self: Tensors, other: Number | Tensor | Tensors) -> None:
     """``self[i] *= other[i]`` for a list ``other``, ``self[i] *= other`` for a number or a one-element
     tensor (which stays on the device: no host read); in place, computed as the ``mul`` op computes."""
     _foreach_binary_("_foreach_mul_", "mul", self, other)
 
 
+@op("_foreach_clamp_", doc="self[i].clamp_(min, max) for every tensor, in one call.", method=False)
 def _foreach_clamp_(self: Tensors, min: Number | None = None, max: Number | None = None) -> None:
     """``self[i].clamp_(min, max)`` for every tensor, in one call (adcuda's; PyTorch spells it as
     ``_foreach_clamp_min_`` followed by ``_foreach_clamp_max_``, two passes over the memory)."""
@@ -222,12 +225,13 @@ def _foreach_clamp_(self: Tensors, min: Number | None = None, max: Number | None
     _check_writable(op, tensors)
     if device is None:
         return
-    bk = backend_for(device)
+    bk = primitives_on(device)
     for t in tensors:
         bk.copy_(t._data, bk.clamp(t._data, min, max))
     _bump(tensors)
 
 
+@op("_foreach_zero_", doc="self[i].zero_() for every tensor.", method=False)
 def _foreach_zero_(self: Tensors) -> None:
     """``self[i].zero_()`` for every tensor."""
     op = "_foreach_zero_"
@@ -235,10 +239,11 @@ def _foreach_zero_(self: Tensors) -> None:
     _refuse_autograd(op, tensors)
     _check_writable(op, tensors)
     for t in tensors:
-        t._backend.copy_(t._data, 0)
+        primitives(t).copy_(t._data, 0)
     _bump(tensors)
 
 
+@op("_foreach_copy_", doc="self[i].copy_(src[i]) for every pair.", method=False)
 def _foreach_copy_(self: Tensors, src: Tensors, non_blocking: bool = False) -> None:
     """``self[i].copy_(src[i])`` for every pair: ``src[i]`` broadcast to ``self[i]``'s shape and cast to
     its dtype (moved to its device first if it lives elsewhere)."""
@@ -251,7 +256,7 @@ def _foreach_copy_(self: Tensors, src: Tensors, non_blocking: bool = False) -> N
     for t, s in zip(tensors, sources):
         if s._device != t._device:
             s = s.to(t._device, non_blocking=non_blocking)
-        bk = t._backend
+        bk = primitives(t)
         data = s._data
         if data.shape != t._data.shape:
             try:
@@ -266,12 +271,15 @@ def _foreach_copy_(self: Tensors, src: Tensors, non_blocking: bool = False) -> N
     _bump(tensors)
 
 
+@op("_foreach_version", doc="How many in-place writes each tensor (with its views) has had.", method=False)
 def _foreach_version(tensors: Tensors) -> list[int]:
     """How many in-place writes each tensor (with its views) has had: PyTorch's ``Tensor._version``,
     read for many tensors at once (optimizers use it to notice writes from elsewhere)."""
-    return [t._version.value for t in _tensor_list("_foreach_version", "tensors", tensors)]
+    return [version_counter(t).value for t in _tensor_list("_foreach_version", "tensors", tensors)]
 
 
+@op("_foreach_increment_version_", method=False,
+    doc="Record that these tensors' memory was written in place outside adcuda's ops.")
 def _foreach_increment_version_(tensors: Tensors) -> None:
     """Record that something other than an adcuda op wrote these tensors' memory in place (a
     collective's transport, a kernel of another library reached through DLPack): PyTorch's
@@ -280,6 +288,8 @@ def _foreach_increment_version_(tensors: Tensors) -> None:
     _bump(_tensor_list("_foreach_increment_version_", "tensors", tensors))
 
 
+@op("_make_subclass", method=False, function=False,
+    doc="A Tensor-subclass alias of data (its memory and version counter), outside any graph.")
 def _make_subclass(cls: type, data: Tensor, require_grad: bool = False) -> Tensor:
     """A ``cls`` instance (a subclass of Tensor) sharing ``data``'s memory and version counter (so its
     in-place history), outside any graph: PyTorch's ``Tensor._make_subclass``, as ``nn.Parameter``
@@ -289,7 +299,7 @@ def _make_subclass(cls: type, data: Tensor, require_grad: bool = False) -> Tenso
     if not isinstance(data, Tensor):
         raise TypeError(f"_make_subclass: data must be a Tensor, got {type(data).__name__}")
     alias = cls._make(data._data, data._device)
-    alias._version = data._version
+    alias._vc = version_counter(data)
     if require_grad:
         alias.requires_grad_(True)
     return alias
@@ -297,6 +307,7 @@ def _make_subclass(cls: type, data: Tensor, require_grad: bool = False) -> Tenso
 
 # ----------------------------------------------------------------------------------------------
 # norms
+@op("_global_norm", doc="The norm_type-norm of all elements of the tensors together, as one 0-d tensor.", method=False)
 def _global_norm(tensors: Tensors, norm_type: float = 2.0) -> Tensor:
     """The ``norm_type``-norm (> 0, or inf) of all elements of ``tensors`` taken together, as one 0-d
     tensor on their device: float32, accumulated in float32 (float64 if any tensor is float64); a NaN
@@ -311,7 +322,7 @@ def _global_norm(tensors: Tensors, norm_type: float = 2.0) -> Tensor:
         raise ValueError(f"{op}: norm_type must be positive or inf, got {norm_type}")
     _check_floating(op, "tensors", tensors)
     device = device or CPU
-    return wrap(backend_for(device).global_norm([t._data for t in tensors], norm_type), device)
+    return wrap(primitives_on(device).global_norm([t._data for t in tensors], norm_type), device)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -351,6 +362,7 @@ def _arrays(tensors):
     return None if tensors is None else [t._data for t in tensors]
 
 
+@op("_fused_sgd_", doc="PyTorch's SGD step for many parameters in one call.", method=False)
 def _fused_sgd_(self: Tensors, grads: Tensors, momentum_buffer_list: Tensors | None, *, weight_decay: float,
                 momentum: float, lr: float, dampening: float, nesterov: bool, maximize: bool, is_first_step: bool,
                 master_params: Tensors | None = None) -> None:
@@ -369,7 +381,7 @@ def _fused_sgd_(self: Tensors, grads: Tensors, momentum_buffer_list: Tensors | N
     device = _step_operands(op, params, grads, {"momentum_buffer_list": bufs}, masters)
     if device is None:
         return
-    bk = backend_for(device)
+    bk = primitives_on(device)
     bk.sgd_step_(_arrays(params), _grad_arrays(bk, grads, maximize), _arrays(bufs), float(lr), float(momentum),
                  float(dampening), bool(nesterov), float(weight_decay), bool(is_first_step), _arrays(masters))
     _bump(params, bufs, masters)
@@ -398,7 +410,7 @@ def _fused_adam_common(op, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs
         if s.numel() != 1:
             raise ShapeError(f"{op}: state_steps[{i}] must hold one number, got shape {fmt_shape(s.shape)}")
         by_step.setdefault(int(s.item()), []).append(i)
-    bk = backend_for(device)
+    bk = primitives_on(device)
     arrays = (_arrays(params), _grad_arrays(bk, grads, maximize), _arrays(exp_avgs), _arrays(exp_avg_sqs),
               _arrays(masters), _arrays(maxes))
     for step, members in by_step.items():
@@ -409,6 +421,7 @@ def _fused_adam_common(op, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs
     _bump(params, exp_avgs, exp_avg_sqs, maxes, masters)
 
 
+@op("_fused_adam_", doc="PyTorch's Adam step for many parameters in one call.", method=False)
 def _fused_adam_(self: Tensors, grads: Tensors, exp_avgs: Tensors, exp_avg_sqs: Tensors,
                  max_exp_avg_sqs: Tensors | None, state_steps: Tensors, *, lr: float, beta1: float, beta2: float,
                  weight_decay: float, eps: float, amsgrad: bool, maximize: bool,
@@ -422,6 +435,7 @@ def _fused_adam_(self: Tensors, grads: Tensors, exp_avgs: Tensors, exp_avg_sqs: 
                        beta2, weight_decay, eps, amsgrad, maximize, master_params, decoupled=False)
 
 
+@op("_fused_adamw_", doc="PyTorch's AdamW step (decoupled weight decay) for many parameters in one call.", method=False)
 def _fused_adamw_(self: Tensors, grads: Tensors, exp_avgs: Tensors, exp_avg_sqs: Tensors,
                   max_exp_avg_sqs: Tensors | None, state_steps: Tensors, *, lr: float, beta1: float, beta2: float,
                   weight_decay: float, eps: float, amsgrad: bool, maximize: bool,
@@ -443,6 +457,8 @@ def _check_flag(op, name, t, device, dtype):
         raise DeviceError(f"{op}: {name} is on {t._device} but the tensors are on {device}")
 
 
+@op("_amp_foreach_non_finite_check_and_unscale_", method=False,
+    doc="Gradients times inv_scale in place; found_inf set where any is inf or NaN.")
 def _amp_foreach_non_finite_check_and_unscale_(self: Tensors, found_inf: Tensor, inv_scale: Tensor, *,
                                                out: Tensors | None = None) -> None:
     """PyTorch's: multiply every tensor of ``self`` (gradients) by ``inv_scale`` in place, and set
@@ -466,12 +482,14 @@ def _amp_foreach_non_finite_check_and_unscale_(self: Tensors, found_inf: Tensor,
         _check_floating(op, "out", outs)
     if device is None:
         return
-    bk = backend_for(device)
+    bk = primitives_on(device)
     flag = bk.unscale_and_check_(_arrays(outs), _arrays(grads), inv_scale._data)
     bk.copy_(found_inf._data, bk.binary("maximum", found_inf._data, flag, dt.float32))
     _bump(outs, (found_inf,))
 
 
+@op("_amp_update_scale_", method=False,
+    doc="PyTorch's dynamic loss-scale update, in place, kept within [min_scale, max_scale].")
 def _amp_update_scale_(self: Tensor, growth_tracker: Tensor, found_inf: Tensor, scale_growth_factor: float,
                        scale_backoff_factor: float, growth_interval: int, *, min_scale: float = 0.0,
                        max_scale: float = math.inf) -> Tensor:
@@ -486,7 +504,7 @@ def _amp_update_scale_(self: Tensor, growth_tracker: Tensor, found_inf: Tensor, 
     _check_flag(op, "growth_tracker", growth_tracker, device, dt.int32)
     _check_flag(op, "found_inf", found_inf, device, dt.float32)
     _refuse_autograd(op, (self, growth_tracker, found_inf))
-    bk = backend_for(device)
+    bk = primitives_on(device)
     # the primitive takes 0-d arrays; PyTorch keeps the scale and tracker as shape (1,)
     scalar = [bk.view(t._data, ()) for t in (self, growth_tracker, found_inf)]
     bk.update_scale_(*scalar, float(scale_growth_factor), float(scale_backoff_factor), int(growth_interval),

@@ -1,12 +1,22 @@
 """Indexing: ``t[key]`` and ``t[key] = v`` (ints, slices with steps, None, Ellipsis, integer
-tensors and boolean masks), gather, scatter_add, index_select, masked_fill, tril, triu, one_hot."""
+tensors and boolean masks), gather, scatter_add, index_select, index_put, masked_fill, tril, triu,
+one_hot.
+
+Forwards call the backend's index family (``slice index index_put_ gather scatter_add tril triu``:
+``kernels/index.cu``, ``kernels/layout.cu``)."""
 import numbers
 
 from .. import dtypes as dt
-from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
-from ..tensor import Tensor
-from ._core import (check_inplace_allowed, commit_inplace, make_view, method, needs_grad, record,
-                    sum_to_shape, wrap, wrap_dim)
+from ..autograd.graph import needs_grad
+from ..errors import DeviceError, DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
+from ..tensor import Tensor, primitives
+from .common import cast, constant, filled, wrap, wrap_dim
+from .elementwise import where
+from .factories import arange, tensor
+from .mutation import check_inplace_allowed, commit_inplace, version_counter
+from .registry import op
+
+_PLAIN = (int, type(None))  # slice bounds the backend takes as they are
 
 
 def _is_basic_item(k):
@@ -14,23 +24,28 @@ def _is_basic_item(k):
         isinstance(k, numbers.Integral) and not isinstance(k, bool))
 
 
-def _convert_key(input, key, op):
+def convert_key(input, key, name):
     """The key as the backend takes it, and whether it is basic (gives a view)."""
+    if key.__class__ is int:
+        return (key,), True
+    if key.__class__ is slice and key.start.__class__ in _PLAIN and key.stop.__class__ in _PLAIN and (
+            key.step is None or key.step.__class__ is int and key.step > 0):
+        return (key,), True
     if not isinstance(key, tuple):
         key = (key,)
     out, basic = [], True
     for k in key:
         if isinstance(k, Tensor):
             if k._device != input._device:
-                raise IndexOutOfRangeError(f"{op}: indices on {k._device} for a tensor on {input._device}")
+                raise IndexOutOfRangeError(f"{name}: indices on {k._device} for a tensor on {input._device}")
             if k.dtype is not dt.bool_ and k.dtype.category != dt.INTEGER:
-                raise IndexOutOfRangeError(f"{op}: tensors used as indices must be long, int or bool "
+                raise IndexOutOfRangeError(f"{name}: tensors used as indices must be long, int or bool "
                                            f"tensors, got {k.dtype}")
             out.append(k._data)
             basic = False
         elif isinstance(k, slice):
             if k.step is not None and int(k.step) <= 0:
-                raise ValueError(f"{op}: slice step must be greater than zero, got {k.step}")
+                raise ValueError(f"{name}: slice step must be greater than zero, got {k.step}")
             out.append(slice(*(int(v) if v is not None else None for v in (k.start, k.stop, k.step))))
         elif _is_basic_item(k):
             out.append(int(k) if isinstance(k, numbers.Integral) else k)
@@ -38,18 +53,17 @@ def _convert_key(input, key, op):
             out.append(k)
             basic = False
         elif isinstance(k, (list, tuple)) or hasattr(k, "__array__"):
-            from ..factories import tensor
             idx = tensor(k, device=input._device)
             if idx.numel() == 0:
-                idx = idx.to(dtype=dt.int64)
-            return _convert_key(input, key[:len(out)] + (idx,) + key[len(out) + 1:], op)
+                idx = cast(idx, dt.int64)
+            return convert_key(input, key[:len(out)] + (idx,) + key[len(out) + 1:], name)
         else:
-            raise TypeError(f"{op}: unsupported index of type {type(k).__name__}")
+            raise TypeError(f"{name}: unsupported index of type {type(k).__name__}")
     return tuple(out), basic
 
 
-def _index_error(op, input, key, err):
-    return IndexOutOfRangeError(f"{op}: index {_describe(key)} is out of range or invalid for a tensor "
+def _index_error(name, input, key, err):
+    return IndexOutOfRangeError(f"{name}: index {_describe(key)} is out of range or invalid for a tensor "
                                 f"of shape {fmt_shape(input.shape)} ({err})")
 
 
@@ -59,93 +73,97 @@ def _describe(key):
                            for k in items) + "]"
 
 
-def getitem(input, key):
-    bkey, basic = _convert_key(input, key, "index")
-    bk = input._backend
-    try:
-        data = bk.slice(input._data, bkey) if basic else bk.index(input._data, bkey)
-    except IndexError as e:
-        raise _index_error("index", input, key, e) from None
-    in_shape = tuple(input.shape)
-    if basic:
-        return make_view(input, data, "SliceBackward0",
-                         lambda node, g: _scatter_back(g, in_shape, bkey, False),
-                         lambda t: t[key])
-    out = wrap(data, input._device)
-    if needs_grad(input):
-        record("IndexBackward0", out, (input,), lambda node, g: _scatter_back(g, in_shape, bkey, True))
-    return out
-
-
 def _scatter_back(g, shape, bkey, accumulate):
-    from ..factories import zeros
-    return index_put(zeros(shape, dtype=g.dtype, device=g.device), bkey, g, accumulate, _raw_key=True)
+    """A zero tensor of ``shape`` with ``g`` written (or added) at the backend key ``bkey``."""
+    return index_put_key(filled(shape, 0, g.dtype, g._device), bkey, g, accumulate)
 
 
-def index_put(input, key, values, accumulate=False, *, _raw_key=False, _op="index_put"):
-    """Out-of-place ``input[key] = values`` (``+=`` with duplicates summed when ``accumulate``).
-    ``_op`` names the op in errors (``index_put_`` when it implements ``t[key] = v``)."""
-    bkey = key if _raw_key else _convert_key(input, key, _op)[0]
-    bk = input._backend
-    if not isinstance(values, Tensor):
-        from ..factories import tensor
-        values = tensor(values, dtype=input.dtype, device=input._device)
-    if values.dtype is not input.dtype:
-        values = values.to(dtype=input.dtype)
-    data = bk.astype(input._data, input.dtype)
+# ------------------------------------------------------------------------------------------------
+# reading: t[key]
+@op("slice_key", doc="input at a basic key in backend form (ints, slices, None, Ellipsis): a view.",
+    view=True, function=False, method=False, node="SliceBackward0",
+    grads={"input": lambda grad, input_shape, bkey: _scatter_back(grad, input_shape, bkey, False)})
+def slice_key(input, bkey, key=None):
     try:
-        bk.index_put_(data, bkey, values._data, accumulate)
+        data = primitives(input).slice(input._data, bkey)
     except IndexError as e:
-        raise _index_error(_op, input, key, e) from None
-    except ValueError as e:
-        raise ShapeError(f"{_op}: values of shape {fmt_shape(values.shape)} cannot be written to "
-                         f"index {_describe(key)} of a tensor of shape {fmt_shape(input.shape)} ({e})") from None
-    out = wrap(data, input._device)
-    if needs_grad(input, values):
-        v_shape = tuple(values.shape)
-        want_in, want_v = input.requires_grad, values.requires_grad
+        raise _index_error("index", input, bkey if key is None else key, e) from None
+    return wrap(data, input._device)
 
-        def backward(node, g):
-            g_in = g_v = None
-            if want_in:
-                if accumulate:
-                    g_in = g
-                else:
-                    from ..factories import zeros
-                    g_in = index_put(g, bkey, zeros((), dtype=g.dtype, device=g.device), _raw_key=True)
-            if want_v:
-                picked = _take(g, bkey)
-                g_v = sum_to_shape(picked, v_shape) if tuple(picked.shape) != v_shape else picked
-            return g_in, g_v
-        record("IndexPutBackward0", out, (input, values), backward)
-    return out
+
+@op("index_key", doc="input at an advanced key in backend form (integer arrays, boolean masks): a copy.",
+    function=False, method=False, node="IndexBackward0",
+    grads={"input": lambda grad, input_shape, bkey: _scatter_back(grad, input_shape, bkey, True)})
+def index_key(input, bkey, key=None):
+    try:
+        data = primitives(input).index(input._data, bkey)
+    except IndexError as e:
+        raise _index_error("index", input, bkey if key is None else key, e) from None
+    return wrap(data, input._device)
+
+
+@op("getitem", doc="input[key]: a view for basic keys, a copy for integer-tensor and mask keys.", composite=True,
+    function=False, method=False, operators=("__getitem__",))
+def getitem(input, key):
+    bkey, basic = convert_key(input, key, "index")
+    return slice_key(input, bkey, key) if basic else index_key(input, bkey, key)
 
 
 def _take(g, bkey):
     """``g[bkey]`` for a key already in backend form (differentiable)."""
-    bk = g._backend
     basic = all(_is_basic_item(k) for k in bkey)
-    data = bk.contiguous(bk.slice(g._data, bkey)) if basic else bk.index(g._data, bkey)
-    out = wrap(data, g._device)
-    if needs_grad(g):
-        shape = tuple(g.shape)
-        record("IndexBackward0", out, (g,), lambda node, gg: _scatter_back(gg, shape, bkey, not basic))
-    return out
+    return slice_key(g, bkey) if basic else index_key(g, bkey)
 
 
+# ------------------------------------------------------------------------------------------------
+# writing: index_put, t[key] = v
+def _index_put_input_grad(grad, bkey, accumulate):
+    if accumulate:
+        return grad
+    return index_put_key(grad, bkey, filled((), 0, grad.dtype, grad._device), False)
+
+
+@op("index_put_key", doc="Out-of-place input[bkey] = values (+= with duplicates summed when accumulate).",
+    function=False, method=False, node="IndexPutBackward0",
+    grads={"input": _index_put_input_grad,
+           "values": lambda grad, bkey: _take(grad, bkey)})
+def index_put_key(input, bkey, values, accumulate=False, key=None, name="index_put"):
+    if not isinstance(values, Tensor):
+        values = constant(values, input.dtype, input._device)
+    values = cast(values, input.dtype)
+    data = primitives(input).astype(input._data, input.dtype)
+    try:
+        primitives(input).index_put_(data, bkey, values._data, accumulate)
+    except IndexError as e:
+        raise _index_error(name, input, bkey if key is None else key, e) from None
+    except ValueError as e:
+        raise ShapeError(f"{name}: values of shape {fmt_shape(values.shape)} cannot be written to index "
+                         f"{_describe(bkey if key is None else key)} of a tensor of shape "
+                         f"{fmt_shape(input.shape)} ({e})") from None
+    return wrap(data, input._device)
+
+
+@op("index_put", doc="Out-of-place input[indices] = values (+= with duplicates summed when accumulate).",
+    composite=True, inplace=True)
+def index_put(input, indices, values, accumulate=False):
+    key = tuple(indices)
+    return index_put_key(input, convert_key(input, key, "index_put")[0], values, accumulate, key)
+
+
+@op("setitem", doc="input[key] = value, in place.", composite=True, function=False, method=False,
+    operators=("__setitem__",))
 def setitem(input, key, value):
     check_inplace_allowed(input, "index_put_")
     if isinstance(value, Tensor) and value._device != input._device:
-        from ..errors import DeviceError
         raise DeviceError(f"index_put_: value on {value._device} for a tensor on {input._device}")
-    bkey, basic = _convert_key(input, key, "index_put_")
+    bkey, basic = convert_key(input, key, "index_put_")
     if needs_grad(input, value):
         if basic:
             _write_into_view(input, key, value)
         else:
-            commit_inplace(input, index_put(input, key, value, _op="index_put_"), "index_put_")
+            commit_inplace(input, index_put_key(input, bkey, value, False, key, "index_put_"), "index_put_")
         return
-    bk = input._backend
+    bk = primitives(input)
     vdata = value._data if isinstance(value, Tensor) else value
     try:
         if basic:
@@ -158,7 +176,7 @@ def setitem(input, key, value):
         vshape = fmt_shape(value.shape) if isinstance(value, Tensor) else type(value).__name__
         raise ShapeError(f"index_put_: value of shape {vshape} cannot be written to index "
                          f"{_describe(key)} of a tensor of shape {fmt_shape(input.shape)} ({e})") from None
-    input._version.value += 1
+    version_counter(input).value += 1
 
 
 def _write_into_view(input, key, value):
@@ -166,8 +184,7 @@ def _write_into_view(input, key, value):
     so only the view's elements are copied and the base's history becomes CopySlices."""
     target = getitem(input, key)
     if not isinstance(value, Tensor):
-        from ..factories import full
-        value = full((), value, dtype=input.dtype, device=input.device)
+        value = filled((), value, input.dtype, input._device)
     elif value.dtype is not input.dtype:
         value = value.to(dtype=input.dtype)
     try:
@@ -179,41 +196,53 @@ def _write_into_view(input, key, value):
     commit_inplace(target, value, "index_put_")
 
 
-def _check_index_tensor(op, input, dim, index, same_rank=True):
+# ------------------------------------------------------------------------------------------------
+# gather, scatter_add, index_select
+def _check_index_tensor(name, input, dim, index, same_rank=True):
     if not isinstance(index, Tensor) or index.dtype.category != dt.INTEGER:
-        raise DTypeError(f"{op}: index must be an int64 tensor, got "
+        raise DTypeError(f"{name}: index must be an int64 tensor, got "
                          f"{index.dtype if isinstance(index, Tensor) else type(index).__name__}")
-    d = wrap_dim(dim, input.ndim, op)
+    d = wrap_dim(dim, input.ndim, name)
     if same_rank and index.ndim != input.ndim and not (input.ndim == 0 and index.ndim <= 1):
-        raise ShapeError(f"{op}: index tensor must have the same number of dimensions as the input "
+        raise ShapeError(f"{name}: index tensor must have the same number of dimensions as the input "
                          f"tensor; got index {fmt_shape(index.shape)} and input {fmt_shape(input.shape)}")
     if index.numel():
         lo = int(index.min().item())
         hi = int(index.max().item())
         n = input.shape[d] if input.ndim else 1
         if lo < 0 or hi >= n:
-            raise IndexOutOfRangeError(f"{op}: index {hi if hi >= n else lo} is out of bounds for "
+            raise IndexOutOfRangeError(f"{name}: index {hi if hi >= n else lo} is out of bounds for "
                                        f"dimension {d} with size {n} (input shape {fmt_shape(input.shape)})")
     return d
 
 
+def _gather_grad(grad, input_shape, dim, index):
+    d = wrap_dim(dim, len(input_shape), "gather")
+    return scatter_add(filled(input_shape, 0, grad.dtype, grad._device), d, index, grad)
+
+
+@op("gather", doc="Values of input at index along dim (out[i][j] = input[index[i][j]][j] for dim 0).",
+    node="GatherBackward0", grads={"input": _gather_grad})
 def gather(input, dim, index):
     d = _check_index_tensor("gather", input, dim, index)
     for i, (a, b) in enumerate(zip(index.shape, input.shape)):
         if i != d and a > b:
             raise ShapeError(f"gather: index {fmt_shape(index.shape)} is larger than input "
                              f"{fmt_shape(input.shape)} in dimension {i}")
-    out = wrap(input._backend.gather(input._data, d, index._data), input._device)
-    if needs_grad(input):
-        shape = tuple(input.shape)
-
-        def backward(node, g):
-            from ..factories import zeros
-            return scatter_add(zeros(shape, dtype=g.dtype, device=g.device), d, index, g)
-        record("GatherBackward0", out, (input,), backward)
-    return out
+    return wrap(primitives(input).gather(input._data, d, index._data), input._device)
 
 
+def _scatter_add_src_grad(grad, dim, index, src_shape):
+    d = wrap_dim(dim, grad.ndim, "scatter_add")
+    g_src = gather(grad, d, index)
+    if tuple(g_src.shape) != tuple(src_shape):
+        pad = filled(src_shape, 0, grad.dtype, grad._device)
+        g_src = index_put(pad, tuple(slice(0, n) for n in index.shape), g_src)
+    return g_src
+
+
+@op("scatter_add", doc="input with src added at index along dim (out-of-place).", node="ScatterAddBackward0",
+    inplace=True, grads={"input": lambda grad: grad, "src": _scatter_add_src_grad})
 def scatter_add(input, dim, index, src):
     d = _check_index_tensor("scatter_add", input, dim, index)
     if not isinstance(src, Tensor):
@@ -222,26 +251,11 @@ def scatter_add(input, dim, index, src):
         if a > src.shape[i] or (i != d and a > input.shape[i]):
             raise ShapeError(f"scatter_add: index {fmt_shape(index.shape)} is larger than src "
                              f"{fmt_shape(src.shape)} or input {fmt_shape(input.shape)} in dimension {i}")
-    if src.dtype is not input.dtype:
-        src = src.to(dtype=input.dtype)
-    out = wrap(input._backend.scatter_add(input._data, d, index._data, src._data), input._device)
-    if needs_grad(input, src):
-        want_in, want_src = input.requires_grad, src.requires_grad
-        src_shape = tuple(src.shape)
-
-        def backward(node, g):
-            g_src = None
-            if want_src:
-                g_src = gather(g, d, index)
-                if tuple(g_src.shape) != src_shape:
-                    from ..factories import zeros
-                    pad = zeros(src_shape, dtype=g.dtype, device=g.device)
-                    g_src = index_put(pad, tuple(slice(0, n) for n in index.shape), g_src)
-            return (g if want_in else None), g_src
-        record("ScatterAddBackward0", out, (input, src), backward)
-    return out
+    src = cast(src, input.dtype)
+    return wrap(primitives(input).scatter_add(input._data, d, index._data, src._data), input._device)
 
 
+@op("index_select", doc="The entries of input at the 1-D index along dim.", composite=True)
 def index_select(input, dim, index):
     if not isinstance(index, Tensor) or index.ndim > 1:
         raise ShapeError("index_select: index must be a 1-D int64 tensor")
@@ -249,8 +263,8 @@ def index_select(input, dim, index):
     return getitem(input, (slice(None),) * d + (index.reshape(-1),))
 
 
+@op("masked_fill", doc="input with value where mask is true.", composite=True, inplace=True)
 def masked_fill(input, mask, value):
-    from .elementwise import where
     if not isinstance(mask, Tensor) or mask.dtype is not dt.bool_:
         raise DTypeError(f"masked_fill: mask must be a bool tensor, got "
                          f"{mask.dtype if isinstance(mask, Tensor) else type(mask).__name__}")
@@ -268,25 +282,29 @@ def masked_fill(input, mask, value):
     return out if out.dtype is input.dtype else out.to(dtype=input.dtype)
 
 
-def _triangle(op, input, diagonal):
+# ------------------------------------------------------------------------------------------------
+# triangles, one_hot
+def _triangle(prim, input, diagonal):
     if input.ndim < 2:
-        raise ShapeError(f"{op}: input tensor must have at least 2 dimensions, got shape {fmt_shape(input.shape)}")
-    out = wrap(getattr(input._backend, op)(input._data, diagonal), input._device)
-    if needs_grad(input):
-        record(op.capitalize() + "Backward0", out, (input,), lambda node, g: _triangle(op, g, diagonal))
-    return out
+        raise ShapeError(f"{prim}: input tensor must have at least 2 dimensions, got shape {fmt_shape(input.shape)}")
+    return wrap(getattr(primitives(input), prim)(input._data, diagonal), input._device)
 
 
+@op("tril", doc="The lower triangle of the last two dims (above diagonal set to 0).", node="TrilBackward0",
+    grads={"input": lambda grad, diagonal: tril(grad, diagonal)})
 def tril(input, diagonal=0):
     return _triangle("tril", input, diagonal)
 
 
+@op("triu", doc="The upper triangle of the last two dims (below diagonal set to 0).", node="TriuBackward0",
+    grads={"input": lambda grad, diagonal: triu(grad, diagonal)})
 def triu(input, diagonal=0):
     return _triangle("triu", input, diagonal)
 
 
+@op("one_hot", doc="Class indices as one-hot int64 rows of num_classes (inferred when -1).", composite=True,
+    method=False, functional=True)
 def one_hot(tensor, num_classes=-1):
-    from ..factories import arange
     if tensor.dtype.category != dt.INTEGER:
         raise DTypeError(f"one_hot: is only applicable to index tensors, got {tensor.dtype}")
     if tensor.numel():
@@ -301,22 +319,3 @@ def one_hot(tensor, num_classes=-1):
         raise ShapeError("one_hot: can not infer the total number of classes from an empty tensor")
     classes = arange(num_classes, device=tensor.device)
     return (tensor.unsqueeze(-1) == classes).to(dtype=dt.int64)
-
-
-def _inplace(name, fn):
-    def method_(self, *args, **kwargs):
-        check_inplace_allowed(self, name)
-        return commit_inplace(self, fn(self, *args, **kwargs), name)
-    method_.__name__ = name
-    return method_
-
-
-Tensor.__getitem__ = getitem
-Tensor.__setitem__ = setitem
-for _name in ("gather", "scatter_add", "index_select", "masked_fill", "tril", "triu"):
-    method(_name)(globals()[_name])
-Tensor.masked_fill_ = _inplace("masked_fill_", masked_fill)
-Tensor.index_put = lambda self, indices, values, accumulate=False: index_put(self, tuple(indices), values, accumulate)
-Tensor.index_put_ = _inplace("index_put_", lambda self, indices, values, accumulate=False:
-                             index_put(self, tuple(indices), values, accumulate))
-Tensor.scatter_add_ = _inplace("scatter_add_", scatter_add)

@@ -1,87 +1,40 @@
-"""In-place ops (``add_ sub_ mul_ div_ pow_ clamp_ zero_ fill_ copy_`` and ``+= -= *= /=``).
+"""The ops that only exist in place: ``fill_ zero_ copy_``. (In-place forms of other ops, ``add_``
+and the rest, are generated from the out-of-place ops by the registry.)
 
-Each runs its out-of-place op, writes the result into the tensor's memory and bumps the version
-counter that saved values are checked against. When a graph is being recorded the value is cloned
-first, so a backward rule that saved the old value keeps it.
-"""
+Each writes into the tensor's memory and bumps the version counter that saved values are checked
+against; while recording, the tensor's history moves to the written value."""
+from ..autograd.graph import needs_grad
 from ..errors import DTypeError, ShapeError, fmt_shape
 from ..tensor import Tensor
-from ._core import check_inplace_allowed, commit_inplace, needs_grad, wrap
-from . import elementwise as ew
+from .common import filled
+from .mutation import check_inplace_allowed, commit_inplace, write_untracked
+from .registry import op
 
 
-def _inplace_from(name, fn):
-    def method_(self, *args, **kwargs):
-        check_inplace_allowed(self, name)
-        recording = needs_grad(self, *args)
-        source = self.clone() if recording else self
-        result = fn(source, *args, **kwargs)
-        if result.dtype is not self.dtype:
-            if result.dtype.category > self.dtype.category:
-                raise DTypeError(f"{name}: result type {result.dtype} can't be cast to the desired output "
-                                 f"type {self.dtype}")
-            result = result.to(dtype=self.dtype)
-        if not recording:
-            try:
-                result = result.expand(tuple(self.shape)) if tuple(result.shape) != tuple(self.shape) else result
-            except ShapeError:
-                pass
-        return commit_inplace(self, result, name)
-    method_.__name__ = name
-    return method_
-
-
-Tensor.add_ = _inplace_from("add_", ew.add)
-Tensor.sub_ = _inplace_from("sub_", ew.sub)
-Tensor.mul_ = _inplace_from("mul_", ew.mul)
-Tensor.div_ = _inplace_from("div_", ew.div)
-Tensor.pow_ = _inplace_from("pow_", ew.pow)
-Tensor.clamp_ = Tensor.clip_ = _inplace_from("clamp_", ew.clamp)
-Tensor.neg_ = _inplace_from("neg_", ew.neg)
-Tensor.exp_ = _inplace_from("exp_", ew.exp)
-Tensor.sqrt_ = _inplace_from("sqrt_", ew.sqrt)
-Tensor.relu_ = _inplace_from("relu_", ew.relu)
-Tensor.sigmoid_ = _inplace_from("sigmoid_", ew.sigmoid)
-Tensor.tanh_ = _inplace_from("tanh_", ew.tanh)
-Tensor.__iadd__ = Tensor.add_
-Tensor.__isub__ = Tensor.sub_
-Tensor.__imul__ = Tensor.mul_
-Tensor.__itruediv__ = Tensor.div_
-
-
-def _fill(self, value, op):
-    check_inplace_allowed(self, op)
+def _fill(self, value, name):
+    check_inplace_allowed(self, name)
     if isinstance(value, Tensor):
         if value.ndim:
-            raise ShapeError(f"{op}: only supports a 0-dimensional value tensor, got shape {fmt_shape(value.shape)}")
+            raise ShapeError(f"{name}: only supports a 0-dimensional value tensor, got shape {fmt_shape(value.shape)}")
         if needs_grad(value):
-            return commit_inplace(self, value.to(dtype=self.dtype).expand(tuple(self.shape)), op)
+            return commit_inplace(self, value.to(dtype=self.dtype).expand(tuple(self.shape)), name)
         value = value.item()
     if needs_grad(self):
-        from ..factories import full
-        return commit_inplace(self, full(tuple(self.shape), value, dtype=self.dtype, device=self.device), op)
-    return _write_untracked(self, value, op)
+        return commit_inplace(self, filled(self.shape, value, self.dtype, self._device), name)
+    return write_untracked(self, value, name)
 
 
-def _write_untracked(self, data, op):
-    """Write ``data`` (backend array or scalar) into ``self`` with nothing to record."""
-    try:
-        self._backend.copy_(self._data, data)
-    except ValueError as e:
-        raise ShapeError(f"{op}: cannot write into this tensor of shape {fmt_shape(self.shape)} in place "
-                         f"({e})") from None
-    self._version.value += 1
-    return self
-
-
+@op("fill_", doc="Every element set to value, in place.", composite=True, function=False)
 def fill_(self, value):
     return _fill(self, value, "fill_")
 
 
+@op("zero_", doc="Every element set to 0, in place.", composite=True, function=False)
 def zero_(self):
     return _fill(self, 0, "zero_")
 
 
+@op("copy_", doc="src's values (broadcast, converted) written into this tensor.", composite=True, function=False)
 def copy_(self, src, non_blocking=False):
     check_inplace_allowed(self, "copy_")
     if not isinstance(src, Tensor):
@@ -95,9 +48,4 @@ def copy_(self, src, non_blocking=False):
                          f"{fmt_shape(self.shape)}") from None
     if needs_grad(src) or needs_grad(self):
         return commit_inplace(self, value.clone(), "copy_")
-    return _write_untracked(self, value._data, "copy_")
-
-
-Tensor.fill_ = fill_
-Tensor.zero_ = zero_
-Tensor.copy_ = copy_
+    return write_untracked(self, value._data, "copy_")

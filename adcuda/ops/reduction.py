@@ -1,21 +1,26 @@
 """Reductions over any set of dims, with ``keepdim``: sum mean prod amax amin max min var std
-logsumexp norm argmax argmin all any; and the running sum ``cumsum``."""
+logsumexp norm argmax argmin all any; and the running sum ``cumsum``.
+
+Forwards call the backend's reduce family (``reduce``, ``argreduce``, ``var``, ``logsumexp``,
+``cumsum``: ``kernels/reduce.cu``)."""
 import builtins
 import math
 from collections import namedtuple
 
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError, fmt_shape
-from ..autograd.grad_mode import no_grad
-from ..tensor import Tensor
-from ._core import method, needs_grad, record, wrap, wrap_dim
+from ..tensor import Tensor, primitives
+from .common import cast, wrap, wrap_dim
+from .elementwise import abs as _abs
+from .elementwise import exp, maximum, minimum, sign, where
+from .registry import op
 
 # what max(dim) and min(dim) return: (values, indices), named like PyTorch's return types
 max_result = namedtuple("max", ["values", "indices"])
 min_result = namedtuple("min", ["values", "indices"])
 
 
-def reduce_axes(op, ndim, dim):
+def reduce_axes(op_name, ndim, dim):
     """``dim`` (None, int, tuple or list) as a sorted tuple of distinct non-negative axes; an empty
     tuple means every dim, as in PyTorch."""
     if dim is None:
@@ -25,17 +30,17 @@ def reduce_axes(op, ndim, dim):
         return tuple(range(ndim))
     if ndim == 0:
         for d in dims:
-            wrap_dim(d, 0, op)
+            wrap_dim(d, 0, op_name)
         return ()
-    axes = tuple(sorted(wrap_dim(d, ndim, op) for d in dims))
+    axes = tuple(sorted(wrap_dim(d, ndim, op_name) for d in dims))
     if len(set(axes)) != len(axes):
-        raise ShapeError(f"{op}: dim {dims} contains a dim more than once")
+        raise ShapeError(f"{op_name}: dim {dims} contains a dim more than once")
     return axes
 
 
 def expand_reduced(g, input_shape, axes, keepdim):
     """Bring a reduced gradient back to the input's shape (the inverse of reducing ``axes``)."""
-    if not keepdim and axes:
+    if not keepdim and axes and len(axes) < len(input_shape):
         shape = list(input_shape)
         for ax in axes:
             shape[ax] = 1
@@ -43,217 +48,263 @@ def expand_reduced(g, input_shape, axes, keepdim):
     return g.expand(tuple(input_shape))
 
 
-def _check_nonempty(op, input, axes):
+def _check_nonempty(op_name, input, axes):
     if input.numel() == 0 and (not axes or builtins.any(input.shape[a] == 0 for a in axes)):
-        raise ShapeError(f"{op}: cannot reduce an empty tensor of shape {fmt_shape(input.shape)} over "
+        raise ShapeError(f"{op_name}: cannot reduce an empty tensor of shape {fmt_shape(input.shape)} over "
                          f"dims {axes} (the operation has no identity)")
 
 
+def _reduce(prim, input, axes, keepdim):
+    return wrap(primitives(input).reduce(prim, input._data, axes, keepdim), input._device)
+
+
+def _count(shape, axes):
+    count = 1
+    for ax in axes:
+        count *= shape[ax]
+    return count
+
+
+# ------------------------------------------------------------------------------------------------
+# sum, mean, prod
+def _sum_grad(grad, input_shape, dim, keepdim):
+    return expand_reduced(grad, input_shape, reduce_axes("sum", len(input_shape), dim), keepdim)
+
+
+@op("sum", doc="The sum over dim (all elements by default); int and bool sum as int64.",
+    node=lambda input, dim=None, keepdim=False, *, dtype=None: "SumBackward1" if dim is not None else "SumBackward0",
+    grads={"input": _sum_grad})
 def sum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
     if dtype is not None:
-        input = input.to(dtype=dtype)
-    axes = reduce_axes("sum", input.ndim, dim)
-    out = wrap(input._backend.reduce("sum", input._data, axes, keepdim), input._device)
-    if needs_grad(input):
-        shape = tuple(input.shape)
-        record("SumBackward1" if dim is not None else "SumBackward0", out, (input,),
-               lambda node, g: expand_reduced(g, shape, axes, keepdim))
-    return out
+        input = cast(input, dt.as_dtype(dtype, "sum"))
+    return _reduce("sum", input, reduce_axes("sum", input.ndim, dim), keepdim)
 
 
+def _mean_grad(grad, input_shape, dim, keepdim):
+    axes = reduce_axes("mean", len(input_shape), dim)
+    return expand_reduced(grad / builtins.max(_count(input_shape, axes), 1), input_shape, axes, keepdim)
+
+
+@op("mean", doc="The mean over dim (all elements by default).",
+    node=lambda input, dim=None, keepdim=False, *, dtype=None: "MeanBackward1" if dim is not None else "MeanBackward0",
+    grads={"input": _mean_grad})
 def mean(input, dim=None, keepdim=False, *, dtype=None):
     if dtype is not None:
-        input = input.to(dtype=dtype)
+        input = cast(input, dt.as_dtype(dtype, "mean"))
     if not input.dtype.is_floating_point:
         raise DTypeError(f"mean: could not infer output dtype. Input dtype must be a floating point "
                          f"dtype, got {input.dtype}")
-    axes = reduce_axes("mean", input.ndim, dim)
-    out = wrap(input._backend.reduce("mean", input._data, axes, keepdim), input._device)
-    if needs_grad(input):
-        shape = tuple(input.shape)
-        count = 1
-        for ax in axes:
-            count *= shape[ax]
-        record("MeanBackward1" if dim is not None else "MeanBackward0", out, (input,),
-               lambda node, g: expand_reduced(g / builtins.max(count, 1), shape, axes, keepdim))
-    return out
+    return _reduce("mean", input, reduce_axes("mean", input.ndim, dim), keepdim)
 
 
+def _prod_grad(grad, input, result, dim, keepdim):
+    shape = tuple(input.shape)
+    axes = reduce_axes("prod", len(shape), dim)
+    x = input
+    is_zero = x == 0
+    zeros = sum(is_zero.to(dtype=x.dtype), axes, keepdim=True)
+    safe_x = where(is_zero, 1.0, x)
+    prod_nonzero = safe_x
+    for ax in axes:
+        prod_nonzero = prod(prod_nonzero, ax, keepdim=True)
+    y_k = expand_reduced(result, shape, axes, keepdim)
+    no_zero = where(zeros == 0, y_k / safe_x, 0.0)
+    one_zero = where(is_zero.logical_and(zeros == 1), prod_nonzero, 0.0)
+    return expand_reduced(grad, shape, axes, keepdim) * (no_zero + one_zero)
+
+
+@op("prod", doc="The product over dim (an int; all elements by default).", node="ProdBackward0",
+    grads={"input": _prod_grad})
 def prod(input, dim=None, keepdim=False, *, dtype=None):
     if dtype is not None:
-        input = input.to(dtype=dtype)
+        input = cast(input, dt.as_dtype(dtype, "prod"))
     if dim is not None and not isinstance(dim, int):
         raise TypeError("prod: dim must be an int (as in PyTorch)")
-    axes = reduce_axes("prod", input.ndim, dim)
-    out = wrap(input._backend.reduce("prod", input._data, axes, keepdim), input._device)
-    if needs_grad(input):
+    return _reduce("prod", input, reduce_axes("prod", input.ndim, dim), keepdim)
+
+
+# ------------------------------------------------------------------------------------------------
+# extremes
+def _extreme_grad(name):
+    def grad_fn(grad, input, result, dim, keepdim):
         shape = tuple(input.shape)
-
-        def backward(node, g):
-            x, y = node.saved_tensors
-            is_zero = x == 0
-            zeros = sum(is_zero.to(dtype=x.dtype), axes, keepdim=True)
-            safe_x = _where(is_zero, 1.0, x)
-            prod_nonzero = prod_keep(safe_x, axes)
-            y_k = expand_reduced(y, shape, axes, keepdim)
-            no_zero = _where(zeros == 0, y_k / safe_x, 0.0)
-            one_zero = _where(is_zero.logical_and(zeros == 1), prod_nonzero, 0.0)
-            return expand_reduced(g, shape, axes, keepdim) * (no_zero + one_zero)
-        record("ProdBackward0", out, (input,), backward, saved=(input, out))
-    return out
+        axes = reduce_axes(name, len(shape), None if dim == () else dim)
+        hit = (input == expand_reduced(result, shape, axes, keepdim)).to(dtype=grad.dtype)
+        count = sum(hit, axes, keepdim=True)
+        return expand_reduced(grad, shape, axes, keepdim) * hit / count
+    return grad_fn
 
 
-def prod_keep(x, axes):
-    r = x
-    for ax in axes:
-        r = prod(r, ax, keepdim=True)
-    return r
+def _extreme(prim, input, dim, keepdim):
+    axes = reduce_axes(prim, input.ndim, None if dim == () else dim)
+    _check_nonempty(prim, input, axes)
+    return _reduce(prim, input, axes, keepdim)
 
 
-def _where(c, a, b):
-    from .elementwise import where
-    return where(c, a, b)
-
-
-def _extreme(op, input, dim, keepdim):
-    axes = reduce_axes(op, input.ndim, dim)
-    _check_nonempty(op, input, axes)
-    out = wrap(input._backend.reduce(op, input._data, axes, keepdim), input._device)
-    if needs_grad(input):
-        shape = tuple(input.shape)
-
-        def backward(node, g):
-            x, y = node.saved_tensors
-            hit = (x == expand_reduced(y, shape, axes, keepdim)).to(dtype=g.dtype)
-            count = sum(hit, axes, keepdim=True)
-            return expand_reduced(g, shape, axes, keepdim) * hit / count
-        record(op.capitalize() + "Backward0", out, (input,), backward, saved=(input, out))
-    return out
-
-
+@op("amax", doc="The largest value over dim (all elements by default); ties share the gradient.",
+    node="AmaxBackward0", grads={"input": _extreme_grad("amax")})
 def amax(input, dim=(), keepdim=False):
-    return _extreme("amax", input, None if dim == () else dim, keepdim)
+    return _extreme("amax", input, dim, keepdim)
 
 
+@op("amin", doc="The smallest value over dim (all elements by default); ties share the gradient.",
+    node="AminBackward0", grads={"input": _extreme_grad("amin")})
 def amin(input, dim=(), keepdim=False):
-    return _extreme("amin", input, None if dim == () else dim, keepdim)
+    return _extreme("amin", input, dim, keepdim)
 
 
-def _max_min(op, input, dim, keepdim, other):
+def _max_min(name, input, dim, keepdim):
     if isinstance(dim, Tensor):  # max(a, b) is PyTorch's elementwise maximum
-        from .elementwise import maximum, minimum
-        return (maximum if op == "max" else minimum)(input, dim)
+        return (maximum if name == "max" else minimum)(input, dim)
     if dim is None:
-        return _extreme("amax" if op == "max" else "amin", input, None, False)
-    axis = wrap_dim(dim, input.ndim, op)
-    _check_nonempty(op, input, (axis,) if input.ndim else ())
-    bk = input._backend
-    arg = "argmax" if op == "max" else "argmin"
-    result = max_result if op == "max" else min_result
+        return (amax if name == "max" else amin)(input)
+    axis = wrap_dim(dim, input.ndim, name)
+    _check_nonempty(name, input, (axis,) if input.ndim else ())
+    result = max_result if name == "max" else min_result
     if input.ndim == 0:
-        return result(input.clone(), wrap(bk.full((), 0, dt.int64), input._device))
-    indices = wrap(bk.argreduce(arg, input._data, axis, True), input._device)
-    from .indexing import gather
-    values = gather(input, axis, indices)
+        return result(input.clone(), wrap(primitives(input).full((), 0, dt.int64), input._device))
+    indices = wrap(primitives(input).argreduce("argmax" if name == "max" else "argmin", input._data, axis, True),
+                   input._device)
+    values = input.gather(axis, indices)
     if not keepdim:
         values = values.squeeze(axis)
         indices = indices.squeeze(axis)
     return result(values, indices)
 
 
+@op("max", doc="The largest value (and with dim, its index along dim); max(a, b) is maximum.", composite=True)
 def max(input, dim=None, keepdim=False):  # noqa: A001
-    return _max_min("max", input, dim, keepdim, None)
+    return _max_min("max", input, dim, keepdim)
 
 
+@op("min", doc="The smallest value (and with dim, its index along dim); min(a, b) is minimum.", composite=True)
 def min(input, dim=None, keepdim=False):  # noqa: A001
-    return _max_min("min", input, dim, keepdim, None)
+    return _max_min("min", input, dim, keepdim)
 
 
+def _argext(name, input, dim, keepdim):
+    axis = None if dim is None else (wrap_dim(dim, input.ndim, name) if input.ndim else None)
+    _check_nonempty(name, input, (axis,) if axis is not None else ())
+    return wrap(primitives(input).argreduce(name, input._data, axis, keepdim), input._device)
+
+
+@op("argmax", doc="The index of the largest value (over the flattened tensor without dim).")
 def argmax(input, dim=None, keepdim=False):
     return _argext("argmax", input, dim, keepdim)
 
 
+@op("argmin", doc="The index of the smallest value (over the flattened tensor without dim).")
 def argmin(input, dim=None, keepdim=False):
     return _argext("argmin", input, dim, keepdim)
 
 
-def _argext(op, input, dim, keepdim):
-    axis = None if dim is None else (wrap_dim(dim, input.ndim, op) if input.ndim else None)
-    _check_nonempty(op, input, (axis,) if axis is not None else ())
-    return wrap(input._backend.argreduce(op, input._data, axis, keepdim), input._device)
-
-
-def _correction(op, unbiased, correction):
+# ------------------------------------------------------------------------------------------------
+# variance, standard deviation
+def _correction(name, unbiased, correction):
     if unbiased is not None and not isinstance(unbiased, bool):
-        raise TypeError(f"{op}: unbiased must be a bool")
+        raise TypeError(f"{name}: unbiased must be a bool")
     if correction is None:
         return 1 if unbiased is None or unbiased else 0
     return correction
 
 
-def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    correction = _correction("var", unbiased, correction)
-    if not input.dtype.is_floating_point:
-        raise DTypeError(f"var: expected a floating point tensor, got {input.dtype}")
-    axes = reduce_axes("var", input.ndim, dim)
-    out = wrap(input._backend.var(input._data, axes, correction, keepdim), input._device)
-    if needs_grad(input):
-        def backward(node, g):
-            (x,) = node.saved_tensors
-            return _var_grad(x, g, axes, keepdim, correction)
-        record("VarBackward0", out, (input,), backward, saved=(input,))
-    return out
-
-
-def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    correction = _correction("std", unbiased, correction)
-    with no_grad():
-        out = _sqrt(var(input, dim, keepdim=keepdim, correction=correction))
-    if needs_grad(input):
-        axes = reduce_axes("std", input.ndim, dim)
-
-        def backward(node, g):
-            # d std = d var / (2 std), and 0 (not NaN) where all values are equal, as in PyTorch
-            from .elementwise import where
-            x, y = node.saved_tensors
-            zero = y == 0
-            return _var_grad(x, where(zero, 0.0, g / (2 * where(zero, 1.0, y))), axes, keepdim, correction)
-        out = wrap(out._data, out._device)
-        record("StdBackward0", out, (input,), backward, saved=(input, out))
-    return out
-
-
-def _var_grad(x, g, axes, keepdim, correction):
+def _var_grad_of(x, g, axes, keepdim, correction):
     """The gradient of ``var`` over ``axes`` given the gradient ``g`` of its result."""
     shape = tuple(x.shape)
-    count = 1
-    for ax in axes:
-        count *= shape[ax]
-    dof = builtins.max(count - correction, 0)
+    dof = builtins.max(_count(shape, axes) - correction, 0)
     scale = 2.0 / dof if dof else math.inf  # as the forward divides by 0: inf, or NaN where centered is 0
     centered = x - mean(x, axes, keepdim=True)
     return expand_reduced(g, shape, axes, keepdim) * centered * scale
 
 
+def _var_forward(name, input, dim, unbiased, keepdim, correction):
+    correction = _correction(name, unbiased, correction)
+    if not input.dtype.is_floating_point:
+        raise DTypeError(f"{name}: expected a floating point tensor, got {input.dtype}")
+    axes = reduce_axes(name, input.ndim, dim)
+    return primitives(input).var(input._data, axes, correction, keepdim)
+
+
+@op("var", doc="The variance over dim, with Bessel's correction unless unbiased=False / correction=0.",
+    node="VarBackward0",
+    grads={"input": lambda grad, input, dim, unbiased, keepdim, correction: _var_grad_of(
+        input, grad, reduce_axes("var", input.ndim, dim), keepdim, _correction("var", unbiased, correction))})
+def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return wrap(_var_forward("var", input, dim, unbiased, keepdim, correction), input._device)
+
+
+def _std_grad(grad, input, result, dim, unbiased, keepdim, correction):
+    # d std = d var / (2 std), and 0 (not NaN) where all values are equal, as in PyTorch
+    zero = result == 0
+    g = where(zero, 0.0, grad / (2 * where(zero, 1.0, result)))
+    return _var_grad_of(input, g, reduce_axes("std", input.ndim, dim), keepdim,
+                        _correction("std", unbiased, correction))
+
+
+@op("std", doc="The standard deviation over dim (see var for the correction).", node="StdBackward0",
+    grads={"input": _std_grad})
+def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    bk = primitives(input)
+    return wrap(bk.unary("sqrt", _var_forward("std", input, dim, unbiased, keepdim, correction)), input._device)
+
+
+@op("var_mean", doc="(var, mean) over dim.", composite=True)
+def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return var(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
+
+
+@op("std_mean", doc="(std, mean) over dim.", composite=True)
+def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return std(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
+
+
+# ------------------------------------------------------------------------------------------------
+# logsumexp, norm
+def _logsumexp_grad(grad, input, result, dim, keepdim):
+    shape = tuple(input.shape)
+    axes = reduce_axes("logsumexp", len(shape), dim)
+    return expand_reduced(grad, shape, axes, keepdim) * exp(input - expand_reduced(result, shape, axes, keepdim))
+
+
+@op("logsumexp", doc="log(sum(exp(input))) over dim, computed without overflow.", node="LogsumexpBackward0",
+    grads={"input": _logsumexp_grad})
 def logsumexp(input, dim, keepdim=False):
     axes = reduce_axes("logsumexp", input.ndim, dim)
     if not input.dtype.is_floating_point:
-        input = input.to(dtype=dt.default_float)
-    out = wrap(input._backend.logsumexp(input._data, axes, keepdim), input._device)
-    if needs_grad(input):
-        shape = tuple(input.shape)
-
-        def backward(node, g):
-            from .elementwise import exp
-            x, y = node.saved_tensors
-            return expand_reduced(g, shape, axes, keepdim) * exp(x - expand_reduced(y, shape, axes, keepdim))
-        record("LogsumexpBackward0", out, (input,), backward, saved=(input, out))
-    return out
+        input = cast(input, dt.default_float)
+    return wrap(primitives(input).logsumexp(input._data, axes, keepdim), input._device)
 
 
+def _pnorm_grad(grad, input, result, p, dim, keepdim):
+    shape = tuple(input.shape)
+    axes = reduce_axes("norm", len(shape), dim)
+    if p == 1:
+        return expand_reduced(grad, shape, axes, keepdim) * sign(input)
+    # d||x||_p = x |x|^(p-2) / ||x||^(p-1), and 0 (not NaN) where the norm is 0
+    yk = expand_reduced(result, shape, axes, keepdim)
+    safe = where(yk == 0, 1.0, yk)
+    scale = input / safe if p == 2 else input * _abs(input) ** (p - 2) / safe ** (p - 1)
+    return expand_reduced(grad, shape, axes, keepdim) * where(yk == 0, 0.0, scale)
+
+
+@op("pnorm", doc="The vector p-norm for a finite p other than 0 (norm's differentiable core).",
+    node="NormBackward1", function=False, method=False, grads={"input": _pnorm_grad})
+def pnorm(input, p, dim, keepdim):
+    bk = primitives(input)
+    x, d = input._data, input.dtype
+    axes = reduce_axes("norm", input.ndim, dim)
+    if p == 1:
+        out = bk.reduce("sum", bk.unary("abs", x), axes, keepdim)
+    elif p == 2:
+        out = bk.unary("sqrt", bk.reduce("sum", bk.binary("mul", x, x, d), axes, keepdim))
+    else:
+        total = bk.reduce("sum", bk.binary("pow", bk.unary("abs", x), float(p), d), axes, keepdim)
+        out = bk.binary("pow", total, 1.0 / p, d)
+    return wrap(out, input._device)
+
+
+@op("norm", doc="The vector p-norm over dim (all elements by default); 'fro' is the 2-norm.", composite=True)
 def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
-    """The vector p-norm over ``dim`` (all elements by default); ``"fro"`` is the 2-norm."""
-    from .elementwise import abs as _abs
     if dtype is not None:
         input = input.to(dtype=dtype)
     if not input.dtype.is_floating_point:
@@ -266,76 +317,43 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
         return amax(_abs(input), () if dim is None else dim, keepdim)
     if p == -float("inf"):
         return amin(_abs(input), () if dim is None else dim, keepdim)
-    axes = reduce_axes("norm", input.ndim, dim)
-    with no_grad():
-        if p == 0:
-            return sum(input != 0, dim, keepdim).to(dtype=input.dtype)
-        if p == 1:
-            out = sum(_abs(input), dim, keepdim)
-        elif p == 2:
-            out = _sqrt(sum(input * input, dim, keepdim))
-        else:
-            out = sum(_abs(input) ** p, dim, keepdim) ** (1.0 / p)
-    if needs_grad(input):
-        shape = tuple(input.shape)
-
-        def backward(node, g):
-            from .elementwise import sign, where
-            x, y = node.saved_tensors
-            if p == 1:
-                return expand_reduced(g, shape, axes, keepdim) * sign(x)
-            # d||x||_p = x |x|^(p-2) / ||x||^(p-1), and 0 (not NaN) where the norm is 0
-            yk = expand_reduced(y, shape, axes, keepdim)
-            safe = where(yk == 0, 1.0, yk)
-            scale = x / safe if p == 2 else x * _abs(x) ** (p - 2) / safe ** (p - 1)
-            return expand_reduced(g, shape, axes, keepdim) * where(yk == 0, 0.0, scale)
-        out = wrap(out._data, out._device)
-        record("NormBackward1", out, (input,), backward, saved=(input, out))
-    return out
+    if p == 0:
+        return sum(input != 0, dim, keepdim).to(dtype=input.dtype)
+    return pnorm(input, p, dim, keepdim)
 
 
-def _sqrt(x):
-    from .elementwise import sqrt
-    return sqrt(x)
+# ------------------------------------------------------------------------------------------------
+# running sum, logical reductions
+def _cumsum_grad(grad, input_shape, dim):
+    if not input_shape:
+        return grad
+    axis = wrap_dim(dim, len(input_shape), "cumsum")
+    # each input element reaches every later output: the gradient is a reversed running sum
+    return cumsum(grad.flip(axis), axis).flip(axis)
 
 
+@op("cumsum", doc="The running sum along dim; int and bool inputs give int64.", node="CumsumBackward0",
+    grads={"input": _cumsum_grad})
 def cumsum(input, dim, *, dtype=None):
-    """Running sum along ``dim``; int and bool inputs give int64, as in PyTorch."""
     if dtype is not None:
-        input = input.to(dtype=dtype)
+        input = cast(input, dt.as_dtype(dtype, "cumsum"))
+    bk = primitives(input)
     if input.ndim == 0:
         wrap_dim(dim, 0, "cumsum")
-        return cumsum(input.reshape(1), 0).reshape(())
-    axis = wrap_dim(dim, input.ndim, "cumsum")
-    out = wrap(input._backend.cumsum(input._data, axis), input._device)
-    if needs_grad(input):
-        # each input element reaches every later output: the gradient is a reversed running sum
-        record("CumsumBackward0", out, (input,), lambda node, g: cumsum(g.flip(axis), axis).flip(axis))
-    return out
+        return wrap(bk.view(bk.contiguous(bk.cumsum(bk.view(input._data, (1,)), 0)), ()), input._device)
+    return wrap(bk.cumsum(input._data, wrap_dim(dim, input.ndim, "cumsum")), input._device)
 
 
+@op("all", doc="Whether every element over dim is nonzero.")
 def all(input, dim=None, keepdim=False):  # noqa: A001
-    axes = reduce_axes("all", input.ndim, dim)
-    return wrap(input._backend.reduce("all", input._data, axes, keepdim), input._device)
+    return _reduce("all", input, reduce_axes("all", input.ndim, dim), keepdim)
 
 
+@op("any", doc="Whether any element over dim is nonzero.")
 def any(input, dim=None, keepdim=False):  # noqa: A001
-    axes = reduce_axes("any", input.ndim, dim)
-    return wrap(input._backend.reduce("any", input._data, axes, keepdim), input._device)
+    return _reduce("any", input, reduce_axes("any", input.ndim, dim), keepdim)
 
 
-def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    return var(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
-
-
-def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    return std(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
-
-
+@op("count_nonzero", doc="The number of nonzero elements over dim.", composite=True)
 def count_nonzero(input, dim=None):
     return sum(input != 0, dim)
-
-
-for _name in ("sum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "var", "std",
-              "logsumexp", "norm", "all", "any", "cumsum", "var_mean", "std_mean", "count_nonzero"):
-    method(_name)(globals()[_name])

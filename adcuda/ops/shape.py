@@ -1,66 +1,94 @@
-"""Shape ops: views (reshape view flatten unflatten squeeze unsqueeze transpose permute expand
-broadcast_to narrow split chunk unbind select movedim T mT), and copies (flip cat stack repeat
-contiguous clone; reshape where the strides leave no choice)."""
+"""Shape ops: views (view permute expand, and from them reshape flatten unflatten squeeze unsqueeze
+transpose t movedim broadcast_to narrow split chunk unbind select T mT), and copies (flip cat stack
+repeat contiguous clone; reshape where the strides leave no choice).
+
+Views are the backend's layout primitives (``view permute expand slice flip``): they share the
+base's memory and, through the dispatch point, its version counter."""
 import operator
 
-from ..errors import ShapeError, fmt_shape
-from ..tensor import Tensor
-from ._core import broadcast_shapes, check_same_device, make_view, method, needs_grad, record, result_type, wrap, wrap_dim
+from ..autograd.graph import sum_to_shape
+from ..errors import DTypeError, ShapeError, fmt_shape
+from ..tensor import Tensor, primitives
+from .common import broadcast_shapes, cast, check_same_device, result_type, wrap, wrap_dim
+from .dispatch import NotAView
+from .factories import full, tensor
+from .indexing import index_put
+from .registry import op
 
 
-def _infer_shape(op, shape, numel):
+def _infer_shape(name, shape, numel):
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
+    n = 1
+    for s in shape:
+        if s.__class__ is not int or s < 0:
+            break
+        n *= s
+    else:
+        if n == numel:  # the common case: every size given, and they fit
+            return shape
     try:
         shape = tuple(operator.index(s) for s in shape)
     except TypeError:
-        raise TypeError(f"{op}: shape must be a sequence of ints, got {shape!r}") from None
+        raise TypeError(f"{name}: shape must be a sequence of ints, got {shape!r}") from None
     if shape.count(-1) > 1:
-        raise ShapeError(f"{op}: only one dimension can be inferred, got shape {fmt_shape(shape)}")
+        raise ShapeError(f"{name}: only one dimension can be inferred, got shape {fmt_shape(shape)}")
     for s in shape:
         if s < -1:
-            raise ShapeError(f"{op}: invalid shape dimension {s} in {fmt_shape(shape)}")
+            raise ShapeError(f"{name}: invalid shape dimension {s} in {fmt_shape(shape)}")
     if -1 in shape:
         known = 1
         for s in shape:
             if s != -1:
                 known *= s
         if known == 0 or numel % known:
-            raise ShapeError(f"{op}: shape {fmt_shape(shape)} is invalid for input of size {numel}")
+            raise ShapeError(f"{name}: shape {fmt_shape(shape)} is invalid for input of size {numel}")
         shape = tuple(numel // known if s == -1 else s for s in shape)
     n = 1
     for s in shape:
         n *= s
     if n != numel:
-        raise ShapeError(f"{op}: shape {fmt_shape(shape)} is invalid for input of size {numel}")
+        raise ShapeError(f"{name}: shape {fmt_shape(shape)} is invalid for input of size {numel}")
     return shape
 
 
+# ------------------------------------------------------------------------------------------------
+# views
+@op("view", doc="The same data seen with another shape (one dim may be -1); fails where strides forbid.",
+    view=True, node="ViewBackward0",
+    grads={"input": lambda grad, input_shape: grad.reshape(input_shape)})
 def view(input, *shape):
     shape = _infer_shape("view", shape, input.numel())
-    data = input._backend.view(input._data, shape)
+    data = primitives(input).view(input._data, shape)
     if data is None:
         raise ShapeError(
             f"view: view size {fmt_shape(shape)} is not compatible with input tensor's size "
             f"{fmt_shape(input.shape)} and stride {input.stride()} (at least one dimension spans "
             "across two contiguous subspaces). Use .reshape(...) instead.")
-    return _reshaped_view(input, data, shape, "ViewBackward0")
+    return wrap(data, input._device)
 
 
-def _reshaped_view(input, data, shape, name):
-    in_shape = tuple(input.shape)
-    return make_view(input, data, name, lambda node, g: g.reshape(in_shape),
-                     lambda t: t.reshape(shape))
-
-
+@op("reshape", doc="input with another shape: a view where the strides allow one, else a copy.", view=True,
+    node="ViewBackward0", grads={"input": lambda grad, input_shape: grad.reshape(input_shape)})
 def reshape(input, *shape):
     shape = _infer_shape("reshape", shape, input.numel())
-    data = input._backend.view(input._data, shape)
-    if data is not None:
-        return _reshaped_view(input, data, shape, "ViewBackward0")
-    return view(contiguous(input), shape)
+    data = primitives(input).view(input._data, shape)
+    if data is None:
+        return NotAView(view(contiguous(input), shape))
+    return wrap(data, input._device)
 
 
+@op("view_as", doc="view(other.shape).", composite=True, function=False)
+def view_as(input, other):
+    return view(input, tuple(other.shape))
+
+
+@op("reshape_as", doc="reshape(other.shape).", composite=True, function=False)
+def reshape_as(input, other):
+    return reshape(input, tuple(other.shape))
+
+
+@op("flatten", doc="Dims start_dim..end_dim merged into one.", composite=True)
 def flatten(input, start_dim=0, end_dim=-1):
     if input.ndim == 0:
         return reshape(input, 1)
@@ -72,6 +100,7 @@ def flatten(input, start_dim=0, end_dim=-1):
     return reshape(input, shape[:s] + (-1,) + shape[e + 1:])
 
 
+@op("unflatten", doc="Dim dim split into sizes.", composite=True)
 def unflatten(input, dim, sizes):
     d = wrap_dim(dim, input.ndim, "unflatten")
     shape = tuple(input.shape)
@@ -79,6 +108,7 @@ def unflatten(input, dim, sizes):
     return reshape(input, shape[:d] + inner + shape[d + 1:])
 
 
+@op("squeeze", doc="Dims of size 1 removed (all, or those of dim).", composite=True)
 def squeeze(input, dim=None):
     shape = tuple(input.shape)
     if dim is None:
@@ -90,13 +120,14 @@ def squeeze(input, dim=None):
     return reshape(input, tuple(n for i, n in enumerate(shape) if i not in axes))
 
 
+@op("unsqueeze", doc="A dim of size 1 inserted at dim.", composite=True)
 def unsqueeze(input, dim):
     d = wrap_dim(dim, input.ndim + 1, "unsqueeze")
     shape = tuple(input.shape)
     return reshape(input, shape[:d] + (1,) + shape[d:])
 
 
-def permute(input, *dims):
+def _permutation(input, dims):
     if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
         dims = tuple(dims[0])
     if len(dims) != input.ndim:
@@ -105,12 +136,23 @@ def permute(input, *dims):
     axes = tuple(wrap_dim(d, input.ndim, "permute") for d in dims) if input.ndim else ()
     if sorted(axes) != list(range(input.ndim)):
         raise ShapeError(f"permute: dims {dims} are not a permutation of {input.ndim} dims")
-    inverse = tuple(sorted(range(len(axes)), key=axes.__getitem__))
-    data = input._backend.permute(input._data, axes)
-    return make_view(input, data, "PermuteBackward0", lambda node, g: permute(g, inverse),
-                     lambda t: permute(t, axes))
+    return axes
 
 
+def _permute_grad(grad, input_shape, dims):
+    if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+        dims = tuple(dims[0])
+    axes = tuple(wrap_dim(d, len(input_shape), "permute") for d in dims) if input_shape else ()
+    return permute(grad, tuple(sorted(range(len(axes)), key=axes.__getitem__)))
+
+
+@op("permute", doc="The dims reordered (a view).", view=True, node="PermuteBackward0",
+    grads={"input": _permute_grad})
+def permute(input, *dims):
+    return wrap(primitives(input).permute(input._data, _permutation(input, dims)), input._device)
+
+
+@op("transpose", doc="Dims dim0 and dim1 swapped (a view).", composite=True, aliases=("swapaxes", "swapdims"))
 def transpose(input, dim0, dim1):
     if input.ndim == 0:
         wrap_dim(dim0, 0, "transpose"), wrap_dim(dim1, 0, "transpose")
@@ -122,13 +164,39 @@ def transpose(input, dim0, dim1):
     return permute(input, axes)
 
 
+@op("t", doc="The transpose of a matrix (vectors and scalars as they are).", composite=True)
 def t(input):
     if input.ndim > 2:
         raise ShapeError(f"t: expects a tensor with <= 2 dimensions, but got shape {fmt_shape(input.shape)}")
     return transpose(input, 0, 1) if input.ndim == 2 else input
 
 
-def expand(input, *sizes):
+@op("T", doc="All dims reversed.", composite=True, function=False, as_property=True)
+def T(input):  # noqa: N802 (PyTorch's name)
+    return permute(input, tuple(reversed(range(input.ndim))))
+
+
+@op("mT", doc="The last two dims swapped (batches of matrices).", composite=True, function=False, as_property=True)
+def mT(input):  # noqa: N802 (PyTorch's name)
+    if input.ndim < 2:
+        raise ShapeError(f"mT: tensor.mT is only supported on matrices or batches of matrices, got a "
+                         f"{input.ndim}-D tensor of shape {fmt_shape(input.shape)}")
+    return transpose(input, -2, -1)
+
+
+@op("movedim", doc="Dims source moved to positions destination.", composite=True)
+def movedim(input, source, destination):
+    src = [source] if isinstance(source, int) else list(source)
+    dst = [destination] if isinstance(destination, int) else list(destination)
+    src = [wrap_dim(s, input.ndim, "movedim") for s in src]
+    dst = [wrap_dim(s, input.ndim, "movedim") for s in dst]
+    order = [i for i in range(input.ndim) if i not in src]
+    for s, d in sorted(zip(dst, src)):
+        order.insert(s, d)
+    return permute(input, order)
+
+
+def _expanded_shape(input, sizes):
     if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
         sizes = tuple(sizes[0])
     in_shape = tuple(input.shape)
@@ -148,38 +216,50 @@ def expand(input, *sizes):
                              f"({n}) at non-singleton dimension {i}. Target sizes: {tuple(sizes)}. "
                              f"Tensor sizes: {fmt_shape(in_shape)}")
         target.append(int(s))
-    target = tuple(target)
-    if target == in_shape:
+    return tuple(target)
+
+
+@op("expand", doc="Size-1 dims repeated (a view with stride 0; -1 keeps a size).", view=True,
+    node="ExpandBackward0", grads={"input": lambda grad, input_shape: sum_to_shape(grad, input_shape)})
+def expand(input, *sizes):
+    target = _expanded_shape(input, sizes)
+    if target == tuple(input.shape):
         return input
-    data = input._backend.expand(input._data, target)
-    from ._core import sum_to_shape
-    return make_view(input, data, "ExpandBackward0", lambda node, g: sum_to_shape(g, in_shape),
-                     lambda t: expand(t, target))
+    return wrap(primitives(input).expand(input._data, target), input._device)
 
 
+@op("expand_as", doc="expand(other.shape).", composite=True, function=False)
 def expand_as(input, other):
     return expand(input, tuple(other.shape))
 
 
+@op("broadcast_to", doc="expand to shape.", composite=True)
 def broadcast_to(input, shape):
     return expand(input, tuple(shape))
 
 
+@op("broadcast_tensors", doc="The tensors expanded to their common broadcast shape.", composite=True,
+    method=False)
 def broadcast_tensors(*tensors):
     shape = broadcast_shapes("broadcast_tensors", *(tuple(t.shape) for t in tensors))
     return tuple(expand(t, shape) for t in tensors)
 
 
-def flip(input, dims):
+# ------------------------------------------------------------------------------------------------
+# copies
+def _flip_axes(ndim, dims):
     dims = (dims,) if isinstance(dims, int) else tuple(dims)
-    axes = tuple(wrap_dim(d, input.ndim, "flip") for d in dims) if input.ndim else ()
-    data = input._backend.contiguous(input._backend.flip(input._data, axes))
-    out = wrap(data, input._device)
-    if needs_grad(input):
-        record("FlipBackward0", out, (input,), lambda node, g: flip(g, axes))
-    return out
+    return tuple(wrap_dim(d, ndim, "flip") for d in dims) if ndim else ()
 
 
+@op("flip", doc="The order of elements reversed along dims (a copy).", node="FlipBackward0",
+    grads={"input": lambda grad, input_shape, dims: flip(grad, _flip_axes(len(input_shape), dims))})
+def flip(input, dims):
+    bk = primitives(input)
+    return wrap(bk.contiguous(bk.flip(input._data, _flip_axes(input.ndim, dims))), input._device)
+
+
+@op("narrow", doc="length elements of dim from start (a view).", composite=True)
 def narrow(input, dim, start, length):
     d = wrap_dim(dim, input.ndim, "narrow")
     size = input.shape[d]
@@ -188,81 +268,80 @@ def narrow(input, dim, start, length):
     if start < 0 or length < 0 or start + length > size:
         raise ShapeError(f"narrow: start ({start}) + length ({length}) exceeds dimension size ({size}) "
                          f"of shape {fmt_shape(input.shape)}")
-    key = (slice(None),) * d + (slice(start, start + length),)
-    return input[key]
+    return input[(slice(None),) * d + (slice(start, start + length),)]
 
 
+@op("contiguous", doc="input in row-major layout (input itself if it is already).", node="CloneBackward0",
+    grads={"input": lambda grad: grad})
 def contiguous(input):
-    data = input._backend.contiguous(input._data)
-    if data is input._data:
-        return input
-    out = wrap(data, input._device)
-    if needs_grad(input):
-        record("CloneBackward0", out, (input,), lambda node, g: g)
-    return out
+    data = primitives(input).contiguous(input._data)
+    return input if data is input._data else wrap(data, input._device)
 
 
+@op("clone", doc="A copy with its own memory.", node="CloneBackward0", grads={"input": lambda grad: grad})
 def clone(input):
-    bk = input._backend
+    bk = primitives(input)
     data = bk.contiguous(input._data)
     if data is input._data:
         data = bk.astype(data, input.dtype)
-    out = wrap(data, input._device)
-    if needs_grad(input):
-        record("CloneBackward0", out, (input,), lambda node, g: g)
-    return out
+    return wrap(data, input._device)
 
 
+def _cat_parts(tensors):
+    """The tensors cat joins: PyTorch skips legacy empty 1-d tensors of shape (0,)."""
+    return [t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)] or tensors[:1]
+
+
+def _cat_grad(grad, tensors_shape, dim):
+    ndim = grad.ndim
+    d = wrap_dim(dim, ndim, "cat")
+    grads, start = [], 0
+    for shape in tensors_shape:
+        if len(shape) != ndim:  # a skipped legacy empty tensor
+            grads.append(None)
+            continue
+        grads.append(narrow(grad, d, start, shape[d]))
+        start += shape[d]
+    return grads
+
+
+@op("cat", doc="The tensors joined along dim.", node="CatBackward0", method=False,
+    aliases=("concat", "concatenate"), grads={"tensors": _cat_grad})
 def cat(tensors, dim=0):
     tensors = list(tensors)
     if not tensors:
         raise ValueError("cat: expected a non-empty list of Tensors")
-    for i, t in enumerate(tensors):
-        if not isinstance(t, Tensor):
-            raise TypeError(f"cat: expected a sequence of Tensors, but element {i} is {type(t).__name__}")
+    for i, x in enumerate(tensors):
+        if not isinstance(x, Tensor):
+            raise TypeError(f"cat: expected a sequence of Tensors, but element {i} is {type(x).__name__}")
     dev = check_same_device("cat", *tensors)
-    # PyTorch skips legacy empty 1-d tensors of shape (0,)
-    parts = [t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)] or tensors[:1]
+    parts = _cat_parts(tensors)
     ref = parts[0]
     if ref.ndim == 0:
         raise ShapeError("cat: zero-dimensional tensor cannot be concatenated")
     d = wrap_dim(dim, ref.ndim, "cat")
-    for t in parts:
-        if t.ndim != ref.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, ref.shape)) if i != d):
+    for x in parts:
+        if x.ndim != ref.ndim or any(a != b for i, (a, b) in enumerate(zip(x.shape, ref.shape)) if i != d):
             raise ShapeError(f"cat: sizes of tensors must match except in dimension {d}; got shapes "
-                             + ", ".join(fmt_shape(x.shape) for x in parts))
+                             + ", ".join(fmt_shape(p.shape) for p in parts))
     dtype = result_type(*parts) if len({p.dtype for p in parts}) > 1 else ref.dtype
-    parts = [p if p.dtype is dtype else p.to(dtype=dtype) for p in parts]
-    out = wrap(ref._backend.cat([p._data for p in parts], d), dev)
-    if needs_grad(*parts):
-        sizes = [p.shape[d] for p in parts]
-        wants = [p.requires_grad for p in parts]
-
-        def backward(node, g):
-            grads, start = [], 0
-            for n, want in zip(sizes, wants):
-                grads.append(narrow(g, d, start, n) if want else None)
-                start += n
-            return tuple(grads)
-        record("CatBackward0", out, tuple(parts), backward)
-    return out
+    return wrap(primitives(ref).cat([cast(p, dtype)._data for p in parts], d), dev)
 
 
-concat = concatenate = cat
-
-
+@op("stack", doc="The tensors (of one shape) joined along a new dim.", composite=True, method=False)
 def stack(tensors, dim=0):
     tensors = list(tensors)
     if not tensors:
         raise ValueError("stack: expected a non-empty list of Tensors")
-    shapes = {tuple(t.shape) for t in tensors}
+    shapes = {tuple(x.shape) for x in tensors}
     if len(shapes) > 1:
         raise ShapeError("stack: expects each tensor to be equal size, but got "
-                         + ", ".join(fmt_shape(t.shape) for t in tensors))
+                         + ", ".join(fmt_shape(x.shape) for x in tensors))
     d = wrap_dim(dim, tensors[0].ndim + 1, "stack")
-    return cat([unsqueeze(t, d) for t in tensors], d)
+    return cat([unsqueeze(x, d) for x in tensors], d)
 
 
+@op("split", doc="Pieces of split_size (or of the listed sizes) along dim (views).", composite=True)
 def split(input, split_size_or_sections, dim=0):
     d = wrap_dim(dim, input.ndim, "split")
     size = input.shape[d]
@@ -282,6 +361,7 @@ def split(input, split_size_or_sections, dim=0):
     return tuple(out)
 
 
+@op("chunk", doc="chunks nearly equal pieces along dim (views).", composite=True)
 def chunk(input, chunks, dim=0):
     if chunks <= 0:
         raise ValueError(f"chunk: chunks must be positive, got {chunks}")
@@ -293,16 +373,19 @@ def chunk(input, chunks, dim=0):
     return split(input, step, d)
 
 
+@op("unbind", doc="The slices along dim, as a tuple (views).", composite=True)
 def unbind(input, dim=0):
     d = wrap_dim(dim, input.ndim, "unbind")
     return tuple(select(input, d, i) for i in range(input.shape[d]))
 
 
+@op("select", doc="The slice at index along dim, without that dim (a view).", composite=True)
 def select(input, dim, index):
     d = wrap_dim(dim, input.ndim, "select")
     return input[(slice(None),) * d + (index,)]
 
 
+@op("repeat", doc="input tiled repeats times along each dim (a copy).", composite=True)
 def repeat(input, *repeats):
     if len(repeats) == 1 and isinstance(repeats[0], (tuple, list)):
         repeats = tuple(repeats[0])
@@ -322,34 +405,70 @@ def repeat(input, *repeats):
     return reshape(clone(tiled), tuple(final))
 
 
-def movedim(input, source, destination):
-    src = [source] if isinstance(source, int) else list(source)
-    dst = [destination] if isinstance(destination, int) else list(destination)
-    src = [wrap_dim(s, input.ndim, "movedim") for s in src]
-    dst = [wrap_dim(s, input.ndim, "movedim") for s in dst]
-    order = [i for i in range(input.ndim) if i not in src]
-    for s, d in sorted(zip(dst, src)):
-        order.insert(s, d)
-    return permute(input, order)
+# ------------------------------------------------------------------------------------------------
+# padding
+_PAD_MODES = ("constant", "reflect", "replicate", "circular")
 
 
-def _T(self):
-    return permute(self, tuple(reversed(range(self.ndim))))
+@op("pad", doc="The last len(pad) // 2 dims padded (or cropped) by (before, after) pairs, last dim first.",
+    composite=True, function=False, method=False, functional=True)
+def pad(input, pad, mode="constant", value=None):  # noqa: A002 (PyTorch's names)
+    if not isinstance(input, Tensor):
+        raise DTypeError(f"pad: input must be a Tensor, got {type(input).__name__}")
+    pad = tuple(int(p) for p in pad)
+    if len(pad) % 2:
+        raise ShapeError(f"pad: padding length must be divisible by 2, got {len(pad)} values {pad}")
+    if len(pad) // 2 > input.ndim:
+        raise ShapeError(f"pad: padding {pad} covers {len(pad) // 2} dims but the input has shape "
+                         f"{fmt_shape(input.shape)}")
+    if mode not in _PAD_MODES:
+        raise ValueError(f"pad: mode must be one of {', '.join(_PAD_MODES)}, got {mode!r}")
+    if mode != "constant" and value not in (None, 0):
+        raise ValueError(f"pad: padding mode {mode!r} doesn't take in value argument")
+    amounts = {input.ndim - 1 - i: (pad[2 * i], pad[2 * i + 1]) for i in range(len(pad) // 2)}
+    for d, (before, after) in amounts.items():
+        if input.shape[d] + before + after < 0:
+            raise ShapeError(f"pad: padding {(before, after)} of dim {d} leaves a negative size for input of "
+                             f"shape {fmt_shape(input.shape)}")
+    if mode == "constant":
+        return _pad_constant(input, amounts, 0 if value is None else value)
+    out = input
+    for d, (before, after) in amounts.items():
+        out = _pad_by_index(out, d, before, after, mode)
+    return out
 
 
-def _mT(self):
-    if self.ndim < 2:
-        raise ShapeError(f"mT: tensor.mT is only supported on matrices or batches of matrices, got a "
-                         f"{self.ndim}-D tensor of shape {fmt_shape(self.shape)}")
-    return transpose(self, -2, -1)
+def _pad_constant(input, amounts, value):
+    cropped = input[tuple(slice(max(-amounts[d][0], 0), input.shape[d] - max(-amounts[d][1], 0))
+                          if d in amounts else slice(None) for d in range(input.ndim))]
+    if all(before <= 0 and after <= 0 for before, after in amounts.values()):
+        return cropped.clone()
+    shape = tuple(n + sum(amounts[d]) if d in amounts else n for d, n in enumerate(input.shape))
+    window = tuple(slice(max(amounts[d][0], 0), max(amounts[d][0], 0) + cropped.shape[d]) if d in amounts
+                   else slice(None) for d in range(input.ndim))
+    base = full(shape, value, dtype=input.dtype, device=input.device)
+    return index_put(base, window, cropped)
 
 
-for _name in ("view", "reshape", "flatten", "unflatten", "squeeze", "unsqueeze", "permute", "transpose",
-              "t", "expand", "expand_as", "broadcast_to", "flip", "narrow", "contiguous", "clone", "split",
-              "chunk", "unbind", "select", "repeat", "movedim"):
-    method(_name)(globals()[_name])
-Tensor.T = property(_T)
-Tensor.mT = property(_mT)
-Tensor.swapaxes = Tensor.swapdims = Tensor.transpose
-Tensor.view_as = lambda self, other: view(self, tuple(other.shape))
-Tensor.reshape_as = lambda self, other: reshape(self, tuple(other.shape))
+def _pad_by_index(input, dim, before, after, mode):
+    """reflect / replicate / circular padding of one dim as a gather of source positions."""
+    n = input.shape[dim]
+    if mode == "reflect" and (before >= n or after >= n):
+        raise ShapeError(f"pad: padding size should be less than the corresponding input dimension for "
+                         f"reflect mode, but got padding {(before, after)} at dimension {dim} of input "
+                         f"{fmt_shape(input.shape)}")
+    if mode == "circular" and (before > n or after > n):
+        raise ShapeError(f"pad: padding {(before, after)} at dimension {dim} of input {fmt_shape(input.shape)} "
+                         "would wrap around more than once in circular mode")
+    if n == 0:
+        raise ShapeError(f"pad: cannot {mode}-pad an empty dimension {dim} of input {fmt_shape(input.shape)}")
+    positions = []
+    for i in range(-before, n + after):
+        if mode == "replicate":
+            positions.append(min(max(i, 0), n - 1))
+        elif mode == "circular":
+            positions.append(i % n)
+        else:  # reflect about the first and last elements, which are not repeated
+            positions.append(-i if i < 0 else 2 * (n - 1) - i if i >= n else i)
+    return input.index_select(dim, tensor(positions, device=input.device))
+

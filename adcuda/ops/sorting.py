@@ -1,41 +1,46 @@
 """Ordering along a dim: ``sort argsort topk msort median``.
 
-The backend's ``sort`` primitive gives the order; values are then gathered from the input, so their
-gradient flows back to the positions they came from (PyTorch's SortBackward / TopkBackward).
+The backend's ``sort`` primitive (its sort family: ``kernels/sort.cu``) gives the order; values are
+then gathered from the input, so their gradient flows back to the positions they came from
+(PyTorch's SortBackward / TopkBackward). All of them are composite ops.
 """
 from collections import namedtuple
 
 from .. import dtypes as dt
+from ..autograd.graph import needs_grad
 from ..errors import IndexOutOfRangeError, ShapeError, fmt_shape
-from ._core import method, needs_grad, wrap, wrap_dim
+from ..tensor import primitives
+from .common import wrap, wrap_dim
+from .indexing import gather
+from .registry import op
 
 sort_result = namedtuple("sort", ["values", "indices"])
 topk_result = namedtuple("topk", ["values", "indices"])
 median_result = namedtuple("median", ["values", "indices"])
 
 
-def _order(op, input, dim, descending):
+def _order(name, input, dim, descending):
     """(axis, int64 indices that order ``input`` along ``dim``, sorted values) for a tensor of >= 1 dim."""
-    axis = wrap_dim(dim, input.ndim, op)
-    values, idx = input._backend.sort(input._data, axis, descending, True)
+    axis = wrap_dim(dim, input.ndim, name)
+    values, idx = primitives(input).sort(input._data, axis, descending, True)
     return axis, wrap(idx, input._device), wrap(values, input._device)
 
 
 def _values_at(input, axis, indices, sorted_values):
     """The input's values at ``indices``: a differentiable gather when a gradient is needed."""
     if needs_grad(input):
-        from .indexing import gather
         return gather(input, axis, indices)
     return sorted_values
 
 
-def _scalar_order(op, input, dim):
+def _scalar_order(name, input, dim):
     """A 0-d tensor is its own ordering (index 0), as in PyTorch."""
-    wrap_dim(dim, 0, op)
-    zero = wrap(input._backend.full((), 0, dt.int64), input._device)
+    wrap_dim(dim, 0, name)
+    zero = wrap(primitives(input).full((), 0, dt.int64), input._device)
     return input.clone(), zero
 
 
+@op("sort", doc="Values sorted along dim and their indices (a stable sort).", composite=True)
 def sort(input, dim=-1, descending=False, stable=False):
     """Sorted values and their indices along ``dim``. The sort is always stable (``stable=True`` asks
     for what is always given): equal values keep their order."""
@@ -45,12 +50,14 @@ def sort(input, dim=-1, descending=False, stable=False):
     return sort_result(_values_at(input, axis, indices, values), indices)
 
 
+@op("argsort", doc="The indices that sort input along dim.", composite=True)
 def argsort(input, dim=-1, descending=False, stable=False):
     if input.ndim == 0:
         return _scalar_order("argsort", input, dim)[1]
     return _order("argsort", input, dim, descending)[1]
 
 
+@op("topk", doc="The k largest (or smallest) values along dim and their indices, in order.", composite=True)
 def topk(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002 (PyTorch's name)
     """The ``k`` largest (or smallest) values along ``dim`` and their indices, in sorted order."""
     size = input.shape[wrap_dim(dim, input.ndim, "topk")] if input.ndim else 1
@@ -68,10 +75,12 @@ def topk(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002 (PyTorch's 
     return topk_result(_values_at(input, axis, indices, values), indices)
 
 
+@op("msort", doc="input sorted along dim 0.", composite=True)
 def msort(input):
     return sort(input, 0).values
 
 
+@op("median", doc="The lower median (of all elements, or along dim with its index).", composite=True)
 def median(input, dim=None, keepdim=False):
     """The lower median (PyTorch's choice for an even count); with ``dim``, also its index."""
     if dim is None:
@@ -96,7 +105,3 @@ def _kth_smallest(input, axis, k, keepdim):
     if not keepdim:
         values, indices = values.squeeze(axis), indices.squeeze(axis)
     return median_result(values, indices)
-
-
-for _name in ("sort", "argsort", "topk", "msort", "median"):
-    method(_name)(globals()[_name])

@@ -7,7 +7,8 @@
   profiler: ``prof.key_averages().table(...)``, ``prof.export_chrome_trace(path)``.
 - ``record_function(name)``: a named range around any code, seen by both.
 
-While neither is active, ops run exactly as they were defined: nothing is wrapped.
+While neither is active, nothing observes the ops: the profiler's hooks are attached at the dispatch
+point (``adcuda.ops.dispatch``) only while a session is active.
 """
 from .events import EventList, FunctionEvent, FunctionEventAvg
 from .nvtx_ranges import emit_nvtx

@@ -1,7 +1,7 @@
 """What the profiler's pieces share: the sessions now observing ops, and per-thread bookkeeping.
 
-Nothing here is read on the per-op hot path while nothing observes: the observed entry points are
-only swapped in while a session is active (see ``instrument``).
+Nothing here is read on the per-op hot path while nothing observes: the profiler's hooks are only
+attached at the dispatch point while a session is active (see ``instrument``).
 """
 import threading
 
@@ -9,7 +9,6 @@ import threading
 class ThreadState(threading.local):
     # Class attributes are each thread's starting values.
     depth = 0               # > 0 inside an observed op or backward rule: nested ops run unobserved
-    in_primitive = False    # inside a backend primitive: its own primitive calls are not launches
     launches = 0            # backend primitive calls made on this thread while counting
     op_seq = None           # the sequence number of the op being observed on this thread, if it has one
 

@@ -1,5 +1,7 @@
 """What ``profile()`` records: one ``FunctionEvent`` per observed range, and their per-name
 averages (``key_averages()``), with PyTorch's field names."""
+from .chrome_trace import write_chrome_trace
+from .table import format_table
 
 
 class FunctionEvent:
@@ -77,6 +79,14 @@ class FunctionEventAvg:
                 f"self_cpu_time_total={self.self_cpu_time_total:.3f}us launches={self.launches}>")
 
 
+def _as_average(event):
+    if isinstance(event, FunctionEventAvg):
+        return event
+    avg = FunctionEventAvg(event.name, event.kind, str(event.input_shapes) if event.input_shapes else None)
+    avg.add(event)
+    return avg
+
+
 class EventList(list):
     """A list of events (or of averages) that prints as a table and exports a Chrome trace."""
 
@@ -109,16 +119,14 @@ class EventList(list):
         return sum(e.self_cpu_time_total for e in self)
 
     def table(self, sort_by=None, row_limit=100, max_name_column_width=55, header=None):
-        from .table import format_table
-        return format_table(self, sort_by=sort_by, row_limit=row_limit, max_name_width=max_name_column_width,
-                            header=header, show_memory=self.profile_memory,
+        return format_table([_as_average(e) for e in self], sort_by=sort_by, row_limit=row_limit,
+                            max_name_width=max_name_column_width, header=header, show_memory=self.profile_memory,
                             show_shapes=self.grouped_by_input_shape)
 
     def export_chrome_trace(self, path):
         if not all(isinstance(e, FunctionEvent) for e in self):
             raise TypeError("export_chrome_trace: needs the events themselves (profile.events()), "
                             "not their key_averages()")
-        from .chrome_trace import write_chrome_trace
         write_chrome_trace(self, path, self.origin_ns)
 
     def __str__(self):

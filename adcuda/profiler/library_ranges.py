@@ -2,31 +2,23 @@
 ``Optimizer.step#SGD.step``, ``Optimizer.zero_grad#SGD.zero_grad``, ``GradScaler.unscale_``,
 ``GradScaler.update`` and ``enumerate(DataLoader)#_SingleProcessIter.__next__`` (a batch fetch).
 
-Like the ops, these methods are wrapped only while a session is active, on the class that defines
+These methods are wrapped only while a session is active, on the class that defines
 them and on every subclass that overrides them (a user's own optimizer too).
 """
 import functools
-import importlib
 
+from ..amp.grad_scaler import GradScaler
+from ..optim.optimizer import Optimizer
+from ..utils.data.dataloader import _BaseIter
 from . import _state
 from .record_function import record_function
 
-# (module, base class, methods, range name)
+# (base class, methods, range name)
 METHODS = (
-    ("adcuda.optim.optimizer", "Optimizer", ("step", "zero_grad"), "Optimizer.{method}#{cls}.{method}"),
-    ("adcuda.amp", "GradScaler", ("unscale_", "update"), "GradScaler.{method}"),
-    ("adcuda.utils.data.dataloader", "_BaseIter", ("__next__",), "enumerate(DataLoader)#{cls}.{method}"),
+    (Optimizer, ("step", "zero_grad"), "Optimizer.{method}#{cls}.{method}"),
+    (GradScaler, ("unscale_", "update"), "GradScaler.{method}"),
+    (_BaseIter, ("__next__",), "enumerate(DataLoader)#{cls}.{method}"),
 )
-
-
-def _load(module_name):
-    """The module, or None where this build has none (a build without ``adcuda.amp``)."""
-    try:
-        return importlib.import_module(module_name)
-    except ModuleNotFoundError as e:
-        if e.name is not None and module_name.startswith(e.name):
-            return None
-        raise
 
 
 def _class_tree(cls):
@@ -59,11 +51,7 @@ def _ranged(fn, template, method):
 
 def install(swap):
     """Wrap every method listed in ``METHODS`` through ``swap(owner, attribute, replacement)``."""
-    for module_name, base_name, methods, template in METHODS:
-        module = _load(module_name)
-        base = getattr(module, base_name, None)
-        if base is None:
-            continue
+    for base, methods, template in METHODS:
         for cls in _class_tree(base):
             for method in methods:
                 fn = vars(cls).get(method)

@@ -5,7 +5,6 @@ Only the outermost op is observed: an op called inside another op's (or a backwa
 runs as is, so nothing is counted twice. Ranges are closed in ``finally`` blocks, so they stay
 balanced when an op raises.
 """
-import functools
 import weakref
 from time import perf_counter_ns
 
@@ -39,17 +38,11 @@ def observe_op(fn, name, args, kwargs):
 _forward_seq = weakref.WeakKeyDictionary()
 
 
-def linking_record(record):
-    """Wrap ``ops._core.record`` to remember which op range each new node belongs to."""
-    thread = _thread
-
-    @functools.wraps(record)
-    def record_and_link(*args, **kwargs):
-        node = record(*args, **kwargs)
-        if thread.op_seq is not None:
-            _forward_seq[node] = thread.op_seq
-        return node
-    return record_and_link
+def link_node(node):
+    """Remember which op range a new node was recorded in (the dispatch point's ``on_node`` hook)."""
+    seq = _thread.op_seq
+    if seq is not None:
+        _forward_seq[node] = seq
 
 
 def observe_backward(node, fn, *args):

@@ -1,5 +1,4 @@
 """``key_averages().table()``: the profile as a fixed-width text table, laid out like PyTorch's."""
-from .events import FunctionEventAvg
 
 SORT_KEYS = ("cpu_time_total", "self_cpu_time_total", "cpu_time", "count", "cpu_memory_usage",
              "self_cpu_memory_usage", "launches", "self_launches")
@@ -20,17 +19,10 @@ def format_memory(nbytes):
     return f"{nbytes} B"
 
 
-def _as_average(event):
-    if isinstance(event, FunctionEventAvg):
-        return event
-    avg = FunctionEventAvg(event.name, event.kind, str(event.input_shapes) if event.input_shapes else None)
-    avg.add(event)
-    return avg
-
-
-def format_table(events, sort_by=None, row_limit=100, max_name_width=55, header=None, show_memory=False,
+def format_table(averages, sort_by=None, row_limit=100, max_name_width=55, header=None, show_memory=False,
                  show_shapes=False):
-    rows = [_as_average(e) for e in events]
+    """``averages``: FunctionEventAvg rows (a single event is an average of one)."""
+    rows = list(averages)
     if sort_by is not None:
         if sort_by not in SORT_KEYS:
             raise ValueError(f"table: sort_by must be one of {', '.join(SORT_KEYS)}; got {sort_by!r}")

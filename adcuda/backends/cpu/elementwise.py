@@ -41,6 +41,17 @@ _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
+_ZEROS = {}
+
+
+def _zero(dtype):
+    """A 0-d zero of ``dtype`` (relu's other operand: a Python 0 costs NumPy a conversion per call)."""
+    zero = _ZEROS.get(dtype)
+    if zero is None:
+        zero = _ZEROS[dtype] = np.zeros((), dtype)
+    return zero
+
+
 def _sigmoid(x):
     # exp of a non-positive number only: no overflow warnings for large |x|
     e = np.exp(-np.abs(x))
@@ -65,7 +76,7 @@ def _gelu_tanh(x):
 UNARY_OPS = {
     "neg": np.negative, "abs": np.abs, "exp": np.exp, "log": np.log, "log1p": np.log1p,
     "sqrt": np.sqrt, "rsqrt": lambda x: 1.0 / np.sqrt(x), "sin": np.sin, "cos": np.cos,
-    "tanh": np.tanh, "sigmoid": _sigmoid, "relu": lambda x: np.maximum(x, 0).astype(x.dtype, copy=False),
+    "tanh": np.tanh, "sigmoid": _sigmoid, "relu": lambda x: np.maximum(x, _zero(x.dtype)),
     "gelu": _gelu, "gelu_tanh": _gelu_tanh, "silu": lambda x: x * _sigmoid(x), "sign": _sign,
     "logical_not": np.logical_not, "erf": _erf, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc,
     "round": np.round, "exp2": np.exp2, "log2": np.log2, "log10": np.log10, "bitwise_not": np.invert,
@@ -89,11 +100,12 @@ def unary(op: str, a: BackendArray) -> BackendArray:
     x = _compute(a)
     if x.dtype.kind in "biu" and op in _FLOAT_ONLY:
         x = x.astype(np.float64)
+    # (NumPy's floating-point warnings, a NaN or inf cast into an integer included, are silenced by the
+    # package's filter: no np.errstate, which would cost ~1 us a call)
     try:
-        with np.errstate(all="ignore"):
-            r = np.asarray(fn(x))
-            if r.dtype != a.dtype and op != "logical_not":
-                r = r.astype(a.dtype)  # NaN and inf into integers: as the CUDA cast gives them, no warning
+        r = np.asarray(fn(x))
+        if r.dtype != a.dtype and op != "logical_not":
+            r = r.astype(a.dtype)  # NaN and inf into integers: as the CUDA cast gives them
     except TypeError:  # NumPy has no loop for this dtype (neg of bool, bitwise_not of floats, ...)
         raise DTypeError(f"{op}: not defined for {a.dtype} arrays") from None
     return r
@@ -132,8 +144,7 @@ def unary_backward(op: str, x: BackendArray | None, y: BackendArray | None, g: B
     except KeyError:
         raise _unknown_op("unary_backward", op) from None
     try:
-        with np.errstate(all="ignore"):
-            r = np.asarray(fn(_compute(x), _compute(y), _compute(g)))
+        r = np.asarray(fn(_compute(x), _compute(y), _compute(g)))
     except TypeError:
         if x is None or y is None:  # the one the gradient needs
             raise ValueError(f"unary_backward: {op} needs its {'input x' if x is None else 'output y'}") from None
@@ -147,7 +158,7 @@ BINARY_OPS = {
     "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal, "logical_and": np.logical_and,
     "logical_or": np.logical_or, "logical_xor": np.logical_xor, "floor_divide": np.floor_divide,
     "remainder": np.remainder, "bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or,
-    "bitwise_xor": np.bitwise_xor,
+    "bitwise_xor": np.bitwise_xor, "logaddexp": np.logaddexp, "hypot": np.hypot,
 }
 _BOOL_RESULT = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor"}
 

@@ -31,7 +31,9 @@ def empty(shape: Shape, dtype: DType) -> BackendArray:
 
 
 def full(shape: Shape, value: Scalar, dtype: DType) -> BackendArray:
-    return np.full(shape, value, _np_dtype(dtype))
+    a = np.empty(shape, _np_dtype(dtype))
+    a.fill(value)  # what np.full does, without its Python-level wrapper (half the cost for small arrays)
+    return a
 
 
 def arange(start: float, stop: float, step: float, dtype: DType) -> BackendArray:
@@ -69,7 +71,9 @@ def copy_(dst: BackendArray, src: BackendArray | np.ndarray | Scalar) -> Backend
 # views
 def view(a: BackendArray, shape: Shape) -> BackendArray | None:
     try:
-        return np.reshape(a, shape, copy=False)
+        if a.flags.c_contiguous:  # always a view where the size fits; reshape's copy=False check costs more
+            return a.reshape(shape)
+        return a.reshape(shape, copy=False)
     except ValueError:
         _strided.resolve_shape(a.size, (shape,) if isinstance(shape, int) else shape)  # a wrong size raises
         return None  # the right size, but the strides do not allow a view
@@ -80,6 +84,24 @@ def permute(a: BackendArray, axes: Axes) -> BackendArray:
 
 
 def expand(a: BackendArray, shape: Shape) -> BackendArray:
+    if a.flags.c_contiguous and a.size and shape.__class__ is tuple:
+        # np.broadcast_to's view, made directly over a's memory (a quarter of the cost: the
+        # gradient of every sum and mean is an expand)
+        lead = len(shape) - a.ndim
+        if lead < 0:
+            raise ValueError(f"cannot broadcast an array of shape {a.shape} to {tuple(shape)}")
+        strides = []
+        for i, n in enumerate(shape):
+            if i < lead:
+                strides.append(0)
+                continue
+            m = a.shape[i - lead]
+            if m != n and m != 1:
+                raise ValueError(f"cannot broadcast an array of shape {a.shape} to {tuple(shape)}")
+            strides.append(a.strides[i - lead] if m == n else 0)
+        r = np.ndarray(shape, a.dtype, buffer=a, strides=strides)
+        r.flags.writeable = False  # as broadcast_to's: its elements share memory
+        return r
     return np.broadcast_to(a, shape)
 
 

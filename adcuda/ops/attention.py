@@ -1,0 +1,120 @@
+"""scaled_dot_product_attention: fused (the backend's attention family: ``kernels/attention.cu``,
+forward and backward without keeping the probabilities) where it applies, composed of ops where
+it does not (dropout on the probabilities, a mask that needs a gradient, no keys)."""
+import math
+
+from .. import dtypes as dt
+from ..autograd.graph import needs_grad
+from ..errors import DTypeError, ShapeError, fmt_shape
+from ..tensor import primitives
+from .common import broadcast_shapes, check_float, check_same_device, check_tensor, dense, wrap
+from .elementwise import where
+from .factories import ones
+from .random import dropout
+from .registry import op
+from .softmax_loss import softmax
+
+
+@op("scaled_dot_product_attention", doc="softmax(query @ key.T * scale + mask) @ value, optionally causal.",
+    composite=True, autocast="lower", function=False, method=False, functional=True)
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                                 enable_gqa=False):
+    name = "scaled_dot_product_attention"
+    for what, t in (("query", query), ("key", key), ("value", value)):
+        check_float(name, what, t)
+        if t.ndim < 2:
+            raise ShapeError(f"{name}: {what} must have at least 2 dims (..., L, E), got shape {fmt_shape(t.shape)}")
+    if not (query.dtype is key.dtype is value.dtype):
+        raise DTypeError(f"{name}: expected query, key and value to have the same dtype, got {query.dtype}, "
+                         f"{key.dtype} and {value.dtype}")
+    check_same_device(name, query, key, value, attn_mask)
+    if query.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2]:
+        raise ShapeError(f"{name}: query {fmt_shape(query.shape)}, key {fmt_shape(key.shape)} and value "
+                         f"{fmt_shape(value.shape)} do not fit: query and key need the same last dim, key and "
+                         "value the same sequence length (dim -2)")
+    if is_causal and attn_mask is not None:
+        raise ValueError(f"{name}: explicit attn_mask should not be set when is_causal=True")
+    if not 0.0 <= dropout_p <= 1.0:
+        raise ValueError(f"{name}: dropout_p has to be between 0 and 1, but got {dropout_p}")
+    if enable_gqa:
+        key, value = _repeat_kv_heads(name, query, key), _repeat_kv_heads(name, query, value)
+    batch = broadcast_shapes(name, tuple(query.shape[:-2]), tuple(key.shape[:-2]), tuple(value.shape[:-2]))
+    scores_shape = batch + (query.shape[-2], key.shape[-2])
+    if attn_mask is not None:
+        attn_mask = _check_attn_mask(name, attn_mask, query, scores_shape)
+    if scale is None:
+        scale = 1.0 / math.sqrt(query.shape[-1]) if query.shape[-1] else 1.0
+    if dropout_p > 0.0 or (attn_mask is not None and needs_grad(attn_mask)) or key.shape[-2] == 0:
+        # the fused primitive has neither dropout nor a mask gradient (nor a use for zero keys, where
+        # every output is 0): compose it from ops instead
+        probs = _attention_probs(query, key, attn_mask, is_causal, scale)
+        return dropout(probs, dropout_p) @ value
+    return attention_fused(query, key, value, attn_mask, is_causal, scale)
+
+
+def _repeat_kv_heads(op, query, kv):
+    """Grouped-query attention: each key/value head serves ``groups`` consecutive query heads."""
+    if query.ndim < 3 or kv.ndim < 3:
+        raise ShapeError(f"{op}: enable_gqa needs a heads dim (-3) in query and key/value")
+    heads, kv_heads = query.shape[-3], kv.shape[-3]
+    if kv_heads == heads:
+        return kv
+    if kv_heads == 0 or heads % kv_heads:
+        raise ShapeError(f"{op}: number of query heads ({heads}) must be a multiple of the key/value "
+                         f"heads ({kv_heads}) with enable_gqa=True")
+    shape = tuple(kv.shape)
+    expanded = kv.unsqueeze(-3).expand(shape[:-3] + (kv_heads, heads // kv_heads) + shape[-2:])
+    return expanded.reshape(shape[:-3] + (heads,) + shape[-2:])
+
+
+def _check_attn_mask(op, mask, query, scores_shape):
+    check_tensor(op, "attn_mask", mask)
+    if mask.dtype is not dt.bool_ and not mask.dtype.is_floating_point:
+        raise DTypeError(f"{op}: expected attn_mask dtype to be bool or floating point, got {mask.dtype}")
+    if broadcast_shapes(op, tuple(mask.shape), scores_shape) != scores_shape:
+        raise ShapeError(f"{op}: attn_mask of shape {fmt_shape(mask.shape)} does not broadcast to the "
+                         f"attention scores' shape {fmt_shape(scores_shape)} (batch..., L, S)")
+    if mask.dtype.is_floating_point and mask.dtype is not query.dtype:
+        mask = mask.to(dtype=query.dtype)
+    return mask
+
+
+def _attention_probs(q, k, mask, is_causal, scale):
+    """softmax(q k^T * scale + mask) as differentiable ops; a row no key may attend to gets zero
+    weights (PyTorch's rule), with finite scores so no NaN reaches the backward."""
+    scores = (q @ k.mT) * scale
+    if mask is None and not is_causal:
+        return softmax(scores, -1)
+    if is_causal:
+        allowed = ones((q.shape[-2], k.shape[-2]), dtype=dt.bool_, device=q.device).tril()
+        scores = where(allowed, scores, -math.inf)
+    elif mask.dtype is dt.bool_:
+        scores = where(mask, scores, -math.inf)
+    else:
+        scores = scores + mask
+    live = (scores > -math.inf).any(-1, keepdim=True)
+    probs = softmax(where(live, scores, 0.0), -1)
+    return where(live, probs, 0.0)
+
+
+def _attention_grads(grad, query, key, value, attn_mask, is_causal, scale):
+    probs = _attention_probs(query, key, attn_mask, is_causal, scale)
+    d_probs = grad @ value.mT
+    d_scores = probs * (d_probs - (d_probs * probs).sum(-1, keepdim=True))
+    return (d_scores @ key) * scale, (d_scores.mT @ query) * scale, probs.mT @ grad
+
+
+def _attention_fused_grads(grad, query, key, value, attn_mask, is_causal, scale, result, lse):
+    return tuple(wrap(d, grad._device) for d in primitives(grad).attention_backward(
+        dense(grad), dense(query), dense(key), dense(value), result._data, lse._data,
+        None if attn_mask is None else attn_mask._data, is_causal, scale))
+
+
+@op("attention_fused", doc="Attention by the fused primitive (its logsumexp rows kept for backward).",
+    function=False, method=False, node="ScaledDotProductAttentionBackward0", extra_outputs=("lse",),
+    grads={("query", "key", "value"): _attention_grads},
+    fused={("query", "key", "value"): _attention_fused_grads})
+def attention_fused(query, key, value, attn_mask, is_causal, scale):
+    out, lse = primitives(query).attention(dense(query), dense(key), dense(value),
+                                           None if attn_mask is None else dense(attn_mask), is_causal, scale)
+    return wrap(out, query._device), wrap(lse, query._device)

@@ -1,0 +1,155 @@
+"""What op forwards share: wrapping backend arrays as tensors, PyTorch's type promotion, broadcasting
+and device checks, conversions that record nothing."""
+import numpy as np  # Python data turned into a host array for the backend
+
+from .. import _native
+from .. import dtypes as dt
+from ..backends.cuda_availability import device_count, require_cuda
+from ..device import CPU
+from ..errors import DeviceError, DTypeError, ShapeError, fmt_shape
+from ..tensor import Tensor, primitives, primitives_on, wrap_dim  # noqa: F401 (wrap_dim: for the families)
+
+_new = object.__new__
+
+
+def wrap(data, device):
+    """A new tensor over a backend array computed by a primitive (Tensor._make, inlined: one is made
+    per op call)."""
+    t = _new(Tensor)
+    t._data = data
+    t._device = device
+    return t
+
+
+def cast(t, dtype):
+    """``t`` in ``dtype`` (itself if it is already), outside the graph: for forwards."""
+    if t.dtype is dtype:
+        return t
+    return Tensor._make(primitives(t).astype(t._data, dtype), t._device)
+
+
+def dense(t):
+    """``t``'s array, row-major (fused primitives may assume that layout)."""
+    return primitives(t).contiguous(t._data)
+
+
+def constant(value, dtype, device):
+    """A tensor holding ``value`` (a Python scalar or nested data) on ``device``."""
+    return Tensor._make(primitives_on(device).from_numpy(np.array(value), dtype), device)
+
+
+class on_device:
+    """``with on_device(device, op):`` makes a CUDA ``device`` the calling thread's current one for the
+    block (the backends create arrays on the current device); nothing for the CPU or plain ``cuda``."""
+
+    __slots__ = ("index", "op", "previous")
+
+    def __init__(self, device, op):
+        self.index = device.index if device.type == "cuda" else None
+        self.op = op
+        self.previous = None
+
+    def __enter__(self):
+        index = self.index
+        if index is None:
+            return self
+        require_cuda(self.op)
+        count = device_count()
+        if not 0 <= index < count:
+            raise DeviceError(f"{self.op}: invalid CUDA device index {index}; "
+                              f"{count} device{'s' if count != 1 else ''} visible (cuda:0..cuda:{count - 1})")
+        C = _native._C
+        previous = C.cuda_current_device()
+        if previous != index:
+            C.cuda_set_device(index)
+            self.previous = previous
+        return self
+
+    def __exit__(self, *exc):
+        if self.previous is not None:
+            _native._C.cuda_set_device(self.previous)
+            self.previous = None
+
+
+def filled(shape, value, dtype, device):
+    return Tensor._make(primitives_on(device).full(tuple(shape), value, dtype), device)
+
+
+def check_same_device(op, *tensors):
+    dev = None
+    for t in tensors:
+        if t.__class__ is Tensor:
+            if dev is None:
+                dev = t._device
+            elif t._device != dev:
+                raise DeviceError(f"{op}: expected all tensors to be on the same device, but found at "
+                                  f"least two devices, {dev} and {t._device}")
+    return dev
+
+
+def result_type(*operands):
+    """PyTorch's type promotion over tensors and Python scalars."""
+    dim_dt = zero_dt = None
+    scalar_cat = -1
+    for o in operands:
+        if o.__class__ is Tensor:
+            d = o.dtype
+            if o._data.ndim:
+                dim_dt = d if dim_dt is None else dt.promote(dim_dt, d)
+            else:
+                zero_dt = d if zero_dt is None else dt.promote(zero_dt, d)
+        elif o is not None:
+            scalar_cat = max(scalar_cat, dt.scalar_category(o))
+    result = dim_dt
+    if zero_dt is not None and (result is None or zero_dt.category > result.category):
+        result = zero_dt
+    if scalar_cat >= 0 and (result is None or scalar_cat > result.category):
+        result = dt.default_for_category(scalar_cat)
+    return result
+
+
+def float_result_type(*operands):
+    d = result_type(*operands)
+    return d if d.is_floating_point else dt.default_float
+
+
+def as_tensor_operand(x, op, like=None):
+    """A Python scalar or NumPy value as a 0-d (or n-d) tensor on ``like``'s device (used where an op
+    needs a tensor rather than a scalar)."""
+    if x.__class__ is Tensor:
+        return x
+    device = like._device if like is not None else CPU
+    if isinstance(x, (bool, int, float)):
+        return constant(x, result_type(x) if like is None else result_type(like, x), device)
+    try:
+        array = np.asarray(x)
+        d = dt.from_numpy_dtype(array.dtype, op)
+    except Exception as e:
+        raise DTypeError(f"{op}: unsupported operand of type {type(x).__name__}") from e
+    return constant(array, d, device)
+
+
+def broadcast_shapes(op, *shapes):
+    ndim = max((len(s) for s in shapes), default=0)
+    out = [1] * ndim
+    for s in shapes:
+        for i, n in enumerate(s, ndim - len(s)):
+            if n == out[i] or n == 1:
+                continue
+            if out[i] == 1:
+                out[i] = n
+            else:
+                raise ShapeError(f"{op}: shapes " + " and ".join(fmt_shape(x) for x in shapes)
+                                 + " cannot be broadcast")
+    return tuple(out)
+
+
+def check_tensor(op, name, x):
+    if x.__class__ is not Tensor:
+        raise DTypeError(f"{op}: {name} must be a Tensor, got {type(x).__name__}")
+
+
+def check_float(op, name, x):
+    check_tensor(op, name, x)
+    if not x.dtype.is_floating_point:
+        raise DTypeError(f"{op}: expected {name} to be a floating point tensor, got {x.dtype}")

@@ -1,0 +1,517 @@
+"""The one call path of every op: ``make_entry`` turns a registry declaration into the function
+users call (``adcuda.mul``, ``Tensor.__mul__``, ``Tensor.mul_``, ...).
+
+On the common path an entry runs the op's forward and, when a gradient is needed, records a node:
+a handful of attribute reads beyond the forward itself. Everything else attaches here as a hook
+(``add_hook``), so its cost is one falsy check while it is off:
+
+- ``around_op(name, op, call, args, kwargs)``: runs the op (``call(*args, **kwargs)``) in between;
+  autocast casts the arguments here, the profiler and NVTX time and name it, graph capture sees
+  the op call;
+- ``wrap_backend(backend)``: a stand-in for a backend module through which every primitive call of
+  the ops and of autograd passes (the profiler counts kernel launches; capture records them);
+- ``around_backward(node, fn, *args)``: runs a backward rule or a leaf's accumulation;
+- ``on_node(node)``: sees every autograd node as it is recorded.
+
+Recording, views and in-place forms follow the declaration: the values a formula reads are saved
+(tensors with their version counters), a view shares its base's version counter and can be rebuilt
+from it, an in-place form checks, writes, bumps the version counter and moves the history.
+"""
+import os
+
+from .. import tensor as tensor_module
+from ..autograd import anomaly, engine, graph
+from ..autograd.grad_mode import state as grad_state
+from ..autograd.graph import FREED_MESSAGE, Node, _sequence, edge_of, pack, sum_to_shape, unpack, version_of
+from ..errors import AutogradError, DTypeError
+from ..tensor import Tensor, primitives
+from .mutation import check_inplace_allowed, commit_inplace, link_view  # noqa: F401 (link_view: generated entries)
+
+# ----------------------------------------------------------------------------------------------
+# hooks
+_hooks = ()          # innermost last
+_slow = False        # True while any hook wants to see op calls
+_around_chain = None
+
+
+def add_hook(hook, *, innermost=False):
+    """Attach ``hook`` (an object with any of ``around_op``, ``wrap_backend``, ``around_backward``,
+    ``on_node``); ``innermost`` puts its ``around_op`` closest to the op (autocast does, so the
+    profiler's ranges include its casts)."""
+    global _hooks
+    _hooks = _hooks + (hook,) if innermost else (hook,) + _hooks
+    _refresh()
+
+
+def remove_hook(hook):
+    global _hooks
+    _hooks = tuple(h for h in _hooks if h is not hook)
+    _refresh()
+
+
+def _refresh():
+    global _slow, _around_chain
+    around = [h.around_op for h in _hooks if hasattr(h, "around_op")]
+    _around_chain = _chain(around) if around else None
+    _slow = bool(around)
+    wrappers = [h.wrap_backend for h in _hooks if hasattr(h, "wrap_backend")]
+    tensor_module.set_primitive_observer(_compose_backend_wrappers(wrappers) if wrappers else None)
+    backward = [h.around_backward for h in _hooks if hasattr(h, "around_backward")]
+    engine.set_backward_observer(_chain_backward(backward) if backward else None)
+    node_observers = [h.on_node for h in _hooks if hasattr(h, "on_node")]
+    graph.set_node_observer(_all_of(node_observers) if node_observers else None)
+
+
+def _chain(arounds):
+    """One function running ``arounds`` outermost first around the op."""
+    def run(index, name, op, call, args, kwargs):
+        if index == len(arounds):
+            return call(*args, **kwargs)
+
+        def inner(*a, **k):
+            return run(index + 1, name, op, call, a, k)
+        return arounds[index](name, op, inner, args, kwargs)
+    return lambda name, op, call, args, kwargs: run(0, name, op, call, args, kwargs)
+
+
+def _compose_backend_wrappers(wrappers):
+    cache = {}
+
+    def observed(backend):
+        wrapped = cache.get(backend)
+        if wrapped is None:
+            wrapped = backend
+            for wrap in reversed(wrappers):
+                wrapped = wrap(wrapped)
+            cache[backend] = wrapped
+        return wrapped
+    return observed
+
+
+def _chain_backward(arounds):
+    def run(index, node, fn, args):
+        if index == len(arounds):
+            return fn(*args)
+        return arounds[index](node, lambda *a: run(index + 1, node, fn, a), *args)
+    return lambda node, fn, *args: run(0, node, fn, args)
+
+
+def _all_of(observers):
+    def observe(node):
+        for o in observers:
+            o(node)
+    return observe
+
+
+def _hooked(name, op, call, args, kwargs):
+    return _around_chain(name, op, call, args, kwargs)
+
+
+# ----------------------------------------------------------------------------------------------
+# entries
+def _takes_part(t):
+    return t.__class__ is Tensor and (t._requires_grad or t._grad_fn is not None
+                                      or (t._base is not None and t.grad_fn is not None))
+
+
+def _any_takes_part(values):
+    for t in values:
+        if t.__class__ is Tensor and (t._requires_grad or t._grad_fn is not None
+                                      or (t._base is not None and t.grad_fn is not None)):
+            return True
+    return False
+
+
+def make_entry(op):
+    """The function an op is called through."""
+    _parameters(op)
+    return _name(_generated_entry(op), op)
+
+
+def _name(entry, op):
+    entry.__name__ = entry.__qualname__ = op.name
+    entry.__doc__ = op.doc
+    entry.__module__ = op.forward.__module__
+    entry.__wrapped__ = op.forward
+    entry.op = op
+    return entry
+
+
+def _parameters(op):
+    """``op.positions[name]``: where each forward parameter's value is in the ``values`` tuple that
+    recording gets (the parameters in order, a variadic one as its tuple)."""
+    op.positions = {pname: i for i, pname in enumerate(op.signature.parameters)}
+
+
+# An op's entry is generated from its forward's signature, so that Python binds the arguments
+# (positional or keyword, defaults) and recording finds each input by name: no argument parsing of
+# our own on the hot path. ``body`` is the same without the hook check, for the hooks. An op that
+# records nothing itself (composite, or not differentiable) only checks for hooks.
+_PLAIN_SOURCE = """
+def make(forward, OP, NAME, _defaults):
+    def entry({signature}):
+        if _slow:
+            return _around_chain(NAME, OP, forward, ({positional}), {keywords})
+        return forward({call})
+    return entry
+"""
+
+_ENTRY_SOURCE = """
+def make(forward, OP, NAME, _defaults):
+    def entry({signature}):
+        if _slow:
+            return _around_chain(NAME, OP, body, ({positional}), {keywords})
+{body}
+
+    def body({signature}):
+{body}
+    return entry
+"""
+
+_BODY_SOURCE = """        result = forward({call})
+        out = {output}
+{view}        if grad_state.enabled:
+            mask = 0
+{checks}            if mask:
+                _record(OP, mask, out, result, ({values}))
+        return out"""
+
+_VIEW_SOURCE = """        if out is {base}:
+            return out
+        if out.__class__ is NotAView:
+            return out.tensor
+        link_view({base}, out, entry, {replay}, _NO_KEYWORDS)
+"""
+
+_CHECK_SOURCE = """            if {x}.__class__ is Tensor:
+                if ({x}._requires_grad or {x}._grad_fn is not None
+                        or ({x}._base is not None and {x}.grad_fn is not None)):
+                    mask |= {bit}
+            elif {x}.__class__ in _SEQUENCES and _any_takes_part({x}):
+                mask |= {bit}
+"""
+
+_SEQUENCES = (list, tuple)
+_FLOAT_ARRAYS = set()  # the array dtypes (NumPy's, the CUDA runtime's) of floating point tensors seen
+_NO_KEYWORDS = {}  # the keyword arguments a view replay passes (never written)
+
+
+def _entry_filename(op):
+    """Where a generated entry's code says it is: in this package (so user-stack walks such as the
+    profiler's and anomaly mode's skip it), named after the op."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), f"<entry of op {op.name}>")
+
+
+def _tuple(items):
+    """The source of a tuple display of ``items`` (``*name`` ones unpacked): ``a, *b,``."""
+    return "".join(item + ", " for item in items)
+
+
+def _generated_entry(op):
+    signature, call, positional, keywords, values = [], [], [], [], []
+    defaults = {}
+    keyword_only = False
+    extra_keywords = None
+    for p in op.signature.parameters.values():
+        default = ""
+        if p.default is not p.empty:
+            defaults[p.name] = p.default
+            default = f"=_defaults[{p.name!r}]"
+        if p.kind == p.VAR_POSITIONAL:
+            signature.append("*" + p.name)
+            call.append("*" + p.name)
+            positional.append("*" + p.name)
+            keyword_only = True
+        elif p.kind == p.KEYWORD_ONLY:
+            if not keyword_only:
+                signature.append("*")
+                keyword_only = True
+            signature.append(p.name + default)
+            call.append(f"{p.name}={p.name}")
+            keywords.append(f"{p.name!r}: {p.name}")
+        elif p.kind == p.POSITIONAL_OR_KEYWORD:
+            signature.append(p.name + default)
+            call.append(p.name)
+            positional.append(p.name)
+        elif p.kind == p.VAR_KEYWORD and (op.composite or not op.differentiable):
+            signature.append("**" + p.name)
+            call.append("**" + p.name)
+            extra_keywords = p.name
+        else:
+            raise ValueError(f"op {op.name!r}: forward parameters must be plain, *args or keyword-only "
+                             "(and **kwargs for an op that records nothing itself)")
+        values.append(p.name)
+    keywords = "{" + ", ".join(keywords + ([f"**{extra_keywords}"] if extra_keywords else [])) + "}"
+    if op.composite or not op.differentiable:
+        source = _PLAIN_SOURCE.format(signature=", ".join(signature), positional=_tuple(positional),
+                                      keywords=keywords, call=", ".join(call))
+        made = {}
+        exec(compile(source, _entry_filename(op), "exec"), globals(), made)
+        return made["make"](op.forward, op, op.name, defaults)
+    checks = "".join(_CHECK_SOURCE.format(x=x, bit=1 << i) for i, x in enumerate(op.inputs))
+    view = ""
+    if op.view:
+        base = values[0]
+        rest = call[1:]
+        # the arguments a replay passes after the base: a variadic parameter's tuple as it is
+        replay = rest[0][1:] if len(rest) == 1 and rest[0].startswith("*") else "(" + _tuple(rest) + ")"
+        view = _VIEW_SOURCE.format(base=base, replay=replay)
+    body = _BODY_SOURCE.format(call=", ".join(call), output="result[0]" if op.extra_outputs else "result",
+                               view=view, checks=checks, values=_tuple(values))
+    source = _ENTRY_SOURCE.format(signature=", ".join(signature), body=body, positional=_tuple(positional),
+                                  keywords=keywords)
+    # defined with this module's globals, so the entry reads _slow and _around_chain as they change
+    made = {}
+    exec(compile(source, _entry_filename(op), "exec"), globals(), made)
+    return made["make"](op.forward, op, op.name, defaults)
+
+
+class NotAView:
+    """What a view op's forward returns where it had to copy instead (reshape of a tensor whose
+    strides allow no view): ``tensor``, made by other ops, which recorded its history."""
+    __slots__ = ("tensor",)
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+
+
+# ----------------------------------------------------------------------------------------------
+# recording
+def _record(op, mask, out, result, values):
+    """Make ``out`` the result of a node of ``op``: ``mask`` flags (bit i for ``op.inputs[i]``) the
+    inputs that take part in the graph, ``values`` are the forward's arguments, its parameters in
+    order, and ``result`` what the forward returned (with its extra outputs)."""
+    raw = out._data.dtype
+    if raw not in _FLOAT_ARRAYS:
+        if not out.dtype.is_floating_point:
+            return
+        _FLOAT_ARRAYS.add(raw)
+    plan = op.plans[mask] or op.plan(mask)
+    edges = []
+    metas = []
+    bit = 1
+    for position in plan.input_positions:
+        v = values[position]
+        if not mask & bit:
+            edges.append(None)
+            metas.append(None)
+        elif v.__class__ is Tensor:
+            if v is out:  # the op returned its input unchanged (contiguous of a contiguous tensor)
+                return
+            node = v._grad_fn
+            edges.append((node, v._output_nr) if node is not None and v._base is None else edge_of(v))
+            data = v._data
+            array_dtype = data.dtype
+            metas.append((data.shape, array_dtype, _DTYPE_OF_ARRAY.get(array_dtype) or _dtype_of(v)))
+        else:
+            return _record_with_lists(op, mask, out, result, values, plan)
+        bit <<= 1
+    node = OpNode(op.node if op.node.__class__ is str else op.call(op.node, values), tuple(edges), plan, metas)
+    if plan.sources:
+        _save(node, plan, out, result, values)
+    out._grad_fn = node
+    if out._view_version is not None:
+        out._view_version = version_of(out)
+
+
+# array dtype (NumPy's, the CUDA runtime's) -> adcuda dtype, for what recording notes of each input
+_DTYPE_OF_ARRAY = {}
+
+
+def _dtype_of(t):
+    d = _DTYPE_OF_ARRAY[t._data.dtype] = t.dtype
+    return d
+
+
+def _record_with_lists(op, mask, out, result, values, plan):
+    """``_record`` for an op with a list-of-tensors input (cat): one edge per tensor of the list."""
+    edges = []
+    metas = []
+    bit = 1
+    for position in plan.input_positions:
+        v = values[position]
+        group = v if v.__class__ in _SEQUENCES else (v,)
+        for t in group:
+            e = edge_of(t) if mask & bit and t.__class__ is Tensor else None
+            edges.append(e)
+            metas.append(None if e is None else (t._data.shape, t._data.dtype, t.dtype))
+        bit <<= 1
+    node = OpNode(op.node if op.node.__class__ is str else op.call(op.node, values), tuple(edges), plan, metas)
+    node.list_sizes = tuple(len(values[p]) if values[p].__class__ in _SEQUENCES else 1 for p in plan.input_positions)
+    if plan.sources:
+        _save(node, plan, out, result, values)
+    out._grad_fn = node
+    if out._view_version is not None:
+        out._view_version = version_of(out)
+
+
+def _save(node, plan, out, result, values):
+    """Keep what the plan's formulas read: tensors packed with their version counters (``_saved``),
+    other values as they are (``raw``); ``locs`` says where each read is."""
+    saved = None
+    raw = []
+    locs = []
+    for source, position in plan.sources:
+        if source is _PARAMETER:
+            v = values[position]
+        elif source is _RESULT:
+            v = out
+        elif source is _EXTRA:
+            v = result[position]
+        else:
+            v = _metadata(values[position], source)
+        if v.__class__ is Tensor:
+            if saved is None:
+                saved = []
+            locs.append(len(saved))
+            saved.append(pack(v, (out,)))
+        else:
+            locs.append(-2 - len(raw))
+            raw.append(v)
+    node.locs = locs
+    node.raw = raw
+    node._saved = saved
+
+
+# where a formula's read comes from (BackwardPlan.sources)
+_RESULT, _EXTRA, _PARAMETER = "result", "extra", "parameter"
+
+
+def read_source(op, name):
+    """``(source, position)`` for a formula's read: the op's output, an extra output (position: its
+    index in what the forward returns), a forward parameter, or a parameter's metadata (source:
+    "shape", "dtype" or "device"; position: the parameter's in the forward's arguments)."""
+    if name == "result":
+        return _RESULT, None
+    if name in op.extra_outputs:
+        return _EXTRA, op.extra_outputs.index(name) + 1
+    if name in op.params:
+        return _PARAMETER, op.positions[name]
+    param, _, what = name.rpartition("_")
+    return what, op.positions[param]
+
+
+def _metadata(value, what):
+    """The shape, dtype or device of a tensor argument (a tuple of them for a list of tensors; None
+    for None)."""
+    if value.__class__ is Tensor:
+        return value._data.shape if what == "shape" else getattr(value, what)
+    if value.__class__ in _SEQUENCES:
+        return tuple(_metadata(v, what) for v in value)
+    return None
+
+
+def op_backward(node, grad):
+    """Run the formulas of ``node``'s plan: the fused ones for plain first-order backward, the
+    composite ones while a graph of the backward is being built; then bring each gradient back to
+    its input's shape (undoing broadcasting) and dtype."""
+    plan = node.plan
+    formulas = plan.fused if plan.fused is not None and not grad_state.enabled else plan.formulas
+    locs = node.locs
+    if locs is not None:
+        saved = node._saved
+        if saved is None and node._released:
+            raise AutogradError(FREED_MESSAGE)
+        raw = node.raw
+        values = [unpack(saved[loc], node) if loc >= 0 else raw[-2 - loc] for loc in locs]
+    else:
+        values = ()
+    grads = [None] * plan.n_inputs
+    for fn, slots, targets in formulas:
+        result = fn(*[grad if s == -1 else values[s] for s in slots])
+        if len(targets) == 1:
+            grads[targets[0]] = result
+        else:
+            for t, g in zip(targets, result):
+                grads[t] = g
+    sizes = node.list_sizes
+    if sizes is not None:
+        flat = []
+        for g, n in zip(grads, sizes):
+            if n == 1 and not isinstance(g, _SEQUENCES):
+                flat.append(g)
+            else:
+                flat.extend(g if g is not None else (None,) * n)
+        grads = flat
+    metas = node.metas
+    for i, meta in enumerate(metas):
+        g = grads[i]
+        if meta is None or g is None:
+            grads[i] = None
+            continue
+        data = g._data
+        if data.shape != meta[0]:
+            g = sum_to_shape(g, meta[0])
+        if data.dtype != meta[1]:
+            g = g.to(dtype=meta[2])
+        grads[i] = g
+    return grads
+
+
+class OpNode(Node):
+    """A node of a registry op: its backward runs the op's formulas (``op_backward``). Written
+    without Node.__init__'s generality: one is made per recorded op call."""
+    backward_fn = staticmethod(op_backward)
+    num_outputs = 1
+    list_sizes = None
+    raw = None
+    locs = None
+
+    def __init__(self, name, next_edges, plan, metas):
+        self.name = name
+        self.next_edges = next_edges
+        self.plan = plan
+        self.metas = metas
+        self.seq = next(_sequence)
+        if anomaly.enabled_somewhere and anomaly.is_anomaly_enabled():
+            self.trace = anomaly.forward_trace()
+        if graph._node_observer is not None:
+            graph._node_observer(self)
+
+
+# ----------------------------------------------------------------------------------------------
+# in-place forms
+def make_inplace_entry(op):
+    """``Tensor.<name>_``: the out-of-place op written into the tensor. While recording, the op runs
+    on a clone, so a backward rule that saved the old value keeps it."""
+    name = op.forms["inplace"][0]
+    forward = op.forward
+    entry_of = op
+
+    def body(self, *args, **kwargs):
+        check_inplace_allowed(self, name)
+        recording = grad_state.enabled and (_takes_part(self) or any(_takes_part(a) for a in args)
+                                            or any(_takes_part(a) for a in kwargs.values()))
+        if not recording:
+            result = forward(self, *args, **kwargs)
+            if entry_of.extra_outputs:
+                result = result[0]
+            result = _as_dtype_of(self, result, name)
+            if result._data.shape != self._data.shape:
+                try:
+                    result = Tensor._make(primitives(result).expand(result._data, self._data.shape),
+                                          result._device)
+                except ValueError:
+                    pass  # commit_inplace raises the error naming the op
+            return commit_inplace(self, result, name)
+        source = self.clone()
+        result = _as_dtype_of(self, entry_of.entry(source, *args, **kwargs), name)
+        return commit_inplace(self, result, name)
+
+    def inplace_entry(self, *args, **kwargs):
+        if _slow:
+            return _around_chain(name, op, body, (self,) + args, kwargs)
+        return body(self, *args, **kwargs)
+    inplace_entry.__name__ = inplace_entry.__qualname__ = name
+    inplace_entry.__doc__ = f"In-place {op.name}: {op.doc}"
+    inplace_entry.op = op
+    return inplace_entry
+
+
+def _as_dtype_of(t, result, name):
+    if result.dtype is t.dtype:
+        return result
+    if result.dtype.category > t.dtype.category:
+        raise DTypeError(f"{name}: result type {result.dtype} can't be cast to the desired output type {t.dtype}")
+    return result.to(dtype=t.dtype)
+

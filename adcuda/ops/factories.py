@@ -1,0 +1,273 @@
+"""Creating tensors: ``tensor from_numpy as_tensor from_dlpack zeros ones full empty arange linspace
+eye *_like``. (The random ones are in ``ops/random.py``.)
+
+Forwards call the backend's storage primitives (``from_numpy full empty arange``), on the device's
+backend with that device current."""
+import math
+import numbers
+
+import numpy as np  # host-side parsing of user data only; computation goes through backends
+
+from .. import _interop
+from .. import dtypes as dt
+from ..backends import backend_for
+from ..device import CPU, as_device
+from ..errors import DTypeError, ShapeError
+from ..tensor import Tensor
+from .common import on_device
+from .registry import op
+
+
+def shape_arg(name, size):
+    """``size`` as given to a factory (ints, or one tuple/list/Size) as a tuple of ints."""
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    elif len(size) == 1 and hasattr(size[0], "__iter__") and not isinstance(size[0], (str, bytes)):
+        size = tuple(size[0])
+    shape = []
+    for s in size:
+        if isinstance(s, Tensor):
+            s = int(s.item())
+        if not isinstance(s, numbers.Integral) or isinstance(s, bool):
+            raise DTypeError(f"{name}: size must be a tuple of ints, got {size!r}")
+        if s < 0:
+            raise ShapeError(f"{name}: negative dimension {s} in size {tuple(size)}")
+        shape.append(int(s))
+    return tuple(shape)
+
+
+def new_tensor(name, data_fn, shape, dtype, device, requires_grad):
+    """A tensor of ``shape`` made by ``data_fn(backend, dtype)`` on ``device``."""
+    dev = as_device(device, name)
+    dtype = dt.as_dtype(dtype, name) or dt.default_float
+    bk = backend_for(dev, name)
+    n = 1
+    for s in shape:
+        n *= s
+    if n * dtype.itemsize > 1 << 46:
+        raise MemoryError(f"{name}: cannot allocate a tensor of shape {shape} and dtype {dtype} "
+                          f"({n * dtype.itemsize / 2**30:.1f} GiB)")
+    try:
+        with on_device(dev, name):
+            data = data_fn(bk, dtype)
+    except MemoryError:
+        raise MemoryError(f"{name}: out of memory allocating a tensor of shape {shape} and dtype {dtype} "
+                          f"({n * dtype.itemsize / 2**30:.2f} GiB) on {dev}") from None
+    t = Tensor._make(data, dev)
+    if requires_grad:
+        require_grad(name, t)
+    return t
+
+
+def require_grad(name, t):
+    if not t.dtype.is_floating_point:
+        raise DTypeError(f"{name}: only tensors of floating point dtype can require gradients, got {t.dtype}")
+    t.requires_grad_(True)
+
+
+# ------------------------------------------------------------------------------------------------
+# from data
+def _infer_dtype(obj):
+    """PyTorch's inference for nested data: Python bool, int and float are bool, int64 and float32;
+    NumPy scalars and arrays keep their own dtype; the elements' dtypes are promoted together."""
+    result = None
+    stack = [obj]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, (list, tuple)):
+            stack.extend(x)
+            continue
+        if isinstance(x, (np.generic, np.ndarray)):
+            d = dt.from_numpy_dtype(x.dtype, "tensor")
+        else:
+            d = dt.default_for_category(dt.scalar_category(x))
+        result = d if result is None else dt.promote(result, d)
+    return result or dt.default_float
+
+
+def _flatten_once(data):
+    for x in data:
+        if isinstance(x, (list, tuple)):
+            yield from _flatten_once(x)
+        else:
+            yield x
+
+
+def _tensors_to_lists(data):
+    if isinstance(data, Tensor):
+        return data.tolist()
+    if isinstance(data, (list, tuple)):
+        return [_tensors_to_lists(x) for x in data]
+    return data
+
+
+@op("tensor", doc="A new tensor (a copy) from nested Python data, a NumPy array or another tensor.",
+    method=False)
+def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False):
+    dtype = dt.as_dtype(dtype, "tensor")
+    if isinstance(data, Tensor):
+        src = data.detach()
+        out = src.to(device if device is not None else src.device, dtype or src.dtype, copy=True)
+        out = Tensor._make(out._data, out._device)
+    else:
+        if isinstance(data, np.ndarray):
+            arr = data
+            if dtype is None:
+                dtype = dt.from_numpy_dtype(arr.dtype, "tensor")
+        else:
+            if isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in _flatten_once(data)):
+                data = _tensors_to_lists(data)
+            if dtype is None:
+                try:
+                    dtype = _infer_dtype(data)
+                except DTypeError:
+                    raise DTypeError(f"tensor: could not infer dtype of {type(data).__name__}") from None
+            try:
+                arr = np.array(data, dtype=dtype.numpy if dtype.numpy is not None else np.float32)
+            except ValueError as e:
+                raise ShapeError(f"tensor: expected a rectangular nested sequence of numbers, got ragged "
+                                 f"or invalid data ({e})") from None
+            except TypeError as e:
+                raise DTypeError(f"tensor: could not convert data of type {type(data).__name__} ({e})") from None
+            except OverflowError as e:
+                raise DTypeError(f"tensor: a value does not fit in {dtype} ({e})") from None
+            if arr.dtype == object:
+                raise DTypeError("tensor: could not convert data made of non-numbers")
+        dev = as_device(device, "tensor")
+        bk = backend_for(dev, "tensor")
+        with on_device(dev, "tensor"):
+            data_arr = bk.from_numpy(np.array(arr, copy=True), dtype)
+        out = Tensor._make(data_arr, dev)
+    if pin_memory:
+        out = out.pin_memory()
+    if requires_grad:
+        require_grad("tensor", out)
+    return out
+
+
+@op("from_numpy", doc="A CPU tensor sharing the NumPy array's memory (no copy).", method=False)
+def from_numpy(array):
+    if not isinstance(array, np.ndarray):
+        raise DTypeError(f"from_numpy: expected np.ndarray, got {type(array).__name__}")
+    dt.from_numpy_dtype(array.dtype, "from_numpy")
+    if array.dtype not in (np.bool_, np.int32, np.int64, np.float16, np.float32, np.float64):
+        raise DTypeError(f"from_numpy: NumPy dtype {array.dtype} cannot be shared without a copy; "
+                         "use adcuda.tensor(array) instead")
+    return Tensor._make(array, CPU)
+
+
+@op("as_tensor", doc="data as a tensor, sharing memory where it can (tensors, NumPy, CUDA arrays).", method=False)
+def as_tensor(data, dtype=None, device=None):
+    if not isinstance(data, Tensor) and hasattr(data, "__cuda_array_interface__"):
+        # CuPy, Numba, PyTorch CUDA arrays: shared without a copy, as PyTorch does
+        shared = _interop.from_cuda_array_interface(data)
+        data = Tensor._make(shared, _interop.array_device(shared))
+    if isinstance(data, Tensor) and (dtype is None or data.dtype is dt.as_dtype(dtype)) and (
+            device is None or data.device == as_device(device)):
+        return data
+    if isinstance(data, np.ndarray) and device in (None, "cpu") and (
+            dtype is None or dt.as_dtype(dtype).numpy == data.dtype):
+        return from_numpy(data)
+    return tensor(data, dtype, device)
+
+
+@op("from_dlpack", doc="A tensor sharing the memory of any object with __dlpack__ (no copy).", method=False)
+def from_dlpack(ext_tensor):
+    shared = _interop.from_dlpack(ext_tensor)
+    if isinstance(shared, np.ndarray):
+        return from_numpy(shared)
+    return Tensor._make(shared, _interop.array_device(shared))
+
+
+# ------------------------------------------------------------------------------------------------
+# filled
+@op("zeros", doc="A tensor of zeros.", method=False)
+def zeros(*size, dtype=None, device=None, requires_grad=False):
+    shape = shape_arg("zeros", size)
+    return new_tensor("zeros", lambda bk, d: bk.full(shape, 0, d), shape, dtype, device, requires_grad)
+
+
+@op("ones", doc="A tensor of ones.", method=False)
+def ones(*size, dtype=None, device=None, requires_grad=False):
+    shape = shape_arg("ones", size)
+    return new_tensor("ones", lambda bk, d: bk.full(shape, 1, d), shape, dtype, device, requires_grad)
+
+
+@op("empty", doc="A tensor whose values are not set.", method=False)
+def empty(*size, dtype=None, device=None, requires_grad=False, pin_memory=False):
+    shape = shape_arg("empty", size)
+    out = new_tensor("empty", lambda bk, d: bk.empty(shape, d), shape, dtype, device, False)
+    if pin_memory:
+        out = out.pin_memory()
+    if requires_grad:
+        require_grad("empty", out)
+    return out
+
+
+@op("full", doc="A tensor filled with fill_value (its dtype by default).", method=False)
+def full(size, fill_value, dtype=None, device=None, requires_grad=False):
+    shape = shape_arg("full", (size,) if not isinstance(size, (tuple, list)) else (tuple(size),))
+    if dtype is None:
+        dtype = dt.default_for_category(dt.scalar_category(fill_value))
+    return new_tensor("full", lambda bk, d: bk.full(shape, fill_value, d), shape, dtype, device, requires_grad)
+
+
+@op("zeros_like", doc="zeros of input's shape, dtype and device.", method=False)
+def zeros_like(input, dtype=None, device=None, requires_grad=False):
+    return zeros(tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device,
+                 requires_grad=requires_grad)
+
+
+@op("ones_like", doc="ones of input's shape, dtype and device.", method=False)
+def ones_like(input, dtype=None, device=None, requires_grad=False):
+    return ones(tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device,
+                requires_grad=requires_grad)
+
+
+@op("empty_like", doc="empty of input's shape, dtype and device.", method=False)
+def empty_like(input, dtype=None, device=None, requires_grad=False):
+    return empty(tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device,
+                 requires_grad=requires_grad)
+
+
+@op("full_like", doc="full of input's shape, dtype and device.", method=False)
+def full_like(input, fill_value, dtype=None, device=None, requires_grad=False):
+    return full(tuple(input.shape), fill_value, dtype=dtype or input.dtype, device=device or input.device,
+                requires_grad=requires_grad)
+
+
+# ------------------------------------------------------------------------------------------------
+# ranges
+@op("arange", doc="start, start + step, ... below end (int64 for ints, float32 if any bound is a float).",
+    method=False)
+def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
+    if end is None:
+        start, end = 0, start
+    vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
+    start, end, step = vals
+    if step == 0:
+        raise ShapeError("arange: step must be nonzero")
+    if (end - start) * step < 0:
+        raise ShapeError(f"arange: upper bound and larger bound inconsistent with step sign "
+                         f"(start={start}, end={end}, step={step})")
+    if dtype is None:
+        dtype = dt.default_float if any(isinstance(v, float) for v in vals) else dt.int64
+    n = max(math.ceil((end - start) / step), 0)
+    return new_tensor("arange", lambda bk, d: bk.slice(bk.arange(start, start + n * step, step, d), (slice(0, n),)),
+                      (n,), dtype, device, requires_grad)
+
+
+@op("linspace", doc="steps values evenly spaced from start to end (both included).", method=False)
+def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
+    if steps < 0:
+        raise ShapeError(f"linspace: number of steps must be non-negative, got {steps}")
+    values = np.linspace(float(start), float(end), int(steps))
+    return tensor(values, dtype=dtype or dt.default_float, device=device, requires_grad=requires_grad)
+
+
+@op("eye", doc="The n x m identity matrix.", method=False)
+def eye(n, m=None, dtype=None, device=None, requires_grad=False):
+    m = n if m is None else m
+    if n < 0 or m < 0:
+        raise ShapeError(f"eye: n and m must be non-negative, got {n} and {m}")
+    return tensor(np.eye(n, m), dtype=dtype or dt.default_float, device=device, requires_grad=requires_grad)

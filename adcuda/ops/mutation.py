@@ -1,0 +1,158 @@
+"""Views and in-place writes: the bookkeeping behind version counters.
+
+A view shares its base's memory and version counter and knows how to rebuild itself from the base
+(``Tensor._view_fn``, replayed by ``replay_view``), so an in-place write through a view can give the
+base a new history (PyTorch's CopySlices) and a view of a base written in place can read its
+history again. An in-place write checks that it may happen, writes, bumps the version counter that
+saved values are checked against, and moves the tensor's history to the new value.
+"""
+from ..autograd.grad_mode import state as grad_state
+from ..autograd.graph import record, requires_grad, set_history, version_counter, version_of
+from ..autograd.tensor_methods import attach_retain_hook
+from ..errors import AutogradError, ShapeError, fmt_shape
+from ..tensor import Tensor, primitives, replay_view
+
+
+def link_view(base, out, entry, args, kwargs):
+    """Make ``out`` (a new tensor over a view of ``base``'s array) a view of ``base``: the same
+    version counter (its root base's: see ``version_counter``), and the way to rebuild it from the
+    root (``replay_view``: ``entry`` replayed with the same arguments, after the steps that made
+    ``base``)."""
+    root = base._base
+    if root is not None and base._view_fn is not None:
+        out._base = root
+        out._view_fn = (base._view_fn, entry, args, kwargs)
+    else:
+        out._base = base
+        out._view_fn = (None, entry, args, kwargs)
+    vc = base._vc
+    if vc is not None:
+        out._vc = vc  # else version_counter(out) finds the root's once it has one
+    if grad_state.enabled:
+        # recorded views re-read their history when the base is later written in place
+        out._view_version = vc.value if vc is not None else version_of(base)
+
+
+def check_inplace_allowed(t, op):
+    data = t._data
+    if 0 in data.strides and any(st == 0 and n > 1 for st, n in zip(data.strides, data.shape)):
+        raise ShapeError(
+            f"{op}: unsupported operation: more than one element of the written-to tensor refers to a "
+            f"single memory location (shape {fmt_shape(t.shape)}, stride {t.stride()}: an expanded "
+            "tensor). Please clone() the tensor before performing the operation.")
+    if grad_state.enabled:
+        leaf = t if t._base is None else t._base
+        if leaf._requires_grad and leaf.grad_fn is None:
+            what = "a view of a leaf Variable" if t._base is not None else "a leaf Variable"
+            raise AutogradError(f"{op}: {what} that requires grad is being used in an in-place operation.")
+        if t._view_fn is not None and t._view_version is None and t._base.requires_grad:
+            raise AutogradError(
+                f"{op}: a view was created in no_grad mode and is being modified inplace with grad mode "
+                "enabled. Given that this use case is ambiguous and error-prone, it is forbidden. You "
+                "can clarify your code by moving both the view and the inplace either both inside the "
+                "no_grad block (if you don't want the inplace to be tracked) or both outside (if you "
+                "want the inplace to be tracked).")
+
+
+def apply_inplace(t, fn, op):
+    """``fn(t)`` written back into ``t``'s memory. When a graph is recorded ``fn`` runs on a clone,
+    so a backward rule that saved its input still finds the old value."""
+    check_inplace_allowed(t, op)
+    source = t.clone() if grad_state.enabled and (requires_grad(t)) else t
+    return commit_inplace(t, fn(source), op)
+
+
+def write_untracked(t, data, op):
+    """Write ``data`` (a backend array or a scalar, broadcast) into ``t`` with nothing to record."""
+    try:
+        primitives(t).copy_(t._data, data)
+    except ValueError as e:
+        raise ShapeError(f"{op}: cannot write into this tensor of shape {fmt_shape(t.shape)} in place "
+                         f"({e})") from None
+    version_counter(t).value += 1
+    return t
+
+
+def commit_inplace(t, result, op):
+    """Write ``result`` (a tensor of ``t``'s shape, possibly carrying history) into ``t``'s memory,
+    bump the version counter and, when recording, make ``t`` (and its base, for a view) carry the
+    new history."""
+    if tuple(result.shape) != tuple(t.shape):
+        raise ShapeError(f"{op}: output with shape {fmt_shape(t.shape)} doesn't match the broadcast "
+                         f"shape {fmt_shape(result.shape)}")
+    try:
+        primitives(t).copy_(t._data, result._data)
+    except ValueError as e:
+        raise ShapeError(f"{op}: cannot write into this tensor in place ({e}); it is probably an "
+                         "expanded view whose elements share memory; clone() it first") from None
+    version_counter(t).value += 1
+    if not grad_state.enabled:
+        return t
+    is_view = t._base is not None and t._view_fn is not None
+    old_node, old_nr = t.grad_fn, t._output_nr
+    if not requires_grad(result) and not requires_grad(t._base if is_view else t):
+        return t
+    if is_view:
+        _rebase_view_history(t, result)
+    elif not requires_grad(result):
+        _overwritten_by_constant(t, op)
+    else:
+        if result.grad_fn is None:  # a leaf: ``t`` now holds its value
+            result = _alias_of_leaf(result)
+        set_history(t, result.grad_fn, result._output_nr)
+    if t._retains_grad and old_node is not None:
+        old_node.retain_hooks.pop(old_nr, None)
+        attach_retain_hook(t, t.grad_fn)
+    return t
+
+
+def _alias_of_leaf(leaf):
+    out = Tensor._make(leaf._data, leaf._device)
+    record("AliasBackward0", out, (leaf,), lambda node, g: g)
+    return out
+
+
+def _zeros_like(t):
+    return Tensor._make(primitives(t).full(tuple(t._data.shape), 0, t.dtype), t._device)
+
+
+def _overwritten_by_constant(t, op):
+    """``t`` (with history) now holds a constant: it still requires grad, as in PyTorch, and its
+    old history receives zeros."""
+    placeholder = Tensor._make(t._data, t._device)
+    old = Tensor._make(t._data, t._device)
+    old._vc = version_counter(t)
+    old._grad_fn, old._output_nr = t.grad_fn, t._output_nr
+    name = op.strip("_").replace("_", " ").title().replace(" ", "") + "Backward0"
+    record(name, placeholder, (old,), lambda node, g: _zeros_like(g))
+    set_history(t, placeholder._grad_fn, 0)
+
+
+def _rebase_view_history(view, result):
+    """``base[view] = result`` as a graph node (PyTorch's CopySlices), so gradients reach both the
+    base's previous history and ``result``."""
+    base = view._base
+    view_fn = view._view_fn
+
+    def mask_outside_view(g):
+        bk = primitives(g)
+        mask = Tensor._make(bk.full(tuple(g.shape), 1, g.dtype), g._device)
+        inner = replay_view(view_fn, mask)
+        bk.copy_(inner._data, 0)
+        return mask
+
+    def backward(node, g):
+        inner = replay_view(view_fn, g)
+        return g * mask_outside_view(g), inner
+
+    old_base = Tensor._make(base._data, base._device)
+    old_base._vc = version_counter(base)
+    old_base._grad_fn, old_base._output_nr = base.grad_fn, base._output_nr
+    old_base._requires_grad = base._requires_grad
+    placeholder = Tensor._make(base._data, base._device)
+    placeholder._vc = version_counter(base)
+    node = record("CopySlices", placeholder, (old_base, result), backward)
+    set_history(base, node, 0)
+    # the view now reads from the base's new history
+    fresh = replay_view(view_fn, base)
+    set_history(view, fresh._grad_fn, fresh._output_nr)

@@ -1,0 +1,290 @@
+"""The op registry: every op declared once, in one place.
+
+An op is one decorated forward function in the module of its family (``adcuda/ops/<family>.py``,
+named like the backend families)::
+
+    @op("mul", doc="Elementwise product, broadcasting, with PyTorch's type promotion.",
+        node="MulBackward0", inplace=True, operators=("__mul__", "__rmul__"), aliases=("multiply",),
+        grads={"input": lambda grad, other: grad * other,
+               "other": lambda grad, input: grad * input})
+    def mul(input, other):
+        return binary("mul", input, other)
+
+The declaration says everything the rest of adcuda needs:
+
+- **forward**: the decorated function, written with backend primitives (``primitives(t).binary``);
+  it records nothing. A ``composite=True`` op is written with other ops instead and is
+  differentiated through them (``leaky_relu = where(x > 0, x, x * slope)``).
+- **backward**: ``grads`` maps each differentiable input (a forward parameter name, or a tuple of
+  names computed together) to a formula written with differentiable ops, so ``create_graph=True``
+  keeps giving higher orders. A formula's parameter names say what it reads: ``grad`` (the output's
+  gradient), ``result`` (the output), any forward parameter, ``<parameter>_shape`` (only the shape of
+  a tensor parameter, which then is not kept alive; ``_dtype`` and ``_device`` likewise), or an
+  ``extra_outputs`` name (values the forward computes for backward only, like layer_norm's
+  ``mean``/``rstd``). The dispatch point saves exactly
+  those (tensors with their version counters), for the inputs that require grad. Gradients are
+  brought back to each input's shape (undoing broadcasting) and dtype after the formula.
+- **fused backward**: ``fused`` has the same form, with formulas that call a fused backward
+  primitive; it runs for plain first-order backward, the ``grads`` formulas (its backward rule)
+  whenever a graph of the backward is being built. tests/test_fused_backward.py checks for every op
+  that has one that both agree.
+- **policy**: ``autocast`` (``"lower"``, ``"float32"``, ``"promote"`` or None) is applied at the
+  dispatch point; type promotion is the forward's (``result_type``).
+- **forms**: ``function`` (``adcuda.<name>``), ``method`` (``Tensor.<name>``), ``inplace``
+  (``Tensor.<name>_``, generated from the out-of-place op), ``operators`` (``__rsub__``-style
+  reflected names swap the operands), ``aliases``, ``functional`` (``adcuda.nn.functional``;
+  ``functional="inplace"`` gives it PyTorch's ``inplace=False`` keyword and an ``F.<name>_``),
+  ``property`` (``Tensor.T``).
+
+``all_ops()`` enumerates the registry (name, doc, signature, forms, differentiable, fused) for the
+API reference and the tests; ``get(name)`` finds one op.
+"""
+import inspect
+from inspect import Parameter
+
+from . import dispatch
+
+VAR_POSITIONAL, KEYWORD_ONLY = Parameter.VAR_POSITIONAL, Parameter.KEYWORD_ONLY
+
+_REGISTRY = {}
+
+_FORMULA_INPUTS = ("grad", "result")
+_METADATA = ("shape", "dtype", "device")  # ``input_shape``: only that of a tensor parameter is kept
+
+
+class Formula:
+    """One backward formula: the inputs it gives gradients for and the values it reads."""
+    __slots__ = ("targets", "fn", "reads")
+
+    def __init__(self, targets, fn):
+        self.targets = targets
+        self.fn = fn
+        self.reads = tuple(inspect.signature(fn).parameters)
+
+
+class OpDef:
+    """Everything adcuda knows about one op (see the module docstring)."""
+
+    def __init__(self, name, forward, *, doc, grads, fused, composite, node, autocast, view, extra_outputs,
+                 function, method, inplace, operators, aliases, functional, as_property, differentiable):
+        if not doc or "\n" in doc.strip():
+            raise ValueError(f"op {name!r}: doc must be one line")
+        if composite and (grads or fused):
+            raise ValueError(f"op {name!r}: a composite op is differentiated through its ops; it has no grads")
+        self.name = name
+        self.forward = forward
+        self.doc = doc.strip()
+        self.family = forward.__module__.rpartition(".")[2]
+        self.signature = inspect.signature(forward)
+        self.composite = composite
+        self.autocast = autocast
+        self.view = view
+        self.extra_outputs = tuple(extra_outputs)
+        self.node = node
+        self.forms = {"function": [name] if function else [], "method": [name] if method else [],
+                      "inplace": [], "operators": [o if isinstance(o, str) else o[0] for o in operators],
+                      "functional": [], "property": []}
+        if as_property:
+            self.forms["method"] = []
+            self.forms["property"] = [name]
+        if inplace:
+            self.forms["inplace"] = [name + "_"] if inplace is True else (
+                [inplace] if isinstance(inplace, str) else list(inplace))
+        for alias in aliases:
+            if function:
+                self.forms["function"].append(alias)
+            if method:
+                self.forms["method"].append(alias)
+        if functional:
+            self.forms["functional"] = [name]
+        # adapters: a form whose signature differs from the function's (Tensor.where(condition, other),
+        # t == None, F.softmax's _stacklevel)
+        self.method_adapter = method if callable(method) else None
+        self.functional_adapter = functional if callable(functional) else None
+        self.functional_inplace = functional == "inplace"
+        if self.functional_inplace and not inplace:
+            raise ValueError(f"op {name!r}: functional='inplace' needs an in-place form")
+        self.operator_adapters = {o[0]: o[1] for o in operators if not isinstance(o, str)}
+        self.params = _parameters(self.signature)
+        self._kinds = tuple(p.kind for p in self.signature.parameters.values())
+        self.grads = self._formulas(grads)
+        self.fused = self._formulas(fused) if fused else None
+        if fused and {f.targets for f in self.fused} != {f.targets for f in self.grads}:
+            raise ValueError(f"op {name!r}: fused formulas must cover the same inputs as grads")
+        # differentiable inputs, in forward-parameter order
+        targets = {t for f in self.grads for t in f.targets}
+        self.inputs = tuple(p for p in self.params if p in targets)
+        self.differentiable = bool(self.grads) if differentiable is None else differentiable
+        if self.differentiable and not composite and not self.grads:
+            raise ValueError(f"op {name!r}: a differentiable op needs grads (or composite=True)")
+        # backward plans by the bit mask of the inputs that require grad, made on first use
+        self.plans = [None] * (1 << len(self.inputs))
+        self.entry = dispatch.make_entry(self)
+        self.inplace_entry = dispatch.make_inplace_entry(self) if inplace else None
+
+    def _formulas(self, spec):
+        formulas = []
+        for targets, fn in (spec or {}).items():
+            targets = targets if isinstance(targets, tuple) else (targets,)
+            for t in targets:
+                if t not in self.params:
+                    raise ValueError(f"op {self.name!r}: grads names {t!r}, which is not a forward parameter")
+            formula = Formula(targets, fn)
+            for r in formula.reads:
+                if r.rpartition("_")[2] in _METADATA and r.rpartition("_")[0] in self.params:
+                    continue
+                if r not in self.params and r not in _FORMULA_INPUTS and r not in self.extra_outputs:
+                    raise ValueError(f"op {self.name!r}: a formula reads {r!r}, which is neither a forward "
+                                     f"parameter nor one of {_FORMULA_INPUTS + self.extra_outputs}")
+            formulas.append(formula)
+        return tuple(formulas)
+
+    def plan(self, mask):
+        """What to save and run when the inputs flagged in the bit mask ``mask`` (bit i for entry i of
+        ``inputs``) require grad; made once per mask."""
+        plan = self.plans[mask]
+        if plan is None:
+            plan = self.plans[mask] = BackwardPlan(self, mask)
+        return plan
+
+    def call(self, fn, values):
+        """``fn`` called with the arguments ``values`` (the forward's parameters in order) as the
+        forward was: for node names that depend on the arguments."""
+        args, kwargs = [], {}
+        for value, kind, pname in zip(values, self._kinds, self.params):
+            if kind == VAR_POSITIONAL:
+                args.extend(value)
+            elif kind == KEYWORD_ONLY:
+                kwargs[pname] = value
+            else:
+                args.append(value)
+        return fn(*args, **kwargs)
+
+    def __repr__(self):
+        return f"<op {self.name} ({self.family})>"
+
+
+class BackwardPlan:
+    """For one op and one set of inputs requiring grad: the values to keep (``reads``, in order) and
+    the formulas to run, each with the positions of its arguments in ``reads`` (-1 for ``grad``) and
+    the input positions it fills."""
+    __slots__ = ("reads", "sources", "formulas", "fused", "n_inputs", "input_positions")
+
+    def __init__(self, op, mask):
+        self.n_inputs = len(op.inputs)
+        self.input_positions = tuple(op.positions[name] for name in op.inputs)
+        wanted = {name for i, name in enumerate(op.inputs) if mask >> i & 1}
+        chosen = [f for f in op.grads if wanted & set(f.targets)]
+        chosen_fused = [f for f in op.fused if wanted & set(f.targets)] if op.fused else []
+        reads = []
+        for f in chosen + chosen_fused:
+            for r in f.reads:
+                if r != "grad" and r not in reads:
+                    reads.append(r)
+        self.reads = tuple(reads)
+        self.sources = tuple(dispatch.read_source(op, r) for r in reads)
+        self.formulas = tuple(self._compiled(op, f) for f in chosen)
+        self.fused = tuple(self._compiled(op, f) for f in chosen_fused) if op.fused else None
+
+    def _compiled(self, op, formula):
+        slots = tuple(-1 if r == "grad" else self.reads.index(r) for r in formula.reads)
+        return formula.fn, slots, tuple(op.inputs.index(t) for t in formula.targets)
+
+
+def _parameters(signature):
+    return tuple(signature.parameters)
+
+
+def op(name, *, doc, grads=None, fused=None, composite=False, node=None, autocast=None, view=False,
+       extra_outputs=(), function=True, method=True, inplace=False, operators=(), aliases=(),
+       functional=False, as_property=False, differentiable=None):
+    """Declare an op (see the module docstring); returns its dispatching entry point, which
+    carries the declaration as ``.op``."""
+    if name in _REGISTRY:
+        raise ValueError(f"op {name!r} is declared twice")
+
+    def declare(forward):
+        if grads and node is None:
+            raise ValueError(f"op {name!r}: a differentiable op names its autograd node (node=...)")
+        definition = OpDef(name, forward, doc=doc, grads=grads, fused=fused, composite=composite, node=node,
+                           autocast=autocast, view=view, extra_outputs=extra_outputs, function=function,
+                           method=method, inplace=inplace, operators=operators, aliases=aliases,
+                           functional=functional, as_property=as_property, differentiable=differentiable)
+        _REGISTRY[name] = definition
+        return definition.entry
+    return declare
+
+
+def get(name):
+    """The declaration of the op called ``name``."""
+    return _REGISTRY[name]
+
+
+def all_ops():
+    """Every declared op, in declaration order."""
+    return list(_REGISTRY.values())
+
+
+# ----------------------------------------------------------------------------------------------
+# exposure: what the registry generates
+_BINARY_OPERATORS = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or", "xor")
+_INPLACE_OPERATORS = {f"__i{o}__" for o in _BINARY_OPERATORS}
+_REFLECTED_OPERATORS = {f"__r{o}__" for o in _BINARY_OPERATORS}
+
+
+def _reflected(entry):
+    def reflected(self, other):
+        return entry(other, self)
+    reflected.__name__ = entry.__name__
+    return reflected
+
+
+def install_methods(cls):
+    """Attach every op's method, in-place, operator and property forms to ``cls`` (Tensor)."""
+    for definition in _REGISTRY.values():
+        entry = definition.entry
+        for name in definition.forms["method"]:
+            setattr(cls, name, definition.method_adapter or entry)
+        for name in definition.forms["property"]:
+            setattr(cls, name, property(entry, doc=definition.doc))
+        for name in definition.forms["inplace"]:
+            setattr(cls, name, definition.inplace_entry)
+        for name in definition.forms["operators"]:
+            if name in definition.operator_adapters:
+                setattr(cls, name, definition.operator_adapters[name])
+            elif name in _INPLACE_OPERATORS:
+                setattr(cls, name, definition.inplace_entry)
+            elif name in _REFLECTED_OPERATORS:
+                setattr(cls, name, _reflected(entry))
+            else:
+                setattr(cls, name, entry)
+
+
+def functions():
+    """``{name: entry}`` for the ``adcuda.<name>`` functions."""
+    return {name: d.entry for d in _REGISTRY.values() for name in d.forms["function"]}
+
+
+def functional_forms():
+    """``{name: callable}`` for ``adcuda.nn.functional``."""
+    out = {}
+    for d in _REGISTRY.values():
+        for name in d.forms["functional"]:
+            if d.functional_adapter is not None:
+                out[name] = d.functional_adapter
+            elif d.functional_inplace:
+                out[name] = _with_inplace_keyword(d)
+                out[name + "_"] = d.inplace_entry
+            else:
+                out[name] = d.entry
+    return out
+
+
+def _with_inplace_keyword(definition):
+    entry, inplace_entry = definition.entry, definition.inplace_entry
+
+    def functional(input, *args, inplace=False, **kwargs):
+        return (inplace_entry if inplace else entry)(input, *args, **kwargs)
+    functional.__name__ = definition.name
+    functional.__doc__ = definition.doc
+    return functional

@@ -1,0 +1,374 @@
+"""Softmax and the losses: softmax, log_softmax, cross_entropy, nll_loss, mse_loss, l1_loss,
+binary_cross_entropy_with_logits, softplus, logsigmoid.
+
+softmax, log_softmax and cross_entropy's per-row losses run on the fused primitives of the backend's
+softmax_loss family (``kernels/softmax_loss.cu``) with fused backward primitives; the losses are
+composite ops over them. All of them compute in float32 under autocast.
+"""
+import math
+
+from .. import dtypes as dt
+from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
+from ..tensor import primitives
+from .common import broadcast_shapes, cast, check_float, check_same_device, check_tensor, dense, wrap, wrap_dim
+from .elementwise import abs as _abs
+from .elementwise import binary, exp, select, sigmoid, unary, where
+from .factories import arange
+from .indexing import gather
+from .reduction import sum as _sum
+from .registry import op
+
+
+# ------------------------------------------------------------------------------------------------
+# softmax / log_softmax
+def _softmax_forward(name, input, dim, log, dtype):
+    if dim is None:
+        raise TypeError(f"{name}: dim must be given (implicit dim is deprecated in PyTorch)")
+    check_tensor(name, "input", input)
+    if dtype is not None:
+        input = cast(input, dt.as_dtype(dtype, name))
+    if not input.dtype.is_floating_point:
+        raise DTypeError(f"{name}: expected a floating point tensor, got {input.dtype}")
+    bk = primitives(input)
+    if input.ndim == 0:  # a 0-d tensor is one row of one element
+        wrap_dim(dim, 0, name)
+        rows = bk.view(input._data, (1,))
+        return wrap(bk.view(bk.contiguous(bk.softmax(bk.contiguous(rows), 0, log)), ()), input._device)
+    axis = wrap_dim(dim, input.ndim, name)
+    if input.numel() == 0:
+        return wrap(bk.astype(input._data, input.dtype), input._device)
+    return wrap(bk.softmax(dense(input), axis, log), input._device)
+
+
+def _softmax_grad(log):
+    def grad_fn(grad, result, dim):
+        axis = wrap_dim(dim, result.ndim, "softmax")
+        if log:
+            return grad - exp(result) * _sum(grad, axis, keepdim=True)
+        return result * (grad - _sum(grad * result, axis, keepdim=True))
+    return grad_fn
+
+
+def _softmax_fused_grad(log):
+    def grad_fn(grad, result, dim):
+        bk = primitives(grad)
+        if result.ndim == 0:
+            y, g = bk.view(result._data, (1,)), bk.view(dense(grad), (1,))
+            return wrap(bk.view(bk.contiguous(bk.softmax_backward(y, g, 0, log)), ()), grad._device)
+        axis = wrap_dim(dim, result.ndim, "softmax")
+        return wrap(bk.softmax_backward(result._data, dense(grad), axis, log), grad._device)
+    return grad_fn
+
+
+@op("softmax", doc="exp(input) normalised to sum to 1 along dim.", node="SoftmaxBackward0", autocast="float32",
+    functional=lambda input, dim=None, _stacklevel=3, dtype=None: softmax(input, dim, dtype),
+    grads={"input": _softmax_grad(False)}, fused={"input": _softmax_fused_grad(False)})
+def softmax(input, dim=None, dtype=None):
+    # torch.softmax / Tensor.softmax order: (input, dim, dtype); F.softmax puts _stacklevel third
+    return _softmax_forward("softmax", input, dim, False, dtype)
+
+
+@op("log_softmax", doc="log(softmax(input)) along dim, computed without overflow.", node="LogSoftmaxBackward0",
+    autocast="float32",
+    functional=lambda input, dim=None, _stacklevel=3, dtype=None: log_softmax(input, dim, dtype),
+    grads={"input": _softmax_grad(True)}, fused={"input": _softmax_fused_grad(True)})
+def log_softmax(input, dim=None, dtype=None):
+    return _softmax_forward("log_softmax", input, dim, True, dtype)
+
+
+# ------------------------------------------------------------------------------------------------
+# shared loss plumbing
+def _reduction_arg(op, size_average, reduce, reduction):
+    """PyTorch's legacy ``size_average``/``reduce`` flags override ``reduction`` when given."""
+    if size_average is not None or reduce is not None:
+        size_average = True if size_average is None else size_average
+        reduce = True if reduce is None else reduce
+        reduction = ("mean" if size_average else "sum") if reduce else "none"
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"{op}: {reduction} is not a valid value for reduction "
+                         "(expected 'none', 'mean' or 'sum')")
+    return reduction
+
+
+def _reduce(loss, reduction):
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    return loss
+
+
+def _weighted_reduce(op, loss, weight, reduction):
+    """Elementwise losses times an optional same-shape weight; a weighted mean divides by the sum
+    of the weights (PyTorch's rule for mse_loss / l1_loss ``weight``)."""
+    if weight is None:
+        return _reduce(loss, reduction)
+    check_tensor(op, "weight", weight)
+    if tuple(weight.shape) != tuple(loss.shape):
+        raise ShapeError(f"{op}: weight of shape {fmt_shape(weight.shape)} must have the input's shape "
+                         f"{fmt_shape(loss.shape)}")
+    loss = loss * weight
+    if reduction == "mean":
+        return loss.sum() / weight.sum()
+    return _reduce(loss, reduction)
+
+
+def _check_target_shape(op, input, target):
+    # PyTorch only warns when target's shape differs from input's and then broadcasts, which
+    # silently turns input (N, 1) against target (N,) into an (N, N) loss. We accept a target that
+    # broadcasts to the input's shape (the result is then the same as PyTorch's) and raise for
+    # anything that would change the shape of the loss.
+    shape = broadcast_shapes(op, tuple(input.shape), tuple(target.shape))
+    if shape != tuple(input.shape):
+        raise ShapeError(f"{op}: target of shape {fmt_shape(target.shape)} does not match input of shape "
+                         f"{fmt_shape(input.shape)} (broadcasting them would give {fmt_shape(shape)}); "
+                         "reshape one of them")
+
+
+@op("mse_loss", doc="The mean (or sum, or none) of squared differences, optionally weighted.", composite=True,
+    autocast="float32", function=False, method=False, functional=True)
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    check_tensor("mse_loss", "input", input)
+    check_tensor("mse_loss", "target", target)
+    reduction = _reduction_arg("mse_loss", size_average, reduce, reduction)
+    _check_target_shape("mse_loss", input, target)
+    diff = input - target
+    return _weighted_reduce("mse_loss", diff * diff, weight, reduction)
+
+
+@op("l1_loss", doc="The mean (or sum, or none) of absolute differences, optionally weighted.", composite=True,
+    autocast="float32", function=False, method=False, functional=True)
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    check_tensor("l1_loss", "input", input)
+    check_tensor("l1_loss", "target", target)
+    reduction = _reduction_arg("l1_loss", size_average, reduce, reduction)
+    _check_target_shape("l1_loss", input, target)
+    return _weighted_reduce("l1_loss", _abs(input - target), weight, reduction)
+
+
+# ------------------------------------------------------------------------------------------------
+# softplus, logsigmoid, binary_cross_entropy_with_logits
+@op("softplus", doc="log(1 + exp(beta * input)) / beta, linear where beta * input > threshold.",
+    node="SoftplusBackward0", autocast="float32", function=False, method=False, functional=True,
+    grads={"input": lambda grad, input, beta, threshold:
+           grad * where(input * beta > threshold, 1.0, sigmoid(input * beta))})
+def softplus(input, beta=1.0, threshold=20.0):
+    check_float("softplus", "input", input)
+    bx = binary("mul", input, beta)
+    # never exponentiates a positive number
+    smooth = binary("div", binary("add", unary("log1p", unary("exp", unary("neg", unary("abs", bx)))),
+                                  unary("relu", bx)), beta)
+    return select(binary("gt", bx, threshold), input, smooth)
+
+
+@op("logsigmoid", doc="log(sigmoid(input)), exact for very negative input.", composite=True, function=False,
+    method=False, functional=True)
+def logsigmoid(input):
+    # log(sigmoid(x)) = -softplus(-x), with no linear cut-off so it stays exact for very negative x
+    return -softplus(-input, 1.0, math.inf)
+
+
+@op("binary_cross_entropy_with_logits", doc="Binary cross-entropy of sigmoid(input) against target, from logits.",
+    composite=True, autocast="float32", function=False, method=False, functional=True)
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
+                                     reduction="mean", pos_weight=None):
+    name = "binary_cross_entropy_with_logits"
+    check_float(name, "input", input)
+    check_tensor(name, "target", target)
+    reduction = _reduction_arg(name, size_average, reduce, reduction)
+    if tuple(target.shape) != tuple(input.shape):
+        raise ShapeError(f"{name}: target size {fmt_shape(target.shape)} must be the same as input size "
+                         f"{fmt_shape(input.shape)}")
+    for what, extra in (("weight", weight), ("pos_weight", pos_weight)):
+        if extra is not None:
+            check_tensor(name, what, extra)
+            if broadcast_shapes(name, tuple(extra.shape), tuple(input.shape)) != tuple(input.shape):
+                raise ShapeError(f"{name}: {what} of shape {fmt_shape(extra.shape)} does not broadcast to "
+                                 f"the input's shape {fmt_shape(input.shape)}")
+    # (1 - t) x + (1 + (pos_weight - 1) t) softplus(-x): log-sigmoid form, finite for any logit
+    log_weight = 1.0 if pos_weight is None else 1.0 + (pos_weight - 1.0) * target
+    loss = (1.0 - target) * input + log_weight * softplus(-input, 1.0, math.inf)
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction)
+
+
+# ------------------------------------------------------------------------------------------------
+# cross_entropy and nll_loss
+def _per_sample_shape(input):
+    """The shape of class-index targets and of unreduced losses: the input's without its class dim."""
+    return () if input.ndim == 1 else (input.shape[0],) + tuple(input.shape[2:])
+
+
+def _class_rows(op, input, target, probabilities):
+    """``input`` as (rows, C) with the class dim last, and the shape a per-row loss has."""
+    if input.ndim == 0:
+        raise ShapeError(f"{op}: input must have a class dimension, got a 0-d tensor")
+    n_classes = input.shape[0] if input.ndim == 1 else input.shape[1]
+    loss_shape = _per_sample_shape(input)
+    if probabilities:
+        if tuple(target.shape) != tuple(input.shape):
+            raise ShapeError(f"{op}: class-probability target of shape {fmt_shape(target.shape)} must have "
+                             f"the input's shape {fmt_shape(input.shape)}")
+    elif tuple(target.shape) != loss_shape:
+        if input.ndim >= 2 and target.ndim >= 1 and target.shape[0] != input.shape[0]:
+            raise ShapeError(f"{op}: expected input batch_size ({input.shape[0]}) to match target "
+                             f"batch_size ({target.shape[0]}); input shape {fmt_shape(input.shape)}, "
+                             f"target shape {fmt_shape(target.shape)}")
+        raise ShapeError(f"{op}: expected target of shape {fmt_shape(loss_shape)} for input of shape "
+                         f"{fmt_shape(input.shape)}, got {fmt_shape(target.shape)}")
+    if input.ndim == 1:
+        rows = input.reshape(1, n_classes)
+    elif input.ndim == 2:
+        rows = input
+    else:
+        rows = input.movedim(1, -1).reshape(-1, n_classes)
+    return rows, n_classes, loss_shape
+
+
+def _target_kind(op, input, target):
+    """True for class-probability targets, False for class indices (with the dtype checked)."""
+    check_tensor(op, "target", target)
+    if target.dtype.is_floating_point:
+        if tuple(target.shape) == tuple(input.shape):
+            return True
+        if input.ndim and tuple(target.shape) == _per_sample_shape(input):
+            raise DTypeError(f"{op}: expected target of class indices with an integer dtype (int64), got "
+                             f"{target.dtype}; a floating point target holds class probabilities and must "
+                             f"have the input's shape {fmt_shape(input.shape)}")
+        raise ShapeError(f"{op}: floating point (class-probability) target of shape "
+                         f"{fmt_shape(target.shape)} must have the input's shape {fmt_shape(input.shape)}")
+    if target.dtype.category != dt.INTEGER:
+        raise DTypeError(f"{op}: expected target of class indices with an integer dtype (int64), got "
+                         f"{target.dtype}")
+    return False
+
+
+def _check_class_weight(op, weight, n_classes):
+    if weight is None:
+        return
+    check_float(op, "weight", weight)
+    if tuple(weight.shape) != (n_classes,):
+        raise ShapeError(f"{op}: weight tensor should be defined either for all {n_classes} classes or no "
+                         f"classes but got weight tensor of shape {fmt_shape(weight.shape)}")
+
+
+def _check_class_targets(op, target, n_classes, ignore_index):
+    if target.numel() == 0:
+        return
+    outside = ((target < 0) | (target >= n_classes)) & (target != ignore_index)
+    if outside.any().item():
+        bad = int(target[outside].reshape(-1)[0].item())
+        raise IndexOutOfRangeError(f"{op}: target {bad} is out of bounds for {n_classes} classes (class "
+                                   f"indices must be in [0, {n_classes - 1}] or equal ignore_index="
+                                   f"{ignore_index})")
+
+
+def _picked_rows(logp, target, weight, ignore_index, label_smoothing):
+    """Per-row losses from log-probabilities (rows, C) and class indices (rows,) with optional class
+    weights; also the mean's denominator (the summed weights of the rows that count)."""
+    n_classes = logp.shape[1]
+    valid = target != ignore_index
+    safe_target = where(valid, target, 0)
+    picked = gather(logp, 1, safe_target.unsqueeze(1)).squeeze(1)
+    if weight is None:
+        row_weight = valid.to(dtype=logp.dtype)
+        loss = -picked
+        smooth = -logp.sum(1) if label_smoothing else None
+    else:
+        row_weight = weight[safe_target] * valid.to(dtype=logp.dtype)
+        loss = -picked * weight[safe_target]
+        smooth = -(logp * weight).sum(1) if label_smoothing else None
+    if label_smoothing:
+        loss = (1.0 - label_smoothing) * loss + (label_smoothing / n_classes) * smooth
+    return where(valid, loss, 0.0), row_weight.sum()
+
+
+def _cross_entropy_grad(grad, logits, target, ignore_index, label_smoothing):
+    n_classes = logits.shape[1]
+    valid = target != ignore_index
+    hit = (arange(n_classes, device=logits.device) == target.unsqueeze(1)).to(dtype=logits.dtype)
+    q = hit * (1.0 - label_smoothing) + label_smoothing / n_classes
+    return (softmax(logits, 1) - q) * (grad * valid.to(dtype=grad.dtype)).unsqueeze(1)
+
+
+def _cross_entropy_fused_grad(grad, logits, lse, target, ignore_index, label_smoothing):
+    return wrap(primitives(grad).cross_entropy_backward(dense(logits), lse._data, target._data, dense(grad),
+                                                        ignore_index, label_smoothing), grad._device)
+
+
+@op("cross_entropy_rows", doc="Per-row cross-entropy losses of (rows, C) logits against int64 class indices.",
+    function=False, method=False, node="CrossEntropyLossBackward0", extra_outputs=("lse",),
+    grads={"logits": _cross_entropy_grad}, fused={"logits": _cross_entropy_fused_grad})
+def cross_entropy_rows(logits, target, ignore_index, label_smoothing):
+    # the primitive keeps each row's log-sum-exp for backward, never the log-probabilities
+    loss_data, lse_data = primitives(logits).cross_entropy(dense(logits), dense(target), ignore_index,
+                                                           label_smoothing)
+    return wrap(loss_data, logits._device), wrap(lse_data, logits._device)
+
+
+@op("cross_entropy", doc="The cross-entropy of logits against class indices or class probabilities.",
+    composite=True, autocast="float32", function=False, method=False, functional=True)
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                  reduction="mean", label_smoothing=0.0):
+    name = "cross_entropy"
+    check_float(name, "input", input)
+    reduction = _reduction_arg(name, size_average, reduce, reduction)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"{name}: label_smoothing must be between 0.0 and 1.0, got {label_smoothing}")
+    probabilities = _target_kind(name, input, target)
+    check_same_device(name, input, target, weight)
+    rows, n_classes, loss_shape = _class_rows(name, input, target, probabilities)
+    _check_class_weight(name, weight, n_classes)
+    if probabilities:
+        if ignore_index != -100:
+            raise ValueError(f"{name}: ignore_index is not supported for class-probability (floating point) "
+                             "targets")
+        return _soft_cross_entropy(input, target, weight, reduction, label_smoothing, n_classes)
+    target_rows = target.reshape(-1).to(dtype=dt.int64)
+    _check_class_targets(name, target_rows, n_classes, ignore_index)
+    if weight is None:
+        losses = cross_entropy_rows(rows, target_rows, ignore_index, label_smoothing)
+        denominator = (target_rows != ignore_index).sum()
+    else:
+        losses, denominator = _picked_rows(log_softmax(rows, 1), target_rows, weight, ignore_index,
+                                           label_smoothing)
+    return _reduce_rows(losses, denominator, loss_shape, reduction)
+
+
+def _soft_cross_entropy(input, target, weight, reduction, label_smoothing, n_classes):
+    class_dim = 0 if input.ndim == 1 else 1
+    logp = log_softmax(input, class_dim)
+    if label_smoothing:
+        target = target * (1.0 - label_smoothing) + label_smoothing / n_classes
+    if weight is not None:
+        logp = logp * weight.reshape((n_classes,) + (1,) * (input.ndim - class_dim - 1))
+    losses = -(target * logp).sum(class_dim)
+    return _reduce(losses, reduction)  # the mean is over samples, whatever the weights
+
+
+def _reduce_rows(losses, denominator, loss_shape, reduction):
+    if reduction == "none":
+        return losses.reshape(loss_shape)
+    if reduction == "sum":
+        return losses.sum()
+    return losses.sum() / denominator  # 0 / 0 = nan when every target is ignored, as in PyTorch
+
+
+@op("nll_loss", doc="The negative log-likelihood of log-probabilities against class indices.", composite=True,
+    autocast="float32", function=False, method=False, functional=True)
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
+    name = "nll_loss"
+    check_float(name, "input", input)
+    reduction = _reduction_arg(name, size_average, reduce, reduction)
+    check_tensor(name, "target", target)
+    if target.dtype.category != dt.INTEGER:
+        raise DTypeError(f"{name}: expected target of class indices with an integer dtype (int64), got "
+                         f"{target.dtype}")
+    check_same_device(name, input, target, weight)
+    rows, n_classes, loss_shape = _class_rows(name, input, target, False)
+    _check_class_weight(name, weight, n_classes)
+    target_rows = target.reshape(-1).to(dtype=dt.int64)
+    _check_class_targets(name, target_rows, n_classes, ignore_index)
+    losses, denominator = _picked_rows(rows, target_rows, weight, ignore_index, 0.0)
+    return _reduce_rows(losses, denominator, loss_shape, reduction)

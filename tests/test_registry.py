@@ -1,0 +1,143 @@
+"""The op registry and the dispatch point: every op declared once, enumerable, with the forms the
+declaration names; every call through one entry point, where hooks see ops and primitives and cost
+nothing while none is attached."""
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+import adcuda
+import adcuda.nn.functional as F
+from adcuda.ops import dispatch, registry
+
+OPS_DIR = pathlib.Path(registry.__file__).parent
+
+
+def test_every_op_is_declared_once_with_a_one_line_doc_in_a_family_module():
+    ops = registry.all_ops()
+    names = [d.name for d in ops]
+    assert len(names) == len(set(names)) and len(ops) > 150
+    for d in ops:
+        assert d.doc and "\n" not in d.doc, d.name
+        assert (OPS_DIR / f"{d.family}.py").exists(), (d.name, d.family)
+        assert registry.get(d.name) is d and d.entry.op is d
+        assert d.differentiable == bool(d.grads) or d.composite, d.name
+
+
+def test_forms_are_generated_from_the_declarations():
+    for d in registry.all_ops():
+        for name in d.forms["function"]:
+            assert getattr(adcuda, name) is d.entry, name
+        for name in d.forms["method"]:
+            assert getattr(adcuda.Tensor, name) is (d.method_adapter or d.entry), name
+        for name in d.forms["inplace"]:
+            assert getattr(adcuda.Tensor, name) is d.inplace_entry, name
+        for name in d.forms["functional"]:
+            assert hasattr(F, name), name
+    assert adcuda.Tensor.__mul__ is adcuda.mul and adcuda.multiply is adcuda.mul
+    assert adcuda.Tensor.add_.op is registry.get("add") and adcuda.Tensor.__iadd__ is adcuda.Tensor.add_
+    assert isinstance(vars(adcuda.Tensor)["T"], property)
+    assert set(F.__all__) >= {"relu", "relu_", "linear", "cross_entropy", "layer_norm", "pad", "softmax"}
+
+
+def test_the_registry_says_what_the_api_reference_needs():
+    mul = registry.get("mul")
+    assert list(mul.signature.parameters) == ["input", "other"]
+    assert mul.family == "elementwise" and mul.differentiable and mul.node == "MulBackward0"
+    assert mul.forms["operators"] == ["__mul__", "__rmul__", "__imul__"] and mul.forms["inplace"] == ["mul_"]
+    gelu = registry.get("gelu")
+    assert gelu.fused is not None and [f.targets for f in gelu.grads] == [("input",)]
+    assert registry.get("eq").differentiable is False and registry.get("square").composite
+
+
+def test_declarations_are_checked_when_they_are_made():
+    with pytest.raises(ValueError, match="declared twice"):
+        registry.op("mul", doc="again")(lambda input, other: input)
+    with pytest.raises(ValueError, match="reads 'weight'"):
+        registry.op("test_reads_unknown", doc="x.", node="XBackward0",
+                    grads={"input": lambda grad, weight: grad})(lambda input: input)
+    with pytest.raises(ValueError, match="one line"):
+        registry.op("test_two_lines", doc="a\nb")(lambda input: input)
+
+
+class Recorder:
+    """A dispatch hook that notes the ops and primitives it sees, as graph capture will."""
+
+    def __init__(self):
+        self.ops, self.primitives = [], []
+
+    def around_op(self, name, op, call, args, kwargs):
+        self.ops.append(name)
+        return call(*args, **kwargs)
+
+    def wrap_backend(self, backend):
+        recorder = self
+
+        class Seen:
+            def __getattr__(self, primitive):
+                fn = getattr(backend, primitive)
+
+                def call(*args, **kwargs):
+                    recorder.primitives.append(primitive)
+                    return fn(*args, **kwargs)
+                return call
+        return Seen()
+
+
+def test_hooks_see_every_op_and_primitive_and_detach_to_nothing():
+    x, y = adcuda.ones(3, requires_grad=True), adcuda.ones(3)
+    recorder = Recorder()
+    assert not dispatch._slow
+    dispatch.add_hook(recorder)
+    try:
+        assert dispatch._slow
+        z = (x * y + 1.0).relu().sum()
+        z.backward()
+    finally:
+        dispatch.remove_hook(recorder)
+    assert not dispatch._slow and sys.modules["adcuda.tensor"]._primitive_observer is None
+    assert recorder.ops[:4] == ["mul", "add", "relu", "sum"]
+    assert "expand" in recorder.ops  # ops called by backward formulas pass the same point
+    assert recorder.primitives[:4] == ["binary", "binary", "unary", "reduce"]
+    assert "unary_backward" in recorder.primitives  # the fused backward primitive, through the hook
+    np.testing.assert_array_equal(x.grad.numpy(), [1.0, 1.0, 1.0])
+    before = len(recorder.ops)
+    (x * y).sum()
+    assert len(recorder.ops) == before
+
+
+def test_autocast_is_a_hook_attached_only_inside_a_region():
+    assert not dispatch._hooks
+    with adcuda.autocast("cpu"):
+        assert len(dispatch._hooks) == 1
+        out = adcuda.ones(2, 3) @ adcuda.ones(3)
+        assert out.dtype is adcuda.float16
+    assert not dispatch._hooks
+
+
+def test_recording_saves_what_the_formulas_read():
+    a = adcuda.ones(3, requires_grad=True)
+    b = adcuda.ones(3)
+    # only the operand the needed gradient reads is kept: b, for a's gradient
+    node = (a * b).grad_fn
+    assert [t is b for t in node.saved_tensors] == [True]
+    # a reduction keeps the input's shape, not the input
+    assert (a.sum()).grad_fn._saved is None
+    # gradients come back to each input's shape and dtype (broadcasting and promotion undone)
+    w = adcuda.ones(1, 3, dtype=adcuda.float16, requires_grad=True)
+    ((w * adcuda.ones(4, 3)).sum()).backward()
+    assert w.grad.shape == (1, 3) and w.grad.dtype is adcuda.float16
+    np.testing.assert_array_equal(w.grad.numpy(), [[4.0, 4.0, 4.0]])
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not adcuda.cuda.is_available(), reason="needs a usable CUDA device")
+def test_anomaly_mode_names_the_op_on_the_gpu():
+    """Issue 14: with detect_anomaly() on, the backward of sqrt of a CUDA tensor with a negative entry
+    raised TypeError from the CUDA reduce primitive (it was given axes=None); it names sqrt."""
+    x = adcuda.tensor([4.0, -1.0], device="cuda", requires_grad=True)
+    with adcuda.autograd.detect_anomaly():
+        y = x.sqrt().sum()
+        with pytest.raises(adcuda.AutogradError, match="SqrtBackward0"):
+            y.backward()
