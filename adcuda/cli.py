@@ -1,9 +1,20 @@
 """The ``adcuda`` command: ``adcuda train`` trains a small model on bundled data; ``adcuda info`` says
 how adcuda was built and whether it can use a GPU."""
 import argparse
+import importlib.util
 import math
 import os
 import sys
+import tempfile
+
+from . import _info, _native, cuda
+from .distributed import launch
+from .errors import AdcudaError
+from .serialization import CheckpointError
+from .train import TASKS, TrainConfig, train
+from .train.checkpoint import CheckpointMismatch, saved_task
+from .train.errors import SettingsError
+from .train.parallel import launched_world
 
 DEFAULT_PROFILE_STEPS = 5
 
@@ -49,7 +60,6 @@ def _positive_float(text):
 
 
 def _task_defaults(name):
-    from .train import TASKS
     return TASKS[name].defaults
 
 
@@ -144,7 +154,6 @@ def resolve_device(choice, quiet):
     """``"cpu"`` or ``"cuda"`` for ``--device``; a UsageError (with CUDA's reason) for an impossible ask.
 
     Falling back to the CPU prints one short line; ``adcuda info`` gives the whole story."""
-    from . import _native, cuda
     if choice == "cpu":
         return "cpu"
     if cuda.is_available():
@@ -174,7 +183,6 @@ def _why_not_cuda(build):
 def check_out_folder(folder, what):
     """Create ``folder`` if need be and make sure a file can be written in it, before any training:
     otherwise a UsageError naming ``what`` (the option and its value), not an OSError after an epoch."""
-    import tempfile
     try:
         os.makedirs(folder, exist_ok=True)
         with tempfile.TemporaryFile(dir=folder):
@@ -186,7 +194,6 @@ def check_out_folder(folder, what):
 def settle_task_and_out(args):
     """``(task, out)``: ``--task`` (default digits) and ``--out`` (default ./adcuda-runs/<task>); with
     ``--resume``, the task is the checkpoint's, and a ``--task`` that names another is an error."""
-    from .train.checkpoint import CheckpointMismatch, saved_task
     task = args.task or "digits"
     out = args.out or os.path.join("adcuda-runs", task)
     if args.resume:
@@ -204,12 +211,6 @@ def run_train(args, argv):
     Usage errors (bad or clashing options, a ``--resume`` that does not fit its checkpoint, an ``--out``
     that cannot be written) raise UsageError: exit status 2. Errors while training (a damaged
     checkpoint, a diverged loss, a failed write) print one line: exit status 1."""
-    import importlib.util
-
-    from .errors import AdcudaError
-    from .serialization import CheckpointError
-    from .train import TASKS, TrainConfig, train
-    from .train.errors import SettingsError
     world = None
     if args.distributed or args.nproc_per_node is not None:
         # from a plain shell with --nproc-per-node, start the job without asking MPI (which it would start)
@@ -254,14 +255,12 @@ def run_train(args, argv):
 
 def parallel_world(ask_mpi):
     """This process's place in a job started by mpirun or the launcher, or None."""
-    from .train.parallel import launched_world
     return launched_world(ask_mpi)
 
 
 def launch_processes(nproc, argv):
     """``python -m adcuda.distributed.launch --nproc-per-node N -m adcuda <argv>``: the same command in N
     processes, which find themselves in a job of N and train together; returns the job's exit status."""
-    from .distributed import launch
     return launch.main(["--nproc-per-node", str(nproc), "-m", "adcuda", *argv])
 
 
@@ -271,7 +270,6 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
     if args.command == "info":
-        from . import _info
         if args.json:
             return _info.main_info(["--json"])
         _info.print_info()

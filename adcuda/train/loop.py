@@ -14,6 +14,7 @@ from ..amp import GradScaler, autocast
 from ..autograd import no_grad
 from ..device import as_device
 from ..profiler import emit_nvtx, profile, record_function
+from ..profiler.nvtx_ranges import NvtxEmitter
 from . import parallel
 from .checkpoint import CheckpointMismatch, checkpoint_path, load_checkpoint, restore_rng, save_checkpoint
 from .errors import SettingsError
@@ -327,7 +328,6 @@ def _set_epoch(loader, epoch):
 
 
 def _nvtx_tool_attached():
-    from ..profiler.nvtx_ranges import NvtxEmitter
     return NvtxEmitter().tool_attached
 
 
