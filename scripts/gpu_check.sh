@@ -23,7 +23,7 @@
 # step passed, else the number of failed steps (at least 1).
 #
 # Wheels the machine lacks (nvtx) travel in the checkout's .whl/ folder (GPU_CHECK_WHEELS) and are
-# installed into $PYTHON first. How to call it through the lent machine: README.md, "GPU".
+# installed into $PYTHON first. How to call it through the lent machine: docs/testing.md, "GPU tests on a GPU".
 #
 # The rehearsal without a GPU: ADCUDA_GPU_CHECK_EMULATED=1 builds with ADCUDA_CUDA=EMULATE (the kernels
 # on the CPU emulator), runs the same steps (benchmarks run their reference checks and report
