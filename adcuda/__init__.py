@@ -5,7 +5,7 @@ the fp32 CPU fallback (see ``adcuda.info()`` for why).
 """
 __version__ = "0.1.0"
 
-from . import autograd, cuda
+from . import accelerator, autograd, cuda
 from . import dtypes as _dtypes
 from . import ops as _ops
 from ._info import info
@@ -17,6 +17,7 @@ from .autograd import (
     no_grad,
     set_grad_enabled,
 )
+from .cuda import amp as _cuda_amp  # noqa: F401 (makes adcuda.cuda.amp, as torch.cuda.amp)
 from .device import device
 from .dtypes import (  # noqa: A004
     bfloat16,
