@@ -273,6 +273,36 @@ def eye(n, m=None, dtype=None, device=None, requires_grad=False):
     return tensor(np.eye(n, m), dtype=dtype or dt.default_float, device=device, requires_grad=requires_grad)
 
 
+
+# ------------------------------------------------------------------------------------------------
+# new_*: tensors with this tensor's dtype and device unless told otherwise
+@op("new_zeros", doc="zeros of size, with self's dtype and device by default.", function=False)
+def new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
+    return zeros(*size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
+
+
+@op("new_ones", doc="ones of size, with self's dtype and device by default.", function=False)
+def new_ones(self, *size, dtype=None, device=None, requires_grad=False):
+    return ones(*size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
+
+
+@op("new_empty", doc="An unset tensor of size, with self's dtype and device by default.", function=False)
+def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
+    return empty(*size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
+
+
+@op("new_full", doc="A tensor of size filled with fill_value, with self's dtype and device by default.",
+    function=False)
+def new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False):
+    return full(size, fill_value, dtype=dtype or self.dtype, device=device or self.device,
+                requires_grad=requires_grad)
+
+
+@op("new_tensor", doc="A copy of data, with self's dtype and device by default.", function=False)
+def new_tensor_copy(self, data, dtype=None, device=None, requires_grad=False):
+    return tensor(data, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
+
+
 # ------------------------------------------------------------------------------------------------
 # PyTorch's legacy constructors: ``Tensor(data)``, ``Tensor(2, 3)``, ``LongTensor([1, 2])``, ...
 def legacy_construct(name, dtype, args, device=None):
