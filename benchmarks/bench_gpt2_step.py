@@ -293,7 +293,8 @@ def main():
     title = (f"GPT-2 small ({parameters / 1e6:.0f}M parameters) bf16 training step, B={BATCH} T={LENGTH}, on "
              f"{adcuda.cuda.get_device_name()} (time per step)")
     rows = print_table(title, results, unit="ms", scale=1e3)
-    print(f"\nAdamW: adcuda fused multi-tensor (always); torch fused=True. PyTorch SDPA backend: {backend or '-'}")
+    print("\nAdamW: adcuda's fused multi-tensor step (always)" + (
+        f"; torch fused=True. PyTorch SDPA backend: {backend}" if backend else "; PyTorch not installed or no GPU"))
     for who, cases in results.items():
         seconds = cases["gpt2-small bf16 step"]
         print(f"  {who:<7} {seconds * 1e3:9.1f} ms/step  {tokens / seconds:12,.0f} tokens/s  "
