@@ -10,6 +10,7 @@ from .. import dtypes as dt
 from ..autograd.graph import needs_grad
 from ..errors import DeviceError, DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
+from .dispatch import host_step
 from .common import cast, constant, filled, wrap, wrap_dim
 from .elementwise import where
 from .factories import arange, tensor
@@ -198,6 +199,7 @@ def _write_into_view(input, key, value):
 
 # ------------------------------------------------------------------------------------------------
 # gather, scatter_add, index_select
+@host_step  # reads the indices: graph capture runs the check again on every replay
 def _check_index_tensor(name, input, dim, index, same_rank=True):
     if not isinstance(index, Tensor) or index.dtype.category != dt.INTEGER:
         raise DTypeError(f"{name}: index must be an int64 tensor, got "

@@ -14,6 +14,7 @@ from ... import dtypes as dt
 from ...autograd.grad_mode import no_grad
 from ...autograd.graph import RemovableHandle
 from ...device import as_device
+from ...ops.dispatch import host_step
 from ...errors import AdcudaError
 from ...tensor import Tensor
 from ..parameter import Parameter
@@ -312,6 +313,7 @@ class Module:
             p.requires_grad_(requires_grad)
         return self
 
+    @host_step
     def zero_grad(self, set_to_none: bool = True) -> None:
         zero_grads(self.parameters(), set_to_none)
 
