@@ -78,6 +78,7 @@ class CompiledFunction:
                 if t._data is not a:
                     break
             else:
+                program.replays += 1
                 with record_function(program.range_name):
                     outputs = program.replay(*[t._data for t in tensors])
                 return _rebuild(program.outputs[0], iter(outputs))

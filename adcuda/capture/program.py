@@ -16,6 +16,8 @@ variables with every primitive, constant and buffer prebound: no dispatch, no au
 parsing. Host steps are calls of the library functions they recorded; accumulation sets or adds to
 ``.grad`` as eager does; draws take the next seed and offset from their generator.
 """
+import warnings
+
 import numpy as np
 
 from ..backends import cpu
@@ -23,13 +25,16 @@ from ..backends.cpu.elementwise import BINARY_OPS, UNARY_OPS
 from ..tensor import Tensor, primitives_on
 from .recorder import Accumulate, ArraySpec, Call, Draw, Drawn, GradOf, HostStep, TensorArg, Value, add_into
 
+REPLAY_MODULE = "adcuda.capture.replay"  # the module name generated replays run under
+warnings.filterwarnings("ignore", category=RuntimeWarning, module=REPLAY_MODULE)
+
 _MAY_WARN = frozenset({"div", "pow", "floor_divide", "remainder"})  # binary ops whose fast path the CPU skips
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _binary_kernel(call):
-    """The ufunc that computes ``binary(op, a, b, dtype)`` into a buffer exactly as the CPU primitive's
-    fast path does (operands already in the result dtype), or None."""
+    """``binary(op, a, b, dtype)`` into a buffer, as the CPU primitive's fast path computes it (operands
+    already in the result dtype, one ufunc call)."""
     op, a, b, dtype = (call.arrays_in + (None,) * 4)[:4]
     if op in _MAY_WARN or op not in BINARY_OPS or not isinstance(a, ArraySpec) or dtype is None:
         return None
@@ -37,22 +42,38 @@ def _binary_kernel(call):
     if work is None or work is np.float16 or a.dtype != work:
         return None
     if isinstance(b, ArraySpec) and b.dtype == work or b.__class__ is float and work not in (np.int32, np.int64):
-        return BINARY_OPS[op]
+        return BINARY_OPS[op], (1, 2)
     return None
 
 
 def _unary_kernel(call):
+    """``unary(op, a)`` of a float32/float64 array where the primitive is one ufunc call (or relu's)."""
     op, a = (call.arrays_in + (None, None))[:2]
     if not isinstance(a, ArraySpec) or a.dtype not in _FLOATS:
         return None
     if op == "relu":
         zero = np.zeros((), a.dtype)
-        return lambda x, out: np.maximum(x, zero, out=out)
+        return (lambda x, out: np.maximum(x, zero, out=out)), (1,)
     fn = UNARY_OPS.get(op)
-    return fn if isinstance(fn, np.ufunc) else None
+    return (fn, (1,)) if isinstance(fn, np.ufunc) else None
+
+
+def _unary_backward_kernel(call):
+    """relu's gradient ``g * (x > 0)`` with the mask in a scratch array of its own (no allocation)."""
+    op, x, y, g = (call.arrays_in + (None,) * 4)[:4]
+    if op != "relu" or not isinstance(x, ArraySpec) or not isinstance(g, ArraySpec) or x.shape != g.shape:
+        return None
+    if x.dtype not in _FLOATS or g.dtype != x.dtype:
+        return None
+    mask = np.empty(x.shape, bool)
+
+    def relu_backward(x, g, out):
+        return np.multiply(g, np.greater(x, 0, out=mask), out=out)
+    return relu_backward, (1, 3)
 
 
 def _matmul_kernel(call):
+    """``matmul(a, b)`` of two float32/float64 matrices (the CPU primitive's ``a.dot(b)``)."""
     args = call.arrays_in
     if len(args) != 2 or call.kwargs:
         return None
@@ -61,12 +82,13 @@ def _matmul_kernel(call):
         return None
     if a.dtype != b.dtype or a.dtype not in _FLOATS:
         return None
-    return np.dot
+    return np.dot, (0, 1)
 
 
-# primitive -> (the call -> a function writing its result into ``out``, or None), and which of the
-# call's arguments the function takes
-FAST_KERNELS = {"binary": (_binary_kernel, (1, 2)), "unary": (_unary_kernel, (1,)), "matmul": (_matmul_kernel, (0, 1))}
+# primitive -> a function of the recorded call giving (a kernel that writes the call's result into its
+# ``out`` argument, the positions of the call's arguments it takes), or None where it cannot
+FAST_KERNELS = {"binary": _binary_kernel, "unary": _unary_kernel, "unary_backward": _unary_backward_kernel,
+                "matmul": _matmul_kernel}
 
 
 class Layout:
@@ -103,6 +125,7 @@ class Program:
     def __init__(self, trace, layout, outputs, name):
         self.name = name
         self.range_name = f"adcuda.compile replay: {name}"  # the profiler/NVTX range around each replay
+        self.replays = 0
         self.trace = trace
         self.layout = layout
         self.outputs = outputs              # output template: value numbers / constants (see compiled.py)
@@ -158,7 +181,7 @@ class Program:
             n = step.results[0]
             if n is None or layout.owner[n] != n or self.death[n] >= n_steps or self.trace.producer[n] != i:
                 continue
-            kernel = FAST_KERNELS[step.name][0](step)
+            kernel = FAST_KERNELS[step.name](step)
             if kernel is None:
                 continue
             key = (layout.shape[n], layout.dtype[n])
@@ -180,7 +203,9 @@ class Program:
     def _generate(self):
         trace = self.trace
         names = {}
-        env = {"_tensor": _tensor, "_accumulate": _accumulate}
+        # the replay's NumPy calls warn as the CPU backend's do not (overflow in a matmul, a NaN in a ufunc):
+        # the filter below keeps them as quiet as eager
+        env = {"_tensor": _tensor, "_accumulate": _accumulate, "__name__": REPLAY_MODULE}
 
         def bind(obj, prefix):
             key = (prefix, id(obj))
@@ -222,8 +247,8 @@ class Program:
             if cls is Call:
                 target = self._targets(step)
                 if i in self.kernels:
-                    fn = bind(self.kernels[i], "k")
-                    positions = FAST_KERNELS[step.name][1]
+                    kernel, positions = self.kernels[i]
+                    fn = bind(kernel, "k")
                     buf = f"buf{self.buffer_of[step.results[0]]}"
                     code = f"{fn}({', '.join(expr(step.args[p]) for p in positions)}, out={buf})"
                 else:

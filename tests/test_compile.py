@@ -1,0 +1,271 @@
+"""adcuda.compile: captured and replayed training steps against eager runs of the same steps.
+
+On the CPU a replay calls the same primitives in the same order as eager (into preallocated buffers
+where the primitive allows), so losses and parameters must be bit-identical, not just close."""
+import warnings
+
+import numpy as np
+import pytest
+
+import adcuda
+import adcuda.nn as nn
+import adcuda.nn.functional as F
+from adcuda.amp import GradScaler
+from adcuda.capture import CaptureError
+from adcuda.train.models import GPT
+
+STEPS = 32
+
+
+def _batches(n, shape, classes, seed=0):
+    rng = np.random.default_rng(seed)
+    return [(adcuda.tensor(rng.standard_normal(shape).astype(np.float32)),
+             adcuda.tensor(rng.integers(0, classes, shape[0]))) for _ in range(n)]
+
+
+def _mlp():
+    adcuda.manual_seed(0)
+    return nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 64), nn.GELU(), nn.Linear(64, 5))
+
+
+def _state(model):
+    return [p.detach().numpy().copy() for p in model.parameters()]
+
+
+def _assert_same_run(make, batches, steps=STEPS):
+    """Run ``make()``'s step eagerly and compiled on the same batches; every loss and every parameter
+    bit-identical, and the compiled one replayed (one program, run on every call after the first)."""
+    eager_model, eager_step = make()
+    model, step = make()
+    compiled = adcuda.compile(step)
+    for i in range(steps):
+        x, y = batches[i % len(batches)]
+        expected = eager_step(x, y)
+        got = compiled(x, y)
+        assert got.detach().numpy().tobytes() == expected.detach().numpy().tobytes(), f"step {i}: {got.item()} != {expected.item()}"
+    for p, q in zip(_state(eager_model), _state(model)):
+        assert p.tobytes() == q.tobytes()
+    assert len(compiled.programs) == 1
+    assert compiled.programs[0].replays >= steps - 2
+    return compiled
+
+
+def test_mlp_adamw_steps_are_bit_identical():
+    def make():
+        model = _mlp()
+        opt = adcuda.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.1)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        return model, step
+    compiled = _assert_same_run(make, _batches(4, (16, 20), 5))
+    program = compiled.programs[0]
+    assert program.kernels, "no primitive call writes into a preallocated buffer"
+    assert len(program.buffers) < len(program.kernels), "no buffer is reused"
+
+
+def test_gpt_with_dropout_draws_fresh_numbers_from_the_same_stream():
+    def make():
+        adcuda.manual_seed(0)
+        model = GPT(vocab_size=11, block_size=8, d_model=16, n_layers=2, n_heads=2, dropout=0.2)
+        opt = adcuda.optim.AdamW(model.parameters(), lr=1e-2)
+
+        def step(x, y):
+            logits = model(x)
+            loss = F.cross_entropy(logits.view(-1, 11), y.view(-1))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            return loss
+        adcuda.manual_seed(1)  # both runs draw from the same generator stream
+        return model, step
+    rng = np.random.default_rng(0)
+    batches = [(adcuda.tensor(rng.integers(0, 11, (4, 8))), adcuda.tensor(rng.integers(0, 11, (4, 8))))
+               for _ in range(3)]
+    eager_model, eager_step = make()
+    eager = [eager_step(*batches[i % 3]).item() for i in range(STEPS)]
+    model, step = make()
+    compiled = adcuda.compile(step)
+    got = [compiled(*batches[i % 3]).item() for i in range(STEPS)]
+    assert got == eager
+    assert len(set(got[::3])) > 1  # the same batch gives a new loss each time: fresh dropout masks
+    for p, q in zip(_state(eager_model), _state(model)):
+        assert p.tobytes() == q.tobytes()
+    program = compiled.programs[0]
+    assert "draw" in str(program) and program.replays >= STEPS - 2
+
+
+@pytest.mark.filterwarnings("ignore:GradScaler")
+def test_grad_scaler_with_an_overflowing_step_clipping_and_a_scheduler():
+    def make():
+        model = _mlp()
+        opt = adcuda.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+        sched = adcuda.optim.lr_scheduler.StepLR(opt, step_size=5, gamma=0.5)
+        scaler = GradScaler("cpu", init_scale=2.0 ** 16, growth_interval=4)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            scaler.scale(loss).backward()
+            scaler.unscale_(opt)
+            adcuda.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+            scaler.step(opt)
+            scaler.update()
+            sched.step()
+            return loss
+        model.scaler, model.opt = scaler, opt
+        return model, step
+    batches = _batches(4, (16, 20), 5)
+    overflow = adcuda.tensor(np.full((16, 20), 3e38, np.float32))
+    batches[2] = (overflow, batches[2][1])  # inf gradients: the step is skipped and the scale backs off
+    eager_model, eager_step = make()
+    model, step = make()
+    compiled = adcuda.compile(step)
+    for i in range(STEPS):
+        x, y = batches[i % 4]
+        expected, got = eager_step(x, y), compiled(x, y)
+        assert got.detach().numpy().tobytes() == expected.detach().numpy().tobytes()
+        assert eager_model.scaler.get_scale() == model.scaler.get_scale()
+        assert eager_model.opt.param_groups[0]["lr"] == model.opt.param_groups[0]["lr"]
+    assert model.scaler.get_scale() < 2.0 ** 16  # it did back off
+    for p, q in zip(_state(eager_model), _state(model)):
+        assert p.tobytes() == q.tobytes()
+    assert compiled.programs and compiled.programs[0].replays >= STEPS - 3
+
+
+def test_a_learning_rate_changed_between_calls_reaches_the_replay():
+    def make():
+        model = _mlp()
+        opt = adcuda.optim.SGD(model.parameters(), lr=0.1)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.mse_loss(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        model.opt = opt
+        return model, step
+    rng = np.random.default_rng(1)
+    x = adcuda.tensor(rng.standard_normal((8, 20)).astype(np.float32))
+    y = adcuda.tensor(rng.standard_normal((8, 5)).astype(np.float32))
+    eager_model, eager_step = make()
+    model, step = make()
+    compiled = adcuda.compile(step)
+    for i in range(6):
+        for m in (eager_model, model):
+            m.opt.param_groups[0]["lr"] = 0.1 / (i + 1)
+        assert compiled(x, y).item() == eager_step(x, y).item()
+    for p, q in zip(_state(eager_model), _state(model)):
+        assert p.tobytes() == q.tobytes()
+
+
+def test_a_new_batch_size_is_captured_anew():
+    model = _mlp()
+
+    @adcuda.compile
+    def forward(x):
+        with adcuda.no_grad():
+            return model(x).sum(dim=1)
+    for batch in (4, 4, 9, 9, 4):
+        x = adcuda.randn(batch, 20)
+        with adcuda.no_grad():
+            expected = model(x).sum(dim=1)
+        assert forward(x).numpy().tobytes() == expected.numpy().tobytes()
+    assert len(forward.programs) == 2
+
+
+def test_a_rebound_parameter_is_seen_not_replayed_stale():
+    model = nn.Linear(3, 2)
+
+    @adcuda.compile
+    def forward(x):
+        with adcuda.no_grad():
+            return model(x)
+    x = adcuda.ones(1, 3)
+    forward(x)
+    forward(x)
+    model.weight.data = adcuda.zeros(2, 3)  # a new array: the program's guard fails and it captures again
+    with adcuda.no_grad():
+        assert np.array_equal(forward(x).numpy(), model(x).numpy())
+
+
+def test_a_host_read_falls_back_to_eager_with_one_warning():
+    model = _mlp()
+    opt = adcuda.optim.SGD(model.parameters(), lr=0.1)
+    seen = []
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        seen.append(loss.item())  # a value read on the host: the capture ends here
+        loss.backward()
+        opt.step()
+        return loss
+    compiled = adcuda.compile(step)
+    x, y = _batches(1, (8, 20), 5)[0]
+    with pytest.warns(UserWarning, match=r"item\(\) reads a tensor's value on the host at .*test_compile.py:\d+"):
+        compiled(x, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(3):
+            compiled(x, y)  # eager from now on, silently
+    assert len(seen) == 4 and seen[0] > seen[-1]
+    assert not compiled.programs
+
+
+def test_fullgraph_raises_naming_the_op_and_the_line():
+    def show(x):
+        y = x * 2
+        if bool(y.sum() > 0):  # a Python branch on a value
+            return y
+        return -y
+    compiled = adcuda.compile(show, fullgraph=True)
+    with pytest.raises(CaptureError, match=r"fullgraph=True.*__bool__.*test_compile.py:\d+"):
+        compiled(adcuda.ones(3))
+
+
+def test_printing_a_tensor_ends_the_capture():
+    def shout(x):
+        y = x + 1
+        print(y)
+        return y
+    with pytest.raises(CaptureError, match="reads a tensor's value"):
+        adcuda.compile(shout, fullgraph=True)(adcuda.ones(2))
+
+
+def test_the_program_prints_its_primitives_buffers_and_peak_memory():
+    a, b = adcuda.randn(8, 8, requires_grad=True), adcuda.randn(8, 8, requires_grad=True)
+
+    @adcuda.compile
+    def tiny(x):
+        loss = ((x @ a).relu() * b).sum()
+        loss.backward()
+        return loss
+    x = adcuda.randn(8, 8)
+    tiny(x)
+    text = str(tiny.programs[0])
+    for word in ("matmul", "unary('relu'", "accumulate into leaf", "preallocated", "peak memory"):
+        assert word in text
+    grads = a.grad.numpy().copy()
+    a.grad = b.grad = None
+    tiny(x)
+    assert np.array_equal(a.grad.numpy(), grads)
+
+
+def test_the_cache_limit_is_reported_once():
+    @adcuda.compile
+    def double(x):
+        return x * 2
+    with pytest.warns(UserWarning, match="cache size limit"):
+        for n in range(1, adcuda.capture.CACHE_SIZE_LIMIT + 3):
+            assert double(adcuda.ones(n)).numpy().tolist() == [2.0] * n
+
+
+def test_dynamic_shapes_are_refused_clearly():
+    with pytest.raises(CaptureError, match="dynamic=True"):
+        adcuda.compile(lambda x: x, dynamic=True)
