@@ -269,3 +269,42 @@ def test_the_cache_limit_is_reported_once():
 def test_dynamic_shapes_are_refused_clearly():
     with pytest.raises(CaptureError, match="dynamic=True"):
         adcuda.compile(lambda x: x, dynamic=True)
+
+
+def test_each_replay_is_one_profiler_range():
+    from adcuda.profiler import profile
+    w = adcuda.randn(4, 4)
+
+    @adcuda.compile
+    def f(x):
+        return (x @ w).relu().sum()
+    x = adcuda.randn(4, 4)
+    with profile() as prof:
+        for _ in range(3):
+            f(x)  # the profiler's hooks are part of the signature: captured under it, then replayed
+    names = [e.name for e in prof.events()]
+    assert names.count("adcuda.compile replay: test_each_replay_is_one_profiler_range.<locals>.f") == 2
+    assert names.count("matmul") == 1  # the capture ran the ops eagerly; the replays run none
+
+
+def test_other_threads_are_not_recorded():
+    import threading
+    stop = threading.Event()
+
+    def busy():
+        t = adcuda.ones(3)
+        while not stop.is_set():
+            t = t + 1
+    worker = threading.Thread(target=busy)
+    worker.start()
+    try:
+        @adcuda.compile
+        def f(x):
+            return x * 3
+        x = adcuda.ones(5)
+        for _ in range(4):
+            assert f(x).numpy().tolist() == [3.0] * 5
+    finally:
+        stop.set()
+        worker.join()
+    assert sum(1 for line in f.programs[0].lines if "binary" in line) == 1

@@ -97,10 +97,11 @@ class Layout:
 
     def __init__(self, trace):
         ids = {id(a): n for n, a in enumerate(trace.arrays)}
-        self.shape, self.dtype, self.nbytes, self.owner = [], [], [], []
+        self.shape, self.dtype, self.nbytes, self.owner, self.c_contiguous = [], [], [], [], []
         for n, a in enumerate(trace.arrays):
             self.shape.append(tuple(a.shape))
             self.dtype.append(a.dtype)
+            self.c_contiguous.append(a.flags.c_contiguous)
             base = a.base
             owner = n if base is None else ids.get(id(base), -1)
             self.owner.append(owner)
@@ -181,6 +182,8 @@ class Program:
             n = step.results[0]
             if n is None or layout.owner[n] != n or self.death[n] >= n_steps or self.trace.producer[n] != i:
                 continue
+            if not layout.c_contiguous[n]:
+                continue  # a buffer is row-major: later views and copies must see the strides they saw
             kernel = FAST_KERNELS[step.name](step)
             if kernel is None:
                 continue

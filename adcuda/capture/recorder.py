@@ -22,6 +22,7 @@ array a host step made, a leaf with gradient hooks, a higher-order backward.
 """
 import os
 import sys
+import threading
 import weakref
 
 import numpy as np
@@ -170,6 +171,7 @@ class Recorder:
         self.failure = None     # the first Uncapturable met
         self.backward_ran = False
         self._previous = None
+        self._thread = threading.get_ident()  # only this thread's calls are the function's
 
     # ------------------------------------------------------------------ attaching
     def __enter__(self):
@@ -203,7 +205,7 @@ class Recorder:
 
     @property
     def recording(self):
-        return self._host_depth == 0 and self.failure is None
+        return self._host_depth == 0 and self.failure is None and threading.get_ident() == self._thread
 
     # ------------------------------------------------------------------ dispatch hooks
     def around_op(self, name, op, call, args, kwargs):
@@ -324,7 +326,7 @@ class Recorder:
     def call(self, name, fn, args, kwargs):
         if not self.recording:
             result = fn(*args, **kwargs)
-            if self._host_depth:
+            if self._host_depth and threading.get_ident() == self._thread:
                 self._note_host_made(result)
             return result
         if name in HOST_READS:
