@@ -28,6 +28,10 @@ def _mlp():
     return nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 64), nn.GELU(), nn.Linear(64, 5))
 
 
+def _bytes(t):
+    return t.detach().numpy().tobytes()
+
+
 def _state(model):
     return [p.detach().numpy().copy() for p in model.parameters()]
 
@@ -42,7 +46,7 @@ def _assert_same_run(make, batches, steps=STEPS):
         x, y = batches[i % len(batches)]
         expected = eager_step(x, y)
         got = compiled(x, y)
-        assert got.detach().numpy().tobytes() == expected.detach().numpy().tobytes(), f"step {i}: {got.item()} != {expected.item()}"
+        assert _bytes(got) == _bytes(expected), f"step {i}: {got.item()} != {expected.item()}"
     for p, q in zip(_state(eager_model), _state(model)):
         assert p.tobytes() == q.tobytes()
     assert len(compiled.programs) == 1
@@ -128,7 +132,7 @@ def test_grad_scaler_with_an_overflowing_step_clipping_and_a_scheduler():
     for i in range(STEPS):
         x, y = batches[i % 4]
         expected, got = eager_step(x, y), compiled(x, y)
-        assert got.detach().numpy().tobytes() == expected.detach().numpy().tobytes()
+        assert _bytes(got) == _bytes(expected)
         assert eager_model.scaler.get_scale() == model.scaler.get_scale()
         assert eager_model.opt.param_groups[0]["lr"] == model.opt.param_groups[0]["lr"]
     assert model.scaler.get_scale() < 2.0 ** 16  # it did back off

@@ -145,19 +145,14 @@ class Program:
         death = [-1] * len(layout.owner)
         forever = set(self.trace.handed_over) | set(self.output_values())
 
-        def read(ref, i):
-            if ref.__class__ is Value or ref.__class__ is TensorArg:
-                n = ref.n if ref.__class__ is Value else ref.value
-                owner = layout.owner[n]
+        for i, step in enumerate(self.trace.steps):
+            refs = []
+            _walk(_arguments_of(step), refs.append)
+            for ref in refs:
+                n = ref.n if ref.__class__ is Value else ref.value if ref.__class__ is TensorArg else -1
+                owner = layout.owner[n] if n >= 0 else -1
                 if owner >= 0:
                     death[owner] = max(death[owner], i)
-        for i, step in enumerate(self.trace.steps):
-            if step.__class__ is Call:
-                _walk((step.args, step.kwargs), lambda r: read(r, i))
-            elif step.__class__ is HostStep:
-                _walk((step.args, step.kwargs), lambda r: read(r, i))
-            elif step.__class__ is Accumulate:
-                _walk(step.grad, lambda r: read(r, i))
         for n in forever:
             owner = layout.owner[n]
             if owner >= 0:
@@ -255,7 +250,8 @@ class Program:
                     buf = f"buf{self.buffer_of[step.results[0]]}"
                     code = f"{fn}({', '.join(expr(step.args[p]) for p in positions)}, out={buf})"
                 else:
-                    code = f"{bind(getattr(cpu, step.name), 'p_' + step.name + '_')}({call_args(step.args, step.kwargs)})"
+                    primitive = bind(getattr(cpu, step.name), f"p_{step.name}_")
+                    code = f"{primitive}({call_args(step.args, step.kwargs)})"
                 body.append(f"{target} = {code}" if target else code)
                 lines.append(self._describe(i, step))
             elif cls is HostStep:

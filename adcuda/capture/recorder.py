@@ -27,12 +27,12 @@ import weakref
 
 import numpy as np
 
+from .. import random as random_module
 from ..autograd import engine
 from ..autograd.graph import AccumulateGrad
 from ..backends import cpu
 from ..backends.seam import PRIMITIVES
 from ..ops import dispatch
-from .. import random as random_module
 from ..tensor import Tensor
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -10,8 +10,8 @@ from .. import dtypes as dt
 from ..autograd.graph import needs_grad
 from ..errors import DeviceError, DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
-from .dispatch import host_step
 from .common import cast, constant, filled, wrap, wrap_dim
+from .dispatch import host_step
 from .elementwise import where
 from .factories import arange, tensor
 from .mutation import check_inplace_allowed, commit_inplace, version_counter

@@ -10,8 +10,8 @@ import math
 from .. import dtypes as dt
 from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
 from ..tensor import primitives
-from .dispatch import host_step
 from .common import broadcast_shapes, cast, check_float, check_same_device, check_tensor, dense, wrap, wrap_dim
+from .dispatch import host_step
 from .elementwise import abs as _abs
 from .elementwise import binary, exp, select, sigmoid, unary, where
 from .factories import arange

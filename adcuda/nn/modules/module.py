@@ -14,8 +14,8 @@ from ... import dtypes as dt
 from ...autograd.grad_mode import no_grad
 from ...autograd.graph import RemovableHandle
 from ...device import as_device
-from ...ops.dispatch import host_step
 from ...errors import AdcudaError
+from ...ops.dispatch import host_step
 from ...tensor import Tensor
 from ..parameter import Parameter
 from ..utils.zero_grad import zero_grads
