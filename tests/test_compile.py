@@ -312,3 +312,22 @@ def test_other_threads_are_not_recorded():
         stop.set()
         worker.join()
     assert sum(1 for line in f.programs[0].lines if "binary" in line) == 1
+
+
+@pytest.mark.filterwarnings("ignore:GradScaler")
+def test_branching_on_a_host_steps_result_ends_the_capture():
+    model = _mlp()
+    opt = adcuda.optim.SGD(model.parameters(), lr=0.1)
+    sched = adcuda.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    scaler = GradScaler("cpu")
+
+    def step(x, y):
+        opt.zero_grad()
+        scaler.scale(F.cross_entropy(model(x), y)).backward()
+        if scaler.step(opt):  # a replay would not run this test again: the capture must end here
+            sched.step()
+        scaler.update()
+    x, y = _batches(1, (8, 20), 5)[0]
+    compiled = adcuda.compile(step, fullgraph=True)
+    with pytest.raises(CaptureError, match=r"uses the result of the host step GradScaler.step at .*test_compile.py"):
+        compiled(x, y)

@@ -298,9 +298,10 @@ class Recorder:
         self.trace.steps.append(step)
         self._host_depth += 1
         try:
-            return fn(*args, **kwargs)
+            result = fn(*args, **kwargs)
         finally:
             self._host_depth -= 1
+        return None if result is None else HostResult(result, self, step.name)
 
     def _host_arguments(self, value):
         if value.__class__ is Tensor:
@@ -414,6 +415,51 @@ class Recorder:
             if step.__class__ is Call:
                 step.arrays_in = _shapes_of(step.arrays_in)
         return weak
+
+
+class HostResult:
+    """What a host step returned, handed to the function while it is captured. A replay runs the host
+    step again but not the Python that used its result, so a result the function looks at (``if
+    scaler.step(opt): scheduler.step()``) could steer it differently on a later call: the first use
+    ends the capture. Used in any way, it acts as the value it holds."""
+    __slots__ = ("_value", "_recorder", "_name")
+
+    def __init__(self, value, recorder, name):
+        self._value = value
+        self._recorder = recorder
+        self._name = name
+
+    def _used(self):
+        where, _ = user_line()
+        self._recorder.fail(f"the function uses the result of the host step {self._name}", where)
+        return self._value
+
+    def __bool__(self):
+        return bool(self._used())
+
+    def __eq__(self, other):
+        return self._used() == other
+
+    def __ne__(self, other):
+        return self._used() != other
+
+    def __hash__(self):
+        return hash(self._used())
+
+    def __int__(self):
+        return int(self._used())
+
+    def __float__(self):
+        return float(self._used())
+
+    def __index__(self):
+        return self._used().__index__()
+
+    def __repr__(self):
+        return repr(self._used())
+
+    def __getattr__(self, name):
+        return getattr(self._used(), name)
 
 
 def _shapes_of(value):
