@@ -331,3 +331,27 @@ def test_branching_on_a_host_steps_result_ends_the_capture():
     compiled = adcuda.compile(step, fullgraph=True)
     with pytest.raises(CaptureError, match=r"uses the result of the host step GradScaler.step at .*test_compile.py"):
         compiled(x, y)
+
+
+def test_switching_to_eval_mode_is_seen_not_replayed_stale():
+    adcuda.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 6), nn.Dropout(0.5))
+
+    @adcuda.compile
+    def forward(x):
+        with adcuda.no_grad():
+            return model(x)
+    x = adcuda.ones(4, 6)
+    forward(x)
+    forward(x)
+    model.eval()  # no dropout now: the program captured in train mode must not replay
+    with adcuda.no_grad():
+        assert np.array_equal(forward(x).numpy(), model(x).numpy())
+        assert np.array_equal(forward(x).numpy(), model(x).numpy())
+
+
+def test_a_forward_hook_ends_the_capture():
+    model = nn.Linear(3, 3)
+    model.register_forward_hook(lambda module, args, output: None)
+    with pytest.raises(CaptureError, match="forward hook on a Linear"):
+        adcuda.compile(lambda x: model(x).sum(), fullgraph=True)(adcuda.ones(2, 3))

@@ -72,16 +72,11 @@ class CompiledFunction:
         tensors = []
         key = (_signature((args, kwargs), tensors), is_grad_enabled(), dt.get_default_dtype(), dispatch._hooks)
         program = self._cache.get(key)
-        if program.__class__ is Program:
-            guards = program.guards
-            for t, a in guards:
-                if t._data is not a:
-                    break
-            else:
-                program.replays += 1
-                with record_function(program.range_name):
-                    outputs = program.replay(*[t._data for t in tensors])
-                return _rebuild(program.outputs[0], iter(outputs))
+        if program.__class__ is Program and program.holds():
+            program.replays += 1
+            with record_function(program.range_name):
+                outputs = program.replay(*[t._data for t in tensors])
+            return _rebuild(program.outputs[0], iter(outputs))
         elif program is None and len(self._cache) >= CACHE_SIZE_LIMIT:
             if not self._warned_limit:
                 self._warned_limit = True

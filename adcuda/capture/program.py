@@ -130,12 +130,26 @@ class Program:
         self.trace = trace
         self.layout = layout
         self.outputs = outputs              # output template: value numbers / constants (see compiled.py)
+        # checked before each replay: every persistent tensor still holds the array it read, every module
+        # is still in the mode (train or eval) it ran in
         self.guards = [(t, a) for a, t in trace.externals.values() if t is not None]
+        self.modes = list(trace.modules.values())
         n_steps = len(trace.steps)
         self.death = self._lifetimes(n_steps)
         self.kernels, self.buffers, self.buffer_of = self._plan(n_steps)
         self.lines = []
         self.replay = self._generate()
+
+    def holds(self):
+        """Whether the program may replay: every persistent tensor it reads still holds the array it
+        captured (``p.data = ...`` rebinds it) and every module is in the mode it ran in."""
+        for t, a in self.guards:
+            if t._data is not a:
+                return False
+        for module, training in self.modes:
+            if module.training != training:
+                return False
+        return True
 
     # ------------------------------------------------------------------ liveness and buffers
     def _lifetimes(self, n_steps):

@@ -137,6 +137,7 @@ class Trace:
         self.leaves = []        # leaf tensors whose gradients the trace accumulates or reads
         self.externals = {}     # id(array) -> (array, tensor or None): persistent arrays read as they are
         self.handed_over = set()  # value numbers a host step or an accumulation received
+        self.modules = {}       # id(module) -> (module, its training flag): every nn.Module the run called
 
 
 def user_line():
@@ -177,13 +178,15 @@ class Recorder:
     def __enter__(self):
         dispatch.add_hook(self, innermost=True)
         self._previous = (dispatch.set_host_step_observer(self._host_step),
-                          random_module.set_draw_observer(self._drawn))
+                          random_module.set_draw_observer(self._drawn),
+                          dispatch.set_module_call_observer(self._module_called))
         return self
 
     def __exit__(self, *exc):
         dispatch.remove_hook(self)
         dispatch.set_host_step_observer(self._previous[0])
         random_module.set_draw_observer(self._previous[1])
+        dispatch.set_module_call_observer(self._previous[2])
         return False
 
     def add_input(self, array):
@@ -315,6 +318,13 @@ class Recorder:
         if value.__class__ is dict:
             return {k: self._host_arguments(v) for k, v in value.items()}
         return value
+
+    def _module_called(self, module):
+        if not self.recording:
+            return
+        if module._forward_pre_hooks or module._forward_hooks:
+            self.fail(f"a forward hook on a {type(module).__name__} (it runs Python a replay would skip)")
+        self.trace.modules.setdefault(id(module), (module, module.training))
 
     def _drawn(self, generator, numel, seed, offset):
         if not self.recording:

@@ -538,6 +538,18 @@ def host_step(fn):
     return step
 
 
+# Set by graph capture while it records: sees every nn.Module call, so that a program can check that
+# the modules it ran are still in the mode (train/eval) they were captured in.
+module_call_observer = None
+
+
+def set_module_call_observer(observer):
+    """Install ``observer(module)`` (or None); returns the previous one."""
+    global module_call_observer
+    previous, module_call_observer = module_call_observer, observer
+    return previous
+
+
 def set_host_step_observer(observer):
     """Install ``observer(fn, args, kwargs)`` (or None), which then runs every host step; returns
     the previous one."""

@@ -15,6 +15,7 @@ from ...autograd.grad_mode import no_grad
 from ...autograd.graph import RemovableHandle
 from ...device import as_device
 from ...errors import AdcudaError
+from ...ops import dispatch
 from ...ops.dispatch import host_step
 from ...tensor import Tensor
 from ..parameter import Parameter
@@ -92,6 +93,8 @@ class Module:
 
     # ------------------------------------------------------------------ calling
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if dispatch.module_call_observer is not None:
+            dispatch.module_call_observer(self)
         if not (self._forward_pre_hooks or self._forward_hooks):
             return self.forward(*args, **kwargs)
         for hook in list(self._forward_pre_hooks.values()):
