@@ -355,3 +355,48 @@ def test_a_forward_hook_ends_the_capture():
     model.register_forward_hook(lambda module, args, output: None)
     with pytest.raises(CaptureError, match="forward hook on a Linear"):
         adcuda.compile(lambda x: model(x).sum(), fullgraph=True)(adcuda.ones(2, 3))
+
+
+def test_gradients_accumulated_over_calls_without_zero_grad():
+    def make():
+        model = _mlp()
+
+        def step(x, y):
+            loss = F.cross_entropy(model(x), y) / 4
+            loss.backward()  # .grad is set on the first call and added to on the later ones
+            return loss
+        return model, step
+    batches = _batches(4, (8, 20), 5)
+    eager_model, eager_step = make()
+    model, step = make()
+    compiled = adcuda.compile(step)
+    for i in range(8):
+        assert _bytes(compiled(*batches[i % 4])) == _bytes(eager_step(*batches[i % 4]))
+        if i == 3:
+            for m in (eager_model, model):
+                for p in m.parameters():
+                    p.grad = None
+    for p, q in zip(eager_model.parameters(), model.parameters()):
+        assert p.grad.numpy().tobytes() == q.grad.numpy().tobytes()
+
+
+def test_inputs_written_in_place_and_structured_results():
+    @adcuda.compile
+    def f(inputs):
+        inputs["x"].mul_(2)
+        return {"sum": inputs["x"].sum(), "pair": (inputs["x"] + 1, None)}
+    for value in (1.0, 2.0, 3.0):
+        x = adcuda.full((3,), value)
+        out = f({"x": x})
+        assert x.numpy().tolist() == [2 * value] * 3
+        assert out["sum"].item() == 6 * value
+        assert out["pair"][0].numpy().tolist() == [2 * value + 1] * 3 and out["pair"][1] is None
+    assert f.programs[0].replays == 2
+
+
+def test_results_of_earlier_replays_are_not_overwritten():
+    @adcuda.compile
+    def f(x):
+        return (x * 2).relu() + 1
+    results = [f(adcuda.full((4,), float(i))) for i in range(4)]
+    assert [r.numpy()[0] for r in results] == [1.0, 3.0, 5.0, 7.0]
