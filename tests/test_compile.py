@@ -400,3 +400,17 @@ def test_results_of_earlier_replays_are_not_overwritten():
         return (x * 2).relu() + 1
     results = [f(adcuda.full((4,), float(i))) for i in range(4)]
     assert [r.numpy()[0] for r in results] == [1.0, 3.0, 5.0, 7.0]
+
+
+def test_an_autocast_region_around_the_call_is_part_of_the_signature():
+    w = adcuda.randn(4, 4)
+
+    @adcuda.compile
+    def f(x):
+        return x @ w
+    x = adcuda.randn(2, 4)
+    assert f(x).dtype == adcuda.float32
+    with adcuda.autocast("cpu", dtype=adcuda.float16):
+        assert f(x).dtype == f(x).dtype == adcuda.float16
+    assert f(x).dtype == adcuda.float32
+    assert len(f.programs) == 2

@@ -4,10 +4,11 @@ The first call for a signature runs the function eagerly under a ``Recorder``; i
 can be replayed, the trace becomes a ``Program`` and later calls with the same signature replay it
 (inputs bound to the program's input arrays, outputs returned as new tensors). A signature is the
 structure of the arguments, each tensor's shape, strides, dtype, device and requires_grad, every
-other argument's value (or identity, if unhashable), the grad mode, the default dtype and the hooks
-at the dispatch point (autocast, the profiler). A program also checks, before each replay, that
-every persistent tensor it reads (parameters, buffers, optimizer state, the GradScaler's scale)
-still holds the array it captured; if one was rebound (``p.data = ...``) it captures anew.
+other argument's value (or identity, if unhashable), the grad mode, the default dtype, the hooks
+at the dispatch point (autocast, the profiler) and the calling thread's autocast regions. A program
+also checks, before each replay, that every persistent tensor it reads (parameters, buffers,
+optimizer state, the GradScaler's scale) still holds the array it captured and that every module
+it ran is still in the same train/eval mode (``Program.holds``); if not, the call captures anew.
 
 A run that leaves one of its own arrays alive in Python state (a lazily made tensor, such as the
 GradScaler's scale on its first call) is not turned into a program: the next call captures again,
@@ -21,7 +22,7 @@ from .. import dtypes as dt
 from ..autograd.grad_mode import is_grad_enabled
 from ..device import CPU
 from ..errors import AdcudaError
-from ..ops import dispatch
+from ..ops import autocast, dispatch
 from ..profiler.record_function import record_function
 from ..tensor import Tensor
 from .program import Layout, Program
@@ -70,7 +71,8 @@ class CompiledFunction:
         if self._eager:
             return self.fn(*args, **kwargs)
         tensors = []
-        key = (_signature((args, kwargs), tensors), is_grad_enabled(), dt.get_default_dtype(), dispatch._hooks)
+        key = (_signature((args, kwargs), tensors), is_grad_enabled(), dt.get_default_dtype(), dispatch._hooks,
+               _autocast_state() if dispatch._hooks else None)
         program = self._cache.get(key)
         if program.__class__ is Program and program.holds():
             program.replays += 1
@@ -145,6 +147,11 @@ def _signature(value, tensors):
     except TypeError:
         return ("id", id(value))
     return ("V", cls, value)
+
+
+def _autocast_state():
+    """Which autocast regions the calling thread is in, and their dtypes (the casts a capture recorded)."""
+    return tuple((device, autocast.is_enabled(device), autocast.region_dtype(device)) for device in ("cpu", "cuda"))
 
 
 def _rebuild(spec, outputs):
