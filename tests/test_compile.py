@@ -414,3 +414,13 @@ def test_an_autocast_region_around_the_call_is_part_of_the_signature():
         assert f(x).dtype == f(x).dtype == adcuda.float16
     assert f(x).dtype == adcuda.float32
     assert len(f.programs) == 2
+
+
+def test_a_tensor_made_from_python_data_is_fresh_on_every_replay():
+    @adcuda.compile
+    def f(x):
+        t = adcuda.tensor([1.0, 2.0])
+        t.add_(x)  # written in place: the next replay must start from [1, 2] again
+        return t
+    x = adcuda.ones(2)
+    assert [f(x).numpy().tolist() for _ in range(4)] == [[2.0, 3.0]] * 4

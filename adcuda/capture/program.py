@@ -23,7 +23,19 @@ import numpy as np
 from ..backends import cpu
 from ..backends.cpu.elementwise import BINARY_OPS, UNARY_OPS
 from ..tensor import Tensor, primitives_on
-from .recorder import Accumulate, ArraySpec, Call, Draw, Drawn, GradOf, HostStep, TensorArg, Value, add_into
+from .recorder import (
+    Accumulate,
+    ArraySpec,
+    Call,
+    Draw,
+    Drawn,
+    GradOf,
+    HostData,
+    HostStep,
+    TensorArg,
+    Value,
+    add_into,
+)
 
 REPLAY_MODULE = "adcuda.capture.replay"  # the module name generated replays run under
 warnings.filterwarnings("ignore", category=RuntimeWarning, module=REPLAY_MODULE)
@@ -237,6 +249,8 @@ class Program:
                 return f"d{value.draw}[{value.index}]"
             if cls is TensorArg:
                 return f"_tensor(v{value.value}, {bind(value.device, 'c')}, {value.requires_grad})"
+            if cls is HostData:
+                return f"{bind(value.array, 'c')}.copy()"
             if cls is list:
                 return "[" + ", ".join(expr(v) for v in value) + "]"
             if cls is tuple:

@@ -77,6 +77,15 @@ class Draw:
         self.index = index
 
 
+class HostData:
+    """Host data a ``from_numpy`` call took (a copy made at capture): a replay hands the primitive a
+    fresh copy of it each time, as eager makes the array afresh from the Python data on each call."""
+    __slots__ = ("array",)
+
+    def __init__(self, array):
+        self.array = array
+
+
 class Call:
     __slots__ = ("name", "args", "kwargs", "results", "result_kind", "arrays_in")
 
@@ -345,7 +354,11 @@ class Recorder:
             self.fail(f"{inner or name}() reads a tensor's value on the host", where)
             return fn(*args, **kwargs)
         try:
-            call = Call(name, self._references(args), {k: self._references(v) for k, v in kwargs.items()})
+            if name == "from_numpy" and args and args[0].__class__ is np.ndarray and id(args[0]) not in self._ids:
+                call = Call(name, (HostData(args[0].copy()),) + self._references(args[1:]),
+                            {k: self._references(v) for k, v in kwargs.items()})
+            else:
+                call = Call(name, self._references(args), {k: self._references(v) for k, v in kwargs.items()})
         except Uncapturable as e:
             self.fail(e.what, e.where)
             return fn(*args, **kwargs)
