@@ -424,3 +424,19 @@ def test_a_tensor_made_from_python_data_is_fresh_on_every_replay():
         return t
     x = adcuda.ones(2)
     assert [f(x).numpy().tolist() for _ in range(4)] == [[2.0, 3.0]] * 4
+
+
+def test_value_checks_still_run_on_replay():
+    model = _mlp()
+
+    @adcuda.compile
+    def loss_of(x, y):
+        with adcuda.no_grad():
+            return F.cross_entropy(model(x), y)
+    x, y = _batches(1, (8, 20), 5)[0]
+    loss_of(x, y)
+    loss_of(x, y)
+    bad = adcuda.tensor(np.full(8, 7))  # class 7 of 5: the check is a host step, run on every replay
+    with pytest.raises(adcuda.IndexOutOfRangeError, match="target 7 is out of bounds"):
+        loss_of(x, bad)
+    assert loss_of.programs[0].replays == 2
