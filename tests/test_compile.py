@@ -440,3 +440,16 @@ def test_value_checks_still_run_on_replay():
     with pytest.raises(adcuda.IndexOutOfRangeError, match="target 7 is out of bounds"):
         loss_of(x, bad)
     assert loss_of.programs[0].replays == 2
+
+
+def test_random_factories_draw_fresh_numbers_like_eager():
+    def noisy(x):
+        return x + adcuda.randn(3) * adcuda.rand(3)
+    compiled = adcuda.compile(noisy)
+    x = adcuda.zeros(3)
+    adcuda.manual_seed(5)
+    eager = [noisy(x).numpy().tolist() for _ in range(4)]
+    adcuda.manual_seed(5)
+    got = [compiled(x).numpy().tolist() for _ in range(4)]
+    assert got == eager and got[1] != got[2]
+    assert compiled.programs[0].replays == 3

@@ -363,7 +363,11 @@ class Recorder:
             self.fail(e.what, e.where)
             return fn(*args, **kwargs)
         if name in RANDOM_PRIMITIVES:
-            self._link_draw(call)
+            try:
+                self._link_draw(call)
+            except Uncapturable as e:
+                self.fail(e.what, e.where)
+                return fn(*args, **kwargs)
         call.arrays_in = args
         result = fn(*args, **kwargs)
         step = len(self.trace.steps)
@@ -387,15 +391,18 @@ class Recorder:
         return self._new_value(array, step)
 
     def _link_draw(self, call):
+        """Point a random primitive's (seed, offset), its last two arguments, at the generator draw that
+        gave them, so that a replay draws again; one that no draw gave would repeat its numbers."""
         args = call.args
-        if len(args) < 2:
-            return
-        seed, offset = args[-2], args[-1]
-        for i, (s, o, draw) in enumerate(self._pending_draws):
-            if s == seed and o == offset:
-                call.args = args[:-2] + (Draw(draw, 0), Draw(draw, 1))
-                del self._pending_draws[i]
-                return
+        if len(args) >= 2:
+            seed, offset = args[-2], args[-1]
+            for i, (s, o, draw) in enumerate(self._pending_draws):
+                if s == seed and o == offset:
+                    call.args = args[:-2] + (Draw(draw, 0), Draw(draw, 1))
+                    del self._pending_draws[i]
+                    return
+        raise Uncapturable(f"a {call.name} draw whose seed and offset no generator gave (a replay would repeat "
+                           "its numbers)", user_line()[0])
 
     def _references(self, value):
         if value.__class__ is np.ndarray:
