@@ -453,3 +453,24 @@ def test_random_factories_draw_fresh_numbers_like_eager():
     got = [compiled(x).numpy().tolist() for _ in range(4)]
     assert got == eager and got[1] != got[2]
     assert compiled.programs[0].replays == 3
+
+
+def test_train_compile_gives_the_eager_run_bit_for_bit(tmp_path, monkeypatch):
+    from adcuda.train import TASKS
+    from adcuda.train.loop import TrainConfig, train
+    made = []
+    def compile_and_keep(fn):
+        made.append(adcuda.capture.CompiledFunction(fn))
+        return made[-1]
+    monkeypatch.setattr(adcuda.capture, "compile", compile_and_keep)
+    runs = {}
+    for compiled in (False, True):
+        out = tmp_path / str(compiled)
+        config = TrainConfig(task="digits", out=str(out), epochs=1, batch_size=256, quiet=True, compile=compiled)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UserWarning)  # the step must be captured, not fall back
+            train(config, TASKS["digits"])
+        runs[compiled] = {k: v.numpy().tobytes() for k, v in adcuda.load(str(out / "checkpoint.pt"))["model"].items()}
+    assert runs[True] == runs[False]
+    # 1258 training images in batches of 256: four full batches and one of 234, a program each
+    assert len(made) == 1 and sorted(p.replays for p in made[0].programs) == [0, 3]

@@ -199,7 +199,6 @@ def _write_into_view(input, key, value):
 
 # ------------------------------------------------------------------------------------------------
 # gather, scatter_add, index_select
-@host_step  # reads the indices: graph capture runs the check again on every replay
 def _check_index_tensor(name, input, dim, index, same_rank=True):
     if not isinstance(index, Tensor) or index.dtype.category != dt.INTEGER:
         raise DTypeError(f"{name}: index must be an int64 tensor, got "
@@ -209,13 +208,18 @@ def _check_index_tensor(name, input, dim, index, same_rank=True):
         raise ShapeError(f"{name}: index tensor must have the same number of dimensions as the input "
                          f"tensor; got index {fmt_shape(index.shape)} and input {fmt_shape(input.shape)}")
     if index.numel():
-        lo = int(index.min().item())
-        hi = int(index.max().item())
-        n = input.shape[d] if input.ndim else 1
-        if lo < 0 or hi >= n:
-            raise IndexOutOfRangeError(f"{name}: index {hi if hi >= n else lo} is out of bounds for "
-                                       f"dimension {d} with size {n} (input shape {fmt_shape(input.shape)})")
+        _check_index_range(name, index, d, tuple(input.shape))
     return d
+
+
+@host_step  # reads the indices: graph capture runs the check again on every replay
+def _check_index_range(name, index, d, input_shape):
+    lo = int(index.min().item())
+    hi = int(index.max().item())
+    n = input_shape[d] if input_shape else 1
+    if lo < 0 or hi >= n:
+        raise IndexOutOfRangeError(f"{name}: index {hi if hi >= n else lo} is out of bounds for "
+                                   f"dimension {d} with size {n} (input shape {fmt_shape(input_shape)})")
 
 
 def _gather_grad(grad, input_shape, dim, index):
