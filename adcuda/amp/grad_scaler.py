@@ -172,7 +172,7 @@ class GradScaler:
             devices = sorted({str(p.device) for g in optimizer.param_groups for p in g["params"]})
             warnings.warn(f"GradScaler: the gradients on {', '.join(devices)} are not float16 and no float16 "
                           "autocast region has run, so there is no float16 underflow to prevent: loss scaling "
-                          "is not needed here (it keeps working)", stacklevel=4)
+                          "is not needed here (it keeps working)", stacklevel=5)  # 5: past the host-step wrapper
 
     @host_step
     def step(self, optimizer: Any, *args: Any, **kwargs: Any) -> bool:
@@ -199,7 +199,7 @@ class GradScaler:
         elif self._scale.item() <= self._min_scale:
             warnings.warn(f"GradScaler: gradients are inf/NaN even at the minimum scale {self._min_scale}; the "
                           "optimizer step was skipped. The loss or the model itself overflows (or holds a NaN): "
-                          "lower min_scale only if the loss is legitimately huge", stacklevel=2)
+                          "lower min_scale only if the loss is legitimately huge", stacklevel=3)  # past the host-step wrapper
         state["stage"] = _OptState.STEPPED
         return stepped
 

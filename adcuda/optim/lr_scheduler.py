@@ -53,7 +53,7 @@ class LRScheduler:
             self.last_epoch += 1
             values = self.get_lr()
         else:
-            warnings.warn(_EPOCH_DEPRECATION, UserWarning, stacklevel=2)
+            warnings.warn(_EPOCH_DEPRECATION, UserWarning, stacklevel=3)  # 3: past the host-step wrapper
             self.last_epoch = epoch
             closed_form = getattr(self, "_get_closed_form_lr", None)
             values = closed_form() if closed_form is not None else self.get_lr()
