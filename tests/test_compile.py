@@ -474,3 +474,10 @@ def test_train_compile_gives_the_eager_run_bit_for_bit(tmp_path, monkeypatch):
     assert runs[True] == runs[False]
     # 1258 training images in batches of 256: four full batches and one of 234, a program each
     assert len(made) == 1 and sorted(p.replays for p in made[0].programs) == [0, 3]
+
+
+def test_returning_a_python_value_is_refused():
+    with pytest.raises(CaptureError, match="returns a float"):
+        adcuda.compile(lambda x: 1.5, fullgraph=True)(adcuda.ones(1))
+    with pytest.warns(UserWarning, match="returns a float"):
+        assert adcuda.compile(lambda x: 1.5)(adcuda.ones(1)) == 1.5

@@ -103,6 +103,7 @@ class CompiledFunction:
         except Uncapturable as e:
             raise CaptureError(f"adcuda.compile(fullgraph=True): {self.name} cannot be captured: {e.what} at "
                                f"{e.where}") from None
+        recorder.strict = False  # the run is over: what outputs() finds is reported by _give_up
         if recorder.failure is None:
             outputs = recorder.outputs(result)
         if recorder.failure is not None:
