@@ -481,3 +481,30 @@ def test_returning_a_python_value_is_refused():
         adcuda.compile(lambda x: 1.5, fullgraph=True)(adcuda.ones(1))
     with pytest.warns(UserWarning, match="returns a float"):
         assert adcuda.compile(lambda x: 1.5)(adcuda.ones(1)) == 1.5
+
+
+def test_attention_dropout_draws_fresh_masks_forward_and_backward():
+    rng = np.random.default_rng(0)
+    q, k, v = (adcuda.tensor(rng.standard_normal((2, 5, 8)).astype(np.float32), requires_grad=True)
+               for _ in range(3))
+
+    def step():
+        out = F.scaled_dot_product_attention(q, k, v, dropout_p=0.3)
+        out.sum().backward()
+        return out.detach()
+    compiled = adcuda.compile(step)
+    results = {}
+    for name, fn in (("eager", step), ("compiled", compiled)):
+        adcuda.manual_seed(3)
+        for t in (q, k, v):
+            t.grad = None
+        outs = [fn().numpy().tobytes() for _ in range(4)]
+        results[name] = outs, [t.grad.numpy().tobytes() for t in (q, k, v)]
+    assert results["compiled"] == results["eager"]
+    assert len(set(results["compiled"][0])) == 4  # a new mask on every call
+    assert compiled.programs[0].replays == 3
+
+
+def test_a_boolean_mask_read_ends_the_capture():
+    with pytest.raises(CaptureError, match="boolean mask"):
+        adcuda.compile(lambda x: x[x > 0].sum(), fullgraph=True)(adcuda.randn(6))

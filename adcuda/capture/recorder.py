@@ -38,7 +38,7 @@ from ..tensor import Tensor
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # random primitives whose last two positional arguments are a draw's (seed, offset)
-RANDOM_PRIMITIVES = frozenset({"rand", "randn", "randint", "bernoulli", "dropout"})
+RANDOM_PRIMITIVES = frozenset({"rand", "randn", "randint", "bernoulli", "dropout", "attention_dropout_mask"})
 # primitives that hand a value to the host
 HOST_READS = frozenset({"to_numpy"})
 
@@ -175,7 +175,7 @@ class Recorder:
         self._host_made = {}    # id(array) -> array made inside a host step (kept: its id is a key)
         self._alive = []        # other arrays whose ids are keys
         self._tensors = {}      # id(array) -> tensor seen holding it (for the identity guards)
-        self._pending_draws = []  # (seed, offset, draw number) not yet matched to a primitive call
+        self._draws = {}        # (seed, offset) -> number of the draw of this run that gave them
         self._draw_count = 0
         self._host_depth = 0
         self.failure = None     # the first Uncapturable met
@@ -339,7 +339,7 @@ class Recorder:
         if not self.recording:
             return
         self.trace.steps.append(Drawn(generator, numel))
-        self._pending_draws.append((seed, offset, self._draw_count))
+        self._draws[(seed, offset)] = self._draw_count
         self._draw_count += 1
 
     # ------------------------------------------------------------------ primitive calls
@@ -353,6 +353,10 @@ class Recorder:
             where, inner = user_line()
             self.fail(f"{inner or name}() reads a tensor's value on the host", where)
             return fn(*args, **kwargs)
+        if name == "index" and len(args) > 1 and _has_bool_array(args[1]):
+            # the result's shape is the mask's count of True: a replay's later calls have the capture's shapes
+            self.fail("indexing with a boolean mask (its result's shape depends on the values)")
+            return fn(*args, **kwargs)
         try:
             if name == "from_numpy" and args and args[0].__class__ is np.ndarray and id(args[0]) not in self._ids:
                 call = Call(name, (HostData(args[0].copy()),) + self._references(args[1:]),
@@ -362,12 +366,15 @@ class Recorder:
         except Uncapturable as e:
             self.fail(e.what, e.where)
             return fn(*args, **kwargs)
-        if name in RANDOM_PRIMITIVES:
+        if self._draws:
             try:
-                self._link_draw(call)
+                self._link_draws(call)
             except Uncapturable as e:
                 self.fail(e.what, e.where)
                 return fn(*args, **kwargs)
+        elif name in RANDOM_PRIMITIVES:
+            self.fail(f"a {name} draw whose seed and offset no generator gave (a replay would repeat its numbers)")
+            return fn(*args, **kwargs)
         call.arrays_in = args
         result = fn(*args, **kwargs)
         step = len(self.trace.steps)
@@ -390,19 +397,26 @@ class Recorder:
             return None  # it wrote a persistent array in place and returned it: read as before
         return self._new_value(array, step)
 
-    def _link_draw(self, call):
-        """Point a random primitive's (seed, offset), its last two arguments, at the generator draw that
-        gave them, so that a replay draws again; one that no draw gave would repeat its numbers."""
-        args = call.args
-        if len(args) >= 2:
-            seed, offset = args[-2], args[-1]
-            for i, (s, o, draw) in enumerate(self._pending_draws):
-                if s == seed and o == offset:
-                    call.args = args[:-2] + (Draw(draw, 0), Draw(draw, 1))
-                    del self._pending_draws[i]
-                    return
-        raise Uncapturable(f"a {call.name} draw whose seed and offset no generator gave (a replay would repeat "
-                           "its numbers)", user_line()[0])
+    def _link_draws(self, call):
+        """Point every (seed, offset) pair among a primitive's arguments that a generator draw of this run
+        gave at that draw, so that a replay draws again: a random primitive's last two arguments, and
+        the pair attention takes for its dropout (forward and backward). A random primitive whose pair no
+        draw gave would repeat its numbers on every replay."""
+        args = list(call.args)
+        linked = False
+        for i in range(len(args) - 1):
+            pair = (args[i], args[i + 1])
+            if pair[0].__class__ is int and pair[1].__class__ is int and pair in self._draws:
+                draw = self._draws[pair]
+                args[i], args[i + 1] = Draw(draw, 0), Draw(draw, 1)
+                linked = linked or i == len(args) - 2
+        pair = (call.kwargs.get("seed"), call.kwargs.get("offset"))
+        if pair in self._draws:
+            call.kwargs = dict(call.kwargs, seed=Draw(self._draws[pair], 0), offset=Draw(self._draws[pair], 1))
+        call.args = tuple(args)
+        if call.name in RANDOM_PRIMITIVES and not linked:
+            raise Uncapturable(f"a {call.name} draw whose seed and offset no generator gave (a replay would repeat "
+                               "its numbers)", user_line()[0])
 
     def _references(self, value):
         if value.__class__ is np.ndarray:
@@ -490,6 +504,11 @@ class HostResult:
 
     def __getattr__(self, name):
         return getattr(self._used(), name)
+
+
+def _has_bool_array(key):
+    items = key if key.__class__ in (list, tuple) else (key,)
+    return any(k.__class__ is np.ndarray and k.dtype == np.bool_ for k in items)
 
 
 def _shapes_of(value):
