@@ -199,7 +199,7 @@ class GradScaler:
         elif self._scale.item() <= self._min_scale:
             warnings.warn(f"GradScaler: gradients are inf/NaN even at the minimum scale {self._min_scale}; the "
                           "optimizer step was skipped. The loss or the model itself overflows (or holds a NaN): "
-                          "lower min_scale only if the loss is legitimately huge", stacklevel=3)  # past the host-step wrapper
+                          "lower min_scale only if the loss is legitimately huge", stacklevel=3)  # 3: past host_step
         state["stage"] = _OptState.STEPPED
         return stepped
 
