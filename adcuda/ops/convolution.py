@@ -10,7 +10,7 @@ through ``F.pad`` first.
 """
 import numbers
 
-from ..backends.cpu.convolution import conv2d_output_size
+from ..backends._convolution_shapes import conv2d_output_size
 from ..errors import DTypeError, ShapeError, fmt_shape
 from ..tensor import primitives
 from .common import check_float, check_same_device, dense, wrap

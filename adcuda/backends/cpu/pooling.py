@@ -86,6 +86,10 @@ def adaptive_max_pool2d(x: BackendArray, out_size: Shape) -> tuple[BackendArray,
         for j, (w0, w1) in enumerate(zip(*_adaptive_bounds(w, wo))):
             window = xc[:, :, h0:h1, w0:w1].reshape(n, c, -1)
             tap = np.argmax(window, axis=-1) if window.size else np.zeros((n, c), np.int64)
+            if window.dtype.kind == "f" and window.size:  # PyTorch's rule: the window's last NaN
+                nan = np.isnan(window)
+                last_nan = window.shape[-1] - 1 - np.argmax(nan[..., ::-1], axis=-1)
+                tap = np.where(nan.any(axis=-1), last_nan, tap)
             values[:, :, i, j] = np.take_along_axis(window, tap[..., None], axis=-1)[..., 0] if window.size else 0
             indices[:, :, i, j] = (h0 + tap // (w1 - w0)) * w + w0 + tap % (w1 - w0)
     return values, indices
