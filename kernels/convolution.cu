@@ -40,39 +40,62 @@ namespace adcuda {
 namespace {
 
 // ------------------------------------------------------------------------------------------------
-// The three problems. Element reads return the storage type (zero outside the tensor).
+// The three problems. Element reads return the storage type (zero outside the tensor). Window
+// arithmetic runs in 32-bit ints (the host checks that every GEMM extent and tensor fits; 64-bit
+// division costs several times more), element offsets in 64-bit.
+using Index = int;
+
+struct Geometry32 {
+  Index n, c, h, w, o, kh, kw, ho, wo, groups;
+  Index stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
+  Index cg, og, taps, in_plane, out_plane;  // derived once: C/groups, O/groups, kh*kw, H*W, Ho*Wo
+};
+
+// A problem's reads come in two steps, so that the kernels decompose each index once: a thread's loads
+// of one operand tile share one index (along-M A loads share their row m for the whole kernel; the other
+// loads share their k within a K tile), `a_fixed` / `b_fixed` turn that index into a context, and
+// `a_at` / `b_at` read the element at the loads' other index.
 template <typename T>
 struct ForwardProblem {
   const T* x;
   const T* weight;
   T* y;
-  ConvGeometry g;
-  std::int64_t M, N, K;
+  Geometry32 g;
+  Index M, N, K;
   static constexpr bool kAAlongM = true;  // consecutive m are consecutive output columns: coalesced reads
+  struct AContext {
+    std::int64_t base;  // x[n, first channel of the group, 0, 0]
+    Index ih0, iw0;     // the window's top-left corner (may lie in the padding)
+  };
+  struct BContext {
+    std::int64_t base;  // weight[first row of the group, k]
+  };
 
-  __device__ __forceinline__ std::int64_t k_begin(int) const { return 0; }
-  __device__ __forceinline__ std::int64_t k_end(int) const { return K; }
-  __device__ __forceinline__ T a(int z, std::int64_t m, std::int64_t k) const {
-    const std::int64_t plane = g.ho * g.wo;
-    const std::int64_t n = m / plane, r = m - n * plane;
-    const std::int64_t oh = r / g.wo, ow = r - oh * g.wo;
-    const std::int64_t taps = g.kh * g.kw;
-    const std::int64_t c = k / taps, t = k - c * taps;
-    const std::int64_t i = t / g.kw, j = t - i * g.kw;
-    const std::int64_t ih = oh * g.stride_h - g.pad_h + i * g.dilation_h;
-    const std::int64_t iw = ow * g.stride_w - g.pad_w + j * g.dilation_w;
-    if (ih < 0 || ih >= g.h || iw < 0 || iw >= g.w) return T(0.0f);
-    const std::int64_t channel = z * (g.c / g.groups) + c;
-    return x[((n * g.c + channel) * g.h + ih) * g.w + iw];
+  __device__ __forceinline__ Index k_begin(int) const { return 0; }
+  __device__ __forceinline__ Index k_end(int) const { return K; }
+  __device__ __forceinline__ AContext a_fixed(int z, Index m) const {
+    const Index n = m / g.out_plane, r = m - n * g.out_plane;
+    const Index oh = r / g.wo, ow = r - oh * g.wo;
+    return {static_cast<std::int64_t>(n * g.c + z * g.cg) * g.in_plane, oh * g.stride_h - g.pad_h,
+            ow * g.stride_w - g.pad_w};
   }
-  __device__ __forceinline__ T b(int z, std::int64_t k, std::int64_t n) const {
-    return weight[(z * N + n) * K + k];
+  __device__ __forceinline__ T a_at(const AContext& a, Index k) const {
+    const Index c = k / g.taps, t = k - c * g.taps;
+    const Index i = t / g.kw, j = t - i * g.kw;
+    const Index ih = a.ih0 + i * g.dilation_h, iw = a.iw0 + j * g.dilation_w;
+    if (ih < 0 || ih >= g.h || iw < 0 || iw >= g.w) return T(0.0f);
+    return x[a.base + static_cast<std::int64_t>(c) * g.in_plane + ih * g.w + iw];
+  }
+  __device__ __forceinline__ BContext b_fixed(int z, Index k) const {
+    return {static_cast<std::int64_t>(z) * N * K + k};
+  }
+  __device__ __forceinline__ T b_at(const BContext& b, Index n) const {
+    return weight[b.base + static_cast<std::int64_t>(n) * K];
   }
   template <typename Acc>
-  __device__ __forceinline__ void store(int z, std::int64_t m, std::int64_t n, Acc value) const {
-    const std::int64_t plane = g.ho * g.wo;
-    const std::int64_t batch = m / plane, r = m - batch * plane;
-    y[(batch * g.o + z * N + n) * plane + r] = convert<T>(value);
+  __device__ __forceinline__ void store(int z, Index m, Index n, Acc value) const {
+    const Index batch = m / g.out_plane, r = m - batch * g.out_plane;
+    y[static_cast<std::int64_t>(batch * g.o + z * N + n) * g.out_plane + r] = convert<T>(value);
   }
 };
 
@@ -81,37 +104,46 @@ struct BackwardInputProblem {
   const T* grad;
   const T* weight;
   T* dx;
-  ConvGeometry g;
-  std::int64_t M, N, K;
+  Geometry32 g;
+  Index M, N, K;
   static constexpr bool kAAlongM = true;
+  struct AContext {
+    std::int64_t base;  // grad[n, first channel of the group, 0, 0]
+    Index th0, tw0;     // the input position plus the padding
+  };
+  struct BContext {
+    std::int64_t base;  // weight[o, 0, i, j] of the group
+  };
 
-  __device__ __forceinline__ std::int64_t k_begin(int) const { return 0; }
-  __device__ __forceinline__ std::int64_t k_end(int) const { return K; }
-  __device__ __forceinline__ T a(int z, std::int64_t m, std::int64_t k) const {
-    const std::int64_t plane = g.h * g.w;
-    const std::int64_t n = m / plane, r = m - n * plane;
-    const std::int64_t ih = r / g.w, iw = r - ih * g.w;
-    const std::int64_t taps = g.kh * g.kw;
-    const std::int64_t o = k / taps, t = k - o * taps;
-    const std::int64_t i = t / g.kw, j = t - i * g.kw;
-    const std::int64_t th = ih + g.pad_h - i * g.dilation_h;
-    const std::int64_t tw = iw + g.pad_w - j * g.dilation_w;
-    if (th < 0 || tw < 0 || th % g.stride_h || tw % g.stride_w) return T(0.0f);
-    const std::int64_t oh = th / g.stride_h, ow = tw / g.stride_w;
-    if (oh >= g.ho || ow >= g.wo) return T(0.0f);
-    const std::int64_t channel = z * (g.o / g.groups) + o;
-    return grad[((n * g.o + channel) * g.ho + oh) * g.wo + ow];
+  __device__ __forceinline__ Index k_begin(int) const { return 0; }
+  __device__ __forceinline__ Index k_end(int) const { return K; }
+  __device__ __forceinline__ AContext a_fixed(int z, Index m) const {
+    const Index n = m / g.in_plane, r = m - n * g.in_plane;
+    const Index ih = r / g.w, iw = r - ih * g.w;
+    return {static_cast<std::int64_t>(n * g.o + z * g.og) * g.out_plane, ih + g.pad_h, iw + g.pad_w};
   }
-  __device__ __forceinline__ T b(int z, std::int64_t k, std::int64_t n) const {
-    const std::int64_t taps = g.kh * g.kw;
-    const std::int64_t o = k / taps, t = k - o * taps;
-    return weight[((z * (g.o / g.groups) + o) * N + n) * taps + t];
+  // tap (i, j) of output channel o reads g where the tap lands on the input position: only where the
+  // distance is a multiple of the stride
+  __device__ __forceinline__ T a_at(const AContext& a, Index k) const {
+    const Index o = k / g.taps, t = k - o * g.taps;
+    const Index i = t / g.kw, j = t - i * g.kw;
+    const Index th = a.th0 - i * g.dilation_h, tw = a.tw0 - j * g.dilation_w;
+    if (th < 0 || tw < 0) return T(0.0f);
+    const Index oh = th / g.stride_h, ow = tw / g.stride_w;
+    if (oh * g.stride_h != th || ow * g.stride_w != tw || oh >= g.ho || ow >= g.wo) return T(0.0f);
+    return grad[a.base + static_cast<std::int64_t>(o) * g.out_plane + oh * g.wo + ow];
+  }
+  __device__ __forceinline__ BContext b_fixed(int z, Index k) const {
+    const Index o = k / g.taps, t = k - o * g.taps;
+    return {static_cast<std::int64_t>(z * g.og + o) * N * g.taps + t};
+  }
+  __device__ __forceinline__ T b_at(const BContext& b, Index n) const {
+    return weight[b.base + static_cast<std::int64_t>(n) * g.taps];
   }
   template <typename Acc>
-  __device__ __forceinline__ void store(int z, std::int64_t m, std::int64_t n, Acc value) const {
-    const std::int64_t plane = g.h * g.w;
-    const std::int64_t batch = m / plane, r = m - batch * plane;
-    dx[(batch * g.c + z * N + n) * plane + r] = convert<T>(value);
+  __device__ __forceinline__ void store(int z, Index m, Index n, Acc value) const {
+    const Index batch = m / g.in_plane, r = m - batch * g.in_plane;
+    dx[static_cast<std::int64_t>(batch * g.c + z * N + n) * g.in_plane + r] = convert<T>(value);
   }
 };
 
@@ -122,39 +154,48 @@ struct BackwardWeightProblem {
   const T* grad;
   const T* x;
   Partial* partial;
-  ConvGeometry g;
-  std::int64_t M, N, K;
-  std::int64_t split_length;  // K indices per split, a multiple of the K tile
+  Geometry32 g;
+  Index M, N, K;
+  Index split_length;  // K indices per split, a multiple of the K tile
   static constexpr bool kAAlongM = false;  // consecutive k are consecutive output columns of grad
+  struct AContext {
+    std::int64_t base;  // grad[n, first channel of the group, oh, ow]
+  };
+  struct BContext {
+    std::int64_t base;  // x[n, first channel of the group, 0, 0]
+    Index ih0, iw0;     // the window's top-left corner
+  };
 
-  __device__ __forceinline__ int group(int z) const { return z % static_cast<int>(g.groups); }
-  __device__ __forceinline__ std::int64_t k_begin(int z) const { return (z / g.groups) * split_length; }
-  __device__ __forceinline__ std::int64_t k_end(int z) const {
-    const std::int64_t end = k_begin(z) + split_length;
+  __device__ __forceinline__ Index group(int z) const { return z % g.groups; }
+  __device__ __forceinline__ Index k_begin(int z) const { return (z / g.groups) * split_length; }
+  __device__ __forceinline__ Index k_end(int z) const {
+    const Index end = k_begin(z) + split_length;
     return end < K ? end : K;
   }
-  __device__ __forceinline__ T a(int z, std::int64_t m, std::int64_t k) const {
-    const std::int64_t plane = g.ho * g.wo;
-    const std::int64_t n = k / plane, r = k - n * plane;
-    return grad[(n * g.o + group(z) * M + m) * plane + r];
+  __device__ __forceinline__ AContext a_fixed(int z, Index k) const {
+    const Index n = k / g.out_plane, r = k - n * g.out_plane;
+    return {static_cast<std::int64_t>(n * g.o + group(z) * M) * g.out_plane + r};
   }
-  __device__ __forceinline__ T b(int z, std::int64_t k, std::int64_t q) const {
-    const std::int64_t plane = g.ho * g.wo;
-    const std::int64_t n = k / plane, r = k - n * plane;
-    const std::int64_t oh = r / g.wo, ow = r - oh * g.wo;
-    const std::int64_t taps = g.kh * g.kw;
-    const std::int64_t c = q / taps, t = q - c * taps;
-    const std::int64_t i = t / g.kw, j = t - i * g.kw;
-    const std::int64_t ih = oh * g.stride_h - g.pad_h + i * g.dilation_h;
-    const std::int64_t iw = ow * g.stride_w - g.pad_w + j * g.dilation_w;
+  __device__ __forceinline__ T a_at(const AContext& a, Index m) const {
+    return grad[a.base + static_cast<std::int64_t>(m) * g.out_plane];
+  }
+  __device__ __forceinline__ BContext b_fixed(int z, Index k) const {
+    const Index n = k / g.out_plane, r = k - n * g.out_plane;
+    const Index oh = r / g.wo, ow = r - oh * g.wo;
+    return {static_cast<std::int64_t>(n * g.c + group(z) * g.cg) * g.in_plane, oh * g.stride_h - g.pad_h,
+            ow * g.stride_w - g.pad_w};
+  }
+  __device__ __forceinline__ T b_at(const BContext& b, Index q) const {
+    const Index c = q / g.taps, t = q - c * g.taps;
+    const Index i = t / g.kw, j = t - i * g.kw;
+    const Index ih = b.ih0 + i * g.dilation_h, iw = b.iw0 + j * g.dilation_w;
     if (ih < 0 || ih >= g.h || iw < 0 || iw >= g.w) return T(0.0f);
-    const std::int64_t channel = group(z) * (g.c / g.groups) + c;
-    return x[((n * g.c + channel) * g.h + ih) * g.w + iw];
+    return x[b.base + static_cast<std::int64_t>(c) * g.in_plane + ih * g.w + iw];
   }
   template <typename Acc>
-  __device__ __forceinline__ void store(int z, std::int64_t m, std::int64_t q, Acc value) const {
-    const std::int64_t split = z / g.groups;
-    partial[(split * g.o + group(z) * M + m) * N + q] = static_cast<Partial>(value);
+  __device__ __forceinline__ void store(int z, Index m, Index q, Acc value) const {
+    const Index split = z / g.groups;
+    partial[static_cast<std::int64_t>(split * g.o + group(z) * M + m) * N + q] = static_cast<Partial>(value);
   }
 };
 
@@ -167,6 +208,8 @@ constexpr int kTcRowStride = kTcTileK + 8;  // padded rows: conflict-free fragme
 constexpr int kTcThreads = 128;
 constexpr int kTcLoads = kTcTileM * kTcTileK / kTcThreads;  // elements per thread per operand tile
 static_assert(kTcTileM == kTcTileN, "both operand tiles are loaded with one mapping");
+static_assert(kTcThreads % kTcTileM == 0 && kTcThreads % kTcTileK == 0,
+              "a thread's loads keep one row (along M) or one k (along K): load_tiles relies on it");
 
 template <typename T>
 __device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
@@ -202,19 +245,28 @@ __device__ __forceinline__ void tile_position(bool along_rows, int e, int& row, 
   }
 }
 
+// One K tile's loads into registers. A thread's along-M A loads share their row (threadIdx % 64: the
+// context made once per kernel); its other loads share their k (threadIdx % 32: contexts made here).
 template <typename T, typename Problem>
-__device__ __forceinline__ void load_tiles(const Problem& p, int z, std::int64_t m0, std::int64_t n0,
-                                           std::int64_t k0, std::int64_t k_end, T (&a)[kTcLoads],
+__device__ __forceinline__ void load_tiles(const Problem& p, int z, Index m0, Index n0, Index k0, Index k_end,
+                                           typename Problem::AContext& a_context, T (&a)[kTcLoads],
                                            T (&b)[kTcLoads]) {
+  const Index fixed_k = k0 + static_cast<Index>(threadIdx.x) % kTcTileK;
+  if constexpr (!Problem::kAAlongM) a_context = p.a_fixed(z, fixed_k);
+  const typename Problem::BContext b_context = p.b_fixed(z, fixed_k);
 #pragma unroll
   for (int e = 0; e < kTcLoads; ++e) {
     int row, k;
     tile_position(Problem::kAAlongM, e, row, k);
-    const std::int64_t m = m0 + row, kk = k0 + k;
-    a[e] = (m < p.M && kk < k_end) ? p.a(z, m, kk) : T(0.0f);
+    const Index m = m0 + row, kk = k0 + k;
+    if constexpr (Problem::kAAlongM) {
+      a[e] = (m < p.M && kk < k_end) ? p.a_at(a_context, kk) : T(0.0f);
+    } else {
+      a[e] = (m < p.M && kk < k_end) ? p.a_at(a_context, m) : T(0.0f);
+    }
     tile_position(false, e, row, k);  // B(k, n): the weight's and the input's k are their inner index
-    const std::int64_t n = n0 + row, kb = k0 + k;
-    b[e] = (n < p.N && kb < k_end) ? p.b(z, kb, n) : T(0.0f);
+    const Index n = n0 + row;
+    b[e] = (n < p.N && fixed_k < k_end) ? p.b_at(b_context, n) : T(0.0f);
   }
 }
 
@@ -223,9 +275,9 @@ __global__ void __launch_bounds__(kTcThreads) conv_tensor_core_kernel(const Prob
   __shared__ __align__(16) T a_tile[kTcTileM * kTcRowStride];  // [m][k]
   __shared__ __align__(16) T b_tile[kTcTileN * kTcRowStride];  // [n][k]
   const int z = blockIdx.z;
-  const std::int64_t m0 = static_cast<std::int64_t>(blockIdx.x) * kTcTileM;
-  const std::int64_t n0 = static_cast<std::int64_t>(blockIdx.y) * kTcTileN;
-  const std::int64_t k_begin = p.k_begin(z), k_end = p.k_end(z);
+  const Index m0 = static_cast<Index>(blockIdx.x) * kTcTileM;
+  const Index n0 = static_cast<Index>(blockIdx.y) * kTcTileN;
+  const Index k_begin = p.k_begin(z), k_end = p.k_end(z);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int warp_m = (warp / 2) * 32, warp_n = (warp % 2) * 32;
   const int group = lane / 4, pair = (lane % 4) * 2;
@@ -238,9 +290,11 @@ __global__ void __launch_bounds__(kTcThreads) conv_tensor_core_kernel(const Prob
 #pragma unroll
       for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.0f;
 
+  typename Problem::AContext a_context{};
+  if constexpr (Problem::kAAlongM) a_context = p.a_fixed(z, m0 + static_cast<Index>(threadIdx.x) % kTcTileM);
   T a_next[kTcLoads], b_next[kTcLoads];
-  load_tiles<T>(p, z, m0, n0, k_begin, k_end, a_next, b_next);
-  for (std::int64_t k0 = k_begin; k0 < k_end; k0 += kTcTileK) {
+  load_tiles<T>(p, z, m0, n0, k_begin, k_end, a_context, a_next, b_next);
+  for (Index k0 = k_begin; k0 < k_end; k0 += kTcTileK) {
 #pragma unroll
     for (int e = 0; e < kTcLoads; ++e) {
       int row, k;
@@ -250,7 +304,7 @@ __global__ void __launch_bounds__(kTcThreads) conv_tensor_core_kernel(const Prob
       b_tile[row * kTcRowStride + k] = b_next[e];
     }
     __syncthreads();
-    if (k0 + kTcTileK < k_end) load_tiles<T>(p, z, m0, n0, k0 + kTcTileK, k_end, a_next, b_next);
+    if (k0 + kTcTileK < k_end) load_tiles<T>(p, z, m0, n0, k0 + kTcTileK, k_end, a_context, a_next, b_next);
 #pragma unroll
     for (int ks = 0; ks < kTcTileK; ks += 16) {
       unsigned a_frag[2][4];
@@ -280,8 +334,8 @@ __global__ void __launch_bounds__(kTcThreads) conv_tensor_core_kernel(const Prob
     for (int j = 0; j < 4; ++j)
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
-        const std::int64_t m = m0 + warp_m + i * 16 + group + (r >= 2 ? 8 : 0);
-        const std::int64_t n = n0 + warp_n + j * 8 + pair + (r & 1);
+        const Index m = m0 + warp_m + i * 16 + group + (r >= 2 ? 8 : 0);
+        const Index n = n0 + warp_n + j * 8 + pair + (r & 1);
         if (m < p.M && n < p.N) p.store(z, m, n, acc[i][j][r]);
       }
 }
@@ -292,6 +346,8 @@ constexpr int kSimtTileM = 64;
 constexpr int kSimtTileN = 64;
 constexpr int kSimtTileK = 16;
 constexpr int kSimtThreads = 256;
+static_assert(kSimtThreads % kSimtTileM == 0 && kSimtThreads % kSimtTileK == 0,
+              "a thread's loads keep one row (along M) or one k (along K)");
 
 template <typename T, typename Problem>
 __global__ void __launch_bounds__(kSimtThreads) conv_simt_kernel(const Problem p) {
@@ -299,9 +355,9 @@ __global__ void __launch_bounds__(kSimtThreads) conv_simt_kernel(const Problem p
   __shared__ Acc a_tile[kSimtTileK][kSimtTileM];
   __shared__ Acc b_tile[kSimtTileK][kSimtTileN];
   const int z = blockIdx.z;
-  const std::int64_t m0 = static_cast<std::int64_t>(blockIdx.x) * kSimtTileM;
-  const std::int64_t n0 = static_cast<std::int64_t>(blockIdx.y) * kSimtTileN;
-  const std::int64_t k_begin = p.k_begin(z), k_end = p.k_end(z);
+  const Index m0 = static_cast<Index>(blockIdx.x) * kSimtTileM;
+  const Index n0 = static_cast<Index>(blockIdx.y) * kSimtTileN;
+  const Index k_begin = p.k_begin(z), k_end = p.k_end(z);
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
   Acc acc[4][4];
 #pragma unroll
@@ -309,23 +365,28 @@ __global__ void __launch_bounds__(kSimtThreads) conv_simt_kernel(const Problem p
 #pragma unroll
     for (int j = 0; j < 4; ++j) acc[i][j] = Acc(0);
 
-  for (std::int64_t k0 = k_begin; k0 < k_end; k0 += kSimtTileK) {
+  // as in the tensor-core kernel: along-M A loads share their row, the others their k
+  typename Problem::AContext a_context{};
+  if constexpr (Problem::kAAlongM) a_context = p.a_fixed(z, m0 + static_cast<Index>(threadIdx.x) % kSimtTileM);
+  for (Index k0 = k_begin; k0 < k_end; k0 += kSimtTileK) {
+    const Index fixed_k = k0 + static_cast<Index>(threadIdx.x) % kSimtTileK;
+    if constexpr (!Problem::kAAlongM) a_context = p.a_fixed(z, fixed_k);
+    const typename Problem::BContext b_context = p.b_fixed(z, fixed_k);
 #pragma unroll
     for (int e = 0; e < kSimtTileM * kSimtTileK / kSimtThreads; ++e) {
       const int index = threadIdx.x + kSimtThreads * e;
-      int row, k;
-      if (Problem::kAAlongM) {
-        row = index % kSimtTileM;
-        k = index / kSimtTileM;
+      if constexpr (Problem::kAAlongM) {
+        const int row = index % kSimtTileM, k = index / kSimtTileM;
+        const Index m = m0 + row, kk = k0 + k;
+        a_tile[k][row] = (m < p.M && kk < k_end) ? to_compute(p.a_at(a_context, kk)) : Acc(0);
       } else {
-        row = index / kSimtTileK;
-        k = index % kSimtTileK;
+        const int row = index / kSimtTileK, k = index % kSimtTileK;
+        const Index m = m0 + row;
+        a_tile[k][row] = (m < p.M && fixed_k < k_end) ? to_compute(p.a_at(a_context, m)) : Acc(0);
       }
-      const std::int64_t m = m0 + row, kk = k0 + k;
-      a_tile[k][row] = (m < p.M && kk < k_end) ? to_compute(p.a(z, m, kk)) : Acc(0);
       const int n_row = index / kSimtTileK, n_k = index % kSimtTileK;
-      const std::int64_t n = n0 + n_row, kb = k0 + n_k;
-      b_tile[n_k][n_row] = (n < p.N && kb < k_end) ? to_compute(p.b(z, kb, n)) : Acc(0);
+      const Index n = n0 + n_row;
+      b_tile[n_k][n_row] = (n < p.N && fixed_k < k_end) ? to_compute(p.b_at(b_context, n)) : Acc(0);
     }
     __syncthreads();
 #pragma unroll
@@ -346,7 +407,7 @@ __global__ void __launch_bounds__(kSimtThreads) conv_simt_kernel(const Problem p
   for (int i = 0; i < 4; ++i)
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const std::int64_t m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;
+      const Index m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;
       if (m < p.M && n < p.N) p.store(z, m, n, acc[i][j]);
     }
 }
@@ -390,6 +451,20 @@ void check_operands(const char* op, const DeviceArray& a, const DeviceArray& b) 
                                                   " and " + format_dims(b.shape()));
 }
 
+// The device's 32-bit view of the geometry; std::invalid_argument where a GEMM extent or a tensor's
+// leading index would not fit (about 2^31 elements of one plane set: far beyond any layer's memory).
+Geometry32 narrow(const char* op, const ConvGeometry& g) {
+  const std::int64_t limit = 2147483647;
+  const std::int64_t taps = g.kh * g.kw;
+  require(g.n * g.h * g.w <= limit && g.n * g.ho * g.wo <= limit && g.n * g.c <= limit && g.n * g.o <= limit &&
+              g.o * (g.c / g.groups) * taps <= limit,
+          op, "tensors too large for the convolution kernels' 32-bit window arithmetic");
+  auto i = [](std::int64_t v) { return static_cast<Index>(v); };
+  return Geometry32{i(g.n), i(g.c), i(g.h), i(g.w), i(g.o), i(g.kh), i(g.kw), i(g.ho), i(g.wo), i(g.groups),
+                    i(g.stride_h), i(g.stride_w), i(g.pad_h), i(g.pad_w), i(g.dilation_h), i(g.dilation_w),
+                    i(g.c / g.groups), i(g.o / g.groups), i(taps), i(g.h * g.w), i(g.ho * g.wo)};
+}
+
 void check_geometry(const char* op, const ConvGeometry& g) {
   require(g.groups >= 1 && g.c % g.groups == 0 && g.o % g.groups == 0, op, "channels must divide by groups");
   require(g.stride_h >= 1 && g.stride_w >= 1 && g.dilation_h >= 1 && g.dilation_w >= 1 && g.pad_h >= 0 &&
@@ -412,8 +487,9 @@ DeviceArray conv2d(const DeviceArray& x, const DeviceArray& weight, const ConvGe
   KernelLaunch kernel_launch(y, x, weight);
   dispatch_floating(x.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    ForwardProblem<T> p{x.data<T>(), weight.data<T>(), y.data<T>(), g, g.n * g.ho * g.wo, g.o / g.groups,
-                        (g.c / g.groups) * g.kh * g.kw};
+    const Geometry32 g32 = narrow(op, g);
+    ForwardProblem<T> p{x.data<T>(), weight.data<T>(), y.data<T>(), g32, g32.n * g32.out_plane, g32.og,
+                        g32.cg * g32.taps};
     if (p.K == 0) {
       ADCUDA_CHECK(cudaMemsetAsync(y.data_ptr(), 0, y.nbytes(), kernel_launch.stream()));
       return;
@@ -435,8 +511,9 @@ DeviceArray conv2d_backward_input(const DeviceArray& grad, const DeviceArray& we
   KernelLaunch kernel_launch(dx, grad, weight);
   dispatch_floating(grad.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    BackwardInputProblem<T> p{grad.data<T>(), weight.data<T>(), dx.data<T>(), g, g.n * g.h * g.w, g.c / g.groups,
-                              (g.o / g.groups) * g.kh * g.kw};
+    const Geometry32 g32 = narrow(op, g);
+    BackwardInputProblem<T> p{grad.data<T>(), weight.data<T>(), dx.data<T>(), g32, g32.n * g32.in_plane, g32.cg,
+                              g32.og * g32.taps};
     if (p.K == 0) {
       ADCUDA_CHECK(cudaMemsetAsync(dx.data_ptr(), 0, dx.nbytes(), kernel_launch.stream()));
       return;
@@ -465,7 +542,8 @@ DeviceArray conv2d_backward_weight(const DeviceArray& grad, const DeviceArray& x
     using T = typename decltype(tag)::type;
     using Problem = BackwardWeightProblem<T>;
     using Partial = typename Problem::Partial;
-    const std::int64_t m = g.o / g.groups, n = (g.c / g.groups) * g.kh * g.kw;
+    const Geometry32 g32 = narrow(op, g);
+    const std::int64_t m = g32.og, n = static_cast<std::int64_t>(g32.cg) * g32.taps;
     const std::int64_t tile_k = kTensorCore<T> ? kTcTileK : kSimtTileK;
     const std::int64_t tiles = ((m + 63) / 64) * ((n + 63) / 64) * g.groups;
     // enough blocks to fill a large GPU (about 4 per SM of 132) without splits shorter than 8 K tiles
@@ -474,12 +552,14 @@ DeviceArray conv2d_backward_weight(const DeviceArray& grad, const DeviceArray& x
     splits = std::min<std::int64_t>(splits, std::max<std::int64_t>(1, 65535 / g.groups));
     const std::int64_t split_length = ((k_total + splits - 1) / splits + tile_k - 1) / tile_k * tile_k;
     splits = (k_total + split_length - 1) / split_length;
+    require(splits * g.o * n <= 2147483647, op, "too many partial sums for the 32-bit kernels");
     DeviceArray partial = DeviceArray::empty({splits, g.o, n},
                                              std::is_same_v<Partial, double> ? ScalarType::Float64
                                                                              : ScalarType::Float32,
                                              grad.device());
     partial.storage()->use_on(stream, kernel_launch.device());
-    Problem p{grad.data<T>(), x.data<T>(), partial.data<Partial>(), g, m, n, k_total, split_length};
+    Problem p{grad.data<T>(), x.data<T>(), partial.data<Partial>(), g32, static_cast<Index>(m), static_cast<Index>(n),
+              static_cast<Index>(k_total), static_cast<Index>(split_length)};
     launch<T>(p, static_cast<unsigned>(splits * g.groups), stream);
     conv_sum_splits_kernel<T, Partial><<<grid_size(dw.numel()), kBlockSize, 0, stream>>>(
         dw.data<T>(), partial.data<Partial>(), dw.numel(), splits);
