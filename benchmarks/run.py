@@ -34,7 +34,7 @@ SUITES = {
     "kernels": ("bench_kernels.py", ("cuda",), False),
     "gemm": ("bench_gemm.py", ("cuda",), False),
     "nn_kernels": ("bench_nn_kernels.py", ("cuda",), False),
-    "conv": ("bench_conv.py", ("cpu",), False),
+    "conv": ("bench_conv.py", ("cpu", "cuda"), True),
 }
 
 SCHEMA_VERSION = 1
