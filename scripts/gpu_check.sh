@@ -23,7 +23,7 @@
 # step passed, else the number of failed steps (at least 1).
 #
 # Wheels the machine lacks (nvtx) travel in the checkout's .whl/ folder (GPU_CHECK_WHEELS) and are
-# installed into $PYTHON first. How to call it through the lent machine: README.md, "GPU".
+# installed into $PYTHON first. How to call it through the lent machine: docs/testing.md, "GPU tests on a GPU".
 #
 # The rehearsal without a GPU: ADCUDA_GPU_CHECK_EMULATED=1 builds with ADCUDA_CUDA=EMULATE (the kernels
 # on the CPU emulator), runs the same steps (benchmarks run their reference checks and report
@@ -42,7 +42,7 @@ python=${PYTHON:-python3}
 emulated=${ADCUDA_GPU_CHECK_EMULATED:-0}
 [ "$emulated" = 0 ] && emulated=""
 if [ -n "$emulated" ]; then budget=${GPU_CHECK_BUDGET:-1500}; else budget=${GPU_CHECK_BUDGET:-540}; fi
-suites=${GPU_CHECK_BENCH_SUITES:-cuda_runtime,kernels,nn_kernels,gemm,amp}
+suites=${GPU_CHECK_BENCH_SUITES:-cuda_runtime,kernels,nn_kernels,gemm,attention,amp}
 read -r -a test_args <<<"${GPU_CHECK_TESTS:-tests}"
 wheels_dir=${GPU_CHECK_WHEELS:-$repo/.whl}
 report="$repo/scripts/gpu_check_report.py"
@@ -153,7 +153,8 @@ missing=()
 if ! command -v "$python" >/dev/null 2>&1; then
   missing+=("the interpreter PYTHON=$python")
 else
-  probe=$(cd "$scratch" && timeout 20 "$python" -c '
+  # 60 s, not the ~5 s it takes: importing torch on a loaded machine (CI's 2 cores) can take 20 s
+  probe=$(cd "$scratch" && timeout 60 "$python" -c '
 import importlib, sys
 missing = []
 for name in ("numpy", "pybind11", "scikit_build_core", "pytest", "hypothesis", "tqdm", "nvtx", "torch"):
@@ -163,7 +164,7 @@ for name in ("numpy", "pybind11", "scikit_build_core", "pytest", "hypothesis", "
         missing.append(f"python package {name} ({type(e).__name__}: {e})")
 print("\n".join(missing))
 print("xdist" if importlib.util.find_spec("xdist") else "", "timeout" if importlib.util.find_spec("pytest_timeout") else "")
-' 2>&1) || missing+=("$python cannot import the packages it needs: ${probe//$'\n'/ }")
+' 2>&1) || missing+=("$python could not finish importing the packages it needs (exit $?): ${probe//$'\n'/ }")
   while IFS= read -r line; do
     case "$line" in "python package"*) missing+=("$line") ;; esac
   done <<<"$probe"
@@ -237,7 +238,7 @@ record "info" OK "$took" "$(grep -m1 -iE "^ *(running on|device|cuda)" "$out/inf
 
 # ---- benchmarks ------------------------------------------------------------------------------------
 declare -A bench_script=([cuda_runtime]=bench_cuda_runtime.py [kernels]=bench_kernels.py
-  [nn_kernels]=bench_nn_kernels.py [gemm]=bench_gemm.py [amp]=bench_amp.py)
+  [nn_kernels]=bench_nn_kernels.py [gemm]=bench_gemm.py [attention]=bench_attention.py [amp]=bench_amp.py)
 declare -A bench_args=([amp]="--device cuda")
 for suite in "${suite_list[@]}"; do
   script=${bench_script[$suite]:-}

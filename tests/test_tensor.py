@@ -56,7 +56,8 @@ def test_numpy_is_a_view_on_the_cpu():
 
 def test_numpy_of_a_tensor_that_requires_grad_is_refused():
     x = A.ones(2, requires_grad=True)
-    with pytest.raises(AutogradError, match=r"can't call numpy\(\) on a Tensor that requires grad.*detach\(\)\.numpy\(\)"):
+    with pytest.raises(AutogradError,
+                       match=r"can't call numpy\(\) on a Tensor that requires grad.*detach\(\)\.numpy\(\)"):
         x.numpy()
     with pytest.raises(AutogradError):
         (x * 2).numpy()
