@@ -112,55 +112,57 @@ def _cuda_reference_checks():
     return [check]
 
 
-def _cuda_rows(quick):
-    """adcuda's conv2d fwd+bwd vs its dense GEMM of the same size, and vs PyTorch where installed."""
+def _cuda_row(shape, out_channels, kernel, padding, has_torch):
+    """One case: adcuda's conv2d fwd+bwd vs its dense GEMMs of the same size, and vs PyTorch."""
     import adcuda
-    rows = []
+    n, c, h, w = shape
+    x = adcuda.randn(shape, device="cuda", dtype=adcuda.float16, requires_grad=True)
+    weight = adcuda.randn((out_channels, c, kernel, kernel), device="cuda", dtype=adcuda.float16, requires_grad=True)
+
+    def conv_step():
+        x.grad = weight.grad = None
+        adcuda.nn.functional.conv2d(x, weight, padding=padding).sum().backward()
+    conv = adcuda_event_seconds(conv_step)
+    # the three GEMMs of a convolution step, dense: (N*H*W x C*k*k) @ (C*k*k x O) and its two transposes
+    m, k_dim = n * h * w, c * kernel * kernel
+    a = adcuda.randn((m, k_dim), device="cuda", dtype=adcuda.float16)
+    b = adcuda.randn((k_dim, out_channels), device="cuda", dtype=adcuda.float16)
+    g = adcuda.randn((m, out_channels), device="cuda", dtype=adcuda.float16)
+    gemm = adcuda_event_seconds(lambda: (a @ b, g @ b.mT, a.mT @ g))
+    row = {"case": f"conv2d fp16 fwd+bwd {shape} -> {out_channels}, {kernel}x{kernel}", "adcuda_s": conv,
+           "dense_gemm_s": gemm, "ratio_adcuda_over": {"dense_gemm": conv / gemm}}
+    if has_torch:
+        import time
+
+        import torch
+        tx = torch.randn(shape, device="cuda", dtype=torch.float16, requires_grad=True)
+        tw = torch.randn((out_channels, c, kernel, kernel), device="cuda", dtype=torch.float16, requires_grad=True)
+
+        def torch_step():
+            tx.grad = tw.grad = None
+            torch.nn.functional.conv2d(tx, tw, padding=padding).sum().backward()
+        for _ in range(3):
+            torch_step()
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(20):
+            torch_step()
+        torch.cuda.synchronize()
+        row["torch_s"] = (time.perf_counter() - start) / 20
+        row["ratio_adcuda_over"]["torch"] = conv / row["torch_s"]
+    ratios = ", ".join(f"{k} {v:.2f}x" for k, v in row["ratio_adcuda_over"].items())
+    print(f"{row['case']}: adcuda {conv * 1e3:.3f} ms; adcuda/{ratios}")
+    return row
+
+
+def _cuda_rows(quick):
     try:
         import torch
         has_torch = torch.cuda.is_available()
     except ImportError:
         has_torch = False
-    for shape, out_channels, kernel, padding in CUDA_CASES[:1] if quick else CUDA_CASES:
-        n, c, h, w = shape
-        x = adcuda.randn(shape, device="cuda", dtype=adcuda.float16, requires_grad=True)
-        weight = adcuda.randn((out_channels, c, kernel, kernel), device="cuda", dtype=adcuda.float16,
-                              requires_grad=True)
-
-        def conv_step():
-            x.grad = weight.grad = None
-            adcuda.nn.functional.conv2d(x, weight, padding=padding).sum().backward()
-        conv = adcuda_event_seconds(conv_step)
-        # the three GEMMs of a convolution step, dense: (N*H*W x C*k*k) @ (C*k*k x O) and its two transposes
-        m, k_dim = n * h * w, c * kernel * kernel
-        a = adcuda.randn((m, k_dim), device="cuda", dtype=adcuda.float16)
-        b = adcuda.randn((k_dim, out_channels), device="cuda", dtype=adcuda.float16)
-        g = adcuda.randn((m, out_channels), device="cuda", dtype=adcuda.float16)
-        gemm = adcuda_event_seconds(lambda: (a @ b, g @ b.mT, a.mT @ g))
-        row = {"case": f"conv2d fp16 fwd+bwd {shape} -> {out_channels}, {kernel}x{kernel}", "adcuda_s": conv,
-               "dense_gemm_s": gemm, "ratio_adcuda_over": {"dense_gemm": conv / gemm}}
-        if has_torch:
-            import time
-            tx = torch.randn(shape, device="cuda", dtype=torch.float16, requires_grad=True)
-            tw = torch.randn((out_channels, c, kernel, kernel), device="cuda", dtype=torch.float16,
-                             requires_grad=True)
-
-            def torch_step():
-                tx.grad = tw.grad = None
-                torch.nn.functional.conv2d(tx, tw, padding=padding).sum().backward()
-            for _ in range(3):
-                torch_step()
-            torch.cuda.synchronize()
-            start = time.perf_counter()
-            for _ in range(20):
-                torch_step()
-            torch.cuda.synchronize()
-            row["torch_s"] = (time.perf_counter() - start) / 20
-            row["ratio_adcuda_over"]["torch"] = conv / row["torch_s"]
-        rows.append(row)
-        ratios = ", ".join(f"{k} {v:.2f}x" for k, v in row["ratio_adcuda_over"].items())
-        print(f"{row['case']}: adcuda {conv * 1e3:.3f} ms; adcuda/{ratios}")
-    return rows
+    return [_cuda_row(shape, out_channels, kernel, padding, has_torch)
+            for shape, out_channels, kernel, padding in (CUDA_CASES[:1] if quick else CUDA_CASES)]
 
 
 def main():

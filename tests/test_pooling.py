@@ -84,8 +84,11 @@ def test_matches_pytorch(name, shape, kw):
     np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-12, atol=1e-12)
 
 
+MAX_CASES = [c for c in CASES if "max" in c[0]]
+
+
 @needs_torch
-@pytest.mark.parametrize("name,shape,kw", [c for c in CASES if "max" in c[0]], ids=_ids([c for c in CASES if "max" in c[0]]))
+@pytest.mark.parametrize("name,shape,kw", MAX_CASES, ids=_ids(MAX_CASES))
 def test_indices_match_pytorch(name, shape, kw):
     a = _distinct(shape)
     _, indices = getattr(F, name)(adcuda.tensor(a), **kw, return_indices=True)

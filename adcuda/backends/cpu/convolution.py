@@ -11,8 +11,8 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ...errors import DTypeError, ShapeError, fmt_shape
-from ..seam import BackendArray, Shape
 from .._convolution_shapes import conv2d_output_size
+from ..seam import BackendArray, Shape
 from ._common import _compute
 
 __all__ = ["conv2d", "conv2d_backward_input", "conv2d_backward_weight"]
