@@ -63,7 +63,7 @@ def _pool_sizes(op, input_shape, kernel, stride, padding, dilation, ceil_mode):
 
 
 # ------------------------------------------------------------------------------------------------
-# max pooling
+# max pooling (as in PyTorch, the 2-d average and adaptive forms are only F.<name>, not adcuda.<name>)
 @op("max_pool2d_select", doc="input's values at flat (H*W) indices per (n, c) plane: max pooling's values.",
     node="MaxPool2DWithIndicesBackward0", function=False, method=False,
     grads={"input": lambda grad, indices, input_shape: max_pool2d_backward(grad, indices, input_shape)})
@@ -124,7 +124,7 @@ def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
 
 
 @op("adaptive_max_pool2d", doc="Max pooling to output_size (H, W) with PyTorch's adaptive windows.",
-    composite=True, function=True, method=False, functional=True)
+    composite=True, function=False, method=False, functional=True)
 def adaptive_max_pool2d(input, output_size, return_indices=False):
     name = "adaptive_max_pool2d"
     x, batched = _batched(name, input, 2)
@@ -195,7 +195,7 @@ def _avg_pool(op, input, kernel_size, stride, padding, ceil_mode, count_include_
 
 
 @op("avg_pool2d", doc="Mean over kernel_size windows of input (N, C, H, W) (count_include_pad, ceil_mode).",
-    composite=True, function=True, method=False, functional=True)
+    composite=True, function=False, method=False, functional=True)
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                divisor_override=None):
     return _avg_pool("avg_pool2d", input, kernel_size, stride, padding, ceil_mode, count_include_pad,
@@ -248,7 +248,7 @@ def _adaptive_avg(op, input, output_size, spatial):
 
 
 @op("adaptive_avg_pool2d", doc="Average pooling to output_size (H, W) with PyTorch's adaptive windows.",
-    composite=True, function=True, method=False, functional=True)
+    composite=True, function=False, method=False, functional=True)
 def adaptive_avg_pool2d(input, output_size):
     return _adaptive_avg("adaptive_avg_pool2d", input, output_size, 2)
 
