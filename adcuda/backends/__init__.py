@@ -13,7 +13,8 @@ Both packages, ``cpu/`` and ``cuda/``, have one module per kernel family, named 
 views; on CUDA the runtime's kernels/runtime/copy.cu), ``elementwise``, ``reduce`` (reduce, argreduce,
 var, logsumexp), ``sort`` (sort, cumsum, cumprod), ``index`` (index, index_put_, gather, scatter_add,
 scatter_reduce), ``layout`` (cat, tril, triu), ``gemm`` (matmul), ``softmax_loss``, ``norm`` (layer
-norm), ``attention``, ``embedding``, ``random`` (draws and dropout) and ``optim`` (optimizer steps,
+norm), ``attention``, ``embedding``, ``random`` (draws and dropout), ``convolution`` (conv2d and its
+backwards), ``pooling`` (max pooling) and ``optim`` (optimizer steps,
 global_norm, loss scaling). Each package re-exports every primitive.
 
 Conventions (NumPy's, which the CPU backend inherits and the CUDA backend follows):
@@ -95,6 +96,14 @@ Conventions (NumPy's, which the CPU backend inherits and the CUDA backend follow
 | `attention_dropout_mask(shape, p, seed, offset)` | the bool keep-mask (batch..., L, S) that ``attention``'s dropout with ``(p, seed, offset)`` applies (the double-backward rule rebuilds dropout from it) |
 | `embedding(weight, indices)` | rows of the 2-D ``weight`` at integer ``indices`` -> ``indices.shape + (dim,)``; IndexOutOfRangeError naming the index unless all lie in ``[0, num_embeddings)`` (CUDA checks on the device without waiting: ``adcuda.cuda.DeviceIndexError`` at the next synchronising call) |
 | `embedding_backward(grad, indices, num_embeddings, padding_idx, scale_grad_by_freq)` | dense ``(num_embeddings, dim)`` gradient: each index's grad rows summed in index order (fp32; deterministic, no float atomics), row ``padding_idx`` (or None) zero, divided by the index's count with ``scale_grad_by_freq``; the indices are the ones ``embedding`` checked (CUDA adds one out of range nowhere, the CPU raises) |
+| **convolution** (2-d, NCHW; ``stride``, ``padding`` (zeros, each side), ``dilation``: pairs of ints; x and the weight of one floating point dtype; fp32 accumulation) | |
+| `conv2d(x, weight, stride, padding, dilation, groups)` | cross-correlation of x (N, C, H, W) with weight (O, C/groups, kh, kw) -> (N, O, Ho, Wo); ShapeError naming the shapes where they do not fit (groups, a kernel larger than the padded input) |
+| `conv2d_backward_input(g, weight, input_shape, stride, padding, dilation, groups)` | the gradient of ``conv2d`` w.r.t. its input (N, C, H, W) = ``input_shape`` from g (N, O, Ho, Wo); also the transposed convolution |
+| `conv2d_backward_weight(g, x, weight_shape, stride, padding, dilation, groups)` | the gradient of ``conv2d`` w.r.t. its weight (of ``weight_shape``), summed over N, Ho, Wo |
+| **pooling** (4-d NCHW; indices are int64 flat positions ``h * W + w`` in each (n, c) plane, as PyTorch's) | |
+| `max_pool2d(x, kernel, stride, padding, dilation, out_size)` | max over windows of x padded by ``padding`` (never chosen) -> (values (N, C, Ho, Wo), indices); ``out_size`` (Ho, Wo) is given (ceil_mode's last windows may run past the padded input); a NaN is the maximum (the last NaN of a window, as PyTorch); ties go to the first position |
+| `adaptive_max_pool2d(x, out_size)` | max over PyTorch's adaptive windows (rows ``floor(i*H/Ho)`` to ``ceil((i+1)*H/Ho)``) -> (values, indices) |
+| `max_pool2d_backward(g, indices, input_shape)` | each gradient of g added at the position its index names -> dx of ``input_shape`` (fp32 accumulation) |
 | **random** (counter-based Philox: reproducible from ``(seed, offset)``, both taken modulo 2**64; the CPU's streams differ from CUDA's) | |
 | `rand(shape, dtype, seed, offset)` | uniform in [0, 1), floating point ``dtype`` |
 | `randn(shape, dtype, seed, offset)` | standard normal, floating point ``dtype`` |

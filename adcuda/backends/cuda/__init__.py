@@ -34,6 +34,7 @@ def __getattr__(primitive):
 
 
 from .attention import *  # noqa: E402,F401,F403 (attention, attention_backward, attention_dropout_mask)
+from .convolution import *  # noqa: E402,F401,F403 (conv2d, conv2d_backward_input, conv2d_backward_weight)
 from .elementwise import *  # noqa: E402,F401,F403 (unary, binary, unary_backward, where, clamp)
 from .embedding import *  # noqa: E402,F401,F403 (embedding, embedding_backward)
 from .gemm import *  # noqa: E402,F401,F403 (matmul)
@@ -42,6 +43,7 @@ from .index import deterministic_indexing, set_deterministic_indexing  # noqa: E
 from .layout import *  # noqa: E402,F401,F403 (cat, tril, triu)
 from .norm import *  # noqa: E402,F401,F403 (layer_norm, layer_norm_backward)
 from .optim import *  # noqa: E402,F401,F403 (sgd_step_, adam_step_, global_norm, loss scaling)
+from .pooling import *  # noqa: E402,F401,F403 (max_pool2d, adaptive_max_pool2d, max_pool2d_backward)
 from .random import *  # noqa: E402,F401,F403 (rand, randn, randint, bernoulli, dropout, dropout_backward)
 from .reduce import *  # noqa: E402,F401,F403 (reduce, argreduce, var, logsumexp)
 from .softmax_loss import *  # noqa: E402,F401,F403 (softmax, cross_entropy and their backwards)
