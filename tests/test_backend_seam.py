@@ -1113,6 +1113,51 @@ case(
 )
 
 
+
+# recurrent cells (issue 15)
+GATES4 = np.random.default_rng(20).standard_normal((3, 8)).astype(np.float32)
+GATES3 = np.random.default_rng(21).standard_normal((3, 6)).astype(np.float32)
+STATE = np.random.default_rng(22).standard_normal((3, 2)).astype(np.float32)
+case(
+    "lstm_cell",
+    "hc stacks h' and c'",
+    lambda bk, A: bk.lstm_cell(A(GATES4), A(GATES4 * 0.5), A(STATE)),
+    ok(F32, (2, 3, 2)),
+)
+case(
+    "lstm_cell",
+    "float16 in, float16 out; an empty batch",
+    lambda bk, A: (
+        bk.lstm_cell(A(GATES4.astype(np.float16)), A(GATES4.astype(np.float16)), A(STATE.astype(np.float16))),
+        bk.lstm_cell(A(GATES4[:0]), A(GATES4[:0]), A(STATE[:0])),
+    ),
+    (ok(F16, (2, 3, 2)), ok(F32, (2, 0, 2))),
+)
+case("lstm_cell", "gates not 4H wide", lambda bk, A: bk.lstm_cell(A(GATES3), A(GATES3), A(STATE)), ShapeError)
+case("lstm_cell", "of integers", lambda bk, A: bk.lstm_cell(A(I), A(I), A(I[:, :1])), DTypeError)
+
+
+def lstm_cell_grads(bk, A):
+    gi, gh, c = A(GATES4), A(GATES4 * 0.5), A(STATE)
+    hc = bk.lstm_cell(gi, gh, c)
+    return bk.lstm_cell_backward(A(np.ones((2, 3, 2), np.float32)), gi, gh, c, hc)
+
+
+case("lstm_cell_backward", "-> (d_gates, d_c)", lstm_cell_grads, (ok(F32, (3, 8)), ok(F32, (3, 2))))
+case("gru_cell", "the new state", lambda bk, A: bk.gru_cell(A(GATES3), A(GATES3 * 0.5), A(STATE)), ok(F32, (3, 2)))
+case(
+    "gru_cell",
+    "a hidden projection of another shape",
+    lambda bk, A: bk.gru_cell(A(GATES3), A(GATES4), A(STATE)),
+    ShapeError,
+)
+case(
+    "gru_cell_backward",
+    "-> (d_gi, d_gh, d_h)",
+    lambda bk, A: bk.gru_cell_backward(A(STATE), A(GATES3), A(GATES3 * 0.5), A(STATE)),
+    (ok(F32, (3, 6)), ok(F32, (3, 6)), ok(F32, (3, 2))),
+)
+
 def test_every_primitive_has_a_case():
     assert sorted(set(backends.PRIMITIVES) - {c.primitive for c in CASES}) == []
 

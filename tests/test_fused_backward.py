@@ -86,6 +86,18 @@ def dropout_samples():
     return [(lambda x: entry("dropout_mask_apply")(x, 0.3), [leaf(x)])]
 
 
+def lstm_cell_samples():
+    gi, gh = rng(14).standard_normal((3, 8)) * 2, rng(15).standard_normal((3, 8))
+    c = rng(16).standard_normal((3, 2))
+    return [(lambda gi, gh, c: entry("lstm_cell_pointwise")(gi, gh, c), [leaf(gi), leaf(gh), leaf(c)])]
+
+
+def gru_cell_samples():
+    gi, gh = rng(17).standard_normal((3, 6)) * 2, rng(18).standard_normal((3, 6))
+    h = rng(19).standard_normal((3, 2))
+    return [(lambda gi, gh, h: entry("gru_cell_pointwise")(gi, gh, h), [leaf(gi), leaf(gh), leaf(h)])]
+
+
 SAMPLES = {
     "tanh": activation("tanh"), "sigmoid": activation("sigmoid"), "silu": activation("silu"),
     "relu": activation("relu"), "gelu": lambda: activation("gelu")() + activation("gelu", approximate="tanh")(),
@@ -93,6 +105,7 @@ SAMPLES = {
     "cross_entropy_rows": cross_entropy_samples, "layer_norm": layer_norm_samples,
     "attention_fused": attention_samples, "embedding_lookup": embedding_samples,
     "dropout_mask_apply": dropout_samples,
+    "lstm_cell_pointwise": lstm_cell_samples, "gru_cell_pointwise": gru_cell_samples,
 }
 
 

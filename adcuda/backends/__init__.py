@@ -12,8 +12,9 @@ Both packages, ``cpu/`` and ``cuda/``, have one module per kernel family, named 
 ``kernels/<family>.cu`` and its bindings ``kernels/bindings/<family>.cpp``: ``storage`` (storage and
 views; on CUDA the runtime's kernels/runtime/copy.cu), ``elementwise``, ``reduce`` (reduce, argreduce,
 var, logsumexp), ``sort`` (sort, cumsum), ``index``, ``layout`` (cat, tril, triu), ``gemm`` (matmul),
-``softmax_loss``, ``norm`` (layer norm), ``attention``, ``embedding``, ``random`` (draws and dropout)
-and ``optim`` (optimizer steps, global_norm, loss scaling). Each package re-exports every primitive.
+``softmax_loss``, ``norm`` (layer norm), ``attention``, ``embedding``, ``random`` (draws and dropout),
+``optim`` (optimizer steps, global_norm, loss scaling) and ``recurrent`` (LSTM and GRU cell steps).
+Each package re-exports every primitive.
 
 Conventions (NumPy's, which the CPU backend inherits and the CUDA backend follows):
 
@@ -105,6 +106,11 @@ Conventions (NumPy's, which the CPU backend inherits and the CUDA backend follow
 | **mixed precision** (0-d arrays stay on the device: no host sync until the caller reads one) | |
 | `unscale_and_check_(outs, grads, inv_scale)` | ``outs[i] = grads[i] * inv_scale`` (a one-element array or a scalar; in place, or into wider arrays) for many tensors; -> 0-d float32 found-inf flag (1.0 if any gradient is inf/NaN) |
 | `update_scale_(scale, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval, min_scale, max_scale)` | PyTorch's dynamic loss-scale update, in place on one-element ``scale`` (float32) and ``growth_tracker`` (int32), the scale kept in ``[min_scale, max_scale]`` |
+| **recurrent cells** (one time step after the two matrix products; PyTorch's gate order; floating point arrays of one dtype, half types computed in fp32) | |
+| `lstm_cell(gi, gh, c)` | LSTM step from the input and hidden projections ``gi``, ``gh`` (B, 4H; gates i, f, g, o, biases included) and the cell state ``c`` (B, H) -> ``hc`` (2, B, H): ``hc[0] = o * tanh(c')``, ``hc[1] = c' = f * c + i * g`` |
+| `lstm_cell_backward(grad, gi, gh, c, hc)` | from the gradient of ``hc`` -> (d_gates (B, 4H), the gradient of both projections, d_c) |
+| `gru_cell(gi, gh, h)` | GRU step from ``gi``, ``gh`` (B, 3H; gates r, z, n, biases included) and ``h`` (B, H) -> ``(1 - z) * n + z * h`` with ``n = tanh(gi_n + r * gh_n)`` |
+| `gru_cell_backward(grad, gi, gh, h)` | -> (d_gi, d_gh, d_h) |
 """
 from types import ModuleType
 

@@ -20,6 +20,7 @@ from . import (
     linalg,
     norm,
     random,
+    recurrent,
     reduction,
     shape,
     softmax_loss,
