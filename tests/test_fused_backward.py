@@ -98,6 +98,22 @@ def gru_cell_samples():
     return [(lambda gi, gh, h: entry("gru_cell_pointwise")(gi, gh, h), [leaf(gi), leaf(gh), leaf(h)])]
 
 
+def lstm_layer_samples():
+    proj, h0, c0 = rng(20).standard_normal((4, 3, 8)), rng(21).standard_normal((3, 2)), rng(22).standard_normal((3, 2))
+    w, b = rng(23).standard_normal((8, 2)), rng(24).standard_normal(8)
+    return [(lambda p, h, c, w, b: entry("lstm_layer")(p, h, c, w, b, False), [leaf(proj), leaf(h0), leaf(c0),
+                                                                               leaf(w), leaf(b)]),
+            (lambda p, h, c, w: entry("lstm_layer")(p, h, c, w, None, True), [leaf(proj), leaf(h0), leaf(c0),
+                                                                              leaf(w)])]
+
+
+def gru_layer_samples():
+    proj, h0 = rng(25).standard_normal((4, 3, 6)), rng(26).standard_normal((3, 2))
+    w, b = rng(27).standard_normal((6, 2)), rng(28).standard_normal(6)
+    return [(lambda p, h, w, b: entry("gru_layer")(p, h, w, b, False), [leaf(proj), leaf(h0), leaf(w), leaf(b)]),
+            (lambda p, h, w: entry("gru_layer")(p, h, w, None, True), [leaf(proj), leaf(h0), leaf(w)])]
+
+
 SAMPLES = {
     "tanh": activation("tanh"), "sigmoid": activation("sigmoid"), "silu": activation("silu"),
     "relu": activation("relu"), "gelu": lambda: activation("gelu")() + activation("gelu", approximate="tanh")(),
@@ -106,6 +122,7 @@ SAMPLES = {
     "attention_fused": attention_samples, "embedding_lookup": embedding_samples,
     "dropout_mask_apply": dropout_samples,
     "lstm_cell_pointwise": lstm_cell_samples, "gru_cell_pointwise": gru_cell_samples,
+    "lstm_layer": lstm_layer_samples, "gru_layer": gru_layer_samples,
 }
 
 

@@ -9,7 +9,7 @@ import adcuda.nn as nn
 import adcuda.nn.functional as F
 from adcuda.autograd import gradcheck, gradgradcheck
 from adcuda.errors import DTypeError, ShapeError
-from adcuda.ops.recurrent import gru_cell_pointwise, lstm_cell_pointwise
+from adcuda.ops.recurrent import gru_cell_pointwise, gru_layer, lstm_cell_pointwise, lstm_layer
 
 F64 = adcuda.float64
 
@@ -40,6 +40,11 @@ GRADCHECKS = {
     "rms_norm": (lambda x, w: F.rms_norm(x, (5,), w), [(3, 5), (5,)]),
     "lstm_cell_pointwise": (lambda gi, gh, c: lstm_cell_pointwise(gi, gh, c), [(3, 8), (3, 8), (3, 2)]),
     "gru_cell_pointwise": (lambda gi, gh, h: gru_cell_pointwise(gi, gh, h), [(3, 6), (3, 6), (3, 2)]),
+    "lstm_layer": (lambda p, h, c, w, b: lstm_layer(p, h, c, w, b), [(3, 2, 8), (2, 2), (2, 2), (8, 2), (8,)]),
+    "lstm_layer_reverse": (lambda p, h, c, w: lstm_layer(p, h, c, w, None, True), [(3, 2, 8), (2, 2), (2, 2),
+                                                                                   (8, 2)]),
+    "gru_layer": (lambda p, h, w, b: gru_layer(p, h, w, b), [(3, 2, 6), (2, 2), (6, 2), (6,)]),
+    "gru_layer_reverse": (lambda p, h, w: gru_layer(p, h, w, None, True), [(3, 2, 6), (2, 2), (6, 2)]),
 }
 
 
@@ -50,7 +55,8 @@ def test_gradcheck(name):
     assert gradcheck(fn, inputs, eps=1e-6, atol=1e-6, rtol=1e-4)
 
 
-@pytest.mark.parametrize("name", ["lstm_cell_pointwise", "gru_cell_pointwise", "batch_norm", "group_norm"])
+@pytest.mark.parametrize("name", ["lstm_cell_pointwise", "gru_cell_pointwise", "batch_norm", "group_norm",
+                                  "lstm_layer", "gru_layer"])
 def test_gradgradcheck(name):
     fn, shapes = GRADCHECKS[name]
     inputs = tuple(leaf(rng(i).standard_normal(s)) for i, s in enumerate(shapes))
@@ -71,22 +77,39 @@ def test_recurrent_layer_gradcheck(mode):
     assert gradcheck(run, (x, h0), eps=1e-6, atol=1e-6, rtol=1e-4)
 
 
-def test_a_step_records_few_nodes():
-    # the input projection once; per step the hidden product, the fused cell op and the views of its result
-    layer = nn.LSTM(4, 3).double()
-    out, _ = layer(leaf(rng().standard_normal((6, 2, 4))))
-    names = set()
-    seen, stack = set(), [out.grad_fn]
+def graph_nodes(out):
+    """{node name: count} of the graph behind ``out``."""
+    counts, seen, stack = {}, set(), [out.grad_fn]
     while stack:
         node = stack.pop()
         if node is None or id(node) in seen:
             continue
         seen.add(id(node))
         name = getattr(node, "name", type(node).__name__)
-        names.add(name() if callable(name) else name)
+        name = name() if callable(name) else name
+        counts[name] = counts.get(name, 0) + 1
         stack.extend(n for n, _ in node.next_functions)
-    assert len(seen) <= 6 * 6 + 16, len(seen)  # 6 steps; the stack, the input projection and the leaves
-    assert any("LstmCellPointwise" in n for n in names), names
+    return counts
+
+
+def test_a_layer_records_a_few_nodes_whatever_the_length():
+    # per layer and direction: the input projection and one recurrence node, never one per step
+    for mode, node in (("LSTM", "LstmLayerBackward"), ("GRU", "GruLayerBackward")):
+        out, _ = getattr(nn, mode)(4, 3, bidirectional=True).double()(leaf(rng().standard_normal((50, 2, 4))))
+        counts = graph_nodes(out)
+        assert counts[node] == 2 and sum(counts.values()) <= 24, counts
+    out, _ = nn.LSTMCell(4, 3).double()(leaf(rng().standard_normal((2, 4))))
+    assert "LstmCellPointwiseBackward" in graph_nodes(out)
+
+
+def test_empty_sequence_and_layer_op_errors():
+    out, (h, c) = nn.LSTM(3, 2)(adcuda.zeros(0, 4, 3))
+    assert tuple(out.shape) == (0, 4, 2) and tuple(h.shape) == (1, 4, 2)
+    x = leaf(np.zeros((0, 2, 6)))
+    gru_layer(x, leaf(np.ones((2, 2))), leaf(np.ones((6, 2)))).sum().backward()
+    assert tuple(x.grad.shape) == (0, 2, 6)
+    with pytest.raises(ShapeError, match=r"lstm_layer: .*projected \(3, 2, 6\), h0 \(2, 2\), c0 \(2, 2\), w_hh \(8,"):
+        lstm_layer(adcuda.zeros(3, 2, 6), adcuda.zeros(2, 2), adcuda.zeros(2, 2), adcuda.zeros(8, 2))
 
 
 # ------------------------------------------------------------------------------------------------

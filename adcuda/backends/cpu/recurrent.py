@@ -13,9 +13,10 @@ __all__ = ["lstm_cell", "lstm_cell_backward", "gru_cell", "gru_cell_backward"]
 
 
 def _sigmoid(x):
-    # exp of a non-positive number only: no overflow warning for large |x|
+    """1 / (1 + exp(-x)) from exp(-|x|), which never overflows, in three passes over x."""
     e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(x.dtype, copy=False)
+    s = 1.0 / (1.0 + e)
+    return np.where(x >= 0, s, e * s)
 
 
 def _check_cell(op, gates, state, n_gates, *others):
@@ -30,11 +31,17 @@ def _check_cell(op, gates, state, n_gates, *others):
         if a.shape != gates.shape:
             raise ShapeError(f"{op}: expected the hidden projection of the gates' shape {fmt_shape(gates.shape)}, "
                              f"got {fmt_shape(a.shape)}")
+    if len({a.dtype for a in (gates, state) + others}) != 1:
+        raise DTypeError(f"{op}: expected arrays of one dtype, got " + ", ".join(str(a.dtype) for a in (gates, state)
+                                                                                 + others))
 
 
 def _lstm_activations(gi, gh):
-    i, f, g, o = np.split(_compute(gi) + _compute(gh), 4, axis=1)
-    return _sigmoid(i), _sigmoid(f), np.tanh(g), _sigmoid(o)
+    gates = _compute(gi) + _compute(gh)
+    hidden = gates.shape[1] // 4
+    act = _sigmoid(gates)  # i, f and o; the g quarter is replaced by its tanh
+    act[:, 2 * hidden:3 * hidden] = np.tanh(gates[:, 2 * hidden:3 * hidden])
+    return np.split(act, 4, axis=1)
 
 
 def lstm_cell(gi: BackendArray, gh: BackendArray, c: BackendArray) -> BackendArray:

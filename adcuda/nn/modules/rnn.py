@@ -2,15 +2,16 @@
 ways: ``RNN`` (tanh or relu), ``LSTM`` (gates i, f, g, o), ``GRU`` (gates r, z, n, with
 ``n = tanh(W_in x + b_in + r * (W_hn h + b_hn))``) and their one-step cells.
 
-A layer projects the whole input sequence with one matrix product per direction, then per time step
-runs the hidden product and one fused pointwise op (``lstm_cell_pointwise``/``gru_cell_pointwise``,
-with their own backward), so autograd records a few nodes per step.
+A layer projects the whole input sequence with one matrix product per direction; LSTM and GRU then run
+the recurrence as one op per layer and direction (``lstm_layer``/``gru_layer``: per step the hidden
+product and the fused cell kernel; backpropagation through time in their fused backward), RNN per
+step with ops. The cells run one step through ``lstm_cell_pointwise``/``gru_cell_pointwise``.
 """
 import math
 
 from ...errors import DTypeError, ShapeError, fmt_shape
 from ...factories import empty, zeros
-from ...ops.recurrent import gru_cell_pointwise, lstm_cell_pointwise
+from ...ops.recurrent import gru_cell_pointwise, gru_layer, lstm_cell_pointwise, lstm_layer
 from ...ops.shape import cat, stack
 from .. import functional as F
 from .. import init
@@ -108,24 +109,37 @@ class RNNBase(Module):
                              f"{fmt_shape(input.shape)})")
         return hx
 
+    def _direction(self, x, state, layer, direction):
+        """One layer in one direction over x (T, B, F) from state (h, or (h, c)) -> (hs (T, B, H) in time
+        order, final state)."""
+        w_ih, w_hh, b_ih, b_hh = self._weights(layer, direction)
+        projected = F.linear(x, w_ih, b_ih)  # the whole sequence at once
+        steps = x.shape[0]
+        last = 0 if direction else steps - 1
+        if self.mode == "LSTM":
+            states = lstm_layer(projected, state[0], state[1], w_hh, b_hh, bool(direction))
+            return states[0], ((states[0][last], states[1][last]) if steps else state)
+        if self.mode == "GRU":
+            hs = gru_layer(projected, state, w_hh, b_hh, bool(direction))
+            return hs, (hs[last] if steps else state)
+        hs = [None] * steps
+        for t in (range(steps - 1, -1, -1) if direction else range(steps)):
+            hs[t], state = _rnn_step(self.mode, projected[t], state, w_hh, b_hh)
+        if not steps:
+            return zeros((0, x.shape[1], self.hidden_size), dtype=x.dtype, device=x.device), state
+        return stack(hs), state
+
     def _layers(self, x, states):
         """Runs every layer and direction over x (T, B, F) from states (per layer * direction: h or
         (h, c)) -> (output (T, B, D * H), final states in the same order)."""
         directions = 2 if self.bidirectional else 1
-        steps = x.shape[0]
         finals = []
         for layer in range(self.num_layers):
             outputs = []
             for direction in range(directions):
-                w_ih, w_hh, b_ih, b_hh = self._weights(layer, direction)
-                projected = F.linear(x, w_ih, b_ih)  # the whole sequence at once
-                state = states[layer * directions + direction]
-                hs = [None] * steps
-                for t in (range(steps - 1, -1, -1) if direction else range(steps)):
-                    hs[t], state = _rnn_step(self.mode, projected[t], state, w_hh, b_hh)
-                finals.append(state)
-                outputs.append(stack(hs) if steps else zeros((0, x.shape[1], self.hidden_size), dtype=x.dtype,
-                                                             device=x.device))
+                hs, final = self._direction(x, states[layer * directions + direction], layer, direction)
+                outputs.append(hs)
+                finals.append(final)
             x = outputs[0] if directions == 1 else cat(outputs, -1)
             if self.dropout and self.training and layer < self.num_layers - 1:
                 x = F.dropout(x, self.dropout, True)
