@@ -153,7 +153,8 @@ missing=()
 if ! command -v "$python" >/dev/null 2>&1; then
   missing+=("the interpreter PYTHON=$python")
 else
-  probe=$(cd "$scratch" && timeout 20 "$python" -c '
+  # 60 s, not the ~5 s it takes: importing torch on a loaded machine (CI's 2 cores) can take 20 s
+  probe=$(cd "$scratch" && timeout 60 "$python" -c '
 import importlib, sys
 missing = []
 for name in ("numpy", "pybind11", "scikit_build_core", "pytest", "hypothesis", "tqdm", "nvtx", "torch"):
@@ -163,7 +164,7 @@ for name in ("numpy", "pybind11", "scikit_build_core", "pytest", "hypothesis", "
         missing.append(f"python package {name} ({type(e).__name__}: {e})")
 print("\n".join(missing))
 print("xdist" if importlib.util.find_spec("xdist") else "", "timeout" if importlib.util.find_spec("pytest_timeout") else "")
-' 2>&1) || missing+=("$python cannot import the packages it needs: ${probe//$'\n'/ }")
+' 2>&1) || missing+=("$python could not finish importing the packages it needs (exit $?): ${probe//$'\n'/ }")
   while IFS= read -r line; do
     case "$line" in "python package"*) missing+=("$line") ;; esac
   done <<<"$probe"

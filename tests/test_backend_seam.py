@@ -705,13 +705,13 @@ LOGITS = np.random.default_rng(1).standard_normal((4, 5)).astype(np.float32)
 TARGET = np.array([0, 4, 2, -100])
 case(
     "cross_entropy",
-    "int32 targets, an ignored row, label smoothing",
+    "int32 targets, an ignored row, label smoothing; each row's log-sum-exp",
     lambda bk, A: bk.cross_entropy(A(LOGITS), A(TARGET.astype(np.int32)), -100, 0.1),
     (ok(F32, (4,)), ok(F32, (4,))),
 )
 case(
     "cross_entropy",
-    "float16 logits keep their dtype",
+    "float16 logits: losses keep their dtype, the log-sum-exps stay float32",
     lambda bk, A: bk.cross_entropy(A(LOGITS.astype(np.float16)), A(TARGET), -100, 0.0),
     (ok(F16, (4,)), ok(F32, (4,))),
 )
