@@ -3,9 +3,10 @@
 Cases: one LSTM layer over a sequence (seq 32, batch 32, 128 -> 256), the same for a GRU, and one
 LSTMCell step; each a forward, a summed loss and a backward. On the CPU both run one thread. On a GPU
 (``--device cuda``) adcuda is timed with CUDA events against PyTorch (cuDNN's LSTM), and one line
-reports batch-norm training forward on a (256, 64, 56, 56) fp32 tensor as a bandwidth and its percent
-of the measured device copy: the statistics pass reads x and the normalising pass reads x and writes y,
-so 3 bytes moved per input byte are counted. In the emulated build the suite checks the LSTM and
+reports batch-norm training forward (the batch_norm kernels of kernels/norm.cu) on a (256, 64, 56, 56)
+fp32 tensor as a bandwidth and its percent of the measured device copy, counting the least traffic
+it needs: x read once for the statistics, read again and y written to normalise (3 bytes per input
+byte; the second statistics pass re-reads each channel's 3 MB from L2). In the emulated build the suite checks the LSTM and
 batch norm against the CPU at small sizes and prints no timing.
 
     python benchmarks/bench_rnn.py [--quick] [--device cpu|cuda] [--threads N] [--json out.json]

@@ -114,6 +114,13 @@ def gru_layer_samples():
             (lambda p, h, w: entry("gru_layer")(p, h, w, None, True), [leaf(proj), leaf(h0), leaf(w)])]
 
 
+def batch_norm_samples():
+    x = rng(29).standard_normal((4, 3, 5)) * 3 + 1
+    w, b = rng(30).standard_normal(3), rng(31).standard_normal(3)
+    return [(lambda x, w, b: entry("native_batch_norm")(x, w, b), [leaf(x), leaf(w), leaf(b)]),
+            (lambda x: entry("native_batch_norm")(x, None, None, None, None, 0.1, 1e-3), [leaf(x[:, :, :1])])]
+
+
 SAMPLES = {
     "tanh": activation("tanh"), "sigmoid": activation("sigmoid"), "silu": activation("silu"),
     "relu": activation("relu"), "gelu": lambda: activation("gelu")() + activation("gelu", approximate="tanh")(),
@@ -122,7 +129,7 @@ SAMPLES = {
     "attention_fused": attention_samples, "embedding_lookup": embedding_samples,
     "dropout_mask_apply": dropout_samples,
     "lstm_cell_pointwise": lstm_cell_samples, "gru_cell_pointwise": gru_cell_samples,
-    "lstm_layer": lstm_layer_samples, "gru_layer": gru_layer_samples,
+    "lstm_layer": lstm_layer_samples, "gru_layer": gru_layer_samples, "native_batch_norm": batch_norm_samples,
 }
 
 

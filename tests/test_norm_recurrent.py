@@ -182,6 +182,9 @@ def test_channel_dropout_zeroes_whole_channels():
     y1 = value(F.dropout1d(adcuda.ones(4, 6, 7), 0.25))
     assert np.all(y1.min(-1) == y1.max(-1)) and set(np.unique(y1)) <= {0.0, np.float32(4 / 3)}
     assert tuple(F.dropout1d(adcuda.ones(6, 7), 0.5).shape) == (6, 7)
+    with pytest.warns(UserWarning, match="interpreted as shape \\(N, C, L\\)"):  # PyTorch's reading of 3-D
+        y3 = value(F.dropout2d(adcuda.ones(16, 8, 3), 0.5))
+    assert np.all(y3.min(-1) == y3.max(-1)) and 0 < (y3[:, :, 0] == 0).sum() < 128
     d = nn.Dropout1d(0.5).eval()
     np.testing.assert_array_equal(value(d(adcuda.ones(4, 6, 7))), 1.0)
     g = leaf(np.ones((4, 6, 7)))
@@ -211,6 +214,8 @@ def test_recurrent_parameters_and_init():
     for _, p in layer.named_parameters():
         assert np.abs(value(p)).max() <= bound
     assert [n for n, _ in nn.LSTMCell(2, 3, bias=False).named_parameters()] == ["weight_ih", "weight_hh"]
+    layer.flatten_parameters()  # cuDNN's packing in PyTorch: nothing to do here, and scripts call it
+    assert len(layer.all_weights) == 4 and layer.all_weights[1][0] is layer.weight_ih_l0_reverse
 
 
 # ------------------------------------------------------------------------------------------------

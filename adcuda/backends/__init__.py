@@ -12,7 +12,7 @@ Both packages, ``cpu/`` and ``cuda/``, have one module per kernel family, named 
 ``kernels/<family>.cu`` and its bindings ``kernels/bindings/<family>.cpp``: ``storage`` (storage and
 views; on CUDA the runtime's kernels/runtime/copy.cu), ``elementwise``, ``reduce`` (reduce, argreduce,
 var, logsumexp), ``sort`` (sort, cumsum), ``index``, ``layout`` (cat, tril, triu), ``gemm`` (matmul),
-``softmax_loss``, ``norm`` (layer norm), ``attention``, ``embedding``, ``random`` (draws and dropout),
+``softmax_loss``, ``norm`` (layer and batch norm), ``attention``, ``embedding``, ``random`` (draws and dropout),
 ``optim`` (optimizer steps, global_norm, loss scaling) and ``recurrent`` (LSTM and GRU cell steps).
 Each package re-exports every primitive.
 
@@ -88,6 +88,8 @@ Conventions (NumPy's, which the CPU backend inherits and the CUDA backend follow
 | `cross_entropy_backward(logits, lse, target, g_rows, ignore_index, label_smoothing)` | gradient w.r.t. the logits, ``(exp(logits - lse) - q) * g_row`` (``q`` the smoothed one-hot target; 0 for ignored rows) |
 | `layer_norm(x, weight, bias, n, eps)` | normalise the last ``n`` dims (1 <= n <= ndim) -> (y, mean, rstd); ``weight``/``bias`` of the normalised shape or None; mean and rstd float32 (float64 for float64) with x's dims |
 | `layer_norm_backward(g, x, weight, mean, rstd, n)` | -> (dx, dweight (None without a weight), dbias) |
+| `batch_norm(x, weight, bias, eps)` | normalise each channel (dim 1) of ``x`` (N, C, *) with its batch statistics over every other dim -> (y, mean (C,), rstd (C,)); ``weight``/``bias`` (C,) or None; mean and rstd float32 (float64 for float64 x); NaN statistics for an empty batch |
+| `batch_norm_backward(g, x, weight, mean, rstd)` | -> (dx, dweight (None without a weight), dbias) |
 | `attention(q, k, v, mask, is_causal, scale)` | softmax(q k^T * scale + mask) v for q, k, v of 2 dims or more (batch dims broadcast; k, v taken in q's dtype), a bool or additive ``mask`` or None -> (out, logsumexp rows) without keeping the probabilities |
 | `attention_backward(g, q, k, v, out, lse, mask, is_causal, scale)` | -> (dq, dk, dv), each in its input's dtype |
 | `embedding(weight, indices)` | rows of the 2-D ``weight`` at integer ``indices`` -> ``indices.shape + (dim,)``; IndexOutOfRangeError naming the index unless all lie in ``[0, num_embeddings)`` (CUDA checks on the device without waiting: ``adcuda.cuda.DeviceIndexError`` at the next synchronising call) |

@@ -22,8 +22,8 @@ PRIMITIVES = (
     "layer_norm_backward", "attention", "attention_backward", "rand", "randn", "randint",
     "bernoulli", "sgd_step_", "adam_step_", "unscale_and_check_", "update_scale_", "embedding",
     "embedding_backward", "dropout", "dropout_backward", "global_norm",
-    # recurrent cells (issue 15)
-    "lstm_cell", "lstm_cell_backward", "gru_cell", "gru_cell_backward",
+    # batch norm and recurrent cells (issue 15)
+    "batch_norm", "batch_norm_backward", "lstm_cell", "lstm_cell_backward", "gru_cell", "gru_cell_backward",
 )
 
 

@@ -80,9 +80,10 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
 
 
 # ------------------------------------------------------------------------------------------------
-# batch, instance, group and RMS norm: PyTorch's functional forms. Statistics are taken with the
-# reduction ops (column reductions over every dim but the channels for batch norm, row reductions
-# over (N, G) groups for group norm through layer_norm's kernel) and differentiated through them.
+# batch, instance, group and RMS norm: PyTorch's functional forms. Batch norm's training statistics
+# are the backend's batch_norm primitive (per-channel column reductions, fused with the normalising
+# pass; a fused backward); group and instance norm take row statistics over (N, G) groups or (N, C)
+# instances through layer_norm's kernel; RMS norm and eval-mode batch norm are composites.
 def _channel_shape(name, input, what="input"):
     """(1, C, 1, ...) for broadcasting per-channel values over input (N, C, *)."""
     if input.ndim < 2:
@@ -118,6 +119,47 @@ def _update_running_(running, batch_value, momentum):
         running.mul_(1.0 - momentum).add_(batch_value.detach().to(dtype=running.dtype) * momentum)
 
 
+def _batch_norm_grads(grad, input, weight, bias_shape, eps):
+    """dx, dweight, dbias as differentiable ops, for create_graph=True."""
+    shape = _channel_shape("batch_norm", input)
+    axes = (0,) + tuple(range(2, input.ndim))
+    centered = input - input.mean(axes, keepdim=True)
+    rstd = rsqrt((centered * centered).mean(axes, keepdim=True) + eps)
+    xhat = centered * rstd
+    gx = grad if weight is None else grad * weight.reshape(shape)
+    dx = rstd * (gx - gx.mean(axes, keepdim=True) - xhat * (gx * xhat).mean(axes, keepdim=True))
+    dw = None if weight is None else (grad * xhat).sum(axes)
+    db = None if bias_shape is None else grad.sum(axes)
+    return dx, dw, db
+
+
+def _batch_norm_fused_grads(grad, input, weight, bias_shape, mean, rstd):
+    dx, dw, db = primitives(grad).batch_norm_backward(dense(grad), dense(input),
+                                                      None if weight is None else dense(weight), mean._data,
+                                                      rstd._data)
+    return (wrap(dx, grad._device), None if weight is None else wrap(dw, grad._device),
+            None if bias_shape is None else wrap(db, grad._device))
+
+
+@op("native_batch_norm", doc="input (N, C, *) normalised per channel with its batch statistics, scaled and "
+    "shifted; the running statistics (or None) updated with momentum.", node="NativeBatchNormBackward0",
+    function=False, method=False, extra_outputs=("mean", "rstd"),
+    grads={("input", "weight", "bias"): _batch_norm_grads},
+    fused={("input", "weight", "bias"): _batch_norm_fused_grads})
+def native_batch_norm(input, weight=None, bias=None, running_mean=None, running_var=None, momentum=0.1, eps=1e-5):
+    y, mean, rstd = primitives(input).batch_norm(dense(input), None if weight is None else dense(weight),
+                                                 None if bias is None else dense(bias), eps)
+    device = input._device
+    mean, rstd = wrap(mean, device), wrap(rstd, device)
+    count = input.numel() // input.shape[1]
+    if running_mean is not None:
+        _update_running_(running_mean, mean, momentum)
+    if running_var is not None:
+        # the running variance is unbiased (n / (n - 1)), as PyTorch's
+        _update_running_(running_var, (1.0 / (rstd * rstd) - eps) * (count / (count - 1)), momentum)
+    return wrap(y, device), mean, rstd
+
+
 @op("batch_norm", doc="input (N, C, *) normalised per channel with the batch's (training) or the running "
     "statistics, then scaled and shifted.", composite=True, function=False, method=False, functional=True)
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
@@ -132,23 +174,15 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         mean, var = running_mean.reshape(shape), running_var.reshape(shape)
         y = (input - mean.to(dtype=input.dtype)) * rsqrt(var.to(dtype=input.dtype) + eps)
         return _affine(y, weight, bias, shape)
-    axes = (0,) + tuple(range(2, input.ndim))
     count = input.numel() // input.shape[1] if input.shape[1] else 0
     if input.numel() == 0:
         return _affine(input * 1.0, weight, bias, shape)
     if count <= 1:
         raise ShapeError(f"{name}: expected more than 1 value per channel when training, got input of shape "
                          f"{fmt_shape(input.shape)}")
-    mean = input.mean(axes, keepdim=True)
-    centered = input - mean
-    var = (centered * centered).mean(axes, keepdim=True)
-    y = centered * rsqrt(var + eps)
-    if running_mean is not None and momentum is not None:
-        _update_running_(running_mean, mean.reshape(-1), momentum)
-    if running_var is not None and momentum is not None:
-        # the running variance is unbiased (n / (n - 1)), as PyTorch's
-        _update_running_(running_var, var.reshape(-1) * (count / (count - 1)), momentum)
-    return _affine(y, weight, bias, shape)
+    track = momentum is not None
+    return native_batch_norm(input, weight, bias, running_mean if track else None, running_var if track else None,
+                             momentum, eps)
 
 
 @op("instance_norm", doc="Each (sample, channel) of input (N, C, *) normalised over its own positions, then "

@@ -26,7 +26,7 @@ from .index import *  # noqa: E402,F401,F403 (index, index_put_, gather, scatter
 from .layout import *  # noqa: E402,F401,F403 (cat, tril, triu)
 from .gemm import *  # noqa: E402,F401,F403 (matmul)
 from .softmax_loss import *  # noqa: E402,F401,F403 (softmax, cross_entropy and their backwards)
-from .norm import *  # noqa: E402,F401,F403 (layer_norm, layer_norm_backward)
+from .norm import *  # noqa: E402,F401,F403 (layer_norm, batch_norm and their backwards)
 from .attention import *  # noqa: E402,F401,F403 (attention, attention_backward)
 from .embedding import *  # noqa: E402,F401,F403 (embedding, embedding_backward)
 from .random import *  # noqa: E402,F401,F403 (rand, randn, randint, bernoulli, dropout, dropout_backward)

@@ -86,6 +86,17 @@ class RNNBase(Module):
         for p in self.parameters():
             init.uniform_(p, -bound, bound)
 
+    def flatten_parameters(self):
+        """PyTorch packs the weights into one cuDNN buffer here; adcuda's kernels take the parameters as
+        they are, so scripts that call it run unchanged and nothing needs doing."""
+
+    @property
+    def all_weights(self):
+        """The parameters per layer and direction: [[w_ih, w_hh, b_ih, b_hh], ...], as PyTorch's."""
+        per = 4 if self.bias else 2
+        names = self._flat_weights_names
+        return [[getattr(self, n) for n in names[i:i + per]] for i in range(0, len(names), per)]
+
     def _weights(self, layer, direction):
         suffix = f"_l{layer}" + ("_reverse" if direction else "")
         get = lambda kind: getattr(self, kind + suffix)  # noqa: E731
