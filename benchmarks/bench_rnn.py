@@ -6,8 +6,8 @@ LSTMCell step; each a forward, a summed loss and a backward. On the CPU both run
 reports batch-norm training forward (the batch_norm kernels of kernels/norm.cu) on a (256, 64, 56, 56)
 fp32 tensor as a bandwidth and its percent of the measured device copy, counting the least traffic
 it needs: x read once for the statistics, read again and y written to normalise (3 bytes per input
-byte; the second statistics pass re-reads each channel's 3 MB from L2). In the emulated build the suite checks the LSTM and
-batch norm against the CPU at small sizes and prints no timing.
+byte; the second statistics pass re-reads each channel's 3 MB from L2). In the emulated build the
+suite checks the LSTM and batch norm against the CPU at small sizes and prints no timing.
 
     python benchmarks/bench_rnn.py [--quick] [--device cpu|cuda] [--threads N] [--json out.json]
 """

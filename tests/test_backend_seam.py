@@ -834,6 +834,44 @@ case(
     )(A(Q), A(K.astype(np.float64)), A(V)),
     (ok(F32, (2, 3, 4)), ok(F64, (2, 5, 4)), ok(F32, (2, 5, 6))),
 )
+case(
+    "attention",
+    "dropout: both backends drop the same probabilities (one Philox counter layout)",
+    lambda bk, A: bk.attention(A(Q), A(K), A(V), None, True, 0.5, 0.5, 7, 2**40),
+    (ok(F32, (2, 3, 6)), ok(F32, (2, 3))),
+)
+case(
+    "attention",
+    "a dropout probability outside [0, 1]",
+    lambda bk, A: bk.attention(A(Q), A(K), A(V), None, False, 0.5, 1.5, 0, 0),
+    ValueError,
+)
+case(
+    "attention_backward",
+    "the forward's dropout drawn again",
+    lambda bk, A: (
+        lambda q, k, v: bk.attention_backward(
+            A(np.ones((2, 3, 6), np.float32)), q, k, v, *bk.attention(q, k, v, None, False, 0.5, 0.25, 3, 4), None,
+            False, 0.5, 0.25, 3, 4,
+        )
+    )(A(Q), A(K), A(V)),
+    (ok(F32, (2, 3, 4)), ok(F32, (2, 5, 4)), ok(F32, (2, 5, 6))),
+)
+case(
+    "attention_dropout_mask",
+    "a bool mask of the scores' shape; seed and offset modulo 2**64",
+    lambda bk, A: (
+        bk.attention_dropout_mask((2, 3, 17, 20), 0.3, -1, 2**64 + 5),
+        bk.attention_dropout_mask([4, 5], 0.0, 0, 0),
+    ),
+    (ok(BOOL, (2, 3, 17, 20)), ok(BOOL, (4, 5), np.ones((4, 5), bool))),
+)
+case(
+    "attention_dropout_mask",
+    "fewer than 2 dims",
+    lambda bk, A: bk.attention_dropout_mask((5,), 0.3, 0, 0),
+    ShapeError,
+)
 TABLE = np.random.default_rng(6).standard_normal((5, 3)).astype(np.float32)
 case(
     "embedding",
@@ -1110,6 +1148,66 @@ case(
     "one-element arrays of shape (1,), clamped to max_scale",
     lambda bk, A: scale_update(bk, A, 0.0, 1, 2.0**24, (1,)),
     (None, ok(F32, (1,), [2.0**24]), ok(I32, (1,), [0])),
+)
+
+# names helper (issue 15): cumprod, scatter_reduce
+case(
+    "cumprod",
+    "a negative axis; int and bool give int64; a zero stops the product",
+    lambda bk, A: (bk.cumprod(A(np.array([[1.5, -2, 0, 3]], np.float32)), -1), bk.cumprod(A(B), 0),
+                   bk.cumprod(A(I.astype(np.int32)), 1)),
+    (ok(F32, (1, 4), [[1.5, -3, 0, 0]]), ok(I64, (2, 3), np.cumprod(B, 0)), ok(I64, (2, 3), np.cumprod(I, 1))),
+)
+case(
+    "cumprod",
+    "axis None, of a strided view; a 0-d array gives shape (1,)",
+    lambda bk, A: (bk.cumprod(bk.permute(A(X), (1, 0)), None), bk.cumprod(A(S), 0)),
+    (ok(F32, (6,), np.cumprod(X.T)), ok(F32, (1,), [1.5])),
+)
+case("cumprod", "an axis out of range", lambda bk, A: bk.cumprod(A(X), 2), IndexError)
+for reduce, combine in (("prod", np.multiply), ("amax", np.maximum), ("amin", np.minimum)):
+    case(
+        "scatter_reduce",
+        f"{reduce} with duplicates, with and without the input's own values",
+        lambda bk, A, reduce=reduce: (
+            bk.scatter_reduce(A(X), 1, A(np.array([[0, 0], [2, 1]])), A(np.array([[2, -3, 9], [4, 5, 9]], np.float32)),
+                              reduce, True),
+            bk.scatter_reduce(A(X), 1, A(np.array([[0, 0], [2, 1]])), A(np.array([[2, -3, 9], [4, 5, 9]], np.float32)),
+                              reduce, False),
+        ),
+        (
+            ok(F32, (2, 3), [[combine(combine(X[0, 0], 2), -3), X[0, 1], X[0, 2]],
+                             [X[1, 0], combine(X[1, 1], 5), combine(X[1, 2], 4)]]),
+            ok(F32, (2, 3), [[combine(2, -3), X[0, 1], X[0, 2]], [X[1, 0], 5, 4]]),
+        ),
+    )
+case(
+    "scatter_reduce",
+    "int64 and bool arrays, a NaN that propagates",
+    lambda bk, A: (
+        bk.scatter_reduce(A(I), 0, A(np.array([[1, 1, 0]])), A(np.array([[7, -7, 2]])), "amax", True),
+        bk.scatter_reduce(A(B), 0, A(np.array([[0, 1, 1]])), A(np.ones((1, 3), bool)), "amin", False),
+        bk.scatter_reduce(A(X), 0, A(np.array([[1, 0, 0]])), A(np.array([[np.nan, 1, 1]], np.float32)), "amax", True),
+    ),
+    (
+        ok(I64, (2, 3), [[I[0, 0], I[0, 1], max(I[0, 2], 2)], [max(I[1, 0], 7), I[1, 1], I[1, 2]]]),
+        ok(BOOL, (2, 3), [[True, B[0, 1], B[0, 2]], [B[1, 0], True, True]]),
+        ok(F32, (2, 3), [[X[0, 0], max(X[0, 1], 1), max(X[0, 2], 1)], [np.nan, X[1, 1], X[1, 2]]]),
+    ),
+)
+case(
+    "scatter_reduce",
+    "an unknown reduce",
+    lambda bk, A: bk.scatter_reduce(A(X), 1, A(np.zeros((2, 1), np.int64)), A(np.ones((2, 1), np.float32)),
+                                    "sum", True),
+    ValueError,
+)
+case(
+    "scatter_reduce",
+    "a src smaller than the index",
+    lambda bk, A: bk.scatter_reduce(A(X), 1, A(np.zeros((2, 2), np.int64)), A(np.ones((2, 1), np.float32)),
+                                    "amax", True),
+    ShapeError,
 )
 
 

@@ -11,10 +11,11 @@ documented.
 Both packages, ``cpu/`` and ``cuda/``, have one module per kernel family, named as the kernel file
 ``kernels/<family>.cu`` and its bindings ``kernels/bindings/<family>.cpp``: ``storage`` (storage and
 views; on CUDA the runtime's kernels/runtime/copy.cu), ``elementwise``, ``reduce`` (reduce, argreduce,
-var, logsumexp), ``sort`` (sort, cumsum), ``index``, ``layout`` (cat, tril, triu), ``gemm`` (matmul),
-``softmax_loss``, ``norm`` (layer and batch norm), ``attention``, ``embedding``, ``random`` (draws and dropout),
-``optim`` (optimizer steps, global_norm, loss scaling) and ``recurrent`` (LSTM and GRU cell steps).
-Each package re-exports every primitive.
+var, logsumexp), ``sort`` (sort, cumsum, cumprod), ``index`` (index, index_put_, gather, scatter_add,
+scatter_reduce), ``layout`` (cat, tril, triu), ``gemm`` (matmul), ``softmax_loss``, ``norm`` (layer
+and batch norm), ``attention``, ``embedding``, ``random`` (draws and dropout), ``optim`` (optimizer
+steps, global_norm, loss scaling) and ``recurrent`` (LSTM and GRU cell steps). Each package re-exports
+every primitive.
 
 Conventions (NumPy's, which the CPU backend inherits and the CUDA backend follows):
 
@@ -71,11 +72,13 @@ Conventions (NumPy's, which the CPU backend inherits and the CUDA backend follow
 | `logsumexp(a, axes, keepdim)` | max-shifted ``log(sum(exp(a)))`` of a floating point array |
 | `sort(a, axis, descending, stable)` | sort along ``axis`` (None: of the flattened array) -> (values, int64 indices); always stable; NaN sorts as the largest value |
 | `cumsum(a, axis)` | inclusive prefix sum along ``axis`` (None: of the flattened array); int and bool give int64; a 0-d array gives shape (1,), as NumPy's |
+| `cumprod(a, axis)` | inclusive prefix product, with ``cumsum``'s conventions (half types computed in fp32) |
 | **indexing and layout** | |
 | `index(a, key)` | NumPy's advanced indexing (integer arrays, boolean masks, mixed with a ``slice`` key's items): a copy |
 | `index_put_(a, key, values, accumulate)` | ``a[key] = values`` (an array or a scalar, broadcast), or ``+=`` with duplicates summed; -> ``a`` |
 | `gather(a, axis, idx)` | PyTorch's gather (``idx`` of ``a``'s rank, integer, no larger than ``a`` but along ``axis``; a 0-d ``a`` with a 0-d or 1-d ``idx``) |
 | `scatter_add(a, axis, idx, src)` | PyTorch's scatter_add, out of place (``src`` no smaller than ``idx``) |
+| `scatter_reduce(a, axis, idx, src, reduce, include_self)` | PyTorch's scatter_reduce for ``reduce`` 'prod', 'amax' or 'amin', out of place (NaN propagates; without ``include_self`` the scattered-to elements of ``a`` are left out; half types computed in fp32) |
 | `cat(arrays, axis)` | concatenation of arrays of one dtype (stack = unsqueeze + cat) |
 | `tril(a, k)` | lower triangle of the last two dims (at least 2) |
 | `triu(a, k)` | upper triangle of the last two dims (at least 2) |
@@ -90,8 +93,9 @@ Conventions (NumPy's, which the CPU backend inherits and the CUDA backend follow
 | `layer_norm_backward(g, x, weight, mean, rstd, n)` | -> (dx, dweight (None without a weight), dbias) |
 | `batch_norm(x, weight, bias, eps)` | normalise each channel (dim 1) of ``x`` (N, C, *) with its batch statistics over every other dim -> (y, mean (C,), rstd (C,)); ``weight``/``bias`` (C,) or None; mean and rstd float32 (float64 for float64 x); NaN statistics for an empty batch |
 | `batch_norm_backward(g, x, weight, mean, rstd)` | -> (dx, dweight (None without a weight), dbias) |
-| `attention(q, k, v, mask, is_causal, scale)` | softmax(q k^T * scale + mask) v for q, k, v of 2 dims or more (batch dims broadcast; k, v taken in q's dtype), a bool or additive ``mask`` or None -> (out, logsumexp rows) without keeping the probabilities |
-| `attention_backward(g, q, k, v, out, lse, mask, is_causal, scale)` | -> (dq, dk, dv), each in its input's dtype |
+| `attention(q, k, v, mask, is_causal, scale, dropout_p=0.0, seed=0, offset=0)` | dropout(softmax(q k^T * scale + mask)) v for q, k, v of 2 dims or more (batch dims broadcast; k, v taken in q's dtype), a bool or additive ``mask`` or None -> (out, logsumexp rows) without keeping the probabilities; dropout (kept probabilities scaled by 1 / (1 - dropout_p)) is drawn from the Philox draw ``(seed, offset)`` in one counter layout on both backends (kernels/attention_dropout.cuh), so, unlike the other random primitives, they drop the same probabilities; the logsumexp is of the probabilities before dropout |
+| `attention_backward(g, q, k, v, out, lse, mask, is_causal, scale, dropout_p=0.0, seed=0, offset=0)` | -> (dq, dk, dv), each in its input's dtype; the forward's dropout drawn again |
+| `attention_dropout_mask(shape, p, seed, offset)` | the bool keep-mask (batch..., L, S) that ``attention``'s dropout with ``(p, seed, offset)`` applies (the double-backward rule rebuilds dropout from it) |
 | `embedding(weight, indices)` | rows of the 2-D ``weight`` at integer ``indices`` -> ``indices.shape + (dim,)``; IndexOutOfRangeError naming the index unless all lie in ``[0, num_embeddings)`` (CUDA checks on the device without waiting: ``adcuda.cuda.DeviceIndexError`` at the next synchronising call) |
 | `embedding_backward(grad, indices, num_embeddings, padding_idx, scale_grad_by_freq)` | dense ``(num_embeddings, dim)`` gradient: each index's grad rows summed in index order (fp32; deterministic, no float atomics), row ``padding_idx`` (or None) zero, divided by the index's count with ``scale_grad_by_freq``; the indices are the ones ``embedding`` checked (CUDA adds one out of range nowhere, the CPU raises) |
 | **random** (counter-based Philox: reproducible from ``(seed, offset)``, both taken modulo 2**64; the CPU's streams differ from CUDA's) | |
@@ -119,14 +123,24 @@ from types import ModuleType
 from .. import _native
 from ..device import device as Device
 from ..errors import DeviceError
-from . import cpu
+from . import cpu, cudnn  # noqa: F401 (cudnn: PyTorch's flags, adcuda.backends.cudnn)
 from .cuda_availability import require_cuda
+from .flags import WITHOUT_CUDA, expose_matmul_flags
 from .seam import PRIMITIVES  # noqa: F401 (the names every backend implements)
 
 if _native._C is not None and hasattr(_native._C, "DeviceArray"):
     from . import cuda as _cuda_primitives
+    expose_matmul_flags(_cuda_primitives.matmul)
 else:  # a host-only build: adcuda._C has no CUDA runtime
     _cuda_primitives = None
+
+
+def __getattr__(name):
+    # ``adcuda.backends.cuda.matmul.allow_tf32`` in a build without CUDA: PyTorch's flags alone
+    # (backends/flags.py says what they mean)
+    if name == "cuda" and _cuda_primitives is None:
+        return WITHOUT_CUDA
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def cuda_backend(op: str) -> ModuleType:

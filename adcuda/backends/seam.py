@@ -19,9 +19,9 @@ PRIMITIVES = (
     "unary_backward", "where", "clamp", "reduce", "argreduce", "var", "logsumexp", "sort", "cumsum", "index",
     "index_put_", "gather", "scatter_add", "cat", "tril", "triu", "matmul", "softmax",
     "softmax_backward", "cross_entropy", "cross_entropy_backward", "layer_norm",
-    "layer_norm_backward", "attention", "attention_backward", "rand", "randn", "randint",
+    "layer_norm_backward", "attention", "attention_backward", "attention_dropout_mask", "rand", "randn", "randint",
     "bernoulli", "sgd_step_", "adam_step_", "unscale_and_check_", "update_scale_", "embedding",
-    "embedding_backward", "dropout", "dropout_backward", "global_norm",
+    "embedding_backward", "dropout", "dropout_backward", "global_norm", "cumprod", "scatter_reduce",
     # batch norm and recurrent cells (issue 15)
     "batch_norm", "batch_norm_backward", "lstm_cell", "lstm_cell_backward", "gru_cell", "gru_cell_backward",
 )
