@@ -9,6 +9,7 @@ import math
 import types
 import warnings
 
+from ..ops.dispatch import host_step
 from .optimizer import Optimizer
 
 _EPOCH_DEPRECATION = ("The epoch parameter in `scheduler.step()` was not necessary and is being deprecated where "
@@ -16,6 +17,12 @@ _EPOCH_DEPRECATION = ("The epoch parameter in `scheduler.step()` was not necessa
 
 
 class LRScheduler:
+    def __init_subclass__(cls, **kwargs):
+        # a scheduler's step is Python bookkeeping graph capture must run on every replay
+        super().__init_subclass__(**kwargs)
+        if "step" in cls.__dict__:
+            cls.step = host_step(cls.step)
+
     def __init__(self, optimizer, last_epoch=-1):
         if not isinstance(optimizer, Optimizer):
             raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
@@ -39,13 +46,14 @@ class LRScheduler:
     def get_last_lr(self):
         return self._last_lr
 
+    @host_step
     def step(self, epoch=None):
         self._step_count += 1
         if epoch is None:
             self.last_epoch += 1
             values = self.get_lr()
         else:
-            warnings.warn(_EPOCH_DEPRECATION, UserWarning, stacklevel=2)
+            warnings.warn(_EPOCH_DEPRECATION, UserWarning, stacklevel=3)  # 3: past the host-step wrapper
             self.last_epoch = epoch
             closed_form = getattr(self, "_get_closed_form_lr", None)
             values = closed_form() if closed_form is not None else self.get_lr()
