@@ -48,6 +48,7 @@ SUITES = {
     "gpt2_step": Suite("bench_gpt2_step.py", ("cuda",), False),
     "compile": Suite("bench_compile.py", ("cpu",), False),
     "conv": Suite("bench_conv.py", ("cpu", "cuda"), True),
+    "rnn": Suite("bench_rnn.py", ("cpu", "cuda"), True),
 }
 
 # A suite that cannot run here (a missing tool, no GPU) says why on its last line of stderr and exits

@@ -149,7 +149,7 @@ def test_each_benchmark_is_in_the_json_as_soon_as_it_finishes(tmp_path):
     assert status is None, "the run should have been cut short"
     bench = json.loads((out / "bench.json").read_text())
     assert sorted(bench["suites"]) == ["amp", "attention", "conv", "cuda_runtime", "gemm", "gpt2_step", "kernels",
-                                       "nn_kernels"]
+                                       "nn_kernels", "rnn"]
     assert all(record["status"] == "ok" for record in bench["suites"].values())
     assert "| bench:gemm | OK |" in summary and "| tests |" not in summary
 

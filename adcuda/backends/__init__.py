@@ -16,6 +16,9 @@ scatter_reduce), ``layout`` (cat, tril, triu), ``gemm`` (matmul), ``softmax_loss
 norm), ``attention``, ``embedding``, ``random`` (draws and dropout), ``convolution`` (conv2d and its
 backwards), ``pooling`` (max pooling) and ``optim`` (optimizer steps,
 global_norm, loss scaling). Each package re-exports every primitive.
+and batch norm), ``attention``, ``embedding``, ``random`` (draws and dropout), ``optim`` (optimizer
+steps, global_norm, loss scaling) and ``recurrent`` (LSTM and GRU cell steps). Each package re-exports
+every primitive.
 
 Conventions (NumPy's, which the CPU backend inherits and the CUDA backend follows):
 
@@ -91,6 +94,8 @@ Conventions (NumPy's, which the CPU backend inherits and the CUDA backend follow
 | `cross_entropy_backward(logits, lse, target, g_rows, ignore_index, label_smoothing)` | gradient w.r.t. the logits, ``(exp(logits - lse) - q) * g_row`` (``q`` the smoothed one-hot target; 0 for ignored rows) |
 | `layer_norm(x, weight, bias, n, eps)` | normalise the last ``n`` dims (1 <= n <= ndim) -> (y, mean, rstd); ``weight``/``bias`` of the normalised shape or None; mean and rstd float32 (float64 for float64) with x's dims |
 | `layer_norm_backward(g, x, weight, mean, rstd, n)` | -> (dx, dweight (None without a weight), dbias) |
+| `batch_norm(x, weight, bias, eps)` | normalise each channel (dim 1) of ``x`` (N, C, *) with its batch statistics over every other dim -> (y, mean (C,), rstd (C,)); ``weight``/``bias`` (C,) or None; mean and rstd float32 (float64 for float64 x); NaN statistics for an empty batch |
+| `batch_norm_backward(g, x, weight, mean, rstd)` | -> (dx, dweight (None without a weight), dbias) |
 | `attention(q, k, v, mask, is_causal, scale, dropout_p=0.0, seed=0, offset=0)` | dropout(softmax(q k^T * scale + mask)) v for q, k, v of 2 dims or more (batch dims broadcast; k, v taken in q's dtype), a bool or additive ``mask`` or None -> (out, logsumexp rows) without keeping the probabilities; dropout (kept probabilities scaled by 1 / (1 - dropout_p)) is drawn from the Philox draw ``(seed, offset)`` in one counter layout on both backends (kernels/attention_dropout.cuh), so, unlike the other random primitives, they drop the same probabilities; the logsumexp is of the probabilities before dropout |
 | `attention_backward(g, q, k, v, out, lse, mask, is_causal, scale, dropout_p=0.0, seed=0, offset=0)` | -> (dq, dk, dv), each in its input's dtype; the forward's dropout drawn again |
 | `attention_dropout_mask(shape, p, seed, offset)` | the bool keep-mask (batch..., L, S) that ``attention``'s dropout with ``(p, seed, offset)`` applies (the double-backward rule rebuilds dropout from it) |
@@ -118,6 +123,11 @@ Conventions (NumPy's, which the CPU backend inherits and the CUDA backend follow
 | **mixed precision** (0-d arrays stay on the device: no host sync until the caller reads one) | |
 | `unscale_and_check_(outs, grads, inv_scale)` | ``outs[i] = grads[i] * inv_scale`` (a one-element array or a scalar; in place, or into wider arrays) for many tensors; -> 0-d float32 found-inf flag (1.0 if any gradient is inf/NaN) |
 | `update_scale_(scale, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval, min_scale, max_scale)` | PyTorch's dynamic loss-scale update, in place on one-element ``scale`` (float32) and ``growth_tracker`` (int32), the scale kept in ``[min_scale, max_scale]`` |
+| **recurrent cells** (one time step after the two matrix products; PyTorch's gate order; floating point arrays of one dtype, half types computed in fp32) | |
+| `lstm_cell(gi, gh, c)` | LSTM step from the input and hidden projections ``gi``, ``gh`` (B, 4H; gates i, f, g, o, biases included) and the cell state ``c`` (B, H) -> ``hc`` (2, B, H): ``hc[0] = o * tanh(c')``, ``hc[1] = c' = f * c + i * g`` |
+| `lstm_cell_backward(grad, gi, gh, c, hc)` | from the gradient of ``hc`` -> (d_gates (B, 4H), the gradient of both projections, d_c) |
+| `gru_cell(gi, gh, h)` | GRU step from ``gi``, ``gh`` (B, 3H; gates r, z, n, biases included) and ``h`` (B, H) -> ``(1 - z) * n + z * h`` with ``n = tanh(gi_n + r * gh_n)`` |
+| `gru_cell_backward(grad, gi, gh, h)` | -> (d_gi, d_gh, d_h) |
 """
 from types import ModuleType
 

@@ -22,6 +22,7 @@ from . import (
     norm,
     pooling,
     random,
+    recurrent,
     reduction,
     shape,
     softmax_loss,

@@ -1,4 +1,4 @@
-"""The CPU backend's layer norm, forward and backward (kernels/norm.cu on CUDA).
+"""The CPU backend's layer norm and batch norm, forward and backward (kernels/norm.cu on CUDA).
 """
 import numpy as np
 
@@ -6,7 +6,7 @@ from ...errors import DTypeError, ShapeError, fmt_shape
 from ..seam import BackendArray
 from ._common import _compute
 
-__all__ = ["layer_norm", "layer_norm_backward"]
+__all__ = ["layer_norm", "layer_norm_backward", "batch_norm", "batch_norm_backward"]
 
 
 def _check_normalized(op, x, n, *params):
@@ -53,3 +53,55 @@ def layer_norm_backward(g: BackendArray, x: BackendArray, weight: BackendArray |
     dx = rstd * (gx - np.mean(gx, axis=axes, keepdims=True)
                  - xhat * np.mean(gx * xhat, axis=axes, keepdims=True))
     return dx.astype(x.dtype, copy=False), dweight, dbias
+
+
+# batch norm: statistics per channel (dim 1) over every other dim
+def _check_channels(op, x, *params):
+    if x.dtype.kind != "f":
+        raise DTypeError(f"{op}: expected the input to be a floating point array, got {x.dtype}")
+    if x.ndim < 2:
+        raise ShapeError(f"{op}: expected an input (N, C, *) of at least 2 dims, got shape {fmt_shape(x.shape)}")
+    for p in params:
+        if p is not None and p.shape != (x.shape[1],):
+            raise ShapeError(f"{op}: per-channel arrays must have shape ({x.shape[1]},) for an input of shape "
+                             f"{fmt_shape(x.shape)}, got {fmt_shape(p.shape)}")
+
+
+def _per_channel(a, ndim):
+    """(C,) -> (1, C, 1, ...): broadcast over an input of ``ndim`` dims."""
+    return a.reshape((1, -1) + (1,) * (ndim - 2))
+
+
+def batch_norm(x: BackendArray, weight: BackendArray | None, bias: BackendArray | None,
+               eps: float) -> tuple[BackendArray, BackendArray, BackendArray]:
+    """Normalise each channel (dim 1) of x (N, C, *) with its batch statistics -> (y, mean (C,), rstd (C,))."""
+    _check_channels("batch_norm", x, weight, bias)
+    xx = _compute(x)
+    axes = (0,) + tuple(range(2, x.ndim))
+    mean = np.mean(xx, axis=axes)
+    centered = xx - _per_channel(mean, x.ndim)
+    rstd = 1.0 / np.sqrt(np.mean(centered * centered, axis=axes) + eps)
+    y = centered * _per_channel(rstd, x.ndim)
+    if weight is not None:
+        y = y * _per_channel(_compute(weight), x.ndim)
+    if bias is not None:
+        y = y + _per_channel(_compute(bias), x.ndim)
+    stat_dt = np.float64 if x.dtype == np.float64 else np.float32
+    return y.astype(x.dtype, copy=False), mean.astype(stat_dt), rstd.astype(stat_dt)
+
+
+def batch_norm_backward(g: BackendArray, x: BackendArray, weight: BackendArray | None, mean: BackendArray,
+                        rstd: BackendArray) -> tuple[BackendArray, BackendArray | None, BackendArray]:
+    """-> (dx, dweight (None without a weight), dbias)."""
+    _check_channels("batch_norm_backward", x, weight, mean, rstd)
+    gg, xx = _compute(g), _compute(x)
+    axes = (0,) + tuple(range(2, x.ndim))
+    rstd_b = _per_channel(rstd, x.ndim)
+    xhat = (xx - _per_channel(mean, x.ndim)) * rstd_b
+    dbias = np.sum(gg, axis=axes)
+    dweight = np.sum(gg * xhat, axis=axes)
+    gx = gg * _per_channel(_compute(weight), x.ndim) if weight is not None else gg
+    dx = rstd_b * (gx - np.mean(gx, axis=axes, keepdims=True) - xhat * np.mean(gx * xhat, axis=axes, keepdims=True))
+    param_dt = weight.dtype if weight is not None else g.dtype
+    return (dx.astype(x.dtype, copy=False), None if weight is None else dweight.astype(param_dt),
+            dbias.astype(param_dt))
