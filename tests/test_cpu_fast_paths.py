@@ -1,9 +1,17 @@
 """The CPU backend's fast paths for eager programs: the float32 erf (and the exact GELU built on it)
-keeps its accuracy without NumPy selects."""
+keeps its accuracy without NumPy selects, and the heap setting that keeps freed arrays mapped is made
+on glibc and can be turned off."""
 import math
+import os
+import platform
+import subprocess
+import sys
+
 import numpy as np
+import pytest
 
 from adcuda.backends import cpu
+from adcuda.backends.cpu import _heap
 
 SPECIAL = [0.0, -0.0, 1e-30, -1e-30, 1e-4, -1e-4, 0.5, 3.99, 4.0, 4.01, 1e30, -1e30, np.inf, -np.inf]
 
@@ -47,3 +55,17 @@ def test_float32_exact_gelu_and_its_gradient():
     assert np.all(np.abs(cpu.unary_backward("gelu", x, None, g) - grad) <= bound)
     zero_d = cpu.unary_backward("gelu", np.array(0.5, np.float32), None, np.array(1.0, np.float32))
     assert zero_d.shape == ()
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="the heap setting is glibc's")
+def test_heap_thresholds_are_raised_on_glibc():
+    assert cpu.HEAP_TUNED is (os.environ.get("ADCUDA_CPU_HEAP_TUNING", "1") != "0")
+    assert _heap.keep_freed_arrays_in_heap() is True
+
+
+def test_heap_tuning_can_be_turned_off():
+    code = "import adcuda.backends.cpu as c; print(c.HEAP_TUNED)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "ADCUDA_CPU_HEAP_TUNING": "0"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"

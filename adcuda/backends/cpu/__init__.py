@@ -18,6 +18,11 @@ name = "cpu"
 # covers every module of the package).
 warnings.filterwarnings("ignore", category=RuntimeWarning, module=__name__)
 
+from ._heap import keep_freed_arrays_in_heap  # noqa: E402
+
+# NumPy's temporaries of a few hundred KiB would otherwise each page-fault fresh memory in (_heap.py)
+HEAP_TUNED = keep_freed_arrays_in_heap()
+
 from .storage import *  # noqa: E402,F401,F403 (from_numpy ... shares_memory: copies and views)
 from .elementwise import *  # noqa: E402,F401,F403 (unary, binary, unary_backward, where, clamp)
 from .reduce import *  # noqa: E402,F401,F403 (reduce, argreduce, var, logsumexp)
