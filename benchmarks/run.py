@@ -34,6 +34,7 @@ SUITES = {
     "kernels": ("bench_kernels.py", ("cuda",), False),
     "gemm": ("bench_gemm.py", ("cuda",), False),
     "nn_kernels": ("bench_nn_kernels.py", ("cuda",), False),
+    "programs": ("bench_programs.py", ("cpu",), False),
 }
 
 SCHEMA_VERSION = 1
