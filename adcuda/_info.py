@@ -3,8 +3,7 @@ import json
 import platform
 import sys
 
-from . import _native
-from . import cuda
+from . import _native, cuda
 
 _KNOWN_BUILD_KEYS = ("cuda_compiled", "cuda_emulated", "cuda_version", "cuda_architectures", "compiler", "build_type")
 
@@ -14,6 +13,14 @@ class InfoReport(str):
 
     def __repr__(self):
         return str(self)
+
+
+def _at_interactive_prompt():
+    """Whether the caller is a Python or IPython/Jupyter prompt, which shows a returned value itself."""
+    if hasattr(sys, "ps1") or sys.flags.interactive:
+        return True
+    ipython = sys.modules.get("IPython")
+    return ipython is not None and getattr(ipython, "get_ipython", lambda: None)() is not None
 
 
 def _version_text(encoded):
@@ -94,11 +101,23 @@ def _gemm(cuda_compiled, available):
 
 
 def info(as_dict=False):
-    """A report of the build (CUDA compiled? toolkit, architectures) and the run-time devices.
+    """Print a report of the build (CUDA compiled? toolkit, architectures) and the run-time devices,
+    and return its text.
 
-    ``as_dict=True`` gives the facts as a dict; otherwise the readable text (print it, or look at it at
-    the prompt).
+    In a script ``adcuda.info()`` prints the report; at an interactive prompt (Python, IPython,
+    Jupyter) it is not printed but shown as the returned value, so it appears once either way.
+    ``as_dict=True`` returns the facts as a dict and prints nothing.
     """
+    facts = _facts()
+    if as_dict:
+        return facts
+    report = _report(facts)
+    if not _at_interactive_prompt():
+        print(report, flush=True)
+    return report
+
+
+def _facts():
     build = _native.build_info()
     C = _native._C
     available = cuda.is_available()
@@ -107,7 +126,7 @@ def info(as_dict=False):
     running_on, running_on_reason = _running_on(available, devices, reason)
     allocator, pinned_pool = _memory_state(available)
     gemm, gemm_kernels = _gemm(build["cuda_compiled"], available)
-    facts = {
+    return {
         "adcuda_version": _adcuda_version(),
         "python": f"{platform.python_version()} ({platform.python_implementation()})",
         "numpy": _numpy_version(),
@@ -130,10 +149,12 @@ def info(as_dict=False):
         "gemm": gemm,
         "gemm_kernels": gemm_kernels,
     }
-    if as_dict:
-        return facts
-    return InfoReport(_format(facts, [key for key in build if key not in _KNOWN_BUILD_KEYS
-                                      and key not in ("native_module_loaded", "native_import_error")]))
+
+
+def _report(facts):
+    build_keys = [key for key in _native.build_info() if key not in _KNOWN_BUILD_KEYS
+                  and key not in ("native_module_loaded", "native_import_error")]
+    return InfoReport(_format(facts, build_keys))
 
 
 def _format(facts, extra_build_keys):
@@ -192,7 +213,7 @@ def _format(facts, extra_build_keys):
 
 
 def print_info(file=None):
-    print(info(), file=file or sys.stdout)
+    print(_report(_facts()), file=file or sys.stdout)
 
 
 def main_info(argv=None):

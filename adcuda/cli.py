@@ -1,8 +1,20 @@
 """The ``adcuda`` command: ``adcuda train`` trains a small model on bundled data; ``adcuda info`` says
 how adcuda was built and whether it can use a GPU."""
 import argparse
+import importlib.util
 import math
+import os
 import sys
+import tempfile
+
+from . import _info, _native, cuda
+from .distributed import launch
+from .errors import AdcudaError
+from .serialization import CheckpointError
+from .train import TASKS, TrainConfig, train
+from .train.checkpoint import CheckpointMismatch, saved_task
+from .train.errors import SettingsError
+from .train.parallel import launched_world
 
 DEFAULT_PROFILE_STEPS = 5
 
@@ -48,7 +60,6 @@ def _positive_float(text):
 
 
 def _task_defaults(name):
-    from .train import TASKS
     return TASKS[name].defaults
 
 
@@ -78,8 +89,8 @@ def build_parser():
                "  mpirun -n 4 adcuda train --distributed             4 processes started by MPI\n"
                "  adcuda train --profile --profile-steps 10          where 10 steps spend their time\n"
                "  nsys profile -t cuda,nvtx adcuda train --nvtx      the ops on Nsight Systems' timeline")
-    train.add_argument("--task", choices=sorted(TASK_HELP), default="digits",
-                       help="what to train (default: digits)")
+    train.add_argument("--task", choices=sorted(TASK_HELP),
+                       help="what to train (default: digits; with --resume: the checkpoint's)")
     train.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                        help="where to compute: auto uses the GPU when adcuda can, else the CPU and says why "
                             "(default: auto)")
@@ -97,11 +108,11 @@ def build_parser():
                        help="seed for the data split, initialisation, shuffling and sampling; the same seed "
                             "gives the same run (default: 0)")
     train.add_argument("--out", metavar="DIR",
-                       help="folder for the checkpoint (default: ./adcuda-runs/<task>); a new run replaces "
-                            "the checkpoint there")
+                       help="folder for the checkpoint (default: ./adcuda-runs/<task>), created if need be and "
+                            "checked before training starts; a new run replaces the checkpoint there")
     train.add_argument("--resume", action="store_true",
                        help="continue the run whose checkpoint is in --out (model, optimizer, schedule, epoch "
-                            "and random state), keeping its batch size, learning rate, seed and --amp")
+                            "and random state), keeping its task, batch size, learning rate, seed and --amp")
     train.add_argument("--num-workers", type=_non_negative_int, default=0,
                        help="DataLoader worker processes that prepare batches (default: 0, in this process)")
     train.add_argument("--quiet", action="store_true",
@@ -140,36 +151,66 @@ def build_parser():
 
 
 def resolve_device(choice, quiet):
-    """``"cpu"`` or ``"cuda"`` for ``--device``; a UsageError (with CUDA's reason) for an impossible ask."""
-    from . import _native, cuda
+    """``"cpu"`` or ``"cuda"`` for ``--device``; a UsageError (with CUDA's reason) for an impossible ask.
+
+    Falling back to the CPU prints one short line; ``adcuda info`` gives the whole story."""
     if choice == "cpu":
         return "cpu"
     if cuda.is_available():
         if choice == "auto" and _native.build_info().get("cuda_emulated"):
             # The emulator runs kernels on the CPU for testing, far slower than the CPU backend.
             if not quiet:
-                print("device: cpu (this adcuda build's CUDA device is the CPU emulator, for tests; "
-                      "--device cuda uses it anyway)", flush=True)
+                print("device: cpu (the CUDA device of this build is the emulator, for tests; "
+                      "--device cuda uses it)", flush=True)
             return "cpu"
         return "cuda"
-    reason = cuda.unavailable_reason()
     if choice == "cuda":
-        raise UsageError(f"--device cuda: CUDA is not available: {reason}")
+        raise UsageError(f"--device cuda: CUDA is not available: {cuda.unavailable_reason()}")
     if not quiet:
-        print(f"device: cpu (CUDA is not available: {reason})", flush=True)
+        print(f"device: cpu ({_why_not_cuda(_native.build_info())}; details: adcuda info)", flush=True)
     return "cpu"
+
+
+def _why_not_cuda(build):
+    """A few words on why CUDA is unusable, from the build facts (the details are ``adcuda info``'s)."""
+    if not build.get("native_module_loaded"):
+        return "the native module is not loaded"
+    if not build.get("cuda_compiled"):
+        return "this adcuda was built without CUDA"
+    return "no usable CUDA device"
+
+
+def check_out_folder(folder, what):
+    """Create ``folder`` if need be and make sure a file can be written in it, before any training:
+    otherwise a UsageError naming ``what`` (the option and its value), not an OSError after an epoch."""
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        raise UsageError(f"{what}: cannot write there ({error.strerror or error}); choose another folder") from None
+
+
+def settle_task_and_out(args):
+    """``(task, out)``: ``--task`` (default digits) and ``--out`` (default ./adcuda-runs/<task>); with
+    ``--resume``, the task is the checkpoint's, and a ``--task`` that names another is an error."""
+    task = args.task or "digits"
+    out = args.out or os.path.join("adcuda-runs", task)
+    if args.resume:
+        saved = saved_task(out)
+        if args.task is not None and args.task != saved:
+            raise CheckpointMismatch(f"--resume: the checkpoint in {out} is a '{saved}' run, not '{args.task}'")
+        task = saved
+    return task, out
 
 
 def run_train(args, argv):
     """Run ``adcuda train`` as ``args`` says (``argv``: the command line they were parsed from, which a
-    ``--nproc-per-node`` run hands on to the processes it starts); returns the exit status."""
-    import importlib.util
-    import os
-    from .errors import AdcudaError
-    from .serialization import CheckpointError
-    from .train import TASKS, TrainConfig, train
-    from .train.checkpoint import CheckpointMismatch
-    from .train.errors import SettingsError
+    ``--nproc-per-node`` run hands on to the processes it starts); returns the exit status.
+
+    Usage errors (bad or clashing options, a ``--resume`` that does not fit its checkpoint, an ``--out``
+    that cannot be written) raise UsageError: exit status 2. Errors while training (a damaged
+    checkpoint, a diverged loss, a failed write) print one line: exit status 1."""
     world = None
     if args.distributed or args.nproc_per_node is not None:
         # from a plain shell with --nproc-per-node, start the job without asking MPI (which it would start)
@@ -185,16 +226,26 @@ def run_train(args, argv):
     if args.nvtx and importlib.util.find_spec("nvtx") is None:
         raise UsageError("--nvtx needs the nvtx package for its NVTX ranges: pip install nvtx")
     profiling = args.profile or args.profile_steps is not None or args.trace is not None
-    device = resolve_device(args.device, args.quiet or (world is not None and not world.is_main))
-    config = TrainConfig(task=args.task, out=args.out or os.path.join("adcuda-runs", args.task),
-                         epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, seed=args.seed, amp=args.amp,
-                         device=device, num_workers=args.num_workers, quiet=args.quiet, resume=args.resume,
-                         distributed=world is not None, nvtx=args.nvtx,
-                         profile_steps=(args.profile_steps or DEFAULT_PROFILE_STEPS) if profiling else 0,
-                         trace=args.trace)
+    out = None
     try:
-        train(config, TASKS[args.task])
-    except (CheckpointMismatch, SettingsError, FileNotFoundError) as error:
+        task, out = settle_task_and_out(args)
+        device = resolve_device(args.device, args.quiet or (world is not None and not world.is_main))
+        check_out_folder(out, f"--out {out}")
+        if args.trace is not None:
+            check_out_folder(os.path.dirname(os.path.abspath(args.trace)), f"--trace {args.trace}")
+        config = TrainConfig(task=task, out=out, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
+                             seed=args.seed, amp=args.amp, device=device, num_workers=args.num_workers,
+                             quiet=args.quiet, resume=args.resume, distributed=world is not None, nvtx=args.nvtx,
+                             profile_steps=(args.profile_steps or DEFAULT_PROFILE_STEPS) if profiling else 0,
+                             trace=args.trace)
+        train(config, TASKS[task])
+    except KeyboardInterrupt:
+        if out is None:
+            raise
+        print(f"\ninterrupted; the checkpoint of the last finished epoch is in {out} "
+              f"(continue with: adcuda train --resume --out {out})", file=sys.stderr)
+        return 130
+    except SettingsError as error:
         raise UsageError(str(error)) from None
     except (CheckpointError, AdcudaError, FloatingPointError, OSError) as error:
         print(f"adcuda train: error: {error}", file=sys.stderr)
@@ -204,14 +255,12 @@ def run_train(args, argv):
 
 def parallel_world(ask_mpi):
     """This process's place in a job started by mpirun or the launcher, or None."""
-    from .train.parallel import launched_world
     return launched_world(ask_mpi)
 
 
 def launch_processes(nproc, argv):
     """``python -m adcuda.distributed.launch --nproc-per-node N -m adcuda <argv>``: the same command in N
     processes, which find themselves in a job of N and train together; returns the job's exit status."""
-    from .distributed import launch
     return launch.main(["--nproc-per-node", str(nproc), "-m", "adcuda", *argv])
 
 
@@ -221,7 +270,6 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
     if args.command == "info":
-        from . import _info
         if args.json:
             return _info.main_info(["--json"])
         _info.print_info()
@@ -231,7 +279,5 @@ def main(argv=None):
     except UsageError as error:
         parser.exit(2, f"adcuda {args.command}: error: {error}\n")
     except KeyboardInterrupt:
-        out = args.out or f"adcuda-runs/{args.task}"
-        print(f"\ninterrupted; the checkpoint of the last finished epoch is in {out} "
-              f"(continue with: adcuda train --task {args.task} --out {out} --resume)", file=sys.stderr)
+        print("\ninterrupted before training started", file=sys.stderr)
         return 130

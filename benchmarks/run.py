@@ -13,6 +13,7 @@ optionally a bar chart of the adcuda/contender ratios.
 """
 import argparse
 import datetime
+import importlib.util
 import json
 import os
 import platform
@@ -20,22 +21,36 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import NamedTuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-# name: (script, devices it measures, whether the script takes --device)
+
+class Suite(NamedTuple):
+    script: str
+    devices: tuple          # the devices it measures
+    takes_device: bool      # whether the script takes --device
+    requires: tuple = ()    # optional Python packages it needs, checked before it runs
+    install: str = ""       # how to install them
+
+
 SUITES = {
-    "dispatch": ("bench_dispatch.py", ("cpu",), False),
-    "mlp_step": ("bench_mlp_step.py", ("cpu",), False),
-    "amp": ("bench_amp.py", ("cpu", "cuda"), True),
-    "profiler_overhead": ("bench_profiler_overhead.py", ("cpu",), False),
-    "distributed": ("bench_distributed.py", ("cpu",), False),
-    "cuda_runtime": ("bench_cuda_runtime.py", ("cuda",), False),
-    "kernels": ("bench_kernels.py", ("cuda",), False),
-    "gemm": ("bench_gemm.py", ("cuda",), False),
-    "nn_kernels": ("bench_nn_kernels.py", ("cuda",), False),
-    "programs": ("bench_programs.py", ("cpu",), False),
+    "dispatch": Suite("bench_dispatch.py", ("cpu",), False),
+    "mlp_step": Suite("bench_mlp_step.py", ("cpu",), False),
+    "amp": Suite("bench_amp.py", ("cpu", "cuda"), True),
+    "profiler_overhead": Suite("bench_profiler_overhead.py", ("cpu",), False),
+    "distributed": Suite("bench_distributed.py", ("cpu",), False, ("mpi4py",), "pip install 'adcuda[distributed]'"),
+    "cuda_runtime": Suite("bench_cuda_runtime.py", ("cuda",), False),
+    "kernels": Suite("bench_kernels.py", ("cuda",), False),
+    "gemm": Suite("bench_gemm.py", ("cuda",), False),
+    "nn_kernels": Suite("bench_nn_kernels.py", ("cuda",), False),
+    "attention": Suite("bench_attention.py", ("cuda",), False),
+    "programs": Suite("bench_programs.py", ("cpu",), False),
 }
+
+# A suite that cannot run here (a missing tool, no GPU) says why on its last line of stderr and exits
+# with this status (automake's "skipped"); run.py reports it as skipped, not failed.
+EXIT_SKIPPED = 77
 
 SCHEMA_VERSION = 1
 
@@ -54,26 +69,58 @@ def _machine():
 
 
 def _ratio_rows(suite, result):
-    """(case, contender, adcuda time / contender time) from a suite's JSON, where it has them."""
+    """(case, contender, adcuda time / contender time) from a suite's JSON: its ``rows``, a list of
+    ``{"case", "ratio_adcuda_over": {contender: ratio}}`` (or such lists by table title). Anything else
+    in a suite's output is left out, never a crash after the suites have run."""
+    rows = result.get("rows") if isinstance(result, dict) else None
+    if isinstance(rows, dict):
+        rows = [dict(row, case=f"{title}: {row.get('case')}") for title, table in rows.items()
+                if isinstance(table, list) for row in table if isinstance(row, dict)]
     out = []
-    for row in result.get("rows", []) if isinstance(result, dict) else []:
-        for contender, ratio in (row.get("ratio_adcuda_over") or {}).items():
-            out.append((f"{suite}: {row.get('case')}", contender, ratio))
+    for row in rows if isinstance(rows, list) else []:
+        ratios = row.get("ratio_adcuda_over") if isinstance(row, dict) else None
+        if not isinstance(ratios, dict):
+            continue
+        for contender, ratio in ratios.items():
+            if isinstance(ratio, (int, float)) and not isinstance(ratio, bool):
+                out.append((f"{suite}: {row.get('case')}", contender, ratio))
     return out
 
 
+def _missing(modules):
+    """The modules among ``modules`` that cannot be imported here."""
+    missing = []
+    for name in modules:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            missing.append(name)
+    return missing
+
+
+def _last_line(text):
+    lines = text.strip().splitlines()
+    return lines[-1] if lines else "no reason given"
+
+
 def run_suite(name, device, quick, timeout):
-    script, devices, takes_device = SUITES[name]
-    path = os.path.join(HERE, script)
-    record = {"script": script, "device": device}
-    if device not in devices:
-        return {**record, "status": "skipped", "reason": f"measures {', '.join(devices)} only"}
+    suite = SUITES[name]
+    path = os.path.join(HERE, suite.script)
+    record = {"script": suite.script, "device": device}
+    if device not in suite.devices:
+        return {**record, "status": "skipped", "reason": f"measures {', '.join(suite.devices)} only"}
     if not os.path.exists(path):
-        return {**record, "status": "skipped", "reason": f"{script} is not in this checkout"}
+        return {**record, "status": "skipped", "reason": f"{suite.script} is not in this checkout"}
+    missing = _missing(suite.requires)
+    if missing:
+        return {**record, "status": "skipped",
+                "reason": f"needs {', '.join(missing)}, which is not installed ({suite.install})"}
     with tempfile.TemporaryDirectory() as tmp:
         out_json = os.path.join(tmp, "out.json")
         cmd = [sys.executable, path, "--json", out_json] + (["--quick"] if quick else [])
-        if takes_device:
+        if suite.takes_device:
             cmd += ["--device", device]
         start = time.perf_counter()
         try:
@@ -83,16 +130,21 @@ def run_suite(name, device, quick, timeout):
                     "wall_seconds": timeout}
         wall = time.perf_counter() - start
         sys.stdout.write(proc.stdout)
+        if proc.returncode == EXIT_SKIPPED:
+            return {**record, "status": "skipped", "reason": _last_line(proc.stderr), "wall_seconds": wall}
         if proc.returncode != 0:
             sys.stdout.write(proc.stderr[-3000:])
             return {**record, "status": "failed", "reason": f"exit code {proc.returncode}",
                     "wall_seconds": wall}
         if not os.path.exists(out_json):
             # a GPU suite on a machine without a GPU says so and exits 0 without results
-            return {**record, "status": "skipped", "reason": proc.stdout.strip().splitlines()[-1:] or "no output",
+            return {**record, "status": "skipped", "reason": _last_line(proc.stdout), "wall_seconds": wall}
+        try:
+            with open(out_json) as f:
+                result = json.load(f)
+        except ValueError as error:
+            return {**record, "status": "failed", "reason": f"its JSON is unreadable: {error}",
                     "wall_seconds": wall}
-        with open(out_json) as f:
-            result = json.load(f)
     return {**record, "status": "ok", "wall_seconds": wall, "result": result}
 
 

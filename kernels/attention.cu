@@ -1,29 +1,27 @@
-// Memory-efficient scaled dot-product attention, forward and backward (FlashAttention's algorithm on
-// CUDA cores, computed in fp32 for half types).
-//
-// Forward: a block owns `warps` consecutive query rows of one batch entry, one row per warp. Keys and
-// values stream through shared memory 32 at a time; lane j scores key j against the warp's query row,
-// and the warp keeps the row's running max, running sum of exponentials and unnormalised output
-// (online softmax), so the L x S score matrix never exists. Each row's logsumexp is kept for the
-// backward, which recomputes the probabilities from it:
-//   - delta_i = sum(g_i * out_i), one warp per row;
-//   - dq: same layout as the forward; lane j recomputes p_ij and ds_ij = p_ij (g_i . v_j - delta_i), and
-//     the warp adds sum_j ds_ij k_j to its row of dq;
-//   - dk, dv: a block owns `warps` keys, one per warp; queries stream through shared memory 32 at a
-//     time, lane i recomputes p_ij and ds_ij, and the warp adds sum_i p_ij g_i to dv_j and
-//     sum_i ds_ij q_i to dk_j.
-// Each output row is written by exactly one warp: no atomics, deterministic results. A position the
-// mask (or causality) forbids, or a row with nothing to attend to, contributes exactly zero. With
-// is_causal, key (query) tiles that lie wholly above the diagonal are skipped.
+// Scaled dot-product attention, forward and backward: the CUDA backend's attention and
+// attention_backward primitives (host side). Two kernel families compute it:
+//   - attention_flash.cuh: tensor cores, FlashAttention-2 style, for fp16 and bf16 with head dims up to
+//     128 that are multiples of 8 (compiled for 32, 64 and 128; 80 and 96 run in the 128 kernels);
+//   - attention_simt.cuh: CUDA cores, for fp32 and fp64, other head dims, and GPUs (or builds) without
+//     sm_80 tensor-core code.
+// choose_attention_path is the one place that picks between them. Both take the same AttentionArgs
+// (attention_args.cuh), dropout included (attention_dropout.cuh), and give the same results up to
+// rounding.
 #include "attention.h"
 
 #include <algorithm>
+#include <cmath>
 #include <initializer_list>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
+#include "attention_args.cuh"
+#include "attention_flash.cuh"
+#include "attention_simt.cuh"
 #include "launch_utils.cuh"
-#include "nn_common.cuh"
+#include "runtime/copy.h"
 #include "runtime/dispatch.cuh"
 #include "runtime/errors.h"
 #include "runtime/launch.cuh"
@@ -31,335 +29,6 @@
 namespace adcuda {
 namespace {
 
-enum class MaskKind : int { None, Bool, Additive };
-
-struct AttentionArgs {
-  const void* q;
-  const void* k;
-  const void* v;
-  std::int64_t q_row_stride, k_row_stride, v_row_stride;
-  const void* mask;
-  MaskKind mask_kind;
-  std::int64_t mask_row_stride, mask_col_stride;  // along L and S (0 where broadcast)
-  std::int64_t L, S;
-  int E, Ev;
-  std::int64_t batch;
-  bool causal;
-  double scale;
-  StridedIndexer<4, std::int64_t> batch_offsets;  // q, k, v, mask: element offsets of batch entry b
-};
-
-// Keys (forward, dq) or queries (dk/dv) per shared-memory tile: one per lane.
-constexpr int kTile = 32;
-
-// Row stride for a tile whose rows the 32 lanes read in parallel, one row each at the same column: an
-// odd stride (in 4-byte words) puts the lanes in 32 different banks.
-__host__ __device__ inline int odd_stride(int width) { return width % 2 == 0 ? width + 1 : width; }
-
-struct Max {
-  template <typename V>
-  __device__ __forceinline__ V operator()(V a, V b) const {
-    return a > b ? a : b;
-  }
-};
-
-// tile[r][c] = rows[(row0 + r) * row_stride + c] for r < kTile, c < width, zero past `row_count`.
-template <typename T, typename Acc>
-__device__ void load_tile(Acc* tile, int tile_stride, const T* rows, std::int64_t row_stride, std::int64_t row0,
-                          std::int64_t row_count, int width) {
-  const int count = kTile * width;
-  for (int idx = threadIdx.x; idx < count; idx += blockDim.x) {
-    const int r = idx / width, c = idx % width;
-    const std::int64_t row = row0 + r;
-    tile[r * tile_stride + c] = row < row_count ? to_compute(rows[row * row_stride + c]) : Acc(0);
-  }
-}
-
-// The mask of one batch entry.
-template <typename T>
-struct EntryMask {
-  const bool* allowed;  // bool masks
-  const T* added;       // additive masks
-  std::int64_t row_stride, col_stride;
-};
-
-template <typename T>
-__device__ __forceinline__ EntryMask<T> entry_mask(const AttentionArgs& args, std::int64_t offset) {
-  EntryMask<T> mask{nullptr, nullptr, args.mask_row_stride, args.mask_col_stride};
-  if (args.mask_kind == MaskKind::Bool) mask.allowed = static_cast<const bool*>(args.mask) + offset;
-  if (args.mask_kind == MaskKind::Additive) mask.added = static_cast<const T*>(args.mask) + offset;
-  return mask;
-}
-
-// Whether query i may attend to key j (both in range, causality, a bool mask).
-template <typename T>
-__device__ __forceinline__ bool may_attend(const AttentionArgs& args, const EntryMask<T>& mask, std::int64_t i,
-                                           std::int64_t j) {
-  if (i >= args.L || j >= args.S) return false;
-  if (args.causal && j > i) return false;
-  if (mask.allowed != nullptr && !mask.allowed[i * mask.row_stride + j * mask.col_stride]) return false;
-  return true;
-}
-
-// q . k * scale, plus an additive mask.
-template <typename T, typename Acc>
-__device__ __forceinline__ Acc score_of(const Acc* q_row, const Acc* k_row, int E, Acc scale, const EntryMask<T>& mask,
-                                        std::int64_t i, std::int64_t j) {
-  Acc dot = Acc(0);
-  for (int e = 0; e < E; ++e) dot += q_row[e] * k_row[e];
-  Acc score = dot * scale;
-  if (mask.added != nullptr) score += to_compute(mask.added[i * mask.row_stride + j * mask.col_stride]);
-  return score;
-}
-
-template <typename T>
-__global__ void attention_forward_kernel(AttentionArgs args, T* out, compute_t<T>* lse) {
-  using Acc = compute_t<T>;
-  extern __shared__ __align__(16) unsigned char shared_raw[];
-  const int E = args.E, Ev = args.Ev;
-  const int k_stride = odd_stride(E);
-  const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  Acc* k_tile = reinterpret_cast<Acc*>(shared_raw);
-  Acc* v_tile = k_tile + kTile * k_stride;
-  Acc* q_row = v_tile + kTile * Ev + warp * (E + Ev + kTile);
-  Acc* o_row = q_row + E;
-  Acc* p_row = o_row + Ev;
-  const Acc scale = static_cast<Acc>(args.scale);
-  const Acc minus_infinity = nn::negative_infinity<Acc>();
-  const std::int64_t row_tiles = (args.L + warps - 1) / warps;
-
-  for (std::int64_t work = blockIdx.x; work < args.batch * row_tiles; work += gridDim.x) {
-    const std::int64_t b = work / row_tiles;
-    const std::int64_t i0 = (work % row_tiles) * warps;
-    const std::int64_t i = i0 + warp;
-    const bool active = i < args.L;
-    std::int64_t offsets[4];
-    args.batch_offsets.offsets(b, offsets);
-    const T* k = static_cast<const T*>(args.k) + offsets[1];
-    const T* v = static_cast<const T*>(args.v) + offsets[2];
-    const EntryMask<T> mask = entry_mask<T>(args, offsets[3]);
-    if (active) {
-      const T* q = static_cast<const T*>(args.q) + offsets[0] + i * args.q_row_stride;
-      for (int e = lane; e < E; e += 32) q_row[e] = to_compute(q[e]);
-    }
-    for (int d = lane; d < Ev; d += 32) o_row[d] = Acc(0);
-    __syncwarp();
-
-    Acc row_max = minus_infinity, row_sum = Acc(0);
-    const std::int64_t key_end = args.causal ? min(args.S, i0 + warps) : args.S;
-    for (std::int64_t j0 = 0; j0 < key_end; j0 += kTile) {
-      __syncthreads();  // every warp is done with the previous tiles
-      load_tile(k_tile, k_stride, k, args.k_row_stride, j0, args.S, E);
-      load_tile(v_tile, Ev, v, args.v_row_stride, j0, args.S, Ev);
-      __syncthreads();
-      if (!active) continue;
-      const std::int64_t j = j0 + lane;
-      const Acc score =
-          may_attend(args, mask, i, j) ? score_of(q_row, k_tile + lane * k_stride, E, scale, mask, i, j) : minus_infinity;
-      const Acc tile_max = nn::warp_reduce(score, Max{});
-      const Acc new_max = tile_max > row_max ? tile_max : row_max;
-      if (new_max == minus_infinity) continue;  // nothing to attend to so far (the whole warp agrees)
-      const Acc correction = nn::exp_of(row_max - new_max);
-      const Acc p = nn::exp_of(score - new_max);
-      row_sum = row_sum * correction + nn::warp_reduce(p, nn::Sum{});
-      row_max = new_max;
-      p_row[lane] = p;
-      __syncwarp();
-      for (int d = lane; d < Ev; d += 32) {
-        Acc acc = o_row[d] * correction;
-        for (int jj = 0; jj < kTile; ++jj) acc += p_row[jj] * v_tile[jj * Ev + d];
-        o_row[d] = acc;
-      }
-      __syncwarp();  // p_row is rewritten by the next tile
-    }
-    if (active) {
-      T* out_row = out + (b * args.L + i) * Ev;
-      for (int d = lane; d < Ev; d += 32) out_row[d] = convert<T>(row_sum > Acc(0) ? o_row[d] / row_sum : Acc(0));
-      if (lane == 0) lse[b * args.L + i] = row_sum > Acc(0) ? row_max + nn::log_of(row_sum) : minus_infinity;
-    }
-    __syncwarp();  // q_row and o_row are rewritten for the next work item
-  }
-}
-
-// delta_r = sum_d g[r, d] * out[r, d], one warp per row of the contiguous (rows, Ev) arrays.
-template <typename T>
-__global__ void attention_delta_kernel(const T* g, const T* out, compute_t<T>* delta, std::int64_t rows, int Ev) {
-  using Acc = compute_t<T>;
-  const int lane = threadIdx.x % 32;
-  const std::int64_t first = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x / 32;
-  for (std::int64_t row = first; row < rows; row += step) {
-    Acc sum = Acc(0);
-    for (int d = lane; d < Ev; d += 32) sum += to_compute(g[row * Ev + d]) * to_compute(out[row * Ev + d]);
-    sum = nn::warp_reduce(sum, nn::Sum{});
-    if (lane == 0) delta[row] = sum;
-  }
-}
-
-template <typename T>
-__global__ void attention_dq_kernel(AttentionArgs args, const T* g, const compute_t<T>* lse,
-                                    const compute_t<T>* delta, T* dq) {
-  using Acc = compute_t<T>;
-  extern __shared__ __align__(16) unsigned char shared_raw[];
-  const int E = args.E, Ev = args.Ev;
-  const int k_stride = odd_stride(E), v_stride = odd_stride(Ev);
-  const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  Acc* k_tile = reinterpret_cast<Acc*>(shared_raw);
-  Acc* v_tile = k_tile + kTile * k_stride;
-  Acc* q_row = v_tile + kTile * v_stride + warp * (2 * E + Ev + kTile);
-  Acc* g_row = q_row + E;
-  Acc* dq_row = g_row + Ev;
-  Acc* ds_row = dq_row + E;
-  const Acc scale = static_cast<Acc>(args.scale);
-  const std::int64_t row_tiles = (args.L + warps - 1) / warps;
-
-  for (std::int64_t work = blockIdx.x; work < args.batch * row_tiles; work += gridDim.x) {
-    const std::int64_t b = work / row_tiles;
-    const std::int64_t i0 = (work % row_tiles) * warps;
-    const std::int64_t i = i0 + warp;
-    const bool active = i < args.L;
-    std::int64_t offsets[4];
-    args.batch_offsets.offsets(b, offsets);
-    const T* k = static_cast<const T*>(args.k) + offsets[1];
-    const T* v = static_cast<const T*>(args.v) + offsets[2];
-    const EntryMask<T> mask = entry_mask<T>(args, offsets[3]);
-    Acc row_lse = Acc(0), row_delta = Acc(0);
-    if (active) {
-      const T* q = static_cast<const T*>(args.q) + offsets[0] + i * args.q_row_stride;
-      const T* g_in = g + (b * args.L + i) * Ev;
-      for (int e = lane; e < E; e += 32) q_row[e] = to_compute(q[e]);
-      for (int d = lane; d < Ev; d += 32) g_row[d] = to_compute(g_in[d]);
-      row_lse = lse[b * args.L + i];
-      row_delta = delta[b * args.L + i];
-    }
-    for (int e = lane; e < E; e += 32) dq_row[e] = Acc(0);
-    __syncwarp();
-    const bool row_attends = isfinite(row_lse);
-
-    const std::int64_t key_end = args.causal ? min(args.S, i0 + warps) : args.S;
-    for (std::int64_t j0 = 0; j0 < key_end; j0 += kTile) {
-      __syncthreads();
-      load_tile(k_tile, k_stride, k, args.k_row_stride, j0, args.S, E);
-      load_tile(v_tile, v_stride, v, args.v_row_stride, j0, args.S, Ev);
-      __syncthreads();
-      if (!active) continue;
-      const std::int64_t j = j0 + lane;
-      Acc ds = Acc(0);
-      if (row_attends && may_attend(args, mask, i, j)) {
-        const Acc p = nn::exp_of(score_of(q_row, k_tile + lane * k_stride, E, scale, mask, i, j) - row_lse);
-        const Acc* v_row = v_tile + lane * v_stride;
-        Acc dp = Acc(0);
-        for (int d = 0; d < Ev; ++d) dp += g_row[d] * v_row[d];
-        ds = p * (dp - row_delta);
-      }
-      ds_row[lane] = ds;
-      __syncwarp();
-      for (int e = lane; e < E; e += 32) {
-        Acc acc = dq_row[e];
-        for (int jj = 0; jj < kTile; ++jj) acc += ds_row[jj] * k_tile[jj * k_stride + e];
-        dq_row[e] = acc;
-      }
-      __syncwarp();
-    }
-    if (active) {
-      T* dq_out = dq + (b * args.L + i) * E;
-      for (int e = lane; e < E; e += 32) dq_out[e] = convert<T>(dq_row[e] * scale);
-    }
-    __syncwarp();
-  }
-}
-
-template <typename T>
-__global__ void attention_dkdv_kernel(AttentionArgs args, const T* g, const compute_t<T>* lse,
-                                      const compute_t<T>* delta, T* dk, T* dv) {
-  using Acc = compute_t<T>;
-  extern __shared__ __align__(16) unsigned char shared_raw[];
-  const int E = args.E, Ev = args.Ev;
-  const int q_stride = odd_stride(E), g_stride = odd_stride(Ev);
-  const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  Acc* q_tile = reinterpret_cast<Acc*>(shared_raw);
-  Acc* g_tile = q_tile + kTile * q_stride;
-  Acc* lse_tile = g_tile + kTile * g_stride;
-  Acc* delta_tile = lse_tile + kTile;
-  Acc* k_row = delta_tile + kTile + warp * (2 * E + 2 * Ev + 2 * kTile);
-  Acc* v_row = k_row + E;
-  Acc* dk_row = v_row + Ev;
-  Acc* dv_row = dk_row + E;
-  Acc* p_row = dv_row + Ev;
-  Acc* ds_row = p_row + kTile;
-  const Acc scale = static_cast<Acc>(args.scale);
-  const std::int64_t key_tiles = (args.S + warps - 1) / warps;
-
-  for (std::int64_t work = blockIdx.x; work < args.batch * key_tiles; work += gridDim.x) {
-    const std::int64_t b = work / key_tiles;
-    const std::int64_t j0 = (work % key_tiles) * warps;
-    const std::int64_t j = j0 + warp;
-    const bool active = j < args.S;
-    std::int64_t offsets[4];
-    args.batch_offsets.offsets(b, offsets);
-    const T* q = static_cast<const T*>(args.q) + offsets[0];
-    const T* g_entry = g + b * args.L * Ev;
-    const EntryMask<T> mask = entry_mask<T>(args, offsets[3]);
-    if (active) {
-      const T* k = static_cast<const T*>(args.k) + offsets[1] + j * args.k_row_stride;
-      const T* v = static_cast<const T*>(args.v) + offsets[2] + j * args.v_row_stride;
-      for (int e = lane; e < E; e += 32) k_row[e] = to_compute(k[e]);
-      for (int d = lane; d < Ev; d += 32) v_row[d] = to_compute(v[d]);
-    }
-    for (int e = lane; e < E; e += 32) dk_row[e] = Acc(0);
-    for (int d = lane; d < Ev; d += 32) dv_row[d] = Acc(0);
-    __syncwarp();
-
-    // with is_causal only queries i >= j attend to key j: start at the tile holding query j0
-    const std::int64_t query_begin = args.causal ? (j0 / kTile) * kTile : 0;
-    for (std::int64_t i0 = query_begin; i0 < args.L; i0 += kTile) {
-      __syncthreads();
-      load_tile(q_tile, q_stride, q, args.q_row_stride, i0, args.L, E);
-      load_tile(g_tile, g_stride, g_entry, Ev, i0, args.L, Ev);
-      if (threadIdx.x < kTile) {
-        const std::int64_t i = i0 + threadIdx.x;
-        lse_tile[threadIdx.x] = i < args.L ? lse[b * args.L + i] : nn::negative_infinity<Acc>();
-        delta_tile[threadIdx.x] = i < args.L ? delta[b * args.L + i] : Acc(0);
-      }
-      __syncthreads();
-      if (!active) continue;
-      const std::int64_t i = i0 + lane;
-      Acc p = Acc(0), ds = Acc(0);
-      const Acc row_lse = lse_tile[lane];
-      if (isfinite(row_lse) && may_attend(args, mask, i, j)) {
-        p = nn::exp_of(score_of(q_tile + lane * q_stride, k_row, E, scale, mask, i, j) - row_lse);
-        const Acc* g_row = g_tile + lane * g_stride;
-        Acc dp = Acc(0);
-        for (int d = 0; d < Ev; ++d) dp += g_row[d] * v_row[d];
-        ds = p * (dp - delta_tile[lane]);
-      }
-      p_row[lane] = p;
-      ds_row[lane] = ds;
-      __syncwarp();
-      for (int d = lane; d < Ev; d += 32) {
-        Acc acc = dv_row[d];
-        for (int ii = 0; ii < kTile; ++ii) acc += p_row[ii] * g_tile[ii * g_stride + d];
-        dv_row[d] = acc;
-      }
-      for (int e = lane; e < E; e += 32) {
-        Acc acc = dk_row[e];
-        for (int ii = 0; ii < kTile; ++ii) acc += ds_row[ii] * q_tile[ii * q_stride + e];
-        dk_row[e] = acc;
-      }
-      __syncwarp();
-    }
-    if (active) {
-      T* dk_out = dk + (b * args.S + j) * E;
-      T* dv_out = dv + (b * args.S + j) * Ev;
-      for (int e = lane; e < E; e += 32) dk_out[e] = convert<T>(dk_row[e] * scale);
-      for (int d = lane; d < Ev; d += 32) dv_out[d] = convert<T>(dv_row[d]);
-    }
-    __syncwarp();
-  }
-}
-
-// ------------------------------------------------------------------------------------------------
-// Host side.
 void require(bool condition, const char* op, const std::string& what) {
   if (!condition) throw std::invalid_argument(std::string(op) + ": " + what);
 }
@@ -402,9 +71,26 @@ Dims with_tail(Dims shape, std::initializer_list<std::int64_t> tail) {
   return shape;
 }
 
+// The dropout of one call: the keep threshold and scale from p (0 <= p <= 1), and the tile counts of
+// the counter layout (attention_dropout.cuh). The CPU backend computes the threshold the same way.
+AttentionDropout make_dropout(const DropoutDraw& draw, std::int64_t L, std::int64_t S, const char* op) {
+  require(draw.p >= 0.0 && draw.p <= 1.0, op,
+          "dropout probability has to be between 0 and 1, but got " + std::to_string(draw.p));
+  AttentionDropout dropout{};
+  dropout.enabled = draw.p > 0.0;
+  constexpr double kWords = 4294967296.0;  // 2^32
+  dropout.keep_threshold = static_cast<std::uint32_t>(std::min(std::floor((1.0 - draw.p) * kWords), kWords - 1.0));
+  dropout.scale = draw.p < 1.0 ? 1.0 / (1.0 - draw.p) : 0.0;
+  dropout.seed = draw.seed;
+  dropout.offset = draw.offset;
+  dropout.query_tiles = (L + 15) / 16;
+  dropout.key_tiles = (S + 15) / 16;
+  return dropout;
+}
+
 // The checked shapes and strides of one call, shared by the forward and the backward.
 AttentionArgs make_args(const DeviceArray& q, const DeviceArray& k, const DeviceArray& v, const DeviceArray* mask,
-                        bool is_causal, double scale, Dims& batch, const char* op) {
+                        bool is_causal, double scale, const DropoutDraw& dropout, Dims& batch, const char* op) {
   require(q.ndim() >= 2 && k.ndim() >= 2 && v.ndim() >= 2, op, "q, k and v need at least 2 dims (..., L, E)");
   require(q.dtype() == k.dtype() && q.dtype() == v.dtype() && is_floating_point(q.dtype()), op,
           std::string("q, k and v must share a floating point dtype, got ") + scalar_type_name(q.dtype()) + ", " +
@@ -436,6 +122,7 @@ AttentionArgs make_args(const DeviceArray& q, const DeviceArray& k, const Device
   for (std::int64_t size : batch) args.batch *= size;
   args.causal = is_causal;
   args.scale = scale;
+  args.dropout = make_dropout(dropout, L, S, op);
   const int nb = static_cast<int>(batch.size());
   auto batch_part = [nb](Dims strides) { return Dims(strides.begin(), strides.begin() + nb); };
   const Dims q_batch = batch_part(broadcast_strides(q, with_tail(batch, {L, E}), op, "q"));
@@ -486,40 +173,254 @@ void dispatch_floating(ScalarType type, const char* op, F&& f) {
   });
 }
 
-}  // namespace
+// ------------------------------------------------------------------------------------------------
+// Which kernels run.
 
-std::pair<DeviceArray, DeviceArray> attention(const DeviceArray& q, const DeviceArray& k, const DeviceArray& v,
-                                              const DeviceArray* mask, bool is_causal, double scale) {
-  const char* op = "attention";
-  Dims batch;
-  const AttentionArgs args = make_args(q, k, v, mask, is_causal, scale, batch, op);
-  DeviceArray out = DeviceArray::empty(with_tail(batch, {args.L, args.Ev}), q.dtype(), q.device());
-  DeviceArray lse = DeviceArray::empty(with_tail(batch, {args.L}), statistics_type(q.dtype()), q.device());
-  if (lse.numel() == 0) return {out, lse};
-  KernelLaunch launch(out, lse, q, k, v);
-  if (mask != nullptr) mask->storage()->use_on(launch.stream(), launch.device());
-  dispatch_floating(q.dtype(), op, [&](auto tag) {
+enum class AttentionPath { kCudaCore, kTensorCore };
+
+// Whether `device` runs the tensor-core kernels: compute capability 8.0 or newer, and this build's code
+// for it compiled from sm_80+ PTX (a build for older targets alone would run them JIT-compiled from
+// PTX whose kernels only trap). Asked once per device.
+bool tensor_cores_usable(int device) {
+  if (device_facts(device).major < 8) return false;
+  static std::mutex mutex;
+  static std::vector<int> known;  // per device: -1 not asked yet, 0 no, 1 yes
+  std::lock_guard<std::mutex> lock(mutex);
+  if (device >= static_cast<int>(known.size())) known.resize(device + 1, -1);
+  if (known[device] < 0) {
+    DeviceGuard guard(device);  // the attributes are those of the current device's code
+    cudaFuncAttributes attributes{};
+    ADCUDA_CHECK(cudaFuncGetAttributes(&attributes, flash::flash_forward_kernel<__half, 64, false>));
+    known[device] = attributes.ptxVersion >= 80 ? 1 : 0;
+  }
+  return known[device] == 1;
+}
+
+// The one dispatch decision: tensor cores for fp16/bf16 whose head dims (both E and Ev) are multiples
+// of 8 up to 128 (whole 16-byte cp.async chunks per row, at most the 128-wide tile) on a GPU with
+// sm_80 tensor-core code; CUDA cores for everything else (fp32, fp64, other head dims, older GPUs).
+AttentionPath choose_attention_path(ScalarType dtype, int E, int Ev, int device) {
+  const bool half_precision = dtype == ScalarType::Float16 || dtype == ScalarType::BFloat16;
+  const bool head_dims_fit = E > 0 && Ev > 0 && E <= 128 && Ev <= 128 && E % 8 == 0 && Ev % 8 == 0;
+  if (!half_precision || !head_dims_fit) return AttentionPath::kCudaCore;
+  return tensor_cores_usable(device) ? AttentionPath::kTensorCore : AttentionPath::kCudaCore;
+}
+
+// Whether the tensor-core kernels can cp.async `a`'s rows as they are: a 16-byte aligned start and
+// every stride but the last (rows, batch dims) a multiple of 8 elements.
+bool rows_are_16_byte_aligned(const DeviceArray& a) {
+  if (reinterpret_cast<std::uintptr_t>(a.data_ptr()) % 16 != 0) return false;
+  for (int d = 0; d + 1 < a.ndim(); ++d) {
+    if (a.shape()[d] > 1 && a.strides()[d] % 8 != 0) return false;
+  }
+  return true;
+}
+
+// `a`, or a fresh contiguous copy of it when its rows are not aligned for cp.async (an offset view):
+// one pass over the operand, small next to attention's L x S work on it.
+DeviceArray with_aligned_rows(const DeviceArray& a) { return rows_are_16_byte_aligned(a) ? a : astype(a, a.dtype()); }
+
+// Runs `f(tag, kD, kDropout)` for the tensor-core kernels: kD the head-dim tile for max(E, Ev), and
+// kDropout whether dropout is drawn (a compile-time choice: the draws' registers would otherwise be
+// reserved in every kernel).
+template <typename F>
+void dispatch_flash(ScalarType dtype, const AttentionArgs& args, const char* op, F&& f) {
+  auto with_dropout = [&](auto tag, auto head_dim) {
+    if (args.dropout.enabled) {
+      f(tag, head_dim, std::true_type{});
+    } else {
+      f(tag, head_dim, std::false_type{});
+    }
+  };
+  dispatch_type(dtype, op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (is_reduced_float_v<T>) {
+      switch (flash::head_dim_tile(std::max(args.E, args.Ev))) {
+        case 32: with_dropout(tag, std::integral_constant<int, 32>{}); break;
+        case 64: with_dropout(tag, std::integral_constant<int, 64>{}); break;
+        default: with_dropout(tag, std::integral_constant<int, 128>{}); break;
+      }
+    }
+  });
+}
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// ------------------------------------------------------------------------------------------------
+// Launches.
+
+void flash_forward(const AttentionArgs& args, ScalarType dtype, const DeviceArray& out, const DeviceArray& lse,
+                   const KernelLaunch& launch, const char* op) {
+  dispatch_flash(dtype, args, op, [&](auto tag, auto head_dim, auto dropout) {
+    using T = typename decltype(tag)::type;
+    constexpr int kD = decltype(head_dim)::value;
+    constexpr bool kDropout = decltype(dropout)::value;
+    constexpr int bytes = flash::ForwardTiles<kD>::kBytes;
+    allow_shared_bytes(flash::flash_forward_kernel<T, kD, kDropout>, bytes, launch.device());
+    const std::int64_t blocks = args.batch * ceil_div(args.L, flash::kBlockRows);
+    require(blocks < (std::int64_t(1) << 31), op,
+            "too many query blocks (" + std::to_string(blocks) + ") for one launch");
+    flash::flash_forward_kernel<T, kD, kDropout>
+        <<<static_cast<unsigned>(blocks), flash::kThreads, bytes, launch.stream()>>>(args, out.data<T>(),
+                                                                                     lse.data<float>());
+  });
+}
+
+void simt_forward(const AttentionArgs& args, ScalarType dtype, const DeviceArray& out, const DeviceArray& lse,
+                  const KernelLaunch& launch, const char* op) {
+  using simt::kTile;
+  using simt::odd_stride;
+  dispatch_floating(dtype, op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using Acc = compute_t<T>;
     const auto [warps, bytes] = block_shape(std::int64_t(kTile) * (odd_stride(args.E) + args.Ev),
                                             args.E + args.Ev + kTile, sizeof(Acc), launch.device(), args, op);
-    allow_shared_bytes(attention_forward_kernel<T>, bytes, launch.device());
+    allow_shared_bytes(simt::attention_forward_kernel<T>, bytes, launch.device());
     const std::int64_t items = args.batch * ((args.L + warps - 1) / warps);
-    attention_forward_kernel<T><<<work_blocks(items), warps * 32, bytes, launch.stream()>>>(args, out.data<T>(),
-                                                                                             lse.data<Acc>());
+    simt::attention_forward_kernel<T><<<work_blocks(items), warps * 32, bytes, launch.stream()>>>(
+        args, out.data<T>(), lse.data<Acc>());
   });
+}
+
+// Scratch of the tensor-core backward: delta and the lse in log2 units over rows padded to whole
+// query steps, and the fp32 dq accumulator over the same rows.
+struct FlashBackwardScratch {
+  std::int64_t padded_L;
+  DeviceArray lse_log2, delta, dq_accum;
+
+  static FlashBackwardScratch make(const AttentionArgs& args, int device) {
+    const std::int64_t padded_L = ceil_div(args.L, flash::kPaddedRows) * flash::kPaddedRows;
+    const std::int64_t rows = args.batch * padded_L;
+    return {padded_L, DeviceArray::empty({rows}, ScalarType::Float32, device),
+            DeviceArray::empty({rows}, ScalarType::Float32, device),
+            DeviceArray::empty({rows * args.E}, ScalarType::Float32, device)};
+  }
+};
+
+void flash_backward(const AttentionArgs& args, ScalarType dtype, const DeviceArray& g, const DeviceArray& out,
+                    const DeviceArray& lse, const FlashBackwardScratch& scratch, const DeviceArray& dq,
+                    const DeviceArray& dk, const DeviceArray& dv, const KernelLaunch& launch, const char* op) {
+  const std::int64_t padded_rows = args.batch * scratch.padded_L;
+  ADCUDA_CHECK(cudaMemsetAsync(scratch.dq_accum.data_ptr(), 0, scratch.dq_accum.numel() * sizeof(float),
+                               launch.stream()));
+  dispatch_flash(dtype, args, op, [&](auto tag, auto head_dim, auto dropout) {
+    using T = typename decltype(tag)::type;
+    constexpr int kD = decltype(head_dim)::value;
+    constexpr bool kDropout = decltype(dropout)::value;
+    flash::flash_backward_prepare_kernel<T><<<work_blocks(ceil_div(padded_rows, 8)), 256, 0, launch.stream()>>>(
+        g.data<T>(), out.data<T>(), lse.data<float>(), scratch.lse_log2.data<float>(), scratch.delta.data<float>(),
+        args.batch, args.L, scratch.padded_L, args.Ev);
+    ADCUDA_CHECK_LAUNCH();
+    const std::int64_t blocks = args.batch * ceil_div(args.S, flash::kBlockRows);
+    if (blocks > 0) {
+      require(blocks < (std::int64_t(1) << 31), op,
+              "too many key blocks (" + std::to_string(blocks) + ") for one launch");
+      constexpr int bytes = flash::BackwardTiles<kD>::kBytes;
+      allow_shared_bytes(flash::flash_backward_kernel<T, kD, kDropout>, bytes, launch.device());
+      flash::flash_backward_kernel<T, kD, kDropout>
+          <<<static_cast<unsigned>(blocks), flash::kThreads, bytes, launch.stream()>>>(
+              args, g.data<T>(), scratch.lse_log2.data<float>(), scratch.delta.data<float>(), scratch.padded_L,
+          scratch.dq_accum.data<float>(), dk.data<T>(), dv.data<T>());
+      ADCUDA_CHECK_LAUNCH();
+    }
+    if (dq.numel() > 0) {
+      flash::flash_dq_convert_kernel<T><<<grid_size(dq.numel()), kBlockSize, 0, launch.stream()>>>(
+          scratch.dq_accum.data<float>(), dq.data<T>(), args.batch, args.L, scratch.padded_L, args.E,
+          static_cast<float>(args.scale));
+    }
+  });
+}
+
+void simt_backward(const AttentionArgs& args, ScalarType dtype, const DeviceArray& g, const DeviceArray& out,
+                   const DeviceArray& lse, const DeviceArray& delta, const DeviceArray& dq, const DeviceArray& dk,
+                   const DeviceArray& dv, const KernelLaunch& launch, const char* op) {
+  using simt::kTile;
+  using simt::odd_stride;
+  const std::int64_t query_rows = args.batch * args.L, key_rows = args.batch * args.S;
+  dispatch_floating(dtype, op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using Acc = compute_t<T>;
+    const int device = launch.device();
+    if (query_rows > 0) {
+      simt::attention_delta_kernel<T><<<work_blocks((query_rows + 7) / 8), 256, 0, launch.stream()>>>(
+          g.data<T>(), out.data<T>(), delta.data<Acc>(), query_rows, args.Ev);
+      const auto [warps, bytes] =
+          block_shape(std::int64_t(kTile) * (odd_stride(args.E) + odd_stride(args.Ev)), 2 * args.E + args.Ev + kTile,
+                      sizeof(Acc), device, args, op);
+      allow_shared_bytes(simt::attention_dq_kernel<T>, bytes, device);
+      simt::attention_dq_kernel<T><<<work_blocks(args.batch * ((args.L + warps - 1) / warps)), warps * 32, bytes,
+                                     launch.stream()>>>(args, g.data<T>(), lse.data<Acc>(), delta.data<Acc>(),
+                                                        dq.data<T>());
+    }
+    if (key_rows > 0) {
+      const auto [warps, bytes] =
+          block_shape(std::int64_t(kTile) * (odd_stride(args.E) + odd_stride(args.Ev) + 2),
+                      2 * args.E + 2 * args.Ev + 2 * kTile, sizeof(Acc), device, args, op);
+      allow_shared_bytes(simt::attention_dkdv_kernel<T>, bytes, device);
+      simt::attention_dkdv_kernel<T><<<work_blocks(args.batch * ((args.S + warps - 1) / warps)), warps * 32, bytes,
+                                       launch.stream()>>>(args, g.data<T>(), lse.data<Acc>(), delta.data<Acc>(),
+                                                          dk.data<T>(), dv.data<T>());
+    }
+  });
+}
+
+}  // namespace
+
+std::pair<DeviceArray, DeviceArray> attention(const DeviceArray& q, const DeviceArray& k, const DeviceArray& v,
+                                              const DeviceArray* mask, bool is_causal, double scale,
+                                              const DropoutDraw& dropout) {
+  const char* op = "attention";
+  Dims batch;
+  AttentionArgs args = make_args(q, k, v, mask, is_causal, scale, dropout, batch, op);
+  DeviceArray out = DeviceArray::empty(with_tail(batch, {args.L, args.Ev}), q.dtype(), q.device());
+  DeviceArray lse = DeviceArray::empty(with_tail(batch, {args.L}), statistics_type(q.dtype()), q.device());
+  if (lse.numel() == 0) return {out, lse};
+  if (choose_attention_path(q.dtype(), args.E, args.Ev, q.device()) == AttentionPath::kTensorCore) {
+    const DeviceArray qa = with_aligned_rows(q), ka = with_aligned_rows(k), va = with_aligned_rows(v);
+    args = make_args(qa, ka, va, mask, is_causal, scale, dropout, batch, op);
+    KernelLaunch launch(out, lse, qa, ka, va);
+    if (mask != nullptr) mask->storage()->use_on(launch.stream(), launch.device());
+    flash_forward(args, q.dtype(), out, lse, launch, op);
+  } else {
+    KernelLaunch launch(out, lse, q, k, v);
+    if (mask != nullptr) mask->storage()->use_on(launch.stream(), launch.device());
+    simt_forward(args, q.dtype(), out, lse, launch, op);
+  }
   ADCUDA_CHECK_LAUNCH();
   return {out, lse};
+}
+
+DeviceArray attention_dropout_mask(const Dims& shape, const DropoutDraw& dropout, int device) {
+  const char* op = "attention_dropout_mask";
+  require(shape.size() >= 2, op, "shape " + format_dims(shape) + " needs at least 2 dims (..., L, S)");
+  DeviceArray keep = DeviceArray::empty(shape, ScalarType::Bool, device);
+  if (keep.numel() == 0) return keep;
+  const std::int64_t L = shape[shape.size() - 2], S = shape.back();
+  const AttentionDropout draw = make_dropout(dropout, L, S, op);
+  const std::int64_t batch = keep.numel() / (L * S);
+  KernelLaunch launch(keep);
+  attention_dropout_mask_kernel<<<work_blocks(ceil_div(batch * draw.query_tiles * draw.key_tiles * 64, 256)), 256,
+                                  0, launch.stream()>>>(draw, keep.data<bool>(), batch, L, S);
+  ADCUDA_CHECK_LAUNCH();
+  return keep;
+}
+
+std::string attention_kernel_path(const DeviceArray& q, const DeviceArray& v) {
+  require(q.ndim() >= 1 && v.ndim() >= 1, "attention_kernel_path", "q and v need a head dim");
+  const auto E = static_cast<int>(std::min<std::int64_t>(q.shape().back(), 1 << 20));
+  const auto Ev = static_cast<int>(std::min<std::int64_t>(v.shape().back(), 1 << 20));
+  return choose_attention_path(q.dtype(), E, Ev, q.device()) == AttentionPath::kTensorCore ? "tensor cores"
+                                                                                           : "cuda cores";
 }
 
 std::tuple<DeviceArray, DeviceArray, DeviceArray> attention_backward(const DeviceArray& g, const DeviceArray& q,
                                                                      const DeviceArray& k, const DeviceArray& v,
                                                                      const DeviceArray& out, const DeviceArray& lse,
                                                                      const DeviceArray* mask, bool is_causal,
-                                                                     double scale) {
+                                                                     double scale, const DropoutDraw& dropout) {
   const char* op = "attention_backward";
   Dims batch;
-  const AttentionArgs args = make_args(q, k, v, mask, is_causal, scale, batch, op);
+  AttentionArgs args = make_args(q, k, v, mask, is_causal, scale, dropout, batch, op);
   const Dims out_shape = with_tail(batch, {args.L, args.Ev});
   require(g.shape() == out_shape && out.shape() == out_shape && g.dtype() == q.dtype() && out.dtype() == q.dtype() &&
               g.is_contiguous() && out.is_contiguous(),
@@ -533,35 +434,21 @@ std::tuple<DeviceArray, DeviceArray, DeviceArray> attention_backward(const Devic
   DeviceArray dq = DeviceArray::empty(with_tail(batch, {args.L, args.E}), q.dtype(), q.device());
   DeviceArray dk = DeviceArray::empty(with_tail(batch, {args.S, args.E}), q.dtype(), q.device());
   DeviceArray dv = DeviceArray::empty(with_tail(batch, {args.S, args.Ev}), q.dtype(), q.device());
-  const std::int64_t query_rows = args.batch * args.L, key_rows = args.batch * args.S;
-  if (query_rows == 0 && key_rows == 0) return {dq, dk, dv};
-  DeviceArray delta = DeviceArray::empty({query_rows}, stats, q.device());
-  KernelLaunch launch(dq, dk, dv, delta, g, q, k, v, out, lse);
-  if (mask != nullptr) mask->storage()->use_on(launch.stream(), launch.device());
-  dispatch_floating(q.dtype(), op, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using Acc = compute_t<T>;
-    const int device = launch.device();
-    if (query_rows > 0) {
-      attention_delta_kernel<T><<<work_blocks((query_rows + 7) / 8), 256, 0, launch.stream()>>>(
-          g.data<T>(), out.data<T>(), delta.data<Acc>(), query_rows, args.Ev);
-      const auto [warps, bytes] =
-          block_shape(std::int64_t(kTile) * (odd_stride(args.E) + odd_stride(args.Ev)), 2 * args.E + args.Ev + kTile,
-                      sizeof(Acc), device, args, op);
-      allow_shared_bytes(attention_dq_kernel<T>, bytes, device);
-      attention_dq_kernel<T><<<work_blocks(args.batch * ((args.L + warps - 1) / warps)), warps * 32, bytes,
-                               launch.stream()>>>(args, g.data<T>(), lse.data<Acc>(), delta.data<Acc>(), dq.data<T>());
-    }
-    if (key_rows > 0) {
-      const auto [warps, bytes] =
-          block_shape(std::int64_t(kTile) * (odd_stride(args.E) + odd_stride(args.Ev) + 2),
-                      2 * args.E + 2 * args.Ev + 2 * kTile, sizeof(Acc), device, args, op);
-      allow_shared_bytes(attention_dkdv_kernel<T>, bytes, device);
-      attention_dkdv_kernel<T><<<work_blocks(args.batch * ((args.S + warps - 1) / warps)), warps * 32, bytes,
-                                 launch.stream()>>>(args, g.data<T>(), lse.data<Acc>(), delta.data<Acc>(),
-                                                    dk.data<T>(), dv.data<T>());
-    }
-  });
+  if (args.batch * args.L == 0 && args.batch * args.S == 0) return {dq, dk, dv};
+  if (choose_attention_path(q.dtype(), args.E, args.Ev, q.device()) == AttentionPath::kTensorCore) {
+    const DeviceArray qa = with_aligned_rows(q), ka = with_aligned_rows(k), va = with_aligned_rows(v);
+    const DeviceArray ga = with_aligned_rows(g);
+    args = make_args(qa, ka, va, mask, is_causal, scale, dropout, batch, op);
+    const FlashBackwardScratch scratch = FlashBackwardScratch::make(args, q.device());
+    KernelLaunch launch(dq, dk, dv, scratch.lse_log2, scratch.delta, scratch.dq_accum, ga, qa, ka, va, out, lse);
+    if (mask != nullptr) mask->storage()->use_on(launch.stream(), launch.device());
+    flash_backward(args, q.dtype(), ga, out, lse, scratch, dq, dk, dv, launch, op);
+  } else {
+    DeviceArray delta = DeviceArray::empty({args.batch * args.L}, stats, q.device());
+    KernelLaunch launch(dq, dk, dv, delta, g, q, k, v, out, lse);
+    if (mask != nullptr) mask->storage()->use_on(launch.stream(), launch.device());
+    simt_backward(args, q.dtype(), g, out, lse, delta, dq, dk, dv, launch, op);
+  }
   ADCUDA_CHECK_LAUNCH();
   return {dq, dk, dv};
 }

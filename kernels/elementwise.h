@@ -1,6 +1,7 @@
-// Elementwise kernels (elementwise.cu): the CUDA backend's unary, binary, unary_backward, where and
-// clamp primitives, with the CPU backend's semantics (adcuda/backends/cpu/elementwise.py). Plain C++ so that the
-// bindings (kernels/bindings/elementwise.cpp) can include it.
+// Elementwise kernels (elementwise_unary.cu, elementwise_binary.cu): the CUDA backend's unary, binary,
+// unary_backward, where and clamp primitives, with the CPU backend's semantics
+// (adcuda/backends/cpu/elementwise.py). Plain C++ so that the bindings (kernels/bindings/elementwise.cpp)
+// can include it.
 //
 // Inputs broadcast with NumPy's rules and may be any strided view; results are new contiguous arrays
 // on the inputs' device. Half types are computed in fp32. Bad input raises std::invalid_argument

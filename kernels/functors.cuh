@@ -1,6 +1,6 @@
 // The elementwise math, written once: each functor is a __host__ __device__ template over the compute
 // type C (float for float/half/bfloat16 storage, double for float64, the integer type itself for
-// integers), so the kernels in elementwise.cu instantiate it per storage type and a host test can run
+// integers), so the kernels in elementwise_*.cu instantiate it per storage type and a host test can run
 // the very same code. Semantics follow the CPU backend (adcuda/backends/cpu/elementwise.py): NumPy's NaN rules
 // (maximum/minimum propagate NaN, sign(NaN) = 0), floor division and remainder as NumPy's divmod,
 // and sigmoid evaluated from exp(-|x|) so it never overflows.

@@ -23,7 +23,7 @@
 # step passed, else the number of failed steps (at least 1).
 #
 # Wheels the machine lacks (nvtx) travel in the checkout's .whl/ folder (GPU_CHECK_WHEELS) and are
-# installed into $PYTHON first. How to call it through the lent machine: README.md, "GPU".
+# installed into $PYTHON first. How to call it through the lent machine: docs/testing.md, "GPU tests on a GPU".
 #
 # The rehearsal without a GPU: ADCUDA_GPU_CHECK_EMULATED=1 builds with ADCUDA_CUDA=EMULATE (the kernels
 # on the CPU emulator), runs the same steps (benchmarks run their reference checks and report
@@ -153,7 +153,8 @@ missing=()
 if ! command -v "$python" >/dev/null 2>&1; then
   missing+=("the interpreter PYTHON=$python")
 else
-  probe=$(cd "$scratch" && timeout 20 "$python" -c '
+  # 60 s, not the ~5 s it takes: importing torch on a loaded machine (CI's 2 cores) can take 20 s
+  probe=$(cd "$scratch" && timeout 60 "$python" -c '
 import importlib, sys
 missing = []
 for name in ("numpy", "pybind11", "scikit_build_core", "pytest", "hypothesis", "tqdm", "nvtx", "torch"):
@@ -163,7 +164,7 @@ for name in ("numpy", "pybind11", "scikit_build_core", "pytest", "hypothesis", "
         missing.append(f"python package {name} ({type(e).__name__}: {e})")
 print("\n".join(missing))
 print("xdist" if importlib.util.find_spec("xdist") else "", "timeout" if importlib.util.find_spec("pytest_timeout") else "")
-' 2>&1) || missing+=("$python cannot import the packages it needs: ${probe//$'\n'/ }")
+' 2>&1) || missing+=("$python could not finish importing the packages it needs (exit $?): ${probe//$'\n'/ }")
   while IFS= read -r line; do
     case "$line" in "python package"*) missing+=("$line") ;; esac
   done <<<"$probe"

@@ -705,13 +705,13 @@ LOGITS = np.random.default_rng(1).standard_normal((4, 5)).astype(np.float32)
 TARGET = np.array([0, 4, 2, -100])
 case(
     "cross_entropy",
-    "int32 targets, an ignored row, label smoothing",
+    "int32 targets, an ignored row, label smoothing; each row's log-sum-exp",
     lambda bk, A: bk.cross_entropy(A(LOGITS), A(TARGET.astype(np.int32)), -100, 0.1),
     (ok(F32, (4,)), ok(F32, (4,))),
 )
 case(
     "cross_entropy",
-    "float16 logits keep their dtype",
+    "float16 logits: losses keep their dtype, the log-sum-exps stay float32",
     lambda bk, A: bk.cross_entropy(A(LOGITS.astype(np.float16)), A(TARGET), -100, 0.0),
     (ok(F16, (4,)), ok(F32, (4,))),
 )
@@ -833,6 +833,44 @@ case(
         )
     )(A(Q), A(K.astype(np.float64)), A(V)),
     (ok(F32, (2, 3, 4)), ok(F64, (2, 5, 4)), ok(F32, (2, 5, 6))),
+)
+case(
+    "attention",
+    "dropout: both backends drop the same probabilities (one Philox counter layout)",
+    lambda bk, A: bk.attention(A(Q), A(K), A(V), None, True, 0.5, 0.5, 7, 2**40),
+    (ok(F32, (2, 3, 6)), ok(F32, (2, 3))),
+)
+case(
+    "attention",
+    "a dropout probability outside [0, 1]",
+    lambda bk, A: bk.attention(A(Q), A(K), A(V), None, False, 0.5, 1.5, 0, 0),
+    ValueError,
+)
+case(
+    "attention_backward",
+    "the forward's dropout drawn again",
+    lambda bk, A: (
+        lambda q, k, v: bk.attention_backward(
+            A(np.ones((2, 3, 6), np.float32)), q, k, v, *bk.attention(q, k, v, None, False, 0.5, 0.25, 3, 4), None,
+            False, 0.5, 0.25, 3, 4,
+        )
+    )(A(Q), A(K), A(V)),
+    (ok(F32, (2, 3, 4)), ok(F32, (2, 5, 4)), ok(F32, (2, 5, 6))),
+)
+case(
+    "attention_dropout_mask",
+    "a bool mask of the scores' shape; seed and offset modulo 2**64",
+    lambda bk, A: (
+        bk.attention_dropout_mask((2, 3, 17, 20), 0.3, -1, 2**64 + 5),
+        bk.attention_dropout_mask([4, 5], 0.0, 0, 0),
+    ),
+    (ok(BOOL, (2, 3, 17, 20)), ok(BOOL, (4, 5), np.ones((4, 5), bool))),
+)
+case(
+    "attention_dropout_mask",
+    "fewer than 2 dims",
+    lambda bk, A: bk.attention_dropout_mask((5,), 0.3, 0, 0),
+    ShapeError,
 )
 TABLE = np.random.default_rng(6).standard_normal((5, 3)).astype(np.float32)
 case(

@@ -40,6 +40,68 @@ def test_ratio_rows_come_from_the_suites_rows():
     assert runner._ratio_rows("amp", {"timing": []}) == []
 
 
+def test_ratio_rows_never_crash_on_a_suites_output():
+    runner = load_runner()
+    row = {"case": "add", "ratio_adcuda_over": {"torch": 2.0}}
+    # rows grouped by table title (what bench_profiler_overhead.py used to write) are read too
+    assert runner._ratio_rows("s", {"rows": {"table": [row]}}) == [("s: table: add", "torch", 2.0)]
+    for odd in ({"rows": ["add", "sub"]}, {"rows": {"title": "text"}}, {"rows": "add"}, {"rows": None}, ["rows"],
+                "text", None, {"rows": [{"case": "x", "ratio_adcuda_over": "fast"}]},
+                {"rows": [{"case": "x", "ratio_adcuda_over": {"torch": "2x", "numpy": None}}]}):
+        assert runner._ratio_rows("s", odd) == []
+
+
+def fake_suite(tmp_path, monkeypatch, runner, body, **fields):
+    (tmp_path / "bench_fake.py").write_text(body)
+    monkeypatch.setattr(runner, "HERE", str(tmp_path))
+    monkeypatch.setitem(runner.SUITES, "fake", runner.Suite("bench_fake.py", ("cpu",), False, **fields))
+
+
+def test_a_missing_optional_dependency_is_skipped_with_the_reason(tmp_path, monkeypatch):
+    runner = load_runner()
+    fake_suite(tmp_path, monkeypatch, runner, "raise SystemExit('must not run')\n",
+               requires=("adcuda_no_such_module",), install="pip install it")
+    record = runner.run_suite("fake", "cpu", quick=True, timeout=60)
+    assert record["status"] == "skipped"
+    assert record["reason"] == "needs adcuda_no_such_module, which is not installed (pip install it)"
+
+
+def test_a_suite_that_exits_77_is_skipped_with_its_last_stderr_line(tmp_path, monkeypatch):
+    runner = load_runner()
+    fake_suite(tmp_path, monkeypatch, runner, "import sys\nprint('no mpiexec found', file=sys.stderr)\nsys.exit(77)\n")
+    record = runner.run_suite("fake", "cpu", quick=True, timeout=60)
+    assert record["status"] == "skipped" and record["reason"] == "no mpiexec found"
+
+
+def test_a_suite_that_fails_is_reported_failed_and_the_run_still_summarises(tmp_path, monkeypatch, capsys):
+    runner = load_runner()
+    fake_suite(tmp_path, monkeypatch, runner, "raise RuntimeError('broken')\n")
+    assert runner.main(["--device", "cpu", "--suites", "fake", "--json", str(tmp_path / "r.json")]) == 1
+    assert json.loads((tmp_path / "r.json").read_text())["suites"]["fake"]["status"] == "failed"
+    assert "fake                 failed" in capsys.readouterr().out
+
+
+def test_distributed_suite_without_mpi4py_is_skipped_not_failed(tmp_path):
+    """The real suite, in a Python where importing mpi4py is impossible (a stand-in module path first)."""
+    blocker = tmp_path / "blocker"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text(
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'mpi4py':\n"
+        "            raise ImportError('mpi4py is blocked for this test')\n"
+        "sys.meta_path.insert(0, Block())\n")
+    env = {**os.environ, "PYTHONPATH": str(blocker) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, RUN, "--device", "cpu", "--suites", "distributed", "--json", str(out)],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    suite = json.loads(out.read_text())["suites"]["distributed"]
+    assert suite["status"] == "skipped" and "mpi4py" in suite["reason"]
+    assert "Traceback" not in proc.stdout + proc.stderr
+
+
 def test_unknown_suite_is_a_usage_error():
     proc = subprocess.run([sys.executable, RUN, "--suites", "nope"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "unknown suite" in proc.stderr

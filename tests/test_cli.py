@@ -129,6 +129,62 @@ def test_resume_refuses_other_settings(tmp_path):
     assert other_task.returncode == 2 and "is a 'digits' run" in other_task.stderr
 
 
+@pytest.mark.parametrize("out", ["a_file/run", "/proc/adcuda-run"])
+def test_out_that_cannot_be_written_is_a_usage_error_before_any_training(tmp_path, out):
+    (tmp_path / "a_file").write_text("not a folder")
+    result = run_cli("train", "--epochs", "1", "--out", out, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert f"adcuda train: error: --out {out}: cannot write there" in result.stderr
+    assert "epoch" not in result.stdout and "Traceback" not in result.stderr
+
+
+def test_trace_that_cannot_be_written_is_a_usage_error(tmp_path):
+    (tmp_path / "a_file").write_text("not a folder")
+    result = run_cli("train", "--profile", "--trace", "a_file/trace.json", "--out", "run", cwd=tmp_path)
+    assert result.returncode == 2 and "--trace a_file/trace.json: cannot write there" in result.stderr
+
+
+def test_resume_takes_the_task_from_the_checkpoint(tmp_path, tiny_chars):
+    """A chars run resumed without --task continues as chars (the checkpoint knows its task)."""
+    from adcuda.train import TASKS, TrainConfig, train
+    train(TrainConfig(task="chars", out=str(tmp_path / "c"), epochs=1, quiet=True), TASKS["chars"])
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["train", "--task", "digits", "--resume", "--out", str(tmp_path / "c")])
+    assert exited.value.code == 2
+    assert cli.main(["train", "--resume", "--out", str(tmp_path / "c"), "--epochs", "2", "--quiet"]) == 0
+    assert adcuda.load(str(tmp_path / "c" / "checkpoint.pt"))["epoch"] == 2
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the overflow of the diverging run
+def test_exit_status_2_for_usage_errors_and_1_for_failures_while_training(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["train", "--epochs", "1", "--batch-size", "512", "--quiet", "--out", "run"]) == 0
+    capsys.readouterr()
+    # usage: the command cannot run as given
+    for args in (["--resume", "--out", "run", "--seed", "3"], ["--resume", "--out", "elsewhere"],
+                 ["--task", "chars", "--resume", "--out", "run"]):
+        with pytest.raises(SystemExit) as exited:
+            cli.main(["train", *args])
+        assert exited.value.code == 2, args
+        assert capsys.readouterr().err.startswith("adcuda train: error: --resume: ")
+    # failure while running: a damaged checkpoint, a loss that diverges
+    checkpoint = tmp_path / "run" / "checkpoint.pt"
+    checkpoint.write_bytes(checkpoint.read_bytes()[:-10])
+    assert cli.main(["train", "--resume", "--out", "run", "--epochs", "2"]) == 1
+    assert capsys.readouterr().err.startswith("adcuda train: error: ")
+    assert cli.main(["train", "--epochs", "1", "--lr", "1e30", "--quiet", "--out", "diverged"]) == 1
+    assert "training diverged" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(adcuda.cuda.is_available(), reason="CUDA is available here")
+def test_device_line_is_short_and_points_to_adcuda_info(tmp_path):
+    result = run_cli("train", "--epochs", "1", "--batch-size", "512", "--out", "run", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    device_line = result.stdout.splitlines()[0]
+    assert device_line.startswith("device: cpu (") and "adcuda info" in device_line
+    assert len(device_line) <= 80, device_line
+
+
 @pytest.mark.skipif(adcuda.cuda.is_available(), reason="CUDA is available here")
 def test_device_cuda_without_cuda_says_why(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
@@ -143,6 +199,19 @@ def test_info_command(tmp_path):
     result = run_cli("info", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "running on:" in result.stdout
+
+
+def test_info_prints_once_in_a_script_and_at_the_prompt(tmp_path):
+    def python(*args, stdin=None):
+        return subprocess.run([sys.executable, *args], cwd=tmp_path, input=stdin, capture_output=True, text=True,
+                              timeout=120)
+    script = python("-c", "import adcuda\nreport = adcuda.info()\nassert 'running on:' in report")
+    assert script.returncode == 0, script.stderr
+    assert script.stdout.count("running on:") == 1, script.stdout
+    prompt = python("-i", "-q", stdin="import adcuda\nadcuda.info()\n")
+    assert prompt.stdout.count("running on:") == 1, prompt.stdout
+    quiet = python("-c", "import adcuda\nfacts = adcuda.info(as_dict=True)\nassert 'running_on' in facts")
+    assert quiet.returncode == 0 and quiet.stdout == "", quiet.stdout + quiet.stderr
 
 
 def test_console_script_when_installed(tmp_path):

@@ -1,5 +1,5 @@
-"""The array-machinery kernels (kernels/elementwise.cu, reduce.cu, index.cu, layout.cu, sort.cu,
-random.cu) against the CPU backend, the oracle.
+"""The array-machinery kernels (kernels/elementwise_unary.cu, elementwise_binary.cu, reduce.cu, index.cu,
+layout.cu, sort.cu, random.cu) against the CPU backend, the oracle.
 
 Two parts:
 - on any machine: the NumPy advanced-indexing planner the CUDA indexing builds on

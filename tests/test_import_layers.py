@@ -80,28 +80,7 @@ OPTIONAL_IMPORTS = {
 # module); rule is "up", "in-function" or "cycle" (an import that closes a cycle: it is left out of the
 # cycle search, as are the imports listed under the other two rules). An entry that no longer happens
 # fails the test, so the lists shrink as that work lands.
-EXPECTED_FAILURES = {
-    # owned by the newuser work (cli.py, train/, the bundled data sets in data/); this list must be
-    # empty when it lands
-    "newuser": {
-        ("in-function", "adcuda.cli", "adcuda._info"),
-        ("in-function", "adcuda.cli", "adcuda._native"),
-        ("in-function", "adcuda.cli", "adcuda.cuda"),
-        ("in-function", "adcuda.cli", "adcuda.distributed.launch"),
-        ("in-function", "adcuda.cli", "adcuda.errors"),
-        ("in-function", "adcuda.cli", "adcuda.serialization"),
-        ("in-function", "adcuda.cli", "adcuda.train"),
-        ("in-function", "adcuda.cli", "adcuda.train.checkpoint"),
-        ("in-function", "adcuda.cli", "adcuda.train.errors"),
-        ("in-function", "adcuda.cli", "adcuda.train.parallel"),
-        ("in-function", "adcuda.data", "adcuda.factories"),
-        ("in-function", "adcuda.train.loop", "adcuda.profiler.nvtx_ranges"),
-        ("in-function", "adcuda.train.parallel", "adcuda.distributed"),
-        ("in-function", "adcuda.train.parallel", "adcuda.distributed.environment"),
-        ("in-function", "adcuda.train.parallel", "adcuda.factories"),
-        ("in-function", "adcuda.train.parallel", "adcuda.nn.parallel"),
-    },
-}
+EXPECTED_FAILURES = {}
 
 
 # ---------------------------------------------------------------------------------------------

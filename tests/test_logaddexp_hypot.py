@@ -1,6 +1,6 @@
 """logaddexp and hypot: added as the example of what a new elementwise op takes (one registry entry in
 adcuda/ops/elementwise.py, one entry in the CPU backend's BINARY_OPS, one functor in
-kernels/functors.cuh with its line in kernels/elementwise.cu's binary table).
+kernels/functors.cuh with its line in kernels/elementwise_binary.cu's binary table).
 
 On the CPU: float64 gradcheck (and gradgradcheck), values and gradients against PyTorch, broadcasting,
 scalar operands, the overflow the ops exist to avoid. With a GPU (``cuda``-marked, run on the CUDA

@@ -311,13 +311,32 @@ def test_attention_composite_paths_match_the_fused_one():
     assert np.all(np.isfinite(dropped.numpy())) and np.all(dropped.numpy()[:, 1] == 0.0)
 
 
-def test_attention_dropout_drops_probabilities_like_f_dropout():
+def test_attention_dropout_drops_the_probabilities_its_mask_primitive_draws():
+    """Dropout runs inside the fused primitive, on the generator's next draw; attention_dropout_mask
+    gives the same keep-mask (both backends draw it from one Philox counter layout)."""
+    from adcuda.backends import cpu
+    from adcuda.random import default_generator
     q, k, v = const(rnd(2, 3, 4)), const(rnd(2, 5, 4, seed=1)), const(rnd(2, 5, 2, seed=2))
     adcuda.manual_seed(11)
     out = F.scaled_dot_product_attention(q, k, v, dropout_p=0.3)
     adcuda.manual_seed(11)
-    probs = F.softmax(q @ k.transpose(-1, -2) * 0.5, -1)
-    np.testing.assert_allclose(out.numpy(), (F.dropout(probs, 0.3) @ v).numpy(), rtol=1e-12)
+    keep = cpu.attention_dropout_mask((2, 3, 5), 0.3, *default_generator.next_offset(2 * 3 * 5))
+    assert 0 < keep.sum() < keep.size
+    probs = F.softmax(q @ k.transpose(-1, -2) * 0.5, -1).numpy()
+    np.testing.assert_allclose(out.numpy(), (probs * keep / 0.7) @ v.numpy(), rtol=1e-12)
+
+
+def test_attention_dropout_gradients_and_second_derivatives():
+    """The fused backward draws the forward's mask again; under create_graph the composite rule
+    rebuilds it with attention_dropout_mask."""
+    q, k, v = leaf(rnd(2, 3, 4)), leaf(rnd(2, 5, 4, seed=1)), leaf(rnd(2, 5, 2, seed=2))
+
+    def attend(q, k, v):
+        adcuda.manual_seed(5)  # the same draw at every evaluation
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=0.4, is_causal=True)
+
+    assert gradcheck(attend, (q, k, v))
+    assert gradgradcheck(attend, (q, k, v))
 
 
 def test_attention_with_no_keys_gives_zeros():

@@ -182,14 +182,6 @@ def test_train_loop_with_workers_matches_single_process(tmp_path):
     assert results[0] == results[1]
 
 
-@pytest.fixture
-def tiny_chars(monkeypatch):
-    monkeypatch.setattr(chars_task, "MODEL", {"d_model": 32, "n_layers": 1, "n_heads": 2, "dropout": 0.0})
-    monkeypatch.setattr(chars_task, "STEPS_PER_EPOCH", 10)
-    monkeypatch.setattr(chars_task, "VAL_WINDOWS_PER_EPOCH", 16)
-    monkeypatch.setattr(chars_task, "SAMPLE_LENGTH", 30)
-
-
 def test_chars_task_trains_reports_and_samples(tmp_path, tiny_chars, capsys):
     result = train(TrainConfig(task="chars", out=str(tmp_path), epochs=1, quiet=True), TASKS["chars"])
     uniform = math.log(adcuda.data.load_chars_corpus().vocab_size)
@@ -197,9 +189,31 @@ def test_chars_task_trains_reports_and_samples(tmp_path, tiny_chars, capsys):
     assert result["val_bits_per_char"] == pytest.approx(result["val_loss"] / math.log(2))
     assert result["sample"].startswith(chars_task.SAMPLE_PROMPT) and len(result["sample"]) == 34
     lines = capsys.readouterr().out.splitlines()
-    assert lines[-1].startswith("val loss: ") and any(line.startswith("val bits per char: ") for line in lines)
+    assert lines[-2].startswith("held-out bits per char: ") and lines[-2].endswith(" held-out characters)")
+    assert lines[-1].startswith("held-out loss: ")
     again = train(TrainConfig(task="chars", out=str(tmp_path / "again"), epochs=1, quiet=True), TASKS["chars"])
     assert again == result, "the same seed must give the same run, sample included"
+
+
+def test_progress_is_a_line_every_few_seconds_when_not_on_a_terminal():
+    import io
+
+    from adcuda.train.progress import LineProgress, progress
+    now = [0.0]
+
+    def clock():
+        now[0] += 1.5  # each step takes 1.5 s
+        return now[0]
+
+    out = io.StringIO()
+    bar = LineProgress(range(10), 10, "epoch 2/5", file=out, interval=5.0, clock=clock)
+    for _ in bar:
+        bar.set_postfix(loss="1.2345")
+    lines = out.getvalue().splitlines()
+    assert lines == ["epoch 2/5: step 4/10 (40%), loss 1.2345, 0.7 steps/s, about 9 s left",
+                     "epoch 2/5: step 8/10 (80%), loss 1.2345, 0.7 steps/s, about 3 s left"]
+    assert isinstance(progress(range(3), 3, "x", quiet=False, file=io.StringIO()), LineProgress)
+    assert list(progress(range(3), 3, "x", quiet=True, file=io.StringIO())) == [0, 1, 2]
 
 
 def test_chars_corpus_round_trips():

@@ -19,7 +19,7 @@ PRIMITIVES = (
     "unary_backward", "where", "clamp", "reduce", "argreduce", "var", "logsumexp", "sort", "cumsum", "index",
     "index_put_", "gather", "scatter_add", "cat", "tril", "triu", "matmul", "softmax",
     "softmax_backward", "cross_entropy", "cross_entropy_backward", "layer_norm",
-    "layer_norm_backward", "attention", "attention_backward", "rand", "randn", "randint",
+    "layer_norm_backward", "attention", "attention_backward", "attention_dropout_mask", "rand", "randn", "randint",
     "bernoulli", "sgd_step_", "adam_step_", "unscale_and_check_", "update_scale_", "embedding",
     "embedding_backward", "dropout", "dropout_backward", "global_norm",
 )

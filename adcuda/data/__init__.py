@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..factories import from_numpy
+
 __all__ = ["load_digits", "load_chars_corpus", "CharCorpus", "DIGITS_FILE"]
 
 DIGITS_FILE = "digits.csv.gz"
@@ -22,7 +24,6 @@ _DIGITS_MAX_PIXEL = 16.0
 def load_digits():
     """``(images, labels)``: images float32 of shape (1797, 64) scaled from 0..16 to [0, 1] (each row
     an 8x8 image, row-major), labels int64 in 0..9."""
-    from ..factories import from_numpy
     resource = importlib.resources.files(__name__).joinpath(DIGITS_FILE)
     with resource.open("rb") as raw, gzip.open(raw, "rt") as text:
         table = np.loadtxt(text, delimiter=",", dtype=np.int64)
@@ -66,7 +67,6 @@ def _topics_text():
 
 def load_chars_corpus(val_fraction=0.1):
     """Python's help() topics as a ``CharCorpus``; the last ``val_fraction`` of the text is held out."""
-    from ..factories import from_numpy
     if not 0 < val_fraction < 1:
         raise ValueError(f"load_chars_corpus: val_fraction must be between 0 and 1, got {val_fraction}")
     text = _topics_text()

@@ -1,11 +1,13 @@
 """scaled_dot_product_attention: fused (the backend's attention family: ``kernels/attention.cu``,
 forward and backward without keeping the probabilities) where it applies, composed of ops where
-it does not (dropout on the probabilities, a mask that needs a gradient, no keys)."""
+it does not (a mask that needs a gradient, no keys). Dropout on the probabilities is drawn inside
+the primitive (kernels/attention_dropout.cuh: one Philox counter layout on both backends)."""
 import math
 
 from .. import dtypes as dt
 from ..autograd.graph import needs_grad
 from ..errors import DTypeError, ShapeError, fmt_shape
+from ..random import default_generator
 from ..tensor import primitives
 from .common import broadcast_shapes, check_float, check_same_device, check_tensor, dense, wrap
 from .elementwise import where
@@ -44,12 +46,15 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         attn_mask = _check_attn_mask(name, attn_mask, query, scores_shape)
     if scale is None:
         scale = 1.0 / math.sqrt(query.shape[-1]) if query.shape[-1] else 1.0
-    if dropout_p > 0.0 or (attn_mask is not None and needs_grad(attn_mask)) or key.shape[-2] == 0:
-        # the fused primitive has neither dropout nor a mask gradient (nor a use for zero keys, where
-        # every output is 0): compose it from ops instead
+    if (attn_mask is not None and needs_grad(attn_mask)) or key.shape[-2] == 0:
+        # the fused primitive has no mask gradient (nor a use for zero keys, where every output is 0):
+        # compose it from ops instead
         probs = _attention_probs(query, key, attn_mask, is_causal, scale)
         return dropout(probs, dropout_p) @ value
-    return attention_fused(query, key, value, attn_mask, is_causal, scale)
+    # dropout is drawn inside the primitive from the generator's next draw over the probabilities,
+    # and drawn again from the same (seed, offset) by the backward
+    seed, offset = default_generator.next_offset(math.prod(scores_shape)) if dropout_p > 0.0 else (0, 0)
+    return attention_fused(query, key, value, attn_mask, is_causal, scale, dropout_p, seed, offset)
 
 
 def _repeat_kv_heads(op, query, kv):
@@ -97,24 +102,38 @@ def _attention_probs(q, k, mask, is_causal, scale):
     return where(live, probs, 0.0)
 
 
-def _attention_grads(grad, query, key, value, attn_mask, is_causal, scale):
+def _scores_shape(q, k, v):
+    """(batch..., L, S): the probabilities the primitives' dropout draws over, batch broadcast from all three."""
+    batch = broadcast_shapes("scaled_dot_product_attention", tuple(q.shape[:-2]), tuple(k.shape[:-2]),
+                             tuple(v.shape[:-2]))
+    return batch + (q.shape[-2], k.shape[-2])
+
+
+def _attention_grads(grad, query, key, value, attn_mask, is_causal, scale, dropout_p, seed, offset):
     probs = _attention_probs(query, key, attn_mask, is_causal, scale)
-    d_probs = grad @ value.mT
+    kept, d_probs = probs, grad @ value.mT
+    if dropout_p > 0.0:  # the forward's dropout, drawn again as a mask
+        keep = wrap(primitives(query).attention_dropout_mask(_scores_shape(query, key, value), dropout_p, seed,
+                                                              offset), query._device)
+        factor = keep.to(dtype=probs.dtype) * (1.0 / (1.0 - dropout_p) if dropout_p < 1.0 else 0.0)
+        kept, d_probs = probs * factor, d_probs * factor
     d_scores = probs * (d_probs - (d_probs * probs).sum(-1, keepdim=True))
-    return (d_scores @ key) * scale, (d_scores.mT @ query) * scale, probs.mT @ grad
+    return (d_scores @ key) * scale, (d_scores.mT @ query) * scale, kept.mT @ grad
 
 
-def _attention_fused_grads(grad, query, key, value, attn_mask, is_causal, scale, result, lse):
+def _attention_fused_grads(grad, query, key, value, attn_mask, is_causal, scale, dropout_p, seed, offset, result,
+                           lse):
     return tuple(wrap(d, grad._device) for d in primitives(grad).attention_backward(
         dense(grad), dense(query), dense(key), dense(value), result._data, lse._data,
-        None if attn_mask is None else attn_mask._data, is_causal, scale))
+        None if attn_mask is None else attn_mask._data, is_causal, scale, dropout_p, seed, offset))
 
 
 @op("attention_fused", doc="Attention by the fused primitive (its logsumexp rows kept for backward).",
     function=False, method=False, node="ScaledDotProductAttentionBackward0", extra_outputs=("lse",),
     grads={("query", "key", "value"): _attention_grads},
     fused={("query", "key", "value"): _attention_fused_grads})
-def attention_fused(query, key, value, attn_mask, is_causal, scale):
+def attention_fused(query, key, value, attn_mask, is_causal, scale, dropout_p, seed, offset):
     out, lse = primitives(query).attention(dense(query), dense(key), dense(value),
-                                           None if attn_mask is None else dense(attn_mask), is_causal, scale)
+                                           None if attn_mask is None else dense(attn_mask), is_causal, scale,
+                                           dropout_p, seed, offset)
     return wrap(out, query._device), wrap(lse, query._device)

@@ -1,8 +1,9 @@
 """Elementwise ops with broadcasting: arithmetic, math functions, activations, comparisons.
 
 Each forward calls the ``unary``/``binary`` (or ``where``/``clamp``) primitive of the backend's
-elementwise family (``adcuda/backends/cpu`` and ``cuda``, ``kernels/elementwise.cu`` with its
-functors in ``kernels/functors.cuh``); fused backward formulas call ``unary_backward``.
+elementwise family (``adcuda/backends/cpu`` and ``cuda``, ``kernels/elementwise_unary.cu`` and
+``elementwise_binary.cu`` with their functors in ``kernels/functors.cuh``); fused backward formulas
+call ``unary_backward``.
 """
 import math
 

@@ -7,14 +7,19 @@ import os
 
 from .. import random as adcuda_random
 from ..serialization import load, save
+from .errors import SettingsError
 
 CHECKPOINT_NAME = "checkpoint.pt"
 FORMAT = "adcuda-train-checkpoint"
 VERSION = 1
 
 
-class CheckpointMismatch(ValueError):
+class CheckpointMismatch(SettingsError):
     """A checkpoint that belongs to another task or run than the one asked for."""
+
+
+class CheckpointMissing(SettingsError):
+    """``--resume`` with no checkpoint in ``--out``."""
 
 
 def checkpoint_path(out_dir):
@@ -45,7 +50,7 @@ def save_checkpoint(out_dir, *, config, epoch, model, optimizer, scheduler, scal
 def load_checkpoint(out_dir, device):
     path = checkpoint_path(out_dir)
     if not os.path.exists(path):
-        raise FileNotFoundError(f"--resume: there is no checkpoint to resume from at {path}; "
+        raise CheckpointMissing(f"--resume: there is no checkpoint to resume from at {path}; "
                                 f"start a run with this --out first")
     state = load(path, map_location=device)
     if not isinstance(state, dict) or state.get("format") != FORMAT:
@@ -54,6 +59,11 @@ def load_checkpoint(out_dir, device):
         raise CheckpointMismatch(f"--resume: {path} has checkpoint version {state.get('version')}, "
                                  f"this adcuda reads version {VERSION}")
     return state
+
+
+def saved_task(out_dir):
+    """The task of the run whose checkpoint is in ``out_dir`` (what ``--resume`` continues)."""
+    return load_checkpoint(out_dir, "cpu")["config"]["task"]
 
 
 def restore_rng(state, loader_generator):

@@ -101,6 +101,10 @@ class DigitsTask:
         # the number of workers
         return F.cross_entropy(model(random_shift(x)), y, label_smoothing=LABEL_SMOOTHING)
 
+    def validation_note(self):
+        return (f"per-epoch val: the {len(self.splits['val'][1])} validation images; the final test: the "
+                f"{len(self.splits['test'][1])} held-out test images, never seen in training or validation")
+
     def evaluate(self, model, split, device):
         x, y = self.splits[split]
         logits = model(x.to(device))

@@ -8,16 +8,17 @@ import os
 import sys
 import time
 
-from .. import nn
-from .. import optim
+from .. import nn, optim
 from .. import random as adcuda_random
 from ..amp import GradScaler, autocast
 from ..autograd import no_grad
 from ..device import as_device
 from ..profiler import emit_nvtx, profile, record_function
+from ..profiler.nvtx_ranges import NvtxEmitter
 from . import parallel
 from .checkpoint import CheckpointMismatch, checkpoint_path, load_checkpoint, restore_rng, save_checkpoint
 from .errors import SettingsError
+from .progress import progress
 from .schedule import WarmupCosine
 
 # gradients are clipped to this global norm before every step
@@ -63,7 +64,8 @@ class TrainConfig:
 
 
 class Reporter:
-    """Per-epoch lines on stdout and a progress bar on stderr (only on a terminal, never when quiet)."""
+    """Per-epoch lines on stdout, and the progress of each epoch on stderr (a bar on a terminal, else a
+    line every few seconds; nothing when quiet)."""
 
     def __init__(self, quiet):
         self.quiet = quiet
@@ -76,9 +78,7 @@ class Reporter:
         print(text, flush=True)
 
     def progress(self, iterable, total, description):
-        from tqdm import tqdm
-        return tqdm(iterable, total=total, desc=description, unit="batch", leave=False, dynamic_ncols=True,
-                    disable=self.quiet or not sys.stderr.isatty(), file=sys.stderr)
+        return progress(iterable, total, description, self.quiet, file=sys.stderr)
 
 
 class SilentReporter(Reporter):
@@ -211,6 +211,8 @@ def _train(config, task_type, reporter, world):
     step = TrainStep(model, optimizer, scheduler, scaler, precision, task, config.device)
     if config.profile_steps:
         return _profile(step, loader, config, start_epoch, reporter, main)
+    if start_epoch < config.epochs:
+        reporter.line(task.validation_note())
     for epoch in range(start_epoch, config.epochs):
         started = time.perf_counter()
         _set_epoch(loader, epoch)
@@ -230,7 +232,7 @@ def _train(config, task_type, reporter, world):
                         model=net, optimizer=optimizer, scheduler=scheduler, scaler=scaler,
                         loader_generator=loader_generator, history=history, extra=task.checkpoint_extra())
         reporter.line(f"epoch {epoch + 1:>3}/{config.epochs}  train loss {train_loss:.4f}  "
-                      + "  ".join(f"val {k} {v:.4f}" for k, v in val.items())
+                      + "  ".join(f"val {k.replace('_', ' ')} {v:.4f}" for k, v in val.items())
                       + f"  lr {scheduler.get_last_lr()[0]:.2e}  {seconds:.1f}s")
     if start_epoch >= config.epochs:
         reporter.line(f"the checkpoint has already trained {start_epoch} epochs (--epochs {config.epochs})")
@@ -326,7 +328,6 @@ def _set_epoch(loader, epoch):
 
 
 def _nvtx_tool_attached():
-    from ..profiler.nvtx_ranges import NvtxEmitter
     return NvtxEmitter().tool_attached
 
 

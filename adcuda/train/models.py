@@ -2,8 +2,8 @@
 import math
 
 from .. import nn
-from ..nn import functional as F
 from ..factories import arange
+from ..nn import functional as F
 
 
 class Standardize(nn.Module):
@@ -63,8 +63,8 @@ class Block(nn.Module):
         self.ln1 = nn.LayerNorm(d_model)
         self.attn = CausalSelfAttention(d_model, n_heads, dropout)
         self.ln2 = nn.LayerNorm(d_model)
-        self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(approximate="tanh"), nn.Linear(4 * d_model, d_model),
-                                 nn.Dropout(dropout))
+        self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(approximate="tanh"),
+                                 nn.Linear(4 * d_model, d_model), nn.Dropout(dropout))
 
     def forward(self, x):
         x = x + self.attn(self.ln1(x))

@@ -8,6 +8,10 @@ continues exactly; the ranks differ only in the samples they train on.
 import contextlib
 import dataclasses
 
+from .. import distributed as dist
+from ..distributed import environment
+from ..factories import tensor
+from ..nn.parallel import DistributedDataParallel
 from ..utils.data import Sampler
 from .errors import SettingsError
 
@@ -27,7 +31,6 @@ def launched_world(ask_mpi=True):
     """The ``World`` that ``mpirun``/``mpiexec`` or ``adcuda.distributed.launch`` started this process
     into, or None for a process started on its own. The environment is asked first; ``ask_mpi``:
     then MPI itself (for launchers whose variables adcuda does not know; this initialises MPI)."""
-    from ..distributed import environment
     (rank, _), (size, _) = environment.rank_and_world_size()
     if size is not None:
         return World(rank or 0, size)
@@ -45,7 +48,6 @@ def launched_world(ask_mpi=True):
 def process_group(device_type):
     """The default process group for a run (NCCL for CUDA, MPI for the CPU), yielding this process's
     ``World``; one the caller initialised already is used and left as it is."""
-    from .. import distributed as dist
     if dist.is_initialized():
         yield World(dist.get_rank(), dist.get_world_size())
         return
@@ -61,14 +63,11 @@ def process_group(device_type):
 
 def wrap(model):
     """``model`` (already on its device, in its final dtype) as a DistributedDataParallel replica."""
-    from ..nn.parallel import DistributedDataParallel
     return DistributedDataParallel(model)
 
 
 def mean_over_ranks(total, count, device):
     """``sum(total) / sum(count)`` over every rank (for the epoch's training loss)."""
-    from .. import distributed as dist
-    from ..factories import tensor
     sums = tensor([float(total), float(count)], device=device)
     dist.all_reduce(sums)
     total, count = sums.tolist()

@@ -1,6 +1,6 @@
-// The sm_80 PTX instructions kernels/gemm.cu uses (mma.sync m16n8k16 with fp16/bf16 inputs and fp32
-// accumulators, ldmatrix .m8n8.x4{.trans}.b16, cp.async.cg 16 / commit_group / wait_group), as pure
-// functions of what the lanes supply. No dependency on the emulator core, so that a plain C++ test can
+// The sm_80 PTX instructions kernels/gemm.cu and kernels/attention_sm80.cuh use (mma.sync m16n8k16 with
+// fp16/bf16 inputs and fp32 accumulators, ldmatrix .m8n8.x4{.trans}.b16, cp.async.cg 16 / commit_group /
+// wait_group, ex2.approx.ftz.f32), as pure functions of what the lanes supply. No dependency on the emulator core, so that a plain C++ test can
 // check them (tests/emulator/test_ptx_sm80.cpp); ptx_sm80.h wires them to the emulated warps.
 //
 // Every layout below is written from the PTX ISA, not from gemm.cu:
@@ -8,7 +8,8 @@
 //  - "Warp-level matrix load instruction: ldmatrix" (row addresses by lanes 0-7 / 8-15 / 16-23 /
 //    24-31 for matrices 0..3; lane L receives row L/4, elements 2*(L%4) and +1 of each matrix, in the
 //    destination register of that matrix; .trans loads the matrix in column-major form);
-//  - cp.async / cp.async.commit_group / cp.async.wait_group.
+//  - cp.async / cp.async.commit_group / cp.async.wait_group;
+//  - "Floating Point Instructions: ex2" (attention's block, at the end).
 // Packed .b32 / .f16x2 registers hold the lower-indexed element in their low 16 bits.
 #pragma once
 
@@ -232,6 +233,22 @@ void wait_async_groups(State& state, int pending) {
     for (const auto& copy : state.committed[g]) perform_async_copy(copy);
   }
   state.committed.erase(state.committed.begin(), state.committed.begin() + static_cast<std::ptrdiff_t>(done));
+}
+
+// ------------------------------------------------------------------------------------------------
+// Attention's instructions (kernels/attention_sm80.cuh).
+//
+// ex2.approx.ftz.f32 d, a: d = 2^a. The PTX ISA gives a maximum relative error of 2^-22 (for |a| up to
+// about 126) and these special cases: -Inf -> +0.0, -0.0 / +0.0 -> +1.0, +Inf -> +Inf, NaN -> NaN;
+// .ftz flushes a subnormal input to a same-signed zero (so the result is +1.0) and a subnormal result to
+// +0.0. Here the result is 2^a rounded to fp32 (well inside the error bound), then flushed.
+
+inline bool is_subnormal_f32(float x) { return x != 0.0f && std::fabs(x) < 1.17549435e-38f; }
+
+inline float ex2_approx_ftz_f32(float a) {
+  if (is_subnormal_f32(a)) return 1.0f;
+  const float d = static_cast<float>(std::exp2(static_cast<double>(a)));
+  return is_subnormal_f32(d) ? 0.0f : d;
 }
 
 }  // namespace adcuda::emu

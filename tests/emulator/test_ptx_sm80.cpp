@@ -11,6 +11,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -383,6 +384,33 @@ void test_cp_async_groups() {
         "a misaligned source is rejected");
 }
 
+// ------------------------------------------------------------------------------------------------
+// ex2.approx.ftz.f32 against a plain loop in long double: within the PTX ISA's 2^-22 relative error over
+// the normal range, and the ISA's special values.
+
+void test_ex2_approx_ftz() {
+  const float kMinNormal = 1.17549435e-38f;
+  int checked = 0;
+  for (float a = -126.0f; a <= 127.9f; a += 0.0371f, ++checked) {
+    const long double want = std::exp2(static_cast<long double>(a));
+    const float got = emu::ex2_approx_ftz_f32(a);
+    check(std::fabs(static_cast<long double>(got) - want) <= want * std::ldexp(1.0L, -22), "ex2 relative error",
+          static_cast<int>(a * 100));
+  }
+  check(checked > 6000, "ex2 sweep covered the normal range");
+  check(same_float(emu::ex2_approx_ftz_f32(-INFINITY), 0.0f), "ex2(-inf) = +0");
+  check(same_float(emu::ex2_approx_ftz_f32(INFINITY), INFINITY), "ex2(+inf) = +inf");
+  check(std::isnan(emu::ex2_approx_ftz_f32(NAN)), "ex2(NaN) = NaN");
+  check(same_float(emu::ex2_approx_ftz_f32(0.0f), 1.0f) && same_float(emu::ex2_approx_ftz_f32(-0.0f), 1.0f),
+        "ex2(+-0) = 1");
+  check(same_float(emu::ex2_approx_ftz_f32(kMinNormal / 4), 1.0f) &&
+            same_float(emu::ex2_approx_ftz_f32(-kMinNormal / 4), 1.0f),
+        "a subnormal input is flushed to zero: ex2 = 1");
+  check(same_float(emu::ex2_approx_ftz_f32(-130.0f), 0.0f), "a subnormal result (2^-130) is flushed to +0");
+  check(same_float(emu::ex2_approx_ftz_f32(-126.0f), kMinNormal), "2^-126 is the smallest normal, kept");
+  check(same_float(emu::ex2_approx_ftz_f32(3.0f), 8.0f), "ex2(3) = 8 exactly");
+}
+
 }  // namespace
 
 int main() {
@@ -396,6 +424,7 @@ int main() {
   }
   test_ldmatrix(rng);
   test_cp_async_groups();
+  test_ex2_approx_ftz();
   if (failures != 0) {
     std::fprintf(stderr, "%d check(s) failed\n", failures);
     return 1;

@@ -1,6 +1,6 @@
 """Builds and runs the standalone C++ check of the emulator's sm_80 PTX semantics (mma.m16n8k16,
-ldmatrix.x4, cp.async groups): tests/emulator/test_ptx_sm80.cpp. Needs g++ and the CUDA headers
-(cuda_fp16.h / cuda_bf16.h, for their host-side conversions); no GPU."""
+ldmatrix.x4, cp.async groups, ex2.approx.ftz): tests/emulator/test_ptx_sm80.cpp. Needs g++ and the
+CUDA headers (cuda_fp16.h / cuda_bf16.h, for their host-side conversions); no GPU."""
 import shutil
 import subprocess
 from pathlib import Path

@@ -1,13 +1,16 @@
 """The CPU backend's attention, forward and backward (kernels/attention.cu on CUDA): only the rows'
-logsumexp is kept for the backward, as the CUDA kernels keep it.
+logsumexp is kept for the backward, as the CUDA kernels keep it. Dropout draws the CUDA kernels' exact
+mask (kernels/attention_dropout.cuh's Philox counter layout, computed here in NumPy).
 """
+import math
+
 import numpy as np
 
 from ...errors import DTypeError, ShapeError, fmt_shape
-from ..seam import BackendArray
+from ..seam import BackendArray, Shape
 from ._common import _compute
 
-__all__ = ["attention", "attention_backward"]
+__all__ = ["attention", "attention_backward", "attention_dropout_mask"]
 
 
 def _operands(op, q, k, v):
@@ -48,12 +51,80 @@ def _attention_scores(q, k, mask, is_causal, scale):
     return s
 
 
-# (NumPy's warnings for log(0) and inf - inf in the fully masked rows are silenced by the package's
-# filter; no np.errstate, which costs microseconds a call)
+def _philox4x32_10(counter_words, seed):
+    """Philox4x32-10 of kernels/philox.cuh over rows of four uint32 counter words, keyed by the 64-bit
+    ``seed``: the same words the CUDA kernels draw."""
+    mask32 = np.uint64(0xFFFFFFFF)
+    c0, c1, c2, c3 = (w.astype(np.uint64) for w in counter_words)
+    key0, key1 = np.uint64(seed & 0xFFFFFFFF), np.uint64((seed >> 32) & 0xFFFFFFFF)
+    for round_ in range(10):
+        if round_:
+            key0 = (key0 + np.uint64(0x9E3779B9)) & mask32
+            key1 = (key1 + np.uint64(0xBB67AE85)) & mask32
+        product0 = np.uint64(0xD2511F53) * c0
+        product1 = np.uint64(0xCD9E8D57) * c2
+        c0, c1, c2, c3 = ((product1 >> np.uint64(32)) ^ c1 ^ key0, product1 & mask32,
+                          (product0 >> np.uint64(32)) ^ c3 ^ key1, product0 & mask32)
+    return c0, c1, c2, c3
+
+
+def _attention_dropout_keep(batch, L, S, p, seed, offset):
+    """Which probabilities of a (batch..., L, S) attention dropout keeps: kernels/attention_dropout.cuh's
+    counter layout, so that both backends drop the same ones. Per batch entry b, 16 x 16 tile
+    (i16, j16) and block (a, c) in 0..7 x 0..7, Philox block ((b * ceil(L/16) + i16) * ceil(S/16) + j16)
+    * 64 + 8 a + c at counter offset ``offset`` gives its words to (a, c), (a, c + 8), (a + 8, c),
+    (a + 8, c + 8) of the tile; an element is kept when its word is below floor((1 - p) 2^32)."""
+    if p == 0.0:
+        return np.ones(tuple(batch) + (L, S), dtype=bool)
+    entries = int(np.prod(batch, dtype=np.int64))
+    query_tiles, key_tiles = -(-L // 16), -(-S // 16)
+    blocks = np.arange(entries * query_tiles * key_tiles * 64, dtype=np.uint64)
+    seed, offset = int(seed) & (2 ** 64 - 1), int(offset) & (2 ** 64 - 1)
+    offset_words = (np.uint64(offset & 0xFFFFFFFF), np.uint64(offset >> 32))
+    words = _philox4x32_10((blocks & np.uint64(0xFFFFFFFF), blocks >> np.uint64(32),
+                            np.full_like(blocks, offset_words[0]), np.full_like(blocks, offset_words[1])), seed)
+    threshold = np.uint64(min(math.floor((1.0 - p) * 2.0 ** 32), 2 ** 32 - 1))
+    kept = np.stack([w < threshold for w in words], axis=-1)  # (blocks, word); word = 2 * (i >= 8) + (j >= 8)
+    kept = kept.reshape(entries, query_tiles, key_tiles, 8, 8, 2, 2)  # (b, i16, j16, a, c, i high, j high)
+    kept = kept.transpose(0, 1, 5, 3, 2, 6, 4).reshape(entries, query_tiles * 16, key_tiles * 16)
+    return kept[:, :L, :S].reshape(tuple(batch) + (L, S))
+
+
+def _check_dropout_p(op, dropout_p):
+    if not 0.0 <= dropout_p <= 1.0:
+        raise ValueError(f"{op}: dropout probability has to be between 0 and 1, but got {dropout_p}")
+
+
+def attention_dropout_mask(shape: Shape, p: float, seed: int, offset: int) -> BackendArray:
+    """The bool keep-mask (batch..., L, S) that attention's dropout with (p, seed, offset) applies."""
+    _check_dropout_p("attention_dropout_mask", p)
+    shape = (int(shape),) if isinstance(shape, int) else tuple(int(n) for n in shape)
+    if len(shape) < 2:
+        raise ShapeError(f"attention_dropout_mask: shape {fmt_shape(shape)} needs at least 2 dims (..., L, S)")
+    return _attention_dropout_keep(shape[:-2], shape[-2], shape[-1], p, seed, offset)
+
+
+def _attention_dropout_factor(probs, v, dropout_p, seed, offset):
+    """z of dropout(p) = p z over the batch dims of the probabilities and v, broadcast: 1 / (1 - p) where
+    kept, 0 where dropped (None without dropout)."""
+    if not dropout_p:
+        return None
+    batch = np.broadcast_shapes(probs.shape[:-2], v.shape[:-2])
+    keep = _attention_dropout_keep(batch, probs.shape[-2], probs.shape[-1], dropout_p, seed, offset)
+    scale = 1.0 / (1.0 - dropout_p) if dropout_p < 1.0 else 0.0
+    return np.where(keep, probs.dtype.type(scale), probs.dtype.type(0))
+
+
 def attention(q: BackendArray, k: BackendArray, v: BackendArray, mask: BackendArray | None, is_causal: bool,
-              scale: float) -> tuple[BackendArray, BackendArray]:
-    """Softmax(q k^T * scale + mask) v; also the rows' logsumexp, which is all backward keeps."""
+              scale: float, dropout_p: float = 0.0, seed: int = 0,
+              offset: int = 0) -> tuple[BackendArray, BackendArray]:
+    """Softmax(q k^T * scale + mask) v; also the rows' logsumexp, which is all backward keeps. With
+    ``dropout_p`` the probabilities are dropped by the Philox draw ``(seed, offset)`` and the rest
+    scaled by 1 / (1 - dropout_p); the logsumexp is of the probabilities before dropout."""
+    _check_dropout_p("attention", dropout_p)
     qq, kk, vv = _operands("attention", q, k, v)
+    # (the big temporaries are written in place; NumPy's warnings for log(0) and inf - inf in fully
+    # masked rows are silenced by the package's filter, no np.errstate, which costs microseconds)
     p = _attention_scores(qq, kk, mask, is_causal, scale)
     m = np.amax(p, axis=-1, keepdims=True, initial=-np.inf)  # initial: no keys (S = 0) is no error
     m = np.where(np.isfinite(m), m, 0)
@@ -63,21 +134,31 @@ def attention(q: BackendArray, k: BackendArray, v: BackendArray, mask: BackendAr
     lse = np.log(denom) + m
     # a fully masked row is all zeros (exp(-inf)) over a zero sum: divided by 1 it stays 0
     p /= np.where(denom > 0, denom, 1)
-    out = np.matmul(p, vv)
+    z = _attention_dropout_factor(p, vv, dropout_p, seed, offset)
+    out = np.matmul(p if z is None else p * z, vv)
     return out.astype(q.dtype, copy=False), lse[..., 0]
 
 
 def attention_backward(g: BackendArray, q: BackendArray, k: BackendArray, v: BackendArray, out: BackendArray,
-                       lse: BackendArray, mask: BackendArray | None, is_causal: bool,
-                       scale: float) -> tuple[BackendArray, BackendArray, BackendArray]:
+                       lse: BackendArray, mask: BackendArray | None, is_causal: bool, scale: float,
+                       dropout_p: float = 0.0, seed: int = 0,
+                       offset: int = 0) -> tuple[BackendArray, BackendArray, BackendArray]:
+    _check_dropout_p("attention_backward", dropout_p)
     qq, kk, vv = _operands("attention_backward", q, k, v)
     gg, oo = _compute(g), _compute(out)
     p = _attention_scores(qq, kk, mask, is_causal, scale)
     # a row with no finite logsumexp (fully masked) has no probabilities: subtracting +inf zeroes it
-    p -= np.where(np.isfinite(lse), lse, np.inf)[..., None]
+    shift = np.where(np.isfinite(lse), lse, np.inf)[..., None]
+    if shift.shape[:-2] == p.shape[:-2]:
+        p -= shift
+    else:  # v's batch dims broadcast the output (and its logsumexps) beyond the scores'
+        p = p - shift
     np.exp(p, out=p)
-    dv = np.matmul(np.swapaxes(p, -1, -2), gg)
+    z = _attention_dropout_factor(p, vv, dropout_p, seed, offset)
+    dv = np.matmul(np.swapaxes(p if z is None else p * z, -1, -2), gg)
     ds = np.matmul(gg, np.swapaxes(vv, -1, -2))
+    if z is not None:
+        ds *= z
     ds -= np.sum(gg * oo, axis=-1, keepdims=True)
     ds *= p
     dq = np.matmul(ds, kk)

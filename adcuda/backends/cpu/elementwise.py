@@ -1,6 +1,5 @@
-"""The CPU backend's elementwise primitives (kernels/elementwise.cu on CUDA): ``unary binary
-unary_backward where clamp`` and the op tables they take their ``op`` names from.
-"""
+"""The CPU backend's elementwise primitives (kernels/elementwise_unary.cu and elementwise_binary.cu on
+CUDA): ``unary binary unary_backward where clamp`` and the op tables they take their ``op`` names from."""
 import math
 
 import numpy as np

@@ -1,5 +1,5 @@
-"""The CUDA backend's elementwise primitives (kernels/elementwise.cu): ``unary binary unary_backward
-where clamp``, with the CPU backend's signatures, dtype rules and errors.
+"""The CUDA backend's elementwise primitives (kernels/elementwise_unary.cu and elementwise_binary.cu):
+``unary binary unary_backward where clamp``, with the CPU backend's signatures, dtype rules and errors.
 
 The kernels take the operands as they are (any strides, broadcast without copies, Python scalars as
 kernel arguments); what needs the data before launching (integer division by zero, integers to
