@@ -156,6 +156,15 @@ def _gelu_grad(x):
     return cdf
 
 
+def _times_(fresh, g):
+    """``g * fresh`` written into ``fresh`` (a temporary of the backward's own) where the shapes and
+    dtypes allow it."""
+    if fresh.shape == np.shape(g) and fresh.dtype == np.result_type(fresh, g):
+        fresh *= g
+        return fresh
+    return g * fresh
+
+
 def _gelu_tanh_grad(x):
     # s = sigmoid(2u) = (1 + tanh u) / 2 keeps the tails precise (1 + tanh u cancels for u << 0)
     inner = _SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
@@ -170,7 +179,7 @@ def _silu_grad(x):
 
 UNARY_BACKWARD_OPS = {
     "relu": lambda x, y, g: g * (x > 0),
-    "gelu": lambda x, y, g: g * _gelu_grad(x),
+    "gelu": lambda x, y, g: _times_(_gelu_grad(x), g),
     "gelu_tanh": lambda x, y, g: g * _gelu_tanh_grad(x),
     "silu": lambda x, y, g: g * _silu_grad(x),
     "sigmoid": lambda x, y, g: g * y * (1.0 - y),

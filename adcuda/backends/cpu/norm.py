@@ -1,5 +1,7 @@
 """The CPU backend's layer norm, forward and backward (kernels/norm.cu on CUDA).
 """
+import math
+
 import numpy as np
 
 from ...errors import DTypeError, ShapeError, fmt_shape
@@ -27,7 +29,7 @@ def layer_norm(x: BackendArray, weight: BackendArray | None, bias: BackendArray 
     _check_normalized("layer_norm", x, n, weight, bias)
     xx = _compute(x)
     axes = tuple(range(x.ndim - n, x.ndim))
-    count = np.prod(x.shape[x.ndim - n:], dtype=np.int64)
+    count = math.prod(x.shape[x.ndim - n:])
     # np.add.reduce / count is np.mean without its Python wrapper; the big temporaries are written in place
     mean = np.add.reduce(xx, axis=axes, keepdims=True)
     mean /= count
@@ -52,7 +54,7 @@ def layer_norm_backward(g: BackendArray, x: BackendArray, weight: BackendArray |
     gg, xx = _compute(g), _compute(x)
     axes = tuple(range(x.ndim - n, x.ndim))
     lead = tuple(range(x.ndim - n))
-    count = np.prod(x.shape[x.ndim - n:], dtype=np.int64)
+    count = math.prod(x.shape[x.ndim - n:])
     xhat = xx - mean
     xhat *= rstd
     dweight = np.add.reduce(gg * xhat, axis=lead).astype(weight.dtype) if weight is not None else None
