@@ -16,7 +16,8 @@ def _problem(lib, dtype):
     b = rng.standard_normal(6)
     w0 = rng.standard_normal(4)
     c0 = rng.standard_normal(1)
-    tensor = (lambda a: lib.tensor(a, dtype=getattr(lib, dtype)))
+    def tensor(a):
+        return lib.tensor(a, dtype=getattr(lib, dtype))
     return tensor(A), tensor(b), tensor(w0).requires_grad_(), tensor(c0).requires_grad_()
 
 
@@ -292,7 +293,8 @@ PLATEAU = {
 @pytest.mark.parametrize("name", sorted(PLATEAU))
 def test_reduce_on_plateau_matches_torch(name):
     torch = pytest.importorskip("torch")
-    make = (lambda lib, opt: lib.optim.lr_scheduler.ReduceLROnPlateau(opt, **PLATEAU[name]))
+    def make(lib, opt):
+        return lib.optim.lr_scheduler.ReduceLROnPlateau(opt, **PLATEAU[name])
     np.testing.assert_allclose(_lrs(adcuda, make, metrics=_METRICS), _lrs(torch, make, metrics=_METRICS),
                                rtol=1e-12)
 

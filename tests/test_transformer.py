@@ -91,7 +91,8 @@ def test_encoder_layer_matches_torch(option, masks):
     shape = (N, L, 16) if kwargs.get("batch_first") else (L, N, 16)
     a_in, t_in = _inputs([shape], "float64")
     a_masks, t_masks = _masks(masks, L, L, N, adcuda, "float64"), _masks(masks, L, L, N, torch, "float64")
-    _compare(ours, theirs, a_in, t_in, {"src_mask": a_masks.get("attn"), "src_key_padding_mask": a_masks.get("padding")},
+    _compare(ours, theirs, a_in, t_in,
+             {"src_mask": a_masks.get("attn"), "src_key_padding_mask": a_masks.get("padding")},
              {"src_mask": t_masks.get("attn"), "src_key_padding_mask": t_masks.get("padding")}, "float64", 1e-10)
 
 
