@@ -104,7 +104,8 @@ class iinfo:
         if d.category != INTEGER:
             raise DTypeError(f"iinfo: expected an integer dtype, got {d}")
         info = np.iinfo(d.numpy)
-        self.dtype, self.bits, self.min, self.max = d.name, d.itemsize * 8, _builtin_int(info.min), _builtin_int(info.max)
+        self.dtype, self.bits = d.name, d.itemsize * 8
+        self.min, self.max = _builtin_int(info.min), _builtin_int(info.max)
 
     def __repr__(self):
         return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype})"

@@ -23,7 +23,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
-from _harness import cuda_event_seconds, print_table  # noqa: E402
+from _harness import cuda_event_seconds, emulated_reference_run, is_emulated, print_table  # noqa: E402
 
 import adcuda  # noqa: E402
 
@@ -197,6 +197,8 @@ def main():
     from adcuda.backends import cpu
     from adcuda.backends import cuda as cb
     native = _native._C
+    if is_emulated():  # the rehearsal: the reference check at its small sizes, no timing
+        return emulated_reference_run("attention", args.json, [lambda: check_against_cpu(cb, cpu, native)])
     torch = optional_torch()
     check_against_cpu(cb, cpu, native)
     bursts = 3 if args.quick else 7

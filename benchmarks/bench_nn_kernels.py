@@ -190,7 +190,8 @@ def bandwidth_cases(cb, torch, bursts):
     if torch is not None:
         results["torch"] = {}
     moved = {}
-    for dtype in ("float16", "float32"):
+    def measure_dtype(dtype):
+        """One dtype's cases (a function, so that each case's lambda binds this dtype's operands)."""
         adt = getattr(adcuda, dtype)
         size = 2 if dtype == "float16" else 4
         classes = 32768
@@ -255,6 +256,9 @@ def bandwidth_cases(cb, torch, bursts):
             }
             for case, fn in torch_cases.items():
                 results["torch"][case] = torch_seconds(torch, fn, bursts, 10)
+
+    for dtype in ("float16", "float32"):
+        measure_dtype(dtype)
     return results, moved
 
 
@@ -324,7 +328,8 @@ def embedding_norm_dropout_cases(cb, torch, bursts):
         results["torch"] = {}
     moved = {}
     shapes = gpt2_parameter_shapes()
-    for dtype in ("float16", "float32"):
+    def measure_dtype(dtype):
+        """One dtype's cases (a function, so that each case's lambda binds this dtype's operands)."""
         adt = getattr(adcuda, dtype)
         size = 2 if dtype == "float16" else 4
         tokens = BANDWIDTH_BYTES // (width * size)  # the gathered rows fill 256 MiB
@@ -372,6 +377,9 @@ def embedding_norm_dropout_cases(cb, torch, bursts):
             }
             for case, fn in torch_cases.items():
                 results["torch"][case] = torch_seconds(torch, fn, bursts, 10)
+
+    for dtype in ("float16", "float32"):
+        measure_dtype(dtype)
     steps, steps_moved = optimizer_cases(cb, torch, shapes, bursts)
     for name, times in steps.items():
         results.setdefault(name, {}).update(times)
@@ -404,7 +412,8 @@ def attention_cases(cb, torch, quick, bursts):
     flops = {}
     scale = 1.0 / math.sqrt(dim)
     q, k, v, g = (cb.from_numpy(h, adcuda.float16) for h in host)
-    for causal in (False, True):
+    def measure_causal(causal):
+        """One mask setting's cases (a function, so that each lambda binds its own ``causal``)."""
         label = f"B{batch} H{heads} L{length} D{dim} fp16{' causal' if causal else ''}"
         forward_flops = 4.0 * batch * heads * length * length * dim * (0.5 if causal else 1.0)
         flops[f"attention {label}"] = forward_flops
@@ -426,6 +435,9 @@ def attention_cases(cb, torch, quick, bursts):
             def forward_backward():
                 sdpa(tq, tk, tv, is_causal=causal).backward(tg)
             results["torch"][f"attention fwd+bwd {label}"] = torch_seconds(torch, forward_backward, bursts, 3)
+
+    for causal in (False, True):
+        measure_causal(causal)
     return results, flops
 
 

@@ -42,7 +42,7 @@ python=${PYTHON:-python3}
 emulated=${ADCUDA_GPU_CHECK_EMULATED:-0}
 [ "$emulated" = 0 ] && emulated=""
 if [ -n "$emulated" ]; then budget=${GPU_CHECK_BUDGET:-1500}; else budget=${GPU_CHECK_BUDGET:-540}; fi
-suites=${GPU_CHECK_BENCH_SUITES:-cuda_runtime,kernels,nn_kernels,gemm,amp}
+suites=${GPU_CHECK_BENCH_SUITES:-cuda_runtime,kernels,nn_kernels,gemm,attention,amp}
 read -r -a test_args <<<"${GPU_CHECK_TESTS:-tests}"
 wheels_dir=${GPU_CHECK_WHEELS:-$repo/.whl}
 report="$repo/scripts/gpu_check_report.py"
@@ -238,7 +238,7 @@ record "info" OK "$took" "$(grep -m1 -iE "^ *(running on|device|cuda)" "$out/inf
 
 # ---- benchmarks ------------------------------------------------------------------------------------
 declare -A bench_script=([cuda_runtime]=bench_cuda_runtime.py [kernels]=bench_kernels.py
-  [nn_kernels]=bench_nn_kernels.py [gemm]=bench_gemm.py [amp]=bench_amp.py)
+  [nn_kernels]=bench_nn_kernels.py [gemm]=bench_gemm.py [attention]=bench_attention.py [amp]=bench_amp.py)
 declare -A bench_args=([amp]="--device cuda")
 for suite in "${suite_list[@]}"; do
   script=${bench_script[$suite]:-}

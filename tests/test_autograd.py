@@ -13,7 +13,7 @@ import pytest
 import adcuda as A
 from adcuda.autograd import Function, gradcheck, gradgradcheck
 from adcuda.autograd.gradcheck import GradcheckError
-from adcuda.errors import AutogradError, DTypeError, ShapeError
+from adcuda.errors import AutogradError, DTypeError
 
 F64 = A.float64
 

@@ -45,7 +45,8 @@ def test_native_build_info_types():
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc on PATH, so a host-only build is expected")
-@pytest.mark.skipif(os.environ.get("ADCUDA_CUDA", "").upper() == "OFF", reason="ADCUDA_CUDA=OFF asks for a host-only build")
+@pytest.mark.skipif(os.environ.get("ADCUDA_CUDA", "").upper() == "OFF",
+                    reason="ADCUDA_CUDA=OFF asks for a host-only build")
 def test_build_compiled_cuda_when_nvcc_is_on_path():
     info = _native.build_info()
     assert info["native_module_loaded"], (

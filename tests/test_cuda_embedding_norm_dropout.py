@@ -185,11 +185,11 @@ def test_embedding_backward_int32_indices_and_one_long_run(cb):
 
 @pytest.mark.parametrize("dtype", FLOAT_TYPES, ids=str)
 def test_embedding_backward_empty_and_degenerate(cb, dtype):
-    empty = cb.embedding_backward(to_device(cb, np.zeros((0, 6)), dtype), cb.from_numpy(np.zeros(0, np.int64), dt.int64),
-                                  5, None, True)
+    no_indices = cb.from_numpy(np.zeros(0, np.int64), dt.int64)
+    empty = cb.embedding_backward(to_device(cb, np.zeros((0, 6)), dtype), no_indices, 5, None, True)
     assert_same(to_host(cb, empty), np.zeros((5, 6), np.float32 if dtype is dt.bfloat16 else dtype.numpy))
-    no_rows = cb.embedding_backward(to_device(cb, np.ones((3, 6)), dtype), cb.from_numpy(np.zeros(3, np.int64), dt.int64),
-                                    0, None, False)
+    zeros = cb.from_numpy(np.zeros(3, np.int64), dt.int64)
+    no_rows = cb.embedding_backward(to_device(cb, np.ones((3, 6)), dtype), zeros, 0, None, False)
     assert cb.shape_of(no_rows) == (0, 6)
     no_columns = cb.embedding_backward(to_device(cb, np.ones((3, 0)), dtype),
                                        cb.from_numpy(np.zeros(3, np.int64), dt.int64), 4, None, False)

@@ -492,7 +492,7 @@ def test_iteration_beyond_int32_is_cut_into_int32_blocks(harness):
     done = subprocess.run([str(binary), "blocks"], capture_output=True, text=True, timeout=120)
     rows = [[int(v) for v in line.split()] for line in done.stdout.split("\n") if line]
     assert len(rows) == 5, done.stderr
-    for total, covered, largest, reach, count in rows:
+    for total, covered, largest, reach, _count in rows:
         assert covered == total  # every element in exactly one block (blocks tile the outer dims)
         assert largest <= 2**31 - 1 and reach <= 2**31 - 1
     assert rows[-1][4] == 1  # a small shape is one launch
@@ -1222,7 +1222,7 @@ def test_gradcheck_float64_on_cuda(name):
     u = adcuda.tensor(rng.standard_normal(tuple(y.shape)), dtype=dt.float64, device="cuda")
     grads = adcuda.autograd.grad((y * u).sum(), xs, allow_unused=True)
     eps = 1e-6
-    for k, x in enumerate(xs):
+    for k in range(len(xs)):
         v = rng.standard_normal((4, 5))
         analytical = float((grads[k].cpu().numpy() * v).sum()) if grads[k] is not None else 0.0
         with adcuda.no_grad():

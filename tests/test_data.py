@@ -14,9 +14,21 @@ import numpy as np
 import pytest
 
 import adcuda
-from adcuda.utils.data import (BatchSampler, ConcatDataset, DataLoader, Dataset, IterableDataset,
-                               RandomSampler, SequentialSampler, Subset, TensorDataset, default_collate,
-                               default_convert, get_worker_info, random_split)
+from adcuda.utils.data import (
+    BatchSampler,
+    ConcatDataset,
+    DataLoader,
+    Dataset,
+    IterableDataset,
+    RandomSampler,
+    SequentialSampler,
+    Subset,
+    TensorDataset,
+    default_collate,
+    default_convert,
+    get_worker_info,
+    random_split,
+)
 
 
 @contextlib.contextmanager
@@ -399,7 +411,7 @@ def test_abandoned_iterator_shuts_workers_down(no_leftover_workers):
     del it
     gc.collect()
     for _ in range(3):
-        for batch in loader:
+        for _batch in loader:
             break
     # the fixture checks that nothing is left
 

@@ -138,7 +138,8 @@ def test_calls_without_a_process_group_say_so():
 
 @pytest.mark.skipif(adcuda.cuda.is_available(), reason="checks the error on a machine without CUDA")
 def test_nccl_without_cuda_is_a_clear_device_error():
-    with pytest.raises(adcuda.DeviceError, match=r"init_process_group\('nccl'\): CUDA is not usable here .*backend='mpi'"):
+    message = r"init_process_group\('nccl'\): CUDA is not usable here .*backend='mpi'"
+    with pytest.raises(adcuda.DeviceError, match=message):
         dist.init_process_group("nccl")
     assert not dist.is_initialized()
     assert not dist.is_nccl_available()

@@ -456,7 +456,7 @@ def test_bool_arithmetic_follows_pytorch():
     with pytest.raises(DTypeError, match="sub: .*bool"):
         t - t
     with pytest.raises(DTypeError, match="neg: .*bool"):
-        -t
+        _ = -t
 
 
 def test_integer_division_by_zero_raises():

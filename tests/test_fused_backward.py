@@ -68,12 +68,13 @@ def attention_samples():
     q, k, v = (rng(s).standard_normal((2, 3, 4, 6)) for s in (6, 7, 8))
     mask = adcuda.tensor(rng(9).standard_normal((4, 5)))
     k5, v5 = (rng(s).standard_normal((2, 3, 5, 6)) for s in (10, 11))
-    return [(lambda q, k, v: entry("attention_fused")(q, k, v, None, False, 0.4, 0.0, 0, 0), [leaf(q), leaf(k), leaf(v)]),
-            (lambda q, k, v: entry("attention_fused")(q, k, v, None, True, 0.4, 0.0, 0, 0), [leaf(q), leaf(k), leaf(v)]),
-            (lambda q, k, v: entry("attention_fused")(q, k, v, mask, False, 1.0, 0.0, 0, 0),
+    attention = entry("attention_fused")
+    return [(lambda q, k, v: attention(q, k, v, None, False, 0.4, 0.0, 0, 0), [leaf(q), leaf(k), leaf(v)]),
+            (lambda q, k, v: attention(q, k, v, None, True, 0.4, 0.0, 0, 0), [leaf(q), leaf(k), leaf(v)]),
+            (lambda q, k, v: attention(q, k, v, mask, False, 1.0, 0.0, 0, 0),
              [leaf(q), leaf(k5), leaf(v5)]),
             # dropout drawn inside the primitive: the composite rule draws the same keep-mask again
-            (lambda q, k, v: entry("attention_fused")(q, k, v, None, True, 0.4, 0.3, 17, 96),
+            (lambda q, k, v: attention(q, k, v, None, True, 0.4, 0.3, 17, 96),
              [leaf(q), leaf(k), leaf(v)])]
 
 

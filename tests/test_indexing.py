@@ -118,11 +118,13 @@ def test_repeated_indices_accumulate_their_gradients():
 # assignment
 ASSIGN = {
     "int, scalar": (lambda m: 0, lambda m: 5.0),
-    "slice, broadcast row": (lambda m: (slice(None), slice(0, 2)), lambda m: m.tensor([1.0, 2.0, 3.0, 4.0], dtype=m.float64)),
+    "slice, broadcast row": (lambda m: (slice(None), slice(0, 2)),
+                             lambda m: m.tensor([1.0, 2.0, 3.0, 4.0], dtype=m.float64)),
     "stepped, scalar": (lambda m: (Ellipsis, slice(None, None, 2)), lambda m: -1.0),
     "None, scalar": (lambda m: (None, 1), lambda m: 3.0),
     "list, 0-d tensor": (lambda m: [1, 0], lambda m: m.tensor(7.0, dtype=m.float64)),
-    "list and int, broadcast": (lambda m: (slice(None), [0, 2], 1), lambda m: m.tensor([[9.0], [8.0]], dtype=m.float64)),
+    "list and int, broadcast": (lambda m: (slice(None), [0, 2], 1),
+                                lambda m: m.tensor([[9.0], [8.0]], dtype=m.float64)),
     "mask, scalar": (lambda m: m.tensor(BASE) > 5, lambda m: 0.0),
     "mask, values": (lambda m: m.tensor(BASE) > 20, lambda m: m.tensor([1.0, 2.0, 3.0], dtype=m.float64)),
     "2-d int tensor": (lambda m: m.tensor([[0, 1]]), lambda m: 3.0),
@@ -286,8 +288,10 @@ def test_masked_fill_in_place():
 # ----------------------------------------------------------------------------------------------
 # errors
 INDEX_ERRORS = [
-    ("int out of range", lambda t: t[2], IndexOutOfRangeError, r"index: index \[2\] .*shape \(2, 3, 4\).*out of bounds"),
-    ("second int out of range", lambda t: t[:, 5], IndexOutOfRangeError, r"index \[slice\(None, None, None\), 5\].*\(2, 3, 4\)"),
+    ("int out of range", lambda t: t[2], IndexOutOfRangeError,
+     r"index: index \[2\] .*shape \(2, 3, 4\).*out of bounds"),
+    ("second int out of range", lambda t: t[:, 5], IndexOutOfRangeError,
+     r"index \[slice\(None, None, None\), 5\].*\(2, 3, 4\)"),
     ("negative int out of range", lambda t: t[-3], IndexOutOfRangeError, r"\[-3\].*\(2, 3, 4\)"),
     ("list out of range", lambda t: t[[0, 2]], IndexOutOfRangeError, r"index: index \[\[0, 2\]\].*\(2, 3, 4\)"),
     ("tensor out of range", lambda t: t[A.tensor([0, 7])], IndexOutOfRangeError,

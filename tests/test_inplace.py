@@ -187,7 +187,8 @@ def test_shape_and_dtype_errors():
         A.ones(2).add_(A.ones(3, 2))
     with pytest.raises(ShapeError, match=r"copy_: src of shape \(3,\) cannot be broadcast to \(2,\)"):
         A.ones(2).copy_(A.ones(3))
-    with pytest.raises(DTypeError, match="div_: result type .*float32 can't be cast to the desired output type .*int64"):
+    with pytest.raises(DTypeError,
+                       match="div_: result type .*float32 can't be cast to the desired output type .*int64"):
         A.tensor([1, 2]).div_(2)
     with pytest.raises(ShapeError, match="fill_: only supports a 0-dimensional value tensor"):
         A.ones(2).fill_(A.ones(2))

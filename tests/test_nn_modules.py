@@ -95,7 +95,7 @@ def test_registration_traversal_and_names():
     del b.scale
     assert "scale" not in dict(b.named_parameters())
     with pytest.raises(AttributeError, match="Block.*no attribute 'missing'"):
-        b.missing
+        _ = b.missing
 
 
 def test_assigning_the_wrong_kind_to_a_registered_name_is_an_error():
@@ -603,7 +603,7 @@ def test_multihead_attention_matches_torch(options, need_weights):
     E, H, L, S, N = 8, 2, 4, 5, 3
     tm = torch.nn.MultiheadAttention(E, H, dtype=torch.float64, **options)
     am = nn.MultiheadAttention(E, H, dtype=adcuda.float64, **options)
-    shape = (lambda l, d: (N, l, d)) if options.get("batch_first") else (lambda l, d: (l, N, d))
+    shape = (lambda length, d: (N, length, d)) if options.get("batch_first") else (lambda length, d: (length, N, d))
     q = torch.randn(*shape(L, E), dtype=torch.float64, requires_grad=True)
     k = torch.randn(*shape(S, options.get("kdim", E)), dtype=torch.float64, requires_grad=True)
     v = torch.randn(*shape(S, options.get("vdim", E)), dtype=torch.float64, requires_grad=True)

@@ -10,8 +10,7 @@ import pytest
 
 import adcuda
 import adcuda.nn as nn
-from adcuda.optim import SGD, Adam, AdamW
-from adcuda.optim import lr_scheduler
+from adcuda.optim import SGD, Adam, AdamW, lr_scheduler
 
 
 def _np(t):
@@ -264,7 +263,10 @@ def _trajectory(lib, make_opt, steps=10):
     b = rng.standard_normal(6)
     w0 = rng.standard_normal(4)
     c0 = rng.standard_normal(1)
-    tensor = (lambda a: lib.tensor(a, dtype=lib.float64))
+
+    def tensor(a):
+        return lib.tensor(a, dtype=lib.float64)
+
     w = tensor(w0).requires_grad_()
     c = tensor(c0).requires_grad_()
     opt = make_opt(lib, [{"params": [w]}, {"params": [c], "lr": 0.02}])

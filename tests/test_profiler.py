@@ -14,8 +14,7 @@ import adcuda.nn.functional as F
 from adcuda.autograd import engine
 from adcuda.backends import cpu
 from adcuda.ops import dispatch
-from adcuda.profiler import emit_nvtx, profile, record_function
-from adcuda.profiler import _state, instrument
+from adcuda.profiler import _state, emit_nvtx, instrument, profile, record_function
 from adcuda.profiler.nvtx_ranges import enable_from_environment
 from adcuda.utils.data import DataLoader, TensorDataset
 

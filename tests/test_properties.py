@@ -2,7 +2,8 @@
 and random small programs of differentiable ops checked by gradcheck and against PyTorch."""
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from hypothesis.extra.numpy import mutually_broadcastable_shapes
 
 import adcuda as A

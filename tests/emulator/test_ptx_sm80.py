@@ -5,8 +5,6 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parents[2]
 SOURCE = Path(__file__).with_name("test_ptx_sm80.cpp")
 

@@ -5,7 +5,6 @@ import numpy as np
 
 from ...errors import DTypeError
 
-
 _F16 = np.dtype(np.float16)
 _F32 = np.dtype(np.float32)
 
