@@ -45,6 +45,8 @@ SUITES = {
     "gemm": Suite("bench_gemm.py", ("cuda",), False),
     "nn_kernels": Suite("bench_nn_kernels.py", ("cuda",), False),
     "attention": Suite("bench_attention.py", ("cuda",), False),
+    "gpt2_step": Suite("bench_gpt2_step.py", ("cuda",), False),
+    "compile": Suite("bench_compile.py", ("cpu",), False),
     "programs": Suite("bench_programs.py", ("cpu",), False),
 }
 

@@ -10,6 +10,7 @@ import math
 import types
 import warnings
 
+from ..ops.dispatch import host_step
 from .optimizer import Optimizer
 
 _EPOCH_DEPRECATION = ("The epoch parameter in `scheduler.step()` was not necessary and is being deprecated where "
@@ -19,6 +20,12 @@ _EPOCH_DEPRECATION = ("The epoch parameter in `scheduler.step()` was not necessa
 class LRScheduler:
     # True while the constructor performs step 0: recursive forms keep the lr as the caller set it
     _is_initial = False
+
+    def __init_subclass__(cls, **kwargs):
+        # a scheduler's step is Python bookkeeping graph capture must run on every replay
+        super().__init_subclass__(**kwargs)
+        if "step" in cls.__dict__:
+            cls.step = host_step(cls.step)
 
     def __init__(self, optimizer, last_epoch=-1):
         if not isinstance(optimizer, Optimizer):
@@ -51,10 +58,11 @@ class LRScheduler:
     def get_last_lr(self):
         return self._last_lr
 
+    @host_step
     def step(self, epoch=None):
         self._step_count += 1
         if epoch is not None:
-            warnings.warn(_EPOCH_DEPRECATION, UserWarning, stacklevel=2)
+            warnings.warn(_EPOCH_DEPRECATION, UserWarning, stacklevel=3)  # 3: past the host-step wrapper
         self._update_lr(epoch)
 
     def _update_lr(self, epoch=None):
