@@ -49,6 +49,7 @@ SUITES = {
     "compile": Suite("bench_compile.py", ("cpu",), False),
     "conv": Suite("bench_conv.py", ("cpu", "cuda"), True),
     "rnn": Suite("bench_rnn.py", ("cpu", "cuda"), True),
+    "programs": Suite("bench_programs.py", ("cpu",), False),
 }
 
 # A suite that cannot run here (a missing tool, no GPU) says why on its last line of stderr and exits

@@ -18,6 +18,11 @@ name = "cpu"
 # covers every module of the package).
 warnings.filterwarnings("ignore", category=RuntimeWarning, module=__name__)
 
+from ._heap import keep_freed_arrays_in_heap  # noqa: E402
+
+# NumPy's temporaries of a few hundred KiB would otherwise each page-fault fresh memory in (_heap.py)
+HEAP_TUNED = keep_freed_arrays_in_heap()
+
 from .attention import *  # noqa: E402,F401,F403 (attention, attention_backward, attention_dropout_mask)
 from .convolution import *  # noqa: E402,F401,F403 (conv2d, conv2d_backward_input, conv2d_backward_weight)
 from .elementwise import *  # noqa: E402,F401,F403 (unary, binary, unary_backward, where, clamp)

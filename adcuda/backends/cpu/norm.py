@@ -1,5 +1,7 @@
 """The CPU backend's layer norm and batch norm, forward and backward (kernels/norm.cu on CUDA).
 """
+import math
+
 import numpy as np
 
 from ...errors import DTypeError, ShapeError, fmt_shape
@@ -27,14 +29,20 @@ def layer_norm(x: BackendArray, weight: BackendArray | None, bias: BackendArray 
     _check_normalized("layer_norm", x, n, weight, bias)
     xx = _compute(x)
     axes = tuple(range(x.ndim - n, x.ndim))
-    mean = np.mean(xx, axis=axes, keepdims=True)
-    var_ = np.mean((xx - mean) ** 2, axis=axes, keepdims=True)
-    rstd = 1.0 / np.sqrt(var_ + eps)
-    y = (xx - mean) * rstd
+    count = math.prod(x.shape[x.ndim - n:])
+    # np.add.reduce / count is np.mean without its Python wrapper; the big temporaries are written in place
+    mean = np.add.reduce(xx, axis=axes, keepdims=True)
+    mean /= count
+    y = xx - mean
+    var_ = np.add.reduce(y * y, axis=axes, keepdims=True)
+    var_ /= count
+    var_ += eps
+    rstd = 1.0 / np.sqrt(var_)
+    y *= rstd
     if weight is not None:
-        y = y * _compute(weight)
+        y *= _compute(weight)
     if bias is not None:
-        y = y + _compute(bias)
+        y += _compute(bias)
     stat_dt = np.float64 if x.dtype == np.float64 else np.float32
     return y.astype(x.dtype, copy=False), mean.astype(stat_dt), rstd.astype(stat_dt)
 
@@ -46,12 +54,21 @@ def layer_norm_backward(g: BackendArray, x: BackendArray, weight: BackendArray |
     gg, xx = _compute(g), _compute(x)
     axes = tuple(range(x.ndim - n, x.ndim))
     lead = tuple(range(x.ndim - n))
-    xhat = (xx - mean) * rstd
-    dweight = np.sum(gg * xhat, axis=lead).astype(weight.dtype) if weight is not None else None
-    dbias = np.sum(gg, axis=lead).astype(weight.dtype if weight is not None else g.dtype)
+    count = math.prod(x.shape[x.ndim - n:])
+    xhat = xx - mean
+    xhat *= rstd
+    dweight = np.add.reduce(gg * xhat, axis=lead).astype(weight.dtype) if weight is not None else None
+    dbias = np.add.reduce(gg, axis=lead).astype(weight.dtype if weight is not None else g.dtype)
     gx = gg * _compute(weight) if weight is not None else gg
-    dx = rstd * (gx - np.mean(gx, axis=axes, keepdims=True)
-                 - xhat * np.mean(gx * xhat, axis=axes, keepdims=True))
+    # dx = rstd * (gx - mean(gx) - xhat * mean(gx * xhat)), in one buffer
+    gx_mean = np.add.reduce(gx, axis=axes, keepdims=True)
+    gx_mean /= count
+    proj = np.add.reduce(gx * xhat, axis=axes, keepdims=True)
+    proj /= count
+    xhat *= proj
+    dx = gx - gx_mean
+    dx -= xhat
+    dx *= rstd
     return dx.astype(x.dtype, copy=False), dweight, dbias
 
 
