@@ -1,6 +1,7 @@
 """The programs in examples/, run as a user runs them (``python examples/X.py --quick --device cpu``, from
-another folder, so that the installed adcuda is the one imported), and the CNN example's model code run
-under PyTorch from the same weights."""
+another folder, so that the installed adcuda is the one imported); the digits examples once more on the
+GPU (or the CUDA emulator) for one epoch; and the CNN example's model code run under PyTorch from the
+same weights."""
 import importlib.util
 import os
 import re
@@ -10,15 +11,18 @@ from pathlib import Path
 
 import pytest
 
+import adcuda
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
-def run_example(name, cwd):
+def run_example(name, cwd, *args):
     # one BLAS thread: on a loaded 2-core machine, OpenBLAS's threads fighting for the cores made the
     # GPT example about 8x slower
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    result = subprocess.run([sys.executable, str(EXAMPLES / name), "--quick", "--device", "cpu"], cwd=cwd,
-                            capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, env=env)
+    command = [sys.executable, str(EXAMPLES / name), *(args or ("--quick", "--device", "cpu"))]
+    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+                            env=env)
     assert result.returncode == 0, result.stderr
     return result.stdout
 
@@ -53,6 +57,18 @@ def test_vae_learns_and_draws_digits(tmp_path):
     assert after < before - 8, out
     drawing = out.split("four digits drawn from the prior:\n")[1].splitlines()
     assert len(drawing) == 8 and all(len(line) == 4 * 16 + 3 * 3 for line in drawing), out
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not adcuda.cuda.is_available(), reason="needs a usable CUDA device")
+@pytest.mark.parametrize("name, figure_name, sign", [("cnn_digits.py", "test accuracy", 1),
+                                                     ("vae.py", r"test loss \(negative ELBO, nats per image\)", -1)])
+def test_digits_examples_learn_on_the_gpu(tmp_path, name, figure_name, sign):
+    # one epoch in large batches: a few seconds on the emulator, which runs every kernel on the CPU
+    out = run_example(name, tmp_path, "--device", "cuda", "--epochs", "1", "--batch-size", "256")
+    assert out.startswith("device cuda"), out
+    before, after = figure(figure_name + " before training:", out), figure(figure_name + ":", out)
+    assert sign * (after - before) > 0, out  # accuracy up, loss down
 
 
 def load_example(name):
