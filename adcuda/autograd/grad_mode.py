@@ -1,6 +1,12 @@
 """Thread-local gradient recording switches: ``no_grad``, ``enable_grad``, ``set_grad_enabled``."""
+from __future__ import annotations
+
 import functools
 import threading
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..types import Any, Callable
 
 
 class _GradState(threading.local):
@@ -11,7 +17,7 @@ class _GradState(threading.local):
 state = _state = _GradState()
 
 
-def is_grad_enabled():
+def is_grad_enabled() -> bool:
     return _state.enabled
 
 
@@ -23,22 +29,22 @@ class _GradModeContext:
     """Context manager that also works as a decorator (``@no_grad()`` and ``@no_grad``)."""
     _mode = None
 
-    def __new__(cls, func=None):
+    def __new__(cls, func: Callable[..., Any] | None = None) -> Any:
         self = super().__new__(cls)
         if callable(func):  # used bare as ``@no_grad``
             return self(func)
         return self
 
-    def __enter__(self):
+    def __enter__(self) -> _GradModeContext:
         self._prev = is_grad_enabled()
         _set_enabled(self._mode)
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> bool:
         _set_enabled(self._prev)
         return False
 
-    def __call__(self, func):
+    def __call__(self, func: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(func)
         def wrapper(*args, **kwargs):
             with self.__class__():
@@ -57,17 +63,17 @@ class enable_grad(_GradModeContext):
 class set_grad_enabled(_GradModeContext):
     """``set_grad_enabled(False)`` switches at once (as in PyTorch) and restores on ``__exit__``."""
 
-    def __new__(cls, mode):
+    def __new__(cls, mode: bool) -> set_grad_enabled:
         self = object.__new__(cls)
         self._prev = is_grad_enabled()
         self._mode = bool(mode)
         _set_enabled(mode)
         return self
 
-    def __enter__(self):
+    def __enter__(self) -> set_grad_enabled:
         return self
 
-    def __call__(self, func):
+    def __call__(self, func: Callable[..., Any]) -> Callable[..., Any]:
         _set_enabled(self._prev)
         mode = self._mode
 

@@ -4,7 +4,10 @@ one_hot.
 
 Forwards call the backend's index family (``slice index index_put_ gather scatter_add tril triu``:
 ``kernels/index.cu``, ``kernels/layout.cu``)."""
+from __future__ import annotations
+
 import numbers
+from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
 from ..autograd.graph import needs_grad
@@ -15,6 +18,9 @@ from .elementwise import where
 from .factories import arange, tensor
 from .mutation import check_inplace_allowed, commit_inplace, version_counter
 from .registry import op
+
+if TYPE_CHECKING:
+    from ..types import Any, Number
 
 _PLAIN = (int, type(None))  # slice bounds the backend takes as they are
 
@@ -83,7 +89,7 @@ def _scatter_back(g, shape, bkey, accumulate):
 @op("slice_key", doc="input at a basic key in backend form (ints, slices, None, Ellipsis): a view.",
     view=True, function=False, method=False, node="SliceBackward0",
     grads={"input": lambda grad, input_shape, bkey: _scatter_back(grad, input_shape, bkey, False)})
-def slice_key(input, bkey, key=None):
+def slice_key(input: Tensor, bkey: tuple, key: Any = None) -> Tensor:
     try:
         data = primitives(input).slice(input._data, bkey)
     except IndexError as e:
@@ -94,7 +100,7 @@ def slice_key(input, bkey, key=None):
 @op("index_key", doc="input at an advanced key in backend form (integer arrays, boolean masks): a copy.",
     function=False, method=False, node="IndexBackward0",
     grads={"input": lambda grad, input_shape, bkey: _scatter_back(grad, input_shape, bkey, True)})
-def index_key(input, bkey, key=None):
+def index_key(input: Tensor, bkey: tuple, key: Any = None) -> Tensor:
     try:
         data = primitives(input).index(input._data, bkey)
     except IndexError as e:
@@ -104,7 +110,7 @@ def index_key(input, bkey, key=None):
 
 @op("getitem", doc="input[key]: a view for basic keys, a copy for integer-tensor and mask keys.", composite=True,
     function=False, method=False, operators=("__getitem__",))
-def getitem(input, key):
+def getitem(input: Tensor, key: Any) -> Tensor:
     bkey, basic = convert_key(input, key, "index")
     return slice_key(input, bkey, key) if basic else index_key(input, bkey, key)
 
@@ -127,7 +133,8 @@ def _index_put_input_grad(grad, bkey, accumulate):
     function=False, method=False, node="IndexPutBackward0",
     grads={"input": _index_put_input_grad,
            "values": lambda grad, bkey: _take(grad, bkey)})
-def index_put_key(input, bkey, values, accumulate=False, key=None, name="index_put"):
+def index_put_key(input: Tensor, bkey: tuple, values: Tensor | Number, accumulate: bool = False, key: Any = None,
+                  name: str = "index_put") -> Tensor:
     if not isinstance(values, Tensor):
         values = constant(values, input.dtype, input._device)
     values = cast(values, input.dtype)
@@ -145,14 +152,14 @@ def index_put_key(input, bkey, values, accumulate=False, key=None, name="index_p
 
 @op("index_put", doc="Out-of-place input[indices] = values (+= with duplicates summed when accumulate).",
     composite=True, inplace=True)
-def index_put(input, indices, values, accumulate=False):
+def index_put(input: Tensor, indices: tuple[Tensor, ...], values: Tensor | Number, accumulate: bool = False) -> Tensor:
     key = tuple(indices)
     return index_put_key(input, convert_key(input, key, "index_put")[0], values, accumulate, key)
 
 
 @op("setitem", doc="input[key] = value, in place.", composite=True, function=False, method=False,
     operators=("__setitem__",))
-def setitem(input, key, value):
+def setitem(input: Tensor, key: Any, value: Tensor | Number) -> None:
     check_inplace_allowed(input, "index_put_")
     if isinstance(value, Tensor) and value._device != input._device:
         raise DeviceError(f"index_put_: value on {value._device} for a tensor on {input._device}")
@@ -223,7 +230,7 @@ def _gather_grad(grad, input_shape, dim, index):
 
 @op("gather", doc="Values of input at index along dim (out[i][j] = input[index[i][j]][j] for dim 0).",
     node="GatherBackward0", grads={"input": _gather_grad})
-def gather(input, dim, index):
+def gather(input: Tensor, dim: int, index: Tensor) -> Tensor:
     d = _check_index_tensor("gather", input, dim, index)
     for i, (a, b) in enumerate(zip(index.shape, input.shape)):
         if i != d and a > b:
@@ -243,7 +250,7 @@ def _scatter_add_src_grad(grad, dim, index, src_shape):
 
 @op("scatter_add", doc="input with src added at index along dim (out-of-place).", node="ScatterAddBackward0",
     inplace=True, grads={"input": lambda grad: grad, "src": _scatter_add_src_grad})
-def scatter_add(input, dim, index, src):
+def scatter_add(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     d = _check_index_tensor("scatter_add", input, dim, index)
     if not isinstance(src, Tensor):
         raise DTypeError("scatter_add: src must be a Tensor")
@@ -256,7 +263,7 @@ def scatter_add(input, dim, index, src):
 
 
 @op("index_select", doc="The entries of input at the 1-D index along dim.", composite=True)
-def index_select(input, dim, index):
+def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
     if not isinstance(index, Tensor) or index.ndim > 1:
         raise ShapeError("index_select: index must be a 1-D int64 tensor")
     d = _check_index_tensor("index_select", input, dim, index, same_rank=False)
@@ -264,7 +271,7 @@ def index_select(input, dim, index):
 
 
 @op("masked_fill", doc="input with value where mask is true.", composite=True, inplace=True)
-def masked_fill(input, mask, value):
+def masked_fill(input: Tensor, mask: Tensor, value: Tensor | Number) -> Tensor:
     if not isinstance(mask, Tensor) or mask.dtype is not dt.bool_:
         raise DTypeError(f"masked_fill: mask must be a bool tensor, got "
                          f"{mask.dtype if isinstance(mask, Tensor) else type(mask).__name__}")
@@ -292,19 +299,19 @@ def _triangle(prim, input, diagonal):
 
 @op("tril", doc="The lower triangle of the last two dims (above diagonal set to 0).", node="TrilBackward0",
     grads={"input": lambda grad, diagonal: tril(grad, diagonal)})
-def tril(input, diagonal=0):
+def tril(input: Tensor, diagonal: int = 0) -> Tensor:
     return _triangle("tril", input, diagonal)
 
 
 @op("triu", doc="The upper triangle of the last two dims (below diagonal set to 0).", node="TriuBackward0",
     grads={"input": lambda grad, diagonal: triu(grad, diagonal)})
-def triu(input, diagonal=0):
+def triu(input: Tensor, diagonal: int = 0) -> Tensor:
     return _triangle("triu", input, diagonal)
 
 
 @op("one_hot", doc="Class indices as one-hot int64 rows of num_classes (inferred when -1).", composite=True,
     method=False, functional=True)
-def one_hot(tensor, num_classes=-1):
+def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     if tensor.dtype.category != dt.INTEGER:
         raise DTypeError(f"one_hot: is only applicable to index tensors, got {tensor.dtype}")
     if tensor.numel():

@@ -3,6 +3,8 @@ and ``nn.functional.linear``.
 
 Forwards call the backend's gemm family (``matmul``: ``kernels/gemm.cu``). matmul, mm, bmm and
 linear run in the autocast region's half dtype; dot promotes mixed inputs to float32."""
+from __future__ import annotations
+
 from ..errors import DTypeError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import broadcast_shapes, check_same_device, wrap
@@ -13,7 +15,7 @@ from .registry import op
     function=False, method=False, node="MmBackward0",
     grads={"input": lambda grad, other: mm_nd(grad, other.mT),
            "other": lambda grad, input: mm_nd(input.mT, grad)})
-def mm_nd(input, other):
+def mm_nd(input: Tensor, other: Tensor) -> Tensor:
     return wrap(primitives(input).matmul(input._data, other._data), input._device)
 
 
@@ -21,7 +23,7 @@ def mm_nd(input, other):
     node="MvBackward0",
     grads={"input": lambda grad, vec: grad.unsqueeze(1) * vec.unsqueeze(0),
            "vec": lambda grad, input: matmul(input.mT, grad)})
-def mv(input, vec):
+def mv(input: Tensor, vec: Tensor) -> Tensor:
     bk = primitives(input)
     # a 1-D array is always viewable as a column; the (m, 1) product is contiguous, so is its row
     product = bk.matmul(input._data, bk.view(vec._data, (vec._data.shape[0], 1)))
@@ -68,19 +70,19 @@ def _matmul(name, input, other):
 
 @op("matmul", doc="The matrix product: 1-D, 2-D and batched with broadcast batch dims.", composite=True,
     autocast="lower", operators=("__matmul__", "__rmatmul__"))
-def matmul(input, other):
+def matmul(input: Tensor, other: Tensor) -> Tensor:
     return _matmul("matmul", input, other)
 
 
 @op("mm", doc="The product of two matrices.", composite=True, autocast="lower")
-def mm(input, mat2):
+def mm(input: Tensor, mat2: Tensor) -> Tensor:
     if input.ndim != 2 or mat2.ndim != 2:
         raise ShapeError(f"mm: both arguments must be 2-D, got {fmt_shape(input.shape)} and {fmt_shape(mat2.shape)}")
     return _matmul("mm", input, mat2)
 
 
 @op("bmm", doc="The products of two batches of matrices (3-D, same batch size).", composite=True, autocast="lower")
-def bmm(input, mat2):
+def bmm(input: Tensor, mat2: Tensor) -> Tensor:
     if input.ndim != 3 or mat2.ndim != 3 or input.shape[0] != mat2.shape[0]:
         raise ShapeError(f"bmm: expected two 3-D tensors with the same batch size, got "
                          f"{fmt_shape(input.shape)} and {fmt_shape(mat2.shape)}")
@@ -88,7 +90,7 @@ def bmm(input, mat2):
 
 
 @op("dot", doc="The inner product of two 1-D tensors.", composite=True, autocast="promote")
-def dot(input, other):
+def dot(input: Tensor, other: Tensor) -> Tensor:
     if input.ndim != 1 or other.ndim != 1 or input.shape[0] != other.shape[0]:
         raise ShapeError(f"dot: expected 1-D tensors of the same size, got {fmt_shape(input.shape)} and "
                          f"{fmt_shape(other.shape)}")
@@ -96,7 +98,7 @@ def dot(input, other):
 
 
 @op("outer", doc="The outer product of two 1-D tensors.", composite=True, aliases=("ger",))
-def outer(input, vec2):
+def outer(input: Tensor, vec2: Tensor) -> Tensor:
     if input.ndim != 1 or vec2.ndim != 1:
         raise ShapeError(f"outer: expected 1-D vectors, got {fmt_shape(input.shape)} and {fmt_shape(vec2.shape)}")
     return input.unsqueeze(1) * vec2.unsqueeze(0)
@@ -111,7 +113,7 @@ def outer(input, vec2):
     grads={"input": lambda grad, weight: mm_nd(grad, weight),
            "weight": lambda grad, input: mm_nd(grad.mT, input),
            "bias": lambda grad: grad.sum(0)})
-def linear_2d(input, weight, bias=None):
+def linear_2d(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     bk = primitives(input)
     data = bk.matmul(input._data, bk.permute(weight._data, (1, 0)))
     if bias is not None:
@@ -121,7 +123,7 @@ def linear_2d(input, weight, bias=None):
 
 @op("linear", doc="input @ weight.T + bias; input (*, in_features), weight (out_features, in_features).",
     composite=True, autocast="lower", function=False, method=False, functional=True)
-def linear(input, weight, bias=None):
+def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     for name, t in (("input", input), ("weight", weight)):
         if not isinstance(t, Tensor):
             raise DTypeError(f"linear: {name} must be a Tensor, got {type(t).__name__}")

@@ -1,12 +1,18 @@
 """Normalisation: layer_norm (fused, on the backend's norm family: ``kernels/norm.cu``) and
 normalize."""
+from __future__ import annotations
+
 import numbers
+from typing import TYPE_CHECKING
 
 from ..errors import ShapeError, fmt_shape
 from ..tensor import primitives
 from .common import check_float, check_same_device, dense, wrap
 from .elementwise import rsqrt
 from .registry import op
+
+if TYPE_CHECKING:
+    from ..types import Sequence, Tensor
 
 
 def _layer_norm_grads(grad, input, weight, bias_shape, normalized_shape, eps):
@@ -45,7 +51,8 @@ def _normalized(normalized_shape):
     extra_outputs=("mean", "rstd"),
     grads={("input", "weight", "bias"): _layer_norm_grads},
     fused={("input", "weight", "bias"): _layer_norm_fused_grads})
-def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+def layer_norm(input: Tensor, normalized_shape: int | Sequence[int], weight: Tensor | None = None,
+               bias: Tensor | None = None, eps: float = 1e-5) -> tuple[Tensor, Tensor, Tensor]:
     name = "layer_norm"
     check_float(name, "input", input)
     shape = _normalized(normalized_shape)
@@ -69,7 +76,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
 
 @op("normalize", doc="input / max(||input||_p, eps) along dim.", composite=True, function=False, method=False,
     functional=True)
-def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out: Tensor | None = None) -> Tensor:
     if out is not None:
         raise TypeError("normalize: out= is not supported; assign the result instead")
     norm = input.norm(p, dim, keepdim=True).clamp(min=eps)
