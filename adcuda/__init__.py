@@ -9,11 +9,19 @@ from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
-from . import autograd, cuda
+from . import accelerator, autograd, cuda
 from . import dtypes as _dtypes
 from . import ops as _ops
 from ._info import info
-from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .autograd import (
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    is_inference_mode_enabled,
+    no_grad,
+    set_grad_enabled,
+)
+from .cuda import amp as _cuda_amp  # noqa: F401 (makes adcuda.cuda.amp, as torch.cuda.amp)
 from .device import device
 from .dtypes import (  # noqa: A004
     bfloat16,
@@ -35,6 +43,15 @@ from .dtypes import (  # noqa: A004
 )
 from .dtypes import bool_ as bool
 from .errors import AdcudaError, AutogradError, DeviceError, DTypeError, IndexOutOfRangeError, ShapeError
+from .ops.factories import (
+    BFloat16Tensor,
+    BoolTensor,
+    DoubleTensor,
+    FloatTensor,
+    HalfTensor,
+    IntTensor,
+    LongTensor,
+)
 from .random import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from .tensor import Size, Tensor
 

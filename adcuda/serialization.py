@@ -1,11 +1,13 @@
 """``adcuda.save`` / ``adcuda.load``: checkpoints that never execute code when read.
 
-A checkpoint holds tensors and nested dicts, lists and tuples of tensors, numbers, strings, bools
-and None (model, optimizer and grad-scaler state dicts). The file is::
+A checkpoint holds tensors and nested dicts, lists and tuples of tensors, NumPy arrays (numbers and
+bools only), numbers (NumPy's too), strings, bools and None (model, optimizer and grad-scaler state
+dicts). A module is not saved whole (that would need pickle): save its ``state_dict()``. The file is::
 
     preamble  8-byte magic b"ADCUDA\\x00\\x01" | header length (u64 LE) | header CRC-32 (u32 LE) | 4 zero bytes
     header    UTF-8 JSON: {"format", "version", "tree", "tensors": [{dtype, storage, shape, device,
-              requires_grad, parameter, offset, nbytes, crc32}, ...], "data_size"}
+              requires_grad, parameter, offset, nbytes, crc32}, ...], "data_size"}; a NumPy array's
+              entry is {numpy (its dtype's str, e.g. "<f8"), shape, offset, nbytes, crc32}
     data      each tensor's raw little-endian bytes, 64-byte aligned, starting at the first 64-byte
               boundary after the header
 
@@ -34,6 +36,7 @@ from .device import as_device
 from .device import device as Device
 from .errors import AdcudaError, DeviceError
 from .factories import from_numpy
+from .nn.modules.module import Module
 from .nn.parameter import Parameter
 from .tensor import Tensor
 
@@ -47,6 +50,7 @@ _PREAMBLE = struct.Struct("<8sQI4x")
 _ALIGN = 64
 _MAX_HEADER = 1 << 31
 _DTYPE_NAMES = frozenset(d.name for d in dt.ALL)
+_NUMPY_KINDS = "biufc"  # the NumPy arrays a checkpoint holds: bools and numbers (never objects)
 
 
 class CheckpointError(AdcudaError, RuntimeError):
@@ -77,6 +81,8 @@ class _Encoder:
     def encode(self, obj, where):
         if obj is None or isinstance(obj, (bool, str)):
             return obj
+        if isinstance(obj, np.bool_):
+            return bool(obj)
         if isinstance(obj, (int, np.integer)):
             return int(obj)
         if isinstance(obj, (float, np.floating)):
@@ -84,6 +90,15 @@ class _Encoder:
             return value if math.isfinite(value) else {"t": "float", "v": repr(value)}
         if isinstance(obj, Tensor):
             return {"t": "tensor", "i": self._tensor_index(obj)}
+        if isinstance(obj, np.ndarray):
+            if obj.dtype.kind not in _NUMPY_KINDS:
+                raise CheckpointError(f"save: cannot store a NumPy array of dtype {obj.dtype} at {where}; a "
+                                      "checkpoint holds arrays of numbers and bools")
+            return {"t": "ndarray", "i": self._tensor_index(obj)}
+        if isinstance(obj, Module):
+            raise CheckpointError(f"save: cannot store a whole module ({type(obj).__name__}) at {where}: adcuda "
+                                  "never pickles; save its state_dict() instead (adcuda.save(model.state_dict(), "
+                                  "path)) and load it into a new model with model.load_state_dict(adcuda.load(path))")
         if isinstance(obj, dict):
             kind = "odict" if isinstance(obj, collections.OrderedDict) else "dict"
             return {"t": kind, "items": [[self._encode_key(k, where), self.encode(v, f"{where}[{k!r}]")]
@@ -97,8 +112,8 @@ class _Encoder:
         if isinstance(obj, Device):
             return {"t": "device", "name": str(obj)}
         raise CheckpointError(f"save: cannot store an object of type {type(obj).__name__} at {where}; a checkpoint "
-                              "holds tensors, dicts, lists, tuples, numbers, strings, bools, None, dtypes and "
-                              "devices")
+                              "holds tensors, NumPy arrays, dicts, lists, tuples, numbers, strings, bools, None, "
+                              "dtypes and devices")
 
     def _encode_key(self, key, where):
         if key is None or isinstance(key, (bool, str, int, float, np.integer, np.floating)):
@@ -131,12 +146,19 @@ def _serialize(obj):
     tree = encoder.encode(obj, "obj")
     entries, blobs, offset = [], [], 0
     for t in encoder.tensors:
-        array, storage = _host_array(t)
-        raw = memoryview(array).cast("B") if array.size else b""
-        entries.append({"dtype": t.dtype.name, "storage": storage, "shape": list(array.shape),
-                        "device": str(t.device), "requires_grad": bool(t.requires_grad),
-                        "parameter": type(t) is Parameter, "offset": offset, "nbytes": len(raw),
-                        "crc32": zlib.crc32(raw)})
+        if isinstance(t, np.ndarray):
+            array = np.ascontiguousarray(t).reshape(t.shape)
+            array = array.astype(array.dtype.newbyteorder("<"), copy=False)
+            raw = memoryview(array).cast("B") if array.size else b""
+            entries.append({"numpy": array.dtype.str, "shape": list(array.shape), "offset": offset,
+                            "nbytes": len(raw), "crc32": zlib.crc32(raw)})
+        else:
+            array, storage = _host_array(t)
+            raw = memoryview(array).cast("B") if array.size else b""
+            entries.append({"dtype": t.dtype.name, "storage": storage, "shape": list(array.shape),
+                            "device": str(t.device), "requires_grad": bool(t.requires_grad),
+                            "parameter": type(t) is Parameter, "offset": offset, "nbytes": len(raw),
+                            "crc32": zlib.crc32(raw)})
         padding = _align(offset + len(raw)) - offset - len(raw)
         blobs.append((raw, padding))
         offset += len(raw) + padding
@@ -245,7 +267,8 @@ class _Reader:
         head_size = _PREAMBLE.size + header_len
         _read_exact(self.f, _align(head_size) - head_size, "header padding", self.fail)
         arrays = self._read_tensors(header["tensors"], header["data_size"])
-        tensors = [self._tensor(entry, array) for entry, array in zip(header["tensors"], arrays)]
+        tensors = [array if "numpy" in entry else self._tensor(entry, array)
+                   for entry, array in zip(header["tensors"], arrays)]
         return self._decode(header["tree"], tensors)
 
     def _parse_header(self, header_bytes):
@@ -263,6 +286,9 @@ class _Reader:
         return header
 
     def _check_entry(self, i, entry, expected_offset):
+        """(dtype, NumPy dtype of the stored bytes, shape) of entry ``i``; dtype is None for a NumPy array."""
+        if "numpy" in entry:
+            return self._check_array_entry(i, entry, expected_offset)
         try:
             if entry["storage"] not in _DTYPE_NAMES or entry["dtype"] not in _DTYPE_NAMES:
                 raise ValueError(f"unknown dtype {entry['dtype']!r} stored as {entry['storage']!r}")
@@ -280,17 +306,34 @@ class _Reader:
             if storage.numpy is None or not isinstance(entry["crc32"], int):
                 raise ValueError(f"storage dtype {storage.name} cannot hold data")
             Device(entry["device"])
-            return dtype, storage, shape
+            return dtype, np.dtype(storage.numpy).newbyteorder("<"), shape
         except (KeyError, TypeError, ValueError, AdcudaError) as e:
             self.fail(f"tensor {i} is described wrongly in the header ({e})")
+
+    def _check_array_entry(self, i, entry, expected_offset):
+        try:
+            stored = np.dtype(entry["numpy"])  # a dtype string such as "<f8": parsed, never evaluated
+            if stored.kind not in _NUMPY_KINDS or stored.byteorder == ">":
+                raise ValueError(f"unsupported array dtype {entry['numpy']!r}")
+            shape = tuple(entry["shape"])
+            if not all(isinstance(s, int) and s >= 0 for s in shape):
+                raise ValueError(f"bad shape {shape}")
+            if entry["offset"] != expected_offset or entry["nbytes"] != math.prod(shape) * stored.itemsize:
+                raise ValueError(f"offset/size {entry['offset']}/{entry['nbytes']} do not fit shape {shape} "
+                                 f"of {stored}")
+            if not isinstance(entry["crc32"], int):
+                raise ValueError("no checksum")
+            return None, stored, shape
+        except (KeyError, TypeError, ValueError) as e:
+            self.fail(f"array {i} is described wrongly in the header ({e})")
 
     def _read_tensors(self, entries, data_size):
         arrays, offset = [], 0
         for i, entry in enumerate(entries):
             if not isinstance(entry, dict):
                 self.fail(f"tensor {i} is described wrongly in the header")
-            _, storage, shape = self._check_entry(i, entry, offset)
-            array = np.empty(shape, np.dtype(storage.numpy).newbyteorder("<"))
+            _, stored, shape = self._check_entry(i, entry, offset)
+            array = np.empty(shape, stored)
             if entry["nbytes"]:
                 view = memoryview(array).cast("B")
                 got = self.f.readinto(view) if hasattr(self.f, "readinto") else None
@@ -350,10 +393,11 @@ class _Reader:
             items = n.get("items", [])
             if not isinstance(items, list):
                 self.fail(f"the items of a {kind!r} node in the object tree are not a list")
-            if kind == "tensor":
+            if kind in ("tensor", "ndarray"):
                 i = n.get("i")
-                if not isinstance(i, int) or not 0 <= i < len(tensors):
-                    self.fail(f"the object tree refers to tensor {i!r}, which the file does not hold")
+                if (not isinstance(i, int) or not 0 <= i < len(tensors)
+                        or isinstance(tensors[i], np.ndarray) != (kind == "ndarray")):
+                    self.fail(f"the object tree refers to {kind} {i!r}, which the file does not hold")
                 return tensors[i]
             if kind in ("dict", "odict"):
                 out = collections.OrderedDict() if kind == "odict" else {}

@@ -53,7 +53,13 @@ class Tensor:
     _retains_grad = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        raise TypeError("use adcuda.tensor(data) or a factory (zeros, ones, ...) to create a Tensor")
+        pass  # ``Tensor(data)``, PyTorch's legacy constructor, is made by __new__ (ops/factories.py)
+
+    def __format__(self, spec: str) -> str:
+        # f"{loss:.4f}": a 0-d tensor formats as its Python number, as in PyTorch
+        if self._data.ndim == 0:
+            return format(self.item(), spec)
+        return object.__format__(self, spec)
 
     @classmethod
     def _make(cls, data, device=CPU):

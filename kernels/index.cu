@@ -7,8 +7,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstring>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "elementwise_loops.cuh"
 #include "runtime/copy.h"
@@ -201,6 +203,48 @@ __global__ void scatter_add_kernel(T* base, const T* values, std::int64_t n, con
   ADCUDA_GRID_STRIDE_LOOP(i, n) {
     const Located at = locate(p, i);
     if (at.valid) atomic_add(base + at.base, values[at.value]);
+  }
+}
+
+// scatter_reduce's product, maximum and minimum: a compare-and-swap loop on the element's 4 or 8 bytes
+// (float32, float64, int32, int64; the Python layer widens half types and bool). NaN propagates.
+enum CombineOp : int { kCombineProd = 0, kCombineMax = 1, kCombineMin = 2 };
+
+template <typename T>
+__device__ __forceinline__ T combined(int op, T current, T value) {
+  if (op == kCombineProd) return current * value;
+  if constexpr (std::is_floating_point_v<T>) {
+    if (current != current) return current;
+    if (value != value) return value;
+  }
+  if (op == kCombineMax) return value > current ? value : current;
+  return value < current ? value : current;
+}
+
+template <typename T>
+__device__ void atomic_combine(T* address, T value, int op) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "atomic_combine works on 4- and 8-byte elements");
+  using Bits = std::conditional_t<sizeof(T) == 8, unsigned long long, unsigned int>;
+  Bits* word = reinterpret_cast<Bits*>(address);
+  Bits seen = *word;
+  while (true) {
+    T current;
+    memcpy(&current, &seen, sizeof(T));
+    const T next = combined(op, current, value);
+    Bits next_bits;
+    memcpy(&next_bits, &next, sizeof(T));
+    if (next_bits == seen) return;  // already the combined value (a larger maximum, a NaN)
+    const Bits previous = atomicCAS(word, seen, next_bits);
+    if (previous == seen) return;
+    seen = previous;  // another thread wrote first: combine with what it wrote
+  }
+}
+
+template <typename T>
+__global__ void scatter_combine_kernel(T* base, const T* values, std::int64_t n, const IndexParams p, int op) {
+  ADCUDA_GRID_STRIDE_LOOP(i, n) {
+    const Located at = locate(p, i);
+    if (at.valid) atomic_combine(base + at.base, values[at.value], op);
   }
 }
 
@@ -517,6 +561,36 @@ void index_scatter_(const DeviceArray& base, const IndexGeometry& geometry, cons
       scatter_kernel<U><<<grid_size(n), kBlockSize, 0, launch.stream()>>>(
           static_cast<U*>(base.data_ptr()), static_cast<const U*>(values.data_ptr()), n, p);
     });
+  }
+  ADCUDA_CHECK_LAUNCH();
+}
+
+void index_scatter_reduce_(const DeviceArray& base, const IndexGeometry& geometry, const DeviceArray& values,
+                           const std::string& reduce) {
+  const int op = reduce == "prod" ? kCombineProd : reduce == "amax" ? kCombineMax : reduce == "amin" ? kCombineMin : -1;
+  if (op < 0) throw std::invalid_argument("scatter_reduce: unknown reduce '" + reduce + "' (prod, amax or amin)");
+  if (values.dtype() != base.dtype()) {
+    throw std::invalid_argument(std::string("scatter_reduce: values of dtype ") + scalar_type_name(values.dtype()) +
+                                " for an array of dtype " + scalar_type_name(base.dtype()));
+  }
+  const std::int64_t n = numel_of(geometry.shape);
+  if (n == 0) return;
+  const IndexParams p = make_params(geometry, &values);
+  KernelLaunch launch(base, values);
+  order_after(geometry.indices, launch);
+  const auto run = [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    scatter_combine_kernel<T><<<grid_size(n), kBlockSize, 0, launch.stream()>>>(base.data<T>(), values.data<T>(), n,
+                                                                                p, op);
+  };
+  switch (base.dtype()) {
+    case ScalarType::Float32: run(TypeTag<float>{}); break;
+    case ScalarType::Float64: run(TypeTag<double>{}); break;
+    case ScalarType::Int32: run(TypeTag<std::int32_t>{}); break;
+    case ScalarType::Int64: run(TypeTag<std::int64_t>{}); break;
+    default:
+      throw std::invalid_argument(std::string("scatter_reduce: no kernel for dtype ") + scalar_type_name(base.dtype()) +
+                                  " (float32, float64, int32 and int64 only)");
   }
   ADCUDA_CHECK_LAUNCH();
 }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "runtime/device_array.h"
@@ -41,5 +42,11 @@ DeviceArray index_gather(const DeviceArray& base, const IndexGeometry& geometry)
 // fine) in base's dtype, not overlapping base.
 void index_scatter_(const DeviceArray& base, const IndexGeometry& geometry, const DeviceArray& values, bool accumulate,
                     bool deterministic);
+
+// base[geometry] combined with values by `reduce` ("prod", "amax" or "amin"; NaN propagates), duplicates
+// included, with a compare-and-swap per element: float32, float64, int32 and int64 arrays. Products of
+// floats with duplicate indices may differ in the last bits from run to run (the order the swaps land in).
+void index_scatter_reduce_(const DeviceArray& base, const IndexGeometry& geometry, const DeviceArray& values,
+                           const std::string& reduce);
 
 }  // namespace adcuda

@@ -156,14 +156,47 @@ struct RowOf {
   __host__ __device__ std::int64_t operator()(std::int64_t i) const { return i / row_length; }
 };
 
-template <typename V>
-void scan_rows(const V* in, V* out, std::int64_t n, std::int64_t row_length, int device, cudaStream_t stream) {
+// An inclusive scan by `Op` (plus or multiplies) restarting at each row: one pass over the whole array.
+template <typename V, typename Op>
+void scan_rows(const V* in, V* out, std::int64_t n, std::int64_t row_length, int device, cudaStream_t stream, Op op) {
   const auto rows = thrust::make_transform_iterator(thrust::counting_iterator<std::int64_t>(0), RowOf{row_length});
   std::size_t bytes = 0;
-  ADCUDA_CHECK(cub::DeviceScan::InclusiveSumByKey(nullptr, bytes, rows, in, out, n, cuda::std::equal_to<>{}, stream));
-  const DeviceArray temp = scratch(bytes, device);
   ADCUDA_CHECK(
-      cub::DeviceScan::InclusiveSumByKey(temp.data_ptr(), bytes, rows, in, out, n, cuda::std::equal_to<>{}, stream));
+      cub::DeviceScan::InclusiveScanByKey(nullptr, bytes, rows, in, out, op, n, cuda::std::equal_to<>{}, stream));
+  const DeviceArray temp = scratch(bytes, device);
+  ADCUDA_CHECK(cub::DeviceScan::InclusiveScanByKey(temp.data_ptr(), bytes, rows, in, out, op, n,
+                                                   cuda::std::equal_to<>{}, stream));
+}
+
+// The running sums (plus) or products (multiplies) along the last dim, in the scan's own type: fp32
+// for half types, int64 for integers and bool.
+template <typename Op>
+DeviceArray scan_last_dim(const DeviceArray& a, Op op) {
+  const ScalarType dtype = a.dtype();
+  const bool floating = is_floating_point(dtype);
+  const ScalarType work = !floating ? ScalarType::Int64
+                          : dtype == ScalarType::Float64 ? ScalarType::Float64
+                                                         : ScalarType::Float32;
+  const DeviceArray in = a.dtype() == work ? contiguous(a) : astype(a, work);
+  DeviceArray out = DeviceArray::empty(a.shape(), work, a.device());
+  const std::int64_t n = a.numel();
+  if (n > 0) {
+    const std::int64_t row_length = a.ndim() == 0 ? 1 : a.shape().back();
+    KernelLaunch launch(out, in);
+    switch (work) {
+      case ScalarType::Float32:
+        scan_rows<float>(in.data<float>(), out.data<float>(), n, row_length, a.device(), launch.stream(), op);
+        break;
+      case ScalarType::Float64:
+        scan_rows<double>(in.data<double>(), out.data<double>(), n, row_length, a.device(), launch.stream(), op);
+        break;
+      default:
+        scan_rows<std::int64_t>(in.data<std::int64_t>(), out.data<std::int64_t>(), n, row_length, a.device(),
+                                launch.stream(), op);
+        break;
+    }
+  }
+  return floating && work != dtype ? astype(out, dtype) : out;
 }
 
 __global__ void unravel_kernel(const std::int64_t* flat, std::int64_t* coordinates, std::int64_t count,
@@ -226,34 +259,9 @@ std::pair<DeviceArray, DeviceArray> sort_rows(const DeviceArray& a_in, bool desc
   return {values, indices};
 }
 
-DeviceArray cumsum_rows(const DeviceArray& a) {
-  const ScalarType dtype = a.dtype();
-  const bool floating = is_floating_point(dtype);
-  // the scan's own type: fp32 for half types, int64 for integers and bool
-  const ScalarType work = !floating ? ScalarType::Int64
-                          : dtype == ScalarType::Float64 ? ScalarType::Float64
-                                                         : ScalarType::Float32;
-  const DeviceArray in = a.dtype() == work ? contiguous(a) : astype(a, work);
-  DeviceArray out = DeviceArray::empty(a.shape(), work, a.device());
-  const std::int64_t n = a.numel();
-  if (n > 0) {
-    const std::int64_t row_length = a.ndim() == 0 ? 1 : a.shape().back();
-    KernelLaunch launch(out, in);
-    switch (work) {
-      case ScalarType::Float32:
-        scan_rows<float>(in.data<float>(), out.data<float>(), n, row_length, a.device(), launch.stream());
-        break;
-      case ScalarType::Float64:
-        scan_rows<double>(in.data<double>(), out.data<double>(), n, row_length, a.device(), launch.stream());
-        break;
-      default:
-        scan_rows<std::int64_t>(in.data<std::int64_t>(), out.data<std::int64_t>(), n, row_length, a.device(),
-                                launch.stream());
-        break;
-    }
-  }
-  return floating && work != dtype ? astype(out, dtype) : out;
-}
+DeviceArray cumsum_rows(const DeviceArray& a) { return scan_last_dim(a, cuda::std::plus<>{}); }
+
+DeviceArray cumprod_rows(const DeviceArray& a) { return scan_last_dim(a, cuda::std::multiplies<>{}); }
 
 DeviceArray nonzero(const DeviceArray& mask_in) {
   const DeviceArray mask = contiguous(mask_in.dtype() == ScalarType::Bool ? mask_in : astype(mask_in, ScalarType::Bool));

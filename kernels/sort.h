@@ -18,6 +18,9 @@ std::pair<DeviceArray, DeviceArray> sort_rows(const DeviceArray& a, bool descend
 // (CUB's decoupled look-back combines tile sums in a timing-dependent order).
 DeviceArray cumsum_rows(const DeviceArray& a);
 
+// Inclusive prefix products along the last dim, with cumsum_rows's types (and its run-to-run caveat).
+DeviceArray cumprod_rows(const DeviceArray& a);
+
 // The coordinates of the true elements of bool array `mask` in row-major order: (count, ndim) int64.
 // Needs the count on the host to size the result, so it waits for the device once.
 DeviceArray nonzero(const DeviceArray& mask);

@@ -1150,6 +1150,66 @@ case(
     (None, ok(F32, (1,), [2.0**24]), ok(I32, (1,), [0])),
 )
 
+# names helper (issue 15): cumprod, scatter_reduce
+case(
+    "cumprod",
+    "a negative axis; int and bool give int64; a zero stops the product",
+    lambda bk, A: (bk.cumprod(A(np.array([[1.5, -2, 0, 3]], np.float32)), -1), bk.cumprod(A(B), 0),
+                   bk.cumprod(A(I.astype(np.int32)), 1)),
+    (ok(F32, (1, 4), [[1.5, -3, 0, 0]]), ok(I64, (2, 3), np.cumprod(B, 0)), ok(I64, (2, 3), np.cumprod(I, 1))),
+)
+case(
+    "cumprod",
+    "axis None, of a strided view; a 0-d array gives shape (1,)",
+    lambda bk, A: (bk.cumprod(bk.permute(A(X), (1, 0)), None), bk.cumprod(A(S), 0)),
+    (ok(F32, (6,), np.cumprod(X.T)), ok(F32, (1,), [1.5])),
+)
+case("cumprod", "an axis out of range", lambda bk, A: bk.cumprod(A(X), 2), IndexError)
+for reduce, combine in (("prod", np.multiply), ("amax", np.maximum), ("amin", np.minimum)):
+    case(
+        "scatter_reduce",
+        f"{reduce} with duplicates, with and without the input's own values",
+        lambda bk, A, reduce=reduce: (
+            bk.scatter_reduce(A(X), 1, A(np.array([[0, 0], [2, 1]])), A(np.array([[2, -3, 9], [4, 5, 9]], np.float32)),
+                              reduce, True),
+            bk.scatter_reduce(A(X), 1, A(np.array([[0, 0], [2, 1]])), A(np.array([[2, -3, 9], [4, 5, 9]], np.float32)),
+                              reduce, False),
+        ),
+        (
+            ok(F32, (2, 3), [[combine(combine(X[0, 0], 2), -3), X[0, 1], X[0, 2]],
+                             [X[1, 0], combine(X[1, 1], 5), combine(X[1, 2], 4)]]),
+            ok(F32, (2, 3), [[combine(2, -3), X[0, 1], X[0, 2]], [X[1, 0], 5, 4]]),
+        ),
+    )
+case(
+    "scatter_reduce",
+    "int64 and bool arrays, a NaN that propagates",
+    lambda bk, A: (
+        bk.scatter_reduce(A(I), 0, A(np.array([[1, 1, 0]])), A(np.array([[7, -7, 2]])), "amax", True),
+        bk.scatter_reduce(A(B), 0, A(np.array([[0, 1, 1]])), A(np.ones((1, 3), bool)), "amin", False),
+        bk.scatter_reduce(A(X), 0, A(np.array([[1, 0, 0]])), A(np.array([[np.nan, 1, 1]], np.float32)), "amax", True),
+    ),
+    (
+        ok(I64, (2, 3), [[I[0, 0], I[0, 1], max(I[0, 2], 2)], [max(I[1, 0], 7), I[1, 1], I[1, 2]]]),
+        ok(BOOL, (2, 3), [[True, B[0, 1], B[0, 2]], [B[1, 0], True, True]]),
+        ok(F32, (2, 3), [[X[0, 0], max(X[0, 1], 1), max(X[0, 2], 1)], [np.nan, X[1, 1], X[1, 2]]]),
+    ),
+)
+case(
+    "scatter_reduce",
+    "an unknown reduce",
+    lambda bk, A: bk.scatter_reduce(A(X), 1, A(np.zeros((2, 1), np.int64)), A(np.ones((2, 1), np.float32)),
+                                    "sum", True),
+    ValueError,
+)
+case(
+    "scatter_reduce",
+    "a src smaller than the index",
+    lambda bk, A: bk.scatter_reduce(A(X), 1, A(np.zeros((2, 2), np.int64)), A(np.ones((2, 1), np.float32)),
+                                    "amax", True),
+    ShapeError,
+)
+
 
 def test_every_primitive_has_a_case():
     assert sorted(set(backends.PRIMITIVES) - {c.primitive for c in CASES}) == []

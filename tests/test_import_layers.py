@@ -39,10 +39,11 @@ LAYERS = (
      "every op and tensor factory (and DLPack sharing): the public ops the layers above use, "
      "multi-tensor ones in ops/foreach.py included"),
     ("library", ("adcuda.nn", "adcuda.optim", "adcuda.amp", "adcuda.profiler", "adcuda.cuda", "adcuda.distributed",
-                 "adcuda.utils", "adcuda.serialization", "adcuda.data", "adcuda._info"),
+                 "adcuda.utils", "adcuda.serialization", "adcuda.data", "adcuda._info", "adcuda.accelerator"),
      "built from public ops only, side by side: they import one another only as LIBRARY_USES allows"),
-    ("package", ("adcuda",),
-     "adcuda/__init__.py: the names users import; only the main job above it may import it"),
+    ("package", ("adcuda", "adcuda.cuda.amp"),
+     "adcuda/__init__.py: the names users import; only the main job above it may import it; and "
+     "adcuda.cuda.amp, PyTorch's older spelling of adcuda.amp, which itself uses adcuda.cuda"),
     ("app", ("adcuda.train", "adcuda.cli", "adcuda.__main__"),
      "the main job (adcuda train, adcuda info): may use everything"),
 )
@@ -62,6 +63,7 @@ LIBRARY_USES = {
     ("adcuda.serialization", "adcuda.nn"): "a checkpoint stores nn.Parameters as such and restores them",
     ("adcuda._info", "adcuda.cuda"): "adcuda.info() reports what CUDA sees at run time",
     ("adcuda.amp", "adcuda.cuda"): "autocast asks whether CUDA is there",
+    ("adcuda.accelerator", "adcuda.cuda"): "CUDA is adcuda's one accelerator",
     ("adcuda.profiler", "adcuda.optim"): "the profiler's ranges around optimizer steps (library_ranges)",
     ("adcuda.profiler", "adcuda.amp"): "the profiler's ranges around GradScaler's unscale_ and update",
     ("adcuda.profiler", "adcuda.utils"): "the profiler's ranges around the DataLoader's batch fetches",

@@ -35,8 +35,9 @@ def _classes():
     import adcuda.nn
     import adcuda.optim
     return (adcuda.Tensor, adcuda.Size, adcuda.Generator, adcuda.device, adcuda.dtype, adcuda.finfo, adcuda.iinfo,
-            adcuda.no_grad, adcuda.enable_grad, adcuda.set_grad_enabled, adcuda.autograd.Function,
-            adcuda.autograd.FunctionCtx, adcuda.autograd.Node, adcuda.autograd.detect_anomaly, adcuda.nn.Module,
+            adcuda.no_grad, adcuda.enable_grad, adcuda.set_grad_enabled, adcuda.inference_mode,
+            adcuda.autograd.Function, adcuda.autograd.FunctionCtx, adcuda.autograd.Node, adcuda.autograd.detect_anomaly,
+            adcuda.nn.Module,
             adcuda.optim.Optimizer, adcuda.optim.SGD, adcuda.optim.Adam, adcuda.optim.AdamW,
             adcuda.amp.GradScaler, adcuda.amp.autocast, adcuda.cuda.Stream, adcuda.cuda.ExternalStream,
             adcuda.cuda.Event, adcuda.cuda.StreamContext, adcuda.cuda.device)

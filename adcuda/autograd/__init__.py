@@ -7,10 +7,18 @@ from . import tensor_methods  # noqa: F401 (attaches backward, grad_fn, hooks, .
 from .anomaly import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
 from .api import backward, grad
 from .function import Function, FunctionCtx
-from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .grad_mode import (
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    is_inference_mode_enabled,
+    no_grad,
+    set_grad_enabled,
+)
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from .graph import Node
 
 __all__ = ["backward", "grad", "Function", "FunctionCtx", "gradcheck", "gradgradcheck", "no_grad",
-           "enable_grad", "set_grad_enabled", "is_grad_enabled", "detect_anomaly",
+           "enable_grad", "set_grad_enabled", "inference_mode", "is_inference_mode_enabled", "is_grad_enabled",
+           "detect_anomaly",
            "set_detect_anomaly", "is_anomaly_enabled", "GradcheckError", "Node"]

@@ -1,4 +1,5 @@
-"""Thread-local gradient recording switches: ``no_grad``, ``enable_grad``, ``set_grad_enabled``."""
+"""Thread-local gradient recording switches: ``no_grad``, ``enable_grad``, ``set_grad_enabled``,
+``inference_mode``."""
 from __future__ import annotations
 
 import functools
@@ -82,3 +83,53 @@ class set_grad_enabled(_GradModeContext):
             with set_grad_enabled(mode):
                 return func(*args, **kwargs)
         return wrapper
+
+
+class inference_mode(_GradModeContext):
+    """PyTorch's ``inference_mode(mode=True)`` (context manager and decorator, bare or called).
+
+    In adcuda it is ``no_grad`` while it is on: nothing is recorded. PyTorch's inference tensors
+    (which refuse to enter autograd later) do not exist here, so a tensor made inside can be used in
+    a graph afterwards; that is more lenient than PyTorch, never stricter.
+    ``inference_mode(False)`` leaves the grad mode as it is, as in PyTorch."""
+
+    def __new__(cls, mode: bool | Callable[..., Any] = True) -> Any:
+        self = object.__new__(cls)
+        if callable(mode):  # used bare as ``@inference_mode``
+            self._on = True
+            return self(mode)
+        self._on = bool(mode)
+        return self
+
+    def __enter__(self) -> inference_mode:
+        self._prev = is_grad_enabled()
+        self._prev_inference = _state_inference.on
+        if self._on:
+            _set_enabled(False)
+            _state_inference.on = True
+        return self
+
+    def __exit__(self, *exc: object) -> bool:
+        _set_enabled(self._prev)
+        _state_inference.on = self._prev_inference
+        return False
+
+    def __call__(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        on = self._on
+
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            with inference_mode(on):
+                return func(*args, **kwargs)
+        return wrapper
+
+
+class _InferenceState(threading.local):
+    on = False
+
+
+_state_inference = _InferenceState()
+
+
+def is_inference_mode_enabled() -> bool:
+    return _state_inference.on

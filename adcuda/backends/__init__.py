@@ -11,9 +11,10 @@ documented.
 Both packages, ``cpu/`` and ``cuda/``, have one module per kernel family, named as the kernel file
 ``kernels/<family>.cu`` and its bindings ``kernels/bindings/<family>.cpp``: ``storage`` (storage and
 views; on CUDA the runtime's kernels/runtime/copy.cu), ``elementwise``, ``reduce`` (reduce, argreduce,
-var, logsumexp), ``sort`` (sort, cumsum), ``index``, ``layout`` (cat, tril, triu), ``gemm`` (matmul),
-``softmax_loss``, ``norm`` (layer norm), ``attention``, ``embedding``, ``random`` (draws and dropout)
-and ``optim`` (optimizer steps, global_norm, loss scaling). Each package re-exports every primitive.
+var, logsumexp), ``sort`` (sort, cumsum, cumprod), ``index`` (index, index_put_, gather, scatter_add,
+scatter_reduce), ``layout`` (cat, tril, triu), ``gemm`` (matmul), ``softmax_loss``, ``norm`` (layer
+norm), ``attention``, ``embedding``, ``random`` (draws and dropout) and ``optim`` (optimizer steps,
+global_norm, loss scaling). Each package re-exports every primitive.
 
 Conventions (NumPy's, which the CPU backend inherits and the CUDA backend follows):
 
@@ -70,11 +71,13 @@ Conventions (NumPy's, which the CPU backend inherits and the CUDA backend follow
 | `logsumexp(a, axes, keepdim)` | max-shifted ``log(sum(exp(a)))`` of a floating point array |
 | `sort(a, axis, descending, stable)` | sort along ``axis`` (None: of the flattened array) -> (values, int64 indices); always stable; NaN sorts as the largest value |
 | `cumsum(a, axis)` | inclusive prefix sum along ``axis`` (None: of the flattened array); int and bool give int64; a 0-d array gives shape (1,), as NumPy's |
+| `cumprod(a, axis)` | inclusive prefix product, with ``cumsum``'s conventions (half types computed in fp32) |
 | **indexing and layout** | |
 | `index(a, key)` | NumPy's advanced indexing (integer arrays, boolean masks, mixed with a ``slice`` key's items): a copy |
 | `index_put_(a, key, values, accumulate)` | ``a[key] = values`` (an array or a scalar, broadcast), or ``+=`` with duplicates summed; -> ``a`` |
 | `gather(a, axis, idx)` | PyTorch's gather (``idx`` of ``a``'s rank, integer, no larger than ``a`` but along ``axis``; a 0-d ``a`` with a 0-d or 1-d ``idx``) |
 | `scatter_add(a, axis, idx, src)` | PyTorch's scatter_add, out of place (``src`` no smaller than ``idx``) |
+| `scatter_reduce(a, axis, idx, src, reduce, include_self)` | PyTorch's scatter_reduce for ``reduce`` 'prod', 'amax' or 'amin', out of place (NaN propagates; without ``include_self`` the scattered-to elements of ``a`` are left out; half types computed in fp32) |
 | `cat(arrays, axis)` | concatenation of arrays of one dtype (stack = unsqueeze + cat) |
 | `tril(a, k)` | lower triangle of the last two dims (at least 2) |
 | `triu(a, k)` | upper triangle of the last two dims (at least 2) |
@@ -112,14 +115,24 @@ from types import ModuleType
 from .. import _native
 from ..device import device as Device
 from ..errors import DeviceError
-from . import cpu
+from . import cpu, cudnn  # noqa: F401 (cudnn: PyTorch's flags, adcuda.backends.cudnn)
 from .cuda_availability import require_cuda
+from .flags import WITHOUT_CUDA, expose_matmul_flags
 from .seam import PRIMITIVES  # noqa: F401 (the names every backend implements)
 
 if _native._C is not None and hasattr(_native._C, "DeviceArray"):
     from . import cuda as _cuda_primitives
+    expose_matmul_flags(_cuda_primitives.matmul)
 else:  # a host-only build: adcuda._C has no CUDA runtime
     _cuda_primitives = None
+
+
+def __getattr__(name):
+    # ``adcuda.backends.cuda.matmul.allow_tf32`` in a build without CUDA: PyTorch's flags alone
+    # (backends/flags.py says what they mean)
+    if name == "cuda" and _cuda_primitives is None:
+        return WITHOUT_CUDA
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def cuda_backend(op: str) -> ModuleType:

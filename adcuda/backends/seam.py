@@ -21,7 +21,7 @@ PRIMITIVES = (
     "softmax_backward", "cross_entropy", "cross_entropy_backward", "layer_norm",
     "layer_norm_backward", "attention", "attention_backward", "attention_dropout_mask", "rand", "randn", "randint",
     "bernoulli", "sgd_step_", "adam_step_", "unscale_and_check_", "update_scale_", "embedding",
-    "embedding_backward", "dropout", "dropout_backward", "global_norm",
+    "embedding_backward", "dropout", "dropout_backward", "global_norm", "cumprod", "scatter_reduce",
 )
 
 

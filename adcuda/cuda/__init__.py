@@ -8,7 +8,8 @@ host and device through a pinned-memory pool.
 
 Modules: ``devices`` (query and control), ``streams`` (Stream, Event, current_stream, stream),
 ``memory`` (the caching allocator), ``pinned`` (the pinned pool), ``context`` (init_cuda_context),
-``fork`` (fork safety), ``errors``.
+``fork`` (fork safety), ``errors``, ``random`` (manual_seed, manual_seed_all). ``amp`` (the
+``torch.cuda.amp`` aliases) sits above this package and is imported by ``adcuda``.
 """
 from .context import CudaContext, init_cuda_context
 from .devices import (
@@ -42,6 +43,7 @@ from .memory import (
     reset_peak_memory_stats,
 )
 from .pinned import empty_pinned_cache, pinned_memory_stats, reset_peak_pinned_memory_stats
+from .random import initial_seed, manual_seed, manual_seed_all, seed
 from .streams import (
     Event,
     ExternalStream,
@@ -61,5 +63,6 @@ __all__ = [
     "current_stream", "default_stream", "set_stream", "stream", "memory_allocated", "max_memory_allocated",
     "memory_reserved", "max_memory_reserved", "reset_peak_memory_stats", "reset_max_memory_allocated",
     "empty_cache", "memory_stats", "pinned_memory_stats", "reset_peak_pinned_memory_stats", "empty_pinned_cache",
-    "OutOfMemoryError", "BadForkError", "DeviceIndexError", "record_stream",
+    "OutOfMemoryError", "BadForkError", "DeviceIndexError", "record_stream", "manual_seed", "manual_seed_all",
+    "seed", "initial_seed",
 ]

@@ -670,3 +670,67 @@ def square(input: Tensor) -> Tensor:
 @op("reciprocal", doc="1 / input.", composite=True)
 def reciprocal(input: Tensor) -> Tensor:
     return div(1.0, input)
+
+
+# ------------------------------------------------------------------------------------------------
+# lerp, isclose, allclose, equal
+@op("lerp", doc="input + weight * (end - input), elementwise with broadcasting.", composite=True, inplace=True)
+def lerp(input: Tensor, end: Tensor, weight: Tensor | Number) -> Tensor:
+    if input.__class__ is not Tensor or end.__class__ is not Tensor:
+        raise DTypeError(f"lerp: input and end must be Tensors, got {type(input).__name__} and {type(end).__name__}")
+    check_same_device("lerp", input, end, weight)
+    if input.dtype is not end.dtype:
+        raise DTypeError(f"lerp: expected input and end of one dtype, got {input.dtype} and {end.dtype}")
+    return add(input, mul(weight, sub(end, input)))
+
+
+def _same_dtype(name, input, other):
+    if input.__class__ is not Tensor or other.__class__ is not Tensor:
+        raise DTypeError(f"{name}: expected two Tensors, got {type(input).__name__} and {type(other).__name__}")
+    check_same_device(name, input, other)
+    if input.dtype is not other.dtype:
+        raise DTypeError(f"{name}: expected both inputs of one dtype, got {input.dtype} (shape "
+                         f"{fmt_shape(input.shape)}) and {other.dtype} (shape {fmt_shape(other.shape)})")
+
+
+@op("isclose", doc="Whether |input - other| <= atol + rtol * |other|, elementwise (equal infinities are close).")
+def isclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
+    _same_dtype("isclose", input, other)
+    if rtol < 0 or atol < 0:
+        raise ValueError(f"isclose: rtol ({rtol}) and atol ({atol}) must be non-negative")
+    try:
+        same = binary("eq", input, other, name="isclose")
+    except ShapeError:
+        raise ShapeError(f"isclose: shapes {fmt_shape(input.shape)} and {fmt_shape(other.shape)} cannot be "
+                         "broadcast") from None
+    if input.dtype is dt.bool_ or (not input.dtype.is_floating_point and rtol == 0 and atol == 0):
+        return same
+    a, b = input, other
+    diff = unary("abs", binary("sub", a, b))
+    if not input.dtype.is_floating_point:  # the integer difference is exact; the tolerance is a float
+        diff, b = cast(diff, dt.float32), cast(b, dt.float32)
+    tolerance = binary("add", binary("mul", unary("abs", b), float(rtol)), float(atol))
+    # a NaN or infinite difference is never close (equal infinities are caught by ``same``), even
+    # against an infinite tolerance
+    within = binary("logical_and", binary("le", diff, tolerance), binary("lt", diff, math.inf))
+    close = binary("logical_or", same, within)
+    if equal_nan:
+        both_nan = binary("logical_and", binary("ne", a, a), binary("ne", b, b))
+        close = binary("logical_or", close, both_nan)
+    return close
+
+
+@op("allclose", doc="Whether every element of input is close to other's (see isclose); a Python bool.",
+    composite=True)
+def allclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
+    return bool(isclose(input, other, rtol, atol, equal_nan).all().item())
+
+
+@op("equal", doc="Whether input and other have the same shape and elements; a Python bool.", composite=True)
+def equal(input: Tensor, other: Tensor) -> bool:
+    if input.__class__ is not Tensor or other.__class__ is not Tensor:
+        raise DTypeError(f"equal: expected two Tensors, got {type(input).__name__} and {type(other).__name__}")
+    check_same_device("equal", input, other)
+    if tuple(input.shape) != tuple(other.shape):
+        return False
+    return bool(eq(input, other).all().item())

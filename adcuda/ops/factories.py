@@ -16,7 +16,7 @@ from .. import dtypes as dt
 from ..backends import backend_for
 from ..device import CPU, as_device
 from ..errors import DTypeError, ShapeError
-from ..tensor import Tensor
+from ..tensor import Size, Tensor
 from .common import on_device
 from .registry import op
 
@@ -289,3 +289,95 @@ def eye(n: int, m: int | None = None, dtype: DType | None = None, device: Device
     if n < 0 or m < 0:
         raise ShapeError(f"eye: n and m must be non-negative, got {n} and {m}")
     return tensor(np.eye(n, m), dtype=dtype or dt.default_float, device=device, requires_grad=requires_grad)
+
+
+
+# ------------------------------------------------------------------------------------------------
+# new_*: tensors with this tensor's dtype and device unless told otherwise
+@op("new_zeros", doc="zeros of size, with self's dtype and device by default.", function=False)
+def new_zeros(self: Tensor, *size: int | Sequence[int], dtype: DType | None = None, device: Device | str | None = None,
+              requires_grad: bool = False) -> Tensor:
+    return zeros(*size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
+
+
+@op("new_ones", doc="ones of size, with self's dtype and device by default.", function=False)
+def new_ones(self: Tensor, *size: int | Sequence[int], dtype: DType | None = None, device: Device | str | None = None,
+             requires_grad: bool = False) -> Tensor:
+    return ones(*size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
+
+
+@op("new_empty", doc="An unset tensor of size, with self's dtype and device by default.", function=False)
+def new_empty(self: Tensor, *size: int | Sequence[int], dtype: DType | None = None, device: Device | str | None = None,
+              requires_grad: bool = False) -> Tensor:
+    return empty(*size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
+
+
+@op("new_full", doc="A tensor of size filled with fill_value, with self's dtype and device by default.",
+    function=False)
+def new_full(self: Tensor, size: Sequence[int], fill_value: Number, dtype: DType | None = None,
+             device: Device | str | None = None, requires_grad: bool = False) -> Tensor:
+    return full(size, fill_value, dtype=dtype or self.dtype, device=device or self.device,
+                requires_grad=requires_grad)
+
+
+@op("new_tensor", doc="A copy of data, with self's dtype and device by default.", function=False)
+def new_tensor_copy(self: Tensor, data: Any, dtype: DType | None = None, device: Device | str | None = None,
+                    requires_grad: bool = False) -> Tensor:
+    return tensor(data, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
+
+
+# ------------------------------------------------------------------------------------------------
+# PyTorch's legacy constructors: ``Tensor(data)``, ``Tensor(2, 3)``, ``LongTensor([1, 2])``, ...
+def legacy_construct(name, dtype, args, device=None):
+    """What ``torch.Tensor(*args)`` (float32) and the typed ``torch.<T>Tensor(*args)`` make: sizes
+    given as ints (or one ``Size``) make a tensor of that shape whose values are not set; one sequence,
+    NumPy array or tensor is data, copied into a new tensor of ``dtype`` (a tensor already of that
+    dtype is returned as it is, as in PyTorch); no argument makes an empty 1-d tensor."""
+    if not args:
+        return empty(0, dtype=dtype, device=device)
+    if all(isinstance(a, numbers.Integral) and not isinstance(a, bool) for a in args):
+        return empty(*args, dtype=dtype, device=device)
+    if len(args) == 1:
+        data = args[0]
+        if isinstance(data, Tensor):
+            if data.dtype is not dtype:
+                raise DTypeError(f"{name}: expected a tensor of dtype {dtype}, got one of {data.dtype} "
+                                 f"(shape {tuple(data.shape)}); convert it with .to({dtype})")
+            return data if device is None else data.to(device)
+        if isinstance(data, Size):
+            return empty(*data, dtype=dtype, device=device)
+        if isinstance(data, (list, tuple)) or hasattr(data, "__array__"):
+            return tensor(data, dtype=dtype, device=device)
+    raise DTypeError(f"{name}: expected sizes (ints) or one sequence of data, got "
+                     f"({', '.join(type(a).__name__ for a in args)})")
+
+
+def _tensor_new(cls, *args: Any, device: Device | str | None = None) -> Tensor:
+    if cls is not Tensor:  # a subclass (nn.Parameter) makes itself
+        return object.__new__(cls)
+    return legacy_construct("Tensor", dt.float32, args, device)
+
+
+class _LegacyTensorType(type):
+    """``isinstance(t, LongTensor)`` holds for a CPU tensor of that dtype, as in PyTorch."""
+
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, Tensor) and obj.dtype is cls.dtype and obj.device.type == "cpu"
+
+
+def _legacy_type(name, dtype):
+    def __new__(cls, *args, device=None):
+        return legacy_construct(name, dtype, args, device)
+    return _LegacyTensorType(name, (), {"dtype": dtype, "__new__": __new__, "__module__": "adcuda",
+                                        "__doc__": f"PyTorch's legacy constructor of {dtype} tensors."})
+
+
+Tensor.__new__ = _tensor_new
+FloatTensor = _legacy_type("FloatTensor", dt.float32)
+DoubleTensor = _legacy_type("DoubleTensor", dt.float64)
+HalfTensor = _legacy_type("HalfTensor", dt.float16)
+BFloat16Tensor = _legacy_type("BFloat16Tensor", dt.bfloat16)
+IntTensor = _legacy_type("IntTensor", dt.int32)
+LongTensor = _legacy_type("LongTensor", dt.int64)
+BoolTensor = _legacy_type("BoolTensor", dt.bool_)
+LEGACY_TYPES = (FloatTensor, DoubleTensor, HalfTensor, BFloat16Tensor, IntTensor, LongTensor, BoolTensor)

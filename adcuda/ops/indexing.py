@@ -13,9 +13,9 @@ from .. import dtypes as dt
 from ..autograd.graph import needs_grad
 from ..errors import DeviceError, DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
-from .common import cast, constant, filled, wrap, wrap_dim
+from .common import broadcast_shapes, cast, constant, filled, wrap, wrap_dim
 from .elementwise import where
-from .factories import arange, tensor
+from .factories import arange, full, tensor
 from .mutation import check_inplace_allowed, commit_inplace, version_counter
 from .registry import op
 
@@ -326,3 +326,182 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
         raise ShapeError("one_hot: can not infer the total number of classes from an empty tensor")
     classes = arange(num_classes, device=tensor.device)
     return (tensor.unsqueeze(-1) == classes).to(dtype=dt.int64)
+
+
+# ------------------------------------------------------------------------------------------------
+# scatter, scatter_reduce, masked_select, nonzero
+def _scatter_key(index, d):
+    """The advanced key that addresses out[index[i][j]][j] (for d = 0): index along d, each other dim
+    its own position."""
+    key = []
+    for k in range(index.ndim):
+        if k == d:
+            key.append(index)
+        else:
+            shape = [1] * index.ndim
+            shape[k] = index.shape[k]
+            key.append(arange(index.shape[k], device=index.device).reshape(shape))
+    return tuple(key)
+
+
+def _src_part(name, src, index, input):
+    """src cut to index's shape (PyTorch reads only that much of it), as input's dtype."""
+    if not isinstance(src, Tensor):
+        raise DTypeError(f"{name}: src must be a Tensor, got {type(src).__name__}")
+    if src.ndim != index.ndim or any(a > b for a, b in zip(index.shape, src.shape)):
+        raise ShapeError(f"{name}: index {fmt_shape(index.shape)} is larger than src {fmt_shape(src.shape)} (they "
+                         f"must have the same number of dims; input shape {fmt_shape(input.shape)})")
+    if tuple(src.shape) != tuple(index.shape):
+        src = src[tuple(slice(0, n) for n in index.shape)]
+    return src if src.dtype is input.dtype else src.to(dtype=input.dtype)
+
+
+def _check_scatter_index(name, input, dim, index):
+    d = _check_index_tensor(name, input, dim, index)
+    for i, a in enumerate(index.shape):
+        if i != d and a > input.shape[i]:
+            raise ShapeError(f"{name}: index {fmt_shape(index.shape)} is larger than input {fmt_shape(input.shape)} "
+                             f"in dimension {i}")
+    return d
+
+
+@op("scatter", doc="input with src (or value) written at index along dim; reduce='add'/'multiply' combines.",
+    composite=True, inplace=True)
+def scatter(input: Tensor, dim: int, index: Tensor, src: Tensor | None = None, value: Number | None = None, *,
+            reduce: str | None = None) -> Tensor:
+    name = "scatter"
+    if src is not None and not isinstance(src, Tensor):
+        src, value = None, src  # scatter(input, dim, index, 1.5): the scalar overload
+    if (src is None) == (value is None):
+        raise DTypeError(f"{name}: give either src (a Tensor) or value (a number)")
+    if input.ndim == 0:
+        raise ShapeError(f"{name}: input must have at least one dim, got a 0-d tensor")
+    d = _check_scatter_index(name, input, dim, index)
+    if src is None:
+        src = full(tuple(index.shape), value, dtype=input.dtype, device=input.device)
+    else:
+        src = _src_part(name, src, index, input)
+    if reduce is not None:
+        if reduce not in ("add", "multiply"):
+            raise ValueError(f"{name}: reduce must be 'add' or 'multiply', got {reduce!r}")
+        return scatter_reduce(input, d, index, src, "sum" if reduce == "add" else "prod")
+    if index.numel() == 0:
+        return input.clone()
+    return index_put(input, _scatter_key(index, d), src)
+
+
+_REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
+
+
+@op("scatter_reduce", doc="input with src combined at index along dim by sum, prod, mean, amax or amin.",
+    composite=True, inplace=True)
+def scatter_reduce(input: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, *,
+                   include_self: bool = True) -> Tensor:
+    name = "scatter_reduce"
+    if reduce not in _REDUCTIONS:
+        raise ValueError(f"{name}: reduce must be one of {', '.join(map(repr, _REDUCTIONS))}, got {reduce!r}")
+    if input.ndim == 0:
+        raise ShapeError(f"{name}: input must have at least one dim, got a 0-d tensor")
+    d = _check_scatter_index(name, input, dim, index)
+    src = _src_part(name, src, index, input)
+    if index.numel() == 0:
+        return input.clone()
+    key = _scatter_key(index, d)
+    if reduce in ("sum", "mean"):
+        base = input if include_self else index_put(input, key, filled((), 0, input.dtype, input._device))
+        total = index_put(base, key, src, True)
+        if reduce == "sum":
+            return total
+        ones = filled(tuple(index.shape), 1, input.dtype, input._device)
+        start = filled(tuple(input.shape), 1 if include_self else 0, input.dtype, input._device)
+        count = index_put(index_put(start, key, filled((), 0, input.dtype, input._device)) if not include_self
+                          else start, key, ones, True)
+        count = where(count == 0, 1, count)  # positions nothing was scattered to keep their value
+        if input.dtype.is_floating_point:
+            return total / count
+        return total.div(count, rounding_mode="floor")
+    return scatter_combine(input, d, index, src, reduce, include_self)
+
+
+def _identity_of(reduce, dtype):
+    """The value that leaves a product, maximum or minimum unchanged, in ``dtype``."""
+    if reduce == "prod":
+        return 1
+    if dtype.is_floating_point:
+        return float("-inf") if reduce == "amax" else float("inf")
+    if dtype is dt.bool_:
+        return reduce == "amin"
+    info = dt.iinfo(dtype)
+    return info.min if reduce == "amax" else info.max
+
+
+def _scatter_combine_grads(grad, input, dim, index, src, reduce, include_self, result):
+    """(input gradient, src gradient) of a product, maximum or minimum scatter, written with ops."""
+    key = _scatter_key(index, dim)
+    zero = filled((), 0, grad.dtype, grad._device)
+    hit = index_put(filled(tuple(input.shape), False, dt.bool_, input._device), key,
+                    filled((), True, dt.bool_, input._device))
+    # the input's own value takes part where include_self, or where nothing was scattered to
+    own = hit.logical_not() if not include_self else filled(tuple(input.shape), True, dt.bool_, input._device)
+    if reduce == "prod":
+        # the product of the other factors, exact where zeros are: with z zeros at a position and P the
+        # product of its nonzero factors, a nonzero factor x gets P / x if z == 0 (else 0), a zero gets P
+        # if z == 1 (else 0)
+        ones = filled((), 1, input.dtype, input._device)
+        nonzero_input, nonzero_src = where(input == 0, ones, input), where(src == 0, ones, src)
+        nonzero_product = scatter_combine(nonzero_input, dim, index, nonzero_src, "prod", include_self)
+        input_zeros = ((input == 0) & own).to(dtype=input.dtype)
+        zeros = index_put(input_zeros, key, (src == 0).to(dtype=input.dtype), True)
+
+        def others(x, nonzero_x, p, z):
+            return where(x == 0, where(z == 1, p, 0.0), where(z == 0, p / nonzero_x, 0.0))
+        g_input = where(own, grad * others(input, nonzero_input, nonzero_product, zeros), zero)
+        g_src = gather(grad, dim, index) * others(src, nonzero_src, gather(nonzero_product, dim, index),
+                                                  gather(zeros, dim, index))
+        return g_input, g_src
+    # amax / amin: the gradient shared evenly by every value equal to the result (PyTorch's rule, which
+    # counts an equal input value among them even when include_self=False leaves it out)
+    input_equal = input == result
+    src_wins = src == gather(result, dim, index)
+    count = index_put(input_equal.to(dtype=grad.dtype), key, src_wins.to(dtype=grad.dtype), True)
+    share = grad / where(count == 0, 1.0, count)
+    return where(input_equal & own, share, zero), where(src_wins, gather(share, dim, index), zero)
+
+
+@op("scatter_combine", doc="input with src combined at index along dim by prod, amax or amin (scatter_reduce's).",
+    function=False, method=False, node="ScatterReduceBackward0",
+    grads={("input", "src"): _scatter_combine_grads})
+def scatter_combine(input: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, include_self: bool) -> Tensor:
+    data = primitives(input).scatter_reduce(input._data, dim, index._data, src._data, reduce, include_self)
+    return wrap(data, input._device)
+
+
+@op("masked_select", doc="The elements of input where mask (broadcast) is true, as a 1-D tensor.", composite=True)
+def masked_select(input: Tensor, mask: Tensor) -> Tensor:
+    if not isinstance(mask, Tensor) or mask.dtype is not dt.bool_:
+        raise DTypeError(f"masked_select: mask must be a bool tensor, got "
+                         f"{mask.dtype if isinstance(mask, Tensor) else type(mask).__name__}")
+    shape = broadcast_shapes("masked_select", tuple(input.shape), tuple(mask.shape))
+    return getitem(input.expand(shape), mask.expand(shape))
+
+
+@op("nonzero", doc="The indices of the nonzero elements: (count, ndim) int64, or one 1-D tensor per dim.",
+    composite=True)
+def nonzero(input: Tensor, *, as_tuple: bool = False) -> Tensor | tuple[Tensor, ...]:
+    mask = input if input.dtype is dt.bool_ else input != 0
+    if input.ndim == 0:  # PyTorch's (count, 0), or one index tensor of 0s as a tuple
+        count = int(bool(mask.item()))
+        if as_tuple:
+            return (full((count,), 0, dtype=dt.int64, device=input.device),)
+        return full((count, 0), 0, dtype=dt.int64, device=input.device)
+    shape = tuple(mask.shape)
+    flat = getitem(arange(mask.numel(), device=input.device).reshape(shape), mask)
+    strides = [1] * len(shape)
+    for d in range(len(shape) - 2, -1, -1):
+        strides[d] = strides[d + 1] * max(shape[d + 1], 1)
+    strides = tensor(strides, dtype=dt.int64, device=input.device)
+    sizes = tensor([max(n, 1) for n in shape], dtype=dt.int64, device=input.device)
+    coordinates = flat.unsqueeze(1).div(strides, rounding_mode="floor").remainder(sizes)
+    if as_tuple:
+        return tuple(c.contiguous() for c in coordinates.unbind(1))
+    return coordinates

@@ -5,10 +5,16 @@ Forwards call the backend's gemm family (``matmul``: ``kernels/gemm.cu``). matmu
 linear run in the autocast region's half dtype; dot promotes mixed inputs to float32."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..errors import DTypeError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import broadcast_shapes, check_same_device, wrap
+from .factories import eye
 from .registry import op
+
+if TYPE_CHECKING:
+    from ..types import Number, Sequence
 
 
 @op("mm_nd", doc="The batched matrix product of two tensors of >= 2 dims (broadcast batch dims).",
@@ -159,3 +165,235 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
                              f"{fmt_shape(weight.shape)})")
         out = out + bias
     return out
+
+
+# ------------------------------------------------------------------------------------------------
+# addmm, baddbmm, einsum; distances: cdist, pairwise_distance, cosine_similarity
+def _scaled_sum(name, input, product, beta, alpha):
+    """beta * input + alpha * product, input broadcast to the product's shape; beta == 0 ignores input
+    (NaN and inf in it included), as in PyTorch."""
+    try:
+        fits = broadcast_shapes(name, tuple(input.shape), tuple(product.shape)) == tuple(product.shape)
+    except ShapeError:
+        fits = False
+    if not fits:
+        raise ShapeError(f"{name}: input of shape {fmt_shape(input.shape)} does not broadcast to the product's "
+                         f"shape {fmt_shape(product.shape)}")
+    if alpha != 1:
+        product = product * alpha
+    if beta == 0:
+        return product
+    return product + (input if beta == 1 else input * beta)
+
+
+@op("addmm", doc="beta * input + alpha * (mat1 @ mat2) for matrices mat1 and mat2.", composite=True,
+    autocast="lower")
+def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: Number = 1, alpha: Number = 1) -> Tensor:
+    if not isinstance(mat1, Tensor) or not isinstance(mat2, Tensor) or mat1.ndim != 2 or mat2.ndim != 2:
+        raise ShapeError(f"addmm: mat1 and mat2 must be matrices, got shapes "
+                         f"{fmt_shape(getattr(mat1, 'shape', ()))} and {fmt_shape(getattr(mat2, 'shape', ()))}")
+    return _scaled_sum("addmm", input, mm(mat1, mat2), beta, alpha)
+
+
+@op("baddbmm", doc="beta * input + alpha * (batch1 @ batch2) for batches of matrices.", composite=True,
+    autocast="lower")
+def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: Number = 1, alpha: Number = 1) -> Tensor:
+    return _scaled_sum("baddbmm", input, bmm(batch1, batch2), beta, alpha)
+
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _einsum_parse(equation, operands):
+    """(per-operand label lists, output labels), '...' replaced by labels of their own (the leading
+    broadcast dims, right-aligned across operands)."""
+    equation = equation.replace(" ", "")
+    inputs, arrow, output = equation.partition("->")
+    terms = inputs.split(",")
+    if len(terms) != len(operands):
+        raise ShapeError(f"einsum: the equation {equation!r} names {len(terms)} operands, but {len(operands)} "
+                         "were given")
+    used = set(equation) - set(".,->")
+    free = [c for c in _LETTERS if c not in used]
+    ellipsis_rank = 0
+    for term, t in zip(terms, operands):
+        if "..." in term:
+            ellipsis_rank = max(ellipsis_rank, t.ndim - (len(term) - 3))
+    broadcast = free[:ellipsis_rank]
+    labels = []
+    for i, (term, t) in enumerate(zip(terms, operands)):
+        if any(c not in _LETTERS for c in term.replace("...", "")):
+            raise ValueError(f"einsum: operand {i}'s subscripts {term!r} may only hold letters and one '...'")
+        if "..." in term:
+            head, _, tail = term.partition("...")
+            rank = t.ndim - len(head) - len(tail)
+            if rank < 0:
+                raise ShapeError(f"einsum: operand {i} of shape {fmt_shape(t.shape)} has fewer dims than its "
+                                 f"subscripts {term!r}")
+            term_labels = list(head) + broadcast[ellipsis_rank - rank:] + list(tail)
+        else:
+            term_labels = list(term)
+        if len(term_labels) != t.ndim:
+            raise ShapeError(f"einsum: operand {i} of shape {fmt_shape(t.shape)} has {t.ndim} dims but its "
+                             f"subscripts {term!r} name {len(term_labels)}")
+        labels.append(term_labels)
+    if arrow:
+        out = list(output.replace("...", "".join(broadcast))) if "..." in output else list(output)
+        for c in out:
+            if not any(c in ls for ls in labels):
+                raise ValueError(f"einsum: output subscript {c!r} appears in no operand of {equation!r}")
+    else:  # implicit output: the broadcast dims, then the labels used once, in alphabetical order
+        counts = {}
+        for ls in labels:
+            for c in ls:
+                counts[c] = counts.get(c, 0) + 1
+        out = broadcast + sorted(c for c, k in counts.items() if k == 1 and c not in broadcast)
+    return labels, out
+
+
+def _einsum_diagonal(t, labels):
+    """t with each label repeated within it reduced to its diagonal (x * eye summed), labels unique."""
+    while True:
+        repeated = next((c for c in labels if labels.count(c) > 1), None)
+        if repeated is None:
+            return t, labels
+        i = labels.index(repeated)
+        j = labels.index(repeated, i + 1)
+        n = t.shape[i]
+        if t.shape[j] != n:
+            raise ShapeError(f"einsum: subscript {repeated!r} is repeated within one operand over dims of sizes "
+                             f"{t.shape[i]} and {t.shape[j]}")
+        mask_shape = [1] * t.ndim
+        mask_shape[i] = mask_shape[j] = n
+        t = (t * eye(n, dtype=t.dtype, device=t.device).reshape(mask_shape)).sum(j)
+        labels = labels[:j] + labels[j + 1:]
+
+
+def _sum_out(t, labels, keep):
+    """t with the dims whose labels are not in ``keep`` summed away."""
+    gone = tuple(i for i, c in enumerate(labels) if c not in keep)
+    if not gone:
+        return t, labels
+    return t.sum(gone), [c for c in labels if c in keep]
+
+
+def _contract(a, a_labels, b, b_labels, keep):
+    """The product of a and b summed over their shared labels not in ``keep``, as one batched matmul:
+    (batch, a only, summed) @ (batch, summed, b only)."""
+    sizes = {}
+    for t, ls in ((a, a_labels), (b, b_labels)):
+        for c, n in zip(ls, t.shape):
+            if sizes.get(c, 1) not in (1, n) and n != 1:
+                raise ShapeError(f"einsum: subscript {c!r} has sizes {sizes[c]} and {n} that do not broadcast")
+            sizes[c] = max(sizes.get(c, 1), n)
+    batch = [c for c in a_labels if c in b_labels and c in keep]
+    summed = [c for c in a_labels if c in b_labels and c not in keep]
+    a_only = [c for c in a_labels if c not in b_labels]
+    b_only = [c for c in b_labels if c not in a_labels]
+
+    def arrange(t, ls, order):
+        t = t.permute([ls.index(c) for c in order])
+        return t.expand([sizes[c] for c in order])
+
+    def count(cs):
+        n = 1
+        for c in cs:
+            n *= sizes[c]
+        return n
+
+    a3 = arrange(a, a_labels, batch + a_only + summed).reshape(count(batch), count(a_only), count(summed))
+    b3 = arrange(b, b_labels, batch + summed + b_only).reshape(count(batch), count(summed), count(b_only))
+    out_labels = batch + a_only + b_only
+    return matmul(a3, b3).reshape([sizes[c] for c in out_labels]), out_labels
+
+
+@op("einsum", doc="Sums of products over the subscripts of an Einstein-summation equation.", composite=True,
+    method=False, autocast="lower")
+def einsum(equation: str, *operands: Tensor | Sequence[Tensor]) -> Tensor:
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    if not isinstance(equation, str):
+        raise DTypeError(f"einsum: the equation must be a string, got {type(equation).__name__}")
+    for i, t in enumerate(operands):
+        if not isinstance(t, Tensor):
+            raise DTypeError(f"einsum: operand {i} must be a Tensor, got {type(t).__name__}")
+    if not operands:
+        raise ShapeError("einsum: at least one operand is needed")
+    check_same_device("einsum", *operands)
+    labels, out = _einsum_parse(equation, operands)
+    terms = [_einsum_diagonal(t, ls) for t, ls in zip(operands, labels)]
+
+    def needed_after(k):
+        """The labels the output or the operands after the k-th still use."""
+        keep = set(out)
+        for _, ls in terms[k + 1:]:
+            keep.update(ls)
+        return keep
+
+    result, result_labels = terms[0]
+    result, result_labels = _sum_out(result, result_labels, needed_after(0))
+    for k in range(1, len(terms)):
+        t, ls = terms[k]
+        keep = needed_after(k)
+        t, ls = _sum_out(t, ls, keep | set(result_labels))
+        result, result_labels = _contract(result, result_labels, t, ls, keep)
+    result, result_labels = _sum_out(result, result_labels, set(out))
+    return result.permute([result_labels.index(c) for c in out]) if out else result
+
+
+def _check_float_pair(name, x1, x2):
+    for what, t in (("x1", x1), ("x2", x2)):
+        if not isinstance(t, Tensor) or not t.dtype.is_floating_point:
+            raise DTypeError(f"{name}: {what} must be a floating point Tensor, got "
+                             f"{t.dtype if isinstance(t, Tensor) else type(t).__name__}")
+    check_same_device(name, x1, x2)
+
+
+@op("cdist", doc="The p-norm distances between each row of x1 and each row of x2 (batched).", composite=True,
+    method=False)
+def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str = "use_mm_for_euclid_dist_if_necessary") -> Tensor:
+    _check_float_pair("cdist", x1, x2)
+    if x1.ndim < 2 or x2.ndim < 2 or x1.shape[-1] != x2.shape[-1]:
+        raise ShapeError(f"cdist: x1 {fmt_shape(x1.shape)} and x2 {fmt_shape(x2.shape)} must be (..., P, M) and "
+                         "(..., R, M) with the same number of columns M")
+    if p < 0:
+        raise ValueError(f"cdist: p must be non-negative, got {p}")
+    # the direct difference (P x R x M values): exact, and 0 (not NaN) gradients where rows coincide;
+    # compute_mode is accepted and the direct form always used
+    diff = x1.unsqueeze(-2) - x2.unsqueeze(-3)
+    if p == 0:
+        return (diff != 0).to(dtype=x1.dtype).sum(-1)
+    if p == float("inf"):
+        return diff.abs().amax(-1)
+    return diff.norm(p, -1)
+
+
+@op("pairwise_distance", doc="The p-norm of x1 - x2 + eps along the last dim.", composite=True, method=False,
+    functional=True)
+def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> Tensor:
+    _check_float_pair("pairwise_distance", x1, x2)
+    try:
+        diff = x1 - x2 + eps
+    except ShapeError:
+        raise ShapeError(f"pairwise_distance: x1 {fmt_shape(x1.shape)} and x2 {fmt_shape(x2.shape)} cannot be "
+                         "broadcast") from None
+    if diff.ndim == 0:
+        diff = diff.reshape(1)
+    if p == float("inf"):
+        return diff.abs().amax(-1, keepdim=keepdim)
+    return diff.norm(p, -1, keepdim)
+
+
+@op("cosine_similarity", doc="x1 . x2 / (max(|x1|, eps) * max(|x2|, eps)) along dim.", composite=True,
+    method=False, functional=True)
+def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
+    _check_float_pair("cosine_similarity", x1, x2)
+    try:
+        shape = broadcast_shapes("cosine_similarity", tuple(x1.shape), tuple(x2.shape))
+    except ShapeError:
+        raise ShapeError(f"cosine_similarity: x1 {fmt_shape(x1.shape)} and x2 {fmt_shape(x2.shape)} cannot be "
+                         "broadcast") from None
+    x1, x2 = x1.expand(shape), x2.expand(shape)
+    n1 = x1.norm(2, dim, True).clamp_min(eps)
+    n2 = x2.norm(2, dim, True).clamp_min(eps)
+    return ((x1 / n1) * (x2 / n2)).sum(dim)

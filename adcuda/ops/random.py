@@ -8,16 +8,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
+from ..autograd.graph import needs_grad
 from ..errors import DTypeError, ShapeError
 from ..random import default_generator
 from ..tensor import primitives
 from .common import check_float, dense, wrap
 from .factories import new_tensor, shape_arg
-from .mutation import apply_inplace
+from .mutation import apply_inplace, check_inplace_allowed, commit_inplace, write_untracked
 from .registry import op
 
 if TYPE_CHECKING:
-    from ..types import Device, DType, Generator, Sequence, Tensor
+    from ..types import Any, Device, DType, Generator, Sequence, Tensor
 
 
 def _draw(name, prim, shape, dtype, device, requires_grad, generator, *args):
@@ -138,3 +139,93 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     if p == 1.0:
         return input * 0.0
     return dropout_mask_apply(input, p)
+
+
+# ------------------------------------------------------------------------------------------------
+# in-place draws: uniform_, normal_; multinomial
+def _fill_with(self, draw, name):
+    """``self`` overwritten in place with ``draw(dtype)``'s values, drawn in float32 (float64 for a
+    float64 tensor) and converted; a tensor recording history gets the draw as a new constant value."""
+    check_inplace_allowed(self, name)
+    if not self.dtype.is_floating_point:
+        raise DTypeError(f"{name}: expected a floating point tensor, got {self.dtype} (shape {tuple(self.shape)})")
+    value = draw(dt.float64 if self.dtype is dt.float64 else dt.float32)
+    if value.dtype is not self.dtype:
+        value = value.to(dtype=self.dtype)
+    if needs_grad(self):
+        return commit_inplace(self, value, name)
+    return write_untracked(self, value._data, name)
+
+
+@op("uniform_", doc="Every element replaced by a draw from U(from, to), in place.", composite=True, function=False)
+def uniform_(self: Tensor, from_: float = 0.0, to: float = 1.0, *, generator: Generator | None = None,
+             **kwargs: Any) -> Tensor:
+    from_ = kwargs.pop("from", from_)  # PyTorch's keyword is ``from``, a Python keyword
+    if kwargs:
+        raise DTypeError(f"uniform_: unexpected keyword arguments {sorted(kwargs)}")
+    if from_ > to:
+        raise ValueError(f"uniform_: expects from <= to, got from={from_}, to={to}")
+    return _fill_with(self, lambda d: rand(tuple(self.shape), generator=generator, dtype=d, device=self.device)
+                      * (to - from_) + from_, "uniform_")
+
+
+@op("normal_", doc="Every element replaced by a draw from N(mean, std**2), in place.", composite=True,
+    function=False)
+def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *, generator: Generator | None = None) -> Tensor:
+    if std < 0:
+        raise ValueError(f"normal_: expects std >= 0.0, got std={std}")
+    return _fill_with(self, lambda d: randn(tuple(self.shape), generator=generator, dtype=d, device=self.device)
+                      * std + mean, "normal_")
+
+
+def _check_distribution(input, num_samples, replacement):
+    name = "multinomial"
+    if not isinstance(num_samples, int) or num_samples <= 0:
+        raise ValueError(f"{name}: num_samples must be a positive int, got {num_samples!r}")
+    if not input.dtype.is_floating_point:
+        raise DTypeError(f"{name}: expected a floating point tensor of probabilities, got {input.dtype}")
+    if input.ndim not in (1, 2) or input.shape[-1] == 0:
+        raise ShapeError(f"{name}: prob_dist must be 1 or 2 dim with at least one category, got shape "
+                         f"{tuple(input.shape)}")
+    n = input.shape[-1]
+    if not replacement and num_samples > n:
+        raise ValueError(f"{name}: cannot sample n_sample > prob_dist.size(-1) samples without replacement "
+                         f"(num_samples={num_samples}, shape {tuple(input.shape)})")
+    rows = input.reshape(-1, n)
+    if not bool(rows.isfinite().all()) or bool((rows < 0).any()):
+        raise ValueError(f"{name}: probability tensor (shape {tuple(input.shape)}) contains either inf, nan or "
+                         "an element < 0")
+    positive = (rows > 0).sum(-1)
+    if bool((positive == 0).any()):
+        raise ValueError(f"{name}: invalid multinomial distribution (sum of probabilities <= 0) in a row of "
+                         f"shape {tuple(input.shape)}")
+    if not replacement and bool((positive < num_samples).any()):
+        raise ValueError(f"{name}: invalid multinomial distribution (with replacement=False, not enough "
+                         f"non-zero categories to draw {num_samples} samples from a row of shape {tuple(input.shape)})")
+    return rows
+
+
+@op("multinomial", doc="Indices drawn from each row's categorical distribution (with or without replacement).",
+    composite=True)
+def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,
+                generator: Generator | None = None) -> Tensor:
+    rows = _check_distribution(input, num_samples, replacement)
+    n = rows.shape[-1]
+    work = dt.float64 if rows.device.type == "cpu" else dt.float32
+    weights = rows.detach().to(dtype=work)
+    if replacement:
+        # inverse CDF: a draw u in [0, 1) picks the first category whose normalised running sum exceeds it;
+        # the running sum divided by its own last entry reads exactly 1.0 from the last positive category on,
+        # so no rounding ever picks a zero-probability category
+        cdf = weights.cumsum(-1)
+        cdf = cdf / cdf[:, -1:]
+        u = rand((rows.shape[0], num_samples), generator=generator, dtype=work, device=rows.device)
+        picks = (cdf.unsqueeze(1) <= u.unsqueeze(-1)).sum(-1)
+    else:
+        # the exponential race (Gumbel top-k): the k smallest E_i / p_i, E_i ~ Exp(1), are a draw without
+        # replacement in order; zero-probability categories get +inf and are never reached (checked above)
+        u = rand((rows.shape[0], n), generator=generator, dtype=work, device=rows.device)
+        race = -(1.0 - u).log() / weights
+        picks = race.topk(num_samples, -1, largest=False).indices
+    picks = picks.to(dtype=dt.int64)
+    return picks.reshape(num_samples) if input.ndim == 1 else picks

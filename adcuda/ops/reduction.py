@@ -372,3 +372,40 @@ def any(input: Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = F
 @op("count_nonzero", doc="The number of nonzero elements over dim.", composite=True)
 def count_nonzero(input: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
     return sum(input != 0, dim)
+
+
+# ------------------------------------------------------------------------------------------------
+# running product
+def _cumprod_grad(grad, input, result, dim):
+    if input.ndim == 0:
+        return grad
+    axis = wrap_dim(dim, input.ndim, "cumprod")
+    if not bool((input == 0).any()):
+        # each output is the product of the inputs up to it: d out_k / d x_j = out_k / x_j for j <= k
+        return cumsum((grad * result).flip(axis), axis).flip(axis) / input
+    # with zeros the quotient is undefined: the product of the other factors, prod_{i <= k, i != j} x_i,
+    # as the running product of x with x_j replaced by 1 (n x n values along the dim, only here)
+    x = input.movedim(axis, -1)
+    g = grad.movedim(axis, -1)
+    n = x.shape[-1]
+    eye = _arange_like(x, n).unsqueeze(-1) == _arange_like(x, n)
+    others = cumprod(where(eye, 1.0, x.unsqueeze(-2).expand(tuple(x.shape[:-1]) + (n, n))), -1)
+    later = _arange_like(x, n).unsqueeze(-1) <= _arange_like(x, n)  # [j, k]: k >= j
+    return (where(later, others, 0.0) * g.unsqueeze(-2)).sum(-1).movedim(-1, axis)
+
+
+def _arange_like(x, n):
+    """0..n-1 as int64 on x's device."""
+    return wrap(primitives(x).arange(0, n, 1, dt.int64), x._device)
+
+
+@op("cumprod", doc="The running product along dim; int and bool inputs give int64.", node="CumprodBackward0",
+    grads={"input": _cumprod_grad})
+def cumprod(input: Tensor, dim: int, *, dtype: DType | None = None) -> Tensor:
+    if dtype is not None:
+        input = cast(input, dt.as_dtype(dtype, "cumprod"))
+    bk = primitives(input)
+    if input.ndim == 0:
+        wrap_dim(dim, 0, "cumprod")
+        return wrap(bk.view(bk.contiguous(bk.cumprod(bk.view(input._data, (1,)), 0)), ()), input._device)
+    return wrap(bk.cumprod(input._data, wrap_dim(dim, input.ndim, "cumprod")), input._device)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import operator
 from typing import TYPE_CHECKING
 
+from .. import dtypes as dt
 from ..autograd.graph import sum_to_shape
 from ..errors import DTypeError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
@@ -479,3 +480,112 @@ def _pad_by_index(input, dim, before, after, mode):
             positions.append(-i if i < 0 else 2 * (n - 1) - i if i >= n else i)
     return input.index_select(dim, tensor(positions, device=input.device))
 
+
+
+# ------------------------------------------------------------------------------------------------
+# roll, meshgrid, repeat_interleave
+def _int_tuple(x):
+    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
+
+
+@op("roll", doc="Elements shifted along dims, wrapping around (flattened first when dims is None).",
+    composite=True)
+def roll(input: Tensor, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Tensor:
+    shifts = _int_tuple(shifts)
+    if dims is None:
+        if len(shifts) != 1:
+            raise ShapeError(f"roll: without dims, shifts must be one int, got {shifts}")
+        return roll(input.reshape(-1), shifts, 0).reshape(tuple(input.shape))
+    dims = _int_tuple(dims)
+    if len(shifts) != len(dims):
+        raise ShapeError(f"roll: shifts and dimensions must align, got shifts={shifts}, dims={dims} for input of "
+                         f"shape {fmt_shape(input.shape)}")
+    out = input
+    for shift, dim in zip(shifts, dims):
+        axis = wrap_dim(dim, input.ndim, "roll")
+        n = input.shape[axis]
+        if n == 0 or shift % n == 0:
+            continue
+        start = n - shift % n  # the element that lands at position 0
+        out = cat([narrow(out, axis, start, n - start), narrow(out, axis, 0, start)], axis)
+    return out if out is not input else clone(input)
+
+
+@op("meshgrid", doc="Coordinate grids from 1-D tensors (indexing 'ij' or 'xy'), as expanded views.",
+    composite=True, method=False)
+def meshgrid(*tensors: Tensor | Sequence[Tensor], indexing: str | None = None) -> tuple[Tensor, ...]:
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    indexing = "ij" if indexing is None else indexing
+    if indexing not in ("ij", "xy"):
+        raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+    for i, t in enumerate(tensors):
+        if not isinstance(t, Tensor) or t.ndim > 1:
+            raise ShapeError(f"meshgrid: expected 0-D or 1-D tensors, got tensor {i} of shape "
+                             f"{fmt_shape(t.shape) if isinstance(t, Tensor) else type(t).__name__}")
+    check_same_device("meshgrid", *tensors)
+    sizes = [t.numel() for t in tensors]
+    # 'xy' is 'ij' with the first two inputs' dims swapped (Cartesian rather than matrix indexing)
+    order = list(range(len(tensors)))
+    if indexing == "xy" and len(tensors) >= 2:
+        order[0], order[1] = 1, 0
+    shape = tuple(sizes[i] for i in order)
+    grids = []
+    for i, t in enumerate(tensors):
+        position = order.index(i)
+        view_shape = [1] * len(tensors)
+        view_shape[position] = sizes[i]
+        grids.append(t.reshape(view_shape).expand(shape))
+    return tuple(grids)
+
+
+def _repeat_positions(repeats, n, total):
+    """The source index of each output position: i repeated repeats[i] times (int64, on repeats' device)."""
+    ends = repeats.cumsum(0)
+    marks = full((total + 1,), 0, dtype=repeats.dtype, device=repeats.device)
+    if n > 1:
+        marks = marks.scatter_add(0, ends[:-1], full((n - 1,), 1, dtype=repeats.dtype, device=repeats.device))
+    return marks.cumsum(0)[:total]
+
+
+@op("repeat_interleave", doc="Each element (or slice along dim) repeated repeats times, in place of it.",
+    composite=True)
+def repeat_interleave(input: Tensor, repeats: int | Tensor | None = None, dim: int | None = None, *,
+                      output_size: int | None = None) -> Tensor:
+    name = "repeat_interleave"
+    if repeats is None:  # repeat_interleave(repeats): the indices 0..n-1, each repeated
+        repeats, input = input, None
+    if input is not None and not isinstance(input, Tensor):
+        raise DTypeError(f"{name}: input must be a Tensor, got {type(input).__name__}")
+    if input is not None and dim is None:
+        input, dim = input.reshape(-1), 0
+    if isinstance(repeats, Tensor):
+        if repeats.dtype.category != dt.INTEGER or repeats.ndim > 1:
+            raise DTypeError(f"{name}: repeats must be an int64 tensor of 0 or 1 dims, got {repeats.dtype} of "
+                             f"shape {fmt_shape(repeats.shape)}")
+        if input is None:
+            n = repeats.numel()
+        else:
+            axis = wrap_dim(dim, input.ndim, name)
+            n = input.shape[axis]
+            if repeats.numel() == 1:
+                repeats = repeats.reshape(1).expand(n)
+            elif repeats.numel() != n:
+                raise ShapeError(f"{name}: repeats must have the same size as input along dim {dim}: got "
+                                 f"{repeats.numel()} repeats for input of shape {fmt_shape(input.shape)}")
+        repeats = repeats.reshape(-1).to(dtype=dt.int64)
+        if repeats.numel() and bool((repeats < 0).any()):
+            raise ShapeError(f"{name}: repeats can not be negative")
+        total = int(repeats.sum().item()) if output_size is None else int(output_size)
+        positions = _repeat_positions(repeats, n, total)
+        if input is None:
+            return positions
+        return input.index_select(axis, positions)
+    if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 0:
+        raise ShapeError(f"{name}: repeats must be a non-negative int or an int64 tensor, got {repeats!r}")
+    axis = wrap_dim(dim, input.ndim, name)
+    shape = list(input.shape)
+    expanded = list(shape)
+    expanded.insert(axis + 1, repeats)
+    shape[axis] *= repeats
+    return input.unsqueeze(axis + 1).expand(expanded).reshape(shape)

@@ -15,7 +15,7 @@ from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
 from ..tensor import primitives
 from .common import broadcast_shapes, cast, check_float, check_same_device, check_tensor, dense, wrap, wrap_dim
 from .elementwise import abs as _abs
-from .elementwise import binary, exp, select, sigmoid, unary, where
+from .elementwise import binary, clamp, exp, log, log1p, select, sigmoid, unary, where
 from .factories import arange
 from .indexing import gather
 from .reduction import sum as _sum
@@ -395,3 +395,116 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_a
     _check_class_targets(name, target_rows, n_classes, ignore_index)
     losses, denominator = _picked_rows(rows, target_rows, weight, ignore_index, 0.0)
     return _reduce_rows(losses, denominator, loss_shape, reduction)
+
+
+# ------------------------------------------------------------------------------------------------
+# smooth_l1_loss, huber_loss, binary_cross_entropy, kl_div
+def _check_pair(op, input, target):
+    check_float(op, "input", input)
+    check_tensor(op, "target", target)
+    check_same_device(op, input, target)
+    _check_target_shape(op, input, target)
+
+
+@op("smooth_l1_loss", doc="0.5 d**2 / beta where |d| < beta, |d| - 0.5 beta elsewhere (d = input - target).",
+    composite=True, autocast="float32", function=False, method=False, functional=True)
+def smooth_l1_loss(input: Tensor, target: Tensor, size_average: bool | None = None, reduce: bool | None = None,
+                   reduction: str = "mean", beta: float = 1.0) -> Tensor:
+    name = "smooth_l1_loss"
+    _check_pair(name, input, target)
+    reduction = _reduction_arg(name, size_average, reduce, reduction)
+    if beta < 0:
+        raise ValueError(f"{name}: beta must be non-negative, got {beta}")
+    diff = _abs(input - target)
+    if beta == 0:  # the quadratic part vanishes: the L1 loss (and no division by beta)
+        return _reduce(diff, reduction)
+    return _reduce(where(diff < beta, (0.5 / beta) * diff * diff, diff - 0.5 * beta), reduction)
+
+
+@op("huber_loss", doc="0.5 d**2 where |d| < delta, delta (|d| - 0.5 delta) elsewhere (d = input - target).",
+    composite=True, autocast="float32", function=False, method=False, functional=True)
+def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
+               weight: Tensor | None = None) -> Tensor:
+    name = "huber_loss"
+    _check_pair(name, input, target)
+    reduction = _reduction_arg(name, None, None, reduction)
+    if delta <= 0:
+        raise ValueError(f"{name}: delta must be positive, got {delta}")
+    diff = _abs(input - target)
+    loss = where(diff < delta, 0.5 * diff * diff, delta * (diff - 0.5 * delta))
+    return _weighted_reduce(name, loss, weight, reduction)
+
+
+def _clamped_log(x, log1p_of_neg):
+    """log(x) (or log(1 - x)) limited from below at -100, PyTorch's bound that keeps the loss of a
+    saturated probability finite."""
+    bk = primitives(x)
+    logged = unary("log1p", unary("neg", x)) if log1p_of_neg else unary("log", x)
+    return wrap(bk.clamp(logged._data, -100.0, None), x._device)
+
+
+def _bce_input_grad(grad, input, target):
+    # the analytic gradient, finite at probabilities of exactly 0 or 1 (a composite log would give nan)
+    return grad * (input - target) / clamp(input * (1.0 - input), min=1e-12)
+
+
+def _bce_target_grad(grad, input):
+    return grad * (clamp(log1p(-input), min=-100.0) - clamp(log(input), min=-100.0))
+
+
+@op("binary_cross_entropy_terms", doc="Unreduced binary cross-entropy of probabilities against targets.",
+    function=False, method=False, node="BinaryCrossEntropyBackward0",
+    grads={"input": _bce_input_grad, "target": _bce_target_grad})
+def binary_cross_entropy_terms(input: Tensor, target: Tensor) -> Tensor:
+    log_p = _clamped_log(input, False)
+    log_not_p = _clamped_log(input, True)
+    # -(t log p + (1 - t) log(1 - p))
+    kept = binary("add", binary("mul", target, log_p), binary("mul", binary("sub", 1.0, target), log_not_p))
+    return unary("neg", kept)
+
+
+@op("binary_cross_entropy", doc="Binary cross-entropy of probabilities in [0, 1] against targets.",
+    composite=True, autocast="float32", function=False, method=False, functional=True)
+def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average: bool | None = None,
+                         reduce: bool | None = None, reduction: str = "mean") -> Tensor:
+    name = "binary_cross_entropy"
+    check_float(name, "input", input)
+    check_tensor(name, "target", target)
+    check_same_device(name, input, target, weight)
+    reduction = _reduction_arg(name, size_average, reduce, reduction)
+    if tuple(target.shape) != tuple(input.shape):
+        raise ShapeError(f"{name}: target size {fmt_shape(target.shape)} must be the same as input size "
+                         f"{fmt_shape(input.shape)}")
+    if input.numel() and ((input < 0) | (input > 1)).any().item():
+        raise ValueError(f"{name}: all elements of input (shape {fmt_shape(input.shape)}) should be between "
+                         "0 and 1 (pass logits to binary_cross_entropy_with_logits instead)")
+    if target.dtype is not input.dtype:
+        target = target.to(dtype=input.dtype)
+    loss = binary_cross_entropy_terms(input, target)
+    if weight is not None:
+        check_tensor(name, "weight", weight)
+        if broadcast_shapes(name, tuple(weight.shape), tuple(input.shape)) != tuple(input.shape):
+            raise ShapeError(f"{name}: weight of shape {fmt_shape(weight.shape)} does not broadcast to the "
+                             f"input's shape {fmt_shape(input.shape)}")
+        loss = loss * weight
+    return _reduce(loss, reduction)
+
+
+@op("kl_div", doc="Kullback-Leibler divergence of target from input (input holds log-probabilities).",
+    composite=True, autocast="float32", function=False, method=False, functional=True)
+def kl_div(input: Tensor, target: Tensor, size_average: bool | None = None, reduce: bool | None = None,
+           reduction: str = "mean", log_target: bool = False) -> Tensor:
+    name = "kl_div"
+    _check_pair(name, input, target)
+    if reduction != "batchmean":
+        reduction = _reduction_arg(name, size_average, reduce, reduction)
+    if log_target:
+        loss = exp(target) * (target - input)
+    else:
+        # t (log t - input), with 0 where t = 0 (xlogy); the log reads 1 there so no -inf is made
+        positive = target > 0
+        loss = target * where(positive, target, 1.0).log() - target * input
+    if reduction == "batchmean":
+        total = loss.sum()
+        return total / input.shape[0] if input.ndim else total
+    return _reduce(loss, reduction)

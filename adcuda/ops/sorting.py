@@ -1,4 +1,4 @@
-"""Ordering along a dim: ``sort argsort topk msort median``.
+"""Ordering along a dim: ``sort argsort topk msort median``; and ``unique``.
 
 The backend's ``sort`` primitive (its sort family: ``kernels/sort.cu``) gives the order; values are
 then gathered from the input, so their gradient flows back to the positions they came from
@@ -16,6 +16,7 @@ from ..tensor import primitives
 from .common import wrap, wrap_dim
 from .indexing import gather
 from .registry import op
+from .shape import cat
 
 if TYPE_CHECKING:
     from ..types import Tensor
@@ -112,3 +113,39 @@ def _kth_smallest(input, axis, k, keepdim):
     if not keepdim:
         values, indices = values.squeeze(axis), indices.squeeze(axis)
     return median_result(values, indices)
+
+
+@op("unique", doc="The distinct elements, sorted, with the inverse indices and counts if asked (dim=None).",
+    composite=True)
+def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False,  # noqa: A002
+           dim: int | None = None) -> Tensor | tuple[Tensor, ...]:
+    """The distinct elements of the flattened input in ascending order (``sorted=False`` gives them
+    sorted too, which PyTorch allows); NaNs are each distinct, as in PyTorch. ``dim`` other than None
+    (unique slices) is not supported."""
+    if dim is not None:
+        raise ShapeError(f"unique: dim={dim} (unique slices) is not supported; flatten the input or pass dim=None "
+                         f"(input shape {fmt_shape(input.shape)})")
+    flat = input.detach().reshape(-1)
+    n = flat.numel()
+    if n == 0:
+        values = flat.clone()
+        empty_int = wrap(primitives(input).full((0,), 0, dt.int64), input._device)
+        extras = ([empty_int.reshape(tuple(input.shape))] if return_inverse else []) + (
+            [empty_int] if return_counts else [])
+        return tuple([values] + extras) if extras else values
+    ordered, order = sort(flat)
+    starts = ordered[1:] != ordered[:-1]  # where a new value begins in the sorted order
+    first = wrap(primitives(input).full((1,), True, dt.bool_), input._device)
+    starts = cat([first, starts])
+    values = ordered[starts]
+    out = [values]
+    if return_inverse or return_counts:
+        group = starts.to(dtype=dt.int64).cumsum(0) - 1  # each sorted element's position in values
+        if return_inverse:
+            inverse = wrap(primitives(input).full((n,), 0, dt.int64), input._device).scatter(0, order, group)
+            out.append(inverse.reshape(tuple(input.shape)))
+        if return_counts:
+            ones = wrap(primitives(input).full((n,), 1, dt.int64), input._device)
+            counts = wrap(primitives(input).full((values.numel(),), 0, dt.int64), input._device)
+            out.append(counts.scatter_add(0, group, ones))
+    return tuple(out) if len(out) > 1 else values

@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "bindings/registry.h"
@@ -51,4 +52,18 @@ ADCUDA_REGISTER_BINDINGS(index, 10) {
       py::arg("index_strides"), py::arg("values"), py::arg("accumulate"), py::arg("deterministic"), release(),
       "The scatter of index_gather's geometry: base[...] = values (+= with accumulate; atomics unless "
       "deterministic).");
+  m.def(
+      "index_scatter_reduce_",
+      [](const DeviceArray& base, Dims shape, Dims strides, std::vector<DeviceArray> indices,
+         std::vector<std::int64_t> index_sizes, std::vector<std::int64_t> index_strides, const DeviceArray& values,
+         const std::string& reduce) {
+        adcuda::index_scatter_reduce_(base,
+                                      geometry_of(std::move(shape), std::move(strides), std::move(indices),
+                                                  std::move(index_sizes), std::move(index_strides)),
+                                      values, reduce);
+      },
+      py::arg("base"), py::arg("shape"), py::arg("strides"), py::arg("indices"), py::arg("index_sizes"),
+      py::arg("index_strides"), py::arg("values"), py::arg("reduce"), release(),
+      "base[...] combined with values by reduce ('prod', 'amax' or 'amin'), duplicates included "
+      "(float32, float64, int32, int64).");
 }

@@ -1,5 +1,5 @@
 // Python bindings of the sorts, scans and boolean-mask compaction (kernels/sort.h); the Python primitives
-// over them are in adcuda/backends/cuda/sort.py (sort, cumsum) and adcuda/backends/cuda/index.py (masks).
+// over them are in adcuda/backends/cuda/sort.py (sort, cumsum, cumprod) and adcuda/backends/cuda/index.py (masks).
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -14,6 +14,8 @@ ADCUDA_REGISTER_BINDINGS(sort, 10) {
         "(values, int64 indices) of each row (last dim) sorted stably; NaN last ascending.");
   m.def("cumsum_rows", &adcuda::cumsum_rows, py::arg("a"), release(),
         "Inclusive prefix sums along the last dim (int64 for integer and bool input).");
+  m.def("cumprod_rows", &adcuda::cumprod_rows, py::arg("a"), release(),
+        "Inclusive prefix products along the last dim (int64 for integer and bool input).");
   m.def("nonzero", &adcuda::nonzero, py::arg("mask"), release(),
         "(count, ndim) int64 coordinates of the true elements (waits for the device for the count).");
 }

@@ -86,14 +86,14 @@ struct DeviceRadixSort {
 };
 
 struct DeviceScan {
-  template <typename Keys, typename In, typename Out, typename N, typename Equal>
-  static cudaError_t InclusiveSumByKey(void* temp, std::size_t& bytes, Keys keys, In in, Out out, N n, Equal equal,
-                                       cudaStream_t stream = nullptr) {
+  template <typename Keys, typename In, typename Out, typename Op, typename N, typename Equal>
+  static cudaError_t InclusiveScanByKey(void* temp, std::size_t& bytes, Keys keys, In in, Out out, Op op, N n,
+                                        Equal equal, cudaStream_t stream = nullptr) {
     if (detail::size_query(temp, bytes, stream)) return cudaSuccess;
     using V = std::remove_cv_t<std::remove_reference_t<decltype(in[0])>>;
     V running{};
     for (std::int64_t i = 0; i < static_cast<std::int64_t>(n); ++i) {
-      running = (i == 0 || !equal(keys[i - 1], keys[i])) ? V(in[i]) : V(running + in[i]);
+      running = (i == 0 || !equal(keys[i - 1], keys[i])) ? V(in[i]) : V(op(running, in[i]));
       out[i] = running;
     }
     return cudaSuccess;

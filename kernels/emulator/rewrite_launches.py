@@ -6,7 +6,7 @@ Two constructs of CUDA C++ are not C++: the launch `kernel<<<grid, block, bytes,
 (kernels/emulator/grid.h runs it), the second a pointer to the launch's dynamic shared memory. Nothing
 else changes; `#line` directives keep compiler messages pointing at the original files. A .cu file is
 written as <name>.cu.cpp, headers under their own names; files whose text is unchanged are not
-rewritten, so incremental builds stay incremental.
+rewritten, so incremental builds stay incremental; mirrors of files that no longer exist are deleted.
 
 Usage: rewrite_launches.py KERNELS_DIR OUTPUT_DIR
 """
@@ -47,6 +47,7 @@ def main(argv):
     if len(argv) != 3:
         sys.exit(__doc__.strip().splitlines()[-1])
     source_dir, output_dir = os.path.abspath(argv[1]), os.path.abspath(argv[2])
+    mirrored = set()
     for root, dirs, files in os.walk(source_dir):
         dirs[:] = [d for d in dirs if d not in SKIPPED_DIRS]
         for name in files:
@@ -61,6 +62,19 @@ def main(argv):
                 text = f'#line 1 "{escaped}"\n' + rewrite(text)
             target = os.path.join(output_dir, relative + (".cpp" if name.endswith(".cu") else ""))
             write_if_changed(target, text)
+            mirrored.add(os.path.normpath(target))
+    remove_stale_mirrors(output_dir, mirrored)
+
+
+def remove_stale_mirrors(output_dir, mirrored):
+    """Delete mirrors whose source is gone (a header renamed or a .cu split in two): the mirror
+    directory comes first on the include path, so a stale copy would shadow nothing today but be
+    found by a later #include of its old name instead of an error."""
+    for root, _, files in os.walk(output_dir):
+        for name in files:
+            path = os.path.normpath(os.path.join(root, name))
+            if name.endswith((".cu.cpp", ".cuh", ".h")) and path not in mirrored:
+                os.remove(path)
 
 
 if __name__ == "__main__":

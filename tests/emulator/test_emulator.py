@@ -103,3 +103,26 @@ def test_a_missing_barrier_shows_under_another_schedule(tmp_path, emulator_objec
     assert wrong("forward") == 63
     # Reverse: every slot is written before its reader runs, except the wrap-around read of thread 63.
     assert wrong("reverse") == 1
+
+
+def test_the_mirror_follows_the_sources(tmp_path):
+    """A rewrite mirrors each .cu/.cuh/.h once, rewrites only what changed, and deletes the mirror of a
+    source that is gone (a stale header first on the include path would shadow a moved one)."""
+    source_dir, mirror = tmp_path / "kernels", tmp_path / "mirror"
+    (source_dir / "runtime").mkdir(parents=True)
+    (source_dir / "a.cu").write_text("__global__ void k() {}\nvoid go() { k<<<1, 32>>>(); }\n")
+    (source_dir / "b.cuh").write_text("#pragma once\n")
+    (source_dir / "runtime" / "c.h").write_text("#pragma once\n")
+
+    def rewrite():
+        subprocess.run([sys.executable, str(KERNELS / "emulator" / "rewrite_launches.py"), str(source_dir),
+                        str(mirror)], check=True, timeout=60)
+        return sorted(str(p.relative_to(mirror)) for p in mirror.rglob("*") if p.is_file())
+
+    assert rewrite() == ["a.cu.cpp", "b.cuh", "runtime/c.h"]
+    assert "::adcuda::emu::LaunchConfig(1, 32)" in (mirror / "a.cu.cpp").read_text()
+    written = (mirror / "a.cu.cpp").stat().st_mtime_ns
+    (source_dir / "b.cuh").unlink()
+    (source_dir / "runtime" / "c.h").rename(source_dir / "d.h")
+    assert rewrite() == ["a.cu.cpp", "d.h"]
+    assert (mirror / "a.cu.cpp").stat().st_mtime_ns == written  # unchanged text: not rewritten

@@ -6,7 +6,10 @@ import numpy as np
 from ...errors import DTypeError, ShapeError
 from ..seam import ArrayOrScalar, BackendArray, IndexKey
 
-__all__ = ["index", "index_put_", "gather", "scatter_add"]
+_F16 = np.dtype(np.float16)
+_F32 = np.dtype(np.float32)
+
+__all__ = ["index", "index_put_", "gather", "scatter_add", "scatter_reduce"]
 
 
 def index(a: BackendArray, key: IndexKey) -> BackendArray:
@@ -69,3 +72,40 @@ def scatter_add(a: BackendArray, axis: int, idx: BackendArray, src: BackendArray
     # src is read at the index's own positions, along `axis` too (PyTorch allows a larger src)
     np.add.at(target, _scatter_key(idx, axis), src[tuple(np.s_[:n] for n in idx.shape)])
     return out
+
+
+_COMBINE = {"prod": np.multiply, "amax": np.maximum, "amin": np.minimum}
+
+
+def _identity(reduce, dtype):
+    """The value a product, maximum or minimum starts from, in ``dtype``."""
+    if reduce == "prod":
+        return 1
+    if dtype.kind == "f":
+        return -np.inf if reduce == "amax" else np.inf
+    if dtype.kind == "b":
+        return reduce == "amin"
+    info = np.iinfo(dtype)
+    return info.min if reduce == "amax" else info.max
+
+
+def scatter_reduce(a: BackendArray, axis: int, idx: BackendArray, src: BackendArray, reduce: str,
+                   include_self: bool) -> BackendArray:
+    try:
+        combine = _COMBINE[reduce]
+    except KeyError:
+        raise ValueError(f"scatter_reduce: unknown reduce {reduce!r} (expected 'prod', 'amax' or 'amin')") from None
+    a_dtype = a.dtype
+    out = np.array(a, dtype=_F32 if a_dtype == _F16 else a_dtype, copy=True)  # float16 computed in fp32
+    target, axis = _along_axis("scatter_reduce", out, axis, idx)
+    if src.ndim == 0:
+        src = src.reshape((1,) * idx.ndim)
+    if src.ndim != idx.ndim or any(n > m for n, m in zip(idx.shape, src.shape)):
+        raise ShapeError(f"scatter_reduce: index {idx.shape} is larger than src {src.shape}")
+    if idx.ndim == 0:
+        target, idx, src = target.reshape(1), idx.reshape(1), src.reshape(1)
+    key = _scatter_key(idx, axis)
+    if not include_self:
+        target[key] = _identity(reduce, out.dtype)
+    combine.at(target, key, src[tuple(np.s_[:n] for n in idx.shape)].astype(out.dtype, copy=False))
+    return out.astype(a_dtype, copy=False)

@@ -1,11 +1,11 @@
-"""The CPU backend's orderings (kernels/sort.cu on CUDA): ``sort`` and ``cumsum``.
+"""The CPU backend's orderings (kernels/sort.cu on CUDA): ``sort``, ``cumsum`` and ``cumprod``.
 """
 import numpy as np
 
 from ..seam import BackendArray
 from ._common import _compute
 
-__all__ = ["sort", "cumsum"]
+__all__ = ["sort", "cumsum", "cumprod"]
 
 
 def sort(a: BackendArray, axis: int | None, descending: bool, stable: bool) -> tuple[BackendArray, BackendArray]:
@@ -32,3 +32,10 @@ def cumsum(a: BackendArray, axis: int | None) -> BackendArray:
     if x.dtype.kind in "biu":
         return np.cumsum(x, axis=axis, dtype=np.int64)
     return np.cumsum(x, axis=axis).astype(a.dtype, copy=False)
+
+
+def cumprod(a: BackendArray, axis: int | None) -> BackendArray:
+    x = _compute(a)
+    if x.dtype.kind in "biu":
+        return np.cumprod(x, axis=axis, dtype=np.int64)
+    return np.cumprod(x, axis=axis).astype(a.dtype, copy=False)

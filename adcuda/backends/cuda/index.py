@@ -16,17 +16,19 @@ unspecified. ``set_deterministic_indexing(True)`` (or ``ADCUDA_DETERMINISTIC_IND
 sort the destinations first and then sum each duplicate run in index order / let the last duplicate
 win as NumPy does: bit-for-bit reproducible, at the cost of a radix sort.
 """
+import math
 import numbers
 import os
 
 from ... import _native
+from ...dtypes import iinfo
 from ...errors import DTypeError, ShapeError
 from .. import _advanced_index
 from ..seam import ArrayOrScalar, BackendArray, IndexKey
 from . import _common as _k
 from .storage import dtype_of, from_numpy, full, shares_memory, to_numpy
 
-__all__ = ["index", "index_put_", "gather", "scatter_add"]
+__all__ = ["index", "index_put_", "gather", "scatter_add", "scatter_reduce"]
 
 _deterministic = os.environ.get("ADCUDA_DETERMINISTIC_INDEXING", "0") not in ("", "0")
 
@@ -182,3 +184,41 @@ def scatter_add(a: BackendArray, axis: int, idx: BackendArray, src: BackendArray
     values = src.as_strided(shape, tuple(src.element_strides), src.offset)
     C.index_scatter_(base, *geometry, values, True, _deterministic)
     return out
+
+
+# scatter_reduce's kernel combines 4- and 8-byte elements; these are widened for it and narrowed back
+_WIDENED = {"float16": "float32", "bfloat16": "float32", "bool": "int32"}
+
+
+def _identity(reduce, dtype):
+    """The value a product, maximum or minimum starts from, in adcuda dtype ``dtype``."""
+    if reduce == "prod":
+        return 1
+    if dtype.is_floating_point:
+        return -math.inf if reduce == "amax" else math.inf
+    info = iinfo(dtype)
+    return info.min if reduce == "amax" else info.max
+
+
+def scatter_reduce(a: BackendArray, axis: int, idx: BackendArray, src: BackendArray, reduce: str,
+                   include_self: bool) -> BackendArray:
+    """A copy of ``a`` with ``src``'s leading box combined at ``idx`` along ``axis`` by ``reduce`` ('prod',
+    'amax', 'amin'); without ``include_self`` the scattered-to elements start from the reduction's identity."""
+    if reduce not in ("prod", "amax", "amin"):
+        raise ValueError(f"scatter_reduce: unknown reduce {reduce!r} (expected 'prod', 'amax' or 'amin')")
+    C = _C()
+    wide = _WIDENED.get(dtype_of(a).name)
+    out = C.astype(a, _k.scalar_type(wide) if wide else a.dtype)
+    base, geometry = _along_axis("scatter_reduce", out, axis, idx)
+    shape = tuple(geometry[0])
+    if src.ndim == 0:
+        src = src.as_strided((1,) * len(shape), (0,) * len(shape), src.offset)
+    if len(src.shape) != len(shape) or any(n > m for n, m in zip(shape, src.shape)):
+        raise ShapeError(f"scatter_reduce: index {shape} is larger than src {tuple(src.shape)}")
+    src = _k.cast(src, out.dtype)
+    values = src.as_strided(shape, tuple(src.element_strides), src.offset)
+    if not include_self:
+        start = full((), _identity(reduce, dtype_of(out)), dtype_of(out))
+        C.index_scatter_(base, *geometry, start.as_strided(shape, (0,) * len(shape), start.offset), False, False)
+    C.index_scatter_reduce_(base, *geometry, values, reduce)
+    return C.astype(out, a.dtype) if wide else out

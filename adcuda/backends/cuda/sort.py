@@ -1,4 +1,4 @@
-"""The CUDA backend's orderings (kernels/sort.cu): ``sort cumsum``, with the CPU backend's signatures,
+"""The CUDA backend's orderings (kernels/sort.cu): ``sort cumsum cumprod``, with the CPU backend's signatures,
 result dtypes and errors.
 
 Sorts and scans work along the last dim of a contiguous array; another axis is moved there (and the
@@ -10,7 +10,7 @@ from ..seam import BackendArray
 from . import _common as _k
 from .storage import contiguous, permute, view
 
-__all__ = ["sort", "cumsum"]
+__all__ = ["sort", "cumsum", "cumprod"]
 
 
 def _C():
@@ -62,3 +62,15 @@ def cumsum(a: BackendArray, axis: int | None) -> BackendArray:
         return C.cumsum_rows(a.as_strided((1,), (0,), a.offset))
     moved, back = _to_last(a, axis)
     return _from_last(C.cumsum_rows(moved), back)
+
+
+def cumprod(a: BackendArray, axis: int | None) -> BackendArray:
+    """Inclusive prefix product along ``axis``, with ``cumsum``'s conventions."""
+    C = _C()
+    if axis is None:
+        a, axis = reshape_flat(a), 0
+    axis = _k.axis_index("cumprod", axis, a.shape)
+    if a.ndim == 0:
+        return C.cumprod_rows(a.as_strided((1,), (0,), a.offset))
+    moved, back = _to_last(a, axis)
+    return _from_last(C.cumprod_rows(moved), back)
