@@ -45,6 +45,7 @@ SUITES = {
     "gemm": Suite("bench_gemm.py", ("cuda",), False),
     "nn_kernels": Suite("bench_nn_kernels.py", ("cuda",), False),
     "attention": Suite("bench_attention.py", ("cuda",), False),
+    "gpt2_step": Suite("bench_gpt2_step.py", ("cuda",), False),
 }
 
 # A suite that cannot run here (a missing tool, no GPU) says why on its last line of stderr and exits

@@ -6,6 +6,7 @@ ADCUDA_GPU_CHECK_EMULATED=1 bash scripts/gpu_check.sh OUTDIR.)"""
 import json
 import os
 import pathlib
+import re
 import shutil
 import signal
 import subprocess
@@ -147,7 +148,8 @@ def test_each_benchmark_is_in_the_json_as_soon_as_it_finishes(tmp_path):
     status, _, calls, summary, out = run_check(tmp_path, timeout=10, pytest_sleep=60)
     assert status is None, "the run should have been cut short"
     bench = json.loads((out / "bench.json").read_text())
-    assert sorted(bench["suites"]) == ["amp", "cuda_runtime", "gemm", "kernels", "nn_kernels"]
+    assert sorted(bench["suites"]) == ["amp", "attention", "cuda_runtime", "gemm", "gpt2_step", "kernels",
+                                       "nn_kernels"]
     assert all(record["status"] == "ok" for record in bench["suites"].values())
     assert "| bench:gemm | OK |" in summary and "| tests |" not in summary
 
@@ -218,3 +220,14 @@ def test_a_sanitizer_run_needs_the_workload_right_and_no_errors(tmp_path):
     skipped = subprocess.run([sys.executable, str(REPO / "scripts" / "gpu_check_report.py"), "sanitizer-verdict",
                               "--log", str(log), "--status", "1"], capture_output=True, text=True).stdout
     assert skipped.startswith("FAILED the workload did not finish with all results right")
+
+
+def test_the_gpu_shares_fit_the_default_budget():
+    """On a GPU every step's share, one per default benchmark suite, fits in the 540 s budget, so the
+    last steps (the sanitizers) are not squeezed out by shares that overbook it."""
+    text = (REPO / "scripts" / "gpu_check.sh").read_text()
+    suites = re.search(r"suites=\$\{GPU_CHECK_BENCH_SUITES:-([\w,]+)\}", text).group(1).split(",")
+    gpu = re.search(r"share_base=540\n\s*share=\(([^)]*)\)", text).group(1)
+    share = {key: int(value) for key, value in re.findall(r"\[(\w+)\]=(\d+)", gpu)}
+    total = sum(value for key, value in share.items() if key != "bench") + share["bench"] * len(suites)
+    assert total <= 540, (total, share, suites)

@@ -55,7 +55,10 @@ def attention(q: BackendArray, k: BackendArray, v: BackendArray, mask: BackendAr
 def attention_dropout_mask(shape: Shape, p: float, seed: int, offset: int) -> BackendArray:
     """The bool keep-mask (batch..., L, S) that attention's dropout with (p, seed, offset) applies."""
     _check_dropout_p("attention_dropout_mask", p)
-    return _native._C.attention_dropout_mask(shape_tuple(shape), float(p), int(seed) & _U64, int(offset) & _U64)
+    shape = shape_tuple(shape)
+    if len(shape) < 2:
+        raise ShapeError(f"attention_dropout_mask: shape {fmt_shape(shape)} needs at least 2 dims (..., L, S)")
+    return _native._C.attention_dropout_mask(shape, float(p), int(seed) & _U64, int(offset) & _U64)
 
 
 def attention_backward(g: BackendArray, q: BackendArray, k: BackendArray, v: BackendArray, out: BackendArray,
