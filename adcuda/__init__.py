@@ -87,6 +87,8 @@ def __getattr__(name: str) -> Any:
         return getattr(importlib.import_module(".serialization", __name__), name)
     if name == "autocast":
         return importlib.import_module(".amp", __name__).autocast
+    if name == "compile":  # graph capture and replay (adcuda/capture/)
+        return importlib.import_module(".capture", __name__).compile
     raise AttributeError(f"module 'adcuda' has no attribute {name!r}")
 
 

@@ -132,6 +132,9 @@ def build_parser():
                           help="start N processes on this machine through mpiexec (python -m "
                                "adcuda.distributed.launch), one GPU each where there are GPUs, and train across "
                                "them; implies --distributed")
+    train.add_argument("--compile", action="store_true",
+                       help="capture each step's forward, backward and clipping once per batch shape and replay "
+                            "it (adcuda.compile; CPU only): no per-op Python dispatch after the first step")
     profiling = train.add_argument_group("profiling")
     profiling.add_argument("--nvtx", action="store_true",
                            help="NVTX ranges (domain adcuda) for every op's forward and backward, the optimizer "
@@ -237,7 +240,7 @@ def run_train(args, argv):
                              seed=args.seed, amp=args.amp, device=device, num_workers=args.num_workers,
                              quiet=args.quiet, resume=args.resume, distributed=world is not None, nvtx=args.nvtx,
                              profile_steps=(args.profile_steps or DEFAULT_PROFILE_STEPS) if profiling else 0,
-                             trace=args.trace)
+                             trace=args.trace, compile=args.compile)
         train(config, TASKS[task])
     except KeyboardInterrupt:
         if out is None:

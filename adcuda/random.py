@@ -15,6 +15,17 @@ if TYPE_CHECKING:
 
 _DEFAULT_SEED = 67280421310721
 
+# Set by graph capture (adcuda.capture) while it records: sees every draw, so a replay can draw again
+# from the same stream instead of reusing the captured numbers.
+_draw_observer = None
+
+
+def set_draw_observer(observer):
+    """Install ``observer(generator, numel, seed, offset)`` (or None); returns the previous one."""
+    global _draw_observer
+    previous, _draw_observer = _draw_observer, observer
+    return previous
+
 
 class Generator:
     def __init__(self, device: Device | str = "cpu") -> None:
@@ -51,7 +62,10 @@ class Generator:
             # each Philox block gives 4 x 64 bits; reserve generously so rejection sampling never
             # overlaps the next draw
             self._offset += max(int(numel), 1)
-        return self._seed, offset
+            seed = self._seed
+        if _draw_observer is not None:
+            _draw_observer(self, numel, seed, offset)
+        return seed, offset
 
 
 default_generator = Generator()

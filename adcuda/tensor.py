@@ -147,20 +147,20 @@ class Tensor:
                              "Use tensor.detach().numpy() instead.")
         if self._device is not CPU and not force:
             raise DTypeError(f"numpy: can't convert a {self._device} tensor to NumPy; use .cpu() first")
-        return backend_for(self._device).to_numpy(self._data)
+        return primitives(self).to_numpy(self._data)
 
     def __array__(self, dtype=None, copy=None):
-        a = backend_for(self._device).to_numpy(self._data)
+        a = primitives(self).to_numpy(self._data)
         return a if dtype is None else a.astype(dtype)
 
     def item(self) -> Number:
         if self.numel() != 1:
             raise ShapeError(f"item: a Tensor with {self.numel()} elements cannot be converted to a "
                              f"Python scalar (shape {fmt_shape(self.shape)})")
-        return backend_for(self._device).to_numpy(self._data).reshape(()).item()
+        return primitives(self).to_numpy(self._data).reshape(()).item()
 
     def tolist(self) -> Any:
-        return backend_for(self._device).to_numpy(self._data).tolist()
+        return primitives(self).to_numpy(self._data).tolist()
 
     def __bool__(self) -> bool:
         if self.numel() != 1:
@@ -187,7 +187,7 @@ class Tensor:
         return (self[i] for i in range(self._data.shape[0]))
 
     def __repr__(self):
-        array = backend_for(self._device).to_numpy(self._data)
+        array = primitives(self).to_numpy(self._data)
         formatter = {"float_kind": _float_formatter(array)} if array.dtype.kind == "f" else None
         body = np.array2string(array, separator=", ", prefix="tensor(", formatter=formatter)
         extras = []

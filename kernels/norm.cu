@@ -390,6 +390,114 @@ void with_pack_width(std::int64_t D, F&& f, const Pointers*... pointers) {
   }
 }
 
+// ------------------------------------------------------------------------------------------------
+// Batch norm over x viewed as (N, C, S): channel c's M = N * S values are column c of N rows of C * S,
+// S apart. One block per channel reduces them (two passes for the statistics, as the CPU backend:
+// the mean, then the mean of squared deviations; one pass of two sums for the backward), in a fixed
+// order; an elementwise pass normalises (or makes dx). No atomics: the same result on every run.
+template <typename T>
+__global__ void batch_norm_stats_kernel(const T* x, compute_t<T>* mean_out, compute_t<T>* rstd_out, std::int64_t N,
+                                        std::int64_t C, std::int64_t S, double eps) {
+  using Acc = compute_t<T>;
+  __shared__ Acc scratch[32];
+  const std::int64_t count = N * S;
+  for (std::int64_t c = blockIdx.x; c < C; c += gridDim.x) {
+    Acc partial = Acc(0);
+    for (std::int64_t i = threadIdx.x; i < count; i += blockDim.x) {
+      const std::int64_t n = i / S;
+      partial += to_compute(x[(n * C + c) * S + (i - n * S)]);
+    }
+    const Acc mean = block_reduce(partial, nn::Sum{}, scratch) / static_cast<Acc>(count);
+    partial = Acc(0);
+    for (std::int64_t i = threadIdx.x; i < count; i += blockDim.x) {
+      const std::int64_t n = i / S;
+      const Acc centered = to_compute(x[(n * C + c) * S + (i - n * S)]) - mean;
+      partial += centered * centered;
+    }
+    const Acc variance = block_reduce(partial, nn::Sum{}, scratch) / static_cast<Acc>(count);
+    if (threadIdx.x == 0) {
+      mean_out[c] = mean;
+      rstd_out[c] = Acc(1) / nn::sqrt_of(variance + static_cast<Acc>(eps));
+    }
+  }
+}
+
+template <typename T>
+__global__ void batch_norm_apply_kernel(const T* x, const compute_t<T>* mean, const compute_t<T>* rstd,
+                                        const T* weight, const T* bias, T* y, std::int64_t numel, std::int64_t C,
+                                        std::int64_t S) {
+  using Acc = compute_t<T>;
+  ADCUDA_GRID_STRIDE_LOOP(i, numel) {
+    const std::int64_t c = (i / S) % C;
+    Acc value = (to_compute(x[i]) - mean[c]) * rstd[c];
+    if (weight != nullptr) value *= to_compute(weight[c]);
+    if (bias != nullptr) value += to_compute(bias[c]);
+    y[i] = convert<T>(value);
+  }
+}
+
+// Per channel: sum of g and of g * xhat, kept in fp32 (fp64) for the dx pass and written as dbias and
+// dweight.
+template <typename T>
+__global__ void batch_norm_backward_sums_kernel(const T* g, const T* x, const compute_t<T>* mean,
+                                                const compute_t<T>* rstd, compute_t<T>* sums, T* dweight, T* dbias,
+                                                std::int64_t N, std::int64_t C, std::int64_t S) {
+  using Acc = compute_t<T>;
+  __shared__ Acc scratch[32];
+  const std::int64_t count = N * S;
+  for (std::int64_t c = blockIdx.x; c < C; c += gridDim.x) {
+    const Acc channel_mean = mean[c], channel_rstd = rstd[c];
+    Acc sum_g = Acc(0), sum_g_xhat = Acc(0);
+    for (std::int64_t i = threadIdx.x; i < count; i += blockDim.x) {
+      const std::int64_t n = i / S;
+      const std::int64_t at = (n * C + c) * S + (i - n * S);
+      const Acc gv = to_compute(g[at]);
+      sum_g += gv;
+      sum_g_xhat += gv * ((to_compute(x[at]) - channel_mean) * channel_rstd);
+    }
+    sum_g = block_reduce(sum_g, nn::Sum{}, scratch);
+    sum_g_xhat = block_reduce(sum_g_xhat, nn::Sum{}, scratch);
+    if (threadIdx.x == 0) {
+      sums[c] = sum_g;
+      sums[C + c] = sum_g_xhat;
+      dbias[c] = convert<T>(sum_g);
+      if (dweight != nullptr) dweight[c] = convert<T>(sum_g_xhat);
+    }
+  }
+}
+
+// dx = rstd * w * (g - mean(g) - xhat * mean(g * xhat)), the means over the channel's M values.
+template <typename T>
+__global__ void batch_norm_backward_dx_kernel(const T* g, const T* x, const compute_t<T>* mean,
+                                              const compute_t<T>* rstd, const T* weight, const compute_t<T>* sums,
+                                              T* dx, std::int64_t numel, std::int64_t C, std::int64_t S,
+                                              std::int64_t count) {
+  using Acc = compute_t<T>;
+  ADCUDA_GRID_STRIDE_LOOP(i, numel) {
+    const std::int64_t c = (i / S) % C;
+    const Acc xhat = (to_compute(x[i]) - mean[c]) * rstd[c];
+    const Acc scale = weight != nullptr ? rstd[c] * to_compute(weight[c]) : rstd[c];
+    const Acc mean_g = sums[c] / static_cast<Acc>(count), mean_g_xhat = sums[C + c] / static_cast<Acc>(count);
+    dx[i] = convert<T>(scale * (to_compute(g[i]) - mean_g - xhat * mean_g_xhat));
+  }
+}
+
+// (N, C, S) of an input (N, C, *) of at least 2 dims.
+struct ChannelSplit {
+  std::int64_t N, C, S;
+};
+
+ChannelSplit split_channels(const DeviceArray& x, const char* op) {
+  require(x.ndim() >= 2, op, "expected an input (N, C, *) of at least 2 dims, got shape " + format_dims(x.shape()));
+  std::int64_t S = 1;
+  for (int d = 2; d < x.ndim(); ++d) S *= x.shape()[d];
+  return {x.shape()[0], x.shape()[1], S};
+}
+
+unsigned channel_blocks(std::int64_t C) {
+  return static_cast<unsigned>(std::min<std::int64_t>(std::max<std::int64_t>(C, 1), 65535));
+}
+
 }  // namespace
 
 std::tuple<DeviceArray, DeviceArray, DeviceArray> layer_norm(const DeviceArray& x, const DeviceArray* weight,
@@ -498,6 +606,80 @@ std::tuple<DeviceArray, std::optional<DeviceArray>, DeviceArray> layer_norm_back
     }
     layer_norm_param_finish_kernel<T><<<grid_size(split.D), kBlockSize, 0, launch.stream()>>>(
         partial_weight, partial_bias, dweight ? dweight->data<T>() : nullptr, dbias.data<T>(), chunks, split.D);
+  });
+  ADCUDA_CHECK_LAUNCH();
+  return {dx, dweight, dbias};
+}
+
+std::tuple<DeviceArray, DeviceArray, DeviceArray> batch_norm(const DeviceArray& x, const DeviceArray* weight,
+                                                             const DeviceArray* bias, double eps) {
+  const char* op = "batch_norm";
+  require(x.is_contiguous(), op, "the input must be contiguous");
+  const ChannelSplit split = split_channels(x, op);
+  check_parameter(weight, x, split.C, op, "weight");
+  check_parameter(bias, x, split.C, op, "bias");
+  DeviceArray y = DeviceArray::empty(x.shape(), x.dtype(), x.device());
+  DeviceArray mean = DeviceArray::empty({split.C}, statistics_type(x.dtype()), x.device());
+  DeviceArray rstd = DeviceArray::empty({split.C}, statistics_type(x.dtype()), x.device());
+  if (split.C == 0) return {y, mean, rstd};
+  KernelLaunch launch(y, mean, rstd, x);
+  for (const DeviceArray* p : {weight, bias}) {
+    if (p != nullptr) p->storage()->use_on(launch.stream(), launch.device());
+  }
+  dispatch_floating(x.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using Acc = compute_t<T>;
+    // an empty batch gives 0 / 0 statistics (NaN), as the CPU backend's mean of nothing
+    batch_norm_stats_kernel<T><<<channel_blocks(split.C), kBlockSize, 0, launch.stream()>>>(
+        x.data<T>(), mean.data<Acc>(), rstd.data<Acc>(), split.N, split.C, split.S, eps);
+    if (x.numel() > 0) {
+      batch_norm_apply_kernel<T><<<grid_size(x.numel()), kBlockSize, 0, launch.stream()>>>(
+          x.data<T>(), mean.data<Acc>(), rstd.data<Acc>(), data_or_null<T>(weight), data_or_null<T>(bias), y.data<T>(),
+          x.numel(), split.C, split.S);
+    }
+  });
+  ADCUDA_CHECK_LAUNCH();
+  return {y, mean, rstd};
+}
+
+std::tuple<DeviceArray, std::optional<DeviceArray>, DeviceArray> batch_norm_backward(const DeviceArray& g,
+                                                                                     const DeviceArray& x,
+                                                                                     const DeviceArray* weight,
+                                                                                     const DeviceArray& mean,
+                                                                                     const DeviceArray& rstd) {
+  const char* op = "batch_norm_backward";
+  require(x.is_contiguous() && g.is_contiguous() && mean.is_contiguous() && rstd.is_contiguous(), op,
+          "the arrays must be contiguous");
+  require(g.shape() == x.shape() && g.dtype() == x.dtype(), op,
+          "the gradient " + format_dims(g.shape()) + " " + scalar_type_name(g.dtype()) + " does not match the input " +
+              format_dims(x.shape()) + " " + scalar_type_name(x.dtype()));
+  const ChannelSplit split = split_channels(x, op);
+  check_parameter(weight, x, split.C, op, "weight");
+  const ScalarType stats = statistics_type(x.dtype());
+  require(mean.numel() == split.C && rstd.numel() == split.C && mean.dtype() == stats && rstd.dtype() == stats, op,
+          "mean and rstd must be " + std::to_string(split.C) + " " + scalar_type_name(stats) + " values each");
+  DeviceArray dx = DeviceArray::empty(x.shape(), x.dtype(), x.device());
+  std::optional<DeviceArray> dweight;
+  if (weight != nullptr) dweight = DeviceArray::empty({split.C}, x.dtype(), x.device());
+  DeviceArray dbias = DeviceArray::empty({split.C}, x.dtype(), x.device());
+  if (split.C == 0) return {dx, dweight, dbias};
+  DeviceArray sums = DeviceArray::empty({2, split.C}, stats, x.device());
+  KernelLaunch launch(dx, dbias, sums, g, x, mean, rstd);
+  if (weight != nullptr) {
+    weight->storage()->use_on(launch.stream(), launch.device());
+    dweight->storage()->use_on(launch.stream(), launch.device());
+  }
+  dispatch_floating(x.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using Acc = compute_t<T>;
+    batch_norm_backward_sums_kernel<T><<<channel_blocks(split.C), kBlockSize, 0, launch.stream()>>>(
+        g.data<T>(), x.data<T>(), mean.data<Acc>(), rstd.data<Acc>(), sums.data<Acc>(),
+        dweight ? dweight->data<T>() : nullptr, dbias.data<T>(), split.N, split.C, split.S);
+    if (x.numel() > 0) {
+      batch_norm_backward_dx_kernel<T><<<grid_size(x.numel()), kBlockSize, 0, launch.stream()>>>(
+          g.data<T>(), x.data<T>(), mean.data<Acc>(), rstd.data<Acc>(), data_or_null<T>(weight), sums.data<Acc>(),
+          dx.data<T>(), x.numel(), split.C, split.S, split.N * split.S);
+    }
   });
   ADCUDA_CHECK_LAUNCH();
   return {dx, dweight, dbias};

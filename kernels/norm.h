@@ -1,5 +1,5 @@
-// Layer norm forward and backward on the GPU (kernels/norm.cu): the CUDA backend's layer_norm and
-// layer_norm_backward primitives, with the CPU backend's semantics. Inputs must be contiguous and
+// Layer norm and batch norm forward and backward on the GPU (kernels/norm.cu): the CUDA backend's
+// layer_norm, layer_norm_backward, batch_norm and batch_norm_backward primitives, with the CPU backend's semantics. Inputs must be contiguous and
 // weight/bias share x's dtype; statistics (mean, rstd) are float32 (float64 for float64 x). Plain
 // C++: included by the bindings.
 #pragma once
@@ -22,5 +22,16 @@ std::tuple<DeviceArray, std::optional<DeviceArray>, DeviceArray> layer_norm_back
                                                                                      const DeviceArray* weight,
                                                                                      const DeviceArray& mean,
                                                                                      const DeviceArray& rstd, int n);
+
+// Batch norm over the channels (dim 1) of x (N, C, *), training statistics over every other dim ->
+// (y, mean (C,), rstd (C,)); `weight` / `bias` (C,) or nullptr.
+std::tuple<DeviceArray, DeviceArray, DeviceArray> batch_norm(const DeviceArray& x, const DeviceArray* weight,
+                                                             const DeviceArray* bias, double eps);
+// -> (dx, dweight (absent without a weight), dbias); per-channel sums in a fixed order, no atomics.
+std::tuple<DeviceArray, std::optional<DeviceArray>, DeviceArray> batch_norm_backward(const DeviceArray& g,
+                                                                                     const DeviceArray& x,
+                                                                                     const DeviceArray* weight,
+                                                                                     const DeviceArray& mean,
+                                                                                     const DeviceArray& rstd);
 
 }  // namespace adcuda

@@ -90,7 +90,7 @@ def _compact(annotation):
 
 
 # Names ``import adcuda`` provides on first use (its module ``__getattr__``), which ``vars()`` cannot see.
-LOADED_ON_FIRST_USE = {"adcuda": ("autocast", "info", "init_cuda_context", "load", "save")}
+LOADED_ON_FIRST_USE = {"adcuda": ("autocast", "compile", "info", "init_cuda_context", "load", "save")}
 
 
 def public_names(module):

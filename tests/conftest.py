@@ -15,7 +15,8 @@ def skip_cause(report):
     reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
     if "could not import 'torch" in reason:
         return "torch"
-    if "cuda" in report.keywords and ("cuda" in reason.lower() or "gpu" in reason.lower()):
+    # a module skipped while collected gives a CollectReport, which has no keywords
+    if "cuda" in getattr(report, "keywords", ()) and ("cuda" in reason.lower() or "gpu" in reason.lower()):
         return "gpu"
     return "other"
 

@@ -1211,6 +1211,132 @@ case(
 )
 
 
+# ---------------------------------------------------------------------------------------------
+# convolution and pooling (issue 15)
+CX = np.random.default_rng(8).standard_normal((2, 4, 5, 6)).astype(np.float32)
+CW = np.random.default_rng(9).standard_normal((6, 2, 3, 2)).astype(np.float32)
+CONV_ARGS = ((2, 1), (1, 0), (1, 2), 2)  # stride, padding, dilation, groups: output (2, 6, 3, 4)
+case("conv2d", "strided, dilated, grouped", lambda bk, A: bk.conv2d(A(CX), A(CW), *CONV_ARGS), ok(F32, (2, 6, 3, 4)))
+case("conv2d", "an empty batch", lambda bk, A: bk.conv2d(A(CX[:0]), A(CW), *CONV_ARGS), ok(F32, (0, 6, 3, 4)))
+case("conv2d", "float16 in, float16 out", lambda bk, A: bk.conv2d(A(CX.astype(np.float16)), A(CW.astype(np.float16)),
+                                                                   *CONV_ARGS), ok(F16, (2, 6, 3, 4)))
+case("conv2d", "channels not divisible by groups", lambda bk, A: bk.conv2d(A(CX), A(CW), (1, 1), (0, 0), (1, 1), 3),
+     ShapeError)
+case("conv2d", "a kernel larger than the padded input",
+     lambda bk, A: bk.conv2d(A(CX[:, :, :2]), A(CW), (1, 1), (0, 0), (1, 1), 2), ShapeError)
+case("conv2d", "dtypes differ", lambda bk, A: bk.conv2d(A(CX), A(CW.astype(np.float64)), *CONV_ARGS), DTypeError)
+CG = np.random.default_rng(10).standard_normal((2, 6, 3, 4)).astype(np.float32)
+case("conv2d_backward_input", "back to the input's shape",
+     lambda bk, A: bk.conv2d_backward_input(A(CG), A(CW), (2, 4, 5, 6), *CONV_ARGS), ok(F32, (2, 4, 5, 6)))
+case("conv2d_backward_input", "a grad of the wrong shape",
+     lambda bk, A: bk.conv2d_backward_input(A(CG[:, :5]), A(CW), (2, 4, 5, 6), *CONV_ARGS), ShapeError)
+case("conv2d_backward_weight", "summed over the batch",
+     lambda bk, A: bk.conv2d_backward_weight(A(CG), A(CX), (6, 2, 3, 2), *CONV_ARGS), ok(F32, (6, 2, 3, 2)))
+case("conv2d_backward_weight", "an empty batch gives zeros",
+     lambda bk, A: bk.conv2d_backward_weight(A(CG[:0]), A(CX[:0]), (6, 2, 3, 2), *CONV_ARGS),
+     ok(F32, (6, 2, 3, 2), np.zeros((6, 2, 3, 2))))
+PX = np.array([[[[1, 5, 2], [7, np.nan, 0], [3, 3, 4]]]], np.float32)
+case("max_pool2d", "NaN wins, ties go first, padded windows past the end",
+     lambda bk, A: bk.max_pool2d(A(PX), (2, 2), (2, 2), (1, 1), (1, 1), (2, 2)),
+     (ok(F32, (1, 1, 2, 2), [[[[1, 5], [7, np.nan]]]]), ok(I64, (1, 1, 2, 2), [[[[0, 1], [3, 4]]]])))
+case("max_pool2d", "integers", lambda bk, A: bk.max_pool2d(A(np.arange(16).reshape(1, 1, 4, 4)), (2, 2), (2, 2),
+                                                           (0, 0), (1, 1), (2, 2)),
+     (ok(I64, (1, 1, 2, 2), [[[[5, 7], [13, 15]]]]), ok(I64, (1, 1, 2, 2), [[[[5, 7], [13, 15]]]])))
+case("max_pool2d", "a 3-d input", lambda bk, A: bk.max_pool2d(A(X3), (2, 2), (2, 2), (0, 0), (1, 1), (1, 2)),
+     ShapeError)
+case("adaptive_max_pool2d", "overlapping windows",
+     lambda bk, A: bk.adaptive_max_pool2d(A(np.nan_to_num(PX)), (2, 2)),
+     (ok(F32, (1, 1, 2, 2), [[[[7, 5], [7, 4]]]]), ok(I64, (1, 1, 2, 2), [[[[3, 1], [3, 8]]]])))
+case("max_pool2d_backward", "repeated indices add up",
+     lambda bk, A: bk.max_pool2d_backward(A(np.ones((1, 1, 2, 2), np.float32)), A(np.array([[[[3, 1], [3, 8]]]])),
+                                          (1, 1, 3, 3)),
+     ok(F32, (1, 1, 3, 3), [[[[0, 1, 0], [2, 0, 0], [0, 0, 1]]]]))
+case("max_pool2d_backward", "indices of another shape",
+     lambda bk, A: bk.max_pool2d_backward(A(np.ones((1, 1, 2, 2), np.float32)), A(np.zeros((1, 1, 4), np.int64)),
+                                          (1, 1, 3, 3)), ShapeError)
+
+
+
+# batch norm and recurrent cells (issue 15)
+case(
+    "batch_norm",
+    "per-channel statistics of shape (C,)",
+    lambda bk, A: bk.batch_norm(A(X3), A(WEIGHT[:3]), A(WEIGHT[:3]), 1e-5),
+    (ok(F32, (2, 3, 4)), ok(F32, (3,), X3.mean((0, 2))), ok(F32, (3,))),
+)
+case(
+    "batch_norm",
+    "float16 statistics are float32; 2-D input",
+    lambda bk, A: bk.batch_norm(A(X.astype(np.float16)), None, None, 1e-5),
+    (ok(F16, (2, 3)), ok(F32, (3,)), ok(F32, (3,))),
+)
+case("batch_norm", "a 1-D input", lambda bk, A: bk.batch_norm(A(X[0]), None, None, 1e-5), ShapeError)
+case("batch_norm", "a weight of another shape", lambda bk, A: bk.batch_norm(A(X3), A(WEIGHT), None, 1e-5), ShapeError)
+case("batch_norm", "of integers", lambda bk, A: bk.batch_norm(A(I), None, None, 1e-5), DTypeError)
+
+
+def batch_norm_grads(bk, A, weight):
+    x = A(X3)
+    w = None if weight is None else A(weight)
+    _, mean, rstd = bk.batch_norm(x, w, None, 1e-5)
+    return bk.batch_norm_backward(A(X3 * 0.5), x, w, mean, rstd)
+
+
+case(
+    "batch_norm_backward",
+    "no weight: dweight None, dbias in g's dtype",
+    lambda bk, A: batch_norm_grads(bk, A, None),
+    (ok(F32, (2, 3, 4)), None, ok(F32, (3,))),
+)
+case(
+    "batch_norm_backward",
+    "dweight and dbias in the weight's dtype",
+    lambda bk, A: batch_norm_grads(bk, A, WEIGHT[:3].astype(np.float64)),
+    (ok(F32, (2, 3, 4)), ok(F64, (3,)), ok(F64, (3,))),
+)
+GATES4 = np.random.default_rng(20).standard_normal((3, 8)).astype(np.float32)
+GATES3 = np.random.default_rng(21).standard_normal((3, 6)).astype(np.float32)
+STATE = np.random.default_rng(22).standard_normal((3, 2)).astype(np.float32)
+case(
+    "lstm_cell",
+    "hc stacks h' and c'",
+    lambda bk, A: bk.lstm_cell(A(GATES4), A(GATES4 * 0.5), A(STATE)),
+    ok(F32, (2, 3, 2)),
+)
+case(
+    "lstm_cell",
+    "float16 in, float16 out; an empty batch",
+    lambda bk, A: (
+        bk.lstm_cell(A(GATES4.astype(np.float16)), A(GATES4.astype(np.float16)), A(STATE.astype(np.float16))),
+        bk.lstm_cell(A(GATES4[:0]), A(GATES4[:0]), A(STATE[:0])),
+    ),
+    (ok(F16, (2, 3, 2)), ok(F32, (2, 0, 2))),
+)
+case("lstm_cell", "gates not 4H wide", lambda bk, A: bk.lstm_cell(A(GATES3), A(GATES3), A(STATE)), ShapeError)
+case("lstm_cell", "of integers", lambda bk, A: bk.lstm_cell(A(I), A(I), A(I[:, :1])), DTypeError)
+
+
+def lstm_cell_grads(bk, A):
+    gi, gh, c = A(GATES4), A(GATES4 * 0.5), A(STATE)
+    hc = bk.lstm_cell(gi, gh, c)
+    return bk.lstm_cell_backward(A(np.ones((2, 3, 2), np.float32)), gi, gh, c, hc)
+
+
+case("lstm_cell_backward", "-> (d_gates, d_c)", lstm_cell_grads, (ok(F32, (3, 8)), ok(F32, (3, 2))))
+case("gru_cell", "the new state", lambda bk, A: bk.gru_cell(A(GATES3), A(GATES3 * 0.5), A(STATE)), ok(F32, (3, 2)))
+case(
+    "gru_cell",
+    "a hidden projection of another shape",
+    lambda bk, A: bk.gru_cell(A(GATES3), A(GATES4), A(STATE)),
+    ShapeError,
+)
+case(
+    "gru_cell_backward",
+    "-> (d_gi, d_gh, d_h)",
+    lambda bk, A: bk.gru_cell_backward(A(STATE), A(GATES3), A(GATES3 * 0.5), A(STATE)),
+    (ok(F32, (3, 6)), ok(F32, (3, 6)), ok(F32, (3, 2))),
+)
+
 def test_every_primitive_has_a_case():
     assert sorted(set(backends.PRIMITIVES) - {c.primitive for c in CASES}) == []
 

@@ -91,6 +91,41 @@ def dropout_samples():
     return [(lambda x: entry("dropout_mask_apply")(x, 0.3), [leaf(x)])]
 
 
+def lstm_cell_samples():
+    gi, gh = rng(14).standard_normal((3, 8)) * 2, rng(15).standard_normal((3, 8))
+    c = rng(16).standard_normal((3, 2))
+    return [(lambda gi, gh, c: entry("lstm_cell_pointwise")(gi, gh, c), [leaf(gi), leaf(gh), leaf(c)])]
+
+
+def gru_cell_samples():
+    gi, gh = rng(17).standard_normal((3, 6)) * 2, rng(18).standard_normal((3, 6))
+    h = rng(19).standard_normal((3, 2))
+    return [(lambda gi, gh, h: entry("gru_cell_pointwise")(gi, gh, h), [leaf(gi), leaf(gh), leaf(h)])]
+
+
+def lstm_layer_samples():
+    proj, h0, c0 = rng(20).standard_normal((4, 3, 8)), rng(21).standard_normal((3, 2)), rng(22).standard_normal((3, 2))
+    w, b = rng(23).standard_normal((8, 2)), rng(24).standard_normal(8)
+    return [(lambda p, h, c, w, b: entry("lstm_layer")(p, h, c, w, b, False), [leaf(proj), leaf(h0), leaf(c0),
+                                                                               leaf(w), leaf(b)]),
+            (lambda p, h, c, w: entry("lstm_layer")(p, h, c, w, None, True), [leaf(proj), leaf(h0), leaf(c0),
+                                                                              leaf(w)])]
+
+
+def gru_layer_samples():
+    proj, h0 = rng(25).standard_normal((4, 3, 6)), rng(26).standard_normal((3, 2))
+    w, b = rng(27).standard_normal((6, 2)), rng(28).standard_normal(6)
+    return [(lambda p, h, w, b: entry("gru_layer")(p, h, w, b, False), [leaf(proj), leaf(h0), leaf(w), leaf(b)]),
+            (lambda p, h, w: entry("gru_layer")(p, h, w, None, True), [leaf(proj), leaf(h0), leaf(w)])]
+
+
+def batch_norm_samples():
+    x = rng(29).standard_normal((4, 3, 5)) * 3 + 1
+    w, b = rng(30).standard_normal(3), rng(31).standard_normal(3)
+    return [(lambda x, w, b: entry("native_batch_norm")(x, w, b), [leaf(x), leaf(w), leaf(b)]),
+            (lambda x: entry("native_batch_norm")(x, None, None, None, None, 0.1, 1e-3), [leaf(x[:, :, :1])])]
+
+
 SAMPLES = {
     "tanh": activation("tanh"), "sigmoid": activation("sigmoid"), "silu": activation("silu"),
     "relu": activation("relu"), "gelu": lambda: activation("gelu")() + activation("gelu", approximate="tanh")(),
@@ -98,6 +133,8 @@ SAMPLES = {
     "cross_entropy_rows": cross_entropy_samples, "layer_norm": layer_norm_samples,
     "attention_fused": attention_samples, "embedding_lookup": embedding_samples,
     "dropout_mask_apply": dropout_samples,
+    "lstm_cell_pointwise": lstm_cell_samples, "gru_cell_pointwise": gru_cell_samples,
+    "lstm_layer": lstm_layer_samples, "gru_layer": gru_layer_samples, "native_batch_norm": batch_norm_samples,
 }
 
 

@@ -148,8 +148,8 @@ def test_each_benchmark_is_in_the_json_as_soon_as_it_finishes(tmp_path):
     status, _, calls, summary, out = run_check(tmp_path, timeout=10, pytest_sleep=60)
     assert status is None, "the run should have been cut short"
     bench = json.loads((out / "bench.json").read_text())
-    assert sorted(bench["suites"]) == ["amp", "attention", "cuda_runtime", "gemm", "gpt2_step", "kernels",
-                                       "nn_kernels"]
+    assert sorted(bench["suites"]) == ["amp", "attention", "conv", "cuda_runtime", "gemm", "gpt2_step", "kernels",
+                                       "nn_kernels", "rnn"]
     assert all(record["status"] == "ok" for record in bench["suites"].values())
     assert "| bench:gemm | OK |" in summary and "| tests |" not in summary
 

@@ -39,7 +39,8 @@ LAYERS = (
      "every op and tensor factory (and DLPack sharing): the public ops the layers above use, "
      "multi-tensor ones in ops/foreach.py included"),
     ("library", ("adcuda.nn", "adcuda.optim", "adcuda.amp", "adcuda.profiler", "adcuda.cuda", "adcuda.distributed",
-                 "adcuda.utils", "adcuda.serialization", "adcuda.data", "adcuda._info", "adcuda.accelerator"),
+                 "adcuda.utils", "adcuda.serialization", "adcuda.data", "adcuda._info", "adcuda.accelerator",
+                 "adcuda.capture"),
      "built from public ops only, side by side: they import one another only as LIBRARY_USES allows"),
     ("package", ("adcuda", "adcuda.cuda.amp"),
      "adcuda/__init__.py: the names users import; only the main job above it may import it; and "
@@ -67,6 +68,7 @@ LIBRARY_USES = {
     ("adcuda.profiler", "adcuda.optim"): "the profiler's ranges around optimizer steps (library_ranges)",
     ("adcuda.profiler", "adcuda.amp"): "the profiler's ranges around GradScaler's unscale_ and update",
     ("adcuda.profiler", "adcuda.utils"): "the profiler's ranges around the DataLoader's batch fetches",
+    ("adcuda.capture", "adcuda.profiler"): "adcuda.compile marks each replay as one profiler/NVTX range",
 }
 
 # In-function imports that rule (c) allows: (importing module, imported module) -> the optional

@@ -41,6 +41,7 @@ from ..autograd.grad_mode import no_grad
 from ..device import as_device
 from ..errors import AdcudaError
 from ..factories import empty_like, full, zeros
+from ..ops.dispatch import host_step
 from ..ops.foreach import _amp_foreach_non_finite_check_and_unscale_, _amp_update_scale_
 from ..tensor import Tensor
 from .autocast import float16_regions_entered
@@ -115,6 +116,9 @@ class GradScaler:
             raise GradScalerValueError("outputs must be a Tensor or an iterable of Tensors")
         return apply_scale(outputs)
 
+    # unscale_, step and update keep the skip decision and the scale's bookkeeping on the host (step
+    # reads found_inf): graph capture runs them on every replay
+    @host_step
     def unscale_(self, optimizer: Any) -> None:
         """Divide ``optimizer``'s gradients by the scale in place and record whether any is inf/NaN
         (call it before gradient clipping; ``step`` calls it when it was not called)."""
@@ -170,8 +174,9 @@ class GradScaler:
             devices = sorted({str(p.device) for g in optimizer.param_groups for p in g["params"]})
             warnings.warn(f"GradScaler: the gradients on {', '.join(devices)} are not float16 and no float16 "
                           "autocast region has run, so there is no float16 underflow to prevent: loss scaling "
-                          "is not needed here (it keeps working)", stacklevel=4)
+                          "is not needed here (it keeps working)", stacklevel=5)  # 5: past the host-step wrapper
 
+    @host_step
     def step(self, optimizer: Any, *args: Any, **kwargs: Any) -> bool:
         """Unscale (unless ``unscale_`` was called) and step ``optimizer`` when no gradient is
         inf/NaN; returns whether it stepped."""
@@ -196,10 +201,11 @@ class GradScaler:
         elif self._scale.item() <= self._min_scale:
             warnings.warn(f"GradScaler: gradients are inf/NaN even at the minimum scale {self._min_scale}; the "
                           "optimizer step was skipped. The loss or the model itself overflows (or holds a NaN): "
-                          "lower min_scale only if the loss is legitimately huge", stacklevel=2)
+                          "lower min_scale only if the loss is legitimately huge", stacklevel=3)  # 3: past host_step
         state["stage"] = _OptState.STEPPED
         return stepped
 
+    @host_step
     def update(self, new_scale: float | Tensor | None = None) -> None:
         """Back off or grow the scale from this iteration's inf checks (or set it to ``new_scale``),
         and start the next iteration."""

@@ -13,8 +13,12 @@ Both packages, ``cpu/`` and ``cuda/``, have one module per kernel family, named 
 views; on CUDA the runtime's kernels/runtime/copy.cu), ``elementwise``, ``reduce`` (reduce, argreduce,
 var, logsumexp), ``sort`` (sort, cumsum, cumprod), ``index`` (index, index_put_, gather, scatter_add,
 scatter_reduce), ``layout`` (cat, tril, triu), ``gemm`` (matmul), ``softmax_loss``, ``norm`` (layer
-norm), ``attention``, ``embedding``, ``random`` (draws and dropout) and ``optim`` (optimizer steps,
+norm), ``attention``, ``embedding``, ``random`` (draws and dropout), ``convolution`` (conv2d and its
+backwards), ``pooling`` (max pooling) and ``optim`` (optimizer steps,
 global_norm, loss scaling). Each package re-exports every primitive.
+and batch norm), ``attention``, ``embedding``, ``random`` (draws and dropout), ``optim`` (optimizer
+steps, global_norm, loss scaling) and ``recurrent`` (LSTM and GRU cell steps). Each package re-exports
+every primitive.
 
 Conventions (NumPy's, which the CPU backend inherits and the CUDA backend follows):
 
@@ -90,11 +94,21 @@ Conventions (NumPy's, which the CPU backend inherits and the CUDA backend follow
 | `cross_entropy_backward(logits, lse, target, g_rows, ignore_index, label_smoothing)` | gradient w.r.t. the logits, ``(exp(logits - lse) - q) * g_row`` (``q`` the smoothed one-hot target; 0 for ignored rows) |
 | `layer_norm(x, weight, bias, n, eps)` | normalise the last ``n`` dims (1 <= n <= ndim) -> (y, mean, rstd); ``weight``/``bias`` of the normalised shape or None; mean and rstd float32 (float64 for float64) with x's dims |
 | `layer_norm_backward(g, x, weight, mean, rstd, n)` | -> (dx, dweight (None without a weight), dbias) |
+| `batch_norm(x, weight, bias, eps)` | normalise each channel (dim 1) of ``x`` (N, C, *) with its batch statistics over every other dim -> (y, mean (C,), rstd (C,)); ``weight``/``bias`` (C,) or None; mean and rstd float32 (float64 for float64 x); NaN statistics for an empty batch |
+| `batch_norm_backward(g, x, weight, mean, rstd)` | -> (dx, dweight (None without a weight), dbias) |
 | `attention(q, k, v, mask, is_causal, scale, dropout_p=0.0, seed=0, offset=0)` | dropout(softmax(q k^T * scale + mask)) v for q, k, v of 2 dims or more (batch dims broadcast; k, v taken in q's dtype), a bool or additive ``mask`` or None -> (out, logsumexp rows) without keeping the probabilities; dropout (kept probabilities scaled by 1 / (1 - dropout_p)) is drawn from the Philox draw ``(seed, offset)`` in one counter layout on both backends (kernels/attention_dropout.cuh), so, unlike the other random primitives, they drop the same probabilities; the logsumexp is of the probabilities before dropout |
 | `attention_backward(g, q, k, v, out, lse, mask, is_causal, scale, dropout_p=0.0, seed=0, offset=0)` | -> (dq, dk, dv), each in its input's dtype; the forward's dropout drawn again |
 | `attention_dropout_mask(shape, p, seed, offset)` | the bool keep-mask (batch..., L, S) that ``attention``'s dropout with ``(p, seed, offset)`` applies (the double-backward rule rebuilds dropout from it) |
 | `embedding(weight, indices)` | rows of the 2-D ``weight`` at integer ``indices`` -> ``indices.shape + (dim,)``; IndexOutOfRangeError naming the index unless all lie in ``[0, num_embeddings)`` (CUDA checks on the device without waiting: ``adcuda.cuda.DeviceIndexError`` at the next synchronising call) |
 | `embedding_backward(grad, indices, num_embeddings, padding_idx, scale_grad_by_freq)` | dense ``(num_embeddings, dim)`` gradient: each index's grad rows summed in index order (fp32; deterministic, no float atomics), row ``padding_idx`` (or None) zero, divided by the index's count with ``scale_grad_by_freq``; the indices are the ones ``embedding`` checked (CUDA adds one out of range nowhere, the CPU raises) |
+| **convolution** (2-d, NCHW; ``stride``, ``padding`` (zeros, each side), ``dilation``: pairs of ints; x and the weight of one floating point dtype; fp32 accumulation) | |
+| `conv2d(x, weight, stride, padding, dilation, groups)` | cross-correlation of x (N, C, H, W) with weight (O, C/groups, kh, kw) -> (N, O, Ho, Wo); ShapeError naming the shapes where they do not fit (groups, a kernel larger than the padded input) |
+| `conv2d_backward_input(g, weight, input_shape, stride, padding, dilation, groups)` | the gradient of ``conv2d`` w.r.t. its input (N, C, H, W) = ``input_shape`` from g (N, O, Ho, Wo); also the transposed convolution |
+| `conv2d_backward_weight(g, x, weight_shape, stride, padding, dilation, groups)` | the gradient of ``conv2d`` w.r.t. its weight (of ``weight_shape``), summed over N, Ho, Wo |
+| **pooling** (4-d NCHW; indices are int64 flat positions ``h * W + w`` in each (n, c) plane, as PyTorch's) | |
+| `max_pool2d(x, kernel, stride, padding, dilation, out_size)` | max over windows of x padded by ``padding`` (never chosen) -> (values (N, C, Ho, Wo), indices); ``out_size`` (Ho, Wo) is given (ceil_mode's last windows may run past the padded input); a NaN is the maximum (the last NaN of a window, as PyTorch); ties go to the first position |
+| `adaptive_max_pool2d(x, out_size)` | max over PyTorch's adaptive windows (rows ``floor(i*H/Ho)`` to ``ceil((i+1)*H/Ho)``) -> (values, indices) |
+| `max_pool2d_backward(g, indices, input_shape)` | each gradient of g added at the position its index names -> dx of ``input_shape`` (fp32 accumulation) |
 | **random** (counter-based Philox: reproducible from ``(seed, offset)``, both taken modulo 2**64; the CPU's streams differ from CUDA's) | |
 | `rand(shape, dtype, seed, offset)` | uniform in [0, 1), floating point ``dtype`` |
 | `randn(shape, dtype, seed, offset)` | standard normal, floating point ``dtype`` |
@@ -109,6 +123,11 @@ Conventions (NumPy's, which the CPU backend inherits and the CUDA backend follow
 | **mixed precision** (0-d arrays stay on the device: no host sync until the caller reads one) | |
 | `unscale_and_check_(outs, grads, inv_scale)` | ``outs[i] = grads[i] * inv_scale`` (a one-element array or a scalar; in place, or into wider arrays) for many tensors; -> 0-d float32 found-inf flag (1.0 if any gradient is inf/NaN) |
 | `update_scale_(scale, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval, min_scale, max_scale)` | PyTorch's dynamic loss-scale update, in place on one-element ``scale`` (float32) and ``growth_tracker`` (int32), the scale kept in ``[min_scale, max_scale]`` |
+| **recurrent cells** (one time step after the two matrix products; PyTorch's gate order; floating point arrays of one dtype, half types computed in fp32) | |
+| `lstm_cell(gi, gh, c)` | LSTM step from the input and hidden projections ``gi``, ``gh`` (B, 4H; gates i, f, g, o, biases included) and the cell state ``c`` (B, H) -> ``hc`` (2, B, H): ``hc[0] = o * tanh(c')``, ``hc[1] = c' = f * c + i * g`` |
+| `lstm_cell_backward(grad, gi, gh, c, hc)` | from the gradient of ``hc`` -> (d_gates (B, 4H), the gradient of both projections, d_c) |
+| `gru_cell(gi, gh, h)` | GRU step from ``gi``, ``gh`` (B, 3H; gates r, z, n, biases included) and ``h`` (B, H) -> ``(1 - z) * n + z * h`` with ``n = tanh(gi_n + r * gh_n)`` |
+| `gru_cell_backward(grad, gi, gh, h)` | -> (d_gi, d_gh, d_h) |
 """
 from types import ModuleType
 

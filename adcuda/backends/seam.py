@@ -22,6 +22,10 @@ PRIMITIVES = (
     "layer_norm_backward", "attention", "attention_backward", "attention_dropout_mask", "rand", "randn", "randint",
     "bernoulli", "sgd_step_", "adam_step_", "unscale_and_check_", "update_scale_", "embedding",
     "embedding_backward", "dropout", "dropout_backward", "global_norm", "cumprod", "scatter_reduce",
+    "conv2d", "conv2d_backward_input", "conv2d_backward_weight", "max_pool2d", "adaptive_max_pool2d",
+    "max_pool2d_backward",
+    # batch norm and recurrent cells (issue 15)
+    "batch_norm", "batch_norm_backward", "lstm_cell", "lstm_cell_backward", "gru_cell", "gru_cell_backward",
 )
 
 

@@ -17,6 +17,7 @@ Recording, views and in-place forms follow the declaration: the values a formula
 (tensors with their version counters), a view shares its base's version counter and can be rebuilt
 from it, an in-place form checks, writes, bumps the version counter and moves the history.
 """
+import functools
 import os
 
 from .. import tensor as tensor_module
@@ -525,3 +526,43 @@ def _as_dtype_of(t, result, name):
         raise DTypeError(f"{name}: result type {result.dtype} can't be cast to the desired output type {t.dtype}")
     return result.to(dtype=t.dtype)
 
+
+
+# ----------------------------------------------------------------------------------------------
+# host steps: library calls that graph capture replays as Python
+_host_step_observer = None
+
+
+def host_step(fn):
+    """Mark a library function whose Python side must run on every call: it keeps state on the host
+    (an optimizer's step count and learning rate, a scheduler's epoch, a GradScaler's skip decision)
+    or reads values to check them (class targets in range). Graph capture (adcuda.capture) records a
+    call of it as one step and calls it again on every replay, instead of freezing the primitive calls
+    it made; without capture it is the plain call."""
+    @functools.wraps(fn)
+    def step(*args, **kwargs):
+        if _host_step_observer is None:
+            return fn(*args, **kwargs)
+        return _host_step_observer(fn, args, kwargs)
+    step.host_step = fn
+    return step
+
+
+# Set by graph capture while it records: sees every nn.Module call, so that a program can check that
+# the modules it ran are still in the mode (train/eval) they were captured in.
+module_call_observer = None
+
+
+def set_module_call_observer(observer):
+    """Install ``observer(module)`` (or None); returns the previous one."""
+    global module_call_observer
+    previous, module_call_observer = module_call_observer, observer
+    return previous
+
+
+def set_host_step_observer(observer):
+    """Install ``observer(fn, args, kwargs)`` (or None), which then runs every host step; returns
+    the previous one."""
+    global _host_step_observer
+    previous, _host_step_observer = _host_step_observer, observer
+    return previous

@@ -16,7 +16,7 @@ from .. import dtypes as dt
 from ..backends import backend_for
 from ..device import CPU, as_device
 from ..errors import DTypeError, ShapeError
-from ..tensor import Size, Tensor
+from ..tensor import Size, Tensor, primitives_on
 from .common import on_device
 from .registry import op
 
@@ -46,7 +46,8 @@ def new_tensor(name, data_fn, shape, dtype, device, requires_grad):
     """A tensor of ``shape`` made by ``data_fn(backend, dtype)`` on ``device``."""
     dev = as_device(device, name)
     dtype = dt.as_dtype(dtype, name) or dt.default_float
-    bk = backend_for(dev, name)
+    backend_for(dev, name)  # a clear error naming the op where the device cannot compute
+    bk = primitives_on(dev)  # as the dispatch hooks see it: the profiler counts, graph capture records
     n = 1
     for s in shape:
         n *= s
@@ -141,7 +142,8 @@ def tensor(data: Any, dtype: DType | None = None, device: Device | str | None = 
             if arr.dtype == object:
                 raise DTypeError("tensor: could not convert data made of non-numbers")
         dev = as_device(device, "tensor")
-        bk = backend_for(dev, "tensor")
+        backend_for(dev, "tensor")
+        bk = primitives_on(dev)
         with on_device(dev, "tensor"):
             data_arr = bk.from_numpy(np.array(arr, copy=True), dtype)
         out = Tensor._make(data_arr, dev)

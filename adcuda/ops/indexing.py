@@ -14,6 +14,7 @@ from ..autograd.graph import needs_grad
 from ..errors import DeviceError, DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import broadcast_shapes, cast, constant, filled, wrap, wrap_dim
+from .dispatch import host_step
 from .elementwise import where
 from .factories import arange, full, tensor
 from .mutation import check_inplace_allowed, commit_inplace, version_counter
@@ -214,13 +215,18 @@ def _check_index_tensor(name, input, dim, index, same_rank=True):
         raise ShapeError(f"{name}: index tensor must have the same number of dimensions as the input "
                          f"tensor; got index {fmt_shape(index.shape)} and input {fmt_shape(input.shape)}")
     if index.numel():
-        lo = int(index.min().item())
-        hi = int(index.max().item())
-        n = input.shape[d] if input.ndim else 1
-        if lo < 0 or hi >= n:
-            raise IndexOutOfRangeError(f"{name}: index {hi if hi >= n else lo} is out of bounds for "
-                                       f"dimension {d} with size {n} (input shape {fmt_shape(input.shape)})")
+        _check_index_range(name, index, d, tuple(input.shape))
     return d
+
+
+@host_step  # reads the indices: graph capture runs the check again on every replay
+def _check_index_range(name, index, d, input_shape):
+    lo = int(index.min().item())
+    hi = int(index.max().item())
+    n = input_shape[d] if input_shape else 1
+    if lo < 0 or hi >= n:
+        raise IndexOutOfRangeError(f"{name}: index {hi if hi >= n else lo} is out of bounds for "
+                                   f"dimension {d} with size {n} (input shape {fmt_shape(input_shape)})")
 
 
 def _gather_grad(grad, input_shape, dim, index):

@@ -5,6 +5,7 @@ Forwards call the backend's gemm family (``matmul``: ``kernels/gemm.cu``). matmu
 linear run in the autocast region's half dtype; dot promotes mixed inputs to float32."""
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from ..errors import DTypeError, ShapeError, fmt_shape
@@ -112,18 +113,31 @@ def outer(input: Tensor, vec2: Tensor) -> Tensor:
 
 # ------------------------------------------------------------------------------------------------
 # linear
-@op("linear_2d", doc="input @ weight.T + bias for a 2-D input as one product (PyTorch's addmm).",
+def _rows(t):
+    """``t`` (..., n) as a matrix of rows (n columns): itself when it already is one."""
+    return t if t.ndim == 2 else t.reshape(-1, t.shape[-1])
+
+
+@op("linear_2d", doc="input (*, in) @ weight.T + bias as one 2-D product of input's rows (PyTorch's addmm).",
     function=False, method=False, node="AddmmBackward0",
     # the weight gradient comes out as grad.T @ input in the weight's own (out, in) layout, so the leaf
-    # takes it without the transposed copy that input @ weight.t() followed by a transpose back would need
-    grads={"input": lambda grad, weight: mm_nd(grad, weight),
-           "weight": lambda grad, input: mm_nd(grad.mT, input),
-           "bias": lambda grad: grad.sum(0)})
+    # takes it without the transposed copy that input @ weight.t() followed by a transpose back would need;
+    # an input with more than 2 dims is taken as its rows here rather than by reshape ops around the
+    # product, which would each record a node (and run one more in backward)
+    grads={"input": lambda grad, weight, input_shape: mm_nd(_rows(grad), weight).reshape(input_shape),
+           "weight": lambda grad, input: mm_nd(_rows(grad).mT, _rows(input)),
+           "bias": lambda grad: _rows(grad).sum(0)})
 def linear_2d(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     bk = primitives(input)
-    data = bk.matmul(input._data, bk.permute(weight._data, (1, 0)))
+    x = input._data
+    lead = x.shape[:-1]
+    if len(lead) != 1:  # a contiguous array's rows are always a view
+        x = bk.view(bk.contiguous(x), (math.prod(lead), x.shape[-1]))
+    data = bk.matmul(x, bk.permute(weight._data, (1, 0)))
     if bias is not None:
         data = bk.binary("add", data, bias._data, input.dtype)
+    if len(lead) != 1:
+        data = bk.view(data, lead + (weight._data.shape[0],))
     return wrap(data, input._device)
 
 
@@ -144,10 +158,7 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     if weight.ndim == 2 and input.ndim >= 2 and input.dtype is weight.dtype and input.device == weight.device and (
             bias is None or (isinstance(bias, Tensor) and tuple(bias.shape) == (weight.shape[0],)
                              and bias.dtype is input.dtype and bias.device == input.device)):
-        if input.ndim == 2:
-            return linear_2d(input, weight, bias)
-        lead = tuple(input.shape[:-1])
-        return linear_2d(input.reshape(-1, in_features), weight, bias).reshape(lead + (weight.shape[0],))
+        return linear_2d(input, weight, bias)
     w_t = weight.t() if weight.ndim == 2 else weight
     if input.ndim > 2:
         # one 2-D product instead of a batched one: the weight gradient is then a single matmul

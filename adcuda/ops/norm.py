@@ -1,10 +1,13 @@
-"""Normalisation: layer_norm (fused, on the backend's norm family: ``kernels/norm.cu``) and
-normalize."""
+"""Normalisation: layer_norm (fused, on the backend's norm family: ``kernels/norm.cu``), normalize,
+batch_norm, instance_norm, group_norm and rms_norm."""
 from __future__ import annotations
 
 import numbers
 from typing import TYPE_CHECKING
 
+from .. import dtypes as dt
+from ..autograd import no_grad
+from ..dtypes import finfo
 from ..errors import ShapeError, fmt_shape
 from ..tensor import primitives
 from .common import check_float, check_same_device, dense, wrap
@@ -81,3 +84,184 @@ def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, o
         raise TypeError("normalize: out= is not supported; assign the result instead")
     norm = input.norm(p, dim, keepdim=True).clamp(min=eps)
     return input / norm
+
+
+# ------------------------------------------------------------------------------------------------
+# batch, instance, group and RMS norm: PyTorch's functional forms. Batch norm's training statistics
+# are the backend's batch_norm primitive (per-channel column reductions, fused with the normalising
+# pass; a fused backward); group and instance norm take row statistics over (N, G) groups or (N, C)
+# instances through layer_norm's kernel; RMS norm and eval-mode batch norm are composites.
+def _channel_shape(name, input, what="input"):
+    """(1, C, 1, ...) for broadcasting per-channel values over input (N, C, *)."""
+    if input.ndim < 2:
+        raise ShapeError(f"{name}: expected {what} with at least 2 dims (N, C, *), but got {what} of shape "
+                         f"{fmt_shape(input.shape)}")
+    return (1, input.shape[1]) + (1,) * (input.ndim - 2)
+
+
+def _check_per_channel(name, input, **tensors):
+    channels = input.shape[1]
+    for what, t in tensors.items():
+        if t is None:
+            continue
+        check_float(name, what, t)
+        if tuple(t.shape) != (channels,):
+            raise ShapeError(f"{name}: expected {what} of shape ({channels},) for input of shape "
+                             f"{fmt_shape(input.shape)} ({channels} channels), but got {what} of shape "
+                             f"{fmt_shape(t.shape)}")
+    check_same_device(name, input, *tensors.values())
+
+
+def _affine(y, weight, bias, shape):
+    if weight is not None:
+        y = y * weight.reshape(shape)
+    if bias is not None:
+        y = y + bias.reshape(shape)
+    return y
+
+
+def _update_running_(running, batch_value, momentum):
+    """running <- (1 - momentum) * running + momentum * batch_value, in place, outside the graph."""
+    with no_grad():
+        running.mul_(1.0 - momentum).add_(batch_value.detach().to(dtype=running.dtype) * momentum)
+
+
+def _batch_norm_grads(grad, input, weight, bias_shape, eps):
+    """dx, dweight, dbias as differentiable ops, for create_graph=True."""
+    shape = _channel_shape("batch_norm", input)
+    axes = (0,) + tuple(range(2, input.ndim))
+    centered = input - input.mean(axes, keepdim=True)
+    rstd = rsqrt((centered * centered).mean(axes, keepdim=True) + eps)
+    xhat = centered * rstd
+    gx = grad if weight is None else grad * weight.reshape(shape)
+    dx = rstd * (gx - gx.mean(axes, keepdim=True) - xhat * (gx * xhat).mean(axes, keepdim=True))
+    dw = None if weight is None else (grad * xhat).sum(axes)
+    db = None if bias_shape is None else grad.sum(axes)
+    return dx, dw, db
+
+
+def _batch_norm_fused_grads(grad, input, weight, bias_shape, mean, rstd):
+    dx, dw, db = primitives(grad).batch_norm_backward(dense(grad), dense(input),
+                                                      None if weight is None else dense(weight), mean._data,
+                                                      rstd._data)
+    return (wrap(dx, grad._device), None if weight is None else wrap(dw, grad._device),
+            None if bias_shape is None else wrap(db, grad._device))
+
+
+@op("native_batch_norm", doc="input (N, C, *) normalised per channel with its batch statistics, scaled and "
+    "shifted; the running statistics (or None) updated with momentum.", node="NativeBatchNormBackward0",
+    function=False, method=False, extra_outputs=("mean", "rstd"),
+    grads={("input", "weight", "bias"): _batch_norm_grads},
+    fused={("input", "weight", "bias"): _batch_norm_fused_grads})
+def native_batch_norm(input, weight=None, bias=None, running_mean=None, running_var=None, momentum=0.1, eps=1e-5):
+    y, mean, rstd = primitives(input).batch_norm(dense(input), None if weight is None else dense(weight),
+                                                 None if bias is None else dense(bias), eps)
+    device = input._device
+    mean, rstd = wrap(mean, device), wrap(rstd, device)
+    count = input.numel() // input.shape[1]
+    if running_mean is not None:
+        _update_running_(running_mean, mean, momentum)
+    if running_var is not None:
+        # the running variance is unbiased (n / (n - 1)), as PyTorch's
+        _update_running_(running_var, (1.0 / (rstd * rstd) - eps) * (count / (count - 1)), momentum)
+    return wrap(y, device), mean, rstd
+
+
+@op("batch_norm", doc="input (N, C, *) normalised per channel with the batch's (training) or the running "
+    "statistics, then scaled and shifted.", composite=True, function=False, method=False, functional=True)
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
+    name = "batch_norm"
+    check_float(name, "input", input)
+    shape = _channel_shape(name, input)
+    _check_per_channel(name, input, running_mean=running_mean, running_var=running_var, weight=weight, bias=bias)
+    if not training:
+        if running_mean is None or running_var is None:
+            raise ShapeError(f"{name}: running_mean and running_var must be given when training=False "
+                             f"(input of shape {fmt_shape(input.shape)})")
+        mean, var = running_mean.reshape(shape), running_var.reshape(shape)
+        y = (input - mean.to(dtype=input.dtype)) * rsqrt(var.to(dtype=input.dtype) + eps)
+        return _affine(y, weight, bias, shape)
+    count = input.numel() // input.shape[1] if input.shape[1] else 0
+    if input.numel() == 0:
+        return _affine(input * 1.0, weight, bias, shape)
+    if count <= 1:
+        raise ShapeError(f"{name}: expected more than 1 value per channel when training, got input of shape "
+                         f"{fmt_shape(input.shape)}")
+    track = momentum is not None
+    return native_batch_norm(input, weight, bias, running_mean if track else None, running_var if track else None,
+                             momentum, eps)
+
+
+@op("instance_norm", doc="Each (sample, channel) of input (N, C, *) normalised over its own positions, then "
+    "scaled and shifted per channel.", composite=True, function=False, method=False, functional=True)
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True,
+                  momentum=0.1, eps=1e-5):
+    name = "instance_norm"
+    check_float(name, "input", input)
+    shape = _channel_shape(name, input)
+    _check_per_channel(name, input, running_mean=running_mean, running_var=running_var, weight=weight, bias=bias)
+    if not use_input_stats:
+        return batch_norm(input, running_mean, running_var, weight, bias, False, momentum, eps)
+    n, c = input.shape[0], input.shape[1]
+    positions = input.numel() // (n * c) if n * c else 0
+    if input.numel() == 0:
+        return _affine(input * 1.0, weight, bias, shape)
+    if positions <= 1:
+        raise ShapeError(f"{name}: expected more than 1 spatial element when training, got input of shape "
+                         f"{fmt_shape(input.shape)}")
+    rows = input.reshape(n, c, positions)
+    y = layer_norm(rows, (positions,), None, None, eps).reshape(tuple(input.shape))
+    if running_mean is not None or running_var is not None:
+        # the running statistics take the batch's mean of the per-instance ones (variance unbiased)
+        with no_grad():
+            if running_mean is not None:
+                _update_running_(running_mean, rows.mean(2).mean(0), momentum)
+            if running_var is not None:
+                _update_running_(running_var, rows.var(2, correction=1).mean(0), momentum)
+    return _affine(y, weight, bias, shape)
+
+
+@op("group_norm", doc="input (N, C, *) normalised over each of num_groups groups of channels, then scaled "
+    "and shifted per channel.", composite=True, function=False, method=False, functional=True)
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    name = "group_norm"
+    check_float(name, "input", input)
+    shape = _channel_shape(name, input)
+    _check_per_channel(name, input, weight=weight, bias=bias)
+    n, c = input.shape[0], input.shape[1]
+    if num_groups <= 0 or c % num_groups:
+        raise ShapeError(f"{name}: expected the number of channels ({c}) of input of shape {fmt_shape(input.shape)} "
+                         f"to be divisible by num_groups={num_groups}")
+    if input.numel() == 0:
+        return _affine(input * 1.0, weight, bias, shape)
+    per_group = input.numel() // (n * num_groups)
+    # one row per (sample, group): the layer-norm kernel's row reduction does the statistics
+    groups = input.reshape(n, num_groups, per_group)
+    y = layer_norm(groups, (per_group,), None, None, eps).reshape(tuple(input.shape))
+    return _affine(y, weight, bias, shape)
+
+
+@op("rms_norm", doc="input / sqrt(mean(input^2 over normalized_shape) + eps), then scaled by weight.",
+    composite=True, function=False, method=False, functional=True)
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    name = "rms_norm"
+    check_float(name, "input", input)
+    shape = _normalized(normalized_shape)
+    n = len(shape)
+    if n == 0 or input.ndim < n or tuple(input.shape[input.ndim - n:]) != shape:
+        raise ShapeError(f"{name}: given normalized_shape={shape}, expected input with shape "
+                         f"(*, {', '.join(str(s) for s in shape)}), but got input of shape "
+                         f"{fmt_shape(input.shape)}")
+    if weight is not None:
+        check_float(name, "weight", weight)
+        if tuple(weight.shape) != shape:
+            raise ShapeError(f"{name}: expected weight of shape {shape} (normalized_shape), but got weight of "
+                             f"shape {fmt_shape(weight.shape)}")
+    check_same_device(name, input, weight)
+    if eps is None:
+        eps = finfo(input.dtype).eps
+    axes = tuple(range(input.ndim - n, input.ndim))
+    # the mean square in fp32 at least, as PyTorch's (half inputs would lose it)
+    wide = input if input.dtype in (dt.float32, dt.float64) else input.to(dtype=dt.float32)
+    y = (wide * rsqrt((wide * wide).mean(axes, keepdim=True) + eps)).to(dtype=input.dtype)
+    return y if weight is None else y * weight

@@ -5,6 +5,7 @@ Forwards call the backend's random family (counter-based Philox: ``kernels/rando
 seed and the sequence of draws, never on the device or its launch configuration."""
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
@@ -139,6 +140,46 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     if p == 1.0:
         return input * 0.0
     return dropout_mask_apply(input, p)
+
+
+# ------------------------------------------------------------------------------------------------
+# channel dropout: one draw per (sample, channel), the whole feature map kept or zeroed
+def _channel_dropout(name, input, p, training, inplace, batched_ndim):
+    check_float(name, "input", input)
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"{name}: dropout probability has to be between 0 and 1, but got {p}")
+    if input.ndim not in (batched_ndim - 1, batched_ndim):
+        raise ShapeError(f"{name}: expected {batched_ndim - 1}D or {batched_ndim}D input, but got input of shape "
+                         f"{tuple(input.shape)}")
+    if not training or p == 0.0 or input.numel() == 0:
+        return input
+    if inplace:
+        return apply_inplace(input, lambda x: _channel_dropout(name, x, p, True, False, batched_ndim), name + "_")
+    unbatched = input.ndim == batched_ndim - 1
+    if unbatched and name == "dropout2d":
+        # PyTorch's reading of a 3-D input to dropout2d: (N, C, L), channel-wise 1-D dropout
+        warnings.warn("dropout2d: received a 3D input and assuming that channel-wise 1D dropout behavior is "
+                      "desired - input is interpreted as shape (N, C, L); use dropout1d for that", UserWarning,
+                      stacklevel=3)
+        unbatched = False
+    channels = (input.shape[0],) if unbatched else (input.shape[0], input.shape[1])
+    mask_shape = channels + (1,) * (input.ndim - len(channels))
+    if p == 1.0:
+        return input * 0.0
+    mask = bernoulli_mask(mask_shape, 1.0 - p, input.dtype, input.device)
+    return input * (mask * (1.0 / (1.0 - p)))
+
+
+@op("dropout1d", doc="Zero whole channels of input (N, C, L) or (C, L) with probability p while training, "
+    "scaling the rest by 1/(1-p).", composite=True, function=False, method=False, functional=True)
+def dropout1d(input, p=0.5, training=True, inplace=False):
+    return _channel_dropout("dropout1d", input, p, training, inplace, 3)
+
+
+@op("dropout2d", doc="Zero whole channels of input (N, C, H, W) or (C, H, W) with probability p while "
+    "training, scaling the rest by 1/(1-p).", composite=True, function=False, method=False, functional=True)
+def dropout2d(input, p=0.5, training=True, inplace=False):
+    return _channel_dropout("dropout2d", input, p, training, inplace, 4)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from .. import dtypes as dt
 from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
 from ..tensor import primitives
 from .common import broadcast_shapes, cast, check_float, check_same_device, check_tensor, dense, wrap, wrap_dim
+from .dispatch import host_step
 from .elementwise import abs as _abs
 from .elementwise import binary, clamp, exp, log, log1p, select, sigmoid, unary, where
 from .factories import arange
@@ -273,6 +274,7 @@ def _check_class_weight(op, weight, n_classes):
                          f"classes but got weight tensor of shape {fmt_shape(weight.shape)}")
 
 
+@host_step  # reads the targets: graph capture runs the check again on every replay
 def _check_class_targets(op, target, n_classes, ignore_index):
     if target.numel() == 0:
         return

@@ -30,6 +30,7 @@ from typing import Any
 from .. import dtypes as dt
 from ..autograd.grad_mode import enable_grad
 from ..errors import AdcudaError, DeviceError
+from ..ops.dispatch import host_step
 from ..ops.foreach import _foreach_version, _foreach_zero_
 from ..tensor import Tensor
 
@@ -52,6 +53,13 @@ ParamsT = Iterable[Tensor] | Iterable[dict[str, Any]]
 
 
 class Optimizer:
+    def __init_subclass__(cls, **kwargs):
+        # every optimizer's step is a host step: graph capture runs it on each replay, so its step
+        # counts and learning rates are read afresh (never frozen into a captured program)
+        super().__init_subclass__(**kwargs)
+        if "step" in cls.__dict__:
+            cls.step = host_step(cls.step)
+
     def __init__(self, params: ParamsT, defaults: dict[str, Any]) -> None:
         self.defaults = defaults
         # a defaultdict, as in PyTorch: custom optimizers read ``self.state[p]`` before filling it
@@ -111,6 +119,7 @@ class Optimizer:
         """Check a group's hyperparameters (subclasses raise OptimizerError naming the bad value)."""
 
     # ------------------------------------------------------------------ gradients and stepping
+    @host_step
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Drop every parameter's gradient (``set_to_none``, PyTorch's default: the next backward
         allocates fresh ones), or zero them in place, detached from any graph that produced them."""

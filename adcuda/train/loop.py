@@ -8,7 +8,7 @@ import os
 import sys
 import time
 
-from .. import nn, optim
+from .. import capture, nn, optim
 from .. import random as adcuda_random
 from ..amp import GradScaler, autocast
 from ..autograd import no_grad
@@ -45,6 +45,8 @@ class TrainConfig:
     total over the ranks; rank 0 prints, evaluates and checkpoints. ``nvtx``: NVTX ranges for Nsight.
     ``profile_steps`` > 0: run that many steps under ``adcuda.profiler.profile``, print the per-op table,
     write the Chrome trace to ``trace`` (default ``<out>/trace.json``) and stop, writing no checkpoint.
+    ``compile``: each step's forward, backward and gradient clipping captured once and replayed
+    (``adcuda.compile``; CPU only), the optimizer step, scheduler and GradScaler run as always.
     """
     task: str
     out: str
@@ -61,6 +63,7 @@ class TrainConfig:
     nvtx: bool = False
     profile_steps: int = 0
     trace: str = None
+    compile: bool = False
 
 
 class Reporter:
@@ -208,7 +211,10 @@ def _train(config, task_type, reporter, world):
         f", {ranks} processes of {config.batch_size // ranks} samples per step" if world is not None else "")
     reporter.line(f"task {task.name}: {task.describe()}; {_count_parameters(net):,} parameters; "
                   f"device {config.device}{how}; {steps_per_epoch} steps per epoch")
-    step = TrainStep(model, optimizer, scheduler, scaler, precision, task, config.device)
+    compiled = config.compile and device_type == "cpu"
+    if config.compile and not compiled:
+        reporter.line(f"note: --compile captures CPU programs only; training on {config.device} runs eagerly")
+    step = TrainStep(model, optimizer, scheduler, scaler, precision, task, config.device, compiled=compiled)
     if config.profile_steps:
         return _profile(step, loader, config, start_epoch, reporter, main)
     if start_epoch < config.epochs:
@@ -250,9 +256,11 @@ class TrainStep:
     """One optimizer step on one batch, in a ``train_step`` range (seen by NVTX and the profiler): the
     forward under autocast (a no-op without ``--amp``), the scaled backward, gradients unscaled (into
     float32) before clipping, and the step, skipped with the schedule's when a gradient overflowed (the
-    disabled scaler of a float32 run steps every time)."""
+    disabled scaler of a float32 run steps every time). With ``compiled`` the part up to the clipping
+    is captured once per batch shape and replayed (``adcuda.compile``); the step, which decides on the
+    host whether to skip, runs as always."""
 
-    def __init__(self, model, optimizer, scheduler, scaler, precision, task, device):
+    def __init__(self, model, optimizer, scheduler, scaler, precision, task, device, compiled=False):
         self.model = model
         self.optimizer = optimizer
         self.scheduler = scheduler
@@ -260,17 +268,23 @@ class TrainStep:
         self.precision = precision
         self.task = task
         self.device = device
+        self.gradients = capture.compile(self._gradients) if compiled else self._gradients
+
+    def _gradients(self, batch):
+        """The loss of ``batch`` and the clipped, unscaled gradients it leaves in ``.grad``."""
+        with self.precision:
+            loss = self.task.training_loss(self.model, batch)
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scaler.scale(loss).backward()
+        self.scaler.unscale_(self.optimizer)
+        nn.utils.clip_grad_norm_(self.model.parameters(), MAX_GRAD_NORM)
+        return loss
 
     def __call__(self, batch, description):
         """Returns the batch's loss (a float) and its number of samples."""
         with record_function("train_step"):
             batch = _to_device(batch, self.device)
-            with self.precision:
-                loss = self.task.training_loss(self.model, batch)
-            self.optimizer.zero_grad(set_to_none=True)
-            self.scaler.scale(loss).backward()
-            self.scaler.unscale_(self.optimizer)
-            nn.utils.clip_grad_norm_(self.model.parameters(), MAX_GRAD_NORM)
+            loss = self.gradients(batch)
             if self.scaler.step(self.optimizer):
                 self.scheduler.step()
             self.scaler.update()

@@ -1,4 +1,4 @@
-// Python bindings of the layer-norm kernels (kernels/norm.h). The Python primitives over them are in
+// Python bindings of the layer-norm and batch-norm kernels (kernels/norm.h). The Python primitives over them are in
 // adcuda/backends/cuda/norm.py. Calls release the GIL while they check and queue the work.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -33,5 +33,17 @@ ADCUDA_REGISTER_BINDINGS(norm, 21) {
         return adcuda::layer_norm_backward(g, x, pointer_or_null(weight), mean, rstd, n);
       },
       py::arg("g"), py::arg("x"), py::arg("weight"), py::arg("mean"), py::arg("rstd"), py::arg("n"), release_gil(),
+      "(dx, dweight or None, dbias).");
+  m.def(
+      "batch_norm",
+      [](const DeviceArray& x, const std::optional<DeviceArray>& weight, const std::optional<DeviceArray>& bias,
+         double eps) { return adcuda::batch_norm(x, pointer_or_null(weight), pointer_or_null(bias), eps); },
+      py::arg("x"), py::arg("weight"), py::arg("bias"), py::arg("eps"), release_gil(),
+      "(y, mean (C,), rstd (C,)) normalising each channel (dim 1) of contiguous x with its batch statistics.");
+  m.def(
+      "batch_norm_backward",
+      [](const DeviceArray& g, const DeviceArray& x, const std::optional<DeviceArray>& weight, const DeviceArray& mean,
+         const DeviceArray& rstd) { return adcuda::batch_norm_backward(g, x, pointer_or_null(weight), mean, rstd); },
+      py::arg("g"), py::arg("x"), py::arg("weight"), py::arg("mean"), py::arg("rstd"), release_gil(),
       "(dx, dweight or None, dbias).");
 }

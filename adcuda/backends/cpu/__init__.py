@@ -18,15 +18,23 @@ name = "cpu"
 # covers every module of the package).
 warnings.filterwarnings("ignore", category=RuntimeWarning, module=__name__)
 
+from ._heap import keep_freed_arrays_in_heap  # noqa: E402
+
+# NumPy's temporaries of a few hundred KiB would otherwise each page-fault fresh memory in (_heap.py)
+HEAP_TUNED = keep_freed_arrays_in_heap()
+
 from .attention import *  # noqa: E402,F401,F403 (attention, attention_backward, attention_dropout_mask)
+from .convolution import *  # noqa: E402,F401,F403 (conv2d, conv2d_backward_input, conv2d_backward_weight)
 from .elementwise import *  # noqa: E402,F401,F403 (unary, binary, unary_backward, where, clamp)
 from .embedding import *  # noqa: E402,F401,F403 (embedding, embedding_backward)
 from .gemm import *  # noqa: E402,F401,F403 (matmul)
 from .index import *  # noqa: E402,F401,F403 (index, index_put_, gather, scatter_add)
 from .layout import *  # noqa: E402,F401,F403 (cat, tril, triu)
-from .norm import *  # noqa: E402,F401,F403 (layer_norm, layer_norm_backward)
+from .norm import *  # noqa: E402,F401,F403 (layer_norm, batch_norm and their backwards)
 from .optim import *  # noqa: E402,F401,F403 (sgd_step_, adam_step_, global_norm, loss scaling)
+from .pooling import *  # noqa: E402,F401,F403 (max_pool2d, adaptive_max_pool2d, max_pool2d_backward)
 from .random import *  # noqa: E402,F401,F403 (rand, randn, randint, bernoulli, dropout, dropout_backward)
+from .recurrent import *  # noqa: E402,F401,F403 (lstm_cell, gru_cell and their backwards)
 from .reduce import *  # noqa: E402,F401,F403 (reduce, argreduce, var, logsumexp)
 from .softmax_loss import *  # noqa: E402,F401,F403 (softmax, cross_entropy and their backwards)
 from .sort import *  # noqa: E402,F401,F403 (sort, cumsum)

@@ -23,12 +23,24 @@ def _operands(op, q, k, v):
     return _compute(q), _compute(k.astype(q.dtype, copy=False)), _compute(v.astype(q.dtype, copy=False))
 
 
+_CAUSAL = {}
+
+
+def _causal_allowed(L, S):
+    """The (L, S) bool mask of the keys each query may see under ``is_causal`` (cached: every layer of
+    every step asks for the same few)."""
+    allowed = _CAUSAL.get((L, S))
+    if allowed is None:
+        allowed = _CAUSAL[(L, S)] = np.tril(np.ones((L, S), dtype=bool))
+    return allowed
+
+
 def _attention_scores(q, k, mask, is_causal, scale):
-    s = np.matmul(q, np.swapaxes(k, -1, -2)) * scale
+    s = np.matmul(q, np.swapaxes(k, -1, -2))
+    s *= scale
     allowed = None
     if is_causal:
-        L, S = s.shape[-2], s.shape[-1]
-        allowed = np.tril(np.ones((L, S), dtype=bool))
+        allowed = _causal_allowed(s.shape[-2], s.shape[-1])
     if mask is not None:
         if mask.dtype == np.bool_:
             allowed = mask if allowed is None else np.logical_and(allowed, mask)
@@ -111,14 +123,17 @@ def attention(q: BackendArray, k: BackendArray, v: BackendArray, mask: BackendAr
     scaled by 1 / (1 - dropout_p); the logsumexp is of the probabilities before dropout."""
     _check_dropout_p("attention", dropout_p)
     qq, kk, vv = _operands("attention", q, k, v)
-    s = _attention_scores(qq, kk, mask, is_causal, scale)
-    m = np.amax(s, axis=-1, keepdims=True, initial=-np.inf)  # initial: no keys (S = 0) is no error
+    # (the big temporaries are written in place; NumPy's warnings for log(0) and inf - inf in fully
+    # masked rows are silenced by the package's filter, no np.errstate, which costs microseconds)
+    p = _attention_scores(qq, kk, mask, is_causal, scale)
+    m = np.amax(p, axis=-1, keepdims=True, initial=-np.inf)  # initial: no keys (S = 0) is no error
     m = np.where(np.isfinite(m), m, 0)
-    p = np.exp(s - m)
+    p -= m
+    np.exp(p, out=p)
     denom = np.sum(p, axis=-1, keepdims=True)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        lse = np.log(denom) + m
-        p = np.where(denom > 0, p / np.where(denom > 0, denom, 1), 0)  # fully masked rows -> 0
+    lse = np.log(denom) + m
+    # a fully masked row is all zeros (exp(-inf)) over a zero sum: divided by 1 it stays 0
+    p /= np.where(denom > 0, denom, 1)
     z = _attention_dropout_factor(p, vv, dropout_p, seed, offset)
     out = np.matmul(p if z is None else p * z, vv)
     return out.astype(q.dtype, copy=False), lse[..., 0]
@@ -131,15 +146,23 @@ def attention_backward(g: BackendArray, q: BackendArray, k: BackendArray, v: Bac
     _check_dropout_p("attention_backward", dropout_p)
     qq, kk, vv = _operands("attention_backward", q, k, v)
     gg, oo = _compute(g), _compute(out)
-    s = _attention_scores(qq, kk, mask, is_causal, scale)
-    with np.errstate(invalid="ignore"):
-        p = np.where(np.isfinite(lse[..., None]), np.exp(s - lse[..., None]), 0.0)
+    p = _attention_scores(qq, kk, mask, is_causal, scale)
+    # a row with no finite logsumexp (fully masked) has no probabilities: subtracting +inf zeroes it
+    shift = np.where(np.isfinite(lse), lse, np.inf)[..., None]
+    if shift.shape[:-2] == p.shape[:-2]:
+        p -= shift
+    else:  # v's batch dims broadcast the output (and its logsumexps) beyond the scores'
+        p = p - shift
+    np.exp(p, out=p)
     z = _attention_dropout_factor(p, vv, dropout_p, seed, offset)
     dv = np.matmul(np.swapaxes(p if z is None else p * z, -1, -2), gg)
-    dp = np.matmul(gg, np.swapaxes(vv, -1, -2))
+    ds = np.matmul(gg, np.swapaxes(vv, -1, -2))
     if z is not None:
-        dp = dp * z
-    ds = p * (dp - np.sum(gg * oo, axis=-1, keepdims=True))
-    dq = np.matmul(ds, kk) * scale
-    dk = np.matmul(np.swapaxes(ds, -1, -2), qq) * scale
+        ds *= z
+    ds -= np.sum(gg * oo, axis=-1, keepdims=True)
+    ds *= p
+    dq = np.matmul(ds, kk)
+    dq *= scale
+    dk = np.matmul(np.swapaxes(ds, -1, -2), qq)
+    dk *= scale
     return dq.astype(q.dtype, copy=False), dk.astype(k.dtype, copy=False), dv.astype(v.dtype, copy=False)

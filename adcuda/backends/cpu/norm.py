@@ -1,12 +1,14 @@
-"""The CPU backend's layer norm, forward and backward (kernels/norm.cu on CUDA).
+"""The CPU backend's layer norm and batch norm, forward and backward (kernels/norm.cu on CUDA).
 """
+import math
+
 import numpy as np
 
 from ...errors import DTypeError, ShapeError, fmt_shape
 from ..seam import BackendArray
 from ._common import _compute
 
-__all__ = ["layer_norm", "layer_norm_backward"]
+__all__ = ["layer_norm", "layer_norm_backward", "batch_norm", "batch_norm_backward"]
 
 
 def _check_normalized(op, x, n, *params):
@@ -27,14 +29,20 @@ def layer_norm(x: BackendArray, weight: BackendArray | None, bias: BackendArray 
     _check_normalized("layer_norm", x, n, weight, bias)
     xx = _compute(x)
     axes = tuple(range(x.ndim - n, x.ndim))
-    mean = np.mean(xx, axis=axes, keepdims=True)
-    var_ = np.mean((xx - mean) ** 2, axis=axes, keepdims=True)
-    rstd = 1.0 / np.sqrt(var_ + eps)
-    y = (xx - mean) * rstd
+    count = math.prod(x.shape[x.ndim - n:])
+    # np.add.reduce / count is np.mean without its Python wrapper; the big temporaries are written in place
+    mean = np.add.reduce(xx, axis=axes, keepdims=True)
+    mean /= count
+    y = xx - mean
+    var_ = np.add.reduce(y * y, axis=axes, keepdims=True)
+    var_ /= count
+    var_ += eps
+    rstd = 1.0 / np.sqrt(var_)
+    y *= rstd
     if weight is not None:
-        y = y * _compute(weight)
+        y *= _compute(weight)
     if bias is not None:
-        y = y + _compute(bias)
+        y += _compute(bias)
     stat_dt = np.float64 if x.dtype == np.float64 else np.float32
     return y.astype(x.dtype, copy=False), mean.astype(stat_dt), rstd.astype(stat_dt)
 
@@ -46,10 +54,71 @@ def layer_norm_backward(g: BackendArray, x: BackendArray, weight: BackendArray |
     gg, xx = _compute(g), _compute(x)
     axes = tuple(range(x.ndim - n, x.ndim))
     lead = tuple(range(x.ndim - n))
-    xhat = (xx - mean) * rstd
-    dweight = np.sum(gg * xhat, axis=lead).astype(weight.dtype) if weight is not None else None
-    dbias = np.sum(gg, axis=lead).astype(weight.dtype if weight is not None else g.dtype)
+    count = math.prod(x.shape[x.ndim - n:])
+    xhat = xx - mean
+    xhat *= rstd
+    dweight = np.add.reduce(gg * xhat, axis=lead).astype(weight.dtype) if weight is not None else None
+    dbias = np.add.reduce(gg, axis=lead).astype(weight.dtype if weight is not None else g.dtype)
     gx = gg * _compute(weight) if weight is not None else gg
-    dx = rstd * (gx - np.mean(gx, axis=axes, keepdims=True)
-                 - xhat * np.mean(gx * xhat, axis=axes, keepdims=True))
+    # dx = rstd * (gx - mean(gx) - xhat * mean(gx * xhat)), in one buffer
+    gx_mean = np.add.reduce(gx, axis=axes, keepdims=True)
+    gx_mean /= count
+    proj = np.add.reduce(gx * xhat, axis=axes, keepdims=True)
+    proj /= count
+    xhat *= proj
+    dx = gx - gx_mean
+    dx -= xhat
+    dx *= rstd
     return dx.astype(x.dtype, copy=False), dweight, dbias
+
+
+# batch norm: statistics per channel (dim 1) over every other dim
+def _check_channels(op, x, *params):
+    if x.dtype.kind != "f":
+        raise DTypeError(f"{op}: expected the input to be a floating point array, got {x.dtype}")
+    if x.ndim < 2:
+        raise ShapeError(f"{op}: expected an input (N, C, *) of at least 2 dims, got shape {fmt_shape(x.shape)}")
+    for p in params:
+        if p is not None and p.shape != (x.shape[1],):
+            raise ShapeError(f"{op}: per-channel arrays must have shape ({x.shape[1]},) for an input of shape "
+                             f"{fmt_shape(x.shape)}, got {fmt_shape(p.shape)}")
+
+
+def _per_channel(a, ndim):
+    """(C,) -> (1, C, 1, ...): broadcast over an input of ``ndim`` dims."""
+    return a.reshape((1, -1) + (1,) * (ndim - 2))
+
+
+def batch_norm(x: BackendArray, weight: BackendArray | None, bias: BackendArray | None,
+               eps: float) -> tuple[BackendArray, BackendArray, BackendArray]:
+    """Normalise each channel (dim 1) of x (N, C, *) with its batch statistics -> (y, mean (C,), rstd (C,))."""
+    _check_channels("batch_norm", x, weight, bias)
+    xx = _compute(x)
+    axes = (0,) + tuple(range(2, x.ndim))
+    mean = np.mean(xx, axis=axes)
+    centered = xx - _per_channel(mean, x.ndim)
+    rstd = 1.0 / np.sqrt(np.mean(centered * centered, axis=axes) + eps)
+    y = centered * _per_channel(rstd, x.ndim)
+    if weight is not None:
+        y = y * _per_channel(_compute(weight), x.ndim)
+    if bias is not None:
+        y = y + _per_channel(_compute(bias), x.ndim)
+    stat_dt = np.float64 if x.dtype == np.float64 else np.float32
+    return y.astype(x.dtype, copy=False), mean.astype(stat_dt), rstd.astype(stat_dt)
+
+
+def batch_norm_backward(g: BackendArray, x: BackendArray, weight: BackendArray | None, mean: BackendArray,
+                        rstd: BackendArray) -> tuple[BackendArray, BackendArray | None, BackendArray]:
+    """-> (dx, dweight (None without a weight), dbias)."""
+    _check_channels("batch_norm_backward", x, weight, mean, rstd)
+    gg, xx = _compute(g), _compute(x)
+    axes = (0,) + tuple(range(2, x.ndim))
+    rstd_b = _per_channel(rstd, x.ndim)
+    xhat = (xx - _per_channel(mean, x.ndim)) * rstd_b
+    dbias = np.sum(gg, axis=axes)
+    dweight = np.sum(gg * xhat, axis=axes)
+    gx = gg * _per_channel(_compute(weight), x.ndim) if weight is not None else gg
+    dx = rstd_b * (gx - np.mean(gx, axis=axes, keepdims=True) - xhat * np.mean(gx * xhat, axis=axes, keepdims=True))
+    param_dt = weight.dtype if weight is not None else g.dtype
+    return (dx.astype(x.dtype, copy=False), None if weight is None else dweight.astype(param_dt),
+            dbias.astype(param_dt))

@@ -1,4 +1,4 @@
-"""The CUDA backend's layer norm, forward and backward (kernels/norm.cu), with the CPU backend's
+"""The CUDA backend's layer norm and batch norm, forward and backward (kernels/norm.cu), with the CPU backend's
 signatures, dtype rules and results. Half types are computed in fp32.
 """
 from ... import _native
@@ -6,7 +6,7 @@ from ...errors import ShapeError, fmt_shape
 from ..seam import BackendArray
 from ._common import cast, dense, require_floating, statistics_type
 
-__all__ = ["layer_norm", "layer_norm_backward"]
+__all__ = ["layer_norm", "layer_norm_backward", "batch_norm", "batch_norm_backward"]
 
 
 # weight and bias go to the kernel in x's dtype (their gradients come back in theirs)
@@ -39,6 +39,38 @@ def layer_norm_backward(g: BackendArray, x: BackendArray, weight: BackendArray |
         dense(cast(g, x.dtype)), dense(x), None if weight is None else dense(cast(weight, x.dtype)),
         dense(cast(mean, stats)), dense(cast(rstd, stats)), n)
     # the CPU backend's dtypes: dweight in weight's, dbias in weight's (g's without a weight)
+    if weight is not None:
+        dweight = cast(dweight, weight.dtype)
+    return dx, dweight, cast(dbias, weight.dtype if weight is not None else g.dtype)
+
+
+def _check_channels(op, x, *params):
+    if x.ndim < 2:
+        raise ShapeError(f"{op}: expected an input (N, C, *) of at least 2 dims, got shape {fmt_shape(x.shape)}")
+    for p in params:
+        if p is not None and tuple(p.shape) != (x.shape[1],):
+            raise ShapeError(f"{op}: per-channel arrays must have shape ({x.shape[1]},) for an input of shape "
+                             f"{fmt_shape(x.shape)}, got {fmt_shape(p.shape)}")
+
+
+def batch_norm(x: BackendArray, weight: BackendArray | None, bias: BackendArray | None,
+               eps: float) -> tuple[BackendArray, BackendArray, BackendArray]:
+    """Normalise each channel (dim 1) of x (N, C, *) with its batch statistics -> (y, mean (C,), rstd (C,))."""
+    require_floating("batch_norm", "the input", x)
+    _check_channels("batch_norm", x, weight, bias)
+    params = [None if p is None else dense(cast(p, x.dtype)) for p in (weight, bias)]
+    return tuple(_native._C.batch_norm(dense(x), params[0], params[1], float(eps)))
+
+
+def batch_norm_backward(g: BackendArray, x: BackendArray, weight: BackendArray | None, mean: BackendArray,
+                        rstd: BackendArray) -> tuple[BackendArray, BackendArray | None, BackendArray]:
+    """-> (dx, dweight (None without a weight), dbias)."""
+    require_floating("batch_norm_backward", "the input", x)
+    _check_channels("batch_norm_backward", x, weight, mean, rstd)
+    stats = statistics_type(x)
+    dx, dweight, dbias = _native._C.batch_norm_backward(
+        dense(cast(g, x.dtype)), dense(x), None if weight is None else dense(cast(weight, x.dtype)),
+        dense(cast(mean, stats)), dense(cast(rstd, stats)))
     if weight is not None:
         dweight = cast(dweight, weight.dtype)
     return dx, dweight, cast(dbias, weight.dtype if weight is not None else g.dtype)

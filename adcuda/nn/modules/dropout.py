@@ -1,4 +1,5 @@
-"""``Dropout``: zeroes elements with probability ``p`` while training, scaling the rest by 1/(1-p)."""
+"""``Dropout``: zeroes elements with probability ``p`` while training, scaling the rest by 1/(1-p);
+``Dropout1d``/``Dropout2d`` zero whole channels."""
 from .. import functional as F
 from .module import Module
 
@@ -16,3 +17,13 @@ class Dropout(Module):
 
     def extra_repr(self):
         return f"p={self.p}, inplace={self.inplace}"
+
+
+class Dropout1d(Dropout):
+    def forward(self, input):
+        return F.dropout1d(input, self.p, self.training, self.inplace)
+
+
+class Dropout2d(Dropout):
+    def forward(self, input):
+        return F.dropout2d(input, self.p, self.training, self.inplace)

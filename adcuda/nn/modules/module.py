@@ -15,6 +15,8 @@ from ...autograd.grad_mode import no_grad
 from ...autograd.graph import RemovableHandle
 from ...device import as_device
 from ...errors import AdcudaError
+from ...ops import dispatch
+from ...ops.dispatch import host_step
 from ...tensor import Tensor
 from ..parameter import Parameter
 from ..utils.zero_grad import zero_grads
@@ -91,6 +93,8 @@ class Module:
 
     # ------------------------------------------------------------------ calling
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if dispatch.module_call_observer is not None:
+            dispatch.module_call_observer(self)
         if not (self._forward_pre_hooks or self._forward_hooks):
             return self.forward(*args, **kwargs)
         for hook in list(self._forward_pre_hooks.values()):
@@ -313,6 +317,7 @@ class Module:
             p.requires_grad_(requires_grad)
         return self
 
+    @host_step
     def zero_grad(self, set_to_none: bool = True) -> None:
         zero_grads(self.parameters(), set_to_none)
 

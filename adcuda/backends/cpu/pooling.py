@@ -1,0 +1,109 @@
+"""The CPU backend's max pooling, forward and backward (kernels/pooling.cu on CUDA).
+
+Indices are PyTorch's: the flat position (h * W + w) of each maximum within its (n, c) plane, so one
+backward serves fixed windows and adaptive ones. A NaN in a window is its maximum (PyTorch's rule:
+the last NaN of the window); ties go to the first position in row-major window order.
+"""
+import numpy as np
+
+from ...errors import DTypeError, ShapeError, fmt_shape
+from ..seam import BackendArray, Shape
+from ._common import _compute
+
+__all__ = ["max_pool2d", "adaptive_max_pool2d", "max_pool2d_backward"]
+
+
+def _check_input(op, x):
+    if x.ndim != 4:
+        raise ShapeError(f"{op}: expected a 4-d input (N, C, H, W), got {fmt_shape(x.shape)}")
+    if x.dtype.kind not in "fiu":
+        raise DTypeError(f"{op}: expected a numeric array, got {x.dtype}")
+
+
+def _lowest(dtype):
+    return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
+
+
+def max_pool2d(x: BackendArray, kernel: Shape, stride: Shape, padding: Shape, dilation: Shape,
+               out_size: Shape) -> tuple[BackendArray, BackendArray]:
+    """Max over windows of x (N, C, H, W) padded by ``padding`` (never chosen) -> (values (N, C, Ho, Wo),
+    int64 indices); ``out_size`` (Ho, Wo) is the op's (ceil_mode decides it), windows may run past the
+    padded input's end."""
+    _check_input("max_pool2d", x)
+    n, c, h, w = x.shape
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
+    ho, wo = out_size
+    # pad so that every window, the last ones of ceil_mode included, lies inside the array
+    extra_h = max(0, (ho - 1) * sh + dh * (kh - 1) + 1 - (h + 2 * ph))
+    extra_w = max(0, (wo - 1) * sw + dw * (kw - 1) + 1 - (w + 2 * pw))
+    xc = _compute(x)
+    lowest = _lowest(xc.dtype)
+    xp = xc if not (ph or pw or extra_h or extra_w) else np.pad(
+        xc, ((0, 0), (0, 0), (ph, ph + extra_h), (pw, pw + extra_w)), constant_values=lowest)
+    taps = [xp[:, :, i * dh:i * dh + sh * (ho - 1) + 1:sh, j * dw:j * dw + sw * (wo - 1) + 1:sw]
+            for i in range(kh) for j in range(kw)]
+    # whole-array passes over the kernel taps' strided views (a few taps; a window copy and an argmax
+    # along a short last axis cost several times more): the maximum (NaN propagates), then the first
+    # tap that holds it, then PyTorch's rule for NaN (the window's last NaN)
+    best = np.array(taps[0], copy=True)
+    for tap in taps[1:]:
+        np.maximum(best, tap, out=best)
+    chosen = np.zeros(best.shape, np.int32)
+    for t in range(len(taps) - 1, -1, -1):
+        chosen = np.where(taps[t] == best, t, chosen)
+    if xc.dtype.kind == "f" and np.isnan(best).any():
+        for t, tap in enumerate(taps):
+            chosen = np.where(np.isnan(tap), t, chosen)
+    rows = np.arange(ho)[:, None] * sh - ph
+    cols = np.arange(wo)[None, :] * sw - pw
+    index = (rows + chosen // kw * dh) * w + cols + chosen % kw * dw
+    # a window of nothing but the lowest value: PyTorch names its first position inside the input
+    only_lowest = best == lowest
+    if only_lowest.any():
+        first_row = rows + (np.maximum(-rows, 0) + dh - 1) // dh * dh
+        first_col = cols + (np.maximum(-cols, 0) + dw - 1) // dw * dw
+        np.copyto(index, np.broadcast_to(first_row * w + first_col, index.shape), where=only_lowest)
+    return best.astype(x.dtype, copy=False), index.astype(np.int64, copy=False)
+
+
+def _adaptive_bounds(size, out):
+    starts = (np.arange(out) * size) // out
+    ends = -((-(np.arange(out) + 1) * size) // out)
+    return starts, ends
+
+
+def adaptive_max_pool2d(x: BackendArray, out_size: Shape) -> tuple[BackendArray, BackendArray]:
+    """Max over PyTorch's adaptive windows (rows floor(i*H/Ho) to ceil((i+1)*H/Ho)) -> (values, indices)."""
+    _check_input("adaptive_max_pool2d", x)
+    n, c, h, w = x.shape
+    ho, wo = out_size
+    if (h == 0 or w == 0) and ho * wo:
+        raise ShapeError(f"adaptive_max_pool2d: cannot pool an empty plane of input {fmt_shape(x.shape)}")
+    values = np.empty((n, c, ho, wo), x.dtype)
+    indices = np.empty((n, c, ho, wo), np.int64)
+    xc = _compute(x)
+    for i, (h0, h1) in enumerate(zip(*_adaptive_bounds(h, ho))):
+        for j, (w0, w1) in enumerate(zip(*_adaptive_bounds(w, wo))):
+            window = xc[:, :, h0:h1, w0:w1].reshape(n, c, -1)
+            tap = np.argmax(window, axis=-1) if window.size else np.zeros((n, c), np.int64)
+            if window.dtype.kind == "f" and window.size:  # PyTorch's rule: the window's last NaN
+                nan = np.isnan(window)
+                last_nan = window.shape[-1] - 1 - np.argmax(nan[..., ::-1], axis=-1)
+                tap = np.where(nan.any(axis=-1), last_nan, tap)
+            values[:, :, i, j] = np.take_along_axis(window, tap[..., None], axis=-1)[..., 0] if window.size else 0
+            indices[:, :, i, j] = (h0 + tap // (w1 - w0)) * w + w0 + tap % (w1 - w0)
+    return values, indices
+
+
+def max_pool2d_backward(g: BackendArray, indices: BackendArray, input_shape: Shape) -> BackendArray:
+    """Each output gradient added to the input position its index names -> dx of ``input_shape``."""
+    input_shape = tuple(int(s) for s in input_shape)
+    if g.ndim != 4 or tuple(indices.shape) != tuple(g.shape) or len(input_shape) != 4 \
+            or tuple(g.shape[:2]) != input_shape[:2]:
+        raise ShapeError(f"max_pool2d_backward: grad {fmt_shape(g.shape)} and indices {fmt_shape(indices.shape)} "
+                         f"do not fit input {fmt_shape(input_shape)}")
+    n, c, h, w = input_shape
+    plane = h * w
+    flat = indices.reshape(n * c, g.shape[2] * g.shape[3]) + (np.arange(n * c) * plane)[:, None]
+    dx = np.bincount(flat.ravel(), weights=_compute(g).ravel(), minlength=n * c * plane)
+    return dx.reshape(input_shape).astype(g.dtype, copy=False)

@@ -1,0 +1,320 @@
+"""Recurrent layers with PyTorch's names, parameter shapes and gate order, so state dicts load both
+ways: ``RNN`` (tanh or relu), ``LSTM`` (gates i, f, g, o), ``GRU`` (gates r, z, n, with
+``n = tanh(W_in x + b_in + r * (W_hn h + b_hn))``) and their one-step cells.
+
+A layer projects the whole input sequence with one matrix product per direction; LSTM and GRU then run
+the recurrence as one op per layer and direction (``lstm_layer``/``gru_layer``: per step the hidden
+product and the fused cell kernel; backpropagation through time in their fused backward), RNN per
+step with ops. The cells run one step through ``lstm_cell_pointwise``/``gru_cell_pointwise``.
+"""
+import math
+
+from ...errors import DTypeError, ShapeError, fmt_shape
+from ...factories import empty, zeros
+from ...ops.recurrent import gru_cell_pointwise, gru_layer, lstm_cell_pointwise, lstm_layer
+from ...ops.shape import cat, stack
+from .. import functional as F
+from .. import init
+from ..parameter import Parameter
+from .module import Module
+
+_GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
+
+
+def _rnn_step(mode, gi, h, w_hh, b_hh):
+    """h' from the input projection gi (B, G), including b_ih, and the state h (tuple (h, c) for LSTM)."""
+    if mode == "LSTM":
+        h, c = h
+        hc = lstm_cell_pointwise(gi, F.linear(h, w_hh, b_hh), c)
+        return hc[0], (hc[0], hc[1])
+    if mode == "GRU":
+        h_new = gru_cell_pointwise(gi, F.linear(h, w_hh, b_hh), h)
+        return h_new, h_new
+    pre = gi + F.linear(h, w_hh, b_hh)
+    h_new = pre.tanh() if mode == "RNN_TANH" else pre.relu()
+    return h_new, h_new
+
+
+def _check_features(name, input, size):
+    if input.shape[-1] != size:
+        raise ShapeError(f"{name}: input.size(-1) must be equal to input_size. Expected {size}, got input of shape "
+                         f"{fmt_shape(input.shape)}")
+
+
+class RNNBase(Module):
+    def __init__(self, mode, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
+                 bidirectional=False, proj_size=0, device=None, dtype=None):
+        super().__init__()
+        name = type(self).__name__
+        if proj_size:
+            raise ValueError(f"{name}: proj_size is not supported by adcuda (got proj_size={proj_size})")
+        if not isinstance(hidden_size, int) or hidden_size <= 0:
+            raise ValueError(f"{name}: hidden_size must be a positive integer, got {hidden_size!r}")
+        if not isinstance(num_layers, int) or num_layers <= 0:
+            raise ValueError(f"{name}: num_layers must be a positive integer, got {num_layers!r}")
+        if not 0.0 <= float(dropout) <= 1.0 or isinstance(dropout, bool):
+            raise ValueError(f"{name}: dropout should be a number in range [0, 1] representing the probability "
+                             f"of an element being zeroed, got {dropout!r}")
+        self.mode = mode
+        self.input_size = input_size
+        self.hidden_size = hidden_size
+        self.num_layers = num_layers
+        self.bias = bias
+        self.batch_first = batch_first
+        self.dropout = float(dropout)
+        self.bidirectional = bidirectional
+        self.proj_size = 0
+        directions = 2 if bidirectional else 1
+        gate_size = _GATES[mode] * hidden_size
+        # registered in PyTorch's order (per layer, per direction: w_ih, w_hh, b_ih, b_hh), so that
+        # parameters() lines up with an optimizer's state made from a PyTorch model
+        self._flat_weights_names = []
+        for layer in range(num_layers):
+            layer_input = input_size if layer == 0 else hidden_size * directions
+            for direction in range(directions):
+                suffix = f"_l{layer}" + ("_reverse" if direction else "")
+                shapes = [("weight_ih", (gate_size, layer_input)), ("weight_hh", (gate_size, hidden_size))]
+                if bias:
+                    shapes += [("bias_ih", (gate_size,)), ("bias_hh", (gate_size,))]
+                for kind, shape in shapes:
+                    setattr(self, kind + suffix, Parameter(empty(shape, device=device, dtype=dtype)))
+                    self._flat_weights_names.append(kind + suffix)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        bound = 1.0 / math.sqrt(self.hidden_size)
+        for p in self.parameters():
+            init.uniform_(p, -bound, bound)
+
+    def flatten_parameters(self):
+        """PyTorch packs the weights into one cuDNN buffer here; adcuda's kernels take the parameters as
+        they are, so scripts that call it run unchanged and nothing needs doing."""
+
+    @property
+    def all_weights(self):
+        """The parameters per layer and direction: [[w_ih, w_hh, b_ih, b_hh], ...], as PyTorch's."""
+        per = 4 if self.bias else 2
+        names = self._flat_weights_names
+        return [[getattr(self, n) for n in names[i:i + per]] for i in range(0, len(names), per)]
+
+    def _weights(self, layer, direction):
+        suffix = f"_l{layer}" + ("_reverse" if direction else "")
+        get = lambda kind: getattr(self, kind + suffix)  # noqa: E731
+        return (get("weight_ih"), get("weight_hh"), get("bias_ih") if self.bias else None,
+                get("bias_hh") if self.bias else None)
+
+    def _initial_state(self, name, hx, input, batch, unbatched):
+        """The given state (L * D, B, H), its batch dim added for unbatched input, or zeros."""
+        expected = (self.num_layers * (2 if self.bidirectional else 1), batch, self.hidden_size)
+        if hx is None:
+            return zeros(expected, dtype=input.dtype, device=input.device)
+        if hx.__class__ is not input.__class__:
+            raise DTypeError(f"{name}: expected the initial state to be a Tensor, got {type(hx).__name__}")
+        if unbatched:
+            if hx.ndim != 2:
+                raise ShapeError(f"{name}: for unbatched 2-D input, hx should also be 2-D but got a "
+                                 f"{hx.ndim}-D tensor of shape {fmt_shape(hx.shape)}")
+            hx = hx.unsqueeze(1)
+        if tuple(hx.shape) != expected:
+            raise ShapeError(f"{name}: expected hidden size {expected}, got {fmt_shape(hx.shape)} (input of shape "
+                             f"{fmt_shape(input.shape)})")
+        return hx
+
+    def _direction(self, x, state, layer, direction):
+        """One layer in one direction over x (T, B, F) from state (h, or (h, c)) -> (hs (T, B, H) in time
+        order, final state)."""
+        w_ih, w_hh, b_ih, b_hh = self._weights(layer, direction)
+        projected = F.linear(x, w_ih, b_ih)  # the whole sequence at once
+        steps = x.shape[0]
+        last = 0 if direction else steps - 1
+        if self.mode == "LSTM":
+            states = lstm_layer(projected, state[0], state[1], w_hh, b_hh, bool(direction))
+            return states[0], ((states[0][last], states[1][last]) if steps else state)
+        if self.mode == "GRU":
+            hs = gru_layer(projected, state, w_hh, b_hh, bool(direction))
+            return hs, (hs[last] if steps else state)
+        hs = [None] * steps
+        for t in (range(steps - 1, -1, -1) if direction else range(steps)):
+            hs[t], state = _rnn_step(self.mode, projected[t], state, w_hh, b_hh)
+        if not steps:
+            return zeros((0, x.shape[1], self.hidden_size), dtype=x.dtype, device=x.device), state
+        return stack(hs), state
+
+    def _layers(self, x, states):
+        """Runs every layer and direction over x (T, B, F) from states (per layer * direction: h or
+        (h, c)) -> (output (T, B, D * H), final states in the same order)."""
+        directions = 2 if self.bidirectional else 1
+        finals = []
+        for layer in range(self.num_layers):
+            outputs = []
+            for direction in range(directions):
+                hs, final = self._direction(x, states[layer * directions + direction], layer, direction)
+                outputs.append(hs)
+                finals.append(final)
+            x = outputs[0] if directions == 1 else cat(outputs, -1)
+            if self.dropout and self.training and layer < self.num_layers - 1:
+                x = F.dropout(x, self.dropout, True)
+        return x, finals
+
+    def forward(self, input, hx=None):
+        name = type(self).__name__
+        if input.__class__.__name__ != "Tensor":
+            raise DTypeError(f"{name}: expected input to be a Tensor, got {type(input).__name__}")
+        if input.ndim not in (2, 3):
+            raise ShapeError(f"{name}: expected input to be 2-D or 3-D but received a {input.ndim}-D tensor of "
+                             f"shape {fmt_shape(input.shape)}")
+        if not input.dtype.is_floating_point:
+            raise DTypeError(f"{name}: expected a floating point input, got {input.dtype}")
+        _check_features(name, input, self.input_size)
+        unbatched = input.ndim == 2
+        x = input.unsqueeze(1) if unbatched else (input.transpose(0, 1) if self.batch_first else input)
+        batch = x.shape[1]
+        if self.mode == "LSTM":
+            if hx is None:
+                h0 = c0 = self._initial_state(name, None, x, batch, unbatched)
+            else:
+                if not isinstance(hx, (tuple, list)) or len(hx) != 2:
+                    raise DTypeError(f"{name}: expected hx to be a tuple (h_0, c_0), got {type(hx).__name__}")
+                h0 = self._initial_state(name, hx[0], x, batch, unbatched)
+                c0 = self._initial_state(name, hx[1], x, batch, unbatched)
+            states = list(zip(h0.unbind(0), c0.unbind(0)))
+        else:
+            if isinstance(hx, (tuple, list)):
+                raise DTypeError(f"{name}: expected hx to be a Tensor, got a {type(hx).__name__}")
+            states = list(self._initial_state(name, hx, x, batch, unbatched).unbind(0))
+        output, finals = self._layers(x, states)
+        if self.mode == "LSTM":
+            h_n, c_n = stack([h for h, _ in finals]), stack([c for _, c in finals])
+        else:
+            h_n = stack(finals)
+        if unbatched:
+            output = output.squeeze(1)
+            h_n = h_n.squeeze(1)
+            if self.mode == "LSTM":
+                c_n = c_n.squeeze(1)
+        elif self.batch_first:
+            output = output.transpose(0, 1)
+        return output, ((h_n, c_n) if self.mode == "LSTM" else h_n)
+
+    def extra_repr(self):
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.num_layers != 1:
+            s += f", num_layers={self.num_layers}"
+        if not self.bias:
+            s += ", bias=False"
+        if self.batch_first:
+            s += ", batch_first=True"
+        if self.dropout:
+            s += f", dropout={self.dropout}"
+        if self.bidirectional:
+            s += ", bidirectional=True"
+        return s
+
+
+class RNN(RNNBase):
+    def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True, batch_first=False,
+                 dropout=0.0, bidirectional=False, device=None, dtype=None):
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"RNN: unknown nonlinearity {nonlinearity!r}; expected 'tanh' or 'relu'")
+        super().__init__("RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU", input_size, hidden_size, num_layers,
+                         bias, batch_first, dropout, bidirectional, device=device, dtype=dtype)
+        self.nonlinearity = nonlinearity
+
+
+class LSTM(RNNBase):
+    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
+                 bidirectional=False, proj_size=0, device=None, dtype=None):
+        super().__init__("LSTM", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
+                         proj_size, device, dtype)
+
+
+class GRU(RNNBase):
+    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
+                 bidirectional=False, device=None, dtype=None):
+        super().__init__("GRU", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
+                         device=device, dtype=dtype)
+
+
+# ------------------------------------------------------------------------------------------------
+# cells: one step, parameters weight_ih, weight_hh, bias_ih, bias_hh
+class RNNCellBase(Module):
+    def __init__(self, mode, input_size, hidden_size, bias, device, dtype):
+        super().__init__()
+        self.mode = mode
+        self.input_size = input_size
+        self.hidden_size = hidden_size
+        self.bias = bias
+        gate_size = _GATES[mode] * hidden_size
+        self.weight_ih = Parameter(empty((gate_size, input_size), device=device, dtype=dtype))
+        self.weight_hh = Parameter(empty((gate_size, hidden_size), device=device, dtype=dtype))
+        if bias:
+            self.bias_ih = Parameter(empty(gate_size, device=device, dtype=dtype))
+            self.bias_hh = Parameter(empty(gate_size, device=device, dtype=dtype))
+        else:
+            self.register_parameter("bias_ih", None)
+            self.register_parameter("bias_hh", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        bound = 1.0 / math.sqrt(self.hidden_size)
+        for p in self.parameters():
+            init.uniform_(p, -bound, bound)
+
+    def _state(self, name, hx, input, unbatched):
+        batch = 1 if unbatched else input.shape[0]
+        if hx is None:
+            return zeros((batch, self.hidden_size), dtype=input.dtype, device=input.device)
+        if hx.ndim != input.ndim or tuple(hx.shape[-1:]) != (self.hidden_size,):
+            raise ShapeError(f"{name}: expected a hidden state of shape {(batch, self.hidden_size)} for input of "
+                             f"shape {fmt_shape(input.shape)}, got {fmt_shape(hx.shape)}")
+        hx = hx.unsqueeze(0) if unbatched else hx
+        if hx.shape[0] != batch:
+            raise ShapeError(f"{name}: input batch size {batch} doesn't match hidden batch size {hx.shape[0]} "
+                             f"(input {fmt_shape(input.shape)}, hidden {fmt_shape(hx.shape)})")
+        return hx
+
+    def forward(self, input, hx=None):
+        name = type(self).__name__
+        if input.ndim not in (1, 2):
+            raise ShapeError(f"{name}: expected input to be 1-D or 2-D but received a {input.ndim}-D tensor of "
+                             f"shape {fmt_shape(input.shape)}")
+        _check_features(name, input, self.input_size)
+        unbatched = input.ndim == 1
+        x = input.unsqueeze(0) if unbatched else input
+        if self.mode == "LSTM":
+            if hx is None:
+                state = (self._state(name, None, input, unbatched),) * 2
+            else:
+                state = (self._state(name, hx[0], input, unbatched), self._state(name, hx[1], input, unbatched))
+        else:
+            state = self._state(name, hx, input, unbatched)
+        _, state = _rnn_step(self.mode, F.linear(x, self.weight_ih, self.bias_ih), state, self.weight_hh,
+                             self.bias_hh)
+        if unbatched:
+            state = tuple(s.squeeze(0) for s in state) if self.mode == "LSTM" else state.squeeze(0)
+        return state
+
+    def extra_repr(self):
+        s = f"{self.input_size}, {self.hidden_size}"
+        if not self.bias:
+            s += ", bias=False"
+        return s
+
+
+class RNNCell(RNNCellBase):
+    def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh", device=None, dtype=None):
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"RNNCell: unknown nonlinearity {nonlinearity!r}; expected 'tanh' or 'relu'")
+        super().__init__("RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU", input_size, hidden_size, bias,
+                         device, dtype)
+        self.nonlinearity = nonlinearity
+
+
+class LSTMCell(RNNCellBase):
+    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
+        super().__init__("LSTM", input_size, hidden_size, bias, device, dtype)
+
+
+class GRUCell(RNNCellBase):
+    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
+        super().__init__("GRU", input_size, hidden_size, bias, device, dtype)

@@ -1,0 +1,258 @@
+"""The Transformer layers of "Attention Is All You Need" with PyTorch's names, parameters and masking
+rules: ``TransformerEncoderLayer``, ``TransformerDecoderLayer``, their stacks ``TransformerEncoder``
+and ``TransformerDecoder``, and the encoder-decoder ``Transformer``.
+
+Parameter names are PyTorch's (``self_attn.in_proj_weight``, ``linear1.weight``, ``norm1.bias``,
+``layers.0...``), so state dicts load both ways. Masks follow ``MultiheadAttention``: a bool mask's
+``True`` means "do not attend", a float mask is added to the scores. Every layer computes what
+PyTorch's reference ("slow") path computes; PyTorch's eval-mode fast path with nested tensors (which
+writes 0 at padded positions of a ``src_key_padding_mask``) has no counterpart here: padded positions
+hold the same values as in training mode.
+"""
+import copy
+
+from ... import dtypes as dt
+from ...errors import DTypeError, ShapeError, fmt_shape
+from ...factories import full, zeros
+from ...ops.indexing import masked_fill, triu
+from .. import functional as F
+from .. import init
+from .attention import MultiheadAttention
+from .container import ModuleList
+from .dropout import Dropout
+from .linear import Linear
+from .module import Module
+from .normalization import LayerNorm
+
+
+def generate_square_subsequent_mask(sz, device=None, dtype=None):
+    """The causal mask of a sequence of ``sz``: ``-inf`` above the diagonal (future positions), 0 elsewhere."""
+    return triu(full((sz, sz), float("-inf"), dtype=dtype or dt.float32, device=device), diagonal=1)
+
+
+def _activation(activation):
+    if isinstance(activation, str):
+        if activation == "relu":
+            return F.relu
+        if activation == "gelu":
+            return F.gelu
+        raise ValueError(f"activation should be relu/gelu, not {activation}")
+    if not callable(activation):
+        raise TypeError(f"activation should be 'relu', 'gelu' or a callable, got {type(activation).__name__}")
+    return activation
+
+
+def _float_mask(mask, name, dtype):
+    """A bool mask (True = masked out) as the additive float mask of ``dtype``; a float mask as it is."""
+    if mask is None:
+        return None
+    if mask.dtype is dt.bool_:
+        return masked_fill(zeros(tuple(mask.shape), dtype=dtype, device=mask.device), mask, float("-inf"))
+    if not mask.dtype.is_floating_point:
+        raise DTypeError(f"Transformer: only bool and floating types of {name} are supported, got {mask.dtype}")
+    return mask
+
+
+def _detect_is_causal(mask, is_causal, size):
+    """``is_causal`` as given, or (None) whether ``mask`` is exactly the causal mask of ``size``, so the
+    layers can use the fused causal kernel for a mask built with ``generate_square_subsequent_mask``."""
+    if is_causal is not None or mask is None:
+        return bool(is_causal)
+    if tuple(mask.shape) != (size, size):
+        return False
+    return bool((mask == generate_square_subsequent_mask(size, device=mask.device, dtype=mask.dtype)).all())
+
+
+def _seq_len(x, batch_first):
+    return x.shape[1] if batch_first and x.dim() == 3 else x.shape[0]
+
+
+class TransformerEncoderLayer(Module):
+    """Self-attention and a feed-forward block, each in a residual connection with layer norm
+    (after it by default, before it with ``norm_first``)."""
+
+    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu", layer_norm_eps=1e-5,
+                 batch_first=False, norm_first=False, bias=True, device=None, dtype=None):
+        super().__init__()
+        factory = {"device": device, "dtype": dtype}
+        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
+                                            **factory)
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **factory)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, **factory)
+        self.norm_first = norm_first
+        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory)
+        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory)
+        self.dropout1 = Dropout(dropout)
+        self.dropout2 = Dropout(dropout)
+        self.activation = _activation(activation)
+        self.batch_first = batch_first
+
+    def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
+        x = src
+        if self.norm_first:
+            x = x + self._sa_block(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
+            return x + self._ff_block(self.norm2(x))
+        x = self.norm1(x + self._sa_block(x, src_mask, src_key_padding_mask, is_causal))
+        return self.norm2(x + self._ff_block(x))
+
+    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
+        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask, need_weights=False,
+                           is_causal=is_causal)[0]
+        return self.dropout1(x)
+
+    def _ff_block(self, x):
+        return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+
+
+class TransformerDecoderLayer(Module):
+    """Self-attention over the target, attention to the encoder's output (``memory``) and a
+    feed-forward block, each in a residual connection with layer norm (after it by default, before
+    it with ``norm_first``)."""
+
+    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu", layer_norm_eps=1e-5,
+                 batch_first=False, norm_first=False, bias=True, device=None, dtype=None):
+        super().__init__()
+        factory = {"device": device, "dtype": dtype}
+        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
+                                            **factory)
+        self.multihead_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
+                                                 **factory)
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **factory)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, **factory)
+        self.norm_first = norm_first
+        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory)
+        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory)
+        self.norm3 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory)
+        self.dropout1 = Dropout(dropout)
+        self.dropout2 = Dropout(dropout)
+        self.dropout3 = Dropout(dropout)
+        self.activation = _activation(activation)
+        self.batch_first = batch_first
+
+    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False):
+        x = tgt
+        if self.norm_first:
+            x = x + self._sa_block(self.norm1(x), tgt_mask, tgt_key_padding_mask, tgt_is_causal)
+            x = x + self._mha_block(self.norm2(x), memory, memory_mask, memory_key_padding_mask, memory_is_causal)
+            return x + self._ff_block(self.norm3(x))
+        x = self.norm1(x + self._sa_block(x, tgt_mask, tgt_key_padding_mask, tgt_is_causal))
+        x = self.norm2(x + self._mha_block(x, memory, memory_mask, memory_key_padding_mask, memory_is_causal))
+        return self.norm3(x + self._ff_block(x))
+
+    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
+        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask, need_weights=False,
+                           is_causal=is_causal)[0]
+        return self.dropout1(x)
+
+    def _mha_block(self, x, memory, attn_mask, key_padding_mask, is_causal):
+        x = self.multihead_attn(x, memory, memory, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
+                                need_weights=False, is_causal=is_causal)[0]
+        return self.dropout2(x)
+
+    def _ff_block(self, x):
+        return self.dropout3(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+
+
+def _clones(layer, n):
+    """``n`` independent deep copies of ``layer`` (PyTorch's stacks copy the layer they are given)."""
+    return ModuleList([copy.deepcopy(layer) for _ in range(n)])
+
+
+class TransformerEncoder(Module):
+    """``num_layers`` copies of ``encoder_layer`` applied in turn, then ``norm`` (if given).
+    ``enable_nested_tensor`` and ``mask_check`` are accepted for compatibility (no nested tensors here)."""
+
+    def __init__(self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True, mask_check=True):
+        super().__init__()
+        self.layers = _clones(encoder_layer, num_layers)
+        self.num_layers = num_layers
+        self.norm = norm
+        self.enable_nested_tensor = enable_nested_tensor
+        self.mask_check = mask_check
+
+    def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
+        mask = _float_mask(mask, "mask", src.dtype)
+        batch_first = bool(self.layers) and self.layers[0].self_attn.batch_first
+        is_causal = _detect_is_causal(mask, is_causal, _seq_len(src, batch_first))
+        output = src
+        for layer in self.layers:
+            output = layer(output, src_mask=mask, is_causal=is_causal, src_key_padding_mask=src_key_padding_mask)
+        return output if self.norm is None else self.norm(output)
+
+
+class TransformerDecoder(Module):
+    """``num_layers`` copies of ``decoder_layer`` applied in turn, then ``norm`` (if given)."""
+
+    def __init__(self, decoder_layer, num_layers, norm=None):
+        super().__init__()
+        self.layers = _clones(decoder_layer, num_layers)
+        self.num_layers = num_layers
+        self.norm = norm
+
+    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, tgt_is_causal=None, memory_is_causal=False):
+        tgt_mask = _float_mask(tgt_mask, "tgt_mask", tgt.dtype)
+        batch_first = bool(self.layers) and self.layers[0].self_attn.batch_first
+        tgt_is_causal = _detect_is_causal(tgt_mask, tgt_is_causal, _seq_len(tgt, batch_first))
+        output = tgt
+        for layer in self.layers:
+            output = layer(output, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                           tgt_key_padding_mask=tgt_key_padding_mask, memory_key_padding_mask=memory_key_padding_mask,
+                           tgt_is_causal=tgt_is_causal, memory_is_causal=memory_is_causal)
+        return output if self.norm is None else self.norm(output)
+
+
+class Transformer(Module):
+    """An encoder stack and a decoder stack (each ending in a layer norm); ``custom_encoder`` and
+    ``custom_decoder`` replace them. Matrices are initialised Xavier-uniform, as in PyTorch."""
+
+    def __init__(self, d_model=512, nhead=8, num_encoder_layers=6, num_decoder_layers=6, dim_feedforward=2048,
+                 dropout=0.1, activation="relu", custom_encoder=None, custom_decoder=None, layer_norm_eps=1e-5,
+                 batch_first=False, norm_first=False, bias=True, device=None, dtype=None):
+        super().__init__()
+        factory = {"device": device, "dtype": dtype}
+        layer_args = dict(dim_feedforward=dim_feedforward, dropout=dropout, activation=activation,
+                          layer_norm_eps=layer_norm_eps, batch_first=batch_first, norm_first=norm_first, bias=bias,
+                          **factory)
+        if custom_encoder is not None:
+            self.encoder = custom_encoder
+        else:
+            self.encoder = TransformerEncoder(TransformerEncoderLayer(d_model, nhead, **layer_args), num_encoder_layers,
+                                              LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory))
+        if custom_decoder is not None:
+            self.decoder = custom_decoder
+        else:
+            self.decoder = TransformerDecoder(TransformerDecoderLayer(d_model, nhead, **layer_args), num_decoder_layers,
+                                              LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory))
+        self._reset_parameters()
+        self.d_model = d_model
+        self.nhead = nhead
+        self.batch_first = batch_first
+
+    def _reset_parameters(self):
+        for p in self.parameters():
+            if p.dim() > 1:
+                init.xavier_uniform_(p)
+
+    def forward(self, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None, src_key_padding_mask=None,
+                tgt_key_padding_mask=None, memory_key_padding_mask=None, src_is_causal=None, tgt_is_causal=None,
+                memory_is_causal=False):
+        batch_dim = 0 if self.batch_first else 1
+        if src.dim() == 3 and src.shape[batch_dim] != tgt.shape[batch_dim]:
+            raise ShapeError(f"Transformer: the batch number of src and tgt must be equal, got src "
+                             f"{fmt_shape(src.shape)} and tgt {fmt_shape(tgt.shape)} (batch_first={self.batch_first})")
+        if src.shape[-1] != self.d_model or tgt.shape[-1] != self.d_model:
+            raise ShapeError(f"Transformer: the feature number of src and tgt must be equal to d_model={self.d_model}, "
+                             f"got src {fmt_shape(src.shape)} and tgt {fmt_shape(tgt.shape)}")
+        memory = self.encoder(src, mask=src_mask, src_key_padding_mask=src_key_padding_mask, is_causal=src_is_causal)
+        return self.decoder(tgt, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                            tgt_key_padding_mask=tgt_key_padding_mask, memory_key_padding_mask=memory_key_padding_mask,
+                            tgt_is_causal=tgt_is_causal, memory_is_causal=memory_is_causal)
+
+    @staticmethod
+    def generate_square_subsequent_mask(sz, device=None, dtype=None):
+        """The causal mask of a sequence of ``sz``: ``-inf`` above the diagonal, 0 elsewhere."""
+        return generate_square_subsequent_mask(sz, device=device, dtype=dtype)

@@ -1,0 +1,341 @@
+"""Pooling and resampling: max/avg pooling (1-d, 2-d, adaptive) and interpolate.
+
+Max pooling runs on the backend's pooling family (``kernels/pooling.cu``): the primitive gives the
+values and PyTorch's flat indices; two linear ops carry the graph, ``max_pool2d_select`` (values at
+the indices) and ``max_pool2d_backward`` (gradients added back at them), each the other's gradient.
+Average pooling is a sum of strided views (kH * kW slices: no primitive of its own), adaptive average
+pooling and linear interpolation are products with small constant matrices (one matmul per spatial
+dim), nearest interpolation is an index_select per dim: all differentiable through their ops.
+"""
+import math
+import numbers
+
+import numpy as np  # the constant pooling / interpolation matrices, built on the host
+
+from ..errors import ShapeError, fmt_shape
+from ..tensor import primitives
+from .common import check_tensor, dense, wrap
+from .factories import tensor
+from .registry import op
+from .shape import pad as _pad
+
+
+def _tuple(op, what, value, n):
+    if isinstance(value, numbers.Integral):
+        return (int(value),) * n
+    value = tuple(int(v) for v in value)
+    if len(value) == 1:
+        return value * n
+    if len(value) != n:
+        raise ShapeError(f"{op}: expected {what} to be an int or {n} ints, got {value}")
+    return value
+
+
+def _batched(op, input, spatial):
+    check_tensor(op, "input", input)
+    if input.ndim == spatial + 2:
+        return input, True
+    if input.ndim == spatial + 1:
+        return input.unsqueeze(0), False
+    raise ShapeError(f"{op}: expected a {spatial + 1}-d (unbatched) or {spatial + 2}-d (batched) input, got "
+                     f"input of shape {fmt_shape(input.shape)}")
+
+
+def _pool_sizes(op, input_shape, kernel, stride, padding, dilation, ceil_mode):
+    """PyTorch's pooling output sizes, after its checks (pad at most half the kernel, a window that fits)."""
+    sizes = []
+    for size, k, s, p, d in zip(input_shape[2:], kernel, stride, padding, dilation):
+        if k < 1 or s < 1 or d < 1:
+            raise ValueError(f"{op}: kernel_size {kernel}, stride {stride} and dilation {dilation} must be positive")
+        if p < 0 or p > k // 2:
+            raise ValueError(f"{op}: pad should be at most half of effective kernel size, but got pad={padding}, "
+                             f"kernel_size={kernel}")
+        span = d * (k - 1) + 1
+        numerator = size + 2 * p - span
+        out = (numerator + (s - 1 if ceil_mode else 0)) // s + 1
+        if ceil_mode and (out - 1) * s >= size + p:  # the last window must start inside the input or its left pad
+            out -= 1
+        if out < 1 or numerator < 0:
+            raise ShapeError(f"{op}: input {fmt_shape(input_shape)} is too small for kernel_size {kernel} "
+                             f"(dilation {dilation}, padding {padding}): output size would be {out}")
+        sizes.append(out)
+    return tuple(sizes)
+
+
+# ------------------------------------------------------------------------------------------------
+# max pooling (as in PyTorch, the 2-d average and adaptive forms are only F.<name>, not adcuda.<name>)
+@op("max_pool2d_select", doc="input's values at flat (H*W) indices per (n, c) plane: max pooling's values.",
+    node="MaxPool2DWithIndicesBackward0", function=False, method=False,
+    grads={"input": lambda grad, indices, input_shape: max_pool2d_backward(grad, indices, input_shape)})
+def max_pool2d_select(input, indices):
+    n, c, h, w = input.shape
+    bk = primitives(input)
+    plane = bk.view(dense(input), (n, c, h * w))
+    taken = bk.gather(plane, 2, bk.view(dense(indices), (n, c, indices.shape[2] * indices.shape[3])))
+    return wrap(bk.view(taken, tuple(indices.shape)), input._device)
+
+
+@op("max_pool2d_backward", doc="Gradients added at the positions max pooling took them from.",
+    node="MaxPool2DWithIndicesBackwardBackward0", function=False, method=False,
+    grads={"grad_output": lambda grad, indices: max_pool2d_select(grad, indices)})
+def max_pool2d_backward(grad_output, indices, input_shape):
+    return wrap(primitives(grad_output).max_pool2d_backward(grad_output._data, indices._data, tuple(input_shape)),
+                grad_output._device)
+
+
+def _pooled(input, values, indices):
+    """The pooled tensor: the primitive's values, recorded through max_pool2d_select where a gradient
+    is needed."""
+    if input.requires_grad or input.grad_fn is not None:
+        return max_pool2d_select(input, indices)
+    return values
+
+
+def _max_pool(op, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, spatial):
+    x, batched = _batched(op, input, spatial)
+    kernel = _tuple(op, "kernel_size", kernel_size, spatial)
+    stride = kernel if stride is None or (not isinstance(stride, numbers.Integral) and len(stride) == 0) \
+        else _tuple(op, "stride", stride, spatial)
+    padding, dilation = _tuple(op, "padding", padding, spatial), _tuple(op, "dilation", dilation, spatial)
+    if spatial == 1:
+        x = x.unsqueeze(2)
+        kernel, stride, padding, dilation = (1,) + kernel, (1,) + stride, (0,) + padding, (1,) + dilation
+    out_size = _pool_sizes(op, tuple(x.shape), kernel, stride, padding, dilation, ceil_mode)
+    values, indices = primitives(x).max_pool2d(x._data, kernel, stride, padding, dilation, out_size)
+    values, indices = wrap(values, x._device), wrap(indices, x._device)
+    out = _pooled(x, values, indices)
+    if spatial == 1:
+        out, indices = out.squeeze(2), indices.squeeze(2)
+    if not batched:
+        out, indices = out.squeeze(0), indices.squeeze(0)
+    return (out, indices) if return_indices else out
+
+
+@op("max_pool2d", doc="Max over kernel_size windows of input (N, C, H, W) (stride, padding, dilation, ceil_mode).",
+    composite=True, function=True, method=False, functional=True)
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    return _max_pool("max_pool2d", input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 2)
+
+
+@op("max_pool1d", doc="Max over kernel_size windows of input (N, C, L) (stride, padding, dilation, ceil_mode).",
+    composite=True, function=True, method=False, functional=True)
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    return _max_pool("max_pool1d", input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 1)
+
+
+@op("adaptive_max_pool2d", doc="Max pooling to output_size (H, W) with PyTorch's adaptive windows.",
+    composite=True, function=False, method=False, functional=True)
+def adaptive_max_pool2d(input, output_size, return_indices=False):
+    name = "adaptive_max_pool2d"
+    x, batched = _batched(name, input, 2)
+    out_size = _adaptive_size(name, x, output_size, 2)
+    if x.shape[2] == 0 or x.shape[3] == 0:
+        raise ShapeError(f"{name}: expected input with non-zero spatial sizes, got {fmt_shape(input.shape)}")
+    values, indices = primitives(x).adaptive_max_pool2d(x._data, out_size)
+    values, indices = wrap(values, x._device), wrap(indices, x._device)
+    out = _pooled(x, values, indices)
+    if not batched:
+        out, indices = out.squeeze(0), indices.squeeze(0)
+    return (out, indices) if return_indices else out
+
+
+def _adaptive_size(op, x, output_size, spatial):
+    if isinstance(output_size, numbers.Integral) or output_size is None:
+        output_size = (output_size,) * spatial
+    output_size = tuple(output_size)
+    if len(output_size) != spatial:
+        raise ShapeError(f"{op}: output_size must be an int or {spatial} values, got {output_size}")
+    size = tuple(x.shape[2 + i] if s is None else int(s) for i, s in enumerate(output_size))
+    if min(size) < 0:
+        raise ShapeError(f"{op}: output_size {output_size} must be non-negative")
+    return size
+
+
+# ------------------------------------------------------------------------------------------------
+# average pooling: a sum of strided views of the zero-padded input, divided by each window's count
+def _avg_divisors(input_size, out, k, s, p, count_include_pad):
+    starts = np.arange(out) * s - p
+    ends = np.minimum(starts + k, input_size + p)
+    counted = ends - starts
+    if not count_include_pad:
+        counted = np.minimum(ends, input_size) - np.maximum(starts, 0)
+    return counted
+
+
+def _avg_pool(op, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, spatial):
+    x, batched = _batched(op, input, spatial)
+    if not x.dtype.is_floating_point:
+        raise ShapeError(f"{op}: expected a floating point input, got {x.dtype}")
+    kernel = _tuple(op, "kernel_size", kernel_size, spatial)
+    stride = kernel if stride is None or (not isinstance(stride, numbers.Integral) and len(stride) == 0) \
+        else _tuple(op, "stride", stride, spatial)
+    padding = _tuple(op, "padding", padding, spatial)
+    if divisor_override is not None and divisor_override == 0:
+        raise ValueError(f"{op}: divisor must be not zero")
+    out_size = _pool_sizes(op, tuple(x.shape), kernel, stride, padding, (1,) * spatial, ceil_mode)
+    sizes = tuple(x.shape[2:])
+    # pads: the given padding on both sides, plus zeros after for ceil_mode's last windows
+    pads = []
+    for size, o, k, s, p in zip(sizes, out_size, kernel, stride, padding):
+        pads.append((p, p + max(0, (o - 1) * s + k - (size + 2 * p))))
+    xp = x if not any(a or b for a, b in pads) else _pad(x, tuple(v for pair in reversed(pads) for v in pair))
+    total = None
+    for taps in np.ndindex(*kernel):
+        key = (slice(None), slice(None)) + tuple(slice(t, t + s * (o - 1) + 1, s)
+                                                 for t, s, o in zip(taps, stride, out_size))
+        total = xp[key] if total is None else total + xp[key]
+    if divisor_override is not None:
+        out = total / divisor_override
+    else:
+        counts = [_avg_divisors(size, o, k, s, p, count_include_pad)
+                  for size, o, k, s, p in zip(sizes, out_size, kernel, stride, padding)]
+        divisor = counts[0] if spatial == 1 else np.multiply.outer(counts[0], counts[1])
+        out = total / tensor(divisor.astype(np.float64), dtype=x.dtype, device=x.device)
+    return out if batched else out.squeeze(0)
+
+
+@op("avg_pool2d", doc="Mean over kernel_size windows of input (N, C, H, W) (count_include_pad, ceil_mode).",
+    composite=True, function=False, method=False, functional=True)
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    return _avg_pool("avg_pool2d", input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                     divisor_override, 2)
+
+
+@op("avg_pool1d", doc="Mean over kernel_size windows of input (N, C, L) (count_include_pad, ceil_mode).",
+    composite=True, function=True, method=False, functional=True)
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+    return _avg_pool("avg_pool1d", input, kernel_size, stride, padding, ceil_mode, count_include_pad, None, 1)
+
+
+# ------------------------------------------------------------------------------------------------
+# adaptive average pooling and interpolation: one small matrix per spatial dim
+def _adaptive_matrix(size, out):
+    """(out, size): row i averages PyTorch's adaptive window floor(i*size/out) .. ceil((i+1)*size/out)."""
+    m = np.zeros((out, size))
+    for i in range(out):
+        start, end = (i * size) // out, -((-(i + 1) * size) // out)
+        m[i, start:end] = 1.0 / (end - start)
+    return m
+
+
+def _apply_matrices(x, matrices):
+    """x (N, C, *spatial) with matrix i (out_i, in_i) applied along spatial dim i."""
+    for i, m in enumerate(matrices):
+        if m is None:
+            continue
+        dim = 2 + i
+        mt = tensor(m.T.copy(), dtype=x.dtype, device=x.device)
+        x = x @ mt if dim == x.ndim - 1 else (x.transpose(dim, -1) @ mt).transpose(dim, -1)
+    return x
+
+
+def _adaptive_avg(op, input, output_size, spatial):
+    x, batched = _batched(op, input, spatial)
+    if not x.dtype.is_floating_point:
+        raise ShapeError(f"{op}: expected a floating point input, got {x.dtype}")
+    out_size = _adaptive_size(op, x, output_size, spatial)
+    sizes = tuple(x.shape[2:])
+    if any(s == 0 for s in sizes) and x.numel():
+        raise ShapeError(f"{op}: expected input with non-zero spatial sizes, got {fmt_shape(input.shape)}")
+    if all(o == 1 for o in out_size):
+        out = x.mean(tuple(range(2, 2 + spatial)), keepdim=True)
+    else:
+        out = _apply_matrices(x, [None if o == s else _adaptive_matrix(s, o) for s, o in zip(sizes, out_size)])
+        if out is x:
+            out = x.clone()
+    return out if batched else out.squeeze(0)
+
+
+@op("adaptive_avg_pool2d", doc="Average pooling to output_size (H, W) with PyTorch's adaptive windows.",
+    composite=True, function=False, method=False, functional=True)
+def adaptive_avg_pool2d(input, output_size):
+    return _adaptive_avg("adaptive_avg_pool2d", input, output_size, 2)
+
+
+@op("adaptive_avg_pool1d", doc="Average pooling to output_size (L) with PyTorch's adaptive windows.",
+    composite=True, function=True, method=False, functional=True)
+def adaptive_avg_pool1d(input, output_size):
+    return _adaptive_avg("adaptive_avg_pool1d", input, output_size, 1)
+
+
+_INTERPOLATE_MODES = {"nearest": None, "nearest-exact": None, "linear": 1, "bilinear": 2, "area": None}
+
+
+def _source_scale(in_size, out_size, scale_factor, align_corners):
+    """PyTorch's area_pixel_compute_scale: the source step per output position."""
+    if align_corners:
+        return (in_size - 1) / (out_size - 1) if out_size > 1 else 0.0
+    if scale_factor is not None:
+        return 1.0 / scale_factor
+    return in_size / out_size
+
+
+def _linear_matrix(in_size, out_size, scale, align_corners):
+    m = np.zeros((out_size, in_size))
+    for i in range(out_size):
+        src = i * scale if align_corners else max((i + 0.5) * scale - 0.5, 0.0)
+        i0 = min(int(math.floor(src)), in_size - 1)
+        i1 = min(i0 + 1, in_size - 1)
+        frac = src - i0
+        m[i, i0] += 1.0 - frac
+        m[i, i1] += frac
+    return m
+
+
+def _nearest_indices(in_size, out_size, scale, exact):
+    offset = 0.5 if exact else 0.0
+    return [min(int(math.floor((i + offset) * scale)), in_size - 1) for i in range(out_size)]
+
+
+@op("interpolate", doc="input (N, C, *spatial) resized to size or by scale_factor (nearest, linear, bilinear, area).",
+    composite=True, function=False, method=False, functional=True)
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                recompute_scale_factor=None, antialias=False):
+    name = "interpolate"
+    check_tensor(name, "input", input)
+    spatial = input.ndim - 2
+    if spatial not in (1, 2):
+        raise ShapeError(f"{name}: expected a 3-d (N, C, L) or 4-d (N, C, H, W) input, got "
+                         f"{fmt_shape(input.shape)}")
+    if mode not in _INTERPOLATE_MODES:
+        raise ValueError(f"{name}: mode {mode!r} is not supported (one of {', '.join(_INTERPOLATE_MODES)})")
+    if _INTERPOLATE_MODES[mode] is not None and _INTERPOLATE_MODES[mode] != spatial:
+        raise ShapeError(f"{name}: mode {mode!r} needs a {_INTERPOLATE_MODES[mode] + 2}-d input, got "
+                         f"{fmt_shape(input.shape)}")
+    if align_corners is not None and _INTERPOLATE_MODES[mode] is None:
+        raise ValueError(f"{name}: align_corners option can only be set with the interpolating modes: "
+                         "linear | bilinear")
+    if antialias:
+        raise ValueError(f"{name}: antialias=True is not supported")
+    align_corners = bool(align_corners)
+    if (size is None) == (scale_factor is None):
+        raise ValueError(f"{name}: exactly one of size or scale_factor should be defined")
+    sizes = tuple(input.shape[2:])
+    if size is not None:
+        out_size = _tuple(name, "size", size, spatial)
+        factors = (None,) * spatial
+    else:
+        factors = tuple(float(f) for f in (scale_factor if isinstance(scale_factor, (tuple, list))
+                                            else (scale_factor,) * spatial))
+        if len(factors) != spatial:
+            raise ShapeError(f"{name}: scale_factor {scale_factor} does not fit input {fmt_shape(input.shape)}")
+        out_size = tuple(int(math.floor(s * f)) for s, f in zip(sizes, factors))
+        if recompute_scale_factor:
+            factors = (None,) * spatial
+    if min(out_size) < 1:
+        raise ShapeError(f"{name}: output size {out_size} must be positive (input {fmt_shape(input.shape)})")
+    if mode == "area":
+        return _adaptive_avg(name, input, out_size, spatial)
+    if mode in ("nearest", "nearest-exact"):
+        out = input
+        for i, (s, o, f) in enumerate(zip(sizes, out_size, factors)):
+            if s == o:
+                continue
+            scale = 1.0 / f if f is not None else s / o
+            idx = tensor(_nearest_indices(s, o, scale, mode == "nearest-exact"), device=input.device)
+            out = out.index_select(2 + i, idx)
+        return out.clone() if out is input else out
+    matrices = [_linear_matrix(s, o, _source_scale(s, o, f, align_corners), align_corners)
+                for s, o, f in zip(sizes, out_size, factors)]
+    return _apply_matrices(input, matrices)

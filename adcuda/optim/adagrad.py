@@ -1,0 +1,56 @@
+"""``Adagrad``: per-element learning rates shrinking with the accumulated squared gradients."""
+from collections.abc import Callable
+from typing import Any
+
+from ..autograd.grad_mode import no_grad
+from ..factories import full_like, tensor
+from ..ops.foreach import _foreach_add_
+from .optimizer import Optimizer, OptimizerError, ParamsT, required
+
+
+class Adagrad(Optimizer):
+    """PyTorch's Adagrad: ``sum += g * g``, ``p -= clr * g / (sqrt(sum) + eps)`` with
+    ``clr = lr / (1 + (step - 1) * lr_decay)``. As in PyTorch, every parameter's state (``step``,
+    ``sum`` filled with ``initial_accumulator_value``) exists from construction on. ``foreach`` and
+    ``fused`` are accepted for compatibility; the step runs public in-place ops per parameter."""
+
+    def __init__(self, params: ParamsT, lr: float = 1e-2, lr_decay: float = 0, weight_decay: float = 0,
+                 initial_accumulator_value: float = 0, eps: float = 1e-10, foreach: bool | None = None, *,
+                 maximize: bool = False, differentiable: bool = False, fused: bool | None = None) -> None:
+        defaults = dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
+                        initial_accumulator_value=initial_accumulator_value, foreach=foreach, maximize=maximize,
+                        differentiable=differentiable, fused=fused)
+        super().__init__(params, defaults)
+        for group in self.param_groups:
+            for p in group["params"]:
+                state = self.state[p]
+                state["step"] = tensor(0.0)
+                state["sum"] = full_like(p.detach(), group["initial_accumulator_value"])
+
+    def _validate_group(self, group):
+        for name in ("lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps"):
+            value = group[name]
+            if value is not required and value < 0.0:
+                raise OptimizerError(f"Adagrad: invalid {name} value: {value} (must be >= 0)")
+
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        loss = self._run_closure(closure)
+        with no_grad():
+            for group in self.param_groups:
+                self._step_group(group)
+        return loss
+
+    def _step_group(self, group):
+        params = self._params_with_grad(group)
+        states = [self.state[p] for p in params]
+        steps = [state["step"] for state in states]
+        _foreach_add_(steps, 1)
+        lr, lr_decay, eps, weight_decay = group["lr"], group["lr_decay"], group["eps"], group["weight_decay"]
+        for p, state, step in zip(params, states, steps):
+            grad = -p.grad if group["maximize"] else p.grad
+            if weight_decay != 0:
+                grad = grad.add(p.detach(), alpha=weight_decay)
+            clr = lr / (1 + (step.item() - 1) * lr_decay)
+            state["sum"].add_(grad * grad)
+            std = state["sum"].sqrt().add_(eps)
+            p.add_(grad / std, alpha=-clr)

@@ -1,0 +1,114 @@
+"""adcuda.compile (capture once, replay) against eager adcuda, PyTorch CPU eager and hand-written NumPy:
+
+- one training step of an MLP 784-512-512-10 (batch 256, fp32, SGD: zero_grad, forward, cross-entropy,
+  backward, step), the step of bench_mlp_step.py;
+- forward+backward of a 3-op graph on 8x8 tensors (``((leaf * y).relu() + 1).sum().backward()``),
+  where per-op dispatch is all there is;
+- one AdamW step of the small GPT ``adcuda train`` trains on characters (the model of
+  bench_nn_kernels.py, written once for both libraries), batch 32 x 64 tokens.
+
+Each contender runs in its own process with one BLAS/PyTorch thread, on the same seeded data. The
+table's ratios are adcuda.compile's time over each other contender's (below 1: compiled is faster).
+
+    python benchmarks/bench_compile.py [--quick] [--threads N] [--json out.json]
+"""
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _harness import contender_main, print_table, run_contenders, single_thread_env  # noqa: E402
+from bench_mlp_step import _framework_step, _numpy_step  # noqa: E402
+from bench_nn_kernels import torch_models  # noqa: E402 (the GPT, written against any torch-like library)
+
+MLP_CASE = "MLP 784-512-512-10 SGD step, batch 256"
+TINY_CASE = "fwd+bwd of a 3-op graph, 8x8"
+GPT_CASE = "small GPT AdamW step, batch 32x64"
+COMPILED = "compiled"
+GPT_CONFIG = {"vocab_size": 96, "block_size": 64, "d_model": 96, "n_layers": 3, "n_heads": 4}
+GPT_BATCH = 32
+
+
+def _gpt_step(lib):
+    import numpy as np
+    rng = np.random.default_rng(3)
+    ids = lib.from_numpy(rng.integers(0, GPT_CONFIG["vocab_size"], (GPT_BATCH, GPT_CONFIG["block_size"] + 1)))
+    inputs, targets = ids[:, :-1].contiguous(), ids[:, 1:].contiguous()
+    lib.manual_seed(0)
+    model = torch_models(lib)[1](**GPT_CONFIG)
+    optimizer = lib.optim.AdamW(model.parameters(), lr=1e-3)
+    cross_entropy = lib.nn.functional.cross_entropy
+
+    def step():
+        logits = model(inputs)
+        loss = cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        return loss
+    return step
+
+
+def _tiny_graph(lib):
+    y = lib.ones(8, 8)
+    leaf = lib.ones(8, 8, requires_grad=True)
+
+    def fwd_bwd_3op():
+        loss = ((leaf * y).relu() + 1.0).sum()
+        loss.backward()
+    return fwd_bwd_3op
+
+
+def _tiny_graph_numpy():
+    """The same forward and backward written out by hand (the gradient accumulates, as .grad does)."""
+    import numpy as np
+    y = np.ones((8, 8), np.float32)
+    leaf = np.ones((8, 8), np.float32)
+    grad = np.zeros((8, 8), np.float32)
+
+    def fwd_bwd_3op():
+        z = leaf * y
+        loss = (np.maximum(z, 0) + 1.0).sum()
+        grad.__iadd__(y * (z > 0))
+        return loss
+    return fwd_bwd_3op
+
+
+def cases_for(contender, quick=False):
+    threads = single_thread_env()
+    if contender == "numpy":
+        return {MLP_CASE: _numpy_step(), TINY_CASE: _tiny_graph_numpy()}
+    if contender == "torch":
+        import torch
+        torch.set_num_threads(threads)
+        return {MLP_CASE: _framework_step(torch), TINY_CASE: _tiny_graph(torch), GPT_CASE: _gpt_step(torch)}
+    import adcuda
+    cases = {MLP_CASE: _framework_step(adcuda), TINY_CASE: _tiny_graph(adcuda), GPT_CASE: _gpt_step(adcuda)}
+    if contender == COMPILED:
+        cases = {name: adcuda.compile(step, fullgraph=True) for name, step in cases.items()}
+    return cases
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--threads", type=int, default=None, help="BLAS/PyTorch threads per contender")
+    parser.add_argument("--json", help="write the results here")
+    args = parser.parse_args()
+    if args.threads:
+        os.environ["BENCH_THREADS"] = str(args.threads)
+    results = run_contenders(os.path.abspath(__file__), [COMPILED, "adcuda", "numpy", "torch"],
+                             ["--quick"] if args.quick else [])
+    rows = print_table(f"adcuda.compile ({os.environ.get('BENCH_THREADS', '1')} thread(s)); "
+                       "ratio > 1: compiled slower", results, unit="us", scale=1e6, baseline=COMPILED)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"suite": "compile", "rows": rows}, f, indent=2)
+
+
+if __name__ == "__main__":
+    if "--contender" in sys.argv:
+        contender_main(cases_for)
+    else:
+        main()

@@ -1,0 +1,121 @@
+"""Real programs' eager CPU speed: one training step of small models written as users write them,
+adcuda vs PyTorch CPU eager, each contender in its own process with one thread (BLAS and PyTorch's
+intra-op pool pinned to ``BENCH_THREADS``, default 1). Times are each process's CPU time
+(``time.process_time``), so that other work on a shared machine does not count; with one thread
+that is the step's time on an idle machine.
+
+- GPT: a nanoGPT-style decoder (token and position embeddings, 2 pre-norm blocks of causal
+  self-attention and an exact-GELU MLP, 64 wide, 4 heads, block 32, batch 8, vocabulary 65),
+  cross-entropy loss, backward, AdamW step.
+
+    python benchmarks/bench_programs.py [--quick] [--threads N] [--json out.json]
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _harness import contender_main, print_table, run_contenders, single_thread_env  # noqa: E402
+
+GPT = dict(vocab=65, block=32, width=64, heads=4, layers=2, batch=8)
+GPT_CASE = "GPT step (2x64, block 32, batch 8)"
+
+
+def _gpt_step(lib):
+    """The model is defined with ``lib``'s nn API exactly as a PyTorch user would write it."""
+    nn, F = lib.nn, lib.nn.functional
+    cfg = GPT
+
+    class CausalSelfAttention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c_attn = nn.Linear(cfg["width"], 3 * cfg["width"])
+            self.c_proj = nn.Linear(cfg["width"], cfg["width"])
+
+        def forward(self, x):
+            B, T, C = x.shape
+            q, k, v = self.c_attn(x).split(C, dim=2)
+            q, k, v = (t.view(B, T, cfg["heads"], C // cfg["heads"]).transpose(1, 2) for t in (q, k, v))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln_1 = nn.LayerNorm(cfg["width"])
+            self.attn = CausalSelfAttention()
+            self.ln_2 = nn.LayerNorm(cfg["width"])
+            self.mlp = nn.Sequential(nn.Linear(cfg["width"], 4 * cfg["width"]), nn.GELU(),
+                                     nn.Linear(4 * cfg["width"], cfg["width"]))
+
+        def forward(self, x):
+            x = x + self.attn(self.ln_1(x))
+            return x + self.mlp(self.ln_2(x))
+
+    class GPTModel(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte = nn.Embedding(cfg["vocab"], cfg["width"])
+            self.wpe = nn.Embedding(cfg["block"], cfg["width"])
+            self.blocks = nn.ModuleList([Block() for _ in range(cfg["layers"])])
+            self.ln_f = nn.LayerNorm(cfg["width"])
+            self.lm_head = nn.Linear(cfg["width"], cfg["vocab"], bias=False)
+
+        def forward(self, idx, targets):
+            B, T = idx.shape
+            x = self.wte(idx) + self.wpe(lib.arange(T))
+            for block in self.blocks:
+                x = block(x)
+            logits = self.lm_head(self.ln_f(x))
+            return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
+
+    import numpy as np
+    lib.manual_seed(0)
+    model = GPTModel()
+    opt = lib.optim.AdamW(model.parameters(), lr=1e-3)
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(0, cfg["vocab"], (cfg["batch"], cfg["block"] + 1))
+    idx, targets = lib.tensor(tokens[:, :-1]), lib.tensor(tokens[:, 1:])
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = model(idx, targets)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+def cases_for(contender, quick=False):
+    threads = single_thread_env()
+    if contender == "torch":
+        import torch
+        torch.set_num_threads(threads)
+        return {GPT_CASE: _gpt_step(torch)}
+    import adcuda
+    return {GPT_CASE: _gpt_step(adcuda)}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--threads", type=int, default=None, help="BLAS/PyTorch threads per contender")
+    parser.add_argument("--json", help="write the results here")
+    args = parser.parse_args()
+    if args.threads:
+        os.environ["BENCH_THREADS"] = str(args.threads)
+    results = run_contenders(os.path.abspath(__file__), ["adcuda", "torch"], ["--quick"] if args.quick else [])
+    rows = print_table(f"Training steps of small programs, eager CPU ({os.environ.get('BENCH_THREADS', '1')} "
+                       "thread(s)); ratio > 1: adcuda slower", results, unit="ms", scale=1e3)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"suite": "programs", "rows": rows}, f, indent=2)
+
+
+if __name__ == "__main__":
+    if "--contender" in sys.argv:
+        contender_main(cases_for, clock=time.process_time)
+    else:
+        main()

@@ -1,0 +1,182 @@
+// Max pooling: one thread per output element (memory-bound; each window is read once) and an atomic
+// scatter of the gradients back to the positions the forward picked. See pooling.h.
+#include "pooling.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cuda/std/limits>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "elementwise_loops.cuh"
+#include "runtime/dispatch.cuh"
+#include "runtime/errors.h"
+#include "runtime/launch.cuh"
+
+namespace adcuda {
+namespace {
+
+template <typename Acc>
+__device__ __forceinline__ bool is_nan(Acc v) {
+  if constexpr (std::is_floating_point_v<Acc>) {
+    return v != v;
+  } else {
+    return false;
+  }
+}
+
+template <typename Acc>
+__device__ __forceinline__ Acc lowest() {
+  if constexpr (std::is_floating_point_v<Acc>) {
+    return -cuda::std::numeric_limits<Acc>::infinity();
+  } else {
+    return cuda::std::numeric_limits<Acc>::lowest();
+  }
+}
+
+// The window of output (oh, ow) is rows [h0, h1) every dh and columns [w0, w1) every dw, all inside the
+// input. PyTorch's rule: a larger value or a NaN takes over, starting from the first position.
+template <typename T>
+__device__ __forceinline__ void pool_window(const T* plane, std::int64_t w, std::int64_t h0, std::int64_t h1,
+                                            std::int64_t dh, std::int64_t w0, std::int64_t w1, std::int64_t dw,
+                                            T* value, std::int64_t* index) {
+  using Acc = compute_t<T>;
+  Acc best = lowest<Acc>();
+  std::int64_t where = h0 * w + w0;
+  for (std::int64_t ih = h0; ih < h1; ih += dh) {
+    for (std::int64_t iw = w0; iw < w1; iw += dw) {
+      const Acc v = to_compute(plane[ih * w + iw]);
+      if (v > best || is_nan(v)) {
+        best = v;
+        where = ih * w + iw;
+      }
+    }
+  }
+  *value = convert<T>(best);
+  *index = where;
+}
+
+struct PoolGeometry {
+  std::int64_t planes, h, w, out_h, out_w, kh, kw, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
+};
+
+template <typename T>
+__global__ void max_pool2d_kernel(const T* x, T* values, std::int64_t* indices, const PoolGeometry g) {
+  const std::int64_t total = g.planes * g.out_h * g.out_w;
+  ADCUDA_GRID_STRIDE_LOOP(i, total) {
+    const std::int64_t ow = i % g.out_w, oh = (i / g.out_w) % g.out_h, plane = i / (g.out_w * g.out_h);
+    std::int64_t h0 = oh * g.stride_h - g.pad_h, w0 = ow * g.stride_w - g.pad_w;
+    const std::int64_t h1 = min(h0 + (g.kh - 1) * g.dilation_h + 1, g.h);
+    const std::int64_t w1 = min(w0 + (g.kw - 1) * g.dilation_w + 1, g.w);
+    while (h0 < 0) h0 += g.dilation_h;
+    while (w0 < 0) w0 += g.dilation_w;
+    pool_window(x + plane * g.h * g.w, g.w, h0, h1, g.dilation_h, w0, w1, g.dilation_w, values + i, indices + i);
+  }
+}
+
+template <typename T>
+__global__ void adaptive_max_pool2d_kernel(const T* x, T* values, std::int64_t* indices, std::int64_t planes,
+                                           std::int64_t h, std::int64_t w, std::int64_t out_h, std::int64_t out_w) {
+  const std::int64_t total = planes * out_h * out_w;
+  ADCUDA_GRID_STRIDE_LOOP(i, total) {
+    const std::int64_t ow = i % out_w, oh = (i / out_w) % out_h, plane = i / (out_w * out_h);
+    const std::int64_t h0 = oh * h / out_h, h1 = ((oh + 1) * h + out_h - 1) / out_h;
+    const std::int64_t w0 = ow * w / out_w, w1 = ((ow + 1) * w + out_w - 1) / out_w;
+    pool_window(x + plane * h * w, w, h0, h1, 1, w0, w1, 1, values + i, indices + i);
+  }
+}
+
+template <typename T>
+__global__ void max_pool2d_backward_kernel(T* dx, const T* g, const std::int64_t* indices, std::int64_t total,
+                                           std::int64_t per_plane, std::int64_t plane_size) {
+  ADCUDA_GRID_STRIDE_LOOP(i, total) {
+    const std::int64_t plane = i / per_plane;
+    atomicAdd(dx + plane * plane_size + indices[i], g[i]);
+  }
+}
+
+void require(bool condition, const char* op, const std::string& what) {
+  if (!condition) throw std::invalid_argument(std::string(op) + ": " + what);
+}
+
+void check_input(const char* op, const DeviceArray& x) {
+  require(x.ndim() == 4, op, "expected a 4-d input (N, C, H, W), got shape " + format_dims(x.shape()));
+  require(x.is_contiguous(), op, "the input must be contiguous");
+}
+
+}  // namespace
+
+std::pair<DeviceArray, DeviceArray> max_pool2d(const DeviceArray& x, std::int64_t kh, std::int64_t kw,
+                                               std::int64_t stride_h, std::int64_t stride_w, std::int64_t pad_h,
+                                               std::int64_t pad_w, std::int64_t dilation_h, std::int64_t dilation_w,
+                                               std::int64_t out_h, std::int64_t out_w) {
+  const char* op = "max_pool2d";
+  check_input(op, x);
+  require(kh >= 1 && kw >= 1 && stride_h >= 1 && stride_w >= 1 && dilation_h >= 1 && dilation_w >= 1 &&
+              pad_h >= 0 && pad_w >= 0 && out_h >= 0 && out_w >= 0,
+          op, "kernel, stride and dilation must be positive, padding and the output size non-negative");
+  const Dims& s = x.shape();
+  DeviceArray values = DeviceArray::empty({s[0], s[1], out_h, out_w}, x.dtype(), x.device());
+  DeviceArray indices = DeviceArray::empty({s[0], s[1], out_h, out_w}, ScalarType::Int64, x.device());
+  if (values.numel() == 0) return {values, indices};
+  const PoolGeometry g{s[0] * s[1], s[2], s[3], out_h, out_w, kh, kw, stride_h, stride_w, pad_h, pad_w,
+                       dilation_h, dilation_w};
+  KernelLaunch launch(values, indices, x);
+  dispatch_numeric(x.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    max_pool2d_kernel<T><<<grid_size(values.numel()), kBlockSize, 0, launch.stream()>>>(
+        x.data<T>(), values.data<T>(), indices.data<std::int64_t>(), g);
+  });
+  ADCUDA_CHECK_LAUNCH();
+  return {values, indices};
+}
+
+std::pair<DeviceArray, DeviceArray> adaptive_max_pool2d(const DeviceArray& x, std::int64_t out_h, std::int64_t out_w) {
+  const char* op = "adaptive_max_pool2d";
+  check_input(op, x);
+  const Dims& s = x.shape();
+  require(out_h >= 0 && out_w >= 0, op, "the output size must be non-negative");
+  require((s[2] > 0 && s[3] > 0) || out_h * out_w == 0, op,
+          "cannot pool an empty plane of input " + format_dims(s));
+  DeviceArray values = DeviceArray::empty({s[0], s[1], out_h, out_w}, x.dtype(), x.device());
+  DeviceArray indices = DeviceArray::empty({s[0], s[1], out_h, out_w}, ScalarType::Int64, x.device());
+  if (values.numel() == 0) return {values, indices};
+  KernelLaunch launch(values, indices, x);
+  dispatch_numeric(x.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    adaptive_max_pool2d_kernel<T><<<grid_size(values.numel()), kBlockSize, 0, launch.stream()>>>(
+        x.data<T>(), values.data<T>(), indices.data<std::int64_t>(), s[0] * s[1], s[2], s[3], out_h, out_w);
+  });
+  ADCUDA_CHECK_LAUNCH();
+  return {values, indices};
+}
+
+DeviceArray max_pool2d_backward(const DeviceArray& g, const DeviceArray& indices, std::int64_t h, std::int64_t w) {
+  const char* op = "max_pool2d_backward";
+  require(g.ndim() == 4 && indices.shape() == g.shape(), op,
+          "grad " + format_dims(g.shape()) + " and indices " + format_dims(indices.shape()) + " do not fit");
+  require(g.is_contiguous() && indices.is_contiguous() && indices.dtype() == ScalarType::Int64, op,
+          "grad and int64 indices must be contiguous");
+  require(g.dtype() == ScalarType::Float32 || g.dtype() == ScalarType::Float64, op,
+          std::string("accumulates in float32 or float64, got ") + scalar_type_name(g.dtype()));
+  const Dims& s = g.shape();
+  DeviceArray dx = DeviceArray::empty({s[0], s[1], h, w}, g.dtype(), g.device());
+  if (dx.numel() == 0) return dx;
+  KernelLaunch launch(dx, g, indices);
+  ADCUDA_CHECK(cudaMemsetAsync(dx.data_ptr(), 0, dx.nbytes(), launch.stream()));
+  if (g.numel() == 0) return dx;
+  const std::int64_t per_plane = s[2] * s[3];
+  if (g.dtype() == ScalarType::Float32) {
+    max_pool2d_backward_kernel<float><<<grid_size(g.numel()), kBlockSize, 0, launch.stream()>>>(
+        dx.data<float>(), g.data<float>(), indices.data<std::int64_t>(), g.numel(), per_plane, h * w);
+  } else {
+    max_pool2d_backward_kernel<double><<<grid_size(g.numel()), kBlockSize, 0, launch.stream()>>>(
+        dx.data<double>(), g.data<double>(), indices.data<std::int64_t>(), g.numel(), per_plane, h * w);
+  }
+  ADCUDA_CHECK_LAUNCH();
+  return dx;
+}
+
+}  // namespace adcuda

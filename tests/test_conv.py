@@ -1,0 +1,227 @@
+"""Convolution: F.conv1d, F.conv2d, F.conv_transpose2d and nn.Conv1d/Conv2d/ConvTranspose2d.
+
+float64 gradchecks (and gradgradchecks: the three convolution ops are each other's gradients),
+values and gradients against PyTorch CPU where it is installed, state dicts both ways, and bad input
+raising adcuda errors that name the op and the shapes. GPU parity lives in tests/test_cuda_conv.py.
+"""
+import numpy as np
+import pytest
+
+import adcuda
+import adcuda.nn as nn
+import adcuda.nn.functional as F
+from adcuda.autograd import gradcheck, gradgradcheck
+from adcuda.errors import DTypeError, ShapeError
+
+RNG = np.random.default_rng(0)
+
+
+def leaf(shape, dtype=np.float64):
+    return adcuda.tensor(RNG.standard_normal(shape).astype(dtype), requires_grad=True)
+
+
+# (input shape, weight shape, keyword arguments)
+CONV2D = [
+    ((2, 3, 7, 6), (4, 3, 3, 2), {}),
+    ((1, 4, 9, 8), (6, 2, 3, 3), dict(stride=2, padding=1, groups=2)),
+    ((2, 2, 8, 9), (3, 2, 2, 3), dict(stride=(2, 1), padding=(2, 0), dilation=(2, 3))),
+    ((1, 3, 5, 5), (3, 1, 3, 3), dict(padding="same", groups=3)),
+    ((1, 2, 6, 5), (2, 2, 4, 2), dict(padding="same", dilation=1)),  # asymmetric 'same' (even kernel)
+    ((1, 2, 6, 5), (2, 2, 3, 3), dict(padding="valid")),
+    ((2, 3, 4, 4), (5, 3, 1, 1), {}),
+]
+CONV1D = [
+    ((2, 3, 11), (4, 3, 3), dict(stride=2, padding=1)),
+    ((1, 4, 9), (4, 2, 2), dict(dilation=3, groups=2, padding="same")),
+]
+CONV_T2D = [
+    ((2, 3, 4, 5), (3, 2, 3, 3), {}),
+    ((1, 4, 3, 4), (4, 3, 3, 2), dict(stride=2, padding=1, output_padding=1, groups=2)),
+    ((1, 2, 3, 3), (2, 2, 2, 3), dict(stride=(2, 3), dilation=(2, 1), output_padding=(1, 2))),
+]
+
+
+def _ids(cases):
+    return [f"{x}x{w}{kw}" for x, w, kw in cases]
+
+
+@pytest.mark.parametrize("x_shape,w_shape,kw", CONV2D, ids=_ids(CONV2D))
+def test_conv2d_gradcheck(x_shape, w_shape, kw):
+    x, w, b = leaf(x_shape), leaf(w_shape), leaf(w_shape[0])
+    assert gradcheck(lambda x, w, b: F.conv2d(x, w, b, **kw), (x, w, b), eps=1e-6, atol=1e-6, rtol=1e-4)
+
+
+@pytest.mark.parametrize("x_shape,w_shape,kw", CONV1D, ids=_ids(CONV1D))
+def test_conv1d_gradcheck(x_shape, w_shape, kw):
+    x, w, b = leaf(x_shape), leaf(w_shape), leaf(w_shape[0])
+    assert gradcheck(lambda x, w, b: F.conv1d(x, w, b, **kw), (x, w, b), eps=1e-6, atol=1e-6, rtol=1e-4)
+
+
+@pytest.mark.parametrize("x_shape,w_shape,kw", CONV_T2D, ids=_ids(CONV_T2D))
+def test_conv_transpose2d_gradcheck(x_shape, w_shape, kw):
+    out_channels = w_shape[1] * kw.get("groups", 1)
+    x, w, b = leaf(x_shape), leaf(w_shape), leaf(out_channels)
+    assert gradcheck(lambda x, w, b: F.conv_transpose2d(x, w, b, **kw), (x, w, b), eps=1e-6, atol=1e-6, rtol=1e-4)
+
+
+@pytest.mark.parametrize("case", [CONV2D[1], CONV2D[2]], ids=_ids([CONV2D[1], CONV2D[2]]))
+def test_conv2d_gradgradcheck(case):
+    x_shape, w_shape, kw = case
+    x, w = leaf(x_shape), leaf(w_shape)
+    assert gradgradcheck(lambda x, w: F.conv2d(x, w, **kw), (x, w), atol=1e-5, rtol=1e-3)
+
+
+def test_conv_transpose2d_gradgradcheck():
+    x_shape, w_shape, kw = CONV_T2D[1]
+    assert gradgradcheck(lambda x, w: F.conv_transpose2d(x, w, **kw), (leaf(x_shape), leaf(w_shape)),
+                         atol=1e-5, rtol=1e-3)
+
+
+def test_unbatched_input_and_empty_batch():
+    w = leaf((4, 3, 3, 3))
+    x = leaf((3, 6, 6))
+    y = F.conv2d(x, w, padding=1)
+    assert y.shape == (4, 6, 6)
+    np.testing.assert_allclose(y.detach().numpy(), F.conv2d(x.unsqueeze(0), w, padding=1)[0].detach().numpy())
+    empty = adcuda.zeros((0, 3, 6, 6), dtype=adcuda.float64, requires_grad=True)
+    out = F.conv2d(empty, w, padding=1)
+    assert out.shape == (0, 4, 6, 6)
+    out.sum().backward()
+    assert empty.grad.shape == (0, 3, 6, 6)
+    assert float(w.grad.abs().sum()) == 0.0
+
+
+def test_float16_is_computed_in_float32():
+    x = RNG.standard_normal((2, 3, 8, 8)).astype(np.float16)
+    w = RNG.standard_normal((4, 3, 3, 3)).astype(np.float16)
+    y = F.conv2d(adcuda.tensor(x), adcuda.tensor(w), padding=1)
+    want = F.conv2d(adcuda.tensor(x.astype(np.float32)), adcuda.tensor(w.astype(np.float32)), padding=1)
+    assert y.dtype is adcuda.float16
+    np.testing.assert_allclose(y.numpy().astype(np.float32), want.numpy(), rtol=2e-3, atol=2e-2)
+
+
+# ---------------------------------------------------------------------------------------------
+# bad input
+@pytest.mark.parametrize("call,error,words", [
+    (lambda: F.conv2d(adcuda.zeros(3, 8), adcuda.zeros(2, 3, 3, 3)), ShapeError, ["conv2d", "(3, 8)"]),
+    (lambda: F.conv2d(adcuda.zeros(1, 3, 8, 8), adcuda.zeros(2, 3, 3)), ShapeError, ["conv2d", "(2, 3, 3)"]),
+    (lambda: F.conv2d(adcuda.zeros(1, 3, 8, 8), adcuda.zeros(4, 1, 3, 3), groups=2), ShapeError,
+     ["conv2d", "groups=2", "(1, 3, 8, 8)"]),
+    (lambda: F.conv2d(adcuda.zeros(1, 2, 3, 3), adcuda.zeros(4, 2, 5, 5)), ShapeError,
+     ["conv2d", "larger than the padded input", "(1, 2, 3, 3)"]),
+    (lambda: F.conv2d(adcuda.zeros(1, 2, 5, 5), adcuda.zeros(4, 2, 3, 3), bias=adcuda.zeros(3)), ShapeError,
+     ["conv2d", "bias"]),
+    (lambda: F.conv2d(adcuda.zeros(1, 2, 5, 5), adcuda.zeros(4, 2, 3, 3, dtype=adcuda.float64)), DTypeError,
+     ["conv2d", "float64"]),
+    (lambda: F.conv2d(adcuda.zeros(1, 2, 5, 5, dtype=adcuda.int64), adcuda.zeros(4, 2, 3, 3)), DTypeError,
+     ["conv2d", "int64"]),
+    (lambda: F.conv2d(adcuda.zeros(1, 2, 5, 5), adcuda.zeros(4, 2, 3, 3), stride=2, padding="same"), ValueError,
+     ["conv2d", "same"]),
+    (lambda: F.conv1d(adcuda.zeros(1, 2, 5), adcuda.zeros(4, 2, 7)), ShapeError, ["conv1d", "(1, 2, 5)"]),
+    (lambda: F.conv_transpose2d(adcuda.zeros(1, 3, 4, 4), adcuda.zeros(2, 3, 3, 3)), ShapeError,
+     ["conv_transpose2d", "(1, 3, 4, 4)", "(2, 3, 3, 3)"]),
+    (lambda: F.conv_transpose2d(adcuda.zeros(1, 2, 4, 4), adcuda.zeros(2, 3, 3, 3), output_padding=1), ValueError,
+     ["conv_transpose2d", "output_padding"]),
+    (lambda: nn.Conv2d(3, 4, 3, groups=2), ValueError, ["Conv2d", "groups"]),
+])
+def test_bad_input_names_the_op_and_shapes(call, error, words):
+    with pytest.raises(error) as info:
+        call()
+    for word in words:
+        assert word in str(info.value), (word, str(info.value))
+
+
+# ---------------------------------------------------------------------------------------------
+# against PyTorch
+try:
+    import torch
+except ImportError:  # pragma: no cover - PyTorch is optional
+    torch = None
+needs_torch = pytest.mark.skipif(torch is None, reason="PyTorch is not installed")
+
+
+def _both(shape):
+    a = RNG.standard_normal(shape)
+    return adcuda.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+
+
+def _compare(ours, theirs, inputs, rtol=1e-10, atol=1e-10):
+    np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(), rtol=rtol, atol=atol)
+    g = RNG.standard_normal(tuple(ours.shape))
+    ours.backward(adcuda.tensor(g))
+    theirs.backward(torch.tensor(g))
+    for a, t in inputs:
+        np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy(), rtol=rtol, atol=atol)
+
+
+@needs_torch
+@pytest.mark.parametrize("x_shape,w_shape,kw", CONV2D, ids=_ids(CONV2D))
+def test_conv2d_matches_pytorch(x_shape, w_shape, kw):
+    (x, tx), (w, tw), (b, tb) = _both(x_shape), _both(w_shape), _both(w_shape[0])
+    _compare(F.conv2d(x, w, b, **kw), torch.nn.functional.conv2d(tx, tw, tb, **kw), [(x, tx), (w, tw), (b, tb)])
+
+
+@needs_torch
+@pytest.mark.parametrize("x_shape,w_shape,kw", CONV1D, ids=_ids(CONV1D))
+def test_conv1d_matches_pytorch(x_shape, w_shape, kw):
+    (x, tx), (w, tw) = _both(x_shape), _both(w_shape)
+    _compare(F.conv1d(x, w, **kw), torch.nn.functional.conv1d(tx, tw, **kw), [(x, tx), (w, tw)])
+
+
+@needs_torch
+@pytest.mark.parametrize("x_shape,w_shape,kw", CONV_T2D, ids=_ids(CONV_T2D))
+def test_conv_transpose2d_matches_pytorch(x_shape, w_shape, kw):
+    (x, tx), (w, tw) = _both(x_shape), _both(w_shape)
+    (b, tb) = _both(w_shape[1] * kw.get("groups", 1))
+    _compare(F.conv_transpose2d(x, w, b, **kw), torch.nn.functional.conv_transpose2d(tx, tw, tb, **kw),
+             [(x, tx), (w, tw), (b, tb)])
+
+
+@needs_torch
+@pytest.mark.parametrize("mode", ["zeros", "reflect", "replicate", "circular"])
+@pytest.mark.parametrize("padding", [(1, 2), "same"])
+def test_conv2d_module_padding_modes_and_state_dict_both_ways(mode, padding):
+    theirs = torch.nn.Conv2d(3, 4, (3, 5), padding=padding, padding_mode=mode, dtype=torch.float64)
+    ours = nn.Conv2d(3, 4, (3, 5), padding=padding, padding_mode=mode, dtype=adcuda.float64)
+    assert ours.weight.shape == tuple(theirs.weight.shape) and ours.bias.shape == tuple(theirs.bias.shape)
+    ours.load_state_dict({k: adcuda.tensor(v.detach().numpy()) for k, v in theirs.state_dict().items()})
+    (x, tx) = _both((2, 3, 6, 7))
+    _compare(ours(x), theirs(tx), [(x, tx), (ours.weight, theirs.weight), (ours.bias, theirs.bias)])
+    back = torch.nn.Conv2d(3, 4, (3, 5), padding=padding, padding_mode=mode, dtype=torch.float64)
+    back.load_state_dict({k: torch.tensor(v.numpy()) for k, v in ours.state_dict().items()})
+    assert torch.equal(back.weight, theirs.weight)
+
+
+@needs_torch
+def test_conv1d_and_transpose_modules_match_pytorch():
+    for ours, theirs, shape in [
+        (nn.Conv1d(4, 6, 3, stride=2, groups=2, padding_mode="circular", padding=1, dtype=adcuda.float64),
+         torch.nn.Conv1d(4, 6, 3, stride=2, groups=2, padding_mode="circular", padding=1, dtype=torch.float64),
+         (2, 4, 9)),
+        (nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2, dtype=adcuda.float64),
+         torch.nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2, dtype=torch.float64),
+         (2, 4, 5, 4)),
+    ]:
+        assert {k: tuple(v.shape) for k, v in ours.state_dict().items()} == \
+            {k: tuple(v.shape) for k, v in theirs.state_dict().items()}
+        ours.load_state_dict({k: adcuda.tensor(v.detach().numpy()) for k, v in theirs.state_dict().items()})
+        (x, tx) = _both(shape)
+        _compare(ours(x), theirs(tx), [(x, tx), (ours.weight, theirs.weight)])
+
+
+@needs_torch
+def test_conv_transpose2d_output_size_argument():
+    ours = nn.ConvTranspose2d(2, 3, 3, stride=2, padding=1, dtype=adcuda.float64)
+    theirs = torch.nn.ConvTranspose2d(2, 3, 3, stride=2, padding=1, dtype=torch.float64)
+    ours.load_state_dict({k: adcuda.tensor(v.detach().numpy()) for k, v in theirs.state_dict().items()})
+    (x, tx) = _both((1, 2, 4, 4))
+    y = ours(x, output_size=(8, 8))
+    assert y.shape == (1, 3, 8, 8)
+    np.testing.assert_allclose(y.detach().numpy(), theirs(tx, output_size=(8, 8)).detach().numpy(), atol=1e-12)
+
+
+def test_default_init_bounds_follow_fan_in():
+    conv = nn.Conv2d(4, 8, 3, groups=2)
+    bound = 1 / np.sqrt(2 * 3 * 3)
+    assert float(conv.weight.abs().max()) <= bound and float(conv.bias.abs().max()) <= bound
+    assert float(conv.weight.abs().max()) > bound / 2

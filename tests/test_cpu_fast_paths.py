@@ -1,0 +1,71 @@
+"""The CPU backend's fast paths for eager programs: the float32 erf (and the exact GELU built on it)
+keeps its accuracy without NumPy selects, and the heap setting that keeps freed arrays mapped is made
+on glibc and can be turned off."""
+import math
+import os
+import platform
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from adcuda.backends import cpu
+from adcuda.backends.cpu import _heap
+
+SPECIAL = [0.0, -0.0, 1e-30, -1e-30, 1e-4, -1e-4, 0.5, 3.99, 4.0, 4.01, 1e30, -1e30, np.inf, -np.inf]
+
+
+def _erf_reference(values):
+    return np.array([math.erf(float(v)) for v in values])
+
+
+def test_float32_erf_is_accurate_everywhere():
+    x = np.concatenate([np.linspace(-6, 6, 200001), SPECIAL]).astype(np.float32)
+    got = cpu.unary("erf", x)
+    assert got.dtype == np.float32
+    ref = _erf_reference(x)
+    relative = np.abs(got - ref) / np.maximum(np.abs(ref), 1e-38)
+    assert relative.max() < 4e-7  # a few float32 ulp
+    assert np.abs(got).max() <= 1.0
+    assert np.signbit(got[x.size - len(SPECIAL) + 1])  # erf(-0.0) = -0.0
+    np.testing.assert_array_equal(got[-2:], [1.0, -1.0])
+
+
+def test_erf_nan_zero_d_and_float16():
+    assert np.isnan(cpu.unary("erf", np.array([np.nan, 1.0], np.float32))[0])
+    zero_d = cpu.unary("erf", np.array(0.3, np.float32))
+    assert zero_d.shape == () and abs(float(zero_d) - math.erf(0.3)) < 1e-7
+    half = cpu.unary("erf", np.array([0.25, -2.0], np.float16))
+    assert half.dtype == np.float16
+    np.testing.assert_allclose(half, _erf_reference([0.25, -2.0]), rtol=1e-3)
+
+
+def test_float32_exact_gelu_and_its_gradient():
+    """Within the float32 formula's own error: 1 + erf cancels where erf is near -1, so the absolute
+    error there is the erf's (a few ulp of 1) times |x|."""
+    x = np.concatenate([np.linspace(-10, 10, 20001), [0.0, -0.0, 1e-20]]).astype(np.float32)
+    x64 = x.astype(np.float64)
+    cdf = 0.5 * (1 + _erf_reference(x64 / math.sqrt(2)))
+    bound = 2e-6 * np.abs(x64 * cdf) + 2e-7 * np.maximum(np.abs(x64), 1)
+    assert np.all(np.abs(cpu.unary("gelu", x) - x64 * cdf) <= bound)
+    g = np.linspace(-1, 1, x.size).astype(np.float32)
+    grad = g * (cdf + x64 * np.exp(-0.5 * x64 * x64) / math.sqrt(2 * math.pi))
+    bound = 2e-6 * np.abs(grad) + 2e-7 * np.maximum(np.abs(x64), 1)
+    assert np.all(np.abs(cpu.unary_backward("gelu", x, None, g) - grad) <= bound)
+    zero_d = cpu.unary_backward("gelu", np.array(0.5, np.float32), None, np.array(1.0, np.float32))
+    assert zero_d.shape == ()
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="the heap setting is glibc's")
+def test_heap_thresholds_are_raised_on_glibc():
+    assert cpu.HEAP_TUNED is (os.environ.get("ADCUDA_CPU_HEAP_TUNING", "1") != "0")
+    assert _heap.keep_freed_arrays_in_heap() is True
+
+
+def test_heap_tuning_can_be_turned_off():
+    code = "import adcuda.backends.cpu as c; print(c.HEAP_TUNED)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "ADCUDA_CPU_HEAP_TUNING": "0"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"

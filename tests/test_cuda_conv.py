@@ -1,0 +1,145 @@
+"""GPU parity of the convolution and pooling kernels (kernels/convolution.cu, kernels/pooling.cu) against
+the CPU backend, the oracle: conv2d and both its backwards in fp32 (SIMT kernel), fp16 and bf16
+(tensor-core kernel) and fp64, on odd shapes (sizes 1 and 7, channel counts that are not multiples of
+the tiles), strides, padding, dilation, groups and an empty batch; max pooling forward and backward;
+then end to end through the Tensor API (a conv layer's gradients on CUDA against the CPU's). Needs a
+usable CUDA device (the emulator counts) and is skipped without one.
+
+bfloat16 has no NumPy type, so its CPU reference runs in float32 on the bf16-rounded inputs.
+"""
+import numpy as np
+import pytest
+
+import adcuda
+import adcuda.nn.functional as F
+from adcuda import dtypes as dt
+from adcuda.backends import cpu
+
+pytestmark = [
+    pytest.mark.cuda,
+    pytest.mark.skipif(not adcuda.cuda.is_available(), reason="needs a usable CUDA device"),
+]
+
+# (rtol, atol) relative to the result's scale: sums of up to a few hundred products
+TOLERANCE = {dt.float64: (1e-10, 1e-10), dt.float32: (1e-4, 1e-4), dt.float16: (1e-2, 1e-2),
+             dt.bfloat16: (5e-2, 5e-2)}
+RNG = np.random.default_rng(0)
+
+
+@pytest.fixture(scope="module")
+def cb():
+    from adcuda.backends import cuda
+    return cuda
+
+
+def held(cb, x, dtype):
+    """(device array, the values it holds as a CPU-backend array)."""
+    host = dt.float32 if dtype is dt.bfloat16 else dtype
+    a = cb.from_numpy(np.asarray(x, dtype=host.numpy), dtype)
+    return a, np.array(cb.to_numpy(a))
+
+
+def close(cb, got, want, dtype):
+    rtol, atol = TOLERANCE[dtype]
+    got = np.array(cb.to_numpy(got), dtype=np.float64)
+    want = np.asarray(want, dtype=np.float64)
+    assert got.shape == want.shape
+    scale = max(1.0, float(np.abs(want).max())) if want.size else 1.0
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol * scale)
+
+
+# (input shape, weight shape, stride, padding, dilation, groups)
+CASES = [
+    ((2, 3, 7, 7), (5, 3, 3, 3), (1, 1), (1, 1), (1, 1), 1),
+    ((1, 4, 9, 7), (6, 2, 3, 2), (2, 1), (1, 0), (1, 2), 2),
+    ((3, 1, 1, 1), (7, 1, 1, 1), (1, 1), (0, 0), (1, 1), 1),
+    ((2, 70, 5, 6), (65, 70, 1, 3), (1, 2), (0, 1), (1, 1), 1),  # more than one tile along N and K
+    ((1, 6, 12, 11), (6, 1, 5, 5), (3, 2), (2, 2), (1, 1), 6),  # depthwise
+    ((0, 3, 7, 7), (5, 3, 3, 3), (1, 1), (1, 1), (1, 1), 1),  # empty batch
+]
+
+
+@pytest.mark.parametrize("dtype", [dt.float32, dt.float16, dt.bfloat16, dt.float64], ids=lambda d: d.name)
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}x{c[1]}s{c[2]}p{c[3]}d{c[4]}g{c[5]}")
+def test_conv2d_forward_and_backwards_match_the_cpu(cb, case, dtype):
+    x_shape, w_shape, stride, padding, dilation, groups = case
+    x, x_h = held(cb, RNG.standard_normal(x_shape), dtype)
+    w, w_h = held(cb, RNG.standard_normal(w_shape), dtype)
+    y = cb.conv2d(x, w, stride, padding, dilation, groups)
+    y_want = cpu.conv2d(x_h, w_h, stride, padding, dilation, groups)
+    close(cb, y, y_want, dtype)
+    g, g_h = held(cb, RNG.standard_normal(y_want.shape), dtype)
+    close(cb, cb.conv2d_backward_input(g, w, x_shape, stride, padding, dilation, groups),
+          cpu.conv2d_backward_input(g_h, w_h, x_shape, stride, padding, dilation, groups), dtype)
+    close(cb, cb.conv2d_backward_weight(g, x, w_shape, stride, padding, dilation, groups),
+          cpu.conv2d_backward_weight(g_h, x_h, w_shape, stride, padding, dilation, groups), dtype)
+
+
+def test_backward_weight_splits_a_long_reduction(cb):
+    """N*Ho*Wo = 2*40*40 = 3200: the weight gradient is split over it and summed in a fixed order."""
+    x, x_h = held(cb, RNG.standard_normal((2, 3, 40, 40)), dt.float32)
+    g, g_h = held(cb, RNG.standard_normal((2, 4, 40, 40)), dt.float32)
+    args = ((4, 3, 3, 3), (1, 1), (1, 1), (1, 1), 1)
+    first = cb.conv2d_backward_weight(g, x, *args)
+    close(cb, first, cpu.conv2d_backward_weight(g_h, x_h, *args), dt.float32)
+    np.testing.assert_array_equal(cb.to_numpy(first), cb.to_numpy(cb.conv2d_backward_weight(g, x, *args)))
+
+
+def test_non_contiguous_operands(cb):
+    x, x_h = held(cb, RNG.standard_normal((2, 7, 6, 3)), dt.float32)
+    x_t, x_th = cb.permute(x, (0, 3, 1, 2)), np.transpose(x_h, (0, 3, 1, 2))
+    w, w_h = held(cb, RNG.standard_normal((4, 3, 2, 2)), dt.float32)
+    close(cb, cb.conv2d(x_t, w, (1, 1), (0, 0), (1, 1), 1), cpu.conv2d(x_th, w_h, (1, 1), (0, 0), (1, 1), 1),
+          dt.float32)
+
+
+@pytest.mark.parametrize("dtype", [dt.float32, dt.float16, dt.bfloat16, dt.int64], ids=lambda d: d.name)
+def test_max_pool_matches_the_cpu(cb, dtype):
+    values = RNG.permutation(2 * 3 * 9 * 8).reshape(2, 3, 9, 8)
+    x, x_h = held(cb, values, dtype)
+    for args in [((2, 2), (2, 2), (0, 0), (1, 1), (4, 4)), ((3, 2), (2, 1), (1, 1), (2, 1), (5, 8)),
+                 ((3, 3), (2, 2), (1, 1), (1, 1), (5, 4))]:  # the last: ceil_mode's window past the end
+        v, i = cb.max_pool2d(x, *args)
+        v_want, i_want = cpu.max_pool2d(x_h, *args)
+        np.testing.assert_array_equal(np.array(cb.to_numpy(v), dtype=np.float64), v_want.astype(np.float64))
+        np.testing.assert_array_equal(cb.to_numpy(i), i_want)
+    v, i = cb.adaptive_max_pool2d(x, (4, 5))
+    v_want, i_want = cpu.adaptive_max_pool2d(x_h, (4, 5))
+    np.testing.assert_array_equal(cb.to_numpy(i), i_want)
+    if dtype.is_floating_point:
+        g, g_h = held(cb, RNG.standard_normal(i_want.shape), dtype)
+        close(cb, cb.max_pool2d_backward(g, i, (2, 3, 9, 8)), cpu.max_pool2d_backward(g_h, i_want, (2, 3, 9, 8)),
+              dtype)
+
+
+def test_max_pool_nan_and_empty(cb):
+    a = np.zeros((1, 1, 4, 4), np.float32)
+    a[0, 0, 1, 1] = a[0, 0, 0, 1] = np.nan
+    x, x_h = held(cb, a, dt.float32)
+    v, i = cb.max_pool2d(x, (2, 2), (2, 2), (0, 0), (1, 1), (2, 2))
+    v_want, i_want = cpu.max_pool2d(x_h, (2, 2), (2, 2), (0, 0), (1, 1), (2, 2))
+    np.testing.assert_array_equal(cb.to_numpy(i), i_want)
+    np.testing.assert_array_equal(np.isnan(cb.to_numpy(v)), np.isnan(v_want))
+    e, _ = held(cb, np.zeros((0, 3, 4, 4)), dt.float32)
+    v, i = cb.max_pool2d(e, (2, 2), (2, 2), (0, 0), (1, 1), (2, 2))
+    assert tuple(v.shape) == (0, 3, 2, 2)
+
+
+@pytest.mark.parametrize("dtype", [adcuda.float32, adcuda.float16], ids=str)
+def test_a_cnn_layer_end_to_end(dtype):
+    """conv -> relu -> max pool -> conv_transpose -> avg pool: values and gradients on CUDA vs the CPU."""
+    x_np = RNG.standard_normal((2, 3, 10, 9)).astype(np.float32)
+    w_np = RNG.standard_normal((4, 3, 3, 3)).astype(np.float32) * 0.3
+    wt_np = RNG.standard_normal((4, 2, 2, 2)).astype(np.float32) * 0.3
+    results = {}
+    for device in ("cpu", "cuda"):
+        x = adcuda.tensor(x_np, dtype=dtype, device=device, requires_grad=True)
+        w = adcuda.tensor(w_np, dtype=dtype, device=device, requires_grad=True)
+        wt = adcuda.tensor(wt_np, dtype=dtype, device=device, requires_grad=True)
+        h = F.max_pool2d(F.relu(F.conv2d(x, w, padding=1)), 2, ceil_mode=True)
+        out = F.avg_pool2d(F.conv_transpose2d(h, wt, stride=2), 2)
+        out.float().sum().backward()
+        results[device] = [t.detach().float().cpu().numpy() for t in (out, x.grad, w.grad, wt.grad)]
+    tol = 1e-4 if dtype is adcuda.float32 else 3e-2
+    for got, want in zip(results["cuda"], results["cpu"]):
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol * max(1.0, float(np.abs(want).max())))
