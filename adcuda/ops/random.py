@@ -172,13 +172,13 @@ def _channel_dropout(name, input, p, training, inplace, batched_ndim):
 
 @op("dropout1d", doc="Zero whole channels of input (N, C, L) or (C, L) with probability p while training, "
     "scaling the rest by 1/(1-p).", composite=True, function=False, method=False, functional=True)
-def dropout1d(input, p=0.5, training=True, inplace=False):
+def dropout1d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     return _channel_dropout("dropout1d", input, p, training, inplace, 3)
 
 
 @op("dropout2d", doc="Zero whole channels of input (N, C, H, W) or (C, H, W) with probability p while "
     "training, scaling the rest by 1/(1-p).", composite=True, function=False, method=False, functional=True)
-def dropout2d(input, p=0.5, training=True, inplace=False):
+def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     return _channel_dropout("dropout2d", input, p, training, inplace, 4)
 
 
