@@ -3,6 +3,10 @@
 ``import adcuda as torch`` runs small PyTorch training scripts; without a usable GPU everything runs on
 the fp32 CPU fallback (see ``adcuda.info()`` for why).
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 __version__ = "0.1.0"
 
 from . import accelerator, autograd, cuda
@@ -51,23 +55,28 @@ from .ops.factories import (
 from .random import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from .tensor import Size, Tensor
 
+if TYPE_CHECKING:
+    import builtins  # bool, int and float name dtypes here
+
+    from .types import Any
+
 # adcuda.add, adcuda.sum, adcuda.zeros, ...: every op declared with a function form (adcuda/ops/)
 globals().update(_ops.functions())
 
 
-def is_tensor(obj):
+def is_tensor(obj: Any) -> builtins.bool:
     return isinstance(obj, Tensor)
 
 
-def numel(input):
+def numel(input: Tensor) -> builtins.int:
     return input.numel()
 
 
-def is_floating_point(input):
+def is_floating_point(input: Tensor) -> builtins.bool:
     return input.dtype.is_floating_point
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     # heavier parts load on first use, so ``import adcuda`` stays fast
     import importlib
     if name in ("nn", "optim", "utils", "amp", "profiler", "distributed", "data"):

@@ -1,9 +1,15 @@
 """``adcuda.info()`` and ``python -m adcuda info``: how adcuda was built and what it sees at run time."""
+from __future__ import annotations
+
 import json
 import platform
 import sys
+from typing import TYPE_CHECKING
 
 from . import _native, cuda
+
+if TYPE_CHECKING:
+    from .types import Any
 
 _KNOWN_BUILD_KEYS = ("cuda_compiled", "cuda_emulated", "cuda_version", "cuda_architectures", "compiler", "build_type")
 
@@ -100,7 +106,7 @@ def _gemm(cuda_compiled, available):
     return path, cuda_gemm.gemm_path() if available else None
 
 
-def info(as_dict=False):
+def info(as_dict: bool = False) -> Any:
     """Print a report of the build (CUDA compiled? toolkit, architectures) and the run-time devices,
     and return its text.
 

@@ -1,12 +1,14 @@
 """``adcuda.device``: where a tensor lives. Which backend computes there is
 ``adcuda.backends.backend_for(device)``'s answer (a layer above this one)."""
+from __future__ import annotations
+
 from .errors import DeviceError
 
 
 class device:
     __slots__ = ("type", "index")
 
-    def __init__(self, type, index=None):  # noqa: A002 (PyTorch's parameter name)
+    def __init__(self, type: str | device, index: int | None = None) -> None:  # noqa: A002 (PyTorch's parameter name)
         if isinstance(type, device):
             self.type, self.index = type.type, type.index
             return

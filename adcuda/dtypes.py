@@ -4,11 +4,17 @@ A dtype is a small immutable object; backends map it to their own storage type. 
 PyTorch: categories bool < integer < floating; dimensioned tensors outrank 0-d tensors, which outrank
 Python scalars, unless the lower-priority operand is of a higher category.
 """
+from __future__ import annotations
+
 import builtins
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .errors import DTypeError
+
+if TYPE_CHECKING:
+    from .types import DType
 
 _builtin_int, _builtin_float = builtins.int, builtins.float
 
@@ -18,7 +24,8 @@ BOOL, INTEGER, FLOATING = 0, 1, 2
 class dtype:
     __slots__ = ("name", "category", "rank", "itemsize", "numpy")
 
-    def __init__(self, name, category, rank, itemsize, numpy_type):
+    def __init__(self, name: str, category: builtins.int, rank: builtins.int, itemsize: builtins.int,
+                 numpy_type: type) -> None:
         self.name = name
         self.category = category
         self.rank = rank
@@ -26,11 +33,11 @@ class dtype:
         self.numpy = numpy_type
 
     @property
-    def is_floating_point(self):
+    def is_floating_point(self) -> builtins.bool:
         return self.category == FLOATING
 
     @property
-    def is_signed(self):
+    def is_signed(self) -> builtins.bool:
         return self.category != BOOL
 
     def __repr__(self):
@@ -60,7 +67,7 @@ _FROM_NUMPY[np.dtype(np.uint8)] = int64
 default_float = float32
 
 
-def set_default_dtype(d):
+def set_default_dtype(d: DType) -> None:
     """The dtype of Python floats made into tensors (and of ``rand``, ``zeros``, ... by default)."""
     global default_float
     d = as_dtype(d, "set_default_dtype")
@@ -69,14 +76,14 @@ def set_default_dtype(d):
     default_float = d
 
 
-def get_default_dtype():
+def get_default_dtype() -> DType:
     return default_float
 
 
 class finfo:
     """Machine limits of a floating point dtype, as ``torch.finfo``."""
 
-    def __init__(self, type=None):  # noqa: A002 (PyTorch's parameter name)
+    def __init__(self, type: DType | None = None) -> None:  # noqa: A002 (PyTorch's parameter name)
         d = default_float if type is None else as_dtype(type, "finfo")
         if not d.is_floating_point:
             raise DTypeError(f"finfo: expected a floating point dtype, got {d}")
@@ -99,7 +106,7 @@ class finfo:
 class iinfo:
     """Limits of an integer dtype, as ``torch.iinfo``."""
 
-    def __init__(self, type):  # noqa: A002 (PyTorch's parameter name)
+    def __init__(self, type: DType) -> None:  # noqa: A002 (PyTorch's parameter name)
         d = as_dtype(type, "iinfo")
         if d.category != INTEGER:
             raise DTypeError(f"iinfo: expected an integer dtype, got {d}")

@@ -4,8 +4,14 @@ Every random primitive takes ``(seed, offset)`` and the generator advances the o
 draw used, so results depend only on ``manual_seed`` and the sequence of draws, never on the
 backend's launch configuration. DataLoader workers reseed it per worker.
 """
+from __future__ import annotations
+
 import os
 import threading
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .types import Device
 
 _DEFAULT_SEED = 67280421310721
 
@@ -22,13 +28,13 @@ def set_draw_observer(observer):
 
 
 class Generator:
-    def __init__(self, device="cpu"):
+    def __init__(self, device: Device | str = "cpu") -> None:
         self.device = device
         self._lock = threading.Lock()
         self._seed = _DEFAULT_SEED
         self._offset = 0
 
-    def manual_seed(self, seed):
+    def manual_seed(self, seed: int) -> Generator:
         seed = int(seed)
         if seed < 0:
             seed &= 0xFFFFFFFFFFFFFFFF
@@ -37,19 +43,19 @@ class Generator:
             self._offset = 0
         return self
 
-    def seed(self):
+    def seed(self) -> int:
         return self.manual_seed(int.from_bytes(os.urandom(8), "little"))._seed
 
-    def initial_seed(self):
+    def initial_seed(self) -> int:
         return self._seed
 
-    def get_state(self):
+    def get_state(self) -> tuple[int, int]:
         return (self._seed, self._offset)
 
-    def set_state(self, state):
+    def set_state(self, state: tuple[int, int]) -> None:
         self._seed, self._offset = int(state[0]), int(state[1])
 
-    def next_offset(self, numel):
+    def next_offset(self, numel: int) -> tuple[int, int]:
         """Reserve counter blocks for a draw of ``numel`` values; return (seed, offset)."""
         with self._lock:
             offset = self._offset
@@ -65,22 +71,22 @@ class Generator:
 default_generator = Generator()
 
 
-def manual_seed(seed):
+def manual_seed(seed: int) -> Generator:
     default_generator.manual_seed(seed)
     return default_generator
 
 
-def seed():
+def seed() -> int:
     return default_generator.seed()
 
 
-def initial_seed():
+def initial_seed() -> int:
     return default_generator.initial_seed()
 
 
-def get_rng_state():
+def get_rng_state() -> tuple[int, int]:
     return default_generator.get_state()
 
 
-def set_rng_state(state):
+def set_rng_state(state: tuple[int, int]) -> None:
     default_generator.set_state(state)

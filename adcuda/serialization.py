@@ -18,6 +18,8 @@ checksum is verified, and a damaged, truncated or foreign file raises ``Checkpoi
 the file and what is wrong. Saving to a path writes a temporary file in the same directory, syncs
 it and renames it over the target, so a crash never leaves a half-written checkpoint.
 """
+from __future__ import annotations
+
 import collections
 import json
 import math
@@ -25,6 +27,7 @@ import os
 import struct
 import tempfile
 import zlib
+from typing import TYPE_CHECKING
 
 import numpy as np  # host-side byte layout of the file only; tensors come back through the factories
 
@@ -36,6 +39,9 @@ from .factories import from_numpy
 from .nn.modules.module import Module
 from .nn.parameter import Parameter
 from .tensor import Tensor
+
+if TYPE_CHECKING:
+    from .types import Any, BinaryIO, PathLike
 
 MAGIC = b"ADCUDA\x00\x01"
 FORMAT = "adcuda-checkpoint"
@@ -170,7 +176,8 @@ def _write(f, head, blobs):
             f.write(b"\x00" * padding)
 
 
-def save(obj, f, pickle_module=None, pickle_protocol=None, _use_new_zipfile_serialization=True):
+def save(obj: Any, f: str | PathLike[str] | BinaryIO, pickle_module: Any = None, pickle_protocol: int | None = None,
+         _use_new_zipfile_serialization: bool = True) -> None:
     """Write ``obj`` to ``f`` (a path or a binary file object). Pickle options are accepted for
     PyTorch compatibility and ignored: adcuda checkpoints are never pickles."""
     head, blobs = _serialize(obj)
@@ -427,7 +434,8 @@ def _hashable(key, fail):
     return key
 
 
-def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=None, **pickle_load_args):
+def load(f: str | PathLike[str] | BinaryIO, map_location: Any = None, pickle_module: Any = None, *,
+         weights_only: bool = True, mmap: bool | None = None, **pickle_load_args: Any) -> Any:
     """Read an object written by ``adcuda.save``. ``map_location``: a device (or its name), a dict
     mapping saved device names to new ones, or a callable ``(cpu_tensor, saved_device_name) ->
     tensor``. Nothing in the file is executed, whatever ``weights_only`` says."""

@@ -10,6 +10,10 @@ autograd. The autograd layer attaches the graph behaviour (``backward``, ``grad_
 Most fields live as class-level defaults and are only written per tensor when they change, so that
 making the result of an op costs two attribute writes.
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from . import dtypes as dt
@@ -17,6 +21,9 @@ from .backends import backend_for
 from .backends import cpu as _cpu
 from .device import CPU
 from .errors import AutogradError, DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
+
+if TYPE_CHECKING:
+    from .types import Any, Device, DType, Iterator, Node, Number, ndarray
 
 _NUMPY_TO_DTYPE = dt._FROM_NUMPY
 
@@ -33,7 +40,7 @@ class Tensor:
     __array_priority__ = 1000  # NumPy defers ``ndarray + Tensor`` to Tensor.__radd__
 
     # per-tensor state, written only where it differs from these defaults
-    grad = None
+    grad: Tensor | None = None
     _requires_grad = False
     _grad_fn = None          # the autograd node that produced this tensor (None for leaves)
     _output_nr = 0           # which output of that node this tensor is
@@ -45,10 +52,10 @@ class Tensor:
     _hooks = None            # a leaf's gradient hooks
     _retains_grad = False
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         pass  # ``Tensor(data)``, PyTorch's legacy constructor, is made by __new__ (ops/factories.py)
 
-    def __format__(self, spec):
+    def __format__(self, spec: str) -> str:
         # f"{loss:.4f}": a 0-d tensor formats as its Python number, as in PyTorch
         if self._data.ndim == 0:
             return format(self.item(), spec)
@@ -77,64 +84,64 @@ class Tensor:
         return backend_for(self._device)
 
     @property
-    def shape(self):
+    def shape(self) -> Size:
         return Size(self._data.shape)
 
-    def size(self, dim=None):
+    def size(self, dim: int | None = None) -> Size | int:
         if dim is None:
             return Size(self._data.shape)
         return self._data.shape[wrap_dim(dim, self._data.ndim, "size")]
 
     @property
-    def dtype(self):
+    def dtype(self) -> DType:
         d = _NUMPY_TO_DTYPE.get(self._data.dtype) if self._device is CPU else None
         return d if d is not None else backend_for(self._device).dtype_of(self._data)
 
     @property
-    def device(self):
+    def device(self) -> Device:
         return self._device
 
     @property
-    def is_cuda(self):
+    def is_cuda(self) -> bool:
         return self._device.type == "cuda"
 
     @property
-    def ndim(self):
+    def ndim(self) -> int:
         return self._data.ndim
 
-    def dim(self):
+    def dim(self) -> int:
         return self._data.ndim
 
-    def numel(self):
+    def numel(self) -> int:
         return self._data.size
 
     nelement = numel
 
-    def element_size(self):
+    def element_size(self) -> int:
         return self.dtype.itemsize
 
-    def is_floating_point(self):
+    def is_floating_point(self) -> bool:
         return self.dtype.is_floating_point
 
-    def is_contiguous(self):
+    def is_contiguous(self) -> bool:
         # asked of the array itself: a backend's contiguous() would copy a non-contiguous one to answer
         data = self._data
         return data.flags.c_contiguous if self._device is CPU else data.is_contiguous()
 
-    def stride(self, dim=None):
+    def stride(self, dim: int | None = None) -> tuple[int, ...] | int:
         strides = tuple(s // self._data.itemsize for s in self._data.strides)
         return strides if dim is None else strides[wrap_dim(dim, self.ndim, "stride")]
 
-    def data_ptr(self):
+    def data_ptr(self) -> int:
         return self._data.__array_interface__["data"][0] if self._device is CPU else self._data.data_ptr()
 
-    def __len__(self):
+    def __len__(self) -> int:
         if self.ndim == 0:
             raise TypeError("len() of a 0-d tensor")
         return self._data.shape[0]
 
     # ------------------------------------------------------------------ reading values
-    def numpy(self, *, force=False):
+    def numpy(self, *, force: bool = False) -> ndarray:
         if not force and (self._requires_grad or self._grad_fn is not None):
             raise AutogradError("numpy: can't call numpy() on a Tensor that requires grad. "
                              "Use tensor.detach().numpy() instead.")
@@ -146,27 +153,27 @@ class Tensor:
         a = primitives(self).to_numpy(self._data)
         return a if dtype is None else a.astype(dtype)
 
-    def item(self):
+    def item(self) -> Number:
         if self.numel() != 1:
             raise ShapeError(f"item: a Tensor with {self.numel()} elements cannot be converted to a "
                              f"Python scalar (shape {fmt_shape(self.shape)})")
         return primitives(self).to_numpy(self._data).reshape(()).item()
 
-    def tolist(self):
+    def tolist(self) -> Any:
         return primitives(self).to_numpy(self._data).tolist()
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         if self.numel() != 1:
             raise ShapeError(f"bool: the truth value of a Tensor with {self.numel()} elements is ambiguous")
         return bool(self.item())
 
-    def __float__(self):
+    def __float__(self) -> float:
         return float(self.item())
 
-    def __int__(self):
+    def __int__(self) -> int:
         return int(self.item())
 
-    def __index__(self):
+    def __index__(self) -> int:
         if self.dtype.category != dt.INTEGER or self.numel() != 1:
             raise TypeError("only integer tensors of a single element can be converted to an index")
         return int(self.item())
@@ -174,7 +181,7 @@ class Tensor:
     def __hash__(self):
         return id(self)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Tensor]:
         if self.ndim == 0:
             raise TypeError("iteration over a 0-d tensor")
         return (self[i] for i in range(self._data.shape[0]))
@@ -194,6 +201,54 @@ class Tensor:
         elif self._requires_grad:
             extras.append("requires_grad=True")
         return "tensor(" + body + "".join(", " + e for e in extras) + ")"
+
+    if TYPE_CHECKING:
+        # What the autograd and ops layers attach to the class at import (adcuda/autograd/tensor_methods.py,
+        # adcuda/ops/registry.py), as type checkers see it: the autograd fields, every operator (these
+        # are the registry's, tests/test_type_hints.py checks), and every other op method as Any.
+        requires_grad: bool
+        grad_fn: Node | None
+        is_leaf: bool
+        data: Tensor
+
+        def __getattr__(self, name: str) -> Any: ...
+        def __add__(self, other: Tensor | Number) -> Tensor: ...
+        def __sub__(self, other: Tensor | Number) -> Tensor: ...
+        def __mul__(self, other: Tensor | Number) -> Tensor: ...
+        def __truediv__(self, other: Tensor | Number) -> Tensor: ...
+        def __floordiv__(self, other: Tensor | Number) -> Tensor: ...
+        def __mod__(self, other: Tensor | Number) -> Tensor: ...
+        def __pow__(self, other: Tensor | Number) -> Tensor: ...
+        def __matmul__(self, other: Tensor | Number) -> Tensor: ...
+        def __and__(self, other: Tensor | Number) -> Tensor: ...
+        def __or__(self, other: Tensor | Number) -> Tensor: ...
+        def __xor__(self, other: Tensor | Number) -> Tensor: ...
+        def __radd__(self, other: Tensor | Number) -> Tensor: ...
+        def __rsub__(self, other: Tensor | Number) -> Tensor: ...
+        def __rmul__(self, other: Tensor | Number) -> Tensor: ...
+        def __rtruediv__(self, other: Tensor | Number) -> Tensor: ...
+        def __rfloordiv__(self, other: Tensor | Number) -> Tensor: ...
+        def __rpow__(self, other: Tensor | Number) -> Tensor: ...
+        def __rmatmul__(self, other: Tensor | Number) -> Tensor: ...
+        def __rand__(self, other: Tensor | Number) -> Tensor: ...
+        def __ror__(self, other: Tensor | Number) -> Tensor: ...
+        def __rxor__(self, other: Tensor | Number) -> Tensor: ...
+        def __iadd__(self, other: Tensor | Number) -> Tensor: ...
+        def __isub__(self, other: Tensor | Number) -> Tensor: ...
+        def __imul__(self, other: Tensor | Number) -> Tensor: ...
+        def __itruediv__(self, other: Tensor | Number) -> Tensor: ...
+        def __lt__(self, other: Tensor | Number) -> Tensor: ...
+        def __le__(self, other: Tensor | Number) -> Tensor: ...
+        def __gt__(self, other: Tensor | Number) -> Tensor: ...
+        def __ge__(self, other: Tensor | Number) -> Tensor: ...
+        def __eq__(self, other: object) -> Tensor: ...  # type: ignore[override]
+        def __ne__(self, other: object) -> Tensor: ...  # type: ignore[override]
+        def __neg__(self) -> Tensor: ...
+        def __pos__(self) -> Tensor: ...
+        def __abs__(self) -> Tensor: ...
+        def __invert__(self) -> Tensor: ...
+        def __getitem__(self, key: Any) -> Tensor: ...
+        def __setitem__(self, key: Any, value: Tensor | Number) -> None: ...
 
 
 def _float_formatter(array):
@@ -222,7 +277,7 @@ class Size(tuple):
     def __repr__(self):
         return f"adcuda.Size({list(self)})"
 
-    def numel(self):
+    def numel(self) -> int:
         n = 1
         for s in self:
             n *= s

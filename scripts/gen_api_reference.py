@@ -16,6 +16,7 @@ import dataclasses
 import importlib
 import inspect
 import os
+import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -55,14 +56,37 @@ def first_line(obj):
 
 
 def signature_of(obj):
-    """The call signature without type annotations: those print differently from one Python version to
-    the next, and the reference must read the same on every one."""
+    """The call signature, with its type annotations written as in the source (``dtype: DType | None``, not
+    ``dtype: typing.Optional[adcuda.dtypes.dtype]``). adcuda keeps most annotations as the source's text
+    (``from __future__ import annotations``), which reads the same on every Python version; the few
+    evaluated ones lose their module prefixes to read alike."""
     try:
         signature = inspect.signature(obj)
     except (TypeError, ValueError):
         return "(...)"
-    parameters = [p.replace(annotation=inspect.Parameter.empty) for p in signature.parameters.values()]
-    return str(signature.replace(parameters=parameters, return_annotation=inspect.Signature.empty))
+    parameters = [p.replace(annotation=_compact(p.annotation)) for p in signature.parameters.values()]
+    # a class's signature is its __init__'s, whose "-> None" says nothing about calling the class
+    returns = inspect.Signature.empty if inspect.isclass(obj) else _compact(signature.return_annotation)
+    return str(signature.replace(parameters=parameters, return_annotation=returns))
+
+
+class _AnnotationText:
+    """An annotation that ``inspect`` prints as its bare text (a str would print quoted)."""
+
+    def __init__(self, text):
+        self.text = text
+
+    def __repr__(self):
+        return self.text
+
+
+def _compact(annotation):
+    if annotation is inspect.Parameter.empty:
+        return annotation
+    if isinstance(annotation, type):
+        return _AnnotationText(annotation.__qualname__)
+    text = annotation if isinstance(annotation, str) else repr(annotation).replace("NoneType", "None")
+    return _AnnotationText(re.sub(r"\b(?:[A-Za-z_]\w*\.)+(?=[A-Za-z_])", "", text))  # builtins.bool -> bool
 
 
 # Names ``import adcuda`` provides on first use (its module ``__getattr__``), which ``vars()`` cannot see.

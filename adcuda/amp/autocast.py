@@ -7,8 +7,11 @@ for the policies and the cast cache; the ops and their policies are in ``adcuda/
 Beyond PyTorch: the default dtype is float16 on both device types (PyTorch's CPU default is
 bfloat16, which NumPy, and so the CPU fallback, cannot store); ``dtype=bfloat16`` is for CUDA.
 """
+from __future__ import annotations
+
 import functools
 import warnings
+from typing import TYPE_CHECKING
 
 from .. import cuda
 from .. import dtypes as dt
@@ -16,14 +19,17 @@ from ..errors import DeviceError, DTypeError
 from ..ops import autocast as _regions
 from ..ops.autocast import float16_regions_entered  # noqa: F401 (GradScaler asks it)
 
+if TYPE_CHECKING:
+    from ..types import Any, Callable, DType
+
 _HALF = (dt.float16, dt.bfloat16)
 
 
-def is_autocast_enabled(device_type="cuda"):
+def is_autocast_enabled(device_type: str = "cuda") -> bool:
     return _regions.is_enabled(device_type)
 
 
-def get_autocast_dtype(device_type="cuda"):
+def get_autocast_dtype(device_type: str = "cuda") -> DType:
     """The dtype of the enabled region for ``device_type``, or its default when none is enabled."""
     return _regions.region_dtype(device_type)
 
@@ -33,7 +39,8 @@ class autocast:
     (and decorator) under which the ops with an autocast policy run in mixed precision on
     ``device_type``."""
 
-    def __init__(self, device_type, dtype=None, enabled=True, cache_enabled=None):
+    def __init__(self, device_type: str, dtype: DType | None = None, enabled: bool = True,
+                 cache_enabled: bool | None = None) -> None:
         if device_type not in ("cpu", "cuda"):
             raise DeviceError(f"autocast: unsupported device_type {device_type!r} (expected 'cpu' or 'cuda')")
         if not isinstance(enabled, bool):
@@ -54,16 +61,16 @@ class autocast:
         self._cache_enabled = True if cache_enabled is None else bool(cache_enabled)
         self._saved = []
 
-    def __enter__(self):
+    def __enter__(self) -> autocast:
         self._saved.append(_regions.enter_region(self.device_type, self.fast_dtype, self._enabled,
                                                  self._cache_enabled))
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> bool:
         _regions.exit_region(self._saved.pop())
         return False
 
-    def __call__(self, func):
+    def __call__(self, func: Callable[..., Any]) -> Callable[..., Any]:
         args = (self.device_type, self.fast_dtype, self._enabled, self._cache_enabled)
 
         @functools.wraps(func)

@@ -28,6 +28,8 @@ Beyond PyTorch:
 - Where no float16 compute ran (float32 gradients and no float16 ``autocast`` region) the scaler
   says once, with a warning, that it is not needed there, and keeps working.
 """
+from __future__ import annotations
+
 import enum
 import math
 import warnings
@@ -266,31 +268,31 @@ class GradScaler:
             return 0
         return self._init_growth_tracker if self._growth_tracker is None else int(self._growth_tracker.item())
 
-    def get_growth_factor(self):
+    def get_growth_factor(self) -> float:
         return self._growth_factor
 
-    def set_growth_factor(self, new_factor):
+    def set_growth_factor(self, new_factor: float) -> None:
         _check_factors(new_factor, self._backoff_factor, self._growth_interval)
         self._growth_factor = float(new_factor)
 
-    def get_backoff_factor(self):
+    def get_backoff_factor(self) -> float:
         return self._backoff_factor
 
-    def set_backoff_factor(self, new_factor):
+    def set_backoff_factor(self, new_factor: float) -> None:
         _check_factors(self._growth_factor, new_factor, self._growth_interval)
         self._backoff_factor = float(new_factor)
 
-    def get_growth_interval(self):
+    def get_growth_interval(self) -> int:
         return self._growth_interval
 
-    def set_growth_interval(self, new_interval):
+    def set_growth_interval(self, new_interval: int) -> None:
         _check_factors(self._growth_factor, self._backoff_factor, new_interval)
         self._growth_interval = int(new_interval)
 
-    def get_min_scale(self):
+    def get_min_scale(self) -> float:
         return self._min_scale
 
-    def get_max_scale(self):
+    def get_max_scale(self) -> float:
         return self._max_scale
 
     def is_enabled(self) -> bool:

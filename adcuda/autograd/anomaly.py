@@ -1,5 +1,7 @@
 """Anomaly detection: NaN/Inf in a backward op's outputs is an error that names the op and shows
 where its forward was called."""
+from __future__ import annotations
+
 import os
 import threading
 import traceback
@@ -12,11 +14,11 @@ _enabled_threads = 0
 enabled_somewhere = False
 
 
-def is_anomaly_enabled():
+def is_anomaly_enabled() -> bool:
     return getattr(_state, "enabled", False)
 
 
-def set_detect_anomaly(mode):
+def set_detect_anomaly(mode: bool) -> None:
     global _enabled_threads, enabled_somewhere
     mode = bool(mode)
     if mode != is_anomaly_enabled():
@@ -27,15 +29,15 @@ def set_detect_anomaly(mode):
 
 
 class detect_anomaly:
-    def __init__(self, check_nan=True):
+    def __init__(self, check_nan: bool = True) -> None:
         self.check_nan = check_nan
 
-    def __enter__(self):
+    def __enter__(self) -> detect_anomaly:
         self._prev = is_anomaly_enabled()
         set_detect_anomaly(self.check_nan)
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> bool:
         set_detect_anomaly(self._prev)
         return False
 

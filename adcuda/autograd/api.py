@@ -1,9 +1,16 @@
 """``backward`` and ``grad``: what users call to run the engine."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import numpy as np  # a gradient given as Python data
 
 from ..errors import AutogradError, fmt_shape
 from ..tensor import Tensor, primitives
 from .engine import run_backward
+
+if TYPE_CHECKING:
+    from ..types import Sequence
 
 
 def _as_list(x):
@@ -40,7 +47,9 @@ def _root_grads(op, outputs, grad_outputs):
     return grads
 
 
-def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
+def backward(tensors: Tensor | Sequence[Tensor], grad_tensors: Tensor | Sequence[Tensor | None] | None = None,
+             retain_graph: bool | None = None, create_graph: bool = False,
+             inputs: Tensor | Sequence[Tensor] | None = None) -> None:
     """Accumulate d(tensors)/d(leaf) into each leaf's ``.grad``."""
     tensors = _as_list(tensors)
     grad_tensors = _as_list(grad_tensors)
@@ -62,8 +71,10 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     run_backward(tensors, grads, retain_graph, create_graph)
 
 
-def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=False,
-         only_inputs=True, materialize_grads=False):
+def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
+         grad_outputs: Tensor | Sequence[Tensor | None] | None = None, retain_graph: bool | None = None,
+         create_graph: bool = False, allow_unused: bool = False, only_inputs: bool = True,
+         materialize_grads: bool = False) -> tuple[Tensor | None, ...]:
     """The gradients of ``outputs`` w.r.t. ``inputs`` (returned, not accumulated)."""
     outputs = _as_list(outputs)
     inputs = _as_list(inputs)

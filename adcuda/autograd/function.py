@@ -1,16 +1,22 @@
 """``adcuda.autograd.Function``: user-defined ops with ``forward(ctx, ...)`` and ``backward(ctx, grad)``."""
+from __future__ import annotations
+
 import weakref
+from typing import TYPE_CHECKING
 
 from ..errors import AutogradError, fmt_shape
 from ..tensor import Tensor, primitives_on
 from .grad_mode import no_grad
 from .graph import Node, edge_of, needs_grad, set_history, sum_to_shape
 
+if TYPE_CHECKING:
+    from ..types import Any
+
 
 class FunctionCtx:
     """The ``ctx`` passed to forward and backward."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._to_save = ()
         self._node_ref = None
         self.needs_input_grad = ()
@@ -18,23 +24,23 @@ class FunctionCtx:
         self._non_differentiable = set()
         self._dirty = ()
 
-    def save_for_backward(self, *tensors):
+    def save_for_backward(self, *tensors: Tensor | None) -> None:
         self._to_save = tensors
 
     @property
-    def saved_tensors(self):
+    def saved_tensors(self) -> tuple[Tensor | None, ...]:
         node = self._node_ref() if self._node_ref is not None else None
         if node is None:
             return self._to_save
         return node.saved_tensors
 
-    def mark_non_differentiable(self, *tensors):
+    def mark_non_differentiable(self, *tensors: Tensor) -> None:
         self._non_differentiable.update(id(t) for t in tensors)
 
-    def mark_dirty(self, *tensors):
+    def mark_dirty(self, *tensors: Tensor) -> None:
         self._dirty = tensors
 
-    def set_materialize_grads(self, value):
+    def set_materialize_grads(self, value: bool) -> None:
         self.materialize_grads = bool(value)
 
 
@@ -57,15 +63,15 @@ class Function(metaclass=FunctionMeta):
     ``None``) per forward argument."""
 
     @staticmethod
-    def forward(ctx, *args, **kwargs):
+    def forward(ctx: FunctionCtx, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError("a Function subclass must implement forward(ctx, ...)")
 
     @staticmethod
-    def backward(ctx, *grad_outputs):
+    def backward(ctx: FunctionCtx, *grad_outputs: Tensor) -> Any:
         raise NotImplementedError("a Function subclass must implement backward(ctx, *grad_outputs)")
 
     @classmethod
-    def apply(cls, *args, **kwargs):
+    def apply(cls, *args: Any, **kwargs: Any) -> Any:
         ctx = FunctionCtx()
         tensor_args = [a for a in args if isinstance(a, Tensor)]
         recording = needs_grad(*tensor_args)

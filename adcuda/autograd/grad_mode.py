@@ -1,7 +1,13 @@
 """Thread-local gradient recording switches: ``no_grad``, ``enable_grad``, ``set_grad_enabled``,
 ``inference_mode``."""
+from __future__ import annotations
+
 import functools
 import threading
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..types import Any, Callable
 
 
 class _GradState(threading.local):
@@ -12,7 +18,7 @@ class _GradState(threading.local):
 state = _state = _GradState()
 
 
-def is_grad_enabled():
+def is_grad_enabled() -> bool:
     return _state.enabled
 
 
@@ -24,22 +30,22 @@ class _GradModeContext:
     """Context manager that also works as a decorator (``@no_grad()`` and ``@no_grad``)."""
     _mode = None
 
-    def __new__(cls, func=None):
+    def __new__(cls, func: Callable[..., Any] | None = None) -> Any:
         self = super().__new__(cls)
         if callable(func):  # used bare as ``@no_grad``
             return self(func)
         return self
 
-    def __enter__(self):
+    def __enter__(self) -> _GradModeContext:
         self._prev = is_grad_enabled()
         _set_enabled(self._mode)
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> bool:
         _set_enabled(self._prev)
         return False
 
-    def __call__(self, func):
+    def __call__(self, func: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(func)
         def wrapper(*args, **kwargs):
             with self.__class__():
@@ -58,17 +64,17 @@ class enable_grad(_GradModeContext):
 class set_grad_enabled(_GradModeContext):
     """``set_grad_enabled(False)`` switches at once (as in PyTorch) and restores on ``__exit__``."""
 
-    def __new__(cls, mode):
+    def __new__(cls, mode: bool) -> set_grad_enabled:
         self = object.__new__(cls)
         self._prev = is_grad_enabled()
         self._mode = bool(mode)
         _set_enabled(mode)
         return self
 
-    def __enter__(self):
+    def __enter__(self) -> set_grad_enabled:
         return self
 
-    def __call__(self, func):
+    def __call__(self, func: Callable[..., Any]) -> Callable[..., Any]:
         _set_enabled(self._prev)
         mode = self._mode
 
@@ -87,7 +93,7 @@ class inference_mode(_GradModeContext):
     a graph afterwards; that is more lenient than PyTorch, never stricter.
     ``inference_mode(False)`` leaves the grad mode as it is, as in PyTorch."""
 
-    def __new__(cls, mode=True):
+    def __new__(cls, mode: bool | Callable[..., Any] = True) -> Any:
         self = object.__new__(cls)
         if callable(mode):  # used bare as ``@inference_mode``
             self._on = True
@@ -95,7 +101,7 @@ class inference_mode(_GradModeContext):
         self._on = bool(mode)
         return self
 
-    def __enter__(self):
+    def __enter__(self) -> inference_mode:
         self._prev = is_grad_enabled()
         self._prev_inference = _state_inference.on
         if self._on:
@@ -103,12 +109,12 @@ class inference_mode(_GradModeContext):
             _state_inference.on = True
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> bool:
         _set_enabled(self._prev)
         _state_inference.on = self._prev_inference
         return False
 
-    def __call__(self, func):
+    def __call__(self, func: Callable[..., Any]) -> Callable[..., Any]:
         on = self._on
 
         @functools.wraps(func)
@@ -125,5 +131,5 @@ class _InferenceState(threading.local):
 _state_inference = _InferenceState()
 
 
-def is_inference_mode_enabled():
+def is_inference_mode_enabled() -> bool:
     return _state_inference.on

@@ -3,7 +3,10 @@
 Central differences in float64 against the analytical Jacobian, column by column (one backward per
 output element, one pair of forwards per input element), like PyTorch's slow mode.
 """
+from __future__ import annotations
+
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np  # host-side Jacobian bookkeeping for the check itself
 
@@ -12,6 +15,9 @@ from ..errors import AutogradError
 from ..random import default_generator
 from ..tensor import Tensor, primitives_on
 from .api import grad as autograd_grad
+
+if TYPE_CHECKING:
+    from ..types import Callable, Sequence
 
 
 class GradcheckError(AutogradError):
@@ -82,8 +88,9 @@ def _analytical_jacobian(fn, inputs, idx):
     return jac
 
 
-def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True, nondet_tol=0.0,
-              check_undefined_grad=True):
+def gradcheck(func: Callable[..., Tensor | Sequence[Tensor]], inputs: Tensor | Sequence[Tensor], *, eps: float = 1e-6,
+              atol: float = 1e-5, rtol: float = 1e-3, raise_exception: bool = True, nondet_tol: float = 0.0,
+              check_undefined_grad: bool = True) -> bool:
     """True if analytical and numerical Jacobians of ``func`` at ``inputs`` agree."""
     inputs = _as_tuple(inputs)
     idx = _differentiable(inputs)
@@ -108,8 +115,9 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     return True
 
 
-def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=1e-3,
-                  raise_exception=True, gen_non_contig_grad_outputs=False):
+def gradgradcheck(func: Callable[..., Tensor | Sequence[Tensor]], inputs: Tensor | Sequence[Tensor],
+                  grad_outputs: Tensor | Sequence[Tensor] | None = None, *, eps: float = 1e-6, atol: float = 1e-5,
+                  rtol: float = 1e-3, raise_exception: bool = True, gen_non_contig_grad_outputs: bool = False) -> bool:
     """gradcheck of the function ``inputs, grad_outputs -> d(outputs)/d(inputs) . grad_outputs``."""
     inputs = _as_tuple(inputs)
     idx = _differentiable(inputs)

@@ -5,14 +5,20 @@ for backward, checked against the tensors' version counters when they are unpack
 Also here: what recording needs from a tensor (``needs_grad``, ``edge_of``), and ``record`` for the
 few nodes that are not registry ops (custom Functions, in-place bookkeeping such as CopySlices).
 """
+from __future__ import annotations
+
 import itertools
 import sys
 import weakref
+from typing import TYPE_CHECKING
 
 from ..errors import AutogradError, ShapeError, fmt_shape
 from ..tensor import Tensor, version_counter, version_of  # noqa: F401 (version_counter: for autograd and ops)
 from . import anomaly
 from .grad_mode import is_grad_enabled
+
+if TYPE_CHECKING:
+    from ..types import Any, Callable, Sequence
 
 _sequence = itertools.count()
 
@@ -44,7 +50,8 @@ class Node:
     ctx = None
     trace = None
 
-    def __init__(self, name, next_edges, backward_fn, num_outputs=1):
+    def __init__(self, name: str, next_edges: Sequence[tuple[Node, int] | None], backward_fn: Callable[..., Any] | None,
+                 num_outputs: int = 1) -> None:
         self.name = name
         self.next_edges = next_edges
         self.backward_fn = backward_fn
@@ -59,35 +66,35 @@ class Node:
         return f"<{self.name} object>"
 
     @property
-    def next_functions(self):
+    def next_functions(self) -> tuple[tuple[Node | None, int], ...]:
         return tuple((e[0], e[1]) if e is not None else (None, 0) for e in self.next_edges)
 
     # ------------------------------------------------------------------ saved values
-    def save(self, tensors, outputs=()):
+    def save(self, tensors: Sequence[Tensor | None], outputs: Sequence[Tensor] = ()) -> None:
         """Keep ``tensors`` for backward (see ``pack``)."""
         self._saved = [pack(t, outputs) for t in tensors]
 
     @property
-    def saved_tensors(self):
+    def saved_tensors(self) -> tuple[Tensor | None, ...]:
         if self._released:
             raise AutogradError(FREED_MESSAGE)
         if self._saved is None:
             return ()
         return tuple(unpack(item, self) for item in self._saved)
 
-    def release(self):
+    def release(self) -> None:
         if self._saved is not None:
             self._saved = None
             self._released = True
 
     # ------------------------------------------------------------------ hooks
-    def add_pre_hook(self, output_nr, hook):
+    def add_pre_hook(self, output_nr: int, hook: Callable[[Tensor], Tensor | None]) -> RemovableHandle:
         if self.pre_hooks is None:
             self.pre_hooks = {}
         hooks = self.pre_hooks.setdefault(output_nr, {})
         return RemovableHandle(hooks, hook)
 
-    def set_retain_hook(self, output_nr, hook):
+    def set_retain_hook(self, output_nr: int, hook: Callable[[Tensor], Tensor | None]) -> None:
         """``retain_grad``'s hook: kept apart so it runs after every other hook on that output."""
         if self.retain_hooks is None:
             self.retain_hooks = {}

@@ -1,7 +1,10 @@
 """The autograd side of ``Tensor``: ``grad_fn``, ``requires_grad``, ``is_leaf``, ``detach``,
 ``retain_grad``, ``register_hook``, ``backward``. ``adcuda.tensor`` keeps the fields they read and
 write; this module gives them their meaning and attaches them to the class when autograd loads."""
+from __future__ import annotations
+
 import weakref
+from typing import TYPE_CHECKING
 
 from ..errors import AutogradError, DTypeError, ShapeError
 from ..tensor import Tensor, replay_view
@@ -9,8 +12,11 @@ from .api import backward as _run_backward
 from .grad_mode import enable_grad, is_grad_enabled
 from .graph import RemovableHandle, edge_of, version_counter, version_of
 
+if TYPE_CHECKING:
+    from ..types import Callable, Node, Sequence
 
-def _grad_fn(self):
+
+def _grad_fn(self: Tensor) -> Node | None:
     # A view whose base was written in place since its history was recorded reads its history
     # again from the base (PyTorch regenerates a view's grad_fn the same way).
     if self._view_version is not None and self._view_version != version_of(self):
@@ -34,7 +40,7 @@ def _refresh_view_history(view):
     view._grad_fn, view._output_nr = fresh._grad_fn, fresh._output_nr
 
 
-def _requires_grad(self):
+def _requires_grad(self: Tensor) -> bool:
     return self._requires_grad or self.grad_fn is not None
 
 
@@ -52,20 +58,20 @@ def _set_requires_grad(self, value):
     self._requires_grad = bool(value)
 
 
-def requires_grad_(self, requires_grad=True):
+def requires_grad_(self: Tensor, requires_grad: bool = True) -> Tensor:
     self.requires_grad = requires_grad
     return self
 
 
-def _is_leaf(self):
+def _is_leaf(self: Tensor) -> bool:
     return self.grad_fn is None
 
 
-def _retains_grad(self):
+def _retains_grad(self: Tensor) -> bool:
     return self._retains_grad
 
 
-def _data(self):
+def _data(self: Tensor) -> Tensor:
     return self.detach()
 
 
@@ -76,14 +82,14 @@ def _set_data(self, value):
     self._device = value._device
 
 
-def detach(self):
+def detach(self: Tensor) -> Tensor:
     """The same data and version counter, outside the graph."""
     t = Tensor._make(self._data, self._device)
     t._vc = version_counter(self)
     return t
 
 
-def detach_(self):
+def detach_(self: Tensor) -> Tensor:
     if self._base is not None and self._base.requires_grad:
         raise AutogradError("detach_: can't detach a view of a tensor that requires grad in place; "
                             "use detach()")
@@ -93,7 +99,7 @@ def detach_(self):
     return self
 
 
-def retain_grad(self):
+def retain_grad(self: Tensor) -> None:
     node = self.grad_fn
     if node is None:
         if not self._requires_grad:
@@ -119,7 +125,7 @@ def attach_retain_hook(t, node):
     node.set_retain_hook(t._output_nr, retain)
 
 
-def register_hook(self, hook):
+def register_hook(self: Tensor, hook: Callable[[Tensor], Tensor | None]) -> RemovableHandle:
     if not self.requires_grad:
         raise AutogradError("register_hook: cannot register a hook on a tensor that doesn't require gradient")
     if self.grad_fn is not None:
@@ -129,7 +135,8 @@ def register_hook(self, hook):
     return RemovableHandle(self._hooks, hook)
 
 
-def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+def backward(self: Tensor, gradient: Tensor | None = None, retain_graph: bool | None = None, create_graph: bool = False,
+             inputs: Tensor | Sequence[Tensor] | None = None) -> None:
     _run_backward([self], None if gradient is None else [gradient], retain_graph, create_graph, inputs)
 
 

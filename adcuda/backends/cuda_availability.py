@@ -14,6 +14,8 @@ handler marks children forked after that, so that every entry point can refuse w
 ``BadForkError`` instead. The native runtime keeps the same state with ``pthread_atfork`` for the
 paths that do not pass through Python.
 """
+from __future__ import annotations
+
 import contextlib
 import dataclasses
 import functools
@@ -67,7 +69,7 @@ def in_bad_fork():
     return _forked_after_init or _native_flag("in_bad_fork")
 
 
-def is_initialized():
+def is_initialized() -> bool:
     """Whether this process has initialised CUDA (PyTorch's ``torch.cuda.is_initialized``). Finding a
     device counts: it initialises the driver, after which forked children cannot use CUDA either."""
     if in_bad_fork():
@@ -210,17 +212,17 @@ def device_properties(index):
     return _CudaDeviceProperties(**_native._C.cuda_device_properties(index))
 
 
-def is_available():
+def is_available() -> bool:
     """Whether a CUDA device that can run this build's kernels is visible."""
     return query()[1] is None
 
 
-def device_count():
+def device_count() -> int:
     """The number of CUDA devices the runtime sees (0 without a driver, GPU or CUDA build)."""
     return query()[0]
 
 
-def unavailable_reason():
+def unavailable_reason() -> str | None:
     """Why CUDA cannot be used (the CUDA error from the driver, a build without CUDA, ...); None if it can."""
     return query()[1]
 

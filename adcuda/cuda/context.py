@@ -12,6 +12,8 @@ its positional argument). In each process and thread it, once:
     stream, and readies the allocator and the pinned pool; elsewhere it returns the CPU context, which
     says why CUDA is not used, and does nothing else.
 """
+from __future__ import annotations
+
 import dataclasses
 import os
 import sys
@@ -46,7 +48,7 @@ class CudaContext:
     stream: object = None
 
     @property
-    def is_cuda(self):
+    def is_cuda(self) -> bool:
         return self.device.type == "cuda"
 
     def __repr__(self):

@@ -5,6 +5,10 @@ for), ``is_available()`` is False, ``unavailable_reason()`` says why, and every 
 device raises ``adcuda.errors.DeviceError`` with that reason instead of crashing. The query itself
 (asked once per process) is ``adcuda.backends.cuda_availability``'s, which the CUDA backend checks too.
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from .. import _native
 from ..backends.cuda_availability import (
     device_count,
@@ -17,6 +21,9 @@ from ..backends.cuda_availability import query as _query  # noqa: F401 (adcuda.c
 from ..backends.cuda_availability import require_cuda as _require_cuda
 from ..device import device as device_type
 from ..errors import DeviceError
+
+if TYPE_CHECKING:
+    from ..types import Any, Device
 
 __all__ = [
     "is_available", "device_count", "unavailable_reason", "get_device_name", "get_device_properties",
@@ -49,33 +56,33 @@ def _device_index(device, op_name):
     return index
 
 
-def get_device_properties(device=None):
+def get_device_properties(device: Device | str | int | None = None) -> Any:
     """Name, compute capability, memory and SM count of a device (PyTorch's ``_CudaDeviceProperties``)."""
     return _properties(_device_index(device, "get_device_properties"))
 
 
-def get_device_name(device=None):
+def get_device_name(device: Device | str | int | None = None) -> str:
     return _properties(_device_index(device, "get_device_name")).name
 
 
-def get_device_capability(device=None):
+def get_device_capability(device: Device | str | int | None = None) -> tuple[int, int]:
     props = _properties(_device_index(device, "get_device_capability"))
     return props.major, props.minor
 
 
-def current_device():
+def current_device() -> int:
     """The calling thread's current CUDA device index."""
     _require_cuda("current_device")
     return _native._C.cuda_current_device()
 
 
-def set_device(device):
+def set_device(device: Device | str | int) -> None:
     """Make ``device`` the calling thread's current CUDA device."""
     index = _device_index(device, "set_device")  # raises the clear error first where CUDA is unusable
     _native._C.cuda_set_device(index)
 
 
-def synchronize(device=None):
+def synchronize(device: Device | str | int | None = None) -> None:
     """Wait until all work queued on ``device`` (default: the current one) has finished."""
     index = _device_index(device, "synchronize")
     C = _native._C
@@ -94,11 +101,11 @@ class device:
     """``with adcuda.cuda.device(1):`` makes a device current for the block (PyTorch's
     ``torch.cuda.device``); ``None`` or a negative index leaves the current device as it is."""
 
-    def __init__(self, device):
+    def __init__(self, device: Device | str | int | None) -> None:
         self._index = None if device is None or (isinstance(device, int) and device < 0) else device
         self._previous = None
 
-    def __enter__(self):
+    def __enter__(self) -> device:
         if self._index is None:
             return self
         index = _device_index(self._index, "device")
@@ -107,13 +114,13 @@ class device:
             _native._C.cuda_set_device(index)
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         if self._previous is not None:
             _native._C.cuda_set_device(self._previous)
             self._previous = None
 
 
-def mem_get_info(device=None):
+def mem_get_info(device: Device | str | int | None = None) -> tuple[int, int]:
     """``(free, total)`` bytes of device memory, as the driver reports them (all processes together)."""
     index = _device_index(device, "mem_get_info")  # first: a host-only _C has no memory_info to look up
     return tuple(_native._C.memory_info(index))

@@ -6,6 +6,8 @@ staging block, and device->host copies land in a pinned block that ``.numpy()`` 
 Arrays here are NumPy arrays whose memory is a pool block; the block returns to the pool when the last
 array over it goes, and is reused only after every copy queued on it has completed.
 """
+from __future__ import annotations
+
 import numpy as np
 
 from .. import _native
@@ -65,7 +67,7 @@ def is_pinned_array(array):
     return C.is_pool_pinned(address) or C.is_page_locked(address)
 
 
-def pinned_memory_stats():
+def pinned_memory_stats() -> dict[str, int]:
     """The pool's counters: bytes ``allocated`` (handed out) and ``reserved`` (from cudaHostAlloc) with
     peaks; blocks ``active``, ``cached`` and ``pending`` (freed, copies still queued); ``allocations``,
     ``cache_hits``, ``host_allocs``/``host_frees``, ``recorded_uses`` (copies noted on blocks)."""
@@ -73,13 +75,13 @@ def pinned_memory_stats():
     return dict.fromkeys(_STAT_KEYS, 0) if C is None else C.pinned_memory_stats()
 
 
-def reset_peak_pinned_memory_stats():
+def reset_peak_pinned_memory_stats() -> None:
     C = _runtime()
     if C is not None:
         C.reset_peak_pinned_memory_stats()
 
 
-def empty_pinned_cache():
+def empty_pinned_cache() -> None:
     """Give the pool's unused blocks back to CUDA (after the copies pending on them complete)."""
     C = _runtime()
     if C is not None:

@@ -7,9 +7,16 @@ train side by side never wait for each other's kernels. ``current_stream()`` is 
 is ordered only by events: the runtime makes a stream wait for an event whenever it uses memory that
 another stream used last, and ``Stream.wait_stream`` / ``Event.wait`` order streams explicitly.
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from .. import _interop, _native
 from ..device import device as _device_type
 from .devices import _device_index
+
+if TYPE_CHECKING:
+    from ..types import Any, Device, Tensor
 
 __all__ = ["Stream", "ExternalStream", "Event", "current_stream", "default_stream", "set_stream", "stream",
            "StreamContext", "record_stream"]
@@ -24,7 +31,7 @@ class Stream:
     object is deleted; streams are never destroyed, see kernels/runtime/stream.h). ``priority`` is
     accepted for PyTorch compatibility and not used."""
 
-    def __init__(self, device=None, priority=0):
+    def __init__(self, device: Device | str | int | None = None, priority: int = 0) -> None:
         index = _device_index(device, "Stream")
         self._pooled = _C().PooledStream(index)
         self.cuda_stream = self._pooled.handle
@@ -39,26 +46,26 @@ class Stream:
         return stream
 
     @property
-    def device_index(self):
+    def device_index(self) -> int:
         return self.device.index
 
-    def query(self):
+    def query(self) -> bool:
         """Whether all work queued on the stream has finished."""
         return _C().stream_query(self.cuda_stream)
 
-    def synchronize(self):
+    def synchronize(self) -> None:
         """Wait until all work queued on the stream has finished (the GIL is released meanwhile)."""
         _C().stream_synchronize(self.cuda_stream)
 
-    def wait_event(self, event):
+    def wait_event(self, event: Event) -> None:
         """Work queued on this stream from now on waits for ``event``."""
         event.wait(self)
 
-    def wait_stream(self, stream):
+    def wait_stream(self, stream: Stream) -> None:
         """Work queued on this stream from now on waits for everything queued on ``stream`` so far."""
         _C().stream_wait_stream(self.cuda_stream, stream.cuda_stream, stream.device_index)
 
-    def record_event(self, event=None):
+    def record_event(self, event: Event | None = None) -> Event:
         """Record ``event`` (a new one if None) on this stream; returns it."""
         event = Event() if event is None else event
         event.record(self)
@@ -78,27 +85,27 @@ class ExternalStream(Stream):
     """A stream created by someone else (CuPy, PyTorch, a C library), by its handle. adcuda never
     destroys it; the creator must keep it alive while adcuda uses it."""
 
-    def __init__(self, stream_ptr, device=None):
+    def __init__(self, stream_ptr: int, device: Device | str | int | None = None) -> None:
         index = _device_index(device, "ExternalStream")
         self._pooled = None
         self.cuda_stream = int(stream_ptr)
         self.device = _device_type("cuda", index)
 
 
-def current_stream(device=None):
+def current_stream(device: Device | str | int | None = None) -> Stream:
     """The stream the calling thread's work on ``device`` goes to."""
     index = _device_index(device, "current_stream")
     return Stream._wrap(_C().current_stream(index), index)
 
 
-def default_stream(device=None):
+def default_stream(device: Device | str | int | None = None) -> Stream:
     """The calling thread's own stream on ``device`` (adcuda has no stream shared by all threads: each
     thread's own stream plays the part of PyTorch's default stream)."""
     index = _device_index(device, "default_stream")
     return Stream._wrap(_C().thread_stream(index), index)
 
 
-def set_stream(stream):
+def set_stream(stream: Stream | None) -> None:
     """Make ``stream`` the calling thread's current stream on its device."""
     if stream is None:
         return
@@ -109,21 +116,21 @@ class StreamContext:
     """``with adcuda.cuda.stream(s):``: the calling thread's work on ``s``'s device goes to ``s`` inside
     the block; the previous selection comes back at the end. ``stream(None)`` does nothing."""
 
-    def __init__(self, stream):
+    def __init__(self, stream: Stream | None) -> None:
         self.stream = stream
         self._previous = None
 
-    def __enter__(self):
+    def __enter__(self) -> Stream | None:
         if self.stream is not None:
             self._previous = _C().exchange_current_stream(self.stream.device_index, self.stream.cuda_stream)
         return self.stream
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         if self.stream is not None:
             _C().exchange_current_stream(self.stream.device_index, self._previous)
 
 
-def stream(stream):
+def stream(stream: Stream | None) -> StreamContext:
     return StreamContext(stream)
 
 
@@ -132,7 +139,7 @@ class Event:
     recorded on. ``enable_timing=True`` for ``elapsed_time``; ``blocking=True`` makes ``synchronize``
     sleep instead of spinning. Interprocess events are not supported."""
 
-    def __init__(self, enable_timing=False, blocking=False, interprocess=False):
+    def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> None:
         if interprocess:
             raise ValueError("Event: interprocess events are not supported by adcuda")
         self.enable_timing = bool(enable_timing)
@@ -147,12 +154,12 @@ class Event:
                              f"cuda:{device_index}")
         return self._event
 
-    def record(self, stream=None):
+    def record(self, stream: Stream | None = None) -> None:
         """Capture the work queued on ``stream`` (default: the current stream) so far."""
         stream = current_stream() if stream is None else stream
         self._native_event(stream.device_index).record(stream.cuda_stream)
 
-    def wait(self, stream=None):
+    def wait(self, stream: Stream | None = None) -> None:
         """Work queued on ``stream`` (default: the current stream) from now on waits for this event; a
         never-recorded event is complete, as in PyTorch."""
         if self._event is None:
@@ -160,16 +167,16 @@ class Event:
         stream = current_stream() if stream is None else stream
         self._event.wait(stream.cuda_stream)
 
-    def query(self):
+    def query(self) -> bool:
         """Whether the captured work has finished (True if never recorded)."""
         return True if self._event is None else self._event.query()
 
-    def synchronize(self):
+    def synchronize(self) -> None:
         """Wait for the captured work (the GIL is released meanwhile)."""
         if self._event is not None:
             self._event.synchronize()
 
-    def elapsed_time(self, end_event):
+    def elapsed_time(self, end_event: Event) -> float:
         """Milliseconds between this event and ``end_event``; both recorded, with ``enable_timing=True``."""
         if self._event is None or end_event._event is None:
             raise ValueError("Event.elapsed_time: both events must be recorded first")
@@ -178,7 +185,7 @@ class Event:
         return self._event.elapsed_time(end_event._event)
 
     @property
-    def cuda_event(self):
+    def cuda_event(self) -> int:
         return 0 if self._event is None else self._event.handle
 
     def __repr__(self):
@@ -196,7 +203,7 @@ def _stream_handle(stream):
                     f"{type(stream).__name__}")
 
 
-def record_stream(tensor, stream):
+def record_stream(tensor: Tensor, stream: Any) -> None:
     """Mark ``tensor``'s memory as used by ``stream`` (PyTorch's ``Tensor.record_stream``): an adcuda
     stream or another library's (a PyTorch or CuPy stream object, or a raw handle; 1 is the legacy
     default stream, 2 the per-thread one). The stream waits for the work adcuda queued on the memory so

@@ -3,7 +3,13 @@
 Every name here is an op declared in the registry (``adcuda/ops/``) with a functional form; an op
 that has an in-place form takes ``inplace=`` here and has an ``F.<name>_`` too (``relu_``).
 """
+from typing import TYPE_CHECKING, Any
+
 from ..ops import functional_forms as _functional_forms
 
 globals().update(_functional_forms())
 __all__ = sorted(_functional_forms())
+
+if TYPE_CHECKING:
+    # the names are made at run time above, where type checkers cannot see them: they read each as Any
+    def __getattr__(name: str) -> Any: ...

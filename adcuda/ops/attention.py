@@ -2,7 +2,10 @@
 forward and backward without keeping the probabilities) where it applies, composed of ops where
 it does not (a mask that needs a gradient, no keys). Dropout on the probabilities is drawn inside
 the primitive (kernels/attention_dropout.cuh: one Philox counter layout on both backends)."""
+from __future__ import annotations
+
 import math
+from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
 from ..autograd.graph import needs_grad
@@ -16,11 +19,15 @@ from .random import dropout
 from .registry import op
 from .softmax_loss import softmax
 
+if TYPE_CHECKING:
+    from ..types import Tensor
+
 
 @op("scaled_dot_product_attention", doc="softmax(query @ key.T * scale + mask) @ value, optionally causal.",
     composite=True, autocast="lower", function=False, method=False, functional=True)
-def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-                                 enable_gqa=False):
+def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
+                                 dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
+                                 enable_gqa: bool = False) -> Tensor:
     name = "scaled_dot_product_attention"
     for what, t in (("query", query), ("key", key), ("value", value)):
         check_float(name, what, t)
@@ -132,7 +139,8 @@ def _attention_fused_grads(grad, query, key, value, attn_mask, is_causal, scale,
     function=False, method=False, node="ScaledDotProductAttentionBackward0", extra_outputs=("lse",),
     grads={("query", "key", "value"): _attention_grads},
     fused={("query", "key", "value"): _attention_fused_grads})
-def attention_fused(query, key, value, attn_mask, is_causal, scale, dropout_p, seed, offset):
+def attention_fused(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None, is_causal: bool, scale: float,
+                    dropout_p: float, seed: int, offset: int) -> tuple[Tensor, Tensor]:
     out, lse = primitives(query).attention(dense(query), dense(key), dense(value),
                                            None if attn_mask is None else dense(attn_mask), is_causal, scale,
                                            dropout_p, seed, offset)

@@ -3,6 +3,10 @@ type type_as``, pinning host memory, and the Python protocols that copy tensors 
 deepcopy) or share them (DLPack, ``__cuda_array_interface__``).
 
 Forwards call the backend's storage primitives (``astype from_numpy to_numpy``)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from .. import _interop, _native
 from .. import dtypes as dt
 from ..backends import backend_for
@@ -16,11 +20,15 @@ from .common import on_device, wrap
 from .factories import tensor
 from .registry import op
 
+if TYPE_CHECKING:
+    from ..types import Any, Device, DType
+
 
 @op("to_copy", doc="A copy of input on device in dtype (differentiable: the gradient goes back the same way).",
     function=False, method=False, node="ToCopyBackward0",
     grads={"input": lambda grad, input_device, input_dtype: grad.to(input_device, input_dtype)})
-def to_copy(input, device, dtype, non_blocking=False, name="to"):
+def to_copy(input: Tensor, device: Device | str | int | None, dtype: DType | None, non_blocking: bool = False,
+            name: str = "to") -> Tensor:
     # ``non_blocking``: a copy from pinned memory to a CUDA device is only queued on the stream
     src_bk = primitives(input)
     if device == input._device:
@@ -52,7 +60,7 @@ def to_device_and_dtype(t, device=None, dtype=None, copy=False, name="to", non_b
 
 @op("to", doc="input on another device and/or in another dtype (itself if nothing changes).", composite=True,
     function=False)
-def to(input, *args, **kwargs):
+def to(input: Tensor, *args: Any, **kwargs: Any) -> Tensor:
     """``to(device)``, ``to(dtype)``, ``to(device, dtype)``, ``to(other)``; ``non_blocking`` and
     ``copy`` keywords as in PyTorch."""
     device = kwargs.pop("device", None)
@@ -74,19 +82,19 @@ def to(input, *args, **kwargs):
 
 
 @op("cpu", doc="input on the CPU.", composite=True, function=False)
-def cpu(input):
+def cpu(input: Tensor) -> Tensor:
     return to_device_and_dtype(input, "cpu", None, False, "cpu")
 
 
 @op("cuda", doc="input on a CUDA device (the current one by default).", composite=True, function=False)
-def cuda(input, device=None, non_blocking=False):
+def cuda(input: Tensor, device: Device | str | int | None = None, non_blocking: bool = False) -> Tensor:
     target = "cuda" if device is None else (device if not isinstance(device, int) else f"cuda:{device}")
     return to_device_and_dtype(input, target, None, False, "cuda", non_blocking)
 
 
 def _cast_op(name, dtype):
     @op(name, doc=f"input as {dtype}.", composite=True, function=False)
-    def cast_to(input):
+    def cast_to(input: Tensor) -> Tensor:
         return to_device_and_dtype(input, None, dtype, False, name)
     return cast_to
 
@@ -102,7 +110,7 @@ as_bool = _cast_op("bool", dt.bool_)
 
 
 @op("type_as", doc="input in other's dtype.", composite=True, function=False)
-def type_as(input, other):
+def type_as(input: Tensor, other: Tensor) -> Tensor:
     return to_device_and_dtype(input, None, other.dtype)
 
 
@@ -112,7 +120,7 @@ _TYPE_NAMES = {dt.float32: "FloatTensor", dt.float64: "DoubleTensor", dt.float16
 
 @op("type", doc="The tensor type's name ('adcuda.FloatTensor'), or with dtype, input converted to it.",
     composite=True, function=False)
-def tensor_type(input, dtype=None, non_blocking=False):
+def tensor_type(input: Tensor, dtype: DType | str | None = None, non_blocking: bool = False) -> str | Tensor:
     if dtype is None:
         prefix = "adcuda." if input.device.type == "cpu" else "adcuda.cuda."
         return prefix + _TYPE_NAMES[input.dtype]
@@ -123,7 +131,7 @@ def tensor_type(input, dtype=None, non_blocking=False):
 # pinned host memory
 @op("pin_memory", doc="A copy of this CPU tensor in page-locked memory (itself if it is pinned already).",
     function=False, node="PinMemoryBackward0", grads={"input": lambda grad: grad})
-def pin_memory(input, device=None):
+def pin_memory(input: Tensor, device: Device | str | None = None) -> Tensor:
     # ``.to("cuda", non_blocking=True)`` copies from pinned memory asynchronously; needs CUDA, as in PyTorch
     if input._device is not CPU:
         raise DeviceError(f"pin_memory: only CPU tensors can be pinned; this tensor is on {input._device}")
@@ -143,7 +151,7 @@ def pin_memory(input, device=None):
 
 @op("is_pinned", doc="Whether this CPU tensor's memory is page-locked (False for CUDA tensors and without CUDA).",
     function=False)
-def is_pinned(input, device=None):
+def is_pinned(input: Tensor, device: Device | str | None = None) -> bool:
     return input._device is CPU and _is_pinned_array(input._data)
 
 

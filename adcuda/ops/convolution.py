@@ -8,7 +8,10 @@ order. conv1d is conv2d over a height of 1; conv_transpose2d is the gradient wit
 of the convolution it transposes; padding modes other than zeros and asymmetric 'same' padding go
 through ``F.pad`` first.
 """
+from __future__ import annotations
+
 import numbers
+from typing import TYPE_CHECKING
 
 from ..backends._convolution_shapes import conv2d_output_size
 from ..errors import DTypeError, ShapeError, fmt_shape
@@ -16,6 +19,9 @@ from ..tensor import primitives
 from .common import check_float, check_same_device, dense, wrap
 from .registry import op
 from .shape import pad as _pad
+
+if TYPE_CHECKING:
+    from ..types import Sequence, Tensor
 
 
 def _pair(op, what, value, n=2):
@@ -43,7 +49,8 @@ def _check_operands(op, input, weight):
            convolution_backward_input(grad, weight, input_shape, stride, padding, dilation, groups),
            "weight": lambda grad, input, weight_shape, stride, padding, dilation, groups:
            convolution_backward_weight(grad, input, weight_shape, stride, padding, dilation, groups)})
-def convolution(input, weight, stride, padding, dilation, groups):
+def convolution(input: Tensor, weight: Tensor, stride: tuple[int, int], padding: tuple[int, int],
+                dilation: tuple[int, int], groups: int) -> Tensor:
     _check_operands("conv2d", input, weight)
     return wrap(primitives(input).conv2d(input._data, weight._data, stride, padding, dilation, groups),
                 input._device)
@@ -55,7 +62,8 @@ def convolution(input, weight, stride, padding, dilation, groups):
            convolution(grad, weight, stride, padding, dilation, groups),
            "weight": lambda grad, grad_output, weight_shape, stride, padding, dilation, groups:
            convolution_backward_weight(grad_output, grad, weight_shape, stride, padding, dilation, groups)})
-def convolution_backward_input(grad_output, weight, input_shape, stride, padding, dilation, groups):
+def convolution_backward_input(grad_output: Tensor, weight: Tensor, input_shape: Sequence[int], stride: tuple[int, int],
+                               padding: tuple[int, int], dilation: tuple[int, int], groups: int) -> Tensor:
     _check_operands("conv_transpose2d", grad_output, weight)
     return wrap(primitives(grad_output).conv2d_backward_input(grad_output._data, weight._data, tuple(input_shape),
                                                               stride, padding, dilation, groups), grad_output._device)
@@ -67,7 +75,9 @@ def convolution_backward_input(grad_output, weight, input_shape, stride, padding
            convolution(input, grad, stride, padding, dilation, groups),
            "input": lambda grad, grad_output, input_shape, stride, padding, dilation, groups:
            convolution_backward_input(grad_output, grad, input_shape, stride, padding, dilation, groups)})
-def convolution_backward_weight(grad_output, input, weight_shape, stride, padding, dilation, groups):
+def convolution_backward_weight(grad_output: Tensor, input: Tensor, weight_shape: Sequence[int],
+                                stride: tuple[int, int], padding: tuple[int, int], dilation: tuple[int, int],
+                                groups: int) -> Tensor:
     _check_operands("conv2d_backward_weight", input, grad_output)
     return wrap(primitives(input).conv2d_backward_weight(dense(grad_output), dense(input), tuple(weight_shape),
                                                          stride, padding, dilation, groups), input._device)
@@ -148,13 +158,15 @@ def _check_shapes(op, x_shape, w_shape, stride, padding, dilation, groups, origi
 
 @op("conv2d", doc="2-d cross-correlation of input (N, C, H, W) with weight (O, C/groups, kH, kW), plus bias.",
     composite=True, autocast="lower", function=True, method=False, functional=True)
-def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: int | Sequence[int] = 1,
+           padding: str | int | Sequence[int] = 0, dilation: int | Sequence[int] = 1, groups: int = 1) -> Tensor:
     return _conv("conv2d", input, weight, bias, stride, padding, dilation, groups, 2)
 
 
 @op("conv1d", doc="1-d cross-correlation of input (N, C, L) with weight (O, C/groups, kL), plus bias.",
     composite=True, autocast="lower", function=True, method=False, functional=True)
-def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: int | Sequence[int] = 1,
+           padding: str | int | Sequence[int] = 0, dilation: int | Sequence[int] = 1, groups: int = 1) -> Tensor:
     return _conv("conv1d", input, weight, bias, stride, padding, dilation, groups, 1)
 
 
@@ -174,7 +186,9 @@ def conv_transpose_output_size(op, input_shape, weight_shape, stride, padding, o
 
 @op("conv_transpose2d", doc="The transposed 2-d convolution of input (N, C, H, W), weight (C, O/groups, kH, kW).",
     composite=True, autocast="lower", function=True, method=False, functional=True)
-def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: int | Sequence[int] = 1,
+                     padding: int | Sequence[int] = 0, output_padding: int | Sequence[int] = 0, groups: int = 1,
+                     dilation: int | Sequence[int] = 1) -> Tensor:
     name = "conv_transpose2d"
     check_float(name, "input", input)
     check_float(name, "weight", weight)

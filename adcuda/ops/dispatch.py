@@ -133,7 +133,9 @@ def _name(entry, op):
     entry.__name__ = entry.__qualname__ = op.name
     entry.__doc__ = op.doc
     entry.__module__ = op.forward.__module__
-    entry.__wrapped__ = op.forward
+    entry.__wrapped__ = op.forward  # inspect.signature and help() show the forward's annotated signature
+    if op.extra_outputs:  # the entry returns the output alone, not the forward's tuple
+        entry.__signature__ = op.signature.replace(return_annotation="Tensor")
     entry.op = op
     return entry
 
@@ -505,8 +507,16 @@ def make_inplace_entry(op):
         return body(self, *args, **kwargs)
     inplace_entry.__name__ = inplace_entry.__qualname__ = name
     inplace_entry.__doc__ = f"In-place {op.name}: {op.doc}"
+    inplace_entry.__signature__ = inplace_signature(op)
     inplace_entry.op = op
     return inplace_entry
+
+
+def inplace_signature(op):
+    """The forward's signature with ``self`` for its first parameter: what ``Tensor.<name>_`` takes."""
+    parameters = list(op.signature.parameters.values())
+    parameters[0] = parameters[0].replace(name="self", annotation="Tensor")
+    return op.signature.replace(parameters=parameters, return_annotation="Tensor")
 
 
 def _as_dtype_of(t, result, name):

@@ -5,13 +5,19 @@ elementwise family (``adcuda/backends/cpu`` and ``cuda``, ``kernels/elementwise_
 ``elementwise_binary.cu`` with their functors in ``kernels/functors.cuh``); fused backward formulas
 call ``unary_backward``.
 """
+from __future__ import annotations
+
 import math
+from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import as_tensor_operand, cast, check_same_device, filled, float_result_type, result_type, wrap
 from .registry import op
+
+if TYPE_CHECKING:
+    from ..types import Number
 
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
@@ -117,7 +123,7 @@ def _scaled(other, alpha):
     node="AddBackward0", inplace=True, operators=("__add__", "__radd__", "__iadd__"),
     grads={"input": lambda grad: grad,
            "other": lambda grad, alpha: grad if alpha == 1 else grad * alpha})
-def add(input, other, *, alpha=1):
+def add(input: Tensor | Number, other: Tensor | Number, *, alpha: Number = 1) -> Tensor:
     if alpha != 1:
         other = _scaled(other, alpha)
     return binary("add", input, other, name="add")
@@ -127,7 +133,7 @@ def add(input, other, *, alpha=1):
     operators=("__sub__", "__rsub__", "__isub__"), aliases=("subtract",),
     grads={"input": lambda grad: grad,
            "other": lambda grad, alpha: -grad if alpha == 1 else grad * -alpha})
-def sub(input, other, *, alpha=1):
+def sub(input: Tensor | Number, other: Tensor | Number, *, alpha: Number = 1) -> Tensor:
     if alpha != 1:
         other = _scaled(other, alpha)
     if _is_bool(input) and _is_bool(other):
@@ -140,7 +146,7 @@ def sub(input, other, *, alpha=1):
     node="MulBackward0", inplace=True, operators=("__mul__", "__rmul__", "__imul__"), aliases=("multiply",),
     grads={"input": lambda grad, other: grad * other,
            "other": lambda grad, input: grad * input})
-def mul(input, other):
+def mul(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("mul", input, other, name="mul")
 
 
@@ -154,7 +160,7 @@ def _div_node(input, other, *, rounding_mode=None):
     grads={"input": lambda grad, other, rounding_mode: grad / other if rounding_mode is None else grad * 0,
            "other": lambda grad, input, other, rounding_mode:
                -grad * input / (other * other) if rounding_mode is None else grad * 0})
-def div(input, other, *, rounding_mode=None):
+def div(input: Tensor | Number, other: Tensor | Number, *, rounding_mode: str | None = None) -> Tensor:
     if rounding_mode is None:
         return binary("div", input, other, dtype=float_result_type(input, other), name="div")
     if rounding_mode == "floor":
@@ -167,12 +173,12 @@ def div(input, other, *, rounding_mode=None):
 
 @op("floor_divide", doc="input // other: the quotient rounded towards minus infinity.", composite=True,
     operators=("__floordiv__", "__rfloordiv__"))
-def floor_divide(input, other):
+def floor_divide(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return div(input, other, rounding_mode="floor")
 
 
 @op("remainder", doc="Python's modulo: the remainder with the divisor's sign.", operators=("__mod__",))
-def remainder(input, other):
+def remainder(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("remainder", input, other, name="remainder")
 
 
@@ -194,13 +200,13 @@ def _pow_grad_exponent(grad, input, exponent, result):
 
 @op("pow", doc="input ** exponent, elementwise with broadcasting.", node="PowBackward0", inplace=True,
     operators=("__pow__", "__rpow__"), grads={"input": _pow_grad_input, "exponent": _pow_grad_exponent})
-def pow(input, exponent):  # noqa: A001 (PyTorch's name)
+def pow(input: Tensor | Number, exponent: Tensor | Number) -> Tensor:  # noqa: A001 (PyTorch's name)
     return binary("pow", input, exponent, name="pow")
 
 
 @op("neg", doc="-input.", node="NegBackward0", inplace=True, operators=("__neg__",), aliases=("negative",),
     grads={"input": lambda grad: -grad})
-def neg(input):
+def neg(input: Tensor) -> Tensor:
     if input.dtype is dt.bool_:
         raise DTypeError("neg: negation, the `-` operator, on a bool tensor is not supported; "
                          "use the `~` operator or logical_not() instead")
@@ -208,7 +214,7 @@ def neg(input):
 
 
 @op("positive", doc="+input: the input itself.", composite=True, operators=("__pos__",))
-def positive(input):
+def positive(input: Tensor) -> Tensor:
     return input
 
 
@@ -233,20 +239,20 @@ def _minmax_grads(wins):
 
 @op("maximum", doc="The larger of input and other, elementwise (NaN propagates).", node="MaximumBackward0",
     grads=_minmax_grads(lambda a, b: gt(a, b)))
-def maximum(input, other):
+def maximum(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return _minmax_forward("maximum", input, other)
 
 
 @op("minimum", doc="The smaller of input and other, elementwise (NaN propagates).", node="MinimumBackward0",
     grads=_minmax_grads(lambda a, b: lt(a, b)))
-def minimum(input, other):
+def minimum(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return _minmax_forward("minimum", input, other)
 
 
 @op("logaddexp", doc="log(exp(input) + exp(other)), without overflow.", node="LogaddexpBackward0",
     grads={"input": lambda grad, input, other: grad * sigmoid(input - other),
            "other": lambda grad, input, other: grad * sigmoid(other - input)})
-def logaddexp(input, other):
+def logaddexp(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("logaddexp", input, other, dtype=float_result_type(input, other), name="logaddexp")
 
 
@@ -254,54 +260,54 @@ def logaddexp(input, other):
     node="HypotBackward0",
     grads={"input": lambda grad, input, result: grad * input / result,
            "other": lambda grad, other, result: grad * other / result})
-def hypot(input, other):
+def hypot(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("hypot", input, other, dtype=float_result_type(input, other), name="hypot")
 
 
 # ------------------------------------------------------------------------------------------------
 # unary math (integer and bool inputs compute in float32)
 @op("exp", doc="e ** input.", node="ExpBackward0", inplace=True, grads={"input": lambda grad, result: grad * result})
-def exp(input):
+def exp(input: Tensor) -> Tensor:
     return _float_unary("exp", input)
 
 
 @op("log", doc="The natural logarithm.", node="LogBackward0", grads={"input": lambda grad, input: grad / input})
-def log(input):
+def log(input: Tensor) -> Tensor:
     return _float_unary("log", input)
 
 
 @op("log1p", doc="log(1 + input), accurate for small input.", node="Log1PBackward0",
     grads={"input": lambda grad, input: grad / (input + 1)})
-def log1p(input):
+def log1p(input: Tensor) -> Tensor:
     return _float_unary("log1p", input)
 
 
 @op("sqrt", doc="The square root.", node="SqrtBackward0", inplace=True,
     grads={"input": lambda grad, result: grad / (2 * result)})
-def sqrt(input):
+def sqrt(input: Tensor) -> Tensor:
     return _float_unary("sqrt", input)
 
 
 @op("rsqrt", doc="1 / sqrt(input).", node="RsqrtBackward0",
     grads={"input": lambda grad, result: -0.5 * grad * result * result * result})
-def rsqrt(input):
+def rsqrt(input: Tensor) -> Tensor:
     return _float_unary("rsqrt", input)
 
 
 @op("sin", doc="The sine.", node="SinBackward0", grads={"input": lambda grad, input: grad * cos(input)})
-def sin(input):
+def sin(input: Tensor) -> Tensor:
     return _float_unary("sin", input)
 
 
 @op("cos", doc="The cosine.", node="CosBackward0", grads={"input": lambda grad, input: -grad * sin(input)})
-def cos(input):
+def cos(input: Tensor) -> Tensor:
     return _float_unary("cos", input)
 
 
 @op("tanh", doc="The hyperbolic tangent.", node="TanhBackward0", inplace=True, functional=True,
     grads={"input": lambda grad, result: grad * (1 - result * result)},
     fused={"input": lambda grad, result: fused_unary_backward("tanh", grad, y=result)})
-def tanh(input):
+def tanh(input: Tensor) -> Tensor:
     return _float_unary("tanh", input)
 
 
@@ -309,30 +315,30 @@ def tanh(input):
     inplace=True, functional=True,
     grads={"input": lambda grad, result: grad * result * (1 - result)},
     fused={"input": lambda grad, result: fused_unary_backward("sigmoid", grad, y=result)})
-def sigmoid(input):
+def sigmoid(input: Tensor) -> Tensor:
     return _float_unary("sigmoid", input)
 
 
 @op("erf", doc="The error function.", node="ErfBackward0",
     grads={"input": lambda grad, input: grad * _TWO_OVER_SQRT_PI * exp(-input * input)})
-def erf(input):
+def erf(input: Tensor) -> Tensor:
     return _float_unary("erf", input)
 
 
 @op("exp2", doc="2 ** input.", node="Exp2Backward0", grads={"input": lambda grad, result: grad * result * _LN2})
-def exp2(input):
+def exp2(input: Tensor) -> Tensor:
     return _float_unary("exp2", input)
 
 
 @op("log2", doc="The base-2 logarithm.", node="Log2Backward0",
     grads={"input": lambda grad, input: grad / (input * _LN2)})
-def log2(input):
+def log2(input: Tensor) -> Tensor:
     return _float_unary("log2", input)
 
 
 @op("log10", doc="The base-10 logarithm.", node="Log10Backward0",
     grads={"input": lambda grad, input: grad / (input * _LN10)})
-def log10(input):
+def log10(input: Tensor) -> Tensor:
     return _float_unary("log10", input)
 
 
@@ -346,7 +352,7 @@ def _silu_grad(grad, input):
 @op("silu", doc="input * sigmoid(input) (swish).", node="SiluBackward0", inplace=True, functional="inplace",
     grads={"input": _silu_grad},
     fused={"input": lambda grad, input: fused_unary_backward("silu", grad, x=input)})
-def silu(input):
+def silu(input: Tensor) -> Tensor:
     return _float_unary("silu", input)
 
 
@@ -383,26 +389,26 @@ def _gelu_primitive(approximate):
     node="GeluBackward0", functional=True, grads={"input": _gelu_grad},
     fused={"input": lambda grad, input, approximate:
            fused_unary_backward(_gelu_primitive(approximate), grad, x=input)})
-def gelu(input, approximate="none"):
+def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     return _float_unary(_gelu_primitive(approximate), input)
 
 
 @op("relu", doc="max(input, 0).", node="ReluBackward0", inplace=True, functional="inplace",
     grads={"input": lambda grad, result: grad * gt(result, 0).to(dtype=grad.dtype)},
     fused={"input": lambda grad, result: fused_unary_backward("relu", grad, x=result)})
-def relu(input):
+def relu(input: Tensor) -> Tensor:
     return unary("relu", input)
 
 
 @op("leaky_relu", doc="input where positive, negative_slope * input elsewhere.", composite=True, inplace=True,
     functional="inplace")
-def leaky_relu(input, negative_slope=0.01):
+def leaky_relu(input: Tensor, negative_slope: float = 0.01) -> Tensor:
     return where(gt(input, 0), input, input * negative_slope)
 
 
 @op("abs", doc="|input|.", node="AbsBackward0", operators=("__abs__",), aliases=("absolute",),
     grads={"input": lambda grad, input: grad * sign(input)})
-def abs(input):  # noqa: A001
+def abs(input: Tensor) -> Tensor:  # noqa: A001
     return unary("abs", input)
 
 
@@ -422,25 +428,25 @@ def _rounding(prim, input):
 
 
 @op("floor", doc="The largest integer <= input.", node="FloorBackward0", grads={"input": _zero_grad})
-def floor(input):
+def floor(input: Tensor) -> Tensor:
     return _rounding("floor", input)
 
 
 @op("ceil", doc="The smallest integer >= input.", node="CeilBackward0", grads={"input": _zero_grad})
-def ceil(input):
+def ceil(input: Tensor) -> Tensor:
     return _rounding("ceil", input)
 
 
 @op("trunc", doc="input rounded towards zero.", node="TruncBackward0", aliases=("fix",),
     grads={"input": _zero_grad})
-def trunc(input):
+def trunc(input: Tensor) -> Tensor:
     return _rounding("trunc", input)
 
 
 @op("round", doc="Round half to even; with decimals, round(input * 10**decimals) / 10**decimals.",
     node=lambda input, *, decimals=0: "RoundBackward0" if decimals == 0 else "RoundBackward1",
     grads={"input": _zero_grad})
-def round(input, *, decimals=0):  # noqa: A001 (PyTorch's name)
+def round(input: Tensor, *, decimals: int = 0) -> Tensor:  # noqa: A001 (PyTorch's name)
     if decimals == 0:
         return _rounding("round", input)
     scale = 10.0 ** decimals
@@ -448,7 +454,7 @@ def round(input, *, decimals=0):  # noqa: A001 (PyTorch's name)
 
 
 @op("sign", doc="-1, 0 or 1 by the sign of input (0 for NaN).", node="SignBackward0", grads={"input": _zero_grad})
-def sign(input):
+def sign(input: Tensor) -> Tensor:
     if input.dtype is dt.bool_:
         return wrap(primitives(input).astype(input._data, input.dtype), input._device)
     return unary("sign", input)
@@ -469,17 +475,17 @@ def _classify(name, input, if_not_float, test):
 
 
 @op("isnan", doc="Whether each element is NaN.")
-def isnan(input):
+def isnan(input: Tensor) -> Tensor:
     return _classify("isnan", input, False, lambda bk, x, d: bk.binary("ne", x, x, d))  # NaN alone is unequal to itself
 
 
 @op("isinf", doc="Whether each element is +inf or -inf.")
-def isinf(input):
+def isinf(input: Tensor) -> Tensor:
     return _classify("isinf", input, False, lambda bk, x, d: bk.binary("eq", bk.unary("abs", x), _INF, d))
 
 
 @op("isfinite", doc="Whether each element is neither inf nor NaN.")
-def isfinite(input):
+def isfinite(input: Tensor) -> Tensor:
     return _classify("isfinite", input, True, lambda bk, x, d: bk.binary("lt", bk.unary("abs", x), _INF, d))
 
 
@@ -510,7 +516,8 @@ def _clamp_grads(grad, input, min, max):  # noqa: A002
     node=lambda input, min=None, max=None: "ClampBackward0" if Tensor in (min.__class__, max.__class__)
     else "ClampBackward1",
     inplace=("clamp_", "clip_"), aliases=("clip",), grads={("input", "min", "max"): _clamp_grads})
-def clamp(input, min=None, max=None):  # noqa: A002
+def clamp(input: Tensor, min: Tensor | Number | None = None,  # noqa: A002
+          max: Tensor | Number | None = None) -> Tensor:
     if min is None and max is None:
         raise ValueError("clamp: at least one of 'min' or 'max' must not be None")
     dtype = result_type(input, min, max)
@@ -526,12 +533,12 @@ def clamp(input, min=None, max=None):  # noqa: A002
 
 
 @op("clamp_min", doc="input limited from below by min.", composite=True)
-def clamp_min(input, min):  # noqa: A002
+def clamp_min(input: Tensor, min: Tensor | Number) -> Tensor:  # noqa: A002
     return clamp(input, min=min)
 
 
 @op("clamp_max", doc="input limited from above by max.", composite=True)
-def clamp_max(input, max):  # noqa: A002
+def clamp_max(input: Tensor, max: Tensor | Number) -> Tensor:  # noqa: A002
     return clamp(input, max=max)
 
 
@@ -541,11 +548,15 @@ def _condition(condition):
     return condition if condition.dtype is dt.bool_ else ne(condition, 0)
 
 
+def _where_method(self: Tensor, condition: Tensor, other: Tensor | Number) -> Tensor:
+    return where(condition, self, other)  # Tensor.where(condition, other): self is the input
+
+
 @op("where", doc="input where condition holds, other elsewhere (broadcast).", node="WhereBackward0",
-    method=lambda self, condition, other: where(condition, self, other),
+    method=_where_method,
     grads={"input": lambda grad, condition: where(_condition(condition), grad, grad * 0),
            "other": lambda grad, condition: where(_condition(condition), grad * 0, grad)})
-def where(condition, input, other):
+def where(condition: Tensor, input: Tensor | Number, other: Tensor | Number) -> Tensor:
     if condition.__class__ is not Tensor:
         raise DTypeError("where: condition must be a bool Tensor")
     if condition.dtype is not dt.bool_:
@@ -571,52 +582,52 @@ def _ne_operator(self, other):
 
 
 @op("eq", doc="input == other, elementwise.", operators=(("__eq__", _eq_operator),))
-def eq(input, other):
+def eq(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("eq", input, other, name="eq")
 
 
 @op("ne", doc="input != other, elementwise.", operators=(("__ne__", _ne_operator),), aliases=("not_equal",))
-def ne(input, other):
+def ne(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("ne", input, other, name="ne")
 
 
 @op("lt", doc="input < other, elementwise.", operators=("__lt__",), aliases=("less",))
-def lt(input, other):
+def lt(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("lt", input, other, name="lt")
 
 
 @op("le", doc="input <= other, elementwise.", operators=("__le__",), aliases=("less_equal",))
-def le(input, other):
+def le(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("le", input, other, name="le")
 
 
 @op("gt", doc="input > other, elementwise.", operators=("__gt__",), aliases=("greater",))
-def gt(input, other):
+def gt(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("gt", input, other, name="gt")
 
 
 @op("ge", doc="input >= other, elementwise.", operators=("__ge__",), aliases=("greater_equal",))
-def ge(input, other):
+def ge(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("ge", input, other, name="ge")
 
 
 @op("logical_and", doc="input and other, elementwise (nonzero is true).")
-def logical_and(input, other):
+def logical_and(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("logical_and", input, other, name="logical_and")
 
 
 @op("logical_or", doc="input or other, elementwise (nonzero is true).")
-def logical_or(input, other):
+def logical_or(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("logical_or", input, other, name="logical_or")
 
 
 @op("logical_xor", doc="input xor other, elementwise (nonzero is true).")
-def logical_xor(input, other):
+def logical_xor(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("logical_xor", input, other, name="logical_xor")
 
 
 @op("logical_not", doc="not input, elementwise (nonzero is true).")
-def logical_not(input):
+def logical_not(input: Tensor) -> Tensor:
     return wrap(primitives(input).unary("logical_not", input._data), input._device)
 
 
@@ -630,41 +641,41 @@ def _bitwise(prim, input, other):
 
 # & | ^ ~ are bitwise, as in PyTorch (for bool tensors the same as logical)
 @op("bitwise_and", doc="input & other for integer and bool tensors.", operators=("__and__", "__rand__"))
-def bitwise_and(input, other):
+def bitwise_and(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return _bitwise("bitwise_and", input, other)
 
 
 @op("bitwise_or", doc="input | other for integer and bool tensors.", operators=("__or__", "__ror__"))
-def bitwise_or(input, other):
+def bitwise_or(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return _bitwise("bitwise_or", input, other)
 
 
 @op("bitwise_xor", doc="input ^ other for integer and bool tensors.", operators=("__xor__", "__rxor__"))
-def bitwise_xor(input, other):
+def bitwise_xor(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return _bitwise("bitwise_xor", input, other)
 
 
 @op("bitwise_not", doc="~input for integer and bool tensors.", operators=("__invert__",))
-def bitwise_not(input):
+def bitwise_not(input: Tensor) -> Tensor:
     if input.dtype.is_floating_point:
         raise DTypeError(f"bitwise_not: only integer and bool tensors are supported, got {input.dtype}")
     return wrap(primitives(input).unary("bitwise_not", input._data), input._device)
 
 
 @op("square", doc="input * input.", composite=True)
-def square(input):
+def square(input: Tensor) -> Tensor:
     return mul(input, input)
 
 
 @op("reciprocal", doc="1 / input.", composite=True)
-def reciprocal(input):
+def reciprocal(input: Tensor) -> Tensor:
     return div(1.0, input)
 
 
 # ------------------------------------------------------------------------------------------------
 # lerp, isclose, allclose, equal
 @op("lerp", doc="input + weight * (end - input), elementwise with broadcasting.", composite=True, inplace=True)
-def lerp(input, end, weight):
+def lerp(input: Tensor, end: Tensor, weight: Tensor | Number) -> Tensor:
     if input.__class__ is not Tensor or end.__class__ is not Tensor:
         raise DTypeError(f"lerp: input and end must be Tensors, got {type(input).__name__} and {type(end).__name__}")
     check_same_device("lerp", input, end, weight)
@@ -683,7 +694,7 @@ def _same_dtype(name, input, other):
 
 
 @op("isclose", doc="Whether |input - other| <= atol + rtol * |other|, elementwise (equal infinities are close).")
-def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+def isclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
     _same_dtype("isclose", input, other)
     if rtol < 0 or atol < 0:
         raise ValueError(f"isclose: rtol ({rtol}) and atol ({atol}) must be non-negative")
@@ -711,12 +722,12 @@ def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
 
 @op("allclose", doc="Whether every element of input is close to other's (see isclose); a Python bool.",
     composite=True)
-def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+def allclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
     return bool(isclose(input, other, rtol, atol, equal_nan).all().item())
 
 
 @op("equal", doc="Whether input and other have the same shape and elements; a Python bool.", composite=True)
-def equal(input, other):
+def equal(input: Tensor, other: Tensor) -> bool:
     if input.__class__ is not Tensor or other.__class__ is not Tensor:
         raise DTypeError(f"equal: expected two Tensors, got {type(input).__name__} and {type(other).__name__}")
     check_same_device("equal", input, other)

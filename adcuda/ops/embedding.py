@@ -1,6 +1,10 @@
 """embedding: rows of a weight matrix at integer indices (the backend's embedding family:
 ``kernels/embedding.cu``, which checks the indices on the device and sums the weight gradient
 deterministically)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from .. import dtypes as dt
 from ..autograd.grad_mode import no_grad
 from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
@@ -9,6 +13,9 @@ from .common import check_float, check_same_device, check_tensor, dense, filled,
 from .elementwise import where
 from .indexing import index_put
 from .registry import op
+
+if TYPE_CHECKING:
+    from ..types import Tensor
 
 
 def _lookup_grad(grad, input, num_embeddings, padding_idx, scale_grad_by_freq):
@@ -33,7 +40,8 @@ def _lookup_fused_grad(grad, input, num_embeddings, padding_idx, scale_grad_by_f
 @op("embedding_lookup", doc="The rows of weight at input (indices checked by the primitive).", function=False,
     method=False, node="EmbeddingBackward0",
     grads={"weight": _lookup_grad}, fused={"weight": _lookup_fused_grad})
-def embedding_lookup(input, weight, num_embeddings, padding_idx, scale_grad_by_freq):
+def embedding_lookup(input: Tensor, weight: Tensor, num_embeddings: int, padding_idx: int | None,
+                     scale_grad_by_freq: bool) -> Tensor:
     # the primitive checks the indices (on a GPU on the device, with its one sync): no host round trip here
     return wrap(primitives(weight).embedding(weight._data, input._data), weight._device)
 
@@ -50,8 +58,8 @@ def _renorm_rows_(weight, indices, max_norm, norm_type):
 
 @op("embedding", doc="The rows of weight at the integer indices input (with padding_idx, max_norm renorm).",
     composite=True, function=False, method=False, functional=True)
-def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
-              sparse=False):
+def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max_norm: float | None = None,
+              norm_type: float = 2.0, scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
     name = "embedding"
     check_tensor(name, "input", input)
     check_float(name, "weight", weight)

@@ -3,8 +3,11 @@ eye *_like``. (The random ones are in ``ops/random.py``.)
 
 Forwards call the backend's storage primitives (``from_numpy full empty arange``), on the device's
 backend with that device current."""
+from __future__ import annotations
+
 import math
 import numbers
+from typing import TYPE_CHECKING
 
 import numpy as np  # host-side parsing of user data only; computation goes through backends
 
@@ -16,6 +19,9 @@ from ..errors import DTypeError, ShapeError
 from ..tensor import Size, Tensor, primitives_on
 from .common import on_device
 from .registry import op
+
+if TYPE_CHECKING:
+    from ..types import Any, Device, DType, Number, Sequence, ndarray
 
 
 def shape_arg(name, size):
@@ -104,7 +110,8 @@ def _tensors_to_lists(data):
 
 @op("tensor", doc="A new tensor (a copy) from nested Python data, a NumPy array or another tensor.",
     method=False)
-def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False):
+def tensor(data: Any, dtype: DType | None = None, device: Device | str | None = None, requires_grad: bool = False,
+           pin_memory: bool = False) -> Tensor:
     dtype = dt.as_dtype(dtype, "tensor")
     if isinstance(data, Tensor):
         src = data.detach()
@@ -148,7 +155,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
 
 
 @op("from_numpy", doc="A CPU tensor sharing the NumPy array's memory (no copy).", method=False)
-def from_numpy(array):
+def from_numpy(array: ndarray) -> Tensor:
     if not isinstance(array, np.ndarray):
         raise DTypeError(f"from_numpy: expected np.ndarray, got {type(array).__name__}")
     dt.from_numpy_dtype(array.dtype, "from_numpy")
@@ -159,7 +166,7 @@ def from_numpy(array):
 
 
 @op("as_tensor", doc="data as a tensor, sharing memory where it can (tensors, NumPy, CUDA arrays).", method=False)
-def as_tensor(data, dtype=None, device=None):
+def as_tensor(data: Any, dtype: DType | None = None, device: Device | str | None = None) -> Tensor:
     if not isinstance(data, Tensor) and hasattr(data, "__cuda_array_interface__"):
         # CuPy, Numba, PyTorch CUDA arrays: shared without a copy, as PyTorch does
         shared = _interop.from_cuda_array_interface(data)
@@ -174,7 +181,7 @@ def as_tensor(data, dtype=None, device=None):
 
 
 @op("from_dlpack", doc="A tensor sharing the memory of any object with __dlpack__ (no copy).", method=False)
-def from_dlpack(ext_tensor):
+def from_dlpack(ext_tensor: Any) -> Tensor:
     shared = _interop.from_dlpack(ext_tensor)
     if isinstance(shared, np.ndarray):
         return from_numpy(shared)
@@ -184,19 +191,22 @@ def from_dlpack(ext_tensor):
 # ------------------------------------------------------------------------------------------------
 # filled
 @op("zeros", doc="A tensor of zeros.", method=False)
-def zeros(*size, dtype=None, device=None, requires_grad=False):
+def zeros(*size: int | Sequence[int], dtype: DType | None = None, device: Device | str | None = None,
+          requires_grad: bool = False) -> Tensor:
     shape = shape_arg("zeros", size)
     return new_tensor("zeros", lambda bk, d: bk.full(shape, 0, d), shape, dtype, device, requires_grad)
 
 
 @op("ones", doc="A tensor of ones.", method=False)
-def ones(*size, dtype=None, device=None, requires_grad=False):
+def ones(*size: int | Sequence[int], dtype: DType | None = None, device: Device | str | None = None,
+         requires_grad: bool = False) -> Tensor:
     shape = shape_arg("ones", size)
     return new_tensor("ones", lambda bk, d: bk.full(shape, 1, d), shape, dtype, device, requires_grad)
 
 
 @op("empty", doc="A tensor whose values are not set.", method=False)
-def empty(*size, dtype=None, device=None, requires_grad=False, pin_memory=False):
+def empty(*size: int | Sequence[int], dtype: DType | None = None, device: Device | str | None = None,
+          requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
     shape = shape_arg("empty", size)
     out = new_tensor("empty", lambda bk, d: bk.empty(shape, d), shape, dtype, device, False)
     if pin_memory:
@@ -207,7 +217,8 @@ def empty(*size, dtype=None, device=None, requires_grad=False, pin_memory=False)
 
 
 @op("full", doc="A tensor filled with fill_value (its dtype by default).", method=False)
-def full(size, fill_value, dtype=None, device=None, requires_grad=False):
+def full(size: Sequence[int], fill_value: Number, dtype: DType | None = None, device: Device | str | None = None,
+         requires_grad: bool = False) -> Tensor:
     shape = shape_arg("full", (size,) if not isinstance(size, (tuple, list)) else (tuple(size),))
     if dtype is None:
         dtype = dt.default_for_category(dt.scalar_category(fill_value))
@@ -215,25 +226,29 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False):
 
 
 @op("zeros_like", doc="zeros of input's shape, dtype and device.", method=False)
-def zeros_like(input, dtype=None, device=None, requires_grad=False):
+def zeros_like(input: Tensor, dtype: DType | None = None, device: Device | str | None = None,
+               requires_grad: bool = False) -> Tensor:
     return zeros(tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device,
                  requires_grad=requires_grad)
 
 
 @op("ones_like", doc="ones of input's shape, dtype and device.", method=False)
-def ones_like(input, dtype=None, device=None, requires_grad=False):
+def ones_like(input: Tensor, dtype: DType | None = None, device: Device | str | None = None,
+              requires_grad: bool = False) -> Tensor:
     return ones(tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device,
                 requires_grad=requires_grad)
 
 
 @op("empty_like", doc="empty of input's shape, dtype and device.", method=False)
-def empty_like(input, dtype=None, device=None, requires_grad=False):
+def empty_like(input: Tensor, dtype: DType | None = None, device: Device | str | None = None,
+               requires_grad: bool = False) -> Tensor:
     return empty(tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device,
                  requires_grad=requires_grad)
 
 
 @op("full_like", doc="full of input's shape, dtype and device.", method=False)
-def full_like(input, fill_value, dtype=None, device=None, requires_grad=False):
+def full_like(input: Tensor, fill_value: Number, dtype: DType | None = None, device: Device | str | None = None,
+              requires_grad: bool = False) -> Tensor:
     return full(tuple(input.shape), fill_value, dtype=dtype or input.dtype, device=device or input.device,
                 requires_grad=requires_grad)
 
@@ -242,7 +257,8 @@ def full_like(input, fill_value, dtype=None, device=None, requires_grad=False):
 # ranges
 @op("arange", doc="start, start + step, ... below end (int64 for ints, float32 if any bound is a float).",
     method=False)
-def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
+def arange(start: Number, end: Number | None = None, step: Number = 1, dtype: DType | None = None,
+           device: Device | str | None = None, requires_grad: bool = False) -> Tensor:
     if end is None:
         start, end = 0, start
     vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
@@ -260,7 +276,8 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
 
 
 @op("linspace", doc="steps values evenly spaced from start to end (both included).", method=False)
-def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
+def linspace(start: Number, end: Number, steps: int, dtype: DType | None = None, device: Device | str | None = None,
+             requires_grad: bool = False) -> Tensor:
     if steps < 0:
         raise ShapeError(f"linspace: number of steps must be non-negative, got {steps}")
     values = np.linspace(float(start), float(end), int(steps))
@@ -268,7 +285,8 @@ def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
 
 
 @op("eye", doc="The n x m identity matrix.", method=False)
-def eye(n, m=None, dtype=None, device=None, requires_grad=False):
+def eye(n: int, m: int | None = None, dtype: DType | None = None, device: Device | str | None = None,
+        requires_grad: bool = False) -> Tensor:
     m = n if m is None else m
     if n < 0 or m < 0:
         raise ShapeError(f"eye: n and m must be non-negative, got {n} and {m}")
@@ -279,29 +297,34 @@ def eye(n, m=None, dtype=None, device=None, requires_grad=False):
 # ------------------------------------------------------------------------------------------------
 # new_*: tensors with this tensor's dtype and device unless told otherwise
 @op("new_zeros", doc="zeros of size, with self's dtype and device by default.", function=False)
-def new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
+def new_zeros(self: Tensor, *size: int | Sequence[int], dtype: DType | None = None, device: Device | str | None = None,
+              requires_grad: bool = False) -> Tensor:
     return zeros(*size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
 
 
 @op("new_ones", doc="ones of size, with self's dtype and device by default.", function=False)
-def new_ones(self, *size, dtype=None, device=None, requires_grad=False):
+def new_ones(self: Tensor, *size: int | Sequence[int], dtype: DType | None = None, device: Device | str | None = None,
+             requires_grad: bool = False) -> Tensor:
     return ones(*size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
 
 
 @op("new_empty", doc="An unset tensor of size, with self's dtype and device by default.", function=False)
-def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
+def new_empty(self: Tensor, *size: int | Sequence[int], dtype: DType | None = None, device: Device | str | None = None,
+              requires_grad: bool = False) -> Tensor:
     return empty(*size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
 
 
 @op("new_full", doc="A tensor of size filled with fill_value, with self's dtype and device by default.",
     function=False)
-def new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False):
+def new_full(self: Tensor, size: Sequence[int], fill_value: Number, dtype: DType | None = None,
+             device: Device | str | None = None, requires_grad: bool = False) -> Tensor:
     return full(size, fill_value, dtype=dtype or self.dtype, device=device or self.device,
                 requires_grad=requires_grad)
 
 
 @op("new_tensor", doc="A copy of data, with self's dtype and device by default.", function=False)
-def new_tensor_copy(self, data, dtype=None, device=None, requires_grad=False):
+def new_tensor_copy(self: Tensor, data: Any, dtype: DType | None = None, device: Device | str | None = None,
+                    requires_grad: bool = False) -> Tensor:
     return tensor(data, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
 
 
@@ -331,7 +354,7 @@ def legacy_construct(name, dtype, args, device=None):
                      f"({', '.join(type(a).__name__ for a in args)})")
 
 
-def _tensor_new(cls, *args, device=None):
+def _tensor_new(cls, *args: Any, device: Device | str | None = None) -> Tensor:
     if cls is not Tensor:  # a subclass (nn.Parameter) makes itself
         return object.__new__(cls)
     return legacy_construct("Tensor", dt.float32, args, device)

@@ -4,7 +4,10 @@ one_hot.
 
 Forwards call the backend's index family (``slice index index_put_ gather scatter_add tril triu``:
 ``kernels/index.cu``, ``kernels/layout.cu``)."""
+from __future__ import annotations
+
 import numbers
+from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
 from ..autograd.graph import needs_grad
@@ -16,6 +19,9 @@ from .elementwise import where
 from .factories import arange, full, tensor
 from .mutation import check_inplace_allowed, commit_inplace, version_counter
 from .registry import op
+
+if TYPE_CHECKING:
+    from ..types import Any, Number
 
 _PLAIN = (int, type(None))  # slice bounds the backend takes as they are
 
@@ -84,7 +90,7 @@ def _scatter_back(g, shape, bkey, accumulate):
 @op("slice_key", doc="input at a basic key in backend form (ints, slices, None, Ellipsis): a view.",
     view=True, function=False, method=False, node="SliceBackward0",
     grads={"input": lambda grad, input_shape, bkey: _scatter_back(grad, input_shape, bkey, False)})
-def slice_key(input, bkey, key=None):
+def slice_key(input: Tensor, bkey: tuple, key: Any = None) -> Tensor:
     try:
         data = primitives(input).slice(input._data, bkey)
     except IndexError as e:
@@ -95,7 +101,7 @@ def slice_key(input, bkey, key=None):
 @op("index_key", doc="input at an advanced key in backend form (integer arrays, boolean masks): a copy.",
     function=False, method=False, node="IndexBackward0",
     grads={"input": lambda grad, input_shape, bkey: _scatter_back(grad, input_shape, bkey, True)})
-def index_key(input, bkey, key=None):
+def index_key(input: Tensor, bkey: tuple, key: Any = None) -> Tensor:
     try:
         data = primitives(input).index(input._data, bkey)
     except IndexError as e:
@@ -105,7 +111,7 @@ def index_key(input, bkey, key=None):
 
 @op("getitem", doc="input[key]: a view for basic keys, a copy for integer-tensor and mask keys.", composite=True,
     function=False, method=False, operators=("__getitem__",))
-def getitem(input, key):
+def getitem(input: Tensor, key: Any) -> Tensor:
     bkey, basic = convert_key(input, key, "index")
     return slice_key(input, bkey, key) if basic else index_key(input, bkey, key)
 
@@ -128,7 +134,8 @@ def _index_put_input_grad(grad, bkey, accumulate):
     function=False, method=False, node="IndexPutBackward0",
     grads={"input": _index_put_input_grad,
            "values": lambda grad, bkey: _take(grad, bkey)})
-def index_put_key(input, bkey, values, accumulate=False, key=None, name="index_put"):
+def index_put_key(input: Tensor, bkey: tuple, values: Tensor | Number, accumulate: bool = False, key: Any = None,
+                  name: str = "index_put") -> Tensor:
     if not isinstance(values, Tensor):
         values = constant(values, input.dtype, input._device)
     values = cast(values, input.dtype)
@@ -146,14 +153,14 @@ def index_put_key(input, bkey, values, accumulate=False, key=None, name="index_p
 
 @op("index_put", doc="Out-of-place input[indices] = values (+= with duplicates summed when accumulate).",
     composite=True, inplace=True)
-def index_put(input, indices, values, accumulate=False):
+def index_put(input: Tensor, indices: tuple[Tensor, ...], values: Tensor | Number, accumulate: bool = False) -> Tensor:
     key = tuple(indices)
     return index_put_key(input, convert_key(input, key, "index_put")[0], values, accumulate, key)
 
 
 @op("setitem", doc="input[key] = value, in place.", composite=True, function=False, method=False,
     operators=("__setitem__",))
-def setitem(input, key, value):
+def setitem(input: Tensor, key: Any, value: Tensor | Number) -> None:
     check_inplace_allowed(input, "index_put_")
     if isinstance(value, Tensor) and value._device != input._device:
         raise DeviceError(f"index_put_: value on {value._device} for a tensor on {input._device}")
@@ -229,7 +236,7 @@ def _gather_grad(grad, input_shape, dim, index):
 
 @op("gather", doc="Values of input at index along dim (out[i][j] = input[index[i][j]][j] for dim 0).",
     node="GatherBackward0", grads={"input": _gather_grad})
-def gather(input, dim, index):
+def gather(input: Tensor, dim: int, index: Tensor) -> Tensor:
     d = _check_index_tensor("gather", input, dim, index)
     for i, (a, b) in enumerate(zip(index.shape, input.shape)):
         if i != d and a > b:
@@ -249,7 +256,7 @@ def _scatter_add_src_grad(grad, dim, index, src_shape):
 
 @op("scatter_add", doc="input with src added at index along dim (out-of-place).", node="ScatterAddBackward0",
     inplace=True, grads={"input": lambda grad: grad, "src": _scatter_add_src_grad})
-def scatter_add(input, dim, index, src):
+def scatter_add(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     d = _check_index_tensor("scatter_add", input, dim, index)
     if not isinstance(src, Tensor):
         raise DTypeError("scatter_add: src must be a Tensor")
@@ -262,7 +269,7 @@ def scatter_add(input, dim, index, src):
 
 
 @op("index_select", doc="The entries of input at the 1-D index along dim.", composite=True)
-def index_select(input, dim, index):
+def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
     if not isinstance(index, Tensor) or index.ndim > 1:
         raise ShapeError("index_select: index must be a 1-D int64 tensor")
     d = _check_index_tensor("index_select", input, dim, index, same_rank=False)
@@ -270,7 +277,7 @@ def index_select(input, dim, index):
 
 
 @op("masked_fill", doc="input with value where mask is true.", composite=True, inplace=True)
-def masked_fill(input, mask, value):
+def masked_fill(input: Tensor, mask: Tensor, value: Tensor | Number) -> Tensor:
     if not isinstance(mask, Tensor) or mask.dtype is not dt.bool_:
         raise DTypeError(f"masked_fill: mask must be a bool tensor, got "
                          f"{mask.dtype if isinstance(mask, Tensor) else type(mask).__name__}")
@@ -298,19 +305,19 @@ def _triangle(prim, input, diagonal):
 
 @op("tril", doc="The lower triangle of the last two dims (above diagonal set to 0).", node="TrilBackward0",
     grads={"input": lambda grad, diagonal: tril(grad, diagonal)})
-def tril(input, diagonal=0):
+def tril(input: Tensor, diagonal: int = 0) -> Tensor:
     return _triangle("tril", input, diagonal)
 
 
 @op("triu", doc="The upper triangle of the last two dims (below diagonal set to 0).", node="TriuBackward0",
     grads={"input": lambda grad, diagonal: triu(grad, diagonal)})
-def triu(input, diagonal=0):
+def triu(input: Tensor, diagonal: int = 0) -> Tensor:
     return _triangle("triu", input, diagonal)
 
 
 @op("one_hot", doc="Class indices as one-hot int64 rows of num_classes (inferred when -1).", composite=True,
     method=False, functional=True)
-def one_hot(tensor, num_classes=-1):
+def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     if tensor.dtype.category != dt.INTEGER:
         raise DTypeError(f"one_hot: is only applicable to index tensors, got {tensor.dtype}")
     if tensor.numel():
@@ -366,7 +373,8 @@ def _check_scatter_index(name, input, dim, index):
 
 @op("scatter", doc="input with src (or value) written at index along dim; reduce='add'/'multiply' combines.",
     composite=True, inplace=True)
-def scatter(input, dim, index, src=None, value=None, *, reduce=None):
+def scatter(input: Tensor, dim: int, index: Tensor, src: Tensor | None = None, value: Number | None = None, *,
+            reduce: str | None = None) -> Tensor:
     name = "scatter"
     if src is not None and not isinstance(src, Tensor):
         src, value = None, src  # scatter(input, dim, index, 1.5): the scalar overload
@@ -393,7 +401,8 @@ _REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
 
 @op("scatter_reduce", doc="input with src combined at index along dim by sum, prod, mean, amax or amin.",
     composite=True, inplace=True)
-def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
+def scatter_reduce(input: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, *,
+                   include_self: bool = True) -> Tensor:
     name = "scatter_reduce"
     if reduce not in _REDUCTIONS:
         raise ValueError(f"{name}: reduce must be one of {', '.join(map(repr, _REDUCTIONS))}, got {reduce!r}")
@@ -468,13 +477,13 @@ def _scatter_combine_grads(grad, input, dim, index, src, reduce, include_self, r
 @op("scatter_combine", doc="input with src combined at index along dim by prod, amax or amin (scatter_reduce's).",
     function=False, method=False, node="ScatterReduceBackward0",
     grads={("input", "src"): _scatter_combine_grads})
-def scatter_combine(input, dim, index, src, reduce, include_self):
+def scatter_combine(input: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, include_self: bool) -> Tensor:
     data = primitives(input).scatter_reduce(input._data, dim, index._data, src._data, reduce, include_self)
     return wrap(data, input._device)
 
 
 @op("masked_select", doc="The elements of input where mask (broadcast) is true, as a 1-D tensor.", composite=True)
-def masked_select(input, mask):
+def masked_select(input: Tensor, mask: Tensor) -> Tensor:
     if not isinstance(mask, Tensor) or mask.dtype is not dt.bool_:
         raise DTypeError(f"masked_select: mask must be a bool tensor, got "
                          f"{mask.dtype if isinstance(mask, Tensor) else type(mask).__name__}")
@@ -484,7 +493,7 @@ def masked_select(input, mask):
 
 @op("nonzero", doc="The indices of the nonzero elements: (count, ndim) int64, or one 1-D tensor per dim.",
     composite=True)
-def nonzero(input, *, as_tuple=False):
+def nonzero(input: Tensor, *, as_tuple: bool = False) -> Tensor | tuple[Tensor, ...]:
     mask = input if input.dtype is dt.bool_ else input != 0
     if input.ndim == 0:  # PyTorch's (count, 0), or one index tensor of 0s as a tuple
         count = int(bool(mask.item()))

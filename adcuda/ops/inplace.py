@@ -3,12 +3,19 @@ and the rest, are generated from the out-of-place ops by the registry.)
 
 Each writes into the tensor's memory and bumps the version counter that saved values are checked
 against; while recording, the tensor's history moves to the written value."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from ..autograd.graph import needs_grad
 from ..errors import DTypeError, ShapeError, fmt_shape
 from ..tensor import Tensor
 from .common import filled
 from .mutation import check_inplace_allowed, commit_inplace, write_untracked
 from .registry import op
+
+if TYPE_CHECKING:
+    from ..types import Number
 
 
 def _fill(self, value, name):
@@ -25,17 +32,17 @@ def _fill(self, value, name):
 
 
 @op("fill_", doc="Every element set to value, in place.", composite=True, function=False)
-def fill_(self, value):
+def fill_(self: Tensor, value: Tensor | Number) -> Tensor:
     return _fill(self, value, "fill_")
 
 
 @op("zero_", doc="Every element set to 0, in place.", composite=True, function=False)
-def zero_(self):
+def zero_(self: Tensor) -> Tensor:
     return _fill(self, 0, "zero_")
 
 
 @op("copy_", doc="src's values (broadcast, converted) written into this tensor.", composite=True, function=False)
-def copy_(self, src, non_blocking=False):
+def copy_(self: Tensor, src: Tensor, non_blocking: bool = False) -> Tensor:
     check_inplace_allowed(self, "copy_")
     if not isinstance(src, Tensor):
         raise DTypeError(f"copy_: src must be a Tensor, got {type(src).__name__}")

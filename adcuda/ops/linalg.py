@@ -3,7 +3,10 @@ and ``nn.functional.linear``.
 
 Forwards call the backend's gemm family (``matmul``: ``kernels/gemm.cu``). matmul, mm, bmm and
 linear run in the autocast region's half dtype; dot promotes mixed inputs to float32."""
+from __future__ import annotations
+
 import math
+from typing import TYPE_CHECKING
 
 from ..errors import DTypeError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
@@ -11,12 +14,15 @@ from .common import broadcast_shapes, check_same_device, wrap
 from .factories import eye
 from .registry import op
 
+if TYPE_CHECKING:
+    from ..types import Number, Sequence
+
 
 @op("mm_nd", doc="The batched matrix product of two tensors of >= 2 dims (broadcast batch dims).",
     function=False, method=False, node="MmBackward0",
     grads={"input": lambda grad, other: mm_nd(grad, other.mT),
            "other": lambda grad, input: mm_nd(input.mT, grad)})
-def mm_nd(input, other):
+def mm_nd(input: Tensor, other: Tensor) -> Tensor:
     return wrap(primitives(input).matmul(input._data, other._data), input._device)
 
 
@@ -24,7 +30,7 @@ def mm_nd(input, other):
     node="MvBackward0",
     grads={"input": lambda grad, vec: grad.unsqueeze(1) * vec.unsqueeze(0),
            "vec": lambda grad, input: matmul(input.mT, grad)})
-def mv(input, vec):
+def mv(input: Tensor, vec: Tensor) -> Tensor:
     bk = primitives(input)
     # a 1-D array is always viewable as a column; the (m, 1) product is contiguous, so is its row
     product = bk.matmul(input._data, bk.view(vec._data, (vec._data.shape[0], 1)))
@@ -71,19 +77,19 @@ def _matmul(name, input, other):
 
 @op("matmul", doc="The matrix product: 1-D, 2-D and batched with broadcast batch dims.", composite=True,
     autocast="lower", operators=("__matmul__", "__rmatmul__"))
-def matmul(input, other):
+def matmul(input: Tensor, other: Tensor) -> Tensor:
     return _matmul("matmul", input, other)
 
 
 @op("mm", doc="The product of two matrices.", composite=True, autocast="lower")
-def mm(input, mat2):
+def mm(input: Tensor, mat2: Tensor) -> Tensor:
     if input.ndim != 2 or mat2.ndim != 2:
         raise ShapeError(f"mm: both arguments must be 2-D, got {fmt_shape(input.shape)} and {fmt_shape(mat2.shape)}")
     return _matmul("mm", input, mat2)
 
 
 @op("bmm", doc="The products of two batches of matrices (3-D, same batch size).", composite=True, autocast="lower")
-def bmm(input, mat2):
+def bmm(input: Tensor, mat2: Tensor) -> Tensor:
     if input.ndim != 3 or mat2.ndim != 3 or input.shape[0] != mat2.shape[0]:
         raise ShapeError(f"bmm: expected two 3-D tensors with the same batch size, got "
                          f"{fmt_shape(input.shape)} and {fmt_shape(mat2.shape)}")
@@ -91,7 +97,7 @@ def bmm(input, mat2):
 
 
 @op("dot", doc="The inner product of two 1-D tensors.", composite=True, autocast="promote")
-def dot(input, other):
+def dot(input: Tensor, other: Tensor) -> Tensor:
     if input.ndim != 1 or other.ndim != 1 or input.shape[0] != other.shape[0]:
         raise ShapeError(f"dot: expected 1-D tensors of the same size, got {fmt_shape(input.shape)} and "
                          f"{fmt_shape(other.shape)}")
@@ -99,7 +105,7 @@ def dot(input, other):
 
 
 @op("outer", doc="The outer product of two 1-D tensors.", composite=True, aliases=("ger",))
-def outer(input, vec2):
+def outer(input: Tensor, vec2: Tensor) -> Tensor:
     if input.ndim != 1 or vec2.ndim != 1:
         raise ShapeError(f"outer: expected 1-D vectors, got {fmt_shape(input.shape)} and {fmt_shape(vec2.shape)}")
     return input.unsqueeze(1) * vec2.unsqueeze(0)
@@ -121,7 +127,7 @@ def _rows(t):
     grads={"input": lambda grad, weight, input_shape: mm_nd(_rows(grad), weight).reshape(input_shape),
            "weight": lambda grad, input: mm_nd(_rows(grad).mT, _rows(input)),
            "bias": lambda grad: _rows(grad).sum(0)})
-def linear_2d(input, weight, bias=None):
+def linear_2d(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     bk = primitives(input)
     x = input._data
     lead = x.shape[:-1]
@@ -137,7 +143,7 @@ def linear_2d(input, weight, bias=None):
 
 @op("linear", doc="input @ weight.T + bias; input (*, in_features), weight (out_features, in_features).",
     composite=True, autocast="lower", function=False, method=False, functional=True)
-def linear(input, weight, bias=None):
+def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     for name, t in (("input", input), ("weight", weight)):
         if not isinstance(t, Tensor):
             raise DTypeError(f"linear: {name} must be a Tensor, got {type(t).__name__}")
@@ -193,7 +199,7 @@ def _scaled_sum(name, input, product, beta, alpha):
 
 @op("addmm", doc="beta * input + alpha * (mat1 @ mat2) for matrices mat1 and mat2.", composite=True,
     autocast="lower")
-def addmm(input, mat1, mat2, *, beta=1, alpha=1):
+def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: Number = 1, alpha: Number = 1) -> Tensor:
     if not isinstance(mat1, Tensor) or not isinstance(mat2, Tensor) or mat1.ndim != 2 or mat2.ndim != 2:
         raise ShapeError(f"addmm: mat1 and mat2 must be matrices, got shapes "
                          f"{fmt_shape(getattr(mat1, 'shape', ()))} and {fmt_shape(getattr(mat2, 'shape', ()))}")
@@ -202,7 +208,7 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
 
 @op("baddbmm", doc="beta * input + alpha * (batch1 @ batch2) for batches of matrices.", composite=True,
     autocast="lower")
-def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
+def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: Number = 1, alpha: Number = 1) -> Tensor:
     return _scaled_sum("baddbmm", input, bmm(batch1, batch2), beta, alpha)
 
 
@@ -314,7 +320,7 @@ def _contract(a, a_labels, b, b_labels, keep):
 
 @op("einsum", doc="Sums of products over the subscripts of an Einstein-summation equation.", composite=True,
     method=False, autocast="lower")
-def einsum(equation, *operands):
+def einsum(equation: str, *operands: Tensor | Sequence[Tensor]) -> Tensor:
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     if not isinstance(equation, str):
@@ -356,7 +362,7 @@ def _check_float_pair(name, x1, x2):
 
 @op("cdist", doc="The p-norm distances between each row of x1 and each row of x2 (batched).", composite=True,
     method=False)
-def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
+def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str = "use_mm_for_euclid_dist_if_necessary") -> Tensor:
     _check_float_pair("cdist", x1, x2)
     if x1.ndim < 2 or x2.ndim < 2 or x1.shape[-1] != x2.shape[-1]:
         raise ShapeError(f"cdist: x1 {fmt_shape(x1.shape)} and x2 {fmt_shape(x2.shape)} must be (..., P, M) and "
@@ -375,7 +381,7 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
 
 @op("pairwise_distance", doc="The p-norm of x1 - x2 + eps along the last dim.", composite=True, method=False,
     functional=True)
-def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> Tensor:
     _check_float_pair("pairwise_distance", x1, x2)
     try:
         diff = x1 - x2 + eps
@@ -391,7 +397,7 @@ def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
 
 @op("cosine_similarity", doc="x1 . x2 / (max(|x1|, eps) * max(|x2|, eps)) along dim.", composite=True,
     method=False, functional=True)
-def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
     _check_float_pair("cosine_similarity", x1, x2)
     try:
         shape = broadcast_shapes("cosine_similarity", tuple(x1.shape), tuple(x2.shape))

@@ -1,6 +1,9 @@
 """Normalisation: layer_norm (fused, on the backend's norm family: ``kernels/norm.cu``), normalize,
 batch_norm, instance_norm, group_norm and rms_norm."""
+from __future__ import annotations
+
 import numbers
+from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
 from ..autograd import no_grad
@@ -10,6 +13,9 @@ from ..tensor import primitives
 from .common import check_float, check_same_device, dense, wrap
 from .elementwise import rsqrt
 from .registry import op
+
+if TYPE_CHECKING:
+    from ..types import Sequence, Tensor
 
 
 def _layer_norm_grads(grad, input, weight, bias_shape, normalized_shape, eps):
@@ -48,7 +54,8 @@ def _normalized(normalized_shape):
     extra_outputs=("mean", "rstd"),
     grads={("input", "weight", "bias"): _layer_norm_grads},
     fused={("input", "weight", "bias"): _layer_norm_fused_grads})
-def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+def layer_norm(input: Tensor, normalized_shape: int | Sequence[int], weight: Tensor | None = None,
+               bias: Tensor | None = None, eps: float = 1e-5) -> tuple[Tensor, Tensor, Tensor]:
     name = "layer_norm"
     check_float(name, "input", input)
     shape = _normalized(normalized_shape)
@@ -72,7 +79,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
 
 @op("normalize", doc="input / max(||input||_p, eps) along dim.", composite=True, function=False, method=False,
     functional=True)
-def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out: Tensor | None = None) -> Tensor:
     if out is not None:
         raise TypeError("normalize: out= is not supported; assign the result instead")
     norm = input.norm(p, dim, keepdim=True).clamp(min=eps)
@@ -146,7 +153,9 @@ def _batch_norm_fused_grads(grad, input, weight, bias_shape, mean, rstd):
     function=False, method=False, extra_outputs=("mean", "rstd"),
     grads={("input", "weight", "bias"): _batch_norm_grads},
     fused={("input", "weight", "bias"): _batch_norm_fused_grads})
-def native_batch_norm(input, weight=None, bias=None, running_mean=None, running_var=None, momentum=0.1, eps=1e-5):
+def native_batch_norm(input: Tensor, weight: Tensor | None = None, bias: Tensor | None = None,
+                      running_mean: Tensor | None = None, running_var: Tensor | None = None,
+                      momentum: float | None = 0.1, eps: float = 1e-5) -> tuple[Tensor, Tensor, Tensor]:
     y, mean, rstd = primitives(input).batch_norm(dense(input), None if weight is None else dense(weight),
                                                  None if bias is None else dense(bias), eps)
     device = input._device
@@ -162,7 +171,9 @@ def native_batch_norm(input, weight=None, bias=None, running_mean=None, running_
 
 @op("batch_norm", doc="input (N, C, *) normalised per channel with the batch's (training) or the running "
     "statistics, then scaled and shifted.", composite=True, function=False, method=False, functional=True)
-def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
+def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None, weight: Tensor | None = None,
+               bias: Tensor | None = None, training: bool = False, momentum: float | None = 0.1,
+               eps: float = 1e-5) -> Tensor:
     name = "batch_norm"
     check_float(name, "input", input)
     shape = _channel_shape(name, input)
@@ -187,8 +198,9 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
 
 @op("instance_norm", doc="Each (sample, channel) of input (N, C, *) normalised over its own positions, then "
     "scaled and shifted per channel.", composite=True, function=False, method=False, functional=True)
-def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True,
-                  momentum=0.1, eps=1e-5):
+def instance_norm(input: Tensor, running_mean: Tensor | None = None, running_var: Tensor | None = None,
+                  weight: Tensor | None = None, bias: Tensor | None = None, use_input_stats: bool = True,
+                  momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
     name = "instance_norm"
     check_float(name, "input", input)
     shape = _channel_shape(name, input)
@@ -216,7 +228,8 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
 
 @op("group_norm", doc="input (N, C, *) normalised over each of num_groups groups of channels, then scaled "
     "and shifted per channel.", composite=True, function=False, method=False, functional=True)
-def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bias: Tensor | None = None,
+               eps: float = 1e-5) -> Tensor:
     name = "group_norm"
     check_float(name, "input", input)
     shape = _channel_shape(name, input)
@@ -236,7 +249,8 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
 
 @op("rms_norm", doc="input / sqrt(mean(input^2 over normalized_shape) + eps), then scaled by weight.",
     composite=True, function=False, method=False, functional=True)
-def rms_norm(input, normalized_shape, weight=None, eps=None):
+def rms_norm(input: Tensor, normalized_shape: int | Sequence[int], weight: Tensor | None = None,
+             eps: float | None = None) -> Tensor:
     name = "rms_norm"
     check_float(name, "input", input)
     shape = _normalized(normalized_shape)

@@ -7,8 +7,11 @@ Average pooling is a sum of strided views (kH * kW slices: no primitive of its o
 pooling and linear interpolation are products with small constant matrices (one matmul per spatial
 dim), nearest interpolation is an index_select per dim: all differentiable through their ops.
 """
+from __future__ import annotations
+
 import math
 import numbers
+from typing import TYPE_CHECKING
 
 import numpy as np  # the constant pooling / interpolation matrices, built on the host
 
@@ -18,6 +21,9 @@ from .common import check_tensor, dense, wrap
 from .factories import tensor
 from .registry import op
 from .shape import pad as _pad
+
+if TYPE_CHECKING:
+    from ..types import Sequence, Tensor
 
 
 def _tuple(op, what, value, n):
@@ -67,7 +73,7 @@ def _pool_sizes(op, input_shape, kernel, stride, padding, dilation, ceil_mode):
 @op("max_pool2d_select", doc="input's values at flat (H*W) indices per (n, c) plane: max pooling's values.",
     node="MaxPool2DWithIndicesBackward0", function=False, method=False,
     grads={"input": lambda grad, indices, input_shape: max_pool2d_backward(grad, indices, input_shape)})
-def max_pool2d_select(input, indices):
+def max_pool2d_select(input: Tensor, indices: Tensor) -> Tensor:
     n, c, h, w = input.shape
     bk = primitives(input)
     plane = bk.view(dense(input), (n, c, h * w))
@@ -78,7 +84,7 @@ def max_pool2d_select(input, indices):
 @op("max_pool2d_backward", doc="Gradients added at the positions max pooling took them from.",
     node="MaxPool2DWithIndicesBackwardBackward0", function=False, method=False,
     grads={"grad_output": lambda grad, indices: max_pool2d_select(grad, indices)})
-def max_pool2d_backward(grad_output, indices, input_shape):
+def max_pool2d_backward(grad_output: Tensor, indices: Tensor, input_shape: Sequence[int]) -> Tensor:
     return wrap(primitives(grad_output).max_pool2d_backward(grad_output._data, indices._data, tuple(input_shape)),
                 grad_output._device)
 
@@ -113,19 +119,24 @@ def _max_pool(op, input, kernel_size, stride, padding, dilation, ceil_mode, retu
 
 @op("max_pool2d", doc="Max over kernel_size windows of input (N, C, H, W) (stride, padding, dilation, ceil_mode).",
     composite=True, function=True, method=False, functional=True)
-def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+def max_pool2d(input: Tensor, kernel_size: int | Sequence[int], stride: int | Sequence[int] | None = None,
+               padding: int | Sequence[int] = 0, dilation: int | Sequence[int] = 1, ceil_mode: bool = False,
+               return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]:
     return _max_pool("max_pool2d", input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 2)
 
 
 @op("max_pool1d", doc="Max over kernel_size windows of input (N, C, L) (stride, padding, dilation, ceil_mode).",
     composite=True, function=True, method=False, functional=True)
-def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+def max_pool1d(input: Tensor, kernel_size: int | Sequence[int], stride: int | Sequence[int] | None = None,
+               padding: int | Sequence[int] = 0, dilation: int | Sequence[int] = 1, ceil_mode: bool = False,
+               return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]:
     return _max_pool("max_pool1d", input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 1)
 
 
 @op("adaptive_max_pool2d", doc="Max pooling to output_size (H, W) with PyTorch's adaptive windows.",
     composite=True, function=False, method=False, functional=True)
-def adaptive_max_pool2d(input, output_size, return_indices=False):
+def adaptive_max_pool2d(input: Tensor, output_size: int | None | Sequence[int | None],
+                        return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]:
     name = "adaptive_max_pool2d"
     x, batched = _batched(name, input, 2)
     out_size = _adaptive_size(name, x, output_size, 2)
@@ -196,15 +207,17 @@ def _avg_pool(op, input, kernel_size, stride, padding, ceil_mode, count_include_
 
 @op("avg_pool2d", doc="Mean over kernel_size windows of input (N, C, H, W) (count_include_pad, ceil_mode).",
     composite=True, function=False, method=False, functional=True)
-def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
-               divisor_override=None):
+def avg_pool2d(input: Tensor, kernel_size: int | Sequence[int], stride: int | Sequence[int] | None = None,
+               padding: int | Sequence[int] = 0, ceil_mode: bool = False, count_include_pad: bool = True,
+               divisor_override: int | None = None) -> Tensor:
     return _avg_pool("avg_pool2d", input, kernel_size, stride, padding, ceil_mode, count_include_pad,
                      divisor_override, 2)
 
 
 @op("avg_pool1d", doc="Mean over kernel_size windows of input (N, C, L) (count_include_pad, ceil_mode).",
     composite=True, function=True, method=False, functional=True)
-def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+def avg_pool1d(input: Tensor, kernel_size: int | Sequence[int], stride: int | Sequence[int] | None = None,
+               padding: int | Sequence[int] = 0, ceil_mode: bool = False, count_include_pad: bool = True) -> Tensor:
     return _avg_pool("avg_pool1d", input, kernel_size, stride, padding, ceil_mode, count_include_pad, None, 1)
 
 
@@ -249,13 +262,13 @@ def _adaptive_avg(op, input, output_size, spatial):
 
 @op("adaptive_avg_pool2d", doc="Average pooling to output_size (H, W) with PyTorch's adaptive windows.",
     composite=True, function=False, method=False, functional=True)
-def adaptive_avg_pool2d(input, output_size):
+def adaptive_avg_pool2d(input: Tensor, output_size: int | None | Sequence[int | None]) -> Tensor:
     return _adaptive_avg("adaptive_avg_pool2d", input, output_size, 2)
 
 
 @op("adaptive_avg_pool1d", doc="Average pooling to output_size (L) with PyTorch's adaptive windows.",
     composite=True, function=True, method=False, functional=True)
-def adaptive_avg_pool1d(input, output_size):
+def adaptive_avg_pool1d(input: Tensor, output_size: int | Sequence[int]) -> Tensor:
     return _adaptive_avg("adaptive_avg_pool1d", input, output_size, 1)
 
 
@@ -290,8 +303,10 @@ def _nearest_indices(in_size, out_size, scale, exact):
 
 @op("interpolate", doc="input (N, C, *spatial) resized to size or by scale_factor (nearest, linear, bilinear, area).",
     composite=True, function=False, method=False, functional=True)
-def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
-                recompute_scale_factor=None, antialias=False):
+def interpolate(input: Tensor, size: int | Sequence[int] | None = None,
+                scale_factor: float | Sequence[float] | None = None, mode: str = "nearest",
+                align_corners: bool | None = None, recompute_scale_factor: bool | None = None,
+                antialias: bool = False) -> Tensor:
     name = "interpolate"
     check_tensor(name, "input", input)
     spatial = input.ndim - 2

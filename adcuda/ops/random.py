@@ -3,7 +3,10 @@
 Forwards call the backend's random family (counter-based Philox: ``kernels/random.cu``) with a
 ``(seed, offset)`` taken from the generator (``adcuda/random.py``), so a draw depends only on the
 seed and the sequence of draws, never on the device or its launch configuration."""
+from __future__ import annotations
+
 import warnings
+from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
 from ..autograd.graph import needs_grad
@@ -14,6 +17,9 @@ from .common import check_float, dense, wrap
 from .factories import new_tensor, shape_arg
 from .mutation import apply_inplace, check_inplace_allowed, commit_inplace, write_untracked
 from .registry import op
+
+if TYPE_CHECKING:
+    from ..types import Any, Device, DType, Generator, Sequence, Tensor
 
 
 def _draw(name, prim, shape, dtype, device, requires_grad, generator, *args):
@@ -29,7 +35,8 @@ def _draw(name, prim, shape, dtype, device, requires_grad, generator, *args):
 
 
 @op("rand", doc="Uniform samples from [0, 1).", method=False)
-def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
+def rand(*size: int | Sequence[int], generator: Generator | None = None, dtype: DType | None = None,
+         device: Device | str | None = None, requires_grad: bool = False) -> Tensor:
     shape = shape_arg("rand", size)
     if dtype is not None and not dt.as_dtype(dtype).is_floating_point:
         raise DTypeError(f"rand: expected a floating point dtype, got {dtype}")
@@ -37,7 +44,8 @@ def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
 
 
 @op("randn", doc="Standard normal samples.", method=False)
-def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
+def randn(*size: int | Sequence[int], generator: Generator | None = None, dtype: DType | None = None,
+          device: Device | str | None = None, requires_grad: bool = False) -> Tensor:
     shape = shape_arg("randn", size)
     if dtype is not None and not dt.as_dtype(dtype).is_floating_point:
         raise DTypeError(f"randn: expected a floating point dtype, got {dtype}")
@@ -45,7 +53,8 @@ def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
 
 
 @op("randint", doc="Uniform integers from [low, high) (int64 by default).", method=False)
-def randint(low, high=None, size=None, generator=None, dtype=None, device=None, requires_grad=False):
+def randint(low: int, high: int | None = None, size: Sequence[int] | None = None, generator: Generator | None = None,
+            dtype: DType | None = None, device: Device | str | None = None, requires_grad: bool = False) -> Tensor:
     if size is None and isinstance(high, (tuple, list)):  # randint(high, size)
         low, high, size = 0, low, high
     elif high is None:
@@ -59,19 +68,22 @@ def randint(low, high=None, size=None, generator=None, dtype=None, device=None, 
 
 
 @op("rand_like", doc="rand of input's shape, dtype and device.", method=False)
-def rand_like(input, dtype=None, device=None, requires_grad=False):
+def rand_like(input: Tensor, dtype: DType | None = None, device: Device | str | None = None,
+              requires_grad: bool = False) -> Tensor:
     return rand(tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device,
                 requires_grad=requires_grad)
 
 
 @op("randn_like", doc="randn of input's shape, dtype and device.", method=False)
-def randn_like(input, dtype=None, device=None, requires_grad=False):
+def randn_like(input: Tensor, dtype: DType | None = None, device: Device | str | None = None,
+               requires_grad: bool = False) -> Tensor:
     return randn(tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device,
                  requires_grad=requires_grad)
 
 
 @op("randperm", doc="A random permutation of 0..n-1.", method=False)
-def randperm(n, generator=None, dtype=None, device=None):
+def randperm(n: int, generator: Generator | None = None, dtype: DType | None = None,
+             device: Device | str | None = None) -> Tensor:
     # the order of n uniform keys from the generator's stream, drawn and sorted on the CPU, so the
     # permutation depends only on (seed, offset), whatever the device
     keys = rand(n, generator=generator, dtype=dt.float64)
@@ -80,7 +92,8 @@ def randperm(n, generator=None, dtype=None, device=None):
 
 @op("bernoulli_mask", doc="1 with probability p, else 0, in dtype (the draw dropout's mask makes).",
     function=False, method=False)
-def bernoulli_mask(shape, p, dtype, device, generator=None):
+def bernoulli_mask(shape: Sequence[int], p: float, dtype: DType, device: Device | str | None,
+                   generator: Generator | None = None) -> Tensor:
     shape = tuple(shape)
     gen = generator or default_generator
     n = 1
@@ -106,7 +119,7 @@ def _dropout_fused_grad(grad, p, mask):
 @op("dropout_mask_apply", doc="input with each element zeroed with probability p, the rest scaled by 1/(1-p); "
     "the mask is kept for backward.", function=False, method=False, node="NativeDropoutBackward0",
     extra_outputs=("mask",), grads={"input": _dropout_grad}, fused={"input": _dropout_fused_grad})
-def dropout_mask_apply(input, p):
+def dropout_mask_apply(input: Tensor, p: float) -> tuple[Tensor, Tensor]:
     # one primitive draws the mask (the generator's next bernoulli draw, as a two-step form would take
     # it) and applies it; the backward multiplies by the saved mask, never drawing again
     seed, offset = default_generator.next_offset(input.numel())
@@ -116,7 +129,7 @@ def dropout_mask_apply(input, p):
 
 @op("dropout", doc="Zero elements with probability p while training, scaling the rest by 1/(1-p).",
     composite=True, function=False, method=False, functional=True)
-def dropout(input, p=0.5, training=True, inplace=False):
+def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     check_float("dropout", "input", input)
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout: dropout probability has to be between 0 and 1, but got {p}")
@@ -159,13 +172,13 @@ def _channel_dropout(name, input, p, training, inplace, batched_ndim):
 
 @op("dropout1d", doc="Zero whole channels of input (N, C, L) or (C, L) with probability p while training, "
     "scaling the rest by 1/(1-p).", composite=True, function=False, method=False, functional=True)
-def dropout1d(input, p=0.5, training=True, inplace=False):
+def dropout1d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     return _channel_dropout("dropout1d", input, p, training, inplace, 3)
 
 
 @op("dropout2d", doc="Zero whole channels of input (N, C, H, W) or (C, H, W) with probability p while "
     "training, scaling the rest by 1/(1-p).", composite=True, function=False, method=False, functional=True)
-def dropout2d(input, p=0.5, training=True, inplace=False):
+def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     return _channel_dropout("dropout2d", input, p, training, inplace, 4)
 
 
@@ -186,7 +199,8 @@ def _fill_with(self, draw, name):
 
 
 @op("uniform_", doc="Every element replaced by a draw from U(from, to), in place.", composite=True, function=False)
-def uniform_(self, from_=0.0, to=1.0, *, generator=None, **kwargs):
+def uniform_(self: Tensor, from_: float = 0.0, to: float = 1.0, *, generator: Generator | None = None,
+             **kwargs: Any) -> Tensor:
     from_ = kwargs.pop("from", from_)  # PyTorch's keyword is ``from``, a Python keyword
     if kwargs:
         raise DTypeError(f"uniform_: unexpected keyword arguments {sorted(kwargs)}")
@@ -198,7 +212,7 @@ def uniform_(self, from_=0.0, to=1.0, *, generator=None, **kwargs):
 
 @op("normal_", doc="Every element replaced by a draw from N(mean, std**2), in place.", composite=True,
     function=False)
-def normal_(self, mean=0.0, std=1.0, *, generator=None):
+def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *, generator: Generator | None = None) -> Tensor:
     if std < 0:
         raise ValueError(f"normal_: expects std >= 0.0, got std={std}")
     return _fill_with(self, lambda d: randn(tuple(self.shape), generator=generator, dtype=d, device=self.device)
@@ -234,7 +248,8 @@ def _check_distribution(input, num_samples, replacement):
 
 @op("multinomial", doc="Indices drawn from each row's categorical distribution (with or without replacement).",
     composite=True)
-def multinomial(input, num_samples, replacement=False, *, generator=None):
+def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,
+                generator: Generator | None = None) -> Tensor:
     rows = _check_distribution(input, num_samples, replacement)
     n = rows.shape[-1]
     work = dt.float64 if rows.device.type == "cpu" else dt.float32

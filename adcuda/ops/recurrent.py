@@ -2,12 +2,19 @@
 products, as one op with its own backward (the backend's recurrent family: ``kernels/recurrent.cu``),
 so that a layer records few nodes per step: the hidden product, this op and the views of its
 result."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from ..errors import DTypeError, ShapeError, fmt_shape
 from ..tensor import primitives
 from .common import check_float, check_same_device, dense, wrap
 from .elementwise import sigmoid, tanh
 from .registry import op
 from .shape import cat, stack
+
+if TYPE_CHECKING:
+    from ..types import Tensor
 
 
 def _check_step(name, gi, gh, state, n_gates):
@@ -44,7 +51,7 @@ def _lstm_fused_grads(grad, gi, gh, c, result):
     "state c (B, H) -> stack(h', c') (2, B, H).", node="LstmCellPointwiseBackward", autocast="promote",
     function=False, method=False,
     grads={("gi", "gh", "c"): _lstm_grads}, fused={("gi", "gh", "c"): _lstm_fused_grads})
-def lstm_cell_pointwise(gi, gh, c):
+def lstm_cell_pointwise(gi: Tensor, gh: Tensor, c: Tensor) -> Tensor:
     _check_step("lstm_cell_pointwise", gi, gh, c, 4)
     return wrap(primitives(gi).lstm_cell(dense(gi), dense(gh), dense(c)), gi._device)
 
@@ -72,7 +79,7 @@ def _gru_fused_grads(grad, gi, gh, h):
     "and the state h (B, H) -> h' (B, H).", node="GruCellPointwiseBackward", autocast="promote",
     function=False, method=False,
     grads={("gi", "gh", "h"): _gru_grads}, fused={("gi", "gh", "h"): _gru_fused_grads})
-def gru_cell_pointwise(gi, gh, h):
+def gru_cell_pointwise(gi: Tensor, gh: Tensor, h: Tensor) -> Tensor:
     _check_step("gru_cell_pointwise", gi, gh, h, 3)
     return wrap(primitives(gi).gru_cell(dense(gi), dense(gh), dense(h)), gi._device)
 
@@ -171,7 +178,8 @@ def _lstm_layer_fused_grads(grad, projected, h0, c0, w_hh, b_hh, reverse, result
     autocast="promote", function=False, method=False,
     grads={("projected", "h0", "c0", "w_hh", "b_hh"): _lstm_layer_grads},
     fused={("projected", "h0", "c0", "w_hh", "b_hh"): _lstm_layer_fused_grads})
-def lstm_layer(projected, h0, c0, w_hh, b_hh=None, reverse=False):
+def lstm_layer(projected: Tensor, h0: Tensor, c0: Tensor, w_hh: Tensor, b_hh: Tensor | None = None,
+               reverse: bool = False) -> Tensor:
     _check_layer("lstm_layer", projected, (("h0", h0), ("c0", c0)), w_hh, b_hh, 4)
     bk = primitives(projected)
     proj = dense(projected)
@@ -240,7 +248,8 @@ def _gru_layer_fused_grads(grad, projected, h0, w_hh, b_hh, reverse, result):
     autocast="promote", function=False, method=False,
     grads={("projected", "h0", "w_hh", "b_hh"): _gru_layer_grads},
     fused={("projected", "h0", "w_hh", "b_hh"): _gru_layer_fused_grads})
-def gru_layer(projected, h0, w_hh, b_hh=None, reverse=False):
+def gru_layer(projected: Tensor, h0: Tensor, w_hh: Tensor, b_hh: Tensor | None = None,
+              reverse: bool = False) -> Tensor:
     _check_layer("gru_layer", projected, (("h0", h0),), w_hh, b_hh, 3)
     bk = primitives(projected)
     proj = dense(projected)

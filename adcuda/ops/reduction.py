@@ -3,9 +3,12 @@ logsumexp norm argmax argmin all any; and the running sum ``cumsum``.
 
 Forwards call the backend's reduce family (``reduce``, ``argreduce``, ``var``, ``logsumexp``,
 ``cumsum``: ``kernels/reduce.cu``)."""
+from __future__ import annotations
+
 import builtins
 import math
 from collections import namedtuple
+from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError, fmt_shape
@@ -14,6 +17,9 @@ from .common import cast, wrap, wrap_dim
 from .elementwise import abs as _abs
 from .elementwise import exp, maximum, minimum, sign, where
 from .registry import op
+
+if TYPE_CHECKING:
+    from ..types import DType, Number, Sequence
 
 # what max(dim) and min(dim) return: (values, indices), named like PyTorch's return types
 max_result = namedtuple("max", ["values", "indices"])
@@ -74,7 +80,8 @@ def _sum_grad(grad, input_shape, dim, keepdim):
 @op("sum", doc="The sum over dim (all elements by default); int and bool sum as int64.",
     node=lambda input, dim=None, keepdim=False, *, dtype=None: "SumBackward1" if dim is not None else "SumBackward0",
     grads={"input": _sum_grad})
-def sum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
+def sum(input: Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False, *,  # noqa: A001
+        dtype: DType | None = None) -> Tensor:
     if dtype is not None:
         input = cast(input, dt.as_dtype(dtype, "sum"))
     return _reduce("sum", input, reduce_axes("sum", input.ndim, dim), keepdim)
@@ -88,7 +95,8 @@ def _mean_grad(grad, input_shape, dim, keepdim):
 @op("mean", doc="The mean over dim (all elements by default).",
     node=lambda input, dim=None, keepdim=False, *, dtype=None: "MeanBackward1" if dim is not None else "MeanBackward0",
     grads={"input": _mean_grad})
-def mean(input, dim=None, keepdim=False, *, dtype=None):
+def mean(input: Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False, *,
+         dtype: DType | None = None) -> Tensor:
     if dtype is not None:
         input = cast(input, dt.as_dtype(dtype, "mean"))
     if not input.dtype.is_floating_point:
@@ -115,7 +123,7 @@ def _prod_grad(grad, input, result, dim, keepdim):
 
 @op("prod", doc="The product over dim (an int; all elements by default).", node="ProdBackward0",
     grads={"input": _prod_grad})
-def prod(input, dim=None, keepdim=False, *, dtype=None):
+def prod(input: Tensor, dim: int | None = None, keepdim: bool = False, *, dtype: DType | None = None) -> Tensor:
     if dtype is not None:
         input = cast(input, dt.as_dtype(dtype, "prod"))
     if dim is not None and not isinstance(dim, int):
@@ -143,13 +151,13 @@ def _extreme(prim, input, dim, keepdim):
 
 @op("amax", doc="The largest value over dim (all elements by default); ties share the gradient.",
     node="AmaxBackward0", grads={"input": _extreme_grad("amax")})
-def amax(input, dim=(), keepdim=False):
+def amax(input: Tensor, dim: int | Sequence[int] = (), keepdim: bool = False) -> Tensor:
     return _extreme("amax", input, dim, keepdim)
 
 
 @op("amin", doc="The smallest value over dim (all elements by default); ties share the gradient.",
     node="AminBackward0", grads={"input": _extreme_grad("amin")})
-def amin(input, dim=(), keepdim=False):
+def amin(input: Tensor, dim: int | Sequence[int] = (), keepdim: bool = False) -> Tensor:
     return _extreme("amin", input, dim, keepdim)
 
 
@@ -173,12 +181,14 @@ def _max_min(name, input, dim, keepdim):
 
 
 @op("max", doc="The largest value (and with dim, its index along dim); max(a, b) is maximum.", composite=True)
-def max(input, dim=None, keepdim=False):  # noqa: A001
+def max(input: Tensor, dim: int | Tensor | None = None,  # noqa: A001
+        keepdim: bool = False) -> Tensor | tuple[Tensor, Tensor]:
     return _max_min("max", input, dim, keepdim)
 
 
 @op("min", doc="The smallest value (and with dim, its index along dim); min(a, b) is minimum.", composite=True)
-def min(input, dim=None, keepdim=False):  # noqa: A001
+def min(input: Tensor, dim: int | Tensor | None = None,  # noqa: A001
+        keepdim: bool = False) -> Tensor | tuple[Tensor, Tensor]:
     return _max_min("min", input, dim, keepdim)
 
 
@@ -189,12 +199,12 @@ def _argext(name, input, dim, keepdim):
 
 
 @op("argmax", doc="The index of the largest value (over the flattened tensor without dim).")
-def argmax(input, dim=None, keepdim=False):
+def argmax(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
     return _argext("argmax", input, dim, keepdim)
 
 
 @op("argmin", doc="The index of the smallest value (over the flattened tensor without dim).")
-def argmin(input, dim=None, keepdim=False):
+def argmin(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
     return _argext("argmin", input, dim, keepdim)
 
 
@@ -229,7 +239,8 @@ def _var_forward(name, input, dim, unbiased, keepdim, correction):
     node="VarBackward0",
     grads={"input": lambda grad, input, dim, unbiased, keepdim, correction: _var_grad_of(
         input, grad, reduce_axes("var", input.ndim, dim), keepdim, _correction("var", unbiased, correction))})
-def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+def var(input: Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | None = None, keepdim: bool = False, *,
+        correction: Number | None = None) -> Tensor:
     return wrap(_var_forward("var", input, dim, unbiased, keepdim, correction), input._device)
 
 
@@ -243,18 +254,21 @@ def _std_grad(grad, input, result, dim, unbiased, keepdim, correction):
 
 @op("std", doc="The standard deviation over dim (see var for the correction).", node="StdBackward0",
     grads={"input": _std_grad})
-def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+def std(input: Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | None = None, keepdim: bool = False, *,
+        correction: Number | None = None) -> Tensor:
     bk = primitives(input)
     return wrap(bk.unary("sqrt", _var_forward("std", input, dim, unbiased, keepdim, correction)), input._device)
 
 
 @op("var_mean", doc="(var, mean) over dim.", composite=True)
-def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+def var_mean(input: Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | None = None, keepdim: bool = False,
+             *, correction: Number | None = None) -> tuple[Tensor, Tensor]:
     return var(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
 
 
 @op("std_mean", doc="(std, mean) over dim.", composite=True)
-def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+def std_mean(input: Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | None = None, keepdim: bool = False,
+             *, correction: Number | None = None) -> tuple[Tensor, Tensor]:
     return std(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
 
 
@@ -268,7 +282,7 @@ def _logsumexp_grad(grad, input, result, dim, keepdim):
 
 @op("logsumexp", doc="log(sum(exp(input))) over dim, computed without overflow.", node="LogsumexpBackward0",
     grads={"input": _logsumexp_grad})
-def logsumexp(input, dim, keepdim=False):
+def logsumexp(input: Tensor, dim: int | Sequence[int], keepdim: bool = False) -> Tensor:
     axes = reduce_axes("logsumexp", input.ndim, dim)
     if not input.dtype.is_floating_point:
         input = cast(input, dt.default_float)
@@ -289,7 +303,7 @@ def _pnorm_grad(grad, input, result, p, dim, keepdim):
 
 @op("pnorm", doc="The vector p-norm for a finite p other than 0 (norm's differentiable core).",
     node="NormBackward1", function=False, method=False, grads={"input": _pnorm_grad})
-def pnorm(input, p, dim, keepdim):
+def pnorm(input: Tensor, p: float, dim: int | Sequence[int] | None, keepdim: bool) -> Tensor:
     bk = primitives(input)
     x, d = input._data, input.dtype
     axes = reduce_axes("norm", input.ndim, dim)
@@ -304,7 +318,8 @@ def pnorm(input, p, dim, keepdim):
 
 
 @op("norm", doc="The vector p-norm over dim (all elements by default); 'fro' is the 2-norm.", composite=True)
-def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
+def norm(input: Tensor, p: float | str | None = "fro", dim: int | Sequence[int] | None = None, keepdim: bool = False,
+         dtype: DType | None = None) -> Tensor:
     if dtype is not None:
         input = input.to(dtype=dtype)
     if not input.dtype.is_floating_point:
@@ -334,7 +349,7 @@ def _cumsum_grad(grad, input_shape, dim):
 
 @op("cumsum", doc="The running sum along dim; int and bool inputs give int64.", node="CumsumBackward0",
     grads={"input": _cumsum_grad})
-def cumsum(input, dim, *, dtype=None):
+def cumsum(input: Tensor, dim: int, *, dtype: DType | None = None) -> Tensor:
     if dtype is not None:
         input = cast(input, dt.as_dtype(dtype, "cumsum"))
     bk = primitives(input)
@@ -345,17 +360,17 @@ def cumsum(input, dim, *, dtype=None):
 
 
 @op("all", doc="Whether every element over dim is nonzero.")
-def all(input, dim=None, keepdim=False):  # noqa: A001
+def all(input: Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:  # noqa: A001
     return _reduce("all", input, reduce_axes("all", input.ndim, dim), keepdim)
 
 
 @op("any", doc="Whether any element over dim is nonzero.")
-def any(input, dim=None, keepdim=False):  # noqa: A001
+def any(input: Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:  # noqa: A001
     return _reduce("any", input, reduce_axes("any", input.ndim, dim), keepdim)
 
 
 @op("count_nonzero", doc="The number of nonzero elements over dim.", composite=True)
-def count_nonzero(input, dim=None):
+def count_nonzero(input: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
     return sum(input != 0, dim)
 
 
@@ -386,7 +401,7 @@ def _arange_like(x, n):
 
 @op("cumprod", doc="The running product along dim; int and bool inputs give int64.", node="CumprodBackward0",
     grads={"input": _cumprod_grad})
-def cumprod(input, dim, *, dtype=None):
+def cumprod(input: Tensor, dim: int, *, dtype: DType | None = None) -> Tensor:
     if dtype is not None:
         input = cast(input, dt.as_dtype(dtype, "cumprod"))
     bk = primitives(input)

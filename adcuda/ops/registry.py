@@ -40,13 +40,18 @@ The declaration says everything the rest of adcuda needs:
 API reference and the tests; ``get(name)`` finds one op.
 """
 import inspect
+from collections.abc import Callable
 from inspect import Parameter
+from typing import Any, TypeVar
 
 from . import dispatch
 
 VAR_POSITIONAL, KEYWORD_ONLY = Parameter.VAR_POSITIONAL, Parameter.KEYWORD_ONLY
 
 _REGISTRY = {}
+
+# what type checkers see ``@op(...)`` make of a forward: a function of the same signature (the entry)
+Forward = TypeVar("Forward", bound=Callable[..., Any])
 
 _FORMULA_INPUTS = ("grad", "result")
 _METADATA = ("shape", "dtype", "device")  # ``input_shape``: only that of a tensor parameter is kept
@@ -101,6 +106,10 @@ class OpDef:
         # t == None, F.softmax's _stacklevel)
         self.method_adapter = method if callable(method) else None
         self.functional_adapter = functional if callable(functional) else None
+        for adapter in (self.method_adapter, self.functional_adapter):
+            if adapter is not None:  # help() and the API reference read the form as the op
+                adapter.__name__ = adapter.__qualname__ = name
+                adapter.__doc__ = self.doc
         self.functional_inplace = functional == "inplace"
         if self.functional_inplace and not inplace:
             raise ValueError(f"op {name!r}: functional='inplace' needs an in-place form")
@@ -195,9 +204,9 @@ def _parameters(signature):
     return tuple(signature.parameters)
 
 
-def op(name, *, doc, grads=None, fused=None, composite=False, node=None, autocast=None, view=False,
+def op(name: str, *, doc: str, grads=None, fused=None, composite=False, node=None, autocast=None, view=False,
        extra_outputs=(), function=True, method=True, inplace=False, operators=(), aliases=(),
-       functional=False, as_property=False, differentiable=None):
+       functional=False, as_property=False, differentiable=None) -> Callable[[Forward], Forward]:
     """Declare an op (see the module docstring); returns its dispatching entry point, which
     carries the declaration as ``.op``."""
     if name in _REGISTRY:
@@ -287,4 +296,7 @@ def _with_inplace_keyword(definition):
         return (inplace_entry if inplace else entry)(input, *args, **kwargs)
     functional.__name__ = definition.name
     functional.__doc__ = definition.doc
+    parameters = list(definition.signature.parameters.values())
+    inplace = Parameter("inplace", KEYWORD_ONLY, default=False, annotation="bool")
+    functional.__signature__ = definition.signature.replace(parameters=parameters + [inplace])
     return functional

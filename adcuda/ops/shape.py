@@ -4,7 +4,10 @@ repeat contiguous clone; reshape where the strides leave no choice).
 
 Views are the backend's layout primitives (``view permute expand slice flip``): they share the
 base's memory and, through the dispatch point, its version counter."""
+from __future__ import annotations
+
 import operator
+from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
 from ..autograd.graph import sum_to_shape
@@ -15,6 +18,9 @@ from .dispatch import NotAView
 from .factories import full, tensor
 from .indexing import index_put
 from .registry import op
+
+if TYPE_CHECKING:
+    from ..types import DType, Sequence
 
 
 def _infer_shape(name, shape, numel):
@@ -58,7 +64,7 @@ def _infer_shape(name, shape, numel):
 @op("view", doc="The same data seen with another shape (one dim may be -1); fails where strides forbid.",
     view=True, node="ViewBackward0",
     grads={"input": lambda grad, input_shape: grad.reshape(input_shape)})
-def view(input, *shape):
+def view(input: Tensor, *shape: int | Sequence[int] | DType) -> Tensor:
     shape = _infer_shape("view", shape, input.numel())
     data = primitives(input).view(input._data, shape)
     if data is None:
@@ -71,7 +77,7 @@ def view(input, *shape):
 
 @op("reshape", doc="input with another shape: a view where the strides allow one, else a copy.", view=True,
     node="ViewBackward0", grads={"input": lambda grad, input_shape: grad.reshape(input_shape)})
-def reshape(input, *shape):
+def reshape(input: Tensor, *shape: int | Sequence[int]) -> Tensor:
     shape = _infer_shape("reshape", shape, input.numel())
     data = primitives(input).view(input._data, shape)
     if data is None:
@@ -80,17 +86,17 @@ def reshape(input, *shape):
 
 
 @op("view_as", doc="view(other.shape).", composite=True, function=False)
-def view_as(input, other):
+def view_as(input: Tensor, other: Tensor) -> Tensor:
     return view(input, tuple(other.shape))
 
 
 @op("reshape_as", doc="reshape(other.shape).", composite=True, function=False)
-def reshape_as(input, other):
+def reshape_as(input: Tensor, other: Tensor) -> Tensor:
     return reshape(input, tuple(other.shape))
 
 
 @op("flatten", doc="Dims start_dim..end_dim merged into one.", composite=True)
-def flatten(input, start_dim=0, end_dim=-1):
+def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     if input.ndim == 0:
         return reshape(input, 1)
     s = wrap_dim(start_dim, input.ndim, "flatten")
@@ -102,7 +108,7 @@ def flatten(input, start_dim=0, end_dim=-1):
 
 
 @op("unflatten", doc="Dim dim split into sizes.", composite=True)
-def unflatten(input, dim, sizes):
+def unflatten(input: Tensor, dim: int, sizes: Sequence[int]) -> Tensor:
     d = wrap_dim(dim, input.ndim, "unflatten")
     shape = tuple(input.shape)
     inner = _infer_shape("unflatten", tuple(sizes), shape[d])
@@ -110,7 +116,7 @@ def unflatten(input, dim, sizes):
 
 
 @op("squeeze", doc="Dims of size 1 removed (all, or those of dim).", composite=True)
-def squeeze(input, dim=None):
+def squeeze(input: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
     shape = tuple(input.shape)
     if dim is None:
         axes = {i for i, n in enumerate(shape) if n == 1}
@@ -122,7 +128,7 @@ def squeeze(input, dim=None):
 
 
 @op("unsqueeze", doc="A dim of size 1 inserted at dim.", composite=True)
-def unsqueeze(input, dim):
+def unsqueeze(input: Tensor, dim: int) -> Tensor:
     d = wrap_dim(dim, input.ndim + 1, "unsqueeze")
     shape = tuple(input.shape)
     return reshape(input, shape[:d] + (1,) + shape[d:])
@@ -149,12 +155,12 @@ def _permute_grad(grad, input_shape, dims):
 
 @op("permute", doc="The dims reordered (a view).", view=True, node="PermuteBackward0",
     grads={"input": _permute_grad})
-def permute(input, *dims):
+def permute(input: Tensor, *dims: int | Sequence[int]) -> Tensor:
     return wrap(primitives(input).permute(input._data, _permutation(input, dims)), input._device)
 
 
 @op("transpose", doc="Dims dim0 and dim1 swapped (a view).", composite=True, aliases=("swapaxes", "swapdims"))
-def transpose(input, dim0, dim1):
+def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
     if input.ndim == 0:
         wrap_dim(dim0, 0, "transpose"), wrap_dim(dim1, 0, "transpose")
         return permute(input)
@@ -166,19 +172,19 @@ def transpose(input, dim0, dim1):
 
 
 @op("t", doc="The transpose of a matrix (vectors and scalars as they are).", composite=True)
-def t(input):
+def t(input: Tensor) -> Tensor:
     if input.ndim > 2:
         raise ShapeError(f"t: expects a tensor with <= 2 dimensions, but got shape {fmt_shape(input.shape)}")
     return transpose(input, 0, 1) if input.ndim == 2 else input
 
 
 @op("T", doc="All dims reversed.", composite=True, function=False, as_property=True)
-def T(input):  # noqa: N802 (PyTorch's name)
+def T(input: Tensor) -> Tensor:  # noqa: N802 (PyTorch's name)
     return permute(input, tuple(reversed(range(input.ndim))))
 
 
 @op("mT", doc="The last two dims swapped (batches of matrices).", composite=True, function=False, as_property=True)
-def mT(input):  # noqa: N802 (PyTorch's name)
+def mT(input: Tensor) -> Tensor:  # noqa: N802 (PyTorch's name)
     if input.ndim < 2:
         raise ShapeError(f"mT: tensor.mT is only supported on matrices or batches of matrices, got a "
                          f"{input.ndim}-D tensor of shape {fmt_shape(input.shape)}")
@@ -186,7 +192,7 @@ def mT(input):  # noqa: N802 (PyTorch's name)
 
 
 @op("movedim", doc="Dims source moved to positions destination.", composite=True)
-def movedim(input, source, destination):
+def movedim(input: Tensor, source: int | Sequence[int], destination: int | Sequence[int]) -> Tensor:
     src = [source] if isinstance(source, int) else list(source)
     dst = [destination] if isinstance(destination, int) else list(destination)
     src = [wrap_dim(s, input.ndim, "movedim") for s in src]
@@ -222,7 +228,7 @@ def _expanded_shape(input, sizes):
 
 @op("expand", doc="Size-1 dims repeated (a view with stride 0; -1 keeps a size).", view=True,
     node="ExpandBackward0", grads={"input": lambda grad, input_shape: sum_to_shape(grad, input_shape)})
-def expand(input, *sizes):
+def expand(input: Tensor, *sizes: int | Sequence[int]) -> Tensor:
     target = _expanded_shape(input, sizes)
     if target == tuple(input.shape):
         return input
@@ -230,18 +236,18 @@ def expand(input, *sizes):
 
 
 @op("expand_as", doc="expand(other.shape).", composite=True, function=False)
-def expand_as(input, other):
+def expand_as(input: Tensor, other: Tensor) -> Tensor:
     return expand(input, tuple(other.shape))
 
 
 @op("broadcast_to", doc="expand to shape.", composite=True)
-def broadcast_to(input, shape):
+def broadcast_to(input: Tensor, shape: Sequence[int]) -> Tensor:
     return expand(input, tuple(shape))
 
 
 @op("broadcast_tensors", doc="The tensors expanded to their common broadcast shape.", composite=True,
     method=False)
-def broadcast_tensors(*tensors):
+def broadcast_tensors(*tensors: Tensor) -> tuple[Tensor, ...]:
     shape = broadcast_shapes("broadcast_tensors", *(tuple(t.shape) for t in tensors))
     return tuple(expand(t, shape) for t in tensors)
 
@@ -255,13 +261,13 @@ def _flip_axes(ndim, dims):
 
 @op("flip", doc="The order of elements reversed along dims (a copy).", node="FlipBackward0",
     grads={"input": lambda grad, input_shape, dims: flip(grad, _flip_axes(len(input_shape), dims))})
-def flip(input, dims):
+def flip(input: Tensor, dims: int | Sequence[int]) -> Tensor:
     bk = primitives(input)
     return wrap(bk.contiguous(bk.flip(input._data, _flip_axes(input.ndim, dims))), input._device)
 
 
 @op("narrow", doc="length elements of dim from start (a view).", composite=True)
-def narrow(input, dim, start, length):
+def narrow(input: Tensor, dim: int, start: int | Tensor, length: int) -> Tensor:
     d = wrap_dim(dim, input.ndim, "narrow")
     size = input.shape[d]
     if start < 0:
@@ -274,13 +280,13 @@ def narrow(input, dim, start, length):
 
 @op("contiguous", doc="input in row-major layout (input itself if it is already).", node="CloneBackward0",
     grads={"input": lambda grad: grad})
-def contiguous(input):
+def contiguous(input: Tensor) -> Tensor:
     data = primitives(input).contiguous(input._data)
     return input if data is input._data else wrap(data, input._device)
 
 
 @op("clone", doc="A copy with its own memory.", node="CloneBackward0", grads={"input": lambda grad: grad})
-def clone(input):
+def clone(input: Tensor) -> Tensor:
     bk = primitives(input)
     data = bk.contiguous(input._data)
     if data is input._data:
@@ -308,7 +314,7 @@ def _cat_grad(grad, tensors_shape, dim):
 
 @op("cat", doc="The tensors joined along dim.", node="CatBackward0", method=False,
     aliases=("concat", "concatenate"), grads={"tensors": _cat_grad})
-def cat(tensors, dim=0):
+def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     tensors = list(tensors)
     if not tensors:
         raise ValueError("cat: expected a non-empty list of Tensors")
@@ -330,7 +336,7 @@ def cat(tensors, dim=0):
 
 
 @op("stack", doc="The tensors (of one shape) joined along a new dim.", composite=True, method=False)
-def stack(tensors, dim=0):
+def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     tensors = list(tensors)
     if not tensors:
         raise ValueError("stack: expected a non-empty list of Tensors")
@@ -343,7 +349,7 @@ def stack(tensors, dim=0):
 
 
 @op("split", doc="Pieces of split_size (or of the listed sizes) along dim (views).", composite=True)
-def split(input, split_size_or_sections, dim=0):
+def split(input: Tensor, split_size_or_sections: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
     d = wrap_dim(dim, input.ndim, "split")
     size = input.shape[d]
     if isinstance(split_size_or_sections, int):
@@ -363,7 +369,7 @@ def split(input, split_size_or_sections, dim=0):
 
 
 @op("chunk", doc="chunks nearly equal pieces along dim (views).", composite=True)
-def chunk(input, chunks, dim=0):
+def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     if chunks <= 0:
         raise ValueError(f"chunk: chunks must be positive, got {chunks}")
     d = wrap_dim(dim, input.ndim, "chunk")
@@ -375,19 +381,19 @@ def chunk(input, chunks, dim=0):
 
 
 @op("unbind", doc="The slices along dim, as a tuple (views).", composite=True)
-def unbind(input, dim=0):
+def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
     d = wrap_dim(dim, input.ndim, "unbind")
     return tuple(select(input, d, i) for i in range(input.shape[d]))
 
 
 @op("select", doc="The slice at index along dim, without that dim (a view).", composite=True)
-def select(input, dim, index):
+def select(input: Tensor, dim: int, index: int) -> Tensor:
     d = wrap_dim(dim, input.ndim, "select")
     return input[(slice(None),) * d + (index,)]
 
 
 @op("repeat", doc="input tiled repeats times along each dim (a copy).", composite=True)
-def repeat(input, *repeats):
+def repeat(input: Tensor, *repeats: int | Sequence[int]) -> Tensor:
     if len(repeats) == 1 and isinstance(repeats[0], (tuple, list)):
         repeats = tuple(repeats[0])
     if len(repeats) < input.ndim:
@@ -413,7 +419,8 @@ _PAD_MODES = ("constant", "reflect", "replicate", "circular")
 
 @op("pad", doc="The last len(pad) // 2 dims padded (or cropped) by (before, after) pairs, last dim first.",
     composite=True, function=False, method=False, functional=True)
-def pad(input, pad, mode="constant", value=None):  # noqa: A002 (PyTorch's names)
+def pad(input: Tensor, pad: Sequence[int], mode: str = "constant",  # noqa: A002 (PyTorch's names)
+        value: float | None = None) -> Tensor:
     if not isinstance(input, Tensor):
         raise DTypeError(f"pad: input must be a Tensor, got {type(input).__name__}")
     pad = tuple(int(p) for p in pad)
@@ -483,7 +490,7 @@ def _int_tuple(x):
 
 @op("roll", doc="Elements shifted along dims, wrapping around (flattened first when dims is None).",
     composite=True)
-def roll(input, shifts, dims=None):
+def roll(input: Tensor, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Tensor:
     shifts = _int_tuple(shifts)
     if dims is None:
         if len(shifts) != 1:
@@ -506,7 +513,7 @@ def roll(input, shifts, dims=None):
 
 @op("meshgrid", doc="Coordinate grids from 1-D tensors (indexing 'ij' or 'xy'), as expanded views.",
     composite=True, method=False)
-def meshgrid(*tensors, indexing=None):
+def meshgrid(*tensors: Tensor | Sequence[Tensor], indexing: str | None = None) -> tuple[Tensor, ...]:
     if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
         tensors = tuple(tensors[0])
     indexing = "ij" if indexing is None else indexing
@@ -543,7 +550,8 @@ def _repeat_positions(repeats, n, total):
 
 @op("repeat_interleave", doc="Each element (or slice along dim) repeated repeats times, in place of it.",
     composite=True)
-def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
+def repeat_interleave(input: Tensor, repeats: int | Tensor | None = None, dim: int | None = None, *,
+                      output_size: int | None = None) -> Tensor:
     name = "repeat_interleave"
     if repeats is None:  # repeat_interleave(repeats): the indices 0..n-1, each repeated
         repeats, input = input, None

@@ -5,7 +5,10 @@ softmax, log_softmax and cross_entropy's per-row losses run on the fused primiti
 softmax_loss family (``kernels/softmax_loss.cu``) with fused backward primitives; the losses are
 composite ops over them. All of them compute in float32 under autocast.
 """
+from __future__ import annotations
+
 import math
+from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
 from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
@@ -18,6 +21,9 @@ from .factories import arange
 from .indexing import gather
 from .reduction import sum as _sum
 from .registry import op
+
+if TYPE_CHECKING:
+    from ..types import DType, Tensor
 
 
 # ------------------------------------------------------------------------------------------------
@@ -61,19 +67,30 @@ def _softmax_fused_grad(log):
     return grad_fn
 
 
+# F.softmax and F.log_softmax take PyTorch's (ignored) _stacklevel before dtype
+def _functional_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3,
+                        dtype: DType | None = None) -> Tensor:
+    return softmax(input, dim, dtype)
+
+
+def _functional_log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3,
+                            dtype: DType | None = None) -> Tensor:
+    return log_softmax(input, dim, dtype)
+
+
 @op("softmax", doc="exp(input) normalised to sum to 1 along dim.", node="SoftmaxBackward0", autocast="float32",
-    functional=lambda input, dim=None, _stacklevel=3, dtype=None: softmax(input, dim, dtype),
+    functional=_functional_softmax,
     grads={"input": _softmax_grad(False)}, fused={"input": _softmax_fused_grad(False)})
-def softmax(input, dim=None, dtype=None):
+def softmax(input: Tensor, dim: int | None = None, dtype: DType | None = None) -> Tensor:
     # torch.softmax / Tensor.softmax order: (input, dim, dtype); F.softmax puts _stacklevel third
     return _softmax_forward("softmax", input, dim, False, dtype)
 
 
 @op("log_softmax", doc="log(softmax(input)) along dim, computed without overflow.", node="LogSoftmaxBackward0",
     autocast="float32",
-    functional=lambda input, dim=None, _stacklevel=3, dtype=None: log_softmax(input, dim, dtype),
+    functional=_functional_log_softmax,
     grads={"input": _softmax_grad(True)}, fused={"input": _softmax_fused_grad(True)})
-def log_softmax(input, dim=None, dtype=None):
+def log_softmax(input: Tensor, dim: int | None = None, dtype: DType | None = None) -> Tensor:
     return _softmax_forward("log_softmax", input, dim, True, dtype)
 
 
@@ -128,7 +145,8 @@ def _check_target_shape(op, input, target):
 
 @op("mse_loss", doc="The mean (or sum, or none) of squared differences, optionally weighted.", composite=True,
     autocast="float32", function=False, method=False, functional=True)
-def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+def mse_loss(input: Tensor, target: Tensor, size_average: bool | None = None, reduce: bool | None = None,
+             reduction: str = "mean", weight: Tensor | None = None) -> Tensor:
     check_tensor("mse_loss", "input", input)
     check_tensor("mse_loss", "target", target)
     reduction = _reduction_arg("mse_loss", size_average, reduce, reduction)
@@ -139,7 +157,8 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
 
 @op("l1_loss", doc="The mean (or sum, or none) of absolute differences, optionally weighted.", composite=True,
     autocast="float32", function=False, method=False, functional=True)
-def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+def l1_loss(input: Tensor, target: Tensor, size_average: bool | None = None, reduce: bool | None = None,
+            reduction: str = "mean", weight: Tensor | None = None) -> Tensor:
     check_tensor("l1_loss", "input", input)
     check_tensor("l1_loss", "target", target)
     reduction = _reduction_arg("l1_loss", size_average, reduce, reduction)
@@ -153,7 +172,7 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", wei
     node="SoftplusBackward0", autocast="float32", function=False, method=False, functional=True,
     grads={"input": lambda grad, input, beta, threshold:
            grad * where(input * beta > threshold, 1.0, sigmoid(input * beta))})
-def softplus(input, beta=1.0, threshold=20.0):
+def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     check_float("softplus", "input", input)
     bx = binary("mul", input, beta)
     # never exponentiates a positive number
@@ -164,15 +183,16 @@ def softplus(input, beta=1.0, threshold=20.0):
 
 @op("logsigmoid", doc="log(sigmoid(input)), exact for very negative input.", composite=True, function=False,
     method=False, functional=True)
-def logsigmoid(input):
+def logsigmoid(input: Tensor) -> Tensor:
     # log(sigmoid(x)) = -softplus(-x), with no linear cut-off so it stays exact for very negative x
     return -softplus(-input, 1.0, math.inf)
 
 
 @op("binary_cross_entropy_with_logits", doc="Binary cross-entropy of sigmoid(input) against target, from logits.",
     composite=True, autocast="float32", function=False, method=False, functional=True)
-def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
-                                     reduction="mean", pos_weight=None):
+def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tensor | None = None,
+                                     size_average: bool | None = None, reduce: bool | None = None,
+                                     reduction: str = "mean", pos_weight: Tensor | None = None) -> Tensor:
     name = "binary_cross_entropy_with_logits"
     check_float(name, "input", input)
     check_tensor(name, "target", target)
@@ -302,7 +322,8 @@ def _cross_entropy_fused_grad(grad, logits, lse, target, ignore_index, label_smo
 @op("cross_entropy_rows", doc="Per-row cross-entropy losses of (rows, C) logits against int64 class indices.",
     function=False, method=False, node="CrossEntropyLossBackward0", extra_outputs=("lse",),
     grads={"logits": _cross_entropy_grad}, fused={"logits": _cross_entropy_fused_grad})
-def cross_entropy_rows(logits, target, ignore_index, label_smoothing):
+def cross_entropy_rows(logits: Tensor, target: Tensor, ignore_index: int,
+                       label_smoothing: float) -> tuple[Tensor, Tensor]:
     # the primitive keeps each row's log-sum-exp for backward, never the log-probabilities
     loss_data, lse_data = primitives(logits).cross_entropy(dense(logits), dense(target), ignore_index,
                                                            label_smoothing)
@@ -311,8 +332,9 @@ def cross_entropy_rows(logits, target, ignore_index, label_smoothing):
 
 @op("cross_entropy", doc="The cross-entropy of logits against class indices or class probabilities.",
     composite=True, autocast="float32", function=False, method=False, functional=True)
-def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
-                  reduction="mean", label_smoothing=0.0):
+def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average: bool | None = None,
+                  ignore_index: int = -100, reduce: bool | None = None, reduction: str = "mean",
+                  label_smoothing: float = 0.0) -> Tensor:
     name = "cross_entropy"
     check_float(name, "input", input)
     reduction = _reduction_arg(name, size_average, reduce, reduction)
@@ -359,7 +381,8 @@ def _reduce_rows(losses, denominator, loss_shape, reduction):
 
 @op("nll_loss", doc="The negative log-likelihood of log-probabilities against class indices.", composite=True,
     autocast="float32", function=False, method=False, functional=True)
-def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
+def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average: bool | None = None,
+             ignore_index: int = -100, reduce: bool | None = None, reduction: str = "mean") -> Tensor:
     name = "nll_loss"
     check_float(name, "input", input)
     reduction = _reduction_arg(name, size_average, reduce, reduction)
@@ -387,7 +410,8 @@ def _check_pair(op, input, target):
 
 @op("smooth_l1_loss", doc="0.5 d**2 / beta where |d| < beta, |d| - 0.5 beta elsewhere (d = input - target).",
     composite=True, autocast="float32", function=False, method=False, functional=True)
-def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+def smooth_l1_loss(input: Tensor, target: Tensor, size_average: bool | None = None, reduce: bool | None = None,
+                   reduction: str = "mean", beta: float = 1.0) -> Tensor:
     name = "smooth_l1_loss"
     _check_pair(name, input, target)
     reduction = _reduction_arg(name, size_average, reduce, reduction)
@@ -401,7 +425,8 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
 
 @op("huber_loss", doc="0.5 d**2 where |d| < delta, delta (|d| - 0.5 delta) elsewhere (d = input - target).",
     composite=True, autocast="float32", function=False, method=False, functional=True)
-def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
+def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
+               weight: Tensor | None = None) -> Tensor:
     name = "huber_loss"
     _check_pair(name, input, target)
     reduction = _reduction_arg(name, None, None, reduction)
@@ -432,7 +457,7 @@ def _bce_target_grad(grad, input):
 @op("binary_cross_entropy_terms", doc="Unreduced binary cross-entropy of probabilities against targets.",
     function=False, method=False, node="BinaryCrossEntropyBackward0",
     grads={"input": _bce_input_grad, "target": _bce_target_grad})
-def binary_cross_entropy_terms(input, target):
+def binary_cross_entropy_terms(input: Tensor, target: Tensor) -> Tensor:
     log_p = _clamped_log(input, False)
     log_not_p = _clamped_log(input, True)
     # -(t log p + (1 - t) log(1 - p))
@@ -442,7 +467,8 @@ def binary_cross_entropy_terms(input, target):
 
 @op("binary_cross_entropy", doc="Binary cross-entropy of probabilities in [0, 1] against targets.",
     composite=True, autocast="float32", function=False, method=False, functional=True)
-def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
+def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average: bool | None = None,
+                         reduce: bool | None = None, reduction: str = "mean") -> Tensor:
     name = "binary_cross_entropy"
     check_float(name, "input", input)
     check_tensor(name, "target", target)
@@ -468,7 +494,8 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
 
 @op("kl_div", doc="Kullback-Leibler divergence of target from input (input holds log-probabilities).",
     composite=True, autocast="float32", function=False, method=False, functional=True)
-def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+def kl_div(input: Tensor, target: Tensor, size_average: bool | None = None, reduce: bool | None = None,
+           reduction: str = "mean", log_target: bool = False) -> Tensor:
     name = "kl_div"
     _check_pair(name, input, target)
     if reduction != "batchmean":

@@ -4,7 +4,10 @@ The backend's ``sort`` primitive (its sort family: ``kernels/sort.cu``) gives th
 then gathered from the input, so their gradient flows back to the positions they came from
 (PyTorch's SortBackward / TopkBackward). All of them are composite ops.
 """
+from __future__ import annotations
+
 from collections import namedtuple
+from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
 from ..autograd.graph import needs_grad
@@ -14,6 +17,9 @@ from .common import wrap, wrap_dim
 from .indexing import gather
 from .registry import op
 from .shape import cat
+
+if TYPE_CHECKING:
+    from ..types import Tensor
 
 sort_result = namedtuple("sort", ["values", "indices"])
 topk_result = namedtuple("topk", ["values", "indices"])
@@ -42,7 +48,7 @@ def _scalar_order(name, input, dim):
 
 
 @op("sort", doc="Values sorted along dim and their indices (a stable sort).", composite=True)
-def sort(input, dim=-1, descending=False, stable=False):
+def sort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> tuple[Tensor, Tensor]:
     """Sorted values and their indices along ``dim``. The sort is always stable (``stable=True`` asks
     for what is always given): equal values keep their order."""
     if input.ndim == 0:
@@ -52,14 +58,15 @@ def sort(input, dim=-1, descending=False, stable=False):
 
 
 @op("argsort", doc="The indices that sort input along dim.", composite=True)
-def argsort(input, dim=-1, descending=False, stable=False):
+def argsort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:
     if input.ndim == 0:
         return _scalar_order("argsort", input, dim)[1]
     return _order("argsort", input, dim, descending)[1]
 
 
 @op("topk", doc="The k largest (or smallest) values along dim and their indices, in order.", composite=True)
-def topk(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002 (PyTorch's name)
+def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True,  # noqa: A002 (PyTorch's name)
+         sorted: bool = True) -> tuple[Tensor, Tensor]:
     """The ``k`` largest (or smallest) values along ``dim`` and their indices, in sorted order."""
     size = input.shape[wrap_dim(dim, input.ndim, "topk")] if input.ndim else 1
     if not isinstance(k, int) or k < 0 or k > size:
@@ -77,12 +84,12 @@ def topk(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002 (PyTorch's 
 
 
 @op("msort", doc="input sorted along dim 0.", composite=True)
-def msort(input):
+def msort(input: Tensor) -> Tensor:
     return sort(input, 0).values
 
 
 @op("median", doc="The lower median (of all elements, or along dim with its index).", composite=True)
-def median(input, dim=None, keepdim=False):
+def median(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor | tuple[Tensor, Tensor]:
     """The lower median (PyTorch's choice for an even count); with ``dim``, also its index."""
     if dim is None:
         flat = input.reshape(-1)
@@ -110,7 +117,8 @@ def _kth_smallest(input, axis, k, keepdim):
 
 @op("unique", doc="The distinct elements, sorted, with the inverse indices and counts if asked (dim=None).",
     composite=True)
-def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):  # noqa: A002
+def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False,  # noqa: A002
+           dim: int | None = None) -> Tensor | tuple[Tensor, ...]:
     """The distinct elements of the flattened input in ascending order (``sorted=False`` gives them
     sorted too, which PyTorch allows); NaNs are each distinct, as in PyTorch. ``dim`` other than None
     (unique slices) is not supported."""

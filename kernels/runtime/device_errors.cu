@@ -31,7 +31,10 @@ DeviceErrorState* state_for(int device) {
   if (DeviceErrorState* state = states[device].load(std::memory_order_acquire)) return state;
   DeviceGuard guard(device);
   auto* state = new DeviceErrorState{};
-  ADCUDA_CHECK(cudaMalloc(&state->claim, sizeof(*state->claim)));
+  // through a void* (this file is host C++, built without nvcc's typed cudaMalloc overload)
+  void* claim = nullptr;
+  ADCUDA_CHECK(cudaMalloc(&claim, sizeof(*state->claim)));
+  state->claim = static_cast<decltype(state->claim)>(claim);
   ADCUDA_CHECK(cudaMemsetAsync(state->claim, 0, sizeof(*state->claim), cudaStreamLegacy));
   ADCUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
   // With unified addressing (every 64-bit platform CUDA supports) the host address of mapped

@@ -76,7 +76,7 @@ class Module:
     training: bool
     _version = 1
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         if args or kwargs:
             raise TypeError(f"{type(self).__name__}.__init__() got unexpected arguments {args} {kwargs}")
         set_ = object.__setattr__
@@ -115,11 +115,11 @@ class Module:
             hooks.update(others)
         return handle
 
-    def register_forward_pre_hook(self, hook, *, prepend=False):
+    def register_forward_pre_hook(self, hook: Callable[..., Any], *, prepend: bool = False) -> RemovableHandle:
         """``hook(module, args)`` runs before ``forward``; a non-None result replaces ``args``."""
         return self._add_hook(self._forward_pre_hooks, hook, prepend)
 
-    def register_forward_hook(self, hook, *, prepend=False):
+    def register_forward_hook(self, hook: Callable[..., Any], *, prepend: bool = False) -> RemovableHandle:
         """``hook(module, args, output)`` runs after ``forward``; a non-None result replaces the output."""
         return self._add_hook(self._forward_hooks, hook, prepend)
 
@@ -223,7 +223,8 @@ class Module:
         return sorted(set(object.__dir__(self)) | set(self._parameters) | set(self._buffers) | set(self._modules))
 
     # ------------------------------------------------------------------ traversal
-    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+    def named_modules(self, memo: "set[Module] | None" = None, prefix: str = "",
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, "Module"]]:
         if memo is None:
             memo = set()
         if remove_duplicate:
@@ -440,7 +441,7 @@ class Module:
             module._buffers[name] = value.detach()
 
     # ------------------------------------------------------------------ printing
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         return ""
 
     def _get_name(self):

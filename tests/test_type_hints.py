@@ -1,0 +1,227 @@
+"""Type hints on the public API: every op's forward and every public function, method and property of
+the namespaces users type against is annotated (each parameter and the return), and every annotation is
+a valid type expression on this Python (most are kept as source text by ``from __future__ import
+annotations``, so nothing else would notice a typo or a name that is not imported for type checkers).
+
+The seam's annotations are checked by tests/test_backend_seam.py. A user script type-checks against the
+package with mypy where mypy is installed (``test_a_typed_training_script_type_checks``).
+"""
+import ast
+import builtins
+import importlib
+import inspect
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import types
+import typing
+
+import pytest
+
+import adcuda
+import adcuda.types
+from adcuda.ops import all_ops
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+# The namespaces whose public functions are checked, and the classes whose public members are.
+NAMESPACES = ("adcuda", "adcuda.autograd", "adcuda.nn.functional", "adcuda.optim", "adcuda.amp", "adcuda.cuda")
+
+
+def _classes():
+    import adcuda.amp
+    import adcuda.nn
+    import adcuda.optim
+    return (adcuda.Tensor, adcuda.Size, adcuda.Generator, adcuda.device, adcuda.dtype, adcuda.finfo, adcuda.iinfo,
+            adcuda.no_grad, adcuda.enable_grad, adcuda.set_grad_enabled, adcuda.inference_mode,
+            adcuda.autograd.Function, adcuda.autograd.FunctionCtx, adcuda.autograd.Node, adcuda.autograd.detect_anomaly,
+            adcuda.nn.Module,
+            adcuda.optim.Optimizer, adcuda.optim.SGD, adcuda.optim.Adam, adcuda.optim.AdamW,
+            adcuda.amp.GradScaler, adcuda.amp.autocast, adcuda.cuda.Stream, adcuda.cuda.ExternalStream,
+            adcuda.cuda.Event, adcuda.cuda.StreamContext, adcuda.cuda.device)
+
+
+def _missing(fn, skip_first):
+    """The names of ``fn``'s unannotated parameters (``->`` for the return)."""
+    signature = inspect.signature(fn)
+    missing = [p.name for i, p in enumerate(signature.parameters.values())
+               if p.annotation is p.empty and not (skip_first and i == 0)]
+    if signature.return_annotation is signature.empty and fn.__name__ != "__init__":
+        missing.append("->")
+    return missing
+
+
+def _invalid(fn):
+    """``fn``'s annotations that do not evaluate to a type expression, evaluated as a type checker reads
+    them: in its module's namespace, with adcuda.types' names for those imported only for type checkers."""
+    target = inspect.unwrap(fn)
+    module = sys.modules[target.__module__]
+    namespace = {**vars(builtins), "builtins": builtins, **vars(adcuda.types), **vars(module)}
+    signature = inspect.signature(fn)
+    annotations = [(p.name, p.annotation) for p in signature.parameters.values()]
+    annotations.append(("->", signature.return_annotation))
+    invalid = []
+    for name, annotation in annotations:
+        if annotation is inspect.Parameter.empty:
+            continue
+        try:
+            value = eval(annotation, namespace) if isinstance(annotation, str) else annotation
+        except Exception as e:  # noqa: BLE001 (any failure to evaluate is the finding)
+            invalid.append(f"{name}: {annotation!r} ({type(e).__name__}: {e})")
+            continue
+        if not _is_type_expression(value):
+            invalid.append(f"{name}: {annotation!r} is a {type(value).__name__}, not a type")
+    return invalid
+
+
+def _is_type_expression(value):
+    return (value is None or isinstance(value, (type, types.UnionType, types.GenericAlias, typing.TypeVar))
+            or type(value).__module__ in ("typing", "collections.abc"))
+
+
+def _public_functions():
+    for module_name in NAMESPACES:
+        module = importlib.import_module(module_name)
+        names = getattr(module, "__all__", None) or [n for n in vars(module) if not n.startswith("_")]
+        for name in names:
+            value = getattr(module, name)
+            if callable(value) and not inspect.isclass(value) and (value.__module__ or "").startswith("adcuda"):
+                yield f"{module_name}.{name}", value
+    yield "adcuda.save", adcuda.save
+    yield "adcuda.load", adcuda.load
+
+
+def _public_members():
+    for cls in _classes():
+        for name, value in vars(cls).items():
+            if name.startswith("__") and name not in ("__init__", "__new__", "__enter__", "__exit__", "__call__"):
+                continue
+            if name.startswith("_") and not name.startswith("__"):
+                continue
+            if isinstance(value, property):
+                yield f"{cls.__name__}.{name}", value.fget, True
+            elif isinstance(value, (staticmethod, classmethod)):
+                # __new__ is a static method that takes the class
+                yield f"{cls.__name__}.{name}", value.__func__, isinstance(value, classmethod) or name == "__new__"
+            elif inspect.isfunction(value):
+                yield f"{cls.__name__}.{name}", value, True
+
+
+def test_every_op_forward_is_annotated():
+    problems = [f"{d.name} ({d.family}): {_missing(d.forward, False)}" for d in all_ops() if _missing(d.forward, False)]
+    assert not problems, "op forwards with unannotated parameters or return:\n" + "\n".join(problems)
+
+
+def test_every_op_annotation_is_a_valid_type():
+    problems = [f"{d.name} ({d.family}): {bad}" for d in all_ops() for bad in _invalid(d.forward)]
+    assert not problems, "\n".join(problems)
+
+
+def test_public_functions_are_annotated():
+    problems = [f"{name}: {_missing(fn, False)}" for name, fn in _public_functions() if _missing(fn, False)]
+    assert not problems, "public functions with unannotated parameters or return:\n" + "\n".join(problems)
+
+
+def test_public_methods_and_properties_are_annotated():
+    problems = [f"{name}: {_missing(fn, skip_first)}" for name, fn, skip_first in _public_members()
+                if _missing(fn, skip_first)]
+    assert not problems, "public methods with unannotated parameters or return:\n" + "\n".join(problems)
+
+
+def test_public_annotations_are_valid_types():
+    functions = [(name, fn) for name, fn in _public_functions()]
+    functions += [(name, fn) for name, fn, _ in _public_members()]
+    problems = [f"{name}: {bad}" for name, fn in functions for bad in _invalid(fn)]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_entry_points_show_the_annotations():
+    # what help() and inspect show: the forward's signature through the dispatching entry point
+    assert str(inspect.signature(adcuda.add)) == (
+        "(input: 'Tensor | Number', other: 'Tensor | Number', *, alpha: 'Number' = 1) -> 'Tensor'")
+    assert str(inspect.signature(adcuda.Tensor.add)) == str(inspect.signature(adcuda.add))
+    assert str(inspect.signature(adcuda.Tensor.add_)) == (
+        "(self: 'Tensor', other: 'Tensor | Number', *, alpha: 'Number' = 1) -> 'Tensor'")
+    import adcuda.nn.functional as F
+    assert str(inspect.signature(F.relu)) == "(input: 'Tensor', *, inplace: 'bool' = False) -> 'Tensor'"
+    # layer_norm's forward also returns its saved statistics; the entry returns the output alone
+    assert inspect.signature(F.layer_norm).return_annotation == "Tensor"
+
+
+def test_type_checkers_see_the_registry_operators():
+    # tensor.py declares the operators for type checkers only (under TYPE_CHECKING): they must be the ones
+    # the registry attaches
+    tree = ast.parse((ROOT / "adcuda" / "tensor.py").read_text())
+    tensor_class = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Tensor")
+    block = next(n for n in tensor_class.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING")
+    declared = {n.name for n in block.body if isinstance(n, ast.FunctionDef) and n.name != "__getattr__"}
+    attached = {name for d in all_ops() for name in d.forms["operators"]}
+    assert declared == attached
+
+
+def test_the_wheel_ships_the_py_typed_marker():
+    # PEP 561: type checkers read a package's inline annotations only when it has this marker; every file
+    # under adcuda/ goes into the wheel (pyproject.toml: wheel.packages)
+    assert (ROOT / "adcuda" / "py.typed").is_file()
+    assert 'wheel.packages = ["adcuda"]' in (ROOT / "pyproject.toml").read_text()
+
+
+TYPED_SCRIPT = '''
+import adcuda
+import adcuda.nn as nn
+import adcuda.nn.functional as F
+from adcuda import Tensor
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x: Tensor) -> Tensor:
+        h: Tensor = self.fc(x * 2 + 1)
+        return h.relu() - h.mean(dim=0)
+
+def train(steps: int) -> float:
+    model = Net()
+    optimizer = adcuda.optim.SGD(model.parameters(), lr=0.1)
+    scaler = adcuda.amp.GradScaler(enabled=False)
+    x = adcuda.randn(8, 4)
+    y = adcuda.randint(0, 3, (8,))
+    loss = adcuda.zeros(())
+    for _ in range(steps):
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    adcuda.save(model.state_dict(), "model.pt")
+    return loss.item()
+'''
+
+BROKEN_SCRIPT = '''
+import adcuda
+from adcuda import Tensor
+
+def scaled(x: Tensor, steps: int) -> str:
+    return (x * steps).numel()
+'''
+
+
+@pytest.mark.skipif(shutil.which("mypy") is None and not os.path.exists(os.path.join(os.path.dirname(sys.executable),
+                                                                                     "mypy")),
+                    reason="mypy is not installed")
+def test_a_typed_training_script_type_checks(tmp_path):
+    mypy = shutil.which("mypy") or os.path.join(os.path.dirname(sys.executable), "mypy")
+    (tmp_path / "good.py").write_text(TYPED_SCRIPT)
+    (tmp_path / "bad.py").write_text(BROKEN_SCRIPT)
+
+    # one run for both (mypy's start dominates): the typed script passes, the wrong one fails
+    result = subprocess.run([mypy, "--no-incremental", "--follow-imports=silent", "--ignore-missing-imports",
+                             "--python-version", "3.10", "good.py", "bad.py"],
+                            capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert "good.py" not in result.stdout, result.stdout + result.stderr
+    # numel() of the product is an int, not a str
+    assert result.returncode == 1 and "bad.py:6: error: Incompatible return value" in result.stdout, (
+        result.stdout + result.stderr)
