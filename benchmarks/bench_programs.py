@@ -7,6 +7,10 @@ that is the step's time on an idle machine.
 - GPT: a nanoGPT-style decoder (token and position embeddings, 2 pre-norm blocks of causal
   self-attention and an exact-GELU MLP, 64 wide, 4 heads, block 32, batch 8, vocabulary 65),
   cross-entropy loss, backward, AdamW step.
+- LSTM language model: embedding 64, one LSTM layer of 128, vocabulary 100, batch 16, 32 time steps
+  (batch_first), cross-entropy over every step, backward, Adam step.
+- LeNet-5: conv 5x5 (6) - ReLU - max-pool 2 - conv 5x5 (16) - ReLU - max-pool 2 - 120 - 84 - 10 on
+  1x32x32 images, batch 64, cross-entropy, backward, SGD with momentum.
 
     python benchmarks/bench_programs.py [--quick] [--threads N] [--json out.json]
 """
@@ -21,6 +25,10 @@ from _harness import contender_main, print_table, run_contenders, single_thread_
 
 GPT = dict(vocab=65, block=32, width=64, heads=4, layers=2, batch=8)
 GPT_CASE = "GPT step (2x64, block 32, batch 8)"
+LSTM = dict(vocab=100, embed=64, hidden=128, batch=16, steps=32)
+LSTM_CASE = "LSTM LM step (64-128, T 32, b 16)"
+LENET_BATCH = 64
+LENET_CASE = "LeNet-5 step (1x32x32, batch 64)"
 
 
 def _gpt_step(lib):
@@ -88,14 +96,74 @@ def _gpt_step(lib):
     return step
 
 
+def _lstm_step(lib):
+    nn, F = lib.nn, lib.nn.functional
+    cfg = LSTM
+
+    class CharLSTM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(cfg["vocab"], cfg["embed"])
+            self.lstm = nn.LSTM(cfg["embed"], cfg["hidden"], batch_first=True)
+            self.head = nn.Linear(cfg["hidden"], cfg["vocab"])
+
+        def forward(self, ids):
+            out, _ = self.lstm(self.embed(ids))
+            return self.head(out)
+
+    import numpy as np
+    lib.manual_seed(0)
+    model = CharLSTM()
+    opt = lib.optim.Adam(model.parameters(), lr=1e-3)
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(0, cfg["vocab"], (cfg["batch"], cfg["steps"] + 1))
+    idx, targets = lib.tensor(tokens[:, :-1]), lib.tensor(tokens[:, 1:])
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        logits = model(idx)
+        loss = F.cross_entropy(logits.reshape(-1, cfg["vocab"]), targets.reshape(-1))
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+def _lenet_step(lib):
+    nn, F = lib.nn, lib.nn.functional
+    import numpy as np
+    lib.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(1, 6, 5), nn.ReLU(), nn.MaxPool2d(2),      # 32x32 -> 28x28 -> 14x14
+        nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2),     # -> 10x10 -> 5x5
+        nn.Flatten(),
+        nn.Linear(16 * 5 * 5, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, 10))
+    opt = lib.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    rng = np.random.default_rng(0)
+    images = lib.tensor(rng.standard_normal((LENET_BATCH, 1, 32, 32)).astype(np.float32))
+    labels = lib.tensor(rng.integers(0, 10, LENET_BATCH))
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(images), labels)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+def _cases(lib):
+    return {GPT_CASE: _gpt_step(lib), LSTM_CASE: _lstm_step(lib), LENET_CASE: _lenet_step(lib)}
+
+
 def cases_for(contender, quick=False):
     threads = single_thread_env()
     if contender == "torch":
         import torch
         torch.set_num_threads(threads)
-        return {GPT_CASE: _gpt_step(torch)}
+        return _cases(torch)
     import adcuda
-    return {GPT_CASE: _gpt_step(adcuda)}
+    return _cases(adcuda)
 
 
 def main():
