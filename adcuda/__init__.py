@@ -3,6 +3,7 @@
 ``import adcuda as torch`` runs small PyTorch training scripts; without a usable GPU everything runs on
 the fp32 CPU fallback (see ``adcuda.info()`` for why).
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -79,6 +80,7 @@ def is_floating_point(input: Tensor) -> builtins.bool:
 def __getattr__(name: str) -> Any:
     # heavier parts load on first use, so ``import adcuda`` stays fast
     import importlib
+
     if name in ("nn", "optim", "utils", "amp", "profiler", "distributed", "data"):
         return importlib.import_module(f".{name}", __name__)
     if name in ("init_cuda_context",):
@@ -95,4 +97,5 @@ def __getattr__(name: str) -> Any:
 if __import__("os").environ.get("ADCUDA_NVTX", "").strip() not in ("", "0"):
     # NVTX ranges for the whole run, for Nsight; the profiler loads only when asked for
     from .profiler.nvtx_ranges import enable_from_environment as _enable_nvtx
+
     _enable_nvtx()

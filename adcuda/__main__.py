@@ -1,4 +1,5 @@
 """``python -m adcuda``: the same as the ``adcuda`` command (``adcuda.cli``)."""
+
 import sys
 
 from .cli import main

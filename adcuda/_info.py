@@ -1,4 +1,5 @@
 """``adcuda.info()`` and ``python -m adcuda info``: how adcuda was built and what it sees at run time."""
+
 from __future__ import annotations
 
 import json
@@ -38,6 +39,7 @@ def _version_text(encoded):
 
 def _adcuda_version():
     from importlib import metadata
+
     try:
         return metadata.version("adcuda")
     except metadata.PackageNotFoundError:
@@ -57,15 +59,17 @@ def _devices(architectures):
     for index in range(cuda.device_count()):
         props = cuda._properties(index)
         runs, how = cuda.kernel_image_for(props.major, props.minor, architectures)
-        devices.append({
-            "index": index,
-            "name": props.name,
-            "compute_capability": f"{props.major}.{props.minor}",
-            "total_memory": props.total_memory,
-            "multi_processor_count": props.multi_processor_count,
-            "build_runs_on_device": runs,
-            "kernel_image": how,
-        })
+        devices.append(
+            {
+                "index": index,
+                "name": props.name,
+                "compute_capability": f"{props.major}.{props.minor}",
+                "total_memory": props.total_memory,
+                "multi_processor_count": props.multi_processor_count,
+                "build_runs_on_device": runs,
+                "kernel_image": how,
+            }
+        )
     return devices
 
 
@@ -98,6 +102,7 @@ def _gemm(cuda_compiled, available):
     if not cuda_compiled:
         return None, None
     from .backends.cuda import gemm as cuda_gemm
+
     try:
         selection = cuda_gemm.gemm_selection()
         path = {"path": selection.path, "reason": selection.reason}
@@ -158,8 +163,11 @@ def _facts():
 
 
 def _report(facts):
-    build_keys = [key for key in _native.build_info() if key not in _KNOWN_BUILD_KEYS
-                  and key not in ("native_module_loaded", "native_import_error")]
+    build_keys = [
+        key
+        for key in _native.build_info()
+        if key not in _KNOWN_BUILD_KEYS and key not in ("native_module_loaded", "native_import_error")
+    ]
     return InfoReport(_format(facts, build_keys))
 
 
@@ -174,11 +182,15 @@ def _format(facts, extra_build_keys):
     else:
         lines.append(f"  native module: NOT loaded ({facts['native_import_error']}); CPU-only")
     if facts.get("cuda_emulated"):
-        lines.append(f"  CUDA compiled: EMULATED (ADCUDA_CUDA=EMULATE: the kernels run on the CPU emulator, for "
-                     f"tests; not a GPU build), toolkit headers {facts['cuda_version']}")
+        lines.append(
+            f"  CUDA compiled: EMULATED (ADCUDA_CUDA=EMULATE: the kernels run on the CPU emulator, for "
+            f"tests; not a GPU build), toolkit headers {facts['cuda_version']}"
+        )
     elif facts["cuda_compiled"]:
-        lines.append(f"  CUDA compiled: yes, toolkit {facts['cuda_version']}, "
-                     f"architectures {';'.join(facts['cuda_architectures'])}")
+        lines.append(
+            f"  CUDA compiled: yes, toolkit {facts['cuda_version']}, "
+            f"architectures {';'.join(facts['cuda_architectures'])}"
+        )
     else:
         lines.append("  CUDA compiled: no")
     if facts["native_module_loaded"]:
@@ -187,30 +199,38 @@ def _format(facts, extra_build_keys):
         lines.append(f"  {key.replace('_', ' ')}: {facts[key]}")
     lines.append("runtime")
     if facts["cuda_compiled"]:
-        lines.append(f"  CUDA driver: {facts['cuda_driver_version'] or 'none found'}, "
-                     f"CUDA runtime: {facts['cuda_runtime_version']}")
+        lines.append(
+            f"  CUDA driver: {facts['cuda_driver_version'] or 'none found'}, "
+            f"CUDA runtime: {facts['cuda_runtime_version']}"
+        )
     for device in facts["devices"]:
-        lines.append(f"  cuda:{device['index']} {device['name']}, compute capability {device['compute_capability']}, "
-                     f"{device['total_memory'] / 2**30:.1f} GiB, {device['multi_processor_count']} SMs; "
-                     f"this build: {device['kernel_image']}")
+        lines.append(
+            f"  cuda:{device['index']} {device['name']}, compute capability {device['compute_capability']}, "
+            f"{device['total_memory'] / 2**30:.1f} GiB, {device['multi_processor_count']} SMs; "
+            f"this build: {device['kernel_image']}"
+        )
     if not facts["devices"]:
         lines.append("  devices: none")
     for name, stats in (facts["allocator"] or {}).items():
-        lines.append(f"  allocator {name}: {_bytes_text(stats['allocated_bytes.all.current'])} allocated in "
-                     f"{stats['active.all.current']} blocks (peak {_bytes_text(stats['allocated_bytes.all.peak'])}), "
-                     f"{_bytes_text(stats['reserved_bytes.all.current'])} reserved in "
-                     f"{stats['segment.all.current']} segments ({stats['cached_blocks']} blocks cached), "
-                     f"{stats['cache_hits']} of {stats['allocation.all.allocated']} allocations from the cache, "
-                     f"{stats['num_ooms']} out of memory")
+        lines.append(
+            f"  allocator {name}: {_bytes_text(stats['allocated_bytes.all.current'])} allocated in "
+            f"{stats['active.all.current']} blocks (peak {_bytes_text(stats['allocated_bytes.all.peak'])}), "
+            f"{_bytes_text(stats['reserved_bytes.all.current'])} reserved in "
+            f"{stats['segment.all.current']} segments ({stats['cached_blocks']} blocks cached), "
+            f"{stats['cache_hits']} of {stats['allocation.all.allocated']} allocations from the cache, "
+            f"{stats['num_ooms']} out of memory"
+        )
     if facts["gemm"] is not None:
         lines.append(f"  GEMM: {facts['gemm']['reason']}")
     if facts["gemm_kernels"] is not None:
         lines.append(f"  GEMM kernels: {facts['gemm_kernels']}")
     if facts["pinned_pool"] is not None:
         pool = facts["pinned_pool"]
-        lines.append(f"  pinned pool: {_bytes_text(pool['allocated_bytes'])} in use in {pool['active_blocks']} "
-                     f"blocks, {_bytes_text(pool['reserved_bytes'])} reserved, {pool['cache_hits']} of "
-                     f"{pool['allocations']} allocations from the pool")
+        lines.append(
+            f"  pinned pool: {_bytes_text(pool['allocated_bytes'])} in use in {pool['active_blocks']} "
+            f"blocks, {_bytes_text(pool['reserved_bytes'])} reserved, {pool['cache_hits']} of "
+            f"{pool['allocations']} allocations from the pool"
+        )
     if facts["running_on"] == "cpu":
         lines.append(f"running on: cpu (fp32 fallback) because {facts['running_on_reason']}")
     else:

@@ -14,6 +14,7 @@ queued work, even if the tensor is freed first. DLPack names the consumer's stre
 and PyTorch use unless told otherwise) is recorded; a consumer on another stream calls
 ``adcuda.cuda.record_stream(tensor, its_stream)``.
 """
+
 import numpy as np
 
 from . import _native
@@ -22,16 +23,21 @@ from .backends.cuda_availability import require_cuda
 from .device import device as device_type
 from .errors import AutogradError, DeviceError, DTypeError
 
-__all__ = ["dlpack_device", "to_dlpack", "from_dlpack", "cuda_array_interface", "from_cuda_array_interface",
-           "record_external_use"]
+__all__ = [
+    "dlpack_device",
+    "to_dlpack",
+    "from_dlpack",
+    "cuda_array_interface",
+    "from_cuda_array_interface",
+    "record_external_use",
+]
 
 # DLPack device types (DLDeviceType)
 KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED = 1, 2, 3, 13
 # The legacy default stream's handle in the stream protocols (DLPack, __cuda_array_interface__)
 LEGACY_DEFAULT_STREAM = 1
 
-_TYPESTR = {dt.bool_: "|b1", dt.int32: "<i4", dt.int64: "<i8", dt.float16: "<f2", dt.float32: "<f4",
-            dt.float64: "<f8"}
+_TYPESTR = {dt.bool_: "|b1", dt.int32: "<i4", dt.int64: "<i8", dt.float16: "<f2", dt.float32: "<f4", dt.float64: "<f8"}
 
 
 def _check_exportable(t, what):
@@ -49,8 +55,10 @@ def to_dlpack(t, stream=None, max_version=None, dl_device=None, copy=None):
     """The capsule for ``Tensor.__dlpack__``; the arguments are the protocol's."""
     _check_exportable(t, "__dlpack__")
     if dl_device is not None and tuple(dl_device) != dlpack_device(t):
-        raise BufferError(f"__dlpack__: the tensor is on {t.device}, DLPack device {tuple(dl_device)} was asked "
-                          "for; move it with .to() first")
+        raise BufferError(
+            f"__dlpack__: the tensor is on {t.device}, DLPack device {tuple(dl_device)} was asked "
+            "for; move it with .to() first"
+        )
     data = t._data
     if copy:
         data = t._backend.astype(data, t.dtype)
@@ -72,8 +80,9 @@ def from_dlpack(obj):
     """An array sharing the memory of ``obj`` (any object with ``__dlpack__``: NumPy and PyTorch CPU
     arrays, CuPy and PyTorch CUDA arrays, ...): a NumPy array or a CUDA device array."""
     if not hasattr(obj, "__dlpack__"):
-        raise TypeError(f"from_dlpack: expected an object with __dlpack__ and __dlpack_device__, got "
-                        f"{type(obj).__name__}")
+        raise TypeError(
+            f"from_dlpack: expected an object with __dlpack__ and __dlpack_device__, got {type(obj).__name__}"
+        )
     device_kind, device_index = obj.__dlpack_device__()
     if device_kind in (KDL_CPU, KDL_CUDA_HOST):
         try:
@@ -123,17 +132,25 @@ def from_cuda_array_interface(obj):
     try:
         dtype = dt.from_numpy_dtype(np.dtype(interface["typestr"]), "from_cuda_array_interface")
     except DTypeError:
-        raise DTypeError(f"from_cuda_array_interface: element type {interface['typestr']!r} has no adcuda "
-                         "dtype") from None
+        raise DTypeError(
+            f"from_cuda_array_interface: element type {interface['typestr']!r} has no adcuda dtype"
+        ) from None
     if dtype.numpy is None or np.dtype(dtype.numpy) != np.dtype(interface["typestr"]):
-        raise DTypeError(f"from_cuda_array_interface: element type {interface['typestr']!r} has no adcuda dtype "
-                         "that holds it without a conversion")
+        raise DTypeError(
+            f"from_cuda_array_interface: element type {interface['typestr']!r} has no adcuda dtype "
+            "that holds it without a conversion"
+        )
     pointer = interface["data"][0] or 0
     strides = interface.get("strides")
     stream = interface.get("stream") if interface.get("version", 0) >= 3 else None
-    data = _native._C.from_cuda_array_interface(pointer, tuple(interface["shape"]),
-                                                None if strides is None else tuple(strides),
-                                                cuda_scalar_type(dtype), obj, stream)
+    data = _native._C.from_cuda_array_interface(
+        pointer,
+        tuple(interface["shape"]),
+        None if strides is None else tuple(strides),
+        cuda_scalar_type(dtype),
+        obj,
+        stream,
+    )
     return data
 
 
@@ -145,4 +162,3 @@ def record_external_use(t, stream, device_index=None):
 
 def cuda_scalar_type(dtype):
     return getattr(_native._C.ScalarType, dtype.name)
-

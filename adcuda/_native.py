@@ -3,6 +3,7 @@
 A pure-source checkout (no compiled module) still works on the CPU: ``_C`` is then ``None`` and
 ``IMPORT_ERROR`` says why, so that ``adcuda.info()`` and the CUDA helpers can explain instead of failing.
 """
+
 import importlib
 
 try:

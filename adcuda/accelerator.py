@@ -1,6 +1,7 @@
 """``adcuda.accelerator``: PyTorch's device-generic accelerator API. adcuda's one accelerator is CUDA,
 so each call is the matching ``adcuda.cuda`` one; where no GPU is usable there is no accelerator
 (``current_accelerator()`` is None, ``device_count()`` 0), and scripts fall back to the CPU."""
+
 from . import cuda
 from .device import device
 
@@ -36,5 +37,11 @@ def synchronize(device_index=None):
     cuda.synchronize(device_index)
 
 
-__all__ = ["is_available", "current_accelerator", "device_count", "current_device_index", "set_device_index",
-           "synchronize"]
+__all__ = [
+    "is_available",
+    "current_accelerator",
+    "device_count",
+    "current_device_index",
+    "set_device_index",
+    "synchronize",
+]

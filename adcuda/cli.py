@@ -1,5 +1,6 @@
 """The ``adcuda`` command: ``adcuda train`` trains a small model on bundled data; ``adcuda info`` says
 how adcuda was built and whether it can use a GPU."""
+
 import argparse
 import importlib.util
 import math
@@ -65,91 +66,149 @@ def _task_defaults(name):
 
 def build_parser():
     parser = argparse.ArgumentParser(
-        prog="adcuda", description="adcuda: automatic differentiation with PyTorch's names, on CUDA or the CPU.")
+        prog="adcuda", description="adcuda: automatic differentiation with PyTorch's names, on CUDA or the CPU."
+    )
     commands = parser.add_subparsers(dest="command", metavar="{train,info}")
     commands.required = True
 
-    info = commands.add_parser("info", help="how adcuda was built and what it runs on (GPU or why not)",
-                               description="Show how adcuda was built (CUDA compiled or not, toolkit, "
-                                           "architectures) and which devices it sees at run time, or why none.")
+    info = commands.add_parser(
+        "info",
+        help="how adcuda was built and what it runs on (GPU or why not)",
+        description="Show how adcuda was built (CUDA compiled or not, toolkit, "
+        "architectures) and which devices it sees at run time, or why none.",
+    )
     info.add_argument("--json", action="store_true", help="print the facts as JSON")
 
     digits, chars = _task_defaults("digits"), _task_defaults("chars")
     train = commands.add_parser(
-        "train", help="train a small model on data bundled with adcuda",
+        "train",
+        help="train a small model on data bundled with adcuda",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Train a model on data that ships with adcuda, with a progress bar, per-epoch "
-                    "validation, a checkpoint after every epoch and a final held-out evaluation.\n\n"
-                    + "\n".join(f"  {name:<7} {text}" for name, text in TASK_HELP.items()),
+        "validation, a checkpoint after every epoch and a final held-out evaluation.\n\n"
+        + "\n".join(f"  {name:<7} {text}" for name, text in TASK_HELP.items()),
         epilog="Interrupt with Ctrl-C at any time: the checkpoint of the last finished epoch stays in --out, "
-               "and the same command with --resume continues exactly where it stopped.\n\n"
-               "Examples:\n"
-               "  adcuda train --task chars --amp                    mixed precision\n"
-               "  adcuda train --distributed --nproc-per-node 2      2 processes on this machine\n"
-               "  mpirun -n 4 adcuda train --distributed             4 processes started by MPI\n"
-               "  adcuda train --profile --profile-steps 10          where 10 steps spend their time\n"
-               "  nsys profile -t cuda,nvtx adcuda train --nvtx      the ops on Nsight Systems' timeline")
-    train.add_argument("--task", choices=sorted(TASK_HELP),
-                       help="what to train (default: digits; with --resume: the checkpoint's)")
-    train.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
-                       help="where to compute: auto uses the GPU when adcuda can, else the CPU and says why "
-                            "(default: auto)")
-    train.add_argument("--epochs", type=_positive_int,
-                       help=f"number of epochs to train to (default: {digits['epochs']} for digits, "
-                            f"{chars['epochs']} for chars, where an epoch is a fixed number of steps; with "
-                            f"--resume: the checkpoint's, and a larger value extends the run)")
-    train.add_argument("--batch-size", type=_positive_int,
-                       help=f"samples per step (default: {digits['batch_size']} for digits, "
-                            f"{chars['batch_size']} for chars)")
-    train.add_argument("--lr", type=_positive_float,
-                       help=f"peak learning rate of AdamW, reached after a linear warm-up and followed by a "
-                            f"cosine decay (default: {digits['lr']:g} for digits, {chars['lr']:g} for chars)")
-    train.add_argument("--seed", type=_non_negative_int,
-                       help="seed for the data split, initialisation, shuffling and sampling; the same seed "
-                            "gives the same run (default: 0)")
-    train.add_argument("--out", metavar="DIR",
-                       help="folder for the checkpoint (default: ./adcuda-runs/<task>), created if need be and "
-                            "checked before training starts; a new run replaces the checkpoint there")
-    train.add_argument("--resume", action="store_true",
-                       help="continue the run whose checkpoint is in --out (model, optimizer, schedule, epoch "
-                            "and random state), keeping its task, batch size, learning rate, seed and --amp")
-    train.add_argument("--num-workers", type=_non_negative_int, default=0,
-                       help="DataLoader worker processes that prepare batches (default: 0, in this process)")
-    train.add_argument("--quiet", action="store_true",
-                       help="no progress bar and no per-epoch lines: only the final results")
-    train.add_argument("--amp", action="store_true", default=None,
-                       help="mixed precision: float16 weights and activations (matmuls in float16; softmax, layer "
-                            "norm and the loss in float32) stepped through float32 master weights, with dynamic "
-                            "loss scaling that skips the steps whose gradients overflow (default: off; with "
-                            "--resume: the checkpoint's)")
+        "and the same command with --resume continues exactly where it stopped.\n\n"
+        "Examples:\n"
+        "  adcuda train --task chars --amp                    mixed precision\n"
+        "  adcuda train --distributed --nproc-per-node 2      2 processes on this machine\n"
+        "  mpirun -n 4 adcuda train --distributed             4 processes started by MPI\n"
+        "  adcuda train --profile --profile-steps 10          where 10 steps spend their time\n"
+        "  nsys profile -t cuda,nvtx adcuda train --nvtx      the ops on Nsight Systems' timeline",
+    )
+    train.add_argument(
+        "--task", choices=sorted(TASK_HELP), help="what to train (default: digits; with --resume: the checkpoint's)"
+    )
+    train.add_argument(
+        "--device",
+        choices=("auto", "cpu", "cuda"),
+        default="auto",
+        help="where to compute: auto uses the GPU when adcuda can, else the CPU and says why (default: auto)",
+    )
+    train.add_argument(
+        "--epochs",
+        type=_positive_int,
+        help=f"number of epochs to train to (default: {digits['epochs']} for digits, "
+        f"{chars['epochs']} for chars, where an epoch is a fixed number of steps; with "
+        f"--resume: the checkpoint's, and a larger value extends the run)",
+    )
+    train.add_argument(
+        "--batch-size",
+        type=_positive_int,
+        help=f"samples per step (default: {digits['batch_size']} for digits, {chars['batch_size']} for chars)",
+    )
+    train.add_argument(
+        "--lr",
+        type=_positive_float,
+        help=f"peak learning rate of AdamW, reached after a linear warm-up and followed by a "
+        f"cosine decay (default: {digits['lr']:g} for digits, {chars['lr']:g} for chars)",
+    )
+    train.add_argument(
+        "--seed",
+        type=_non_negative_int,
+        help="seed for the data split, initialisation, shuffling and sampling; the same seed "
+        "gives the same run (default: 0)",
+    )
+    train.add_argument(
+        "--out",
+        metavar="DIR",
+        help="folder for the checkpoint (default: ./adcuda-runs/<task>), created if need be and "
+        "checked before training starts; a new run replaces the checkpoint there",
+    )
+    train.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run whose checkpoint is in --out (model, optimizer, schedule, epoch "
+        "and random state), keeping its task, batch size, learning rate, seed and --amp",
+    )
+    train.add_argument(
+        "--num-workers",
+        type=_non_negative_int,
+        default=0,
+        help="DataLoader worker processes that prepare batches (default: 0, in this process)",
+    )
+    train.add_argument(
+        "--quiet", action="store_true", help="no progress bar and no per-epoch lines: only the final results"
+    )
+    train.add_argument(
+        "--amp",
+        action="store_true",
+        default=None,
+        help="mixed precision: float16 weights and activations (matmuls in float16; softmax, layer "
+        "norm and the loss in float32) stepped through float32 master weights, with dynamic "
+        "loss scaling that skips the steps whose gradients overflow (default: off; with "
+        "--resume: the checkpoint's)",
+    )
     parallel = train.add_argument_group("data-parallel training")
-    parallel.add_argument("--distributed", action="store_true",
-                          help="train across the processes of a job (started by --nproc-per-node or by "
-                               "mpirun -n N), NCCL between GPUs and MPI on the CPU: each process trains on its share "
-                               "of every batch (--batch-size is the total) and the gradients are averaged; process "
-                               "0 prints, evaluates and writes the checkpoint")
-    parallel.add_argument("--nproc-per-node", type=_positive_int, metavar="N",
-                          help="start N processes on this machine through mpiexec (python -m "
-                               "adcuda.distributed.launch), one GPU each where there are GPUs, and train across "
-                               "them; implies --distributed")
-    train.add_argument("--compile", action="store_true",
-                       help="capture each step's forward, backward and clipping once per batch shape and replay "
-                            "it (adcuda.compile; CPU only): no per-op Python dispatch after the first step")
+    parallel.add_argument(
+        "--distributed",
+        action="store_true",
+        help="train across the processes of a job (started by --nproc-per-node or by "
+        "mpirun -n N), NCCL between GPUs and MPI on the CPU: each process trains on its share "
+        "of every batch (--batch-size is the total) and the gradients are averaged; process "
+        "0 prints, evaluates and writes the checkpoint",
+    )
+    parallel.add_argument(
+        "--nproc-per-node",
+        type=_positive_int,
+        metavar="N",
+        help="start N processes on this machine through mpiexec (python -m "
+        "adcuda.distributed.launch), one GPU each where there are GPUs, and train across "
+        "them; implies --distributed",
+    )
+    train.add_argument(
+        "--compile",
+        action="store_true",
+        help="capture each step's forward, backward and clipping once per batch shape and replay "
+        "it (adcuda.compile; CPU only): no per-op Python dispatch after the first step",
+    )
     profiling = train.add_argument_group("profiling")
-    profiling.add_argument("--nvtx", action="store_true",
-                           help="NVTX ranges (domain adcuda) for every op's forward and backward, the optimizer "
-                                "step and each training step (train_step), shown by Nsight Systems (nsys profile "
-                                "-t cuda,nvtx) and used by Nsight Compute's --nvtx filters; needs the nvtx package")
-    profiling.add_argument("--profile", action="store_true",
-                           help="run --profile-steps training steps under adcuda's profiler, print the per-op "
-                                "table (sorted by total time) and write a Chrome trace, then stop: no epochs are "
-                                "finished and no checkpoint is written")
-    profiling.add_argument("--profile-steps", type=_positive_int, metavar="N",
-                           help=f"how many steps --profile records (default: {DEFAULT_PROFILE_STEPS}; implies "
-                                f"--profile)")
-    profiling.add_argument("--trace", metavar="PATH",
-                           help="where --profile writes the Chrome trace, for Perfetto or chrome://tracing "
-                                "(default: <out>/trace.json; implies --profile)")
+    profiling.add_argument(
+        "--nvtx",
+        action="store_true",
+        help="NVTX ranges (domain adcuda) for every op's forward and backward, the optimizer "
+        "step and each training step (train_step), shown by Nsight Systems (nsys profile "
+        "-t cuda,nvtx) and used by Nsight Compute's --nvtx filters; needs the nvtx package",
+    )
+    profiling.add_argument(
+        "--profile",
+        action="store_true",
+        help="run --profile-steps training steps under adcuda's profiler, print the per-op "
+        "table (sorted by total time) and write a Chrome trace, then stop: no epochs are "
+        "finished and no checkpoint is written",
+    )
+    profiling.add_argument(
+        "--profile-steps",
+        type=_positive_int,
+        metavar="N",
+        help=f"how many steps --profile records (default: {DEFAULT_PROFILE_STEPS}; implies --profile)",
+    )
+    profiling.add_argument(
+        "--trace",
+        metavar="PATH",
+        help="where --profile writes the Chrome trace, for Perfetto or chrome://tracing "
+        "(default: <out>/trace.json; implies --profile)",
+    )
     return parser
 
 
@@ -163,8 +222,10 @@ def resolve_device(choice, quiet):
         if choice == "auto" and _native.build_info().get("cuda_emulated"):
             # The emulator runs kernels on the CPU for testing, far slower than the CPU backend.
             if not quiet:
-                print("device: cpu (the CUDA device of this build is the emulator, for tests; "
-                      "--device cuda uses it)", flush=True)
+                print(
+                    "device: cpu (the CUDA device of this build is the emulator, for tests; --device cuda uses it)",
+                    flush=True,
+                )
             return "cpu"
         return "cuda"
     if choice == "cuda":
@@ -220,12 +281,15 @@ def run_train(args, argv):
         world = parallel_world(ask_mpi=args.nproc_per_node is None)
         if world is None:
             if args.nproc_per_node is None:
-                raise UsageError("--distributed: this process was not started as part of a job; add "
-                                 "--nproc-per-node N to start N processes, or start them with mpirun -n N")
+                raise UsageError(
+                    "--distributed: this process was not started as part of a job; add "
+                    "--nproc-per-node N to start N processes, or start them with mpirun -n N"
+                )
             return launch_processes(args.nproc_per_node, argv)
         if args.nproc_per_node not in (None, world.size):
-            raise UsageError(f"--nproc-per-node {args.nproc_per_node}: this process already runs in a job of "
-                             f"{world.size} processes")
+            raise UsageError(
+                f"--nproc-per-node {args.nproc_per_node}: this process already runs in a job of {world.size} processes"
+            )
     if args.nvtx and importlib.util.find_spec("nvtx") is None:
         raise UsageError("--nvtx needs the nvtx package for its NVTX ranges: pip install nvtx")
     profiling = args.profile or args.profile_steps is not None or args.trace is not None
@@ -236,17 +300,33 @@ def run_train(args, argv):
         check_out_folder(out, f"--out {out}")
         if args.trace is not None:
             check_out_folder(os.path.dirname(os.path.abspath(args.trace)), f"--trace {args.trace}")
-        config = TrainConfig(task=task, out=out, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
-                             seed=args.seed, amp=args.amp, device=device, num_workers=args.num_workers,
-                             quiet=args.quiet, resume=args.resume, distributed=world is not None, nvtx=args.nvtx,
-                             profile_steps=(args.profile_steps or DEFAULT_PROFILE_STEPS) if profiling else 0,
-                             trace=args.trace, compile=args.compile)
+        config = TrainConfig(
+            task=task,
+            out=out,
+            epochs=args.epochs,
+            batch_size=args.batch_size,
+            lr=args.lr,
+            seed=args.seed,
+            amp=args.amp,
+            device=device,
+            num_workers=args.num_workers,
+            quiet=args.quiet,
+            resume=args.resume,
+            distributed=world is not None,
+            nvtx=args.nvtx,
+            profile_steps=(args.profile_steps or DEFAULT_PROFILE_STEPS) if profiling else 0,
+            trace=args.trace,
+            compile=args.compile,
+        )
         train(config, TASKS[task])
     except KeyboardInterrupt:
         if out is None:
             raise
-        print(f"\ninterrupted; the checkpoint of the last finished epoch is in {out} "
-              f"(continue with: adcuda train --resume --out {out})", file=sys.stderr)
+        print(
+            f"\ninterrupted; the checkpoint of the last finished epoch is in {out} "
+            f"(continue with: adcuda train --resume --out {out})",
+            file=sys.stderr,
+        )
         return 130
     except SettingsError as error:
         raise UsageError(str(error)) from None

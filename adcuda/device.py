@@ -1,5 +1,6 @@
 """``adcuda.device``: where a tensor lives. Which backend computes there is
 ``adcuda.backends.backend_for(device)``'s answer (a layer above this one)."""
+
 from __future__ import annotations
 
 from .errors import DeviceError
@@ -63,4 +64,3 @@ def as_device(value, op="tensor"):
     if dev.type == "cpu":
         return CPU
     return dev
-

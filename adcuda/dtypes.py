@@ -4,6 +4,7 @@ A dtype is a small immutable object; backends map it to their own storage type. 
 PyTorch: categories bool < integer < floating; dimensioned tensors outrank 0-d tensors, which outrank
 Python scalars, unless the lower-priority operand is of a higher category.
 """
+
 from __future__ import annotations
 
 import builtins
@@ -24,8 +25,9 @@ BOOL, INTEGER, FLOATING = 0, 1, 2
 class dtype:
     __slots__ = ("name", "category", "rank", "itemsize", "numpy")
 
-    def __init__(self, name: str, category: builtins.int, rank: builtins.int, itemsize: builtins.int,
-                 numpy_type: type) -> None:
+    def __init__(
+        self, name: str, category: builtins.int, rank: builtins.int, itemsize: builtins.int, numpy_type: type
+    ) -> None:
         self.name = name
         self.category = category
         self.rank = rank
@@ -90,17 +92,19 @@ class finfo:
         self.dtype = d.name
         self.bits = d.itemsize * 8
         if d is bfloat16:  # NumPy has no bfloat16: 8 exponent bits like float32, 7 mantissa bits
-            self.eps, self.max, self.tiny, self.resolution = 2.0 ** -7, (2 - 2.0 ** -7) * 2.0 ** 127, 2.0 ** -126, 0.01
+            self.eps, self.max, self.tiny, self.resolution = 2.0**-7, (2 - 2.0**-7) * 2.0**127, 2.0**-126, 0.01
         else:
             info = np.finfo(d.numpy)
             self.eps, self.max = _builtin_float(info.eps), _builtin_float(info.max)
-            self.tiny, self.resolution = _builtin_float(info.tiny), 10.0 ** -info.precision
+            self.tiny, self.resolution = _builtin_float(info.tiny), 10.0**-info.precision
         self.min = -self.max
         self.smallest_normal = self.tiny
 
     def __repr__(self):
-        return (f"finfo(resolution={self.resolution}, min={self.min}, max={self.max}, eps={self.eps}, "
-                f"smallest_normal={self.smallest_normal}, tiny={self.tiny}, dtype={self.dtype})")
+        return (
+            f"finfo(resolution={self.resolution}, min={self.min}, max={self.max}, eps={self.eps}, "
+            f"smallest_normal={self.smallest_normal}, tiny={self.tiny}, dtype={self.dtype})"
+        )
 
 
 class iinfo:
@@ -126,8 +130,10 @@ def from_numpy_dtype(np_dtype, op="tensor"):
     try:
         return _FROM_NUMPY[np.dtype(np_dtype)]
     except (KeyError, TypeError):
-        raise DTypeError(f"{op}: NumPy dtype {np_dtype} is not supported "
-                         f"(supported: {', '.join(d.name for d in ALL if d.numpy is not None)})") from None
+        raise DTypeError(
+            f"{op}: NumPy dtype {np_dtype} is not supported "
+            f"(supported: {', '.join(d.name for d in ALL if d.numpy is not None)})"
+        ) from None
 
 
 def as_dtype(value, op="tensor"):

@@ -4,6 +4,7 @@ Every random primitive takes ``(seed, offset)`` and the generator advances the o
 draw used, so results depend only on ``manual_seed`` and the sequence of draws, never on the
 backend's launch configuration. DataLoader workers reseed it per worker.
 """
+
 from __future__ import annotations
 
 import os

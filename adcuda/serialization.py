@@ -18,6 +18,7 @@ checksum is verified, and a damaged, truncated or foreign file raises ``Checkpoi
 the file and what is wrong. Saving to a path writes a temporary file in the same directory, syncs
 it and renames it over the target, so a crash never leaves a half-written checkpoint.
 """
+
 from __future__ import annotations
 
 import collections
@@ -92,17 +93,23 @@ class _Encoder:
             return {"t": "tensor", "i": self._tensor_index(obj)}
         if isinstance(obj, np.ndarray):
             if obj.dtype.kind not in _NUMPY_KINDS:
-                raise CheckpointError(f"save: cannot store a NumPy array of dtype {obj.dtype} at {where}; a "
-                                      "checkpoint holds arrays of numbers and bools")
+                raise CheckpointError(
+                    f"save: cannot store a NumPy array of dtype {obj.dtype} at {where}; a "
+                    "checkpoint holds arrays of numbers and bools"
+                )
             return {"t": "ndarray", "i": self._tensor_index(obj)}
         if isinstance(obj, Module):
-            raise CheckpointError(f"save: cannot store a whole module ({type(obj).__name__}) at {where}: adcuda "
-                                  "never pickles; save its state_dict() instead (adcuda.save(model.state_dict(), "
-                                  "path)) and load it into a new model with model.load_state_dict(adcuda.load(path))")
+            raise CheckpointError(
+                f"save: cannot store a whole module ({type(obj).__name__}) at {where}: adcuda "
+                "never pickles; save its state_dict() instead (adcuda.save(model.state_dict(), "
+                "path)) and load it into a new model with model.load_state_dict(adcuda.load(path))"
+            )
         if isinstance(obj, dict):
             kind = "odict" if isinstance(obj, collections.OrderedDict) else "dict"
-            return {"t": kind, "items": [[self._encode_key(k, where), self.encode(v, f"{where}[{k!r}]")]
-                                         for k, v in obj.items()]}
+            return {
+                "t": kind,
+                "items": [[self._encode_key(k, where), self.encode(v, f"{where}[{k!r}]")] for k, v in obj.items()],
+            }
         if isinstance(obj, tuple):  # a namedtuple comes back as a plain tuple
             return {"t": "tuple", "items": [self.encode(v, f"{where}[{i}]") for i, v in enumerate(obj)]}
         if isinstance(obj, list):
@@ -111,9 +118,11 @@ class _Encoder:
             return {"t": "dtype", "name": obj.name}
         if isinstance(obj, Device):
             return {"t": "device", "name": str(obj)}
-        raise CheckpointError(f"save: cannot store an object of type {type(obj).__name__} at {where}; a checkpoint "
-                              "holds tensors, NumPy arrays, dicts, lists, tuples, numbers, strings, bools, None, "
-                              "dtypes and devices")
+        raise CheckpointError(
+            f"save: cannot store an object of type {type(obj).__name__} at {where}; a checkpoint "
+            "holds tensors, NumPy arrays, dicts, lists, tuples, numbers, strings, bools, None, "
+            "dtypes and devices"
+        )
 
     def _encode_key(self, key, where):
         if key is None or isinstance(key, (bool, str, int, float, np.integer, np.floating)):
@@ -150,20 +159,39 @@ def _serialize(obj):
             array = np.ascontiguousarray(t).reshape(t.shape)
             array = array.astype(array.dtype.newbyteorder("<"), copy=False)
             raw = memoryview(array).cast("B") if array.size else b""
-            entries.append({"numpy": array.dtype.str, "shape": list(array.shape), "offset": offset,
-                            "nbytes": len(raw), "crc32": zlib.crc32(raw)})
+            entries.append(
+                {
+                    "numpy": array.dtype.str,
+                    "shape": list(array.shape),
+                    "offset": offset,
+                    "nbytes": len(raw),
+                    "crc32": zlib.crc32(raw),
+                }
+            )
         else:
             array, storage = _host_array(t)
             raw = memoryview(array).cast("B") if array.size else b""
-            entries.append({"dtype": t.dtype.name, "storage": storage, "shape": list(array.shape),
-                            "device": str(t.device), "requires_grad": bool(t.requires_grad),
-                            "parameter": type(t) is Parameter, "offset": offset, "nbytes": len(raw),
-                            "crc32": zlib.crc32(raw)})
+            entries.append(
+                {
+                    "dtype": t.dtype.name,
+                    "storage": storage,
+                    "shape": list(array.shape),
+                    "device": str(t.device),
+                    "requires_grad": bool(t.requires_grad),
+                    "parameter": type(t) is Parameter,
+                    "offset": offset,
+                    "nbytes": len(raw),
+                    "crc32": zlib.crc32(raw),
+                }
+            )
         padding = _align(offset + len(raw)) - offset - len(raw)
         blobs.append((raw, padding))
         offset += len(raw) + padding
-    header = json.dumps({"format": FORMAT, "version": VERSION, "tree": tree, "tensors": entries,
-                         "data_size": offset}, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    header = json.dumps(
+        {"format": FORMAT, "version": VERSION, "tree": tree, "tensors": entries, "data_size": offset},
+        separators=(",", ":"),
+        allow_nan=False,
+    ).encode("utf-8")
     head = _PREAMBLE.pack(MAGIC, len(header), zlib.crc32(header)) + header
     return head + b"\x00" * (_align(len(head)) - len(head)), blobs
 
@@ -176,8 +204,13 @@ def _write(f, head, blobs):
             f.write(b"\x00" * padding)
 
 
-def save(obj: Any, f: str | PathLike[str] | BinaryIO, pickle_module: Any = None, pickle_protocol: int | None = None,
-         _use_new_zipfile_serialization: bool = True) -> None:
+def save(
+    obj: Any,
+    f: str | PathLike[str] | BinaryIO,
+    pickle_module: Any = None,
+    pickle_protocol: int | None = None,
+    _use_new_zipfile_serialization: bool = True,
+) -> None:
     """Write ``obj`` to ``f`` (a path or a binary file object). Pickle options are accepted for
     PyTorch compatibility and ignored: adcuda checkpoints are never pickles."""
     head, blobs = _serialize(obj)
@@ -220,11 +253,15 @@ def _fsync_directory(directory):
 # loading
 def _foreign_hint(start):
     if start[:2] == b"PK":
-        return ("it is a zip archive (a PyTorch torch.save checkpoint or a NumPy .npz?); adcuda.load reads only "
-                "files written by adcuda.save")
+        return (
+            "it is a zip archive (a PyTorch torch.save checkpoint or a NumPy .npz?); adcuda.load reads only "
+            "files written by adcuda.save"
+        )
     if start[:1] == b"\x80":
-        return ("it looks like a pickle; adcuda.load never unpickles, because unpickling can execute code. Load "
-                "it with the program that wrote it and re-save its tensors with adcuda.save")
+        return (
+            "it looks like a pickle; adcuda.load never unpickles, because unpickling can execute code. Load "
+            "it with the program that wrote it and re-save its tensors with adcuda.save"
+        )
     if start[:6] == b"\x93NUMPY":
         return "it is a NumPy .npy file; read it with numpy.load and convert with adcuda.from_numpy"
     return "it does not start with the adcuda checkpoint signature"
@@ -253,7 +290,7 @@ class _Reader:
             self.fail("the file is empty")
         if len(start) < len(MAGIC) and MAGIC.startswith(start):
             self.fail(f"truncated inside the {_PREAMBLE.size}-byte preamble")
-        if start[:len(MAGIC)] != MAGIC:
+        if start[: len(MAGIC)] != MAGIC:
             self.fail(_foreign_hint(start))
         if len(start) != _PREAMBLE.size:
             self.fail(f"truncated inside the {_PREAMBLE.size}-byte preamble")
@@ -267,8 +304,9 @@ class _Reader:
         head_size = _PREAMBLE.size + header_len
         _read_exact(self.f, _align(head_size) - head_size, "header padding", self.fail)
         arrays = self._read_tensors(header["tensors"], header["data_size"])
-        tensors = [array if "numpy" in entry else self._tensor(entry, array)
-                   for entry, array in zip(header["tensors"], arrays)]
+        tensors = [
+            array if "numpy" in entry else self._tensor(entry, array) for entry, array in zip(header["tensors"], arrays)
+        ]
         return self._decode(header["tree"], tensors)
 
     def _parse_header(self, header_bytes):
@@ -279,8 +317,9 @@ class _Reader:
         if not isinstance(header, dict) or header.get("format") != FORMAT:
             self.fail("the header does not describe an adcuda checkpoint")
         if header.get("version") != VERSION:
-            self.fail(f"format version {header.get('version')!r} is not supported by this adcuda "
-                      f"(it reads version {VERSION})")
+            self.fail(
+                f"format version {header.get('version')!r} is not supported by this adcuda (it reads version {VERSION})"
+            )
         if not isinstance(header.get("tensors"), list) or not isinstance(header.get("data_size"), int):
             self.fail("the header lacks its tensor table")
         return header
@@ -301,8 +340,9 @@ class _Reader:
                 raise ValueError(f"bad shape {shape}")
             numel = math.prod(shape)
             if entry["offset"] != expected_offset or entry["nbytes"] != numel * storage.itemsize:
-                raise ValueError(f"offset/size {entry['offset']}/{entry['nbytes']} do not fit shape {shape} "
-                                 f"of {storage.name}")
+                raise ValueError(
+                    f"offset/size {entry['offset']}/{entry['nbytes']} do not fit shape {shape} of {storage.name}"
+                )
             if storage.numpy is None or not isinstance(entry["crc32"], int):
                 raise ValueError(f"storage dtype {storage.name} cannot hold data")
             Device(entry["device"])
@@ -319,8 +359,9 @@ class _Reader:
             if not all(isinstance(s, int) and s >= 0 for s in shape):
                 raise ValueError(f"bad shape {shape}")
             if entry["offset"] != expected_offset or entry["nbytes"] != math.prod(shape) * stored.itemsize:
-                raise ValueError(f"offset/size {entry['offset']}/{entry['nbytes']} do not fit shape {shape} "
-                                 f"of {stored}")
+                raise ValueError(
+                    f"offset/size {entry['offset']}/{entry['nbytes']} do not fit shape {shape} of {stored}"
+                )
             if not isinstance(entry["crc32"], int):
                 raise ValueError("no checksum")
             return None, stored, shape
@@ -344,8 +385,9 @@ class _Reader:
                 if got != entry["nbytes"]:
                     self.fail(f"truncated: tensor {i} needs {entry['nbytes']} bytes, only {got} remain")
                 if zlib.crc32(view) != entry["crc32"]:
-                    self.fail(f"the data of tensor {i} (shape {shape}) does not match its checksum (the file is "
-                              "damaged)")
+                    self.fail(
+                        f"the data of tensor {i} (shape {shape}) does not match its checksum (the file is damaged)"
+                    )
             padding = _align(offset + entry["nbytes"]) - offset - entry["nbytes"]
             _read_exact(self.f, padding, f"padding after tensor {i}", self.fail)
             offset += entry["nbytes"] + padding
@@ -373,8 +415,10 @@ class _Reader:
             try:
                 t = t.to(target)
             except DeviceError as e:
-                raise DeviceError(f"load: {self.label} holds a tensor saved on {entry['device']}, which cannot be "
-                                  f"used here ({e}); pass map_location='cpu' to load it onto the CPU") from None
+                raise DeviceError(
+                    f"load: {self.label} holds a tensor saved on {entry['device']}, which cannot be "
+                    f"used here ({e}); pass map_location='cpu' to load it onto the CPU"
+                ) from None
         if entry["dtype"] != entry["storage"]:
             t = t.to(dtype=dt.as_dtype(entry["dtype"]))
         if entry.get("parameter"):
@@ -395,8 +439,11 @@ class _Reader:
                 self.fail(f"the items of a {kind!r} node in the object tree are not a list")
             if kind in ("tensor", "ndarray"):
                 i = n.get("i")
-                if (not isinstance(i, int) or not 0 <= i < len(tensors)
-                        or isinstance(tensors[i], np.ndarray) != (kind == "ndarray")):
+                if (
+                    not isinstance(i, int)
+                    or not 0 <= i < len(tensors)
+                    or isinstance(tensors[i], np.ndarray) != (kind == "ndarray")
+                ):
                     self.fail(f"the object tree refers to {kind} {i!r}, which the file does not hold")
                 return tensors[i]
             if kind in ("dict", "odict"):
@@ -420,6 +467,7 @@ class _Reader:
                 except DeviceError:
                     self.fail(f"the object tree holds an invalid device name {n['name']!r}")
             self.fail(f"unknown node {str(n)[:80]} in the object tree")
+
         try:
             return decode(node)
         except RecursionError:
@@ -434,8 +482,15 @@ def _hashable(key, fail):
     return key
 
 
-def load(f: str | PathLike[str] | BinaryIO, map_location: Any = None, pickle_module: Any = None, *,
-         weights_only: bool = True, mmap: bool | None = None, **pickle_load_args: Any) -> Any:
+def load(
+    f: str | PathLike[str] | BinaryIO,
+    map_location: Any = None,
+    pickle_module: Any = None,
+    *,
+    weights_only: bool = True,
+    mmap: bool | None = None,
+    **pickle_load_args: Any,
+) -> Any:
     """Read an object written by ``adcuda.save``. ``map_location``: a device (or its name), a dict
     mapping saved device names to new ones, or a callable ``(cpu_tensor, saved_device_name) ->
     tensor``. Nothing in the file is executed, whatever ``weights_only`` says."""

@@ -10,6 +10,7 @@ autograd. The autograd layer attaches the graph behaviour (``backward``, ``grad_
 Most fields live as class-level defaults and are only written per tensor when they change, so that
 making the result of an op costs two attribute writes.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -30,6 +31,7 @@ _NUMPY_TO_DTYPE = dt._FROM_NUMPY
 
 class VersionCounter:
     """Bumped by every in-place write; shared by a tensor and all its views."""
+
     __slots__ = ("value",)
 
     def __init__(self):
@@ -42,14 +44,14 @@ class Tensor:
     # per-tensor state, written only where it differs from these defaults
     grad: Tensor | None = None
     _requires_grad = False
-    _grad_fn = None          # the autograd node that produced this tensor (None for leaves)
-    _output_nr = 0           # which output of that node this tensor is
-    _vc = None               # the VersionCounter, made on first need (see ``_version``)
-    _base = None             # for a view: the tensor whose memory it shares
-    _view_fn = None          # for a view: how to rebuild it from its base (see replay_view)
-    _view_version = None     # for a recorded view: the version its history was recorded at
-    _accumulator = None      # a leaf's AccumulateGrad node
-    _hooks = None            # a leaf's gradient hooks
+    _grad_fn = None  # the autograd node that produced this tensor (None for leaves)
+    _output_nr = 0  # which output of that node this tensor is
+    _vc = None  # the VersionCounter, made on first need (see ``_version``)
+    _base = None  # for a view: the tensor whose memory it shares
+    _view_fn = None  # for a view: how to rebuild it from its base (see replay_view)
+    _view_version = None  # for a recorded view: the version its history was recorded at
+    _accumulator = None  # a leaf's AccumulateGrad node
+    _hooks = None  # a leaf's gradient hooks
     _retains_grad = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -143,8 +145,9 @@ class Tensor:
     # ------------------------------------------------------------------ reading values
     def numpy(self, *, force: bool = False) -> ndarray:
         if not force and (self._requires_grad or self._grad_fn is not None):
-            raise AutogradError("numpy: can't call numpy() on a Tensor that requires grad. "
-                             "Use tensor.detach().numpy() instead.")
+            raise AutogradError(
+                "numpy: can't call numpy() on a Tensor that requires grad. Use tensor.detach().numpy() instead."
+            )
         if self._device is not CPU and not force:
             raise DTypeError(f"numpy: can't convert a {self._device} tensor to NumPy; use .cpu() first")
         return primitives(self).to_numpy(self._data)
@@ -155,8 +158,10 @@ class Tensor:
 
     def item(self) -> Number:
         if self.numel() != 1:
-            raise ShapeError(f"item: a Tensor with {self.numel()} elements cannot be converted to a "
-                             f"Python scalar (shape {fmt_shape(self.shape)})")
+            raise ShapeError(
+                f"item: a Tensor with {self.numel()} elements cannot be converted to a "
+                f"Python scalar (shape {fmt_shape(self.shape)})"
+            )
         return primitives(self).to_numpy(self._data).reshape(()).item()
 
     def tolist(self) -> Any:
@@ -267,6 +272,7 @@ def _float_formatter(array):
 
     def one(v):
         return fmt.format(v) if np.isfinite(v) else str(float(v))
+
     width = max((len(one(v)) for v in values.ravel()), default=0)
     return lambda v: one(v).rjust(width)
 
@@ -328,7 +334,8 @@ def wrap_dim(dim, ndim, op):
         raise TypeError(f"{op}: dim must be an int, got {type(dim).__name__}")
     if dim < -n or dim >= n:
         raise IndexOutOfRangeError(
-            f"{op}: dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
+            f"{op}: dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})"
+        )
     return dim + n if dim < 0 else dim
 
 

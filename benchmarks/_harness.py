@@ -11,6 +11,7 @@ is measured (``percent_of_copy``, ``format_bandwidth``). In the emulated build (
 kernels run on the CPU: a suite runs its reference checks at small sizes and reports
 ``EMULATED_NO_TIMING`` instead of figures (``emulated_reference_run``).
 """
+
 import argparse
 import json
 import os
@@ -74,6 +75,7 @@ def contender_available(name):
     if name == "torch":
         try:
             import importlib.util
+
             return importlib.util.find_spec("torch") is not None
         except ValueError:
             return False
@@ -88,8 +90,9 @@ def run_contenders(script, contenders, extra_args=(), timeout=900):
             print(f"  ({name} is not installed: skipped)", file=sys.stderr)
             continue
         cmd = [sys.executable, script, "--contender", name, "--emit-json", *extra_args]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                              env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=timeout, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+        )
         if proc.returncode != 0:
             print(f"  {name} failed:\n{proc.stderr[-2000:]}", file=sys.stderr)
             continue
@@ -102,14 +105,18 @@ def print_table(title, results, unit="us", scale=1e6, baseline="adcuda"):
     names = list(results)
     cases = list(next(iter(results.values())).keys()) if results else []
     others = [n for n in names if n != baseline]
-    head = f"{'case':<34}" + "".join(f"{n + ' ' + unit:>14}" for n in names) + "".join(
-        f"{baseline + '/' + n:>16}" for n in others)
+    head = (
+        f"{'case':<34}"
+        + "".join(f"{n + ' ' + unit:>14}" for n in names)
+        + "".join(f"{baseline + '/' + n:>16}" for n in others)
+    )
     print(f"\n{title}\n{head}\n{'-' * len(head)}")
     rows = []
     for case in cases:
         vals = {n: results[n].get(case) for n in names}
-        line = f"{case:<34}" + "".join(f"{vals[n] * scale:>14.2f}" if vals[n] is not None else f"{'-':>14}"
-                                       for n in names)
+        line = f"{case:<34}" + "".join(
+            f"{vals[n] * scale:>14.2f}" if vals[n] is not None else f"{'-':>14}" for n in names
+        )
         ratios = {}
         for n in others:
             if vals.get(baseline) and vals[n]:
@@ -146,6 +153,7 @@ def is_emulated():
     """Whether the installed adcuda is the emulated build (ADCUDA_CUDA=EMULATE): its "GPU" is the CPU
     emulator, where every kernel runs but no time means anything."""
     from adcuda import _native
+
     return bool(_native._C is not None and _native._C.build_info().get("cuda_emulated"))
 
 
@@ -157,8 +165,10 @@ def adcuda_event_seconds(fn, bursts=5, per_burst=5):
         event = adcuda.cuda.Event(enable_timing=True)
         event.record()
         return event
-    return cuda_event_seconds(record, adcuda.cuda.synchronize, lambda start, end: start.elapsed_time(end), fn,
-                              bursts, per_burst)
+
+    return cuda_event_seconds(
+        record, adcuda.cuda.synchronize, lambda start, end: start.elapsed_time(end), fn, bursts, per_burst
+    )
 
 
 def copy_bandwidth(nbytes=BANDWIDTH_BYTES, dtype="float32", bursts=5):
@@ -169,6 +179,7 @@ def copy_bandwidth(nbytes=BANDWIDTH_BYTES, dtype="float32", bursts=5):
 
     from adcuda import _native
     from adcuda.backends import cuda as cb
+
     C = _native._C
     numel = nbytes // np.dtype(dtype).itemsize
     scalar = getattr(C.ScalarType, dtype)
@@ -202,6 +213,16 @@ def emulated_reference_run(suite, json_path, reference_checks):
     print(f"{suite}: {len(reference_checks)} reference check(s) passed on the emulator; {EMULATED_NO_TIMING}")
     if json_path:
         with open(json_path, "w") as f:
-            json.dump({"suite": suite, "device": "cuda", "emulated": True, "status": EMULATED_NO_TIMING,
-                       "checks": len(reference_checks), "rows": []}, f, indent=2)
+            json.dump(
+                {
+                    "suite": suite,
+                    "device": "cuda",
+                    "emulated": True,
+                    "status": EMULATED_NO_TIMING,
+                    "checks": len(reference_checks),
+                    "rows": [],
+                },
+                f,
+                indent=2,
+            )
     return 0

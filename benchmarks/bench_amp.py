@@ -17,6 +17,7 @@ activation memory and bandwidth, not optimizer memory.
 
     python benchmarks/bench_amp.py [--quick] [--device cpu|cuda] [--threads N] [--json out.json]
 """
+
 import argparse
 import json
 import os
@@ -33,6 +34,7 @@ MODES = ("fp32", "half", "autocast")
 
 def _data():
     import numpy as np
+
     rng = np.random.default_rng(0)
     x = rng.standard_normal((BATCH, SIZES[0])).astype(np.float32)
     y = rng.integers(0, SIZES[-1], BATCH).astype(np.int64)
@@ -90,14 +92,17 @@ def _synchronizing(lib, device, step):
     def synced():
         step()
         lib.cuda.synchronize()
+
     return synced
 
 
 def contender(name, device, quick):
     import warnings
+
     threads = single_thread_env()
     if name == "torch":
         import torch as lib
+
         lib.set_num_threads(threads)
     else:
         import adcuda as lib
@@ -119,6 +124,7 @@ def _tiny_steps_on_the_emulator():
     import math
 
     import adcuda
+
     global SIZES, BATCH
     SIZES, BATCH = (7, 9, 3), 5
     for mode in MODES:
@@ -139,8 +145,9 @@ def _ratio_table(results):
             if t is None:
                 continue
             print(f"{name:<10}{mode:<10}{t / base_t:>17.2f}x{m:>18,}{m / base_m:>13.2f}x")
-            rows.append({"contender": name, "mode": mode, "time_ratio": t / base_t, "bytes": m,
-                         "bytes_ratio": m / base_m})
+            rows.append(
+                {"contender": name, "mode": mode, "time_ratio": t / base_t, "bytes": m, "bytes_ratio": m / base_m}
+            )
     return rows
 
 
@@ -155,6 +162,7 @@ def main():
         os.environ["BENCH_THREADS"] = str(args.threads)
     if args.device == "cuda":
         import adcuda.cuda
+
         if not adcuda.cuda.is_available():
             print(f"bench_amp --device cuda needs a usable GPU: {adcuda.cuda.unavailable_reason()}")
             return
@@ -164,9 +172,13 @@ def main():
     results = run_contenders(os.path.abspath(__file__), ["adcuda", "torch"], extra)
     if not results:
         sys.exit("no contender ran")
-    timing_rows = print_table(f"MLP 784-512-512-10 AdamW step on {args.device} "
-                              f"({os.environ.get('BENCH_THREADS', '1')} thread(s)); ratio > 1: adcuda slower",
-                              {name: res["times"] for name, res in results.items()}, unit="ms", scale=1e3)
+    timing_rows = print_table(
+        f"MLP 784-512-512-10 AdamW step on {args.device} "
+        f"({os.environ.get('BENCH_THREADS', '1')} thread(s)); ratio > 1: adcuda slower",
+        {name: res["times"] for name, res in results.items()},
+        unit="ms",
+        scale=1e3,
+    )
     ratio_rows = _ratio_table(results)
     if args.device == "cpu":
         print("\n(on the CPU float16 is storage only: a ratio above 1x is the cost of the conversions, not a bug)")

@@ -15,6 +15,7 @@ primitives (no autograd bookkeeping), PyTorch through torch.nn.functional: its f
 one sdpa call and one torch.autograd.grad. Times are CUDA-event medians over bursts of calls. Needs a
 GPU; elsewhere it says so and exits 0 (run.py reports the suite as skipped).
 """
+
 import argparse
 import json
 import math
@@ -44,6 +45,7 @@ def adcuda_seconds(fn, bursts, per_burst):
         event = adcuda.cuda.Event(enable_timing=True)
         event.record()
         return event
+
     return cuda_event_seconds(record, adcuda.cuda.synchronize, lambda s, e: s.elapsed_time(e), fn, bursts, per_burst)
 
 
@@ -52,6 +54,7 @@ def torch_seconds(torch, fn, bursts, per_burst):
         event = torch.cuda.Event(enable_timing=True)
         event.record()
         return event
+
     return cuda_event_seconds(record, torch.cuda.synchronize, lambda s, e: s.elapsed_time(e), fn, bursts, per_burst)
 
 
@@ -61,10 +64,14 @@ def check_against_cpu(cb, cpu, native):
     """Every tensor-core head-dim tile, causal and not, a bool mask and dropout, fp16 and bf16, forward
     and backward, against the CPU backend on the same rounded inputs."""
     rng = np.random.default_rng(0)
-    cases = [(adcuda.float16, (1, 2, 77, 32), None, False, 0.0), (adcuda.bfloat16, (1, 2, 77, 64), None, True, 0.0),
-             (adcuda.float16, (1, 2, 77, 96), None, True, 0.0), (adcuda.bfloat16, (2, 1, 77, 128), None, False, 0.0),
-             (adcuda.float16, (1, 2, 77, 64), rng.random((77, 77)) < 0.8, False, 0.0),
-             (adcuda.float16, (1, 2, 77, 64), None, True, 0.1)]
+    cases = [
+        (adcuda.float16, (1, 2, 77, 32), None, False, 0.0),
+        (adcuda.bfloat16, (1, 2, 77, 64), None, True, 0.0),
+        (adcuda.float16, (1, 2, 77, 96), None, True, 0.0),
+        (adcuda.bfloat16, (2, 1, 77, 128), None, False, 0.0),
+        (adcuda.float16, (1, 2, 77, 64), rng.random((77, 77)) < 0.8, False, 0.0),
+        (adcuda.float16, (1, 2, 77, 64), None, True, 0.1),
+    ]
     for dtype, shape, mask, causal, dropout_p in cases:
         host = [rng.standard_normal(shape).astype(np.float32) for _ in range(4)]
         q, k, v, g = (cb.from_numpy(h, dtype) for h in host)
@@ -80,16 +87,21 @@ def check_against_cpu(cb, cpu, native):
         grads = cb.attention_backward(g, q, k, v, out, lse, mask_d, causal, scale, *draw)
         refs = cpu.attention_backward(gh, qh, kh, vh, outh, lseh, mask, causal, scale, *draw)
         tolerance = 3e-2 if dtype is adcuda.bfloat16 else 5e-3
-        for name, got, expected in [("out", out, out_ref), ("lse", lse, lse_ref)] + list(zip(("dq", "dk", "dv"),
-                                                                                                grads, refs)):
+        for name, got, expected in [("out", out, out_ref), ("lse", lse, lse_ref)] + list(
+            zip(("dq", "dk", "dv"), grads, refs)
+        ):
             got = np.asarray(cb.to_numpy(got), np.float64)
             expected = np.asarray(expected, np.float64)
             scale_of = max(np.abs(expected).max(initial=0.0), 1.0)
             if not np.allclose(got, expected, rtol=tolerance, atol=tolerance * scale_of):
-                raise SystemExit(f"reference check failed: {name} of {dtype} {shape} causal={causal} "
-                                 f"mask={mask is not None} dropout={dropout_p}")
-    print("reference check: tensor-core attention forward and backward (head dims 32/64/96/128, causal, mask, "
-          "dropout; fp16 and bf16) match the CPU backend")
+                raise SystemExit(
+                    f"reference check failed: {name} of {dtype} {shape} causal={causal} "
+                    f"mask={mask is not None} dropout={dropout_p}"
+                )
+    print(
+        "reference check: tensor-core attention forward and backward (head dims 32/64/96/128, causal, mask, "
+        "dropout; fp16 and bf16) match the CPU backend"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -98,9 +110,14 @@ def torch_sdpa_backend(torch, q):
     """(name, context factory) of the SDPA backend PyTorch runs for these inputs: flash if it runs here,
     else the first of efficient / cuDNN / math that does."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
+
     sdpa = torch.nn.functional.scaled_dot_product_attention
-    for backend in (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION,
-                    SDPBackend.MATH):
+    for backend in (
+        SDPBackend.FLASH_ATTENTION,
+        SDPBackend.EFFICIENT_ATTENTION,
+        SDPBackend.CUDNN_ATTENTION,
+        SDPBackend.MATH,
+    ):
         try:
             with sdpa_kernel(backend):
                 sdpa(q, q, q, is_causal=True)
@@ -152,7 +169,7 @@ def attention_cases(cb, native, torch, quick, bursts):
     if torch is not None:
         results["torch"] = {}
     flops, backends, paths = {}, {}, {}
-    for batch, heads, length, dim in (QUICK_SHAPES if quick else SHAPES):
+    for batch, heads, length, dim in QUICK_SHAPES if quick else SHAPES:
         rng = np.random.default_rng(dim)
         host = [rng.standard_normal((batch, heads, length, dim)).astype(np.float32) for _ in range(4)]
         scale = 1.0 / math.sqrt(dim)
@@ -164,11 +181,13 @@ def attention_cases(cb, native, torch, quick, bursts):
                 flops[f"fwd {label}"] = forward_flops
                 flops[f"fwd+bwd {label}"] = 3.5 * forward_flops
                 paths[label] = native.attention_kernel_path(probe_q, probe_v)
-                (results["adcuda"][f"fwd {label}"],
-                 results["adcuda"][f"fwd+bwd {label}"]) = time_adcuda(cb, host, dtype, causal, scale, bursts)
+                (results["adcuda"][f"fwd {label}"], results["adcuda"][f"fwd+bwd {label}"]) = time_adcuda(
+                    cb, host, dtype, causal, scale, bursts
+                )
                 if torch is not None:
-                    (results["torch"][f"fwd {label}"], results["torch"][f"fwd+bwd {label}"],
-                     backends[label]) = time_torch(torch, host, dtype.name, causal, bursts)
+                    (results["torch"][f"fwd {label}"], results["torch"][f"fwd+bwd {label}"], backends[label]) = (
+                        time_torch(torch, host, dtype.name, causal, bursts)
+                    )
     return results, flops, backends, paths
 
 
@@ -179,8 +198,10 @@ def print_throughput(results, flops, backends, paths):
         line = f"  {case:<44} adcuda {flops[case] / seconds / 1e12:7.1f} ({paths[label]})"
         theirs = results.get("torch", {}).get(case)
         if theirs:
-            line += (f"   torch {flops[case] / theirs / 1e12:7.1f} ({backends[label]})"
-                     f"   adcuda/torch {theirs / seconds:6.1%}")
+            line += (
+                f"   torch {flops[case] / theirs / 1e12:7.1f} ({backends[label]})"
+                f"   adcuda/torch {theirs / seconds:6.1%}"
+            )
         print(line)
 
 
@@ -196,6 +217,7 @@ def main():
     from adcuda import _native
     from adcuda.backends import cpu
     from adcuda.backends import cuda as cb
+
     native = _native._C
     if is_emulated():  # the rehearsal: the reference check at its small sizes, no timing
         return emulated_reference_run("attention", args.json, [lambda: check_against_cpu(cb, cpu, native)])
@@ -207,8 +229,18 @@ def main():
     print_throughput(results, flops, backends, paths)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"suite": "attention", "device": "cuda", "rows": rows, "flops": flops,
-                       "torch_sdpa_backend": backends, "adcuda_kernels": paths}, f, indent=2)
+            json.dump(
+                {
+                    "suite": "attention",
+                    "device": "cuda",
+                    "rows": rows,
+                    "flops": flops,
+                    "torch_sdpa_backend": backends,
+                    "adcuda_kernels": paths,
+                },
+                f,
+                indent=2,
+            )
     return 0
 
 

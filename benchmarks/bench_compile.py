@@ -12,6 +12,7 @@ table's ratios are adcuda.compile's time over each other contender's (below 1: c
 
     python benchmarks/bench_compile.py [--quick] [--threads N] [--json out.json]
 """
+
 import argparse
 import json
 import os
@@ -32,6 +33,7 @@ GPT_BATCH = 32
 
 def _gpt_step(lib):
     import numpy as np
+
     rng = np.random.default_rng(3)
     ids = lib.from_numpy(rng.integers(0, GPT_CONFIG["vocab_size"], (GPT_BATCH, GPT_CONFIG["block_size"] + 1)))
     inputs, targets = ids[:, :-1].contiguous(), ids[:, 1:].contiguous()
@@ -47,6 +49,7 @@ def _gpt_step(lib):
         loss.backward()
         optimizer.step()
         return loss
+
     return step
 
 
@@ -57,12 +60,14 @@ def _tiny_graph(lib):
     def fwd_bwd_3op():
         loss = ((leaf * y).relu() + 1.0).sum()
         loss.backward()
+
     return fwd_bwd_3op
 
 
 def _tiny_graph_numpy():
     """The same forward and backward written out by hand (the gradient accumulates, as .grad does)."""
     import numpy as np
+
     y = np.ones((8, 8), np.float32)
     leaf = np.ones((8, 8), np.float32)
     grad = np.zeros((8, 8), np.float32)
@@ -72,6 +77,7 @@ def _tiny_graph_numpy():
         loss = (np.maximum(z, 0) + 1.0).sum()
         grad.__iadd__(y * (z > 0))
         return loss
+
     return fwd_bwd_3op
 
 
@@ -81,9 +87,11 @@ def cases_for(contender, quick=False):
         return {MLP_CASE: _numpy_step(), TINY_CASE: _tiny_graph_numpy()}
     if contender == "torch":
         import torch
+
         torch.set_num_threads(threads)
         return {MLP_CASE: _framework_step(torch), TINY_CASE: _tiny_graph(torch), GPT_CASE: _gpt_step(torch)}
     import adcuda
+
     cases = {MLP_CASE: _framework_step(adcuda), TINY_CASE: _tiny_graph(adcuda), GPT_CASE: _gpt_step(adcuda)}
     if contender == COMPILED:
         cases = {name: adcuda.compile(step, fullgraph=True) for name, step in cases.items()}
@@ -98,10 +106,16 @@ def main():
     args = parser.parse_args()
     if args.threads:
         os.environ["BENCH_THREADS"] = str(args.threads)
-    results = run_contenders(os.path.abspath(__file__), [COMPILED, "adcuda", "numpy", "torch"],
-                             ["--quick"] if args.quick else [])
-    rows = print_table(f"adcuda.compile ({os.environ.get('BENCH_THREADS', '1')} thread(s)); "
-                       "ratio > 1: compiled slower", results, unit="us", scale=1e6, baseline=COMPILED)
+    results = run_contenders(
+        os.path.abspath(__file__), [COMPILED, "adcuda", "numpy", "torch"], ["--quick"] if args.quick else []
+    )
+    rows = print_table(
+        f"adcuda.compile ({os.environ.get('BENCH_THREADS', '1')} thread(s)); ratio > 1: compiled slower",
+        results,
+        unit="us",
+        scale=1e6,
+        baseline=COMPILED,
+    )
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"suite": "compile", "rows": rows}, f, indent=2)

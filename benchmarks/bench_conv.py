@@ -11,6 +11,7 @@ reported.
 
     python benchmarks/bench_conv.py [--device cpu|cuda] [--quick] [--threads N] [--json out.json]
 """
+
 import argparse
 import json
 import os
@@ -37,28 +38,43 @@ CONV_CASES = (  # (input shape, out channels, kernel, keyword arguments)
 
 def _conv_case(lib, shape, out_channels, kernel, kw):
     import numpy as np
+
     rng = np.random.default_rng(0)
     x = lib.from_numpy(rng.standard_normal(shape).astype(np.float32)).requires_grad_()
-    w = lib.from_numpy(rng.standard_normal((out_channels, shape[1] // kw.get("groups", 1), kernel, kernel))
-                       .astype(np.float32) * 0.1).requires_grad_()
+    w = lib.from_numpy(
+        rng.standard_normal((out_channels, shape[1] // kw.get("groups", 1), kernel, kernel)).astype(np.float32) * 0.1
+    ).requires_grad_()
     conv2d = lib.nn.functional.conv2d
 
     def step():
         x.grad = w.grad = None
         conv2d(x, w, **kw).sum().backward()
+
     return step
 
 
 def _lenet_step(lib):
     import numpy as np
+
     rng = np.random.default_rng(0)
     x = lib.from_numpy(rng.standard_normal((BATCH, 1, 28, 28)).astype(np.float32))
     y = lib.from_numpy(rng.integers(0, 10, BATCH).astype(np.int64))
     lib.manual_seed(1)
     nn = lib.nn
-    model = nn.Sequential(nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-                          nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
-                          nn.Linear(16 * 5 * 5, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, 10))
+    model = nn.Sequential(
+        nn.Conv2d(1, 6, 5, padding=2),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(6, 16, 5),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(16 * 5 * 5, 120),
+        nn.ReLU(),
+        nn.Linear(120, 84),
+        nn.ReLU(),
+        nn.Linear(84, 10),
+    )
     opt = lib.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     cross_entropy = nn.functional.cross_entropy
 
@@ -68,6 +84,7 @@ def _lenet_step(lib):
         loss.backward()
         opt.step()
         return loss
+
     return step
 
 
@@ -83,9 +100,11 @@ def cases_for(contender, quick=False):
     threads = single_thread_env()
     if contender == "torch":
         import torch
+
         torch.set_num_threads(threads)
         return _cases(torch, quick)
     import adcuda
+
     return _cases(adcuda, quick)
 
 
@@ -100,6 +119,7 @@ def _cuda_reference_checks():
     import adcuda
     from adcuda.backends import cpu
     from adcuda.backends import cuda as cb
+
     rng = np.random.default_rng(0)
 
     def check():
@@ -109,12 +129,14 @@ def _cuda_reference_checks():
         got = cb.to_numpy(cb.conv2d(cb.from_numpy(x, adcuda.float16), cb.from_numpy(w, adcuda.float16), *args))
         want = cpu.conv2d(x, w, *args)
         np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=1e-2, atol=5e-2)
+
     return [check]
 
 
 def _cuda_row(shape, out_channels, kernel, padding, has_torch):
     """One case: adcuda's conv2d fwd+bwd vs its dense GEMMs of the same size, and vs PyTorch."""
     import adcuda
+
     n, c, h, w = shape
     x = adcuda.randn(shape, device="cuda", dtype=adcuda.float16, requires_grad=True)
     weight = adcuda.randn((out_channels, c, kernel, kernel), device="cuda", dtype=adcuda.float16, requires_grad=True)
@@ -122,6 +144,7 @@ def _cuda_row(shape, out_channels, kernel, padding, has_torch):
     def conv_step():
         x.grad = weight.grad = None
         adcuda.nn.functional.conv2d(x, weight, padding=padding).sum().backward()
+
     conv = adcuda_event_seconds(conv_step)
     # the three GEMMs of a convolution step, dense: (N*H*W x C*k*k) @ (C*k*k x O) and its two transposes
     m, k_dim = n * h * w, c * kernel * kernel
@@ -129,18 +152,24 @@ def _cuda_row(shape, out_channels, kernel, padding, has_torch):
     b = adcuda.randn((k_dim, out_channels), device="cuda", dtype=adcuda.float16)
     g = adcuda.randn((m, out_channels), device="cuda", dtype=adcuda.float16)
     gemm = adcuda_event_seconds(lambda: (a @ b, g @ b.mT, a.mT @ g))
-    row = {"case": f"conv2d fp16 fwd+bwd {shape} -> {out_channels}, {kernel}x{kernel}", "adcuda_s": conv,
-           "dense_gemm_s": gemm, "ratio_adcuda_over": {"dense_gemm": conv / gemm}}
+    row = {
+        "case": f"conv2d fp16 fwd+bwd {shape} -> {out_channels}, {kernel}x{kernel}",
+        "adcuda_s": conv,
+        "dense_gemm_s": gemm,
+        "ratio_adcuda_over": {"dense_gemm": conv / gemm},
+    }
     if has_torch:
         import time
 
         import torch
+
         tx = torch.randn(shape, device="cuda", dtype=torch.float16, requires_grad=True)
         tw = torch.randn((out_channels, c, kernel, kernel), device="cuda", dtype=torch.float16, requires_grad=True)
 
         def torch_step():
             tx.grad = tw.grad = None
             torch.nn.functional.conv2d(tx, tw, padding=padding).sum().backward()
+
         for _ in range(3):
             torch_step()
         torch.cuda.synchronize()
@@ -158,11 +187,14 @@ def _cuda_row(shape, out_channels, kernel, padding, has_torch):
 def _cuda_rows(quick):
     try:
         import torch
+
         has_torch = torch.cuda.is_available()
     except ImportError:
         has_torch = False
-    return [_cuda_row(shape, out_channels, kernel, padding, has_torch)
-            for shape, out_channels, kernel, padding in (CUDA_CASES[:1] if quick else CUDA_CASES)]
+    return [
+        _cuda_row(shape, out_channels, kernel, padding, has_torch)
+        for shape, out_channels, kernel, padding in (CUDA_CASES[:1] if quick else CUDA_CASES)
+    ]
 
 
 def main():
@@ -183,8 +215,12 @@ def main():
                 json.dump({"suite": "conv", "device": "cuda", "rows": rows}, f, indent=2)
         return 0
     results = run_contenders(os.path.abspath(__file__), ["adcuda", "torch"], ["--quick"] if args.quick else [])
-    rows = print_table(f"Convolution on the CPU ({os.environ.get('BENCH_THREADS', '1')} thread(s)); "
-                       "ratio > 1: adcuda slower", results, unit="ms", scale=1e3)
+    rows = print_table(
+        f"Convolution on the CPU ({os.environ.get('BENCH_THREADS', '1')} thread(s)); ratio > 1: adcuda slower",
+        results,
+        unit="ms",
+        scale=1e3,
+    )
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"suite": "conv", "rows": rows}, f, indent=2)

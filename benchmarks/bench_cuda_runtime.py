@@ -10,6 +10,7 @@ completion (the stream is synchronised inside the timed call). All contenders ru
 keeps its own caches). Needs a GPU; elsewhere it says so and exits 0. In the emulated build
 (ADCUDA_CUDA=EMULATE) it checks every path at small sizes and reports "emulated: no timing".
 """
+
 import argparse
 import json
 import os
@@ -52,6 +53,7 @@ def _label(nbytes):
 def host_copy_cases(nbytes, repeat):
     """Host->device and device->host copies of ``nbytes``, pageable and pinned, each to completion."""
     from adcuda.backends import cuda as bk
+
     host = np.random.default_rng(0).standard_normal(nbytes // 4).astype(np.float32)
     pinned = adcuda.from_numpy(host).pin_memory()
     device = bk.from_numpy(host, adcuda.float32)
@@ -59,35 +61,42 @@ def host_copy_cases(nbytes, repeat):
     C = adcuda._native._C
     stream = adcuda.cuda.current_stream()
     label = _label(nbytes)
-    results = {"adcuda": {
-        f"H2D {label} pageable": median_time(lambda: (bk.from_numpy(host, adcuda.float32), stream.synchronize()),
-                                             repeat=repeat),
-        f"H2D {label} pinned": median_time(lambda: (pinned.to("cuda", non_blocking=True), stream.synchronize()),
-                                           repeat=repeat),
-        f"D2H {label} pageable": median_time(lambda: C.copy_device_to_host(back, device), repeat=repeat),
-    }}
+    results = {
+        "adcuda": {
+            f"H2D {label} pageable": median_time(
+                lambda: (bk.from_numpy(host, adcuda.float32), stream.synchronize()), repeat=repeat
+            ),
+            f"H2D {label} pinned": median_time(
+                lambda: (pinned.to("cuda", non_blocking=True), stream.synchronize()), repeat=repeat
+            ),
+            f"D2H {label} pageable": median_time(lambda: C.copy_device_to_host(back, device), repeat=repeat),
+        }
+    }
     torch = _optional("torch")
     if torch is not None:
         source, source_pinned = torch.from_numpy(host), torch.from_numpy(host).pin_memory()
         on_device = source.to("cuda")
         results["torch"] = {
-            f"H2D {label} pageable": median_time(lambda: (source.to("cuda"), torch.cuda.synchronize()),
-                                                 repeat=repeat),
+            f"H2D {label} pageable": median_time(lambda: (source.to("cuda"), torch.cuda.synchronize()), repeat=repeat),
             f"H2D {label} pinned": median_time(
-                lambda: (source_pinned.to("cuda", non_blocking=True), torch.cuda.synchronize()), repeat=repeat),
+                lambda: (source_pinned.to("cuda", non_blocking=True), torch.cuda.synchronize()), repeat=repeat
+            ),
             f"D2H {label} pageable": median_time(lambda: on_device.cpu(), repeat=repeat),
         }
     cp = _optional("cupy")
     if cp is not None:
         import cupyx
+
         target = cp.empty(host.shape, dtype=cp.float32)
         host_pinned = cupyx.empty_pinned(host.shape, dtype=np.float32)
         host_pinned[...] = host
         results["cupy"] = {
-            f"H2D {label} pageable": median_time(lambda: (target.set(host), cp.cuda.Device().synchronize()),
-                                                 repeat=repeat),
-            f"H2D {label} pinned": median_time(lambda: (target.set(host_pinned), cp.cuda.Device().synchronize()),
-                                               repeat=repeat),
+            f"H2D {label} pageable": median_time(
+                lambda: (target.set(host), cp.cuda.Device().synchronize()), repeat=repeat
+            ),
+            f"H2D {label} pinned": median_time(
+                lambda: (target.set(host_pinned), cp.cuda.Device().synchronize()), repeat=repeat
+            ),
             f"D2H {label} pageable": median_time(lambda: target.get(), repeat=repeat),
         }
     return results
@@ -109,8 +118,12 @@ def device_copy_cases(nbytes, bursts):
             event = torch.cuda.Event(enable_timing=True)
             event.record()
             return event
-        results["torch"] = {case: cuda_event_seconds(record, torch.cuda.synchronize, lambda s, e: s.elapsed_time(e),
-                                                     lambda: b.copy_(a), bursts, 5)}
+
+        results["torch"] = {
+            case: cuda_event_seconds(
+                record, torch.cuda.synchronize, lambda s, e: s.elapsed_time(e), lambda: b.copy_(a), bursts, 5
+            )
+        }
     cp = _optional("cupy")
     if cp is not None:
         a, b = cp.arange(numel, dtype=cp.float32), cp.empty(numel, dtype=cp.float32)
@@ -119,14 +132,23 @@ def device_copy_cases(nbytes, bursts):
             event = cp.cuda.Event()
             event.record()
             return event
-        results["cupy"] = {case: cuda_event_seconds(record, cp.cuda.Device().synchronize,
-                                                    lambda s, e: cp.cuda.get_elapsed_time(s, e),
-                                                    lambda: b.__setitem__(Ellipsis, a), bursts, 5)}
+
+        results["cupy"] = {
+            case: cuda_event_seconds(
+                record,
+                cp.cuda.Device().synchronize,
+                lambda s, e: cp.cuda.get_elapsed_time(s, e),
+                lambda: b.__setitem__(Ellipsis, a),
+                bursts,
+                5,
+            )
+        }
     return results
 
 
 def allocation_cases(sizes, repeat):
     from adcuda import _native
+
     C = _native._C
     scalar = C.ScalarType.bool
     results = {"adcuda": {}}
@@ -139,10 +161,12 @@ def allocation_cases(sizes, repeat):
         case = f"alloc+free {_label(nbytes)} (cached)"
         results["adcuda"][case] = median_time(lambda n=nbytes: C.DeviceArray.empty((n,), scalar), repeat=repeat)
         results["adcuda"][f"alloc+free {_label(nbytes)} cudaMalloc"] = median_time(
-            lambda n=nbytes: C.raw_free(C.raw_malloc(n, 0), 0), repeat=repeat)
+            lambda n=nbytes: C.raw_free(C.raw_malloc(n, 0), 0), repeat=repeat
+        )
         if torch is not None:
             results["torch"][case] = median_time(
-                lambda n=nbytes: torch.empty(n, dtype=torch.uint8, device="cuda"), repeat=repeat)
+                lambda n=nbytes: torch.empty(n, dtype=torch.uint8, device="cuda"), repeat=repeat
+            )
         if cp is not None:
             results["cupy"][case] = median_time(lambda n=nbytes: cp.cuda.alloc(n), repeat=repeat)
     return results
@@ -165,6 +189,7 @@ def merge(*parts):
 def reference_checks():
     """Every path the timed cases take, at small odd sizes, against NumPy."""
     from adcuda.backends import cuda as bk
+
     C = adcuda._native._C
 
     def host_copies():
@@ -188,13 +213,15 @@ def reference_checks():
         C.raw_free(C.raw_malloc(4096, 0), 0)
         if adcuda.cuda.memory_stats()["allocation.all.allocated"] - before != 4:
             raise SystemExit("bench_cuda_runtime: the allocator did not count four allocations")
+
     return [host_copies, device_copy, allocation]
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true",
-                        help="fewer repeats and sizes (bandwidth sizes stay >= 256 MiB)")
+    parser.add_argument(
+        "--quick", action="store_true", help="fewer repeats and sizes (bandwidth sizes stay >= 256 MiB)"
+    )
     parser.add_argument("--device", default="cuda", choices=("cuda",))
     parser.add_argument("--json")
     args = parser.parse_args()
@@ -210,8 +237,12 @@ def main():
     sizes = (BANDWIDTH_BYTES,) if args.quick else (BANDWIDTH_BYTES, 4 * BANDWIDTH_BYTES)
     copy_rate = copy_bandwidth(BANDWIDTH_BYTES, bursts=bursts)
     device_copies = merge(*(device_copy_cases(n, bursts) for n in sizes))
-    rows = print_table(f"device-to-device copies on {adcuda.cuda.get_device_name()} (time per copy, CUDA events)",
-                       device_copies, unit="ms", scale=1e3)
+    rows = print_table(
+        f"device-to-device copies on {adcuda.cuda.get_device_name()} (time per copy, CUDA events)",
+        device_copies,
+        unit="ms",
+        scale=1e3,
+    )
     host_copies = merge(*(host_copy_cases(n, repeat) for n in sizes))
     rows += print_table("host<->device copies (time per copy, to completion)", host_copies, unit="ms", scale=1e3)
     moved = {}
@@ -219,22 +250,40 @@ def main():
         moved[case] = 2 * _bytes_of(case)  # read and written
     for case in host_copies["adcuda"]:
         moved[case] = _bytes_of(case)
-    print(f"\nbandwidth (the device-to-device copy of {BANDWIDTH_BYTES >> 20} MiB moves {copy_rate / 1e9:.0f} GB/s, "
-          "read plus written):")
+    print(
+        f"\nbandwidth (the device-to-device copy of {BANDWIDTH_BYTES >> 20} MiB moves {copy_rate / 1e9:.0f} GB/s, "
+        "read plus written):"
+    )
     for copies, of_copy in ((device_copies, True), (host_copies, False)):
         for case in copies["adcuda"]:
-            cells = [f"{who} " + (format_bandwidth(moved[case], seconds[case], copy_rate) if of_copy
-                                  else f"{moved[case] / seconds[case] / 1e9:8.1f} GB/s")
-                     for who, seconds in copies.items() if case in seconds]
+            cells = [
+                f"{who} "
+                + (
+                    format_bandwidth(moved[case], seconds[case], copy_rate)
+                    if of_copy
+                    else f"{moved[case] / seconds[case] / 1e9:8.1f} GB/s"
+                )
+                for who, seconds in copies.items()
+                if case in seconds
+            ]
             print(f"  {case:<26} " + "   ".join(cells))
     allocations = allocation_cases((4 << 10, 1 << 20, 64 << 20), repeat)
     rows += print_table("allocation + free (the array is dropped at once)", allocations, unit="us", scale=1e6)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"suite": "cuda_runtime", "device": "cuda", "rows": rows,
-                       "copy_bandwidth_bytes_per_s": copy_rate, "bytes_moved": moved,
-                       "allocator": adcuda.cuda.memory_stats(), "pinned_pool": adcuda.cuda.pinned_memory_stats()},
-                      f, indent=2)
+            json.dump(
+                {
+                    "suite": "cuda_runtime",
+                    "device": "cuda",
+                    "rows": rows,
+                    "copy_bandwidth_bytes_per_s": copy_rate,
+                    "bytes_moved": moved,
+                    "allocator": adcuda.cuda.memory_stats(),
+                    "pinned_pool": adcuda.cuda.pinned_memory_stats(),
+                },
+                f,
+                indent=2,
+            )
     return 0
 
 

@@ -6,6 +6,7 @@ checks, type promotion, allocation of the result, graph recording.
 
     python benchmarks/bench_dispatch.py [--quick] [--json out.json]
 """
+
 import argparse
 import json
 import os
@@ -19,6 +20,7 @@ def cases_for(contender, quick=False):
     threads = single_thread_env()
     if contender == "torch":
         import torch as lib
+
         lib.set_num_threads(threads)
     else:
         import adcuda as lib
@@ -54,8 +56,7 @@ def main():
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
     results = run_contenders(os.path.abspath(__file__), ["adcuda", "torch"], ["--quick"] if args.quick else [])
-    rows = print_table("Dispatch overhead per call (1 thread, 4-element tensors); ratio > 1: adcuda slower",
-                       results)
+    rows = print_table("Dispatch overhead per call (1 thread, 4-element tensors); ratio > 1: adcuda slower", results)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"suite": "dispatch", "rows": rows}, f, indent=2)

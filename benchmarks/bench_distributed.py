@@ -12,6 +12,7 @@
 
 Needs mpi4py and an mpiexec (pip install 'adcuda[distributed]').
 """
+
 import argparse
 import json
 import os
@@ -31,6 +32,7 @@ def _model_and_data(batch, seed_offset):
 
     import adcuda
     from adcuda import nn
+
     adcuda.manual_seed(0)
     layers = []
     for fan_in, fan_out in zip(SIZES[:-1], SIZES[1:]):
@@ -45,6 +47,7 @@ def _model_and_data(batch, seed_offset):
 def _timed_rounds(step, rounds, steps_per_round):
     """Median seconds per step; every rank runs the same fixed counts (a collective per step)."""
     import adcuda.distributed as dist
+
     for _ in range(3):
         step()
     times = []
@@ -61,6 +64,7 @@ def _training_step(per_rank_batch, wrap):
     import adcuda
     import adcuda.distributed as dist
     from adcuda import nn
+
     model, x, y = _model_and_data(per_rank_batch, dist.get_rank())
     if wrap:
         model = nn.parallel.DistributedDataParallel(model)
@@ -70,6 +74,7 @@ def _training_step(per_rank_batch, wrap):
         opt.zero_grad()
         nn.functional.cross_entropy(model(x), y).backward()
         opt.step()
+
     return step, model
 
 
@@ -79,10 +84,14 @@ def _all_reduce_times(rounds):
 
     import adcuda
     import adcuda.distributed as dist
+
     gradient_floats = sum(i * o + o for i, o in zip(SIZES[:-1], SIZES[1:]))
     out = {}
-    for label, n in (("4 KB", 1024), ("256 KB", 65536), (f"{gradient_floats * 4 / 2**20:.1f} MB (MLP grads)",
-                                                        gradient_floats)):
+    for label, n in (
+        ("4 KB", 1024),
+        ("256 KB", 65536),
+        (f"{gradient_floats * 4 / 2**20:.1f} MB (MLP grads)", gradient_floats),
+    ):
         t = adcuda.ones(n)
         array = np.ones(n, np.float32)
         out[f"all_reduce {label}"] = {
@@ -97,6 +106,7 @@ def _overlap(trace_path):
     import adcuda
     import adcuda.distributed as dist
     from adcuda import nn
+
     model, x, y = _model_and_data(GLOBAL_BATCH // dist.get_world_size(), dist.get_rank())
     ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.5)
     for _ in range(2):
@@ -109,15 +119,20 @@ def _overlap(trace_path):
     events = prof.events()
     backward = [e for e in events if e.kind == "backward"]
     begin = min(e.start_ns for e in backward)
-    launches = sorted((e.start_ns - begin) / 1e6 for e in events
-                      if e.name.startswith("DistributedDataParallel.all_reduce"))
+    launches = sorted(
+        (e.start_ns - begin) / 1e6 for e in events if e.name.startswith("DistributedDataParallel.all_reduce")
+    )
     waits = [e for e in events if e.name.startswith("DistributedDataParallel.wait")]
-    return {"bucket_starts_ms": launches, "backward_end_ms": (max(e.end_ns for e in backward) - begin) / 1e6,
-            "final_wait_ms": sum(e.end_ns - e.start_ns for e in waits) / 1e6}
+    return {
+        "bucket_starts_ms": launches,
+        "backward_end_ms": (max(e.end_ns for e in backward) - begin) / 1e6,
+        "final_wait_ms": sum(e.end_ns - e.start_ns for e in waits) / 1e6,
+    }
 
 
 def worker(out_path, quick, trace_path):
     import adcuda.distributed as dist
+
     dist.init_process_group("mpi")
     world = dist.get_world_size()
     rounds = 3 if quick else 7
@@ -142,6 +157,7 @@ def worker(out_path, quick, trace_path):
 # ---------------------------------------------------------------------------------------------- the comparison
 def _run_world(n, quick, trace_path):
     from adcuda.distributed.launch import find_mpiexec
+
     with tempfile.TemporaryDirectory() as scratch:
         out = os.path.join(scratch, "rank0.json")
         command = [find_mpiexec(), "-n", str(n), sys.executable, os.path.abspath(__file__), "--worker", out]
@@ -160,29 +176,39 @@ def report(one, two):
     print(head + "\n" + "-" * len(head))
     strong = f"DDP step, global batch {GLOBAL_BATCH}"
     weak = f"DDP step, {GLOBAL_BATCH} per rank"
-    print(f"{strong:<36}{one[strong] * 1e3:>12.2f}{two[strong] * 1e3:>14.2f}{one[strong] / two[strong]:>8.2f}x"
-          "   (speed-up; 2.00x is perfect)")
-    print(f"{weak:<36}{one[weak] * 1e3:>12.2f}{two[weak] * 1e3:>14.2f}{one[weak] / two[weak]:>8.2f}x"
-          "   (weak-scaling efficiency; 1.00x is perfect)")
+    print(
+        f"{strong:<36}{one[strong] * 1e3:>12.2f}{two[strong] * 1e3:>14.2f}{one[strong] / two[strong]:>8.2f}x"
+        "   (speed-up; 2.00x is perfect)"
+    )
+    print(
+        f"{weak:<36}{one[weak] * 1e3:>12.2f}{two[weak] * 1e3:>14.2f}{one[weak] / two[weak]:>8.2f}x"
+        "   (weak-scaling efficiency; 1.00x is perfect)"
+    )
     plain = f"no DDP step, batch {GLOBAL_BATCH}"
-    print(f"DDP wrapper in a world of one: {one[weak] * 1e3:.2f} ms vs {one[plain] * 1e3:.2f} ms unwrapped "
-          f"({one[weak] / one[plain]:.2f}x)")
+    print(
+        f"DDP wrapper in a world of one: {one[weak] * 1e3:.2f} ms vs {one[plain] * 1e3:.2f} ms unwrapped "
+        f"({one[weak] / one[plain]:.2f}x)"
+    )
 
     print("\nall_reduce between 2 processes (us)")
     head = f"{'case':<36}{'adcuda':>12}{'mpi4py':>12}{'adcuda/mpi4py':>16}"
     print(head + "\n" + "-" * len(head))
     for case, times in two.items():
         if case.startswith("all_reduce"):
-            print(f"{case:<36}{times['adcuda'] * 1e6:>12.1f}{times['mpi4py'] * 1e6:>12.1f}"
-                  f"{times['adcuda'] / times['mpi4py']:>15.2f}x")
+            print(
+                f"{case:<36}{times['adcuda'] * 1e6:>12.1f}{times['mpi4py'] * 1e6:>12.1f}"
+                f"{times['adcuda'] / times['mpi4py']:>15.2f}x"
+            )
 
     overlap = two["overlap"]
     starts = ", ".join(f"{t:.2f}" for t in overlap["bucket_starts_ms"])
     before_end = sum(t < overlap["backward_end_ms"] for t in overlap["bucket_starts_ms"])
-    print(f"\nBucket overlap (2 processes, bucket_cap_mb=0.5, rank 0): "
-          f"backward runs {overlap['backward_end_ms']:.2f} ms; "
-          f"bucket all-reduces start at {starts} ms ({before_end} of {len(overlap['bucket_starts_ms'])} while "
-          f"backward still runs); final wait {overlap['final_wait_ms']:.2f} ms")
+    print(
+        f"\nBucket overlap (2 processes, bucket_cap_mb=0.5, rank 0): "
+        f"backward runs {overlap['backward_end_ms']:.2f} ms; "
+        f"bucket all-reduces start at {starts} ms ({before_end} of {len(overlap['bucket_starts_ms'])} while "
+        f"backward still runs); final wait {overlap['final_wait_ms']:.2f} ms"
+    )
 
 
 # benchmarks/run.py reports a suite that exits with this status as skipped, with its last stderr line
@@ -192,10 +218,12 @@ EXIT_SKIPPED = 77
 def _exit_skipped_without_mpi():
     """Without mpi4py or an mpiexec there is nothing to measure: say so and exit as skipped."""
     import importlib.util
+
     if importlib.util.find_spec("mpi4py") is None:
         print("needs mpi4py, which is not installed (pip install 'adcuda[distributed]')", file=sys.stderr)
         sys.exit(EXIT_SKIPPED)
     from adcuda.distributed.launch import find_mpiexec
+
     try:
         find_mpiexec()
     except SystemExit as missing:

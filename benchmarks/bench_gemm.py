@@ -12,6 +12,7 @@ exits 0. First every layout is checked against a NumPy float64 product on a smal
 launches (median of several bursts). Targets on an H200: hand-written bf16 >= 60% of cuBLAS at 4096^3
 and >= 50% on the GPT-2 shapes; the cuBLASLt path within 5% of torch.
 """
+
 import argparse
 import json
 import os
@@ -61,8 +62,10 @@ def adcuda_timer(fn, bursts, per_burst):
         event = adcuda.cuda.Event(enable_timing=True)
         event.record()
         return event
-    return cuda_event_seconds(record, adcuda.cuda.synchronize, lambda s, e: s.elapsed_time(e), fn, bursts=bursts,
-                              per_burst=per_burst)
+
+    return cuda_event_seconds(
+        record, adcuda.cuda.synchronize, lambda s, e: s.elapsed_time(e), fn, bursts=bursts, per_burst=per_burst
+    )
 
 
 def torch_timer(torch, fn, bursts, per_burst):
@@ -70,8 +73,10 @@ def torch_timer(torch, fn, bursts, per_burst):
         event = torch.cuda.Event(enable_timing=True)
         event.record()
         return event
-    return cuda_event_seconds(record, torch.cuda.synchronize, lambda s, e: s.elapsed_time(e), fn, bursts=bursts,
-                              per_burst=per_burst)
+
+    return cuda_event_seconds(
+        record, torch.cuda.synchronize, lambda s, e: s.elapsed_time(e), fn, bursts=bursts, per_burst=per_burst
+    )
 
 
 def adcuda_operand(host, dtype, transposed):
@@ -107,6 +112,7 @@ def check_against_numpy(mode):
 def use_path(mode):
     """Route adcuda's matmul through ADCUDA_GEMM=mode from now on; False if that path cannot load."""
     from adcuda.backends.cuda import gemm as cuda_gemm
+
     os.environ["ADCUDA_GEMM"] = mode
     cuda_gemm.reset_gemm_selection()
     try:
@@ -161,6 +167,7 @@ def main():
         return 0
     adcuda.init_cuda_context()
     from adcuda.backends.cuda import gemm as cuda_gemm
+
     print(f"{adcuda.cuda.get_device_name()}: {cuda_gemm.gemm_selection().reason}; {cuda_gemm.gemm_path()}")
     if is_emulated():
         return emulated_reference_run("gemm", args.json, [lambda: check_against_numpy("handwritten")])
@@ -169,10 +176,17 @@ def main():
         check_against_numpy("cublaslt")
     cases = [c for c in CASES if c[0] in QUICK] if args.quick else list(CASES)
     results, flops = measure(cases, bursts=3 if args.quick else 7)
-    rows = print_table("GEMM time per product (CUDA events; torch = cuBLAS, fp32 without TF32)", results,
-                       unit="ms", scale=1e3, baseline="adcuda hand-written")
-    print("\nTFLOP/s, and each adcuda path as % of torch (targets: hand-written >= 60% at 4096^3 bf16 and "
-          ">= 50% on the GPT-2 shapes; cuBLASLt >= 95%):")
+    rows = print_table(
+        "GEMM time per product (CUDA events; torch = cuBLAS, fp32 without TF32)",
+        results,
+        unit="ms",
+        scale=1e3,
+        baseline="adcuda hand-written",
+    )
+    print(
+        "\nTFLOP/s, and each adcuda path as % of torch (targets: hand-written >= 60% at 4096^3 bf16 and "
+        ">= 50% on the GPT-2 shapes; cuBLASLt >= 95%):"
+    )
     for case in flops:
         line = f"  {case:<52}"
         theirs = results.get("torch", {}).get(case)
@@ -185,9 +199,20 @@ def main():
         print(line)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"suite": "gemm", "device": "cuda", "gemm_kernels": cuda_gemm.gemm_path(), "rows": rows,
-                       "tflops": {who: {case: flops[case] / s / 1e12 for case, s in cases.items()}
-                                  for who, cases in results.items()}}, f, indent=2)
+            json.dump(
+                {
+                    "suite": "gemm",
+                    "device": "cuda",
+                    "gemm_kernels": cuda_gemm.gemm_path(),
+                    "rows": rows,
+                    "tflops": {
+                        who: {case: flops[case] / s / 1e12 for case, s in cases.items()}
+                        for who, cases in results.items()
+                    },
+                },
+                f,
+                indent=2,
+            )
     return 0
 
 

@@ -27,6 +27,7 @@ first step's losses of adcuda and PyTorch, from the same weights and batch, must
 benchmark stops if a check is off. Needs a GPU; elsewhere it says so and exits 0. In the emulated build
 only the tiny check runs (no timing).
 """
+
 import argparse
 import contextlib
 import json
@@ -144,8 +145,10 @@ def copy_weights(lib, model, weights):
 def adamw(lib, model):
     """AdamW with weight decay on the matrices (embeddings and linear weights) only, as nanoGPT does."""
     parameters = list(model.parameters())
-    groups = [{"params": [p for p in parameters if p.dim() >= 2], "weight_decay": WEIGHT_DECAY},
-              {"params": [p for p in parameters if p.dim() < 2], "weight_decay": 0.0}]
+    groups = [
+        {"params": [p for p in parameters if p.dim() >= 2], "weight_decay": WEIGHT_DECAY},
+        {"params": [p for p in parameters if p.dim() < 2], "weight_decay": 0.0},
+    ]
     # fused=True asks PyTorch for its fused kernel; adcuda's AdamW is one fused multi-tensor step per
     # group whatever the flag says
     return lib.optim.AdamW(groups, lr=LEARNING_RATE, betas=BETAS, fused=True)
@@ -165,6 +168,7 @@ def training_step(lib, model, optimizer, inputs, targets, autocast_dtype):
         loss.backward()
         optimizer.step()
         return loss
+
     return step
 
 
@@ -201,11 +205,14 @@ def check_tiny_against_cpu():
     copy_weights(adcuda, on_gpu, weights)
     got = train_losses(adcuda, on_gpu, batch, "cuda", adcuda.bfloat16, TINY_STEPS)
     if not losses_agree(got, expected, BF16_LOSS_RTOL):
-        raise SystemExit(f"reference check failed: the tiny GPT's losses on the GPU under bf16 autocast {got} "
-                         f"are not those on the CPU in float32 {expected}")
+        raise SystemExit(
+            f"reference check failed: the tiny GPT's losses on the GPU under bf16 autocast {got} "
+            f"are not those on the CPU in float32 {expected}"
+        )
     if not expected[-1] < expected[0]:
-        raise SystemExit(f"reference check failed: {TINY_STEPS} AdamW steps on one batch did not lower the loss "
-                         f"({expected})")
+        raise SystemExit(
+            f"reference check failed: {TINY_STEPS} AdamW steps on one batch did not lower the loss ({expected})"
+        )
     torch = optional_torch("cpu")
     theirs = ""
     if torch is not None:
@@ -213,25 +220,32 @@ def check_tiny_against_cpu():
         copy_weights(torch, twin, weights)
         torch_losses = train_losses(torch, twin, batch, "cpu", None, TINY_STEPS)
         if not losses_agree(torch_losses, expected, 1e-4):
-            raise SystemExit(f"reference check failed: PyTorch's copy of the tiny GPT trains to {torch_losses}, "
-                             f"adcuda's to {expected} (the two models differ)")
+            raise SystemExit(
+                f"reference check failed: PyTorch's copy of the tiny GPT trains to {torch_losses}, "
+                f"adcuda's to {expected} (the two models differ)"
+            )
         theirs = "; PyTorch's copy on the CPU matches"
-    print(f"reference check: the tiny GPT's {TINY_STEPS} bf16 steps on the GPU {[round(x, 4) for x in got]} match "
-          f"the CPU's float32 steps {[round(x, 4) for x in expected]}{theirs}")
+    print(
+        f"reference check: the tiny GPT's {TINY_STEPS} bf16 steps on the GPU {[round(x, 4) for x in got]} match "
+        f"the CPU's float32 steps {[round(x, 4) for x in expected]}{theirs}"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # timing
 def event_timer(framework):
     """``cuda_event_seconds`` with ``framework``'s events (adcuda's and torch's have the same API)."""
+
     def record():
         event = framework.cuda.Event(enable_timing=True)
         event.record()
         return event
 
     def seconds(fn, bursts, per_burst):
-        return cuda_event_seconds(record, framework.cuda.synchronize, lambda s, e: s.elapsed_time(e), fn,
-                                  bursts, per_burst)
+        return cuda_event_seconds(
+            record, framework.cuda.synchronize, lambda s, e: s.elapsed_time(e), fn, bursts, per_burst
+        )
+
     return seconds
 
 
@@ -272,8 +286,9 @@ def main():
     weights = weights_of(gpt2(adcuda, GPT2_SMALL))
     batch = token_batch(GPT2_SMALL, BATCH, LENGTH)
     results, peaks, first_losses = {}, {}, {}
-    seconds, first_losses["adcuda"], peaks["adcuda"] = measure(adcuda, weights, batch, bursts, per_burst,
-                                                               contextlib.nullcontext)
+    seconds, first_losses["adcuda"], peaks["adcuda"] = measure(
+        adcuda, weights, batch, bursts, per_burst, contextlib.nullcontext
+    )
     results["adcuda"] = {"gpt2-small bf16 step": seconds}
     torch = optional_torch("cuda")
     backend = None
@@ -282,35 +297,56 @@ def main():
         probe = torch.zeros((BATCH, GPT2_SMALL["heads"], LENGTH, head_dim), device="cuda", dtype=torch.bfloat16)
         backend, sdpa_context = torch_sdpa_backend(torch, probe)
         del probe
-        seconds, first_losses["torch"], peaks["torch"] = measure(torch, weights, batch, bursts, per_burst,
-                                                                 sdpa_context)
+        seconds, first_losses["torch"], peaks["torch"] = measure(torch, weights, batch, bursts, per_burst, sdpa_context)
         results["torch"] = {"gpt2-small bf16 step": seconds}
         if not losses_agree([first_losses["adcuda"]], [first_losses["torch"]], BF16_LOSS_RTOL):
-            raise SystemExit(f"the first step's losses differ: adcuda {first_losses['adcuda']:.4f}, "
-                             f"torch {first_losses['torch']:.4f} (same weights and batch)")
+            raise SystemExit(
+                f"the first step's losses differ: adcuda {first_losses['adcuda']:.4f}, "
+                f"torch {first_losses['torch']:.4f} (same weights and batch)"
+            )
     parameters = sum(w.size for name, w in weights.items() if name != "lm_head.weight")
     tokens = BATCH * LENGTH
-    title = (f"GPT-2 small ({parameters / 1e6:.0f}M parameters) bf16 training step, B={BATCH} T={LENGTH}, on "
-             f"{adcuda.cuda.get_device_name()} (time per step)")
+    title = (
+        f"GPT-2 small ({parameters / 1e6:.0f}M parameters) bf16 training step, B={BATCH} T={LENGTH}, on "
+        f"{adcuda.cuda.get_device_name()} (time per step)"
+    )
     rows = print_table(title, results, unit="ms", scale=1e3)
-    print("\nAdamW: adcuda's fused multi-tensor step (always)" + (
-        f"; torch fused=True. PyTorch SDPA backend: {backend}" if backend else "; PyTorch not installed or no GPU"))
+    print(
+        "\nAdamW: adcuda's fused multi-tensor step (always)"
+        + (f"; torch fused=True. PyTorch SDPA backend: {backend}" if backend else "; PyTorch not installed or no GPU")
+    )
     for who, cases in results.items():
         seconds = cases["gpt2-small bf16 step"]
-        print(f"  {who:<7} {seconds * 1e3:9.1f} ms/step  {tokens / seconds:12,.0f} tokens/s  "
-              f"peak memory {peaks[who] / 2**30:6.2f} GiB  first loss {first_losses[who]:.4f}")
+        print(
+            f"  {who:<7} {seconds * 1e3:9.1f} ms/step  {tokens / seconds:12,.0f} tokens/s  "
+            f"peak memory {peaks[who] / 2**30:6.2f} GiB  first loss {first_losses[who]:.4f}"
+        )
     if "torch" in results:
         share = results["torch"]["gpt2-small bf16 step"] / results["adcuda"]["gpt2-small bf16 step"]
         print(f"  adcuda throughput / torch throughput: {share:.2f}x (target >= 0.8x)")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"suite": "gpt2_step", "device": "cuda", "rows": rows, "config": GPT2_SMALL,
-                       "batch": BATCH, "length": LENGTH, "parameters": parameters, "timed_steps": bursts * per_burst,
-                       "tokens_per_second": {who: tokens / cases["gpt2-small bf16 step"]
-                                             for who, cases in results.items()},
-                       "peak_memory_bytes": peaks, "first_step_loss": first_losses, "torch_sdpa_backend": backend,
-                       "optimizers": {"adcuda": "AdamW, fused multi-tensor (always)", "torch": "AdamW(fused=True)"}},
-                      f, indent=2)
+            json.dump(
+                {
+                    "suite": "gpt2_step",
+                    "device": "cuda",
+                    "rows": rows,
+                    "config": GPT2_SMALL,
+                    "batch": BATCH,
+                    "length": LENGTH,
+                    "parameters": parameters,
+                    "timed_steps": bursts * per_burst,
+                    "tokens_per_second": {
+                        who: tokens / cases["gpt2-small bf16 step"] for who, cases in results.items()
+                    },
+                    "peak_memory_bytes": peaks,
+                    "first_step_loss": first_losses,
+                    "torch_sdpa_backend": backend,
+                    "optimizers": {"adcuda": "AdamW, fused multi-tensor (always)", "torch": "AdamW(fused=True)"},
+                },
+                f,
+                indent=2,
+            )
     return 0
 
 

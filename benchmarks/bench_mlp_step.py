@@ -5,6 +5,7 @@ Each contender runs in its own process with the same BLAS thread count, on the s
 
     python benchmarks/bench_mlp_step.py [--quick] [--threads N] [--json out.json]
 """
+
 import argparse
 import json
 import os
@@ -20,6 +21,7 @@ LR = 0.01
 
 def _data():
     import numpy as np
+
     rng = np.random.default_rng(0)
     x = rng.standard_normal((BATCH, SIZES[0])).astype(np.float32)
     y = rng.integers(0, SIZES[-1], BATCH).astype(np.int64)
@@ -29,13 +31,18 @@ def _data():
 def _numpy_step():
     """Forward, softmax cross-entropy, backward and SGD update, written out by hand."""
     import numpy as np
+
     x, y = _data()
     rng = np.random.default_rng(1)
     params = []
     for fan_in, fan_out in zip(SIZES[:-1], SIZES[1:]):
         bound = 1 / np.sqrt(fan_in)
-        params.append([rng.uniform(-bound, bound, (fan_out, fan_in)).astype(np.float32),
-                       rng.uniform(-bound, bound, fan_out).astype(np.float32)])
+        params.append(
+            [
+                rng.uniform(-bound, bound, (fan_out, fan_in)).astype(np.float32),
+                rng.uniform(-bound, bound, fan_out).astype(np.float32),
+            ]
+        )
     rows = np.arange(BATCH)
 
     def step():
@@ -63,6 +70,7 @@ def _numpy_step():
             w -= LR * gw
             b -= LR * gb
         return loss
+
     return step
 
 
@@ -86,6 +94,7 @@ def _framework_step(lib):
         loss.backward()
         opt.step()
         return loss
+
     return step
 
 
@@ -95,9 +104,11 @@ def cases_for(contender, quick=False):
         return {"MLP 784-512-512-10 step, batch 256": _numpy_step()}
     if contender == "torch":
         import torch
+
         torch.set_num_threads(threads)
         return {"MLP 784-512-512-10 step, batch 256": _framework_step(torch)}
     import adcuda
+
     return {"MLP 784-512-512-10 step, batch 256": _framework_step(adcuda)}
 
 
@@ -109,10 +120,13 @@ def main():
     args = parser.parse_args()
     if args.threads:
         os.environ["BENCH_THREADS"] = str(args.threads)
-    results = run_contenders(os.path.abspath(__file__), ["adcuda", "numpy", "torch"],
-                             ["--quick"] if args.quick else [])
-    rows = print_table(f"MLP training step ({os.environ.get('BENCH_THREADS', '1')} thread(s)); "
-                       "ratio > 1: adcuda slower", results, unit="ms", scale=1e3)
+    results = run_contenders(os.path.abspath(__file__), ["adcuda", "numpy", "torch"], ["--quick"] if args.quick else [])
+    rows = print_table(
+        f"MLP training step ({os.environ.get('BENCH_THREADS', '1')} thread(s)); ratio > 1: adcuda slower",
+        results,
+        unit="ms",
+        scale=1e3,
+    )
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"suite": "mlp_step", "rows": rows}, f, indent=2)

@@ -23,6 +23,7 @@ fewer bursts and smaller attention and training-step shapes; the bandwidth array
 In the emulated build (ADCUDA_CUDA=EMULATE) it runs the reference check and reports "emulated: no
 timing"; without a GPU it says so and exits 0.
 """
+
 import argparse
 import json
 import math
@@ -58,6 +59,7 @@ def adcuda_seconds(fn, bursts, per_burst):
         event = adcuda.cuda.Event(enable_timing=True)
         event.record()
         return event
+
     return cuda_event_seconds(record, adcuda.cuda.synchronize, lambda s, e: s.elapsed_time(e), fn, bursts, per_burst)
 
 
@@ -66,6 +68,7 @@ def torch_seconds(torch, fn, bursts, per_burst):
         event = torch.cuda.Event(enable_timing=True)
         event.record()
         return event
+
     return cuda_event_seconds(record, torch.cuda.synchronize, lambda s, e: s.elapsed_time(e), fn, bursts, per_burst)
 
 
@@ -78,8 +81,9 @@ def check_against_cpu(cb, cpu):
         got = np.asarray(cb.to_numpy(got), np.float64)
         expected = np.asarray(expected, np.float64)
         scale = max(np.abs(expected[np.isfinite(expected)]).max(initial=0.0), 1.0)
-        if got.shape != expected.shape or not np.allclose(got, expected, rtol=tolerance, atol=tolerance * scale,
-                                                          equal_nan=True):
+        if got.shape != expected.shape or not np.allclose(
+            got, expected, rtol=tolerance, atol=tolerance * scale, equal_nan=True
+        ):
             raise SystemExit(f"reference check failed: {what}")
 
     def device(x, dtype=adcuda.float32):
@@ -90,8 +94,11 @@ def check_against_cpu(cb, cpu):
     for log in (False, True):
         y = cpu.softmax(x, 1, log)
         close(cb.softmax(device(x), 1, log), y, f"softmax(log={log})")
-        close(cb.softmax_backward(device(y), device(g), 1, log), cpu.softmax_backward(y, g, 1, log),
-              f"softmax_backward(log={log})")
+        close(
+            cb.softmax_backward(device(y), device(g), 1, log),
+            cpu.softmax_backward(y, g, 1, log),
+            f"softmax_backward(log={log})",
+        )
     target = rng.integers(0, 1031, 37)
     target[::5] = -100
     losses, lse = cpu.cross_entropy(x, target, -100, 0.1)
@@ -99,14 +106,20 @@ def check_against_cpu(cb, cpu):
     close(got_losses, losses, "cross_entropy losses")
     close(got_lse, lse, "cross_entropy log-sum-exps")
     g_rows = rng.standard_normal(37).astype(np.float32)
-    close(cb.cross_entropy_backward(device(x), got_lse, device(target, adcuda.int64), device(g_rows), -100, 0.1),
-          cpu.cross_entropy_backward(x, lse, target, g_rows, -100, 0.1), "cross_entropy_backward")
+    close(
+        cb.cross_entropy_backward(device(x), got_lse, device(target, adcuda.int64), device(g_rows), -100, 0.1),
+        cpu.cross_entropy_backward(x, lse, target, g_rows, -100, 0.1),
+        "cross_entropy_backward",
+    )
     w, b = rng.standard_normal(1031).astype(np.float32), rng.standard_normal(1031).astype(np.float32)
     y, mean, rstd = cpu.layer_norm(x, w, b, 1, 1e-5)
     got = cb.layer_norm(device(x), device(w), device(b), 1, 1e-5)
     close(got[0], y, "layer_norm")
-    for got_part, ref_part, name in zip(cb.layer_norm_backward(device(g), device(x), device(w), got[1], got[2], 1),
-                                        cpu.layer_norm_backward(g, x, w, mean, rstd, 1), ("dx", "dweight", "dbias")):
+    for got_part, ref_part, name in zip(
+        cb.layer_norm_backward(device(g), device(x), device(w), got[1], got[2], 1),
+        cpu.layer_norm_backward(g, x, w, mean, rstd, 1),
+        ("dx", "dweight", "dbias"),
+    ):
         close(got_part, ref_part, f"layer_norm_backward {name}")
     logits = rng.standard_normal((3, 50257)).astype(np.float32)
     target = np.array([0, 50256, -100])
@@ -114,17 +127,20 @@ def check_against_cpu(cb, cpu):
     got_losses, got_lse = cb.cross_entropy(device(logits), device(target, adcuda.int64), -100, 0.0)
     close(got_losses, losses, "cross_entropy over 50257 classes (chunked rows)")
     ones = np.ones(3, np.float32)
-    close(cb.cross_entropy_backward(device(logits), got_lse, device(target, adcuda.int64), device(ones), -100, 0.0),
-          cpu.cross_entropy_backward(logits, lse, target, ones, -100, 0.0),
-          "cross_entropy_backward over 50257 classes")
+    close(
+        cb.cross_entropy_backward(device(logits), got_lse, device(target, adcuda.int64), device(ones), -100, 0.0),
+        cpu.cross_entropy_backward(logits, lse, target, ones, -100, 0.0),
+        "cross_entropy_backward over 50257 classes",
+    )
     x768, g768 = (rng.standard_normal((65, 768)).astype(np.float32) for _ in range(2))
     w768 = rng.standard_normal(768).astype(np.float32)
     _, mean, rstd = cpu.layer_norm(x768, w768, None, 1, 1e-5)
     got = cb.layer_norm(device(x768), device(w768), None, 1, 1e-5)
-    for got_part, ref_part, name in zip(cb.layer_norm_backward(device(g768), device(x768), device(w768), got[1], got[2],
-                                                               1),
-                                        cpu.layer_norm_backward(g768, x768, w768, mean, rstd, 1),
-                                        ("dx", "dweight", "dbias")):
+    for got_part, ref_part, name in zip(
+        cb.layer_norm_backward(device(g768), device(x768), device(w768), got[1], got[2], 1),
+        cpu.layer_norm_backward(g768, x768, w768, mean, rstd, 1),
+        ("dx", "dweight", "dbias"),
+    ):
         close(got_part, ref_part, f"layer_norm_backward (fused) {name}")
     check_optimizers(cb, cpu, rng, close, device)
     q, k, v = (rng.standard_normal((2, 3, 45, 24)).astype(np.float32) for _ in range(3))
@@ -141,16 +157,21 @@ def check_against_cpu(cb, cpu):
     idx[0, :9] = 5
     close(cb.embedding(device(weight), device(idx, adcuda.int64)), cpu.embedding(weight, idx), "embedding")
     g_rows = rng.standard_normal((17, 45, 37)).astype(np.float32)
-    close(cb.embedding_backward(device(g_rows), device(idx, adcuda.int64), 1031, 5, True),
-          cpu.embedding_backward(g_rows, idx, 1031, 5, True), "embedding_backward")
+    close(
+        cb.embedding_backward(device(g_rows), device(idx, adcuda.int64), 1031, 5, True),
+        cpu.embedding_backward(g_rows, idx, 1031, 5, True),
+        "embedding_backward",
+    )
     arrays = [rng.standard_normal(n).astype(np.float32) for n in (1, 70001, 513)]
     for p in (2.0, math.inf, 3.0):
         close(cb.global_norm([device(a) for a in arrays], p), cpu.global_norm(arrays, p), f"global_norm(p={p})")
     out, mask = cb.dropout(device(x), 0.3, 5, 0)
     close(mask, cb.to_numpy(cb.bernoulli(x.shape, 0.7, adcuda.bool, 5, 0)), "dropout mask")
     close(out, cpu.dropout_backward(x, np.asarray(cb.to_numpy(mask)), 1 / 0.7), "dropout")
-    print("reference check: softmax, cross-entropy, layer norm, attention (forward and backward), embedding, "
-          "global norm, AdamW, SGD and dropout match the CPU backend")
+    print(
+        "reference check: softmax, cross-entropy, layer norm, attention (forward and backward), embedding, "
+        "global norm, AdamW, SGD and dropout match the CPU backend"
+    )
 
 
 def check_optimizers(cb, cpu, rng, close, device):
@@ -162,8 +183,12 @@ def check_optimizers(cb, cpu, rng, close, device):
         masters = [p.astype(np.float32) for p in params] if half else None
         moments = [[np.zeros(n, np.float32) for n in sizes] for _ in range(2)]
         dtype = adcuda.float16 if half else adcuda.float32
-        ours = ([device(p, dtype) for p in params], [device(g, dtype) for g in grads],
-                [[device(m) for m in ms] for ms in moments], [device(m) for m in masters] if half else None)
+        ours = (
+            [device(p, dtype) for p in params],
+            [device(g, dtype) for g in grads],
+            [[device(m) for m in ms] for ms in moments],
+            [device(m) for m in masters] if half else None,
+        )
         for step in (1, 2):
             args = (step, 1e-3, 0.9, 0.999, 1e-8, 0.01, True)
             cb.adam_step_(ours[0], ours[1], ours[2][0], ours[2][1], *args, ours[3])
@@ -190,6 +215,7 @@ def bandwidth_cases(cb, torch, bursts):
     if torch is not None:
         results["torch"] = {}
     moved = {}
+
     def measure_dtype(dtype):
         """One dtype's cases (a function, so that each case's lambda binds this dtype's operands)."""
         adt = getattr(adcuda, dtype)
@@ -213,7 +239,9 @@ def bandwidth_cases(cb, torch, bursts):
             # the forward reads the logits once (one log-sum-exp per row is all it keeps)
             f"cross_entropy {dtype}": (lambda: cb.cross_entropy(x, target, -100, 0.0), n * size),
             f"cross_entropy backward {dtype}": (
-                lambda: cb.cross_entropy_backward(x, lse, target, g_rows, -100, 0.0), 2 * n * size),
+                lambda: cb.cross_entropy_backward(x, lse, target, g_rows, -100, 0.0),
+                2 * n * size,
+            ),
         }
         ln_x = cb.randn((ln_rows, ln_width), adt, 3, 0)
         ln_g = cb.randn((ln_rows, ln_width), adt, 4, 0)
@@ -221,10 +249,14 @@ def bandwidth_cases(cb, torch, bursts):
         ln_b = cb.randn((ln_width,), adt, 6, 0)
         _, ln_mean, ln_rstd = cb.layer_norm(ln_x, ln_w, ln_b, 1, 1e-5)
         m = ln_rows * ln_width
-        cases[f"layer_norm {dtype} {ln_rows}x{ln_width}"] = (lambda: cb.layer_norm(ln_x, ln_w, ln_b, 1, 1e-5),
-                                                              2 * m * size)
+        cases[f"layer_norm {dtype} {ln_rows}x{ln_width}"] = (
+            lambda: cb.layer_norm(ln_x, ln_w, ln_b, 1, 1e-5),
+            2 * m * size,
+        )
         cases[f"layer_norm backward {dtype}"] = (
-            lambda: cb.layer_norm_backward(ln_g, ln_x, ln_w, ln_mean, ln_rstd, 1), 3 * m * size)
+            lambda: cb.layer_norm_backward(ln_g, ln_x, ln_w, ln_mean, ln_rstd, 1),
+            3 * m * size,
+        )
         for case, (fn, nbytes) in cases.items():
             moved[case] = nbytes
             results["adcuda"][case] = adcuda_seconds(fn, bursts, 10)
@@ -237,8 +269,11 @@ def bandwidth_cases(cb, torch, bursts):
             t_logp = torch.log_softmax(tx, 1)
             t_g_rows = torch.ones(rows, device="cuda", dtype=tdt)
             lx = torch.randn(ln_rows, ln_width, device="cuda", dtype=tdt)
-            lg, lw, lb = torch.randn_like(lx), torch.randn(ln_width, device="cuda", dtype=tdt), torch.randn(
-                ln_width, device="cuda", dtype=tdt)
+            lg, lw, lb = (
+                torch.randn_like(lx),
+                torch.randn(ln_width, device="cuda", dtype=tdt),
+                torch.randn(ln_width, device="cuda", dtype=tdt),
+            )
             _, l_mean, l_rstd = torch.ops.aten.native_layer_norm(lx, [ln_width], lw, lb, 1e-5)
             aten = torch.ops.aten
             torch_cases = {
@@ -248,11 +283,16 @@ def bandwidth_cases(cb, torch, bursts):
                 f"cross_entropy {dtype}": lambda: torch.nn.functional.cross_entropy(tx, tt, reduction="none"),
                 f"cross_entropy backward {dtype}": lambda: aten._log_softmax_backward_data(
                     aten.nll_loss_backward(t_g_rows, t_logp, tt, None, 0, -100, torch.tensor(1.0, device="cuda")),
-                    t_logp, 1, tdt),
-                f"layer_norm {dtype} {ln_rows}x{ln_width}": lambda: torch.nn.functional.layer_norm(lx, [ln_width], lw,
-                                                                                                   lb),
+                    t_logp,
+                    1,
+                    tdt,
+                ),
+                f"layer_norm {dtype} {ln_rows}x{ln_width}": lambda: torch.nn.functional.layer_norm(
+                    lx, [ln_width], lw, lb
+                ),
                 f"layer_norm backward {dtype}": lambda: aten.native_layer_norm_backward(
-                    lg, lx, [ln_width], l_mean, l_rstd, lw, lb, [True, True, True]),
+                    lg, lx, [ln_width], l_mean, l_rstd, lw, lb, [True, True, True]
+                ),
             }
             for case, fn in torch_cases.items():
                 results["torch"][case] = torch_seconds(torch, fn, bursts, 10)
@@ -267,8 +307,20 @@ def bandwidth_cases(cb, torch, bursts):
 def gpt2_parameter_shapes(layers=12, vocab=50257, width=768, context=1024):
     """The parameter shapes of GPT-2 small (124M parameters with 12 layers): what clip_grad_norm_ and the
     optimizer see."""
-    per_layer = [(width,), (width,), (width, 3 * width), (3 * width,), (width, width), (width,), (width,), (width,),
-                 (width, 4 * width), (4 * width,), (4 * width, width), (width,)]
+    per_layer = [
+        (width,),
+        (width,),
+        (width, 3 * width),
+        (3 * width,),
+        (width, width),
+        (width,),
+        (width,),
+        (width,),
+        (width, 4 * width),
+        (4 * width,),
+        (4 * width, width),
+        (width,),
+    ]
     return [(vocab, width), (context, width)] + per_layer * layers + [(width,), (width,)]
 
 
@@ -299,9 +351,13 @@ def optimizer_cases(cb, torch, shapes, bursts):
     cases = {
         f"adamw float32 {label}": (lambda: cb.adam_step_(params, grads, m, v, *adam_args, None), 28 * count),
         f"adamw float16 + fp32 masters {label}": (
-            lambda: cb.adam_step_(half_params, half_grads, half_m, half_v, *adam_args, masters), 28 * count),
+            lambda: cb.adam_step_(half_params, half_grads, half_m, half_v, *adam_args, masters),
+            28 * count,
+        ),
         f"sgd momentum float32 {label}": (
-            lambda: cb.sgd_step_(params, grads, bufs, 1e-4, 0.9, 0.0, False, 0.0, False), 20 * count),
+            lambda: cb.sgd_step_(params, grads, bufs, 1e-4, 0.9, 0.0, False, 0.0, False),
+            20 * count,
+        ),
     }
     for case, (fn, nbytes) in cases.items():
         moved[case] = nbytes
@@ -328,6 +384,7 @@ def embedding_norm_dropout_cases(cb, torch, bursts):
         results["torch"] = {}
     moved = {}
     shapes = gpt2_parameter_shapes()
+
     def measure_dtype(dtype):
         """One dtype's cases (a function, so that each case's lambda binds this dtype's operands)."""
         adt = getattr(adcuda, dtype)
@@ -348,7 +405,8 @@ def embedding_norm_dropout_cases(cb, torch, bursts):
             # the dense gradient is written whole; the gradient rows and the indices are read
             f"embedding backward {dtype} {label}": (
                 lambda: cb.embedding_backward(grad_rows, idx, vocab, None, False),
-                (vocab + tokens) * width * size + 8 * tokens),
+                (vocab + tokens) * width * size + 8 * tokens,
+            ),
             f"global_norm {dtype} GPT-2, {len(shapes)} tensors": (lambda: cb.global_norm(grads, 2.0), elements * size),
             f"dropout {dtype} {dropout_n} elements": (lambda: cb.dropout(x, 0.1, 0, 0), dropout_n * (2 * size + 1)),
             f"dropout backward {dtype}": (lambda: cb.dropout_backward(x, mask, 1 / 0.9), dropout_n * (2 * size + 1)),
@@ -368,10 +426,12 @@ def embedding_norm_dropout_cases(cb, torch, bursts):
             torch_cases = {
                 f"embedding {dtype} {label}": lambda: torch.nn.functional.embedding(t_idx, t_weight),
                 f"embedding backward {dtype} {label}": lambda: aten.embedding_dense_backward(
-                    t_grad_rows, t_idx, vocab, -1, False),
+                    t_grad_rows, t_idx, vocab, -1, False
+                ),
                 # what torch.nn.utils.clip_grad_norm_ computes: per-tensor norms, then the norm of those
                 f"global_norm {dtype} GPT-2, {len(shapes)} tensors": lambda: torch.linalg.vector_norm(
-                    torch.stack(torch._foreach_norm(t_grads, 2.0)), 2.0),
+                    torch.stack(torch._foreach_norm(t_grads, 2.0)), 2.0
+                ),
                 f"dropout {dtype} {dropout_n} elements": lambda: aten.native_dropout(t_x, 0.1, True),
                 f"dropout backward {dtype}": lambda: aten.native_dropout_backward(t_x, t_mask, 1 / 0.9),
             }
@@ -392,8 +452,11 @@ def print_bandwidth(results, moved, copy_rate):
     print("\nGB/s (adcuda as % of the copy bandwidth; torch alongside):")
     records = {}
     for case, seconds in results["adcuda"].items():
-        records[case] = {"bytes": moved[case], "seconds": seconds,
-                         "percent_of_copy": percent_of_copy(moved[case], seconds, copy_rate)}
+        records[case] = {
+            "bytes": moved[case],
+            "seconds": seconds,
+            "percent_of_copy": percent_of_copy(moved[case], seconds, copy_rate),
+        }
         line = f"  {case:<62} adcuda {format_bandwidth(moved[case], seconds, copy_rate)}"
         theirs = results.get("torch", {}).get(case)
         if theirs:
@@ -412,6 +475,7 @@ def attention_cases(cb, torch, quick, bursts):
     flops = {}
     scale = 1.0 / math.sqrt(dim)
     q, k, v, g = (cb.from_numpy(h, adcuda.float16) for h in host)
+
     def measure_causal(causal):
         """One mask setting's cases (a function, so that each lambda binds its own ``causal``)."""
         label = f"B{batch} H{heads} L{length} D{dim} fp16{' causal' if causal else ''}"
@@ -419,21 +483,29 @@ def attention_cases(cb, torch, quick, bursts):
         flops[f"attention {label}"] = forward_flops
         flops[f"attention fwd+bwd {label}"] = 3.5 * forward_flops  # backward: 2.5x the forward's products
         out, lse = cb.attention(q, k, v, None, causal, scale)
-        results["adcuda"][f"attention {label}"] = adcuda_seconds(lambda: cb.attention(q, k, v, None, causal, scale),
-                                                                 bursts, 3)
+        results["adcuda"][f"attention {label}"] = adcuda_seconds(
+            lambda: cb.attention(q, k, v, None, causal, scale), bursts, 3
+        )
         results["adcuda"][f"attention fwd+bwd {label}"] = adcuda_seconds(
-            lambda: (cb.attention(q, k, v, None, causal, scale),
-                     cb.attention_backward(g, q, k, v, out, lse, None, causal, scale)), bursts, 3)
+            lambda: (
+                cb.attention(q, k, v, None, causal, scale),
+                cb.attention_backward(g, q, k, v, out, lse, None, causal, scale),
+            ),
+            bursts,
+            3,
+        )
         if torch is not None:
             results.setdefault("torch", {})
             tq, tk, tv, tg = (torch.from_numpy(h).cuda().half().requires_grad_() for h in host)
             sdpa = torch.nn.functional.scaled_dot_product_attention
             with torch.no_grad():
                 results["torch"][f"attention {label}"] = torch_seconds(
-                    torch, lambda: sdpa(tq, tk, tv, is_causal=causal), bursts, 3)
+                    torch, lambda: sdpa(tq, tk, tv, is_causal=causal), bursts, 3
+                )
 
             def forward_backward():
                 sdpa(tq, tk, tv, is_causal=causal).backward(tg)
+
             results["torch"][f"attention fwd+bwd {label}"] = torch_seconds(torch, forward_backward, bursts, 3)
 
     for causal in (False, True):
@@ -452,8 +524,9 @@ def torch_models(torch):
             self.n_heads = n_heads
             self.ln1, self.ln2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
             self.qkv, self.proj = nn.Linear(d_model, 3 * d_model), nn.Linear(d_model, d_model)
-            self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(approximate="tanh"),
-                                     nn.Linear(4 * d_model, d_model))
+            self.mlp = nn.Sequential(
+                nn.Linear(d_model, 4 * d_model), nn.GELU(approximate="tanh"), nn.Linear(4 * d_model, d_model)
+            )
 
         def forward(self, x):
             batch, length, width = x.shape
@@ -483,6 +556,7 @@ def torch_models(torch):
         for a, b in zip(sizes[:-2], sizes[1:-1]):
             layers += [nn.Linear(a, b), nn.GELU()]
         return nn.Sequential(*layers, nn.Linear(sizes[-2], sizes[-1]))
+
     return mlp, GPT
 
 
@@ -491,6 +565,7 @@ def training_cases(torch, quick, bursts):
     from adcuda.train.chars import BLOCK_SIZE, MODEL
     from adcuda.train.digits import HIDDEN
     from adcuda.train.models import GPT, MLP
+
     vocab = 96
     rng = np.random.default_rng(3)
     mlp_batch, gpt_batch = 256, 32
@@ -500,8 +575,10 @@ def training_cases(torch, quick, bursts):
     gpt_config = {k: v for k, v in MODEL.items() if k != "dropout"}
     steps = 5 if quick else 10
     results = {"adcuda": {}}
-    labels = {"mlp": f"MLP 64-{'-'.join(map(str, HIDDEN))}-10 step, batch {mlp_batch}",
-              "gpt": f"GPT {gpt_config} step, batch {gpt_batch}x{BLOCK_SIZE}"}
+    labels = {
+        "mlp": f"MLP 64-{'-'.join(map(str, HIDDEN))}-10 step, batch {mlp_batch}",
+        "gpt": f"GPT {gpt_config} step, batch {gpt_batch}x{BLOCK_SIZE}",
+    }
 
     adcuda.manual_seed(0)
     mlp = MLP(64, HIDDEN, 10).to("cuda")
@@ -517,6 +594,7 @@ def training_cases(torch, quick, bursts):
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
+
         results["adcuda"][labels[key]] = adcuda_seconds(step, bursts, steps)
 
     if torch is not None:
@@ -536,6 +614,7 @@ def training_cases(torch, quick, bursts):
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 optimizer.step()
+
             results["torch"][labels[key]] = torch_seconds(torch, step, bursts, steps)
     return results
 
@@ -543,8 +622,18 @@ def training_cases(torch, quick, bursts):
 def write_json(path, rows, moved, copy_rate, bandwidth):
     if path:
         with open(path, "w") as f:
-            json.dump({"suite": "nn_kernels", "device": "cuda", "rows": rows, "bytes_moved": moved,
-                       "copy_bandwidth_bytes_per_s": copy_rate, "bandwidth": bandwidth}, f, indent=2)
+            json.dump(
+                {
+                    "suite": "nn_kernels",
+                    "device": "cuda",
+                    "rows": rows,
+                    "bytes_moved": moved,
+                    "copy_bandwidth_bytes_per_s": copy_rate,
+                    "bandwidth": bandwidth,
+                },
+                f,
+                indent=2,
+            )
 
 
 def main():
@@ -558,6 +647,7 @@ def main():
     adcuda.init_cuda_context()
     from adcuda.backends import cpu
     from adcuda.backends import cuda as cb
+
     if is_emulated():
         return emulated_reference_run("nn_kernels", args.json, [lambda: check_against_cpu(cb, cpu)])
     torch = optional_torch()
@@ -567,14 +657,14 @@ def main():
     print(f"device-to-device copy of {BANDWIDTH_BYTES >> 20} MiB float32: {copy_rate / 1e9:.1f} GB/s (the yardstick)")
 
     results, moved = bandwidth_cases(cb, torch, bursts)
-    rows = print_table(f"memory-bound kernels on {adcuda.cuda.get_device_name()} (time per call)", results,
-                       unit="us", scale=1e6)
+    rows = print_table(
+        f"memory-bound kernels on {adcuda.cuda.get_device_name()} (time per call)", results, unit="us", scale=1e6
+    )
     bandwidth = print_bandwidth(results, moved, copy_rate)
     write_json(args.json, rows, moved, copy_rate, bandwidth)  # each section kept as soon as it is done
 
     fused, fused_moved = embedding_norm_dropout_cases(cb, torch, bursts)
-    rows += print_table("embedding, global norm, optimizer steps, dropout (time per call)", fused, unit="us",
-                        scale=1e6)
+    rows += print_table("embedding, global norm, optimizer steps, dropout (time per call)", fused, unit="us", scale=1e6)
     bandwidth.update(print_bandwidth(fused, fused_moved, copy_rate))
     moved.update(fused_moved)
     write_json(args.json, rows, moved, copy_rate, bandwidth)
@@ -591,8 +681,9 @@ def main():
     write_json(args.json, rows, moved, copy_rate, bandwidth)
 
     steps = training_cases(torch, args.quick, bursts)
-    rows += print_table("training step: forward + cross-entropy + backward + AdamW (time per step)", steps,
-                        unit="ms", scale=1e3)
+    rows += print_table(
+        "training step: forward + cross-entropy + backward + AdamW (time per step)", steps, unit="ms", scale=1e3
+    )
     write_json(args.json, rows, moved, copy_rate, bandwidth)
     return 0
 

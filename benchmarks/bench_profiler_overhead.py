@@ -10,6 +10,7 @@ tool attached or not is a property of the process, so that comparison takes two 
 
     python benchmarks/bench_profiler_overhead.py [--quick] [--json out.json]
 """
+
 import argparse
 import contextlib
 import importlib.util
@@ -48,6 +49,7 @@ def cases():
         opt.zero_grad()
         loss.backward()
         opt.step()
+
     return {"training step (MLP 64-128-10, batch 32)": train_step, "tiny op (x + y, 4 elements)": lambda: a + b}
 
 
@@ -98,11 +100,14 @@ def main():
     for title, results in report.items():
         if not results:
             continue
-        table = print_table(f"Profiling overhead, {title} (1 thread); off/X < 1: X is slower than off",
-                            results, baseline="off")
+        table = print_table(
+            f"Profiling overhead, {title} (1 thread); off/X < 1: X is slower than off", results, baseline="off"
+        )
         # off/X within adcuda, not adcuda against a contender: kept out of run.py's contender ratios
-        rows += [{"case": f"{title}: {row['case']}", "seconds": row["seconds"],
-                  "ratio_off_over": row["ratio_adcuda_over"]} for row in table]
+        rows += [
+            {"case": f"{title}: {row['case']}", "seconds": row["seconds"], "ratio_off_over": row["ratio_adcuda_over"]}
+            for row in table
+        ]
         for case, base in results["off"].items():
             factors = "  ".join(f"{s} {results[s][case] / base:.2f}x" for s in results if s != "off")
             print(f"  slowdown vs off, {case}: {factors}")

@@ -14,6 +14,7 @@ that is the step's time on an idle machine.
 
     python benchmarks/bench_programs.py [--quick] [--threads N] [--json out.json]
 """
+
 import argparse
 import json
 import os
@@ -55,8 +56,9 @@ def _gpt_step(lib):
             self.ln_1 = nn.LayerNorm(cfg["width"])
             self.attn = CausalSelfAttention()
             self.ln_2 = nn.LayerNorm(cfg["width"])
-            self.mlp = nn.Sequential(nn.Linear(cfg["width"], 4 * cfg["width"]), nn.GELU(),
-                                     nn.Linear(4 * cfg["width"], cfg["width"]))
+            self.mlp = nn.Sequential(
+                nn.Linear(cfg["width"], 4 * cfg["width"]), nn.GELU(), nn.Linear(4 * cfg["width"], cfg["width"])
+            )
 
         def forward(self, x):
             x = x + self.attn(self.ln_1(x))
@@ -80,6 +82,7 @@ def _gpt_step(lib):
             return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
 
     import numpy as np
+
     lib.manual_seed(0)
     model = GPTModel()
     opt = lib.optim.AdamW(model.parameters(), lr=1e-3)
@@ -93,6 +96,7 @@ def _gpt_step(lib):
         loss.backward()
         opt.step()
         return loss
+
     return step
 
 
@@ -112,6 +116,7 @@ def _lstm_step(lib):
             return self.head(out)
 
     import numpy as np
+
     lib.manual_seed(0)
     model = CharLSTM()
     opt = lib.optim.Adam(model.parameters(), lr=1e-3)
@@ -126,18 +131,29 @@ def _lstm_step(lib):
         loss.backward()
         opt.step()
         return loss
+
     return step
 
 
 def _lenet_step(lib):
     nn, F = lib.nn, lib.nn.functional
     import numpy as np
+
     lib.manual_seed(0)
     model = nn.Sequential(
-        nn.Conv2d(1, 6, 5), nn.ReLU(), nn.MaxPool2d(2),      # 32x32 -> 28x28 -> 14x14
-        nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2),     # -> 10x10 -> 5x5
+        nn.Conv2d(1, 6, 5),
+        nn.ReLU(),
+        nn.MaxPool2d(2),  # 32x32 -> 28x28 -> 14x14
+        nn.Conv2d(6, 16, 5),
+        nn.ReLU(),
+        nn.MaxPool2d(2),  # -> 10x10 -> 5x5
         nn.Flatten(),
-        nn.Linear(16 * 5 * 5, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, 10))
+        nn.Linear(16 * 5 * 5, 120),
+        nn.ReLU(),
+        nn.Linear(120, 84),
+        nn.ReLU(),
+        nn.Linear(84, 10),
+    )
     opt = lib.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     rng = np.random.default_rng(0)
     images = lib.tensor(rng.standard_normal((LENET_BATCH, 1, 32, 32)).astype(np.float32))
@@ -149,6 +165,7 @@ def _lenet_step(lib):
         loss.backward()
         opt.step()
         return loss
+
     return step
 
 
@@ -160,9 +177,11 @@ def cases_for(contender, quick=False):
     threads = single_thread_env()
     if contender == "torch":
         import torch
+
         torch.set_num_threads(threads)
         return _cases(torch)
     import adcuda
+
     return _cases(adcuda)
 
 
@@ -175,8 +194,13 @@ def main():
     if args.threads:
         os.environ["BENCH_THREADS"] = str(args.threads)
     results = run_contenders(os.path.abspath(__file__), ["adcuda", "torch"], ["--quick"] if args.quick else [])
-    rows = print_table(f"Training steps of small programs, eager CPU ({os.environ.get('BENCH_THREADS', '1')} "
-                       "thread(s)); ratio > 1: adcuda slower", results, unit="ms", scale=1e3)
+    rows = print_table(
+        f"Training steps of small programs, eager CPU ({os.environ.get('BENCH_THREADS', '1')} "
+        "thread(s)); ratio > 1: adcuda slower",
+        results,
+        unit="ms",
+        scale=1e3,
+    )
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"suite": "programs", "rows": rows}, f, indent=2)

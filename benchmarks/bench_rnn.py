@@ -11,6 +11,7 @@ suite checks the LSTM and batch norm against the CPU at small sizes and prints n
 
     python benchmarks/bench_rnn.py [--quick] [--device cpu|cuda] [--threads N] [--json out.json]
 """
+
 import argparse
 import json
 import os
@@ -35,19 +36,25 @@ BN_SHAPE = (256, 64, 56, 56)
 
 def _sequence_case(lib, device, cls):
     import numpy as np
+
     lib.manual_seed(0)
     layer = getattr(lib.nn, cls)(INPUT, HIDDEN).to(device)
-    x = lib.tensor(np.random.default_rng(0).standard_normal((SEQ, BATCH, INPUT)).astype(np.float32),
-                   device=device, requires_grad=True)
+    x = lib.tensor(
+        np.random.default_rng(0).standard_normal((SEQ, BATCH, INPUT)).astype(np.float32),
+        device=device,
+        requires_grad=True,
+    )
 
     def step():
         out, _ = layer(x)
         out.sum().backward()
+
     return step
 
 
 def _cell_case(lib, device):
     import numpy as np
+
     lib.manual_seed(0)
     cell = lib.nn.LSTMCell(INPUT, HIDDEN).to(device)
     r = np.random.default_rng(1)
@@ -58,19 +65,23 @@ def _cell_case(lib, device):
     def step():
         h_new, c_new = cell(x, (h, c))
         (h_new.sum() + c_new.sum()).backward()
+
     return step
 
 
 def _cases(lib, device):
-    return {f"LSTM seq {SEQ} x batch {BATCH}, {INPUT}->{HIDDEN}, fwd+bwd": _sequence_case(lib, device, "LSTM"),
-            f"GRU seq {SEQ} x batch {BATCH}, {INPUT}->{HIDDEN}, fwd+bwd": _sequence_case(lib, device, "GRU"),
-            f"LSTMCell step, batch {BATCH}, fwd+bwd": _cell_case(lib, device)}
+    return {
+        f"LSTM seq {SEQ} x batch {BATCH}, {INPUT}->{HIDDEN}, fwd+bwd": _sequence_case(lib, device, "LSTM"),
+        f"GRU seq {SEQ} x batch {BATCH}, {INPUT}->{HIDDEN}, fwd+bwd": _sequence_case(lib, device, "GRU"),
+        f"LSTMCell step, batch {BATCH}, fwd+bwd": _cell_case(lib, device),
+    }
 
 
 def contender(name, device, quick):
     threads = single_thread_env()
     if name == "torch":
         import torch as lib
+
         lib.set_num_threads(threads)
     else:
         import adcuda as lib
@@ -95,13 +106,16 @@ def _torch_event_seconds(torch, fn, bursts=5, per_burst=5):
         event = torch.cuda.Event(enable_timing=True)
         event.record()
         return event
-    return cuda_event_seconds(record, torch.cuda.synchronize, lambda start, end: start.elapsed_time(end), fn,
-                              bursts, per_burst)
+
+    return cuda_event_seconds(
+        record, torch.cuda.synchronize, lambda start, end: start.elapsed_time(end), fn, bursts, per_burst
+    )
 
 
 def _batch_norm_seconds():
     import adcuda
     import adcuda.nn.functional as F
+
     x = adcuda.randn(*BN_SHAPE, device="cuda")
     return adcuda_event_seconds(lambda: F.batch_norm(x, None, None, training=True))
 
@@ -112,6 +126,7 @@ def _checks_on_the_emulator():
 
     import adcuda
     import adcuda.nn.functional as F
+
     layer = adcuda.nn.LSTM(5, 7, num_layers=2)
     gpu_layer = adcuda.nn.LSTM(5, 7, num_layers=2)
     gpu_layer.load_state_dict(layer.state_dict())
@@ -138,6 +153,7 @@ def main():
         os.environ["BENCH_THREADS"] = str(args.threads)
     if args.device == "cuda":
         import adcuda.cuda
+
         if not adcuda.cuda.is_available():
             print(f"bench_rnn --device cuda needs a usable GPU: {adcuda.cuda.unavailable_reason()}")
             return
@@ -148,12 +164,17 @@ def main():
     if not results:
         sys.exit("no contender ran")
     bn_seconds = results.get("adcuda", {}).pop("batch_norm bandwidth", None)
-    rows = print_table(f"Recurrent layers, forward + backward, on {args.device} "
-                       f"({os.environ.get('BENCH_THREADS', '1')} thread(s)); ratio > 1: adcuda slower", results,
-                       unit="ms", scale=1e3)
+    rows = print_table(
+        f"Recurrent layers, forward + backward, on {args.device} "
+        f"({os.environ.get('BENCH_THREADS', '1')} thread(s)); ratio > 1: adcuda slower",
+        results,
+        unit="ms",
+        scale=1e3,
+    )
     report = {"suite": "rnn", "device": args.device, "rows": rows}
     if bn_seconds is not None:
         import numpy as np
+
         moved = 3 * int(np.prod(BN_SHAPE)) * 4
         line = format_bandwidth(moved, bn_seconds, copy_bandwidth())
         print(f"\nbatch_norm training forward {BN_SHAPE} fp32: {line}")

@@ -11,6 +11,7 @@ optionally a bar chart of the adcuda/contender ratios.
     python benchmarks/run.py --device cuda --json bench.json --plot bench.png
     python benchmarks/run.py --suites dispatch,mlp_step   # a subset
 """
+
 import argparse
 import datetime
 import importlib.util
@@ -28,10 +29,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 class Suite(NamedTuple):
     script: str
-    devices: tuple          # the devices it measures
-    takes_device: bool      # whether the script takes --device
-    requires: tuple = ()    # optional Python packages it needs, checked before it runs
-    install: str = ""       # how to install them
+    devices: tuple  # the devices it measures
+    takes_device: bool  # whether the script takes --device
+    requires: tuple = ()  # optional Python packages it needs, checked before it runs
+    install: str = ""  # how to install them
 
 
 SUITES = {
@@ -62,14 +63,19 @@ SCHEMA_VERSION = 1
 def _cuda_available():
     try:
         import adcuda.cuda
+
         return adcuda.cuda.is_available()
     except Exception:  # a broken install must not stop the CPU suites
         return False
 
 
 def _machine():
-    return {"python": platform.python_version(), "platform": platform.platform(),
-            "processor": platform.processor() or platform.machine(), "cpus": os.cpu_count()}
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cpus": os.cpu_count(),
+    }
 
 
 def _ratio_rows(suite, result):
@@ -78,8 +84,13 @@ def _ratio_rows(suite, result):
     in a suite's output is left out, never a crash after the suites have run."""
     rows = result.get("rows") if isinstance(result, dict) else None
     if isinstance(rows, dict):
-        rows = [dict(row, case=f"{title}: {row.get('case')}") for title, table in rows.items()
-                if isinstance(table, list) for row in table if isinstance(row, dict)]
+        rows = [
+            dict(row, case=f"{title}: {row.get('case')}")
+            for title, table in rows.items()
+            if isinstance(table, list)
+            for row in table
+            if isinstance(row, dict)
+        ]
     out = []
     for row in rows if isinstance(rows, list) else []:
         ratios = row.get("ratio_adcuda_over") if isinstance(row, dict) else None
@@ -119,8 +130,11 @@ def run_suite(name, device, quick, timeout):
         return {**record, "status": "skipped", "reason": f"{suite.script} is not in this checkout"}
     missing = _missing(suite.requires)
     if missing:
-        return {**record, "status": "skipped",
-                "reason": f"needs {', '.join(missing)}, which is not installed ({suite.install})"}
+        return {
+            **record,
+            "status": "skipped",
+            "reason": f"needs {', '.join(missing)}, which is not installed ({suite.install})",
+        }
     with tempfile.TemporaryDirectory() as tmp:
         out_json = os.path.join(tmp, "out.json")
         cmd = [sys.executable, path, "--json", out_json] + (["--quick"] if quick else [])
@@ -130,16 +144,14 @@ def run_suite(name, device, quick, timeout):
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
-            return {**record, "status": "failed", "reason": f"timed out after {timeout} s",
-                    "wall_seconds": timeout}
+            return {**record, "status": "failed", "reason": f"timed out after {timeout} s", "wall_seconds": timeout}
         wall = time.perf_counter() - start
         sys.stdout.write(proc.stdout)
         if proc.returncode == EXIT_SKIPPED:
             return {**record, "status": "skipped", "reason": _last_line(proc.stderr), "wall_seconds": wall}
         if proc.returncode != 0:
             sys.stdout.write(proc.stderr[-3000:])
-            return {**record, "status": "failed", "reason": f"exit code {proc.returncode}",
-                    "wall_seconds": wall}
+            return {**record, "status": "failed", "reason": f"exit code {proc.returncode}", "wall_seconds": wall}
         if not os.path.exists(out_json):
             # a GPU suite on a machine without a GPU says so and exits 0 without results
             return {**record, "status": "skipped", "reason": _last_line(proc.stdout), "wall_seconds": wall}
@@ -147,15 +159,16 @@ def run_suite(name, device, quick, timeout):
             with open(out_json) as f:
                 result = json.load(f)
         except ValueError as error:
-            return {**record, "status": "failed", "reason": f"its JSON is unreadable: {error}",
-                    "wall_seconds": wall}
+            return {**record, "status": "failed", "reason": f"its JSON is unreadable: {error}", "wall_seconds": wall}
     return {**record, "status": "ok", "wall_seconds": wall, "result": result}
 
 
 def plot(ratios, path):
     import matplotlib  # optional: only for --plot
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     labels = [f"{case} vs {who}" for case, who, _ in ratios]
     values = [r for _, _, r in ratios]
     fig, ax = plt.subplots(figsize=(10, 0.35 * len(values) + 1.5))
@@ -171,8 +184,12 @@ def plot(ratios, path):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer repeats and smaller cases")
-    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
-                        help="auto: cuda when adcuda sees a usable GPU, else cpu")
+    parser.add_argument(
+        "--device",
+        default="auto",
+        choices=("auto", "cpu", "cuda"),
+        help="auto: cuda when adcuda sees a usable GPU, else cpu",
+    )
     parser.add_argument("--suites", default="all", help=f"comma-separated subset of: {', '.join(SUITES)}")
     parser.add_argument("--json", help="write all results here")
     parser.add_argument("--plot", help="draw the ratios as a bar chart (needs matplotlib)")
@@ -184,16 +201,23 @@ def main(argv=None):
     if unknown:
         parser.error(f"unknown suite(s) {unknown}; known: {', '.join(SUITES)}")
 
-    report = {"schema": SCHEMA_VERSION, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-              "device": device, "quick": args.quick, "machine": _machine(), "suites": {}}
+    report = {
+        "schema": SCHEMA_VERSION,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+        "device": device,
+        "quick": args.quick,
+        "machine": _machine(),
+        "suites": {},
+    }
     for name in names:
         print(f"\n===== {name} ({device}) =====", flush=True)
         report["suites"][name] = record = run_suite(name, device, args.quick, args.timeout)
         if record["status"] != "ok":
             print(f"  {record['status']}: {record.get('reason')}")
 
-    ratios = [r for name, rec in report["suites"].items() if rec["status"] == "ok"
-              for r in _ratio_rows(name, rec["result"])]
+    ratios = [
+        r for name, rec in report["suites"].items() if rec["status"] == "ok" for r in _ratio_rows(name, rec["result"])
+    ]
     print("\n===== summary: adcuda time / contender time (below 1: adcuda faster) =====")
     for case, who, ratio in ratios:
         print(f"{case:<60} vs {who:<8} {ratio:6.2f}x")

@@ -8,6 +8,7 @@ Built from PyTorch's own modules: ``nn.TransformerEncoder`` layers under a causa
 blocks (pre-norm, GELU). The code is what a PyTorch user writes: with ``import torch`` in place of
 ``import adcuda as torch`` it runs unchanged; only the bundled text comes from ``adcuda.data``.
 """
+
 import argparse
 import math
 
@@ -23,8 +24,15 @@ class GPT(nn.Module):
         self.block_size = block_size
         self.tok_emb = nn.Embedding(vocab_size, width)
         self.pos_emb = nn.Embedding(block_size, width)
-        layer = nn.TransformerEncoderLayer(width, heads, dim_feedforward=4 * width, dropout=dropout,
-                                           activation="gelu", batch_first=True, norm_first=True)
+        layer = nn.TransformerEncoderLayer(
+            width,
+            heads,
+            dim_feedforward=4 * width,
+            dropout=dropout,
+            activation="gelu",
+            batch_first=True,
+            norm_first=True,
+        )
         self.blocks = nn.TransformerEncoder(layer, num_layers=layers)
         self.ln_f = nn.LayerNorm(width)
         self.head = nn.Linear(width, vocab_size, bias=False)
@@ -39,8 +47,8 @@ class GPT(nn.Module):
 
 def random_batch(ids, batch_size, block_size, device):
     starts = torch.randint(0, len(ids) - block_size - 1, (batch_size,)).tolist()
-    x = torch.stack([ids[s:s + block_size] for s in starts])
-    y = torch.stack([ids[s + 1:s + block_size + 1] for s in starts])
+    x = torch.stack([ids[s : s + block_size] for s in starts])
+    y = torch.stack([ids[s + 1 : s + block_size + 1] for s in starts])
     return x.to(device), y.to(device)
 
 
@@ -51,8 +59,8 @@ def bits_per_char(model, ids, block_size, device, max_chars):
     total, count = 0.0, 0
     starts = list(range(0, min(len(ids), max_chars) - block_size - 1, block_size))
     for i in range(0, len(starts), 64):
-        x = torch.stack([ids[s:s + block_size] for s in starts[i:i + 64]]).to(device)
-        y = torch.stack([ids[s + 1:s + block_size + 1] for s in starts[i:i + 64]]).to(device)
+        x = torch.stack([ids[s : s + block_size] for s in starts[i : i + 64]]).to(device)
+        y = torch.stack([ids[s + 1 : s + block_size + 1] for s in starts[i : i + 64]]).to(device)
         logits = model(x)
         total += F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="sum").item()
         count += y.numel()
@@ -65,7 +73,7 @@ def generate(model, corpus, prompt, length, device, temperature=0.8):
     model.eval()
     ids = torch.tensor([corpus.encode(prompt)], device=device)
     for _ in range(length):
-        logits = model(ids[:, -model.block_size:])[:, -1] / temperature
+        logits = model(ids[:, -model.block_size :])[:, -1] / temperature
         next_id = torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)
         ids = torch.cat([ids, next_id], dim=1)
     model.train()
@@ -94,11 +102,15 @@ def main():
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
     scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=args.steps)
     eval_chars = 20_000 if args.quick else 200_000
-    print(f"device {device}, vocabulary {corpus.vocab_size} (a uniform guess: "
-          f"{math.log2(corpus.vocab_size):.2f} bits per character), "
-          f"{sum(p.numel() for p in model.parameters()):,} parameters")
-    print(f"validation bits per character before training: "
-          f"{bits_per_char(model, corpus.val, model.block_size, device, eval_chars):.3f}")
+    print(
+        f"device {device}, vocabulary {corpus.vocab_size} (a uniform guess: "
+        f"{math.log2(corpus.vocab_size):.2f} bits per character), "
+        f"{sum(p.numel() for p in model.parameters()):,} parameters"
+    )
+    print(
+        f"validation bits per character before training: "
+        f"{bits_per_char(model, corpus.val, model.block_size, device, eval_chars):.3f}"
+    )
 
     for step in range(1, args.steps + 1):
         x, y = random_batch(corpus.train, args.batch_size, model.block_size, device)
@@ -112,8 +124,9 @@ def main():
         if step % max(1, args.steps // 10) == 0:
             print(f"step {step:5d}  loss {loss.item():.4f}")
 
-    print(f"validation bits per character: "
-          f"{bits_per_char(model, corpus.val, model.block_size, device, eval_chars):.3f}")
+    print(
+        f"validation bits per character: {bits_per_char(model, corpus.val, model.block_size, device, eval_chars):.3f}"
+    )
     print("sample:", repr(generate(model, corpus, "The ", 120 if not args.quick else 40, device)))
 
 

@@ -7,6 +7,7 @@
 The code is what a PyTorch user writes: with ``import torch`` in place of ``import adcuda as torch`` it
 runs unchanged; only the bundled text comes from ``adcuda.data``.
 """
+
 import argparse
 import math
 
@@ -30,8 +31,8 @@ class CharLSTM(nn.Module):
 
 def random_batch(ids, batch_size, seq_len, device):
     starts = torch.randint(0, len(ids) - seq_len - 1, (batch_size,))
-    x = torch.stack([ids[s:s + seq_len] for s in starts.tolist()])
-    y = torch.stack([ids[s + 1:s + seq_len + 1] for s in starts.tolist()])
+    x = torch.stack([ids[s : s + seq_len] for s in starts.tolist()])
+    y = torch.stack([ids[s + 1 : s + seq_len + 1] for s in starts.tolist()])
     return x.to(device), y.to(device)
 
 
@@ -42,8 +43,8 @@ def bits_per_char(model, ids, seq_len, device, max_chars):
     with torch.no_grad():
         starts = list(range(0, min(len(ids), max_chars) - seq_len - 1, seq_len))
         for i in range(0, len(starts), 64):
-            x = torch.stack([ids[s:s + seq_len] for s in starts[i:i + 64]]).to(device)
-            y = torch.stack([ids[s + 1:s + seq_len + 1] for s in starts[i:i + 64]]).to(device)
+            x = torch.stack([ids[s : s + seq_len] for s in starts[i : i + 64]]).to(device)
+            y = torch.stack([ids[s + 1 : s + seq_len + 1] for s in starts[i : i + 64]]).to(device)
             logits, _ = model(x)
             total += F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="sum").item()
             count += y.numel()
@@ -85,10 +86,14 @@ def main():
     model = CharLSTM(corpus.vocab_size).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
     eval_chars = 20_000 if args.quick else 200_000
-    print(f"device {device}, vocabulary {corpus.vocab_size} (a uniform guess: "
-          f"{math.log2(corpus.vocab_size):.2f} bits per character)")
-    print(f"validation bits per character before training: "
-          f"{bits_per_char(model, corpus.val, args.seq_len, device, eval_chars):.3f}")
+    print(
+        f"device {device}, vocabulary {corpus.vocab_size} (a uniform guess: "
+        f"{math.log2(corpus.vocab_size):.2f} bits per character)"
+    )
+    print(
+        f"validation bits per character before training: "
+        f"{bits_per_char(model, corpus.val, args.seq_len, device, eval_chars):.3f}"
+    )
 
     for step in range(1, args.steps + 1):
         x, y = random_batch(corpus.train, args.batch_size, args.seq_len, device)

@@ -10,6 +10,7 @@ reconstruction's binary cross-entropy plus the KL divergence of the code from a 
 ``import torch`` in place of ``import adcuda as torch`` the code runs unchanged; only the bundled data
 comes from ``adcuda.data``.
 """
+
 import argparse
 
 import adcuda as torch
@@ -29,8 +30,8 @@ class VAE(nn.Module):
     def forward(self, x):
         h = self.encoder(x)
         mu, logvar = self.to_mu(h), self.to_logvar(h)
-        z = mu + torch.randn_like(mu) * torch.exp(0.5 * logvar)   # the reparameterisation trick
-        return self.decoder(z), mu, logvar                          # decoder gives logits per pixel
+        z = mu + torch.randn_like(mu) * torch.exp(0.5 * logvar)  # the reparameterisation trick
+        return self.decoder(z), mu, logvar  # decoder gives logits per pixel
 
 
 def negative_elbo(logits, x, mu, logvar):
@@ -81,7 +82,7 @@ def main():
         perm = torch.randperm(len(x_train), device=device)
         total = 0.0
         for start in range(0, len(x_train), args.batch_size):
-            x = x_train[perm[start:start + args.batch_size]]
+            x = x_train[perm[start : start + args.batch_size]]
             logits, mu, logvar = model(x)
             loss = negative_elbo(logits, x, mu, logvar)
             optimizer.zero_grad()

@@ -11,6 +11,7 @@ Shapes are odd (1, 7, 33, 1023 elements along a dim) so that tails, partial warp
 vector loads are exercised. Prints "cuda runtime workload: all results right (N checks)" and exits 0,
 or lists what was wrong and exits 1.
 """
+
 import sys
 import threading
 
@@ -38,8 +39,9 @@ class Checks:
             self.count += 1
             if not ok:
                 error = np.abs(got - expected).max() if got.shape == expected.shape else "shape"
-                self.failures.append(f"{what}: differs from the CPU (max error {error}, shapes {got.shape} "
-                                     f"and {expected.shape})")
+                self.failures.append(
+                    f"{what}: differs from the CPU (max error {error}, shapes {got.shape} and {expected.shape})"
+                )
 
     def true(self, what, condition):
         with self._lock:
@@ -52,8 +54,15 @@ def on_both(fn, *host_arrays, dtype=adcuda.float32, grad=False):
     """``fn`` applied to the arrays as tensors on the CPU and on the GPU: {device: (out, grads)}."""
     results = {}
     for device in ("cpu", "cuda"):
-        tensors = [adcuda.tensor(a, device=device, dtype=dtype if a.dtype.kind == "f" else None,
-                                 requires_grad=grad and a.dtype.kind == "f") for a in host_arrays]
+        tensors = [
+            adcuda.tensor(
+                a,
+                device=device,
+                dtype=dtype if a.dtype.kind == "f" else None,
+                requires_grad=grad and a.dtype.kind == "f",
+            )
+            for a in host_arrays
+        ]
         out = fn(*tensors)
         grads = []
         if grad:
@@ -77,46 +86,103 @@ def kernel_families(checks):
     normal = lambda *shape: rng.standard_normal(shape).astype(np.float32)  # noqa: E731
     for dtype in (adcuda.float32, adcuda.float16):
         # elementwise (broadcast, strided, transcendental, comparison)
-        compare(checks, "elementwise", lambda a, b: (a * b + a.exp().tanh()) / (b.abs() + 1) - (a > b).to(a.dtype),
-                normal(7, 33), normal(1, 33), dtype=dtype, grad=True)
+        compare(
+            checks,
+            "elementwise",
+            lambda a, b: (a * b + a.exp().tanh()) / (b.abs() + 1) - (a > b).to(a.dtype),
+            normal(7, 33),
+            normal(1, 33),
+            dtype=dtype,
+            grad=True,
+        )
         compare(checks, "elementwise strided", lambda a: a.t() * 3 + a.flip(0).t(), normal(33, 7), dtype=dtype)
         # reduce
-        compare(checks, "reduce", lambda a: a.sum(1) + a.mean(0).sum() + a.amax(1) - a.var(1), normal(7, 1023),
-                dtype=dtype, grad=True, tolerance=5e-2 if dtype == adcuda.float16 else 1e-3)
+        compare(
+            checks,
+            "reduce",
+            lambda a: a.sum(1) + a.mean(0).sum() + a.amax(1) - a.var(1),
+            normal(7, 1023),
+            dtype=dtype,
+            grad=True,
+            tolerance=5e-2 if dtype == adcuda.float16 else 1e-3,
+        )
         compare(checks, "argmax", lambda a: a.argmax(1), normal(7, 1023), dtype=dtype)
         # softmax_loss
         targets = rng.integers(0, 33, 7)
-        compare(checks, "softmax", lambda a: F.softmax(a, -1) + F.log_softmax(a, -1), normal(7, 33), dtype=dtype,
-                grad=True)
-        compare(checks, "cross_entropy", lambda a, t: F.cross_entropy(a.float(), t), normal(7, 33), targets,
-                dtype=dtype, grad=True)
+        compare(
+            checks, "softmax", lambda a: F.softmax(a, -1) + F.log_softmax(a, -1), normal(7, 33), dtype=dtype, grad=True
+        )
+        compare(
+            checks,
+            "cross_entropy",
+            lambda a, t: F.cross_entropy(a.float(), t),
+            normal(7, 33),
+            targets,
+            dtype=dtype,
+            grad=True,
+        )
         # norm
-        compare(checks, "layer_norm", lambda a, w, b: F.layer_norm(a, (33,), w, b), normal(7, 33), normal(33),
-                normal(33), dtype=dtype, grad=True, tolerance=5e-2 if dtype == adcuda.float16 else 1e-3)
+        compare(
+            checks,
+            "layer_norm",
+            lambda a, w, b: F.layer_norm(a, (33,), w, b),
+            normal(7, 33),
+            normal(33),
+            normal(33),
+            dtype=dtype,
+            grad=True,
+            tolerance=5e-2 if dtype == adcuda.float16 else 1e-3,
+        )
         # gemm
-        compare(checks, "linear", lambda x, w, b: F.linear(x, w, b), normal(7, 33), normal(17, 33), normal(17),
-                dtype=dtype, grad=True, tolerance=5e-2 if dtype == adcuda.float16 else 1e-3)
+        compare(
+            checks,
+            "linear",
+            lambda x, w, b: F.linear(x, w, b),
+            normal(7, 33),
+            normal(17, 33),
+            normal(17),
+            dtype=dtype,
+            grad=True,
+            tolerance=5e-2 if dtype == adcuda.float16 else 1e-3,
+        )
         compare(checks, "matmul transposed", lambda a, b: a.t() @ b, normal(33, 7), normal(33, 5), dtype=dtype)
         # attention
-        compare(checks, "attention", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
-                normal(1, 2, 7, 16), normal(1, 2, 7, 16), normal(1, 2, 7, 16), dtype=dtype, grad=True,
-                tolerance=5e-2 if dtype == adcuda.float16 else 1e-3)
+        compare(
+            checks,
+            "attention",
+            lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+            normal(1, 2, 7, 16),
+            normal(1, 2, 7, 16),
+            normal(1, 2, 7, 16),
+            dtype=dtype,
+            grad=True,
+            tolerance=5e-2 if dtype == adcuda.float16 else 1e-3,
+        )
     # index
     idx = rng.integers(-7, 7, 5)
     compare(checks, "index", lambda a, i: a[i] * 2, normal(7, 3), idx, grad=True)
-    compare(checks, "index_put", lambda a, i: a.clone().index_put_((i,), adcuda.ones((), device=a.device), True),
-            normal(7, 3), idx)
+    compare(
+        checks,
+        "index_put",
+        lambda a, i: a.clone().index_put_((i,), adcuda.ones((), device=a.device), True),
+        normal(7, 3),
+        idx,
+    )
     compare(checks, "mask", lambda a: a[a > 0], normal(33))
-    compare(checks, "gather scatter_add", lambda a, i: a.gather(1, i) + a.scatter_add(1, i, a)[:, :2],
-            normal(7, 5), rng.integers(0, 5, (7, 2)))
+    compare(
+        checks,
+        "gather scatter_add",
+        lambda a, i: a.gather(1, i) + a.scatter_add(1, i, a)[:, :2],
+        normal(7, 5),
+        rng.integers(0, 5, (7, 2)),
+    )
     # layout
     compare(checks, "cat tril", lambda a, b: adcuda.cat([a.tril(), b.triu(1)], 0), normal(7, 7), normal(3, 7))
     # sort
     compare(checks, "sort", lambda a: a.sort(1).values + a.topk(3, 1).values.sum(), normal(7, 1023))
     compare(checks, "cumsum", lambda a: a.cumsum(1), normal(7, 33), tolerance=1e-3)
     # embedding
-    compare(checks, "embedding", lambda w, i: F.embedding(i, w), normal(33, 7), rng.integers(0, 33, (3, 5)),
-            grad=True)
+    compare(checks, "embedding", lambda w, i: F.embedding(i, w), normal(33, 7), rng.integers(0, 33, (3, 5)), grad=True)
     # random (no CPU oracle: the draws differ by device; their statistics and the dropout mask do not)
     adcuda.manual_seed(3)
     draws = adcuda.randn(1023, 33, device="cuda").cpu().numpy()
@@ -125,9 +191,12 @@ def kernel_families(checks):
     y = F.dropout(x, 0.25, training=True)
     y.sum().backward()
     kept = y.detach().cpu().numpy() != 0
-    checks.true("dropout: kept elements scaled, grad follows the mask",
-                np.allclose(y.detach().cpu().numpy()[kept], 1 / 0.75)
-                and np.array_equal(x.grad.cpu().numpy() != 0, kept) and 0.6 < kept.mean() < 0.9)
+    checks.true(
+        "dropout: kept elements scaled, grad follows the mask",
+        np.allclose(y.detach().cpu().numpy()[kept], 1 / 0.75)
+        and np.array_equal(x.grad.cpu().numpy() != 0, kept)
+        and 0.6 < kept.mean() < 0.9,
+    )
     # optim (multi-tensor Adam/SGD, global norm)
     final = {}
     data_host, target_host = normal(5, 33), rng.integers(0, 3, 5)
@@ -174,11 +243,14 @@ def runtime_steps(seed, checks):
         pinned = adcuda.from_numpy(host).pin_memory()
         moved = pinned.to("cuda", non_blocking=True)
         shared = adcuda.from_dlpack(moved)
-        checks.true(f"thread {seed} step {step}: pinned non-blocking copy / DLPack",
-                    shared.cpu().tolist() == pinned.tolist())
+        checks.true(
+            f"thread {seed} step {step}: pinned non-blocking copy / DLPack", shared.cpu().tolist() == pinned.tolist()
+        )
         ints = bk.arange(0, 1000, 3, adcuda.int64)
-        checks.true(f"thread {seed} step {step}: arange/astype",
-                    np.array_equal(bk.to_numpy(bk.astype(ints, adcuda.int32)), np.arange(0, 1000, 3)))
+        checks.true(
+            f"thread {seed} step {step}: arange/astype",
+            np.array_equal(bk.to_numpy(bk.astype(ints, adcuda.int32)), np.arange(0, 1000, 3)),
+        )
 
 
 def main():

@@ -12,6 +12,7 @@ Each verdict is one line on stdout, "OK <what>" or "FAILED <why>"; a step whose 
 all skipped is FAILED (a check that cannot fail is worth nothing). The benchmark JSON keeps the schema
 of benchmarks/run.py (one record per suite under "suites").
 """
+
 import argparse
 import datetime
 import json
@@ -87,9 +88,14 @@ def merge_bench(args):
         with open(args.bench_json) as f:
             merged = json.load(f)
     except (OSError, ValueError):
-        merged = {"schema": 1, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "device": "cuda",
-                  "quick": True, "machine": {"python": platform.python_version(), "platform": platform.platform(),
-                                             "cpus": os.cpu_count()}, "suites": {}}
+        merged = {
+            "schema": 1,
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+            "device": "cuda",
+            "quick": True,
+            "machine": {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count()},
+            "suites": {},
+        }
     record = {"script": args.script, "device": "cuda", "status": status, "wall_seconds": args.seconds}
     if status not in ("ok", "emulated"):
         record["reason"] = verdict.split(" ", 1)[1]
@@ -143,8 +149,10 @@ def pytest_verdict(args):
         print(f"FAILED pytest reported no result (exit status {args.status}): {last_lines(text, 2)}")
     elif counts.get("passed", 0) == 0:
         reason = re.search(r"^SKIPPED \[\d+\] [^:]+:\d+: (.*)$", text, re.M)
-        print(f"FAILED no test passed ({line}), so nothing was checked"
-              + (f"; first skip reason: {reason.group(1)}" if reason else ""))
+        print(
+            f"FAILED no test passed ({line}), so nothing was checked"
+            + (f"; first skip reason: {reason.group(1)}" if reason else "")
+        )
     elif counts.get("failed", 0) or counts.get("error", 0) or bad_status:
         shown = ", ".join(failures[:5]) + (f" and {len(failures) - 5} more" if len(failures) > 5 else "")
         print(f"FAILED {line}{': ' + shown if shown else ''} (exit status {', '.join(map(str, args.status))})")
@@ -164,8 +172,10 @@ def sanitizer_verdict(args):
     if args.status == KILLED:
         print(f"FAILED killed at its time limit ({last_lines(text)})")
     elif not right:
-        print(f"FAILED the workload did not finish with all results right: "
-              f"{workload.group(0) if workload else last_lines(text, 2)}")
+        print(
+            f"FAILED the workload did not finish with all results right: "
+            f"{workload.group(0) if workload else last_lines(text, 2)}"
+        )
     elif errors or args.status != 0:
         print(f"FAILED {said} (exit status {args.status})")
     else:
@@ -224,12 +234,18 @@ def summary(args):
             steps.append((name, status, seconds, detail))
     failed = [s for s in steps if s[1] != "OK"]
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
-    lines = [f"# adcuda gpu_check: {args.mode}", "",
-             f"{now}; budget {args.budget} s, {args.elapsed} s used; {len(steps) - len(failed)} of {len(steps)} "
-             f"step(s) passed, {len(failed)} failed.", "",
-             "| step | status | seconds | result |", "|---|---|---|---|"]
-    lines += [f"| {name} | {status} | {seconds} | {detail.replace('|', '/')} |"
-              for name, status, seconds, detail in steps]
+    lines = [
+        f"# adcuda gpu_check: {args.mode}",
+        "",
+        f"{now}; budget {args.budget} s, {args.elapsed} s used; {len(steps) - len(failed)} of {len(steps)} "
+        f"step(s) passed, {len(failed)} failed.",
+        "",
+        "| step | status | seconds | result |",
+        "|---|---|---|---|",
+    ]
+    lines += [
+        f"| {name} | {status} | {seconds} | {detail.replace('|', '/')} |" for name, status, seconds, detail in steps
+    ]
     if failed:
         lines += ["", "## Failed", ""] + [f"- **{name}**: {detail}" for name, _, _, detail in failed]
     bench_path = os.path.join(args.out, "bench.json")
@@ -277,8 +293,12 @@ def main(argv=None):
     for name in ("--steps", "--out", "--mode", "--budget", "--elapsed"):
         report.add_argument(name, required=True)
     args = parser.parse_args(argv)
-    handler = {"merge-bench": merge_bench, "pytest-verdict": pytest_verdict, "sanitizer-verdict": sanitizer_verdict,
-               "summary": summary}[args.command]
+    handler = {
+        "merge-bench": merge_bench,
+        "pytest-verdict": pytest_verdict,
+        "sanitizer-verdict": sanitizer_verdict,
+        "summary": summary,
+    }[args.command]
     return handler(args)
 
 

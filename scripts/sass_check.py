@@ -28,6 +28,7 @@ static shared memory, stack, tensor-core instructions in the main loop and in th
 the main loop's length; then the kernels that have a stack frame at all.
 Exit status: 0 when every check passes, 1 otherwise, 2 when the binary cannot be read.
 """
+
 import argparse
 import fnmatch
 import os
@@ -63,7 +64,7 @@ class Instruction:
 @dataclass
 class Loop:
     start: int  # address of the first instruction (the branch target)
-    end: int    # address of the backward branch
+    end: int  # address of the backward branch
     instructions: list
 
     def count(self, prefixes):
@@ -95,7 +96,7 @@ class Kernel:
                 continue
             address = int(target.group(1), 16)
             if address <= ins.address and address in by_address:
-                body = [i for i in self.instructions[by_address[address]:n + 1] if i.opcode != "NOP"]
+                body = [i for i in self.instructions[by_address[address] : n + 1] if i.opcode != "NOP"]
                 loops.append(Loop(address, ins.address, body))
         return loops
 
@@ -115,7 +116,7 @@ class Kernel:
 class Expectation:
     pattern: str
     min_tensor_core: int  # in the main loop; 0: no requirement
-    max_main_loop: int    # None: no budget
+    max_main_loop: int  # None: no budget
     why: str
     line: int
 
@@ -131,6 +132,7 @@ def find_tool(tool):
         return found
     try:
         import nvidia  # the namespace package the NVIDIA wheels install into
+
         wheel_dirs = list(nvidia.__path__)
     except ImportError:
         wheel_dirs = []
@@ -142,8 +144,10 @@ def find_tool(tool):
     for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
         if home and (Path(home) / "bin" / tool).is_file():
             return str(Path(home) / "bin" / tool)
-    raise SassError(f"{tool} not found: install the nvidia-cuda-{tool} wheel (pip install 'adcuda[test]'), put a "
-                    f"CUDA toolkit's bin/ on PATH, or name it in ADCUDA_{tool.upper()}")
+    raise SassError(
+        f"{tool} not found: install the nvidia-cuda-{tool} wheel (pip install 'adcuda[test]'), put a "
+        f"CUDA toolkit's bin/ on PATH, or name it in ADCUDA_{tool.upper()}"
+    )
 
 
 def find_cuobjdump():
@@ -157,8 +161,9 @@ def _run(cuobjdump, arguments, binary):
         env["PATH"] = os.pathsep.join([str(Path(find_tool("nvdisasm")).parent), env.get("PATH", "")])
     proc = subprocess.run([cuobjdump, *arguments, str(binary)], capture_output=True, text=True, env=env)
     if proc.returncode != 0:
-        raise SassError(f"{cuobjdump} {' '.join(arguments)} {binary} failed: "
-                        f"{proc.stderr.strip() or proc.stdout.strip()}")
+        raise SassError(
+            f"{cuobjdump} {' '.join(arguments)} {binary} failed: {proc.stderr.strip() or proc.stdout.strip()}"
+        )
     return proc.stdout
 
 
@@ -195,11 +200,17 @@ def parse_resource_usage(text):
         if stripped.startswith("arch = "):
             arch = stripped.split("=", 1)[1].strip()
         elif stripped.startswith("Function ") and stripped.endswith(":"):
-            name = stripped[len("Function "):-1].strip()
+            name = stripped[len("Function ") : -1].strip()
         elif name is not None and stripped.startswith("REG:"):
             values = dict(item.split(":", 1) for item in stripped.split() if ":" in item)
-            kernels[(arch, name)] = Kernel(name, arch, registers=int(values["REG"]), shared=int(values["SHARED"]),
-                                           local=int(values["LOCAL"]), stack=int(values["STACK"]))
+            kernels[(arch, name)] = Kernel(
+                name,
+                arch,
+                registers=int(values["REG"]),
+                shared=int(values["SHARED"]),
+                local=int(values["LOCAL"]),
+                stack=int(values["STACK"]),
+            )
             name = None
     return kernels
 
@@ -251,8 +262,15 @@ def load_table(path):
         if len(cells) != 4:
             raise ValueError(f"{path}:{number}: expected 4 '|'-separated cells, got {len(cells)}: {raw!r}")
         pattern, tensor_core, budget, why = cells
-        rows.append(Expectation(pattern, 0 if tensor_core in ("", "-") else int(tensor_core),
-                                None if budget in ("", "-") else int(budget), why, number))
+        rows.append(
+            Expectation(
+                pattern,
+                0 if tensor_core in ("", "-") else int(tensor_core),
+                None if budget in ("", "-") else int(budget),
+                why,
+                number,
+            )
+        )
     return rows
 
 
@@ -270,23 +288,29 @@ def check(kernels, expectations):
         for kernel in matched:
             local = kernel.spill_instructions()
             if local or kernel.local or kernel.stack:
-                failures.append(f"{kernel.arch} {kernel.demangled}: local memory (spills or a local array): "
-                                f"{kernel.stack} bytes of stack, {len(local)} LDL/STL instructions, e.g. "
-                                f"{local[0].text if local else '-'}")
+                failures.append(
+                    f"{kernel.arch} {kernel.demangled}: local memory (spills or a local array): "
+                    f"{kernel.stack} bytes of stack, {len(local)} LDL/STL instructions, e.g. "
+                    f"{local[0].text if local else '-'}"
+                )
             loop = kernel.main_loop()
             in_loop = loop.count(TENSOR_CORE_OPCODES) if loop else 0
             if row.min_tensor_core and kernel.count(TENSOR_CORE_OPCODES) == 0:
                 failures.append(f"{kernel.arch} {kernel.demangled}: no tensor-core instruction (HMMA/HGMMA) at all")
             elif row.min_tensor_core and in_loop < row.min_tensor_core:
-                failures.append(f"{kernel.arch} {kernel.demangled}: {in_loop} tensor-core instructions in the main "
-                                f"loop, expected at least {row.min_tensor_core} (row {row.line})")
+                failures.append(
+                    f"{kernel.arch} {kernel.demangled}: {in_loop} tensor-core instructions in the main "
+                    f"loop, expected at least {row.min_tensor_core} (row {row.line})"
+                )
             if row.max_main_loop is not None:
                 length = len(loop.instructions) if loop else 0
                 if loop is None:
                     failures.append(f"{kernel.arch} {kernel.demangled}: no loop found for the main-loop budget")
                 elif length > row.max_main_loop:
-                    failures.append(f"{kernel.arch} {kernel.demangled}: main loop of {length} instructions, budget "
-                                    f"{row.max_main_loop} (row {row.line}: {row.why})")
+                    failures.append(
+                        f"{kernel.arch} {kernel.demangled}: main loop of {length} instructions, budget "
+                        f"{row.max_main_loop} (row {row.line}: {row.why})"
+                    )
     return failures
 
 
@@ -296,18 +320,23 @@ def report(kernels, expectations):
         if not any(matches(row, kernel) for row in expectations):
             continue
         loop = kernel.main_loop()
-        lines.append(f"{kernel.arch or '?':6} {kernel.registers:>4} {kernel.shared:>6} {kernel.stack:>5} "
-                     f"{loop.count(TENSOR_CORE_OPCODES) if loop else 0:>8} {kernel.count(TENSOR_CORE_OPCODES):>5} "
-                     f"{len(loop.instructions) if loop else 0:>5}  {kernel.demangled}")
+        lines.append(
+            f"{kernel.arch or '?':6} {kernel.registers:>4} {kernel.shared:>6} {kernel.stack:>5} "
+            f"{loop.count(TENSOR_CORE_OPCODES) if loop else 0:>8} {kernel.count(TENSOR_CORE_OPCODES):>5} "
+            f"{len(loop.instructions) if loop else 0:>5}  {kernel.demangled}"
+        )
     with_local = sorted({k.demangled or k.name for k in kernels.values() if k.stack or k.local})
-    lines.append(f"{len(kernels)} kernels; {len(with_local)} have a stack frame (a local array, or spills, which "
-                 "ptxas -warn-spills reports at build time):")
+    lines.append(
+        f"{len(kernels)} kernels; {len(with_local)} have a stack frame (a local array, or spills, which "
+        "ptxas -warn-spills reports at build time):"
+    )
     lines += [f"  {name[:160]}" for name in with_local]
     return "\n".join(lines)
 
 
 def installed_module():
     import adcuda._native as native
+
     module = native._C
     if not getattr(module, "__file__", None):
         raise SassError("adcuda._C is not loaded (a build without the native module)")

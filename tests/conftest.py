@@ -1,9 +1,12 @@
 """Shared by the whole test suite: the summary line that says why tests were skipped, and fixtures used
 by more than one test file."""
+
 import pytest
 
-GPU_HOW_TO = ("on a GPU machine: bash scripts/gpu_check.sh OUTDIR; without a GPU, on the CUDA emulator: "
-              "bash scripts/emulated_cuda_tests.sh")
+GPU_HOW_TO = (
+    "on a GPU machine: bash scripts/gpu_check.sh OUTDIR; without a GPU, on the CUDA emulator: "
+    "bash scripts/emulated_cuda_tests.sh"
+)
 TORCH_HOW_TO = "pip install torch (the CPU wheel is enough), then run pytest again"
 
 
@@ -49,6 +52,7 @@ def pytest_terminal_summary(terminalreporter):
 def tiny_chars(monkeypatch):
     """The chars task with a tiny model and short epochs: seconds instead of minutes."""
     from adcuda.train import chars as chars_task
+
     monkeypatch.setattr(chars_task, "MODEL", {"d_model": 32, "n_layers": 1, "n_heads": 2, "dropout": 0.0})
     monkeypatch.setattr(chars_task, "STEPS_PER_EPOCH", 10)
     monkeypatch.setattr(chars_task, "VAL_WINDOWS_PER_EPOCH", 16)

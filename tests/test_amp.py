@@ -3,6 +3,7 @@
 The scale trajectory and the skipped steps are checked against a hand-computed script and, when
 torch is installed, against torch.amp.GradScaler("cpu") on the same scripted overflows.
 """
+
 import importlib
 import math
 import threading
@@ -56,17 +57,31 @@ def _scripted_run(lib, scaler, pattern, optimizers=1, overflowing=(0,)):
             if lib is adcuda:
                 assert result == moved
         scaler.update()
-        history.append((scaler.get_scale(), scaler._get_growth_tracker(), stepped,
-                        [p.detach().numpy().tolist() for p in params]))
+        history.append(
+            (scaler.get_scale(), scaler._get_growth_tracker(), stepped, [p.detach().numpy().tolist() for p in params])
+        )
     return history
 
 
 def test_scale_trajectory_and_skipped_steps_follow_the_algorithm():
-    history = _scripted_run(adcuda, GradScaler("cpu", init_scale=2.0 ** 10, growth_interval=3), PATTERN)
+    history = _scripted_run(adcuda, GradScaler("cpu", init_scale=2.0**10, growth_interval=3), PATTERN)
     expected = [  # (scale, growth tracker, stepped) worked out by hand from PyTorch's update rule
-        (1024, 1, True), (1024, 2, True), (512, 0, False), (512, 1, True), (256, 0, False), (256, 1, True),
-        (256, 2, True), (512, 0, True), (512, 1, True), (512, 2, True), (256, 0, False), (128, 0, False),
-        (128, 1, True), (128, 2, True), (256, 0, True)]
+        (1024, 1, True),
+        (1024, 2, True),
+        (512, 0, False),
+        (512, 1, True),
+        (256, 0, False),
+        (256, 1, True),
+        (256, 2, True),
+        (512, 0, True),
+        (512, 1, True),
+        (512, 2, True),
+        (256, 0, False),
+        (128, 0, False),
+        (128, 1, True),
+        (128, 2, True),
+        (256, 0, True),
+    ]
     assert [(s, t, st[0]) for s, t, st, _ in history] == expected
     ok_steps = np.cumsum([kind == "ok" for kind in PATTERN])
     for (_, _, _, params), k in zip(history, ok_steps):
@@ -75,10 +90,14 @@ def test_scale_trajectory_and_skipped_steps_follow_the_algorithm():
 
 TORCH_CASES = {
     "defaults_fast_growth": (dict(growth_interval=2), PATTERN, 1, (0,)),
-    "odd_factors": (dict(init_scale=2.0 ** 10, growth_factor=1.7, backoff_factor=0.3, growth_interval=3),
-                    PATTERN, 1, (0,)),
+    "odd_factors": (
+        dict(init_scale=2.0**10, growth_factor=1.7, backoff_factor=0.3, growth_interval=3),
+        PATTERN,
+        1,
+        (0,),
+    ),
     "long_clean_run": (dict(init_scale=3.0, growth_factor=1.25, growth_interval=1), ["ok"] * 12 + ["nan"], 1, (0,)),
-    "two_optimizers_one_overflows": (dict(init_scale=2.0 ** 12, growth_interval=2), PATTERN, 2, (1,)),
+    "two_optimizers_one_overflows": (dict(init_scale=2.0**12, growth_interval=2), PATTERN, 2, (1,)),
 }
 
 
@@ -109,8 +128,8 @@ def test_scale_stays_within_min_and_max():
     with pytest.warns(UserWarning, match="inf/NaN even at the minimum scale 1.0"):
         assert iterate(low, math.inf) == (False, 1.0)
     assert iterate(low, 1.0) == (True, 1.0)
-    high = GradScaler("cpu", init_scale=2.0 ** 23, growth_interval=1)
-    assert [iterate(high, 1.0)[1] for _ in range(3)] == [2.0 ** 24] * 3
+    high = GradScaler("cpu", init_scale=2.0**23, growth_interval=1)
+    assert [iterate(high, 1.0)[1] for _ in range(3)] == [2.0**24] * 3
     custom = GradScaler("cpu", init_scale=0.5, min_scale=0.125, max_scale=1.0, growth_interval=1)
     assert [iterate(custom, v)[1] for v in (1.0, 1.0, math.nan, math.nan, math.nan)] == [1.0, 1.0, 0.5, 0.25, 0.125]
 
@@ -179,8 +198,15 @@ def test_scaler_state_dict_round_trip_and_torch_format(tmp_path):
         scaler.step(opt)
         scaler.update()
     state = scaler.state_dict()
-    assert state == {"scale": 128.0, "growth_factor": 2.0, "backoff_factor": 0.5, "growth_interval": 5,
-                     "_growth_tracker": 2, "min_scale": 1.0, "max_scale": 2.0 ** 24}
+    assert state == {
+        "scale": 128.0,
+        "growth_factor": 2.0,
+        "backoff_factor": 0.5,
+        "growth_interval": 5,
+        "_growth_tracker": 2,
+        "min_scale": 1.0,
+        "max_scale": 2.0**24,
+    }
     adcuda.save(state, tmp_path / "scaler.adcuda")
     restored = GradScaler("cpu")
     restored.load_state_dict(adcuda.load(tmp_path / "scaler.adcuda"))
@@ -245,13 +271,19 @@ def test_out_of_order_calls_raise_torchs_errors():
     p = adcuda.tensor([1.0], requires_grad=True)
     opt = SGD([p], lr=0.1)
     scaler = GradScaler("cpu")
-    with pytest.raises(RuntimeError, match=r"Attempted update but _scale is None\.  This may indicate your script "
-                                           r"did not use scaler.scale\(loss or outputs\)"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"Attempted update but _scale is None\.  This may indicate your script "
+        r"did not use scaler.scale\(loss or outputs\)",
+    ):
         scaler.update()
     _scaled_backward(scaler, p)
     scaler.unscale_(opt)
-    with pytest.raises(RuntimeError, match=r"^unscale_\(\) has already been called on this optimizer since the "
-                                           r"last update\(\)\.$"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"^unscale_\(\) has already been called on this optimizer since the "
+        r"last update\(\)\.$",
+    ):
         scaler.unscale_(opt)
     scaler.step(opt)
     with pytest.raises(RuntimeError, match=r"unscale_\(\) is being called after step\(\)\."):
@@ -278,8 +310,11 @@ def test_step_without_backward_raises_no_inf_checks():
 
 def test_loading_a_disabled_scalers_state_is_an_error():
     saved = GradScaler("cpu", enabled=False).state_dict()
-    with pytest.raises(RuntimeError, match=r"The source state dict is empty, possibly because it was saved from "
-                                           r"a disabled instance of GradScaler\."):
+    with pytest.raises(
+        RuntimeError,
+        match=r"The source state dict is empty, possibly because it was saved from "
+        r"a disabled instance of GradScaler\.",
+    ):
         GradScaler("cpu").load_state_dict(saved)
     with pytest.raises(ValueError, match=r"lacks growth_interval, _growth_tracker"):
         GradScaler("cpu").load_state_dict({"scale": 2.0, "growth_factor": 2.0, "backoff_factor": 0.5})
@@ -298,8 +333,11 @@ def test_bad_scaler_arguments_are_reported():
         GradScaler("cpu", min_scale=0.0)
     with pytest.raises(ValueError, match=r"max_scale=inf"):
         GradScaler("cpu", max_scale=math.inf)
-    with pytest.raises(ValueError, match=r"init_scale 1e\+30 is outside \[min_scale, max_scale\] = "
-                                         r"\[1\.0, 16777216\.0\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"init_scale 1e\+30 is outside \[min_scale, max_scale\] = "
+        r"\[1\.0, 16777216\.0\]",
+    ):
         GradScaler("cpu", init_scale=1e30)
     p = adcuda.tensor([1.0], requires_grad=True)
     scaler = GradScaler("cpu")
@@ -321,16 +359,32 @@ def test_autocast_output_dtypes_follow_the_op_lists():
     with autocast("cpu"):
         assert adcuda.amp.is_autocast_enabled("cpu") and adcuda.amp.get_autocast_dtype("cpu") is F16
         assert not adcuda.amp.is_autocast_enabled("cuda")
-        lower = {"matmul": x @ w.T, "mm": adcuda.mm(x, w.T), "bmm": adcuda.bmm(q, q.mT), "linear": F.linear(x, w, b),
-                 "Linear": nn.Linear(8, 3)(x), "sdpa": F.scaled_dot_product_attention(q, q, q)}
-        full = {"softmax": F.softmax(half, -1), "log_softmax": F.log_softmax(half, -1),
-                "cross_entropy": F.cross_entropy(half, target), "nll_loss": F.nll_loss(F.log_softmax(half, 1), target),
-                "mse_loss": F.mse_loss(half, half), "l1_loss": F.l1_loss(half, half),
-                "bce_with_logits": F.binary_cross_entropy_with_logits(half, half.sigmoid()),
-                "layer_norm": F.layer_norm(half, (5,)), "LayerNorm": nn.LayerNorm(5)(half),
-                "softplus": F.softplus(half), "dot": adcuda.dot(x[0], x[1].half())}
-        untouched = {"add": x + 1.0, "relu": F.relu(x), "float64 matmul": adcuda.randn(2, 2).double() @ adcuda.eye(
-            2, dtype=adcuda.float64)}
+        lower = {
+            "matmul": x @ w.T,
+            "mm": adcuda.mm(x, w.T),
+            "bmm": adcuda.bmm(q, q.mT),
+            "linear": F.linear(x, w, b),
+            "Linear": nn.Linear(8, 3)(x),
+            "sdpa": F.scaled_dot_product_attention(q, q, q),
+        }
+        full = {
+            "softmax": F.softmax(half, -1),
+            "log_softmax": F.log_softmax(half, -1),
+            "cross_entropy": F.cross_entropy(half, target),
+            "nll_loss": F.nll_loss(F.log_softmax(half, 1), target),
+            "mse_loss": F.mse_loss(half, half),
+            "l1_loss": F.l1_loss(half, half),
+            "bce_with_logits": F.binary_cross_entropy_with_logits(half, half.sigmoid()),
+            "layer_norm": F.layer_norm(half, (5,)),
+            "LayerNorm": nn.LayerNorm(5)(half),
+            "softplus": F.softplus(half),
+            "dot": adcuda.dot(x[0], x[1].half()),
+        }
+        untouched = {
+            "add": x + 1.0,
+            "relu": F.relu(x),
+            "float64 matmul": adcuda.randn(2, 2).double() @ adcuda.eye(2, dtype=adcuda.float64),
+        }
     assert not adcuda.amp.is_autocast_enabled("cpu")
     assert {k: v.dtype for k, v in lower.items()} == {k: F16 for k in lower}
     assert {k: v.dtype for k, v in full.items()} == {k: F32 for k in full}
@@ -398,12 +452,12 @@ def test_autocast_caches_weight_casts_and_recasts_after_a_write():
         first, second = F.linear(adcuda.randn(1, 3), w), F.linear(adcuda.randn(1, 3), w)
         assert first.grad_fn is not None and second.grad_fn is not None
         cache = autocast_module._state.cache
-        (leaf, _, cast), = cache.values()
+        ((leaf, _, cast),) = cache.values()
         assert leaf is w and cast.dtype is F16
         with adcuda.no_grad():
             w.mul_(2.0)
         F.linear(adcuda.randn(1, 3), w)
-        (_, _, recast), = cache.values()
+        ((_, _, recast),) = cache.values()
         assert recast is not cast
         np.testing.assert_array_equal(recast.detach().numpy(), (w.detach().numpy()).astype(np.float16))
         with adcuda.no_grad():  # a cast without a graph is never cached (it would cut later uses off)
@@ -417,8 +471,11 @@ def test_autocast_caches_weight_casts_and_recasts_after_a_write():
 def test_bad_autocast_arguments_are_reported():
     with pytest.raises(RuntimeError, match=r"autocast: unsupported device_type 'tpu'"):
         autocast("tpu")
-    with pytest.raises(TypeError, match=r"autocast: dtype must be adcuda.float16 or adcuda.bfloat16, got "
-                                        r"adcuda.float32"):
+    with pytest.raises(
+        TypeError,
+        match=r"autocast: dtype must be adcuda.float16 or adcuda.bfloat16, got "
+        r"adcuda.float32",
+    ):
         autocast("cpu", dtype=adcuda.float32)
     with pytest.raises(TypeError, match=r"bfloat16 is not supported on the CPU backend"):
         autocast("cpu", dtype=adcuda.bfloat16)

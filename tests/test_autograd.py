@@ -2,6 +2,7 @@
 accumulation, leaf and non-leaf .grad, gradients that never alias, freed graphs, grad modes
 (thread-local, decorators), detach, hooks, higher-order gradients, custom Functions, version
 counters, views written in place, anomaly detection, gradcheck itself, and memory."""
+
 import gc
 import threading
 import tracemalloc
@@ -345,12 +346,12 @@ def test_register_hook_needs_grad():
 # autograd.grad and higher order
 def test_third_derivative_of_x_to_the_fourth():
     x = leaf(1.5)
-    y = x ** 4
+    y = x**4
     (g1,) = A.autograd.grad(y, x, create_graph=True)
     (g2,) = A.autograd.grad(g1, x, create_graph=True)
     (g3,) = A.autograd.grad(g2, x)
-    assert g1.item() == pytest.approx(4 * 1.5 ** 3)
-    assert g2.item() == pytest.approx(12 * 1.5 ** 2)
+    assert g1.item() == pytest.approx(4 * 1.5**3)
+    assert g2.item() == pytest.approx(12 * 1.5**2)
     assert g3.item() == pytest.approx(24 * 1.5)
     assert x.grad is None  # autograd.grad returns, it does not accumulate
 
@@ -585,8 +586,11 @@ def test_modified_saved_input_raises_naming_the_op():
     y = x * 1
     z = y.sin()
     y.add_(1)
-    with pytest.raises(AutogradError, match=r"modified by an inplace operation.*SinBackward0.*version 1; "
-                                            r"expected version 0"):
+    with pytest.raises(
+        AutogradError,
+        match=r"modified by an inplace operation.*SinBackward0.*version 1; "
+        r"expected version 0",
+    ):
         z.sum().backward()
 
 

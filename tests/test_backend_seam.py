@@ -732,7 +732,11 @@ case(
     "cross_entropy_backward",
     "float16 row gradients, in the logits' dtype",
     lambda bk, A: bk.cross_entropy_backward(
-        A(LOGITS), bk.cross_entropy(A(LOGITS), A(TARGET), -100, 0.1)[1], A(TARGET), A(np.ones(4, np.float16)), -100,
+        A(LOGITS),
+        bk.cross_entropy(A(LOGITS), A(TARGET), -100, 0.1)[1],
+        A(TARGET),
+        A(np.ones(4, np.float16)),
+        -100,
         0.1,
     ),
     ok(F32, (4, 5)),
@@ -851,8 +855,17 @@ case(
     "the forward's dropout drawn again",
     lambda bk, A: (
         lambda q, k, v: bk.attention_backward(
-            A(np.ones((2, 3, 6), np.float32)), q, k, v, *bk.attention(q, k, v, None, False, 0.5, 0.25, 3, 4), None,
-            False, 0.5, 0.25, 3, 4,
+            A(np.ones((2, 3, 6), np.float32)),
+            q,
+            k,
+            v,
+            *bk.attention(q, k, v, None, False, 0.5, 0.25, 3, 4),
+            None,
+            False,
+            0.5,
+            0.25,
+            3,
+            4,
         )
     )(A(Q), A(K), A(V)),
     (ok(F32, (2, 3, 4)), ok(F32, (2, 5, 4)), ok(F32, (2, 5, 6))),
@@ -1154,8 +1167,11 @@ case(
 case(
     "cumprod",
     "a negative axis; int and bool give int64; a zero stops the product",
-    lambda bk, A: (bk.cumprod(A(np.array([[1.5, -2, 0, 3]], np.float32)), -1), bk.cumprod(A(B), 0),
-                   bk.cumprod(A(I.astype(np.int32)), 1)),
+    lambda bk, A: (
+        bk.cumprod(A(np.array([[1.5, -2, 0, 3]], np.float32)), -1),
+        bk.cumprod(A(B), 0),
+        bk.cumprod(A(I.astype(np.int32)), 1),
+    ),
     (ok(F32, (1, 4), [[1.5, -3, 0, 0]]), ok(I64, (2, 3), np.cumprod(B, 0)), ok(I64, (2, 3), np.cumprod(I, 1))),
 )
 case(
@@ -1170,14 +1186,22 @@ for reduce, combine in (("prod", np.multiply), ("amax", np.maximum), ("amin", np
         "scatter_reduce",
         f"{reduce} with duplicates, with and without the input's own values",
         lambda bk, A, reduce=reduce: (
-            bk.scatter_reduce(A(X), 1, A(np.array([[0, 0], [2, 1]])), A(np.array([[2, -3, 9], [4, 5, 9]], np.float32)),
-                              reduce, True),
-            bk.scatter_reduce(A(X), 1, A(np.array([[0, 0], [2, 1]])), A(np.array([[2, -3, 9], [4, 5, 9]], np.float32)),
-                              reduce, False),
+            bk.scatter_reduce(
+                A(X), 1, A(np.array([[0, 0], [2, 1]])), A(np.array([[2, -3, 9], [4, 5, 9]], np.float32)), reduce, True
+            ),
+            bk.scatter_reduce(
+                A(X), 1, A(np.array([[0, 0], [2, 1]])), A(np.array([[2, -3, 9], [4, 5, 9]], np.float32)), reduce, False
+            ),
         ),
         (
-            ok(F32, (2, 3), [[combine(combine(X[0, 0], 2), -3), X[0, 1], X[0, 2]],
-                             [X[1, 0], combine(X[1, 1], 5), combine(X[1, 2], 4)]]),
+            ok(
+                F32,
+                (2, 3),
+                [
+                    [combine(combine(X[0, 0], 2), -3), X[0, 1], X[0, 2]],
+                    [X[1, 0], combine(X[1, 1], 5), combine(X[1, 2], 4)],
+                ],
+            ),
             ok(F32, (2, 3), [[combine(2, -3), X[0, 1], X[0, 2]], [X[1, 0], 5, 4]]),
         ),
     )
@@ -1198,15 +1222,17 @@ case(
 case(
     "scatter_reduce",
     "an unknown reduce",
-    lambda bk, A: bk.scatter_reduce(A(X), 1, A(np.zeros((2, 1), np.int64)), A(np.ones((2, 1), np.float32)),
-                                    "sum", True),
+    lambda bk, A: bk.scatter_reduce(
+        A(X), 1, A(np.zeros((2, 1), np.int64)), A(np.ones((2, 1), np.float32)), "sum", True
+    ),
     ValueError,
 )
 case(
     "scatter_reduce",
     "a src smaller than the index",
-    lambda bk, A: bk.scatter_reduce(A(X), 1, A(np.zeros((2, 2), np.int64)), A(np.ones((2, 1), np.float32)),
-                                    "amax", True),
+    lambda bk, A: bk.scatter_reduce(
+        A(X), 1, A(np.zeros((2, 2), np.int64)), A(np.ones((2, 1), np.float32)), "amax", True
+    ),
     ShapeError,
 )
 
@@ -1218,43 +1244,88 @@ CW = np.random.default_rng(9).standard_normal((6, 2, 3, 2)).astype(np.float32)
 CONV_ARGS = ((2, 1), (1, 0), (1, 2), 2)  # stride, padding, dilation, groups: output (2, 6, 3, 4)
 case("conv2d", "strided, dilated, grouped", lambda bk, A: bk.conv2d(A(CX), A(CW), *CONV_ARGS), ok(F32, (2, 6, 3, 4)))
 case("conv2d", "an empty batch", lambda bk, A: bk.conv2d(A(CX[:0]), A(CW), *CONV_ARGS), ok(F32, (0, 6, 3, 4)))
-case("conv2d", "float16 in, float16 out", lambda bk, A: bk.conv2d(A(CX.astype(np.float16)), A(CW.astype(np.float16)),
-                                                                   *CONV_ARGS), ok(F16, (2, 6, 3, 4)))
-case("conv2d", "channels not divisible by groups", lambda bk, A: bk.conv2d(A(CX), A(CW), (1, 1), (0, 0), (1, 1), 3),
-     ShapeError)
-case("conv2d", "a kernel larger than the padded input",
-     lambda bk, A: bk.conv2d(A(CX[:, :, :2]), A(CW), (1, 1), (0, 0), (1, 1), 2), ShapeError)
+case(
+    "conv2d",
+    "float16 in, float16 out",
+    lambda bk, A: bk.conv2d(A(CX.astype(np.float16)), A(CW.astype(np.float16)), *CONV_ARGS),
+    ok(F16, (2, 6, 3, 4)),
+)
+case(
+    "conv2d",
+    "channels not divisible by groups",
+    lambda bk, A: bk.conv2d(A(CX), A(CW), (1, 1), (0, 0), (1, 1), 3),
+    ShapeError,
+)
+case(
+    "conv2d",
+    "a kernel larger than the padded input",
+    lambda bk, A: bk.conv2d(A(CX[:, :, :2]), A(CW), (1, 1), (0, 0), (1, 1), 2),
+    ShapeError,
+)
 case("conv2d", "dtypes differ", lambda bk, A: bk.conv2d(A(CX), A(CW.astype(np.float64)), *CONV_ARGS), DTypeError)
 CG = np.random.default_rng(10).standard_normal((2, 6, 3, 4)).astype(np.float32)
-case("conv2d_backward_input", "back to the input's shape",
-     lambda bk, A: bk.conv2d_backward_input(A(CG), A(CW), (2, 4, 5, 6), *CONV_ARGS), ok(F32, (2, 4, 5, 6)))
-case("conv2d_backward_input", "a grad of the wrong shape",
-     lambda bk, A: bk.conv2d_backward_input(A(CG[:, :5]), A(CW), (2, 4, 5, 6), *CONV_ARGS), ShapeError)
-case("conv2d_backward_weight", "summed over the batch",
-     lambda bk, A: bk.conv2d_backward_weight(A(CG), A(CX), (6, 2, 3, 2), *CONV_ARGS), ok(F32, (6, 2, 3, 2)))
-case("conv2d_backward_weight", "an empty batch gives zeros",
-     lambda bk, A: bk.conv2d_backward_weight(A(CG[:0]), A(CX[:0]), (6, 2, 3, 2), *CONV_ARGS),
-     ok(F32, (6, 2, 3, 2), np.zeros((6, 2, 3, 2))))
+case(
+    "conv2d_backward_input",
+    "back to the input's shape",
+    lambda bk, A: bk.conv2d_backward_input(A(CG), A(CW), (2, 4, 5, 6), *CONV_ARGS),
+    ok(F32, (2, 4, 5, 6)),
+)
+case(
+    "conv2d_backward_input",
+    "a grad of the wrong shape",
+    lambda bk, A: bk.conv2d_backward_input(A(CG[:, :5]), A(CW), (2, 4, 5, 6), *CONV_ARGS),
+    ShapeError,
+)
+case(
+    "conv2d_backward_weight",
+    "summed over the batch",
+    lambda bk, A: bk.conv2d_backward_weight(A(CG), A(CX), (6, 2, 3, 2), *CONV_ARGS),
+    ok(F32, (6, 2, 3, 2)),
+)
+case(
+    "conv2d_backward_weight",
+    "an empty batch gives zeros",
+    lambda bk, A: bk.conv2d_backward_weight(A(CG[:0]), A(CX[:0]), (6, 2, 3, 2), *CONV_ARGS),
+    ok(F32, (6, 2, 3, 2), np.zeros((6, 2, 3, 2))),
+)
 PX = np.array([[[[1, 5, 2], [7, np.nan, 0], [3, 3, 4]]]], np.float32)
-case("max_pool2d", "NaN wins, ties go first, padded windows past the end",
-     lambda bk, A: bk.max_pool2d(A(PX), (2, 2), (2, 2), (1, 1), (1, 1), (2, 2)),
-     (ok(F32, (1, 1, 2, 2), [[[[1, 5], [7, np.nan]]]]), ok(I64, (1, 1, 2, 2), [[[[0, 1], [3, 4]]]])))
-case("max_pool2d", "integers", lambda bk, A: bk.max_pool2d(A(np.arange(16).reshape(1, 1, 4, 4)), (2, 2), (2, 2),
-                                                           (0, 0), (1, 1), (2, 2)),
-     (ok(I64, (1, 1, 2, 2), [[[[5, 7], [13, 15]]]]), ok(I64, (1, 1, 2, 2), [[[[5, 7], [13, 15]]]])))
-case("max_pool2d", "a 3-d input", lambda bk, A: bk.max_pool2d(A(X3), (2, 2), (2, 2), (0, 0), (1, 1), (1, 2)),
-     ShapeError)
-case("adaptive_max_pool2d", "overlapping windows",
-     lambda bk, A: bk.adaptive_max_pool2d(A(np.nan_to_num(PX)), (2, 2)),
-     (ok(F32, (1, 1, 2, 2), [[[[7, 5], [7, 4]]]]), ok(I64, (1, 1, 2, 2), [[[[3, 1], [3, 8]]]])))
-case("max_pool2d_backward", "repeated indices add up",
-     lambda bk, A: bk.max_pool2d_backward(A(np.ones((1, 1, 2, 2), np.float32)), A(np.array([[[[3, 1], [3, 8]]]])),
-                                          (1, 1, 3, 3)),
-     ok(F32, (1, 1, 3, 3), [[[[0, 1, 0], [2, 0, 0], [0, 0, 1]]]]))
-case("max_pool2d_backward", "indices of another shape",
-     lambda bk, A: bk.max_pool2d_backward(A(np.ones((1, 1, 2, 2), np.float32)), A(np.zeros((1, 1, 4), np.int64)),
-                                          (1, 1, 3, 3)), ShapeError)
-
+case(
+    "max_pool2d",
+    "NaN wins, ties go first, padded windows past the end",
+    lambda bk, A: bk.max_pool2d(A(PX), (2, 2), (2, 2), (1, 1), (1, 1), (2, 2)),
+    (ok(F32, (1, 1, 2, 2), [[[[1, 5], [7, np.nan]]]]), ok(I64, (1, 1, 2, 2), [[[[0, 1], [3, 4]]]])),
+)
+case(
+    "max_pool2d",
+    "integers",
+    lambda bk, A: bk.max_pool2d(A(np.arange(16).reshape(1, 1, 4, 4)), (2, 2), (2, 2), (0, 0), (1, 1), (2, 2)),
+    (ok(I64, (1, 1, 2, 2), [[[[5, 7], [13, 15]]]]), ok(I64, (1, 1, 2, 2), [[[[5, 7], [13, 15]]]])),
+)
+case(
+    "max_pool2d", "a 3-d input", lambda bk, A: bk.max_pool2d(A(X3), (2, 2), (2, 2), (0, 0), (1, 1), (1, 2)), ShapeError
+)
+case(
+    "adaptive_max_pool2d",
+    "overlapping windows",
+    lambda bk, A: bk.adaptive_max_pool2d(A(np.nan_to_num(PX)), (2, 2)),
+    (ok(F32, (1, 1, 2, 2), [[[[7, 5], [7, 4]]]]), ok(I64, (1, 1, 2, 2), [[[[3, 1], [3, 8]]]])),
+)
+case(
+    "max_pool2d_backward",
+    "repeated indices add up",
+    lambda bk, A: bk.max_pool2d_backward(
+        A(np.ones((1, 1, 2, 2), np.float32)), A(np.array([[[[3, 1], [3, 8]]]])), (1, 1, 3, 3)
+    ),
+    ok(F32, (1, 1, 3, 3), [[[[0, 1, 0], [2, 0, 0], [0, 0, 1]]]]),
+)
+case(
+    "max_pool2d_backward",
+    "indices of another shape",
+    lambda bk, A: bk.max_pool2d_backward(
+        A(np.ones((1, 1, 2, 2), np.float32)), A(np.zeros((1, 1, 4), np.int64)), (1, 1, 3, 3)
+    ),
+    ShapeError,
+)
 
 
 # batch norm and recurrent cells (issue 15)
@@ -1336,6 +1407,7 @@ case(
     lambda bk, A: bk.gru_cell_backward(A(STATE), A(GATES3), A(GATES3 * 0.5), A(STATE)),
     (ok(F32, (3, 6)), ok(F32, (3, 6)), ok(F32, (3, 2))),
 )
+
 
 def test_every_primitive_has_a_case():
     assert sorted(set(backends.PRIMITIVES) - {c.primitive for c in CASES}) == []

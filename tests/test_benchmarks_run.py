@@ -1,5 +1,6 @@
 """benchmarks/run.py: its JSON report has the structure README.md documents (the suites themselves
 are benchmarks, run by hand or on a GPU machine, not in the test suite)."""
+
 import importlib.util
 import json
 import os
@@ -19,8 +20,12 @@ def load_runner():
 
 def test_report_structure_for_a_suite_that_does_not_fit_the_device(tmp_path):
     out = tmp_path / "bench.json"
-    proc = subprocess.run([sys.executable, RUN, "--device", "cpu", "--suites", "gemm,cuda_runtime", "--json",
-                           str(out)], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, RUN, "--device", "cpu", "--suites", "gemm,cuda_runtime", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     report = json.loads(out.read_text())
     assert report["schema"] == 1 and report["device"] == "cpu" and report["quick"] is False
@@ -34,8 +39,9 @@ def test_report_structure_for_a_suite_that_does_not_fit_the_device(tmp_path):
 
 def test_ratio_rows_come_from_the_suites_rows():
     runner = load_runner()
-    result = {"rows": [{"case": "add", "seconds": {"adcuda": 2e-6, "torch": 1e-6},
-                        "ratio_adcuda_over": {"torch": 2.0}}]}
+    result = {
+        "rows": [{"case": "add", "seconds": {"adcuda": 2e-6, "torch": 1e-6}, "ratio_adcuda_over": {"torch": 2.0}}]
+    }
     assert runner._ratio_rows("dispatch", result) == [("dispatch: add", "torch", 2.0)]
     assert runner._ratio_rows("amp", {"timing": []}) == []
 
@@ -45,9 +51,17 @@ def test_ratio_rows_never_crash_on_a_suites_output():
     row = {"case": "add", "ratio_adcuda_over": {"torch": 2.0}}
     # rows grouped by table title (what bench_profiler_overhead.py used to write) are read too
     assert runner._ratio_rows("s", {"rows": {"table": [row]}}) == [("s: table: add", "torch", 2.0)]
-    for odd in ({"rows": ["add", "sub"]}, {"rows": {"title": "text"}}, {"rows": "add"}, {"rows": None}, ["rows"],
-                "text", None, {"rows": [{"case": "x", "ratio_adcuda_over": "fast"}]},
-                {"rows": [{"case": "x", "ratio_adcuda_over": {"torch": "2x", "numpy": None}}]}):
+    for odd in (
+        {"rows": ["add", "sub"]},
+        {"rows": {"title": "text"}},
+        {"rows": "add"},
+        {"rows": None},
+        ["rows"],
+        "text",
+        None,
+        {"rows": [{"case": "x", "ratio_adcuda_over": "fast"}]},
+        {"rows": [{"case": "x", "ratio_adcuda_over": {"torch": "2x", "numpy": None}}]},
+    ):
         assert runner._ratio_rows("s", odd) == []
 
 
@@ -59,8 +73,14 @@ def fake_suite(tmp_path, monkeypatch, runner, body, **fields):
 
 def test_a_missing_optional_dependency_is_skipped_with_the_reason(tmp_path, monkeypatch):
     runner = load_runner()
-    fake_suite(tmp_path, monkeypatch, runner, "raise SystemExit('must not run')\n",
-               requires=("adcuda_no_such_module",), install="pip install it")
+    fake_suite(
+        tmp_path,
+        monkeypatch,
+        runner,
+        "raise SystemExit('must not run')\n",
+        requires=("adcuda_no_such_module",),
+        install="pip install it",
+    )
     record = runner.run_suite("fake", "cpu", quick=True, timeout=60)
     assert record["status"] == "skipped"
     assert record["reason"] == "needs adcuda_no_such_module, which is not installed (pip install it)"
@@ -91,11 +111,17 @@ def test_distributed_suite_without_mpi4py_is_skipped_not_failed(tmp_path):
         "    def find_spec(self, name, path=None, target=None):\n"
         "        if name == 'mpi4py':\n"
         "            raise ImportError('mpi4py is blocked for this test')\n"
-        "sys.meta_path.insert(0, Block())\n")
+        "sys.meta_path.insert(0, Block())\n"
+    )
     env = {**os.environ, "PYTHONPATH": str(blocker) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     out = tmp_path / "bench.json"
-    proc = subprocess.run([sys.executable, RUN, "--device", "cpu", "--suites", "distributed", "--json", str(out)],
-                          capture_output=True, text=True, timeout=120, env=env)
+    proc = subprocess.run(
+        [sys.executable, RUN, "--device", "cpu", "--suites", "distributed", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     suite = json.loads(out.read_text())["suites"]["distributed"]
     assert suite["status"] == "skipped" and "mpi4py" in suite["reason"]

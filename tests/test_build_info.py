@@ -1,4 +1,5 @@
 """How adcuda was built, as adcuda.info() and adcuda._C.build_info() report it."""
+
 import json
 import os
 import pathlib
@@ -45,13 +46,15 @@ def test_native_build_info_types():
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc on PATH, so a host-only build is expected")
-@pytest.mark.skipif(os.environ.get("ADCUDA_CUDA", "").upper() == "OFF",
-                    reason="ADCUDA_CUDA=OFF asks for a host-only build")
+@pytest.mark.skipif(
+    os.environ.get("ADCUDA_CUDA", "").upper() == "OFF", reason="ADCUDA_CUDA=OFF asks for a host-only build"
+)
 def test_build_compiled_cuda_when_nvcc_is_on_path():
     info = _native.build_info()
     assert info["native_module_loaded"], (
         f"adcuda._C did not import ({info['native_import_error']}); these tests imported adcuda from "
-        f"{list(adcuda.__path__)}: a source tree without the built module may be shadowing the installed package")
+        f"{list(adcuda.__path__)}: a source tree without the built module may be shadowing the installed package"
+    )
     assert info["cuda_compiled"], "nvcc is on PATH but the build reports no CUDA: check the build log"
     assert info["cuda_version"]
     assert info["cuda_architectures"]
@@ -100,27 +103,31 @@ def test_python_m_adcuda_info_runs(tmp_path):
     if not (package_dir / "cli.py").exists() or not (package_dir / "__main__.py").exists():
         pytest.skip("adcuda/cli.py and adcuda/__main__.py are not written yet")
     env = dict(os.environ, PYTHONPATH=_package_parent())
-    result = subprocess.run([sys.executable, "-m", "adcuda", "info"], cwd=tmp_path, env=env,
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "adcuda", "info"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     assert "running on: " in result.stdout
 
 
-@pytest.mark.parametrize("capability, architectures, runs, how", [
-    ((9, 0), DEFAULT_ARCHITECTURES, True, "sm_90 machine code"),
-    ((8, 0), DEFAULT_ARCHITECTURES, True, "sm_80 machine code"),
-    ((8, 6), DEFAULT_ARCHITECTURES, True, "sm_80 machine code"),
-    ((8, 9), DEFAULT_ARCHITECTURES, True, "sm_80 machine code"),
-    ((10, 0), DEFAULT_ARCHITECTURES, True, "compute_90 PTX"),
-    ((12, 0), DEFAULT_ARCHITECTURES, True, "compute_90 PTX"),
-    ((7, 5), DEFAULT_ARCHITECTURES, False, "ADCUDA_CUDA_ARCHS=75"),
-    ((9, 0), ["90"], True, "sm_90 machine code"),
-    ((10, 0), ["90"], True, "compute_90 PTX"),
-    ((9, 0), ["90a-real"], True, "sm_90a machine code"),
-    ((10, 0), ["90a"], False, "no code for sm_100"),
-    ((8, 6), ["90-virtual"], False, "no code for sm_86"),
-    ((9, 0), ["native"], None, "unknown"),
-])
+@pytest.mark.parametrize(
+    "capability, architectures, runs, how",
+    [
+        ((9, 0), DEFAULT_ARCHITECTURES, True, "sm_90 machine code"),
+        ((8, 0), DEFAULT_ARCHITECTURES, True, "sm_80 machine code"),
+        ((8, 6), DEFAULT_ARCHITECTURES, True, "sm_80 machine code"),
+        ((8, 9), DEFAULT_ARCHITECTURES, True, "sm_80 machine code"),
+        ((10, 0), DEFAULT_ARCHITECTURES, True, "compute_90 PTX"),
+        ((12, 0), DEFAULT_ARCHITECTURES, True, "compute_90 PTX"),
+        ((7, 5), DEFAULT_ARCHITECTURES, False, "ADCUDA_CUDA_ARCHS=75"),
+        ((9, 0), ["90"], True, "sm_90 machine code"),
+        ((10, 0), ["90"], True, "compute_90 PTX"),
+        ((9, 0), ["90a-real"], True, "sm_90a machine code"),
+        ((10, 0), ["90a"], False, "no code for sm_100"),
+        ((8, 6), ["90-virtual"], False, "no code for sm_86"),
+        ((9, 0), ["native"], None, "unknown"),
+    ],
+)
 def test_kernel_image_for(capability, architectures, runs, how):
     got_runs, got_how = kernel_image_for(*capability, architectures)
     assert got_runs is runs

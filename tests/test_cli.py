@@ -1,4 +1,5 @@
 """The ``adcuda`` command: ``python -m adcuda train`` and ``info``, as a person runs them."""
+
 import os
 import re
 import signal
@@ -13,8 +14,14 @@ from adcuda import cli
 
 
 def run_cli(*args, cwd, timeout=120):
-    return subprocess.run([sys.executable, "-m", "adcuda", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "adcuda", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def test_train_digits_one_epoch_prints_accuracy(tmp_path):
@@ -62,9 +69,14 @@ def test_interrupted_run_resumes_exactly(tmp_path):
     assert "epoch   2/2" in straight.stdout
 
     # Ctrl-C as soon as the first epoch (and so its checkpoint) is done
-    process = subprocess.Popen([sys.executable, "-c", ADCUDA_WAITING_IN_EPOCH_2, *common, "--out", "cut"],
-                               cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               stdin=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [sys.executable, "-c", ADCUDA_WAITING_IN_EPOCH_2, *common, "--out", "cut"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
     try:
         for line in process.stdout:
             if line.startswith("epoch   1/2"):
@@ -89,22 +101,37 @@ def test_interrupted_run_resumes_exactly(tmp_path):
 def test_help_describes_every_option(tmp_path):
     result = run_cli("train", "--help", cwd=tmp_path)
     assert result.returncode == 0
-    for option in ("--task", "--device", "--epochs", "--batch-size", "--lr", "--seed", "--out", "--resume",
-                   "--num-workers", "--quiet", "digits", "chars"):
+    for option in (
+        "--task",
+        "--device",
+        "--epochs",
+        "--batch-size",
+        "--lr",
+        "--seed",
+        "--out",
+        "--resume",
+        "--num-workers",
+        "--quiet",
+        "digits",
+        "chars",
+    ):
         assert option in result.stdout
     top = run_cli("--help", cwd=tmp_path)
     assert top.returncode == 0 and "train" in top.stdout and "info" in top.stdout
 
 
-@pytest.mark.parametrize("args, message", [
-    (["train", "--task", "imagenet"], "invalid choice: 'imagenet'"),
-    (["train", "--epochs", "0"], "--epochs: must be a positive integer"),
-    (["train", "--lr", "-1"], "--lr: must be a positive number"),
-    (["train", "--batch-size", "many"], "not an integer: 'many'"),
-    (["train", "--resume", "--out", "nowhere"], "no checkpoint to resume from"),
-    (["train", "--bogus"], "unrecognized arguments: --bogus"),
-    ([], "required"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["train", "--task", "imagenet"], "invalid choice: 'imagenet'"),
+        (["train", "--epochs", "0"], "--epochs: must be a positive integer"),
+        (["train", "--lr", "-1"], "--lr: must be a positive number"),
+        (["train", "--batch-size", "many"], "not an integer: 'many'"),
+        (["train", "--resume", "--out", "nowhere"], "no checkpoint to resume from"),
+        (["train", "--bogus"], "unrecognized arguments: --bogus"),
+        ([], "required"),
+    ],
+)
 def test_bad_arguments_exit_nonzero_with_a_message(tmp_path, monkeypatch, capsys, args, message):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as exited:
@@ -147,6 +174,7 @@ def test_trace_that_cannot_be_written_is_a_usage_error(tmp_path):
 def test_resume_takes_the_task_from_the_checkpoint(tmp_path, tiny_chars):
     """A chars run resumed without --task continues as chars (the checkpoint knows its task)."""
     from adcuda.train import TASKS, TrainConfig, train
+
     train(TrainConfig(task="chars", out=str(tmp_path / "c"), epochs=1, quiet=True), TASKS["chars"])
     with pytest.raises(SystemExit) as exited:
         cli.main(["train", "--task", "digits", "--resume", "--out", str(tmp_path / "c")])
@@ -161,8 +189,11 @@ def test_exit_status_2_for_usage_errors_and_1_for_failures_while_training(tmp_pa
     assert cli.main(["train", "--epochs", "1", "--batch-size", "512", "--quiet", "--out", "run"]) == 0
     capsys.readouterr()
     # usage: the command cannot run as given
-    for args in (["--resume", "--out", "run", "--seed", "3"], ["--resume", "--out", "elsewhere"],
-                 ["--task", "chars", "--resume", "--out", "run"]):
+    for args in (
+        ["--resume", "--out", "run", "--seed", "3"],
+        ["--resume", "--out", "elsewhere"],
+        ["--task", "chars", "--resume", "--out", "run"],
+    ):
         with pytest.raises(SystemExit) as exited:
             cli.main(["train", *args])
         assert exited.value.code == 2, args
@@ -203,8 +234,10 @@ def test_info_command(tmp_path):
 
 def test_info_prints_once_in_a_script_and_at_the_prompt(tmp_path):
     def python(*args, stdin=None):
-        return subprocess.run([sys.executable, *args], cwd=tmp_path, input=stdin, capture_output=True, text=True,
-                              timeout=120)
+        return subprocess.run(
+            [sys.executable, *args], cwd=tmp_path, input=stdin, capture_output=True, text=True, timeout=120
+        )
+
     script = python("-c", "import adcuda\nreport = adcuda.info()\nassert 'running on:' in report")
     assert script.returncode == 0, script.stderr
     assert script.stdout.count("running on:") == 1, script.stdout

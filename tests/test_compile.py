@@ -2,6 +2,7 @@
 
 On the CPU a replay calls the same primitives in the same order as eager (into preallocated buffers
 where the primitive allows), so losses and parameters must be bit-identical, not just close."""
+
 import warnings
 
 import numpy as np
@@ -19,8 +20,13 @@ STEPS = 32
 
 def _batches(n, shape, classes, seed=0):
     rng = np.random.default_rng(seed)
-    return [(adcuda.tensor(rng.standard_normal(shape).astype(np.float32)),
-             adcuda.tensor(rng.integers(0, classes, shape[0]))) for _ in range(n)]
+    return [
+        (
+            adcuda.tensor(rng.standard_normal(shape).astype(np.float32)),
+            adcuda.tensor(rng.integers(0, classes, shape[0])),
+        )
+        for _ in range(n)
+    ]
 
 
 def _mlp():
@@ -65,7 +71,9 @@ def test_mlp_adamw_steps_are_bit_identical():
             loss.backward()
             opt.step()
             return loss
+
         return model, step
+
     compiled = _assert_same_run(make, _batches(4, (16, 20), 5))
     program = compiled.programs[0]
     assert program.kernels, "no primitive call writes into a preallocated buffer"
@@ -85,11 +93,14 @@ def test_gpt_with_dropout_draws_fresh_numbers_from_the_same_stream():
             loss.backward()
             opt.step()
             return loss
+
         adcuda.manual_seed(1)  # both runs draw from the same generator stream
         return model, step
+
     rng = np.random.default_rng(0)
-    batches = [(adcuda.tensor(rng.integers(0, 11, (4, 8))), adcuda.tensor(rng.integers(0, 11, (4, 8))))
-               for _ in range(3)]
+    batches = [
+        (adcuda.tensor(rng.integers(0, 11, (4, 8))), adcuda.tensor(rng.integers(0, 11, (4, 8)))) for _ in range(3)
+    ]
     eager_model, eager_step = make()
     eager = [eager_step(*batches[i % 3]).item() for i in range(STEPS)]
     model, step = make()
@@ -109,7 +120,7 @@ def test_grad_scaler_with_an_overflowing_step_clipping_and_a_scheduler():
         model = _mlp()
         opt = adcuda.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
         sched = adcuda.optim.lr_scheduler.StepLR(opt, step_size=5, gamma=0.5)
-        scaler = GradScaler("cpu", init_scale=2.0 ** 16, growth_interval=4)
+        scaler = GradScaler("cpu", init_scale=2.0**16, growth_interval=4)
 
         def step(x, y):
             opt.zero_grad()
@@ -121,8 +132,10 @@ def test_grad_scaler_with_an_overflowing_step_clipping_and_a_scheduler():
             scaler.update()
             sched.step()
             return loss
+
         model.scaler, model.opt = scaler, opt
         return model, step
+
     batches = _batches(4, (16, 20), 5)
     overflow = adcuda.tensor(np.full((16, 20), 3e38, np.float32))
     batches[2] = (overflow, batches[2][1])  # inf gradients: the step is skipped and the scale backs off
@@ -135,7 +148,7 @@ def test_grad_scaler_with_an_overflowing_step_clipping_and_a_scheduler():
         assert _bytes(got) == _bytes(expected)
         assert eager_model.scaler.get_scale() == model.scaler.get_scale()
         assert eager_model.opt.param_groups[0]["lr"] == model.opt.param_groups[0]["lr"]
-    assert model.scaler.get_scale() < 2.0 ** 16  # it did back off
+    assert model.scaler.get_scale() < 2.0**16  # it did back off
     for p, q in zip(_state(eager_model), _state(model)):
         assert p.tobytes() == q.tobytes()
     assert compiled.programs and compiled.programs[0].replays >= STEPS - 3
@@ -152,8 +165,10 @@ def test_a_learning_rate_changed_between_calls_reaches_the_replay():
             loss.backward()
             opt.step()
             return loss
+
         model.opt = opt
         return model, step
+
     rng = np.random.default_rng(1)
     x = adcuda.tensor(rng.standard_normal((8, 20)).astype(np.float32))
     y = adcuda.tensor(rng.standard_normal((8, 5)).astype(np.float32))
@@ -175,6 +190,7 @@ def test_a_new_batch_size_is_captured_anew():
     def forward(x):
         with adcuda.no_grad():
             return model(x).sum(dim=1)
+
     for batch in (4, 4, 9, 9, 4):
         x = adcuda.randn(batch, 20)
         with adcuda.no_grad():
@@ -190,6 +206,7 @@ def test_a_rebound_parameter_is_seen_not_replayed_stale():
     def forward(x):
         with adcuda.no_grad():
             return model(x)
+
     x = adcuda.ones(1, 3)
     forward(x)
     forward(x)
@@ -210,6 +227,7 @@ def test_a_host_read_falls_back_to_eager_with_one_warning():
         loss.backward()
         opt.step()
         return loss
+
     compiled = adcuda.compile(step)
     x, y = _batches(1, (8, 20), 5)[0]
     with pytest.warns(UserWarning, match=r"item\(\) reads a tensor's value on the host at .*test_compile.py:\d+"):
@@ -228,6 +246,7 @@ def test_fullgraph_raises_naming_the_op_and_the_line():
         if bool(y.sum() > 0):  # a Python branch on a value
             return y
         return -y
+
     compiled = adcuda.compile(show, fullgraph=True)
     with pytest.raises(CaptureError, match=r"fullgraph=True.*__bool__.*test_compile.py:\d+"):
         compiled(adcuda.ones(3))
@@ -238,6 +257,7 @@ def test_printing_a_tensor_ends_the_capture():
         y = x + 1
         print(y)
         return y
+
     with pytest.raises(CaptureError, match="reads a tensor's value"):
         adcuda.compile(shout, fullgraph=True)(adcuda.ones(2))
 
@@ -250,6 +270,7 @@ def test_the_program_prints_its_primitives_buffers_and_peak_memory():
         loss = ((x @ a).relu() * b).sum()
         loss.backward()
         return loss
+
     x = adcuda.randn(8, 8)
     tiny(x)
     text = str(tiny.programs[0])
@@ -265,6 +286,7 @@ def test_the_cache_limit_is_reported_once():
     @adcuda.compile
     def double(x):
         return x * 2
+
     with pytest.warns(UserWarning, match="cache size limit"):
         for n in range(1, adcuda.capture.CACHE_SIZE_LIMIT + 3):
             assert double(adcuda.ones(n)).numpy().tolist() == [2.0] * n
@@ -277,11 +299,13 @@ def test_dynamic_shapes_are_refused_clearly():
 
 def test_each_replay_is_one_profiler_range():
     from adcuda.profiler import profile
+
     w = adcuda.randn(4, 4)
 
     @adcuda.compile
     def f(x):
         return (x @ w).relu().sum()
+
     x = adcuda.randn(4, 4)
     with profile() as prof:
         for _ in range(3):
@@ -293,18 +317,22 @@ def test_each_replay_is_one_profiler_range():
 
 def test_other_threads_are_not_recorded():
     import threading
+
     stop = threading.Event()
 
     def busy():
         t = adcuda.ones(3)
         while not stop.is_set():
             t = t + 1
+
     worker = threading.Thread(target=busy)
     worker.start()
     try:
+
         @adcuda.compile
         def f(x):
             return x * 3
+
         x = adcuda.ones(5)
         for _ in range(4):
             assert f(x).numpy().tolist() == [3.0] * 5
@@ -327,6 +355,7 @@ def test_branching_on_a_host_steps_result_ends_the_capture():
         if scaler.step(opt):  # a replay would not run this test again: the capture must end here
             sched.step()
         scaler.update()
+
     x, y = _batches(1, (8, 20), 5)[0]
     compiled = adcuda.compile(step, fullgraph=True)
     with pytest.raises(CaptureError, match=r"uses the result of the host step GradScaler.step at .*test_compile.py"):
@@ -341,6 +370,7 @@ def test_switching_to_eval_mode_is_seen_not_replayed_stale():
     def forward(x):
         with adcuda.no_grad():
             return model(x)
+
     x = adcuda.ones(4, 6)
     forward(x)
     forward(x)
@@ -365,7 +395,9 @@ def test_gradients_accumulated_over_calls_without_zero_grad():
             loss = F.cross_entropy(model(x), y) / 4
             loss.backward()  # .grad is set on the first call and added to on the later ones
             return loss
+
         return model, step
+
     batches = _batches(4, (8, 20), 5)
     eager_model, eager_step = make()
     model, step = make()
@@ -385,6 +417,7 @@ def test_inputs_written_in_place_and_structured_results():
     def f(inputs):
         inputs["x"].mul_(2)
         return {"sum": inputs["x"].sum(), "pair": (inputs["x"] + 1, None)}
+
     for value in (1.0, 2.0, 3.0):
         x = adcuda.full((3,), value)
         out = f({"x": x})
@@ -398,6 +431,7 @@ def test_results_of_earlier_replays_are_not_overwritten():
     @adcuda.compile
     def f(x):
         return (x * 2).relu() + 1
+
     results = [f(adcuda.full((4,), float(i))) for i in range(4)]
     assert [r.numpy()[0] for r in results] == [1.0, 3.0, 5.0, 7.0]
 
@@ -408,6 +442,7 @@ def test_an_autocast_region_around_the_call_is_part_of_the_signature():
     @adcuda.compile
     def f(x):
         return x @ w
+
     x = adcuda.randn(2, 4)
     assert f(x).dtype == adcuda.float32
     with adcuda.autocast("cpu", dtype=adcuda.float16):
@@ -422,6 +457,7 @@ def test_a_tensor_made_from_python_data_is_fresh_on_every_replay():
         t = adcuda.tensor([1.0, 2.0])
         t.add_(x)  # written in place: the next replay must start from [1, 2] again
         return t
+
     x = adcuda.ones(2)
     assert [f(x).numpy().tolist() for _ in range(4)] == [[2.0, 3.0]] * 4
 
@@ -433,6 +469,7 @@ def test_value_checks_still_run_on_replay():
     def loss_of(x, y):
         with adcuda.no_grad():
             return F.cross_entropy(model(x), y)
+
     x, y = _batches(1, (8, 20), 5)[0]
     loss_of(x, y)
     loss_of(x, y)
@@ -445,6 +482,7 @@ def test_value_checks_still_run_on_replay():
 def test_random_factories_draw_fresh_numbers_like_eager():
     def noisy(x):
         return x + adcuda.randn(3) * adcuda.rand(3)
+
     compiled = adcuda.compile(noisy)
     x = adcuda.zeros(3)
     adcuda.manual_seed(5)
@@ -458,10 +496,13 @@ def test_random_factories_draw_fresh_numbers_like_eager():
 def test_train_compile_gives_the_eager_run_bit_for_bit(tmp_path, monkeypatch):
     from adcuda.train import TASKS
     from adcuda.train.loop import TrainConfig, train
+
     made = []
+
     def compile_and_keep(fn):
         made.append(adcuda.capture.CompiledFunction(fn))
         return made[-1]
+
     monkeypatch.setattr(adcuda.capture, "compile", compile_and_keep)
     runs = {}
     for compiled in (False, True):
@@ -485,13 +526,13 @@ def test_returning_a_python_value_is_refused():
 
 def test_attention_dropout_draws_fresh_masks_forward_and_backward():
     rng = np.random.default_rng(0)
-    q, k, v = (adcuda.tensor(rng.standard_normal((2, 5, 8)).astype(np.float32), requires_grad=True)
-               for _ in range(3))
+    q, k, v = (adcuda.tensor(rng.standard_normal((2, 5, 8)).astype(np.float32), requires_grad=True) for _ in range(3))
 
     def step():
         out = F.scaled_dot_product_attention(q, k, v, dropout_p=0.3)
         out.sum().backward()
         return out.detach()
+
     compiled = adcuda.compile(step)
     results = {}
     for name, fn in (("eager", step), ("compiled", compiled)):

@@ -4,6 +4,7 @@ float64 gradchecks (and gradgradchecks: the three convolution ops are each other
 values and gradients against PyTorch CPU where it is installed, state dicts both ways, and bad input
 raising adcuda errors that name the op and the shapes. GPU parity lives in tests/test_cuda_conv.py.
 """
+
 import numpy as np
 import pytest
 
@@ -73,8 +74,9 @@ def test_conv2d_gradgradcheck(case):
 
 def test_conv_transpose2d_gradgradcheck():
     x_shape, w_shape, kw = CONV_T2D[1]
-    assert gradgradcheck(lambda x, w: F.conv_transpose2d(x, w, **kw), (leaf(x_shape), leaf(w_shape)),
-                         atol=1e-5, rtol=1e-3)
+    assert gradgradcheck(
+        lambda x, w: F.conv_transpose2d(x, w, **kw), (leaf(x_shape), leaf(w_shape)), atol=1e-5, rtol=1e-3
+    )
 
 
 def test_unbatched_input_and_empty_batch():
@@ -102,28 +104,55 @@ def test_float16_is_computed_in_float32():
 
 # ---------------------------------------------------------------------------------------------
 # bad input
-@pytest.mark.parametrize("call,error,words", [
-    (lambda: F.conv2d(adcuda.zeros(3, 8), adcuda.zeros(2, 3, 3, 3)), ShapeError, ["conv2d", "(3, 8)"]),
-    (lambda: F.conv2d(adcuda.zeros(1, 3, 8, 8), adcuda.zeros(2, 3, 3)), ShapeError, ["conv2d", "(2, 3, 3)"]),
-    (lambda: F.conv2d(adcuda.zeros(1, 3, 8, 8), adcuda.zeros(4, 1, 3, 3), groups=2), ShapeError,
-     ["conv2d", "groups=2", "(1, 3, 8, 8)"]),
-    (lambda: F.conv2d(adcuda.zeros(1, 2, 3, 3), adcuda.zeros(4, 2, 5, 5)), ShapeError,
-     ["conv2d", "larger than the padded input", "(1, 2, 3, 3)"]),
-    (lambda: F.conv2d(adcuda.zeros(1, 2, 5, 5), adcuda.zeros(4, 2, 3, 3), bias=adcuda.zeros(3)), ShapeError,
-     ["conv2d", "bias"]),
-    (lambda: F.conv2d(adcuda.zeros(1, 2, 5, 5), adcuda.zeros(4, 2, 3, 3, dtype=adcuda.float64)), DTypeError,
-     ["conv2d", "float64"]),
-    (lambda: F.conv2d(adcuda.zeros(1, 2, 5, 5, dtype=adcuda.int64), adcuda.zeros(4, 2, 3, 3)), DTypeError,
-     ["conv2d", "int64"]),
-    (lambda: F.conv2d(adcuda.zeros(1, 2, 5, 5), adcuda.zeros(4, 2, 3, 3), stride=2, padding="same"), ValueError,
-     ["conv2d", "same"]),
-    (lambda: F.conv1d(adcuda.zeros(1, 2, 5), adcuda.zeros(4, 2, 7)), ShapeError, ["conv1d", "(1, 2, 5)"]),
-    (lambda: F.conv_transpose2d(adcuda.zeros(1, 3, 4, 4), adcuda.zeros(2, 3, 3, 3)), ShapeError,
-     ["conv_transpose2d", "(1, 3, 4, 4)", "(2, 3, 3, 3)"]),
-    (lambda: F.conv_transpose2d(adcuda.zeros(1, 2, 4, 4), adcuda.zeros(2, 3, 3, 3), output_padding=1), ValueError,
-     ["conv_transpose2d", "output_padding"]),
-    (lambda: nn.Conv2d(3, 4, 3, groups=2), ValueError, ["Conv2d", "groups"]),
-])
+@pytest.mark.parametrize(
+    "call,error,words",
+    [
+        (lambda: F.conv2d(adcuda.zeros(3, 8), adcuda.zeros(2, 3, 3, 3)), ShapeError, ["conv2d", "(3, 8)"]),
+        (lambda: F.conv2d(adcuda.zeros(1, 3, 8, 8), adcuda.zeros(2, 3, 3)), ShapeError, ["conv2d", "(2, 3, 3)"]),
+        (
+            lambda: F.conv2d(adcuda.zeros(1, 3, 8, 8), adcuda.zeros(4, 1, 3, 3), groups=2),
+            ShapeError,
+            ["conv2d", "groups=2", "(1, 3, 8, 8)"],
+        ),
+        (
+            lambda: F.conv2d(adcuda.zeros(1, 2, 3, 3), adcuda.zeros(4, 2, 5, 5)),
+            ShapeError,
+            ["conv2d", "larger than the padded input", "(1, 2, 3, 3)"],
+        ),
+        (
+            lambda: F.conv2d(adcuda.zeros(1, 2, 5, 5), adcuda.zeros(4, 2, 3, 3), bias=adcuda.zeros(3)),
+            ShapeError,
+            ["conv2d", "bias"],
+        ),
+        (
+            lambda: F.conv2d(adcuda.zeros(1, 2, 5, 5), adcuda.zeros(4, 2, 3, 3, dtype=adcuda.float64)),
+            DTypeError,
+            ["conv2d", "float64"],
+        ),
+        (
+            lambda: F.conv2d(adcuda.zeros(1, 2, 5, 5, dtype=adcuda.int64), adcuda.zeros(4, 2, 3, 3)),
+            DTypeError,
+            ["conv2d", "int64"],
+        ),
+        (
+            lambda: F.conv2d(adcuda.zeros(1, 2, 5, 5), adcuda.zeros(4, 2, 3, 3), stride=2, padding="same"),
+            ValueError,
+            ["conv2d", "same"],
+        ),
+        (lambda: F.conv1d(adcuda.zeros(1, 2, 5), adcuda.zeros(4, 2, 7)), ShapeError, ["conv1d", "(1, 2, 5)"]),
+        (
+            lambda: F.conv_transpose2d(adcuda.zeros(1, 3, 4, 4), adcuda.zeros(2, 3, 3, 3)),
+            ShapeError,
+            ["conv_transpose2d", "(1, 3, 4, 4)", "(2, 3, 3, 3)"],
+        ),
+        (
+            lambda: F.conv_transpose2d(adcuda.zeros(1, 2, 4, 4), adcuda.zeros(2, 3, 3, 3), output_padding=1),
+            ValueError,
+            ["conv_transpose2d", "output_padding"],
+        ),
+        (lambda: nn.Conv2d(3, 4, 3, groups=2), ValueError, ["Conv2d", "groups"]),
+    ],
+)
 def test_bad_input_names_the_op_and_shapes(call, error, words):
     with pytest.raises(error) as info:
         call()
@@ -173,8 +202,11 @@ def test_conv1d_matches_pytorch(x_shape, w_shape, kw):
 def test_conv_transpose2d_matches_pytorch(x_shape, w_shape, kw):
     (x, tx), (w, tw) = _both(x_shape), _both(w_shape)
     (b, tb) = _both(w_shape[1] * kw.get("groups", 1))
-    _compare(F.conv_transpose2d(x, w, b, **kw), torch.nn.functional.conv_transpose2d(tx, tw, tb, **kw),
-             [(x, tx), (w, tw), (b, tb)])
+    _compare(
+        F.conv_transpose2d(x, w, b, **kw),
+        torch.nn.functional.conv_transpose2d(tx, tw, tb, **kw),
+        [(x, tx), (w, tw), (b, tb)],
+    )
 
 
 @needs_torch
@@ -195,15 +227,20 @@ def test_conv2d_module_padding_modes_and_state_dict_both_ways(mode, padding):
 @needs_torch
 def test_conv1d_and_transpose_modules_match_pytorch():
     for ours, theirs, shape in [
-        (nn.Conv1d(4, 6, 3, stride=2, groups=2, padding_mode="circular", padding=1, dtype=adcuda.float64),
-         torch.nn.Conv1d(4, 6, 3, stride=2, groups=2, padding_mode="circular", padding=1, dtype=torch.float64),
-         (2, 4, 9)),
-        (nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2, dtype=adcuda.float64),
-         torch.nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2, dtype=torch.float64),
-         (2, 4, 5, 4)),
+        (
+            nn.Conv1d(4, 6, 3, stride=2, groups=2, padding_mode="circular", padding=1, dtype=adcuda.float64),
+            torch.nn.Conv1d(4, 6, 3, stride=2, groups=2, padding_mode="circular", padding=1, dtype=torch.float64),
+            (2, 4, 9),
+        ),
+        (
+            nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2, dtype=adcuda.float64),
+            torch.nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2, dtype=torch.float64),
+            (2, 4, 5, 4),
+        ),
     ]:
-        assert {k: tuple(v.shape) for k, v in ours.state_dict().items()} == \
-            {k: tuple(v.shape) for k, v in theirs.state_dict().items()}
+        assert {k: tuple(v.shape) for k, v in ours.state_dict().items()} == {
+            k: tuple(v.shape) for k, v in theirs.state_dict().items()
+        }
         ours.load_state_dict({k: adcuda.tensor(v.detach().numpy()) for k, v in theirs.state_dict().items()})
         (x, tx) = _both(shape)
         _compare(ours(x), theirs(tx), [(x, tx), (ours.weight, theirs.weight)])

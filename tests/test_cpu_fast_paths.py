@@ -1,6 +1,7 @@
 """The CPU backend's fast paths for eager programs: the float32 erf (and the exact GELU built on it)
 keeps its accuracy without NumPy selects, and the heap setting that keeps freed arrays mapped is made
 on glibc and can be turned off."""
+
 import math
 import os
 import platform
@@ -65,7 +66,12 @@ def test_heap_thresholds_are_raised_on_glibc():
 
 def test_heap_tuning_can_be_turned_off():
     code = "import adcuda.backends.cpu as c; print(c.HEAP_TUNED)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "ADCUDA_CPU_HEAP_TUNING": "0"})
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "ADCUDA_CPU_HEAP_TUNING": "0"},
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"

@@ -8,6 +8,7 @@ on the CUDA emulator every CUDA thread is a fiber on the CPU.
 
 bfloat16 has no NumPy type, so its CPU reference runs in float32 on the bf16-rounded inputs.
 """
+
 import math
 
 import numpy as np
@@ -32,12 +33,14 @@ TOLERANCE = {dt.float32: (2e-5, 2e-6), dt.float16: (5e-3, 3e-3), dt.bfloat16: (3
 @pytest.fixture(scope="module")
 def cb():
     from adcuda.backends import cuda
+
     return cuda
 
 
 @pytest.fixture(scope="module")
 def native():
     from adcuda import _native
+
     return _native._C
 
 
@@ -72,7 +75,7 @@ def run_attention(cb, dtype, q, k, v, mask=None, is_causal=False, scale=None, dr
     scale = 1.0 / math.sqrt(qh.shape[-1]) if scale is None else scale
     mask_d = mask_h = None
     if mask is not None:
-        mask_d, mask_h = ((cb.from_numpy(mask, dt.bool_), mask) if mask.dtype == np.bool_ else held(cb, mask, dtype))
+        mask_d, mask_h = (cb.from_numpy(mask, dt.bool_), mask) if mask.dtype == np.bool_ else held(cb, mask, dtype)
     out, lse = cb.attention(qd, kd, vd, mask_d, is_causal, scale, *dropout)
     out_ref, lse_ref = cpu.attention(qh, kh, vh, mask_h, is_causal, scale, *dropout)
     check(cb, out, out_ref, dtype, scale=2.0)
@@ -80,8 +83,9 @@ def run_attention(cb, dtype, q, k, v, mask=None, is_causal=False, scale=None, dr
 
     grad_d, grad_h = held(cb, np.random.default_rng(seed + 1).standard_normal(out_ref.shape), dtype)
     dq, dk, dv = cb.attention_backward(grad_d, qd, kd, vd, out, lse, mask_d, is_causal, scale, *dropout)
-    refs = cpu.attention_backward(grad_h, qh, kh, vh, to_host(cb, out), to_host(cb, lse), mask_h, is_causal, scale,
-                                  *dropout)
+    refs = cpu.attention_backward(
+        grad_h, qh, kh, vh, to_host(cb, out), to_host(cb, lse), mask_h, is_causal, scale, *dropout
+    )
     magnitude = 4.0 * math.sqrt(max(kh.shape[-2], 1)) * (1.0 / (1.0 - dropout[0]) if dropout[0] < 1 else 1.0)
     for got, ref in zip((dq, dk, dv), refs):
         check(cb, got, ref, dtype, scale=magnitude)
@@ -95,13 +99,23 @@ def normal(seed, *shapes):
 
 # ---------------------------------------------------------------------------------------------
 # which kernels run
-@pytest.mark.parametrize("dtype, E, Ev, path", [
-    (dt.float16, 64, 64, "tensor cores"), (dt.bfloat16, 128, 128, "tensor cores"), (dt.float16, 80, 96, "tensor cores"),
-    (dt.bfloat16, 8, 8, "tensor cores"), (dt.float16, 20, 20, "cuda cores"), (dt.float16, 136, 64, "cuda cores"),
-    (dt.float16, 64, 12, "cuda cores"), (dt.float32, 64, 64, "cuda cores"), (dt.float64, 64, 64, "cuda cores"),
-])
-def test_dispatch_picks_tensor_cores_for_half_types_with_head_dims_multiple_of_8_up_to_128(cb, native, dtype, E, Ev,
-                                                                                           path):
+@pytest.mark.parametrize(
+    "dtype, E, Ev, path",
+    [
+        (dt.float16, 64, 64, "tensor cores"),
+        (dt.bfloat16, 128, 128, "tensor cores"),
+        (dt.float16, 80, 96, "tensor cores"),
+        (dt.bfloat16, 8, 8, "tensor cores"),
+        (dt.float16, 20, 20, "cuda cores"),
+        (dt.float16, 136, 64, "cuda cores"),
+        (dt.float16, 64, 12, "cuda cores"),
+        (dt.float32, 64, 64, "cuda cores"),
+        (dt.float64, 64, 64, "cuda cores"),
+    ],
+)
+def test_dispatch_picks_tensor_cores_for_half_types_with_head_dims_multiple_of_8_up_to_128(
+    cb, native, dtype, E, Ev, path
+):
     q = cb.from_numpy(np.zeros((2, E), host_dtype(dtype).numpy), dtype)
     v = cb.from_numpy(np.zeros((2, Ev), host_dtype(dtype).numpy), dtype)
     assert native.attention_kernel_path(q, v) == path
@@ -160,7 +174,7 @@ def test_additive_masks_match_cpu(cb, dtype, mask_shape):
 
 def test_fully_masked_rows_give_zero_output_zero_grads_and_minus_inf_lse(cb):
     mask = np.ones((20, 70), bool)
-    mask[3, :] = False   # query 3 attends to nothing
+    mask[3, :] = False  # query 3 attends to nothing
     mask[:, 66] = False  # key 66 (in the partial tile) is never attended to
     q, k, v = normal(9, (1, 2, 20, 64), (1, 2, 70, 64), (1, 2, 70, 64))
     out, lse, (dq, dk, dv) = run_attention(cb, dt.float16, q, k, v, mask=mask)
@@ -224,8 +238,9 @@ def test_dropout_mask_keeps_a_fraction_one_minus_p_and_depends_on_the_draw(cb):
     assert not to_host(cb, cb.attention_dropout_mask((3, 5), 1.0, 7, 0)).any()
 
 
-@pytest.mark.parametrize("dtype, head_dim", [(dt.float16, 64), (dt.bfloat16, 128), (dt.float16, 32),
-                                             (dt.float32, 64)], ids=str)
+@pytest.mark.parametrize(
+    "dtype, head_dim", [(dt.float16, 64), (dt.bfloat16, 128), (dt.float16, 32), (dt.float32, 64)], ids=str
+)
 @pytest.mark.parametrize("is_causal", (False, True))
 def test_dropout_matches_cpu_forward_and_backward(cb, dtype, head_dim, is_causal):
     """Both backends drop the same probabilities (tensor cores for the half types, CUDA cores for fp32),
@@ -267,8 +282,9 @@ def test_bad_input_errors(cb):
     with pytest.raises(ShapeError, match="attention_backward: the gradient has shape"):
         cb.attention_backward(arr((2, 4, 32)), q, q, q, out, lse, None, False, 1.0)
     with pytest.raises(ValueError, match="attention_backward: lse must be"):
-        cb.attention_backward(out, q, q, q, out, cb.from_numpy(np.zeros((2, 5), np.float32), dt.float32), None,
-                              False, 1.0)
+        cb.attention_backward(
+            out, q, q, q, out, cb.from_numpy(np.zeros((2, 5), np.float32), dt.float32), None, False, 1.0
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -279,8 +295,15 @@ def test_sdpa_dropout_runs_fused_and_matches_cpu():
     def run(device):
         adcuda.manual_seed(123)
         g = np.random.default_rng(18)
-        q, k, v = (adcuda.tensor(g.standard_normal((2, 3, 33, 32)).astype(np.float32), device=device,
-                                 dtype=dt.float16, requires_grad=True) for _ in range(3))
+        q, k, v = (
+            adcuda.tensor(
+                g.standard_normal((2, 3, 33, 32)).astype(np.float32),
+                device=device,
+                dtype=dt.float16,
+                requires_grad=True,
+            )
+            for _ in range(3)
+        )
         out = F.scaled_dot_product_attention(q, k, v, dropout_p=0.3, is_causal=True)
         out.float().sum().backward()
         return [x.detach().float().cpu().numpy() for x in (out, q.grad, k.grad, v.grad)]

@@ -1,6 +1,7 @@
 """init_cuda_context, fork safety and CUDA-aware data loading, on any machine (GPU behaviour of the
 same functions is in test_cuda_runtime.py). The bad-fork error is tested by simulating "CUDA was
 initialised in the parent" and forking."""
+
 import contextlib
 import os
 import select
@@ -24,8 +25,10 @@ no_cuda = pytest.mark.skipif(adcuda.cuda.is_available(), reason="checks the beha
 @contextlib.contextmanager
 def deadline(seconds):
     """Fail a test that would otherwise hang (SIGALRM interrupts the main thread)."""
+
     def on_alarm(signum, frame):
         raise TimeoutError(f"test did not finish within {seconds} s")
+
     previous = signal.signal(signal.SIGALRM, on_alarm)
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
@@ -52,6 +55,7 @@ def in_fresh_thread(fn):
             result["value"] = fn()
         except BaseException as e:  # handed to the test thread
             result["error"] = e
+
     thread = threading.Thread(target=run)
     thread.start()
     thread.join(60)
@@ -109,6 +113,7 @@ def test_it_is_idempotent_per_thread_and_exported_twice():
 
     def twice():
         return adcuda.init_cuda_context(), adcuda.init_cuda_context()
+
     first, second = in_fresh_thread(twice)
     assert first is second
 
@@ -119,6 +124,7 @@ def test_a_worker_id_seeds_adcudas_generator_once(rng_state):
         drawn = adcuda.rand(4).tolist()
         again = adcuda.init_cuda_context(7)  # idempotent: no second reseeding
         return context, again, drawn, adcuda.rand(4).tolist()
+
     adcuda.manual_seed(1234)
     context, again, drawn, later = in_fresh_thread(init_and_draw)
     assert context is again
@@ -149,12 +155,14 @@ def test_fork_after_cuda_init_is_refused_with_advice():
         else:
             return "zeros(device='cuda') did not raise BadForkError"
         return adcuda.init_cuda_context()
+
     with fork.simulate_initialized():
         assert adcuda.cuda.is_initialized()
         answer = run_in_child(child)
     assert not fork.in_bad_fork(), "the parent is not a bad fork"
-    assert answer.startswith("BadForkError: init_cuda_context: CUDA cannot be used in a process forked after its "
-                             "parent initialised CUDA"), answer
+    assert answer.startswith(
+        "BadForkError: init_cuda_context: CUDA cannot be used in a process forked after its parent initialised CUDA"
+    ), answer
     assert "'spawn'" in answer and "'forkserver'" in answer
     assert issubclass(adcuda.cuda.BadForkError, adcuda.DeviceError)
 
@@ -162,25 +170,28 @@ def test_fork_after_cuda_init_is_refused_with_advice():
 @pytest.mark.cuda
 @pytest.mark.skipif(not adcuda.cuda.is_available(), reason="needs a usable CUDA device (a GPU or the emulator)")
 def test_is_available_does_not_initialise_cuda_so_a_fork_can_use_it(tmp_path):
-    code = ("import os, sys\n"
-            "import adcuda, adcuda.cuda as c\n"
-            "from adcuda import _native\n"
-            "assert c.is_available() and c.device_count() >= 1\n"
-            "assert not _native._C.cuda_was_used() and not c.is_initialized(), 'asking initialised CUDA'\n"
-            "pid = os.fork()\n"
-            "if pid == 0:\n"
-            "    try:\n"
-            "        ok = adcuda.ones(3, device='cuda').sum().item() == 3.0\n"
-            "    except BaseException as e:\n"
-            "        print('child:', type(e).__name__, e, flush=True)\n"
-            "        ok = False\n"
-            "    os._exit(0 if ok else 1)\n"
-            "_, status = os.waitpid(pid, 0)\n"
-            "sys.exit(os.waitstatus_to_exitcode(status))\n")
+    code = (
+        "import os, sys\n"
+        "import adcuda, adcuda.cuda as c\n"
+        "from adcuda import _native\n"
+        "assert c.is_available() and c.device_count() >= 1\n"
+        "assert not _native._C.cuda_was_used() and not c.is_initialized(), 'asking initialised CUDA'\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    try:\n"
+        "        ok = adcuda.ones(3, device='cuda').sum().item() == 3.0\n"
+        "    except BaseException as e:\n"
+        "        print('child:', type(e).__name__, e, flush=True)\n"
+        "        ok = False\n"
+        "    os._exit(0 if ok else 1)\n"
+        "_, status = os.waitpid(pid, 0)\n"
+        "sys.exit(os.waitstatus_to_exitcode(status))\n"
+    )
     package_parent = os.path.dirname(os.path.dirname(adcuda.__file__))
     env = dict(os.environ, PYTHONPATH=package_parent)
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env,
-                            cwd=tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -193,6 +204,7 @@ def test_fork_before_cuda_init_is_fine():
 
 def test_dataloader_picks_spawn_once_cuda_is_initialised():
     from adcuda.utils.data.dataloader import _default_multiprocessing_context
+
     with fork.simulate_initialized():
         assert _default_multiprocessing_context().get_start_method() == "spawn"
     if not adcuda.cuda.is_initialized():
@@ -209,15 +221,27 @@ class Augmented(Dataset):
 
     def __getitem__(self, index):
         context = adcuda.init_cuda_context(get_worker_info().id)  # the worker_init_fn ran it already
-        return {"index": index, "noise": adcuda.rand(()).item(), "seed": context.seed,
-                "device": str(context.device), "worker_seed": get_worker_info().seed}
+        return {
+            "index": index,
+            "noise": adcuda.rand(()).item(),
+            "seed": context.seed,
+            "device": str(context.device),
+            "worker_seed": get_worker_info().seed,
+        }
 
 
 def load(loader):
     rows = []
     for batch in loader:
-        rows.extend(zip(batch["index"].tolist(), batch["noise"].tolist(), batch["seed"].tolist(),
-                        batch["device"], batch["worker_seed"].tolist()))
+        rows.extend(
+            zip(
+                batch["index"].tolist(),
+                batch["noise"].tolist(),
+                batch["seed"].tolist(),
+                batch["device"],
+                batch["worker_seed"].tolist(),
+            )
+        )
     return rows
 
 
@@ -227,10 +251,18 @@ def test_workers_deliver_every_sample_once_per_epoch_reproducibly(start_method):
         pytest.skip("CUDA is initialised in this process: forked workers cannot initialise it (tested below)")
 
     def epochs(seed):
-        loader = DataLoader(Augmented(), batch_size=3, shuffle=True, num_workers=2,
-                            worker_init_fn=adcuda.init_cuda_context, multiprocessing_context=start_method,
-                            persistent_workers=True, generator=adcuda.Generator().manual_seed(seed))
+        loader = DataLoader(
+            Augmented(),
+            batch_size=3,
+            shuffle=True,
+            num_workers=2,
+            worker_init_fn=adcuda.init_cuda_context,
+            multiprocessing_context=start_method,
+            persistent_workers=True,
+            generator=adcuda.Generator().manual_seed(seed),
+        )
         return [load(loader) for _ in range(2)]
+
     with deadline(90):
         first, second = epochs(5), epochs(5)
         other = epochs(6)
@@ -277,10 +309,15 @@ def test_pytorch_dataloader_workers_get_distinct_reproducible_adcuda_seeds():
 
     def run():
         torch.manual_seed(11)
-        loader = torch.utils.data.DataLoader(Draws(), batch_size=1, num_workers=2,
-                                             worker_init_fn=adcuda.init_cuda_context,
-                                             multiprocessing_context=start_method)
+        loader = torch.utils.data.DataLoader(
+            Draws(),
+            batch_size=1,
+            num_workers=2,
+            worker_init_fn=adcuda.init_cuda_context,
+            multiprocessing_context=start_method,
+        )
         return [float(x) for x in loader]
+
     with deadline(90):
         first, second = run(), run()
     assert first == second
@@ -306,6 +343,7 @@ def test_device_prefetcher_to_cuda_without_a_gpu_says_why():
 @no_cuda
 def test_pin_memory_with_workers_warns_and_delivers_pageable_batches():
     from adcuda.utils.data import dataloader
+
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         dataloader._pin_memory_warned = False
@@ -318,6 +356,7 @@ def test_pin_memory_with_workers_warns_and_delivers_pageable_batches():
 
 def test_numpy_array_pinning_needs_cuda_or_is_real():
     from adcuda.cuda import pinned
+
     array = np.arange(6, dtype=np.float32)
     if not adcuda.cuda.is_available():
         with pytest.raises(adcuda.DeviceError, match="^pin_memory: pinned .page-locked. host memory needs CUDA"):

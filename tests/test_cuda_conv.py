@@ -7,6 +7,7 @@ usable CUDA device (the emulator counts) and is skipped without one.
 
 bfloat16 has no NumPy type, so its CPU reference runs in float32 on the bf16-rounded inputs.
 """
+
 import numpy as np
 import pytest
 
@@ -21,14 +22,14 @@ pytestmark = [
 ]
 
 # (rtol, atol) relative to the result's scale: sums of up to a few hundred products
-TOLERANCE = {dt.float64: (1e-10, 1e-10), dt.float32: (1e-4, 1e-4), dt.float16: (1e-2, 1e-2),
-             dt.bfloat16: (5e-2, 5e-2)}
+TOLERANCE = {dt.float64: (1e-10, 1e-10), dt.float32: (1e-4, 1e-4), dt.float16: (1e-2, 1e-2), dt.bfloat16: (5e-2, 5e-2)}
 RNG = np.random.default_rng(0)
 
 
 @pytest.fixture(scope="module")
 def cb():
     from adcuda.backends import cuda
+
     return cuda
 
 
@@ -69,10 +70,18 @@ def test_conv2d_forward_and_backwards_match_the_cpu(cb, case, dtype):
     y_want = cpu.conv2d(x_h, w_h, stride, padding, dilation, groups)
     close(cb, y, y_want, dtype)
     g, g_h = held(cb, RNG.standard_normal(y_want.shape), dtype)
-    close(cb, cb.conv2d_backward_input(g, w, x_shape, stride, padding, dilation, groups),
-          cpu.conv2d_backward_input(g_h, w_h, x_shape, stride, padding, dilation, groups), dtype)
-    close(cb, cb.conv2d_backward_weight(g, x, w_shape, stride, padding, dilation, groups),
-          cpu.conv2d_backward_weight(g_h, x_h, w_shape, stride, padding, dilation, groups), dtype)
+    close(
+        cb,
+        cb.conv2d_backward_input(g, w, x_shape, stride, padding, dilation, groups),
+        cpu.conv2d_backward_input(g_h, w_h, x_shape, stride, padding, dilation, groups),
+        dtype,
+    )
+    close(
+        cb,
+        cb.conv2d_backward_weight(g, x, w_shape, stride, padding, dilation, groups),
+        cpu.conv2d_backward_weight(g_h, x_h, w_shape, stride, padding, dilation, groups),
+        dtype,
+    )
 
 
 def test_backward_weight_splits_a_long_reduction(cb):
@@ -89,16 +98,20 @@ def test_non_contiguous_operands(cb):
     x, x_h = held(cb, RNG.standard_normal((2, 7, 6, 3)), dt.float32)
     x_t, x_th = cb.permute(x, (0, 3, 1, 2)), np.transpose(x_h, (0, 3, 1, 2))
     w, w_h = held(cb, RNG.standard_normal((4, 3, 2, 2)), dt.float32)
-    close(cb, cb.conv2d(x_t, w, (1, 1), (0, 0), (1, 1), 1), cpu.conv2d(x_th, w_h, (1, 1), (0, 0), (1, 1), 1),
-          dt.float32)
+    close(
+        cb, cb.conv2d(x_t, w, (1, 1), (0, 0), (1, 1), 1), cpu.conv2d(x_th, w_h, (1, 1), (0, 0), (1, 1), 1), dt.float32
+    )
 
 
 @pytest.mark.parametrize("dtype", [dt.float32, dt.float16, dt.bfloat16, dt.int64], ids=lambda d: d.name)
 def test_max_pool_matches_the_cpu(cb, dtype):
     values = RNG.permutation(2 * 3 * 9 * 8).reshape(2, 3, 9, 8)
     x, x_h = held(cb, values, dtype)
-    for args in [((2, 2), (2, 2), (0, 0), (1, 1), (4, 4)), ((3, 2), (2, 1), (1, 1), (2, 1), (5, 8)),
-                 ((3, 3), (2, 2), (1, 1), (1, 1), (5, 4))]:  # the last: ceil_mode's window past the end
+    for args in [
+        ((2, 2), (2, 2), (0, 0), (1, 1), (4, 4)),
+        ((3, 2), (2, 1), (1, 1), (2, 1), (5, 8)),
+        ((3, 3), (2, 2), (1, 1), (1, 1), (5, 4)),
+    ]:  # the last: ceil_mode's window past the end
         v, i = cb.max_pool2d(x, *args)
         v_want, i_want = cpu.max_pool2d(x_h, *args)
         np.testing.assert_array_equal(np.array(cb.to_numpy(v), dtype=np.float64), v_want.astype(np.float64))
@@ -108,8 +121,7 @@ def test_max_pool_matches_the_cpu(cb, dtype):
     np.testing.assert_array_equal(cb.to_numpy(i), i_want)
     if dtype.is_floating_point:
         g, g_h = held(cb, RNG.standard_normal(i_want.shape), dtype)
-        close(cb, cb.max_pool2d_backward(g, i, (2, 3, 9, 8)), cpu.max_pool2d_backward(g_h, i_want, (2, 3, 9, 8)),
-              dtype)
+        close(cb, cb.max_pool2d_backward(g, i, (2, 3, 9, 8)), cpu.max_pool2d_backward(g_h, i_want, (2, 3, 9, 8)), dtype)
 
 
 def test_max_pool_nan_and_empty(cb):

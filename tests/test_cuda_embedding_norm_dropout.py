@@ -11,6 +11,7 @@ np.add.at does; dropout's x * scale. bfloat16 has no NumPy type: its references 
 from the bf16-held inputs and rounded to bf16 on the device. The dropout mask is compared with the CUDA
 backend's own bernoulli draw (the two backends' Philox streams differ by design).
 """
+
 import math
 
 import numpy as np
@@ -35,6 +36,7 @@ ALL_FLOAT_TYPES = FLOAT_TYPES + (dt.float64,)
 @pytest.fixture(scope="module")
 def cb():
     from adcuda.backends import cuda
+
     return cuda
 
 
@@ -75,10 +77,18 @@ def assert_same(got, expected):
 # embedding forward
 @pytest.mark.parametrize("dtype", ALL_FLOAT_TYPES, ids=str)
 @pytest.mark.parametrize("index_dtype", (dt.int64, dt.int32), ids=str)
-@pytest.mark.parametrize("num_embeddings, dim, index_shape", [
-    (1, 1, (5,)), (7, 3, (2, 9)), (1023, 64, (31, 33)), (65537, 8, (70000,)), (7, 300, ()), (5, 2, (0,)),
-    (9, 7, (3, 0, 2)),
-])
+@pytest.mark.parametrize(
+    "num_embeddings, dim, index_shape",
+    [
+        (1, 1, (5,)),
+        (7, 3, (2, 9)),
+        (1023, 64, (31, 33)),
+        (65537, 8, (70000,)),
+        (7, 300, ()),
+        (5, 2, (0,)),
+        (9, 7, (3, 0, 2)),
+    ],
+)
 def test_embedding_matches_cpu(cb, dtype, index_dtype, num_embeddings, dim, index_shape):
     g = rng(num_embeddings + dim)
     weight, weight_host = held(cb, g.standard_normal((num_embeddings, dim)), dtype)
@@ -101,11 +111,15 @@ def test_embedding_reads_strided_and_unaligned_weights(cb, dtype):
         view = cb.slice(big, (slice(None), columns))
         assert_same(to_host(cb, cb.embedding(view, idx)), cpu.embedding(big_host[:, columns], idx_host))
     rows = cb.slice(big, (slice(1, None, 2), slice(None)))
-    assert_same(to_host(cb, cb.embedding(rows, cb.from_numpy(idx_host % 25, dt.int64))),
-                cpu.embedding(big_host[1::2], idx_host % 25))
+    assert_same(
+        to_host(cb, cb.embedding(rows, cb.from_numpy(idx_host % 25, dt.int64))),
+        cpu.embedding(big_host[1::2], idx_host % 25),
+    )
     transposed = cb.permute(big, (1, 0))
-    assert_same(to_host(cb, cb.embedding(transposed, cb.from_numpy(idx_host % 37, dt.int64))),
-                cpu.embedding(big_host.T, idx_host % 37))
+    assert_same(
+        to_host(cb, cb.embedding(transposed, cb.from_numpy(idx_host % 37, dt.int64))),
+        cpu.embedding(big_host.T, idx_host % 37),
+    )
 
 
 @pytest.mark.parametrize("bad", (-1, 7, 1 << 40))
@@ -119,8 +133,12 @@ def test_embedding_out_of_range_raises_like_the_cpu(cb, bad):
         cpu.embedding(np.zeros((7, 4), np.float32), idx_host)
     # every index bad (and an empty table): one of them is named
     with pytest.raises(IndexOutOfRangeError, match="num_embeddings=0"):
-        to_host(cb, cb.embedding(cb.from_numpy(np.zeros((0, 4), np.float32), dt.float32),
-                                 cb.from_numpy(np.arange(70000), dt.int64)))
+        to_host(
+            cb,
+            cb.embedding(
+                cb.from_numpy(np.zeros((0, 4), np.float32), dt.float32), cb.from_numpy(np.arange(70000), dt.int64)
+            ),
+        )
     # the device is fine afterwards
     ok = cb.embedding(weight, cb.from_numpy(np.array([1, 2]), dt.int64))
     assert_same(to_host(cb, ok), np.zeros((2, 4), np.float32))
@@ -145,8 +163,9 @@ def backward_case(cb, dtype, num_embeddings, index_shape, dim, seed, index_high=
     return grad, grad_host, idx_host
 
 
-def check_backward(cb, dtype, grad, grad_host, idx_host, num_embeddings, padding_idx, scale_grad_by_freq,
-                   index_dtype=dt.int64):
+def check_backward(
+    cb, dtype, grad, grad_host, idx_host, num_embeddings, padding_idx, scale_grad_by_freq, index_dtype=dt.int64
+):
     idx = cb.from_numpy(idx_host, index_dtype)
     got = cb.embedding_backward(grad, idx, num_embeddings, padding_idx, scale_grad_by_freq)
     assert cb.dtype_of(got) is dtype
@@ -157,20 +176,25 @@ def check_backward(cb, dtype, grad, grad_host, idx_host, num_embeddings, padding
 
 
 @pytest.mark.parametrize("dtype", ALL_FLOAT_TYPES, ids=str)
-@pytest.mark.parametrize("num_embeddings, index_shape, dim, index_high", [
-    (1, (7,), 5, None),              # one row, every index on it
-    (7, (1023,), 3, None),           # long runs of repeats
-    (1023, (40, 51), 130, None),     # more than one column tile (128 per warp pass)
-    (65537, (70001,), 4, None),      # most rows once or twice, many never
-    (65537, (3000,), 9, 40),         # a big table, few rows used many times
-])
+@pytest.mark.parametrize(
+    "num_embeddings, index_shape, dim, index_high",
+    [
+        (1, (7,), 5, None),  # one row, every index on it
+        (7, (1023,), 3, None),  # long runs of repeats
+        (1023, (40, 51), 130, None),  # more than one column tile (128 per warp pass)
+        (65537, (70001,), 4, None),  # most rows once or twice, many never
+        (65537, (3000,), 9, 40),  # a big table, few rows used many times
+    ],
+)
 @pytest.mark.parametrize("padding_idx, scale_grad_by_freq", [(None, False), (0, False), (None, True), (2, True)])
-def test_embedding_backward_matches_cpu_bit_for_bit(cb, dtype, num_embeddings, index_shape, dim, index_high,
-                                                     padding_idx, scale_grad_by_freq):
+def test_embedding_backward_matches_cpu_bit_for_bit(
+    cb, dtype, num_embeddings, index_shape, dim, index_high, padding_idx, scale_grad_by_freq
+):
     if padding_idx is not None and padding_idx >= num_embeddings:
         pytest.skip("padding_idx outside the table")
-    grad, grad_host, idx_host = backward_case(cb, dtype, num_embeddings, index_shape, dim,
-                                              seed=num_embeddings + dim, index_high=index_high)
+    grad, grad_host, idx_host = backward_case(
+        cb, dtype, num_embeddings, index_shape, dim, seed=num_embeddings + dim, index_high=index_high
+    )
     check_backward(cb, dtype, grad, grad_host, idx_host, num_embeddings, padding_idx, scale_grad_by_freq)
 
 
@@ -191,8 +215,9 @@ def test_embedding_backward_empty_and_degenerate(cb, dtype):
     zeros = cb.from_numpy(np.zeros(3, np.int64), dt.int64)
     no_rows = cb.embedding_backward(to_device(cb, np.ones((3, 6)), dtype), zeros, 0, None, False)
     assert cb.shape_of(no_rows) == (0, 6)
-    no_columns = cb.embedding_backward(to_device(cb, np.ones((3, 0)), dtype),
-                                       cb.from_numpy(np.zeros(3, np.int64), dt.int64), 4, None, False)
+    no_columns = cb.embedding_backward(
+        to_device(cb, np.ones((3, 0)), dtype), cb.from_numpy(np.zeros(3, np.int64), dt.int64), 4, None, False
+    )
     assert cb.shape_of(no_columns) == (4, 0)
     grad, grad_host, idx_host = backward_case(cb, dtype, 7, (), 5, seed=6)  # 0-d indices
     check_backward(cb, dtype, grad, grad_host, idx_host, 7, None, False)
@@ -204,13 +229,19 @@ def test_embedding_backward_takes_strided_grads_and_rejects_bad_ones(cb):
     grad = cb.permute(grad_store, (1, 0, 2))  # not contiguous: copied first
     idx_host = g.integers(0, 5, (4, 9))
     got = cb.embedding_backward(grad, cb.from_numpy(idx_host, dt.int64), 5, None, False)
-    assert_same(to_host(cb, got), cpu.embedding_backward(np.transpose(grad_store_host, (1, 0, 2)), idx_host, 5, None,
-                                                         False))
+    assert_same(
+        to_host(cb, got), cpu.embedding_backward(np.transpose(grad_store_host, (1, 0, 2)), idx_host, 5, None, False)
+    )
     with pytest.raises(ShapeError, match="embedding_backward"):
         cb.embedding_backward(grad, cb.from_numpy(np.zeros(4, np.int64), dt.int64), 5, None, False)
     with pytest.raises(DTypeError, match="floating"):
-        cb.embedding_backward(cb.from_numpy(np.zeros((2, 3), np.int64), dt.int64),
-                              cb.from_numpy(np.zeros(2, np.int64), dt.int64), 5, None, False)
+        cb.embedding_backward(
+            cb.from_numpy(np.zeros((2, 3), np.int64), dt.int64),
+            cb.from_numpy(np.zeros(2, np.int64), dt.int64),
+            5,
+            None,
+            False,
+        )
 
 
 # =============================================================================================
@@ -273,8 +304,9 @@ def test_global_norm_propagates_inf_and_nan(cb, p):
     both = with_inf.copy()
     both[69999] = np.nan
     for poisoned, expected in ((with_inf, math.inf), (with_nan, math.nan), (both, math.nan)):
-        got = float(to_host(cb, cb.global_norm([cb.from_numpy(clean, dt.float32), cb.from_numpy(poisoned, dt.float32)],
-                                               p)))
+        got = float(
+            to_host(cb, cb.global_norm([cb.from_numpy(clean, dt.float32), cb.from_numpy(poisoned, dt.float32)], p))
+        )
         assert got == expected or (math.isnan(expected) and math.isnan(got))
 
 
@@ -370,6 +402,7 @@ def test_f_embedding_and_its_backward_on_cuda():
 
 def test_f_dropout_on_cuda_is_the_two_step_draw_and_backward_uses_the_mask():
     from adcuda.factories import bernoulli_mask
+
     x = adcuda.tensor(rng(10).standard_normal((37, 29)).astype(np.float32), device="cuda", requires_grad=True)
     adcuda.manual_seed(21)
     keep = bernoulli_mask(tuple(x.shape), 1.0 - 0.4, adcuda.float32, "cuda")

@@ -8,6 +8,7 @@ Shapes stay small: on the CPU emulator a 128 x 256 block tile of the tensor-core
 a tenth of a second per K tile. The GPU-less tests of the path selection and the loader are in
 tests/test_gemm_selection.py.
 """
+
 import math
 
 import numpy as np
@@ -23,26 +24,30 @@ pytestmark = [
 
 HALF_TYPES = (dt.float16, dt.bfloat16)
 # relative error of one rounding to the dtype (the products and sums are fp32)
-EPSILON = {dt.float16: 2.0 ** -10, dt.bfloat16: 2.0 ** -7, dt.float32: 2.0 ** -20, dt.float64: 2.0 ** -48}
+EPSILON = {dt.float16: 2.0**-10, dt.bfloat16: 2.0**-7, dt.float32: 2.0**-20, dt.float64: 2.0**-48}
 
 
 @pytest.fixture(scope="module")
 def cb():
     from adcuda.backends import cuda
+
     return cuda
 
 
 @pytest.fixture(scope="module")
 def native():
     from adcuda import _native
+
     return _native._C
 
 
 @pytest.fixture
 def split_k(monkeypatch):
     """split_k(n) forces n K splits on the tensor-core kernel for the rest of the test (1: none)."""
+
     def force(count):
         monkeypatch.setenv("ADCUDA_GEMM_SPLIT_K", str(count))
+
     return force
 
 
@@ -65,7 +70,7 @@ def check(cb, got, expected, dtype, k):
 
 
 def gelu_tanh(x):
-    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
 
 
 def operand(cb, g, rows, cols, dtype, layout):
@@ -82,11 +87,11 @@ def operand(cb, g, rows, cols, dtype, layout):
         return cb.permute(store, (1, 0)), host.T
     if layout == "row_ld50257":
         store, host = held(cb, g.standard_normal((rows, 50257)), dtype)
-        return cb.slice(store, (slice(None), slice(3, 3 + cols))), host[:, 3:3 + cols]
+        return cb.slice(store, (slice(None), slice(3, 3 + cols))), host[:, 3 : 3 + cols]
     if layout == "col_ld50257":
         store, host = held(cb, g.standard_normal((cols, 50257)), dtype)
         view = cb.slice(store, (slice(None), slice(5, 5 + rows)))
-        return cb.permute(view, (1, 0)), host[:, 5:5 + rows].T
+        return cb.permute(view, (1, 0)), host[:, 5 : 5 + rows].T
     if layout == "strided":
         store, host = held(cb, g.standard_normal((2 * rows, 2 * cols)), dtype)
         return cb.slice(store, (slice(None, None, 2), slice(None, None, 2))), host[::2, ::2]
@@ -110,8 +115,9 @@ def test_all_four_transposes(cb, native, split_k, dtype, a_layout, b_layout):
     check(cb, native.matmul(a, b), a_host @ b_host, dtype, 45)
 
 
-@pytest.mark.parametrize("dtype, a_layout, b_layout", [(dt.float16, "row", "col"), (dt.bfloat16, "col", "row")],
-                         ids=str)
+@pytest.mark.parametrize(
+    "dtype, a_layout, b_layout", [(dt.float16, "row", "col"), (dt.bfloat16, "col", "row")], ids=str
+)
 def test_interior_and_edge_tiles(cb, native, split_k, dtype, a_layout, b_layout):
     """259 x 96 @ 96 x 263: block tiles wholly inside the matrices (copied without bounds checks)
     next to edge tiles, over three K tiles."""
@@ -123,14 +129,17 @@ def test_interior_and_edge_tiles(cb, native, split_k, dtype, a_layout, b_layout)
 
 
 @pytest.mark.parametrize("dtype", HALF_TYPES, ids=str)
-@pytest.mark.parametrize("a_layout, b_layout", [
-    ("row_ld50257", "row"),      # dX = dY @ W of a 50257-token head: A's rows 50257 apart
-    ("col_ld50257", "row"),      # dW = dY^T @ X: A's columns 50257 apart
-    ("row", "row_ld50257"),      # B's rows 50257 apart (element loads for both operands)
-    ("col", "col_ld50257"),
-    ("strided", "strided"),      # no unit stride on either operand
-    ("offset", "offset"),        # dense, but starting 2 bytes past 16-byte alignment
-])
+@pytest.mark.parametrize(
+    "a_layout, b_layout",
+    [
+        ("row_ld50257", "row"),  # dX = dY @ W of a 50257-token head: A's rows 50257 apart
+        ("col_ld50257", "row"),  # dW = dY^T @ X: A's columns 50257 apart
+        ("row", "row_ld50257"),  # B's rows 50257 apart (element loads for both operands)
+        ("col", "col_ld50257"),
+        ("strided", "strided"),  # no unit stride on either operand
+        ("offset", "offset"),  # dense, but starting 2 bytes past 16-byte alignment
+    ],
+)
 def test_unaligned_leading_dimensions_stay_on_tensor_cores(cb, native, split_k, dtype, a_layout, b_layout):
     split_k(1)
     g = np.random.default_rng(2)
@@ -161,11 +170,14 @@ def test_one_row_one_column(cb, native, split_k, dtype, m, k, n, layout):
 
 
 @pytest.mark.parametrize("dtype", HALF_TYPES + (dt.float32,), ids=str)
-@pytest.mark.parametrize("a_shape, b_shape", [
-    ((3, 20, 24), (24, 16)),          # B shared: folded into one 60 x 16 product
-    ((2, 1, 17, 24), (3, 24, 9)),     # broadcast batch dims on both sides
-    ((4, 9, 40), (4, 40, 11)),        # plain batched
-])
+@pytest.mark.parametrize(
+    "a_shape, b_shape",
+    [
+        ((3, 20, 24), (24, 16)),  # B shared: folded into one 60 x 16 product
+        ((2, 1, 17, 24), (3, 24, 9)),  # broadcast batch dims on both sides
+        ((4, 9, 40), (4, 40, 11)),  # plain batched
+    ],
+)
 def test_batched_and_broadcast(cb, native, split_k, dtype, a_shape, b_shape):
     split_k(1)
     g = np.random.default_rng(5)
@@ -238,6 +250,7 @@ def test_bad_epilogue_arguments(cb, native, split_k):
 
 def test_gemm_path_names_the_tensor_core_kernel():
     from adcuda.backends.cuda import gemm as cuda_gemm
+
     path = cuda_gemm.gemm_path()
     assert "64x64 warp tiles" in path and "split-K" in path
     facts = adcuda.info(as_dict=True)
@@ -251,6 +264,7 @@ def cublaslt_loaded():
     if not adcuda.cuda.is_available():
         return False  # the module's skip applies; the CUDA backend may not even import
     from adcuda.backends.cuda import gemm as cuda_gemm
+
     try:
         return cuda_gemm.gemm_selection().path == "cublaslt"
     except RuntimeError:
@@ -262,8 +276,10 @@ needs_cublas = pytest.mark.skipif("not cublaslt_loaded()", reason="needs cuBLAS 
 
 @needs_cublas
 @pytest.mark.parametrize("dtype", HALF_TYPES + (dt.float32, dt.float64), ids=str)
-@pytest.mark.parametrize("a_layout, b_layout", [("row", "row"), ("row", "col"), ("col", "row"), ("col", "col"),
-                                                ("row_ld50257", "col"), ("strided", "row")])
+@pytest.mark.parametrize(
+    "a_layout, b_layout",
+    [("row", "row"), ("row", "col"), ("col", "row"), ("col", "col"), ("row_ld50257", "col"), ("strided", "row")],
+)
 def test_cublaslt_matches_cpu(cb, native, dtype, a_layout, b_layout):
     """Every layout, including one cuBLASLt cannot express (no unit stride: the hand-written kernels)."""
     g = np.random.default_rng(10)
@@ -280,18 +296,26 @@ def test_cublaslt_epilogues_match_handwritten(cb, native, dtype):
     a, _ = held(cb, g.standard_normal((3, 33, 64)), dtype)
     b, _ = held(cb, g.standard_normal((64, 48)), dtype)
     bias, _ = held(cb, g.standard_normal(48), dtype)
-    for options in ({"bias": bias}, {"bias": bias, "activation": "gelu_tanh"},
-                    {"bias": bias, "activation": "gelu_tanh", "save_preactivation": True}):
+    for options in (
+        {"bias": bias},
+        {"bias": bias, "activation": "gelu_tanh"},
+        {"bias": bias, "activation": "gelu_tanh", "save_preactivation": True},
+    ):
         lt = native.matmul(a, b, allow_cublaslt=True, **options)
         hand = native.matmul(a, b, allow_cublaslt=False, **options)
         for got, want in zip(lt if isinstance(lt, tuple) else (lt,), hand if isinstance(hand, tuple) else (hand,)):
-            np.testing.assert_allclose(np.array(cb.to_numpy(got)), np.array(cb.to_numpy(want)),
-                                       rtol=4 * EPSILON[dtype], atol=4 * EPSILON[dtype] * 8)
+            np.testing.assert_allclose(
+                np.array(cb.to_numpy(got)),
+                np.array(cb.to_numpy(want)),
+                rtol=4 * EPSILON[dtype],
+                atol=4 * EPSILON[dtype] * 8,
+            )
 
 
 @needs_cublas
 def test_matmul_primitive_uses_the_selected_path(cb):
     from adcuda.backends.cuda import gemm as cuda_gemm
+
     assert cuda_gemm.gemm_selection().reason.startswith("cuBLASLt 13.")
     g = np.random.default_rng(12)
     a, a_host = held(cb, g.standard_normal((64, 32)), dt.bfloat16)
@@ -313,13 +337,19 @@ def test_backend_matmul_epilogue_options(cb, split_k):
     check(cb, out, gelu_tanh(expected_pre), dt.bfloat16, 24)
     assert abs(bias_host - bias_rounded).max() > 0  # the cast happened
     from adcuda.backends import cpu
-    cpu_out, cpu_pre = cpu.matmul(a_host.astype(np.float32), b_host.astype(np.float32),
-                                  bias=bias_rounded.astype(np.float32), activation="gelu_tanh",
-                                  save_preactivation=True)
+
+    cpu_out, cpu_pre = cpu.matmul(
+        a_host.astype(np.float32),
+        b_host.astype(np.float32),
+        bias=bias_rounded.astype(np.float32),
+        activation="gelu_tanh",
+        save_preactivation=True,
+    )
     check(cb, out, cpu_out.astype(np.float64), dt.bfloat16, 24)
     check(cb, pre, cpu_pre.astype(np.float64), dt.bfloat16, 24)
     with pytest.raises(ValueError, match="activation must be None or 'gelu_tanh'"):
         cb.matmul(a, b, activation="relu")
     from adcuda.errors import ShapeError
+
     with pytest.raises(ShapeError, match=r"the bias must have shape \(12,\)"):
         cb.matmul(a, b, bias=cb.astype(a, dt.bfloat16))

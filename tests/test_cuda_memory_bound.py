@@ -10,6 +10,7 @@ vectorised column reductions (reduce.cu), the fused layer-norm backward (norm.cu
 from the logits and a per-row log-sum-exp (softmax_loss.cu), the per-dtype multi-tensor SGD/Adam
 (optim.cu) and row gathers (index.cu).
 """
+
 import numpy as np
 import pytest
 
@@ -24,13 +25,13 @@ pytestmark = [
 
 HALVES = (dt.float16, dt.bfloat16)
 FLOATS = (dt.float32,) + HALVES
-TOLERANCE = {dt.float64: (1e-10, 1e-12), dt.float32: (2e-5, 2e-6), dt.float16: (4e-3, 2e-3),
-             dt.bfloat16: (2e-2, 1e-2)}
+TOLERANCE = {dt.float64: (1e-10, 1e-12), dt.float32: (2e-5, 2e-6), dt.float16: (4e-3, 2e-3), dt.bfloat16: (2e-2, 1e-2)}
 
 
 @pytest.fixture(scope="module")
 def cb():
     from adcuda.backends import cuda
+
     return cuda
 
 
@@ -64,9 +65,13 @@ def check(cb, got, expected, dtype, scale=1.0, rtol=None):
     expected = np.asarray(expected)
     assert got_host.shape == expected.shape, (got_host.shape, expected.shape)
     if dtype in TOLERANCE:
-        np.testing.assert_allclose(got_host.astype(np.float64), expected.astype(np.float64),
-                                   rtol=rtol if rtol is not None else default_rtol, atol=default_atol * scale,
-                                   equal_nan=True)
+        np.testing.assert_allclose(
+            got_host.astype(np.float64),
+            expected.astype(np.float64),
+            rtol=rtol if rtol is not None else default_rtol,
+            atol=default_atol * scale,
+            equal_nan=True,
+        )
     else:
         np.testing.assert_array_equal(got_host, expected)
 
@@ -80,22 +85,22 @@ def sample(shape, seed, scale=2.0):
 # (a's shape, b's shape): the output's innermost merged dim is a row of a multiple of 8 elements and
 # every operand runs along it (stride 1) or is constant along it (stride 0)
 ROW_CASES = [
-    ((7, 16), (16,)),            # a bias row against (M, N)
-    ((7, 16), (7, 1)),           # a column: one value per row
-    ((16,), (7, 1)),             # a row and a column, neither the output's shape
-    ((5, 3, 8), (3, 1)),         # a column repeated over an outer dim: two outer dims
-    ((2, 3, 4, 8), (3, 1, 1)),   # a conv-style (C, 1, 1) bias, constant along rows of 32
-    ((3, 1, 16), (4, 16)),       # both operands broadcast, both along the row
-    ((1023, 32), ()),            # a 0-d array
-    ((1, 8), (8,)),              # one row
-    ((65537,), (1,)),            # one row with a tail, a 1-element array constant along it
-    ((9, 8), (9, 8)),            # no broadcast at all
-    ((2, 0, 8), (8,)),           # empty
+    ((7, 16), (16,)),  # a bias row against (M, N)
+    ((7, 16), (7, 1)),  # a column: one value per row
+    ((16,), (7, 1)),  # a row and a column, neither the output's shape
+    ((5, 3, 8), (3, 1)),  # a column repeated over an outer dim: two outer dims
+    ((2, 3, 4, 8), (3, 1, 1)),  # a conv-style (C, 1, 1) bias, constant along rows of 32
+    ((3, 1, 16), (4, 16)),  # both operands broadcast, both along the row
+    ((1023, 32), ()),  # a 0-d array
+    ((1, 8), (8,)),  # one row
+    ((65537,), (1,)),  # one row with a tail, a 1-element array constant along it
+    ((9, 8), (9, 8)),  # no broadcast at all
+    ((2, 0, 8), (8,)),  # empty
 ]
 # rows the vectorised kernel cannot take, which the strided loop does
 STRIDED_CASES = [
-    ((7, 12), (12,)),            # 12: a multiple of 4 (float32 vectors) but not of 8 (half vectors)
-    ((33, 7), (7,)),             # rows of 7
+    ((7, 12), (12,)),  # 12: a multiple of 4 (float32 vectors) but not of 8 (half vectors)
+    ((33, 7), (7,)),  # rows of 7
     ((1023, 3), (1023, 1)),
     ((2, 1, 2, 1, 8), (3, 1, 5, 8)),  # four outer dims after merging: more than the rows kernel indexes
 ]
@@ -126,8 +131,12 @@ def test_broadcast_with_a_misaligned_operand(cb, dtype, misaligned):
         full, full_host = held_at_offset(cb, full_host, dtype, offset=3)
     for x, x_host in ((row, row_host), (column, column_host)):
         check(cb, cb.binary("sub", full, x, dtype), cpu.binary("sub", full_host, x_host, host_dtype(dtype)), dtype)
-    check(cb, cb.where(cb.binary("gt", column, 0.0, dtype), full, row, dtype),
-          cpu.where(column_host > 0, full_host, row_host, host_dtype(dtype)), dtype)
+    check(
+        cb,
+        cb.where(cb.binary("gt", column, 0.0, dtype), full, row, dtype),
+        cpu.where(column_host > 0, full_host, row_host, host_dtype(dtype)),
+        dtype,
+    )
 
 
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
@@ -138,8 +147,12 @@ def test_broadcast_rows_of_a_strided_view(cb, dtype, row_stride):
     store, store_host = held(cb, sample((7, row_stride), 6), dtype)
     rows = cb.slice(store, (slice(None), slice(0, 16)))
     bias, bias_host = held(cb, sample((16,), 7), dtype)
-    check(cb, cb.binary("add", rows, bias, dtype), cpu.binary("add", store_host[:, :16], bias_host,
-                                                              host_dtype(dtype)), dtype)
+    check(
+        cb,
+        cb.binary("add", rows, bias, dtype),
+        cpu.binary("add", store_host[:, :16], bias_host, host_dtype(dtype)),
+        dtype,
+    )
 
 
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
@@ -147,8 +160,7 @@ def test_three_operand_kernels_broadcast_along_rows(cb, dtype):
     """where and the fused unary backward: three operands, each a row, a column or full."""
     x, x_host = held(cb, sample((5, 3, 16), 8), dtype)
     g, g_host = held(cb, sample((16,), 9), dtype)
-    check(cb, cb.unary_backward("gelu", x, None, g), cpu.unary_backward("gelu", x_host, None, g_host), dtype,
-          scale=4.0)
+    check(cb, cb.unary_backward("gelu", x, None, g), cpu.unary_backward("gelu", x_host, None, g_host), dtype, scale=4.0)
     cond_host = sample((3, 1), 10) > 0
     cond = cb.from_numpy(cond_host, dt.bool_)
     check(cb, cb.where(cond, x, g, dtype), cpu.where(cond_host, x_host, g_host, host_dtype(dtype)), dtype)
@@ -162,12 +174,12 @@ COLUMN_CASES = [
     ((1, 8), (0,)),
     ((7, 16), (0,)),
     ((1023, 64), (0,)),
-    ((65537, 8), (0,)),          # few outputs: the rows are split over many blocks, then combined
-    ((3, 5, 32), (0, 1)),        # a (B, T, C) bias gradient
-    ((6, 4, 16), (0,)),          # kept dims (4, 16) merge into one run of 64
-    ((33, 12), (0,)),            # float32: vectorised; half types: 12 is not a multiple of 8
-    ((33, 7), (0,)),             # the scalar column layout
-    ((0, 16), (0,)),             # nothing to reduce
+    ((65537, 8), (0,)),  # few outputs: the rows are split over many blocks, then combined
+    ((3, 5, 32), (0, 1)),  # a (B, T, C) bias gradient
+    ((6, 4, 16), (0,)),  # kept dims (4, 16) merge into one run of 64
+    ((33, 12), (0,)),  # float32: vectorised; half types: 12 is not a multiple of 8
+    ((33, 7), (0,)),  # the scalar column layout
+    ((0, 16), (0,)),  # nothing to reduce
 ]
 
 
@@ -238,13 +250,13 @@ def test_column_sums_are_deterministic(cb):
 # layer-norm backward: one pass for dx and the blocks' parameter-gradient partials (rows of up to
 # 8192 elements), the separate dx and column kernels beyond
 LAYER_NORM_SHAPES = [
-    (1, 7),          # rows of 7: element by element
+    (1, 7),  # rows of 7: element by element
     (7, 1023),
-    (3, 8),          # one pack per thread in half, two in float32
+    (3, 8),  # one pack per thread in half, two in float32
     (1023, 64),
-    (4500, 8),       # more row groups than blocks (264 on the emulator): blocks take two steps
-    (2, 8192),       # the longest fused row: 512 threads x 16 elements
-    (2, 8200),       # past it: the separate kernels
+    (4500, 8),  # more row groups than blocks (264 on the emulator): blocks take two steps
+    (2, 8192),  # the longest fused row: 512 threads x 16 elements
+    (2, 8200),  # past it: the separate kernels
 ]
 
 
@@ -277,8 +289,9 @@ def test_layer_norm_backward_matches_cpu(cb, shape, dtype, affine):
 def test_layer_norm_backward_with_a_misaligned_gradient(cb, dtype):
     """A gradient that starts off a 16-byte boundary: the fused kernel walks its rows one element at a
     time instead of in packs."""
-    (dx, dweight, dbias), (dx_ref, dweight_ref, dbias_ref) = layer_norm_backward_case(cb, (33, 64), dtype, True,
-                                                                                     misaligned=True)
+    (dx, dweight, dbias), (dx_ref, dweight_ref, dbias_ref) = layer_norm_backward_case(
+        cb, (33, 64), dtype, True, misaligned=True
+    )
     check(cb, dx, dx_ref, dtype, scale=8.0)
     check(cb, dweight, dweight_ref, dtype, scale=24.0)
     check(cb, dbias, dbias_ref, dtype, scale=12.0)
@@ -304,8 +317,9 @@ def cross_entropy_case(cb, logits, logits_host, target_host, ignore_index, label
     check(cb, losses, ref_losses, dtype, scale=8.0)
     g_rows, g_rows_host = held(cb, sample((n,), seed), dtype)
     grad = cb.cross_entropy_backward(logits, lse, target, g_rows, ignore_index, label_smoothing)
-    ref = cpu.cross_entropy_backward(logits_host, to_host(cb, lse), target_host, g_rows_host, ignore_index,
-                                     label_smoothing)
+    ref = cpu.cross_entropy_backward(
+        logits_host, to_host(cb, lse), target_host, g_rows_host, ignore_index, label_smoothing
+    )
     check(cb, grad, ref, dtype, scale=2.0)
     ignored = target_host == ignore_index
     assert np.all(to_host(cb, losses)[ignored] == 0) and np.all(to_host(cb, grad)[ignored] == 0)
@@ -340,7 +354,7 @@ def test_cross_entropy_rows_with_inf_and_nan(cb, chunked):
     x = sample((5, c), 20)
     x[0, 3] = np.nan
     x[1, c - 1] = np.inf
-    x[2, :c // 2] = -np.inf
+    x[2, : c // 2] = -np.inf
     x[3, :] = -np.inf
     logits, logits_host = held(cb, x, dt.float32)
     target_host = np.array([1, 2, 3 * c // 4, 0, -100], np.int64)
@@ -370,8 +384,13 @@ def optimizer_state(cb, param_dtype, grad_dtype, state_dtype, master_dtype, misa
     rng = np.random.default_rng(seed)
     make = held_at_offset if misaligned else held
     device, host = {}, {}
-    for name, dtype in (("params", param_dtype), ("grads", grad_dtype), ("m", state_dtype), ("v", state_dtype),
-                        ("vmax", state_dtype)):
+    for name, dtype in (
+        ("params", param_dtype),
+        ("grads", grad_dtype),
+        ("m", state_dtype),
+        ("v", state_dtype),
+        ("vmax", state_dtype),
+    ):
         values = [rng.standard_normal(s) * (0.1 if name in ("m", "v", "vmax") else 1.0) for s in OPTIMIZER_SIZES]
         if name in ("v", "vmax"):
             values = [np.abs(v) for v in values]
@@ -401,8 +420,8 @@ STEP_COMBINATIONS = [
     (dt.float16, dt.float16, dt.float16, None),
     (dt.float16, dt.float16, dt.float32, dt.float32),
     (dt.float64, dt.float64, dt.float64, None),
-    (dt.float32, dt.float16, dt.float32, None),      # a gradient in another dtype: copies
-    (dt.float16, dt.float16, dt.float32, None),      # fp32 state for a half parameter without a master
+    (dt.float32, dt.float16, dt.float32, None),  # a gradient in another dtype: copies
+    (dt.float16, dt.float16, dt.float32, None),  # fp32 state for a half parameter without a master
     (dt.float32, dt.float32, dt.float32, dt.float32),  # a float32 master of a float32 parameter
     (dt.float32, dt.float64, dt.float32, dt.float64),  # a float64 master: float64 math
 ]
@@ -416,13 +435,32 @@ def test_adam_step_per_dtype_combination(cb, dtypes, misaligned, amsgrad):
     device, host = optimizer_state(cb, *dtypes, misaligned=misaligned)
     for step in (1, 2):
         args = (step, 1e-2, 0.9, 0.999, 1e-8, 0.01, True)
-        cb.adam_step_(device["params"], device["grads"], device["m"], device["v"], *args, device["masters"],
-                      device["vmax"] if amsgrad else None)
-        cpu.adam_step_(host["params"], host["grads"], host["m"], host["v"], *args, host["masters"],
-                       host["vmax"] if amsgrad else None)
+        cb.adam_step_(
+            device["params"],
+            device["grads"],
+            device["m"],
+            device["v"],
+            *args,
+            device["masters"],
+            device["vmax"] if amsgrad else None,
+        )
+        cpu.adam_step_(
+            host["params"],
+            host["grads"],
+            host["m"],
+            host["v"],
+            *args,
+            host["masters"],
+            host["vmax"] if amsgrad else None,
+        )
     names = ("params", "m", "v") + (("masters",) if master_dtype else ()) + (("vmax",) if amsgrad else ())
-    check_optimizer_lists(cb, device, host, names, {"params": param_dtype, "m": state_dtype, "v": state_dtype,
-                                                   "vmax": state_dtype, "masters": master_dtype})
+    check_optimizer_lists(
+        cb,
+        device,
+        host,
+        names,
+        {"params": param_dtype, "m": state_dtype, "v": state_dtype, "vmax": state_dtype, "masters": master_dtype},
+    )
 
 
 @pytest.mark.parametrize("dtypes", STEP_COMBINATIONS, ids=str)

@@ -7,6 +7,7 @@ operands, empty arrays, every attention mask kind; then end to end through the T
 
 bfloat16 has no NumPy type, so its CPU reference runs in float32 on the bf16-rounded inputs.
 """
+
 import math
 
 import numpy as np
@@ -25,19 +26,20 @@ pytestmark = [
 HALF_TYPES = (dt.float16, dt.bfloat16)
 FLOAT_TYPES = (dt.float32, dt.float16, dt.bfloat16)
 # (rtol, atol) for results that went through one rounding to the dtype after fp32 math
-TOLERANCE = {dt.float64: (1e-10, 1e-12), dt.float32: (2e-5, 2e-6), dt.float16: (4e-3, 2e-3),
-             dt.bfloat16: (2e-2, 1e-2)}
+TOLERANCE = {dt.float64: (1e-10, 1e-12), dt.float32: (2e-5, 2e-6), dt.float16: (4e-3, 2e-3), dt.bfloat16: (2e-2, 1e-2)}
 
 
 @pytest.fixture(scope="module")
 def cb():
     from adcuda.backends import cuda
+
     return cuda
 
 
 @pytest.fixture(scope="module")
 def native():
     from adcuda import _native
+
     return _native._C
 
 
@@ -67,8 +69,13 @@ def check(cb, got, expected, dtype, scale=1.0, rtol=None, atol=None):
     got_host = to_host(cb, got).astype(np.float64)
     expected = np.asarray(expected, dtype=np.float64)
     assert got_host.shape == expected.shape, (got_host.shape, expected.shape)
-    np.testing.assert_allclose(got_host, expected, rtol=rtol if rtol is not None else default_rtol,
-                               atol=(atol if atol is not None else default_atol) * scale, equal_nan=True)
+    np.testing.assert_allclose(
+        got_host,
+        expected,
+        rtol=rtol if rtol is not None else default_rtol,
+        atol=(atol if atol is not None else default_atol) * scale,
+        equal_nan=True,
+    )
 
 
 def rng(seed=0):
@@ -85,15 +92,29 @@ def check_matmul(cb, a, a_host, b, b_host, dtype):
     got = cb.matmul(a, b)
     assert cb.dtype_of(got) is dtype
     k = a_host.shape[-1]
-    magnitude = math.sqrt(max(k, 1)) * max(np.abs(a_host).max(initial=0), 1e-3) * max(np.abs(b_host).max(initial=0),
-                                                                                        1e-3)
+    magnitude = (
+        math.sqrt(max(k, 1)) * max(np.abs(a_host).max(initial=0), 1e-3) * max(np.abs(b_host).max(initial=0), 1e-3)
+    )
     check(cb, got, matmul_reference(a_host, b_host), dtype, scale=magnitude, rtol=TOLERANCE[dtype][0] * 4)
 
 
 @pytest.mark.parametrize("dtype", (dt.float32, dt.float64, dt.float16, dt.bfloat16), ids=str)
-@pytest.mark.parametrize("m, k, n", [(1, 1, 1), (1, 7, 1), (7, 1, 9), (33, 65, 17), (128, 128, 128),
-                                     (129, 257, 127), (1, 1023, 3), (1023, 5, 1), (300, 1000, 260),
-                                     (64, 8, 8), (136, 40, 264)])
+@pytest.mark.parametrize(
+    "m, k, n",
+    [
+        (1, 1, 1),
+        (1, 7, 1),
+        (7, 1, 9),
+        (33, 65, 17),
+        (128, 128, 128),
+        (129, 257, 127),
+        (1, 1023, 3),
+        (1023, 5, 1),
+        (300, 1000, 260),
+        (64, 8, 8),
+        (136, 40, 264),
+    ],
+)
 def test_matmul_2d_matches_cpu(cb, dtype, m, k, n):
     g = rng(m * 7 + k * 3 + n)
     a, a_host = held(cb, g.standard_normal((m, k)), dtype)
@@ -132,13 +153,16 @@ def test_matmul_strided_and_offset_views_match_cpu(cb, dtype):
 
 
 @pytest.mark.parametrize("dtype", (dt.float32, dt.float16), ids=str)
-@pytest.mark.parametrize("a_shape, b_shape", [
-    ((2, 3, 33, 17), (17, 9)),          # B shared by the batch: folded into one (2*3*33) x 9 product
-    ((2, 1, 16, 24), (1, 3, 24, 40)),   # broadcast batch dims on both sides
-    ((5, 31, 64), (5, 64, 7)),          # plain batched
-    ((1, 40, 40), (40, 40)),            # batch of 1
-    ((7, 8), (4, 8, 16)),               # A shared by the batch
-])
+@pytest.mark.parametrize(
+    "a_shape, b_shape",
+    [
+        ((2, 3, 33, 17), (17, 9)),  # B shared by the batch: folded into one (2*3*33) x 9 product
+        ((2, 1, 16, 24), (1, 3, 24, 40)),  # broadcast batch dims on both sides
+        ((5, 31, 64), (5, 64, 7)),  # plain batched
+        ((1, 40, 40), (40, 40)),  # batch of 1
+        ((7, 8), (4, 8, 16)),  # A shared by the batch
+    ],
+)
 def test_matmul_batched_and_broadcast_match_cpu(cb, dtype, a_shape, b_shape):
     g = rng(5)
     a, a_host = held(cb, g.standard_normal(a_shape), dtype)
@@ -153,8 +177,7 @@ def test_matmul_expanded_and_transposed_batches(cb):
     a_expanded = cb.expand(a, (6, 20, 30))
     b_store, b_host_store = held(cb, g.standard_normal((6, 50, 30)), dt.float16)
     b = cb.permute(b_store, (0, 2, 1))
-    check_matmul(cb, a_expanded, np.broadcast_to(a_host, (6, 20, 30)), b, np.swapaxes(b_host_store, 1, 2),
-                 dt.float16)
+    check_matmul(cb, a_expanded, np.broadcast_to(a_host, (6, 20, 30)), b, np.swapaxes(b_host_store, 1, 2), dt.float16)
 
 
 def test_matmul_more_batches_than_one_grid_dimension(cb):
@@ -189,8 +212,10 @@ def test_matmul_errors(cb):
     with pytest.raises(ShapeError, match="cannot be multiplied"):
         cb.matmul(a, b)
     with pytest.raises(ShapeError, match="batch dims"):
-        cb.matmul(cb.from_numpy(np.ones((2, 3, 4), np.float32), dt.float32),
-                  cb.from_numpy(np.ones((3, 4, 2), np.float32), dt.float32))
+        cb.matmul(
+            cb.from_numpy(np.ones((2, 3, 4), np.float32), dt.float32),
+            cb.from_numpy(np.ones((3, 4, 2), np.float32), dt.float32),
+        )
     ints = cb.from_numpy(np.ones((3, 4), np.int64), dt.int64)
     with pytest.raises(DTypeError, match="floating point"):
         cb.matmul(ints, cb.from_numpy(np.ones((4, 2), np.int64), dt.int64))
@@ -198,6 +223,7 @@ def test_matmul_errors(cb):
 
 def test_gemm_path_is_reported():
     from adcuda.backends.cuda import gemm
+
     path = gemm.gemm_path()
     assert "mma.sync" in path and "SIMT" in path
     assert "GEMM" in adcuda.info() and "mma.sync" in adcuda.info()
@@ -205,8 +231,17 @@ def test_gemm_path_is_reported():
 
 # =============================================================================================
 # softmax / log-softmax
-SOFTMAX_CASES = [((1,), 0), ((7,), 0), ((3, 1023), 1), ((2, 65537), 1), ((4, 5, 6), 0), ((4, 5, 6), 1),
-                 ((4, 5, 6), 2), ((16, 64), 1), ((3, 8), 0)]
+SOFTMAX_CASES = [
+    ((1,), 0),
+    ((7,), 0),
+    ((3, 1023), 1),
+    ((2, 65537), 1),
+    ((4, 5, 6), 0),
+    ((4, 5, 6), 1),
+    ((4, 5, 6), 2),
+    ((16, 64), 1),
+    ((3, 8), 0),
+]
 
 
 @pytest.mark.parametrize("dtype", FLOAT_TYPES + (dt.float64,), ids=str)
@@ -226,11 +261,16 @@ def test_softmax_forward_and_backward_match_cpu(cb, dtype, shape, axis, log):
 
 def test_softmax_non_finite_rows_match_cpu(cb):
     """inf and NaN rows take NumPy's order of operations: the same NaNs and zeros as the CPU."""
-    x_host = np.array([[0.0, 1.0, 2.0, 3.0],
-                       [-np.inf, -np.inf, -np.inf, -np.inf],
-                       [np.inf, 0.0, 1.0, -1.0],
-                       [np.nan, 0.0, 1.0, 2.0],
-                       [-np.inf, 0.0, -np.inf, 5.0]], np.float32)
+    x_host = np.array(
+        [
+            [0.0, 1.0, 2.0, 3.0],
+            [-np.inf, -np.inf, -np.inf, -np.inf],
+            [np.inf, 0.0, 1.0, -1.0],
+            [np.nan, 0.0, 1.0, 2.0],
+            [-np.inf, 0.0, -np.inf, 5.0],
+        ],
+        np.float32,
+    )
     x = cb.from_numpy(x_host, dt.float32)
     for log in (False, True):
         for axis in (0, 1):
@@ -269,8 +309,9 @@ def test_cross_entropy_forward_and_backward_match_cpu(cb, dtype, n, c, ignore_in
     assert np.all(to_host(cb, losses)[target_host == ignore_index] == 0)
     g_rows, g_rows_host = held(cb, g.standard_normal(n), dtype)
     grad = cb.cross_entropy_backward(logits, lse, target, g_rows, ignore_index, label_smoothing)
-    ref = cpu.cross_entropy_backward(logits_host, to_host(cb, lse), target_host, g_rows_host, ignore_index,
-                                     label_smoothing)
+    ref = cpu.cross_entropy_backward(
+        logits_host, to_host(cb, lse), target_host, g_rows_host, ignore_index, label_smoothing
+    )
     check(cb, grad, ref, dtype, scale=2.0)
     assert np.all(to_host(cb, grad)[target_host == ignore_index] == 0)  # ignored rows: exactly zero
 
@@ -294,13 +335,24 @@ def test_cross_entropy_shape_errors(cb):
 # =============================================================================================
 # layer norm
 @pytest.mark.parametrize("dtype", FLOAT_TYPES + (dt.float64,), ids=str)
-@pytest.mark.parametrize("shape, n", [((1, 1), 1), ((7, 5), 1), ((300, 1023), 1), ((4, 3, 64), 1), ((4, 3, 64), 2),
-                                      ((2, 5000), 1), ((1, 65537), 1), ((64, 768), 1)])
+@pytest.mark.parametrize(
+    "shape, n",
+    [
+        ((1, 1), 1),
+        ((7, 5), 1),
+        ((300, 1023), 1),
+        ((4, 3, 64), 1),
+        ((4, 3, 64), 2),
+        ((2, 5000), 1),
+        ((1, 65537), 1),
+        ((64, 768), 1),
+    ],
+)
 @pytest.mark.parametrize("affine", ("both", "weight", "none"))
 def test_layer_norm_forward_and_backward_match_cpu(cb, dtype, shape, n, affine):
     g = rng(sum(shape) + n)
     x, x_host = held(cb, g.standard_normal(shape) * 2 + 0.5, dtype)
-    normalized = shape[len(shape) - n:]
+    normalized = shape[len(shape) - n :]
     weight = bias = weight_host = bias_host = None
     if affine in ("both", "weight"):
         weight, weight_host = held(cb, g.standard_normal(normalized), dtype)
@@ -317,7 +369,7 @@ def test_layer_norm_forward_and_backward_match_cpu(cb, dtype, shape, n, affine):
     grad, grad_host = held(cb, g.standard_normal(shape), dtype)
     dx, dweight, dbias = cb.layer_norm_backward(grad, x, weight, mean, rstd, n)
     dx_ref, dweight_ref, dbias_ref = cpu.layer_norm_backward(grad_host, x_host, weight_host, mean_ref, rstd_ref, n)
-    rows = int(np.prod(shape[:len(shape) - n]))
+    rows = int(np.prod(shape[: len(shape) - n]))
     check(cb, dx, dx_ref, dtype, scale=8.0)
     check(cb, dbias, dbias_ref, dtype, scale=2.0 * math.sqrt(rows))
     if weight is None:
@@ -356,8 +408,9 @@ def attention_inputs(cb, dtype, q_shape, k_shape, v_shape, seed=0):
     return [held(cb, g.standard_normal(s), dtype) for s in (q_shape, k_shape, v_shape)]
 
 
-def check_attention(cb, dtype, q_shape, k_shape, v_shape, mask_host=None, mask_dtype=None, is_causal=False,
-                    scale=None, seed=0):
+def check_attention(
+    cb, dtype, q_shape, k_shape, v_shape, mask_host=None, mask_dtype=None, is_causal=False, scale=None, seed=0
+):
     (q, q_h), (k, k_h), (v, v_h) = attention_inputs(cb, dtype, q_shape, k_shape, v_shape, seed)
     scale = 1.0 / math.sqrt(q_shape[-1]) if scale is None else scale
     mask = mask_ref = None
@@ -383,14 +436,17 @@ def check_attention(cb, dtype, q_shape, k_shape, v_shape, mask_host=None, mask_d
 
 
 @pytest.mark.parametrize("dtype", FLOAT_TYPES, ids=str)
-@pytest.mark.parametrize("q_shape, k_shape, v_shape", [
-    ((1, 1, 1, 1), (1, 1, 1, 1), (1, 1, 1, 1)),
-    ((2, 3, 7, 5), (2, 3, 9, 5), (2, 3, 9, 3)),          # L != S, Ev != E, odd sizes
-    ((1, 4, 65, 32), (1, 4, 65, 32), (1, 4, 65, 32)),     # the small GPT's heads, a tile and one more
-    ((2, 1, 33, 16), (1, 3, 40, 16), (1, 3, 40, 16)),     # broadcast batch dims
-    ((3, 100, 64), (3, 130, 64), (3, 130, 64)),           # one batch dim
-    ((2, 17, 130), (2, 17, 130), (2, 17, 33)),            # head dim over 128
-])
+@pytest.mark.parametrize(
+    "q_shape, k_shape, v_shape",
+    [
+        ((1, 1, 1, 1), (1, 1, 1, 1), (1, 1, 1, 1)),
+        ((2, 3, 7, 5), (2, 3, 9, 5), (2, 3, 9, 3)),  # L != S, Ev != E, odd sizes
+        ((1, 4, 65, 32), (1, 4, 65, 32), (1, 4, 65, 32)),  # the small GPT's heads, a tile and one more
+        ((2, 1, 33, 16), (1, 3, 40, 16), (1, 3, 40, 16)),  # broadcast batch dims
+        ((3, 100, 64), (3, 130, 64), (3, 130, 64)),  # one batch dim
+        ((2, 17, 130), (2, 17, 130), (2, 17, 33)),  # head dim over 128
+    ],
+)
 @pytest.mark.parametrize("is_causal", (False, True))
 def test_attention_matches_cpu(cb, dtype, q_shape, k_shape, v_shape, is_causal):
     check_attention(cb, dtype, q_shape, k_shape, v_shape, is_causal=is_causal)
@@ -415,8 +471,8 @@ def test_attention_additive_masks_match_cpu(cb, dtype):
 
 def test_attention_fully_masked_rows_and_masked_keys_get_exactly_zero(cb):
     mask = np.ones((6, 40), bool)
-    mask[1, :] = False        # query 1 attends to nothing
-    mask[:, 35] = False       # key 35 is never attended to
+    mask[1, :] = False  # query 1 attends to nothing
+    mask[:, 35] = False  # key 35 is never attended to
     (out, dq, dk, dv), _ = check_attention(cb, dt.float32, (2, 6, 16), (2, 40, 16), (2, 40, 16), mask, dt.bool_)
     assert np.all(to_host(cb, out)[:, 1] == 0) and np.all(to_host(cb, dq)[:, 1] == 0)
     assert np.all(to_host(cb, dk)[:, 35] == 0) and np.all(to_host(cb, dv)[:, 35] == 0)
@@ -475,11 +531,21 @@ def optimizer_tensors(cb, sizes, param_dtype, state_dtype, with_masters, seed=0)
 SIZES = [(1,), (7,), (33, 5), (65537,), (200003,)]
 
 
-@pytest.mark.parametrize("param_dtype, state_dtype, with_masters", [
-    (dt.float32, dt.float32, False), (dt.float16, dt.float32, True), (dt.bfloat16, dt.float32, True),
-    (dt.float16, dt.float16, False), (dt.float64, dt.float64, False)], ids=str)
-@pytest.mark.parametrize("decoupled, amsgrad, weight_decay", [(False, False, 0.0), (False, True, 0.1),
-                                                            (True, False, 0.01), (True, True, 0.0)])
+@pytest.mark.parametrize(
+    "param_dtype, state_dtype, with_masters",
+    [
+        (dt.float32, dt.float32, False),
+        (dt.float16, dt.float32, True),
+        (dt.bfloat16, dt.float32, True),
+        (dt.float16, dt.float16, False),
+        (dt.float64, dt.float64, False),
+    ],
+    ids=str,
+)
+@pytest.mark.parametrize(
+    "decoupled, amsgrad, weight_decay",
+    [(False, False, 0.0), (False, True, 0.1), (True, False, 0.01), (True, True, 0.0)],
+)
 def test_adam_step_matches_cpu(cb, param_dtype, state_dtype, with_masters, decoupled, amsgrad, weight_decay):
     if param_dtype is dt.bfloat16 and not with_masters:
         pytest.skip("the CPU oracle has no bfloat16 state")
@@ -488,8 +554,15 @@ def test_adam_step_matches_cpu(cb, param_dtype, state_dtype, with_masters, decou
     maxes_host = host["state3"] if amsgrad else None
     for step in (1, 2, 3):
         args = (step, 1e-2, 0.9, 0.999, 1e-8, weight_decay, decoupled)
-        cb.adam_step_(device["params"], device["grads"], device["state1"], device["state2"], *args,
-                      device["masters"], maxes_device)
+        cb.adam_step_(
+            device["params"],
+            device["grads"],
+            device["state1"],
+            device["state2"],
+            *args,
+            device["masters"],
+            maxes_device,
+        )
         cpu_params = [p.astype(np.float32) if param_dtype is dt.bfloat16 else p for p in host["params"]]
         cpu.adam_step_(cpu_params, host["grads"], host["state1"], host["state2"], *args, host["masters"], maxes_host)
         host["params"] = cpu_params
@@ -499,10 +572,15 @@ def test_adam_step_matches_cpu(cb, param_dtype, state_dtype, with_masters, decou
             check(cb, got, expected, dtype, scale=10.0)
 
 
-@pytest.mark.parametrize("param_dtype, with_masters", [(dt.float32, False), (dt.float16, True), (dt.float64, False),
-                                                       (dt.float16, False)], ids=str)
-@pytest.mark.parametrize("momentum, dampening, nesterov, weight_decay", [
-    (0.0, 0.0, False, 0.0), (0.9, 0.0, False, 0.0), (0.9, 0.1, False, 1e-3), (0.9, 0.0, True, 1e-2)])
+@pytest.mark.parametrize(
+    "param_dtype, with_masters",
+    [(dt.float32, False), (dt.float16, True), (dt.float64, False), (dt.float16, False)],
+    ids=str,
+)
+@pytest.mark.parametrize(
+    "momentum, dampening, nesterov, weight_decay",
+    [(0.0, 0.0, False, 0.0), (0.9, 0.0, False, 0.0), (0.9, 0.1, False, 1e-3), (0.9, 0.0, True, 1e-2)],
+)
 def test_sgd_step_matches_cpu(cb, param_dtype, with_masters, momentum, dampening, nesterov, weight_decay):
     state_dtype = dt.float32 if with_masters else param_dtype
     device, host = optimizer_tensors(cb, SIZES, param_dtype, state_dtype, with_masters, seed=1)
@@ -570,6 +648,7 @@ def test_update_scale_follows_cpu_over_a_sequence(cb):
 # through the Tensor API (autograd's fused backward paths) and end to end
 def test_tensor_level_ops_match_cpu_forward_and_backward():
     import adcuda.nn.functional as F
+
     g = rng(50)
     x_host = g.standard_normal((4, 6, 32)).astype(np.float32)
     w_host = g.standard_normal((48, 32)).astype(np.float32)
@@ -597,6 +676,7 @@ def test_tensor_level_ops_match_cpu_forward_and_backward():
 @pytest.mark.slow
 def test_train_digits_on_cuda_reaches_the_cpu_quality(tmp_path):
     from adcuda.train import TASKS, TrainConfig, train
+
     results = {}
     for device in ("cpu", "cuda"):
         config = TrainConfig(task="digits", out=str(tmp_path / device), epochs=1, device=device, quiet=True)

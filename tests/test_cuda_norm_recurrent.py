@@ -7,6 +7,7 @@ without one.
 bfloat16 has no NumPy type: its references are computed in fp32 from the bf16-held inputs and
 compared at bf16's precision.
 """
+
 import numpy as np
 import pytest
 
@@ -29,6 +30,7 @@ SHAPES = [(1, 1), (7, 7), (3, 1023), (0, 5)]
 @pytest.fixture(scope="module")
 def cb():
     from adcuda.backends import cuda
+
     return cuda
 
 
@@ -62,8 +64,9 @@ def test_lstm_cell_matches_the_cpu(cb, dtype, B, H):
     grad, grad_v = held(cb, draws((2, B, H), 4), dtype)
     # the backward reads the saved c' as each backend stored it
     hc_v = np.array(cb.to_numpy(hc)).astype(c_v.dtype)
-    for got, want in zip(cb.lstm_cell_backward(grad, gi, gh, c, hc), cpu.lstm_cell_backward(grad_v, gi_v, gh_v,
-                                                                                            c_v, hc_v)):
+    for got, want in zip(
+        cb.lstm_cell_backward(grad, gi, gh, c, hc), cpu.lstm_cell_backward(grad_v, gi_v, gh_v, c_v, hc_v)
+    ):
         close(cb, got, want, dtype)
 
 
@@ -101,8 +104,9 @@ def test_batch_norm_matches_the_cpu(cb, dtype, shape, affine):
             assert a is None
             continue
         tol = TOLERANCE[dtype] * 4 * max(1.0, float(np.abs(r).max(initial=0)))
-        np.testing.assert_allclose(np.array(cb.to_numpy(a), np.float64), np.asarray(r, np.float64), atol=tol,
-                                   rtol=TOLERANCE[dtype] * 4)
+        np.testing.assert_allclose(
+            np.array(cb.to_numpy(a), np.float64), np.asarray(r, np.float64), atol=tol, rtol=TOLERANCE[dtype] * 4
+        )
 
 
 def test_batch_norm_empty_batch_and_bad_input(cb):
@@ -146,8 +150,9 @@ def test_recurrent_layers_match_the_cpu(mode, dtype):
     out_gpu.float().sum().backward()
     np.testing.assert_allclose(x_gpu.grad.cpu().float().numpy(), x_cpu.grad.numpy(), rtol=tol * 5, atol=tol * 5)
     for (name, p_cpu), (_, p_gpu) in zip(layer.named_parameters(), gpu_layer.named_parameters()):
-        np.testing.assert_allclose(p_gpu.grad.cpu().float().numpy(), p_cpu.grad.numpy(), rtol=tol * 5,
-                                   atol=tol * 5, err_msg=name)
+        np.testing.assert_allclose(
+            p_gpu.grad.cpu().float().numpy(), p_cpu.grad.numpy(), rtol=tol * 5, atol=tol * 5, err_msg=name
+        )
 
 
 NORMS = {
@@ -178,8 +183,9 @@ def test_normalisation_matches_the_cpu(name, dtype, shape):
     (y_gpu.float() * y_gpu.float()).sum().backward()
     for a_cpu, a_gpu in zip(args_cpu, args_gpu):
         if a_cpu.grad is not None:
-            np.testing.assert_allclose(a_gpu.grad.cpu().float().numpy(), a_cpu.grad.numpy(), rtol=tol * 10,
-                                       atol=tol * 10)
+            np.testing.assert_allclose(
+                a_gpu.grad.cpu().float().numpy(), a_cpu.grad.numpy(), rtol=tol * 10, atol=tol * 10
+            )
 
 
 def test_batch_norm_module_running_statistics_match_the_cpu():
@@ -192,8 +198,12 @@ def test_batch_norm_module_running_statistics_match_the_cpu():
         np.testing.assert_allclose(gpu_bn.state_dict()[key].cpu().numpy(), value.numpy(), rtol=1e-5, atol=1e-6)
     gpu_bn.eval()
     bn.eval()
-    np.testing.assert_allclose(gpu_bn(adcuda.tensor(x, device="cuda")).detach().cpu().numpy(),
-                               bn(adcuda.tensor(x)).detach().numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        gpu_bn(adcuda.tensor(x, device="cuda")).detach().cpu().numpy(),
+        bn(adcuda.tensor(x)).detach().numpy(),
+        rtol=1e-5,
+        atol=1e-5,
+    )
 
 
 def test_channel_dropout_on_the_device():

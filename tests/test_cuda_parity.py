@@ -14,6 +14,7 @@ Two parts:
 
 bfloat16 has no NumPy type: its CPU reference runs in float32 on the bf16-rounded inputs.
 """
+
 import math
 import os
 import shutil
@@ -100,13 +101,22 @@ def _random_key(rng, shape):
             key.append(None)
             continue
         if r == 8 and d + 1 < ndim:
-            key.append(rng.random(shape[d:d + 2]) > 0.4)
+            key.append(rng.random(shape[d : d + 2]) > 0.4)
             d += 2
             continue
-        key.append([slice(None), slice(int(rng.integers(0, n + 1)), None, int(rng.integers(1, 3))),
-                    int(rng.integers(-n, n)), rng.integers(-n, n, size=int(rng.integers(0, 3))),
-                    rng.integers(0, n, size=(2, 1)), rng.random(n) > 0.5, slice(None, None, -1),
-                    slice(None), slice(None)][r - 2])
+        key.append(
+            [
+                slice(None),
+                slice(int(rng.integers(0, n + 1)), None, int(rng.integers(1, 3))),
+                int(rng.integers(-n, n)),
+                rng.integers(-n, n, size=int(rng.integers(0, 3))),
+                rng.integers(0, n, size=(2, 1)),
+                rng.random(n) > 0.5,
+                slice(None, None, -1),
+                slice(None),
+                slice(None),
+            ][r - 2]
+        )
         d += 1
     if rng.random() < 0.05:
         key.insert(int(rng.integers(0, len(key) + 1)), bool(rng.integers(0, 2)))
@@ -139,18 +149,24 @@ def test_advanced_index_plan_matches_numpy_on_random_keys():
     assert checked > 1000
 
 
-@pytest.mark.parametrize("shape,key", [
-    ((5, 3, 4), (slice(None), [0, 1], Ellipsis, [0, 1])),  # an empty Ellipsis still separates advanced indices
-    ((5, 3, 4), (slice(None), [0, 1], None, [1, 2])),      # so does None
-    ((5, 3, 4), (slice(None), 0, [1, 2])),                 # ints count as advanced next to arrays: adjacent
-    ((2, 3, 4, 3), (slice(None), [1, 2], slice(None), 0)),  # ... and not adjacent here: the result dims go first
-    ((5, 3, 4), (None, [0, 1], 0)),
-    ((2, 3, 4), (True, [0, 1])), ((2, 3, 4), (False,)), ((2, 3, 4), (np.array(True),)),
-    ((2, 3, 5), (np.array([[True, False, True], [False, False, True]]),)),
-    ((2, 3, 4), (Ellipsis, np.array([True, False, True, True]))),
-    ((2, 3, 4), ([[0], [1]], [0, 1, 2])),
-    ((2, 3, 4), (-1, Ellipsis, -1)),
-], ids=str)
+@pytest.mark.parametrize(
+    "shape,key",
+    [
+        ((5, 3, 4), (slice(None), [0, 1], Ellipsis, [0, 1])),  # an empty Ellipsis still separates advanced indices
+        ((5, 3, 4), (slice(None), [0, 1], None, [1, 2])),  # so does None
+        ((5, 3, 4), (slice(None), 0, [1, 2])),  # ints count as advanced next to arrays: adjacent
+        ((2, 3, 4, 3), (slice(None), [1, 2], slice(None), 0)),  # ... and not adjacent here: the result dims go first
+        ((5, 3, 4), (None, [0, 1], 0)),
+        ((2, 3, 4), (True, [0, 1])),
+        ((2, 3, 4), (False,)),
+        ((2, 3, 4), (np.array(True),)),
+        ((2, 3, 5), (np.array([[True, False, True], [False, False, True]]),)),
+        ((2, 3, 4), (Ellipsis, np.array([True, False, True, True]))),
+        ((2, 3, 4), ([[0], [1]], [0, 1, 2])),
+        ((2, 3, 4), (-1, Ellipsis, -1)),
+    ],
+    ids=str,
+)
 def test_advanced_index_plan_numpy_placement_rules(shape, key):
     a = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
     key = tuple(np.array(k) if isinstance(k, list) else k for k in key)
@@ -364,8 +380,18 @@ def harness(tmp_path_factory):
     source.write_text(_HARNESS)
     binary = folder / "harness"
     # (warning 20013: host code reaching the C library's constexpr math through the __host__ __device__ functors)
-    command = [nvcc, "-std=c++17", "-O1", "-diag-suppress", "20013", "-I", os.path.join(ROOT, "kernels"), str(source),
-               "-o", str(binary)]
+    command = [
+        nvcc,
+        "-std=c++17",
+        "-O1",
+        "-diag-suppress",
+        "20013",
+        "-I",
+        os.path.join(ROOT, "kernels"),
+        str(source),
+        "-o",
+        str(binary),
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     return folder, binary
@@ -384,8 +410,28 @@ def _host_run(harness, mode, type_name, op, *arrays):
     return np.fromfile(out, dtype=arrays[0].dtype)
 
 
-_SPECIAL = [0.0, -0.0, 0.5, -0.5, 1.0, -1.0, 2.5, -2.5, 3.5, 1e-30, -1e-30, 1e-4, 20.0, -20.0, 88.0, -100.0, 1e4,
-            np.inf, -np.inf, np.nan]
+_SPECIAL = [
+    0.0,
+    -0.0,
+    0.5,
+    -0.5,
+    1.0,
+    -1.0,
+    2.5,
+    -2.5,
+    3.5,
+    1e-30,
+    -1e-30,
+    1e-4,
+    20.0,
+    -20.0,
+    88.0,
+    -100.0,
+    1e4,
+    np.inf,
+    -np.inf,
+    np.nan,
+]
 
 
 def _unary_inputs(np_type):
@@ -435,8 +481,9 @@ def test_integer_functors_match_cpu_backend(harness, op, type_name, np_type, d):
     if op in ("floor_divide", "remainder"):  # the most negative value divided by -1 wraps, as in NumPy
         with np.errstate(all="ignore"):
             expected = getattr(np, op)(extreme, np.array([-1], np_type))
-        np.testing.assert_array_equal(_host_run(harness, "binary", type_name, op, extreme,
-                                                np.array([-1], dtype=np_type)), expected)
+        np.testing.assert_array_equal(
+            _host_run(harness, "binary", type_name, op, extreme, np.array([-1], dtype=np_type)), expected
+        )
 
 
 @pytest.mark.parametrize("op", sorted(cpu.UNARY_BACKWARD_OPS))
@@ -451,12 +498,19 @@ def test_unary_backward_functors_match_cpu_backend(harness, op):
     np.testing.assert_allclose(got, cpu.unary_backward(op, y if op == "relu" else x, y, g), rtol=2e-6, atol=3e-6)
 
 
-@pytest.mark.parametrize("counter,key,expected", [
-    # Random123's known-answer vectors for philox4x32-10
-    ((0, 0, 0, 0), (0, 0), "6627e8d5 e169c58d bc57ac4c 9b00dbd8"),
-    ((0xffffffff,) * 4, (0xffffffff,) * 2, "408f276d 41c83b0e a20bc7c6 6d5451fd"),
-    ((0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344), (0xa4093822, 0x299f31d0), "d16cfe09 94fdcceb 5001e420 24126ea1"),
-])
+@pytest.mark.parametrize(
+    "counter,key,expected",
+    [
+        # Random123's known-answer vectors for philox4x32-10
+        ((0, 0, 0, 0), (0, 0), "6627e8d5 e169c58d bc57ac4c 9b00dbd8"),
+        ((0xFFFFFFFF,) * 4, (0xFFFFFFFF,) * 2, "408f276d 41c83b0e a20bc7c6 6d5451fd"),
+        (
+            (0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344),
+            (0xA4093822, 0x299F31D0),
+            "d16cfe09 94fdcceb 5001e420 24126ea1",
+        ),
+    ],
+)
 def test_philox_known_answers(harness, counter, key, expected):
     _, binary = harness
     args = [f"{v:x}" for v in counter + key]
@@ -504,18 +558,19 @@ def test_iteration_beyond_int32_is_cut_into_int32_blocks(harness):
 @pytest.fixture(scope="module")
 def cb():
     from adcuda.backends import cuda
+
     return cuda
 
 
 @pytest.fixture(scope="module")
 def C():
     from adcuda import _native
+
     return _native._C
 
 
 FLOATS = (dt.float32, dt.float16, dt.bfloat16, dt.float64)
-TOLERANCE = {dt.float64: (1e-10, 1e-12), dt.float32: (2e-5, 2e-6), dt.float16: (4e-3, 2e-3),
-             dt.bfloat16: (2e-2, 1e-2)}
+TOLERANCE = {dt.float64: (1e-10, 1e-12), dt.float32: (2e-5, 2e-6), dt.float16: (4e-3, 2e-3), dt.bfloat16: (2e-2, 1e-2)}
 SHAPES = [(), (0,), (1,), (7,), (1023,), (65537,), (3, 0, 2), (33, 65)]
 
 
@@ -543,9 +598,13 @@ def check(cb, got, expected, dtype, rtol=None, atol=None):
     expected = np.asarray(expected)
     assert got_host.shape == expected.shape, (got_host.shape, expected.shape)
     if dtype in TOLERANCE:
-        np.testing.assert_allclose(got_host.astype(np.float64), expected.astype(np.float64),
-                                   rtol=default_rtol if rtol is None else rtol,
-                                   atol=default_atol if atol is None else atol, equal_nan=True)
+        np.testing.assert_allclose(
+            got_host.astype(np.float64),
+            expected.astype(np.float64),
+            rtol=default_rtol if rtol is None else rtol,
+            atol=default_atol if atol is None else atol,
+            equal_nan=True,
+        )
     else:
         np.testing.assert_array_equal(got_host, expected)
 
@@ -612,8 +671,15 @@ def test_unary_integer_and_bool(cb, op, dtype):
 
 ARITHMETIC = ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "floor_divide", "remainder"]
 COMPARISONS = ["eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor"]
-BROADCAST_PAIRS = [((7,), (7,)), ((1023,), (1,)), ((3, 1, 5), (4, 1)), ((65537,), ()), ((2, 0, 3), (3,)),
-                   ((), ()), ((33, 65), (65,))]
+BROADCAST_PAIRS = [
+    ((7,), (7,)),
+    ((1023,), (1,)),
+    ((3, 1, 5), (4, 1)),
+    ((65537,), ()),
+    ((2, 0, 3), (3,)),
+    ((), ()),
+    ((33, 65), (65,)),
+]
 
 
 def _binary_inputs(op, shape_a, shape_b, dtype):
@@ -686,8 +752,9 @@ def test_binary_errors_match_cpu(cb):
     with pytest.raises(DTypeError):
         cb.binary("pow", a, to_device(cb, np.array([1, -1, 2, 0, 1]), dt.int64), dt.int64)
     with pytest.raises(ValueError, match="broadcast"):
-        cb.binary("add", to_device(cb, np.zeros((3, 4)), dt.float32), to_device(cb, np.zeros(5), dt.float32),
-                  dt.float32)
+        cb.binary(
+            "add", to_device(cb, np.zeros((3, 4)), dt.float32), to_device(cb, np.zeros(5), dt.float32), dt.float32
+        )
 
 
 @gpu
@@ -708,14 +775,19 @@ def test_unary_backward(cb, op, dtype, shape):
     rtol, atol = TOLERANCE[dtype]
     # fp16 and bf16 compute in fp32
     eps = np.finfo(np.float64 if dtype is dt.float64 else np.float32).eps
-    allowed = (atol + rtol * np.abs(expected)
-               + TERM_ULPS * eps * np.abs(g_host.astype(np.float64)) * _backward_terms(op, x_host, y_host))
+    allowed = (
+        atol
+        + rtol * np.abs(expected)
+        + TERM_ULPS * eps * np.abs(g_host.astype(np.float64)) * _backward_terms(op, x_host, y_host)
+    )
     error = np.abs(got_host - expected)
     wrong = ~((error <= allowed) | (got_host == expected) | (np.isnan(got_host) & np.isnan(expected)))
     where = np.flatnonzero(wrong)[:5]
-    assert not wrong.any(), (f"{op} {dtype.name}: {wrong.sum()} of {wrong.size} beyond tolerance, e.g. at x = "
-                             f"{x_host.ravel()[where]}: got {got_host.ravel()[where]}, expected "
-                             f"{expected.ravel()[where]}, allowed error {allowed.ravel()[where]}")
+    assert not wrong.any(), (
+        f"{op} {dtype.name}: {wrong.sum()} of {wrong.size} beyond tolerance, e.g. at x = "
+        f"{x_host.ravel()[where]}: got {got_host.ravel()[where]}, expected "
+        f"{expected.ravel()[where]}, allowed error {allowed.ravel()[where]}"
+    )
 
 
 # Each backward formula is a sum of terms (times g). The GPU rounds each term differently from the CPU (its
@@ -735,7 +807,7 @@ def _backward_terms(op, x, y):
         return cdf + np.abs(x) * np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
     if op == "gelu_tanh":  # s + 2 x s (1 - s) k (1 + 3 c x^2), s = sigmoid(2u)
         k, c = math.sqrt(2.0 / math.pi), 0.044715
-        s = cpu.unary("sigmoid", 2.0 * k * (x + c * x ** 3))
+        s = cpu.unary("sigmoid", 2.0 * k * (x + c * x**3))
         return s + np.abs(2.0 * x * s * (1.0 - s) * k * (1.0 + 3.0 * c * x * x))
     if op == "silu":  # s + s x (1 - s)
         s = cpu.unary("sigmoid", x)
@@ -777,9 +849,22 @@ def test_clamp(cb, dtype, bounds):
 
 # ---------------------------------------------------------------------------------------------
 # reductions
-REDUCE_CASES = [((7,), (0,)), ((1023,), (0,)), ((65537,), (0,)), ((33, 65), (1,)), ((33, 65), (0,)),
-                ((4, 5, 6), (0, 2)), ((4, 5, 6), (1,)), ((4, 5, 6), (0, 1, 2)), ((4, 5, 6), ()), ((), ()),
-                ((3, 0, 2), (1,)), ((3, 0, 2), (0, 2)), ((1, 1, 300), (2,)), ((300, 3), (0,))]
+REDUCE_CASES = [
+    ((7,), (0,)),
+    ((1023,), (0,)),
+    ((65537,), (0,)),
+    ((33, 65), (1,)),
+    ((33, 65), (0,)),
+    ((4, 5, 6), (0, 2)),
+    ((4, 5, 6), (1,)),
+    ((4, 5, 6), (0, 1, 2)),
+    ((4, 5, 6), ()),
+    ((), ()),
+    ((3, 0, 2), (1,)),
+    ((3, 0, 2), (0, 2)),
+    ((1, 1, 300), (2,)),
+    ((300, 3), (0,)),
+]
 
 
 @gpu
@@ -823,8 +908,20 @@ def test_reduce_huge_full_sum_takes_the_split_path(cb):
 
 @pytest.mark.parametrize("dtype", FLOATS + (dt.int32, dt.int64, dt.bool_), ids=lambda d: d.name)
 @pytest.mark.parametrize("op", ["argmax", "argmin"])
-@pytest.mark.parametrize("case", [((7,), 0), ((1023,), None), ((33, 65), 1), ((33, 65), 0), ((4, 5, 6), None),
-                                  ((4, 5, 6), 1), ((65537,), 0), ((), None)], ids=str)
+@pytest.mark.parametrize(
+    "case",
+    [
+        ((7,), 0),
+        ((1023,), None),
+        ((33, 65), 1),
+        ((33, 65), 0),
+        ((4, 5, 6), None),
+        ((4, 5, 6), 1),
+        ((65537,), 0),
+        ((), None),
+    ],
+    ids=str,
+)
 @gpu
 @pytest.mark.parametrize("keepdim", [False, True])
 def test_argreduce_first_occurrence_and_nan(cb, op, dtype, case, keepdim):
@@ -862,8 +959,9 @@ def test_logsumexp(cb, dtype, case):
 
 
 @pytest.mark.parametrize("dtype", FLOATS + (dt.int32, dt.int64, dt.bool_), ids=lambda d: d.name)
-@pytest.mark.parametrize("case", [((7,), 0), ((1023,), 0), ((33, 65), 1), ((33, 65), 0), ((4, 5, 6), 1), ((0, 3), 0),
-                                  ((65537,), 0)], ids=str)
+@pytest.mark.parametrize(
+    "case", [((7,), 0), ((1023,), 0), ((33, 65), 1), ((33, 65), 0), ((4, 5, 6), 1), ((0, 3), 0), ((65537,), 0)], ids=str
+)
 @gpu
 @pytest.mark.parametrize("descending", [False, True])
 def test_sort_is_stable_with_nan_last(cb, dtype, case, descending):
@@ -880,8 +978,9 @@ def test_sort_is_stable_with_nan_last(cb, dtype, case, descending):
 
 
 @pytest.mark.parametrize("dtype", FLOATS + (dt.int32, dt.int64, dt.bool_), ids=lambda d: d.name)
-@pytest.mark.parametrize("case", [((7,), 0), ((1023,), 0), ((33, 65), 1), ((33, 65), 0), ((65537,), 0), ((0,), 0),
-                                  ((), 0)], ids=str)
+@pytest.mark.parametrize(
+    "case", [((7,), 0), ((1023,), 0), ((33, 65), 1), ((33, 65), 0), ((65537,), 0), ((0,), 0), ((), 0)], ids=str
+)
 @gpu
 def test_cumsum(cb, dtype, case):
     shape, axis = case
@@ -889,8 +988,13 @@ def test_cumsum(cb, dtype, case):
         expected = cpu.cumsum(a_host, axis)
         n = a_host.shape[axis] if a_host.ndim else 1
         rtol, atol = TOLERANCE.get(dtype, (0, 0))
-        check(cb, cb.cumsum(a, axis), expected, dtype if dtype.is_floating_point else dt.int64,
-              atol=atol * math.sqrt(n) * 4 if dtype in TOLERANCE else None)
+        check(
+            cb,
+            cb.cumsum(a, axis),
+            expected,
+            dtype if dtype.is_floating_point else dt.int64,
+            atol=atol * math.sqrt(n) * 4 if dtype in TOLERANCE else None,
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -923,8 +1027,9 @@ def test_index_random_keys_match_cpu(cb, dtype):
             check(cb, cb.index(a, _device_key(cb, key)), expected, dtype)
 
 
-@pytest.mark.parametrize("dtype", (dt.float32, dt.float16, dt.bfloat16, dt.float64, dt.int32, dt.int64),
-                         ids=lambda d: d.name)
+@pytest.mark.parametrize(
+    "dtype", (dt.float32, dt.float16, dt.bfloat16, dt.float64, dt.int32, dt.int64), ids=lambda d: d.name
+)
 @gpu
 @pytest.mark.parametrize("deterministic", [False, True])
 def test_index_put_accumulate_sums_duplicates(cb, dtype, deterministic):
@@ -1016,22 +1121,33 @@ def test_index_errors(cb):
 
 
 @pytest.mark.parametrize("dtype", (dt.float32, dt.float16, dt.bfloat16, dt.int64), ids=lambda d: d.name)
-@pytest.mark.parametrize("case", [((5, 7), (3, 7), 0), ((5, 7), (5, 2), 1), ((4, 5, 6), (2, 5, 3), 2),
-                                  ((65537,), (1023,), 0), ((3, 0), (3, 0), 1)], ids=str)
+@pytest.mark.parametrize(
+    "case",
+    [((5, 7), (3, 7), 0), ((5, 7), (5, 2), 1), ((4, 5, 6), (2, 5, 3), 2), ((65537,), (1023,), 0), ((3, 0), (3, 0), 1)],
+    ids=str,
+)
 @gpu
 def test_gather_and_scatter_add(cb, dtype, case):
     shape, idx_shape, axis = case
     x = sample(shape, dtype, 1)
-    idx_np = np.random.default_rng(2).integers(0, shape[axis], size=idx_shape) if shape[axis] else np.zeros(idx_shape,
-                                                                                                          np.int64)
+    idx_np = (
+        np.random.default_rng(2).integers(0, shape[axis], size=idx_shape)
+        if shape[axis]
+        else np.zeros(idx_shape, np.int64)
+    )
     idx = cb.from_numpy(idx_np, dt.int64)
     for a, a_host in layouts(cb, x, dtype)[:2]:
         check(cb, cb.gather(a, axis, idx), cpu.gather(a_host, axis, idx_np), dtype)
         src, src_host = held(cb, sample(idx_shape, dtype, 3), dtype)
         expected = cpu.scatter_add(a_host.astype(np.float64), axis, idx_np, src_host.astype(np.float64))
         rtol, atol = TOLERANCE.get(dtype, (0, 0))
-        check(cb, cb.scatter_add(a, axis, idx, src), expected.astype(a_host.dtype), dtype,
-              atol=atol * 10 if dtype in TOLERANCE else None)
+        check(
+            cb,
+            cb.scatter_add(a, axis, idx, src),
+            expected.astype(a_host.dtype),
+            dtype,
+            atol=atol * 10 if dtype in TOLERANCE else None,
+        )
 
 
 @gpu
@@ -1130,8 +1246,12 @@ def test_empty_and_zero_d_everywhere(cb):
         empty = to_device(cb, np.zeros((0, 3)), dtype)
         assert cb.shape_of(cb.unary("abs" if dtype is not dt.bool_ else "logical_not", empty)) == (0, 3)
         assert cb.shape_of(cb.binary("eq", empty, 1, dtype)) == (0, 3)
-        check(cb, cb.reduce("sum", empty, (0,), False), cpu.reduce("sum", np.zeros((0, 3), dtype.numpy), (0,), False),
-              dt.int64 if dtype is not dt.float32 else dtype)
+        check(
+            cb,
+            cb.reduce("sum", empty, (0,), False),
+            cpu.reduce("sum", np.zeros((0, 3), dtype.numpy), (0,), False),
+            dt.int64 if dtype is not dt.float32 else dtype,
+        )
         assert cb.shape_of(cb.rand((0, 2), dt.float32, 0, 0)) == (0, 2)
         assert cb.shape_of(cb.cat([empty, empty], 0)) == (0, 3)
     zero_d, zero_d_host = held(cb, np.array(2.5), dt.float32)
@@ -1145,36 +1265,66 @@ def test_empty_and_zero_d_everywhere(cb):
 def _ops():
     F = adcuda.nn.functional
     return {
-        "add": (lambda x, y: x + y, 2), "sub": (lambda x, y: x - 2 * y, 2), "mul": (lambda x, y: x * y, 2),
-        "div": (lambda x, y: x / (y.abs() + 1), 2), "pow": (lambda x, y: (x.abs() + 0.5) ** y, 2),
-        "pow_scalar": (lambda x: x ** 3, 1), "rpow": (lambda x: 2 ** x, 1), "neg": (lambda x: -x, 1),
-        "abs": (lambda x: x.abs(), 1), "exp": (lambda x: x.exp(), 1), "log": (lambda x: (x.abs() + 0.1).log(), 1),
-        "log1p": (lambda x: x.abs().log1p(), 1), "sqrt": (lambda x: (x.abs() + 0.1).sqrt(), 1),
-        "rsqrt": (lambda x: (x.abs() + 0.1).rsqrt(), 1), "sin": (lambda x: x.sin(), 1), "cos": (lambda x: x.cos(), 1),
-        "tanh": (lambda x: x.tanh(), 1), "sigmoid": (lambda x: x.sigmoid(), 1), "relu": (lambda x: x.relu(), 1),
-        "leaky_relu": (lambda x: F.leaky_relu(x, 0.1), 1), "gelu": (lambda x: F.gelu(x), 1),
-        "gelu_tanh": (lambda x: F.gelu(x, approximate="tanh"), 1), "silu": (lambda x: F.silu(x), 1),
-        "clamp": (lambda x: x.clamp(-0.5, 0.5), 1), "maximum": (lambda x, y: adcuda.maximum(x, y), 2),
-        "minimum": (lambda x, y: adcuda.minimum(x, y), 2), "where": (lambda x, y: adcuda.where(x > y, x, y), 2),
-        "sign": (lambda x: x * x.sign(), 1), "erf": (lambda x: adcuda.erf(x), 1),
-        "sum": (lambda x: x.sum(), 1), "sum_dim": (lambda x: x.sum(1, keepdim=True), 1),
-        "mean": (lambda x: x.mean(0), 1), "var": (lambda x: x.var(1), 1), "std": (lambda x: x.std(0), 1),
-        "logsumexp": (lambda x: adcuda.logsumexp(x, 1), 1), "amax": (lambda x: x.amax(1), 1),
-        "max_dim": (lambda x: x.max(1).values, 1), "min": (lambda x: x.min(), 1),
-        "prod": (lambda x: (1 + x / 10).prod(1), 1), "norm": (lambda x: x.norm(), 1),
-        "broadcast": (lambda x, y: x + y[0], 2), "expand_sum": (lambda x: x[:1].expand(4, 5) * x, 1),
-        "transpose": (lambda x: x.T.contiguous() * 2, 1), "cat": (lambda x, y: adcuda.cat([x, y, x], 1), 2),
-        "stack": (lambda x, y: adcuda.stack([x, y], 0), 2), "flip": (lambda x: x.flip(0) * x, 1),
-        "repeat": (lambda x: x.repeat(2, 3), 1), "getitem_basic": (lambda x: x[1:3, ::2], 1),
+        "add": (lambda x, y: x + y, 2),
+        "sub": (lambda x, y: x - 2 * y, 2),
+        "mul": (lambda x, y: x * y, 2),
+        "div": (lambda x, y: x / (y.abs() + 1), 2),
+        "pow": (lambda x, y: (x.abs() + 0.5) ** y, 2),
+        "pow_scalar": (lambda x: x**3, 1),
+        "rpow": (lambda x: 2**x, 1),
+        "neg": (lambda x: -x, 1),
+        "abs": (lambda x: x.abs(), 1),
+        "exp": (lambda x: x.exp(), 1),
+        "log": (lambda x: (x.abs() + 0.1).log(), 1),
+        "log1p": (lambda x: x.abs().log1p(), 1),
+        "sqrt": (lambda x: (x.abs() + 0.1).sqrt(), 1),
+        "rsqrt": (lambda x: (x.abs() + 0.1).rsqrt(), 1),
+        "sin": (lambda x: x.sin(), 1),
+        "cos": (lambda x: x.cos(), 1),
+        "tanh": (lambda x: x.tanh(), 1),
+        "sigmoid": (lambda x: x.sigmoid(), 1),
+        "relu": (lambda x: x.relu(), 1),
+        "leaky_relu": (lambda x: F.leaky_relu(x, 0.1), 1),
+        "gelu": (lambda x: F.gelu(x), 1),
+        "gelu_tanh": (lambda x: F.gelu(x, approximate="tanh"), 1),
+        "silu": (lambda x: F.silu(x), 1),
+        "clamp": (lambda x: x.clamp(-0.5, 0.5), 1),
+        "maximum": (lambda x, y: adcuda.maximum(x, y), 2),
+        "minimum": (lambda x, y: adcuda.minimum(x, y), 2),
+        "where": (lambda x, y: adcuda.where(x > y, x, y), 2),
+        "sign": (lambda x: x * x.sign(), 1),
+        "erf": (lambda x: adcuda.erf(x), 1),
+        "sum": (lambda x: x.sum(), 1),
+        "sum_dim": (lambda x: x.sum(1, keepdim=True), 1),
+        "mean": (lambda x: x.mean(0), 1),
+        "var": (lambda x: x.var(1), 1),
+        "std": (lambda x: x.std(0), 1),
+        "logsumexp": (lambda x: adcuda.logsumexp(x, 1), 1),
+        "amax": (lambda x: x.amax(1), 1),
+        "max_dim": (lambda x: x.max(1).values, 1),
+        "min": (lambda x: x.min(), 1),
+        "prod": (lambda x: (1 + x / 10).prod(1), 1),
+        "norm": (lambda x: x.norm(), 1),
+        "broadcast": (lambda x, y: x + y[0], 2),
+        "expand_sum": (lambda x: x[:1].expand(4, 5) * x, 1),
+        "transpose": (lambda x: x.T.contiguous() * 2, 1),
+        "cat": (lambda x, y: adcuda.cat([x, y, x], 1), 2),
+        "stack": (lambda x, y: adcuda.stack([x, y], 0), 2),
+        "flip": (lambda x: x.flip(0) * x, 1),
+        "repeat": (lambda x: x.repeat(2, 3), 1),
+        "getitem_basic": (lambda x: x[1:3, ::2], 1),
         "getitem_int_array": (lambda x: x[adcuda.tensor([0, 2, 2, 3], device=x.device)], 1),
         "getitem_mask": (lambda x: x[x > 0], 1),
         "getitem_mixed": (lambda x: x[:, adcuda.tensor([4, 0], device=x.device)], 1),
         "gather": (lambda x: x.gather(1, adcuda.tensor([[0, 1], [4, 4], [2, 0], [3, 3]], device=x.device)), 1),
         "scatter_add": (lambda x, y: x.scatter_add(0, adcuda.tensor([[1, 0, 3, 3, 1]], device=x.device), y), 2),
         "index_select": (lambda x: x.index_select(1, adcuda.tensor([4, 1, 1], device=x.device)), 1),
-        "masked_fill": (lambda x: x.masked_fill(x > 0.5, 0.0), 1), "tril": (lambda x: x.tril(1), 1),
-        "triu": (lambda x: x.triu(-1), 1), "sort": (lambda x: x.sort(1).values, 1),
-        "cumsum": (lambda x: x.cumsum(0), 1), "softmax": (lambda x: F.softmax(x, 1), 1),
+        "masked_fill": (lambda x: x.masked_fill(x > 0.5, 0.0), 1),
+        "tril": (lambda x: x.tril(1), 1),
+        "triu": (lambda x: x.triu(-1), 1),
+        "sort": (lambda x: x.sort(1).values, 1),
+        "cumsum": (lambda x: x.cumsum(0), 1),
+        "softmax": (lambda x: F.softmax(x, 1), 1),
         "reshape_sum": (lambda x: x.reshape(2, 10).sum(0), 1),
     }
 
@@ -1197,18 +1347,48 @@ def test_op_forward_and_backward_match_cpu(name, dtype):
     y_gpu.backward(adcuda.tensor(g, dtype=dtype, device="cuda"))
     rtol, atol = TOLERANCE[dtype]
     scale = 10 if dtype is not dt.float32 else 1
-    np.testing.assert_allclose(y_gpu.detach().float().cpu().numpy(), y_cpu.detach().float().numpy(), rtol=rtol * scale,
-                               atol=atol * scale)
+    np.testing.assert_allclose(
+        y_gpu.detach().float().cpu().numpy(), y_cpu.detach().float().numpy(), rtol=rtol * scale, atol=atol * scale
+    )
     for x_cpu, x_gpu in zip(xs_cpu, xs_gpu):
-        np.testing.assert_allclose(x_gpu.grad.float().cpu().numpy(), x_cpu.grad.float().numpy(), rtol=rtol * scale,
-                                   atol=atol * scale * 4, err_msg=name)
+        np.testing.assert_allclose(
+            x_gpu.grad.float().cpu().numpy(),
+            x_cpu.grad.float().numpy(),
+            rtol=rtol * scale,
+            atol=atol * scale * 4,
+            err_msg=name,
+        )
 
 
 # a selection of the foundation's gradient checks, on the GPU in float64: the analytical vector-Jacobian
 # product (backward) against central differences of the forward, both computed on the device
-GRADCHECK_OPS = ["mul", "div", "pow", "exp", "log", "tanh", "sigmoid", "gelu", "silu", "sum_dim", "var", "logsumexp",
-                 "max_dim", "prod", "norm", "broadcast", "cat", "getitem_mask", "gather", "scatter_add", "sort",
-                 "cumsum", "where", "clamp", "softmax"]
+GRADCHECK_OPS = [
+    "mul",
+    "div",
+    "pow",
+    "exp",
+    "log",
+    "tanh",
+    "sigmoid",
+    "gelu",
+    "silu",
+    "sum_dim",
+    "var",
+    "logsumexp",
+    "max_dim",
+    "prod",
+    "norm",
+    "broadcast",
+    "cat",
+    "getitem_mask",
+    "gather",
+    "scatter_add",
+    "sort",
+    "cumsum",
+    "where",
+    "clamp",
+    "softmax",
+]
 
 
 @gpu
@@ -1216,8 +1396,10 @@ GRADCHECK_OPS = ["mul", "div", "pow", "exp", "log", "tanh", "sigmoid", "gelu", "
 def test_gradcheck_float64_on_cuda(name):
     fn, arity = _ops()[name]
     rng = np.random.default_rng(11)
-    xs = [adcuda.tensor(rng.standard_normal((4, 5)), dtype=dt.float64, device="cuda", requires_grad=True)
-          for _ in range(arity)]
+    xs = [
+        adcuda.tensor(rng.standard_normal((4, 5)), dtype=dt.float64, device="cuda", requires_grad=True)
+        for _ in range(arity)
+    ]
     y = fn(*xs)
     u = adcuda.tensor(rng.standard_normal(tuple(y.shape)), dtype=dt.float64, device="cuda")
     grads = adcuda.autograd.grad((y * u).sum(), xs, allow_unused=True)
@@ -1228,9 +1410,12 @@ def test_gradcheck_float64_on_cuda(name):
         with adcuda.no_grad():
             shifted = []
             for sign in (1, -1):
-                args = [adcuda.tensor(t.detach().cpu().numpy() + (sign * eps * v if i == k else 0), dtype=dt.float64,
-                                      device="cuda") for i, t in enumerate(xs)]
+                args = [
+                    adcuda.tensor(
+                        t.detach().cpu().numpy() + (sign * eps * v if i == k else 0), dtype=dt.float64, device="cuda"
+                    )
+                    for i, t in enumerate(xs)
+                ]
                 shifted.append(float((fn(*args) * u).sum().cpu().item()))
         numerical = (shifted[0] - shifted[1]) / (2 * eps)
         assert analytical == pytest.approx(numerical, rel=1e-4, abs=1e-6), name
-

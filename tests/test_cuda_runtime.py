@@ -5,6 +5,7 @@ what happens where CUDA is not usable.
 GPU tests use the runtime's own kernels only (copies, casts, fills, ranges) plus ``_C.cuda_spin``,
 which keeps a stream busy for a known time: work that is ordered by timing instead of events would
 read stale data while the spinning stream holds the writer back."""
+
 import gc
 import os
 import threading
@@ -31,6 +32,7 @@ SPIN_CYCLES = 200_000_000
 
 def cuda_backend():
     from adcuda.backends import cuda
+
     return cuda
 
 
@@ -45,18 +47,21 @@ def sample(shape, dtype, seed=0):
 # ------------------------------------------------------------------------------------------------
 # without a usable GPU
 @no_cuda
-@pytest.mark.parametrize("request_cuda, op", [
-    (lambda: adcuda.zeros(2, device="cuda"), "zeros"),
-    (lambda: adcuda.empty(2, 3, device="cuda:0"), "empty"),
-    (lambda: adcuda.tensor([1.0], device="cuda"), "tensor"),
-    (lambda: adcuda.arange(3).cuda(), "cuda"),
-    (lambda: adcuda.arange(3).to("cuda"), "to"),
-    (lambda: adcuda.arange(3).to("cuda", non_blocking=True), "to"),
-    (lambda: adcuda.cuda.Stream(), "Stream"),
-    (lambda: adcuda.cuda.current_stream(), "current_stream"),
-    (lambda: adcuda.cuda.Event().record(), "current_stream"),
-    (lambda: adcuda.cuda.mem_get_info(), "mem_get_info"),
-])
+@pytest.mark.parametrize(
+    "request_cuda, op",
+    [
+        (lambda: adcuda.zeros(2, device="cuda"), "zeros"),
+        (lambda: adcuda.empty(2, 3, device="cuda:0"), "empty"),
+        (lambda: adcuda.tensor([1.0], device="cuda"), "tensor"),
+        (lambda: adcuda.arange(3).cuda(), "cuda"),
+        (lambda: adcuda.arange(3).to("cuda"), "to"),
+        (lambda: adcuda.arange(3).to("cuda", non_blocking=True), "to"),
+        (lambda: adcuda.cuda.Stream(), "Stream"),
+        (lambda: adcuda.cuda.current_stream(), "current_stream"),
+        (lambda: adcuda.cuda.Event().record(), "current_stream"),
+        (lambda: adcuda.cuda.mem_get_info(), "mem_get_info"),
+    ],
+)
 def test_cuda_requests_fail_with_a_device_error_naming_the_op(request_cuda, op):
     with pytest.raises(adcuda.DeviceError) as caught:
         request_cuda()
@@ -70,8 +75,9 @@ def test_pinning_without_cuda_says_why_and_nothing_is_pinned():
     t = adcuda.arange(4.0)
     assert t.is_pinned() is False
     for pin in (t.pin_memory, lambda: adcuda.empty(3, pin_memory=True), lambda: adcuda.tensor([1], pin_memory=True)):
-        with pytest.raises(adcuda.DeviceError, match="pinned .page-locked. host memory needs CUDA, which is not "
-                                                     "available: "):
+        with pytest.raises(
+            adcuda.DeviceError, match="pinned .page-locked. host memory needs CUDA, which is not available: "
+        ):
             pin()
 
 
@@ -91,8 +97,14 @@ def test_out_of_memory_error_is_a_runtime_error():
 
 @has_runtime
 def test_device_blocks_round_to_512_bytes():
-    assert [C.device_block_size(n) for n in (1, 512, 513, 4096, (1 << 20) + 1, 10 ** 9 + 7)] == [
-        512, 512, 1024, 4096, (1 << 20) + 512, (10 ** 9 + 7 + 511) // 512 * 512]
+    assert [C.device_block_size(n) for n in (1, 512, 513, 4096, (1 << 20) + 1, 10**9 + 7)] == [
+        512,
+        512,
+        1024,
+        4096,
+        (1 << 20) + 512,
+        (10**9 + 7 + 511) // 512 * 512,
+    ]
 
 
 @has_runtime
@@ -103,7 +115,7 @@ def test_pinned_pool_size_classes():
     assert size_class((1 << 20) + 1) == 5 << 18
     assert size_class(3 << 20) == 3 << 20
     assert size_class((8 << 20) + 1) == 10 << 20
-    for n in (12345, 1 << 21, 10 ** 9 + 7):
+    for n in (12345, 1 << 21, 10**9 + 7):
         assert n <= size_class(n) <= n * 1.25 + 512
 
 
@@ -134,13 +146,12 @@ def test_round_trip_through_the_device(dtype, shape):
     assert back.dtype == host.dtype and np.array_equal(back, host)
 
 
-
 class TestStorageAndViews:
     pytestmark = needs_cuda
 
     def test_bfloat16_round_trip_keeps_representable_values(self):
         bk = cuda_backend()
-        host = np.array([0.0, 1.0, -2.5, 1.5 * 2.0 ** 34, 0.15625], dtype=np.float32)  # 8 significant bits
+        host = np.array([0.0, 1.0, -2.5, 1.5 * 2.0**34, 0.15625], dtype=np.float32)  # 8 significant bits
         device = bk.from_numpy(host, adcuda.bfloat16)
         assert bk.dtype_of(device) is adcuda.bfloat16
         assert np.array_equal(bk.to_numpy(device), host)
@@ -153,7 +164,7 @@ class TestStorageAndViews:
         assert np.allclose(bk.to_numpy(bk.arange(0.5, 2.0, 0.25, adcuda.float32)), np.arange(0.5, 2.0, 0.25))
         assert bk.empty((4, 0), adcuda.float32).shape == (4, 0)
         with pytest.raises(OverflowError):
-            bk.full((2,), 2 ** 40, adcuda.int32)
+            bk.full((2,), 2**40, adcuda.int32)
 
     @pytest.mark.parametrize("src_dtype", DTYPES, ids=str)
     @pytest.mark.parametrize("dst_dtype", DTYPES + [adcuda.bfloat16], ids=str)
@@ -163,7 +174,7 @@ class TestStorageAndViews:
         converted = bk.to_numpy(bk.astype(bk.from_numpy(host, src_dtype), dst_dtype))
         if dst_dtype is adcuda.bfloat16:
             expected = host.astype(np.float32)
-            assert np.allclose(converted, expected, rtol=2 ** -7, atol=0)
+            assert np.allclose(converted, expected, rtol=2**-7, atol=0)
         else:
             with np.errstate(invalid="ignore"):
                 expected = host.astype(dst_dtype.numpy)
@@ -177,8 +188,10 @@ class TestStorageAndViews:
             (bk.slice(device, (slice(1, 3), Ellipsis, slice(None, None, 2))), host[1:3, ..., ::2]),
             (bk.permute(device, (2, 0, 1)), host.transpose(2, 0, 1)),
             (bk.flip(device, (0, 2)), np.flip(host, (0, 2))),
-            (bk.expand(bk.slice(device, (slice(None), slice(0, 1))), (4, 6, 5)),
-             np.broadcast_to(host[:, :1], (4, 6, 5))),
+            (
+                bk.expand(bk.slice(device, (slice(None), slice(0, 1))), (4, 6, 5)),
+                np.broadcast_to(host[:, :1], (4, 6, 5)),
+            ),
             (bk.view(device, (24, 5)), host.reshape(24, 5)),
             (bk.slice(device, (None, 2, -1)), host[None, 2, -1]),
         ]
@@ -214,7 +227,7 @@ class TestStorageAndViews:
 
     def test_more_dims_than_a_kernel_indexes(self):
         bk = cuda_backend()
-        host = np.arange(2 ** 10, dtype=np.float32).reshape((2,) * 10)
+        host = np.arange(2**10, dtype=np.float32).reshape((2,) * 10)
         axes = (9, 7, 5, 3, 1, 8, 6, 4, 2, 0)  # no two dims merge: the copy is split along the outer dims
         device = bk.permute(bk.from_numpy(host, adcuda.float32), axes)
         assert np.array_equal(bk.to_numpy(device), host.transpose(axes))
@@ -286,8 +299,9 @@ class TestAllocator:
         stats = adcuda.cuda.memory_stats()
         # what stays reserved is in use, or free but sharing a segment with a block in use
         assert stats["pending_blocks"] == 0
-        assert stats["reserved_bytes.all.current"] == (stats["allocated_bytes.all.current"]
-                                                       + stats["inactive_split_bytes.all.current"])
+        assert stats["reserved_bytes.all.current"] == (
+            stats["allocated_bytes.all.current"] + stats["inactive_split_bytes.all.current"]
+        )
         assert stats["cached_blocks"] == stats["inactive_split.all.current"]
 
     def test_a_block_last_used_on_another_stream_waits_for_it(self):
@@ -303,8 +317,9 @@ class TestAllocator:
         assert pending >= 1
         b = bk.empty((1 << 18,), adcuda.float32)
         assert not side.query(), "the spin should still run"
-        assert not b.data_ptr() - (1 << 20) < pointer < b.data_ptr() + (1 << 20), \
+        assert not b.data_ptr() - (1 << 20) < pointer < b.data_ptr() + (1 << 20), (
             "reused while the side stream may still write it"
+        )
         side.synchronize()
         c = bk.empty((1 << 18,), adcuda.float32)  # the allocator looks at pending blocks first
         assert adcuda.cuda.memory_stats()["pending_blocks"] == pending - 1
@@ -367,6 +382,7 @@ class TestStreams:
         def record(name):
             handles[name] = (adcuda.cuda.current_stream().cuda_stream, adcuda.cuda.default_stream().cuda_stream)
             all_alive.wait(timeout=60)
+
         threads = [threading.Thread(target=record, args=(i,)) for i in range(4)]
         for t in threads:
             t.start()
@@ -450,6 +466,7 @@ class TestStreams:
 
         def run(seed):
             results[seed] = work(seed)
+
         threads = [threading.Thread(target=run, args=(seed,)) for seed in range(6)]
         for t in threads:
             t.start()
@@ -539,6 +556,7 @@ class TestPinnedMemory:
 
     def test_dataloader_pins_in_a_thread_and_prefetches_to_the_device(self):
         from adcuda.utils.data import DataLoader, DevicePrefetcher, TensorDataset
+
         data = TensorDataset(adcuda.arange(40.0).reshape(20, 2), adcuda.arange(20))
         for workers in (0, 2):
             loader = DataLoader(data, batch_size=4, num_workers=workers, pin_memory=True)
@@ -575,6 +593,7 @@ class TestContexts:
 
     def test_dataloader_workers_initialise_cuda_under_spawn(self):
         from adcuda.utils.data import DataLoader
+
         adcuda.init_cuda_context()
         loader = DataLoader(ContextReport(), batch_size=2, num_workers=2, worker_init_fn=adcuda.init_cuda_context)
         assert loader.multiprocessing_context.get_start_method() == "spawn"
@@ -589,8 +608,10 @@ class TestContexts:
         pid = os.fork()
         if pid == 0:
             answers = []
-            for attempt in (lambda: adcuda.zeros(2, device="cuda"),
-                            lambda: C.DeviceArray.empty((2,), C.ScalarType.float32)):
+            for attempt in (
+                lambda: adcuda.zeros(2, device="cuda"),
+                lambda: C.DeviceArray.empty((2,), C.ScalarType.float32),
+            ):
                 try:
                     attempt()
                     answers.append("no error")
@@ -627,17 +648,31 @@ class TestSegments:
 
     def test_memory_stats_uses_pytorchs_names(self):
         stats = adcuda.cuda.memory_stats()
-        for stat in ("allocated_bytes", "requested_bytes", "reserved_bytes", "active", "active_bytes", "segment",
-                     "allocation"):
+        for stat in (
+            "allocated_bytes",
+            "requested_bytes",
+            "reserved_bytes",
+            "active",
+            "active_bytes",
+            "segment",
+            "allocation",
+        ):
             for pool in ("all", "small_pool", "large_pool"):
                 for field in ("current", "peak", "allocated", "freed"):
                     assert f"{stat}.{pool}.{field}" in stats
-        for key in ("inactive_split.all.current", "inactive_split_bytes.large_pool.current", "num_alloc_retries",
-                    "num_ooms", "num_device_alloc", "num_device_free"):
+        for key in (
+            "inactive_split.all.current",
+            "inactive_split_bytes.large_pool.current",
+            "num_alloc_retries",
+            "num_ooms",
+            "num_device_alloc",
+            "num_device_free",
+        ):
             assert key in stats
         assert set(stats) == set(adcuda.cuda.memory._STAT_KEYS)
-        assert stats["allocated_bytes.all.current"] == (stats["allocated_bytes.small_pool.current"]
-                                                        + stats["allocated_bytes.large_pool.current"])
+        assert stats["allocated_bytes.all.current"] == (
+            stats["allocated_bytes.small_pool.current"] + stats["allocated_bytes.large_pool.current"]
+        )
 
     def test_small_requests_share_a_2_mib_segment_and_merge_back(self):
         adcuda.cuda.empty_cache()
@@ -645,8 +680,9 @@ class TestSegments:
         held = self.blocks([1000, 70000, 333, 4096])  # 4 small blocks: carved from at most one new 2 MiB segment
         stats = adcuda.cuda.memory_stats()
         assert stats["segment.small_pool.current"] - before["segment.small_pool.current"] in (0, 1)
-        assert (stats["reserved_bytes.small_pool.current"] - before["reserved_bytes.small_pool.current"]
-                == 2 * self.MiB * (stats["segment.small_pool.current"] - before["segment.small_pool.current"]))
+        assert stats["reserved_bytes.small_pool.current"] - before[
+            "reserved_bytes.small_pool.current"
+        ] == 2 * self.MiB * (stats["segment.small_pool.current"] - before["segment.small_pool.current"])
         pointers = sorted(a.data_ptr() for a in held)
         assert pointers[-1] - pointers[0] < 2 * self.MiB, "carved from one segment"
         del held[1]  # a hole between two blocks in use: free, but not releasable
@@ -704,6 +740,7 @@ class TestSegments:
         def empty():
             adcuda.cuda.empty_cache()  # must wait for the side stream before giving the segment back
             emptied.set()
+
         thread = threading.Thread(target=empty)
         thread.start()
         time.sleep(0.05)
@@ -726,8 +763,9 @@ class TestDeviceSideErrors:
         C.cuda_spin(SPIN_CYCLES)
         out = bk.embedding(weight, bad)  # no host wait: returns while the spin still runs
         assert not adcuda.cuda.current_stream().query()
-        with pytest.raises(adcuda.cuda.DeviceIndexError, match="embedding: index 9 is out of range for "
-                                                              "num_embeddings=7") as caught:
+        with pytest.raises(
+            adcuda.cuda.DeviceIndexError, match="embedding: index 9 is out of range for num_embeddings=7"
+        ) as caught:
             bk.to_numpy(out)
         assert isinstance(caught.value, adcuda.IndexOutOfRangeError)
         C.raise_device_errors()  # raised once: nothing pending now
@@ -740,22 +778,29 @@ class TestDeviceSideErrors:
         C.cuda_spin(SPIN_CYCLES // 4)
         picked = x[adcuda.tensor([1, -5, 2], device="cuda")]  # -5 is outside [-4, 4)
         assert not adcuda.cuda.current_stream().query(), "indexing waited for the device"
-        waits = {"synchronize": adcuda.cuda.synchronize, "stream": lambda: adcuda.cuda.current_stream().synchronize(),
-                 "event": lambda: adcuda.cuda.current_stream().record_event().synchronize(),
-                 "item": lambda: picked.sum().item()}
-        with pytest.raises(adcuda.cuda.DeviceIndexError, match="indexing: index -5 is out of bounds for dimension "
-                                                              "with size 4"):
+        waits = {
+            "synchronize": adcuda.cuda.synchronize,
+            "stream": lambda: adcuda.cuda.current_stream().synchronize(),
+            "event": lambda: adcuda.cuda.current_stream().record_event().synchronize(),
+            "item": lambda: picked.sum().item(),
+        }
+        with pytest.raises(
+            adcuda.cuda.DeviceIndexError, match="indexing: index -5 is out of bounds for dimension with size 4"
+        ):
             waits[sync]()
         assert x[adcuda.tensor([3], device="cuda")].tolist() == [[9.0, 10.0, 11.0]]
 
     def test_scatters_skip_indices_out_of_range_and_raise_at_the_sync(self):
         x = adcuda.zeros(4, 3, device="cuda")
         bad = adcuda.tensor([1, 7, 2], device="cuda")
-        for scatter in (lambda: x.index_put_((bad,), adcuda.ones((), device="cuda"), accumulate=True),
-                        lambda: x.index_put_((bad,), adcuda.ones((), device="cuda"))):
+        for scatter in (
+            lambda: x.index_put_((bad,), adcuda.ones((), device="cuda"), accumulate=True),
+            lambda: x.index_put_((bad,), adcuda.ones((), device="cuda")),
+        ):
             scatter()
-            with pytest.raises(adcuda.cuda.DeviceIndexError,
-                               match="index 7 is out of bounds for dimension with size 4"):
+            with pytest.raises(
+                adcuda.cuda.DeviceIndexError, match="index 7 is out of bounds for dimension with size 4"
+            ):
                 adcuda.cuda.synchronize()
             # rows 1 and 2 got their values, nothing else was written (no row 7, no stand-in row 0)
             assert x.cpu().numpy().tolist() == [[0.0] * 3, [1.0] * 3, [1.0] * 3, [0.0] * 3]
@@ -789,8 +834,9 @@ class TestStreamUses:
             C.cuda_spin(SPIN_CYCLES)
         # the consumer writes on its stream, behind the spin, without telling adcuda
         C.fill_bytes_untracked(pointer, nbytes, 0x3F, consumer.cuda_stream)
-        assert np.all(x.cpu().numpy() == np.float32(np.frombuffer(b"\x3f" * 4, np.float32)[0])), \
+        assert np.all(x.cpu().numpy() == np.float32(np.frombuffer(b"\x3f" * 4, np.float32)[0])), (
             "adcuda's read waits for the consumer's earlier work"
+        )
         with adcuda.cuda.stream(consumer):
             C.cuda_spin(SPIN_CYCLES)
         pending = adcuda.cuda.memory_stats()["pending_blocks"]

@@ -5,6 +5,7 @@ emulator": the cuda tests run on an ADCUDA_CUDA=EMULATE build compiled with -fsa
 Each test pins the behaviour on any build (and on a GPU) against the CPU backend, and exercises the
 code path where the sanitizer reported, so that the report comes back if the fault does.
 """
+
 import numpy as np
 import pytest
 
@@ -12,13 +13,13 @@ import adcuda
 from adcuda import dtypes as dt
 from adcuda.backends import cpu
 
-pytestmark = [pytest.mark.cuda,
-              pytest.mark.skipif(not adcuda.cuda.is_available(), reason="needs a usable CUDA device")]
+pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not adcuda.cuda.is_available(), reason="needs a usable CUDA device")]
 
 
 @pytest.fixture(scope="module")
 def cb():
     from adcuda.backends import cuda
+
     return cuda
 
 
@@ -32,7 +33,7 @@ def _wrapped_exact(x, axes, op):
         values = [int(v) for v in row]
         if op == "sum":
             exact = sum(values)
-            overflows |= not -2**63 <= exact < 2**63
+            overflows |= not -(2**63) <= exact < 2**63
             total = exact % 2**64
         else:
             total = 1
@@ -47,10 +48,14 @@ def _wrapped_exact(x, axes, op):
 # Integer sums and products that overflow int64 wrap around as NumPy's do. The reduce kernels did it
 # with signed arithmetic, where overflow is undefined behaviour (UBSan: reduce.cu "signed integer
 # overflow"); they now compute in unsigned arithmetic.
-@pytest.mark.parametrize("op, dtype", [("sum", dt.int64), ("prod", dt.int64), ("prod", dt.int32)],
-                         ids=["sum-int64", "prod-int64", "prod-int32"])
-@pytest.mark.parametrize("shape, axes", [((65537,), (0,)), ((33, 65), (1,)), ((33, 65), (0,)), ((7, 5), (0, 1))],
-                         ids=str)
+@pytest.mark.parametrize(
+    "op, dtype",
+    [("sum", dt.int64), ("prod", dt.int64), ("prod", dt.int32)],
+    ids=["sum-int64", "prod-int64", "prod-int32"],
+)
+@pytest.mark.parametrize(
+    "shape, axes", [((65537,), (0,)), ((33, 65), (1,)), ((33, 65), (0,)), ((7, 5), (0, 1))], ids=str
+)
 def test_integer_sum_and_prod_wrap_around_as_numpy(cb, op, dtype, shape, axes):
     rng = np.random.default_rng(11)
     top = np.iinfo(dtype.numpy).max

@@ -1,4 +1,5 @@
 """adcuda.cuda where no device is usable (no GPU, no driver, or a build without CUDA), and on a GPU."""
+
 import os
 import pathlib
 import subprocess
@@ -12,9 +13,12 @@ from adcuda import _info, _native
 from adcuda.errors import DeviceError
 
 no_device = pytest.mark.skipif(adcuda.cuda.device_count() > 0, reason="a CUDA device is visible")
-needs_cuda = [pytest.mark.cuda,
-              pytest.mark.skipif(not adcuda.cuda.is_available(),
-                                 reason=f"CUDA is not usable: {adcuda.cuda.unavailable_reason()}")]
+needs_cuda = [
+    pytest.mark.cuda,
+    pytest.mark.skipif(
+        not adcuda.cuda.is_available(), reason=f"CUDA is not usable: {adcuda.cuda.unavailable_reason()}"
+    ),
+]
 
 
 @no_device
@@ -36,15 +40,18 @@ def test_require_cuda_names_the_op_and_the_reason():
 
 
 @no_device
-@pytest.mark.parametrize("call, op", [
-    (lambda: adcuda.cuda.get_device_name(), "get_device_name"),
-    (lambda: adcuda.cuda.get_device_name(0), "get_device_name"),
-    (lambda: adcuda.cuda.get_device_properties("cuda:0"), "get_device_properties"),
-    (lambda: adcuda.cuda.get_device_capability(), "get_device_capability"),
-    (lambda: adcuda.cuda.current_device(), "current_device"),
-    (lambda: adcuda.cuda.set_device(0), "set_device"),
-    (lambda: adcuda.cuda.synchronize(), "synchronize"),
-])
+@pytest.mark.parametrize(
+    "call, op",
+    [
+        (lambda: adcuda.cuda.get_device_name(), "get_device_name"),
+        (lambda: adcuda.cuda.get_device_name(0), "get_device_name"),
+        (lambda: adcuda.cuda.get_device_properties("cuda:0"), "get_device_properties"),
+        (lambda: adcuda.cuda.get_device_capability(), "get_device_capability"),
+        (lambda: adcuda.cuda.current_device(), "current_device"),
+        (lambda: adcuda.cuda.set_device(0), "set_device"),
+        (lambda: adcuda.cuda.synchronize(), "synchronize"),
+    ],
+)
 def test_device_calls_raise_device_error(call, op):
     with pytest.raises(DeviceError, match=f"^{op}: device 'cuda' requested but CUDA is not available"):
         call()
@@ -71,9 +78,7 @@ def test_native_calls_raise_cuda_error_instead_of_aborting():
 
 def test_hidden_devices_make_cuda_unavailable():
     """Runs on a GPU machine too: with CUDA_VISIBLE_DEVICES empty the runtime sees no device."""
-    code = ("import adcuda.cuda as c\n"
-            "print(c.is_available(), c.device_count())\n"
-            "print(c.unavailable_reason())\n")
+    code = "import adcuda.cuda as c\nprint(c.is_available(), c.device_count())\nprint(c.unavailable_reason())\n"
     package_parent = str(pathlib.Path(next(iter(adcuda.__path__))).parent)
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="", PYTHONPATH=package_parent)
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)

@@ -1,4 +1,5 @@
 """adcuda.utils.data: collation, samplers, datasets and the DataLoader, with and without workers."""
+
 import collections
 import contextlib
 import gc
@@ -34,8 +35,10 @@ from adcuda.utils.data import (
 @contextlib.contextmanager
 def deadline(seconds):
     """Fail a test that would otherwise hang (SIGALRM interrupts the main thread)."""
+
     def on_alarm(signum, frame):
         raise TimeoutError(f"test did not finish within {seconds} s")
+
     previous = signal.signal(signal.SIGALRM, on_alarm)
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
@@ -92,6 +95,7 @@ def labels(loader):
 
 # ---------------------------------------------------------------- default_collate / default_convert
 
+
 def test_collate_stacks_tensors_and_converts_numbers():
     batch = default_collate([adcuda.tensor([1.0, 2.0]), adcuda.tensor([3.0, 4.0])])
     assert batch.shape == (2, 2) and batch.tolist() == [[1.0, 2.0], [3.0, 4.0]]
@@ -130,8 +134,12 @@ def test_collate_numpy_arrays_and_scalars_become_tensors():
 
 def test_collate_containers_follow_pytorch_rules():
     Point = collections.namedtuple("Point", "x y")
-    batch = default_collate([{"img": adcuda.ones(3), "label": 1, "name": "a", "pair": (1.0, 2)},
-                             {"img": adcuda.zeros(3), "label": 0, "name": "b", "pair": (3.0, 4)}])
+    batch = default_collate(
+        [
+            {"img": adcuda.ones(3), "label": 1, "name": "a", "pair": (1.0, 2)},
+            {"img": adcuda.zeros(3), "label": 0, "name": "b", "pair": (3.0, 4)},
+        ]
+    )
     assert set(batch) == {"img", "label", "name", "pair"}
     assert batch["img"].shape == (2, 3)
     assert batch["label"].tolist() == [1, 0]
@@ -158,6 +166,7 @@ def test_default_convert_keeps_structure():
 
 
 # ---------------------------------------------------------------- datasets, samplers, random_split
+
 
 def test_tensor_dataset_subset_and_concat():
     ds = ints_dataset(5)
@@ -204,6 +213,7 @@ def test_random_split_lengths_fractions_and_disjointness():
 
 # ---------------------------------------------------------------- DataLoader, single process and workers
 
+
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_every_sample_once_in_order(num_workers, no_leftover_workers):
     loader = DataLoader(ints_dataset(23), batch_size=4, num_workers=num_workers)
@@ -221,10 +231,20 @@ def test_shuffle_is_reproducible_and_differs_between_epochs(num_workers, no_left
     assert first != second
     adcuda.manual_seed(123)
     assert labels(loader) == first
-    seeded = DataLoader(ints_dataset(30), batch_size=7, shuffle=True, num_workers=num_workers,
-                        generator=adcuda.Generator().manual_seed(9))
-    replay = DataLoader(ints_dataset(30), batch_size=7, shuffle=True, num_workers=num_workers,
-                        generator=adcuda.Generator().manual_seed(9))
+    seeded = DataLoader(
+        ints_dataset(30),
+        batch_size=7,
+        shuffle=True,
+        num_workers=num_workers,
+        generator=adcuda.Generator().manual_seed(9),
+    )
+    replay = DataLoader(
+        ints_dataset(30),
+        batch_size=7,
+        shuffle=True,
+        num_workers=num_workers,
+        generator=adcuda.Generator().manual_seed(9),
+    )
     assert labels(seeded) == labels(replay)
 
 
@@ -273,9 +293,17 @@ class WorkerReport(Dataset):
 
     def __getitem__(self, index):
         info = get_worker_info()
-        return {"index": index, "worker": info.id, "num_workers": info.num_workers, "seed": info.seed,
-                "same_dataset": isinstance(info.dataset, WorkerReport), "init": _init_calls.get(info.id, 0),
-                "py": random.random(), "np": float(np.random.rand()), "ad": adcuda.rand(1).item()}
+        return {
+            "index": index,
+            "worker": info.id,
+            "num_workers": info.num_workers,
+            "seed": info.seed,
+            "same_dataset": isinstance(info.dataset, WorkerReport),
+            "init": _init_calls.get(info.id, 0),
+            "py": random.random(),
+            "np": float(np.random.rand()),
+            "ad": adcuda.rand(1).item(),
+        }
 
 
 _init_calls = {}
@@ -350,6 +378,7 @@ def test_exception_in_worker_init_fn_reaches_caller(no_leftover_workers):
 def test_unpicklable_batch_is_an_error_not_a_hang(no_leftover_workers):
     def collate_to_lock(batch):
         return threading.Lock()
+
     # fork explicitly: the collate function is local to this test, so only a forked worker can have it
     # (the loader itself picks spawn once CUDA is initialised, e.g. on a GPU machine)
     with deadline(20), pytest.raises(TypeError, match="sending a batch"):
@@ -392,8 +421,9 @@ def test_timeout_raises(no_leftover_workers):
 def test_persistent_loader_recovers_after_its_workers_were_stopped(no_leftover_workers):
     dataset = Slow()
     # fork explicitly: a spawned worker's start-up alone can exceed the 0.3 s timeout
-    loader = DataLoader(dataset, batch_size=2, num_workers=1, timeout=0.3, persistent_workers=True,
-                        multiprocessing_context="fork")
+    loader = DataLoader(
+        dataset, batch_size=2, num_workers=1, timeout=0.3, persistent_workers=True, multiprocessing_context="fork"
+    )
     with deadline(20), pytest.raises(RuntimeError, match="timed out"):
         list(loader)
     dataset.delay = 0.0
@@ -478,6 +508,7 @@ def test_batches_survive_the_trip_from_workers():
 @pytest.mark.skipif(adcuda.cuda.is_available(), reason="pinning is real where CUDA is usable")
 def test_pin_memory_without_cuda_warns_once_and_continues(monkeypatch):
     from adcuda.utils.data import dataloader
+
     monkeypatch.setattr(dataloader, "_pin_memory_warned", False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -506,6 +537,7 @@ def hold_queue_write_lock_after_each_send(worker_id):
     after each send, so the main process reads an exhausted worker's marker and tells it to exit while
     the lock is still held (the race that hung spawn loaders on a loaded machine)."""
     import multiprocessing.queues
+
     feed = multiprocessing.queues.Queue._feed
 
     class SlowRelease:
@@ -518,6 +550,7 @@ def hold_queue_write_lock_after_each_send(worker_id):
 
     def slow_feed(buffer, notempty, send_bytes, writelock, *rest):
         return feed(buffer, notempty, send_bytes, SlowRelease(writelock), *rest)
+
     multiprocessing.queues.Queue._feed = staticmethod(slow_feed)
 
 
@@ -525,22 +558,32 @@ def hold_queue_write_lock_after_each_send(worker_id):
 def test_exhausted_worker_exit_does_not_block_the_others(context, no_leftover_workers):
     # a worker that exits with its feeder inside the write lock leaves the lock held forever: the other
     # worker's batches never arrive (the loader's timeout turns that hang into an error)
-    loader = DataLoader(Stream(11, shard=True), batch_size=2, num_workers=2, multiprocessing_context=context,
-                        timeout=10, worker_init_fn=hold_queue_write_lock_after_each_send)
+    loader = DataLoader(
+        Stream(11, shard=True),
+        batch_size=2,
+        num_workers=2,
+        multiprocessing_context=context,
+        timeout=10,
+        worker_init_fn=hold_queue_write_lock_after_each_send,
+    )
     with deadline(20):
         assert [b.tolist() for b in loader] == [[0, 2], [1, 3], [4, 6], [5, 7], [8, 10], [9]]
 
 
 def test_spawn_iterable_sharding_and_map_style_finish(no_leftover_workers):
     with deadline(20):
-        got = [b.tolist() for b in DataLoader(Stream(11, shard=True), batch_size=2, num_workers=2,
-                                              multiprocessing_context="spawn", timeout=10)]
+        got = [
+            b.tolist()
+            for b in DataLoader(
+                Stream(11, shard=True), batch_size=2, num_workers=2, multiprocessing_context="spawn", timeout=10
+            )
+        ]
         assert got == [[0, 2], [1, 3], [4, 6], [5, 7], [8, 10], [9]]
-        duplicated = DataLoader(Stream(5, shard=False), batch_size=2, num_workers=2,
-                                multiprocessing_context="spawn", timeout=10)
+        duplicated = DataLoader(
+            Stream(5, shard=False), batch_size=2, num_workers=2, multiprocessing_context="spawn", timeout=10
+        )
         assert sorted(sum((b.tolist() for b in duplicated), [])) == sorted(list(range(5)) * 2)
-        mapped = DataLoader(ints_dataset(9), batch_size=2, num_workers=2, multiprocessing_context="spawn",
-                            timeout=10)
+        mapped = DataLoader(ints_dataset(9), batch_size=2, num_workers=2, multiprocessing_context="spawn", timeout=10)
         assert labels(mapped) == [[0, 1], [2, 3], [4, 5], [6, 7], [8]]
 
 
@@ -554,9 +597,12 @@ def test_waiting_with_no_outstanding_task_raises_instead_of_hanging(no_leftover_
 
 def test_start_method_is_spawn_once_cuda_is_initialised(monkeypatch):
     ds = ints_dataset(4)
-    assert DataLoader(ds, num_workers=1).multiprocessing_context.get_start_method() == \
-        multiprocessing.get_start_method()
+    assert (
+        DataLoader(ds, num_workers=1).multiprocessing_context.get_start_method() == multiprocessing.get_start_method()
+    )
     monkeypatch.setattr(adcuda.cuda, "is_initialized", lambda: True)
     assert DataLoader(ds, num_workers=1).multiprocessing_context.get_start_method() == "spawn"
-    assert DataLoader(ds, num_workers=1, multiprocessing_context="fork").multiprocessing_context \
-        .get_start_method() == "fork"
+    assert (
+        DataLoader(ds, num_workers=1, multiprocessing_context="fork").multiprocessing_context.get_start_method()
+        == "fork"
+    )

@@ -4,6 +4,7 @@ The multi-process tests start 2 ranks with ``mpiexec`` (MPICH from PyPI in CI) a
 rank wrote; they skip where mpi4py or a working ``mpiexec`` is missing, unless ADCUDA_REQUIRE_MPI is
 set (CI sets it, so that they cannot silently skip there).
 """
+
 import json
 import math
 import os
@@ -26,8 +27,12 @@ def _child_env():
     """The ranks import the same adcuda as this test process."""
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(adcuda.__file__)))
     path = os.environ.get("PYTHONPATH")
-    return {**os.environ, "PYTHONPATH": package_root + (os.pathsep + path if path else ""),
-            "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    return {
+        **os.environ,
+        "PYTHONPATH": package_root + (os.pathsep + path if path else ""),
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+    }
 
 
 def _unavailable(reason):
@@ -43,13 +48,18 @@ def mpiexec():
     except ImportError:
         _unavailable("mpi4py is not installed (pip install 'adcuda[distributed]')")
     from adcuda.distributed.launch import find_mpiexec
+
     try:
         path = find_mpiexec()
     except SystemExit as e:
         _unavailable(str(e))
-    probe = subprocess.run([path, "-n", "2", sys.executable, "-c",
-                            "from mpi4py import MPI; assert MPI.COMM_WORLD.Get_size() == 2"],
-                           capture_output=True, text=True, timeout=60, env=_child_env())
+    probe = subprocess.run(
+        [path, "-n", "2", sys.executable, "-c", "from mpi4py import MPI; assert MPI.COMM_WORLD.Get_size() == 2"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_child_env(),
+    )
     if probe.returncode != 0:
         _unavailable(f"{path} -n 2 does not start an MPI world of 2: {probe.stdout[-500:]!r} {probe.stderr[-500:]!r}")
     return path
@@ -71,8 +81,10 @@ def _read_ranks(out_dir, world=2):
 def test_sampler_partitions_exactly(shuffle, drop_last):
     for n in range(0, 14):
         for replicas in range(1, 6):
-            shares = [list(DistributedSampler(range(n), replicas, r, shuffle=shuffle, seed=3, drop_last=drop_last))
-                      for r in range(replicas)]
+            shares = [
+                list(DistributedSampler(range(n), replicas, r, shuffle=shuffle, seed=3, drop_last=drop_last))
+                for r in range(replicas)
+            ]
             per_rank = n // replicas if drop_last else math.ceil(n / replicas)
             assert all(len(s) == per_rank for s in shares), (n, replicas, shares)
             assert all(len(s) == len(DistributedSampler(range(n), replicas, 0, drop_last=drop_last)) for s in shares)
@@ -91,6 +103,7 @@ def test_sampler_epochs_reshuffle_the_same_way_on_every_rank():
         for s in samplers:
             s.set_epoch(epoch)
         return [list(s) for s in samplers]
+
     first = shares(0)
     assert shares(0) == first  # deterministic for (seed, epoch)
     assert shares(1) != first and sorted(sum(shares(1), [])) == list(range(20))
@@ -111,6 +124,7 @@ def test_sampler_matches_torch_distributed_sampler():
 
 def test_sampler_feeds_a_dataloader():
     from adcuda.utils.data import DataLoader, TensorDataset
+
     data = TensorDataset(adcuda.arange(10.0))
     loader = DataLoader(data, batch_size=2, sampler=DistributedSampler(data, num_replicas=2, rank=1, shuffle=False))
     assert [batch[0].tolist() for batch in loader] == [[1.0, 3.0], [5.0, 7.0], [9.0]]
@@ -241,8 +255,20 @@ def test_a_killed_rank_ends_the_job_instead_of_hanging(mpiexec):
 
 
 def test_launcher_places_ranks_and_passes_arguments(mpiexec, tmp_path):
-    proc, _ = _run([sys.executable, "-m", "adcuda.distributed.launch", "--nproc-per-node", "2", "--mpiexec", mpiexec,
-                    os.path.join(SCRIPTS, "failures.py"), "placement", str(tmp_path)])
+    proc, _ = _run(
+        [
+            sys.executable,
+            "-m",
+            "adcuda.distributed.launch",
+            "--nproc-per-node",
+            "2",
+            "--mpiexec",
+            mpiexec,
+            os.path.join(SCRIPTS, "failures.py"),
+            "placement",
+            str(tmp_path),
+        ]
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     for rank, seen in enumerate(_read_ranks(str(tmp_path))):
         assert seen["env"] == {"RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": "2"}
@@ -265,5 +291,6 @@ def test_a_rank_that_raises_ends_the_job_at_once(mpiexec, launcher):
 
 def test_launcher_without_mpiexec_says_how_to_get_one(tmp_path):
     from adcuda.distributed.launch import find_mpiexec
+
     with pytest.raises(SystemExit, match="is not an executable file"):
         find_mpiexec(str(tmp_path / "no-such-mpiexec"))

@@ -1,6 +1,7 @@
 """The user documentation: docs/api.md is what scripts/gen_api_reference.py writes from the package
 (so the reference cannot drift from the code), and README.md and docs/ link only to files in the
 repository."""
+
 import difflib
 import importlib.util
 import os
@@ -21,10 +22,15 @@ def test_api_reference_is_what_the_generator_writes():
     with open(os.path.join(ROOT, "docs", "api.md"), encoding="utf-8") as f:
         committed = f.read()
     generated = load_generator().render()
-    difference = "\n".join(difflib.unified_diff(committed.splitlines(), generated.splitlines(), "docs/api.md",
-                                                 "generated", lineterm="", n=1))
-    assert committed == generated, ("docs/api.md differs from the package: run python scripts/gen_api_reference.py "
-                                    "and commit docs/api.md\n" + difference[:3000])
+    difference = "\n".join(
+        difflib.unified_diff(
+            committed.splitlines(), generated.splitlines(), "docs/api.md", "generated", lineterm="", n=1
+        )
+    )
+    assert committed == generated, (
+        "docs/api.md differs from the package: run python scripts/gen_api_reference.py "
+        "and commit docs/api.md\n" + difference[:3000]
+    )
 
 
 def test_api_reference_lists_ops_with_their_forms_and_every_namespace():

@@ -1,6 +1,7 @@
 """Elementwise ops: gradients (gradcheck in float64, on broadcast, non-contiguous, 0-d and empty
 inputs), forward values against closed forms and NumPy, against PyTorch when it is installed,
 float16 storage computed in fp32, Python scalars on either side, and errors that name the op."""
+
 import math
 
 import numpy as np
@@ -69,10 +70,10 @@ UNARY = {
     "round": (A.round, "any", "round"),
     "trunc": (A.trunc, "any", "trunc"),
     "clamp": (lambda x: A.clamp(x, -0.5, 0.7), "any", "clamp"),
-    "pow_scalar": (lambda x: x ** 3, "any", "pow3"),
-    "pow_half": (lambda x: x ** 0.5, "positive", "pow_half"),
-    "pow_negative": (lambda x: x ** -1.5, "positive", "pow_negative"),
-    "rpow": (lambda x: 2 ** x, "any", "rpow"),
+    "pow_scalar": (lambda x: x**3, "any", "pow3"),
+    "pow_half": (lambda x: x**0.5, "positive", "pow_half"),
+    "pow_negative": (lambda x: x**-1.5, "positive", "pow_negative"),
+    "rpow": (lambda x: 2**x, "any", "rpow"),
     "rsub": (lambda x: 2 - x, "any", "rsub"),
     "rdiv": (lambda x: 2 / x, "any", "rdiv"),
     "scalar_mul": (lambda x: x * 3, "any", "scalar_mul"),
@@ -82,11 +83,18 @@ UNARY = {
 def torch_unary(torch, name):
     F = torch.nn.functional
     special = {
-        "leaky_relu": lambda x: F.leaky_relu(x, 0.1), "gelu": F.gelu,
-        "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"), "silu": F.silu,
-        "clamp": lambda x: torch.clamp(x, -0.5, 0.7), "pow3": lambda x: x ** 3,
-        "pow_half": lambda x: x ** 0.5, "pow_negative": lambda x: x ** -1.5, "rpow": lambda x: 2 ** x,
-        "rsub": lambda x: 2 - x, "rdiv": lambda x: 2 / x, "scalar_mul": lambda x: x * 3,
+        "leaky_relu": lambda x: F.leaky_relu(x, 0.1),
+        "gelu": F.gelu,
+        "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+        "silu": F.silu,
+        "clamp": lambda x: torch.clamp(x, -0.5, 0.7),
+        "pow3": lambda x: x**3,
+        "pow_half": lambda x: x**0.5,
+        "pow_negative": lambda x: x**-1.5,
+        "rpow": lambda x: 2**x,
+        "rsub": lambda x: 2 - x,
+        "rdiv": lambda x: 2 / x,
+        "scalar_mul": lambda x: x * 3,
     }
     return special.get(name) or getattr(torch, name)
 
@@ -100,8 +108,27 @@ def test_unary_gradcheck(name, layout):
 
 
 # Ops whose backward is a composite of differentiable ops: the second derivative must be right too.
-@pytest.mark.parametrize("name", ["exp", "log", "sqrt", "rsqrt", "sin", "tanh", "sigmoid", "erf", "gelu",
-                                  "gelu_tanh", "silu", "reciprocal", "pow_half", "rpow", "exp2", "log2"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "exp",
+        "log",
+        "sqrt",
+        "rsqrt",
+        "sin",
+        "tanh",
+        "sigmoid",
+        "erf",
+        "gelu",
+        "gelu_tanh",
+        "silu",
+        "reciprocal",
+        "pow_half",
+        "rpow",
+        "exp2",
+        "log2",
+    ],
+)
 def test_unary_second_derivative(name):
     op, domain, _ = UNARY[name]
     assert gradgradcheck(op, (leaf((5,), domain),))
@@ -112,8 +139,8 @@ def test_fused_backward_matches_the_composite_one(name):
     """``backward()`` uses a fused backward primitive; ``create_graph=True`` the composite rule."""
     op, domain, _ = UNARY[name]
     x = leaf((7,), domain)
-    fused, = A.autograd.grad(op(x).sum(), [x])
-    composite, = A.autograd.grad(op(x).sum(), [x], create_graph=True)
+    (fused,) = A.autograd.grad(op(x).sum(), [x])
+    (composite,) = A.autograd.grad(op(x).sum(), [x], create_graph=True)
     np.testing.assert_allclose(fused.numpy(), composite.detach().numpy(), rtol=1e-12, atol=1e-12)
 
 
@@ -121,18 +148,41 @@ def _closed_form(name, x):
     erf = np.vectorize(math.erf)
     sig = 1 / (1 + np.exp(-x))
     table = {
-        "sigmoid": lambda: sig, "silu": lambda: x * sig, "erf": lambda: erf(x),
-        "gelu": lambda: x * 0.5 * (1 + erf(x / math.sqrt(2))), "rsqrt": lambda: 1 / np.sqrt(x),
-        "gelu_tanh": lambda: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3))),
-        "leaky_relu": lambda: np.where(x > 0, x, 0.1 * x), "relu": lambda: np.maximum(x, 0),
-        "round": lambda: np.round(x), "exp2": lambda: 2.0 ** x, "log10": lambda: np.log10(x),
-        "log2": lambda: np.log2(x), "clamp": lambda: np.clip(x, -0.5, 0.7),
+        "sigmoid": lambda: sig,
+        "silu": lambda: x * sig,
+        "erf": lambda: erf(x),
+        "gelu": lambda: x * 0.5 * (1 + erf(x / math.sqrt(2))),
+        "rsqrt": lambda: 1 / np.sqrt(x),
+        "gelu_tanh": lambda: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))),
+        "leaky_relu": lambda: np.where(x > 0, x, 0.1 * x),
+        "relu": lambda: np.maximum(x, 0),
+        "round": lambda: np.round(x),
+        "exp2": lambda: 2.0**x,
+        "log10": lambda: np.log10(x),
+        "log2": lambda: np.log2(x),
+        "clamp": lambda: np.clip(x, -0.5, 0.7),
     }
     return table[name]()
 
 
-@pytest.mark.parametrize("name", ["sigmoid", "silu", "gelu", "gelu_tanh", "erf", "rsqrt", "leaky_relu",
-                                  "relu", "round", "exp2", "log10", "log2", "clamp"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "sigmoid",
+        "silu",
+        "gelu",
+        "gelu_tanh",
+        "erf",
+        "rsqrt",
+        "leaky_relu",
+        "relu",
+        "round",
+        "exp2",
+        "log10",
+        "log2",
+        "clamp",
+    ],
+)
 @pytest.mark.parametrize("dtype", [A.float32, F64])
 def test_unary_forward_closed_form(name, dtype):
     op, domain, _ = UNARY[name]
@@ -157,7 +207,7 @@ def test_rounding_ops_have_zero_gradient_and_keep_integers():
     for op in (A.floor, A.ceil, A.round, A.trunc, A.sign):
         y = op(x)
         assert y.requires_grad
-        g, = A.autograd.grad(y.sum(), [x])
+        (g,) = A.autograd.grad(y.sum(), [x])
         assert g.tolist() == [0.0] * 5
     ints = A.tensor([-3, 0, 4])
     for op in (A.floor, A.ceil, A.round, A.trunc):
@@ -189,8 +239,13 @@ def test_unary_matches_torch(name, dtype):
 # ---------------------------------------------------------------------------------------------------
 # binary ops
 BINARY = {
-    "add": (A.add, "any"), "sub": (A.sub, "any"), "mul": (A.mul, "any"), "div": (A.div, "any"),
-    "pow": (A.pow, "positive"), "maximum": (A.maximum, "any"), "minimum": (A.minimum, "any"),
+    "add": (A.add, "any"),
+    "sub": (A.sub, "any"),
+    "mul": (A.mul, "any"),
+    "div": (A.div, "any"),
+    "pow": (A.pow, "positive"),
+    "maximum": (A.maximum, "any"),
+    "minimum": (A.minimum, "any"),
     "add_alpha": (lambda a, b: A.add(a, b, alpha=-2.5), "any"),
     "sub_alpha": (lambda a, b: A.sub(a, b, alpha=0.5), "any"),
     "where": (lambda a, b: A.where(a > b, a, b * 2), "any"),
@@ -262,8 +317,8 @@ def test_python_scalars_on_either_side():
     t = A.tensor([1.0, 2.0, 4.0])
     assert (2 - t).tolist() == [1.0, 0.0, -2.0]
     assert (t - 2).tolist() == [-1.0, 0.0, 2.0]
-    assert (2 ** t).tolist() == [2.0, 4.0, 16.0]
-    assert (t ** 0.5).tolist() == pytest.approx([1.0, math.sqrt(2), 2.0])
+    assert (2**t).tolist() == [2.0, 4.0, 16.0]
+    assert (t**0.5).tolist() == pytest.approx([1.0, math.sqrt(2), 2.0])
     assert (8 / t).tolist() == [8.0, 4.0, 2.0]
     assert (3 * t).tolist() == (t * 3).tolist() == [3.0, 6.0, 12.0]
     assert (1 + t).tolist() == (t + 1).tolist() == [2.0, 3.0, 5.0]
@@ -277,17 +332,17 @@ def test_python_scalars_on_either_side():
 
 def test_gradient_reaches_a_tensor_exponent_with_a_scalar_base():
     x = A.tensor([0.5, 1.0, 2.0], dtype=F64, requires_grad=True)
-    (3 ** x).sum().backward()
+    (3**x).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), math.log(3) * 3 ** np.array([0.5, 1.0, 2.0]))
     x = A.tensor([0.5, 1.0], dtype=F64, requires_grad=True)
-    (0 ** x).sum().backward()  # 0 ** x does not change with x > 0
+    (0**x).sum().backward()  # 0 ** x does not change with x > 0
     assert x.grad.tolist() == [0.0, 0.0]
 
 
 def test_pow_gradients_at_zero_follow_pytorch():
     a = A.tensor([0.0, 0.0, 2.0], dtype=F64, requires_grad=True)
     b = A.tensor([0.0, 2.0, 0.0], dtype=F64, requires_grad=True)
-    (a ** b).sum().backward()
+    (a**b).sum().backward()
     assert a.grad.tolist() == [0.0, 0.0, 0.0]  # b == 0: 0, not 0 * inf
     assert b.grad.tolist() == [0.0, 0.0, math.log(2.0)]  # a == 0 with b >= 0: 0, not NaN
 
@@ -398,8 +453,23 @@ def test_float_classification():
 
 # ---------------------------------------------------------------------------------------------------
 # float16: stored in half, computed in fp32
-HALF_UNARY = ["exp", "log", "sqrt", "rsqrt", "sin", "tanh", "sigmoid", "gelu", "gelu_tanh", "silu", "relu",
-              "erf", "log1p", "exp2", "reciprocal"]
+HALF_UNARY = [
+    "exp",
+    "log",
+    "sqrt",
+    "rsqrt",
+    "sin",
+    "tanh",
+    "sigmoid",
+    "gelu",
+    "gelu_tanh",
+    "silu",
+    "relu",
+    "erf",
+    "log1p",
+    "exp2",
+    "reciprocal",
+]
 
 
 @pytest.mark.parametrize("name", HALF_UNARY)
@@ -429,8 +499,15 @@ def test_float16_binary_and_gradients_stay_half(name):
 # errors name the op and the shapes or dtypes
 def test_broadcast_mismatch_names_op_and_both_shapes():
     a, b = A.ones(3, 4), A.ones(5)
-    for op, name in ((A.add, "add"), (A.sub, "sub"), (A.mul, "mul"), (A.div, "div"), (A.maximum, "maximum"),
-                     (A.pow, "pow"), (A.eq, "eq")):
+    for op, name in (
+        (A.add, "add"),
+        (A.sub, "sub"),
+        (A.mul, "mul"),
+        (A.div, "div"),
+        (A.maximum, "maximum"),
+        (A.pow, "pow"),
+        (A.eq, "eq"),
+    ):
         with pytest.raises(ShapeError, match=rf"{name}: shapes \(3, 4\) and \(5,\)"):
             op(a, b)
     with pytest.raises(ShapeError, match=r"where: shapes .*\(3, 4\).*\(5,\)"):

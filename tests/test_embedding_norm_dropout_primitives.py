@@ -3,6 +3,7 @@ primitives against plain NumPy (the CPU backend is the oracle the CUDA kernels a
 tests/test_cuda_embedding_norm_dropout.py), and the ops built on them: F.embedding, F.dropout and
 nn.utils.clip_grad_norm_.
 """
+
 import math
 
 import numpy as np
@@ -191,8 +192,9 @@ def test_dropout_mask_is_the_bernoulli_draw_and_out_is_scaled(dtype, shape):
     np.testing.assert_array_equal(again, out)
     np.testing.assert_array_equal(mask_again, mask)
     g = rng(7).standard_normal(shape).astype(dtype)
-    np.testing.assert_array_equal(cpu.dropout_backward(g, mask, 1 / 0.7),
-                                  (g.astype(acc) * np.where(mask, acc(1 / 0.7), acc(0))).astype(dtype))
+    np.testing.assert_array_equal(
+        cpu.dropout_backward(g, mask, 1 / 0.7), (g.astype(acc) * np.where(mask, acc(1 / 0.7), acc(0))).astype(dtype)
+    )
 
 
 def test_dropout_depends_on_seed_and_offset_and_drops_about_p():
@@ -227,6 +229,7 @@ def test_f_embedding_checks_bounds_through_the_primitive_only(monkeypatch):
 
     def no_host_copy(a):
         raise AssertionError("embedding read an array back to the host")
+
     monkeypatch.setattr(cpu, "to_numpy", no_host_copy)
     out = F.embedding(idx, weight, padding_idx=5)
     out.sum().backward()
@@ -267,6 +270,7 @@ def test_f_dropout_draws_what_bernoulli_mask_drew():
     """Fusing the draw changed nothing a seeded program sees: the same mask from the same generator
     state, and the generator left where the two-step version left it."""
     from adcuda.factories import bernoulli_mask
+
     x = adcuda.tensor(rng(11).standard_normal((37, 29)), dtype=adcuda.float32)
     adcuda.manual_seed(21)
     keep = bernoulli_mask(tuple(x.shape), 1.0 - 0.4, adcuda.float32, "cpu")
@@ -285,6 +289,7 @@ def test_f_dropout_backward_reuses_the_saved_mask(monkeypatch):
 
     def redraw(*args):
         raise AssertionError("dropout's backward drew random numbers")
+
     monkeypatch.setattr(cpu, "dropout", redraw)
     monkeypatch.setattr(cpu, "bernoulli", redraw)
     monkeypatch.setattr(cpu, "rand", redraw)
@@ -303,7 +308,7 @@ def test_f_dropout_create_graph_gives_the_same_gradient():
     np.testing.assert_array_equal(composite.detach().numpy(), fused.numpy())
     (second,) = adcuda.autograd.grad(composite.sum(), x)
     # d/dx of 2 * x * (mask * scale)^2
-    np.testing.assert_allclose(second.numpy(), np.where(kept, 2.0 / 0.7 ** 2, 0.0), rtol=1e-12)
+    np.testing.assert_allclose(second.numpy(), np.where(kept, 2.0 / 0.7**2, 0.0), rtol=1e-12)
 
 
 def test_clip_grad_norm_makes_one_global_norm_call(monkeypatch):

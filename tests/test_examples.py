@@ -2,6 +2,7 @@
 another folder, so that the installed adcuda is the one imported); the digits examples once more on the
 GPU (or the CUDA emulator) for one epoch; and the CNN example's model code run under PyTorch from the
 same weights."""
+
 import importlib.util
 import os
 import re
@@ -21,8 +22,9 @@ def run_example(name, cwd, *args):
     # GPT example about 8x slower
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     command = [sys.executable, str(EXAMPLES / name), *(args or ("--quick", "--device", "cpu"))]
-    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
-                            env=env)
+    result = subprocess.run(
+        command, cwd=cwd, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, env=env
+    )
     assert result.returncode == 0, result.stderr
     return result.stdout
 
@@ -46,7 +48,7 @@ def test_character_models_learn_and_sample(tmp_path, name):
     before = figure("validation bits per character before training:", out)
     after = figure(r"validation bits per character:", out)
     assert before > uniform - 0.5, out  # an untrained model guesses about uniformly
-    assert after < before - 1.5, out    # a few dozen steps learn at least the characters' frequencies
+    assert after < before - 1.5, out  # a few dozen steps learn at least the characters' frequencies
     assert re.search(r"^sample: 'The .{20,}'$", out, re.MULTILINE), out
 
 
@@ -61,8 +63,10 @@ def test_vae_learns_and_draws_digits(tmp_path):
 
 @pytest.mark.cuda
 @pytest.mark.skipif(not adcuda.cuda.is_available(), reason="needs a usable CUDA device")
-@pytest.mark.parametrize("name, figure_name, sign", [("cnn_digits.py", "test accuracy", 1),
-                                                     ("vae.py", r"test loss \(negative ELBO, nats per image\)", -1)])
+@pytest.mark.parametrize(
+    "name, figure_name, sign",
+    [("cnn_digits.py", "test accuracy", 1), ("vae.py", r"test loss \(negative ELBO, nats per image\)", -1)],
+)
 def test_digits_examples_learn_on_the_gpu(tmp_path, name, figure_name, sign):
     # one epoch in large batches: a few seconds on the emulator, which runs every kernel on the CPU
     out = run_example(name, tmp_path, "--device", "cuda", "--epochs", "1", "--batch-size", "256")
@@ -87,18 +91,22 @@ def test_cnn_example_model_matches_pytorch():
     adcuda.manual_seed(0)
     ours = example.build_model(adcuda.nn)
     theirs = example.build_model(torch.nn)
-    theirs.load_state_dict({name: torch.from_numpy(value.numpy().copy())
-                            for name, value in ours.state_dict().items()})
+    theirs.load_state_dict({name: torch.from_numpy(value.numpy().copy()) for name, value in ours.state_dict().items()})
 
     images, labels = load_digits()
     images = images.view(-1, 1, 8, 8)
     our_opt = adcuda.optim.SGD(ours.parameters(), lr=0.05, momentum=0.9)
     their_opt = torch.optim.SGD(theirs.parameters(), lr=0.05, momentum=0.9)
     for step in range(2):
-        x, y = images[64 * step:64 * (step + 1)], labels[64 * step:64 * (step + 1)]
+        x, y = images[64 * step : 64 * (step + 1)], labels[64 * step : 64 * (step + 1)]
         our_loss = example.train_step(ours, our_opt, adcuda.nn.CrossEntropyLoss(), x, y)
-        their_loss = example.train_step(theirs, their_opt, torch.nn.CrossEntropyLoss(),
-                                        torch.from_numpy(x.numpy().copy()), torch.from_numpy(y.numpy().copy()))
+        their_loss = example.train_step(
+            theirs,
+            their_opt,
+            torch.nn.CrossEntropyLoss(),
+            torch.from_numpy(x.numpy().copy()),
+            torch.from_numpy(y.numpy().copy()),
+        )
         assert our_loss == pytest.approx(their_loss, rel=1e-5, abs=1e-6), step
     their_state = theirs.state_dict()
     for name, value in ours.state_dict().items():

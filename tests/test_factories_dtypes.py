@@ -1,6 +1,7 @@
 """Factories (tensor from_numpy zeros ones full empty arange linspace eye rand randn randint randperm
 *_like manual_seed), PyTorch's type promotion (a hard-coded table, and every combination against
 PyTorch when installed), dtype conversions and their gradients, and bad input that names the op."""
+
 import itertools
 
 import numpy as np
@@ -92,8 +93,9 @@ def test_like_factories_keep_shape_dtype_and_device():
     assert A.zeros_like(base, requires_grad=True).requires_grad
 
 
-@pytest.mark.parametrize("args", [(5,), (1, 4), (0, 1, 0.1), (-1, -5, -1.5), (0.1, 0.9, 0.2), (3, 3), (10, 0, -3),
-                                  (0, 10, 3)])
+@pytest.mark.parametrize(
+    "args", [(5,), (1, 4), (0, 1, 0.1), (-1, -5, -1.5), (0.1, 0.9, 0.2), (3, 3), (10, 0, -3), (0, 10, 3)]
+)
 def test_arange_matches_numpy_length_and_values(args):
     out = A.arange(*args)
     expected = np.arange(*args)
@@ -142,8 +144,8 @@ def test_random_factories_ranges_and_statistics():
 
 def test_manual_seed_reproduces_every_draw():
     def draws():
-        return (A.rand(3).tolist(), A.randn(2, 2).tolist(), A.randint(0, 100, (4,)).tolist(),
-                A.randperm(10).tolist())
+        return (A.rand(3).tolist(), A.randn(2, 2).tolist(), A.randint(0, 100, (4,)).tolist(), A.randperm(10).tolist())
+
     A.manual_seed(7)
     first = draws()
     A.manual_seed(7)
@@ -163,20 +165,35 @@ def test_manual_seed_reproduces_every_draw():
 
 # ---------------------------------------------------------------------------------------------------
 # bad input names the op
-@pytest.mark.parametrize("name, call", [
-    ("zeros", lambda: A.zeros(-1, 2)), ("ones", lambda: A.ones(3, -2)), ("empty", lambda: A.empty(-5)),
-    ("full", lambda: A.full((-1,), 2.0)), ("rand", lambda: A.rand(2, -3)), ("randn", lambda: A.randn(-1)),
-    ("randint", lambda: A.randint(0, 5, (-1,))), ("eye", lambda: A.eye(-1)),
-    ("linspace", lambda: A.linspace(0, 1, -1)),
-])
+@pytest.mark.parametrize(
+    "name, call",
+    [
+        ("zeros", lambda: A.zeros(-1, 2)),
+        ("ones", lambda: A.ones(3, -2)),
+        ("empty", lambda: A.empty(-5)),
+        ("full", lambda: A.full((-1,), 2.0)),
+        ("rand", lambda: A.rand(2, -3)),
+        ("randn", lambda: A.randn(-1)),
+        ("randint", lambda: A.randint(0, 5, (-1,))),
+        ("eye", lambda: A.eye(-1)),
+        ("linspace", lambda: A.linspace(0, 1, -1)),
+    ],
+)
 def test_negative_sizes_are_shape_errors(name, call):
     with pytest.raises(ShapeError, match=rf"{name}: .*negative"):
         call()
 
 
-@pytest.mark.parametrize("call", [lambda: A.zeros(2 ** 40, 2 ** 20), lambda: A.ones(2 ** 50),
-                                  lambda: A.empty(2 ** 40, 2 ** 30), lambda: A.full((2 ** 45, 2 ** 10), 1.0),
-                                  lambda: A.randn(2 ** 40, 2 ** 20)])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: A.zeros(2**40, 2**20),
+        lambda: A.ones(2**50),
+        lambda: A.empty(2**40, 2**30),
+        lambda: A.full((2**45, 2**10), 1.0),
+        lambda: A.randn(2**40, 2**20),
+    ],
+)
 def test_impossible_allocations_raise_memory_error(call):
     with pytest.raises(MemoryError, match=r"(zeros|ones|empty|full|randn): .*cannot allocate .* GiB"):
         call()
@@ -190,7 +207,7 @@ def test_bad_factory_arguments():
     with pytest.raises(DTypeError, match="tensor: could not infer dtype"):
         A.tensor(["a", "b"])
     with pytest.raises(DTypeError, match="tensor: a value does not fit in adcuda.int64"):
-        A.tensor([2 ** 70])
+        A.tensor([2**70])
     with pytest.raises(DTypeError, match="zeros: size must be a tuple of ints"):
         A.zeros(2.5)
     with pytest.raises(DTypeError, match="rand: expected a floating point dtype"):
@@ -205,13 +222,16 @@ def test_bad_factory_arguments():
         A.tensor([1.0], dtype="float8")
 
 
-@pytest.mark.parametrize("name, call", [
-    ("tensor", lambda: A.tensor([1, 2], requires_grad=True)),
-    ("zeros", lambda: A.zeros(2, dtype=A.int64, requires_grad=True)),
-    ("ones", lambda: A.ones(2, dtype=A.bool, requires_grad=True)),
-    ("full", lambda: A.full((2,), 3, requires_grad=True)),
-    ("requires_grad", lambda: A.tensor([1, 2]).requires_grad_()),
-])
+@pytest.mark.parametrize(
+    "name, call",
+    [
+        ("tensor", lambda: A.tensor([1, 2], requires_grad=True)),
+        ("zeros", lambda: A.zeros(2, dtype=A.int64, requires_grad=True)),
+        ("ones", lambda: A.ones(2, dtype=A.bool, requires_grad=True)),
+        ("full", lambda: A.full((2,), 3, requires_grad=True)),
+        ("requires_grad", lambda: A.tensor([1, 2]).requires_grad_()),
+    ],
+)
 def test_integer_tensors_cannot_require_grad(name, call):
     with pytest.raises(DTypeError, match=rf"{name}: only .*floating point dtype can require gradients"):
         call()
@@ -289,6 +309,7 @@ def test_promotion_matches_torch_for_every_combination():
         if kind == "s":
             return spec
         return lib.tensor([1] if kind == "t" else 1, dtype=getattr(lib, spec))
+
     kinds = [("t", d) for d in DTYPES] + [("z", d) for d in DTYPES] + [("s", v) for v in SCALARS]
     checked = 0
     for a, b in itertools.product(kinds, repeat=2):
@@ -340,11 +361,11 @@ def test_gradients_flow_through_dtype_conversions():
 # ---------------------------------------------------------------------------------------------------
 # dtype information and the default dtype
 def test_finfo_and_iinfo():
-    assert A.finfo(A.float16).max == 65504.0 and A.finfo(A.float16).eps == 2.0 ** -10
+    assert A.finfo(A.float16).max == 65504.0 and A.finfo(A.float16).eps == 2.0**-10
     assert A.finfo(A.float32).tiny == np.finfo(np.float32).tiny and A.finfo().bits == 32
     assert A.finfo(A.float64).min == -np.finfo(np.float64).max
-    assert A.finfo(A.bfloat16).eps == 2.0 ** -7 and A.finfo(A.bfloat16).max > 3e38
-    assert A.iinfo(A.int32).max == 2 ** 31 - 1 and A.iinfo(A.int64).min == -2 ** 63
+    assert A.finfo(A.bfloat16).eps == 2.0**-7 and A.finfo(A.bfloat16).max > 3e38
+    assert A.iinfo(A.int32).max == 2**31 - 1 and A.iinfo(A.int64).min == -(2**63)
     with pytest.raises(DTypeError, match="finfo: expected a floating point dtype"):
         A.finfo(A.int64)
     with pytest.raises(DTypeError, match="iinfo: expected an integer dtype"):

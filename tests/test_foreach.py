@@ -2,6 +2,7 @@
 against the same update written with per-tensor public ops (or PyTorch's fused op where PyTorch has one
 on the CPU), the version bumps they own, and their errors. The ``cuda`` cases run every op on the GPU
 (the emulator without one) against the CPU."""
+
 import math
 
 import numpy as np
@@ -11,8 +12,16 @@ import adcuda
 from adcuda import dtypes as dt
 from adcuda.errors import AutogradError, DeviceError, DTypeError, ShapeError
 
-DEVICES = ["cpu", pytest.param("cuda", marks=[
-    pytest.mark.cuda, pytest.mark.skipif(not adcuda.cuda.is_available(), reason="needs a usable CUDA device")])]
+DEVICES = [
+    "cpu",
+    pytest.param(
+        "cuda",
+        marks=[
+            pytest.mark.cuda,
+            pytest.mark.skipif(not adcuda.cuda.is_available(), reason="needs a usable CUDA device"),
+        ],
+    ),
+]
 SHAPES = [(1,), (7,), (3, 5), (1023,), (0,), (2, 1, 4)]
 
 
@@ -22,8 +31,7 @@ def rng(seed):
 
 def tensors(seed, device="cpu", dtype=dt.float32, shapes=SHAPES, scale=1.0):
     g = rng(seed)
-    return [adcuda.tensor(g.standard_normal(s).astype(np.float32) * scale, dtype=dtype, device=device)
-            for s in shapes]
+    return [adcuda.tensor(g.standard_normal(s).astype(np.float32) * scale, dtype=dtype, device=device) for s in shapes]
 
 
 def host(ts):
@@ -40,11 +48,12 @@ def versions(ts):
 def test_foreach_add_mul_clamp_zero_copy_match_per_tensor_ops(device):
     cases = {
         "add number": (lambda ts: adcuda._foreach_add_(ts, 1.5), lambda t: t.add_(1.5)),
-        "add list with alpha": (lambda ts: adcuda._foreach_add_(ts, tensors(2, device), alpha=-0.5),
-                                None),
+        "add list with alpha": (lambda ts: adcuda._foreach_add_(ts, tensors(2, device), alpha=-0.5), None),
         "mul number": (lambda ts: adcuda._foreach_mul_(ts, 0.25), lambda t: t.mul_(0.25)),
-        "mul 0-d tensor": (lambda ts: adcuda._foreach_mul_(ts, adcuda.tensor(3.0, device=device)),
-                           lambda t: t.mul_(adcuda.tensor(3.0, device=device))),
+        "mul 0-d tensor": (
+            lambda ts: adcuda._foreach_mul_(ts, adcuda.tensor(3.0, device=device)),
+            lambda t: t.mul_(adcuda.tensor(3.0, device=device)),
+        ),
         "clamp": (lambda ts: adcuda._foreach_clamp_(ts, -0.5, 0.25), lambda t: t.clamp_(-0.5, 0.25)),
         "clamp max only": (lambda ts: adcuda._foreach_clamp_(ts, max=0.0), lambda t: t.clamp_(max=0.0)),
         "zero": (lambda ts: adcuda._foreach_zero_(ts), lambda t: t.zero_()),
@@ -122,8 +131,11 @@ def test_errors_name_the_op_and_what_is_wrong():
     with pytest.raises(ValueError, match="_foreach_clamp_: at least one of min and max"):
         adcuda._foreach_clamp_([a])
     leaf = adcuda.zeros(2, requires_grad=True)
-    with pytest.raises(AutogradError, match="_foreach_zero_: a tensor of shape \\(2,\\) requires grad, and "
-                                            "_foreach_zero_ does not record a graph; call it under adcuda.no_grad"):
+    with pytest.raises(
+        AutogradError,
+        match="_foreach_zero_: a tensor of shape \\(2,\\) requires grad, and "
+        "_foreach_zero_ does not record a graph; call it under adcuda.no_grad",
+    ):
         adcuda._foreach_zero_([leaf])
     with adcuda.no_grad():
         adcuda._foreach_add_([leaf], 1.0)
@@ -177,8 +189,15 @@ def test_fused_sgd_matches_pytorch(momentum, nesterov, first, maximize):
     torch = torch_or_skip()
     params, grads, bufs = tensors(6), tensors(7), tensors(8)
     tp, tg, tb = as_torch(torch, params), as_torch(torch, grads), as_torch(torch, bufs)
-    kw = dict(weight_decay=0.01, momentum=momentum, lr=0.1, dampening=0.0, nesterov=nesterov, maximize=maximize,
-              is_first_step=first)
+    kw = dict(
+        weight_decay=0.01,
+        momentum=momentum,
+        lr=0.1,
+        dampening=0.0,
+        nesterov=nesterov,
+        maximize=maximize,
+        is_first_step=first,
+    )
     with adcuda.no_grad():
         adcuda._fused_sgd_(params, grads, bufs if momentum else [], **kw)
     torch._fused_sgd_(tp, tg, tb if momentum else [], **kw)
@@ -206,8 +225,10 @@ def test_fused_adam_matches_pytorch_over_mixed_step_counts(decoupled, amsgrad, m
     torch_fused = torch._fused_adamw_ if decoupled else torch._fused_adam_
     tp, tg, tm, tv, tmax, ts = torch_args
     torch_fused(tp, tg, tm, tv, tmax if amsgrad else [], ts, **kw)
-    for got, want in zip(host(params) + host(exp_avgs) + host(exp_avg_sqs) + (host(maxes) if amsgrad else []),
-                         tp + tm + tv + (tmax if amsgrad else [])):
+    for got, want in zip(
+        host(params) + host(exp_avgs) + host(exp_avg_sqs) + (host(maxes) if amsgrad else []),
+        tp + tm + tv + (tmax if amsgrad else []),
+    ):
         np.testing.assert_allclose(got, want.numpy(), rtol=2e-5, atol=1e-7)
     for written in (params, exp_avgs, exp_avg_sqs) + ((maxes,) if amsgrad else ()):
         assert versions(written) == [1] * len(params)
@@ -222,8 +243,19 @@ def test_fused_steps_through_float32_masters(device):
     bufs = [adcuda.zeros_like(m) for m in masters]
     reference = [m.clone() for m in masters]
     with adcuda.no_grad():
-        adcuda._fused_sgd_(half, grads, bufs, weight_decay=0.0, momentum=0.5, lr=1e-4, dampening=0.0, nesterov=False,
-                           maximize=False, is_first_step=True, master_params=masters)
+        adcuda._fused_sgd_(
+            half,
+            grads,
+            bufs,
+            weight_decay=0.0,
+            momentum=0.5,
+            lr=1e-4,
+            dampening=0.0,
+            nesterov=False,
+            maximize=False,
+            is_first_step=True,
+            master_params=masters,
+        )
         for r, g in zip(reference, grads):
             r.sub_(g.float() * 1e-4)
     for h, m, r in zip(half, masters, reference):
@@ -234,8 +266,9 @@ def test_fused_steps_through_float32_masters(device):
 
 def test_fused_step_errors():
     p, g = [adcuda.zeros(3)], [adcuda.zeros(4)]
-    kw = dict(weight_decay=0.0, momentum=0.0, lr=0.1, dampening=0.0, nesterov=False, maximize=False,
-              is_first_step=False)
+    kw = dict(
+        weight_decay=0.0, momentum=0.0, lr=0.1, dampening=0.0, nesterov=False, maximize=False, is_first_step=False
+    )
     with pytest.raises(ShapeError, match=r"_fused_sgd_: grads\[0\] has shape \(4,\) but self\[0\] has shape \(3,\)"):
         adcuda._fused_sgd_(p, g, [], **kw)
     with pytest.raises(DTypeError, match="_fused_sgd_: self\\[0\\] must be floating point, got adcuda.int64"):
@@ -243,8 +276,21 @@ def test_fused_step_errors():
     with pytest.raises(ValueError, match="_fused_sgd_: momentum=0.9 needs one momentum buffer per parameter"):
         adcuda._fused_sgd_(p, [adcuda.zeros(3)], [], **dict(kw, momentum=0.9))
     with pytest.raises(ShapeError, match="_fused_adam_: state_steps has 0 tensors but self has 1"):
-        adcuda._fused_adam_(p, [adcuda.zeros(3)], [adcuda.zeros(3)], [adcuda.zeros(3)], [], [], lr=0.1, beta1=0.9,
-                            beta2=0.99, weight_decay=0.0, eps=1e-8, amsgrad=False, maximize=False)
+        adcuda._fused_adam_(
+            p,
+            [adcuda.zeros(3)],
+            [adcuda.zeros(3)],
+            [adcuda.zeros(3)],
+            [],
+            [],
+            lr=0.1,
+            beta1=0.9,
+            beta2=0.99,
+            weight_decay=0.0,
+            eps=1e-8,
+            amsgrad=False,
+            maximize=False,
+        )
     param = adcuda.zeros(3, requires_grad=True)
     with pytest.raises(AutogradError, match="_fused_sgd_: .* requires grad"):
         adcuda._fused_sgd_([param], [adcuda.zeros(3)], [], **kw)
@@ -286,14 +332,17 @@ def test_unscale_into_wider_outputs_leaves_the_gradients(device):
 def test_unscale_errors():
     g = [adcuda.ones(2)]
     op = "_amp_foreach_non_finite_check_and_unscale_"
-    with pytest.raises(DTypeError, match=f"{op}: found_inf must be a one-element adcuda.float32 tensor, got one of "
-                                         "dtype adcuda.float64"):
+    with pytest.raises(
+        DTypeError,
+        match=f"{op}: found_inf must be a one-element adcuda.float32 tensor, got one of dtype adcuda.float64",
+    ):
         adcuda._amp_foreach_non_finite_check_and_unscale_(g, adcuda.zeros((), dtype=dt.float64), adcuda.tensor(1.0))
     with pytest.raises(DTypeError, match=f"{op}: inv_scale must be a one-element adcuda.float32 tensor"):
         adcuda._amp_foreach_non_finite_check_and_unscale_(g, adcuda.zeros(()), adcuda.ones(2))
     with pytest.raises(ShapeError, match=f"{op}: self\\[0\\] has shape \\(2,\\) but out\\[0\\] has shape \\(3,\\)"):
-        adcuda._amp_foreach_non_finite_check_and_unscale_(g, adcuda.zeros(()), adcuda.tensor(1.0),
-                                                          out=[adcuda.zeros(3)])
+        adcuda._amp_foreach_non_finite_check_and_unscale_(
+            g, adcuda.zeros(()), adcuda.tensor(1.0), out=[adcuda.zeros(3)]
+        )
 
 
 def reference_update(scale, tracker, found, growth, backoff, interval, lo, hi):
@@ -327,8 +376,9 @@ def test_update_scale_matches_pytorch_without_bounds():
         adcuda._amp_update_scale_(scale, tracker, adcuda.tensor([float(flag)]), 2.0, 0.5, 3)
         torch._amp_update_scale_(t_scale, t_tracker, torch.tensor([float(flag)]), 2.0, 0.5, 3)
         assert (float(scale), int(tracker)) == (float(t_scale), int(t_tracker))
-    with pytest.raises(DTypeError, match="_amp_update_scale_: growth_tracker must be a one-element adcuda.int32 "
-                                         "tensor"):
+    with pytest.raises(
+        DTypeError, match="_amp_update_scale_: growth_tracker must be a one-element adcuda.int32 tensor"
+    ):
         adcuda._amp_update_scale_(scale, adcuda.zeros(1), adcuda.zeros(1), 2.0, 0.5, 3)
 
 

@@ -4,6 +4,7 @@ and for the activations and log-softmax, both match the exact gradient out to |x
 
 The list of ops comes from the registry, so an op that gains a fused backward is checked here as
 soon as it is declared; it fails until it has sample inputs below."""
+
 import math
 
 import numpy as np
@@ -42,26 +43,33 @@ def softmax_samples(name):
     def samples():
         logits = rng(1).uniform(-30, 30, (5, 9))
         spread = np.array([[-30.0, -29.0, 0.0, 29.0, 30.0], [30.0, 30.0, -30.0, -30.0, 0.0]])
-        return [(lambda x: entry(name)(x, -1), [leaf(logits)]),
-                (lambda x: entry(name)(x, 0), [leaf(logits)]),
-                (lambda x: entry(name)(x, 1), [leaf(spread)]),
-                (lambda x: entry(name)(x, 0), [leaf(2.5)])]
+        return [
+            (lambda x: entry(name)(x, -1), [leaf(logits)]),
+            (lambda x: entry(name)(x, 0), [leaf(logits)]),
+            (lambda x: entry(name)(x, 1), [leaf(spread)]),
+            (lambda x: entry(name)(x, 0), [leaf(2.5)]),
+        ]
+
     return samples
 
 
 def cross_entropy_samples():
     logits = rng(2).uniform(-30, 30, (6, 5))
     target = adcuda.tensor([0, 4, 2, -100, 1, 3])
-    return [(lambda x: entry("cross_entropy_rows")(x, target, -100, 0.0), [leaf(logits)]),
-            (lambda x: entry("cross_entropy_rows")(x, target, -100, 0.2), [leaf(logits)])]
+    return [
+        (lambda x: entry("cross_entropy_rows")(x, target, -100, 0.0), [leaf(logits)]),
+        (lambda x: entry("cross_entropy_rows")(x, target, -100, 0.2), [leaf(logits)]),
+    ]
 
 
 def layer_norm_samples():
     x = rng(3).standard_normal((3, 4, 5)) * 7
     w, b = rng(4).standard_normal((4, 5)), rng(5).standard_normal((4, 5))
-    return [(lambda x, w, b: entry("layer_norm")(x, (4, 5), w, b), [leaf(x), leaf(w), leaf(b)]),
-            (lambda x: entry("layer_norm")(x, 5), [leaf(x)]),
-            (lambda x, w: entry("layer_norm")(x, (5,), w, None, 1e-3), [leaf(x), leaf(w[0])])]
+    return [
+        (lambda x, w, b: entry("layer_norm")(x, (4, 5), w, b), [leaf(x), leaf(w), leaf(b)]),
+        (lambda x: entry("layer_norm")(x, 5), [leaf(x)]),
+        (lambda x, w: entry("layer_norm")(x, (5,), w, None, 1e-3), [leaf(x), leaf(w[0])]),
+    ]
 
 
 def attention_samples():
@@ -69,20 +77,22 @@ def attention_samples():
     mask = adcuda.tensor(rng(9).standard_normal((4, 5)))
     k5, v5 = (rng(s).standard_normal((2, 3, 5, 6)) for s in (10, 11))
     attention = entry("attention_fused")
-    return [(lambda q, k, v: attention(q, k, v, None, False, 0.4, 0.0, 0, 0), [leaf(q), leaf(k), leaf(v)]),
-            (lambda q, k, v: attention(q, k, v, None, True, 0.4, 0.0, 0, 0), [leaf(q), leaf(k), leaf(v)]),
-            (lambda q, k, v: attention(q, k, v, mask, False, 1.0, 0.0, 0, 0),
-             [leaf(q), leaf(k5), leaf(v5)]),
-            # dropout drawn inside the primitive: the composite rule draws the same keep-mask again
-            (lambda q, k, v: attention(q, k, v, None, True, 0.4, 0.3, 17, 96),
-             [leaf(q), leaf(k), leaf(v)])]
+    return [
+        (lambda q, k, v: attention(q, k, v, None, False, 0.4, 0.0, 0, 0), [leaf(q), leaf(k), leaf(v)]),
+        (lambda q, k, v: attention(q, k, v, None, True, 0.4, 0.0, 0, 0), [leaf(q), leaf(k), leaf(v)]),
+        (lambda q, k, v: attention(q, k, v, mask, False, 1.0, 0.0, 0, 0), [leaf(q), leaf(k5), leaf(v5)]),
+        # dropout drawn inside the primitive: the composite rule draws the same keep-mask again
+        (lambda q, k, v: attention(q, k, v, None, True, 0.4, 0.3, 17, 96), [leaf(q), leaf(k), leaf(v)]),
+    ]
 
 
 def embedding_samples():
     idx = adcuda.tensor([[4, 0, 2], [4, 1, 4]])
     weight = rng(12).standard_normal((6, 3))
-    return [(lambda w: entry("embedding_lookup")(idx, w, 6, None, False), [leaf(weight)]),
-            (lambda w: entry("embedding_lookup")(idx, w, 6, 2, True), [leaf(weight)])]
+    return [
+        (lambda w: entry("embedding_lookup")(idx, w, 6, None, False), [leaf(weight)]),
+        (lambda w: entry("embedding_lookup")(idx, w, 6, 2, True), [leaf(weight)]),
+    ]
 
 
 def dropout_samples():
@@ -106,35 +116,51 @@ def gru_cell_samples():
 def lstm_layer_samples():
     proj, h0, c0 = rng(20).standard_normal((4, 3, 8)), rng(21).standard_normal((3, 2)), rng(22).standard_normal((3, 2))
     w, b = rng(23).standard_normal((8, 2)), rng(24).standard_normal(8)
-    return [(lambda p, h, c, w, b: entry("lstm_layer")(p, h, c, w, b, False), [leaf(proj), leaf(h0), leaf(c0),
-                                                                               leaf(w), leaf(b)]),
-            (lambda p, h, c, w: entry("lstm_layer")(p, h, c, w, None, True), [leaf(proj), leaf(h0), leaf(c0),
-                                                                              leaf(w)])]
+    return [
+        (
+            lambda p, h, c, w, b: entry("lstm_layer")(p, h, c, w, b, False),
+            [leaf(proj), leaf(h0), leaf(c0), leaf(w), leaf(b)],
+        ),
+        (lambda p, h, c, w: entry("lstm_layer")(p, h, c, w, None, True), [leaf(proj), leaf(h0), leaf(c0), leaf(w)]),
+    ]
 
 
 def gru_layer_samples():
     proj, h0 = rng(25).standard_normal((4, 3, 6)), rng(26).standard_normal((3, 2))
     w, b = rng(27).standard_normal((6, 2)), rng(28).standard_normal(6)
-    return [(lambda p, h, w, b: entry("gru_layer")(p, h, w, b, False), [leaf(proj), leaf(h0), leaf(w), leaf(b)]),
-            (lambda p, h, w: entry("gru_layer")(p, h, w, None, True), [leaf(proj), leaf(h0), leaf(w)])]
+    return [
+        (lambda p, h, w, b: entry("gru_layer")(p, h, w, b, False), [leaf(proj), leaf(h0), leaf(w), leaf(b)]),
+        (lambda p, h, w: entry("gru_layer")(p, h, w, None, True), [leaf(proj), leaf(h0), leaf(w)]),
+    ]
 
 
 def batch_norm_samples():
     x = rng(29).standard_normal((4, 3, 5)) * 3 + 1
     w, b = rng(30).standard_normal(3), rng(31).standard_normal(3)
-    return [(lambda x, w, b: entry("native_batch_norm")(x, w, b), [leaf(x), leaf(w), leaf(b)]),
-            (lambda x: entry("native_batch_norm")(x, None, None, None, None, 0.1, 1e-3), [leaf(x[:, :, :1])])]
+    return [
+        (lambda x, w, b: entry("native_batch_norm")(x, w, b), [leaf(x), leaf(w), leaf(b)]),
+        (lambda x: entry("native_batch_norm")(x, None, None, None, None, 0.1, 1e-3), [leaf(x[:, :, :1])]),
+    ]
 
 
 SAMPLES = {
-    "tanh": activation("tanh"), "sigmoid": activation("sigmoid"), "silu": activation("silu"),
-    "relu": activation("relu"), "gelu": lambda: activation("gelu")() + activation("gelu", approximate="tanh")(),
-    "softmax": softmax_samples("softmax"), "log_softmax": softmax_samples("log_softmax"),
-    "cross_entropy_rows": cross_entropy_samples, "layer_norm": layer_norm_samples,
-    "attention_fused": attention_samples, "embedding_lookup": embedding_samples,
+    "tanh": activation("tanh"),
+    "sigmoid": activation("sigmoid"),
+    "silu": activation("silu"),
+    "relu": activation("relu"),
+    "gelu": lambda: activation("gelu")() + activation("gelu", approximate="tanh")(),
+    "softmax": softmax_samples("softmax"),
+    "log_softmax": softmax_samples("log_softmax"),
+    "cross_entropy_rows": cross_entropy_samples,
+    "layer_norm": layer_norm_samples,
+    "attention_fused": attention_samples,
+    "embedding_lookup": embedding_samples,
     "dropout_mask_apply": dropout_samples,
-    "lstm_cell_pointwise": lstm_cell_samples, "gru_cell_pointwise": gru_cell_samples,
-    "lstm_layer": lstm_layer_samples, "gru_layer": gru_layer_samples, "native_batch_norm": batch_norm_samples,
+    "lstm_cell_pointwise": lstm_cell_samples,
+    "gru_cell_pointwise": gru_cell_samples,
+    "lstm_layer": lstm_layer_samples,
+    "gru_layer": gru_layer_samples,
+    "native_batch_norm": batch_norm_samples,
 }
 
 
@@ -156,7 +182,9 @@ class PrimitiveLog:
                 def logged(*args, **kwargs):
                     log.names.append(name)
                     return attr(*args, **kwargs)
+
                 return logged
+
         return Logged()
 
     def __enter__(self):
@@ -223,13 +251,18 @@ EXACT = {
     "tanh": lambda x: 4 * _sigmoid_slope(2 * x),
     "silu": lambda x: _sigmoid(x) + x * _sigmoid_slope(x),
     "gelu": lambda x: 0.5 * math.erfc(-x / math.sqrt(2)) + x * math.exp(-x * x / 2) / math.sqrt(2 * math.pi),
-    "gelu_tanh": lambda x: (_sigmoid(2 * _K * (x + _C * x ** 3))
-                            + 2 * x * _sigmoid_slope(2 * _K * (x + _C * x ** 3)) * _K * (1 + 3 * _C * x * x)),
+    "gelu_tanh": lambda x: (
+        _sigmoid(2 * _K * (x + _C * x**3))
+        + 2 * x * _sigmoid_slope(2 * _K * (x + _C * x**3)) * _K * (1 + 3 * _C * x * x)
+    ),
     "softplus": _sigmoid,
 }
 
 TAILS = {
-    "sigmoid": adcuda.sigmoid, "tanh": adcuda.tanh, "silu": adcuda.silu, "gelu": adcuda.gelu,
+    "sigmoid": adcuda.sigmoid,
+    "tanh": adcuda.tanh,
+    "silu": adcuda.silu,
+    "gelu": adcuda.gelu,
     "gelu_tanh": lambda x: adcuda.gelu(x, approximate="tanh"),
     "softplus": lambda x: F.softplus(x, 1.0, math.inf),
 }
@@ -239,8 +272,14 @@ TAILS = {
 # PyTorch does): y (1 - y) and 1 - y^2 keep only an absolute precision of an ulp of 1 where y
 # saturates (tanh on both sides, sigmoid above 0). Exact GELU's 0.5 (1 + erf(x / sqrt 2)) loses the
 # Phi(x) term (~1 / x^2 of the gradient) below x = -6, in both paths and in PyTorch's.
-RELATIVE = {"sigmoid": lambda x: x < 0, "tanh": lambda x: np.zeros_like(x, bool),
-            "silu": np.isfinite, "gelu": lambda x: x > -6, "gelu_tanh": np.isfinite, "softplus": np.isfinite}
+RELATIVE = {
+    "sigmoid": lambda x: x < 0,
+    "tanh": lambda x: np.zeros_like(x, bool),
+    "silu": np.isfinite,
+    "gelu": lambda x: x > -6,
+    "gelu_tanh": np.isfinite,
+    "softplus": np.isfinite,
+}
 
 
 @pytest.mark.parametrize("name", sorted(TAILS))

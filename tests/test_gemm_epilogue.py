@@ -1,5 +1,6 @@
 """The CPU backend's fused GEMM epilogue (the oracle of the CUDA one, tests/test_cuda_gemm.py): the
 bias per output column, GELU's tanh form, and the pre-activation the activation's backward needs."""
+
 import math
 
 import numpy as np
@@ -14,7 +15,7 @@ def test_bias_gelu_and_preactivation():
     out, pre = gemm.matmul(a, b, bias=bias, activation="gelu_tanh", save_preactivation=True)
     expected_pre = a @ b + bias
     np.testing.assert_allclose(pre, expected_pre, rtol=1e-12)
-    gelu = 0.5 * expected_pre * (1 + np.tanh(math.sqrt(2 / math.pi) * (expected_pre + 0.044715 * expected_pre ** 3)))
+    gelu = 0.5 * expected_pre * (1 + np.tanh(math.sqrt(2 / math.pi) * (expected_pre + 0.044715 * expected_pre**3)))
     np.testing.assert_allclose(out, gelu, rtol=1e-12)
     np.testing.assert_array_equal(gemm.matmul(a, b), a @ b)
 

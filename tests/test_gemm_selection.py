@@ -3,6 +3,7 @@ ADCUDA_GEMM's modes, where cuBLASLt is looked for, what is chosen when it loads 
 run-time loader itself (a missing library, one without cuBLASLt's functions, a stand-in with them),
 and what adcuda.info() reports. The products themselves are tested in tests/test_cuda_gemm.py.
 """
+
 import shutil
 import subprocess
 import sys
@@ -16,8 +17,10 @@ from adcuda.errors import DeviceError
 
 # The CUDA backend (and with it the GEMM path choice) imports only in builds with CUDA: CI's nvcc build
 # runs these tests without a GPU; a CPU-only build skips them.
-cuda_gemm = pytest.importorskip("adcuda.backends.cuda.gemm", reason="a build without CUDA has no CUDA backend",
-                                exc_type=ImportError)
+cuda_gemm = pytest.importorskip(
+    "adcuda.backends.cuda.gemm", reason="a build without CUDA has no CUDA backend", exc_type=ImportError
+)
+
 
 def loader(status):
     calls = []
@@ -25,6 +28,7 @@ def loader(status):
     def load(candidates):
         calls.append(candidates)
         return status
+
     return load, calls
 
 
@@ -32,8 +36,10 @@ LOADED = {"loaded": True, "path": "/wheel/nvidia/cu13/lib/libcublasLt.so.13", "v
 MISSING = {"loaded": False, "path": "", "version": "", "error": "libcublasLt.so.13: cannot open shared object file"}
 
 
-@pytest.mark.parametrize("value, mode", [(None, "auto"), ("", "auto"), ("AUTO", "auto"), ("handwritten", "handwritten"),
-                                         (" cuBLASLt ", "cublaslt")])
+@pytest.mark.parametrize(
+    "value, mode",
+    [(None, "auto"), ("", "auto"), ("AUTO", "auto"), ("handwritten", "handwritten"), (" cuBLASLt ", "cublaslt")],
+)
 def test_gemm_mode(value, mode):
     assert cuda_gemm.gemm_mode({} if value is None else {"ADCUDA_GEMM": value}) == mode
 
@@ -67,8 +73,9 @@ def test_handwritten_never_loads_cublaslt():
 
 def test_forced_cublaslt_without_the_library_is_an_error():
     load, _ = loader(MISSING)
-    with pytest.raises(DeviceError,
-                       match=r"ADCUDA_GEMM=cublaslt, but cuBLASLt could not be loaded: .*adcuda\[cublas\]"):
+    with pytest.raises(
+        DeviceError, match=r"ADCUDA_GEMM=cublaslt, but cuBLASLt could not be loaded: .*adcuda\[cublas\]"
+    ):
         cuda_gemm.select_gemm_path("cublaslt", False, load, ["a"])
 
 
@@ -133,8 +140,9 @@ def test_loader_reports_missing_incomplete_and_loaded_libraries(tmp_path):
         assert C.cublaslt_load(["{incomplete}"]) == loaded  # the first success stays
         print("ok")
     """)
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-                          cwd=tmp_path)  # not the repository root, whose adcuda/ has no compiled _C
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )  # not the repository root, whose adcuda/ has no compiled _C
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stdout + proc.stderr
 
 
@@ -153,15 +161,17 @@ def test_info_reports_the_gemm_path(monkeypatch):
         cuda_gemm.reset_gemm_selection()
 
 
-
-@pytest.mark.parametrize("m, n, k, batch, splits", [
-    (2304, 768, 8192, 1, 2),     # GPT-2 qkv weight gradient: 18 x 3 = 54 tiles for 132 SMs, K long
-    (3072, 768, 8192, 1, 3),     # GPT-2 fc weight gradient: 72 tiles (2 splits would make 2 waves anyway)
-    (768, 768, 8192, 1, 7),      # attention projection's: 18 tiles, 7 x 18 = 126 blocks in one wave
-    (8192, 2304, 768, 1, 1),     # forward: 576 tiles, more than two waves
-    (4096, 4096, 4096, 1, 1),
-    (256, 256, 256, 1, 1),       # K too short to split (8 K tiles)
-    (256, 256, 65536, 200, 1),   # the batch fills the GPU
-])
+@pytest.mark.parametrize(
+    "m, n, k, batch, splits",
+    [
+        (2304, 768, 8192, 1, 2),  # GPT-2 qkv weight gradient: 18 x 3 = 54 tiles for 132 SMs, K long
+        (3072, 768, 8192, 1, 3),  # GPT-2 fc weight gradient: 72 tiles (2 splits would make 2 waves anyway)
+        (768, 768, 8192, 1, 7),  # attention projection's: 18 tiles, 7 x 18 = 126 blocks in one wave
+        (8192, 2304, 768, 1, 1),  # forward: 576 tiles, more than two waves
+        (4096, 4096, 4096, 1, 1),
+        (256, 256, 256, 1, 1),  # K too short to split (8 K tiles)
+        (256, 256, 65536, 200, 1),  # the batch fills the GPU
+    ],
+)
 def test_split_k_choice(m, n, k, batch, splits):
     assert _native._C.gemm_split_k(m, n, k, batch, 132) == splits

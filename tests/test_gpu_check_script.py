@@ -3,6 +3,7 @@ preflight stops at what is missing, the steps run in their order, each benchmark
 soon as it finishes, a step whose tests or benchmarks all skipped fails the run, and OUTDIR keeps to
 8 files. (The real run, against the emulated build, is the rehearsal .ci/run makes:
 ADCUDA_GPU_CHECK_EMULATED=1 bash scripts/gpu_check.sh OUTDIR.)"""
+
 import json
 import os
 import pathlib
@@ -20,8 +21,9 @@ SCRIPT = REPO / "scripts" / "gpu_check.sh"
 sys.path.insert(0, str(REPO / "scripts"))
 import gpu_check_report as report  # noqa: E402
 
-pytestmark = pytest.mark.skipif(shutil.which("bash") is None or shutil.which("timeout") is None,
-                                reason="needs bash and coreutils' timeout")
+pytestmark = pytest.mark.skipif(
+    shutil.which("bash") is None or shutil.which("timeout") is None, reason="needs bash and coreutils' timeout"
+)
 
 # The stand-in interpreter: the report helper runs on the real Python; every other call is logged to
 # $FAKE_LOG and answers as the FAKE_* variables say.
@@ -83,12 +85,25 @@ def run_check(tmp_path, budget=120, timeout=120, tools=TOOLS, **fake):
     out = tmp_path / "out"
     log = tmp_path / "calls.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GPU_CHECK", "ADCUDA_GPU_CHECK", "FAKE_"))}
-    env.update({"PATH": f"{bin_dir}:/usr/bin:/bin", "PYTHON": str(bin_dir / "python"), "FAKE_LOG": str(log),
-                "GPU_CHECK_BUDGET": str(budget), "GPU_CHECK_WHEELS": str(tmp_path / "no-wheels")})
+    env.update(
+        {
+            "PATH": f"{bin_dir}:/usr/bin:/bin",
+            "PYTHON": str(bin_dir / "python"),
+            "FAKE_LOG": str(log),
+            "GPU_CHECK_BUDGET": str(budget),
+            "GPU_CHECK_WHEELS": str(tmp_path / "no-wheels"),
+        }
+    )
     env.update({f"FAKE_{k.upper()}": str(v) for k, v in fake.items()})
     # its own process group, so that a run cut short takes its children (sleeping stand-ins) along
-    process = subprocess.Popen(["bash", str(SCRIPT), str(out)], env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    process = subprocess.Popen(
+        ["bash", str(SCRIPT), str(out)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         output, _ = process.communicate(timeout=timeout)
         status = process.returncode
@@ -122,9 +137,16 @@ def test_steps_run_in_order_and_build_for_the_detected_architecture_only(tmp_pat
     assert status == 0, output + summary
     kinds = []
     for call in calls:
-        for marker, kind in (("-m pip install", "build"), ("-m adcuda info", "info"), ("bench_cuda_runtime", "bench"),
-                             ("bench_amp", "bench"), ("-P -m pytest", "tests"), ("sanitizer memcheck", "memcheck"),
-                             ("sanitizer racecheck", "racecheck"), ("sanitizer synccheck", "synccheck")):
+        for marker, kind in (
+            ("-m pip install", "build"),
+            ("-m adcuda info", "info"),
+            ("bench_cuda_runtime", "bench"),
+            ("bench_amp", "bench"),
+            ("-P -m pytest", "tests"),
+            ("sanitizer memcheck", "memcheck"),
+            ("sanitizer racecheck", "racecheck"),
+            ("sanitizer synccheck", "synccheck"),
+        ):
             if marker in call and (not kinds or kinds[-1] != kind):
                 kinds.append(kind)
     assert kinds == ["build", "info", "bench", "tests", "memcheck", "racecheck", "synccheck"], calls
@@ -135,8 +157,20 @@ def test_steps_run_in_order_and_build_for_the_detected_architecture_only(tmp_pat
     assert "-m cuda" in parallel_call and "-rfEs" in parallel_call and "--timeout" in parallel_call
     assert " -n " in parallel_call and "-k not (out_of_memory)" in parallel_call
     assert " -n " not in serial_call and "-k out_of_memory" in serial_call
-    for step in ("preflight", "build", "info", "bench:cuda_runtime", "bench:kernels", "bench:nn_kernels", "bench:gemm",
-                 "bench:amp", "tests", "memcheck", "racecheck", "synccheck"):
+    for step in (
+        "preflight",
+        "build",
+        "info",
+        "bench:cuda_runtime",
+        "bench:kernels",
+        "bench:nn_kernels",
+        "bench:gemm",
+        "bench:amp",
+        "tests",
+        "memcheck",
+        "racecheck",
+        "synccheck",
+    ):
         assert f"| {step} | OK |" in summary
     assert "| tests | OK |" in summary and "4000 passed, 12 skipped in 100.00s + 2 passed, 4010 deselected" in summary
     assert "| copy 256 MiB | 1000.00 | 2000.00 | 0.50x | 536.9 | 89.5% |" in summary  # ratios and % of copy
@@ -148,15 +182,25 @@ def test_each_benchmark_is_in_the_json_as_soon_as_it_finishes(tmp_path):
     status, _, calls, summary, out = run_check(tmp_path, timeout=10, pytest_sleep=60)
     assert status is None, "the run should have been cut short"
     bench = json.loads((out / "bench.json").read_text())
-    assert sorted(bench["suites"]) == ["amp", "attention", "conv", "cuda_runtime", "gemm", "gpt2_step", "kernels",
-                                       "nn_kernels", "rnn"]
+    assert sorted(bench["suites"]) == [
+        "amp",
+        "attention",
+        "conv",
+        "cuda_runtime",
+        "gemm",
+        "gpt2_step",
+        "kernels",
+        "nn_kernels",
+        "rnn",
+    ]
     assert all(record["status"] == "ok" for record in bench["suites"].values())
     assert "| bench:gemm | OK |" in summary and "| tests |" not in summary
 
 
 def test_a_step_whose_tests_all_skipped_fails_the_run(tmp_path):
-    status, _, _, summary, _ = run_check(tmp_path, pytest="4940 skipped in 12.00s",
-                                         pytest_serial="2 skipped, 4940 deselected in 1.00s")
+    status, _, _, summary, _ = run_check(
+        tmp_path, pytest="4940 skipped in 12.00s", pytest_serial="2 skipped, 4940 deselected in 1.00s"
+    )
     assert status != 0
     assert "| tests | FAILED |" in summary and "no test passed (4940 skipped in 12.00s + 2 skipped" in summary
 
@@ -208,17 +252,41 @@ def test_a_benchmark_in_emulated_mode_needs_a_reference_check():
 
 def test_a_sanitizer_run_needs_the_workload_right_and_no_errors(tmp_path):
     log = tmp_path / "sanitizer.log"
-    log.write_text("== 10:00:00 (limit 20 s): x\ncuda runtime workload: all results right (5 checks)\n"
-                   "========= ERROR SUMMARY: 0 errors\n"
-                   "== 10:00:30 (limit 20 s): y\ncuda runtime workload: all results right (5 checks)\n"
-                   "========= ERROR SUMMARY: 3 errors\n")
+    log.write_text(
+        "== 10:00:00 (limit 20 s): x\ncuda runtime workload: all results right (5 checks)\n"
+        "========= ERROR SUMMARY: 0 errors\n"
+        "== 10:00:30 (limit 20 s): y\ncuda runtime workload: all results right (5 checks)\n"
+        "========= ERROR SUMMARY: 3 errors\n"
+    )
     assert report.last_section(str(log)).startswith("== 10:00:30")
-    with_errors = subprocess.run([sys.executable, str(REPO / "scripts" / "gpu_check_report.py"), "sanitizer-verdict",
-                                  "--log", str(log), "--status", "3"], capture_output=True, text=True).stdout
+    with_errors = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "scripts" / "gpu_check_report.py"),
+            "sanitizer-verdict",
+            "--log",
+            str(log),
+            "--status",
+            "3",
+        ],
+        capture_output=True,
+        text=True,
+    ).stdout
     assert with_errors.startswith("FAILED ERROR SUMMARY: 3 errors")
     log.write_text("== 10:00:00 (limit 20 s): x\ncuda runtime workload: needs a GPU: no device\n")
-    skipped = subprocess.run([sys.executable, str(REPO / "scripts" / "gpu_check_report.py"), "sanitizer-verdict",
-                              "--log", str(log), "--status", "1"], capture_output=True, text=True).stdout
+    skipped = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "scripts" / "gpu_check_report.py"),
+            "sanitizer-verdict",
+            "--log",
+            str(log),
+            "--status",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+    ).stdout
     assert skipped.startswith("FAILED the workload did not finish with all results right")
 
 

@@ -15,6 +15,7 @@ counts as an import of ``package.name`` when that is a module, else of ``package
 not seen. Importing ``a.b.c`` also runs ``a/__init__.py`` and ``a/b/__init__.py``; those implicit
 edges are not added (every module would then depend on the package it lives in).
 """
+
 import ast
 import functools
 import pathlib
@@ -26,27 +27,54 @@ PACKAGE_ROOT = pathlib.Path(__file__).resolve().parent.parent / "adcuda"
 # Each entry is (layer, module prefixes, why it sits there); a module belongs to the entry with its
 # longest matching prefix.
 LAYERS = (
-    ("ground", ("adcuda.errors", "adcuda.dtypes", "adcuda.device", "adcuda.random"),
-     "exception classes, dtypes and device names: what every other layer speaks; and the random "
-     "generator's state (a seed and an offset, which the ops draw from and gradgradcheck too)"),
-    ("backends", ("adcuda.backends", "adcuda._native"),
-     "the primitive seam over raw arrays (NumPy, or the native module _C and its CUDA kernels)"),
-    ("tensor", ("adcuda.tensor",),
-     "Tensor: a backend array plus autograd metadata; no op of its own"),
-    ("autograd", ("adcuda.autograd",),
-     "graph nodes, the engine, grad modes, gradcheck and anomaly mode"),
-    ("ops", ("adcuda.ops", "adcuda.factories", "adcuda._interop"),
-     "every op and tensor factory (and DLPack sharing): the public ops the layers above use, "
-     "multi-tensor ones in ops/foreach.py included"),
-    ("library", ("adcuda.nn", "adcuda.optim", "adcuda.amp", "adcuda.profiler", "adcuda.cuda", "adcuda.distributed",
-                 "adcuda.utils", "adcuda.serialization", "adcuda.data", "adcuda._info", "adcuda.accelerator",
-                 "adcuda.capture"),
-     "built from public ops only, side by side: they import one another only as LIBRARY_USES allows"),
-    ("package", ("adcuda", "adcuda.cuda.amp"),
-     "adcuda/__init__.py: the names users import; only the main job above it may import it; and "
-     "adcuda.cuda.amp, PyTorch's older spelling of adcuda.amp, which itself uses adcuda.cuda"),
-    ("app", ("adcuda.train", "adcuda.cli", "adcuda.__main__"),
-     "the main job (adcuda train, adcuda info): may use everything"),
+    (
+        "ground",
+        ("adcuda.errors", "adcuda.dtypes", "adcuda.device", "adcuda.random"),
+        "exception classes, dtypes and device names: what every other layer speaks; and the random "
+        "generator's state (a seed and an offset, which the ops draw from and gradgradcheck too)",
+    ),
+    (
+        "backends",
+        ("adcuda.backends", "adcuda._native"),
+        "the primitive seam over raw arrays (NumPy, or the native module _C and its CUDA kernels)",
+    ),
+    ("tensor", ("adcuda.tensor",), "Tensor: a backend array plus autograd metadata; no op of its own"),
+    ("autograd", ("adcuda.autograd",), "graph nodes, the engine, grad modes, gradcheck and anomaly mode"),
+    (
+        "ops",
+        ("adcuda.ops", "adcuda.factories", "adcuda._interop"),
+        "every op and tensor factory (and DLPack sharing): the public ops the layers above use, "
+        "multi-tensor ones in ops/foreach.py included",
+    ),
+    (
+        "library",
+        (
+            "adcuda.nn",
+            "adcuda.optim",
+            "adcuda.amp",
+            "adcuda.profiler",
+            "adcuda.cuda",
+            "adcuda.distributed",
+            "adcuda.utils",
+            "adcuda.serialization",
+            "adcuda.data",
+            "adcuda._info",
+            "adcuda.accelerator",
+            "adcuda.capture",
+        ),
+        "built from public ops only, side by side: they import one another only as LIBRARY_USES allows",
+    ),
+    (
+        "package",
+        ("adcuda", "adcuda.cuda.amp"),
+        "adcuda/__init__.py: the names users import; only the main job above it may import it; and "
+        "adcuda.cuda.amp, PyTorch's older spelling of adcuda.amp, which itself uses adcuda.cuda",
+    ),
+    (
+        "app",
+        ("adcuda.train", "adcuda.cli", "adcuda.__main__"),
+        "the main job (adcuda train, adcuda info): may use everything",
+    ),
 )
 
 # Which library module may import which other one, and why. Anything else between two library modules
@@ -54,11 +82,11 @@ LAYERS = (
 # not use optim (GradScaler reads optimizers through param_groups, as PyTorch's does).
 LIBRARY_USES = {
     ("adcuda.nn", "adcuda.distributed"): "DistributedDataParallel is a Module that all-reduces through the "
-                                         "process group",
+    "process group",
     ("adcuda.nn", "adcuda.profiler"): "DistributedDataParallel marks its bucket all-reduces as profiler ranges",
     ("adcuda.nn", "adcuda.amp"): "the layers' functions follow the autocast state",
     ("adcuda.utils", "adcuda.cuda"): "the DataLoader pins batches, readies CUDA in workers and hands them their "
-                                     "seed; DevicePrefetcher copies on a side stream",
+    "seed; DevicePrefetcher copies on a side stream",
     ("adcuda.utils", "adcuda.distributed"): "DistributedSampler takes rank and world size from the process group",
     ("adcuda.distributed", "adcuda.cuda"): "NCCL runs on CUDA devices; the launcher gives each rank a GPU",
     ("adcuda.serialization", "adcuda.nn"): "a checkpoint stores nn.Parameters as such and restores them",
@@ -77,7 +105,7 @@ LIBRARY_USES = {
 # mpi4py, cupy and torch, are imported inside functions of adcuda's modules, which rule (c) does not count.)
 OPTIONAL_IMPORTS = {
     ("adcuda._info", "adcuda.backends.cuda.gemm"): "the GEMM path adcuda.info() reports: the CUDA backend imports "
-                                                   "only in builds with CUDA (asked only there)",
+    "only in builds with CUDA (asked only there)",
 }
 
 # Violations that live in files other work is changing right now, as (rule, importing module, imported
@@ -134,7 +162,7 @@ class _ImportVisitor(ast.NodeVisitor):
     def visit_ImportFrom(self, node):
         if node.level:
             base = self.package.split(".")
-            base = base[:len(base) - (node.level - 1)]
+            base = base[: len(base) - (node.level - 1)]
             target = ".".join(base + ([node.module] if node.module else []))
         else:
             target = node.module or ""
@@ -178,8 +206,10 @@ def check(rule, violations):
     found = {key for key, _ in violations}
     unexpected = [message for key, message in violations if key not in expected]
     stale = sorted(expected - found)
-    problems = unexpected + [f"{importer} no longer imports {imported} ({rule}): delete it from EXPECTED_FAILURES"
-                             for _, importer, imported in stale]
+    problems = unexpected + [
+        f"{importer} no longer imports {imported} ({rule}): delete it from EXPECTED_FAILURES"
+        for _, importer, imported in stale
+    ]
     assert not problems, f"{len(problems)} import-layer problem(s):\n" + "\n".join(problems)
 
 
@@ -196,23 +226,39 @@ def test_no_import_runs_up_the_layers():
         low, low_layer, low_prefix = entry_of(importer)
         high, high_layer, high_prefix = entry_of(imported)
         if high > low:
-            violations.append((("up", importer, imported),
-                               f"{where(importer, line)} imports {imported}: rule (a), the {low_layer} layer must "
-                               f"not import the {high_layer} layer above it"))
-        elif high == low and low_layer == "library" and low_prefix != high_prefix \
-                and (low_prefix, high_prefix) not in LIBRARY_USES:
-            violations.append((("up", importer, imported),
-                               f"{where(importer, line)} imports {imported}: rule (a), library module {low_prefix} "
-                               f"may not use {high_prefix} (not in LIBRARY_USES)"))
+            violations.append(
+                (
+                    ("up", importer, imported),
+                    f"{where(importer, line)} imports {imported}: rule (a), the {low_layer} layer must "
+                    f"not import the {high_layer} layer above it",
+                )
+            )
+        elif (
+            high == low
+            and low_layer == "library"
+            and low_prefix != high_prefix
+            and (low_prefix, high_prefix) not in LIBRARY_USES
+        ):
+            violations.append(
+                (
+                    ("up", importer, imported),
+                    f"{where(importer, line)} imports {imported}: rule (a), library module {low_prefix} "
+                    f"may not use {high_prefix} (not in LIBRARY_USES)",
+                )
+            )
     check("up", violations)
 
 
 def test_no_in_function_imports_of_adcuda_modules():
-    violations = [(("in-function", importer, imported),
-                   f"{where(importer, line)} imports {imported} inside a function: rule (c), import it at the top "
-                   "(or list it in OPTIONAL_IMPORTS with the optional dependency it keeps optional)")
-                  for importer, line, imported, inside in import_edges()
-                  if inside and (importer, imported) not in OPTIONAL_IMPORTS]
+    violations = [
+        (
+            ("in-function", importer, imported),
+            f"{where(importer, line)} imports {imported} inside a function: rule (c), import it at the top "
+            "(or list it in OPTIONAL_IMPORTS with the optional dependency it keeps optional)",
+        )
+        for importer, line, imported, inside in import_edges()
+        if inside and (importer, imported) not in OPTIONAL_IMPORTS
+    ]
     check("in-function", violations)
 
 
@@ -221,9 +267,12 @@ def test_no_import_cycles():
     when it is fixed)."""
     expected = {(importer, imported) for keys in EXPECTED_FAILURES.values() for _, importer, imported in keys}
     edges = {(importer, imported) for importer, _, imported, _ in import_edges()}
-    stale = sorted(f"{importer} no longer imports {imported} (cycle): delete it from EXPECTED_FAILURES"
-                   for keys in EXPECTED_FAILURES.values() for rule, importer, imported in keys
-                   if rule == "cycle" and (importer, imported) not in edges)
+    stale = sorted(
+        f"{importer} no longer imports {imported} (cycle): delete it from EXPECTED_FAILURES"
+        for keys in EXPECTED_FAILURES.values()
+        for rule, importer, imported in keys
+        if rule == "cycle" and (importer, imported) not in edges
+    )
     assert not stale, "\n".join(stale)
     graph = defaultdict(dict)  # importer -> imported -> first line
     for importer, line, imported, _ in import_edges():
@@ -233,10 +282,15 @@ def test_no_import_cycles():
     messages = []
     for component in cycles:
         members = set(component)
-        links = [f"{where(a, line)} imports {b}" for a in sorted(members)
-                 for b, line in sorted(graph[a].items()) if b in members]
-        messages.append("rule (b), an import cycle among " + ", ".join(sorted(members)) + ":\n    "
-                        + "\n    ".join(links))
+        links = [
+            f"{where(a, line)} imports {b}"
+            for a in sorted(members)
+            for b, line in sorted(graph[a].items())
+            if b in members
+        ]
+        messages.append(
+            "rule (b), an import cycle among " + ", ".join(sorted(members)) + ":\n    " + "\n    ".join(links)
+        )
     assert not messages, "\n".join(messages)
 
 

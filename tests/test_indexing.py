@@ -2,6 +2,7 @@
 lists, boolean masks and mixes of them, against NumPy and PyTorch; gradients by gradcheck;
 gather, scatter_add, index_select, masked_fill(_), tril, triu, one_hot; and errors that name the
 op, the index and the shape."""
+
 import numpy as np
 import pytest
 
@@ -61,6 +62,7 @@ KEYS = {
 
 def numpy_key(key):
     from adcuda import Tensor
+
     items = key if isinstance(key, tuple) else (key,)
     out = tuple(k.numpy() if isinstance(k, Tensor) else k for k in items)
     return out if isinstance(key, tuple) else out[0]
@@ -118,13 +120,17 @@ def test_repeated_indices_accumulate_their_gradients():
 # assignment
 ASSIGN = {
     "int, scalar": (lambda m: 0, lambda m: 5.0),
-    "slice, broadcast row": (lambda m: (slice(None), slice(0, 2)),
-                             lambda m: m.tensor([1.0, 2.0, 3.0, 4.0], dtype=m.float64)),
+    "slice, broadcast row": (
+        lambda m: (slice(None), slice(0, 2)),
+        lambda m: m.tensor([1.0, 2.0, 3.0, 4.0], dtype=m.float64),
+    ),
     "stepped, scalar": (lambda m: (Ellipsis, slice(None, None, 2)), lambda m: -1.0),
     "None, scalar": (lambda m: (None, 1), lambda m: 3.0),
     "list, 0-d tensor": (lambda m: [1, 0], lambda m: m.tensor(7.0, dtype=m.float64)),
-    "list and int, broadcast": (lambda m: (slice(None), [0, 2], 1),
-                                lambda m: m.tensor([[9.0], [8.0]], dtype=m.float64)),
+    "list and int, broadcast": (
+        lambda m: (slice(None), [0, 2], 1),
+        lambda m: m.tensor([[9.0], [8.0]], dtype=m.float64),
+    ),
     "mask, scalar": (lambda m: m.tensor(BASE) > 5, lambda m: 0.0),
     "mask, values": (lambda m: m.tensor(BASE) > 20, lambda m: m.tensor([1.0, 2.0, 3.0], dtype=m.float64)),
     "2-d int tensor": (lambda m: m.tensor([[0, 1]]), lambda m: 3.0),
@@ -184,8 +190,8 @@ def test_assigning_into_a_tensor_that_requires_grad():
 def test_assignment_gradcheck_with_basic_and_advanced_keys():
     def fn(x, v):
         y = x * 1
-        y[:, [0, 2], 1] = v[:1, 0] * 3          # advanced key, broadcast value
-        y[1, 1:, ::2] = v                       # basic key
+        y[:, [0, 2], 1] = v[:1, 0] * 3  # advanced key, broadcast value
+        y[1, 1:, ::2] = v  # basic key
         y[A.tensor(SMALL[:, :, 0] > 0), 3] = v[1, 1]  # mask and int
         return y
 
@@ -233,16 +239,25 @@ def test_index_ops_match_torch():
         a, t = m_a.tensor(BASE), m_t.tensor(BASE)
         pairs = [
             (a.gather(1, m_a.tensor([[[0, 2, 1, 0]]])), t.gather(1, m_t.tensor([[[0, 2, 1, 0]]]))),
-            (a.scatter_add(2, m_a.tensor(IDX), a[:, :, :2].contiguous()),
-             t.scatter_add(2, m_t.tensor(IDX), t[:, :, :2].contiguous())),
+            (
+                a.scatter_add(2, m_a.tensor(IDX), a[:, :, :2].contiguous()),
+                t.scatter_add(2, m_t.tensor(IDX), t[:, :, :2].contiguous()),
+            ),
             (a.index_select(1, m_a.tensor([2, 0, 2])), t.index_select(1, m_t.tensor([2, 0, 2]))),
             (a.masked_fill(a > 5, -1.0), t.masked_fill(t > 5, -1.0)),
-            (a.masked_fill(m_a.tensor([True, False, False, True]), 0.5),
-             t.masked_fill(m_t.tensor([True, False, False, True]), 0.5)),
-            (a.tril(), t.tril()), (a.triu(1), t.triu(1)), (a.tril(-1), t.tril(-1)), (a.triu(-2), t.triu(-2)),
+            (
+                a.masked_fill(m_a.tensor([True, False, False, True]), 0.5),
+                t.masked_fill(m_t.tensor([True, False, False, True]), 0.5),
+            ),
+            (a.tril(), t.tril()),
+            (a.triu(1), t.triu(1)),
+            (a.tril(-1), t.tril(-1)),
+            (a.triu(-2), t.triu(-2)),
             (A.nn.functional.one_hot(m_a.tensor([0, 2, 1])), torch.nn.functional.one_hot(m_t.tensor([0, 2, 1]))),
-            (A.nn.functional.one_hot(m_a.tensor([[1], [0]]), 4),
-             torch.nn.functional.one_hot(m_t.tensor([[1], [0]]), 4)),
+            (
+                A.nn.functional.one_hot(m_a.tensor([[1], [0]]), 4),
+                torch.nn.functional.one_hot(m_t.tensor([[1], [0]]), 4),
+            ),
         ]
         for got, want in pairs:
             assert tuple(got.shape) == tuple(want.shape)
@@ -288,36 +303,68 @@ def test_masked_fill_in_place():
 # ----------------------------------------------------------------------------------------------
 # errors
 INDEX_ERRORS = [
-    ("int out of range", lambda t: t[2], IndexOutOfRangeError,
-     r"index: index \[2\] .*shape \(2, 3, 4\).*out of bounds"),
-    ("second int out of range", lambda t: t[:, 5], IndexOutOfRangeError,
-     r"index \[slice\(None, None, None\), 5\].*\(2, 3, 4\)"),
+    (
+        "int out of range",
+        lambda t: t[2],
+        IndexOutOfRangeError,
+        r"index: index \[2\] .*shape \(2, 3, 4\).*out of bounds",
+    ),
+    (
+        "second int out of range",
+        lambda t: t[:, 5],
+        IndexOutOfRangeError,
+        r"index \[slice\(None, None, None\), 5\].*\(2, 3, 4\)",
+    ),
     ("negative int out of range", lambda t: t[-3], IndexOutOfRangeError, r"\[-3\].*\(2, 3, 4\)"),
     ("list out of range", lambda t: t[[0, 2]], IndexOutOfRangeError, r"index: index \[\[0, 2\]\].*\(2, 3, 4\)"),
-    ("tensor out of range", lambda t: t[A.tensor([0, 7])], IndexOutOfRangeError,
-     r"index: index \[tensor of shape \(2,\)\].*\(2, 3, 4\).*7"),
+    (
+        "tensor out of range",
+        lambda t: t[A.tensor([0, 7])],
+        IndexOutOfRangeError,
+        r"index: index \[tensor of shape \(2,\)\].*\(2, 3, 4\).*7",
+    ),
     ("too many indices", lambda t: t[0, 0, 0, 0], IndexOutOfRangeError, "too many indices"),
     ("mask shape", lambda t: t[A.tensor([True, False, True])], IndexOutOfRangeError, r"\(2, 3, 4\)"),
     ("float tensor", lambda t: t[A.tensor([0.0])], IndexOutOfRangeError, "long, int or bool"),
     ("negative step", lambda t: t[::-1], ValueError, "index: slice step must be greater than zero, got -1"),
     ("zero step", lambda t: t[::0], ValueError, "step must be greater than zero"),
     ("string", lambda t: t["a"], TypeError, "unsupported index of type str"),
-    ("gather out of range", lambda t: t.gather(2, A.tensor([[[0, 4]]])), IndexOutOfRangeError,
-     r"gather: index 4 is out of bounds for dimension 2 with size 4 \(input shape \(2, 3, 4\)\)"),
+    (
+        "gather out of range",
+        lambda t: t.gather(2, A.tensor([[[0, 4]]])),
+        IndexOutOfRangeError,
+        r"gather: index 4 is out of bounds for dimension 2 with size 4 \(input shape \(2, 3, 4\)\)",
+    ),
     ("gather negative", lambda t: t.gather(2, A.tensor([[[-1]]])), IndexOutOfRangeError, "gather: index -1"),
     ("gather rank", lambda t: t.gather(2, A.tensor([0])), ShapeError, "same number of dimensions"),
     ("gather float index", lambda t: t.gather(2, A.tensor([[[0.0]]])), DTypeError, "gather: index must be"),
     ("gather dim", lambda t: t.gather(3, A.tensor([[[0]]])), IndexOutOfRangeError, "gather: dimension out of range"),
-    ("scatter_add out of range", lambda t: t.scatter_add(2, A.tensor([[[4]]]), t), IndexOutOfRangeError,
-     r"scatter_add: index 4 is out of bounds.*\(2, 3, 4\)"),
-    ("scatter_add src too small", lambda t: t.scatter_add(2, A.tensor([[[0, 1]]]), A.ones(1, 1, 1, dtype=F64)),
-     ShapeError, "scatter_add: index"),
-    ("index_select out of range", lambda t: t.index_select(1, A.tensor([3])), IndexOutOfRangeError,
-     r"index_select: index 3 is out of bounds for dimension 1 with size 3"),
+    (
+        "scatter_add out of range",
+        lambda t: t.scatter_add(2, A.tensor([[[4]]]), t),
+        IndexOutOfRangeError,
+        r"scatter_add: index 4 is out of bounds.*\(2, 3, 4\)",
+    ),
+    (
+        "scatter_add src too small",
+        lambda t: t.scatter_add(2, A.tensor([[[0, 1]]]), A.ones(1, 1, 1, dtype=F64)),
+        ShapeError,
+        "scatter_add: index",
+    ),
+    (
+        "index_select out of range",
+        lambda t: t.index_select(1, A.tensor([3])),
+        IndexOutOfRangeError,
+        r"index_select: index 3 is out of bounds for dimension 1 with size 3",
+    ),
     ("index_select 2-d", lambda t: t.index_select(0, A.tensor([[0]])), ShapeError, "1-D"),
     ("masked_fill int mask", lambda t: t.masked_fill(A.tensor([1, 0, 1, 0]), 1.0), DTypeError, "bool"),
-    ("masked_fill shape", lambda t: t.masked_fill(A.tensor([True, False]), 1.0), ShapeError,
-     r"masked_fill: mask of shape \(2,\).*\(2, 3, 4\)"),
+    (
+        "masked_fill shape",
+        lambda t: t.masked_fill(A.tensor([True, False]), 1.0),
+        ShapeError,
+        r"masked_fill: mask of shape \(2,\).*\(2, 3, 4\)",
+    ),
     ("masked_fill 1-d value", lambda t: t.masked_fill(t > 3, A.tensor([2.0])), ShapeError, "0-dimensional"),
     ("tril 1-d", lambda t: t[0, 0].tril(), ShapeError, r"tril: input tensor must have at least 2 dimensions.*\(4,\)"),
     ("one_hot too big", lambda t: A.one_hot(A.tensor([0, 5]), 4), IndexOutOfRangeError, "one_hot: class value 5"),
@@ -336,8 +383,13 @@ ASSIGN_ERRORS = [
     ("out of range", 3, 9.0, IndexOutOfRangeError, r"index_put_: index \[3\].*\(2, 3, 4\)"),
     ("list out of range", (slice(None), [0, 3]), 9.0, IndexOutOfRangeError, r"index_put_.*\(2, 3, 4\)"),
     ("negative step", slice(None, None, -1), 1.0, ValueError, "step must be greater than zero"),
-    ("value shape", (slice(None), 1), A.ones(3, dtype=F64), ShapeError,
-     r"index_put_: value of shape \(3,\) cannot be written to index .*\(2, 3, 4\)"),
+    (
+        "value shape",
+        (slice(None), 1),
+        A.ones(3, dtype=F64),
+        ShapeError,
+        r"index_put_: value of shape \(3,\) cannot be written to index .*\(2, 3, 4\)",
+    ),
 ]
 
 

@@ -1,6 +1,7 @@
 """In-place ops (add_ sub_ mul_ div_ zero_ fill_ copy_ clamp_ masked_fill_ and += -= *= /=) on
 plain tensors, on views and on tensors in a graph: values against NumPy and PyTorch, version
 counters, gradients, and the errors for leaves, expanded tensors, shapes and dtypes."""
+
 import numpy as np
 import pytest
 
@@ -13,9 +14,11 @@ BASE = np.arange(12.0).reshape(3, 4) - 5.0
 
 
 def other(module, kind):
-    return {"full": lambda: module.ones(2, 2, dtype=module.float64) * 4,
-            "row": lambda: module.tensor([2.0, -3.0], dtype=module.float64),
-            "mask": lambda: module.tensor([True, False])}[kind]
+    return {
+        "full": lambda: module.ones(2, 2, dtype=module.float64) * 4,
+        "row": lambda: module.tensor([2.0, -3.0], dtype=module.float64),
+        "mask": lambda: module.tensor([True, False]),
+    }[kind]
 
 
 # name: (method, arguments with placeholders for tensors, NumPy reference on the written region)
@@ -77,7 +80,8 @@ def test_augmented_assignment_is_in_place(op, method):
     exec(f"v {op} value", namespace)
     assert namespace["v"] is alias  # the same tensor, not a new one
     want = getattr(np, {"add": "add", "sub": "subtract", "mul": "multiply", "div": "divide"}[method])(
-        BASE[0], [1.0, 2.0, 4.0, 8.0])
+        BASE[0], [1.0, 2.0, 4.0, 8.0]
+    )
     np.testing.assert_array_equal(t[0].numpy(), want)
     assert t._version.value == 1
 
@@ -133,7 +137,7 @@ def test_graph_gradients_match_torch():
         y[0] *= w
         y.t()[1].sub_(w.exp())
         y /= 3
-        (y ** 2).sum().backward()
+        (y**2).sum().backward()
         grads.append((x.grad.numpy().copy(), w.grad.numpy().copy()))
     np.testing.assert_allclose(grads[0][0], grads[1][0])
     np.testing.assert_allclose(grads[0][1], grads[1][1])
@@ -151,9 +155,15 @@ def test_in_place_records_the_new_history_and_bumps_the_version():
 
 def test_in_place_ops_refuse_leaves_that_require_grad():
     x = A.tensor([1.0, 2.0], requires_grad=True)
-    for call in (lambda: x.add_(1), lambda: x.zero_(), lambda: x.fill_(2.0), lambda: x.copy_(A.ones(2)),
-                 lambda: x.clamp_(0, 1), lambda: x.masked_fill_(A.tensor([True, False]), 0.0),
-                 lambda: x.__imul__(2)):
+    for call in (
+        lambda: x.add_(1),
+        lambda: x.zero_(),
+        lambda: x.fill_(2.0),
+        lambda: x.copy_(A.ones(2)),
+        lambda: x.clamp_(0, 1),
+        lambda: x.masked_fill_(A.tensor([True, False]), 0.0),
+        lambda: x.__imul__(2),
+    ):
         with pytest.raises(AutogradError, match="leaf Variable that requires grad"):
             call()
     assert x.tolist() == [1.0, 2.0] and x._version.value == 0
@@ -172,12 +182,20 @@ def test_saved_value_changed_in_place_is_detected():
 # errors
 def test_writing_into_an_expanded_tensor_raises_a_clear_error():
     e = A.tensor([1.0, 2.0]).expand(3, 2)
-    for op, call in (("add_", lambda: e.add_(1)), ("mul_", lambda: e.__imul__(2)), ("fill_", lambda: e.fill_(0)),
-                     ("zero_", lambda: e.zero_()), ("copy_", lambda: e.copy_(A.ones(3, 2))),
-                     ("index_put_", lambda: e.__setitem__(0, 1.0)),
-                     ("masked_fill_", lambda: e.masked_fill_(A.tensor([True, False]), 0.0))):
-        with pytest.raises(ShapeError, match=rf"{op}: .*more than one element of the written-to tensor refers "
-                                             rf"to a single memory location.*clone\(\)"):
+    for op, call in (
+        ("add_", lambda: e.add_(1)),
+        ("mul_", lambda: e.__imul__(2)),
+        ("fill_", lambda: e.fill_(0)),
+        ("zero_", lambda: e.zero_()),
+        ("copy_", lambda: e.copy_(A.ones(3, 2))),
+        ("index_put_", lambda: e.__setitem__(0, 1.0)),
+        ("masked_fill_", lambda: e.masked_fill_(A.tensor([True, False]), 0.0)),
+    ):
+        with pytest.raises(
+            ShapeError,
+            match=rf"{op}: .*more than one element of the written-to tensor refers "
+            rf"to a single memory location.*clone\(\)",
+        ):
             call()
     e[0:1].clone().add_(1)  # a clone is writable
 
@@ -187,8 +205,9 @@ def test_shape_and_dtype_errors():
         A.ones(2).add_(A.ones(3, 2))
     with pytest.raises(ShapeError, match=r"copy_: src of shape \(3,\) cannot be broadcast to \(2,\)"):
         A.ones(2).copy_(A.ones(3))
-    with pytest.raises(DTypeError,
-                       match="div_: result type .*float32 can't be cast to the desired output type .*int64"):
+    with pytest.raises(
+        DTypeError, match="div_: result type .*float32 can't be cast to the desired output type .*int64"
+    ):
         A.tensor([1, 2]).div_(2)
     with pytest.raises(ShapeError, match="fill_: only supports a 0-dimensional value tensor"):
         A.ones(2).fill_(A.ones(2))

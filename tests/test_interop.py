@@ -1,13 +1,16 @@
 """Sharing memory with other libraries: DLPack both ways and __cuda_array_interface__. The CPU half
 (NumPy and PyTorch CPU tensors) runs anywhere; the CUDA half (CuPy, PyTorch CUDA) needs a GPU."""
+
 import numpy as np
 import pytest
 
 import adcuda
 
 AVAILABLE = adcuda.cuda.is_available()
-needs_cuda = [pytest.mark.cuda,
-              pytest.mark.skipif(not AVAILABLE, reason=f"CUDA is not usable: {adcuda.cuda.unavailable_reason()}")]
+needs_cuda = [
+    pytest.mark.cuda,
+    pytest.mark.skipif(not AVAILABLE, reason=f"CUDA is not usable: {adcuda.cuda.unavailable_reason()}"),
+]
 
 HOST_DTYPES = [np.bool_, np.int32, np.int64, np.float16, np.float32, np.float64]
 
@@ -124,6 +127,7 @@ class TestCuda:
         assert adcuda.from_dlpack(source).tolist() == cp.asnumpy(source).tolist()
         assert adcuda.as_tensor(source).tolist() == cp.asnumpy(source).tolist()
         from adcuda.backends import cuda as bk
+
         flipped = adcuda.Tensor._make(bk.flip(adcuda.arange(3.0, device="cuda")._data, (0,)), t.device)
         with pytest.raises(BufferError, match="negative strides"):
             flipped.__dlpack__()
@@ -131,6 +135,7 @@ class TestCuda:
     def test_consumers_wait_for_the_producing_stream(self):
         cp = _cupy()
         from adcuda import _native
+
         producer = adcuda.cuda.Stream()
         t = adcuda.zeros(1 << 20, device="cuda")
         with adcuda.cuda.stream(producer):
@@ -159,17 +164,21 @@ class TestCuda:
         del x, theirs
         again = adcuda.empty(1 << 20, device="cuda")
         assert not side.query()
-        assert not again.data_ptr() - nbytes < pointer < again.data_ptr() + nbytes, \
+        assert not again.data_ptr() - nbytes < pointer < again.data_ptr() + nbytes, (
             "reused while PyTorch's stream may still use it"
+        )
         side.synchronize()
 
     def test_a_cupy_consumer_stream_is_waited_for_by_later_reads(self):
         cp = _cupy()
-        spin = cp.RawKernel(r"""
+        spin = cp.RawKernel(
+            r"""
         extern "C" __global__ void spin(long long cycles) {
             long long start = clock64();
             while (clock64() - start < cycles) {}
-        }""", "spin")
+        }""",
+            "spin",
+        )
         x = adcuda.zeros(1 << 20, device="cuda")
         with cp.cuda.Stream(non_blocking=True) as side:
             theirs = cp.from_dlpack(x)  # passes side's handle: recorded as a user of x's memory
@@ -196,6 +205,7 @@ class TestCuda:
         cp = _cupy()
         t = adcuda.from_dlpack(cp.full((1000,), 2.0, dtype=cp.float32))
         import gc
+
         gc.collect()
         assert t.cpu().tolist() == [2.0] * 1000
         assert t._data.base is not None, "memory owned by another library is never taken over"

@@ -1,6 +1,7 @@
 """Matrix products: matmul (1-D, 2-D, batched with broadcasting), mm, bmm, outer, dot. Gradients by
 gradcheck (including non-contiguous and empty operands), values against NumPy and PyTorch, float16
 computed in fp32, and errors that name the op and both shapes or dtypes."""
+
 import numpy as np
 import pytest
 
@@ -80,8 +81,9 @@ def test_broadcast_batch_gradient_is_summed_back():
     assert a.grad.tolist() == [[[5.0] * 4] * 2] * 3
 
 
-@pytest.mark.parametrize("case", ["vector.vector", "matrix.vector", "batch.matrix", "broadcast batches",
-                                  "vector.batch"])
+@pytest.mark.parametrize(
+    "case", ["vector.vector", "matrix.vector", "batch.matrix", "broadcast batches", "vector.batch"]
+)
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_matmul_matches_torch(case, dtype):
     torch = pytest.importorskip("torch")

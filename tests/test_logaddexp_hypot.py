@@ -6,6 +6,7 @@ On the CPU: float64 gradcheck (and gradgradcheck), values and gradients against 
 scalar operands, the overflow the ops exist to avoid. With a GPU (``cuda``-marked, run on the CUDA
 emulator without one): the primitive against the CPU backend in fp32/fp16/bf16/fp64 on odd, empty,
 0-d, strided and broadcast shapes, and the ops' forward and backward against the CPU."""
+
 import numpy as np
 import pytest
 
@@ -82,8 +83,11 @@ def test_promotion_scalars_and_broadcast(name):
     x = leaf([[1.0], [2.0]])
     out = fn(x, 2.0)
     assert out.shape == (2, 1) and out.requires_grad
-    np.testing.assert_allclose(fn(x, adcuda.tensor([0.5, 1.5, 2.5], dtype=F64)).detach().numpy(),
-                               getattr(np, name)(x.detach().numpy(), [0.5, 1.5, 2.5]), rtol=1e-15)
+    np.testing.assert_allclose(
+        fn(x, adcuda.tensor([0.5, 1.5, 2.5], dtype=F64)).detach().numpy(),
+        getattr(np, name)(x.detach().numpy(), [0.5, 1.5, 2.5]),
+        rtol=1e-15,
+    )
     with pytest.raises(adcuda.ShapeError, match=name):
         fn(adcuda.ones(2), adcuda.ones(3))
 
@@ -91,13 +95,13 @@ def test_promotion_scalars_and_broadcast(name):
 # ------------------------------------------------------------------------------------------------
 # on a GPU (or the CUDA emulator)
 FLOATS = (dt.float32, dt.float16, dt.bfloat16, dt.float64)
-TOLERANCE = {dt.float64: (1e-12, 1e-13), dt.float32: (3e-6, 1e-6), dt.float16: (4e-3, 2e-3),
-             dt.bfloat16: (2e-2, 1e-2)}
+TOLERANCE = {dt.float64: (1e-12, 1e-13), dt.float32: (3e-6, 1e-6), dt.float16: (4e-3, 2e-3), dt.bfloat16: (2e-2, 1e-2)}
 
 
 @pytest.fixture(scope="module")
 def cb():
     from adcuda.backends import cuda
+
     return cuda
 
 
@@ -112,15 +116,29 @@ def _check(cb, got, expected, dtype):
     rtol, atol = TOLERANCE[dtype]
     got = np.array(cb.to_numpy(got))
     assert got.shape == np.shape(expected)
-    np.testing.assert_allclose(got.astype(np.float64), np.asarray(expected, np.float64), rtol=rtol, atol=atol,
-                               equal_nan=True)
+    np.testing.assert_allclose(
+        got.astype(np.float64), np.asarray(expected, np.float64), rtol=rtol, atol=atol, equal_nan=True
+    )
 
 
 @gpu
 @pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: d.name)
 @pytest.mark.parametrize("name", OPS)
-@pytest.mark.parametrize("shapes", [((1,), (1,)), ((7,), (7,)), ((1023,), (1023,)), ((65537,), (1,)), ((), ()),
-                                    ((0,), (0,)), ((3, 0, 2), (1, 2)), ((33, 65), (65,)), ((7, 1), (1, 9))], ids=str)
+@pytest.mark.parametrize(
+    "shapes",
+    [
+        ((1,), (1,)),
+        ((7,), (7,)),
+        ((1023,), (1023,)),
+        ((65537,), (1,)),
+        ((), ()),
+        ((0,), (0,)),
+        ((3, 0, 2), (1, 2)),
+        ((33, 65), (65,)),
+        ((7, 1), (1, 9)),
+    ],
+    ids=str,
+)
 def test_primitive_matches_the_cpu_backend(cb, name, dtype, shapes):
     ref_dtype = dt.float32 if dtype is dt.bfloat16 else dtype
     a, a_host = _held(cb, rng(6).standard_normal(shapes[0]) * 4, dtype)
@@ -141,7 +159,7 @@ def test_primitive_on_strided_and_special_values(cb, name, dtype):
     b, b_host = _held(cb, b_np, dtype)
     _check(cb, cb.binary(name, a, b, dtype), cpu.binary(name, a_host, b_host, ref_dtype), dtype)
     m, m_host = _held(cb, rng(8).standard_normal((9, 14)) * 3, dtype)
-    t = cb.permute(m, (1, 0))            # transposed
+    t = cb.permute(m, (1, 0))  # transposed
     s = cb.slice(m, (slice(None), slice(None, None, 2)))  # every other column
     _check(cb, cb.binary(name, t, t, dtype), cpu.binary(name, m_host.T, m_host.T, ref_dtype), dtype)
     _check(cb, cb.binary(name, s, s, dtype), cpu.binary(name, m_host[:, ::2], m_host[:, ::2], ref_dtype), dtype)
@@ -179,6 +197,20 @@ def test_gradient_matches_central_differences_on_the_gpu(name):
         v = r.standard_normal((3, 4))
         analytical = float((grads[k].cpu().numpy() * v).sum())
         with adcuda.no_grad():
-            shifted = [float((fn(*[adcuda.tensor(x + (sign * eps * v if i == k else 0), dtype=F64, device="cuda")
-                                   for i, x in enumerate(values)]) * u).sum().item()) for sign in (1, -1)]
+            shifted = [
+                float(
+                    (
+                        fn(
+                            *[
+                                adcuda.tensor(x + (sign * eps * v if i == k else 0), dtype=F64, device="cuda")
+                                for i, x in enumerate(values)
+                            ]
+                        )
+                        * u
+                    )
+                    .sum()
+                    .item()
+                )
+                for sign in (1, -1)
+            ]
         assert analytical == pytest.approx((shifted[0] - shifted[1]) / (2 * eps), rel=1e-5, abs=1e-7)

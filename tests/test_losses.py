@@ -3,6 +3,7 @@ and nn module), and nll_loss / cross_entropy with class weights and probability 
 
 Each has a float64 gradcheck; where PyTorch is installed, values and gradients are compared with it.
 """
+
 import numpy as np
 import pytest
 
@@ -34,37 +35,71 @@ WEIGHT = np.array([0.5, 1.0, 2.0, 0.25])
 # name -> (adcuda/torch call taking (F, input, *other tensors), input array, other arrays)
 CASES = {
     "smooth_l1": (lambda F, x, t: F.smooth_l1_loss(x, t), rnd(3, 5, scale=2), [rnd(3, 5, seed=1)]),
-    "smooth_l1_beta_sum": (lambda F, x, t: F.smooth_l1_loss(x, t, beta=0.5, reduction="sum"),
-                           rnd(3, 5, scale=2), [rnd(3, 5, seed=1)]),
-    "smooth_l1_beta0_none": (lambda F, x, t: F.smooth_l1_loss(x, t, beta=0.0, reduction="none"),
-                             rnd(4, scale=2), [rnd(4, seed=1)]),
+    "smooth_l1_beta_sum": (
+        lambda F, x, t: F.smooth_l1_loss(x, t, beta=0.5, reduction="sum"),
+        rnd(3, 5, scale=2),
+        [rnd(3, 5, seed=1)],
+    ),
+    "smooth_l1_beta0_none": (
+        lambda F, x, t: F.smooth_l1_loss(x, t, beta=0.0, reduction="none"),
+        rnd(4, scale=2),
+        [rnd(4, seed=1)],
+    ),
     "huber": (lambda F, x, t: F.huber_loss(x, t), rnd(3, 5, scale=2), [rnd(3, 5, seed=1)]),
-    "huber_delta_none": (lambda F, x, t: F.huber_loss(x, t, reduction="none", delta=0.3),
-                         rnd(2, 3, scale=2), [rnd(2, 3, seed=1)]),
+    "huber_delta_none": (
+        lambda F, x, t: F.huber_loss(x, t, reduction="none", delta=0.3),
+        rnd(2, 3, scale=2),
+        [rnd(2, 3, seed=1)],
+    ),
     "bce": (lambda F, x, t: F.binary_cross_entropy(x, t), probs(4, 3), [probs(4, 3, seed=1)]),
-    "bce_weight_sum": (lambda F, x, t, w: F.binary_cross_entropy(x, t, weight=w, reduction="sum"),
-                       probs(4, 3), [probs(4, 3, seed=1), np.abs(rnd(3, seed=2))]),
+    "bce_weight_sum": (
+        lambda F, x, t, w: F.binary_cross_entropy(x, t, weight=w, reduction="sum"),
+        probs(4, 3),
+        [probs(4, 3, seed=1), np.abs(rnd(3, seed=2))],
+    ),
     "bce_logits_weight_pos_weight": (
         lambda F, x, t, w, p: F.binary_cross_entropy_with_logits(x, t, weight=w, pos_weight=p),
-        rnd(4, 3, scale=3), [probs(4, 3, seed=1), np.abs(rnd(4, 3, seed=2)), np.abs(rnd(3, seed=3)) + 0.5]),
-    "kl_div_batchmean": (lambda F, x, t: F.kl_div(x, t, reduction="batchmean"),
-                         log_probs(3, 4), [np.exp(log_probs(3, 4, seed=1))]),
+        rnd(4, 3, scale=3),
+        [probs(4, 3, seed=1), np.abs(rnd(4, 3, seed=2)), np.abs(rnd(3, seed=3)) + 0.5],
+    ),
+    "kl_div_batchmean": (
+        lambda F, x, t: F.kl_div(x, t, reduction="batchmean"),
+        log_probs(3, 4),
+        [np.exp(log_probs(3, 4, seed=1))],
+    ),
     "kl_div_mean": (lambda F, x, t: F.kl_div(x, t), log_probs(3, 4), [np.exp(log_probs(3, 4, seed=1))]),
-    "kl_div_zero_target_none": (lambda F, x, t: F.kl_div(x, t, reduction="none"),
-                                log_probs(2, 3), [np.array([[0.0, 0.5, 0.5], [1.0, 0.0, 0.0]])]),
-    "kl_div_log_target_sum": (lambda F, x, t: F.kl_div(x, t, reduction="sum", log_target=True),
-                              log_probs(3, 4), [log_probs(3, 4, seed=1)]),
+    "kl_div_zero_target_none": (
+        lambda F, x, t: F.kl_div(x, t, reduction="none"),
+        log_probs(2, 3),
+        [np.array([[0.0, 0.5, 0.5], [1.0, 0.0, 0.0]])],
+    ),
+    "kl_div_log_target_sum": (
+        lambda F, x, t: F.kl_div(x, t, reduction="sum", log_target=True),
+        log_probs(3, 4),
+        [log_probs(3, 4, seed=1)],
+    ),
     "nll_weight_ignore": (lambda F, x, t, w: F.nll_loss(x, t, weight=w), log_probs(5, 4), [TARGET, WEIGHT]),
-    "nll_weight_sum_3d": (lambda F, x, t, w: F.nll_loss(x, t, weight=w, reduction="sum"),
-                          rnd(2, 4, 3), [np.array([[0, 1, 3], [2, 2, 0]]), WEIGHT]),
+    "nll_weight_sum_3d": (
+        lambda F, x, t, w: F.nll_loss(x, t, weight=w, reduction="sum"),
+        rnd(2, 4, 3),
+        [np.array([[0, 1, 3], [2, 2, 0]]), WEIGHT],
+    ),
     "cross_entropy_weight": (lambda F, x, t, w: F.cross_entropy(x, t, weight=w), rnd(5, 4), [TARGET, WEIGHT]),
-    "cross_entropy_weight_smoothing": (lambda F, x, t, w: F.cross_entropy(x, t, weight=w, label_smoothing=0.1),
-                                       rnd(5, 4), [TARGET, WEIGHT]),
-    "cross_entropy_probabilities": (lambda F, x, t: F.cross_entropy(x, t), rnd(3, 4),
-                                    [np.exp(log_probs(3, 4, seed=1))]),
+    "cross_entropy_weight_smoothing": (
+        lambda F, x, t, w: F.cross_entropy(x, t, weight=w, label_smoothing=0.1),
+        rnd(5, 4),
+        [TARGET, WEIGHT],
+    ),
+    "cross_entropy_probabilities": (
+        lambda F, x, t: F.cross_entropy(x, t),
+        rnd(3, 4),
+        [np.exp(log_probs(3, 4, seed=1))],
+    ),
     "cross_entropy_probabilities_weight_3d": (
         lambda F, x, t, w: F.cross_entropy(x, t, weight=w),
-        rnd(2, 4, 3), [np.exp(log_probs(2, 3, 4, seed=1)).transpose(0, 2, 1).copy(), WEIGHT]),
+        rnd(2, 4, 3),
+        [np.exp(log_probs(2, 3, 4, seed=1)).transpose(0, 2, 1).copy(), WEIGHT],
+    ),
 }
 
 
@@ -114,12 +149,15 @@ def test_bce_saturated_probabilities_have_finite_gradients():
     assert np.isfinite(x.grad.numpy()).all()
 
 
-@pytest.mark.parametrize("module, functional, kwargs", [
-    (nn.SmoothL1Loss, F.smooth_l1_loss, {"beta": 0.5, "reduction": "sum"}),
-    (nn.HuberLoss, F.huber_loss, {"delta": 0.5, "reduction": "none"}),
-    (nn.BCELoss, F.binary_cross_entropy, {"reduction": "mean"}),
-    (nn.KLDivLoss, F.kl_div, {"reduction": "batchmean", "log_target": False}),
-])
+@pytest.mark.parametrize(
+    "module, functional, kwargs",
+    [
+        (nn.SmoothL1Loss, F.smooth_l1_loss, {"beta": 0.5, "reduction": "sum"}),
+        (nn.HuberLoss, F.huber_loss, {"delta": 0.5, "reduction": "none"}),
+        (nn.BCELoss, F.binary_cross_entropy, {"reduction": "mean"}),
+        (nn.KLDivLoss, F.kl_div, {"reduction": "batchmean", "log_target": False}),
+    ],
+)
 def test_modules_call_their_functions(module, functional, kwargs):
     x, t = adcuda.tensor(probs(3, 4)), adcuda.tensor(probs(3, 4, seed=1))
     if module is nn.KLDivLoss:

@@ -4,6 +4,7 @@ The masters must accumulate updates far below float16 resolution, step exactly l
 parameters fed the same gradients, survive a state-dict round trip bit for bit, follow outside
 writes to the working weights, and refuse inconsistent parameter groups.
 """
+
 import numpy as np
 import pytest
 
@@ -22,8 +23,9 @@ SMALL_STEP = {
 
 # hyperparameters that use every state buffer (momentum, Nesterov, weight decay, AMSGrad)
 FULL = {
-    "sgd_nesterov_wd": lambda ps, mw: SGD(ps, lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.01,
-                                          master_weights=mw),
+    "sgd_nesterov_wd": lambda ps, mw: SGD(
+        ps, lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.01, master_weights=mw
+    ),
     "sgd_dampening": lambda ps, mw: SGD(ps, lr=0.05, momentum=0.8, dampening=0.3, master_weights=mw),
     "adam_amsgrad_wd": lambda ps, mw: Adam(ps, lr=0.01, amsgrad=True, weight_decay=0.1, master_weights=mw),
     "adamw": lambda ps, mw: AdamW(ps, lr=0.01, weight_decay=0.1, master_weights=mw),
@@ -149,8 +151,10 @@ def test_state_dict_round_trip_resumes_bit_for_bit(name, through_file, tmp_path)
     for a, b in zip(ref_params, params):
         np.testing.assert_array_equal(_np(a), _np(b))
         np.testing.assert_array_equal(_np(ref.state[a]["master_param"]), _np(resumed.state[b]["master_param"]))
-    assert any(not np.array_equal(_np(ref.state[a]["master_param"]), _np(restarted.state[b]["master_param"]))
-               for a, b in zip(ref_params, restarted_params))
+    assert any(
+        not np.array_equal(_np(ref.state[a]["master_param"]), _np(restarted.state[b]["master_param"]))
+        for a, b in zip(ref_params, restarted_params)
+    )
 
 
 def test_loading_model_weights_after_the_optimizer_keeps_the_loaded_masters():
@@ -201,8 +205,11 @@ def test_a_pure_float16_state_loads_into_a_master_optimizer():
 # ------------------------------------------------------------------------------------------ bad input
 def test_half_parameters_split_between_master_and_plain_groups_is_an_error():
     a, b = _half_param([1.0]), _half_param([2.0])
-    with pytest.raises(OptimizerError, match=r"group 1 has float16/bfloat16 parameters without master weights "
-                                             r"while group 0 keeps float32 master copies"):
+    with pytest.raises(
+        OptimizerError,
+        match=r"group 1 has float16/bfloat16 parameters without master weights "
+        r"while group 0 keeps float32 master copies",
+    ):
         SGD([{"params": [a]}, {"params": [b], "master_weights": False}], lr=0.1, master_weights=True)
     # a float32 group without masters next to a half group with masters is fine
     c = nn.Parameter(adcuda.ones(1))
@@ -224,8 +231,11 @@ def test_bad_master_weights_values_are_reported():
     with pytest.raises(OptimizerError, match=r"master_weights must be True or False, got 'yes'"):
         SGD([_half_param([1.0])], lr=0.1, master_weights="yes")
     counts = adcuda.zeros(3, dtype=adcuda.int64)
-    with pytest.raises(OptimizerError, match=r"master_weights=True needs floating point parameters, but parameter 0 "
-                                             r"of group 0 \(shape \(3,\)\) is adcuda.int64"):
+    with pytest.raises(
+        OptimizerError,
+        match=r"master_weights=True needs floating point parameters, but parameter 0 "
+        r"of group 0 \(shape \(3,\)\) is adcuda.int64",
+    ):
         SGD([counts], lr=0.1, master_weights=True)
 
 
@@ -233,6 +243,9 @@ def test_loading_masters_into_an_optimizer_without_master_weights_is_an_error():
     p = _half_param([1.0, 2.0])
     src = AdamW([p], master_weights=True)
     _run(src, [p], range(1))
-    with pytest.raises(OptimizerError, match=r"holds a float32 master copy of parameter 0 .* group 0 here has "
-                                             r"master_weights=False"):
+    with pytest.raises(
+        OptimizerError,
+        match=r"holds a float32 master copy of parameter 0 .* group 0 here has "
+        r"master_weights=False",
+    ):
         AdamW([nn.Parameter(p.detach().clone())]).load_state_dict(src.state_dict())

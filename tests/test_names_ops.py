@@ -8,6 +8,7 @@ it is installed; bad input raises an adcuda error naming the op and the shapes. 
 primitives (cumprod, scatter_reduce) are checked against the CPU backend on a GPU or the emulator,
 and every op here runs on CUDA with the CPU's results.
 """
+
 import numpy as np
 import pytest
 
@@ -36,27 +37,45 @@ WITH_ZERO = np.array([[1.5, -2.0, 0.0, 3.0], [0.5, 0.0, 0.0, -1.0]])
 # name -> (call taking (module, F, *tensors), [float arrays (differentiated)], [other arrays])
 CASES = {
     "einsum_matmul": (lambda m, F, a, b: m.einsum("ij,jk->ik", a, b), [rnd(3, 4), rnd(4, 2, seed=1)], []),
-    "einsum_batched_attention": (lambda m, F, a, b: m.einsum("bhqd,bhkd->bhqk", a, b),
-                                 [rnd(2, 2, 3, 4), rnd(2, 2, 5, 4, seed=1)], []),
+    "einsum_batched_attention": (
+        lambda m, F, a, b: m.einsum("bhqd,bhkd->bhqk", a, b),
+        [rnd(2, 2, 3, 4), rnd(2, 2, 5, 4, seed=1)],
+        [],
+    ),
     "einsum_trace_diagonal": (lambda m, F, a: m.einsum("ii->i", a) + m.einsum("ii", a), [rnd(3, 3)], []),
-    "einsum_ellipsis_broadcast": (lambda m, F, a, b: m.einsum("...ij,...jk", a, b),
-                                  [rnd(2, 1, 3, 4), rnd(5, 4, 2, seed=1)], []),
-    "einsum_three_operands": (lambda m, F, a, b, c: m.einsum("ij,jk,kl->il", a, b, c),
-                              [rnd(2, 3), rnd(3, 4, seed=1), rnd(4, 2, seed=2)], []),
+    "einsum_ellipsis_broadcast": (
+        lambda m, F, a, b: m.einsum("...ij,...jk", a, b),
+        [rnd(2, 1, 3, 4), rnd(5, 4, 2, seed=1)],
+        [],
+    ),
+    "einsum_three_operands": (
+        lambda m, F, a, b, c: m.einsum("ij,jk,kl->il", a, b, c),
+        [rnd(2, 3), rnd(3, 4, seed=1), rnd(4, 2, seed=2)],
+        [],
+    ),
     "roll": (lambda m, F, a: m.roll(a, (1, -5), (0, 1)), [rnd(3, 4)], []),
     "roll_flat": (lambda m, F, a: a.roll(7), [rnd(3, 4)], []),
     "flip": (lambda m, F, a: m.flip(a, (0, 1)), [rnd(3, 4)], []),
     "repeat_interleave_int": (lambda m, F, a: a.repeat_interleave(2, dim=1), [rnd(2, 3)], []),
-    "repeat_interleave_tensor": (lambda m, F, a, r: m.repeat_interleave(a, r, dim=0), [rnd(3, 2)],
-                                 [np.array([1, 0, 3])]),
+    "repeat_interleave_tensor": (
+        lambda m, F, a, r: m.repeat_interleave(a, r, dim=0),
+        [rnd(3, 2)],
+        [np.array([1, 0, 3])],
+    ),
     "cumprod": (lambda m, F, a: m.cumprod(a, 1), [rnd(3, 4)], []),
     "cumprod_with_zeros": (lambda m, F, a: m.cumprod(a, -1), [WITH_ZERO], []),
     "lerp_scalar": (lambda m, F, a, b: m.lerp(a, b, 0.3), [rnd(3, 4), rnd(3, 4, seed=1)], []),
     "lerp_tensor_weight": (lambda m, F, a, b, w: m.lerp(a, b, w), [rnd(3, 4), rnd(4, seed=1), rnd(3, 1, seed=2)], []),
-    "addmm": (lambda m, F, c, a, b: m.addmm(c, a, b, beta=0.5, alpha=2.0), [rnd(4), rnd(3, 2, seed=1),
-                                                                          rnd(2, 4, seed=2)], []),
-    "baddbmm": (lambda m, F, c, a, b: m.baddbmm(c, a, b, alpha=-1.0), [rnd(2, 3, 4), rnd(2, 3, 5, seed=1),
-                                                                      rnd(2, 5, 4, seed=2)], []),
+    "addmm": (
+        lambda m, F, c, a, b: m.addmm(c, a, b, beta=0.5, alpha=2.0),
+        [rnd(4), rnd(3, 2, seed=1), rnd(2, 4, seed=2)],
+        [],
+    ),
+    "baddbmm": (
+        lambda m, F, c, a, b: m.baddbmm(c, a, b, alpha=-1.0),
+        [rnd(2, 3, 4), rnd(2, 3, 5, seed=1), rnd(2, 5, 4, seed=2)],
+        [],
+    ),
     "cdist": (lambda m, F, a, b: m.cdist(a, b), [rnd(2, 5, 3), rnd(2, 4, 3, seed=1)], []),
     "cdist_p1": (lambda m, F, a, b: m.cdist(a, b, p=1.0), [rnd(5, 3), rnd(4, 3, seed=1)], []),
     "pairwise_distance": (lambda m, F, a, b: F.pairwise_distance(a, b), [rnd(4, 3), rnd(4, 3, seed=1)], []),
@@ -64,22 +83,30 @@ CASES = {
     "scatter": (lambda m, F, a, s, i: m.scatter(a, 0, i, s), [rnd(3, 4), rnd(2, 4, seed=1)], [IDX]),
     "scatter_value": (lambda m, F, a, i: a.scatter(1, i, 2.5), [rnd(3, 4)], [np.array([[1], [3], [0]])]),
     "masked_select": (lambda m, F, a, k: m.masked_select(a, k), [rnd(3, 4)], [np.array([True, False, True, True])]),
-    "clamp_tensor_bounds": (lambda m, F, a, lo, hi: m.clamp(a, lo, hi), [rnd(3, 4), rnd(4, seed=1) - 0.5,
-                                                                         rnd(3, 1, seed=2) + 0.5], []),
+    "clamp_tensor_bounds": (
+        lambda m, F, a, lo, hi: m.clamp(a, lo, hi),
+        [rnd(3, 4), rnd(4, seed=1) - 0.5, rnd(3, 1, seed=2) + 0.5],
+        [],
+    ),
 }
 for _reduce in ("sum", "prod", "mean", "amax", "amin"):
     for _self in (True, False):
         CASES[f"scatter_reduce_{_reduce}_{'self' if _self else 'noself'}"] = (
             lambda m, F, a, s, i, r=_reduce, inc=_self: m.scatter_reduce(a, 0, i, s, r, include_self=inc),
-            [np.vstack([WITH_ZERO, rnd(1, 4, seed=5)]),
-             rnd(2, 4, seed=3) * (np.array([[1, 0, 1, 1], [1, 1, 1, 1]]) if _reduce == "prod" else 1)], [IDX])
+            [
+                np.vstack([WITH_ZERO, rnd(1, 4, seed=5)]),
+                rnd(2, 4, seed=3) * (np.array([[1, 0, 1, 1], [1, 1, 1, 1]]) if _reduce == "prod" else 1),
+            ],
+            [IDX],
+        )
 # ties: the gradient shared as PyTorch shares it (an input value equal to the maximum counts even where
 # include_self=False leaves it out)
 for _reduce in ("amax", "amin"):
     CASES[f"scatter_reduce_{_reduce}_ties"] = (
         lambda m, F, a, s, i, r=_reduce: m.scatter_reduce(a, 0, i, s, r, include_self=False),
         [np.vstack([WITH_ZERO, rnd(1, 4, seed=5)]), np.array([[1.0, 0.0, 2.0, 3.0], [1.0, 0.5, 2.0, -1.0]])],
-        [np.array([[0, 1, 2, 0], [0, 2, 2, 1]])])
+        [np.array([[0, 1, 2, 0], [0, 2, 2, 1]])],
+    )
 
 # ties (of amax/amin, of |x| in the 1-norm) are not differentiable: gradcheck only the smooth cases
 NOT_SMOOTH = {"cdist_p1", "scatter_reduce_amax_ties", "scatter_reduce_amin_ties"}
@@ -123,8 +150,10 @@ def test_comparisons_match_pytorch():
     a = np.array([1.0, np.nan, np.inf, 1e-9, 2.0, -np.inf])
     b = np.array([1.0 + 1e-6, np.nan, np.inf, 0.0, 2.1, np.inf])
     for kwargs in ({}, {"equal_nan": True}, {"rtol": 0.1, "atol": 0.0}):
-        np.testing.assert_array_equal(adcuda.isclose(adcuda.tensor(a), adcuda.tensor(b), **kwargs).numpy(),
-                                      torch.isclose(torch.tensor(a), torch.tensor(b), **kwargs).numpy())
+        np.testing.assert_array_equal(
+            adcuda.isclose(adcuda.tensor(a), adcuda.tensor(b), **kwargs).numpy(),
+            torch.isclose(torch.tensor(a), torch.tensor(b), **kwargs).numpy(),
+        )
     assert adcuda.allclose(adcuda.tensor(a[3:5]), adcuda.tensor(a[3:5]) + 1e-9)
     assert not adcuda.allclose(adcuda.tensor(a), adcuda.tensor(a))  # NaN is not close to itself
     assert adcuda.allclose(adcuda.tensor(a), adcuda.tensor(a), equal_nan=True)
@@ -260,13 +289,19 @@ def test_bad_input_names_the_op_and_shapes():
 # ------------------------------------------------------------------------------------------------
 # on a GPU (or the CUDA emulator): the new primitives against the CPU backend, and every op above
 FLOATS = (dt.float32, dt.float16, dt.bfloat16)
-TOLERANCE = {dt.float32: (2e-5, 1e-6), dt.float16: (4e-3, 2e-3), dt.bfloat16: (2e-2, 1e-2), dt.int64: (0, 0),
-             dt.int32: (0, 0)}
+TOLERANCE = {
+    dt.float32: (2e-5, 1e-6),
+    dt.float16: (4e-3, 2e-3),
+    dt.bfloat16: (2e-2, 1e-2),
+    dt.int64: (0, 0),
+    dt.int32: (0, 0),
+}
 
 
 @pytest.fixture(scope="module")
 def cb():
     from adcuda.backends import cuda
+
     return cuda
 
 
@@ -281,18 +316,21 @@ def _check(cb, got, expected, dtype):
     rtol, atol = TOLERANCE[dtype]
     got = np.array(cb.to_numpy(got))
     assert got.shape == np.shape(expected)
-    np.testing.assert_allclose(got.astype(np.float64), np.asarray(expected, np.float64), rtol=rtol, atol=atol,
-                               equal_nan=True)
+    np.testing.assert_allclose(
+        got.astype(np.float64), np.asarray(expected, np.float64), rtol=rtol, atol=atol, equal_nan=True
+    )
 
 
 @gpu
 @pytest.mark.parametrize("dtype", FLOATS + (dt.int64,), ids=lambda d: d.name)
-@pytest.mark.parametrize("shape, axis", [((1,), 0), ((7,), 0), ((1023,), -1), ((3, 7), 0), ((5, 0), 1), ((), 0)],
-                         ids=str)
+@pytest.mark.parametrize(
+    "shape, axis", [((1,), 0), ((7,), 0), ((1023,), -1), ((3, 7), 0), ((5, 0), 1), ((), 0)], ids=str
+)
 def test_cumprod_primitive_matches_the_cpu_backend(cb, dtype, shape, axis):
     # factors near 1 keep a 1023-long product finite in every dtype; a zero stops it
-    values = 1.0 + rnd(*shape, seed=4) * 0.01 if dtype.is_floating_point else np.random.default_rng(4).integers(
-        -2, 3, shape)
+    values = (
+        1.0 + rnd(*shape, seed=4) * 0.01 if dtype.is_floating_point else np.random.default_rng(4).integers(-2, 3, shape)
+    )
     a, host = _held(cb, values, dtype)
     _check(cb, cb.cumprod(a, axis), cpu.cumprod(host, axis), dtype)
     if len(shape) == 2 and shape[1]:
@@ -319,14 +357,23 @@ def test_scatter_reduce_primitive_matches_the_cpu_backend(cb, dtype, reduce, inc
     idx = gen.integers(0, 3, (4, n))  # duplicates along dim 0 for every column
     i, i_host = _held(cb, idx, dt.int64)
     got = cb.scatter_reduce(a, 0, i, s, reduce, include_self)
-    _check(cb, got, cpu.scatter_reduce(a_host, 0, i_host, s_host, reduce, include_self),
-           dtype if dtype in TOLERANCE else dt.float32)
+    _check(
+        cb,
+        got,
+        cpu.scatter_reduce(a_host, 0, i_host, s_host, reduce, include_self),
+        dtype if dtype in TOLERANCE else dt.float32,
+    )
     assert cb.dtype_of(got) is dtype
     # a transposed (non-contiguous) input, index and src along dim 1
-    got = cb.scatter_reduce(cb.permute(a, (1, 0)), 1, cb.permute(i, (1, 0)), cb.permute(s, (1, 0)), reduce,
-                            include_self)
-    _check(cb, got, cpu.scatter_reduce(a_host.T, 1, i_host.T, s_host.T, reduce, include_self),
-           dtype if dtype in TOLERANCE else dt.float32)
+    got = cb.scatter_reduce(
+        cb.permute(a, (1, 0)), 1, cb.permute(i, (1, 0)), cb.permute(s, (1, 0)), reduce, include_self
+    )
+    _check(
+        cb,
+        got,
+        cpu.scatter_reduce(a_host.T, 1, i_host.T, s_host.T, reduce, include_self),
+        dtype if dtype in TOLERANCE else dt.float32,
+    )
 
 
 @gpu
@@ -335,8 +382,12 @@ def test_scatter_reduce_primitive_on_empty_and_nan(cb):
     s, s_host = _held(cb, np.array([[np.nan, 2.0, 0.5]]), dt.float32)
     i, i_host = _held(cb, np.array([[1, 0, 0]]), dt.int64)
     for reduce in ("prod", "amax", "amin"):
-        _check(cb, cb.scatter_reduce(a, 0, i, s, reduce, True), cpu.scatter_reduce(a_host, 0, i_host, s_host, reduce,
-                                                                                    True), dt.float32)
+        _check(
+            cb,
+            cb.scatter_reduce(a, 0, i, s, reduce, True),
+            cpu.scatter_reduce(a_host, 0, i_host, s_host, reduce, True),
+            dt.float32,
+        )
     e, e_host = _held(cb, np.zeros((1, 0), np.int64), dt.int64)
     _check(cb, cb.scatter_reduce(a, 1, e, s, "amax", False), a_host, dt.float32)
 
@@ -351,7 +402,7 @@ def test_ops_on_cuda_match_the_cpu(name):
         inputs += [adcuda.tensor(a, device=device) for a in others]
         out = fn(adcuda, F, *inputs)
         out.backward(adcuda.tensor(rnd(*out.shape, seed=9), dtype=adcuda.float32, device=device))
-        results[device] = [out.detach().cpu().numpy()] + [t.grad.cpu().numpy() for t in inputs[:len(floats)]]
+        results[device] = [out.detach().cpu().numpy()] + [t.grad.cpu().numpy() for t in inputs[: len(floats)]]
     for got, expected in zip(results["cuda"], results["cpu"]):
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
 

@@ -4,6 +4,7 @@ Every op has a float64 gradcheck (and the fused ones a gradgradcheck) and closed
 need no oracle; where PyTorch is installed, forward values and gradients are also compared with it
 in float64, float32 and (forward only) float16.
 """
+
 import math
 
 import numpy as np
@@ -33,9 +34,13 @@ def const(array, dtype=None):
 # gradcheck in float64 (no oracle needed)
 TARGET = np.array([0, 3, -100, 2, 3])
 WEIGHT = np.array([0.5, 1.0, 2.0, 0.25])
-KEEP = np.array([[True, False, True, True, False],
-                 [False, False, False, False, False],  # a query that may attend to nothing
-                 [True, True, True, False, False]])
+KEEP = np.array(
+    [
+        [True, False, True, True, False],
+        [False, False, False, False, False],  # a query that may attend to nothing
+        [True, True, True, False, False],
+    ]
+)
 
 GRADCHECK_CASES = {
     "softmax": (lambda x: F.softmax(x, 1), [rnd(3, 4)]),
@@ -44,28 +49,42 @@ GRADCHECK_CASES = {
     "log_softmax": (lambda x: F.log_softmax(x, -1), [rnd(2, 3, 4)]),
     "cross_entropy": (lambda x: F.cross_entropy(x, const(TARGET)), [rnd(5, 4)]),
     "cross_entropy_smoothing_sum": (
-        lambda x: F.cross_entropy(x, const(TARGET), label_smoothing=0.2, reduction="sum"), [rnd(5, 4)]),
+        lambda x: F.cross_entropy(x, const(TARGET), label_smoothing=0.2, reduction="sum"),
+        [rnd(5, 4)],
+    ),
     "cross_entropy_none_noncontiguous": (
-        lambda x: F.cross_entropy(x.t(), const(TARGET), reduction="none"), [rnd(4, 5)]),
+        lambda x: F.cross_entropy(x.t(), const(TARGET), reduction="none"),
+        [rnd(4, 5)],
+    ),
     "cross_entropy_class_weight": (
-        lambda x, w: F.cross_entropy(x, const(TARGET), weight=w, label_smoothing=0.1), [rnd(5, 4), WEIGHT]),
+        lambda x, w: F.cross_entropy(x, const(TARGET), weight=w, label_smoothing=0.1),
+        [rnd(5, 4), WEIGHT],
+    ),
     "cross_entropy_spatial": (
         lambda x: F.cross_entropy(x, const(np.array([[0, 2, 1], [1, 1, -100]])), ignore_index=-100),
-        [rnd(2, 3, 3)]),
+        [rnd(2, 3, 3)],
+    ),
     "cross_entropy_unbatched": (lambda x: F.cross_entropy(x, const(np.array(2))), [rnd(4)]),
     "cross_entropy_probabilities": (
         lambda x, p: F.cross_entropy(x, p, weight=const(WEIGHT, f64), label_smoothing=0.1),
-        [rnd(3, 4), np.random.default_rng(1).random((3, 4))]),
+        [rnd(3, 4), np.random.default_rng(1).random((3, 4))],
+    ),
     "nll_loss_weight_ignore": (
-        lambda x, w: F.nll_loss(x, const(np.array([0, 3, 1, 2, 3])), weight=w, ignore_index=3), [rnd(5, 4), WEIGHT]),
+        lambda x, w: F.nll_loss(x, const(np.array([0, 3, 1, 2, 3])), weight=w, ignore_index=3),
+        [rnd(5, 4), WEIGHT],
+    ),
     "mse_loss": (lambda x, y: F.mse_loss(x, y), [rnd(3, 4), rnd(3, 4, seed=1)]),
-    "mse_loss_weight_sum": (lambda x, y, w: F.mse_loss(x, y, weight=w, reduction="sum"),
-                            [rnd(3, 4), rnd(3, 4, seed=1), np.random.default_rng(2).random((3, 4))]),
+    "mse_loss_weight_sum": (
+        lambda x, y, w: F.mse_loss(x, y, weight=w, reduction="sum"),
+        [rnd(3, 4), rnd(3, 4, seed=1), np.random.default_rng(2).random((3, 4))],
+    ),
     "l1_loss_broadcast_target": (lambda x, y: F.l1_loss(x, y, reduction="none"), [rnd(3, 4), rnd(4, seed=1)]),
     "bce_with_logits": (
-        lambda x, t: F.binary_cross_entropy_with_logits(x, t, weight=const(rnd(4, seed=3), f64),
-                                                        pos_weight=const(np.array([0.5, 1, 2, 3.]), f64)),
-        [rnd(3, 4, scale=5), np.random.default_rng(1).random((3, 4))]),
+        lambda x, t: F.binary_cross_entropy_with_logits(
+            x, t, weight=const(rnd(4, seed=3), f64), pos_weight=const(np.array([0.5, 1, 2, 3.0]), f64)
+        ),
+        [rnd(3, 4, scale=5), np.random.default_rng(1).random((3, 4))],
+    ),
     "softplus": (lambda x: F.softplus(x, beta=2.0, threshold=4.0), [rnd(3, 4, scale=3)]),
     "logsigmoid": (F.logsigmoid, [rnd(3, 4, scale=10)]),
     "layer_norm": (lambda x, w, b: F.layer_norm(x, (3, 4), w, b), [rnd(2, 3, 4), rnd(3, 4, seed=1), rnd(3, 4, seed=2)]),
@@ -73,22 +92,32 @@ GRADCHECK_CASES = {
     "layer_norm_bias_only": (lambda x, b: F.layer_norm(x, 4, bias=b), [rnd(3, 4), rnd(4, seed=1)]),
     # a padding row's gradient is zero by design, which a numerical Jacobian cannot see: padding_idx
     # is unused here and checked in test_embedding_rows_padding_gradient_and_max_norm
-    "embedding_repeated_rows": (lambda w: F.embedding(const(np.array([[0, 2], [2, 1]])), w, padding_idx=-1),
-                                [rnd(5, 3)]),
+    "embedding_repeated_rows": (
+        lambda w: F.embedding(const(np.array([[0, 2], [2, 1]])), w, padding_idx=-1),
+        [rnd(5, 3)],
+    ),
     "linear": (lambda x, w, b: F.linear(x, w, b), [rnd(2, 3, 4), rnd(5, 4, seed=1), rnd(5, seed=2)]),
     "linear_no_bias_1d_input": (lambda x, w: F.linear(x, w), [rnd(4), rnd(5, 4, seed=1)]),
-    "attention": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v),
-                  [rnd(2, 3, 4), rnd(2, 5, 4, seed=1), rnd(2, 5, 2, seed=2)]),
-    "attention_causal_scale": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.3),
-                               [rnd(3, 4), rnd(5, 4, seed=1), rnd(5, 2, seed=2)]),
+    "attention": (
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v),
+        [rnd(2, 3, 4), rnd(2, 5, 4, seed=1), rnd(2, 5, 2, seed=2)],
+    ),
+    "attention_causal_scale": (
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.3),
+        [rnd(3, 4), rnd(5, 4, seed=1), rnd(5, 2, seed=2)],
+    ),
     "attention_bool_mask_broadcast": (
         lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=const(KEEP)),
-        [rnd(2, 3, 4), rnd(1, 5, 4, seed=1), rnd(1, 5, 2, seed=2)]),
+        [rnd(2, 3, 4), rnd(1, 5, 4, seed=1), rnd(1, 5, 2, seed=2)],
+    ),
     "attention_float_mask_with_grad": (
         lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
-        [rnd(2, 3, 4), rnd(2, 5, 4, seed=1), rnd(2, 5, 2, seed=2), rnd(3, 5, seed=3)]),
-    "attention_gqa": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True),
-                      [rnd(1, 4, 2, 3), rnd(1, 2, 3, 3, seed=1), rnd(1, 2, 3, 2, seed=2)]),
+        [rnd(2, 3, 4), rnd(2, 5, 4, seed=1), rnd(2, 5, 2, seed=2), rnd(3, 5, seed=3)],
+    ),
+    "attention_gqa": (
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True),
+        [rnd(1, 4, 2, 3), rnd(1, 2, 3, 3, seed=1), rnd(1, 2, 3, 2, seed=2)],
+    ),
     "pad_constant_crop": (lambda x: F.pad(x, (1, -1, 0, 2), value=0.5), [rnd(2, 3, 4)]),
     "pad_reflect": (lambda x: F.pad(x, (2, 1), mode="reflect"), [rnd(2, 4)]),
     "pad_replicate": (lambda x: F.pad(x, (1, 2, 2, 0), mode="replicate"), [rnd(2, 3, 2)]),
@@ -97,8 +126,10 @@ GRADCHECK_CASES = {
     "dropout_eval": (lambda x: F.dropout(x, 0.5, training=False), [rnd(3, 4)]),
     "leaky_relu": (lambda x: F.leaky_relu(x, 0.2), [rnd(3, 4)]),
     "gelu_tanh": (lambda x: F.gelu(x, approximate="tanh"), [rnd(3, 4)]),
-    "empty_batch_sum": (lambda x: F.cross_entropy(x, const(np.zeros(0, np.int64)), reduction="sum"),
-                        [np.zeros((0, 3))]),
+    "empty_batch_sum": (
+        lambda x: F.cross_entropy(x, const(np.zeros(0, np.int64)), reduction="sum"),
+        [np.zeros((0, 3))],
+    ),
 }
 
 
@@ -114,6 +145,7 @@ def test_gradcheck_dropout_with_a_fixed_mask():
     def fn(t):
         adcuda.manual_seed(7)  # the same mask for every evaluation
         return F.dropout(t, 0.3)
+
     assert gradcheck(fn, (x,))
 
 
@@ -121,15 +153,20 @@ GRADGRAD_CASES = {
     "softmax": (lambda x: F.softmax(x, 1), [rnd(2, 3)]),
     "log_softmax": (lambda x: F.log_softmax(x, 0), [rnd(3, 2)]),
     "layer_norm": (lambda x, w, b: F.layer_norm(x, (3,), w, b), [rnd(2, 3), rnd(3, seed=1), rnd(3, seed=2)]),
-    "cross_entropy": (lambda x: F.cross_entropy(x, const(np.array([1, -100, 2])), label_smoothing=0.3),
-                      [rnd(3, 3)]),
+    "cross_entropy": (lambda x: F.cross_entropy(x, const(np.array([1, -100, 2])), label_smoothing=0.3), [rnd(3, 3)]),
     "cross_entropy_none": (lambda x: F.cross_entropy(x, const(np.array([1, 0])), reduction="none"), [rnd(2, 3)]),
-    "attention": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v),
-                  [rnd(2, 3, 2), rnd(2, 4, 2, seed=1), rnd(2, 4, 3, seed=2)]),
-    "attention_causal": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
-                         [rnd(1, 3, 2), rnd(1, 3, 2, seed=1), rnd(1, 3, 2, seed=2)]),
-    "attention_masked": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=const(KEEP[:, :3])),
-                         [rnd(3, 2), rnd(3, 2, seed=1), rnd(3, 2, seed=2)]),
+    "attention": (
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v),
+        [rnd(2, 3, 2), rnd(2, 4, 2, seed=1), rnd(2, 4, 3, seed=2)],
+    ),
+    "attention_causal": (
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+        [rnd(1, 3, 2), rnd(1, 3, 2, seed=1), rnd(1, 3, 2, seed=2)],
+    ),
+    "attention_masked": (
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=const(KEEP[:, :3])),
+        [rnd(3, 2), rnd(3, 2, seed=1), rnd(3, 2, seed=2)],
+    ),
     "softplus": (lambda x: F.softplus(x), [rnd(2, 3)]),
 }
 
@@ -226,8 +263,9 @@ def test_bce_with_logits_is_finite_for_huge_logits_and_has_gradient_minus_half_a
 
 def test_softplus_threshold_and_logsigmoid_tail():
     x = const(np.array([30.0, -30.0, 2.0]))
-    np.testing.assert_allclose(F.softplus(x).numpy(), [30.0, math.log1p(math.exp(-30.0)), math.log1p(math.exp(2.0))],
-                               rtol=1e-14)
+    np.testing.assert_allclose(
+        F.softplus(x).numpy(), [30.0, math.log1p(math.exp(-30.0)), math.log1p(math.exp(2.0))], rtol=1e-14
+    )
     np.testing.assert_allclose(F.logsigmoid(const(np.array([-800.0, 800.0]))).numpy(), [-800.0, 0.0])
 
 
@@ -316,6 +354,7 @@ def test_attention_dropout_drops_the_probabilities_its_mask_primitive_draws():
     gives the same keep-mask (both backends draw it from one Philox counter layout)."""
     from adcuda.backends import cpu
     from adcuda.random import default_generator
+
     q, k, v = const(rnd(2, 3, 4)), const(rnd(2, 5, 4, seed=1)), const(rnd(2, 5, 2, seed=2))
     adcuda.manual_seed(11)
     out = F.scaled_dot_product_attention(q, k, v, dropout_p=0.3)
@@ -350,8 +389,11 @@ def test_attention_with_no_keys_gives_zeros():
 def test_attention_causal_equals_an_explicit_lower_triangular_mask():
     q, k, v = const(rnd(2, 4, 3)), const(rnd(2, 6, 3, seed=1)), const(rnd(2, 6, 2, seed=2))
     tri = const(np.tril(np.ones((4, 6), dtype=bool)))
-    np.testing.assert_allclose(F.scaled_dot_product_attention(q, k, v, is_causal=True).numpy(),
-                               F.scaled_dot_product_attention(q, k, v, attn_mask=tri).numpy(), rtol=1e-13)
+    np.testing.assert_allclose(
+        F.scaled_dot_product_attention(q, k, v, is_causal=True).numpy(),
+        F.scaled_dot_product_attention(q, k, v, attn_mask=tri).numpy(),
+        rtol=1e-13,
+    )
 
 
 def test_pad_values_and_crop():
@@ -400,66 +442,131 @@ def test_reexports():
 # ------------------------------------------------------------------------------------------------
 # bad inputs: the right exception class, and a message that names the op
 ERROR_CASES = {
-    "ce_float_class_index_target": (lambda: F.cross_entropy(const(rnd(3, 4)), const(np.array([0.0, 1, 2]))),
-                                    DTypeError, "cross_entropy"),
-    "ce_bool_target": (lambda: F.cross_entropy(const(rnd(2, 4)), const(np.array([True, False]))),
-                       DTypeError, "cross_entropy"),
-    "ce_batch_mismatch": (lambda: F.cross_entropy(const(rnd(3, 4)), const(np.array([0, 1]))),
-                          ShapeError, "cross_entropy"),
+    "ce_float_class_index_target": (
+        lambda: F.cross_entropy(const(rnd(3, 4)), const(np.array([0.0, 1, 2]))),
+        DTypeError,
+        "cross_entropy",
+    ),
+    "ce_bool_target": (
+        lambda: F.cross_entropy(const(rnd(2, 4)), const(np.array([True, False]))),
+        DTypeError,
+        "cross_entropy",
+    ),
+    "ce_batch_mismatch": (
+        lambda: F.cross_entropy(const(rnd(3, 4)), const(np.array([0, 1]))),
+        ShapeError,
+        "cross_entropy",
+    ),
     "ce_probability_shape": (lambda: F.cross_entropy(const(rnd(3, 4)), const(rnd(3, 5))), ShapeError, "cross_entropy"),
-    "ce_class_out_of_range": (lambda: F.cross_entropy(const(rnd(3, 4)), const(np.array([0, 4, 1]))),
-                              IndexOutOfRangeError, "cross_entropy: target 4 is out of bounds for 4 classes"),
-    "ce_negative_class": (lambda: F.cross_entropy(const(rnd(3, 4)), const(np.array([0, -1, 1]))),
-                          IndexOutOfRangeError, "target -1"),
-    "ce_weight_shape": (lambda: F.cross_entropy(const(rnd(3, 4)), const(np.array([0, 1, 1])), weight=const(np.ones(3))),
-                        ShapeError, "cross_entropy"),
-    "ce_reduction": (lambda: F.cross_entropy(const(rnd(3, 4)), const(np.array([0, 1, 1])), reduction="avg"),
-                     ValueError, "cross_entropy"),
-    "ce_label_smoothing": (lambda: F.cross_entropy(const(rnd(3, 4)), const(np.array([0, 1, 1])), label_smoothing=1.5),
-                           ValueError, "cross_entropy"),
+    "ce_class_out_of_range": (
+        lambda: F.cross_entropy(const(rnd(3, 4)), const(np.array([0, 4, 1]))),
+        IndexOutOfRangeError,
+        "cross_entropy: target 4 is out of bounds for 4 classes",
+    ),
+    "ce_negative_class": (
+        lambda: F.cross_entropy(const(rnd(3, 4)), const(np.array([0, -1, 1]))),
+        IndexOutOfRangeError,
+        "target -1",
+    ),
+    "ce_weight_shape": (
+        lambda: F.cross_entropy(const(rnd(3, 4)), const(np.array([0, 1, 1])), weight=const(np.ones(3))),
+        ShapeError,
+        "cross_entropy",
+    ),
+    "ce_reduction": (
+        lambda: F.cross_entropy(const(rnd(3, 4)), const(np.array([0, 1, 1])), reduction="avg"),
+        ValueError,
+        "cross_entropy",
+    ),
+    "ce_label_smoothing": (
+        lambda: F.cross_entropy(const(rnd(3, 4)), const(np.array([0, 1, 1])), label_smoothing=1.5),
+        ValueError,
+        "cross_entropy",
+    ),
     "ce_ignore_index_with_probabilities": (
-        lambda: F.cross_entropy(const(rnd(3, 4)), const(rnd(3, 4)), ignore_index=0), ValueError, "cross_entropy"),
-    "ce_integer_input": (lambda: F.cross_entropy(const(np.ones((3, 4), np.int64)), const(np.array([0, 1, 1]))),
-                         DTypeError, "cross_entropy"),
-    "nll_class_out_of_range": (lambda: F.nll_loss(const(rnd(3, 4)), const(np.array([0, 9, 1]))),
-                               IndexOutOfRangeError, "nll_loss: target 9"),
+        lambda: F.cross_entropy(const(rnd(3, 4)), const(rnd(3, 4)), ignore_index=0),
+        ValueError,
+        "cross_entropy",
+    ),
+    "ce_integer_input": (
+        lambda: F.cross_entropy(const(np.ones((3, 4), np.int64)), const(np.array([0, 1, 1]))),
+        DTypeError,
+        "cross_entropy",
+    ),
+    "nll_class_out_of_range": (
+        lambda: F.nll_loss(const(rnd(3, 4)), const(np.array([0, 9, 1]))),
+        IndexOutOfRangeError,
+        "nll_loss: target 9",
+    ),
     "mse_broadcast_changes_shape": (lambda: F.mse_loss(const(rnd(4, 1)), const(rnd(4))), ShapeError, "mse_loss"),
     "mse_incompatible": (lambda: F.mse_loss(const(rnd(4, 3)), const(rnd(5))), ShapeError, "mse_loss"),
-    "mse_weight_shape": (lambda: F.mse_loss(const(rnd(4, 3)), const(rnd(4, 3)), weight=const(rnd(3))),
-                         ShapeError, "mse_loss"),
+    "mse_weight_shape": (
+        lambda: F.mse_loss(const(rnd(4, 3)), const(rnd(4, 3)), weight=const(rnd(3))),
+        ShapeError,
+        "mse_loss",
+    ),
     "l1_shape": (lambda: F.l1_loss(const(rnd(4, 1)), const(rnd(4))), ShapeError, "l1_loss"),
-    "bce_shape": (lambda: F.binary_cross_entropy_with_logits(const(rnd(4, 3)), const(rnd(3))),
-                  ShapeError, "binary_cross_entropy_with_logits"),
+    "bce_shape": (
+        lambda: F.binary_cross_entropy_with_logits(const(rnd(4, 3)), const(rnd(3))),
+        ShapeError,
+        "binary_cross_entropy_with_logits",
+    ),
     "layer_norm_shape": (lambda: F.layer_norm(const(rnd(2, 3)), (4,)), ShapeError, "layer_norm"),
-    "layer_norm_weight_shape": (lambda: F.layer_norm(const(rnd(2, 3)), (3,), weight=const(np.ones(4))),
-                                ShapeError, "layer_norm"),
+    "layer_norm_weight_shape": (
+        lambda: F.layer_norm(const(rnd(2, 3)), (3,), weight=const(np.ones(4))),
+        ShapeError,
+        "layer_norm",
+    ),
     "dropout_p_high": (lambda: F.dropout(const(rnd(2)), 1.2), ValueError, "dropout"),
     "dropout_p_negative": (lambda: F.dropout(const(rnd(2)), -0.1), ValueError, "dropout"),
-    "embedding_out_of_range": (lambda: F.embedding(const(np.array([0, 7])), const(rnd(7, 2))),
-                               IndexOutOfRangeError, "embedding: index 7 is out of range for num_embeddings=7"),
-    "embedding_negative": (lambda: F.embedding(const(np.array([-1])), const(rnd(7, 2))),
-                           IndexOutOfRangeError, "embedding: index -1"),
+    "embedding_out_of_range": (
+        lambda: F.embedding(const(np.array([0, 7])), const(rnd(7, 2))),
+        IndexOutOfRangeError,
+        "embedding: index 7 is out of range for num_embeddings=7",
+    ),
+    "embedding_negative": (
+        lambda: F.embedding(const(np.array([-1])), const(rnd(7, 2))),
+        IndexOutOfRangeError,
+        "embedding: index -1",
+    ),
     "embedding_float_indices": (lambda: F.embedding(const(np.array([0.0])), const(rnd(7, 2))), DTypeError, "embedding"),
-    "embedding_padding_idx": (lambda: F.embedding(const(np.array([0])), const(rnd(7, 2)), padding_idx=7),
-                              IndexOutOfRangeError, "embedding"),
-    "linear_features": (lambda: F.linear(const(rnd(2, 3)), const(rnd(4, 5))), ShapeError,
-                        "linear: input has 3 features"),
+    "embedding_padding_idx": (
+        lambda: F.embedding(const(np.array([0])), const(rnd(7, 2)), padding_idx=7),
+        IndexOutOfRangeError,
+        "embedding",
+    ),
+    "linear_features": (
+        lambda: F.linear(const(rnd(2, 3)), const(rnd(4, 5))),
+        ShapeError,
+        "linear: input has 3 features",
+    ),
     "linear_bias": (lambda: F.linear(const(rnd(2, 5)), const(rnd(4, 5)), const(rnd(3))), ShapeError, "linear"),
     "attention_causal_and_mask": (
-        lambda: F.scaled_dot_product_attention(const(rnd(3, 2)), const(rnd(3, 2)), const(rnd(3, 2)),
-                                               attn_mask=const(np.ones((3, 3), bool)), is_causal=True),
-        ValueError, "scaled_dot_product_attention"),
+        lambda: F.scaled_dot_product_attention(
+            const(rnd(3, 2)), const(rnd(3, 2)), const(rnd(3, 2)), attn_mask=const(np.ones((3, 3), bool)), is_causal=True
+        ),
+        ValueError,
+        "scaled_dot_product_attention",
+    ),
     "attention_head_dims": (
         lambda: F.scaled_dot_product_attention(const(rnd(3, 2)), const(rnd(3, 4)), const(rnd(3, 2))),
-        ShapeError, "scaled_dot_product_attention"),
+        ShapeError,
+        "scaled_dot_product_attention",
+    ),
     "attention_mask_dtype": (
-        lambda: F.scaled_dot_product_attention(const(rnd(3, 2)), const(rnd(3, 2)), const(rnd(3, 2)),
-                                               attn_mask=const(np.ones((3, 3), np.int64))),
-        DTypeError, "scaled_dot_product_attention"),
+        lambda: F.scaled_dot_product_attention(
+            const(rnd(3, 2)), const(rnd(3, 2)), const(rnd(3, 2)), attn_mask=const(np.ones((3, 3), np.int64))
+        ),
+        DTypeError,
+        "scaled_dot_product_attention",
+    ),
     "attention_mask_shape": (
-        lambda: F.scaled_dot_product_attention(const(rnd(3, 2)), const(rnd(4, 2)), const(rnd(4, 2)),
-                                               attn_mask=const(np.ones((2, 3, 4), bool))),
-        ShapeError, "scaled_dot_product_attention"),
+        lambda: F.scaled_dot_product_attention(
+            const(rnd(3, 2)), const(rnd(4, 2)), const(rnd(4, 2)), attn_mask=const(np.ones((2, 3, 4), bool))
+        ),
+        ShapeError,
+        "scaled_dot_product_attention",
+    ),
     "pad_odd_length": (lambda: F.pad(const(rnd(2, 3)), (1, 2, 3)), ShapeError, "pad"),
     "pad_reflect_too_wide": (lambda: F.pad(const(rnd(2, 3)), (3, 0), mode="reflect"), ShapeError, "pad"),
     "pad_mode": (lambda: F.pad(const(rnd(2, 3)), (1, 1), mode="mirror"), ValueError, "pad"),
@@ -483,52 +590,95 @@ TORCH_CASES = {
     "log_softmax": ((lambda f: lambda x: f.log_softmax(x, 0)), [rnd(5, 3)], [True]),
     "cross_entropy": ((lambda f: lambda x: f.cross_entropy(x, as_t(f, TARGET))), [rnd(5, 4)], [True]),
     "cross_entropy_smooth_weight_none": (
-        (lambda f: lambda x: f.cross_entropy(x, as_t(f, TARGET), weight=as_t(f, WEIGHT, x), label_smoothing=0.15,
-                                             reduction="none")), [rnd(5, 4)], [True]),
+        (
+            lambda f: (
+                lambda x: f.cross_entropy(
+                    x, as_t(f, TARGET), weight=as_t(f, WEIGHT, x), label_smoothing=0.15, reduction="none"
+                )
+            )
+        ),
+        [rnd(5, 4)],
+        [True],
+    ),
     "cross_entropy_smooth_weight_mean": (
-        (lambda f: lambda x: f.cross_entropy(x, as_t(f, TARGET), weight=as_t(f, WEIGHT, x),
-                                             label_smoothing=0.15)), [rnd(5, 4)], [True]),
+        (lambda f: lambda x: f.cross_entropy(x, as_t(f, TARGET), weight=as_t(f, WEIGHT, x), label_smoothing=0.15)),
+        [rnd(5, 4)],
+        [True],
+    ),
     "cross_entropy_spatial_ignore": (
         (lambda f: lambda x: f.cross_entropy(x, as_t(f, np.array([[0, 2, 1], [1, 1, 0]])), ignore_index=1)),
-        [rnd(2, 3, 3)], [True]),
+        [rnd(2, 3, 3)],
+        [True],
+    ),
     "cross_entropy_probabilities": (
         (lambda f: lambda x, p: f.cross_entropy(x, p, label_smoothing=0.1, reduction="sum")),
-        [rnd(3, 4), np.random.default_rng(1).random((3, 4))], [True, True]),
-    "nll_loss": ((lambda f: lambda x: f.nll_loss(x, as_t(f, TARGET), weight=as_t(f, WEIGHT, x))),
-                 [rnd(5, 4)], [True]),
+        [rnd(3, 4), np.random.default_rng(1).random((3, 4))],
+        [True, True],
+    ),
+    "nll_loss": ((lambda f: lambda x: f.nll_loss(x, as_t(f, TARGET), weight=as_t(f, WEIGHT, x))), [rnd(5, 4)], [True]),
     "mse_loss": ((lambda f: lambda x, y: f.mse_loss(x, y)), [rnd(3, 4), rnd(3, 4, seed=1)], [True, True]),
-    "mse_loss_weight": ((lambda f: lambda x, y, w: f.mse_loss(x, y, weight=w)),
-                        [rnd(3, 4), rnd(3, 4, seed=1), np.random.default_rng(2).random((3, 4))],
-                        [True, True, False]),
-    "l1_loss_weight_sum": ((lambda f: lambda x, y, w: f.l1_loss(x, y, weight=w, reduction="sum")),
-                           [rnd(3, 4), rnd(3, 4, seed=1), np.random.default_rng(2).random((3, 4))],
-                           [True, True, False]),
+    "mse_loss_weight": (
+        (lambda f: lambda x, y, w: f.mse_loss(x, y, weight=w)),
+        [rnd(3, 4), rnd(3, 4, seed=1), np.random.default_rng(2).random((3, 4))],
+        [True, True, False],
+    ),
+    "l1_loss_weight_sum": (
+        (lambda f: lambda x, y, w: f.l1_loss(x, y, weight=w, reduction="sum")),
+        [rnd(3, 4), rnd(3, 4, seed=1), np.random.default_rng(2).random((3, 4))],
+        [True, True, False],
+    ),
     "bce_with_logits": (
         (lambda f: lambda x, t, w, pw: f.binary_cross_entropy_with_logits(x, t, weight=w, pos_weight=pw)),
-        [rnd(3, 4, scale=4), np.random.default_rng(1).random((3, 4)), np.random.default_rng(2).random(4),
-         np.array([0.5, 1.0, 2.0, 3.0])], [True, True, False, False]),
+        [
+            rnd(3, 4, scale=4),
+            np.random.default_rng(1).random((3, 4)),
+            np.random.default_rng(2).random(4),
+            np.array([0.5, 1.0, 2.0, 3.0]),
+        ],
+        [True, True, False, False],
+    ),
     "softplus": ((lambda f: lambda x: f.softplus(x, beta=1.5, threshold=3.0)), [rnd(3, 5, scale=3)], [True]),
     "logsigmoid": ((lambda f: lambda x: f.logsigmoid(x)), [rnd(3, 5, scale=5)], [True]),
-    "layer_norm": ((lambda f: lambda x, w, b: f.layer_norm(x, (3, 4), w, b, 1e-3)),
-                   [rnd(2, 3, 4), rnd(3, 4, seed=1), rnd(3, 4, seed=2)], [True, True, True]),
-    "embedding": ((lambda f: lambda w: f.embedding(as_t(f, np.array([[1, 2, 2], [0, 4, 1]])), w, padding_idx=2)),
-                  [rnd(5, 3)], [True]),
+    "layer_norm": (
+        (lambda f: lambda x, w, b: f.layer_norm(x, (3, 4), w, b, 1e-3)),
+        [rnd(2, 3, 4), rnd(3, 4, seed=1), rnd(3, 4, seed=2)],
+        [True, True, True],
+    ),
+    "embedding": (
+        (lambda f: lambda w: f.embedding(as_t(f, np.array([[1, 2, 2], [0, 4, 1]])), w, padding_idx=2)),
+        [rnd(5, 3)],
+        [True],
+    ),
     "embedding_scale_grad_by_freq": (
         (lambda f: lambda w: f.embedding(as_t(f, np.array([[1, 2, 2], [0, 2, 1]])), w, scale_grad_by_freq=True)),
-        [rnd(5, 3)], [True]),
-    "linear": ((lambda f: lambda x, w, b: f.linear(x, w, b)), [rnd(2, 3, 4), rnd(5, 4, seed=1), rnd(5, seed=2)],
-               [True, True, True]),
-    "attention": ((lambda f: lambda q, k, v: f.scaled_dot_product_attention(q, k, v)),
-                  [rnd(2, 2, 3, 8), rnd(2, 2, 5, 8, seed=1), rnd(2, 2, 5, 4, seed=2)], [True] * 3),
+        [rnd(5, 3)],
+        [True],
+    ),
+    "linear": (
+        (lambda f: lambda x, w, b: f.linear(x, w, b)),
+        [rnd(2, 3, 4), rnd(5, 4, seed=1), rnd(5, seed=2)],
+        [True, True, True],
+    ),
+    "attention": (
+        (lambda f: lambda q, k, v: f.scaled_dot_product_attention(q, k, v)),
+        [rnd(2, 2, 3, 8), rnd(2, 2, 5, 8, seed=1), rnd(2, 2, 5, 4, seed=2)],
+        [True] * 3,
+    ),
     "attention_causal_rectangular": (
         (lambda f: lambda q, k, v: f.scaled_dot_product_attention(q, k, v, is_causal=True)),
-        [rnd(2, 4, 8), rnd(2, 6, 8, seed=1), rnd(2, 6, 4, seed=2)], [True] * 3),
+        [rnd(2, 4, 8), rnd(2, 6, 8, seed=1), rnd(2, 6, 4, seed=2)],
+        [True] * 3,
+    ),
     "attention_bool_mask_empty_row": (
         (lambda f: lambda q, k, v: f.scaled_dot_product_attention(q, k, v, attn_mask=as_t(f, KEEP))),
-        [rnd(2, 3, 8), rnd(2, 5, 8, seed=1), rnd(2, 5, 4, seed=2)], [True] * 3),
+        [rnd(2, 3, 8), rnd(2, 5, 8, seed=1), rnd(2, 5, 4, seed=2)],
+        [True] * 3,
+    ),
     "attention_float_mask": (
         (lambda f: lambda q, k, v, m: f.scaled_dot_product_attention(q, k, v, attn_mask=m, scale=0.5)),
-        [rnd(2, 3, 8), rnd(2, 5, 8, seed=1), rnd(2, 5, 4, seed=2), rnd(1, 3, 5, seed=3)], [True] * 3 + [False]),
+        [rnd(2, 3, 8), rnd(2, 5, 8, seed=1), rnd(2, 5, 4, seed=2), rnd(1, 3, 5, seed=3)],
+        [True] * 3 + [False],
+    ),
     "pad_constant": ((lambda f: lambda x: f.pad(x, (1, -1, 2, 0), value=1.5)), [rnd(2, 3, 4)], [True]),
     "pad_reflect": ((lambda f: lambda x: f.pad(x, (2, 1), mode="reflect")), [rnd(2, 3, 4)], [True]),
     "pad_replicate": ((lambda f: lambda x: f.pad(x, (1, 2, 2, 1), mode="replicate")), [rnd(1, 3, 4)], [True]),
@@ -543,6 +693,7 @@ def as_t(module, array, like=None):
     if module is F:
         return const(array, like.dtype if like is not None else None)
     import torch
+
     t = torch.as_tensor(array)
     return t.to(like.dtype) if like is not None else t
 
@@ -560,8 +711,9 @@ def _run_both(torch, name, np_dtype, adcuda_dtype, torch_dtype, with_grad):
 def test_matches_torch(name, dtype):
     torch = pytest.importorskip("torch")
     tol = dict(rtol=1e-10, atol=1e-12) if dtype == "float64" else dict(rtol=2e-5, atol=2e-6)
-    out, ref, ours, theirs, grads = _run_both(torch, name, np.float64, getattr(adcuda, dtype), getattr(torch, dtype),
-                                              True)
+    out, ref, ours, theirs, grads = _run_both(
+        torch, name, np.float64, getattr(adcuda, dtype), getattr(torch, dtype), True
+    )
     assert out.dtype is getattr(adcuda, dtype)
     assert tuple(out.shape) == tuple(ref.shape)
     np.testing.assert_allclose(out.detach().numpy(), ref.detach().numpy(), **tol)
@@ -573,9 +725,22 @@ def test_matches_torch(name, dtype):
             np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), **tol)
 
 
-_HALF_CASES = ["softmax", "log_softmax", "cross_entropy", "cross_entropy_smooth_weight_mean", "mse_loss",
-               "bce_with_logits", "softplus", "layer_norm", "embedding", "linear", "attention",
-               "attention_bool_mask_empty_row", "pad_constant", "gelu"]
+_HALF_CASES = [
+    "softmax",
+    "log_softmax",
+    "cross_entropy",
+    "cross_entropy_smooth_weight_mean",
+    "mse_loss",
+    "bce_with_logits",
+    "softplus",
+    "layer_norm",
+    "embedding",
+    "linear",
+    "attention",
+    "attention_bool_mask_empty_row",
+    "pad_constant",
+    "gelu",
+]
 
 
 @pytest.mark.parametrize("name", _HALF_CASES)

@@ -3,6 +3,7 @@
 Gradients are checked numerically in float64 (no torch needed) and, where torch is installed, layer
 outputs and parameter gradients are compared with torch's after copying torch's weights over.
 """
+
 import copy
 import math
 
@@ -28,6 +29,7 @@ def _params_gradcheck(module, *inputs):
     def fn(*args):
         out = module(*args[:n])
         return out if not isinstance(out, tuple) else tuple(o for o in out if o is not None)
+
     return gradcheck(fn, tuple(inputs) + params, eps=1e-6, atol=1e-6, rtol=1e-4)
 
 
@@ -110,6 +112,7 @@ def test_assigning_the_wrong_kind_to_a_registered_name_is_an_error():
     class Forgot(nn.Module):
         def __init__(self):
             self.w = nn.Parameter(adcuda.ones(1))
+
     with pytest.raises(AttributeError, match=r"before Module.__init__\(\) call"):
         Forgot()
     with pytest.raises(KeyError, match="contain"):
@@ -168,8 +171,9 @@ def test_hooks_prepend_runs_first():
 
 def test_repr_matches_pytorch_layout():
     m = nn.Sequential(nn.Linear(2, 3, bias=False), nn.GELU(approximate="tanh"))
-    assert repr(m) == ("Sequential(\n  (0): Linear(in_features=2, out_features=3, bias=False)\n"
-                       "  (1): GELU(approximate='tanh')\n)")
+    assert repr(m) == (
+        "Sequential(\n  (0): Linear(in_features=2, out_features=3, bias=False)\n  (1): GELU(approximate='tanh')\n)"
+    )
 
 
 # ------------------------------------------------------------------------------------------ to()
@@ -248,9 +252,12 @@ def test_load_state_dict_reports_missing_unexpected_and_size_mismatch():
     assert result.missing_keys == ["fc.bias"]
     bad = m.state_dict()
     bad["fc.weight"] = adcuda.ones(3, 3)
-    with pytest.raises(RuntimeError, match=r"size mismatch for fc.weight: copying a param with shape "
-                                           r"adcuda.Size\(\[3, 3\]\) from checkpoint, the shape in current "
-                                           r"model is adcuda.Size\(\[4, 3\]\)"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"size mismatch for fc.weight: copying a param with shape "
+        r"adcuda.Size\(\[3, 3\]\) from checkpoint, the shape in current "
+        r"model is adcuda.Size\(\[4, 3\]\)",
+    ):
         m.load_state_dict(bad, strict=False)
 
 
@@ -347,6 +354,7 @@ def test_containers():
     with pytest.raises(IndexError):
         seq[5]
     import collections
+
     named = nn.Sequential(collections.OrderedDict([("enc", nn.Linear(2, 3)), ("act", nn.ReLU())]))
     assert list(named.state_dict()) == ["enc.weight", "enc.bias"] and named.enc is named[0]
 
@@ -424,6 +432,7 @@ def test_gradcheck_multihead_attention(need_weights):
 
         def forward(self, q, kv):
             return self.mha(q, kv, kv, key_padding_mask=mask, need_weights=need_weights)
+
     assert _params_gradcheck(Wrapped(), q, kv)
 
 
@@ -494,8 +503,15 @@ def test_init_functions():
 
 def test_init_gains_match_torch():
     torch = pytest.importorskip("torch")
-    for name, param in [("linear", None), ("tanh", None), ("relu", None), ("leaky_relu", None),
-                        ("leaky_relu", 0.3), ("selu", None), ("sigmoid", None)]:
+    for name, param in [
+        ("linear", None),
+        ("tanh", None),
+        ("relu", None),
+        ("leaky_relu", None),
+        ("leaky_relu", 0.3),
+        ("selu", None),
+        ("sigmoid", None),
+    ]:
         assert nn.init.calculate_gain(name, param) == pytest.approx(torch.nn.init.calculate_gain(name, param))
 
 
@@ -584,18 +600,44 @@ def test_layers_match_torch():
     x = torch.randn(2, 3, 6, dtype=f64, requires_grad=True)
     _compare_with_torch(torch, torch.nn.LayerNorm(6, dtype=f64), nn.LayerNorm(6, dtype=adcuda.float64), [x])
     idx = torch.tensor([[0, 3, 3], [1, 2, 0]])
-    _compare_with_torch(torch, torch.nn.Embedding(4, 5, padding_idx=3, dtype=f64),
-                        nn.Embedding(4, 5, padding_idx=3, dtype=adcuda.float64), [idx])
-    tm = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.GELU(), torch.nn.LayerNorm(8), torch.nn.SiLU(),
-                             torch.nn.Linear(8, 8), torch.nn.GELU(approximate="tanh"), torch.nn.Linear(8, 2)).double()
-    am = nn.Sequential(nn.Linear(6, 8), nn.GELU(), nn.LayerNorm(8), nn.SiLU(),
-                       nn.Linear(8, 8), nn.GELU(approximate="tanh"), nn.Linear(8, 2)).double()
+    _compare_with_torch(
+        torch,
+        torch.nn.Embedding(4, 5, padding_idx=3, dtype=f64),
+        nn.Embedding(4, 5, padding_idx=3, dtype=adcuda.float64),
+        [idx],
+    )
+    tm = torch.nn.Sequential(
+        torch.nn.Linear(6, 8),
+        torch.nn.GELU(),
+        torch.nn.LayerNorm(8),
+        torch.nn.SiLU(),
+        torch.nn.Linear(8, 8),
+        torch.nn.GELU(approximate="tanh"),
+        torch.nn.Linear(8, 2),
+    ).double()
+    am = nn.Sequential(
+        nn.Linear(6, 8),
+        nn.GELU(),
+        nn.LayerNorm(8),
+        nn.SiLU(),
+        nn.Linear(8, 8),
+        nn.GELU(approximate="tanh"),
+        nn.Linear(8, 2),
+    ).double()
     x = torch.randn(5, 6, dtype=f64, requires_grad=True)
     _compare_with_torch(torch, tm, am, [x])
 
 
-@pytest.mark.parametrize("options", [dict(), dict(batch_first=True), dict(bias=False),
-                                     dict(add_bias_kv=True, add_zero_attn=True), dict(kdim=3, vdim=5)])
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(),
+        dict(batch_first=True),
+        dict(bias=False),
+        dict(add_bias_kv=True, add_zero_attn=True),
+        dict(kdim=3, vdim=5),
+    ],
+)
 @pytest.mark.parametrize("need_weights", [True, False])
 def test_multihead_attention_matches_torch(options, need_weights):
     torch = pytest.importorskip("torch")
@@ -616,8 +658,8 @@ def test_multihead_attention_matches_torch(options, need_weights):
         tensor_lib = torch if isinstance(q, torch.Tensor) else adcuda
         kpm = tensor_lib.tensor(padding.numpy())
         mask = tensor_lib.tensor(attn.numpy())
-        return m(q, k, v, key_padding_mask=kpm, attn_mask=mask, need_weights=need_weights,
-                 average_attn_weights=False)
+        return m(q, k, v, key_padding_mask=kpm, attn_mask=mask, need_weights=need_weights, average_attn_weights=False)
+
     _compare_with_torch(torch, tm, am, [q, k, v], call=call)
 
 

@@ -1,6 +1,7 @@
 """Batch, instance, group and RMS norm, channel dropout and the recurrent layers (RNN, LSTM, GRU and
 their cells): float64 gradchecks, errors that name the op and shapes, and, where torch is installed,
 PyTorch's outputs, gradients, running statistics and state dicts (loaded both ways)."""
+
 import numpy as np
 import pytest
 
@@ -29,20 +30,19 @@ def value(t):
 # ------------------------------------------------------------------------------------------------
 # gradchecks (float64)
 GRADCHECKS = {
-    "batch_norm": (lambda x, w, b: F.batch_norm(x, None, None, w, b, True, 0.1, 1e-5),
-                   [(4, 3, 5), (3,), (3,)]),
+    "batch_norm": (lambda x, w, b: F.batch_norm(x, None, None, w, b, True, 0.1, 1e-5), [(4, 3, 5), (3,), (3,)]),
     "batch_norm_2d": (lambda x, w, b: F.batch_norm(x, None, None, w, b, True), [(2, 3, 2, 3), (3,), (3,)]),
-    "batch_norm_eval": (lambda x, w, b: F.batch_norm(x, adcuda.zeros(3, dtype=F64) + 0.5,
-                                                     adcuda.ones(3, dtype=F64) * 2, w, b, False),
-                        [(4, 3), (3,), (3,)]),
+    "batch_norm_eval": (
+        lambda x, w, b: F.batch_norm(x, adcuda.zeros(3, dtype=F64) + 0.5, adcuda.ones(3, dtype=F64) * 2, w, b, False),
+        [(4, 3), (3,), (3,)],
+    ),
     "instance_norm": (lambda x, w, b: F.instance_norm(x, weight=w, bias=b), [(2, 3, 5), (3,), (3,)]),
     "group_norm": (lambda x, w, b: F.group_norm(x, 2, w, b), [(2, 4, 3), (4,), (4,)]),
     "rms_norm": (lambda x, w: F.rms_norm(x, (5,), w), [(3, 5), (5,)]),
     "lstm_cell_pointwise": (lambda gi, gh, c: lstm_cell_pointwise(gi, gh, c), [(3, 8), (3, 8), (3, 2)]),
     "gru_cell_pointwise": (lambda gi, gh, h: gru_cell_pointwise(gi, gh, h), [(3, 6), (3, 6), (3, 2)]),
     "lstm_layer": (lambda p, h, c, w, b: lstm_layer(p, h, c, w, b), [(3, 2, 8), (2, 2), (2, 2), (8, 2), (8,)]),
-    "lstm_layer_reverse": (lambda p, h, c, w: lstm_layer(p, h, c, w, None, True), [(3, 2, 8), (2, 2), (2, 2),
-                                                                                   (8, 2)]),
+    "lstm_layer_reverse": (lambda p, h, c, w: lstm_layer(p, h, c, w, None, True), [(3, 2, 8), (2, 2), (2, 2), (8, 2)]),
     "gru_layer": (lambda p, h, w, b: gru_layer(p, h, w, b), [(3, 2, 6), (2, 2), (6, 2), (6,)]),
     "gru_layer_reverse": (lambda p, h, w: gru_layer(p, h, w, None, True), [(3, 2, 6), (2, 2), (6, 2)]),
 }
@@ -55,8 +55,9 @@ def test_gradcheck(name):
     assert gradcheck(fn, inputs, eps=1e-6, atol=1e-6, rtol=1e-4)
 
 
-@pytest.mark.parametrize("name", ["lstm_cell_pointwise", "gru_cell_pointwise", "batch_norm", "group_norm",
-                                  "lstm_layer", "gru_layer"])
+@pytest.mark.parametrize(
+    "name", ["lstm_cell_pointwise", "gru_cell_pointwise", "batch_norm", "group_norm", "lstm_layer", "gru_layer"]
+)
 def test_gradgradcheck(name):
     fn, shapes = GRADCHECKS[name]
     inputs = tuple(leaf(rng(i).standard_normal(s)) for i, s in enumerate(shapes))
@@ -146,8 +147,13 @@ def test_bad_input_raises_errors_naming_the_op_and_shapes():
 # module behaviour that needs no reference
 def test_batch_norm_buffers_and_modes():
     bn = nn.BatchNorm1d(3)
-    assert [k for k, _ in bn.state_dict().items()] == ["weight", "bias", "running_mean", "running_var",
-                                                       "num_batches_tracked"]
+    assert [k for k, _ in bn.state_dict().items()] == [
+        "weight",
+        "bias",
+        "running_mean",
+        "running_var",
+        "num_batches_tracked",
+    ]
     assert bn.num_batches_tracked.dtype == adcuda.int64
     x = adcuda.randn(8, 3) * 3 + 1
     bn(x)
@@ -229,13 +235,21 @@ def _copy_state(src_torch, dst):
 
 
 def _close(a, b, atol=1e-10):
-    np.testing.assert_allclose(value(a) if isinstance(a, adcuda.Tensor) else a,
-                               b.detach().numpy(), rtol=1e-7, atol=atol)
+    np.testing.assert_allclose(
+        value(a) if isinstance(a, adcuda.Tensor) else a, b.detach().numpy(), rtol=1e-7, atol=atol
+    )
 
 
 @pytest.mark.parametrize("mode", ["RNN", "RNN_relu", "LSTM", "GRU"])
-@pytest.mark.parametrize("layout", [dict(), dict(batch_first=True, bidirectional=True, num_layers=2),
-                                    dict(num_layers=3, bias=False), dict(unbatched=True, bidirectional=True)])
+@pytest.mark.parametrize(
+    "layout",
+    [
+        dict(),
+        dict(batch_first=True, bidirectional=True, num_layers=2),
+        dict(num_layers=3, bias=False),
+        dict(unbatched=True, bidirectional=True),
+    ],
+)
 @pytest.mark.parametrize("given_state", [False, True])
 def test_recurrent_layers_match_pytorch(mode, layout, given_state):
     torch = _torch()
@@ -265,8 +279,8 @@ def test_recurrent_layers_match_pytorch(mode, layout, given_state):
     for a, t in zip(finals_a, finals_t):
         _close(a, t)
     weights = r.standard_normal(tuple(out_t.shape))
-    loss_t = (out_t * torch.tensor(weights)).sum() + sum((s ** 2).sum() for s in finals_t)
-    loss_a = (out_a * adcuda.tensor(weights)).sum() + sum((s ** 2).sum() for s in finals_a)
+    loss_t = (out_t * torch.tensor(weights)).sum() + sum((s**2).sum() for s in finals_t)
+    loss_a = (out_a * adcuda.tensor(weights)).sum() + sum((s**2).sum() for s in finals_a)
     loss_t.backward()
     loss_a.backward()
     _close(xa.grad, xt.grad)
@@ -324,10 +338,12 @@ def test_cells_match_pytorch(mode, unbatched):
     assert tuple(ours(xa)[0].shape if mode == "LSTMCell" else ours(xa).shape) == tuple(h.shape)
 
 
-@pytest.mark.parametrize("cls,shape", [("BatchNorm1d", (6, 3)), ("BatchNorm1d", (4, 3, 5)),
-                                       ("BatchNorm2d", (4, 3, 2, 5))])
-@pytest.mark.parametrize("options", [dict(), dict(momentum=None), dict(affine=False, momentum=0.3),
-                                     dict(track_running_stats=False)])
+@pytest.mark.parametrize(
+    "cls,shape", [("BatchNorm1d", (6, 3)), ("BatchNorm1d", (4, 3, 5)), ("BatchNorm2d", (4, 3, 2, 5))]
+)
+@pytest.mark.parametrize(
+    "options", [dict(), dict(momentum=None), dict(affine=False, momentum=0.3), dict(track_running_stats=False)]
+)
 def test_batch_norm_matches_pytorch(cls, shape, options):
     torch = _torch()
     theirs = getattr(torch.nn, cls)(3, **options).double()
@@ -343,8 +359,8 @@ def test_batch_norm_matches_pytorch(cls, shape, options):
         xt, xa = torch.tensor(x, requires_grad=True), leaf(x)
         yt, ya = theirs(xt), ours(xa)
         _close(ya, yt)
-        (yt ** 3).sum().backward()
-        (ya ** 3).sum().backward()
+        (yt**3).sum().backward()
+        (ya**3).sum().backward()
         _close(xa.grad, xt.grad, atol=1e-9)
         if ours.affine:
             _close(ours.weight.grad, theirs.weight.grad, atol=1e-9)
@@ -358,8 +374,15 @@ def test_batch_norm_matches_pytorch(cls, shape, options):
 
 
 @pytest.mark.parametrize("options", [dict(), dict(affine=True), dict(track_running_stats=True)])
-@pytest.mark.parametrize("cls,shape", [("InstanceNorm1d", (2, 3, 5)), ("InstanceNorm1d", (3, 5)),
-                                       ("InstanceNorm2d", (2, 3, 4, 2)), ("InstanceNorm2d", (3, 4, 2))])
+@pytest.mark.parametrize(
+    "cls,shape",
+    [
+        ("InstanceNorm1d", (2, 3, 5)),
+        ("InstanceNorm1d", (3, 5)),
+        ("InstanceNorm2d", (2, 3, 4, 2)),
+        ("InstanceNorm2d", (3, 4, 2)),
+    ],
+)
 def test_instance_norm_matches_pytorch(cls, shape, options):
     torch = _torch()
     theirs = getattr(torch.nn, cls)(3, **options).double()
@@ -372,8 +395,8 @@ def test_instance_norm_matches_pytorch(cls, shape, options):
     xt, xa = torch.tensor(x, requires_grad=True), leaf(x)
     yt, ya = theirs(xt), ours(xa)
     _close(ya, yt)
-    (yt ** 3).sum().backward()
-    (ya ** 3).sum().backward()
+    (yt**3).sum().backward()
+    (ya**3).sum().backward()
     _close(xa.grad, xt.grad, atol=1e-9)
     for k, v in theirs.state_dict().items():
         np.testing.assert_allclose(value(ours.state_dict()[k]), v.numpy(), rtol=1e-12)
@@ -395,8 +418,8 @@ def test_group_norm_matches_pytorch(groups, shape):
     xt, xa = torch.tensor(x, requires_grad=True), leaf(x)
     yt, ya = theirs(xt), ours(xa)
     _close(ya, yt)
-    (yt ** 3).sum().backward()
-    (ya ** 3).sum().backward()
+    (yt**3).sum().backward()
+    (ya**3).sum().backward()
     _close(xa.grad, xt.grad, atol=1e-9)
     _close(ours.weight.grad, theirs.weight.grad, atol=1e-9)
     _close(ours.bias.grad, theirs.bias.grad, atol=1e-9)
@@ -416,10 +439,13 @@ def test_rms_norm_matches_pytorch(shape, normalized, eps, affine):
     xt, xa = torch.tensor(x, requires_grad=True), leaf(x)
     yt, ya = theirs(xt), ours(xa)
     _close(ya, yt)
-    (yt ** 3).sum().backward()
-    (ya ** 3).sum().backward()
+    (yt**3).sum().backward()
+    (ya**3).sum().backward()
     _close(xa.grad, xt.grad, atol=1e-9)
     x32 = x.astype(np.float32)
-    np.testing.assert_allclose(value(F.rms_norm(adcuda.tensor(x32), normalized)),
-                               torch.nn.functional.rms_norm(torch.tensor(x32), normalized).numpy(), rtol=1e-5,
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        value(F.rms_norm(adcuda.tensor(x32), normalized)),
+        torch.nn.functional.rms_norm(torch.tensor(x32), normalized).numpy(),
+        rtol=1e-5,
+        atol=1e-6,
+    )

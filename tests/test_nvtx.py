@@ -1,6 +1,7 @@
 """NVTX ranges, checked without a GPU or Nsight: an NVTX tool built here (tests/nvtx_injection)
 is loaded through NVTX_INJECTION64_PATH, as Nsight Systems loads its own, and logs every range
 push and pop that reaches it while a training step runs."""
+
 import collections
 import importlib.util
 import os
@@ -34,9 +35,13 @@ Call = collections.namedtuple("Call", "event thread domain message")
 def run_step(recorder, tmp_path, mode, **env):
     log = tmp_path / f"nvtx-{mode}.log"
     if log.exists():
-        log.unlink()   # the recorder creates it only when an NVTX call reaches it
-    environ = dict(os.environ, NVTX_INJECTION64_PATH=recorder, NVTX_RECORDER_OUTPUT=str(log),
-                   PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])))
+        log.unlink()  # the recorder creates it only when an NVTX call reaches it
+    environ = dict(
+        os.environ,
+        NVTX_INJECTION64_PATH=recorder,
+        NVTX_RECORDER_OUTPUT=str(log),
+        PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])),
+    )
     environ.pop("ADCUDA_NVTX", None)
     environ.update(env)
     proc = subprocess.run([sys.executable, SCRIPT, mode], env=environ, capture_output=True, text=True, timeout=120)
@@ -83,8 +88,12 @@ def test_training_step_emits_balanced_named_ranges(recorder, tmp_path):
     names = [parse(m)[0] for m, _, _ in found]
     for op in ("linear", "relu", "cross_entropy", "getitem", "add"):
         assert op in names, op
-    for library_range in ("train_step", "Optimizer.step#SGD.step", "Optimizer.zero_grad#SGD.zero_grad",
-                          "enumerate(DataLoader)#_SingleProcessIter.__next__"):
+    for library_range in (
+        "train_step",
+        "Optimizer.step#SGD.step",
+        "Optimizer.zero_grad#SGD.zero_grad",
+        "enumerate(DataLoader)#_SingleProcessIter.__next__",
+    ):
         assert library_range in names, library_range
     # the samples are fetched (TensorDataset's getitem) inside the DataLoader's range, the step inside
     # train_step
@@ -108,7 +117,7 @@ def test_forward_and_backward_ranges_share_sequence_numbers(recorder, tmp_path):
         by_op[forward[seq]].add(name)
     assert by_op["relu"] == {"ReluBackward0"}
     assert "CrossEntropyLossBackward0" in by_op["cross_entropy"]
-    assert len({seq for seq, op in forward.items() if op == "linear"}) == 2   # two layers, two numbers
+    assert len({seq for seq, op in forward.items() if op == "linear"}) == 2  # two layers, two numbers
     # four parameters, four gradient accumulations (no sequence number, like PyTorch's)
     assert sum(name == "AccumulateGrad" for name, _, _ in found) == 4
     # the backward of each op runs after its forward, in reverse order

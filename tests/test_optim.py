@@ -3,6 +3,7 @@
 Closed-form checks run everywhere; with torch installed, 10-step trajectories and lr sequences must
 equal torch's on the same problem.
 """
+
 import math
 
 import numpy as np
@@ -99,6 +100,7 @@ def test_zero_grad_and_closure():
         loss = (p * p).sum()
         loss.backward()
         return loss
+
     with adcuda.no_grad():  # the closure runs with grad enabled anyway
         loss = opt.step(closure)
     assert float(loss) == 9.0 and _np(p).tolist() == pytest.approx([3.0 - 0.1 * 6.0])
@@ -130,6 +132,7 @@ def test_a_custom_optimizer_on_the_base_class():
                     state = self.state[p]  # empty on first use, as with PyTorch's defaultdict
                     state["count"] = state.get("count", 0) + 1
                     p.add_(p.grad.sign(), alpha=-group["lr"])
+
     p = nn.Parameter(adcuda.tensor([1.0, -1.0]))
     opt = SignSGD([p], lr=0.25)
     p.grad = adcuda.tensor([3.0, -0.1])
@@ -208,6 +211,7 @@ def test_state_dict_round_trip_resumes_identically():
     def fresh():
         adcuda.manual_seed(5)
         return [nn.Parameter(adcuda.randn(3, 2)), nn.Parameter(adcuda.randn(4))]
+
     for make in (lambda ps: Adam(ps, lr=0.05, amsgrad=True), lambda ps: SGD(ps, lr=0.05, momentum=0.9)):
         ref_params = fresh()
         ref = make(ref_params)
@@ -283,8 +287,9 @@ def _trajectory(lib, make_opt, steps=10):
 
 OPTIMIZERS = {
     "sgd": lambda lib, ps: lib.optim.SGD(ps, lr=0.01),
-    "sgd_momentum_dampening_wd": lambda lib, ps: lib.optim.SGD(ps, lr=0.01, momentum=0.9, dampening=0.3,
-                                                               weight_decay=0.1),
+    "sgd_momentum_dampening_wd": lambda lib, ps: lib.optim.SGD(
+        ps, lr=0.01, momentum=0.9, dampening=0.3, weight_decay=0.1
+    ),
     "sgd_nesterov": lambda lib, ps: lib.optim.SGD(ps, lr=0.01, momentum=0.8, nesterov=True, weight_decay=0.01),
     "sgd_maximize": lambda lib, ps: lib.optim.SGD(ps, lr=0.01, momentum=0.5, maximize=True),
     "adam": lambda lib, ps: lib.optim.Adam(ps, lr=0.05),
@@ -340,8 +345,9 @@ def test_state_dict_layout_matches_torch():
 # ------------------------------------------------------------------------------------------ schedulers
 def _lrs(lib, make_sched, steps=25, base_lr=0.1):
     p = lib.zeros(1, requires_grad=True)
-    opt = lib.optim.SGD([{"params": [p]}, {"params": [lib.zeros(1, requires_grad=True)], "lr": base_lr * 3}],
-                        lr=base_lr)
+    opt = lib.optim.SGD(
+        [{"params": [p]}, {"params": [lib.zeros(1, requires_grad=True)], "lr": base_lr * 3}], lr=base_lr
+    )
     sched = make_sched(lib, opt)
     lrs = [sched.get_last_lr()]
     for _ in range(steps):
@@ -361,7 +367,7 @@ SCHEDULERS = {
     "cosine": lambda lib, opt: lib.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=10, eta_min=0.001),
     "cosine_past_t_max": lambda lib, opt: lib.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=7),
     "lambda_warmup": lambda lib, opt: lib.optim.lr_scheduler.LambdaLR(opt, _warmup),
-    "lambda_per_group": lambda lib, opt: lib.optim.lr_scheduler.LambdaLR(opt, [_warmup, lambda s: 0.9 ** s]),
+    "lambda_per_group": lambda lib, opt: lib.optim.lr_scheduler.LambdaLR(opt, [_warmup, lambda s: 0.9**s]),
 }
 
 
@@ -414,6 +420,7 @@ def test_lambda_lr_state_dict_skips_plain_functions():
 
         def __call__(self, step):
             return min(1.0, (step + 1) / self.n)
+
     opt = SGD([nn.Parameter(adcuda.zeros(1))], lr=1.0)
     sched = lr_scheduler.LambdaLR(opt, Warmup(4))
     state = sched.state_dict()

@@ -1,6 +1,7 @@
 """Adagrad, RMSprop, Adadelta, LBFGS and the schedulers ExponentialLR, LinearLR, SequentialLR,
 ReduceLROnPlateau and OneCycleLR: their defaults, errors and state dicts everywhere; with torch
 installed, 25-step trajectories and lr (and momentum) sequences equal to torch's on the same problem."""
+
 import numpy as np
 import pytest
 
@@ -16,8 +17,10 @@ def _problem(lib, dtype):
     b = rng.standard_normal(6)
     w0 = rng.standard_normal(4)
     c0 = rng.standard_normal(1)
+
     def tensor(a):
         return lib.tensor(a, dtype=getattr(lib, dtype))
+
     return tensor(A), tensor(b), tensor(w0).requires_grad_(), tensor(c0).requires_grad_()
 
 
@@ -38,14 +41,16 @@ def _trajectory(lib, make_opt, steps=25, dtype="float64"):
 
 OPTIMIZERS = {
     "adagrad": lambda lib, ps: lib.optim.Adagrad(ps, lr=0.1),
-    "adagrad_decay_wd_init": lambda lib, ps: lib.optim.Adagrad(ps, lr=0.1, lr_decay=0.05, weight_decay=0.1,
-                                                               initial_accumulator_value=0.3, eps=1e-6),
+    "adagrad_decay_wd_init": lambda lib, ps: lib.optim.Adagrad(
+        ps, lr=0.1, lr_decay=0.05, weight_decay=0.1, initial_accumulator_value=0.3, eps=1e-6
+    ),
     "adagrad_maximize": lambda lib, ps: lib.optim.Adagrad(ps, lr=0.05, maximize=True),
     "rmsprop": lambda lib, ps: lib.optim.RMSprop(ps, lr=0.01),
     "rmsprop_momentum": lambda lib, ps: lib.optim.RMSprop(ps, lr=0.01, momentum=0.9, weight_decay=0.05),
     "rmsprop_centered": lambda lib, ps: lib.optim.RMSprop(ps, lr=0.01, alpha=0.9, centered=True),
-    "rmsprop_centered_momentum": lambda lib, ps: lib.optim.RMSprop(ps, lr=0.01, alpha=0.3, momentum=0.5,
-                                                                   centered=True, maximize=True),
+    "rmsprop_centered_momentum": lambda lib, ps: lib.optim.RMSprop(
+        ps, lr=0.01, alpha=0.3, momentum=0.5, centered=True, maximize=True
+    ),
     "adadelta": lambda lib, ps: lib.optim.Adadelta(ps),
     "adadelta_rho_wd": lambda lib, ps: lib.optim.Adadelta(ps, lr=0.5, rho=0.8, eps=1e-4, weight_decay=0.1),
     "adadelta_maximize": lambda lib, ps: lib.optim.Adadelta(ps, maximize=True),
@@ -55,25 +60,32 @@ OPTIMIZERS = {
 @pytest.mark.parametrize("name", sorted(OPTIMIZERS))
 def test_trajectory_matches_torch(name):
     torch = pytest.importorskip("torch")
-    np.testing.assert_allclose(_trajectory(adcuda, OPTIMIZERS[name]), _trajectory(torch, OPTIMIZERS[name]),
-                               rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(
+        _trajectory(adcuda, OPTIMIZERS[name]), _trajectory(torch, OPTIMIZERS[name]), rtol=1e-10, atol=1e-12
+    )
 
 
 @pytest.mark.parametrize("name", ["adagrad_decay_wd_init", "rmsprop_centered_momentum", "adadelta_rho_wd"])
 def test_float32_trajectory_matches_torch(name):
     torch = pytest.importorskip("torch")
-    np.testing.assert_allclose(_trajectory(adcuda, OPTIMIZERS[name], dtype="float32"),
-                               _trajectory(torch, OPTIMIZERS[name], dtype="float32"), rtol=2e-5, atol=2e-6)
+    np.testing.assert_allclose(
+        _trajectory(adcuda, OPTIMIZERS[name], dtype="float32"),
+        _trajectory(torch, OPTIMIZERS[name], dtype="float32"),
+        rtol=2e-5,
+        atol=2e-6,
+    )
 
 
 def test_first_steps_closed_form():
     """One step of each from known values, everywhere (no torch needed)."""
+
     def one_step(make, grad):
         p = nn.Parameter(adcuda.tensor([1.0, -2.0], dtype=adcuda.float64))
         opt = make([p])
         p.grad = adcuda.tensor(grad, dtype=adcuda.float64)
         opt.step()
         return p.detach().numpy(), opt
+
     g = np.array([0.5, -4.0])
     p, _ = one_step(lambda ps: Adagrad(ps, lr=0.1), g)
     np.testing.assert_allclose(p, [1.0, -2.0] - 0.1 * g / (np.abs(g) + 1e-10))
@@ -100,14 +112,17 @@ def test_defaults_match_torch():
         assert set(theirs) - {"fused", "capturable", "differentiable", "foreach"} <= set(ours), name
 
 
-@pytest.mark.parametrize("make, message", [
-    (lambda ps: Adagrad(ps, lr=-1.0), "lr"),
-    (lambda ps: Adagrad(ps, initial_accumulator_value=-0.1), "initial_accumulator_value"),
-    (lambda ps: RMSprop(ps, alpha=-0.5), "alpha"),
-    (lambda ps: RMSprop(ps, momentum=-0.5), "momentum"),
-    (lambda ps: Adadelta(ps, rho=1.5), "rho"),
-    (lambda ps: LBFGS(ps, line_search_fn="armijo"), "line_search_fn"),
-])
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda ps: Adagrad(ps, lr=-1.0), "lr"),
+        (lambda ps: Adagrad(ps, initial_accumulator_value=-0.1), "initial_accumulator_value"),
+        (lambda ps: RMSprop(ps, alpha=-0.5), "alpha"),
+        (lambda ps: RMSprop(ps, momentum=-0.5), "momentum"),
+        (lambda ps: Adadelta(ps, rho=1.5), "rho"),
+        (lambda ps: LBFGS(ps, line_search_fn="armijo"), "line_search_fn"),
+    ],
+)
 def test_bad_hyperparameters_raise(make, message):
     with pytest.raises(OptimizerError, match=message):
         make([nn.Parameter(adcuda.zeros(2))])
@@ -135,6 +150,7 @@ def test_state_dict_round_trip_continues_the_trajectory(name):
             opt.step()
             out.append(np.concatenate([w.detach().numpy().copy(), c.detach().numpy().copy()]))
         return np.array(out)
+
     run(opt, w, c, 5)
     saved = opt.state_dict()
     w2 = w.detach().clone().requires_grad_()
@@ -167,6 +183,7 @@ def _rosenbrock_lbfgs(lib, steps=6, dtype="float64", **kwargs):
         loss = (1 - x) ** 2 + 100 * (y - x * x) ** 2
         loss.backward()
         return loss
+
     history = []
     for _ in range(steps):
         loss = opt.step(closure)
@@ -218,7 +235,9 @@ def test_lbfgs_trains_a_module_float32():
             loss = ((model(x) - y) ** 2).mean()
             loss.backward()
             return loss
+
         return [float(opt.step(closure)) for _ in range(3)], model.weight.detach().numpy()
+
     (ours, w_ours), (theirs, w_theirs) = run(adcuda), run(torch)
     np.testing.assert_allclose(ours, theirs, rtol=1e-4)
     np.testing.assert_allclose(w_ours, w_theirs, rtol=1e-3, atol=1e-4)
@@ -228,14 +247,14 @@ def test_lbfgs_trains_a_module_float32():
 def _lrs(lib, make_sched, steps=25, base_lr=0.1, optimizer="SGD", metrics=None):
     p = lib.zeros(1, requires_grad=True)
     groups = [{"params": [p]}, {"params": [lib.zeros(1, requires_grad=True)], "lr": base_lr * 3}]
-    opt = (lib.optim.SGD(groups, lr=base_lr, momentum=0.9) if optimizer == "SGD"
-           else lib.optim.Adam(groups, lr=base_lr))
+    opt = lib.optim.SGD(groups, lr=base_lr, momentum=0.9) if optimizer == "SGD" else lib.optim.Adam(groups, lr=base_lr)
     scheduler = make_sched(lib, opt)
     rows = []
 
     def record():
         momenta = [g["momentum"] if optimizer == "SGD" else g["betas"][0] for g in opt.param_groups]
         rows.append(list(scheduler.get_last_lr()) + momenta)
+
     record()
     for i in range(steps):
         p.grad = lib.ones(1)
@@ -252,23 +271,45 @@ def _lrs(lib, make_sched, steps=25, base_lr=0.1, optimizer="SGD", metrics=None):
 SCHEDULERS = {
     "exponential": lambda lib, opt: lib.optim.lr_scheduler.ExponentialLR(opt, gamma=0.9),
     "linear_default": lambda lib, opt: lib.optim.lr_scheduler.LinearLR(opt),
-    "linear_down": lambda lib, opt: lib.optim.lr_scheduler.LinearLR(opt, start_factor=1.0, end_factor=0.1,
-                                                                    total_iters=12),
+    "linear_down": lambda lib, opt: lib.optim.lr_scheduler.LinearLR(
+        opt, start_factor=1.0, end_factor=0.1, total_iters=12
+    ),
     "sequential_warmup_cosine": lambda lib, opt: lib.optim.lr_scheduler.SequentialLR(
-        opt, [lib.optim.lr_scheduler.LinearLR(opt, start_factor=0.1, total_iters=5),
-              lib.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=15, eta_min=1e-3)], milestones=[5]),
+        opt,
+        [
+            lib.optim.lr_scheduler.LinearLR(opt, start_factor=0.1, total_iters=5),
+            lib.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=15, eta_min=1e-3),
+        ],
+        milestones=[5],
+    ),
     "sequential_three": lambda lib, opt: lib.optim.lr_scheduler.SequentialLR(
-        opt, [lib.optim.lr_scheduler.ExponentialLR(opt, gamma=0.8),
-              lib.optim.lr_scheduler.StepLR(opt, step_size=3, gamma=0.5),
-              lib.optim.lr_scheduler.LinearLR(opt, start_factor=0.5, total_iters=4)], milestones=[4, 12]),
+        opt,
+        [
+            lib.optim.lr_scheduler.ExponentialLR(opt, gamma=0.8),
+            lib.optim.lr_scheduler.StepLR(opt, step_size=3, gamma=0.5),
+            lib.optim.lr_scheduler.LinearLR(opt, start_factor=0.5, total_iters=4),
+        ],
+        milestones=[4, 12],
+    ),
     "onecycle_cos": lambda lib, opt: lib.optim.lr_scheduler.OneCycleLR(opt, max_lr=1.0, total_steps=25),
     "onecycle_linear_per_group": lambda lib, opt: lib.optim.lr_scheduler.OneCycleLR(
-        opt, max_lr=[0.5, 2.0], epochs=5, steps_per_epoch=5, pct_start=0.4, anneal_strategy="linear",
-        base_momentum=0.8, max_momentum=[0.9, 0.99], div_factor=10.0, final_div_factor=100.0),
-    "onecycle_three_phase": lambda lib, opt: lib.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.3, total_steps=25,
-                                                                               three_phase=True),
-    "onecycle_no_momentum": lambda lib, opt: lib.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.3, total_steps=30,
-                                                                               cycle_momentum=False),
+        opt,
+        max_lr=[0.5, 2.0],
+        epochs=5,
+        steps_per_epoch=5,
+        pct_start=0.4,
+        anneal_strategy="linear",
+        base_momentum=0.8,
+        max_momentum=[0.9, 0.99],
+        div_factor=10.0,
+        final_div_factor=100.0,
+    ),
+    "onecycle_three_phase": lambda lib, opt: lib.optim.lr_scheduler.OneCycleLR(
+        opt, max_lr=0.3, total_steps=25, three_phase=True
+    ),
+    "onecycle_no_momentum": lambda lib, opt: lib.optim.lr_scheduler.OneCycleLR(
+        opt, max_lr=0.3, total_steps=30, cycle_momentum=False
+    ),
 }
 
 
@@ -276,12 +317,40 @@ SCHEDULERS = {
 @pytest.mark.parametrize("name", sorted(SCHEDULERS))
 def test_scheduler_sequences_match_torch(name, optimizer):
     torch = pytest.importorskip("torch")
-    np.testing.assert_allclose(_lrs(adcuda, SCHEDULERS[name], optimizer=optimizer),
-                               _lrs(torch, SCHEDULERS[name], optimizer=optimizer), rtol=1e-12)
+    np.testing.assert_allclose(
+        _lrs(adcuda, SCHEDULERS[name], optimizer=optimizer),
+        _lrs(torch, SCHEDULERS[name], optimizer=optimizer),
+        rtol=1e-12,
+    )
 
 
-_METRICS = [1.0, 0.9, 0.95, 0.95, 0.94, 0.96, 0.97, 0.9, 0.91, 0.92, 0.93, 0.94, 0.95, 0.96, 0.8, 0.8, 0.8, 0.8,
-            0.8, 0.81, 0.82, 0.83, 0.84, 0.85, 0.86]
+_METRICS = [
+    1.0,
+    0.9,
+    0.95,
+    0.95,
+    0.94,
+    0.96,
+    0.97,
+    0.9,
+    0.91,
+    0.92,
+    0.93,
+    0.94,
+    0.95,
+    0.96,
+    0.8,
+    0.8,
+    0.8,
+    0.8,
+    0.8,
+    0.81,
+    0.82,
+    0.83,
+    0.84,
+    0.85,
+    0.86,
+]
 PLATEAU = {
     "default_patience_2": dict(patience=2),
     "max_abs_cooldown": dict(mode="max", patience=1, threshold=0.02, threshold_mode="abs", cooldown=2, factor=0.5),
@@ -293,10 +362,11 @@ PLATEAU = {
 @pytest.mark.parametrize("name", sorted(PLATEAU))
 def test_reduce_on_plateau_matches_torch(name):
     torch = pytest.importorskip("torch")
+
     def make(lib, opt):
         return lib.optim.lr_scheduler.ReduceLROnPlateau(opt, **PLATEAU[name])
-    np.testing.assert_allclose(_lrs(adcuda, make, metrics=_METRICS), _lrs(torch, make, metrics=_METRICS),
-                               rtol=1e-12)
+
+    np.testing.assert_allclose(_lrs(adcuda, make, metrics=_METRICS), _lrs(torch, make, metrics=_METRICS), rtol=1e-12)
 
 
 def test_reduce_on_plateau_closed_form_and_state_dict():
@@ -316,8 +386,12 @@ def test_reduce_on_plateau_closed_form_and_state_dict():
 def test_sequential_state_dict_round_trip():
     def build():
         opt = adcuda.optim.SGD([nn.Parameter(adcuda.zeros(1))], lr=0.1)
-        return opt, sched.SequentialLR(opt, [sched.LinearLR(opt, start_factor=0.1, total_iters=3),
-                                             sched.ExponentialLR(opt, gamma=0.5)], milestones=[3])
+        return opt, sched.SequentialLR(
+            opt,
+            [sched.LinearLR(opt, start_factor=0.1, total_iters=3), sched.ExponentialLR(opt, gamma=0.5)],
+            milestones=[3],
+        )
+
     opt, s = build()
     for _ in range(4):
         s.step()

@@ -3,6 +3,7 @@
 float64 gradchecks, values, indices and gradients against PyTorch CPU where installed, and bad
 input raising adcuda errors that name the op and the shapes.
 """
+
 import numpy as np
 import pytest
 
@@ -118,18 +119,28 @@ def test_float16_and_empty_batch():
     assert empty.grad.shape == (0, 3, 6, 6)
 
 
-@pytest.mark.parametrize("call,error,words", [
-    (lambda: F.max_pool2d(adcuda.zeros(3), 2), ShapeError, ["max_pool2d", "(3,)"]),
-    (lambda: F.max_pool2d(adcuda.zeros(1, 1, 2, 2), 3), ShapeError, ["max_pool2d", "(1, 1, 2, 2)"]),
-    (lambda: F.max_pool2d(adcuda.zeros(1, 1, 8, 8), 2, padding=2), ValueError, ["max_pool2d", "half"]),
-    (lambda: F.avg_pool2d(adcuda.zeros(1, 1, 2, 2), 3), ShapeError, ["avg_pool2d", "(1, 1, 2, 2)"]),
-    (lambda: F.avg_pool1d(adcuda.zeros(1, 1, 2, 2, 2), 1), ShapeError, ["avg_pool1d", "(1, 1, 2, 2, 2)"]),
-    (lambda: F.adaptive_avg_pool2d(adcuda.zeros(1, 1, 4, 4), (2, 2, 2)), ShapeError, ["adaptive_avg_pool2d"]),
-    (lambda: F.interpolate(adcuda.zeros(1, 1, 4, 4), size=2, scale_factor=2), ValueError, ["interpolate"]),
-    (lambda: F.interpolate(adcuda.zeros(1, 1, 4), size=2, mode="bilinear"), ShapeError,
-     ["interpolate", "(1, 1, 4)"]),
-    (lambda: F.interpolate(adcuda.zeros(1, 1, 4, 4), size=2, mode="bicubic"), ValueError, ["interpolate", "bicubic"]),
-])
+@pytest.mark.parametrize(
+    "call,error,words",
+    [
+        (lambda: F.max_pool2d(adcuda.zeros(3), 2), ShapeError, ["max_pool2d", "(3,)"]),
+        (lambda: F.max_pool2d(adcuda.zeros(1, 1, 2, 2), 3), ShapeError, ["max_pool2d", "(1, 1, 2, 2)"]),
+        (lambda: F.max_pool2d(adcuda.zeros(1, 1, 8, 8), 2, padding=2), ValueError, ["max_pool2d", "half"]),
+        (lambda: F.avg_pool2d(adcuda.zeros(1, 1, 2, 2), 3), ShapeError, ["avg_pool2d", "(1, 1, 2, 2)"]),
+        (lambda: F.avg_pool1d(adcuda.zeros(1, 1, 2, 2, 2), 1), ShapeError, ["avg_pool1d", "(1, 1, 2, 2, 2)"]),
+        (lambda: F.adaptive_avg_pool2d(adcuda.zeros(1, 1, 4, 4), (2, 2, 2)), ShapeError, ["adaptive_avg_pool2d"]),
+        (lambda: F.interpolate(adcuda.zeros(1, 1, 4, 4), size=2, scale_factor=2), ValueError, ["interpolate"]),
+        (
+            lambda: F.interpolate(adcuda.zeros(1, 1, 4), size=2, mode="bilinear"),
+            ShapeError,
+            ["interpolate", "(1, 1, 4)"],
+        ),
+        (
+            lambda: F.interpolate(adcuda.zeros(1, 1, 4, 4), size=2, mode="bicubic"),
+            ValueError,
+            ["interpolate", "bicubic"],
+        ),
+    ],
+)
 def test_bad_input_names_the_op_and_shapes(call, error, words):
     with pytest.raises(error) as info:
         call()
@@ -142,8 +153,10 @@ def test_modules_match_pytorch():
     a = _distinct((2, 3, 9, 8))
     for ours, theirs in [
         (nn.MaxPool2d(3, 2, 1, ceil_mode=True), torch.nn.MaxPool2d(3, 2, 1, ceil_mode=True)),
-        (nn.AvgPool2d(2, count_include_pad=False, padding=1), torch.nn.AvgPool2d(2, count_include_pad=False,
-                                                                                  padding=1)),
+        (
+            nn.AvgPool2d(2, count_include_pad=False, padding=1),
+            torch.nn.AvgPool2d(2, count_include_pad=False, padding=1),
+        ),
         (nn.AdaptiveAvgPool2d((2, 3)), torch.nn.AdaptiveAvgPool2d((2, 3))),
         (nn.AdaptiveMaxPool2d(4), torch.nn.AdaptiveMaxPool2d(4)),
         (nn.Upsample(scale_factor=2, mode="bilinear"), torch.nn.Upsample(scale_factor=2, mode="bilinear")),
@@ -151,6 +164,9 @@ def test_modules_match_pytorch():
     ]:
         np.testing.assert_allclose(ours(adcuda.tensor(a)).numpy(), theirs(torch.tensor(a)).numpy(), atol=1e-12)
     b = _distinct((2, 3, 10))
-    for ours, theirs in [(nn.MaxPool1d(3, 2), torch.nn.MaxPool1d(3, 2)), (nn.AvgPool1d(3), torch.nn.AvgPool1d(3)),
-                         (nn.AdaptiveAvgPool1d(4), torch.nn.AdaptiveAvgPool1d(4))]:
+    for ours, theirs in [
+        (nn.MaxPool1d(3, 2), torch.nn.MaxPool1d(3, 2)),
+        (nn.AvgPool1d(3), torch.nn.AvgPool1d(3)),
+        (nn.AdaptiveAvgPool1d(4), torch.nn.AdaptiveAvgPool1d(4)),
+    ]:
         np.testing.assert_allclose(ours(adcuda.tensor(b)).numpy(), theirs(torch.tensor(b)).numpy(), atol=1e-12)

@@ -1,6 +1,7 @@
 """adcuda.profiler.profile(): per-op table and Chrome trace of a training step; the profiler attaches
 at the dispatch point only while it profiles and patches nothing, so the hot path is the same as
 before."""
+
 import json
 import sys
 import threading
@@ -23,8 +24,9 @@ BATCH, IN, HIDDEN, OUT = 8, 4, 16, 3
 
 def make_step():
     torch.manual_seed(0)
-    loader = DataLoader(TensorDataset(torch.randn(2 * BATCH, IN), torch.randint(0, OUT, (2 * BATCH,))),
-                        batch_size=BATCH)
+    loader = DataLoader(
+        TensorDataset(torch.randn(2 * BATCH, IN), torch.randint(0, OUT, (2 * BATCH,))), batch_size=BATCH
+    )
     model = nn.Sequential(nn.Linear(IN, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, OUT))
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
 
@@ -35,6 +37,7 @@ def make_step():
         loss.backward()
         opt.step()
         return loss
+
     step()  # warm up: first-use imports and allocations stay out of the measurement
     return step
 
@@ -63,8 +66,11 @@ def test_every_op_of_the_step_is_recorded_with_its_backward():
     backward = [e for e in events if e.kind == "backward"]
     names = {e.name for e in events}
     assert {"linear", "relu", "cross_entropy", "getitem"} <= {e.name for e in ops}
-    assert {"Optimizer.zero_grad#SGD.zero_grad", "Optimizer.step#SGD.step",
-            "enumerate(DataLoader)#_SingleProcessIter.__next__"} <= names
+    assert {
+        "Optimizer.zero_grad#SGD.zero_grad",
+        "Optimizer.step#SGD.step",
+        "enumerate(DataLoader)#_SingleProcessIter.__next__",
+    } <= names
     assert sum(e.name == "linear" for e in ops) == 2
     forward_by_seq = {e.sequence_nr: e.name for e in ops if e.sequence_nr >= 0}
     grads = [e for e in backward if e.name != "AccumulateGrad"]
@@ -89,11 +95,12 @@ def test_times_are_non_negative_and_fit_in_the_step():
     assert events.self_cpu_time_total <= wall_us
     # ranges on one thread nest or follow each other; they never overlap partly
     for i, a in enumerate(events):
-        for b in events[i + 1:]:
+        for b in events[i + 1 :]:
             if a.thread == b.thread:
                 assert is_nested_or_disjoint(a, b), (a, b)
-    outermost = [e for e in events if not any(o is not e and o.start_ns <= e.start_ns and e.end_ns <= o.end_ns
-                                              for o in events)]
+    outermost = [
+        e for e in events if not any(o is not e and o.start_ns <= e.start_ns and e.end_ns <= o.end_ns for o in events)
+    ]
     assert sum(e.cpu_time_total for e in outermost) <= wall_us
 
 
@@ -115,7 +122,7 @@ def test_user_range_self_time_excludes_what_runs_inside():
 def test_nested_ops_are_counted_once():
     x = torch.randn(3, 4, requires_grad=True)
     with profile() as prof:
-        torch.nn.functional.linear(x, torch.ones(5, 4), torch.ones(5))   # runs matmul and add inside
+        torch.nn.functional.linear(x, torch.ones(5, 4), torch.ones(5))  # runs matmul and add inside
     assert [e.name for e in prof.events()] == ["ones", "ones", "linear"]
 
 
@@ -136,8 +143,10 @@ def test_sequence_numbers_only_where_a_node_is_recorded():
 def test_record_shapes_and_with_stack():
     prof, _ = profiled_step(record_shapes=True, with_stack=True)
     linear = [e for e in prof.events() if e.name == "linear"]
-    assert [e.input_shapes for e in linear] == [[[BATCH, IN], [HIDDEN, IN], [HIDDEN]],
-                                                [[BATCH, HIDDEN], [OUT, HIDDEN], [OUT]]]
+    assert [e.input_shapes for e in linear] == [
+        [[BATCH, IN], [HIDDEN, IN], [HIDDEN]],
+        [[BATCH, HIDDEN], [OUT, HIDDEN], [OUT]],
+    ]
     assert all(e.stack and e.stack[0].startswith(__file__) for e in linear)
     grouped = prof.key_averages(group_by_input_shape=True)
     assert sum(a.key == "linear" for a in grouped) == 2
@@ -153,7 +162,7 @@ def test_launches_count_backend_primitive_calls():
         x.reshape(2, 2)
         x.softmax(0)
     add, reshape, softmax = prof.events()
-    assert (add.name, add.launches) == ("add", 1)              # one ``binary``
+    assert (add.name, add.launches) == ("add", 1)  # one ``binary``
     assert (reshape.name, reshape.launches) == ("reshape", 1)  # one ``view``
     assert softmax.name == "softmax" and softmax.launches >= 1
 
@@ -174,8 +183,9 @@ def test_table_lists_every_op_sorted():
     totals = [a.cpu_time_total for a in sorted(averages, key=lambda a: a.cpu_time_total, reverse=True)]
     assert totals == sorted(totals, reverse=True)
     rows = table.splitlines()[3:-2]
-    assert [r.split()[0] for r in rows] == [a.key.split()[0] for a in
-                                           sorted(averages, key=lambda a: a.cpu_time_total, reverse=True)]
+    assert [r.split()[0] for r in rows] == [
+        a.key.split()[0] for a in sorted(averages, key=lambda a: a.cpu_time_total, reverse=True)
+    ]
     assert len(averages.table(row_limit=3).splitlines()) == 3 + 3 + 2
     with pytest.raises(ValueError, match="sort_by"):
         averages.table(sort_by="gpu_time")
@@ -185,8 +195,9 @@ def test_chrome_trace_loads_with_forward_and_backward_events(tmp_path):
     done = threading.Event()
     main_thread = threading.get_native_id()
     with profile(record_shapes=True) as prof:
-        x, y = next(iter(DataLoader(TensorDataset(torch.randn(BATCH, IN), torch.randint(0, OUT, (BATCH,))),
-                                    batch_size=BATCH)))
+        x, y = next(
+            iter(DataLoader(TensorDataset(torch.randn(BATCH, IN), torch.randint(0, OUT, (BATCH,))), batch_size=BATCH))
+        )
         loss = F.cross_entropy(nn.Linear(IN, OUT)(x), y)
         # backward on another thread: its events go on that thread's track
         worker = threading.Thread(target=lambda: (loss.backward(), done.set()), name="backward-thread")
@@ -219,8 +230,11 @@ def test_chrome_trace_loads_with_forward_and_backward_events(tmp_path):
 # ------------------------------------------------------------------------------------------------
 # zero cost when off
 def _snapshot():
-    owners = [m for name, m in list(sys.modules.items()) if m is not None and name.startswith("adcuda")
-              and not name.startswith("adcuda.profiler")]
+    owners = [
+        m
+        for name, m in list(sys.modules.items())
+        if m is not None and name.startswith("adcuda") and not name.startswith("adcuda.profiler")
+    ]
     owners += [torch.Tensor, torch.optim.Optimizer, torch.optim.SGD, torch.optim.Adam]
     owners += [c for c in vars(sys.modules["adcuda.utils.data.dataloader"]).values() if isinstance(c, type)]
     return {id(o): (o, dict(vars(o))) for o in owners}
@@ -228,15 +242,16 @@ def _snapshot():
 
 def _assert_unchanged(before):
     after = _snapshot()
-    changed = [(o, k) for key, (o, attrs) in before.items() for k, v in attrs.items()
-               if vars(after[key][0]).get(k) is not v]
+    changed = [
+        (o, k) for key, (o, attrs) in before.items() for k, v in attrs.items() if vars(after[key][0]).get(k) is not v
+    ]
     assert not changed
 
 
 def test_profiling_patches_nothing_and_detaches_when_it_ends():
     make_step()()
     with profile():
-        pass   # loads what a session loads (nn.functional, the CPU backend)
+        pass  # loads what a session loads (nn.functional, the CPU backend)
     before = _snapshot()
     add, matmul, binary, linear = torch.Tensor.__add__, torch.Tensor.__matmul__, cpu.binary, F.linear
     assert torch.add is add and not dispatch._hooks

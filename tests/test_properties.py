@@ -1,5 +1,6 @@
 """Property tests (hypothesis): broadcasting binary ops against NumPy's broadcasting and sum-to-shape,
 and random small programs of differentiable ops checked by gradcheck and against PyTorch."""
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -26,8 +27,11 @@ def arrays(rng, *shapes):
 
 
 @SETTINGS
-@given(shapes=mutually_broadcastable_shapes(num_shapes=2, max_dims=4, min_side=0, max_side=4),
-       op=st.sampled_from(["add", "sub", "mul", "div", "maximum"]), seed=st.integers(0, 2 ** 16))
+@given(
+    shapes=mutually_broadcastable_shapes(num_shapes=2, max_dims=4, min_side=0, max_side=4),
+    op=st.sampled_from(["add", "sub", "mul", "div", "maximum"]),
+    seed=st.integers(0, 2**16),
+)
 def test_broadcast_binary_ops_match_numpy(shapes, op, seed):
     (sa, sb), out_shape = shapes.input_shapes, shapes.result_shape
     rng = np.random.default_rng(seed)
@@ -36,14 +40,18 @@ def test_broadcast_binary_ops_match_numpy(shapes, op, seed):
         y = np.where(np.abs(y) < 0.5, 0.5, y)
     a, b = (A.tensor(v, dtype=F64, requires_grad=True) for v in (x, y))
     out = getattr(A, op)(a, b)
-    reference = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
-                 "maximum": np.maximum}[op](x, y)
+    reference = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "maximum": np.maximum}[op](
+        x, y
+    )
     assert out.shape == reference.shape == out_shape
     np.testing.assert_allclose(out.detach().numpy(), reference, rtol=1e-12)
     (out * A.tensor(w, dtype=F64)).sum().backward()
     xb, yb = np.broadcast_to(x, out_shape), np.broadcast_to(y, out_shape)
     da, db = {
-        "add": (w, w), "sub": (w, -w), "mul": (w * yb, w * xb), "div": (w / yb, -w * xb / yb ** 2),
+        "add": (w, w),
+        "sub": (w, -w),
+        "mul": (w * yb, w * xb),
+        "div": (w / yb, -w * xb / yb**2),
         "maximum": (w * (xb > yb) + 0.5 * w * (xb == yb), w * (yb > xb) + 0.5 * w * (xb == yb)),
     }[op]
     np.testing.assert_allclose(a.grad.numpy(), unbroadcast(da, sa), rtol=1e-10, atol=1e-12)
@@ -51,7 +59,7 @@ def test_broadcast_binary_ops_match_numpy(shapes, op, seed):
 
 
 @SETTINGS
-@given(shapes=mutually_broadcastable_shapes(num_shapes=3, max_dims=3, max_side=4), seed=st.integers(0, 2 ** 16))
+@given(shapes=mutually_broadcastable_shapes(num_shapes=3, max_dims=3, max_side=4), seed=st.integers(0, 2**16))
 def test_broadcast_where_matches_numpy(shapes, seed):
     (sc, sa, sb), out_shape = shapes.input_shapes, shapes.result_shape
     rng = np.random.default_rng(seed)
@@ -67,8 +75,11 @@ def test_broadcast_where_matches_numpy(shapes, seed):
 
 
 @SETTINGS
-@given(shapes=mutually_broadcastable_shapes(num_shapes=2, max_dims=3, max_side=3),
-       op=st.sampled_from(["add", "mul", "div", "pow"]), seed=st.integers(0, 2 ** 16))
+@given(
+    shapes=mutually_broadcastable_shapes(num_shapes=2, max_dims=3, max_side=3),
+    op=st.sampled_from(["add", "mul", "div", "pow"]),
+    seed=st.integers(0, 2**16),
+)
 def test_broadcast_binary_ops_gradcheck(shapes, op, seed):
     sa, sb = shapes.input_shapes
     rng = np.random.default_rng(seed)
@@ -120,9 +131,14 @@ def programs(draw):
         if draw(st.booleans()):
             steps.append((draw(st.sampled_from(sorted(UNARY_MENU))), draw(st.integers(0, available - 1))))
         else:
-            steps.append((draw(st.sampled_from(sorted(BINARY_MENU))), draw(st.integers(0, available - 1)),
-                          draw(st.integers(0, available - 1))))
-    return n_inputs, steps, draw(st.integers(0, 2 ** 16))
+            steps.append(
+                (
+                    draw(st.sampled_from(sorted(BINARY_MENU))),
+                    draw(st.integers(0, available - 1)),
+                    draw(st.integers(0, available - 1)),
+                )
+            )
+    return n_inputs, steps, draw(st.integers(0, 2**16))
 
 
 def run_program(lib, steps, inputs):

@@ -1,12 +1,13 @@
 """tests/conftest.py's summary: how many tests skipped for want of a GPU and of PyTorch, and how to run
 them, on a run of a few stand-in tests."""
+
 import os
 
 pytest_plugins = ["pytester"]
 
 CONFTEST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "conftest.py")
 
-STAND_INS = '''
+STAND_INS = """
 import sys
 import pytest
 
@@ -29,7 +30,7 @@ def test_something_else():
 
 def test_runs():
     pass
-'''
+"""
 
 
 def test_summary_says_why_tests_skipped_and_how_to_run_them(pytester):
@@ -39,13 +40,16 @@ def test_summary_says_why_tests_skipped_and_how_to_run_them(pytester):
     pytester.makepyfile(test_stand_ins=STAND_INS)
     result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1, skipped=6)
-    result.stdout.fnmatch_lines([
-        "*why tests skipped*",
-        "3 skipped for want of a usable GPU (the `cuda` marker); run them on a GPU machine: "
-        "bash scripts/gpu_check.sh OUTDIR; without a GPU, on the CUDA emulator: bash scripts/emulated_cuda_tests.sh",
-        "1 skipped for want of PyTorch, their oracle; pip install torch*",
-        "2 skipped for other reasons; pytest -rs lists them",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*why tests skipped*",
+            "3 skipped for want of a usable GPU (the `cuda` marker); run them on a GPU machine: "
+            "bash scripts/gpu_check.sh OUTDIR; without a GPU, on the CUDA emulator: "
+            "bash scripts/emulated_cuda_tests.sh",
+            "1 skipped for want of PyTorch, their oracle; pip install torch*",
+            "2 skipped for other reasons; pytest -rs lists them",
+        ]
+    )
 
 
 def test_no_summary_when_nothing_skipped(pytester):

@@ -1,5 +1,6 @@
 """Names PyTorch scripts touch on their way: legacy constructors, format() of 0-d tensors,
 inference_mode, accelerator, backends flags, cuda.amp aliases, cuda.manual_seed."""
+
 import numpy as np
 import pytest
 
@@ -19,10 +20,17 @@ def test_tensor_legacy_constructor_from_data_and_sizes():
     assert isinstance(adcuda.Tensor([1.0]), adcuda.Tensor)
 
 
-@pytest.mark.parametrize("cls, dtype", [
-    ("FloatTensor", "float32"), ("DoubleTensor", "float64"), ("LongTensor", "int64"), ("IntTensor", "int32"),
-    ("BoolTensor", "bool"), ("HalfTensor", "float16"),
-])
+@pytest.mark.parametrize(
+    "cls, dtype",
+    [
+        ("FloatTensor", "float32"),
+        ("DoubleTensor", "float64"),
+        ("LongTensor", "int64"),
+        ("IntTensor", "int32"),
+        ("BoolTensor", "bool"),
+        ("HalfTensor", "float16"),
+    ],
+)
 def test_typed_legacy_constructors(cls, dtype):
     made = getattr(adcuda, cls)([1, 0, 1])
     assert made.dtype is getattr(adcuda, dtype)
@@ -108,6 +116,7 @@ def test_backend_flags_are_accepted():
 
 def test_cuda_amp_aliases():
     from adcuda.cuda.amp import GradScaler, autocast
+
     assert adcuda.cuda.amp.GradScaler is GradScaler
     scaler = GradScaler(init_scale=8.0, enabled=False)
     assert isinstance(scaler, adcuda.amp.GradScaler) and not scaler.is_enabled()
@@ -124,9 +133,16 @@ def test_cuda_manual_seed_without_a_gpu():
 
 
 def test_save_numpy_arrays_and_scalars_in_state_dicts(tmp_path):
-    state = {"epoch": 3, "best": np.float64(0.25), "flag": np.bool_(True), "step": np.int64(7),
-             "history": np.arange(6, dtype=np.float32).reshape(2, 3), "mask": np.array([True, False]),
-             "transposed": np.arange(6).reshape(2, 3).T, "weights": {"w": adcuda.ones(2)}}
+    state = {
+        "epoch": 3,
+        "best": np.float64(0.25),
+        "flag": np.bool_(True),
+        "step": np.int64(7),
+        "history": np.arange(6, dtype=np.float32).reshape(2, 3),
+        "mask": np.array([True, False]),
+        "transposed": np.arange(6).reshape(2, 3).T,
+        "weights": {"w": adcuda.ones(2)},
+    }
     adcuda.save(state, tmp_path / "ckpt.pt")
     back = adcuda.load(tmp_path / "ckpt.pt")
     assert back["epoch"] == 3 and back["best"] == 0.25 and back["flag"] is True and back["step"] == 7
@@ -138,6 +154,7 @@ def test_save_numpy_arrays_and_scalars_in_state_dicts(tmp_path):
 
 def test_save_of_a_module_says_to_save_its_state_dict(tmp_path):
     from adcuda.serialization import CheckpointError
+
     with pytest.raises(CheckpointError, match=r"whole module \(Linear\).*state_dict\(\)"):
         adcuda.save(adcuda.nn.Linear(2, 2), tmp_path / "model.pt")
     with pytest.raises(CheckpointError, match="NumPy array of dtype object"):

@@ -1,6 +1,7 @@
 """Reductions (sum mean prod amax amin max min var std logsumexp norm argmax argmin), the running sum
 and the ordering ops (sort argsort topk): gradients by gradcheck on every kind of ``dim``, values
 against NumPy and PyTorch, ties, dtypes, float16 accumulation and errors that name the op."""
+
 import math
 
 import numpy as np
@@ -43,8 +44,7 @@ REDUCTIONS = {
     "norm3": (lambda x, d, k: x.norm(3, dim=d, keepdim=k), False),
     "norm_inf": (lambda x, d, k: x.norm(float("inf"), dim=d, keepdim=k), False),
     "norm_neg_inf": (lambda x, d, k: x.norm(-float("inf"), dim=d, keepdim=k), False),
-    "prod": (lambda x, d, k: x.prod() if d is None else x.prod(d if isinstance(d, int) else d[0], keepdim=k),
-             True),
+    "prod": (lambda x, d, k: x.prod() if d is None else x.prod(d if isinstance(d, int) else d[0], keepdim=k), True),
 }
 
 DIMS = {"all": None, "int": 1, "negative": -1, "tuple": (0, 2), "negative tuple": (-1, 0)}
@@ -93,7 +93,7 @@ def test_reductions_match_numpy():
     np.testing.assert_allclose(t.var(1, correction=0).numpy(), x.var(1))
     np.testing.assert_allclose(t.std((0, 2), correction=2).numpy(), x.std((0, 2), ddof=2))
     np.testing.assert_allclose(t.logsumexp(2).numpy(), np.log(np.exp(x).sum(2)))
-    np.testing.assert_allclose(t.norm().numpy(), np.sqrt((x ** 2).sum()))
+    np.testing.assert_allclose(t.norm().numpy(), np.sqrt((x**2).sum()))
     np.testing.assert_allclose(t.norm(3, dim=(1, 2)).numpy(), (np.abs(x) ** 3).sum((1, 2)) ** (1 / 3))
     np.testing.assert_allclose(t.norm(0).numpy(), np.count_nonzero(x))
     np.testing.assert_allclose(t.norm(float("inf"), dim=0).numpy(), np.abs(x).max(0))
@@ -142,8 +142,7 @@ def test_prod_gradient_with_a_single_zero():
     assert x.grad.tolist() == [0.0, 6.0, 0.0]
 
 
-@pytest.mark.parametrize("name", ["sum", "mean", "amax", "amin", "var", "std", "logsumexp", "norm2", "norm3",
-                                  "prod"])
+@pytest.mark.parametrize("name", ["sum", "mean", "amax", "amin", "var", "std", "logsumexp", "norm2", "norm3", "prod"])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_reductions_match_torch(name, dtype):
     torch = pytest.importorskip("torch")
@@ -154,8 +153,8 @@ def test_reductions_match_torch(name, dtype):
     for dim, keepdim in ((1, False), (-1, True), (None, False)):
         ya, yt = fn(a, dim, keepdim), fn(t, dim, keepdim)
         g = np.linspace(0.5, 1.5, max(ya.numel(), 1)).reshape(tuple(ya.shape))
-        ga, = A.autograd.grad(ya, [a], A.tensor(g, dtype=ya.dtype))
-        gt, = torch.autograd.grad(yt, [t], torch.tensor(g, dtype=yt.dtype))
+        (ga,) = A.autograd.grad(ya, [a], A.tensor(g, dtype=ya.dtype))
+        (gt,) = torch.autograd.grad(yt, [t], torch.tensor(g, dtype=yt.dtype))
         tol = dict(rtol=1e-5, atol=1e-6) if dtype == "float32" else dict(rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(ya.detach().numpy(), yt.detach().numpy(), **tol)
         np.testing.assert_allclose(ga.numpy(), gt.numpy(), **tol)
@@ -226,11 +225,19 @@ def test_empty_reductions():
 
 def test_dim_errors_name_the_op():
     x = A.ones(2, 3)
-    for name, call in (("sum", lambda: x.sum(2)), ("mean", lambda: x.mean(-3)), ("amax", lambda: x.amax(5)),
-                       ("max", lambda: x.max(2)), ("argmax", lambda: x.argmax(3)), ("var", lambda: x.var(2)),
-                       ("logsumexp", lambda: x.logsumexp(2)), ("cumsum", lambda: x.cumsum(2)),
-                       ("sort", lambda: x.sort(2)), ("topk", lambda: x.topk(1, dim=4)),
-                       ("norm", lambda: x.norm(dim=3))):
+    for name, call in (
+        ("sum", lambda: x.sum(2)),
+        ("mean", lambda: x.mean(-3)),
+        ("amax", lambda: x.amax(5)),
+        ("max", lambda: x.max(2)),
+        ("argmax", lambda: x.argmax(3)),
+        ("var", lambda: x.var(2)),
+        ("logsumexp", lambda: x.logsumexp(2)),
+        ("cumsum", lambda: x.cumsum(2)),
+        ("sort", lambda: x.sort(2)),
+        ("topk", lambda: x.topk(1, dim=4)),
+        ("norm", lambda: x.norm(dim=3)),
+    ):
         with pytest.raises(IndexOutOfRangeError, match=rf"{name}: dimension out of range"):
             call()
     with pytest.raises(ShapeError, match="sum: dim .* more than once"):
@@ -250,7 +257,7 @@ def test_cumsum():
     assert A.tensor(2.0).cumsum(0).item() == 2.0
     for view in (lambda v: v.cumsum(1), lambda v: v.t().cumsum(0), lambda v: v[:, ::2].cumsum(-1)):
         assert gradcheck(view, (leaf((3, 4)),))
-    assert gradgradcheck(lambda v: (v.cumsum(0) ** 2), (leaf((4,)),))
+    assert gradgradcheck(lambda v: v.cumsum(0) ** 2, (leaf((4,)),))
     assert gradcheck(lambda v: v.cumsum(0), (leaf(()),))
 
 

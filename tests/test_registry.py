@@ -1,6 +1,7 @@
 """The op registry and the dispatch point: every op declared once, enumerable, with the forms the
 declaration names; every call through one entry point, where hooks see ops and primitives and cost
 nothing while none is attached."""
+
 import pathlib
 import sys
 
@@ -55,8 +56,9 @@ def test_declarations_are_checked_when_they_are_made():
     with pytest.raises(ValueError, match="declared twice"):
         registry.op("mul", doc="again")(lambda input, other: input)
     with pytest.raises(ValueError, match="reads 'weight'"):
-        registry.op("test_reads_unknown", doc="x.", node="XBackward0",
-                    grads={"input": lambda grad, weight: grad})(lambda input: input)
+        registry.op("test_reads_unknown", doc="x.", node="XBackward0", grads={"input": lambda grad, weight: grad})(
+            lambda input: input
+        )
     with pytest.raises(ValueError, match="one line"):
         registry.op("test_two_lines", doc="a\nb")(lambda input: input)
 
@@ -81,7 +83,9 @@ class Recorder:
                 def call(*args, **kwargs):
                     recorder.primitives.append(primitive)
                     return fn(*args, **kwargs)
+
                 return call
+
         return Seen()
 
 

@@ -6,6 +6,7 @@ Where the module has CUDA kernels compiled by nvcc the check fails, rather than 
 is missing (it comes with the test extra's nvidia-cuda-cuobjdump) or the module holds no SASS; it skips
 only for builds without nvcc-compiled kernels (CPU-only or emulated).
 """
+
 import importlib.util
 from pathlib import Path
 

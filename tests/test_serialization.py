@@ -1,4 +1,5 @@
 """adcuda.save / adcuda.load: round trips, damaged and foreign files, no code execution, atomic writes."""
+
 import collections
 import io
 import json
@@ -30,14 +31,25 @@ def _same_tensor(a, b):
 def test_round_trip_of_nested_values(tmp_path):
     shared = adcuda.randn(2, 2)
     obj = {
-        "f32": adcuda.randn(3, 4), "f16": adcuda.randn(5).half(), "f64": adcuda.randn(2, dtype=adcuda.float64),
-        "i32": adcuda.arange(4, dtype=adcuda.int32), "i64": adcuda.tensor([-(2 ** 40), 7]),
-        "bool": adcuda.tensor([True, False]), "scalar": adcuda.tensor(2.5), "empty": adcuda.zeros(0, 3),
-        "strided": adcuda.arange(10.0)[::3], "transposed": adcuda.randn(3, 2).t(),
-        "grad": adcuda.randn(2, requires_grad=True), "param": nn.Parameter(adcuda.ones(2)),
+        "f32": adcuda.randn(3, 4),
+        "f16": adcuda.randn(5).half(),
+        "f64": adcuda.randn(2, dtype=adcuda.float64),
+        "i32": adcuda.arange(4, dtype=adcuda.int32),
+        "i64": adcuda.tensor([-(2**40), 7]),
+        "bool": adcuda.tensor([True, False]),
+        "scalar": adcuda.tensor(2.5),
+        "empty": adcuda.zeros(0, 3),
+        "strided": adcuda.arange(10.0)[::3],
+        "transposed": adcuda.randn(3, 2).t(),
+        "grad": adcuda.randn(2, requires_grad=True),
+        "param": nn.Parameter(adcuda.ones(2)),
         "nested": [1, 2.5, "text", None, True, (3, [shared, shared]), {"deep": {"x": float("inf")}}],
-        7: "int key", (1, 2): "tuple key", "nan": float("nan"), "big": 2 ** 70,
-        "dtype": adcuda.float16, "device": adcuda.device("cpu"),
+        7: "int key",
+        (1, 2): "tuple key",
+        "nan": float("nan"),
+        "big": 2**70,
+        "dtype": adcuda.float16,
+        "device": adcuda.device("cpu"),
         "ordered": collections.OrderedDict([("b", 1), ("a", 2)]),
     }
     path = tmp_path / "ckpt.adc"
@@ -55,7 +67,7 @@ def test_round_trip_of_nested_values(tmp_path):
     assert a is b  # one tensor object saved twice comes back as one object
     np.testing.assert_array_equal(_np(a), _np(shared))
     assert nested[6]["deep"]["x"] == float("inf") and np.isnan(got["nan"])
-    assert got[7] == "int key" and got[(1, 2)] == "tuple key" and got["big"] == 2 ** 70
+    assert got[7] == "int key" and got[(1, 2)] == "tuple key" and got["big"] == 2**70
     assert got["dtype"] is adcuda.float16 and got["device"] == adcuda.device("cpu")
     assert isinstance(got["ordered"], collections.OrderedDict) and list(got["ordered"]) == ["b", "a"]
     assert type(got["f32"]) is adcuda.Tensor and got["f32"]._data.flags.writeable
@@ -73,6 +85,7 @@ def test_model_and_optimizer_checkpoint_resumes_training():
         loss.backward()
         o.step()
         return float(loss)
+
     train_step(model, opt)
     buf = io.BytesIO()
     adcuda.save({"model": model.state_dict(), "optim": opt.state_dict(), "epoch": 1}, buf)
@@ -102,8 +115,8 @@ def test_map_location_forms(tmp_path):
 def _rewrite_header(path, change):
     """Edit a checkpoint's JSON header with ``change(header)`` and fix its length, checksum and padding."""
     raw = open(path, "rb").read()
-    _, length, _ = serialization._PREAMBLE.unpack(raw[:serialization._PREAMBLE.size])
-    header = json.loads(raw[serialization._PREAMBLE.size:serialization._PREAMBLE.size + length])
+    _, length, _ = serialization._PREAMBLE.unpack(raw[: serialization._PREAMBLE.size])
+    header = json.loads(raw[serialization._PREAMBLE.size : serialization._PREAMBLE.size + length])
     old_data_start = serialization._align(serialization._PREAMBLE.size + length)
     change(header)
     new = json.dumps(header).encode()
@@ -120,6 +133,7 @@ def test_cuda_checkpoint_without_a_gpu_asks_for_map_location(tmp_path):
 
     def on_gpu(header):
         header["tensors"][0]["device"] = "cuda:0"
+
     _rewrite_header(path, on_gpu)
     with pytest.raises(RuntimeError, match="map_location='cpu'"):
         adcuda.load(path)
@@ -211,7 +225,7 @@ def test_foreign_formats_are_named(tmp_path):
     junk.write_bytes(os.urandom(256))
     _expect_corrupt(junk, "signature")
     huge = tmp_path / "huge.adc"
-    huge.write_bytes(struct.pack("<8sQI4x", serialization.MAGIC, 2 ** 40, 0))
+    huge.write_bytes(struct.pack("<8sQI4x", serialization.MAGIC, 2**40, 0))
     _expect_corrupt(huge, "implausible")
     with pytest.raises(FileNotFoundError, match="no such checkpoint"):
         adcuda.load(tmp_path / "missing.adc")
@@ -233,6 +247,7 @@ def test_a_crash_while_writing_leaves_the_previous_checkpoint_intact(tmp_path, m
     def crash_midway(f, head, blobs):
         f.write(head)
         raise KeyboardInterrupt("power cut")
+
     monkeypatch.setattr(serialization, "_write", crash_midway)
     with pytest.raises(KeyboardInterrupt):
         adcuda.save({"version": 2, "w": adcuda.zeros(1000)}, path)

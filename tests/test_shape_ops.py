@@ -1,6 +1,7 @@
 """Shape ops: values against NumPy (and PyTorch where installed), gradients by gradcheck in
 float64, view semantics (shared memory and version counter, copies only where needed), and errors
 that name the op and the shapes."""
+
 import numpy as np
 import pytest
 
@@ -45,8 +46,7 @@ CASES = {
     "permute": (lambda t: t.permute(2, 0, 1), lambda a: a.transpose(2, 0, 1)),
     "permute_list": (lambda t: t.permute([1, 2, 0]), lambda a: a.transpose(1, 2, 0)),
     "expand": (lambda t: t[:, :1].expand(2, 3, 4), lambda a: np.broadcast_to(a[:, :1], (2, 3, 4))),
-    "expand_-1_new_dim": (lambda t: t[:, :1].expand(5, -1, 3, -1),
-                          lambda a: np.broadcast_to(a[:, :1], (5, 2, 3, 4))),
+    "expand_-1_new_dim": (lambda t: t[:, :1].expand(5, -1, 3, -1), lambda a: np.broadcast_to(a[:, :1], (5, 2, 3, 4))),
     "broadcast_to": (lambda t: t[0, :1].broadcast_to((2, 3, 4)), lambda a: np.broadcast_to(a[0, :1], (2, 3, 4))),
     "flip": (lambda t: t.flip((0, 2)), lambda a: a[::-1, :, ::-1]),
     "flip_list": (lambda t: t.flip([1]), lambda a: a[:, ::-1]),
@@ -151,8 +151,7 @@ def test_gradcheck_cat_and_stack_of_different_inputs():
 
 
 def test_second_derivatives_through_shape_ops():
-    assert gradgradcheck(lambda x: (x.permute(2, 0, 1).reshape(4, 6) ** 2).repeat(2, 1).flip(0),
-                         (leaf(SMALL),))
+    assert gradgradcheck(lambda x: (x.permute(2, 0, 1).reshape(4, 6) ** 2).repeat(2, 1).flip(0), (leaf(SMALL),))
 
 
 def test_gradient_of_a_non_contiguous_and_expanded_input():
@@ -208,9 +207,13 @@ def test_writing_through_a_view_changes_the_base(name):
 @pytest.mark.parametrize("name", ["flip", "repeat", "cat", "clone", "contiguous_of_transposed"])
 def test_copies_do_not_share_memory(name):
     base = A.tensor(BASE, dtype=F64)
-    out = {"flip": lambda: base.flip(0), "repeat": lambda: base.repeat(1, 1, 1),
-           "cat": lambda: A.cat([base]), "clone": lambda: base.clone(),
-           "contiguous_of_transposed": lambda: base.transpose(0, 1).contiguous()}[name]()
+    out = {
+        "flip": lambda: base.flip(0),
+        "repeat": lambda: base.repeat(1, 1, 1),
+        "cat": lambda: A.cat([base]),
+        "clone": lambda: base.clone(),
+        "contiguous_of_transposed": lambda: base.transpose(0, 1).contiguous(),
+    }[name]()
     assert not shares(out, base)
     assert out._version is not base._version
 
@@ -252,8 +255,11 @@ def test_reshape_copies_only_when_it_must():
 
 def test_view_on_incompatible_strides_raises_like_pytorch():
     t = A.tensor(BASE, dtype=F64).transpose(0, 2)
-    with pytest.raises(ShapeError, match=r"view size .*not compatible with input tensor's size \(4, 3, 2\) "
-                                         r"and stride .*Use \.reshape\(\.\.\.\) instead"):
+    with pytest.raises(
+        ShapeError,
+        match=r"view size .*not compatible with input tensor's size \(4, 3, 2\) "
+        r"and stride .*Use \.reshape\(\.\.\.\) instead",
+    ):
         t.view(-1)
     assert tuple(t.reshape(-1).shape) == (24,)
 
@@ -279,16 +285,25 @@ ERRORS = [
     ("view size", lambda t: t.view(5, 5), ShapeError, r"view: shape \(5, 5\) is invalid for input of size 24"),
     ("two -1", lambda t: t.view(-1, -1), ShapeError, "only one dimension can be inferred"),
     ("negative size", lambda t: t.reshape(-2, 12), ShapeError, "invalid shape dimension -2"),
-    ("unflatten", lambda t: t.unflatten(1, (2, 2)), ShapeError,
-     r"unflatten: shape \(2, 2\) is invalid for input of size 3"),
+    (
+        "unflatten",
+        lambda t: t.unflatten(1, (2, 2)),
+        ShapeError,
+        r"unflatten: shape \(2, 2\) is invalid for input of size 3",
+    ),
     ("flatten order", lambda t: t.flatten(2, 1), ValueError, "start_dim"),
     ("squeeze dim", lambda t: t.squeeze(3), IndexOutOfRangeError, r"squeeze: dimension out of range.*\[-3, 2\].*3"),
     ("unsqueeze dim", lambda t: t.unsqueeze(4), IndexOutOfRangeError, r"unsqueeze: dimension out of range"),
     ("transpose dim", lambda t: t.transpose(0, 3), IndexOutOfRangeError, "transpose"),
     ("permute count", lambda t: t.permute(0, 1), ShapeError, r"permute: number of dims 2 .*\(2, 3, 4\)"),
     ("permute repeat", lambda t: t.permute(0, 0, 1), ShapeError, "not a permutation"),
-    ("expand", lambda t: t.expand(3, 3, 4), ShapeError, r"expand: the expanded size of the tensor \(3\) must match "
-                                                         r"the existing size \(2\) at non-singleton dimension 0"),
+    (
+        "expand",
+        lambda t: t.expand(3, 3, 4),
+        ShapeError,
+        r"expand: the expanded size of the tensor \(3\) must match "
+        r"the existing size \(2\) at non-singleton dimension 0",
+    ),
     ("expand fewer", lambda t: t.expand(3, 4), ShapeError, "expand: the number of sizes provided"),
     ("expand -1 new", lambda t: t.expand(-1, 2, 3, 4), ShapeError, "-1 not allowed"),
     ("narrow", lambda t: t.narrow(2, 3, 2), ShapeError, r"narrow: start \(3\) \+ length \(2\) exceeds"),
@@ -298,8 +313,13 @@ ERRORS = [
     ("repeat", lambda t: t.repeat(2, 2), ShapeError, "repeat: number of repeat dims"),
     ("t of 3-d", lambda t: t.t(), ShapeError, r"t: expects a tensor with <= 2 dimensions.*\(2, 3, 4\)"),
     ("mT of 1-d", lambda t: t[0, 0].mT, ShapeError, "mT"),
-    ("cat shapes", lambda t: A.cat([t, t[:, :1, :1]], 1), ShapeError, r"cat: sizes of tensors must match except "
-                                                                      r"in dimension 1.*\(2, 1, 1\)"),
+    (
+        "cat shapes",
+        lambda t: A.cat([t, t[:, :1, :1]], 1),
+        ShapeError,
+        r"cat: sizes of tensors must match except "
+        r"in dimension 1.*\(2, 1, 1\)",
+    ),
     ("cat empty list", lambda t: A.cat([]), ValueError, "non-empty"),
     ("cat 0-d", lambda t: A.cat([t[0, 0, 0], t[0, 0, 1]]), ShapeError, "zero-dimensional"),
     ("stack shapes", lambda t: A.stack([t, t[0]]), ShapeError, r"stack: expects each tensor to be equal size"),

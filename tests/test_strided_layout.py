@@ -1,5 +1,6 @@
 """The CUDA backend's view arithmetic (adcuda/backends/_strided.py) against NumPy's views of the same
 layouts: runs on any machine, no GPU needed."""
+
 import itertools
 
 import numpy as np
@@ -103,8 +104,10 @@ def test_permute_needs_a_permutation():
         _strided.permute((2, 3), (3, 1), (0, 0))
 
 
-@pytest.mark.parametrize("shape, target", [((3,), (2, 3)), ((1, 3), (4, 3)), ((2, 1), (2, 5)), ((), (2, 2)),
-                                           ((2, 1, 3), (5, 2, 4, 3)), ((3,), (3,))])
+@pytest.mark.parametrize(
+    "shape, target",
+    [((3,), (2, 3)), ((1, 3), (4, 3)), ((2, 1), (2, 5)), ((), (2, 2)), ((2, 1, 3), (5, 2, 4, 3)), ((3,), (3,))],
+)
 def test_broadcast_matches_numpy(shape, target):
     base = np.arange(int(np.prod(shape)), dtype=np.float64).reshape(shape)
     strides = tuple(s // 8 for s in base.strides)
@@ -119,9 +122,24 @@ def test_impossible_broadcast_is_a_shape_error(shape, target):
 
 
 KEYS = [
-    (0,), (-1,), (slice(None),), (slice(1, 3),), (slice(None, None, -1),), (slice(5, 0, -2),), (slice(4, 2),),
-    (None,), (Ellipsis,), (Ellipsis, 0), (0, Ellipsis, None), (slice(None), None, 1), (1, 2, 3), (None, None),
-    (slice(-2, None), Ellipsis, slice(None, None, 2)), (np.int64(2),), (slice(10, 20),), (3, slice(None, None, -3)),
+    (0,),
+    (-1,),
+    (slice(None),),
+    (slice(1, 3),),
+    (slice(None, None, -1),),
+    (slice(5, 0, -2),),
+    (slice(4, 2),),
+    (None,),
+    (Ellipsis,),
+    (Ellipsis, 0),
+    (0, Ellipsis, None),
+    (slice(None), None, 1),
+    (1, 2, 3),
+    (None, None),
+    (slice(-2, None), Ellipsis, slice(None, None, 2)),
+    (np.int64(2),),
+    (slice(10, 20),),
+    (3, slice(None, None, -3)),
 ]
 
 

@@ -1,5 +1,6 @@
 """The Tensor API basics: metadata, conversions to Python and NumPy (zero-copy on the CPU), dtype
 and device moves, autograd flags, grad_fn names, repr, pickling and deepcopy."""
+
 import copy
 import pickle
 
@@ -56,8 +57,9 @@ def test_numpy_is_a_view_on_the_cpu():
 
 def test_numpy_of_a_tensor_that_requires_grad_is_refused():
     x = A.ones(2, requires_grad=True)
-    with pytest.raises(AutogradError,
-                       match=r"can't call numpy\(\) on a Tensor that requires grad.*detach\(\)\.numpy\(\)"):
+    with pytest.raises(
+        AutogradError, match=r"can't call numpy\(\) on a Tensor that requires grad.*detach\(\)\.numpy\(\)"
+    ):
         x.numpy()
     with pytest.raises(AutogradError):
         (x * 2).numpy()
@@ -76,8 +78,13 @@ def test_from_numpy_is_zero_copy_both_ways():
     strided = np.arange(12.0).reshape(3, 4)[:, ::2]
     s = A.from_numpy(strided)
     assert np.shares_memory(s.numpy(), strided) and s.stride() == (4, 2) and s.tolist() == strided.tolist()
-    for dtype, want in ((np.float64, A.float64), (np.float16, A.float16), (np.int32, A.int32),
-                        (np.int64, A.int64), (np.bool_, A.bool)):
+    for dtype, want in (
+        (np.float64, A.float64),
+        (np.float16, A.float16),
+        (np.int32, A.int32),
+        (np.int64, A.int64),
+        (np.bool_, A.bool),
+    ):
         assert A.from_numpy(np.zeros(2, dtype=dtype)).dtype is want
 
 
@@ -91,8 +98,13 @@ def test_tensor_copies_its_data():
 def test_dtype_and_device_conversions():
     t = A.tensor([1.5, -2.5])
     assert t.float() is t and t.cpu() is t and t.to("cpu") is t and t.to(A.float32) is t
-    for method, dtype in (("half", A.float16), ("double", A.float64), ("long", A.int64), ("int", A.int32),
-                          ("bool", A.bool)):
+    for method, dtype in (
+        ("half", A.float16),
+        ("double", A.float64),
+        ("long", A.int64),
+        ("int", A.int32),
+        ("bool", A.bool),
+    ):
         out = getattr(t, method)()
         assert out.dtype is dtype and not np.shares_memory(out.numpy(), t.numpy())
     assert t.long().tolist() == [1, -2]  # truncation toward zero, as in PyTorch
@@ -120,10 +132,20 @@ def test_requires_grad_is_leaf_and_grad_fn_names():
     y = x * 2
     assert y.requires_grad and not y.is_leaf
     names = {
-        "MulBackward0": x * 2, "AddBackward0": x + 1, "SubBackward0": x - 1, "DivBackward0": x / 2,
-        "NegBackward0": -x, "PowBackward0": x ** 2, "ExpBackward0": x.exp(), "SumBackward0": x.sum(),
-        "ViewBackward0": x.view(2, 1), "PermuteBackward0": x.view(1, 2).t(), "ExpandBackward0": x.expand(3, 2),
-        "SliceBackward0": x[1:], "IndexBackward0": x[[0]], "CatBackward0": A.cat([x, x]),
+        "MulBackward0": x * 2,
+        "AddBackward0": x + 1,
+        "SubBackward0": x - 1,
+        "DivBackward0": x / 2,
+        "NegBackward0": -x,
+        "PowBackward0": x**2,
+        "ExpBackward0": x.exp(),
+        "SumBackward0": x.sum(),
+        "ViewBackward0": x.view(2, 1),
+        "PermuteBackward0": x.view(1, 2).t(),
+        "ExpandBackward0": x.expand(3, 2),
+        "SliceBackward0": x[1:],
+        "IndexBackward0": x[[0]],
+        "CatBackward0": A.cat([x, x]),
         "CloneBackward0": x.clone(),
     }
     assert {name: t.grad_fn.name for name, t in names.items()} == {name: name for name in names}
@@ -147,8 +169,13 @@ def test_repr():
 
 
 def test_pickle_round_trip():
-    for t in (A.tensor([[1.5, 2.5]], requires_grad=True), A.tensor([1, 2], dtype=A.int32),
-              A.tensor(True), A.arange(6.0)[::2], A.ones(2, dtype=A.float16)):
+    for t in (
+        A.tensor([[1.5, 2.5]], requires_grad=True),
+        A.tensor([1, 2], dtype=A.int32),
+        A.tensor(True),
+        A.arange(6.0)[::2],
+        A.ones(2, dtype=A.float16),
+    ):
         out = pickle.loads(pickle.dumps(t))
         assert out.dtype is t.dtype and out.shape == t.shape and out.tolist() == t.tolist()
         assert out.requires_grad == t.requires_grad and out.is_leaf
@@ -189,8 +216,7 @@ def test_integer_tensor_cannot_require_grad():
 
 def test_same_behaviour_as_torch():
     torch = pytest.importorskip("torch")
-    for make in (lambda m: m.tensor([[1.0, 2.0], [3.0, 4.0]]), lambda m: m.tensor([1, 2, 3]),
-                 lambda m: m.tensor(2.5)):
+    for make in (lambda m: m.tensor([[1.0, 2.0], [3.0, 4.0]]), lambda m: m.tensor([1, 2, 3]), lambda m: m.tensor(2.5)):
         ours, theirs = make(A), make(torch)
         assert tuple(ours.shape) == tuple(theirs.shape) and ours.ndim == theirs.ndim
         assert ours.numel() == theirs.numel() and ours.tolist() == theirs.tolist()

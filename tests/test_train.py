@@ -1,5 +1,6 @@
 """Training end to end: a PyTorch-style script on the bundled digits, checkpoints that resume exactly,
 memory that stays flat, and the ``adcuda.train`` loop behind ``adcuda train``."""
+
 import gc
 import math
 import os
@@ -98,9 +99,16 @@ def run_with_checkpoint(tmp_path, epochs_before_save, total_epochs):
     train_epochs(model, optimizer, scheduler, loader, epochs_before_save)
     if epochs_before_save < total_epochs:
         path = tmp_path / "checkpoint.pt"
-        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                    "scheduler": scheduler.state_dict(), "rng": list(torch.get_rng_state()),
-                    "loader_rng": list(generator.get_state())}, path)
+        torch.save(
+            {
+                "model": model.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(),
+                "rng": list(torch.get_rng_state()),
+                "loader_rng": list(generator.get_state()),
+            },
+            path,
+        )
         model, optimizer, scheduler, generator, loader = build(init_seed=99)
         state = torch.load(path)
         model.load_state_dict(state["model"])
@@ -177,8 +185,13 @@ def test_train_loop_resume_after_interrupt_is_exact(tmp_path):
 
 
 def test_train_loop_with_workers_matches_single_process(tmp_path):
-    results = [train(TrainConfig(task="digits", out=str(tmp_path / str(n)), epochs=1, batch_size=128,
-                                 quiet=True, num_workers=n), TASKS["digits"]) for n in (0, 2)]
+    results = [
+        train(
+            TrainConfig(task="digits", out=str(tmp_path / str(n)), epochs=1, batch_size=128, quiet=True, num_workers=n),
+            TASKS["digits"],
+        )
+        for n in (0, 2)
+    ]
     assert results[0] == results[1]
 
 
@@ -199,6 +212,7 @@ def test_progress_is_a_line_every_few_seconds_when_not_on_a_terminal():
     import io
 
     from adcuda.train.progress import LineProgress, progress
+
     now = [0.0]
 
     def clock():
@@ -210,8 +224,10 @@ def test_progress_is_a_line_every_few_seconds_when_not_on_a_terminal():
     for _ in bar:
         bar.set_postfix(loss="1.2345")
     lines = out.getvalue().splitlines()
-    assert lines == ["epoch 2/5: step 4/10 (40%), loss 1.2345, 0.7 steps/s, about 9 s left",
-                     "epoch 2/5: step 8/10 (80%), loss 1.2345, 0.7 steps/s, about 3 s left"]
+    assert lines == [
+        "epoch 2/5: step 4/10 (40%), loss 1.2345, 0.7 steps/s, about 9 s left",
+        "epoch 2/5: step 8/10 (80%), loss 1.2345, 0.7 steps/s, about 3 s left",
+    ]
     assert isinstance(progress(range(3), 3, "x", quiet=False, file=io.StringIO()), LineProgress)
     assert list(progress(range(3), 3, "x", quiet=True, file=io.StringIO())) == [0, 1, 2]
 
@@ -229,6 +245,7 @@ def test_chars_corpus_round_trips():
 def test_sampling_follows_the_distribution():
     class Fixed(nn.Module):
         """Puts almost all probability on character id 2, whatever the input."""
+
         block_size = 8
 
         def forward(self, ids):

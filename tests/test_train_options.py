@@ -4,6 +4,7 @@ checkpoint), ``--distributed`` / ``--nproc-per-node`` (2 MPI processes), ``--nvt
 Runs are small (batch 128: 10 steps an epoch on the digits) and shared through module fixtures where
 several tests read the same run.
 """
+
 import json
 import os
 import shutil
@@ -22,12 +23,19 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 BATCH = 128
 STEPS_PER_EPOCH = 10  # ceil(1258 training images / 128)
-RUN_LIMIT_S = 180     # only keeps a broken MPI from hanging the suite
+RUN_LIMIT_S = 180  # only keeps a broken MPI from hanging the suite
 
 
 def train_digits(out, epochs=None, amp=None, resume=False, reporter=None):
-    config = TrainConfig(task="digits", out=str(out), epochs=epochs, batch_size=None if resume else BATCH, amp=amp,
-                         resume=resume, quiet=True)
+    config = TrainConfig(
+        task="digits",
+        out=str(out),
+        epochs=epochs,
+        batch_size=None if resume else BATCH,
+        amp=amp,
+        resume=resume,
+        quiet=True,
+    )
     return train(config, TASKS["digits"], reporter)
 
 
@@ -53,13 +61,25 @@ class StopAfterEpoch(Reporter):
 
 def child_env(**extra):
     path = os.environ.get("PYTHONPATH")
-    return {**os.environ, "PYTHONPATH": REPO + (os.pathsep + path if path else ""), "OMP_NUM_THREADS": "1",
-            "OPENBLAS_NUM_THREADS": "1", **extra}
+    return {
+        **os.environ,
+        "PYTHONPATH": REPO + (os.pathsep + path if path else ""),
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        **extra,
+    }
 
 
 def run_cli(*args, cwd, env=None):
-    return subprocess.run([sys.executable, "-m", "adcuda", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=RUN_LIMIT_S, stdin=subprocess.DEVNULL, env=env or child_env())
+    return subprocess.run(
+        [sys.executable, "-m", "adcuda", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=RUN_LIMIT_S,
+        stdin=subprocess.DEVNULL,
+        env=env or child_env(),
+    )
 
 
 # ---------------------------------------------------------------------------------------------- --amp
@@ -67,9 +87,11 @@ def run_cli(*args, cwd, env=None):
 def runs(tmp_path_factory):
     """Two-epoch digits runs in float32 and with --amp."""
     root = tmp_path_factory.mktemp("runs")
-    return {"root": root,
-            "fp32": (root / "fp32", train_digits(root / "fp32", 2, amp=False)),
-            "amp": (root / "amp", train_digits(root / "amp", 2, amp=True))}
+    return {
+        "root": root,
+        "fp32": (root / "fp32", train_digits(root / "fp32", 2, amp=False)),
+        "amp": (root / "amp", train_digits(root / "amp", 2, amp=True)),
+    }
 
 
 def test_amp_digits_reaches_the_float32_test_loss(runs):
@@ -80,7 +102,7 @@ def test_amp_digits_reaches_the_float32_test_loss(runs):
     assert amp["test_loss"] != fp32["test_loss"], "--amp must change the arithmetic"
     state = load(amp_out)
     assert state["config"]["amp"] is True
-    assert state["scaler"]["scale"] == 2.0 ** 16  # no overflow in 20 steps; growth comes after 2,000
+    assert state["scaler"]["scale"] == 2.0**16  # no overflow in 20 steps; growth comes after 2,000
     assert state["scaler"]["_growth_tracker"] == 2 * STEPS_PER_EPOCH
     assert all(t.dtype is adcuda.float16 for name, t in state["model"].items() if "net" in name)
     masters = [s["master_param"] for s in state["optimizer"]["state"].values()]
@@ -97,15 +119,19 @@ def test_amp_resumes_exactly_with_its_masters_and_scaler(runs):
     # --amp left unset: the checkpoint's setting
     assert train_digits(out, resume=True) == straight
     assert weights(load(out)) == weights(load(amp_out))
-    assert load(out)["optimizer"]["state"][0]["master_param"].tolist() == \
-        load(amp_out)["optimizer"]["state"][0]["master_param"].tolist()
+    assert (
+        load(out)["optimizer"]["state"][0]["master_param"].tolist()
+        == load(amp_out)["optimizer"]["state"][0]["master_param"].tolist()
+    )
 
 
 def test_resumed_amp_run_restores_its_scaler_and_old_checkpoints_start_a_fresh_one(runs):
     amp_out, _ = runs["amp"]
     restored, old = runs["root"] / "scaler-restored", runs["root"] / "scaler-missing"
-    for out, change in ((restored, lambda s: s["scaler"].update(scale=1024.0, _growth_tracker=7)),
-                        (old, lambda s: s.pop("scaler"))):
+    for out, change in (
+        (restored, lambda s: s["scaler"].update(scale=1024.0, _growth_tracker=7)),
+        (old, lambda s: s.pop("scaler")),
+    ):
         out.mkdir()
         state = load(amp_out)
         change(state)
@@ -113,7 +139,7 @@ def test_resumed_amp_run_restores_its_scaler_and_old_checkpoints_start_a_fresh_o
         train_digits(out, 3, resume=True)
     assert load(restored)["scaler"]["scale"] == 1024.0
     assert load(restored)["scaler"]["_growth_tracker"] == 7 + STEPS_PER_EPOCH
-    assert load(old)["scaler"]["scale"] == 2.0 ** 16
+    assert load(old)["scaler"]["scale"] == 2.0**16
     assert load(old)["scaler"]["_growth_tracker"] == STEPS_PER_EPOCH
 
 
@@ -140,8 +166,24 @@ def test_resume_refuses_to_switch_amp(runs, tmp_path):
 # ---------------------------------------------------------------------------------------------- --profile, --nvtx
 def test_profile_prints_the_table_writes_the_trace_and_no_checkpoint(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    assert cli.main(["train", "--device", "cpu", "--batch-size", "64", "--profile-steps", "2", "--out", "run",
-                     "--trace", "traces/step.json"]) == 0
+    assert (
+        cli.main(
+            [
+                "train",
+                "--device",
+                "cpu",
+                "--batch-size",
+                "64",
+                "--profile-steps",
+                "2",
+                "--out",
+                "run",
+                "--trace",
+                "traces/step.json",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     rows = {line.split()[0]: line.split() for line in out.splitlines() if line and not line.startswith("-")}
     assert rows["train_step"][-1] == "2", "two steps, each in its own train_step range"
@@ -181,8 +223,20 @@ def test_nvtx_ranges_reach_an_nvtx_tool(tmp_path):
     log = tmp_path / "nvtx.log"
     env = child_env(NVTX_INJECTION64_PATH=recorder, NVTX_RECORDER_OUTPUT=str(log))
     env.pop("ADCUDA_NVTX", None)
-    result = run_cli("train", "--device", "cpu", "--nvtx", "--epochs", "1", "--batch-size", "512", "--out", "run",
-                     cwd=tmp_path, env=env)
+    result = run_cli(
+        "train",
+        "--device",
+        "cpu",
+        "--nvtx",
+        "--epochs",
+        "1",
+        "--batch-size",
+        "512",
+        "--out",
+        "run",
+        cwd=tmp_path,
+        env=env,
+    )
     assert result.returncode == 0, result.stderr
     assert "no NVTX tool" not in result.stdout
     stack, steps, inside_steps = [], 0, set()
@@ -205,8 +259,10 @@ def test_nvtx_ranges_reach_an_nvtx_tool(tmp_path):
 
 def _load_recorder_builder():
     import importlib.util
-    spec = importlib.util.spec_from_file_location("nvtx_injection_build",
-                                                  os.path.join(HERE, "nvtx_injection", "build.py"))
+
+    spec = importlib.util.spec_from_file_location(
+        "nvtx_injection_build", os.path.join(HERE, "nvtx_injection", "build.py")
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -231,8 +287,21 @@ def mpi():
 
 
 def test_distributed_two_processes_train_digits_and_write_one_checkpoint(mpi, tmp_path):
-    result = run_cli("train", "--device", "cpu", "--distributed", "--nproc-per-node", "2", "--epochs", "2",
-                     "--batch-size", str(BATCH), "--out", "run", cwd=tmp_path)
+    result = run_cli(
+        "train",
+        "--device",
+        "cpu",
+        "--distributed",
+        "--nproc-per-node",
+        "2",
+        "--epochs",
+        "2",
+        "--batch-size",
+        str(BATCH),
+        "--out",
+        "run",
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
     assert "2 processes of 64 samples per step; 10 steps per epoch" in lines[0]  # ceil(629 / 64)
@@ -271,16 +340,31 @@ def test_help_describes_the_new_options(capsys):
         cli.main(["train", "--help"])
     assert exited.value.code == 0
     text = " ".join(capsys.readouterr().out.split())
-    for phrase in ("--amp", "float32 master weights", "--distributed", "--nproc-per-node N", "implies --distributed",
-                   "--nvtx", "nsys profile -t cuda,nvtx", "--profile ", "no checkpoint is written",
-                   "--profile-steps N", "(default: 5; implies --profile)", "--trace PATH", "<out>/trace.json"):
+    for phrase in (
+        "--amp",
+        "float32 master weights",
+        "--distributed",
+        "--nproc-per-node N",
+        "implies --distributed",
+        "--nvtx",
+        "nsys profile -t cuda,nvtx",
+        "--profile ",
+        "no checkpoint is written",
+        "--profile-steps N",
+        "(default: 5; implies --profile)",
+        "--trace PATH",
+        "<out>/trace.json",
+    ):
         assert phrase in text, phrase
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--nproc-per-node", "0"], "--nproc-per-node: must be a positive integer"),
-    (["--profile-steps", "0"], "--profile-steps: must be a positive integer"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--nproc-per-node", "0"], "--nproc-per-node: must be a positive integer"),
+        (["--profile-steps", "0"], "--profile-steps: must be a positive integer"),
+    ],
+)
 def test_bad_option_values(tmp_path, monkeypatch, capsys, args, message):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as exited:

@@ -1,5 +1,6 @@
 """Transformer modules: PyTorch's parameter names (state dicts load both ways) and, with torch installed,
 PyTorch's outputs and gradients in eval mode, for every layer option and mask kind."""
+
 import numpy as np
 import pytest
 
@@ -53,8 +54,7 @@ def _compare(ours_mod, theirs_mod, ours_in, theirs_in, ours_kw, theirs_kw, dtype
         np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy(), rtol=tol, atol=tol)
     theirs_params = dict(theirs_mod.named_parameters())
     for name, p in ours_mod.named_parameters():
-        np.testing.assert_allclose(p.grad.numpy(), theirs_params[name].grad.numpy(), rtol=tol, atol=tol,
-                                   err_msg=name)
+        np.testing.assert_allclose(p.grad.numpy(), theirs_params[name].grad.numpy(), rtol=tol, atol=tol, err_msg=name)
 
 
 def _masks(kind, L, S, N, lib, dtype):
@@ -63,7 +63,7 @@ def _masks(kind, L, S, N, lib, dtype):
     bool_attn = rng.random((L, S)) < 0.3
     bool_attn[:, 0] = False  # every query keeps a key
     padding = np.zeros((N, S), dtype=bool)
-    padding[0, S - 2:] = True
+    padding[0, S - 2 :] = True
     if kind == "none":
         return {}
     if kind == "bool_attn":
@@ -81,8 +81,7 @@ ENCODER_OPTIONS = {
     "post_norm_relu": dict(),
     "pre_norm_gelu": dict(norm_first=True, activation="gelu"),
     "batch_first": dict(batch_first=True),
-    "callable_activation_eps": dict(activation=lambda x: x.tanh() if hasattr(x, "tanh") else None,
-                                    layer_norm_eps=1e-3),
+    "callable_activation_eps": dict(activation=lambda x: x.tanh() if hasattr(x, "tanh") else None, layer_norm_eps=1e-3),
     "no_bias": dict(bias=False, norm_first=True),
 }
 
@@ -97,9 +96,16 @@ def test_encoder_layer_matches_torch(option, masks):
     shape = (N, L, 16) if kwargs.get("batch_first") else (L, N, 16)
     a_in, t_in = _inputs([shape], "float64")
     a_masks, t_masks = _masks(masks, L, L, N, adcuda, "float64"), _masks(masks, L, L, N, torch, "float64")
-    _compare(ours, theirs, a_in, t_in,
-             {"src_mask": a_masks.get("attn"), "src_key_padding_mask": a_masks.get("padding")},
-             {"src_mask": t_masks.get("attn"), "src_key_padding_mask": t_masks.get("padding")}, "float64", 1e-10)
+    _compare(
+        ours,
+        theirs,
+        a_in,
+        t_in,
+        {"src_mask": a_masks.get("attn"), "src_key_padding_mask": a_masks.get("padding")},
+        {"src_mask": t_masks.get("attn"), "src_key_padding_mask": t_masks.get("padding")},
+        "float64",
+        1e-10,
+    )
 
 
 @needs_torch
@@ -113,8 +119,13 @@ def test_decoder_layer_matches_torch(norm_first, masks):
     a_mem, t_mem = _masks(masks, L, S, N, adcuda, "float64"), _masks(masks, L, S, N, torch, "float64")
 
     def kw(tgt, mem):
-        return {"tgt_mask": tgt.get("attn"), "tgt_key_padding_mask": tgt.get("padding"),
-                "memory_mask": mem.get("attn"), "memory_key_padding_mask": mem.get("padding")}
+        return {
+            "tgt_mask": tgt.get("attn"),
+            "tgt_key_padding_mask": tgt.get("padding"),
+            "memory_mask": mem.get("attn"),
+            "memory_key_padding_mask": mem.get("padding"),
+        }
+
     _compare(ours, theirs, a_in, t_in, kw(a_tgt, a_mem), kw(t_tgt, t_mem), "float64", 1e-10)
 
 
@@ -122,8 +133,15 @@ def test_decoder_layer_matches_torch(norm_first, masks):
 @pytest.mark.parametrize("batch_first", [False, True])
 def test_transformer_causal_matches_torch(batch_first):
     """The full encoder-decoder with the causal mask (detected as causal) and padding masks."""
-    ours, theirs = _pair("Transformer", d_model=16, nhead=4, num_encoder_layers=2, num_decoder_layers=2,
-                         dim_feedforward=32, batch_first=batch_first)
+    ours, theirs = _pair(
+        "Transformer",
+        d_model=16,
+        nhead=4,
+        num_encoder_layers=2,
+        num_decoder_layers=2,
+        dim_feedforward=32,
+        batch_first=batch_first,
+    )
     S, L, N = 6, 5, 2
     shapes = [(N, S, 16), (N, L, 16)] if batch_first else [(S, N, 16), (L, N, 16)]
     a_in, t_in = _inputs(shapes, "float64")
@@ -132,11 +150,24 @@ def test_transformer_causal_matches_torch(batch_first):
     np.testing.assert_array_equal(a_causal.numpy(), t_causal.numpy())
     padding = np.zeros((N, S), dtype=bool)
     padding[1, -1] = True
-    _compare(ours, theirs, a_in, t_in,
-             {"tgt_mask": a_causal, "src_key_padding_mask": adcuda.tensor(padding),
-              "memory_key_padding_mask": adcuda.tensor(padding)},
-             {"tgt_mask": t_causal, "src_key_padding_mask": torch.tensor(padding),
-              "memory_key_padding_mask": torch.tensor(padding)}, "float64", 1e-10)
+    _compare(
+        ours,
+        theirs,
+        a_in,
+        t_in,
+        {
+            "tgt_mask": a_causal,
+            "src_key_padding_mask": adcuda.tensor(padding),
+            "memory_key_padding_mask": adcuda.tensor(padding),
+        },
+        {
+            "tgt_mask": t_causal,
+            "src_key_padding_mask": torch.tensor(padding),
+            "memory_key_padding_mask": torch.tensor(padding),
+        },
+        "float64",
+        1e-10,
+    )
 
 
 @needs_torch
@@ -144,15 +175,24 @@ def test_encoder_stack_is_causal_float32():
     """An encoder with ``is_causal=True`` (the fused causal path) in float32, against torch's."""
     layer_args = dict(d_model=32, nhead=4, dim_feedforward=64, norm_first=True, batch_first=True, activation="gelu")
     torch.manual_seed(0)
-    theirs = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(**layer_args), 3,
-                                         norm=torch.nn.LayerNorm(32), enable_nested_tensor=False).eval()
+    theirs = torch.nn.TransformerEncoder(
+        torch.nn.TransformerEncoderLayer(**layer_args), 3, norm=torch.nn.LayerNorm(32), enable_nested_tensor=False
+    ).eval()
     ours = nn.TransformerEncoder(nn.TransformerEncoderLayer(**layer_args), 3, norm=nn.LayerNorm(32)).eval()
     ours.load_state_dict(_to_adcuda(theirs.state_dict(), adcuda.float32))
     a_in, t_in = _inputs([(2, 7, 32)], "float32")
     a_mask = nn.Transformer.generate_square_subsequent_mask(7)
     t_mask = torch.nn.Transformer.generate_square_subsequent_mask(7)
-    _compare(ours, theirs, a_in, t_in, {"mask": a_mask, "is_causal": True}, {"mask": t_mask, "is_causal": True},
-             "float32", 2e-5)
+    _compare(
+        ours,
+        theirs,
+        a_in,
+        t_in,
+        {"mask": a_mask, "is_causal": True},
+        {"mask": t_mask, "is_causal": True},
+        "float32",
+        2e-5,
+    )
 
 
 @needs_torch
@@ -166,8 +206,9 @@ def test_unbatched_input_matches_torch():
 def test_state_dict_loads_into_torch():
     """adcuda's freshly initialised weights load into torch, and both then agree."""
     ours = nn.Transformer(d_model=8, nhead=2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=16).eval()
-    theirs = torch.nn.Transformer(d_model=8, nhead=2, num_encoder_layers=1, num_decoder_layers=1,
-                                  dim_feedforward=16).eval()
+    theirs = torch.nn.Transformer(
+        d_model=8, nhead=2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=16
+    ).eval()
     theirs.load_state_dict(_to_torch(ours.state_dict()))
     rng = np.random.default_rng(0)
     src, tgt = rng.standard_normal((4, 2, 8)).astype(np.float32), rng.standard_normal((3, 2, 8)).astype(np.float32)
@@ -182,8 +223,9 @@ def test_stacks_copy_the_layer_and_xavier_initialise():
     layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16)
     encoder = nn.TransformerEncoder(layer, 2)
     assert encoder.layers[0] is not layer and encoder.layers[0].linear1.weight is not encoder.layers[1].linear1.weight
-    np.testing.assert_array_equal(encoder.layers[0].linear1.weight.detach().numpy(),
-                                  encoder.layers[1].linear1.weight.detach().numpy())
+    np.testing.assert_array_equal(
+        encoder.layers[0].linear1.weight.detach().numpy(), encoder.layers[1].linear1.weight.detach().numpy()
+    )
     model = nn.Transformer(d_model=8, nhead=2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=16)
     w = model.encoder.layers[0].linear1.weight.detach().numpy()
     assert np.abs(w).max() <= np.sqrt(6 / (8 + 16)) and w.std() > 0

@@ -6,6 +6,7 @@ annotations``, so nothing else would notice a typo or a name that is not importe
 The seam's annotations are checked by tests/test_backend_seam.py. A user script type-checks against the
 package with mypy where mypy is installed (``test_a_typed_training_script_type_checks``).
 """
+
 import ast
 import builtins
 import importlib
@@ -34,20 +35,46 @@ def _classes():
     import adcuda.amp
     import adcuda.nn
     import adcuda.optim
-    return (adcuda.Tensor, adcuda.Size, adcuda.Generator, adcuda.device, adcuda.dtype, adcuda.finfo, adcuda.iinfo,
-            adcuda.no_grad, adcuda.enable_grad, adcuda.set_grad_enabled, adcuda.inference_mode,
-            adcuda.autograd.Function, adcuda.autograd.FunctionCtx, adcuda.autograd.Node, adcuda.autograd.detect_anomaly,
-            adcuda.nn.Module,
-            adcuda.optim.Optimizer, adcuda.optim.SGD, adcuda.optim.Adam, adcuda.optim.AdamW,
-            adcuda.amp.GradScaler, adcuda.amp.autocast, adcuda.cuda.Stream, adcuda.cuda.ExternalStream,
-            adcuda.cuda.Event, adcuda.cuda.StreamContext, adcuda.cuda.device)
+
+    return (
+        adcuda.Tensor,
+        adcuda.Size,
+        adcuda.Generator,
+        adcuda.device,
+        adcuda.dtype,
+        adcuda.finfo,
+        adcuda.iinfo,
+        adcuda.no_grad,
+        adcuda.enable_grad,
+        adcuda.set_grad_enabled,
+        adcuda.inference_mode,
+        adcuda.autograd.Function,
+        adcuda.autograd.FunctionCtx,
+        adcuda.autograd.Node,
+        adcuda.autograd.detect_anomaly,
+        adcuda.nn.Module,
+        adcuda.optim.Optimizer,
+        adcuda.optim.SGD,
+        adcuda.optim.Adam,
+        adcuda.optim.AdamW,
+        adcuda.amp.GradScaler,
+        adcuda.amp.autocast,
+        adcuda.cuda.Stream,
+        adcuda.cuda.ExternalStream,
+        adcuda.cuda.Event,
+        adcuda.cuda.StreamContext,
+        adcuda.cuda.device,
+    )
 
 
 def _missing(fn, skip_first):
     """The names of ``fn``'s unannotated parameters (``->`` for the return)."""
     signature = inspect.signature(fn)
-    missing = [p.name for i, p in enumerate(signature.parameters.values())
-               if p.annotation is p.empty and not (skip_first and i == 0)]
+    missing = [
+        p.name
+        for i, p in enumerate(signature.parameters.values())
+        if p.annotation is p.empty and not (skip_first and i == 0)
+    ]
     if signature.return_annotation is signature.empty and fn.__name__ != "__init__":
         missing.append("->")
     return missing
@@ -77,8 +104,11 @@ def _invalid(fn):
 
 
 def _is_type_expression(value):
-    return (value is None or isinstance(value, (type, types.UnionType, types.GenericAlias, typing.TypeVar))
-            or type(value).__module__ in ("typing", "collections.abc"))
+    return (
+        value is None
+        or isinstance(value, (type, types.UnionType, types.GenericAlias, typing.TypeVar))
+        or type(value).__module__ in ("typing", "collections.abc")
+    )
 
 
 def _public_functions():
@@ -125,8 +155,9 @@ def test_public_functions_are_annotated():
 
 
 def test_public_methods_and_properties_are_annotated():
-    problems = [f"{name}: {_missing(fn, skip_first)}" for name, fn, skip_first in _public_members()
-                if _missing(fn, skip_first)]
+    problems = [
+        f"{name}: {_missing(fn, skip_first)}" for name, fn, skip_first in _public_members() if _missing(fn, skip_first)
+    ]
     assert not problems, "public methods with unannotated parameters or return:\n" + "\n".join(problems)
 
 
@@ -140,11 +171,14 @@ def test_public_annotations_are_valid_types():
 def test_the_entry_points_show_the_annotations():
     # what help() and inspect show: the forward's signature through the dispatching entry point
     assert str(inspect.signature(adcuda.add)) == (
-        "(input: 'Tensor | Number', other: 'Tensor | Number', *, alpha: 'Number' = 1) -> 'Tensor'")
+        "(input: 'Tensor | Number', other: 'Tensor | Number', *, alpha: 'Number' = 1) -> 'Tensor'"
+    )
     assert str(inspect.signature(adcuda.Tensor.add)) == str(inspect.signature(adcuda.add))
     assert str(inspect.signature(adcuda.Tensor.add_)) == (
-        "(self: 'Tensor', other: 'Tensor | Number', *, alpha: 'Number' = 1) -> 'Tensor'")
+        "(self: 'Tensor', other: 'Tensor | Number', *, alpha: 'Number' = 1) -> 'Tensor'"
+    )
     import adcuda.nn.functional as F
+
     assert str(inspect.signature(F.relu)) == "(input: 'Tensor', *, inplace: 'bool' = False) -> 'Tensor'"
     # layer_norm's forward also returns its saved statistics; the entry returns the output alone
     assert inspect.signature(F.layer_norm).return_annotation == "Tensor"
@@ -168,7 +202,7 @@ def test_the_wheel_ships_the_py_typed_marker():
     assert 'wheel.packages = ["adcuda"]' in (ROOT / "pyproject.toml").read_text()
 
 
-TYPED_SCRIPT = '''
+TYPED_SCRIPT = """
 import adcuda
 import adcuda.nn as nn
 import adcuda.nn.functional as F
@@ -198,30 +232,45 @@ def train(steps: int) -> float:
         scaler.update()
     adcuda.save(model.state_dict(), "model.pt")
     return loss.item()
-'''
+"""
 
-BROKEN_SCRIPT = '''
+BROKEN_SCRIPT = """
 import adcuda
 from adcuda import Tensor
 
 def scaled(x: Tensor, steps: int) -> str:
     return (x * steps).numel()
-'''
+"""
 
 
-@pytest.mark.skipif(shutil.which("mypy") is None and not os.path.exists(os.path.join(os.path.dirname(sys.executable),
-                                                                                     "mypy")),
-                    reason="mypy is not installed")
+@pytest.mark.skipif(
+    shutil.which("mypy") is None and not os.path.exists(os.path.join(os.path.dirname(sys.executable), "mypy")),
+    reason="mypy is not installed",
+)
 def test_a_typed_training_script_type_checks(tmp_path):
     mypy = shutil.which("mypy") or os.path.join(os.path.dirname(sys.executable), "mypy")
     (tmp_path / "good.py").write_text(TYPED_SCRIPT)
     (tmp_path / "bad.py").write_text(BROKEN_SCRIPT)
 
     # one run for both (mypy's start dominates): the typed script passes, the wrong one fails
-    result = subprocess.run([mypy, "--no-incremental", "--follow-imports=silent", "--ignore-missing-imports",
-                             "--python-version", "3.10", "good.py", "bad.py"],
-                            capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    result = subprocess.run(
+        [
+            mypy,
+            "--no-incremental",
+            "--follow-imports=silent",
+            "--ignore-missing-imports",
+            "--python-version",
+            "3.10",
+            "good.py",
+            "bad.py",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert "good.py" not in result.stdout, result.stdout + result.stderr
     # numel() of the product is an int, not a str
     assert result.returncode == 1 and "bad.py:6: error: Incompatible return value" in result.stdout, (
-        result.stdout + result.stderr)
+        result.stdout + result.stderr
+    )

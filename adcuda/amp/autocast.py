@@ -7,6 +7,7 @@ for the policies and the cast cache; the ops and their policies are in ``adcuda/
 Beyond PyTorch: the default dtype is float16 on both device types (PyTorch's CPU default is
 bfloat16, which NumPy, and so the CPU fallback, cannot store); ``dtype=bfloat16`` is for CUDA.
 """
+
 from __future__ import annotations
 
 import functools
@@ -39,8 +40,9 @@ class autocast:
     (and decorator) under which the ops with an autocast policy run in mixed precision on
     ``device_type``."""
 
-    def __init__(self, device_type: str, dtype: DType | None = None, enabled: bool = True,
-                 cache_enabled: bool | None = None) -> None:
+    def __init__(
+        self, device_type: str, dtype: DType | None = None, enabled: bool = True, cache_enabled: bool | None = None
+    ) -> None:
         if device_type not in ("cpu", "cuda"):
             raise DeviceError(f"autocast: unsupported device_type {device_type!r} (expected 'cpu' or 'cuda')")
         if not isinstance(enabled, bool):
@@ -49,12 +51,17 @@ class autocast:
         if dtype not in _HALF:
             raise DTypeError(f"autocast: dtype must be adcuda.float16 or adcuda.bfloat16, got {dtype}")
         if device_type == "cpu" and dtype is dt.bfloat16:
-            raise DTypeError("autocast: bfloat16 is not supported on the CPU backend (NumPy has no bfloat16); "
-                             "use dtype=adcuda.float16, or device_type='cuda' on a GPU")
+            raise DTypeError(
+                "autocast: bfloat16 is not supported on the CPU backend (NumPy has no bfloat16); "
+                "use dtype=adcuda.float16, or device_type='cuda' on a GPU"
+            )
         if device_type == "cuda" and enabled and not cuda.is_available():
-            warnings.warn("autocast: device_type 'cuda' was given but CUDA is not available, so only CUDA "
-                          "tensors (there are none) would be affected; use autocast('cpu') for the CPU "
-                          "fallback", stacklevel=2)
+            warnings.warn(
+                "autocast: device_type 'cuda' was given but CUDA is not available, so only CUDA "
+                "tensors (there are none) would be affected; use autocast('cpu') for the CPU "
+                "fallback",
+                stacklevel=2,
+            )
         self.device_type = device_type
         self.fast_dtype = dtype
         self._enabled = enabled
@@ -62,8 +69,7 @@ class autocast:
         self._saved = []
 
     def __enter__(self) -> autocast:
-        self._saved.append(_regions.enter_region(self.device_type, self.fast_dtype, self._enabled,
-                                                 self._cache_enabled))
+        self._saved.append(_regions.enter_region(self.device_type, self.fast_dtype, self._enabled, self._cache_enabled))
         return self
 
     def __exit__(self, *exc: object) -> bool:
@@ -77,4 +83,5 @@ class autocast:
         def wrapper(*a, **kw):
             with autocast(*args):
                 return func(*a, **kw)
+
         return wrapper

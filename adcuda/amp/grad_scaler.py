@@ -28,6 +28,7 @@ Beyond PyTorch:
 - Where no float16 compute ran (float32 gradients and no float16 ``autocast`` region) the scaler
   says once, with a warning, that it is not needed there, and keeps working.
 """
+
 from __future__ import annotations
 
 import enum
@@ -71,9 +72,17 @@ _STATE_KEYS = ("scale", "growth_factor", "backoff_factor", "growth_interval", "_
 
 
 class GradScaler:
-    def __init__(self, device: str = "cuda", init_scale: float = 2.0 ** 16, growth_factor: float = 2.0,
-                 backoff_factor: float = 0.5, growth_interval: int = 2000, enabled: bool = True,
-                 min_scale: float = 1.0, max_scale: float = 2.0 ** 24) -> None:
+    def __init__(
+        self,
+        device: str = "cuda",
+        init_scale: float = 2.0**16,
+        growth_factor: float = 2.0,
+        backoff_factor: float = 0.5,
+        growth_interval: int = 2000,
+        enabled: bool = True,
+        min_scale: float = 1.0,
+        max_scale: float = 2.0**24,
+    ) -> None:
         self._device = as_device(device, "GradScaler").type
         self._enabled = bool(enabled)
         if self._enabled:
@@ -87,7 +96,7 @@ class GradScaler:
         self._min_scale = float(min_scale)
         self._max_scale = float(max_scale)
         self._init_growth_tracker = 0
-        self._scale = None           # 0-d float32 tensor, made on the first scale() call
+        self._scale = None  # 0-d float32 tensor, made on the first scale() call
         self._growth_tracker = None  # 0-d int32 tensor: clean iterations since the last change
         self._need_checked = False
         self._per_optimizer_states = defaultdict(_fresh_optimizer_state)
@@ -114,6 +123,7 @@ class GradScaler:
                 scaled = map(apply_scale, value)
                 return type(value)(scaled) if isinstance(value, (list, tuple)) else scaled
             raise GradScalerValueError("outputs must be a Tensor or an iterable of Tensors")
+
         return apply_scale(outputs)
 
     # unscale_, step and update keep the skip decision and the scale's bookkeeping on the host (step
@@ -152,7 +162,8 @@ class GradScaler:
                             f"Attempting to unscale FP16 gradients. (A float16 parameter of shape "
                             f"{tuple(p.shape)} is stepped in float16, where its unscaled gradient would "
                             "underflow; construct the optimizer with master_weights=True to keep float32 "
-                            "master weights, or keep the parameters in float32 and use autocast.)")
+                            "master weights, or keep the parameters in float32 and use autocast.)"
+                        )
                     else:
                         out = g
                     outs, grads = per_device[g.device]
@@ -172,9 +183,12 @@ class GradScaler:
         self._need_checked = True
         if not float16_regions_entered():
             devices = sorted({str(p.device) for g in optimizer.param_groups for p in g["params"]})
-            warnings.warn(f"GradScaler: the gradients on {', '.join(devices)} are not float16 and no float16 "
-                          "autocast region has run, so there is no float16 underflow to prevent: loss scaling "
-                          "is not needed here (it keeps working)", stacklevel=5)  # 5: past the host-step wrapper
+            warnings.warn(
+                f"GradScaler: the gradients on {', '.join(devices)} are not float16 and no float16 "
+                "autocast region has run, so there is no float16 underflow to prevent: loss scaling "
+                "is not needed here (it keeps working)",
+                stacklevel=5,
+            )  # 5: past the host-step wrapper
 
     @host_step
     def step(self, optimizer: Any, *args: Any, **kwargs: Any) -> bool:
@@ -192,16 +206,21 @@ class GradScaler:
         if state["stage"] is _OptState.READY:
             self.unscale_(optimizer)
         if not state["found_inf_per_device"]:
-            raise GradScalerError("No inf checks were recorded for this optimizer. (None of its parameters has a "
-                                  "gradient: call scaler.scale(loss).backward() before scaler.step(optimizer).)")
+            raise GradScalerError(
+                "No inf checks were recorded for this optimizer. (None of its parameters has a "
+                "gradient: call scaler.scale(loss).backward() before scaler.step(optimizer).)"
+            )
         found_inf = sum(v.item() for v in state["found_inf_per_device"].values())
         stepped = not found_inf
         if stepped:
             optimizer.step(*args, **kwargs)
         elif self._scale.item() <= self._min_scale:
-            warnings.warn(f"GradScaler: gradients are inf/NaN even at the minimum scale {self._min_scale}; the "
-                          "optimizer step was skipped. The loss or the model itself overflows (or holds a NaN): "
-                          "lower min_scale only if the loss is legitimately huge", stacklevel=3)  # 3: past host_step
+            warnings.warn(
+                f"GradScaler: gradients are inf/NaN even at the minimum scale {self._min_scale}; the "
+                "optimizer step was skipped. The loss or the model itself overflows (or holds a NaN): "
+                "lower min_scale only if the loss is legitimately huge",
+                stacklevel=3,
+            )  # 3: past host_step
         state["stage"] = _OptState.STEPPED
         return stepped
 
@@ -215,26 +234,41 @@ class GradScaler:
         if new_scale is not None:
             self._set_scale(new_scale)
         else:
-            found_infs = [found_inf.to(device=scale.device)
-                          for state in self._per_optimizer_states.values()
-                          for found_inf in state["found_inf_per_device"].values()]
+            found_infs = [
+                found_inf.to(device=scale.device)
+                for state in self._per_optimizer_states.values()
+                for found_inf in state["found_inf_per_device"].values()
+            ]
             if not found_infs:
                 raise GradScalerError("No inf checks were recorded prior to update.")
             with no_grad():
                 found_inf_combined = found_infs[0]
                 for found_inf in found_infs[1:]:
                     found_inf_combined = found_inf_combined + found_inf
-                _amp_update_scale_(scale, growth_tracker, found_inf_combined, self._growth_factor,
-                                   self._backoff_factor, self._growth_interval, min_scale=self._min_scale,
-                                   max_scale=self._max_scale)
+                _amp_update_scale_(
+                    scale,
+                    growth_tracker,
+                    found_inf_combined,
+                    self._growth_factor,
+                    self._backoff_factor,
+                    self._growth_interval,
+                    min_scale=self._min_scale,
+                    max_scale=self._max_scale,
+                )
         self._per_optimizer_states = defaultdict(_fresh_optimizer_state)
 
     def _set_scale(self, new_scale):
-        reason = ("new_scale should be a float or a 1-element adcuda float32 Tensor with requires_grad=False, "
-                  f"on the scaler's device ({self._scale.device})")
+        reason = (
+            "new_scale should be a float or a 1-element adcuda float32 Tensor with requires_grad=False, "
+            f"on the scaler's device ({self._scale.device})"
+        )
         if isinstance(new_scale, Tensor):
-            if (new_scale.device != self._scale.device or new_scale.numel() != 1
-                    or new_scale.dtype is not dt.float32 or new_scale.requires_grad):
+            if (
+                new_scale.device != self._scale.device
+                or new_scale.numel() != 1
+                or new_scale.dtype is not dt.float32
+                or new_scale.requires_grad
+            ):
                 raise GradScalerValueError(reason)
             value = float(new_scale.item())
         elif isinstance(new_scale, (int, float)) and not isinstance(new_scale, bool):
@@ -304,10 +338,15 @@ class GradScaler:
         plus ``min_scale`` and ``max_scale``; an empty dict when disabled."""
         if not self._enabled:
             return {}
-        return {"scale": self.get_scale(), "growth_factor": self._growth_factor,
-                "backoff_factor": self._backoff_factor, "growth_interval": self._growth_interval,
-                "_growth_tracker": self._get_growth_tracker(), "min_scale": self._min_scale,
-                "max_scale": self._max_scale}
+        return {
+            "scale": self.get_scale(),
+            "growth_factor": self._growth_factor,
+            "backoff_factor": self._backoff_factor,
+            "growth_interval": self._growth_interval,
+            "_growth_tracker": self._get_growth_tracker(),
+            "min_scale": self._min_scale,
+            "max_scale": self._max_scale,
+        }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore a state saved by ``state_dict`` (PyTorch's or ours); the scale bounds keep
@@ -315,12 +354,15 @@ class GradScaler:
         if not self._enabled:
             return
         if len(state_dict) == 0:
-            raise GradScalerError("The source state dict is empty, possibly because it was saved from a disabled "
-                                  "instance of GradScaler.")
+            raise GradScalerError(
+                "The source state dict is empty, possibly because it was saved from a disabled instance of GradScaler."
+            )
         missing = [key for key in _STATE_KEYS if key not in state_dict]
         if missing:
-            raise GradScalerValueError(f"GradScaler.load_state_dict: the state dict lacks {', '.join(missing)} "
-                                       f"(it has {', '.join(sorted(map(str, state_dict)))})")
+            raise GradScalerValueError(
+                f"GradScaler.load_state_dict: the state dict lacks {', '.join(missing)} "
+                f"(it has {', '.join(sorted(map(str, state_dict)))})"
+            )
         min_scale = float(state_dict.get("min_scale", self._min_scale))
         max_scale = float(state_dict.get("max_scale", self._max_scale))
         _check_range(min_scale, max_scale)
@@ -357,11 +399,13 @@ def _check_factors(growth_factor, backoff_factor, growth_interval):
 
 def _check_range(min_scale, max_scale):
     if not (0.0 < min_scale <= max_scale and math.isfinite(max_scale)):
-        raise GradScalerValueError(f"GradScaler needs 0 < min_scale <= max_scale < inf, got min_scale={min_scale}, "
-                                   f"max_scale={max_scale}")
+        raise GradScalerValueError(
+            f"GradScaler needs 0 < min_scale <= max_scale < inf, got min_scale={min_scale}, max_scale={max_scale}"
+        )
 
 
 def _check_in_range(name, value, min_scale, max_scale):
     if not min_scale <= value <= max_scale:
-        raise GradScalerValueError(f"GradScaler: {name} {value} is outside [min_scale, max_scale] = "
-                                   f"[{min_scale}, {max_scale}]")
+        raise GradScalerValueError(
+            f"GradScaler: {name} {value} is outside [min_scale, max_scale] = [{min_scale}, {max_scale}]"
+        )

@@ -3,6 +3,7 @@
 The engine is small in spirit (micrograd's idea: a backward rule per op, run in reverse dependency
 order), but iterative, hookable and careful about saved values.
 """
+
 from . import tensor_methods  # noqa: F401 (attaches backward, grad_fn, hooks, ... to Tensor)
 from .anomaly import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
 from .api import backward, grad
@@ -18,7 +19,22 @@ from .grad_mode import (
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from .graph import Node
 
-__all__ = ["backward", "grad", "Function", "FunctionCtx", "gradcheck", "gradgradcheck", "no_grad",
-           "enable_grad", "set_grad_enabled", "inference_mode", "is_inference_mode_enabled", "is_grad_enabled",
-           "detect_anomaly",
-           "set_detect_anomaly", "is_anomaly_enabled", "GradcheckError", "Node"]
+__all__ = [
+    "backward",
+    "grad",
+    "Function",
+    "FunctionCtx",
+    "gradcheck",
+    "gradgradcheck",
+    "no_grad",
+    "enable_grad",
+    "set_grad_enabled",
+    "inference_mode",
+    "is_inference_mode_enabled",
+    "is_grad_enabled",
+    "detect_anomaly",
+    "set_detect_anomaly",
+    "is_anomaly_enabled",
+    "GradcheckError",
+    "Node",
+]

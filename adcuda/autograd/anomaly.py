@@ -1,5 +1,6 @@
 """Anomaly detection: NaN/Inf in a backward op's outputs is an error that names the op and shows
 where its forward was called."""
+
 from __future__ import annotations
 
 import os
@@ -47,6 +48,5 @@ _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.
 
 def forward_trace():
     """Where the op is being recorded: the caller's frames, without adcuda's own."""
-    frames = [f for f in traceback.extract_stack()
-              if not os.path.abspath(f.filename).startswith(_PACKAGE_DIR)]
+    frames = [f for f in traceback.extract_stack() if not os.path.abspath(f.filename).startswith(_PACKAGE_DIR)]
     return "".join(traceback.format_list(frames))

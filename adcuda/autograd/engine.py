@@ -7,6 +7,7 @@
    its tensor hooks, calls its backward rule (with grad mode = ``create_graph``, so backward rules
    written with differentiable ops give higher-order gradients) and hands the results on.
 """
+
 from .. import dtypes as dt
 from ..errors import AutogradError
 from ..tensor import Tensor, primitives
@@ -83,8 +84,7 @@ def _all_finite(t):
     finite = bk.binary("eq", t._data, t._data, t.dtype)  # NaN != NaN
     bounded = bk.binary("lt", bk.unary("abs", t._data), float("inf"), t.dtype)
     every_dim = tuple(range(t._data.ndim))  # the seam's reduce takes its axes as a tuple, on every backend
-    return bool(bk.to_numpy(bk.reduce("all", bk.binary("logical_and", finite, bounded, dt.bool_),
-                                      every_dim, False)))
+    return bool(bk.to_numpy(bk.reduce("all", bk.binary("logical_and", finite, bounded, dt.bool_), every_dim, False)))
 
 
 def _add_into(grad, g):
@@ -97,8 +97,9 @@ def _add_into(grad, g):
 def _check_anomaly(node, results):
     for i, g in enumerate(results):
         if isinstance(g, Tensor) and g.dtype.is_floating_point and not _all_finite(g):
-            raise AutogradError(f"Function '{node.name}' returned nan or inf values in its {i}th output."
-                                + _where_created(node))
+            raise AutogradError(
+                f"Function '{node.name}' returned nan or inf values in its {i}th output." + _where_created(node)
+            )
 
 
 def _where_created(node):
@@ -151,8 +152,11 @@ def _call_backward(node, grads, check):
     if node._released:
         raise AutogradError(FREED_MESSAGE)
     try:
-        results = (node.backward_fn(node, *grads) if backward_observer is None
-                   else backward_observer(node, node.backward_fn, node, *grads))
+        results = (
+            node.backward_fn(node, *grads)
+            if backward_observer is None
+            else backward_observer(node, node.backward_fn, node, *grads)
+        )
     except Exception as e:
         if check and node.trace:
             e.add_note(f"Error in the backward of {node.name}." + _where_created(node))
@@ -261,6 +265,7 @@ def run_backward(roots, root_grads, retain_graph, create_graph, capture=None, al
             if g is None and not allow_unused:
                 raise AutogradError(
                     f"autograd.grad: one of the differentiated tensors (input {i}) appears to not have "
-                    "been used in the graph. Set allow_unused=True if this is the desired behavior.")
+                    "been used in the graph. Set allow_unused=True if this is the desired behavior."
+                )
         return tuple(captured)
     return None

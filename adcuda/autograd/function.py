@@ -1,4 +1,5 @@
 """``adcuda.autograd.Function``: user-defined ops with ``forward(ctx, ...)`` and ``backward(ctx, grad)``."""
+
 from __future__ import annotations
 
 import weakref
@@ -84,14 +85,18 @@ class Function(metaclass=FunctionMeta):
         outputs = list(raw if is_tuple else (raw,))
         for o in ctx._dirty:
             if o.grad_fn is None and o._requires_grad:
-                raise AutogradError(f"{cls.__name__}: a leaf Variable that requires grad has been used in "
-                                    "an in-place operation (marked dirty).")
+                raise AutogradError(
+                    f"{cls.__name__}: a leaf Variable that requires grad has been used in "
+                    "an in-place operation (marked dirty)."
+                )
         for i, o in enumerate(outputs):
             # an input returned unchanged gets a fresh tensor, so the graph stays acyclic
             if isinstance(o, Tensor) and any(o is a for a in tensor_args) and not any(o is d for d in ctx._dirty):
                 outputs[i] = o.detach()
-        differentiable = [isinstance(o, Tensor) and id(o) not in ctx._non_differentiable
-                          and o.dtype.is_floating_point for o in outputs]
+        differentiable = [
+            isinstance(o, Tensor) and id(o) not in ctx._non_differentiable and o.dtype.is_floating_point
+            for o in outputs
+        ]
         # metadata only: the backward closure must not keep the inputs or outputs alive
         arg_meta = [(tuple(a.shape), a.dtype, a.device) if isinstance(a, Tensor) else None for a in args]
         out_meta = [(tuple(o.shape), o.dtype, o.device) if isinstance(o, Tensor) else None for o in outputs]
@@ -129,28 +134,36 @@ def _check_grads(name, result, arg_meta):
     if len(result) > n and all(g is None for g in result[n:]):
         result = result[:n]
     if len(result) != n:
-        raise AutogradError(f"function {name} returned an incorrect number of gradients (expected {n}, "
-                            f"got {len(result)})")
+        raise AutogradError(
+            f"function {name} returned an incorrect number of gradients (expected {n}, got {len(result)})"
+        )
     out = []
     for i, (g, meta) in enumerate(zip(result, arg_meta)):
         if g is None:
             out.append(None)
             continue
         if meta is None:
-            raise AutogradError(f"function {name} returned a gradient different than None at position "
-                                f"{i}, but the corresponding forward input was not a Tensor")
+            raise AutogradError(
+                f"function {name} returned a gradient different than None at position "
+                f"{i}, but the corresponding forward input was not a Tensor"
+            )
         if not isinstance(g, Tensor):
-            raise AutogradError(f"function {name} returned a {type(g).__name__} as gradient {i}; expected "
-                                "a Tensor or None")
+            raise AutogradError(
+                f"function {name} returned a {type(g).__name__} as gradient {i}; expected a Tensor or None"
+            )
         shape, dtype, device = meta
         if tuple(g.shape) != shape:
             if not _expandable(shape, tuple(g.shape)):
-                raise AutogradError(f"function {name} returned an invalid gradient at index {i} - got "
-                                    f"{fmt_shape(g.shape)} but expected shape compatible with {fmt_shape(shape)}")
+                raise AutogradError(
+                    f"function {name} returned an invalid gradient at index {i} - got "
+                    f"{fmt_shape(g.shape)} but expected shape compatible with {fmt_shape(shape)}"
+                )
             g = sum_to_shape(g, shape)
         if g.device != device:
-            raise AutogradError(f"function {name} returned an invalid gradient at index {i} - expected "
-                                f"device {device} but got {g.device}")
+            raise AutogradError(
+                f"function {name} returned an invalid gradient at index {i} - expected "
+                f"device {device} but got {g.device}"
+            )
         if g.dtype is not dtype:
             g = g.to(dtype=dtype)
         out.append(g)

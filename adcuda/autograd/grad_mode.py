@@ -1,5 +1,6 @@
 """Thread-local gradient recording switches: ``no_grad``, ``enable_grad``, ``set_grad_enabled``,
 ``inference_mode``."""
+
 from __future__ import annotations
 
 import functools
@@ -28,6 +29,7 @@ def _set_enabled(mode):
 
 class _GradModeContext:
     """Context manager that also works as a decorator (``@no_grad()`` and ``@no_grad``)."""
+
     _mode = None
 
     def __new__(cls, func: Callable[..., Any] | None = None) -> Any:
@@ -50,6 +52,7 @@ class _GradModeContext:
         def wrapper(*args, **kwargs):
             with self.__class__():
                 return func(*args, **kwargs)
+
         return wrapper
 
 
@@ -82,6 +85,7 @@ class set_grad_enabled(_GradModeContext):
         def wrapper(*args, **kwargs):
             with set_grad_enabled(mode):
                 return func(*args, **kwargs)
+
         return wrapper
 
 
@@ -121,6 +125,7 @@ class inference_mode(_GradModeContext):
         def wrapper(*args, **kwargs):
             with inference_mode(on):
                 return func(*args, **kwargs)
+
         return wrapper
 
 

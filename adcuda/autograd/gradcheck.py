@@ -3,6 +3,7 @@
 Central differences in float64 against the analytical Jacobian, column by column (one backward per
 output element, one pair of forwards per input element), like PyTorch's slow mode.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -88,9 +89,17 @@ def _analytical_jacobian(fn, inputs, idx):
     return jac
 
 
-def gradcheck(func: Callable[..., Tensor | Sequence[Tensor]], inputs: Tensor | Sequence[Tensor], *, eps: float = 1e-6,
-              atol: float = 1e-5, rtol: float = 1e-3, raise_exception: bool = True, nondet_tol: float = 0.0,
-              check_undefined_grad: bool = True) -> bool:
+def gradcheck(
+    func: Callable[..., Tensor | Sequence[Tensor]],
+    inputs: Tensor | Sequence[Tensor],
+    *,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    raise_exception: bool = True,
+    nondet_tol: float = 0.0,
+    check_undefined_grad: bool = True,
+) -> bool:
     """True if analytical and numerical Jacobians of ``func`` at ``inputs`` agree."""
     inputs = _as_tuple(inputs)
     idx = _differentiable(inputs)
@@ -98,8 +107,10 @@ def gradcheck(func: Callable[..., Tensor | Sequence[Tensor]], inputs: Tensor | S
         raise GradcheckError("gradcheck: at least one input tensor must require grad")
     for k in idx:
         if inputs[k].dtype is not dtypes.float64:
-            warnings.warn(f"gradcheck: input {k} is {inputs[k].dtype}, not float64; the check may fail "
-                          "from rounding alone", stacklevel=2)
+            warnings.warn(
+                f"gradcheck: input {k} is {inputs[k].dtype}, not float64; the check may fail from rounding alone",
+                stacklevel=2,
+            )
     numerical = _numerical_jacobian(func, inputs, idx, eps)
     analytical = _analytical_jacobian(func, inputs, idx)
     for k, num_cols, ana_cols in zip(idx, numerical, analytical):
@@ -110,14 +121,23 @@ def gradcheck(func: Callable[..., Tensor | Sequence[Tensor]], inputs: Tensor | S
                     raise GradcheckError(
                         f"Jacobian mismatch for output {oi} with respect to input {k},\n"
                         f"numerical:{n}\nanalytical:{a}\n"
-                        f"largest difference at {worst}: {np.max(np.abs(a - n)) if a.size else 0}")
+                        f"largest difference at {worst}: {np.max(np.abs(a - n)) if a.size else 0}"
+                    )
                 return False
     return True
 
 
-def gradgradcheck(func: Callable[..., Tensor | Sequence[Tensor]], inputs: Tensor | Sequence[Tensor],
-                  grad_outputs: Tensor | Sequence[Tensor] | None = None, *, eps: float = 1e-6, atol: float = 1e-5,
-                  rtol: float = 1e-3, raise_exception: bool = True, gen_non_contig_grad_outputs: bool = False) -> bool:
+def gradgradcheck(
+    func: Callable[..., Tensor | Sequence[Tensor]],
+    inputs: Tensor | Sequence[Tensor],
+    grad_outputs: Tensor | Sequence[Tensor] | None = None,
+    *,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    raise_exception: bool = True,
+    gen_non_contig_grad_outputs: bool = False,
+) -> bool:
     """gradcheck of the function ``inputs, grad_outputs -> d(outputs)/d(inputs) . grad_outputs``."""
     inputs = _as_tuple(inputs)
     idx = _differentiable(inputs)
@@ -133,5 +153,11 @@ def gradgradcheck(func: Callable[..., Tensor | Sequence[Tensor]], inputs: Tensor
         grads = autograd_grad(ys, [xs[k] for k in idx], list(gs), create_graph=True, allow_unused=True)
         return tuple(g for g in grads if g is not None)
 
-    return gradcheck(first_derivative, tuple(inputs) + tuple(grad_outputs), eps=eps, atol=atol, rtol=rtol,
-                     raise_exception=raise_exception)
+    return gradcheck(
+        first_derivative,
+        tuple(inputs) + tuple(grad_outputs),
+        eps=eps,
+        atol=atol,
+        rtol=rtol,
+        raise_exception=raise_exception,
+    )

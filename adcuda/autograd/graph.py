@@ -5,6 +5,7 @@ for backward, checked against the tensors' version counters when they are unpack
 Also here: what recording needs from a tensor (``needs_grad``, ``edge_of``), and ``record`` for the
 few nodes that are not registry ops (custom Functions, in-place bookkeeping such as CopySlices).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -26,7 +27,8 @@ FREED_MESSAGE = (
     "Trying to backward through the graph a second time (or directly access saved tensors after "
     "they have already been freed). Saved intermediate values of the graph are freed when you call "
     ".backward() or autograd.grad(). Specify retain_graph=True if you need to backward through the "
-    "graph a second time or if you need to access saved tensors after calling backward.")
+    "graph a second time or if you need to access saved tensors after calling backward."
+)
 
 # Set by the profiler while it links backward ranges to forward ops: called with every new node.
 _node_observer = None
@@ -43,6 +45,7 @@ class Node:
     """A recorded op. ``backward_fn(node, *grads)`` returns one gradient (or None) per entry of
     ``next_edges``. Rarely set fields (hooks, the anomaly trace, a Function's ctx) are class-level
     defaults, so recording a node writes only what it must."""
+
     _saved = None
     _released = False
     pre_hooks = None
@@ -50,8 +53,13 @@ class Node:
     ctx = None
     trace = None
 
-    def __init__(self, name: str, next_edges: Sequence[tuple[Node, int] | None], backward_fn: Callable[..., Any] | None,
-                 num_outputs: int = 1) -> None:
+    def __init__(
+        self,
+        name: str,
+        next_edges: Sequence[tuple[Node, int] | None],
+        backward_fn: Callable[..., Any] | None,
+        num_outputs: int = 1,
+    ) -> None:
         self.name = name
         self.next_edges = next_edges
         self.backward_fn = backward_fn
@@ -105,6 +113,7 @@ class AccumulateGrad(Node):
     """The sink of a leaf tensor: sums the gradients that reach it into ``.grad``. The leaf owns it
     (``Tensor._accumulator``) and it refers to the leaf weakly, so it lives as long as the leaf and
     no graph has to make it again; it keeps no leaf alive."""
+
     name = "AccumulateGrad"
     next_edges = ()
     backward_fn = None
@@ -171,7 +180,8 @@ def unpack(item, node):
             f"{fmt_shape(shape)}], which is saved by {node.name}, is at version "
             f"{vc.value}; expected version {item[1]} instead. Hint: enable anomaly "
             "detection to find the forward call that produced it, or clone() the value "
-            "before changing it in place.")
+            "before changing it in place."
+        )
     tensor = item[2]
     if tensor is None:
         tensor = Tensor._make(item[3], item[4])
@@ -194,8 +204,9 @@ def needs_grad(*tensors):
     if not is_grad_enabled():
         return False
     for t in tensors:
-        if t.__class__ is Tensor and (t._requires_grad or t._grad_fn is not None
-                                      or (t._base is not None and t.grad_fn is not None)):
+        if t.__class__ is Tensor and (
+            t._requires_grad or t._grad_fn is not None or (t._base is not None and t.grad_fn is not None)
+        ):
             return True
     return False
 
@@ -243,8 +254,10 @@ def sum_to_shape(g, shape):
         return g
     lead = len(gshape) - len(shape)
     if lead < 0 or any(n != 1 and n != m for n, m in zip(shape, gshape[lead:])):
-        raise ShapeError(f"sum_to_shape: a gradient of shape {fmt_shape(gshape)} cannot be summed to "
-                         f"shape {fmt_shape(shape)}, which does not broadcast to it")
+        raise ShapeError(
+            f"sum_to_shape: a gradient of shape {fmt_shape(gshape)} cannot be summed to "
+            f"shape {fmt_shape(shape)}, which does not broadcast to it"
+        )
     axes = tuple(range(lead)) + tuple(i + lead for i, n in enumerate(shape) if n == 1 and gshape[i + lead] != 1)
     r = g.sum(axes, keepdim=True) if axes else g
     if lead:
@@ -282,6 +295,10 @@ def take_grad_for_leaf(grads):
     one (backend arrays follow NumPy's convention: ``.base`` is None when they own their memory;
     an array without ``.base`` is never taken as exclusive)."""
     g, refs, data_refs = _take_last(grads)
-    exclusive = (refs <= EXCLUSIVE_REFCOUNT and data_refs <= EXCLUSIVE_DATA_REFCOUNT and g._base is None
-                 and getattr(g._data, "base", False) is None)
+    exclusive = (
+        refs <= EXCLUSIVE_REFCOUNT
+        and data_refs <= EXCLUSIVE_DATA_REFCOUNT
+        and g._base is None
+        and getattr(g._data, "base", False) is None
+    )
     return g, exclusive

@@ -1,6 +1,7 @@
 """The autograd side of ``Tensor``: ``grad_fn``, ``requires_grad``, ``is_leaf``, ``detach``,
 ``retain_grad``, ``register_hook``, ``backward``. ``adcuda.tensor`` keeps the fields they read and
 write; this module gives them their meaning and attaches them to the class when autograd loads."""
+
 from __future__ import annotations
 
 import weakref
@@ -50,11 +51,11 @@ def _set_requires_grad(self, value):
             raise AutogradError(
                 "you can only change requires_grad flags of leaf variables. If you want to use a "
                 "computed variable in a subgraph that doesn't require differentiation use "
-                "var_no_grad = var.detach().")
+                "var_no_grad = var.detach()."
+            )
         return
     if value and not self.dtype.is_floating_point:
-        raise DTypeError(f"requires_grad: only Tensors of floating point dtype can require gradients, got "
-                         f"{self.dtype}")
+        raise DTypeError(f"requires_grad: only Tensors of floating point dtype can require gradients, got {self.dtype}")
     self._requires_grad = bool(value)
 
 
@@ -91,8 +92,7 @@ def detach(self: Tensor) -> Tensor:
 
 def detach_(self: Tensor) -> Tensor:
     if self._base is not None and self._base.requires_grad:
-        raise AutogradError("detach_: can't detach a view of a tensor that requires grad in place; "
-                            "use detach()")
+        raise AutogradError("detach_: can't detach a view of a tensor that requires grad in place; use detach()")
     self._grad_fn = None
     self._view_version = None
     self._requires_grad = False
@@ -122,6 +122,7 @@ def attach_retain_hook(t, node):
         if kept is not None:
             g = grad if is_grad_enabled() else grad.detach()
             kept.grad = g.clone() if kept.grad is None else kept.grad + g
+
     node.set_retain_hook(t._output_nr, retain)
 
 
@@ -135,8 +136,13 @@ def register_hook(self: Tensor, hook: Callable[[Tensor], Tensor | None]) -> Remo
     return RemovableHandle(self._hooks, hook)
 
 
-def backward(self: Tensor, gradient: Tensor | None = None, retain_graph: bool | None = None, create_graph: bool = False,
-             inputs: Tensor | Sequence[Tensor] | None = None) -> None:
+def backward(
+    self: Tensor,
+    gradient: Tensor | None = None,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+    inputs: Tensor | Sequence[Tensor] | None = None,
+) -> None:
     _run_backward([self], None if gradient is None else [gradient], retain_graph, create_graph, inputs)
 
 

@@ -129,6 +129,7 @@ Conventions (NumPy's, which the CPU backend inherits and the CUDA backend follow
 | `gru_cell(gi, gh, h)` | GRU step from ``gi``, ``gh`` (B, 3H; gates r, z, n, biases included) and ``h`` (B, H) -> ``(1 - z) * n + z * h`` with ``n = tanh(gi_n + r * gh_n)`` |
 | `gru_cell_backward(grad, gi, gh, h)` | -> (d_gi, d_gh, d_h) |
 """
+
 from types import ModuleType
 
 from .. import _native
@@ -141,6 +142,7 @@ from .seam import PRIMITIVES  # noqa: F401 (the names every backend implements)
 
 if _native._C is not None and hasattr(_native._C, "DeviceArray"):
     from . import cuda as _cuda_primitives
+
     expose_matmul_flags(_cuda_primitives.matmul)
 else:  # a host-only build: adcuda._C has no CUDA runtime
     _cuda_primitives = None

@@ -10,6 +10,7 @@ first). Boolean masks arrive already converted to their nonzero coordinate array
 Pure Python over shapes and strides (the index arrays are opaque handles carried through), so it is
 tested against NumPy on any machine.
 """
+
 import collections
 
 from ..errors import IndexOutOfRangeError
@@ -38,8 +39,10 @@ def _broadcast(shapes):
             if n == out[i] or n == 1:
                 continue
             if out[i] != 1:
-                raise IndexOutOfRangeError("shape mismatch: indexing arrays could not be broadcast together with "
-                                           "shapes " + " ".join(str(tuple(x)) for x in shapes))
+                raise IndexOutOfRangeError(
+                    "shape mismatch: indexing arrays could not be broadcast together with "
+                    "shapes " + " ".join(str(tuple(x)) for x in shapes)
+                )
             out[i] = n
     return tuple(out)
 
@@ -61,8 +64,9 @@ def plan(shape, strides, offset, items):
         raise IndexOutOfRangeError("an index can only have a single ellipsis ('...')")
     consumed = sum(_consumed(item) for item in items)
     if consumed > ndim:
-        raise IndexOutOfRangeError(f"too many indices for array: array is {ndim}-dimensional, but {consumed} were "
-                                   "indexed")
+        raise IndexOutOfRangeError(
+            f"too many indices for array: array is {ndim}-dimensional, but {consumed} were indexed"
+        )
     if not ellipses:
         items = list(items) + [("ellipsis",)]
     has_arrays = any(item[0] in ("arrays", "bool") for item in items)
@@ -73,7 +77,7 @@ def plan(shape, strides, offset, items):
     adjacent = bool(advanced) and advanced[-1] - advanced[0] + 1 == len(advanced)
 
     view_shape, view_strides = [], []
-    indexed = []          # (view dim, handle, shape) per index array
+    indexed = []  # (view dim, handle, shape) per index array
     first_advanced = None  # count of non-indexed view dims before the first advanced item
     d = 0
     for item in items:
@@ -112,7 +116,8 @@ def plan(shape, strides, offset, items):
                     if n != shape[d + j]:
                         raise IndexOutOfRangeError(
                             f"boolean index did not match indexed array along axis {d + j}; size of axis is "
-                            f"{shape[d + j]} but size of corresponding boolean axis is {n}")
+                            f"{shape[d + j]} but size of corresponding boolean axis is {n}"
+                        )
             for handle, array_shape, array_strides in arrays:
                 indexed.append((len(view_shape), handle, tuple(array_shape), tuple(array_strides)))
                 view_shape.append(shape[d])
@@ -126,8 +131,11 @@ def plan(shape, strides, offset, items):
     indexed_dims = {v for v, _, _, _ in indexed}
     rest = [v for v in range(len(view_shape)) if v not in indexed_dims]
     at = first_advanced if adjacent else 0
-    result_dims = [("view", v) for v in rest[:at]] + [("index", j) for j in range(len(broadcast))] + \
-                  [("view", v) for v in rest[at:]]
+    result_dims = (
+        [("view", v) for v in rest[:at]]
+        + [("index", j) for j in range(len(broadcast))]
+        + [("view", v) for v in rest[at:]]
+    )
     result_shape = tuple(view_shape[v] if kind == "view" else broadcast[v] for kind, v in result_dims)
     result_strides = tuple(view_strides[v] if kind == "view" else 0 for kind, v in result_dims)
     arrays = []
@@ -148,6 +156,8 @@ def value_strides(value_shape, value_strides_, result_shape):
         strides.pop(0)
     lead = len(result_shape) - len(shape)
     if lead < 0 or any(n not in (1, m) for n, m in zip(shape, result_shape[lead:])):
-        raise ValueError(f"shape mismatch: value array of shape {tuple(value_shape)} could not be broadcast to "
-                         f"indexing result of shape {tuple(result_shape)}")
+        raise ValueError(
+            f"shape mismatch: value array of shape {tuple(value_shape)} could not be broadcast to "
+            f"indexing result of shape {tuple(result_shape)}"
+        )
     return tuple([0] * lead + [s if n != 1 else 0 for n, s in zip(shape, strides)])

@@ -4,12 +4,20 @@ indexing and flips change a (shape, strides, offset) triple, with NumPy's rules 
 Pure Python over tuples (strides and offsets in elements), so it is tested against NumPy on any
 machine; ``adcuda.backends.cuda`` applies the results with ``DeviceArray.as_strided``.
 """
+
 import operator
 
 from ..errors import IndexOutOfRangeError, ShapeError
 
-__all__ = ["contiguous_strides", "is_contiguous", "reshape_strides", "permute", "broadcast_strides", "basic_index",
-           "flip"]
+__all__ = [
+    "contiguous_strides",
+    "is_contiguous",
+    "reshape_strides",
+    "permute",
+    "broadcast_strides",
+    "basic_index",
+    "flip",
+]
 
 
 def contiguous_strides(shape):
@@ -113,8 +121,9 @@ def broadcast_strides(shape, strides, target):
     lead = len(target) - len(shape)
     if lead < 0 or any(size != 1 and size != want for size, want in zip(shape, target[lead:])):
         raise ShapeError(f"cannot broadcast shape {tuple(shape)} to {target}")
-    return (0,) * lead + tuple(stride if size == want else 0
-                               for size, stride, want in zip(shape, strides, target[lead:]))
+    return (0,) * lead + tuple(
+        stride if size == want else 0 for size, stride, want in zip(shape, strides, target[lead:])
+    )
 
 
 def basic_index(shape, strides, offset, key):

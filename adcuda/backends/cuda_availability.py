@@ -14,6 +14,7 @@ handler marks children forked after that, so that every entry point can refuse w
 ``BadForkError`` instead. The native runtime keeps the same state with ``pthread_atfork`` for the
 paths that do not pass through Python.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -25,9 +26,21 @@ import re
 from .. import _native
 from ..errors import BadForkError, DeviceError
 
-__all__ = ["is_available", "device_count", "unavailable_reason", "require_cuda", "device_properties",
-           "kernel_image_for", "query", "in_bad_fork", "is_initialized", "mark_initialized", "check_not_forked",
-           "bad_fork_message", "simulate_initialized"]
+__all__ = [
+    "is_available",
+    "device_count",
+    "unavailable_reason",
+    "require_cuda",
+    "device_properties",
+    "kernel_image_for",
+    "query",
+    "in_bad_fork",
+    "is_initialized",
+    "mark_initialized",
+    "check_not_forked",
+    "bad_fork_message",
+    "simulate_initialized",
+]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -78,11 +91,13 @@ def is_initialized() -> bool:
 
 
 def bad_fork_message(op):
-    return (f"{op}: CUDA cannot be used in a process forked after its parent initialised CUDA (the child "
-            "inherits a CUDA state it cannot use). Start worker processes with the 'spawn' or 'forkserver' "
-            "start method: multiprocessing.get_context('spawn'), or DataLoader(..., "
-            "multiprocessing_context='spawn'); adcuda's DataLoader picks 'spawn' by itself when CUDA is "
-            "initialised before it starts its workers.")
+    return (
+        f"{op}: CUDA cannot be used in a process forked after its parent initialised CUDA (the child "
+        "inherits a CUDA state it cannot use). Start worker processes with the 'spawn' or 'forkserver' "
+        "start method: multiprocessing.get_context('spawn'), or DataLoader(..., "
+        "multiprocessing_context='spawn'); adcuda's DataLoader picks 'spawn' by itself when CUDA is "
+        "initialised before it starts its workers."
+    )
 
 
 def check_not_forked(op):
@@ -130,9 +145,11 @@ class _CudaDeviceProperties:
     pci_device_id: int
 
     def __repr__(self):
-        return (f"_CudaDeviceProperties(name='{self.name}', major={self.major}, minor={self.minor}, "
-                f"total_memory={self.total_memory // 2**20}MB, "
-                f"multi_processor_count={self.multi_processor_count})")
+        return (
+            f"_CudaDeviceProperties(name='{self.name}', major={self.major}, minor={self.minor}, "
+            f"total_memory={self.total_memory // 2**20}MB, "
+            f"multi_processor_count={self.multi_processor_count})"
+        )
 
 
 def kernel_image_for(major, minor, architectures):
@@ -166,8 +183,10 @@ def kernel_image_for(major, minor, architectures):
     if unreadable:
         return None, f"unknown: the build's architectures {';'.join(architectures)} are resolved by the compiler"
     built = ", ".join(architectures) or "none"
-    return False, (f"no code for sm_{capability}: this build has {built}; "
-                   f"rebuild with ADCUDA_CUDA_ARCHS={capability} pip install .")
+    return False, (
+        f"no code for sm_{capability}: this build has {built}; "
+        f"rebuild with ADCUDA_CUDA_ARCHS={capability} pip install ."
+    )
 
 
 def _explain(reason):
@@ -189,8 +208,10 @@ def query():
     """
     C = _native._C
     if C is None:
-        return 0, (f"the native module adcuda._C could not be imported ({_native.IMPORT_ERROR}); "
-                   "install adcuda with pip to build it")
+        return 0, (
+            f"the native module adcuda._C could not be imported ({_native.IMPORT_ERROR}); "
+            "install adcuda with pip to build it"
+        )
     count, reason = C.cuda_device_count()
     if count == 0:
         return 0, _explain(reason)

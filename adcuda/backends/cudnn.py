@@ -5,6 +5,7 @@ adcuda does not use cuDNN: its convolutions and other kernels are its own (``ker
 gives anyway for the ops that have a deterministic order (see each kernel's notes); ``benchmark``
 (autotuning convolution algorithms) and ``allow_tf32`` have no effect (float32 stays full fp32).
 """
+
 enabled = True
 benchmark = False
 deterministic = False

@@ -11,6 +11,7 @@ In a build with CUDA ``adcuda.backends.cuda`` is the CUDA backend itself, whose 
 carries these flags as attributes; in a build without, ``adcuda.backends.cuda`` is ``WITHOUT_CUDA``,
 which holds only the flags. (``adcuda.backends.cudnn`` has cuDNN's, which adcuda does not use.)
 """
+
 from types import SimpleNamespace
 
 MATMUL_FLAGS = {

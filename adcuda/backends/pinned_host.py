@@ -7,6 +7,7 @@ and is reused only after every copy queued on it has completed.
 ``adcuda._C`` is looked up when a helper runs, so importing this module never needs CUDA. The native
 pool itself refuses (``BadForkError``) in a process forked after CUDA was initialised.
 """
+
 import numpy as np
 
 from .. import _native

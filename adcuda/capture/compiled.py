@@ -16,6 +16,7 @@ with that state made. What cannot be replayed ends the capture (see recorder.py)
 runs eagerly from then on, with one warning naming the op and the line, or, with
 ``fullgraph=True``, raises CaptureError naming them.
 """
+
 import warnings
 
 from .. import dtypes as dt
@@ -28,8 +29,8 @@ from ..tensor import Tensor
 from .program import Layout, Program
 from .recorder import Recorder, Uncapturable
 
-CACHE_SIZE_LIMIT = 8      # signatures captured per function, as torch.compile's cache_size_limit
-CAPTURE_ATTEMPTS = 2      # captures of one signature that may leave state behind before giving up
+CACHE_SIZE_LIMIT = 8  # signatures captured per function, as torch.compile's cache_size_limit
+CAPTURE_ATTEMPTS = 2  # captures of one signature that may leave state behind before giving up
 
 
 class CaptureError(AdcudaError, RuntimeError):
@@ -40,8 +41,10 @@ def compile(fn=None, *, fullgraph=False, dynamic=False):  # noqa: A001 (torch.co
     """``fn`` captured at its first call per input signature and replayed after (see the module
     docstring); usable as ``@adcuda.compile`` or ``@adcuda.compile(fullgraph=True)``."""
     if dynamic:
-        raise CaptureError("adcuda.compile: dynamic=True (one program for many shapes) is not supported; "
-                           "adcuda captures one program per input shape (dynamic=False)")
+        raise CaptureError(
+            "adcuda.compile: dynamic=True (one program for many shapes) is not supported; "
+            "adcuda captures one program per input shape (dynamic=False)"
+        )
     if fn is None:
         return lambda f: CompiledFunction(f, fullgraph=fullgraph)
     if not callable(fn):
@@ -57,8 +60,8 @@ class CompiledFunction:
         self.fn = fn
         self.fullgraph = fullgraph
         self.name = getattr(fn, "__qualname__", None) or type(fn).__name__
-        self._cache = {}          # signature -> Program, or the number of captures that left state behind
-        self._eager = False       # set once something could not be captured
+        self._cache = {}  # signature -> Program, or the number of captures that left state behind
+        self._eager = False  # set once something could not be captured
         self._warned_limit = False
         self.__wrapped__ = fn
         self.__doc__ = getattr(fn, "__doc__", None)
@@ -71,8 +74,13 @@ class CompiledFunction:
         if self._eager:
             return self.fn(*args, **kwargs)
         tensors = []
-        key = (_signature((args, kwargs), tensors), is_grad_enabled(), dt.get_default_dtype(), dispatch._hooks,
-               _autocast_state() if dispatch._hooks else None)
+        key = (
+            _signature((args, kwargs), tensors),
+            is_grad_enabled(),
+            dt.get_default_dtype(),
+            dispatch._hooks,
+            _autocast_state() if dispatch._hooks else None,
+        )
         program = self._cache.get(key)
         if program.__class__ is Program and program.holds():
             program.replays += 1
@@ -82,8 +90,11 @@ class CompiledFunction:
         elif program is None and len(self._cache) >= CACHE_SIZE_LIMIT:
             if not self._warned_limit:
                 self._warned_limit = True
-                warnings.warn(f"adcuda.compile: {self.name} has been captured for {CACHE_SIZE_LIMIT} input signatures "
-                              "(the cache size limit); calls with new signatures run eagerly", stacklevel=2)
+                warnings.warn(
+                    f"adcuda.compile: {self.name} has been captured for {CACHE_SIZE_LIMIT} input signatures "
+                    "(the cache size limit); calls with new signatures run eagerly",
+                    stacklevel=2,
+                )
             return self.fn(*args, **kwargs)
         return self._capture(key, tensors, args, kwargs)
 
@@ -91,9 +102,17 @@ class CompiledFunction:
         arrays = [t._data for t in tensors]
         if len({id(a) for a in arrays}) != len(arrays) or any(t._device is not CPU for t in tensors):
             # aliased inputs, or CUDA tensors (no CUDA graph capture yet): the plain call
-            return self._give_up(Uncapturable(
-                "CUDA tensors (adcuda.compile captures CPU programs only)" if any(t._device is not CPU for t in tensors)
-                else "the same tensor passed twice", "the call"), args, kwargs, ran=False)
+            return self._give_up(
+                Uncapturable(
+                    "CUDA tensors (adcuda.compile captures CPU programs only)"
+                    if any(t._device is not CPU for t in tensors)
+                    else "the same tensor passed twice",
+                    "the call",
+                ),
+                args,
+                kwargs,
+                ran=False,
+            )
         recorder = Recorder(strict=self.fullgraph, inputs=tensors)
         for a in arrays:
             recorder.add_input(a)
@@ -101,8 +120,9 @@ class CompiledFunction:
             with recorder:
                 result = self.fn(*args, **kwargs)
         except Uncapturable as e:
-            raise CaptureError(f"adcuda.compile(fullgraph=True): {self.name} cannot be captured: {e.what} at "
-                               f"{e.where}") from None
+            raise CaptureError(
+                f"adcuda.compile(fullgraph=True): {self.name} cannot be captured: {e.what} at {e.where}"
+            ) from None
         recorder.strict = False  # the run is over: what outputs() finds is reported by _give_up
         if recorder.failure is None:
             outputs = recorder.outputs(result)
@@ -116,19 +136,31 @@ class CompiledFunction:
             if attempts < CAPTURE_ATTEMPTS:
                 self._cache[key] = attempts
                 return result
-            return self._give_up(Uncapturable(
-                f"the function keeps {len(escaped)} tensor(s) it computed alive after returning (stored in a module, "
-                "a list or another object)", "the call"), args, kwargs, ran=True, result=result)
+            return self._give_up(
+                Uncapturable(
+                    f"the function keeps {len(escaped)} tensor(s) it computed alive after returning "
+                    "(stored in a module, a list or another object)",
+                    "the call",
+                ),
+                args,
+                kwargs,
+                ran=True,
+                result=result,
+            )
         self._cache[key] = Program(recorder.trace, layout, outputs, self.name)
         return result
 
     def _give_up(self, failure, args, kwargs, *, ran, result=None):
         if self.fullgraph:
-            raise CaptureError(f"adcuda.compile(fullgraph=True): {self.name} cannot be captured: {failure.what} at "
-                               f"{failure.where}")
+            raise CaptureError(
+                f"adcuda.compile(fullgraph=True): {self.name} cannot be captured: {failure.what} at {failure.where}"
+            )
         self._eager = True
-        warnings.warn(f"adcuda.compile: {self.name} cannot be captured ({failure.what} at {failure.where}); it runs "
-                      "eagerly from now on", stacklevel=3)
+        warnings.warn(
+            f"adcuda.compile: {self.name} cannot be captured ({failure.what} at {failure.where}); it runs "
+            "eagerly from now on",
+            stacklevel=3,
+        )
         return result if ran else self.fn(*args, **kwargs)
 
 

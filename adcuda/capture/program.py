@@ -16,6 +16,7 @@ variables with every primitive, constant and buffer prebound: no dispatch, no au
 parsing. Host steps are calls of the library functions they recorded; accumulation sets or adds to
 ``.grad`` as eager does; draws take the next seed and offset from their generator.
 """
+
 import warnings
 
 import numpy as np
@@ -81,6 +82,7 @@ def _unary_backward_kernel(call):
 
     def relu_backward(x, g, out):
         return np.multiply(g, np.greater(x, 0, out=mask), out=out)
+
     return relu_backward, (1, 3)
 
 
@@ -99,8 +101,12 @@ def _matmul_kernel(call):
 
 # primitive -> a function of the recorded call giving (a kernel that writes the call's result into its
 # ``out`` argument, the positions of the call's arguments it takes), or None where it cannot
-FAST_KERNELS = {"binary": _binary_kernel, "unary": _unary_kernel, "unary_backward": _unary_backward_kernel,
-                "matmul": _matmul_kernel}
+FAST_KERNELS = {
+    "binary": _binary_kernel,
+    "unary": _unary_kernel,
+    "unary_backward": _unary_backward_kernel,
+    "matmul": _matmul_kernel,
+}
 
 
 class Layout:
@@ -141,7 +147,7 @@ class Program:
         self.replays = 0
         self.trace = trace
         self.layout = layout
-        self.outputs = outputs              # output template: value numbers / constants (see compiled.py)
+        self.outputs = outputs  # output template: value numbers / constants (see compiled.py)
         # checked before each replay: every persistent tensor still holds the array it read, every module
         # is still in the mode (train or eval) it ran in
         self.guards = [(t, a) for a, t in trace.externals.values() if t is not None]
@@ -193,10 +199,10 @@ class Program:
         occupant's buffer of the same shape and dtype."""
         layout = self.layout
         kernels = {}
-        buffers = []           # (shape, dtype)
-        buffer_of = {}         # value number -> buffer index
-        free_at = {}           # buffer index -> the step after which it is free
-        by_layout = {}         # (shape, dtype) -> buffer indices
+        buffers = []  # (shape, dtype)
+        buffer_of = {}  # value number -> buffer index
+        free_at = {}  # buffer index -> the step after which it is free
+        by_layout = {}  # (shape, dtype) -> buffer indices
         for i, step in enumerate(self.trace.steps):
             if step.__class__ is not Call or step.result_kind != "array" or step.name not in FAST_KERNELS:
                 continue
@@ -287,20 +293,26 @@ class Program:
                 lines.append(f"{i:4d}  host step {step.name}")
             elif cls is Accumulate:
                 alias = self._may_alias(i, step)
-                body.append(f"_accumulate({bind(trace.leaves[step.leaf], 'leaf')}, {expr(step.grad)}, "
-                            f"{bind(step.device, 'c')}, {alias})")
+                body.append(
+                    f"_accumulate({bind(trace.leaves[step.leaf], 'leaf')}, {expr(step.grad)}, "
+                    f"{bind(step.device, 'c')}, {alias})"
+                )
                 lines.append(f"{i:4d}  accumulate into leaf {step.leaf}'s .grad from {_ref(step.grad)}")
             elif cls is Drawn:
                 body.append(f"d{draws} = {bind(step.generator, 'gen')}.next_offset({int(step.numel)})")
                 lines.append(f"{i:4d}  draw {draws}: {int(step.numel)} values from the generator")
                 draws += 1
-        outputs = [f"v{x}" if kind == "value" else bind(x, "c") if kind == "array" else "None"
-                   for kind, x in self.outputs[1]]
+        outputs = [
+            f"v{x}" if kind == "value" else bind(x, "c") if kind == "array" else "None" for kind, x in self.outputs[1]
+        ]
         params = ", ".join(f"v{n}" for n in trace.inputs)
         for b, (shape, dtype) in enumerate(self.buffers):
             env[f"buf{b}"] = np.empty(shape, dtype)
-        source = (f"def replay({params}):\n" + "".join(f"    {line}\n" for line in body)
-                  + f"    return ({''.join(o + ', ' for o in outputs)})\n")
+        source = (
+            f"def replay({params}):\n"
+            + "".join(f"    {line}\n" for line in body)
+            + f"    return ({''.join(o + ', ' for o in outputs)})\n"
+        )
         self.source = source
         exec(compile(source, f"<adcuda.compile replay of {self.name}>", "exec"), env)
         return env["replay"]
@@ -370,12 +382,14 @@ class Program:
         accs = sum(1 for s in steps if s.__class__ is Accumulate)
         draws = sum(1 for s in steps if s.__class__ is Drawn)
         planned, peak = self.memory()
-        head = (f"adcuda.compile program of {self.name}: {len(steps)} steps ({calls} primitive calls, "
-                f"{len(self.kernels)} into preallocated buffers; {hosts} host steps; {accs} gradient "
-                f"accumulations; {draws} random draws)\n"
-                f"inputs: {', '.join(f'%{n}' for n in self.trace.inputs) or 'none'}; outputs: "
-                f"{', '.join(f'%{n}' for n in self.output_values()) or 'none'}\n"
-                f"buffers: {len(self.buffers)} preallocated, {planned} bytes; peak memory of a replay: {peak} bytes\n")
+        head = (
+            f"adcuda.compile program of {self.name}: {len(steps)} steps ({calls} primitive calls, "
+            f"{len(self.kernels)} into preallocated buffers; {hosts} host steps; {accs} gradient "
+            f"accumulations; {draws} random draws)\n"
+            f"inputs: {', '.join(f'%{n}' for n in self.trace.inputs) or 'none'}; outputs: "
+            f"{', '.join(f'%{n}' for n in self.output_values()) or 'none'}\n"
+            f"buffers: {len(self.buffers)} preallocated, {planned} bytes; peak memory of a replay: {peak} bytes\n"
+        )
         return head + "\n".join(self.lines)
 
 

@@ -20,6 +20,7 @@ Whatever it cannot replay ends the recording (``Uncapturable``, naming the op an
 a value read on the host (``.item()``, ``.numpy()``, ``bool(t)``, printing), a primitive reading an
 array a host step made, a leaf with gradient hooks, a higher-order backward.
 """
+
 import os
 import sys
 import threading
@@ -54,6 +55,7 @@ class Uncapturable(Exception):
 
 class Value:
     """A reference to array number ``n`` of the trace."""
+
     __slots__ = ("n",)
 
     def __init__(self, n):
@@ -62,6 +64,7 @@ class Value:
 
 class GradOf:
     """The ``.grad`` array of leaf ``leaf`` (an index into ``Trace.leaves``) when the call runs."""
+
     __slots__ = ("leaf",)
 
     def __init__(self, leaf):
@@ -70,6 +73,7 @@ class GradOf:
 
 class Draw:
     """Item ``index`` (0: seed, 1: offset) of draw number ``draw``."""
+
     __slots__ = ("draw", "index")
 
     def __init__(self, draw, index):
@@ -80,6 +84,7 @@ class Draw:
 class HostData:
     """Host data a ``from_numpy`` call took (a copy made at capture): a replay hands the primitive a
     fresh copy of it each time, as eager makes the array afresh from the Python data on each call."""
+
     __slots__ = ("array",)
 
     def __init__(self, array):
@@ -93,9 +98,9 @@ class Call:
         self.name = name
         self.args = args
         self.kwargs = kwargs
-        self.results = ()       # value numbers of the arrays the call returned, in order
+        self.results = ()  # value numbers of the arrays the call returned, in order
         self.result_kind = None  # "array", "tuple" (results by position, None where not an array) or None
-        self.arrays_in = ()     # the real arrays of the call's arguments at capture (for the fast kernels)
+        self.arrays_in = ()  # the real arrays of the call's arguments at capture (for the fast kernels)
 
 
 class HostStep:
@@ -127,6 +132,7 @@ class Drawn:
 
 class TensorArg:
     """A host step's tensor argument over trace array ``value`` (rebuilt around the replay's array)."""
+
     __slots__ = ("value", "device", "requires_grad")
 
     def __init__(self, value, device, requires_grad):
@@ -140,13 +146,13 @@ class Trace:
 
     def __init__(self):
         self.steps = []
-        self.arrays = []        # value number -> the array at capture (released after the capture)
-        self.producer = []      # value number -> index of the step that made it (-1: an input)
-        self.inputs = []        # value numbers of the inputs, in order
-        self.leaves = []        # leaf tensors whose gradients the trace accumulates or reads
-        self.externals = {}     # id(array) -> (array, tensor or None): persistent arrays read as they are
+        self.arrays = []  # value number -> the array at capture (released after the capture)
+        self.producer = []  # value number -> index of the step that made it (-1: an input)
+        self.inputs = []  # value numbers of the inputs, in order
+        self.leaves = []  # leaf tensors whose gradients the trace accumulates or reads
+        self.externals = {}  # id(array) -> (array, tensor or None): persistent arrays read as they are
         self.handed_over = set()  # value numbers a host step or an accumulation received
-        self.modules = {}       # id(module) -> (module, its training flag): every nn.Module the run called
+        self.modules = {}  # id(module) -> (module, its training flag): every nn.Module the run called
 
 
 def user_line():
@@ -166,19 +172,19 @@ class Recorder:
     """Installs itself at the dispatch point for one eager run and builds its ``Trace``."""
 
     def __init__(self, *, strict=False, inputs=()):
-        self.strict = strict    # raise at the first thing that cannot be captured (fullgraph=True)
+        self.strict = strict  # raise at the first thing that cannot be captured (fullgraph=True)
         self._input_ids = {id(t) for t in inputs}
         self.trace = Trace()
-        self._ids = {}          # id(array) -> value number
-        self._grad_ids = {}     # id(array) -> leaf index, for arrays that are a leaf's .grad now
-        self._leaf_index = {}   # id(leaf) -> index into trace.leaves
-        self._host_made = {}    # id(array) -> array made inside a host step (kept: its id is a key)
-        self._alive = []        # other arrays whose ids are keys
-        self._tensors = {}      # id(array) -> tensor seen holding it (for the identity guards)
-        self._draws = {}        # (seed, offset) -> number of the draw of this run that gave them
+        self._ids = {}  # id(array) -> value number
+        self._grad_ids = {}  # id(array) -> leaf index, for arrays that are a leaf's .grad now
+        self._leaf_index = {}  # id(leaf) -> index into trace.leaves
+        self._host_made = {}  # id(array) -> array made inside a host step (kept: its id is a key)
+        self._alive = []  # other arrays whose ids are keys
+        self._tensors = {}  # id(array) -> tensor seen holding it (for the identity guards)
+        self._draws = {}  # (seed, offset) -> number of the draw of this run that gave them
         self._draw_count = 0
         self._host_depth = 0
-        self.failure = None     # the first Uncapturable met
+        self.failure = None  # the first Uncapturable met
         self.backward_ran = False
         self._previous = None
         self._thread = threading.get_ident()  # only this thread's calls are the function's
@@ -186,9 +192,11 @@ class Recorder:
     # ------------------------------------------------------------------ attaching
     def __enter__(self):
         dispatch.add_hook(self, innermost=True)
-        self._previous = (dispatch.set_host_step_observer(self._host_step),
-                          random_module.set_draw_observer(self._drawn),
-                          dispatch.set_module_call_observer(self._module_called))
+        self._previous = (
+            dispatch.set_host_step_observer(self._host_step),
+            random_module.set_draw_observer(self._drawn),
+            dispatch.set_module_call_observer(self._module_called),
+        )
         return self
 
     def __exit__(self, *exc):
@@ -243,8 +251,11 @@ class Recorder:
         def walk(value):
             if isinstance(value, Tensor):
                 if value.requires_grad and value.grad_fn is not None and not self.backward_ran:
-                    self.fail("the function returns a tensor that requires grad and runs no backward: a backward "
-                              "outside the compiled function is not captured", "the function's return")
+                    self.fail(
+                        "the function returns a tensor that requires grad and runs no backward: a backward "
+                        "outside the compiled function is not captured",
+                        "the function's return",
+                    )
                 n = self._ids.get(id(value._data))
                 leaves.append(("value", n) if n is not None else ("array", value._data))
                 return ("T", value._device)
@@ -255,9 +266,13 @@ class Recorder:
                 return ("seq", value.__class__, tuple(walk(v) for v in value))
             if value.__class__ is dict:
                 return ("dict", tuple((k, walk(v)) for k, v in value.items()))
-            self.fail(f"the function returns a {type(value).__name__} (only tensors, None and lists, tuples or dicts "
-                      "of them are replayed)", "the function's return")
+            self.fail(
+                f"the function returns a {type(value).__name__} (only tensors, None and lists, tuples or dicts "
+                "of them are replayed)",
+                "the function's return",
+            )
             return None
+
         spec = walk(result)
         return spec, leaves
 
@@ -359,8 +374,11 @@ class Recorder:
             return fn(*args, **kwargs)
         try:
             if name == "from_numpy" and args and args[0].__class__ is np.ndarray and id(args[0]) not in self._ids:
-                call = Call(name, (HostData(args[0].copy()),) + self._references(args[1:]),
-                            {k: self._references(v) for k, v in kwargs.items()})
+                call = Call(
+                    name,
+                    (HostData(args[0].copy()),) + self._references(args[1:]),
+                    {k: self._references(v) for k, v in kwargs.items()},
+                )
             else:
                 call = Call(name, self._references(args), {k: self._references(v) for k, v in kwargs.items()})
         except Uncapturable as e:
@@ -383,8 +401,7 @@ class Recorder:
             call.results = (self._result_value(result, step),)
         elif result.__class__ is tuple:
             call.result_kind = "tuple"
-            call.results = tuple(self._result_value(r, step) if r.__class__ is np.ndarray else None
-                                 for r in result)
+            call.results = tuple(self._result_value(r, step) if r.__class__ is np.ndarray else None for r in result)
         self.trace.steps.append(call)
         return result
 
@@ -415,8 +432,10 @@ class Recorder:
             call.kwargs = dict(call.kwargs, seed=Draw(self._draws[pair], 0), offset=Draw(self._draws[pair], 1))
         call.args = tuple(args)
         if call.name in RANDOM_PRIMITIVES and not linked:
-            raise Uncapturable(f"a {call.name} draw whose seed and offset no generator gave (a replay would repeat "
-                               "its numbers)", user_line()[0])
+            raise Uncapturable(
+                f"a {call.name} draw whose seed and offset no generator gave (a replay would repeat its numbers)",
+                user_line()[0],
+            )
 
     def _references(self, value):
         if value.__class__ is np.ndarray:
@@ -437,8 +456,10 @@ class Recorder:
         if n is not None:
             return Value(n)
         if key in self._host_made:
-            raise Uncapturable("a primitive reads a tensor made inside a host step (an optimizer, scheduler or "
-                               "GradScaler call)", user_line()[0])
+            raise Uncapturable(
+                "a primitive reads a tensor made inside a host step (an optimizer, scheduler or GradScaler call)",
+                user_line()[0],
+            )
         self.trace.externals[key] = (array, self._tensors.get(key))
         return array
 
@@ -466,6 +487,7 @@ class HostResult:
     step again but not the Python that used its result, so a result the function looks at (``if
     scaler.step(opt): scheduler.step()``) could steer it differently on a later call: the first use
     ends the capture. Used in any way, it acts as the value it holds."""
+
     __slots__ = ("_value", "_recorder", "_name")
 
     def __init__(self, value, recorder, name):
@@ -522,6 +544,7 @@ def _shapes_of(value):
 
 class ArraySpec:
     """The layout of an array an argument had at capture."""
+
     __slots__ = ("shape", "dtype")
 
     def __init__(self, array):
@@ -554,6 +577,7 @@ class _RecordingBackend:
                 if not on_cpu and recorder.recording:
                     recorder.fail(f"{name} on a CUDA tensor (adcuda.compile captures CPU programs only)")
                 return recorder.call(name, fn, args, kwargs)
+
             recorded.__name__ = name
             setattr(self, name, recorded)
             attr = recorded

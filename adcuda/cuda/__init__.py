@@ -11,6 +11,7 @@ Modules: ``devices`` (query and control), ``streams`` (Stream, Event, current_st
 ``fork`` (fork safety), ``errors``, ``random`` (manual_seed, manual_seed_all). ``amp`` (the
 ``torch.cuda.amp`` aliases) sits above this package and is imported by ``adcuda``.
 """
+
 from .context import CudaContext, init_cuda_context
 from .devices import (
     _device_index,
@@ -57,12 +58,45 @@ from .streams import (
 )
 
 __all__ = [
-    "is_available", "device_count", "unavailable_reason", "get_device_name", "get_device_properties",
-    "get_device_capability", "current_device", "set_device", "synchronize", "device", "mem_get_info",
-    "is_initialized", "init_cuda_context", "CudaContext", "Stream", "ExternalStream", "Event", "StreamContext",
-    "current_stream", "default_stream", "set_stream", "stream", "memory_allocated", "max_memory_allocated",
-    "memory_reserved", "max_memory_reserved", "reset_peak_memory_stats", "reset_max_memory_allocated",
-    "empty_cache", "memory_stats", "pinned_memory_stats", "reset_peak_pinned_memory_stats", "empty_pinned_cache",
-    "OutOfMemoryError", "BadForkError", "DeviceIndexError", "record_stream", "manual_seed", "manual_seed_all",
-    "seed", "initial_seed",
+    "is_available",
+    "device_count",
+    "unavailable_reason",
+    "get_device_name",
+    "get_device_properties",
+    "get_device_capability",
+    "current_device",
+    "set_device",
+    "synchronize",
+    "device",
+    "mem_get_info",
+    "is_initialized",
+    "init_cuda_context",
+    "CudaContext",
+    "Stream",
+    "ExternalStream",
+    "Event",
+    "StreamContext",
+    "current_stream",
+    "default_stream",
+    "set_stream",
+    "stream",
+    "memory_allocated",
+    "max_memory_allocated",
+    "memory_reserved",
+    "max_memory_reserved",
+    "reset_peak_memory_stats",
+    "reset_max_memory_allocated",
+    "empty_cache",
+    "memory_stats",
+    "pinned_memory_stats",
+    "reset_peak_pinned_memory_stats",
+    "empty_pinned_cache",
+    "OutOfMemoryError",
+    "BadForkError",
+    "DeviceIndexError",
+    "record_stream",
+    "manual_seed",
+    "manual_seed_all",
+    "seed",
+    "initial_seed",
 ]

@@ -6,6 +6,7 @@ are no CUDA tensors), as ``adcuda.amp.autocast("cuda")`` does.
 It sits above ``adcuda.cuda`` (adcuda.amp itself uses adcuda.cuda), so ``adcuda/cuda/__init__.py``
 does not import it; ``adcuda`` does, which makes ``adcuda.cuda.amp`` there as in PyTorch.
 """
+
 from .. import amp as _amp
 from ..dtypes import float16
 
@@ -21,8 +22,7 @@ class GradScaler(_amp.GradScaler):
     """``GradScaler(init_scale=2.0**16, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,
     enabled=True)`` for CUDA tensors."""
 
-    def __init__(self, init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,
-                 enabled=True):
+    def __init__(self, init_scale=2.0**16, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000, enabled=True):
         super().__init__("cuda", init_scale, growth_factor, backoff_factor, growth_interval, enabled)
 
 

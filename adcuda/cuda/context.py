@@ -12,6 +12,7 @@ its positional argument). In each process and thread it, once:
     stream, and readies the allocator and the pinned pool; elsewhere it returns the CPU context, which
     says why CUDA is not used, and does nothing else.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -39,6 +40,7 @@ _announced_worker_seed = None
 class CudaContext:
     """What ``init_cuda_context`` set up. ``device`` is ``cuda:N``, or ``cpu`` with ``reason`` saying
     why CUDA is not used; ``seed`` is what adcuda's generator was seeded with (None: left alone)."""
+
     device: object
     reason: object
     worker_id: object
@@ -106,8 +108,9 @@ def init_cuda_context(worker_id: int | None = None, device: object = None) -> Cu
 
     common = dict(worker_id=worker_id, seed=seed, pid=os.getpid(), thread_id=threading.get_ident())
     if not is_available():
-        context = CudaContext(device=device_type("cpu"), reason=f"CUDA is not available: {unavailable_reason()}",
-                              **common)
+        context = CudaContext(
+            device=device_type("cpu"), reason=f"CUDA is not available: {unavailable_reason()}", **common
+        )
     else:
         index = _device_index(device, "init_cuda_context")
         _native._C.initialize_context(index)

@@ -5,6 +5,7 @@ for), ``is_available()`` is False, ``unavailable_reason()`` says why, and every 
 device raises ``adcuda.errors.DeviceError`` with that reason instead of crashing. The query itself
 (asked once per process) is ``adcuda.backends.cuda_availability``'s, which the CUDA backend checks too.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -26,8 +27,17 @@ if TYPE_CHECKING:
     from ..types import Any, Device
 
 __all__ = [
-    "is_available", "device_count", "unavailable_reason", "get_device_name", "get_device_properties",
-    "get_device_capability", "current_device", "set_device", "synchronize", "device", "mem_get_info",
+    "is_available",
+    "device_count",
+    "unavailable_reason",
+    "get_device_name",
+    "get_device_properties",
+    "get_device_capability",
+    "current_device",
+    "set_device",
+    "synchronize",
+    "device",
+    "mem_get_info",
 ]
 
 
@@ -51,8 +61,10 @@ def _device_index(device, op_name):
         index = parsed.index
     count = device_count()
     if not 0 <= index < count:
-        raise DeviceError(f"{op_name}: invalid CUDA device index {index}; "
-                          f"{count} device{'s' if count != 1 else ''} visible (cuda:0..cuda:{count - 1})")
+        raise DeviceError(
+            f"{op_name}: invalid CUDA device index {index}; "
+            f"{count} device{'s' if count != 1 else ''} visible (cuda:0..cuda:{count - 1})"
+        )
     return index
 
 

@@ -1,6 +1,7 @@
 """The exceptions of ``adcuda.cuda``. Defined in Python so that every build (with or without CUDA) has
 the same classes; the native runtime raises them too (``kernels/bindings.cpp``). ``BadForkError`` is
 ``adcuda.errors``' (the backends refuse with it too), re-exported here."""
+
 from ..errors import BadForkError, IndexOutOfRangeError
 
 __all__ = ["OutOfMemoryError", "BadForkError", "DeviceIndexError"]

@@ -5,6 +5,7 @@
 As in PyTorch, these answer zeros (and ``empty_cache`` does nothing) in a process that has not
 initialised CUDA, so scripts can call them unconditionally.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -17,19 +18,47 @@ from .fork import is_initialized
 if TYPE_CHECKING:
     from ..types import Device
 
-__all__ = ["memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
-           "reset_peak_memory_stats", "reset_max_memory_allocated", "empty_cache", "memory_stats",
-           "OutOfMemoryError"]
+__all__ = [
+    "memory_allocated",
+    "max_memory_allocated",
+    "memory_reserved",
+    "max_memory_reserved",
+    "reset_peak_memory_stats",
+    "reset_max_memory_allocated",
+    "empty_cache",
+    "memory_stats",
+    "OutOfMemoryError",
+]
 
 # memory_stats() keys, PyTorch's: "<stat>.<pool>.<current|peak|allocated|freed>" and counters.
 _POOLS = ("all", "small_pool", "large_pool")
 _STAT_KEYS = tuple(
-    [f"{stat}.{pool}.{field}" for stat in ("allocated_bytes", "requested_bytes", "reserved_bytes", "active",
-                                           "active_bytes", "segment", "allocation")
-     for pool in _POOLS for field in ("current", "peak", "allocated", "freed")]
+    [
+        f"{stat}.{pool}.{field}"
+        for stat in (
+            "allocated_bytes",
+            "requested_bytes",
+            "reserved_bytes",
+            "active",
+            "active_bytes",
+            "segment",
+            "allocation",
+        )
+        for pool in _POOLS
+        for field in ("current", "peak", "allocated", "freed")
+    ]
     + [f"{stat}.{pool}.current" for stat in ("inactive_split", "inactive_split_bytes") for pool in _POOLS]
-    + ["num_alloc_retries", "num_ooms", "num_device_alloc", "num_device_free", "cache_hits", "cross_stream_reuses",
-       "pending_blocks", "cached_blocks"])
+    + [
+        "num_alloc_retries",
+        "num_ooms",
+        "num_device_alloc",
+        "num_device_free",
+        "cache_hits",
+        "cross_stream_reuses",
+        "pending_blocks",
+        "cached_blocks",
+    ]
+)
 
 
 def _runtime_ready():

@@ -6,6 +6,7 @@ staging block, and device->host copies land in a pinned block that ``.numpy()`` 
 Arrays here are NumPy arrays whose memory is a pool block; the block returns to the pool when the last
 array over it goes, and is reused only after every copy queued on it has completed.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -16,12 +17,29 @@ from ..errors import DeviceError
 from .devices import unavailable_reason
 from .fork import check_not_forked, is_initialized
 
-__all__ = ["empty_pinned", "pin_array", "is_pinned_array", "pinned_memory_stats", "reset_peak_pinned_memory_stats",
-           "empty_pinned_cache"]
+__all__ = [
+    "empty_pinned",
+    "pin_array",
+    "is_pinned_array",
+    "pinned_memory_stats",
+    "reset_peak_pinned_memory_stats",
+    "empty_pinned_cache",
+]
 
-_STAT_KEYS = ("allocated_bytes", "peak_allocated_bytes", "reserved_bytes", "peak_reserved_bytes", "active_blocks",
-              "cached_blocks", "pending_blocks", "allocations", "cache_hits", "host_allocs", "host_frees",
-              "recorded_uses")
+_STAT_KEYS = (
+    "allocated_bytes",
+    "peak_allocated_bytes",
+    "reserved_bytes",
+    "peak_reserved_bytes",
+    "active_blocks",
+    "cached_blocks",
+    "pending_blocks",
+    "allocations",
+    "cache_hits",
+    "host_allocs",
+    "host_frees",
+    "recorded_uses",
+)
 
 
 def empty_pinned(shape, dtype, op="empty_pinned"):

@@ -5,6 +5,7 @@ adcuda has one default generator for every device: a draw depends only on the se
 of draws (counter-based Philox), never on the device. So seeding "the CUDA generator" is seeding that
 one generator, and works the same with no GPU at all (PyTorch silently defers it there).
 """
+
 from __future__ import annotations
 
 from .. import random as _random

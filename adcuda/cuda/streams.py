@@ -7,6 +7,7 @@ train side by side never wait for each other's kernels. ``current_stream()`` is 
 is ordered only by events: the runtime makes a stream wait for an event whenever it uses memory that
 another stream used last, and ``Stream.wait_stream`` / ``Event.wait`` order streams explicitly.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -18,8 +19,17 @@ from .devices import _device_index
 if TYPE_CHECKING:
     from ..types import Any, Device, Tensor
 
-__all__ = ["Stream", "ExternalStream", "Event", "current_stream", "default_stream", "set_stream", "stream",
-           "StreamContext", "record_stream"]
+__all__ = [
+    "Stream",
+    "ExternalStream",
+    "Event",
+    "current_stream",
+    "default_stream",
+    "set_stream",
+    "stream",
+    "StreamContext",
+    "record_stream",
+]
 
 
 def _C():
@@ -150,8 +160,9 @@ class Event:
         if self._event is None:
             self._event = _C().Event(device_index, self.enable_timing, self.blocking)
         elif self._event.device != device_index:
-            raise ValueError(f"Event: recorded on cuda:{self._event.device} before, cannot use it with "
-                             f"cuda:{device_index}")
+            raise ValueError(
+                f"Event: recorded on cuda:{self._event.device} before, cannot use it with cuda:{device_index}"
+            )
         return self._event
 
     def record(self, stream: Stream | None = None) -> None:
@@ -199,8 +210,9 @@ def _stream_handle(stream):
             return int(getattr(stream, attribute))
     if isinstance(stream, int) and not isinstance(stream, bool):
         return stream
-    raise TypeError(f"record_stream: expected a stream (adcuda, PyTorch or CuPy) or a stream handle, got "
-                    f"{type(stream).__name__}")
+    raise TypeError(
+        f"record_stream: expected a stream (adcuda, PyTorch or CuPy) or a stream handle, got {type(stream).__name__}"
+    )
 
 
 def record_stream(tensor: Tensor, stream: Any) -> None:

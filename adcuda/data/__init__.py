@@ -6,6 +6,7 @@
 
 See README.md beside this file for where the digits come from and their licence.
 """
+
 import gzip
 import importlib.resources
 from dataclasses import dataclass
@@ -28,8 +29,10 @@ def load_digits():
     with resource.open("rb") as raw, gzip.open(raw, "rt") as text:
         table = np.loadtxt(text, delimiter=",", dtype=np.int64)
     if table.shape != _DIGITS_SHAPE:
-        raise ValueError(f"load_digits: {DIGITS_FILE} holds a table of shape {table.shape}, "
-                         f"expected {_DIGITS_SHAPE}; the packaged file is damaged")
+        raise ValueError(
+            f"load_digits: {DIGITS_FILE} holds a table of shape {table.shape}, "
+            f"expected {_DIGITS_SHAPE}; the packaged file is damaged"
+        )
     images = (table[:, :64] / _DIGITS_MAX_PIXEL).astype(np.float32)
     labels = np.ascontiguousarray(table[:, 64])
     return from_numpy(images), from_numpy(labels)
@@ -39,6 +42,7 @@ def load_digits():
 class CharCorpus:
     """A text as character ids: ``vocab`` lists the characters (id = position), ``train`` and ``val``
     are int64 tensors of ids (the first ``1 - val_fraction`` of the text and the rest)."""
+
     text: str
     vocab: tuple
     train: object
@@ -61,6 +65,7 @@ class CharCorpus:
 
 def _topics_text():
     from pydoc_data.topics import topics
+
     # sorted by topic name, so that the text (and the split) is the same on every run
     return "\n\n".join(topics[name].strip() for name in sorted(topics)) + "\n"
 
@@ -75,5 +80,4 @@ def load_chars_corpus(val_fraction=0.1):
     code_points = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
     ids = np.searchsorted(np.array([ord(ch) for ch in vocab], dtype=np.uint32), code_points).astype(np.int64)
     split = int(len(ids) * (1 - val_fraction))
-    return CharCorpus(text=text, vocab=vocab, train=from_numpy(ids[:split].copy()),
-                      val=from_numpy(ids[split:].copy()))
+    return CharCorpus(text=text, vocab=vocab, train=from_numpy(ids[:split].copy()), val=from_numpy(ids[split:].copy()))

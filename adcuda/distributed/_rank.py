@@ -3,6 +3,7 @@ launcher's variables (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SI
 gave this process, shows it one GPU where the machine has GPUs, runs the user's script as
 ``__main__``, and aborts the whole MPI job if the script fails, so that no other rank is left
 waiting in a collective for this one."""
+
 import argparse
 import os
 import runpy

@@ -1,11 +1,17 @@
 """What the environment says about this process's place in a job: the launcher's variables
 (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``) and, where a job was started by ``mpiexec``/``mpirun``
 directly, the ones each MPI implementation sets for its processes."""
+
 import os
 
 # Checked in order; the first one present wins.
-_LOCAL_RANK_VARIABLES = ("LOCAL_RANK", "MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "PMIX_LOCAL_RANK",
-                         "SLURM_LOCALID")
+_LOCAL_RANK_VARIABLES = (
+    "LOCAL_RANK",
+    "MPI_LOCALRANKID",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "PMIX_LOCAL_RANK",
+    "SLURM_LOCALID",
+)
 _RANK_VARIABLES = ("RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID")
 _WORLD_SIZE_VARIABLES = ("WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS")
 

@@ -1,4 +1,5 @@
 """The error every failed or misused collective raises."""
+
 from ..errors import AdcudaError
 
 

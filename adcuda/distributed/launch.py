@@ -6,6 +6,7 @@ Each rank finds ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK`` and ``LOCAL_WORLD_SIZE`
 non-zero aborts the whole job, so the others never wait for it; the launcher exits with the job's
 status. ``mpirun -n N python script.py`` works as well, without the per-rank GPU selection.
 """
+
 import argparse
 import os
 import shutil
@@ -28,8 +29,10 @@ def find_mpiexec(explicit=None):
     for candidate in (beside_python, shutil.which("mpiexec"), shutil.which("mpirun")):
         if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
             return candidate
-    raise SystemExit("launch: no mpiexec found: pip install 'adcuda[distributed]' (mpi4py and MPICH), or put your "
-                     "MPI's mpiexec on PATH (or name it with --mpiexec / $ADCUDA_MPIEXEC)")
+    raise SystemExit(
+        "launch: no mpiexec found: pip install 'adcuda[distributed]' (mpi4py and MPICH), or put your "
+        "MPI's mpiexec on PATH (or name it with --mpiexec / $ADCUDA_MPIEXEC)"
+    )
 
 
 def visible_gpus():
@@ -40,8 +43,16 @@ def visible_gpus():
 
 
 def build_command(options, gpus):
-    command = [find_mpiexec(options.mpiexec), "-n", str(options.nproc_per_node), sys.executable, "-m",
-               "adcuda.distributed._rank", "--gpus", str(gpus)]
+    command = [
+        find_mpiexec(options.mpiexec),
+        "-n",
+        str(options.nproc_per_node),
+        sys.executable,
+        "-m",
+        "adcuda.distributed._rank",
+        "--gpus",
+        str(gpus),
+    ]
     if options.module:
         command.append("--module")
     return command + [options.target] + options.args
@@ -50,9 +61,16 @@ def build_command(options, gpus):
 def parse(argv):
     parser = argparse.ArgumentParser(
         prog="python -m adcuda.distributed.launch",
-        description="Start N ranks of a training script on this machine through mpiexec.")
-    parser.add_argument("--nproc-per-node", "--nproc_per_node", dest="nproc_per_node", type=int, default=1,
-                        help="how many processes to start (default 1); one GPU each where there are GPUs")
+        description="Start N ranks of a training script on this machine through mpiexec.",
+    )
+    parser.add_argument(
+        "--nproc-per-node",
+        "--nproc_per_node",
+        dest="nproc_per_node",
+        type=int,
+        default=1,
+        help="how many processes to start (default 1); one GPU each where there are GPUs",
+    )
     parser.add_argument("--mpiexec", default=None, help="the mpiexec to use (default: found automatically)")
     parser.add_argument("-m", "--module", action="store_true", help="run the target as a module, like python -m")
     parser.add_argument("target", help="the training script (or module, with -m)")
@@ -67,12 +85,15 @@ def main(argv=None):
     options = parse(argv)
     gpus = visible_gpus()
     if 0 < gpus < options.nproc_per_node:
-        print(f"launch: {options.nproc_per_node} processes share {gpus} GPU(s); NCCL needs one GPU per rank",
-              file=sys.stderr)
+        print(
+            f"launch: {options.nproc_per_node} processes share {gpus} GPU(s); NCCL needs one GPU per rank",
+            file=sys.stderr,
+        )
     job = subprocess.Popen(build_command(options, gpus))
 
     def forward(signum, frame):
         job.send_signal(signum)
+
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, forward)
     code = job.wait()

@@ -6,6 +6,7 @@ reads and writes its memory directly where it is contiguous and in a dtype the t
 otherwise through a contiguous copy written back when the collective completes. Every collective
 returns a ``Work`` internally; ``async_op=True`` hands it to the caller.
 """
+
 import datetime
 import enum
 import pickle
@@ -99,20 +100,32 @@ def is_initialized():
     return _default is not None
 
 
-def init_process_group(backend=None, init_method=None, timeout=None, world_size=-1, rank=-1, store=None,
-                       group_name="", pg_options=None, device_id=None):
+def init_process_group(
+    backend=None,
+    init_method=None,
+    timeout=None,
+    world_size=-1,
+    rank=-1,
+    store=None,
+    group_name="",
+    pg_options=None,
+    device_id=None,
+):
     """Join the default process group. ``backend``: ``"mpi"`` (CPU tensors) or ``"nccl"`` (CUDA
     tensors); None picks NCCL where it can run and MPI otherwise. Rank and world size are MPI's;
     ``rank``/``world_size`` (or the launcher's ``RANK``/``WORLD_SIZE``), when given, must agree."""
     global _default
     if _default is not None:
-        raise DistributedError("init_process_group: the default process group is already initialized; call "
-                               "destroy_process_group() first")
+        raise DistributedError(
+            "init_process_group: the default process group is already initialized; call destroy_process_group() first"
+        )
     if store is not None:
         raise DistributedError("init_process_group: stores are not supported: the ranks meet through MPI")
     if init_method not in (None, "env://"):
-        raise ValueError(f"init_process_group: init_method {init_method!r} is not supported: the ranks meet "
-                         "through MPI (leave it None, or 'env://')")
+        raise ValueError(
+            f"init_process_group: init_method {init_method!r} is not supported: the ranks meet "
+            "through MPI (leave it None, or 'env://')"
+        )
     timeout_s = _seconds(default_pg_timeout if timeout is None else timeout)
     name = _backend_name(backend)
     transport = mpi.MPIBackend(timeout_s) if name == "mpi" else nccl.NCCLBackend(timeout_s, device_id)
@@ -159,8 +172,10 @@ def destroy_process_group(group=None):
 def _current(op, group=None):
     _check_group(op, group)
     if _default is None:
-        raise DistributedError(f"{op}: the default process group has not been initialized; call "
-                               "adcuda.distributed.init_process_group() first")
+        raise DistributedError(
+            f"{op}: the default process group has not been initialized; call "
+            "adcuda.distributed.init_process_group() first"
+        )
     return _default
 
 
@@ -171,6 +186,7 @@ def _check_group(op, group):
 
 class GroupMember:
     """``group=GroupMember.WORLD`` names the default group, as in PyTorch."""
+
     WORLD = object()
 
 
@@ -194,8 +210,10 @@ def get_node_local_rank(fallback_rank=None):
         return local
     if fallback_rank is not None:
         return int(fallback_rank)
-    raise DistributedError("get_node_local_rank: neither LOCAL_RANK nor an MPI launcher's local rank is set, "
-                           "and no fallback_rank was given")
+    raise DistributedError(
+        "get_node_local_rank: neither LOCAL_RANK nor an MPI launcher's local rank is set, "
+        "and no fallback_rank was given"
+    )
 
 
 # ---------------------------------------------------------------------------------------------- collectives
@@ -205,8 +223,10 @@ def _check_tensor(op, tensor, group):
     wanted = "cpu" if group.backend.name == "mpi" else "cuda"
     if tensor.device.type != wanted:
         other = "nccl" if wanted == "cpu" else "mpi"
-        raise DeviceError(f"{op}: the {group.backend.name} backend works on {wanted} tensors, got a tensor on "
-                          f"{tensor.device} (use backend='{other}' for {tensor.device.type} tensors)")
+        raise DeviceError(
+            f"{op}: the {group.backend.name} backend works on {wanted} tensors, got a tensor on "
+            f"{tensor.device} (use backend='{other}' for {tensor.device.type} tensors)"
+        )
 
 
 def _run(work, async_op):
@@ -236,6 +256,7 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
                 wire.div_(float(g.world_size))
             if wire is not data:
                 data.copy_(wire)
+
     return _run(Work(g, request, lambda: f"all_reduce({_describe(tensor)})", finish), async_op)
 
 
@@ -264,8 +285,10 @@ def _reduce_op(op):
     try:
         return ReduceOp[str(op).upper()]
     except KeyError:
-        raise ValueError(f"all_reduce: unknown reduce op {op!r} (expected one of "
-                         f"{', '.join('ReduceOp.' + o.name for o in ReduceOp)})") from None
+        raise ValueError(
+            f"all_reduce: unknown reduce op {op!r} (expected one of "
+            f"{', '.join('ReduceOp.' + o.name for o in ReduceOp)})"
+        ) from None
 
 
 def _describe(tensor):
@@ -291,6 +314,7 @@ def broadcast(tensor, src, group=None, async_op=False):
             _written_by_transport(data, wire)
             if wire is not data:
                 data.copy_(wire)
+
     return _run(Work(g, request, lambda: f"broadcast({_describe(tensor)}, src={src})", finish), async_op)
 
 
@@ -300,13 +324,13 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
     _check_tensor("all_gather", tensor, g)
     tensor_list = list(tensor_list)
     if len(tensor_list) != g.world_size:
-        raise ValueError(f"all_gather: tensor_list has {len(tensor_list)} tensors but the world size is "
-                         f"{g.world_size}")
+        raise ValueError(f"all_gather: tensor_list has {len(tensor_list)} tensors but the world size is {g.world_size}")
     for i, out in enumerate(tensor_list):
         _check_tensor("all_gather", out, g)
         if tuple(out.shape) != tuple(tensor.shape) or out.dtype is not tensor.dtype:
-            raise ShapeError(f"all_gather: tensor_list[{i}] is a {_describe(out)} but the input is a "
-                             f"{_describe(tensor)}")
+            raise ShapeError(
+                f"all_gather: tensor_list[{i}] is a {_describe(out)} but the input is a {_describe(tensor)}"
+            )
     data = tensor.detach()
     gathered = empty((g.world_size,) + tuple(tensor.shape), dtype=tensor.dtype, device=tensor.device)
     request = g.backend.all_gather(gathered, _wire(data, data.dtype))
@@ -314,6 +338,7 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
     def finish():
         with no_grad():
             _foreach_copy_([out.detach() for out in tensor_list], list(gathered.unbind(0)))
+
     return _run(Work(g, request, lambda: f"all_gather({_describe(tensor)})", finish), async_op)
 
 
@@ -327,8 +352,9 @@ def all_gather_object(object_list, obj, group=None):
     loads: exchange objects only between your own ranks, as here."""
     g = _current("all_gather_object", group)
     if len(object_list) != g.world_size:
-        raise ValueError(f"all_gather_object: object_list has {len(object_list)} entries but the world size is "
-                         f"{g.world_size}")
+        raise ValueError(
+            f"all_gather_object: object_list has {len(object_list)} entries but the world size is {g.world_size}"
+        )
     blobs = g.backend.all_gather_bytes(pickle.dumps(obj), "all_gather_object")
     object_list[:] = [pickle.loads(b) for b in blobs]
 
@@ -341,8 +367,10 @@ def broadcast_object_list(object_list, src=0, group=None):
     blobs = g.backend.all_gather_bytes(payload, f"broadcast_object_list(src={src})")
     received = pickle.loads(blobs[src])
     if len(received) != len(object_list):
-        raise ValueError(f"broadcast_object_list: rank {src} sent {len(received)} objects but this rank's list "
-                         f"has {len(object_list)} entries")
+        raise ValueError(
+            f"broadcast_object_list: rank {src} sent {len(received)} objects but this rank's list "
+            f"has {len(object_list)} entries"
+        )
     object_list[:] = received
 
 

@@ -1,4 +1,5 @@
 """``adcuda.nn``: modules, parameters, initialisers and the functional API, with PyTorch's names."""
+
 from . import functional, init, parallel, utils
 from .modules import *  # noqa: F401,F403 (the layer classes, listed in modules.__all__)
 from .modules import __all__ as _module_names

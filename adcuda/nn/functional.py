@@ -3,6 +3,7 @@
 Every name here is an op declared in the registry (``adcuda/ops/``) with a functional form; an op
 that has an in-place form takes ``inplace=`` here and has an ``F.<name>_`` too (``relu_``).
 """
+
 from typing import TYPE_CHECKING, Any
 
 from ..ops import functional_forms as _functional_forms

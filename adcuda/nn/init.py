@@ -4,6 +4,7 @@ Each runs under ``no_grad`` and draws from adcuda's generator (``manual_seed`` m
 reproducible); random values are drawn in fp32 (fp64 for fp64 tensors) and written into the tensor's
 own dtype and device.
 """
+
 import math
 import warnings
 
@@ -14,8 +15,7 @@ from ..factories import rand, randn
 
 def calculate_gain(nonlinearity, param=None):
     """The recommended gain for ``nonlinearity`` (PyTorch's table)."""
-    linear_fns = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
-                  "conv_transpose3d")
+    linear_fns = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
     if nonlinearity in linear_fns or nonlinearity == "sigmoid":
         return 1
     if nonlinearity == "tanh":
@@ -29,7 +29,7 @@ def calculate_gain(nonlinearity, param=None):
             negative_slope = param
         else:
             raise ValueError(f"negative_slope {param} not a valid number")
-        return math.sqrt(2.0 / (1 + negative_slope ** 2))
+        return math.sqrt(2.0 / (1 + negative_slope**2))
     if nonlinearity == "selu":
         return 3.0 / 4
     raise ValueError(f"Unsupported nonlinearity {nonlinearity}")
@@ -37,8 +37,10 @@ def calculate_gain(nonlinearity, param=None):
 
 def _calculate_fan_in_and_fan_out(tensor):
     if tensor.dim() < 2:
-        raise ValueError("Fan in and fan out can not be computed for tensor with fewer than 2 dimensions "
-                         f"(got shape {tuple(tensor.shape)})")
+        raise ValueError(
+            "Fan in and fan out can not be computed for tensor with fewer than 2 dimensions "
+            f"(got shape {tuple(tensor.shape)})"
+        )
     receptive_field_size = 1
     for s in tensor.shape[2:]:
         receptive_field_size *= s

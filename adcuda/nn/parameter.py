@@ -5,6 +5,7 @@ fail it and be treated as a constant. So ``Parameter`` is a real subclass (``typ
 and ``isinstance(p, Parameter)`` hold) whose ``__class__`` reports ``Tensor``, which keeps every op
 treating it as the tensor it is. Ops on a parameter build plain ``Tensor`` results, as in PyTorch.
 """
+
 from ..factories import empty, tensor
 from ..ops.foreach import _make_subclass
 from ..tensor import Tensor
@@ -45,4 +46,3 @@ class Parameter(Tensor):
 
 def _rebuild_parameter(array, device, requires_grad):
     return Parameter(tensor(array, device=device), requires_grad)
-

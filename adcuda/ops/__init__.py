@@ -4,6 +4,7 @@ through one dispatch point (``dispatch.py``).
 Importing this package declares the ops and attaches their Tensor forms (methods, in-place forms,
 operators, properties); ``adcuda`` and ``adcuda.nn.functional`` export their function forms.
 """
+
 from ..tensor import Tensor
 
 # importing a family module declares its ops

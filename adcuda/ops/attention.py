@@ -2,6 +2,7 @@
 forward and backward without keeping the probabilities) where it applies, composed of ops where
 it does not (a mask that needs a gradient, no keys). Dropout on the probabilities is drawn inside
 the primitive (kernels/attention_dropout.cuh: one Philox counter layout on both backends)."""
+
 from __future__ import annotations
 
 import math
@@ -23,24 +24,42 @@ if TYPE_CHECKING:
     from ..types import Tensor
 
 
-@op("scaled_dot_product_attention", doc="softmax(query @ key.T * scale + mask) @ value, optionally causal.",
-    composite=True, autocast="lower", function=False, method=False, functional=True)
-def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
-                                 dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
-                                 enable_gqa: bool = False) -> Tensor:
+@op(
+    "scaled_dot_product_attention",
+    doc="softmax(query @ key.T * scale + mask) @ value, optionally causal.",
+    composite=True,
+    autocast="lower",
+    function=False,
+    method=False,
+    functional=True,
+)
+def scaled_dot_product_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attn_mask: Tensor | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+) -> Tensor:
     name = "scaled_dot_product_attention"
     for what, t in (("query", query), ("key", key), ("value", value)):
         check_float(name, what, t)
         if t.ndim < 2:
             raise ShapeError(f"{name}: {what} must have at least 2 dims (..., L, E), got shape {fmt_shape(t.shape)}")
     if not (query.dtype is key.dtype is value.dtype):
-        raise DTypeError(f"{name}: expected query, key and value to have the same dtype, got {query.dtype}, "
-                         f"{key.dtype} and {value.dtype}")
+        raise DTypeError(
+            f"{name}: expected query, key and value to have the same dtype, got {query.dtype}, "
+            f"{key.dtype} and {value.dtype}"
+        )
     check_same_device(name, query, key, value, attn_mask)
     if query.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2]:
-        raise ShapeError(f"{name}: query {fmt_shape(query.shape)}, key {fmt_shape(key.shape)} and value "
-                         f"{fmt_shape(value.shape)} do not fit: query and key need the same last dim, key and "
-                         "value the same sequence length (dim -2)")
+        raise ShapeError(
+            f"{name}: query {fmt_shape(query.shape)}, key {fmt_shape(key.shape)} and value "
+            f"{fmt_shape(value.shape)} do not fit: query and key need the same last dim, key and "
+            "value the same sequence length (dim -2)"
+        )
     if is_causal and attn_mask is not None:
         raise ValueError(f"{name}: explicit attn_mask should not be set when is_causal=True")
     if not 0.0 <= dropout_p <= 1.0:
@@ -72,8 +91,10 @@ def _repeat_kv_heads(op, query, kv):
     if kv_heads == heads:
         return kv
     if kv_heads == 0 or heads % kv_heads:
-        raise ShapeError(f"{op}: number of query heads ({heads}) must be a multiple of the key/value "
-                         f"heads ({kv_heads}) with enable_gqa=True")
+        raise ShapeError(
+            f"{op}: number of query heads ({heads}) must be a multiple of the key/value "
+            f"heads ({kv_heads}) with enable_gqa=True"
+        )
     shape = tuple(kv.shape)
     expanded = kv.unsqueeze(-3).expand(shape[:-3] + (kv_heads, heads // kv_heads) + shape[-2:])
     return expanded.reshape(shape[:-3] + (heads,) + shape[-2:])
@@ -84,8 +105,10 @@ def _check_attn_mask(op, mask, query, scores_shape):
     if mask.dtype is not dt.bool_ and not mask.dtype.is_floating_point:
         raise DTypeError(f"{op}: expected attn_mask dtype to be bool or floating point, got {mask.dtype}")
     if broadcast_shapes(op, tuple(mask.shape), scores_shape) != scores_shape:
-        raise ShapeError(f"{op}: attn_mask of shape {fmt_shape(mask.shape)} does not broadcast to the "
-                         f"attention scores' shape {fmt_shape(scores_shape)} (batch..., L, S)")
+        raise ShapeError(
+            f"{op}: attn_mask of shape {fmt_shape(mask.shape)} does not broadcast to the "
+            f"attention scores' shape {fmt_shape(scores_shape)} (batch..., L, S)"
+        )
     if mask.dtype.is_floating_point and mask.dtype is not query.dtype:
         mask = mask.to(dtype=query.dtype)
     return mask
@@ -111,8 +134,9 @@ def _attention_probs(q, k, mask, is_causal, scale):
 
 def _scores_shape(q, k, v):
     """(batch..., L, S): the probabilities the primitives' dropout draws over, batch broadcast from all three."""
-    batch = broadcast_shapes("scaled_dot_product_attention", tuple(q.shape[:-2]), tuple(k.shape[:-2]),
-                             tuple(v.shape[:-2]))
+    batch = broadcast_shapes(
+        "scaled_dot_product_attention", tuple(q.shape[:-2]), tuple(k.shape[:-2]), tuple(v.shape[:-2])
+    )
     return batch + (q.shape[-2], k.shape[-2])
 
 
@@ -120,28 +144,66 @@ def _attention_grads(grad, query, key, value, attn_mask, is_causal, scale, dropo
     probs = _attention_probs(query, key, attn_mask, is_causal, scale)
     kept, d_probs = probs, grad @ value.mT
     if dropout_p > 0.0:  # the forward's dropout, drawn again as a mask
-        keep = wrap(primitives(query).attention_dropout_mask(_scores_shape(query, key, value), dropout_p, seed,
-                                                              offset), query._device)
+        keep = wrap(
+            primitives(query).attention_dropout_mask(_scores_shape(query, key, value), dropout_p, seed, offset),
+            query._device,
+        )
         factor = keep.to(dtype=probs.dtype) * (1.0 / (1.0 - dropout_p) if dropout_p < 1.0 else 0.0)
         kept, d_probs = probs * factor, d_probs * factor
     d_scores = probs * (d_probs - (d_probs * probs).sum(-1, keepdim=True))
     return (d_scores @ key) * scale, (d_scores.mT @ query) * scale, kept.mT @ grad
 
 
-def _attention_fused_grads(grad, query, key, value, attn_mask, is_causal, scale, dropout_p, seed, offset, result,
-                           lse):
-    return tuple(wrap(d, grad._device) for d in primitives(grad).attention_backward(
-        dense(grad), dense(query), dense(key), dense(value), result._data, lse._data,
-        None if attn_mask is None else attn_mask._data, is_causal, scale, dropout_p, seed, offset))
+def _attention_fused_grads(grad, query, key, value, attn_mask, is_causal, scale, dropout_p, seed, offset, result, lse):
+    return tuple(
+        wrap(d, grad._device)
+        for d in primitives(grad).attention_backward(
+            dense(grad),
+            dense(query),
+            dense(key),
+            dense(value),
+            result._data,
+            lse._data,
+            None if attn_mask is None else attn_mask._data,
+            is_causal,
+            scale,
+            dropout_p,
+            seed,
+            offset,
+        )
+    )
 
 
-@op("attention_fused", doc="Attention by the fused primitive (its logsumexp rows kept for backward).",
-    function=False, method=False, node="ScaledDotProductAttentionBackward0", extra_outputs=("lse",),
+@op(
+    "attention_fused",
+    doc="Attention by the fused primitive (its logsumexp rows kept for backward).",
+    function=False,
+    method=False,
+    node="ScaledDotProductAttentionBackward0",
+    extra_outputs=("lse",),
     grads={("query", "key", "value"): _attention_grads},
-    fused={("query", "key", "value"): _attention_fused_grads})
-def attention_fused(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None, is_causal: bool, scale: float,
-                    dropout_p: float, seed: int, offset: int) -> tuple[Tensor, Tensor]:
-    out, lse = primitives(query).attention(dense(query), dense(key), dense(value),
-                                           None if attn_mask is None else dense(attn_mask), is_causal, scale,
-                                           dropout_p, seed, offset)
+    fused={("query", "key", "value"): _attention_fused_grads},
+)
+def attention_fused(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attn_mask: Tensor | None,
+    is_causal: bool,
+    scale: float,
+    dropout_p: float,
+    seed: int,
+    offset: int,
+) -> tuple[Tensor, Tensor]:
+    out, lse = primitives(query).attention(
+        dense(query),
+        dense(key),
+        dense(value),
+        None if attn_mask is None else dense(attn_mask),
+        is_causal,
+        scale,
+        dropout_p,
+        seed,
+        offset,
+    )
     return wrap(out, query._device), wrap(lse, query._device)

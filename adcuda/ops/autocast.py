@@ -18,6 +18,7 @@ The state is thread-local; the hook is attached only while some thread is in an 
 so without autocast an op call pays nothing for it. ``adcuda.amp.autocast`` is the public context
 manager over ``enter_region``/``exit_region``.
 """
+
 import threading
 
 from .. import dtypes as dt
@@ -31,11 +32,11 @@ _HALF = (dt.float16, dt.bfloat16)
 
 
 class _State(threading.local):
-    active = False      # this thread is in an enabled region for some device type
-    dtypes = None       # {device type: autocast dtype} of the enabled regions
+    active = False  # this thread is in an enabled region for some device type
+    dtypes = None  # {device type: autocast dtype} of the enabled regions
     cache_enabled = True
-    depth = 0           # nesting of regions (enabled or not); the cache lives while it is > 0
-    cache = None        # id(leaf) -> (leaf, version, cast)
+    depth = 0  # nesting of regions (enabled or not); the cache lives while it is > 0
+    cache = None  # id(leaf) -> (leaf, version, cast)
 
 
 _state = _State()

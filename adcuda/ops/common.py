@@ -1,5 +1,6 @@
 """What op forwards share: wrapping backend arrays as tensors, PyTorch's type promotion, broadcasting
 and device checks, conversions that record nothing."""
+
 import numpy as np  # Python data turned into a host array for the backend
 
 from .. import _native
@@ -56,8 +57,10 @@ class on_device:
         require_cuda(self.op)
         count = device_count()
         if not 0 <= index < count:
-            raise DeviceError(f"{self.op}: invalid CUDA device index {index}; "
-                              f"{count} device{'s' if count != 1 else ''} visible (cuda:0..cuda:{count - 1})")
+            raise DeviceError(
+                f"{self.op}: invalid CUDA device index {index}; "
+                f"{count} device{'s' if count != 1 else ''} visible (cuda:0..cuda:{count - 1})"
+            )
         C = _native._C
         previous = C.cuda_current_device()
         if previous != index:
@@ -82,8 +85,10 @@ def check_same_device(op, *tensors):
             if dev is None:
                 dev = t._device
             elif t._device != dev:
-                raise DeviceError(f"{op}: expected all tensors to be on the same device, but found at "
-                                  f"least two devices, {dev} and {t._device}")
+                raise DeviceError(
+                    f"{op}: expected all tensors to be on the same device, but found at "
+                    f"least two devices, {dev} and {t._device}"
+                )
     return dev
 
 
@@ -139,8 +144,7 @@ def broadcast_shapes(op, *shapes):
             if out[i] == 1:
                 out[i] = n
             else:
-                raise ShapeError(f"{op}: shapes " + " and ".join(fmt_shape(x) for x in shapes)
-                                 + " cannot be broadcast")
+                raise ShapeError(f"{op}: shapes " + " and ".join(fmt_shape(x) for x in shapes) + " cannot be broadcast")
     return tuple(out)
 
 

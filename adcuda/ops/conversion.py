@@ -3,6 +3,7 @@ type type_as``, pinning host memory, and the Python protocols that copy tensors 
 deepcopy) or share them (DLPack, ``__cuda_array_interface__``).
 
 Forwards call the backend's storage primitives (``astype from_numpy to_numpy``)."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -24,11 +25,17 @@ if TYPE_CHECKING:
     from ..types import Any, Device, DType
 
 
-@op("to_copy", doc="A copy of input on device in dtype (differentiable: the gradient goes back the same way).",
-    function=False, method=False, node="ToCopyBackward0",
-    grads={"input": lambda grad, input_device, input_dtype: grad.to(input_device, input_dtype)})
-def to_copy(input: Tensor, device: Device | str | int | None, dtype: DType | None, non_blocking: bool = False,
-            name: str = "to") -> Tensor:
+@op(
+    "to_copy",
+    doc="A copy of input on device in dtype (differentiable: the gradient goes back the same way).",
+    function=False,
+    method=False,
+    node="ToCopyBackward0",
+    grads={"input": lambda grad, input_device, input_dtype: grad.to(input_device, input_dtype)},
+)
+def to_copy(
+    input: Tensor, device: Device | str | int | None, dtype: DType | None, non_blocking: bool = False, name: str = "to"
+) -> Tensor:
     # ``non_blocking``: a copy from pinned memory to a CUDA device is only queued on the stream
     src_bk = primitives(input)
     if device == input._device:
@@ -42,8 +49,11 @@ def to_copy(input: Tensor, device: Device | str | int | None, dtype: DType | Non
         dst_bk = backend_for(device, name)
         host = src_bk.to_numpy(input._data)
         with on_device(device, name):
-            data = dst_bk.from_numpy(host, input.dtype, non_blocking=True) if non_blocking else dst_bk.from_numpy(
-                host, input.dtype)
+            data = (
+                dst_bk.from_numpy(host, input.dtype, non_blocking=True)
+                if non_blocking
+                else dst_bk.from_numpy(host, input.dtype)
+            )
             if dtype is not input.dtype:
                 data = dst_bk.astype(data, dtype)
     return wrap(data, device)
@@ -58,8 +68,12 @@ def to_device_and_dtype(t, device=None, dtype=None, copy=False, name="to", non_b
     return to_copy(t, device, dtype, non_blocking, name)
 
 
-@op("to", doc="input on another device and/or in another dtype (itself if nothing changes).", composite=True,
-    function=False)
+@op(
+    "to",
+    doc="input on another device and/or in another dtype (itself if nothing changes).",
+    composite=True,
+    function=False,
+)
 def to(input: Tensor, *args: Any, **kwargs: Any) -> Tensor:
     """``to(device)``, ``to(dtype)``, ``to(device, dtype)``, ``to(other)``; ``non_blocking`` and
     ``copy`` keywords as in PyTorch."""
@@ -96,6 +110,7 @@ def _cast_op(name, dtype):
     @op(name, doc=f"input as {dtype}.", composite=True, function=False)
     def cast_to(input: Tensor) -> Tensor:
         return to_device_and_dtype(input, None, dtype, False, name)
+
     return cast_to
 
 
@@ -114,12 +129,23 @@ def type_as(input: Tensor, other: Tensor) -> Tensor:
     return to_device_and_dtype(input, None, other.dtype)
 
 
-_TYPE_NAMES = {dt.float32: "FloatTensor", dt.float64: "DoubleTensor", dt.float16: "HalfTensor",
-               dt.bfloat16: "BFloat16Tensor", dt.int32: "IntTensor", dt.int64: "LongTensor", dt.bool_: "BoolTensor"}
+_TYPE_NAMES = {
+    dt.float32: "FloatTensor",
+    dt.float64: "DoubleTensor",
+    dt.float16: "HalfTensor",
+    dt.bfloat16: "BFloat16Tensor",
+    dt.int32: "IntTensor",
+    dt.int64: "LongTensor",
+    dt.bool_: "BoolTensor",
+}
 
 
-@op("type", doc="The tensor type's name ('adcuda.FloatTensor'), or with dtype, input converted to it.",
-    composite=True, function=False)
+@op(
+    "type",
+    doc="The tensor type's name ('adcuda.FloatTensor'), or with dtype, input converted to it.",
+    composite=True,
+    function=False,
+)
 def tensor_type(input: Tensor, dtype: DType | str | None = None, non_blocking: bool = False) -> str | Tensor:
     if dtype is None:
         prefix = "adcuda." if input.device.type == "cpu" else "adcuda.cuda."
@@ -129,8 +155,13 @@ def tensor_type(input: Tensor, dtype: DType | str | None = None, non_blocking: b
 
 # ------------------------------------------------------------------------------------------------
 # pinned host memory
-@op("pin_memory", doc="A copy of this CPU tensor in page-locked memory (itself if it is pinned already).",
-    function=False, node="PinMemoryBackward0", grads={"input": lambda grad: grad})
+@op(
+    "pin_memory",
+    doc="A copy of this CPU tensor in page-locked memory (itself if it is pinned already).",
+    function=False,
+    node="PinMemoryBackward0",
+    grads={"input": lambda grad: grad},
+)
 def pin_memory(input: Tensor, device: Device | str | None = None) -> Tensor:
     # ``.to("cuda", non_blocking=True)`` copies from pinned memory asynchronously; needs CUDA, as in PyTorch
     if input._device is not CPU:
@@ -142,15 +173,19 @@ def pin_memory(input: Tensor, device: Device | str | None = None) -> Tensor:
         check_not_forked("pin_memory")
         reason = unavailable_reason()
         if reason is not None:
-            raise DeviceError(f"pin_memory: pinned (page-locked) host memory needs CUDA, which is not available: "
-                              f"{reason}")
+            raise DeviceError(
+                f"pin_memory: pinned (page-locked) host memory needs CUDA, which is not available: {reason}"
+            )
     pinned = pinned_host_array(array.shape, array.dtype)
     _cpu.copy_(pinned, array)
     return wrap(pinned, CPU)
 
 
-@op("is_pinned", doc="Whether this CPU tensor's memory is page-locked (False for CUDA tensors and without CUDA).",
-    function=False)
+@op(
+    "is_pinned",
+    doc="Whether this CPU tensor's memory is page-locked (False for CUDA tensors and without CUDA).",
+    function=False,
+)
 def is_pinned(input: Tensor, device: Device | str | None = None) -> bool:
     return input._device is CPU and _is_pinned_array(input._data)
 
@@ -177,8 +212,9 @@ def _rebuild(array, device, requires_grad):
 
 def _deepcopy(self, memo):
     if not self.is_leaf:
-        raise AutogradError("deepcopy: only Tensors created explicitly by the user (graph leaves) "
-                            "support the deepcopy protocol")
+        raise AutogradError(
+            "deepcopy: only Tensors created explicitly by the user (graph leaves) support the deepcopy protocol"
+        )
     t = self.detach().clone()
     t._requires_grad = self._requires_grad
     if self.grad is not None:

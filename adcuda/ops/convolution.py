@@ -8,6 +8,7 @@ order. conv1d is conv2d over a height of 1; conv_transpose2d is the gradient wit
 of the convolution it transposes; padding modes other than zeros and asymmetric 'same' padding go
 through ``F.pad`` first.
 """
+
 from __future__ import annotations
 
 import numbers
@@ -43,44 +44,97 @@ def _check_operands(op, input, weight):
         raise DTypeError(f"{op}: input type ({input.dtype}) and weight type ({weight.dtype}) should be the same")
 
 
-@op("convolution", doc="conv2d without bias: zero padding, NCHW (the op its gradients are written with).",
-    node="ConvolutionBackward0", function=False, method=False,
-    grads={"input": lambda grad, weight, input_shape, stride, padding, dilation, groups:
-           convolution_backward_input(grad, weight, input_shape, stride, padding, dilation, groups),
-           "weight": lambda grad, input, weight_shape, stride, padding, dilation, groups:
-           convolution_backward_weight(grad, input, weight_shape, stride, padding, dilation, groups)})
-def convolution(input: Tensor, weight: Tensor, stride: tuple[int, int], padding: tuple[int, int],
-                dilation: tuple[int, int], groups: int) -> Tensor:
+@op(
+    "convolution",
+    doc="conv2d without bias: zero padding, NCHW (the op its gradients are written with).",
+    node="ConvolutionBackward0",
+    function=False,
+    method=False,
+    grads={
+        "input": lambda grad, weight, input_shape, stride, padding, dilation, groups: convolution_backward_input(
+            grad, weight, input_shape, stride, padding, dilation, groups
+        ),
+        "weight": lambda grad, input, weight_shape, stride, padding, dilation, groups: convolution_backward_weight(
+            grad, input, weight_shape, stride, padding, dilation, groups
+        ),
+    },
+)
+def convolution(
+    input: Tensor,
+    weight: Tensor,
+    stride: tuple[int, int],
+    padding: tuple[int, int],
+    dilation: tuple[int, int],
+    groups: int,
+) -> Tensor:
     _check_operands("conv2d", input, weight)
-    return wrap(primitives(input).conv2d(input._data, weight._data, stride, padding, dilation, groups),
-                input._device)
+    return wrap(primitives(input).conv2d(input._data, weight._data, stride, padding, dilation, groups), input._device)
 
 
-@op("convolution_backward_input", doc="The gradient of convolution w.r.t. its input (a transposed convolution).",
-    node="ConvolutionBackwardInputBackward0", function=False, method=False,
-    grads={"grad_output": lambda grad, weight, stride, padding, dilation, groups:
-           convolution(grad, weight, stride, padding, dilation, groups),
-           "weight": lambda grad, grad_output, weight_shape, stride, padding, dilation, groups:
-           convolution_backward_weight(grad_output, grad, weight_shape, stride, padding, dilation, groups)})
-def convolution_backward_input(grad_output: Tensor, weight: Tensor, input_shape: Sequence[int], stride: tuple[int, int],
-                               padding: tuple[int, int], dilation: tuple[int, int], groups: int) -> Tensor:
+@op(
+    "convolution_backward_input",
+    doc="The gradient of convolution w.r.t. its input (a transposed convolution).",
+    node="ConvolutionBackwardInputBackward0",
+    function=False,
+    method=False,
+    grads={
+        "grad_output": lambda grad, weight, stride, padding, dilation, groups: convolution(
+            grad, weight, stride, padding, dilation, groups
+        ),
+        "weight": lambda grad, grad_output, weight_shape, stride, padding, dilation, groups: (
+            convolution_backward_weight(grad_output, grad, weight_shape, stride, padding, dilation, groups)
+        ),
+    },
+)
+def convolution_backward_input(
+    grad_output: Tensor,
+    weight: Tensor,
+    input_shape: Sequence[int],
+    stride: tuple[int, int],
+    padding: tuple[int, int],
+    dilation: tuple[int, int],
+    groups: int,
+) -> Tensor:
     _check_operands("conv_transpose2d", grad_output, weight)
-    return wrap(primitives(grad_output).conv2d_backward_input(grad_output._data, weight._data, tuple(input_shape),
-                                                              stride, padding, dilation, groups), grad_output._device)
+    return wrap(
+        primitives(grad_output).conv2d_backward_input(
+            grad_output._data, weight._data, tuple(input_shape), stride, padding, dilation, groups
+        ),
+        grad_output._device,
+    )
 
 
-@op("convolution_backward_weight", doc="The gradient of convolution w.r.t. its weight.",
-    node="ConvolutionBackwardWeightBackward0", function=False, method=False,
-    grads={"grad_output": lambda grad, input, stride, padding, dilation, groups:
-           convolution(input, grad, stride, padding, dilation, groups),
-           "input": lambda grad, grad_output, input_shape, stride, padding, dilation, groups:
-           convolution_backward_input(grad_output, grad, input_shape, stride, padding, dilation, groups)})
-def convolution_backward_weight(grad_output: Tensor, input: Tensor, weight_shape: Sequence[int],
-                                stride: tuple[int, int], padding: tuple[int, int], dilation: tuple[int, int],
-                                groups: int) -> Tensor:
+@op(
+    "convolution_backward_weight",
+    doc="The gradient of convolution w.r.t. its weight.",
+    node="ConvolutionBackwardWeightBackward0",
+    function=False,
+    method=False,
+    grads={
+        "grad_output": lambda grad, input, stride, padding, dilation, groups: convolution(
+            input, grad, stride, padding, dilation, groups
+        ),
+        "input": lambda grad, grad_output, input_shape, stride, padding, dilation, groups: convolution_backward_input(
+            grad_output, grad, input_shape, stride, padding, dilation, groups
+        ),
+    },
+)
+def convolution_backward_weight(
+    grad_output: Tensor,
+    input: Tensor,
+    weight_shape: Sequence[int],
+    stride: tuple[int, int],
+    padding: tuple[int, int],
+    dilation: tuple[int, int],
+    groups: int,
+) -> Tensor:
     _check_operands("conv2d_backward_weight", input, grad_output)
-    return wrap(primitives(input).conv2d_backward_weight(dense(grad_output), dense(input), tuple(weight_shape),
-                                                         stride, padding, dilation, groups), input._device)
+    return wrap(
+        primitives(input).conv2d_backward_weight(
+            dense(grad_output), dense(input), tuple(weight_shape), stride, padding, dilation, groups
+        ),
+        input._device,
+    )
 
 
 def _batched(op, input, spatial):
@@ -89,8 +143,10 @@ def _batched(op, input, spatial):
         return input, True
     if input.ndim == spatial + 1:
         return input.unsqueeze(0), False
-    raise ShapeError(f"{op}: expected a {spatial + 1}-d (unbatched) or {spatial + 2}-d (batched) input, got "
-                     f"input of shape {fmt_shape(input.shape)}")
+    raise ShapeError(
+        f"{op}: expected a {spatial + 1}-d (unbatched) or {spatial + 2}-d (batched) input, got "
+        f"input of shape {fmt_shape(input.shape)}"
+    )
 
 
 def _same_padding(op, input_spatial, kernel, stride, dilation):
@@ -120,13 +176,17 @@ def _conv(op, input, weight, bias, stride, padding, dilation, groups, spatial):
     check_float(op, "weight", weight)
     x, batched = _batched(op, input, spatial)
     if weight.ndim != spatial + 2:
-        raise ShapeError(f"{op}: expected a {spatial + 2}-d weight (out_channels, in_channels/groups, "
-                         f"{'kL' if spatial == 1 else 'kH, kW'}), got weight of shape {fmt_shape(weight.shape)}")
+        raise ShapeError(
+            f"{op}: expected a {spatial + 2}-d weight (out_channels, in_channels/groups, "
+            f"{'kL' if spatial == 1 else 'kH, kW'}), got weight of shape {fmt_shape(weight.shape)}"
+        )
     if bias is not None:
         check_float(op, "bias", bias)
         if bias.ndim != 1 or bias.shape[0] != weight.shape[0]:
-            raise ShapeError(f"{op}: expected bias of shape ({weight.shape[0]},) for weight "
-                             f"{fmt_shape(weight.shape)}, got {fmt_shape(bias.shape)}")
+            raise ShapeError(
+                f"{op}: expected bias of shape ({weight.shape[0]},) for weight "
+                f"{fmt_shape(weight.shape)}, got {fmt_shape(bias.shape)}"
+            )
     check_same_device(op, input, weight, bias)
     kernel = tuple(weight.shape[2:])
     stride, dilation = _pair(op, "stride", stride, spatial), _pair(op, "dilation", dilation, spatial)
@@ -156,17 +216,45 @@ def _check_shapes(op, x_shape, w_shape, stride, padding, dilation, groups, origi
         raise ShapeError(f"{e} (input {fmt_shape(original_shape)}, weight {fmt_shape(w_shape)})") from None
 
 
-@op("conv2d", doc="2-d cross-correlation of input (N, C, H, W) with weight (O, C/groups, kH, kW), plus bias.",
-    composite=True, autocast="lower", function=True, method=False, functional=True)
-def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: int | Sequence[int] = 1,
-           padding: str | int | Sequence[int] = 0, dilation: int | Sequence[int] = 1, groups: int = 1) -> Tensor:
+@op(
+    "conv2d",
+    doc="2-d cross-correlation of input (N, C, H, W) with weight (O, C/groups, kH, kW), plus bias.",
+    composite=True,
+    autocast="lower",
+    function=True,
+    method=False,
+    functional=True,
+)
+def conv2d(
+    input: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride: int | Sequence[int] = 1,
+    padding: str | int | Sequence[int] = 0,
+    dilation: int | Sequence[int] = 1,
+    groups: int = 1,
+) -> Tensor:
     return _conv("conv2d", input, weight, bias, stride, padding, dilation, groups, 2)
 
 
-@op("conv1d", doc="1-d cross-correlation of input (N, C, L) with weight (O, C/groups, kL), plus bias.",
-    composite=True, autocast="lower", function=True, method=False, functional=True)
-def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: int | Sequence[int] = 1,
-           padding: str | int | Sequence[int] = 0, dilation: int | Sequence[int] = 1, groups: int = 1) -> Tensor:
+@op(
+    "conv1d",
+    doc="1-d cross-correlation of input (N, C, L) with weight (O, C/groups, kL), plus bias.",
+    composite=True,
+    autocast="lower",
+    function=True,
+    method=False,
+    functional=True,
+)
+def conv1d(
+    input: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride: int | Sequence[int] = 1,
+    padding: str | int | Sequence[int] = 0,
+    dilation: int | Sequence[int] = 1,
+    groups: int = 1,
+) -> Tensor:
     return _conv("conv1d", input, weight, bias, stride, padding, dilation, groups, 1)
 
 
@@ -175,32 +263,53 @@ def conv_transpose_output_size(op, input_shape, weight_shape, stride, padding, o
     sizes = []
     for size, k, s, p, op_, d in zip(input_shape[2:], weight_shape[2:], stride, padding, output_padding, dilation):
         if op_ < 0 or op_ >= max(s, d):
-            raise ValueError(f"{op}: output_padding {output_padding} must be smaller than either stride {stride} "
-                             f"or dilation {dilation}")
+            raise ValueError(
+                f"{op}: output_padding {output_padding} must be smaller than either stride {stride} "
+                f"or dilation {dilation}"
+            )
         sizes.append((size - 1) * s - 2 * p + d * (k - 1) + op_ + 1)
     if min(sizes) < 0:
-        raise ShapeError(f"{op}: input {fmt_shape(input_shape)} with weight {fmt_shape(weight_shape)}, stride "
-                         f"{stride}, padding {padding} gives a negative output size {tuple(sizes)}")
+        raise ShapeError(
+            f"{op}: input {fmt_shape(input_shape)} with weight {fmt_shape(weight_shape)}, stride "
+            f"{stride}, padding {padding} gives a negative output size {tuple(sizes)}"
+        )
     return tuple(sizes)
 
 
-@op("conv_transpose2d", doc="The transposed 2-d convolution of input (N, C, H, W), weight (C, O/groups, kH, kW).",
-    composite=True, autocast="lower", function=True, method=False, functional=True)
-def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: int | Sequence[int] = 1,
-                     padding: int | Sequence[int] = 0, output_padding: int | Sequence[int] = 0, groups: int = 1,
-                     dilation: int | Sequence[int] = 1) -> Tensor:
+@op(
+    "conv_transpose2d",
+    doc="The transposed 2-d convolution of input (N, C, H, W), weight (C, O/groups, kH, kW).",
+    composite=True,
+    autocast="lower",
+    function=True,
+    method=False,
+    functional=True,
+)
+def conv_transpose2d(
+    input: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride: int | Sequence[int] = 1,
+    padding: int | Sequence[int] = 0,
+    output_padding: int | Sequence[int] = 0,
+    groups: int = 1,
+    dilation: int | Sequence[int] = 1,
+) -> Tensor:
     name = "conv_transpose2d"
     check_float(name, "input", input)
     check_float(name, "weight", weight)
     x, batched = _batched(name, input, 2)
     if weight.ndim != 4:
-        raise ShapeError(f"{name}: expected a 4-d weight (in_channels, out_channels/groups, kH, kW), got "
-                         f"{fmt_shape(weight.shape)}")
+        raise ShapeError(
+            f"{name}: expected a 4-d weight (in_channels, out_channels/groups, kH, kW), got {fmt_shape(weight.shape)}"
+        )
     if not isinstance(groups, numbers.Integral) or groups < 1:
         raise ValueError(f"{name}: groups must be a positive integer, got {groups!r}")
     if x.shape[1] != weight.shape[0] or weight.shape[0] % groups:
-        raise ShapeError(f"{name}: input {fmt_shape(input.shape)} has {x.shape[1]} channels but weight "
-                         f"{fmt_shape(weight.shape)} expects {weight.shape[0]} (divisible by groups={groups})")
+        raise ShapeError(
+            f"{name}: input {fmt_shape(input.shape)} has {x.shape[1]} channels but weight "
+            f"{fmt_shape(weight.shape)} expects {weight.shape[0]} (divisible by groups={groups})"
+        )
     out_channels = weight.shape[1] * groups
     if bias is not None:
         check_float(name, "bias", bias)
@@ -209,12 +318,12 @@ def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, 
     check_same_device(name, input, weight, bias)
     stride, padding = _pair(name, "stride", stride), _pair(name, "padding", padding)
     output_padding, dilation = _pair(name, "output_padding", output_padding), _pair(name, "dilation", dilation)
-    hw = conv_transpose_output_size(name, tuple(x.shape), tuple(weight.shape), stride, padding, output_padding,
-                                    dilation)
+    hw = conv_transpose_output_size(
+        name, tuple(x.shape), tuple(weight.shape), stride, padding, output_padding, dilation
+    )
     out_shape = (x.shape[0], out_channels) + hw
     _check_shapes(name, out_shape, weight.shape, stride, padding, dilation, groups, input.shape)
     out = convolution_backward_input(x, weight, out_shape, stride, padding, dilation, int(groups))
     if bias is not None:
         out = out + bias.view(1, -1, 1, 1)
     return out if batched else out.squeeze(0)
-

@@ -17,6 +17,7 @@ Recording, views and in-place forms follow the declaration: the values a formula
 (tensors with their version counters), a view shares its base's version counter and can be rebuilt
 from it, an in-place form checks, writes, bumps the version counter and moves the history.
 """
+
 import functools
 import os
 
@@ -30,8 +31,8 @@ from .mutation import check_inplace_allowed, commit_inplace, link_view  # noqa: 
 
 # ----------------------------------------------------------------------------------------------
 # hooks
-_hooks = ()          # innermost last
-_slow = False        # True while any hook wants to see op calls
+_hooks = ()  # innermost last
+_slow = False  # True while any hook wants to see op calls
 _around_chain = None
 
 
@@ -65,13 +66,16 @@ def _refresh():
 
 def _chain(arounds):
     """One function running ``arounds`` outermost first around the op."""
+
     def run(index, name, op, call, args, kwargs):
         if index == len(arounds):
             return call(*args, **kwargs)
 
         def inner(*a, **k):
             return run(index + 1, name, op, call, a, k)
+
         return arounds[index](name, op, inner, args, kwargs)
+
     return lambda name, op, call, args, kwargs: run(0, name, op, call, args, kwargs)
 
 
@@ -86,6 +90,7 @@ def _compose_backend_wrappers(wrappers):
                 wrapped = wrap(wrapped)
             cache[backend] = wrapped
         return wrapped
+
     return observed
 
 
@@ -94,6 +99,7 @@ def _chain_backward(arounds):
         if index == len(arounds):
             return fn(*args)
         return arounds[index](node, lambda *a: run(index + 1, node, fn, a), *args)
+
     return lambda node, fn, *args: run(0, node, fn, args)
 
 
@@ -101,6 +107,7 @@ def _all_of(observers):
     def observe(node):
         for o in observers:
             o(node)
+
     return observe
 
 
@@ -111,14 +118,16 @@ def _hooked(name, op, call, args, kwargs):
 # ----------------------------------------------------------------------------------------------
 # entries
 def _takes_part(t):
-    return t.__class__ is Tensor and (t._requires_grad or t._grad_fn is not None
-                                      or (t._base is not None and t.grad_fn is not None))
+    return t.__class__ is Tensor and (
+        t._requires_grad or t._grad_fn is not None or (t._base is not None and t.grad_fn is not None)
+    )
 
 
 def _any_takes_part(values):
     for t in values:
-        if t.__class__ is Tensor and (t._requires_grad or t._grad_fn is not None
-                                      or (t._base is not None and t.grad_fn is not None)):
+        if t.__class__ is Tensor and (
+            t._requires_grad or t._grad_fn is not None or (t._base is not None and t.grad_fn is not None)
+        ):
             return True
     return False
 
@@ -241,13 +250,16 @@ def _generated_entry(op):
             call.append("**" + p.name)
             extra_keywords = p.name
         else:
-            raise ValueError(f"op {op.name!r}: forward parameters must be plain, *args or keyword-only "
-                             "(and **kwargs for an op that records nothing itself)")
+            raise ValueError(
+                f"op {op.name!r}: forward parameters must be plain, *args or keyword-only "
+                "(and **kwargs for an op that records nothing itself)"
+            )
         values.append(p.name)
     keywords = "{" + ", ".join(keywords + ([f"**{extra_keywords}"] if extra_keywords else [])) + "}"
     if op.composite or not op.differentiable:
-        source = _PLAIN_SOURCE.format(signature=", ".join(signature), positional=_tuple(positional),
-                                      keywords=keywords, call=", ".join(call))
+        source = _PLAIN_SOURCE.format(
+            signature=", ".join(signature), positional=_tuple(positional), keywords=keywords, call=", ".join(call)
+        )
         made = {}
         exec(compile(source, _entry_filename(op), "exec"), globals(), made)
         return made["make"](op.forward, op, op.name, defaults)
@@ -259,10 +271,16 @@ def _generated_entry(op):
         # the arguments a replay passes after the base: a variadic parameter's tuple as it is
         replay = rest[0][1:] if len(rest) == 1 and rest[0].startswith("*") else "(" + _tuple(rest) + ")"
         view = _VIEW_SOURCE.format(base=base, replay=replay)
-    body = _BODY_SOURCE.format(call=", ".join(call), output="result[0]" if op.extra_outputs else "result",
-                               view=view, checks=checks, values=_tuple(values))
-    source = _ENTRY_SOURCE.format(signature=", ".join(signature), body=body, positional=_tuple(positional),
-                                  keywords=keywords)
+    body = _BODY_SOURCE.format(
+        call=", ".join(call),
+        output="result[0]" if op.extra_outputs else "result",
+        view=view,
+        checks=checks,
+        values=_tuple(values),
+    )
+    source = _ENTRY_SOURCE.format(
+        signature=", ".join(signature), body=body, positional=_tuple(positional), keywords=keywords
+    )
     # defined with this module's globals, so the entry reads _slow and _around_chain as they change
     made = {}
     exec(compile(source, _entry_filename(op), "exec"), globals(), made)
@@ -272,6 +290,7 @@ def _generated_entry(op):
 class NotAView:
     """What a view op's forward returns where it had to copy instead (reshape of a tensor whose
     strides allow no view): ``tensor``, made by other ops, which recorded its history."""
+
     __slots__ = ("tensor",)
 
     def __init__(self, tensor):
@@ -454,6 +473,7 @@ def op_backward(node, grad):
 class OpNode(Node):
     """A node of a registry op: its backward runs the op's formulas (``op_backward``). Written
     without Node.__init__'s generality: one is made per recorded op call."""
+
     backward_fn = staticmethod(op_backward)
     num_outputs = 1
     list_sizes = None
@@ -483,8 +503,9 @@ def make_inplace_entry(op):
 
     def body(self, *args, **kwargs):
         check_inplace_allowed(self, name)
-        recording = grad_state.enabled and (_takes_part(self) or any(_takes_part(a) for a in args)
-                                            or any(_takes_part(a) for a in kwargs.values()))
+        recording = grad_state.enabled and (
+            _takes_part(self) or any(_takes_part(a) for a in args) or any(_takes_part(a) for a in kwargs.values())
+        )
         if not recording:
             result = forward(self, *args, **kwargs)
             if entry_of.extra_outputs:
@@ -492,8 +513,7 @@ def make_inplace_entry(op):
             result = _as_dtype_of(self, result, name)
             if result._data.shape != self._data.shape:
                 try:
-                    result = Tensor._make(primitives(result).expand(result._data, self._data.shape),
-                                          result._device)
+                    result = Tensor._make(primitives(result).expand(result._data, self._data.shape), result._device)
                 except ValueError:
                     pass  # commit_inplace raises the error naming the op
             return commit_inplace(self, result, name)
@@ -505,6 +525,7 @@ def make_inplace_entry(op):
         if _slow:
             return _around_chain(name, op, body, (self,) + args, kwargs)
         return body(self, *args, **kwargs)
+
     inplace_entry.__name__ = inplace_entry.__qualname__ = name
     inplace_entry.__doc__ = f"In-place {op.name}: {op.doc}"
     inplace_entry.__signature__ = inplace_signature(op)
@@ -527,7 +548,6 @@ def _as_dtype_of(t, result, name):
     return result.to(dtype=t.dtype)
 
 
-
 # ----------------------------------------------------------------------------------------------
 # host steps: library calls that graph capture replays as Python
 _host_step_observer = None
@@ -539,11 +559,13 @@ def host_step(fn):
     or reads values to check them (class targets in range). Graph capture (adcuda.capture) records a
     call of it as one step and calls it again on every replay, instead of freezing the primitive calls
     it made; without capture it is the plain call."""
+
     @functools.wraps(fn)
     def step(*args, **kwargs):
         if _host_step_observer is None:
             return fn(*args, **kwargs)
         return _host_step_observer(fn, args, kwargs)
+
     step.host_step = fn
     return step
 

@@ -5,6 +5,7 @@ elementwise family (``adcuda/backends/cpu`` and ``cuda``, ``kernels/elementwise_
 ``elementwise_binary.cu`` with their functors in ``kernels/functors.cuh``); fused backward formulas
 call ``unary_backward``.
 """
+
 from __future__ import annotations
 
 import math
@@ -68,8 +69,9 @@ def binary(prim, a, b, dtype=None, name=None):
         data = primitives(t).binary(prim, ad, bd, dtype)
     except ValueError as e:
         if a.__class__ is Tensor and b.__class__ is Tensor:
-            raise ShapeError(f"{name}: shapes {fmt_shape(a.shape)} and {fmt_shape(b.shape)} cannot be "
-                             "broadcast") from None
+            raise ShapeError(
+                f"{name}: shapes {fmt_shape(a.shape)} and {fmt_shape(b.shape)} cannot be broadcast"
+            ) from None
         raise ValueError(f"{name}: {e}") from None
     return Tensor._make(data, dev)
 
@@ -100,8 +102,12 @@ def _float_unary(prim, x):
 
 def fused_unary_backward(prim, grad, x=None, y=None):
     """The backend's fused gradient of unary op ``prim`` from its input ``x`` and/or output ``y``."""
-    return Tensor._make(primitives(grad).unary_backward(prim, None if x is None else x._data,
-                                                        None if y is None else y._data, grad._data), grad._device)
+    return Tensor._make(
+        primitives(grad).unary_backward(
+            prim, None if x is None else x._data, None if y is None else y._data, grad._data
+        ),
+        grad._device,
+    )
 
 
 def _zeros_like(t):
@@ -119,33 +125,49 @@ def _scaled(other, alpha):
 
 # ------------------------------------------------------------------------------------------------
 # arithmetic
-@op("add", doc="input + alpha * other, elementwise with broadcasting and PyTorch's type promotion.",
-    node="AddBackward0", inplace=True, operators=("__add__", "__radd__", "__iadd__"),
-    grads={"input": lambda grad: grad,
-           "other": lambda grad, alpha: grad if alpha == 1 else grad * alpha})
+@op(
+    "add",
+    doc="input + alpha * other, elementwise with broadcasting and PyTorch's type promotion.",
+    node="AddBackward0",
+    inplace=True,
+    operators=("__add__", "__radd__", "__iadd__"),
+    grads={"input": lambda grad: grad, "other": lambda grad, alpha: grad if alpha == 1 else grad * alpha},
+)
 def add(input: Tensor | Number, other: Tensor | Number, *, alpha: Number = 1) -> Tensor:
     if alpha != 1:
         other = _scaled(other, alpha)
     return binary("add", input, other, name="add")
 
 
-@op("sub", doc="input - alpha * other, elementwise with broadcasting.", node="SubBackward0", inplace=True,
-    operators=("__sub__", "__rsub__", "__isub__"), aliases=("subtract",),
-    grads={"input": lambda grad: grad,
-           "other": lambda grad, alpha: -grad if alpha == 1 else grad * -alpha})
+@op(
+    "sub",
+    doc="input - alpha * other, elementwise with broadcasting.",
+    node="SubBackward0",
+    inplace=True,
+    operators=("__sub__", "__rsub__", "__isub__"),
+    aliases=("subtract",),
+    grads={"input": lambda grad: grad, "other": lambda grad, alpha: -grad if alpha == 1 else grad * -alpha},
+)
 def sub(input: Tensor | Number, other: Tensor | Number, *, alpha: Number = 1) -> Tensor:
     if alpha != 1:
         other = _scaled(other, alpha)
     if _is_bool(input) and _is_bool(other):
-        raise DTypeError("sub: subtraction, the `-` operator, with two bool tensors is not supported; "
-                         "use the `^` operator or logical_xor() instead")
+        raise DTypeError(
+            "sub: subtraction, the `-` operator, with two bool tensors is not supported; "
+            "use the `^` operator or logical_xor() instead"
+        )
     return binary("sub", input, other, name="sub")
 
 
-@op("mul", doc="input * other, elementwise with broadcasting and PyTorch's type promotion.",
-    node="MulBackward0", inplace=True, operators=("__mul__", "__rmul__", "__imul__"), aliases=("multiply",),
-    grads={"input": lambda grad, other: grad * other,
-           "other": lambda grad, input: grad * input})
+@op(
+    "mul",
+    doc="input * other, elementwise with broadcasting and PyTorch's type promotion.",
+    node="MulBackward0",
+    inplace=True,
+    operators=("__mul__", "__rmul__", "__imul__"),
+    aliases=("multiply",),
+    grads={"input": lambda grad, other: grad * other, "other": lambda grad, input: grad * input},
+)
 def mul(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("mul", input, other, name="mul")
 
@@ -154,12 +176,20 @@ def _div_node(input, other, *, rounding_mode=None):
     return "DivBackward0" if rounding_mode is None else "DivBackward2"
 
 
-@op("div", doc="input / other (true division; rounding_mode 'trunc' or 'floor' rounds the quotient).",
-    node=_div_node, inplace=True, operators=("__truediv__", "__rtruediv__", "__itruediv__"),
+@op(
+    "div",
+    doc="input / other (true division; rounding_mode 'trunc' or 'floor' rounds the quotient).",
+    node=_div_node,
+    inplace=True,
+    operators=("__truediv__", "__rtruediv__", "__itruediv__"),
     aliases=("divide", "true_divide"),
-    grads={"input": lambda grad, other, rounding_mode: grad / other if rounding_mode is None else grad * 0,
-           "other": lambda grad, input, other, rounding_mode:
-               -grad * input / (other * other) if rounding_mode is None else grad * 0})
+    grads={
+        "input": lambda grad, other, rounding_mode: grad / other if rounding_mode is None else grad * 0,
+        "other": lambda grad, input, other, rounding_mode: (
+            -grad * input / (other * other) if rounding_mode is None else grad * 0
+        ),
+    },
+)
 def div(input: Tensor | Number, other: Tensor | Number, *, rounding_mode: str | None = None) -> Tensor:
     if rounding_mode is None:
         return binary("div", input, other, dtype=float_result_type(input, other), name="div")
@@ -171,8 +201,12 @@ def div(input: Tensor | Number, other: Tensor | Number, *, rounding_mode: str | 
     raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
 
 
-@op("floor_divide", doc="input // other: the quotient rounded towards minus infinity.", composite=True,
-    operators=("__floordiv__", "__rfloordiv__"))
+@op(
+    "floor_divide",
+    doc="input // other: the quotient rounded towards minus infinity.",
+    composite=True,
+    operators=("__floordiv__", "__rfloordiv__"),
+)
 def floor_divide(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return div(input, other, rounding_mode="floor")
 
@@ -198,18 +232,33 @@ def _pow_grad_exponent(grad, input, exponent, result):
     return grad * result * log_a
 
 
-@op("pow", doc="input ** exponent, elementwise with broadcasting.", node="PowBackward0", inplace=True,
-    operators=("__pow__", "__rpow__"), grads={"input": _pow_grad_input, "exponent": _pow_grad_exponent})
+@op(
+    "pow",
+    doc="input ** exponent, elementwise with broadcasting.",
+    node="PowBackward0",
+    inplace=True,
+    operators=("__pow__", "__rpow__"),
+    grads={"input": _pow_grad_input, "exponent": _pow_grad_exponent},
+)
 def pow(input: Tensor | Number, exponent: Tensor | Number) -> Tensor:  # noqa: A001 (PyTorch's name)
     return binary("pow", input, exponent, name="pow")
 
 
-@op("neg", doc="-input.", node="NegBackward0", inplace=True, operators=("__neg__",), aliases=("negative",),
-    grads={"input": lambda grad: -grad})
+@op(
+    "neg",
+    doc="-input.",
+    node="NegBackward0",
+    inplace=True,
+    operators=("__neg__",),
+    aliases=("negative",),
+    grads={"input": lambda grad: -grad},
+)
 def neg(input: Tensor) -> Tensor:
     if input.dtype is dt.bool_:
-        raise DTypeError("neg: negation, the `-` operator, on a bool tensor is not supported; "
-                         "use the `~` operator or logical_not() instead")
+        raise DTypeError(
+            "neg: negation, the `-` operator, on a bool tensor is not supported; "
+            "use the `~` operator or logical_not() instead"
+        )
     return unary("neg", input)
 
 
@@ -234,32 +283,52 @@ def _minmax_grads(wins):
         a_wins = wins(input, other).to(dtype=grad.dtype)
         tie = eq(input, other).to(dtype=grad.dtype) * 0.5
         return grad * (1.0 - a_wins - tie)
+
     return {"input": input_grad, "other": other_grad}
 
 
-@op("maximum", doc="The larger of input and other, elementwise (NaN propagates).", node="MaximumBackward0",
-    grads=_minmax_grads(lambda a, b: gt(a, b)))
+@op(
+    "maximum",
+    doc="The larger of input and other, elementwise (NaN propagates).",
+    node="MaximumBackward0",
+    grads=_minmax_grads(lambda a, b: gt(a, b)),
+)
 def maximum(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return _minmax_forward("maximum", input, other)
 
 
-@op("minimum", doc="The smaller of input and other, elementwise (NaN propagates).", node="MinimumBackward0",
-    grads=_minmax_grads(lambda a, b: lt(a, b)))
+@op(
+    "minimum",
+    doc="The smaller of input and other, elementwise (NaN propagates).",
+    node="MinimumBackward0",
+    grads=_minmax_grads(lambda a, b: lt(a, b)),
+)
 def minimum(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return _minmax_forward("minimum", input, other)
 
 
-@op("logaddexp", doc="log(exp(input) + exp(other)), without overflow.", node="LogaddexpBackward0",
-    grads={"input": lambda grad, input, other: grad * sigmoid(input - other),
-           "other": lambda grad, input, other: grad * sigmoid(other - input)})
+@op(
+    "logaddexp",
+    doc="log(exp(input) + exp(other)), without overflow.",
+    node="LogaddexpBackward0",
+    grads={
+        "input": lambda grad, input, other: grad * sigmoid(input - other),
+        "other": lambda grad, input, other: grad * sigmoid(other - input),
+    },
+)
 def logaddexp(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("logaddexp", input, other, dtype=float_result_type(input, other), name="logaddexp")
 
 
-@op("hypot", doc="sqrt(input**2 + other**2), without overflow or underflow of the squares.",
+@op(
+    "hypot",
+    doc="sqrt(input**2 + other**2), without overflow or underflow of the squares.",
     node="HypotBackward0",
-    grads={"input": lambda grad, input, result: grad * input / result,
-           "other": lambda grad, other, result: grad * other / result})
+    grads={
+        "input": lambda grad, input, result: grad * input / result,
+        "other": lambda grad, other, result: grad * other / result,
+    },
+)
 def hypot(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("hypot", input, other, dtype=float_result_type(input, other), name="hypot")
 
@@ -276,20 +345,33 @@ def log(input: Tensor) -> Tensor:
     return _float_unary("log", input)
 
 
-@op("log1p", doc="log(1 + input), accurate for small input.", node="Log1PBackward0",
-    grads={"input": lambda grad, input: grad / (input + 1)})
+@op(
+    "log1p",
+    doc="log(1 + input), accurate for small input.",
+    node="Log1PBackward0",
+    grads={"input": lambda grad, input: grad / (input + 1)},
+)
 def log1p(input: Tensor) -> Tensor:
     return _float_unary("log1p", input)
 
 
-@op("sqrt", doc="The square root.", node="SqrtBackward0", inplace=True,
-    grads={"input": lambda grad, result: grad / (2 * result)})
+@op(
+    "sqrt",
+    doc="The square root.",
+    node="SqrtBackward0",
+    inplace=True,
+    grads={"input": lambda grad, result: grad / (2 * result)},
+)
 def sqrt(input: Tensor) -> Tensor:
     return _float_unary("sqrt", input)
 
 
-@op("rsqrt", doc="1 / sqrt(input).", node="RsqrtBackward0",
-    grads={"input": lambda grad, result: -0.5 * grad * result * result * result})
+@op(
+    "rsqrt",
+    doc="1 / sqrt(input).",
+    node="RsqrtBackward0",
+    grads={"input": lambda grad, result: -0.5 * grad * result * result * result},
+)
 def rsqrt(input: Tensor) -> Tensor:
     return _float_unary("rsqrt", input)
 
@@ -304,23 +386,38 @@ def cos(input: Tensor) -> Tensor:
     return _float_unary("cos", input)
 
 
-@op("tanh", doc="The hyperbolic tangent.", node="TanhBackward0", inplace=True, functional=True,
+@op(
+    "tanh",
+    doc="The hyperbolic tangent.",
+    node="TanhBackward0",
+    inplace=True,
+    functional=True,
     grads={"input": lambda grad, result: grad * (1 - result * result)},
-    fused={"input": lambda grad, result: fused_unary_backward("tanh", grad, y=result)})
+    fused={"input": lambda grad, result: fused_unary_backward("tanh", grad, y=result)},
+)
 def tanh(input: Tensor) -> Tensor:
     return _float_unary("tanh", input)
 
 
-@op("sigmoid", doc="1 / (1 + exp(-input)), without overflow for large |input|.", node="SigmoidBackward0",
-    inplace=True, functional=True,
+@op(
+    "sigmoid",
+    doc="1 / (1 + exp(-input)), without overflow for large |input|.",
+    node="SigmoidBackward0",
+    inplace=True,
+    functional=True,
     grads={"input": lambda grad, result: grad * result * (1 - result)},
-    fused={"input": lambda grad, result: fused_unary_backward("sigmoid", grad, y=result)})
+    fused={"input": lambda grad, result: fused_unary_backward("sigmoid", grad, y=result)},
+)
 def sigmoid(input: Tensor) -> Tensor:
     return _float_unary("sigmoid", input)
 
 
-@op("erf", doc="The error function.", node="ErfBackward0",
-    grads={"input": lambda grad, input: grad * _TWO_OVER_SQRT_PI * exp(-input * input)})
+@op(
+    "erf",
+    doc="The error function.",
+    node="ErfBackward0",
+    grads={"input": lambda grad, input: grad * _TWO_OVER_SQRT_PI * exp(-input * input)},
+)
 def erf(input: Tensor) -> Tensor:
     return _float_unary("erf", input)
 
@@ -330,14 +427,22 @@ def exp2(input: Tensor) -> Tensor:
     return _float_unary("exp2", input)
 
 
-@op("log2", doc="The base-2 logarithm.", node="Log2Backward0",
-    grads={"input": lambda grad, input: grad / (input * _LN2)})
+@op(
+    "log2",
+    doc="The base-2 logarithm.",
+    node="Log2Backward0",
+    grads={"input": lambda grad, input: grad / (input * _LN2)},
+)
 def log2(input: Tensor) -> Tensor:
     return _float_unary("log2", input)
 
 
-@op("log10", doc="The base-10 logarithm.", node="Log10Backward0",
-    grads={"input": lambda grad, input: grad / (input * _LN10)})
+@op(
+    "log10",
+    doc="The base-10 logarithm.",
+    node="Log10Backward0",
+    grads={"input": lambda grad, input: grad / (input * _LN10)},
+)
 def log10(input: Tensor) -> Tensor:
     return _float_unary("log10", input)
 
@@ -349,9 +454,15 @@ def _silu_grad(grad, input):
     return grad * s * (1 + input * (1 - s))
 
 
-@op("silu", doc="input * sigmoid(input) (swish).", node="SiluBackward0", inplace=True, functional="inplace",
+@op(
+    "silu",
+    doc="input * sigmoid(input) (swish).",
+    node="SiluBackward0",
+    inplace=True,
+    functional="inplace",
     grads={"input": _silu_grad},
-    fused={"input": lambda grad, input: fused_unary_backward("silu", grad, x=input)})
+    fused={"input": lambda grad, input: fused_unary_backward("silu", grad, x=input)},
+)
 def silu(input: Tensor) -> Tensor:
     return _float_unary("silu", input)
 
@@ -385,29 +496,50 @@ def _gelu_primitive(approximate):
     raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
 
 
-@op("gelu", doc="Gaussian error linear unit, exact (approximate='none') or with tanh (approximate='tanh').",
-    node="GeluBackward0", functional=True, grads={"input": _gelu_grad},
-    fused={"input": lambda grad, input, approximate:
-           fused_unary_backward(_gelu_primitive(approximate), grad, x=input)})
+@op(
+    "gelu",
+    doc="Gaussian error linear unit, exact (approximate='none') or with tanh (approximate='tanh').",
+    node="GeluBackward0",
+    functional=True,
+    grads={"input": _gelu_grad},
+    fused={"input": lambda grad, input, approximate: fused_unary_backward(_gelu_primitive(approximate), grad, x=input)},
+)
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     return _float_unary(_gelu_primitive(approximate), input)
 
 
-@op("relu", doc="max(input, 0).", node="ReluBackward0", inplace=True, functional="inplace",
+@op(
+    "relu",
+    doc="max(input, 0).",
+    node="ReluBackward0",
+    inplace=True,
+    functional="inplace",
     grads={"input": lambda grad, result: grad * gt(result, 0).to(dtype=grad.dtype)},
-    fused={"input": lambda grad, result: fused_unary_backward("relu", grad, x=result)})
+    fused={"input": lambda grad, result: fused_unary_backward("relu", grad, x=result)},
+)
 def relu(input: Tensor) -> Tensor:
     return unary("relu", input)
 
 
-@op("leaky_relu", doc="input where positive, negative_slope * input elsewhere.", composite=True, inplace=True,
-    functional="inplace")
+@op(
+    "leaky_relu",
+    doc="input where positive, negative_slope * input elsewhere.",
+    composite=True,
+    inplace=True,
+    functional="inplace",
+)
 def leaky_relu(input: Tensor, negative_slope: float = 0.01) -> Tensor:
     return where(gt(input, 0), input, input * negative_slope)
 
 
-@op("abs", doc="|input|.", node="AbsBackward0", operators=("__abs__",), aliases=("absolute",),
-    grads={"input": lambda grad, input: grad * sign(input)})
+@op(
+    "abs",
+    doc="|input|.",
+    node="AbsBackward0",
+    operators=("__abs__",),
+    aliases=("absolute",),
+    grads={"input": lambda grad, input: grad * sign(input)},
+)
 def abs(input: Tensor) -> Tensor:  # noqa: A001
     return unary("abs", input)
 
@@ -437,19 +569,21 @@ def ceil(input: Tensor) -> Tensor:
     return _rounding("ceil", input)
 
 
-@op("trunc", doc="input rounded towards zero.", node="TruncBackward0", aliases=("fix",),
-    grads={"input": _zero_grad})
+@op("trunc", doc="input rounded towards zero.", node="TruncBackward0", aliases=("fix",), grads={"input": _zero_grad})
 def trunc(input: Tensor) -> Tensor:
     return _rounding("trunc", input)
 
 
-@op("round", doc="Round half to even; with decimals, round(input * 10**decimals) / 10**decimals.",
+@op(
+    "round",
+    doc="Round half to even; with decimals, round(input * 10**decimals) / 10**decimals.",
     node=lambda input, *, decimals=0: "RoundBackward0" if decimals == 0 else "RoundBackward1",
-    grads={"input": _zero_grad})
+    grads={"input": _zero_grad},
+)
 def round(input: Tensor, *, decimals: int = 0) -> Tensor:  # noqa: A001 (PyTorch's name)
     if decimals == 0:
         return _rounding("round", input)
-    scale = 10.0 ** decimals
+    scale = 10.0**decimals
     return binary("div", _rounding("round", binary("mul", input, scale)), scale)
 
 
@@ -503,8 +637,11 @@ def _clamp_grads(grad, input, min, max):  # noqa: A002
     # PyTorch's gradients for tensor bounds: a bound gets the gradient where it is the result; where
     # lo > hi the result is hi
     if min is not None and max is not None:
-        masks = (logical_and(ge(input, min), le(input, max)), logical_and(lt(input, min), lt(min, max)),
-                 logical_or(gt(input, max), lt(max, min)))
+        masks = (
+            logical_and(ge(input, min), le(input, max)),
+            logical_and(lt(input, min), lt(min, max)),
+            logical_or(gt(input, max), lt(max, min)),
+        )
     elif min is not None:
         masks = (ge(input, min), lt(input, min), None)
     else:
@@ -512,12 +649,21 @@ def _clamp_grads(grad, input, min, max):  # noqa: A002
     return tuple(None if m is None else where(m, grad, 0.0) for m in masks)
 
 
-@op("clamp", doc="input limited to [min, max] (either bound may be None; bounds may be tensors).",
-    node=lambda input, min=None, max=None: "ClampBackward0" if Tensor in (min.__class__, max.__class__)
-    else "ClampBackward1",
-    inplace=("clamp_", "clip_"), aliases=("clip",), grads={("input", "min", "max"): _clamp_grads})
-def clamp(input: Tensor, min: Tensor | Number | None = None,  # noqa: A002
-          max: Tensor | Number | None = None) -> Tensor:
+@op(
+    "clamp",
+    doc="input limited to [min, max] (either bound may be None; bounds may be tensors).",
+    node=lambda input, min=None, max=None: (
+        "ClampBackward0" if Tensor in (min.__class__, max.__class__) else "ClampBackward1"
+    ),
+    inplace=("clamp_", "clip_"),
+    aliases=("clip",),
+    grads={("input", "min", "max"): _clamp_grads},
+)
+def clamp(
+    input: Tensor,
+    min: Tensor | Number | None = None,  # noqa: A002
+    max: Tensor | Number | None = None,
+) -> Tensor:
     if min is None and max is None:
         raise ValueError("clamp: at least one of 'min' or 'max' must not be None")
     dtype = result_type(input, min, max)
@@ -552,10 +698,16 @@ def _where_method(self: Tensor, condition: Tensor, other: Tensor | Number) -> Te
     return where(condition, self, other)  # Tensor.where(condition, other): self is the input
 
 
-@op("where", doc="input where condition holds, other elsewhere (broadcast).", node="WhereBackward0",
+@op(
+    "where",
+    doc="input where condition holds, other elsewhere (broadcast).",
+    node="WhereBackward0",
     method=_where_method,
-    grads={"input": lambda grad, condition: where(_condition(condition), grad, grad * 0),
-           "other": lambda grad, condition: where(_condition(condition), grad * 0, grad)})
+    grads={
+        "input": lambda grad, condition: where(_condition(condition), grad, grad * 0),
+        "other": lambda grad, condition: where(_condition(condition), grad * 0, grad),
+    },
+)
 def where(condition: Tensor, input: Tensor | Number, other: Tensor | Number) -> Tensor:
     if condition.__class__ is not Tensor:
         raise DTypeError("where: condition must be a bool Tensor")
@@ -633,9 +785,11 @@ def logical_not(input: Tensor) -> Tensor:
 
 def _bitwise(prim, input, other):
     for x in (input, other):
-        if (x.dtype.is_floating_point if x.__class__ is Tensor else isinstance(x, float)):
-            raise DTypeError(f"{prim}: only integer and bool operands are supported, got "
-                             f"{x.dtype if x.__class__ is Tensor else 'float'}")
+        if x.dtype.is_floating_point if x.__class__ is Tensor else isinstance(x, float):
+            raise DTypeError(
+                f"{prim}: only integer and bool operands are supported, got "
+                f"{x.dtype if x.__class__ is Tensor else 'float'}"
+            )
     return binary(prim, input, other, name=prim)
 
 
@@ -689,8 +843,10 @@ def _same_dtype(name, input, other):
         raise DTypeError(f"{name}: expected two Tensors, got {type(input).__name__} and {type(other).__name__}")
     check_same_device(name, input, other)
     if input.dtype is not other.dtype:
-        raise DTypeError(f"{name}: expected both inputs of one dtype, got {input.dtype} (shape "
-                         f"{fmt_shape(input.shape)}) and {other.dtype} (shape {fmt_shape(other.shape)})")
+        raise DTypeError(
+            f"{name}: expected both inputs of one dtype, got {input.dtype} (shape "
+            f"{fmt_shape(input.shape)}) and {other.dtype} (shape {fmt_shape(other.shape)})"
+        )
 
 
 @op("isclose", doc="Whether |input - other| <= atol + rtol * |other|, elementwise (equal infinities are close).")
@@ -701,8 +857,9 @@ def isclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-
     try:
         same = binary("eq", input, other, name="isclose")
     except ShapeError:
-        raise ShapeError(f"isclose: shapes {fmt_shape(input.shape)} and {fmt_shape(other.shape)} cannot be "
-                         "broadcast") from None
+        raise ShapeError(
+            f"isclose: shapes {fmt_shape(input.shape)} and {fmt_shape(other.shape)} cannot be broadcast"
+        ) from None
     if input.dtype is dt.bool_ or (not input.dtype.is_floating_point and rtol == 0 and atol == 0):
         return same
     a, b = input, other
@@ -720,8 +877,7 @@ def isclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-
     return close
 
 
-@op("allclose", doc="Whether every element of input is close to other's (see isclose); a Python bool.",
-    composite=True)
+@op("allclose", doc="Whether every element of input is close to other's (see isclose); a Python bool.", composite=True)
 def allclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
     return bool(isclose(input, other, rtol, atol, equal_nan).all().item())
 

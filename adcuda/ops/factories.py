@@ -3,6 +3,7 @@ eye *_like``. (The random ones are in ``ops/random.py``.)
 
 Forwards call the backend's storage primitives (``from_numpy full empty arange``), on the device's
 backend with that device current."""
+
 from __future__ import annotations
 
 import math
@@ -52,14 +53,18 @@ def new_tensor(name, data_fn, shape, dtype, device, requires_grad):
     for s in shape:
         n *= s
     if n * dtype.itemsize > 1 << 46:
-        raise MemoryError(f"{name}: cannot allocate a tensor of shape {shape} and dtype {dtype} "
-                          f"({n * dtype.itemsize / 2**30:.1f} GiB)")
+        raise MemoryError(
+            f"{name}: cannot allocate a tensor of shape {shape} and dtype {dtype} "
+            f"({n * dtype.itemsize / 2**30:.1f} GiB)"
+        )
     try:
         with on_device(dev, name):
             data = data_fn(bk, dtype)
     except MemoryError:
-        raise MemoryError(f"{name}: out of memory allocating a tensor of shape {shape} and dtype {dtype} "
-                          f"({n * dtype.itemsize / 2**30:.2f} GiB) on {dev}") from None
+        raise MemoryError(
+            f"{name}: out of memory allocating a tensor of shape {shape} and dtype {dtype} "
+            f"({n * dtype.itemsize / 2**30:.2f} GiB) on {dev}"
+        ) from None
     t = Tensor._make(data, dev)
     if requires_grad:
         require_grad(name, t)
@@ -108,10 +113,14 @@ def _tensors_to_lists(data):
     return data
 
 
-@op("tensor", doc="A new tensor (a copy) from nested Python data, a NumPy array or another tensor.",
-    method=False)
-def tensor(data: Any, dtype: DType | None = None, device: Device | str | None = None, requires_grad: bool = False,
-           pin_memory: bool = False) -> Tensor:
+@op("tensor", doc="A new tensor (a copy) from nested Python data, a NumPy array or another tensor.", method=False)
+def tensor(
+    data: Any,
+    dtype: DType | None = None,
+    device: Device | str | None = None,
+    requires_grad: bool = False,
+    pin_memory: bool = False,
+) -> Tensor:
     dtype = dt.as_dtype(dtype, "tensor")
     if isinstance(data, Tensor):
         src = data.detach()
@@ -133,8 +142,9 @@ def tensor(data: Any, dtype: DType | None = None, device: Device | str | None = 
             try:
                 arr = np.array(data, dtype=dtype.numpy if dtype.numpy is not None else np.float32)
             except ValueError as e:
-                raise ShapeError(f"tensor: expected a rectangular nested sequence of numbers, got ragged "
-                                 f"or invalid data ({e})") from None
+                raise ShapeError(
+                    f"tensor: expected a rectangular nested sequence of numbers, got ragged or invalid data ({e})"
+                ) from None
             except TypeError as e:
                 raise DTypeError(f"tensor: could not convert data of type {type(data).__name__} ({e})") from None
             except OverflowError as e:
@@ -160,8 +170,9 @@ def from_numpy(array: ndarray) -> Tensor:
         raise DTypeError(f"from_numpy: expected np.ndarray, got {type(array).__name__}")
     dt.from_numpy_dtype(array.dtype, "from_numpy")
     if array.dtype not in (np.bool_, np.int32, np.int64, np.float16, np.float32, np.float64):
-        raise DTypeError(f"from_numpy: NumPy dtype {array.dtype} cannot be shared without a copy; "
-                         "use adcuda.tensor(array) instead")
+        raise DTypeError(
+            f"from_numpy: NumPy dtype {array.dtype} cannot be shared without a copy; use adcuda.tensor(array) instead"
+        )
     return Tensor._make(array, CPU)
 
 
@@ -171,11 +182,17 @@ def as_tensor(data: Any, dtype: DType | None = None, device: Device | str | None
         # CuPy, Numba, PyTorch CUDA arrays: shared without a copy, as PyTorch does
         shared = _interop.from_cuda_array_interface(data)
         data = Tensor._make(shared, _interop.array_device(shared))
-    if isinstance(data, Tensor) and (dtype is None or data.dtype is dt.as_dtype(dtype)) and (
-            device is None or data.device == as_device(device)):
+    if (
+        isinstance(data, Tensor)
+        and (dtype is None or data.dtype is dt.as_dtype(dtype))
+        and (device is None or data.device == as_device(device))
+    ):
         return data
-    if isinstance(data, np.ndarray) and device in (None, "cpu") and (
-            dtype is None or dt.as_dtype(dtype).numpy == data.dtype):
+    if (
+        isinstance(data, np.ndarray)
+        and device in (None, "cpu")
+        and (dtype is None or dt.as_dtype(dtype).numpy == data.dtype)
+    ):
         return from_numpy(data)
     return tensor(data, dtype, device)
 
@@ -191,22 +208,35 @@ def from_dlpack(ext_tensor: Any) -> Tensor:
 # ------------------------------------------------------------------------------------------------
 # filled
 @op("zeros", doc="A tensor of zeros.", method=False)
-def zeros(*size: int | Sequence[int], dtype: DType | None = None, device: Device | str | None = None,
-          requires_grad: bool = False) -> Tensor:
+def zeros(
+    *size: int | Sequence[int],
+    dtype: DType | None = None,
+    device: Device | str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
     shape = shape_arg("zeros", size)
     return new_tensor("zeros", lambda bk, d: bk.full(shape, 0, d), shape, dtype, device, requires_grad)
 
 
 @op("ones", doc="A tensor of ones.", method=False)
-def ones(*size: int | Sequence[int], dtype: DType | None = None, device: Device | str | None = None,
-         requires_grad: bool = False) -> Tensor:
+def ones(
+    *size: int | Sequence[int],
+    dtype: DType | None = None,
+    device: Device | str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
     shape = shape_arg("ones", size)
     return new_tensor("ones", lambda bk, d: bk.full(shape, 1, d), shape, dtype, device, requires_grad)
 
 
 @op("empty", doc="A tensor whose values are not set.", method=False)
-def empty(*size: int | Sequence[int], dtype: DType | None = None, device: Device | str | None = None,
-          requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
+def empty(
+    *size: int | Sequence[int],
+    dtype: DType | None = None,
+    device: Device | str | None = None,
+    requires_grad: bool = False,
+    pin_memory: bool = False,
+) -> Tensor:
     shape = shape_arg("empty", size)
     out = new_tensor("empty", lambda bk, d: bk.empty(shape, d), shape, dtype, device, False)
     if pin_memory:
@@ -217,8 +247,13 @@ def empty(*size: int | Sequence[int], dtype: DType | None = None, device: Device
 
 
 @op("full", doc="A tensor filled with fill_value (its dtype by default).", method=False)
-def full(size: Sequence[int], fill_value: Number, dtype: DType | None = None, device: Device | str | None = None,
-         requires_grad: bool = False) -> Tensor:
+def full(
+    size: Sequence[int],
+    fill_value: Number,
+    dtype: DType | None = None,
+    device: Device | str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
     shape = shape_arg("full", (size,) if not isinstance(size, (tuple, list)) else (tuple(size),))
     if dtype is None:
         dtype = dt.default_for_category(dt.scalar_category(fill_value))
@@ -226,39 +261,60 @@ def full(size: Sequence[int], fill_value: Number, dtype: DType | None = None, de
 
 
 @op("zeros_like", doc="zeros of input's shape, dtype and device.", method=False)
-def zeros_like(input: Tensor, dtype: DType | None = None, device: Device | str | None = None,
-               requires_grad: bool = False) -> Tensor:
-    return zeros(tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device,
-                 requires_grad=requires_grad)
+def zeros_like(
+    input: Tensor, dtype: DType | None = None, device: Device | str | None = None, requires_grad: bool = False
+) -> Tensor:
+    return zeros(
+        tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device, requires_grad=requires_grad
+    )
 
 
 @op("ones_like", doc="ones of input's shape, dtype and device.", method=False)
-def ones_like(input: Tensor, dtype: DType | None = None, device: Device | str | None = None,
-              requires_grad: bool = False) -> Tensor:
-    return ones(tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device,
-                requires_grad=requires_grad)
+def ones_like(
+    input: Tensor, dtype: DType | None = None, device: Device | str | None = None, requires_grad: bool = False
+) -> Tensor:
+    return ones(
+        tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device, requires_grad=requires_grad
+    )
 
 
 @op("empty_like", doc="empty of input's shape, dtype and device.", method=False)
-def empty_like(input: Tensor, dtype: DType | None = None, device: Device | str | None = None,
-               requires_grad: bool = False) -> Tensor:
-    return empty(tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device,
-                 requires_grad=requires_grad)
+def empty_like(
+    input: Tensor, dtype: DType | None = None, device: Device | str | None = None, requires_grad: bool = False
+) -> Tensor:
+    return empty(
+        tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device, requires_grad=requires_grad
+    )
 
 
 @op("full_like", doc="full of input's shape, dtype and device.", method=False)
-def full_like(input: Tensor, fill_value: Number, dtype: DType | None = None, device: Device | str | None = None,
-              requires_grad: bool = False) -> Tensor:
-    return full(tuple(input.shape), fill_value, dtype=dtype or input.dtype, device=device or input.device,
-                requires_grad=requires_grad)
+def full_like(
+    input: Tensor,
+    fill_value: Number,
+    dtype: DType | None = None,
+    device: Device | str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    return full(
+        tuple(input.shape),
+        fill_value,
+        dtype=dtype or input.dtype,
+        device=device or input.device,
+        requires_grad=requires_grad,
+    )
 
 
 # ------------------------------------------------------------------------------------------------
 # ranges
-@op("arange", doc="start, start + step, ... below end (int64 for ints, float32 if any bound is a float).",
-    method=False)
-def arange(start: Number, end: Number | None = None, step: Number = 1, dtype: DType | None = None,
-           device: Device | str | None = None, requires_grad: bool = False) -> Tensor:
+@op("arange", doc="start, start + step, ... below end (int64 for ints, float32 if any bound is a float).", method=False)
+def arange(
+    start: Number,
+    end: Number | None = None,
+    step: Number = 1,
+    dtype: DType | None = None,
+    device: Device | str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
     if end is None:
         start, end = 0, start
     vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
@@ -266,18 +322,31 @@ def arange(start: Number, end: Number | None = None, step: Number = 1, dtype: DT
     if step == 0:
         raise ShapeError("arange: step must be nonzero")
     if (end - start) * step < 0:
-        raise ShapeError(f"arange: upper bound and larger bound inconsistent with step sign "
-                         f"(start={start}, end={end}, step={step})")
+        raise ShapeError(
+            f"arange: upper bound and larger bound inconsistent with step sign (start={start}, end={end}, step={step})"
+        )
     if dtype is None:
         dtype = dt.default_float if any(isinstance(v, float) for v in vals) else dt.int64
     n = max(math.ceil((end - start) / step), 0)
-    return new_tensor("arange", lambda bk, d: bk.slice(bk.arange(start, start + n * step, step, d), (slice(0, n),)),
-                      (n,), dtype, device, requires_grad)
+    return new_tensor(
+        "arange",
+        lambda bk, d: bk.slice(bk.arange(start, start + n * step, step, d), (slice(0, n),)),
+        (n,),
+        dtype,
+        device,
+        requires_grad,
+    )
 
 
 @op("linspace", doc="steps values evenly spaced from start to end (both included).", method=False)
-def linspace(start: Number, end: Number, steps: int, dtype: DType | None = None, device: Device | str | None = None,
-             requires_grad: bool = False) -> Tensor:
+def linspace(
+    start: Number,
+    end: Number,
+    steps: int,
+    dtype: DType | None = None,
+    device: Device | str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
     if steps < 0:
         raise ShapeError(f"linspace: number of steps must be non-negative, got {steps}")
     values = np.linspace(float(start), float(end), int(steps))
@@ -285,46 +354,70 @@ def linspace(start: Number, end: Number, steps: int, dtype: DType | None = None,
 
 
 @op("eye", doc="The n x m identity matrix.", method=False)
-def eye(n: int, m: int | None = None, dtype: DType | None = None, device: Device | str | None = None,
-        requires_grad: bool = False) -> Tensor:
+def eye(
+    n: int,
+    m: int | None = None,
+    dtype: DType | None = None,
+    device: Device | str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
     m = n if m is None else m
     if n < 0 or m < 0:
         raise ShapeError(f"eye: n and m must be non-negative, got {n} and {m}")
     return tensor(np.eye(n, m), dtype=dtype or dt.default_float, device=device, requires_grad=requires_grad)
 
 
-
 # ------------------------------------------------------------------------------------------------
 # new_*: tensors with this tensor's dtype and device unless told otherwise
 @op("new_zeros", doc="zeros of size, with self's dtype and device by default.", function=False)
-def new_zeros(self: Tensor, *size: int | Sequence[int], dtype: DType | None = None, device: Device | str | None = None,
-              requires_grad: bool = False) -> Tensor:
+def new_zeros(
+    self: Tensor,
+    *size: int | Sequence[int],
+    dtype: DType | None = None,
+    device: Device | str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
     return zeros(*size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
 
 
 @op("new_ones", doc="ones of size, with self's dtype and device by default.", function=False)
-def new_ones(self: Tensor, *size: int | Sequence[int], dtype: DType | None = None, device: Device | str | None = None,
-             requires_grad: bool = False) -> Tensor:
+def new_ones(
+    self: Tensor,
+    *size: int | Sequence[int],
+    dtype: DType | None = None,
+    device: Device | str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
     return ones(*size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
 
 
 @op("new_empty", doc="An unset tensor of size, with self's dtype and device by default.", function=False)
-def new_empty(self: Tensor, *size: int | Sequence[int], dtype: DType | None = None, device: Device | str | None = None,
-              requires_grad: bool = False) -> Tensor:
+def new_empty(
+    self: Tensor,
+    *size: int | Sequence[int],
+    dtype: DType | None = None,
+    device: Device | str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
     return empty(*size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
 
 
-@op("new_full", doc="A tensor of size filled with fill_value, with self's dtype and device by default.",
-    function=False)
-def new_full(self: Tensor, size: Sequence[int], fill_value: Number, dtype: DType | None = None,
-             device: Device | str | None = None, requires_grad: bool = False) -> Tensor:
-    return full(size, fill_value, dtype=dtype or self.dtype, device=device or self.device,
-                requires_grad=requires_grad)
+@op("new_full", doc="A tensor of size filled with fill_value, with self's dtype and device by default.", function=False)
+def new_full(
+    self: Tensor,
+    size: Sequence[int],
+    fill_value: Number,
+    dtype: DType | None = None,
+    device: Device | str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    return full(size, fill_value, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
 
 
 @op("new_tensor", doc="A copy of data, with self's dtype and device by default.", function=False)
-def new_tensor_copy(self: Tensor, data: Any, dtype: DType | None = None, device: Device | str | None = None,
-                    requires_grad: bool = False) -> Tensor:
+def new_tensor_copy(
+    self: Tensor, data: Any, dtype: DType | None = None, device: Device | str | None = None, requires_grad: bool = False
+) -> Tensor:
     return tensor(data, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
 
 
@@ -343,15 +436,18 @@ def legacy_construct(name, dtype, args, device=None):
         data = args[0]
         if isinstance(data, Tensor):
             if data.dtype is not dtype:
-                raise DTypeError(f"{name}: expected a tensor of dtype {dtype}, got one of {data.dtype} "
-                                 f"(shape {tuple(data.shape)}); convert it with .to({dtype})")
+                raise DTypeError(
+                    f"{name}: expected a tensor of dtype {dtype}, got one of {data.dtype} "
+                    f"(shape {tuple(data.shape)}); convert it with .to({dtype})"
+                )
             return data if device is None else data.to(device)
         if isinstance(data, Size):
             return empty(*data, dtype=dtype, device=device)
         if isinstance(data, (list, tuple)) or hasattr(data, "__array__"):
             return tensor(data, dtype=dtype, device=device)
-    raise DTypeError(f"{name}: expected sizes (ints) or one sequence of data, got "
-                     f"({', '.join(type(a).__name__ for a in args)})")
+    raise DTypeError(
+        f"{name}: expected sizes (ints) or one sequence of data, got ({', '.join(type(a).__name__ for a in args)})"
+    )
 
 
 def _tensor_new(cls, *args: Any, device: Device | str | None = None) -> Tensor:
@@ -370,8 +466,17 @@ class _LegacyTensorType(type):
 def _legacy_type(name, dtype):
     def __new__(cls, *args, device=None):
         return legacy_construct(name, dtype, args, device)
-    return _LegacyTensorType(name, (), {"dtype": dtype, "__new__": __new__, "__module__": "adcuda",
-                                        "__doc__": f"PyTorch's legacy constructor of {dtype} tensors."})
+
+    return _LegacyTensorType(
+        name,
+        (),
+        {
+            "dtype": dtype,
+            "__new__": __new__,
+            "__module__": "adcuda",
+            "__doc__": f"PyTorch's legacy constructor of {dtype} tensors.",
+        },
+    )
 
 
 Tensor.__new__ = _tensor_new

@@ -34,6 +34,7 @@ Each is a registry op (``adcuda._foreach_add_`` and the rest; no Tensor method):
 hooks see its calls, and its primitive calls go through ``primitives``, so the profiler counts them
 and graph capture will see them.
 """
+
 import math
 from collections.abc import Sequence
 
@@ -80,8 +81,10 @@ def _one_device(op, tensors):
         if device is None:
             device = t._device
         elif t._device is not device and t._device != device:
-            raise DeviceError(f"{op}: expected all tensors to be on the same device, but found at least two "
-                              f"devices, {device} and {t._device}")
+            raise DeviceError(
+                f"{op}: expected all tensors to be on the same device, but found at least two "
+                f"devices, {device} and {t._device}"
+            )
     return device
 
 
@@ -93,8 +96,10 @@ def _refuse_autograd(op, *lists):
     for tensors in lists:
         for t in tensors:
             if t is not None and t.requires_grad:
-                raise AutogradError(f"{op}: a tensor of shape {fmt_shape(t.shape)} requires grad, and {op} does not "
-                                    "record a graph; call it under adcuda.no_grad()")
+                raise AutogradError(
+                    f"{op}: a tensor of shape {fmt_shape(t.shape)} requires grad, and {op} does not "
+                    "record a graph; call it under adcuda.no_grad()"
+                )
 
 
 def _check_writable(op, tensors):
@@ -110,8 +115,10 @@ def _check_shapes(op, like_name, like, named_lists):
         shape = reference._data.shape
         for name, tensors in named_lists:
             if tensors[i]._data.shape != shape:
-                raise ShapeError(f"{op}: {name}[{i}] has shape {fmt_shape(tensors[i].shape)} but {like_name}[{i}] "
-                                 f"has shape {fmt_shape(shape)}")
+                raise ShapeError(
+                    f"{op}: {name}[{i}] has shape {fmt_shape(tensors[i].shape)} but {like_name}[{i}] "
+                    f"has shape {fmt_shape(shape)}"
+                )
 
 
 def _check_floating(op, name, tensors):
@@ -146,15 +153,18 @@ def _check_result_category(op, t, other, other_category):
     """An in-place result must fit the tensor it is written into (PyTorch's rule: no float into int);
     the result's category is the higher of the two operands' (type promotion never lowers it)."""
     if other_category > _dtype(t).category:
-        raise DTypeError(f"{op}: result type {result_type(t, other)} can't be cast to the desired output type "
-                         f"{t.dtype}")
+        raise DTypeError(
+            f"{op}: result type {result_type(t, other)} can't be cast to the desired output type {t.dtype}"
+        )
 
 
 def _check_broadcast(op, t, other):
     """``other`` (a tensor operand of an in-place op on ``t``) must broadcast to ``t``'s shape."""
     if other._data.shape != t._data.shape and broadcast_shapes(op, t.shape, other.shape) != tuple(t.shape):
-        raise ShapeError(f"{op}: output with shape {fmt_shape(t.shape)} doesn't match the broadcast shape "
-                         f"{fmt_shape(broadcast_shapes(op, t.shape, other.shape))}")
+        raise ShapeError(
+            f"{op}: output with shape {fmt_shape(t.shape)} doesn't match the broadcast shape "
+            f"{fmt_shape(broadcast_shapes(op, t.shape, other.shape))}"
+        )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -171,8 +181,9 @@ def _foreach_binary_(op, primitive, tensors, other, alpha=1):
     elif isinstance(other, (bool, int, float)):
         others = None
     else:
-        raise TypeError(f"{op}: other must be a number, a one-element Tensor or a list of Tensors, got "
-                        f"{type(other).__name__}")
+        raise TypeError(
+            f"{op}: other must be a number, a one-element Tensor or a list of Tensors, got {type(other).__name__}"
+        )
     operands = tensors + (others or []) + ([other] if isinstance(other, Tensor) else [])
     device = _one_device(op, operands)
     _refuse_autograd(op, operands)
@@ -188,8 +199,10 @@ def _foreach_binary_(op, primitive, tensors, other, alpha=1):
             if others is not None:
                 _check_broadcast(op, t, b)
             elif b._data.ndim > t._data.ndim:  # one element broadcasts to any shape with as many dims
-                raise ShapeError(f"{op}: output with shape {fmt_shape(t.shape)} doesn't match the broadcast shape "
-                                 f"{fmt_shape(broadcast_shapes(op, t.shape, b.shape))}")
+                raise ShapeError(
+                    f"{op}: output with shape {fmt_shape(t.shape)} doesn't match the broadcast shape "
+                    f"{fmt_shape(broadcast_shapes(op, t.shape, b.shape))}"
+                )
             b = b._data if alpha == 1 else bk.binary("mul", b._data, alpha, t.dtype)
         elif alpha != 1:
             b = b * alpha
@@ -197,8 +210,11 @@ def _foreach_binary_(op, primitive, tensors, other, alpha=1):
     _bump(tensors)
 
 
-@op("_foreach_add_", method=False,
-    doc="self[i] += alpha * other[i] (or other, a number or one-element tensor), in place.")
+@op(
+    "_foreach_add_",
+    method=False,
+    doc="self[i] += alpha * other[i] (or other, a number or one-element tensor), in place.",
+)
 def _foreach_add_(self: Tensors, other: Number | Tensor | Tensors, *, alpha: Number = 1) -> None:
     """``self[i] += alpha * other[i]`` for a list ``other``, ``self[i] += alpha * other`` for a number or
     a one-element tensor; in place, each result in ``self[i]``'s dtype."""
@@ -264,8 +280,7 @@ def _foreach_copy_(self: Tensors, src: Tensors, non_blocking: bool = False) -> N
             except ShapeError:
                 fits = False
             if not fits:
-                raise ShapeError(f"{op}: src of shape {fmt_shape(s.shape)} cannot be broadcast to "
-                                 f"{fmt_shape(t.shape)}")
+                raise ShapeError(f"{op}: src of shape {fmt_shape(s.shape)} cannot be broadcast to {fmt_shape(t.shape)}")
             data = bk.expand(data, t._data.shape)
         bk.copy_(t._data, data)
     _bump(tensors)
@@ -278,8 +293,11 @@ def _foreach_version(tensors: Tensors) -> list[int]:
     return [version_counter(t).value for t in _tensor_list("_foreach_version", "tensors", tensors)]
 
 
-@op("_foreach_increment_version_", method=False,
-    doc="Record that these tensors' memory was written in place outside adcuda's ops.")
+@op(
+    "_foreach_increment_version_",
+    method=False,
+    doc="Record that these tensors' memory was written in place outside adcuda's ops.",
+)
 def _foreach_increment_version_(tensors: Tensors) -> None:
     """Record that something other than an adcuda op wrote these tensors' memory in place (a
     collective's transport, a kernel of another library reached through DLPack): PyTorch's
@@ -288,8 +306,12 @@ def _foreach_increment_version_(tensors: Tensors) -> None:
     _bump(_tensor_list("_foreach_increment_version_", "tensors", tensors))
 
 
-@op("_make_subclass", method=False, function=False,
-    doc="A Tensor-subclass alias of data (its memory and version counter), outside any graph.")
+@op(
+    "_make_subclass",
+    method=False,
+    function=False,
+    doc="A Tensor-subclass alias of data (its memory and version counter), outside any graph.",
+)
 def _make_subclass(cls: type, data: Tensor, require_grad: bool = False) -> Tensor:
     """A ``cls`` instance (a subclass of Tensor) sharing ``data``'s memory and version counter (so its
     in-place history), outside any graph: PyTorch's ``Tensor._make_subclass``, as ``nn.Parameter``
@@ -363,9 +385,20 @@ def _arrays(tensors):
 
 
 @op("_fused_sgd_", doc="PyTorch's SGD step for many parameters in one call.", method=False)
-def _fused_sgd_(self: Tensors, grads: Tensors, momentum_buffer_list: Tensors | None, *, weight_decay: float,
-                momentum: float, lr: float, dampening: float, nesterov: bool, maximize: bool, is_first_step: bool,
-                master_params: Tensors | None = None) -> None:
+def _fused_sgd_(
+    self: Tensors,
+    grads: Tensors,
+    momentum_buffer_list: Tensors | None,
+    *,
+    weight_decay: float,
+    momentum: float,
+    lr: float,
+    dampening: float,
+    nesterov: bool,
+    maximize: bool,
+    is_first_step: bool,
+    master_params: Tensors | None = None,
+) -> None:
     """PyTorch's SGD step for many parameters in one call (``self``: the parameters). With
     ``momentum != 0``, ``momentum_buffer_list`` holds one buffer per parameter (empty otherwise); on
     ``is_first_step`` each buffer is set to its gradient instead of being decayed. ``maximize``
@@ -382,13 +415,39 @@ def _fused_sgd_(self: Tensors, grads: Tensors, momentum_buffer_list: Tensors | N
     if device is None:
         return
     bk = primitives_on(device)
-    bk.sgd_step_(_arrays(params), _grad_arrays(bk, grads, maximize), _arrays(bufs), float(lr), float(momentum),
-                 float(dampening), bool(nesterov), float(weight_decay), bool(is_first_step), _arrays(masters))
+    bk.sgd_step_(
+        _arrays(params),
+        _grad_arrays(bk, grads, maximize),
+        _arrays(bufs),
+        float(lr),
+        float(momentum),
+        float(dampening),
+        bool(nesterov),
+        float(weight_decay),
+        bool(is_first_step),
+        _arrays(masters),
+    )
     _bump(params, bufs, masters)
 
 
-def _fused_adam_common(op, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2,
-                       weight_decay, eps, amsgrad, maximize, master_params, decoupled):
+def _fused_adam_common(
+    op,
+    params,
+    grads,
+    exp_avgs,
+    exp_avg_sqs,
+    max_exp_avg_sqs,
+    state_steps,
+    lr,
+    beta1,
+    beta2,
+    weight_decay,
+    eps,
+    amsgrad,
+    maximize,
+    master_params,
+    decoupled,
+):
     params = _tensor_list(op, "self", params)
     grads = _tensor_list(op, "grads", grads)
     exp_avgs = _tensor_list(op, "exp_avgs", exp_avgs)
@@ -399,8 +458,9 @@ def _fused_adam_common(op, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs
     if amsgrad and maxes is None and params:
         raise ValueError(f"{op}: amsgrad=True needs one max_exp_avg_sqs tensor per parameter")
     masters = _optional_list(op, "master_params", master_params, params)
-    device = _step_operands(op, params, grads, {"exp_avgs": exp_avgs, "exp_avg_sqs": exp_avg_sqs,
-                                                "max_exp_avg_sqs": maxes}, masters)
+    device = _step_operands(
+        op, params, grads, {"exp_avgs": exp_avgs, "exp_avg_sqs": exp_avg_sqs, "max_exp_avg_sqs": maxes}, masters
+    )
     if device is None:
         return
     # the primitive steps tensors that share one step count: one call per distinct count (normally one);
@@ -411,38 +471,115 @@ def _fused_adam_common(op, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs
             raise ShapeError(f"{op}: state_steps[{i}] must hold one number, got shape {fmt_shape(s.shape)}")
         by_step.setdefault(int(s.item()), []).append(i)
     bk = primitives_on(device)
-    arrays = (_arrays(params), _grad_arrays(bk, grads, maximize), _arrays(exp_avgs), _arrays(exp_avg_sqs),
-              _arrays(masters), _arrays(maxes))
+    arrays = (
+        _arrays(params),
+        _grad_arrays(bk, grads, maximize),
+        _arrays(exp_avgs),
+        _arrays(exp_avg_sqs),
+        _arrays(masters),
+        _arrays(maxes),
+    )
     for step, members in by_step.items():
         everything = len(members) == len(params)
         p, g, m, v, master, vmax = (a if a is None or everything else [a[i] for i in members] for a in arrays)
-        bk.adam_step_(p, g, m, v, step, float(lr), float(beta1), float(beta2), float(eps), float(weight_decay),
-                      decoupled, master, vmax)
+        bk.adam_step_(
+            p,
+            g,
+            m,
+            v,
+            step,
+            float(lr),
+            float(beta1),
+            float(beta2),
+            float(eps),
+            float(weight_decay),
+            decoupled,
+            master,
+            vmax,
+        )
     _bump(params, exp_avgs, exp_avg_sqs, maxes, masters)
 
 
 @op("_fused_adam_", doc="PyTorch's Adam step for many parameters in one call.", method=False)
-def _fused_adam_(self: Tensors, grads: Tensors, exp_avgs: Tensors, exp_avg_sqs: Tensors,
-                 max_exp_avg_sqs: Tensors | None, state_steps: Tensors, *, lr: float, beta1: float, beta2: float,
-                 weight_decay: float, eps: float, amsgrad: bool, maximize: bool,
-                 master_params: Tensors | None = None) -> None:
+def _fused_adam_(
+    self: Tensors,
+    grads: Tensors,
+    exp_avgs: Tensors,
+    exp_avg_sqs: Tensors,
+    max_exp_avg_sqs: Tensors | None,
+    state_steps: Tensors,
+    *,
+    lr: float,
+    beta1: float,
+    beta2: float,
+    weight_decay: float,
+    eps: float,
+    amsgrad: bool,
+    maximize: bool,
+    master_params: Tensors | None = None,
+) -> None:
     """PyTorch's Adam step (L2 weight decay added to the gradient) for many parameters in one call.
     ``state_steps`` are one-element tensors holding each parameter's 1-based step count, already
     incremented by the caller (``_foreach_add_(state_steps, 1)``), as in PyTorch; ``max_exp_avg_sqs``
     (empty unless ``amsgrad``) makes it AMSGrad. Beyond PyTorch: ``master_params`` as in
     ``_fused_sgd_``."""
-    _fused_adam_common("_fused_adam_", self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1,
-                       beta2, weight_decay, eps, amsgrad, maximize, master_params, decoupled=False)
+    _fused_adam_common(
+        "_fused_adam_",
+        self,
+        grads,
+        exp_avgs,
+        exp_avg_sqs,
+        max_exp_avg_sqs,
+        state_steps,
+        lr,
+        beta1,
+        beta2,
+        weight_decay,
+        eps,
+        amsgrad,
+        maximize,
+        master_params,
+        decoupled=False,
+    )
 
 
 @op("_fused_adamw_", doc="PyTorch's AdamW step (decoupled weight decay) for many parameters in one call.", method=False)
-def _fused_adamw_(self: Tensors, grads: Tensors, exp_avgs: Tensors, exp_avg_sqs: Tensors,
-                  max_exp_avg_sqs: Tensors | None, state_steps: Tensors, *, lr: float, beta1: float, beta2: float,
-                  weight_decay: float, eps: float, amsgrad: bool, maximize: bool,
-                  master_params: Tensors | None = None) -> None:
+def _fused_adamw_(
+    self: Tensors,
+    grads: Tensors,
+    exp_avgs: Tensors,
+    exp_avg_sqs: Tensors,
+    max_exp_avg_sqs: Tensors | None,
+    state_steps: Tensors,
+    *,
+    lr: float,
+    beta1: float,
+    beta2: float,
+    weight_decay: float,
+    eps: float,
+    amsgrad: bool,
+    maximize: bool,
+    master_params: Tensors | None = None,
+) -> None:
     """``_fused_adam_`` with decoupled weight decay (AdamW: the weights decay by ``lr * weight_decay``)."""
-    _fused_adam_common("_fused_adamw_", self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1,
-                       beta2, weight_decay, eps, amsgrad, maximize, master_params, decoupled=True)
+    _fused_adam_common(
+        "_fused_adamw_",
+        self,
+        grads,
+        exp_avgs,
+        exp_avg_sqs,
+        max_exp_avg_sqs,
+        state_steps,
+        lr,
+        beta1,
+        beta2,
+        weight_decay,
+        eps,
+        amsgrad,
+        maximize,
+        master_params,
+        decoupled=True,
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -451,16 +588,22 @@ def _check_flag(op, name, t, device, dtype):
     if not isinstance(t, Tensor):
         raise TypeError(f"{op}: {name} must be a Tensor, got {type(t).__name__}")
     if t.numel() != 1 or t.dtype is not dtype:
-        raise DTypeError(f"{op}: {name} must be a one-element {dtype} tensor, got one of dtype {t.dtype} and "
-                         f"shape {fmt_shape(t.shape)}")
+        raise DTypeError(
+            f"{op}: {name} must be a one-element {dtype} tensor, got one of dtype {t.dtype} and "
+            f"shape {fmt_shape(t.shape)}"
+        )
     if device is not None and t._device != device:
         raise DeviceError(f"{op}: {name} is on {t._device} but the tensors are on {device}")
 
 
-@op("_amp_foreach_non_finite_check_and_unscale_", method=False,
-    doc="Gradients times inv_scale in place; found_inf set where any is inf or NaN.")
-def _amp_foreach_non_finite_check_and_unscale_(self: Tensors, found_inf: Tensor, inv_scale: Tensor, *,
-                                               out: Tensors | None = None) -> None:
+@op(
+    "_amp_foreach_non_finite_check_and_unscale_",
+    method=False,
+    doc="Gradients times inv_scale in place; found_inf set where any is inf or NaN.",
+)
+def _amp_foreach_non_finite_check_and_unscale_(
+    self: Tensors, found_inf: Tensor, inv_scale: Tensor, *, out: Tensors | None = None
+) -> None:
     """PyTorch's: multiply every tensor of ``self`` (gradients) by ``inv_scale`` in place, and set
     ``found_inf`` to 1.0 if any of them holds an inf or a NaN (it is never reset to 0 here).
     ``found_inf`` and ``inv_scale`` are one-element float32 tensors on the gradients' device, so
@@ -488,11 +631,22 @@ def _amp_foreach_non_finite_check_and_unscale_(self: Tensors, found_inf: Tensor,
     _bump(outs, (found_inf,))
 
 
-@op("_amp_update_scale_", method=False,
-    doc="PyTorch's dynamic loss-scale update, in place, kept within [min_scale, max_scale].")
-def _amp_update_scale_(self: Tensor, growth_tracker: Tensor, found_inf: Tensor, scale_growth_factor: float,
-                       scale_backoff_factor: float, growth_interval: int, *, min_scale: float = 0.0,
-                       max_scale: float = math.inf) -> Tensor:
+@op(
+    "_amp_update_scale_",
+    method=False,
+    doc="PyTorch's dynamic loss-scale update, in place, kept within [min_scale, max_scale].",
+)
+def _amp_update_scale_(
+    self: Tensor,
+    growth_tracker: Tensor,
+    found_inf: Tensor,
+    scale_growth_factor: float,
+    scale_backoff_factor: float,
+    growth_interval: int,
+    *,
+    min_scale: float = 0.0,
+    max_scale: float = math.inf,
+) -> Tensor:
     """PyTorch's dynamic loss-scale update, in place on ``self`` (the one-element float32 scale) and
     ``growth_tracker`` (one-element int32): when ``found_inf`` (one-element float32) is nonzero the
     scale backs off and the tracker restarts, after ``growth_interval`` clean calls in a row the scale
@@ -507,7 +661,13 @@ def _amp_update_scale_(self: Tensor, growth_tracker: Tensor, found_inf: Tensor, 
     bk = primitives_on(device)
     # the primitive takes 0-d arrays; PyTorch keeps the scale and tracker as shape (1,)
     scalar = [bk.view(t._data, ()) for t in (self, growth_tracker, found_inf)]
-    bk.update_scale_(*scalar, float(scale_growth_factor), float(scale_backoff_factor), int(growth_interval),
-                     float(min_scale), float(max_scale))
+    bk.update_scale_(
+        *scalar,
+        float(scale_growth_factor),
+        float(scale_backoff_factor),
+        int(growth_interval),
+        float(min_scale),
+        float(max_scale),
+    )
     _bump((self, growth_tracker))
     return self

@@ -4,6 +4,7 @@ one_hot.
 
 Forwards call the backend's index family (``slice index index_put_ gather scatter_add tril triu``:
 ``kernels/index.cu``, ``kernels/layout.cu``)."""
+
 from __future__ import annotations
 
 import numbers
@@ -27,16 +28,24 @@ _PLAIN = (int, type(None))  # slice bounds the backend takes as they are
 
 
 def _is_basic_item(k):
-    return k is None or k is Ellipsis or isinstance(k, slice) or (
-        isinstance(k, numbers.Integral) and not isinstance(k, bool))
+    return (
+        k is None
+        or k is Ellipsis
+        or isinstance(k, slice)
+        or (isinstance(k, numbers.Integral) and not isinstance(k, bool))
+    )
 
 
 def convert_key(input, key, name):
     """The key as the backend takes it, and whether it is basic (gives a view)."""
     if key.__class__ is int:
         return (key,), True
-    if key.__class__ is slice and key.start.__class__ in _PLAIN and key.stop.__class__ in _PLAIN and (
-            key.step is None or key.step.__class__ is int and key.step > 0):
+    if (
+        key.__class__ is slice
+        and key.start.__class__ in _PLAIN
+        and key.stop.__class__ in _PLAIN
+        and (key.step is None or key.step.__class__ is int and key.step > 0)
+    ):
         return (key,), True
     if not isinstance(key, tuple):
         key = (key,)
@@ -46,8 +55,9 @@ def convert_key(input, key, name):
             if k._device != input._device:
                 raise IndexOutOfRangeError(f"{name}: indices on {k._device} for a tensor on {input._device}")
             if k.dtype is not dt.bool_ and k.dtype.category != dt.INTEGER:
-                raise IndexOutOfRangeError(f"{name}: tensors used as indices must be long, int or bool "
-                                           f"tensors, got {k.dtype}")
+                raise IndexOutOfRangeError(
+                    f"{name}: tensors used as indices must be long, int or bool tensors, got {k.dtype}"
+                )
             out.append(k._data)
             basic = False
         elif isinstance(k, slice):
@@ -63,21 +73,26 @@ def convert_key(input, key, name):
             idx = tensor(k, device=input._device)
             if idx.numel() == 0:
                 idx = cast(idx, dt.int64)
-            return convert_key(input, key[:len(out)] + (idx,) + key[len(out) + 1:], name)
+            return convert_key(input, key[: len(out)] + (idx,) + key[len(out) + 1 :], name)
         else:
             raise TypeError(f"{name}: unsupported index of type {type(k).__name__}")
     return tuple(out), basic
 
 
 def _index_error(name, input, key, err):
-    return IndexOutOfRangeError(f"{name}: index {_describe(key)} is out of range or invalid for a tensor "
-                                f"of shape {fmt_shape(input.shape)} ({err})")
+    return IndexOutOfRangeError(
+        f"{name}: index {_describe(key)} is out of range or invalid for a tensor "
+        f"of shape {fmt_shape(input.shape)} ({err})"
+    )
 
 
 def _describe(key):
     items = key if isinstance(key, tuple) else (key,)
-    return "[" + ", ".join(f"tensor of shape {fmt_shape(k.shape)}" if isinstance(k, Tensor) else repr(k)
-                           for k in items) + "]"
+    return (
+        "["
+        + ", ".join(f"tensor of shape {fmt_shape(k.shape)}" if isinstance(k, Tensor) else repr(k) for k in items)
+        + "]"
+    )
 
 
 def _scatter_back(g, shape, bkey, accumulate):
@@ -87,9 +102,15 @@ def _scatter_back(g, shape, bkey, accumulate):
 
 # ------------------------------------------------------------------------------------------------
 # reading: t[key]
-@op("slice_key", doc="input at a basic key in backend form (ints, slices, None, Ellipsis): a view.",
-    view=True, function=False, method=False, node="SliceBackward0",
-    grads={"input": lambda grad, input_shape, bkey: _scatter_back(grad, input_shape, bkey, False)})
+@op(
+    "slice_key",
+    doc="input at a basic key in backend form (ints, slices, None, Ellipsis): a view.",
+    view=True,
+    function=False,
+    method=False,
+    node="SliceBackward0",
+    grads={"input": lambda grad, input_shape, bkey: _scatter_back(grad, input_shape, bkey, False)},
+)
 def slice_key(input: Tensor, bkey: tuple, key: Any = None) -> Tensor:
     try:
         data = primitives(input).slice(input._data, bkey)
@@ -98,9 +119,14 @@ def slice_key(input: Tensor, bkey: tuple, key: Any = None) -> Tensor:
     return wrap(data, input._device)
 
 
-@op("index_key", doc="input at an advanced key in backend form (integer arrays, boolean masks): a copy.",
-    function=False, method=False, node="IndexBackward0",
-    grads={"input": lambda grad, input_shape, bkey: _scatter_back(grad, input_shape, bkey, True)})
+@op(
+    "index_key",
+    doc="input at an advanced key in backend form (integer arrays, boolean masks): a copy.",
+    function=False,
+    method=False,
+    node="IndexBackward0",
+    grads={"input": lambda grad, input_shape, bkey: _scatter_back(grad, input_shape, bkey, True)},
+)
 def index_key(input: Tensor, bkey: tuple, key: Any = None) -> Tensor:
     try:
         data = primitives(input).index(input._data, bkey)
@@ -109,8 +135,14 @@ def index_key(input: Tensor, bkey: tuple, key: Any = None) -> Tensor:
     return wrap(data, input._device)
 
 
-@op("getitem", doc="input[key]: a view for basic keys, a copy for integer-tensor and mask keys.", composite=True,
-    function=False, method=False, operators=("__getitem__",))
+@op(
+    "getitem",
+    doc="input[key]: a view for basic keys, a copy for integer-tensor and mask keys.",
+    composite=True,
+    function=False,
+    method=False,
+    operators=("__getitem__",),
+)
 def getitem(input: Tensor, key: Any) -> Tensor:
     bkey, basic = convert_key(input, key, "index")
     return slice_key(input, bkey, key) if basic else index_key(input, bkey, key)
@@ -130,12 +162,22 @@ def _index_put_input_grad(grad, bkey, accumulate):
     return index_put_key(grad, bkey, filled((), 0, grad.dtype, grad._device), False)
 
 
-@op("index_put_key", doc="Out-of-place input[bkey] = values (+= with duplicates summed when accumulate).",
-    function=False, method=False, node="IndexPutBackward0",
-    grads={"input": _index_put_input_grad,
-           "values": lambda grad, bkey: _take(grad, bkey)})
-def index_put_key(input: Tensor, bkey: tuple, values: Tensor | Number, accumulate: bool = False, key: Any = None,
-                  name: str = "index_put") -> Tensor:
+@op(
+    "index_put_key",
+    doc="Out-of-place input[bkey] = values (+= with duplicates summed when accumulate).",
+    function=False,
+    method=False,
+    node="IndexPutBackward0",
+    grads={"input": _index_put_input_grad, "values": lambda grad, bkey: _take(grad, bkey)},
+)
+def index_put_key(
+    input: Tensor,
+    bkey: tuple,
+    values: Tensor | Number,
+    accumulate: bool = False,
+    key: Any = None,
+    name: str = "index_put",
+) -> Tensor:
     if not isinstance(values, Tensor):
         values = constant(values, input.dtype, input._device)
     values = cast(values, input.dtype)
@@ -145,21 +187,33 @@ def index_put_key(input: Tensor, bkey: tuple, values: Tensor | Number, accumulat
     except IndexError as e:
         raise _index_error(name, input, bkey if key is None else key, e) from None
     except ValueError as e:
-        raise ShapeError(f"{name}: values of shape {fmt_shape(values.shape)} cannot be written to index "
-                         f"{_describe(bkey if key is None else key)} of a tensor of shape "
-                         f"{fmt_shape(input.shape)} ({e})") from None
+        raise ShapeError(
+            f"{name}: values of shape {fmt_shape(values.shape)} cannot be written to index "
+            f"{_describe(bkey if key is None else key)} of a tensor of shape "
+            f"{fmt_shape(input.shape)} ({e})"
+        ) from None
     return wrap(data, input._device)
 
 
-@op("index_put", doc="Out-of-place input[indices] = values (+= with duplicates summed when accumulate).",
-    composite=True, inplace=True)
+@op(
+    "index_put",
+    doc="Out-of-place input[indices] = values (+= with duplicates summed when accumulate).",
+    composite=True,
+    inplace=True,
+)
 def index_put(input: Tensor, indices: tuple[Tensor, ...], values: Tensor | Number, accumulate: bool = False) -> Tensor:
     key = tuple(indices)
     return index_put_key(input, convert_key(input, key, "index_put")[0], values, accumulate, key)
 
 
-@op("setitem", doc="input[key] = value, in place.", composite=True, function=False, method=False,
-    operators=("__setitem__",))
+@op(
+    "setitem",
+    doc="input[key] = value, in place.",
+    composite=True,
+    function=False,
+    method=False,
+    operators=("__setitem__",),
+)
 def setitem(input: Tensor, key: Any, value: Tensor | Number) -> None:
     check_inplace_allowed(input, "index_put_")
     if isinstance(value, Tensor) and value._device != input._device:
@@ -182,8 +236,10 @@ def setitem(input: Tensor, key: Any, value: Tensor | Number) -> None:
         raise _index_error("index_put_", input, key, e) from None
     except ValueError as e:
         vshape = fmt_shape(value.shape) if isinstance(value, Tensor) else type(value).__name__
-        raise ShapeError(f"index_put_: value of shape {vshape} cannot be written to index "
-                         f"{_describe(key)} of a tensor of shape {fmt_shape(input.shape)} ({e})") from None
+        raise ShapeError(
+            f"index_put_: value of shape {vshape} cannot be written to index "
+            f"{_describe(key)} of a tensor of shape {fmt_shape(input.shape)} ({e})"
+        ) from None
     version_counter(input).value += 1
 
 
@@ -198,9 +254,11 @@ def _write_into_view(input, key, value):
     try:
         value = value.expand(tuple(target.shape))
     except ShapeError:
-        raise ShapeError(f"index_put_: value of shape {fmt_shape(value.shape)} cannot be written to index "
-                         f"{_describe(key)} of a tensor of shape {fmt_shape(input.shape)} (the indexed "
-                         f"part has shape {fmt_shape(target.shape)})") from None
+        raise ShapeError(
+            f"index_put_: value of shape {fmt_shape(value.shape)} cannot be written to index "
+            f"{_describe(key)} of a tensor of shape {fmt_shape(input.shape)} (the indexed "
+            f"part has shape {fmt_shape(target.shape)})"
+        ) from None
     commit_inplace(target, value, "index_put_")
 
 
@@ -208,12 +266,16 @@ def _write_into_view(input, key, value):
 # gather, scatter_add, index_select
 def _check_index_tensor(name, input, dim, index, same_rank=True):
     if not isinstance(index, Tensor) or index.dtype.category != dt.INTEGER:
-        raise DTypeError(f"{name}: index must be an int64 tensor, got "
-                         f"{index.dtype if isinstance(index, Tensor) else type(index).__name__}")
+        raise DTypeError(
+            f"{name}: index must be an int64 tensor, got "
+            f"{index.dtype if isinstance(index, Tensor) else type(index).__name__}"
+        )
     d = wrap_dim(dim, input.ndim, name)
     if same_rank and index.ndim != input.ndim and not (input.ndim == 0 and index.ndim <= 1):
-        raise ShapeError(f"{name}: index tensor must have the same number of dimensions as the input "
-                         f"tensor; got index {fmt_shape(index.shape)} and input {fmt_shape(input.shape)}")
+        raise ShapeError(
+            f"{name}: index tensor must have the same number of dimensions as the input "
+            f"tensor; got index {fmt_shape(index.shape)} and input {fmt_shape(input.shape)}"
+        )
     if index.numel():
         _check_index_range(name, index, d, tuple(input.shape))
     return d
@@ -225,8 +287,10 @@ def _check_index_range(name, index, d, input_shape):
     hi = int(index.max().item())
     n = input_shape[d] if input_shape else 1
     if lo < 0 or hi >= n:
-        raise IndexOutOfRangeError(f"{name}: index {hi if hi >= n else lo} is out of bounds for "
-                                   f"dimension {d} with size {n} (input shape {fmt_shape(input_shape)})")
+        raise IndexOutOfRangeError(
+            f"{name}: index {hi if hi >= n else lo} is out of bounds for "
+            f"dimension {d} with size {n} (input shape {fmt_shape(input_shape)})"
+        )
 
 
 def _gather_grad(grad, input_shape, dim, index):
@@ -234,14 +298,19 @@ def _gather_grad(grad, input_shape, dim, index):
     return scatter_add(filled(input_shape, 0, grad.dtype, grad._device), d, index, grad)
 
 
-@op("gather", doc="Values of input at index along dim (out[i][j] = input[index[i][j]][j] for dim 0).",
-    node="GatherBackward0", grads={"input": _gather_grad})
+@op(
+    "gather",
+    doc="Values of input at index along dim (out[i][j] = input[index[i][j]][j] for dim 0).",
+    node="GatherBackward0",
+    grads={"input": _gather_grad},
+)
 def gather(input: Tensor, dim: int, index: Tensor) -> Tensor:
     d = _check_index_tensor("gather", input, dim, index)
     for i, (a, b) in enumerate(zip(index.shape, input.shape)):
         if i != d and a > b:
-            raise ShapeError(f"gather: index {fmt_shape(index.shape)} is larger than input "
-                             f"{fmt_shape(input.shape)} in dimension {i}")
+            raise ShapeError(
+                f"gather: index {fmt_shape(index.shape)} is larger than input {fmt_shape(input.shape)} in dimension {i}"
+            )
     return wrap(primitives(input).gather(input._data, d, index._data), input._device)
 
 
@@ -254,16 +323,23 @@ def _scatter_add_src_grad(grad, dim, index, src_shape):
     return g_src
 
 
-@op("scatter_add", doc="input with src added at index along dim (out-of-place).", node="ScatterAddBackward0",
-    inplace=True, grads={"input": lambda grad: grad, "src": _scatter_add_src_grad})
+@op(
+    "scatter_add",
+    doc="input with src added at index along dim (out-of-place).",
+    node="ScatterAddBackward0",
+    inplace=True,
+    grads={"input": lambda grad: grad, "src": _scatter_add_src_grad},
+)
 def scatter_add(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     d = _check_index_tensor("scatter_add", input, dim, index)
     if not isinstance(src, Tensor):
         raise DTypeError("scatter_add: src must be a Tensor")
     for i, a in enumerate(index.shape):
         if a > src.shape[i] or (i != d and a > input.shape[i]):
-            raise ShapeError(f"scatter_add: index {fmt_shape(index.shape)} is larger than src "
-                             f"{fmt_shape(src.shape)} or input {fmt_shape(input.shape)} in dimension {i}")
+            raise ShapeError(
+                f"scatter_add: index {fmt_shape(index.shape)} is larger than src "
+                f"{fmt_shape(src.shape)} or input {fmt_shape(input.shape)} in dimension {i}"
+            )
     src = cast(src, input.dtype)
     return wrap(primitives(input).scatter_add(input._data, d, index._data, src._data), input._device)
 
@@ -279,8 +355,10 @@ def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
 @op("masked_fill", doc="input with value where mask is true.", composite=True, inplace=True)
 def masked_fill(input: Tensor, mask: Tensor, value: Tensor | Number) -> Tensor:
     if not isinstance(mask, Tensor) or mask.dtype is not dt.bool_:
-        raise DTypeError(f"masked_fill: mask must be a bool tensor, got "
-                         f"{mask.dtype if isinstance(mask, Tensor) else type(mask).__name__}")
+        raise DTypeError(
+            f"masked_fill: mask must be a bool tensor, got "
+            f"{mask.dtype if isinstance(mask, Tensor) else type(mask).__name__}"
+        )
     if isinstance(value, Tensor):
         if value.ndim:
             raise ShapeError("masked_fill: only supports a 0-dimensional value tensor")
@@ -290,8 +368,10 @@ def masked_fill(input: Tensor, mask: Tensor, value: Tensor | Number) -> Tensor:
     except ShapeError:
         out = None
     if out is None or tuple(out.shape) != tuple(input.shape):
-        raise ShapeError(f"masked_fill: mask of shape {fmt_shape(mask.shape)} does not broadcast to the "
-                         f"input's shape {fmt_shape(input.shape)}")
+        raise ShapeError(
+            f"masked_fill: mask of shape {fmt_shape(mask.shape)} does not broadcast to the "
+            f"input's shape {fmt_shape(input.shape)}"
+        )
     return out if out.dtype is input.dtype else out.to(dtype=input.dtype)
 
 
@@ -303,20 +383,33 @@ def _triangle(prim, input, diagonal):
     return wrap(getattr(primitives(input), prim)(input._data, diagonal), input._device)
 
 
-@op("tril", doc="The lower triangle of the last two dims (above diagonal set to 0).", node="TrilBackward0",
-    grads={"input": lambda grad, diagonal: tril(grad, diagonal)})
+@op(
+    "tril",
+    doc="The lower triangle of the last two dims (above diagonal set to 0).",
+    node="TrilBackward0",
+    grads={"input": lambda grad, diagonal: tril(grad, diagonal)},
+)
 def tril(input: Tensor, diagonal: int = 0) -> Tensor:
     return _triangle("tril", input, diagonal)
 
 
-@op("triu", doc="The upper triangle of the last two dims (below diagonal set to 0).", node="TriuBackward0",
-    grads={"input": lambda grad, diagonal: triu(grad, diagonal)})
+@op(
+    "triu",
+    doc="The upper triangle of the last two dims (below diagonal set to 0).",
+    node="TriuBackward0",
+    grads={"input": lambda grad, diagonal: triu(grad, diagonal)},
+)
 def triu(input: Tensor, diagonal: int = 0) -> Tensor:
     return _triangle("triu", input, diagonal)
 
 
-@op("one_hot", doc="Class indices as one-hot int64 rows of num_classes (inferred when -1).", composite=True,
-    method=False, functional=True)
+@op(
+    "one_hot",
+    doc="Class indices as one-hot int64 rows of num_classes (inferred when -1).",
+    composite=True,
+    method=False,
+    functional=True,
+)
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     if tensor.dtype.category != dt.INTEGER:
         raise DTypeError(f"one_hot: is only applicable to index tensors, got {tensor.dtype}")
@@ -355,8 +448,10 @@ def _src_part(name, src, index, input):
     if not isinstance(src, Tensor):
         raise DTypeError(f"{name}: src must be a Tensor, got {type(src).__name__}")
     if src.ndim != index.ndim or any(a > b for a, b in zip(index.shape, src.shape)):
-        raise ShapeError(f"{name}: index {fmt_shape(index.shape)} is larger than src {fmt_shape(src.shape)} (they "
-                         f"must have the same number of dims; input shape {fmt_shape(input.shape)})")
+        raise ShapeError(
+            f"{name}: index {fmt_shape(index.shape)} is larger than src {fmt_shape(src.shape)} (they "
+            f"must have the same number of dims; input shape {fmt_shape(input.shape)})"
+        )
     if tuple(src.shape) != tuple(index.shape):
         src = src[tuple(slice(0, n) for n in index.shape)]
     return src if src.dtype is input.dtype else src.to(dtype=input.dtype)
@@ -366,15 +461,27 @@ def _check_scatter_index(name, input, dim, index):
     d = _check_index_tensor(name, input, dim, index)
     for i, a in enumerate(index.shape):
         if i != d and a > input.shape[i]:
-            raise ShapeError(f"{name}: index {fmt_shape(index.shape)} is larger than input {fmt_shape(input.shape)} "
-                             f"in dimension {i}")
+            raise ShapeError(
+                f"{name}: index {fmt_shape(index.shape)} is larger than input {fmt_shape(input.shape)} in dimension {i}"
+            )
     return d
 
 
-@op("scatter", doc="input with src (or value) written at index along dim; reduce='add'/'multiply' combines.",
-    composite=True, inplace=True)
-def scatter(input: Tensor, dim: int, index: Tensor, src: Tensor | None = None, value: Number | None = None, *,
-            reduce: str | None = None) -> Tensor:
+@op(
+    "scatter",
+    doc="input with src (or value) written at index along dim; reduce='add'/'multiply' combines.",
+    composite=True,
+    inplace=True,
+)
+def scatter(
+    input: Tensor,
+    dim: int,
+    index: Tensor,
+    src: Tensor | None = None,
+    value: Number | None = None,
+    *,
+    reduce: str | None = None,
+) -> Tensor:
     name = "scatter"
     if src is not None and not isinstance(src, Tensor):
         src, value = None, src  # scatter(input, dim, index, 1.5): the scalar overload
@@ -399,10 +506,15 @@ def scatter(input: Tensor, dim: int, index: Tensor, src: Tensor | None = None, v
 _REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
 
 
-@op("scatter_reduce", doc="input with src combined at index along dim by sum, prod, mean, amax or amin.",
-    composite=True, inplace=True)
-def scatter_reduce(input: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, *,
-                   include_self: bool = True) -> Tensor:
+@op(
+    "scatter_reduce",
+    doc="input with src combined at index along dim by sum, prod, mean, amax or amin.",
+    composite=True,
+    inplace=True,
+)
+def scatter_reduce(
+    input: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, *, include_self: bool = True
+) -> Tensor:
     name = "scatter_reduce"
     if reduce not in _REDUCTIONS:
         raise ValueError(f"{name}: reduce must be one of {', '.join(map(repr, _REDUCTIONS))}, got {reduce!r}")
@@ -420,8 +532,12 @@ def scatter_reduce(input: Tensor, dim: int, index: Tensor, src: Tensor, reduce: 
             return total
         ones = filled(tuple(index.shape), 1, input.dtype, input._device)
         start = filled(tuple(input.shape), 1 if include_self else 0, input.dtype, input._device)
-        count = index_put(index_put(start, key, filled((), 0, input.dtype, input._device)) if not include_self
-                          else start, key, ones, True)
+        count = index_put(
+            index_put(start, key, filled((), 0, input.dtype, input._device)) if not include_self else start,
+            key,
+            ones,
+            True,
+        )
         count = where(count == 0, 1, count)  # positions nothing was scattered to keep their value
         if input.dtype.is_floating_point:
             return total / count
@@ -445,8 +561,9 @@ def _scatter_combine_grads(grad, input, dim, index, src, reduce, include_self, r
     """(input gradient, src gradient) of a product, maximum or minimum scatter, written with ops."""
     key = _scatter_key(index, dim)
     zero = filled((), 0, grad.dtype, grad._device)
-    hit = index_put(filled(tuple(input.shape), False, dt.bool_, input._device), key,
-                    filled((), True, dt.bool_, input._device))
+    hit = index_put(
+        filled(tuple(input.shape), False, dt.bool_, input._device), key, filled((), True, dt.bool_, input._device)
+    )
     # the input's own value takes part where include_self, or where nothing was scattered to
     own = hit.logical_not() if not include_self else filled(tuple(input.shape), True, dt.bool_, input._device)
     if reduce == "prod":
@@ -461,9 +578,11 @@ def _scatter_combine_grads(grad, input, dim, index, src, reduce, include_self, r
 
         def others(x, nonzero_x, p, z):
             return where(x == 0, where(z == 1, p, 0.0), where(z == 0, p / nonzero_x, 0.0))
+
         g_input = where(own, grad * others(input, nonzero_input, nonzero_product, zeros), zero)
-        g_src = gather(grad, dim, index) * others(src, nonzero_src, gather(nonzero_product, dim, index),
-                                                  gather(zeros, dim, index))
+        g_src = gather(grad, dim, index) * others(
+            src, nonzero_src, gather(nonzero_product, dim, index), gather(zeros, dim, index)
+        )
         return g_input, g_src
     # amax / amin: the gradient shared evenly by every value equal to the result (PyTorch's rule, which
     # counts an equal input value among them even when include_self=False leaves it out)
@@ -474,9 +593,14 @@ def _scatter_combine_grads(grad, input, dim, index, src, reduce, include_self, r
     return where(input_equal & own, share, zero), where(src_wins, gather(share, dim, index), zero)
 
 
-@op("scatter_combine", doc="input with src combined at index along dim by prod, amax or amin (scatter_reduce's).",
-    function=False, method=False, node="ScatterReduceBackward0",
-    grads={("input", "src"): _scatter_combine_grads})
+@op(
+    "scatter_combine",
+    doc="input with src combined at index along dim by prod, amax or amin (scatter_reduce's).",
+    function=False,
+    method=False,
+    node="ScatterReduceBackward0",
+    grads={("input", "src"): _scatter_combine_grads},
+)
 def scatter_combine(input: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, include_self: bool) -> Tensor:
     data = primitives(input).scatter_reduce(input._data, dim, index._data, src._data, reduce, include_self)
     return wrap(data, input._device)
@@ -485,14 +609,19 @@ def scatter_combine(input: Tensor, dim: int, index: Tensor, src: Tensor, reduce:
 @op("masked_select", doc="The elements of input where mask (broadcast) is true, as a 1-D tensor.", composite=True)
 def masked_select(input: Tensor, mask: Tensor) -> Tensor:
     if not isinstance(mask, Tensor) or mask.dtype is not dt.bool_:
-        raise DTypeError(f"masked_select: mask must be a bool tensor, got "
-                         f"{mask.dtype if isinstance(mask, Tensor) else type(mask).__name__}")
+        raise DTypeError(
+            f"masked_select: mask must be a bool tensor, got "
+            f"{mask.dtype if isinstance(mask, Tensor) else type(mask).__name__}"
+        )
     shape = broadcast_shapes("masked_select", tuple(input.shape), tuple(mask.shape))
     return getitem(input.expand(shape), mask.expand(shape))
 
 
-@op("nonzero", doc="The indices of the nonzero elements: (count, ndim) int64, or one 1-D tensor per dim.",
-    composite=True)
+@op(
+    "nonzero",
+    doc="The indices of the nonzero elements: (count, ndim) int64, or one 1-D tensor per dim.",
+    composite=True,
+)
 def nonzero(input: Tensor, *, as_tuple: bool = False) -> Tensor | tuple[Tensor, ...]:
     mask = input if input.dtype is dt.bool_ else input != 0
     if input.ndim == 0:  # PyTorch's (count, 0), or one index tensor of 0s as a tuple

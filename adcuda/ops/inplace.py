@@ -3,6 +3,7 @@ and the rest, are generated from the out-of-place ops by the registry.)
 
 Each writes into the tensor's memory and bumps the version counter that saved values are checked
 against; while recording, the tensor's history moves to the written value."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -51,8 +52,9 @@ def copy_(self: Tensor, src: Tensor, non_blocking: bool = False) -> Tensor:
     try:
         value = src.expand(tuple(self.shape))
     except ShapeError:
-        raise ShapeError(f"copy_: src of shape {fmt_shape(src.shape)} cannot be broadcast to "
-                         f"{fmt_shape(self.shape)}") from None
+        raise ShapeError(
+            f"copy_: src of shape {fmt_shape(src.shape)} cannot be broadcast to {fmt_shape(self.shape)}"
+        ) from None
     if needs_grad(src) or needs_grad(self):
         return commit_inplace(self, value.clone(), "copy_")
     return write_untracked(self, value._data, "copy_")

@@ -3,6 +3,7 @@ and ``nn.functional.linear``.
 
 Forwards call the backend's gemm family (``matmul``: ``kernels/gemm.cu``). matmul, mm, bmm and
 linear run in the autocast region's half dtype; dot promotes mixed inputs to float32."""
+
 from __future__ import annotations
 
 import math
@@ -18,18 +19,29 @@ if TYPE_CHECKING:
     from ..types import Number, Sequence
 
 
-@op("mm_nd", doc="The batched matrix product of two tensors of >= 2 dims (broadcast batch dims).",
-    function=False, method=False, node="MmBackward0",
-    grads={"input": lambda grad, other: mm_nd(grad, other.mT),
-           "other": lambda grad, input: mm_nd(input.mT, grad)})
+@op(
+    "mm_nd",
+    doc="The batched matrix product of two tensors of >= 2 dims (broadcast batch dims).",
+    function=False,
+    method=False,
+    node="MmBackward0",
+    grads={"input": lambda grad, other: mm_nd(grad, other.mT), "other": lambda grad, input: mm_nd(input.mT, grad)},
+)
 def mm_nd(input: Tensor, other: Tensor) -> Tensor:
     return wrap(primitives(input).matmul(input._data, other._data), input._device)
 
 
-@op("mv", doc="matrix @ vector as one product (the vector viewed as a column).", function=False, method=False,
+@op(
+    "mv",
+    doc="matrix @ vector as one product (the vector viewed as a column).",
+    function=False,
+    method=False,
     node="MvBackward0",
-    grads={"input": lambda grad, vec: grad.unsqueeze(1) * vec.unsqueeze(0),
-           "vec": lambda grad, input: matmul(input.mT, grad)})
+    grads={
+        "input": lambda grad, vec: grad.unsqueeze(1) * vec.unsqueeze(0),
+        "vec": lambda grad, input: matmul(input.mT, grad),
+    },
+)
 def mv(input: Tensor, vec: Tensor) -> Tensor:
     bk = primitives(input)
     # a 1-D array is always viewable as a column; the (m, 1) product is contiguous, so is its row
@@ -39,34 +51,44 @@ def mv(input: Tensor, vec: Tensor) -> Tensor:
 
 def _matmul(name, input, other):
     """matmul's checks and dispatch; ``name`` names the public op in errors (matmul, mm, bmm, dot)."""
-    if (input.__class__ is Tensor and other.__class__ is Tensor and input._device is other._device
-            and input._data.dtype == other._data.dtype and input._data.ndim == 2
-            and input._data.shape[1] == other._data.shape[0]):
+    if (
+        input.__class__ is Tensor
+        and other.__class__ is Tensor
+        and input._device is other._device
+        and input._data.dtype == other._data.dtype
+        and input._data.ndim == 2
+        and input._data.shape[1] == other._data.shape[0]
+    ):
         # fast paths for the common 2-D cases (linear layers): nothing to unsqueeze or broadcast
         if other._data.ndim == 2:
             return mm_nd(input, other)
         if other._data.ndim == 1:
             return mv(input, other)
     if not isinstance(input, Tensor) or not isinstance(other, Tensor):
-        raise DTypeError(f"{name}: both operands must be Tensors, got {type(input).__name__} and "
-                         f"{type(other).__name__}")
+        raise DTypeError(
+            f"{name}: both operands must be Tensors, got {type(input).__name__} and {type(other).__name__}"
+        )
     check_same_device(name, input, other)
     if input.ndim == 0 or other.ndim == 0:
-        raise ShapeError(f"{name}: both arguments need to be at least 1D, but they are {input.ndim}D and "
-                         f"{other.ndim}D")
+        raise ShapeError(f"{name}: both arguments need to be at least 1D, but they are {input.ndim}D and {other.ndim}D")
     if input.dtype is not other.dtype:
-        raise DTypeError(f"{name}: expected both operands to have the same dtype, but got {input.dtype} "
-                         f"and {other.dtype}")
+        raise DTypeError(
+            f"{name}: expected both operands to have the same dtype, but got {input.dtype} and {other.dtype}"
+        )
     a = input.unsqueeze(0) if input.ndim == 1 else input
     b = other.unsqueeze(-1) if other.ndim == 1 else other
     if a.shape[-1] != b.shape[-2]:
-        raise ShapeError(f"{name}: shapes {fmt_shape(input.shape)} and {fmt_shape(other.shape)} cannot be "
-                         f"multiplied ({a.shape[-2]}x{a.shape[-1]} and {b.shape[-2]}x{b.shape[-1]})")
+        raise ShapeError(
+            f"{name}: shapes {fmt_shape(input.shape)} and {fmt_shape(other.shape)} cannot be "
+            f"multiplied ({a.shape[-2]}x{a.shape[-1]} and {b.shape[-2]}x{b.shape[-1]})"
+        )
     try:
         broadcast_shapes(name, tuple(a.shape[:-2]), tuple(b.shape[:-2]))
     except ShapeError:
-        raise ShapeError(f"{name}: the batch dims of shapes {fmt_shape(input.shape)} and "
-                         f"{fmt_shape(other.shape)} cannot be broadcast") from None
+        raise ShapeError(
+            f"{name}: the batch dims of shapes {fmt_shape(input.shape)} and "
+            f"{fmt_shape(other.shape)} cannot be broadcast"
+        ) from None
     out = mm_nd(a, b)
     if input.ndim == 1:
         out = out.squeeze(-2)
@@ -75,8 +97,13 @@ def _matmul(name, input, other):
     return out
 
 
-@op("matmul", doc="The matrix product: 1-D, 2-D and batched with broadcast batch dims.", composite=True,
-    autocast="lower", operators=("__matmul__", "__rmatmul__"))
+@op(
+    "matmul",
+    doc="The matrix product: 1-D, 2-D and batched with broadcast batch dims.",
+    composite=True,
+    autocast="lower",
+    operators=("__matmul__", "__rmatmul__"),
+)
 def matmul(input: Tensor, other: Tensor) -> Tensor:
     return _matmul("matmul", input, other)
 
@@ -91,16 +118,19 @@ def mm(input: Tensor, mat2: Tensor) -> Tensor:
 @op("bmm", doc="The products of two batches of matrices (3-D, same batch size).", composite=True, autocast="lower")
 def bmm(input: Tensor, mat2: Tensor) -> Tensor:
     if input.ndim != 3 or mat2.ndim != 3 or input.shape[0] != mat2.shape[0]:
-        raise ShapeError(f"bmm: expected two 3-D tensors with the same batch size, got "
-                         f"{fmt_shape(input.shape)} and {fmt_shape(mat2.shape)}")
+        raise ShapeError(
+            f"bmm: expected two 3-D tensors with the same batch size, got "
+            f"{fmt_shape(input.shape)} and {fmt_shape(mat2.shape)}"
+        )
     return _matmul("bmm", input, mat2)
 
 
 @op("dot", doc="The inner product of two 1-D tensors.", composite=True, autocast="promote")
 def dot(input: Tensor, other: Tensor) -> Tensor:
     if input.ndim != 1 or other.ndim != 1 or input.shape[0] != other.shape[0]:
-        raise ShapeError(f"dot: expected 1-D tensors of the same size, got {fmt_shape(input.shape)} and "
-                         f"{fmt_shape(other.shape)}")
+        raise ShapeError(
+            f"dot: expected 1-D tensors of the same size, got {fmt_shape(input.shape)} and {fmt_shape(other.shape)}"
+        )
     return _matmul("dot", input, other)
 
 
@@ -118,15 +148,22 @@ def _rows(t):
     return t if t.ndim == 2 else t.reshape(-1, t.shape[-1])
 
 
-@op("linear_2d", doc="input (*, in) @ weight.T + bias as one 2-D product of input's rows (PyTorch's addmm).",
-    function=False, method=False, node="AddmmBackward0",
+@op(
+    "linear_2d",
+    doc="input (*, in) @ weight.T + bias as one 2-D product of input's rows (PyTorch's addmm).",
+    function=False,
+    method=False,
+    node="AddmmBackward0",
     # the weight gradient comes out as grad.T @ input in the weight's own (out, in) layout, so the leaf
     # takes it without the transposed copy that input @ weight.t() followed by a transpose back would need;
     # an input with more than 2 dims is taken as its rows here rather than by reshape ops around the
     # product, which would each record a node (and run one more in backward)
-    grads={"input": lambda grad, weight, input_shape: mm_nd(_rows(grad), weight).reshape(input_shape),
-           "weight": lambda grad, input: mm_nd(_rows(grad).mT, _rows(input)),
-           "bias": lambda grad: _rows(grad).sum(0)})
+    grads={
+        "input": lambda grad, weight, input_shape: mm_nd(_rows(grad), weight).reshape(input_shape),
+        "weight": lambda grad, input: mm_nd(_rows(grad).mT, _rows(input)),
+        "bias": lambda grad: _rows(grad).sum(0),
+    },
+)
 def linear_2d(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     bk = primitives(input)
     x = input._data
@@ -141,23 +178,46 @@ def linear_2d(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tens
     return wrap(data, input._device)
 
 
-@op("linear", doc="input @ weight.T + bias; input (*, in_features), weight (out_features, in_features).",
-    composite=True, autocast="lower", function=False, method=False, functional=True)
+@op(
+    "linear",
+    doc="input @ weight.T + bias; input (*, in_features), weight (out_features, in_features).",
+    composite=True,
+    autocast="lower",
+    function=False,
+    method=False,
+    functional=True,
+)
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     for name, t in (("input", input), ("weight", weight)):
         if not isinstance(t, Tensor):
             raise DTypeError(f"linear: {name} must be a Tensor, got {type(t).__name__}")
     if weight.ndim not in (1, 2) or input.ndim == 0:
-        raise ShapeError(f"linear: expected weight of shape (out_features, in_features) and input of shape "
-                         f"(*, in_features), got weight {fmt_shape(weight.shape)} and input {fmt_shape(input.shape)}")
+        raise ShapeError(
+            f"linear: expected weight of shape (out_features, in_features) and input of shape "
+            f"(*, in_features), got weight {fmt_shape(weight.shape)} and input {fmt_shape(input.shape)}"
+        )
     in_features = weight.shape[-1]
     if input.shape[-1] != in_features:
         out_desc = f"out_features={weight.shape[0]}, " if weight.ndim == 2 else ""
-        raise ShapeError(f"linear: input has {input.shape[-1]} features (shape {fmt_shape(input.shape)}) but weight "
-                         f"of shape {fmt_shape(weight.shape)} expects {out_desc}in_features={in_features}")
-    if weight.ndim == 2 and input.ndim >= 2 and input.dtype is weight.dtype and input.device == weight.device and (
-            bias is None or (isinstance(bias, Tensor) and tuple(bias.shape) == (weight.shape[0],)
-                             and bias.dtype is input.dtype and bias.device == input.device)):
+        raise ShapeError(
+            f"linear: input has {input.shape[-1]} features (shape {fmt_shape(input.shape)}) but weight "
+            f"of shape {fmt_shape(weight.shape)} expects {out_desc}in_features={in_features}"
+        )
+    if (
+        weight.ndim == 2
+        and input.ndim >= 2
+        and input.dtype is weight.dtype
+        and input.device == weight.device
+        and (
+            bias is None
+            or (
+                isinstance(bias, Tensor)
+                and tuple(bias.shape) == (weight.shape[0],)
+                and bias.dtype is input.dtype
+                and bias.device == input.device
+            )
+        )
+    ):
         return linear_2d(input, weight, bias)
     w_t = weight.t() if weight.ndim == 2 else weight
     if input.ndim > 2:
@@ -171,9 +231,11 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
             raise DTypeError(f"linear: bias must be a Tensor, got {type(bias).__name__}")
         out_features = tuple(w_t.shape[1:])
         if tuple(bias.shape) not in (out_features, (1,) * len(bias.shape)) or bias.ndim > 1:
-            raise ShapeError(f"linear: bias of shape {fmt_shape(bias.shape)} does not match out_features "
-                             f"{out_features[0] if out_features else 'of a 1-D weight'} (weight shape "
-                             f"{fmt_shape(weight.shape)})")
+            raise ShapeError(
+                f"linear: bias of shape {fmt_shape(bias.shape)} does not match out_features "
+                f"{out_features[0] if out_features else 'of a 1-D weight'} (weight shape "
+                f"{fmt_shape(weight.shape)})"
+            )
         out = out + bias
     return out
 
@@ -188,8 +250,10 @@ def _scaled_sum(name, input, product, beta, alpha):
     except ShapeError:
         fits = False
     if not fits:
-        raise ShapeError(f"{name}: input of shape {fmt_shape(input.shape)} does not broadcast to the product's "
-                         f"shape {fmt_shape(product.shape)}")
+        raise ShapeError(
+            f"{name}: input of shape {fmt_shape(input.shape)} does not broadcast to the product's "
+            f"shape {fmt_shape(product.shape)}"
+        )
     if alpha != 1:
         product = product * alpha
     if beta == 0:
@@ -197,17 +261,19 @@ def _scaled_sum(name, input, product, beta, alpha):
     return product + (input if beta == 1 else input * beta)
 
 
-@op("addmm", doc="beta * input + alpha * (mat1 @ mat2) for matrices mat1 and mat2.", composite=True,
-    autocast="lower")
+@op("addmm", doc="beta * input + alpha * (mat1 @ mat2) for matrices mat1 and mat2.", composite=True, autocast="lower")
 def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: Number = 1, alpha: Number = 1) -> Tensor:
     if not isinstance(mat1, Tensor) or not isinstance(mat2, Tensor) or mat1.ndim != 2 or mat2.ndim != 2:
-        raise ShapeError(f"addmm: mat1 and mat2 must be matrices, got shapes "
-                         f"{fmt_shape(getattr(mat1, 'shape', ()))} and {fmt_shape(getattr(mat2, 'shape', ()))}")
+        raise ShapeError(
+            f"addmm: mat1 and mat2 must be matrices, got shapes "
+            f"{fmt_shape(getattr(mat1, 'shape', ()))} and {fmt_shape(getattr(mat2, 'shape', ()))}"
+        )
     return _scaled_sum("addmm", input, mm(mat1, mat2), beta, alpha)
 
 
-@op("baddbmm", doc="beta * input + alpha * (batch1 @ batch2) for batches of matrices.", composite=True,
-    autocast="lower")
+@op(
+    "baddbmm", doc="beta * input + alpha * (batch1 @ batch2) for batches of matrices.", composite=True, autocast="lower"
+)
 def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: Number = 1, alpha: Number = 1) -> Tensor:
     return _scaled_sum("baddbmm", input, bmm(batch1, batch2), beta, alpha)
 
@@ -222,8 +288,9 @@ def _einsum_parse(equation, operands):
     inputs, arrow, output = equation.partition("->")
     terms = inputs.split(",")
     if len(terms) != len(operands):
-        raise ShapeError(f"einsum: the equation {equation!r} names {len(terms)} operands, but {len(operands)} "
-                         "were given")
+        raise ShapeError(
+            f"einsum: the equation {equation!r} names {len(terms)} operands, but {len(operands)} were given"
+        )
     used = set(equation) - set(".,->")
     free = [c for c in _LETTERS if c not in used]
     ellipsis_rank = 0
@@ -239,14 +306,17 @@ def _einsum_parse(equation, operands):
             head, _, tail = term.partition("...")
             rank = t.ndim - len(head) - len(tail)
             if rank < 0:
-                raise ShapeError(f"einsum: operand {i} of shape {fmt_shape(t.shape)} has fewer dims than its "
-                                 f"subscripts {term!r}")
-            term_labels = list(head) + broadcast[ellipsis_rank - rank:] + list(tail)
+                raise ShapeError(
+                    f"einsum: operand {i} of shape {fmt_shape(t.shape)} has fewer dims than its subscripts {term!r}"
+                )
+            term_labels = list(head) + broadcast[ellipsis_rank - rank :] + list(tail)
         else:
             term_labels = list(term)
         if len(term_labels) != t.ndim:
-            raise ShapeError(f"einsum: operand {i} of shape {fmt_shape(t.shape)} has {t.ndim} dims but its "
-                             f"subscripts {term!r} name {len(term_labels)}")
+            raise ShapeError(
+                f"einsum: operand {i} of shape {fmt_shape(t.shape)} has {t.ndim} dims but its "
+                f"subscripts {term!r} name {len(term_labels)}"
+            )
         labels.append(term_labels)
     if arrow:
         out = list(output.replace("...", "".join(broadcast))) if "..." in output else list(output)
@@ -272,12 +342,14 @@ def _einsum_diagonal(t, labels):
         j = labels.index(repeated, i + 1)
         n = t.shape[i]
         if t.shape[j] != n:
-            raise ShapeError(f"einsum: subscript {repeated!r} is repeated within one operand over dims of sizes "
-                             f"{t.shape[i]} and {t.shape[j]}")
+            raise ShapeError(
+                f"einsum: subscript {repeated!r} is repeated within one operand over dims of sizes "
+                f"{t.shape[i]} and {t.shape[j]}"
+            )
         mask_shape = [1] * t.ndim
         mask_shape[i] = mask_shape[j] = n
         t = (t * eye(n, dtype=t.dtype, device=t.device).reshape(mask_shape)).sum(j)
-        labels = labels[:j] + labels[j + 1:]
+        labels = labels[:j] + labels[j + 1 :]
 
 
 def _sum_out(t, labels, keep):
@@ -318,8 +390,13 @@ def _contract(a, a_labels, b, b_labels, keep):
     return matmul(a3, b3).reshape([sizes[c] for c in out_labels]), out_labels
 
 
-@op("einsum", doc="Sums of products over the subscripts of an Einstein-summation equation.", composite=True,
-    method=False, autocast="lower")
+@op(
+    "einsum",
+    doc="Sums of products over the subscripts of an Einstein-summation equation.",
+    composite=True,
+    method=False,
+    autocast="lower",
+)
 def einsum(equation: str, *operands: Tensor | Sequence[Tensor]) -> Tensor:
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
@@ -337,7 +414,7 @@ def einsum(equation: str, *operands: Tensor | Sequence[Tensor]) -> Tensor:
     def needed_after(k):
         """The labels the output or the operands after the k-th still use."""
         keep = set(out)
-        for _, ls in terms[k + 1:]:
+        for _, ls in terms[k + 1 :]:
             keep.update(ls)
         return keep
 
@@ -355,18 +432,26 @@ def einsum(equation: str, *operands: Tensor | Sequence[Tensor]) -> Tensor:
 def _check_float_pair(name, x1, x2):
     for what, t in (("x1", x1), ("x2", x2)):
         if not isinstance(t, Tensor) or not t.dtype.is_floating_point:
-            raise DTypeError(f"{name}: {what} must be a floating point Tensor, got "
-                             f"{t.dtype if isinstance(t, Tensor) else type(t).__name__}")
+            raise DTypeError(
+                f"{name}: {what} must be a floating point Tensor, got "
+                f"{t.dtype if isinstance(t, Tensor) else type(t).__name__}"
+            )
     check_same_device(name, x1, x2)
 
 
-@op("cdist", doc="The p-norm distances between each row of x1 and each row of x2 (batched).", composite=True,
-    method=False)
+@op(
+    "cdist",
+    doc="The p-norm distances between each row of x1 and each row of x2 (batched).",
+    composite=True,
+    method=False,
+)
 def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str = "use_mm_for_euclid_dist_if_necessary") -> Tensor:
     _check_float_pair("cdist", x1, x2)
     if x1.ndim < 2 or x2.ndim < 2 or x1.shape[-1] != x2.shape[-1]:
-        raise ShapeError(f"cdist: x1 {fmt_shape(x1.shape)} and x2 {fmt_shape(x2.shape)} must be (..., P, M) and "
-                         "(..., R, M) with the same number of columns M")
+        raise ShapeError(
+            f"cdist: x1 {fmt_shape(x1.shape)} and x2 {fmt_shape(x2.shape)} must be (..., P, M) and "
+            "(..., R, M) with the same number of columns M"
+        )
     if p < 0:
         raise ValueError(f"cdist: p must be non-negative, got {p}")
     # the direct difference (P x R x M values): exact, and 0 (not NaN) gradients where rows coincide;
@@ -379,15 +464,21 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str = "use_mm_fo
     return diff.norm(p, -1)
 
 
-@op("pairwise_distance", doc="The p-norm of x1 - x2 + eps along the last dim.", composite=True, method=False,
-    functional=True)
+@op(
+    "pairwise_distance",
+    doc="The p-norm of x1 - x2 + eps along the last dim.",
+    composite=True,
+    method=False,
+    functional=True,
+)
 def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> Tensor:
     _check_float_pair("pairwise_distance", x1, x2)
     try:
         diff = x1 - x2 + eps
     except ShapeError:
-        raise ShapeError(f"pairwise_distance: x1 {fmt_shape(x1.shape)} and x2 {fmt_shape(x2.shape)} cannot be "
-                         "broadcast") from None
+        raise ShapeError(
+            f"pairwise_distance: x1 {fmt_shape(x1.shape)} and x2 {fmt_shape(x2.shape)} cannot be broadcast"
+        ) from None
     if diff.ndim == 0:
         diff = diff.reshape(1)
     if p == float("inf"):
@@ -395,15 +486,21 @@ def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6,
     return diff.norm(p, -1, keepdim)
 
 
-@op("cosine_similarity", doc="x1 . x2 / (max(|x1|, eps) * max(|x2|, eps)) along dim.", composite=True,
-    method=False, functional=True)
+@op(
+    "cosine_similarity",
+    doc="x1 . x2 / (max(|x1|, eps) * max(|x2|, eps)) along dim.",
+    composite=True,
+    method=False,
+    functional=True,
+)
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
     _check_float_pair("cosine_similarity", x1, x2)
     try:
         shape = broadcast_shapes("cosine_similarity", tuple(x1.shape), tuple(x2.shape))
     except ShapeError:
-        raise ShapeError(f"cosine_similarity: x1 {fmt_shape(x1.shape)} and x2 {fmt_shape(x2.shape)} cannot be "
-                         "broadcast") from None
+        raise ShapeError(
+            f"cosine_similarity: x1 {fmt_shape(x1.shape)} and x2 {fmt_shape(x2.shape)} cannot be broadcast"
+        ) from None
     x1, x2 = x1.expand(shape), x2.expand(shape)
     n1 = x1.norm(2, dim, True).clamp_min(eps)
     n2 = x2.norm(2, dim, True).clamp_min(eps)

@@ -6,6 +6,7 @@ base a new history (PyTorch's CopySlices) and a view of a base written in place 
 history again. An in-place write checks that it may happen, writes, bumps the version counter that
 saved values are checked against, and moves the tensor's history to the new value.
 """
+
 from ..autograd.grad_mode import state as grad_state
 from ..autograd.graph import record, requires_grad, set_history, version_counter, version_of
 from ..autograd.tensor_methods import attach_retain_hook
@@ -39,7 +40,8 @@ def check_inplace_allowed(t, op):
         raise ShapeError(
             f"{op}: unsupported operation: more than one element of the written-to tensor refers to a "
             f"single memory location (shape {fmt_shape(t.shape)}, stride {t.stride()}: an expanded "
-            "tensor). Please clone() the tensor before performing the operation.")
+            "tensor). Please clone() the tensor before performing the operation."
+        )
     if grad_state.enabled:
         leaf = t if t._base is None else t._base
         if leaf._requires_grad and leaf.grad_fn is None:
@@ -51,7 +53,8 @@ def check_inplace_allowed(t, op):
                 "enabled. Given that this use case is ambiguous and error-prone, it is forbidden. You "
                 "can clarify your code by moving both the view and the inplace either both inside the "
                 "no_grad block (if you don't want the inplace to be tracked) or both outside (if you "
-                "want the inplace to be tracked).")
+                "want the inplace to be tracked)."
+            )
 
 
 def apply_inplace(t, fn, op):
@@ -67,8 +70,7 @@ def write_untracked(t, data, op):
     try:
         primitives(t).copy_(t._data, data)
     except ValueError as e:
-        raise ShapeError(f"{op}: cannot write into this tensor of shape {fmt_shape(t.shape)} in place "
-                         f"({e})") from None
+        raise ShapeError(f"{op}: cannot write into this tensor of shape {fmt_shape(t.shape)} in place ({e})") from None
     version_counter(t).value += 1
     return t
 
@@ -78,13 +80,16 @@ def commit_inplace(t, result, op):
     bump the version counter and, when recording, make ``t`` (and its base, for a view) carry the
     new history."""
     if tuple(result.shape) != tuple(t.shape):
-        raise ShapeError(f"{op}: output with shape {fmt_shape(t.shape)} doesn't match the broadcast "
-                         f"shape {fmt_shape(result.shape)}")
+        raise ShapeError(
+            f"{op}: output with shape {fmt_shape(t.shape)} doesn't match the broadcast shape {fmt_shape(result.shape)}"
+        )
     try:
         primitives(t).copy_(t._data, result._data)
     except ValueError as e:
-        raise ShapeError(f"{op}: cannot write into this tensor in place ({e}); it is probably an "
-                         "expanded view whose elements share memory; clone() it first") from None
+        raise ShapeError(
+            f"{op}: cannot write into this tensor in place ({e}); it is probably an "
+            "expanded view whose elements share memory; clone() it first"
+        ) from None
     version_counter(t).value += 1
     if not grad_state.enabled:
         return t

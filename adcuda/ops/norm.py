@@ -1,5 +1,6 @@
 """Normalisation: layer_norm (fused, on the backend's norm family: ``kernels/norm.cu``), normalize,
 batch_norm, instance_norm, group_norm and rms_norm."""
+
 from __future__ import annotations
 
 import numbers
@@ -36,11 +37,14 @@ def _layer_norm_grads(grad, input, weight, bias_shape, normalized_shape, eps):
 
 def _layer_norm_fused_grads(grad, input, weight, bias_shape, normalized_shape, mean, rstd):
     n = len(_normalized(normalized_shape))
-    dx, dw, db = primitives(grad).layer_norm_backward(dense(grad), dense(input),
-                                                      None if weight is None else dense(weight),
-                                                      mean._data, rstd._data, n)
-    return (wrap(dx, grad._device), None if weight is None else wrap(dw, grad._device),
-            None if bias_shape is None else wrap(db, grad._device))
+    dx, dw, db = primitives(grad).layer_norm_backward(
+        dense(grad), dense(input), None if weight is None else dense(weight), mean._data, rstd._data, n
+    )
+    return (
+        wrap(dx, grad._device),
+        None if weight is None else wrap(dw, grad._device),
+        None if bias_shape is None else wrap(db, grad._device),
+    )
 
 
 def _normalized(normalized_shape):
@@ -49,36 +53,59 @@ def _normalized(normalized_shape):
     return tuple(int(s) for s in normalized_shape)
 
 
-@op("layer_norm", doc="input normalised over its last dims (normalized_shape), then scaled and shifted.",
-    node="NativeLayerNormBackward0", autocast="float32", function=False, method=False, functional=True,
+@op(
+    "layer_norm",
+    doc="input normalised over its last dims (normalized_shape), then scaled and shifted.",
+    node="NativeLayerNormBackward0",
+    autocast="float32",
+    function=False,
+    method=False,
+    functional=True,
     extra_outputs=("mean", "rstd"),
     grads={("input", "weight", "bias"): _layer_norm_grads},
-    fused={("input", "weight", "bias"): _layer_norm_fused_grads})
-def layer_norm(input: Tensor, normalized_shape: int | Sequence[int], weight: Tensor | None = None,
-               bias: Tensor | None = None, eps: float = 1e-5) -> tuple[Tensor, Tensor, Tensor]:
+    fused={("input", "weight", "bias"): _layer_norm_fused_grads},
+)
+def layer_norm(
+    input: Tensor,
+    normalized_shape: int | Sequence[int],
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    eps: float = 1e-5,
+) -> tuple[Tensor, Tensor, Tensor]:
     name = "layer_norm"
     check_float(name, "input", input)
     shape = _normalized(normalized_shape)
     n = len(shape)
-    if n == 0 or input.ndim < n or tuple(input.shape[input.ndim - n:]) != shape:
-        raise ShapeError(f"{name}: given normalized_shape={shape}, expected input with shape "
-                         f"(*, {', '.join(str(s) for s in shape)}), but got input of shape "
-                         f"{fmt_shape(input.shape)}")
+    if n == 0 or input.ndim < n or tuple(input.shape[input.ndim - n :]) != shape:
+        raise ShapeError(
+            f"{name}: given normalized_shape={shape}, expected input with shape "
+            f"(*, {', '.join(str(s) for s in shape)}), but got input of shape "
+            f"{fmt_shape(input.shape)}"
+        )
     for what, p in (("weight", weight), ("bias", bias)):
         if p is not None:
             check_float(name, what, p)
             if tuple(p.shape) != shape:
-                raise ShapeError(f"{name}: expected {what} to be of the same shape as normalized_shape, but got "
-                                 f"{what} of shape {fmt_shape(p.shape)} and normalized_shape={shape}")
+                raise ShapeError(
+                    f"{name}: expected {what} to be of the same shape as normalized_shape, but got "
+                    f"{what} of shape {fmt_shape(p.shape)} and normalized_shape={shape}"
+                )
     check_same_device(name, input, weight, bias)
-    y, mean, rstd = primitives(input).layer_norm(dense(input), None if weight is None else dense(weight),
-                                                 None if bias is None else dense(bias), n, eps)
+    y, mean, rstd = primitives(input).layer_norm(
+        dense(input), None if weight is None else dense(weight), None if bias is None else dense(bias), n, eps
+    )
     device = input._device
     return wrap(y, device), wrap(mean, device), wrap(rstd, device)
 
 
-@op("normalize", doc="input / max(||input||_p, eps) along dim.", composite=True, function=False, method=False,
-    functional=True)
+@op(
+    "normalize",
+    doc="input / max(||input||_p, eps) along dim.",
+    composite=True,
+    function=False,
+    method=False,
+    functional=True,
+)
 def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out: Tensor | None = None) -> Tensor:
     if out is not None:
         raise TypeError("normalize: out= is not supported; assign the result instead")
@@ -94,8 +121,9 @@ def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, o
 def _channel_shape(name, input, what="input"):
     """(1, C, 1, ...) for broadcasting per-channel values over input (N, C, *)."""
     if input.ndim < 2:
-        raise ShapeError(f"{name}: expected {what} with at least 2 dims (N, C, *), but got {what} of shape "
-                         f"{fmt_shape(input.shape)}")
+        raise ShapeError(
+            f"{name}: expected {what} with at least 2 dims (N, C, *), but got {what} of shape {fmt_shape(input.shape)}"
+        )
     return (1, input.shape[1]) + (1,) * (input.ndim - 2)
 
 
@@ -106,9 +134,11 @@ def _check_per_channel(name, input, **tensors):
             continue
         check_float(name, what, t)
         if tuple(t.shape) != (channels,):
-            raise ShapeError(f"{name}: expected {what} of shape ({channels},) for input of shape "
-                             f"{fmt_shape(input.shape)} ({channels} channels), but got {what} of shape "
-                             f"{fmt_shape(t.shape)}")
+            raise ShapeError(
+                f"{name}: expected {what} of shape ({channels},) for input of shape "
+                f"{fmt_shape(input.shape)} ({channels} channels), but got {what} of shape "
+                f"{fmt_shape(t.shape)}"
+            )
     check_same_device(name, input, *tensors.values())
 
 
@@ -141,23 +171,39 @@ def _batch_norm_grads(grad, input, weight, bias_shape, eps):
 
 
 def _batch_norm_fused_grads(grad, input, weight, bias_shape, mean, rstd):
-    dx, dw, db = primitives(grad).batch_norm_backward(dense(grad), dense(input),
-                                                      None if weight is None else dense(weight), mean._data,
-                                                      rstd._data)
-    return (wrap(dx, grad._device), None if weight is None else wrap(dw, grad._device),
-            None if bias_shape is None else wrap(db, grad._device))
+    dx, dw, db = primitives(grad).batch_norm_backward(
+        dense(grad), dense(input), None if weight is None else dense(weight), mean._data, rstd._data
+    )
+    return (
+        wrap(dx, grad._device),
+        None if weight is None else wrap(dw, grad._device),
+        None if bias_shape is None else wrap(db, grad._device),
+    )
 
 
-@op("native_batch_norm", doc="input (N, C, *) normalised per channel with its batch statistics, scaled and "
-    "shifted; the running statistics (or None) updated with momentum.", node="NativeBatchNormBackward0",
-    function=False, method=False, extra_outputs=("mean", "rstd"),
+@op(
+    "native_batch_norm",
+    doc="input (N, C, *) normalised per channel with its batch statistics, scaled and "
+    "shifted; the running statistics (or None) updated with momentum.",
+    node="NativeBatchNormBackward0",
+    function=False,
+    method=False,
+    extra_outputs=("mean", "rstd"),
     grads={("input", "weight", "bias"): _batch_norm_grads},
-    fused={("input", "weight", "bias"): _batch_norm_fused_grads})
-def native_batch_norm(input: Tensor, weight: Tensor | None = None, bias: Tensor | None = None,
-                      running_mean: Tensor | None = None, running_var: Tensor | None = None,
-                      momentum: float | None = 0.1, eps: float = 1e-5) -> tuple[Tensor, Tensor, Tensor]:
-    y, mean, rstd = primitives(input).batch_norm(dense(input), None if weight is None else dense(weight),
-                                                 None if bias is None else dense(bias), eps)
+    fused={("input", "weight", "bias"): _batch_norm_fused_grads},
+)
+def native_batch_norm(
+    input: Tensor,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    running_mean: Tensor | None = None,
+    running_var: Tensor | None = None,
+    momentum: float | None = 0.1,
+    eps: float = 1e-5,
+) -> tuple[Tensor, Tensor, Tensor]:
+    y, mean, rstd = primitives(input).batch_norm(
+        dense(input), None if weight is None else dense(weight), None if bias is None else dense(bias), eps
+    )
     device = input._device
     mean, rstd = wrap(mean, device), wrap(rstd, device)
     count = input.numel() // input.shape[1]
@@ -169,19 +215,35 @@ def native_batch_norm(input: Tensor, weight: Tensor | None = None, bias: Tensor 
     return wrap(y, device), mean, rstd
 
 
-@op("batch_norm", doc="input (N, C, *) normalised per channel with the batch's (training) or the running "
-    "statistics, then scaled and shifted.", composite=True, function=False, method=False, functional=True)
-def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None, weight: Tensor | None = None,
-               bias: Tensor | None = None, training: bool = False, momentum: float | None = 0.1,
-               eps: float = 1e-5) -> Tensor:
+@op(
+    "batch_norm",
+    doc="input (N, C, *) normalised per channel with the batch's (training) or the running "
+    "statistics, then scaled and shifted.",
+    composite=True,
+    function=False,
+    method=False,
+    functional=True,
+)
+def batch_norm(
+    input: Tensor,
+    running_mean: Tensor | None,
+    running_var: Tensor | None,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    training: bool = False,
+    momentum: float | None = 0.1,
+    eps: float = 1e-5,
+) -> Tensor:
     name = "batch_norm"
     check_float(name, "input", input)
     shape = _channel_shape(name, input)
     _check_per_channel(name, input, running_mean=running_mean, running_var=running_var, weight=weight, bias=bias)
     if not training:
         if running_mean is None or running_var is None:
-            raise ShapeError(f"{name}: running_mean and running_var must be given when training=False "
-                             f"(input of shape {fmt_shape(input.shape)})")
+            raise ShapeError(
+                f"{name}: running_mean and running_var must be given when training=False "
+                f"(input of shape {fmt_shape(input.shape)})"
+            )
         mean, var = running_mean.reshape(shape), running_var.reshape(shape)
         y = (input - mean.to(dtype=input.dtype)) * rsqrt(var.to(dtype=input.dtype) + eps)
         return _affine(y, weight, bias, shape)
@@ -189,18 +251,34 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     if input.numel() == 0:
         return _affine(input * 1.0, weight, bias, shape)
     if count <= 1:
-        raise ShapeError(f"{name}: expected more than 1 value per channel when training, got input of shape "
-                         f"{fmt_shape(input.shape)}")
+        raise ShapeError(
+            f"{name}: expected more than 1 value per channel when training, got input of shape {fmt_shape(input.shape)}"
+        )
     track = momentum is not None
-    return native_batch_norm(input, weight, bias, running_mean if track else None, running_var if track else None,
-                             momentum, eps)
+    return native_batch_norm(
+        input, weight, bias, running_mean if track else None, running_var if track else None, momentum, eps
+    )
 
 
-@op("instance_norm", doc="Each (sample, channel) of input (N, C, *) normalised over its own positions, then "
-    "scaled and shifted per channel.", composite=True, function=False, method=False, functional=True)
-def instance_norm(input: Tensor, running_mean: Tensor | None = None, running_var: Tensor | None = None,
-                  weight: Tensor | None = None, bias: Tensor | None = None, use_input_stats: bool = True,
-                  momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+@op(
+    "instance_norm",
+    doc="Each (sample, channel) of input (N, C, *) normalised over its own positions, then "
+    "scaled and shifted per channel.",
+    composite=True,
+    function=False,
+    method=False,
+    functional=True,
+)
+def instance_norm(
+    input: Tensor,
+    running_mean: Tensor | None = None,
+    running_var: Tensor | None = None,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    use_input_stats: bool = True,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+) -> Tensor:
     name = "instance_norm"
     check_float(name, "input", input)
     shape = _channel_shape(name, input)
@@ -212,8 +290,9 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None, running_var
     if input.numel() == 0:
         return _affine(input * 1.0, weight, bias, shape)
     if positions <= 1:
-        raise ShapeError(f"{name}: expected more than 1 spatial element when training, got input of shape "
-                         f"{fmt_shape(input.shape)}")
+        raise ShapeError(
+            f"{name}: expected more than 1 spatial element when training, got input of shape {fmt_shape(input.shape)}"
+        )
     rows = input.reshape(n, c, positions)
     y = layer_norm(rows, (positions,), None, None, eps).reshape(tuple(input.shape))
     if running_mean is not None or running_var is not None:
@@ -226,18 +305,27 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None, running_var
     return _affine(y, weight, bias, shape)
 
 
-@op("group_norm", doc="input (N, C, *) normalised over each of num_groups groups of channels, then scaled "
-    "and shifted per channel.", composite=True, function=False, method=False, functional=True)
-def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bias: Tensor | None = None,
-               eps: float = 1e-5) -> Tensor:
+@op(
+    "group_norm",
+    doc="input (N, C, *) normalised over each of num_groups groups of channels, then scaled and shifted per channel.",
+    composite=True,
+    function=False,
+    method=False,
+    functional=True,
+)
+def group_norm(
+    input: Tensor, num_groups: int, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-5
+) -> Tensor:
     name = "group_norm"
     check_float(name, "input", input)
     shape = _channel_shape(name, input)
     _check_per_channel(name, input, weight=weight, bias=bias)
     n, c = input.shape[0], input.shape[1]
     if num_groups <= 0 or c % num_groups:
-        raise ShapeError(f"{name}: expected the number of channels ({c}) of input of shape {fmt_shape(input.shape)} "
-                         f"to be divisible by num_groups={num_groups}")
+        raise ShapeError(
+            f"{name}: expected the number of channels ({c}) of input of shape {fmt_shape(input.shape)} "
+            f"to be divisible by num_groups={num_groups}"
+        )
     if input.numel() == 0:
         return _affine(input * 1.0, weight, bias, shape)
     per_group = input.numel() // (n * num_groups)
@@ -247,23 +335,34 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bia
     return _affine(y, weight, bias, shape)
 
 
-@op("rms_norm", doc="input / sqrt(mean(input^2 over normalized_shape) + eps), then scaled by weight.",
-    composite=True, function=False, method=False, functional=True)
-def rms_norm(input: Tensor, normalized_shape: int | Sequence[int], weight: Tensor | None = None,
-             eps: float | None = None) -> Tensor:
+@op(
+    "rms_norm",
+    doc="input / sqrt(mean(input^2 over normalized_shape) + eps), then scaled by weight.",
+    composite=True,
+    function=False,
+    method=False,
+    functional=True,
+)
+def rms_norm(
+    input: Tensor, normalized_shape: int | Sequence[int], weight: Tensor | None = None, eps: float | None = None
+) -> Tensor:
     name = "rms_norm"
     check_float(name, "input", input)
     shape = _normalized(normalized_shape)
     n = len(shape)
-    if n == 0 or input.ndim < n or tuple(input.shape[input.ndim - n:]) != shape:
-        raise ShapeError(f"{name}: given normalized_shape={shape}, expected input with shape "
-                         f"(*, {', '.join(str(s) for s in shape)}), but got input of shape "
-                         f"{fmt_shape(input.shape)}")
+    if n == 0 or input.ndim < n or tuple(input.shape[input.ndim - n :]) != shape:
+        raise ShapeError(
+            f"{name}: given normalized_shape={shape}, expected input with shape "
+            f"(*, {', '.join(str(s) for s in shape)}), but got input of shape "
+            f"{fmt_shape(input.shape)}"
+        )
     if weight is not None:
         check_float(name, "weight", weight)
         if tuple(weight.shape) != shape:
-            raise ShapeError(f"{name}: expected weight of shape {shape} (normalized_shape), but got weight of "
-                             f"shape {fmt_shape(weight.shape)}")
+            raise ShapeError(
+                f"{name}: expected weight of shape {shape} (normalized_shape), but got weight of "
+                f"shape {fmt_shape(weight.shape)}"
+            )
     check_same_device(name, input, weight)
     if eps is None:
         eps = finfo(input.dtype).eps

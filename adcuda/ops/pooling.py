@@ -7,6 +7,7 @@ Average pooling is a sum of strided views (kH * kW slices: no primitive of its o
 pooling and linear interpolation are products with small constant matrices (one matmul per spatial
 dim), nearest interpolation is an index_select per dim: all differentiable through their ops.
 """
+
 from __future__ import annotations
 
 import math
@@ -43,8 +44,10 @@ def _batched(op, input, spatial):
         return input, True
     if input.ndim == spatial + 1:
         return input.unsqueeze(0), False
-    raise ShapeError(f"{op}: expected a {spatial + 1}-d (unbatched) or {spatial + 2}-d (batched) input, got "
-                     f"input of shape {fmt_shape(input.shape)}")
+    raise ShapeError(
+        f"{op}: expected a {spatial + 1}-d (unbatched) or {spatial + 2}-d (batched) input, got "
+        f"input of shape {fmt_shape(input.shape)}"
+    )
 
 
 def _pool_sizes(op, input_shape, kernel, stride, padding, dilation, ceil_mode):
@@ -54,25 +57,34 @@ def _pool_sizes(op, input_shape, kernel, stride, padding, dilation, ceil_mode):
         if k < 1 or s < 1 or d < 1:
             raise ValueError(f"{op}: kernel_size {kernel}, stride {stride} and dilation {dilation} must be positive")
         if p < 0 or p > k // 2:
-            raise ValueError(f"{op}: pad should be at most half of effective kernel size, but got pad={padding}, "
-                             f"kernel_size={kernel}")
+            raise ValueError(
+                f"{op}: pad should be at most half of effective kernel size, but got pad={padding}, "
+                f"kernel_size={kernel}"
+            )
         span = d * (k - 1) + 1
         numerator = size + 2 * p - span
         out = (numerator + (s - 1 if ceil_mode else 0)) // s + 1
         if ceil_mode and (out - 1) * s >= size + p:  # the last window must start inside the input or its left pad
             out -= 1
         if out < 1 or numerator < 0:
-            raise ShapeError(f"{op}: input {fmt_shape(input_shape)} is too small for kernel_size {kernel} "
-                             f"(dilation {dilation}, padding {padding}): output size would be {out}")
+            raise ShapeError(
+                f"{op}: input {fmt_shape(input_shape)} is too small for kernel_size {kernel} "
+                f"(dilation {dilation}, padding {padding}): output size would be {out}"
+            )
         sizes.append(out)
     return tuple(sizes)
 
 
 # ------------------------------------------------------------------------------------------------
 # max pooling (as in PyTorch, the 2-d average and adaptive forms are only F.<name>, not adcuda.<name>)
-@op("max_pool2d_select", doc="input's values at flat (H*W) indices per (n, c) plane: max pooling's values.",
-    node="MaxPool2DWithIndicesBackward0", function=False, method=False,
-    grads={"input": lambda grad, indices, input_shape: max_pool2d_backward(grad, indices, input_shape)})
+@op(
+    "max_pool2d_select",
+    doc="input's values at flat (H*W) indices per (n, c) plane: max pooling's values.",
+    node="MaxPool2DWithIndicesBackward0",
+    function=False,
+    method=False,
+    grads={"input": lambda grad, indices, input_shape: max_pool2d_backward(grad, indices, input_shape)},
+)
 def max_pool2d_select(input: Tensor, indices: Tensor) -> Tensor:
     n, c, h, w = input.shape
     bk = primitives(input)
@@ -81,12 +93,19 @@ def max_pool2d_select(input: Tensor, indices: Tensor) -> Tensor:
     return wrap(bk.view(taken, tuple(indices.shape)), input._device)
 
 
-@op("max_pool2d_backward", doc="Gradients added at the positions max pooling took them from.",
-    node="MaxPool2DWithIndicesBackwardBackward0", function=False, method=False,
-    grads={"grad_output": lambda grad, indices: max_pool2d_select(grad, indices)})
+@op(
+    "max_pool2d_backward",
+    doc="Gradients added at the positions max pooling took them from.",
+    node="MaxPool2DWithIndicesBackwardBackward0",
+    function=False,
+    method=False,
+    grads={"grad_output": lambda grad, indices: max_pool2d_select(grad, indices)},
+)
 def max_pool2d_backward(grad_output: Tensor, indices: Tensor, input_shape: Sequence[int]) -> Tensor:
-    return wrap(primitives(grad_output).max_pool2d_backward(grad_output._data, indices._data, tuple(input_shape)),
-                grad_output._device)
+    return wrap(
+        primitives(grad_output).max_pool2d_backward(grad_output._data, indices._data, tuple(input_shape)),
+        grad_output._device,
+    )
 
 
 def _pooled(input, values, indices):
@@ -100,8 +119,11 @@ def _pooled(input, values, indices):
 def _max_pool(op, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, spatial):
     x, batched = _batched(op, input, spatial)
     kernel = _tuple(op, "kernel_size", kernel_size, spatial)
-    stride = kernel if stride is None or (not isinstance(stride, numbers.Integral) and len(stride) == 0) \
+    stride = (
+        kernel
+        if stride is None or (not isinstance(stride, numbers.Integral) and len(stride) == 0)
         else _tuple(op, "stride", stride, spatial)
+    )
     padding, dilation = _tuple(op, "padding", padding, spatial), _tuple(op, "dilation", dilation, spatial)
     if spatial == 1:
         x = x.unsqueeze(2)
@@ -117,26 +139,57 @@ def _max_pool(op, input, kernel_size, stride, padding, dilation, ceil_mode, retu
     return (out, indices) if return_indices else out
 
 
-@op("max_pool2d", doc="Max over kernel_size windows of input (N, C, H, W) (stride, padding, dilation, ceil_mode).",
-    composite=True, function=True, method=False, functional=True)
-def max_pool2d(input: Tensor, kernel_size: int | Sequence[int], stride: int | Sequence[int] | None = None,
-               padding: int | Sequence[int] = 0, dilation: int | Sequence[int] = 1, ceil_mode: bool = False,
-               return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+@op(
+    "max_pool2d",
+    doc="Max over kernel_size windows of input (N, C, H, W) (stride, padding, dilation, ceil_mode).",
+    composite=True,
+    function=True,
+    method=False,
+    functional=True,
+)
+def max_pool2d(
+    input: Tensor,
+    kernel_size: int | Sequence[int],
+    stride: int | Sequence[int] | None = None,
+    padding: int | Sequence[int] = 0,
+    dilation: int | Sequence[int] = 1,
+    ceil_mode: bool = False,
+    return_indices: bool = False,
+) -> Tensor | tuple[Tensor, Tensor]:
     return _max_pool("max_pool2d", input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 2)
 
 
-@op("max_pool1d", doc="Max over kernel_size windows of input (N, C, L) (stride, padding, dilation, ceil_mode).",
-    composite=True, function=True, method=False, functional=True)
-def max_pool1d(input: Tensor, kernel_size: int | Sequence[int], stride: int | Sequence[int] | None = None,
-               padding: int | Sequence[int] = 0, dilation: int | Sequence[int] = 1, ceil_mode: bool = False,
-               return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+@op(
+    "max_pool1d",
+    doc="Max over kernel_size windows of input (N, C, L) (stride, padding, dilation, ceil_mode).",
+    composite=True,
+    function=True,
+    method=False,
+    functional=True,
+)
+def max_pool1d(
+    input: Tensor,
+    kernel_size: int | Sequence[int],
+    stride: int | Sequence[int] | None = None,
+    padding: int | Sequence[int] = 0,
+    dilation: int | Sequence[int] = 1,
+    ceil_mode: bool = False,
+    return_indices: bool = False,
+) -> Tensor | tuple[Tensor, Tensor]:
     return _max_pool("max_pool1d", input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 1)
 
 
-@op("adaptive_max_pool2d", doc="Max pooling to output_size (H, W) with PyTorch's adaptive windows.",
-    composite=True, function=False, method=False, functional=True)
-def adaptive_max_pool2d(input: Tensor, output_size: int | None | Sequence[int | None],
-                        return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+@op(
+    "adaptive_max_pool2d",
+    doc="Max pooling to output_size (H, W) with PyTorch's adaptive windows.",
+    composite=True,
+    function=False,
+    method=False,
+    functional=True,
+)
+def adaptive_max_pool2d(
+    input: Tensor, output_size: int | None | Sequence[int | None], return_indices: bool = False
+) -> Tensor | tuple[Tensor, Tensor]:
     name = "adaptive_max_pool2d"
     x, batched = _batched(name, input, 2)
     out_size = _adaptive_size(name, x, output_size, 2)
@@ -178,8 +231,11 @@ def _avg_pool(op, input, kernel_size, stride, padding, ceil_mode, count_include_
     if not x.dtype.is_floating_point:
         raise ShapeError(f"{op}: expected a floating point input, got {x.dtype}")
     kernel = _tuple(op, "kernel_size", kernel_size, spatial)
-    stride = kernel if stride is None or (not isinstance(stride, numbers.Integral) and len(stride) == 0) \
+    stride = (
+        kernel
+        if stride is None or (not isinstance(stride, numbers.Integral) and len(stride) == 0)
         else _tuple(op, "stride", stride, spatial)
+    )
     padding = _tuple(op, "padding", padding, spatial)
     if divisor_override is not None and divisor_override == 0:
         raise ValueError(f"{op}: divisor must be not zero")
@@ -192,32 +248,60 @@ def _avg_pool(op, input, kernel_size, stride, padding, ceil_mode, count_include_
     xp = x if not any(a or b for a, b in pads) else _pad(x, tuple(v for pair in reversed(pads) for v in pair))
     total = None
     for taps in np.ndindex(*kernel):
-        key = (slice(None), slice(None)) + tuple(slice(t, t + s * (o - 1) + 1, s)
-                                                 for t, s, o in zip(taps, stride, out_size))
+        key = (slice(None), slice(None)) + tuple(
+            slice(t, t + s * (o - 1) + 1, s) for t, s, o in zip(taps, stride, out_size)
+        )
         total = xp[key] if total is None else total + xp[key]
     if divisor_override is not None:
         out = total / divisor_override
     else:
-        counts = [_avg_divisors(size, o, k, s, p, count_include_pad)
-                  for size, o, k, s, p in zip(sizes, out_size, kernel, stride, padding)]
+        counts = [
+            _avg_divisors(size, o, k, s, p, count_include_pad)
+            for size, o, k, s, p in zip(sizes, out_size, kernel, stride, padding)
+        ]
         divisor = counts[0] if spatial == 1 else np.multiply.outer(counts[0], counts[1])
         out = total / tensor(divisor.astype(np.float64), dtype=x.dtype, device=x.device)
     return out if batched else out.squeeze(0)
 
 
-@op("avg_pool2d", doc="Mean over kernel_size windows of input (N, C, H, W) (count_include_pad, ceil_mode).",
-    composite=True, function=False, method=False, functional=True)
-def avg_pool2d(input: Tensor, kernel_size: int | Sequence[int], stride: int | Sequence[int] | None = None,
-               padding: int | Sequence[int] = 0, ceil_mode: bool = False, count_include_pad: bool = True,
-               divisor_override: int | None = None) -> Tensor:
-    return _avg_pool("avg_pool2d", input, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                     divisor_override, 2)
+@op(
+    "avg_pool2d",
+    doc="Mean over kernel_size windows of input (N, C, H, W) (count_include_pad, ceil_mode).",
+    composite=True,
+    function=False,
+    method=False,
+    functional=True,
+)
+def avg_pool2d(
+    input: Tensor,
+    kernel_size: int | Sequence[int],
+    stride: int | Sequence[int] | None = None,
+    padding: int | Sequence[int] = 0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+    divisor_override: int | None = None,
+) -> Tensor:
+    return _avg_pool(
+        "avg_pool2d", input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 2
+    )
 
 
-@op("avg_pool1d", doc="Mean over kernel_size windows of input (N, C, L) (count_include_pad, ceil_mode).",
-    composite=True, function=True, method=False, functional=True)
-def avg_pool1d(input: Tensor, kernel_size: int | Sequence[int], stride: int | Sequence[int] | None = None,
-               padding: int | Sequence[int] = 0, ceil_mode: bool = False, count_include_pad: bool = True) -> Tensor:
+@op(
+    "avg_pool1d",
+    doc="Mean over kernel_size windows of input (N, C, L) (count_include_pad, ceil_mode).",
+    composite=True,
+    function=True,
+    method=False,
+    functional=True,
+)
+def avg_pool1d(
+    input: Tensor,
+    kernel_size: int | Sequence[int],
+    stride: int | Sequence[int] | None = None,
+    padding: int | Sequence[int] = 0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+) -> Tensor:
     return _avg_pool("avg_pool1d", input, kernel_size, stride, padding, ceil_mode, count_include_pad, None, 1)
 
 
@@ -260,14 +344,26 @@ def _adaptive_avg(op, input, output_size, spatial):
     return out if batched else out.squeeze(0)
 
 
-@op("adaptive_avg_pool2d", doc="Average pooling to output_size (H, W) with PyTorch's adaptive windows.",
-    composite=True, function=False, method=False, functional=True)
+@op(
+    "adaptive_avg_pool2d",
+    doc="Average pooling to output_size (H, W) with PyTorch's adaptive windows.",
+    composite=True,
+    function=False,
+    method=False,
+    functional=True,
+)
 def adaptive_avg_pool2d(input: Tensor, output_size: int | None | Sequence[int | None]) -> Tensor:
     return _adaptive_avg("adaptive_avg_pool2d", input, output_size, 2)
 
 
-@op("adaptive_avg_pool1d", doc="Average pooling to output_size (L) with PyTorch's adaptive windows.",
-    composite=True, function=True, method=False, functional=True)
+@op(
+    "adaptive_avg_pool1d",
+    doc="Average pooling to output_size (L) with PyTorch's adaptive windows.",
+    composite=True,
+    function=True,
+    method=False,
+    functional=True,
+)
 def adaptive_avg_pool1d(input: Tensor, output_size: int | Sequence[int]) -> Tensor:
     return _adaptive_avg("adaptive_avg_pool1d", input, output_size, 1)
 
@@ -301,26 +397,38 @@ def _nearest_indices(in_size, out_size, scale, exact):
     return [min(int(math.floor((i + offset) * scale)), in_size - 1) for i in range(out_size)]
 
 
-@op("interpolate", doc="input (N, C, *spatial) resized to size or by scale_factor (nearest, linear, bilinear, area).",
-    composite=True, function=False, method=False, functional=True)
-def interpolate(input: Tensor, size: int | Sequence[int] | None = None,
-                scale_factor: float | Sequence[float] | None = None, mode: str = "nearest",
-                align_corners: bool | None = None, recompute_scale_factor: bool | None = None,
-                antialias: bool = False) -> Tensor:
+@op(
+    "interpolate",
+    doc="input (N, C, *spatial) resized to size or by scale_factor (nearest, linear, bilinear, area).",
+    composite=True,
+    function=False,
+    method=False,
+    functional=True,
+)
+def interpolate(
+    input: Tensor,
+    size: int | Sequence[int] | None = None,
+    scale_factor: float | Sequence[float] | None = None,
+    mode: str = "nearest",
+    align_corners: bool | None = None,
+    recompute_scale_factor: bool | None = None,
+    antialias: bool = False,
+) -> Tensor:
     name = "interpolate"
     check_tensor(name, "input", input)
     spatial = input.ndim - 2
     if spatial not in (1, 2):
-        raise ShapeError(f"{name}: expected a 3-d (N, C, L) or 4-d (N, C, H, W) input, got "
-                         f"{fmt_shape(input.shape)}")
+        raise ShapeError(f"{name}: expected a 3-d (N, C, L) or 4-d (N, C, H, W) input, got {fmt_shape(input.shape)}")
     if mode not in _INTERPOLATE_MODES:
         raise ValueError(f"{name}: mode {mode!r} is not supported (one of {', '.join(_INTERPOLATE_MODES)})")
     if _INTERPOLATE_MODES[mode] is not None and _INTERPOLATE_MODES[mode] != spatial:
-        raise ShapeError(f"{name}: mode {mode!r} needs a {_INTERPOLATE_MODES[mode] + 2}-d input, got "
-                         f"{fmt_shape(input.shape)}")
+        raise ShapeError(
+            f"{name}: mode {mode!r} needs a {_INTERPOLATE_MODES[mode] + 2}-d input, got {fmt_shape(input.shape)}"
+        )
     if align_corners is not None and _INTERPOLATE_MODES[mode] is None:
-        raise ValueError(f"{name}: align_corners option can only be set with the interpolating modes: "
-                         "linear | bilinear")
+        raise ValueError(
+            f"{name}: align_corners option can only be set with the interpolating modes: linear | bilinear"
+        )
     if antialias:
         raise ValueError(f"{name}: antialias=True is not supported")
     align_corners = bool(align_corners)
@@ -331,8 +439,9 @@ def interpolate(input: Tensor, size: int | Sequence[int] | None = None,
         out_size = _tuple(name, "size", size, spatial)
         factors = (None,) * spatial
     else:
-        factors = tuple(float(f) for f in (scale_factor if isinstance(scale_factor, (tuple, list))
-                                            else (scale_factor,) * spatial))
+        factors = tuple(
+            float(f) for f in (scale_factor if isinstance(scale_factor, (tuple, list)) else (scale_factor,) * spatial)
+        )
         if len(factors) != spatial:
             raise ShapeError(f"{name}: scale_factor {scale_factor} does not fit input {fmt_shape(input.shape)}")
         out_size = tuple(int(math.floor(s * f)) for s, f in zip(sizes, factors))
@@ -351,6 +460,8 @@ def interpolate(input: Tensor, size: int | Sequence[int] | None = None,
             idx = tensor(_nearest_indices(s, o, scale, mode == "nearest-exact"), device=input.device)
             out = out.index_select(2 + i, idx)
         return out.clone() if out is input else out
-    matrices = [_linear_matrix(s, o, _source_scale(s, o, f, align_corners), align_corners)
-                for s, o, f in zip(sizes, out_size, factors)]
+    matrices = [
+        _linear_matrix(s, o, _source_scale(s, o, f, align_corners), align_corners)
+        for s, o, f in zip(sizes, out_size, factors)
+    ]
     return _apply_matrices(input, matrices)

@@ -3,6 +3,7 @@
 Forwards call the backend's random family (counter-based Philox: ``kernels/random.cu``) with a
 ``(seed, offset)`` taken from the generator (``adcuda/random.py``), so a draw depends only on the
 seed and the sequence of draws, never on the device or its launch configuration."""
+
 from __future__ import annotations
 
 import warnings
@@ -31,12 +32,18 @@ def _draw(name, prim, shape, dtype, device, requires_grad, generator, *args):
     def draw(bk, d):
         seed, offset = gen.next_offset(n)
         return getattr(bk, prim)(*args, shape, d, seed, offset)
+
     return new_tensor(name, draw, shape, dtype, device, requires_grad)
 
 
 @op("rand", doc="Uniform samples from [0, 1).", method=False)
-def rand(*size: int | Sequence[int], generator: Generator | None = None, dtype: DType | None = None,
-         device: Device | str | None = None, requires_grad: bool = False) -> Tensor:
+def rand(
+    *size: int | Sequence[int],
+    generator: Generator | None = None,
+    dtype: DType | None = None,
+    device: Device | str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
     shape = shape_arg("rand", size)
     if dtype is not None and not dt.as_dtype(dtype).is_floating_point:
         raise DTypeError(f"rand: expected a floating point dtype, got {dtype}")
@@ -44,8 +51,13 @@ def rand(*size: int | Sequence[int], generator: Generator | None = None, dtype: 
 
 
 @op("randn", doc="Standard normal samples.", method=False)
-def randn(*size: int | Sequence[int], generator: Generator | None = None, dtype: DType | None = None,
-          device: Device | str | None = None, requires_grad: bool = False) -> Tensor:
+def randn(
+    *size: int | Sequence[int],
+    generator: Generator | None = None,
+    dtype: DType | None = None,
+    device: Device | str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
     shape = shape_arg("randn", size)
     if dtype is not None and not dt.as_dtype(dtype).is_floating_point:
         raise DTypeError(f"randn: expected a floating point dtype, got {dtype}")
@@ -53,8 +65,15 @@ def randn(*size: int | Sequence[int], generator: Generator | None = None, dtype:
 
 
 @op("randint", doc="Uniform integers from [low, high) (int64 by default).", method=False)
-def randint(low: int, high: int | None = None, size: Sequence[int] | None = None, generator: Generator | None = None,
-            dtype: DType | None = None, device: Device | str | None = None, requires_grad: bool = False) -> Tensor:
+def randint(
+    low: int,
+    high: int | None = None,
+    size: Sequence[int] | None = None,
+    generator: Generator | None = None,
+    dtype: DType | None = None,
+    device: Device | str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
     if size is None and isinstance(high, (tuple, list)):  # randint(high, size)
         low, high, size = 0, low, high
     elif high is None:
@@ -68,32 +87,42 @@ def randint(low: int, high: int | None = None, size: Sequence[int] | None = None
 
 
 @op("rand_like", doc="rand of input's shape, dtype and device.", method=False)
-def rand_like(input: Tensor, dtype: DType | None = None, device: Device | str | None = None,
-              requires_grad: bool = False) -> Tensor:
-    return rand(tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device,
-                requires_grad=requires_grad)
+def rand_like(
+    input: Tensor, dtype: DType | None = None, device: Device | str | None = None, requires_grad: bool = False
+) -> Tensor:
+    return rand(
+        tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device, requires_grad=requires_grad
+    )
 
 
 @op("randn_like", doc="randn of input's shape, dtype and device.", method=False)
-def randn_like(input: Tensor, dtype: DType | None = None, device: Device | str | None = None,
-               requires_grad: bool = False) -> Tensor:
-    return randn(tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device,
-                 requires_grad=requires_grad)
+def randn_like(
+    input: Tensor, dtype: DType | None = None, device: Device | str | None = None, requires_grad: bool = False
+) -> Tensor:
+    return randn(
+        tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device, requires_grad=requires_grad
+    )
 
 
 @op("randperm", doc="A random permutation of 0..n-1.", method=False)
-def randperm(n: int, generator: Generator | None = None, dtype: DType | None = None,
-             device: Device | str | None = None) -> Tensor:
+def randperm(
+    n: int, generator: Generator | None = None, dtype: DType | None = None, device: Device | str | None = None
+) -> Tensor:
     # the order of n uniform keys from the generator's stream, drawn and sorted on the CPU, so the
     # permutation depends only on (seed, offset), whatever the device
     keys = rand(n, generator=generator, dtype=dt.float64)
     return keys.argsort().to(device=device or "cpu", dtype=dtype or dt.int64)
 
 
-@op("bernoulli_mask", doc="1 with probability p, else 0, in dtype (the draw dropout's mask makes).",
-    function=False, method=False)
-def bernoulli_mask(shape: Sequence[int], p: float, dtype: DType, device: Device | str | None,
-                   generator: Generator | None = None) -> Tensor:
+@op(
+    "bernoulli_mask",
+    doc="1 with probability p, else 0, in dtype (the draw dropout's mask makes).",
+    function=False,
+    method=False,
+)
+def bernoulli_mask(
+    shape: Sequence[int], p: float, dtype: DType, device: Device | str | None, generator: Generator | None = None
+) -> Tensor:
     shape = tuple(shape)
     gen = generator or default_generator
     n = 1
@@ -103,6 +132,7 @@ def bernoulli_mask(shape: Sequence[int], p: float, dtype: DType, device: Device 
     def draw(bk, d):
         seed, offset = gen.next_offset(n)
         return bk.bernoulli(shape, p, d, seed, offset)
+
     return new_tensor("bernoulli", draw, shape, dtype, device, False)
 
 
@@ -116,9 +146,16 @@ def _dropout_fused_grad(grad, p, mask):
     return wrap(primitives(grad).dropout_backward(dense(grad), mask._data, 1.0 / (1.0 - p)), grad._device)
 
 
-@op("dropout_mask_apply", doc="input with each element zeroed with probability p, the rest scaled by 1/(1-p); "
-    "the mask is kept for backward.", function=False, method=False, node="NativeDropoutBackward0",
-    extra_outputs=("mask",), grads={"input": _dropout_grad}, fused={"input": _dropout_fused_grad})
+@op(
+    "dropout_mask_apply",
+    doc="input with each element zeroed with probability p, the rest scaled by 1/(1-p); the mask is kept for backward.",
+    function=False,
+    method=False,
+    node="NativeDropoutBackward0",
+    extra_outputs=("mask",),
+    grads={"input": _dropout_grad},
+    fused={"input": _dropout_fused_grad},
+)
 def dropout_mask_apply(input: Tensor, p: float) -> tuple[Tensor, Tensor]:
     # one primitive draws the mask (the generator's next bernoulli draw, as a two-step form would take
     # it) and applies it; the backward multiplies by the saved mask, never drawing again
@@ -127,8 +164,14 @@ def dropout_mask_apply(input: Tensor, p: float) -> tuple[Tensor, Tensor]:
     return wrap(out_data, input._device), wrap(mask_data, input._device)
 
 
-@op("dropout", doc="Zero elements with probability p while training, scaling the rest by 1/(1-p).",
-    composite=True, function=False, method=False, functional=True)
+@op(
+    "dropout",
+    doc="Zero elements with probability p while training, scaling the rest by 1/(1-p).",
+    composite=True,
+    function=False,
+    method=False,
+    functional=True,
+)
 def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     check_float("dropout", "input", input)
     if not 0.0 <= p <= 1.0:
@@ -149,8 +192,10 @@ def _channel_dropout(name, input, p, training, inplace, batched_ndim):
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"{name}: dropout probability has to be between 0 and 1, but got {p}")
     if input.ndim not in (batched_ndim - 1, batched_ndim):
-        raise ShapeError(f"{name}: expected {batched_ndim - 1}D or {batched_ndim}D input, but got input of shape "
-                         f"{tuple(input.shape)}")
+        raise ShapeError(
+            f"{name}: expected {batched_ndim - 1}D or {batched_ndim}D input, but got input of shape "
+            f"{tuple(input.shape)}"
+        )
     if not training or p == 0.0 or input.numel() == 0:
         return input
     if inplace:
@@ -158,9 +203,12 @@ def _channel_dropout(name, input, p, training, inplace, batched_ndim):
     unbatched = input.ndim == batched_ndim - 1
     if unbatched and name == "dropout2d":
         # PyTorch's reading of a 3-D input to dropout2d: (N, C, L), channel-wise 1-D dropout
-        warnings.warn("dropout2d: received a 3D input and assuming that channel-wise 1D dropout behavior is "
-                      "desired - input is interpreted as shape (N, C, L); use dropout1d for that", UserWarning,
-                      stacklevel=3)
+        warnings.warn(
+            "dropout2d: received a 3D input and assuming that channel-wise 1D dropout behavior is "
+            "desired - input is interpreted as shape (N, C, L); use dropout1d for that",
+            UserWarning,
+            stacklevel=3,
+        )
         unbatched = False
     channels = (input.shape[0],) if unbatched else (input.shape[0], input.shape[1])
     mask_shape = channels + (1,) * (input.ndim - len(channels))
@@ -170,14 +218,28 @@ def _channel_dropout(name, input, p, training, inplace, batched_ndim):
     return input * (mask * (1.0 / (1.0 - p)))
 
 
-@op("dropout1d", doc="Zero whole channels of input (N, C, L) or (C, L) with probability p while training, "
-    "scaling the rest by 1/(1-p).", composite=True, function=False, method=False, functional=True)
+@op(
+    "dropout1d",
+    doc="Zero whole channels of input (N, C, L) or (C, L) with probability p while training, "
+    "scaling the rest by 1/(1-p).",
+    composite=True,
+    function=False,
+    method=False,
+    functional=True,
+)
 def dropout1d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     return _channel_dropout("dropout1d", input, p, training, inplace, 3)
 
 
-@op("dropout2d", doc="Zero whole channels of input (N, C, H, W) or (C, H, W) with probability p while "
-    "training, scaling the rest by 1/(1-p).", composite=True, function=False, method=False, functional=True)
+@op(
+    "dropout2d",
+    doc="Zero whole channels of input (N, C, H, W) or (C, H, W) with probability p while "
+    "training, scaling the rest by 1/(1-p).",
+    composite=True,
+    function=False,
+    method=False,
+    functional=True,
+)
 def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     return _channel_dropout("dropout2d", input, p, training, inplace, 4)
 
@@ -199,24 +261,30 @@ def _fill_with(self, draw, name):
 
 
 @op("uniform_", doc="Every element replaced by a draw from U(from, to), in place.", composite=True, function=False)
-def uniform_(self: Tensor, from_: float = 0.0, to: float = 1.0, *, generator: Generator | None = None,
-             **kwargs: Any) -> Tensor:
+def uniform_(
+    self: Tensor, from_: float = 0.0, to: float = 1.0, *, generator: Generator | None = None, **kwargs: Any
+) -> Tensor:
     from_ = kwargs.pop("from", from_)  # PyTorch's keyword is ``from``, a Python keyword
     if kwargs:
         raise DTypeError(f"uniform_: unexpected keyword arguments {sorted(kwargs)}")
     if from_ > to:
         raise ValueError(f"uniform_: expects from <= to, got from={from_}, to={to}")
-    return _fill_with(self, lambda d: rand(tuple(self.shape), generator=generator, dtype=d, device=self.device)
-                      * (to - from_) + from_, "uniform_")
+    return _fill_with(
+        self,
+        lambda d: rand(tuple(self.shape), generator=generator, dtype=d, device=self.device) * (to - from_) + from_,
+        "uniform_",
+    )
 
 
-@op("normal_", doc="Every element replaced by a draw from N(mean, std**2), in place.", composite=True,
-    function=False)
+@op("normal_", doc="Every element replaced by a draw from N(mean, std**2), in place.", composite=True, function=False)
 def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *, generator: Generator | None = None) -> Tensor:
     if std < 0:
         raise ValueError(f"normal_: expects std >= 0.0, got std={std}")
-    return _fill_with(self, lambda d: randn(tuple(self.shape), generator=generator, dtype=d, device=self.device)
-                      * std + mean, "normal_")
+    return _fill_with(
+        self,
+        lambda d: randn(tuple(self.shape), generator=generator, dtype=d, device=self.device) * std + mean,
+        "normal_",
+    )
 
 
 def _check_distribution(input, num_samples, replacement):
@@ -226,30 +294,42 @@ def _check_distribution(input, num_samples, replacement):
     if not input.dtype.is_floating_point:
         raise DTypeError(f"{name}: expected a floating point tensor of probabilities, got {input.dtype}")
     if input.ndim not in (1, 2) or input.shape[-1] == 0:
-        raise ShapeError(f"{name}: prob_dist must be 1 or 2 dim with at least one category, got shape "
-                         f"{tuple(input.shape)}")
+        raise ShapeError(
+            f"{name}: prob_dist must be 1 or 2 dim with at least one category, got shape {tuple(input.shape)}"
+        )
     n = input.shape[-1]
     if not replacement and num_samples > n:
-        raise ValueError(f"{name}: cannot sample n_sample > prob_dist.size(-1) samples without replacement "
-                         f"(num_samples={num_samples}, shape {tuple(input.shape)})")
+        raise ValueError(
+            f"{name}: cannot sample n_sample > prob_dist.size(-1) samples without replacement "
+            f"(num_samples={num_samples}, shape {tuple(input.shape)})"
+        )
     rows = input.reshape(-1, n)
     if not bool(rows.isfinite().all()) or bool((rows < 0).any()):
-        raise ValueError(f"{name}: probability tensor (shape {tuple(input.shape)}) contains either inf, nan or "
-                         "an element < 0")
+        raise ValueError(
+            f"{name}: probability tensor (shape {tuple(input.shape)}) contains either inf, nan or an element < 0"
+        )
     positive = (rows > 0).sum(-1)
     if bool((positive == 0).any()):
-        raise ValueError(f"{name}: invalid multinomial distribution (sum of probabilities <= 0) in a row of "
-                         f"shape {tuple(input.shape)}")
+        raise ValueError(
+            f"{name}: invalid multinomial distribution (sum of probabilities <= 0) in a row of "
+            f"shape {tuple(input.shape)}"
+        )
     if not replacement and bool((positive < num_samples).any()):
-        raise ValueError(f"{name}: invalid multinomial distribution (with replacement=False, not enough "
-                         f"non-zero categories to draw {num_samples} samples from a row of shape {tuple(input.shape)})")
+        raise ValueError(
+            f"{name}: invalid multinomial distribution (with replacement=False, not enough "
+            f"non-zero categories to draw {num_samples} samples from a row of shape {tuple(input.shape)})"
+        )
     return rows
 
 
-@op("multinomial", doc="Indices drawn from each row's categorical distribution (with or without replacement).",
-    composite=True)
-def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,
-                generator: Generator | None = None) -> Tensor:
+@op(
+    "multinomial",
+    doc="Indices drawn from each row's categorical distribution (with or without replacement).",
+    composite=True,
+)
+def multinomial(
+    input: Tensor, num_samples: int, replacement: bool = False, *, generator: Generator | None = None
+) -> Tensor:
     rows = _check_distribution(input, num_samples, replacement)
     n = rows.shape[-1]
     work = dt.float64 if rows.device.type == "cpu" else dt.float32

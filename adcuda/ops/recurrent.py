@@ -2,6 +2,7 @@
 products, as one op with its own backward (the backend's recurrent family: ``kernels/recurrent.cu``),
 so that a layer records few nodes per step: the hidden product, this op and the views of its
 result."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -20,10 +21,17 @@ if TYPE_CHECKING:
 def _check_step(name, gi, gh, state, n_gates):
     for what, t in (("the input projection", gi), ("the hidden projection", gh), ("the state", state)):
         check_float(name, what, t)
-    if (state.ndim != 2 or gi.ndim != 2 or tuple(gi.shape) != tuple(gh.shape) or gi.shape[0] != state.shape[0]
-            or gi.shape[1] != n_gates * state.shape[1]):
-        raise ShapeError(f"{name}: expected projections of shape (B, {n_gates}H) and a state of shape (B, H), got "
-                         f"{fmt_shape(gi.shape)}, {fmt_shape(gh.shape)} and {fmt_shape(state.shape)}")
+    if (
+        state.ndim != 2
+        or gi.ndim != 2
+        or tuple(gi.shape) != tuple(gh.shape)
+        or gi.shape[0] != state.shape[0]
+        or gi.shape[1] != n_gates * state.shape[1]
+    ):
+        raise ShapeError(
+            f"{name}: expected projections of shape (B, {n_gates}H) and a state of shape (B, H), got "
+            f"{fmt_shape(gi.shape)}, {fmt_shape(gh.shape)} and {fmt_shape(state.shape)}"
+        )
     if not gi.dtype is gh.dtype is state.dtype:
         raise DTypeError(f"{name}: expected one dtype, got {gi.dtype}, {gh.dtype} and {state.dtype}")
     check_same_device(name, gi, gh, state)
@@ -36,8 +44,15 @@ def _lstm_grads(grad, gi, gh, c):
     i, f, g, o = sigmoid(i), sigmoid(f), tanh(g), sigmoid(o)
     tanh_c = tanh(f * c + i * g)
     d_c_new = grad[1] + grad[0] * o * (1 - tanh_c * tanh_c)
-    d_gates = cat([d_c_new * g * i * (1 - i), d_c_new * c * f * (1 - f), d_c_new * i * (1 - g * g),
-                   grad[0] * tanh_c * o * (1 - o)], -1)
+    d_gates = cat(
+        [
+            d_c_new * g * i * (1 - i),
+            d_c_new * c * f * (1 - f),
+            d_c_new * i * (1 - g * g),
+            grad[0] * tanh_c * o * (1 - o),
+        ],
+        -1,
+    )
     return d_gates, d_gates, d_c_new * f
 
 
@@ -47,10 +62,17 @@ def _lstm_fused_grads(grad, gi, gh, c, result):
     return d_gates, d_gates, wrap(d_c, grad._device)
 
 
-@op("lstm_cell_pointwise", doc="One LSTM step after its products: gi, gh (B, 4H; gates i, f, g, o) and the cell "
-    "state c (B, H) -> stack(h', c') (2, B, H).", node="LstmCellPointwiseBackward", autocast="promote",
-    function=False, method=False,
-    grads={("gi", "gh", "c"): _lstm_grads}, fused={("gi", "gh", "c"): _lstm_fused_grads})
+@op(
+    "lstm_cell_pointwise",
+    doc="One LSTM step after its products: gi, gh (B, 4H; gates i, f, g, o) and the cell "
+    "state c (B, H) -> stack(h', c') (2, B, H).",
+    node="LstmCellPointwiseBackward",
+    autocast="promote",
+    function=False,
+    method=False,
+    grads={("gi", "gh", "c"): _lstm_grads},
+    fused={("gi", "gh", "c"): _lstm_fused_grads},
+)
 def lstm_cell_pointwise(gi: Tensor, gh: Tensor, c: Tensor) -> Tensor:
     _check_step("lstm_cell_pointwise", gi, gh, c, 4)
     return wrap(primitives(gi).lstm_cell(dense(gi), dense(gh), dense(c)), gi._device)
@@ -75,10 +97,17 @@ def _gru_fused_grads(grad, gi, gh, h):
     return wrap(d_gi, grad._device), wrap(d_gh, grad._device), wrap(d_h, grad._device)
 
 
-@op("gru_cell_pointwise", doc="One GRU step after its products: gi, gh (B, 3H; gates r, z, n, biases included) "
-    "and the state h (B, H) -> h' (B, H).", node="GruCellPointwiseBackward", autocast="promote",
-    function=False, method=False,
-    grads={("gi", "gh", "h"): _gru_grads}, fused={("gi", "gh", "h"): _gru_fused_grads})
+@op(
+    "gru_cell_pointwise",
+    doc="One GRU step after its products: gi, gh (B, 3H; gates r, z, n, biases included) "
+    "and the state h (B, H) -> h' (B, H).",
+    node="GruCellPointwiseBackward",
+    autocast="promote",
+    function=False,
+    method=False,
+    grads={("gi", "gh", "h"): _gru_grads},
+    fused={("gi", "gh", "h"): _gru_fused_grads},
+)
 def gru_cell_pointwise(gi: Tensor, gh: Tensor, h: Tensor) -> Tensor:
     _check_step("gru_cell_pointwise", gi, gh, h, 3)
     return wrap(primitives(gi).gru_cell(dense(gi), dense(gh), dense(h)), gi._device)
@@ -101,15 +130,21 @@ def _check_layer(name, projected, states, w_hh, b_hh, n_gates):
     for what, t in states + (("w_hh", w_hh),):
         check_float(name, what, t)
     hidden = w_hh.shape[1] if w_hh.ndim == 2 else -1
-    if (projected.ndim != 3 or w_hh.ndim != 2 or tuple(w_hh.shape) != (n_gates * hidden, hidden)
-            or projected.shape[2] != n_gates * hidden
-            or any(tuple(t.shape) != (projected.shape[1], hidden) for _, t in states)
-            or (b_hh is not None and tuple(b_hh.shape) != (n_gates * hidden,))):
-        raise ShapeError(f"{name}: expected projected (T, B, {n_gates}H), states (B, H), w_hh ({n_gates}H, H) and "
-                         f"b_hh ({n_gates}H,), got projected {fmt_shape(projected.shape)}, "
-                         + ", ".join(f"{what} {fmt_shape(t.shape)}" for what, t in states)
-                         + f", w_hh {fmt_shape(w_hh.shape)}"
-                         + ("" if b_hh is None else f", b_hh {fmt_shape(b_hh.shape)}"))
+    if (
+        projected.ndim != 3
+        or w_hh.ndim != 2
+        or tuple(w_hh.shape) != (n_gates * hidden, hidden)
+        or projected.shape[2] != n_gates * hidden
+        or any(tuple(t.shape) != (projected.shape[1], hidden) for _, t in states)
+        or (b_hh is not None and tuple(b_hh.shape) != (n_gates * hidden,))
+    ):
+        raise ShapeError(
+            f"{name}: expected projected (T, B, {n_gates}H), states (B, H), w_hh ({n_gates}H, H) and "
+            f"b_hh ({n_gates}H,), got projected {fmt_shape(projected.shape)}, "
+            + ", ".join(f"{what} {fmt_shape(t.shape)}" for what, t in states)
+            + f", w_hh {fmt_shape(w_hh.shape)}"
+            + ("" if b_hh is None else f", b_hh {fmt_shape(b_hh.shape)}")
+        )
     dtypes = {t.dtype for t in (projected, w_hh, b_hh) + tuple(t for _, t in states) if t is not None}
     if len(dtypes) != 1:
         raise DTypeError(f"{name}: expected one dtype, got {sorted(str(d) for d in dtypes)}")
@@ -162,24 +197,37 @@ def _lstm_layer_fused_grads(grad, projected, h0, c0, w_hh, b_hh, reverse, result
         g_hc = bk.empty((2, batch, hidden), dtype)
         bk.copy_(bk.slice(g_hc, (0,)), bk.binary("add", bk.slice(g, (0, t)), d_h, dtype))
         bk.copy_(bk.slice(g_hc, (1,)), bk.binary("add", bk.slice(g, (1, t)), d_c, dtype))
-        d_gates, d_c = bk.lstm_cell_backward(g_hc, bk.slice(proj, (t,)), bk.matmul(h, w_t, bias), c,
-                                             bk.contiguous(bk.slice(states, (slice(None), t))))
+        d_gates, d_c = bk.lstm_cell_backward(
+            g_hc, bk.slice(proj, (t,)), bk.matmul(h, w_t, bias), c, bk.contiguous(bk.slice(states, (slice(None), t)))
+        )
         bk.copy_(bk.slice(d_proj, (t,)), d_gates)
         d_h = bk.matmul(d_gates, w)
     rows = length * batch
     d_w = bk.matmul(bk.permute(bk.view(d_proj, (rows, gates)), (1, 0)), bk.view(previous, (rows, hidden)))
     d_b = None if b_hh is None else bk.reduce("sum", d_proj, (0, 1), False)
-    return (wrap(d_proj, device), wrap(d_h, device), wrap(d_c, device), wrap(d_w, device),
-            None if d_b is None else wrap(d_b, device))
+    return (
+        wrap(d_proj, device),
+        wrap(d_h, device),
+        wrap(d_c, device),
+        wrap(d_w, device),
+        None if d_b is None else wrap(d_b, device),
+    )
 
 
-@op("lstm_layer", doc="An LSTM layer's recurrence over a sequence from its input projection (T, B, 4H) and "
-    "initial states (B, H) -> stack(hs, cs) (2, T, B, H) in time order.", node="LstmLayerBackward",
-    autocast="promote", function=False, method=False,
+@op(
+    "lstm_layer",
+    doc="An LSTM layer's recurrence over a sequence from its input projection (T, B, 4H) and "
+    "initial states (B, H) -> stack(hs, cs) (2, T, B, H) in time order.",
+    node="LstmLayerBackward",
+    autocast="promote",
+    function=False,
+    method=False,
     grads={("projected", "h0", "c0", "w_hh", "b_hh"): _lstm_layer_grads},
-    fused={("projected", "h0", "c0", "w_hh", "b_hh"): _lstm_layer_fused_grads})
-def lstm_layer(projected: Tensor, h0: Tensor, c0: Tensor, w_hh: Tensor, b_hh: Tensor | None = None,
-               reverse: bool = False) -> Tensor:
+    fused={("projected", "h0", "c0", "w_hh", "b_hh"): _lstm_layer_fused_grads},
+)
+def lstm_layer(
+    projected: Tensor, h0: Tensor, c0: Tensor, w_hh: Tensor, b_hh: Tensor | None = None, reverse: bool = False
+) -> Tensor:
     _check_layer("lstm_layer", projected, (("h0", h0), ("c0", c0)), w_hh, b_hh, 4)
     bk = primitives(projected)
     proj = dense(projected)
@@ -239,17 +287,21 @@ def _gru_layer_fused_grads(grad, projected, h0, w_hh, b_hh, reverse, result):
     rows = length * batch
     d_w = bk.matmul(bk.permute(bk.view(d_hidden, (rows, gates)), (1, 0)), bk.view(previous, (rows, hidden)))
     d_b = None if b_hh is None else bk.reduce("sum", d_hidden, (0, 1), False)
-    return (wrap(d_proj, device), wrap(d_h, device), wrap(d_w, device),
-            None if d_b is None else wrap(d_b, device))
+    return (wrap(d_proj, device), wrap(d_h, device), wrap(d_w, device), None if d_b is None else wrap(d_b, device))
 
 
-@op("gru_layer", doc="A GRU layer's recurrence over a sequence from its input projection (T, B, 3H), biases "
-    "b_ih included, and the initial state (B, H) -> hs (T, B, H) in time order.", node="GruLayerBackward",
-    autocast="promote", function=False, method=False,
+@op(
+    "gru_layer",
+    doc="A GRU layer's recurrence over a sequence from its input projection (T, B, 3H), biases "
+    "b_ih included, and the initial state (B, H) -> hs (T, B, H) in time order.",
+    node="GruLayerBackward",
+    autocast="promote",
+    function=False,
+    method=False,
     grads={("projected", "h0", "w_hh", "b_hh"): _gru_layer_grads},
-    fused={("projected", "h0", "w_hh", "b_hh"): _gru_layer_fused_grads})
-def gru_layer(projected: Tensor, h0: Tensor, w_hh: Tensor, b_hh: Tensor | None = None,
-              reverse: bool = False) -> Tensor:
+    fused={("projected", "h0", "w_hh", "b_hh"): _gru_layer_fused_grads},
+)
+def gru_layer(projected: Tensor, h0: Tensor, w_hh: Tensor, b_hh: Tensor | None = None, reverse: bool = False) -> Tensor:
     _check_layer("gru_layer", projected, (("h0", h0),), w_hh, b_hh, 3)
     bk = primitives(projected)
     proj = dense(projected)

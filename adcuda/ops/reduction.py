@@ -3,6 +3,7 @@ logsumexp norm argmax argmin all any; and the running sum ``cumsum``.
 
 Forwards call the backend's reduce family (``reduce``, ``argreduce``, ``var``, ``logsumexp``,
 ``cumsum``: ``kernels/reduce.cu``)."""
+
 from __future__ import annotations
 
 import builtins
@@ -56,8 +57,10 @@ def expand_reduced(g, input_shape, axes, keepdim):
 
 def _check_nonempty(op_name, input, axes):
     if input.numel() == 0 and (not axes or builtins.any(input.shape[a] == 0 for a in axes)):
-        raise ShapeError(f"{op_name}: cannot reduce an empty tensor of shape {fmt_shape(input.shape)} over "
-                         f"dims {axes} (the operation has no identity)")
+        raise ShapeError(
+            f"{op_name}: cannot reduce an empty tensor of shape {fmt_shape(input.shape)} over "
+            f"dims {axes} (the operation has no identity)"
+        )
 
 
 def _reduce(prim, input, axes, keepdim):
@@ -77,11 +80,19 @@ def _sum_grad(grad, input_shape, dim, keepdim):
     return expand_reduced(grad, input_shape, reduce_axes("sum", len(input_shape), dim), keepdim)
 
 
-@op("sum", doc="The sum over dim (all elements by default); int and bool sum as int64.",
+@op(
+    "sum",
+    doc="The sum over dim (all elements by default); int and bool sum as int64.",
     node=lambda input, dim=None, keepdim=False, *, dtype=None: "SumBackward1" if dim is not None else "SumBackward0",
-    grads={"input": _sum_grad})
-def sum(input: Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False, *,  # noqa: A001
-        dtype: DType | None = None) -> Tensor:
+    grads={"input": _sum_grad},
+)
+def sum(
+    input: Tensor,
+    dim: int | Sequence[int] | None = None,
+    keepdim: bool = False,
+    *,  # noqa: A001
+    dtype: DType | None = None,
+) -> Tensor:
     if dtype is not None:
         input = cast(input, dt.as_dtype(dtype, "sum"))
     return _reduce("sum", input, reduce_axes("sum", input.ndim, dim), keepdim)
@@ -92,16 +103,21 @@ def _mean_grad(grad, input_shape, dim, keepdim):
     return expand_reduced(grad / builtins.max(_count(input_shape, axes), 1), input_shape, axes, keepdim)
 
 
-@op("mean", doc="The mean over dim (all elements by default).",
+@op(
+    "mean",
+    doc="The mean over dim (all elements by default).",
     node=lambda input, dim=None, keepdim=False, *, dtype=None: "MeanBackward1" if dim is not None else "MeanBackward0",
-    grads={"input": _mean_grad})
-def mean(input: Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False, *,
-         dtype: DType | None = None) -> Tensor:
+    grads={"input": _mean_grad},
+)
+def mean(
+    input: Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False, *, dtype: DType | None = None
+) -> Tensor:
     if dtype is not None:
         input = cast(input, dt.as_dtype(dtype, "mean"))
     if not input.dtype.is_floating_point:
-        raise DTypeError(f"mean: could not infer output dtype. Input dtype must be a floating point "
-                         f"dtype, got {input.dtype}")
+        raise DTypeError(
+            f"mean: could not infer output dtype. Input dtype must be a floating point dtype, got {input.dtype}"
+        )
     return _reduce("mean", input, reduce_axes("mean", input.ndim, dim), keepdim)
 
 
@@ -121,8 +137,12 @@ def _prod_grad(grad, input, result, dim, keepdim):
     return expand_reduced(grad, shape, axes, keepdim) * (no_zero + one_zero)
 
 
-@op("prod", doc="The product over dim (an int; all elements by default).", node="ProdBackward0",
-    grads={"input": _prod_grad})
+@op(
+    "prod",
+    doc="The product over dim (an int; all elements by default).",
+    node="ProdBackward0",
+    grads={"input": _prod_grad},
+)
 def prod(input: Tensor, dim: int | None = None, keepdim: bool = False, *, dtype: DType | None = None) -> Tensor:
     if dtype is not None:
         input = cast(input, dt.as_dtype(dtype, "prod"))
@@ -140,6 +160,7 @@ def _extreme_grad(name):
         hit = (input == expand_reduced(result, shape, axes, keepdim)).to(dtype=grad.dtype)
         count = sum(hit, axes, keepdim=True)
         return expand_reduced(grad, shape, axes, keepdim) * hit / count
+
     return grad_fn
 
 
@@ -149,14 +170,22 @@ def _extreme(prim, input, dim, keepdim):
     return _reduce(prim, input, axes, keepdim)
 
 
-@op("amax", doc="The largest value over dim (all elements by default); ties share the gradient.",
-    node="AmaxBackward0", grads={"input": _extreme_grad("amax")})
+@op(
+    "amax",
+    doc="The largest value over dim (all elements by default); ties share the gradient.",
+    node="AmaxBackward0",
+    grads={"input": _extreme_grad("amax")},
+)
 def amax(input: Tensor, dim: int | Sequence[int] = (), keepdim: bool = False) -> Tensor:
     return _extreme("amax", input, dim, keepdim)
 
 
-@op("amin", doc="The smallest value over dim (all elements by default); ties share the gradient.",
-    node="AminBackward0", grads={"input": _extreme_grad("amin")})
+@op(
+    "amin",
+    doc="The smallest value over dim (all elements by default); ties share the gradient.",
+    node="AminBackward0",
+    grads={"input": _extreme_grad("amin")},
+)
 def amin(input: Tensor, dim: int | Sequence[int] = (), keepdim: bool = False) -> Tensor:
     return _extreme("amin", input, dim, keepdim)
 
@@ -171,8 +200,9 @@ def _max_min(name, input, dim, keepdim):
     result = max_result if name == "max" else min_result
     if input.ndim == 0:
         return result(input.clone(), wrap(primitives(input).full((), 0, dt.int64), input._device))
-    indices = wrap(primitives(input).argreduce("argmax" if name == "max" else "argmin", input._data, axis, True),
-                   input._device)
+    indices = wrap(
+        primitives(input).argreduce("argmax" if name == "max" else "argmin", input._data, axis, True), input._device
+    )
     values = input.gather(axis, indices)
     if not keepdim:
         values = values.squeeze(axis)
@@ -181,14 +211,20 @@ def _max_min(name, input, dim, keepdim):
 
 
 @op("max", doc="The largest value (and with dim, its index along dim); max(a, b) is maximum.", composite=True)
-def max(input: Tensor, dim: int | Tensor | None = None,  # noqa: A001
-        keepdim: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+def max(
+    input: Tensor,
+    dim: int | Tensor | None = None,  # noqa: A001
+    keepdim: bool = False,
+) -> Tensor | tuple[Tensor, Tensor]:
     return _max_min("max", input, dim, keepdim)
 
 
 @op("min", doc="The smallest value (and with dim, its index along dim); min(a, b) is minimum.", composite=True)
-def min(input: Tensor, dim: int | Tensor | None = None,  # noqa: A001
-        keepdim: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+def min(
+    input: Tensor,
+    dim: int | Tensor | None = None,  # noqa: A001
+    keepdim: bool = False,
+) -> Tensor | tuple[Tensor, Tensor]:
     return _max_min("min", input, dim, keepdim)
 
 
@@ -235,12 +271,24 @@ def _var_forward(name, input, dim, unbiased, keepdim, correction):
     return primitives(input).var(input._data, axes, correction, keepdim)
 
 
-@op("var", doc="The variance over dim, with Bessel's correction unless unbiased=False / correction=0.",
+@op(
+    "var",
+    doc="The variance over dim, with Bessel's correction unless unbiased=False / correction=0.",
     node="VarBackward0",
-    grads={"input": lambda grad, input, dim, unbiased, keepdim, correction: _var_grad_of(
-        input, grad, reduce_axes("var", input.ndim, dim), keepdim, _correction("var", unbiased, correction))})
-def var(input: Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | None = None, keepdim: bool = False, *,
-        correction: Number | None = None) -> Tensor:
+    grads={
+        "input": lambda grad, input, dim, unbiased, keepdim, correction: _var_grad_of(
+            input, grad, reduce_axes("var", input.ndim, dim), keepdim, _correction("var", unbiased, correction)
+        )
+    },
+)
+def var(
+    input: Tensor,
+    dim: int | Sequence[int] | None = None,
+    unbiased: bool | None = None,
+    keepdim: bool = False,
+    *,
+    correction: Number | None = None,
+) -> Tensor:
     return wrap(_var_forward("var", input, dim, unbiased, keepdim, correction), input._device)
 
 
@@ -248,27 +296,50 @@ def _std_grad(grad, input, result, dim, unbiased, keepdim, correction):
     # d std = d var / (2 std), and 0 (not NaN) where all values are equal, as in PyTorch
     zero = result == 0
     g = where(zero, 0.0, grad / (2 * where(zero, 1.0, result)))
-    return _var_grad_of(input, g, reduce_axes("std", input.ndim, dim), keepdim,
-                        _correction("std", unbiased, correction))
+    return _var_grad_of(
+        input, g, reduce_axes("std", input.ndim, dim), keepdim, _correction("std", unbiased, correction)
+    )
 
 
-@op("std", doc="The standard deviation over dim (see var for the correction).", node="StdBackward0",
-    grads={"input": _std_grad})
-def std(input: Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | None = None, keepdim: bool = False, *,
-        correction: Number | None = None) -> Tensor:
+@op(
+    "std",
+    doc="The standard deviation over dim (see var for the correction).",
+    node="StdBackward0",
+    grads={"input": _std_grad},
+)
+def std(
+    input: Tensor,
+    dim: int | Sequence[int] | None = None,
+    unbiased: bool | None = None,
+    keepdim: bool = False,
+    *,
+    correction: Number | None = None,
+) -> Tensor:
     bk = primitives(input)
     return wrap(bk.unary("sqrt", _var_forward("std", input, dim, unbiased, keepdim, correction)), input._device)
 
 
 @op("var_mean", doc="(var, mean) over dim.", composite=True)
-def var_mean(input: Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | None = None, keepdim: bool = False,
-             *, correction: Number | None = None) -> tuple[Tensor, Tensor]:
+def var_mean(
+    input: Tensor,
+    dim: int | Sequence[int] | None = None,
+    unbiased: bool | None = None,
+    keepdim: bool = False,
+    *,
+    correction: Number | None = None,
+) -> tuple[Tensor, Tensor]:
     return var(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
 
 
 @op("std_mean", doc="(std, mean) over dim.", composite=True)
-def std_mean(input: Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | None = None, keepdim: bool = False,
-             *, correction: Number | None = None) -> tuple[Tensor, Tensor]:
+def std_mean(
+    input: Tensor,
+    dim: int | Sequence[int] | None = None,
+    unbiased: bool | None = None,
+    keepdim: bool = False,
+    *,
+    correction: Number | None = None,
+) -> tuple[Tensor, Tensor]:
     return std(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
 
 
@@ -280,8 +351,12 @@ def _logsumexp_grad(grad, input, result, dim, keepdim):
     return expand_reduced(grad, shape, axes, keepdim) * exp(input - expand_reduced(result, shape, axes, keepdim))
 
 
-@op("logsumexp", doc="log(sum(exp(input))) over dim, computed without overflow.", node="LogsumexpBackward0",
-    grads={"input": _logsumexp_grad})
+@op(
+    "logsumexp",
+    doc="log(sum(exp(input))) over dim, computed without overflow.",
+    node="LogsumexpBackward0",
+    grads={"input": _logsumexp_grad},
+)
 def logsumexp(input: Tensor, dim: int | Sequence[int], keepdim: bool = False) -> Tensor:
     axes = reduce_axes("logsumexp", input.ndim, dim)
     if not input.dtype.is_floating_point:
@@ -301,8 +376,14 @@ def _pnorm_grad(grad, input, result, p, dim, keepdim):
     return expand_reduced(grad, shape, axes, keepdim) * where(yk == 0, 0.0, scale)
 
 
-@op("pnorm", doc="The vector p-norm for a finite p other than 0 (norm's differentiable core).",
-    node="NormBackward1", function=False, method=False, grads={"input": _pnorm_grad})
+@op(
+    "pnorm",
+    doc="The vector p-norm for a finite p other than 0 (norm's differentiable core).",
+    node="NormBackward1",
+    function=False,
+    method=False,
+    grads={"input": _pnorm_grad},
+)
 def pnorm(input: Tensor, p: float, dim: int | Sequence[int] | None, keepdim: bool) -> Tensor:
     bk = primitives(input)
     x, d = input._data, input.dtype
@@ -318,8 +399,13 @@ def pnorm(input: Tensor, p: float, dim: int | Sequence[int] | None, keepdim: boo
 
 
 @op("norm", doc="The vector p-norm over dim (all elements by default); 'fro' is the 2-norm.", composite=True)
-def norm(input: Tensor, p: float | str | None = "fro", dim: int | Sequence[int] | None = None, keepdim: bool = False,
-         dtype: DType | None = None) -> Tensor:
+def norm(
+    input: Tensor,
+    p: float | str | None = "fro",
+    dim: int | Sequence[int] | None = None,
+    keepdim: bool = False,
+    dtype: DType | None = None,
+) -> Tensor:
     if dtype is not None:
         input = input.to(dtype=dtype)
     if not input.dtype.is_floating_point:
@@ -347,8 +433,12 @@ def _cumsum_grad(grad, input_shape, dim):
     return cumsum(grad.flip(axis), axis).flip(axis)
 
 
-@op("cumsum", doc="The running sum along dim; int and bool inputs give int64.", node="CumsumBackward0",
-    grads={"input": _cumsum_grad})
+@op(
+    "cumsum",
+    doc="The running sum along dim; int and bool inputs give int64.",
+    node="CumsumBackward0",
+    grads={"input": _cumsum_grad},
+)
 def cumsum(input: Tensor, dim: int, *, dtype: DType | None = None) -> Tensor:
     if dtype is not None:
         input = cast(input, dt.as_dtype(dtype, "cumsum"))
@@ -399,8 +489,12 @@ def _arange_like(x, n):
     return wrap(primitives(x).arange(0, n, 1, dt.int64), x._device)
 
 
-@op("cumprod", doc="The running product along dim; int and bool inputs give int64.", node="CumprodBackward0",
-    grads={"input": _cumprod_grad})
+@op(
+    "cumprod",
+    doc="The running product along dim; int and bool inputs give int64.",
+    node="CumprodBackward0",
+    grads={"input": _cumprod_grad},
+)
 def cumprod(input: Tensor, dim: int, *, dtype: DType | None = None) -> Tensor:
     if dtype is not None:
         input = cast(input, dt.as_dtype(dtype, "cumprod"))

@@ -39,6 +39,7 @@ The declaration says everything the rest of adcuda needs:
 ``all_ops()`` enumerates the registry (name, doc, signature, forms, differentiable, fused) for the
 API reference and the tests; ``get(name)`` finds one op.
 """
+
 import inspect
 from collections.abc import Callable
 from inspect import Parameter
@@ -59,6 +60,7 @@ _METADATA = ("shape", "dtype", "device")  # ``input_shape``: only that of a tens
 
 class Formula:
     """One backward formula: the inputs it gives gradients for and the values it reads."""
+
     __slots__ = ("targets", "fn", "reads")
 
     def __init__(self, targets, fn):
@@ -70,8 +72,28 @@ class Formula:
 class OpDef:
     """Everything adcuda knows about one op (see the module docstring)."""
 
-    def __init__(self, name, forward, *, doc, grads, fused, composite, node, autocast, view, extra_outputs,
-                 function, method, inplace, operators, aliases, functional, as_property, differentiable):
+    def __init__(
+        self,
+        name,
+        forward,
+        *,
+        doc,
+        grads,
+        fused,
+        composite,
+        node,
+        autocast,
+        view,
+        extra_outputs,
+        function,
+        method,
+        inplace,
+        operators,
+        aliases,
+        functional,
+        as_property,
+        differentiable,
+    ):
         if not doc or "\n" in doc.strip():
             raise ValueError(f"op {name!r}: doc must be one line")
         if composite and (grads or fused):
@@ -86,15 +108,21 @@ class OpDef:
         self.view = view
         self.extra_outputs = tuple(extra_outputs)
         self.node = node
-        self.forms = {"function": [name] if function else [], "method": [name] if method else [],
-                      "inplace": [], "operators": [o if isinstance(o, str) else o[0] for o in operators],
-                      "functional": [], "property": []}
+        self.forms = {
+            "function": [name] if function else [],
+            "method": [name] if method else [],
+            "inplace": [],
+            "operators": [o if isinstance(o, str) else o[0] for o in operators],
+            "functional": [],
+            "property": [],
+        }
         if as_property:
             self.forms["method"] = []
             self.forms["property"] = [name]
         if inplace:
-            self.forms["inplace"] = [name + "_"] if inplace is True else (
-                [inplace] if isinstance(inplace, str) else list(inplace))
+            self.forms["inplace"] = (
+                [name + "_"] if inplace is True else ([inplace] if isinstance(inplace, str) else list(inplace))
+            )
         for alias in aliases:
             if function:
                 self.forms["function"].append(alias)
@@ -143,8 +171,10 @@ class OpDef:
                 if r.rpartition("_")[2] in _METADATA and r.rpartition("_")[0] in self.params:
                     continue
                 if r not in self.params and r not in _FORMULA_INPUTS and r not in self.extra_outputs:
-                    raise ValueError(f"op {self.name!r}: a formula reads {r!r}, which is neither a forward "
-                                     f"parameter nor one of {_FORMULA_INPUTS + self.extra_outputs}")
+                    raise ValueError(
+                        f"op {self.name!r}: a formula reads {r!r}, which is neither a forward "
+                        f"parameter nor one of {_FORMULA_INPUTS + self.extra_outputs}"
+                    )
             formulas.append(formula)
         return tuple(formulas)
 
@@ -177,6 +207,7 @@ class BackwardPlan:
     """For one op and one set of inputs requiring grad: the values to keep (``reads``, in order) and
     the formulas to run, each with the positions of its arguments in ``reads`` (-1 for ``grad``) and
     the input positions it fills."""
+
     __slots__ = ("reads", "sources", "formulas", "fused", "n_inputs", "input_positions")
 
     def __init__(self, op, mask):
@@ -204,9 +235,26 @@ def _parameters(signature):
     return tuple(signature.parameters)
 
 
-def op(name: str, *, doc: str, grads=None, fused=None, composite=False, node=None, autocast=None, view=False,
-       extra_outputs=(), function=True, method=True, inplace=False, operators=(), aliases=(),
-       functional=False, as_property=False, differentiable=None) -> Callable[[Forward], Forward]:
+def op(
+    name: str,
+    *,
+    doc: str,
+    grads=None,
+    fused=None,
+    composite=False,
+    node=None,
+    autocast=None,
+    view=False,
+    extra_outputs=(),
+    function=True,
+    method=True,
+    inplace=False,
+    operators=(),
+    aliases=(),
+    functional=False,
+    as_property=False,
+    differentiable=None,
+) -> Callable[[Forward], Forward]:
     """Declare an op (see the module docstring); returns its dispatching entry point, which
     carries the declaration as ``.op``."""
     if name in _REGISTRY:
@@ -215,12 +263,29 @@ def op(name: str, *, doc: str, grads=None, fused=None, composite=False, node=Non
     def declare(forward):
         if grads and node is None:
             raise ValueError(f"op {name!r}: a differentiable op names its autograd node (node=...)")
-        definition = OpDef(name, forward, doc=doc, grads=grads, fused=fused, composite=composite, node=node,
-                           autocast=autocast, view=view, extra_outputs=extra_outputs, function=function,
-                           method=method, inplace=inplace, operators=operators, aliases=aliases,
-                           functional=functional, as_property=as_property, differentiable=differentiable)
+        definition = OpDef(
+            name,
+            forward,
+            doc=doc,
+            grads=grads,
+            fused=fused,
+            composite=composite,
+            node=node,
+            autocast=autocast,
+            view=view,
+            extra_outputs=extra_outputs,
+            function=function,
+            method=method,
+            inplace=inplace,
+            operators=operators,
+            aliases=aliases,
+            functional=functional,
+            as_property=as_property,
+            differentiable=differentiable,
+        )
         _REGISTRY[name] = definition
         return definition.entry
+
     return declare
 
 
@@ -244,6 +309,7 @@ _REFLECTED_OPERATORS = {f"__r{o}__" for o in _BINARY_OPERATORS}
 def _reflected(entry):
     def reflected(self, other):
         return entry(other, self)
+
     reflected.__name__ = entry.__name__
     return reflected
 
@@ -294,6 +360,7 @@ def _with_inplace_keyword(definition):
 
     def functional(input, *args, inplace=False, **kwargs):
         return (inplace_entry if inplace else entry)(input, *args, **kwargs)
+
     functional.__name__ = definition.name
     functional.__doc__ = definition.doc
     parameters = list(definition.signature.parameters.values())

@@ -4,6 +4,7 @@ repeat contiguous clone; reshape where the strides leave no choice).
 
 Views are the backend's layout primitives (``view permute expand slice flip``): they share the
 base's memory and, through the dispatch point, its version counter."""
+
 from __future__ import annotations
 
 import operator
@@ -61,9 +62,13 @@ def _infer_shape(name, shape, numel):
 
 # ------------------------------------------------------------------------------------------------
 # views
-@op("view", doc="The same data seen with another shape (one dim may be -1); fails where strides forbid.",
-    view=True, node="ViewBackward0",
-    grads={"input": lambda grad, input_shape: grad.reshape(input_shape)})
+@op(
+    "view",
+    doc="The same data seen with another shape (one dim may be -1); fails where strides forbid.",
+    view=True,
+    node="ViewBackward0",
+    grads={"input": lambda grad, input_shape: grad.reshape(input_shape)},
+)
 def view(input: Tensor, *shape: int | Sequence[int] | DType) -> Tensor:
     shape = _infer_shape("view", shape, input.numel())
     data = primitives(input).view(input._data, shape)
@@ -71,12 +76,18 @@ def view(input: Tensor, *shape: int | Sequence[int] | DType) -> Tensor:
         raise ShapeError(
             f"view: view size {fmt_shape(shape)} is not compatible with input tensor's size "
             f"{fmt_shape(input.shape)} and stride {input.stride()} (at least one dimension spans "
-            "across two contiguous subspaces). Use .reshape(...) instead.")
+            "across two contiguous subspaces). Use .reshape(...) instead."
+        )
     return wrap(data, input._device)
 
 
-@op("reshape", doc="input with another shape: a view where the strides allow one, else a copy.", view=True,
-    node="ViewBackward0", grads={"input": lambda grad, input_shape: grad.reshape(input_shape)})
+@op(
+    "reshape",
+    doc="input with another shape: a view where the strides allow one, else a copy.",
+    view=True,
+    node="ViewBackward0",
+    grads={"input": lambda grad, input_shape: grad.reshape(input_shape)},
+)
 def reshape(input: Tensor, *shape: int | Sequence[int]) -> Tensor:
     shape = _infer_shape("reshape", shape, input.numel())
     data = primitives(input).view(input._data, shape)
@@ -104,7 +115,7 @@ def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     if s > e:
         raise ValueError(f"flatten: start_dim ({start_dim}) cannot come after end_dim ({end_dim})")
     shape = tuple(input.shape)
-    return reshape(input, shape[:s] + (-1,) + shape[e + 1:])
+    return reshape(input, shape[:s] + (-1,) + shape[e + 1 :])
 
 
 @op("unflatten", doc="Dim dim split into sizes.", composite=True)
@@ -112,7 +123,7 @@ def unflatten(input: Tensor, dim: int, sizes: Sequence[int]) -> Tensor:
     d = wrap_dim(dim, input.ndim, "unflatten")
     shape = tuple(input.shape)
     inner = _infer_shape("unflatten", tuple(sizes), shape[d])
-    return reshape(input, shape[:d] + inner + shape[d + 1:])
+    return reshape(input, shape[:d] + inner + shape[d + 1 :])
 
 
 @op("squeeze", doc="Dims of size 1 removed (all, or those of dim).", composite=True)
@@ -138,8 +149,10 @@ def _permutation(input, dims):
     if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
         dims = tuple(dims[0])
     if len(dims) != input.ndim:
-        raise ShapeError(f"permute: number of dims {len(dims)} doesn't match the tensor's {input.ndim} "
-                         f"dims (shape {fmt_shape(input.shape)})")
+        raise ShapeError(
+            f"permute: number of dims {len(dims)} doesn't match the tensor's {input.ndim} "
+            f"dims (shape {fmt_shape(input.shape)})"
+        )
     axes = tuple(wrap_dim(d, input.ndim, "permute") for d in dims) if input.ndim else ()
     if sorted(axes) != list(range(input.ndim)):
         raise ShapeError(f"permute: dims {dims} are not a permutation of {input.ndim} dims")
@@ -153,8 +166,7 @@ def _permute_grad(grad, input_shape, dims):
     return permute(grad, tuple(sorted(range(len(axes)), key=axes.__getitem__)))
 
 
-@op("permute", doc="The dims reordered (a view).", view=True, node="PermuteBackward0",
-    grads={"input": _permute_grad})
+@op("permute", doc="The dims reordered (a view).", view=True, node="PermuteBackward0", grads={"input": _permute_grad})
 def permute(input: Tensor, *dims: int | Sequence[int]) -> Tensor:
     return wrap(primitives(input).permute(input._data, _permutation(input, dims)), input._device)
 
@@ -186,8 +198,10 @@ def T(input: Tensor) -> Tensor:  # noqa: N802 (PyTorch's name)
 @op("mT", doc="The last two dims swapped (batches of matrices).", composite=True, function=False, as_property=True)
 def mT(input: Tensor) -> Tensor:  # noqa: N802 (PyTorch's name)
     if input.ndim < 2:
-        raise ShapeError(f"mT: tensor.mT is only supported on matrices or batches of matrices, got a "
-                         f"{input.ndim}-D tensor of shape {fmt_shape(input.shape)}")
+        raise ShapeError(
+            f"mT: tensor.mT is only supported on matrices or batches of matrices, got a "
+            f"{input.ndim}-D tensor of shape {fmt_shape(input.shape)}"
+        )
     return transpose(input, -2, -1)
 
 
@@ -208,8 +222,10 @@ def _expanded_shape(input, sizes):
         sizes = tuple(sizes[0])
     in_shape = tuple(input.shape)
     if len(sizes) < len(in_shape):
-        raise ShapeError(f"expand: the number of sizes provided ({len(sizes)}) must be greater or equal "
-                         f"to the number of dimensions in the tensor ({len(in_shape)})")
+        raise ShapeError(
+            f"expand: the number of sizes provided ({len(sizes)}) must be greater or equal "
+            f"to the number of dimensions in the tensor ({len(in_shape)})"
+        )
     lead = len(sizes) - len(in_shape)
     target = []
     for i, s in enumerate(sizes):
@@ -219,15 +235,22 @@ def _expanded_shape(input, sizes):
                 raise ShapeError(f"expand: -1 not allowed in a new leading dimension (sizes {tuple(sizes)})")
             s = n
         if n is not None and n != 1 and n != s:
-            raise ShapeError(f"expand: the expanded size of the tensor ({s}) must match the existing size "
-                             f"({n}) at non-singleton dimension {i}. Target sizes: {tuple(sizes)}. "
-                             f"Tensor sizes: {fmt_shape(in_shape)}")
+            raise ShapeError(
+                f"expand: the expanded size of the tensor ({s}) must match the existing size "
+                f"({n}) at non-singleton dimension {i}. Target sizes: {tuple(sizes)}. "
+                f"Tensor sizes: {fmt_shape(in_shape)}"
+            )
         target.append(int(s))
     return tuple(target)
 
 
-@op("expand", doc="Size-1 dims repeated (a view with stride 0; -1 keeps a size).", view=True,
-    node="ExpandBackward0", grads={"input": lambda grad, input_shape: sum_to_shape(grad, input_shape)})
+@op(
+    "expand",
+    doc="Size-1 dims repeated (a view with stride 0; -1 keeps a size).",
+    view=True,
+    node="ExpandBackward0",
+    grads={"input": lambda grad, input_shape: sum_to_shape(grad, input_shape)},
+)
 def expand(input: Tensor, *sizes: int | Sequence[int]) -> Tensor:
     target = _expanded_shape(input, sizes)
     if target == tuple(input.shape):
@@ -245,8 +268,7 @@ def broadcast_to(input: Tensor, shape: Sequence[int]) -> Tensor:
     return expand(input, tuple(shape))
 
 
-@op("broadcast_tensors", doc="The tensors expanded to their common broadcast shape.", composite=True,
-    method=False)
+@op("broadcast_tensors", doc="The tensors expanded to their common broadcast shape.", composite=True, method=False)
 def broadcast_tensors(*tensors: Tensor) -> tuple[Tensor, ...]:
     shape = broadcast_shapes("broadcast_tensors", *(tuple(t.shape) for t in tensors))
     return tuple(expand(t, shape) for t in tensors)
@@ -259,8 +281,12 @@ def _flip_axes(ndim, dims):
     return tuple(wrap_dim(d, ndim, "flip") for d in dims) if ndim else ()
 
 
-@op("flip", doc="The order of elements reversed along dims (a copy).", node="FlipBackward0",
-    grads={"input": lambda grad, input_shape, dims: flip(grad, _flip_axes(len(input_shape), dims))})
+@op(
+    "flip",
+    doc="The order of elements reversed along dims (a copy).",
+    node="FlipBackward0",
+    grads={"input": lambda grad, input_shape, dims: flip(grad, _flip_axes(len(input_shape), dims))},
+)
 def flip(input: Tensor, dims: int | Sequence[int]) -> Tensor:
     bk = primitives(input)
     return wrap(bk.contiguous(bk.flip(input._data, _flip_axes(input.ndim, dims))), input._device)
@@ -273,13 +299,19 @@ def narrow(input: Tensor, dim: int, start: int | Tensor, length: int) -> Tensor:
     if start < 0:
         start += size
     if start < 0 or length < 0 or start + length > size:
-        raise ShapeError(f"narrow: start ({start}) + length ({length}) exceeds dimension size ({size}) "
-                         f"of shape {fmt_shape(input.shape)}")
+        raise ShapeError(
+            f"narrow: start ({start}) + length ({length}) exceeds dimension size ({size}) "
+            f"of shape {fmt_shape(input.shape)}"
+        )
     return input[(slice(None),) * d + (slice(start, start + length),)]
 
 
-@op("contiguous", doc="input in row-major layout (input itself if it is already).", node="CloneBackward0",
-    grads={"input": lambda grad: grad})
+@op(
+    "contiguous",
+    doc="input in row-major layout (input itself if it is already).",
+    node="CloneBackward0",
+    grads={"input": lambda grad: grad},
+)
 def contiguous(input: Tensor) -> Tensor:
     data = primitives(input).contiguous(input._data)
     return input if data is input._data else wrap(data, input._device)
@@ -312,8 +344,14 @@ def _cat_grad(grad, tensors_shape, dim):
     return grads
 
 
-@op("cat", doc="The tensors joined along dim.", node="CatBackward0", method=False,
-    aliases=("concat", "concatenate"), grads={"tensors": _cat_grad})
+@op(
+    "cat",
+    doc="The tensors joined along dim.",
+    node="CatBackward0",
+    method=False,
+    aliases=("concat", "concatenate"),
+    grads={"tensors": _cat_grad},
+)
 def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     tensors = list(tensors)
     if not tensors:
@@ -329,8 +367,10 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     d = wrap_dim(dim, ref.ndim, "cat")
     for x in parts:
         if x.ndim != ref.ndim or any(a != b for i, (a, b) in enumerate(zip(x.shape, ref.shape)) if i != d):
-            raise ShapeError(f"cat: sizes of tensors must match except in dimension {d}; got shapes "
-                             + ", ".join(fmt_shape(p.shape) for p in parts))
+            raise ShapeError(
+                f"cat: sizes of tensors must match except in dimension {d}; got shapes "
+                + ", ".join(fmt_shape(p.shape) for p in parts)
+            )
     dtype = result_type(*parts) if len({p.dtype for p in parts}) > 1 else ref.dtype
     return wrap(primitives(ref).cat([cast(p, dtype)._data for p in parts], d), dev)
 
@@ -342,8 +382,9 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
         raise ValueError("stack: expected a non-empty list of Tensors")
     shapes = {tuple(x.shape) for x in tensors}
     if len(shapes) > 1:
-        raise ShapeError("stack: expects each tensor to be equal size, but got "
-                         + ", ".join(fmt_shape(x.shape) for x in tensors))
+        raise ShapeError(
+            "stack: expects each tensor to be equal size, but got " + ", ".join(fmt_shape(x.shape) for x in tensors)
+        )
     d = wrap_dim(dim, tensors[0].ndim + 1, "stack")
     return cat([unsqueeze(x, d) for x in tensors], d)
 
@@ -397,8 +438,10 @@ def repeat(input: Tensor, *repeats: int | Sequence[int]) -> Tensor:
     if len(repeats) == 1 and isinstance(repeats[0], (tuple, list)):
         repeats = tuple(repeats[0])
     if len(repeats) < input.ndim:
-        raise ShapeError(f"repeat: number of repeat dims ({len(repeats)}) can not be smaller than the "
-                         f"number of tensor dims ({input.ndim})")
+        raise ShapeError(
+            f"repeat: number of repeat dims ({len(repeats)}) can not be smaller than the "
+            f"number of tensor dims ({input.ndim})"
+        )
     shape = (1,) * (len(repeats) - input.ndim) + tuple(input.shape)
     x = reshape(input, shape)
     interleaved, expanded, final = [], [], []
@@ -417,18 +460,29 @@ def repeat(input: Tensor, *repeats: int | Sequence[int]) -> Tensor:
 _PAD_MODES = ("constant", "reflect", "replicate", "circular")
 
 
-@op("pad", doc="The last len(pad) // 2 dims padded (or cropped) by (before, after) pairs, last dim first.",
-    composite=True, function=False, method=False, functional=True)
-def pad(input: Tensor, pad: Sequence[int], mode: str = "constant",  # noqa: A002 (PyTorch's names)
-        value: float | None = None) -> Tensor:
+@op(
+    "pad",
+    doc="The last len(pad) // 2 dims padded (or cropped) by (before, after) pairs, last dim first.",
+    composite=True,
+    function=False,
+    method=False,
+    functional=True,
+)
+def pad(
+    input: Tensor,
+    pad: Sequence[int],
+    mode: str = "constant",  # noqa: A002 (PyTorch's names)
+    value: float | None = None,
+) -> Tensor:
     if not isinstance(input, Tensor):
         raise DTypeError(f"pad: input must be a Tensor, got {type(input).__name__}")
     pad = tuple(int(p) for p in pad)
     if len(pad) % 2:
         raise ShapeError(f"pad: padding length must be divisible by 2, got {len(pad)} values {pad}")
     if len(pad) // 2 > input.ndim:
-        raise ShapeError(f"pad: padding {pad} covers {len(pad) // 2} dims but the input has shape "
-                         f"{fmt_shape(input.shape)}")
+        raise ShapeError(
+            f"pad: padding {pad} covers {len(pad) // 2} dims but the input has shape {fmt_shape(input.shape)}"
+        )
     if mode not in _PAD_MODES:
         raise ValueError(f"pad: mode must be one of {', '.join(_PAD_MODES)}, got {mode!r}")
     if mode != "constant" and value not in (None, 0):
@@ -436,8 +490,10 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant",  # noqa: A002
     amounts = {input.ndim - 1 - i: (pad[2 * i], pad[2 * i + 1]) for i in range(len(pad) // 2)}
     for d, (before, after) in amounts.items():
         if input.shape[d] + before + after < 0:
-            raise ShapeError(f"pad: padding {(before, after)} of dim {d} leaves a negative size for input of "
-                             f"shape {fmt_shape(input.shape)}")
+            raise ShapeError(
+                f"pad: padding {(before, after)} of dim {d} leaves a negative size for input of "
+                f"shape {fmt_shape(input.shape)}"
+            )
     if mode == "constant":
         return _pad_constant(input, amounts, 0 if value is None else value)
     out = input
@@ -447,13 +503,19 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant",  # noqa: A002
 
 
 def _pad_constant(input, amounts, value):
-    cropped = input[tuple(slice(max(-amounts[d][0], 0), input.shape[d] - max(-amounts[d][1], 0))
-                          if d in amounts else slice(None) for d in range(input.ndim))]
+    cropped = input[
+        tuple(
+            slice(max(-amounts[d][0], 0), input.shape[d] - max(-amounts[d][1], 0)) if d in amounts else slice(None)
+            for d in range(input.ndim)
+        )
+    ]
     if all(before <= 0 and after <= 0 for before, after in amounts.values()):
         return cropped.clone()
     shape = tuple(n + sum(amounts[d]) if d in amounts else n for d, n in enumerate(input.shape))
-    window = tuple(slice(max(amounts[d][0], 0), max(amounts[d][0], 0) + cropped.shape[d]) if d in amounts
-                   else slice(None) for d in range(input.ndim))
+    window = tuple(
+        slice(max(amounts[d][0], 0), max(amounts[d][0], 0) + cropped.shape[d]) if d in amounts else slice(None)
+        for d in range(input.ndim)
+    )
     base = full(shape, value, dtype=input.dtype, device=input.device)
     return index_put(base, window, cropped)
 
@@ -462,12 +524,16 @@ def _pad_by_index(input, dim, before, after, mode):
     """reflect / replicate / circular padding of one dim as a gather of source positions."""
     n = input.shape[dim]
     if mode == "reflect" and (before >= n or after >= n):
-        raise ShapeError(f"pad: padding size should be less than the corresponding input dimension for "
-                         f"reflect mode, but got padding {(before, after)} at dimension {dim} of input "
-                         f"{fmt_shape(input.shape)}")
+        raise ShapeError(
+            f"pad: padding size should be less than the corresponding input dimension for "
+            f"reflect mode, but got padding {(before, after)} at dimension {dim} of input "
+            f"{fmt_shape(input.shape)}"
+        )
     if mode == "circular" and (before > n or after > n):
-        raise ShapeError(f"pad: padding {(before, after)} at dimension {dim} of input {fmt_shape(input.shape)} "
-                         "would wrap around more than once in circular mode")
+        raise ShapeError(
+            f"pad: padding {(before, after)} at dimension {dim} of input {fmt_shape(input.shape)} "
+            "would wrap around more than once in circular mode"
+        )
     if n == 0:
         raise ShapeError(f"pad: cannot {mode}-pad an empty dimension {dim} of input {fmt_shape(input.shape)}")
     positions = []
@@ -481,15 +547,13 @@ def _pad_by_index(input, dim, before, after, mode):
     return input.index_select(dim, tensor(positions, device=input.device))
 
 
-
 # ------------------------------------------------------------------------------------------------
 # roll, meshgrid, repeat_interleave
 def _int_tuple(x):
     return tuple(x) if isinstance(x, (tuple, list)) else (x,)
 
 
-@op("roll", doc="Elements shifted along dims, wrapping around (flattened first when dims is None).",
-    composite=True)
+@op("roll", doc="Elements shifted along dims, wrapping around (flattened first when dims is None).", composite=True)
 def roll(input: Tensor, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Tensor:
     shifts = _int_tuple(shifts)
     if dims is None:
@@ -498,8 +562,10 @@ def roll(input: Tensor, shifts: int | Sequence[int], dims: int | Sequence[int] |
         return roll(input.reshape(-1), shifts, 0).reshape(tuple(input.shape))
     dims = _int_tuple(dims)
     if len(shifts) != len(dims):
-        raise ShapeError(f"roll: shifts and dimensions must align, got shifts={shifts}, dims={dims} for input of "
-                         f"shape {fmt_shape(input.shape)}")
+        raise ShapeError(
+            f"roll: shifts and dimensions must align, got shifts={shifts}, dims={dims} for input of "
+            f"shape {fmt_shape(input.shape)}"
+        )
     out = input
     for shift, dim in zip(shifts, dims):
         axis = wrap_dim(dim, input.ndim, "roll")
@@ -511,8 +577,12 @@ def roll(input: Tensor, shifts: int | Sequence[int], dims: int | Sequence[int] |
     return out if out is not input else clone(input)
 
 
-@op("meshgrid", doc="Coordinate grids from 1-D tensors (indexing 'ij' or 'xy'), as expanded views.",
-    composite=True, method=False)
+@op(
+    "meshgrid",
+    doc="Coordinate grids from 1-D tensors (indexing 'ij' or 'xy'), as expanded views.",
+    composite=True,
+    method=False,
+)
 def meshgrid(*tensors: Tensor | Sequence[Tensor], indexing: str | None = None) -> tuple[Tensor, ...]:
     if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
         tensors = tuple(tensors[0])
@@ -521,8 +591,10 @@ def meshgrid(*tensors: Tensor | Sequence[Tensor], indexing: str | None = None) -
         raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
     for i, t in enumerate(tensors):
         if not isinstance(t, Tensor) or t.ndim > 1:
-            raise ShapeError(f"meshgrid: expected 0-D or 1-D tensors, got tensor {i} of shape "
-                             f"{fmt_shape(t.shape) if isinstance(t, Tensor) else type(t).__name__}")
+            raise ShapeError(
+                f"meshgrid: expected 0-D or 1-D tensors, got tensor {i} of shape "
+                f"{fmt_shape(t.shape) if isinstance(t, Tensor) else type(t).__name__}"
+            )
     check_same_device("meshgrid", *tensors)
     sizes = [t.numel() for t in tensors]
     # 'xy' is 'ij' with the first two inputs' dims swapped (Cartesian rather than matrix indexing)
@@ -548,10 +620,12 @@ def _repeat_positions(repeats, n, total):
     return marks.cumsum(0)[:total]
 
 
-@op("repeat_interleave", doc="Each element (or slice along dim) repeated repeats times, in place of it.",
-    composite=True)
-def repeat_interleave(input: Tensor, repeats: int | Tensor | None = None, dim: int | None = None, *,
-                      output_size: int | None = None) -> Tensor:
+@op(
+    "repeat_interleave", doc="Each element (or slice along dim) repeated repeats times, in place of it.", composite=True
+)
+def repeat_interleave(
+    input: Tensor, repeats: int | Tensor | None = None, dim: int | None = None, *, output_size: int | None = None
+) -> Tensor:
     name = "repeat_interleave"
     if repeats is None:  # repeat_interleave(repeats): the indices 0..n-1, each repeated
         repeats, input = input, None
@@ -561,8 +635,10 @@ def repeat_interleave(input: Tensor, repeats: int | Tensor | None = None, dim: i
         input, dim = input.reshape(-1), 0
     if isinstance(repeats, Tensor):
         if repeats.dtype.category != dt.INTEGER or repeats.ndim > 1:
-            raise DTypeError(f"{name}: repeats must be an int64 tensor of 0 or 1 dims, got {repeats.dtype} of "
-                             f"shape {fmt_shape(repeats.shape)}")
+            raise DTypeError(
+                f"{name}: repeats must be an int64 tensor of 0 or 1 dims, got {repeats.dtype} of "
+                f"shape {fmt_shape(repeats.shape)}"
+            )
         if input is None:
             n = repeats.numel()
         else:
@@ -571,8 +647,10 @@ def repeat_interleave(input: Tensor, repeats: int | Tensor | None = None, dim: i
             if repeats.numel() == 1:
                 repeats = repeats.reshape(1).expand(n)
             elif repeats.numel() != n:
-                raise ShapeError(f"{name}: repeats must have the same size as input along dim {dim}: got "
-                                 f"{repeats.numel()} repeats for input of shape {fmt_shape(input.shape)}")
+                raise ShapeError(
+                    f"{name}: repeats must have the same size as input along dim {dim}: got "
+                    f"{repeats.numel()} repeats for input of shape {fmt_shape(input.shape)}"
+                )
         repeats = repeats.reshape(-1).to(dtype=dt.int64)
         if repeats.numel() and bool((repeats < 0).any()):
             raise ShapeError(f"{name}: repeats can not be negative")

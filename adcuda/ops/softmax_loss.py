@@ -5,6 +5,7 @@ softmax, log_softmax and cross_entropy's per-row losses run on the fused primiti
 softmax_loss family (``kernels/softmax_loss.cu``) with fused backward primitives; the losses are
 composite ops over them. All of them compute in float32 under autocast.
 """
+
 from __future__ import annotations
 
 import math
@@ -53,6 +54,7 @@ def _softmax_grad(log):
         if log:
             return grad - exp(result) * _sum(grad, axis, keepdim=True)
         return result * (grad - _sum(grad * result, axis, keepdim=True))
+
     return grad_fn
 
 
@@ -64,32 +66,46 @@ def _softmax_fused_grad(log):
             return wrap(bk.view(bk.contiguous(bk.softmax_backward(y, g, 0, log)), ()), grad._device)
         axis = wrap_dim(dim, result.ndim, "softmax")
         return wrap(bk.softmax_backward(result._data, dense(grad), axis, log), grad._device)
+
     return grad_fn
 
 
 # F.softmax and F.log_softmax take PyTorch's (ignored) _stacklevel before dtype
-def _functional_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3,
-                        dtype: DType | None = None) -> Tensor:
+def _functional_softmax(
+    input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: DType | None = None
+) -> Tensor:
     return softmax(input, dim, dtype)
 
 
-def _functional_log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3,
-                            dtype: DType | None = None) -> Tensor:
+def _functional_log_softmax(
+    input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: DType | None = None
+) -> Tensor:
     return log_softmax(input, dim, dtype)
 
 
-@op("softmax", doc="exp(input) normalised to sum to 1 along dim.", node="SoftmaxBackward0", autocast="float32",
+@op(
+    "softmax",
+    doc="exp(input) normalised to sum to 1 along dim.",
+    node="SoftmaxBackward0",
+    autocast="float32",
     functional=_functional_softmax,
-    grads={"input": _softmax_grad(False)}, fused={"input": _softmax_fused_grad(False)})
+    grads={"input": _softmax_grad(False)},
+    fused={"input": _softmax_fused_grad(False)},
+)
 def softmax(input: Tensor, dim: int | None = None, dtype: DType | None = None) -> Tensor:
     # torch.softmax / Tensor.softmax order: (input, dim, dtype); F.softmax puts _stacklevel third
     return _softmax_forward("softmax", input, dim, False, dtype)
 
 
-@op("log_softmax", doc="log(softmax(input)) along dim, computed without overflow.", node="LogSoftmaxBackward0",
+@op(
+    "log_softmax",
+    doc="log(softmax(input)) along dim, computed without overflow.",
+    node="LogSoftmaxBackward0",
     autocast="float32",
     functional=_functional_log_softmax,
-    grads={"input": _softmax_grad(True)}, fused={"input": _softmax_fused_grad(True)})
+    grads={"input": _softmax_grad(True)},
+    fused={"input": _softmax_fused_grad(True)},
+)
 def log_softmax(input: Tensor, dim: int | None = None, dtype: DType | None = None) -> Tensor:
     return _softmax_forward("log_softmax", input, dim, True, dtype)
 
@@ -103,8 +119,7 @@ def _reduction_arg(op, size_average, reduce, reduction):
         reduce = True if reduce is None else reduce
         reduction = ("mean" if size_average else "sum") if reduce else "none"
     if reduction not in ("none", "mean", "sum"):
-        raise ValueError(f"{op}: {reduction} is not a valid value for reduction "
-                         "(expected 'none', 'mean' or 'sum')")
+        raise ValueError(f"{op}: {reduction} is not a valid value for reduction (expected 'none', 'mean' or 'sum')")
     return reduction
 
 
@@ -123,8 +138,9 @@ def _weighted_reduce(op, loss, weight, reduction):
         return _reduce(loss, reduction)
     check_tensor(op, "weight", weight)
     if tuple(weight.shape) != tuple(loss.shape):
-        raise ShapeError(f"{op}: weight of shape {fmt_shape(weight.shape)} must have the input's shape "
-                         f"{fmt_shape(loss.shape)}")
+        raise ShapeError(
+            f"{op}: weight of shape {fmt_shape(weight.shape)} must have the input's shape {fmt_shape(loss.shape)}"
+        )
     loss = loss * weight
     if reduction == "mean":
         return loss.sum() / weight.sum()
@@ -138,15 +154,30 @@ def _check_target_shape(op, input, target):
     # anything that would change the shape of the loss.
     shape = broadcast_shapes(op, tuple(input.shape), tuple(target.shape))
     if shape != tuple(input.shape):
-        raise ShapeError(f"{op}: target of shape {fmt_shape(target.shape)} does not match input of shape "
-                         f"{fmt_shape(input.shape)} (broadcasting them would give {fmt_shape(shape)}); "
-                         "reshape one of them")
+        raise ShapeError(
+            f"{op}: target of shape {fmt_shape(target.shape)} does not match input of shape "
+            f"{fmt_shape(input.shape)} (broadcasting them would give {fmt_shape(shape)}); "
+            "reshape one of them"
+        )
 
 
-@op("mse_loss", doc="The mean (or sum, or none) of squared differences, optionally weighted.", composite=True,
-    autocast="float32", function=False, method=False, functional=True)
-def mse_loss(input: Tensor, target: Tensor, size_average: bool | None = None, reduce: bool | None = None,
-             reduction: str = "mean", weight: Tensor | None = None) -> Tensor:
+@op(
+    "mse_loss",
+    doc="The mean (or sum, or none) of squared differences, optionally weighted.",
+    composite=True,
+    autocast="float32",
+    function=False,
+    method=False,
+    functional=True,
+)
+def mse_loss(
+    input: Tensor,
+    target: Tensor,
+    size_average: bool | None = None,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+    weight: Tensor | None = None,
+) -> Tensor:
     check_tensor("mse_loss", "input", input)
     check_tensor("mse_loss", "target", target)
     reduction = _reduction_arg("mse_loss", size_average, reduce, reduction)
@@ -155,10 +186,23 @@ def mse_loss(input: Tensor, target: Tensor, size_average: bool | None = None, re
     return _weighted_reduce("mse_loss", diff * diff, weight, reduction)
 
 
-@op("l1_loss", doc="The mean (or sum, or none) of absolute differences, optionally weighted.", composite=True,
-    autocast="float32", function=False, method=False, functional=True)
-def l1_loss(input: Tensor, target: Tensor, size_average: bool | None = None, reduce: bool | None = None,
-            reduction: str = "mean", weight: Tensor | None = None) -> Tensor:
+@op(
+    "l1_loss",
+    doc="The mean (or sum, or none) of absolute differences, optionally weighted.",
+    composite=True,
+    autocast="float32",
+    function=False,
+    method=False,
+    functional=True,
+)
+def l1_loss(
+    input: Tensor,
+    target: Tensor,
+    size_average: bool | None = None,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+    weight: Tensor | None = None,
+) -> Tensor:
     check_tensor("l1_loss", "input", input)
     check_tensor("l1_loss", "target", target)
     reduction = _reduction_arg("l1_loss", size_average, reduce, reduction)
@@ -168,44 +212,75 @@ def l1_loss(input: Tensor, target: Tensor, size_average: bool | None = None, red
 
 # ------------------------------------------------------------------------------------------------
 # softplus, logsigmoid, binary_cross_entropy_with_logits
-@op("softplus", doc="log(1 + exp(beta * input)) / beta, linear where beta * input > threshold.",
-    node="SoftplusBackward0", autocast="float32", function=False, method=False, functional=True,
-    grads={"input": lambda grad, input, beta, threshold:
-           grad * where(input * beta > threshold, 1.0, sigmoid(input * beta))})
+@op(
+    "softplus",
+    doc="log(1 + exp(beta * input)) / beta, linear where beta * input > threshold.",
+    node="SoftplusBackward0",
+    autocast="float32",
+    function=False,
+    method=False,
+    functional=True,
+    grads={
+        "input": lambda grad, input, beta, threshold: grad * where(input * beta > threshold, 1.0, sigmoid(input * beta))
+    },
+)
 def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     check_float("softplus", "input", input)
     bx = binary("mul", input, beta)
     # never exponentiates a positive number
-    smooth = binary("div", binary("add", unary("log1p", unary("exp", unary("neg", unary("abs", bx)))),
-                                  unary("relu", bx)), beta)
+    smooth = binary(
+        "div", binary("add", unary("log1p", unary("exp", unary("neg", unary("abs", bx)))), unary("relu", bx)), beta
+    )
     return select(binary("gt", bx, threshold), input, smooth)
 
 
-@op("logsigmoid", doc="log(sigmoid(input)), exact for very negative input.", composite=True, function=False,
-    method=False, functional=True)
+@op(
+    "logsigmoid",
+    doc="log(sigmoid(input)), exact for very negative input.",
+    composite=True,
+    function=False,
+    method=False,
+    functional=True,
+)
 def logsigmoid(input: Tensor) -> Tensor:
     # log(sigmoid(x)) = -softplus(-x), with no linear cut-off so it stays exact for very negative x
     return -softplus(-input, 1.0, math.inf)
 
 
-@op("binary_cross_entropy_with_logits", doc="Binary cross-entropy of sigmoid(input) against target, from logits.",
-    composite=True, autocast="float32", function=False, method=False, functional=True)
-def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tensor | None = None,
-                                     size_average: bool | None = None, reduce: bool | None = None,
-                                     reduction: str = "mean", pos_weight: Tensor | None = None) -> Tensor:
+@op(
+    "binary_cross_entropy_with_logits",
+    doc="Binary cross-entropy of sigmoid(input) against target, from logits.",
+    composite=True,
+    autocast="float32",
+    function=False,
+    method=False,
+    functional=True,
+)
+def binary_cross_entropy_with_logits(
+    input: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    size_average: bool | None = None,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+    pos_weight: Tensor | None = None,
+) -> Tensor:
     name = "binary_cross_entropy_with_logits"
     check_float(name, "input", input)
     check_tensor(name, "target", target)
     reduction = _reduction_arg(name, size_average, reduce, reduction)
     if tuple(target.shape) != tuple(input.shape):
-        raise ShapeError(f"{name}: target size {fmt_shape(target.shape)} must be the same as input size "
-                         f"{fmt_shape(input.shape)}")
+        raise ShapeError(
+            f"{name}: target size {fmt_shape(target.shape)} must be the same as input size {fmt_shape(input.shape)}"
+        )
     for what, extra in (("weight", weight), ("pos_weight", pos_weight)):
         if extra is not None:
             check_tensor(name, what, extra)
             if broadcast_shapes(name, tuple(extra.shape), tuple(input.shape)) != tuple(input.shape):
-                raise ShapeError(f"{name}: {what} of shape {fmt_shape(extra.shape)} does not broadcast to "
-                                 f"the input's shape {fmt_shape(input.shape)}")
+                raise ShapeError(
+                    f"{name}: {what} of shape {fmt_shape(extra.shape)} does not broadcast to "
+                    f"the input's shape {fmt_shape(input.shape)}"
+                )
     # (1 - t) x + (1 + (pos_weight - 1) t) softplus(-x): log-sigmoid form, finite for any logit
     log_weight = 1.0 if pos_weight is None else 1.0 + (pos_weight - 1.0) * target
     loss = (1.0 - target) * input + log_weight * softplus(-input, 1.0, math.inf)
@@ -229,15 +304,21 @@ def _class_rows(op, input, target, probabilities):
     loss_shape = _per_sample_shape(input)
     if probabilities:
         if tuple(target.shape) != tuple(input.shape):
-            raise ShapeError(f"{op}: class-probability target of shape {fmt_shape(target.shape)} must have "
-                             f"the input's shape {fmt_shape(input.shape)}")
+            raise ShapeError(
+                f"{op}: class-probability target of shape {fmt_shape(target.shape)} must have "
+                f"the input's shape {fmt_shape(input.shape)}"
+            )
     elif tuple(target.shape) != loss_shape:
         if input.ndim >= 2 and target.ndim >= 1 and target.shape[0] != input.shape[0]:
-            raise ShapeError(f"{op}: expected input batch_size ({input.shape[0]}) to match target "
-                             f"batch_size ({target.shape[0]}); input shape {fmt_shape(input.shape)}, "
-                             f"target shape {fmt_shape(target.shape)}")
-        raise ShapeError(f"{op}: expected target of shape {fmt_shape(loss_shape)} for input of shape "
-                         f"{fmt_shape(input.shape)}, got {fmt_shape(target.shape)}")
+            raise ShapeError(
+                f"{op}: expected input batch_size ({input.shape[0]}) to match target "
+                f"batch_size ({target.shape[0]}); input shape {fmt_shape(input.shape)}, "
+                f"target shape {fmt_shape(target.shape)}"
+            )
+        raise ShapeError(
+            f"{op}: expected target of shape {fmt_shape(loss_shape)} for input of shape "
+            f"{fmt_shape(input.shape)}, got {fmt_shape(target.shape)}"
+        )
     if input.ndim == 1:
         rows = input.reshape(1, n_classes)
     elif input.ndim == 2:
@@ -254,14 +335,17 @@ def _target_kind(op, input, target):
         if tuple(target.shape) == tuple(input.shape):
             return True
         if input.ndim and tuple(target.shape) == _per_sample_shape(input):
-            raise DTypeError(f"{op}: expected target of class indices with an integer dtype (int64), got "
-                             f"{target.dtype}; a floating point target holds class probabilities and must "
-                             f"have the input's shape {fmt_shape(input.shape)}")
-        raise ShapeError(f"{op}: floating point (class-probability) target of shape "
-                         f"{fmt_shape(target.shape)} must have the input's shape {fmt_shape(input.shape)}")
+            raise DTypeError(
+                f"{op}: expected target of class indices with an integer dtype (int64), got "
+                f"{target.dtype}; a floating point target holds class probabilities and must "
+                f"have the input's shape {fmt_shape(input.shape)}"
+            )
+        raise ShapeError(
+            f"{op}: floating point (class-probability) target of shape "
+            f"{fmt_shape(target.shape)} must have the input's shape {fmt_shape(input.shape)}"
+        )
     if target.dtype.category != dt.INTEGER:
-        raise DTypeError(f"{op}: expected target of class indices with an integer dtype (int64), got "
-                         f"{target.dtype}")
+        raise DTypeError(f"{op}: expected target of class indices with an integer dtype (int64), got {target.dtype}")
     return False
 
 
@@ -270,8 +354,10 @@ def _check_class_weight(op, weight, n_classes):
         return
     check_float(op, "weight", weight)
     if tuple(weight.shape) != (n_classes,):
-        raise ShapeError(f"{op}: weight tensor should be defined either for all {n_classes} classes or no "
-                         f"classes but got weight tensor of shape {fmt_shape(weight.shape)}")
+        raise ShapeError(
+            f"{op}: weight tensor should be defined either for all {n_classes} classes or no "
+            f"classes but got weight tensor of shape {fmt_shape(weight.shape)}"
+        )
 
 
 @host_step  # reads the targets: graph capture runs the check again on every replay
@@ -281,9 +367,11 @@ def _check_class_targets(op, target, n_classes, ignore_index):
     outside = ((target < 0) | (target >= n_classes)) & (target != ignore_index)
     if outside.any().item():
         bad = int(target[outside].reshape(-1)[0].item())
-        raise IndexOutOfRangeError(f"{op}: target {bad} is out of bounds for {n_classes} classes (class "
-                                   f"indices must be in [0, {n_classes - 1}] or equal ignore_index="
-                                   f"{ignore_index})")
+        raise IndexOutOfRangeError(
+            f"{op}: target {bad} is out of bounds for {n_classes} classes (class "
+            f"indices must be in [0, {n_classes - 1}] or equal ignore_index="
+            f"{ignore_index})"
+        )
 
 
 def _picked_rows(logp, target, weight, ignore_index, label_smoothing):
@@ -315,26 +403,51 @@ def _cross_entropy_grad(grad, logits, target, ignore_index, label_smoothing):
 
 
 def _cross_entropy_fused_grad(grad, logits, lse, target, ignore_index, label_smoothing):
-    return wrap(primitives(grad).cross_entropy_backward(dense(logits), lse._data, target._data, dense(grad),
-                                                        ignore_index, label_smoothing), grad._device)
+    return wrap(
+        primitives(grad).cross_entropy_backward(
+            dense(logits), lse._data, target._data, dense(grad), ignore_index, label_smoothing
+        ),
+        grad._device,
+    )
 
 
-@op("cross_entropy_rows", doc="Per-row cross-entropy losses of (rows, C) logits against int64 class indices.",
-    function=False, method=False, node="CrossEntropyLossBackward0", extra_outputs=("lse",),
-    grads={"logits": _cross_entropy_grad}, fused={"logits": _cross_entropy_fused_grad})
-def cross_entropy_rows(logits: Tensor, target: Tensor, ignore_index: int,
-                       label_smoothing: float) -> tuple[Tensor, Tensor]:
+@op(
+    "cross_entropy_rows",
+    doc="Per-row cross-entropy losses of (rows, C) logits against int64 class indices.",
+    function=False,
+    method=False,
+    node="CrossEntropyLossBackward0",
+    extra_outputs=("lse",),
+    grads={"logits": _cross_entropy_grad},
+    fused={"logits": _cross_entropy_fused_grad},
+)
+def cross_entropy_rows(
+    logits: Tensor, target: Tensor, ignore_index: int, label_smoothing: float
+) -> tuple[Tensor, Tensor]:
     # the primitive keeps each row's log-sum-exp for backward, never the log-probabilities
-    loss_data, lse_data = primitives(logits).cross_entropy(dense(logits), dense(target), ignore_index,
-                                                           label_smoothing)
+    loss_data, lse_data = primitives(logits).cross_entropy(dense(logits), dense(target), ignore_index, label_smoothing)
     return wrap(loss_data, logits._device), wrap(lse_data, logits._device)
 
 
-@op("cross_entropy", doc="The cross-entropy of logits against class indices or class probabilities.",
-    composite=True, autocast="float32", function=False, method=False, functional=True)
-def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average: bool | None = None,
-                  ignore_index: int = -100, reduce: bool | None = None, reduction: str = "mean",
-                  label_smoothing: float = 0.0) -> Tensor:
+@op(
+    "cross_entropy",
+    doc="The cross-entropy of logits against class indices or class probabilities.",
+    composite=True,
+    autocast="float32",
+    function=False,
+    method=False,
+    functional=True,
+)
+def cross_entropy(
+    input: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    size_average: bool | None = None,
+    ignore_index: int = -100,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+    label_smoothing: float = 0.0,
+) -> Tensor:
     name = "cross_entropy"
     check_float(name, "input", input)
     reduction = _reduction_arg(name, size_average, reduce, reduction)
@@ -346,8 +459,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, s
     _check_class_weight(name, weight, n_classes)
     if probabilities:
         if ignore_index != -100:
-            raise ValueError(f"{name}: ignore_index is not supported for class-probability (floating point) "
-                             "targets")
+            raise ValueError(f"{name}: ignore_index is not supported for class-probability (floating point) targets")
         return _soft_cross_entropy(input, target, weight, reduction, label_smoothing, n_classes)
     target_rows = target.reshape(-1).to(dtype=dt.int64)
     _check_class_targets(name, target_rows, n_classes, ignore_index)
@@ -355,8 +467,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, s
         losses = cross_entropy_rows(rows, target_rows, ignore_index, label_smoothing)
         denominator = (target_rows != ignore_index).sum()
     else:
-        losses, denominator = _picked_rows(log_softmax(rows, 1), target_rows, weight, ignore_index,
-                                           label_smoothing)
+        losses, denominator = _picked_rows(log_softmax(rows, 1), target_rows, weight, ignore_index, label_smoothing)
     return _reduce_rows(losses, denominator, loss_shape, reduction)
 
 
@@ -379,17 +490,30 @@ def _reduce_rows(losses, denominator, loss_shape, reduction):
     return losses.sum() / denominator  # 0 / 0 = nan when every target is ignored, as in PyTorch
 
 
-@op("nll_loss", doc="The negative log-likelihood of log-probabilities against class indices.", composite=True,
-    autocast="float32", function=False, method=False, functional=True)
-def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average: bool | None = None,
-             ignore_index: int = -100, reduce: bool | None = None, reduction: str = "mean") -> Tensor:
+@op(
+    "nll_loss",
+    doc="The negative log-likelihood of log-probabilities against class indices.",
+    composite=True,
+    autocast="float32",
+    function=False,
+    method=False,
+    functional=True,
+)
+def nll_loss(
+    input: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    size_average: bool | None = None,
+    ignore_index: int = -100,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+) -> Tensor:
     name = "nll_loss"
     check_float(name, "input", input)
     reduction = _reduction_arg(name, size_average, reduce, reduction)
     check_tensor(name, "target", target)
     if target.dtype.category != dt.INTEGER:
-        raise DTypeError(f"{name}: expected target of class indices with an integer dtype (int64), got "
-                         f"{target.dtype}")
+        raise DTypeError(f"{name}: expected target of class indices with an integer dtype (int64), got {target.dtype}")
     check_same_device(name, input, target, weight)
     rows, n_classes, loss_shape = _class_rows(name, input, target, False)
     _check_class_weight(name, weight, n_classes)
@@ -408,10 +532,23 @@ def _check_pair(op, input, target):
     _check_target_shape(op, input, target)
 
 
-@op("smooth_l1_loss", doc="0.5 d**2 / beta where |d| < beta, |d| - 0.5 beta elsewhere (d = input - target).",
-    composite=True, autocast="float32", function=False, method=False, functional=True)
-def smooth_l1_loss(input: Tensor, target: Tensor, size_average: bool | None = None, reduce: bool | None = None,
-                   reduction: str = "mean", beta: float = 1.0) -> Tensor:
+@op(
+    "smooth_l1_loss",
+    doc="0.5 d**2 / beta where |d| < beta, |d| - 0.5 beta elsewhere (d = input - target).",
+    composite=True,
+    autocast="float32",
+    function=False,
+    method=False,
+    functional=True,
+)
+def smooth_l1_loss(
+    input: Tensor,
+    target: Tensor,
+    size_average: bool | None = None,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+    beta: float = 1.0,
+) -> Tensor:
     name = "smooth_l1_loss"
     _check_pair(name, input, target)
     reduction = _reduction_arg(name, size_average, reduce, reduction)
@@ -423,10 +560,18 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average: bool | None = No
     return _reduce(where(diff < beta, (0.5 / beta) * diff * diff, diff - 0.5 * beta), reduction)
 
 
-@op("huber_loss", doc="0.5 d**2 where |d| < delta, delta (|d| - 0.5 delta) elsewhere (d = input - target).",
-    composite=True, autocast="float32", function=False, method=False, functional=True)
-def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
-               weight: Tensor | None = None) -> Tensor:
+@op(
+    "huber_loss",
+    doc="0.5 d**2 where |d| < delta, delta (|d| - 0.5 delta) elsewhere (d = input - target).",
+    composite=True,
+    autocast="float32",
+    function=False,
+    method=False,
+    functional=True,
+)
+def huber_loss(
+    input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0, weight: Tensor | None = None
+) -> Tensor:
     name = "huber_loss"
     _check_pair(name, input, target)
     reduction = _reduction_arg(name, None, None, reduction)
@@ -454,9 +599,14 @@ def _bce_target_grad(grad, input):
     return grad * (clamp(log1p(-input), min=-100.0) - clamp(log(input), min=-100.0))
 
 
-@op("binary_cross_entropy_terms", doc="Unreduced binary cross-entropy of probabilities against targets.",
-    function=False, method=False, node="BinaryCrossEntropyBackward0",
-    grads={"input": _bce_input_grad, "target": _bce_target_grad})
+@op(
+    "binary_cross_entropy_terms",
+    doc="Unreduced binary cross-entropy of probabilities against targets.",
+    function=False,
+    method=False,
+    node="BinaryCrossEntropyBackward0",
+    grads={"input": _bce_input_grad, "target": _bce_target_grad},
+)
 def binary_cross_entropy_terms(input: Tensor, target: Tensor) -> Tensor:
     log_p = _clamped_log(input, False)
     log_not_p = _clamped_log(input, True)
@@ -465,37 +615,68 @@ def binary_cross_entropy_terms(input: Tensor, target: Tensor) -> Tensor:
     return unary("neg", kept)
 
 
-@op("binary_cross_entropy", doc="Binary cross-entropy of probabilities in [0, 1] against targets.",
-    composite=True, autocast="float32", function=False, method=False, functional=True)
-def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average: bool | None = None,
-                         reduce: bool | None = None, reduction: str = "mean") -> Tensor:
+@op(
+    "binary_cross_entropy",
+    doc="Binary cross-entropy of probabilities in [0, 1] against targets.",
+    composite=True,
+    autocast="float32",
+    function=False,
+    method=False,
+    functional=True,
+)
+def binary_cross_entropy(
+    input: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    size_average: bool | None = None,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+) -> Tensor:
     name = "binary_cross_entropy"
     check_float(name, "input", input)
     check_tensor(name, "target", target)
     check_same_device(name, input, target, weight)
     reduction = _reduction_arg(name, size_average, reduce, reduction)
     if tuple(target.shape) != tuple(input.shape):
-        raise ShapeError(f"{name}: target size {fmt_shape(target.shape)} must be the same as input size "
-                         f"{fmt_shape(input.shape)}")
+        raise ShapeError(
+            f"{name}: target size {fmt_shape(target.shape)} must be the same as input size {fmt_shape(input.shape)}"
+        )
     if input.numel() and ((input < 0) | (input > 1)).any().item():
-        raise ValueError(f"{name}: all elements of input (shape {fmt_shape(input.shape)}) should be between "
-                         "0 and 1 (pass logits to binary_cross_entropy_with_logits instead)")
+        raise ValueError(
+            f"{name}: all elements of input (shape {fmt_shape(input.shape)}) should be between "
+            "0 and 1 (pass logits to binary_cross_entropy_with_logits instead)"
+        )
     if target.dtype is not input.dtype:
         target = target.to(dtype=input.dtype)
     loss = binary_cross_entropy_terms(input, target)
     if weight is not None:
         check_tensor(name, "weight", weight)
         if broadcast_shapes(name, tuple(weight.shape), tuple(input.shape)) != tuple(input.shape):
-            raise ShapeError(f"{name}: weight of shape {fmt_shape(weight.shape)} does not broadcast to the "
-                             f"input's shape {fmt_shape(input.shape)}")
+            raise ShapeError(
+                f"{name}: weight of shape {fmt_shape(weight.shape)} does not broadcast to the "
+                f"input's shape {fmt_shape(input.shape)}"
+            )
         loss = loss * weight
     return _reduce(loss, reduction)
 
 
-@op("kl_div", doc="Kullback-Leibler divergence of target from input (input holds log-probabilities).",
-    composite=True, autocast="float32", function=False, method=False, functional=True)
-def kl_div(input: Tensor, target: Tensor, size_average: bool | None = None, reduce: bool | None = None,
-           reduction: str = "mean", log_target: bool = False) -> Tensor:
+@op(
+    "kl_div",
+    doc="Kullback-Leibler divergence of target from input (input holds log-probabilities).",
+    composite=True,
+    autocast="float32",
+    function=False,
+    method=False,
+    functional=True,
+)
+def kl_div(
+    input: Tensor,
+    target: Tensor,
+    size_average: bool | None = None,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+    log_target: bool = False,
+) -> Tensor:
     name = "kl_div"
     _check_pair(name, input, target)
     if reduction != "batchmean":

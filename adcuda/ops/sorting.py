@@ -4,6 +4,7 @@ The backend's ``sort`` primitive (its sort family: ``kernels/sort.cu``) gives th
 then gathered from the input, so their gradient flows back to the positions they came from
 (PyTorch's SortBackward / TopkBackward). All of them are composite ops.
 """
+
 from __future__ import annotations
 
 from collections import namedtuple
@@ -65,13 +66,19 @@ def argsort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool
 
 
 @op("topk", doc="The k largest (or smallest) values along dim and their indices, in order.", composite=True)
-def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True,  # noqa: A002 (PyTorch's name)
-         sorted: bool = True) -> tuple[Tensor, Tensor]:
+def topk(
+    input: Tensor,
+    k: int,
+    dim: int = -1,
+    largest: bool = True,  # noqa: A002 (PyTorch's name)
+    sorted: bool = True,
+) -> tuple[Tensor, Tensor]:
     """The ``k`` largest (or smallest) values along ``dim`` and their indices, in sorted order."""
     size = input.shape[wrap_dim(dim, input.ndim, "topk")] if input.ndim else 1
     if not isinstance(k, int) or k < 0 or k > size:
-        raise IndexOutOfRangeError(f"topk: k ({k}) is out of range for dimension {dim} of size {size} "
-                                   f"(input shape {fmt_shape(input.shape)})")
+        raise IndexOutOfRangeError(
+            f"topk: k ({k}) is out of range for dimension {dim} of size {size} (input shape {fmt_shape(input.shape)})"
+        )
     if input.ndim == 0:
         values, indices = _scalar_order("topk", input, dim)
         if k == 0:
@@ -101,8 +108,9 @@ def median(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tens
         return median_result(*_scalar_order("median", input, dim))
     n = input.shape[axis]
     if n == 0:
-        raise ShapeError(f"median: cannot take the median over dim {dim} of size 0 "
-                         f"(input shape {fmt_shape(input.shape)})")
+        raise ShapeError(
+            f"median: cannot take the median over dim {dim} of size 0 (input shape {fmt_shape(input.shape)})"
+        )
     return _kth_smallest(input, axis, (n - 1) // 2, keepdim)
 
 
@@ -115,23 +123,34 @@ def _kth_smallest(input, axis, k, keepdim):
     return median_result(values, indices)
 
 
-@op("unique", doc="The distinct elements, sorted, with the inverse indices and counts if asked (dim=None).",
-    composite=True)
-def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False,  # noqa: A002
-           dim: int | None = None) -> Tensor | tuple[Tensor, ...]:
+@op(
+    "unique",
+    doc="The distinct elements, sorted, with the inverse indices and counts if asked (dim=None).",
+    composite=True,
+)
+def unique(
+    input: Tensor,
+    sorted: bool = True,
+    return_inverse: bool = False,
+    return_counts: bool = False,  # noqa: A002
+    dim: int | None = None,
+) -> Tensor | tuple[Tensor, ...]:
     """The distinct elements of the flattened input in ascending order (``sorted=False`` gives them
     sorted too, which PyTorch allows); NaNs are each distinct, as in PyTorch. ``dim`` other than None
     (unique slices) is not supported."""
     if dim is not None:
-        raise ShapeError(f"unique: dim={dim} (unique slices) is not supported; flatten the input or pass dim=None "
-                         f"(input shape {fmt_shape(input.shape)})")
+        raise ShapeError(
+            f"unique: dim={dim} (unique slices) is not supported; flatten the input or pass dim=None "
+            f"(input shape {fmt_shape(input.shape)})"
+        )
     flat = input.detach().reshape(-1)
     n = flat.numel()
     if n == 0:
         values = flat.clone()
         empty_int = wrap(primitives(input).full((0,), 0, dt.int64), input._device)
         extras = ([empty_int.reshape(tuple(input.shape))] if return_inverse else []) + (
-            [empty_int] if return_counts else [])
+            [empty_int] if return_counts else []
+        )
         return tuple([values] + extras) if extras else values
     ordered, order = sort(flat)
     starts = ordered[1:] != ordered[:-1]  # where a new value begins in the sorted order

@@ -1,4 +1,5 @@
 """``Adadelta``: step sizes from running averages of squared gradients and squared updates."""
+
 from collections.abc import Callable
 from typing import Any
 
@@ -14,11 +15,29 @@ class Adadelta(Optimizer):
     ``capturable`` and ``differentiable`` are accepted for compatibility; the step runs public
     in-place ops per parameter."""
 
-    def __init__(self, params: ParamsT, lr: float = 1.0, rho: float = 0.9, eps: float = 1e-6,
-                 weight_decay: float = 0, foreach: bool | None = None, *, capturable: bool = False,
-                 maximize: bool = False, differentiable: bool = False) -> None:
-        defaults = dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize, capturable=capturable,
-                        foreach=foreach, differentiable=differentiable)
+    def __init__(
+        self,
+        params: ParamsT,
+        lr: float = 1.0,
+        rho: float = 0.9,
+        eps: float = 1e-6,
+        weight_decay: float = 0,
+        foreach: bool | None = None,
+        *,
+        capturable: bool = False,
+        maximize: bool = False,
+        differentiable: bool = False,
+    ) -> None:
+        defaults = dict(
+            lr=lr,
+            rho=rho,
+            eps=eps,
+            weight_decay=weight_decay,
+            maximize=maximize,
+            capturable=capturable,
+            foreach=foreach,
+            differentiable=differentiable,
+        )
         super().__init__(params, defaults)
 
     def _validate_group(self, group):

@@ -1,4 +1,5 @@
 """``Adagrad``: per-element learning rates shrinking with the accumulated squared gradients."""
+
 from collections.abc import Callable
 from typing import Any
 
@@ -14,12 +15,31 @@ class Adagrad(Optimizer):
     ``sum`` filled with ``initial_accumulator_value``) exists from construction on. ``foreach`` and
     ``fused`` are accepted for compatibility; the step runs public in-place ops per parameter."""
 
-    def __init__(self, params: ParamsT, lr: float = 1e-2, lr_decay: float = 0, weight_decay: float = 0,
-                 initial_accumulator_value: float = 0, eps: float = 1e-10, foreach: bool | None = None, *,
-                 maximize: bool = False, differentiable: bool = False, fused: bool | None = None) -> None:
-        defaults = dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
-                        initial_accumulator_value=initial_accumulator_value, foreach=foreach, maximize=maximize,
-                        differentiable=differentiable, fused=fused)
+    def __init__(
+        self,
+        params: ParamsT,
+        lr: float = 1e-2,
+        lr_decay: float = 0,
+        weight_decay: float = 0,
+        initial_accumulator_value: float = 0,
+        eps: float = 1e-10,
+        foreach: bool | None = None,
+        *,
+        maximize: bool = False,
+        differentiable: bool = False,
+        fused: bool | None = None,
+    ) -> None:
+        defaults = dict(
+            lr=lr,
+            lr_decay=lr_decay,
+            eps=eps,
+            weight_decay=weight_decay,
+            initial_accumulator_value=initial_accumulator_value,
+            foreach=foreach,
+            maximize=maximize,
+            differentiable=differentiable,
+            fused=fused,
+        )
         super().__init__(params, defaults)
         for group in self.param_groups:
             for p in group["params"]:

@@ -1,5 +1,6 @@
 """``Adam`` (L2 weight decay, optional AMSGrad) and ``AdamW`` (decoupled weight decay), with (beyond
 PyTorch) float32 master weights for half parameters."""
+
 from collections.abc import Callable
 from typing import Any
 
@@ -17,13 +18,33 @@ class Adam(Optimizer):
     ``master_weights=True`` steps float16/bfloat16 parameters through float32 masters with float32
     moments (see ``adcuda.optim.optimizer``)."""
 
-    def __init__(self, params: ParamsT, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float = 0, amsgrad: bool = False, *, foreach: bool | None = None,
-                 maximize: bool = False, fused: bool | None = None, decoupled_weight_decay: bool = False,
-                 master_weights: bool = False) -> None:
-        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
-                        maximize=maximize, foreach=foreach, fused=fused,
-                        decoupled_weight_decay=decoupled_weight_decay, master_weights=master_weights)
+    def __init__(
+        self,
+        params: ParamsT,
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0,
+        amsgrad: bool = False,
+        *,
+        foreach: bool | None = None,
+        maximize: bool = False,
+        fused: bool | None = None,
+        decoupled_weight_decay: bool = False,
+        master_weights: bool = False,
+    ) -> None:
+        defaults = dict(
+            lr=lr,
+            betas=betas,
+            eps=eps,
+            weight_decay=weight_decay,
+            amsgrad=amsgrad,
+            maximize=maximize,
+            foreach=foreach,
+            fused=fused,
+            decoupled_weight_decay=decoupled_weight_decay,
+            master_weights=master_weights,
+        )
         super().__init__(params, defaults)
 
     def _validate_group(self, group):
@@ -71,11 +92,22 @@ class Adam(Optimizer):
             states = [self._state_for(p, amsgrad, dt.float32 if with_masters else None) for p in params]
             steps = [state["step"] for state in states]
             _foreach_add_(steps, 1)
-            fused(params, [p.grad for p in params], [state["exp_avg"] for state in states],
-                  [state["exp_avg_sq"] for state in states],
-                  [state["max_exp_avg_sq"] for state in states] if amsgrad else [], steps, lr=float(group["lr"]),
-                  beta1=beta1, beta2=beta2, weight_decay=group["weight_decay"], eps=group["eps"], amsgrad=amsgrad,
-                  maximize=group["maximize"], master_params=masters)
+            fused(
+                params,
+                [p.grad for p in params],
+                [state["exp_avg"] for state in states],
+                [state["exp_avg_sq"] for state in states],
+                [state["max_exp_avg_sq"] for state in states] if amsgrad else [],
+                steps,
+                lr=float(group["lr"]),
+                beta1=beta1,
+                beta2=beta2,
+                weight_decay=group["weight_decay"],
+                eps=group["eps"],
+                amsgrad=amsgrad,
+                maximize=group["maximize"],
+                master_params=masters,
+            )
             if with_masters:
                 self._masters_written(params)
 
@@ -83,8 +115,30 @@ class Adam(Optimizer):
 class AdamW(Adam):
     """Adam with decoupled weight decay (Loshchilov & Hutter); PyTorch's default ``weight_decay=1e-2``."""
 
-    def __init__(self, params: ParamsT, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False, *, foreach: bool | None = None,
-                 maximize: bool = False, fused: bool | None = None, master_weights: bool = False) -> None:
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach, maximize=maximize,
-                         fused=fused, decoupled_weight_decay=True, master_weights=master_weights)
+    def __init__(
+        self,
+        params: ParamsT,
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 1e-2,
+        amsgrad: bool = False,
+        *,
+        foreach: bool | None = None,
+        maximize: bool = False,
+        fused: bool | None = None,
+        master_weights: bool = False,
+    ) -> None:
+        super().__init__(
+            params,
+            lr,
+            betas,
+            eps,
+            weight_decay,
+            amsgrad,
+            foreach=foreach,
+            maximize=maximize,
+            fused=fused,
+            decoupled_weight_decay=True,
+            master_weights=master_weights,
+        )

@@ -4,6 +4,7 @@ strong-Wolfe line search (Nocedal & Wright, Numerical Optimization, algorithms 3
 The scalars of the method (curvatures, step lengths, losses) are Python floats: one host read per
 dot product, as the branches on them need their values anyway.
 """
+
 import math
 from collections.abc import Callable
 from typing import Any
@@ -19,7 +20,7 @@ def _cubic_interpolate(x1, f1, g1, x2, f2, g2, bounds=None):
     ``bounds`` (default: between x1 and x2); their midpoint when the cubic has no minimum."""
     xmin_bound, xmax_bound = bounds if bounds is not None else ((x1, x2) if x1 <= x2 else (x2, x1))
     d1 = g1 + g2 - 3 * (f1 - f2) / (x1 - x2)
-    d2_square = d1 ** 2 - g1 * g2
+    d2_square = d1**2 - g1 * g2
     if d2_square < 0:
         return (xmin_bound + xmax_bound) / 2.0
     d2 = math.sqrt(d2_square)
@@ -109,17 +110,32 @@ class LBFGS(Optimizer):
     when the largest gradient element is at most ``tolerance_grad`` or the step or the loss changes
     by less than ``tolerance_change``. One parameter group only."""
 
-    def __init__(self, params: ParamsT, lr: float = 1, max_iter: int = 20, max_eval: int | None = None,
-                 tolerance_grad: float = 1e-7, tolerance_change: float = 1e-9, history_size: int = 100,
-                 line_search_fn: str | None = None) -> None:
+    def __init__(
+        self,
+        params: ParamsT,
+        lr: float = 1,
+        max_iter: int = 20,
+        max_eval: int | None = None,
+        tolerance_grad: float = 1e-7,
+        tolerance_change: float = 1e-9,
+        history_size: int = 100,
+        line_search_fn: str | None = None,
+    ) -> None:
         if not 0.0 <= lr:
             raise OptimizerError(f"LBFGS: invalid learning rate: {lr}")
         if line_search_fn not in (None, "strong_wolfe"):
             raise OptimizerError(f"LBFGS: line_search_fn must be None or 'strong_wolfe', got {line_search_fn!r}")
         if max_eval is None:
             max_eval = max_iter * 5 // 4
-        defaults = dict(lr=lr, max_iter=max_iter, max_eval=max_eval, tolerance_grad=tolerance_grad,
-                        tolerance_change=tolerance_change, history_size=history_size, line_search_fn=line_search_fn)
+        defaults = dict(
+            lr=lr,
+            max_iter=max_iter,
+            max_eval=max_eval,
+            tolerance_grad=tolerance_grad,
+            tolerance_change=tolerance_change,
+            history_size=history_size,
+            line_search_fn=line_search_fn,
+        )
         super().__init__(params, defaults)
         if len(self.param_groups) != 1:
             raise OptimizerError("LBFGS doesn't support per-parameter options (parameter groups)")
@@ -127,15 +143,17 @@ class LBFGS(Optimizer):
 
     # ------------------------------------------------------------------ the parameters as one vector
     def _gather_flat_grad(self):
-        views = [zeros(p.numel(), dtype=p.dtype, device=p.device) if p.grad is None else p.grad.reshape(-1)
-                 for p in self._params]
+        views = [
+            zeros(p.numel(), dtype=p.dtype, device=p.device) if p.grad is None else p.grad.reshape(-1)
+            for p in self._params
+        ]
         return cat(views, 0)
 
     def _add_grad(self, step_size, update):
         offset = 0
         for p in self._params:
             numel = p.numel()
-            p.add_(update[offset:offset + numel].view(tuple(p.shape)), alpha=step_size)
+            p.add_(update[offset : offset + numel].view(tuple(p.shape)), alpha=step_size)
             offset += numel
 
     def _directional_evaluate(self, closure, x, t, d):
@@ -161,8 +179,9 @@ class LBFGS(Optimizer):
         tolerance_grad, tolerance_change = group["tolerance_grad"], group["tolerance_change"]
         history_size = group["history_size"]
         if group["line_search_fn"] not in (None, "strong_wolfe"):
-            raise OptimizerError(f"LBFGS: line_search_fn must be None or 'strong_wolfe', got "
-                                 f"{group['line_search_fn']!r}")
+            raise OptimizerError(
+                f"LBFGS: line_search_fn must be None or 'strong_wolfe', got {group['line_search_fn']!r}"
+            )
         # the whole method's state lives with the first parameter, as in PyTorch
         state = self.state[self._params[0]]
         state.setdefault("func_evals", 0)
@@ -236,8 +255,9 @@ class LBFGS(Optimizer):
                 def obj_func(x, step, direction):
                     return self._directional_evaluate(closure, x, step, direction)
 
-                loss, flat_grad, t, evals = _strong_wolfe(obj_func, x_init, t, d, loss, flat_grad, gtd,
-                                                          max_ls=max_eval - current_evals)
+                loss, flat_grad, t, evals = _strong_wolfe(
+                    obj_func, x_init, t, d, loss, flat_grad, gtd, max_ls=max_eval - current_evals
+                )
                 self._add_grad(t, d)
                 opt_cond = flat_grad.abs().max().item() <= tolerance_grad
             else:
@@ -260,6 +280,14 @@ class LBFGS(Optimizer):
             if abs(loss - prev_loss) < tolerance_change:
                 break
 
-        state.update(d=d, t=t, old_dirs=old_dirs, old_stps=old_stps, ro=ro, H_diag=H_diag,
-                     prev_flat_grad=prev_flat_grad, prev_loss=prev_loss)
+        state.update(
+            d=d,
+            t=t,
+            old_dirs=old_dirs,
+            old_stps=old_stps,
+            ro=ro,
+            H_diag=H_diag,
+            prev_flat_grad=prev_flat_grad,
+            prev_loss=prev_loss,
+        )
         return orig_loss

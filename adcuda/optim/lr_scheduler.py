@@ -5,6 +5,7 @@ is the schedule's first value); each ``step()`` then advances ``last_epoch`` by 
 new lr into every parameter group. ``get_lr()`` is PyTorch's (recursive) form, so sequences match
 PyTorch's to the last bit; ``_get_closed_form_lr()`` serves the deprecated ``step(epoch)``.
 """
+
 import bisect
 import math
 import types
@@ -13,8 +14,10 @@ import warnings
 from ..ops.dispatch import host_step
 from .optimizer import Optimizer
 
-_EPOCH_DEPRECATION = ("The epoch parameter in `scheduler.step()` was not necessary and is being deprecated where "
-                      "possible. Please use `scheduler.step()` to step the scheduler.")
+_EPOCH_DEPRECATION = (
+    "The epoch parameter in `scheduler.step()` was not necessary and is being deprecated where "
+    "possible. Please use `scheduler.step()` to step the scheduler."
+)
 
 
 class LRScheduler:
@@ -37,8 +40,9 @@ class LRScheduler:
         else:
             for i, group in enumerate(optimizer.param_groups):
                 if "initial_lr" not in group:
-                    raise KeyError(f"param 'initial_lr' is not specified in param_groups[{i}] when resuming an "
-                                   "optimizer")
+                    raise KeyError(
+                        f"param 'initial_lr' is not specified in param_groups[{i}] when resuming an optimizer"
+                    )
         self.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
         self.last_epoch = last_epoch
         self._initial_step()
@@ -111,8 +115,9 @@ class LambdaLR(LRScheduler):
     def state_dict(self):
         """Plain functions and lambdas are not saved (they are code); callable objects' state is."""
         state = {key: value for key, value in self.__dict__.items() if key not in ("optimizer", "lr_lambdas")}
-        state["lr_lambdas"] = [None if isinstance(fn, types.FunctionType) else dict(fn.__dict__)
-                               for fn in self.lr_lambdas]
+        state["lr_lambdas"] = [
+            None if isinstance(fn, types.FunctionType) else dict(fn.__dict__) for fn in self.lr_lambdas
+        ]
         return state
 
     def load_state_dict(self, state_dict):
@@ -160,17 +165,26 @@ class CosineAnnealingLR(LRScheduler):
         if self._is_initial:
             return [group["lr"] for group in groups]
         if self._step_count == 1 and t > 0:
-            return [self.eta_min + (base_lr - self.eta_min) * (1 + math.cos(t * math.pi / T)) / 2
-                    for base_lr in self.base_lrs]
+            return [
+                self.eta_min + (base_lr - self.eta_min) * (1 + math.cos(t * math.pi / T)) / 2
+                for base_lr in self.base_lrs
+            ]
         if (t - 1 - T) % (2 * T) == 0:
-            return [group["lr"] + (base_lr - self.eta_min) * (1 - math.cos(math.pi / T)) / 2
-                    for base_lr, group in zip(self.base_lrs, groups)]
-        return [(1 + math.cos(math.pi * t / T)) / (1 + math.cos(math.pi * (t - 1) / T))
-                * (group["lr"] - self.eta_min) + self.eta_min for group in groups]
+            return [
+                group["lr"] + (base_lr - self.eta_min) * (1 - math.cos(math.pi / T)) / 2
+                for base_lr, group in zip(self.base_lrs, groups)
+            ]
+        return [
+            (1 + math.cos(math.pi * t / T)) / (1 + math.cos(math.pi * (t - 1) / T)) * (group["lr"] - self.eta_min)
+            + self.eta_min
+            for group in groups
+        ]
 
     def _get_closed_form_lr(self):
-        return [self.eta_min + (base_lr - self.eta_min) * (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
-                for base_lr in self.base_lrs]
+        return [
+            self.eta_min + (base_lr - self.eta_min) * (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
+            for base_lr in self.base_lrs
+        ]
 
 
 class ExponentialLR(LRScheduler):
@@ -186,7 +200,7 @@ class ExponentialLR(LRScheduler):
         return [group["lr"] * self.gamma for group in self.optimizer.param_groups]
 
     def _get_closed_form_lr(self):
-        return [base_lr * self.gamma ** self.last_epoch for base_lr in self.base_lrs]
+        return [base_lr * self.gamma**self.last_epoch for base_lr in self.base_lrs]
 
 
 class LinearLR(LRScheduler):
@@ -195,8 +209,9 @@ class LinearLR(LRScheduler):
 
     def __init__(self, optimizer, start_factor=1.0 / 3, end_factor=1.0, total_iters=5, last_epoch=-1):
         if start_factor > 1.0 or start_factor <= 0:
-            raise ValueError(f"LinearLR: start_factor expected to be greater than 0 and less or equal to 1, got "
-                             f"{start_factor}")
+            raise ValueError(
+                f"LinearLR: start_factor expected to be greater than 0 and less or equal to 1, got {start_factor}"
+            )
         if end_factor > 1.0 or end_factor < 0:
             raise ValueError(f"LinearLR: end_factor expected to be between 0 and 1, got {end_factor}")
         self.start_factor = start_factor
@@ -217,8 +232,10 @@ class LinearLR(LRScheduler):
 
     def _get_closed_form_lr(self):
         progress = min(self.total_iters, self.last_epoch) / self.total_iters
-        return [base_lr * (self.start_factor + (self.end_factor - self.start_factor) * progress)
-                for base_lr in self.base_lrs]
+        return [
+            base_lr * (self.start_factor + (self.end_factor - self.start_factor) * progress)
+            for base_lr in self.base_lrs
+        ]
 
 
 class SequentialLR(LRScheduler):
@@ -232,16 +249,22 @@ class SequentialLR(LRScheduler):
             if not hasattr(scheduler, "optimizer"):
                 raise TypeError(f"SequentialLR: the scheduler at index {i} should have `optimizer` as its attribute")
             if isinstance(scheduler, ReduceLROnPlateau):
-                raise ValueError("SequentialLR does not support `ReduceLROnPlateau` scheduler as it requires "
-                                 "additional kwargs to be specified when calling `step`, but got one at index "
-                                 f"{i} in the given schedulers sequence.")
+                raise ValueError(
+                    "SequentialLR does not support `ReduceLROnPlateau` scheduler as it requires "
+                    "additional kwargs to be specified when calling `step`, but got one at index "
+                    f"{i} in the given schedulers sequence."
+                )
             if scheduler.optimizer is not optimizer:
-                raise ValueError(f"SequentialLR expects all schedulers to belong to the same optimizer, but the "
-                                 f"{type(scheduler).__name__} at index {i} has another one")
+                raise ValueError(
+                    f"SequentialLR expects all schedulers to belong to the same optimizer, but the "
+                    f"{type(scheduler).__name__} at index {i} has another one"
+                )
         if len(milestones) != len(schedulers) - 1:
-            raise ValueError("Sequential Schedulers expects number of schedulers provided to be one more than the "
-                             f"number of milestone points, but got number of schedulers {len(schedulers)} and the "
-                             f"number of milestones to be equal to {len(milestones)}")
+            raise ValueError(
+                "Sequential Schedulers expects number of schedulers provided to be one more than the "
+                f"number of milestone points, but got number of schedulers {len(schedulers)} and the "
+                f"number of milestones to be equal to {len(milestones)}"
+            )
         self._schedulers = list(schedulers)
         self._milestones = list(milestones)
         self.last_epoch = last_epoch + 1
@@ -291,8 +314,18 @@ class ReduceLROnPlateau(LRScheduler):
     reduction happens for ``cooldown`` epochs after one, and no lr goes below its ``min_lr`` (a
     reduction smaller than ``eps`` is skipped)."""
 
-    def __init__(self, optimizer, mode="min", factor=0.1, patience=10, threshold=1e-4, threshold_mode="rel",
-                 cooldown=0, min_lr=0, eps=1e-8):
+    def __init__(
+        self,
+        optimizer,
+        mode="min",
+        factor=0.1,
+        patience=10,
+        threshold=1e-4,
+        threshold_mode="rel",
+        cooldown=0,
+        min_lr=0,
+        eps=1e-8,
+    ):
         if factor >= 1.0:
             raise ValueError(f"ReduceLROnPlateau: factor should be < 1.0, got {factor}")
         if not isinstance(optimizer, Optimizer):
@@ -301,8 +334,9 @@ class ReduceLROnPlateau(LRScheduler):
         self.optimizer = optimizer
         if isinstance(min_lr, (list, tuple)):
             if len(min_lr) != len(optimizer.param_groups):
-                raise ValueError(f"ReduceLROnPlateau: expected {len(optimizer.param_groups)} min_lrs, got "
-                                 f"{len(min_lr)}")
+                raise ValueError(
+                    f"ReduceLROnPlateau: expected {len(optimizer.param_groups)} min_lrs, got {len(min_lr)}"
+                )
             self.default_min_lr = None
             self.min_lrs = list(min_lr)
         else:
@@ -346,9 +380,11 @@ class ReduceLROnPlateau(LRScheduler):
         groups = self.optimizer.param_groups
         if len(groups) != len(self.min_lrs):
             if self.default_min_lr is None:
-                raise RuntimeError(f"ReduceLROnPlateau: the optimizer has {len(groups)} parameter groups but "
-                                   f"{len(self.min_lrs)} min_lrs were given (a group was added after the scheduler "
-                                   "was built); set `min_lrs` to one value per group")
+                raise RuntimeError(
+                    f"ReduceLROnPlateau: the optimizer has {len(groups)} parameter groups but "
+                    f"{len(self.min_lrs)} min_lrs were given (a group was added after the scheduler "
+                    "was built); set `min_lrs` to one value per group"
+                )
             self.min_lrs = [self.default_min_lr] * len(groups)
         for group, min_lr in zip(groups, self.min_lrs):
             old_lr = float(group["lr"])
@@ -369,8 +405,9 @@ class ReduceLROnPlateau(LRScheduler):
         if mode not in ("min", "max"):
             raise ValueError(f"ReduceLROnPlateau: mode {mode!r} is unknown (expected 'min' or 'max')")
         if threshold_mode not in ("rel", "abs"):
-            raise ValueError(f"ReduceLROnPlateau: threshold mode {threshold_mode!r} is unknown (expected 'rel' or "
-                             "'abs')")
+            raise ValueError(
+                f"ReduceLROnPlateau: threshold mode {threshold_mode!r} is unknown (expected 'rel' or 'abs')"
+            )
         self.mode_worse = math.inf if mode == "min" else -math.inf
         self.mode = mode
         self.threshold = threshold
@@ -385,8 +422,10 @@ def _per_group(name, optimizer, value):
     """``value`` given once or per parameter group, as one value per group."""
     if isinstance(value, (list, tuple)):
         if len(value) != len(optimizer.param_groups):
-            raise ValueError(f"{name} must have the same length as optimizer.param_groups. {name} has {len(value)} "
-                             f"values, param_groups has {len(optimizer.param_groups)}.")
+            raise ValueError(
+                f"{name} must have the same length as optimizer.param_groups. {name} has {len(value)} "
+                f"values, param_groups has {len(optimizer.param_groups)}."
+            )
         return list(value)
     return [value] * len(optimizer.param_groups)
 
@@ -399,9 +438,23 @@ class OneCycleLR(LRScheduler):
     ``momentum``, or Adam's first beta) moves the opposite way between ``max_momentum`` and
     ``base_momentum``. Step it once per batch."""
 
-    def __init__(self, optimizer, max_lr, total_steps=None, epochs=None, steps_per_epoch=None, pct_start=0.3,
-                 anneal_strategy="cos", cycle_momentum=True, base_momentum=0.85, max_momentum=0.95, div_factor=25.0,
-                 final_div_factor=1e4, three_phase=False, last_epoch=-1):
+    def __init__(
+        self,
+        optimizer,
+        max_lr,
+        total_steps=None,
+        epochs=None,
+        steps_per_epoch=None,
+        pct_start=0.3,
+        anneal_strategy="cos",
+        cycle_momentum=True,
+        base_momentum=0.85,
+        max_momentum=0.95,
+        div_factor=25.0,
+        final_div_factor=1e4,
+        three_phase=False,
+        last_epoch=-1,
+    ):
         if not isinstance(optimizer, Optimizer):
             raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
         self.optimizer = optimizer
@@ -420,8 +473,9 @@ class OneCycleLR(LRScheduler):
         if not isinstance(pct_start, float) or not 0 <= pct_start <= 1:
             raise ValueError(f"OneCycleLR: expected float between 0 and 1 pct_start, but got {pct_start}")
         if anneal_strategy not in ("cos", "linear"):
-            raise ValueError(f"OneCycleLR: anneal_strategy must be one of 'cos' or 'linear', instead got "
-                             f"{anneal_strategy}")
+            raise ValueError(
+                f"OneCycleLR: anneal_strategy must be one of 'cos' or 'linear', instead got {anneal_strategy}"
+            )
         self._anneal_func_type = anneal_strategy
         warm_end = float(pct_start * self.total_steps) - 1
         # each phase: (last step, lr from, lr to, momentum from, momentum to), named by group keys
@@ -445,8 +499,9 @@ class OneCycleLR(LRScheduler):
         self.cycle_momentum = cycle_momentum
         if cycle_momentum:
             if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
-                raise ValueError("OneCycleLR: optimizer must support momentum or beta1 with `cycle_momentum` option "
-                                 "enabled")
+                raise ValueError(
+                    "OneCycleLR: optimizer must support momentum or beta1 with `cycle_momentum` option enabled"
+                )
             self.use_beta1 = "betas" in optimizer.defaults
             max_momentums = _per_group("max_momentum", optimizer, max_momentum)
             base_momentums = _per_group("base_momentum", optimizer, base_momentum)
@@ -471,8 +526,9 @@ class OneCycleLR(LRScheduler):
     def get_lr(self):
         step = self.last_epoch
         if step > self.total_steps:
-            raise ValueError(f"OneCycleLR: tried to step {step} times. The specified number of total steps is "
-                             f"{self.total_steps}")
+            raise ValueError(
+                f"OneCycleLR: tried to step {step} times. The specified number of total steps is {self.total_steps}"
+            )
         lrs = []
         for group in self.optimizer.param_groups:
             start_step = 0.0

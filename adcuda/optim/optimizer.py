@@ -21,6 +21,7 @@ precision still accumulate. The rules:
   keeps each group's own ``master_weights`` setting, and refuses a state holding masters for a
   group without master weights.
 """
+
 import collections
 import copy
 import warnings
@@ -67,11 +68,15 @@ class Optimizer:
         self._master_versions = {}  # half parameter -> its version when its master last matched it
         self.param_groups = []
         if isinstance(params, Tensor):
-            raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
-                            f"but got {type(params).__name__}")
+            raise TypeError(
+                "params argument given to the optimizer should be an iterable of Tensors or dicts, "
+                f"but got {type(params).__name__}"
+            )
         if isinstance(params, (set, frozenset)):
-            raise TypeError("optimizer parameters need to be organized in ordered collections, but the ordering "
-                            "of tensors in sets will change between runs. Please use a list instead.")
+            raise TypeError(
+                "optimizer parameters need to be organized in ordered collections, but the ordering "
+                "of tensors in sets will change between runs. Please use a list instead."
+            )
         param_groups = list(params)
         if not param_groups:
             raise OptimizerError("optimizer got an empty parameter list")
@@ -88,27 +93,34 @@ class Optimizer:
         if isinstance(params, Tensor):
             params = [params]
         elif isinstance(params, (set, frozenset)):
-            raise TypeError("optimizer parameters need to be organized in ordered collections, but the ordering "
-                            "of tensors in sets will change between runs. Please use a list instead.")
+            raise TypeError(
+                "optimizer parameters need to be organized in ordered collections, but the ordering "
+                "of tensors in sets will change between runs. Please use a list instead."
+            )
         else:
             params = list(params)
         for i, p in enumerate(params):
             if not isinstance(p, Tensor):
                 raise TypeError(f"optimizer can only optimize Tensors, but parameter {i} is {type(p).__name__}")
             if not p.is_leaf:
-                raise OptimizerError(f"can't optimize a non-leaf Tensor (parameter {i} of shape {tuple(p.shape)} "
-                                     f"has grad_fn={p.grad_fn.name}); optimize the leaf it was computed from")
+                raise OptimizerError(
+                    f"can't optimize a non-leaf Tensor (parameter {i} of shape {tuple(p.shape)} "
+                    f"has grad_fn={p.grad_fn.name}); optimize the leaf it was computed from"
+                )
         group = dict(param_group, params=params)
         for name, default in self.defaults.items():
             if default is required and name not in group:
-                raise OptimizerError(f"parameter group didn't specify a value of required optimization "
-                                     f"parameter {name}")
+                raise OptimizerError(
+                    f"parameter group didn't specify a value of required optimization parameter {name}"
+                )
             group.setdefault(name, default)
         self._validate_group(group)
         _validate_master_weights(group, len(self.param_groups))
         if len({id(p) for p in params}) != len(params):
-            warnings.warn("optimizer contains a parameter group with duplicate parameters; in future, this will "
-                          "cause an error", stacklevel=3)
+            warnings.warn(
+                "optimizer contains a parameter group with duplicate parameters; in future, this will cause an error",
+                stacklevel=3,
+            )
         existing = {id(p) for g in self.param_groups for p in g["params"]}
         if any(id(p) in existing for p in params):
             raise OptimizerError("some parameters appear in more than one parameter group")
@@ -162,7 +174,8 @@ class Optimizer:
                 f"parameter group {without_masters} has float16/bfloat16 parameters without master weights while "
                 f"group {with_masters} keeps float32 master copies of its own: group {without_masters} would lose "
                 "every update below half precision; give every group with half parameters the same "
-                "master_weights (True keeps float32 masters)")
+                "master_weights (True keeps float32 masters)"
+            )
 
     def _masters_for(self, params):
         """The float32 master copies of half ``params``, each made from its parameter on first use,
@@ -174,8 +187,7 @@ class Optimizer:
             master = state.get("master_param")
             if master is None:
                 master = state["master_param"] = p.detach().to(dtype=dt.float32, copy=True)
-            elif self._master_versions.get(p) != version and not bool(
-                    (master.to(dtype=p.dtype) == p.detach()).all()):
+            elif self._master_versions.get(p) != version and not bool((master.to(dtype=p.dtype) == p.detach()).all()):
                 master.copy_(p.detach())
             masters.append(master)
         return masters
@@ -193,11 +205,14 @@ class Optimizer:
             if g is None:
                 continue
             if g.device != p.device:
-                raise DeviceError(f"optimizer step: a parameter of shape {tuple(p.shape)} is on {p.device} but its "
-                                  f"gradient is on {g.device}")
+                raise DeviceError(
+                    f"optimizer step: a parameter of shape {tuple(p.shape)} is on {p.device} but its "
+                    f"gradient is on {g.device}"
+                )
             if tuple(g.shape) != tuple(p.shape):
-                raise OptimizerError(f"optimizer step: a parameter of shape {tuple(p.shape)} has a gradient of "
-                                     f"shape {tuple(g.shape)}")
+                raise OptimizerError(
+                    f"optimizer step: a parameter of shape {tuple(p.shape)} has a gradient of shape {tuple(g.shape)}"
+                )
             params.append(p)
         return params
 
@@ -222,13 +237,17 @@ class Optimizer:
             raise OptimizerError("optimizer state dict must be a dict with 'state' and 'param_groups' entries")
         saved_groups = state_dict["param_groups"]
         if len(saved_groups) != len(self.param_groups):
-            raise OptimizerError(f"loaded state dict has a different number of parameter groups "
-                                 f"({len(saved_groups)} saved, {len(self.param_groups)} in this optimizer)")
+            raise OptimizerError(
+                f"loaded state dict has a different number of parameter groups "
+                f"({len(saved_groups)} saved, {len(self.param_groups)} in this optimizer)"
+            )
         for i, (group, saved) in enumerate(zip(self.param_groups, saved_groups)):
             if len(group["params"]) != len(saved["params"]):
-                raise OptimizerError(f"loaded state dict contains a parameter group that doesn't match the size of "
-                                     f"optimizer's group (group {i}: {len(saved['params'])} saved, "
-                                     f"{len(group['params'])} here)")
+                raise OptimizerError(
+                    f"loaded state dict contains a parameter group that doesn't match the size of "
+                    f"optimizer's group (group {i}: {len(saved['params'])} saved, "
+                    f"{len(group['params'])} here)"
+                )
         param_of = {}
         for i, (group, saved) in enumerate(zip(self.param_groups, saved_groups)):
             for index, p in zip(saved["params"], group["params"]):
@@ -236,22 +255,32 @@ class Optimizer:
         new_state = collections.defaultdict(dict)
         for index, values in state_dict["state"].items():
             if index not in param_of:
-                raise OptimizerError(f"loaded optimizer state refers to parameter index {index}, which no "
-                                     "parameter group lists")
+                raise OptimizerError(
+                    f"loaded optimizer state refers to parameter index {index}, which no parameter group lists"
+                )
             p, group, i = param_of[index]
             if "master_param" in values and not group.get("master_weights"):
-                raise OptimizerError(f"loaded optimizer state holds a float32 master copy of parameter {index} "
-                                     f"(saved with master_weights=True), but its group {i} here has "
-                                     "master_weights=False and would drop it; construct the optimizer with "
-                                     "master_weights=True to resume")
+                raise OptimizerError(
+                    f"loaded optimizer state holds a float32 master copy of parameter {index} "
+                    f"(saved with master_weights=True), but its group {i} here has "
+                    "master_weights=False and would drop it; construct the optimizer with "
+                    "master_weights=True to resume"
+                )
             state_dtype = dt.float32 if keeps_master_copy(group, p) else p.dtype
-            new_state[p] = {key: _state_value_for(p, key, value, state_dtype) for key, value in values.items()
-                            if key != "master_param" or keeps_master_copy(group, p)}
+            new_state[p] = {
+                key: _state_value_for(p, key, value, state_dtype)
+                for key, value in values.items()
+                if key != "master_param" or keeps_master_copy(group, p)
+            }
         self.state = new_state
-        self.param_groups = [dict(copy.deepcopy({k: v for k, v in saved.items() if k not in ("params",
-                                                                                            "master_weights")}),
-                                  params=group["params"], **_own_master_setting(group))
-                             for group, saved in zip(self.param_groups, saved_groups)]
+        self.param_groups = [
+            dict(
+                copy.deepcopy({k: v for k, v in saved.items() if k not in ("params", "master_weights")}),
+                params=group["params"],
+                **_own_master_setting(group),
+            )
+            for group, saved in zip(self.param_groups, saved_groups)
+        ]
         for group in self.param_groups:
             for name, default in self.defaults.items():
                 if default is not required:  # keys a state dict from an older or foreign version lacks
@@ -288,8 +317,10 @@ def _validate_master_weights(group, index):
     if master_weights:
         for i, p in enumerate(group["params"]):
             if not p.dtype.is_floating_point:
-                raise OptimizerError(f"master_weights=True needs floating point parameters, but parameter {i} of "
-                                     f"group {index} (shape {tuple(p.shape)}) is {p.dtype}")
+                raise OptimizerError(
+                    f"master_weights=True needs floating point parameters, but parameter {i} of "
+                    f"group {index} (shape {tuple(p.shape)}) is {p.dtype}"
+                )
 
 
 def _own_master_setting(group):

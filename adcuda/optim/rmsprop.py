@@ -1,4 +1,5 @@
 """``RMSprop``: gradients divided by a running root mean square, optionally centered and with momentum."""
+
 from collections.abc import Callable
 from typing import Any
 
@@ -14,11 +15,32 @@ class RMSprop(Optimizer):
     ``momentum > 0`` steps through a buffer (``momentum_buffer``). ``foreach``, ``capturable`` and
     ``differentiable`` are accepted for compatibility; the step runs public in-place ops per parameter."""
 
-    def __init__(self, params: ParamsT, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
-                 weight_decay: float = 0, momentum: float = 0, centered: bool = False, capturable: bool = False,
-                 foreach: bool | None = None, maximize: bool = False, differentiable: bool = False) -> None:
-        defaults = dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps, centered=centered, weight_decay=weight_decay,
-                        capturable=capturable, foreach=foreach, maximize=maximize, differentiable=differentiable)
+    def __init__(
+        self,
+        params: ParamsT,
+        lr: float = 1e-2,
+        alpha: float = 0.99,
+        eps: float = 1e-8,
+        weight_decay: float = 0,
+        momentum: float = 0,
+        centered: bool = False,
+        capturable: bool = False,
+        foreach: bool | None = None,
+        maximize: bool = False,
+        differentiable: bool = False,
+    ) -> None:
+        defaults = dict(
+            lr=lr,
+            momentum=momentum,
+            alpha=alpha,
+            eps=eps,
+            centered=centered,
+            weight_decay=weight_decay,
+            capturable=capturable,
+            foreach=foreach,
+            maximize=maximize,
+            differentiable=differentiable,
+        )
         super().__init__(params, defaults)
 
     def _validate_group(self, group):

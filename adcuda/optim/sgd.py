@@ -1,5 +1,6 @@
 """``SGD`` with momentum, dampening, Nesterov momentum, weight decay, ``maximize`` and (beyond
 PyTorch) float32 master weights for half parameters."""
+
 from collections.abc import Callable
 from typing import Any
 
@@ -16,12 +17,31 @@ class SGD(Optimizer):
     float16/bfloat16 parameters through float32 masters with float32 momentum buffers (see
     ``adcuda.optim.optimizer``)."""
 
-    def __init__(self, params: ParamsT, lr: float = 1e-3, momentum: float = 0, dampening: float = 0,
-                 weight_decay: float = 0, nesterov: bool = False, *, maximize: bool = False,
-                 foreach: bool | None = None, fused: bool | None = None, master_weights: bool = False) -> None:
-        defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
-                        nesterov=nesterov, maximize=maximize, foreach=foreach, fused=fused,
-                        master_weights=master_weights)
+    def __init__(
+        self,
+        params: ParamsT,
+        lr: float = 1e-3,
+        momentum: float = 0,
+        dampening: float = 0,
+        weight_decay: float = 0,
+        nesterov: bool = False,
+        *,
+        maximize: bool = False,
+        foreach: bool | None = None,
+        fused: bool | None = None,
+        master_weights: bool = False,
+    ) -> None:
+        defaults = dict(
+            lr=lr,
+            momentum=momentum,
+            dampening=dampening,
+            weight_decay=weight_decay,
+            nesterov=nesterov,
+            maximize=maximize,
+            foreach=foreach,
+            fused=fused,
+            master_weights=master_weights,
+        )
         super().__init__(params, defaults)
 
     def _validate_group(self, group):
@@ -53,9 +73,19 @@ class SGD(Optimizer):
         for (_, with_masters, first_step), params in batches.items():
             masters = self._masters_for(params) if with_masters else None
             bufs = [self._momentum_buffer(p, with_masters) for p in params] if momentum != 0 else []
-            _fused_sgd_(params, [p.grad for p in params], bufs, weight_decay=group["weight_decay"], momentum=momentum,
-                        lr=float(group["lr"]), dampening=group["dampening"], nesterov=group["nesterov"],
-                        maximize=group["maximize"], is_first_step=first_step, master_params=masters)
+            _fused_sgd_(
+                params,
+                [p.grad for p in params],
+                bufs,
+                weight_decay=group["weight_decay"],
+                momentum=momentum,
+                lr=float(group["lr"]),
+                dampening=group["dampening"],
+                nesterov=group["nesterov"],
+                maximize=group["maximize"],
+                is_first_step=first_step,
+                master_params=masters,
+            )
             if with_masters:
                 self._masters_written(params)
 

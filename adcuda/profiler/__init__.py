@@ -10,10 +10,18 @@
 While neither is active, nothing observes the ops: the profiler's hooks are attached at the dispatch
 point (``adcuda.ops.dispatch``) only while a session is active.
 """
+
 from .events import EventList, FunctionEvent, FunctionEventAvg
 from .nvtx_ranges import emit_nvtx
 from .profile import ProfilerActivity, profile
 from .record_function import record_function
 
-__all__ = ["EventList", "FunctionEvent", "FunctionEventAvg", "ProfilerActivity", "emit_nvtx", "profile",
-           "record_function"]
+__all__ = [
+    "EventList",
+    "FunctionEvent",
+    "FunctionEventAvg",
+    "ProfilerActivity",
+    "emit_nvtx",
+    "profile",
+    "record_function",
+]

@@ -5,6 +5,7 @@ Each range is a complete event (``"ph": "X"``) on the thread that ran it: forwar
 user's thread, backward nodes on the thread that ran the autograd engine. The autograd sequence
 number, input shapes, bytes allocated and kernel launches go into ``args``.
 """
+
 import json
 import os
 
@@ -30,12 +31,28 @@ def trace_events(events, origin_ns):
             args["Memory (bytes)"] = e.cpu_memory_usage
         if e.stack:
             args["Call stack"] = ";".join(e.stack)
-        out.append({"name": e.name, "cat": CATEGORIES[e.kind], "ph": "X", "pid": pid, "tid": e.thread,
-                    "ts": round((e.start_ns - origin_ns) / 1e3, 3),
-                    "dur": round((e.end_ns - e.start_ns) / 1e3, 3), "args": args})
+        out.append(
+            {
+                "name": e.name,
+                "cat": CATEGORIES[e.kind],
+                "ph": "X",
+                "pid": pid,
+                "tid": e.thread,
+                "ts": round((e.start_ns - origin_ns) / 1e3, 3),
+                "dur": round((e.end_ns - e.start_ns) / 1e3, 3),
+                "args": args,
+            }
+        )
     for tid in threads:
-        out.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid,
-                    "args": {"name": names.get(tid, f"thread {tid}")}})
+        out.append(
+            {
+                "name": "thread_name",
+                "ph": "M",
+                "pid": pid,
+                "tid": tid,
+                "args": {"name": names.get(tid, f"thread {tid}")},
+            }
+        )
     return out
 
 

@@ -1,5 +1,6 @@
 """What ``profile()`` records: one ``FunctionEvent`` per observed range, and their per-name
 averages (``key_averages()``), with PyTorch's field names."""
+
 from .chrome_trace import write_chrome_trace
 from .table import format_table
 
@@ -8,24 +9,52 @@ class FunctionEvent:
     """One range: an op's forward (``kind == "op"``), a backward node (``"backward"``) or a
     ``record_function`` range (``"user"``). Times in nanoseconds from ``time.perf_counter_ns``;
     the ``*_time_total`` properties are microseconds, as in PyTorch."""
-    __slots__ = ("name", "kind", "sequence_nr", "thread", "start_ns", "end_ns", "self_ns", "input_shapes",
-                 "cpu_memory_usage", "self_cpu_memory_usage", "launches", "self_launches", "stack")
 
-    def __init__(self, name, kind, sequence_nr, thread, start_ns, end_ns, self_ns, input_shapes,
-                 cpu_memory_usage, self_cpu_memory_usage, launches, self_launches, stack):
+    __slots__ = (
+        "name",
+        "kind",
+        "sequence_nr",
+        "thread",
+        "start_ns",
+        "end_ns",
+        "self_ns",
+        "input_shapes",
+        "cpu_memory_usage",
+        "self_cpu_memory_usage",
+        "launches",
+        "self_launches",
+        "stack",
+    )
+
+    def __init__(
+        self,
+        name,
+        kind,
+        sequence_nr,
+        thread,
+        start_ns,
+        end_ns,
+        self_ns,
+        input_shapes,
+        cpu_memory_usage,
+        self_cpu_memory_usage,
+        launches,
+        self_launches,
+        stack,
+    ):
         self.name = name
         self.kind = kind
-        self.sequence_nr = sequence_nr      # links an op's forward to its backward node; -1 if none
-        self.thread = thread                # the OS thread id (what Nsight Systems shows)
+        self.sequence_nr = sequence_nr  # links an op's forward to its backward node; -1 if none
+        self.thread = thread  # the OS thread id (what Nsight Systems shows)
         self.start_ns = start_ns
         self.end_ns = end_ns
-        self.self_ns = self_ns              # minus the time of ranges nested inside this one
-        self.input_shapes = input_shapes    # with record_shapes=True
-        self.cpu_memory_usage = cpu_memory_usage            # bytes of new result arrays, nested included
+        self.self_ns = self_ns  # minus the time of ranges nested inside this one
+        self.input_shapes = input_shapes  # with record_shapes=True
+        self.cpu_memory_usage = cpu_memory_usage  # bytes of new result arrays, nested included
         self.self_cpu_memory_usage = self_cpu_memory_usage
-        self.launches = launches            # backend primitive calls ("kernel launches"), nested included
+        self.launches = launches  # backend primitive calls ("kernel launches"), nested included
         self.self_launches = self_launches
-        self.stack = stack                  # with with_stack=True: the user's call site, innermost first
+        self.stack = stack  # with with_stack=True: the user's call site, innermost first
 
     @property
     def cpu_time_total(self):
@@ -41,8 +70,10 @@ class FunctionEvent:
 
     def __repr__(self):
         seq = f", seq={self.sequence_nr}" if self.sequence_nr >= 0 else ""
-        return (f"<FunctionEvent {self.name} ({self.kind}{seq}) cpu_time_total={self.cpu_time_total:.3f}us "
-                f"self={self.self_cpu_time_total:.3f}us launches={self.launches}>")
+        return (
+            f"<FunctionEvent {self.name} ({self.kind}{seq}) cpu_time_total={self.cpu_time_total:.3f}us "
+            f"self={self.self_cpu_time_total:.3f}us launches={self.launches}>"
+        )
 
 
 class FunctionEventAvg:
@@ -75,8 +106,10 @@ class FunctionEventAvg:
         return self.cpu_time_total / self.count if self.count else 0.0
 
     def __repr__(self):
-        return (f"<FunctionEventAvg {self.key} count={self.count} cpu_time_total={self.cpu_time_total:.3f}us "
-                f"self_cpu_time_total={self.self_cpu_time_total:.3f}us launches={self.launches}>")
+        return (
+            f"<FunctionEventAvg {self.key} count={self.count} cpu_time_total={self.cpu_time_total:.3f}us "
+            f"self_cpu_time_total={self.self_cpu_time_total:.3f}us launches={self.launches}>"
+        )
 
 
 def _as_average(event):
@@ -90,10 +123,11 @@ def _as_average(event):
 class EventList(list):
     """A list of events (or of averages) that prints as a table and exports a Chrome trace."""
 
-    def __init__(self, events=(), *, origin_ns=0, profile_memory=False, record_shapes=False,
-                 grouped_by_input_shape=False):
+    def __init__(
+        self, events=(), *, origin_ns=0, profile_memory=False, record_shapes=False, grouped_by_input_shape=False
+    ):
         super().__init__(events)
-        self.origin_ns = origin_ns          # the profile's start: trace timestamps count from here
+        self.origin_ns = origin_ns  # the profile's start: trace timestamps count from here
         self.profile_memory = profile_memory
         self.record_shapes = record_shapes
         self.grouped_by_input_shape = grouped_by_input_shape
@@ -110,8 +144,13 @@ class EventList(list):
             if avg is None:
                 avg = groups[key] = FunctionEventAvg(event.name, event.kind, shapes)
             avg.add(event)
-        return EventList(groups.values(), origin_ns=self.origin_ns, profile_memory=self.profile_memory,
-                         record_shapes=self.record_shapes, grouped_by_input_shape=group_by_input_shape)
+        return EventList(
+            groups.values(),
+            origin_ns=self.origin_ns,
+            profile_memory=self.profile_memory,
+            record_shapes=self.record_shapes,
+            grouped_by_input_shape=group_by_input_shape,
+        )
 
     @property
     def self_cpu_time_total(self):
@@ -119,14 +158,21 @@ class EventList(list):
         return sum(e.self_cpu_time_total for e in self)
 
     def table(self, sort_by=None, row_limit=100, max_name_column_width=55, header=None):
-        return format_table([_as_average(e) for e in self], sort_by=sort_by, row_limit=row_limit,
-                            max_name_width=max_name_column_width, header=header, show_memory=self.profile_memory,
-                            show_shapes=self.grouped_by_input_shape)
+        return format_table(
+            [_as_average(e) for e in self],
+            sort_by=sort_by,
+            row_limit=row_limit,
+            max_name_width=max_name_column_width,
+            header=header,
+            show_memory=self.profile_memory,
+            show_shapes=self.grouped_by_input_shape,
+        )
 
     def export_chrome_trace(self, path):
         if not all(isinstance(e, FunctionEvent) for e in self):
-            raise TypeError("export_chrome_trace: needs the events themselves (profile.events()), "
-                            "not their key_averages()")
+            raise TypeError(
+                "export_chrome_trace: needs the events themselves (profile.events()), not their key_averages()"
+            )
         write_chrome_trace(self, path, self.origin_ns)
 
     def __str__(self):

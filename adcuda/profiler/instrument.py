@@ -8,6 +8,7 @@ a ``profile()`` records, a second hook hands the ops and autograd a stand-in for
 module that counts the primitive calls made through it (kernel launches). Optimizer steps,
 GradScaler and DataLoader batch fetches get ranges too (``library_ranges``).
 """
+
 import functools
 import threading
 
@@ -17,9 +18,9 @@ from . import _state, library_ranges
 from .observe import link_node, observe_backward, observe_op
 
 _lock = threading.Lock()
-_sessions = 0               # active sessions (each needs the observed ops)
-_counting_sessions = 0      # active profile() sessions (each needs launch counts)
-_library_swaps = []         # (owner, attribute, original, replacement) of library_ranges
+_sessions = 0  # active sessions (each needs the observed ops)
+_counting_sessions = 0  # active profile() sessions (each needs launch counts)
+_library_swaps = []  # (owner, attribute, original, replacement) of library_ranges
 
 
 class _ObserveOps:
@@ -64,6 +65,7 @@ def _counting(fn):
     def counted(*args, **kwargs):
         thread.launches += 1
         return fn(*args, **kwargs)
+
     return counted
 
 

@@ -1,5 +1,6 @@
 """What a range is called and what it says about its op: the autograd sequence number linking a
 forward op to its backward node, input shapes, bytes of new results, and the user's call site."""
+
 import os
 import sys
 

@@ -5,6 +5,7 @@
 These methods are wrapped only while a session is active, on the class that defines
 them and on every subclass that overrides them (a user's own optimizer too).
 """
+
 import functools
 
 from ..amp.grad_scaler import GradScaler
@@ -46,6 +47,7 @@ def _ranged(fn, template, method):
                 return fn(self, *args, **kwargs)
         finally:
             thread.library_ranges.discard(key)
+
     return in_range
 
 

@@ -10,6 +10,7 @@ for). Forward ops are named like PyTorch's ``emit_nvtx``: ``mul, seq = 42`` (wit
 NVTX only does something when a tool (Nsight, or any library named by ``NVTX_INJECTION64_PATH``)
 is attached; without one, ``emit_nvtx()`` leaves the ops untouched.
 """
+
 import os
 
 from . import _state, instrument
@@ -32,7 +33,8 @@ def _import_nvtx():
     except ImportError as e:
         raise ImportError(
             "adcuda.profiler.emit_nvtx needs the 'nvtx' package for NVTX ranges (pip install nvtx); "
-            f"it could not be imported ({e}). profile() works without it.") from e
+            f"it could not be imported ({e}). profile() works without it."
+        ) from e
     return nvtx, EventAttributes, RegisteredString
 
 

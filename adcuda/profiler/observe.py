@@ -5,6 +5,7 @@ Only the outermost op is observed: an op called inside another op's (or a backwa
 runs as is, so nothing is counted twice. Ranges are closed in ``finally`` blocks, so they stay
 balanced when an op raises.
 """
+
 import weakref
 from time import perf_counter_ns
 
@@ -85,14 +86,40 @@ def _run(fn, args, kwargs, name, kind, seq, shapes, inputs):
         launches = thread.launches - launches
         if thread.open_ranges:
             thread.open_ranges[-1].add_child(end - start, memory, launches)
-        _publish(profilers, FunctionEvent(name, kind, -1 if seq is None else seq, thread.native_id, start, end,
-                                          end - start, shapes, memory, memory, launches, launches, stack))
+        _publish(
+            profilers,
+            FunctionEvent(
+                name,
+                kind,
+                -1 if seq is None else seq,
+                thread.native_id,
+                start,
+                end,
+                end - start,
+                shapes,
+                memory,
+                memory,
+                launches,
+                launches,
+                stack,
+            ),
+        )
 
 
 class OpenRange:
     """A ``record_function`` range between its enter and exit."""
-    __slots__ = ("name", "emitter", "profilers", "stack", "launches", "start", "child_ns", "child_memory",
-                 "child_launches")
+
+    __slots__ = (
+        "name",
+        "emitter",
+        "profilers",
+        "stack",
+        "launches",
+        "start",
+        "child_ns",
+        "child_memory",
+        "child_launches",
+    )
 
     def __init__(self, name, emitter, profilers):
         self.name = name
@@ -136,9 +163,24 @@ def end_range(r):
             launches = thread.launches - r.launches
             if ranges:
                 ranges[-1].add_child(duration, r.child_memory, launches)
-            _publish(r.profilers, FunctionEvent(r.name, "user", -1, thread.native_id, r.start, end,
-                                                duration - r.child_ns, None, r.child_memory, 0, launches,
-                                                launches - r.child_launches, r.stack))
+            _publish(
+                r.profilers,
+                FunctionEvent(
+                    r.name,
+                    "user",
+                    -1,
+                    thread.native_id,
+                    r.start,
+                    end,
+                    duration - r.child_ns,
+                    None,
+                    r.child_memory,
+                    0,
+                    launches,
+                    launches - r.child_launches,
+                    r.stack,
+                ),
+            )
     finally:
         if r.emitter is not None:
             r.emitter.pop()

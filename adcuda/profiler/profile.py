@@ -5,6 +5,7 @@ backward time, and for both the kernel launches (backend primitive calls) made i
 ``profile_memory=True``, the bytes of the new arrays they returned. Times are host wall-clock
 times (``time.perf_counter_ns``); on the GPU they measure what the host spends, launches included.
 """
+
 import enum
 from time import perf_counter_ns
 
@@ -15,6 +16,7 @@ from .events import EventList
 class ProfilerActivity(enum.Enum):
     """PyTorch's activity names, accepted so that ``torch.profiler.profile(activities=...)`` code
     runs; adcuda records host times for both."""
+
     CPU = "cpu"
     CUDA = "cuda"
 
@@ -27,8 +29,7 @@ class profile:
     ``prof.events()`` gives the events themselves.
     """
 
-    def __init__(self, enabled=True, *, activities=None, record_shapes=False, profile_memory=False,
-                 with_stack=False):
+    def __init__(self, enabled=True, *, activities=None, record_shapes=False, profile_memory=False, with_stack=False):
         if activities is not None and not all(isinstance(a, ProfilerActivity) for a in activities):
             raise TypeError("profile: activities must be adcuda.profiler.ProfilerActivity values")
         self.enabled = enabled
@@ -64,8 +65,12 @@ class profile:
         """Every recorded range, in order of start."""
         if self._start_ns is None:
             raise RuntimeError("profile: no events yet; use it as a context manager first")
-        return EventList(sorted(self._events, key=lambda e: e.start_ns), origin_ns=self._start_ns,
-                         profile_memory=self.profile_memory, record_shapes=self.record_shapes)
+        return EventList(
+            sorted(self._events, key=lambda e: e.start_ns),
+            origin_ns=self._start_ns,
+            profile_memory=self.profile_memory,
+            record_shapes=self.record_shapes,
+        )
 
     def key_averages(self, group_by_input_shape=False):
         return self.events().key_averages(group_by_input_shape)

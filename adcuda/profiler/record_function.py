@@ -1,6 +1,7 @@
 """``record_function(name)``: a named range around any code (a training step, an optimizer step, a
 batch fetch). It becomes an NVTX range under ``emit_nvtx()`` and an event under ``profile()``; with
 neither active, entering and leaving it costs one check."""
+
 import functools
 
 from .observe import begin_range, end_range
@@ -34,4 +35,5 @@ class record_function:
         def in_range(*args, **kwargs):
             with record_function(name):
                 return fn(*args, **kwargs)
+
         return in_range

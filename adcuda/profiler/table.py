@@ -1,7 +1,15 @@
 """``key_averages().table()``: the profile as a fixed-width text table, laid out like PyTorch's."""
 
-SORT_KEYS = ("cpu_time_total", "self_cpu_time_total", "cpu_time", "count", "cpu_memory_usage",
-             "self_cpu_memory_usage", "launches", "self_launches")
+SORT_KEYS = (
+    "cpu_time_total",
+    "self_cpu_time_total",
+    "cpu_time",
+    "count",
+    "cpu_memory_usage",
+    "self_cpu_memory_usage",
+    "launches",
+    "self_launches",
+)
 
 
 def format_time(us):
@@ -19,8 +27,9 @@ def format_memory(nbytes):
     return f"{nbytes} B"
 
 
-def format_table(averages, sort_by=None, row_limit=100, max_name_width=55, header=None, show_memory=False,
-                 show_shapes=False):
+def format_table(
+    averages, sort_by=None, row_limit=100, max_name_width=55, header=None, show_memory=False, show_shapes=False
+):
     """``averages``: FunctionEventAvg rows (a single event is an average of one)."""
     rows = list(averages)
     if sort_by is not None:
@@ -34,17 +43,20 @@ def format_table(averages, sort_by=None, row_limit=100, max_name_width=55, heade
     def percent(us):
         return f"{100.0 * us / self_total:.2f}%" if self_total > 0 else "--"
 
-    columns = [("Name", lambda r: _clip(r.key, max_name_width)),
-               ("Self CPU %", lambda r: percent(r.self_cpu_time_total)),
-               ("Self CPU", lambda r: format_time(r.self_cpu_time_total)),
-               ("CPU total %", lambda r: percent(r.cpu_time_total)),
-               ("CPU total", lambda r: format_time(r.cpu_time_total)),
-               ("CPU time avg", lambda r: format_time(r.cpu_time))]
+    columns = [
+        ("Name", lambda r: _clip(r.key, max_name_width)),
+        ("Self CPU %", lambda r: percent(r.self_cpu_time_total)),
+        ("Self CPU", lambda r: format_time(r.self_cpu_time_total)),
+        ("CPU total %", lambda r: percent(r.cpu_time_total)),
+        ("CPU total", lambda r: format_time(r.cpu_time_total)),
+        ("CPU time avg", lambda r: format_time(r.cpu_time)),
+    ]
     if show_memory:
-        columns += [("CPU Mem", lambda r: format_memory(r.cpu_memory_usage)),
-                    ("Self CPU Mem", lambda r: format_memory(r.self_cpu_memory_usage))]
-    columns += [("Launches", lambda r: str(r.launches)),
-                ("# of Calls", lambda r: str(r.count))]
+        columns += [
+            ("CPU Mem", lambda r: format_memory(r.cpu_memory_usage)),
+            ("Self CPU Mem", lambda r: format_memory(r.self_cpu_memory_usage)),
+        ]
+    columns += [("Launches", lambda r: str(r.launches)), ("# of Calls", lambda r: str(r.count))]
     if show_shapes:
         columns.append(("Input Shapes", lambda r: r.input_shapes or "[]"))
 
@@ -66,4 +78,4 @@ def format_table(averages, sort_by=None, row_limit=100, max_name_width=55, heade
 
 
 def _clip(name, width):
-    return name if len(name) <= width else name[:width - 3] + "..."
+    return name if len(name) <= width else name[: width - 3] + "..."

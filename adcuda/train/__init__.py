@@ -4,6 +4,7 @@ of the whole stack (data loading, autograd, nn, optim, checkpoints).
 ``train(TrainConfig(task="digits", out="runs/digits"), TASKS["digits"])`` from Python; the command
 line is ``adcuda train`` (see ``adcuda.cli``).
 """
+
 from .chars import CharsTask
 from .digits import DigitsTask
 from .loop import TrainConfig, train

@@ -1,4 +1,5 @@
 """``--task chars``: a small GPT that predicts the next character of Python's help() topics."""
+
 import math
 
 from .. import data as bundled
@@ -36,7 +37,7 @@ class CharWindows(Dataset):
         return len(self.ids) - self.block_size
 
     def __getitem__(self, i):
-        return self.ids[i:i + self.block_size], self.ids[i + 1:i + self.block_size + 1]
+        return self.ids[i : i + self.block_size], self.ids[i + 1 : i + self.block_size + 1]
 
 
 def sample(model, corpus, prompt, length, temperature, generator, device):
@@ -44,7 +45,7 @@ def sample(model, corpus, prompt, length, temperature, generator, device):
     by ``temperature``, with uniforms from ``generator``."""
     ids = corpus.encode(prompt)
     for _ in range(length):
-        context = tensor([ids[-model.block_size:]], device=device)
+        context = tensor([ids[-model.block_size :]], device=device)
         logits = model(context)[0, -1] / temperature
         cumulative = F.softmax(logits, dim=-1).cumsum(0)
         u = rand(1, generator=generator).to(device)
@@ -68,9 +69,11 @@ class CharsTask:
         self.val_starts = list(starts)
 
     def describe(self):
-        return (f"next character of Python's help() topics ({len(self.corpus.train):,} train / "
-                f"{len(self.corpus.val):,} held-out characters, vocabulary {self.corpus.vocab_size}), GPT with "
-                f"{MODEL['n_layers']} layers of width {MODEL['d_model']}, block {BLOCK_SIZE}")
+        return (
+            f"next character of Python's help() topics ({len(self.corpus.train):,} train / "
+            f"{len(self.corpus.val):,} held-out characters, vocabulary {self.corpus.vocab_size}), GPT with "
+            f"{MODEL['n_layers']} layers of width {MODEL['d_model']}, block {BLOCK_SIZE}"
+        )
 
     def build_model(self):
         return GPT(self.corpus.vocab_size, BLOCK_SIZE, **MODEL)
@@ -79,12 +82,20 @@ class CharsTask:
         """``STEPS_PER_EPOCH`` batches of ``batch_size`` random windows; with ``world`` (a distributed run)
         every rank draws the windows of all ranks alike and trains on its own share of them."""
         ranks = 1 if world is None else world.size
-        sampler = RandomSampler(self.train_windows, replacement=True,
-                                num_samples=STEPS_PER_EPOCH * batch_size * ranks, generator=generator)
+        sampler = RandomSampler(
+            self.train_windows, replacement=True, num_samples=STEPS_PER_EPOCH * batch_size * ranks, generator=generator
+        )
         if world is not None:
             sampler = RankShare(sampler, world)
-        return DataLoader(self.train_windows, batch_size=batch_size, sampler=sampler, drop_last=True,
-                          generator=generator, num_workers=num_workers, persistent_workers=num_workers > 0)
+        return DataLoader(
+            self.train_windows,
+            batch_size=batch_size,
+            sampler=sampler,
+            drop_last=True,
+            generator=generator,
+            num_workers=num_workers,
+            persistent_workers=num_workers > 0,
+        )
 
     def training_loss(self, model, batch):
         x, y = batch
@@ -95,9 +106,9 @@ class CharsTask:
         total, count = 0.0, 0
         val = self.corpus.val
         for first in range(0, len(starts), EVAL_BATCH):
-            chunk = starts[first:first + EVAL_BATCH]
-            x = stack([val[s:s + BLOCK_SIZE] for s in chunk]).to(device)
-            y = stack([val[s + 1:s + BLOCK_SIZE + 1] for s in chunk]).to(device)
+            chunk = starts[first : first + EVAL_BATCH]
+            x = stack([val[s : s + BLOCK_SIZE] for s in chunk]).to(device)
+            y = stack([val[s + 1 : s + BLOCK_SIZE + 1] for s in chunk]).to(device)
             logits = model(x)
             loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), y.view(-1), reduction="sum")
             total += loss.item()
@@ -111,8 +122,10 @@ class CharsTask:
 
     def validation_note(self):
         epoch, every = len(self._epoch_starts()), len(self.val_starts)
-        return (f"per-epoch val: {epoch} of the {every} held-out windows ({epoch * BLOCK_SIZE:,} characters); "
-                f"the final evaluation: all {every} ({every * BLOCK_SIZE:,} characters)")
+        return (
+            f"per-epoch val: {epoch} of the {every} held-out windows ({epoch * BLOCK_SIZE:,} characters); "
+            f"the final evaluation: all {every} ({every * BLOCK_SIZE:,} characters)"
+        )
 
     def evaluate(self, model, split, device):
         loss = self._held_out_loss(model, self._epoch_starts(), device)
@@ -123,14 +136,15 @@ class CharsTask:
 
     def check_checkpoint(self, extra):
         if extra.get("vocab") != "".join(self.corpus.vocab):
-            raise CheckpointMismatch("--resume: the checkpoint was trained on another character vocabulary (a "
-                                     "different Python's help() topics); start a new run with another --out")
+            raise CheckpointMismatch(
+                "--resume: the checkpoint was trained on another character vocabulary (a "
+                "different Python's help() topics); start a new run with another --out"
+            )
 
     def final_report(self, model, config, reporter):
         loss = self._held_out_loss(model, self.val_starts, config.device)
         generator = adcuda_random.Generator().manual_seed(config.seed)
-        text = sample(model, self.corpus, SAMPLE_PROMPT, SAMPLE_LENGTH, SAMPLE_TEMPERATURE, generator,
-                      config.device)
+        text = sample(model, self.corpus, SAMPLE_PROMPT, SAMPLE_LENGTH, SAMPLE_TEMPERATURE, generator, config.device)
         characters = len(self.val_starts) * BLOCK_SIZE
         reporter.result(f"sample (temperature {SAMPLE_TEMPERATURE}, seed {config.seed}):")
         reporter.result(text)

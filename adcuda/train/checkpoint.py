@@ -3,6 +3,7 @@
 One file, ``<out>/checkpoint.pt``, written with ``adcuda.save`` (a temporary file renamed over the old
 one, so an interrupted save never leaves half a checkpoint) after every epoch.
 """
+
 import os
 
 from .. import random as adcuda_random
@@ -26,8 +27,7 @@ def checkpoint_path(out_dir):
     return os.path.join(out_dir, CHECKPOINT_NAME)
 
 
-def save_checkpoint(out_dir, *, config, epoch, model, optimizer, scheduler, scaler, loader_generator, history,
-                    extra):
+def save_checkpoint(out_dir, *, config, epoch, model, optimizer, scheduler, scaler, loader_generator, history, extra):
     """Write the state after ``epoch`` completed epochs. ``scaler``: the GradScaler's state (an empty
     dict without ``--amp``; checkpoints written before ``--amp`` existed have none)."""
     os.makedirs(out_dir, exist_ok=True)
@@ -50,14 +50,16 @@ def save_checkpoint(out_dir, *, config, epoch, model, optimizer, scheduler, scal
 def load_checkpoint(out_dir, device):
     path = checkpoint_path(out_dir)
     if not os.path.exists(path):
-        raise CheckpointMissing(f"--resume: there is no checkpoint to resume from at {path}; "
-                                f"start a run with this --out first")
+        raise CheckpointMissing(
+            f"--resume: there is no checkpoint to resume from at {path}; start a run with this --out first"
+        )
     state = load(path, map_location=device)
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise CheckpointMismatch(f"--resume: {path} is not an 'adcuda train' checkpoint")
     if state.get("version") != VERSION:
-        raise CheckpointMismatch(f"--resume: {path} has checkpoint version {state.get('version')}, "
-                                 f"this adcuda reads version {VERSION}")
+        raise CheckpointMismatch(
+            f"--resume: {path} has checkpoint version {state.get('version')}, this adcuda reads version {VERSION}"
+        )
     return state
 
 

@@ -1,4 +1,5 @@
 """``--task digits``: classify the bundled 8x8 handwritten digits with an MLP."""
+
 import itertools
 
 from .. import data as bundled
@@ -35,8 +36,8 @@ def stratified_split(labels, seed, shares=(TRAIN_SHARE, VAL_SHARE)):
         n_train = round(len(order) * shares[0])
         n_val = round(len(order) * shares[1])
         parts[0].extend(order[:n_train])
-        parts[1].extend(order[n_train:n_train + n_val])
-        parts[2].extend(order[n_train + n_val:])
+        parts[1].extend(order[n_train : n_train + n_val])
+        parts[2].extend(order[n_train + n_val :])
     return tuple(tensor(sorted(p)) for p in parts)
 
 
@@ -90,10 +91,20 @@ class DigitsTask:
         rank's share of each epoch, which the loop reshuffles with ``sampler.set_epoch``."""
         x, y = self.splits["train"]
         dataset = TensorDataset(x, y)
-        sampler = None if world is None else DistributedSampler(dataset, num_replicas=world.size, rank=world.rank,
-                                                                 seed=self.seed)
-        return DataLoader(dataset, batch_size=batch_size, shuffle=sampler is None, sampler=sampler,
-                          generator=generator, num_workers=num_workers, persistent_workers=num_workers > 0)
+        sampler = (
+            None
+            if world is None
+            else DistributedSampler(dataset, num_replicas=world.size, rank=world.rank, seed=self.seed)
+        )
+        return DataLoader(
+            dataset,
+            batch_size=batch_size,
+            shuffle=sampler is None,
+            sampler=sampler,
+            generator=generator,
+            num_workers=num_workers,
+            persistent_workers=num_workers > 0,
+        )
 
     def training_loss(self, model, batch):
         x, y = batch
@@ -102,8 +113,10 @@ class DigitsTask:
         return F.cross_entropy(model(random_shift(x)), y, label_smoothing=LABEL_SMOOTHING)
 
     def validation_note(self):
-        return (f"per-epoch val: the {len(self.splits['val'][1])} validation images; the final test: the "
-                f"{len(self.splits['test'][1])} held-out test images, never seen in training or validation")
+        return (
+            f"per-epoch val: the {len(self.splits['val'][1])} validation images; the final test: the "
+            f"{len(self.splits['test'][1])} held-out test images, never seen in training or validation"
+        )
 
     def evaluate(self, model, split, device):
         x, y = self.splits[split]

@@ -1,6 +1,7 @@
 """The training loop behind ``adcuda train``: a task supplies data, model and metrics; this module
 owns the optimizer, schedule, mixed precision, data parallelism, progress display, per-epoch
 checkpoints, resuming, and the NVTX and profiler sessions."""
+
 import contextlib
 import dataclasses
 import math
@@ -48,6 +49,7 @@ class TrainConfig:
     ``compile``: each step's forward, backward and gradient clipping captured once and replayed
     (``adcuda.compile``; CPU only), the optimizer step, scheduler and GradScaler run as always.
     """
+
     task: str
     out: str
     epochs: int = None
@@ -100,8 +102,11 @@ def make_optimizer(model, lr, master_weights=False):
     params = list(model.parameters())
     decay = [p for p in params if p.ndim >= 2]
     no_decay = [p for p in params if p.ndim < 2]
-    return optim.AdamW([{"params": decay, "weight_decay": WEIGHT_DECAY},
-                        {"params": no_decay, "weight_decay": 0.0}], lr=lr, master_weights=master_weights)
+    return optim.AdamW(
+        [{"params": decay, "weight_decay": WEIGHT_DECAY}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=lr,
+        master_weights=master_weights,
+    )
 
 
 def make_scheduler(optimizer, total_steps):
@@ -117,11 +122,14 @@ def _settle(config, task_type, saved):
     """Fill the settings left as None: from the checkpoint's run when resuming, else the task's defaults."""
     if saved is None:
         defaults = dict(task_type.defaults, seed=DEFAULT_SEED, amp=False)
-        return dataclasses.replace(config, **{k: defaults[k] for k in ("epochs", "batch_size", "lr", "seed", "amp")
-                                               if getattr(config, k) is None})
+        return dataclasses.replace(
+            config,
+            **{k: defaults[k] for k in ("epochs", "batch_size", "lr", "seed", "amp") if getattr(config, k) is None},
+        )
     if saved["task"] != config.task:
-        raise CheckpointMismatch(f"--resume: the checkpoint in {config.out} is a '{saved['task']}' run, "
-                                 f"not '{config.task}'")
+        raise CheckpointMismatch(
+            f"--resume: the checkpoint in {config.out} is a '{saved['task']}' run, not '{config.task}'"
+        )
     settled = {key: saved[key] if key in saved else SETTINGS_OF_OLDER_CHECKPOINTS[key] for key in RUN_SETTINGS}
     for key in RUN_SETTINGS:
         given, kept = getattr(config, key), settled[key]
@@ -132,8 +140,10 @@ def _settle(config, task_type, saved):
             difference = f"the checkpoint's run trained {'with' if kept else 'without'} {option}"
         else:
             difference = f"{option} {given!r} differs from the checkpoint's {kept!r}"
-        raise CheckpointMismatch(f"--resume: {difference}; a resumed run keeps the settings it started with "
-                                 f"(use another --out for a new run)")
+        raise CheckpointMismatch(
+            f"--resume: {difference}; a resumed run keeps the settings it started with "
+            f"(use another --out for a new run)"
+        )
     if config.epochs is None:
         settled["epochs"] = saved["epochs"]
     return dataclasses.replace(config, **settled)
@@ -157,8 +167,10 @@ def _train(config, task_type, reporter, world):
     state = load_checkpoint(config.out, config.device) if config.resume else None
     config = _settle(config, task_type, state["config"] if state else None)
     if config.epochs < 0 or config.batch_size <= 0 or not config.lr > 0:
-        raise SettingsError(f"need --epochs >= 0, --batch-size > 0 and --lr > 0, got {config.epochs}, "
-                            f"{config.batch_size} and {config.lr}")
+        raise SettingsError(
+            f"need --epochs >= 0, --batch-size > 0 and --lr > 0, got {config.epochs}, "
+            f"{config.batch_size} and {config.lr}"
+        )
     if config.batch_size < ranks:
         raise SettingsError(f"--batch-size {config.batch_size} is smaller than the {ranks} processes sharing it")
     task = task_type(config.seed)
@@ -190,27 +202,37 @@ def _train(config, task_type, reporter, world):
         if config.epochs != planned and config.epochs > start_epoch:
             # the cosine was laid out for the planned length: stretch (or cut) it to the new one
             schedule.total = max(config.epochs * steps_per_epoch, schedule.warmup + 1)
-            reporter.line(f"resuming after epoch {start_epoch} of {planned}; training to epoch {config.epochs} "
-                          f"(learning-rate schedule re-laid for {config.epochs} epochs)")
+            reporter.line(
+                f"resuming after epoch {start_epoch} of {planned}; training to epoch {config.epochs} "
+                f"(learning-rate schedule re-laid for {config.epochs} epochs)"
+            )
         else:
             reporter.line(f"resuming after epoch {start_epoch} of {planned}")
         saved_ranks = state["config"].get("world_size", 1)
         if saved_ranks != ranks:
-            reporter.line(f"note: the checkpoint was trained by {saved_ranks} process(es) and this run has {ranks}: "
-                          f"the remaining epochs deal their samples out differently from an uninterrupted run")
+            reporter.line(
+                f"note: the checkpoint was trained by {saved_ranks} process(es) and this run has {ranks}: "
+                f"the remaining epochs deal their samples out differently from an uninterrupted run"
+            )
     elif _exists(config.out) and not config.profile_steps:
-        reporter.line(f"note: starting a new run; the checkpoint in {config.out} will be replaced "
-                      f"(use --resume to continue it)")
+        reporter.line(
+            f"note: starting a new run; the checkpoint in {config.out} will be replaced (use --resume to continue it)"
+        )
     if config.nvtx and not _nvtx_tool_attached():
-        reporter.line("note: --nvtx: no NVTX tool is attached, so the ranges go nowhere; run under Nsight "
-                      "Systems (nsys profile -t cuda,nvtx adcuda train --nvtx ...) or Nsight Compute (ncu --nvtx)")
+        reporter.line(
+            "note: --nvtx: no NVTX tool is attached, so the ranges go nowhere; run under Nsight "
+            "Systems (nsys profile -t cuda,nvtx adcuda train --nvtx ...) or Nsight Compute (ncu --nvtx)"
+        )
     # wrapped once the checkpoint's weights are in: every rank then starts from rank 0's
     model = net if world is None else parallel.wrap(net)
 
     how = (", float16 with float32 master weights (--amp)" if config.amp else "") + (
-        f", {ranks} processes of {config.batch_size // ranks} samples per step" if world is not None else "")
-    reporter.line(f"task {task.name}: {task.describe()}; {_count_parameters(net):,} parameters; "
-                  f"device {config.device}{how}; {steps_per_epoch} steps per epoch")
+        f", {ranks} processes of {config.batch_size // ranks} samples per step" if world is not None else ""
+    )
+    reporter.line(
+        f"task {task.name}: {task.describe()}; {_count_parameters(net):,} parameters; "
+        f"device {config.device}{how}; {steps_per_epoch} steps per epoch"
+    )
     compiled = config.compile and device_type == "cpu"
     if config.compile and not compiled:
         reporter.line(f"note: --compile captures CPU programs only; training on {config.device} runs eagerly")
@@ -231,15 +253,31 @@ def _train(config, task_type, reporter, world):
         with no_grad(), precision:
             val = task.evaluate(net, "val", config.device)
         seconds = time.perf_counter() - started
-        record = {"epoch": epoch + 1, "train_loss": train_loss, "lr": scheduler.get_last_lr()[0],
-                  "seconds": seconds, **{f"val_{k}": v for k, v in val.items()}}
+        record = {
+            "epoch": epoch + 1,
+            "train_loss": train_loss,
+            "lr": scheduler.get_last_lr()[0],
+            "seconds": seconds,
+            **{f"val_{k}": v for k, v in val.items()},
+        }
         history.append(record)
-        save_checkpoint(config.out, config=dict(dataclasses.asdict(config), world_size=ranks), epoch=epoch + 1,
-                        model=net, optimizer=optimizer, scheduler=scheduler, scaler=scaler,
-                        loader_generator=loader_generator, history=history, extra=task.checkpoint_extra())
-        reporter.line(f"epoch {epoch + 1:>3}/{config.epochs}  train loss {train_loss:.4f}  "
-                      + "  ".join(f"val {k.replace('_', ' ')} {v:.4f}" for k, v in val.items())
-                      + f"  lr {scheduler.get_last_lr()[0]:.2e}  {seconds:.1f}s")
+        save_checkpoint(
+            config.out,
+            config=dict(dataclasses.asdict(config), world_size=ranks),
+            epoch=epoch + 1,
+            model=net,
+            optimizer=optimizer,
+            scheduler=scheduler,
+            scaler=scaler,
+            loader_generator=loader_generator,
+            history=history,
+            extra=task.checkpoint_extra(),
+        )
+        reporter.line(
+            f"epoch {epoch + 1:>3}/{config.epochs}  train loss {train_loss:.4f}  "
+            + "  ".join(f"val {k.replace('_', ' ')} {v:.4f}" for k, v in val.items())
+            + f"  lr {scheduler.get_last_lr()[0]:.2e}  {seconds:.1f}s"
+        )
     if start_epoch >= config.epochs:
         reporter.line(f"the checkpoint has already trained {start_epoch} epochs (--epochs {config.epochs})")
     if not main:
@@ -290,8 +328,9 @@ class TrainStep:
             self.scaler.update()
             value = loss.item()
         if not math.isfinite(value):
-            raise FloatingPointError(f"training diverged: the loss became {value} at {description} "
-                                     f"(try a smaller --lr)")
+            raise FloatingPointError(
+                f"training diverged: the loss became {value} at {description} (try a smaller --lr)"
+            )
         return value, batch[0].shape[0]
 
 
@@ -329,8 +368,7 @@ def _profile(step, loader, config, start_epoch, reporter, main):
     os.makedirs(os.path.dirname(os.path.abspath(trace)), exist_ok=True)
     prof.export_chrome_trace(trace)
     reporter.result(prof.key_averages().table(sort_by="cpu_time_total", row_limit=PROFILE_TABLE_ROWS))
-    reporter.result(f"trace of {done} training steps: {trace} (open it in https://ui.perfetto.dev or "
-                    f"chrome://tracing)")
+    reporter.result(f"trace of {done} training steps: {trace} (open it in https://ui.perfetto.dev or chrome://tracing)")
     return {"profiled_steps": done, "trace": trace}
 
 

@@ -1,4 +1,5 @@
 """The models ``adcuda train`` trains: an MLP classifier and a small GPT (character language model)."""
+
 import math
 
 from .. import nn
@@ -50,8 +51,7 @@ class CausalSelfAttention(nn.Module):
         q, k, v = self.qkv(x).split(width, dim=2)
         # (batch, heads, length, head_dim): each head attends over the sequence on its own
         q, k, v = (t.view(batch, length, self.n_heads, width // self.n_heads).transpose(1, 2) for t in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
-                                           dropout_p=self.dropout if self.training else 0.0)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0)
         return self.proj(y.transpose(1, 2).reshape(batch, length, width))
 
 
@@ -63,8 +63,12 @@ class Block(nn.Module):
         self.ln1 = nn.LayerNorm(d_model)
         self.attn = CausalSelfAttention(d_model, n_heads, dropout)
         self.ln2 = nn.LayerNorm(d_model)
-        self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(approximate="tanh"),
-                                 nn.Linear(4 * d_model, d_model), nn.Dropout(dropout))
+        self.mlp = nn.Sequential(
+            nn.Linear(d_model, 4 * d_model),
+            nn.GELU(approximate="tanh"),
+            nn.Linear(4 * d_model, d_model),
+            nn.Dropout(dropout),
+        )
 
     def forward(self, x):
         x = x + self.attn(self.ln1(x))

@@ -5,6 +5,7 @@ Every rank seeds the same generators and draws the same random numbers (dropout,
 sampling), so that rank 0's checkpoint holds the random state of every rank and a resumed run
 continues exactly; the ranks differ only in the samples they train on.
 """
+
 import contextlib
 import dataclasses
 
@@ -19,6 +20,7 @@ from .errors import SettingsError
 @dataclasses.dataclass(frozen=True)
 class World:
     """This process's place in the job: rank ``rank`` of ``size`` processes."""
+
     rank: int
     size: int
 
@@ -52,8 +54,10 @@ def process_group(device_type):
         yield World(dist.get_rank(), dist.get_world_size())
         return
     if launched_world() is None:
-        raise SettingsError("--distributed: this process was not started as part of a job; use --nproc-per-node N "
-                            "to start N processes, or start them with mpirun -n N")
+        raise SettingsError(
+            "--distributed: this process was not started as part of a job; use --nproc-per-node N "
+            "to start N processes, or start them with mpirun -n N"
+        )
     dist.init_process_group("nccl" if device_type == "cuda" else "mpi")
     yield World(dist.get_rank(), dist.get_world_size())
     # Only after a run that finished: a rank that failed must not wait in this collective for the others

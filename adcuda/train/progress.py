@@ -5,6 +5,7 @@ a CI job, ``nohup``) keeps as one ever-growing line or drops; there a line such 
 ``epoch 2/10: step 40/100 (40%), loss 2.1234, 8.1 steps/s, about 7 s left`` is printed instead,
 at most once per ``interval`` seconds, so a long epoch shows that it is alive and how far it got.
 """
+
 import sys
 import time
 
@@ -72,6 +73,7 @@ def progress(iterable, total, description, quiet, file=None):
         return _Silent(iterable)
     if file.isatty():
         from tqdm import tqdm
+
         return tqdm(iterable, total=total, desc=description, unit="step", leave=False, dynamic_ncols=True, file=file)
     return LineProgress(iterable, total, description, file=file)
 

@@ -1,4 +1,5 @@
 """The learning-rate schedule ``adcuda train`` uses: linear warm-up, then cosine decay to a floor."""
+
 import math
 
 

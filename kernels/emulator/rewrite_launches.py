@@ -10,13 +10,15 @@ rewritten, so incremental builds stay incremental; mirrors of files that no long
 
 Usage: rewrite_launches.py KERNELS_DIR OUTPUT_DIR
 """
+
 import os
 import re
 import sys
 
 LAUNCH = re.compile(r"<<<(.*?)>>>", re.DOTALL)
 DYNAMIC_SHARED = re.compile(
-    r"extern\s+__shared__\s+(?:__align__\(\s*\d+\s*\)\s+)?([A-Za-z_][\w:\s]*?)\s+(\w+)\s*\[\s*\]\s*;")
+    r"extern\s+__shared__\s+(?:__align__\(\s*\d+\s*\)\s+)?([A-Za-z_][\w:\s]*?)\s+(\w+)\s*\[\s*\]\s*;"
+)
 SKIPPED_DIRS = {"emulator", "bindings"}
 
 

@@ -5,6 +5,7 @@
 asserts on them. Every rank builds its model from its
 own seed (rank 1's differs) so that equality at the end also shows the broadcast from rank 0.
 """
+
 import datetime
 import json
 import os

@@ -5,6 +5,7 @@
 - ``kill``: rank 1 is killed (SIGKILL) in the middle of DDP training; rank 0 must not hang.
 - ``raise``: rank 1 raises; the job must end at once, long before the collectives' timeout.
 """
+
 import datetime
 import json
 import os

@@ -1,6 +1,7 @@
 """The NCCL backend in a world of one process (a GPU machine with CuPy's NCCL bindings): its
 collectives on device arrays, then, where adcuda has CUDA tensors, the process group and a
 DistributedDataParallel training step on them. Exits non-zero on any mismatch."""
+
 import datetime
 
 import cupy

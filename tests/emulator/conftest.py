@@ -1,4 +1,5 @@
 """Shared by the emulator's standalone checks: where the CUDA headers are (they compile on the host)."""
+
 import os
 from pathlib import Path
 
@@ -18,6 +19,7 @@ def find_cuda_include_dir():
 def cuda_include_dir():
     """The CUDA toolkit's include folder; the test skips without one (or without g++)."""
     import shutil
+
     include = find_cuda_include_dir()
     if include is None or shutil.which("g++") is None:
         pytest.skip("needs g++ and the CUDA headers")

@@ -2,6 +2,7 @@
 ordinary CUDA program, rewritten and compiled with g++ against the emulator the way an
 ADCUDA_CUDA=EMULATE build compiles kernels/*.cu, then run under each thread schedule. Needs g++ and
 the CUDA headers; no GPU."""
+
 import os
 import shutil
 import subprocess
@@ -16,7 +17,6 @@ EMULATOR_SOURCES = ["grid.cpp", "fiber.cpp", "cudart.cpp"]
 CHECKS = ["block_barrier", "early_exit", "shuffles", "deadlock", "launch_limits", "memory", "streams"]
 
 
-
 def compile_with_emulator(cu_source, work, emulator_objects, include):
     """The binary of one .cu program: rewritten as the emulated build does, compiled with g++, linked
     with the emulator."""
@@ -24,14 +24,35 @@ def compile_with_emulator(cu_source, work, emulator_objects, include):
     source_dir.mkdir()
     shutil.copy(cu_source, source_dir / cu_source.name)
     rewritten = work / f"{cu_source.stem}-rewritten"
-    subprocess.run([sys.executable, str(KERNELS / "emulator" / "rewrite_launches.py"), str(source_dir),
-                    str(rewritten)], check=True, timeout=60)
+    subprocess.run(
+        [sys.executable, str(KERNELS / "emulator" / "rewrite_launches.py"), str(source_dir), str(rewritten)],
+        check=True,
+        timeout=60,
+    )
     binary = work / cu_source.stem
     build = subprocess.run(
-        ["g++", "-std=c++17", "-O1", "-pthread", f"-I{include}", f"-I{KERNELS}",
-         "-include", "emulator/device_runtime.h", "-x", "c++", str(rewritten / f"{cu_source.name}.cpp"),
-         "-x", "none", *map(str, emulator_objects), "-o", str(binary)],
-        capture_output=True, text=True, timeout=300)
+        [
+            "g++",
+            "-std=c++17",
+            "-O1",
+            "-pthread",
+            f"-I{include}",
+            f"-I{KERNELS}",
+            "-include",
+            "emulator/device_runtime.h",
+            "-x",
+            "c++",
+            str(rewritten / f"{cu_source.name}.cpp"),
+            "-x",
+            "none",
+            *map(str, emulator_objects),
+            "-o",
+            str(binary),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert build.returncode == 0, build.stderr
     return binary
 
@@ -43,9 +64,23 @@ def emulator_objects(tmp_path_factory, cuda_include_dir):
     objects = []
     for name in EMULATOR_SOURCES:
         target = work / f"{name}.o"
-        build = subprocess.run(["g++", "-std=c++17", "-O1", "-pthread", f"-I{cuda_include_dir}", f"-I{KERNELS}",
-                                "-c", str(KERNELS / "emulator" / name), "-o", str(target)],
-                               capture_output=True, text=True, timeout=300)
+        build = subprocess.run(
+            [
+                "g++",
+                "-std=c++17",
+                "-O1",
+                "-pthread",
+                f"-I{cuda_include_dir}",
+                f"-I{KERNELS}",
+                "-c",
+                str(KERNELS / "emulator" / name),
+                "-o",
+                str(target),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert build.returncode == 0, build.stderr
         objects.append(target)
     return objects
@@ -53,8 +88,12 @@ def emulator_objects(tmp_path_factory, cuda_include_dir):
 
 @pytest.fixture(scope="module")
 def checks_binary(tmp_path_factory, emulator_objects, cuda_include_dir):
-    return compile_with_emulator(Path(__file__).with_name("emulator_checks.cu"), tmp_path_factory.mktemp("checks"),
-                                 emulator_objects, cuda_include_dir)
+    return compile_with_emulator(
+        Path(__file__).with_name("emulator_checks.cu"),
+        tmp_path_factory.mktemp("checks"),
+        emulator_objects,
+        cuda_include_dir,
+    )
 
 
 @pytest.mark.parametrize("schedule", ["forward", "reverse", "random:7"])
@@ -96,8 +135,9 @@ def test_a_missing_barrier_shows_under_another_schedule(tmp_path, emulator_objec
 
     def wrong(schedule):
         env = dict(os.environ, ADCUDA_EMULATOR_SCHEDULE=schedule)
-        return int(subprocess.run([str(binary)], capture_output=True, text=True, timeout=60, env=env,
-                                  check=True).stdout)
+        return int(
+            subprocess.run([str(binary)], capture_output=True, text=True, timeout=60, env=env, check=True).stdout
+        )
 
     # Forward: thread i reads slot i+1 before thread i+1 wrote it (threads run to completion in order).
     assert wrong("forward") == 63
@@ -115,8 +155,11 @@ def test_the_mirror_follows_the_sources(tmp_path):
     (source_dir / "runtime" / "c.h").write_text("#pragma once\n")
 
     def rewrite():
-        subprocess.run([sys.executable, str(KERNELS / "emulator" / "rewrite_launches.py"), str(source_dir),
-                        str(mirror)], check=True, timeout=60)
+        subprocess.run(
+            [sys.executable, str(KERNELS / "emulator" / "rewrite_launches.py"), str(source_dir), str(mirror)],
+            check=True,
+            timeout=60,
+        )
         return sorted(str(p.relative_to(mirror)) for p in mirror.rglob("*") if p.is_file())
 
     assert rewrite() == ["a.cu.cpp", "b.cuh", "runtime/c.h"]

@@ -6,6 +6,7 @@ nvtx: under emit_nvtx(); shapes: emit_nvtx(record_shapes=True); names: emit_nvtx
 off: no emission asked for; env: no emit_nvtx() call (ADCUDA_NVTX=1 is expected in the environment).
 Each mode ends with an op that raises, caught, to show its range is closed all the same.
 """
+
 import contextlib
 import sys
 
@@ -22,8 +23,11 @@ def main(mode):
     loader = DataLoader(data, batch_size=8)
     model = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 3))
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    session = {"nvtx": emit_nvtx(), "shapes": emit_nvtx(record_shapes=True),
-               "names": emit_nvtx(sequence_numbers=False)}.get(mode, contextlib.nullcontext())
+    session = {
+        "nvtx": emit_nvtx(),
+        "shapes": emit_nvtx(record_shapes=True),
+        "names": emit_nvtx(sequence_numbers=False),
+    }.get(mode, contextlib.nullcontext())
     with session:
         with record_function("train_step"):
             x, y = next(iter(loader))

@@ -7,6 +7,7 @@ tested against, so it favours clarity and exactness over cleverness.
 One module per kernel family, named as the CUDA backend's module and ``kernels/<family>.cu``
 (``storage`` is the runtime's copies and views); this package re-exports every primitive.
 """
+
 import warnings
 
 name = "cpu"

@@ -1,6 +1,7 @@
 """What the CPU backend's family modules share: NumPy dtypes and the fp32 compute rule (float16 is
 widened to float32 for the arithmetic and narrowed on the way out; float64 is kept for gradcheck).
 """
+
 import numpy as np
 
 from ...errors import DTypeError

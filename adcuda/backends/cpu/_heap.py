@@ -13,6 +13,7 @@ This is a process-wide setting, made once when the CPU backend is imported;
 ``ADCUDA_CPU_HEAP_TUNING=0`` leaves glibc's defaults alone. On other C libraries (musl, macOS,
 Windows) nothing is done.
 """
+
 import ctypes
 import os
 

@@ -2,6 +2,7 @@
 logsumexp is kept for the backward, as the CUDA kernels keep it. Dropout draws the CUDA kernels' exact
 mask (kernels/attention_dropout.cuh's Philox counter layout, computed here in NumPy).
 """
+
 import math
 
 import numpy as np
@@ -63,8 +64,12 @@ def _philox4x32_10(counter_words, seed):
             key1 = (key1 + np.uint64(0xBB67AE85)) & mask32
         product0 = np.uint64(0xD2511F53) * c0
         product1 = np.uint64(0xCD9E8D57) * c2
-        c0, c1, c2, c3 = ((product1 >> np.uint64(32)) ^ c1 ^ key0, product1 & mask32,
-                          (product0 >> np.uint64(32)) ^ c3 ^ key1, product0 & mask32)
+        c0, c1, c2, c3 = (
+            (product1 >> np.uint64(32)) ^ c1 ^ key0,
+            product1 & mask32,
+            (product0 >> np.uint64(32)) ^ c3 ^ key1,
+            product0 & mask32,
+        )
     return c0, c1, c2, c3
 
 
@@ -79,11 +84,18 @@ def _attention_dropout_keep(batch, L, S, p, seed, offset):
     entries = int(np.prod(batch, dtype=np.int64))
     query_tiles, key_tiles = -(-L // 16), -(-S // 16)
     blocks = np.arange(entries * query_tiles * key_tiles * 64, dtype=np.uint64)
-    seed, offset = int(seed) & (2 ** 64 - 1), int(offset) & (2 ** 64 - 1)
+    seed, offset = int(seed) & (2**64 - 1), int(offset) & (2**64 - 1)
     offset_words = (np.uint64(offset & 0xFFFFFFFF), np.uint64(offset >> 32))
-    words = _philox4x32_10((blocks & np.uint64(0xFFFFFFFF), blocks >> np.uint64(32),
-                            np.full_like(blocks, offset_words[0]), np.full_like(blocks, offset_words[1])), seed)
-    threshold = np.uint64(min(math.floor((1.0 - p) * 2.0 ** 32), 2 ** 32 - 1))
+    words = _philox4x32_10(
+        (
+            blocks & np.uint64(0xFFFFFFFF),
+            blocks >> np.uint64(32),
+            np.full_like(blocks, offset_words[0]),
+            np.full_like(blocks, offset_words[1]),
+        ),
+        seed,
+    )
+    threshold = np.uint64(min(math.floor((1.0 - p) * 2.0**32), 2**32 - 1))
     kept = np.stack([w < threshold for w in words], axis=-1)  # (blocks, word); word = 2 * (i >= 8) + (j >= 8)
     kept = kept.reshape(entries, query_tiles, key_tiles, 8, 8, 2, 2)  # (b, i16, j16, a, c, i high, j high)
     kept = kept.transpose(0, 1, 5, 3, 2, 6, 4).reshape(entries, query_tiles * 16, key_tiles * 16)
@@ -115,9 +127,17 @@ def _attention_dropout_factor(probs, v, dropout_p, seed, offset):
     return np.where(keep, probs.dtype.type(scale), probs.dtype.type(0))
 
 
-def attention(q: BackendArray, k: BackendArray, v: BackendArray, mask: BackendArray | None, is_causal: bool,
-              scale: float, dropout_p: float = 0.0, seed: int = 0,
-              offset: int = 0) -> tuple[BackendArray, BackendArray]:
+def attention(
+    q: BackendArray,
+    k: BackendArray,
+    v: BackendArray,
+    mask: BackendArray | None,
+    is_causal: bool,
+    scale: float,
+    dropout_p: float = 0.0,
+    seed: int = 0,
+    offset: int = 0,
+) -> tuple[BackendArray, BackendArray]:
     """Softmax(q k^T * scale + mask) v; also the rows' logsumexp, which is all backward keeps. With
     ``dropout_p`` the probabilities are dropped by the Philox draw ``(seed, offset)`` and the rest
     scaled by 1 / (1 - dropout_p); the logsumexp is of the probabilities before dropout."""
@@ -139,10 +159,20 @@ def attention(q: BackendArray, k: BackendArray, v: BackendArray, mask: BackendAr
     return out.astype(q.dtype, copy=False), lse[..., 0]
 
 
-def attention_backward(g: BackendArray, q: BackendArray, k: BackendArray, v: BackendArray, out: BackendArray,
-                       lse: BackendArray, mask: BackendArray | None, is_causal: bool, scale: float,
-                       dropout_p: float = 0.0, seed: int = 0,
-                       offset: int = 0) -> tuple[BackendArray, BackendArray, BackendArray]:
+def attention_backward(
+    g: BackendArray,
+    q: BackendArray,
+    k: BackendArray,
+    v: BackendArray,
+    out: BackendArray,
+    lse: BackendArray,
+    mask: BackendArray | None,
+    is_causal: bool,
+    scale: float,
+    dropout_p: float = 0.0,
+    seed: int = 0,
+    offset: int = 0,
+) -> tuple[BackendArray, BackendArray, BackendArray]:
     _check_dropout_p("attention_backward", dropout_p)
     qq, kk, vv = _operands("attention_backward", q, k, v)
     gg, oo = _compute(g), _compute(out)

@@ -1,5 +1,6 @@
 """The CPU backend's elementwise primitives (kernels/elementwise_unary.cu and elementwise_binary.cu on
 CUDA): ``unary binary unary_backward where clamp`` and the op tables they take their ``op`` names from."""
+
 import math
 
 import numpy as np
@@ -15,10 +16,12 @@ __all__ = ["UNARY_OPS", "UNARY_BACKWARD_OPS", "BINARY_OPS", "unary", "binary", "
 def _in_place_safe(fn):
     """``fn`` (which writes its temporaries in place) applied to a 0-d array through a 1-element one:
     NumPy turns 0-d results into scalars, which cannot be written in place."""
+
     def on_arrays(x):
         if isinstance(x, np.ndarray) and x.ndim == 0:
             return fn(x.reshape(1)).reshape(())
         return fn(x)
+
     on_arrays.__name__ = fn.__name__
     on_arrays.__doc__ = fn.__doc__
     return on_arrays
@@ -39,10 +42,23 @@ def _horner_(t, coefficients):
 # approximation fitted for this backend by iteratively reweighted least squares on the relative error
 # (2e-9 in float64); evaluated in float32 its rounding dominates, about 3 ulp. Coefficients from the
 # highest power down.
-_ERF_P = (-1.320218606659651e-08, 4.6847686940576505e-06, 0.0003796083678672549, 0.0038496057579662218,
-          0.054316888748941576, 0.18520311315347807, 1.1283791693790333)
-_ERF_Q = (6.311048666503283e-05, 0.0013075679687991264, 0.015462076866827856, 0.11395836396140764,
-          0.49746539941178164, 1.0)
+_ERF_P = (
+    -1.320218606659651e-08,
+    4.6847686940576505e-06,
+    0.0003796083678672549,
+    0.0038496057579662218,
+    0.054316888748941576,
+    0.18520311315347807,
+    1.1283791693790333,
+)
+_ERF_Q = (
+    6.311048666503283e-05,
+    0.0013075679687991264,
+    0.015462076866827856,
+    0.11395836396140764,
+    0.49746539941178164,
+    1.0,
+)
 _ERF_CLAMP = 4.0
 
 
@@ -105,18 +121,56 @@ def _gelu_tanh(x):
 
 
 UNARY_OPS = {
-    "neg": np.negative, "abs": np.abs, "exp": np.exp, "log": np.log, "log1p": np.log1p,
-    "sqrt": np.sqrt, "rsqrt": lambda x: 1.0 / np.sqrt(x), "sin": np.sin, "cos": np.cos,
-    "tanh": np.tanh, "sigmoid": _sigmoid, "relu": lambda x: np.maximum(x, _zero(x.dtype)),
-    "gelu": _gelu, "gelu_tanh": _gelu_tanh, "silu": lambda x: x * _sigmoid(x), "sign": _sign,
-    "logical_not": np.logical_not, "erf": _erf, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc,
-    "round": np.round, "exp2": np.exp2, "log2": np.log2, "log10": np.log10, "bitwise_not": np.invert,
+    "neg": np.negative,
+    "abs": np.abs,
+    "exp": np.exp,
+    "log": np.log,
+    "log1p": np.log1p,
+    "sqrt": np.sqrt,
+    "rsqrt": lambda x: 1.0 / np.sqrt(x),
+    "sin": np.sin,
+    "cos": np.cos,
+    "tanh": np.tanh,
+    "sigmoid": _sigmoid,
+    "relu": lambda x: np.maximum(x, _zero(x.dtype)),
+    "gelu": _gelu,
+    "gelu_tanh": _gelu_tanh,
+    "silu": lambda x: x * _sigmoid(x),
+    "sign": _sign,
+    "logical_not": np.logical_not,
+    "erf": _erf,
+    "floor": np.floor,
+    "ceil": np.ceil,
+    "trunc": np.trunc,
+    "round": np.round,
+    "exp2": np.exp2,
+    "log2": np.log2,
+    "log10": np.log10,
+    "bitwise_not": np.invert,
 }
 
 
 # computed in float64 for bool and integer arrays, and cast back to their dtype (as on CUDA)
-_FLOAT_ONLY = frozenset({"exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "gelu", "gelu_tanh",
-                         "silu", "erf", "exp2", "log2", "log10"})
+_FLOAT_ONLY = frozenset(
+    {
+        "exp",
+        "log",
+        "log1p",
+        "sqrt",
+        "rsqrt",
+        "sin",
+        "cos",
+        "tanh",
+        "sigmoid",
+        "gelu",
+        "gelu_tanh",
+        "silu",
+        "erf",
+        "exp2",
+        "log2",
+        "log10",
+    }
+)
 
 
 def _unknown_op(family, op):
@@ -203,12 +257,29 @@ def unary_backward(op: str, x: BackendArray | None, y: BackendArray | None, g: B
 
 
 BINARY_OPS = {
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide, "pow": np.power,
-    "maximum": np.maximum, "minimum": np.minimum, "eq": np.equal, "ne": np.not_equal, "lt": np.less,
-    "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal, "logical_and": np.logical_and,
-    "logical_or": np.logical_or, "logical_xor": np.logical_xor, "floor_divide": np.floor_divide,
-    "remainder": np.remainder, "bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or,
-    "bitwise_xor": np.bitwise_xor, "logaddexp": np.logaddexp, "hypot": np.hypot,
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "div": np.true_divide,
+    "pow": np.power,
+    "maximum": np.maximum,
+    "minimum": np.minimum,
+    "eq": np.equal,
+    "ne": np.not_equal,
+    "lt": np.less,
+    "le": np.less_equal,
+    "gt": np.greater,
+    "ge": np.greater_equal,
+    "logical_and": np.logical_and,
+    "logical_or": np.logical_or,
+    "logical_xor": np.logical_xor,
+    "floor_divide": np.floor_divide,
+    "remainder": np.remainder,
+    "bitwise_and": np.bitwise_and,
+    "bitwise_or": np.bitwise_or,
+    "bitwise_xor": np.bitwise_xor,
+    "logaddexp": np.logaddexp,
+    "hypot": np.hypot,
 }
 _BOOL_RESULT = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor"}
 
@@ -222,9 +293,20 @@ def binary(op: str, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> Backend
     Python scalar."""
     try:
         work = dtype.numpy
-        if (work is not None and work is not np.float16 and op not in _MAY_WARN and a.__class__ is np.ndarray
-                and a.dtype == work and (b.__class__ is np.ndarray and b.dtype == work or b.__class__ is float
-                                         and work is not np.int32 and work is not np.int64)):
+        if (
+            work is not None
+            and work is not np.float16
+            and op not in _MAY_WARN
+            and a.__class__ is np.ndarray
+            and a.dtype == work
+            and (
+                b.__class__ is np.ndarray
+                and b.dtype == work
+                or b.__class__ is float
+                and work is not np.int32
+                and work is not np.int64
+            )
+        ):
             # fast path: operands already in the result dtype (the common case in training)
             return np.asarray(BINARY_OPS[op](a, b))
         work = _np_dtype(dtype)

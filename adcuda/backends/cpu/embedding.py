@@ -1,5 +1,5 @@
-"""The CPU backend's embedding lookup and its deterministic backward (kernels/embedding.cu on CUDA).
-"""
+"""The CPU backend's embedding lookup and its deterministic backward (kernels/embedding.cu on CUDA)."""
+
 import numpy as np
 
 from ...errors import DTypeError, IndexOutOfRangeError, ShapeError
@@ -14,8 +14,10 @@ def _check_embedding_indices(op, idx, num_embeddings, weight_shape):
         raise DTypeError(f"{op}: indices must be integers (int32 or int64), got {idx.dtype}")
     bad = (idx < 0) | (idx >= num_embeddings)
     if bad.any():
-        raise IndexOutOfRangeError(f"{op}: index {int(idx[bad].flat[0])} is out of range for "
-                                   f"num_embeddings={num_embeddings} (weight shape {tuple(weight_shape)})")
+        raise IndexOutOfRangeError(
+            f"{op}: index {int(idx[bad].flat[0])} is out of range for "
+            f"num_embeddings={num_embeddings} (weight shape {tuple(weight_shape)})"
+        )
 
 
 def embedding(weight: BackendArray, indices: BackendArray) -> BackendArray:
@@ -27,8 +29,9 @@ def embedding(weight: BackendArray, indices: BackendArray) -> BackendArray:
     return np.take(weight, idx, axis=0)
 
 
-def embedding_backward(grad: BackendArray, indices: BackendArray, num_embeddings: int, padding_idx: int | None,
-                       scale_grad_by_freq: bool) -> BackendArray:
+def embedding_backward(
+    grad: BackendArray, indices: BackendArray, num_embeddings: int, padding_idx: int | None, scale_grad_by_freq: bool
+) -> BackendArray:
     """The dense ``(num_embeddings, dim)`` weight gradient: the grad rows of each index summed in
     index order in fp32 (fp64 for fp64), the ``padding_idx`` row zero, and with
     ``scale_grad_by_freq`` each row divided by how often its index occurs."""
@@ -37,8 +40,10 @@ def embedding_backward(grad: BackendArray, indices: BackendArray, num_embeddings
         raise DTypeError(f"{op}: grad must be floating point, got {grad.dtype}")
     idx = np.asarray(indices)
     if grad.ndim != idx.ndim + 1 or tuple(grad.shape[:-1]) != idx.shape:
-        raise ShapeError(f"{op}: grad of shape {tuple(grad.shape)} does not fit indices of shape {idx.shape} "
-                         "(expected indices.shape + (embedding_dim,))")
+        raise ShapeError(
+            f"{op}: grad of shape {tuple(grad.shape)} does not fit indices of shape {idx.shape} "
+            "(expected indices.shape + (embedding_dim,))"
+        )
     dim = grad.shape[-1]
     _check_embedding_indices(op, idx, num_embeddings, (num_embeddings, dim))
     idx = idx.reshape(-1)

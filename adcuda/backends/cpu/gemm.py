@@ -1,6 +1,7 @@
 """The CPU backend's ``matmul`` (kernels/gemm.cu on CUDA), computed in fp32 for float16, with the
 epilogue the GEMM fuses on CUDA: a bias per output column and GELU's tanh form.
 """
+
 import math
 
 import numpy as np
@@ -16,13 +17,19 @@ def _gelu_tanh(x):
     return 0.5 * x * (1.0 + np.tanh(np.asarray(math.sqrt(2.0 / math.pi), x.dtype) * (x + 0.044715 * x * x * x)))
 
 
-def matmul(a: BackendArray, b: BackendArray, bias: BackendArray | None = None, activation: str | None = None,
-           save_preactivation: bool = False) -> BackendArray | tuple[BackendArray, BackendArray]:
+def matmul(
+    a: BackendArray,
+    b: BackendArray,
+    bias: BackendArray | None = None,
+    activation: str | None = None,
+    save_preactivation: bool = False,
+) -> BackendArray | tuple[BackendArray, BackendArray]:
     """``activation(a (..., M, K) @ b (..., K, N) + bias)`` with the batch dims broadcast, in ``a``'s dtype
     (integers too, which the CUDA backend does not multiply); see the CUDA backend for the epilogue."""
     if a.ndim < 2 or b.ndim < 2:  # NumPy's 1-D rules are the ops layer's (it unsqueezes)
-        raise ShapeError(f"matmul: both operands need at least 2 dims, got shapes {fmt_shape(a.shape)} and "
-                         f"{fmt_shape(b.shape)}")
+        raise ShapeError(
+            f"matmul: both operands need at least 2 dims, got shapes {fmt_shape(a.shape)} and {fmt_shape(b.shape)}"
+        )
     if activation not in (None, "gelu_tanh"):
         raise ValueError(f"matmul: activation must be None or 'gelu_tanh', got {activation!r}")
     if bias is not None and bias.shape != (b.shape[-1],):
@@ -31,15 +38,19 @@ def matmul(a: BackendArray, b: BackendArray, bias: BackendArray | None = None, a
         # the common case: nothing to widen, add or narrow; for two matrices ndarray.dot is the same
         # product (BLAS's), without np.matmul's generalised-ufunc overhead (0.5 us for small ones)
         if a.shape[1] != b.shape[0]:
-            raise ShapeError(f"matmul: shapes {fmt_shape(a.shape)} and {fmt_shape(b.shape)} cannot be multiplied "
-                             "(inner dims differ, or the batch dims do not broadcast)")
+            raise ShapeError(
+                f"matmul: shapes {fmt_shape(a.shape)} and {fmt_shape(b.shape)} cannot be multiplied "
+                "(inner dims differ, or the batch dims do not broadcast)"
+            )
         return a.dot(b)
     x, y = _compute(a), _compute(b)
     try:
         out = np.matmul(x, y)
     except ValueError:
-        raise ShapeError(f"matmul: shapes {fmt_shape(a.shape)} and {fmt_shape(b.shape)} cannot be multiplied (inner "
-                         "dims differ, or the batch dims do not broadcast)") from None
+        raise ShapeError(
+            f"matmul: shapes {fmt_shape(a.shape)} and {fmt_shape(b.shape)} cannot be multiplied (inner "
+            "dims differ, or the batch dims do not broadcast)"
+        ) from None
     if bias is not None:
         out = out + _compute(bias).astype(out.dtype, copy=False)
     pre = out

@@ -1,6 +1,7 @@
 """The CPU backend's indexing primitives (kernels/index.cu on CUDA): ``index index_put_ gather
 scatter_add``, NumPy's advanced indexing and PyTorch's gather/scatter_add.
 """
+
 import numpy as np
 
 from ...errors import DTypeError, ShapeError
@@ -89,8 +90,9 @@ def _identity(reduce, dtype):
     return info.min if reduce == "amax" else info.max
 
 
-def scatter_reduce(a: BackendArray, axis: int, idx: BackendArray, src: BackendArray, reduce: str,
-                   include_self: bool) -> BackendArray:
+def scatter_reduce(
+    a: BackendArray, axis: int, idx: BackendArray, src: BackendArray, reduce: str, include_self: bool
+) -> BackendArray:
     try:
         combine = _COMBINE[reduce]
     except KeyError:

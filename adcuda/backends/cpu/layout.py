@@ -1,5 +1,5 @@
-"""The CPU backend's layout primitives (kernels/layout.cu on CUDA): ``cat tril triu``.
-"""
+"""The CPU backend's layout primitives (kernels/layout.cu on CUDA): ``cat tril triu``."""
+
 import numpy as np
 
 from ...errors import DTypeError, ShapeError, fmt_shape

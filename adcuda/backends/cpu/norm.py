@@ -1,5 +1,5 @@
-"""The CPU backend's layer norm and batch norm, forward and backward (kernels/norm.cu on CUDA).
-"""
+"""The CPU backend's layer norm and batch norm, forward and backward (kernels/norm.cu on CUDA)."""
+
 import math
 
 import numpy as np
@@ -16,20 +16,22 @@ def _check_normalized(op, x, n, *params):
         raise DTypeError(f"{op}: expected the input to be a floating point array, got {x.dtype}")
     if not 1 <= n <= x.ndim:
         raise ShapeError(f"{op}: cannot normalise the last {n} dims of shape {fmt_shape(x.shape)}")
-    shape = x.shape[x.ndim - n:]
+    shape = x.shape[x.ndim - n :]
     for p in params:
         if p is not None and p.shape != shape:
-            raise ShapeError(f"{op}: weight/bias of shape {fmt_shape(p.shape)} do not match the normalised shape "
-                             f"{fmt_shape(shape)}")
+            raise ShapeError(
+                f"{op}: weight/bias of shape {fmt_shape(p.shape)} do not match the normalised shape {fmt_shape(shape)}"
+            )
 
 
-def layer_norm(x: BackendArray, weight: BackendArray | None, bias: BackendArray | None, n: int,
-               eps: float) -> tuple[BackendArray, BackendArray, BackendArray]:
+def layer_norm(
+    x: BackendArray, weight: BackendArray | None, bias: BackendArray | None, n: int, eps: float
+) -> tuple[BackendArray, BackendArray, BackendArray]:
     """Normalise the last ``n`` dims -> (y, mean, rstd); mean and rstd keep x's dims (size 1 there)."""
     _check_normalized("layer_norm", x, n, weight, bias)
     xx = _compute(x)
     axes = tuple(range(x.ndim - n, x.ndim))
-    count = math.prod(x.shape[x.ndim - n:])
+    count = math.prod(x.shape[x.ndim - n :])
     # np.add.reduce / count is np.mean without its Python wrapper; the big temporaries are written in place
     mean = np.add.reduce(xx, axis=axes, keepdims=True)
     mean /= count
@@ -47,14 +49,15 @@ def layer_norm(x: BackendArray, weight: BackendArray | None, bias: BackendArray 
     return y.astype(x.dtype, copy=False), mean.astype(stat_dt), rstd.astype(stat_dt)
 
 
-def layer_norm_backward(g: BackendArray, x: BackendArray, weight: BackendArray | None, mean: BackendArray,
-                        rstd: BackendArray, n: int) -> tuple[BackendArray, BackendArray | None, BackendArray]:
+def layer_norm_backward(
+    g: BackendArray, x: BackendArray, weight: BackendArray | None, mean: BackendArray, rstd: BackendArray, n: int
+) -> tuple[BackendArray, BackendArray | None, BackendArray]:
     """-> (dx, dweight (None without a weight), dbias)."""
     _check_normalized("layer_norm_backward", x, n, weight)
     gg, xx = _compute(g), _compute(x)
     axes = tuple(range(x.ndim - n, x.ndim))
     lead = tuple(range(x.ndim - n))
-    count = math.prod(x.shape[x.ndim - n:])
+    count = math.prod(x.shape[x.ndim - n :])
     xhat = xx - mean
     xhat *= rstd
     dweight = np.add.reduce(gg * xhat, axis=lead).astype(weight.dtype) if weight is not None else None
@@ -80,8 +83,10 @@ def _check_channels(op, x, *params):
         raise ShapeError(f"{op}: expected an input (N, C, *) of at least 2 dims, got shape {fmt_shape(x.shape)}")
     for p in params:
         if p is not None and p.shape != (x.shape[1],):
-            raise ShapeError(f"{op}: per-channel arrays must have shape ({x.shape[1]},) for an input of shape "
-                             f"{fmt_shape(x.shape)}, got {fmt_shape(p.shape)}")
+            raise ShapeError(
+                f"{op}: per-channel arrays must have shape ({x.shape[1]},) for an input of shape "
+                f"{fmt_shape(x.shape)}, got {fmt_shape(p.shape)}"
+            )
 
 
 def _per_channel(a, ndim):
@@ -89,8 +94,9 @@ def _per_channel(a, ndim):
     return a.reshape((1, -1) + (1,) * (ndim - 2))
 
 
-def batch_norm(x: BackendArray, weight: BackendArray | None, bias: BackendArray | None,
-               eps: float) -> tuple[BackendArray, BackendArray, BackendArray]:
+def batch_norm(
+    x: BackendArray, weight: BackendArray | None, bias: BackendArray | None, eps: float
+) -> tuple[BackendArray, BackendArray, BackendArray]:
     """Normalise each channel (dim 1) of x (N, C, *) with its batch statistics -> (y, mean (C,), rstd (C,))."""
     _check_channels("batch_norm", x, weight, bias)
     xx = _compute(x)
@@ -107,8 +113,9 @@ def batch_norm(x: BackendArray, weight: BackendArray | None, bias: BackendArray 
     return y.astype(x.dtype, copy=False), mean.astype(stat_dt), rstd.astype(stat_dt)
 
 
-def batch_norm_backward(g: BackendArray, x: BackendArray, weight: BackendArray | None, mean: BackendArray,
-                        rstd: BackendArray) -> tuple[BackendArray, BackendArray | None, BackendArray]:
+def batch_norm_backward(
+    g: BackendArray, x: BackendArray, weight: BackendArray | None, mean: BackendArray, rstd: BackendArray
+) -> tuple[BackendArray, BackendArray | None, BackendArray]:
     """-> (dx, dweight (None without a weight), dbias)."""
     _check_channels("batch_norm_backward", x, weight, mean, rstd)
     gg, xx = _compute(g), _compute(x)
@@ -120,5 +127,8 @@ def batch_norm_backward(g: BackendArray, x: BackendArray, weight: BackendArray |
     gx = gg * _per_channel(_compute(weight), x.ndim) if weight is not None else gg
     dx = rstd_b * (gx - np.mean(gx, axis=axes, keepdims=True) - xhat * np.mean(gx * xhat, axis=axes, keepdims=True))
     param_dt = weight.dtype if weight is not None else g.dtype
-    return (dx.astype(x.dtype, copy=False), None if weight is None else dweight.astype(param_dt),
-            dbias.astype(param_dt))
+    return (
+        dx.astype(x.dtype, copy=False),
+        None if weight is None else dweight.astype(param_dt),
+        dbias.astype(param_dt),
+    )

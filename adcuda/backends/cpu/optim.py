@@ -1,6 +1,7 @@
 """The CPU backend's optimizer and loss-scaling primitives (kernels/optim.cu on CUDA): ``sgd_step_
 adam_step_ global_norm unscale_and_check_ update_scale_``.
 """
+
 import math
 
 import numpy as np
@@ -19,8 +20,10 @@ def _state(op, arrays):
         if a.dtype.kind != "f":
             raise DTypeError(f"{op}: optimizer tensors must be floating point, got {a.dtype}")
         if not a.flags.c_contiguous:
-            raise ValueError(f"{op}: a parameter or state array of shape {a.shape} is not contiguous; "
-                             "the optimizer primitives update contiguous arrays in place")
+            raise ValueError(
+                f"{op}: a parameter or state array of shape {a.shape} is not contiguous; "
+                "the optimizer primitives update contiguous arrays in place"
+            )
     return arrays
 
 
@@ -47,8 +50,18 @@ def _matching(op, params, *lists):
 # Optimizers: one call updates every tensor of a parameter group in place (the CUDA backend does
 # it in one multi-tensor kernel); the math follows PyTorch's single-tensor SGD and Adam in fp32
 # (fp64 for fp64 tensors), whatever the storage dtype.
-def sgd_step_(params: Arrays, grads: Arrays, bufs: Arrays | None, lr: float, momentum: float, dampening: float,
-              nesterov: bool, weight_decay: float, first_step: bool, masters: Arrays | None = None) -> None:
+def sgd_step_(
+    params: Arrays,
+    grads: Arrays,
+    bufs: Arrays | None,
+    lr: float,
+    momentum: float,
+    dampening: float,
+    nesterov: bool,
+    weight_decay: float,
+    first_step: bool,
+    masters: Arrays | None = None,
+) -> None:
     """SGD with momentum: ``bufs`` (one per param, or None when ``momentum == 0``) are the momentum
     buffers; on ``first_step`` they are set to the gradient instead of being decayed. ``masters``
     (fp32 copies of low-precision params, or None) are stepped instead of ``params``, which then
@@ -75,9 +88,21 @@ def sgd_step_(params: Arrays, grads: Arrays, bufs: Arrays | None, lr: float, mom
             np.copyto(p, w, casting="unsafe")
 
 
-def adam_step_(params: Arrays, grads: Arrays, exp_avgs: Arrays, exp_avg_sqs: Arrays, step: int, lr: float, beta1: float,
-               beta2: float, eps: float, weight_decay: float, decoupled: bool, masters: Arrays | None,
-               max_exp_avg_sqs: Arrays | None = None) -> None:
+def adam_step_(
+    params: Arrays,
+    grads: Arrays,
+    exp_avgs: Arrays,
+    exp_avg_sqs: Arrays,
+    step: int,
+    lr: float,
+    beta1: float,
+    beta2: float,
+    eps: float,
+    weight_decay: float,
+    decoupled: bool,
+    masters: Arrays | None,
+    max_exp_avg_sqs: Arrays | None = None,
+) -> None:
     """Adam (``decoupled=False``: L2 added to the gradient) or AdamW (``decoupled=True``: the weights
     decay by ``lr * weight_decay``) at ``step`` (1-based, shared by the tensors of the call).
     ``masters`` (fp32 copies of low-precision params, or None) are stepped instead of ``params``,
@@ -92,8 +117,8 @@ def adam_step_(params: Arrays, grads: Arrays, exp_avgs: Arrays, exp_avg_sqs: Arr
     if len(exp_avgs) != len(params) or len(exp_avg_sqs) != len(params):
         raise ValueError(f"{op}: every parameter needs its exp_avg and exp_avg_sq")
     _matching(op, params, grads, exp_avgs, exp_avg_sqs, masters, max_exp_avg_sqs)
-    bias_correction1 = 1 - beta1 ** step
-    bias_correction2_sqrt = math.sqrt(1 - beta2 ** step)
+    bias_correction1 = 1 - beta1**step
+    bias_correction2_sqrt = math.sqrt(1 - beta2**step)
     step_size = lr / bias_correction1
     for i, g in enumerate(grads):
         target = params[i] if masters is None else masters[i]
@@ -170,8 +195,16 @@ def unscale_and_check_(outs: Arrays, grads: Arrays, inv_scale: BackendArray | fl
     return np.array(1.0 if found_inf else 0.0, dtype=_F32)
 
 
-def update_scale_(scale: BackendArray, growth_tracker: BackendArray, found_inf: BackendArray, growth_factor: float,
-                  backoff_factor: float, growth_interval: int, min_scale: float, max_scale: float) -> None:
+def update_scale_(
+    scale: BackendArray,
+    growth_tracker: BackendArray,
+    found_inf: BackendArray,
+    growth_factor: float,
+    backoff_factor: float,
+    growth_interval: int,
+    min_scale: float,
+    max_scale: float,
+) -> None:
     """PyTorch's ``_amp_update_scale_`` on a 0-d float32 ``scale`` and int32 ``growth_tracker``, in
     place, with the scale kept in ``[min_scale, max_scale]``: back off after an inf/NaN, grow after
     ``growth_interval`` clean steps in a row (products in fp64, stored in fp32, as PyTorch does)."""

@@ -4,6 +4,7 @@ Indices are PyTorch's: the flat position (h * W + w) of each maximum within its 
 backward serves fixed windows and adaptive ones. A NaN in a window is its maximum (PyTorch's rule:
 the last NaN of the window); ties go to the first position in row-major window order.
 """
+
 import numpy as np
 
 from ...errors import DTypeError, ShapeError, fmt_shape
@@ -24,8 +25,9 @@ def _lowest(dtype):
     return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
 
 
-def max_pool2d(x: BackendArray, kernel: Shape, stride: Shape, padding: Shape, dilation: Shape,
-               out_size: Shape) -> tuple[BackendArray, BackendArray]:
+def max_pool2d(
+    x: BackendArray, kernel: Shape, stride: Shape, padding: Shape, dilation: Shape, out_size: Shape
+) -> tuple[BackendArray, BackendArray]:
     """Max over windows of x (N, C, H, W) padded by ``padding`` (never chosen) -> (values (N, C, Ho, Wo),
     int64 indices); ``out_size`` (Ho, Wo) is the op's (ceil_mode decides it), windows may run past the
     padded input's end."""
@@ -38,10 +40,16 @@ def max_pool2d(x: BackendArray, kernel: Shape, stride: Shape, padding: Shape, di
     extra_w = max(0, (wo - 1) * sw + dw * (kw - 1) + 1 - (w + 2 * pw))
     xc = _compute(x)
     lowest = _lowest(xc.dtype)
-    xp = xc if not (ph or pw or extra_h or extra_w) else np.pad(
-        xc, ((0, 0), (0, 0), (ph, ph + extra_h), (pw, pw + extra_w)), constant_values=lowest)
-    taps = [xp[:, :, i * dh:i * dh + sh * (ho - 1) + 1:sh, j * dw:j * dw + sw * (wo - 1) + 1:sw]
-            for i in range(kh) for j in range(kw)]
+    xp = (
+        xc
+        if not (ph or pw or extra_h or extra_w)
+        else np.pad(xc, ((0, 0), (0, 0), (ph, ph + extra_h), (pw, pw + extra_w)), constant_values=lowest)
+    )
+    taps = [
+        xp[:, :, i * dh : i * dh + sh * (ho - 1) + 1 : sh, j * dw : j * dw + sw * (wo - 1) + 1 : sw]
+        for i in range(kh)
+        for j in range(kw)
+    ]
     # whole-array passes over the kernel taps' strided views (a few taps; a window copy and an argmax
     # along a short last axis cost several times more): the maximum (NaN propagates), then the first
     # tap that holds it, then PyTorch's rule for NaN (the window's last NaN)
@@ -98,10 +106,16 @@ def adaptive_max_pool2d(x: BackendArray, out_size: Shape) -> tuple[BackendArray,
 def max_pool2d_backward(g: BackendArray, indices: BackendArray, input_shape: Shape) -> BackendArray:
     """Each output gradient added to the input position its index names -> dx of ``input_shape``."""
     input_shape = tuple(int(s) for s in input_shape)
-    if g.ndim != 4 or tuple(indices.shape) != tuple(g.shape) or len(input_shape) != 4 \
-            or tuple(g.shape[:2]) != input_shape[:2]:
-        raise ShapeError(f"max_pool2d_backward: grad {fmt_shape(g.shape)} and indices {fmt_shape(indices.shape)} "
-                         f"do not fit input {fmt_shape(input_shape)}")
+    if (
+        g.ndim != 4
+        or tuple(indices.shape) != tuple(g.shape)
+        or len(input_shape) != 4
+        or tuple(g.shape[:2]) != input_shape[:2]
+    ):
+        raise ShapeError(
+            f"max_pool2d_backward: grad {fmt_shape(g.shape)} and indices {fmt_shape(indices.shape)} "
+            f"do not fit input {fmt_shape(input_shape)}"
+        )
     n, c, h, w = input_shape
     plane = h * w
     flat = indices.reshape(n * c, g.shape[2] * g.shape[3]) + (np.arange(n * c) * plane)[:, None]

@@ -2,6 +2,7 @@
 and ``dropout`` with its backward. Philox keyed by the seed, its counter advanced to the offset, so
 a draw depends only on (seed, offset) and never on what ran before in this process.
 """
+
 import numpy as np
 
 from ...errors import DTypeError, ShapeError

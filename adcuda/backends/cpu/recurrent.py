@@ -3,6 +3,7 @@ CUDA): what an LSTM or GRU computes per time step after its two matrix products,
 
 Gate order is PyTorch's: LSTM (i, f, g, o), GRU (r, z, n) along the last dim of the projections.
 """
+
 import numpy as np
 
 from ...errors import DTypeError, ShapeError, fmt_shape
@@ -23,24 +24,33 @@ def _check_cell(op, gates, state, n_gates, *others):
     for a in (gates, state) + others:
         if a.dtype.kind != "f":
             raise DTypeError(f"{op}: expected floating point arrays, got {a.dtype}")
-    if (state.ndim != 2 or gates.ndim != 2 or gates.shape[0] != state.shape[0]
-            or gates.shape[1] != n_gates * state.shape[1]):
-        raise ShapeError(f"{op}: expected gates (B, {n_gates}H) and a state (B, H), got gates of shape "
-                         f"{fmt_shape(gates.shape)} and a state of shape {fmt_shape(state.shape)}")
+    if (
+        state.ndim != 2
+        or gates.ndim != 2
+        or gates.shape[0] != state.shape[0]
+        or gates.shape[1] != n_gates * state.shape[1]
+    ):
+        raise ShapeError(
+            f"{op}: expected gates (B, {n_gates}H) and a state (B, H), got gates of shape "
+            f"{fmt_shape(gates.shape)} and a state of shape {fmt_shape(state.shape)}"
+        )
     for a in others:
         if a.shape != gates.shape:
-            raise ShapeError(f"{op}: expected the hidden projection of the gates' shape {fmt_shape(gates.shape)}, "
-                             f"got {fmt_shape(a.shape)}")
+            raise ShapeError(
+                f"{op}: expected the hidden projection of the gates' shape {fmt_shape(gates.shape)}, "
+                f"got {fmt_shape(a.shape)}"
+            )
     if len({a.dtype for a in (gates, state) + others}) != 1:
-        raise DTypeError(f"{op}: expected arrays of one dtype, got " + ", ".join(str(a.dtype) for a in (gates, state)
-                                                                                 + others))
+        raise DTypeError(
+            f"{op}: expected arrays of one dtype, got " + ", ".join(str(a.dtype) for a in (gates, state) + others)
+        )
 
 
 def _lstm_activations(gi, gh):
     gates = _compute(gi) + _compute(gh)
     hidden = gates.shape[1] // 4
     act = _sigmoid(gates)  # i, f and o; the g quarter is replaced by its tanh
-    act[:, 2 * hidden:3 * hidden] = np.tanh(gates[:, 2 * hidden:3 * hidden])
+    act[:, 2 * hidden : 3 * hidden] = np.tanh(gates[:, 2 * hidden : 3 * hidden])
     return np.split(act, 4, axis=1)
 
 
@@ -53,8 +63,9 @@ def lstm_cell(gi: BackendArray, gh: BackendArray, c: BackendArray) -> BackendArr
     return np.stack([o * np.tanh(c_new), c_new]).astype(c.dtype, copy=False)
 
 
-def lstm_cell_backward(grad: BackendArray, gi: BackendArray, gh: BackendArray, c: BackendArray,
-                       hc: BackendArray) -> tuple[BackendArray, BackendArray]:
+def lstm_cell_backward(
+    grad: BackendArray, gi: BackendArray, gh: BackendArray, c: BackendArray, hc: BackendArray
+) -> tuple[BackendArray, BackendArray]:
     """From the gradient of hc (2, B, H) -> (d_gates (B, 4H), d_c (B, H)); d_gates is the gradient
     of both projections (they are summed)."""
     _check_cell("lstm_cell_backward", gi, c, 4, gh)
@@ -62,8 +73,15 @@ def lstm_cell_backward(grad: BackendArray, gi: BackendArray, gh: BackendArray, c
     gg = _compute(grad)
     tanh_c = np.tanh(_compute(hc[1]))
     d_c_new = gg[1] + gg[0] * o * (1.0 - tanh_c * tanh_c)
-    d_gates = np.concatenate([d_c_new * g * i * (1.0 - i), d_c_new * _compute(c) * f * (1.0 - f),
-                              d_c_new * i * (1.0 - g * g), gg[0] * tanh_c * o * (1.0 - o)], axis=1)
+    d_gates = np.concatenate(
+        [
+            d_c_new * g * i * (1.0 - i),
+            d_c_new * _compute(c) * f * (1.0 - f),
+            d_c_new * i * (1.0 - g * g),
+            gg[0] * tanh_c * o * (1.0 - o),
+        ],
+        axis=1,
+    )
     return d_gates.astype(gi.dtype, copy=False), (d_c_new * f).astype(c.dtype, copy=False)
 
 
@@ -83,8 +101,9 @@ def gru_cell(gi: BackendArray, gh: BackendArray, h: BackendArray) -> BackendArra
     return ((1.0 - z) * n + z * _compute(h)).astype(h.dtype, copy=False)
 
 
-def gru_cell_backward(grad: BackendArray, gi: BackendArray, gh: BackendArray,
-                      h: BackendArray) -> tuple[BackendArray, BackendArray, BackendArray]:
+def gru_cell_backward(
+    grad: BackendArray, gi: BackendArray, gh: BackendArray, h: BackendArray
+) -> tuple[BackendArray, BackendArray, BackendArray]:
     """-> (d_gi, d_gh, d_h) from the gradient of h' (B, H)."""
     _check_cell("gru_cell_backward", gi, h, 3, gh)
     r, z, n, h_n = _gru_activations(gi, gh)

@@ -2,6 +2,7 @@
 ``REDUCE_OPS``, the op names ``reduce`` takes. ``axes`` are NumPy's: a tuple (or list, or one int) of
 dims, negative ones counted from the end, or None for every dim.
 """
+
 import math
 
 import numpy as np
@@ -15,11 +16,24 @@ _F64 = np.dtype(np.float64)
 __all__ = ["REDUCE_OPS", "reduce", "argreduce", "var", "logsumexp"]
 
 
-REDUCE_OPS = {"sum": np.sum, "prod": np.prod, "amax": np.amax, "amin": np.amin, "mean": np.mean,
-              "all": np.all, "any": np.any}
+REDUCE_OPS = {
+    "sum": np.sum,
+    "prod": np.prod,
+    "amax": np.amax,
+    "amin": np.amin,
+    "mean": np.mean,
+    "all": np.all,
+    "any": np.any,
+}
 # the ufuncs behind them, called directly: np.sum and friends add a Python-level layer (~0.8 us)
-_REDUCE_UFUNCS = {"sum": np.add, "prod": np.multiply, "amax": np.maximum, "amin": np.minimum,
-                  "all": np.logical_and, "any": np.logical_or}
+_REDUCE_UFUNCS = {
+    "sum": np.add,
+    "prod": np.multiply,
+    "amax": np.maximum,
+    "amin": np.minimum,
+    "all": np.logical_and,
+    "any": np.logical_or,
+}
 
 
 def reduce(op: str, a: BackendArray, axes: Axes | None, keepdim: bool) -> BackendArray:

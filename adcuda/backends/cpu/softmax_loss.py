@@ -1,6 +1,7 @@
 """The CPU backend's (log-)softmax and fused cross-entropy, forward and backward
 (kernels/softmax_loss.cu on CUDA).
 """
+
 import numpy as np
 
 from ...errors import DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
@@ -42,8 +43,10 @@ def softmax_backward(y: BackendArray, g: BackendArray, axis: int, log: bool) -> 
 
 def _class_rows(op, rows, target):
     if rows.ndim != 2 or target.ndim != 1 or target.shape[0] != rows.shape[0]:
-        raise ShapeError(f"{op}: expected (N, C) rows and (N,) class targets, got {fmt_shape(rows.shape)} and "
-                         f"{fmt_shape(target.shape)}")
+        raise ShapeError(
+            f"{op}: expected (N, C) rows and (N,) class targets, got {fmt_shape(rows.shape)} and "
+            f"{fmt_shape(target.shape)}"
+        )
     if target.dtype.kind not in "iu":
         raise DTypeError(f"{op}: class targets must be integers, got {target.dtype}")
 
@@ -56,8 +59,9 @@ def _check_targets(op, target, n_classes, ignore_index):
         raise IndexOutOfRangeError(f"{op}: target {int(target[bad][0])} is out of bounds for {n_classes} classes")
 
 
-def cross_entropy(logits: BackendArray, target: BackendArray, ignore_index: int,
-                  label_smoothing: float) -> tuple[BackendArray, BackendArray]:
+def cross_entropy(
+    logits: BackendArray, target: BackendArray, ignore_index: int, label_smoothing: float
+) -> tuple[BackendArray, BackendArray]:
     """Per-row losses of ``logits`` (N, C) against class indices ``target`` (N,), and each row's
     log-sum-exp (float32; float64 for float64 logits), which is all the backward needs: the
     log-probabilities ``logits - lse`` are never stored. The log-sum-exp takes softmax's order of
@@ -83,8 +87,14 @@ def cross_entropy(logits: BackendArray, target: BackendArray, ignore_index: int,
     return loss.astype(logits.dtype, copy=False), lse.astype(np.float64 if x.dtype == np.float64 else np.float32)
 
 
-def cross_entropy_backward(logits: BackendArray, lse: BackendArray, target: BackendArray, g_rows: BackendArray,
-                           ignore_index: int, label_smoothing: float) -> BackendArray:
+def cross_entropy_backward(
+    logits: BackendArray,
+    lse: BackendArray,
+    target: BackendArray,
+    g_rows: BackendArray,
+    ignore_index: int,
+    label_smoothing: float,
+) -> BackendArray:
     """The gradient w.r.t. the logits: ``(exp(logits - lse) - q) * g_row`` with ``q`` the smoothed
     one-hot target, 0 for ignored rows."""
     _require_floating("cross_entropy_backward", "the logits", logits)
@@ -92,8 +102,7 @@ def cross_entropy_backward(logits: BackendArray, lse: BackendArray, target: Back
     _check_targets("cross_entropy_backward", target, logits.shape[1], ignore_index)
     for name, a in (("row gradients", g_rows), ("log-sum-exps", lse)):
         if a.shape != (logits.shape[0],):
-            raise ShapeError(f"cross_entropy_backward: {name} {fmt_shape(a.shape)} do not match "
-                             f"{logits.shape[0]} rows")
+            raise ShapeError(f"cross_entropy_backward: {name} {fmt_shape(a.shape)} do not match {logits.shape[0]} rows")
     x = _compute(logits)
     n, c = x.shape
     valid = target != ignore_index

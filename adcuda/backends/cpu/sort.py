@@ -1,5 +1,5 @@
-"""The CPU backend's orderings (kernels/sort.cu on CUDA): ``sort``, ``cumsum`` and ``cumprod``.
-"""
+"""The CPU backend's orderings (kernels/sort.cu on CUDA): ``sort``, ``cumsum`` and ``cumprod``."""
+
 import numpy as np
 
 from ..seam import BackendArray

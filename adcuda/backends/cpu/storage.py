@@ -1,6 +1,7 @@
 """The CPU backend's storage, view and copy primitives (the CUDA backend's are the runtime's, over
 kernels/runtime/copy.cu): arrays are NumPy arrays, views are NumPy views.
 """
+
 import numpy as np
 
 from ... import dtypes as dt
@@ -8,8 +9,24 @@ from .. import _strided
 from ..seam import ArrayLike, Axes, BackendArray, BasicKey, DType, Scalar, Shape
 from ._common import _F16, _np_dtype
 
-__all__ = ["from_numpy", "to_numpy", "empty", "full", "arange", "dtype_of", "shape_of", "astype", "contiguous", "copy_",
-           "view", "permute", "expand", "slice", "flip", "shares_memory"]
+__all__ = [
+    "from_numpy",
+    "to_numpy",
+    "empty",
+    "full",
+    "arange",
+    "dtype_of",
+    "shape_of",
+    "astype",
+    "contiguous",
+    "copy_",
+    "view",
+    "permute",
+    "expand",
+    "slice",
+    "flip",
+    "shares_memory",
+]
 
 
 def from_numpy(x: ArrayLike, dtype: DType, non_blocking: bool = False) -> BackendArray:
@@ -38,7 +55,8 @@ def full(shape: Shape, value: Scalar, dtype: DType) -> BackendArray:
 
 def arange(start: float, stop: float, step: float, dtype: DType) -> BackendArray:
     return np.arange(start, stop, step, dtype=np.float64 if dtype.is_floating_point else np.int64).astype(
-        _np_dtype(dtype), copy=False)
+        _np_dtype(dtype), copy=False
+    )
 
 
 def dtype_of(a: BackendArray) -> DType:
@@ -65,7 +83,6 @@ def contiguous(a: BackendArray) -> BackendArray:
 def copy_(dst: BackendArray, src: BackendArray | np.ndarray | Scalar) -> BackendArray:
     np.copyto(dst, src, casting="unsafe")
     return dst
-
 
 
 # views

@@ -11,6 +11,7 @@ another device select it first, ``with adcuda.cuda.device(i):``) and every kerne
 current stream; the runtime orders streams by events where arrays cross them. Host<->device copies
 go through the pinned-memory pool (``adcuda.backends.pinned_host``).
 """
+
 from ... import _native
 from ...errors import DeviceError
 from ..seam import PRIMITIVES
@@ -28,8 +29,10 @@ class KernelNotBuiltError(DeviceError, AttributeError):
 
 def __getattr__(primitive):
     if primitive in PRIMITIVES:
-        raise KernelNotBuiltError(f"{primitive}: this adcuda build has no CUDA kernel for it yet; move the "
-                                  "tensor to the CPU (.cpu()) to run it there")
+        raise KernelNotBuiltError(
+            f"{primitive}: this adcuda build has no CUDA kernel for it yet; move the "
+            "tensor to the CPU (.cpu()) to run it there"
+        )
     raise AttributeError(f"module {__name__!r} has no attribute {primitive!r}")
 
 

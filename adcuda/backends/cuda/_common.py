@@ -1,5 +1,6 @@
 """What the CUDA backend's family modules share: dtype checks and the layout fixes the kernels need,
 over ``adcuda._C.DeviceArray``."""
+
 import operator
 
 from ... import _native

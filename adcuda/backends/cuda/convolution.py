@@ -2,6 +2,7 @@
 float16/bfloat16, a SIMT kernel for float32/float64), with the CPU backend's signatures, checks and
 results. Operands are made contiguous first; the kernels gather their windows themselves.
 """
+
 from ... import _native
 from ...errors import DTypeError, ShapeError, fmt_shape
 from .._convolution_shapes import conv2d_output_size
@@ -22,46 +23,81 @@ def _float_operands(op, *arrays):
 def _geometry(input_shape, weight_shape, out_size, stride, padding, dilation, groups):
     n, c, h, w = input_shape
     o, _, kh, kw = weight_shape
-    return [int(v) for v in (n, c, h, w, o, kh, kw, out_size[0], out_size[1], groups, stride[0], stride[1],
-                             padding[0], padding[1], dilation[0], dilation[1])]
+    return [
+        int(v)
+        for v in (
+            n,
+            c,
+            h,
+            w,
+            o,
+            kh,
+            kw,
+            out_size[0],
+            out_size[1],
+            groups,
+            stride[0],
+            stride[1],
+            padding[0],
+            padding[1],
+            dilation[0],
+            dilation[1],
+        )
+    ]
 
 
-def conv2d(x: BackendArray, weight: BackendArray, stride: Shape, padding: Shape, dilation: Shape,
-           groups: int) -> BackendArray:
+def conv2d(
+    x: BackendArray, weight: BackendArray, stride: Shape, padding: Shape, dilation: Shape, groups: int
+) -> BackendArray:
     """Cross-correlation of x (N, C, H, W) with weight (O, C/groups, kh, kw), zero padding -> (N, O, Ho, Wo)."""
     _float_operands("conv2d", x, weight)
     out = conv2d_output_size("conv2d", tuple(x.shape), tuple(weight.shape), stride, padding, dilation, groups)
-    return _native._C.conv2d(dense(x), dense(weight), _geometry(tuple(x.shape), tuple(weight.shape), out, stride,
-                                                                padding, dilation, groups))
+    return _native._C.conv2d(
+        dense(x), dense(weight), _geometry(tuple(x.shape), tuple(weight.shape), out, stride, padding, dilation, groups)
+    )
 
 
-def conv2d_backward_input(g: BackendArray, weight: BackendArray, input_shape: Shape, stride: Shape,
-                          padding: Shape, dilation: Shape, groups: int) -> BackendArray:
+def conv2d_backward_input(
+    g: BackendArray,
+    weight: BackendArray,
+    input_shape: Shape,
+    stride: Shape,
+    padding: Shape,
+    dilation: Shape,
+    groups: int,
+) -> BackendArray:
     """The gradient of conv2d with respect to its input (of ``input_shape``); also conv_transpose2d."""
     _float_operands("conv2d_backward_input", g, weight)
     input_shape = tuple(int(s) for s in input_shape)
-    out = conv2d_output_size("conv2d_backward_input", input_shape, tuple(weight.shape), stride, padding, dilation,
-                             groups)
+    out = conv2d_output_size(
+        "conv2d_backward_input", input_shape, tuple(weight.shape), stride, padding, dilation, groups
+    )
     expected = (input_shape[0], weight.shape[0]) + out
     if tuple(g.shape) != expected:
-        raise ShapeError(f"conv2d_backward_input: grad of shape {fmt_shape(g.shape)} does not fit input "
-                         f"{fmt_shape(input_shape)} and weight {fmt_shape(weight.shape)} (expected "
-                         f"{fmt_shape(expected)})")
-    return _native._C.conv2d_backward_input(dense(g), dense(weight), _geometry(input_shape, tuple(weight.shape), out,
-                                                                               stride, padding, dilation, groups))
+        raise ShapeError(
+            f"conv2d_backward_input: grad of shape {fmt_shape(g.shape)} does not fit input "
+            f"{fmt_shape(input_shape)} and weight {fmt_shape(weight.shape)} (expected "
+            f"{fmt_shape(expected)})"
+        )
+    return _native._C.conv2d_backward_input(
+        dense(g), dense(weight), _geometry(input_shape, tuple(weight.shape), out, stride, padding, dilation, groups)
+    )
 
 
-def conv2d_backward_weight(g: BackendArray, x: BackendArray, weight_shape: Shape, stride: Shape, padding: Shape,
-                           dilation: Shape, groups: int) -> BackendArray:
+def conv2d_backward_weight(
+    g: BackendArray, x: BackendArray, weight_shape: Shape, stride: Shape, padding: Shape, dilation: Shape, groups: int
+) -> BackendArray:
     """The gradient of conv2d with respect to its weight (of ``weight_shape``): summed over N*Ho*Wo."""
     _float_operands("conv2d_backward_weight", g, x)
     weight_shape = tuple(int(s) for s in weight_shape)
-    out = conv2d_output_size("conv2d_backward_weight", tuple(x.shape), weight_shape, stride, padding, dilation,
-                             groups)
+    out = conv2d_output_size("conv2d_backward_weight", tuple(x.shape), weight_shape, stride, padding, dilation, groups)
     expected = (x.shape[0], weight_shape[0]) + out
     if tuple(g.shape) != expected:
-        raise ShapeError(f"conv2d_backward_weight: grad of shape {fmt_shape(g.shape)} does not fit input "
-                         f"{fmt_shape(x.shape)} and weight {fmt_shape(weight_shape)} (expected "
-                         f"{fmt_shape(expected)})")
-    return _native._C.conv2d_backward_weight(dense(g), dense(x), _geometry(tuple(x.shape), weight_shape, out, stride,
-                                                                           padding, dilation, groups))
+        raise ShapeError(
+            f"conv2d_backward_weight: grad of shape {fmt_shape(g.shape)} does not fit input "
+            f"{fmt_shape(x.shape)} and weight {fmt_shape(weight_shape)} (expected "
+            f"{fmt_shape(expected)})"
+        )
+    return _native._C.conv2d_backward_weight(
+        dense(g), dense(x), _geometry(tuple(x.shape), weight_shape, out, stride, padding, dilation, groups)
+    )

@@ -7,6 +7,7 @@ negative powers) is checked here, with one small device-to-host copy, as the CPU
 it too. A dtype an op is not defined for raises DTypeError, and a Python integer that does not fit
 an integer dtype OverflowError, as on the CPU.
 """
+
 import numpy as np
 
 from ... import _native
@@ -18,8 +19,26 @@ from .storage import dtype_of, to_numpy
 
 __all__ = ["unary", "binary", "unary_backward", "where", "clamp"]
 
-_FLOAT_ONLY = frozenset({"exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "gelu", "gelu_tanh",
-                         "silu", "erf", "exp2", "log2", "log10"})
+_FLOAT_ONLY = frozenset(
+    {
+        "exp",
+        "log",
+        "log1p",
+        "sqrt",
+        "rsqrt",
+        "sin",
+        "cos",
+        "tanh",
+        "sigmoid",
+        "gelu",
+        "gelu_tanh",
+        "silu",
+        "erf",
+        "exp2",
+        "log2",
+        "log10",
+    }
+)
 _NOT_FOR_BOOL = frozenset({"neg", "sign"})
 _INTEGER_DIVISION = frozenset({"floor_divide", "remainder"})
 

@@ -5,6 +5,7 @@ next synchronising call: kernels/runtime/device_errors.h); ``embedding_backward`
 stable radix sort of the indices, then one warp per weight row adding its gradient rows in index
 order in fp32, no float atomics).
 """
+
 from ... import _native
 from ...errors import DTypeError, ShapeError, fmt_shape
 from ..seam import BackendArray
@@ -22,13 +23,15 @@ def _indices(op, indices):
 def embedding(weight: BackendArray, indices: BackendArray) -> BackendArray:
     """Rows of the 2-D ``weight`` picked by ``indices`` -> ``indices.shape + (dim,)``."""
     if weight.ndim != 2:
-        raise ShapeError(f"embedding: weight must be 2-D (num_embeddings, embedding_dim), got shape "
-                         f"{fmt_shape(weight.shape)}")
+        raise ShapeError(
+            f"embedding: weight must be 2-D (num_embeddings, embedding_dim), got shape {fmt_shape(weight.shape)}"
+        )
     return _native._C.embedding(rows_dense(weight), _indices("embedding", indices))
 
 
-def embedding_backward(grad: BackendArray, indices: BackendArray, num_embeddings: int, padding_idx: int | None,
-                       scale_grad_by_freq: bool) -> BackendArray:
+def embedding_backward(
+    grad: BackendArray, indices: BackendArray, num_embeddings: int, padding_idx: int | None, scale_grad_by_freq: bool
+) -> BackendArray:
     """The dense ``(num_embeddings, dim)`` weight gradient (see the CPU backend). The indices are the
     ones the forward checked: on the GPU one outside the table adds nowhere instead of raising."""
     op = "embedding_backward"
@@ -36,7 +39,10 @@ def embedding_backward(grad: BackendArray, indices: BackendArray, num_embeddings
         raise DTypeError(f"{op}: grad must be floating point, got {grad.dtype.name}")
     idx = _indices(op, indices)
     if grad.ndim != idx.ndim + 1 or tuple(grad.shape[:-1]) != tuple(idx.shape):
-        raise ShapeError(f"{op}: grad of shape {fmt_shape(grad.shape)} does not fit indices of shape "
-                         f"{fmt_shape(idx.shape)} (expected indices.shape + (embedding_dim,))")
-    return _native._C.embedding_backward(dense(grad), idx, int(num_embeddings),
-                                         -1 if padding_idx is None else int(padding_idx), bool(scale_grad_by_freq))
+        raise ShapeError(
+            f"{op}: grad of shape {fmt_shape(grad.shape)} does not fit indices of shape "
+            f"{fmt_shape(idx.shape)} (expected indices.shape + (embedding_dim,))"
+        )
+    return _native._C.embedding_backward(
+        dense(grad), idx, int(num_embeddings), -1 if padding_idx is None else int(padding_idx), bool(scale_grad_by_freq)
+    )

@@ -14,6 +14,7 @@ The choice is made once per process, at the first product (or ``gemm_selection()
 through their strides, never copied.
 
 """
+
 import os
 import threading
 from dataclasses import dataclass
@@ -34,7 +35,8 @@ CUBLASLT_SONAME = "libcublasLt.so.13"
 @dataclass(frozen=True)
 class GemmSelection:
     """Which GEMM path ``matmul`` takes in this process, and why."""
-    path: str    # "cublaslt" or "handwritten"
+
+    path: str  # "cublaslt" or "handwritten"
     reason: str  # e.g. "cuBLASLt 13.1.0 from /.../libcublasLt.so.13"
 
 
@@ -54,6 +56,7 @@ def cublaslt_candidates(environ=None):
     candidates = []
     try:
         import nvidia  # the namespace package NVIDIA's wheels install into
+
         wheel_dirs = list(nvidia.__path__)
     except ImportError:
         wheel_dirs = []
@@ -84,8 +87,10 @@ def select_gemm_path(mode, emulated, load, candidates):
     if status["loaded"]:
         return GemmSelection("cublaslt", f"cuBLASLt {status['version']} from {status['path']}")
     if mode == "cublaslt":
-        raise DeviceError(f"matmul: {GEMM_ENV}=cublaslt, but cuBLASLt could not be loaded: {status['error']} "
-                          "(pip install 'adcuda[cublas]', or a CUDA toolkit's lib64 on LD_LIBRARY_PATH)")
+        raise DeviceError(
+            f"matmul: {GEMM_ENV}=cublaslt, but cuBLASLt could not be loaded: {status['error']} "
+            "(pip install 'adcuda[cublas]', or a CUDA toolkit's lib64 on LD_LIBRARY_PATH)"
+        )
     return GemmSelection("handwritten", f"hand-written (cuBLASLt not found: {status['error']})")
 
 
@@ -120,21 +125,30 @@ def _batch_shapes_broadcast(a_batch, b_batch):
     return True
 
 
-def matmul(a: BackendArray, b: BackendArray, bias: BackendArray | None = None, activation: str | None = None,
-           save_preactivation: bool = False) -> BackendArray | tuple[BackendArray, BackendArray]:
+def matmul(
+    a: BackendArray,
+    b: BackendArray,
+    bias: BackendArray | None = None,
+    activation: str | None = None,
+    save_preactivation: bool = False,
+) -> BackendArray | tuple[BackendArray, BackendArray]:
     """``activation(a (..., M, K) @ b (..., K, N) + bias)`` with the batch dims broadcast, in ``a``'s
     dtype. The epilogue options fuse into the product on both GEMM paths: ``bias`` (N,) is added to
     every row, ``activation`` is None or ``"gelu_tanh"`` (GELU's tanh form, cuBLASLt's GELU), and
     ``save_preactivation=True`` returns ``(out, a @ b + bias)``, what the activation's backward needs."""
     if a.ndim < 2 or b.ndim < 2:
-        raise ShapeError(f"matmul: both operands need at least 2 dims, got shapes {fmt_shape(a.shape)} and "
-                         f"{fmt_shape(b.shape)}")
+        raise ShapeError(
+            f"matmul: both operands need at least 2 dims, got shapes {fmt_shape(a.shape)} and {fmt_shape(b.shape)}"
+        )
     if a.shape[-1] != b.shape[-2]:
-        raise ShapeError(f"matmul: shapes {fmt_shape(a.shape)} and {fmt_shape(b.shape)} cannot be multiplied "
-                         f"({a.shape[-2]}x{a.shape[-1]} and {b.shape[-2]}x{b.shape[-1]})")
+        raise ShapeError(
+            f"matmul: shapes {fmt_shape(a.shape)} and {fmt_shape(b.shape)} cannot be multiplied "
+            f"({a.shape[-2]}x{a.shape[-1]} and {b.shape[-2]}x{b.shape[-1]})"
+        )
     if not _batch_shapes_broadcast(a.shape[:-2], b.shape[:-2]):
-        raise ShapeError(f"matmul: the batch dims of shapes {fmt_shape(a.shape)} and {fmt_shape(b.shape)} cannot "
-                         "be broadcast")
+        raise ShapeError(
+            f"matmul: the batch dims of shapes {fmt_shape(a.shape)} and {fmt_shape(b.shape)} cannot be broadcast"
+        )
     for operand in (a, b):
         if not is_floating(operand):
             raise DTypeError(f"matmul: CUDA matrix products need floating point operands, got {operand.dtype.name}")
@@ -147,8 +161,14 @@ def matmul(a: BackendArray, b: BackendArray, bias: BackendArray | None = None, a
         b = C.astype(b, a.dtype)  # the CPU backend also returns a's dtype
     if bias is not None and bias.dtype != a.dtype:
         bias = C.astype(bias, a.dtype)
-    return C.matmul(a, b, bias=bias, activation=activation or "none", save_preactivation=save_preactivation,
-                    allow_cublaslt=gemm_selection().path == "cublaslt")
+    return C.matmul(
+        a,
+        b,
+        bias=bias,
+        activation=activation or "none",
+        save_preactivation=save_preactivation,
+        allow_cublaslt=gemm_selection().path == "cublaslt",
+    )
 
 
 def gemm_path(device=None):

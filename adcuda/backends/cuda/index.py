@@ -16,6 +16,7 @@ unspecified. ``set_deterministic_indexing(True)`` (or ``ADCUDA_DETERMINISTIC_IND
 sort the destinations first and then sum each duplicate run in index order / let the last duplicate
 win as NumPy does: bit-for-bit reproducible, at the cost of a radix sort.
 """
+
 import math
 import numbers
 import os
@@ -83,8 +84,9 @@ def _items(key):
                     continue
                 coordinates = C.nonzero(k)
                 count, ndim = coordinates.shape
-                columns = [_entry(coordinates.as_strided((count,), (ndim,), coordinates.offset + j))
-                           for j in range(ndim)]
+                columns = [
+                    _entry(coordinates.as_strided((count,), (ndim,), coordinates.offset + j)) for j in range(ndim)
+                ]
                 items.append(("arrays", columns, tuple(k.shape)))
             elif k.dtype.name in ("int32", "int64"):
                 idx = _int64(k)
@@ -109,8 +111,13 @@ def _geometry(a, key):
     if to_check:
         _C().check_indices([h for h, _ in to_check], [n for _, n in to_check])
     indices = [ia.handle.as_strided(plan.shape, ia.result_strides, ia.handle.offset) for ia in plan.arrays]
-    return view, (list(plan.shape), list(plan.strides), indices, [ia.size for ia in plan.arrays],
-                  [ia.stride for ia in plan.arrays])
+    return view, (
+        list(plan.shape),
+        list(plan.strides),
+        indices,
+        [ia.size for ia in plan.arrays],
+        [ia.stride for ia in plan.arrays],
+    )
 
 
 def index(a: BackendArray, key: IndexKey) -> BackendArray:
@@ -200,8 +207,9 @@ def _identity(reduce, dtype):
     return info.min if reduce == "amax" else info.max
 
 
-def scatter_reduce(a: BackendArray, axis: int, idx: BackendArray, src: BackendArray, reduce: str,
-                   include_self: bool) -> BackendArray:
+def scatter_reduce(
+    a: BackendArray, axis: int, idx: BackendArray, src: BackendArray, reduce: str, include_self: bool
+) -> BackendArray:
     """A copy of ``a`` with ``src``'s leading box combined at ``idx`` along ``axis`` by ``reduce`` ('prod',
     'amax', 'amin'); without ``include_self`` the scattered-to elements start from the reduction's identity."""
     if reduce not in ("prod", "amax", "amin"):

@@ -1,6 +1,7 @@
 """The CUDA backend's layout primitives (kernels/layout.cu): ``cat tril triu``, with the CPU backend's
 (NumPy's) semantics; ``cat``'s axis may be negative (counted from the end).
 """
+
 from ... import _native
 from ...errors import DTypeError, ShapeError
 from ..seam import Arrays, BackendArray

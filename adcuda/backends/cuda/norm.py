@@ -1,6 +1,7 @@
 """The CUDA backend's layer norm and batch norm, forward and backward (kernels/norm.cu), with the CPU backend's
 signatures, dtype rules and results. Half types are computed in fp32.
 """
+
 from ... import _native
 from ...errors import ShapeError, fmt_shape
 from ..seam import BackendArray
@@ -13,15 +14,17 @@ __all__ = ["layer_norm", "layer_norm_backward", "batch_norm", "batch_norm_backwa
 def _check_normalized(op, x, n, *params):
     if not 1 <= n <= x.ndim:
         raise ShapeError(f"{op}: cannot normalise the last {n} dims of shape {fmt_shape(x.shape)}")
-    shape = tuple(x.shape[x.ndim - n:])
+    shape = tuple(x.shape[x.ndim - n :])
     for p in params:
         if p is not None and tuple(p.shape) != shape:
-            raise ShapeError(f"{op}: weight/bias of shape {fmt_shape(p.shape)} do not match the normalised shape "
-                             f"{fmt_shape(shape)}")
+            raise ShapeError(
+                f"{op}: weight/bias of shape {fmt_shape(p.shape)} do not match the normalised shape {fmt_shape(shape)}"
+            )
 
 
-def layer_norm(x: BackendArray, weight: BackendArray | None, bias: BackendArray | None, n: int,
-               eps: float) -> tuple[BackendArray, BackendArray, BackendArray]:
+def layer_norm(
+    x: BackendArray, weight: BackendArray | None, bias: BackendArray | None, n: int, eps: float
+) -> tuple[BackendArray, BackendArray, BackendArray]:
     """Normalise the last ``n`` dims -> (y, mean, rstd); mean and rstd keep x's dims (size 1 there)."""
     require_floating("layer_norm", "the input", x)
     _check_normalized("layer_norm", x, n, weight, bias)
@@ -29,15 +32,21 @@ def layer_norm(x: BackendArray, weight: BackendArray | None, bias: BackendArray 
     return tuple(_native._C.layer_norm(dense(x), params[0], params[1], n, float(eps)))
 
 
-def layer_norm_backward(g: BackendArray, x: BackendArray, weight: BackendArray | None, mean: BackendArray,
-                        rstd: BackendArray, n: int) -> tuple[BackendArray, BackendArray | None, BackendArray]:
+def layer_norm_backward(
+    g: BackendArray, x: BackendArray, weight: BackendArray | None, mean: BackendArray, rstd: BackendArray, n: int
+) -> tuple[BackendArray, BackendArray | None, BackendArray]:
     """-> (dx, dweight (None without a weight), dbias)."""
     require_floating("layer_norm_backward", "the input", x)
     _check_normalized("layer_norm_backward", x, n, weight)
     stats = statistics_type(x)
     dx, dweight, dbias = _native._C.layer_norm_backward(
-        dense(cast(g, x.dtype)), dense(x), None if weight is None else dense(cast(weight, x.dtype)),
-        dense(cast(mean, stats)), dense(cast(rstd, stats)), n)
+        dense(cast(g, x.dtype)),
+        dense(x),
+        None if weight is None else dense(cast(weight, x.dtype)),
+        dense(cast(mean, stats)),
+        dense(cast(rstd, stats)),
+        n,
+    )
     # the CPU backend's dtypes: dweight in weight's, dbias in weight's (g's without a weight)
     if weight is not None:
         dweight = cast(dweight, weight.dtype)
@@ -49,12 +58,15 @@ def _check_channels(op, x, *params):
         raise ShapeError(f"{op}: expected an input (N, C, *) of at least 2 dims, got shape {fmt_shape(x.shape)}")
     for p in params:
         if p is not None and tuple(p.shape) != (x.shape[1],):
-            raise ShapeError(f"{op}: per-channel arrays must have shape ({x.shape[1]},) for an input of shape "
-                             f"{fmt_shape(x.shape)}, got {fmt_shape(p.shape)}")
+            raise ShapeError(
+                f"{op}: per-channel arrays must have shape ({x.shape[1]},) for an input of shape "
+                f"{fmt_shape(x.shape)}, got {fmt_shape(p.shape)}"
+            )
 
 
-def batch_norm(x: BackendArray, weight: BackendArray | None, bias: BackendArray | None,
-               eps: float) -> tuple[BackendArray, BackendArray, BackendArray]:
+def batch_norm(
+    x: BackendArray, weight: BackendArray | None, bias: BackendArray | None, eps: float
+) -> tuple[BackendArray, BackendArray, BackendArray]:
     """Normalise each channel (dim 1) of x (N, C, *) with its batch statistics -> (y, mean (C,), rstd (C,))."""
     require_floating("batch_norm", "the input", x)
     _check_channels("batch_norm", x, weight, bias)
@@ -62,15 +74,20 @@ def batch_norm(x: BackendArray, weight: BackendArray | None, bias: BackendArray 
     return tuple(_native._C.batch_norm(dense(x), params[0], params[1], float(eps)))
 
 
-def batch_norm_backward(g: BackendArray, x: BackendArray, weight: BackendArray | None, mean: BackendArray,
-                        rstd: BackendArray) -> tuple[BackendArray, BackendArray | None, BackendArray]:
+def batch_norm_backward(
+    g: BackendArray, x: BackendArray, weight: BackendArray | None, mean: BackendArray, rstd: BackendArray
+) -> tuple[BackendArray, BackendArray | None, BackendArray]:
     """-> (dx, dweight (None without a weight), dbias)."""
     require_floating("batch_norm_backward", "the input", x)
     _check_channels("batch_norm_backward", x, weight, mean, rstd)
     stats = statistics_type(x)
     dx, dweight, dbias = _native._C.batch_norm_backward(
-        dense(cast(g, x.dtype)), dense(x), None if weight is None else dense(cast(weight, x.dtype)),
-        dense(cast(mean, stats)), dense(cast(rstd, stats)))
+        dense(cast(g, x.dtype)),
+        dense(x),
+        None if weight is None else dense(cast(weight, x.dtype)),
+        dense(cast(mean, stats)),
+        dense(cast(rstd, stats)),
+    )
     if weight is not None:
         dweight = cast(dweight, weight.dtype)
     return dx, dweight, cast(dbias, weight.dtype if weight is not None else g.dtype)

@@ -5,6 +5,7 @@
 ``global_norm`` reduces every gradient of ``clip_grad_norm_`` in the same multi-tensor launches.
 Signatures and math are the CPU backend's (adcuda/backends/cpu/optim.py).
 """
+
 from ... import _native
 from ...errors import DTypeError
 from ..seam import Arrays, BackendArray
@@ -21,8 +22,10 @@ def _state(op, arrays):
         if not is_floating(a):
             raise DTypeError(f"{op}: optimizer tensors must be floating point, got {a.dtype.name}")
         if not a.is_contiguous():
-            raise ValueError(f"{op}: a parameter or state array of shape {tuple(a.shape)} is not contiguous; "
-                             "the CUDA optimizer kernels update contiguous arrays in place")
+            raise ValueError(
+                f"{op}: a parameter or state array of shape {tuple(a.shape)} is not contiguous; "
+                "the CUDA optimizer kernels update contiguous arrays in place"
+            )
     return arrays
 
 
@@ -34,22 +37,66 @@ def _grads(op, grads):
     return [dense(g) for g in grads]
 
 
-def sgd_step_(params: Arrays, grads: Arrays, bufs: Arrays | None, lr: float, momentum: float, dampening: float,
-              nesterov: bool, weight_decay: float, first_step: bool, masters: Arrays | None = None) -> None:
+def sgd_step_(
+    params: Arrays,
+    grads: Arrays,
+    bufs: Arrays | None,
+    lr: float,
+    momentum: float,
+    dampening: float,
+    nesterov: bool,
+    weight_decay: float,
+    first_step: bool,
+    masters: Arrays | None = None,
+) -> None:
     """PyTorch's SGD in place over many tensors (see the CPU backend)."""
     op = "sgd_step_"
-    _native._C.sgd_step_(_state(op, params), _grads(op, grads), _state(op, bufs), _state(op, masters), float(lr),
-                         float(momentum), float(dampening), bool(nesterov), float(weight_decay), bool(first_step))
+    _native._C.sgd_step_(
+        _state(op, params),
+        _grads(op, grads),
+        _state(op, bufs),
+        _state(op, masters),
+        float(lr),
+        float(momentum),
+        float(dampening),
+        bool(nesterov),
+        float(weight_decay),
+        bool(first_step),
+    )
 
 
-def adam_step_(params: Arrays, grads: Arrays, exp_avgs: Arrays, exp_avg_sqs: Arrays, step: int, lr: float, beta1: float,
-               beta2: float, eps: float, weight_decay: float, decoupled: bool, masters: Arrays | None,
-               max_exp_avg_sqs: Arrays | None = None) -> None:
+def adam_step_(
+    params: Arrays,
+    grads: Arrays,
+    exp_avgs: Arrays,
+    exp_avg_sqs: Arrays,
+    step: int,
+    lr: float,
+    beta1: float,
+    beta2: float,
+    eps: float,
+    weight_decay: float,
+    decoupled: bool,
+    masters: Arrays | None,
+    max_exp_avg_sqs: Arrays | None = None,
+) -> None:
     """Adam / AdamW in place over many tensors at the 1-based ``step`` (see the CPU backend)."""
     op = "adam_step_"
-    _native._C.adam_step_(_state(op, params), _grads(op, grads), _state(op, exp_avgs), _state(op, exp_avg_sqs),
-                          _state(op, masters), _state(op, max_exp_avg_sqs), int(step), float(lr), float(beta1),
-                          float(beta2), float(eps), float(weight_decay), bool(decoupled))
+    _native._C.adam_step_(
+        _state(op, params),
+        _grads(op, grads),
+        _state(op, exp_avgs),
+        _state(op, exp_avg_sqs),
+        _state(op, masters),
+        _state(op, max_exp_avg_sqs),
+        int(step),
+        float(lr),
+        float(beta1),
+        float(beta2),
+        float(eps),
+        float(weight_decay),
+        bool(decoupled),
+    )
 
 
 def unscale_and_check_(outs: Arrays, grads: Arrays, inv_scale: BackendArray | float) -> BackendArray:
@@ -70,12 +117,28 @@ def unscale_and_check_(outs: Arrays, grads: Arrays, inv_scale: BackendArray | fl
     return C.unscale_and_check_(outs, grads, scale_array, scale_value, device)
 
 
-def update_scale_(scale: BackendArray, growth_tracker: BackendArray, found_inf: BackendArray, growth_factor: float,
-                  backoff_factor: float, growth_interval: int, min_scale: float, max_scale: float) -> None:
+def update_scale_(
+    scale: BackendArray,
+    growth_tracker: BackendArray,
+    found_inf: BackendArray,
+    growth_factor: float,
+    backoff_factor: float,
+    growth_interval: int,
+    min_scale: float,
+    max_scale: float,
+) -> None:
     """PyTorch's dynamic loss-scale update in place on the 0-d float32 ``scale`` and int32
     ``growth_tracker`` (see the CPU backend); nothing reaches the host."""
-    _native._C.update_scale_(scale, growth_tracker, cast(found_inf, scalar_type("float32")), float(growth_factor),
-                             float(backoff_factor), int(growth_interval), float(min_scale), float(max_scale))
+    _native._C.update_scale_(
+        scale,
+        growth_tracker,
+        cast(found_inf, scalar_type("float32")),
+        float(growth_factor),
+        float(backoff_factor),
+        int(growth_interval),
+        float(min_scale),
+        float(max_scale),
+    )
 
 
 def global_norm(arrays: Arrays, norm_type: float) -> BackendArray:

@@ -2,6 +2,7 @@
 results: one thread per output element; the backward adds each gradient at its index with float
 atomics in fp32 (fp64 for float64), half types converted after.
 """
+
 from ... import _native
 from ...errors import DTypeError, ShapeError, fmt_shape
 from ..seam import BackendArray, Shape
@@ -19,15 +20,26 @@ def _check_input(op, x):
         raise DTypeError(f"{op}: expected a numeric array, got {x.dtype.name}")
 
 
-def max_pool2d(x: BackendArray, kernel: Shape, stride: Shape, padding: Shape, dilation: Shape,
-               out_size: Shape) -> tuple[BackendArray, BackendArray]:
+def max_pool2d(
+    x: BackendArray, kernel: Shape, stride: Shape, padding: Shape, dilation: Shape, out_size: Shape
+) -> tuple[BackendArray, BackendArray]:
     """Max over windows of x (N, C, H, W) padded by ``padding`` (never chosen) -> (values (N, C, Ho, Wo),
     int64 indices); ``out_size`` (Ho, Wo) is the op's (ceil_mode decides it), windows may run past the
     padded input's end."""
     _check_input("max_pool2d", x)
-    values, indices = _native._C.max_pool2d(dense(x), int(kernel[0]), int(kernel[1]), int(stride[0]), int(stride[1]),
-                                            int(padding[0]), int(padding[1]), int(dilation[0]), int(dilation[1]),
-                                            int(out_size[0]), int(out_size[1]))
+    values, indices = _native._C.max_pool2d(
+        dense(x),
+        int(kernel[0]),
+        int(kernel[1]),
+        int(stride[0]),
+        int(stride[1]),
+        int(padding[0]),
+        int(padding[1]),
+        int(dilation[0]),
+        int(dilation[1]),
+        int(out_size[0]),
+        int(out_size[1]),
+    )
     return values, indices
 
 
@@ -43,11 +55,21 @@ def adaptive_max_pool2d(x: BackendArray, out_size: Shape) -> tuple[BackendArray,
 def max_pool2d_backward(g: BackendArray, indices: BackendArray, input_shape: Shape) -> BackendArray:
     """Each output gradient added to the input position its index names -> dx of ``input_shape``."""
     input_shape = tuple(int(s) for s in input_shape)
-    if g.ndim != 4 or tuple(indices.shape) != tuple(g.shape) or len(input_shape) != 4 \
-            or tuple(g.shape[:2]) != input_shape[:2]:
-        raise ShapeError(f"max_pool2d_backward: grad {fmt_shape(g.shape)} and indices {fmt_shape(indices.shape)} "
-                         f"do not fit input {fmt_shape(input_shape)}")
+    if (
+        g.ndim != 4
+        or tuple(indices.shape) != tuple(g.shape)
+        or len(input_shape) != 4
+        or tuple(g.shape[:2]) != input_shape[:2]
+    ):
+        raise ShapeError(
+            f"max_pool2d_backward: grad {fmt_shape(g.shape)} and indices {fmt_shape(indices.shape)} "
+            f"do not fit input {fmt_shape(input_shape)}"
+        )
     accumulate = "float64" if g.dtype.name == "float64" else "float32"
-    dx = _native._C.max_pool2d_backward(dense(cast(g, scalar_type(accumulate))),
-                                        dense(cast(indices, scalar_type("int64"))), input_shape[2], input_shape[3])
+    dx = _native._C.max_pool2d_backward(
+        dense(cast(g, scalar_type(accumulate))),
+        dense(cast(indices, scalar_type("int64"))),
+        input_shape[2],
+        input_shape[3],
+    )
     return cast(dx, g.dtype)

@@ -7,6 +7,7 @@ GPU and launch configuration, and the first n values of a larger draw equal a dr
 differ from the CPU backend's (NumPy's Philox4x64 with its own conversions); both are reproducible under
 ``adcuda.manual_seed``.
 """
+
 from ... import _native
 from ...errors import DTypeError, ShapeError, fmt_shape
 from ..seam import BackendArray, DType, Shape
@@ -36,13 +37,15 @@ def randn(shape: Shape, dtype: DType, seed: int, offset: int) -> BackendArray:
 
 
 def randint(low: int, high: int, shape: Shape, dtype: DType, seed: int, offset: int) -> BackendArray:
-    return _C().randint(int(low), int(high), _k.shape_tuple(shape), _k.scalar_type(dtype.name), int(seed) & _U64,
-                        int(offset) & _U64)
+    return _C().randint(
+        int(low), int(high), _k.shape_tuple(shape), _k.scalar_type(dtype.name), int(seed) & _U64, int(offset) & _U64
+    )
 
 
 def bernoulli(shape: Shape, p: float, dtype: DType, seed: int, offset: int) -> BackendArray:
-    return _C().bernoulli(_k.shape_tuple(shape), float(p), _k.scalar_type(dtype.name), int(seed) & _U64,
-                          int(offset) & _U64)
+    return _C().bernoulli(
+        _k.shape_tuple(shape), float(p), _k.scalar_type(dtype.name), int(seed) & _U64, int(offset) & _U64
+    )
 
 
 def dropout(x: BackendArray, p: float, seed: int, offset: int) -> tuple[BackendArray, BackendArray]:

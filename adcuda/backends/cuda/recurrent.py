@@ -1,6 +1,7 @@
 """The CUDA backend's recurrent cell steps, forward and backward (kernels/recurrent.cu), with the CPU
 backend's signatures, checks and dtype rules. Half types are computed in fp32.
 """
+
 from ... import _native
 from ...errors import DTypeError, ShapeError, fmt_shape
 from ..seam import BackendArray
@@ -14,17 +15,26 @@ def _check_cell(op, gates, state, n_gates, *others):
     for a in (gates, state) + others:
         if not is_floating(a):
             raise DTypeError(f"{op}: expected floating point arrays, got {a.dtype.name}")
-    if (state.ndim != 2 or gates.ndim != 2 or gates.shape[0] != state.shape[0]
-            or gates.shape[1] != n_gates * state.shape[1]):
-        raise ShapeError(f"{op}: expected gates (B, {n_gates}H) and a state (B, H), got gates of shape "
-                         f"{fmt_shape(gates.shape)} and a state of shape {fmt_shape(state.shape)}")
+    if (
+        state.ndim != 2
+        or gates.ndim != 2
+        or gates.shape[0] != state.shape[0]
+        or gates.shape[1] != n_gates * state.shape[1]
+    ):
+        raise ShapeError(
+            f"{op}: expected gates (B, {n_gates}H) and a state (B, H), got gates of shape "
+            f"{fmt_shape(gates.shape)} and a state of shape {fmt_shape(state.shape)}"
+        )
     for a in others:
         if tuple(a.shape) != tuple(gates.shape):
-            raise ShapeError(f"{op}: expected the hidden projection of the gates' shape {fmt_shape(gates.shape)}, "
-                             f"got {fmt_shape(a.shape)}")
+            raise ShapeError(
+                f"{op}: expected the hidden projection of the gates' shape {fmt_shape(gates.shape)}, "
+                f"got {fmt_shape(a.shape)}"
+            )
     if len({a.dtype.name for a in (gates, state) + others}) != 1:
-        raise DTypeError(f"{op}: expected arrays of one dtype, got " + ", ".join(a.dtype.name for a in (gates, state)
-                                                                                 + others))
+        raise DTypeError(
+            f"{op}: expected arrays of one dtype, got " + ", ".join(a.dtype.name for a in (gates, state) + others)
+        )
 
 
 def lstm_cell(gi: BackendArray, gh: BackendArray, c: BackendArray) -> BackendArray:
@@ -34,8 +44,9 @@ def lstm_cell(gi: BackendArray, gh: BackendArray, c: BackendArray) -> BackendArr
     return _native._C.lstm_cell(dense(gi), dense(gh), dense(c))
 
 
-def lstm_cell_backward(grad: BackendArray, gi: BackendArray, gh: BackendArray, c: BackendArray,
-                       hc: BackendArray) -> tuple[BackendArray, BackendArray]:
+def lstm_cell_backward(
+    grad: BackendArray, gi: BackendArray, gh: BackendArray, c: BackendArray, hc: BackendArray
+) -> tuple[BackendArray, BackendArray]:
     """From the gradient of hc (2, B, H) -> (d_gates (B, 4H), d_c (B, H)); d_gates is the gradient
     of both projections (they are summed)."""
     _check_cell("lstm_cell_backward", gi, c, 4, gh)
@@ -49,8 +60,9 @@ def gru_cell(gi: BackendArray, gh: BackendArray, h: BackendArray) -> BackendArra
     return _native._C.gru_cell(dense(gi), dense(gh), dense(h))
 
 
-def gru_cell_backward(grad: BackendArray, gi: BackendArray, gh: BackendArray,
-                      h: BackendArray) -> tuple[BackendArray, BackendArray, BackendArray]:
+def gru_cell_backward(
+    grad: BackendArray, gi: BackendArray, gh: BackendArray, h: BackendArray
+) -> tuple[BackendArray, BackendArray, BackendArray]:
     """-> (d_gi, d_gh, d_h) from the gradient of h' (B, H)."""
     _check_cell("gru_cell_backward", gi, h, 3, gh)
     return tuple(_native._C.gru_cell_backward(dense(grad), dense(gi), dense(gh), dense(h)))

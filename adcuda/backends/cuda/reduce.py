@@ -2,6 +2,7 @@
 backend's signatures, argument conventions (``axes`` None for every dim, negative axes counted from
 the end), result dtypes and errors.
 """
+
 from ... import _native
 from ...errors import DTypeError
 from ..seam import Axes, BackendArray

@@ -6,6 +6,7 @@ Arguments are made to fit the kernels here: contiguous where a kernel walks rows
 dtype (converted like the CPU backend's fp32 compute would see them), int64 class targets. Results
 come back in the dtypes the CPU backend gives.
 """
+
 from ... import _native
 from ...errors import DTypeError, ShapeError, fmt_shape
 from ..seam import BackendArray
@@ -44,29 +45,43 @@ def softmax_backward(y: BackendArray, g: BackendArray, axis: int, log: bool) -> 
 # cross-entropy
 def _class_rows(op, rows, target):
     if rows.ndim != 2 or target.ndim != 1 or target.shape[0] != rows.shape[0]:
-        raise ShapeError(f"{op}: expected (N, C) rows and (N,) class targets, got {fmt_shape(rows.shape)} and "
-                         f"{fmt_shape(target.shape)}")
+        raise ShapeError(
+            f"{op}: expected (N, C) rows and (N,) class targets, got {fmt_shape(rows.shape)} and "
+            f"{fmt_shape(target.shape)}"
+        )
     if target.dtype.name not in ("int32", "int64"):
         raise DTypeError(f"{op}: class targets must be integers, got {target.dtype.name}")
     return dense(cast(target, scalar_type("int64")))
 
 
-def cross_entropy(logits: BackendArray, target: BackendArray, ignore_index: int,
-                  label_smoothing: float) -> tuple[BackendArray, BackendArray]:
+def cross_entropy(
+    logits: BackendArray, target: BackendArray, ignore_index: int, label_smoothing: float
+) -> tuple[BackendArray, BackendArray]:
     """Per-row losses of ``logits`` (N, C) against class indices ``target`` (N,) -> (losses, log-sum-exps)."""
     require_floating("cross_entropy", "the logits", logits)
     target = _class_rows("cross_entropy", logits, target)
     return _native._C.cross_entropy(dense(logits), target, int(ignore_index), float(label_smoothing))
 
 
-def cross_entropy_backward(logits: BackendArray, lse: BackendArray, target: BackendArray, g_rows: BackendArray,
-                           ignore_index: int, label_smoothing: float) -> BackendArray:
+def cross_entropy_backward(
+    logits: BackendArray,
+    lse: BackendArray,
+    target: BackendArray,
+    g_rows: BackendArray,
+    ignore_index: int,
+    label_smoothing: float,
+) -> BackendArray:
     require_floating("cross_entropy_backward", "the logits", logits)
     target = _class_rows("cross_entropy_backward", logits, target)
     rows = logits.shape[0]
     for name, a in (("row gradients", g_rows), ("log-sum-exps", lse)):
         if tuple(a.shape) != (rows,):
             raise ShapeError(f"cross_entropy_backward: {name} {fmt_shape(a.shape)} do not match {rows} rows")
-    return _native._C.cross_entropy_backward(dense(logits), dense(cast(lse, statistics_type(logits))), target,
-                                             dense(cast(g_rows, logits.dtype)), int(ignore_index),
-                                             float(label_smoothing))
+    return _native._C.cross_entropy_backward(
+        dense(logits),
+        dense(cast(lse, statistics_type(logits))),
+        target,
+        dense(cast(g_rows, logits.dtype)),
+        int(ignore_index),
+        float(label_smoothing),
+    )

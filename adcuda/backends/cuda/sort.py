@@ -5,6 +5,7 @@ Sorts and scans work along the last dim of a contiguous array; another axis is m
 result moved back). ``axis`` may be negative (counted from the end); for a 0-d array 0 and -1 name
 its one element.
 """
+
 from ... import _native
 from ..seam import BackendArray
 from . import _common as _k

@@ -4,6 +4,7 @@ views, which copy nothing.
 
 Host<->device copies go through the pinned-memory pool (``adcuda.backends.pinned_host``).
 """
+
 import math
 
 import numpy as np
@@ -16,15 +17,38 @@ from ..pinned_host import in_pinned_pool, pinned_host_array
 from ..seam import ArrayLike, Axes, BackendArray, BasicKey, DType, Scalar, Shape
 from ._common import shape_tuple
 
-__all__ = ["from_numpy", "to_numpy", "empty", "full", "arange", "dtype_of", "shape_of", "astype", "contiguous",
-           "copy_", "view", "permute", "expand", "slice", "flip", "shares_memory"]
+__all__ = [
+    "from_numpy",
+    "to_numpy",
+    "empty",
+    "full",
+    "arange",
+    "dtype_of",
+    "shape_of",
+    "astype",
+    "contiguous",
+    "copy_",
+    "view",
+    "permute",
+    "expand",
+    "slice",
+    "flip",
+    "shares_memory",
+]
 
 _C = _native._C
 DeviceArray = _C.DeviceArray
 _ST = _C.ScalarType
 
-_SCALAR_TYPE = {dt.bool_: _ST.bool, dt.int32: _ST.int32, dt.int64: _ST.int64, dt.float16: _ST.float16,
-                dt.bfloat16: _ST.bfloat16, dt.float32: _ST.float32, dt.float64: _ST.float64}
+_SCALAR_TYPE = {
+    dt.bool_: _ST.bool,
+    dt.int32: _ST.int32,
+    dt.int64: _ST.int64,
+    dt.float16: _ST.float16,
+    dt.bfloat16: _ST.bfloat16,
+    dt.float32: _ST.float32,
+    dt.float64: _ST.float64,
+}
 _DTYPE = {scalar_type: dtype for dtype, scalar_type in _SCALAR_TYPE.items()}
 # NumPy has no bfloat16: such arrays travel through the host as float32.
 _HOST_DTYPE = {dtype: dt.float32 if dtype is dt.bfloat16 else dtype for dtype in _SCALAR_TYPE}

@@ -9,6 +9,7 @@ process aborts the whole MPI job when it exits, since ``MPI_Finalize`` could wai
 rank forever. An uncaught exception aborts the job too, at once (as ``python -m mpi4py`` does): the
 other ranks would otherwise wait for this one until their timeout.
 """
+
 import atexit
 import os
 import sys
@@ -26,7 +27,7 @@ _PING, _PONG = 1, 2
 _SPIN_S = 2e-3
 _FIRST_PAUSE_S = 2e-5
 _MAX_PAUSE_S = 1e-3
-_OUTPUT_GRACE_S = 0.2     # between printing why this rank fails and aborting the job
+_OUTPUT_GRACE_S = 0.2  # between printing why this rank fails and aborting the job
 _LIVENESS_WINDOW_S = 1.0  # how long a rank whose wait ran out waits for the others' answers
 
 
@@ -37,7 +38,8 @@ def import_mpi():
     except ImportError as e:
         raise DistributedError(
             "the mpi backend needs mpi4py and an MPI library: pip install 'adcuda[distributed]' (mpi4py and "
-            f"MPICH), or mpi4py built against your cluster's MPI (importing mpi4py failed: {e})") from None
+            f"MPICH), or mpi4py built against your cluster's MPI (importing mpi4py failed: {e})"
+        ) from None
     return MPI
 
 
@@ -107,9 +109,10 @@ class MPIBackend:
         np.cumsum(counts[:-1], out=displacements[1:])
         gathered = np.empty(int(counts.sum()), np.uint8)
         sent = np.frombuffer(data, np.uint8)
-        self.wait(self._start(lambda: self.comm.Iallgatherv(
-            sent, [gathered, counts, displacements, self._MPI.BYTE])), what)
-        return [gathered[d:d + c].tobytes() for d, c in zip(displacements.tolist(), counts.tolist())]
+        self.wait(
+            self._start(lambda: self.comm.Iallgatherv(sent, [gathered, counts, displacements, self._MPI.BYTE])), what
+        )
+        return [gathered[d : d + c].tobytes() for d, c in zip(displacements.tolist(), counts.tolist())]
 
     def _start(self, call):
         self._check_usable()
@@ -187,23 +190,29 @@ class MPIBackend:
             silent = self._silent_ranks()
             if silent:
                 names = ", ".join(str(r) for r in silent)
-                detail = (f"rank{'s' if len(silent) > 1 else ''} {names} did not answer within {limit} (it may "
-                          "have died, or be stuck outside adcuda.distributed)")
+                detail = (
+                    f"rank{'s' if len(silent) > 1 else ''} {names} did not answer within {limit} (it may "
+                    "have died, or be stuck outside adcuda.distributed)"
+                )
             else:
-                detail = (f"it did not complete within {limit} although every rank answers: the ranks are "
-                          "probably calling different collectives, or the same ones in a different order or "
-                          "with different sizes")
+                detail = (
+                    f"it did not complete within {limit} although every rank answers: the ranks are "
+                    "probably calling different collectives, or the same ones in a different order or "
+                    "with different sizes"
+                )
         self._break(f"{what}: {detail}")
 
     def _break(self, message):
         self.failure = message
-        raise DistributedError(f"{message}. The process group is unusable now; this process aborts the MPI job "
-                               "when it exits")
+        raise DistributedError(
+            f"{message}. The process group is unusable now; this process aborts the MPI job when it exits"
+        )
 
     def _check_usable(self):
         if self.failure is not None:
-            raise DistributedError(f"the process group failed earlier ({self.failure}); no collective can run "
-                                   "on it any more")
+            raise DistributedError(
+                f"the process group failed earlier ({self.failure}); no collective can run on it any more"
+            )
         if self._closed:
             raise DistributedError("the process group was destroyed")
 
@@ -214,6 +223,7 @@ class MPIBackend:
         def abort_job_on_uncaught(exc_type, exc, tb):
             previous(exc_type, exc, tb)
             self._abort(1)
+
         self._previous_excepthook = previous
         sys.excepthook = abort_job_on_uncaught
         atexit.register(self._abort_if_failed)

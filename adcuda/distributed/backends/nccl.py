@@ -11,6 +11,7 @@ communicator (which frees the GPU from the stuck kernel) and raises.
 Tensors are read through ``__cuda_array_interface__`` (pointer, shape, type), so anything that
 exposes it (adcuda's CUDA tensors, CuPy arrays) can be reduced in place.
 """
+
 import pickle
 import time
 
@@ -26,18 +27,24 @@ def _import_nccl():
         import cupy
         from cupy.cuda import nccl
     except ImportError as e:
-        raise DeviceError("init_process_group('nccl'): NCCL is used through CuPy's bindings, which could not be "
-                          f"imported ({e}); pip install 'adcuda[cuda]' and NCCL (nvidia-nccl-cu13)") from None
+        raise DeviceError(
+            "init_process_group('nccl'): NCCL is used through CuPy's bindings, which could not be "
+            f"imported ({e}); pip install 'adcuda[cuda]' and NCCL (nvidia-nccl-cu13)"
+        ) from None
     if not getattr(nccl, "available", True):
-        raise DeviceError("init_process_group('nccl'): CuPy is installed but found no NCCL library; "
-                          "pip install nvidia-nccl-cu13 (or your CUDA version's NCCL)")
+        raise DeviceError(
+            "init_process_group('nccl'): CuPy is installed but found no NCCL library; "
+            "pip install nvidia-nccl-cu13 (or your CUDA version's NCCL)"
+        )
     return cupy, nccl
 
 
 def _require_cuda():
     if not cuda.is_available():
-        raise DeviceError(f"init_process_group('nccl'): CUDA is not usable here ({cuda.unavailable_reason()}); "
-                          "NCCL needs one GPU per rank: use backend='mpi' for CPU tensors")
+        raise DeviceError(
+            f"init_process_group('nccl'): CUDA is not usable here ({cuda.unavailable_reason()}); "
+            "NCCL needs one GPU per rank: use backend='mpi' for CPU tensors"
+        )
     return cuda
 
 
@@ -52,6 +59,7 @@ def is_available():
 
 class _Request:
     """A collective queued on the communication stream: done when its event is."""
+
     __slots__ = ("event", "tensors")
 
     def __init__(self, event, tensors):
@@ -75,12 +83,20 @@ class NCCLBackend:
             (rank, _), (size, _) = environment.rank_and_world_size()
             self.rank, self.world_size = rank or 0, size or 1
             if self.world_size > 1:
-                raise DistributedError(f"init_process_group('nccl'): a world of {self.world_size} processes needs "
-                                       "mpi4py to share NCCL's unique id: pip install 'adcuda[distributed]'")
+                raise DistributedError(
+                    f"init_process_group('nccl'): a world of {self.world_size} processes needs "
+                    "mpi4py to share NCCL's unique id: pip install 'adcuda[distributed]'"
+                )
         self.device_index = self._pick_device(cuda, device_id)
-        self._types = {"<f2": nccl.NCCL_FLOAT16, "<f4": nccl.NCCL_FLOAT32, "<f8": nccl.NCCL_FLOAT64,
-                       "<i4": nccl.NCCL_INT32, "<i8": nccl.NCCL_INT64, "|b1": nccl.NCCL_UINT8,
-                       "|u1": nccl.NCCL_UINT8}
+        self._types = {
+            "<f2": nccl.NCCL_FLOAT16,
+            "<f4": nccl.NCCL_FLOAT32,
+            "<f8": nccl.NCCL_FLOAT64,
+            "<i4": nccl.NCCL_INT32,
+            "<i8": nccl.NCCL_INT64,
+            "|b1": nccl.NCCL_UINT8,
+            "|u1": nccl.NCCL_UINT8,
+        }
         self._ops = {"sum": nccl.NCCL_SUM, "product": nccl.NCCL_PROD, "max": nccl.NCCL_MAX, "min": nccl.NCCL_MIN}
         with self._cupy.cuda.Device(self.device_index):
             unique_id = nccl.get_unique_id() if self.rank == 0 else None
@@ -183,8 +199,9 @@ class NCCLBackend:
 
     def _check_usable(self):
         if self.failure is not None:
-            raise DistributedError(f"the process group failed earlier ({self.failure}); no collective can run "
-                                   "on it any more")
+            raise DistributedError(
+                f"the process group failed earlier ({self.failure}); no collective can run on it any more"
+            )
 
     def close(self):
         if self.failure is None:
@@ -198,4 +215,3 @@ def _mpi_if_available(timeout_s):
     if not mpi.is_available():
         return None
     return mpi.MPIBackend(timeout_s)
-

@@ -1,4 +1,5 @@
 """The layers of ``adcuda.nn``, one family per module."""
+
 from .activation import GELU, LeakyReLU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Tanh
 from .attention import MultiheadAttention
 from .container import ModuleDict, ModuleList, Sequential
@@ -39,14 +40,71 @@ from .transformer import (
     TransformerEncoderLayer,
 )
 
-__all__ = ["Module", "Sequential", "ModuleList", "ModuleDict", "Identity", "Linear", "ReLU", "LeakyReLU",
-           "GELU", "SiLU", "Sigmoid", "Tanh", "Softmax", "LogSoftmax", "MultiheadAttention", "Dropout",
-           "Flatten", "Unflatten", "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "BCEWithLogitsLoss",
-           "LayerNorm", "Embedding", "BCELoss", "SmoothL1Loss", "HuberLoss", "KLDivLoss"]
-__all__ += ["Conv1d", "Conv2d", "ConvTranspose2d", "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d",
-            "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "Upsample"]
+__all__ = [
+    "Module",
+    "Sequential",
+    "ModuleList",
+    "ModuleDict",
+    "Identity",
+    "Linear",
+    "ReLU",
+    "LeakyReLU",
+    "GELU",
+    "SiLU",
+    "Sigmoid",
+    "Tanh",
+    "Softmax",
+    "LogSoftmax",
+    "MultiheadAttention",
+    "Dropout",
+    "Flatten",
+    "Unflatten",
+    "CrossEntropyLoss",
+    "NLLLoss",
+    "MSELoss",
+    "L1Loss",
+    "BCEWithLogitsLoss",
+    "LayerNorm",
+    "Embedding",
+    "BCELoss",
+    "SmoothL1Loss",
+    "HuberLoss",
+    "KLDivLoss",
+]
+__all__ += [
+    "Conv1d",
+    "Conv2d",
+    "ConvTranspose2d",
+    "MaxPool1d",
+    "MaxPool2d",
+    "AvgPool1d",
+    "AvgPool2d",
+    "AdaptiveAvgPool1d",
+    "AdaptiveAvgPool2d",
+    "AdaptiveMaxPool2d",
+    "Upsample",
+]
 # normalization, channel dropout and recurrent layers (issue 15)
-__all__ += ["Dropout1d", "Dropout2d", "BatchNorm1d", "BatchNorm2d", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d",
-            "RMSNorm", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"]
-__all__ += ["Transformer", "TransformerEncoder", "TransformerDecoder", "TransformerEncoderLayer",
-            "TransformerDecoderLayer"]
+__all__ += [
+    "Dropout1d",
+    "Dropout2d",
+    "BatchNorm1d",
+    "BatchNorm2d",
+    "GroupNorm",
+    "InstanceNorm1d",
+    "InstanceNorm2d",
+    "RMSNorm",
+    "RNN",
+    "LSTM",
+    "GRU",
+    "RNNCell",
+    "LSTMCell",
+    "GRUCell",
+]
+__all__ += [
+    "Transformer",
+    "TransformerEncoder",
+    "TransformerDecoder",
+    "TransformerEncoderLayer",
+    "TransformerDecoderLayer",
+]

@@ -1,4 +1,5 @@
 """Activation modules: thin wrappers over ``adcuda.nn.functional``."""
+
 import warnings
 
 from .. import functional as F
@@ -9,8 +10,10 @@ def _softmax_dim(name, ndim, dim):
     """PyTorch's deprecated implicit dim for ``Softmax()`` built without one."""
     if dim is not None:
         return dim
-    warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call to include dim=X "
-                  "as an argument.", stacklevel=4)
+    warnings.warn(
+        f"Implicit dimension choice for {name} has been deprecated. Change the call to include dim=X as an argument.",
+        stacklevel=4,
+    )
     return 0 if ndim in (0, 1, 3) else 1
 
 

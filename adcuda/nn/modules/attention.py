@@ -5,6 +5,7 @@ merged into one additive float mask (bool ``True`` means "do not attend", the op
 ``scaled_dot_product_attention``'s bool masks). When the attention weights are not asked for, the
 fused ``F.scaled_dot_product_attention`` computes the output without materialising them.
 """
+
 import math
 
 from ... import dtypes as dt
@@ -38,15 +39,30 @@ def _pad_last(mask):
 
 
 class MultiheadAttention(Module):
-    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False, add_zero_attn=False,
-                 kdim=None, vdim=None, batch_first=False, device=None, dtype=None):
+    def __init__(
+        self,
+        embed_dim,
+        num_heads,
+        dropout=0.0,
+        bias=True,
+        add_bias_kv=False,
+        add_zero_attn=False,
+        kdim=None,
+        vdim=None,
+        batch_first=False,
+        device=None,
+        dtype=None,
+    ):
         super().__init__()
         if embed_dim <= 0 or num_heads <= 0:
-            raise ValueError(f"embed_dim and num_heads must be greater than 0, got embed_dim={embed_dim} and "
-                             f"num_heads={num_heads} instead")
+            raise ValueError(
+                f"embed_dim and num_heads must be greater than 0, got embed_dim={embed_dim} and "
+                f"num_heads={num_heads} instead"
+            )
         if embed_dim % num_heads:
-            raise ValueError(f"embed_dim must be divisible by num_heads, got embed_dim={embed_dim} and "
-                             f"num_heads={num_heads}")
+            raise ValueError(
+                f"embed_dim must be divisible by num_heads, got embed_dim={embed_dim} and num_heads={num_heads}"
+            )
         self.embed_dim = embed_dim
         self.kdim = kdim if kdim is not None else embed_dim
         self.vdim = vdim if vdim is not None else embed_dim
@@ -96,47 +112,69 @@ class MultiheadAttention(Module):
     # ------------------------------------------------------------------ checks
     def _check_shapes(self, query, key, value, key_padding_mask, attn_mask):
         if query.dim() not in (2, 3):
-            raise ShapeError(f"MultiheadAttention: query should be unbatched 2D or batched 3D tensor but received "
-                             f"{query.dim()}-D query tensor (shape {fmt_shape(query.shape)})")
+            raise ShapeError(
+                f"MultiheadAttention: query should be unbatched 2D or batched 3D tensor but received "
+                f"{query.dim()}-D query tensor (shape {fmt_shape(query.shape)})"
+            )
         batched = query.dim() == 3
         for name, t in (("key", key), ("value", value)):
             if t.dim() != query.dim():
-                raise ShapeError(f"MultiheadAttention: for {'batched (3-D)' if batched else 'unbatched (2-D)'} "
-                                 f"query, expected {name} to be {query.dim()}-D, but received {t.dim()}-D "
-                                 f"(shape {fmt_shape(t.shape)})")
+                raise ShapeError(
+                    f"MultiheadAttention: for {'batched (3-D)' if batched else 'unbatched (2-D)'} "
+                    f"query, expected {name} to be {query.dim()}-D, but received {t.dim()}-D "
+                    f"(shape {fmt_shape(t.shape)})"
+                )
         if query.shape[-1] != self.embed_dim:
-            raise ShapeError(f"MultiheadAttention: was expecting embedding dimension of {self.embed_dim}, but got "
-                             f"query of shape {fmt_shape(query.shape)}")
+            raise ShapeError(
+                f"MultiheadAttention: was expecting embedding dimension of {self.embed_dim}, but got "
+                f"query of shape {fmt_shape(query.shape)}"
+            )
         if key.shape[-1] != self.kdim or value.shape[-1] != self.vdim:
-            raise ShapeError(f"MultiheadAttention: expected key and value feature sizes kdim={self.kdim} and "
-                             f"vdim={self.vdim}, got key {fmt_shape(key.shape)} and value {fmt_shape(value.shape)}")
+            raise ShapeError(
+                f"MultiheadAttention: expected key and value feature sizes kdim={self.kdim} and "
+                f"vdim={self.vdim}, got key {fmt_shape(key.shape)} and value {fmt_shape(value.shape)}"
+            )
         if tuple(key.shape[:-1]) != tuple(value.shape[:-1]):
-            raise ShapeError(f"MultiheadAttention: key shape {fmt_shape(key.shape)} does not match value shape "
-                             f"{fmt_shape(value.shape)}")
+            raise ShapeError(
+                f"MultiheadAttention: key shape {fmt_shape(key.shape)} does not match value shape "
+                f"{fmt_shape(value.shape)}"
+            )
         if key_padding_mask is not None and key_padding_mask.dim() != query.dim() - 1:
-            raise ShapeError(f"MultiheadAttention: for a {query.dim()}-D query, expected key_padding_mask to be "
-                             f"{query.dim() - 1}-D, but got shape {fmt_shape(key_padding_mask.shape)}")
+            raise ShapeError(
+                f"MultiheadAttention: for a {query.dim()}-D query, expected key_padding_mask to be "
+                f"{query.dim() - 1}-D, but got shape {fmt_shape(key_padding_mask.shape)}"
+            )
         if attn_mask is not None and attn_mask.dim() not in (2, 3):
-            raise ShapeError(f"MultiheadAttention: expected attn_mask to be 2-D or 3-D, but got shape "
-                             f"{fmt_shape(attn_mask.shape)}")
+            raise ShapeError(
+                f"MultiheadAttention: expected attn_mask to be 2-D or 3-D, but got shape {fmt_shape(attn_mask.shape)}"
+            )
         return batched
 
     def _project(self, query, key, value):
         E = self.embed_dim
         b = self.in_proj_bias
-        bq, bk, bv = (None, None, None) if b is None else (b[:E], b[E:2 * E], b[2 * E:])
+        bq, bk, bv = (None, None, None) if b is None else (b[:E], b[E : 2 * E], b[2 * E :])
         if self._qkv_same_embed_dim:
             w = self.in_proj_weight
             if query is key and key is value:  # self-attention: one matmul for q, k and v
                 return F.linear(query, w, b).chunk(3, -1)
-            wq, wk, wv = w[:E], w[E:2 * E], w[2 * E:]
+            wq, wk, wv = w[:E], w[E : 2 * E], w[2 * E :]
         else:
             wq, wk, wv = self.q_proj_weight, self.k_proj_weight, self.v_proj_weight
         return F.linear(query, wq, bq), F.linear(key, wk, bk), F.linear(value, wv, bv)
 
     # ------------------------------------------------------------------ forward
-    def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
-                average_attn_weights=True, is_causal=False):
+    def forward(
+        self,
+        query,
+        key,
+        value,
+        key_padding_mask=None,
+        need_weights=True,
+        attn_mask=None,
+        average_attn_weights=True,
+        is_causal=False,
+    ):
         batched = self._check_shapes(query, key, value, key_padding_mask, attn_mask)
         if batched and self.batch_first:
             query, key, value = query.transpose(0, 1), key.transpose(0, 1), value.transpose(0, 1)
@@ -148,13 +186,17 @@ class MultiheadAttention(Module):
         src_len = key.shape[0]
         H, hd = self.num_heads, self.head_dim
         if key_padding_mask is not None and tuple(key_padding_mask.shape) != (bsz, src_len):
-            raise ShapeError(f"MultiheadAttention: expected key_padding_mask of shape {(bsz, src_len)}, but got "
-                             f"{fmt_shape(key_padding_mask.shape)}")
+            raise ShapeError(
+                f"MultiheadAttention: expected key_padding_mask of shape {(bsz, src_len)}, but got "
+                f"{fmt_shape(key_padding_mask.shape)}"
+            )
         key_padding_mask = _additive_mask(key_padding_mask, "key_padding_mask", query.dtype)
 
         if is_causal and attn_mask is None:
-            raise ValueError("MultiheadAttention: need attn_mask if specifying the is_causal hint (pass the "
-                             "causal mask itself, e.g. a boolean triu mask with diagonal=1)")
+            raise ValueError(
+                "MultiheadAttention: need attn_mask if specifying the is_causal hint (pass the "
+                "causal mask itself, e.g. a boolean triu mask with diagonal=1)"
+            )
         if is_causal and key_padding_mask is None and not need_weights:
             attn_mask = None  # the hint lets the fused kernel build the causal mask itself
         else:
@@ -163,8 +205,10 @@ class MultiheadAttention(Module):
         if attn_mask is not None:
             expected = (tgt_len, src_len) if attn_mask.dim() == 2 else (bsz * H, tgt_len, src_len)
             if tuple(attn_mask.shape) != expected:
-                raise ShapeError(f"MultiheadAttention: the shape of the {attn_mask.dim()}D attn_mask is "
-                                 f"{fmt_shape(attn_mask.shape)}, but should be {expected}.")
+                raise ShapeError(
+                    f"MultiheadAttention: the shape of the {attn_mask.dim()}D attn_mask is "
+                    f"{fmt_shape(attn_mask.shape)}, but should be {expected}."
+                )
             if attn_mask.dim() == 2:
                 attn_mask = attn_mask.unsqueeze(0)
 
@@ -209,8 +253,9 @@ class MultiheadAttention(Module):
                 out, weights = out.squeeze(1), weights.squeeze(0)
         else:
             if attn_mask is not None:
-                attn_mask = (attn_mask.unsqueeze(0) if attn_mask.shape[0] == 1
-                             else attn_mask.reshape(bsz, H, -1, src_len))
+                attn_mask = (
+                    attn_mask.unsqueeze(0) if attn_mask.shape[0] == 1 else attn_mask.reshape(bsz, H, -1, src_len)
+                )
             q = q.reshape(bsz, H, tgt_len, hd)
             k = k.reshape(bsz, H, src_len, hd)
             v = v.reshape(bsz, H, src_len, hd)

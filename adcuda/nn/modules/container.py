@@ -1,4 +1,5 @@
 """Containers: ``Sequential``, ``ModuleList``, ``ModuleDict``."""
+
 import collections
 import collections.abc
 import operator
@@ -47,7 +48,7 @@ class Sequential(Module):
 
     def __delitem__(self, idx):
         keys = list(self._modules)
-        for key in (keys[idx] if isinstance(idx, slice) else [keys[_index(idx, len(self), "Sequential")]]):
+        for key in keys[idx] if isinstance(idx, slice) else [keys[_index(idx, len(self), "Sequential")]]:
             del self._modules[key]
         # renumber so that the keys stay "0", "1", ... as PyTorch does
         modules = list(self._modules.values())
@@ -128,8 +129,9 @@ class ModuleList(Module):
 
     def extend(self, modules):
         if isinstance(modules, Module) and not isinstance(modules, (ModuleList, Sequential)):
-            raise TypeError("ModuleList.extend should be called with an iterable of modules, "
-                            f"but got {type(modules).__name__}")
+            raise TypeError(
+                f"ModuleList.extend should be called with an iterable of modules, but got {type(modules).__name__}"
+            )
         for module in modules:
             self.append(module)
         return self

@@ -1,5 +1,6 @@
 """``Conv1d``, ``Conv2d`` and ``ConvTranspose2d``: PyTorch's parameter names, shapes and initialisation,
 so state dicts load both ways; padding modes other than zeros pad with ``F.pad`` first, as PyTorch's."""
+
 import math
 import numbers
 
@@ -22,16 +23,31 @@ class _ConvNd(Module):
     _spatial = 2
     transposed = False
 
-    def __init__(self, in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias, padding_mode,
-                 output_padding=0, device=None, dtype=None):
+    def __init__(
+        self,
+        in_channels,
+        out_channels,
+        kernel_size,
+        stride,
+        padding,
+        dilation,
+        groups,
+        bias,
+        padding_mode,
+        output_padding=0,
+        device=None,
+        dtype=None,
+    ):
         super().__init__()
         name = type(self).__name__
         n = self._spatial
         if groups <= 0:
             raise ValueError(f"{name}: groups must be a positive integer, got {groups}")
         if in_channels % groups or out_channels % groups:
-            raise ValueError(f"{name}: in_channels ({in_channels}) and out_channels ({out_channels}) must both be "
-                             f"divisible by groups ({groups})")
+            raise ValueError(
+                f"{name}: in_channels ({in_channels}) and out_channels ({out_channels}) must both be "
+                f"divisible by groups ({groups})"
+            )
         if padding_mode not in _PADDING_MODES:
             raise ValueError(f"{name}: padding_mode must be one of {_PADDING_MODES}, got {padding_mode!r}")
         if isinstance(padding, str):
@@ -73,8 +89,9 @@ class _ConvNd(Module):
         if isinstance(self.padding, str):
             if self.padding == "valid":
                 return input, 0
-            pairs = [(d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2)
-                     for k, d in zip(self.kernel_size, self.dilation)]
+            pairs = [
+                (d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2) for k, d in zip(self.kernel_size, self.dilation)
+            ]
         else:
             pairs = [(p, p) for p in self.padding]
         amounts = tuple(v for pair in reversed(pairs) for v in pair)
@@ -100,10 +117,33 @@ class _ConvNd(Module):
 class Conv1d(_ConvNd):
     _spatial = 1
 
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
-                 padding_mode="zeros", device=None, dtype=None):
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
-                         padding_mode, device=device, dtype=dtype)
+    def __init__(
+        self,
+        in_channels,
+        out_channels,
+        kernel_size,
+        stride=1,
+        padding=0,
+        dilation=1,
+        groups=1,
+        bias=True,
+        padding_mode="zeros",
+        device=None,
+        dtype=None,
+    ):
+        super().__init__(
+            in_channels,
+            out_channels,
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            groups,
+            bias,
+            padding_mode,
+            device=device,
+            dtype=dtype,
+        )
 
     def forward(self, input):
         x, padding = self._padded(input)
@@ -111,10 +151,33 @@ class Conv1d(_ConvNd):
 
 
 class Conv2d(_ConvNd):
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
-                 padding_mode="zeros", device=None, dtype=None):
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
-                         padding_mode, device=device, dtype=dtype)
+    def __init__(
+        self,
+        in_channels,
+        out_channels,
+        kernel_size,
+        stride=1,
+        padding=0,
+        dilation=1,
+        groups=1,
+        bias=True,
+        padding_mode="zeros",
+        device=None,
+        dtype=None,
+    ):
+        super().__init__(
+            in_channels,
+            out_channels,
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            groups,
+            bias,
+            padding_mode,
+            device=device,
+            dtype=dtype,
+        )
 
     def forward(self, input):
         x, padding = self._padded(input)
@@ -124,14 +187,39 @@ class Conv2d(_ConvNd):
 class ConvTranspose2d(_ConvNd):
     transposed = True
 
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1,
-                 bias=True, dilation=1, padding_mode="zeros", device=None, dtype=None):
+    def __init__(
+        self,
+        in_channels,
+        out_channels,
+        kernel_size,
+        stride=1,
+        padding=0,
+        output_padding=0,
+        groups=1,
+        bias=True,
+        dilation=1,
+        padding_mode="zeros",
+        device=None,
+        dtype=None,
+    ):
         if padding_mode != "zeros":
             raise ValueError(f'ConvTranspose2d: only "zeros" padding mode is supported, got {padding_mode!r}')
         if isinstance(padding, str):
             raise ValueError(f"ConvTranspose2d: padding must be an int or a tuple of ints, got {padding!r}")
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
-                         padding_mode, output_padding, device=device, dtype=dtype)
+        super().__init__(
+            in_channels,
+            out_channels,
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            groups,
+            bias,
+            padding_mode,
+            output_padding,
+            device=device,
+            dtype=dtype,
+        )
 
     def _output_padding(self, input, output_size):
         """output_padding that gives ``output_size`` (the trailing spatial sizes), PyTorch's rule."""
@@ -140,15 +228,29 @@ class ConvTranspose2d(_ConvNd):
         output_size = tuple(int(s) for s in output_size)[-2:]
         result = []
         for i, want in enumerate(output_size):
-            smallest = ((input.shape[-2 + i] - 1) * self.stride[i] - 2 * self.padding[i]
-                        + self.dilation[i] * (self.kernel_size[i] - 1) + 1)
+            smallest = (
+                (input.shape[-2 + i] - 1) * self.stride[i]
+                - 2 * self.padding[i]
+                + self.dilation[i] * (self.kernel_size[i] - 1)
+                + 1
+            )
             if not smallest <= want < smallest + max(self.stride[i], self.dilation[i]):
-                raise ValueError(f"ConvTranspose2d: requested an output size of {output_size}, but valid sizes "
-                                 f"for input {tuple(input.shape)} range from {smallest} to "
-                                 f"{smallest + max(self.stride[i], self.dilation[i]) - 1} in dim {i}")
+                raise ValueError(
+                    f"ConvTranspose2d: requested an output size of {output_size}, but valid sizes "
+                    f"for input {tuple(input.shape)} range from {smallest} to "
+                    f"{smallest + max(self.stride[i], self.dilation[i]) - 1} in dim {i}"
+                )
             result.append(want - smallest)
         return tuple(result)
 
     def forward(self, input, output_size=None):
-        return F.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding,
-                                  self._output_padding(input, output_size), self.groups, self.dilation)
+        return F.conv_transpose2d(
+            input,
+            self.weight,
+            self.bias,
+            self.stride,
+            self.padding,
+            self._output_padding(input, output_size),
+            self.groups,
+            self.dilation,
+        )

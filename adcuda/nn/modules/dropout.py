@@ -1,5 +1,6 @@
 """``Dropout``: zeroes elements with probability ``p`` while training, scaling the rest by 1/(1-p);
 ``Dropout1d``/``Dropout2d`` zero whole channels."""
+
 from .. import functional as F
 from .module import Module
 

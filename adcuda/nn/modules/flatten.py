@@ -1,4 +1,5 @@
 """``Flatten`` and ``Unflatten``: reshape a range of dims."""
+
 from .module import Module
 
 

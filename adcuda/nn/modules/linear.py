@@ -1,4 +1,5 @@
 """``Linear`` (y = x W^T + b) and ``Identity``."""
+
 import math
 
 from ...errors import ShapeError, fmt_shape
@@ -41,8 +42,10 @@ class Linear(Module):
 
     def forward(self, input):
         if input.ndim == 0 or input.shape[-1] != self.in_features:
-            raise ShapeError(f"Linear: input of shape {fmt_shape(input.shape)} does not match in_features="
-                             f"{self.in_features} (the last dim of the input must be {self.in_features})")
+            raise ShapeError(
+                f"Linear: input of shape {fmt_shape(input.shape)} does not match in_features="
+                f"{self.in_features} (the last dim of the input must be {self.in_features})"
+            )
         return F.linear(input, self.weight, self.bias)
 
     def extra_repr(self):

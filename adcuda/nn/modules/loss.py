@@ -1,5 +1,6 @@
 """Loss modules over ``nn.functional``: ``CrossEntropyLoss NLLLoss MSELoss L1Loss BCEWithLogitsLoss
 BCELoss SmoothL1Loss HuberLoss KLDivLoss``."""
+
 from .. import functional as F
 from .module import Module
 
@@ -12,8 +13,10 @@ class _Loss(Module):
             reduce = True if reduce is None else reduce
             reduction = ("mean" if size_average else "sum") if reduce else "none"
         if reduction not in self._reductions:
-            raise ValueError(f"{type(self).__name__}: {reduction!r} is not a valid value for reduction "
-                             f"(expected one of {', '.join(map(repr, self._reductions))})")
+            raise ValueError(
+                f"{type(self).__name__}: {reduction!r} is not a valid value for reduction "
+                f"(expected one of {', '.join(map(repr, self._reductions))})"
+            )
         self.reduction = reduction
 
     _reductions = ("none", "mean", "sum")
@@ -26,15 +29,22 @@ class _WeightedLoss(_Loss):
 
 
 class CrossEntropyLoss(_WeightedLoss):
-    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
-                 label_smoothing=0.0):
+    def __init__(
+        self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean", label_smoothing=0.0
+    ):
         super().__init__(weight, size_average, reduce, reduction)
         self.ignore_index = ignore_index
         self.label_smoothing = label_smoothing
 
     def forward(self, input, target):
-        return F.cross_entropy(input, target, weight=self.weight, ignore_index=self.ignore_index,
-                               reduction=self.reduction, label_smoothing=self.label_smoothing)
+        return F.cross_entropy(
+            input,
+            target,
+            weight=self.weight,
+            ignore_index=self.ignore_index,
+            reduction=self.reduction,
+            label_smoothing=self.label_smoothing,
+        )
 
 
 class NLLLoss(_WeightedLoss):
@@ -43,8 +53,7 @@ class NLLLoss(_WeightedLoss):
         self.ignore_index = ignore_index
 
     def forward(self, input, target):
-        return F.nll_loss(input, target, weight=self.weight, ignore_index=self.ignore_index,
-                          reduction=self.reduction)
+        return F.nll_loss(input, target, weight=self.weight, ignore_index=self.ignore_index, reduction=self.reduction)
 
 
 class MSELoss(_Loss):
@@ -64,8 +73,9 @@ class BCEWithLogitsLoss(_Loss):
         self.register_buffer("pos_weight", pos_weight)
 
     def forward(self, input, target):
-        return F.binary_cross_entropy_with_logits(input, target, self.weight, reduction=self.reduction,
-                                                  pos_weight=self.pos_weight)
+        return F.binary_cross_entropy_with_logits(
+            input, target, self.weight, reduction=self.reduction, pos_weight=self.pos_weight
+        )
 
 
 class BCELoss(_WeightedLoss):

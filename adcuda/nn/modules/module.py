@@ -5,6 +5,7 @@ registers it, so ``parameters()``, ``state_dict()``, ``to()`` and friends find i
 (``to``, ``cuda``, ``half``, ...) swap each parameter's data in place, so the ``Parameter`` objects
 an optimizer already holds stay the ones the model uses.
 """
+
 import collections
 import collections.abc
 from collections.abc import Callable, Iterator, Mapping
@@ -147,8 +148,10 @@ class Module:
         if hasattr(self, name) and name not in self._parameters:
             raise KeyError(f"attribute '{name}' already exists")
         if param is not None and not isinstance(param, Parameter):
-            raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter '{name}' "
-                            "(adcuda.nn.Parameter or None required)")
+            raise TypeError(
+                f"cannot assign '{type(param).__name__}' object to parameter '{name}' "
+                "(adcuda.nn.Parameter or None required)"
+            )
         self._parameters[name] = param
 
     def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
@@ -157,8 +160,9 @@ class Module:
         if hasattr(self, name) and name not in self._buffers:
             raise KeyError(f"attribute '{name}' already exists")
         if tensor is not None and not isinstance(tensor, Tensor):
-            raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' "
-                            "(adcuda Tensor or None required)")
+            raise TypeError(
+                f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' (adcuda Tensor or None required)"
+            )
         self._buffers[name] = tensor
         if persistent:
             self._non_persistent_buffers_set.discard(name)
@@ -184,8 +188,10 @@ class Module:
             self.register_parameter(name, value)
         elif params is not None and name in params:
             if value is not None:
-                raise TypeError(f"cannot assign '{type(value).__name__}' as parameter '{name}' "
-                                "(adcuda.nn.Parameter or None expected)")
+                raise TypeError(
+                    f"cannot assign '{type(value).__name__}' as parameter '{name}' "
+                    "(adcuda.nn.Parameter or None expected)"
+                )
             params[name] = None
         elif isinstance(value, Module):
             self._require_init("module")
@@ -193,13 +199,16 @@ class Module:
             self._modules[name] = value
         elif name in self.__dict__.get("_modules", ()):
             if value is not None:
-                raise TypeError(f"cannot assign '{type(value).__name__}' as child module '{name}' "
-                                "(adcuda.nn.Module or None expected)")
+                raise TypeError(
+                    f"cannot assign '{type(value).__name__}' as child module '{name}' "
+                    "(adcuda.nn.Module or None expected)"
+                )
             self._modules[name] = None
         elif name in self.__dict__.get("_buffers", ()):
             if value is not None and not isinstance(value, Tensor):
-                raise TypeError(f"cannot assign '{type(value).__name__}' as buffer '{name}' "
-                                "(adcuda Tensor or None expected)")
+                raise TypeError(
+                    f"cannot assign '{type(value).__name__}' as buffer '{name}' (adcuda Tensor or None expected)"
+                )
             self._buffers[name] = value
         else:
             object.__setattr__(self, name, value)
@@ -223,8 +232,9 @@ class Module:
         return sorted(set(object.__dir__(self)) | set(self._parameters) | set(self._buffers) | set(self._modules))
 
     # ------------------------------------------------------------------ traversal
-    def named_modules(self, memo: "set[Module] | None" = None, prefix: str = "",
-                      remove_duplicate: bool = True) -> Iterator[tuple[str, "Module"]]:
+    def named_modules(
+        self, memo: "set[Module] | None" = None, prefix: str = "", remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, "Module"]]:
         if memo is None:
             memo = set()
         if remove_duplicate:
@@ -263,16 +273,18 @@ class Module:
                 seen.add(id(value))
                 yield module_prefix + ("." if module_prefix else "") + name, value
 
-    def named_parameters(self, prefix: str = "", recurse: bool = True,
-                         remove_duplicate: bool = True) -> Iterator[tuple[str, Parameter]]:
+    def named_parameters(
+        self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, Parameter]]:
         yield from self._named_members("_parameters", prefix, recurse, remove_duplicate)
 
     def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
         for _, param in self.named_parameters(recurse=recurse):
             yield param
 
-    def named_buffers(self, prefix: str = "", recurse: bool = True,
-                      remove_duplicate: bool = True) -> Iterator[tuple[str, Tensor]]:
+    def named_buffers(
+        self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, Tensor]]:
         yield from self._named_members("_buffers", prefix, recurse, remove_duplicate)
 
     def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
@@ -343,6 +355,7 @@ class Module:
         def convert(t):
             target_dtype = dtype if dtype is not None and t.dtype.is_floating_point else None
             return t.to(device=device, dtype=target_dtype)
+
         return self._apply(convert)
 
     def cuda(self: ModuleT, device: Any = None) -> ModuleT:
@@ -379,8 +392,9 @@ class Module:
             if module is not None:
                 yield from module._state_entries(prefix + name + ".")
 
-    def state_dict(self, *args: Any, destination: dict[str, Any] | None = None, prefix: str = "",
-                   keep_vars: bool = False) -> dict[str, Any]:
+    def state_dict(
+        self, *args: Any, destination: dict[str, Any] | None = None, prefix: str = "", keep_vars: bool = False
+    ) -> dict[str, Any]:
         if args:  # PyTorch's deprecated positional form: state_dict(destination, prefix, keep_vars)
             destination = args[0]
             prefix = args[1] if len(args) > 1 else prefix
@@ -391,8 +405,9 @@ class Module:
             destination[key] = value if keep_vars else value.detach()
         return destination
 
-    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True,
-                        assign: bool = False) -> _IncompatibleKeys:
+    def load_state_dict(
+        self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False
+    ) -> _IncompatibleKeys:
         """Copy tensors from ``state_dict`` into this module's parameters and buffers.
 
         Missing and unexpected keys are errors when ``strict``; shape mismatches always are. Returns
@@ -409,11 +424,15 @@ class Module:
                 continue
             value = state_dict[key]
             if not isinstance(value, Tensor):
-                errors.append(f'While copying the parameter named "{key}", expected adcuda.Tensor from '
-                              f"checkpoint but received {type(value).__name__}")
+                errors.append(
+                    f'While copying the parameter named "{key}", expected adcuda.Tensor from '
+                    f"checkpoint but received {type(value).__name__}"
+                )
             elif tuple(value.shape) != tuple(target.shape):
-                errors.append(f"size mismatch for {key}: copying a param with shape {value.shape} from "
-                              f"checkpoint, the shape in current model is {target.shape}.")
+                errors.append(
+                    f"size mismatch for {key}: copying a param with shape {value.shape} from "
+                    f"checkpoint, the shape in current model is {target.shape}."
+                )
         if strict:
             if unexpected:
                 listed = ", ".join(f'"{k}"' for k in unexpected)
@@ -421,8 +440,9 @@ class Module:
             if missing:
                 errors.insert(0, "Missing key(s) in state_dict: {}. ".format(", ".join(f'"{k}"' for k in missing)))
         if errors:
-            raise StateDictError("Error(s) in loading state_dict for {}:\n\t{}".format(
-                type(self).__name__, "\n\t".join(errors)))
+            raise StateDictError(
+                "Error(s) in loading state_dict for {}:\n\t{}".format(type(self).__name__, "\n\t".join(errors))
+            )
         with no_grad():
             for key, target in expected.items():
                 if key in state_dict:

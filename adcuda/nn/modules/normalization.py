@@ -1,5 +1,6 @@
 """``LayerNorm`` and ``RMSNorm`` over the trailing ``normalized_shape`` dims; ``BatchNorm1d/2d``,
 ``InstanceNorm1d/2d`` (per channel, with running statistics) and ``GroupNorm``."""
+
 import numbers
 
 from ... import dtypes as dt
@@ -72,8 +73,9 @@ class _NormBase(Module):
     """Per-channel affine parameters and running statistics, with PyTorch's names (running_mean,
     running_var, num_batches_tracked), so state dicts load both ways."""
 
-    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None,
-                 dtype=None):
+    def __init__(
+        self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None, dtype=None
+    ):
         super().__init__()
         self.num_features = num_features
         self.eps = eps
@@ -111,8 +113,9 @@ class _NormBase(Module):
     def _check_input_dim(self, input):
         if input.ndim not in self._input_dims:
             dims = " or ".join(f"{d}D" for d in self._input_dims)
-            raise ShapeError(f"{type(self).__name__}: expected {dims} input, but got input of shape "
-                             f"{fmt_shape(input.shape)}")
+            raise ShapeError(
+                f"{type(self).__name__}: expected {dims} input, but got input of shape {fmt_shape(input.shape)}"
+            )
 
     def _average_factor(self):
         """The momentum of this step's running-statistics update; with momentum=None a cumulative
@@ -125,8 +128,10 @@ class _NormBase(Module):
         return factor
 
     def extra_repr(self):
-        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
-                f"track_running_stats={self.track_running_stats}")
+        return (
+            f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+            f"track_running_stats={self.track_running_stats}"
+        )
 
 
 class _BatchNorm(_NormBase):
@@ -136,9 +141,16 @@ class _BatchNorm(_NormBase):
         # batch statistics while training, or when there are no running ones to use
         use_batch_stats = self.training or (self.running_mean is None and self.running_var is None)
         keep_running = not self.training or self.track_running_stats
-        return F.batch_norm(input, self.running_mean if keep_running else None,
-                            self.running_var if keep_running else None, self.weight, self.bias, use_batch_stats,
-                            factor, self.eps)
+        return F.batch_norm(
+            input,
+            self.running_mean if keep_running else None,
+            self.running_var if keep_running else None,
+            self.weight,
+            self.bias,
+            use_batch_stats,
+            factor,
+            self.eps,
+        )
 
 
 class BatchNorm1d(_BatchNorm):
@@ -150,8 +162,9 @@ class BatchNorm2d(_BatchNorm):
 
 
 class _InstanceNorm(_NormBase):
-    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False, track_running_stats=False, device=None,
-                 dtype=None):
+    def __init__(
+        self, num_features, eps=1e-5, momentum=0.1, affine=False, track_running_stats=False, device=None, dtype=None
+    ):
         super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
 
     def forward(self, input):
@@ -160,12 +173,21 @@ class _InstanceNorm(_NormBase):
         if unbatched:
             input = input.unsqueeze(0)
         if input.shape[1] != self.num_features and self.affine:
-            raise ShapeError(f"{type(self).__name__}: expected input with {self.num_features} channels (dim "
-                             f"{0 if unbatched else 1}), but got input of shape {fmt_shape(input.shape)}")
+            raise ShapeError(
+                f"{type(self).__name__}: expected input with {self.num_features} channels (dim "
+                f"{0 if unbatched else 1}), but got input of shape {fmt_shape(input.shape)}"
+            )
         # num_batches_tracked stays as it is: PyTorch's instance norm keeps it only for state dicts
-        out = F.instance_norm(input, self.running_mean, self.running_var, self.weight, self.bias,
-                              self.training or not self.track_running_stats,
-                              self.momentum if self.momentum is not None else 0.0, self.eps)
+        out = F.instance_norm(
+            input,
+            self.running_mean,
+            self.running_var,
+            self.weight,
+            self.bias,
+            self.training or not self.track_running_stats,
+            self.momentum if self.momentum is not None else 0.0,
+            self.eps,
+        )
         return out.squeeze(0) if unbatched else out
 
 
@@ -181,8 +203,7 @@ class GroupNorm(Module):
     def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None, dtype=None):
         super().__init__()
         if num_channels % num_groups:
-            raise ValueError(f"GroupNorm: num_channels ({num_channels}) must be divisible by num_groups "
-                             f"({num_groups})")
+            raise ValueError(f"GroupNorm: num_channels ({num_channels}) must be divisible by num_groups ({num_groups})")
         self.num_groups = num_groups
         self.num_channels = num_channels
         self.eps = eps

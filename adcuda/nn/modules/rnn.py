@@ -7,6 +7,7 @@ the recurrence as one op per layer and direction (``lstm_layer``/``gru_layer``: 
 product and the fused cell kernel; backpropagation through time in their fused backward), RNN per
 step with ops. The cells run one step through ``lstm_cell_pointwise``/``gru_cell_pointwise``.
 """
+
 import math
 
 from ...errors import DTypeError, ShapeError, fmt_shape
@@ -37,13 +38,27 @@ def _rnn_step(mode, gi, h, w_hh, b_hh):
 
 def _check_features(name, input, size):
     if input.shape[-1] != size:
-        raise ShapeError(f"{name}: input.size(-1) must be equal to input_size. Expected {size}, got input of shape "
-                         f"{fmt_shape(input.shape)}")
+        raise ShapeError(
+            f"{name}: input.size(-1) must be equal to input_size. Expected {size}, got input of shape "
+            f"{fmt_shape(input.shape)}"
+        )
 
 
 class RNNBase(Module):
-    def __init__(self, mode, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
-                 bidirectional=False, proj_size=0, device=None, dtype=None):
+    def __init__(
+        self,
+        mode,
+        input_size,
+        hidden_size,
+        num_layers=1,
+        bias=True,
+        batch_first=False,
+        dropout=0.0,
+        bidirectional=False,
+        proj_size=0,
+        device=None,
+        dtype=None,
+    ):
         super().__init__()
         name = type(self).__name__
         if proj_size:
@@ -53,8 +68,10 @@ class RNNBase(Module):
         if not isinstance(num_layers, int) or num_layers <= 0:
             raise ValueError(f"{name}: num_layers must be a positive integer, got {num_layers!r}")
         if not 0.0 <= float(dropout) <= 1.0 or isinstance(dropout, bool):
-            raise ValueError(f"{name}: dropout should be a number in range [0, 1] representing the probability "
-                             f"of an element being zeroed, got {dropout!r}")
+            raise ValueError(
+                f"{name}: dropout should be a number in range [0, 1] representing the probability "
+                f"of an element being zeroed, got {dropout!r}"
+            )
         self.mode = mode
         self.input_size = input_size
         self.hidden_size = hidden_size
@@ -95,13 +112,17 @@ class RNNBase(Module):
         """The parameters per layer and direction: [[w_ih, w_hh, b_ih, b_hh], ...], as PyTorch's."""
         per = 4 if self.bias else 2
         names = self._flat_weights_names
-        return [[getattr(self, n) for n in names[i:i + per]] for i in range(0, len(names), per)]
+        return [[getattr(self, n) for n in names[i : i + per]] for i in range(0, len(names), per)]
 
     def _weights(self, layer, direction):
         suffix = f"_l{layer}" + ("_reverse" if direction else "")
         get = lambda kind: getattr(self, kind + suffix)  # noqa: E731
-        return (get("weight_ih"), get("weight_hh"), get("bias_ih") if self.bias else None,
-                get("bias_hh") if self.bias else None)
+        return (
+            get("weight_ih"),
+            get("weight_hh"),
+            get("bias_ih") if self.bias else None,
+            get("bias_hh") if self.bias else None,
+        )
 
     def _initial_state(self, name, hx, input, batch, unbatched):
         """The given state (L * D, B, H), its batch dim added for unbatched input, or zeros."""
@@ -112,12 +133,16 @@ class RNNBase(Module):
             raise DTypeError(f"{name}: expected the initial state to be a Tensor, got {type(hx).__name__}")
         if unbatched:
             if hx.ndim != 2:
-                raise ShapeError(f"{name}: for unbatched 2-D input, hx should also be 2-D but got a "
-                                 f"{hx.ndim}-D tensor of shape {fmt_shape(hx.shape)}")
+                raise ShapeError(
+                    f"{name}: for unbatched 2-D input, hx should also be 2-D but got a "
+                    f"{hx.ndim}-D tensor of shape {fmt_shape(hx.shape)}"
+                )
             hx = hx.unsqueeze(1)
         if tuple(hx.shape) != expected:
-            raise ShapeError(f"{name}: expected hidden size {expected}, got {fmt_shape(hx.shape)} (input of shape "
-                             f"{fmt_shape(input.shape)})")
+            raise ShapeError(
+                f"{name}: expected hidden size {expected}, got {fmt_shape(hx.shape)} (input of shape "
+                f"{fmt_shape(input.shape)})"
+            )
         return hx
 
     def _direction(self, x, state, layer, direction):
@@ -134,7 +159,7 @@ class RNNBase(Module):
             hs = gru_layer(projected, state, w_hh, b_hh, bool(direction))
             return hs, (hs[last] if steps else state)
         hs = [None] * steps
-        for t in (range(steps - 1, -1, -1) if direction else range(steps)):
+        for t in range(steps - 1, -1, -1) if direction else range(steps):
             hs[t], state = _rnn_step(self.mode, projected[t], state, w_hh, b_hh)
         if not steps:
             return zeros((0, x.shape[1], self.hidden_size), dtype=x.dtype, device=x.device), state
@@ -161,8 +186,10 @@ class RNNBase(Module):
         if input.__class__.__name__ != "Tensor":
             raise DTypeError(f"{name}: expected input to be a Tensor, got {type(input).__name__}")
         if input.ndim not in (2, 3):
-            raise ShapeError(f"{name}: expected input to be 2-D or 3-D but received a {input.ndim}-D tensor of "
-                             f"shape {fmt_shape(input.shape)}")
+            raise ShapeError(
+                f"{name}: expected input to be 2-D or 3-D but received a {input.ndim}-D tensor of "
+                f"shape {fmt_shape(input.shape)}"
+            )
         if not input.dtype.is_floating_point:
             raise DTypeError(f"{name}: expected a floating point input, got {input.dtype}")
         _check_features(name, input, self.input_size)
@@ -212,27 +239,90 @@ class RNNBase(Module):
 
 
 class RNN(RNNBase):
-    def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True, batch_first=False,
-                 dropout=0.0, bidirectional=False, device=None, dtype=None):
+    def __init__(
+        self,
+        input_size,
+        hidden_size,
+        num_layers=1,
+        nonlinearity="tanh",
+        bias=True,
+        batch_first=False,
+        dropout=0.0,
+        bidirectional=False,
+        device=None,
+        dtype=None,
+    ):
         if nonlinearity not in ("tanh", "relu"):
             raise ValueError(f"RNN: unknown nonlinearity {nonlinearity!r}; expected 'tanh' or 'relu'")
-        super().__init__("RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU", input_size, hidden_size, num_layers,
-                         bias, batch_first, dropout, bidirectional, device=device, dtype=dtype)
+        super().__init__(
+            "RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU",
+            input_size,
+            hidden_size,
+            num_layers,
+            bias,
+            batch_first,
+            dropout,
+            bidirectional,
+            device=device,
+            dtype=dtype,
+        )
         self.nonlinearity = nonlinearity
 
 
 class LSTM(RNNBase):
-    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
-                 bidirectional=False, proj_size=0, device=None, dtype=None):
-        super().__init__("LSTM", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
-                         proj_size, device, dtype)
+    def __init__(
+        self,
+        input_size,
+        hidden_size,
+        num_layers=1,
+        bias=True,
+        batch_first=False,
+        dropout=0.0,
+        bidirectional=False,
+        proj_size=0,
+        device=None,
+        dtype=None,
+    ):
+        super().__init__(
+            "LSTM",
+            input_size,
+            hidden_size,
+            num_layers,
+            bias,
+            batch_first,
+            dropout,
+            bidirectional,
+            proj_size,
+            device,
+            dtype,
+        )
 
 
 class GRU(RNNBase):
-    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
-                 bidirectional=False, device=None, dtype=None):
-        super().__init__("GRU", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
-                         device=device, dtype=dtype)
+    def __init__(
+        self,
+        input_size,
+        hidden_size,
+        num_layers=1,
+        bias=True,
+        batch_first=False,
+        dropout=0.0,
+        bidirectional=False,
+        device=None,
+        dtype=None,
+    ):
+        super().__init__(
+            "GRU",
+            input_size,
+            hidden_size,
+            num_layers,
+            bias,
+            batch_first,
+            dropout,
+            bidirectional,
+            device=device,
+            dtype=dtype,
+        )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -265,19 +355,25 @@ class RNNCellBase(Module):
         if hx is None:
             return zeros((batch, self.hidden_size), dtype=input.dtype, device=input.device)
         if hx.ndim != input.ndim or tuple(hx.shape[-1:]) != (self.hidden_size,):
-            raise ShapeError(f"{name}: expected a hidden state of shape {(batch, self.hidden_size)} for input of "
-                             f"shape {fmt_shape(input.shape)}, got {fmt_shape(hx.shape)}")
+            raise ShapeError(
+                f"{name}: expected a hidden state of shape {(batch, self.hidden_size)} for input of "
+                f"shape {fmt_shape(input.shape)}, got {fmt_shape(hx.shape)}"
+            )
         hx = hx.unsqueeze(0) if unbatched else hx
         if hx.shape[0] != batch:
-            raise ShapeError(f"{name}: input batch size {batch} doesn't match hidden batch size {hx.shape[0]} "
-                             f"(input {fmt_shape(input.shape)}, hidden {fmt_shape(hx.shape)})")
+            raise ShapeError(
+                f"{name}: input batch size {batch} doesn't match hidden batch size {hx.shape[0]} "
+                f"(input {fmt_shape(input.shape)}, hidden {fmt_shape(hx.shape)})"
+            )
         return hx
 
     def forward(self, input, hx=None):
         name = type(self).__name__
         if input.ndim not in (1, 2):
-            raise ShapeError(f"{name}: expected input to be 1-D or 2-D but received a {input.ndim}-D tensor of "
-                             f"shape {fmt_shape(input.shape)}")
+            raise ShapeError(
+                f"{name}: expected input to be 1-D or 2-D but received a {input.ndim}-D tensor of "
+                f"shape {fmt_shape(input.shape)}"
+            )
         _check_features(name, input, self.input_size)
         unbatched = input.ndim == 1
         x = input.unsqueeze(0) if unbatched else input
@@ -288,8 +384,7 @@ class RNNCellBase(Module):
                 state = (self._state(name, hx[0], input, unbatched), self._state(name, hx[1], input, unbatched))
         else:
             state = self._state(name, hx, input, unbatched)
-        _, state = _rnn_step(self.mode, F.linear(x, self.weight_ih, self.bias_ih), state, self.weight_hh,
-                             self.bias_hh)
+        _, state = _rnn_step(self.mode, F.linear(x, self.weight_ih, self.bias_ih), state, self.weight_hh, self.bias_hh)
         if unbatched:
             state = tuple(s.squeeze(0) for s in state) if self.mode == "LSTM" else state.squeeze(0)
         return state
@@ -305,8 +400,9 @@ class RNNCell(RNNCellBase):
     def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh", device=None, dtype=None):
         if nonlinearity not in ("tanh", "relu"):
             raise ValueError(f"RNNCell: unknown nonlinearity {nonlinearity!r}; expected 'tanh' or 'relu'")
-        super().__init__("RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU", input_size, hidden_size, bias,
-                         device, dtype)
+        super().__init__(
+            "RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU", input_size, hidden_size, bias, device, dtype
+        )
         self.nonlinearity = nonlinearity
 
 

@@ -1,4 +1,5 @@
 """``Embedding``: a lookup table of ``num_embeddings`` vectors of size ``embedding_dim``."""
+
 from ...autograd.grad_mode import no_grad
 from ...errors import ShapeError, fmt_shape
 from ...factories import empty
@@ -9,15 +10,28 @@ from .module import Module
 
 
 class Embedding(Module):
-    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None, norm_type=2.0,
-                 scale_grad_by_freq=False, sparse=False, _weight=None, _freeze=False, device=None, dtype=None):
+    def __init__(
+        self,
+        num_embeddings,
+        embedding_dim,
+        padding_idx=None,
+        max_norm=None,
+        norm_type=2.0,
+        scale_grad_by_freq=False,
+        sparse=False,
+        _weight=None,
+        _freeze=False,
+        device=None,
+        dtype=None,
+    ):
         super().__init__()
         if sparse:
             raise ValueError("Embedding: sparse gradients are not supported by adcuda; use sparse=False")
         if padding_idx is not None:
             if not -num_embeddings <= padding_idx < num_embeddings:
-                raise ValueError(f"Embedding: padding_idx must be within num_embeddings ({num_embeddings}), "
-                                 f"got {padding_idx}")
+                raise ValueError(
+                    f"Embedding: padding_idx must be within num_embeddings ({num_embeddings}), got {padding_idx}"
+                )
             if padding_idx < 0:
                 padding_idx += num_embeddings
         self.num_embeddings = num_embeddings
@@ -28,13 +42,16 @@ class Embedding(Module):
         self.scale_grad_by_freq = scale_grad_by_freq
         self.sparse = sparse
         if _weight is None:
-            self.weight = Parameter(empty((num_embeddings, embedding_dim), device=device, dtype=dtype),
-                                    requires_grad=not _freeze)
+            self.weight = Parameter(
+                empty((num_embeddings, embedding_dim), device=device, dtype=dtype), requires_grad=not _freeze
+            )
             self.reset_parameters()
         else:
             if tuple(_weight.shape) != (num_embeddings, embedding_dim):
-                raise ShapeError(f"Embedding: _weight of shape {fmt_shape(_weight.shape)} does not match "
-                                 f"(num_embeddings, embedding_dim) = {(num_embeddings, embedding_dim)}")
+                raise ShapeError(
+                    f"Embedding: _weight of shape {fmt_shape(_weight.shape)} does not match "
+                    f"(num_embeddings, embedding_dim) = {(num_embeddings, embedding_dim)}"
+                )
             self.weight = Parameter(_weight, requires_grad=not _freeze)
 
     def reset_parameters(self):
@@ -47,8 +64,9 @@ class Embedding(Module):
                 self.weight[self.padding_idx].fill_(0)
 
     def forward(self, input):
-        return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
-                           self.scale_grad_by_freq, self.sparse)
+        return F.embedding(
+            input, self.weight, self.padding_idx, self.max_norm, self.norm_type, self.scale_grad_by_freq, self.sparse
+        )
 
     def extra_repr(self):
         s = f"{self.num_embeddings}, {self.embedding_dim}"
@@ -63,11 +81,21 @@ class Embedding(Module):
         return s
 
     @classmethod
-    def from_pretrained(cls, embeddings, freeze=True, padding_idx=None, max_norm=None, norm_type=2.0,
-                        scale_grad_by_freq=False, sparse=False):
+    def from_pretrained(
+        cls,
+        embeddings,
+        freeze=True,
+        padding_idx=None,
+        max_norm=None,
+        norm_type=2.0,
+        scale_grad_by_freq=False,
+        sparse=False,
+    ):
         if embeddings.dim() != 2:
-            raise ShapeError(f"Embedding.from_pretrained: embeddings must be 2-dimensional, got shape "
-                             f"{fmt_shape(embeddings.shape)}")
+            raise ShapeError(
+                f"Embedding.from_pretrained: embeddings must be 2-dimensional, got shape {fmt_shape(embeddings.shape)}"
+            )
         rows, cols = embeddings.shape
-        return cls(rows, cols, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
-                   _weight=embeddings, _freeze=freeze)
+        return cls(
+            rows, cols, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse, _weight=embeddings, _freeze=freeze
+        )

@@ -9,6 +9,7 @@ PyTorch's reference ("slow") path computes; PyTorch's eval-mode fast path with n
 writes 0 at padded positions of a ``src_key_padding_mask``) has no counterpart here: padded positions
 hold the same values as in training mode.
 """
+
 import copy
 
 from ... import dtypes as dt
@@ -71,12 +72,25 @@ class TransformerEncoderLayer(Module):
     """Self-attention and a feed-forward block, each in a residual connection with layer norm
     (after it by default, before it with ``norm_first``)."""
 
-    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu", layer_norm_eps=1e-5,
-                 batch_first=False, norm_first=False, bias=True, device=None, dtype=None):
+    def __init__(
+        self,
+        d_model,
+        nhead,
+        dim_feedforward=2048,
+        dropout=0.1,
+        activation="relu",
+        layer_norm_eps=1e-5,
+        batch_first=False,
+        norm_first=False,
+        bias=True,
+        device=None,
+        dtype=None,
+    ):
         super().__init__()
         factory = {"device": device, "dtype": dtype}
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
-                                            **factory)
+        self.self_attn = MultiheadAttention(
+            d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, **factory
+        )
         self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **factory)
         self.dropout = Dropout(dropout)
         self.linear2 = Linear(dim_feedforward, d_model, bias=bias, **factory)
@@ -97,8 +111,9 @@ class TransformerEncoderLayer(Module):
         return self.norm2(x + self._ff_block(x))
 
     def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
-        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask, need_weights=False,
-                           is_causal=is_causal)[0]
+        x = self.self_attn(
+            x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask, need_weights=False, is_causal=is_causal
+        )[0]
         return self.dropout1(x)
 
     def _ff_block(self, x):
@@ -110,14 +125,28 @@ class TransformerDecoderLayer(Module):
     feed-forward block, each in a residual connection with layer norm (after it by default, before
     it with ``norm_first``)."""
 
-    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu", layer_norm_eps=1e-5,
-                 batch_first=False, norm_first=False, bias=True, device=None, dtype=None):
+    def __init__(
+        self,
+        d_model,
+        nhead,
+        dim_feedforward=2048,
+        dropout=0.1,
+        activation="relu",
+        layer_norm_eps=1e-5,
+        batch_first=False,
+        norm_first=False,
+        bias=True,
+        device=None,
+        dtype=None,
+    ):
         super().__init__()
         factory = {"device": device, "dtype": dtype}
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
-                                            **factory)
-        self.multihead_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
-                                                 **factory)
+        self.self_attn = MultiheadAttention(
+            d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, **factory
+        )
+        self.multihead_attn = MultiheadAttention(
+            d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, **factory
+        )
         self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **factory)
         self.dropout = Dropout(dropout)
         self.linear2 = Linear(dim_feedforward, d_model, bias=bias, **factory)
@@ -131,8 +160,17 @@ class TransformerDecoderLayer(Module):
         self.activation = _activation(activation)
         self.batch_first = batch_first
 
-    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
-                memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False):
+    def forward(
+        self,
+        tgt,
+        memory,
+        tgt_mask=None,
+        memory_mask=None,
+        tgt_key_padding_mask=None,
+        memory_key_padding_mask=None,
+        tgt_is_causal=False,
+        memory_is_causal=False,
+    ):
         x = tgt
         if self.norm_first:
             x = x + self._sa_block(self.norm1(x), tgt_mask, tgt_key_padding_mask, tgt_is_causal)
@@ -143,13 +181,21 @@ class TransformerDecoderLayer(Module):
         return self.norm3(x + self._ff_block(x))
 
     def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
-        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask, need_weights=False,
-                           is_causal=is_causal)[0]
+        x = self.self_attn(
+            x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask, need_weights=False, is_causal=is_causal
+        )[0]
         return self.dropout1(x)
 
     def _mha_block(self, x, memory, attn_mask, key_padding_mask, is_causal):
-        x = self.multihead_attn(x, memory, memory, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
-                                need_weights=False, is_causal=is_causal)[0]
+        x = self.multihead_attn(
+            x,
+            memory,
+            memory,
+            attn_mask=attn_mask,
+            key_padding_mask=key_padding_mask,
+            need_weights=False,
+            is_causal=is_causal,
+        )[0]
         return self.dropout2(x)
 
     def _ff_block(self, x):
@@ -192,16 +238,32 @@ class TransformerDecoder(Module):
         self.num_layers = num_layers
         self.norm = norm
 
-    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
-                memory_key_padding_mask=None, tgt_is_causal=None, memory_is_causal=False):
+    def forward(
+        self,
+        tgt,
+        memory,
+        tgt_mask=None,
+        memory_mask=None,
+        tgt_key_padding_mask=None,
+        memory_key_padding_mask=None,
+        tgt_is_causal=None,
+        memory_is_causal=False,
+    ):
         tgt_mask = _float_mask(tgt_mask, "tgt_mask", tgt.dtype)
         batch_first = bool(self.layers) and self.layers[0].self_attn.batch_first
         tgt_is_causal = _detect_is_causal(tgt_mask, tgt_is_causal, _seq_len(tgt, batch_first))
         output = tgt
         for layer in self.layers:
-            output = layer(output, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
-                           tgt_key_padding_mask=tgt_key_padding_mask, memory_key_padding_mask=memory_key_padding_mask,
-                           tgt_is_causal=tgt_is_causal, memory_is_causal=memory_is_causal)
+            output = layer(
+                output,
+                memory,
+                tgt_mask=tgt_mask,
+                memory_mask=memory_mask,
+                tgt_key_padding_mask=tgt_key_padding_mask,
+                memory_key_padding_mask=memory_key_padding_mask,
+                tgt_is_causal=tgt_is_causal,
+                memory_is_causal=memory_is_causal,
+            )
         return output if self.norm is None else self.norm(output)
 
 
@@ -209,24 +271,52 @@ class Transformer(Module):
     """An encoder stack and a decoder stack (each ending in a layer norm); ``custom_encoder`` and
     ``custom_decoder`` replace them. Matrices are initialised Xavier-uniform, as in PyTorch."""
 
-    def __init__(self, d_model=512, nhead=8, num_encoder_layers=6, num_decoder_layers=6, dim_feedforward=2048,
-                 dropout=0.1, activation="relu", custom_encoder=None, custom_decoder=None, layer_norm_eps=1e-5,
-                 batch_first=False, norm_first=False, bias=True, device=None, dtype=None):
+    def __init__(
+        self,
+        d_model=512,
+        nhead=8,
+        num_encoder_layers=6,
+        num_decoder_layers=6,
+        dim_feedforward=2048,
+        dropout=0.1,
+        activation="relu",
+        custom_encoder=None,
+        custom_decoder=None,
+        layer_norm_eps=1e-5,
+        batch_first=False,
+        norm_first=False,
+        bias=True,
+        device=None,
+        dtype=None,
+    ):
         super().__init__()
         factory = {"device": device, "dtype": dtype}
-        layer_args = dict(dim_feedforward=dim_feedforward, dropout=dropout, activation=activation,
-                          layer_norm_eps=layer_norm_eps, batch_first=batch_first, norm_first=norm_first, bias=bias,
-                          **factory)
+        layer_args = dict(
+            dim_feedforward=dim_feedforward,
+            dropout=dropout,
+            activation=activation,
+            layer_norm_eps=layer_norm_eps,
+            batch_first=batch_first,
+            norm_first=norm_first,
+            bias=bias,
+            **factory,
+        )
         if custom_encoder is not None:
             self.encoder = custom_encoder
         else:
-            self.encoder = TransformerEncoder(TransformerEncoderLayer(d_model, nhead, **layer_args), num_encoder_layers,
-                                              LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory))
+            self.encoder = TransformerEncoder(
+                TransformerEncoderLayer(d_model, nhead, **layer_args),
+                num_encoder_layers,
+                LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory),
+            )
         if custom_decoder is not None:
             self.decoder = custom_decoder
         else:
-            self.decoder = TransformerDecoder(TransformerDecoderLayer(d_model, nhead, **layer_args), num_decoder_layers,
-                                              LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory))
+            self.decoder = TransformerDecoder(
+                TransformerDecoderLayer(d_model, nhead, **layer_args),
+                num_decoder_layers,
+                LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory),
+            )
         self._reset_parameters()
         self.d_model = d_model
         self.nhead = nhead
@@ -237,20 +327,42 @@ class Transformer(Module):
             if p.dim() > 1:
                 init.xavier_uniform_(p)
 
-    def forward(self, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None, src_key_padding_mask=None,
-                tgt_key_padding_mask=None, memory_key_padding_mask=None, src_is_causal=None, tgt_is_causal=None,
-                memory_is_causal=False):
+    def forward(
+        self,
+        src,
+        tgt,
+        src_mask=None,
+        tgt_mask=None,
+        memory_mask=None,
+        src_key_padding_mask=None,
+        tgt_key_padding_mask=None,
+        memory_key_padding_mask=None,
+        src_is_causal=None,
+        tgt_is_causal=None,
+        memory_is_causal=False,
+    ):
         batch_dim = 0 if self.batch_first else 1
         if src.dim() == 3 and src.shape[batch_dim] != tgt.shape[batch_dim]:
-            raise ShapeError(f"Transformer: the batch number of src and tgt must be equal, got src "
-                             f"{fmt_shape(src.shape)} and tgt {fmt_shape(tgt.shape)} (batch_first={self.batch_first})")
+            raise ShapeError(
+                f"Transformer: the batch number of src and tgt must be equal, got src "
+                f"{fmt_shape(src.shape)} and tgt {fmt_shape(tgt.shape)} (batch_first={self.batch_first})"
+            )
         if src.shape[-1] != self.d_model or tgt.shape[-1] != self.d_model:
-            raise ShapeError(f"Transformer: the feature number of src and tgt must be equal to d_model={self.d_model}, "
-                             f"got src {fmt_shape(src.shape)} and tgt {fmt_shape(tgt.shape)}")
+            raise ShapeError(
+                f"Transformer: the feature number of src and tgt must be equal to d_model={self.d_model}, "
+                f"got src {fmt_shape(src.shape)} and tgt {fmt_shape(tgt.shape)}"
+            )
         memory = self.encoder(src, mask=src_mask, src_key_padding_mask=src_key_padding_mask, is_causal=src_is_causal)
-        return self.decoder(tgt, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
-                            tgt_key_padding_mask=tgt_key_padding_mask, memory_key_padding_mask=memory_key_padding_mask,
-                            tgt_is_causal=tgt_is_causal, memory_is_causal=memory_is_causal)
+        return self.decoder(
+            tgt,
+            memory,
+            tgt_mask=tgt_mask,
+            memory_mask=memory_mask,
+            tgt_key_padding_mask=tgt_key_padding_mask,
+            memory_key_padding_mask=memory_key_padding_mask,
+            tgt_is_causal=tgt_is_causal,
+            memory_is_causal=memory_is_causal,
+        )
 
     @staticmethod
     def generate_square_subsequent_mask(sz, device=None, dtype=None):

@@ -19,6 +19,7 @@ transport's wire dtype (float32 over MPI), and after the all-reduce every rank h
 gradients, so a GradScaler's found-inf agrees on every rank by construction; see
 ``adcuda.distributed.all_reduce_found_inf`` for gradients reduced some other way.
 """
+
 import contextlib
 
 from ... import distributed as dist
@@ -42,9 +43,9 @@ class _Bucket:
     __slots__ = ("params", "buffer", "slots", "pending", "work")
 
     def __init__(self, params, buffer, slots):
-        self.params = params      # indices into DistributedDataParallel._params
-        self.buffer = buffer      # a flat Tensor in the transport's wire dtype
-        self.slots = slots        # per parameter: a view of the buffer, shaped like it
+        self.params = params  # indices into DistributedDataParallel._params
+        self.buffer = buffer  # a flat Tensor in the transport's wire dtype
+        self.slots = slots  # per parameter: a view of the buffer, shaped like it
         self.pending = 0
         self.work = None
 
@@ -54,21 +55,31 @@ class _Iteration:
 
     def __init__(self, count):
         self.ready = [False] * count
-        self.next_bucket = 0     # buckets launch in order: the next one to launch
+        self.next_bucket = 0  # buckets launch in order: the next one to launch
         self.hooks_fired = 0
         self.finished = False
         self.locally_used = None  # with find_unused_parameters: (usage mask tensor, its all-reduce)
 
 
 class DistributedDataParallel(Module):
-    def __init__(self, module, device_ids=None, output_device=None, broadcast_buffers=True, process_group=None,
-                 bucket_cap_mb=25, find_unused_parameters=False):
+    def __init__(
+        self,
+        module,
+        device_ids=None,
+        output_device=None,
+        broadcast_buffers=True,
+        process_group=None,
+        bucket_cap_mb=25,
+        find_unused_parameters=False,
+    ):
         super().__init__()
         if not isinstance(module, Module):
             raise TypeError(f"DistributedDataParallel: expected an adcuda.nn.Module, got {type(module).__name__}")
         if not dist.is_initialized():
-            raise DistributedError("DistributedDataParallel: the default process group has not been initialized; "
-                                   "call adcuda.distributed.init_process_group() first")
+            raise DistributedError(
+                "DistributedDataParallel: the default process group has not been initialized; "
+                "call adcuda.distributed.init_process_group() first"
+            )
         if process_group is not None:
             raise DistributedError("DistributedDataParallel: only the default process group is supported")
         if not bucket_cap_mb > 0:
@@ -94,12 +105,16 @@ class DistributedDataParallel(Module):
     def _check_devices(self, module, device_ids):
         devices = {str(t.device) for t in list(module.parameters()) + list(module.buffers())}
         if len(devices) > 1:
-            raise DeviceError(f"DistributedDataParallel: the module's parameters and buffers are on several devices "
-                              f"({', '.join(sorted(devices))}); one device per rank is supported")
+            raise DeviceError(
+                f"DistributedDataParallel: the module's parameters and buffers are on several devices "
+                f"({', '.join(sorted(devices))}); one device per rank is supported"
+            )
         device = devices.pop() if devices else "cpu"
         if device == "cpu" and device_ids is not None:
-            raise DeviceError(f"DistributedDataParallel: device_ids={device_ids!r} was given for a module on the CPU; "
-                              "pass device_ids=None for CPU modules")
+            raise DeviceError(
+                f"DistributedDataParallel: device_ids={device_ids!r} was given for a module on the CPU; "
+                "pass device_ids=None for CPU modules"
+            )
         if device != "cpu" and device_ids is not None and [as_device(d) for d in device_ids] != [as_device(device)]:
             raise DeviceError(f"DistributedDataParallel: device_ids={device_ids!r} but the module is on {device}")
         return device
@@ -121,7 +136,8 @@ class DistributedDataParallel(Module):
                         f"DistributedDataParallel: the ranks hold different parameters: parameter {i} is "
                         f"{_describe(ours)} on rank 0 but {_describe(other)} on rank {rank} (rank 0 has "
                         f"{len(reference)} parameters, rank {rank} has {len(theirs)}); every rank must wrap the "
-                        "same model")
+                        "same model"
+                    )
 
     def _sync_from_rank0(self, tensors):
         if self.world_size == 1:
@@ -132,7 +148,7 @@ class DistributedDataParallel(Module):
 
     def _build_buckets(self, cap_bytes):
         transport = dist.process_group._current("DistributedDataParallel").backend
-        groups = {}   # (device, wire dtype) -> parameter indices of the bucket being filled
+        groups = {}  # (device, wire dtype) -> parameter indices of the bucket being filled
         sizes = {}
         closed = []
         for i in reversed(range(len(self._params))):
@@ -156,7 +172,7 @@ class DistributedDataParallel(Module):
                 slots, offset = [], 0
                 for i in members:
                     p = self._params[i]
-                    slots.append(buffer[offset:offset + p.numel()].view(tuple(p.shape)))
+                    slots.append(buffer[offset : offset + p.numel()].view(tuple(p.shape)))
                     bucket_of[i] = (len(buckets), len(slots) - 1)
                     offset += p.numel()
                 buckets.append(_Bucket(members, buffer, slots))
@@ -195,7 +211,8 @@ class DistributedDataParallel(Module):
             "DistributedDataParallel: the previous backward did not produce gradients for every parameter, so "
             f"its reduction never finished: {listed} got none. If the forward does not use every parameter, "
             "pass find_unused_parameters=True; the loss must depend on the output of every forward of the "
-            "wrapped model")
+            "wrapped model"
+        )
 
     def _prepare_for_backward(self, output):
         it = self._iteration = _Iteration(len(self._params))
@@ -223,7 +240,8 @@ class DistributedDataParallel(Module):
                 raise DistributedError(
                     f"DistributedDataParallel: parameter '{self._names[index]}' received a gradient twice after one "
                     "forward; run one backward per forward of the wrapped model (accumulate several under "
-                    "no_sync())")
+                    "no_sync())"
+                )
             p = self._params[index]
             with no_grad():
                 contribution = grad if p.grad is None else (p.grad + grad).to(dtype=p.dtype)
@@ -233,6 +251,7 @@ class DistributedDataParallel(Module):
             if self._iteration.finished:
                 return self._slot_value(index)  # the average: this gradient completed the last bucket
             return None if contribution is grad else contribution
+
         return reduce_when_ready
 
     def _write_slot(self, index, contribution):
@@ -264,7 +283,7 @@ class DistributedDataParallel(Module):
             with record_function(f"DistributedDataParallel.all_reduce(bucket {it.next_bucket})"):
                 launching.work = dist.all_reduce(launching.buffer, dist.ReduceOp.AVG, async_op=True)
             it.next_bucket += 1
-        for earlier in self._buckets[:it.next_bucket]:
+        for earlier in self._buckets[: it.next_bucket]:
             earlier.work.is_completed()  # lets MPI progress the transfers in flight while backward computes
         if it.next_bucket == len(self._buckets):
             self._finish(index if from_hook else None)
@@ -333,4 +352,3 @@ def _describe(entry):
         return "missing"
     name, shape, dtype = entry
     return f"'{name}' of shape {fmt_shape(shape)} ({dtype})"
-

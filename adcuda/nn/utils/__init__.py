@@ -1,4 +1,5 @@
 """``adcuda.nn.utils``: training helpers that act on parameters' gradients."""
+
 from .clip_grad import NonFiniteNormError, clip_grad_norm_, clip_grad_value_, clip_grads_with_norm_, get_total_norm
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "clip_grads_with_norm_", "get_total_norm", "NonFiniteNormError"]

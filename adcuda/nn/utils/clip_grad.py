@@ -6,6 +6,7 @@ per device (on a GPU, multi-tensor launches and one finishing block); the clip c
 the device and scales every gradient through ``_foreach_mul_``: no host round trip unless
 ``error_if_nonfinite`` asks for one.
 """
+
 from collections.abc import Iterable
 
 from ...autograd.grad_mode import no_grad
@@ -35,8 +36,9 @@ def _by_device(tensors):
     return groups
 
 
-def get_total_norm(tensors: TensorsT, norm_type: float | str = 2.0, error_if_nonfinite: bool = False,
-                   foreach: bool | None = None) -> Tensor:
+def get_total_norm(
+    tensors: TensorsT, norm_type: float | str = 2.0, error_if_nonfinite: bool = False, foreach: bool | None = None
+) -> Tensor:
     """The ``norm_type``-norm of all ``tensors`` taken together, a 0-d tensor on the first one's
     device: one ``_global_norm`` per device (normally just one); tensors spread over several devices
     have their per-device norms combined by one more on the first device (the norm of the norms is
@@ -55,12 +57,14 @@ def get_total_norm(tensors: TensorsT, norm_type: float | str = 2.0, error_if_non
             raise NonFiniteNormError(
                 f"The total norm of order {norm_type} for gradients from `parameters` is non-finite, so it "
                 "cannot be clipped. To disable this error and scale the gradients by the non-finite norm "
-                "anyway, set `error_if_nonfinite=False`")
+                "anyway, set `error_if_nonfinite=False`"
+            )
     return total
 
 
-def clip_grads_with_norm_(parameters: TensorsT, max_norm: float, total_norm: Tensor,
-                          foreach: bool | None = None) -> None:
+def clip_grads_with_norm_(
+    parameters: TensorsT, max_norm: float, total_norm: Tensor, foreach: bool | None = None
+) -> None:
     """Scale the gradients of ``parameters`` by ``min(1, max_norm / (total_norm + 1e-6))``, in place,
     with the coefficient left on the device."""
     _scale(_grads(parameters), max_norm, total_norm)
@@ -75,8 +79,13 @@ def _scale(grads, max_norm, total_norm):
             _foreach_mul_(group, coef.to(device))
 
 
-def clip_grad_norm_(parameters: TensorsT, max_norm: float, norm_type: float | str = 2.0,
-                    error_if_nonfinite: bool = False, foreach: bool | None = None) -> Tensor:
+def clip_grad_norm_(
+    parameters: TensorsT,
+    max_norm: float,
+    norm_type: float | str = 2.0,
+    error_if_nonfinite: bool = False,
+    foreach: bool | None = None,
+) -> Tensor:
     """Scale the gradients of ``parameters`` so that their joint ``norm_type``-norm is at most
     ``max_norm``; returns the norm before clipping (a 0-d tensor). ``foreach`` is accepted for
     PyTorch compatibility: the norm is always one multi-tensor reduction per device."""

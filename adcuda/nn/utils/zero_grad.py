@@ -1,5 +1,6 @@
 """Clearing parameters' gradients for ``Module.zero_grad`` (``Optimizer.zero_grad`` applies the same
 rule itself: adcuda.optim does not import adcuda.nn)."""
+
 from ...ops.foreach import _foreach_zero_
 
 

@@ -1,5 +1,6 @@
 """What runs inside a DataLoader worker process: seeding, ``get_worker_info()``, the fetch loop, and
 how results and errors travel back to the main process."""
+
 import os
 import pickle
 import random
@@ -23,6 +24,7 @@ STATUS_CHECK_INTERVAL = 1.0
 class WorkerInfo:
     """What ``get_worker_info()`` returns inside a worker: its ``id`` in ``0..num_workers-1``, the
     ``seed`` its random generators got, and its own copy of the ``dataset``."""
+
     id: int
     num_workers: int
     seed: int
@@ -73,6 +75,7 @@ class _KeyErrorMessage(str):
 @dataclass(frozen=True)
 class IterableDatasetStopIteration:
     """A worker's IterableDataset copy is exhausted."""
+
     worker_id: int
 
 
@@ -148,8 +151,20 @@ def decode_result(payload):
     return pickle.loads(payload)
 
 
-def worker_loop(is_iterable, dataset, index_conn, data_queue, done_event, auto_collation, collate_fn,
-                drop_last, base_seed, init_fn, worker_id, num_workers):
+def worker_loop(
+    is_iterable,
+    dataset,
+    index_conn,
+    data_queue,
+    done_event,
+    auto_collation,
+    collate_fn,
+    drop_last,
+    base_seed,
+    init_fn,
+    worker_id,
+    num_workers,
+):
     """Receive ``(task index, sampler indices)`` on ``index_conn`` and put ``(task index, pickled batch)``
     on ``data_queue`` until told to stop (None), the main process closes the pipe, or it is gone."""
     global _worker_info

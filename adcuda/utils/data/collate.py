@@ -1,6 +1,7 @@
 """Turning a list of samples into a batch (``default_collate``) and single samples into tensors
 (``default_convert``), with PyTorch's rules: tensors are stacked, NumPy arrays and Python numbers become
 tensors, strings stay as they are, and dicts, namedtuples, tuples and lists are collated field by field."""
+
 import collections.abc
 import re
 
@@ -17,8 +18,7 @@ __all__ = ["default_collate", "default_convert"]
 # NumPy dtypes that hold strings or Python objects cannot become tensors
 _NON_NUMERIC_NUMPY = re.compile(r"[SaUO]")
 
-_COLLATE_ERROR = ("default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; "
-                  "found {}")
+_COLLATE_ERROR = "default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; found {}"
 
 
 def _is_numpy_value(elem):
@@ -50,8 +50,9 @@ def _host_stackable(tensors):
     first = tensors[0]
     if first.dtype.numpy is None:
         return False
-    return all(t.device == CPU and not t.requires_grad and t.shape == first.shape and t.dtype is first.dtype
-               for t in tensors)
+    return all(
+        t.device == CPU and not t.requires_grad and t.shape == first.shape and t.dtype is first.dtype for t in tensors
+    )
 
 
 def default_convert(data):

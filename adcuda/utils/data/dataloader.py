@@ -7,6 +7,7 @@ early, and returns batches in sampler order. Waiting on the result queue wakes e
 ``STATUS_CHECK_INTERVAL`` seconds to check that the workers are alive, so a worker that dies becomes an
 error with its exit code instead of a hang; workers exit when the main process goes away.
 """
+
 import itertools
 import multiprocessing
 import numbers
@@ -55,42 +56,62 @@ def _as_multiprocessing_context(context):
     if isinstance(context, str):
         methods = multiprocessing.get_all_start_methods()
         if context not in methods:
-            raise ValueError(f"DataLoader: multiprocessing_context {context!r} is not available here; "
-                             f"choose one of {methods}")
+            raise ValueError(
+                f"DataLoader: multiprocessing_context {context!r} is not available here; choose one of {methods}"
+            )
         return multiprocessing.get_context(context)
     if isinstance(context, multiprocessing.context.BaseContext):
         return context
-    raise TypeError(f"DataLoader: multiprocessing_context must be a start method name or a multiprocessing "
-                    f"context, got {type(context).__name__}")
+    raise TypeError(
+        f"DataLoader: multiprocessing_context must be a start method name or a multiprocessing "
+        f"context, got {type(context).__name__}"
+    )
 
 
 class DataLoader:
     """Iterate over ``dataset`` in batches, with PyTorch's arguments and semantics."""
 
-    def __init__(self, dataset: Dataset | IterableDataset, batch_size: int | None = 1, shuffle: bool | None = False,
-                 sampler: Sampler | Iterable | None = None, batch_sampler: Sampler | Iterable | None = None,
-                 num_workers: int = 0, collate_fn: Callable[[list], Any] | None = None, pin_memory: bool = False,
-                 drop_last: bool = False, timeout: float = 0, worker_init_fn: Callable[[int], None] | None = None,
-                 multiprocessing_context: str | multiprocessing.context.BaseContext | None = None,
-                 generator: Generator | None = None, *, prefetch_factor: int | None = None,
-                 persistent_workers: bool = False) -> None:
+    def __init__(
+        self,
+        dataset: Dataset | IterableDataset,
+        batch_size: int | None = 1,
+        shuffle: bool | None = False,
+        sampler: Sampler | Iterable | None = None,
+        batch_sampler: Sampler | Iterable | None = None,
+        num_workers: int = 0,
+        collate_fn: Callable[[list], Any] | None = None,
+        pin_memory: bool = False,
+        drop_last: bool = False,
+        timeout: float = 0,
+        worker_init_fn: Callable[[int], None] | None = None,
+        multiprocessing_context: str | multiprocessing.context.BaseContext | None = None,
+        generator: Generator | None = None,
+        *,
+        prefetch_factor: int | None = None,
+        persistent_workers: bool = False,
+    ) -> None:
         if not isinstance(num_workers, numbers.Integral) or isinstance(num_workers, bool) or num_workers < 0:
             raise ValueError(f"DataLoader: num_workers option should be a non-negative integer, got {num_workers!r}")
         if timeout < 0:
             raise ValueError(f"DataLoader: timeout option should be non-negative, got {timeout!r}")
         if num_workers == 0 and prefetch_factor is not None:
-            raise ValueError("DataLoader: prefetch_factor option could only be specified in multiprocessing; "
-                             "let num_workers > 0 to enable multiprocessing, otherwise set prefetch_factor to None")
+            raise ValueError(
+                "DataLoader: prefetch_factor option could only be specified in multiprocessing; "
+                "let num_workers > 0 to enable multiprocessing, otherwise set prefetch_factor to None"
+            )
         if num_workers > 0 and prefetch_factor is None:
             prefetch_factor = 2
         if prefetch_factor is not None and (not isinstance(prefetch_factor, numbers.Integral) or prefetch_factor < 1):
-            raise ValueError("DataLoader: prefetch_factor option should be a positive integer, got "
-                             f"{prefetch_factor!r}")
+            raise ValueError(
+                f"DataLoader: prefetch_factor option should be a positive integer, got {prefetch_factor!r}"
+            )
         if persistent_workers and num_workers == 0:
             raise ValueError("DataLoader: persistent_workers option needs num_workers > 0")
         if multiprocessing_context is not None and num_workers == 0:
-            raise ValueError(f"DataLoader: multiprocessing_context can only be used with multi-process loading "
-                             f"(num_workers > 0), but got num_workers={num_workers}")
+            raise ValueError(
+                f"DataLoader: multiprocessing_context can only be used with multi-process loading "
+                f"(num_workers > 0), but got num_workers={num_workers}"
+            )
 
         self.dataset = dataset
         self.num_workers = int(num_workers)
@@ -100,31 +121,37 @@ class DataLoader:
         self.worker_init_fn = worker_init_fn
         self.persistent_workers = persistent_workers
         self.generator = generator
-        self.multiprocessing_context = (_as_multiprocessing_context(multiprocessing_context)
-                                        if num_workers > 0 else None)
+        self.multiprocessing_context = _as_multiprocessing_context(multiprocessing_context) if num_workers > 0 else None
         self._is_iterable = isinstance(dataset, IterableDataset)
 
         if self._is_iterable:
             if shuffle not in (False, None):
-                raise ValueError(f"DataLoader with IterableDataset: expected unspecified shuffle option, "
-                                 f"but got shuffle={shuffle}")
+                raise ValueError(
+                    f"DataLoader with IterableDataset: expected unspecified shuffle option, but got shuffle={shuffle}"
+                )
             if sampler is not None:
-                raise ValueError(f"DataLoader with IterableDataset: expected unspecified sampler option, "
-                                 f"but got sampler={sampler}")
+                raise ValueError(
+                    f"DataLoader with IterableDataset: expected unspecified sampler option, but got sampler={sampler}"
+                )
             if batch_sampler is not None:
-                raise ValueError(f"DataLoader with IterableDataset: expected unspecified batch_sampler "
-                                 f"option, but got batch_sampler={batch_sampler}")
+                raise ValueError(
+                    f"DataLoader with IterableDataset: expected unspecified batch_sampler "
+                    f"option, but got batch_sampler={batch_sampler}"
+                )
         if sampler is not None and shuffle:
             raise ValueError("DataLoader: sampler option is mutually exclusive with shuffle")
         if batch_sampler is not None:
             if batch_size != 1 or shuffle or sampler is not None or drop_last:
-                raise ValueError("DataLoader: batch_sampler option is mutually exclusive with batch_size, "
-                                 "shuffle, sampler, and drop_last")
+                raise ValueError(
+                    "DataLoader: batch_sampler option is mutually exclusive with batch_size, "
+                    "shuffle, sampler, and drop_last"
+                )
             batch_size = None
             drop_last = False
         elif batch_size is None and drop_last:
-            raise ValueError("DataLoader: batch_size=None option disables auto-batching and is mutually "
-                             "exclusive with drop_last")
+            raise ValueError(
+                "DataLoader: batch_size=None option disables auto-batching and is mutually exclusive with drop_last"
+            )
 
         if sampler is None:
             if self._is_iterable:
@@ -187,8 +214,12 @@ def _pin(data):
         if not _pin_memory_warned:
             _pin_memory_warned = True
             reason = cuda.unavailable_reason() or "this build has no pinned-memory support"
-            warnings.warn(f"DataLoader: pin_memory=True but there is no usable CUDA device ({reason}); "
-                          "batches stay in pageable memory", UserWarning, stacklevel=4)
+            warnings.warn(
+                f"DataLoader: pin_memory=True but there is no usable CUDA device ({reason}); "
+                "batches stay in pageable memory",
+                UserWarning,
+                stacklevel=4,
+            )
         return data
     return _pin_nested(data)
 
@@ -207,8 +238,12 @@ def _pin_thread_loop(results, pinned, done):
             return  # the iterator's shutdown wakes the thread with None
         task_index, payload = item
         data = _worker.decode_result(payload)
-        if not isinstance(data, (_worker.ExceptionWrapper, _worker.IterableDatasetStopIteration,
-                                 _worker.ResumeIteration)) and data is not None:
+        if (
+            not isinstance(
+                data, (_worker.ExceptionWrapper, _worker.IterableDatasetStopIteration, _worker.ResumeIteration)
+            )
+            and data is not None
+        ):
             try:
                 data = _pin_nested(data)
             except Exception:
@@ -268,8 +303,9 @@ class _BaseIter:
 class _SingleProcessIter(_BaseIter):
     def __init__(self, loader):
         super().__init__(loader)
-        self._fetcher = _worker.make_fetcher(self._is_iterable, self._dataset, self._auto_collation,
-                                             self._collate_fn, self._drop_last)
+        self._fetcher = _worker.make_fetcher(
+            self._is_iterable, self._dataset, self._auto_collation, self._collate_fn, self._drop_last
+        )
 
     def _next_data(self):
         index = self._next_index()
@@ -303,10 +339,22 @@ class _MultiProcessIter(_BaseIter):
                 task_reader, task_writer = context.Pipe(duplex=False)
                 worker = context.Process(
                     target=_worker.worker_loop,
-                    args=(self._is_iterable, self._dataset, task_reader, self._data_queue, self._done_event,
-                          self._auto_collation, self._collate_fn, self._drop_last, self._base_seed,
-                          loader.worker_init_fn, worker_id, self._num_workers),
-                    daemon=True)
+                    args=(
+                        self._is_iterable,
+                        self._dataset,
+                        task_reader,
+                        self._data_queue,
+                        self._done_event,
+                        self._auto_collation,
+                        self._collate_fn,
+                        self._drop_last,
+                        self._base_seed,
+                        loader.worker_init_fn,
+                        worker_id,
+                        self._num_workers,
+                    ),
+                    daemon=True,
+                )
                 self._index_conns.append(task_writer)
                 try:
                     worker.start()
@@ -328,9 +376,12 @@ class _MultiProcessIter(_BaseIter):
             return  # without CUDA, __next__ warns once and the batches stay pageable
         self._pinned_queue = queue.Queue()
         self._pin_done = threading.Event()
-        self._pin_thread = threading.Thread(target=_pin_thread_loop, name="adcuda DataLoader pin_memory",
-                                            args=(self._data_queue, self._pinned_queue, self._pin_done),
-                                            daemon=True)
+        self._pin_thread = threading.Thread(
+            target=_pin_thread_loop,
+            name="adcuda DataLoader pin_memory",
+            args=(self._data_queue, self._pinned_queue, self._pin_done),
+            daemon=True,
+        )
         self._pin_thread.start()
         self._pinned_by_thread = True
 
@@ -366,8 +417,9 @@ class _MultiProcessIter(_BaseIter):
         return True, (task_index, _worker.decode_result(payload))
 
     def _raise_if_workers_died(self):
-        dead = [(w.pid, w.exitcode) for i, w in enumerate(self._workers)
-                if self._workers_status[i] and not w.is_alive()]
+        dead = [
+            (w.pid, w.exitcode) for i, w in enumerate(self._workers) if self._workers_status[i] and not w.is_alive()
+        ]
         if dead:
             self._shutdown_workers()
             details = ", ".join(f"pid {pid}: {_describe_exit(code)}" for pid, code in dead)
@@ -414,8 +466,10 @@ class _MultiProcessIter(_BaseIter):
             if isinstance(data, _worker.IterableDatasetStopIteration):
                 # an exhausted worker drops the tasks it still holds: none of them will be answered
                 self._tasks_outstanding -= sum(
-                    1 for index, info in self._task_info.items()
-                    if index != task_index and len(info) == 1 and info[0] == data.worker_id)
+                    1
+                    for index, info in self._task_info.items()
+                    if index != task_index and len(info) == 1 and info[0] == data.worker_id
+                )
                 if self._persistent_workers:
                     self._workers_status[data.worker_id] = False
                 else:
@@ -433,9 +487,11 @@ class _MultiProcessIter(_BaseIter):
         """Waiting for a result with no task left unanswered by an available worker would never end."""
         if self._tasks_outstanding <= 0:
             self._shutdown_workers()
-            raise RuntimeError(f"DataLoader: waiting for batch {self._rcvd_idx} but no worker has an "
-                               f"outstanding task (tasks sent: {self._send_idx}, worker availability: "
-                               f"{self._workers_status}); this is a bug in the DataLoader's bookkeeping")
+            raise RuntimeError(
+                f"DataLoader: waiting for batch {self._rcvd_idx} but no worker has an "
+                f"outstanding task (tasks sent: {self._send_idx}, worker availability: "
+                f"{self._workers_status}); this is a bug in the DataLoader's bookkeeping"
+            )
 
     def _try_put_index(self):
         try:

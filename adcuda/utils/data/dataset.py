@@ -1,5 +1,6 @@
 """Datasets with PyTorch's names: map-style ``Dataset`` (``__getitem__`` + ``__len__``), ``IterableDataset``
 (``__iter__``), the ``TensorDataset Subset ConcatDataset ChainDataset`` wrappers and ``random_split``."""
+
 import bisect
 import math
 import warnings
@@ -9,8 +10,7 @@ from ...factories import randperm
 from ...random import Generator
 from ...tensor import Tensor
 
-__all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset", "ChainDataset",
-           "random_split"]
+__all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset", "ChainDataset", "random_split"]
 
 
 class Dataset:
@@ -44,8 +44,10 @@ class TensorDataset(Dataset):
         sizes = [t.shape[0] if t.ndim else None for t in tensors]
         if None in sizes or len(set(sizes)) != 1:
             shapes = ", ".join(str(tuple(t.shape)) for t in tensors)
-            raise ValueError(f"TensorDataset: size mismatch between tensors: every tensor needs the same "
-                             f"first dimension, got shapes {shapes}")
+            raise ValueError(
+                f"TensorDataset: size mismatch between tensors: every tensor needs the same "
+                f"first dimension, got shapes {shapes}"
+            )
         self.tensors = tensors
 
     def __getitem__(self, index):
@@ -99,8 +101,9 @@ class ConcatDataset(Dataset):
     def __getitem__(self, idx):
         if idx < 0:
             if -idx > len(self):
-                raise ValueError(f"ConcatDataset: absolute value of index {idx} should not exceed "
-                                 f"dataset length {len(self)}")
+                raise ValueError(
+                    f"ConcatDataset: absolute value of index {idx} should not exceed dataset length {len(self)}"
+                )
             idx = len(self) + idx
         dataset_idx = bisect.bisect_right(self.cumulative_sizes, idx)
         if dataset_idx == len(self.datasets):
@@ -132,8 +135,7 @@ def _lengths_from_fractions(fractions, total):
         lengths[i % len(lengths)] += 1
     for i, n in enumerate(lengths):
         if n == 0:
-            warnings.warn(f"random_split: length of split at index {i} is 0; this split will be empty",
-                          stacklevel=3)
+            warnings.warn(f"random_split: length of split at index {i} is 0; this split will be empty", stacklevel=3)
     return lengths
 
 
@@ -145,15 +147,18 @@ def random_split(dataset: Dataset, lengths: Sequence[int | float], generator: Ge
     if lengths and all(0 <= f <= 1 for f in lengths) and math.isclose(sum(lengths), 1) and sum(lengths) <= 1:
         lengths = _lengths_from_fractions(lengths, total)
     if any(isinstance(n, float) and not float(n).is_integer() for n in lengths) or any(n < 0 for n in lengths):
-        raise ValueError(f"random_split: lengths must be non-negative integers or fractions summing to 1, "
-                         f"got {lengths}")
+        raise ValueError(
+            f"random_split: lengths must be non-negative integers or fractions summing to 1, got {lengths}"
+        )
     lengths = [int(n) for n in lengths]
     if sum(lengths) != total:
-        raise ValueError(f"random_split: sum of input lengths ({sum(lengths)}) does not equal the length "
-                         f"of the input dataset ({total})")
+        raise ValueError(
+            f"random_split: sum of input lengths ({sum(lengths)}) does not equal the length "
+            f"of the input dataset ({total})"
+        )
     order = randperm(total, generator=generator).tolist()
     splits, offset = [], 0
     for n in lengths:
-        splits.append(Subset(dataset, order[offset:offset + n]))
+        splits.append(Subset(dataset, order[offset : offset + n]))
         offset += n
     return splits

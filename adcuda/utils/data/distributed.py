@@ -5,6 +5,7 @@ by repeating its head until it divides evenly (or, with ``drop_last``, cuts the 
 every ``num_replicas``-th index from its rank on; so the shares are disjoint, cover the dataset,
 and have equal lengths, which keeps the ranks' collectives in step.
 """
+
 import math
 
 from ... import distributed as dist
@@ -19,9 +20,11 @@ class DistributedSampler(Sampler):
     def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0, drop_last=False):
         if num_replicas is None or rank is None:
             if not dist.is_initialized():
-                raise RuntimeError("DistributedSampler: num_replicas and rank default to the process group's, but "
-                                   "the default process group has not been initialized; call "
-                                   "adcuda.distributed.init_process_group() or pass num_replicas and rank")
+                raise RuntimeError(
+                    "DistributedSampler: num_replicas and rank default to the process group's, but "
+                    "the default process group has not been initialized; call "
+                    "adcuda.distributed.init_process_group() or pass num_replicas and rank"
+                )
             num_replicas = dist.get_world_size() if num_replicas is None else num_replicas
             rank = dist.get_rank() if rank is None else rank
         if not isinstance(num_replicas, int) or num_replicas < 1:
@@ -56,8 +59,8 @@ class DistributedSampler(Sampler):
             else:
                 indices += (indices * math.ceil(padding / len(indices)))[:padding]
         else:
-            indices = indices[:self.total_size]
-        return iter(indices[self.rank:self.total_size:self.num_replicas])
+            indices = indices[: self.total_size]
+        return iter(indices[self.rank : self.total_size : self.num_replicas])
 
     def __len__(self):
         return self.num_samples

@@ -5,6 +5,7 @@ While the caller trains on one batch, the next one's host->device copy is queued
 no explicit wait: the runtime orders the first kernel that reads a copied tensor after the copy (an
 event wait, see kernels/runtime/device_array.h).
 """
+
 from ... import cuda
 from ...device import as_device
 from ...tensor import Tensor

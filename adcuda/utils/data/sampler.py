@@ -1,4 +1,5 @@
 """Samplers: which indices a DataLoader fetches, in which order, and how they are grouped into batches."""
+
 import numbers
 
 from ... import random as adcuda_random
@@ -50,10 +51,12 @@ class RandomSampler(Sampler):
         self.generator = generator
         if not isinstance(replacement, bool):
             raise TypeError(f"RandomSampler: replacement should be a boolean value, got {replacement!r}")
-        if not isinstance(self.num_samples, numbers.Integral) or isinstance(self.num_samples, bool) \
-                or self.num_samples <= 0:
-            raise ValueError(f"RandomSampler: num_samples should be a positive integer value, "
-                             f"got {self.num_samples!r}")
+        if (
+            not isinstance(self.num_samples, numbers.Integral)
+            or isinstance(self.num_samples, bool)
+            or self.num_samples <= 0
+        ):
+            raise ValueError(f"RandomSampler: num_samples should be a positive integer value, got {self.num_samples!r}")
 
     @property
     def num_samples(self):
@@ -69,7 +72,7 @@ class RandomSampler(Sampler):
             return
         for _ in range(self.num_samples // n):
             yield from randperm(n, generator=generator).tolist()
-        yield from randperm(n, generator=generator).tolist()[:self.num_samples % n]
+        yield from randperm(n, generator=generator).tolist()[: self.num_samples % n]
 
     def __len__(self):
         return self.num_samples
