@@ -28,10 +28,8 @@
 #include <string>
 #include <type_traits>
 
-#if defined(ADCUDA_EMULATION)
-#include "emulator/ptx_sm80.h"
-#endif
 #include "elementwise_loops.cuh"
+#include "ptx_sm80.cuh"
 #include "runtime/dispatch.cuh"
 #include "runtime/errors.h"
 #include "runtime/launch.cuh"
@@ -211,26 +209,7 @@ static_assert(kTcTileM == kTcTileN, "both operand tiles are loaded with one mapp
 static_assert(kTcThreads % kTcTileM == 0 && kTcThreads % kTcTileK == 0,
               "a thread's loads keep one row (along M) or one k (along K): load_tiles relies on it");
 
-template <typename T>
-__device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-#if defined(ADCUDA_EMULATION)
-  emu::mma_m16n8k16(std::is_same_v<T, __half> ? emu::MmaInputType::kF16 : emu::MmaInputType::kBF16, d, a, b0, b1);
-#else
-  if constexpr (std::is_same_v<T, __half>) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-#endif
-}
+using ptx::mma_16816;
 
 // Which (row, k) of a 64 x 32 operand tile the thread's load `e` is: along the rows first (coalesced
 // where consecutive rows are consecutive in memory) or along k first.

@@ -34,11 +34,9 @@
 #include <string>
 #include <type_traits>
 
-#if defined(ADCUDA_EMULATION)
-#include "emulator/ptx_sm80.h"
-#endif
 #include "gemm_args.cuh"
 #include "launch_utils.cuh"
+#include "ptx_sm80.cuh"
 #include "runtime/errors.h"
 
 namespace adcuda {
@@ -77,39 +75,12 @@ constexpr int kEpilogueBytes = (kThreads / 32) * kWarpM * kEpilogueStride * 2;
 static_assert(kEpilogueBytes <= kMinStages * stage_bytes<false, false>(), "the epilogue tile must fit the pipeline");
 
 // ------------------------------------------------------------------------------------------------
-// sm_80 PTX (the emulator's versions under ADCUDA_EMULATION: kernels/emulator/ptx_sm80.h).
-#if !defined(ADCUDA_EMULATION)
-__device__ __forceinline__ unsigned shared_address(const void* pointer) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(pointer));
-}
-#endif
-
-// 16 bytes from global to shared memory; bytes past `src_bytes` (0..16) are zero-filled.
-__device__ __forceinline__ void cp_async_16(void* shared_dst, const void* global_src, int src_bytes) {
-#if defined(ADCUDA_EMULATION)
-  emu::cp_async_16(shared_dst, global_src, src_bytes);
-#else
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(shared_dst)),
-               "l"(global_src), "r"(src_bytes));
-#endif
-}
-
-__device__ __forceinline__ void cp_async_commit() {
-#if defined(ADCUDA_EMULATION)
-  emu::cp_async_commit();
-#else
-  asm volatile("cp.async.commit_group;\n" ::);
-#endif
-}
-
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-#if defined(ADCUDA_EMULATION)
-  emu::cp_async_wait(kPending);
-#else
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
-#endif
-}
+// sm_80 PTX (kernels/ptx_sm80.cuh).
+using ptx::cp_async_16;
+using ptx::cp_async_commit;
+using ptx::cp_async_wait;
+using ptx::ldmatrix_x4;
+using ptx::mma_16816;
 
 // Waits until at most `pending` (stages - 2: 1 or 2) groups are in flight.
 __device__ __forceinline__ void cp_async_wait_stages(int stages) {
@@ -118,44 +89,6 @@ __device__ __forceinline__ void cp_async_wait_stages(int stages) {
   } else {
     cp_async_wait<kMinStages - 2>();
   }
-}
-
-template <bool kTranspose>
-__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* shared_row) {
-#if defined(ADCUDA_EMULATION)
-  emu::ldmatrix_x4(kTranspose, r, shared_row);
-#else
-  if constexpr (kTranspose) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(shared_address(shared_row)));
-  } else {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(shared_address(shared_row)));
-  }
-#endif
-}
-
-template <typename T>
-__device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-#if defined(ADCUDA_EMULATION)
-  emu::mma_m16n8k16(std::is_same_v<T, __half> ? emu::MmaInputType::kF16 : emu::MmaInputType::kBF16, d, a, b0, b1);
-#else
-  if constexpr (std::is_same_v<T, __half>) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-#endif
 }
 
 // ------------------------------------------------------------------------------------------------
