@@ -220,7 +220,7 @@ def movedim(input: Tensor, source: int | Sequence[int], destination: int | Seque
 def _expanded_shape(input, sizes):
     if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
         sizes = tuple(sizes[0])
-    in_shape = tuple(input.shape)
+    in_shape = tuple(input._data.shape)
     if len(sizes) < len(in_shape):
         raise ShapeError(
             f"expand: the number of sizes provided ({len(sizes)}) must be greater or equal "
@@ -253,7 +253,7 @@ def _expanded_shape(input, sizes):
 )
 def expand(input: Tensor, *sizes: int | Sequence[int]) -> Tensor:
     target = _expanded_shape(input, sizes)
-    if target == tuple(input.shape):
+    if target == input._data.shape:
         return input
     return wrap(primitives(input).expand(input._data, target), input._device)
 
