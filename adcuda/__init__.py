@@ -60,6 +60,7 @@ from .tensor import Size, Tensor
 if TYPE_CHECKING:
     import builtins  # bool, int and float name dtypes here
 
+    from ._op_functions import *  # noqa: F403 (the op functions made below, for type checkers: scripts/gen_type_stubs.py)
     from .types import Any
 
 # adcuda.add, adcuda.sum, adcuda.zeros, ...: every op declared with a function form (adcuda/ops/)
