@@ -12,6 +12,7 @@ type-checks against the package with mypy where mypy is installed
 
 import ast
 import builtins
+import enum
 import importlib
 import importlib.util
 import inspect
@@ -32,7 +33,27 @@ from adcuda.ops import all_ops
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 # The namespaces whose public functions are checked, and the classes whose public members are.
-NAMESPACES = ("adcuda", "adcuda.autograd", "adcuda.nn.functional", "adcuda.optim", "adcuda.amp", "adcuda.cuda")
+NAMESPACES = (
+    "adcuda",
+    "adcuda.autograd",
+    "adcuda.nn.functional",
+    "adcuda.optim",
+    "adcuda.optim.lr_scheduler",
+    "adcuda.amp",
+    "adcuda.cuda",
+    "adcuda.utils.data",
+    "adcuda.distributed",
+    "adcuda.profiler",
+)
+
+# Namespaces whose every class (its constructor and public methods) is checked too.
+CLASS_NAMESPACES = (
+    "adcuda.nn",
+    "adcuda.optim.lr_scheduler",
+    "adcuda.utils.data",
+    "adcuda.distributed",
+    "adcuda.profiler",
+)
 
 
 def _classes():
@@ -68,7 +89,25 @@ def _classes():
         adcuda.cuda.Event,
         adcuda.cuda.StreamContext,
         adcuda.cuda.device,
+        *_classes_of(CLASS_NAMESPACES),
     )
+
+
+def _classes_of(module_names):
+    """The public classes adcuda defines in these namespaces (nn's layers, the schedulers, ...), each once."""
+    seen = {}
+    for module_name in module_names:
+        module = importlib.import_module(module_name)
+        names = getattr(module, "__all__", None) or [n for n in vars(module) if not n.startswith("_")]
+        for name in names:
+            value = getattr(module, name)
+            if (
+                inspect.isclass(value)
+                and (value.__module__ or "").startswith("adcuda")
+                and not issubclass(value, (BaseException, enum.Enum))  # an Enum's members are its values
+            ):
+                seen.setdefault(value, None)
+    return tuple(seen)
 
 
 def _missing(fn, skip_first):
@@ -127,12 +166,21 @@ def _public_functions():
     yield "adcuda.load", adcuda.load
 
 
+# nn's layers: what a user calls, the constructor and forward (Module's own members are checked in full)
+_LAYER_MEMBERS = ("__init__", "forward")
+
+
 def _public_members():
+    import adcuda.nn
+
     for cls in _classes():
+        layer = issubclass(cls, adcuda.nn.Module) and cls is not adcuda.nn.Module
         for name, value in vars(cls).items():
             if name.startswith("__") and name not in ("__init__", "__new__", "__enter__", "__exit__", "__call__"):
                 continue
             if name.startswith("_") and not name.startswith("__"):
+                continue
+            if layer and name not in _LAYER_MEMBERS:
                 continue
             if isinstance(value, property):
                 yield f"{cls.__name__}.{name}", value.fget, True

@@ -20,6 +20,8 @@ from it, an in-place form checks, writes, bumps the version counter and moves th
 
 import functools
 import os
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from .. import tensor as tensor_module
 from ..autograd import anomaly, engine, graph
@@ -700,9 +702,10 @@ def _as_dtype_of(t, result, name):
 # ----------------------------------------------------------------------------------------------
 # host steps: library calls that graph capture replays as Python
 _host_step_observer = None
+_Step = TypeVar("_Step", bound=Callable[..., Any])  # what host_step gives back: the function's own signature
 
 
-def host_step(fn):
+def host_step(fn: _Step) -> _Step:
     """Mark a library function whose Python side must run on every call: it keeps state on the host
     (an optimizer's step count and learning rate, a scheduler's epoch, a GradScaler's skip decision)
     or reads values to check them (class targets in range). Graph capture (adcuda.capture) records a
@@ -716,7 +719,7 @@ def host_step(fn):
         return _host_step_observer(fn, args, kwargs)
 
     step.host_step = fn
-    return step
+    return step  # type: ignore[return-value] (the same signature, by functools.wraps)
 
 
 # Set by graph capture while it records: sees every nn.Module call, so that a program can check that
