@@ -229,13 +229,14 @@ def run_backward(roots, root_grads, retain_graph, create_graph, capture=None, al
             if node is None:
                 raise AutogradError(f"autograd.grad: input {i} does not require grad")
             capture_map.setdefault(node, []).append((nr, i))
+    root_nodes = list(dict.fromkeys(root_nodes))  # each once, in order
     if capture_map is None:
-        deps, runs = _count_inputs(dict.fromkeys(root_nodes)), None
+        deps, runs = _count_inputs(root_nodes), None
     else:
         deps, _, runs = _collect(root_nodes, capture_map)
     captured = [None] * (len(capture) if capture is not None else 0)
 
-    ready = [n for n in dict.fromkeys(root_nodes) if deps.get(n, 0) == 0]
+    ready = [n for n in root_nodes if n not in deps]
     check = anomaly.enabled_somewhere and anomaly.is_anomaly_enabled()
     # nothing watches, checks or captures: a node without hooks runs its backward rule directly
     plain = not check and backward_observer is None and capture_map is None
@@ -248,14 +249,15 @@ def run_backward(roots, root_grads, retain_graph, create_graph, capture=None, al
             if node.__class__ is AccumulateGrad:
                 _accumulate(node, grads, create_graph, capture_map, captured)
                 continue
-            if plain and node.pre_hooks is None and node.retain_hooks is None and not node._released:
+            if plain and node.pre_hooks is None and node.retain_hooks is None:
                 if grads[0] is None and (len(grads) == 1 or all(g is None for g in grads)):
                     results = (None,) * len(node.next_edges)
                 else:
+                    # (a node whose saved values were freed raises the error itself, reading them)
                     results = node.backward_fn(node, *grads)
                     if results.__class__ is not tuple and results.__class__ is not list:
                         results = (results,)
-                    if not retain_graph:
+                    if not retain_graph and node._saved is not None:
                         node.release()
             else:
                 results = _run_node(node, grads, check, capture_map, captured, runs, retain_graph)

@@ -182,10 +182,20 @@ def make(forward, OP, NAME, _defaults, PLANS):
     return entry
 """
 
+# Which inputs take part in the graph is asked before whether grad mode is on (a thread-local read,
+# the dearer of the two): most calls have no input that does.
 _BODY_SOURCE = """        result = forward({call})
         out = {output}
+        mask = 0
+{checks}        if mask and grad_state.enabled:
+            (PLANS[mask] or OP.plan(mask)).record(out, result, {values})
+        return out"""
+
+_VIEW_BODY_SOURCE = """        result = forward({call})
+        out = {output}
 {view}        if grad_state.enabled:
-{view_version}            mask = 0
+            out._view_version = vc.value if vc is not None else 0
+            mask = 0
 {checks}            if mask:
                 (PLANS[mask] or OP.plan(mask)).record(out, result, {values})
         return out"""
@@ -200,27 +210,30 @@ _VIEW_SOURCE = """        if out is {base}:
         if out.__class__ is NotAView:
             return out.tensor
         root = {base}._base
+        vc = {base}._vc
+        if root is not None and vc is None:
+            vc = root._vc
         if root is not None and {base}._view_fn is not None:
             out._base = root
             out._view_fn = ({base}._view_fn, entry, {replay}, _NO_KEYWORDS)
         else:
             out._base = {base}
             out._view_fn = (None, entry, {replay}, _NO_KEYWORDS)
-        vc = {base}._vc
         if vc is not None:
             out._vc = vc  # else version_counter(out) finds the root's once it has one
 """
 
-_VIEW_VERSION_SOURCE = """            out._view_version = vc.value if vc is not None else version_of({base})
+_CHECK_SOURCE = """if {x}.__class__ is Tensor:
+    if {x}._requires_grad or {x}._grad_fn is not None or ({x}._base is not None and {x}.grad_fn is not None):
+        mask |= {bit}
+elif {x}.__class__ in _SEQUENCES and _any_takes_part({x}):
+    mask |= {bit}
 """
 
-_CHECK_SOURCE = """            if {x}.__class__ is Tensor:
-                if ({x}._requires_grad or {x}._grad_fn is not None
-                        or ({x}._base is not None and {x}.grad_fn is not None)):
-                    mask |= {bit}
-            elif {x}.__class__ in _SEQUENCES and _any_takes_part({x}):
-                mask |= {bit}
-"""
+
+def _indented(source, spaces):
+    return "".join(" " * spaces + line if line else line for line in source.splitlines(keepends=True))
+
 
 _SEQUENCES = (list, tuple)
 _new = object.__new__
@@ -284,22 +297,25 @@ def _generated_entry(op):
         exec(compile(source, _entry_filename(op), "exec"), globals(), made)
         return made["make"](op.forward, op, op.name, defaults)
     checks = "".join(_CHECK_SOURCE.format(x=x, bit=1 << i) for i, x in enumerate(op.inputs))
-    view = view_version = ""
     if op.view:
         base = values[0]
         rest = call[1:]
         # the arguments a replay passes after the base: a variadic parameter's tuple as it is
         replay = rest[0][1:] if len(rest) == 1 and rest[0].startswith("*") else "(" + _tuple(rest) + ")"
-        view = _VIEW_SOURCE.format(base=base, replay=replay)
-        view_version = _VIEW_VERSION_SOURCE.format(base=base)
-    body = _BODY_SOURCE.format(
-        call=", ".join(call),
-        output="result[0]" if op.extra_outputs else "result",
-        view=view,
-        view_version=view_version,
-        checks=checks,
-        values=", ".join(values),
-    )
+        body = _VIEW_BODY_SOURCE.format(
+            call=", ".join(call),
+            output="result[0]" if op.extra_outputs else "result",
+            view=_VIEW_SOURCE.format(base=base, replay=replay),
+            checks=_indented(checks, 12),
+            values=", ".join(values),
+        )
+    else:
+        body = _BODY_SOURCE.format(
+            call=", ".join(call),
+            output="result[0]" if op.extra_outputs else "result",
+            checks=_indented(checks, 8),
+            values=", ".join(values),
+        )
     source = _ENTRY_SOURCE.format(
         signature=", ".join(signature), body=body, positional=_tuple(positional), keywords=keywords
     )

@@ -70,7 +70,7 @@ def _infer_shape(name, shape, numel):
     grads={"input": lambda grad, input_shape: grad.reshape(input_shape)},
 )
 def view(input: Tensor, *shape: int | Sequence[int] | DType) -> Tensor:
-    shape = _infer_shape("view", shape, input.numel())
+    shape = _infer_shape("view", shape, input._data.size)
     data = primitives(input).view(input._data, shape)
     if data is None:
         raise ShapeError(
@@ -89,7 +89,7 @@ def view(input: Tensor, *shape: int | Sequence[int] | DType) -> Tensor:
     grads={"input": lambda grad, input_shape: grad.reshape(input_shape)},
 )
 def reshape(input: Tensor, *shape: int | Sequence[int]) -> Tensor:
-    shape = _infer_shape("reshape", shape, input.numel())
+    shape = _infer_shape("reshape", shape, input._data.size)
     data = primitives(input).view(input._data, shape)
     if data is None:
         return NotAView(view(contiguous(input), shape))
