@@ -276,9 +276,14 @@ def run_backward(roots, root_grads, retain_graph, create_graph, capture=None, al
                 if g is not None:
                     buf = buffers.get(child)
                     if buf is None:
-                        buf = buffers[child] = [None] * child.num_outputs
-                    nr = edge[1]
-                    buf[nr] = g if buf[nr] is None else buf[nr] + g
+                        if child.num_outputs == 1:
+                            buffers[child] = [g]
+                        else:
+                            buf = buffers[child] = [None] * child.num_outputs
+                            buf[edge[1]] = g
+                    else:
+                        nr = edge[1]
+                        buf[nr] = g if buf[nr] is None else buf[nr] + g
                 if remaining == 1:
                     ready.append(child)
                 deps[child] = remaining - 1

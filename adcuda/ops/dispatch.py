@@ -453,8 +453,17 @@ def plan_functions(op, plan, mask):
     if op.node.__class__ is str:
         name = repr(op.node)
     else:
+        # a name that depends on the arguments: the node function called as the forward was
         namespace["NODE_NAME"] = op.node
-        name = f"OP.call(NODE_NAME, ({_tuple(params)}))"
+        arguments = []
+        for value, p in zip(params, op.signature.parameters.values()):
+            if p.kind == p.VAR_POSITIONAL:
+                arguments.append("*" + value)
+            elif p.kind == p.KEYWORD_ONLY:
+                arguments.append(f"{p.name}={value}")
+            else:
+                arguments.append(value)
+        name = f"NODE_NAME({', '.join(arguments)})"
     saves = ""
     if plan.sources:
         reads = []
