@@ -79,13 +79,16 @@ def _pool_sizes(op, input_shape, kernel, stride, padding, dilation, ceil_mode):
 # max pooling (as in PyTorch, the 2-d average and adaptive forms are only F.<name>, not adcuda.<name>)
 @op(
     "max_pool2d_select",
-    doc="input's values at flat (H*W) indices per (n, c) plane: max pooling's values.",
+    doc="input's values at flat (H*W) indices per (n, c) plane: max pooling's values (``values`` "
+    "when the caller has them already).",
     node="MaxPool2DWithIndicesBackward0",
     function=False,
     method=False,
     grads={"input": lambda grad, indices, input_shape: max_pool2d_backward(grad, indices, input_shape)},
 )
-def max_pool2d_select(input: Tensor, indices: Tensor) -> Tensor:
+def max_pool2d_select(input: Tensor, indices: Tensor, values: Tensor | None = None) -> Tensor:
+    if values is not None:  # the pooling primitive's own result: the same values, no second gather
+        return values
     n, c, h, w = input.shape
     bk = primitives(input)
     plane = bk.view(dense(input), (n, c, h * w))
@@ -112,7 +115,7 @@ def _pooled(input, values, indices):
     """The pooled tensor: the primitive's values, recorded through max_pool2d_select where a gradient
     is needed."""
     if input.requires_grad or input.grad_fn is not None:
-        return max_pool2d_select(input, indices)
+        return max_pool2d_select(input, indices, values)
     return values
 
 
