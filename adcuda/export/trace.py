@@ -1,0 +1,400 @@
+"""A model's eval forward frozen as a graph of backend primitives: what the exporters (ONNX, C) read.
+
+``trace_forward(model, args)`` runs ``model(*args)`` once in eval mode under ``no_grad`` through
+graph capture's ``Recorder`` (adcuda/capture/recorder.py: it records every backend primitive call at
+the dispatch point) and returns a ``Graph``. The model's train/eval flags are restored afterwards.
+``args`` is a tensor or a tuple/list of tensors, on the CPU; the model returns a tensor or a
+(nested) tuple/list of tensors, flattened in order into the graph's outputs.
+
+The ``Graph`` (every value numbered: inputs first, then constants, then node results in order):
+
+- ``inputs``: value numbers of the model's tensor arguments, in order;
+- ``constants``: value number -> ``Constant(array, name, source)``: a parameter or buffer (``name``
+  its state-dict name), host data the forward made (``name`` None), or a value computed from
+  constants alone (folded at trace time: a weight's transpose, a batch norm's ``rsqrt(var + eps)``,
+  a slice of a packed in-projection; ``name`` None, ``source`` the state-dict name it was computed
+  from where there is exactly one). ``array`` is a contiguous NumPy copy;
+- ``nodes``: ``Node``s in execution order, each one primitive call with
+  ``op`` (the primitive's name, as in the table of adcuda/backends/__init__.py),
+  ``params`` (every argument of the call by the primitive's parameter name, defaults filled in;
+  arrays are ``Ref(value)``, everything else (ops, axes, strides, eps, scalars...) as recorded),
+  ``inputs`` (the value numbers the call reads, in argument order) and
+  ``outputs`` (value numbers of its results by position: one for a primitive returning one array,
+  one per tuple item otherwise; None for a result nothing downstream reads, e.g. max_pool2d's
+  indices or layer_norm's mean and rstd);
+- ``outputs``: value numbers of the model's results, in order (an input or a constant may be one);
+- ``values``: value number -> ``ValueInfo(shape, dtype)`` for every value (``dtype`` an adcuda dtype).
+
+What the trace already did, once for every exporter:
+
+- ``contiguous`` calls and views that failed (``view`` returning None) are dropped: values are
+  logical row-major arrays, strides do not exist in the graph;
+- nodes whose every array argument is a constant are evaluated and become constants (so
+  ``matmul(x, permute(weight))`` reads a constant second operand, already transposed);
+- nodes none of whose results reach an output are dropped.
+
+What it refuses (``ExportError``, naming the op and the user's line where there is one): a value
+read on the host (``.item()``, ``bool(t)``, printing), a random draw (dropout in training mode,
+``randn`` in forward), a primitive writing in place (``copy_``, ``index_put_``...), forward hooks,
+optimizer/host steps, boolean-mask indexing, CUDA tensors, arguments or results that are not tensors.
+
+``Graph.consumers(value)`` lists the nodes reading a value and ``Graph.producer(value)`` the node
+making it (None for inputs and constants); ``str(graph)`` prints one line per node.
+"""
+
+import inspect
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..autograd.grad_mode import no_grad
+from ..backends import cpu
+from ..capture.recorder import (
+    RANDOM_PRIMITIVES,
+    Call,
+    Draw,
+    Drawn,
+    GradOf,
+    HostData,
+    HostStep,
+    Recorder,
+    Uncapturable,
+    Value,
+    user_line,
+)
+from ..errors import AdcudaError
+from ..tensor import Tensor
+
+__all__ = ["ExportError", "Graph", "Node", "Constant", "ValueInfo", "Ref", "trace_forward"]
+
+# primitives that pass their argument through as it is, for the graph's logical (row-major) values
+_IDENTITY_PRIMITIVES = frozenset({"contiguous"})
+
+
+class ExportError(AdcudaError, RuntimeError):
+    """A model, or a part of it, that an exporter cannot express; the message names the op and the line."""
+
+
+@dataclass(frozen=True)
+class Ref:
+    """An array argument of a node: value number ``value`` of the graph."""
+
+    value: int
+
+
+@dataclass(frozen=True)
+class ValueInfo:
+    shape: tuple
+    dtype: dt.dtype
+
+
+@dataclass(frozen=True)
+class Constant:
+    array: np.ndarray
+    name: str | None = None  # the state-dict name of a parameter or buffer
+    source: str | None = None  # for a folded constant: the one state-dict name it was computed from
+
+
+@dataclass
+class Node:
+    op: str
+    params: dict
+    inputs: tuple
+    outputs: tuple
+
+    def __str__(self):
+        outs = ", ".join("_" if o is None else f"%{o}" for o in self.outputs)
+        args = ", ".join(f"{k}={_show(v)}" for k, v in self.params.items())
+        return f"{outs} = {self.op}({args})"
+
+
+@dataclass
+class Graph:
+    inputs: tuple
+    outputs: tuple
+    constants: dict
+    nodes: list
+    values: dict
+    _consumers: dict = field(default=None, repr=False)
+
+    def producer(self, value):
+        """The node making ``value``, or None for an input or a constant."""
+        for node in self.nodes:
+            if value in node.outputs:
+                return node
+        return None
+
+    def consumers(self, value):
+        """The nodes reading ``value``, in order."""
+        if self._consumers is None:
+            self._consumers = {}
+            for node in self.nodes:
+                for v in dict.fromkeys(node.inputs):
+                    self._consumers.setdefault(v, []).append(node)
+        return list(self._consumers.get(value, ()))
+
+    def is_constant(self, value):
+        return value in self.constants
+
+    def __str__(self):
+        lines = [f"inputs: {', '.join(f'%{v} {self._info(v)}' for v in self.inputs)}"]
+        for v, c in self.constants.items():
+            label = c.name or (f"from {c.source}" if c.source else "data")
+            lines.append(f"  %{v} = constant {label} {self._info(v)}")
+        lines.extend(f"  {node}" for node in self.nodes)
+        lines.append(f"outputs: {', '.join(f'%{v}' for v in self.outputs)}")
+        return "\n".join(lines)
+
+    def _info(self, v):
+        info = self.values[v]
+        return f"{info.dtype.name}{list(info.shape)}"
+
+
+def _show(value):
+    if isinstance(value, Ref):
+        return f"%{value.value}"
+    if value.__class__ in (list, tuple):
+        return "(" + ", ".join(_show(v) for v in value) + ("," if len(value) == 1 else "") + ")"
+    return repr(value)
+
+
+class _ForwardRecorder(Recorder):
+    """The capture recorder, strict, refusing also what a replay can redo but an export cannot: random
+    draws, host steps and primitives writing in place."""
+
+    def __init__(self, inputs):
+        super().__init__(strict=True, inputs=inputs)
+
+    def call(self, name, fn, args, kwargs):
+        if self.recording:
+            if name in RANDOM_PRIMITIVES:
+                self.fail(f"a random draw ({name}) in the forward: an exported graph has no random numbers")
+            if name.endswith("_"):
+                self.fail(f"{name} writes into an array in place (exported graphs are made of new values only)")
+        return super().call(name, fn, args, kwargs)
+
+    def _drawn(self, generator, numel, seed, offset):
+        if self.recording:
+            self.fail("a random draw in the forward: an exported graph has no random numbers")
+
+    def _host_step(self, fn, args, kwargs):
+        if self.recording:
+            self.fail(f"the host step {getattr(fn, '__qualname__', fn)} (Python a graph cannot hold)")
+        return fn(*args, **kwargs)
+
+
+def trace_forward(model, args, *, op="export"):
+    """The ``Graph`` of ``model(*args)`` in eval mode (see the module docstring); ``op`` names the
+    caller in errors (``adcuda.onnx.export``, ``adcuda.export.to_c``)."""
+    tensors = _argument_tensors(args, op)
+    modes = [(m, m.training) for m in model.modules()] if hasattr(model, "modules") else []
+    recorder = _ForwardRecorder(tensors)
+    for t in tensors:
+        recorder.add_input(t._data)
+    try:
+        if hasattr(model, "eval"):
+            model.eval()
+        with no_grad(), recorder:
+            result = model(*tensors)
+        _, leaves = recorder.outputs(result)
+    except Uncapturable as e:
+        raise ExportError(f"{op}: cannot trace {_model_name(model)}: {e.what} at {e.where}") from None
+    finally:
+        for m, training in modes:
+            m.training = training
+    names = _state_names(model)
+    return _Builder(recorder.trace, names, op).build(leaves)
+
+
+def _argument_tensors(args, op):
+    items = (args,) if isinstance(args, Tensor) else args
+    if not isinstance(items, (tuple, list)) or not all(isinstance(t, Tensor) for t in items):
+        raise ExportError(f"{op}: args must be a tensor or a tuple of tensors, got {_describe(args)}")
+    for i, t in enumerate(items):
+        if t.device.type != "cpu":
+            raise ExportError(
+                f"{op}: argument {i} is on {t.device}; export traces on the CPU: move the model and its "
+                "example inputs there (model.cpu(), x.cpu())"
+            )
+    if len({id(t._data) for t in items}) != len(items):
+        raise ExportError(f"{op}: the same tensor is passed twice in args; pass separate tensors")
+    return list(items)
+
+
+def _describe(value):
+    if isinstance(value, (tuple, list)):
+        return f"{type(value).__name__} of ({', '.join(type(v).__name__ for v in value)})"
+    return type(value).__name__
+
+
+def _model_name(model):
+    return type(model).__name__
+
+
+def _state_names(model):
+    """id(array) -> state-dict name of every parameter and buffer of the model."""
+    names = {}
+    for attr in ("named_parameters", "named_buffers"):
+        if hasattr(model, attr):
+            for name, t in getattr(model, attr)():
+                if t is not None:
+                    names.setdefault(id(t._data), name)
+    return names
+
+
+class _Builder:
+    """Turns a recorder's ``Trace`` into a ``Graph``: identities dropped, constants folded, dead nodes
+    dropped, values renumbered (inputs, constants, node results)."""
+
+    def __init__(self, trace, names, op):
+        self.trace = trace
+        self.names = names
+        self.op = op
+        self.arrays = list(trace.arrays)  # value number -> array (trace values, then constants)
+        self.alias = {}  # value number -> the value it is the same logical array as
+        self.constants = {}  # value number -> (name, source)
+        self._external = {}  # id(persistent array) -> its value number
+
+    def build(self, leaves):
+        nodes = []
+        for index, step in enumerate(self.trace.steps):
+            if step.__class__ is not Call:
+                what = "a random draw" if step.__class__ is Drawn else type(step).__name__
+                if step.__class__ is HostStep:
+                    what = f"the host step {step.name}"
+                raise ExportError(f"{self.op}: the forward runs {what}, which a graph cannot hold")
+            node = self._node(index, step)
+            if node is not None:
+                nodes.append(node)
+        outputs = []
+        for kind, ref in leaves:
+            if kind == "none":
+                raise ExportError(f"{self.op}: the model returns None among its outputs; return tensors only")
+            outputs.append(self._resolve(ref) if kind == "value" else self._constant_value(ref, None))
+        return self._finish(nodes, outputs)
+
+    def _node(self, index, call):
+        if call.name in _IDENTITY_PRIMITIVES or not call.results:
+            # contiguous; a view whose strides did not allow it (no result); a call whose results are
+            # persistent arrays read as they were (contiguous of a parameter)
+            for r in call.results:
+                if r is not None and self.trace.producer[r] == index:
+                    self.alias[r] = self._resolve(self._references(call.args[0]).value)
+            return None
+        args = self._references(call.args)
+        kwargs = {k: self._references(v) for k, v in call.kwargs.items()}
+        params = _bind(call.name, args, kwargs)
+        inputs = tuple(_refs(params))
+        outputs = []
+        for r in call.results:
+            if r is not None and self.trace.producer[r] != index:
+                r = None  # the primitive returned an array it was given: nothing new
+            outputs.append(r)
+        if all(v in self.constants for v in inputs) and any(r is not None for r in outputs):
+            sources = {self.constants[v][0] or self.constants[v][1] for v in inputs} - {None}
+            source = sources.pop() if len(sources) == 1 else None
+            for r in outputs:
+                if r is not None:
+                    self.arrays[r] = np.ascontiguousarray(self.arrays[r]).copy()
+                    self.constants[r] = (None, source)
+            return None
+        return Node(call.name, params, inputs, tuple(outputs))
+
+    def _references(self, value):
+        if value.__class__ is Value:
+            return Ref(self._resolve(value.n))
+        if value.__class__ is np.ndarray:
+            return Ref(self._constant_value(value, self.names.get(id(value))))
+        if value.__class__ is HostData:
+            return Ref(self._constant_value(value.array, None))
+        if value.__class__ in (GradOf, Draw):
+            where, _ = user_line()
+            raise ExportError(f"{self.op}: a gradient or random state read in the forward at {where}")
+        if value.__class__ in (list, tuple):
+            return value.__class__(self._references(v) for v in value)
+        return value
+
+    def _resolve(self, n):
+        while n in self.alias:
+            n = self.alias[n]
+        return n
+
+    def _constant_value(self, array, name):
+        n = self._external.get(id(array))
+        if n is None:
+            n = self._external[id(array)] = len(self.arrays)
+            self.arrays.append(np.ascontiguousarray(array).copy())
+            self.constants[n] = (name, None)
+        return n
+
+    def _finish(self, nodes, outputs):
+        live = set(outputs)
+        kept = []
+        for node in reversed(nodes):
+            if any(r in live for r in node.outputs if r is not None):
+                kept.append(node)
+                live.update(node.inputs)
+        kept.reverse()
+        inputs = list(self.trace.inputs)
+        order = list(dict.fromkeys(inputs + [v for v in self.constants if v in live and v not in inputs]))
+        for node in kept:
+            order.extend(r for r in node.outputs if r is not None and r in live and r not in order)
+        number = {old: new for new, old in enumerate(order)}
+        for o in outputs:  # an output that is an input or a constant is already numbered
+            if o not in number:
+                number[o] = len(number)
+                order.append(o)
+
+        def renumber(value):
+            if isinstance(value, Ref):
+                return Ref(number[value.value])
+            if value.__class__ in (list, tuple):
+                return value.__class__(renumber(v) for v in value)
+            return value
+
+        graph_nodes = [
+            Node(
+                node.op,
+                {k: renumber(v) for k, v in node.params.items()},
+                tuple(number[v] for v in node.inputs),
+                tuple(number[r] if r is not None and r in live else None for r in node.outputs),
+            )
+            for node in kept
+        ]
+        values = {}
+        for old in order:
+            a = self.arrays[old]
+            values[number[old]] = ValueInfo(tuple(a.shape), dt.from_numpy_dtype(a.dtype, self.op))
+        constants = {number[v]: Constant(self.arrays[v], *self.constants[v]) for v in order if v in self.constants}
+        return Graph(
+            inputs=tuple(number[v] for v in inputs),
+            outputs=tuple(number[v] for v in outputs),
+            constants=constants,
+            nodes=graph_nodes,
+            values=values,
+        )
+
+
+_SIGNATURES = {}
+
+
+def _bind(name, args, kwargs):
+    """The call's arguments by the primitive's parameter names, defaults filled in."""
+    signature = _SIGNATURES.get(name)
+    if signature is None:
+        signature = _SIGNATURES[name] = inspect.signature(getattr(cpu, name))
+    bound = signature.bind(*args, **kwargs)
+    bound.apply_defaults()
+    return dict(bound.arguments)
+
+
+def _refs(value):
+    if isinstance(value, Ref):
+        yield value.value
+    elif value.__class__ in (list, tuple):
+        for v in value:
+            yield from _refs(v)
+    elif value.__class__ is dict:
+        for v in value.values():
+            yield from _refs(v)

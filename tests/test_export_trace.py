@@ -1,0 +1,106 @@
+"""adcuda.export.trace_forward: the frozen eval-forward graph the exporters read."""
+
+import numpy as np
+import pytest
+
+import adcuda
+import adcuda.nn as nn
+from adcuda.backends import cpu
+from adcuda.export import ExportError, Ref, trace_forward
+
+
+def evaluate(graph, inputs):
+    """Run a graph on the CPU backend, node by node (what an exporter must reproduce)."""
+    env = {v: c.array for v, c in graph.constants.items()}
+    env.update(zip(graph.inputs, inputs))
+
+    def arg(value):
+        if isinstance(value, Ref):
+            return env[value.value]
+        if value.__class__ in (list, tuple):
+            return value.__class__(arg(v) for v in value)
+        return value
+
+    for node in graph.nodes:
+        result = getattr(cpu, node.op)(**{k: arg(v) for k, v in node.params.items()})
+        results = result if isinstance(result, tuple) else (result,)
+        for r, out in zip(results, node.outputs):
+            if out is not None:
+                env[out] = r
+    return [env[v] for v in graph.outputs]
+
+
+def test_mlp_graph_reads_folded_weight_transposes():
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4), nn.Softmax(-1))
+    x = adcuda.randn(3, 8)
+    graph = trace_forward(model, x)
+    assert [n.op for n in graph.nodes] == ["matmul", "binary", "unary", "matmul", "binary", "softmax"]
+    first = graph.nodes[0]
+    weight = graph.constants[first.params["b"].value]
+    assert weight.name is None and weight.source == "0.weight"
+    np.testing.assert_array_equal(weight.array, model[0].weight.detach().numpy().T)
+    bias = graph.constants[graph.nodes[1].params["b"].value]
+    assert bias.name == "0.bias"
+    assert graph.values[graph.outputs[0]].shape == (3, 4)
+    assert graph.values[graph.inputs[0]].dtype == adcuda.float32
+    np.testing.assert_allclose(evaluate(graph, [x.numpy()])[0], model(x).detach().numpy(), rtol=1e-6)
+
+
+def test_cnn_graph_restores_train_mode_and_drops_dead_results():
+    model = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2))
+    model.train()
+    x = adcuda.randn(2, 1, 8, 8)
+    graph = trace_forward(model, x)
+    assert model.training and model[1].training
+    pool = [n for n in graph.nodes if n.op == "max_pool2d"][0]
+    assert pool.params["kernel"] == (2, 2) and pool.outputs[1] is None  # the indices reach nothing
+    model.eval()
+    with adcuda.no_grad():
+        expected = model(x).numpy()
+    np.testing.assert_allclose(evaluate(graph, [x.numpy()])[0], expected, rtol=1e-5, atol=1e-6)
+
+
+def test_embedding_and_layer_norm():
+    model = nn.Sequential(nn.Embedding(10, 6), nn.LayerNorm(6))
+    ids = adcuda.tensor([[1, 2, 3], [4, 5, 9]])
+    graph = trace_forward(model, ids)
+    assert [n.op for n in graph.nodes] == ["embedding", "layer_norm"]
+    assert graph.values[graph.inputs[0]].dtype == adcuda.int64
+    assert graph.nodes[1].outputs[1:] == (None, None)
+    assert "embedding" in str(graph)
+
+
+class _HostRead(nn.Module):
+    def forward(self, x):
+        return x * float(x.sum())
+
+
+class _Draws(nn.Module):
+    def forward(self, x):
+        return x + adcuda.randn(*x.shape)
+
+
+class _InPlace(nn.Module):
+    def forward(self, x):
+        y = x * 2
+        y[0] = 1.0
+        return y
+
+
+@pytest.mark.parametrize(
+    "model, message",
+    [(_HostRead(), "reads a tensor's value on the host"), (_Draws(), "random draw"), (_InPlace(), "in place")],
+)
+def test_refusals_name_the_op_and_the_line(model, message):
+    with pytest.raises(ExportError, match=message) as info:
+        trace_forward(model, adcuda.randn(3, 4))
+    assert "test_export_trace.py:" in str(info.value)
+
+
+def test_forward_hook_and_bad_arguments_are_refused():
+    model = nn.Linear(4, 2)
+    model.register_forward_hook(lambda m, i, o: None)
+    with pytest.raises(ExportError, match="forward hook"):
+        trace_forward(model, adcuda.randn(3, 4))
+    with pytest.raises(ExportError, match="args must be a tensor"):
+        trace_forward(nn.Linear(4, 2), [1.0, 2.0])
