@@ -43,6 +43,7 @@ def test_mlp_graph_reads_folded_weight_transposes():
     assert bias.name == "0.bias"
     assert graph.values[graph.outputs[0]].shape == (3, 4)
     assert graph.values[graph.inputs[0]].dtype == adcuda.float32
+    assert "test_export_trace.py:" in graph.nodes[0].where
     np.testing.assert_allclose(evaluate(graph, [x.numpy()])[0], model(x).detach().numpy(), rtol=1e-6)
 
 

@@ -21,7 +21,8 @@ The ``Graph`` (every value numbered: inputs first, then constants, then node res
   ``inputs`` (the value numbers the call reads, in argument order) and
   ``outputs`` (value numbers of its results by position: one for a primitive returning one array,
   one per tuple item otherwise; None for a result nothing downstream reads, e.g. max_pool2d's
-  indices or layer_norm's mean and rstd);
+  indices or layer_norm's mean and rstd) and ``where`` (the user's ``file:line`` that made it, for
+  an exporter's refusals);
 - ``outputs``: value numbers of the model's results, in order (an input or a constant may be one);
 - ``values``: value number -> ``ValueInfo(shape, dtype)`` for every value (``dtype`` an adcuda dtype).
 
@@ -138,6 +139,7 @@ class Node:
     params: dict
     inputs: tuple
     outputs: tuple
+    where: str | None = None  # the user's line (``file:line``) that made the call
 
     def __str__(self):
         outs = ", ".join("_" if o is None else f"%{o}" for o in self.outputs)
@@ -201,13 +203,16 @@ class _ForwardRecorder(Recorder):
 
     def __init__(self, inputs):
         super().__init__(strict=True, inputs=inputs)
+        self.lines = {}  # step index -> the user's line that made that primitive call
 
     def call(self, name, fn, args, kwargs):
-        if self.recording:
-            if name in RANDOM_PRIMITIVES:
-                self.fail(f"a random draw ({name}) in the forward: an exported graph has no random numbers")
-            if name.endswith("_"):
-                self.fail(f"{name} writes into an array in place (exported graphs are made of new values only)")
+        if not self.recording:
+            return super().call(name, fn, args, kwargs)
+        if name in RANDOM_PRIMITIVES:
+            self.fail(f"a random draw ({name}) in the forward: an exported graph has no random numbers")
+        if name.endswith("_"):
+            self.fail(f"{name} writes into an array in place (exported graphs are made of new values only)")
+        self.lines[len(self.trace.steps)] = user_line()[0]
         return super().call(name, fn, args, kwargs)
 
     def _drawn(self, generator, numel, seed, offset):
@@ -249,7 +254,7 @@ def _trace_once(model, tensors, names, op):
         _, leaves = recorder.outputs(result)
     except Uncapturable as e:
         raise ExportError(f"{op}: cannot trace {_model_name(model)}: {e.what} at {e.where}") from None
-    return _Builder(recorder.trace, names, op).build(leaves)
+    return _Builder(recorder.trace, names, op, recorder.lines).build(leaves)
 
 
 def _argument_tensors(args, op):
@@ -292,8 +297,9 @@ class _Builder:
     """Turns a recorder's ``Trace`` into a ``Graph``: identities dropped, constants folded, dead nodes
     dropped, values renumbered (inputs, constants, node results)."""
 
-    def __init__(self, trace, names, op):
+    def __init__(self, trace, names, op, lines):
         self.trace = trace
+        self.lines = lines
         self.names = names
         self.op = op
         self.arrays = list(trace.arrays)  # value number -> array (trace values, then constants)
@@ -344,7 +350,7 @@ class _Builder:
                     self.arrays[r] = np.ascontiguousarray(self.arrays[r]).copy()
                     self.constants[r] = (None, source)
             return None
-        return Node(call.name, params, inputs, tuple(outputs))
+        return Node(call.name, params, inputs, tuple(outputs), self.lines.get(index))
 
     def _references(self, value):
         if value.__class__ is Value:
@@ -404,6 +410,7 @@ class _Builder:
                 {k: renumber(v) for k, v in node.params.items()},
                 tuple(number[v] for v in node.inputs),
                 tuple(number[r] if r is not None and r in live else None for r in node.outputs),
+                node.where,
             )
             for node in kept
         ]
@@ -538,7 +545,7 @@ class _Symbolizer:
         for index, node in enumerate(graph.nodes):
             others = [var.nodes[index].params for _, var in self.variants.values()]
             params = {k: self._argument(value, [o[k] for o in others], node) for k, value in node.params.items()}
-            nodes.append(Node(node.op, params, node.inputs, node.outputs))
+            nodes.append(Node(node.op, params, node.inputs, node.outputs, node.where))
         return Graph(graph.inputs, graph.outputs, graph.constants, nodes, values)
 
     def _same_structure(self, variant, symbol):
