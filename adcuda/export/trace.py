@@ -347,7 +347,7 @@ class _Builder:
             source = sources.pop() if len(sources) == 1 else None
             for r in outputs:
                 if r is not None:
-                    self.arrays[r] = np.ascontiguousarray(self.arrays[r]).copy()
+                    self.arrays[r] = np.array(self.arrays[r], order="C")  # a copy; 0-d stays 0-d
                     self.constants[r] = (None, source)
             return None
         return Node(call.name, params, inputs, tuple(outputs), self.lines.get(index))
@@ -375,7 +375,7 @@ class _Builder:
         n = self._external.get(id(array))
         if n is None:
             n = self._external[id(array)] = len(self.arrays)
-            self.arrays.append(np.ascontiguousarray(array).copy())
+            self.arrays.append(np.array(array, order="C"))
             self.constants[n] = (name, None)
         return n
 
@@ -506,7 +506,7 @@ def _resized(tensor, axes, symbol, size):
             array = np.take(array, np.arange(size), axis=axis)
         else:
             array = np.concatenate([array, np.take(array, np.arange(size - current) % current, axis=axis)], axis)
-    return Tensor._make(np.ascontiguousarray(array), tensor._device)
+    return Tensor._make(np.array(array, order="C"), tensor._device)
 
 
 class _Symbolizer:
