@@ -4,7 +4,7 @@ size and at another one through dynamic_axes; what ONNX cannot express is refuse
 onnx and onnxruntime are optional (``pip install adcuda[onnx] onnxruntime``): these tests skip without
 them, unless ADCUDA_REQUIRE_ONNX is set (CI sets it once it has installed them), when they fail."""
 
-import importlib.util
+import importlib
 import io
 import os
 import sys
@@ -18,7 +18,16 @@ import adcuda.nn.functional as F
 import adcuda.onnx
 from adcuda.export import ExportError
 
-MISSING = [name for name in ("onnx", "onnxruntime") if importlib.util.find_spec(name) is None]
+
+def _missing(name):
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        return True
+    return False
+
+
+MISSING = [name for name in ("onnx", "onnxruntime") if _missing(name)]
 if MISSING and os.environ.get("ADCUDA_REQUIRE_ONNX"):
     raise ImportError(f"ADCUDA_REQUIRE_ONNX is set but {MISSING} cannot be imported")
 needs_onnx = pytest.mark.skipif(
