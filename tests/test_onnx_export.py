@@ -166,10 +166,36 @@ def test_cnn_with_batch_norm_and_pooling():
         dynamic_axes={"x0": [0]},
         other_args=[(adcuda.randn(5, 1, 8, 8),)],
     )
-    ops = op_types(proto)
-    assert ops.count("Conv") == 2 and "MaxPool" in ops and "Gemm" in ops
-    conv = next(n for n in proto.graph.node if n.op_type == "Conv")
+    assert op_types(proto) == [
+        "Conv",
+        "BatchNormalization",
+        "Relu",
+        "MaxPool",
+        "Conv",
+        "BatchNormalization",
+        "AveragePool",
+        "Reshape",
+        "Gemm",
+    ]
+    conv = proto.graph.node[0]
     assert len(conv.input) == 3  # the conv's bias add became Conv's own bias
+    assert {"1.running_mean", "1.running_var", "1.weight", "1.bias"} <= {t.name for t in proto.graph.initializer}
+
+
+@needs_onnx
+@pytest.mark.parametrize(
+    "pool, operator",
+    [
+        (nn.AvgPool2d((2, 3), stride=(1, 2)), "AveragePool"),
+        (nn.AvgPool2d(2, divisor_override=3), "Div"),  # not an average: the window sums, divided
+        (nn.AdaptiveAvgPool2d(1), "ReduceMean"),
+    ],
+)
+def test_average_pools(pool, operator):
+    proto = export_and_compare(
+        pool, adcuda.randn(2, 3, 7, 6), dynamic_axes={"x0": [0]}, other_args=[(adcuda.randn(4, 3, 7, 6),)]
+    )
+    assert operator in op_types(proto)
 
 
 class TextClassifier(nn.Module):

@@ -163,13 +163,13 @@ class Graph:
     nodes: list
     values: dict
     _consumers: dict = field(default=None, repr=False, init=False)
+    _producers: dict = field(default=None, repr=False, init=False)
 
     def producer(self, value):
         """The node making ``value``, or None for an input or a constant."""
-        for node in self.nodes:
-            if value in node.outputs:
-                return node
-        return None
+        if self._producers is None:
+            self._producers = {o: node for node in self.nodes for o in node.outputs if o is not None}
+        return self._producers.get(value)
 
     def consumers(self, value):
         """The nodes reading ``value``, in order."""

@@ -80,8 +80,7 @@ def export(
             f"{OP}: dynamic_axes names {sorted(unknown)}, which are neither inputs {input_names} nor outputs "
             f"{output_names}"
         )
-    state = _state_arrays(model)
-    proto = _Writer(onnx, graph, opset, state).write(input_names, output_names, by_output)
+    proto = _Writer(onnx, graph, opset, model).write(input_names, output_names, by_output)
     try:
         onnx.checker.check_model(proto, full_check=True)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as e:
@@ -130,12 +129,14 @@ def _state_arrays(model):
 class _Writer:
     """Builds the ONNX graph of one traced ``Graph``."""
 
-    def __init__(self, onnx, graph, opset, state):
+    def __init__(self, onnx, graph, opset, model):
         self.onnx = onnx
         self.helper = onnx.helper
         self.graph = graph
         self.opset = opset
-        self.state = state
+        self.model = model
+        self.state = _state_arrays(model)
+        self.replacements = {}  # id(node) -> what to write there instead (a pattern ending or starting there)
         self.nodes = []
         self.initializers = []
         self.names = {}  # value number -> ONNX tensor name
@@ -274,10 +275,14 @@ class _Writer:
             if value not in self.names and value not in graph.constants and value not in outputs_written:
                 outputs_written[value] = name
                 self.names[value] = name
+        self.plan_patterns()
         for node in graph.nodes:
             if id(node) in self.skip:
                 continue
             self.where = node.where
+            if id(node) in self.replacements:
+                self.replacements[id(node)]()
+                continue
             method = getattr(self, f"_op_{node.op}", None)
             if method is None:
                 self.refuse(f"primitive {node.op} has no ONNX translation")
@@ -374,6 +379,155 @@ class _Writer:
         if consumer.params["dtype"] is not self.info(result).dtype:
             return None, None
         return other.value, consumer
+
+    # ------------------------------------------------------------------ patterns of several primitives
+    def plan_patterns(self):
+        """Find the primitive sequences that one ONNX operator says better: an eval-mode batch norm
+        (``(x - mean) * rsqrt(var + eps) * weight + bias`` over folded constants) and an average pool
+        (the sum of strided window slices divided by the window's size)."""
+        for node in self.graph.nodes:
+            if node.op != "binary" or id(node) in self.skip:
+                continue
+            if node.params["op"] == "sub":
+                self.plan_batch_norm(node)
+            elif node.params["op"] == "div":
+                self.plan_average_pool(node)
+
+    def constant_operand(self, node, other_than):
+        """The constant operand of a binary ``node`` whose other operand is value ``other_than``."""
+        a, b = node.params["a"], node.params["b"]
+        if isinstance(a, Ref) and a.value == other_than and isinstance(b, Ref) and b.value in self.graph.constants:
+            return self.graph.constants[b.value]
+        if node.params["op"] in ("add", "mul") and isinstance(b, Ref) and b.value == other_than:
+            if isinstance(a, Ref) and a.value in self.graph.constants:
+                return self.graph.constants[a.value]
+        return None
+
+    def plan_batch_norm(self, sub):
+        x = sub.params["a"]
+        mean = self.constant_operand(sub, x.value) if isinstance(x, Ref) else None
+        if mean is None or not (mean.source or "").endswith("running_mean") or self.rank(x.value) < 2:
+            return
+        prefix = mean.source[: -len("running_mean")]
+        module = dict(self.model.named_modules()).get(prefix.rstrip("."))
+        eps = getattr(module, "eps", None)
+        if module is None or eps is None or getattr(module, "running_var", None) is None:
+            return
+        chain, steps = [sub], {}
+        for op, name in (("mul", "running_var"), ("mul", "weight"), ("add", "bias")):
+            last = chain[-1].outputs[0]
+            consumer = self.single_consumer(last)
+            constant = None
+            if consumer is not None and consumer.op == "binary" and consumer.params["op"] == op:
+                constant = self.constant_operand(consumer, last)
+            if constant is None or constant.source != prefix + name:
+                break
+            chain.append(consumer)
+            steps[name] = constant.array
+        if "running_var" not in steps:
+            return
+        channels = self.info(x.value).shape[1]
+        state = {name: np.asarray(t._data) for name, t in module.named_parameters()}
+        state.update({name: np.asarray(t._data) for name, t in module.named_buffers() if t is not None})
+        expected = {
+            "running_var": 1.0 / np.sqrt(state["running_var"].astype(np.float64) + eps),
+            "weight": state.get("weight"),
+            "bias": state.get("bias"),
+        }
+        if mean.array.size != channels or not np.array_equal(mean.array.reshape(-1), state["running_mean"]):
+            return
+        for name, array in steps.items():
+            if not np.allclose(array.reshape(-1), expected[name], rtol=1e-6, atol=0):
+                return
+        dtype = self.np_dtype(x.value)
+
+        def write():
+            def param(name):
+                if name in steps or name in ("running_mean", "running_var"):
+                    return self.initializer(state[name].astype(dtype), prefix + name)
+                return self.const(np.ones(channels) if name == "weight" else np.zeros(channels), dtype)
+
+            inputs = [self.name(x.value)] + [param(n) for n in ("weight", "bias", "running_mean", "running_var")]
+            self.emit("BatchNormalization", inputs, [self.name(chain[-1].outputs[0])], epsilon=float(eps))
+
+        self.replacements[id(sub)] = write
+        self.skip.update(id(n) for n in chain[1:])
+
+    def plan_average_pool(self, div):
+        """``sum of kh*kw slices x[:, :, i::sh, j::sw] / (kh*kw)`` (what ``avg_pool2d`` without padding
+        records) -> AveragePool."""
+        total = div.params["a"]
+        divisor = div.params["b"]
+        if not isinstance(total, Ref):
+            return
+        if isinstance(divisor, Ref):
+            constant = self.graph.constants.get(divisor.value)
+            if constant is None or constant.array.size == 0 or not np.all(constant.array == constant.array.flat[0]):
+                return
+            count = constant.array.flat[0]
+        else:
+            count = divisor
+        adds, leaves, pending = [], [], [total.value]
+        while pending:
+            value = pending.pop()
+            node = self.graph.producer(value)
+            if node is None or (value != total.value and self.single_consumer(value) is None):
+                return
+            if (
+                node.op == "binary"
+                and node.params["op"] == "add"
+                and all(isinstance(node.params[k], Ref) for k in "ab")
+            ):
+                adds.append(node)
+                pending.extend(node.params[k].value for k in "ab")
+            elif node.op == "slice":
+                leaves.append(node)
+            else:
+                return
+        source = {n.params["a"].value for n in leaves}
+        if len(source) != 1 or not adds:
+            return
+        (x,) = source
+        if self.rank(x) != 4:
+            return
+        windows = set()
+        for leaf in leaves:
+            key = leaf.params["key"]
+            if not isinstance(key, tuple) or len(key) != 4 or key[:2] != (slice(None), slice(None)):
+                return
+            if not all(
+                isinstance(k, slice) and all(isinstance(p, int) for p in (k.start, k.stop, k.step)) for k in key[2:]
+            ):
+                return
+            windows.add(tuple((k.start, k.stop, k.step) for k in key[2:]))
+        height, width = self.info(x).shape[2:]
+        (oh, ow) = self.info(total.value).shape[2:]
+        starts_h = sorted({w[0][0] for w in windows})
+        starts_w = sorted({w[1][0] for w in windows})
+        kh, kw = len(starts_h), len(starts_w)
+        steps = {(w[0][2], w[1][2]) for w in windows}
+        if len(windows) != kh * kw or len(leaves) != kh * kw or len(steps) != 1 or count != kh * kw:
+            return
+        sh, sw = steps.pop()
+        if starts_h != list(range(kh)) or starts_w != list(range(kw)):
+            return
+        if (height - kh) // sh + 1 != oh or (width - kw) // sw + 1 != ow:
+            return
+        for (h0, h1, _), (w0, w1, _) in windows:
+            if len(range(h0, h1, sh)) != oh or len(range(w0, w1, sw)) != ow:
+                return
+
+        def write():
+            self.emit(
+                "AveragePool",
+                [self.name(x)],
+                [self.name(div.outputs[0])],
+                kernel_shape=[kh, kw],
+                strides=[sh, sw],
+            )
+
+        self.replacements[id(div)] = write
+        self.skip.update(id(n) for n in adds + leaves)
 
     # ------------------------------------------------------------------ storage and views
     def _op_astype(self, node, a, dtype):
