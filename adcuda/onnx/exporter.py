@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import AdcudaError
-from ..export.trace import Dim, ExportError, Ref, trace_forward
+from ..export.trace import Dim, ExportError, Ref, has_dim, trace_forward
 
 DEFAULT_OPSET = 18
 MIN_OPSET = 17  # LayerNormalization
@@ -585,8 +585,8 @@ class _Writer:
                 out_axis += 1
                 continue
             if isinstance(k, slice):
-                if any(isinstance(p, Dim) for p in (k.start, k.stop, k.step)):
-                    self.refuse("slice bounds that follow a dynamic size")
+                if isinstance(k.step, Dim):
+                    self.refuse("a slice step that follows a dynamic size")
                 if k != slice(None):
                     step = 1 if k.step is None else k.step
                     starts.append(k.start if k.start is not None else (0 if step > 0 else _INT64_MAX))
@@ -605,8 +605,8 @@ class _Writer:
                 "Slice",
                 [
                     name,
-                    self.const(starts, np.int64),
-                    self.const(ends, np.int64),
+                    self.shape_tensor(starts, for_reshape=False),
+                    self.shape_tensor(ends, for_reshape=False),
                     self.const(axes, np.int64),
                     self.const(steps, np.int64),
                 ],
@@ -616,6 +616,79 @@ class _Writer:
         if new_axes:
             name = self.emit("Unsqueeze", [name, self.const(new_axes, np.int64)])
         self.emit("Identity", [name], [self.out(node)])
+
+    def _op_full(self, node, shape, value, dtype):
+        """A tensor of one value whose shape follows a dynamic size (static ones were folded)."""
+        fill = self.onnx.numpy_helper.from_array(np.array([value], dtype.numpy))
+        size = self.shape_tensor(self.info(node.outputs[0]).symbolic_shape, for_reshape=False)
+        self.emit("ConstantOfShape", [size], [self.out(node)], value=fill)
+
+    def _op_arange(self, node, start, stop, step, dtype):
+        """A range with a bound that follows a dynamic size (positions 0..T-1)."""
+        work = np.float64 if np.issubdtype(dtype.numpy, np.floating) else np.int64
+
+        def scalar(v):
+            if isinstance(v, Dim):
+                return self.cast(self.emit("Reshape", [self.dim_tensor(v), self.const([], np.int64)]), work)
+            return self.const(v, work)
+
+        result = self.emit("Range", [scalar(start), scalar(stop), scalar(step)])
+        self.emit("Cast", [result], [self.out(node)], to=self.onnx_type(dtype.numpy))
+
+    def _op_copy_(self, node, dst, src):
+        """The graph's ``copy_``: a new array of ``dst``'s shape and dtype holding ``src`` broadcast."""
+        dtype = self.info(dst.value).dtype
+        size = self.shape_tensor(self.info(dst.value).symbolic_shape, for_reshape=False)
+        self.emit("Expand", [self.operand(src, dtype), size], [self.out(node)])
+
+    def _op_index_put_(self, node, a, key, values, accumulate):
+        """The graph's ``index_put_`` over a basic key (ints and unit-step slices): the values, broadcast
+        to the region and padded with zeros to ``a``'s shape, replace (or add to) ``a`` where the
+        region is."""
+        dims = self.info(a.value).symbolic_shape
+        dtype = self.info(a.value).dtype
+        key = key if isinstance(key, tuple) else (key,)
+        if any(isinstance(k, Ref) or k is None for k in key):
+            self.refuse("index_put_ with a tensor index or a new axis in its key (only ints and slices)")
+        consuming = sum(1 for k in key if k is not Ellipsis)
+        items = []
+        for k in key:
+            items.extend([slice(None)] * (len(dims) - consuming) if k is Ellipsis else [k])
+        items.extend([slice(None)] * (len(dims) - len(items)))
+        region, picked, before, after = [], [], [], []
+        for axis, (k, size) in enumerate(zip(items, dims)):
+            if isinstance(size, Dim) or has_dim(k):
+                if k != slice(None):
+                    self.refuse("index_put_ into part of an axis whose size is dynamic")
+                region.append(size)
+                before.append(0)
+                after.append(0)
+                continue
+            if isinstance(k, slice):
+                start, stop, step = k.indices(size)
+                if step != 1:
+                    self.refuse("index_put_ over a slice with a step")
+                stop = max(stop, start)
+                region.append(stop - start)
+            else:
+                start, stop = k % size, k % size + 1
+                picked.append(axis)
+            before.append(start)
+            after.append(size - stop)
+        filled = self.emit(
+            "Expand",
+            [self.operand(values, dtype), self.shape_tensor(tuple(region), for_reshape=False)],
+        )
+        if picked:
+            filled = self.emit("Unsqueeze", [filled, self.const(picked, np.int64)])
+        pads = self.const(before + after, np.int64)
+        padded = self.emit("Pad", [filled, pads, self.const(0, dtype.numpy)])
+        if accumulate:
+            self.emit("Add", [self.name(a.value), padded], [self.out(node)])
+            return
+        ones = self.emit("Expand", [self.const(1, np.float32), self.emit("Shape", [filled])])
+        inside = self.cast(self.emit("Pad", [ones, pads, self.const(0, np.float32)]), np.bool_)
+        self.emit("Where", [inside, padded, self.name(a.value)], [self.out(node)])
 
     # ------------------------------------------------------------------ elementwise
     _UNARY = {
@@ -994,6 +1067,32 @@ class _Writer:
         if self.out(node, 1) is not None:
             lse = self.reduce("ReduceLogSumExp", scores, (rank - 1,), False)
             self.emit("Cast", [lse], [self.out(node, 1)], to=self.onnx_type(self.np_dtype(node.outputs[1])))
+
+    def gates(self, x, count, size):
+        """``x`` (B, count * size) split into ``count`` gates along dim 1."""
+        return self.emit("Split", [x, self.const([size] * count, np.int64)], count, axis=1)
+
+    def _op_lstm_cell(self, node, gi, gh, c):
+        hidden = self.info(c.value).shape[-1]
+        i, f, g, o = self.gates(self.emit("Add", [self.name(gi.value), self.name(gh.value)]), 4, hidden)
+        i, f, o = (self.emit("Sigmoid", [t]) for t in (i, f, o))
+        cell = self.emit(
+            "Add", [self.emit("Mul", [f, self.name(c.value)]), self.emit("Mul", [i, self.emit("Tanh", [g])])]
+        )
+        h = self.emit("Mul", [o, self.emit("Tanh", [cell])])
+        zero = self.const([0], np.int64)
+        stacked = [self.emit("Unsqueeze", [t, zero]) for t in (h, cell)]
+        self.emit("Concat", stacked, [self.out(node)], axis=0)
+
+    def _op_gru_cell(self, node, gi, gh, h):
+        hidden = self.info(h.value).shape[-1]
+        ri, zi, ni = self.gates(self.name(gi.value), 3, hidden)
+        rh, zh, nh = self.gates(self.name(gh.value), 3, hidden)
+        r = self.emit("Sigmoid", [self.emit("Add", [ri, rh])])
+        z = self.emit("Sigmoid", [self.emit("Add", [zi, zh])])
+        n = self.emit("Tanh", [self.emit("Add", [ni, self.emit("Mul", [r, nh])])])
+        update = self.emit("Mul", [z, self.emit("Sub", [self.name(h.value), n])])
+        self.emit("Add", [n, update], [self.out(node)])  # (1 - z) n + z h
 
     def _op_conv2d(self, node, x, weight, stride, padding, dilation, groups):
         inputs = [self.name(x.value), self.name(weight.value)]
