@@ -137,6 +137,7 @@ class _Writer:
         self.model = model
         self.state = _state_arrays(model)
         self.replacements = {}  # id(node) -> what to write there instead (a pattern ending or starting there)
+        self.originals = {}  # constant value -> initializer of the parameter it is the transpose of, or None
         self.nodes = []
         self.initializers = []
         self.names = {}  # value number -> ONNX tensor name
@@ -951,10 +952,9 @@ class _Writer:
 
     # ------------------------------------------------------------------ linear algebra and NN
     def _op_matmul(self, node, a, b, bias=None, activation=None, save_preactivation=False):
-        a_name = self.name(a.value)
-        if bias is None and activation is None and self._gemm(node, a, b):
+        if activation is None and not save_preactivation and self._gemm(node, a, b, bias):
             return
-        result = self.emit("MatMul", [a_name, self.name(b.value)])
+        result = self.emit("MatMul", [self.name(a.value), self.name(b.value)])
         if bias is not None:
             result = self.emit("Add", [result, self.name(bias.value)])
         pre = result
@@ -966,38 +966,49 @@ class _Writer:
         if save_preactivation and self.out(node, 1) is not None:
             self.emit("Identity", [pre], [self.out(node, 1)])
 
-    def _gemm(self, node, a, b):
-        """``matmul(x, W^T)`` + a constant bias over 2-D ``x``: one Gemm (``transB`` reads the weight as
-        stored), as torch.onnx writes nn.Linear."""
+    def _gemm(self, node, a, b, bias):
+        """``x @ W^T + bias`` over 2-D ``x`` and a constant weight, the bias fused into the matmul or
+        added by the one node reading its result: one Gemm, reading the weight as the model stores it
+        (``transB``), as torch.onnx writes nn.Linear."""
         if self.rank(a.value) != 2 or b.value not in self.graph.constants or self.rank(b.value) != 2:
             return False
         n = self.info(b.value).shape[1]
-        bias, consumer = self.bias_add(node, (n,))
-        if consumer is None:
-            return False
-        constant = self.graph.constants[b.value]
-        original = self.state.get(constant.source) if constant.source else None
-        trans_b = 0
-        if (
-            b.value not in self.names
-            and original is not None
-            and len(self.graph.consumers(b.value)) == 1
-            and original.shape == constant.array.shape[::-1]
-            and np.array_equal(np.asarray(original).T, constant.array)
-        ):
-            # a weight's transpose folded at trace time, read only here: store the weight as the model does
-            weight = self.initializer(np.asarray(original), constant.source)
-            trans_b = 1
+        consumer = None
+        if bias is None:
+            bias, consumer = self.bias_add(node, (n,))
+            if consumer is None:
+                return False
+            output = consumer.outputs[0]
+            self.skip.add(id(consumer))
         else:
-            weight = self.name(b.value)
-        self.skip.add(id(consumer))
+            bias, output = bias.value, node.outputs[0]
+            if self.info(bias).shape != (n,):
+                return False
+        original = self.original_weight(b.value)
+        weight = original if original is not None else self.name(b.value)
         self.emit(
             "Gemm",
             [self.name(a.value), weight, self.name(bias)],
-            [self.name(consumer.outputs[0])],
-            transB=trans_b,
+            [self.name(output)],
+            transB=int(original is not None),
         )
         return True
+
+    def original_weight(self, value):
+        """The initializer holding the parameter that constant ``value`` is the folded transpose of, or
+        None (made once, shared by every Gemm reading it)."""
+        if value not in self.originals:
+            constant = self.graph.constants[value]
+            original = self.state.get(constant.source) if constant.source else None
+            self.originals[value] = None
+            if (
+                original is not None
+                and original.ndim == 2
+                and original.shape == constant.array.shape[::-1]
+                and np.array_equal(np.asarray(original).T, constant.array)
+            ):
+                self.originals[value] = self.initializer(np.asarray(original), constant.source)
+        return self.originals[value]
 
     def _op_softmax(self, node, a, axis, log):
         self.emit("LogSoftmax" if log else "Softmax", [self.name(a.value)], [self.out(node)], axis=axis)
