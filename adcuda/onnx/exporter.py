@@ -849,14 +849,9 @@ class _Writer:
         if axes == ():  # NumPy reduces nothing; ONNX would reduce everything
             self.emit("Cast", [x], [out], to=self.onnx_type(out_dtype))
             return
-        if op in ("all", "any"):
-            as_int = self.cast(x, np.int32) if in_dtype != np.int32 else x
-            reduced = self.reduce(
-                "ReduceMin" if op == "all" else "ReduceMax",
-                self.cast(self.emit("Not", [self.emit("Equal", [as_int, self.const(0, np.int32)])]), np.int32),
-                axes,
-                keepdim,
-            )
+        if op in ("all", "any"):  # over the truth values, as 0/1 integers (no Reduce* takes bool)
+            truth = self.cast(self.cast(x, np.bool_) if in_dtype != np.bool_ else x, np.int32)
+            reduced = self.reduce("ReduceMin" if op == "all" else "ReduceMax", truth, axes, keepdim)
             self.emit("Cast", [reduced], [out], to=self.onnx_type(np.bool_))
             return
         if op not in self._REDUCE:
