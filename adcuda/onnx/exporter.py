@@ -142,6 +142,7 @@ class _Writer:
         self.initializers = []
         self.names = {}  # value number -> ONNX tensor name
         self.used_names = set()
+        self.suffixes = {}  # name hint -> the last number appended to it
         self.skip = set()  # ids of graph nodes another node's translation absorbed
         self.symbols = {}  # dynamic size name -> (input name, axis)
         self.symbol_tensors = {}  # dynamic size name -> a 1-D int64 tensor holding it
@@ -151,11 +152,11 @@ class _Writer:
 
     # ------------------------------------------------------------------ names and constants
     def fresh(self, hint):
+        """A tensor or node name not used yet: ``hint``, else ``hint_1``, ``hint_2``..."""
         name = hint
-        k = 1
         while name in self.used_names:
-            name = f"{hint}_{k}"
-            k += 1
+            self.suffixes[hint] = self.suffixes.get(hint, 0) + 1
+            name = f"{hint}_{self.suffixes[hint]}"
         self.used_names.add(name)
         return name
 
