@@ -209,6 +209,23 @@ def test_average_pools(pool, operator):
     assert operator in op_types(proto)
 
 
+@needs_onnx
+@pytest.mark.parametrize(
+    "layer, shape",
+    [
+        (nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2), (2, 4, 5, 6)),
+        (nn.Conv1d(4, 3, 3, padding=1), (2, 4, 9)),
+        (nn.Upsample(scale_factor=2, mode="bilinear"), (2, 4, 5, 6)),
+        (nn.GroupNorm(2, 4), (2, 4, 5, 6)),
+        (nn.InstanceNorm2d(4), (2, 4, 5, 6)),
+    ],
+)
+def test_more_layers(layer, shape):
+    export_and_compare(
+        layer, adcuda.randn(*shape), dynamic_axes={"x0": [0]}, other_args=[(adcuda.randn(3, *shape[1:]),)]
+    )
+
+
 class TextClassifier(nn.Module):
     def __init__(self):
         super().__init__()

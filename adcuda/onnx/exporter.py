@@ -1122,6 +1122,27 @@ class _Writer:
             group=int(groups),
         )
 
+    def _op_conv2d_backward_input(self, node, g, weight, input_shape, stride, padding, dilation, groups):
+        """The input gradient of a convolution, which is a transposed convolution (nn.ConvTranspose2d)."""
+        if has_dim(tuple(input_shape)[2:]):
+            self.refuse("a transposed convolution whose output height or width is dynamic")
+        kernel = self.info(weight.value).shape[2:]
+        g_size = self.info(g.value).shape[2:]
+        extra = [
+            size - ((n - 1) * s - 2 * p + d * (k - 1) + 1)
+            for size, n, s, p, d, k in zip(tuple(input_shape)[2:], g_size, stride, padding, dilation, kernel)
+        ]
+        self.emit(
+            "ConvTranspose",
+            [self.name(g.value), self.name(weight.value)],
+            [self.out(node)],
+            strides=list(stride),
+            pads=list(padding) * 2,
+            dilations=list(dilation),
+            group=int(groups),
+            output_padding=extra,
+        )
+
     def _op_max_pool2d(self, node, x, kernel, stride, padding, dilation, out_size):
         if node.outputs[1] is not None:
             self.refuse("max_pool2d's indices (return_indices=True): ONNX numbers them differently")
