@@ -1,0 +1,239 @@
+"""adcuda.export.to_c: the generated C99 compiles warning-free and reproduces adcuda's forward.
+
+Each model is exported, compiled with ``cc -std=c99 -O2 -Wall -Werror`` together with the generated
+runner (``<name>_main.c``), run on the same inputs as adcuda, and compared (rtol 1e-4). Skipped where
+no C compiler is found.
+"""
+
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import adcuda
+import adcuda.nn as nn
+import adcuda.nn.functional as F
+from adcuda.export import ExportError, to_c
+
+CFLAGS = ("-std=c99", "-O2", "-Wall", "-Werror")
+
+
+def c_compiler():
+    for candidate in (os.environ.get("CC"), "cc", "gcc", "clang"):
+        if candidate and shutil.which(candidate):
+            return shutil.which(candidate)
+    return None
+
+
+needs_cc = pytest.mark.skipif(c_compiler() is None, reason="no C compiler (cc, gcc or clang) on PATH")
+
+
+def build(export, directory, extra_sources=()):
+    """Compile the export with its runner (or ``extra_sources`` instead) into ``directory``; the executable."""
+    exe = os.path.join(directory, f"{export.name}_run")
+    sources = list(extra_sources) or [os.path.join(directory, f"{export.name}_main.c")]
+    result = subprocess.run(
+        [c_compiler(), *CFLAGS, "-o", exe, export.source, *sources, "-lm"], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    return exe
+
+
+def run_c(export, directory, inputs):
+    """The C forward's outputs on ``inputs`` (NumPy arrays), through the generated runner."""
+    exe = build(export, directory)
+    paths = []
+    for i, x in enumerate(inputs):
+        paths.append(os.path.join(directory, f"in{i}.bin"))
+        np.ascontiguousarray(x, np.float32).tofile(paths[-1])
+    outs = [os.path.join(directory, f"out{i}.bin") for i in range(len(export.output_shapes))]
+    command = [exe] + ([export.weights] if export.weights else []) + paths + outs
+    result = subprocess.run(command, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    return [np.fromfile(p, np.float32).reshape(shape) for p, shape in zip(outs, export.output_shapes)]
+
+
+def reference(model, inputs):
+    model.eval()
+    with adcuda.no_grad():
+        out = model(*inputs)
+    return [t.numpy() for t in (out if isinstance(out, tuple) else (out,))]
+
+
+def check(model, inputs, tmp_path, weights):
+    export = to_c(model, tuple(inputs), tmp_path, name="net", weights=weights, runner=True)
+    got = run_c(export, str(tmp_path), [x.numpy() for x in inputs])
+    for g, want in zip(got, reference(model, inputs)):
+        np.testing.assert_allclose(g, want, rtol=1e-4, atol=1e-5)
+    return export
+
+
+def mlp():
+    return nn.Sequential(
+        nn.Linear(8, 32),
+        nn.ReLU(),
+        nn.Linear(32, 32),
+        nn.GELU(),
+        nn.LayerNorm(32),
+        nn.Linear(32, 16),
+        nn.Tanh(),
+        nn.Linear(16, 16),
+        nn.GELU(approximate="tanh"),
+        nn.Linear(16, 16),
+        nn.Sigmoid(),
+        nn.Linear(16, 5),
+        nn.Softmax(dim=-1),
+    )
+
+
+def cnn():
+    model = nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1),
+        nn.BatchNorm2d(8),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(8, 8, 3, stride=2, padding=1, groups=2),
+        nn.BatchNorm2d(8),
+        nn.ReLU(),
+        nn.Conv2d(8, 6, 3, padding=2, dilation=2, bias=False),
+        nn.AvgPool2d(2),
+        nn.Flatten(),
+        nn.Linear(6 * 2 * 2, 7),
+        nn.LogSoftmax(dim=1),
+    )
+    for bn in (model[1], model[5]):  # statistics away from (0, 1), so that folding them matters
+        bn.running_mean.copy_(adcuda.randn(8))
+        bn.running_var.copy_(adcuda.rand(8) + 0.5)
+        bn.weight.data.copy_(adcuda.randn(8))
+        bn.bias.data.copy_(adcuda.randn(8))
+    return model
+
+
+@needs_cc
+@pytest.mark.parametrize("weights", ["embedded", "file"])
+def test_mlp_matches_adcuda(tmp_path, weights):
+    adcuda.manual_seed(0)
+    export = check(mlp(), [adcuda.randn(7, 8)], tmp_path, weights)
+    assert export.output_shapes == [(7, 5)]
+    assert (export.weights is not None) == (weights == "file")
+
+
+@needs_cc
+@pytest.mark.parametrize("weights", ["embedded", "file"])
+def test_cnn_matches_adcuda_with_batchnorm_folded(tmp_path, weights):
+    adcuda.manual_seed(1)
+    export = check(cnn(), [adcuda.randn(2, 3, 16, 16)], tmp_path, weights)
+    source = open(export.source).read()
+    # three convolutions carry both batch norms, their biases and ReLUs: no loop of their own remains
+    assert source.count("/* conv2d:") == 3
+    assert "/* binary mul" not in source and "/* unary relu" not in source
+
+
+@needs_cc
+def test_layer_norm_over_two_dims_and_softmax_over_a_middle_dim(tmp_path):
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm = nn.LayerNorm((4, 6))
+            self.proj = nn.Linear(6, 6)
+
+        def forward(self, x):
+            return F.softmax(self.proj(self.norm(x)), dim=1) * 2.0 - F.silu(x).clamp(-0.5, 0.5)
+
+    adcuda.manual_seed(2)
+    check(Net(), [adcuda.randn(3, 4, 6)], tmp_path, "embedded")
+
+
+@needs_cc
+def test_two_inputs_two_outputs_and_a_view_output(tmp_path):
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(6, 4)
+
+        def forward(self, x, y):
+            h = self.a(x) + y
+            return h.reshape(2, 6), F.log_softmax(h, dim=0)
+
+    adcuda.manual_seed(3)
+    export = check(Net(), [adcuda.randn(3, 6), adcuda.randn(3, 4)], tmp_path, "file")
+    assert export.output_shapes == [(2, 6), (3, 4)]
+
+
+@needs_cc
+def test_permuted_and_batched_products(tmp_path):
+    class Net(nn.Module):
+        def forward(self, q, k):
+            return (q @ k.transpose(1, 2)).softmax(-1) @ k
+
+    adcuda.manual_seed(4)
+    check(Net(), [adcuda.randn(2, 5, 3), adcuda.randn(2, 5, 3)], tmp_path, "embedded")
+
+
+def test_scratch_memory_is_reused_along_a_chain(tmp_path):
+    layers = []
+    for _ in range(8):
+        layers += [nn.Linear(64, 64), nn.ReLU()]
+    export = to_c(nn.Sequential(*layers), adcuda.randn(4, 64), tmp_path)
+    one_activation = 4 * 64 * 4
+    # 7 intermediate activations, at most two alive at once (the last layer writes the output buffer)
+    assert export.scratch_bytes == 2 * one_activation
+    assert export.weight_bytes == 8 * (64 * 64 + 64) * 4
+    header = open(export.header).read()
+    assert "in0:  (4, 64)" in header and "#define MODEL_SCRATCH_BYTES 2048" in header
+
+
+@needs_cc
+def test_weights_file_errors_are_return_codes(tmp_path):
+    adcuda.manual_seed(5)
+    export = to_c(nn.Linear(3, 2), adcuda.randn(1, 3), tmp_path, name="tiny", weights="file")
+    main = tmp_path / "check_main.c"
+    main.write_text(
+        '#include <stdio.h>\n#include "tiny.h"\n'
+        "int main(int argc, char** argv) {\n"
+        "    float x[3] = {1.0f, 2.0f, 3.0f}, y[2];\n"
+        "    (void)argc;\n"
+        '    printf("%d ", tiny_forward(x, y));\n'
+        '    printf("%d ", tiny_load_weights("missing.weights"));\n'
+        '    printf("%d ", tiny_forward(x, 0));\n'
+        '    printf("%d ", tiny_load_weights(argv[2]));\n'
+        '    printf("%d ", tiny_forward(x, y));\n'
+        '    printf("%d ", tiny_load_weights(argv[1]));\n'
+        '    printf("%d\\n", tiny_forward(x, y));\n'
+        "    return 0;\n"
+        "}\n"
+    )
+    exe = build(export, str(tmp_path), [str(main)])
+    damaged = tmp_path / "damaged.weights"
+    damaged.write_bytes(open(export.weights, "rb").read()[:-4])
+    result = subprocess.run([exe, str(damaged), export.weights], capture_output=True, text=True, cwd=tmp_path)
+    # not loaded, cannot open, NULL buffer; loaded and run; a damaged file unloads them
+    assert result.stdout.split() == ["2", "3", "1", "0", "0", "4", "2"]
+
+
+def test_refusals_name_the_op(tmp_path):
+    class Sum(nn.Module):
+        def forward(self, x):
+            return x.sum(1)
+
+    with pytest.raises(ExportError, match="primitive reduce"):
+        to_c(Sum(), adcuda.randn(2, 3), tmp_path)
+
+    with pytest.raises(ExportError, match="int64"):
+        to_c(nn.Embedding(10, 4), adcuda.tensor([[1, 2]]), tmp_path)
+
+    class Indices(nn.Module):
+        def forward(self, x):
+            values, indices = F.max_pool2d(x, 2, return_indices=True)
+            return values + indices.float()
+
+    with pytest.raises(ExportError, match="max_pool2d"):
+        to_c(Indices(), adcuda.randn(1, 1, 4, 4), tmp_path)
+
+    with pytest.raises(ExportError, match="C identifier"):
+        to_c(nn.Linear(2, 2), adcuda.randn(1, 2), tmp_path, name="my-model")
+    with pytest.raises(ExportError, match="embedded' or 'file"):
+        to_c(nn.Linear(2, 2), adcuda.randn(1, 2), tmp_path, weights="separate")
+    assert not list(tmp_path.iterdir())  # a refused export writes nothing
