@@ -6,7 +6,7 @@ import pytest
 import adcuda
 import adcuda.nn as nn
 from adcuda.backends import cpu
-from adcuda.export import ExportError, Ref, trace_forward
+from adcuda.export import Dim, ExportError, Ref, trace_forward
 
 
 def evaluate(graph, inputs):
@@ -43,6 +43,7 @@ def test_mlp_graph_reads_folded_weight_transposes():
     assert bias.name == "0.bias"
     assert graph.values[graph.outputs[0]].shape == (3, 4)
     assert graph.values[graph.inputs[0]].dtype == adcuda.float32
+    assert "test_export_trace.py:" in graph.nodes[0].where
     np.testing.assert_allclose(evaluate(graph, [x.numpy()])[0], model(x).detach().numpy(), rtol=1e-6)
 
 
@@ -104,3 +105,28 @@ def test_forward_hook_and_bad_arguments_are_refused():
         trace_forward(model, adcuda.randn(3, 4))
     with pytest.raises(ExportError, match="args must be a tensor"):
         trace_forward(nn.Linear(4, 2), [1.0, 2.0])
+
+
+def test_dynamic_axes_make_reshape_sizes_symbolic():
+    layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, batch_first=True)
+    graph = trace_forward(layer, adcuda.randn(2, 5, 8), dynamic_axes={0: {0: "batch"}})
+    batch = Dim(1, ("batch",))
+    assert graph.values[graph.outputs[0]].symbolic_shape == (batch, 5, 8)
+    assert graph.values[graph.outputs[0]].shape == (2, 5, 8)
+    views = [n.params["shape"] for n in graph.nodes if n.op == "view"]
+    assert (Dim(5, ("batch",)), 8) in views and (5, batch, 8) in views
+    assert Dim(5, ("batch",)).evaluate({"batch": 3}) == 15
+
+
+class _Positions(nn.Module):
+    def forward(self, x):
+        return x + adcuda.arange(x.shape[1], dtype=adcuda.float32)
+
+
+def test_dynamic_axes_refuse_constants_and_sizes_that_follow_the_input():
+    with pytest.raises(ExportError, match="constant .* changes with the dynamic sizes"):
+        trace_forward(_Positions(), adcuda.randn(2, 5), dynamic_axes={0: {1: "seq"}})
+    trace_forward(_Positions(), adcuda.randn(2, 5), dynamic_axes={0: {0: "batch"}})
+    pool = nn.Sequential(nn.MaxPool2d(2), nn.Flatten())
+    with pytest.raises(ExportError, match="other than as a product"):
+        trace_forward(pool, adcuda.randn(1, 1, 6, 6), dynamic_axes={0: {2: "h", 3: "h"}})

@@ -21,7 +21,8 @@ The ``Graph`` (every value numbered: inputs first, then constants, then node res
   ``inputs`` (the value numbers the call reads, in argument order) and
   ``outputs`` (value numbers of its results by position: one for a primitive returning one array,
   one per tuple item otherwise; None for a result nothing downstream reads, e.g. max_pool2d's
-  indices or layer_norm's mean and rstd);
+  indices or layer_norm's mean and rstd) and ``where`` (the user's ``file:line`` that made it, for
+  an exporter's refusals);
 - ``outputs``: value numbers of the model's results, in order (an input or a constant may be one);
 - ``values``: value number -> ``ValueInfo(shape, dtype)`` for every value (``dtype`` an adcuda dtype).
 
@@ -37,6 +38,15 @@ What it refuses (``ExportError``, naming the op and the user's line where there 
 read on the host (``.item()``, ``bool(t)``, printing), a random draw (dropout in training mode,
 ``randn`` in forward), a primitive writing in place (``copy_``, ``index_put_``...), forward hooks,
 optimizer/host steps, boolean-mask indexing, CUDA tensors, arguments or results that are not tensors.
+
+Dynamic sizes: with ``dynamic_axes`` ({input position: {axis: name}}; axes sharing a name share one
+size) the model is traced once more per name with that size changed, and every size or integer
+argument that moved becomes a ``Dim(coefficient, symbols)``: ``coefficient`` times the product of the
+named sizes (``view``'s ``(5 * batch, 8)`` is ``(Dim(5, ("batch",)), 8)``), checked against each
+trace. ``ValueInfo.dims`` then holds the symbolic shape (``symbolic_shape`` gives ``dims`` or
+``shape``); ``shape`` stays the traced one. Refused: a model that runs other primitives or computes a
+constant (an ``arange``, a mask) from a dynamic size, a size that is no such product (``H // 2``
+of a dynamic ``H``), a float argument that follows a size.
 
 ``Graph.consumers(value)`` lists the nodes reading a value and ``Graph.producer(value)`` the node
 making it (None for inputs and constants); ``str(graph)`` prints one line per node.
@@ -66,7 +76,7 @@ from ..capture.recorder import (
 from ..errors import AdcudaError
 from ..tensor import Tensor
 
-__all__ = ["ExportError", "Graph", "Node", "Constant", "ValueInfo", "Ref", "trace_forward"]
+__all__ = ["ExportError", "Graph", "Node", "Constant", "ValueInfo", "Ref", "Dim", "trace_forward"]
 
 # primitives that pass their argument through as it is, for the graph's logical (row-major) values
 _IDENTITY_PRIMITIVES = frozenset({"contiguous"})
@@ -83,10 +93,37 @@ class Ref:
     value: int
 
 
+@dataclass(frozen=True, repr=False)
+class Dim:
+    """A symbolic size: ``coefficient`` times the product of the dynamic sizes named in ``symbols``."""
+
+    coefficient: int
+    symbols: tuple
+
+    def evaluate(self, sizes):
+        """The size for ``sizes`` ({symbol name: size})."""
+        n = self.coefficient
+        for s in self.symbols:
+            n *= sizes[s]
+        return n
+
+    def __str__(self):
+        return "*".join(([str(self.coefficient)] if self.coefficient != 1 else []) + list(self.symbols))
+
+    def __repr__(self):
+        return f"Dim({self})"
+
+
 @dataclass(frozen=True)
 class ValueInfo:
     shape: tuple
     dtype: dt.dtype
+    dims: tuple = None  # ``shape`` with a ``Dim`` for each size that follows a dynamic axis (None: static)
+
+    @property
+    def symbolic_shape(self):
+        """``dims`` where some size is dynamic, else ``shape``."""
+        return self.shape if self.dims is None else self.dims
 
 
 @dataclass(frozen=True)
@@ -102,6 +139,7 @@ class Node:
     params: dict
     inputs: tuple
     outputs: tuple
+    where: str | None = None  # the user's line (``file:line``) that made the call
 
     def __str__(self):
         outs = ", ".join("_" if o is None else f"%{o}" for o in self.outputs)
@@ -165,13 +203,16 @@ class _ForwardRecorder(Recorder):
 
     def __init__(self, inputs):
         super().__init__(strict=True, inputs=inputs)
+        self.lines = {}  # step index -> the user's line that made that primitive call
 
     def call(self, name, fn, args, kwargs):
-        if self.recording:
-            if name in RANDOM_PRIMITIVES:
-                self.fail(f"a random draw ({name}) in the forward: an exported graph has no random numbers")
-            if name.endswith("_"):
-                self.fail(f"{name} writes into an array in place (exported graphs are made of new values only)")
+        if not self.recording:
+            return super().call(name, fn, args, kwargs)
+        if name in RANDOM_PRIMITIVES:
+            self.fail(f"a random draw ({name}) in the forward: an exported graph has no random numbers")
+        if name.endswith("_"):
+            self.fail(f"{name} writes into an array in place (exported graphs are made of new values only)")
+        self.lines[len(self.trace.steps)] = user_line()[0]
         return super().call(name, fn, args, kwargs)
 
     def _drawn(self, generator, numel, seed, offset):
@@ -184,27 +225,36 @@ class _ForwardRecorder(Recorder):
         return fn(*args, **kwargs)
 
 
-def trace_forward(model, args, *, op="export"):
+def trace_forward(model, args, *, op="export", dynamic_axes=None):
     """The ``Graph`` of ``model(*args)`` in eval mode (see the module docstring); ``op`` names the
-    caller in errors (``adcuda.onnx.export``, ``adcuda.export.to_c``)."""
+    caller in errors (``adcuda.onnx.export``, ``adcuda.export.to_c``). ``dynamic_axes``
+    ({input position: {axis: symbol name}}) makes those input sizes symbolic (see "Dynamic sizes")."""
     tensors = _argument_tensors(args, op)
     modes = [(m, m.training) for m in model.modules()] if hasattr(model, "modules") else []
+    names = _state_names(model)
+    try:
+        if hasattr(model, "eval"):
+            model.eval()
+        graph = _trace_once(model, tensors, names, op)
+        if dynamic_axes:
+            graph = _with_symbolic_sizes(graph, model, tensors, names, op, dynamic_axes)
+    finally:
+        for m, training in modes:
+            m.training = training
+    return graph
+
+
+def _trace_once(model, tensors, names, op):
     recorder = _ForwardRecorder(tensors)
     for t in tensors:
         recorder.add_input(t._data)
     try:
-        if hasattr(model, "eval"):
-            model.eval()
         with no_grad(), recorder:
             result = model(*tensors)
         _, leaves = recorder.outputs(result)
     except Uncapturable as e:
         raise ExportError(f"{op}: cannot trace {_model_name(model)}: {e.what} at {e.where}") from None
-    finally:
-        for m, training in modes:
-            m.training = training
-    names = _state_names(model)
-    return _Builder(recorder.trace, names, op).build(leaves)
+    return _Builder(recorder.trace, names, op, recorder.lines).build(leaves)
 
 
 def _argument_tensors(args, op):
@@ -247,8 +297,9 @@ class _Builder:
     """Turns a recorder's ``Trace`` into a ``Graph``: identities dropped, constants folded, dead nodes
     dropped, values renumbered (inputs, constants, node results)."""
 
-    def __init__(self, trace, names, op):
+    def __init__(self, trace, names, op, lines):
         self.trace = trace
+        self.lines = lines
         self.names = names
         self.op = op
         self.arrays = list(trace.arrays)  # value number -> array (trace values, then constants)
@@ -299,7 +350,7 @@ class _Builder:
                     self.arrays[r] = np.ascontiguousarray(self.arrays[r]).copy()
                     self.constants[r] = (None, source)
             return None
-        return Node(call.name, params, inputs, tuple(outputs))
+        return Node(call.name, params, inputs, tuple(outputs), self.lines.get(index))
 
     def _references(self, value):
         if value.__class__ is Value:
@@ -359,6 +410,7 @@ class _Builder:
                 {k: renumber(v) for k, v in node.params.items()},
                 tuple(number[v] for v in node.inputs),
                 tuple(number[r] if r is not None and r in live else None for r in node.outputs),
+                node.where,
             )
             for node in kept
         ]
@@ -398,3 +450,156 @@ def _refs(value):
     elif value.__class__ is dict:
         for v in value.values():
             yield from _refs(v)
+
+
+# ---------------------------------------------------------------------------------------------
+# dynamic sizes: the graph traced again with each dynamic size changed, the differences made symbolic
+def _with_symbolic_sizes(graph, model, tensors, names, op, dynamic_axes):
+    base_sizes = _symbol_sizes(tensors, dynamic_axes, op)
+    variants = {}
+    for symbol, size in base_sizes.items():
+        other = size - 1 if size >= 3 else size + 1  # smaller first: models with a maximum length still run
+        varied = [_resized(t, dynamic_axes.get(i, {}), symbol, other) for i, t in enumerate(tensors)]
+        try:
+            variant = _trace_once(model, varied, names, op)
+        except ExportError:
+            raise
+        except Exception as e:
+            raise ExportError(
+                f"{op}: the model fails when dynamic size '{symbol}' is {other} instead of {size} "
+                f"({type(e).__name__}: {e}); a dynamic axis must accept other sizes, and axes that must stay "
+                "equal need one name in dynamic_axes"
+            ) from None
+        variants[symbol] = (other, variant)
+    return _Symbolizer(graph, base_sizes, variants, op).run()
+
+
+def _symbol_sizes(tensors, dynamic_axes, op):
+    sizes = {}
+    for i, axes in dynamic_axes.items():
+        if not 0 <= i < len(tensors):
+            raise ExportError(f"{op}: dynamic_axes names input {i}, but the model takes {len(tensors)} input(s)")
+        shape = tensors[i].shape
+        for axis, symbol in axes.items():
+            if not -len(shape) <= axis < len(shape):
+                raise ExportError(
+                    f"{op}: dynamic axis {axis} of input {i} is out of range for its shape {tuple(shape)}"
+                )
+            size = shape[axis]
+            if sizes.setdefault(symbol, size) != size:
+                raise ExportError(
+                    f"{op}: dynamic size '{symbol}' is {sizes[symbol]} on one axis and {size} on another "
+                    f"(input {i}, axis {axis}): axes sharing a name must have one size"
+                )
+    return sizes
+
+
+def _resized(tensor, axes, symbol, size):
+    """``tensor`` with every axis named ``symbol`` cut or extended (repeating its first entries, so
+    index inputs stay valid) to ``size``."""
+    array = tensor._data
+    for axis, name in axes.items():
+        if name != symbol:
+            continue
+        current = array.shape[axis]
+        if size <= current:
+            array = np.take(array, np.arange(size), axis=axis)
+        else:
+            array = np.concatenate([array, np.take(array, np.arange(size - current) % current, axis=axis)], axis)
+    return Tensor._make(np.ascontiguousarray(array), tensor._device)
+
+
+class _Symbolizer:
+    """Compares the base graph with one variant per dynamic size and writes each size or integer
+    argument that moved as a ``Dim``: a product of the dynamic sizes it follows and a coefficient,
+    checked against every variant."""
+
+    def __init__(self, graph, sizes, variants, op):
+        self.graph = graph
+        self.sizes = sizes
+        self.variants = variants
+        self.op = op
+
+    def run(self):
+        graph = self.graph
+        for symbol, (_, variant) in self.variants.items():
+            self._same_structure(variant, symbol)
+        values = {}
+        for v, info in graph.values.items():
+            dims = tuple(
+                self._symbolic(size, [var.values[v].shape[k] for _, var in self.variants.values()], v)
+                for k, size in enumerate(info.shape)
+            )
+            values[v] = ValueInfo(info.shape, info.dtype, dims if any(isinstance(d, Dim) for d in dims) else None)
+        for v, constant in graph.constants.items():
+            if values[v].dims is not None or any(
+                not np.array_equal(var.constants[v].array, constant.array) for _, var in self.variants.values()
+            ):
+                label = constant.name or (f"computed from {constant.source}" if constant.source else "data")
+                raise ExportError(
+                    f"{self.op}: constant %{v} ({label}, shape {values[v].shape}) changes with the dynamic "
+                    f"sizes {sorted(self.sizes)}: the forward computes it from an input's size (arange, a "
+                    "mask made for the sequence length...); export with that axis static"
+                )
+        nodes = []
+        for index, node in enumerate(graph.nodes):
+            others = [var.nodes[index].params for _, var in self.variants.values()]
+            params = {k: self._argument(value, [o[k] for o in others], node) for k, value in node.params.items()}
+            nodes.append(Node(node.op, params, node.inputs, node.outputs, node.where))
+        return Graph(graph.inputs, graph.outputs, graph.constants, nodes, values)
+
+    def _same_structure(self, variant, symbol):
+        base = self.graph
+        if [n.op for n in variant.nodes] != [n.op for n in base.nodes] or [n.inputs for n in variant.nodes] != [
+            n.inputs for n in base.nodes
+        ]:
+            raise ExportError(
+                f"{self.op}: the model runs different primitives when dynamic size '{symbol}' changes (its "
+                "Python branches on a size): it cannot be exported with that axis dynamic"
+            )
+
+    def _symbolic(self, base, others, value, what=None):
+        """``base`` (an int of the base graph) as a ``Dim`` where a variant changed it, else itself."""
+        symbols = tuple(s for s, other in zip(self.variants, others) if other != base)
+        if not symbols:
+            return base
+        product = 1
+        for s in symbols:
+            product *= self.sizes[s]
+        coefficient = base // product if product else 0
+        dim = Dim(coefficient, symbols)
+        fits = coefficient * product == base and all(
+            other == dim.evaluate({**self.sizes, s: self.variants[s][0]}) for s, other in zip(self.variants, others)
+        )
+        if not fits:
+            place = what or f"a size of %{value}, made by {self._maker(value)}"
+            raise ExportError(
+                f"{self.op}: {place} follows the dynamic sizes {list(symbols)} other than as a product "
+                f"of them ({base} for {self.sizes}): export with those axes static"
+            )
+        return dim
+
+    def _maker(self, value):
+        node = self.graph.producer(value)
+        return node.op if node is not None else "an input"
+
+    def _argument(self, value, others, node):
+        if value.__class__ is int and all(o.__class__ is int for o in others):
+            return self._symbolic(value, others, None, f"an integer argument of {node.op}")
+        if value.__class__ in (list, tuple) and all(
+            o.__class__ is value.__class__ and len(o) == len(value) for o in others
+        ):
+            return value.__class__(self._argument(v, [o[i] for o in others], node) for i, v in enumerate(value))
+        if value.__class__ is slice and all(o.__class__ is slice for o in others):
+            return slice(
+                *(
+                    self._argument(getattr(value, a), [getattr(o, a) for o in others], node)
+                    for a in ("start", "stop", "step")
+                )
+            )
+        if any(o != value for o in others):
+            raise ExportError(
+                f"{self.op}: an argument of {node.op} ({value!r}) changes with the dynamic sizes: the forward "
+                "computes it from an input's size; export with that axis static"
+            )
+        return value
