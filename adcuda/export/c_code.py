@@ -13,11 +13,15 @@ over an output row), so that ``-O2``/``-O3`` vectorizes it. Only libm's float fu
 
 import numpy as np
 
+from ..backends.cpu.elementwise import _ERF_CLAMP, _ERF_P, _ERF_Q
 from .c_graph import BINARY_C, UNARY_C
 from .trace import ExportError
 
 # offsets of scratch values and constants are multiples of this many floats (64 bytes: a cache line)
 ALIGN_FLOATS = 16
+# the register block of a Linear: rows x columns of sums kept over the k loop (4 x 16 floats: 8 AVX registers)
+LINEAR_ROWS = 4
+LINEAR_COLUMNS = 16
 WEIGHTS_MAGIC = b"ADCW"
 WEIGHTS_VERSION = 1
 ERROR_CODES = (
@@ -369,28 +373,57 @@ class CSource:
         return [self.pointer(node.inputs[0]), self.pointer(node.out)], body
 
     def _kernel_linear(self, node):
+        """``x (M, K) @ w (K, N) + bias``. Blocks of ``LINEAR_ROWS`` rows by ``LINEAR_COLUMNS`` columns keep
+        their sums in registers over the whole k loop (each weight row is read once per block of rows,
+        not once per row); the rows and columns left over go row by row in i-k-j order."""
         x, w = node.inputs[0], node.inputs[1]
         k_size, n_size = self.graph.shapes[w]
         rows = self.graph.numel(x) // k_size
         params = [self.pointer(x), self.pointer(w)]
-        if len(node.inputs) > 2:
+        has_bias = len(node.inputs) > 2
+        if has_bias:
             params.append(self.pointer(node.inputs[2]))
-            start = "yr[n] = p2[n];"
-        else:
-            start = "yr[n] = 0.0f;"
-        body = [
+        block_rows = rows // LINEAR_ROWS * LINEAR_ROWS
+        block_cols = n_size // LINEAR_COLUMNS * LINEAR_COLUMNS
+        r, c = range(LINEAR_ROWS), LINEAR_COLUMNS
+        body = []
+        if block_rows and block_cols:
+            body += [
+                f"for (long m = 0; m < {block_rows}L; m += {LINEAR_ROWS}) {{",
+                f"    for (long n0 = 0; n0 < {block_cols}L; n0 += {c}) {{",
+                "        float " + ", ".join(f"acc{i}[{c}]" for i in r) + ";",
+                f"        for (long j = 0; j < {c}; ++j) {{",
+                *(f"            acc{i}[j] = {'p2[n0 + j]' if has_bias else '0.0f'};" for i in r),
+                "        }",
+                f"        for (long k = 0; k < {k_size}L; ++k) {{",
+                f"            const float* restrict wr = p1 + k * {n_size}L + n0;",
+                *(f"            const float a{i} = p0[(m + {i}) * {k_size}L + k];" for i in r),
+                f"            for (long j = 0; j < {c}; ++j) {{",
+                "                const float wv = wr[j];",
+                *(f"                acc{i}[j] += a{i} * wv;" for i in r),
+                "            }",
+                "        }",
+                f"        for (long j = 0; j < {c}; ++j) {{",
+                *(f"            y[(m + {i}) * {n_size}L + n0 + j] = acc{i}[j];" for i in r),
+                "        }",
+                "    }",
+                "}",
+            ]
+        first = f"m < {block_rows}L ? {block_cols}L : 0" if block_rows and block_cols else "0"
+        body += [
             f"for (long m = 0; m < {rows}L; ++m) {{",
+            f"    const long n0 = {first};",
             f"    const float* restrict xr = p0 + m * {k_size}L;",
             f"    float* restrict yr = y + m * {n_size}L;",
-            f"    for (long n = 0; n < {n_size}L; ++n) {start}",
+            f"    for (long n = n0; n < {n_size}L; ++n) yr[n] = {'p2[n]' if has_bias else '0.0f'};",
             f"    for (long k = 0; k < {k_size}L; ++k) {{",
             "        const float a = xr[k];",
             f"        const float* restrict wr = p1 + k * {n_size}L;",
-            f"        for (long n = 0; n < {n_size}L; ++n) yr[n] += a * wr[n];",
+            f"        for (long n = n0; n < {n_size}L; ++n) yr[n] += a * wr[n];",
             "    }",
+            "}",
         ]
-        body += ["    " + line for line in _activation_loop(node.attrs.get("act"), "yr", n_size)]
-        body.append("}")
+        body += _activation_loop(node.attrs.get("act"), "y", rows * n_size)
         return params + [self.pointer(node.out)], body
 
     def _kernel_matmul(self, node):
@@ -458,7 +491,6 @@ class CSource:
         ]
         body += ["        " + line for line in _activation_loop(node.attrs.get("act"), "yo", plane)]
         body += ["    }", "}"]
-        self._needs_window_helpers = True
         return params + [self.pointer(node.out)], body
 
     def _kernel_maxpool(self, node):
@@ -490,7 +522,6 @@ class CSource:
             "    }",
             "}",
         ]
-        self._needs_window_helpers = True
         return [self.pointer(x), self.pointer(node.out)], body
 
     def _kernel_layernorm(self, node):
@@ -549,24 +580,53 @@ class CSource:
 
     # ------------------------------------------------------------------ putting it together
     def write(self):
-        """``(header text, source text)``; the window helpers go in only where a conv or pool uses them."""
-        self._needs_window_helpers = False
+        """``(header text, source text)``; each helper function goes in only where a kernel calls it
+        (an unused static function would fail -Wall -Werror)."""
         source = self.source()
-        if self._needs_window_helpers:
-            marker = f'#include "{self.name}.h"\n'
-            source = source.replace(marker, marker + "\n" + WINDOW_HELPERS, 1)
+        marker = f'#include "{self.name}.h"\n'
+        helpers = [text for name, text in _helpers().items() if f"{name}(" in source]
+        if helpers:
+            source = source.replace(marker, marker + "\n" + "\n".join(helpers), 1)
         return self.header(), source
+
+
+def _helpers():
+    """name -> C text of the static helper functions kernels may call."""
+    return {"first_out": WINDOW_HELPERS, "erf_rational": _erf_helper()}
+
+
+def _erf_helper():
+    """erf as the CPU backend computes it (backends/cpu/elementwise.py): x P(x^2) / Q(x^2) on [-4, 4],
+    with the same coefficients, so the C output matches adcuda's to rounding."""
+
+    def horner(name, coefficients):
+        text = f"    float {name} = {_float_literal(coefficients[0])};\n"
+        for c in coefficients[1:]:
+            text += f"    {name} = {name} * z2 + {_float_literal(c)};\n"
+        return text
+
+    clamp = _float_literal(_ERF_CLAMP)
+    return (
+        "/* erf(x) = x P(x^2) / Q(x^2) on [-4, 4] (beyond it erf is +-1 in float32): branch-free, so that\n"
+        " * loops over it vectorize (adcuda's CPU backend computes it the same way). */\n"
+        "static inline float erf_rational(float x) {\n"
+        f"    const float z = x < -{clamp} ? -{clamp} : (x > {clamp} ? {clamp} : x);\n"
+        "    const float z2 = z * z;\n"
+        "    float r;\n" + horner("p", _ERF_P) + horner("q", _ERF_Q) + "    r = z * p / q;\n"
+        "    return r < -1.0f ? -1.0f : (r > 1.0f ? 1.0f : r);\n"
+        "}\n"
+    )
 
 
 WINDOW_HELPERS = """/* The outputs o of a sliding window (stride s, padding p) whose tap at offset t reads inside the
  * input (0 <= o * s - p + t < size) run from first_out(...) to end_out(...): the loops over them then
  * need no bounds check (zero padding adds nothing, and max pooling never picks a pad). */
-static long first_out(long tap, long pad, long stride) {
+static inline long first_out(long tap, long pad, long stride) {
     const long need = pad - tap;
     return need <= 0 ? 0 : (need + stride - 1) / stride;
 }
 
-static long end_out(long tap, long pad, long stride, long size, long out) {
+static inline long end_out(long tap, long pad, long stride, long size, long out) {
     const long last = size - 1 + pad - tap;
     long end;
     if (last < 0) return 0;

@@ -20,7 +20,9 @@ import numpy as np
 from .. import dtypes as dt
 from .trace import ExportError, Ref
 
-# unary primitives and their C expression over ``v`` (a float): libm's float functions, nothing else
+# unary primitives and their C expression over ``v`` (a float): libm's float functions, and the CPU
+# backend's rational erf (c_code.py's ``erf_rational``: branch-free, so the loops vectorize; libm's erff
+# is a call per element and would take most of a GELU MLP's time)
 UNARY_C = {
     "neg": "-v",
     "abs": "fabsf(v)",
@@ -34,10 +36,10 @@ UNARY_C = {
     "tanh": "tanhf(v)",
     "sigmoid": "1.0f / (1.0f + expf(-v))",
     "relu": "(v > 0.0f ? v : 0.0f)",
-    "gelu": "0.5f * v * (1.0f + erff(v * 0.70710678118654752f))",
+    "gelu": "0.5f * v * (1.0f + erf_rational(v * 0.70710678118654752f))",
     "gelu_tanh": "0.5f * v * (1.0f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)))",
     "silu": "v / (1.0f + expf(-v))",
-    "erf": "erff(v)",
+    "erf": "erf_rational(v)",
     "floor": "floorf(v)",
     "ceil": "ceilf(v)",
     "trunc": "truncf(v)",
