@@ -116,6 +116,8 @@ class Dim:
 
 @dataclass(frozen=True)
 class ValueInfo:
+    """The shape and adcuda dtype of one value of a graph (``dims``: see "Dynamic sizes")."""
+
     shape: tuple
     dtype: dt.dtype
     dims: tuple = None  # ``shape`` with a ``Dim`` for each size that follows a dynamic axis (None: static)
@@ -128,6 +130,8 @@ class ValueInfo:
 
 @dataclass(frozen=True)
 class Constant:
+    """A value known at export time: a parameter or buffer, host data, or one folded from constants."""
+
     array: np.ndarray
     name: str | None = None  # the state-dict name of a parameter or buffer
     source: str | None = None  # for a folded constant: the one state-dict name it was computed from
@@ -135,6 +139,8 @@ class Constant:
 
 @dataclass
 class Node:
+    """One primitive call: ``op``, its arguments by name (arrays as ``Ref``), the values it reads and makes."""
+
     op: str
     params: dict
     inputs: tuple
@@ -149,12 +155,14 @@ class Node:
 
 @dataclass
 class Graph:
+    """A model's eval forward as primitive calls over numbered values (see the module docstring)."""
+
     inputs: tuple
     outputs: tuple
     constants: dict
     nodes: list
     values: dict
-    _consumers: dict = field(default=None, repr=False)
+    _consumers: dict = field(default=None, repr=False, init=False)
 
     def producer(self, value):
         """The node making ``value``, or None for an input or a constant."""
@@ -347,7 +355,7 @@ class _Builder:
             source = sources.pop() if len(sources) == 1 else None
             for r in outputs:
                 if r is not None:
-                    self.arrays[r] = np.ascontiguousarray(self.arrays[r]).copy()
+                    self.arrays[r] = np.array(self.arrays[r], order="C")  # a copy; 0-d stays 0-d
                     self.constants[r] = (None, source)
             return None
         return Node(call.name, params, inputs, tuple(outputs), self.lines.get(index))
@@ -375,7 +383,7 @@ class _Builder:
         n = self._external.get(id(array))
         if n is None:
             n = self._external[id(array)] = len(self.arrays)
-            self.arrays.append(np.ascontiguousarray(array).copy())
+            self.arrays.append(np.array(array, order="C"))
             self.constants[n] = (name, None)
         return n
 
@@ -506,7 +514,7 @@ def _resized(tensor, axes, symbol, size):
             array = np.take(array, np.arange(size), axis=axis)
         else:
             array = np.concatenate([array, np.take(array, np.arange(size - current) % current, axis=axis)], axis)
-    return Tensor._make(np.ascontiguousarray(array), tensor._device)
+    return Tensor._make(np.array(array, order="C"), tensor._device)
 
 
 class _Symbolizer:
