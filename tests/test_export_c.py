@@ -1,12 +1,11 @@
 """adcuda.export.to_c: the generated C99 compiles warning-free and reproduces adcuda's forward.
 
-Each model is exported, compiled with ``cc -std=c99 -O2 -Wall -Werror`` together with the generated
-runner (``<name>_main.c``), run on the same inputs as adcuda, and compared (rtol 1e-4). Skipped where
-no C compiler is found.
+Each model is exported, compiled with ``cc -std=c99 -O2 -Wall -Werror`` (conftest.py's ``compile_c``) together
+with the generated runner (``<name>_main.c``), run on the same inputs as adcuda, and compared (rtol
+1e-4). Skipped where no C compiler is found.
 """
 
 import os
-import shutil
 import subprocess
 
 import numpy as np
@@ -17,33 +16,10 @@ import adcuda.nn as nn
 import adcuda.nn.functional as F
 from adcuda.export import ExportError, to_c
 
-CFLAGS = ("-std=c99", "-O2", "-Wall", "-Werror")
 
-
-def c_compiler():
-    for candidate in (os.environ.get("CC"), "cc", "gcc", "clang"):
-        if candidate and shutil.which(candidate):
-            return shutil.which(candidate)
-    return None
-
-
-needs_cc = pytest.mark.skipif(c_compiler() is None, reason="no C compiler (cc, gcc or clang) on PATH")
-
-
-def build(export, directory, extra_sources=()):
-    """Compile the export with its runner (or ``extra_sources`` instead) into ``directory``; the executable."""
-    exe = os.path.join(directory, f"{export.name}_run")
-    sources = list(extra_sources) or [os.path.join(directory, f"{export.name}_main.c")]
-    result = subprocess.run(
-        [c_compiler(), *CFLAGS, "-o", exe, export.source, *sources, "-lm"], capture_output=True, text=True
-    )
-    assert result.returncode == 0, result.stderr
-    return exe
-
-
-def run_c(export, directory, inputs):
+def run_c(compile_c, export, directory, inputs):
     """The C forward's outputs on ``inputs`` (NumPy arrays), through the generated runner."""
-    exe = build(export, directory)
+    exe = compile_c([export.source, os.path.join(directory, f"{export.name}_main.c")], os.path.join(directory, "run"))
     paths = []
     for i, x in enumerate(inputs):
         paths.append(os.path.join(directory, f"in{i}.bin"))
@@ -62,9 +38,9 @@ def reference(model, inputs):
     return [t.numpy() for t in (out if isinstance(out, tuple) else (out,))]
 
 
-def check(model, inputs, tmp_path, weights):
+def check(compile_c, model, inputs, tmp_path, weights):
     export = to_c(model, tuple(inputs), tmp_path, name="net", weights=weights, runner=True)
-    got = run_c(export, str(tmp_path), [x.numpy() for x in inputs])
+    got = run_c(compile_c, export, str(tmp_path), [x.numpy() for x in inputs])
     for g, want in zip(got, reference(model, inputs)):
         np.testing.assert_allclose(g, want, rtol=1e-4, atol=1e-5)
     return export
@@ -111,28 +87,25 @@ def cnn():
     return model
 
 
-@needs_cc
 @pytest.mark.parametrize("weights", ["embedded", "file"])
-def test_mlp_matches_adcuda(tmp_path, weights):
+def test_mlp_matches_adcuda(compile_c, tmp_path, weights):
     adcuda.manual_seed(0)
-    export = check(mlp(), [adcuda.randn(7, 8)], tmp_path, weights)
+    export = check(compile_c, mlp(), [adcuda.randn(7, 8)], tmp_path, weights)
     assert export.output_shapes == [(7, 5)]
     assert (export.weights is not None) == (weights == "file")
 
 
-@needs_cc
 @pytest.mark.parametrize("weights", ["embedded", "file"])
-def test_cnn_matches_adcuda_with_batchnorm_folded(tmp_path, weights):
+def test_cnn_matches_adcuda_with_batchnorm_folded(compile_c, tmp_path, weights):
     adcuda.manual_seed(1)
-    export = check(cnn(), [adcuda.randn(2, 3, 16, 16)], tmp_path, weights)
+    export = check(compile_c, cnn(), [adcuda.randn(2, 3, 16, 16)], tmp_path, weights)
     source = open(export.source).read()
     # three convolutions carry both batch norms, their biases and ReLUs: no loop of their own remains
     assert source.count("/* conv2d:") == 3
     assert "/* binary mul" not in source and "/* unary relu" not in source
 
 
-@needs_cc
-def test_layer_norm_over_two_dims_and_softmax_over_a_middle_dim(tmp_path):
+def test_layer_norm_over_two_dims_and_softmax_over_a_middle_dim(compile_c, tmp_path):
     class Net(nn.Module):
         def __init__(self):
             super().__init__()
@@ -143,11 +116,10 @@ def test_layer_norm_over_two_dims_and_softmax_over_a_middle_dim(tmp_path):
             return F.softmax(self.proj(self.norm(x)), dim=1) * 2.0 - F.silu(x).clamp(-0.5, 0.5)
 
     adcuda.manual_seed(2)
-    check(Net(), [adcuda.randn(3, 4, 6)], tmp_path, "embedded")
+    check(compile_c, Net(), [adcuda.randn(3, 4, 6)], tmp_path, "embedded")
 
 
-@needs_cc
-def test_two_inputs_two_outputs_and_a_view_output(tmp_path):
+def test_two_inputs_two_outputs_and_a_view_output(compile_c, tmp_path):
     class Net(nn.Module):
         def __init__(self):
             super().__init__()
@@ -158,18 +130,17 @@ def test_two_inputs_two_outputs_and_a_view_output(tmp_path):
             return h.reshape(2, 6), F.log_softmax(h, dim=0)
 
     adcuda.manual_seed(3)
-    export = check(Net(), [adcuda.randn(3, 6), adcuda.randn(3, 4)], tmp_path, "file")
+    export = check(compile_c, Net(), [adcuda.randn(3, 6), adcuda.randn(3, 4)], tmp_path, "file")
     assert export.output_shapes == [(2, 6), (3, 4)]
 
 
-@needs_cc
-def test_permuted_and_batched_products(tmp_path):
+def test_permuted_and_batched_products(compile_c, tmp_path):
     class Net(nn.Module):
         def forward(self, q, k):
             return (q @ k.transpose(1, 2)).softmax(-1) @ k
 
     adcuda.manual_seed(4)
-    check(Net(), [adcuda.randn(2, 5, 3), adcuda.randn(2, 5, 3)], tmp_path, "embedded")
+    check(compile_c, Net(), [adcuda.randn(2, 5, 3), adcuda.randn(2, 5, 3)], tmp_path, "embedded")
 
 
 def test_scratch_memory_is_reused_along_a_chain(tmp_path):
@@ -185,8 +156,7 @@ def test_scratch_memory_is_reused_along_a_chain(tmp_path):
     assert "in0:  (4, 64)" in header and "#define MODEL_SCRATCH_BYTES 2048" in header
 
 
-@needs_cc
-def test_weights_file_errors_are_return_codes(tmp_path):
+def test_weights_file_errors_are_return_codes(compile_c, tmp_path):
     adcuda.manual_seed(5)
     export = to_c(nn.Linear(3, 2), adcuda.randn(1, 3), tmp_path, name="tiny", weights="file")
     main = tmp_path / "check_main.c"
@@ -205,7 +175,7 @@ def test_weights_file_errors_are_return_codes(tmp_path):
         "    return 0;\n"
         "}\n"
     )
-    exe = build(export, str(tmp_path), [str(main)])
+    exe = compile_c([export.source, main], tmp_path / "check")
     damaged = tmp_path / "damaged.weights"
     damaged.write_bytes(open(export.weights, "rb").read()[:-4])
     result = subprocess.run([exe, str(damaged), export.weights], capture_output=True, text=True, cwd=tmp_path)
