@@ -47,8 +47,9 @@ def check(compile_c, model, inputs, tmp_path, weights):
 
 
 def mlp():
-    return nn.Sequential(
+    model = nn.Sequential(
         nn.Linear(8, 32),
+        nn.BatchNorm1d(32),
         nn.ReLU(),
         nn.Linear(32, 32),
         nn.GELU(),
@@ -62,6 +63,9 @@ def mlp():
         nn.Linear(16, 5),
         nn.Softmax(dim=-1),
     )
+    model[1].running_mean.copy_(adcuda.randn(32))
+    model[1].running_var.copy_(adcuda.rand(32) + 0.5)
+    return model
 
 
 def cnn():
@@ -92,6 +96,7 @@ def test_mlp_matches_adcuda(compile_c, tmp_path, weights):
     adcuda.manual_seed(0)
     export = check(compile_c, mlp(), [adcuda.randn(7, 8)], tmp_path, weights)
     assert export.output_shapes == [(7, 5)]
+    assert "/* binary" not in open(export.source).read()  # the batch norm folded into the first Linear
     assert (export.weights is not None) == (weights == "file")
 
 

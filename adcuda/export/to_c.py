@@ -43,7 +43,8 @@ def to_c(model, args, directory, name="model", weights="embedded", runner=False)
     error code. ``weights="embedded"`` writes the weights into the source as arrays; ``"file"`` writes
     them to ``<name>.weights`` and adds ``int <name>_load_weights(const char* path)``, to call once
     first. ``runner=True`` also writes ``<name>_main.c``, a small program that runs the forward on
-    float32 files (see ``write_runner``). BatchNorm after a convolution is folded into its weights.
+    float32 files (see ``write_runner``). A BatchNorm after a convolution or a Linear is folded into its
+    weights. See docs/export.md.
     Returns a ``CExport``; raises ``ExportError`` naming the op for what it cannot express."""
     check_name(name)
     if weights not in WEIGHT_MODES:
