@@ -5,9 +5,11 @@ onnx and onnxruntime are optional (``pip install adcuda[onnx] onnxruntime``): th
 them, unless ADCUDA_REQUIRE_ONNX is set (CI sets it once it has installed them), when they fail."""
 
 import importlib
+import importlib.util
 import io
 import os
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -62,7 +64,7 @@ def export_and_compare(model, args, *, dynamic_axes=None, other_args=(), opset_v
     for inputs in (args, *other_args):
         with adcuda.no_grad():
             expected = model(*inputs)
-        expected = expected if isinstance(expected, tuple) else (expected,)
+        expected = list(flatten(expected))
         got = session.run(None, {n: t.numpy() for n, t in zip(names, inputs)})
         assert len(got) == len(expected)
         for g, e in zip(got, expected):
@@ -70,6 +72,15 @@ def export_and_compare(model, args, *, dynamic_axes=None, other_args=(), opset_v
             np.testing.assert_allclose(g, e.numpy(), rtol=1e-4, atol=1e-5)
     model.train(training)
     return proto
+
+
+def flatten(result):
+    """A model's (nested) tuple of tensors in order, as the exported graph's outputs."""
+    if isinstance(result, (tuple, list)):
+        for r in result:
+            yield from flatten(r)
+    else:
+        yield result
 
 
 def op_types(proto):
@@ -166,10 +177,36 @@ def test_cnn_with_batch_norm_and_pooling():
         dynamic_axes={"x0": [0]},
         other_args=[(adcuda.randn(5, 1, 8, 8),)],
     )
-    ops = op_types(proto)
-    assert ops.count("Conv") == 2 and "MaxPool" in ops and "Gemm" in ops
-    conv = next(n for n in proto.graph.node if n.op_type == "Conv")
+    assert op_types(proto) == [
+        "Conv",
+        "BatchNormalization",
+        "Relu",
+        "MaxPool",
+        "Conv",
+        "BatchNormalization",
+        "AveragePool",
+        "Reshape",
+        "Gemm",
+    ]
+    conv = proto.graph.node[0]
     assert len(conv.input) == 3  # the conv's bias add became Conv's own bias
+    assert {"1.running_mean", "1.running_var", "1.weight", "1.bias"} <= {t.name for t in proto.graph.initializer}
+
+
+@needs_onnx
+@pytest.mark.parametrize(
+    "pool, operator",
+    [
+        (nn.AvgPool2d((2, 3), stride=(1, 2)), "AveragePool"),
+        (nn.AvgPool2d(2, divisor_override=3), "Div"),  # not an average: the window sums, divided
+        (nn.AdaptiveAvgPool2d(1), "ReduceMean"),
+    ],
+)
+def test_average_pools(pool, operator):
+    proto = export_and_compare(
+        pool, adcuda.randn(2, 3, 7, 6), dynamic_axes={"x0": [0]}, other_args=[(adcuda.randn(4, 3, 7, 6),)]
+    )
+    assert operator in op_types(proto)
 
 
 class TextClassifier(nn.Module):
@@ -201,6 +238,51 @@ def test_gelu_is_one_operator_from_opset_20():
     assert op_types(proto).count("Gelu") == 2
 
 
+def load_example(name):
+    path = Path(__file__).resolve().parent.parent / "examples" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"example_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@needs_onnx
+def test_gpt_example_with_dynamic_batch_and_sequence():
+    """examples/gpt.py's model: positions (arange) and the causal mask are made for the sequence length,
+    so they are computed in the graph from the input's size, not baked in."""
+    model = load_example("gpt").GPT(20, block_size=8, width=16, heads=2, layers=2)
+    export_and_compare(
+        model,
+        adcuda.randint(0, 20, (2, 8)),
+        dynamic_axes={"x0": {0: "batch", 1: "seq"}},
+        other_args=[(adcuda.randint(0, 20, (3, 5)),), (adcuda.randint(0, 20, (1, 1)),)],
+    )
+
+
+@needs_onnx
+@pytest.mark.parametrize(
+    "pool",
+    [
+        nn.AvgPool2d(3, stride=2, padding=1),
+        nn.AvgPool2d(3, 2, 1, count_include_pad=False),
+        nn.AvgPool2d(2, ceil_mode=True),
+    ],
+)
+def test_average_pools_with_padding(pool):
+    export_and_compare(
+        pool, adcuda.randn(2, 3, 7, 8), dynamic_axes={"x0": [0]}, other_args=[(adcuda.randn(3, 3, 7, 8),)]
+    )
+
+
+@needs_onnx
+@pytest.mark.parametrize("layer", [nn.LSTM(4, 3, num_layers=2, batch_first=True), nn.GRU(4, 3, batch_first=True)])
+def test_recurrent_layers_unrolled_with_dynamic_batch(layer):
+    proto = export_and_compare(
+        layer, adcuda.randn(2, 5, 4), dynamic_axes={"x0": {0: "batch"}}, other_args=[(adcuda.randn(3, 5, 4),)]
+    )
+    assert "Split" in op_types(proto)
+
+
 class ManyOps(nn.Module):
     """Slicing, reductions, comparisons and layout primitives in one forward."""
 
@@ -208,6 +290,7 @@ class ManyOps(nn.Module):
         y = x[:, -1] * 2 + x.flip(1)[:, 0, :].argmax(-1, keepdim=True).float()
         y = y + x.var(1) + adcuda.cat([x, x], 1).logsumexp(1).cumsum(-1)
         y = y + x.clamp(-0.5, 0.5)[..., None, 1].sum(1) + x.tril().abs().sqrt().sum(1) + F.silu(x).amin(1)
+        y = y + (x * 0.5).all(1).float() + (x > 1).any(1).float() - (x.abs() > 2).int().sum(1)
         return adcuda.where(y > 0, y, x.mean(1)) + x.permute(0, 2, 1).reshape(x.shape[0], 5, 4).amax(-1)
 
 
@@ -228,9 +311,9 @@ class PoolIndices(nn.Module):
         return F.max_pool2d(x, 2, return_indices=True)[1].float()
 
 
-class Positions(nn.Module):
+class HostSize(nn.Module):
     def forward(self, x):
-        return x + adcuda.arange(x.shape[1], dtype=adcuda.float32)
+        return x * adcuda.tensor(1.0 / x.shape[1])  # a host number computed from a size: baked in
 
 
 class AlwaysDropout(nn.Module):
@@ -245,11 +328,13 @@ def test_refusals_name_the_primitive():
     with pytest.raises(ExportError, match="max_pool2d's indices"):
         adcuda.onnx.export(PoolIndices(), adcuda.randn(1, 1, 4, 4), io.BytesIO())
     with pytest.raises(ExportError, match="changes with the dynamic sizes"):
-        adcuda.onnx.export(Positions(), adcuda.randn(2, 3), io.BytesIO(), dynamic_axes={"input_0": {1: "n"}})
+        adcuda.onnx.export(HostSize(), adcuda.randn(2, 3), io.BytesIO(), dynamic_axes={"input_0": {1: "n"}})
+    with pytest.raises(ExportError, match="runs different primitives when dynamic size 'input_0_dynamic_axes_1'"):
+        adcuda.onnx.export(nn.GRU(2, 3), adcuda.randn(4, 1, 2), io.BytesIO(), dynamic_axes={"input_0": [0]})
     with pytest.raises(ExportError, match="opset_version must be"):
-        adcuda.onnx.export(Positions(), adcuda.randn(2, 3), io.BytesIO(), opset_version=9)
+        adcuda.onnx.export(HostSize(), adcuda.randn(2, 3), io.BytesIO(), opset_version=9)
     with pytest.raises(ExportError, match="neither inputs"):
-        adcuda.onnx.export(Positions(), adcuda.randn(2, 3), io.BytesIO(), dynamic_axes={"nope": [0]})
+        adcuda.onnx.export(HostSize(), adcuda.randn(2, 3), io.BytesIO(), dynamic_axes={"nope": [0]})
     with pytest.raises(ExportError, match="random draw"):
         adcuda.onnx.export(AlwaysDropout(), adcuda.randn(2, 3), io.BytesIO())
 

@@ -11,7 +11,7 @@ The ``Graph`` (every value numbered: inputs first, then constants, then node res
 - ``inputs``: value numbers of the model's tensor arguments, in order;
 - ``constants``: value number -> ``Constant(array, name, source)``: a parameter or buffer (``name``
   its state-dict name), host data the forward made (``name`` None), or a value computed from
-  constants alone (folded at trace time: a weight's transpose, a batch norm's ``rsqrt(var + eps)``,
+  constants alone (folded at export: a weight's transpose, a batch norm's ``rsqrt(var + eps)``,
   a slice of a packed in-projection; ``name`` None, ``source`` the state-dict name it was computed
   from where there is exactly one). ``array`` is a contiguous NumPy copy;
 - ``nodes``: ``Node``s in execution order, each one primitive call with
@@ -29,24 +29,34 @@ The ``Graph`` (every value numbered: inputs first, then constants, then node res
 What the trace already did, once for every exporter:
 
 - ``contiguous`` calls and views that failed (``view`` returning None) are dropped: values are
-  logical row-major arrays, strides do not exist in the graph;
-- nodes whose every array argument is a constant are evaluated and become constants (so
-  ``matmul(x, permute(weight))`` reads a constant second operand, already transposed);
+  logical row-major arrays, strides do not exist in the graph (so a ``view`` may read a ``permute``'s
+  result: it reshapes the permuted elements in row-major order, as a copy then a view did);
+- a write in place into an array the forward made, or into a slice of one (padding a pooling input,
+  a recurrent layer filling its output; ``empty`` is traced as zeros), is a node making a new value:
+  ``index_put_(a, key, values, accumulate)`` (a ``copy_`` into ``a[key]`` included) or
+  ``copy_(dst, src)`` (a whole array), whose output is ``a`` after the write; the key holds ints,
+  slices and, for ``index_put_`` proper, index arrays as ``Ref``s;
+- nodes whose every array argument is a constant, and whose sizes are static, are evaluated and
+  become constants (so ``matmul(x, permute(weight))`` reads a constant second operand, already
+  transposed, and a ``full`` or ``arange`` of static size is a constant);
 - nodes none of whose results reach an output are dropped.
 
 What it refuses (``ExportError``, naming the op and the user's line where there is one): a value
 read on the host (``.item()``, ``bool(t)``, printing), a random draw (dropout in training mode,
-``randn`` in forward), a primitive writing in place (``copy_``, ``index_put_``...), forward hooks,
-optimizer/host steps, boolean-mask indexing, CUDA tensors, arguments or results that are not tensors.
+``randn`` in forward), a write in place into an input, a parameter or buffer, or a view other than a
+slice, a read of a view made before a write into its array, forward hooks, optimizer/host steps,
+boolean-mask indexing, CUDA tensors, arguments or results that are not tensors.
 
 Dynamic sizes: with ``dynamic_axes`` ({input position: {axis: name}}; axes sharing a name share one
 size) the model is traced once more per name with that size changed, and every size or integer
 argument that moved becomes a ``Dim(coefficient, symbols)``: ``coefficient`` times the product of the
 named sizes (``view``'s ``(5 * batch, 8)`` is ``(Dim(5, ("batch",)), 8)``), checked against each
 trace. ``ValueInfo.dims`` then holds the symbolic shape (``symbolic_shape`` gives ``dims`` or
-``shape``); ``shape`` stays the traced one. Refused: a model that runs other primitives or computes a
-constant (an ``arange``, a mask) from a dynamic size, a size that is no such product (``H // 2``
-of a dynamic ``H``), a float argument that follows a size.
+``shape``); ``shape`` stays the traced one. Tensors made from a dynamic size stay nodes with
+``Dim`` arguments (``arange(0, Dim(1, ("seq",)), 1, dtype)`` for positions, ``full`` for a causal
+mask or a zero state, and what is computed from them). Refused: a model that runs other primitives
+for another size (an unrolled loop over a dynamic length), host data that changes with a size, a
+size that is no such product (``H // 2`` of a dynamic ``H``), a float argument that follows a size.
 
 ``Graph.consumers(value)`` lists the nodes reading a value and ``Graph.producer(value)`` the node
 making it (None for inputs and constants); ``str(graph)`` prints one line per node.
@@ -80,6 +90,8 @@ __all__ = ["ExportError", "Graph", "Node", "Constant", "ValueInfo", "Ref", "Dim"
 
 # primitives that pass their argument through as it is, for the graph's logical (row-major) values
 _IDENTITY_PRIMITIVES = frozenset({"contiguous"})
+# primitives writing into their first argument that the trace records as making a new version of it
+_WRITES = frozenset({"copy_", "index_put_"})
 
 
 class ExportError(AdcudaError, RuntimeError):
@@ -163,13 +175,13 @@ class Graph:
     nodes: list
     values: dict
     _consumers: dict = field(default=None, repr=False, init=False)
+    _producers: dict = field(default=None, repr=False, init=False)
 
     def producer(self, value):
         """The node making ``value``, or None for an input or a constant."""
-        for node in self.nodes:
-            if value in node.outputs:
-                return node
-        return None
+        if self._producers is None:
+            self._producers = {o: node for node in self.nodes for o in node.outputs if o is not None}
+        return self._producers.get(value)
 
     def consumers(self, value):
         """The nodes reading ``value``, in order."""
@@ -207,21 +219,82 @@ def _show(value):
 
 class _ForwardRecorder(Recorder):
     """The capture recorder, strict, refusing also what a replay can redo but an export cannot: random
-    draws, host steps and primitives writing in place."""
+    draws and host steps. A write in place into an array the forward made (a buffer it fills) is
+    recorded as a new version of that array (see ``_write``)."""
 
     def __init__(self, inputs):
         super().__init__(strict=True, inputs=inputs)
         self.lines = {}  # step index -> the user's line that made that primitive call
+        self._stale = set()  # value numbers of views whose memory a later write changed
 
     def call(self, name, fn, args, kwargs):
         if not self.recording:
             return super().call(name, fn, args, kwargs)
         if name in RANDOM_PRIMITIVES:
             self.fail(f"a random draw ({name}) in the forward: an exported graph has no random numbers")
+        if self._stale and any(self._ids.get(id(a)) in self._stale for a in _arrays_in((args, kwargs))):
+            self.fail(f"{name} reads a view of a tensor that was written in place after the view was made")
+        self.lines[len(self.trace.steps)] = user_line()[0]
+        if name == "empty":
+            # contents undefined: zeros, so that a buffer the forward then fills holds one known value
+            params = _bind(name, args, kwargs)
+            return super().call("full", cpu.full, (params["shape"], 0, params["dtype"]), {})
+        if name in _WRITES:
+            return self._write(name, fn, args, kwargs)
         if name.endswith("_"):
             self.fail(f"{name} writes into an array in place (exported graphs are made of new values only)")
-        self.lines[len(self.trace.steps)] = user_line()[0]
         return super().call(name, fn, args, kwargs)
+
+    def _write(self, name, fn, args, kwargs):
+        """``copy_``/``index_put_`` into an array the forward made (or into a slice of one): recorded as
+        ``index_put_(a, key, values, accumulate)`` (``copy_`` of a whole array as ``copy_(dst, src)``)
+        whose result is a new version of the array; views of it made before are stale from then on."""
+        params = _bind(name, args, kwargs)
+        target = params["dst" if name == "copy_" else "a"]
+        n = self._ids.get(id(target))
+        if n is None or self.trace.producer[n] < 0:
+            kind = "an input" if n is not None else "a parameter, a buffer or a tensor made outside the forward"
+            self.fail(f"{name} writes into {kind} in place (exported graphs are made of new values only)")
+            return fn(*args, **kwargs)
+        owner, key = target, None
+        if target.base is not None:
+            maker = self.trace.steps[self.trace.producer[n]]
+            base = target.base
+            if (
+                maker.__class__ is not Call
+                or maker.name != "slice"
+                or base.base is not None
+                or id(base) not in self._ids
+                or name != "copy_"
+            ):
+                self.fail(f"{name} writes in place into a view other than a slice of a tensor the forward made")
+                return fn(*args, **kwargs)
+            owner, key = base, maker.args[1]
+        old = self._ids[id(owner)]
+        if self.trace.producer[old] < 0:
+            self.fail(f"{name} writes into an input in place (exported graphs are made of new values only)")
+            return fn(*args, **kwargs)
+        for v, array in enumerate(self.trace.arrays):
+            if array is not None and np.may_share_memory(array, owner):
+                self.trace.arrays[v] = array.copy()  # what the value held before the write
+                if v != old:
+                    self._stale.add(v)
+        if name == "copy_" and key is None:
+            call = Call("copy_", (Value(old), self._references(params["src"])), {})
+        elif name == "copy_":
+            call = Call("index_put_", (Value(old), key, self._references(params["src"]), False), {})
+        else:
+            call = Call(
+                "index_put_",
+                (Value(old), self._references(params["key"]), self._references(params["values"]), params["accumulate"]),
+                {},
+            )
+        result = fn(*args, **kwargs)
+        step = len(self.trace.steps)
+        self.trace.steps.append(call)
+        call.result_kind = "array"
+        call.results = (self._new_value(owner, step),)
+        return result
 
     def _drawn(self, generator, numel, seed, offset):
         if self.recording:
@@ -249,7 +322,7 @@ def trace_forward(model, args, *, op="export", dynamic_axes=None):
     finally:
         for m, training in modes:
             m.training = training
-    return graph
+    return _fold(graph)
 
 
 def _trace_once(model, tensors, names, op):
@@ -302,8 +375,9 @@ def _state_names(model):
 
 
 class _Builder:
-    """Turns a recorder's ``Trace`` into a ``Graph``: identities dropped, constants folded, dead nodes
-    dropped, values renumbered (inputs, constants, node results)."""
+    """Turns a recorder's ``Trace`` into a ``Graph`` (constants not folded yet: ``_fold`` does that once
+    the sizes are known to be static or symbolic): identities dropped, dead nodes dropped, values
+    renumbered (inputs, constants, node results)."""
 
     def __init__(self, trace, names, op, lines):
         self.trace = trace
@@ -312,7 +386,7 @@ class _Builder:
         self.op = op
         self.arrays = list(trace.arrays)  # value number -> array (trace values, then constants)
         self.alias = {}  # value number -> the value it is the same logical array as
-        self.constants = {}  # value number -> (name, source)
+        self.constants = {}  # value number -> state-dict name or None
         self._external = {}  # id(persistent array) -> its value number
 
     def build(self, leaves):
@@ -350,14 +424,6 @@ class _Builder:
             if r is not None and self.trace.producer[r] != index:
                 r = None  # the primitive returned an array it was given: nothing new
             outputs.append(r)
-        if all(v in self.constants for v in inputs) and any(r is not None for r in outputs):
-            sources = {self.constants[v][0] or self.constants[v][1] for v in inputs} - {None}
-            source = sources.pop() if len(sources) == 1 else None
-            for r in outputs:
-                if r is not None:
-                    self.arrays[r] = np.array(self.arrays[r], order="C")  # a copy; 0-d stays 0-d
-                    self.constants[r] = (None, source)
-            return None
         return Node(call.name, params, inputs, tuple(outputs), self.lines.get(index))
 
     def _references(self, value):
@@ -383,57 +449,104 @@ class _Builder:
         n = self._external.get(id(array))
         if n is None:
             n = self._external[id(array)] = len(self.arrays)
-            self.arrays.append(np.array(array, order="C"))
-            self.constants[n] = (name, None)
+            self.arrays.append(np.array(array, order="C"))  # a copy; 0-d stays 0-d
+            self.constants[n] = name
         return n
 
     def _finish(self, nodes, outputs):
-        live = set(outputs)
-        kept = []
-        for node in reversed(nodes):
-            if any(r in live for r in node.outputs if r is not None):
-                kept.append(node)
-                live.update(node.inputs)
-        kept.reverse()
-        inputs = list(self.trace.inputs)
-        order = list(dict.fromkeys(inputs + [v for v in self.constants if v in live and v not in inputs]))
-        for node in kept:
-            order.extend(r for r in node.outputs if r is not None and r in live and r not in order)
-        number = {old: new for new, old in enumerate(order)}
-        for o in outputs:  # an output that is an input or a constant is already numbered
-            if o not in number:
-                number[o] = len(number)
-                order.append(o)
+        numbers = set(self.trace.inputs) | set(self.constants) | set(outputs)
+        numbers.update(r for node in nodes for r in node.outputs if r is not None)
+        values = {
+            n: ValueInfo(tuple(self.arrays[n].shape), dt.from_numpy_dtype(self.arrays[n].dtype, self.op))
+            for n in numbers
+        }
+        constants = {n: Constant(self.arrays[n], name) for n, name in self.constants.items()}
+        return _compact(self.trace.inputs, outputs, constants, nodes, values)
 
-        def renumber(value):
-            if isinstance(value, Ref):
-                return Ref(number[value.value])
-            if value.__class__ in (list, tuple):
-                return value.__class__(renumber(v) for v in value)
-            return value
 
-        graph_nodes = [
-            Node(
-                node.op,
-                {k: renumber(v) for k, v in node.params.items()},
-                tuple(number[v] for v in node.inputs),
-                tuple(number[r] if r is not None and r in live else None for r in node.outputs),
-                node.where,
-            )
-            for node in kept
-        ]
-        values = {}
-        for old in order:
-            a = self.arrays[old]
-            values[number[old]] = ValueInfo(tuple(a.shape), dt.from_numpy_dtype(a.dtype, self.op))
-        constants = {number[v]: Constant(self.arrays[v], *self.constants[v]) for v in order if v in self.constants}
-        return Graph(
-            inputs=tuple(number[v] for v in inputs),
-            outputs=tuple(number[v] for v in outputs),
-            constants=constants,
-            nodes=graph_nodes,
-            values=values,
+def _compact(inputs, outputs, constants, nodes, values):
+    """A ``Graph`` of what reaches the outputs, its values renumbered: inputs, constants, node results."""
+    live = set(outputs)
+    kept = []
+    for node in reversed(nodes):
+        if any(r in live for r in node.outputs if r is not None):
+            kept.append(node)
+            live.update(node.inputs)
+    kept.reverse()
+    order = list(dict.fromkeys(list(inputs) + [v for v in constants if v in live]))
+    seen = set(order)
+    for node in kept:
+        for r in node.outputs:
+            if r is not None and r in live and r not in seen:
+                seen.add(r)
+                order.append(r)
+    number = {old: new for new, old in enumerate(order)}
+
+    def renumber(value):
+        if isinstance(value, Ref):
+            return Ref(number[value.value])
+        if value.__class__ in (list, tuple):
+            return value.__class__(renumber(v) for v in value)
+        return value
+
+    graph_nodes = [
+        Node(
+            node.op,
+            {k: renumber(v) for k, v in node.params.items()},
+            tuple(number[v] for v in node.inputs),
+            tuple(number[r] if r is not None and r in live else None for r in node.outputs),
+            node.where,
         )
+        for node in kept
+    ]
+    return Graph(
+        inputs=tuple(number[v] for v in inputs),
+        outputs=tuple(number[v] for v in outputs),
+        constants={number[v]: constants[v] for v in order if v in constants},
+        nodes=graph_nodes,
+        values={number[v]: values[v] for v in order},
+    )
+
+
+def _fold(graph):
+    """Every node whose inputs are all constants and whose sizes are static, computed now (with the CPU
+    primitives) and made a constant; ``source`` names the one parameter or buffer it came from."""
+    constants = dict(graph.constants)
+    kept = []
+    for node in graph.nodes:
+        static = all(o is None or graph.values[o].dims is None for o in node.outputs)
+        if not static or has_dim(node.params) or not all(v in constants for v in node.inputs):
+            kept.append(node)
+            continue
+        args = [_constant_argument(v, constants) for v in node.params.values()]
+        if node.op in _WRITES:
+            args[0] = args[0].copy()  # the graph's index_put_/copy_ make a new array
+        result = getattr(cpu, node.op)(*args)
+        sources = {constants[v].name or constants[v].source for v in node.inputs} - {None}
+        source = sources.pop() if len(sources) == 1 else None
+        for o, r in zip(node.outputs, result if isinstance(result, tuple) else (result,)):
+            if o is not None:
+                constants[o] = Constant(np.array(r, order="C"), None, source)
+    return _compact(graph.inputs, graph.outputs, constants, kept, graph.values)
+
+
+def _constant_argument(value, constants):
+    if isinstance(value, Ref):
+        return constants[value.value].array
+    if value.__class__ in (list, tuple):
+        return value.__class__(_constant_argument(v, constants) for v in value)
+    return value
+
+
+def has_dim(value):
+    """Whether an argument (an int, a slice, a tuple of them...) holds a symbolic ``Dim``."""
+    if isinstance(value, Dim):
+        return True
+    if value.__class__ in (list, tuple):
+        return any(has_dim(v) for v in value)
+    if value.__class__ is slice:
+        return any(isinstance(p, Dim) for p in (value.start, value.stop, value.step))
+    return False
 
 
 _SIGNATURES = {}
@@ -447,6 +560,17 @@ def _bind(name, args, kwargs):
     bound = signature.bind(*args, **kwargs)
     bound.apply_defaults()
     return dict(bound.arguments)
+
+
+def _arrays_in(value):
+    if value.__class__ is np.ndarray:
+        yield value
+    elif value.__class__ in (list, tuple):
+        for v in value:
+            yield from _arrays_in(v)
+    elif value.__class__ is dict:
+        for v in value.values():
+            yield from _arrays_in(v)
 
 
 def _refs(value):
@@ -543,11 +667,11 @@ class _Symbolizer:
             if values[v].dims is not None or any(
                 not np.array_equal(var.constants[v].array, constant.array) for _, var in self.variants.values()
             ):
-                label = constant.name or (f"computed from {constant.source}" if constant.source else "data")
+                label = constant.name or "data"
                 raise ExportError(
                     f"{self.op}: constant %{v} ({label}, shape {values[v].shape}) changes with the dynamic "
-                    f"sizes {sorted(self.sizes)}: the forward computes it from an input's size (arange, a "
-                    "mask made for the sequence length...); export with that axis static"
+                    f"sizes {sorted(self.sizes)}: the forward computes it from an input's size; export with "
+                    "that axis static"
                 )
         nodes = []
         for index, node in enumerate(graph.nodes):

@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import AdcudaError
-from ..export.trace import Dim, ExportError, Ref, trace_forward
+from ..export.trace import Dim, ExportError, Ref, has_dim, trace_forward
 
 DEFAULT_OPSET = 18
 MIN_OPSET = 17  # LayerNormalization
@@ -80,8 +80,7 @@ def export(
             f"{OP}: dynamic_axes names {sorted(unknown)}, which are neither inputs {input_names} nor outputs "
             f"{output_names}"
         )
-    state = _state_arrays(model)
-    proto = _Writer(onnx, graph, opset, state).write(input_names, output_names, by_output)
+    proto = _Writer(onnx, graph, opset, model).write(input_names, output_names, by_output)
     try:
         onnx.checker.check_model(proto, full_check=True)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as e:
@@ -130,12 +129,15 @@ def _state_arrays(model):
 class _Writer:
     """Builds the ONNX graph of one traced ``Graph``."""
 
-    def __init__(self, onnx, graph, opset, state):
+    def __init__(self, onnx, graph, opset, model):
         self.onnx = onnx
         self.helper = onnx.helper
         self.graph = graph
         self.opset = opset
-        self.state = state
+        self.model = model
+        self.state = _state_arrays(model)
+        self.replacements = {}  # id(node) -> what to write there instead (a pattern ending or starting there)
+        self.originals = {}  # constant value -> initializer of the parameter it is the transpose of, or None
         self.nodes = []
         self.initializers = []
         self.names = {}  # value number -> ONNX tensor name
@@ -274,10 +276,14 @@ class _Writer:
             if value not in self.names and value not in graph.constants and value not in outputs_written:
                 outputs_written[value] = name
                 self.names[value] = name
+        self.plan_patterns()
         for node in graph.nodes:
             if id(node) in self.skip:
                 continue
             self.where = node.where
+            if id(node) in self.replacements:
+                self.replacements[id(node)]()
+                continue
             method = getattr(self, f"_op_{node.op}", None)
             if method is None:
                 self.refuse(f"primitive {node.op} has no ONNX translation")
@@ -375,6 +381,155 @@ class _Writer:
             return None, None
         return other.value, consumer
 
+    # ------------------------------------------------------------------ patterns of several primitives
+    def plan_patterns(self):
+        """Find the primitive sequences that one ONNX operator says better: an eval-mode batch norm
+        (``(x - mean) * rsqrt(var + eps) * weight + bias`` over folded constants) and an average pool
+        (the sum of strided window slices divided by the window's size)."""
+        for node in self.graph.nodes:
+            if node.op != "binary" or id(node) in self.skip:
+                continue
+            if node.params["op"] == "sub":
+                self.plan_batch_norm(node)
+            elif node.params["op"] == "div":
+                self.plan_average_pool(node)
+
+    def constant_operand(self, node, other_than):
+        """The constant operand of a binary ``node`` whose other operand is value ``other_than``."""
+        a, b = node.params["a"], node.params["b"]
+        if isinstance(a, Ref) and a.value == other_than and isinstance(b, Ref) and b.value in self.graph.constants:
+            return self.graph.constants[b.value]
+        if node.params["op"] in ("add", "mul") and isinstance(b, Ref) and b.value == other_than:
+            if isinstance(a, Ref) and a.value in self.graph.constants:
+                return self.graph.constants[a.value]
+        return None
+
+    def plan_batch_norm(self, sub):
+        x = sub.params["a"]
+        mean = self.constant_operand(sub, x.value) if isinstance(x, Ref) else None
+        if mean is None or not (mean.source or "").endswith("running_mean") or self.rank(x.value) < 2:
+            return
+        prefix = mean.source[: -len("running_mean")]
+        module = dict(self.model.named_modules()).get(prefix.rstrip("."))
+        eps = getattr(module, "eps", None)
+        if module is None or eps is None or getattr(module, "running_var", None) is None:
+            return
+        chain, steps = [sub], {}
+        for op, name in (("mul", "running_var"), ("mul", "weight"), ("add", "bias")):
+            last = chain[-1].outputs[0]
+            consumer = self.single_consumer(last)
+            constant = None
+            if consumer is not None and consumer.op == "binary" and consumer.params["op"] == op:
+                constant = self.constant_operand(consumer, last)
+            if constant is None or constant.source != prefix + name:
+                break
+            chain.append(consumer)
+            steps[name] = constant.array
+        if "running_var" not in steps:
+            return
+        channels = self.info(x.value).shape[1]
+        state = {name: np.asarray(t._data) for name, t in module.named_parameters()}
+        state.update({name: np.asarray(t._data) for name, t in module.named_buffers() if t is not None})
+        expected = {
+            "running_var": 1.0 / np.sqrt(state["running_var"].astype(np.float64) + eps),
+            "weight": state.get("weight"),
+            "bias": state.get("bias"),
+        }
+        if mean.array.size != channels or not np.array_equal(mean.array.reshape(-1), state["running_mean"]):
+            return
+        for name, array in steps.items():
+            if not np.allclose(array.reshape(-1), expected[name], rtol=1e-6, atol=0):
+                return
+        dtype = self.np_dtype(x.value)
+
+        def write():
+            def param(name):
+                if name in steps or name in ("running_mean", "running_var"):
+                    return self.initializer(state[name].astype(dtype), prefix + name)
+                return self.const(np.ones(channels) if name == "weight" else np.zeros(channels), dtype)
+
+            inputs = [self.name(x.value)] + [param(n) for n in ("weight", "bias", "running_mean", "running_var")]
+            self.emit("BatchNormalization", inputs, [self.name(chain[-1].outputs[0])], epsilon=float(eps))
+
+        self.replacements[id(sub)] = write
+        self.skip.update(id(n) for n in chain[1:])
+
+    def plan_average_pool(self, div):
+        """``sum of kh*kw slices x[:, :, i::sh, j::sw] / (kh*kw)`` (what ``avg_pool2d`` without padding
+        records) -> AveragePool."""
+        total = div.params["a"]
+        divisor = div.params["b"]
+        if not isinstance(total, Ref):
+            return
+        if isinstance(divisor, Ref):
+            constant = self.graph.constants.get(divisor.value)
+            if constant is None or constant.array.size == 0 or not np.all(constant.array == constant.array.flat[0]):
+                return
+            count = constant.array.flat[0]
+        else:
+            count = divisor
+        adds, leaves, pending = [], [], [total.value]
+        while pending:
+            value = pending.pop()
+            node = self.graph.producer(value)
+            if node is None or (value != total.value and self.single_consumer(value) is None):
+                return
+            if (
+                node.op == "binary"
+                and node.params["op"] == "add"
+                and all(isinstance(node.params[k], Ref) for k in "ab")
+            ):
+                adds.append(node)
+                pending.extend(node.params[k].value for k in "ab")
+            elif node.op == "slice":
+                leaves.append(node)
+            else:
+                return
+        source = {n.params["a"].value for n in leaves}
+        if len(source) != 1 or not adds:
+            return
+        (x,) = source
+        if self.rank(x) != 4:
+            return
+        windows = set()
+        for leaf in leaves:
+            key = leaf.params["key"]
+            if not isinstance(key, tuple) or len(key) != 4 or key[:2] != (slice(None), slice(None)):
+                return
+            if not all(
+                isinstance(k, slice) and all(isinstance(p, int) for p in (k.start, k.stop, k.step)) for k in key[2:]
+            ):
+                return
+            windows.add(tuple((k.start, k.stop, k.step) for k in key[2:]))
+        height, width = self.info(x).shape[2:]
+        (oh, ow) = self.info(total.value).shape[2:]
+        starts_h = sorted({w[0][0] for w in windows})
+        starts_w = sorted({w[1][0] for w in windows})
+        kh, kw = len(starts_h), len(starts_w)
+        steps = {(w[0][2], w[1][2]) for w in windows}
+        if len(windows) != kh * kw or len(leaves) != kh * kw or len(steps) != 1 or count != kh * kw:
+            return
+        sh, sw = steps.pop()
+        if starts_h != list(range(kh)) or starts_w != list(range(kw)):
+            return
+        if (height - kh) // sh + 1 != oh or (width - kw) // sw + 1 != ow:
+            return
+        for (h0, h1, _), (w0, w1, _) in windows:
+            if len(range(h0, h1, sh)) != oh or len(range(w0, w1, sw)) != ow:
+                return
+
+        def write():
+            self.emit(
+                "AveragePool",
+                [self.name(x)],
+                [self.name(div.outputs[0])],
+                kernel_shape=[kh, kw],
+                strides=[sh, sw],
+            )
+
+        self.replacements[id(div)] = write
+        self.skip.update(id(n) for n in adds + leaves)
+
     # ------------------------------------------------------------------ storage and views
     def _op_astype(self, node, a, dtype):
         self.emit("Cast", [self.name(a.value)], [self.out(node)], to=self.onnx_type(dtype.numpy))
@@ -431,8 +586,8 @@ class _Writer:
                 out_axis += 1
                 continue
             if isinstance(k, slice):
-                if any(isinstance(p, Dim) for p in (k.start, k.stop, k.step)):
-                    self.refuse("slice bounds that follow a dynamic size")
+                if isinstance(k.step, Dim):
+                    self.refuse("a slice step that follows a dynamic size")
                 if k != slice(None):
                     step = 1 if k.step is None else k.step
                     starts.append(k.start if k.start is not None else (0 if step > 0 else _INT64_MAX))
@@ -451,8 +606,8 @@ class _Writer:
                 "Slice",
                 [
                     name,
-                    self.const(starts, np.int64),
-                    self.const(ends, np.int64),
+                    self.shape_tensor(starts, for_reshape=False),
+                    self.shape_tensor(ends, for_reshape=False),
                     self.const(axes, np.int64),
                     self.const(steps, np.int64),
                 ],
@@ -462,6 +617,79 @@ class _Writer:
         if new_axes:
             name = self.emit("Unsqueeze", [name, self.const(new_axes, np.int64)])
         self.emit("Identity", [name], [self.out(node)])
+
+    def _op_full(self, node, shape, value, dtype):
+        """A tensor of one value whose shape follows a dynamic size (static ones were folded)."""
+        fill = self.onnx.numpy_helper.from_array(np.array([value], dtype.numpy))
+        size = self.shape_tensor(self.info(node.outputs[0]).symbolic_shape, for_reshape=False)
+        self.emit("ConstantOfShape", [size], [self.out(node)], value=fill)
+
+    def _op_arange(self, node, start, stop, step, dtype):
+        """A range with a bound that follows a dynamic size (positions 0..T-1)."""
+        work = np.float64 if np.issubdtype(dtype.numpy, np.floating) else np.int64
+
+        def scalar(v):
+            if isinstance(v, Dim):
+                return self.cast(self.emit("Reshape", [self.dim_tensor(v), self.const([], np.int64)]), work)
+            return self.const(v, work)
+
+        result = self.emit("Range", [scalar(start), scalar(stop), scalar(step)])
+        self.emit("Cast", [result], [self.out(node)], to=self.onnx_type(dtype.numpy))
+
+    def _op_copy_(self, node, dst, src):
+        """The graph's ``copy_``: a new array of ``dst``'s shape and dtype holding ``src`` broadcast."""
+        dtype = self.info(dst.value).dtype
+        size = self.shape_tensor(self.info(dst.value).symbolic_shape, for_reshape=False)
+        self.emit("Expand", [self.operand(src, dtype), size], [self.out(node)])
+
+    def _op_index_put_(self, node, a, key, values, accumulate):
+        """The graph's ``index_put_`` over a basic key (ints and unit-step slices): the values, broadcast
+        to the region and padded with zeros to ``a``'s shape, replace (or add to) ``a`` where the
+        region is."""
+        dims = self.info(a.value).symbolic_shape
+        dtype = self.info(a.value).dtype
+        key = key if isinstance(key, tuple) else (key,)
+        if any(isinstance(k, Ref) or k is None for k in key):
+            self.refuse("index_put_ with a tensor index or a new axis in its key (only ints and slices)")
+        consuming = sum(1 for k in key if k is not Ellipsis)
+        items = []
+        for k in key:
+            items.extend([slice(None)] * (len(dims) - consuming) if k is Ellipsis else [k])
+        items.extend([slice(None)] * (len(dims) - len(items)))
+        region, picked, before, after = [], [], [], []
+        for axis, (k, size) in enumerate(zip(items, dims)):
+            if isinstance(size, Dim) or has_dim(k):
+                if k != slice(None):
+                    self.refuse("index_put_ into part of an axis whose size is dynamic")
+                region.append(size)
+                before.append(0)
+                after.append(0)
+                continue
+            if isinstance(k, slice):
+                start, stop, step = k.indices(size)
+                if step != 1:
+                    self.refuse("index_put_ over a slice with a step")
+                stop = max(stop, start)
+                region.append(stop - start)
+            else:
+                start, stop = k % size, k % size + 1
+                picked.append(axis)
+            before.append(start)
+            after.append(size - stop)
+        filled = self.emit(
+            "Expand",
+            [self.operand(values, dtype), self.shape_tensor(tuple(region), for_reshape=False)],
+        )
+        if picked:
+            filled = self.emit("Unsqueeze", [filled, self.const(picked, np.int64)])
+        pads = self.const(before + after, np.int64)
+        padded = self.emit("Pad", [filled, pads, self.const(0, dtype.numpy)])
+        if accumulate:
+            self.emit("Add", [self.name(a.value), padded], [self.out(node)])
+            return
+        ones = self.emit("Expand", [self.const(1, np.float32), self.emit("Shape", [filled])])
+        inside = self.cast(self.emit("Pad", [ones, pads, self.const(0, np.float32)]), np.bool_)
+        self.emit("Where", [inside, padded, self.name(a.value)], [self.out(node)])
 
     # ------------------------------------------------------------------ elementwise
     _UNARY = {
@@ -621,14 +849,9 @@ class _Writer:
         if axes == ():  # NumPy reduces nothing; ONNX would reduce everything
             self.emit("Cast", [x], [out], to=self.onnx_type(out_dtype))
             return
-        if op in ("all", "any"):
-            as_int = self.cast(x, np.int32) if in_dtype != np.int32 else x
-            reduced = self.reduce(
-                "ReduceMin" if op == "all" else "ReduceMax",
-                self.cast(self.emit("Not", [self.emit("Equal", [as_int, self.const(0, np.int32)])]), np.int32),
-                axes,
-                keepdim,
-            )
+        if op in ("all", "any"):  # over the truth values, as 0/1 integers (no Reduce* takes bool)
+            truth = self.cast(self.cast(x, np.bool_) if in_dtype != np.bool_ else x, np.int32)
+            reduced = self.reduce("ReduceMin" if op == "all" else "ReduceMax", truth, axes, keepdim)
             self.emit("Cast", [reduced], [out], to=self.onnx_type(np.bool_))
             return
         if op not in self._REDUCE:
@@ -724,10 +947,9 @@ class _Writer:
 
     # ------------------------------------------------------------------ linear algebra and NN
     def _op_matmul(self, node, a, b, bias=None, activation=None, save_preactivation=False):
-        a_name = self.name(a.value)
-        if bias is None and activation is None and self._gemm(node, a, b):
+        if activation is None and not save_preactivation and self._gemm(node, a, b, bias):
             return
-        result = self.emit("MatMul", [a_name, self.name(b.value)])
+        result = self.emit("MatMul", [self.name(a.value), self.name(b.value)])
         if bias is not None:
             result = self.emit("Add", [result, self.name(bias.value)])
         pre = result
@@ -739,38 +961,49 @@ class _Writer:
         if save_preactivation and self.out(node, 1) is not None:
             self.emit("Identity", [pre], [self.out(node, 1)])
 
-    def _gemm(self, node, a, b):
-        """``matmul(x, W^T)`` + a constant bias over 2-D ``x``: one Gemm (``transB`` reads the weight as
-        stored), as torch.onnx writes nn.Linear."""
+    def _gemm(self, node, a, b, bias):
+        """``x @ W^T + bias`` over 2-D ``x`` and a constant weight, the bias fused into the matmul or
+        added by the one node reading its result: one Gemm, reading the weight as the model stores it
+        (``transB``), as torch.onnx writes nn.Linear."""
         if self.rank(a.value) != 2 or b.value not in self.graph.constants or self.rank(b.value) != 2:
             return False
         n = self.info(b.value).shape[1]
-        bias, consumer = self.bias_add(node, (n,))
-        if consumer is None:
-            return False
-        constant = self.graph.constants[b.value]
-        original = self.state.get(constant.source) if constant.source else None
-        trans_b = 0
-        if (
-            b.value not in self.names
-            and original is not None
-            and len(self.graph.consumers(b.value)) == 1
-            and original.shape == constant.array.shape[::-1]
-            and np.array_equal(np.asarray(original).T, constant.array)
-        ):
-            # a weight's transpose folded at trace time, read only here: store the weight as the model does
-            weight = self.initializer(np.asarray(original), constant.source)
-            trans_b = 1
+        consumer = None
+        if bias is None:
+            bias, consumer = self.bias_add(node, (n,))
+            if consumer is None:
+                return False
+            output = consumer.outputs[0]
+            self.skip.add(id(consumer))
         else:
-            weight = self.name(b.value)
-        self.skip.add(id(consumer))
+            bias, output = bias.value, node.outputs[0]
+            if self.info(bias).shape != (n,):
+                return False
+        original = self.original_weight(b.value)
+        weight = original if original is not None else self.name(b.value)
         self.emit(
             "Gemm",
             [self.name(a.value), weight, self.name(bias)],
-            [self.name(consumer.outputs[0])],
-            transB=trans_b,
+            [self.name(output)],
+            transB=int(original is not None),
         )
         return True
+
+    def original_weight(self, value):
+        """The initializer holding the parameter that constant ``value`` is the folded transpose of, or
+        None (made once, shared by every Gemm reading it)."""
+        if value not in self.originals:
+            constant = self.graph.constants[value]
+            original = self.state.get(constant.source) if constant.source else None
+            self.originals[value] = None
+            if (
+                original is not None
+                and original.ndim == 2
+                and original.shape == constant.array.shape[::-1]
+                and np.array_equal(np.asarray(original).T, constant.array)
+            ):
+                self.originals[value] = self.initializer(np.asarray(original), constant.source)
+        return self.originals[value]
 
     def _op_softmax(self, node, a, axis, log):
         self.emit("LogSoftmax" if log else "Softmax", [self.name(a.value)], [self.out(node)], axis=axis)
@@ -840,6 +1073,32 @@ class _Writer:
         if self.out(node, 1) is not None:
             lse = self.reduce("ReduceLogSumExp", scores, (rank - 1,), False)
             self.emit("Cast", [lse], [self.out(node, 1)], to=self.onnx_type(self.np_dtype(node.outputs[1])))
+
+    def gates(self, x, count, size):
+        """``x`` (B, count * size) split into ``count`` gates along dim 1."""
+        return self.emit("Split", [x, self.const([size] * count, np.int64)], count, axis=1)
+
+    def _op_lstm_cell(self, node, gi, gh, c):
+        hidden = self.info(c.value).shape[-1]
+        i, f, g, o = self.gates(self.emit("Add", [self.name(gi.value), self.name(gh.value)]), 4, hidden)
+        i, f, o = (self.emit("Sigmoid", [t]) for t in (i, f, o))
+        cell = self.emit(
+            "Add", [self.emit("Mul", [f, self.name(c.value)]), self.emit("Mul", [i, self.emit("Tanh", [g])])]
+        )
+        h = self.emit("Mul", [o, self.emit("Tanh", [cell])])
+        zero = self.const([0], np.int64)
+        stacked = [self.emit("Unsqueeze", [t, zero]) for t in (h, cell)]
+        self.emit("Concat", stacked, [self.out(node)], axis=0)
+
+    def _op_gru_cell(self, node, gi, gh, h):
+        hidden = self.info(h.value).shape[-1]
+        ri, zi, ni = self.gates(self.name(gi.value), 3, hidden)
+        rh, zh, nh = self.gates(self.name(gh.value), 3, hidden)
+        r = self.emit("Sigmoid", [self.emit("Add", [ri, rh])])
+        z = self.emit("Sigmoid", [self.emit("Add", [zi, zh])])
+        n = self.emit("Tanh", [self.emit("Add", [ni, self.emit("Mul", [r, nh])])])
+        update = self.emit("Mul", [z, self.emit("Sub", [self.name(h.value), n])])
+        self.emit("Add", [n, update], [self.out(node)])  # (1 - z) n + z h
 
     def _op_conv2d(self, node, x, weight, stride, padding, dilation, groups):
         inputs = [self.name(x.value), self.name(weight.value)]
