@@ -148,6 +148,24 @@ def test_permuted_and_batched_products(compile_c, tmp_path):
     check(compile_c, Net(), [adcuda.randn(2, 5, 3), adcuda.randn(2, 5, 3)], tmp_path, "embedded")
 
 
+def test_padded_and_adaptive_pooling_and_reductions(compile_c, tmp_path):
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 4, 3)
+            self.pool = nn.AvgPool2d(3, stride=2, padding=1)
+            self.adaptive = nn.AdaptiveAvgPool2d((2, 3))
+            self.gap = nn.AdaptiveAvgPool2d(1)
+
+        def forward(self, x):
+            h = self.pool(self.conv(F.pad(x, (1, 2, 0, 1), value=0.5)))
+            pooled = self.adaptive(h).flatten(1) + self.gap(h).flatten(1).amax(1, keepdim=True)
+            return pooled * h.mean((2, 3)).sum(1, keepdim=True) - h.amin(3).prod(2).sum(1, keepdim=True)
+
+    adcuda.manual_seed(6)
+    check(compile_c, Net(), [adcuda.randn(2, 3, 9, 10)], tmp_path, "embedded")
+
+
 def test_scratch_memory_is_reused_along_a_chain(tmp_path):
     layers = []
     for _ in range(8):
@@ -191,10 +209,17 @@ def test_weights_file_errors_are_return_codes(compile_c, tmp_path):
 def test_refusals_name_the_op(tmp_path):
     class Sum(nn.Module):
         def forward(self, x):
-            return x.sum(1)
+            return x.sum((0, 2))
 
-    with pytest.raises(ExportError, match="primitive reduce"):
-        to_c(Sum(), adcuda.randn(2, 3), tmp_path)
+    with pytest.raises(ExportError, match=r"reduce sum over dims \(0, 2\)"):
+        to_c(Sum(), adcuda.randn(2, 3, 4), tmp_path)
+
+    class Sort(nn.Module):
+        def forward(self, x):
+            return x.sort(1)[0]
+
+    with pytest.raises(ExportError, match="primitive sort"):
+        to_c(Sort(), adcuda.randn(2, 3), tmp_path)
 
     with pytest.raises(ExportError, match="int64"):
         to_c(nn.Embedding(10, 4), adcuda.tensor([[1, 2]]), tmp_path)

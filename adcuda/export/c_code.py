@@ -14,7 +14,7 @@ over an output row), so that ``-O2``/``-O3`` vectorizes it. Only libm's float fu
 import numpy as np
 
 from ..backends.cpu.elementwise import _ERF_CLAMP, _ERF_P, _ERF_Q
-from .c_graph import BINARY_C, UNARY_C
+from .c_graph import BINARY_C, REDUCE_C, UNARY_C
 from .trace import ExportError
 
 # offsets of scratch values and constants are multiples of this many floats (64 bytes: a cache line)
@@ -372,6 +372,43 @@ class CSource:
         body = _loop_nest(out_shape, [("p0", node.attrs["strides"], node.attrs["offset"])], lambda reads: reads[0])
         return [self.pointer(node.inputs[0]), self.pointer(node.out)], body
 
+    def _kernel_index_put(self, node):
+        """A copy of the base (or a fill), then the values written over the key's elements."""
+        count = self.graph.numel(node.out)
+        a = node.attrs
+        params = [self.pointer(v) for v in node.inputs]
+        if a["fill"] is None:
+            body = [f"for (long i = 0; i < {count}L; ++i) y[i] = p0[i];"]
+        else:
+            body = [f"for (long i = 0; i < {count}L; ++i) y[i] = {_float_literal(a['fill'])};"]
+        if a["value"] is None:
+            values = [(f"p{len(params) - 1}", a["value_strides"], 0)]
+            body += _loop_nest(a["region"], values, lambda reads: reads[0], out=(a["strides"], a["offset"]))
+        else:
+            literal = _float_literal(a["value"])
+            body += _loop_nest(a["region"], [], lambda reads: literal, out=(a["strides"], a["offset"]))
+        return params + [self.pointer(node.out)], body
+
+    def _kernel_reduce(self, node):
+        """Over (outer, reduced, inner): each output row of ``inner`` accumulates the ``reduced`` rows
+        above it, so the innermost loop runs along contiguous memory."""
+        a = node.attrs
+        start, step = REDUCE_C[a["op"]]
+        outer, reduced, inner = a["outer"], a["reduced"], a["inner"]
+        body = [
+            f"for (long o = 0; o < {outer}L; ++o) {{",
+            f"    float* restrict yo = y + o * {inner}L;",
+            f"    for (long i = 0; i < {inner}L; ++i) yo[i] = {start};",
+            f"    for (long r = 0; r < {reduced}L; ++r) {{",
+            f"        const float* restrict xr = p0 + (o * {reduced}L + r) * {inner}L;",
+            f"        for (long i = 0; i < {inner}L; ++i) yo[i] = {step.format(acc='yo[i]', v='xr[i]')};",
+            "    }",
+        ]
+        if a["op"] == "mean":
+            body.append(f"    for (long i = 0; i < {inner}L; ++i) yo[i] /= {reduced}.0f;")
+        body.append("}")
+        return [self.pointer(node.inputs[0]), self.pointer(node.out)], body
+
     def _kernel_linear(self, node):
         """``x (M, K) @ w (K, N) + bias``. Blocks of ``LINEAR_ROWS`` rows by ``LINEAR_COLUMNS`` columns keep
         their sums in registers over the whole k loop (each weight row is read once per block of rows,
@@ -684,11 +721,14 @@ def _substitute(expression, operands):
     return expression.format(a=f"({a})", b=f"({b})")
 
 
-def _loop_nest(out_shape, operands, combine):
-    """Loops writing ``y`` (contiguous, ``out_shape``) from ``operands`` ``(pointer name, element strides,
-    offset)``: ``combine(reads)`` gives the C expression of an element from the operands' reads. Adjacent
-    dims that every operand walks as one are merged, so the innermost loop is as long as it can be."""
-    dims = [(size, tuple(o[1][i] for o in operands)) for i, size in enumerate(out_shape) if size != 1]
+def _loop_nest(shape, operands, combine, out=None):
+    """Loops over ``shape`` writing ``y`` from ``operands`` ``(pointer name, element strides, offset)``:
+    ``combine(reads)`` gives the C expression of an element from the operands' reads. ``y`` is
+    contiguous, or ``out = (strides, offset)``. Adjacent dims that every array walks as one are merged,
+    so the innermost loop is as long as it can be."""
+    target = ("y",) + (out if out is not None else (_contiguous_strides(shape), 0))
+    arrays = [target] + list(operands)
+    dims = [(size, tuple(a[1][i] for a in arrays)) for i, size in enumerate(shape) if size != 1]
     merged = []
     for size, strides in dims:
         if merged:
@@ -698,18 +738,13 @@ def _loop_nest(out_shape, operands, combine):
                 continue
         merged.append((size, strides))
     if not merged:
-        merged = [(1, tuple(0 for _ in operands))]
-    out_strides, step = [], 1
-    for size, _ in reversed(merged):
-        out_strides.append(step)
-        step *= size
-    out_strides.reverse()
+        merged = [(1, tuple(0 for _ in arrays))]
     lines, indent = [], ""
     for level, (size, _) in enumerate(merged):
         lines.append(f"{indent}for (long i{level} = 0; i{level} < {size}L; ++i{level})")
         indent += "    "
-    reads = []
-    for j, (pointer, _, offset) in enumerate(operands):
+    accesses = []
+    for j, (pointer, _, offset) in enumerate(arrays):
         terms = [str(offset)] if offset else []
         terms += [
             f"i{level}" if stride == 1 else f"i{level} * {stride}L"
@@ -717,10 +752,17 @@ def _loop_nest(out_shape, operands, combine):
             for stride in (strides[j],)
             if stride
         ]
-        reads.append(f"{pointer}[{' + '.join(terms) or '0'}]")
-    out_terms = [f"i{level}" if s == 1 else f"i{level} * {s}L" for level, s in enumerate(out_strides)]
-    lines.append(f"{indent}y[{' + '.join(out_terms)}] = {combine(reads)};")
+        accesses.append(f"{pointer}[{' + '.join(terms) or '0'}]")
+    lines.append(f"{indent}{accesses[0]} = {combine(accesses[1:])};")
     return lines
+
+
+def _contiguous_strides(shape):
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= size
+    return tuple(reversed(strides))
 
 
 def check_name(name):

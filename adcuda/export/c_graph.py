@@ -61,14 +61,23 @@ BINARY_C = {
     "minimum": "(({a} != {a} || {a} < {b}) ? {a} : {b})",
 }
 
+# reductions: (the accumulator's start, how it takes one more value ``v``); mean is sum's, divided at the end;
+# amax and amin pass a NaN on, as NumPy's
+REDUCE_C = {
+    "sum": ("0.0f", "{acc} + {v}"),
+    "mean": ("0.0f", "{acc} + {v}"),
+    "prod": ("1.0f", "{acc} * {v}"),
+    "amax": ("-INFINITY", "(({v} != {v} || {v} > {acc}) ? {v} : {acc})"),
+    "amin": ("INFINITY", "(({v} != {v} || {v} < {acc}) ? {v} : {acc})"),
+}
+
 # activations a Linear or a Conv2d applies in its own loop when one follows it directly
 FUSABLE_ACTIVATIONS = frozenset({"relu", "gelu", "gelu_tanh", "tanh", "sigmoid", "silu"})
 
 SUPPORTED = (
     "unary ({}), binary ({}), clamp, matmul (a Linear, or batched products), conv2d, max_pool2d, "
-    "layer_norm, softmax/log_softmax, view, contiguous, permute, expand and slice".format(
-        ", ".join(sorted(UNARY_C)), ", ".join(sorted(BINARY_C))
-    )
+    "layer_norm, softmax/log_softmax, reduce ({}), view, permute, expand, slice and index_put_ "
+    "(padding)".format(", ".join(sorted(UNARY_C)), ", ".join(sorted(BINARY_C)), ", ".join(sorted(REDUCE_C)))
 )
 
 
@@ -230,30 +239,86 @@ def _lower_expand(node, constants, shapes):
 
 def _lower_slice(node, constants, shapes):
     x = node.params["a"].value
-    shape = shapes[x]
-    key = node.params["key"]
+    offset, strides, _ = _basic_key("slice", shapes[x], node.params["key"])
+    return [CNode("strided_copy", [x], node.outputs[0], "slice", offset=offset, strides=strides)]
+
+
+def _lower_index_put(node, constants, shapes):
+    """``a`` with ``a[key] = values``, into a new value (what padding records: zeros, then the input
+    written into their middle). A constant ``a`` of one repeated value (zeros) is written as a fill."""
+    p = node.params
+    base, values = p["a"].value, p["values"]
+    if p["accumulate"]:
+        raise ExportError("adcuda.export.to_c: index_put_ with accumulate=True cannot be exported")
+    offset, strides, region = _basic_key("index_put_", shapes[base], p["key"])
+    inputs, attrs = [], {"offset": offset, "strides": strides, "region": region, "fill": None, "value": None}
+    if base in constants and constants[base].size and (constants[base] == constants[base].flat[0]).all():
+        attrs["fill"] = float(constants[base].flat[0])
+    else:
+        inputs.append(base)
+    if isinstance(values, Ref):
+        inputs.append(values.value)
+        attrs["value_strides"] = _broadcast_strides(shapes[values.value], region)
+    else:
+        attrs["value"] = _operand(values, "index_put_")
+    return [CNode("index_put", inputs, node.outputs[0], "index_put_", **attrs)]
+
+
+def _basic_key(op, shape, key):
+    """``(offset, strides, shape)`` of the elements ``key`` (ints, slices, None, Ellipsis) picks from a
+    contiguous array of ``shape``, in elements."""
     key = tuple(key) if isinstance(key, (list, tuple)) else (key,)
     if Ellipsis in key:
         at = key.index(Ellipsis)
         fill = len(shape) - (len(key) - 1 - sum(k is None for k in key))
         key = key[:at] + (slice(None),) * fill + key[at + 1 :]
-    strides = _contiguous_strides(shape)
-    offset, out_strides, dim = 0, [], 0
+    own = _contiguous_strides(shape)
+    offset, strides, sizes, dim = 0, [], [], 0
     for k in key:
         if k is None:
-            out_strides.append(0)
+            strides.append(0)
+            sizes.append(1)
         elif isinstance(k, slice):
-            start, _, step = k.indices(shape[dim])
-            offset += start * strides[dim]
-            out_strides.append(step * strides[dim])
+            start, stop, step = k.indices(shape[dim])
+            offset += start * own[dim]
+            strides.append(step * own[dim])
+            sizes.append(len(range(start, stop, step)))
             dim += 1
         elif isinstance(k, (int, np.integer)):
-            offset += (int(k) % shape[dim]) * strides[dim]
+            offset += (int(k) % shape[dim]) * own[dim]
             dim += 1
         else:
-            raise ExportError(f"adcuda.export.to_c: slice with a {type(k).__name__} index cannot be exported")
-    out_strides.extend(strides[dim:])
-    return [CNode("strided_copy", [x], node.outputs[0], "slice", offset=offset, strides=tuple(out_strides))]
+            raise ExportError(
+                f"adcuda.export.to_c: {op} with a {type(k).__name__} index cannot be exported (ints, slices and "
+                "None only)"
+            )
+    strides.extend(own[dim:])
+    sizes.extend(shape[dim:])
+    return offset, tuple(strides), tuple(sizes)
+
+
+def _lower_reduce(node, constants, shapes):
+    p = node.params
+    op, x = p["op"], p["a"].value
+    shape = shapes[x]
+    if op not in REDUCE_C:
+        raise ExportError(
+            f"adcuda.export.to_c: reduce {op} has no C lowering (it writes {', '.join(sorted(REDUCE_C))})"
+        )
+    axes = range(len(shape)) if p["axes"] is None else p["axes"]
+    axes = {int(a) % len(shape) for a in ((axes,) if isinstance(axes, int) else axes)} if shape else set()
+    spread = [d for d in sorted(axes) if shape[d] != 1]
+    if spread and any(d not in axes and shape[d] != 1 for d in range(spread[0], spread[-1] + 1)):
+        raise ExportError(
+            f"adcuda.export.to_c: reduce {op} over dims {tuple(sorted(axes))} of {tuple(shape)}: only adjacent "
+            "dims can be reduced in C (permute them together first)"
+        )
+    lo = spread[0] if spread else len(shape)
+    hi = spread[-1] if spread else len(shape) - 1
+    outer = int(np.prod([shape[d] for d in range(lo) if d not in axes], dtype=np.int64))
+    reduced = int(np.prod([shape[d] for d in axes], dtype=np.int64))
+    inner = int(np.prod(shape[hi + 1 :], dtype=np.int64))
+    return [CNode("reduce", [x], node.outputs[0], f"reduce {op}", op=op, outer=outer, reduced=reduced, inner=inner)]
 
 
 def _lower_matmul(node, constants, shapes):
@@ -331,6 +396,8 @@ _LOWER = {
     "permute": _lower_permute,
     "expand": _lower_expand,
     "slice": _lower_slice,
+    "index_put_": _lower_index_put,
+    "reduce": _lower_reduce,
     "matmul": _lower_matmul,
     "conv2d": _lower_conv2d,
     "max_pool2d": _lower_max_pool2d,
