@@ -132,11 +132,21 @@ def test_two_inputs_two_outputs_and_a_view_output(compile_c, tmp_path):
 
         def forward(self, x, y):
             h = self.a(x) + y
-            return h.reshape(2, 6), F.log_softmax(h, dim=0)
+            return adcuda.cat([h, y * 2.0, h], dim=1).reshape(3, 2, 6), F.log_softmax(h, dim=0)
 
     adcuda.manual_seed(3)
     export = check(compile_c, Net(), [adcuda.randn(3, 6), adcuda.randn(3, 4)], tmp_path, "file")
-    assert export.output_shapes == [(2, 6), (3, 4)]
+    assert export.output_shapes == [(3, 2, 6), (3, 4)]
+
+
+def test_outputs_that_are_inputs_or_repeated_are_copied(compile_c, tmp_path):
+    class Net(nn.Module):
+        def forward(self, x):
+            h = x.tanh()
+            return x, h, h.view(6), x.view(3, 2)
+
+    export = check(compile_c, Net(), [adcuda.randn(2, 3)], tmp_path, "embedded")
+    assert open(export.source).read().count("memcpy(out") == 3
 
 
 def test_permuted_and_batched_products(compile_c, tmp_path):

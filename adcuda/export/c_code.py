@@ -389,6 +389,14 @@ class CSource:
             body += _loop_nest(a["region"], [], lambda reads: literal, out=(a["strides"], a["offset"]))
         return params + [self.pointer(node.out)], body
 
+    def _kernel_cat(self, node):
+        body = []
+        for j, (v, offset) in enumerate(zip(node.inputs, node.attrs["offsets"])):
+            shape = self.graph.shapes[v]
+            own = (f"p{j}", _contiguous_strides(shape), 0)
+            body += _loop_nest(shape, [own], lambda reads: reads[0], out=(node.attrs["strides"], offset))
+        return [self.pointer(v) for v in node.inputs] + [self.pointer(node.out)], body
+
     def _kernel_reduce(self, node):
         """Over (outer, reduced, inner): each output row of ``inner`` accumulates the ``reduced`` rows
         above it, so the innermost loop runs along contiguous memory."""

@@ -76,8 +76,8 @@ FUSABLE_ACTIVATIONS = frozenset({"relu", "gelu", "gelu_tanh", "tanh", "sigmoid",
 
 SUPPORTED = (
     "unary ({}), binary ({}), clamp, matmul (a Linear, or batched products), conv2d, max_pool2d, "
-    "layer_norm, softmax/log_softmax, reduce ({}), view, permute, expand, slice and index_put_ "
-    "(padding)".format(", ".join(sorted(UNARY_C)), ", ".join(sorted(BINARY_C)), ", ".join(sorted(REDUCE_C)))
+    "layer_norm, softmax/log_softmax, reduce ({}), view, permute, expand, slice, cat and "
+    "index_put_ (padding)".format(", ".join(sorted(UNARY_C)), ", ".join(sorted(BINARY_C)), ", ".join(sorted(REDUCE_C)))
 )
 
 
@@ -264,6 +264,19 @@ def _lower_index_put(node, constants, shapes):
     return [CNode("index_put", inputs, node.outputs[0], "index_put_", **attrs)]
 
 
+def _lower_cat(node, constants, shapes):
+    """Each operand copied into its block of the result along ``axis``."""
+    parts = [r.value for r in node.params["arrays"]]
+    out = node.outputs[0]
+    axis = int(node.params["axis"]) % len(shapes[out])
+    strides = _contiguous_strides(shapes[out])
+    offsets, at = [], 0
+    for v in parts:
+        offsets.append(at * strides[axis])
+        at += shapes[v][axis]
+    return [CNode("cat", parts, out, "cat", offsets=offsets, strides=strides)]
+
+
 def _basic_key(op, shape, key):
     """``(offset, strides, shape)`` of the elements ``key`` (ints, slices, None, Ellipsis) picks from a
     contiguous array of ``shape``, in elements."""
@@ -398,6 +411,7 @@ _LOWER = {
     "slice": _lower_slice,
     "index_put_": _lower_index_put,
     "reduce": _lower_reduce,
+    "cat": _lower_cat,
     "matmul": _lower_matmul,
     "conv2d": _lower_conv2d,
     "max_pool2d": _lower_max_pool2d,
