@@ -108,6 +108,8 @@ def test_cnn_matches_adcuda_with_batchnorm_folded(compile_c, tmp_path, weights):
     # three convolutions carry both batch norms, their biases and ReLUs: no loop of their own remains
     assert source.count("/* conv2d:") == 3
     assert "/* binary mul" not in source and "/* unary relu" not in source
+    # the average pool's four window taps and its division are one loop reading the taps in place
+    assert source.count("/* window sum") == 1 and "/* slice" not in source and "/* binary" not in source
 
 
 def test_layer_norm_over_two_dims_and_softmax_over_a_middle_dim(compile_c, tmp_path):
@@ -173,7 +175,8 @@ def test_padded_and_adaptive_pooling_and_reductions(compile_c, tmp_path):
             return pooled * h.mean((2, 3)).sum(1, keepdim=True) - h.amin(3).prod(2).sum(1, keepdim=True)
 
     adcuda.manual_seed(6)
-    check(compile_c, Net(), [adcuda.randn(2, 3, 9, 10)], tmp_path, "embedded")
+    export = check(compile_c, Net(), [adcuda.randn(2, 3, 9, 10)], tmp_path, "embedded")
+    assert "/* window sum" in open(export.source).read()
 
 
 def test_scratch_memory_is_reused_along_a_chain(tmp_path):
