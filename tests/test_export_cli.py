@@ -103,6 +103,18 @@ def test_missing_and_damaged_checkpoints(tmp_path, capsys):
     assert err.startswith("adcuda export: error:") and "checkpoint.pt" in err
 
 
+def test_checkpoint_whose_weights_do_not_fit_the_task_model(digits_run, tmp_path, capsys):
+    import adcuda
+
+    run, _ = digits_run
+    state = adcuda.load(str(run / "checkpoint.pt"))
+    del state["model"]["1.net.0.weight"]
+    adcuda.save(state, str(tmp_path / "checkpoint.pt"))
+    assert cli.main(["export", str(tmp_path), "--format", "c"]) == 1
+    err = capsys.readouterr().err
+    assert "do not fit the 'digits' model" in err and "1.net.0.weight" in err and len(err) < 400
+
+
 def test_usage_errors_exit_2(digits_run, tmp_path, capsys, monkeypatch):
     run, _ = digits_run
     for args, message in (

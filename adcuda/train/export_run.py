@@ -15,6 +15,8 @@ FORMATS = ("onnx", "c")
 # the names the exported graph gives its input and output (ONNX's input_names/output_names)
 INPUT_NAME = "input"
 OUTPUT_NAME = "logits"
+# how much of load_state_dict's list of differences an error quotes
+DETAIL_CHARS = 160
 
 
 class ExportSettingsError(SettingsError):
@@ -60,7 +62,15 @@ def load_trained_model(path):
     model = task.build_model()
     # an --amp run keeps float16 weights: the exported model computes in float32
     weights = {k: v.float() if v.dtype.is_floating_point else v for k, v in state["model"].items()}
-    model.load_state_dict(weights)
+    try:
+        model.load_state_dict(weights)
+    except (RuntimeError, KeyError, ValueError) as error:
+        details = [line.strip() for line in str(error).splitlines()[1:] if line.strip()] or [str(error)]
+        detail = details[0] if len(details[0]) <= DETAIL_CHARS else details[0][:DETAIL_CHARS] + "..."
+        raise CheckpointError(
+            f"{path}: its weights do not fit the '{task_name}' model this adcuda builds (a checkpoint of "
+            f"another adcuda version?): {detail}"
+        ) from None
     model.eval()
     return TrainedModel(model, task_name, task, path, state.get("epoch", 0))
 
