@@ -95,6 +95,7 @@ class CNode:
         self.origin = origin  # the primitive it came from, for comments and errors
 
     def value_inputs(self):
+        """The operands that are values (a binary's scalar operand is a float, never a value number)."""
         return [v for v in self.inputs if isinstance(v, int)]
 
 
@@ -115,7 +116,7 @@ class CGraph:
         return int(np.prod(self.shapes[vid], dtype=np.int64))
 
     def uses(self, vid):
-        return [n for n in self.nodes if vid in n.inputs]
+        return [n for n in self.nodes if vid in n.value_inputs()]
 
 
 def lower(graph):
@@ -226,14 +227,14 @@ def _lower_view(node, constants, shapes):
 def _lower_permute(node, constants, shapes):
     x = node.params["a"].value
     axes = tuple(int(a) % len(shapes[x]) for a in node.params["axes"])
-    in_strides = _contiguous_strides(shapes[x])
+    in_strides = contiguous_strides(shapes[x])
     strides = tuple(in_strides[a] for a in axes)
     return [CNode("strided_copy", [x], node.outputs[0], "permute", offset=0, strides=strides)]
 
 
 def _lower_expand(node, constants, shapes):
     x, out = node.params["a"].value, node.outputs[0]
-    strides = _broadcast_strides(shapes[x], shapes[out])
+    strides = broadcast_strides(shapes[x], shapes[out])
     return [CNode("strided_copy", [x], out, "expand", offset=0, strides=strides)]
 
 
@@ -258,7 +259,7 @@ def _lower_index_put(node, constants, shapes):
         inputs.append(base)
     if isinstance(values, Ref):
         inputs.append(values.value)
-        attrs["value_strides"] = _broadcast_strides(shapes[values.value], region)
+        attrs["value_strides"] = broadcast_strides(shapes[values.value], region)
     else:
         attrs["value"] = _operand(values, "index_put_")
     return [CNode("index_put", inputs, node.outputs[0], "index_put_", **attrs)]
@@ -269,7 +270,7 @@ def _lower_cat(node, constants, shapes):
     parts = [r.value for r in node.params["arrays"]]
     out = node.outputs[0]
     axis = int(node.params["axis"]) % len(shapes[out])
-    strides = _contiguous_strides(shapes[out])
+    strides = contiguous_strides(shapes[out])
     offsets, at = [], 0
     for v in parts:
         offsets.append(at * strides[axis])
@@ -285,7 +286,7 @@ def _basic_key(op, shape, key):
         at = key.index(Ellipsis)
         fill = len(shape) - (len(key) - 1 - sum(k is None for k in key))
         key = key[:at] + (slice(None),) * fill + key[at + 1 :]
-    own = _contiguous_strides(shape)
+    own = contiguous_strides(shape)
     offset, strides, sizes, dim = 0, [], [], 0
     for k in key:
         if k is None:
@@ -420,7 +421,7 @@ _LOWER = {
 }
 
 
-def _contiguous_strides(shape):
+def contiguous_strides(shape):
     strides, step = [], 1
     for size in reversed(shape):
         strides.append(step)
@@ -428,9 +429,9 @@ def _contiguous_strides(shape):
     return tuple(reversed(strides))
 
 
-def _broadcast_strides(shape, out_shape):
+def broadcast_strides(shape, out_shape):
     """Element strides of a contiguous array of ``shape`` read broadcast to ``out_shape`` (0 where it repeats)."""
-    own = _contiguous_strides(shape)
+    own = contiguous_strides(shape)
     lead = len(out_shape) - len(shape)
     return tuple(0 if i < lead or shape[i - lead] == 1 else own[i - lead] for i in range(len(out_shape)))
 
@@ -461,7 +462,7 @@ def _only_consumer(graph, vid):
     if vid in graph.outputs:
         return None
     users = graph.uses(vid)
-    return users[0] if len(users) == 1 and users[0].inputs.count(vid) == 1 else None
+    return users[0] if len(users) == 1 and users[0].value_inputs().count(vid) == 1 else None
 
 
 def _replace(graph, node, consumer):
@@ -473,7 +474,7 @@ def _replace(graph, node, consumer):
 def _fold_binary(graph, node, binary):
     op = binary.attrs["op"]
     a, b = binary.inputs
-    mine_first = a == node.out
+    mine_first = isinstance(a, int) and a == node.out  # a scalar operand is a float: 2.0 == 2 must not count
     other = b if mine_first else a
     if op not in ("add", "sub", "mul", "div") or (op == "div" and not mine_first):
         return False
@@ -575,7 +576,7 @@ def fuse_window_sums(graph):
             if graph.shapes[total] != out_shape:
                 continue
             summed.inputs.append(divisor)
-            summed.attrs["divisor_strides"] = _broadcast_strides(graph.shapes[divisor], out_shape)
+            summed.attrs["divisor_strides"] = broadcast_strides(graph.shapes[divisor], out_shape)
             _replace(graph, summed, node)
             producers[summed.out] = summed
 
