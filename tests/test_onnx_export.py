@@ -209,6 +209,23 @@ def test_average_pools(pool, operator):
     assert operator in op_types(proto)
 
 
+@needs_onnx
+@pytest.mark.parametrize(
+    "layer, shape",
+    [
+        (nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2), (2, 4, 5, 6)),
+        (nn.Conv1d(4, 3, 3, padding=1), (2, 4, 9)),
+        (nn.Upsample(scale_factor=2, mode="bilinear"), (2, 4, 5, 6)),
+        (nn.GroupNorm(2, 4), (2, 4, 5, 6)),
+        (nn.InstanceNorm2d(4), (2, 4, 5, 6)),
+    ],
+)
+def test_more_layers(layer, shape):
+    export_and_compare(
+        layer, adcuda.randn(*shape), dynamic_axes={"x0": [0]}, other_args=[(adcuda.randn(3, *shape[1:]),)]
+    )
+
+
 class TextClassifier(nn.Module):
     def __init__(self):
         super().__init__()
@@ -294,10 +311,42 @@ class ManyOps(nn.Module):
         return adcuda.where(y > 0, y, x.mean(1)) + x.permute(0, 2, 1).reshape(x.shape[0], 5, 4).amax(-1)
 
 
+class MoreOps(nn.Module):
+    """Indexing by tensors, gathers and scatters, integer arithmetic and the rarer unary and binary ops."""
+
+    def forward(self, x, idx):
+        picked = x[:, idx].sum(1, keepdim=True) + x.gather(2, idx.view(1, 1, -1).expand(x.shape[0], 4, 2))[..., :1]
+        scattered = adcuda.zeros(x.shape[0], 4, 5).scatter_add(
+            2, idx.view(1, 1, -1).expand(x.shape[0], 4, 2), x[..., :2]
+        )
+        n = (x * 10).int()
+        integers = (n // 3 + n % 3 - (-n) % 4).float() + n.cumsum(1).float()
+        y = x.abs().rsqrt().log1p() + x.sign() * x.trunc() + x.exp2() - x.abs().log2() + (x.abs() + 1).log10()
+        y = y + adcuda.logaddexp(x, -x) + adcuda.hypot(x, x) + x.pow(2) + (x / 0.7).floor() + adcuda.remainder(x, 0.3)
+        y = y + x.clamp(min=0.1) + x.clamp(max=-0.1) + x.triu(1) - x.tril(-1) + adcuda.where(x > 0, x, 0.5)
+        return y + scattered + integers + picked + x.softmax(1).log() - x.log_softmax(-1)
+
+
 @needs_onnx
-def test_many_primitives_with_dynamic_batch():
+def test_more_primitives():
+    idx = adcuda.tensor([0, 3])
     export_and_compare(
-        ManyOps(), adcuda.randn(3, 4, 5), dynamic_axes={"x0": {0: "b"}}, other_args=[(adcuda.randn(6, 4, 5),)]
+        MoreOps(),
+        (adcuda.randn(3, 4, 5), idx),
+        dynamic_axes={"x0": {0: "b"}},
+        other_args=[(adcuda.randn(6, 4, 5), adcuda.tensor([3, 1]))],
+    )
+
+
+@needs_onnx
+@pytest.mark.parametrize("opset", [17, 18, 21])  # reductions take their axes as an attribute before 18
+def test_many_primitives_with_dynamic_batch(opset):
+    export_and_compare(
+        ManyOps(),
+        adcuda.randn(3, 4, 5),
+        dynamic_axes={"x0": {0: "b"}},
+        other_args=[(adcuda.randn(6, 4, 5),)],
+        opset_version=opset,
     )
 
 

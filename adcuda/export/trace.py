@@ -45,7 +45,8 @@ What it refuses (``ExportError``, naming the op and the user's line where there 
 read on the host (``.item()``, ``bool(t)``, printing), a random draw (dropout in training mode,
 ``randn`` in forward), a write in place into an input, a parameter or buffer, or a view other than a
 slice, a read of a view made before a write into its array, forward hooks, optimizer/host steps,
-boolean-mask indexing, CUDA tensors, arguments or results that are not tensors.
+boolean-mask indexing, CUDA tensors, arguments or results that are not tensors. (The ops' checks of
+index values, host steps too, run once at the trace and are left out of the graph.)
 
 Dynamic sizes: with ``dynamic_axes`` ({input position: {axis: name}}; axes sharing a name share one
 size) the model is traced once more per name with that size changed, and every size or integer
@@ -301,9 +302,23 @@ class _ForwardRecorder(Recorder):
             self.fail("a random draw in the forward: an exported graph has no random numbers")
 
     def _host_step(self, fn, args, kwargs):
+        if self.recording and _is_value_check(fn):
+            # the ops' checks of index or target values: they held for the example inputs; at run time
+            # the exported graph's own operators check what they read
+            self._host_depth += 1
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self._host_depth -= 1
         if self.recording:
             self.fail(f"the host step {getattr(fn, '__qualname__', fn)} (Python a graph cannot hold)")
         return fn(*args, **kwargs)
+
+
+def _is_value_check(fn):
+    """A host step of the ops layer that only reads values and raises (``_check_index_range``...), as
+    opposed to one that changes state (optimizer and scheduler steps, zero_grad)."""
+    return getattr(fn, "__module__", "").startswith("adcuda.ops.") and fn.__name__.startswith("_check")
 
 
 def trace_forward(model, args, *, op="export", dynamic_axes=None):

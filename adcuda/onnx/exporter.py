@@ -142,6 +142,7 @@ class _Writer:
         self.initializers = []
         self.names = {}  # value number -> ONNX tensor name
         self.used_names = set()
+        self.suffixes = {}  # name hint -> the last number appended to it
         self.skip = set()  # ids of graph nodes another node's translation absorbed
         self.symbols = {}  # dynamic size name -> (input name, axis)
         self.symbol_tensors = {}  # dynamic size name -> a 1-D int64 tensor holding it
@@ -151,11 +152,11 @@ class _Writer:
 
     # ------------------------------------------------------------------ names and constants
     def fresh(self, hint):
+        """A tensor or node name not used yet: ``hint``, else ``hint_1``, ``hint_2``..."""
         name = hint
-        k = 1
         while name in self.used_names:
-            name = f"{hint}_{k}"
-            k += 1
+            self.suffixes[hint] = self.suffixes.get(hint, 0) + 1
+            name = f"{hint}_{self.suffixes[hint]}"
         self.used_names.add(name)
         return name
 
@@ -1119,6 +1120,27 @@ class _Writer:
             pads=list(padding) * 2,
             dilations=list(dilation),
             group=int(groups),
+        )
+
+    def _op_conv2d_backward_input(self, node, g, weight, input_shape, stride, padding, dilation, groups):
+        """The input gradient of a convolution, which is a transposed convolution (nn.ConvTranspose2d)."""
+        if has_dim(tuple(input_shape)[2:]):
+            self.refuse("a transposed convolution whose output height or width is dynamic")
+        kernel = self.info(weight.value).shape[2:]
+        g_size = self.info(g.value).shape[2:]
+        extra = [
+            size - ((n - 1) * s - 2 * p + d * (k - 1) + 1)
+            for size, n, s, p, d, k in zip(tuple(input_shape)[2:], g_size, stride, padding, dilation, kernel)
+        ]
+        self.emit(
+            "ConvTranspose",
+            [self.name(g.value), self.name(weight.value)],
+            [self.out(node)],
+            strides=list(stride),
+            pads=list(padding) * 2,
+            dilations=list(dilation),
+            group=int(groups),
+            output_padding=extra,
         )
 
     def _op_max_pool2d(self, node, x, kernel, stride, padding, dilation, out_size):
