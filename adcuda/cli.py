@@ -240,6 +240,7 @@ def add_export_parser(commands):
         "--batch-size",
         type=_positive_int,
         default=1,
+        metavar="N",
         help="the batch of the example input the model is traced with: the C code's fixed batch; ONNX's "
         "batch dim stays dynamic (default: 1)",
     )
