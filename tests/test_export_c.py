@@ -179,6 +179,17 @@ def test_padded_and_adaptive_pooling_and_reductions(compile_c, tmp_path):
     assert "/* window sum" in open(export.source).read()
 
 
+def test_ceil_mode_dilated_and_rectangular_windows(compile_c, tmp_path):
+    model = nn.Sequential(
+        nn.Conv2d(2, 4, (3, 2), stride=(2, 1), padding=(0, 2)),
+        nn.MaxPool2d(3, stride=2, padding=1, ceil_mode=True),
+        nn.Conv2d(4, 4, 2, dilation=2, padding=1),
+        nn.AvgPool2d(2, ceil_mode=True, count_include_pad=False),
+    )
+    adcuda.manual_seed(7)
+    check(compile_c, model, [adcuda.randn(2, 2, 17, 13)], tmp_path, "embedded")
+
+
 def test_scratch_memory_is_reused_along_a_chain(tmp_path):
     layers = []
     for _ in range(8):
