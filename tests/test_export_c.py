@@ -190,6 +190,17 @@ def test_ceil_mode_dilated_and_rectangular_windows(compile_c, tmp_path):
     check(compile_c, model, [adcuda.randn(2, 2, 17, 13)], tmp_path, "embedded")
 
 
+def test_masks_comparisons_and_where(compile_c, tmp_path):
+    class Net(nn.Module):
+        def forward(self, x, y):
+            mask = (x > 0.2) | (y <= -0.5)
+            h = F.leaky_relu(x, 0.1) + x.masked_fill(x < 0, 0.5) + mask.float() * y
+            return adcuda.where(~mask & (x != y), h, -h) + adcuda.where(x >= y, 1.0, y)
+
+    adcuda.manual_seed(8)
+    check(compile_c, Net(), [adcuda.randn(3, 5), adcuda.randn(1, 5)], tmp_path, "embedded")
+
+
 def test_scratch_memory_is_reused_along_a_chain(tmp_path):
     layers = []
     for _ in range(8):
@@ -247,6 +258,13 @@ def test_refusals_name_the_op(tmp_path):
 
     with pytest.raises(ExportError, match="int64"):
         to_c(nn.Embedding(10, 4), adcuda.tensor([[1, 2]]), tmp_path)
+
+    class Mask(nn.Module):
+        def forward(self, x):
+            return x > 0
+
+    with pytest.raises(ExportError, match=r"output 0 \(2, 3\) is adcuda.bool"):
+        to_c(Mask(), adcuda.randn(2, 3), tmp_path)
 
     class Indices(nn.Module):
         def forward(self, x):

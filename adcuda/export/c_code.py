@@ -369,6 +369,23 @@ class CSource:
         )
         return params + [self.pointer(node.out)], body
 
+    def _kernel_where(self, node):
+        out_shape = self.graph.shapes[node.out]
+        params, operands = [], []
+        for v in node.inputs:
+            if isinstance(v, float):
+                operands.append(_float_literal(v))
+            else:
+                operands.append((f"p{len(params)}", broadcast_strides(self.graph.shapes[v], out_shape), 0))
+                params.append(self.pointer(v))
+
+        def combine(reads):
+            c, a, b = _merge_scalars(operands, reads)
+            return f"({c} != 0.0f ? {a} : {b})"
+
+        body = _loop_nest(out_shape, [o for o in operands if isinstance(o, tuple)], combine)
+        return params + [self.pointer(node.out)], body
+
     def _kernel_strided_copy(self, node):
         out_shape = self.graph.shapes[node.out]
         body = _loop_nest(out_shape, [("p0", node.attrs["strides"], node.attrs["offset"])], lambda reads: reads[0])
@@ -726,7 +743,7 @@ def _activation_loop(act, row, count):
 
 
 def _merge_scalars(operands, reads):
-    """The C operands of a binary in order: scalar literals as they are, arrays as their reads."""
+    """The C operands of an elementwise node in order: scalar literals as they are, arrays as their reads."""
     reads = iter(reads)
     return [o if isinstance(o, str) else next(reads) for o in operands]
 

@@ -15,6 +15,8 @@ change no data there, so they become ``alias`` nodes that the memory plan maps t
 buffer.
 """
 
+import dataclasses
+
 import numpy as np
 
 from .. import dtypes as dt
@@ -48,6 +50,8 @@ UNARY_C = {
     "log2": "log2f(v)",
     "log10": "log10f(v)",
     "sign": "(float)((v > 0.0f) - (v < 0.0f))",
+    "logical_not": "(v == 0.0f ? 1.0f : 0.0f)",
+    "nonzero": "(v != 0.0f ? 1.0f : 0.0f)",  # astype(bool)
 }
 
 # binary primitives and their C expression over ``a`` and ``b``; maximum and minimum pass a NaN on, as NumPy's
@@ -59,6 +63,16 @@ BINARY_C = {
     "pow": "powf({a}, {b})",
     "maximum": "(({a} != {a} || {a} > {b}) ? {a} : {b})",
     "minimum": "(({a} != {a} || {a} < {b}) ? {a} : {b})",
+    # comparisons and logic: a bool value is a float 0 or 1 in C (never a buffer of the caller's)
+    "eq": "({a} == {b} ? 1.0f : 0.0f)",
+    "ne": "({a} != {b} ? 1.0f : 0.0f)",
+    "lt": "({a} < {b} ? 1.0f : 0.0f)",
+    "le": "({a} <= {b} ? 1.0f : 0.0f)",
+    "gt": "({a} > {b} ? 1.0f : 0.0f)",
+    "ge": "({a} >= {b} ? 1.0f : 0.0f)",
+    "logical_and": "({a} != 0.0f && {b} != 0.0f ? 1.0f : 0.0f)",
+    "logical_or": "({a} != 0.0f || {b} != 0.0f ? 1.0f : 0.0f)",
+    "logical_xor": "(({a} != 0.0f) != ({b} != 0.0f) ? 1.0f : 0.0f)",
 }
 
 # reductions: (the accumulator's start, how it takes one more value ``v``); mean is sum's, divided at the end;
@@ -75,10 +89,10 @@ REDUCE_C = {
 FUSABLE_ACTIVATIONS = frozenset({"relu", "gelu", "gelu_tanh", "tanh", "sigmoid", "silu"})
 
 SUPPORTED = (
-    "unary ({}), binary ({}), clamp, matmul (a Linear, or batched products), conv2d, max_pool2d, "
-    "layer_norm, softmax/log_softmax, reduce ({}), view, permute, expand, slice, cat and "
-    "index_put_ (padding)".format(", ".join(sorted(UNARY_C)), ", ".join(sorted(BINARY_C)), ", ".join(sorted(REDUCE_C)))
-)
+    "unary ({}), binary ({}), where, astype (float32/bool), clamp, matmul (a Linear, or batched products), "
+    "conv2d, max_pool2d, layer_norm, softmax/log_softmax, reduce ({}), view, permute, expand, slice, cat and "
+    "index_put_ (padding)"
+).format(", ".join(sorted(UNARY_C)), ", ".join(sorted(BINARY_C)), ", ".join(sorted(REDUCE_C)))
 
 
 class CNode:
@@ -137,9 +151,14 @@ def lower(graph):
                 f"adcuda.export.to_c: the primitive {node.op} ({_describe(node, shapes)}) has no C "
                 f"lowering; the C export covers {SUPPORTED}"
             )
+        if node.op in ("unary", "binary") and str(node.params["op"]).startswith("bitwise_"):
+            # on bool masks (&, |, ^, ~) the bitwise ops are the logical ones; on integers they are refused
+            operand = node.params["a"]
+            if isinstance(operand, Ref) and graph.values[operand.value].dtype == dt.bool_:
+                node = dataclasses.replace(node, params={**node.params, "op": "logical_" + node.params["op"][8:]})
         first = node.outputs[0]
         if first is not None:
-            _require_float32(graph.values[first].dtype, f"the result of {node.op}", shapes[first])
+            _require_float32(graph.values[first].dtype, f"the result of {node.op}", shapes[first], bool_too=True)
         nodes.extend(lowering(node, constants, shapes))
     for position, vid in enumerate(graph.outputs):
         _require_float32(graph.values[vid].dtype, f"output {position}", shapes[vid])
@@ -148,8 +167,9 @@ def lower(graph):
     return lowered
 
 
-def _require_float32(dtype, what, shape):
-    if dtype != dt.float32:
+def _require_float32(dtype, what, shape, bool_too=False):
+    """Values are float32 in C; a bool one inside the forward (a mask) is a float 0 or 1."""
+    if dtype != dt.float32 and not (bool_too and dtype == dt.bool_):
         raise ExportError(
             f"adcuda.export.to_c: {what} {tuple(shape)} is {dtype}; the C export computes in "
             "float32 only (export a float32 model with float32 inputs)"
@@ -210,6 +230,23 @@ def _lower_binary(node, constants, shapes):
         )
     operands = [_operand(a, f"binary {op}"), _operand(b, f"binary {op}")]
     return [CNode("binary", operands, node.outputs[0], f"binary {op}", op=op)]
+
+
+def _lower_where(node, constants, shapes):
+    p = node.params
+    operands = [_operand(p[k], "where") for k in ("cond", "a", "b")]
+    return [CNode("where", operands, node.outputs[0], "where")]
+
+
+def _lower_astype(node, constants, shapes):
+    """Between float32 and bool, the only dtypes a C value has: to bool is a test against 0, from bool
+    (already 0 or 1) a copy."""
+    target = node.params["dtype"]
+    if target not in (dt.float32, dt.bool_):
+        raise ExportError(f"adcuda.export.to_c: astype to {target}: the C export computes in float32 only")
+    if target == dt.bool_:
+        return [CNode("unary", [node.params["a"].value], node.outputs[0], "astype bool", op="nonzero")]
+    return [CNode("alias", [node.params["a"].value], node.outputs[0], "astype float32")]
 
 
 def _lower_clamp(node, constants, shapes):
@@ -406,6 +443,8 @@ _LOWER = {
     "unary": _lower_unary,
     "binary": _lower_binary,
     "clamp": _lower_clamp,
+    "where": _lower_where,
+    "astype": _lower_astype,
     "view": _lower_view,
     "permute": _lower_permute,
     "expand": _lower_expand,
