@@ -554,16 +554,11 @@ class CSource:
             f"            for (long ky = 0; ky < {kh}L; ++ky) {{",
             f"                const long oy0 = first_out(ky * {dh}L, {ph}L, {sh}L);",
             f"                const long oy1 = end_out(ky * {dh}L, {ph}L, {sh}L, {height}L, {out_h}L);",
-            f"                for (long kx = 0; kx < {kw}L; ++kx) {{",
-            f"                    const float wv = p1[((o * {group_channels}L + c) * {kh}L + ky) * {kw}L + kx];",
-            f"                    const long ox0 = first_out(kx * {dw}L, {pw}L, {sw}L);",
-            f"                    const long ox1 = end_out(kx * {dw}L, {pw}L, {sw}L, {width}L, {out_w}L);",
-            "                    for (long oy = oy0; oy < oy1; ++oy) {",
-            f"                        float* restrict yr = yo + oy * {out_w}L;",
-            f"                        const long row = (oy * {sh}L - {ph}L + ky * {dh}L) * {width}L"
-            f" + kx * {dw}L - {pw}L;",
-            f"                        for (long ox = ox0; ox < ox1; ++ox) yr[ox] += wv * xc[row + ox * {sw}L];",
-            "                    }",
+            f"                const float* restrict wk = p1 + ((o * {group_channels}L + c) * {kh}L + ky) * {kw}L;",
+            "                for (long oy = oy0; oy < oy1; ++oy) {",
+            f"                    float* restrict yr = yo + oy * {out_w}L;",
+            f"                    const long row = (oy * {sh}L - {ph}L + ky * {dh}L) * {width}L - {pw}L;",
+            *("                    " + line for line in _conv_row(kw, width, out_w, sw, pw, dw)),
             "                }",
             "            }",
             "        }",
@@ -729,6 +724,47 @@ def _float_literal(value):
     if "e" not in text and "." not in text:
         text += ".0"
     return text + "f"
+
+
+def _conv_row(kw, width, out_w, stride, pad, dilation):
+    """The loops adding one input row's ``kw`` taps (weights ``wk[0..kw)``) into an output row ``yr``.
+    Where every tap reads inside the row (the interior, known here) one loop adds all of them, so each
+    output is loaded and stored once per row of taps instead of once per tap; near the edges, where
+    some taps fall in the zero padding, each tap has its own loop over the outputs it reaches."""
+    starts = [_first_out(kx * dilation, pad, stride) for kx in range(kw)]
+    ends = [_end_out(kx * dilation, pad, stride, width, out_w) for kx in range(kw)]
+    inner_start, inner_end = max(starts), min(ends)
+    lines = []
+    if inner_end > inner_start:
+        taps = " + ".join(f"wk[{kx}] * xc[at + {kx * dilation}L]" for kx in range(kw))
+        lines += [
+            f"for (long ox = {inner_start}L; ox < {inner_end}L; ++ox) {{",
+            f"    const long at = row + ox * {stride}L;",
+            f"    yr[ox] += {taps};",
+            "}",
+        ]
+    else:
+        inner_start = inner_end = out_w  # no interior: every tap's range is an edge
+    for kx, (start, end) in enumerate(zip(starts, ends)):
+        for lo, hi in ((start, min(end, inner_start)), (max(start, inner_end), end)):
+            if hi > lo:
+                lines.append(
+                    f"for (long ox = {lo}L; ox < {hi}L; ++ox) "
+                    f"yr[ox] += wk[{kx}] * xc[row + ox * {stride}L + {kx * dilation}L];"
+                )
+    return lines
+
+
+def _first_out(tap, pad, stride):
+    """The first output whose window tap at offset ``tap`` reads inside the input (first_out in C)."""
+    need = pad - tap
+    return 0 if need <= 0 else (need + stride - 1) // stride
+
+
+def _end_out(tap, pad, stride, size, out):
+    """One past the last such output (end_out in C)."""
+    last = size - 1 + pad - tap
+    return 0 if last < 0 else min(last // stride + 1, out)
 
 
 def _activation_loop(act, row, count):
