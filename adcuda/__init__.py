@@ -83,6 +83,7 @@ def is_floating_point(input: Tensor) -> builtins.bool:
 # attribute; None for the module itself). scripts/gen_api_reference.py lists these names from here.
 _LOADED_ON_FIRST_USE = {
     **{name: (f".{name}", None) for name in ("nn", "optim", "utils", "amp", "profiler", "distributed", "data")},
+    **{name: (f".{name}", None) for name in ("onnx", "export")},  # the exporters (adcuda/export/, adcuda/onnx/)
     "init_cuda_context": (".cuda", "init_cuda_context"),
     "save": (".serialization", "save"),
     "load": (".serialization", "load"),
