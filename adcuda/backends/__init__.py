@@ -137,25 +137,12 @@ from types import ModuleType
 from .. import _native
 from ..device import device as Device
 from ..errors import DeviceError
-from . import cpu, cudnn  # noqa: F401 (cudnn: PyTorch's flags, adcuda.backends.cudnn)
+from . import cpu, cuda, cudnn  # noqa: F401 (cudnn: PyTorch's flags, adcuda.backends.cudnn)
 from .cuda_availability import require_cuda
-from .flags import WITHOUT_CUDA, expose_matmul_flags
 from .seam import PRIMITIVES  # noqa: F401 (the names every backend implements)
 
-if _native._C is not None and hasattr(_native._C, "DeviceArray"):
-    from . import cuda as _cuda_primitives
-
-    expose_matmul_flags(_cuda_primitives.matmul)
-else:  # a host-only build: adcuda._C has no CUDA runtime
-    _cuda_primitives = None
-
-
-def __getattr__(name):
-    # ``adcuda.backends.cuda.matmul.allow_tf32`` in a build without CUDA: PyTorch's flags alone
-    # (backends/flags.py says what they mean)
-    if name == "cuda" and _cuda_primitives is None:
-        return WITHOUT_CUDA
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# the CUDA primitives, where this build has them (``adcuda.backends.cuda`` is the package either way)
+_cuda_primitives = cuda if cuda.is_built() else None
 
 
 def cuda_backend(op: str) -> ModuleType:

@@ -9,7 +9,10 @@ LSTM with ``proj_size`` (``weight_hr_l{k}``: h = W_hr (o * tanh(c))) per step wi
 run one step through ``lstm_cell_pointwise``/``gru_cell_pointwise``.
 """
 
+from __future__ import annotations
+
 import math
+from typing import TYPE_CHECKING
 
 from ...errors import DTypeError, ShapeError, fmt_shape
 from ...factories import empty, zeros
@@ -19,6 +22,9 @@ from .. import functional as F
 from .. import init
 from ..parameter import Parameter
 from .module import Module
+
+if TYPE_CHECKING:
+    from ...types import Device, DType, Tensor
 
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
@@ -48,18 +54,18 @@ def _check_features(name, input, size):
 class RNNBase(Module):
     def __init__(
         self,
-        mode,
-        input_size,
-        hidden_size,
-        num_layers=1,
-        bias=True,
-        batch_first=False,
-        dropout=0.0,
-        bidirectional=False,
-        proj_size=0,
-        device=None,
-        dtype=None,
-    ):
+        mode: str,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        bias: bool = True,
+        batch_first: bool = False,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        proj_size: int = 0,
+        device: Device | str | None = None,
+        dtype: DType | None = None,
+    ) -> None:
         super().__init__()
         name = type(self).__name__
         if not isinstance(hidden_size, int) or hidden_size <= 0:
@@ -210,7 +216,9 @@ class RNNBase(Module):
                 x = F.dropout(x, self.dropout, True)
         return x, finals
 
-    def forward(self, input, hx=None):
+    def forward(
+        self, input: Tensor, hx: Tensor | tuple[Tensor, Tensor] | None = None
+    ) -> tuple[Tensor, Tensor | tuple[Tensor, Tensor]]:
         name = type(self).__name__
         if input.__class__.__name__ != "Tensor":
             raise DTypeError(f"{name}: expected input to be a Tensor, got {type(input).__name__}")
@@ -270,17 +278,17 @@ class RNNBase(Module):
 class RNN(RNNBase):
     def __init__(
         self,
-        input_size,
-        hidden_size,
-        num_layers=1,
-        nonlinearity="tanh",
-        bias=True,
-        batch_first=False,
-        dropout=0.0,
-        bidirectional=False,
-        device=None,
-        dtype=None,
-    ):
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        nonlinearity: str = "tanh",
+        bias: bool = True,
+        batch_first: bool = False,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        device: Device | str | None = None,
+        dtype: DType | None = None,
+    ) -> None:
         if nonlinearity not in ("tanh", "relu"):
             raise ValueError(f"RNN: unknown nonlinearity {nonlinearity!r}; expected 'tanh' or 'relu'")
         super().__init__(
@@ -301,17 +309,17 @@ class RNN(RNNBase):
 class LSTM(RNNBase):
     def __init__(
         self,
-        input_size,
-        hidden_size,
-        num_layers=1,
-        bias=True,
-        batch_first=False,
-        dropout=0.0,
-        bidirectional=False,
-        proj_size=0,
-        device=None,
-        dtype=None,
-    ):
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        bias: bool = True,
+        batch_first: bool = False,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        proj_size: int = 0,
+        device: Device | str | None = None,
+        dtype: DType | None = None,
+    ) -> None:
         super().__init__(
             "LSTM",
             input_size,
@@ -330,16 +338,16 @@ class LSTM(RNNBase):
 class GRU(RNNBase):
     def __init__(
         self,
-        input_size,
-        hidden_size,
-        num_layers=1,
-        bias=True,
-        batch_first=False,
-        dropout=0.0,
-        bidirectional=False,
-        device=None,
-        dtype=None,
-    ):
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        bias: bool = True,
+        batch_first: bool = False,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        device: Device | str | None = None,
+        dtype: DType | None = None,
+    ) -> None:
         super().__init__(
             "GRU",
             input_size,
@@ -357,7 +365,9 @@ class GRU(RNNBase):
 # ------------------------------------------------------------------------------------------------
 # cells: one step, parameters weight_ih, weight_hh, bias_ih, bias_hh
 class RNNCellBase(Module):
-    def __init__(self, mode, input_size, hidden_size, bias, device, dtype):
+    def __init__(
+        self, mode: str, input_size: int, hidden_size: int, bias: bool, device: Device | str | None, dtype: DType | None
+    ) -> None:
         super().__init__()
         self.mode = mode
         self.input_size = input_size
@@ -396,7 +406,9 @@ class RNNCellBase(Module):
             )
         return hx
 
-    def forward(self, input, hx=None):
+    def forward(
+        self, input: Tensor, hx: Tensor | tuple[Tensor, Tensor] | None = None
+    ) -> Tensor | tuple[Tensor, Tensor]:
         name = type(self).__name__
         if input.ndim not in (1, 2):
             raise ShapeError(
@@ -426,7 +438,15 @@ class RNNCellBase(Module):
 
 
 class RNNCell(RNNCellBase):
-    def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh", device=None, dtype=None):
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        bias: bool = True,
+        nonlinearity: str = "tanh",
+        device: Device | str | None = None,
+        dtype: DType | None = None,
+    ) -> None:
         if nonlinearity not in ("tanh", "relu"):
             raise ValueError(f"RNNCell: unknown nonlinearity {nonlinearity!r}; expected 'tanh' or 'relu'")
         super().__init__(
@@ -436,10 +456,24 @@ class RNNCell(RNNCellBase):
 
 
 class LSTMCell(RNNCellBase):
-    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        bias: bool = True,
+        device: Device | str | None = None,
+        dtype: DType | None = None,
+    ) -> None:
         super().__init__("LSTM", input_size, hidden_size, bias, device, dtype)
 
 
 class GRUCell(RNNCellBase):
-    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        bias: bool = True,
+        device: Device | str | None = None,
+        dtype: DType | None = None,
+    ) -> None:
         super().__init__("GRU", input_size, hidden_size, bias, device, dtype)
