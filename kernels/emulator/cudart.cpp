@@ -259,7 +259,8 @@ const void* const kMemsetNode = &kNodeKinds[1];
 const void* const kGraphNode = &kNodeKinds[2];
 
 bool is_kernel_node(const void* signature) {
-  return signature < static_cast<const void*>(kNodeKinds) || signature >= static_cast<const void*>(kNodeKinds + 3);
+  return signature != nullptr &&
+         (signature < static_cast<const void*>(kNodeKinds) || signature >= static_cast<const void*>(kNodeKinds + 3));
 }
 
 // The capture `stream` takes part in, if any. Call with s.mutex held.
