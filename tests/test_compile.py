@@ -310,9 +310,16 @@ def test_each_replay_is_one_profiler_range():
     with profile() as prof:
         for _ in range(3):
             f(x)  # the profiler's hooks are part of the signature: captured under it, then replayed
-    names = [e.name for e in prof.events()]
-    assert names.count("adcuda.compile replay: test_each_replay_is_one_profiler_range.<locals>.f") == 2
-    assert names.count("matmul") == 1  # the capture ran the ops eagerly; the replays run none
+    events = prof.events()
+    replays = [
+        e for e in events if e.name == "adcuda.compile replay: test_each_replay_is_one_profiler_range.<locals>.f"
+    ]
+    assert len(replays) == 2
+    assert [e.name for e in events if e.kind == "op"] == ["matmul", "relu", "sum"]  # the capture ran them eagerly
+    for replay in replays:  # each replay's primitives are ranges inside its range, in order
+        inside = [e for e in events if e.kind == "user" and replay.start_ns < e.start_ns and e.end_ns <= replay.end_ns]
+        assert [e.name for e in inside] == ["matmul", "unary.relu", "reduce.sum"]
+        assert replay.self_ns < replay.end_ns - replay.start_ns  # the primitives' time is theirs, not the range's
 
 
 def test_other_threads_are_not_recorded():

@@ -24,7 +24,6 @@ from ..autograd.grad_mode import is_grad_enabled
 from ..device import CPU
 from ..errors import AdcudaError
 from ..ops import autocast, dispatch
-from ..profiler.record_function import record_function
 from ..tensor import Tensor
 from .program import Layout, Program
 from .recorder import Recorder, Uncapturable
@@ -84,9 +83,7 @@ class CompiledFunction:
         program = self._cache.get(key)
         if program.__class__ is Program and program.holds():
             program.replays += 1
-            with record_function(program.range_name):
-                outputs = program.replay(*[t._data for t in tensors])
-            return _rebuild(program.outputs[0], iter(outputs))
+            return _rebuild(program.outputs[0], iter(program.run([t._data for t in tensors])))
         elif program is None and len(self._cache) >= CACHE_SIZE_LIMIT:
             if not self._warned_limit:
                 self._warned_limit = True

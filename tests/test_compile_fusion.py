@@ -1,0 +1,240 @@
+"""adcuda.compile's replay kernels and memory reuse (adcuda/capture/fused.py, program.py's plan): each
+against the CPU primitive or the eager run it stands for, bit for bit (they round as the primitive
+does), on odd shapes, broadcasting, in-place aliasing and the optimizer configurations they handle
+or hand back to the optimizer."""
+
+import numpy as np
+import pytest
+
+import adcuda
+import adcuda.nn.functional as F
+from adcuda.backends import cpu
+from adcuda.capture.fused import Scratch, gelu_tanh_backward_kernel, gelu_tanh_kernel
+from adcuda.errors import IndexOutOfRangeError
+from adcuda.tensor import version_counter
+
+SHAPES = [(1,), (7,), (1023,), (3, 5, 7)]
+
+
+def _values(shape, dtype, seed=0):
+    """Normal values with the tails and specials a GELU meets: large |x|, zeros, inf and NaN."""
+    x = np.random.default_rng(seed).standard_normal(shape) * 4
+    flat = x.reshape(-1)
+    for i, special in enumerate((0.0, -0.0, 30.0, -30.0, np.inf, -np.inf, np.nan)):
+        if i < flat.size // 2:
+            flat[2 * i] = special
+    return x.astype(dtype)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # inf and NaN on purpose, kernels called directly
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_gelu_tanh_kernels_round_as_the_primitives(shape, dtype):
+    x, g = _values(shape, dtype), _values(shape, dtype, seed=1)
+    scratch = Scratch()
+    forward = gelu_tanh_kernel(shape, np.dtype(dtype), scratch)
+    backward = gelu_tanh_backward_kernel(shape, np.dtype(dtype), scratch)
+    expected = cpu.unary("gelu_tanh", x)
+    expected_grad = cpu.unary_backward("gelu_tanh", x, None, g)
+    assert forward(x, np.empty_like(x)).tobytes() == expected.tobytes()
+    assert backward(x, g, np.empty_like(x)).tobytes() == expected_grad.tobytes()
+    # written over an operand: the replay's in-place plan
+    x_in = x.copy()
+    assert forward(x_in, x_in).tobytes() == expected.tobytes()
+    g_in, x_in = g.copy(), x.copy()
+    assert backward(x_in, g_in, g_in).tobytes() == expected_grad.tobytes()
+    x_in = x.copy()
+    assert backward(x_in, g, x_in).tobytes() == expected_grad.tobytes()
+
+
+def _compiled_against_eager(fn, *inputs, calls=3):
+    """``fn`` eager and compiled on the same inputs, every result bit-identical; the program."""
+    compiled = adcuda.compile(fn, fullgraph=True)
+    for _ in range(calls):
+        expected = fn(*inputs)
+        got = compiled(*inputs)
+        assert got.numpy().tobytes() == expected.numpy().tobytes()
+    (program,) = compiled.programs
+    assert program.replays == calls - 1
+    return program
+
+
+def test_bias_add_and_activation_are_written_in_place_with_broadcasting():
+    w, b = adcuda.randn(7, 5), adcuda.randn(5)
+
+    def f(x):
+        return ((x @ w + b).relu() * 0.5 - b).sum(0)
+
+    program = _compiled_against_eager(f, adcuda.randn(3, 7))
+    # the bias add writes over the product, relu over the sum, and so on: one buffer for the chain
+    assert len(program.in_place) >= 3
+    assert len(program.buffers) == 1
+    assert "in place of" in str(program)
+
+
+def test_gelu_tanh_forward_and_backward_replay_fused():
+    lin = adcuda.nn.Linear(6, 9)
+
+    def f(x):
+        y = F.gelu(lin(x), approximate="tanh")
+        y.sum().backward()
+        return y.detach() * 1.0
+
+    program = _compiled_against_eager(f, adcuda.randn(4, 6))
+    assert str(program).count("fused in-place kernel") == 2  # forward and backward
+
+
+def test_an_operand_read_later_is_not_overwritten():
+    def f(x):
+        y = x * 2.0
+        z = y.exp()  # y is read again below: z may not take its memory
+        return z + y
+
+    program = _compiled_against_eager(f, adcuda.randn(5, 3))
+    steps = program.trace.steps
+    exp_step = next(i for i, s in enumerate(steps) if getattr(s, "args", (None,))[0] == "exp")
+    assert exp_step not in program.in_place
+
+
+def test_results_taken_from_dying_operands_stay_fresh_across_replays():
+    @adcuda.compile
+    def f(x):
+        return (x * 2.0 + 1.0).tanh()  # the result outlives the replay: never a shared buffer
+
+    results = [f(adcuda.full((3, 4), float(i))) for i in range(4)]
+    assert [float(r.numpy()[0, 0]) for r in results] == [float(np.tanh(np.float32(2 * i + 1))) for i in range(4)]
+    assert len({id(r._data) for r in results}) == 4
+
+
+def test_a_copy_into_its_own_dtype_is_no_copy_and_a_zero_fill_is_a_buffer():
+    w = adcuda.randn(4, 6, requires_grad=True)
+
+    def step(x):
+        (x @ w)[:, 1:4].sum().backward()  # the slice's backward: zeros, a same-dtype copy, a scatter
+        return w.grad * 1.0
+
+    x = adcuda.randn(3, 4)
+    compiled = adcuda.compile(step, fullgraph=True)
+    for _ in range(3):
+        w.grad = None
+        eager = step(x)
+        w.grad = None
+        got = compiled(x)
+        assert got.numpy().tobytes() == eager.numpy().tobytes()
+    (program,) = compiled.programs
+    steps = program.trace.steps
+    fills = [i for i, s in enumerate(steps) if getattr(s, "name", "") == "full" and s.args[0] == (3, 6)]
+    copies = [i for i, s in enumerate(steps) if getattr(s, "name", "") == "astype"]
+    assert fills and all(steps[i].results[0] in program.buffer_of for i in fills)
+    assert copies and all(i in program.aliases for i in copies)
+    assert "no copy: the memory of" in str(program)
+
+
+def test_a_transposed_operand_is_copied_into_a_buffer():
+    def f(x, y):
+        return (x.t().contiguous() + y).sum(1)
+
+    program = _compiled_against_eager(f, adcuda.randn(5, 3), adcuda.randn(3, 5))
+    copies = [i for i, s in enumerate(program.trace.steps) if getattr(s, "name", "") == "contiguous"]
+    assert any(i in program.kernels for i in copies)
+
+
+# ------------------------------------------------------------------------------------ optimizer steps
+def _train(make_opt, steps=6, dtype=adcuda.float32, change=None):
+    """Eager and compiled runs of an MLP step with the optimizer ``make_opt`` builds: parameters,
+    optimizer state and version counters bit-identical after each step. ``change(opt, i)`` may change
+    a hyperparameter between steps."""
+    runs = []
+    for compiled in (False, True):
+        adcuda.manual_seed(0)
+        model = adcuda.nn.Sequential(adcuda.nn.Linear(7, 13), adcuda.nn.Tanh(), adcuda.nn.Linear(13, 3)).to(dtype)
+        opt = make_opt(model.parameters())
+        x = adcuda.randn(5, 7, dtype=dtype)
+        y = adcuda.tensor([0, 2, 1, 1, 0])
+
+        def step(x, y, model=model, opt=opt):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+
+        fn = adcuda.compile(step, fullgraph=True) if compiled else step
+        history = []
+        for i in range(steps):
+            if change is not None:
+                change(opt, i)
+            history.append(fn(x, y).detach().numpy().tobytes())
+        state = [
+            (k, v.detach().numpy().tobytes() if isinstance(v, adcuda.Tensor) else v)
+            for p in model.parameters()
+            for k, v in sorted(opt.state[p].items())
+        ]
+        versions = [version_counter(p).value for p in model.parameters()]
+        runs.append((history, [p.detach().numpy().tobytes() for p in model.parameters()], state, versions, fn))
+    (eager, eager_params, eager_state, eager_versions, _), (got, params, state, versions, fn) = runs
+    assert got == eager
+    assert params == eager_params
+    assert state == eager_state
+    assert versions == eager_versions
+    return fn.programs[0]
+
+
+OPTIMIZERS = {
+    "sgd": lambda ps: adcuda.optim.SGD(ps, lr=0.1),
+    "sgd momentum dampening weight decay": lambda ps: adcuda.optim.SGD(
+        ps, lr=0.05, momentum=0.9, dampening=0.1, weight_decay=0.01
+    ),
+    "sgd nesterov": lambda ps: adcuda.optim.SGD(ps, lr=0.05, momentum=0.8, nesterov=True),
+    "adam l2": lambda ps: adcuda.optim.Adam(ps, lr=1e-2, weight_decay=0.1),
+    "adamw": lambda ps: adcuda.optim.AdamW(ps, lr=1e-2, betas=(0.8, 0.9), eps=1e-6),
+}
+
+
+@pytest.mark.parametrize("name", list(OPTIMIZERS))
+def test_optimizer_steps_replayed_by_kernels_match_eager(name):
+    program = _train(OPTIMIZERS[name])
+    assert "replayed by in-place kernels" in str(program)
+
+
+def test_float64_parameters_and_a_learning_rate_changed_between_steps():
+    def change(opt, i):
+        opt.param_groups[0]["lr"] = 0.1 / (i + 1)
+
+    _train(lambda ps: adcuda.optim.AdamW(ps, lr=0.1), dtype=adcuda.float64, change=change)
+
+
+def test_a_changed_momentum_hands_the_step_back_to_the_optimizer():
+    def change(opt, i):
+        if i == 3:
+            opt.param_groups[0]["momentum"] = 0.5  # not what the kernel was made for: the optimizer steps
+
+    _train(lambda ps: adcuda.optim.SGD(ps, lr=0.05, momentum=0.9), change=change)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda ps: adcuda.optim.Adam(ps, lr=1e-2, amsgrad=True),
+        lambda ps: adcuda.optim.SGD(ps, lr=0.1, maximize=True),
+    ],
+)
+def test_configurations_without_a_kernel_run_the_optimizer(make):
+    program = _train(make)
+    assert "replayed by in-place kernels" not in str(program)
+
+
+def test_an_out_of_range_target_still_raises_on_replay():
+    w = adcuda.randn(4, 3)
+
+    @adcuda.compile
+    def loss_of(x, y):
+        return F.cross_entropy(x @ w, y)
+
+    x = adcuda.randn(2, 4)
+    loss_of(x, adcuda.tensor([0, 2]))
+    loss_of(x, adcuda.tensor([1, 2]))
+    assert "the check on the array" in str(loss_of.programs[0])
+    with pytest.raises(IndexOutOfRangeError, match="target 3 is out of bounds for 3 classes"):
+        loss_of(x, adcuda.tensor([0, 3]))
+    loss_of(x, adcuda.tensor([-100, 1]))  # ignore_index passes
