@@ -177,10 +177,10 @@ class _OptimizerStep:
             grads = []
             for p, q in zip(current, params):
                 g = p.grad
-                if p is not q or g is None or p._data is not q._data:
+                if p is not q or g is None:
                     return None
-                g = g._data
-                if g.dtype != p._data.dtype or g.shape != p._data.shape:
+                g, w = g._data, p._data
+                if g.dtype != w.dtype or g.shape != w.shape or not w.flags.c_contiguous:
                     return None
                 grads.append(g)
             ready.append((params, grads, group))
@@ -270,7 +270,7 @@ class _AdamStep(_OptimizerStep):
                 m, v = s["exp_avg"]._data, s["exp_avg_sq"]._data
                 if m.dtype != p._data.dtype or v.dtype != p._data.dtype:
                     return None
-                c = s["step"]._data
+                c = getattr(s["step"], "_data", None)
                 if c.__class__ is not np.ndarray or c.dtype.kind != "f" or c.size != 1:
                     return None
                 counts.append(s["step"])
