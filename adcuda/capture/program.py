@@ -3,18 +3,22 @@ memory plan, and the Python function that replays it.
 
 The memory plan: each array's lifetime is the span from the step that makes it to the last step
 that reads it or a view of it (views extend the life of the array that owns the memory). An array
-made by a kernel that can write into a given buffer (``FAST_KERNELS``: elementwise ufuncs and 2-D
-matrix products on the CPU) gets a preallocated buffer, reused by later arrays of the same shape and
-dtype once its occupant is dead; every other array is made by its primitive as in eager. Outputs,
-arrays a host step or a gradient accumulation received, and arrays that outlived the captured run
-never get a shared buffer, so nothing the caller or the library can still see is overwritten.
-Parameters, their gradients and optimizer state are the library's own tensors, read and updated in
-place, so Module and Optimizer objects stay the truth.
+made by a call that has a replay kernel (``FAST_KERNELS``: elementwise ufuncs, relu's and gelu_tanh's
+chains, 2-D matrix products, zero fills and copies on the CPU) is written by it with ``out=``: over an
+elementwise operand that dies at that call (in place), else into a preallocated buffer, reused by
+later arrays of the same shape and dtype once its occupant is dead; a copy of a dying array into its
+own dtype is no copy; every other array is made by its primitive as in eager. Outputs, arrays a host
+step or a gradient accumulation received, and arrays that outlived the captured run never get a
+shared buffer, so nothing the caller or the library can still see is overwritten. Parameters, their
+gradients and optimizer state are the library's own tensors, read and updated in place, so Module
+and Optimizer objects stay the truth.
 
 The replay itself is one generated Python function (``replay``), a straight line of calls on local
 variables with every primitive, constant and buffer prebound: no dispatch, no autograd, no argument
-parsing. Host steps are calls of the library functions they recorded; accumulation sets or adds to
-``.grad`` as eager does; draws take the next seed and offset from their generator.
+parsing. Host steps are calls of the library functions they recorded, or of the replay kernels that
+stand for them (fused.py: optimizer steps, the class-target check); accumulation sets or adds to
+``.grad`` as eager does; draws take the next seed and offset from their generator. A second version
+of it, made when a profiler or ``emit_nvtx`` first observes a replay, puts each step in a range.
 """
 
 import warnings
@@ -510,12 +514,23 @@ class Program:
         """(bytes in preallocated buffers, peak bytes of arrays alive at once during a replay)."""
         planned = sum(int(np.prod(shape)) * np.dtype(dtype).itemsize for shape, dtype in self.buffers)
         layout = self.layout
+        producer = self.trace.producer
+        # a result written over a dying operand's own array (not a buffer) allocates nothing: that array
+        # lives on as the result, to the result's death
+        memory_of, end = {}, {}
+        for i, m in sorted(self.in_place.items()):
+            n = self.trace.steps[i].results[0]
+            if n not in self.buffer_of:
+                memory_of[n] = memory_of.get(layout.owner[m], layout.owner[m])
+        for n, held in memory_of.items():
+            end[held] = max(end.get(held, -1), self.death[n])
         events = []
         for n, owner in enumerate(layout.owner):
-            if owner != n or self.trace.producer[n] < 0 or n in self.buffer_of:
+            if owner != n or producer[n] < 0 or n in self.buffer_of or n in memory_of:
                 continue
-            events.append((self.trace.producer[n], layout.nbytes[n]))
-            events.append((max(self.death[n], self.trace.producer[n]) + 0.5, -layout.nbytes[n]))
+            dies = max(self.death[n], end.get(n, -1), producer[n])
+            events.append((producer[n], layout.nbytes[n]))
+            events.append((dies + 0.5, -layout.nbytes[n]))
         live = peak = planned
         for _, change in sorted(events):
             live += change
@@ -531,8 +546,9 @@ class Program:
         planned, peak = self.memory()
         head = (
             f"adcuda.compile program of {self.name}: {len(steps)} steps ({calls} primitive calls, "
-            f"{len(self.kernels)} into preallocated buffers; {hosts} host steps; {accs} gradient "
-            f"accumulations; {draws} random draws)\n"
+            f"{len(self.kernels)} by replay kernels: {len(self.buffer_of)} results in preallocated buffers, "
+            f"{len(self.in_place)} written over a dying operand, {len(self.aliases)} copies dropped; "
+            f"{hosts} host steps; {accs} gradient accumulations; {draws} random draws)\n"
             f"inputs: {', '.join(f'%{n}' for n in self.trace.inputs) or 'none'}; outputs: "
             f"{', '.join(f'%{n}' for n in self.output_values()) or 'none'}\n"
             f"buffers: {len(self.buffers)} preallocated, {planned} bytes; peak memory of a replay: {peak} bytes\n"
