@@ -238,3 +238,41 @@ def test_an_out_of_range_target_still_raises_on_replay():
     with pytest.raises(IndexOutOfRangeError, match="target 3 is out of bounds for 3 classes"):
         loss_of(x, adcuda.tensor([0, 3]))
     loss_of(x, adcuda.tensor([-100, 1]))  # ignore_index passes
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_elementwise_chains_with_views_and_in_place_ops(seed):
+    """Chains of elementwise ops over odd shapes with broadcasting, views, reshapes, in-place updates
+    and results read again later: whatever the plan writes in place, the values are eager's."""
+    rng = np.random.default_rng(seed)
+    ops = [
+        lambda a, b: a + b,
+        lambda a, b: a * b,
+        lambda a, b: (a - b).relu(),
+        lambda a, b: a.tanh() * b,
+        lambda a, b: F.gelu(a, approximate="tanh") + b,
+        lambda a, b: a.exp().clamp(max=4.0) - b,
+        lambda a, b: (a.t().contiguous().t() + b).sigmoid(),
+        lambda a, b: a.reshape(-1).view(a.shape) * 2.0 + b.sum(0, keepdim=True),
+    ]
+    rows, cols = int(rng.integers(1, 9)), int(rng.choice([1, 7, 33]))
+    picks = [int(i) for i in rng.integers(0, len(ops), 8)]
+    keeps = [bool(k) for k in rng.integers(0, 2, 8)]
+    bias = adcuda.tensor(rng.standard_normal(cols).astype(np.float32))
+
+    def f(x):
+        h, kept = x, []
+        for pick, keep in zip(picks, keeps):
+            h = ops[pick](h, bias)
+            if keep:
+                kept.append(h)  # read again at the end: the plan may not write over it
+            else:
+                h = h.clone()
+                h.mul_(0.5)  # an in-place op on a fresh array
+        for k in kept:
+            h = h + k
+        return h
+
+    x = adcuda.tensor(rng.standard_normal((rows, cols)).astype(np.float32))
+    program = _compiled_against_eager(f, x, calls=4)
+    assert program.kernels
