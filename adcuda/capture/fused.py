@@ -6,7 +6,7 @@ compiled run stays bit-identical to an eager one (tests/test_compile_fusion.py h
 its primitive).
 
 - ``gelu_tanh`` forward and backward: the tanh approximation's chain of about a dozen operations in
-  one scratch array (two for the backward) instead of a fresh array per operation.
+  one scratch array (three for the backward) instead of a fresh array per operation.
 - Optimizer steps (``SGD.step``, ``Adam.step``, ``AdamW.step``, host steps in eager): one in-place
   pass per tensor over the parameter, its gradient and its state, the learning rate, weight decay
   and step count read from the optimizer at each replay, so they never go stale. Each replay first
@@ -46,6 +46,7 @@ class Scratch:
 
     @property
     def nbytes(self):
+        """Bytes of the scratch arrays made so far (the optimizer kernels make theirs at the first replay)."""
         return sum(a.nbytes for a in self.arrays.values())
 
 
@@ -69,14 +70,14 @@ def _inner_(x, u):
 
 def gelu_tanh_kernel(shape, dtype, scratch):
     """``unary('gelu_tanh', x)`` into ``out`` (which may be ``x``) with one scratch array."""
+    t = scratch.get(shape, dtype)
 
     def gelu_tanh(x, out):
-        t = _inner_(x, scratch.get(shape, dtype))
+        _inner_(x, t)
         np.tanh(t, out=t)
-        t += 1.0
+        np.add(t, 1.0, out=t)
         np.multiply(x, 0.5, out=out)
-        out *= t
-        return out
+        return np.multiply(out, t, out=out)
 
     return gelu_tanh
 
@@ -84,23 +85,24 @@ def gelu_tanh_kernel(shape, dtype, scratch):
 def gelu_tanh_backward_kernel(shape, dtype, scratch):
     """``unary_backward('gelu_tanh', x, None, g)`` into ``out`` (which may be ``x`` or ``g``) with three
     scratch arrays."""
+    s, slope, rest = (scratch.get(shape, dtype, k) for k in range(3))
 
     def gelu_tanh_backward(x, g, out):
-        s = _inner_(x, scratch.get(shape, dtype, 0))
-        s *= -2.0
+        _inner_(x, s)
+        np.multiply(s, -2.0, out=s)
         np.exp(s, out=s)
-        s += 1.0
+        np.add(s, 1.0, out=s)
         np.divide(1.0, s, out=s)
-        slope = np.multiply(x, 2.0, out=scratch.get(shape, dtype, 1))
-        slope *= s
-        rest = np.subtract(1.0, s, out=scratch.get(shape, dtype, 2))
-        slope *= rest
-        slope *= _SQRT_2_OVER_PI
+        np.multiply(x, 2.0, out=slope)
+        np.multiply(slope, s, out=slope)
+        np.subtract(1.0, s, out=rest)
+        np.multiply(slope, rest, out=slope)
+        np.multiply(slope, _SQRT_2_OVER_PI, out=slope)
         np.multiply(x, _CUBIC_SLOPE, out=rest)
-        rest *= x
-        rest += 1.0
-        slope *= rest
-        slope += s
+        np.multiply(rest, x, out=rest)
+        np.add(rest, 1.0, out=rest)
+        np.multiply(slope, rest, out=slope)
+        np.add(slope, s, out=slope)
         return np.multiply(g, slope, out=out)
 
     return gelu_tanh_backward
@@ -124,7 +126,7 @@ def host_step_replay(step, scratch):
     fn = step.fn
     if fn is _check_class_targets.host_step:
         return _check_class_targets_fast, "the check on the array, the library's only to raise"
-    if len(step.args) != 1 or step.kwargs or not step.args:
+    if len(step.args) != 1 or step.kwargs:
         return None  # an optimizer step with a closure runs it: the host step itself
     opt = step.args[0]
     cls = type(opt)

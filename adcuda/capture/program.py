@@ -511,8 +511,10 @@ class Program:
 
     # ------------------------------------------------------------------ inspection
     def memory(self):
-        """(bytes in preallocated buffers, peak bytes of arrays alive at once during a replay)."""
+        """(bytes in preallocated buffers and kernels' scratch arrays, peak bytes of arrays alive at once
+        during a replay)."""
         planned = sum(int(np.prod(shape)) * np.dtype(dtype).itemsize for shape, dtype in self.buffers)
+        planned += self.scratch.nbytes
         layout = self.layout
         producer = self.trace.producer
         # a result written over a dying operand's own array (not a buffer) allocates nothing: that array
@@ -551,7 +553,8 @@ class Program:
             f"{hosts} host steps; {accs} gradient accumulations; {draws} random draws)\n"
             f"inputs: {', '.join(f'%{n}' for n in self.trace.inputs) or 'none'}; outputs: "
             f"{', '.join(f'%{n}' for n in self.output_values()) or 'none'}\n"
-            f"buffers: {len(self.buffers)} preallocated, {planned} bytes; peak memory of a replay: {peak} bytes\n"
+            f"buffers: {len(self.buffers)} preallocated and {len(self.scratch.arrays)} scratch, {planned} bytes; "
+            f"peak memory of a replay: {peak} bytes\n"
         )
         return head + "\n".join(self.lines)
 
