@@ -526,7 +526,7 @@ def test_train_compile_gives_the_eager_run_bit_for_bit(tmp_path, monkeypatch):
     # 1258 training images in batches of 256: four full batches and one of 234, a program each, the
     # optimizer and schedule steps in it (a float32 run's scaler always steps)
     assert sorted(p.replays for p in made[0].programs) == [0, 3]
-    assert "host step Adam.step (replayed by in-place kernels" in str(made[0].programs[0])
+    assert "host step Adam.step (replayed by its _step_with_scratch" in str(made[0].programs[0])
 
 
 def test_the_train_command_compiles_by_default_and_opts_out_with_no_compile():

@@ -1,7 +1,9 @@
-"""adcuda.compile's replay kernels and memory reuse (adcuda/capture/fused.py, program.py's plan): each
-against the CPU primitive or the eager run it stands for, bit for bit (they round as the primitive
-does), on odd shapes, broadcasting, in-place aliasing and the optimizer configurations they handle
-or hand back to the optimizer."""
+"""adcuda.compile's replay kernels and memory reuse (program.py's plan, host_steps.py): the CPU
+primitives' ``out=``/``scratch=`` keywords (which the replay passes) against the same primitives
+without them and against their formulas as written, bit for bit; compiled runs against eager ones on
+odd shapes, broadcasting, in-place aliasing and optimizer configurations."""
+
+import functools
 
 import numpy as np
 import pytest
@@ -9,7 +11,7 @@ import pytest
 import adcuda
 import adcuda.nn.functional as F
 from adcuda.backends import cpu
-from adcuda.capture.fused import Scratch, gelu_tanh_backward_kernel, gelu_tanh_kernel
+from adcuda.capture.program import Scratch
 from adcuda.errors import IndexOutOfRangeError
 from adcuda.tensor import version_counter
 
@@ -23,28 +25,107 @@ def _values(shape, dtype, seed=0):
     for i, special in enumerate((0.0, -0.0, 30.0, -30.0, np.inf, -np.inf, np.nan)):
         if i < flat.size // 2:
             flat[2 * i] = special
-    return x.astype(dtype)
+    return np.array(x, dtype)  # (an array also for shape (): standard_normal(()) is a scalar)
 
 
-@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # inf and NaN on purpose, kernels called directly
+C = float(np.sqrt(2.0 / np.pi))  # a Python float, as in the primitive: float32 arrays stay float32
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # inf and NaN on purpose, NumPy called directly
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("shape", SHAPES)
-def test_gelu_tanh_kernels_round_as_the_primitives(shape, dtype):
+@pytest.mark.parametrize("shape", SHAPES + [()])
+def test_gelu_tanh_and_relu_write_into_out_as_they_compute_alone(shape, dtype):
     x, g = _values(shape, dtype), _values(shape, dtype, seed=1)
-    scratch = Scratch()
-    forward = gelu_tanh_kernel(shape, np.dtype(dtype), scratch)
-    backward = gelu_tanh_backward_kernel(shape, np.dtype(dtype), scratch)
-    expected = cpu.unary("gelu_tanh", x)
-    expected_grad = cpu.unary_backward("gelu_tanh", x, None, g)
-    assert forward(x, np.empty_like(x)).tobytes() == expected.tobytes()
-    assert backward(x, g, np.empty_like(x)).tobytes() == expected_grad.tobytes()
-    # written over an operand: the replay's in-place plan
-    x_in = x.copy()
-    assert forward(x_in, x_in).tobytes() == expected.tobytes()
-    g_in, x_in = g.copy(), x.copy()
-    assert backward(x_in, g_in, g_in).tobytes() == expected_grad.tobytes()
-    x_in = x.copy()
-    assert backward(x_in, g, x_in).tobytes() == expected_grad.tobytes()
+    # the formulas as written, one temporary per operation: the in-place chains round the same
+    written = 0.5 * x * (1.0 + np.tanh(C * (x + 0.044715 * x * x * x)))
+    s = 1.0 / (1.0 + np.exp(-2.0 * (C * (x + 0.044715 * x * x * x))))
+    written_grad = g * (s + 2.0 * x * s * (1.0 - s) * C * (1.0 + 3 * 0.044715 * x * x))
+    for op, forward, backward in [("gelu_tanh", written, written_grad), ("relu", np.maximum(x, 0), g * (x > 0))]:
+        assert cpu.unary(op, x).tobytes() == np.asarray(forward, dtype).tobytes()
+        assert cpu.unary_backward(op, x, None, g).tobytes() == np.asarray(backward, dtype).tobytes()
+        scratch = Scratch()
+        out = np.empty_like(x)
+        assert cpu.unary(op, x, out=out, scratch=scratch) is out
+        assert out.tobytes() == cpu.unary(op, x).tobytes()
+        assert cpu.unary_backward(op, x, None, g, out=out, scratch=scratch) is out
+        assert out.tobytes() == cpu.unary_backward(op, x, None, g).tobytes()
+        # written over an operand (the replay's in-place plan), scratch reused from the calls above
+        x_in = x.copy()
+        assert cpu.unary(op, x_in, out=x_in, scratch=scratch).tobytes() == cpu.unary(op, x).tobytes()
+        for into in ("x", "g"):
+            x_in, g_in = x.copy(), g.copy()
+            got = cpu.unary_backward(op, x_in, None, g_in, out=x_in if into == "x" else g_in, scratch=scratch)
+            assert got.tobytes() == cpu.unary_backward(op, x, None, g).tobytes()
+    if shape:
+        assert Scratch().nbytes == 0 and scratch.nbytes > 0
+
+
+def test_out_of_an_op_without_an_in_place_formula_is_a_copy():
+    x = _values((3, 5), np.float32)
+    out = np.empty_like(x)
+    assert cpu.unary("sigmoid", x, out=out) is out and out.tobytes() == cpu.unary("sigmoid", x).tobytes()
+    assert cpu.unary("exp", x, out=out) is out and out.tobytes() == np.exp(x).tobytes()
+    g = _values((3, 5), np.float32, seed=2)
+    got = cpu.unary_backward("tanh", None, x, g, out=out)
+    assert got is out and out.tobytes() == cpu.unary_backward("tanh", None, x, g).tobytes()
+
+
+def _sgd_written(w, g, b, lr, momentum, dampening, nesterov, weight_decay, first_step):
+    """PyTorch's SGD as written (fresh arrays): what sgd_step_ computes in place."""
+    d = g + weight_decay * w if weight_decay else g
+    if momentum:
+        b = d if first_step else b * momentum + d * (1 - dampening)
+        d = d + momentum * b if nesterov else b
+    return w - lr * d, b
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize(
+    "config",
+    [
+        dict(momentum=0.0, dampening=0.0, nesterov=False, weight_decay=0.0),
+        dict(momentum=0.9, dampening=0.1, nesterov=False, weight_decay=0.01),
+        dict(momentum=0.8, dampening=0.0, nesterov=True, weight_decay=0.0),
+    ],
+)
+@pytest.mark.parametrize("first_step", [True, False])
+def test_sgd_step_in_place_with_and_without_scratch_rounds_as_written(dtype, config, first_step):
+    shapes = [(7,), (3, 5), ()]
+    rng = np.random.default_rng(4)
+    ws = [rng.standard_normal(s).astype(dtype) for s in shapes]
+    gs = [rng.standard_normal(s).astype(dtype) for s in shapes]
+    bs = [rng.standard_normal(s).astype(dtype) for s in shapes]
+    results = []
+    for scratch in (None, Scratch()):
+        w, b = [a.copy() for a in ws], [a.copy() for a in bs]
+        cpu.sgd_step_(w, gs, b if config["momentum"] else None, 0.05, first_step=first_step, scratch=scratch, **config)
+        results.append((w, b))
+    compute = np.float32 if dtype == np.float16 else dtype
+    for i in range(len(shapes)):
+        w, b = _sgd_written(*(a[i].astype(compute) for a in (ws, gs, bs)), 0.05, **config, first_step=first_step)
+        for got_w, got_b in [(r[0][i], r[1][i]) for r in results]:
+            assert got_w.tobytes() == np.asarray(w).astype(dtype).tobytes()
+            if config["momentum"]:
+                assert got_b.tobytes() == np.asarray(b).astype(dtype).tobytes()
+
+
+@pytest.mark.parametrize("decoupled", [False, True])
+@pytest.mark.parametrize("amsgrad", [False, True])
+def test_adam_step_with_and_without_scratch_is_the_same(decoupled, amsgrad):
+    shapes = [(7,), (3, 5), ()]
+    rng = np.random.default_rng(5)
+    start = [[rng.standard_normal(s).astype(np.float32) for s in shapes] for _ in range(4)]
+    start[2] = [np.abs(a) for a in start[2]]
+    gs = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    results = []
+    for scratch in (None, Scratch()):
+        w, m, v, vmax = ([a.copy() for a in arrays] for arrays in start)
+        for step in (1, 2):
+            maxes = vmax if amsgrad else None
+            cpu.adam_step_(w, gs, m, v, step, 1e-2, 0.9, 0.99, 1e-8, 0.1, decoupled, None, maxes, scratch=scratch)
+        results.append(b"".join(a.tobytes() for a in w + m + v + vmax))
+    assert results[0] == results[1]
+    assert results[0] != b"".join(a.tobytes() for arrays in start for a in arrays)
 
 
 def _compiled_against_eager(fn, *inputs, calls=3):
@@ -72,7 +153,7 @@ def test_bias_add_and_activation_are_written_in_place_with_broadcasting():
     assert "in place of" in str(program)
 
 
-def test_gelu_tanh_forward_and_backward_replay_fused():
+def test_gelu_tanh_forward_and_backward_replay_the_primitive_into_buffers():
     lin = adcuda.nn.Linear(6, 9)
 
     def f(x):
@@ -81,7 +162,15 @@ def test_gelu_tanh_forward_and_backward_replay_fused():
         return y.detach() * 1.0
 
     program = _compiled_against_eager(f, adcuda.randn(4, 6))
-    assert str(program).count("fused in-place kernel") == 2  # forward and backward
+    gelu = [
+        kernel
+        for i, (kernel, _) in program.kernels.items()
+        if getattr(program.trace.steps[i], "args", (None,))[0] == "gelu_tanh"
+    ]
+    # forward and backward: the CPU primitive itself, given an out= and the program's scratch arrays
+    assert [k.func for k in gelu] == [cpu.unary, cpu.unary_backward]
+    assert all(isinstance(k, functools.partial) and k.keywords["scratch"] is program.scratch for k in gelu)
+    assert {shape for shape, _, _ in program.scratch.arrays} == {(4, 9)}
 
 
 def test_an_operand_read_later_is_not_overwritten():
@@ -191,10 +280,21 @@ OPTIMIZERS = {
 }
 
 
+OPTIMIZERS.update(
+    {
+        "adam amsgrad": lambda ps: adcuda.optim.Adam(ps, lr=1e-2, amsgrad=True),
+        "sgd maximize": lambda ps: adcuda.optim.SGD(ps, lr=0.1, maximize=True),
+    }
+)
+PROTOCOL = "replayed by its _step_with_scratch"
+
+
 @pytest.mark.parametrize("name", list(OPTIMIZERS))
-def test_optimizer_steps_replayed_by_kernels_match_eager(name):
+def test_optimizer_steps_replayed_with_the_programs_scratch_match_eager(name):
     program = _train(OPTIMIZERS[name])
-    assert "replayed by in-place kernels" in str(program)
+    assert PROTOCOL in str(program)
+    # the step's primitive took its temporaries from the program's scratch arrays
+    assert {(13, 7), (13,), (3, 13), (3,)} <= {shape for shape, _, _ in program.scratch.arrays}
 
 
 def test_float64_parameters_and_a_learning_rate_changed_between_steps():
@@ -204,24 +304,31 @@ def test_float64_parameters_and_a_learning_rate_changed_between_steps():
     _train(lambda ps: adcuda.optim.AdamW(ps, lr=0.1), dtype=adcuda.float64, change=change)
 
 
-def test_a_changed_momentum_hands_the_step_back_to_the_optimizer():
+def test_a_changed_momentum_flows_into_the_replay():
     def change(opt, i):
         if i == 3:
-            opt.param_groups[0]["momentum"] = 0.5  # not what the kernel was made for: the optimizer steps
+            opt.param_groups[0]["momentum"] = 0.5
 
     _train(lambda ps: adcuda.optim.SGD(ps, lr=0.05, momentum=0.9), change=change)
+
+
+class _SGDWithItsOwnStep(adcuda.optim.SGD):
+    def step(self, closure=None):
+        for group in self.param_groups:
+            group["lr"] *= 0.5
+        return super().step(closure)
 
 
 @pytest.mark.parametrize(
     "make",
     [
-        lambda ps: adcuda.optim.Adam(ps, lr=1e-2, amsgrad=True),
-        lambda ps: adcuda.optim.SGD(ps, lr=0.1, maximize=True),
+        lambda ps: adcuda.optim.RMSprop(ps, lr=1e-2),  # no protocol
+        lambda ps: _SGDWithItsOwnStep(ps, lr=0.1),  # a step of its own: the protocol is SGD's
     ],
 )
-def test_configurations_without_a_kernel_run_the_optimizer(make):
+def test_optimizers_without_the_protocol_replay_their_step(make):
     program = _train(make)
-    assert "replayed by in-place kernels" not in str(program)
+    assert PROTOCOL not in str(program)
 
 
 def test_an_out_of_range_target_still_raises_on_replay():

@@ -16,22 +16,23 @@ and Optimizer objects stay the truth.
 The replay itself is one generated Python function (``replay``), a straight line of calls on local
 variables with every primitive, constant and buffer prebound: no dispatch, no autograd, no argument
 parsing. Host steps are calls of the library functions they recorded, or of the replay kernels that
-stand for them (fused.py: optimizer steps, the class-target check); accumulation sets or adds to
+stand for them (host_steps.py: optimizer steps, the class-target check); accumulation sets or adds to
 ``.grad`` as eager does; draws take the next seed and offset from their generator. A second version
 of it, made when a profiler or ``emit_nvtx`` first observes a replay, puts each step in a range.
 """
 
+import functools
 import warnings
 
 import numpy as np
 
 from ..backends import cpu
-from ..backends.cpu.elementwise import BINARY_OPS, UNARY_OPS
+from ..backends.cpu.elementwise import BINARY_OPS, UNARY_BACKWARD_INTO, UNARY_INTO, UNARY_OPS
 from ..profiler import _state as profiler_state
 from ..profiler.observe import begin_range, end_range
 from ..profiler.record_function import record_function
 from ..tensor import Tensor, primitives_on
-from . import fused
+from .host_steps import host_step_replay
 from .recorder import (
     Accumulate,
     ArraySpec,
@@ -47,7 +48,7 @@ from .recorder import (
 )
 
 REPLAY_MODULE = "adcuda.capture.replay"  # the module name generated replays run under
-_QUIET_MODULES = r"adcuda\.capture\.(replay|program|fused)$"  # where a replay's NumPy calls are made
+_QUIET_MODULES = r"adcuda\.capture\.(replay|program)$"  # where a replay's NumPy calls are made
 
 _MAY_WARN = frozenset({"div", "pow", "floor_divide", "remainder"})  # binary ops whose fast path the CPU skips
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -68,35 +69,30 @@ def _binary_kernel(call, scratch):
 
 
 def _unary_kernel(call, scratch):
-    """``unary(op, a)`` of a float32/float64 array where the primitive is one ufunc call (or relu's), or
-    gelu_tanh's chain written in place (fused.py)."""
+    """``unary(op, a)`` of a float32/float64 array: where the op is one ufunc, that ufunc (the primitive's
+    own, without the primitive's wrapper, which costs more than a small array's call); where the op
+    writes into a given array (``UNARY_INTO``: relu, gelu_tanh's chain), the primitive with ``out=``
+    and the program's scratch arrays."""
     op, a = (call.arrays_in + (None, None))[:2]
     if not isinstance(a, ArraySpec) or a.dtype not in _FLOATS:
         return None
-    if op == "relu":
-        zero = np.zeros((), a.dtype)
-        return (lambda x, out: np.maximum(x, zero, out=out)), (1,)
-    if op == "gelu_tanh":
-        return fused.gelu_tanh_kernel(a.shape, a.dtype, scratch), (1,)
     fn = UNARY_OPS.get(op)
-    return (fn, (1,)) if isinstance(fn, np.ufunc) else None
+    if isinstance(fn, np.ufunc):
+        return fn, (1,)
+    if op in UNARY_INTO:
+        return functools.partial(cpu.unary, op, scratch=scratch), (1,)
+    return None
 
 
 def _unary_backward_kernel(call, scratch):
-    """relu's gradient ``g * (x > 0)`` with the mask in a scratch array; gelu_tanh's in place (fused.py)."""
+    """``unary_backward(op, x, y, g)`` where the op writes into a given array (``UNARY_BACKWARD_INTO``:
+    relu, gelu_tanh): the primitive with ``out=`` and the program's scratch arrays."""
     op, x, y, g = (call.arrays_in + (None,) * 4)[:4]
-    if op not in ("relu", "gelu_tanh") or not isinstance(x, ArraySpec) or not isinstance(g, ArraySpec):
+    if op not in UNARY_BACKWARD_INTO or not isinstance(x, ArraySpec) or not isinstance(g, ArraySpec):
         return None
     if x.shape != g.shape or x.dtype not in _FLOATS or g.dtype != x.dtype:
         return None
-    if op == "gelu_tanh":
-        return fused.gelu_tanh_backward_kernel(x.shape, x.dtype, scratch), (1, 3)
-    mask = scratch.get(x.shape, bool)
-
-    def relu_backward(x, g, out):
-        return np.multiply(g, np.greater(x, 0, out=mask), out=out)
-
-    return relu_backward, (1, 3)
+    return functools.partial(cpu.unary_backward, op, scratch=scratch), (1, 2, 3)
 
 
 def _matmul_kernel(call, scratch):
@@ -207,7 +203,7 @@ class Program:
         self.modes = list(trace.modules.values())
         n_steps = len(trace.steps)
         self.death = self._lifetimes(n_steps)
-        self.scratch = fused.Scratch()
+        self.scratch = Scratch()
         self.kernels, self.buffers, self.buffer_of = self._plan(n_steps)
         self.lines = []
         self.replay = self._generate()
@@ -343,7 +339,7 @@ class Program:
     def _generate(self):
         trace = self.trace
         names = {}
-        # the replay's NumPy calls (its own and its kernels', here and in fused.py) warn as the CPU backend's
+        # the replay's NumPy calls (its own and its kernels') warn as the CPU backend's
         # do not (overflow in a matmul, a NaN in a ufunc): this filter keeps them as quiet as eager (installed
         # with each program, not once at import: a ``warnings.catch_warnings`` block around the first
         # capture would take it away at its end)
@@ -412,7 +408,7 @@ class Program:
                 body.append(f"{target} = {code}" if target else code)
                 lines.append(self._describe(i, step))
             elif cls is HostStep:
-                fast = fused.host_step_replay(step, self.scratch)
+                fast = host_step_replay(step, self.scratch)
                 body.append(f"{bind(fast[0] if fast else step.fn, 'host')}({call_args(step.args, step.kwargs)})")
                 lines.append(f"{i:4d}  host step {step.name}" + (f" (replayed by {fast[1]})" if fast else ""))
             elif cls is Accumulate:
@@ -502,8 +498,6 @@ class Program:
                 where += f", no copy: the memory of %{self.aliases[i]}"
             elif i in self.in_place:
                 where += f" in place of %{self.in_place[i]}"
-            if i in self.kernels and self.kernels[i][0].__module__ == fused.__name__:
-                where += ", fused in-place kernel"
             return f"{i:4d}  {out}{step.name}({args})  [{shape} {self.layout.dtype[n]}{where}]"
         if step.result_kind == "tuple":
             out = ", ".join(f"%{n}" if n is not None else "_" for n in step.results) + " = "
@@ -557,6 +551,28 @@ class Program:
             f"peak memory of a replay: {peak} bytes\n"
         )
         return head + "\n".join(self.lines)
+
+
+class Scratch:
+    """A program's scratch arrays by (shape, dtype, k), the ``adcuda.backends.seam.Scratch`` its primitive
+    calls and optimizer steps take their temporaries from: a replay runs one call at a time, and each
+    is done with its scratch when it returns, so they share them. ``scratch(shape, dtype, k)`` is the
+    k-th array of that layout, made at its first use."""
+
+    def __init__(self):
+        self.arrays = {}
+
+    def __call__(self, shape, dtype, k=0):
+        key = (tuple(shape), np.dtype(dtype), k)
+        a = self.arrays.get(key)
+        if a is None:
+            a = self.arrays[key] = np.empty(key[0], key[1])
+        return a
+
+    @property
+    def nbytes(self):
+        """Bytes of the scratch arrays made so far (optimizer steps make theirs at the first replay)."""
+        return sum(a.nbytes for a in self.arrays.values())
 
 
 def _range_name(step):
