@@ -3,11 +3,12 @@ memory plan, and the Python function that replays it.
 
 The memory plan: each array's lifetime is the span from the step that makes it to the last step
 that reads it or a view of it (views extend the life of the array that owns the memory). An array
-made by a call that has a replay kernel (``FAST_KERNELS``: elementwise ufuncs, relu's and gelu_tanh's
-chains, 2-D matrix products, zero fills and copies on the CPU) is written by it with ``out=``: over an
-elementwise operand that dies at that call (in place), else into a preallocated buffer, reused by
-later arrays of the same shape and dtype once its occupant is dead; a copy of a dying array into its
-own dtype is no copy; every other array is made by its primitive as in eager. Outputs, arrays a host
+made by a call that has a replay kernel (``FAST_KERNELS``: elementwise ufuncs, the CPU primitives of
+relu and gelu_tanh with their ``out=`` and the program's ``Scratch``, 2-D matrix products, zero fills
+and copies) is written by it with ``out=``: over an elementwise operand that dies at that call (in
+place), else into a preallocated buffer, reused by later arrays of the same shape and dtype once its
+occupant is dead; a copy of a dying array into its own dtype is no copy; every other array is made
+by its primitive as in eager. Outputs, arrays a host
 step or a gradient accumulation received, and arrays that outlived the captured run never get a
 shared buffer, so nothing the caller or the library can still see is overwritten. Parameters, their
 gradients and optimizer state are the library's own tensors, read and updated in place, so Module
