@@ -8,11 +8,10 @@ relu and gelu_tanh with their ``out=`` and the program's ``Scratch``, 2-D matrix
 and copies) is written by it with ``out=``: over an elementwise operand that dies at that call (in
 place), else into a preallocated buffer, reused by later arrays of the same shape and dtype once its
 occupant is dead; a copy of a dying array into its own dtype is no copy; every other array is made
-by its primitive as in eager. Outputs, arrays a host
-step or a gradient accumulation received, and arrays that outlived the captured run never get a
-shared buffer, so nothing the caller or the library can still see is overwritten. Parameters, their
-gradients and optimizer state are the library's own tensors, read and updated in place, so Module
-and Optimizer objects stay the truth.
+by its primitive as in eager. Outputs, arrays a host step or a gradient accumulation received, and
+arrays that outlived the captured run never get a shared buffer, so nothing the caller or the
+library can still see is overwritten. Parameters, their gradients and optimizer state are the
+library's own tensors, read and updated in place, so Module and Optimizer objects stay the truth.
 
 The replay itself is one generated Python function (``replay``), a straight line of calls on local
 variables with every primitive, constant and buffer prebound: no dispatch, no autograd, no argument
@@ -340,8 +339,8 @@ class Program:
     def _generate(self):
         trace = self.trace
         names = {}
-        # the replay's NumPy calls (its own and its kernels') warn as the CPU backend's
-        # do not (overflow in a matmul, a NaN in a ufunc): this filter keeps them as quiet as eager (installed
+        # the replay's own NumPy calls warn as the CPU backend's do not (overflow in a matmul, a NaN in
+        # a ufunc): this filter keeps them as quiet as eager (installed
         # with each program, not once at import: a ``warnings.catch_warnings`` block around the first
         # capture would take it away at its end)
         warnings.filterwarnings("ignore", category=RuntimeWarning, module=_QUIET_MODULES)
