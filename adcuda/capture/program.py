@@ -393,6 +393,11 @@ class Program:
                     code = f"v{self.aliases[i]}"
                 elif i in self.kernels:
                     kernel, positions = self.kernels[i]
+                    first = last = ""  # a partial's arguments, written into the call (a partial costs more)
+                    if kernel.__class__ is functools.partial:
+                        first = "".join(expr(a) + ", " for a in kernel.args)
+                        last = "".join(f", {k}={bind(v, 'c')}" for k, v in kernel.keywords.items())
+                        kernel = kernel.func
                     fn = bind(kernel, "k")
                     n = step.results[0]
                     if n in self.buffer_of:
@@ -401,7 +406,8 @@ class Program:
                         out = f"v{self.in_place[i]}"
                     else:
                         out = f"_empty({self.layout.shape[n]!r}, {bind(self.layout.dtype[n], 'c')})"
-                    code = f"{fn}({''.join(expr(step.args[p]) + ', ' for p in positions)}out={out})"
+                    operands = "".join(expr(step.args[p]) + ", " for p in positions)
+                    code = f"{fn}({first}{operands}out={out}{last})"
                 else:
                     primitive = bind(getattr(cpu, step.name), f"p_{step.name}_")
                     code = f"{primitive}({call_args(step.args, step.kwargs)})"
@@ -563,11 +569,13 @@ class Scratch:
         self.arrays = {}
 
     def __call__(self, shape, dtype, k=0):
-        key = (tuple(shape), np.dtype(dtype), k)
-        a = self.arrays.get(key)
-        if a is None:
-            a = self.arrays[key] = np.empty(key[0], key[1])
-        return a
+        # (called once or more per primitive call of a replay: the key is the arguments as given, an
+        # array's own ``shape`` and ``dtype``)
+        try:
+            return self.arrays[shape, dtype, k]
+        except KeyError:
+            a = self.arrays[shape, dtype, k] = np.empty(shape, dtype)
+            return a
 
     @property
     def nbytes(self):
