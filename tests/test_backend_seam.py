@@ -27,7 +27,7 @@ import adcuda
 from adcuda import backends
 from adcuda import dtypes as dt
 from adcuda.backends import cpu
-from adcuda.backends.seam import CPU_REPLAY_KEYWORDS
+from adcuda.backends.seam import CPU_REPLAY_KEYWORDS, seam_signature
 from adcuda.errors import DTypeError, IndexOutOfRangeError, ShapeError
 
 CUDA = adcuda.cuda.is_available()
@@ -65,14 +65,6 @@ def test_the_table_documents_every_primitive_once():
         f"no row: {sorted(set(backends.PRIMITIVES) - set(names))}; a row but not in PRIMITIVES: "
         f"{sorted(set(names) - set(backends.PRIMITIVES))}"
     )
-
-
-def seam_signature(name, primitive):
-    """``primitive``'s signature without the keywords only the CPU backend takes
-    (``seam.CPU_REPLAY_KEYWORDS``, which graph capture's CPU replay passes)."""
-    signature = inspect.signature(primitive)
-    extras = CPU_REPLAY_KEYWORDS.get(name, ())
-    return signature.replace(parameters=[p for p in signature.parameters.values() if p.name not in extras])
 
 
 @pytest.mark.parametrize("name", backends.PRIMITIVES)

@@ -3,6 +3,7 @@ documented by one row of the table in ``adcuda/backends/__init__.py``) and the t
 signatures are annotated with, the same on both sides (tests/test_backend_seam.py compares them).
 """
 
+import inspect
 from collections.abc import Sequence
 from types import EllipsisType
 from typing import Protocol
@@ -26,6 +27,7 @@ __all__ = [
     "ArrayLike",
     "Scratch",
     "CPU_REPLAY_KEYWORDS",
+    "seam_signature",
 ]
 
 PRIMITIVES = (
@@ -152,3 +154,11 @@ CPU_REPLAY_KEYWORDS = {
     "sgd_step_": ("scratch",),
     "adam_step_": ("scratch",),
 }
+
+
+def seam_signature(name: str, primitive) -> inspect.Signature:
+    """``primitive``'s (backend primitive ``name``'s) signature as the seam's table writes it, without
+    the CPU replay's keywords: what both backends take, and what a traced call records."""
+    signature = inspect.signature(primitive)
+    extras = CPU_REPLAY_KEYWORDS.get(name, ())
+    return signature.replace(parameters=[p for p in signature.parameters.values() if p.name not in extras])
