@@ -39,7 +39,7 @@ NAMESPACES = [
     ("adcuda.utils.data", "datasets and data loading"),
     ("adcuda.distributed", "process groups and collectives"),
     ("adcuda.profiler", "the per-op profiler and NVTX ranges"),
-    ("adcuda.export", "exporting: a model's eval forward traced as a graph of primitives"),
+    ("adcuda.export", "exporting: a model's eval forward traced as a graph of primitives, and written as C99"),
     ("adcuda.onnx", "ONNX export"),
 ]
 

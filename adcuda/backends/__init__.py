@@ -132,6 +132,8 @@ Conventions (NumPy's, which the CPU backend inherits and the CUDA backend follow
 | `lstm_cell_backward(grad, gi, gh, c, hc)` | from the gradient of ``hc`` -> (d_gates (B, 4H), the gradient of both projections, d_c) |
 | `gru_cell(gi, gh, h)` | GRU step from ``gi``, ``gh`` (B, 3H; gates r, z, n, biases included) and ``h`` (B, H) -> ``(1 - z) * n + z * h`` with ``n = tanh(gi_n + r * gh_n)`` |
 | `gru_cell_backward(grad, gi, gh, h)` | -> (d_gi, d_gh, d_h) |
+| `lstm_layer(projected, h0, c0, w_hh, b_hh, reverse)` | an LSTM layer's recurrence over the input projection ``projected`` (T, B, 4H, b_ih included) from ``h0``, ``c0`` (B, H), ``b_hh`` (4H,) or None, visiting time backwards when ``reverse`` -> (``states`` (2, T, B, H): stack(hs, cs) in time order, ``gates`` (T, B, 4H): each step's pre-activation sums, kept for the backward) |
+| `lstm_layer_backward(grad, gates, states, h0, c0, w_hh, reverse)` | backpropagation through time from the gradient of ``states`` -> (d_gates (T, B, 4H): the projection's gradient, summed over (T, B) that of ``b_hh``; d_h0, d_c0; d_w_hh) |
 """
 
 from types import ModuleType
