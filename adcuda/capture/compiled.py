@@ -92,9 +92,7 @@ class CompiledFunction:
         program = self._cache.get(key)
         if program.__class__ is Program and program.holds():
             program.replays += 1
-            with record_function(program.range_name):
-                outputs = program.replay(*[t._data for t in tensors])
-            return _rebuild(program.outputs[0], iter(outputs))
+            return _rebuild(program.outputs[0], iter(program.run([t._data for t in tensors])))
         if program.__class__ is CudaGraphProgram and program.holds():
             return self._replay_cuda(program, tensors)
         elif program is None and len(self._cache) >= CACHE_SIZE_LIMIT:
