@@ -65,6 +65,12 @@ LAYERS = (
         "built from public ops only, side by side: they import one another only as LIBRARY_USES allows",
     ),
     (
+        "export",
+        ("adcuda.export", "adcuda.onnx"),
+        "the exporters: a model's eval forward traced through capture (export/trace.py) and written as "
+        "ONNX (onnx/) or C; consumers of the library, used by the main job's ``adcuda export``",
+    ),
+    (
         "package",
         ("adcuda", "adcuda.cuda.amp"),
         "adcuda/__init__.py: the names users import; only the main job above it may import it; and "
@@ -97,6 +103,7 @@ LIBRARY_USES = {
     ("adcuda.profiler", "adcuda.amp"): "the profiler's ranges around GradScaler's unscale_ and update",
     ("adcuda.profiler", "adcuda.utils"): "the profiler's ranges around the DataLoader's batch fetches",
     ("adcuda.capture", "adcuda.profiler"): "adcuda.compile marks each replay as one profiler/NVTX range",
+    ("adcuda.capture", "adcuda.cuda"): "adcuda.compile replays programs on CUDA tensors through CUDA graphs",
 }
 
 # In-function imports that rule (c) allows: (importing module, imported module) -> the optional
