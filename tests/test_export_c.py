@@ -279,3 +279,67 @@ def test_refusals_name_the_op(tmp_path):
     with pytest.raises(ExportError, match="embedded' or 'file"):
         to_c(nn.Linear(2, 2), adcuda.randn(1, 2), tmp_path, weights="separate")
     assert not list(tmp_path.iterdir())  # a refused export writes nothing
+
+
+class CausalBlock(nn.Module):
+    """tests/test_onnx_export.py's pre-norm GELU transformer block (a GPT block) under a causal mask."""
+
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.TransformerEncoderLayer(
+            16, 4, dim_feedforward=32, batch_first=True, norm_first=True, activation="gelu"
+        )
+
+    def forward(self, x):
+        mask = nn.Transformer.generate_square_subsequent_mask(x.shape[1])
+        return self.layer(x, src_mask=mask, is_causal=True)
+
+
+def test_causal_pre_norm_transformer_block(compile_c, tmp_path):
+    adcuda.manual_seed(9)
+    export = check(compile_c, CausalBlock(), [adcuda.randn(2, 5, 16)], tmp_path, "embedded")
+    assert open(export.source).read().count("/* attention:") == 1
+
+
+def test_transformer_encoder_layer(compile_c, tmp_path):
+    adcuda.manual_seed(10)
+    layer = nn.TransformerEncoderLayer(16, 4, dim_feedforward=24, batch_first=True)
+    check(compile_c, layer, [adcuda.randn(3, 7, 16)], tmp_path, "file")
+
+
+# adcuda's reference forward takes the log of the fully masked row's zero sum (its logsumexp is -inf)
+@pytest.mark.filterwarnings("ignore:divide by zero encountered in log:RuntimeWarning")
+def test_attention_masks_broadcast_and_fully_masked_rows(compile_c, tmp_path):
+    class Net(nn.Module):
+        def forward(self, q, k, v, m):
+            allowed = m > 0.3  # (L, S) bool, broadcast over the batch; row 0 masks every key
+            additive = m.unsqueeze(0) * 2.0  # (1, L, S) float, added to the scores
+            return (
+                F.scaled_dot_product_attention(q, k, v, attn_mask=allowed),
+                F.scaled_dot_product_attention(q, k, v, attn_mask=additive, scale=0.5),
+                F.scaled_dot_product_attention(q, k, v, is_causal=True),
+            )
+
+    adcuda.manual_seed(11)
+    m = adcuda.rand(1, 5, 6)
+    m[0, 0] = 0.0
+    q, k, v = adcuda.randn(2, 3, 5, 4), adcuda.randn(2, 3, 6, 4), adcuda.randn(2, 3, 6, 7)
+    export = check(compile_c, Net(), [q, k, v, m[0]], tmp_path, "embedded")
+    got = reference(Net(), [q, k, v, m[0]])[0]
+    assert (got[:, :, 0] == 0).all()  # the fully masked row is zeros, in adcuda and (checked above) in C
+    assert export.output_shapes == [(2, 3, 5, 7)] * 3
+
+
+def test_transformer_decoder_layer_with_cross_attention(compile_c, tmp_path):
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = nn.TransformerDecoderLayer(16, 4, dim_feedforward=24, batch_first=True)
+
+        def forward(self, x, memory):
+            mask = nn.Transformer.generate_square_subsequent_mask(x.shape[1])
+            return self.layer(x, memory, tgt_mask=mask, tgt_is_causal=True)
+
+    adcuda.manual_seed(12)
+    export = check(compile_c, Decoder(), [adcuda.randn(2, 5, 16), adcuda.randn(2, 7, 16)], tmp_path, "embedded")
+    assert open(export.source).read().count("/* attention:") == 2  # self-attention, then over the memory
