@@ -343,3 +343,18 @@ def test_transformer_decoder_layer_with_cross_attention(compile_c, tmp_path):
     adcuda.manual_seed(12)
     export = check(compile_c, Decoder(), [adcuda.randn(2, 5, 16), adcuda.randn(2, 7, 16)], tmp_path, "embedded")
     assert open(export.source).read().count("/* attention:") == 2  # self-attention, then over the memory
+
+
+@pytest.mark.filterwarnings("ignore:divide by zero encountered in log:RuntimeWarning")  # masked query rows
+def test_attention_with_broadcast_batch_dims(compile_c, tmp_path):
+    class Net(nn.Module):
+        def forward(self, q, k, v, m):
+            per_query = m[..., :1] > 0  # (2, 1, L, 1): one flag per query row, broadcast over heads and keys
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=per_query) + F.scaled_dot_product_attention(
+                q, k, v, attn_mask=m
+            )
+
+    adcuda.manual_seed(13)
+    # k shared by the batch, v by the heads, the mask by the heads
+    inputs = [adcuda.randn(2, 3, 4, 5), adcuda.randn(1, 3, 6, 5), adcuda.randn(2, 1, 6, 3), adcuda.randn(2, 1, 4, 6)]
+    check(compile_c, Net(), inputs, tmp_path, "embedded")
