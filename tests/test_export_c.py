@@ -307,6 +307,22 @@ def test_transformer_encoder_layer(compile_c, tmp_path):
     check(compile_c, layer, [adcuda.randn(3, 7, 16)], tmp_path, "file")
 
 
+def test_encoder_layer_under_a_constant_additive_mask(compile_c, tmp_path):
+    class Masked(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = nn.TransformerEncoderLayer(16, 4, dim_feedforward=24, batch_first=True)
+
+        def forward(self, x):
+            # the -inf entries become weights of the export (in the weights file here), not a causal flag
+            return self.layer(x, src_mask=nn.Transformer.generate_square_subsequent_mask(x.shape[1]))
+
+    adcuda.manual_seed(14)
+    export = check(compile_c, Masked(), [adcuda.randn(2, 6, 16)], tmp_path, "file")
+    attention = [line for line in open(export.source) if line.startswith("/* attention:")]
+    assert len(attention) == 1 and "6, 6) -> " in attention[0]  # q, k, v and the mask
+
+
 # adcuda's reference forward takes the log of the fully masked row's zero sum (its logsumexp is -inf)
 @pytest.mark.filterwarnings("ignore:divide by zero encountered in log:RuntimeWarning")
 def test_attention_masks_broadcast_and_fully_masked_rows(compile_c, tmp_path):
