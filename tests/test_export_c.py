@@ -298,7 +298,10 @@ class CausalBlock(nn.Module):
 def test_causal_pre_norm_transformer_block(compile_c, tmp_path):
     adcuda.manual_seed(9)
     export = check(compile_c, CausalBlock(), [adcuda.randn(2, 5, 16)], tmp_path, "embedded")
-    assert open(export.source).read().count("/* attention:") == 1
+    source = open(export.source).read()
+    assert source.count("/* attention:") == 1
+    # the normalized input is permuted to (L, N, E) once, not once each for q, k and v
+    assert source.count("/* permute: (2, 5, 16) -> (5, 2, 16) */") == 1
 
 
 def test_transformer_encoder_layer(compile_c, tmp_path):

@@ -8,7 +8,8 @@ already folded; an average pool is slices, adds and a divide), so the lowering w
    ``ExportError`` naming the primitive (and what would have to change);
 2. ``fold_affine`` folds per-channel constant adds, subs, muls and divides that follow a Linear or a
    Conv2d into its weight and bias (this is how BatchNorm disappears into the convolution), and an
-   activation right after one into its loop (``act``).
+   activation right after one into its loop (``act``); ``fuse_window_sums`` makes an average pool one
+   loop; ``merge_repeats`` turns a node that repeats an earlier one into a view of its result.
 
 Values are numbered; every value is float32, contiguous and row-major in C. Views and ``contiguous``
 change no data there, so they become ``alias`` nodes that the memory plan maps to their source's
@@ -661,3 +662,20 @@ def _window_terms(graph, producers, vid):
     if node.kind == "window_sum" and len(node.inputs) == 1:
         return node.inputs[0], node.attrs["strides"], list(node.attrs["offsets"])
     return None
+
+
+def merge_repeats(graph):
+    """A node that repeats an earlier one (the same kind, operands and attributes: every kernel is a pure
+    function of them) becomes a view of the earlier result, so its loop and its scratch go. Self-attention
+    records this: the same input is permuted three times, once each for q, k and v."""
+    seen = {}
+    for node in graph.nodes:
+        if node.kind == "alias":
+            continue
+        # the operands' types are part of the key: a scalar 2.0 is not value number 2
+        operands = tuple((type(v).__name__, v) for v in node.inputs)
+        key = (node.kind, operands, repr(sorted(node.attrs.items())))
+        earlier = seen.setdefault(key, node.out)
+        if earlier != node.out:
+            node.kind, node.inputs, node.attrs = "alias", [earlier], {}
+            node.origin += " (repeats an earlier one)"
