@@ -84,6 +84,41 @@ def test_conv2d_forward_and_backwards_match_the_cpu(cb, case, dtype):
     )
 
 
+# Shapes whose rows allow the tensor-core kernel's cp.async staging (channels per group x taps, and
+# Ho*Wo, multiples of 8): several K tiles with a partial last one, partial M and N tiles, groups.
+STAGED_CASES = [
+    ((2, 8, 9, 8), (12, 8, 3, 3), (1, 1), (1, 1), (1, 1), 1),
+    ((1, 16, 4, 6), (70, 16, 1, 1), (1, 1), (0, 0), (1, 1), 1),
+    ((2, 16, 6, 4), (8, 8, 1, 1), (1, 1), (0, 0), (1, 1), 2),
+    ((1, 24, 7, 7), (9, 24, 2, 2), (2, 2), (1, 1), (1, 1), 1),  # Ho*Wo = 16, K = 96
+]
+
+
+@pytest.mark.parametrize("dtype", [dt.float16, dt.bfloat16], ids=lambda d: d.name)
+@pytest.mark.parametrize("case", STAGED_CASES, ids=lambda c: f"{c[0]}x{c[1]}s{c[2]}p{c[3]}g{c[5]}")
+def test_staged_tensor_core_operands_match_the_cpu(cb, case, dtype):
+    test_conv2d_forward_and_backwards_match_the_cpu(cb, case, dtype)
+
+
+def test_misaligned_rows_take_the_gathering_kernel(cb):
+    """A weight starting one element into its storage cannot go by 16-byte copies: same results."""
+    x, x_h = held(cb, RNG.standard_normal((2, 8, 5, 8)), dt.float16)
+    flat, flat_h = held(cb, RNG.standard_normal(4 * 8 * 3 * 3 + 1), dt.float16)
+    w = cb.view(cb.slice(flat, (slice(1, None),)), (4, 8, 3, 3))
+    w_h = flat_h[1:].reshape(4, 8, 3, 3)
+    args = ((1, 1), (1, 1), (1, 1), 1)
+    close(cb, cb.conv2d(x, w, *args), cpu.conv2d(x_h, w_h, *args), dt.float16)
+
+
+@pytest.mark.parametrize("dtype", [dt.float16, dt.bfloat16], ids=lambda d: d.name)
+def test_staged_backward_weight_splits_a_long_reduction(cb, dtype):
+    """N*Ho*Wo = 2*40*40 split in ranges of 288 (not plane-aligned), grad copied by cp.async."""
+    x, x_h = held(cb, RNG.standard_normal((2, 8, 40, 40)), dtype)
+    g, g_h = held(cb, RNG.standard_normal((2, 4, 40, 40)), dtype)
+    args = ((4, 8, 3, 3), (1, 1), (1, 1), (1, 1), 1)
+    close(cb, cb.conv2d_backward_weight(g, x, *args), cpu.conv2d_backward_weight(g_h, x_h, *args), dtype)
+
+
 def test_backward_weight_splits_a_long_reduction(cb):
     """N*Ho*Wo = 2*40*40 = 3200: the weight gradient is split over it and summed in a fixed order."""
     x, x_h = held(cb, RNG.standard_normal((2, 3, 40, 40)), dt.float32)
