@@ -1409,6 +1409,93 @@ case(
 )
 
 
+# fused RMS norm and group norm (issue 15, CUDA kernels)
+case(
+    "rms_norm",
+    "no weight; rstd keeps x's dims",
+    lambda bk, A: bk.rms_norm(A(X3), None, 2, 1e-5),
+    (ok(F32, (2, 3, 4)), ok(F32, (2, 1, 1), 1 / np.sqrt((X3 * X3).mean((1, 2), keepdims=True) + 1e-5))),
+)
+case(
+    "rms_norm",
+    "float16 in, float32 rstd",
+    lambda bk, A: bk.rms_norm(A(X3.astype(np.float16)), A(WEIGHT.astype(np.float16)), 1, 1e-5),
+    (ok(F16, (2, 3, 4)), ok(F32, (2, 3, 1))),
+)
+case(
+    "rms_norm",
+    "an empty batch",
+    lambda bk, A: bk.rms_norm(A(np.zeros((0, 4), np.float32)), A(WEIGHT), 1, 1e-5),
+    (ok(F32, (0, 4)), ok(F32, (0, 1))),
+)
+case("rms_norm", "n = 0", lambda bk, A: bk.rms_norm(A(X3), None, 0, 1e-5), ShapeError)
+case("rms_norm", "a weight of another shape", lambda bk, A: bk.rms_norm(A(X3), A(WEIGHT[:3]), 1, 1e-5), ShapeError)
+case("rms_norm", "of integers", lambda bk, A: bk.rms_norm(A(I), None, 1, 1e-5), DTypeError)
+
+
+def rms_norm_grads(bk, A, weight):
+    x = A(X3)
+    w = None if weight is None else A(weight)
+    _, rstd = bk.rms_norm(x, w, 1, 1e-5)
+    return bk.rms_norm_backward(A(X3 * 0.5), x, w, rstd, 1)
+
+
+case(
+    "rms_norm_backward",
+    "no weight: dweight None",
+    lambda bk, A: rms_norm_grads(bk, A, None),
+    (ok(F32, (2, 3, 4)), None),
+)
+case(
+    "rms_norm_backward",
+    "dweight in the weight's dtype",
+    lambda bk, A: rms_norm_grads(bk, A, WEIGHT.astype(np.float64)),
+    (ok(F32, (2, 3, 4)), ok(F64, (4,))),
+)
+
+case(
+    "group_norm",
+    "statistics of shape (N, groups)",
+    lambda bk, A: bk.group_norm(A(X3[:, :2]), A(WEIGHT[:2]), A(WEIGHT[:2]), 2, 1e-5),
+    (ok(F32, (2, 2, 4)), ok(F32, (2, 2), X3[:, :2].mean(2)), ok(F32, (2, 2))),
+)
+case(
+    "group_norm",
+    "float16 in, float32 statistics; no weight or bias",
+    lambda bk, A: bk.group_norm(A(X3.astype(np.float16)), None, None, 3, 1e-5),
+    (ok(F16, (2, 3, 4)), ok(F32, (2, 3)), ok(F32, (2, 3))),
+)
+case(
+    "group_norm",
+    "an empty batch",
+    lambda bk, A: bk.group_norm(A(np.zeros((0, 4, 3), np.float32)), None, None, 2, 1e-5),
+    (ok(F32, (0, 4, 3)), ok(F32, (0, 2)), ok(F32, (0, 2))),
+)
+case("group_norm", "channels not divisible", lambda bk, A: bk.group_norm(A(X3), None, None, 2, 1e-5), ShapeError)
+case("group_norm", "of integers", lambda bk, A: bk.group_norm(A(I), None, None, 1, 1e-5), DTypeError)
+
+
+def group_norm_grads(bk, A, weight):
+    x = A(X3)
+    w = None if weight is None else A(weight)
+    _, mean, rstd = bk.group_norm(x, w, None, 3, 1e-5)
+    return bk.group_norm_backward(A(X3 * 0.5), x, w, mean, rstd, 3)
+
+
+case(
+    "group_norm_backward",
+    "no weight: dweight None, dbias in g's dtype",
+    lambda bk, A: group_norm_grads(bk, A, None),
+    (ok(F32, (2, 3, 4)), None, ok(F32, (3,))),
+)
+case(
+    "group_norm_backward",
+    "dweight and dbias in the weight's dtype",
+    lambda bk, A: group_norm_grads(bk, A, WEIGHT[:3].astype(np.float64)),
+    (ok(F32, (2, 3, 4)), ok(F64, (3,)), ok(F64, (3,))),
+)
+
+
 def test_every_primitive_has_a_case():
     assert sorted(set(backends.PRIMITIVES) - {c.primitive for c in CASES}) == []
 

@@ -98,6 +98,11 @@ PRIMITIVES = (
     "lstm_cell_backward",
     "gru_cell",
     "gru_cell_backward",
+    # fused RMS norm and group norm (issue 15, CUDA kernels)
+    "rms_norm",
+    "rms_norm_backward",
+    "group_norm",
+    "group_norm_backward",
 )
 
 
