@@ -5,7 +5,7 @@
 Every kernel is first checked against the CPU backend on small odd shapes (the benchmark stops if
 one is off). Then:
 - memory-bound kernels (softmax, log-softmax, cross-entropy, layer norm, RMS norm, group norm, batch norm
-  of (N, C) rows; forward and backward), every
+  of (N, C) rows, average and global average pooling; forward and backward), every
   big operand of at least 256 MiB (four times an H200's L2): GB/s of the bytes each must move (inputs
   read once, outputs written once) as a share of the device-to-device copy bandwidth measured in the
   same run (benchmarks/_harness.py), next to PyTorch's kernels on the same data. Target on an H200:
@@ -167,6 +167,23 @@ def check_against_cpu(cb, cpu):
         ("dx", "dweight", "dbias"),
     ):
         close(got_part, ref_part, f"group_norm_backward {name}")
+    planes = rng.standard_normal((2, 3, 13, 11)).astype(np.float32)
+    args = ((3, 2), (2, 2), (1, 1), (7, 6), False, None)
+    close(cb.avg_pool2d(device(planes), *args), cpu.avg_pool2d(planes, *args), "avg_pool2d")
+    pooled_g = rng.standard_normal((2, 3, 7, 6)).astype(np.float32)
+    close(
+        cb.avg_pool2d_backward(device(pooled_g), planes.shape, *args[:3], *args[4:]),
+        cpu.avg_pool2d_backward(pooled_g, planes.shape, *args[:3], *args[4:]),
+        "avg_pool2d_backward",
+    )
+    close(
+        cb.adaptive_avg_pool2d(device(planes), (7, 6)), cpu.adaptive_avg_pool2d(planes, (7, 6)), "adaptive_avg_pool2d"
+    )
+    close(
+        cb.adaptive_avg_pool2d_backward(device(pooled_g), planes.shape),
+        cpu.adaptive_avg_pool2d_backward(pooled_g, planes.shape),
+        "adaptive_avg_pool2d_backward",
+    )
     # batch norm of (N, C) rows: the short-plane (column) kernels
     y, mean, rstd = cpu.batch_norm(x, w, b, 1e-5)
     got = cb.batch_norm(device(x), device(w), device(b), 1e-5)
@@ -205,7 +222,7 @@ def check_against_cpu(cb, cpu):
     close(mask, cb.to_numpy(cb.bernoulli(x.shape, 0.7, adcuda.bool, 5, 0)), "dropout mask")
     close(out, cpu.dropout_backward(x, np.asarray(cb.to_numpy(mask)), 1 / 0.7), "dropout")
     print(
-        "reference check: softmax, cross-entropy, layer, RMS, group and batch norm, attention (forward and backward), "
+        "reference check: softmax, cross-entropy, layer, RMS, group and batch norm, average pooling, attention, "
         "embedding, global norm, AdamW, SGD and dropout match the CPU backend"
     )
 
@@ -326,6 +343,27 @@ def bandwidth_cases(cb, torch, bursts):
             lambda: cb.group_norm_backward(gn_g, gn_x, gn_w, gn_mean, gn_rstd, 32),
             3 * gn_n * size,
         )
+        # average pooling of 64 x 64 planes: 2x2 windows read x once and write a quarter of it (the gather
+        # backward the reverse); global (adaptive 1x1) pooling reads x once, its backward writes it once
+        pool_shape = (-(-BANDWIDTH_BYTES // (64 * 64 * 64 * size)), 64, 64, 64)
+        pool_x = cb.randn(pool_shape, adt, 11, 0)
+        pool_g = cb.randn(pool_shape[:2] + (32, 32), adt, 12, 0)
+        pool_g1 = cb.randn(pool_shape[:2] + (1, 1), adt, 13, 0)
+        pool_n = math.prod(pool_shape)
+        window = ((2, 2), (2, 2), (0, 0))
+        cases[f"avg_pool2d 2x2 {dtype} {pool_shape}"] = (
+            lambda: cb.avg_pool2d(pool_x, *window, (32, 32), True, None),
+            pool_n * size * 5 // 4,
+        )
+        cases[f"avg_pool2d 2x2 backward {dtype}"] = (
+            lambda: cb.avg_pool2d_backward(pool_g, pool_shape, *window, True, None),
+            pool_n * size * 5 // 4,
+        )
+        cases[f"adaptive_avg_pool2d 1x1 {dtype}"] = (lambda: cb.adaptive_avg_pool2d(pool_x, (1, 1)), pool_n * size)
+        cases[f"adaptive_avg_pool2d 1x1 backward {dtype}"] = (
+            lambda: cb.adaptive_avg_pool2d_backward(pool_g1, pool_shape),
+            pool_n * size,
+        )
         for case, (fn, nbytes) in cases.items():
             moved[case] = nbytes
             results["adcuda"][case] = adcuda_seconds(fn, bursts, 10)
@@ -350,6 +388,9 @@ def bandwidth_cases(cb, torch, bursts):
             gg = torch.randn_like(gx)
             gw, gb = torch.randn(256, device="cuda", dtype=tdt), torch.randn(256, device="cuda", dtype=tdt)
             _, g_mean, g_rstd = aten.native_group_norm(gx, gw, gb, gn_shape[0], 256, 1024, 32, 1e-5)
+            px = torch.randn(pool_shape, device="cuda", dtype=tdt)
+            pg = torch.randn(pool_shape[:2] + (32, 32), device="cuda", dtype=tdt)
+            pg1 = torch.randn(pool_shape[:2] + (1, 1), device="cuda", dtype=tdt)
             torch_cases = {
                 f"softmax {dtype} {rows}x{classes}": lambda: torch.softmax(tx, 1),
                 f"log_softmax {dtype}": lambda: torch.log_softmax(tx, 1),
@@ -382,6 +423,12 @@ def bandwidth_cases(cb, torch, bursts):
                 f"group_norm backward {dtype}": lambda: aten.native_group_norm_backward(
                     gg, gx, g_mean, g_rstd, gw, gn_shape[0], 256, 1024, 32, [True, True, True]
                 ),
+                f"avg_pool2d 2x2 {dtype} {pool_shape}": lambda: torch.nn.functional.avg_pool2d(px, 2),
+                f"avg_pool2d 2x2 backward {dtype}": lambda: aten.avg_pool2d_backward(
+                    pg, px, [2, 2], [2, 2], [0, 0], False, True, None
+                ),
+                f"adaptive_avg_pool2d 1x1 {dtype}": lambda: torch.nn.functional.adaptive_avg_pool2d(px, 1),
+                f"adaptive_avg_pool2d 1x1 backward {dtype}": lambda: aten._adaptive_avg_pool2d_backward(pg1, px),
             }
             for case, fn in torch_cases.items():
                 results["torch"][case] = torch_seconds(torch, fn, bursts, 10)

@@ -1495,6 +1495,75 @@ case(
     (ok(F32, (2, 3, 4)), ok(F64, (3,)), ok(F64, (3,))),
 )
 
+# average pooling kernels (issue 15)
+PLANES = np.random.default_rng(40).standard_normal((2, 3, 5, 7)).astype(np.float32)
+case(
+    "avg_pool2d",
+    "padding counted; a ceil_mode window past the end",
+    lambda bk, A: bk.avg_pool2d(A(PLANES), (2, 3), (2, 2), (1, 1), (3, 4), True, None),
+    ok(F32, (2, 3, 3, 4)),
+)
+case(
+    "avg_pool2d",
+    "float16; padding not counted; a divisor override",
+    lambda bk, A: (
+        bk.avg_pool2d(A(PLANES.astype(np.float16)), (3, 3), (1, 2), (1, 0), (5, 3), False, None),
+        bk.avg_pool2d(A(PLANES), (2, 2), (2, 2), (0, 0), (2, 3), True, 3),
+    ),
+    (ok(F16, (2, 3, 5, 3)), ok(F32, (2, 3, 2, 3))),
+)
+case(
+    "avg_pool2d",
+    "an empty batch",
+    lambda bk, A: bk.avg_pool2d(A(PLANES[:0]), (2, 2), (2, 2), (0, 0), (2, 3), True, None),
+    ok(F32, (0, 3, 2, 3)),
+)
+case(
+    "avg_pool2d",
+    "padding over half the kernel",
+    lambda bk, A: bk.avg_pool2d(A(PLANES), (2, 2), (1, 1), (2, 0), (8, 6), True, None),
+    ShapeError,
+)
+case(
+    "avg_pool2d",
+    "of integers",
+    lambda bk, A: bk.avg_pool2d(A(PLANES.astype(np.int64)), (2, 2), (2, 2), (0, 0), (2, 3), True, None),
+    DTypeError,
+)
+case(
+    "avg_pool2d_backward",
+    "the input's shape",
+    lambda bk, A: bk.avg_pool2d_backward(A(PLANES[:, :, :3, :4]), (2, 3, 5, 7), (2, 3), (2, 2), (1, 1), False, None),
+    ok(F32, (2, 3, 5, 7)),
+)
+case(
+    "avg_pool2d_backward",
+    "a divisor override; an empty gradient",
+    lambda bk, A: (
+        bk.avg_pool2d_backward(A(PLANES[:, :, :2, :3]), (2, 3, 5, 7), (2, 2), (2, 2), (0, 0), True, 3),
+        bk.avg_pool2d_backward(A(PLANES[:0, :, :2, :3]), (0, 3, 5, 7), (2, 2), (2, 2), (0, 0), True, None),
+    ),
+    (ok(F32, (2, 3, 5, 7)), ok(F32, (0, 3, 5, 7))),
+)
+case(
+    "adaptive_avg_pool2d",
+    "overlapping windows",
+    lambda bk, A: bk.adaptive_avg_pool2d(A(PLANES), (3, 4)),
+    ok(F32, (2, 3, 3, 4)),
+)
+case(
+    "adaptive_avg_pool2d",
+    "an empty plane",
+    lambda bk, A: bk.adaptive_avg_pool2d(A(PLANES[:, :, :0]), (3, 4)),
+    ShapeError,
+)
+case(
+    "adaptive_avg_pool2d_backward",
+    "float16 in, float16 out, the input's shape",
+    lambda bk, A: bk.adaptive_avg_pool2d_backward(A(PLANES[:, :, :3, :4].astype(np.float16)), (2, 3, 5, 7)),
+    ok(F16, (2, 3, 5, 7)),
+)
+
 
 def test_every_primitive_has_a_case():
     assert sorted(set(backends.PRIMITIVES) - {c.primitive for c in CASES}) == []

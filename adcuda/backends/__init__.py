@@ -113,6 +113,10 @@ Conventions (NumPy's, which the CPU backend inherits and the CUDA backend follow
 | `max_pool2d(x, kernel, stride, padding, dilation, out_size)` | max over windows of x padded by ``padding`` (never chosen) -> (values (N, C, Ho, Wo), indices); ``out_size`` (Ho, Wo) is given (ceil_mode's last windows may run past the padded input); a NaN is the maximum (the last NaN of a window, as PyTorch); ties go to the first position |
 | `adaptive_max_pool2d(x, out_size)` | max over PyTorch's adaptive windows (rows ``floor(i*H/Ho)`` to ``ceil((i+1)*H/Ho)``) -> (values, indices) |
 | `max_pool2d_backward(g, indices, input_shape)` | each gradient of g added at the position its index names -> dx of ``input_shape`` (fp32 accumulation) |
+| `avg_pool2d(x, kernel, stride, padding, out_size, count_include_pad, divisor_override)` | window means of floating point ``x`` (N, C, H, W): each window's sum over the input it covers, divided by ``divisor_override`` (an int or None), else by its size clipped to the padded input (``count_include_pad``) or to the input; padding at most half the kernel; ``out_size`` (Ho, Wo) is the op's (ceil_mode) |
+| `avg_pool2d_backward(g, input_shape, kernel, stride, padding, count_include_pad, divisor_override)` | its gradient for an input of ``input_shape`` (each input position gathers its windows' shares; no atomics on CUDA) |
+| `adaptive_avg_pool2d(x, out_size)` | means over PyTorch's adaptive windows (rows floor(i*H/Ho) to ceil((i+1)*H/Ho)) |
+| `adaptive_avg_pool2d_backward(g, input_shape)` | its gradient for an input of ``input_shape`` |
 | **random** (counter-based Philox: reproducible from ``(seed, offset)``, both taken modulo 2**64; the CPU's streams differ from CUDA's) | |
 | `rand(shape, dtype, seed, offset)` | uniform in [0, 1), floating point ``dtype`` |
 | `randn(shape, dtype, seed, offset)` | standard normal, floating point ``dtype`` |

@@ -103,6 +103,11 @@ PRIMITIVES = (
     "rms_norm_backward",
     "group_norm",
     "group_norm_backward",
+    # average pooling kernels (issue 15)
+    "avg_pool2d",
+    "avg_pool2d_backward",
+    "adaptive_avg_pool2d",
+    "adaptive_avg_pool2d_backward",
 )
 
 
