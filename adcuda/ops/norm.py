@@ -344,6 +344,7 @@ def _group_norm_fused_grads(grad, input, num_groups, weight, bias_shape, mean, r
     doc="input (N, C, *) normalised per sample over each of num_groups channel groups, scaled and shifted "
     "per channel in the same pass (weight and bias in input's dtype).",
     node="NativeGroupNormBackward0",
+    autocast="float32",
     function=False,
     method=False,
     extra_outputs=("mean", "rstd"),
