@@ -91,6 +91,8 @@ def __getattr__(name: str) -> Any:
         return importlib.import_module(".amp", __name__).autocast
     if name == "compile":  # graph capture and replay (adcuda/capture/)
         return importlib.import_module(".capture", __name__).compile
+    if name in ("onnx", "export"):  # the exporters (adcuda/export/, adcuda/onnx/)
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'adcuda' has no attribute {name!r}")
 
 

@@ -39,6 +39,8 @@ NAMESPACES = [
     ("adcuda.utils.data", "datasets and data loading"),
     ("adcuda.distributed", "process groups and collectives"),
     ("adcuda.profiler", "the per-op profiler and NVTX ranges"),
+    ("adcuda.export", "exporting: a model's eval forward traced as a graph of primitives"),
+    ("adcuda.onnx", "ONNX export"),
 ]
 
 

@@ -65,6 +65,12 @@ LAYERS = (
         "built from public ops only, side by side: they import one another only as LIBRARY_USES allows",
     ),
     (
+        "export",
+        ("adcuda.export", "adcuda.onnx"),
+        "the exporters: a model's eval forward traced through capture (export/trace.py) and written as "
+        "ONNX (onnx/) or C; consumers of the library, used by the main job's ``adcuda export``",
+    ),
+    (
         "package",
         ("adcuda", "adcuda.cuda.amp"),
         "adcuda/__init__.py: the names users import; only the main job above it may import it; and "

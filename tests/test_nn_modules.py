@@ -5,6 +5,7 @@ outputs and parameter gradients are compared with torch's after copying torch's 
 """
 
 import copy
+import inspect
 import math
 
 import numpy as np
@@ -676,3 +677,20 @@ def test_multihead_self_attention_weights_match_torch():
     a_out, a_w = am(ax, ax, ax, attn_mask=adcuda.tensor(mask.numpy()))
     np.testing.assert_allclose(_np(a_out), t_out.detach().numpy(), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(_np(a_w), t_w.detach().numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_activation_modules_pass_inplace_by_position_as_pytorch():
+    # nn.LeakyReLU calls F.leaky_relu(input, slope, inplace), as PyTorch's does: inplace is
+    # positional in F's signature after the op's own arguments.
+    x = adcuda.tensor([-2.0, 0.5, 3.0])
+    np.testing.assert_allclose(nn.LeakyReLU(0.1)(x).numpy(), [-0.2, 0.5, 3.0], rtol=1e-6)
+    y = x.clone()
+    out = nn.LeakyReLU(0.1, inplace=True)(y)
+    assert out is y
+    np.testing.assert_allclose(y.numpy(), [-0.2, 0.5, 3.0], rtol=1e-6)
+    z = x.clone()
+    F.leaky_relu(z, 0.2, True)
+    np.testing.assert_allclose(z.numpy(), [-0.4, 0.5, 3.0], rtol=1e-6)
+    assert list(inspect.signature(F.leaky_relu).parameters) == ["input", "negative_slope", "inplace"]
+    with pytest.raises(TypeError):
+        F.leaky_relu(x, 0.2, True, 5)

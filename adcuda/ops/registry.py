@@ -48,6 +48,7 @@ from typing import Any, TypeVar
 from . import dispatch
 
 VAR_POSITIONAL, KEYWORD_ONLY = Parameter.VAR_POSITIONAL, Parameter.KEYWORD_ONLY
+POSITIONAL_ONLY, POSITIONAL_OR_KEYWORD = Parameter.POSITIONAL_ONLY, Parameter.POSITIONAL_OR_KEYWORD
 
 _REGISTRY = {}
 
@@ -357,13 +358,20 @@ def functional_forms():
 
 def _with_inplace_keyword(definition):
     entry, inplace_entry = definition.entry, definition.inplace_entry
+    parameters = list(definition.signature.parameters.values())
+    positional = [p for p in parameters if p.kind in (POSITIONAL_ONLY, POSITIONAL_OR_KEYWORD)]
+    # PyTorch's F.x(input, ..., inplace=False) also takes inplace by position, after the op's own
+    # positional parameters: F.leaky_relu(x, 0.2, True).
+    inplace_position = len(positional)
 
-    def functional(input, *args, inplace=False, **kwargs):
-        return (inplace_entry if inplace else entry)(input, *args, **kwargs)
+    def functional(*args, inplace=False, **kwargs):
+        if len(args) == inplace_position + 1:
+            args, inplace = args[:-1], args[-1]
+        return (inplace_entry if inplace else entry)(*args, **kwargs)
 
     functional.__name__ = definition.name
     functional.__doc__ = definition.doc
-    parameters = list(definition.signature.parameters.values())
-    inplace = Parameter("inplace", KEYWORD_ONLY, default=False, annotation="bool")
-    functional.__signature__ = definition.signature.replace(parameters=parameters + [inplace])
+    inplace = Parameter("inplace", POSITIONAL_OR_KEYWORD, default=False, annotation="bool")
+    parameters.insert(inplace_position, inplace)
+    functional.__signature__ = definition.signature.replace(parameters=parameters)
     return functional
