@@ -6,6 +6,7 @@ the fp32 CPU fallback (see ``adcuda.info()`` for why).
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
@@ -59,6 +60,7 @@ from .tensor import Size, Tensor
 if TYPE_CHECKING:
     import builtins  # bool, int and float name dtypes here
 
+    from ._op_functions import *  # noqa: F403 (the op functions made below, for type checkers: scripts/gen_type_stubs.py)
     from .types import Any
 
 # adcuda.add, adcuda.sum, adcuda.zeros, ...: every op declared with a function form (adcuda/ops/)
@@ -77,23 +79,25 @@ def is_floating_point(input: Tensor) -> builtins.bool:
     return input.dtype.is_floating_point
 
 
-def __getattr__(name: str) -> Any:
-    # heavier parts load on first use, so ``import adcuda`` stays fast
-    import importlib
+# Parts that load on first use (``__getattr__``), so ``import adcuda`` stays fast: name -> (module,
+# attribute; None for the module itself). scripts/gen_api_reference.py lists these names from here.
+_LOADED_ON_FIRST_USE = {
+    **{name: (f".{name}", None) for name in ("nn", "optim", "utils", "amp", "profiler", "distributed", "data")},
+    **{name: (f".{name}", None) for name in ("onnx", "export")},  # the exporters (adcuda/export/, adcuda/onnx/)
+    "init_cuda_context": (".cuda", "init_cuda_context"),
+    "save": (".serialization", "save"),
+    "load": (".serialization", "load"),
+    "autocast": (".amp", "autocast"),
+    "compile": (".capture", "compile"),  # graph capture and replay (adcuda/capture/)
+}
 
-    if name in ("nn", "optim", "utils", "amp", "profiler", "distributed", "data"):
-        return importlib.import_module(f".{name}", __name__)
-    if name in ("init_cuda_context",):
-        return getattr(importlib.import_module(".cuda", __name__), name)
-    if name in ("save", "load"):
-        return getattr(importlib.import_module(".serialization", __name__), name)
-    if name == "autocast":
-        return importlib.import_module(".amp", __name__).autocast
-    if name == "compile":  # graph capture and replay (adcuda/capture/)
-        return importlib.import_module(".capture", __name__).compile
-    if name in ("onnx", "export"):  # the exporters (adcuda/export/, adcuda/onnx/)
-        return importlib.import_module(f".{name}", __name__)
-    raise AttributeError(f"module 'adcuda' has no attribute {name!r}")
+
+def __getattr__(name: str) -> Any:
+    if name not in _LOADED_ON_FIRST_USE:
+        raise AttributeError(f"module 'adcuda' has no attribute {name!r}")
+    module, attribute = _LOADED_ON_FIRST_USE[name]
+    loaded = importlib.import_module(module, __name__)
+    return loaded if attribute is None else getattr(loaded, attribute)
 
 
 if __import__("os").environ.get("ADCUDA_NVTX", "").strip() not in ("", "0"):

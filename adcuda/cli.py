@@ -1,5 +1,6 @@
-"""The ``adcuda`` command: ``adcuda train`` trains a small model on bundled data; ``adcuda info`` says
-how adcuda was built and whether it can use a GPU."""
+"""The ``adcuda`` command: ``adcuda train`` trains a small model on bundled data; ``adcuda export``
+writes a trained model as ONNX or C; ``adcuda info`` says how adcuda was built and whether it can use
+a GPU."""
 
 import argparse
 import importlib.util
@@ -15,6 +16,7 @@ from .serialization import CheckpointError
 from .train import TASKS, TrainConfig, train
 from .train.checkpoint import CheckpointMismatch, saved_task
 from .train.errors import SettingsError
+from .train.export_run import FORMATS, default_out, export_trained, load_trained_model
 from .train.parallel import launched_world
 
 DEFAULT_PROFILE_STEPS = 5
@@ -68,7 +70,7 @@ def build_parser():
     parser = argparse.ArgumentParser(
         prog="adcuda", description="adcuda: automatic differentiation with PyTorch's names, on CUDA or the CPU."
     )
-    commands = parser.add_subparsers(dest="command", metavar="{train,info}")
+    commands = parser.add_subparsers(dest="command", metavar="{train,export,info}")
     commands.required = True
 
     info = commands.add_parser(
@@ -209,7 +211,78 @@ def build_parser():
         help="where --profile writes the Chrome trace, for Perfetto or chrome://tracing "
         "(default: <out>/trace.json; implies --profile)",
     )
+    add_export_parser(commands)
     return parser
+
+
+def add_export_parser(commands):
+    export = commands.add_parser(
+        "export",
+        help="write a model trained by 'adcuda train' as ONNX or as dependency-free C",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Rebuild the model of an 'adcuda train' checkpoint (its task and settings are in the "
+        "checkpoint) and write its eval forward as ONNX (adcuda.onnx.export, with a dynamic batch "
+        "dim) or as C99 with no dependency beyond libm (adcuda.export.to_c, fixed shapes). See "
+        "docs/export.md.",
+        epilog="Examples:\n"
+        "  adcuda export adcuda-runs/digits --format onnx             -> adcuda-runs/digits/model.onnx\n"
+        "  adcuda export adcuda-runs/digits --format c --out digits_c -> digits_c/model.c, model.h\n"
+        "  adcuda export run/checkpoint.pt --format c --weights file --batch-size 32",
+    )
+    export.add_argument("checkpoint", metavar="RUN", help="a folder 'adcuda train --out' wrote, or its checkpoint.pt")
+    export.add_argument("--format", choices=FORMATS, required=True, help="onnx or c")
+    export.add_argument(
+        "--out",
+        metavar="PATH",
+        help="the .onnx file, or the folder for the C files (default: model.onnx or c/ in the run's folder)",
+    )
+    export.add_argument(
+        "--batch-size",
+        type=_positive_int,
+        default=1,
+        metavar="N",
+        help="the batch of the example input the model is traced with: the C code's fixed batch; ONNX's "
+        "batch dim stays dynamic (default: 1)",
+    )
+    export.add_argument(
+        "--name", default="model", help="C only: the files' and functions' prefix, a C identifier (default: model)"
+    )
+    export.add_argument(
+        "--weights",
+        choices=("embedded", "file"),
+        default="embedded",
+        help="C only: weights as arrays in the source, or in <name>.weights read by <name>_load_weights() "
+        "(default: embedded)",
+    )
+    export.add_argument(
+        "--runner",
+        action="store_true",
+        help="C only: also write <name>_main.c, a program that runs the forward on files of raw float32 "
+        "(to check the outputs, or time it)",
+    )
+
+
+def run_export(args):
+    """Run ``adcuda export``; returns the exit status. A missing checkpoint, a missing onnx package or a
+    bad option raise UsageError (exit status 2); a damaged checkpoint or a model the format cannot
+    express print one line (exit status 1)."""
+    if args.format == "onnx" and (args.name != "model" or args.weights != "embedded" or args.runner):
+        raise UsageError("--name, --weights and --runner are options of --format c")
+    if not (args.name.isidentifier() and args.name.isascii()):
+        raise UsageError(f"--name {args.name}: must be a C identifier (letters, digits and _, not first a digit)")
+    try:
+        trained = load_trained_model(args.checkpoint)
+        out = args.out or default_out(trained.checkpoint, args.format)
+        folder = out if args.format == "c" else os.path.dirname(os.path.abspath(out))
+        check_out_folder(folder, f"--out {out}")
+        for line in export_trained(trained, args.format, out, args.batch_size, args.name, args.weights, args.runner):
+            print(line)
+    except SettingsError as error:
+        raise UsageError(str(error)) from None
+    except (CheckpointError, AdcudaError, OSError) as error:
+        print(f"adcuda export: error: {error}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def resolve_device(choice, quiet):
@@ -358,6 +431,8 @@ def main(argv=None):
         _info.print_info()
         return 0
     try:
+        if args.command == "export":
+            return run_export(args)
         return run_train(args, argv)
     except UsageError as error:
         parser.exit(2, f"adcuda {args.command}: error: {error}\n")

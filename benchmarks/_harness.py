@@ -82,22 +82,37 @@ def contender_available(name):
     return True
 
 
-def run_contenders(script, contenders, extra_args=(), timeout=900):
-    """Run ``script --contender NAME --emit-json`` once per available contender; gather results."""
+def run_contenders(script, contenders, extra_args=(), timeout=900, rounds=1, interpreters=None):
+    """Run ``script --contender NAME --emit-json`` once per available contender; gather results.
+
+    With ``rounds`` > 1 each contender runs that many times, the contenders taking turns (so a burst
+    of load on a shared machine falls on all of them alike), and each case keeps its best time.
+    ``interpreters`` adds contenders run by another Python: ``{label: (python, contender)}``, e.g. the
+    adcuda of another checkout, for before/after figures from one run."""
+    runs = [(name, sys.executable, name) for name in contenders if _available_or_say(name)]
+    runs += [(label, python, contender) for label, (python, contender) in (interpreters or {}).items()]
     results = {}
-    for name in contenders:
-        if not contender_available(name):
-            print(f"  ({name} is not installed: skipped)", file=sys.stderr)
-            continue
-        cmd = [sys.executable, script, "--contender", name, "--emit-json", *extra_args]
-        proc = subprocess.run(
-            cmd, capture_output=True, text=True, timeout=timeout, env={**os.environ, "PYTHONUNBUFFERED": "1"}
-        )
-        if proc.returncode != 0:
-            print(f"  {name} failed:\n{proc.stderr[-2000:]}", file=sys.stderr)
-            continue
-        results[name] = json.loads(proc.stdout.strip().splitlines()[-1])
+    for _ in range(rounds):
+        for label, python, contender in runs:
+            cmd = [python, script, "--contender", contender, "--emit-json", *extra_args]
+            proc = subprocess.run(
+                cmd, capture_output=True, text=True, timeout=timeout, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+            )
+            if proc.returncode != 0:
+                print(f"  {label} failed:\n{proc.stderr[-2000:]}", file=sys.stderr)
+                continue
+            times = json.loads(proc.stdout.strip().splitlines()[-1])
+            best = results.setdefault(label, times)
+            for case, seconds in times.items():
+                best[case] = min(best.get(case, seconds), seconds)
     return results
+
+
+def _available_or_say(name):
+    if contender_available(name):
+        return True
+    print(f"  ({name} is not installed: skipped)", file=sys.stderr)
+    return False
 
 
 def print_table(title, results, unit="us", scale=1e6, baseline="adcuda"):

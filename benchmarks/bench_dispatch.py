@@ -2,15 +2,21 @@
 
 adcuda vs PyTorch CPU (when installed), each in its own process, one thread each. On 4-element
 tensors the arithmetic is negligible, so the time is the framework's own cost per op: argument
-checks, type promotion, allocation of the result, graph recording.
+checks, type promotion, allocation of the result, graph recording. Times are each process's CPU
+time (the contenders are single-threaded), so other work on a shared machine inflates them less
+than wall time; ``--rounds N`` runs every contender N times, taking turns, and keeps the best.
 
-    python benchmarks/bench_dispatch.py [--quick] [--json out.json]
+``--before PYTHON`` adds the adcuda that another interpreter imports (the virtual environment of
+another checkout) as a third contender: before/after ratios from one run, the same minute.
+
+    python benchmarks/bench_dispatch.py [--quick] [--rounds N] [--before PYTHON] [--json out.json]
 """
 
 import argparse
 import json
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _harness import contender_main, print_table, run_contenders, single_thread_env  # noqa: E402
@@ -53,17 +59,49 @@ def cases_for(contender, quick=False):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--rounds", type=int, default=1, help="runs per contender, taking turns; the best counts")
+    parser.add_argument("--before", metavar="PYTHON", help="also time the adcuda this interpreter imports")
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
-    results = run_contenders(os.path.abspath(__file__), ["adcuda", "torch"], ["--quick"] if args.quick else [])
-    rows = print_table("Dispatch overhead per call (1 thread, 4-element tensors); ratio > 1: adcuda slower", results)
+    interpreters = {BEFORE: (args.before, "adcuda")} if args.before else None
+    load = os.getloadavg()
+    results = run_contenders(
+        os.path.abspath(__file__),
+        ["adcuda", "torch"],
+        ["--quick"] if args.quick else [],
+        rounds=args.rounds,
+        interpreters=interpreters,
+    )
+    load_after = os.getloadavg()
+    title = "Dispatch overhead per call (1 thread, 4-element tensors, CPU time); ratio > 1: adcuda slower"
+    rows = print_table(title, {k: v for k, v in results.items() if k != BEFORE})
+    if BEFORE in results:
+        print_before_after(results)
+    print(f"load average (1 min) {load[0]:.2f} at the start, {load_after[0]:.2f} at the end; best of {args.rounds}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"suite": "dispatch", "rows": rows}, f, indent=2)
 
 
+BEFORE = "adcuda before"
+
+
+def print_before_after(results):
+    """One table of both adcudas against PyTorch: the figures the dispatch work is judged by."""
+    head = f"{'case':<30}{'torch us':>10}{'before us':>11}{'after us':>10}{'before/torch':>14}{'after/torch':>13}"
+    print(f"\nBefore and after, against PyTorch (same run)\n{head}\n{'-' * len(head)}")
+    for case, torch_s in results.get("torch", {}).items():
+        before, after = results[BEFORE].get(case), results["adcuda"].get(case)
+        if before is None or after is None:
+            continue
+        print(
+            f"{case:<30}{torch_s * 1e6:>10.2f}{before * 1e6:>11.2f}{after * 1e6:>10.2f}"
+            f"{before / torch_s:>13.2f}x{after / torch_s:>12.2f}x"
+        )
+
+
 if __name__ == "__main__":
     if "--contender" in sys.argv:
-        contender_main(cases_for)
+        contender_main(cases_for, clock=time.process_time)
     else:
         main()

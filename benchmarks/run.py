@@ -51,6 +51,7 @@ SUITES = {
     "conv": Suite("bench_conv.py", ("cpu", "cuda"), True),
     "rnn": Suite("bench_rnn.py", ("cpu", "cuda"), True),
     "programs": Suite("bench_programs.py", ("cpu",), False),
+    "export": Suite("bench_export.py", ("cpu",), False),
 }
 
 # A suite that cannot run here (a missing tool, no GPU) says why on its last line of stderr and exits

@@ -39,7 +39,7 @@ NAMESPACES = [
     ("adcuda.utils.data", "datasets and data loading"),
     ("adcuda.distributed", "process groups and collectives"),
     ("adcuda.profiler", "the per-op profiler and NVTX ranges"),
-    ("adcuda.export", "exporting: a model's eval forward traced as a graph of primitives"),
+    ("adcuda.export", "exporting: a model's eval forward traced as a graph of primitives, and written as C99"),
     ("adcuda.onnx", "ONNX export"),
 ]
 
@@ -92,18 +92,17 @@ def _compact(annotation):
     return _AnnotationText(re.sub(r"\b(?:[A-Za-z_]\w*\.)+(?=[A-Za-z_])", "", text))  # builtins.bool -> bool
 
 
-# Names ``import adcuda`` provides on first use (its module ``__getattr__``), which ``vars()`` cannot see.
-LOADED_ON_FIRST_USE = {"adcuda": ("autocast", "compile", "info", "init_cuda_context", "load", "save")}
-
-
 def public_names(module):
-    """``__all__``, or else the public names of what the module (or a module inside it) defines."""
+    """``__all__``, or else the public names of what the module (or a module inside it) defines, with
+    those it provides on first use (``_LOADED_ON_FIRST_USE``, read by its module ``__getattr__``, which
+    ``vars()`` cannot see; submodules among them are namespaces of their own, see NAMESPACES)."""
     names = getattr(module, "__all__", None)
     if names is None:
         names = [
             n for n, value in vars(module).items() if not n.startswith("_") and _defined_in(value, module.__name__)
         ]
-        names += [n for n in LOADED_ON_FIRST_USE.get(module.__name__, ()) if hasattr(module, n)]
+        lazy = getattr(module, "_LOADED_ON_FIRST_USE", {})
+        names += [n for n, (_, attribute) in lazy.items() if attribute is not None and hasattr(module, n)]
     return sorted(set(names))
 
 

@@ -57,3 +57,31 @@ def tiny_chars(monkeypatch):
     monkeypatch.setattr(chars_task, "STEPS_PER_EPOCH", 10)
     monkeypatch.setattr(chars_task, "VAL_WINDOWS_PER_EPOCH", 16)
     monkeypatch.setattr(chars_task, "SAMPLE_LENGTH", 30)
+
+
+# the flags every generated C file must compile under (adcuda.export.to_c's promise)
+C_FLAGS = ("-std=c99", "-O2", "-Wall", "-Werror")
+
+
+@pytest.fixture
+def compile_c():
+    """``compile_c(sources, exe)``: build C ``sources`` (linked with libm) under ``C_FLAGS`` into ``exe``,
+    failing the test with the compiler's messages; skips the test where no C compiler is found."""
+    import os
+    import shutil
+    import subprocess
+
+    compiler = next(
+        (shutil.which(c) for c in (os.environ.get("CC"), "cc", "gcc", "clang") if c and shutil.which(c)), None
+    )
+    if compiler is None:
+        pytest.skip("no C compiler (cc, gcc or clang) on PATH to build the generated C")
+
+    def build(sources, exe):
+        result = subprocess.run(
+            [compiler, *C_FLAGS, "-o", str(exe), *map(str, sources), "-lm"], capture_output=True, text=True
+        )
+        assert result.returncode == 0, result.stderr
+        return str(exe)
+
+    return build

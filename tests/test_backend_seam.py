@@ -1408,6 +1408,62 @@ case(
     (ok(F32, (3, 6)), ok(F32, (3, 6)), ok(F32, (3, 2))),
 )
 
+LAYER_PROJ = np.random.default_rng(23).standard_normal((4, 3, 8)).astype(np.float32)
+LAYER_W = np.random.default_rng(24).standard_normal((8, 2)).astype(np.float32)
+case(
+    "lstm_layer",
+    "-> (states, gates), forwards and backwards in time",
+    lambda bk, A: (
+        bk.lstm_layer(A(LAYER_PROJ), A(STATE), A(STATE * 0.5), A(LAYER_W), A(GATES4[0]), False),
+        bk.lstm_layer(A(LAYER_PROJ), A(STATE), A(STATE * 0.5), A(LAYER_W), None, True),
+    ),
+    ((ok(F32, (2, 4, 3, 2)), ok(F32, (4, 3, 8))),) * 2,
+)
+case(
+    "lstm_layer",
+    "float16 in, float16 out; no time steps",
+    lambda bk, A: (
+        bk.lstm_layer(*(A(a.astype(np.float16)) for a in (LAYER_PROJ, STATE, STATE, LAYER_W)), None, False),
+        bk.lstm_layer(A(LAYER_PROJ[:0]), A(STATE), A(STATE), A(LAYER_W), None, False),
+    ),
+    ((ok(F16, (2, 4, 3, 2)), ok(F16, (4, 3, 8))), (ok(F32, (2, 0, 3, 2)), ok(F32, (0, 3, 8)))),
+)
+case(
+    "lstm_layer",
+    "hidden weights not (4H, H)",
+    lambda bk, A: bk.lstm_layer(A(LAYER_PROJ), A(STATE), A(STATE), A(LAYER_W[:6]), None, False),
+    ShapeError,
+)
+
+
+def lstm_layer_grads(bk, A, reverse):
+    states, gates = bk.lstm_layer(A(LAYER_PROJ), A(STATE), A(STATE * 0.5), A(LAYER_W), None, reverse)
+    grad = A(np.random.default_rng(25).standard_normal((2, 4, 3, 2)).astype(np.float32))
+    return bk.lstm_layer_backward(grad, gates, states, A(STATE), A(STATE * 0.5), A(LAYER_W), reverse)
+
+
+for reverse in (False, True):
+    case(
+        "lstm_layer_backward",
+        f"-> (d_gates, d_h0, d_c0, d_w_hh), reverse={reverse}",
+        lambda bk, A, reverse=reverse: lstm_layer_grads(bk, A, reverse),
+        (ok(F32, (4, 3, 8)), ok(F32, (3, 2)), ok(F32, (3, 2)), ok(F32, (8, 2))),
+    )
+case(
+    "lstm_layer_backward",
+    "a gradient of another shape",
+    lambda bk, A: bk.lstm_layer_backward(
+        A(np.ones((2, 3, 3, 2), np.float32)),
+        A(LAYER_PROJ),
+        A(np.ones((2, 4, 3, 2), np.float32)),
+        A(STATE),
+        A(STATE),
+        A(LAYER_W),
+        False,
+    ),
+    ShapeError,
+)
+
 
 # fused RMS norm and group norm (issue 15, CUDA kernels)
 case(

@@ -61,3 +61,14 @@ def test_links_point_to_files_in_the_repository():
     assert not broken, broken
     with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
         assert "shared/" not in f.read(), "the README names a file that a clone does not have"
+
+
+def test_the_reference_lists_what_adcuda_loads_on_first_use():
+    # the generator reads adcuda's own table of lazily loaded names (no copy of its own to drift)
+    import adcuda
+
+    generator = load_generator()
+    names = generator.public_names(adcuda)
+    for name, (_, attribute) in adcuda._LOADED_ON_FIRST_USE.items():
+        assert getattr(adcuda, name) is not None
+        assert (name in names) == (attribute is not None), name

@@ -88,6 +88,15 @@ def test_embedding_backward_is_the_sequential_sum(dtype, acc, padding_idx, scale
     np.testing.assert_array_equal(again, got)
 
 
+def test_embedding_backward_of_an_index_repeated_past_the_pass_limit_is_sequential_too():
+    # 200 occurrences of index 1: beyond the per-occurrence passes, the element-by-element scatter
+    g = rng(4)
+    idx = np.r_[np.ones(200, np.int64), g.integers(0, 5, 30)]
+    grad = (g.standard_normal((230, 3)) * 10.0 ** g.integers(-3, 4, (230, 3))).astype(np.float32)
+    got = cpu.embedding_backward(grad, idx, 5, None, False)
+    np.testing.assert_array_equal(got, sequential_backward(grad, idx, 5, None, False, np.float32))
+
+
 def test_embedding_backward_order_is_observable():
     """The data above is one where summing in another order changes the last bits, so the
     bit-for-bit comparison fails if the primitive does not sum in index order."""

@@ -176,6 +176,30 @@ def test_unique_matches_pytorch():
     assert values.tolist() == [1, 2] and counts.tolist() == [1, 2]
 
 
+UNIQUE_SLICES = [
+    np.random.default_rng(1).integers(0, 3, (9, 3)),  # repeated rows, each column unsorted
+    np.random.default_rng(2).integers(0, 2, (4, 5, 3)),
+    np.array([[2.0, -1.0], [np.nan, 1.0], [2.0, -1.0], [-0.0, 0.0], [0.0, -0.0]]),
+    np.random.default_rng(3).integers(0, 2, (6, 70)),  # 70 columns: several packed sort keys
+    np.array([[True, False], [True, True], [True, False]]),
+    np.zeros((0, 3)),
+]
+
+
+@pytest.mark.parametrize("data", UNIQUE_SLICES, ids=lambda a: f"{a.dtype}{a.shape}")
+def test_unique_slices_match_pytorch(data):
+    torch = pytest.importorskip("torch")
+    for dim in range(-data.ndim, data.ndim):
+        if 0 in data.shape and data.shape[dim] != 0:
+            continue  # PyTorch and adcuda both refuse: see test_bad_input_raises
+        ours = adcuda.unique(adcuda.tensor(data), sorted=False, return_inverse=True, return_counts=True, dim=dim)
+        theirs = torch.unique(torch.tensor(data), return_inverse=True, return_counts=True, dim=dim)
+        for u, v in zip(ours, theirs):
+            assert tuple(u.shape) == tuple(v.shape) and u.dtype.name == str(v.dtype).split(".")[1]
+            np.testing.assert_array_equal(u.numpy(), v.numpy())
+        np.testing.assert_array_equal(adcuda.tensor(data).unique(dim=dim).numpy(), ours[0].numpy())
+
+
 def test_meshgrid_matches_pytorch():
     torch = pytest.importorskip("torch")
     for indexing in ("ij", "xy"):
@@ -278,8 +302,12 @@ def test_bad_input_names_the_op_and_shapes():
         adcuda.multinomial(adcuda.tensor([0.5, 0.5]), 3)
     with pytest.raises(ValueError, match="multinomial: invalid multinomial distribution .with replacement=False"):
         adcuda.multinomial(adcuda.tensor([0.5, 0.0, 0.0]), 2)
-    with pytest.raises(ShapeError, match=r"unique: dim=0.*\(3, 4\)"):
-        adcuda.unique(x, dim=0)
+    with pytest.raises(ShapeError, match=r"unique: input of shape \(3, 0\) has 0-sized dims other than dim=0"):
+        adcuda.unique(adcuda.zeros(3, 0), dim=0)
+    with pytest.raises(IndexOutOfRangeError, match="unique: dim=0 given, but the input is 0-d"):
+        adcuda.unique(adcuda.tensor(3.0), dim=0)
+    with pytest.raises(IndexOutOfRangeError, match="unique: dimension out of range"):
+        adcuda.unique(x, dim=2)
     with pytest.raises(ShapeError, match="meshgrid: expected 0-D or 1-D tensors, got tensor 0 of shape"):
         adcuda.meshgrid(x, adcuda.ones(2))
     with pytest.raises(DTypeError, match="lerp: expected input and end of one dtype"):
@@ -414,6 +442,14 @@ def test_index_and_sampling_ops_on_cuda():
     values, inverse, counts = adcuda.unique(x, return_inverse=True, return_counts=True)
     assert values.cpu().tolist() == [0, 1, 2, 3] and counts.cpu().tolist() == [3, 1, 1, 1]
     assert inverse.cpu().tolist() == [[0, 1, 2], [3, 0, 0]]
+    for data in UNIQUE_SLICES[:4]:
+        for dim in range(data.ndim):
+            on_cpu = adcuda.unique(adcuda.tensor(data), return_inverse=True, return_counts=True, dim=dim)
+            on_cuda = adcuda.unique(
+                adcuda.tensor(data, device="cuda"), return_inverse=True, return_counts=True, dim=dim
+            )
+            for u, v in zip(on_cuda, on_cpu):
+                np.testing.assert_array_equal(u.cpu().numpy(), v.numpy())
     adcuda.manual_seed(0)
     p = adcuda.tensor([0.1, 0.0, 0.6, 0.3], device="cuda")
     draws = adcuda.multinomial(p, 4000, replacement=True).cpu().numpy()

@@ -311,6 +311,72 @@ def test_state_dicts_load_both_ways():
         np.testing.assert_array_equal(value(back.state_dict()[k]), value(v))
 
 
+@pytest.mark.parametrize(
+    "layout",
+    [dict(), dict(batch_first=True, bidirectional=True, num_layers=2), dict(bias=False, unbatched=True)],
+    ids=str,
+)
+@pytest.mark.parametrize("given_state", [False, True])
+def test_projected_lstm_matches_pytorch(layout, given_state):
+    # proj_size: h = weight_hr (o * tanh(c)) of size P; c keeps the hidden size H
+    torch = _torch()
+    layout = dict(layout)
+    unbatched = layout.pop("unbatched", False)
+    theirs = torch.nn.LSTM(4, 5, proj_size=3, **layout).double()
+    ours = nn.LSTM(4, 5, proj_size=3, **layout).double()
+    _copy_state(theirs, ours)
+    assert [n for n, _ in ours.named_parameters()] == [n for n, _ in theirs.named_parameters()]
+    r = rng(8)
+    x = r.standard_normal((6, 4) if unbatched else ((2, 6, 4) if layout.get("batch_first") else (6, 2, 4)))
+    layers = layout.get("num_layers", 1) * (2 if layout.get("bidirectional") else 1)
+    batch = () if unbatched else (2,)
+    h0, c0 = r.standard_normal((layers,) + batch + (3,)), r.standard_normal((layers,) + batch + (5,))
+    xt, xa = torch.tensor(x, requires_grad=True), leaf(x)
+    ht, ha, ct, ca = torch.tensor(h0, requires_grad=True), leaf(h0), torch.tensor(c0, requires_grad=True), leaf(c0)
+    out_t, finals_t = theirs(xt, (ht, ct) if given_state else None)
+    out_a, finals_a = ours(xa, (ha, ca) if given_state else None)
+    for a, t in zip((out_a,) + tuple(finals_a), (out_t,) + tuple(finals_t)):
+        assert tuple(a.shape) == tuple(t.shape)
+        _close(a, t)
+    weights = r.standard_normal(tuple(out_t.shape))
+    (out_t * torch.tensor(weights)).sum().add(sum((s**2).sum() for s in finals_t)).backward()
+    (out_a * adcuda.tensor(weights)).sum().add(sum((s**2).sum() for s in finals_a)).backward()
+    _close(xa.grad, xt.grad)
+    if given_state:
+        _close(ha.grad, ht.grad)
+        _close(ca.grad, ct.grad)
+    for (_, p_t), (_, p_a) in zip(theirs.named_parameters(), ours.named_parameters()):
+        _close(p_a.grad, p_t.grad)
+
+
+def test_projected_lstm_state_dicts_gradcheck_and_errors():
+    torch = _torch()
+    ours = nn.LSTM(4, 5, num_layers=2, proj_size=2, bidirectional=True)
+    shapes = {n: tuple(p.shape) for n, p in ours.named_parameters()}
+    assert shapes["weight_hr_l0"] == (2, 5) and shapes["weight_hh_l1_reverse"] == (20, 2)
+    assert shapes["weight_ih_l1"] == (20, 4) and len(ours.all_weights[3]) == 5
+    assert ours.all_weights[3][4] is ours.weight_hr_l1_reverse
+    theirs = torch.nn.LSTM(4, 5, num_layers=2, proj_size=2, bidirectional=True)
+    theirs.load_state_dict({k: torch.tensor(value(v)) for k, v in ours.state_dict().items()})
+    x = rng(3).standard_normal((5, 2, 4)).astype(np.float32)
+    _close(ours(adcuda.tensor(x))[0], theirs(torch.tensor(x))[0], atol=1e-6)
+    back = nn.LSTM(4, 5, num_layers=2, proj_size=2, bidirectional=True)
+    _copy_state(theirs, back)
+    _close(back(adcuda.tensor(x))[0], theirs(torch.tensor(x))[0], atol=1e-6)
+    assert "proj_size=2" in repr(back)
+    adcuda.manual_seed(0)
+    layer = nn.LSTM(3, 4, proj_size=2, bidirectional=True).double()
+    h0, c0 = leaf(rng(1).standard_normal((2, 2, 2))), leaf(rng(2).standard_normal((2, 2, 4)))
+    x = leaf(rng(4).standard_normal((3, 2, 3)))
+    assert gradcheck(lambda x, h0, c0: layer(x, (h0, c0))[0], (x, h0, c0), eps=1e-6, atol=1e-6, rtol=1e-4)
+    with pytest.raises(ValueError, match="LSTM: proj_size has to be smaller than hidden_size"):
+        nn.LSTM(3, 4, proj_size=4)
+    with pytest.raises(ValueError, match="LSTM: proj_size should be a positive integer or zero"):
+        nn.LSTM(3, 4, proj_size=-1)
+    with pytest.raises(ShapeError, match=r"LSTM: expected hidden size \(1, 2, 2\), got \(1, 2, 4\)"):
+        nn.LSTM(3, 4, proj_size=2)(adcuda.randn(5, 2, 3), (adcuda.zeros(1, 2, 4), adcuda.zeros(1, 2, 4)))
+
+
 @pytest.mark.parametrize("mode", ["RNNCell", "LSTMCell", "GRUCell"])
 @pytest.mark.parametrize("unbatched", [False, True])
 def test_cells_match_pytorch(mode, unbatched):

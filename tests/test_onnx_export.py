@@ -294,7 +294,14 @@ def test_average_pools_with_padding(pool):
 
 
 @needs_onnx
-@pytest.mark.parametrize("layer", [nn.LSTM(4, 3, num_layers=2, batch_first=True), nn.GRU(4, 3, batch_first=True)])
+@pytest.mark.parametrize(
+    "layer",
+    [
+        nn.LSTM(4, 3, num_layers=2, batch_first=True),
+        nn.LSTM(4, 3, bidirectional=True, batch_first=True),
+        nn.GRU(4, 3, batch_first=True),
+    ],
+)
 def test_recurrent_layers_unrolled_with_dynamic_batch(layer):
     proto = export_and_compare(
         layer, adcuda.randn(2, 5, 4), dynamic_axes={"x0": {0: "batch"}}, other_args=[(adcuda.randn(3, 5, 4),)]

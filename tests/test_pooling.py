@@ -46,6 +46,11 @@ CASES = [
     ("interpolate", (1, 2, 4, 5), dict(scale_factor=2.5, mode="bilinear")),
     ("interpolate", (2, 3, 6), dict(size=9, mode="linear")),
     ("interpolate", (2, 3, 7, 7), dict(size=(3, 2), mode="area")),
+    ("interpolate", (1, 2, 4, 5), dict(size=(9, 7), mode="bicubic")),
+    ("interpolate", (1, 2, 6, 5), dict(size=(3, 2), mode="bicubic", align_corners=False)),
+    ("interpolate", (1, 2, 4, 5), dict(scale_factor=1.7, mode="bicubic", align_corners=True)),
+    ("interpolate", (2, 1, 3, 4), dict(scale_factor=(2.5, 0.75), mode="bicubic")),
+    ("interpolate", (1, 1, 1, 5), dict(size=(4, 5), mode="bicubic", align_corners=True)),
 ]
 
 
@@ -135,9 +140,14 @@ def test_float16_and_empty_batch():
             ["interpolate", "(1, 1, 4)"],
         ),
         (
-            lambda: F.interpolate(adcuda.zeros(1, 1, 4, 4), size=2, mode="bicubic"),
+            lambda: F.interpolate(adcuda.zeros(1, 1, 4), size=2, mode="bicubic"),
+            ShapeError,
+            ["interpolate", "bicubic", "(1, 1, 4)"],
+        ),
+        (
+            lambda: F.interpolate(adcuda.zeros(1, 1, 4, 4), size=2, mode="bicubic", antialias=True),
             ValueError,
-            ["interpolate", "bicubic"],
+            ["interpolate", "antialias"],
         ),
     ],
 )
@@ -170,3 +180,23 @@ def test_modules_match_pytorch():
         (nn.AdaptiveAvgPool1d(4), torch.nn.AdaptiveAvgPool1d(4)),
     ]:
         np.testing.assert_allclose(ours(adcuda.tensor(b)).numpy(), theirs(torch.tensor(b)).numpy(), atol=1e-12)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not adcuda.cuda.is_available(), reason="needs a usable CUDA device")
+@pytest.mark.parametrize("dtype", [adcuda.float32, adcuda.float16], ids=str)
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_bicubic_on_cuda_matches_the_cpu(dtype, align_corners):
+    # a composition of CUDA matmuls: values and gradients as the CPU backend's
+    a = RNG.standard_normal((2, 3, 7, 1023 // 93)).astype(np.float32)
+    g = RNG.standard_normal((2, 3, 13, 5)).astype(np.float32)
+    results = {}
+    for device in ("cpu", "cuda"):
+        x = adcuda.tensor(a, dtype=dtype, device=device, requires_grad=True)
+        y = F.interpolate(x, size=(13, 5), mode="bicubic", align_corners=align_corners)
+        y.backward(adcuda.tensor(g, dtype=dtype, device=device))
+        assert y.dtype is dtype and y.device.type == device
+        results[device] = (y.detach().cpu().float().numpy(), x.grad.cpu().float().numpy())
+    tolerance = dict(rtol=1e-5, atol=1e-5) if dtype is adcuda.float32 else dict(rtol=2e-2, atol=2e-2)
+    for got, expected in zip(results["cuda"], results["cpu"]):
+        np.testing.assert_allclose(got, expected, **tolerance)

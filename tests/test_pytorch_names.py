@@ -1,6 +1,8 @@
 """Names PyTorch scripts touch on their way: legacy constructors, format() of 0-d tensors,
 inference_mode, accelerator, backends flags, cuda.amp aliases, cuda.manual_seed."""
 
+import importlib
+
 import numpy as np
 import pytest
 
@@ -94,6 +96,23 @@ def test_accelerator_follows_cuda():
     expected = adcuda.device("cuda") if available else None
     assert adcuda.accelerator.current_accelerator() == expected
     assert adcuda.accelerator.current_accelerator(check_available=True) == expected
+
+
+def test_backends_cuda_is_the_cuda_backend_package_in_every_build():
+    # one meaning whichever way it is reached and whichever build: the package adcuda/backends/cuda/
+    from adcuda import _native
+    from adcuda.backends import cuda
+
+    assert cuda is importlib.import_module("adcuda.backends.cuda") is adcuda.backends.cuda
+    assert cuda.__name__ == "adcuda.backends.cuda"
+    assert cuda.is_built() is hasattr(_native._C, "DeviceArray")
+    assert cuda.matmul.allow_tf32 is False
+    if not cuda.is_built():  # no primitives, each asked-for one named in a DeviceError
+        with pytest.raises(adcuda.DeviceError, match="binary: this adcuda build was built without CUDA"):
+            cuda.binary  # noqa: B018
+        assert not hasattr(cuda, "reduce")
+        with pytest.raises(adcuda.DeviceError, match="matmul"):
+            cuda.matmul(None, None)
 
 
 def test_backend_flags_are_accepted():

@@ -3,13 +3,18 @@ the namespaces users type against is annotated (each parameter and the return), 
 a valid type expression on this Python (most are kept as source text by ``from __future__ import
 annotations``, so nothing else would notice a typo or a name that is not imported for type checkers).
 
-The seam's annotations are checked by tests/test_backend_seam.py. A user script type-checks against the
-package with mypy where mypy is installed (``test_a_typed_training_script_type_checks``).
+The names adcuda makes at import time (``adcuda.<op>``, ``adcuda.nn.functional.<op>``, Tensor's op methods)
+are declared for type checkers by stubs generated from the registry (scripts/gen_type_stubs.py), checked
+here to be current. The seam's annotations are checked by tests/test_backend_seam.py. A user script
+type-checks against the package with mypy where mypy is installed
+(``test_a_typed_training_script_type_checks``), with real types for the generated names.
 """
 
 import ast
 import builtins
+import enum
 import importlib
+import importlib.util
 import inspect
 import os
 import pathlib
@@ -28,7 +33,27 @@ from adcuda.ops import all_ops
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 # The namespaces whose public functions are checked, and the classes whose public members are.
-NAMESPACES = ("adcuda", "adcuda.autograd", "adcuda.nn.functional", "adcuda.optim", "adcuda.amp", "adcuda.cuda")
+NAMESPACES = (
+    "adcuda",
+    "adcuda.autograd",
+    "adcuda.nn.functional",
+    "adcuda.optim",
+    "adcuda.optim.lr_scheduler",
+    "adcuda.amp",
+    "adcuda.cuda",
+    "adcuda.utils.data",
+    "adcuda.distributed",
+    "adcuda.profiler",
+)
+
+# Namespaces whose every class (its constructor and public methods) is checked too.
+CLASS_NAMESPACES = (
+    "adcuda.nn",
+    "adcuda.optim.lr_scheduler",
+    "adcuda.utils.data",
+    "adcuda.distributed",
+    "adcuda.profiler",
+)
 
 
 def _classes():
@@ -64,7 +89,25 @@ def _classes():
         adcuda.cuda.Event,
         adcuda.cuda.StreamContext,
         adcuda.cuda.device,
+        *_classes_of(CLASS_NAMESPACES),
     )
+
+
+def _classes_of(module_names):
+    """The public classes adcuda defines in these namespaces (nn's layers, the schedulers, ...), each once."""
+    seen = {}
+    for module_name in module_names:
+        module = importlib.import_module(module_name)
+        names = getattr(module, "__all__", None) or [n for n in vars(module) if not n.startswith("_")]
+        for name in names:
+            value = getattr(module, name)
+            if (
+                inspect.isclass(value)
+                and (value.__module__ or "").startswith("adcuda")
+                and not issubclass(value, (BaseException, enum.Enum))  # an Enum's members are its values
+            ):
+                seen.setdefault(value, None)
+    return tuple(seen)
 
 
 def _missing(fn, skip_first):
@@ -123,12 +166,21 @@ def _public_functions():
     yield "adcuda.load", adcuda.load
 
 
+# nn's layers: what a user calls, the constructor and forward (Module's own members are checked in full)
+_LAYER_MEMBERS = ("__init__", "forward")
+
+
 def _public_members():
+    import adcuda.nn
+
     for cls in _classes():
+        layer = issubclass(cls, adcuda.nn.Module) and cls is not adcuda.nn.Module
         for name, value in vars(cls).items():
             if name.startswith("__") and name not in ("__init__", "__new__", "__enter__", "__exit__", "__call__"):
                 continue
             if name.startswith("_") and not name.startswith("__"):
+                continue
+            if layer and name not in _LAYER_MEMBERS:
                 continue
             if isinstance(value, property):
                 yield f"{cls.__name__}.{name}", value.fget, True
@@ -184,15 +236,45 @@ def test_the_entry_points_show_the_annotations():
     assert inspect.signature(F.layer_norm).return_annotation == "Tensor"
 
 
-def test_type_checkers_see_the_registry_operators():
-    # tensor.py declares the operators for type checkers only (under TYPE_CHECKING): they must be the ones
-    # the registry attaches
-    tree = ast.parse((ROOT / "adcuda" / "tensor.py").read_text())
-    tensor_class = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Tensor")
-    block = next(n for n in tensor_class.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING")
-    declared = {n.name for n in block.body if isinstance(n, ast.FunctionDef) and n.name != "__getattr__"}
-    attached = {name for d in all_ops() for name in d.forms["operators"]}
-    assert declared == attached
+def _load_stub_generator():
+    spec = importlib.util.spec_from_file_location("gen_type_stubs", ROOT / "scripts" / "gen_type_stubs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_type_stubs_are_what_the_generator_writes():
+    # adcuda.<op>, F.<op> and Tensor's generated methods are declared for type checkers by committed
+    # stubs; a registry change that is not followed by `python scripts/gen_type_stubs.py` fails here
+    for path, text in _load_stub_generator().stubs().items():
+        committed = (ROOT / path).read_text(encoding="utf-8")
+        assert committed == text, f"{path} is stale: run python scripts/gen_type_stubs.py"
+
+
+def _declared(path, cls=None):
+    tree = ast.parse((ROOT / path).read_text(encoding="utf-8"))
+    body = tree.body if cls is None else next(n for n in tree.body if isinstance(n, ast.ClassDef)).body
+    return {n.name for n in body if isinstance(n, ast.FunctionDef)}
+
+
+def test_the_stubs_declare_every_generated_name():
+    import adcuda.nn.functional as F
+
+    functions = {name for name, fn in adcuda._ops.functions().items() if vars(adcuda).get(name) is fn}
+    assert functions and functions <= _declared("adcuda/_op_functions.pyi")
+    assert set(F.__all__) <= _declared("adcuda/nn/_functional_ops.pyi")
+    tensor_forms = {
+        name
+        for d in all_ops()
+        for form in ("method", "property", "inplace", "operators")
+        for name in d.forms[form]
+        if form != "method" or d.method_adapter is not None or getattr(adcuda.Tensor, name) is d.entry
+    }
+    assert tensor_forms <= _declared("adcuda/_tensor_ops.pyi", cls="TensorOps")
+    # and what autograd attaches
+    assert {"backward", "requires_grad", "grad_fn", "register_hook", "detach"} <= _declared(
+        "adcuda/_tensor_ops.pyi", cls="TensorOps"
+    )
 
 
 def test_the_wheel_ships_the_py_typed_marker():
@@ -232,15 +314,41 @@ def train(steps: int) -> float:
         scaler.update()
     adcuda.save(model.state_dict(), "model.pt")
     return loss.item()
+
+def generated_names() -> int:
+    # the registry's functions, F's and Tensor's op methods, with their real signatures
+    x = adcuda.randn(3, 4, requires_grad=True)
+    y: Tensor = adcuda.relu(x)
+    adcuda.relu(x).sum().backward()
+    z = F.gelu(y) + x.exp().mean(dim=0) * 2
+    w = F.softmax(z, dim=-1).matmul(adcuda.ones(4))
+    grad: Tensor | None = x.grad
+    flag: bool = x.requires_grad and grad is not None
+    v = x.view(12).reshape(3, 4).T.contiguous().add_(1.0, alpha=2).clamp(min=0.0)
+    return w.numel() + int(flag) + adcuda.cat([v, v], dim=0).unsqueeze(0).ndim
 """
 
 BROKEN_SCRIPT = """
 import adcuda
+import adcuda.nn.functional as F
 from adcuda import Tensor
 
 def scaled(x: Tensor, steps: int) -> str:
     return (x * steps).numel()
+
+def generated(x: Tensor) -> None:
+    named: str = adcuda.relu(x)
+    F.relu(x, inplace="yes")
+    x.reshape(2, 2).no_such_method()
 """
+
+# what the broken script's lines must give: each a finding only real types make
+BROKEN_FINDINGS = (
+    'bad.py:7: error: Incompatible return value type (got "int", expected "str")',
+    'bad.py:10: error: Incompatible types in assignment (expression has type "Tensor", variable has type "str")',
+    'bad.py:11: error: Argument "inplace" to "relu" has incompatible type "str"; expected "bool"',
+    'bad.py:12: error: "Tensor" has no attribute "no_such_method"',
+)
 
 
 @pytest.mark.skipif(
@@ -270,7 +378,6 @@ def test_a_typed_training_script_type_checks(tmp_path):
         timeout=300,
     )
     assert "good.py" not in result.stdout, result.stdout + result.stderr
-    # numel() of the product is an int, not a str
-    assert result.returncode == 1 and "bad.py:6: error: Incompatible return value" in result.stdout, (
-        result.stdout + result.stderr
-    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    for finding in BROKEN_FINDINGS:
+        assert finding in result.stdout, result.stdout + result.stderr

@@ -29,16 +29,15 @@ def _root_grads(op, outputs, grad_outputs):
     for i, out in enumerate(outputs):
         g = grad_outputs[i] if grad_outputs is not None and i < len(grad_outputs) else None
         if g is None:
-            if out.numel() != 1:
+            if out._data.size != 1:
                 raise AutogradError(
                     f"{op}: grad can be implicitly created only for scalar outputs; output "
                     f"{i} has shape {fmt_shape(out.shape)}, pass gradient= explicitly"
                 )
-            if not out.dtype.is_floating_point:
-                raise AutogradError(
-                    f"{op}: grad can be implicitly created only for real scalar outputs, got {out.dtype}"
-                )
-            grads.append(_filled_like(out, 1))
+            dtype = out.dtype
+            if not dtype.is_floating_point:
+                raise AutogradError(f"{op}: grad can be implicitly created only for real scalar outputs, got {dtype}")
+            grads.append(Tensor._make(primitives(out).full(tuple(out._data.shape), 1, dtype), out._device))
             continue
         if not isinstance(g, Tensor):
             g = Tensor._make(primitives(out).from_numpy(np.array(g), out.dtype), out._device)
@@ -64,7 +63,7 @@ def backward(
     tensors = _as_list(tensors)
     grad_tensors = _as_list(grad_tensors)
     for i, t in enumerate(tensors):
-        if not t.requires_grad:
+        if not (t._requires_grad or t.grad_fn is not None):
             raise AutogradError(f"backward: element {i} of tensors does not require grad and does not have a grad_fn")
     if retain_graph is None:
         retain_graph = create_graph

@@ -12,7 +12,7 @@ from .. import dtypes as dt
 from ..errors import AutogradError
 from ..tensor import Tensor, primitives
 from . import anomaly
-from .grad_mode import _set_enabled, is_grad_enabled
+from .grad_mode import state as grad_state
 from .graph import FREED_MESSAGE, AccumulateGrad, edge_of, take_grad_for_leaf, version_counter
 
 # Set through ``set_backward_observer`` by the profiler while it emits NVTX ranges or records a
@@ -136,16 +136,53 @@ def _accumulate_into_leaf(node, grads, create_graph):
     leaf = node.variable
     if leaf is None:
         return
+    if leaf.grad is not None and not create_graph:
+        g = grads[0]
+        if g is not None:
+            _add_into(leaf.grad, g)
+        return
     g, exclusive = take_grad_for_leaf(grads)
     if g is None:
         return
     if create_graph:
         # the sum keeps the graph; a fresh tensor either way, so leaves never share a .grad
         leaf.grad = (g if exclusive else g.clone()) if leaf.grad is None else leaf.grad + g
-    elif leaf.grad is None:
-        leaf.grad = g.detach().contiguous() if exclusive else g.detach().clone()
     else:
-        _add_into(leaf.grad, g)
+        leaf.grad = g.detach().contiguous() if exclusive else g.detach().clone()
+
+
+def _accumulate(node, grads, create_graph, capture_map, captured):
+    """A leaf's sink: its hooks, then the gradient into ``.grad`` (or into ``captured``)."""
+    leaf = node.variable
+    if leaf is not None and leaf._hooks:
+        _run_hooks(node, grads)
+    if capture_map is not None:
+        if node in capture_map:
+            for nr, i in capture_map[node]:
+                captured[i] = grads[nr]
+    elif backward_observer is None:
+        _accumulate_into_leaf(node, grads, create_graph)
+    else:
+        backward_observer(node, _accumulate_into_leaf, node, grads, create_graph)
+
+
+def _run_node(node, grads, check, capture_map, captured, runs, retain_graph):
+    """A node's step with everything that may watch it: hooks, captured inputs, anomaly checks, the
+    profiler's observer. None where the node's backward rule must not run (it leads to no captured
+    input)."""
+    if node.pre_hooks or node.retain_hooks:
+        _run_hooks(node, grads)
+    if capture_map is not None and node in capture_map:
+        for nr, i in capture_map[node]:
+            captured[i] = grads[nr]
+    if runs is not None and node not in runs:
+        return None
+    if grads[0] is None and (len(grads) == 1 or all(g is None for g in grads)):
+        return (None,) * len(node.next_edges)
+    results = _call_backward(node, grads, check)
+    if not retain_graph:
+        node.release()
+    return results
 
 
 def _call_backward(node, grads, check):
@@ -192,51 +229,40 @@ def run_backward(roots, root_grads, retain_graph, create_graph, capture=None, al
             if node is None:
                 raise AutogradError(f"autograd.grad: input {i} does not require grad")
             capture_map.setdefault(node, []).append((nr, i))
+    root_nodes = list(dict.fromkeys(root_nodes))  # each once, in order
     if capture_map is None:
-        deps, runs = _count_inputs(dict.fromkeys(root_nodes)), None
+        deps, runs = _count_inputs(root_nodes), None
     else:
         deps, _, runs = _collect(root_nodes, capture_map)
     captured = [None] * (len(capture) if capture is not None else 0)
 
-    ready = [n for n in dict.fromkeys(root_nodes) if deps.get(n, 0) == 0]
-    check = anomaly.is_anomaly_enabled()
-    prev_mode = is_grad_enabled()
-    _set_enabled(create_graph)
+    ready = [n for n in root_nodes if n not in deps]
+    check = anomaly.enabled_somewhere and anomaly.is_anomaly_enabled()
+    # nothing watches, checks or captures: a node without hooks runs its backward rule directly
+    plain = not check and backward_observer is None and capture_map is None
+    prev_mode = grad_state.enabled
+    grad_state.enabled = bool(create_graph)
     try:
         while ready:
             node = ready.pop()
             grads = buffers.pop(node, None) or [None] * node.num_outputs
             if node.__class__ is AccumulateGrad:
-                leaf = node.variable
-                if leaf is not None and leaf._hooks:
-                    _run_hooks(node, grads)
-                if capture_map is not None:
-                    if node in capture_map:
-                        for nr, i in capture_map[node]:
-                            captured[i] = grads[nr]
-                elif backward_observer is None:
-                    _accumulate_into_leaf(node, grads, create_graph)
-                else:
-                    backward_observer(node, _accumulate_into_leaf, node, grads, create_graph)
+                _accumulate(node, grads, create_graph, capture_map, captured)
                 continue
-            if node.pre_hooks or node.retain_hooks:
-                _run_hooks(node, grads)
-            if capture_map is not None and node in capture_map:
-                for nr, i in capture_map[node]:
-                    captured[i] = grads[nr]
-            if runs is not None and node not in runs:
-                continue
-            if grads[0] is None and (len(grads) == 1 or all(g is None for g in grads)):
-                results = (None,) * len(node.next_edges)
-            else:
-                if check or backward_observer is not None or node._released:
-                    results = _call_backward(node, grads, check)
+            if plain and node.pre_hooks is None and node.retain_hooks is None:
+                if grads[0] is None and (len(grads) == 1 or all(g is None for g in grads)):
+                    results = (None,) * len(node.next_edges)
                 else:
+                    # (a node whose saved values were freed raises the error itself, reading them)
                     results = node.backward_fn(node, *grads)
-                    if results.__class__ is not list and results.__class__ is not tuple:
+                    if results.__class__ is not tuple and results.__class__ is not list:
                         results = (results,)
-                if not retain_graph:
-                    node.release()
+                    if not retain_graph and node._saved is not None:
+                        node.release()
+            else:
+                results = _run_node(node, grads, check, capture_map, captured, runs, retain_graph)
+                if results is None:
+                    continue
             # drop our references, so a gradient that reaches a leaf unshared can become its .grad
             grads = None
             # hand each input's gradient to the node it flows into; queue the nodes that have them all
@@ -250,15 +276,20 @@ def run_backward(roots, root_grads, retain_graph, create_graph, capture=None, al
                 if g is not None:
                     buf = buffers.get(child)
                     if buf is None:
-                        buf = buffers[child] = [None] * child.num_outputs
-                    nr = edge[1]
-                    buf[nr] = g if buf[nr] is None else buf[nr] + g
+                        if child.num_outputs == 1:
+                            buffers[child] = [g]
+                        else:
+                            buf = buffers[child] = [None] * child.num_outputs
+                            buf[edge[1]] = g
+                    else:
+                        nr = edge[1]
+                        buf[nr] = g if buf[nr] is None else buf[nr] + g
                 if remaining == 1:
                     ready.append(child)
                 deps[child] = remaining - 1
             results = None
     finally:
-        _set_enabled(prev_mode)
+        grad_state.enabled = prev_mode
 
     if capture is not None:
         for i, g in enumerate(captured):

@@ -136,6 +136,8 @@ Conventions (NumPy's, which the CPU backend inherits and the CUDA backend follow
 | `lstm_cell_backward(grad, gi, gh, c, hc)` | from the gradient of ``hc`` -> (d_gates (B, 4H), the gradient of both projections, d_c) |
 | `gru_cell(gi, gh, h)` | GRU step from ``gi``, ``gh`` (B, 3H; gates r, z, n, biases included) and ``h`` (B, H) -> ``(1 - z) * n + z * h`` with ``n = tanh(gi_n + r * gh_n)`` |
 | `gru_cell_backward(grad, gi, gh, h)` | -> (d_gi, d_gh, d_h) |
+| `lstm_layer(projected, h0, c0, w_hh, b_hh, reverse)` | an LSTM layer's recurrence over the input projection ``projected`` (T, B, 4H, b_ih included) from ``h0``, ``c0`` (B, H), ``b_hh`` (4H,) or None, visiting time backwards when ``reverse`` -> (``states`` (2, T, B, H): stack(hs, cs) in time order, ``gates`` (T, B, 4H): each step's pre-activation sums, kept for the backward) |
+| `lstm_layer_backward(grad, gates, states, h0, c0, w_hh, reverse)` | backpropagation through time from the gradient of ``states`` -> (d_gates (T, B, 4H): the projection's gradient, summed over (T, B) that of ``b_hh``; d_h0, d_c0; d_w_hh) |
 """
 
 from types import ModuleType
@@ -143,25 +145,12 @@ from types import ModuleType
 from .. import _native
 from ..device import device as Device
 from ..errors import DeviceError
-from . import cpu, cudnn  # noqa: F401 (cudnn: PyTorch's flags, adcuda.backends.cudnn)
+from . import cpu, cuda, cudnn  # noqa: F401 (cudnn: PyTorch's flags, adcuda.backends.cudnn)
 from .cuda_availability import require_cuda
-from .flags import WITHOUT_CUDA, expose_matmul_flags
 from .seam import PRIMITIVES  # noqa: F401 (the names every backend implements)
 
-if _native._C is not None and hasattr(_native._C, "DeviceArray"):
-    from . import cuda as _cuda_primitives
-
-    expose_matmul_flags(_cuda_primitives.matmul)
-else:  # a host-only build: adcuda._C has no CUDA runtime
-    _cuda_primitives = None
-
-
-def __getattr__(name):
-    # ``adcuda.backends.cuda.matmul.allow_tf32`` in a build without CUDA: PyTorch's flags alone
-    # (backends/flags.py says what they mean)
-    if name == "cuda" and _cuda_primitives is None:
-        return WITHOUT_CUDA
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# the CUDA primitives, where this build has them (``adcuda.backends.cuda`` is the package either way)
+_cuda_primitives = cuda if cuda.is_built() else None
 
 
 def cuda_backend(op: str) -> ModuleType:

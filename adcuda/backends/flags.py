@@ -7,12 +7,10 @@ unchanged, and what each one means in adcuda.
 - ``matmul.allow_fp16_reduced_precision_reduction`` / ``allow_bf16_reduced_precision_reduction``
   (True): float16 and bfloat16 matmuls always accumulate in fp32 whatever the flag says.
 
-In a build with CUDA ``adcuda.backends.cuda`` is the CUDA backend itself, whose ``matmul`` primitive
-carries these flags as attributes; in a build without, ``adcuda.backends.cuda`` is ``WITHOUT_CUDA``,
-which holds only the flags. (``adcuda.backends.cudnn`` has cuDNN's, which adcuda does not use.)
+``adcuda.backends.cuda`` is the CUDA backend package in every build, and its ``matmul`` primitive
+carries these flags as attributes (in a build without CUDA that primitive only raises when called).
+(``adcuda.backends.cudnn`` has cuDNN's, which adcuda does not use.)
 """
-
-from types import SimpleNamespace
 
 MATMUL_FLAGS = {
     "allow_tf32": False,
@@ -25,6 +23,3 @@ def expose_matmul_flags(matmul):
     """Give the CUDA backend's ``matmul`` primitive PyTorch's flags, at their defaults."""
     for name, default in MATMUL_FLAGS.items():
         setattr(matmul, name, default)
-
-
-WITHOUT_CUDA = SimpleNamespace(matmul=SimpleNamespace(**MATMUL_FLAGS), is_built=lambda: False)

@@ -98,6 +98,8 @@ PRIMITIVES = (
     "lstm_cell_backward",
     "gru_cell",
     "gru_cell_backward",
+    "lstm_layer",
+    "lstm_layer_backward",
     # fused RMS norm and group norm (issue 15, CUDA kernels)
     "rms_norm",
     "rms_norm_backward",

@@ -7,9 +7,12 @@ otherwise through a contiguous copy written back when the collective completes. 
 returns a ``Work`` internally; ``async_op=True`` hands it to the caller.
 """
 
+from __future__ import annotations
+
 import datetime
 import enum
 import pickle
+from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
 from ..autograd.grad_mode import no_grad
@@ -21,6 +24,9 @@ from ..tensor import Tensor
 from . import environment
 from .backends import mpi, nccl
 from .errors import DistributedError
+
+if TYPE_CHECKING:
+    from ..types import Any, Callable, Device, Number, Sequence
 
 # PyTorch's default: long enough for a slow first step, finite so that a dead rank is noticed.
 default_pg_timeout = datetime.timedelta(minutes=30)
@@ -41,17 +47,19 @@ class Work:
     """A collective in flight: ``wait()`` blocks until it is done (at most the group's timeout, or
     ``timeout``) and then finishes it (copies results back into the tensors); ``is_completed()`` polls."""
 
-    def __init__(self, group, request, what, finish=None):
+    def __init__(
+        self, group: _Group, request: Any, what: str | Callable[[], str], finish: Callable[[], None] | None = None
+    ) -> None:
         self._group = group
         self._request = request
         self._what = what  # a string, or a function making it (formatted only if the wait fails)
         self._finish = finish
         self._done = False
 
-    def is_completed(self):
+    def is_completed(self) -> bool:
         return self._done or self._group.backend.test(self._request)
 
-    def wait(self, timeout=None):
+    def wait(self, timeout: datetime.timedelta | float | None = None) -> bool:
         if not self._done:
             timeout_s = None if timeout is None else _seconds(timeout)
             self._group.backend.wait(self._request, self._what, timeout_s)
@@ -83,34 +91,34 @@ def _seconds(timeout):
     return seconds
 
 
-def is_available():
+def is_available() -> bool:
     """Whether some backend can start here (mpi4py imports, or NCCL and a GPU are there)."""
     return is_mpi_available() or is_nccl_available()
 
 
-def is_mpi_available():
+def is_mpi_available() -> bool:
     return mpi.is_available()
 
 
-def is_nccl_available():
+def is_nccl_available() -> bool:
     return nccl.is_available()
 
 
-def is_initialized():
+def is_initialized() -> bool:
     return _default is not None
 
 
 def init_process_group(
-    backend=None,
-    init_method=None,
-    timeout=None,
-    world_size=-1,
-    rank=-1,
-    store=None,
-    group_name="",
-    pg_options=None,
-    device_id=None,
-):
+    backend: str | None = None,
+    init_method: str | None = None,
+    timeout: datetime.timedelta | None = None,
+    world_size: int = -1,
+    rank: int = -1,
+    store: Any = None,
+    group_name: str = "",
+    pg_options: Any = None,
+    device_id: Device | int | None = None,
+) -> None:
     """Join the default process group. ``backend``: ``"mpi"`` (CPU tensors) or ``"nccl"`` (CUDA
     tensors); None picks NCCL where it can run and MPI otherwise. Rank and world size are MPI's;
     ``rank``/``world_size`` (or the launcher's ``RANK``/``WORLD_SIZE``), when given, must agree."""
@@ -160,7 +168,7 @@ def _check_placement(transport, rank, world_size):
         raise DistributedError(f"init_process_group: {rank_var}={env_rank} in the environment, but {where}; {hint}")
 
 
-def destroy_process_group(group=None):
+def destroy_process_group(group: Any = None) -> None:
     global _default
     _check_group("destroy_process_group", group)
     if _default is None:
@@ -190,19 +198,19 @@ class GroupMember:
     WORLD = object()
 
 
-def get_rank(group=None):
+def get_rank(group: Any = None) -> int:
     return _current("get_rank", group).rank
 
 
-def get_world_size(group=None):
+def get_world_size(group: Any = None) -> int:
     return _current("get_world_size", group).world_size
 
 
-def get_backend(group=None):
+def get_backend(group: Any = None) -> str:
     return _current("get_backend", group).backend.name
 
 
-def get_node_local_rank(fallback_rank=None):
+def get_node_local_rank(fallback_rank: int | None = None) -> int:
     """This process's index on its machine (``LOCAL_RANK``, or what ``mpiexec`` set), else
     ``fallback_rank``; PyTorch's name."""
     local = environment.local_rank()
@@ -236,7 +244,7 @@ def _run(work, async_op):
     return None
 
 
-def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
+def all_reduce(tensor: Tensor, op: ReduceOp = ReduceOp.SUM, group: Any = None, async_op: bool = False) -> Work | None:
     """Reduce ``tensor`` across all ranks, in place: every rank ends with the same result."""
     g = _current("all_reduce", group)
     _check_tensor("all_reduce", tensor, g)
@@ -300,7 +308,7 @@ def _check_src(op, src, g):
         raise ValueError(f"{op}: src={src!r} is not a rank of this group (world size {g.world_size})")
 
 
-def broadcast(tensor, src, group=None, async_op=False):
+def broadcast(tensor: Tensor, src: int, group: Any = None, async_op: bool = False) -> Work | None:
     """Overwrite ``tensor`` on every rank with rank ``src``'s."""
     g = _current("broadcast", group)
     _check_tensor("broadcast", tensor, g)
@@ -318,7 +326,7 @@ def broadcast(tensor, src, group=None, async_op=False):
     return _run(Work(g, request, lambda: f"broadcast({_describe(tensor)}, src={src})", finish), async_op)
 
 
-def all_gather(tensor_list, tensor, group=None, async_op=False):
+def all_gather(tensor_list: list[Tensor], tensor: Tensor, group: Any = None, async_op: bool = False) -> Work | None:
     """``tensor_list[r]`` receives rank ``r``'s ``tensor`` (same shape and dtype on every rank)."""
     g = _current("all_gather", group)
     _check_tensor("all_gather", tensor, g)
@@ -342,12 +350,12 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
     return _run(Work(g, request, lambda: f"all_gather({_describe(tensor)})", finish), async_op)
 
 
-def barrier(group=None, async_op=False, device_ids=None):
+def barrier(group: Any = None, async_op: bool = False, device_ids: Sequence[int] | None = None) -> Work | None:
     g = _current("barrier", group)
     return _run(Work(g, g.backend.barrier(), "barrier"), async_op)
 
 
-def all_gather_object(object_list, obj, group=None):
+def all_gather_object(object_list: list[Any], obj: Any, group: Any = None) -> None:
     """``object_list[r]`` becomes rank ``r``'s ``obj`` (any picklable object). Pickle runs code when it
     loads: exchange objects only between your own ranks, as here."""
     g = _current("all_gather_object", group)
@@ -359,7 +367,7 @@ def all_gather_object(object_list, obj, group=None):
     object_list[:] = [pickle.loads(b) for b in blobs]
 
 
-def broadcast_object_list(object_list, src=0, group=None):
+def broadcast_object_list(object_list: list[Any], src: int = 0, group: Any = None) -> None:
     """Replace ``object_list``'s entries on every rank by rank ``src``'s (picklable objects)."""
     g = _current("broadcast_object_list", group)
     _check_src("broadcast_object_list", src, g)
@@ -374,7 +382,7 @@ def broadcast_object_list(object_list, src=0, group=None):
     object_list[:] = received
 
 
-def all_reduce_found_inf(found_inf, group=None):
+def all_reduce_found_inf(found_inf: Tensor | Number, group: Any = None) -> Tensor | bool:
     """Agree across ranks on whether a gradient overflowed (for mixed precision with a GradScaler):
     True on every rank if it is true on any. ``found_inf`` is a bool, a number or a tensor (reduced
     in place with MAX, and returned). After DistributedDataParallel's all-reduce the gradients are

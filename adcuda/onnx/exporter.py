@@ -1091,6 +1091,33 @@ class _Writer:
         stacked = [self.emit("Unsqueeze", [t, zero]) for t in (h, cell)]
         self.emit("Concat", stacked, [self.out(node)], axis=0)
 
+    def _op_lstm_layer(self, node, projected, h0, c0, w_hh, b_hh, reverse):
+        """A whole LSTM layer's recurrence (the CPU and CUDA backends run it as one primitive), unrolled
+        over its static number of steps: per step the hidden product and the cell's gates as in
+        ``_op_lstm_cell``; the states stacked (2, T, B, H), the pre-activation gates (T, B, 4H)."""
+        steps = self.info(projected.value).shape[0]
+        if isinstance(steps, Dim) or steps == 0:
+            self.refuse("an LSTM layer over a dynamic or empty number of time steps")
+        hidden = self.info(c0.value).shape[-1]
+        proj, h, c = self.name(projected.value), self.name(h0.value), self.name(c0.value)
+        w_t = self.emit("Transpose", [self.name(w_hh.value)], perm=[1, 0])
+        zero = self.const([0], np.int64)
+        hs, cs, zs = [None] * steps, [None] * steps, [None] * steps
+        for t in range(steps - 1, -1, -1) if reverse else range(steps):
+            gh = self.emit("MatMul", [h, w_t])
+            if b_hh is not None:
+                gh = self.emit("Add", [gh, self.name(b_hh.value)])
+            z = self.emit("Add", [self.emit("Gather", [proj, self.const(t, np.int64)], axis=0), gh])
+            i, f, g, o = self.gates(z, 4, hidden)
+            i, f, o = (self.emit("Sigmoid", [x]) for x in (i, f, o))
+            c = self.emit("Add", [self.emit("Mul", [f, c]), self.emit("Mul", [i, self.emit("Tanh", [g])])])
+            h = self.emit("Mul", [o, self.emit("Tanh", [c])])
+            hs[t], cs[t], zs[t] = (self.emit("Unsqueeze", [x, zero]) for x in (h, c, z))
+        stacked = [self.emit("Unsqueeze", [self.emit("Concat", xs, axis=0), zero]) for xs in (hs, cs)]
+        self.emit("Concat", stacked, [self.out(node)], axis=0)
+        if self.out(node, 1) is not None:
+            self.emit("Concat", zs, [self.out(node, 1)], axis=0)
+
     def _op_gru_cell(self, node, gi, gh, h):
         hidden = self.info(h.value).shape[-1]
         ri, zi, ni = self.gates(self.name(gi.value), 3, hidden)

@@ -20,14 +20,16 @@ from it, an in-place form checks, writes, bumps the version counter and moves th
 
 import functools
 import os
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from .. import tensor as tensor_module
 from ..autograd import anomaly, engine, graph
 from ..autograd.grad_mode import state as grad_state
-from ..autograd.graph import FREED_MESSAGE, Node, _sequence, edge_of, pack, sum_to_shape, unpack, version_of
+from ..autograd.graph import FREED_MESSAGE, Node, _sequence, edge_of, sum_to_shape, unpack, version_counter, version_of
 from ..errors import AutogradError, DTypeError
 from ..tensor import Tensor, primitives
-from .mutation import check_inplace_allowed, commit_inplace, link_view  # noqa: F401 (link_view: generated entries)
+from .mutation import check_inplace_allowed, commit_inplace
 
 # ----------------------------------------------------------------------------------------------
 # hooks
@@ -169,7 +171,7 @@ def make(forward, OP, NAME, _defaults):
 """
 
 _ENTRY_SOURCE = """
-def make(forward, OP, NAME, _defaults):
+def make(forward, OP, NAME, _defaults, PLANS):
     def entry({signature}):
         if _slow:
             return _around_chain(NAME, OP, body, ({positional}), {keywords})
@@ -180,30 +182,61 @@ def make(forward, OP, NAME, _defaults):
     return entry
 """
 
+# Which inputs take part in the graph is asked before whether grad mode is on (a thread-local read,
+# the dearer of the two): most calls have no input that does.
 _BODY_SOURCE = """        result = forward({call})
         out = {output}
-{view}        if grad_state.enabled:
-            mask = 0
-{checks}            if mask:
-                _record(OP, mask, out, result, ({values}))
+        mask = 0
+{checks}        if mask and grad_state.enabled:
+            (PLANS[mask] or OP.plan(mask)).record(out, result, {values})
         return out"""
 
+_VIEW_BODY_SOURCE = """        result = forward({call})
+        out = {output}
+{view}        if grad_state.enabled:
+            out._view_version = vc.value if vc is not None else 0
+            mask = 0
+{checks}            if mask:
+                (PLANS[mask] or OP.plan(mask)).record(out, result, {values})
+        return out"""
+
+# A view op's output shares its base's memory and version counter (its root base's: see
+# ``tensor.version_counter``) and knows how to rebuild itself from the root (``replay_view``: the entry
+# replayed with the same arguments, after the steps that made the base), so that an in-place write
+# through either can give the other a new history. Recorded views note the version they were made at,
+# to re-read their history when the base is later written in place.
 _VIEW_SOURCE = """        if out is {base}:
             return out
         if out.__class__ is NotAView:
             return out.tensor
-        link_view({base}, out, entry, {replay}, _NO_KEYWORDS)
+        root = {base}._base
+        vc = {base}._vc
+        if root is not None and vc is None:
+            vc = root._vc
+        if root is not None and {base}._view_fn is not None:
+            out._base = root
+            out._view_fn = ({base}._view_fn, entry, {replay}, _NO_KEYWORDS)
+        else:
+            out._base = {base}
+            out._view_fn = (None, entry, {replay}, _NO_KEYWORDS)
+        if vc is not None:
+            out._vc = vc  # else version_counter(out) finds the root's once it has one
 """
 
-_CHECK_SOURCE = """            if {x}.__class__ is Tensor:
-                if ({x}._requires_grad or {x}._grad_fn is not None
-                        or ({x}._base is not None and {x}.grad_fn is not None)):
-                    mask |= {bit}
-            elif {x}.__class__ in _SEQUENCES and _any_takes_part({x}):
-                mask |= {bit}
+_CHECK_SOURCE = """if {x}.__class__ is Tensor:
+    if {x}._requires_grad or {x}._grad_fn is not None or ({x}._base is not None and {x}.grad_fn is not None):
+        mask |= {bit}
+elif {x}.__class__ in _SEQUENCES and _any_takes_part({x}):
+    mask |= {bit}
 """
+
+
+def _indented(source, spaces):
+    return "".join(" " * spaces + line if line else line for line in source.splitlines(keepends=True))
+
 
 _SEQUENCES = (list, tuple)
+_new = object.__new__
 _FLOAT_ARRAYS = set()  # the array dtypes (NumPy's, the CUDA runtime's) of floating point tensors seen
 _NO_KEYWORDS = {}  # the keyword arguments a view replay passes (never written)
 
@@ -264,27 +297,32 @@ def _generated_entry(op):
         exec(compile(source, _entry_filename(op), "exec"), globals(), made)
         return made["make"](op.forward, op, op.name, defaults)
     checks = "".join(_CHECK_SOURCE.format(x=x, bit=1 << i) for i, x in enumerate(op.inputs))
-    view = ""
     if op.view:
         base = values[0]
         rest = call[1:]
         # the arguments a replay passes after the base: a variadic parameter's tuple as it is
         replay = rest[0][1:] if len(rest) == 1 and rest[0].startswith("*") else "(" + _tuple(rest) + ")"
-        view = _VIEW_SOURCE.format(base=base, replay=replay)
-    body = _BODY_SOURCE.format(
-        call=", ".join(call),
-        output="result[0]" if op.extra_outputs else "result",
-        view=view,
-        checks=checks,
-        values=_tuple(values),
-    )
+        body = _VIEW_BODY_SOURCE.format(
+            call=", ".join(call),
+            output="result[0]" if op.extra_outputs else "result",
+            view=_VIEW_SOURCE.format(base=base, replay=replay),
+            checks=_indented(checks, 12),
+            values=", ".join(values),
+        )
+    else:
+        body = _BODY_SOURCE.format(
+            call=", ".join(call),
+            output="result[0]" if op.extra_outputs else "result",
+            checks=_indented(checks, 8),
+            values=", ".join(values),
+        )
     source = _ENTRY_SOURCE.format(
         signature=", ".join(signature), body=body, positional=_tuple(positional), keywords=keywords
     )
     # defined with this module's globals, so the entry reads _slow and _around_chain as they change
     made = {}
     exec(compile(source, _entry_filename(op), "exec"), globals(), made)
-    return made["make"](op.forward, op, op.name, defaults)
+    return made["make"](op.forward, op, op.name, defaults, op.plans)
 
 
 class NotAView:
@@ -299,41 +337,27 @@ class NotAView:
 
 # ----------------------------------------------------------------------------------------------
 # recording
-def _record(op, mask, out, result, values):
-    """Make ``out`` the result of a node of ``op``: ``mask`` flags (bit i for ``op.inputs[i]``) the
-    inputs that take part in the graph, ``values`` are the forward's arguments, its parameters in
-    order, and ``result`` what the forward returned (with its extra outputs)."""
-    raw = out._data.dtype
-    if raw not in _FLOAT_ARRAYS:
-        if not out.dtype.is_floating_point:
-            return
-        _FLOAT_ARRAYS.add(raw)
-    plan = op.plans[mask] or op.plan(mask)
-    edges = []
-    metas = []
-    bit = 1
-    for position in plan.input_positions:
-        v = values[position]
-        if not mask & bit:
-            edges.append(None)
-            metas.append(None)
-        elif v.__class__ is Tensor:
-            if v is out:  # the op returned its input unchanged (contiguous of a contiguous tensor)
-                return
-            node = v._grad_fn
-            edges.append((node, v._output_nr) if node is not None and v._base is None else edge_of(v))
-            data = v._data
-            array_dtype = data.dtype
-            metas.append((data.shape, array_dtype, _DTYPE_OF_ARRAY.get(array_dtype) or _dtype_of(v)))
-        else:
-            return _record_with_lists(op, mask, out, result, values, plan)
-        bit <<= 1
-    node = OpNode(op.node if op.node.__class__ is str else op.call(op.node, values), tuple(edges), plan, metas)
-    if plan.sources:
-        _save(node, plan, out, result, values)
-    out._grad_fn = node
-    if out._view_version is not None:
-        out._view_version = version_of(out)
+#
+# What a node of an op keeps for its formulas: one item per read of the plan, in order, packed as
+# ``graph.pack`` packs them (a tensor with its version counter's value, another value as
+# ``(None, value)``). A node with a tensor among them keeps them as ``_saved``, which backward frees
+# (and running it again then raises); one with plain values only keeps them as ``raw``, so its graph
+# can run backward twice, as in PyTorch.
+#
+# Recording and backward are generated for each backward plan (an op and the set of its inputs that
+# take part), from the plan's reads and formulas: straight-line code, with no loop over inputs or
+# reads and nothing looked up by name on the hot path (``plan_functions``). An input passed as a list
+# of tensors (cat, stack) takes the general path (``_record_with_lists`` and ``op_backward``).
+def _pack(v, out):
+    """``graph.pack(v, (out,))`` for one output, inlined in spirit: a value saved for backward."""
+    if v.__class__ is not Tensor:
+        return (None, v)
+    vc = v._vc
+    if vc is None:
+        vc = version_counter(v)
+    if v is out:  # the node's own output: kept as its data, not as the tensor (no cycle through grad_fn)
+        return (vc, vc.value, None, v._data, v._device, v._output_nr)
+    return (vc, vc.value, v)
 
 
 # array dtype (NumPy's, the CUDA runtime's) -> adcuda dtype, for what recording notes of each input
@@ -345,8 +369,174 @@ def _dtype_of(t):
     return d
 
 
-def _record_with_lists(op, mask, out, result, values, plan):
-    """``_record`` for an op with a list-of-tensors input (cat): one edge per tensor of the list."""
+def _meta(t):
+    """What backward needs of an input to bring its gradient back: shape, array dtype, dtype."""
+    data = t._data
+    array_dtype = data.dtype
+    return (data.shape, array_dtype, _DTYPE_OF_ARRAY.get(array_dtype) or _dtype_of(t))
+
+
+def _is_float_result(out):
+    raw = out._data.dtype
+    if raw in _FLOAT_ARRAYS:
+        return True
+    if not out.dtype.is_floating_point:
+        return False
+    _FLOAT_ARRAYS.add(raw)
+    return True
+
+
+_RECORD_SOURCE = """
+def record(out, result, {params}):
+    if out._data.dtype not in _FLOAT_ARRAYS and not _is_float_result(out):
+        return
+{inputs}    node = _new(OpNode)
+    node.name = {name}
+    node.next_edges = ({edges})
+    node.metas = ({metas})
+    node.plan = PLAN
+    node.backward_fn = BACKWARD
+    node.seq = next(_sequence)
+    if anomaly.enabled_somewhere and anomaly.is_anomaly_enabled():
+        node.trace = anomaly.forward_trace()
+    if graph._node_observer is not None:
+        graph._node_observer(node)
+{saves}    out._grad_fn = node
+    if out._view_version is not None:
+        out._view_version = version_of(out)
+"""
+
+_RECORD_INPUT_SOURCE = """    if {x}.__class__ is not Tensor:
+        return _record_with_lists(OP, MASK, out, result, ({values}))
+    if {x} is out:  # the op returned its input unchanged (contiguous of a contiguous tensor)
+        return
+    node = {x}._grad_fn
+    edge{i} = (node, {x}._output_nr) if node is not None and {x}._base is None else edge_of({x})
+    meta{i} = _meta({x})
+"""
+
+_BACKWARD_SOURCE = """
+def backward(node, grad):
+{unpack}{run}{finish}    return ({grads})
+"""
+
+_UNPACK_SOURCE = """    items = node._saved
+    if items is None:
+        items = node.raw
+        if items is None:
+            raise AutogradError(FREED_MESSAGE)
+"""
+
+# a gradient brought back to its input's shape (undoing broadcasting) and dtype
+_FINISH_SOURCE = """    if g{i} is not None:
+        meta = node.metas[{i}]
+        if g{i}._data.shape != meta[0]:
+            g{i} = sum_to_shape(g{i}, meta[0])
+        if g{i}._data.dtype != meta[1]:
+            g{i} = g{i}.to(dtype=meta[2])
+"""
+
+
+def plan_functions(op, plan, mask):
+    """The generated ``record(out, result, *values)`` and ``backward(node, grad)`` of a plan."""
+    params = [f"_v{i}" for i in range(len(op.signature.parameters))]  # the forward's arguments, in order
+    namespace = {"OP": op, "PLAN": plan, "MASK": mask}
+    inputs, edges, metas = [], [], []
+    for i, position in enumerate(plan.input_positions):
+        if mask >> i & 1:
+            inputs.append(_RECORD_INPUT_SOURCE.format(x=params[position], i=i, values=_tuple(params)))
+            edges.append(f"edge{i}")
+            metas.append(f"meta{i}")
+        else:
+            edges.append("None")
+            metas.append("None")
+    if op.node.__class__ is str:
+        name = repr(op.node)
+    else:
+        # a name that depends on the arguments: the node function called as the forward was
+        namespace["NODE_NAME"] = op.node
+        arguments = []
+        for value, p in zip(params, op.signature.parameters.values()):
+            if p.kind == p.VAR_POSITIONAL:
+                arguments.append("*" + value)
+            elif p.kind == p.KEYWORD_ONLY:
+                arguments.append(f"{p.name}={value}")
+            else:
+                arguments.append(value)
+        name = f"NODE_NAME({', '.join(arguments)})"
+    saves = ""
+    if plan.sources:
+        reads = []
+        maybe_tensors = []
+        for k, (source, position) in enumerate(plan.sources):
+            if source is _RESULT:
+                value = "out"
+            elif source is _EXTRA:
+                value = f"result[{position}]"
+            elif source is _PARAMETER:
+                value = params[position]
+            else:
+                reads.append(f"(None, _metadata({params[position]}, {source!r}))")
+                continue
+            reads.append(f"_pack({value}, out)")
+            maybe_tensors.append(k)
+        saves = f"    items = [{', '.join(reads)}]\n"
+        if maybe_tensors:
+            any_tensor = " or ".join(f"items[{k}][0] is not None" for k in maybe_tensors)
+            saves += f"    if {any_tensor}:\n        node._saved = items\n    else:\n        node.raw = items\n"
+        else:
+            saves += "    node.raw = items\n"
+    record_source = _RECORD_SOURCE.format(
+        params=", ".join(params),
+        inputs="".join(inputs),
+        name=name,
+        edges=_tuple(edges),
+        metas=_tuple(metas),
+        saves=saves,
+    )
+
+    unpack = ""
+    if plan.sources:
+        unpack = _UNPACK_SOURCE + "".join(f"    read{k} = unpack(items[{k}], node)\n" for k in range(len(plan.sources)))
+
+    def run(formulas, indent):
+        lines = []
+        for fn, slots, targets in formulas:
+            key = f"F{len(namespace)}"
+            namespace[key] = fn
+            args = ", ".join("grad" if s == -1 else f"read{s}" for s in slots)
+            if len(targets) == 1:
+                lines.append(f"{indent}g{targets[0]} = {key}({args})")
+            else:
+                lines.append(f"{indent}both = {key}({args})")
+                lines += [f"{indent}g{t} = both[{n}]" for n, t in enumerate(targets)]
+        return "\n".join(lines) + "\n"
+
+    wanted = [i for i in range(plan.n_inputs) if mask >> i & 1]
+    body = "".join(f"    g{i} = None\n" for i in range(plan.n_inputs))
+    if plan.fused is not None:
+        # the fused formulas for plain first-order backward; the composite ones (differentiable) while
+        # a graph of the backward is being built
+        body += "    if grad_state.enabled:\n" + run(plan.formulas, "        ")
+        body += "    else:\n" + run(plan.fused, "        ")
+    else:
+        body += run(plan.formulas, "    ")
+    finish = "".join(_FINISH_SOURCE.format(i=i) for i in wanted)
+    grads = _tuple(f"g{i}" if i in wanted else "None" for i in range(plan.n_inputs))
+    backward_source = _BACKWARD_SOURCE.format(unpack=unpack, run=body, finish=finish, grads=grads)
+
+    # the functions' globals: this module's names (none of which is rebound after import) and the plan's
+    scope = {**globals(), **namespace}
+    filename = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"<backward plan of op {op.name}>")
+    exec(compile(backward_source, filename, "exec"), scope)
+    scope["BACKWARD"] = scope["backward"]
+    exec(compile(record_source, filename, "exec"), scope)
+    return scope["record"], scope["backward"]
+
+
+def _record_with_lists(op, mask, out, result, values):
+    """Recording for an op with a list-of-tensors input (cat): one edge per tensor of the list."""
+    plan = op.plans[mask]
     edges = []
     metas = []
     bit = 1
@@ -356,43 +546,29 @@ def _record_with_lists(op, mask, out, result, values, plan):
         for t in group:
             e = edge_of(t) if mask & bit and t.__class__ is Tensor else None
             edges.append(e)
-            metas.append(None if e is None else (t._data.shape, t._data.dtype, t.dtype))
+            metas.append(None if e is None else _meta(t))
         bit <<= 1
     node = OpNode(op.node if op.node.__class__ is str else op.call(op.node, values), tuple(edges), plan, metas)
     node.list_sizes = tuple(len(values[p]) if values[p].__class__ in _SEQUENCES else 1 for p in plan.input_positions)
     if plan.sources:
-        _save(node, plan, out, result, values)
+        items = [_pack(_read(source, position, out, result, values), out) for source, position in plan.sources]
+        if any(item[0] is not None for item in items):
+            node._saved = items
+        else:
+            node.raw = items
     out._grad_fn = node
     if out._view_version is not None:
         out._view_version = version_of(out)
 
 
-def _save(node, plan, out, result, values):
-    """Keep what the plan's formulas read: tensors packed with their version counters (``_saved``),
-    other values as they are (``raw``); ``locs`` says where each read is."""
-    saved = None
-    raw = []
-    locs = []
-    for source, position in plan.sources:
-        if source is _PARAMETER:
-            v = values[position]
-        elif source is _RESULT:
-            v = out
-        elif source is _EXTRA:
-            v = result[position]
-        else:
-            v = _metadata(values[position], source)
-        if v.__class__ is Tensor:
-            if saved is None:
-                saved = []
-            locs.append(len(saved))
-            saved.append(pack(v, (out,)))
-        else:
-            locs.append(-2 - len(raw))
-            raw.append(v)
-    node.locs = locs
-    node.raw = raw
-    node._saved = saved
+def _read(source, position, out, result, values):
+    if source is _PARAMETER:
+        return values[position]
+    if source is _RESULT:
+        return out
+    if source is _EXTRA:
+        return result[position]
+    return _metadata(values[position], source)
 
 
 # where a formula's read comes from (BackwardPlan.sources)
@@ -424,20 +600,20 @@ def _metadata(value, what):
 
 
 def op_backward(node, grad):
-    """Run the formulas of ``node``'s plan: the fused ones for plain first-order backward, the
-    composite ones while a graph of the backward is being built; then bring each gradient back to
-    its input's shape (undoing broadcasting) and dtype."""
+    """The general backward of a node of an op (the generated one of its plan does the same, for an
+    op without list inputs): run the formulas of ``node``'s plan, the fused ones for plain
+    first-order backward, the composite ones while a graph of the backward is being built; then
+    bring each gradient back to its input's shape (undoing broadcasting) and dtype."""
     plan = node.plan
     formulas = plan.fused if plan.fused is not None and not grad_state.enabled else plan.formulas
-    locs = node.locs
-    if locs is not None:
-        saved = node._saved
-        if saved is None and node._released:
-            raise AutogradError(FREED_MESSAGE)
-        raw = node.raw
-        values = [unpack(saved[loc], node) if loc >= 0 else raw[-2 - loc] for loc in locs]
-    else:
-        values = ()
+    values = ()
+    if plan.sources:
+        items = node._saved
+        if items is None:
+            items = node.raw
+            if items is None:
+                raise AutogradError(FREED_MESSAGE)
+        values = [unpack(item, node) for item in items]
     grads = [None] * plan.n_inputs
     for fn, slots, targets in formulas:
         result = fn(*[grad if s == -1 else values[s] for s in slots])
@@ -464,21 +640,21 @@ def op_backward(node, grad):
         data = g._data
         if data.shape != meta[0]:
             g = sum_to_shape(g, meta[0])
-        if data.dtype != meta[1]:
+        if g._data.dtype != meta[1]:
             g = g.to(dtype=meta[2])
         grads[i] = g
     return grads
 
 
 class OpNode(Node):
-    """A node of a registry op: its backward runs the op's formulas (``op_backward``). Written
-    without Node.__init__'s generality: one is made per recorded op call."""
+    """A node of a registry op: its backward runs the op's formulas (the plan's generated backward,
+    or ``op_backward``). The generated recording writes its fields directly; ``__init__`` is for the
+    general path."""
 
     backward_fn = staticmethod(op_backward)
     num_outputs = 1
     list_sizes = None
     raw = None
-    locs = None
 
     def __init__(self, name, next_edges, plan, metas):
         self.name = name
@@ -551,9 +727,10 @@ def _as_dtype_of(t, result, name):
 # ----------------------------------------------------------------------------------------------
 # host steps: library calls that graph capture replays as Python
 _host_step_observer = None
+_Step = TypeVar("_Step", bound=Callable[..., Any])  # what host_step gives back: the function's own signature
 
 
-def host_step(fn):
+def host_step(fn: _Step) -> _Step:
     """Mark a library function whose Python side must run on every call: it keeps state on the host
     (an optimizer's step count and learning rate, a scheduler's epoch, a GradScaler's skip decision)
     or reads values to check them (class targets in range). Graph capture (adcuda.capture) records a
@@ -567,7 +744,7 @@ def host_step(fn):
         return _host_step_observer(fn, args, kwargs)
 
     step.host_step = fn
-    return step
+    return step  # type: ignore[return-value] (the same signature, by functools.wraps)
 
 
 # Set by graph capture while it records: sees every nn.Module call, so that a program can check that

@@ -51,19 +51,15 @@ def mv(input: Tensor, vec: Tensor) -> Tensor:
 
 def _matmul(name, input, other):
     """matmul's checks and dispatch; ``name`` names the public op in errors (matmul, mm, bmm, dot)."""
-    if (
-        input.__class__ is Tensor
-        and other.__class__ is Tensor
-        and input._device is other._device
-        and input._data.dtype == other._data.dtype
-        and input._data.ndim == 2
-        and input._data.shape[1] == other._data.shape[0]
-    ):
-        # fast paths for the common 2-D cases (linear layers): nothing to unsqueeze or broadcast
-        if other._data.ndim == 2:
-            return mm_nd(input, other)
-        if other._data.ndim == 1:
-            return mv(input, other)
+    if input.__class__ is Tensor and other.__class__ is Tensor:
+        a, b = input._data, other._data
+        # fast paths for the common 2-D cases (linear layers): nothing to unsqueeze or broadcast (one
+        # dtype object: the usual case; equal dtypes that are distinct objects take the general path)
+        if a.ndim == 2 and a.dtype is b.dtype and input._device is other._device and a.shape[1] == b.shape[0]:
+            if b.ndim == 1:
+                return mv(input, other)
+            if b.ndim == 2:
+                return mm_nd(input, other)
     if not isinstance(input, Tensor) or not isinstance(other, Tensor):
         raise DTypeError(
             f"{name}: both operands must be Tensors, got {type(input).__name__} and {type(other).__name__}"

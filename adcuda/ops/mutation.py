@@ -1,37 +1,18 @@
 """Views and in-place writes: the bookkeeping behind version counters.
 
 A view shares its base's memory and version counter and knows how to rebuild itself from the base
-(``Tensor._view_fn``, replayed by ``replay_view``), so an in-place write through a view can give the
+(``Tensor._view_fn``, replayed by ``replay_view``; the dispatch point links each view op's output to
+its base), so an in-place write through a view can give the
 base a new history (PyTorch's CopySlices) and a view of a base written in place can read its
 history again. An in-place write checks that it may happen, writes, bumps the version counter that
 saved values are checked against, and moves the tensor's history to the new value.
 """
 
 from ..autograd.grad_mode import state as grad_state
-from ..autograd.graph import record, requires_grad, set_history, version_counter, version_of
+from ..autograd.graph import record, requires_grad, set_history, version_counter
 from ..autograd.tensor_methods import attach_retain_hook
 from ..errors import AutogradError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives, replay_view
-
-
-def link_view(base, out, entry, args, kwargs):
-    """Make ``out`` (a new tensor over a view of ``base``'s array) a view of ``base``: the same
-    version counter (its root base's: see ``version_counter``), and the way to rebuild it from the
-    root (``replay_view``: ``entry`` replayed with the same arguments, after the steps that made
-    ``base``)."""
-    root = base._base
-    if root is not None and base._view_fn is not None:
-        out._base = root
-        out._view_fn = (base._view_fn, entry, args, kwargs)
-    else:
-        out._base = base
-        out._view_fn = (None, entry, args, kwargs)
-    vc = base._vc
-    if vc is not None:
-        out._vc = vc  # else version_counter(out) finds the root's once it has one
-    if grad_state.enabled:
-        # recorded views re-read their history when the base is later written in place
-        out._view_version = vc.value if vc is not None else version_of(base)
 
 
 def check_inplace_allowed(t, op):

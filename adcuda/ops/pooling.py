@@ -80,13 +80,16 @@ def _pool_sizes(op, input_shape, kernel, stride, padding, dilation, ceil_mode):
 # max pooling (as in PyTorch, the 2-d average and adaptive forms are only F.<name>, not adcuda.<name>)
 @op(
     "max_pool2d_select",
-    doc="input's values at flat (H*W) indices per (n, c) plane: max pooling's values.",
+    doc="input's values at flat (H*W) indices per (n, c) plane: max pooling's values (``values`` "
+    "when the caller has them already).",
     node="MaxPool2DWithIndicesBackward0",
     function=False,
     method=False,
     grads={"input": lambda grad, indices, input_shape: max_pool2d_backward(grad, indices, input_shape)},
 )
-def max_pool2d_select(input: Tensor, indices: Tensor) -> Tensor:
+def max_pool2d_select(input: Tensor, indices: Tensor, values: Tensor | None = None) -> Tensor:
+    if values is not None:  # the pooling primitive's own result: the same values, no second gather
+        return values
     n, c, h, w = input.shape
     bk = primitives(input)
     plane = bk.view(dense(input), (n, c, h * w))
@@ -113,7 +116,7 @@ def _pooled(input, values, indices):
     """The pooled tensor: the primitive's values, recorded through max_pool2d_select where a gradient
     is needed."""
     if input.requires_grad or input.grad_fn is not None:
-        return max_pool2d_select(input, indices)
+        return max_pool2d_select(input, indices, values)
     return values
 
 
@@ -446,7 +449,14 @@ def adaptive_avg_pool1d(input: Tensor, output_size: int | Sequence[int]) -> Tens
     return _adaptive_avg("adaptive_avg_pool1d", input, output_size, 1)
 
 
-_INTERPOLATE_MODES = {"nearest": None, "nearest-exact": None, "linear": 1, "bilinear": 2, "area": None}
+_INTERPOLATE_MODES = {
+    "nearest": None,
+    "nearest-exact": None,
+    "linear": 1,
+    "bilinear": 2,
+    "bicubic": 2,
+    "area": None,
+}
 
 
 def _source_scale(in_size, out_size, scale_factor, align_corners):
@@ -470,6 +480,35 @@ def _linear_matrix(in_size, out_size, scale, align_corners):
     return m
 
 
+# PyTorch's cubic convolution kernel (Keys, with A = -0.75): the weights of the four inputs around a
+# source position t in [0, 1) past input floor(src) - 1, floor(src), floor(src) + 1, floor(src) + 2
+_CUBIC_A = -0.75
+
+
+def _cubic_near(x):
+    """The kernel for |x| <= 1."""
+    return ((_CUBIC_A + 2) * x - (_CUBIC_A + 3)) * x * x + 1
+
+
+def _cubic_far(x):
+    """The kernel for 1 < |x| < 2."""
+    return ((_CUBIC_A * x - 5 * _CUBIC_A) * x + 8 * _CUBIC_A) * x - 4 * _CUBIC_A
+
+
+def _cubic_matrix(in_size, out_size, scale, align_corners):
+    """(out, in): bicubic interpolation along one dim as PyTorch computes it: the source position is
+    not clamped (unlike linear's), and taps outside the input repeat its edge values."""
+    m = np.zeros((out_size, in_size))
+    for i in range(out_size):
+        src = i * scale if align_corners else (i + 0.5) * scale - 0.5
+        base = int(math.floor(src))
+        t = src - base
+        weights = (_cubic_far(t + 1), _cubic_near(t), _cubic_near(1 - t), _cubic_far(2 - t))
+        for k, weight in enumerate(weights):
+            m[i, min(max(base - 1 + k, 0), in_size - 1)] += weight
+    return m
+
+
 def _nearest_indices(in_size, out_size, scale, exact):
     offset = 0.5 if exact else 0.0
     return [min(int(math.floor((i + offset) * scale)), in_size - 1) for i in range(out_size)]
@@ -477,7 +516,7 @@ def _nearest_indices(in_size, out_size, scale, exact):
 
 @op(
     "interpolate",
-    doc="input (N, C, *spatial) resized to size or by scale_factor (nearest, linear, bilinear, area).",
+    doc="input (N, C, *spatial) resized to size or by scale_factor (nearest, linear, bilinear, bicubic, area).",
     composite=True,
     function=False,
     method=False,
@@ -505,7 +544,7 @@ def interpolate(
         )
     if align_corners is not None and _INTERPOLATE_MODES[mode] is None:
         raise ValueError(
-            f"{name}: align_corners option can only be set with the interpolating modes: linear | bilinear"
+            f"{name}: align_corners option can only be set with the interpolating modes: linear | bilinear | bicubic"
         )
     if antialias:
         raise ValueError(f"{name}: antialias=True is not supported")
@@ -538,8 +577,8 @@ def interpolate(
             idx = tensor(_nearest_indices(s, o, scale, mode == "nearest-exact"), device=input.device)
             out = out.index_select(2 + i, idx)
         return out.clone() if out is input else out
+    weights = _cubic_matrix if mode == "bicubic" else _linear_matrix
     matrices = [
-        _linear_matrix(s, o, _source_scale(s, o, f, align_corners), align_corners)
-        for s, o, f in zip(sizes, out_size, factors)
+        weights(s, o, _source_scale(s, o, f, align_corners), align_corners) for s, o, f in zip(sizes, out_size, factors)
     ]
     return _apply_matrices(input, matrices)

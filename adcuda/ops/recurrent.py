@@ -119,7 +119,10 @@ def gru_cell_pointwise(gi: Tensor, gh: Tensor, h: Tensor) -> Tensor:
 # kernel; the fused backward runs backpropagation through time with the cell's backward kernel and
 # makes the hidden weights' gradient with one product over all steps. One node per layer and
 # direction, so the per-step slices of the projection cost nothing in backward (the views of a
-# per-step loop would each bring back a gradient of the whole sequence's size).
+# per-step loop would each bring back a gradient of the whole sequence's size). The LSTM's whole
+# recurrence is one backend primitive each way (``lstm_layer``/``lstm_layer_backward``): its forward
+# keeps every step's pre-activation gates (the extra output ``gates``), so the backward never redoes
+# the hidden products, and the CPU backend runs each step as a few in-place passes.
 def _steps(length, reverse):
     """The time indices in the order the recurrence visits them."""
     return list(range(length - 1, -1, -1)) if reverse else list(range(length))
@@ -175,38 +178,14 @@ def _lstm_layer_grads(grad, projected, h0, c0, w_hh, b_hh, reverse, result):
     return d_projected, d_h, d_c, d_w, None if b_hh is None else d_projected.sum((0, 1))
 
 
-def _lstm_layer_fused_grads(grad, projected, h0, c0, w_hh, b_hh, reverse, result):
+def _lstm_layer_fused_grads(grad, h0, c0, w_hh, b_hh_shape, reverse, gates, result):
     bk, device = primitives(grad), grad._device
-    g, proj, states = dense(grad), dense(projected), result._data
-    length, batch, gates = bk.shape_of(proj)
-    hidden = gates // 4
-    dtype = bk.dtype_of(proj)
-    w = dense(w_hh)
-    w_t, bias = _weights(bk, w_hh, b_hh)
-    d_proj = bk.empty((length, batch, gates), dtype)
-    previous = bk.empty((length, batch, hidden), dtype)  # the state each step started from
-    d_h, d_c = bk.full((batch, hidden), 0, dtype), bk.full((batch, hidden), 0, dtype)
-    steps = _steps(length, reverse)
-    for k in range(length - 1, -1, -1):
-        t = steps[k]
-        if k == 0:
-            h, c = dense(h0), dense(c0)
-        else:
-            h, c = bk.slice(states, (0, steps[k - 1])), bk.slice(states, (1, steps[k - 1]))
-        bk.copy_(bk.slice(previous, (t,)), h)
-        g_hc = bk.empty((2, batch, hidden), dtype)
-        bk.copy_(bk.slice(g_hc, (0,)), bk.binary("add", bk.slice(g, (0, t)), d_h, dtype))
-        bk.copy_(bk.slice(g_hc, (1,)), bk.binary("add", bk.slice(g, (1, t)), d_c, dtype))
-        d_gates, d_c = bk.lstm_cell_backward(
-            g_hc, bk.slice(proj, (t,)), bk.matmul(h, w_t, bias), c, bk.contiguous(bk.slice(states, (slice(None), t)))
-        )
-        bk.copy_(bk.slice(d_proj, (t,)), d_gates)
-        d_h = bk.matmul(d_gates, w)
-    rows = length * batch
-    d_w = bk.matmul(bk.permute(bk.view(d_proj, (rows, gates)), (1, 0)), bk.view(previous, (rows, hidden)))
-    d_b = None if b_hh is None else bk.reduce("sum", d_proj, (0, 1), False)
+    d_gates, d_h, d_c, d_w = bk.lstm_layer_backward(
+        dense(grad), gates._data, result._data, dense(h0), dense(c0), dense(w_hh), reverse
+    )
+    d_b = None if b_hh_shape is None else bk.reduce("sum", d_gates, (0, 1), False)
     return (
-        wrap(d_proj, device),
+        wrap(d_gates, device),
         wrap(d_h, device),
         wrap(d_c, device),
         wrap(d_w, device),
@@ -222,24 +201,18 @@ def _lstm_layer_fused_grads(grad, projected, h0, c0, w_hh, b_hh, reverse, result
     autocast="promote",
     function=False,
     method=False,
+    extra_outputs=("gates",),
     grads={("projected", "h0", "c0", "w_hh", "b_hh"): _lstm_layer_grads},
     fused={("projected", "h0", "c0", "w_hh", "b_hh"): _lstm_layer_fused_grads},
 )
 def lstm_layer(
     projected: Tensor, h0: Tensor, c0: Tensor, w_hh: Tensor, b_hh: Tensor | None = None, reverse: bool = False
-) -> Tensor:
+) -> tuple[Tensor, Tensor]:
     _check_layer("lstm_layer", projected, (("h0", h0), ("c0", c0)), w_hh, b_hh, 4)
-    bk = primitives(projected)
-    proj = dense(projected)
-    length, batch, gates = bk.shape_of(proj)
-    w_t, bias = _weights(bk, w_hh, b_hh)
-    states = bk.empty((2, length, batch, gates // 4), bk.dtype_of(proj))
-    h, c = dense(h0), dense(c0)
-    for t in _steps(length, reverse):
-        hc = bk.lstm_cell(bk.slice(proj, (t,)), bk.matmul(h, w_t, bias), c)
-        bk.copy_(bk.slice(states, (slice(None), t)), hc)
-        h, c = bk.slice(hc, (0,)), bk.slice(hc, (1,))
-    return wrap(states, projected._device)
+    states, gates = primitives(projected).lstm_layer(
+        dense(projected), dense(h0), dense(c0), dense(w_hh), None if b_hh is None else dense(b_hh), bool(reverse)
+    )
+    return wrap(states, projected._device), wrap(gates, projected._device)
 
 
 def _gru_layer_grads(grad, projected, h0, w_hh, b_hh, reverse, result):

@@ -77,6 +77,8 @@ def _count(shape, axes):
 # ------------------------------------------------------------------------------------------------
 # sum, mean, prod
 def _sum_grad(grad, input_shape, dim, keepdim):
+    if dim is None:  # a sum of every element (a loss): its gradient broadcast back, nothing to unsqueeze
+        return grad.expand(input_shape)
     return expand_reduced(grad, input_shape, reduce_axes("sum", len(input_shape), dim), keepdim)
 
 

@@ -209,7 +209,7 @@ class BackwardPlan:
     the formulas to run, each with the positions of its arguments in ``reads`` (-1 for ``grad``) and
     the input positions it fills."""
 
-    __slots__ = ("reads", "sources", "formulas", "fused", "n_inputs", "input_positions")
+    __slots__ = ("reads", "sources", "formulas", "fused", "n_inputs", "input_positions", "record", "backward")
 
     def __init__(self, op, mask):
         self.n_inputs = len(op.inputs)
@@ -226,6 +226,8 @@ class BackwardPlan:
         self.sources = tuple(dispatch.read_source(op, r) for r in reads)
         self.formulas = tuple(self._compiled(op, f) for f in chosen)
         self.fused = tuple(self._compiled(op, f) for f in chosen_fused) if op.fused else None
+        # recording and backward for this plan, generated (see dispatch.plan_functions)
+        self.record, self.backward = dispatch.plan_functions(op, self, mask)
 
     def _compiled(self, op, formula):
         slots = tuple(-1 if r == "grad" else self.reads.index(r) for r in formula.reads)

@@ -70,7 +70,7 @@ def _infer_shape(name, shape, numel):
     grads={"input": lambda grad, input_shape: grad.reshape(input_shape)},
 )
 def view(input: Tensor, *shape: int | Sequence[int] | DType) -> Tensor:
-    shape = _infer_shape("view", shape, input.numel())
+    shape = _infer_shape("view", shape, input._data.size)
     data = primitives(input).view(input._data, shape)
     if data is None:
         raise ShapeError(
@@ -89,7 +89,7 @@ def view(input: Tensor, *shape: int | Sequence[int] | DType) -> Tensor:
     grads={"input": lambda grad, input_shape: grad.reshape(input_shape)},
 )
 def reshape(input: Tensor, *shape: int | Sequence[int]) -> Tensor:
-    shape = _infer_shape("reshape", shape, input.numel())
+    shape = _infer_shape("reshape", shape, input._data.size)
     data = primitives(input).view(input._data, shape)
     if data is None:
         return NotAView(view(contiguous(input), shape))
@@ -220,7 +220,7 @@ def movedim(input: Tensor, source: int | Sequence[int], destination: int | Seque
 def _expanded_shape(input, sizes):
     if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
         sizes = tuple(sizes[0])
-    in_shape = tuple(input.shape)
+    in_shape = tuple(input._data.shape)
     if len(sizes) < len(in_shape):
         raise ShapeError(
             f"expand: the number of sizes provided ({len(sizes)}) must be greater or equal "
@@ -253,7 +253,7 @@ def _expanded_shape(input, sizes):
 )
 def expand(input: Tensor, *sizes: int | Sequence[int]) -> Tensor:
     target = _expanded_shape(input, sizes)
-    if target == tuple(input.shape):
+    if target == input._data.shape:
         return input
     return wrap(primitives(input).expand(input._data, target), input._device)
 

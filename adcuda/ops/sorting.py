@@ -125,7 +125,7 @@ def _kth_smallest(input, axis, k, keepdim):
 
 @op(
     "unique",
-    doc="The distinct elements, sorted, with the inverse indices and counts if asked (dim=None).",
+    doc="The distinct elements (or slices along dim), sorted, with the inverse indices and counts if asked.",
     composite=True,
 )
 def unique(
@@ -136,13 +136,10 @@ def unique(
     dim: int | None = None,
 ) -> Tensor | tuple[Tensor, ...]:
     """The distinct elements of the flattened input in ascending order (``sorted=False`` gives them
-    sorted too, which PyTorch allows); NaNs are each distinct, as in PyTorch. ``dim`` other than None
-    (unique slices) is not supported."""
+    sorted too, which PyTorch allows); NaNs are each distinct, as in PyTorch. With ``dim``, the
+    distinct slices along ``dim`` in lexicographic order (``_unique_slices``)."""
     if dim is not None:
-        raise ShapeError(
-            f"unique: dim={dim} (unique slices) is not supported; flatten the input or pass dim=None "
-            f"(input shape {fmt_shape(input.shape)})"
-        )
+        return _unique_slices(input, return_inverse, return_counts, dim)
     flat = input.detach().reshape(-1)
     n = flat.numel()
     if n == 0:
@@ -168,3 +165,67 @@ def unique(
             counts = wrap(primitives(input).full((values.numel(),), 0, dt.int64), input._device)
             out.append(counts.scatter_add(0, group, ones))
     return tuple(out) if len(out) > 1 else values
+
+
+def _int64(input, shape, value):
+    return wrap(primitives(input).full(shape, value, dt.int64), input._device)
+
+
+def _unique_slices(input, return_inverse, return_counts, dim):
+    """unique(dim=...): the slices along ``dim`` sorted lexicographically (as PyTorch, whatever
+    ``sorted`` says), made of sorts, cumsums and scatters only, so every backend runs it. Each
+    column (one element position of the slices) is first replaced by its dense rank among the
+    slices (one batched sort), which keeps order and equality; the ranks of as many columns as fit
+    in 63 bits are packed into one key, and stable sorts by the keys from the last to the first
+    give the lexicographic order."""
+    if input.ndim == 0:
+        raise IndexOutOfRangeError(f"unique: dim={dim} given, but the input is 0-d (it has no dims)")
+    axis = wrap_dim(dim, input.ndim, "unique")
+    x = input.detach().movedim(axis, 0)
+    n, rest = x.shape[0], tuple(x.shape[1:])
+    width = 1
+    for size in rest:
+        width *= size
+    if width == 0 and n:
+        raise ShapeError(
+            f"unique: input of shape {fmt_shape(input.shape)} has 0-sized dims other than dim={dim}, so its "
+            "slices cannot be told apart"
+        )
+    if n == 0:
+        extras = ([_int64(input, (0,), 0)] if return_inverse else []) + (
+            [_int64(input, (0,), 0)] if return_counts else []
+        )
+        return tuple([input.detach().clone()] + extras) if extras else input.detach().clone()
+    rows = x.reshape(n, width)
+    ordered, order = sort(rows, 0)
+    steps = (ordered[1:] != ordered[:-1]).to(dtype=dt.int64)
+    ranks_in_order = cat([_int64(input, (1, width), 0), steps.cumsum(0)])
+    ranks = _int64(input, (n, width), 0).scatter(0, order, ranks_in_order)  # (n, width), each < n
+    bits = max(1, (n - 1).bit_length())
+    per_key = max(1, 63 // bits)
+    permutation = None
+    for start in reversed(range(0, width, per_key)):
+        chunk = ranks[:, start : start + per_key]
+        shifts = [bits * (chunk.shape[1] - 1 - j) for j in range(chunk.shape[1])]
+        weights = wrap(primitives(input).from_numpy([1 << s for s in shifts], dt.int64), input._device)
+        key = (chunk * weights).sum(1)
+        if permutation is not None:
+            key = key[permutation]
+        _, by_key = sort(key)
+        permutation = by_key if permutation is None else permutation[by_key]
+    sorted_ranks = ranks[permutation]
+    starts = cat(
+        [
+            wrap(primitives(input).full((1,), True, dt.bool_), input._device),
+            (sorted_ranks[1:] != sorted_ranks[:-1]).any(1),
+        ]
+    )
+    values = rows[permutation][starts]
+    out = [values.reshape((values.shape[0],) + rest).movedim(0, axis)]
+    if return_inverse or return_counts:
+        group = starts.to(dtype=dt.int64).cumsum(0) - 1
+        if return_inverse:
+            out.append(_int64(input, (n,), 0).scatter(0, permutation, group))
+        if return_counts:
+            out.append(_int64(input, (values.shape[0],), 0).scatter_add(0, group, _int64(input, (n,), 1)))
+    return tuple(out) if len(out) > 1 else out[0]

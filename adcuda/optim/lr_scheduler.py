@@ -6,13 +6,19 @@ new lr into every parameter group. ``get_lr()`` is PyTorch's (recursive) form, s
 PyTorch's to the last bit; ``_get_closed_form_lr()`` serves the deprecated ``step(epoch)``.
 """
 
+from __future__ import annotations
+
 import bisect
 import math
 import types
 import warnings
+from typing import TYPE_CHECKING
 
 from ..ops.dispatch import host_step
 from .optimizer import Optimizer
+
+if TYPE_CHECKING:
+    from ..types import Any, Callable, Mapping, Sequence, Tensor
 
 _EPOCH_DEPRECATION = (
     "The epoch parameter in `scheduler.step()` was not necessary and is being deprecated where "
@@ -30,7 +36,7 @@ class LRScheduler:
         if "step" in cls.__dict__:
             cls.step = host_step(cls.step)
 
-    def __init__(self, optimizer, last_epoch=-1):
+    def __init__(self, optimizer: Optimizer, last_epoch: int = -1) -> None:
         if not isinstance(optimizer, Optimizer):
             raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
         self.optimizer = optimizer
@@ -56,14 +62,14 @@ class LRScheduler:
         finally:
             self._is_initial = False
 
-    def get_lr(self):
+    def get_lr(self) -> list[float]:
         raise NotImplementedError(f"{type(self).__name__} must implement get_lr()")
 
-    def get_last_lr(self):
+    def get_last_lr(self) -> list[float]:
         return self._last_lr
 
     @host_step
-    def step(self, epoch=None):
+    def step(self, epoch: int | None = None) -> None:
         self._step_count += 1
         if epoch is not None:
             warnings.warn(_EPOCH_DEPRECATION, UserWarning, stacklevel=3)  # 3: past the host-step wrapper
@@ -83,11 +89,11 @@ class LRScheduler:
             group["lr"] = lr
         self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
 
-    def state_dict(self):
+    def state_dict(self) -> dict[str, Any]:
         """Everything but the optimizer (which has its own state dict)."""
         return {key: value for key, value in self.__dict__.items() if key != "optimizer"}
 
-    def load_state_dict(self, state_dict):
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
         self.__dict__.update(state_dict)
 
 
@@ -100,7 +106,12 @@ class LambdaLR(LRScheduler):
     Linear warm-up: ``LambdaLR(opt, lambda step: min(1.0, (step + 1) / warmup_steps))``.
     """
 
-    def __init__(self, optimizer, lr_lambda, last_epoch=-1):
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        lr_lambda: Callable[[int], float] | Sequence[Callable[[int], float]],
+        last_epoch: int = -1,
+    ) -> None:
         if not isinstance(lr_lambda, (list, tuple)):
             self.lr_lambdas = [lr_lambda] * len(optimizer.param_groups)
         else:
@@ -109,10 +120,10 @@ class LambdaLR(LRScheduler):
             self.lr_lambdas = list(lr_lambda)
         super().__init__(optimizer, last_epoch)
 
-    def get_lr(self):
+    def get_lr(self) -> list[float]:
         return [base_lr * fn(self.last_epoch) for fn, base_lr in zip(self.lr_lambdas, self.base_lrs)]
 
-    def state_dict(self):
+    def state_dict(self) -> dict[str, Any]:
         """Plain functions and lambdas are not saved (they are code); callable objects' state is."""
         state = {key: value for key, value in self.__dict__.items() if key not in ("optimizer", "lr_lambdas")}
         state["lr_lambdas"] = [
@@ -120,7 +131,7 @@ class LambdaLR(LRScheduler):
         ]
         return state
 
-    def load_state_dict(self, state_dict):
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
         state_dict = dict(state_dict)
         lr_lambdas = state_dict.pop("lr_lambdas")
         self.__dict__.update(state_dict)
@@ -132,14 +143,14 @@ class LambdaLR(LRScheduler):
 class StepLR(LRScheduler):
     """Multiply the lr by ``gamma`` every ``step_size`` epochs."""
 
-    def __init__(self, optimizer, step_size, gamma=0.1, last_epoch=-1):
+    def __init__(self, optimizer: Optimizer, step_size: int, gamma: float = 0.1, last_epoch: int = -1) -> None:
         if step_size <= 0:
             raise ValueError(f"StepLR: step_size must be a positive integer, got {step_size}")
         self.step_size = step_size
         self.gamma = gamma
         super().__init__(optimizer, last_epoch)
 
-    def get_lr(self):
+    def get_lr(self) -> list[float]:
         if self.last_epoch == 0 or self.last_epoch % self.step_size != 0:
             return [group["lr"] for group in self.optimizer.param_groups]
         return [group["lr"] * self.gamma for group in self.optimizer.param_groups]
@@ -152,14 +163,14 @@ class CosineAnnealingLR(LRScheduler):
     """lr follows half a cosine from the initial lr down to ``eta_min`` over ``T_max`` epochs (and
     back up, periodically, past ``T_max``, as PyTorch's does)."""
 
-    def __init__(self, optimizer, T_max, eta_min=0.0, last_epoch=-1):  # noqa: N803 (PyTorch's name)
+    def __init__(self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0, last_epoch: int = -1) -> None:  # noqa: N803 (PyTorch's name)
         if T_max <= 0:
             raise ValueError(f"CosineAnnealingLR: T_max must be positive, got {T_max}")
         self.T_max = T_max
         self.eta_min = eta_min
         super().__init__(optimizer, last_epoch)
 
-    def get_lr(self):
+    def get_lr(self) -> list[float]:
         groups = self.optimizer.param_groups
         t, T = self.last_epoch, self.T_max
         if self._is_initial:
@@ -190,11 +201,11 @@ class CosineAnnealingLR(LRScheduler):
 class ExponentialLR(LRScheduler):
     """Multiply the lr by ``gamma`` every epoch."""
 
-    def __init__(self, optimizer, gamma, last_epoch=-1):
+    def __init__(self, optimizer: Optimizer, gamma: float, last_epoch: int = -1) -> None:
         self.gamma = gamma
         super().__init__(optimizer, last_epoch)
 
-    def get_lr(self):
+    def get_lr(self) -> list[float]:
         if self._is_initial:
             return [group["lr"] for group in self.optimizer.param_groups]
         return [group["lr"] * self.gamma for group in self.optimizer.param_groups]
@@ -207,7 +218,14 @@ class LinearLR(LRScheduler):
     """The lr's factor moves linearly from ``start_factor`` to ``end_factor`` over ``total_iters``
     epochs, then stays (the usual linear warm-up)."""
 
-    def __init__(self, optimizer, start_factor=1.0 / 3, end_factor=1.0, total_iters=5, last_epoch=-1):
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        start_factor: float = 1.0 / 3,
+        end_factor: float = 1.0,
+        total_iters: int = 5,
+        last_epoch: int = -1,
+    ) -> None:
         if start_factor > 1.0 or start_factor <= 0:
             raise ValueError(
                 f"LinearLR: start_factor expected to be greater than 0 and less or equal to 1, got {start_factor}"
@@ -219,7 +237,7 @@ class LinearLR(LRScheduler):
         self.total_iters = total_iters
         super().__init__(optimizer, last_epoch)
 
-    def get_lr(self):
+    def get_lr(self) -> list[float]:
         groups = self.optimizer.param_groups
         if self.last_epoch == 0:
             return [group["lr"] * self.start_factor for group in groups]
@@ -242,7 +260,9 @@ class SequentialLR(LRScheduler):
     """Hand the optimizer from one scheduler to the next at each milestone epoch (the next one starts
     from its own epoch 0)."""
 
-    def __init__(self, optimizer, schedulers, milestones, last_epoch=-1):
+    def __init__(
+        self, optimizer: Optimizer, schedulers: Sequence[LRScheduler], milestones: Sequence[int], last_epoch: int = -1
+    ) -> None:
         if len(schedulers) < 1:
             raise ValueError("SequentialLR expects at least one scheduler, but got no scheduler.")
         for i, scheduler in enumerate(schedulers):
@@ -285,7 +305,7 @@ class SequentialLR(LRScheduler):
         elif hasattr(scheduler, "last_epoch"):
             scheduler.last_epoch -= 1
 
-    def step(self):
+    def step(self) -> None:
         self.last_epoch += 1
         index = bisect.bisect_right(self._milestones, self.last_epoch)
         scheduler = self._schedulers[index]
@@ -295,12 +315,12 @@ class SequentialLR(LRScheduler):
             scheduler.step()
         self._last_lr = scheduler.get_last_lr()
 
-    def state_dict(self):
+    def state_dict(self) -> dict[str, Any]:
         state = {key: value for key, value in self.__dict__.items() if key not in ("optimizer", "_schedulers")}
         state["_schedulers"] = [scheduler.state_dict() for scheduler in self._schedulers]
         return state
 
-    def load_state_dict(self, state_dict):
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
         state_dict = dict(state_dict)
         inner = state_dict.pop("_schedulers")
         self.__dict__.update(state_dict)
@@ -316,16 +336,16 @@ class ReduceLROnPlateau(LRScheduler):
 
     def __init__(
         self,
-        optimizer,
-        mode="min",
-        factor=0.1,
-        patience=10,
-        threshold=1e-4,
-        threshold_mode="rel",
-        cooldown=0,
-        min_lr=0,
-        eps=1e-8,
-    ):
+        optimizer: Optimizer,
+        mode: str = "min",
+        factor: float = 0.1,
+        patience: int = 10,
+        threshold: float = 1e-4,
+        threshold_mode: str = "rel",
+        cooldown: int = 0,
+        min_lr: float | Sequence[float] = 0,
+        eps: float = 1e-8,
+    ) -> None:
         if factor >= 1.0:
             raise ValueError(f"ReduceLROnPlateau: factor should be < 1.0, got {factor}")
         if not isinstance(optimizer, Optimizer):
@@ -355,7 +375,7 @@ class ReduceLROnPlateau(LRScheduler):
         self.cooldown_counter = 0
         self.num_bad_epochs = 0
 
-    def step(self, metrics, epoch=None):
+    def step(self, metrics: float | Tensor, epoch: int | None = None) -> None:
         current = float(metrics)
         if epoch is None:
             epoch = self.last_epoch + 1
@@ -393,7 +413,7 @@ class ReduceLROnPlateau(LRScheduler):
                 group["lr"] = new_lr
 
     @property
-    def in_cooldown(self):
+    def in_cooldown(self) -> bool:
         return self.cooldown_counter > 0
 
     def _is_better(self, a, best):
@@ -413,7 +433,7 @@ class ReduceLROnPlateau(LRScheduler):
         self.threshold = threshold
         self.threshold_mode = threshold_mode
 
-    def load_state_dict(self, state_dict):
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
         self.__dict__.update(state_dict)
         self._init_is_better(self.mode, self.threshold, self.threshold_mode)
 
@@ -440,21 +460,21 @@ class OneCycleLR(LRScheduler):
 
     def __init__(
         self,
-        optimizer,
-        max_lr,
-        total_steps=None,
-        epochs=None,
-        steps_per_epoch=None,
-        pct_start=0.3,
-        anneal_strategy="cos",
-        cycle_momentum=True,
-        base_momentum=0.85,
-        max_momentum=0.95,
-        div_factor=25.0,
-        final_div_factor=1e4,
-        three_phase=False,
-        last_epoch=-1,
-    ):
+        optimizer: Optimizer,
+        max_lr: float | Sequence[float],
+        total_steps: int | None = None,
+        epochs: int | None = None,
+        steps_per_epoch: int | None = None,
+        pct_start: float = 0.3,
+        anneal_strategy: str = "cos",
+        cycle_momentum: bool = True,
+        base_momentum: float | Sequence[float] = 0.85,
+        max_momentum: float | Sequence[float] = 0.95,
+        div_factor: float = 25.0,
+        final_div_factor: float = 1e4,
+        three_phase: bool = False,
+        last_epoch: int = -1,
+    ) -> None:
         if not isinstance(optimizer, Optimizer):
             raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
         self.optimizer = optimizer
@@ -523,7 +543,7 @@ class OneCycleLR(LRScheduler):
             return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
         return (end - start) * pct + start
 
-    def get_lr(self):
+    def get_lr(self) -> list[float]:
         step = self.last_epoch
         if step > self.total_steps:
             raise ValueError(

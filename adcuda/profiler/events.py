@@ -1,8 +1,15 @@
 """What ``profile()`` records: one ``FunctionEvent`` per observed range, and their per-name
 averages (``key_averages()``), with PyTorch's field names."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from .chrome_trace import write_chrome_trace
 from .table import format_table
+
+if TYPE_CHECKING:
+    from ..types import Any, Iterable, PathLike
 
 
 class FunctionEvent:
@@ -28,20 +35,20 @@ class FunctionEvent:
 
     def __init__(
         self,
-        name,
-        kind,
-        sequence_nr,
-        thread,
-        start_ns,
-        end_ns,
-        self_ns,
-        input_shapes,
-        cpu_memory_usage,
-        self_cpu_memory_usage,
-        launches,
-        self_launches,
-        stack,
-    ):
+        name: str,
+        kind: str,
+        sequence_nr: int,
+        thread: int,
+        start_ns: int,
+        end_ns: int,
+        self_ns: int,
+        input_shapes: list[Any] | None,
+        cpu_memory_usage: int,
+        self_cpu_memory_usage: int,
+        launches: int,
+        self_launches: int,
+        stack: list[str] | None,
+    ) -> None:
         self.name = name
         self.kind = kind
         self.sequence_nr = sequence_nr  # links an op's forward to its backward node; -1 if none
@@ -57,15 +64,15 @@ class FunctionEvent:
         self.stack = stack  # with with_stack=True: the user's call site, innermost first
 
     @property
-    def cpu_time_total(self):
+    def cpu_time_total(self) -> float:
         return (self.end_ns - self.start_ns) / 1e3
 
     @property
-    def self_cpu_time_total(self):
+    def self_cpu_time_total(self) -> float:
         return self.self_ns / 1e3
 
     @property
-    def key(self):
+    def key(self) -> str:
         return self.name
 
     def __repr__(self):
@@ -79,7 +86,7 @@ class FunctionEvent:
 class FunctionEventAvg:
     """The events of one name (and, grouped by input shape, one shape), summed."""
 
-    def __init__(self, key, kind, input_shapes=None):
+    def __init__(self, key: str, kind: str, input_shapes: list[Any] | None = None) -> None:
         self.key = key
         self.kind = kind
         self.input_shapes = input_shapes
@@ -91,7 +98,7 @@ class FunctionEventAvg:
         self.launches = 0
         self.self_launches = 0
 
-    def add(self, event):
+    def add(self, event: FunctionEvent | FunctionEventAvg) -> FunctionEventAvg:
         self.count += 1
         self.cpu_time_total += event.cpu_time_total
         self.self_cpu_time_total += event.self_cpu_time_total
@@ -101,7 +108,7 @@ class FunctionEventAvg:
         self.self_launches += event.self_launches
 
     @property
-    def cpu_time(self):
+    def cpu_time(self) -> float:
         """Average CPU time per call, in microseconds."""
         return self.cpu_time_total / self.count if self.count else 0.0
 
@@ -124,15 +131,21 @@ class EventList(list):
     """A list of events (or of averages) that prints as a table and exports a Chrome trace."""
 
     def __init__(
-        self, events=(), *, origin_ns=0, profile_memory=False, record_shapes=False, grouped_by_input_shape=False
-    ):
+        self,
+        events: Iterable[FunctionEvent | FunctionEventAvg] = (),
+        *,
+        origin_ns: int = 0,
+        profile_memory: bool = False,
+        record_shapes: bool = False,
+        grouped_by_input_shape: bool = False,
+    ) -> None:
         super().__init__(events)
         self.origin_ns = origin_ns  # the profile's start: trace timestamps count from here
         self.profile_memory = profile_memory
         self.record_shapes = record_shapes
         self.grouped_by_input_shape = grouped_by_input_shape
 
-    def key_averages(self, group_by_input_shape=False):
+    def key_averages(self, group_by_input_shape: bool = False) -> EventList:
         """One ``FunctionEventAvg`` per range name (and input shapes), in order of first appearance."""
         if group_by_input_shape and not self.record_shapes:
             raise ValueError("key_averages(group_by_input_shape=True) needs profile(record_shapes=True)")
@@ -153,11 +166,17 @@ class EventList(list):
         )
 
     @property
-    def self_cpu_time_total(self):
+    def self_cpu_time_total(self) -> float:
         """Microseconds spent inside recorded ranges (each counted once, by its self time)."""
         return sum(e.self_cpu_time_total for e in self)
 
-    def table(self, sort_by=None, row_limit=100, max_name_column_width=55, header=None):
+    def table(
+        self,
+        sort_by: str | None = None,
+        row_limit: int = 100,
+        max_name_column_width: int = 55,
+        header: str | None = None,
+    ) -> str:
         return format_table(
             [_as_average(e) for e in self],
             sort_by=sort_by,
@@ -168,7 +187,7 @@ class EventList(list):
             show_shapes=self.grouped_by_input_shape,
         )
 
-    def export_chrome_trace(self, path):
+    def export_chrome_trace(self, path: str | PathLike[str]) -> None:
         if not all(isinstance(e, FunctionEvent) for e in self):
             raise TypeError(
                 "export_chrome_trace: needs the events themselves (profile.events()), not their key_averages()"

@@ -11,7 +11,10 @@ NVTX only does something when a tool (Nsight, or any library named by ``NVTX_INJ
 is attached; without one, ``emit_nvtx()`` leaves the ops untouched.
 """
 
+from __future__ import annotations
+
 import os
+from types import TracebackType
 
 from . import _state, instrument
 from .labels import op_label
@@ -75,14 +78,14 @@ class emit_nvtx:
     while the context is active (PyTorch's ``torch.autograd.profiler.emit_nvtx``; adcuda adds
     ``sequence_numbers``)."""
 
-    def __init__(self, enabled=True, record_shapes=False, *, sequence_numbers=True):
+    def __init__(self, enabled: bool = True, record_shapes: bool = False, *, sequence_numbers: bool = True) -> None:
         self.enabled = enabled
         self.record_shapes = record_shapes
         self.sequence_numbers = sequence_numbers
         self._emitter = None
         self._entered = False
 
-    def __enter__(self):
+    def __enter__(self) -> emit_nvtx:
         if self._entered:
             raise RuntimeError("emit_nvtx: this context manager is already active; make a new one to nest")
         self._entered = True
@@ -95,7 +98,9 @@ class emit_nvtx:
             self._emitter = emitter
         return self
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool:
         emitter, self._emitter = self._emitter, None
         self._entered = False
         if emitter is not None:

@@ -6,11 +6,18 @@ backward time, and for both the kernel launches (backend primitive calls) made i
 times (``time.perf_counter_ns``); on the GPU they measure what the host spends, launches included.
 """
 
+from __future__ import annotations
+
 import enum
 from time import perf_counter_ns
+from types import TracebackType
+from typing import TYPE_CHECKING
 
 from . import _state, instrument
 from .events import EventList
+
+if TYPE_CHECKING:
+    from ..types import Iterable, PathLike
 
 
 class ProfilerActivity(enum.Enum):
@@ -29,7 +36,15 @@ class profile:
     ``prof.events()`` gives the events themselves.
     """
 
-    def __init__(self, enabled=True, *, activities=None, record_shapes=False, profile_memory=False, with_stack=False):
+    def __init__(
+        self,
+        enabled: bool = True,
+        *,
+        activities: Iterable[ProfilerActivity] | None = None,
+        record_shapes: bool = False,
+        profile_memory: bool = False,
+        with_stack: bool = False,
+    ) -> None:
         if activities is not None and not all(isinstance(a, ProfilerActivity) for a in activities):
             raise TypeError("profile: activities must be adcuda.profiler.ProfilerActivity values")
         self.enabled = enabled
@@ -40,7 +55,7 @@ class profile:
         self._start_ns = None
         self._recording = False
 
-    def __enter__(self):
+    def __enter__(self) -> profile:
         if self._start_ns is not None:
             raise RuntimeError("profile: this profile has already recorded; make a new one")
         self._start_ns = perf_counter_ns()
@@ -50,7 +65,9 @@ class profile:
             self._recording = True
         return self
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool:
         if self._recording:
             self._recording = False
             _state.remove_profiler(self)
@@ -61,7 +78,7 @@ class profile:
         if self._recording and event.start_ns >= self._start_ns:
             self._events.append(event)
 
-    def events(self):
+    def events(self) -> EventList:
         """Every recorded range, in order of start."""
         if self._start_ns is None:
             raise RuntimeError("profile: no events yet; use it as a context manager first")
@@ -72,12 +89,12 @@ class profile:
             record_shapes=self.record_shapes,
         )
 
-    def key_averages(self, group_by_input_shape=False):
+    def key_averages(self, group_by_input_shape: bool = False) -> EventList:
         return self.events().key_averages(group_by_input_shape)
 
-    def export_chrome_trace(self, path):
+    def export_chrome_trace(self, path: str | PathLike[str]) -> None:
         self.events().export_chrome_trace(path)
 
     @property
-    def self_cpu_time_total(self):
+    def self_cpu_time_total(self) -> float:
         return self.events().self_cpu_time_total

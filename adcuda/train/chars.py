@@ -4,7 +4,8 @@ import math
 
 from .. import data as bundled
 from .. import random as adcuda_random
-from ..factories import rand, tensor
+from ..dtypes import int64
+from ..factories import rand, tensor, zeros
 from ..nn import functional as F
 from ..ops.shape import stack
 from ..utils.data import DataLoader, Dataset, RandomSampler
@@ -77,6 +78,10 @@ class CharsTask:
 
     def build_model(self):
         return GPT(self.corpus.vocab_size, BLOCK_SIZE, **MODEL)
+
+    def example_input(self, batch_size):
+        """What the model takes, for tracing it (``adcuda export``): ``batch_size`` windows of character ids."""
+        return zeros(batch_size, BLOCK_SIZE, dtype=int64)
 
     def train_loader(self, batch_size, generator, num_workers, world=None):
         """``STEPS_PER_EPOCH`` batches of ``batch_size`` random windows; with ``world`` (a distributed run)

@@ -86,6 +86,10 @@ class DigitsTask:
         x, _ = self.splits["train"]
         return nn.Sequential(Standardize(x.mean(0), x.std(0) + SCALE_FLOOR), MLP(64, HIDDEN, 10, dropout=DROPOUT))
 
+    def example_input(self, batch_size):
+        """What the model takes, for tracing it (``adcuda export``): ``batch_size`` flattened images."""
+        return zeros(batch_size, SIDE * SIDE)
+
     def train_loader(self, batch_size, generator, num_workers, world=None):
         """Batches of ``batch_size`` in a new order each epoch; with ``world`` (a distributed run) this
         rank's share of each epoch, which the loop reshuffles with ``sampler.set_epoch``."""

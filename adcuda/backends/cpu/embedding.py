@@ -29,6 +29,33 @@ def embedding(weight: BackendArray, indices: BackendArray) -> BackendArray:
     return np.take(weight, idx, axis=0)
 
 
+# above this many occurrences of one index, np.add.at's element-by-element scatter beats a pass per
+# occurrence
+_MAX_PASSES = 64
+
+
+def _add_rows_in_order(out, idx, rows):
+    """out[idx[k]] += rows[k] one k after the other (the sequential order the CUDA kernel keeps, so
+    the sums are bit for bit the same). Grouped by occurrence: pass r adds every index's r-th row,
+    indices distinct within a pass, so each pass is one vectorised add."""
+    if not idx.size:
+        return
+    order = np.argsort(idx, kind="stable")
+    sorted_idx = idx[order]
+    starts = np.flatnonzero(np.r_[True, sorted_idx[1:] != sorted_idx[:-1]])
+    counts = np.diff(np.r_[starts, idx.size])
+    if counts.max() > _MAX_PASSES:
+        np.add.at(out, idx, rows)
+        return
+    occurrence = np.arange(idx.size) - np.repeat(starts, counts)
+    by_occurrence = np.argsort(occurrence, kind="stable")
+    bounds = np.searchsorted(occurrence[by_occurrence], np.arange(counts.max() + 1))
+    sorted_rows = rows[order]
+    for r in range(counts.max()):
+        taken = by_occurrence[bounds[r] : bounds[r + 1]]
+        out[sorted_idx[taken]] += sorted_rows[taken]
+
+
 def embedding_backward(
     grad: BackendArray, indices: BackendArray, num_embeddings: int, padding_idx: int | None, scale_grad_by_freq: bool
 ) -> BackendArray:
@@ -52,7 +79,7 @@ def embedding_backward(
         used = idx != padding_idx
         idx, rows = idx[used], rows[used]
     out = np.zeros((num_embeddings, dim), rows.dtype)
-    np.add.at(out, idx, rows)  # one index after the other: the sequential order the CUDA kernel keeps
+    _add_rows_in_order(out, idx, rows)
     if scale_grad_by_freq:
         counts = np.bincount(idx, minlength=num_embeddings)
         out /= np.maximum(counts, 1).astype(out.dtype)[:, None]

@@ -124,18 +124,45 @@ def adam_step_(
         target = params[i] if masters is None else masters[i]
         w = _compute(target)
         d = _compute(g)
+        m, v = _compute(exp_avgs[i]), _compute(exp_avg_sqs[i])
+        max_v = None if max_exp_avg_sqs is None else _compute(max_exp_avg_sqs[i])
+        if w is target and m is exp_avgs[i] and v is exp_avg_sqs[i] and (max_v is None or max_v is max_exp_avg_sqs[i]):
+            # the state is in the compute dtype: update it in place, with the same arithmetic in the
+            # same order as below (no temporaries but one)
+            if weight_decay:
+                if decoupled:
+                    w *= 1 - lr * weight_decay
+                else:
+                    d = d + weight_decay * w
+            scratch = np.subtract(d, m)
+            scratch *= 1 - beta1
+            m += scratch
+            v *= beta2
+            np.multiply(d, d, out=scratch)
+            scratch *= 1 - beta2
+            v += scratch
+            if max_v is not None:
+                v = np.maximum(max_v, v, out=max_v)
+            np.sqrt(v, out=scratch)
+            scratch /= bias_correction2_sqrt
+            scratch += eps
+            np.divide(m, scratch, out=scratch)
+            scratch *= step_size
+            w -= scratch
+            if masters is not None:
+                np.copyto(params[i], w, casting="unsafe")
+            continue
         if weight_decay:
             if decoupled:
                 w = w * (1 - lr * weight_decay)
             else:
                 d = d + weight_decay * w
-        m = _compute(exp_avgs[i])
         m = m + (d - m) * (1 - beta1)
-        v = _compute(exp_avg_sqs[i]) * beta2 + (d * d) * (1 - beta2)
+        v = v * beta2 + (d * d) * (1 - beta2)
         np.copyto(exp_avgs[i], m, casting="unsafe")
         np.copyto(exp_avg_sqs[i], v, casting="unsafe")
-        if max_exp_avg_sqs is not None:
-            v = np.maximum(_compute(max_exp_avg_sqs[i]), v)
+        if max_v is not None:
+            v = np.maximum(max_v, v)
             np.copyto(max_exp_avg_sqs[i], v, casting="unsafe")
         denom = np.sqrt(v) / bias_correction2_sqrt + eps
         w = w - step_size * (m / denom)

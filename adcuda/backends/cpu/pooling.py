@@ -58,24 +58,37 @@ def max_pool2d(
         for i in range(kh)
         for j in range(kw)
     ]
-    # whole-array passes over the kernel taps' strided views (a few taps; a window copy and an argmax
-    # along a short last axis cost several times more): the maximum (NaN propagates), then the first
-    # tap that holds it, then PyTorch's rule for NaN (the window's last NaN)
+    # whole-array passes over the kernel taps' strided views, in place (a few taps; a window copy and
+    # an argmax along a short last axis cost several times more): the maximum (NaN propagates), then
+    # the first tap that holds it, then PyTorch's rule for NaN (the window's last NaN)
     best = np.array(taps[0], copy=True)
     for tap in taps[1:]:
         np.maximum(best, tap, out=best)
-    chosen = np.zeros(best.shape, np.int32)
-    for t in range(len(taps) - 1, -1, -1):
-        chosen = np.where(taps[t] == best, t, chosen)
-    if xc.dtype.kind == "f" and np.isnan(best).any():
+    # the first tap that holds the maximum = the number of leading taps that do not (boolean passes
+    # and adds: a masked copy per tap costs ten times more)
+    last = len(taps) - 1
+    chosen = np.zeros(best.shape, np.uint8 if last < 256 else np.int64)
+    missed, differs = np.empty(best.shape, bool), np.empty(best.shape, bool)
+    for t in range(last):
+        if t == 0:
+            np.not_equal(taps[0], best, out=missed)
+        else:
+            np.not_equal(taps[t], best, out=differs)
+            missed &= differs
+        np.add(chosen, missed.view(np.uint8), out=chosen, casting="unsafe")
+    # one pass tells whether a NaN or the lowest value can be there at all (the sum is then not finite)
+    unusual = xc.dtype.kind != "f" or not np.isfinite(np.add.reduce(best, axis=None))
+    if unusual and xc.dtype.kind == "f" and np.isnan(best).any():
         for t, tap in enumerate(taps):
-            chosen = np.where(np.isnan(tap), t, chosen)
+            np.copyto(chosen, t, where=np.isnan(tap))
     rows = np.arange(ho)[:, None] * sh - ph
     cols = np.arange(wo)[None, :] * sw - pw
-    index = (rows + chosen // kw * dh) * w + cols + chosen % kw * dw
+    tap_offsets = np.array([t // kw * dh * w + t % kw * dw for t in range(last + 1)], np.int64)
+    index = np.take(tap_offsets, chosen)
+    index += rows * w + cols
     # a window of nothing but the lowest value: PyTorch names its first position inside the input
-    only_lowest = best == lowest
-    if only_lowest.any():
+    only_lowest = best == lowest if unusual else None
+    if unusual and only_lowest.any():
         first_row = rows + (np.maximum(-rows, 0) + dh - 1) // dh * dh
         first_col = cols + (np.maximum(-cols, 0) + dw - 1) // dw * dw
         np.copyto(index, np.broadcast_to(first_row * w + first_col, index.shape), where=only_lowest)

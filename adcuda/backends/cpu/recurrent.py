@@ -10,7 +10,7 @@ from ...errors import DTypeError, ShapeError, fmt_shape
 from ..seam import BackendArray
 from ._common import _compute
 
-__all__ = ["lstm_cell", "lstm_cell_backward", "gru_cell", "gru_cell_backward"]
+__all__ = ["lstm_cell", "lstm_cell_backward", "gru_cell", "gru_cell_backward", "lstm_layer", "lstm_layer_backward"]
 
 
 def _sigmoid(x):
@@ -114,3 +114,166 @@ def gru_cell_backward(
     d_gi = np.concatenate([d_r, d_z, d_n], axis=1).astype(gi.dtype, copy=False)
     d_gh = np.concatenate([d_r, d_z, d_n * r], axis=1).astype(gh.dtype, copy=False)
     return d_gi, d_gh, (gg * z).astype(h.dtype, copy=False)
+
+
+# ------------------------------------------------------------------------------------------------
+# whole LSTM layers: the recurrence over a sequence in one primitive, so that each time step costs
+# one small GEMM and a handful of in-place NumPy passes over preallocated buffers, and everything
+# that does not depend on the previous step (the bias, the activations' derivatives, the hidden
+# weights' gradient) runs once over the whole sequence.
+def _lstm_gate_affine(hidden, dtype):
+    """(scale, offset) over the 4H gate columns: sigmoid(x) = 0.5 * tanh(0.5 * x) + 0.5 for i, f and
+    o, tanh(x) for g, so one tanh pass activates all four gates (and tanh never overflows)."""
+    scale = np.full(4 * hidden, 0.5, dtype)
+    offset = np.full(4 * hidden, 0.5, dtype)
+    scale[2 * hidden : 3 * hidden] = 1.0
+    offset[2 * hidden : 3 * hidden] = 0.0
+    return scale, offset
+
+
+def _lstm_activate(z, scale, offset, out):
+    np.multiply(z, scale, out=out)
+    np.tanh(out, out=out)
+    out *= scale
+    out += offset
+    return out
+
+
+def _check_layer(op, projected, w_hh, *states):
+    for a in (projected, w_hh) + states:
+        if a.dtype.kind != "f":
+            raise DTypeError(f"{op}: expected floating point arrays, got {a.dtype}")
+    hidden = w_hh.shape[1] if w_hh.ndim == 2 else -1
+    if (
+        projected.ndim != 3
+        or w_hh.shape != (4 * hidden, hidden)
+        or projected.shape[2] != 4 * hidden
+        or any(s.shape != (projected.shape[1], hidden) for s in states)
+    ):
+        raise ShapeError(
+            f"{op}: expected projected (T, B, 4H), w_hh (4H, H) and states (B, H), got projected "
+            f"{fmt_shape(projected.shape)}, w_hh {fmt_shape(w_hh.shape)} and states "
+            + ", ".join(fmt_shape(s.shape) for s in states)
+        )
+    if len({a.dtype for a in (projected, w_hh) + states}) != 1:
+        raise DTypeError(
+            f"{op}: expected arrays of one dtype, got " + ", ".join(str(a.dtype) for a in (projected, w_hh) + states)
+        )
+
+
+def lstm_layer(
+    projected: BackendArray,
+    h0: BackendArray,
+    c0: BackendArray,
+    w_hh: BackendArray,
+    b_hh: BackendArray | None,
+    reverse: bool,
+) -> tuple[BackendArray, BackendArray]:
+    """An LSTM layer's recurrence from its input projection (T, B, 4H) and initial states (B, H) ->
+    (states (2, T, B, H): stack(hs, cs) in time order, gates (T, B, 4H): each step's pre-activation
+    gate sums projected + h @ w_hh.T + b_hh, kept for the backward)."""
+    _check_layer("lstm_layer", projected, w_hh, h0, c0)
+    out_dtype = projected.dtype
+    proj, w, h, c = (_compute(a) for a in (projected, w_hh, h0, c0))
+    dtype = proj.dtype
+    length, batch, gates = proj.shape
+    hidden = gates // 4
+    scale, offset = _lstm_gate_affine(hidden, dtype)
+    # the loop works on z * scale (the tanh's argument) with the hidden weights scaled alike: scaling
+    # by 0.5 or 1 is exact, so dividing it out at the end gives z bit for bit, and each step saves a pass
+    z = np.empty((length, batch, gates), dtype)
+    if b_hh is None:
+        np.multiply(proj, scale, out=z)
+    else:
+        np.add(proj, _compute(b_hh), out=z)
+        z *= scale
+    w_t = w.T * scale
+    states = np.empty((2, length, batch, hidden), dtype)
+    gh, act, work = np.empty((batch, gates), dtype), np.empty((batch, gates), dtype), np.empty((batch, hidden), dtype)
+    i, f, g, o = (act[:, k * hidden : (k + 1) * hidden] for k in range(4))
+    for t in range(length - 1, -1, -1) if reverse else range(length):
+        z_t, h_new, c_new = z[t], states[0, t], states[1, t]
+        np.matmul(h, w_t, out=gh)
+        z_t += gh
+        np.tanh(z_t, out=act)
+        act *= scale
+        act += offset
+        np.multiply(f, c, out=c_new)
+        np.multiply(i, g, out=work)
+        c_new += work
+        np.tanh(c_new, out=h_new)
+        h_new *= o
+        h, c = h_new, c_new
+    z /= scale
+    return states.astype(out_dtype, copy=False), z.astype(out_dtype, copy=False)
+
+
+def _previous(sequence, initial, reverse):
+    """(T, B, H): the state each step started from (``initial`` for the first step visited)."""
+    out = np.empty_like(sequence)
+    if not len(sequence):
+        return out
+    if reverse:
+        out[:-1] = sequence[1:]
+        out[-1] = initial
+    else:
+        out[1:] = sequence[:-1]
+        out[0] = initial
+    return out
+
+
+def lstm_layer_backward(
+    grad: BackendArray,
+    gates: BackendArray,
+    states: BackendArray,
+    h0: BackendArray,
+    c0: BackendArray,
+    w_hh: BackendArray,
+    reverse: bool,
+) -> tuple[BackendArray, BackendArray, BackendArray, BackendArray]:
+    """Backpropagation through time from the gradient of ``lstm_layer``'s states (2, T, B, H) and its
+    gates -> (d_gates (T, B, 4H): the gradient of the projection and, summed over (T, B), of b_hh;
+    d_h0, d_c0 (B, H); d_w_hh (4H, H))."""
+    _check_layer("lstm_layer_backward", gates, w_hh, h0, c0)
+    length, batch, n_gates = gates.shape
+    hidden = n_gates // 4
+    if grad.shape != (2, length, batch, hidden) or states.shape != grad.shape:
+        raise ShapeError(
+            f"lstm_layer_backward: expected grad and states of shape {(2, length, batch, hidden)}, got "
+            f"{fmt_shape(grad.shape)} and {fmt_shape(states.shape)}"
+        )
+    out_dtype = gates.dtype
+    z, w, gg, hc = (_compute(a) for a in (gates, w_hh, grad, states))
+    dtype = z.dtype
+    scale, offset = _lstm_gate_affine(hidden, dtype)
+    act = _lstm_activate(z, scale, offset, np.empty_like(z))
+    i, f, g, o = (act[..., k * hidden : (k + 1) * hidden] for k in range(4))
+    c_prev = _previous(hc[1], _compute(c0), reverse)
+    tanh_c = np.tanh(hc[1])
+    # per step, with dc the gradient of the step's new cell state:
+    #   d(i, f, g) = dc * (g i (1 - i), c_prev f (1 - f), i (1 - g^2)),  d_o = dh * tanh_c o (1 - o),
+    #   dc = grad_c + d_c_next + dh * o (1 - tanh_c^2);  everything but dc and dh is known up front
+    factors = np.empty((length, batch, 3, hidden), dtype)
+    np.multiply(g, i * (1 - i), out=factors[:, :, 0])
+    np.multiply(c_prev, f * (1 - f), out=factors[:, :, 1])
+    np.multiply(i, 1 - g * g, out=factors[:, :, 2])
+    dh_to_dc = o * (1 - tanh_c * tanh_c)
+    dh_to_do = tanh_c * (o * (1 - o))
+    d_z = np.empty((length, batch, n_gates), dtype)
+    d_h, d_c = np.zeros((batch, hidden), dtype), np.zeros((batch, hidden), dtype)
+    dh, dc = np.empty((batch, hidden), dtype), np.empty((batch, hidden), dtype)
+    for t in range(length) if reverse else range(length - 1, -1, -1):
+        d_z_t = d_z[t]
+        by_gate = d_z_t.reshape(batch, 4, hidden)
+        np.add(gg[0, t], d_h, out=dh)
+        np.multiply(dh, dh_to_dc[t], out=dc)
+        dc += gg[1, t]
+        dc += d_c
+        np.multiply(factors[t], dc[:, None, :], out=by_gate[:, :3])
+        np.multiply(dh, dh_to_do[t], out=by_gate[:, 3])
+        np.multiply(dc, f[t], out=d_c)
+        np.matmul(d_z_t, w, out=d_h)
+    rows = length * batch
+    h_prev = _previous(hc[0], _compute(h0), reverse)
+    d_w = d_z.reshape(rows, n_gates).T @ h_prev.reshape(rows, hidden)
+    return tuple(a.astype(out_dtype, copy=False) for a in (d_z, d_h, d_c, d_w))

@@ -1,9 +1,15 @@
 """Activation modules: thin wrappers over ``adcuda.nn.functional``."""
 
+from __future__ import annotations
+
 import warnings
+from typing import TYPE_CHECKING
 
 from .. import functional as F
 from .module import Module
+
+if TYPE_CHECKING:
+    from ...types import Tensor
 
 
 def _softmax_dim(name, ndim, dim):
@@ -18,11 +24,11 @@ def _softmax_dim(name, ndim, dim):
 
 
 class ReLU(Module):
-    def __init__(self, inplace=False):
+    def __init__(self, inplace: bool = False) -> None:
         super().__init__()
         self.inplace = inplace
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         return F.relu(input, inplace=self.inplace)
 
     def extra_repr(self):
@@ -30,12 +36,12 @@ class ReLU(Module):
 
 
 class LeakyReLU(Module):
-    def __init__(self, negative_slope=0.01, inplace=False):
+    def __init__(self, negative_slope: float = 0.01, inplace: bool = False) -> None:
         super().__init__()
         self.negative_slope = negative_slope
         self.inplace = inplace
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         return F.leaky_relu(input, self.negative_slope, self.inplace)
 
     def extra_repr(self):
@@ -43,13 +49,13 @@ class LeakyReLU(Module):
 
 
 class GELU(Module):
-    def __init__(self, approximate="none"):
+    def __init__(self, approximate: str = "none") -> None:
         super().__init__()
         if approximate not in ("none", "tanh"):
             raise ValueError(f"GELU: approximate must be 'none' or 'tanh', got {approximate!r}")
         self.approximate = approximate
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         return F.gelu(input, approximate=self.approximate)
 
     def extra_repr(self):
@@ -57,11 +63,11 @@ class GELU(Module):
 
 
 class SiLU(Module):
-    def __init__(self, inplace=False):
+    def __init__(self, inplace: bool = False) -> None:
         super().__init__()
         self.inplace = inplace
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         return F.silu(input, inplace=self.inplace)
 
     def extra_repr(self):
@@ -69,21 +75,21 @@ class SiLU(Module):
 
 
 class Tanh(Module):
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         return input.tanh()
 
 
 class Sigmoid(Module):
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         return input.sigmoid()
 
 
 class Softmax(Module):
-    def __init__(self, dim=None):
+    def __init__(self, dim: int | None = None) -> None:
         super().__init__()
         self.dim = dim
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         return F.softmax(input, _softmax_dim("softmax", input.ndim, self.dim))
 
     def extra_repr(self):
@@ -91,11 +97,11 @@ class Softmax(Module):
 
 
 class LogSoftmax(Module):
-    def __init__(self, dim=None):
+    def __init__(self, dim: int | None = None) -> None:
         super().__init__()
         self.dim = dim
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         return F.log_softmax(input, _softmax_dim("log_softmax", input.ndim, self.dim))
 
     def extra_repr(self):

@@ -6,7 +6,10 @@ merged into one additive float mask (bool ``True`` means "do not attend", the op
 fused ``F.scaled_dot_product_attention`` computes the output without materialising them.
 """
 
+from __future__ import annotations
+
 import math
+from typing import TYPE_CHECKING
 
 from ... import dtypes as dt
 from ...errors import DTypeError, ShapeError, fmt_shape
@@ -18,6 +21,9 @@ from .. import init
 from ..parameter import Parameter
 from .linear import Linear
 from .module import Module
+
+if TYPE_CHECKING:
+    from ...types import Device, DType, Tensor
 
 
 def _additive_mask(mask, name, dtype):
@@ -41,18 +47,18 @@ def _pad_last(mask):
 class MultiheadAttention(Module):
     def __init__(
         self,
-        embed_dim,
-        num_heads,
-        dropout=0.0,
-        bias=True,
-        add_bias_kv=False,
-        add_zero_attn=False,
-        kdim=None,
-        vdim=None,
-        batch_first=False,
-        device=None,
-        dtype=None,
-    ):
+        embed_dim: int,
+        num_heads: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        add_bias_kv: bool = False,
+        add_zero_attn: bool = False,
+        kdim: int | None = None,
+        vdim: int | None = None,
+        batch_first: bool = False,
+        device: Device | str | None = None,
+        dtype: DType | None = None,
+    ) -> None:
         super().__init__()
         if embed_dim <= 0 or num_heads <= 0:
             raise ValueError(
@@ -166,15 +172,15 @@ class MultiheadAttention(Module):
     # ------------------------------------------------------------------ forward
     def forward(
         self,
-        query,
-        key,
-        value,
-        key_padding_mask=None,
-        need_weights=True,
-        attn_mask=None,
-        average_attn_weights=True,
-        is_causal=False,
-    ):
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        key_padding_mask: Tensor | None = None,
+        need_weights: bool = True,
+        attn_mask: Tensor | None = None,
+        average_attn_weights: bool = True,
+        is_causal: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
         batched = self._check_shapes(query, key, value, key_padding_mask, attn_mask)
         if batched and self.batch_first:
             query, key, value = query.transpose(0, 1), key.transpose(0, 1), value.transpose(0, 1)

@@ -1,10 +1,16 @@
 """Containers: ``Sequential``, ``ModuleList``, ``ModuleDict``."""
 
+from __future__ import annotations
+
 import collections
 import collections.abc
 import operator
+from typing import TYPE_CHECKING
 
 from .module import Module
+
+if TYPE_CHECKING:
+    from ...types import Any, Iterable, Mapping
 
 
 def _index(idx, length, what):
@@ -17,7 +23,7 @@ def _index(idx, length, what):
 class Sequential(Module):
     """Runs its modules one after the other; built from modules or from one ``OrderedDict``."""
 
-    def __init__(self, *args):
+    def __init__(self, *args: Module | collections.OrderedDict[str, Module]) -> None:
         super().__init__()
         if len(args) == 1 and isinstance(args[0], collections.OrderedDict):
             for key, module in args[0].items():
@@ -26,7 +32,7 @@ class Sequential(Module):
             for i, module in enumerate(args):
                 self.add_module(str(i), module)
 
-    def forward(self, input):
+    def forward(self, input: Any) -> Any:
         for module in self._modules.values():
             input = module(input)
         return input
@@ -85,7 +91,7 @@ class Sequential(Module):
 class ModuleList(Module):
     """A list of modules whose parameters are registered (a plain list would hide them)."""
 
-    def __init__(self, modules=None):
+    def __init__(self, modules: Iterable[Module] | None = None) -> None:
         super().__init__()
         if modules is not None:
             self.extend(modules)
@@ -150,7 +156,7 @@ class ModuleList(Module):
 class ModuleDict(Module):
     """A dict of modules whose parameters are registered; keeps insertion order."""
 
-    def __init__(self, modules=None):
+    def __init__(self, modules: Mapping[str, Module] | Iterable[tuple[str, Module]] | None = None) -> None:
         super().__init__()
         if modules is not None:
             self.update(modules)

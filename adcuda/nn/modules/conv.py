@@ -1,14 +1,20 @@
 """``Conv1d``, ``Conv2d`` and ``ConvTranspose2d``: PyTorch's parameter names, shapes and initialisation,
 so state dicts load both ways; padding modes other than zeros pad with ``F.pad`` first, as PyTorch's."""
 
+from __future__ import annotations
+
 import math
 import numbers
+from typing import TYPE_CHECKING
 
 from ...factories import empty
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
 from .module import Module
+
+if TYPE_CHECKING:
+    from ...types import Device, DType, Sequence, Tensor
 
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
@@ -119,18 +125,18 @@ class Conv1d(_ConvNd):
 
     def __init__(
         self,
-        in_channels,
-        out_channels,
-        kernel_size,
-        stride=1,
-        padding=0,
-        dilation=1,
-        groups=1,
-        bias=True,
-        padding_mode="zeros",
-        device=None,
-        dtype=None,
-    ):
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int | tuple[int, ...],
+        stride: int | tuple[int, ...] = 1,
+        padding: int | tuple[int, ...] | str = 0,
+        dilation: int | tuple[int, ...] = 1,
+        groups: int = 1,
+        bias: bool = True,
+        padding_mode: str = "zeros",
+        device: Device | str | None = None,
+        dtype: DType | None = None,
+    ) -> None:
         super().__init__(
             in_channels,
             out_channels,
@@ -145,7 +151,7 @@ class Conv1d(_ConvNd):
             dtype=dtype,
         )
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         x, padding = self._padded(input)
         return F.conv1d(x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
 
@@ -153,18 +159,18 @@ class Conv1d(_ConvNd):
 class Conv2d(_ConvNd):
     def __init__(
         self,
-        in_channels,
-        out_channels,
-        kernel_size,
-        stride=1,
-        padding=0,
-        dilation=1,
-        groups=1,
-        bias=True,
-        padding_mode="zeros",
-        device=None,
-        dtype=None,
-    ):
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int | tuple[int, ...],
+        stride: int | tuple[int, ...] = 1,
+        padding: int | tuple[int, ...] | str = 0,
+        dilation: int | tuple[int, ...] = 1,
+        groups: int = 1,
+        bias: bool = True,
+        padding_mode: str = "zeros",
+        device: Device | str | None = None,
+        dtype: DType | None = None,
+    ) -> None:
         super().__init__(
             in_channels,
             out_channels,
@@ -179,7 +185,7 @@ class Conv2d(_ConvNd):
             dtype=dtype,
         )
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         x, padding = self._padded(input)
         return F.conv2d(x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
 
@@ -189,19 +195,19 @@ class ConvTranspose2d(_ConvNd):
 
     def __init__(
         self,
-        in_channels,
-        out_channels,
-        kernel_size,
-        stride=1,
-        padding=0,
-        output_padding=0,
-        groups=1,
-        bias=True,
-        dilation=1,
-        padding_mode="zeros",
-        device=None,
-        dtype=None,
-    ):
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int | tuple[int, ...],
+        stride: int | tuple[int, ...] = 1,
+        padding: int | tuple[int, ...] = 0,
+        output_padding: int | tuple[int, ...] = 0,
+        groups: int = 1,
+        bias: bool = True,
+        dilation: int | tuple[int, ...] = 1,
+        padding_mode: str = "zeros",
+        device: Device | str | None = None,
+        dtype: DType | None = None,
+    ) -> None:
         if padding_mode != "zeros":
             raise ValueError(f'ConvTranspose2d: only "zeros" padding mode is supported, got {padding_mode!r}')
         if isinstance(padding, str):
@@ -243,7 +249,7 @@ class ConvTranspose2d(_ConvNd):
             result.append(want - smallest)
         return tuple(result)
 
-    def forward(self, input, output_size=None):
+    def forward(self, input: Tensor, output_size: Sequence[int] | None = None) -> Tensor:
         return F.conv_transpose2d(
             input,
             self.weight,

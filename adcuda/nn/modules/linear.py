@@ -1,6 +1,9 @@
 """``Linear`` (y = x W^T + b) and ``Identity``."""
 
+from __future__ import annotations
+
 import math
+from typing import TYPE_CHECKING
 
 from ...errors import ShapeError, fmt_shape
 from ...factories import empty
@@ -9,19 +12,29 @@ from .. import init
 from ..parameter import Parameter
 from .module import Module
 
+if TYPE_CHECKING:
+    from ...types import Any, Device, DType, Tensor
+
 
 class Identity(Module):
     """Returns its input; accepts and ignores any constructor arguments (as PyTorch's does)."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__()
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         return input
 
 
 class Linear(Module):
-    def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool = True,
+        device: Device | str | None = None,
+        dtype: DType | None = None,
+    ) -> None:
         super().__init__()
         self.in_features = in_features
         self.out_features = out_features
@@ -40,7 +53,7 @@ class Linear(Module):
             bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
             init.uniform_(self.bias, -bound, bound)
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         if input.ndim == 0 or input.shape[-1] != self.in_features:
             raise ShapeError(
                 f"Linear: input of shape {fmt_shape(input.shape)} does not match in_features="

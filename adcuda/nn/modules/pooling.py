@@ -1,11 +1,26 @@
 """Pooling layers and ``Upsample``: thin modules over ``adcuda.nn.functional``, PyTorch's arguments."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from .. import functional as F
 from .module import Module
 
+if TYPE_CHECKING:
+    from ...types import Tensor
+
 
 class _MaxPoolNd(Module):
-    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
+    def __init__(
+        self,
+        kernel_size: int | tuple[int, ...],
+        stride: int | tuple[int, ...] | None = None,
+        padding: int | tuple[int, ...] = 0,
+        dilation: int | tuple[int, ...] = 1,
+        return_indices: bool = False,
+        ceil_mode: bool = False,
+    ) -> None:
         super().__init__()
         self.kernel_size = kernel_size
         self.stride = stride if stride is not None else kernel_size
@@ -22,7 +37,7 @@ class _MaxPoolNd(Module):
 
 
 class MaxPool1d(_MaxPoolNd):
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor | tuple[Tensor, Tensor]:
         return F.max_pool1d(
             input,
             self.kernel_size,
@@ -35,7 +50,7 @@ class MaxPool1d(_MaxPoolNd):
 
 
 class MaxPool2d(_MaxPoolNd):
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor | tuple[Tensor, Tensor]:
         return F.max_pool2d(
             input,
             self.kernel_size,
@@ -48,7 +63,14 @@ class MaxPool2d(_MaxPoolNd):
 
 
 class AvgPool1d(Module):
-    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+    def __init__(
+        self,
+        kernel_size: int | tuple[int, ...],
+        stride: int | tuple[int, ...] | None = None,
+        padding: int | tuple[int, ...] = 0,
+        ceil_mode: bool = False,
+        count_include_pad: bool = True,
+    ) -> None:
         super().__init__()
         self.kernel_size = kernel_size
         self.stride = stride if stride is not None else kernel_size
@@ -56,7 +78,7 @@ class AvgPool1d(Module):
         self.ceil_mode = ceil_mode
         self.count_include_pad = count_include_pad
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad)
 
     def extra_repr(self):
@@ -65,8 +87,14 @@ class AvgPool1d(Module):
 
 class AvgPool2d(Module):
     def __init__(
-        self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None
-    ):
+        self,
+        kernel_size: int | tuple[int, ...],
+        stride: int | tuple[int, ...] | None = None,
+        padding: int | tuple[int, ...] = 0,
+        ceil_mode: bool = False,
+        count_include_pad: bool = True,
+        divisor_override: int | None = None,
+    ) -> None:
         super().__init__()
         self.kernel_size = kernel_size
         self.stride = stride if stride is not None else kernel_size
@@ -75,7 +103,7 @@ class AvgPool2d(Module):
         self.count_include_pad = count_include_pad
         self.divisor_override = divisor_override
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         return F.avg_pool2d(
             input,
             self.kernel_size,
@@ -91,7 +119,7 @@ class AvgPool2d(Module):
 
 
 class _AdaptivePool(Module):
-    def __init__(self, output_size):
+    def __init__(self, output_size: int | None | tuple[int | None, ...]) -> None:
         super().__init__()
         self.output_size = output_size
 
@@ -100,26 +128,33 @@ class _AdaptivePool(Module):
 
 
 class AdaptiveAvgPool1d(_AdaptivePool):
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         return F.adaptive_avg_pool1d(input, self.output_size)
 
 
 class AdaptiveAvgPool2d(_AdaptivePool):
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         return F.adaptive_avg_pool2d(input, self.output_size)
 
 
 class AdaptiveMaxPool2d(_AdaptivePool):
-    def __init__(self, output_size, return_indices=False):
+    def __init__(self, output_size: int | None | tuple[int | None, ...], return_indices: bool = False) -> None:
         super().__init__(output_size)
         self.return_indices = return_indices
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor | tuple[Tensor, Tensor]:
         return F.adaptive_max_pool2d(input, self.output_size, self.return_indices)
 
 
 class Upsample(Module):
-    def __init__(self, size=None, scale_factor=None, mode="nearest", align_corners=None, recompute_scale_factor=None):
+    def __init__(
+        self,
+        size: int | tuple[int, ...] | None = None,
+        scale_factor: float | tuple[float, ...] | None = None,
+        mode: str = "nearest",
+        align_corners: bool | None = None,
+        recompute_scale_factor: bool | None = None,
+    ) -> None:
         super().__init__()
         self.size = size
         self.scale_factor = float(scale_factor) if isinstance(scale_factor, (int, float)) else scale_factor
@@ -127,7 +162,7 @@ class Upsample(Module):
         self.align_corners = align_corners
         self.recompute_scale_factor = recompute_scale_factor
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         return F.interpolate(
             input,
             self.size,

@@ -4,11 +4,15 @@ ways: ``RNN`` (tanh or relu), ``LSTM`` (gates i, f, g, o), ``GRU`` (gates r, z, 
 
 A layer projects the whole input sequence with one matrix product per direction; LSTM and GRU then run
 the recurrence as one op per layer and direction (``lstm_layer``/``gru_layer``: per step the hidden
-product and the fused cell kernel; backpropagation through time in their fused backward), RNN per
-step with ops. The cells run one step through ``lstm_cell_pointwise``/``gru_cell_pointwise``.
+product and the fused cell kernel; backpropagation through time in their fused backward), RNN and
+LSTM with ``proj_size`` (``weight_hr_l{k}``: h = W_hr (o * tanh(c))) per step with ops. The cells
+run one step through ``lstm_cell_pointwise``/``gru_cell_pointwise``.
 """
 
+from __future__ import annotations
+
 import math
+from typing import TYPE_CHECKING
 
 from ...errors import DTypeError, ShapeError, fmt_shape
 from ...factories import empty, zeros
@@ -18,6 +22,9 @@ from .. import functional as F
 from .. import init
 from ..parameter import Parameter
 from .module import Module
+
+if TYPE_CHECKING:
+    from ...types import Device, DType, Tensor
 
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
@@ -47,24 +54,31 @@ def _check_features(name, input, size):
 class RNNBase(Module):
     def __init__(
         self,
-        mode,
-        input_size,
-        hidden_size,
-        num_layers=1,
-        bias=True,
-        batch_first=False,
-        dropout=0.0,
-        bidirectional=False,
-        proj_size=0,
-        device=None,
-        dtype=None,
-    ):
+        mode: str,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        bias: bool = True,
+        batch_first: bool = False,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        proj_size: int = 0,
+        device: Device | str | None = None,
+        dtype: DType | None = None,
+    ) -> None:
         super().__init__()
         name = type(self).__name__
-        if proj_size:
-            raise ValueError(f"{name}: proj_size is not supported by adcuda (got proj_size={proj_size})")
         if not isinstance(hidden_size, int) or hidden_size <= 0:
             raise ValueError(f"{name}: hidden_size must be a positive integer, got {hidden_size!r}")
+        if not isinstance(proj_size, int) or isinstance(proj_size, bool) or proj_size < 0:
+            raise ValueError(
+                f"{name}: proj_size should be a positive integer or zero to disable projections, got {proj_size!r}"
+            )
+        if proj_size >= hidden_size:
+            raise ValueError(
+                f"{name}: proj_size has to be smaller than hidden_size (got proj_size={proj_size}, "
+                f"hidden_size={hidden_size})"
+            )
         if not isinstance(num_layers, int) or num_layers <= 0:
             raise ValueError(f"{name}: num_layers must be a positive integer, got {num_layers!r}")
         if not 0.0 <= float(dropout) <= 1.0 or isinstance(dropout, bool):
@@ -80,19 +94,22 @@ class RNNBase(Module):
         self.batch_first = batch_first
         self.dropout = float(dropout)
         self.bidirectional = bidirectional
-        self.proj_size = 0
+        self.proj_size = proj_size
         directions = 2 if bidirectional else 1
         gate_size = _GATES[mode] * hidden_size
-        # registered in PyTorch's order (per layer, per direction: w_ih, w_hh, b_ih, b_hh), so that
+        output_size = proj_size or hidden_size  # of h: projected from the cell's output when proj_size
+        # registered in PyTorch's order (per layer, per direction: w_ih, w_hh, b_ih, b_hh, w_hr), so that
         # parameters() lines up with an optimizer's state made from a PyTorch model
         self._flat_weights_names = []
         for layer in range(num_layers):
-            layer_input = input_size if layer == 0 else hidden_size * directions
+            layer_input = input_size if layer == 0 else output_size * directions
             for direction in range(directions):
                 suffix = f"_l{layer}" + ("_reverse" if direction else "")
-                shapes = [("weight_ih", (gate_size, layer_input)), ("weight_hh", (gate_size, hidden_size))]
+                shapes = [("weight_ih", (gate_size, layer_input)), ("weight_hh", (gate_size, output_size))]
                 if bias:
                     shapes += [("bias_ih", (gate_size,)), ("bias_hh", (gate_size,))]
+                if proj_size:
+                    shapes += [("weight_hr", (proj_size, hidden_size))]
                 for kind, shape in shapes:
                     setattr(self, kind + suffix, Parameter(empty(shape, device=device, dtype=dtype)))
                     self._flat_weights_names.append(kind + suffix)
@@ -109,8 +126,8 @@ class RNNBase(Module):
 
     @property
     def all_weights(self):
-        """The parameters per layer and direction: [[w_ih, w_hh, b_ih, b_hh], ...], as PyTorch's."""
-        per = 4 if self.bias else 2
+        """The parameters per layer and direction: [[w_ih, w_hh, b_ih, b_hh(, w_hr)], ...], as PyTorch's."""
+        per = (4 if self.bias else 2) + (1 if self.proj_size else 0)
         names = self._flat_weights_names
         return [[getattr(self, n) for n in names[i : i + per]] for i in range(0, len(names), per)]
 
@@ -122,11 +139,12 @@ class RNNBase(Module):
             get("weight_hh"),
             get("bias_ih") if self.bias else None,
             get("bias_hh") if self.bias else None,
+            get("weight_hr") if self.proj_size else None,
         )
 
-    def _initial_state(self, name, hx, input, batch, unbatched):
-        """The given state (L * D, B, H), its batch dim added for unbatched input, or zeros."""
-        expected = (self.num_layers * (2 if self.bidirectional else 1), batch, self.hidden_size)
+    def _initial_state(self, name, hx, input, batch, unbatched, size):
+        """The given state (L * D, B, size), its batch dim added for unbatched input, or zeros."""
+        expected = (self.num_layers * (2 if self.bidirectional else 1), batch, size)
         if hx is None:
             return zeros(expected, dtype=input.dtype, device=input.device)
         if hx.__class__ is not input.__class__:
@@ -148,10 +166,12 @@ class RNNBase(Module):
     def _direction(self, x, state, layer, direction):
         """One layer in one direction over x (T, B, F) from state (h, or (h, c)) -> (hs (T, B, H) in time
         order, final state)."""
-        w_ih, w_hh, b_ih, b_hh = self._weights(layer, direction)
+        w_ih, w_hh, b_ih, b_hh, w_hr = self._weights(layer, direction)
         projected = F.linear(x, w_ih, b_ih)  # the whole sequence at once
         steps = x.shape[0]
         last = 0 if direction else steps - 1
+        if w_hr is not None:
+            return self._projected_lstm(projected, state, w_hh, b_hh, w_hr, direction)
         if self.mode == "LSTM":
             states = lstm_layer(projected, state[0], state[1], w_hh, b_hh, bool(direction))
             return states[0], ((states[0][last], states[1][last]) if steps else state)
@@ -164,6 +184,21 @@ class RNNBase(Module):
         if not steps:
             return zeros((0, x.shape[1], self.hidden_size), dtype=x.dtype, device=x.device), state
         return stack(hs), state
+
+    def _projected_lstm(self, projected, state, w_hh, b_hh, w_hr, direction):
+        """An LSTM with proj_size: h = w_hr @ (o * tanh(c)) per step, so the state the recurrence
+        multiplies is the projected one; written per step with ops (the lstm_layer primitive takes
+        an unprojected state)."""
+        steps = projected.shape[0]
+        h, c = state
+        hs = [None] * steps
+        for t in range(steps - 1, -1, -1) if direction else range(steps):
+            hc = lstm_cell_pointwise(projected[t], F.linear(h, w_hh, b_hh), c)
+            h, c = F.linear(hc[0], w_hr), hc[1]
+            hs[t] = h
+        if not steps:
+            return zeros((0, projected.shape[1], self.proj_size), dtype=h.dtype, device=h.device), state
+        return stack(hs), (h, c)
 
     def _layers(self, x, states):
         """Runs every layer and direction over x (T, B, F) from states (per layer * direction: h or
@@ -181,7 +216,9 @@ class RNNBase(Module):
                 x = F.dropout(x, self.dropout, True)
         return x, finals
 
-    def forward(self, input, hx=None):
+    def forward(
+        self, input: Tensor, hx: Tensor | tuple[Tensor, Tensor] | None = None
+    ) -> tuple[Tensor, Tensor | tuple[Tensor, Tensor]]:
         name = type(self).__name__
         if input.__class__.__name__ != "Tensor":
             raise DTypeError(f"{name}: expected input to be a Tensor, got {type(input).__name__}")
@@ -197,18 +234,16 @@ class RNNBase(Module):
         x = input.unsqueeze(1) if unbatched else (input.transpose(0, 1) if self.batch_first else input)
         batch = x.shape[1]
         if self.mode == "LSTM":
-            if hx is None:
-                h0 = c0 = self._initial_state(name, None, x, batch, unbatched)
-            else:
-                if not isinstance(hx, (tuple, list)) or len(hx) != 2:
-                    raise DTypeError(f"{name}: expected hx to be a tuple (h_0, c_0), got {type(hx).__name__}")
-                h0 = self._initial_state(name, hx[0], x, batch, unbatched)
-                c0 = self._initial_state(name, hx[1], x, batch, unbatched)
+            if hx is not None and (not isinstance(hx, (tuple, list)) or len(hx) != 2):
+                raise DTypeError(f"{name}: expected hx to be a tuple (h_0, c_0), got {type(hx).__name__}")
+            h0, c0 = (None, None) if hx is None else hx
+            h0 = self._initial_state(name, h0, x, batch, unbatched, self.proj_size or self.hidden_size)
+            c0 = self._initial_state(name, c0, x, batch, unbatched, self.hidden_size)
             states = list(zip(h0.unbind(0), c0.unbind(0)))
         else:
             if isinstance(hx, (tuple, list)):
                 raise DTypeError(f"{name}: expected hx to be a Tensor, got a {type(hx).__name__}")
-            states = list(self._initial_state(name, hx, x, batch, unbatched).unbind(0))
+            states = list(self._initial_state(name, hx, x, batch, unbatched, self.hidden_size).unbind(0))
         output, finals = self._layers(x, states)
         if self.mode == "LSTM":
             h_n, c_n = stack([h for h, _ in finals]), stack([c for _, c in finals])
@@ -235,23 +270,25 @@ class RNNBase(Module):
             s += f", dropout={self.dropout}"
         if self.bidirectional:
             s += ", bidirectional=True"
+        if self.proj_size:
+            s += f", proj_size={self.proj_size}"
         return s
 
 
 class RNN(RNNBase):
     def __init__(
         self,
-        input_size,
-        hidden_size,
-        num_layers=1,
-        nonlinearity="tanh",
-        bias=True,
-        batch_first=False,
-        dropout=0.0,
-        bidirectional=False,
-        device=None,
-        dtype=None,
-    ):
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        nonlinearity: str = "tanh",
+        bias: bool = True,
+        batch_first: bool = False,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        device: Device | str | None = None,
+        dtype: DType | None = None,
+    ) -> None:
         if nonlinearity not in ("tanh", "relu"):
             raise ValueError(f"RNN: unknown nonlinearity {nonlinearity!r}; expected 'tanh' or 'relu'")
         super().__init__(
@@ -272,17 +309,17 @@ class RNN(RNNBase):
 class LSTM(RNNBase):
     def __init__(
         self,
-        input_size,
-        hidden_size,
-        num_layers=1,
-        bias=True,
-        batch_first=False,
-        dropout=0.0,
-        bidirectional=False,
-        proj_size=0,
-        device=None,
-        dtype=None,
-    ):
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        bias: bool = True,
+        batch_first: bool = False,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        proj_size: int = 0,
+        device: Device | str | None = None,
+        dtype: DType | None = None,
+    ) -> None:
         super().__init__(
             "LSTM",
             input_size,
@@ -301,16 +338,16 @@ class LSTM(RNNBase):
 class GRU(RNNBase):
     def __init__(
         self,
-        input_size,
-        hidden_size,
-        num_layers=1,
-        bias=True,
-        batch_first=False,
-        dropout=0.0,
-        bidirectional=False,
-        device=None,
-        dtype=None,
-    ):
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        bias: bool = True,
+        batch_first: bool = False,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        device: Device | str | None = None,
+        dtype: DType | None = None,
+    ) -> None:
         super().__init__(
             "GRU",
             input_size,
@@ -328,7 +365,9 @@ class GRU(RNNBase):
 # ------------------------------------------------------------------------------------------------
 # cells: one step, parameters weight_ih, weight_hh, bias_ih, bias_hh
 class RNNCellBase(Module):
-    def __init__(self, mode, input_size, hidden_size, bias, device, dtype):
+    def __init__(
+        self, mode: str, input_size: int, hidden_size: int, bias: bool, device: Device | str | None, dtype: DType | None
+    ) -> None:
         super().__init__()
         self.mode = mode
         self.input_size = input_size
@@ -367,7 +406,9 @@ class RNNCellBase(Module):
             )
         return hx
 
-    def forward(self, input, hx=None):
+    def forward(
+        self, input: Tensor, hx: Tensor | tuple[Tensor, Tensor] | None = None
+    ) -> Tensor | tuple[Tensor, Tensor]:
         name = type(self).__name__
         if input.ndim not in (1, 2):
             raise ShapeError(
@@ -397,7 +438,15 @@ class RNNCellBase(Module):
 
 
 class RNNCell(RNNCellBase):
-    def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh", device=None, dtype=None):
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        bias: bool = True,
+        nonlinearity: str = "tanh",
+        device: Device | str | None = None,
+        dtype: DType | None = None,
+    ) -> None:
         if nonlinearity not in ("tanh", "relu"):
             raise ValueError(f"RNNCell: unknown nonlinearity {nonlinearity!r}; expected 'tanh' or 'relu'")
         super().__init__(
@@ -407,10 +456,24 @@ class RNNCell(RNNCellBase):
 
 
 class LSTMCell(RNNCellBase):
-    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        bias: bool = True,
+        device: Device | str | None = None,
+        dtype: DType | None = None,
+    ) -> None:
         super().__init__("LSTM", input_size, hidden_size, bias, device, dtype)
 
 
 class GRUCell(RNNCellBase):
-    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        bias: bool = True,
+        device: Device | str | None = None,
+        dtype: DType | None = None,
+    ) -> None:
         super().__init__("GRU", input_size, hidden_size, bias, device, dtype)

@@ -1,5 +1,9 @@
 """``Embedding``: a lookup table of ``num_embeddings`` vectors of size ``embedding_dim``."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from ...autograd.grad_mode import no_grad
 from ...errors import ShapeError, fmt_shape
 from ...factories import empty
@@ -8,22 +12,25 @@ from .. import init
 from ..parameter import Parameter
 from .module import Module
 
+if TYPE_CHECKING:
+    from ...types import Device, DType, Tensor
+
 
 class Embedding(Module):
     def __init__(
         self,
-        num_embeddings,
-        embedding_dim,
-        padding_idx=None,
-        max_norm=None,
-        norm_type=2.0,
-        scale_grad_by_freq=False,
-        sparse=False,
-        _weight=None,
-        _freeze=False,
-        device=None,
-        dtype=None,
-    ):
+        num_embeddings: int,
+        embedding_dim: int,
+        padding_idx: int | None = None,
+        max_norm: float | None = None,
+        norm_type: float = 2.0,
+        scale_grad_by_freq: bool = False,
+        sparse: bool = False,
+        _weight: Tensor | None = None,
+        _freeze: bool = False,
+        device: Device | str | None = None,
+        dtype: DType | None = None,
+    ) -> None:
         super().__init__()
         if sparse:
             raise ValueError("Embedding: sparse gradients are not supported by adcuda; use sparse=False")
@@ -63,7 +70,7 @@ class Embedding(Module):
             with no_grad():
                 self.weight[self.padding_idx].fill_(0)
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         return F.embedding(
             input, self.weight, self.padding_idx, self.max_norm, self.norm_type, self.scale_grad_by_freq, self.sparse
         )

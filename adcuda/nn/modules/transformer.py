@@ -10,7 +10,10 @@ writes 0 at padded positions of a ``src_key_padding_mask``) has no counterpart h
 hold the same values as in training mode.
 """
 
+from __future__ import annotations
+
 import copy
+from typing import TYPE_CHECKING
 
 from ... import dtypes as dt
 from ...errors import DTypeError, ShapeError, fmt_shape
@@ -25,8 +28,11 @@ from .linear import Linear
 from .module import Module
 from .normalization import LayerNorm
 
+if TYPE_CHECKING:
+    from ...types import Callable, Device, DType, Tensor
 
-def generate_square_subsequent_mask(sz, device=None, dtype=None):
+
+def generate_square_subsequent_mask(sz: int, device: Device | str | None = None, dtype: DType | None = None) -> Tensor:
     """The causal mask of a sequence of ``sz``: ``-inf`` above the diagonal (future positions), 0 elsewhere."""
     return triu(full((sz, sz), float("-inf"), dtype=dtype or dt.float32, device=device), diagonal=1)
 
@@ -74,18 +80,18 @@ class TransformerEncoderLayer(Module):
 
     def __init__(
         self,
-        d_model,
-        nhead,
-        dim_feedforward=2048,
-        dropout=0.1,
-        activation="relu",
-        layer_norm_eps=1e-5,
-        batch_first=False,
-        norm_first=False,
-        bias=True,
-        device=None,
-        dtype=None,
-    ):
+        d_model: int,
+        nhead: int,
+        dim_feedforward: int = 2048,
+        dropout: float = 0.1,
+        activation: str | Callable[[Tensor], Tensor] = "relu",
+        layer_norm_eps: float = 1e-5,
+        batch_first: bool = False,
+        norm_first: bool = False,
+        bias: bool = True,
+        device: Device | str | None = None,
+        dtype: DType | None = None,
+    ) -> None:
         super().__init__()
         factory = {"device": device, "dtype": dtype}
         self.self_attn = MultiheadAttention(
@@ -102,7 +108,13 @@ class TransformerEncoderLayer(Module):
         self.activation = _activation(activation)
         self.batch_first = batch_first
 
-    def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
+    def forward(
+        self,
+        src: Tensor,
+        src_mask: Tensor | None = None,
+        src_key_padding_mask: Tensor | None = None,
+        is_causal: bool = False,
+    ) -> Tensor:
         x = src
         if self.norm_first:
             x = x + self._sa_block(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
@@ -127,18 +139,18 @@ class TransformerDecoderLayer(Module):
 
     def __init__(
         self,
-        d_model,
-        nhead,
-        dim_feedforward=2048,
-        dropout=0.1,
-        activation="relu",
-        layer_norm_eps=1e-5,
-        batch_first=False,
-        norm_first=False,
-        bias=True,
-        device=None,
-        dtype=None,
-    ):
+        d_model: int,
+        nhead: int,
+        dim_feedforward: int = 2048,
+        dropout: float = 0.1,
+        activation: str | Callable[[Tensor], Tensor] = "relu",
+        layer_norm_eps: float = 1e-5,
+        batch_first: bool = False,
+        norm_first: bool = False,
+        bias: bool = True,
+        device: Device | str | None = None,
+        dtype: DType | None = None,
+    ) -> None:
         super().__init__()
         factory = {"device": device, "dtype": dtype}
         self.self_attn = MultiheadAttention(
@@ -162,15 +174,15 @@ class TransformerDecoderLayer(Module):
 
     def forward(
         self,
-        tgt,
-        memory,
-        tgt_mask=None,
-        memory_mask=None,
-        tgt_key_padding_mask=None,
-        memory_key_padding_mask=None,
-        tgt_is_causal=False,
-        memory_is_causal=False,
-    ):
+        tgt: Tensor,
+        memory: Tensor,
+        tgt_mask: Tensor | None = None,
+        memory_mask: Tensor | None = None,
+        tgt_key_padding_mask: Tensor | None = None,
+        memory_key_padding_mask: Tensor | None = None,
+        tgt_is_causal: bool = False,
+        memory_is_causal: bool = False,
+    ) -> Tensor:
         x = tgt
         if self.norm_first:
             x = x + self._sa_block(self.norm1(x), tgt_mask, tgt_key_padding_mask, tgt_is_causal)
@@ -211,7 +223,14 @@ class TransformerEncoder(Module):
     """``num_layers`` copies of ``encoder_layer`` applied in turn, then ``norm`` (if given).
     ``enable_nested_tensor`` and ``mask_check`` are accepted for compatibility (no nested tensors here)."""
 
-    def __init__(self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True, mask_check=True):
+    def __init__(
+        self,
+        encoder_layer: TransformerEncoderLayer,
+        num_layers: int,
+        norm: Module | None = None,
+        enable_nested_tensor: bool = True,
+        mask_check: bool = True,
+    ) -> None:
         super().__init__()
         self.layers = _clones(encoder_layer, num_layers)
         self.num_layers = num_layers
@@ -219,7 +238,13 @@ class TransformerEncoder(Module):
         self.enable_nested_tensor = enable_nested_tensor
         self.mask_check = mask_check
 
-    def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
+    def forward(
+        self,
+        src: Tensor,
+        mask: Tensor | None = None,
+        src_key_padding_mask: Tensor | None = None,
+        is_causal: bool | None = None,
+    ) -> Tensor:
         mask = _float_mask(mask, "mask", src.dtype)
         batch_first = bool(self.layers) and self.layers[0].self_attn.batch_first
         is_causal = _detect_is_causal(mask, is_causal, _seq_len(src, batch_first))
@@ -232,7 +257,7 @@ class TransformerEncoder(Module):
 class TransformerDecoder(Module):
     """``num_layers`` copies of ``decoder_layer`` applied in turn, then ``norm`` (if given)."""
 
-    def __init__(self, decoder_layer, num_layers, norm=None):
+    def __init__(self, decoder_layer: TransformerDecoderLayer, num_layers: int, norm: Module | None = None) -> None:
         super().__init__()
         self.layers = _clones(decoder_layer, num_layers)
         self.num_layers = num_layers
@@ -240,15 +265,15 @@ class TransformerDecoder(Module):
 
     def forward(
         self,
-        tgt,
-        memory,
-        tgt_mask=None,
-        memory_mask=None,
-        tgt_key_padding_mask=None,
-        memory_key_padding_mask=None,
-        tgt_is_causal=None,
-        memory_is_causal=False,
-    ):
+        tgt: Tensor,
+        memory: Tensor,
+        tgt_mask: Tensor | None = None,
+        memory_mask: Tensor | None = None,
+        tgt_key_padding_mask: Tensor | None = None,
+        memory_key_padding_mask: Tensor | None = None,
+        tgt_is_causal: bool | None = None,
+        memory_is_causal: bool = False,
+    ) -> Tensor:
         tgt_mask = _float_mask(tgt_mask, "tgt_mask", tgt.dtype)
         batch_first = bool(self.layers) and self.layers[0].self_attn.batch_first
         tgt_is_causal = _detect_is_causal(tgt_mask, tgt_is_causal, _seq_len(tgt, batch_first))
@@ -273,22 +298,22 @@ class Transformer(Module):
 
     def __init__(
         self,
-        d_model=512,
-        nhead=8,
-        num_encoder_layers=6,
-        num_decoder_layers=6,
-        dim_feedforward=2048,
-        dropout=0.1,
-        activation="relu",
-        custom_encoder=None,
-        custom_decoder=None,
-        layer_norm_eps=1e-5,
-        batch_first=False,
-        norm_first=False,
-        bias=True,
-        device=None,
-        dtype=None,
-    ):
+        d_model: int = 512,
+        nhead: int = 8,
+        num_encoder_layers: int = 6,
+        num_decoder_layers: int = 6,
+        dim_feedforward: int = 2048,
+        dropout: float = 0.1,
+        activation: str | Callable[[Tensor], Tensor] = "relu",
+        custom_encoder: Module | None = None,
+        custom_decoder: Module | None = None,
+        layer_norm_eps: float = 1e-5,
+        batch_first: bool = False,
+        norm_first: bool = False,
+        bias: bool = True,
+        device: Device | str | None = None,
+        dtype: DType | None = None,
+    ) -> None:
         super().__init__()
         factory = {"device": device, "dtype": dtype}
         layer_args = dict(
@@ -329,18 +354,18 @@ class Transformer(Module):
 
     def forward(
         self,
-        src,
-        tgt,
-        src_mask=None,
-        tgt_mask=None,
-        memory_mask=None,
-        src_key_padding_mask=None,
-        tgt_key_padding_mask=None,
-        memory_key_padding_mask=None,
-        src_is_causal=None,
-        tgt_is_causal=None,
-        memory_is_causal=False,
-    ):
+        src: Tensor,
+        tgt: Tensor,
+        src_mask: Tensor | None = None,
+        tgt_mask: Tensor | None = None,
+        memory_mask: Tensor | None = None,
+        src_key_padding_mask: Tensor | None = None,
+        tgt_key_padding_mask: Tensor | None = None,
+        memory_key_padding_mask: Tensor | None = None,
+        src_is_causal: bool | None = None,
+        tgt_is_causal: bool | None = None,
+        memory_is_causal: bool = False,
+    ) -> Tensor:
         batch_dim = 0 if self.batch_first else 1
         if src.dim() == 3 and src.shape[batch_dim] != tgt.shape[batch_dim]:
             raise ShapeError(
@@ -365,6 +390,8 @@ class Transformer(Module):
         )
 
     @staticmethod
-    def generate_square_subsequent_mask(sz, device=None, dtype=None):
+    def generate_square_subsequent_mask(
+        sz: int, device: Device | str | None = None, dtype: DType | None = None
+    ) -> Tensor:
         """The causal mask of a sequence of ``sz``: ``-inf`` above the diagonal, 0 elsewhere."""
         return generate_square_subsequent_mask(sz, device=device, dtype=dtype)

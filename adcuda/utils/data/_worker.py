@@ -34,7 +34,7 @@ class WorkerInfo:
 _worker_info = None
 
 
-def get_worker_info():
+def get_worker_info() -> WorkerInfo | None:
     """This worker's ``WorkerInfo``; None in the main process."""
     return _worker_info
 

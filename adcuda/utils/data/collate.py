@@ -2,8 +2,11 @@
 (``default_convert``), with PyTorch's rules: tensors are stacked, NumPy arrays and Python numbers become
 tensors, strings stay as they are, and dicts, namedtuples, tuples and lists are collated field by field."""
 
+from __future__ import annotations
+
 import collections.abc
 import re
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -12,6 +15,9 @@ from ...device import CPU
 from ...factories import as_tensor, from_numpy, tensor
 from ...ops.shape import stack
 from ...tensor import Tensor
+
+if TYPE_CHECKING:
+    from ...types import Any, Sequence
 
 __all__ = ["default_collate", "default_convert"]
 
@@ -55,7 +61,7 @@ def _host_stackable(tensors):
     )
 
 
-def default_convert(data):
+def default_convert(data: Any) -> Any:
     """Convert NumPy arrays and scalars inside ``data`` to tensors, keeping the container structure
     (used when ``batch_size=None`` turns automatic batching off)."""
     if isinstance(data, Tensor):
@@ -75,7 +81,7 @@ def default_convert(data):
     return data
 
 
-def default_collate(batch):
+def default_collate(batch: Sequence[Any]) -> Any:
     """Merge a list of samples into a batch (a leading dimension of ``len(batch)``)."""
     elem = batch[0]
     if isinstance(elem, Tensor):

@@ -1,14 +1,20 @@
 """Datasets with PyTorch's names: map-style ``Dataset`` (``__getitem__`` + ``__len__``), ``IterableDataset``
 (``__iter__``), the ``TensorDataset Subset ConcatDataset ChainDataset`` wrappers and ``random_split``."""
 
+from __future__ import annotations
+
 import bisect
 import math
 import warnings
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ...factories import randperm
 from ...random import Generator
 from ...tensor import Tensor
+
+if TYPE_CHECKING:
+    from ...types import Iterable
 
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset", "ChainDataset", "random_split"]
 
@@ -60,7 +66,7 @@ class TensorDataset(Dataset):
 class Subset(Dataset):
     """The samples of ``dataset`` at ``indices``, in that order."""
 
-    def __init__(self, dataset, indices):
+    def __init__(self, dataset: Dataset, indices: Sequence[int]) -> None:
         self.dataset = dataset
         self.indices = indices
 
@@ -82,7 +88,7 @@ class Subset(Dataset):
 class ConcatDataset(Dataset):
     """Map-style datasets one after the other: index ``i`` falls into the dataset whose range holds it."""
 
-    def __init__(self, datasets):
+    def __init__(self, datasets: Iterable[Dataset]) -> None:
         self.datasets = list(datasets)
         if not self.datasets:
             raise ValueError("ConcatDataset: datasets should not be an empty iterable")
@@ -115,7 +121,7 @@ class ConcatDataset(Dataset):
 class ChainDataset(IterableDataset):
     """Iterable datasets one after the other."""
 
-    def __init__(self, datasets):
+    def __init__(self, datasets: Iterable[Dataset]) -> None:
         self.datasets = list(datasets)
 
     def __iter__(self):

@@ -11,13 +11,22 @@ import math
 from ... import distributed as dist
 from ...factories import randperm
 from ...random import Generator
+from .dataset import Dataset
 from .sampler import Sampler
 
 __all__ = ["DistributedSampler"]
 
 
 class DistributedSampler(Sampler):
-    def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0, drop_last=False):
+    def __init__(
+        self,
+        dataset: Dataset,
+        num_replicas: int | None = None,
+        rank: int | None = None,
+        shuffle: bool = True,
+        seed: int = 0,
+        drop_last: bool = False,
+    ) -> None:
         if num_replicas is None or rank is None:
             if not dist.is_initialized():
                 raise RuntimeError(
@@ -65,6 +74,6 @@ class DistributedSampler(Sampler):
     def __len__(self):
         return self.num_samples
 
-    def set_epoch(self, epoch):
+    def set_epoch(self, epoch: int) -> None:
         """Call at the start of every epoch, with the same value on every rank, for a new shuffle."""
         self.epoch = epoch

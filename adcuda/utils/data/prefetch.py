@@ -6,9 +6,16 @@ no explicit wait: the runtime orders the first kernel that reads a copied tensor
 event wait, see kernels/runtime/device_array.h).
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from ... import cuda
 from ...device import as_device
 from ...tensor import Tensor
+
+if TYPE_CHECKING:
+    from ...types import Any, Device, Iterable
 
 __all__ = ["DevicePrefetcher"]
 
@@ -30,7 +37,7 @@ class DevicePrefetcher:
     tuples of them) with every tensor moved to ``device``, one batch ahead on a side stream. On the
     CPU it just moves the batches."""
 
-    def __init__(self, loader, device="cuda", non_blocking=True):
+    def __init__(self, loader: Iterable[Any], device: Device | str = "cuda", non_blocking: bool = True) -> None:
         self.loader = loader
         self.device = as_device(device, "DevicePrefetcher")
         self.non_blocking = non_blocking

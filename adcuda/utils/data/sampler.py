@@ -1,9 +1,16 @@
 """Samplers: which indices a DataLoader fetches, in which order, and how they are grouped into batches."""
 
+from __future__ import annotations
+
 import numbers
+from collections.abc import Sized
+from typing import TYPE_CHECKING
 
 from ... import random as adcuda_random
 from ...factories import randint, randperm
+
+if TYPE_CHECKING:
+    from ...types import Generator, Iterable, Sequence
 
 __all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "BatchSampler"]
 
@@ -11,7 +18,7 @@ __all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler
 class Sampler:
     """Yields dataset keys. Subclasses define ``__iter__`` and, where it is known, ``__len__``."""
 
-    def __init__(self, data_source=None):
+    def __init__(self, data_source: Sized | None = None) -> None:
         pass
 
     def __iter__(self):
@@ -21,7 +28,7 @@ class Sampler:
 class SequentialSampler(Sampler):
     """``0, 1, ..., len(data_source) - 1``."""
 
-    def __init__(self, data_source):
+    def __init__(self, data_source: Sized) -> None:
         self.data_source = data_source
 
     def __iter__(self):
@@ -44,7 +51,13 @@ class RandomSampler(Sampler):
     """A random permutation of the indices (or ``num_samples`` draws with replacement), from adcuda's
     generator."""
 
-    def __init__(self, data_source, replacement=False, num_samples=None, generator=None):
+    def __init__(
+        self,
+        data_source: Sized,
+        replacement: bool = False,
+        num_samples: int | None = None,
+        generator: Generator | None = None,
+    ) -> None:
         self.data_source = data_source
         self.replacement = replacement
         self._num_samples = num_samples
@@ -59,7 +72,7 @@ class RandomSampler(Sampler):
             raise ValueError(f"RandomSampler: num_samples should be a positive integer value, got {self.num_samples!r}")
 
     @property
-    def num_samples(self):
+    def num_samples(self) -> int:
         return len(self.data_source) if self._num_samples is None else self._num_samples
 
     def __iter__(self):
@@ -81,7 +94,7 @@ class RandomSampler(Sampler):
 class SubsetRandomSampler(Sampler):
     """The given indices in a random order."""
 
-    def __init__(self, indices, generator=None):
+    def __init__(self, indices: Sequence[int], generator: Generator | None = None) -> None:
         self.indices = indices
         self.generator = generator
 
@@ -98,7 +111,7 @@ class BatchSampler(Sampler):
     """Groups another sampler's indices into lists of ``batch_size`` (the last one shorter unless
     ``drop_last``)."""
 
-    def __init__(self, sampler, batch_size, drop_last):
+    def __init__(self, sampler: Sampler | Iterable[int], batch_size: int, drop_last: bool) -> None:
         if not isinstance(batch_size, numbers.Integral) or isinstance(batch_size, bool) or batch_size <= 0:
             raise ValueError(f"BatchSampler: batch_size should be a positive integer value, got {batch_size!r}")
         if not isinstance(drop_last, bool):
