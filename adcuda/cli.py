@@ -180,9 +180,11 @@ def build_parser():
     )
     train.add_argument(
         "--compile",
-        action="store_true",
-        help="capture each step's forward, backward and clipping once per batch shape and replay "
-        "it (adcuda.compile; CPU only): no per-op Python dispatch after the first step",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="capture each training step once per batch shape and replay it (adcuda.compile, CPU "
+        "only): no per-op Python dispatch after the first step, the same results bit for bit "
+        "(default: on the CPU, where it is faster; --no-compile runs every step eagerly)",
     )
     profiling = train.add_argument_group("profiling")
     profiling.add_argument(

@@ -47,6 +47,7 @@ SUITES = {
     "nn_kernels": Suite("bench_nn_kernels.py", ("cuda",), False),
     "attention": Suite("bench_attention.py", ("cuda",), False),
     "gpt2_step": Suite("bench_gpt2_step.py", ("cuda",), False),
+    "cuda_graphs": Suite("bench_cuda_graphs.py", ("cuda",), False),
     "compile": Suite("bench_compile.py", ("cpu",), False),
     "conv": Suite("bench_conv.py", ("cpu", "cuda"), True),
     "rnn": Suite("bench_rnn.py", ("cpu", "cuda"), True),

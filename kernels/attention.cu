@@ -24,6 +24,7 @@
 #include "runtime/copy.h"
 #include "runtime/dispatch.cuh"
 #include "runtime/errors.h"
+#include "runtime/graph.h"
 #include "runtime/launch.cuh"
 
 namespace adcuda {
@@ -78,6 +79,12 @@ AttentionDropout make_dropout(const DropoutDraw& draw, std::int64_t L, std::int6
           "dropout probability has to be between 0 and 1, but got " + std::to_string(draw.p));
   AttentionDropout dropout{};
   dropout.enabled = draw.p > 0.0;
+  // The fused attention kernels take their Philox key by value, which a graph would replay unchanged.
+  if (dropout.enabled && capture_philox_state(current_stream()) != nullptr) {
+    throw GraphCaptureError(std::string(op) +
+                            " with dropout_p > 0 cannot be captured into a CUDA graph yet (its dropout would draw "
+                            "the same numbers on every replay); capture it with dropout_p=0 or in eval mode");
+  }
   constexpr double kWords = 4294967296.0;  // 2^32
   dropout.keep_threshold = static_cast<std::uint32_t>(std::min(std::floor((1.0 - draw.p) * kWords), kWords - 1.0));
   dropout.scale = draw.p < 1.0 ? 1.0 / (1.0 - draw.p) : 0.0;

@@ -1,6 +1,7 @@
 // Unary elementwise kernels: which functor (functors.cuh) runs for which unary op and dtype, their
 // fused backward and clamp, over the shared loops of elementwise_loops.cuh. Each (op, dtype) pair
-// instantiates one vectorised and one strided kernel, only for the dtypes the op is defined on.
+// instantiates one vectorised and one strided kernel, only for the dtypes the op is defined on (and the
+// rare ops none for float16/bfloat16, which compute them through float32: through_float32).
 // Binary ops and where are in elementwise_binary.cu.
 #include "elementwise.h"
 
@@ -51,40 +52,54 @@ void run_unary(const F& f, const DeviceArray& out, const DeviceArray& a) {
   launch_map<T, vectorize<F>()>(f, out, Arg<T>::of(a));
 }
 
+// The unary ops that float16 and bfloat16 compute through float32 (unary() says why): the ones no
+// training step runs in half precision. Every other op has its own kernels for every dtype it takes.
+constexpr bool through_float32(int id) {
+  return id == kLog1p || id == kSin || id == kCos || id == kErf || id == kExp2 || id == kLog2 || id == kLog10 ||
+         id == kFloor || id == kCeil || id == kTrunc || id == kRound || id == kSign;
+}
+
 template <typename T>
 void unary_float_op(int id, const DeviceArray& out, const DeviceArray& a) {
+  if constexpr (!is_reduced_float_v<T>) {
+    switch (id) {
+      case kLog1p: return run_unary<T>(math::Log1p{}, out, a);
+      case kSin: return run_unary<T>(math::Sin{}, out, a);
+      case kCos: return run_unary<T>(math::Cos{}, out, a);
+      case kErf: return run_unary<T>(math::Erf{}, out, a);
+      case kExp2: return run_unary<T>(math::Exp2{}, out, a);
+      case kLog2: return run_unary<T>(math::Log2{}, out, a);
+      case kLog10: return run_unary<T>(math::Log10{}, out, a);
+      case kFloor: return run_unary<T>(math::Floor{}, out, a);
+      case kCeil: return run_unary<T>(math::Ceil{}, out, a);
+      case kTrunc: return run_unary<T>(math::Trunc{}, out, a);
+      case kRound: return run_unary<T>(math::Round{}, out, a);
+      default: break;
+    }
+  }
   switch (id) {
     case kExp: return run_unary<T>(math::Exp{}, out, a);
     case kLog: return run_unary<T>(math::Log{}, out, a);
-    case kLog1p: return run_unary<T>(math::Log1p{}, out, a);
     case kSqrt: return run_unary<T>(math::Sqrt{}, out, a);
     case kRsqrt: return run_unary<T>(math::Rsqrt{}, out, a);
-    case kSin: return run_unary<T>(math::Sin{}, out, a);
-    case kCos: return run_unary<T>(math::Cos{}, out, a);
     case kTanh: return run_unary<T>(math::Tanh{}, out, a);
     case kSigmoid: return run_unary<T>(math::Sigmoid{}, out, a);
     case kGelu: return run_unary<T>(math::Gelu{}, out, a);
     case kGeluTanh: return run_unary<T>(math::GeluTanh{}, out, a);
     case kSilu: return run_unary<T>(math::Silu{}, out, a);
-    case kErf: return run_unary<T>(math::Erf{}, out, a);
-    case kExp2: return run_unary<T>(math::Exp2{}, out, a);
-    case kLog2: return run_unary<T>(math::Log2{}, out, a);
-    case kLog10: return run_unary<T>(math::Log10{}, out, a);
-    case kFloor: return run_unary<T>(math::Floor{}, out, a);
-    case kCeil: return run_unary<T>(math::Ceil{}, out, a);
-    case kTrunc: return run_unary<T>(math::Trunc{}, out, a);
-    case kRound: return run_unary<T>(math::Round{}, out, a);
     default: break;
   }
 }
 
 template <typename T>
 void unary_numeric_op(int id, const DeviceArray& out, const DeviceArray& a) {
+  if constexpr (!is_reduced_float_v<T>) {
+    if (id == kSign) return run_unary<T>(math::Sign{}, out, a);
+  }
   switch (id) {
     case kNeg: return run_unary<T>(math::Neg{}, out, a);
     case kAbs: return run_unary<T>(math::Abs{}, out, a);
     case kRelu: return run_unary<T>(math::Relu{}, out, a);
-    case kSign: return run_unary<T>(math::Sign{}, out, a);
     default: break;
   }
 }
@@ -102,6 +117,12 @@ DeviceArray unary(const std::string& op, const DeviceArray& a) {
   if (kind == UnaryKind::Numeric && dtype == ScalarType::Bool) {
     if (id == kAbs || id == kRelu) return astype(a, dtype);
     undefined_for(op, dtype);
+  }
+  // float16/bfloat16 kernels compute in float32 and round once, so computing these rare ops in float32
+  // between two casts gives the same values: two cast passes more, where a vectorised and a strided
+  // kernel per op and dtype of their own would cost build time for no training workload.
+  if ((dtype == ScalarType::Float16 || dtype == ScalarType::BFloat16) && through_float32(id)) {
+    return astype(unary(op, astype(a, ScalarType::Float32)), dtype);
   }
   DeviceArray out = new_like(a.shape(), kind == UnaryKind::Logical ? ScalarType::Bool : dtype, a);
   switch (kind) {

@@ -48,6 +48,18 @@ __host__ __device__ __forceinline__ Words philox4x32_10(Words counter, std::uint
   return counter;
 }
 
+// Where a launch takes its (seed, offset) from: the values passed, or, for a launch captured into a CUDA
+// graph (runtime/graph.h), the {seed, offset base} in device memory that each replay rewrites, `offset`
+// then counting from that base; so every replay draws new numbers, those an eager run would draw.
+struct Source {
+  std::uint64_t seed;
+  std::uint64_t offset;
+  const std::uint64_t* state;  // nullptr outside a capture
+
+  __host__ __device__ __forceinline__ std::uint64_t seed_now() const { return state ? state[0] : seed; }
+  __host__ __device__ __forceinline__ std::uint64_t offset_now() const { return state ? state[1] + offset : offset; }
+};
+
 // The four words of block `block` of the draw at `offset` under `seed`.
 __host__ __device__ __forceinline__ Words draw_block(std::uint64_t seed, std::uint64_t offset, std::uint64_t block) {
   const Words counter{{static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(block >> 32),

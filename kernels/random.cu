@@ -13,6 +13,7 @@
 #include "philox.cuh"
 #include "runtime/dispatch.cuh"
 #include "runtime/errors.h"
+#include "runtime/graph.h"
 #include "runtime/launch.cuh"
 
 namespace adcuda {
@@ -88,8 +89,10 @@ struct BernoulliDraw {
 };
 
 template <typename T, typename Draw>
-__global__ void random_kernel(T* out, std::int64_t n, std::uint64_t seed, std::uint64_t offset, Draw draw) {
+__global__ void random_kernel(T* out, std::int64_t n, philox::Source source, Draw draw) {
   constexpr int P = Draw::kPerBlock;
+  const std::uint64_t seed = source.seed_now();
+  const std::uint64_t offset = source.offset_now();
   const std::int64_t blocks = (n + P - 1) / P;
   ADCUDA_GRID_STRIDE_LOOP(b, blocks) {
     T values[P];
@@ -110,9 +113,11 @@ struct alignas(4 * sizeof(T)) Quad {
 // Four elements per thread with the mask values BernoulliDraw<bool> gives bernoulli, so that the mask is
 // the one bernoulli(shape, keep, bool, seed, offset) draws; whole quads move as one access when `aligned`.
 template <typename T>
-__global__ void dropout_kernel(const T* x, T* out, bool* mask, std::int64_t n, std::uint64_t seed,
-                               std::uint64_t offset, BernoulliDraw<bool> draw, compute_t<T> scale, bool aligned) {
+__global__ void dropout_kernel(const T* x, T* out, bool* mask, std::int64_t n, philox::Source source,
+                               BernoulliDraw<bool> draw, compute_t<T> scale, bool aligned) {
   using Acc = compute_t<T>;
+  const std::uint64_t seed = source.seed_now();
+  const std::uint64_t offset = source.offset_now();
   const std::int64_t blocks = (n + 3) / 4;
   ADCUDA_GRID_STRIDE_LOOP(b, blocks) {
     bool keep[4];
@@ -148,8 +153,9 @@ void run_draw(const DeviceArray& out, std::uint64_t seed, std::uint64_t offset, 
   if (n == 0) return;
   KernelLaunch launch(out);
   constexpr int P = Draw::kPerBlock;
-  random_kernel<T, Draw><<<grid_size((n + P - 1) / P), kBlockSize, 0, launch.stream()>>>(out.data<T>(), n, seed,
-                                                                                         offset, draw);
+  const philox::Source source{seed, offset, capture_philox_state(launch.stream())};
+  random_kernel<T, Draw><<<grid_size((n + P - 1) / P), kBlockSize, 0, launch.stream()>>>(out.data<T>(), n, source,
+                                                                                         draw);
   ADCUDA_CHECK_LAUNCH();
 }
 
@@ -223,7 +229,8 @@ std::pair<DeviceArray, DeviceArray> dropout(const DeviceArray& x, double p, std:
     const bool aligned = quad_aligned(x.data_ptr(), sizeof(Quad<T>)) && quad_aligned(out.data_ptr(), sizeof(Quad<T>)) &&
                          quad_aligned(mask.data_ptr(), 4);
     dropout_kernel<T><<<grid_size((n + 3) / 4), kBlockSize, 0, launch.stream()>>>(
-        x.data<T>(), out.data<T>(), mask.data<bool>(), n, seed, offset, BernoulliDraw<bool>{keep},
+        x.data<T>(), out.data<T>(), mask.data<bool>(), n,
+        philox::Source{seed, offset, capture_philox_state(launch.stream())}, BernoulliDraw<bool>{keep},
         static_cast<compute_t<T>>(scale), aligned);
     ADCUDA_CHECK_LAUNCH();
   });

@@ -42,7 +42,7 @@ python=${PYTHON:-python3}
 emulated=${ADCUDA_GPU_CHECK_EMULATED:-0}
 [ "$emulated" = 0 ] && emulated=""
 if [ -n "$emulated" ]; then budget=${GPU_CHECK_BUDGET:-1500}; else budget=${GPU_CHECK_BUDGET:-540}; fi
-suites=${GPU_CHECK_BENCH_SUITES:-cuda_runtime,kernels,nn_kernels,gemm,attention,conv,rnn,gpt2_step,amp}
+suites=${GPU_CHECK_BENCH_SUITES:-cuda_runtime,kernels,nn_kernels,gemm,attention,conv,rnn,gpt2_step,amp,cuda_graphs}
 read -r -a test_args <<<"${GPU_CHECK_TESTS:-tests}"
 wheels_dir=${GPU_CHECK_WHEELS:-$repo/.whl}
 report="$repo/scripts/gpu_check_report.py"
@@ -87,7 +87,7 @@ finish() {
 }
 
 # Shares of the budget in seconds per 540 (GPU) or per 1500 (emulated), scaled to GPU_CHECK_BUDGET;
-# on a GPU they add up to at most 540 with the default nine benchmark suites (bench is per suite).
+# on a GPU they add up to at most 540 with the default ten benchmark suites (bench is per suite).
 # A step may run until only the shares of the steps after it are left.
 declare -A share
 if [ -n "$emulated" ]; then
@@ -95,7 +95,7 @@ if [ -n "$emulated" ]; then
   share=([build]=600 [info]=15 [bench]=30 [tests]=600 [memcheck]=45 [racecheck]=45 [synccheck]=45)
 else
   share_base=540
-  share=([build]=160 [info]=10 [bench]=22 [tests]=120 [memcheck]=20 [racecheck]=15 [synccheck]=15)
+  share=([build]=160 [info]=10 [bench]=20 [tests]=120 [memcheck]=20 [racecheck]=15 [synccheck]=15)
 fi
 IFS=',' read -r -a suite_list <<<"$suites"
 [ "$suites" = "none" ] && suite_list=()
@@ -240,7 +240,7 @@ record "info" OK "$took" "$(grep -m1 -iE "^ *(running on|device|cuda)" "$out/inf
 # ---- benchmarks ------------------------------------------------------------------------------------
 declare -A bench_script=([cuda_runtime]=bench_cuda_runtime.py [kernels]=bench_kernels.py
   [nn_kernels]=bench_nn_kernels.py [gemm]=bench_gemm.py [attention]=bench_attention.py [conv]=bench_conv.py [rnn]=bench_rnn.py
-  [gpt2_step]=bench_gpt2_step.py [amp]=bench_amp.py)
+  [gpt2_step]=bench_gpt2_step.py [amp]=bench_amp.py [cuda_graphs]=bench_cuda_graphs.py)
 declare -A bench_args=([amp]="--device cuda" [conv]="--device cuda" [rnn]="--device cuda")
 for suite in "${suite_list[@]}"; do
   script=${bench_script[$suite]:-}

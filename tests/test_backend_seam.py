@@ -27,6 +27,7 @@ import adcuda
 from adcuda import backends
 from adcuda import dtypes as dt
 from adcuda.backends import cpu
+from adcuda.backends.seam import CPU_REPLAY_KEYWORDS, seam_signature
 from adcuda.errors import DTypeError, IndexOutOfRangeError, ShapeError
 
 CUDA = adcuda.cuda.is_available()
@@ -69,7 +70,7 @@ def test_the_table_documents_every_primitive_once():
 @pytest.mark.parametrize("name", backends.PRIMITIVES)
 def test_cpu_signature_is_the_tables_and_annotated(name):
     table, _ = documented()
-    signature = inspect.signature(getattr(cpu, name))
+    signature = seam_signature(name, getattr(cpu, name))
     assert written(signature) == table[name]
     for parameter in signature.parameters.values():
         assert parameter.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD, (name, parameter)
@@ -77,13 +78,24 @@ def test_cpu_signature_is_the_tables_and_annotated(name):
     assert signature.return_annotation is not inspect.Signature.empty, f"{name}: no return annotation"
 
 
+@pytest.mark.parametrize("name", sorted(CPU_REPLAY_KEYWORDS))
+def test_cpu_replay_keywords_are_optional_keyword_only(name):
+    parameters = inspect.signature(getattr(cpu, name)).parameters
+    for keyword in CPU_REPLAY_KEYWORDS[name]:
+        p = parameters[keyword]
+        assert p.kind is inspect.Parameter.KEYWORD_ONLY and p.default is None, (name, p)
+        assert p.annotation is not inspect.Parameter.empty, (name, p)
+    assert list(parameters)[-len(CPU_REPLAY_KEYWORDS[name]) :] == list(CPU_REPLAY_KEYWORDS[name])
+
+
 @gpu
 @pytest.mark.parametrize("name", backends.PRIMITIVES)
 def test_cuda_signature_equals_the_cpus(name):
     from adcuda.backends import cuda
 
-    # names, order, kinds, defaults and annotations, the return annotation included
-    assert inspect.signature(getattr(cuda, name)) == inspect.signature(getattr(cpu, name))
+    # names, order, kinds, defaults and annotations, the return annotation included (the CPU's replay
+    # keywords aside)
+    assert inspect.signature(getattr(cuda, name)) == seam_signature(name, getattr(cpu, name))
 
 
 # =============================================================================================

@@ -310,9 +310,16 @@ def test_each_replay_is_one_profiler_range():
     with profile() as prof:
         for _ in range(3):
             f(x)  # the profiler's hooks are part of the signature: captured under it, then replayed
-    names = [e.name for e in prof.events()]
-    assert names.count("adcuda.compile replay: test_each_replay_is_one_profiler_range.<locals>.f") == 2
-    assert names.count("matmul") == 1  # the capture ran the ops eagerly; the replays run none
+    events = prof.events()
+    replays = [
+        e for e in events if e.name == "adcuda.compile replay: test_each_replay_is_one_profiler_range.<locals>.f"
+    ]
+    assert len(replays) == 2
+    assert [e.name for e in events if e.kind == "op"] == ["matmul", "relu", "sum"]  # the capture ran them eagerly
+    for replay in replays:  # each replay's primitives are ranges inside its range, in order
+        inside = [e for e in events if e.kind == "user" and replay.start_ns < e.start_ns and e.end_ns <= replay.end_ns]
+        assert [e.name for e in inside] == ["matmul", "unary.relu", "reduce.sum"]
+        assert replay.self_ns < replay.end_ns - replay.start_ns  # the primitives' time is theirs, not the range's
 
 
 def test_other_threads_are_not_recorded():
@@ -504,17 +511,31 @@ def test_train_compile_gives_the_eager_run_bit_for_bit(tmp_path, monkeypatch):
         return made[-1]
 
     monkeypatch.setattr(adcuda.capture, "compile", compile_and_keep)
-    runs = {}
-    for compiled in (False, True):
+    runs, captured = {}, {}
+    for compiled in (False, True, None):  # None, the default: compiled on the CPU
         out = tmp_path / str(compiled)
         config = TrainConfig(task="digits", out=str(out), epochs=1, batch_size=256, quiet=True, compile=compiled)
+        before = len(made)
         with warnings.catch_warnings():
             warnings.simplefilter("error", UserWarning)  # the step must be captured, not fall back
             train(config, TASKS["digits"])
+        captured[compiled] = len(made) - before
         runs[compiled] = {k: v.numpy().tobytes() for k, v in adcuda.load(str(out / "checkpoint.pt"))["model"].items()}
-    assert runs[True] == runs[False]
-    # 1258 training images in batches of 256: four full batches and one of 234, a program each
-    assert len(made) == 1 and sorted(p.replays for p in made[0].programs) == [0, 3]
+    assert runs[True] == runs[False] == runs[None]
+    assert captured == {False: 0, True: 1, None: 1}
+    # 1258 training images in batches of 256: four full batches and one of 234, a program each, the
+    # optimizer and schedule steps in it (a float32 run's scaler always steps)
+    assert sorted(p.replays for p in made[0].programs) == [0, 3]
+    assert "host step Adam.step (replayed by its _step_with_scratch" in str(made[0].programs[0])
+
+
+def test_the_train_command_compiles_by_default_and_opts_out_with_no_compile():
+    from adcuda.cli import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args(["train"]).compile is None
+    assert parser.parse_args(["train", "--compile"]).compile is True
+    assert parser.parse_args(["train", "--no-compile"]).compile is False
 
 
 def test_returning_a_python_value_is_refused():

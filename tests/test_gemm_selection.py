@@ -13,13 +13,14 @@ import pytest
 
 import adcuda
 from adcuda import _native
+from adcuda.backends import cuda as cuda_backend
 from adcuda.errors import DeviceError
 
-# The CUDA backend (and with it the GEMM path choice) imports only in builds with CUDA: CI's nvcc build
-# runs these tests without a GPU; a CPU-only build skips them.
-cuda_gemm = pytest.importorskip(
-    "adcuda.backends.cuda.gemm", reason="a build without CUDA has no CUDA backend", exc_type=ImportError
-)
+# The GEMM path choice is the CUDA backend's: CI's nvcc build runs these tests without a GPU; a
+# CPU-only build skips them (its adcuda.backends.cuda imports, but has no primitives).
+if not cuda_backend.is_built():
+    pytest.skip("a build without CUDA has no CUDA GEMM path to choose", allow_module_level=True)
+from adcuda.backends.cuda import gemm as cuda_gemm  # noqa: E402 (after the build check)
 
 
 def loader(status):
@@ -128,6 +129,7 @@ def test_loader_reports_missing_incomplete_and_loaded_libraries(tmp_path):
     subprocess.run([compiler, "-shared", "-fPIC", "-o", str(incomplete), str(tmp_path / "incomplete.c")], check=True)
     script = textwrap.dedent(f"""
         from adcuda import _native
+from adcuda.backends import cuda as cuda_backend
         C = _native._C
         missing = C.cublaslt_load(["{tmp_path}/nowhere/libcublasLt.so.13"])
         assert not missing["loaded"] and "{tmp_path}/nowhere/libcublasLt.so.13: " in missing["error"], missing

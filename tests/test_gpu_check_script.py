@@ -186,6 +186,7 @@ def test_each_benchmark_is_in_the_json_as_soon_as_it_finishes(tmp_path):
         "amp",
         "attention",
         "conv",
+        "cuda_graphs",
         "cuda_runtime",
         "gemm",
         "gpt2_step",

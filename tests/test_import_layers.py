@@ -103,6 +103,7 @@ LIBRARY_USES = {
     ("adcuda.profiler", "adcuda.amp"): "the profiler's ranges around GradScaler's unscale_ and update",
     ("adcuda.profiler", "adcuda.utils"): "the profiler's ranges around the DataLoader's batch fetches",
     ("adcuda.capture", "adcuda.profiler"): "adcuda.compile marks each replay as one profiler/NVTX range",
+    ("adcuda.capture", "adcuda.cuda"): "adcuda.compile replays programs on CUDA tensors through CUDA graphs",
 }
 
 # In-function imports that rule (c) allows: (importing module, imported module) -> the optional

@@ -3,10 +3,12 @@ documented by one row of the table in ``adcuda/backends/__init__.py``) and the t
 signatures are annotated with, the same on both sides (tests/test_backend_seam.py compares them).
 """
 
+import inspect
 from collections.abc import Sequence
 from types import EllipsisType
 from typing import Protocol
 
+import numpy as np
 from numpy.typing import ArrayLike
 
 from ..dtypes import dtype as DType
@@ -23,6 +25,9 @@ __all__ = [
     "BasicKey",
     "IndexKey",
     "ArrayLike",
+    "Scratch",
+    "CPU_REPLAY_KEYWORDS",
+    "seam_signature",
 ]
 
 PRIMITIVES = (
@@ -139,3 +144,33 @@ BasicKey = tuple[int | slice | None | EllipsisType, ...]
 """A view's key: ints (negative counted from the end), slices, None (a new dim of size 1), one Ellipsis."""
 IndexKey = tuple[int | bool | slice | None | EllipsisType | BackendArray, ...]
 """NumPy's advanced indexing: a BasicKey's items, integer index arrays and boolean masks."""
+
+
+class Scratch(Protocol):
+    """Reusable temporaries for a CPU primitive: ``scratch(shape, dtype, k)`` is an array of that shape
+    and dtype the primitive may overwrite, its ``k``-th of that layout (one needing two takes k = 0
+    and 1); it may hold anything and may be handed out again after the primitive returns. Graph
+    capture's replay passes one that keeps its arrays across replays; ``None`` makes new ones."""
+
+    def __call__(self, shape: Shape, dtype: np.dtype, k: int = 0) -> np.ndarray: ...
+
+
+# Keyword-only parameters that only the CPU backend's primitives take, beyond the table in
+# adcuda/backends/__init__.py: ``out`` (an array of the result's shape and dtype to write it into; it
+# may be an operand) and ``scratch`` (a ``Scratch``). Only graph capture's CPU replay passes them
+# (adcuda/capture/program.py calls the CPU backend alone); eager dispatch never does, and the CUDA
+# primitives do not take them (tests/test_backend_seam.py compares the signatures without them).
+CPU_REPLAY_KEYWORDS = {
+    "unary": ("out", "scratch"),
+    "unary_backward": ("out", "scratch"),
+    "sgd_step_": ("scratch",),
+    "adam_step_": ("scratch",),
+}
+
+
+def seam_signature(name: str, primitive) -> inspect.Signature:
+    """``primitive``'s (backend primitive ``name``'s) signature as the seam's table writes it, without
+    the CPU replay's keywords: what both backends take, and what a traced call records."""
+    signature = inspect.signature(primitive)
+    extras = CPU_REPLAY_KEYWORDS.get(name, ())
+    return signature.replace(parameters=[p for p in signature.parameters.values() if p.name not in extras])

@@ -15,17 +15,25 @@ GradScaler's scale on its first call) is not turned into a program: the next cal
 with that state made. What cannot be replayed ends the capture (see recorder.py): the function then
 runs eagerly from then on, with one warning naming the op and the line, or, with
 ``fullgraph=True``, raises CaptureError naming them.
+
+On CUDA tensors (all on one device) the trace becomes a ``CudaGraphProgram`` (cuda_graph.py) that
+replays through CUDA graphs instead.
 """
 
 import warnings
 
+import numpy as np
+
 from .. import dtypes as dt
 from ..autograd.grad_mode import is_grad_enabled
+from ..cuda.errors import GraphCaptureError
 from ..device import CPU
+from ..device import device as device_type
 from ..errors import AdcudaError
 from ..ops import autocast, dispatch
 from ..profiler.record_function import record_function
 from ..tensor import Tensor
+from .cuda_graph import CudaGraphProgram, cuda_arrays_escaped
 from .program import Layout, Program
 from .recorder import Recorder, Uncapturable
 
@@ -68,7 +76,7 @@ class CompiledFunction:
 
     @property
     def programs(self):
-        return [p for p in self._cache.values() if isinstance(p, Program)]
+        return [p for p in self._cache.values() if isinstance(p, (Program, CudaGraphProgram))]
 
     def __call__(self, *args, **kwargs):
         if self._eager:
@@ -84,9 +92,9 @@ class CompiledFunction:
         program = self._cache.get(key)
         if program.__class__ is Program and program.holds():
             program.replays += 1
-            with record_function(program.range_name):
-                outputs = program.replay(*[t._data for t in tensors])
-            return _rebuild(program.outputs[0], iter(outputs))
+            return _rebuild(program.outputs[0], iter(program.run([t._data for t in tensors])))
+        if program.__class__ is CudaGraphProgram and program.holds():
+            return self._replay_cuda(program, tensors)
         elif program is None and len(self._cache) >= CACHE_SIZE_LIMIT:
             if not self._warned_limit:
                 self._warned_limit = True
@@ -100,20 +108,19 @@ class CompiledFunction:
 
     def _capture(self, key, tensors, args, kwargs):
         arrays = [t._data for t in tensors]
-        if len({id(a) for a in arrays}) != len(arrays) or any(t._device is not CPU for t in tensors):
-            # aliased inputs, or CUDA tensors (no CUDA graph capture yet): the plain call
+        devices = {t._device for t in tensors}
+        if len({id(a) for a in arrays}) != len(arrays) or len(devices) > 1:
+            # aliased inputs, or tensors on several devices: the plain call
             return self._give_up(
                 Uncapturable(
-                    "CUDA tensors (adcuda.compile captures CPU programs only)"
-                    if any(t._device is not CPU for t in tensors)
-                    else "the same tensor passed twice",
+                    "tensors on several devices" if len(devices) > 1 else "the same tensor passed twice",
                     "the call",
                 ),
                 args,
                 kwargs,
                 ran=False,
             )
-        recorder = Recorder(strict=self.fullgraph, inputs=tensors)
+        recorder = Recorder(strict=self.fullgraph, inputs=tensors, cuda=True)
         for a in arrays:
             recorder.add_input(a)
         try:
@@ -128,6 +135,12 @@ class CompiledFunction:
             outputs = recorder.outputs(result)
         if recorder.failure is not None:
             return self._give_up(recorder.failure, args, kwargs, ran=True, result=result)
+        device = _program_device(recorder.trace, devices)
+        if device is None:
+            failure = Uncapturable("CPU and CUDA arrays in one call", "the call")
+            return self._give_up(failure, args, kwargs, ran=True, result=result)
+        if device is not CPU:
+            return self._keep_cuda_program(key, recorder, outputs, result, device, args, kwargs)
         layout = Layout(recorder.trace)
         weak = recorder.finish()
         escaped = _escaped(recorder.trace, layout, outputs, weak)
@@ -150,6 +163,45 @@ class CompiledFunction:
         self._cache[key] = Program(recorder.trace, layout, outputs, self.name)
         return result
 
+    def _keep_cuda_program(self, key, recorder, outputs, result, device, args, kwargs):
+        weak = recorder.finish()
+        escaped = cuda_arrays_escaped(recorder.trace, outputs, weak)
+        if escaped:
+            attempts = self._cache.get(key, 0) + 1
+            if attempts < CAPTURE_ATTEMPTS:
+                self._cache[key] = attempts
+                return result
+            return self._give_up(
+                Uncapturable(
+                    f"the function keeps {len(escaped)} tensor(s) it computed alive after returning "
+                    "(stored in a module, a list or another object)",
+                    "the call",
+                ),
+                args,
+                kwargs,
+                ran=True,
+                result=result,
+            )
+        self._cache[key] = CudaGraphProgram(recorder.trace, outputs, self.name, device)
+        return result
+
+    def _replay_cuda(self, program, tensors):
+        program.replays += 1
+        try:
+            with record_function(program.range_name):
+                outputs = program.replay(*[t._data for t in tensors])
+        except GraphCaptureError as e:
+            if program.graphs is not None:
+                raise
+            # Something the recorder let through cannot be part of a graph; the steps before it ran
+            # already, so running the function again here would repeat them.
+            self._eager = True
+            raise CaptureError(
+                f"adcuda.compile: {self.name} cannot be replayed through CUDA graphs ({e}); it runs eagerly "
+                "from the next call on"
+            ) from e
+        return _rebuild(program.outputs[0], iter(outputs))
+
     def _give_up(self, failure, args, kwargs, *, ran, result=None):
         if self.fullgraph:
             raise CaptureError(
@@ -162,6 +214,17 @@ class CompiledFunction:
             stacklevel=3,
         )
         return result if ran else self.fn(*args, **kwargs)
+
+
+def _program_device(trace, devices):
+    """Where the recorded run computed: CPU, one CUDA device, or None for a mix."""
+    arrays = list(trace.arrays) + [a for a, _ in trace.externals.values()]
+    cuda = {a.device for a in arrays if a.__class__ is not np.ndarray}
+    if not cuda:
+        return None if devices - {CPU} else CPU
+    if len(cuda) > 1 or any(a.__class__ is np.ndarray for a in arrays) or CPU in devices:
+        return None
+    return device_type("cuda", cuda.pop())
 
 
 def _signature(value, tensors):

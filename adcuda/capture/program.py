@@ -3,27 +3,36 @@ memory plan, and the Python function that replays it.
 
 The memory plan: each array's lifetime is the span from the step that makes it to the last step
 that reads it or a view of it (views extend the life of the array that owns the memory). An array
-made by a kernel that can write into a given buffer (``FAST_KERNELS``: elementwise ufuncs and 2-D
-matrix products on the CPU) gets a preallocated buffer, reused by later arrays of the same shape and
-dtype once its occupant is dead; every other array is made by its primitive as in eager. Outputs,
-arrays a host step or a gradient accumulation received, and arrays that outlived the captured run
-never get a shared buffer, so nothing the caller or the library can still see is overwritten.
-Parameters, their gradients and optimizer state are the library's own tensors, read and updated in
-place, so Module and Optimizer objects stay the truth.
+made by a call that has a replay kernel (``FAST_KERNELS``: elementwise ufuncs, the CPU primitives of
+relu and gelu_tanh with their ``out=`` and the program's ``Scratch``, 2-D matrix products, zero fills
+and copies) is written by it with ``out=``: over an elementwise operand that dies at that call (in
+place), else into a preallocated buffer, reused by later arrays of the same shape and dtype once its
+occupant is dead; a copy of a dying array into its own dtype is no copy; every other array is made
+by its primitive as in eager. Outputs, arrays a host step or a gradient accumulation received, and
+arrays that outlived the captured run never get a shared buffer, so nothing the caller or the
+library can still see is overwritten. Parameters, their gradients and optimizer state are the
+library's own tensors, read and updated in place, so Module and Optimizer objects stay the truth.
 
 The replay itself is one generated Python function (``replay``), a straight line of calls on local
 variables with every primitive, constant and buffer prebound: no dispatch, no autograd, no argument
-parsing. Host steps are calls of the library functions they recorded; accumulation sets or adds to
-``.grad`` as eager does; draws take the next seed and offset from their generator.
+parsing. Host steps are calls of the library functions they recorded, or of the replay kernels that
+stand for them (host_steps.py: optimizer steps, the class-target check); accumulation sets or adds to
+``.grad`` as eager does; draws take the next seed and offset from their generator. A second version
+of it, made when a profiler or ``emit_nvtx`` first observes a replay, puts each step in a range.
 """
 
+import functools
 import warnings
 
 import numpy as np
 
 from ..backends import cpu
-from ..backends.cpu.elementwise import BINARY_OPS, UNARY_OPS
+from ..backends.cpu.elementwise import BINARY_OPS, UNARY_BACKWARD_INTO, UNARY_INTO, UNARY_OPS
+from ..profiler import _state as profiler_state
+from ..profiler.observe import begin_range, end_range
+from ..profiler.record_function import record_function
 from ..tensor import Tensor, primitives_on
+from .host_steps import host_step_replay
 from .recorder import (
     Accumulate,
     ArraySpec,
@@ -39,13 +48,13 @@ from .recorder import (
 )
 
 REPLAY_MODULE = "adcuda.capture.replay"  # the module name generated replays run under
-warnings.filterwarnings("ignore", category=RuntimeWarning, module=REPLAY_MODULE)
+_QUIET_MODULES = r"adcuda\.capture\.(replay|program)$"  # where a replay's NumPy calls are made
 
 _MAY_WARN = frozenset({"div", "pow", "floor_divide", "remainder"})  # binary ops whose fast path the CPU skips
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-def _binary_kernel(call):
+def _binary_kernel(call, scratch):
     """``binary(op, a, b, dtype)`` into a buffer, as the CPU primitive's fast path computes it (operands
     already in the result dtype, one ufunc call)."""
     op, a, b, dtype = (call.arrays_in + (None,) * 4)[:4]
@@ -59,34 +68,34 @@ def _binary_kernel(call):
     return None
 
 
-def _unary_kernel(call):
-    """``unary(op, a)`` of a float32/float64 array where the primitive is one ufunc call (or relu's)."""
+def _unary_kernel(call, scratch):
+    """``unary(op, a)`` of a float32/float64 array: where the op is one ufunc, that ufunc (the primitive's
+    own, without the primitive's wrapper, which costs more than a small array's call); where the op
+    writes into a given array (``UNARY_INTO``: relu, gelu_tanh's chain), the primitive with ``out=``
+    and the program's scratch arrays."""
     op, a = (call.arrays_in + (None, None))[:2]
     if not isinstance(a, ArraySpec) or a.dtype not in _FLOATS:
         return None
-    if op == "relu":
-        zero = np.zeros((), a.dtype)
-        return (lambda x, out: np.maximum(x, zero, out=out)), (1,)
     fn = UNARY_OPS.get(op)
-    return (fn, (1,)) if isinstance(fn, np.ufunc) else None
+    if isinstance(fn, np.ufunc):
+        return fn, (1,)
+    if op in UNARY_INTO:
+        return functools.partial(cpu.unary, op, scratch=scratch), (1,)
+    return None
 
 
-def _unary_backward_kernel(call):
-    """relu's gradient ``g * (x > 0)`` with the mask in a scratch array of its own (no allocation)."""
+def _unary_backward_kernel(call, scratch):
+    """``unary_backward(op, x, y, g)`` where the op writes into a given array (``UNARY_BACKWARD_INTO``:
+    relu, gelu_tanh): the primitive with ``out=`` and the program's scratch arrays."""
     op, x, y, g = (call.arrays_in + (None,) * 4)[:4]
-    if op != "relu" or not isinstance(x, ArraySpec) or not isinstance(g, ArraySpec) or x.shape != g.shape:
+    if op not in UNARY_BACKWARD_INTO or not isinstance(x, ArraySpec) or not isinstance(g, ArraySpec):
         return None
-    if x.dtype not in _FLOATS or g.dtype != x.dtype:
+    if x.shape != g.shape or x.dtype not in _FLOATS or g.dtype != x.dtype:
         return None
-    mask = np.empty(x.shape, bool)
-
-    def relu_backward(x, g, out):
-        return np.multiply(g, np.greater(x, 0, out=mask), out=out)
-
-    return relu_backward, (1, 3)
+    return functools.partial(cpu.unary_backward, op, scratch=scratch), (1, 2, 3)
 
 
-def _matmul_kernel(call):
+def _matmul_kernel(call, scratch):
     """``matmul(a, b)`` of two float32/float64 matrices (the CPU primitive's ``a.dot(b)``)."""
     args = call.arrays_in
     if len(args) != 2 or call.kwargs:
@@ -99,14 +108,54 @@ def _matmul_kernel(call):
     return np.dot, (0, 1)
 
 
-# primitive -> a function of the recorded call giving (a kernel that writes the call's result into its
-# ``out`` argument, the positions of the call's arguments it takes), or None where it cannot
+def _full_kernel(call, scratch):
+    """``full(shape, value, dtype)``: the primitive's ``fill`` into a buffer."""
+    value = call.args[1] if len(call.args) > 1 else None
+    if value.__class__ not in (bool, int, float):
+        return None
+
+    def fill(out):
+        out.fill(value)
+        return out
+
+    return fill, ()
+
+
+def _copy(a, out):
+    np.copyto(out, a, casting="unsafe")
+    return out
+
+
+def _copy_kernel(call, scratch):
+    """``contiguous(a)`` (where it copies) and ``astype(a, dtype)`` between float32 and float64: the
+    same cast NumPy's ``astype`` makes, into a buffer."""
+    a = call.arrays_in[0] if call.arrays_in else None
+    if not isinstance(a, ArraySpec) or call.args[0].__class__ is not Value:
+        return None
+    if call.name == "astype" and not (a.dtype in _FLOATS and call.args[1].numpy in (np.float32, np.float64)):
+        return None
+    return _copy, (0,)
+
+
+# primitive -> a function of the recorded call and the program's Scratch giving (a kernel that writes
+# the call's result into its ``out`` argument, the positions of the call's arguments it takes), or None
+# where it cannot
 FAST_KERNELS = {
     "binary": _binary_kernel,
     "unary": _unary_kernel,
     "unary_backward": _unary_backward_kernel,
     "matmul": _matmul_kernel,
+    "full": _full_kernel,
+    "contiguous": _copy_kernel,
+    "astype": _copy_kernel,
 }
+# primitives whose new results are always arrays of their own, allocated by the call (never a view, an
+# operand or memory cached across calls): a replay may write over such an array once it is dead
+_FRESH = frozenset({"binary", "unary", "unary_backward", "matmul", "full", "astype", "contiguous", "reduce"})
+
+# kernels of these primitives read each element of an operand only to write the same element of the
+# result: their ``out`` may be an operand's own buffer (not so for a matrix product)
+ELEMENTWISE = frozenset({"binary", "unary", "unary_backward"})
 
 
 class Layout:
@@ -154,6 +203,7 @@ class Program:
         self.modes = list(trace.modules.values())
         n_steps = len(trace.steps)
         self.death = self._lifetimes(n_steps)
+        self.scratch = Scratch()
         self.kernels, self.buffers, self.buffer_of = self._plan(n_steps)
         self.lines = []
         self.replay = self._generate()
@@ -195,25 +245,58 @@ class Program:
         return [n for kind, n in self.outputs[1] if kind == "value"]
 
     def _plan(self, n_steps):
-        """Which calls write into a preallocated buffer, and which buffer: greedy reuse of a dead
-        occupant's buffer of the same shape and dtype."""
+        """Which calls run a replay kernel (``FAST_KERNELS``) and where each result goes:
+
+        - into the memory of an operand that no later step reads (``in_place``): elementwise kernels
+          write over it, and a copy into its own dtype (``astype``) is no copy at all;
+        - else into a preallocated buffer: a dead occupant's of the same shape and dtype (greedy
+          reuse) or a new one;
+        - else, for a result that outlives the replay, into a fresh array each replay.
+
+        An operand's memory is taken only where every element of the result lands on the element it
+        was computed from (same shape and dtype, row-major) and the memory is the program's own: a
+        buffer (then only for a result that dies within the replay) or an array a primitive of this
+        replay allocated (``_FRESH``), never an input, a persistent array or a view of one."""
         layout = self.layout
         kernels = {}
         buffers = []  # (shape, dtype)
         buffer_of = {}  # value number -> buffer index
         free_at = {}  # buffer index -> the step after which it is free
         by_layout = {}  # (shape, dtype) -> buffer indices
+        self.in_place = {}  # step index -> the operand whose memory the result takes
+        self.aliases = {}  # step index of a copy made no copy -> the operand it stands for
         for i, step in enumerate(self.trace.steps):
-            if step.__class__ is not Call or step.result_kind != "array" or step.name not in FAST_KERNELS:
+            if step.__class__ is not Call or step.result_kind != "array":
                 continue
             n = step.results[0]
-            if n is None or layout.owner[n] != n or self.death[n] >= n_steps or self.trace.producer[n] != i:
-                continue
-            if not layout.c_contiguous[n]:
-                continue  # a buffer is row-major: later views and copies must see the strides they saw
-            kernel = FAST_KERNELS[step.name](step)
-            if kernel is None:
-                continue
+            if n is None or layout.owner[n] != n or self.trace.producer[n] != i or not layout.c_contiguous[n]:
+                continue  # (a buffer is row-major: later views and copies must see the strides they saw)
+            outlives = self.death[n] >= n_steps
+            same_copy = step.name == "astype" and _is_same_dtype_copy(step, layout, n)
+            kernel = None
+            if not same_copy:
+                factory = FAST_KERNELS.get(step.name)
+                kernel = factory(step, self.scratch) if factory is not None else None
+                if kernel is None:
+                    continue
+            if same_copy or step.name in ELEMENTWISE:
+                taken = self._dying_operand(i, step, (0,) if same_copy else kernel[1], n, buffer_of, outlives)
+                if taken is not None:
+                    m, b = taken
+                    self.in_place[i] = m
+                    if same_copy:
+                        self.aliases[i] = m
+                    else:
+                        kernels[i] = kernel
+                    if b is not None:
+                        buffer_of[n] = b
+                        free_at[b] = max(self.death[n], i)
+                    continue
+            if same_copy:
+                continue  # a real copy: the primitive's
+            kernels[i] = kernel
+            if outlives:
+                continue  # a fresh array each replay
             key = (layout.shape[n], layout.dtype[n])
             chosen = None
             for b in by_layout.get(key, ()):
@@ -225,17 +308,43 @@ class Program:
                 buffers.append(key)
                 by_layout.setdefault(key, []).append(chosen)
             free_at[chosen] = max(self.death[n], i)
-            kernels[i] = kernel
             buffer_of[n] = chosen
         return kernels, buffers, buffer_of
+
+    def _dying_operand(self, i, step, positions, n, buffer_of, outlives):
+        """(an operand of call ``i`` whose memory its result ``n`` may take, that memory's buffer or None
+        for an array of the replay's own), or None (see ``_plan``)."""
+        layout = self.layout
+        producer = self.trace.producer
+        for p in positions:
+            arg = step.args[p]
+            if arg.__class__ is not Value:
+                continue
+            m = arg.n
+            owner = layout.owner[m]
+            if owner < 0 or self.death[owner] != i or producer[owner] < 0:
+                continue
+            if not (layout.shape[m] == layout.shape[owner] == layout.shape[n] and layout.c_contiguous[m]):
+                continue
+            if not (layout.dtype[m] == layout.dtype[owner] == layout.dtype[n]):
+                continue
+            if owner in buffer_of:
+                if not outlives:
+                    return m, buffer_of[owner]
+            elif self.trace.steps[producer[owner]].name in _FRESH:
+                return m, None  # (not in a buffer: the primitive's own new array, or a kernel's fresh one)
+        return None
 
     # ------------------------------------------------------------------ the replay function
     def _generate(self):
         trace = self.trace
         names = {}
-        # the replay's NumPy calls warn as the CPU backend's do not (overflow in a matmul, a NaN in a ufunc):
-        # the filter below keeps them as quiet as eager
-        env = {"_tensor": _tensor, "_accumulate": _accumulate, "__name__": REPLAY_MODULE}
+        # the replay's own NumPy calls warn as the CPU backend's do not (overflow in a matmul, a NaN in
+        # a ufunc): this filter keeps them as quiet as eager (installed
+        # with each program, not once at import: a ``warnings.catch_warnings`` block around the first
+        # capture would take it away at its end)
+        warnings.filterwarnings("ignore", category=RuntimeWarning, module=_QUIET_MODULES)
+        env = {"_tensor": _tensor, "_accumulate": _accumulate, "_empty": np.empty, "__name__": REPLAY_MODULE}
 
         def bind(obj, prefix):
             key = (prefix, id(obj))
@@ -272,25 +381,42 @@ class Program:
             return ", ".join(parts)
 
         body = []
+        ranges = []  # the profiler range of each line of ``body``: what a profiled replay shows inside it
         lines = self.lines
         draws = 0
         for i, step in enumerate(trace.steps):
             cls = step.__class__
+            ranges.append(_range_name(step))
             if cls is Call:
                 target = self._targets(step)
-                if i in self.kernels:
+                if i in self.aliases:
+                    code = f"v{self.aliases[i]}"
+                elif i in self.kernels:
                     kernel, positions = self.kernels[i]
+                    first = last = ""  # a partial's arguments, written into the call (a partial costs more)
+                    if kernel.__class__ is functools.partial:
+                        first = "".join(expr(a) + ", " for a in kernel.args)
+                        last = "".join(f", {k}={bind(v, 'c')}" for k, v in kernel.keywords.items())
+                        kernel = kernel.func
                     fn = bind(kernel, "k")
-                    buf = f"buf{self.buffer_of[step.results[0]]}"
-                    code = f"{fn}({', '.join(expr(step.args[p]) for p in positions)}, out={buf})"
+                    n = step.results[0]
+                    if n in self.buffer_of:
+                        out = f"buf{self.buffer_of[n]}"
+                    elif i in self.in_place:
+                        out = f"v{self.in_place[i]}"
+                    else:
+                        out = f"_empty({self.layout.shape[n]!r}, {bind(self.layout.dtype[n], 'c')})"
+                    operands = "".join(expr(step.args[p]) + ", " for p in positions)
+                    code = f"{fn}({first}{operands}out={out}{last})"
                 else:
                     primitive = bind(getattr(cpu, step.name), f"p_{step.name}_")
                     code = f"{primitive}({call_args(step.args, step.kwargs)})"
                 body.append(f"{target} = {code}" if target else code)
                 lines.append(self._describe(i, step))
             elif cls is HostStep:
-                body.append(f"{bind(step.fn, 'host')}({call_args(step.args, step.kwargs)})")
-                lines.append(f"{i:4d}  host step {step.name}")
+                fast = host_step_replay(step, self.scratch)
+                body.append(f"{bind(fast[0] if fast else step.fn, 'host')}({call_args(step.args, step.kwargs)})")
+                lines.append(f"{i:4d}  host step {step.name}" + (f" (replayed by {fast[1]})" if fast else ""))
             elif cls is Accumulate:
                 alias = self._may_alias(i, step)
                 body.append(
@@ -308,14 +434,35 @@ class Program:
         params = ", ".join(f"v{n}" for n in trace.inputs)
         for b, (shape, dtype) in enumerate(self.buffers):
             env[f"buf{b}"] = np.empty(shape, dtype)
-        source = (
-            f"def replay({params}):\n"
-            + "".join(f"    {line}\n" for line in body)
-            + f"    return ({''.join(o + ', ' for o in outputs)})\n"
+        returns = f"    return ({''.join(o + ', ' for o in outputs)})\n"
+        self.source = f"def replay({params}):\n" + "".join(f"    {line}\n" for line in body) + returns
+        # the same replay with each step in a profiler/NVTX range of its own (made on first need)
+        env["_begin"], env["_end"] = begin_range, end_range
+        self._observed_source = (
+            f"def replay_observed({params}):\n"
+            + "".join(
+                f"    _r = _begin({name!r})\n    try:\n        {line}\n    finally:\n"
+                "        if _r is not None:\n            _end(_r)\n"
+                for line, name in zip(body, ranges)
+            )
+            + returns
         )
-        self.source = source
-        exec(compile(source, f"<adcuda.compile replay of {self.name}>", "exec"), env)
+        self._env = env
+        exec(compile(self.source, f"<adcuda.compile replay of {self.name}>", "exec"), env)
         return env["replay"]
+
+    def run(self, arrays):
+        """Replay with ``arrays`` as the inputs. While a profiler or ``emit_nvtx`` observes, the replay is
+        one range with each step in a range of its own inside it; otherwise it is the bare replay."""
+        if profiler_state.profilers or profiler_state.nvtx_emitter is not None:
+            observed = self._env.get("replay_observed")
+            if observed is None:
+                filename = f"<adcuda.compile profiled replay of {self.name}>"
+                exec(compile(self._observed_source, filename, "exec"), self._env)
+                observed = self._env["replay_observed"]
+            with record_function(self.range_name):
+                return observed(*arrays)
+        return self.replay(*arrays)
 
     def _targets(self, step):
         if step.result_kind == "array":
@@ -353,6 +500,10 @@ class Program:
             out = f"%{n} = "
             shape = "x".join(map(str, self.layout.shape[n])) or "scalar"
             where = f", buffer {self.buffer_of[n]}" if n in self.buffer_of else ""
+            if i in self.aliases:
+                where += f", no copy: the memory of %{self.aliases[i]}"
+            elif i in self.in_place:
+                where += f" in place of %{self.in_place[i]}"
             return f"{i:4d}  {out}{step.name}({args})  [{shape} {self.layout.dtype[n]}{where}]"
         if step.result_kind == "tuple":
             out = ", ".join(f"%{n}" if n is not None else "_" for n in step.results) + " = "
@@ -360,15 +511,28 @@ class Program:
 
     # ------------------------------------------------------------------ inspection
     def memory(self):
-        """(bytes in preallocated buffers, peak bytes of arrays alive at once during a replay)."""
+        """(bytes in preallocated buffers and kernels' scratch arrays, peak bytes of arrays alive at once
+        during a replay)."""
         planned = sum(int(np.prod(shape)) * np.dtype(dtype).itemsize for shape, dtype in self.buffers)
+        planned += self.scratch.nbytes
         layout = self.layout
+        producer = self.trace.producer
+        # a result written over a dying operand's own array (not a buffer) allocates nothing: that array
+        # lives on as the result, to the result's death
+        memory_of, end = {}, {}
+        for i, m in sorted(self.in_place.items()):
+            n = self.trace.steps[i].results[0]
+            if n not in self.buffer_of:
+                memory_of[n] = memory_of.get(layout.owner[m], layout.owner[m])
+        for n, held in memory_of.items():
+            end[held] = max(end.get(held, -1), self.death[n])
         events = []
         for n, owner in enumerate(layout.owner):
-            if owner != n or self.trace.producer[n] < 0 or n in self.buffer_of:
+            if owner != n or producer[n] < 0 or n in self.buffer_of or n in memory_of:
                 continue
-            events.append((self.trace.producer[n], layout.nbytes[n]))
-            events.append((max(self.death[n], self.trace.producer[n]) + 0.5, -layout.nbytes[n]))
+            dies = max(self.death[n], end.get(n, -1), producer[n])
+            events.append((producer[n], layout.nbytes[n]))
+            events.append((dies + 0.5, -layout.nbytes[n]))
         live = peak = planned
         for _, change in sorted(events):
             live += change
@@ -384,13 +548,59 @@ class Program:
         planned, peak = self.memory()
         head = (
             f"adcuda.compile program of {self.name}: {len(steps)} steps ({calls} primitive calls, "
-            f"{len(self.kernels)} into preallocated buffers; {hosts} host steps; {accs} gradient "
-            f"accumulations; {draws} random draws)\n"
+            f"{len(self.kernels)} by replay kernels: {len(self.buffer_of)} results in preallocated buffers, "
+            f"{len(self.in_place)} written over a dying operand, {len(self.aliases)} copies dropped; "
+            f"{hosts} host steps; {accs} gradient accumulations; {draws} random draws)\n"
             f"inputs: {', '.join(f'%{n}' for n in self.trace.inputs) or 'none'}; outputs: "
             f"{', '.join(f'%{n}' for n in self.output_values()) or 'none'}\n"
-            f"buffers: {len(self.buffers)} preallocated, {planned} bytes; peak memory of a replay: {peak} bytes\n"
+            f"buffers: {len(self.buffers)} preallocated and {len(self.scratch.arrays)} scratch, {planned} bytes; "
+            f"peak memory of a replay: {peak} bytes\n"
         )
         return head + "\n".join(self.lines)
+
+
+class Scratch:
+    """A program's scratch arrays by (shape, dtype, k), the ``adcuda.backends.seam.Scratch`` its primitive
+    calls and optimizer steps take their temporaries from: a replay runs one call at a time, and each
+    is done with its scratch when it returns, so they share them. ``scratch(shape, dtype, k)`` is the
+    k-th array of that layout, made at its first use."""
+
+    def __init__(self):
+        self.arrays = {}
+
+    def __call__(self, shape, dtype, k=0):
+        # (called once or more per primitive call of a replay: the key is the arguments as given, an
+        # array's own ``shape`` and ``dtype``)
+        try:
+            return self.arrays[shape, dtype, k]
+        except KeyError:
+            a = self.arrays[shape, dtype, k] = np.empty(shape, dtype)
+            return a
+
+    @property
+    def nbytes(self):
+        """Bytes of the scratch arrays made so far (optimizer steps make theirs at the first replay)."""
+        return sum(a.nbytes for a in self.arrays.values())
+
+
+def _range_name(step):
+    """A step's profiler range in a profiled replay: the primitive (with its op for the elementwise
+    families), the host step, the accumulation or the draw."""
+    cls = step.__class__
+    if cls is Call:
+        op = step.args[0] if step.args and step.args[0].__class__ is str else None
+        return f"{step.name}.{op}" if op else step.name
+    if cls is HostStep:
+        return step.name
+    if cls is Accumulate:
+        return "accumulate_grad"
+    return "random_draw"
+
+
+def _is_same_dtype_copy(step, layout, n):
+    """Whether call ``step`` (an ``astype``) copies a trace array into the dtype it already has."""
+    a = step.args[0] if step.args else None
+    return a.__class__ is Value and layout.dtype[a.n] == layout.dtype[n]
 
 
 def _arguments_of(step):

@@ -28,6 +28,7 @@ import weakref
 
 import numpy as np
 
+from .. import _native
 from .. import random as random_module
 from ..autograd import engine
 from ..autograd.graph import AccumulateGrad
@@ -42,6 +43,8 @@ _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RANDOM_PRIMITIVES = frozenset({"rand", "randn", "randint", "bernoulli", "dropout", "attention_dropout_mask"})
 # primitives that hand a value to the host
 HOST_READS = frozenset({"to_numpy"})
+# the backends' array classes: NumPy's, and the CUDA backend's DeviceArray in a CUDA build
+ARRAY_CLASSES = (np.ndarray,) + tuple(cls for cls in (getattr(_native._C, "DeviceArray", None),) if cls is not None)
 
 
 class Uncapturable(Exception):
@@ -171,8 +174,9 @@ def user_line():
 class Recorder:
     """Installs itself at the dispatch point for one eager run and builds its ``Trace``."""
 
-    def __init__(self, *, strict=False, inputs=()):
+    def __init__(self, *, strict=False, inputs=(), cuda=False):
         self.strict = strict  # raise at the first thing that cannot be captured (fullgraph=True)
+        self.cuda = cuda  # recording for a CUDA graph (capture/cuda_graph.py): CUDA primitives are fine
         self._input_ids = {id(t) for t in inputs}
         self.trace = Trace()
         self._ids = {}  # id(array) -> value number
@@ -396,12 +400,12 @@ class Recorder:
         call.arrays_in = args
         result = fn(*args, **kwargs)
         step = len(self.trace.steps)
-        if result.__class__ is np.ndarray:
+        if result.__class__ in ARRAY_CLASSES:
             call.result_kind = "array"
             call.results = (self._result_value(result, step),)
         elif result.__class__ is tuple:
             call.result_kind = "tuple"
-            call.results = tuple(self._result_value(r, step) if r.__class__ is np.ndarray else None for r in result)
+            call.results = tuple(self._result_value(r, step) if r.__class__ in ARRAY_CLASSES else None for r in result)
         self.trace.steps.append(call)
         return result
 
@@ -438,7 +442,7 @@ class Recorder:
             )
 
     def _references(self, value):
-        if value.__class__ is np.ndarray:
+        if value.__class__ in ARRAY_CLASSES:
             return self._reference(value)
         if value.__class__ in (list, tuple):
             return value.__class__(self._references(v) for v in value)
@@ -466,7 +470,7 @@ class Recorder:
     def _note_host_made(self, result):
         arrays = result if result.__class__ is tuple else (result,)
         for a in arrays:
-            if a.__class__ is np.ndarray:
+            if a.__class__ in ARRAY_CLASSES:
                 self._host_made[id(a)] = a
 
     def finish(self):
@@ -530,12 +534,12 @@ class HostResult:
 
 def _has_bool_array(key):
     items = key if key.__class__ in (list, tuple) else (key,)
-    return any(k.__class__ is np.ndarray and k.dtype == np.bool_ for k in items)
+    return any(k.__class__ in ARRAY_CLASSES and k.dtype.name == "bool" for k in items)
 
 
 def _shapes_of(value):
     """Arguments with each array replaced by (shape, dtype, strides, contiguous) for the planner."""
-    if value.__class__ is np.ndarray:
+    if value.__class__ in ARRAY_CLASSES:
         return ArraySpec(value)
     if value.__class__ in (list, tuple):
         return value.__class__(_shapes_of(v) for v in value)
@@ -574,7 +578,7 @@ class _RecordingBackend:
             on_cpu = self._backend is cpu
 
             def recorded(*args, **kwargs):
-                if not on_cpu and recorder.recording:
+                if not on_cpu and not recorder.cuda and recorder.recording:
                     recorder.fail(f"{name} on a CUDA tensor (adcuda.compile captures CPU programs only)")
                 return recorder.call(name, fn, args, kwargs)
 

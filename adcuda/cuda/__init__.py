@@ -8,7 +8,8 @@ host and device through a pinned-memory pool.
 
 Modules: ``devices`` (query and control), ``streams`` (Stream, Event, current_stream, stream),
 ``memory`` (the caching allocator), ``pinned`` (the pinned pool), ``context`` (init_cuda_context),
-``fork`` (fork safety), ``errors``, ``random`` (manual_seed, manual_seed_all). ``amp`` (the
+``fork`` (fork safety), ``errors``, ``random`` (manual_seed, manual_seed_all), ``graphs`` (CUDA
+graphs: CUDAGraph, graph, graph_pool_handle, make_graphed_callables). ``amp`` (the
 ``torch.cuda.amp`` aliases) sits above this package and is imported by ``adcuda``.
 """
 
@@ -31,8 +32,9 @@ from .devices import (
     synchronize,
     unavailable_reason,
 )
-from .errors import BadForkError, DeviceIndexError, OutOfMemoryError
+from .errors import BadForkError, DeviceIndexError, GraphCaptureError, OutOfMemoryError
 from .fork import is_initialized
+from .graphs import CUDAGraph, graph, graph_pool_handle, make_graphed_callables
 from .memory import (
     empty_cache,
     max_memory_allocated,
@@ -99,4 +101,9 @@ __all__ = [
     "manual_seed_all",
     "seed",
     "initial_seed",
+    "CUDAGraph",
+    "graph",
+    "graph_pool_handle",
+    "make_graphed_callables",
+    "GraphCaptureError",
 ]

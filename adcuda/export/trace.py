@@ -63,7 +63,6 @@ size that is no such product (``H // 2`` of a dynamic ``H``), a float argument t
 making it (None for inputs and constants); ``str(graph)`` prints one line per node.
 """
 
-import inspect
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -71,6 +70,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..autograd.grad_mode import no_grad
 from ..backends import cpu
+from ..backends.seam import seam_signature
 from ..capture.recorder import (
     RANDOM_PRIMITIVES,
     Call,
@@ -571,7 +571,7 @@ def _bind(name, args, kwargs):
     """The call's arguments by the primitive's parameter names, defaults filled in."""
     signature = _SIGNATURES.get(name)
     if signature is None:
-        signature = _SIGNATURES[name] = inspect.signature(getattr(cpu, name))
+        signature = _SIGNATURES[name] = seam_signature(name, getattr(cpu, name))  # (no CPU replay keywords)
     bound = signature.bind(*args, **kwargs)
     bound.apply_defaults()
     return dict(bound.arguments)

@@ -40,6 +40,7 @@ from collections.abc import Sequence
 
 from .. import dtypes as dt
 from ..autograd.grad_mode import is_grad_enabled
+from ..backends.seam import Scratch
 from ..device import CPU
 from ..errors import AutogradError, DeviceError, DTypeError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives, primitives_on, version_counter
@@ -384,6 +385,11 @@ def _arrays(tensors):
     return None if tensors is None else [t._data for t in tensors]
 
 
+def _scratch_keyword(scratch, device):
+    """The primitive's ``scratch`` keyword: only the CPU primitives take it (seam.CPU_REPLAY_KEYWORDS)."""
+    return {"scratch": scratch} if scratch is not None and device is CPU else {}
+
+
 @op("_fused_sgd_", doc="PyTorch's SGD step for many parameters in one call.", method=False)
 def _fused_sgd_(
     self: Tensors,
@@ -398,12 +404,15 @@ def _fused_sgd_(
     maximize: bool,
     is_first_step: bool,
     master_params: Tensors | None = None,
+    scratch: Scratch | None = None,
 ) -> None:
     """PyTorch's SGD step for many parameters in one call (``self``: the parameters). With
     ``momentum != 0``, ``momentum_buffer_list`` holds one buffer per parameter (empty otherwise); on
     ``is_first_step`` each buffer is set to its gradient instead of being decayed. ``maximize``
     ascends. Beyond PyTorch: ``master_params`` (float32 copies of float16/bfloat16 parameters, or None)
-    are stepped instead of the parameters, which then receive the result in their own dtype."""
+    are stepped instead of the parameters, which then receive the result in their own dtype;
+    ``scratch`` (CPU only, None elsewhere) gives the primitive its temporaries (ignored on CUDA) (graph capture's replay
+    passes the arrays it keeps; adcuda.backends.seam.Scratch)."""
     op = "_fused_sgd_"
     params = _tensor_list(op, "self", self)
     grads = _tensor_list(op, "grads", grads)
@@ -426,6 +435,7 @@ def _fused_sgd_(
         float(weight_decay),
         bool(is_first_step),
         _arrays(masters),
+        **_scratch_keyword(scratch, device),
     )
     _bump(params, bufs, masters)
 
@@ -447,6 +457,7 @@ def _fused_adam_common(
     maximize,
     master_params,
     decoupled,
+    scratch,
 ):
     params = _tensor_list(op, "self", params)
     grads = _tensor_list(op, "grads", grads)
@@ -496,6 +507,7 @@ def _fused_adam_common(
             decoupled,
             master,
             vmax,
+            **_scratch_keyword(scratch, device),
         )
     _bump(params, exp_avgs, exp_avg_sqs, maxes, masters)
 
@@ -517,12 +529,13 @@ def _fused_adam_(
     amsgrad: bool,
     maximize: bool,
     master_params: Tensors | None = None,
+    scratch: Scratch | None = None,
 ) -> None:
     """PyTorch's Adam step (L2 weight decay added to the gradient) for many parameters in one call.
     ``state_steps`` are one-element tensors holding each parameter's 1-based step count, already
     incremented by the caller (``_foreach_add_(state_steps, 1)``), as in PyTorch; ``max_exp_avg_sqs``
-    (empty unless ``amsgrad``) makes it AMSGrad. Beyond PyTorch: ``master_params`` as in
-    ``_fused_sgd_``."""
+    (empty unless ``amsgrad``) makes it AMSGrad. Beyond PyTorch: ``master_params`` and ``scratch`` as
+    in ``_fused_sgd_``."""
     _fused_adam_common(
         "_fused_adam_",
         self,
@@ -540,6 +553,7 @@ def _fused_adam_(
         maximize,
         master_params,
         decoupled=False,
+        scratch=scratch,
     )
 
 
@@ -560,6 +574,7 @@ def _fused_adamw_(
     amsgrad: bool,
     maximize: bool,
     master_params: Tensors | None = None,
+    scratch: Scratch | None = None,
 ) -> None:
     """``_fused_adam_`` with decoupled weight decay (AdamW: the weights decay by ``lr * weight_decay``)."""
     _fused_adam_common(
@@ -579,6 +594,7 @@ def _fused_adamw_(
         maximize,
         master_params,
         decoupled=True,
+        scratch=scratch,
     )
 
 

@@ -64,11 +64,16 @@ class Adam(Optimizer):
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         loss = self._run_closure(closure)
+        self._step_with_scratch(None)
+        return loss
+
+    def _step_with_scratch(self, scratch):
+        """``step()`` without a closure, its fused op taking its temporaries from ``scratch`` (None:
+        new ones); graph capture's replay calls it (see ``Optimizer``)."""
         self._check_master_groups()
         with no_grad():
             for group in self.param_groups:
-                self._step_group(group)
-        return loss
+                self._step_group(group, scratch)
 
     def _state_for(self, p, amsgrad, dtype):
         state = self.state[p]
@@ -80,7 +85,7 @@ class Adam(Optimizer):
             state["max_exp_avg_sq"] = zeros_like(p.detach(), dtype=dtype)
         return state
 
-    def _step_group(self, group):
+    def _step_group(self, group, scratch):
         amsgrad = group["amsgrad"]
         beta1, beta2 = group["betas"]
         fused = _fused_adamw_ if group["decoupled_weight_decay"] else _fused_adam_
@@ -107,6 +112,7 @@ class Adam(Optimizer):
                 amsgrad=amsgrad,
                 maximize=group["maximize"],
                 master_params=masters,
+                scratch=scratch,
             )
             if with_masters:
                 self._masters_written(params)

@@ -20,6 +20,14 @@ precision still accumulate. The rules:
 - ``state_dict`` saves the masters, so a resumed run continues bit for bit; ``load_state_dict``
   keeps each group's own ``master_weights`` setting, and refuses a state holding masters for a
   group without master weights.
+
+Graph capture's protocol: ``adcuda.compile`` replays a captured ``optimizer.step()`` (a host step)
+by calling ``optimizer._step_with_scratch(scratch)`` where the class that defines ``step`` also
+defines that method (looked up by name: capture sits below optim in the layers), else ``step()``
+itself. It does what ``step()`` without a closure does, hyperparameters, step counts and state read
+afresh, with its fused op's primitive taking its temporaries from ``scratch``
+(``adcuda.backends.seam.Scratch``: arrays the replay keeps from one replay to the next); ``SGD`` and
+``Adam``/``AdamW`` define it.
 """
 
 import collections

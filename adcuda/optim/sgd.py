@@ -57,13 +57,18 @@ class SGD(Optimizer):
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         loss = self._run_closure(closure)
+        self._step_with_scratch(None)
+        return loss
+
+    def _step_with_scratch(self, scratch):
+        """``step()`` without a closure, its fused op taking its temporaries from ``scratch`` (None:
+        new ones); graph capture's replay calls it (see ``Optimizer``)."""
         self._check_master_groups()
         with no_grad():
             for group in self.param_groups:
-                self._step_group(group)
-        return loss
+                self._step_group(group, scratch)
 
-    def _step_group(self, group):
+    def _step_group(self, group, scratch):
         momentum = group["momentum"]
         # (device, stepped through masters, first step of the momentum buffers) -> parameters
         batches = {}
@@ -85,6 +90,7 @@ class SGD(Optimizer):
                 maximize=group["maximize"],
                 is_first_step=first_step,
                 master_params=masters,
+                scratch=scratch,
             )
             if with_masters:
                 self._masters_written(params)

@@ -46,8 +46,10 @@ class TrainConfig:
     total over the ranks; rank 0 prints, evaluates and checkpoints. ``nvtx``: NVTX ranges for Nsight.
     ``profile_steps`` > 0: run that many steps under ``adcuda.profiler.profile``, print the per-op table,
     write the Chrome trace to ``trace`` (default ``<out>/trace.json``) and stop, writing no checkpoint.
-    ``compile``: each step's forward, backward and gradient clipping captured once and replayed
-    (``adcuda.compile``; CPU only), the optimizer step, scheduler and GradScaler run as always.
+    ``compile``: each training step captured once per batch shape and replayed (``adcuda.compile``,
+    which captures CPU programs only); None (the default) compiles on the CPU, where it is faster on
+    both tasks, unless ``distributed``, ``amp`` or ``profile_steps``, and runs eagerly elsewhere; True
+    asks for it (a note says when the device has none); False runs eagerly.
     """
 
     task: str
@@ -65,7 +67,7 @@ class TrainConfig:
     nvtx: bool = False
     profile_steps: int = 0
     trace: str = None
-    compile: bool = False
+    compile: bool | None = None
 
 
 class Reporter:
@@ -233,7 +235,11 @@ def _train(config, task_type, reporter, world):
         f"task {task.name}: {task.describe()}; {_count_parameters(net):,} parameters; "
         f"device {config.device}{how}; {steps_per_epoch} steps per epoch"
     )
-    compiled = config.compile and device_type == "cpu"
+    # by default neither across processes (the data-parallel wrapper's gradient hooks end a capture), nor
+    # with --amp (the GradScaler's first step makes state the step then reads, which ends it too), nor
+    # under --profile (its table names the model's ops; --profile --compile shows the replays instead)
+    by_default = config.compile is None and world is None and not config.amp and not config.profile_steps
+    compiled = device_type == "cpu" and (config.compile or by_default)
     if config.compile and not compiled:
         reporter.line(f"note: --compile captures CPU programs only; training on {config.device} runs eagerly")
     step = TrainStep(model, optimizer, scheduler, scaler, precision, task, config.device, compiled=compiled)
@@ -294,9 +300,10 @@ class TrainStep:
     """One optimizer step on one batch, in a ``train_step`` range (seen by NVTX and the profiler): the
     forward under autocast (a no-op without ``--amp``), the scaled backward, gradients unscaled (into
     float32) before clipping, and the step, skipped with the schedule's when a gradient overflowed (the
-    disabled scaler of a float32 run steps every time). With ``compiled`` the part up to the clipping
-    is captured once per batch shape and replayed (``adcuda.compile``); the step, which decides on the
-    host whether to skip, runs as always."""
+    disabled scaler of a float32 run steps every time). With ``compiled`` the step is captured once per
+    batch shape and replayed (``adcuda.compile``): the whole of it where the scaler is disabled (it
+    always steps, so the optimizer and schedule steps replay with the rest), else the part up to the
+    clipping, the scaler's step deciding on the host whether to skip."""
 
     def __init__(self, model, optimizer, scheduler, scaler, precision, task, device, compiled=False):
         self.model = model
@@ -306,7 +313,11 @@ class TrainStep:
         self.precision = precision
         self.task = task
         self.device = device
-        self.gradients = capture.compile(self._gradients) if compiled else self._gradients
+        self.whole = compiled and not scaler.is_enabled()
+        if self.whole:
+            self.gradients = capture.compile(self._whole_step)
+        else:
+            self.gradients = capture.compile(self._gradients) if compiled else self._gradients
 
     def _gradients(self, batch):
         """The loss of ``batch`` and the clipped, unscaled gradients it leaves in ``.grad``."""
@@ -318,14 +329,23 @@ class TrainStep:
         nn.utils.clip_grad_norm_(self.model.parameters(), MAX_GRAD_NORM)
         return loss
 
+    def _whole_step(self, batch):
+        """The step of a run without loss scaling: what ``__call__`` does with a disabled scaler, whose
+        ``step`` is the optimizer's and whose ``update`` does nothing."""
+        loss = self._gradients(batch)
+        self.optimizer.step()
+        self.scheduler.step()
+        return loss
+
     def __call__(self, batch, description):
         """Returns the batch's loss (a float) and its number of samples."""
         with record_function("train_step"):
             batch = _to_device(batch, self.device)
             loss = self.gradients(batch)
-            if self.scaler.step(self.optimizer):
-                self.scheduler.step()
-            self.scaler.update()
+            if not self.whole:
+                if self.scaler.step(self.optimizer):
+                    self.scheduler.step()
+                self.scaler.update()
             value = loss.item()
         if not math.isfinite(value):
             raise FloatingPointError(

@@ -16,7 +16,7 @@ namespace {
 
 using release_gil = py::call_guard<py::gil_scoped_release>;
 
-const DeviceArray* pointer_or_null(const std::optional<DeviceArray>& a) { return a ? &*a : nullptr; }
+const DeviceArray* mask_or_null(const std::optional<DeviceArray>& mask) { return mask ? &*mask : nullptr; }
 
 }  // namespace
 
@@ -25,7 +25,7 @@ ADCUDA_REGISTER_BINDINGS(attention, 21) {
       "attention",
       [](const DeviceArray& q, const DeviceArray& k, const DeviceArray& v, const std::optional<DeviceArray>& mask,
          bool is_causal, double scale, double dropout_p, std::uint64_t seed, std::uint64_t offset) {
-        return adcuda::attention(q, k, v, pointer_or_null(mask), is_causal, scale, {dropout_p, seed, offset});
+        return adcuda::attention(q, k, v, mask_or_null(mask), is_causal, scale, {dropout_p, seed, offset});
       },
       py::arg("q"), py::arg("k"), py::arg("v"), py::arg("mask"), py::arg("is_causal"), py::arg("scale"),
       py::arg("dropout_p") = 0.0, py::arg("seed") = 0, py::arg("offset") = 0, release_gil(),
@@ -35,7 +35,7 @@ ADCUDA_REGISTER_BINDINGS(attention, 21) {
       [](const DeviceArray& g, const DeviceArray& q, const DeviceArray& k, const DeviceArray& v, const DeviceArray& out,
          const DeviceArray& lse, const std::optional<DeviceArray>& mask, bool is_causal, double scale,
          double dropout_p, std::uint64_t seed, std::uint64_t offset) {
-        return adcuda::attention_backward(g, q, k, v, out, lse, pointer_or_null(mask), is_causal, scale,
+        return adcuda::attention_backward(g, q, k, v, out, lse, mask_or_null(mask), is_causal, scale,
                                           {dropout_p, seed, offset});
       },
       py::arg("g"), py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("lse"), py::arg("mask"),

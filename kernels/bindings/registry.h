@@ -8,7 +8,9 @@
 //
 // Registrations run in (order, name) order when the module is imported; the runtime (order 0) comes
 // first, since it registers the types (DeviceArray, ScalarType) the families take and return.
-// kernels/bindings/*.cpp are compiled only in a CUDA build.
+// kernels/bindings/*.cpp are compiled only in a CUDA build, and there as one translation unit (CMake's
+// unity build, CMakeLists.txt says why): a helper in a file's anonymous namespace needs a name no other
+// binding file uses.
 #pragma once
 
 #include <pybind11/pybind11.h>

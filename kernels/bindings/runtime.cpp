@@ -21,6 +21,7 @@
 #include "runtime/device_array.h"
 #include "runtime/device_errors.h"
 #include "runtime/errors.h"
+#include "runtime/graph.h"
 #include "runtime/pinned_pool.h"
 #include "runtime/process.h"
 #include "runtime/stream.h"
@@ -353,6 +354,7 @@ ADCUDA_REGISTER_BINDINGS(runtime, 0) {
   m.def(
       "stream_synchronize",
       [](std::uintptr_t stream) {
+        adcuda::refuse_during_capture(stream_from(stream), "Stream.synchronize()");
         ADCUDA_CHECK(cudaStreamSynchronize(stream_from(stream)));
         adcuda::raise_device_errors();
       },

@@ -15,9 +15,19 @@
 //   here) or be ordinary host memory for the host side of a copy; otherwise the call fails with
 //   cudaErrorInvalidValue, as an out-of-range copy faults on a GPU;
 // - errors are sticky per host thread until read with cudaGetLastError;
-// - launch limits (threads per block, grid size, dynamic shared memory and its opt-in attribute).
+// - launch limits (threads per block, grid size, dynamic shared memory and its opt-in attribute);
+// - stream capture (CUDA graphs): while a stream captures, what is queued on it (launches, copies,
+//   memsets, host functions) is recorded instead of run, and a stream that waits on an event recorded
+//   inside the capture joins it; cudaGraphInstantiate/Launch replay the nodes in the order they were
+//   recorded (a valid order: each was queued after what it depends on); cudaGraphExecUpdate takes a
+//   graph of the same node kinds and kernels. The calls a driver refuses during a capture fail the same
+//   way and invalidate it (cudaErrorStreamCaptureUnsupported, then cudaErrorStreamCaptureInvalidated
+//   from the capture's later calls and from cudaStreamEndCapture): synchronising or querying a
+//   capturing stream or an event recorded in a capture, cudaDeviceSynchronize and cudaFree while a
+//   capture runs, and copies between a capturing stream and pageable host memory.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -59,6 +69,24 @@ struct Allocation {
   Kind kind;
 };
 
+// A node of a captured graph: the work, and what cudaGraphExecUpdate compares (the kernel of a launch,
+// a tag for the other kinds).
+struct Node {
+  const void* signature;
+  std::function<void()> work;
+};
+
+// One capture sequence: begun on `origin`; other streams join it by waiting on an event recorded in it.
+struct Capture {
+  cudaStream_t origin;
+  cudaStreamCaptureMode mode;
+  std::thread::id thread;
+  std::vector<Node> nodes;
+  cudaError_t broken = cudaSuccess;  // the illegal call's error, once invalidated
+  // Per joined stream: nodes queued on it so far, and how many of those the origin has waited for.
+  std::map<cudaStream_t, std::pair<std::size_t, std::size_t>> forked;
+};
+
 // Completion is tracked by generation: each cudaEventRecord starts a new one, and the event is done
 // when its stream's thread has reached the latest.
 // Each record is a generation. An event may be recorded again, on another stream, before an earlier
@@ -71,6 +99,10 @@ struct Event {
   std::uint64_t timed = 0;                // the generation `time` belongs to
   std::chrono::steady_clock::time_point time{};
   bool timing = true;
+  // Set while the latest record was made inside a capture: it names a point of the graph, not of a stream.
+  std::shared_ptr<Capture> capture;
+  cudaStream_t capture_stream = nullptr;
+  std::size_t capture_position = 0;  // nodes of capture_stream recorded before it
 
   bool done(std::uint64_t generation) const { return outstanding.count(generation) == 0; }
 };
@@ -133,6 +165,7 @@ struct State {
   cudaError_t asynchronous_error = cudaSuccess;
   std::string asynchronous_detail;
   std::unordered_map<const void*, std::size_t> dynamic_shared_limits;
+  std::unordered_map<cudaStream_t, std::shared_ptr<Capture>> captures;  // every stream taking part in one
 };
 
 State& state() {
@@ -219,6 +252,55 @@ void wait_all_streams(State& s) {
   for (auto& queue : queues) queue->wait_idle();
 }
 
+// Tags for the nodes that are not kernel launches (what cudaGraphExecUpdate compares them by).
+const char kNodeKinds[3] = {};
+const void* const kCopyNode = &kNodeKinds[0];
+const void* const kMemsetNode = &kNodeKinds[1];
+const void* const kGraphNode = &kNodeKinds[2];
+
+bool is_kernel_node(const void* signature) {
+  return signature != nullptr &&
+         (signature < static_cast<const void*>(kNodeKinds) || signature >= static_cast<const void*>(kNodeKinds + 3));
+}
+
+// The capture `stream` takes part in, if any. Call with s.mutex held.
+std::shared_ptr<Capture> capture_of(State& s, cudaStream_t stream) {
+  auto it = s.captures.find(stream);
+  return it == s.captures.end() ? nullptr : it->second;
+}
+
+// A capture that has not ended (an event may still point to an ended one). Call with s.mutex held.
+bool capture_running(State& s, const std::shared_ptr<Capture>& capture) {
+  return capture != nullptr && capture_of(s, capture->origin) == capture;
+}
+
+// A call the driver refuses during `capture`: the capture is invalidated and the call fails.
+cudaError_t refuse_during(Capture& capture) {
+  if (capture.broken == cudaSuccess) capture.broken = cudaErrorStreamCaptureInvalidated;
+  return fail(cudaErrorStreamCaptureUnsupported);
+}
+
+// A potentially unsafe call (one that synchronises implicitly): refused, invalidating the captures it
+// would break, while a capture in global mode runs on any thread or one in thread-local mode on this one.
+cudaError_t refuse_unsafe_call(State& s) {
+  cudaError_t result = cudaSuccess;
+  for (auto& entry : s.captures) {
+    Capture& capture = *entry.second;
+    const bool forbidden = capture.mode == cudaStreamCaptureModeGlobal ||
+                           (capture.mode == cudaStreamCaptureModeThreadLocal && capture.thread == std::this_thread::get_id());
+    if (forbidden) result = refuse_during(capture);
+  }
+  return result;
+}
+
+// Queues `work` into `capture` as a node of `stream`. Call with s.mutex held.
+cudaError_t record_node(Capture& capture, cudaStream_t stream, const void* signature, std::function<void()> work) {
+  if (capture.broken != cudaSuccess) return cudaErrorStreamCaptureInvalidated;
+  capture.nodes.push_back({signature, std::move(work)});
+  if (stream != capture.origin) capture.forked[stream].first += 1;
+  return cudaSuccess;
+}
+
 }  // namespace
 
 std::size_t max_dynamic_shared_bytes(const void* kernel) {
@@ -233,12 +315,15 @@ void record_launch_error(cudaError_t code, const char* detail) {
   last_launch_detail = detail;
 }
 
-bool enqueue(cudaStream_t stream, std::function<void()> work) {
+cudaError_t enqueue(cudaStream_t stream, std::function<void()> work, const void* signature) {
   State& s = state();
   std::shared_ptr<StreamQueue> queue;
   {
     std::lock_guard<std::mutex> lock(s.mutex);
-    if (!stream_ok(s, stream)) return false;
+    if (!stream_ok(s, stream)) return cudaErrorInvalidResourceHandle;
+    if (std::shared_ptr<Capture> capture = capture_of(s, stream)) {
+      return record_node(*capture, stream, signature, std::move(work));
+    }
     queue = queue_of(s, stream);
   }
   if (queue) {
@@ -246,7 +331,7 @@ bool enqueue(cudaStream_t stream, std::function<void()> work) {
   } else {
     work();
   }
-  return true;
+  return cudaSuccess;
 }
 
 void record_asynchronous_error(cudaError_t code, const char* detail) {
@@ -261,6 +346,15 @@ void record_asynchronous_error(cudaError_t code, const char* detail) {
 
 using adcuda::emu::fail;
 using adcuda::emu::state;
+
+// The graph handles, opaque in the CUDA headers: a captured graph and its executable form hold the nodes
+// in the order they were recorded (shared, so that a launch in flight keeps the ones it started with).
+struct CUgraph_st {
+  std::shared_ptr<const std::vector<adcuda::emu::Node>> nodes;
+};
+struct CUgraphExec_st {
+  std::shared_ptr<const std::vector<adcuda::emu::Node>> nodes;
+};
 
 extern "C" {
 
@@ -289,6 +383,15 @@ const char* cudaGetErrorName(cudaError_t error) {
     case cudaErrorInsufficientDriver: return "cudaErrorInsufficientDriver";
     case cudaErrorNoDevice: return "cudaErrorNoDevice";
     case cudaErrorNotSupported: return "cudaErrorNotSupported";
+    case cudaErrorIllegalState: return "cudaErrorIllegalState";
+    case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
+    case cudaErrorStreamCaptureMerge: return "cudaErrorStreamCaptureMerge";
+    case cudaErrorStreamCaptureUnmatched: return "cudaErrorStreamCaptureUnmatched";
+    case cudaErrorStreamCaptureUnjoined: return "cudaErrorStreamCaptureUnjoined";
+    case cudaErrorStreamCaptureIsolation: return "cudaErrorStreamCaptureIsolation";
+    case cudaErrorStreamCaptureWrongThread: return "cudaErrorStreamCaptureWrongThread";
+    case cudaErrorGraphExecUpdateFailure: return "cudaErrorGraphExecUpdateFailure";
     default: return "cudaErrorUnknown";
   }
 }
@@ -309,6 +412,18 @@ const char* cudaGetErrorString(cudaError_t error) {
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
     case cudaErrorNotReady: return "device not ready";
     case cudaErrorNotSupported: return "operation not supported";
+    // The driver's texts.
+    case cudaErrorIllegalState: return "the operation cannot be performed in the present state";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+    case cudaErrorStreamCaptureMerge: return "operation would result in a merge of separate capture sequences";
+    case cudaErrorStreamCaptureUnmatched: return "capture was not ended in the same stream as it began";
+    case cudaErrorStreamCaptureUnjoined: return "capturing stream has unjoined work";
+    case cudaErrorStreamCaptureIsolation:
+      return "dependency created on uncaptured work in another stream";
+    case cudaErrorStreamCaptureWrongThread: return "attempt to terminate a thread-local capture sequence from another thread";
+    case cudaErrorGraphExecUpdateFailure:
+      return "the graph update was not performed because it included changes which violated constraints specific to instantiated graph update";
     default: return "unknown error";
   }
 }
@@ -372,6 +487,10 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int dev
 
 cudaError_t cudaDeviceSynchronize() {
   auto& s = state();
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (adcuda::emu::refuse_unsafe_call(s) != cudaSuccess) return cudaErrorStreamCaptureUnsupported;
+  }
   adcuda::emu::wait_all_streams(s);
   std::lock_guard<std::mutex> lock(s.mutex);
   return adcuda::emu::take_asynchronous_error(s);
@@ -413,6 +532,10 @@ cudaError_t cudaMalloc(void** pointer, std::size_t bytes) {
 cudaError_t cudaFree(void* pointer) {
   if (!pointer) return cudaSuccess;  // cudaFree(nullptr) initialises the context
   auto& s = state();
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (adcuda::emu::refuse_unsafe_call(s) != cudaSuccess) return cudaErrorStreamCaptureUnsupported;
+  }
   adcuda::emu::wait_all_streams(s);  // cudaFree synchronises: queued work may still use the memory
   std::lock_guard<std::mutex> lock(s.mutex);
   auto it = s.allocations.find(reinterpret_cast<std::uintptr_t>(pointer));
@@ -440,6 +563,10 @@ cudaError_t cudaMallocHost(void** pointer, std::size_t bytes) { return cudaHostA
 
 cudaError_t cudaFreeHost(void* pointer) {
   auto& s = state();
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (adcuda::emu::refuse_unsafe_call(s) != cudaSuccess) return cudaErrorStreamCaptureUnsupported;
+  }
   adcuda::emu::wait_all_streams(s);
   std::lock_guard<std::mutex> lock(s.mutex);
   auto it = s.allocations.find(reinterpret_cast<std::uintptr_t>(pointer));
@@ -490,6 +617,13 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaM
     }
     pageable_source = bytes && !adcuda::emu::find(s, src, bytes);
     pageable_destination = bytes && !adcuda::emu::find(s, dst, bytes);
+    if (std::shared_ptr<adcuda::emu::Capture> capture = adcuda::emu::capture_of(s, stream)) {
+      // A graph cannot hold a copy to or from pageable memory (it is synchronous, or staged now).
+      if (pageable_source || pageable_destination) return adcuda::emu::refuse_during(*capture);
+      const cudaError_t recorded = adcuda::emu::record_node(
+          *capture, stream, adcuda::emu::kCopyNode, [dst, src, bytes] { std::memmove(dst, src, bytes); });
+      return recorded == cudaSuccess ? cudaSuccess : fail(recorded);
+    }
     queue = adcuda::emu::queue_of(s, stream);
   }
   if (bytes == 0) return cudaSuccess;
@@ -529,17 +663,18 @@ cudaError_t cudaMemsetAsync(void* pointer, int value, std::size_t bytes, cudaStr
     if (!adcuda::emu::stream_ok(s, stream)) return fail(cudaErrorInvalidResourceHandle);
     if (!adcuda::emu::range_ok(s, pointer, bytes, false)) return fail(cudaErrorInvalidValue);
   }
-  if (bytes) adcuda::emu::enqueue(stream, [pointer, value, bytes] { std::memset(pointer, value, bytes); });
-  return cudaSuccess;
+  if (bytes == 0) return cudaSuccess;
+  const cudaError_t queued = adcuda::emu::enqueue(
+      stream, [pointer, value, bytes] { std::memset(pointer, value, bytes); }, adcuda::emu::kMemsetNode);
+  return queued == cudaSuccess ? cudaSuccess : fail(queued);
 }
 
 // Queued like any stream work (the ASan build's caching allocator moves a block's addressable bytes in
 // stream order with it).
 cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t function, void* user_data) {
-  if (!adcuda::emu::enqueue(stream, [function, user_data] { function(user_data); })) {
-    return fail(cudaErrorInvalidResourceHandle);
-  }
-  return cudaSuccess;
+  const cudaError_t queued = adcuda::emu::enqueue(
+      stream, [function, user_data] { function(user_data); }, reinterpret_cast<const void*>(function));
+  return queued == cudaSuccess ? cudaSuccess : fail(queued);
 }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int /*flags*/) {
@@ -574,6 +709,7 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
   {
     std::lock_guard<std::mutex> lock(s.mutex);
     if (!adcuda::emu::stream_ok(s, stream)) return fail(cudaErrorInvalidResourceHandle);
+    if (auto capture = adcuda::emu::capture_of(s, stream)) return adcuda::emu::refuse_during(*capture);
     queue = adcuda::emu::queue_of(s, stream);
   }
   if (queue && !queue->idle()) return cudaErrorNotReady;
@@ -587,6 +723,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   {
     std::lock_guard<std::mutex> lock(s.mutex);
     if (!adcuda::emu::stream_ok(s, stream)) return fail(cudaErrorInvalidResourceHandle);
+    if (auto capture = adcuda::emu::capture_of(s, stream)) return adcuda::emu::refuse_during(*capture);
     queue = adcuda::emu::queue_of(s, stream);
   }
   if (queue) queue->wait_idle();
@@ -623,6 +760,15 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     auto it = s.events.find(event);
     if (it == s.events.end() || !adcuda::emu::stream_ok(s, stream)) return fail(cudaErrorInvalidResourceHandle);
     recorded = it->second;
+    if (std::shared_ptr<adcuda::emu::Capture> capture = adcuda::emu::capture_of(s, stream)) {
+      // Inside a capture the event marks a point of the graph, for streams that wait on it to join.
+      if (capture->broken != cudaSuccess) return fail(cudaErrorStreamCaptureInvalidated);
+      recorded->capture = capture;
+      recorded->capture_stream = stream;
+      recorded->capture_position = stream == capture->origin ? 0 : capture->forked[stream].first;
+      return cudaSuccess;
+    }
+    recorded->capture = nullptr;
     generation = ++recorded->recorded;
     recorded->outstanding.insert(generation);
   }
@@ -644,6 +790,7 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
   std::lock_guard<std::mutex> lock(s.mutex);
   auto it = s.events.find(event);
   if (it == s.events.end()) return fail(cudaErrorInvalidResourceHandle);
+  if (adcuda::emu::capture_running(s, it->second->capture)) return adcuda::emu::refuse_during(*it->second->capture);
   if (!it->second->done(it->second->recorded)) return cudaErrorNotReady;
   return adcuda::emu::take_asynchronous_error(s);
 }
@@ -653,6 +800,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   std::unique_lock<std::mutex> lock(s.mutex);
   auto it = s.events.find(event);
   if (it == s.events.end()) return fail(cudaErrorInvalidResourceHandle);
+  if (adcuda::emu::capture_running(s, it->second->capture)) return adcuda::emu::refuse_during(*it->second->capture);
   std::shared_ptr<adcuda::emu::Event> waited = it->second;
   const std::uint64_t generation = waited->recorded;
   s.event_done.wait(lock, [&] { return waited->done(generation); });
@@ -668,7 +816,28 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
     auto it = s.events.find(event);
     if (it == s.events.end() || !adcuda::emu::stream_ok(s, stream)) return fail(cudaErrorInvalidResourceHandle);
     waited = it->second;
+    std::shared_ptr<adcuda::emu::Capture> capture = adcuda::emu::capture_of(s, stream);
+    if (adcuda::emu::capture_running(s, waited->capture)) {
+      std::shared_ptr<adcuda::emu::Capture>& source = waited->capture;
+      if (capture == nullptr) {
+        // Forked: the stream joins the capture (its work is recorded, in order after what it waited for).
+        s.captures[stream] = source;
+        source->forked[stream];
+        return cudaSuccess;
+      }
+      if (capture != source) return fail(cudaErrorStreamCaptureMerge);
+      if (stream == source->origin && waited->capture_stream != source->origin) {
+        auto& counts = source->forked[waited->capture_stream];
+        counts.second = std::max(counts.second, waited->capture_position);  // joined back up to here
+      }
+      return cudaSuccess;
+    }
     generation = waited->recorded;  // the event's state now: a later record does not count
+    if (capture != nullptr && generation != 0) {
+      // Work outside the capture cannot be a dependency of the graph.
+      if (capture->broken == cudaSuccess) capture->broken = cudaErrorStreamCaptureInvalidated;
+      return fail(cudaErrorStreamCaptureIsolation);
+    }
   }
   if (generation == 0) return cudaSuccess;  // never recorded: nothing to wait for
   adcuda::emu::enqueue(stream, [waited, generation] {
@@ -692,6 +861,111 @@ cudaError_t cudaEventElapsedTime(float* milliseconds, cudaEvent_t start, cudaEve
   }
   if (!first.done(first.recorded) || !second.done(second.recorded)) return cudaErrorNotReady;
   *milliseconds = std::chrono::duration<float, std::milli>(second.time - first.time).count();
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode) {
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (!adcuda::emu::stream_ok(s, stream)) return fail(cudaErrorInvalidResourceHandle);
+  if (adcuda::emu::is_immediate(stream)) return fail(cudaErrorStreamCaptureUnsupported);  // the legacy stream cannot
+  if (adcuda::emu::capture_of(s, stream)) return fail(cudaErrorIllegalState);
+  auto capture = std::make_shared<adcuda::emu::Capture>();
+  capture->origin = stream;
+  capture->mode = mode;
+  capture->thread = std::this_thread::get_id();
+  s.captures[stream] = capture;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  *graph = nullptr;
+  std::shared_ptr<adcuda::emu::Capture> capture = adcuda::emu::capture_of(s, stream);
+  if (capture == nullptr) return fail(cudaErrorIllegalState);
+  if (stream != capture->origin) return fail(cudaErrorStreamCaptureUnmatched);
+  if (capture->mode != cudaStreamCaptureModeRelaxed && capture->thread != std::this_thread::get_id()) {
+    return fail(cudaErrorStreamCaptureWrongThread);
+  }
+  for (auto it = s.captures.begin(); it != s.captures.end();) {
+    it = it->second == capture ? s.captures.erase(it) : std::next(it);
+  }
+  if (capture->broken != cudaSuccess) return fail(capture->broken);
+  for (const auto& entry : capture->forked) {
+    if (entry.second.first > entry.second.second) return fail(cudaErrorStreamCaptureUnjoined);
+  }
+  *graph = new CUgraph_st{std::make_shared<const std::vector<adcuda::emu::Node>>(std::move(capture->nodes))};
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status) {
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (!adcuda::emu::stream_ok(s, stream)) return fail(cudaErrorInvalidResourceHandle);
+  std::shared_ptr<adcuda::emu::Capture> capture = adcuda::emu::capture_of(s, stream);
+  if (capture == nullptr) {
+    *status = cudaStreamCaptureStatusNone;
+  } else {
+    *status = capture->broken == cudaSuccess ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusInvalidated;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, std::size_t* count) {
+  if (graph == nullptr || count == nullptr) return fail(cudaErrorInvalidValue);
+  if (nodes != nullptr) return fail(cudaErrorNotSupported);  // the emulator has no node handles; counts only
+  *count = graph->nodes->size();
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long /*flags*/) {
+  if (exec == nullptr || graph == nullptr) return fail(cudaErrorInvalidValue);
+  *exec = new CUgraphExec_st{graph->nodes};
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+  if (exec == nullptr) return fail(cudaErrorInvalidValue);
+  const cudaError_t queued = adcuda::emu::enqueue(
+      stream,
+      [nodes = exec->nodes] {
+        for (const adcuda::emu::Node& node : *nodes) node.work();
+      },
+      adcuda::emu::kGraphNode);
+  return queued == cudaSuccess ? cudaSuccess : fail(queued);
+}
+
+// As a driver allows: the same nodes in the same order, each launch of the same kernel (its arguments,
+// the copies' addresses and sizes may change).
+cudaError_t cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph, cudaGraphExecUpdateResultInfo* info) {
+  if (exec == nullptr || graph == nullptr) return fail(cudaErrorInvalidValue);
+  cudaGraphExecUpdateResultInfo result{};
+  result.result = cudaGraphExecUpdateSuccess;
+  const auto& before = *exec->nodes;
+  const auto& after = *graph->nodes;
+  if (before.size() != after.size()) {
+    result.result = cudaGraphExecUpdateErrorTopologyChanged;
+  } else {
+    for (std::size_t i = 0; i < before.size() && result.result == cudaGraphExecUpdateSuccess; ++i) {
+      if (before[i].signature == after[i].signature) continue;
+      const bool kernels = adcuda::emu::is_kernel_node(before[i].signature) && adcuda::emu::is_kernel_node(after[i].signature);
+      result.result = kernels ? cudaGraphExecUpdateErrorFunctionChanged : cudaGraphExecUpdateErrorNodeTypeChanged;
+    }
+  }
+  if (info != nullptr) *info = result;
+  if (result.result != cudaGraphExecUpdateSuccess) return fail(cudaErrorGraphExecUpdateFailure);
+  exec->nodes = graph->nodes;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  delete exec;  // a launch in flight holds its own reference to the nodes
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  delete graph;
   return cudaSuccess;
 }
 

@@ -18,8 +18,11 @@ void record_launch_error(cudaError_t code, const char* detail);
 
 // Runs `work` on `stream` after the work queued there before: on the stream's own host thread for a
 // stream from cudaStreamCreate*, at once on the calling thread for the null/legacy/per-thread streams.
-// False (nothing queued) for an unknown or destroyed stream.
-bool enqueue(cudaStream_t stream, std::function<void()> work);
+// While the stream captures a graph the work is recorded as a node instead (run by each launch of the
+// graph); `signature` says what kind of node it is (the kernel for a launch), which cudaGraphExecUpdate
+// compares. Fails (nothing queued) for an unknown or destroyed stream (cudaErrorInvalidResourceHandle) or
+// a capture that an illegal call broke (cudaErrorStreamCaptureInvalidated).
+cudaError_t enqueue(cudaStream_t stream, std::function<void()> work, const void* signature = nullptr);
 
 // A failure while queued work ran (a kernel's fault or deadlock): the next CUDA call that reports
 // errors, on any host thread, returns `code` once, with `detail` as its error string.

@@ -361,8 +361,12 @@ void launch_grid(const void* kernel, const LaunchConfig& config, std::function<v
     return;
   }
   const LaunchConfig copy = config;
-  if (!enqueue(config.stream, [copy, body = std::move(thread_body)] { run_grid_now(copy, body); })) {
-    record_launch_error(cudaErrorInvalidResourceHandle, "kernel launched on a destroyed or unknown stream");
+  const cudaError_t queued =
+      enqueue(config.stream, [copy, body = std::move(thread_body)] { run_grid_now(copy, body); }, kernel);
+  if (queued == cudaErrorInvalidResourceHandle) {
+    record_launch_error(queued, "kernel launched on a destroyed or unknown stream");
+  } else if (queued != cudaSuccess) {
+    record_launch_error(queued, "kernel launched into a stream capture that an earlier illegal call invalidated");
   }
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/errors.h"
+#include "runtime/graph.h"
 #include "runtime/process.h"
 #include "runtime/stream.h"
 
@@ -32,6 +33,7 @@ struct Block {
   int pending_events;       // events (recorded on other streams at its free) still to complete
   Block* prev;              // neighbours in the segment, by address (nullptr at its ends)
   Block* next;
+  std::uint64_t private_pool = 0;  // the CUDA graph pool its segment belongs to (0: the ordinary cache)
 };
 
 namespace {
@@ -47,10 +49,11 @@ std::size_t round_up(std::size_t value, std::size_t multiple) { return (value + 
 
 std::uintptr_t address(const void* pointer) { return reinterpret_cast<std::uintptr_t>(pointer); }
 
-// Free blocks ordered by stream, then size, then address: the best fit for a stream is the first block
-// at or after {stream, size}.
+// Free blocks ordered by private pool, stream, size, then address: the best fit for a stream is the
+// first block at or after {pool, stream, size}.
 struct BlockOrder {
   bool operator()(const Block* a, const Block* b) const {
+    if (a->private_pool != b->private_pool) return a->private_pool < b->private_pool;
     if (a->stream != b->stream) return address(a->stream) < address(b->stream);
     if (a->size != b->size) return a->size < b->size;
     return address(a->pointer) < address(b->pointer);
@@ -64,16 +67,26 @@ struct PendingEvent {
   int event_device;
 };
 
+// A free made during a capture that needs events recorded on other streams: done after the capture.
+struct DeferredFree {
+  Block* block;
+  std::vector<StreamUse> uses;
+};
+
 struct DeviceCache {
   FreeBlocks free_blocks[kPoolKinds];  // indexed by kSmallPool and kLargePool
   std::vector<Block*> segments;        // the first block of each segment (it never merges away)
   std::vector<PendingEvent> pending;
+  std::vector<DeferredFree> deferred;
+  std::vector<std::pair<cudaStream_t, std::uint64_t>> routed;  // capturing stream -> its private pool
+  std::vector<std::pair<std::uint64_t, int>> pool_users;       // live private pools: captures + graphs
   AllocatorStats stats;
 };
 
 struct Allocator {
   std::mutex mutex;
   std::vector<DeviceCache> devices;
+  int captures_underway = 0;  // on any device: events must be neither queried nor recorded meanwhile
 
   DeviceCache& cache(int device) {
     if (devices.size() <= static_cast<std::size_t>(device)) devices.resize(device + 1);
@@ -133,7 +146,8 @@ void absorb_next(Block* block) {
 }
 
 bool mergeable(const Block* neighbour, const Block* block) {
-  return neighbour != nullptr && !neighbour->in_use && neighbour->stream == block->stream;
+  return neighbour != nullptr && !neighbour->in_use && neighbour->stream == block->stream &&
+         neighbour->private_pool == block->private_pool;
 }
 
 // `block` is free for reuse: merged with its free neighbours of the same stream and put in the cache.
@@ -155,8 +169,10 @@ void make_free(DeviceCache& cache, Block* block) {
   insert_free(cache, block);
 }
 
-// Blocks whose last pending event has completed become free.
+// Blocks whose last pending event has completed become free. Not during a capture: querying an event
+// then is an unsafe call that would invalidate it.
 void process_pending(DeviceCache& cache) {
+  if (allocator().captures_underway > 0) return;
   auto still_pending = cache.pending.begin();
   for (PendingEvent& entry : cache.pending) {
     if (work_done(cudaEventQuery(entry.event), "cudaEventQuery(pending.event)")) {
@@ -182,33 +198,53 @@ bool should_split(const Block* block, std::size_t size) {
 void split(DeviceCache& cache, Block* block, std::size_t size) {
   if (!should_split(block, size)) return;
   auto* rest = new Block{block->device, block->pool, block->stream, block->size - size, 0,
-                         static_cast<char*>(block->pointer) + size, false, false, 0, block, block->next};
+                         static_cast<char*>(block->pointer) + size, false, false, 0, block, block->next,
+                         block->private_pool};
   if (block->next != nullptr) block->next->prev = rest;
   block->next = rest;
   block->size = size;
   insert_free(cache, rest);
 }
 
-// The best-fitting free block of `pool` for `stream`: one of its own, else one of a stream with no
-// queued work (which it then belongs to). Taken out of the free list.
-Block* take_free(DeviceCache& cache, Pool pool, std::size_t size, cudaStream_t stream) {
+// Whether another thread's capture runs on `stream` (which must then not be queried).
+bool capturing(cudaStream_t stream) {
+  if (allocator().captures_underway == 0) return false;
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
+    cudaGetLastError();
+    return true;
+  }
+  return status != cudaStreamCaptureStatusNone;
+}
+
+// The best-fitting free block of `pool` for `stream` in `private_pool`: one of its own, else (in the
+// ordinary cache only) one of a stream with no queued work (which it then belongs to). Taken out of the
+// free list.
+Block* take_free(DeviceCache& cache, Pool pool, std::size_t size, cudaStream_t stream, std::uint64_t private_pool) {
   FreeBlocks& blocks = cache.free_blocks[pool];
   Block key{};
   key.stream = stream;
   key.size = size;
   key.pointer = nullptr;
+  key.private_pool = private_pool;
   auto found = blocks.lower_bound(&key);
-  if (found != blocks.end() && (*found)->stream == stream) {
+  if (found != blocks.end() && (*found)->stream == stream && (*found)->private_pool == private_pool) {
     Block* block = *found;
     erase_free(cache, block);
     cache.stats.cache_hits += 1;
     return block;
   }
+  if (private_pool != 0) return nullptr;
   Block* best = nullptr;
   std::vector<cudaStream_t> busy;
   for (Block* block : blocks) {
+    if (block->private_pool != 0) break;  // ordered first by pool: the ordinary cache's blocks are done
     if (block->stream == stream || block->size < size || (best != nullptr && block->size >= best->size)) continue;
     if (std::find(busy.begin(), busy.end(), block->stream) != busy.end()) continue;
+    if (capturing(block->stream)) {
+      busy.push_back(block->stream);
+      continue;
+    }
     if (work_done(cudaStreamQuery(block->stream), "cudaStreamQuery(block->stream)")) {
       best = block;
     } else {
@@ -274,7 +310,8 @@ void release_free_segments(int device) {
     process_pending(cache);
     auto kept = cache.segments.begin();
     for (Block* head : cache.segments) {
-      bool free = true;
+      // A live private pool's free blocks are still a graph's memory: its replays write there.
+      bool free = head->private_pool == 0;
       for (Block* b = head; b != nullptr && free; b = b->next) free = !b->in_use;
       if (!free) {
         *kept++ = head;
@@ -353,6 +390,10 @@ void limit_addressable_bytes(const Block& block) {
 }
 #endif
 
+// Defined with the private pools below.
+void free_block(DeviceCache& cache, Block* block, const StreamUse* uses, std::size_t count) noexcept;
+std::uint64_t routed_pool(const DeviceCache& cache, cudaStream_t stream);
+
 }  // namespace
 
 std::size_t device_block_size(std::size_t nbytes) { return std::max(kMinBlockSize, round_up(nbytes, kMinBlockSize)); }
@@ -370,13 +411,15 @@ Block* device_malloc(std::size_t nbytes, int device, cudaStream_t stream) {
   std::unique_lock<std::mutex> lock(allocator().mutex);
   DeviceCache* cache = &allocator().cache(device);
   process_pending(*cache);
-  Block* block = take_free(*cache, pool, size, stream);
+  const std::uint64_t private_pool = routed_pool(*cache, stream);
+  Block* block = take_free(*cache, pool, size, stream, private_pool);
   if (block == nullptr) {
     const std::size_t segment = segment_size(size);
     DeviceGuard guard(device);
     void* pointer = nullptr;
     cudaError_t status = cudaMalloc(&pointer, segment);
-    if (status == cudaErrorMemoryAllocation) {
+    // Releasing the cache synchronises streams and calls cudaFree: not while a graph is being captured.
+    if (status == cudaErrorMemoryAllocation && allocator().captures_underway == 0) {
       cudaGetLastError();
       cache->stats.num_alloc_retries += 1;
       lock.unlock();
@@ -385,7 +428,7 @@ Block* device_malloc(std::size_t nbytes, int device, cudaStream_t stream) {
       lock.lock();
       cache = &allocator().cache(device);
       process_pending(*cache);
-      block = take_free(*cache, pool, size, stream);  // another thread may have freed one meanwhile
+      block = take_free(*cache, pool, size, stream, private_pool);  // another thread may have freed one meanwhile
       if (block == nullptr) status = cudaMalloc(&pointer, segment);
     }
     if (block == nullptr) {
@@ -398,7 +441,7 @@ Block* device_malloc(std::size_t nbytes, int device, cudaStream_t stream) {
         throw_cuda_error(static_cast<int>(status), "cudaMalloc(&pointer, segment)", __FILE__, __LINE__);
       }
       note_cuda_used();
-      block = new Block{device, pool, stream, segment, 0, pointer, false, false, 0, nullptr, nullptr};
+      block = new Block{device, pool, stream, segment, 0, pointer, false, false, 0, nullptr, nullptr, private_pool};
       cache->segments.push_back(block);
       cache->stats.num_device_alloc += 1;
       increase(cache->stats.segment, pool, 1);
@@ -430,6 +473,21 @@ void device_free(Block* block, const StreamUse* uses, std::size_t count) noexcep
   DeviceCache& cache = allocator().cache(block->device);
   decrease(cache.stats.allocated_bytes, block->pool, static_cast<std::int64_t>(block->size));
   decrease(cache.stats.requested_bytes, block->pool, static_cast<std::int64_t>(block->requested));
+  if (allocator().captures_underway > 0) {
+    // An event recorded on a capturing stream would become part of its graph: wait for the capture.
+    for (std::size_t i = 0; i < count; ++i) {
+      if (uses[i].stream != nullptr && uses[i].stream != block->stream) {
+        cache.deferred.push_back({block, std::vector<StreamUse>(uses, uses + count)});
+        return;
+      }
+    }
+  }
+  free_block(cache, block, uses, count);
+}
+
+namespace {
+
+void free_block(DeviceCache& cache, Block* block, const StreamUse* uses, std::size_t count) noexcept {
   std::vector<cudaStream_t> recorded;
   for (std::size_t i = 0; i < count; ++i) {
     const StreamUse& use = uses[i];
@@ -456,6 +514,94 @@ void device_free(Block* block, const StreamUse* uses, std::size_t count) noexcep
     return;
   }
   make_free(cache, block);
+}
+
+std::uint64_t routed_pool(const DeviceCache& cache, cudaStream_t stream) {
+  for (const auto& route : cache.routed) {
+    if (route.first == stream) return route.second;
+  }
+  return 0;
+}
+
+int& pool_user_count(DeviceCache& cache, std::uint64_t pool) {
+  for (auto& entry : cache.pool_users) {
+    if (entry.first == pool) return entry.second;
+  }
+  cache.pool_users.push_back({pool, 0});
+  return cache.pool_users.back().second;
+}
+
+// Nothing uses the pool any more: its segments join the ordinary cache (blocks still held, such as a
+// graph's outputs the caller kept, return there when freed).
+void dissolve_pool(DeviceCache& cache, std::uint64_t pool) {
+  cache.pool_users.erase(std::remove_if(cache.pool_users.begin(), cache.pool_users.end(),
+                                        [pool](const auto& entry) { return entry.first == pool; }),
+                         cache.pool_users.end());
+  for (Block* head : cache.segments) {
+    if (head->private_pool != pool) continue;
+    for (Block* b = head; b != nullptr; b = b->next) {
+      if (b->in_use) {
+        b->private_pool = 0;
+        continue;
+      }
+      erase_free(cache, b);  // its place in the free list depends on the pool
+      b->private_pool = 0;
+      insert_free(cache, b);
+    }
+  }
+}
+
+void release_pool_user(DeviceCache& cache, std::uint64_t pool) {
+  int& users = pool_user_count(cache, pool);
+  if (--users <= 0) dissolve_pool(cache, pool);
+}
+
+}  // namespace
+
+void begin_allocate_to_pool(int device, std::uint64_t pool, cudaStream_t stream) {
+  std::lock_guard<std::mutex> lock(allocator().mutex);
+  DeviceCache& cache = allocator().cache(device);
+  if (routed_pool(cache, stream) != 0) {
+    throw std::logic_error("begin_allocate_to_pool: the stream already allocates into a private pool");
+  }
+  cache.routed.push_back({stream, pool});
+  pool_user_count(cache, pool) += 1;
+  allocator().captures_underway += 1;
+}
+
+void end_allocate_to_pool(int device, std::uint64_t pool, cudaStream_t stream) noexcept {
+  std::lock_guard<std::mutex> lock(allocator().mutex);
+  DeviceCache& cache = allocator().cache(device);
+  cache.routed.erase(std::remove_if(cache.routed.begin(), cache.routed.end(),
+                                    [stream](const auto& route) { return route.first == stream; }),
+                     cache.routed.end());
+  release_pool_user(cache, pool);
+  if (--allocator().captures_underway > 0) return;
+  for (DeviceCache& each : allocator().devices) {
+    std::vector<DeferredFree> deferred;
+    deferred.swap(each.deferred);
+    for (DeferredFree& entry : deferred) free_block(each, entry.block, entry.uses.data(), entry.uses.size());
+  }
+}
+
+void retain_private_pool(int device, std::uint64_t pool) {
+  std::lock_guard<std::mutex> lock(allocator().mutex);
+  pool_user_count(allocator().cache(device), pool) += 1;
+}
+
+void release_private_pool(int device, std::uint64_t pool) noexcept {
+  std::lock_guard<std::mutex> lock(allocator().mutex);
+  release_pool_user(allocator().cache(device), pool);
+}
+
+std::size_t private_pool_reserved_bytes(int device, std::uint64_t pool) {
+  std::lock_guard<std::mutex> lock(allocator().mutex);
+  std::size_t bytes = 0;
+  for (Block* head : allocator().cache(device).segments) {
+    if (head->private_pool != pool) continue;
+    for (Block* b = head; b != nullptr; b = b->next) bytes += b->size;
+  }
+  return bytes;
 }
 
 AllocatorStats allocator_stats(int device) {
@@ -489,6 +635,7 @@ void reset_peak_allocator_stats(int device) {
 
 void empty_cache() {
   ensure_usable_after_fork("empty the CUDA memory cache");
+  refuse_during_any_capture("adcuda.cuda.empty_cache()");
   std::size_t devices = 0;
   {
     std::lock_guard<std::mutex> lock(allocator().mutex);

@@ -15,7 +15,13 @@
 //    consumers) waits, after its free, for an event recorded on each of them before it is reused
 //    (PyTorch's record_stream);
 //  - when cudaMalloc fails, the segments with no block in use are given back to CUDA and the call is
-//    retried once; after that OutOfMemoryError says what was asked for, allocated and reserved.
+//    retried once; after that OutOfMemoryError says what was asked for, allocated and reserved;
+//  - private pools (CUDA graphs, graph.h): while a stream captures, its allocations come from segments of
+//    the capture's pool, and its blocks go back to that pool only, so no allocation outside the pool
+//    gets memory a graph's replays write to. A pool lives while a capture or a graph uses it; then its
+//    segments return to the ordinary cache. During a capture nothing here queries or synchronises a
+//    capturing stream or event (illegal then): pending events are processed, and frees needing events
+//    recorded, after the last capture ends.
 // Thread-safe: one mutex, never held across a synchronisation (releasing memory waits for the streams
 // that used it with the mutex released); nothing here touches Python.
 #pragma once
@@ -76,14 +82,24 @@ AllocatorStats allocator_stats(int device);
 // Peaks start again from the current values.
 void reset_peak_allocator_stats(int device);
 // Give every segment with no block in use back to CUDA, on every device, after the work that may still
-// use its blocks is done (freed blocks waiting for other streams are waited for). Blocks in use, and
-// the free blocks sharing a segment with them, stay.
+// use its blocks is done (freed blocks waiting for other streams are waited for). Blocks in use, the
+// free blocks sharing a segment with them, and the segments of private pools a graph still uses stay.
 void empty_cache();
 // The bytes of the block a request for `nbytes` gets (512-byte multiples).
 std::size_t device_block_size(std::size_t nbytes);
 // Size classes of the pinned host pool (pinned_pool.cu): multiples of 512 B up to 1 MiB, above that four
 // classes per power of two (at most 25% rounding), so that freed host blocks are reused whole.
 std::size_t allocation_size_class(std::size_t nbytes);
+
+// Allocations on `stream` come from private pool `pool` (created on first use) until
+// end_allocate_to_pool; the capture counts as a user of the pool meanwhile.
+void begin_allocate_to_pool(int device, std::uint64_t pool, cudaStream_t stream);
+void end_allocate_to_pool(int device, std::uint64_t pool, cudaStream_t stream) noexcept;
+// A graph keeps its pool alive: retain when its capture succeeded, release when it is reset.
+void retain_private_pool(int device, std::uint64_t pool);
+void release_private_pool(int device, std::uint64_t pool) noexcept;
+// Bytes of the segments private pool `pool` holds (0 once it returned them to the cache).
+std::size_t private_pool_reserved_bytes(int device, std::uint64_t pool);
 
 // cudaMalloc/cudaFree without the cache (for benchmarks and tests).
 void* raw_device_malloc(std::size_t nbytes, int device);

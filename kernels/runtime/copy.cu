@@ -6,6 +6,7 @@
 #include "runtime/device_errors.h"
 #include "runtime/dispatch.cuh"
 #include "runtime/errors.h"
+#include "runtime/graph.h"
 #include "runtime/launch.cuh"
 #include "runtime/pinned_pool.h"
 #include "runtime/stream.h"
@@ -178,6 +179,9 @@ void copy_host_to_device(const DeviceArray& dst, const void* host, std::size_t n
   }
   if (nbytes == 0) return;
   KernelLaunch launch(dst);
+  refuse_during_capture(launch.stream(),
+                        "copying host memory to the device (a CUDA tensor made from host data, .to('cuda'), "
+                        "or a host scalar an op uploads)");
   ADCUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), host, nbytes, cudaMemcpyHostToDevice, launch.stream()));
   if (PinnedBlock* block = pinned_block_containing(host)) pinned_record_use(block, launch.stream(), launch.device());
   if (synchronize) {
@@ -194,6 +198,9 @@ void copy_device_to_host(void* host, const DeviceArray& src, std::size_t nbytes)
   }
   if (nbytes == 0) return;
   KernelLaunch launch(src);
+  refuse_during_capture(launch.stream(),
+                        "reading CUDA memory on the host (.item(), .numpy(), .tolist(), bool(tensor), printing, or "
+                        "an op whose result size depends on the values, such as nonzero or a boolean mask)");
   ADCUDA_CHECK(cudaMemcpyAsync(host, src.data_ptr(), nbytes, cudaMemcpyDeviceToHost, launch.stream()));
   if (PinnedBlock* block = pinned_block_containing(host)) pinned_record_use(block, launch.stream(), launch.device());
   ADCUDA_CHECK(cudaStreamSynchronize(launch.stream()));

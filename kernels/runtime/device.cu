@@ -12,6 +12,7 @@
 
 #include "runtime/device_errors.h"
 #include "runtime/errors.h"
+#include "runtime/graph.h"
 #include "runtime/process.h"
 #include "runtime/stream.h"
 
@@ -252,6 +253,7 @@ int current_device() {
 void set_device(int index) { ADCUDA_CHECK(cudaSetDevice(index)); }
 
 void synchronize() {
+  refuse_during_any_capture("adcuda.cuda.synchronize()");
   ADCUDA_CHECK(cudaDeviceSynchronize());
   raise_device_errors();
 }

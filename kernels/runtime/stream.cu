@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "runtime/errors.h"
+#include "runtime/graph.h"
 #include "runtime/process.h"
 
 namespace adcuda {
@@ -132,6 +133,9 @@ cudaStream_t exchange_current_stream(int device, cudaStream_t stream) {
 
 void stream_wait_stream(cudaStream_t waiter, cudaStream_t producer, int producer_device) {
   if (waiter == producer) return;
+  // A capture cannot depend on work outside it (cudaErrorStreamCaptureIsolation), and needs not: it
+  // starts after the whole device synchronised (graph.cu), so that work is done.
+  if (stream_is_capturing(waiter) && !stream_is_capturing(producer)) return;
   cudaEvent_t event = acquire_event(producer_device);
   // cudaStreamWaitEvent waits for the record made before the call, so the event can be recycled at
   // once: recording it again later does not change what `waiter` waits for.

@@ -28,3 +28,8 @@ def _finish(result, dtype):
     if result.dtype != out_dt:
         return result.astype(out_dt)
     return result
+
+
+def _fresh(shape, dtype, k=0):
+    """The scratch provider of an eager call (``scratch=None``): a new array each time."""
+    return np.empty(shape, dtype)

@@ -7,8 +7,8 @@ import numpy as np
 
 from ... import dtypes as dt
 from ...errors import DTypeError
-from ..seam import ArrayOrScalar, BackendArray, DType, Scalar
-from ._common import _F16, _F32, _compute, _finish, _np_dtype
+from ..seam import ArrayOrScalar, BackendArray, DType, Scalar, Scratch
+from ._common import _F16, _F32, _compute, _finish, _fresh, _np_dtype
 
 __all__ = ["UNARY_OPS", "UNARY_BACKWARD_OPS", "BINARY_OPS", "unary", "binary", "unary_backward", "where", "clamp"]
 
@@ -116,8 +116,29 @@ def _gelu(x):
     return y
 
 
-def _gelu_tanh(x):
-    return 0.5 * x * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
+def _relu(x, out=None, scratch=None):
+    return np.maximum(x, _zero(x.dtype), out=out)
+
+
+def _gelu_tanh_inner(x, u):
+    """c (x + 0.044715 x x x), rounded as written, into ``u``."""
+    np.multiply(x, 0.044715, out=u)
+    u *= x
+    u *= x
+    u += x
+    u *= _SQRT_2_OVER_PI
+    return u
+
+
+def _gelu_tanh(x, out=None, scratch=None):
+    # 0.5 x (1 + tanh(c (x + 0.044715 x^3))), rounded as written, in one scratch array and the result
+    # (``out`` may be ``x``: x is read for the last time before it is written)
+    t = _gelu_tanh_inner(x, (scratch or _fresh)(x.shape, x.dtype, 0))
+    np.tanh(t, out=t)
+    t += 1.0
+    y = np.multiply(x, 0.5, out=out)
+    y *= t
+    return y
 
 
 UNARY_OPS = {
@@ -132,7 +153,7 @@ UNARY_OPS = {
     "cos": np.cos,
     "tanh": np.tanh,
     "sigmoid": _sigmoid,
-    "relu": lambda x: np.maximum(x, _zero(x.dtype)),
+    "relu": _relu,
     "gelu": _gelu,
     "gelu_tanh": _gelu_tanh,
     "silu": lambda x: x * _sigmoid(x),
@@ -173,15 +194,29 @@ _FLOAT_ONLY = frozenset(
 )
 
 
+# ops whose UNARY_OPS function also takes ``out`` and ``scratch`` and writes its result there (with the
+# ufuncs, which take ``out``): ``unary(..., out=)`` of any other op computes it and copies it into ``out``
+UNARY_INTO = frozenset({"relu", "gelu_tanh"})
+
+
 def _unknown_op(family, op):
     return ValueError(f"{family}: unknown op '{op}'")
 
 
-def unary(op: str, a: BackendArray) -> BackendArray:
+def unary(op: str, a: BackendArray, *, out: BackendArray | None = None, scratch: Scratch | None = None) -> BackendArray:
+    """``out`` and ``scratch`` (CPU only, seam.CPU_REPLAY_KEYWORDS): a float32/float64 array of ``a``'s
+    shape and dtype to write the result into (it may be ``a``), and reusable temporaries."""
     try:
         fn = UNARY_OPS[op]
     except KeyError:
         raise _unknown_op("unary", op) from None
+    if out is not None:
+        if op in UNARY_INTO:
+            return fn(a, out, scratch)
+        if fn.__class__ is np.ufunc:
+            return fn(a, out=out)
+        np.copyto(out, unary(op, a))
+        return out
     x = _compute(a)
     if x.dtype.kind in "biu" and op in _FLOAT_ONLY:
         x = x.astype(np.float64)
@@ -219,11 +254,36 @@ def _times_(fresh, g):
     return g * fresh
 
 
-def _gelu_tanh_grad(x):
-    # s = sigmoid(2u) = (1 + tanh u) / 2 keeps the tails precise (1 + tanh u cancels for u << 0)
-    inner = _SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
-    s = 1.0 / (1.0 + np.exp(-2.0 * inner))
-    return s + 2.0 * x * s * (1.0 - s) * _SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * x * x)
+def _gelu_tanh_grad(x, scratch):
+    """s + 2 x s (1 - s) c (1 + 3 * 0.044715 x^2), rounded as written, in ``scratch`` arrays 0 (the
+    result), 1 and 2. s = sigmoid(2u) = (1 + tanh u) / 2 keeps the tails precise (1 + tanh u cancels
+    for u << 0)."""
+    s = _gelu_tanh_inner(x, scratch(x.shape, x.dtype, 1))
+    s *= -2.0
+    np.exp(s, out=s)
+    s += 1.0
+    np.divide(1.0, s, out=s)
+    slope = np.multiply(x, 2.0, out=scratch(x.shape, x.dtype, 0))
+    slope *= s
+    rest = np.subtract(1.0, s, out=scratch(x.shape, x.dtype, 2))
+    slope *= rest
+    slope *= _SQRT_2_OVER_PI
+    np.multiply(x, 3 * 0.044715, out=rest)
+    rest *= x
+    rest += 1.0
+    slope *= rest
+    slope += s
+    return slope
+
+
+def _relu_backward(x, y, g, out=None, scratch=None):
+    mask = np.greater(x, 0, out=None if scratch is None else scratch(x.shape, np.bool_, 0))
+    return np.multiply(g, mask, out=out)
+
+
+def _gelu_tanh_backward(x, y, g, out=None, scratch=None):
+    grad = _gelu_tanh_grad(x, scratch or _fresh)
+    return _times_(grad, g) if out is None else np.multiply(g, grad, out=out)
 
 
 def _silu_grad(x):
@@ -232,24 +292,43 @@ def _silu_grad(x):
 
 
 UNARY_BACKWARD_OPS = {
-    "relu": lambda x, y, g: g * (x > 0),
+    "relu": _relu_backward,
     "gelu": lambda x, y, g: _times_(_gelu_grad(x), g),
-    "gelu_tanh": lambda x, y, g: g * _gelu_tanh_grad(x),
+    "gelu_tanh": _gelu_tanh_backward,
     "silu": lambda x, y, g: g * _silu_grad(x),
     "sigmoid": lambda x, y, g: g * y * (1.0 - y),
     "tanh": lambda x, y, g: g * (1.0 - y * y),
 }
 
 
-def unary_backward(op: str, x: BackendArray | None, y: BackendArray | None, g: BackendArray) -> BackendArray:
-    """``x`` or ``y`` may be None where the op's gradient does not need it."""
+# ops whose UNARY_BACKWARD_OPS function also takes ``out`` and ``scratch`` and writes its result there
+UNARY_BACKWARD_INTO = frozenset({"relu", "gelu_tanh"})
+
+
+def unary_backward(
+    op: str,
+    x: BackendArray | None,
+    y: BackendArray | None,
+    g: BackendArray,
+    *,
+    out: BackendArray | None = None,
+    scratch: Scratch | None = None,
+) -> BackendArray:
+    """``x`` or ``y`` may be None where the op's gradient does not need it. ``out`` and ``scratch`` (CPU
+    only, seam.CPU_REPLAY_KEYWORDS): a float32/float64 array of ``g``'s shape and dtype to write the
+    result into (it may be an operand; the operands in its dtype), and reusable temporaries."""
     try:
         fn = UNARY_BACKWARD_OPS[op]
     except KeyError:
         raise _unknown_op("unary_backward", op) from None
+    if out is not None:
+        if op in UNARY_BACKWARD_INTO:
+            return fn(x, y, g, out, scratch)
+        np.copyto(out, unary_backward(op, x, y, g))
+        return out
     try:
         r = np.asarray(fn(_compute(x), _compute(y), _compute(g)))
-    except TypeError:
+    except (TypeError, AttributeError):  # (the in-place formulas read None's shape)
         if x is None or y is None:  # the one the gradient needs
             raise ValueError(f"unary_backward: {op} needs its {'input x' if x is None else 'output y'}") from None
         raise

@@ -26,6 +26,14 @@ def matmul(
 ) -> BackendArray | tuple[BackendArray, BackendArray]:
     """``activation(a (..., M, K) @ b (..., K, N) + bias)`` with the batch dims broadcast, in ``a``'s dtype
     (integers too, which the CUDA backend does not multiply); see the CUDA backend for the epilogue."""
+    if bias is None and activation is None and a.ndim == 2 == b.ndim and a.dtype == b.dtype != _F16:
+        # the common case first, before the other checks (this is every small product's cost): nothing
+        # to widen, add or narrow; for two matrices ndarray.dot is the same product (BLAS's), without
+        # np.matmul's generalised-ufunc overhead (0.5 us for small ones)
+        try:
+            return a.dot(b)
+        except ValueError:
+            raise _cannot_multiply(a, b) from None
     if a.ndim < 2 or b.ndim < 2:  # NumPy's 1-D rules are the ops layer's (it unsqueezes)
         raise ShapeError(
             f"matmul: both operands need at least 2 dims, got shapes {fmt_shape(a.shape)} and {fmt_shape(b.shape)}"
@@ -34,23 +42,11 @@ def matmul(
         raise ValueError(f"matmul: activation must be None or 'gelu_tanh', got {activation!r}")
     if bias is not None and bias.shape != (b.shape[-1],):
         raise ShapeError(f"matmul: the bias must have shape ({b.shape[-1]},), got {fmt_shape(bias.shape)}")
-    if bias is None and activation is None and a.ndim == 2 == b.ndim and a.dtype == b.dtype and a.dtype != _F16:
-        # the common case: nothing to widen, add or narrow; for two matrices ndarray.dot is the same
-        # product (BLAS's), without np.matmul's generalised-ufunc overhead (0.5 us for small ones)
-        if a.shape[1] != b.shape[0]:
-            raise ShapeError(
-                f"matmul: shapes {fmt_shape(a.shape)} and {fmt_shape(b.shape)} cannot be multiplied "
-                "(inner dims differ, or the batch dims do not broadcast)"
-            )
-        return a.dot(b)
     x, y = _compute(a), _compute(b)
     try:
         out = np.matmul(x, y)
     except ValueError:
-        raise ShapeError(
-            f"matmul: shapes {fmt_shape(a.shape)} and {fmt_shape(b.shape)} cannot be multiplied (inner "
-            "dims differ, or the batch dims do not broadcast)"
-        ) from None
+        raise _cannot_multiply(a, b) from None
     if bias is not None:
         out = out + _compute(bias).astype(out.dtype, copy=False)
     pre = out
@@ -58,3 +54,10 @@ def matmul(
         out = _gelu_tanh(out)
     out = out.astype(a.dtype, copy=False)
     return (out, pre.astype(a.dtype, copy=False)) if save_preactivation else out
+
+
+def _cannot_multiply(a, b):
+    return ShapeError(
+        f"matmul: shapes {fmt_shape(a.shape)} and {fmt_shape(b.shape)} cannot be multiplied (inner dims "
+        "differ, or the batch dims do not broadcast)"
+    )

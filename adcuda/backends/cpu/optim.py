@@ -7,8 +7,8 @@ import math
 import numpy as np
 
 from ...errors import DTypeError
-from ..seam import Arrays, BackendArray
-from ._common import _F32, _compute
+from ..seam import Arrays, BackendArray, Scratch
+from ._common import _F32, _compute, _fresh
 
 __all__ = ["sgd_step_", "adam_step_", "global_norm", "unscale_and_check_", "update_scale_"]
 
@@ -61,29 +61,48 @@ def sgd_step_(
     weight_decay: float,
     first_step: bool,
     masters: Arrays | None = None,
+    *,
+    scratch: Scratch | None = None,
 ) -> None:
     """SGD with momentum: ``bufs`` (one per param, or None when ``momentum == 0``) are the momentum
     buffers; on ``first_step`` they are set to the gradient instead of being decayed. ``masters``
     (fp32 copies of low-precision params, or None) are stepped instead of ``params``, which then
-    receive the result."""
+    receive the result. The parameters and buffers are updated in place (a float32 copy of a half
+    one), the temporaries taken from ``scratch`` (CPU only, seam.CPU_REPLAY_KEYWORDS)."""
     op = "sgd_step_"
     params, grads, bufs = _state(op, params), _grads(op, grads), _state(op, bufs)
     masters = None if masters is None else _state(op, masters)
     if momentum and len(bufs) != len(params):
         raise ValueError(f"{op}: momentum needs one buffer per parameter")
     _matching(op, params, grads, bufs, masters)
+    take = scratch or _fresh
     for i, (p, g) in enumerate(zip(params, grads)):
         target = p if masters is None else masters[i]
         w = _compute(target)
         d = _compute(g)
+        work = np.result_type(w, d)
+        # PyTorch's d + weight_decay w, b momentum + d (1 - dampening), w - lr d, each rounded as written
         if weight_decay:
-            d = d + weight_decay * w
+            d = np.add(d, np.multiply(w, weight_decay, out=take(w.shape, work, 0)), out=take(w.shape, work, 0))
         if momentum:
-            b = d if first_step else _compute(bufs[i]) * momentum + d * (1 - dampening)
-            np.copyto(bufs[i], b, casting="unsafe")
-            d = d + momentum * b if nesterov else b
-        w = w - lr * d
-        np.copyto(target, w, casting="unsafe")
+            buf = bufs[i]
+            if first_step:
+                b = d
+                np.copyto(buf, b, casting="unsafe")
+            else:
+                b = _compute(buf)
+                b *= momentum
+                b += d if not dampening else np.multiply(d, 1 - dampening, out=take(w.shape, work, 1))
+                if b is not buf:
+                    np.copyto(buf, b, casting="unsafe")
+            d = (
+                np.add(d, np.multiply(b, momentum, out=take(w.shape, work, 1)), out=take(w.shape, work, 1))
+                if nesterov
+                else b
+            )
+        w -= np.multiply(d, lr, out=take(w.shape, work, 0))
+        if w is not target:
+            np.copyto(target, w, casting="unsafe")
         if masters is not None:
             np.copyto(p, w, casting="unsafe")
 
@@ -102,11 +121,15 @@ def adam_step_(
     decoupled: bool,
     masters: Arrays | None,
     max_exp_avg_sqs: Arrays | None = None,
+    *,
+    scratch: Scratch | None = None,
 ) -> None:
     """Adam (``decoupled=False``: L2 added to the gradient) or AdamW (``decoupled=True``: the weights
     decay by ``lr * weight_decay``) at ``step`` (1-based, shared by the tensors of the call).
     ``masters`` (fp32 copies of low-precision params, or None) are stepped instead of ``params``,
-    which then receive the result; ``max_exp_avg_sqs`` (or None) makes it AMSGrad."""
+    which then receive the result; ``max_exp_avg_sqs`` (or None) makes it AMSGrad. State in the
+    compute dtype is updated in place, the temporaries taken from ``scratch`` (CPU only,
+    seam.CPU_REPLAY_KEYWORDS)."""
     op = "adam_step_"
     if step < 1:
         raise ValueError(f"{op}: the step count is 1-based, got {step}")
@@ -120,6 +143,7 @@ def adam_step_(
     bias_correction1 = 1 - beta1**step
     bias_correction2_sqrt = math.sqrt(1 - beta2**step)
     step_size = lr / bias_correction1
+    take = scratch or _fresh
     for i, g in enumerate(grads):
         target = params[i] if masters is None else masters[i]
         w = _compute(target)
@@ -133,22 +157,23 @@ def adam_step_(
                 if decoupled:
                     w *= 1 - lr * weight_decay
                 else:
-                    d = d + weight_decay * w
-            scratch = np.subtract(d, m)
-            scratch *= 1 - beta1
-            m += scratch
+                    decayed = take(w.shape, np.result_type(d, w), 1)
+                    d = np.add(d, np.multiply(w, weight_decay, out=decayed), out=decayed)
+            t = np.subtract(d, m, out=take(w.shape, np.result_type(d, m), 0))
+            t *= 1 - beta1
+            m += t
             v *= beta2
-            np.multiply(d, d, out=scratch)
-            scratch *= 1 - beta2
-            v += scratch
+            np.multiply(d, d, out=t)
+            t *= 1 - beta2
+            v += t
             if max_v is not None:
                 v = np.maximum(max_v, v, out=max_v)
-            np.sqrt(v, out=scratch)
-            scratch /= bias_correction2_sqrt
-            scratch += eps
-            np.divide(m, scratch, out=scratch)
-            scratch *= step_size
-            w -= scratch
+            np.sqrt(v, out=t)
+            t /= bias_correction2_sqrt
+            t += eps
+            np.divide(m, t, out=t)
+            t *= step_size
+            w -= t
             if masters is not None:
                 np.copyto(params[i], w, casting="unsafe")
             continue
