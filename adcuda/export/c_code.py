@@ -613,6 +613,55 @@ class CSource:
         ]
         return [self.pointer(x), self.pointer(node.out)], body
 
+    def _kernel_avgpool(self, node):
+        """Each output's window (fixed: kernel, stride, padding; or adaptive) summed over the input it covers
+        and divided by PyTorch's divisor (the override, or the window clipped to the padded input or to the
+        input)."""
+        x = node.inputs[0]
+        batch, channels, height, width = self.graph.shapes[x]
+        _, _, out_h, out_w = self.graph.shapes[node.out]
+        a = node.attrs
+        (kh, kw), (sh, sw), (ph, pw) = a["kernel"], a["stride"], a["padding"]
+
+        padded = not a["adaptive"] and a["count_include_pad"] and not a["divisor"]
+
+        def bounds(axis, o, size, out, k, s, pad):
+            if a["adaptive"]:
+                start = f"{o} * {size}L / {out}L"
+                return [f"const long {axis}0 = {start}, {axis}1 = (({o} + 1) * {size}L + {out}L - 1) / {out}L;"]
+            return [
+                f"long {axis}0 = {o} * {s}L - {pad}L, {axis}1 = {axis}0 + {k}L;",
+                f"if ({axis}1 > {size + pad}L) {axis}1 = {size + pad}L;",
+                *([f"const long {axis}n = {axis}1 - {axis}0;"] if padded else []),
+                f"if ({axis}0 < 0) {axis}0 = 0;",
+                f"if ({axis}1 > {size}L) {axis}1 = {size}L;",
+            ]
+
+        if a["divisor"]:
+            divisor = f"{float(a['divisor'])!r}f"
+        elif padded:
+            divisor = "(float)(hn * wn)"
+        else:
+            divisor = "(float)((h1 - h0) * (w1 - w0))"
+        body = [
+            f"for (long p = 0; p < {batch * channels}L; ++p) {{",
+            f"    const float* restrict xp = p0 + p * {height * width}L;",
+            f"    float* restrict yp = y + p * {out_h * out_w}L;",
+            f"    for (long oy = 0; oy < {out_h}L; ++oy) {{",
+            *("        " + line for line in bounds("h", "oy", height, out_h, kh, sh, ph)),
+            f"        for (long ox = 0; ox < {out_w}L; ++ox) {{",
+            *("            " + line for line in bounds("w", "ox", width, out_w, kw, sw, pw)),
+            "            float sum = 0.0f;",
+            "            for (long iy = h0; iy < h1; ++iy) {",
+            f"                for (long ix = w0; ix < w1; ++ix) sum += xp[iy * {width}L + ix];",
+            "            }",
+            f"            yp[oy * {out_w}L + ox] = sum / {divisor};",
+            "        }",
+            "    }",
+            "}",
+        ]
+        return [self.pointer(x), self.pointer(node.out)], body
+
     def _kernel_layernorm(self, node):
         x = node.inputs[0]
         shape = self.graph.shapes[x]

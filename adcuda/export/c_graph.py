@@ -91,8 +91,8 @@ FUSABLE_ACTIVATIONS = frozenset({"relu", "gelu", "gelu_tanh", "tanh", "sigmoid",
 
 SUPPORTED = (
     "unary ({}), binary ({}), where, astype (float32/bool), clamp, matmul (a Linear, or batched products), "
-    "conv2d, max_pool2d, layer_norm, softmax/log_softmax, attention (eval: causal, boolean or additive masks), "
-    "reduce ({}), view, permute, expand, slice, cat and index_put_ (padding)"
+    "conv2d, max_pool2d, avg_pool2d, adaptive_avg_pool2d, layer_norm, softmax/log_softmax, attention (eval: "
+    "causal, boolean or additive masks), reduce ({}), view, permute, expand, slice, cat and index_put_ (padding)"
 ).format(", ".join(sorted(UNARY_C)), ", ".join(sorted(BINARY_C)), ", ".join(sorted(REDUCE_C)))
 
 
@@ -418,6 +418,39 @@ def _lower_max_pool2d(node, constants, shapes):
     return [CNode("maxpool", [p["x"].value], node.outputs[0], "max_pool2d", **window)]
 
 
+def _lower_avg_pool2d(node, constants, shapes):
+    p = node.params
+    window = {k: tuple(int(v) for v in p[k]) for k in ("kernel", "stride", "padding")}
+    return [
+        CNode(
+            "avgpool",
+            [p["x"].value],
+            node.outputs[0],
+            "avg_pool2d",
+            adaptive=False,
+            count_include_pad=bool(p["count_include_pad"]),
+            divisor=int(p["divisor_override"] or 0),
+            **window,
+        )
+    ]
+
+
+def _lower_adaptive_avg_pool2d(node, constants, shapes):
+    window = {"kernel": (1, 1), "stride": (1, 1), "padding": (0, 0)}
+    return [
+        CNode(
+            "avgpool",
+            [node.params["x"].value],
+            node.outputs[0],
+            "adaptive_avg_pool2d",
+            adaptive=True,
+            count_include_pad=True,
+            divisor=0,
+            **window,
+        )
+    ]
+
+
 def _lower_layer_norm(node, constants, shapes):
     _only_first_result(node)
     p = node.params
@@ -485,6 +518,8 @@ _LOWER = {
     "matmul": _lower_matmul,
     "conv2d": _lower_conv2d,
     "max_pool2d": _lower_max_pool2d,
+    "avg_pool2d": _lower_avg_pool2d,
+    "adaptive_avg_pool2d": _lower_adaptive_avg_pool2d,
     "layer_norm": _lower_layer_norm,
     "softmax": _lower_softmax,
     "attention": _lower_attention,
