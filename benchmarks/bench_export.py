@@ -4,7 +4,9 @@ Models (eval forward, float32, seeded weights: speed does not depend on what the
 - the digits MLP ``adcuda train`` trains (standardize, 64-256-256-10 with GELU), batch 1 and batch 360
   (about the held-out test set);
 - a small CNN (conv 1->8 3x3 + BatchNorm + ReLU, max pool, conv 8->16 3x3 + BatchNorm + ReLU, avg pool,
-  Linear 784->10) on 1x28x28 images, batch 1 and 32.
+  Linear 784->10) on 1x28x28 images, batch 1 and 32;
+- a causal pre-norm GELU transformer block (``nn.TransformerEncoderLayer`` d_model 64, 4 heads,
+  feed-forward 128, under a causal mask) on 32 positions, batch 1 and 8.
 
 Contenders: adcuda's eager forward under ``no_grad`` (one BLAS thread, its own process), and the
 generated code compiled with ``cc -O2`` ("C -O2") and with ``cc -O3 -march=native`` ("C native"),
@@ -37,7 +39,10 @@ CASES = {
     "digits MLP, batch 360": ("digits", 360),
     "small CNN 28x28, batch 1": ("cnn", 1),
     "small CNN 28x28, batch 32": ("cnn", 32),
+    "causal block 32x64, batch 1": ("block", 1),
+    "causal block 32x64, batch 8": ("block", 8),
 }
+BLOCK_POSITIONS, BLOCK_WIDTH = 32, 64
 
 
 def build_model(kind):
@@ -48,6 +53,25 @@ def build_model(kind):
     adcuda.manual_seed(0)
     if kind == "digits":
         model = DigitsTask(seed=0).build_model()
+    elif kind == "block":
+
+        class CausalBlock(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layer = nn.TransformerEncoderLayer(
+                    BLOCK_WIDTH,
+                    4,
+                    dim_feedforward=2 * BLOCK_WIDTH,
+                    batch_first=True,
+                    norm_first=True,
+                    activation="gelu",
+                )
+
+            def forward(self, x):
+                mask = nn.Transformer.generate_square_subsequent_mask(x.shape[1])
+                return self.layer(x, src_mask=mask, is_causal=True)
+
+        model = CausalBlock()
     else:
         model = nn.Sequential(
             nn.Conv2d(1, 8, 3, padding=1),
@@ -68,6 +92,8 @@ def example(kind, batch):
     import adcuda
 
     adcuda.manual_seed(1)
+    if kind == "block":
+        return adcuda.randn(batch, BLOCK_POSITIONS, BLOCK_WIDTH)
     return adcuda.randn(batch, 64) if kind == "digits" else adcuda.randn(batch, 1, 28, 28)
 
 

@@ -4,7 +4,8 @@
 
 Every kernel is first checked against the CPU backend on small odd shapes (the benchmark stops if
 one is off). Then:
-- memory-bound kernels (softmax, log-softmax, cross-entropy, layer norm; forward and backward), every
+- memory-bound kernels (softmax, log-softmax, cross-entropy, layer norm, RMS norm, group norm, batch norm
+  of (N, C) rows, average and global average pooling; forward and backward), every
   big operand of at least 256 MiB (four times an H200's L2): GB/s of the bytes each must move (inputs
   read once, outputs written once) as a share of the device-to-device copy bandwidth measured in the
   same run (benchmarks/_harness.py), next to PyTorch's kernels on the same data. Target on an H200:
@@ -142,6 +143,58 @@ def check_against_cpu(cb, cpu):
         ("dx", "dweight", "dbias"),
     ):
         close(got_part, ref_part, f"layer_norm_backward (fused) {name}")
+    for rows in (x768, x):  # the fused backward (768 wide) and the row / column-partial kernels (1031)
+        grad = rng.standard_normal(rows.shape).astype(np.float32)
+        width = rows.shape[1]
+        scale = rng.standard_normal(width).astype(np.float32)
+        y, rstd = cpu.rms_norm(rows, scale, 1, 1e-6)
+        got = cb.rms_norm(device(rows), device(scale), 1, 1e-6)
+        close(got[0], y, f"rms_norm {width} wide")
+        for got_part, ref_part, name in zip(
+            cb.rms_norm_backward(device(grad), device(rows), device(scale), got[1], 1),
+            cpu.rms_norm_backward(grad, rows, scale, rstd, 1),
+            ("dx", "dweight"),
+        ):
+            close(got_part, ref_part, f"rms_norm_backward {width} wide {name}")
+    xg, gg = (rng.standard_normal((3, 12, 5, 7)).astype(np.float32) for _ in range(2))
+    y, mean, rstd = cpu.group_norm(xg, w[:12], b[:12], 4, 1e-5)
+    got = cb.group_norm(device(xg), device(w[:12]), device(b[:12]), 4, 1e-5)
+    for got_part, ref_part, name in zip(got, (y, mean, rstd), ("y", "mean", "rstd")):
+        close(got_part, ref_part, f"group_norm {name}")
+    for got_part, ref_part, name in zip(
+        cb.group_norm_backward(device(gg), device(xg), device(w[:12]), got[1], got[2], 4),
+        cpu.group_norm_backward(gg, xg, w[:12], mean, rstd, 4),
+        ("dx", "dweight", "dbias"),
+    ):
+        close(got_part, ref_part, f"group_norm_backward {name}")
+    planes = rng.standard_normal((2, 3, 13, 11)).astype(np.float32)
+    args = ((3, 2), (2, 2), (1, 1), (7, 6), False, None)
+    close(cb.avg_pool2d(device(planes), *args), cpu.avg_pool2d(planes, *args), "avg_pool2d")
+    pooled_g = rng.standard_normal((2, 3, 7, 6)).astype(np.float32)
+    close(
+        cb.avg_pool2d_backward(device(pooled_g), planes.shape, *args[:3], *args[4:]),
+        cpu.avg_pool2d_backward(pooled_g, planes.shape, *args[:3], *args[4:]),
+        "avg_pool2d_backward",
+    )
+    close(
+        cb.adaptive_avg_pool2d(device(planes), (7, 6)), cpu.adaptive_avg_pool2d(planes, (7, 6)), "adaptive_avg_pool2d"
+    )
+    close(
+        cb.adaptive_avg_pool2d_backward(device(pooled_g), planes.shape),
+        cpu.adaptive_avg_pool2d_backward(pooled_g, planes.shape),
+        "adaptive_avg_pool2d_backward",
+    )
+    # batch norm of (N, C) rows: the short-plane (column) kernels
+    y, mean, rstd = cpu.batch_norm(x, w, b, 1e-5)
+    got = cb.batch_norm(device(x), device(w), device(b), 1e-5)
+    for got_part, ref_part, name in zip(got, (y, mean, rstd), ("y", "mean", "rstd")):
+        close(got_part, ref_part, f"batch_norm (N, C) {name}")
+    for got_part, ref_part, name in zip(
+        cb.batch_norm_backward(device(g), device(x), device(w), got[1], got[2]),
+        cpu.batch_norm_backward(g, x, w, mean, rstd),
+        ("dx", "dweight", "dbias"),
+    ):
+        close(got_part, ref_part, f"batch_norm_backward (N, C) {name}")
     check_optimizers(cb, cpu, rng, close, device)
     q, k, v = (rng.standard_normal((2, 3, 45, 24)).astype(np.float32) for _ in range(3))
     out, lse = cpu.attention(q, k, v, None, True, 0.2)
@@ -169,8 +222,8 @@ def check_against_cpu(cb, cpu):
     close(mask, cb.to_numpy(cb.bernoulli(x.shape, 0.7, adcuda.bool, 5, 0)), "dropout mask")
     close(out, cpu.dropout_backward(x, np.asarray(cb.to_numpy(mask)), 1 / 0.7), "dropout")
     print(
-        "reference check: softmax, cross-entropy, layer norm, attention (forward and backward), embedding, "
-        "global norm, AdamW, SGD and dropout match the CPU backend"
+        "reference check: softmax, cross-entropy, layer, RMS, group and batch norm, average pooling, attention, "
+        "embedding, global norm, AdamW, SGD and dropout match the CPU backend"
     )
 
 
@@ -257,6 +310,60 @@ def bandwidth_cases(cb, torch, bursts):
             lambda: cb.layer_norm_backward(ln_g, ln_x, ln_w, ln_mean, ln_rstd, 1),
             3 * m * size,
         )
+        _, rms_rstd = cb.rms_norm(ln_x, ln_w, 1, 1e-6)
+        cases[f"rms_norm {dtype} {ln_rows}x{ln_width}"] = (lambda: cb.rms_norm(ln_x, ln_w, 1, 1e-6), 2 * m * size)
+        cases[f"rms_norm backward {dtype}"] = (
+            lambda: cb.rms_norm_backward(ln_g, ln_x, ln_w, rms_rstd, 1),
+            3 * m * size,
+        )
+        # BatchNorm1d on (N, C) rows: x read by the statistics and again by the normalising pass, y written;
+        # the backward reads g and x twice (sums, then dx) and writes dx
+        _, bn_mean, bn_rstd = cb.batch_norm(ln_x, ln_w, ln_b, 1e-5)
+        cases[f"batch_norm (N, C) {dtype} {ln_rows}x{ln_width}"] = (
+            lambda: cb.batch_norm(ln_x, ln_w, ln_b, 1e-5),
+            3 * m * size,
+        )
+        cases[f"batch_norm backward (N, C) {dtype}"] = (
+            lambda: cb.batch_norm_backward(ln_g, ln_x, ln_w, bn_mean, bn_rstd),
+            5 * m * size,
+        )
+        # GroupNorm(32, 256) over 32x32 feature maps: each (sample, group) row of 8 x 1024 read from DRAM
+        # once (its second read hits L1/L2), y written; the backward reads g and x, writes dx
+        gn_shape = (-(-BANDWIDTH_BYTES // (256 * 1024 * size)), 256, 32, 32)
+        gn_x = cb.randn(gn_shape, adt, 7, 0)
+        gn_g = cb.randn(gn_shape, adt, 8, 0)
+        gn_w, gn_b = cb.randn((256,), adt, 9, 0), cb.randn((256,), adt, 10, 0)
+        _, gn_mean, gn_rstd = cb.group_norm(gn_x, gn_w, gn_b, 32, 1e-5)
+        gn_n = math.prod(gn_shape)
+        cases[f"group_norm {dtype} {gn_shape}, 32 groups"] = (
+            lambda: cb.group_norm(gn_x, gn_w, gn_b, 32, 1e-5),
+            2 * gn_n * size,
+        )
+        cases[f"group_norm backward {dtype}"] = (
+            lambda: cb.group_norm_backward(gn_g, gn_x, gn_w, gn_mean, gn_rstd, 32),
+            3 * gn_n * size,
+        )
+        # average pooling of 64 x 64 planes: 2x2 windows read x once and write a quarter of it (the gather
+        # backward the reverse); global (adaptive 1x1) pooling reads x once, its backward writes it once
+        pool_shape = (-(-BANDWIDTH_BYTES // (64 * 64 * 64 * size)), 64, 64, 64)
+        pool_x = cb.randn(pool_shape, adt, 11, 0)
+        pool_g = cb.randn(pool_shape[:2] + (32, 32), adt, 12, 0)
+        pool_g1 = cb.randn(pool_shape[:2] + (1, 1), adt, 13, 0)
+        pool_n = math.prod(pool_shape)
+        window = ((2, 2), (2, 2), (0, 0))
+        cases[f"avg_pool2d 2x2 {dtype} {pool_shape}"] = (
+            lambda: cb.avg_pool2d(pool_x, *window, (32, 32), True, None),
+            pool_n * size * 5 // 4,
+        )
+        cases[f"avg_pool2d 2x2 backward {dtype}"] = (
+            lambda: cb.avg_pool2d_backward(pool_g, pool_shape, *window, True, None),
+            pool_n * size * 5 // 4,
+        )
+        cases[f"adaptive_avg_pool2d 1x1 {dtype}"] = (lambda: cb.adaptive_avg_pool2d(pool_x, (1, 1)), pool_n * size)
+        cases[f"adaptive_avg_pool2d 1x1 backward {dtype}"] = (
+            lambda: cb.adaptive_avg_pool2d_backward(pool_g1, pool_shape),
+            pool_n * size,
+        )
         for case, (fn, nbytes) in cases.items():
             moved[case] = nbytes
             results["adcuda"][case] = adcuda_seconds(fn, bursts, 10)
@@ -276,6 +383,14 @@ def bandwidth_cases(cb, torch, bursts):
             )
             _, l_mean, l_rstd = torch.ops.aten.native_layer_norm(lx, [ln_width], lw, lb, 1e-5)
             aten = torch.ops.aten
+            _, b_mean, b_invstd = aten.native_batch_norm(lx, lw, lb, None, None, True, 0.1, 1e-5)
+            gx = torch.randn(gn_shape, device="cuda", dtype=tdt)
+            gg = torch.randn_like(gx)
+            gw, gb = torch.randn(256, device="cuda", dtype=tdt), torch.randn(256, device="cuda", dtype=tdt)
+            _, g_mean, g_rstd = aten.native_group_norm(gx, gw, gb, gn_shape[0], 256, 1024, 32, 1e-5)
+            px = torch.randn(pool_shape, device="cuda", dtype=tdt)
+            pg = torch.randn(pool_shape[:2] + (32, 32), device="cuda", dtype=tdt)
+            pg1 = torch.randn(pool_shape[:2] + (1, 1), device="cuda", dtype=tdt)
             torch_cases = {
                 f"softmax {dtype} {rows}x{classes}": lambda: torch.softmax(tx, 1),
                 f"log_softmax {dtype}": lambda: torch.log_softmax(tx, 1),
@@ -293,6 +408,27 @@ def bandwidth_cases(cb, torch, bursts):
                 f"layer_norm backward {dtype}": lambda: aten.native_layer_norm_backward(
                     lg, lx, [ln_width], l_mean, l_rstd, lw, lb, [True, True, True]
                 ),
+                f"rms_norm {dtype} {ln_rows}x{ln_width}": lambda: torch.nn.functional.rms_norm(
+                    lx, [ln_width], lw, 1e-6
+                ),
+                f"batch_norm (N, C) {dtype} {ln_rows}x{ln_width}": lambda: aten.native_batch_norm(
+                    lx, lw, lb, None, None, True, 0.1, 1e-5
+                ),
+                f"batch_norm backward (N, C) {dtype}": lambda: aten.native_batch_norm_backward(
+                    lg, lx, lw, None, None, b_mean, b_invstd, True, 1e-5, [True, True, True]
+                ),
+                f"group_norm {dtype} {gn_shape}, 32 groups": lambda: aten.native_group_norm(
+                    gx, gw, gb, gn_shape[0], 256, 1024, 32, 1e-5
+                ),
+                f"group_norm backward {dtype}": lambda: aten.native_group_norm_backward(
+                    gg, gx, g_mean, g_rstd, gw, gn_shape[0], 256, 1024, 32, [True, True, True]
+                ),
+                f"avg_pool2d 2x2 {dtype} {pool_shape}": lambda: torch.nn.functional.avg_pool2d(px, 2),
+                f"avg_pool2d 2x2 backward {dtype}": lambda: aten.avg_pool2d_backward(
+                    pg, px, [2, 2], [2, 2], [0, 0], False, True, None
+                ),
+                f"adaptive_avg_pool2d 1x1 {dtype}": lambda: torch.nn.functional.adaptive_avg_pool2d(px, 1),
+                f"adaptive_avg_pool2d 1x1 backward {dtype}": lambda: aten._adaptive_avg_pool2d_backward(pg1, px),
             }
             for case, fn in torch_cases.items():
                 results["torch"][case] = torch_seconds(torch, fn, bursts, 10)

@@ -11,11 +11,16 @@
 // blockIdx.z picks the group (and the K split).
 //
 // fp16 / bf16 run on the tensor cores: block tile 64 x 64 x 32, 4 warps as 2 x 2, each warp 32 x 32
-// outputs = 2 x 4 mma.sync m16n8k16 with fp32 accumulators; operands are gathered element by element
-// into registers one K tile ahead (the loads of tile t + 1 are in flight while tile t's mma run),
-// then stored to shared memory [row][k] with rows padded by 8 elements so that the fragment reads
-// (32-bit, lane-strided) fall in distinct banks. fp32 / fp64 take a SIMT kernel: block tile 64 x 64
-// x 16, 256 threads with 4 x 4 outputs each, fp32 (fp64) FMA.
+// outputs = 2 x 4 mma.sync m16n8k16 with fp32 accumulators. Shared memory holds two K tiles (double
+// buffering: tile t + 1 is written while tile t's mma run, one barrier per tile), [row][k] with rows
+// padded by 8 elements so that ldmatrix's eight 16-byte rows fall in distinct banks. An operand whose
+// rows are contiguous in k in memory (the forward's weight: [o][c kh kw]; the weight gradient's output
+// gradient: consecutive pixels of a plane) goes global -> shared by cp.async in 16-byte pieces when its
+// rows allow it (K, or Ho*Wo, a multiple of 8 and a 16-byte aligned base: e.g. channels a multiple of 8);
+// every other operand, and every operand when the rows do not allow it, is gathered element by element
+// into registers (window arithmetic, zero padding), in flight during tile t's mma, then stored.
+// fp32 / fp64 take a SIMT kernel: block tile 64 x 64 x 16, 256 threads with 4 x 4 outputs each, fp32
+// (fp64) FMA.
 #include "convolution.h"
 
 #include <cuda_bf16.h>
@@ -61,10 +66,18 @@ struct ForwardProblem {
   Geometry32 g;
   Index M, N, K;
   static constexpr bool kAAlongM = true;  // consecutive m are consecutive output columns: coalesced reads
+  // B(k, n) = weight[group row n][k]: K consecutive elements per n, copied 8 at a time where aligned
+  static constexpr bool kARowsContiguous = false;
+  static constexpr bool kBRowsContiguous = true;
   struct AContext {
     std::int64_t base;  // x[n, first channel of the group, 0, 0]
     Index ih0, iw0;     // the window's top-left corner (may lie in the padding)
   };
+
+  bool rows_copyable() const { return K % 8 == 0 && reinterpret_cast<std::uintptr_t>(weight) % 16 == 0; }
+  __device__ __forceinline__ const T* b_row(int z, Index n, Index k) const {
+    return weight + static_cast<std::int64_t>(z * N + n) * K + k;
+  }
   struct BContext {
     std::int64_t base;  // weight[first row of the group, k]
   };
@@ -105,6 +118,8 @@ struct BackwardInputProblem {
   Geometry32 g;
   Index M, N, K;
   static constexpr bool kAAlongM = true;
+  static constexpr bool kARowsContiguous = false;  // both operands are gathers (taps skip by the stride)
+  static constexpr bool kBRowsContiguous = false;
   struct AContext {
     std::int64_t base;  // grad[n, first channel of the group, 0, 0]
     Index th0, tw0;     // the input position plus the padding
@@ -156,9 +171,22 @@ struct BackwardWeightProblem {
   Index M, N, K;
   Index split_length;  // K indices per split, a multiple of the K tile
   static constexpr bool kAAlongM = false;  // consecutive k are consecutive output columns of grad
+  // A(m, k) for a fixed m: consecutive k are consecutive pixels of one grad plane, so 8 of them are one
+  // 16-byte piece when Ho*Wo is a multiple of 8 (pieces then never straddle two planes; K splits and
+  // K itself are multiples of 8 too)
+  static constexpr bool kARowsContiguous = true;
+  static constexpr bool kBRowsContiguous = false;
   struct AContext {
     std::int64_t base;  // grad[n, first channel of the group, oh, ow]
   };
+
+  bool rows_copyable() const {
+    return g.out_plane % 8 == 0 && reinterpret_cast<std::uintptr_t>(grad) % 16 == 0;
+  }
+  __device__ __forceinline__ const T* a_row(int z, Index m, Index k) const {
+    const Index n = k / g.out_plane, r = k - n * g.out_plane;
+    return grad + static_cast<std::int64_t>(n * g.o + group(z) * M + m) * g.out_plane + r;
+  }
   struct BContext {
     std::int64_t base;  // x[n, first channel of the group, 0, 0]
     Index ih0, iw0;     // the window's top-left corner
@@ -209,6 +237,10 @@ static_assert(kTcTileM == kTcTileN, "both operand tiles are loaded with one mapp
 static_assert(kTcThreads % kTcTileM == 0 && kTcThreads % kTcTileK == 0,
               "a thread's loads keep one row (along M) or one k (along K): load_tiles relies on it");
 
+using ptx::cp_async_16;
+using ptx::cp_async_commit;
+using ptx::cp_async_wait;
+using ptx::ldmatrix_x4;
 using ptx::mma_16816;
 
 // Which (row, k) of a 64 x 32 operand tile the thread's load `e` is: along the rows first (coalesced
@@ -224,35 +256,92 @@ __device__ __forceinline__ void tile_position(bool along_rows, int e, int& row, 
   }
 }
 
-// One K tile's loads into registers. A thread's along-M A loads share their row (threadIdx % 64: the
-// context made once per kernel); its other loads share their k (threadIdx % 32: contexts made here).
-template <typename T, typename Problem>
-__device__ __forceinline__ void load_tiles(const Problem& p, int z, Index m0, Index n0, Index k0, Index k_end,
-                                           typename Problem::AContext& a_context, T (&a)[kTcLoads],
-                                           T (&b)[kTcLoads]) {
-  const Index fixed_k = k0 + static_cast<Index>(threadIdx.x) % kTcTileK;
-  if constexpr (!Problem::kAAlongM) a_context = p.a_fixed(z, fixed_k);
-  const typename Problem::BContext b_context = p.b_fixed(z, fixed_k);
+// One operand tile of rows [r0, r0 + 64) x k [k0, k0 + 32) by cp.async, 16 bytes (8 k) per copy, 2 per
+// thread; `row_at(r, k)` points at the operand's element (r, k). Pieces past the operand are zero-filled
+// without reading: the rows' layout makes a piece either wholly inside or wholly outside.
+template <typename T, typename RowAt>
+__device__ __forceinline__ void copy_tile_async(T* stage, Index r0, Index rows, Index k0, Index k_end,
+                                                const T* any_valid, RowAt row_at) {
+  constexpr int kPiecesPerRow = kTcTileK / 8;
 #pragma unroll
-  for (int e = 0; e < kTcLoads; ++e) {
-    int row, k;
-    tile_position(Problem::kAAlongM, e, row, k);
-    const Index m = m0 + row, kk = k0 + k;
-    if constexpr (Problem::kAAlongM) {
-      a[e] = (m < p.M && kk < k_end) ? p.a_at(a_context, kk) : T(0.0f);
-    } else {
-      a[e] = (m < p.M && kk < k_end) ? p.a_at(a_context, m) : T(0.0f);
-    }
-    tile_position(false, e, row, k);  // B(k, n): the weight's and the input's k are their inner index
-    const Index n = n0 + row;
-    b[e] = (n < p.N && fixed_k < k_end) ? p.b_at(b_context, n) : T(0.0f);
+  for (int e = 0; e < kTcTileM * kPiecesPerRow / kTcThreads; ++e) {
+    const int piece = threadIdx.x + kTcThreads * e;
+    const int row = piece / kPiecesPerRow, k = (piece % kPiecesPerRow) * 8;
+    const bool inside = r0 + row < rows && k0 + k < k_end;
+    cp_async_16(stage + row * kTcRowStride + k, inside ? row_at(r0 + row, k0 + k) : any_valid, inside ? 16 : 0);
   }
 }
 
-template <typename T, typename Problem>
+// One K tile's loads: operands copied by cp.async (kCopyRows and a problem whose rows allow it) go
+// straight into the shared `stage`; the others into registers, for store_gathered once the stage is free.
+// A thread's along-M A loads share their row (threadIdx % 64: the context made once per kernel); its
+// other loads share their k (threadIdx % 32: contexts made here).
+template <typename T, typename Problem, bool kCopyRows>
+__device__ __forceinline__ void load_tiles(const Problem& p, int z, Index m0, Index n0, Index k0, Index k_end,
+                                           typename Problem::AContext& a_context, T (&a)[kTcLoads],
+                                           T (&b)[kTcLoads], T* a_stage, T* b_stage) {
+  constexpr bool kCopyA = kCopyRows && Problem::kARowsContiguous;
+  constexpr bool kCopyB = kCopyRows && Problem::kBRowsContiguous;
+  if constexpr (kCopyA) {
+    copy_tile_async(a_stage, m0, p.M, k0, k_end, p.a_row(z, 0, k0),
+                    [&](Index m, Index k) { return p.a_row(z, m, k); });
+  }
+  if constexpr (kCopyB) {
+    copy_tile_async(b_stage, n0, p.N, k0, k_end, p.b_row(z, 0, k0),
+                    [&](Index n, Index k) { return p.b_row(z, n, k); });
+  }
+  if constexpr (kCopyRows) cp_async_commit();
+  const Index fixed_k = k0 + static_cast<Index>(threadIdx.x) % kTcTileK;
+  if constexpr (!kCopyA) {
+    if constexpr (!Problem::kAAlongM) a_context = p.a_fixed(z, fixed_k);
+#pragma unroll
+    for (int e = 0; e < kTcLoads; ++e) {
+      int row, k;
+      tile_position(Problem::kAAlongM, e, row, k);
+      const Index m = m0 + row, kk = k0 + k;
+      if constexpr (Problem::kAAlongM) {
+        a[e] = (m < p.M && kk < k_end) ? p.a_at(a_context, kk) : T(0.0f);
+      } else {
+        a[e] = (m < p.M && kk < k_end) ? p.a_at(a_context, m) : T(0.0f);
+      }
+    }
+  }
+  if constexpr (!kCopyB) {
+    const typename Problem::BContext b_context = p.b_fixed(z, fixed_k);
+#pragma unroll
+    for (int e = 0; e < kTcLoads; ++e) {
+      int row, k;
+      tile_position(false, e, row, k);  // B(k, n): the weight's and the input's k are their inner index
+      const Index n = n0 + row;
+      b[e] = (n < p.N && fixed_k < k_end) ? p.b_at(b_context, n) : T(0.0f);
+    }
+  }
+}
+
+template <typename T, typename Problem, bool kCopyRows>
+__device__ __forceinline__ void store_gathered(const T (&a)[kTcLoads], const T (&b)[kTcLoads], T* a_stage,
+                                               T* b_stage) {
+#pragma unroll
+  for (int e = 0; e < kTcLoads; ++e) {
+    int row, k;
+    if constexpr (!(kCopyRows && Problem::kARowsContiguous)) {
+      tile_position(Problem::kAAlongM, e, row, k);
+      a_stage[row * kTcRowStride + k] = a[e];
+    }
+    if constexpr (!(kCopyRows && Problem::kBRowsContiguous)) {
+      tile_position(false, e, row, k);
+      b_stage[row * kTcRowStride + k] = b[e];
+    }
+  }
+}
+
+// kCopyRows: the problem's row-contiguous operand goes by cp.async (only instantiated for problems that
+// have one; the host picks it where the rows allow, see rows_copyable).
+template <typename T, typename Problem, bool kCopyRows>
 __global__ void __launch_bounds__(kTcThreads) conv_tensor_core_kernel(const Problem p) {
-  __shared__ __align__(16) T a_tile[kTcTileM * kTcRowStride];  // [m][k]
-  __shared__ __align__(16) T b_tile[kTcTileN * kTcRowStride];  // [n][k]
+  constexpr int kStage = kTcTileM * kTcRowStride;
+  __shared__ __align__(16) T a_tile[2 * kStage];  // two K tiles of [m][k]
+  __shared__ __align__(16) T b_tile[2 * kStage];  // two K tiles of [n][k]
   const int z = blockIdx.z;
   const Index m0 = static_cast<Index>(blockIdx.x) * kTcTileM;
   const Index n0 = static_cast<Index>(blockIdx.y) * kTcTileN;
@@ -260,6 +349,11 @@ __global__ void __launch_bounds__(kTcThreads) conv_tensor_core_kernel(const Prob
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int warp_m = (warp / 2) * 32, warp_n = (warp % 2) * 32;
   const int group = lane / 4, pair = (lane % 4) * 2;
+  // ldmatrix.x4: lane supplies row (lane % 8) of 8x8 matrix (lane / 8). A's matrices are (m 0-7, k 0-7),
+  // (m 8-15, k 0-7), (m 0-7, k 8-15), (m 8-15, k 8-15): mma's a0..a3. B's are (n 0-7, k 0-7), (n 0-7,
+  // k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15): b0, b1 of two n8 tiles.
+  const int a_fragment_offset = (warp_m + lane % 16) * kTcRowStride + (lane / 16) * 8;
+  const int b_fragment_offset = (warp_n + (lane / 16) * 8 + lane % 8) * kTcRowStride + ((lane / 8) % 2) * 8;
 
   float acc[2][4][4];
 #pragma unroll
@@ -272,39 +366,44 @@ __global__ void __launch_bounds__(kTcThreads) conv_tensor_core_kernel(const Prob
   typename Problem::AContext a_context{};
   if constexpr (Problem::kAAlongM) a_context = p.a_fixed(z, m0 + static_cast<Index>(threadIdx.x) % kTcTileM);
   T a_next[kTcLoads], b_next[kTcLoads];
-  load_tiles<T>(p, z, m0, n0, k_begin, k_end, a_context, a_next, b_next);
+  load_tiles<T, Problem, kCopyRows>(p, z, m0, n0, k_begin, k_end, a_context, a_next, b_next, a_tile, b_tile);
+  store_gathered<T, Problem, kCopyRows>(a_next, b_next, a_tile, b_tile);
+  if constexpr (kCopyRows) cp_async_wait<0>();
+  __syncthreads();
+  int stage = 0;
   for (Index k0 = k_begin; k0 < k_end; k0 += kTcTileK) {
-#pragma unroll
-    for (int e = 0; e < kTcLoads; ++e) {
-      int row, k;
-      tile_position(Problem::kAAlongM, e, row, k);
-      a_tile[row * kTcRowStride + k] = a_next[e];
-      tile_position(false, e, row, k);
-      b_tile[row * kTcRowStride + k] = b_next[e];
+    // tile t + 1 goes to the other stage, which every warp left at the previous barrier
+    const bool more = k0 + kTcTileK < k_end;
+    T* const a_free = a_tile + (stage ^ 1) * kStage;
+    T* const b_free = b_tile + (stage ^ 1) * kStage;
+    if (more) {
+      load_tiles<T, Problem, kCopyRows>(p, z, m0, n0, k0 + kTcTileK, k_end, a_context, a_next, b_next, a_free,
+                                        b_free);
     }
-    __syncthreads();
-    if (k0 + kTcTileK < k_end) load_tiles<T>(p, z, m0, n0, k0 + kTcTileK, k_end, a_context, a_next, b_next);
+    const T* const a_stage = a_tile + stage * kStage;
+    const T* const b_stage = b_tile + stage * kStage;
 #pragma unroll
     for (int ks = 0; ks < kTcTileK; ks += 16) {
-      unsigned a_frag[2][4];
+      std::uint32_t a_frag[2][4];
 #pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const T* base = a_tile + (warp_m + i * 16 + group) * kTcRowStride + ks + pair;
-        a_frag[i][0] = *reinterpret_cast<const unsigned*>(base);
-        a_frag[i][1] = *reinterpret_cast<const unsigned*>(base + 8 * kTcRowStride);
-        a_frag[i][2] = *reinterpret_cast<const unsigned*>(base + 8);
-        a_frag[i][3] = *reinterpret_cast<const unsigned*>(base + 8 * kTcRowStride + 8);
-      }
+      for (int i = 0; i < 2; ++i) ldmatrix_x4<false>(a_frag[i], a_stage + a_fragment_offset + i * 16 * kTcRowStride + ks);
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const T* base = b_tile + (warp_n + j * 8 + group) * kTcRowStride + ks + pair;
-        const unsigned b0 = *reinterpret_cast<const unsigned*>(base);
-        const unsigned b1 = *reinterpret_cast<const unsigned*>(base + 8);
+      for (int jp = 0; jp < 2; ++jp) {
+        std::uint32_t b_frag[4];
+        ldmatrix_x4<false>(b_frag, b_stage + b_fragment_offset + jp * 16 * kTcRowStride + ks);
 #pragma unroll
-        for (int i = 0; i < 2; ++i) mma_16816<T>(acc[i][j], a_frag[i], b0, b1);
+        for (int i = 0; i < 2; ++i) {
+          mma_16816<T>(acc[i][2 * jp], a_frag[i], b_frag[0], b_frag[1]);
+          mma_16816<T>(acc[i][2 * jp + 1], a_frag[i], b_frag[2], b_frag[3]);
+        }
       }
     }
+    if (more) {
+      store_gathered<T, Problem, kCopyRows>(a_next, b_next, a_free, b_free);
+      if constexpr (kCopyRows) cp_async_wait<0>();
+    }
     __syncthreads();
+    stage ^= 1;
   }
   // accumulator r of tile (i, j): row group (+8 for r >= 2), column pair (+1 for odd r)
 #pragma unroll
@@ -406,10 +505,18 @@ constexpr bool kTensorCore = std::is_same_v<T, __half> || std::is_same_v<T, __nv
 
 template <typename T, typename Problem>
 void launch(const Problem& p, unsigned int batches, cudaStream_t stream) {
+  constexpr bool kHasCopyableRows = Problem::kARowsContiguous || Problem::kBRowsContiguous;
   if constexpr (kTensorCore<T>) {
     const dim3 grid(static_cast<unsigned>((p.M + kTcTileM - 1) / kTcTileM),
                     static_cast<unsigned>((p.N + kTcTileN - 1) / kTcTileN), batches);
-    conv_tensor_core_kernel<T, Problem><<<grid, kTcThreads, 0, stream>>>(p);
+    if constexpr (kHasCopyableRows) {
+      if (p.rows_copyable()) {
+        conv_tensor_core_kernel<T, Problem, true><<<grid, kTcThreads, 0, stream>>>(p);
+        ADCUDA_CHECK_LAUNCH();
+        return;
+      }
+    }
+    conv_tensor_core_kernel<T, Problem, false><<<grid, kTcThreads, 0, stream>>>(p);
   } else {
     const dim3 grid(static_cast<unsigned>((p.M + kSimtTileM - 1) / kSimtTileM),
                     static_cast<unsigned>((p.N + kSimtTileN - 1) / kSimtTileN), batches);

@@ -1,4 +1,6 @@
-// Layer norm: one block per row for the forward; for the backward one pass that reads g and x once,
+// Layer norm and RMS norm (kCentered = false: no mean, rstd = 1 / sqrt(mean(x^2) + eps), no bias; the same
+// kernels with the centring compiled out): one block per row for the forward; for the backward one pass
+// that reads g and x once,
 // writes dx and leaves per-block partial weight/bias gradients in fp32, then a small pass adding each
 // column's partials in a fixed order.
 //
@@ -19,6 +21,7 @@
 #include "norm.h"
 
 #include <algorithm>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 
@@ -33,7 +36,8 @@ namespace {
 
 using nn::block_reduce;
 
-template <typename T, int V>
+// mean_out is not written without kCentered (RMS norm has no mean).
+template <typename T, int V, bool kCentered>
 __global__ void layer_norm_kernel(const T* x, const T* weight, const T* bias, T* y, compute_t<T>* mean_out,
                                   compute_t<T>* rstd_out, std::int64_t rows, std::int64_t D, double eps) {
   using Acc = compute_t<T>;
@@ -43,13 +47,16 @@ __global__ void layer_norm_kernel(const T* x, const T* weight, const T* bias, T*
   for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* in = x + row * D;
     Acc partial = Acc(0);
-    for (std::int64_t j = first; j < D; j += step) {
-      const auto pack = nn::load_pack<T, V>(in + j);
+    Acc mean = Acc(0);
+    if constexpr (kCentered) {
+      for (std::int64_t j = first; j < D; j += step) {
+        const auto pack = nn::load_pack<T, V>(in + j);
 #pragma unroll
-      for (int k = 0; k < V; ++k) partial += to_compute(pack.item[k]);
+        for (int k = 0; k < V; ++k) partial += to_compute(pack.item[k]);
+      }
+      mean = block_reduce(partial, nn::Sum{}, scratch) / static_cast<Acc>(D);
+      partial = Acc(0);
     }
-    const Acc mean = block_reduce(partial, nn::Sum{}, scratch) / static_cast<Acc>(D);
-    partial = Acc(0);
     for (std::int64_t j = first; j < D; j += step) {
       const auto pack = nn::load_pack<T, V>(in + j);
 #pragma unroll
@@ -72,14 +79,15 @@ __global__ void layer_norm_kernel(const T* x, const T* weight, const T* bias, T*
       nn::store_pack<T, V>(y + row * D + j, pack);
     }
     if (threadIdx.x == 0) {
-      mean_out[row] = mean;
+      if constexpr (kCentered) mean_out[row] = mean;
       rstd_out[row] = rstd;
     }
   }
 }
 
-// dx = rstd * (gx - mean(gx) - xhat * mean(gx * xhat)), gx = g * weight, xhat = (x - mean) * rstd.
-template <typename T, int V>
+// dx = rstd * (gx - mean(gx) - xhat * mean(gx * xhat)), gx = g * weight, xhat = (x - mean) * rstd; without
+// kCentered (RMS norm) xhat = x * rstd and the mean(gx) term goes (mean may be nullptr).
+template <typename T, int V, bool kCentered>
 __global__ void layer_norm_backward_dx_kernel(const T* g, const T* x, const T* weight, const compute_t<T>* mean,
                                               const compute_t<T>* rstd, T* dx, std::int64_t rows, std::int64_t D) {
   using Acc = compute_t<T>;
@@ -89,7 +97,7 @@ __global__ void layer_norm_backward_dx_kernel(const T* g, const T* x, const T* w
   for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* gr = g + row * D;
     const T* xr = x + row * D;
-    const Acc row_mean = mean[row], row_rstd = rstd[row];
+    const Acc row_mean = kCentered ? mean[row] : Acc(0), row_rstd = rstd[row];
     Acc sum_gx = Acc(0), sum_gx_xhat = Acc(0);
     for (std::int64_t j = first; j < D; j += step) {
       const auto gp = nn::load_pack<T, V>(gr + j);
@@ -102,7 +110,7 @@ __global__ void layer_norm_backward_dx_kernel(const T* g, const T* x, const T* w
         sum_gx_xhat += gx * ((to_compute(xp.item[k]) - row_mean) * row_rstd);
       }
     }
-    const Acc mean_gx = block_reduce(sum_gx, nn::Sum{}, scratch) / static_cast<Acc>(D);
+    const Acc mean_gx = kCentered ? block_reduce(sum_gx, nn::Sum{}, scratch) / static_cast<Acc>(D) : Acc(0);
     const Acc mean_gx_xhat = block_reduce(sum_gx_xhat, nn::Sum{}, scratch) / static_cast<Acc>(D);
     for (std::int64_t j = first; j < D; j += step) {
       const auto gp = nn::load_pack<T, V>(gr + j);
@@ -165,8 +173,8 @@ __device__ __forceinline__ RowSums<Acc> row_group_sum(RowSums<Acc> value, RowSum
 
 // Thread (x, y) of block b handles rows b * R + y, b * R + y + gridDim.x * R, ... and, in each, the
 // packs starting at columns (x + p * T) * V for p < P. partial_*[b * D + column]: the block's sums of
-// g * xhat and of g.
-template <typename T, int V>
+// g * xhat and of g (without kCentered, RMS norm: only g * xhat; mean and partial_bias unused).
+template <typename T, int V, bool kCentered>
 __global__ void __launch_bounds__(kFusedMaxThreads)
     layer_norm_backward_fused_kernel(const T* g, const T* x, const T* weight, const compute_t<T>* mean,
                                      const compute_t<T>* rstd, T* dx, compute_t<T>* partial_weight,
@@ -201,7 +209,7 @@ __global__ void __launch_bounds__(kFusedMaxThreads)
     const std::int64_t row = first + threadIdx.y;
     const bool live = row < rows;
     nn::Pack<T, V> gp[P], xp[P];
-    const Acc row_mean = live ? mean[row] : Acc(0);
+    const Acc row_mean = kCentered && live ? mean[row] : Acc(0);
     const Acc row_rstd = live ? rstd[row] : Acc(0);
     RowSums<Acc> sums{Acc(0), Acc(0)};
 #pragma unroll
@@ -218,7 +226,7 @@ __global__ void __launch_bounds__(kFusedMaxThreads)
       }
     }
     sums = row_group_sum(sums, scratch);
-    const Acc mean_gx = sums.gx * inverse_D;
+    const Acc mean_gx = kCentered ? sums.gx * inverse_D : Acc(0);
     const Acc mean_gx_xhat = sums.gx_xhat * inverse_D;
 #pragma unroll
     for (int p = 0; p < P; ++p) {
@@ -230,7 +238,7 @@ __global__ void __launch_bounds__(kFusedMaxThreads)
           const Acc xhat = (to_compute(xp[p].item[k]) - row_mean) * row_rstd;
           out.item[k] = convert<T>(row_rstd * (gv * w[p][k] - mean_gx - xhat * mean_gx_xhat));
           sum_weight[p][k] += gv * xhat;
-          sum_bias[p][k] += gv;
+          if constexpr (kCentered) sum_bias[p][k] += gv;
         }
         nn::store_pack<T, V>(dx + row * D + column(p), out);
       }
@@ -254,7 +262,7 @@ __global__ void __launch_bounds__(kFusedMaxThreads)
           total_bias += exchange[1][y * blockDim.x + threadIdx.x];
         }
         partial_weight[static_cast<std::int64_t>(blockIdx.x) * D + column(p) + k] = total_weight;
-        partial_bias[static_cast<std::int64_t>(blockIdx.x) * D + column(p) + k] = total_bias;
+        if constexpr (kCentered) partial_bias[static_cast<std::int64_t>(blockIdx.x) * D + column(p) + k] = total_bias;
       }
     }
   }
@@ -264,7 +272,7 @@ constexpr int kColumnTile = 32;
 constexpr int kRowLanes = 8;
 
 // Pass 1 of the weight/bias gradients: block (32 columns, chunk of rows) -> partial sums of g * xhat
-// and of g for its columns, at partial_*[chunk * D + column].
+// and of g for its columns, at partial_*[chunk * D + column]. mean is nullptr for RMS norm (xhat = x * rstd).
 template <typename T>
 __global__ void layer_norm_param_partials_kernel(const T* g, const T* x, const compute_t<T>* mean,
                                                  const compute_t<T>* rstd, compute_t<T>* partial_weight,
@@ -280,7 +288,7 @@ __global__ void layer_norm_param_partials_kernel(const T* g, const T* x, const c
   if (column < D) {
     for (std::int64_t row = chunk * rows_per_chunk + threadIdx.y; row < row_end; row += kRowLanes) {
       const Acc gv = to_compute(g[row * D + column]);
-      const Acc xhat = (to_compute(x[row * D + column]) - mean[row]) * rstd[row];
+      const Acc xhat = (to_compute(x[row * D + column]) - (mean != nullptr ? mean[row] : Acc(0))) * rstd[row];
       sum_weight += gv * xhat;
       sum_bias += gv;
     }
@@ -298,7 +306,8 @@ __global__ void layer_norm_param_partials_kernel(const T* g, const T* x, const c
   }
 }
 
-// Pass 2: each column's partials, added in chunk order. dweight may be nullptr (no weight).
+// Pass 2: each column's partials, added in chunk order. dweight may be nullptr (no weight), dbias too
+// (RMS norm: partial_bias unused).
 template <typename T>
 __global__ void layer_norm_param_finish_kernel(const compute_t<T>* partial_weight, const compute_t<T>* partial_bias,
                                                T* dweight, T* dbias, std::int64_t chunks, std::int64_t D) {
@@ -307,10 +316,10 @@ __global__ void layer_norm_param_finish_kernel(const compute_t<T>* partial_weigh
     Acc sum_weight = Acc(0), sum_bias = Acc(0);
     for (std::int64_t chunk = 0; chunk < chunks; ++chunk) {
       sum_weight += partial_weight[chunk * D + column];
-      sum_bias += partial_bias[chunk * D + column];
+      if (dbias != nullptr) sum_bias += partial_bias[chunk * D + column];
     }
     if (dweight != nullptr) dweight[column] = convert<T>(sum_weight);
-    dbias[column] = convert<T>(sum_bias);
+    if (dbias != nullptr) dbias[column] = convert<T>(sum_bias);
   }
 }
 
@@ -482,6 +491,259 @@ __global__ void batch_norm_backward_dx_kernel(const T* g, const T* x, const comp
   }
 }
 
+// Short planes (S < kShortPlane: BatchNorm1d's (N, C), or (N, C, L) with small L) make the channel
+// kernels above read x S elements at a time, C * S apart: uncoalesced. There x is read as N rows of
+// W = C * S columns instead: a block of 32 columns x 8 row lanes reads 32 consecutive elements of a row
+// at a time, over a chunk of the rows; the chunks' per-column partials are then merged per channel (over
+// chunks, then s, in that order) by a second small kernel. Two levels, no atomics, the same result on
+// every run. The statistics merge (count, mean, M2) triples (Welford within a thread, Chan et al.'s
+// pairwise formula across threads and chunks), so x is read once and the variance never subtracts two
+// large sums.
+constexpr std::int64_t kShortPlane = 32;
+constexpr int kColumnLanes = 8;
+
+template <typename Acc>
+struct Moments {
+  Acc count, mean, m2;  // m2: the sum of squared deviations from mean
+};
+
+template <typename Acc>
+__device__ __forceinline__ Moments<Acc> merge(const Moments<Acc>& a, const Moments<Acc>& b) {
+  if (b.count == Acc(0)) return a;
+  if (a.count == Acc(0)) return b;
+  const Acc count = a.count + b.count;
+  const Acc delta = b.mean - a.mean;
+  return {count, a.mean + delta * (b.count / count), a.m2 + b.m2 + delta * delta * (a.count * b.count / count)};
+}
+
+// Block (32 columns, chunk) -> the chunk's moments of each column at partial_{mean,m2}[chunk * W + column]
+// (the count is the chunk's row count, known to the finishing kernel).
+template <typename T>
+__global__ void batch_norm_column_moments_kernel(const T* x, compute_t<T>* partial_mean, compute_t<T>* partial_m2,
+                                                 std::int64_t N, std::int64_t W, std::int64_t rows_per_chunk) {
+  using Acc = compute_t<T>;
+  __shared__ Moments<Acc> lanes[kColumnLanes][kColumnTile];
+  const std::int64_t column = static_cast<std::int64_t>(blockIdx.x) * kColumnTile + threadIdx.x;
+  const std::int64_t chunk = blockIdx.y;
+  const std::int64_t row_end = min(N, (chunk + 1) * rows_per_chunk);
+  Moments<Acc> m{Acc(0), Acc(0), Acc(0)};
+  if (column < W) {
+    for (std::int64_t row = chunk * rows_per_chunk + threadIdx.y; row < row_end; row += kColumnLanes) {
+      const Acc value = to_compute(x[row * W + column]);
+      m.count += Acc(1);
+      const Acc delta = value - m.mean;
+      m.mean += delta / m.count;
+      m.m2 += delta * (value - m.mean);
+    }
+  }
+  lanes[threadIdx.y][threadIdx.x] = m;
+  __syncthreads();
+  if (threadIdx.y == 0 && column < W) {
+    for (int lane = 1; lane < kColumnLanes; ++lane) m = merge(m, lanes[lane][threadIdx.x]);
+    partial_mean[chunk * W + column] = m.mean;
+    partial_m2[chunk * W + column] = m.m2;
+  }
+}
+
+// Channel c's statistics from its S columns' partials, chunk by chunk.
+template <typename T>
+__global__ void batch_norm_finish_moments_kernel(const compute_t<T>* partial_mean, const compute_t<T>* partial_m2,
+                                                 compute_t<T>* mean_out, compute_t<T>* rstd_out, std::int64_t N,
+                                                 std::int64_t C, std::int64_t S, std::int64_t chunks,
+                                                 std::int64_t rows_per_chunk, double eps) {
+  using Acc = compute_t<T>;
+  const std::int64_t W = C * S;
+  ADCUDA_GRID_STRIDE_LOOP(c, C) {
+    Moments<Acc> total{Acc(0), Acc(0), Acc(0)};
+    for (std::int64_t chunk = 0; chunk < chunks; ++chunk) {
+      const Acc rows = static_cast<Acc>(min(N, (chunk + 1) * rows_per_chunk) - chunk * rows_per_chunk);
+      for (std::int64_t s = 0; s < S; ++s) {
+        const std::int64_t at = chunk * W + c * S + s;
+        total = merge(total, Moments<Acc>{rows, partial_mean[at], partial_m2[at]});
+      }
+    }
+    mean_out[c] = total.mean;
+    rstd_out[c] = Acc(1) / nn::sqrt_of(total.m2 / total.count + static_cast<Acc>(eps));
+  }
+}
+
+// The backward's per-channel sums (of g and g * xhat) the same way: partial sums per (chunk, column)...
+template <typename T>
+__global__ void batch_norm_backward_column_sums_kernel(const T* g, const T* x, const compute_t<T>* mean,
+                                                       const compute_t<T>* rstd, compute_t<T>* partial_g,
+                                                       compute_t<T>* partial_g_xhat, std::int64_t N, std::int64_t S,
+                                                       std::int64_t W, std::int64_t rows_per_chunk) {
+  using Acc = compute_t<T>;
+  __shared__ Acc lanes[2][kColumnLanes][kColumnTile];
+  const std::int64_t column = static_cast<std::int64_t>(blockIdx.x) * kColumnTile + threadIdx.x;
+  const std::int64_t chunk = blockIdx.y;
+  const std::int64_t row_end = min(N, (chunk + 1) * rows_per_chunk);
+  Acc sum_g = Acc(0), sum_g_xhat = Acc(0);
+  if (column < W) {
+    const std::int64_t c = column / S;
+    const Acc channel_mean = mean[c], channel_rstd = rstd[c];
+    for (std::int64_t row = chunk * rows_per_chunk + threadIdx.y; row < row_end; row += kColumnLanes) {
+      const Acc gv = to_compute(g[row * W + column]);
+      sum_g += gv;
+      sum_g_xhat += gv * ((to_compute(x[row * W + column]) - channel_mean) * channel_rstd);
+    }
+  }
+  lanes[0][threadIdx.y][threadIdx.x] = sum_g;
+  lanes[1][threadIdx.y][threadIdx.x] = sum_g_xhat;
+  __syncthreads();
+  if (threadIdx.y == 0 && column < W) {
+    for (int lane = 1; lane < kColumnLanes; ++lane) {
+      sum_g += lanes[0][lane][threadIdx.x];
+      sum_g_xhat += lanes[1][lane][threadIdx.x];
+    }
+    partial_g[chunk * W + column] = sum_g;
+    partial_g_xhat[chunk * W + column] = sum_g_xhat;
+  }
+}
+
+// ...then added per channel in chunk, then s, order, written as batch_norm_backward_sums_kernel writes them.
+template <typename T>
+__global__ void batch_norm_backward_finish_sums_kernel(const compute_t<T>* partial_g, const compute_t<T>* partial_g_xhat,
+                                                       compute_t<T>* sums, T* dweight, T* dbias, std::int64_t C,
+                                                       std::int64_t S, std::int64_t chunks) {
+  using Acc = compute_t<T>;
+  const std::int64_t W = C * S;
+  ADCUDA_GRID_STRIDE_LOOP(c, C) {
+    Acc sum_g = Acc(0), sum_g_xhat = Acc(0);
+    for (std::int64_t chunk = 0; chunk < chunks; ++chunk) {
+      for (std::int64_t s = 0; s < S; ++s) {
+        sum_g += partial_g[chunk * W + c * S + s];
+        sum_g_xhat += partial_g_xhat[chunk * W + c * S + s];
+      }
+    }
+    sums[c] = sum_g;
+    sums[C + c] = sum_g_xhat;
+    dbias[c] = convert<T>(sum_g);
+    if (dweight != nullptr) dweight[c] = convert<T>(sum_g_xhat);
+  }
+}
+
+// How the short-plane kernels split the N rows: enough (32-column, chunk) blocks to fill the GPU (about
+// 4 per SM), chunks of at least 64 rows.
+struct ColumnChunks {
+  std::int64_t chunks, rows_per_chunk;
+  dim3 grid;
+};
+
+ColumnChunks column_chunks(std::int64_t N, std::int64_t W, int device) {
+  const std::int64_t column_blocks = (W + kColumnTile - 1) / kColumnTile;
+  const std::int64_t wanted = (4 * multiprocessor_count(device) + column_blocks - 1) / column_blocks;
+  std::int64_t chunks = std::clamp<std::int64_t>(std::min(wanted, (N + 63) / 64), 1, 65535);
+  const std::int64_t rows_per_chunk = (N + chunks - 1) / chunks;
+  chunks = (N + rows_per_chunk - 1) / rows_per_chunk;
+  return {chunks, rows_per_chunk, dim3(static_cast<unsigned>(column_blocks), static_cast<unsigned>(chunks))};
+}
+
+// ------------------------------------------------------------------------------------------------
+// Group norm (instance norm is its C-group case) over x viewed as (N, G, Cg, S): each (n, group) is one
+// contiguous row of Cg * S elements, normalised with its own statistics (two passes, as layer norm's)
+// and then scaled and shifted per channel inside the kernel. One block per row; the per-channel work
+// walks the row channel by channel (S contiguous elements each), so no element index is divided.
+template <typename T>
+__global__ void group_norm_kernel(const T* x, const T* weight, const T* bias, T* y, compute_t<T>* mean_out,
+                                  compute_t<T>* rstd_out, std::int64_t rows, std::int64_t G, std::int64_t Cg,
+                                  std::int64_t S, double eps) {
+  using Acc = compute_t<T>;
+  __shared__ Acc scratch[32];
+  const std::int64_t D = Cg * S;
+  for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* in = x + row * D;
+    Acc partial = Acc(0);
+    for (std::int64_t j = threadIdx.x; j < D; j += blockDim.x) partial += to_compute(in[j]);
+    const Acc mean = block_reduce(partial, nn::Sum{}, scratch) / static_cast<Acc>(D);
+    partial = Acc(0);
+    for (std::int64_t j = threadIdx.x; j < D; j += blockDim.x) {
+      const Acc centered = to_compute(in[j]) - mean;
+      partial += centered * centered;
+    }
+    const Acc rstd = Acc(1) / nn::sqrt_of(block_reduce(partial, nn::Sum{}, scratch) / static_cast<Acc>(D) +
+                                          static_cast<Acc>(eps));
+    const std::int64_t first_channel = (row % G) * Cg;
+    for (std::int64_t k = 0; k < Cg; ++k) {
+      const std::int64_t c = first_channel + k;
+      const Acc scale = weight != nullptr ? rstd * to_compute(weight[c]) : rstd;
+      const Acc shift = bias != nullptr ? to_compute(bias[c]) : Acc(0);
+      for (std::int64_t s = threadIdx.x; s < S; s += blockDim.x) {
+        y[row * D + k * S + s] = convert<T>((to_compute(in[k * S + s]) - mean) * scale + shift);
+      }
+    }
+    if (threadIdx.x == 0) {
+      mean_out[row] = mean;
+      rstd_out[row] = rstd;
+    }
+  }
+}
+
+// One block per (n, group) row: the row's sums of gx = g * weight[c] and gx * xhat, then dx =
+// rstd * (gx - mean(gx) - xhat * mean(gx * xhat)); on the way, each channel's sums of g * xhat and of g
+// over its S positions, written per (n, c) for group_norm_parameter_sums_kernel (no atomics).
+template <typename T>
+__global__ void group_norm_backward_kernel(const T* g, const T* x, const T* weight, const compute_t<T>* mean,
+                                           const compute_t<T>* rstd, T* dx, compute_t<T>* partial_weight,
+                                           compute_t<T>* partial_bias, std::int64_t rows, std::int64_t G,
+                                           std::int64_t Cg, std::int64_t S) {
+  using Acc = compute_t<T>;
+  __shared__ Acc scratch[32];
+  const std::int64_t D = Cg * S;
+  for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* gr = g + row * D;
+    const T* xr = x + row * D;
+    const Acc row_mean = mean[row], row_rstd = rstd[row];
+    // (n, c) of the row's first channel, as a flat index of the (N, C) partials
+    const std::int64_t first = (row / G) * (G * Cg) + (row % G) * Cg;
+    Acc sum_gx = Acc(0), sum_gx_xhat = Acc(0);
+    for (std::int64_t k = 0; k < Cg; ++k) {
+      const Acc w = weight != nullptr ? to_compute(weight[(row % G) * Cg + k]) : Acc(1);
+      Acc channel_g = Acc(0), channel_g_xhat = Acc(0);
+      for (std::int64_t s = threadIdx.x; s < S; s += blockDim.x) {
+        const Acc gv = to_compute(gr[k * S + s]);
+        const Acc xhat = (to_compute(xr[k * S + s]) - row_mean) * row_rstd;
+        channel_g += gv;
+        channel_g_xhat += gv * xhat;
+      }
+      sum_gx += w * channel_g;
+      sum_gx_xhat += w * channel_g_xhat;
+      channel_g = block_reduce(channel_g, nn::Sum{}, scratch);
+      channel_g_xhat = block_reduce(channel_g_xhat, nn::Sum{}, scratch);
+      if (threadIdx.x == 0) {
+        partial_weight[first + k] = channel_g_xhat;
+        partial_bias[first + k] = channel_g;
+      }
+    }
+    const Acc mean_gx = block_reduce(sum_gx, nn::Sum{}, scratch) / static_cast<Acc>(D);
+    const Acc mean_gx_xhat = block_reduce(sum_gx_xhat, nn::Sum{}, scratch) / static_cast<Acc>(D);
+    for (std::int64_t k = 0; k < Cg; ++k) {
+      const Acc w = weight != nullptr ? to_compute(weight[(row % G) * Cg + k]) : Acc(1);
+      for (std::int64_t s = threadIdx.x; s < S; s += blockDim.x) {
+        const Acc xhat = (to_compute(xr[k * S + s]) - row_mean) * row_rstd;
+        dx[row * D + k * S + s] =
+            convert<T>(row_rstd * (w * to_compute(gr[k * S + s]) - mean_gx - xhat * mean_gx_xhat));
+      }
+    }
+  }
+}
+
+// dweight[c] / dbias[c]: the (n, c) partials added in n order. dweight may be nullptr.
+template <typename T>
+__global__ void group_norm_parameter_sums_kernel(const compute_t<T>* partial_weight, const compute_t<T>* partial_bias,
+                                                 T* dweight, T* dbias, std::int64_t N, std::int64_t C) {
+  using Acc = compute_t<T>;
+  ADCUDA_GRID_STRIDE_LOOP(c, C) {
+    Acc sum_weight = Acc(0), sum_bias = Acc(0);
+    for (std::int64_t n = 0; n < N; ++n) {
+      sum_weight += partial_weight[n * C + c];
+      sum_bias += partial_bias[n * C + c];
+    }
+    if (dweight != nullptr) dweight[c] = convert<T>(sum_weight);
+    dbias[c] = convert<T>(sum_bias);
+  }
+}
+
 // (N, C, S) of an input (N, C, *) of at least 2 dims.
 struct ChannelSplit {
   std::int64_t N, C, S;
@@ -498,6 +760,113 @@ unsigned channel_blocks(std::int64_t C) {
   return static_cast<unsigned>(std::min<std::int64_t>(std::max<std::int64_t>(C, 1), 65535));
 }
 
+// The forward of layer norm (kCentered) and RMS norm over split.rows > 0 rows: y, rstd, and mean when
+// centred (nullptr otherwise).
+template <bool kCentered>
+void row_norm_forward(const char* op, const DeviceArray& x, const DeviceArray* weight, const DeviceArray* bias,
+                      const RowSplit& split, double eps, DeviceArray& y, DeviceArray* mean, DeviceArray& rstd) {
+  KernelLaunch launch(y, rstd, x);
+  if (mean != nullptr) mean->storage()->use_on(launch.stream(), launch.device());
+  for (const DeviceArray* p : {weight, bias}) {
+    if (p != nullptr) p->storage()->use_on(launch.stream(), launch.device());
+  }
+  dispatch_floating(x.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using Acc = compute_t<T>;
+    with_pack_width<T>(split.D, [&](auto width) {
+      layer_norm_kernel<T, decltype(width)::value, kCentered>
+          <<<nn::row_blocks(split.rows), nn::row_block_threads(split.D), 0, launch.stream()>>>(
+              x.data<T>(), data_or_null<T>(weight), data_or_null<T>(bias), y.data<T>(),
+              mean != nullptr ? mean->data<Acc>() : nullptr, rstd.data<Acc>(), split.rows, split.D, eps);
+    }, x.data<T>(), y.data<T>());
+  });
+  ADCUDA_CHECK_LAUNCH();
+}
+
+void check_backward_operands(const char* op, const DeviceArray& g, const DeviceArray& x, const DeviceArray* mean,
+                             const DeviceArray& rstd, const RowSplit& split) {
+  require(x.is_contiguous() && g.is_contiguous() && (mean == nullptr || mean->is_contiguous()) &&
+              rstd.is_contiguous(),
+          op, "the arrays must be contiguous");
+  require(g.shape() == x.shape() && g.dtype() == x.dtype(), op,
+          "the gradient " + format_dims(g.shape()) + " " + scalar_type_name(g.dtype()) + " does not match the input " +
+              format_dims(x.shape()) + " " + scalar_type_name(x.dtype()));
+  const ScalarType stats = statistics_type(x.dtype());
+  const auto fits = [&](const DeviceArray& a) { return a.numel() == split.rows && a.dtype() == stats; };
+  require((mean == nullptr || fits(*mean)) && fits(rstd), op,
+          std::string(mean != nullptr ? "mean and rstd" : "rstd") + " must be " + std::to_string(split.rows) + " " +
+              scalar_type_name(stats) + " values each");
+}
+
+// The backward of layer norm (kCentered; dbias given) and RMS norm (mean and dbias nullptr) over
+// split.rows > 0 rows of split.D > 0 elements: dx, and the column sums into dweight / dbias.
+template <bool kCentered>
+void row_norm_backward(const char* op, const DeviceArray& g, const DeviceArray& x, const DeviceArray* weight,
+                       const DeviceArray* mean, const DeviceArray& rstd, const RowSplit& split, DeviceArray& dx,
+                       DeviceArray* dweight, DeviceArray* dbias) {
+  const bool fp64 = x.dtype() == ScalarType::Float64;
+  const bool fused = split.D <= fused_max_row(fp64);
+  // fused: blocks of R row groups of `threads` threads, two blocks per SM; else chunks of rows
+  const int elements = fused_elements(fp64);
+  const int threads = static_cast<int>(
+      std::clamp<std::int64_t>(next_power_of_two((split.D + elements - 1) / elements), 32, kFusedMaxThreads));
+  const int groups = kFusedMaxThreads / threads;
+  const std::int64_t chunks =
+      fused ? std::min<std::int64_t>((split.rows + groups - 1) / groups, 2 * multiprocessor_count(x.device()))
+            : std::min<std::int64_t>(std::max<std::int64_t>((split.rows + 31) / 32, 1), 512);
+  DeviceArray partials = DeviceArray::empty({2, chunks, split.D}, statistics_type(x.dtype()), x.device());
+  KernelLaunch launch(dx, partials, g, x, rstd);
+  for (const DeviceArray* a : {weight, mean, static_cast<const DeviceArray*>(dweight),
+                               static_cast<const DeviceArray*>(dbias)}) {
+    if (a != nullptr) a->storage()->use_on(launch.stream(), launch.device());
+  }
+  dispatch_floating(x.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using Acc = compute_t<T>;
+    Acc* partial_weight = partials.data<Acc>();
+    Acc* partial_bias = partial_weight + chunks * split.D;
+    const Acc* mean_data = mean != nullptr ? mean->data<Acc>() : nullptr;
+    if (fused) {
+      with_pack_width<T>(split.D, [&](auto width) {
+        layer_norm_backward_fused_kernel<T, decltype(width)::value, kCentered>
+            <<<static_cast<unsigned>(chunks), dim3(threads, groups), 0, launch.stream()>>>(
+                g.data<T>(), x.data<T>(), data_or_null<T>(weight), mean_data, rstd.data<Acc>(), dx.data<T>(),
+                partial_weight, partial_bias, split.rows, split.D);
+      }, g.data<T>(), x.data<T>(), dx.data<T>());
+    } else {
+      const std::int64_t rows_per_chunk = (split.rows + chunks - 1) / chunks;
+      with_pack_width<T>(split.D, [&](auto width) {
+        layer_norm_backward_dx_kernel<T, decltype(width)::value, kCentered>
+            <<<nn::row_blocks(split.rows), nn::row_block_threads(split.D), 0, launch.stream()>>>(
+                g.data<T>(), x.data<T>(), data_or_null<T>(weight), mean_data, rstd.data<Acc>(), dx.data<T>(),
+                split.rows, split.D);
+      }, g.data<T>(), x.data<T>(), dx.data<T>());
+      if (dweight != nullptr || dbias != nullptr) {
+        const dim3 tiles(static_cast<unsigned>((split.D + kColumnTile - 1) / kColumnTile),
+                         static_cast<unsigned>(chunks));
+        layer_norm_param_partials_kernel<T><<<tiles, dim3(kColumnTile, kRowLanes), 0, launch.stream()>>>(
+            g.data<T>(), x.data<T>(), mean_data, rstd.data<Acc>(), partial_weight, partial_bias, split.rows, split.D,
+            rows_per_chunk);
+      }
+    }
+    if (dweight != nullptr || dbias != nullptr) {
+      layer_norm_param_finish_kernel<T><<<grid_size(split.D), kBlockSize, 0, launch.stream()>>>(
+          partial_weight, partial_bias, dweight != nullptr ? dweight->data<T>() : nullptr,
+          dbias != nullptr ? dbias->data<T>() : nullptr, chunks, split.D);
+    }
+  });
+  ADCUDA_CHECK_LAUNCH();
+}
+
+// Zero gradients for the parameters (sums over no rows).
+void zero_parameters(std::initializer_list<DeviceArray*> arrays) {
+  for (DeviceArray* a : arrays) {
+    if (a == nullptr) continue;
+    KernelLaunch launch(*a);
+    ADCUDA_CHECK(cudaMemsetAsync(a->data_ptr(), 0, a->nbytes(), launch.stream()));
+  }
+}
+
 }  // namespace
 
 std::tuple<DeviceArray, DeviceArray, DeviceArray> layer_norm(const DeviceArray& x, const DeviceArray* weight,
@@ -511,21 +880,7 @@ std::tuple<DeviceArray, DeviceArray, DeviceArray> layer_norm(const DeviceArray& 
   DeviceArray mean = DeviceArray::empty(split.statistics_shape, statistics_type(x.dtype()), x.device());
   DeviceArray rstd = DeviceArray::empty(split.statistics_shape, statistics_type(x.dtype()), x.device());
   if (split.rows == 0) return {y, mean, rstd};
-  KernelLaunch launch(y, mean, rstd, x);
-  for (const DeviceArray* p : {weight, bias}) {
-    if (p != nullptr) p->storage()->use_on(launch.stream(), launch.device());
-  }
-  dispatch_floating(x.dtype(), op, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using Acc = compute_t<T>;
-    with_pack_width<T>(split.D, [&](auto width) {
-      layer_norm_kernel<T, decltype(width)::value>
-          <<<nn::row_blocks(split.rows), nn::row_block_threads(split.D), 0, launch.stream()>>>(
-              x.data<T>(), data_or_null<T>(weight), data_or_null<T>(bias), y.data<T>(), mean.data<Acc>(),
-              rstd.data<Acc>(), split.rows, split.D, eps);
-    }, x.data<T>(), y.data<T>());
-  });
-  ADCUDA_CHECK_LAUNCH();
+  row_norm_forward<true>(op, x, weight, bias, split, eps, y, &mean, rstd);
   return {y, mean, rstd};
 }
 
@@ -535,80 +890,54 @@ std::tuple<DeviceArray, std::optional<DeviceArray>, DeviceArray> layer_norm_back
                                                                                      const DeviceArray& mean,
                                                                                      const DeviceArray& rstd, int n) {
   const char* op = "layer_norm_backward";
-  require(x.is_contiguous() && g.is_contiguous() && mean.is_contiguous() && rstd.is_contiguous(), op,
-          "the arrays must be contiguous");
-  require(g.shape() == x.shape() && g.dtype() == x.dtype(), op,
-          "the gradient " + format_dims(g.shape()) + " " + scalar_type_name(g.dtype()) + " does not match the input " +
-              format_dims(x.shape()) + " " + scalar_type_name(x.dtype()));
   const RowSplit split = split_rows(x, n, op);
+  check_backward_operands(op, g, x, &mean, rstd, split);
   check_parameter(weight, x, split.D, op, "weight");
-  const ScalarType stats = statistics_type(x.dtype());
-  require(mean.numel() == split.rows && rstd.numel() == split.rows && mean.dtype() == stats && rstd.dtype() == stats,
-          op, "mean and rstd must be " + std::to_string(split.rows) + " " + scalar_type_name(stats) + " values each");
-
   DeviceArray dx = DeviceArray::empty(x.shape(), x.dtype(), x.device());
   std::optional<DeviceArray> dweight;
   if (weight != nullptr) dweight = DeviceArray::empty(weight->shape(), x.dtype(), x.device());
   DeviceArray dbias = DeviceArray::empty(weight != nullptr ? weight->shape() : Dims(x.shape().end() - n, x.shape().end()),
                                          x.dtype(), x.device());
+  DeviceArray* dweight_or_null = dweight ? &*dweight : nullptr;
   if (split.D == 0) return {dx, dweight, dbias};
   if (split.rows == 0) {
-    // sums over no rows: zero gradients for the parameters
-    KernelLaunch launch(dbias);
-    ADCUDA_CHECK(cudaMemsetAsync(dbias.data_ptr(), 0, dbias.nbytes(), launch.stream()));
-    if (dweight) {
-      dweight->storage()->use_on(launch.stream(), launch.device());
-      ADCUDA_CHECK(cudaMemsetAsync(dweight->data_ptr(), 0, dweight->nbytes(), launch.stream()));
-    }
+    zero_parameters({&dbias, dweight_or_null});
     return {dx, dweight, dbias};
   }
-
-  const bool fp64 = x.dtype() == ScalarType::Float64;
-  const bool fused = split.D <= fused_max_row(fp64);
-  // fused: blocks of R row groups of `threads` threads, two blocks per SM; else chunks of rows
-  const int elements = fused_elements(fp64);
-  const int threads = static_cast<int>(
-      std::clamp<std::int64_t>(next_power_of_two((split.D + elements - 1) / elements), 32, kFusedMaxThreads));
-  const int groups = kFusedMaxThreads / threads;
-  const std::int64_t chunks =
-      fused ? std::min<std::int64_t>((split.rows + groups - 1) / groups, 2 * multiprocessor_count(x.device()))
-            : std::min<std::int64_t>(std::max<std::int64_t>((split.rows + 31) / 32, 1), 512);
-  DeviceArray partials = DeviceArray::empty({2, chunks, split.D}, stats, x.device());
-  KernelLaunch launch(dx, dbias, partials, g, x, mean, rstd);
-  if (weight != nullptr) {
-    weight->storage()->use_on(launch.stream(), launch.device());
-    dweight->storage()->use_on(launch.stream(), launch.device());
-  }
-  dispatch_floating(x.dtype(), op, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using Acc = compute_t<T>;
-    Acc* partial_weight = partials.data<Acc>();
-    Acc* partial_bias = partial_weight + chunks * split.D;
-    if (fused) {
-      with_pack_width<T>(split.D, [&](auto width) {
-        layer_norm_backward_fused_kernel<T, decltype(width)::value>
-            <<<static_cast<unsigned>(chunks), dim3(threads, groups), 0, launch.stream()>>>(
-                g.data<T>(), x.data<T>(), data_or_null<T>(weight), mean.data<Acc>(), rstd.data<Acc>(), dx.data<T>(),
-                partial_weight, partial_bias, split.rows, split.D);
-      }, g.data<T>(), x.data<T>(), dx.data<T>());
-    } else {
-      const std::int64_t rows_per_chunk = (split.rows + chunks - 1) / chunks;
-      with_pack_width<T>(split.D, [&](auto width) {
-        layer_norm_backward_dx_kernel<T, decltype(width)::value>
-            <<<nn::row_blocks(split.rows), nn::row_block_threads(split.D), 0, launch.stream()>>>(
-                g.data<T>(), x.data<T>(), data_or_null<T>(weight), mean.data<Acc>(), rstd.data<Acc>(), dx.data<T>(),
-                split.rows, split.D);
-      }, g.data<T>(), x.data<T>(), dx.data<T>());
-      const dim3 tiles(static_cast<unsigned>((split.D + kColumnTile - 1) / kColumnTile), static_cast<unsigned>(chunks));
-      layer_norm_param_partials_kernel<T><<<tiles, dim3(kColumnTile, kRowLanes), 0, launch.stream()>>>(
-          g.data<T>(), x.data<T>(), mean.data<Acc>(), rstd.data<Acc>(), partial_weight, partial_bias, split.rows,
-          split.D, rows_per_chunk);
-    }
-    layer_norm_param_finish_kernel<T><<<grid_size(split.D), kBlockSize, 0, launch.stream()>>>(
-        partial_weight, partial_bias, dweight ? dweight->data<T>() : nullptr, dbias.data<T>(), chunks, split.D);
-  });
-  ADCUDA_CHECK_LAUNCH();
+  row_norm_backward<true>(op, g, x, weight, &mean, rstd, split, dx, dweight_or_null, &dbias);
   return {dx, dweight, dbias};
+}
+
+std::tuple<DeviceArray, DeviceArray> rms_norm(const DeviceArray& x, const DeviceArray* weight, int n, double eps) {
+  const char* op = "rms_norm";
+  require(x.is_contiguous(), op, "the input must be contiguous");
+  const RowSplit split = split_rows(x, n, op);
+  check_parameter(weight, x, split.D, op, "weight");
+  DeviceArray y = DeviceArray::empty(x.shape(), x.dtype(), x.device());
+  DeviceArray rstd = DeviceArray::empty(split.statistics_shape, statistics_type(x.dtype()), x.device());
+  if (split.rows == 0) return {y, rstd};
+  row_norm_forward<false>(op, x, weight, nullptr, split, eps, y, nullptr, rstd);
+  return {y, rstd};
+}
+
+std::tuple<DeviceArray, std::optional<DeviceArray>> rms_norm_backward(const DeviceArray& g, const DeviceArray& x,
+                                                                      const DeviceArray* weight,
+                                                                      const DeviceArray& rstd, int n) {
+  const char* op = "rms_norm_backward";
+  const RowSplit split = split_rows(x, n, op);
+  check_backward_operands(op, g, x, nullptr, rstd, split);
+  check_parameter(weight, x, split.D, op, "weight");
+  DeviceArray dx = DeviceArray::empty(x.shape(), x.dtype(), x.device());
+  std::optional<DeviceArray> dweight;
+  if (weight != nullptr) dweight = DeviceArray::empty(weight->shape(), x.dtype(), x.device());
+  DeviceArray* dweight_or_null = dweight ? &*dweight : nullptr;
+  if (split.D == 0) return {dx, dweight};
+  if (split.rows == 0) {
+    zero_parameters({dweight_or_null});
+    return {dx, dweight};
+  }
+  row_norm_backward<false>(op, g, x, weight, nullptr, rstd, split, dx, dweight_or_null, nullptr);
+  return {dx, dweight};
 }
 
 std::tuple<DeviceArray, DeviceArray, DeviceArray> batch_norm(const DeviceArray& x, const DeviceArray* weight,
@@ -629,9 +958,23 @@ std::tuple<DeviceArray, DeviceArray, DeviceArray> batch_norm(const DeviceArray& 
   dispatch_floating(x.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using Acc = compute_t<T>;
-    // an empty batch gives 0 / 0 statistics (NaN), as the CPU backend's mean of nothing
-    batch_norm_stats_kernel<T><<<channel_blocks(split.C), kBlockSize, 0, launch.stream()>>>(
-        x.data<T>(), mean.data<Acc>(), rstd.data<Acc>(), split.N, split.C, split.S, eps);
+    if (split.S < kShortPlane && x.numel() > 0) {
+      const std::int64_t W = split.C * split.S;
+      const ColumnChunks split_rows = column_chunks(split.N, W, launch.device());
+      DeviceArray partials = DeviceArray::empty({2, split_rows.chunks, W}, mean.dtype(), x.device());
+      partials.storage()->use_on(launch.stream(), launch.device());
+      Acc* partial_mean = partials.data<Acc>();
+      Acc* partial_m2 = partial_mean + split_rows.chunks * W;
+      batch_norm_column_moments_kernel<T><<<split_rows.grid, dim3(kColumnTile, kColumnLanes), 0, launch.stream()>>>(
+          x.data<T>(), partial_mean, partial_m2, split.N, W, split_rows.rows_per_chunk);
+      batch_norm_finish_moments_kernel<T><<<grid_size(split.C), kBlockSize, 0, launch.stream()>>>(
+          partial_mean, partial_m2, mean.data<Acc>(), rstd.data<Acc>(), split.N, split.C, split.S, split_rows.chunks,
+          split_rows.rows_per_chunk, eps);
+    } else {
+      // an empty batch gives 0 / 0 statistics (NaN), as the CPU backend's mean of nothing
+      batch_norm_stats_kernel<T><<<channel_blocks(split.C), kBlockSize, 0, launch.stream()>>>(
+          x.data<T>(), mean.data<Acc>(), rstd.data<Acc>(), split.N, split.C, split.S, eps);
+    }
     if (x.numel() > 0) {
       batch_norm_apply_kernel<T><<<grid_size(x.numel()), kBlockSize, 0, launch.stream()>>>(
           x.data<T>(), mean.data<Acc>(), rstd.data<Acc>(), data_or_null<T>(weight), data_or_null<T>(bias), y.data<T>(),
@@ -672,14 +1015,123 @@ std::tuple<DeviceArray, std::optional<DeviceArray>, DeviceArray> batch_norm_back
   dispatch_floating(x.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using Acc = compute_t<T>;
-    batch_norm_backward_sums_kernel<T><<<channel_blocks(split.C), kBlockSize, 0, launch.stream()>>>(
-        g.data<T>(), x.data<T>(), mean.data<Acc>(), rstd.data<Acc>(), sums.data<Acc>(),
-        dweight ? dweight->data<T>() : nullptr, dbias.data<T>(), split.N, split.C, split.S);
+    if (split.S < kShortPlane && x.numel() > 0) {
+      const std::int64_t W = split.C * split.S;
+      const ColumnChunks split_rows = column_chunks(split.N, W, launch.device());
+      DeviceArray partials = DeviceArray::empty({2, split_rows.chunks, W}, stats, x.device());
+      partials.storage()->use_on(launch.stream(), launch.device());
+      Acc* partial_g = partials.data<Acc>();
+      Acc* partial_g_xhat = partial_g + split_rows.chunks * W;
+      batch_norm_backward_column_sums_kernel<T>
+          <<<split_rows.grid, dim3(kColumnTile, kColumnLanes), 0, launch.stream()>>>(
+              g.data<T>(), x.data<T>(), mean.data<Acc>(), rstd.data<Acc>(), partial_g, partial_g_xhat, split.N,
+              split.S, W, split_rows.rows_per_chunk);
+      batch_norm_backward_finish_sums_kernel<T><<<grid_size(split.C), kBlockSize, 0, launch.stream()>>>(
+          partial_g, partial_g_xhat, sums.data<Acc>(), dweight ? dweight->data<T>() : nullptr, dbias.data<T>(),
+          split.C, split.S, split_rows.chunks);
+    } else {
+      batch_norm_backward_sums_kernel<T><<<channel_blocks(split.C), kBlockSize, 0, launch.stream()>>>(
+          g.data<T>(), x.data<T>(), mean.data<Acc>(), rstd.data<Acc>(), sums.data<Acc>(),
+          dweight ? dweight->data<T>() : nullptr, dbias.data<T>(), split.N, split.C, split.S);
+    }
     if (x.numel() > 0) {
       batch_norm_backward_dx_kernel<T><<<grid_size(x.numel()), kBlockSize, 0, launch.stream()>>>(
           g.data<T>(), x.data<T>(), mean.data<Acc>(), rstd.data<Acc>(), data_or_null<T>(weight), sums.data<Acc>(),
           dx.data<T>(), x.numel(), split.C, split.S, split.N * split.S);
     }
+  });
+  ADCUDA_CHECK_LAUNCH();
+  return {dx, dweight, dbias};
+}
+
+namespace {
+
+struct GroupSplit {
+  ChannelSplit channels;
+  std::int64_t G, Cg;
+};
+
+GroupSplit split_groups(const DeviceArray& x, std::int64_t groups, const char* op) {
+  const ChannelSplit channels = split_channels(x, op);
+  require(groups >= 1 && channels.C % groups == 0, op,
+          "the channels of " + format_dims(x.shape()) + " must divide into " + std::to_string(groups) + " groups");
+  return {channels, groups, channels.C / groups};
+}
+
+}  // namespace
+
+std::tuple<DeviceArray, DeviceArray, DeviceArray> group_norm(const DeviceArray& x, const DeviceArray* weight,
+                                                             const DeviceArray* bias, std::int64_t groups,
+                                                             double eps) {
+  const char* op = "group_norm";
+  require(x.is_contiguous(), op, "the input must be contiguous");
+  const GroupSplit split = split_groups(x, groups, op);
+  check_parameter(weight, x, split.channels.C, op, "weight");
+  check_parameter(bias, x, split.channels.C, op, "bias");
+  DeviceArray y = DeviceArray::empty(x.shape(), x.dtype(), x.device());
+  DeviceArray mean = DeviceArray::empty({split.channels.N, groups}, statistics_type(x.dtype()), x.device());
+  DeviceArray rstd = DeviceArray::empty({split.channels.N, groups}, statistics_type(x.dtype()), x.device());
+  const std::int64_t rows = split.channels.N * groups;
+  if (rows == 0) return {y, mean, rstd};
+  KernelLaunch launch(y, mean, rstd, x);
+  for (const DeviceArray* p : {weight, bias}) {
+    if (p != nullptr) p->storage()->use_on(launch.stream(), launch.device());
+  }
+  dispatch_floating(x.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using Acc = compute_t<T>;
+    // an empty row (S = 0) gives 0 / 0 statistics (NaN), as the CPU backend's mean of nothing
+    group_norm_kernel<T><<<nn::row_blocks(rows), nn::row_block_threads(split.Cg * split.channels.S), 0,
+                           launch.stream()>>>(x.data<T>(), data_or_null<T>(weight), data_or_null<T>(bias), y.data<T>(),
+                                              mean.data<Acc>(), rstd.data<Acc>(), rows, groups, split.Cg,
+                                              split.channels.S, eps);
+  });
+  ADCUDA_CHECK_LAUNCH();
+  return {y, mean, rstd};
+}
+
+std::tuple<DeviceArray, std::optional<DeviceArray>, DeviceArray> group_norm_backward(
+    const DeviceArray& g, const DeviceArray& x, const DeviceArray* weight, const DeviceArray& mean,
+    const DeviceArray& rstd, std::int64_t groups) {
+  const char* op = "group_norm_backward";
+  const GroupSplit split = split_groups(x, groups, op);
+  const std::int64_t N = split.channels.N, C = split.channels.C, rows = N * groups;
+  require(x.is_contiguous() && g.is_contiguous() && mean.is_contiguous() && rstd.is_contiguous(), op,
+          "the arrays must be contiguous");
+  require(g.shape() == x.shape() && g.dtype() == x.dtype(), op,
+          "the gradient " + format_dims(g.shape()) + " " + scalar_type_name(g.dtype()) + " does not match the input " +
+              format_dims(x.shape()) + " " + scalar_type_name(x.dtype()));
+  const ScalarType stats = statistics_type(x.dtype());
+  require(mean.numel() == rows && rstd.numel() == rows && mean.dtype() == stats && rstd.dtype() == stats, op,
+          "mean and rstd must be " + std::to_string(rows) + " " + scalar_type_name(stats) + " values each");
+  check_parameter(weight, x, C, op, "weight");
+  DeviceArray dx = DeviceArray::empty(x.shape(), x.dtype(), x.device());
+  std::optional<DeviceArray> dweight;
+  if (weight != nullptr) dweight = DeviceArray::empty({C}, x.dtype(), x.device());
+  DeviceArray dbias = DeviceArray::empty({C}, x.dtype(), x.device());
+  if (C == 0) return {dx, dweight, dbias};
+  if (N == 0 || split.channels.S == 0) {
+    zero_parameters({&dbias, dweight ? &*dweight : nullptr});
+    return {dx, dweight, dbias};
+  }
+  DeviceArray partials = DeviceArray::empty({2, N, C}, stats, x.device());
+  KernelLaunch launch(dx, dbias, partials, g, x, mean, rstd);
+  if (weight != nullptr) {
+    weight->storage()->use_on(launch.stream(), launch.device());
+    dweight->storage()->use_on(launch.stream(), launch.device());
+  }
+  dispatch_floating(x.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using Acc = compute_t<T>;
+    Acc* partial_weight = partials.data<Acc>();
+    Acc* partial_bias = partial_weight + N * C;
+    group_norm_backward_kernel<T><<<nn::row_blocks(rows), nn::row_block_threads(split.channels.S), 0,
+                                    launch.stream()>>>(g.data<T>(), x.data<T>(), data_or_null<T>(weight),
+                                                       mean.data<Acc>(), rstd.data<Acc>(), dx.data<T>(),
+                                                       partial_weight, partial_bias, rows, groups, split.Cg,
+                                                       split.channels.S);
+    group_norm_parameter_sums_kernel<T><<<grid_size(C), kBlockSize, 0, launch.stream()>>>(
+        partial_weight, partial_bias, dweight ? dweight->data<T>() : nullptr, dbias.data<T>(), N, C);
   });
   ADCUDA_CHECK_LAUNCH();
   return {dx, dweight, dbias};

@@ -1,9 +1,10 @@
-// Layer norm and batch norm forward and backward on the GPU (kernels/norm.cu): the CUDA backend's
-// layer_norm, layer_norm_backward, batch_norm and batch_norm_backward primitives, with the CPU backend's semantics. Inputs must be contiguous and
+// Layer norm, RMS norm, group norm and batch norm forward and backward on the GPU (kernels/norm.cu): the CUDA
+// backend's layer_norm, rms_norm, group_norm and batch_norm primitives and their _backward, with the CPU backend's semantics. Inputs must be contiguous and
 // weight/bias share x's dtype; statistics (mean, rstd) are float32 (float64 for float64 x). Plain
 // C++: included by the bindings.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <tuple>
 
@@ -22,6 +23,24 @@ std::tuple<DeviceArray, std::optional<DeviceArray>, DeviceArray> layer_norm_back
                                                                                      const DeviceArray* weight,
                                                                                      const DeviceArray& mean,
                                                                                      const DeviceArray& rstd, int n);
+
+// RMS norm of the last `n` dims of x: y = x / sqrt(mean(x^2) + eps) * weight -> (y, rstd), rstd shaped as
+// layer_norm's statistics; `weight` may be nullptr.
+std::tuple<DeviceArray, DeviceArray> rms_norm(const DeviceArray& x, const DeviceArray* weight, int n, double eps);
+// -> (dx, dweight (absent without a weight)); dweight reduced over the rows as layer_norm_backward's.
+std::tuple<DeviceArray, std::optional<DeviceArray>> rms_norm_backward(const DeviceArray& g, const DeviceArray& x,
+                                                                      const DeviceArray* weight,
+                                                                      const DeviceArray& rstd, int n);
+
+// Group norm of x (N, C, *) in `groups` groups of C / groups channels -> (y, mean (N, groups), rstd (N, groups)),
+// each group normalised with its own statistics, then scaled and shifted per channel by `weight` / `bias`
+// (C,) or nullptr. Instance norm is groups = C.
+std::tuple<DeviceArray, DeviceArray, DeviceArray> group_norm(const DeviceArray& x, const DeviceArray* weight,
+                                                             const DeviceArray* bias, std::int64_t groups, double eps);
+// -> (dx, dweight (absent without a weight), dbias); per-channel sums over (n, c) partials in n order.
+std::tuple<DeviceArray, std::optional<DeviceArray>, DeviceArray> group_norm_backward(
+    const DeviceArray& g, const DeviceArray& x, const DeviceArray* weight, const DeviceArray& mean,
+    const DeviceArray& rstd, std::int64_t groups);
 
 // Batch norm over the channels (dim 1) of x (N, C, *), training statistics over every other dim ->
 // (y, mean (C,), rstd (C,)); `weight` / `bias` (C,) or nullptr.

@@ -1,5 +1,8 @@
 // Max pooling: one thread per output element (memory-bound; each window is read once) and an atomic
-// scatter of the gradients back to the positions the forward picked. See pooling.h.
+// scatter of the gradients back to the positions the forward picked. Average pooling (fixed and adaptive
+// windows): one thread per output element summing its window in fp32 (fp64), and a backward in gather
+// form, one thread per input element adding the gradients of the windows that cover it (no atomics: the
+// same result on every run). See pooling.h.
 #include "pooling.h"
 
 #include <cuda_runtime.h>
@@ -97,6 +100,93 @@ __global__ void max_pool2d_backward_kernel(T* dx, const T* g, const std::int64_t
   }
 }
 
+// Average pooling's windows: fixed ones (kernel, stride, padding; PyTorch's divisor rules) or adaptive
+// ones (rows floor(i * H / Ho) to ceil((i + 1) * H / Ho)).
+struct AvgGeometry {
+  std::int64_t planes, h, w, out_h, out_w, kh, kw, stride_h, stride_w, pad_h, pad_w;
+  bool count_include_pad;
+  std::int64_t divisor_override;  // 0: none
+};
+
+struct Window {
+  std::int64_t h0, h1, w0, w1;  // clipped to the input
+  std::int64_t divisor;
+};
+
+template <bool kAdaptive>
+__device__ __forceinline__ Window avg_window(const AvgGeometry& g, std::int64_t oh, std::int64_t ow) {
+  if constexpr (kAdaptive) {
+    const std::int64_t h0 = oh * g.h / g.out_h, h1 = ((oh + 1) * g.h + g.out_h - 1) / g.out_h;
+    const std::int64_t w0 = ow * g.w / g.out_w, w1 = ((ow + 1) * g.w + g.out_w - 1) / g.out_w;
+    return {h0, h1, w0, w1, (h1 - h0) * (w1 - w0)};
+  } else {
+    std::int64_t h0 = oh * g.stride_h - g.pad_h, w0 = ow * g.stride_w - g.pad_w;
+    std::int64_t h1 = min(h0 + g.kh, g.h + g.pad_h), w1 = min(w0 + g.kw, g.w + g.pad_w);
+    const std::int64_t padded = (h1 - h0) * (w1 - w0);
+    h0 = max(h0, std::int64_t(0));
+    w0 = max(w0, std::int64_t(0));
+    h1 = min(h1, g.h);
+    w1 = min(w1, g.w);
+    const std::int64_t divisor =
+        g.divisor_override != 0 ? g.divisor_override : (g.count_include_pad ? padded : (h1 - h0) * (w1 - w0));
+    return {h0, h1, w0, w1, divisor};
+  }
+}
+
+// The outputs along one dim whose windows may cover input position i: [lo, hi] (callers test each).
+template <bool kAdaptive>
+__device__ __forceinline__ void covering(std::int64_t i, std::int64_t size, std::int64_t out, std::int64_t k,
+                                         std::int64_t stride, std::int64_t pad, std::int64_t& lo, std::int64_t& hi) {
+  if constexpr (kAdaptive) {
+    // window o starts at floor(o * size / out), at or before i while o < (i + 1) * out / size; the windows
+    // before o = floor(i * out / size) end at or before i
+    lo = i * out / size;
+    hi = min(out - 1, ((i + 1) * out + size - 1) / size - 1);
+  } else {
+    lo = i + pad < k ? 0 : (i + pad - k) / stride + 1;
+    hi = min(out - 1, (i + pad) / stride);
+  }
+}
+
+template <typename T, bool kAdaptive>
+__global__ void avg_pool2d_kernel(const T* x, T* y, const AvgGeometry g) {
+  using Acc = compute_t<T>;
+  const std::int64_t total = g.planes * g.out_h * g.out_w;
+  ADCUDA_GRID_STRIDE_LOOP(i, total) {
+    const std::int64_t ow = i % g.out_w, oh = (i / g.out_w) % g.out_h, plane = i / (g.out_w * g.out_h);
+    const Window win = avg_window<kAdaptive>(g, oh, ow);
+    const T* in = x + plane * g.h * g.w;
+    Acc sum = Acc(0);
+    for (std::int64_t ih = win.h0; ih < win.h1; ++ih) {
+      for (std::int64_t iw = win.w0; iw < win.w1; ++iw) sum += to_compute(in[ih * g.w + iw]);
+    }
+    y[i] = convert<T>(sum / static_cast<Acc>(win.divisor));
+  }
+}
+
+template <typename T, bool kAdaptive>
+__global__ void avg_pool2d_backward_kernel(const T* grad, T* dx, const AvgGeometry g) {
+  using Acc = compute_t<T>;
+  const std::int64_t total = g.planes * g.h * g.w;
+  ADCUDA_GRID_STRIDE_LOOP(i, total) {
+    const std::int64_t iw = i % g.w, ih = (i / g.w) % g.h, plane = i / (g.w * g.h);
+    std::int64_t oh_lo, oh_hi, ow_lo, ow_hi;
+    covering<kAdaptive>(ih, g.h, g.out_h, g.kh, g.stride_h, g.pad_h, oh_lo, oh_hi);
+    covering<kAdaptive>(iw, g.w, g.out_w, g.kw, g.stride_w, g.pad_w, ow_lo, ow_hi);
+    const T* gp = grad + plane * g.out_h * g.out_w;
+    Acc sum = Acc(0);
+    for (std::int64_t oh = oh_lo; oh <= oh_hi; ++oh) {
+      for (std::int64_t ow = ow_lo; ow <= ow_hi; ++ow) {
+        const Window win = avg_window<kAdaptive>(g, oh, ow);
+        if (ih >= win.h0 && ih < win.h1 && iw >= win.w0 && iw < win.w1) {
+          sum += to_compute(gp[oh * g.out_w + ow]) / static_cast<Acc>(win.divisor);
+        }
+      }
+    }
+    dx[i] = convert<T>(sum);
+  }
+}
+
 void require(bool condition, const char* op, const std::string& what) {
   if (!condition) throw std::invalid_argument(std::string(op) + ": " + what);
 }
@@ -177,6 +267,97 @@ DeviceArray max_pool2d_backward(const DeviceArray& g, const DeviceArray& indices
   }
   ADCUDA_CHECK_LAUNCH();
   return dx;
+}
+
+namespace {
+
+void check_avg_geometry(const char* op, const AvgGeometry& g) {
+  require(g.kh >= 1 && g.kw >= 1 && g.stride_h >= 1 && g.stride_w >= 1 && g.pad_h >= 0 && g.pad_w >= 0 &&
+              2 * g.pad_h <= g.kh && 2 * g.pad_w <= g.kw && g.out_h >= 0 && g.out_w >= 0 && g.divisor_override >= 0,
+          op,
+          "kernel and stride must be positive, padding at most half the kernel, the output size and the divisor "
+          "non-negative");
+}
+
+template <bool kAdaptive>
+DeviceArray avg_pool_forward(const char* op, const DeviceArray& x, const AvgGeometry& g) {
+  const Dims& s = x.shape();
+  DeviceArray y = DeviceArray::empty({s[0], s[1], g.out_h, g.out_w}, x.dtype(), x.device());
+  if (y.numel() == 0) return y;
+  KernelLaunch launch(y, x);
+  dispatch_floating(x.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    avg_pool2d_kernel<T, kAdaptive><<<grid_size(y.numel()), kBlockSize, 0, launch.stream()>>>(x.data<T>(),
+                                                                                              y.data<T>(), g);
+  });
+  ADCUDA_CHECK_LAUNCH();
+  return y;
+}
+
+template <bool kAdaptive>
+DeviceArray avg_pool_backward(const char* op, const DeviceArray& grad, const AvgGeometry& g) {
+  require(grad.ndim() == 4 && grad.is_contiguous() && grad.shape()[2] == g.out_h && grad.shape()[3] == g.out_w, op,
+          "expected a contiguous 4-d gradient of the output, got shape " + format_dims(grad.shape()));
+  const Dims& s = grad.shape();
+  DeviceArray dx = DeviceArray::empty({s[0], s[1], g.h, g.w}, grad.dtype(), grad.device());
+  if (dx.numel() == 0) return dx;
+  KernelLaunch launch(dx, grad);
+  if (grad.numel() == 0) {
+    ADCUDA_CHECK(cudaMemsetAsync(dx.data_ptr(), 0, dx.nbytes(), launch.stream()));
+    return dx;
+  }
+  dispatch_floating(grad.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    avg_pool2d_backward_kernel<T, kAdaptive><<<grid_size(dx.numel()), kBlockSize, 0, launch.stream()>>>(
+        grad.data<T>(), dx.data<T>(), g);
+  });
+  ADCUDA_CHECK_LAUNCH();
+  return dx;
+}
+
+}  // namespace
+
+DeviceArray avg_pool2d(const DeviceArray& x, std::int64_t kh, std::int64_t kw, std::int64_t stride_h,
+                       std::int64_t stride_w, std::int64_t pad_h, std::int64_t pad_w, std::int64_t out_h,
+                       std::int64_t out_w, bool count_include_pad, std::int64_t divisor_override) {
+  const char* op = "avg_pool2d";
+  check_input(op, x);
+  const Dims& s = x.shape();
+  const AvgGeometry g{s[0] * s[1], s[2],    s[3],  out_h,          out_w, kh, kw, stride_h,
+                      stride_w,    pad_h,   pad_w, count_include_pad, divisor_override};
+  check_avg_geometry(op, g);
+  return avg_pool_forward<false>(op, x, g);
+}
+
+DeviceArray avg_pool2d_backward(const DeviceArray& grad, std::int64_t h, std::int64_t w, std::int64_t kh,
+                                std::int64_t kw, std::int64_t stride_h, std::int64_t stride_w, std::int64_t pad_h,
+                                std::int64_t pad_w, bool count_include_pad, std::int64_t divisor_override) {
+  const char* op = "avg_pool2d_backward";
+  require(grad.ndim() == 4 && h >= 0 && w >= 0, op, "expected a 4-d gradient, got " + format_dims(grad.shape()));
+  const AvgGeometry g{grad.shape()[0] * grad.shape()[1], h, w, grad.shape()[2], grad.shape()[3], kh, kw, stride_h,
+                      stride_w, pad_h, pad_w, count_include_pad, divisor_override};
+  check_avg_geometry(op, g);
+  return avg_pool_backward<false>(op, grad, g);
+}
+
+DeviceArray adaptive_avg_pool2d(const DeviceArray& x, std::int64_t out_h, std::int64_t out_w) {
+  const char* op = "adaptive_avg_pool2d";
+  check_input(op, x);
+  const Dims& s = x.shape();
+  require(out_h >= 0 && out_w >= 0, op, "the output size must be non-negative");
+  require((s[2] > 0 && s[3] > 0) || out_h * out_w == 0 || s[0] * s[1] == 0, op,
+          "cannot pool an empty plane of input " + format_dims(s));
+  const AvgGeometry g{s[0] * s[1], s[2], s[3], out_h, out_w, 1, 1, 1, 1, 0, 0, true, 0};
+  return avg_pool_forward<true>(op, x, g);
+}
+
+DeviceArray adaptive_avg_pool2d_backward(const DeviceArray& grad, std::int64_t h, std::int64_t w) {
+  const char* op = "adaptive_avg_pool2d_backward";
+  require(grad.ndim() == 4 && h >= 0 && w >= 0, op, "expected a 4-d gradient, got " + format_dims(grad.shape()));
+  require((h > 0 && w > 0) || grad.numel() == 0, op, "cannot pool an empty plane");
+  const AvgGeometry g{grad.shape()[0] * grad.shape()[1], h, w, grad.shape()[2], grad.shape()[3], 1, 1, 1, 1, 0, 0,
+                      true, 0};
+  return avg_pool_backward<true>(op, grad, g);
 }
 
 }  // namespace adcuda

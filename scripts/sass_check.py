@@ -119,6 +119,7 @@ class Expectation:
     max_main_loop: int  # None: no budget
     why: str
     line: int
+    must_hold: tuple = ()  # opcodes (without modifiers, e.g. LDGSTS, LDSM) the main loop must contain
 
 
 def find_tool(tool):
@@ -252,16 +253,18 @@ def disassemble(binary, expectations, cuobjdump=None):
 
 
 def load_table(path):
-    """The expectations: one row per line, `pattern | min tensor-core | max main loop | why`."""
+    """The expectations: one row per line, `pattern | min tensor-core | max main loop | why`, or with a
+    fifth cell before the why, `pattern | min tensor-core | max main loop | must hold | why`."""
     rows = []
     for number, raw in enumerate(Path(path).read_text().splitlines(), 1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
         cells = [cell.strip() for cell in line.split("|")]
-        if len(cells) != 4:
-            raise ValueError(f"{path}:{number}: expected 4 '|'-separated cells, got {len(cells)}: {raw!r}")
-        pattern, tensor_core, budget, why = cells
+        if len(cells) not in (4, 5):
+            raise ValueError(f"{path}:{number}: expected 4 or 5 '|'-separated cells, got {len(cells)}: {raw!r}")
+        pattern, tensor_core, budget, *must_hold, why = cells
+        must_hold = tuple(must_hold[0].split()) if must_hold and must_hold[0] != "-" else ()
         rows.append(
             Expectation(
                 pattern,
@@ -269,6 +272,7 @@ def load_table(path):
                 None if budget in ("", "-") else int(budget),
                 why,
                 number,
+                must_hold,
             )
         )
     return rows
@@ -301,6 +305,12 @@ def check(kernels, expectations):
                 failures.append(
                     f"{kernel.arch} {kernel.demangled}: {in_loop} tensor-core instructions in the main "
                     f"loop, expected at least {row.min_tensor_core} (row {row.line})"
+                )
+            missing = [opcode for opcode in row.must_hold if not (loop and loop.count({opcode}))]
+            if missing:
+                failures.append(
+                    f"{kernel.arch} {kernel.demangled}: no {' '.join(missing)} in the main loop "
+                    f"(row {row.line}: {row.why})"
                 )
             if row.max_main_loop is not None:
                 length = len(loop.instructions) if loop else 0

@@ -1477,6 +1477,162 @@ case(
 )
 
 
+# fused RMS norm and group norm (issue 15, CUDA kernels)
+case(
+    "rms_norm",
+    "no weight; rstd keeps x's dims",
+    lambda bk, A: bk.rms_norm(A(X3), None, 2, 1e-5),
+    (ok(F32, (2, 3, 4)), ok(F32, (2, 1, 1), 1 / np.sqrt((X3 * X3).mean((1, 2), keepdims=True) + 1e-5))),
+)
+case(
+    "rms_norm",
+    "float16 in, float32 rstd",
+    lambda bk, A: bk.rms_norm(A(X3.astype(np.float16)), A(WEIGHT.astype(np.float16)), 1, 1e-5),
+    (ok(F16, (2, 3, 4)), ok(F32, (2, 3, 1))),
+)
+case(
+    "rms_norm",
+    "an empty batch",
+    lambda bk, A: bk.rms_norm(A(np.zeros((0, 4), np.float32)), A(WEIGHT), 1, 1e-5),
+    (ok(F32, (0, 4)), ok(F32, (0, 1))),
+)
+case("rms_norm", "n = 0", lambda bk, A: bk.rms_norm(A(X3), None, 0, 1e-5), ShapeError)
+case("rms_norm", "a weight of another shape", lambda bk, A: bk.rms_norm(A(X3), A(WEIGHT[:3]), 1, 1e-5), ShapeError)
+case("rms_norm", "of integers", lambda bk, A: bk.rms_norm(A(I), None, 1, 1e-5), DTypeError)
+
+
+def rms_norm_grads(bk, A, weight):
+    x = A(X3)
+    w = None if weight is None else A(weight)
+    _, rstd = bk.rms_norm(x, w, 1, 1e-5)
+    return bk.rms_norm_backward(A(X3 * 0.5), x, w, rstd, 1)
+
+
+case(
+    "rms_norm_backward",
+    "no weight: dweight None",
+    lambda bk, A: rms_norm_grads(bk, A, None),
+    (ok(F32, (2, 3, 4)), None),
+)
+case(
+    "rms_norm_backward",
+    "dweight in the weight's dtype",
+    lambda bk, A: rms_norm_grads(bk, A, WEIGHT.astype(np.float64)),
+    (ok(F32, (2, 3, 4)), ok(F64, (4,))),
+)
+
+case(
+    "group_norm",
+    "statistics of shape (N, groups)",
+    lambda bk, A: bk.group_norm(A(X3[:, :2]), A(WEIGHT[:2]), A(WEIGHT[:2]), 2, 1e-5),
+    (ok(F32, (2, 2, 4)), ok(F32, (2, 2), X3[:, :2].mean(2)), ok(F32, (2, 2))),
+)
+case(
+    "group_norm",
+    "float16 in, float32 statistics; no weight or bias",
+    lambda bk, A: bk.group_norm(A(X3.astype(np.float16)), None, None, 3, 1e-5),
+    (ok(F16, (2, 3, 4)), ok(F32, (2, 3)), ok(F32, (2, 3))),
+)
+case(
+    "group_norm",
+    "an empty batch",
+    lambda bk, A: bk.group_norm(A(np.zeros((0, 4, 3), np.float32)), None, None, 2, 1e-5),
+    (ok(F32, (0, 4, 3)), ok(F32, (0, 2)), ok(F32, (0, 2))),
+)
+case("group_norm", "channels not divisible", lambda bk, A: bk.group_norm(A(X3), None, None, 2, 1e-5), ShapeError)
+case("group_norm", "of integers", lambda bk, A: bk.group_norm(A(I), None, None, 1, 1e-5), DTypeError)
+
+
+def group_norm_grads(bk, A, weight):
+    x = A(X3)
+    w = None if weight is None else A(weight)
+    _, mean, rstd = bk.group_norm(x, w, None, 3, 1e-5)
+    return bk.group_norm_backward(A(X3 * 0.5), x, w, mean, rstd, 3)
+
+
+case(
+    "group_norm_backward",
+    "no weight: dweight None, dbias in g's dtype",
+    lambda bk, A: group_norm_grads(bk, A, None),
+    (ok(F32, (2, 3, 4)), None, ok(F32, (3,))),
+)
+case(
+    "group_norm_backward",
+    "dweight and dbias in the weight's dtype",
+    lambda bk, A: group_norm_grads(bk, A, WEIGHT[:3].astype(np.float64)),
+    (ok(F32, (2, 3, 4)), ok(F64, (3,)), ok(F64, (3,))),
+)
+
+# average pooling kernels (issue 15)
+PLANES = np.random.default_rng(40).standard_normal((2, 3, 5, 7)).astype(np.float32)
+case(
+    "avg_pool2d",
+    "padding counted; a ceil_mode window past the end",
+    lambda bk, A: bk.avg_pool2d(A(PLANES), (2, 3), (2, 2), (1, 1), (3, 4), True, None),
+    ok(F32, (2, 3, 3, 4)),
+)
+case(
+    "avg_pool2d",
+    "float16; padding not counted; a divisor override",
+    lambda bk, A: (
+        bk.avg_pool2d(A(PLANES.astype(np.float16)), (3, 3), (1, 2), (1, 0), (5, 3), False, None),
+        bk.avg_pool2d(A(PLANES), (2, 2), (2, 2), (0, 0), (2, 3), True, 3),
+    ),
+    (ok(F16, (2, 3, 5, 3)), ok(F32, (2, 3, 2, 3))),
+)
+case(
+    "avg_pool2d",
+    "an empty batch",
+    lambda bk, A: bk.avg_pool2d(A(PLANES[:0]), (2, 2), (2, 2), (0, 0), (2, 3), True, None),
+    ok(F32, (0, 3, 2, 3)),
+)
+case(
+    "avg_pool2d",
+    "padding over half the kernel",
+    lambda bk, A: bk.avg_pool2d(A(PLANES), (2, 2), (1, 1), (2, 0), (8, 6), True, None),
+    ShapeError,
+)
+case(
+    "avg_pool2d",
+    "of integers",
+    lambda bk, A: bk.avg_pool2d(A(PLANES.astype(np.int64)), (2, 2), (2, 2), (0, 0), (2, 3), True, None),
+    DTypeError,
+)
+case(
+    "avg_pool2d_backward",
+    "the input's shape",
+    lambda bk, A: bk.avg_pool2d_backward(A(PLANES[:, :, :3, :4]), (2, 3, 5, 7), (2, 3), (2, 2), (1, 1), False, None),
+    ok(F32, (2, 3, 5, 7)),
+)
+case(
+    "avg_pool2d_backward",
+    "a divisor override; an empty gradient",
+    lambda bk, A: (
+        bk.avg_pool2d_backward(A(PLANES[:, :, :2, :3]), (2, 3, 5, 7), (2, 2), (2, 2), (0, 0), True, 3),
+        bk.avg_pool2d_backward(A(PLANES[:0, :, :2, :3]), (0, 3, 5, 7), (2, 2), (2, 2), (0, 0), True, None),
+    ),
+    (ok(F32, (2, 3, 5, 7)), ok(F32, (0, 3, 5, 7))),
+)
+case(
+    "adaptive_avg_pool2d",
+    "overlapping windows",
+    lambda bk, A: bk.adaptive_avg_pool2d(A(PLANES), (3, 4)),
+    ok(F32, (2, 3, 3, 4)),
+)
+case(
+    "adaptive_avg_pool2d",
+    "an empty plane",
+    lambda bk, A: bk.adaptive_avg_pool2d(A(PLANES[:, :, :0]), (3, 4)),
+    ShapeError,
+)
+case(
+    "adaptive_avg_pool2d_backward",
+    "float16 in, float16 out, the input's shape",
+    lambda bk, A: bk.adaptive_avg_pool2d_backward(A(PLANES[:, :, :3, :4].astype(np.float16)), (2, 3, 5, 7)),
+    ok(F16, (2, 3, 5, 7)),
+)
+
+
 def test_every_primitive_has_a_case():
     assert sorted(set(backends.PRIMITIVES) - {c.primitive for c in CASES}) == []
 

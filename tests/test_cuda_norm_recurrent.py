@@ -1,5 +1,5 @@
-"""GPU parity tests of the recurrent cell kernels (kernels/recurrent.cu) and the batch-norm kernels
-(kernels/norm.cu) against the CPU backend, the oracle, in fp32, fp16 and bf16 (fp64 too), on odd sizes
+"""GPU parity tests of the recurrent cell kernels (kernels/recurrent.cu) and the batch-, RMS- and group-norm
+kernels (kernels/norm.cu) against the CPU backend, the oracle, in fp32, fp16 and bf16 (fp64 too), on odd sizes
 (1, 7, 1023, an empty batch) and strided inputs; then the layers and the normalisation ops on a
 device against the same layers on the CPU. Everything here needs a usable CUDA device and is skipped
 without one.
@@ -83,7 +83,8 @@ def test_gru_cell_matches_the_cpu(cb, dtype, B, H):
 
 
 @pytest.mark.parametrize("dtype", [dt.float32, dt.float16, dt.bfloat16, dt.float64], ids=str)
-@pytest.mark.parametrize("shape", [(1, 1, 2), (7, 3), (3, 5, 1023), (2, 7, 3, 5)])
+# (N, C) rows and short planes (S < 32) take the column kernels: (1023, 5) in several chunks of rows
+@pytest.mark.parametrize("shape", [(1, 1, 2), (7, 3), (3, 5, 1023), (2, 7, 3, 5), (1023, 5), (130, 33, 3)])
 @pytest.mark.parametrize("affine", [True, False])
 def test_batch_norm_matches_the_cpu(cb, dtype, shape, affine):
     x, x_v = held(cb, draws(shape, 16, 3.0) + 1.0, dtype)
@@ -107,6 +108,76 @@ def test_batch_norm_matches_the_cpu(cb, dtype, shape, affine):
         np.testing.assert_allclose(
             np.array(cb.to_numpy(a), np.float64), np.asarray(r, np.float64), atol=tol, rtol=TOLERANCE[dtype] * 4
         )
+
+
+def compare_sums(cb, got, want, dtype):
+    """Gradients that sum many terms, compared at the precision of the largest."""
+    for a, r in zip(got, want):
+        if r is None:
+            assert a is None
+            continue
+        tol = TOLERANCE[dtype] * 4 * max(1.0, float(np.abs(r).max(initial=0)))
+        np.testing.assert_allclose(
+            np.array(cb.to_numpy(a), np.float64), np.asarray(r, np.float64), atol=tol, rtol=TOLERANCE[dtype] * 4
+        )
+
+
+# rows of 1, 7 and 1023 (the fused backward), 8200 (past it: the row and column-partial kernels), empty
+@pytest.mark.parametrize("dtype", [dt.float32, dt.float16, dt.bfloat16, dt.float64], ids=str)
+@pytest.mark.parametrize("shape,n", [((3, 1), 1), ((2, 7), 1), ((5, 3, 1023), 1), ((2, 8200), 1), ((4, 3, 5), 2)])
+@pytest.mark.parametrize("affine", [True, False])
+def test_rms_norm_matches_the_cpu(cb, dtype, shape, n, affine):
+    x, x_v = held(cb, draws(shape, 20, 3.0), dtype)
+    normalized = shape[len(shape) - n :]
+    w, w_v = held(cb, draws(normalized, 21), dtype) if affine else (None, None)
+    y, rstd = cb.rms_norm(x, w, n, 1e-6)
+    y_want, rstd_want = cpu.rms_norm(x_v, w_v, n, 1e-6)
+    close(cb, y, y_want, dtype)
+    close(cb, rstd, rstd_want, dtype)
+    g, g_v = held(cb, draws(shape, 22), dtype)
+    got = cb.rms_norm_backward(g, x, w, rstd, n)
+    compare_sums(cb, got, cpu.rms_norm_backward(g_v, x_v, w_v, np.array(cb.to_numpy(rstd)), n), dtype)
+
+
+@pytest.mark.parametrize("dtype", [dt.float32, dt.float16, dt.bfloat16, dt.float64], ids=str)
+@pytest.mark.parametrize(
+    "shape,groups", [((1, 1, 2), 1), ((7, 6, 7), 3), ((2, 4, 1023), 4), ((3, 6, 4, 5), 2), ((2, 64, 1), 32)]
+)
+@pytest.mark.parametrize("affine", [True, False])
+def test_group_norm_matches_the_cpu(cb, dtype, shape, groups, affine):
+    x, x_v = held(cb, draws(shape, 23, 3.0) - 1.0, dtype)
+    w, w_v = held(cb, draws(shape[1], 24), dtype) if affine else (None, None)
+    b, b_v = held(cb, draws(shape[1], 25), dtype) if affine else (None, None)
+    y, mean, rstd = cb.group_norm(x, w, b, groups, 1e-5)
+    for got, want in zip((y, mean, rstd), cpu.group_norm(x_v, w_v, b_v, groups, 1e-5)):
+        close(cb, got, want, dtype)
+    g, g_v = held(cb, draws(shape, 26), dtype)
+    got = cb.group_norm_backward(g, x, w, mean, rstd, groups)
+    mean_v, rstd_v = np.array(cb.to_numpy(mean)), np.array(cb.to_numpy(rstd))
+    compare_sums(cb, got, cpu.group_norm_backward(g_v, x_v, w_v, mean_v, rstd_v, groups), dtype)
+
+
+def test_rms_and_group_norm_strided_empty_and_bad_input(cb):
+    wide, wide_v = held(cb, draws((5, 24), 27), dt.float32)
+    half = cb.slice(wide, (slice(None), slice(0, 12)))  # rows with a stride of 24
+    y, _ = cb.rms_norm(half, None, 1, 1e-6)
+    close(cb, y, cpu.rms_norm(wide_v[:, :12], None, 1, 1e-6)[0], dt.float32)
+    channels_last = cb.permute(cb.view(wide, (5, 4, 6)), (0, 2, 1))  # (5, 6, 4), not contiguous
+    y, _, _ = cb.group_norm(channels_last, None, None, 3, 1e-5)
+    close(cb, y, cpu.group_norm(np.transpose(wide_v.reshape(5, 4, 6), (0, 2, 1)), None, None, 3, 1e-5)[0], dt.float32)
+    empty = cb.from_numpy(np.zeros((0, 4, 3), np.float32), dt.float32)
+    y, mean, _ = cb.group_norm(empty, None, None, 2, 1e-5)
+    assert tuple(y.shape) == (0, 4, 3) and tuple(mean.shape) == (0, 2)
+    dx, dw, db = cb.group_norm_backward(empty, empty, cb.from_numpy(np.ones(4, np.float32), dt.float32), mean, mean, 2)
+    assert tuple(dx.shape) == (0, 4, 3) and not np.array(cb.to_numpy(dw)).any() and not np.array(cb.to_numpy(db)).any()
+    y, rstd = cb.rms_norm(cb.from_numpy(np.zeros((0, 3), np.float32), dt.float32), None, 1, 1e-6)
+    assert tuple(y.shape) == (0, 3) and tuple(rstd.shape) == (0, 1)
+    with pytest.raises(ShapeError, match=r"group_norm: .*\(5, 6, 4\).*4 groups"):
+        cb.group_norm(channels_last, None, None, 4, 1e-5)
+    with pytest.raises(ShapeError, match="rms_norm"):
+        cb.rms_norm(wide, cb.from_numpy(np.ones(5, np.float32), dt.float32), 1, 1e-6)
+    with pytest.raises(DTypeError, match="rms_norm"):
+        cb.rms_norm(cb.from_numpy(np.ones((4, 3), np.int64), dt.int64), None, 1, 1e-6)
 
 
 def test_batch_norm_empty_batch_and_bad_input(cb):

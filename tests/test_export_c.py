@@ -108,8 +108,8 @@ def test_cnn_matches_adcuda_with_batchnorm_folded(compile_c, tmp_path, weights):
     # three convolutions carry both batch norms, their biases and ReLUs: no loop of their own remains
     assert source.count("/* conv2d:") == 3
     assert "/* binary mul" not in source and "/* unary relu" not in source
-    # the average pool's four window taps and its division are one loop reading the taps in place
-    assert source.count("/* window sum") == 1 and "/* slice" not in source and "/* binary" not in source
+    # the average pool is one loop over its windows (the backend's avg_pool2d primitive)
+    assert source.count("/* avg_pool2d:") == 1 and "/* slice" not in source and "/* binary" not in source
 
 
 def test_layer_norm_over_two_dims_and_softmax_over_a_middle_dim(compile_c, tmp_path):
@@ -176,7 +176,8 @@ def test_padded_and_adaptive_pooling_and_reductions(compile_c, tmp_path):
 
     adcuda.manual_seed(6)
     export = check(compile_c, Net(), [adcuda.randn(2, 3, 9, 10)], tmp_path, "embedded")
-    assert "/* window sum" in open(export.source).read()
+    source = open(export.source).read()
+    assert "/* avg_pool2d:" in source and source.count("/* adaptive_avg_pool2d:") == 2
 
 
 def test_ceil_mode_dilated_and_rectangular_windows(compile_c, tmp_path):
@@ -279,3 +280,101 @@ def test_refusals_name_the_op(tmp_path):
     with pytest.raises(ExportError, match="embedded' or 'file"):
         to_c(nn.Linear(2, 2), adcuda.randn(1, 2), tmp_path, weights="separate")
     assert not list(tmp_path.iterdir())  # a refused export writes nothing
+
+
+class CausalBlock(nn.Module):
+    """tests/test_onnx_export.py's pre-norm GELU transformer block (a GPT block) under a causal mask."""
+
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.TransformerEncoderLayer(
+            16, 4, dim_feedforward=32, batch_first=True, norm_first=True, activation="gelu"
+        )
+
+    def forward(self, x):
+        mask = nn.Transformer.generate_square_subsequent_mask(x.shape[1])
+        return self.layer(x, src_mask=mask, is_causal=True)
+
+
+def test_causal_pre_norm_transformer_block(compile_c, tmp_path):
+    adcuda.manual_seed(9)
+    export = check(compile_c, CausalBlock(), [adcuda.randn(2, 5, 16)], tmp_path, "embedded")
+    source = open(export.source).read()
+    assert source.count("/* attention:") == 1
+    # the normalized input is permuted to (L, N, E) once, not once each for q, k and v
+    assert source.count("/* permute: (2, 5, 16) -> (5, 2, 16) */") == 1
+
+
+def test_transformer_encoder_layer(compile_c, tmp_path):
+    adcuda.manual_seed(10)
+    layer = nn.TransformerEncoderLayer(16, 4, dim_feedforward=24, batch_first=True)
+    check(compile_c, layer, [adcuda.randn(3, 7, 16)], tmp_path, "file")
+
+
+def test_encoder_layer_under_a_constant_additive_mask(compile_c, tmp_path):
+    class Masked(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = nn.TransformerEncoderLayer(16, 4, dim_feedforward=24, batch_first=True)
+
+        def forward(self, x):
+            # the -inf entries become weights of the export (in the weights file here), not a causal flag
+            return self.layer(x, src_mask=nn.Transformer.generate_square_subsequent_mask(x.shape[1]))
+
+    adcuda.manual_seed(14)
+    export = check(compile_c, Masked(), [adcuda.randn(2, 6, 16)], tmp_path, "file")
+    attention = [line for line in open(export.source) if line.startswith("/* attention:")]
+    assert len(attention) == 1 and "6, 6) -> " in attention[0]  # q, k, v and the mask
+
+
+# adcuda's reference forward takes the log of the fully masked row's zero sum (its logsumexp is -inf)
+@pytest.mark.filterwarnings("ignore:divide by zero encountered in log:RuntimeWarning")
+def test_attention_masks_broadcast_and_fully_masked_rows(compile_c, tmp_path):
+    class Net(nn.Module):
+        def forward(self, q, k, v, m):
+            allowed = m > 0.3  # (L, S) bool, broadcast over the batch; row 0 masks every key
+            additive = m.unsqueeze(0) * 2.0  # (1, L, S) float, added to the scores
+            return (
+                F.scaled_dot_product_attention(q, k, v, attn_mask=allowed),
+                F.scaled_dot_product_attention(q, k, v, attn_mask=additive, scale=0.5),
+                F.scaled_dot_product_attention(q, k, v, is_causal=True),
+            )
+
+    adcuda.manual_seed(11)
+    m = adcuda.rand(1, 5, 6)
+    m[0, 0] = 0.0
+    q, k, v = adcuda.randn(2, 3, 5, 4), adcuda.randn(2, 3, 6, 4), adcuda.randn(2, 3, 6, 7)
+    export = check(compile_c, Net(), [q, k, v, m[0]], tmp_path, "embedded")
+    got = reference(Net(), [q, k, v, m[0]])[0]
+    assert (got[:, :, 0] == 0).all()  # the fully masked row is zeros, in adcuda and (checked above) in C
+    assert export.output_shapes == [(2, 3, 5, 7)] * 3
+
+
+def test_transformer_decoder_layer_with_cross_attention(compile_c, tmp_path):
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = nn.TransformerDecoderLayer(16, 4, dim_feedforward=24, batch_first=True)
+
+        def forward(self, x, memory):
+            mask = nn.Transformer.generate_square_subsequent_mask(x.shape[1])
+            return self.layer(x, memory, tgt_mask=mask, tgt_is_causal=True)
+
+    adcuda.manual_seed(12)
+    export = check(compile_c, Decoder(), [adcuda.randn(2, 5, 16), adcuda.randn(2, 7, 16)], tmp_path, "embedded")
+    assert open(export.source).read().count("/* attention:") == 2  # self-attention, then over the memory
+
+
+@pytest.mark.filterwarnings("ignore:divide by zero encountered in log:RuntimeWarning")  # masked query rows
+def test_attention_with_broadcast_batch_dims(compile_c, tmp_path):
+    class Net(nn.Module):
+        def forward(self, q, k, v, m):
+            per_query = m[..., :1] > 0  # (2, 1, L, 1): one flag per query row, broadcast over heads and keys
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=per_query) + F.scaled_dot_product_attention(
+                q, k, v, attn_mask=m
+            )
+
+    adcuda.manual_seed(13)
+    # k shared by the batch, v by the heads, the mask by the heads
+    inputs = [adcuda.randn(2, 3, 4, 5), adcuda.randn(1, 3, 6, 5), adcuda.randn(2, 1, 6, 3), adcuda.randn(2, 1, 4, 6)]
+    check(compile_c, Net(), inputs, tmp_path, "embedded")

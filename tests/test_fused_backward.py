@@ -143,6 +143,24 @@ def batch_norm_samples():
     ]
 
 
+def rms_norm_samples():
+    x = rng(32).standard_normal((4, 3, 5)) * 3 + 1
+    w = rng(33).standard_normal((3, 5))
+    return [
+        (lambda x, w: entry("native_rms_norm")(x, (3, 5), w, 1e-5), [leaf(x), leaf(w)]),
+        (lambda x: entry("native_rms_norm")(x, 5, None, 1e-3), [leaf(x)]),
+    ]
+
+
+def group_norm_samples():
+    x = rng(34).standard_normal((3, 6, 2, 3)) * 2 - 1
+    w, b = rng(35).standard_normal(6), rng(36).standard_normal(6)
+    return [
+        (lambda x, w, b: entry("native_group_norm")(x, 3, w, b, 1e-5), [leaf(x), leaf(w), leaf(b)]),
+        (lambda x: entry("native_group_norm")(x, 6, None, None, 1e-3), [leaf(x)]),
+    ]
+
+
 SAMPLES = {
     "tanh": activation("tanh"),
     "sigmoid": activation("sigmoid"),
@@ -161,6 +179,8 @@ SAMPLES = {
     "lstm_layer": lstm_layer_samples,
     "gru_layer": gru_layer_samples,
     "native_batch_norm": batch_norm_samples,
+    "native_rms_norm": rms_norm_samples,
+    "native_group_norm": group_norm_samples,
 }
 
 

@@ -218,6 +218,8 @@ def test_average_pools(pool, operator):
         (nn.Upsample(scale_factor=2, mode="bilinear"), (2, 4, 5, 6)),
         (nn.GroupNorm(2, 4), (2, 4, 5, 6)),
         (nn.InstanceNorm2d(4), (2, 4, 5, 6)),
+        (nn.RMSNorm(6), (2, 4, 5, 6)),
+        (nn.AdaptiveAvgPool2d((3, 4)), (2, 4, 5, 6)),  # windows of unequal size: the averaging matrices
     ],
 )
 def test_more_layers(layer, shape):

@@ -110,6 +110,14 @@ def test_every_rule_can_fail(sass, tmp_path):
     assert len(stale) == 1 and "'renamed_kernel*' matches no kernel" in stale[0]
 
 
+def test_a_row_names_opcodes_its_main_loop_must_hold(sass, tmp_path):
+    kernels = kernels_of(sass)
+    del kernels[(None, "_Z12simt_kernelv")]
+    assert sass.check(kernels, table(sass, tmp_path, "tc_kernel* | 2 | 5 | LDSM | staged")) == []
+    failures = sass.check(kernels, table(sass, tmp_path, "tc_kernel* | 2 | 5 | LDSM LDGSTS | staged by cp.async"))
+    assert len(failures) == 1 and "tc_kernel(): no LDGSTS in the main loop" in failures[0]
+
+
 def test_a_tensor_core_row_fails_without_hmma(sass, tmp_path):
     kernels = kernels_of(sass)
     del kernels[(None, "_Z11tc_kernelv")]

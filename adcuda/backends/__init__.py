@@ -98,6 +98,10 @@ Conventions (NumPy's, which the CPU backend inherits and the CUDA backend follow
 | `cross_entropy_backward(logits, lse, target, g_rows, ignore_index, label_smoothing)` | gradient w.r.t. the logits, ``(exp(logits - lse) - q) * g_row`` (``q`` the smoothed one-hot target; 0 for ignored rows) |
 | `layer_norm(x, weight, bias, n, eps)` | normalise the last ``n`` dims (1 <= n <= ndim) -> (y, mean, rstd); ``weight``/``bias`` of the normalised shape or None; mean and rstd float32 (float64 for float64) with x's dims |
 | `layer_norm_backward(g, x, weight, mean, rstd, n)` | -> (dx, dweight (None without a weight), dbias) |
+| `rms_norm(x, weight, n, eps)` | ``x / sqrt(mean(x^2 over the last n dims) + eps) * weight`` -> (y, rstd); ``weight`` of the normalised shape or None; rstd as layer_norm's |
+| `rms_norm_backward(g, x, weight, rstd, n)` | -> (dx, dweight (None without a weight), in the weight's dtype) |
+| `group_norm(x, weight, bias, groups, eps)` | normalise each of ``groups`` channel groups of ``x`` (N, C, *) per sample, then scale and shift per channel (``weight``/``bias`` (C,) or None) -> (y, mean (N, groups), rstd (N, groups)); statistics as layer_norm's; instance norm is groups = C |
+| `group_norm_backward(g, x, weight, mean, rstd, groups)` | -> (dx, dweight (None without a weight), dbias) |
 | `batch_norm(x, weight, bias, eps)` | normalise each channel (dim 1) of ``x`` (N, C, *) with its batch statistics over every other dim -> (y, mean (C,), rstd (C,)); ``weight``/``bias`` (C,) or None; mean and rstd float32 (float64 for float64 x); NaN statistics for an empty batch |
 | `batch_norm_backward(g, x, weight, mean, rstd)` | -> (dx, dweight (None without a weight), dbias) |
 | `attention(q, k, v, mask, is_causal, scale, dropout_p=0.0, seed=0, offset=0)` | dropout(softmax(q k^T * scale + mask)) v for q, k, v of 2 dims or more (batch dims broadcast; k, v taken in q's dtype), a bool or additive ``mask`` or None -> (out, logsumexp rows) without keeping the probabilities; dropout (kept probabilities scaled by 1 / (1 - dropout_p)) is drawn from the Philox draw ``(seed, offset)`` in one counter layout on both backends (kernels/attention_dropout.cuh), so, unlike the other random primitives, they drop the same probabilities; the logsumexp is of the probabilities before dropout |
@@ -113,6 +117,10 @@ Conventions (NumPy's, which the CPU backend inherits and the CUDA backend follow
 | `max_pool2d(x, kernel, stride, padding, dilation, out_size)` | max over windows of x padded by ``padding`` (never chosen) -> (values (N, C, Ho, Wo), indices); ``out_size`` (Ho, Wo) is given (ceil_mode's last windows may run past the padded input); a NaN is the maximum (the last NaN of a window, as PyTorch); ties go to the first position |
 | `adaptive_max_pool2d(x, out_size)` | max over PyTorch's adaptive windows (rows ``floor(i*H/Ho)`` to ``ceil((i+1)*H/Ho)``) -> (values, indices) |
 | `max_pool2d_backward(g, indices, input_shape)` | each gradient of g added at the position its index names -> dx of ``input_shape`` (fp32 accumulation) |
+| `avg_pool2d(x, kernel, stride, padding, out_size, count_include_pad, divisor_override)` | window means of floating point ``x`` (N, C, H, W): each window's sum over the input it covers, divided by ``divisor_override`` (an int or None), else by its size clipped to the padded input (``count_include_pad``) or to the input; padding at most half the kernel; ``out_size`` (Ho, Wo) is the op's (ceil_mode) |
+| `avg_pool2d_backward(g, input_shape, kernel, stride, padding, count_include_pad, divisor_override)` | its gradient for an input of ``input_shape`` (each input position gathers its windows' shares; no atomics on CUDA) |
+| `adaptive_avg_pool2d(x, out_size)` | means over PyTorch's adaptive windows (rows floor(i*H/Ho) to ceil((i+1)*H/Ho)) |
+| `adaptive_avg_pool2d_backward(g, input_shape)` | its gradient for an input of ``input_shape`` |
 | **random** (counter-based Philox: reproducible from ``(seed, offset)``, both taken modulo 2**64; the CPU's streams differ from CUDA's) | |
 | `rand(shape, dtype, seed, offset)` | uniform in [0, 1), floating point ``dtype`` |
 | `randn(shape, dtype, seed, offset)` | standard normal, floating point ``dtype`` |

@@ -105,6 +105,16 @@ PRIMITIVES = (
     "gru_cell_backward",
     "lstm_layer",
     "lstm_layer_backward",
+    # fused RMS norm and group norm (issue 15, CUDA kernels)
+    "rms_norm",
+    "rms_norm_backward",
+    "group_norm",
+    "group_norm_backward",
+    # average pooling kernels (issue 15)
+    "avg_pool2d",
+    "avg_pool2d_backward",
+    "adaptive_avg_pool2d",
+    "adaptive_avg_pool2d_backward",
 )
 
 

@@ -4,7 +4,8 @@ Memory: every value lives in one of the caller's buffers (inputs, outputs), in t
 arrays, or one weights array filled by the loader) or in one static scratch array, at an offset fixed
 here. Values whose lifetimes (first write to last read) do not overlap share scratch space; a node never
 writes over what it reads, so every kernel's pointers can be ``restrict``. Views (``alias`` nodes) map
-to their source's memory and cost nothing.
+to their source's memory and cost nothing. A node with a ``workspace`` attribute (attention) also gets
+that many floats of the scratch array for the time it runs.
 
 Loops: each kernel is a ``static`` function with its sizes written in as literals, its innermost loop
 running over contiguous memory with unit stride (the matrix product in register blocks, the
@@ -76,16 +77,22 @@ class MemoryPlan:
         """First-fit placement, largest first, of the values no caller buffer holds, among those whose
         lifetimes overlap theirs."""
         first, last = {}, {}
+        sizes = {r: graph.numel(r) for r in produced}
         for step, node in enumerate(self.nodes):
             for vid in node.value_inputs():
                 last[self.root_of(vid)] = step
             first.setdefault(node.out, step)
             last.setdefault(node.out, step)
-        pending = [r for r in produced if r not in self.location]
-        pending.sort(key=lambda r: (-graph.numel(r), first[r]))
+            if node.attrs.get("workspace"):
+                # a kernel's own working memory (attention's score row) lives only while it runs
+                key = ("workspace", id(node))
+                first[key] = last[key] = step
+                sizes[key] = node.attrs["workspace"]
+        pending = [r for r in sizes if r not in self.location]
+        pending.sort(key=lambda r: (-sizes[r], first[r]))
         placed, total = [], 0
         for root in pending:
-            size = _aligned(graph.numel(root))
+            size = _aligned(sizes[root])
             busy = sorted(
                 (offset, end)
                 for other, offset, end in placed
@@ -128,6 +135,10 @@ class CSource:
         self.plan = MemoryPlan(graph)
 
     # ------------------------------------------------------------------ pointers
+    def workspace_pointer(self, node):
+        """The scratch a kernel with a ``workspace`` attribute may write while it runs."""
+        return f"({self.name}_scratch + {self.plan.location[('workspace', id(node))][1]})"
+
     def pointer(self, vid):
         root = self.plan.root_of(vid)
         kind, where = self.plan.location[root]
@@ -229,8 +240,12 @@ class CSource:
             emit = getattr(self, f"_kernel_{node.kind}")
             params, body = emit(node)
             fname = f"{n}_k{index}"
+            # a kernel with a workspace takes it writable, just before its result
+            reads = len(params) - (2 if node.attrs.get("workspace") else 1)
             signature = ", ".join(
-                [f"const float* restrict p{j}" for j in range(len(params) - 1)] + ["float* restrict y"]
+                [f"const float* restrict p{j}" for j in range(reads)]
+                + (["float* restrict w"] if node.attrs.get("workspace") else [])
+                + ["float* restrict y"]
             )
             kernels.append(f"/* {node.origin}: {self._node_shapes(node)} */")
             kernels.append(f"static void {fname}({signature}) {{")
@@ -598,6 +613,55 @@ class CSource:
         ]
         return [self.pointer(x), self.pointer(node.out)], body
 
+    def _kernel_avgpool(self, node):
+        """Each output's window (fixed: kernel, stride, padding; or adaptive) summed over the input it covers
+        and divided by PyTorch's divisor (the override, or the window clipped to the padded input or to the
+        input)."""
+        x = node.inputs[0]
+        batch, channels, height, width = self.graph.shapes[x]
+        _, _, out_h, out_w = self.graph.shapes[node.out]
+        a = node.attrs
+        (kh, kw), (sh, sw), (ph, pw) = a["kernel"], a["stride"], a["padding"]
+
+        padded = not a["adaptive"] and a["count_include_pad"] and not a["divisor"]
+
+        def bounds(axis, o, size, out, k, s, pad):
+            if a["adaptive"]:
+                start = f"{o} * {size}L / {out}L"
+                return [f"const long {axis}0 = {start}, {axis}1 = (({o} + 1) * {size}L + {out}L - 1) / {out}L;"]
+            return [
+                f"long {axis}0 = {o} * {s}L - {pad}L, {axis}1 = {axis}0 + {k}L;",
+                f"if ({axis}1 > {size + pad}L) {axis}1 = {size + pad}L;",
+                *([f"const long {axis}n = {axis}1 - {axis}0;"] if padded else []),
+                f"if ({axis}0 < 0) {axis}0 = 0;",
+                f"if ({axis}1 > {size}L) {axis}1 = {size}L;",
+            ]
+
+        if a["divisor"]:
+            divisor = f"{float(a['divisor'])!r}f"
+        elif padded:
+            divisor = "(float)(hn * wn)"
+        else:
+            divisor = "(float)((h1 - h0) * (w1 - w0))"
+        body = [
+            f"for (long p = 0; p < {batch * channels}L; ++p) {{",
+            f"    const float* restrict xp = p0 + p * {height * width}L;",
+            f"    float* restrict yp = y + p * {out_h * out_w}L;",
+            f"    for (long oy = 0; oy < {out_h}L; ++oy) {{",
+            *("        " + line for line in bounds("h", "oy", height, out_h, kh, sh, ph)),
+            f"        for (long ox = 0; ox < {out_w}L; ++ox) {{",
+            *("            " + line for line in bounds("w", "ox", width, out_w, kw, sw, pw)),
+            "            float sum = 0.0f;",
+            "            for (long iy = h0; iy < h1; ++iy) {",
+            f"                for (long ix = w0; ix < w1; ++ix) sum += xp[iy * {width}L + ix];",
+            "            }",
+            f"            yp[oy * {out_w}L + ox] = sum / {divisor};",
+            "        }",
+            "    }",
+            "}",
+        ]
+        return [self.pointer(x), self.pointer(node.out)], body
+
     def _kernel_layernorm(self, node):
         x = node.inputs[0]
         shape = self.graph.shapes[x]
@@ -651,6 +715,91 @@ class CSource:
         ]
         body += finish + ["}"]
         return [self.pointer(x), self.pointer(node.out)], body
+
+    def _kernel_attention(self, node):
+        """softmax(q k^T * scale + mask) v, one query row at a time: the row's scores (unit-stride sums
+        over the keys transposed into the workspace), the causal and given masks, the row max subtracted
+        before expf, then the probabilities times v's rows. A row with every key masked (max -inf) is
+        all zeros, as on the CPU backend: its max is taken as 0, every exp is 0 and the sum is not divided by."""
+        q, k, v = node.inputs[:3]
+        mask = node.inputs[3] if len(node.inputs) > 3 else None
+        out_shape = self.graph.shapes[node.out]
+        batch_shape = out_shape[:-2]
+        length, keys = out_shape[-2], self.graph.shapes[k][-2]
+        depth, value_depth = self.graph.shapes[q][-1], out_shape[-1]
+        batch = int(np.prod(batch_shape, dtype=np.int64))
+
+        def batch_offset(vid):
+            """C expression of the offset of batch entry ``b`` in ``vid`` (broadcast over the batch dims)."""
+            shape = self.graph.shapes[vid]
+            strides = broadcast_strides(shape, batch_shape + tuple(shape[-2:]))[: len(batch_shape)]
+            terms, inner = [], 1
+            for size, stride in reversed(list(zip(batch_shape, strides))):
+                if stride and size != 1:
+                    index = "b" if inner == 1 else f"(b / {inner}L)"
+                    index = index if inner * size == batch else f"({index} % {size}L)"
+                    terms.append(f"{index} * {stride}L")
+                inner *= size
+            return " + ".join(reversed(terms)) or "0"
+
+        params = [self.pointer(q), self.pointer(k), self.pointer(v)]
+        body = [
+            f"for (long b = 0; b < {batch}L; ++b) {{",
+            f"    const float* restrict qb = p0 + {batch_offset(q)};",
+            f"    const float* restrict kb = p1 + {batch_offset(k)};",
+            f"    const float* restrict vb = p2 + {batch_offset(v)};",
+            f"    float* restrict yb = y + b * {length * value_depth}L;",
+            "    float* restrict kt = w;",
+            f"    float* restrict s = w + {depth * keys}L;",
+            f"    for (long j = 0; j < {keys}L; ++j)",
+            f"        for (long e = 0; e < {depth}L; ++e) kt[e * {keys}L + j] = kb[j * {depth}L + e];",
+            f"    for (long i = 0; i < {length}L; ++i) {{",
+            f"        const float* restrict qi = qb + i * {depth}L;",
+            f"        float* restrict yi = yb + i * {value_depth}L;",
+            "        float m = -INFINITY, total = 0.0f;",
+            f"        for (long j = 0; j < {keys}L; ++j) s[j] = 0.0f;",
+            f"        for (long e = 0; e < {depth}L; ++e) {{",
+            "            const float a = qi[e];",
+            f"            const float* restrict kr = kt + e * {keys}L;",
+            f"            for (long j = 0; j < {keys}L; ++j) s[j] += a * kr[j];",
+            "        }",
+        ]
+        scale = _float_literal(node.attrs["scale"])
+        if mask is None:
+            body.append(f"        for (long j = 0; j < {keys}L; ++j) s[j] *= {scale};")
+        else:
+            params.append(self.pointer(mask))
+            mask_shape = self.graph.shapes[mask]
+            row_strides = broadcast_strides(mask_shape, batch_shape + (length, keys))[-2:]
+            column = "mr[j]" if row_strides[1] else "mr[0]"
+            body.append(f"        const float* restrict mr = p3 + {batch_offset(mask)} + i * {row_strides[0]}L;")
+            if node.attrs["mask_is_bool"]:
+                body.append(
+                    f"        for (long j = 0; j < {keys}L; ++j) s[j] = {column} != 0.0f ? s[j] * {scale} : -INFINITY;"
+                )
+            else:
+                body.append(f"        for (long j = 0; j < {keys}L; ++j) s[j] = s[j] * {scale} + {column};")
+        if node.attrs["causal"]:
+            body.append(f"        for (long j = i + 1; j < {keys}L; ++j) s[j] = -INFINITY;")
+        body += [
+            f"        for (long j = 0; j < {keys}L; ++j) m = s[j] > m ? s[j] : m;",
+            "        if (!isfinite(m)) m = 0.0f;",
+            f"        for (long j = 0; j < {keys}L; ++j) {{",
+            "            s[j] = expf(s[j] - m);",
+            "            total += s[j];",
+            "        }",
+            "        if (total > 0.0f)",
+            f"            for (long j = 0; j < {keys}L; ++j) s[j] /= total;",
+            f"        for (long n = 0; n < {value_depth}L; ++n) yi[n] = 0.0f;",
+            f"        for (long j = 0; j < {keys}L; ++j) {{",
+            "            const float pj = s[j];",
+            f"            const float* restrict vr = vb + j * {value_depth}L;",
+            f"            for (long n = 0; n < {value_depth}L; ++n) yi[n] += pj * vr[n];",
+            "        }",
+            "    }",
+            "}",
+        ]
+        return params + [self.workspace_pointer(node), self.pointer(node.out)], body
 
     # ------------------------------------------------------------------ putting it together
     def write(self):

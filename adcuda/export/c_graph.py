@@ -8,7 +8,8 @@ already folded; an average pool is slices, adds and a divide), so the lowering w
    ``ExportError`` naming the primitive (and what would have to change);
 2. ``fold_affine`` folds per-channel constant adds, subs, muls and divides that follow a Linear or a
    Conv2d into its weight and bias (this is how BatchNorm disappears into the convolution), and an
-   activation right after one into its loop (``act``).
+   activation right after one into its loop (``act``); ``fuse_window_sums`` makes an average pool one
+   loop; ``merge_repeats`` turns a node that repeats an earlier one into a view of its result.
 
 Values are numbered; every value is float32, contiguous and row-major in C. Views and ``contiguous``
 change no data there, so they become ``alias`` nodes that the memory plan maps to their source's
@@ -90,8 +91,8 @@ FUSABLE_ACTIVATIONS = frozenset({"relu", "gelu", "gelu_tanh", "tanh", "sigmoid",
 
 SUPPORTED = (
     "unary ({}), binary ({}), where, astype (float32/bool), clamp, matmul (a Linear, or batched products), "
-    "conv2d, max_pool2d, layer_norm, softmax/log_softmax, reduce ({}), view, permute, expand, slice, cat and "
-    "index_put_ (padding)"
+    "conv2d, max_pool2d, avg_pool2d, adaptive_avg_pool2d, layer_norm, softmax/log_softmax, attention (eval: "
+    "causal, boolean or additive masks), reduce ({}), view, permute, expand, slice, cat and index_put_ (padding)"
 ).format(", ".join(sorted(UNARY_C)), ", ".join(sorted(BINARY_C)), ", ".join(sorted(REDUCE_C)))
 
 
@@ -156,6 +157,10 @@ def lower(graph):
             operand = node.params["a"]
             if isinstance(operand, Ref) and graph.values[operand.value].dtype == dt.bool_:
                 node = dataclasses.replace(node, params={**node.params, "op": "logical_" + node.params["op"][8:]})
+        if node.op == "attention" and isinstance(node.params["mask"], Ref):
+            # a bool mask is a float 0 or 1 in C: the kernel has to know to test it rather than add it
+            mask_is_bool = graph.values[node.params["mask"].value].dtype == dt.bool_
+            node = dataclasses.replace(node, params={**node.params, "mask_is_bool": mask_is_bool})
         first = node.outputs[0]
         if first is not None:
             _require_float32(graph.values[first].dtype, f"the result of {node.op}", shapes[first], bool_too=True)
@@ -203,7 +208,8 @@ def _shape_of(shapes, vid):
 
 
 def _only_first_result(node):
-    """max_pool2d's indices and layer_norm's statistics are for backward: the C code does not make them."""
+    """max_pool2d's indices, layer_norm's statistics and attention's logsumexp are for backward: the C code
+    does not make them."""
     if any(r is not None for r in node.outputs[1:]):
         raise ExportError(
             f"adcuda.export.to_c: the model reads {node.op}'s second result (indices or statistics); the C "
@@ -412,6 +418,39 @@ def _lower_max_pool2d(node, constants, shapes):
     return [CNode("maxpool", [p["x"].value], node.outputs[0], "max_pool2d", **window)]
 
 
+def _lower_avg_pool2d(node, constants, shapes):
+    p = node.params
+    window = {k: tuple(int(v) for v in p[k]) for k in ("kernel", "stride", "padding")}
+    return [
+        CNode(
+            "avgpool",
+            [p["x"].value],
+            node.outputs[0],
+            "avg_pool2d",
+            adaptive=False,
+            count_include_pad=bool(p["count_include_pad"]),
+            divisor=int(p["divisor_override"] or 0),
+            **window,
+        )
+    ]
+
+
+def _lower_adaptive_avg_pool2d(node, constants, shapes):
+    window = {"kernel": (1, 1), "stride": (1, 1), "padding": (0, 0)}
+    return [
+        CNode(
+            "avgpool",
+            [node.params["x"].value],
+            node.outputs[0],
+            "adaptive_avg_pool2d",
+            adaptive=True,
+            count_include_pad=True,
+            divisor=0,
+            **window,
+        )
+    ]
+
+
 def _lower_layer_norm(node, constants, shapes):
     _only_first_result(node)
     p = node.params
@@ -439,6 +478,30 @@ def _lower_softmax(node, constants, shapes):
     return [CNode("softmax", [x], node.outputs[0], "log_softmax" if log else "softmax", axis=axis, log=log)]
 
 
+def _lower_attention(node, constants, shapes):
+    """softmax(q k^T * scale + mask) v as one kernel (c_code.py's ``_kernel_attention``): q (..., L, E),
+    k (..., S, E), v (..., S, Ev), their batch dims and the mask's broadcast to the result's."""
+    _only_first_result(node)
+    p = node.params  # (dropout never reaches here: the trace refuses a random draw)
+    q, k, v = (p[name].value for name in ("q", "k", "v"))
+    mask = p["mask"]  # an array or None (the primitive takes no scalar mask)
+    inputs = [q, k, v] + ([mask.value] if mask is not None else [])
+    return [
+        CNode(
+            "attention",
+            inputs,
+            node.outputs[0],
+            "attention",
+            scale=float(p["scale"]),
+            causal=bool(p["is_causal"]),
+            mask_is_bool=bool(p.get("mask_is_bool", False)) if mask is not None else None,
+            # one batch entry's keys transposed (E x S, so the scores of a query are unit-stride sums) and
+            # one query's score row (S)
+            workspace=(shapes[k][-1] + 1) * shapes[k][-2],
+        )
+    ]
+
+
 _LOWER = {
     "unary": _lower_unary,
     "binary": _lower_binary,
@@ -455,8 +518,11 @@ _LOWER = {
     "matmul": _lower_matmul,
     "conv2d": _lower_conv2d,
     "max_pool2d": _lower_max_pool2d,
+    "avg_pool2d": _lower_avg_pool2d,
+    "adaptive_avg_pool2d": _lower_adaptive_avg_pool2d,
     "layer_norm": _lower_layer_norm,
     "softmax": _lower_softmax,
+    "attention": _lower_attention,
 }
 
 
@@ -631,3 +697,20 @@ def _window_terms(graph, producers, vid):
     if node.kind == "window_sum" and len(node.inputs) == 1:
         return node.inputs[0], node.attrs["strides"], list(node.attrs["offsets"])
     return None
+
+
+def merge_repeats(graph):
+    """A node that repeats an earlier one (the same kind, operands and attributes: every kernel is a pure
+    function of them) becomes a view of the earlier result, so its loop and its scratch go. Self-attention
+    records this: the same input is permuted three times, once each for q, k and v."""
+    seen = {}
+    for node in graph.nodes:
+        if node.kind == "alias":
+            continue
+        # the operands' types are part of the key: a scalar 2.0 is not value number 2
+        operands = tuple((type(v).__name__, v) for v in node.inputs)
+        key = (node.kind, operands, repr(sorted(node.attrs.items())))
+        earlier = seen.setdefault(key, node.out)
+        if earlier != node.out:
+            node.kind, node.inputs, node.attrs = "alias", [earlier], {}
+            node.origin += " (repeats an earlier one)"

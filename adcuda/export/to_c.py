@@ -11,7 +11,7 @@ import os
 import numpy as np
 
 from .c_code import CSource, check_name
-from .c_graph import fold_affine, fuse_window_sums, lower
+from .c_graph import fold_affine, fuse_window_sums, lower, merge_repeats
 from .trace import ExportError, trace_forward
 
 WEIGHT_MODES = ("embedded", "file")
@@ -52,6 +52,7 @@ def to_c(model, args, directory, name="model", weights="embedded", runner=False)
     graph = lower(trace_forward(model, args, op="adcuda.export.to_c"))
     fold_affine(graph)
     fuse_window_sums(graph)
+    merge_repeats(graph)
     code = CSource(graph, name, weights)
     header_text, source_text = code.write()
     os.makedirs(directory, exist_ok=True)

@@ -1189,6 +1189,90 @@ class _Writer:
             ceil_mode=int(tuple(out_size) != floor_size),
         )
 
+    def _op_avg_pool2d(self, node, x, kernel, stride, padding, out_size, count_include_pad, divisor_override):
+        """AveragePool over x zero-padded for every window (ceil_mode's last ones too), then, where PyTorch's
+        divisor is not the window's size (padding not counted, windows cut at the padded end, a divisor
+        override), a Div by the ratio of the two."""
+        height, width = self.info(x.value).shape[2:]
+        dtype = self.np_dtype(x.value)
+        counts, extra = [], []
+        for size, o, k, s, p in zip((height, width), out_size, kernel, stride, padding):
+            starts = np.arange(o) * s - p
+            ends = np.minimum(starts + k, size + p)
+            counts.append(ends - starts if count_include_pad else np.minimum(ends, size) - np.maximum(starts, 0))
+            extra.append(max(0, (o - 1) * s + k - (size + 2 * p)))
+        divisor = (
+            np.full(tuple(out_size), float(divisor_override))
+            if divisor_override is not None
+            else np.multiply.outer(counts[0], counts[1]).astype(np.float64)
+        )
+        source = self.name(x.value)
+        if any(padding) or any(extra):
+            pads = [0, 0, padding[0], padding[1], 0, 0, padding[0] + extra[0], padding[1] + extra[1]]
+            source = self.emit("Pad", [source, self.const(pads, np.int64)])
+        window = float(kernel[0] * kernel[1])
+        if np.all(divisor == window):
+            self.emit("AveragePool", [source], [self.out(node)], kernel_shape=list(kernel), strides=list(stride))
+            return
+        mean = self.emit("AveragePool", [source], kernel_shape=list(kernel), strides=list(stride))
+        self.emit("Div", [mean, self.const(divisor / window, dtype)], [self.out(node)])
+
+    def _op_adaptive_avg_pool2d(self, node, x, out_size):
+        """ReduceMean (global), AveragePool (windows of equal size), else the two averaging matrices."""
+        height, width = self.info(x.value).shape[2:]
+        ho, wo = out_size
+        if (ho, wo) == (1, 1):
+            self.reduce("ReduceMean", self.name(x.value), [2, 3], True, out=self.out(node))
+            return
+        if height % ho == 0 and width % wo == 0:
+            kernel = [height // ho, width // wo]
+            self.emit("AveragePool", [self.name(x.value)], [self.out(node)], kernel_shape=kernel, strides=kernel)
+            return
+        dtype = self.np_dtype(x.value)
+
+        def averaging(size, out):
+            m = np.zeros((out, size))
+            for o in range(out):
+                start, end = (o * size) // out, -((-(o + 1) * size) // out)
+                m[o, start:end] = 1.0 / (end - start)
+            return m
+
+        rows = self.emit("MatMul", [self.const(averaging(height, ho), dtype), self.name(x.value)])
+        self.emit("MatMul", [rows, self.const(averaging(width, wo).T, dtype)], [self.out(node)])
+
+    def _op_rms_norm(self, node, x, weight, n, eps):
+        xn = self.name(x.value)
+        dtype = self.np_dtype(x.value)
+        axes = list(range(self.rank(x.value) - n, self.rank(x.value)))
+        mean_square = self.reduce("ReduceMean", self.emit("Mul", [xn, xn]), axes, True)
+        rstd = self.emit("Reciprocal", [self.emit("Sqrt", [self.emit("Add", [mean_square, self.const(eps, dtype)])])])
+        y = self.emit("Mul", [xn, rstd])
+        if weight is not None:
+            y = self.emit("Mul", [y, self.name(weight.value)])
+        self.emit("Identity", [y], [self.out(node)])
+        if self.out(node, 1) is not None:
+            self.emit("Cast", [rstd], [self.out(node, 1)], to=self.onnx_type(self.np_dtype(node.outputs[1])))
+
+    def _op_group_norm(self, node, x, weight, bias, groups, eps):
+        """Statistics over (n, group) rows of the input reshaped to (N, groups, -1), then the per-channel affine."""
+        if self.out(node, 1) is not None or self.out(node, 2) is not None:
+            self.refuse("group_norm's statistics as outputs")
+        rank = self.rank(x.value)
+        dtype = self.np_dtype(x.value)
+        xn = self.name(x.value)
+        rows = self.emit("Reshape", [xn, self.const([0, groups, -1], np.int64)])
+        mean = self.reduce("ReduceMean", rows, [2], True)
+        d = self.emit("Sub", [rows, mean])
+        var = self.reduce("ReduceMean", self.emit("Mul", [d, d]), [2], True)
+        rstd = self.emit("Reciprocal", [self.emit("Sqrt", [self.emit("Add", [var, self.const(eps, dtype)])])])
+        y = self.emit("Reshape", [self.emit("Mul", [d, rstd]), self.emit("Shape", [xn])])
+        channels = [1, -1] + [1] * (rank - 2)
+        if weight is not None:
+            y = self.emit("Mul", [y, self.emit("Reshape", [self.name(weight.value), self.const(channels, np.int64)])])
+        if bias is not None:
+            y = self.emit("Add", [y, self.emit("Reshape", [self.name(bias.value), self.const(channels, np.int64)])])
+        self.emit("Identity", [y], [self.out(node)])
+
     def _op_adaptive_max_pool2d(self, node, x, out_size):
         if node.outputs[1] is not None:
             self.refuse("adaptive_max_pool2d's indices (return_indices=True): ONNX numbers them differently")

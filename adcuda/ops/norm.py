@@ -1,5 +1,5 @@
-"""Normalisation: layer_norm (fused, on the backend's norm family: ``kernels/norm.cu``), normalize,
-batch_norm, instance_norm, group_norm and rms_norm."""
+"""Normalisation: layer_norm and rms_norm (fused, on the backend's norm family: ``kernels/norm.cu``),
+normalize, batch_norm, instance_norm and group_norm."""
 
 from __future__ import annotations
 
@@ -117,7 +117,9 @@ def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, o
 # batch, instance, group and RMS norm: PyTorch's functional forms. Batch norm's training statistics
 # are the backend's batch_norm primitive (per-channel column reductions, fused with the normalising
 # pass; a fused backward); group and instance norm take row statistics over (N, G) groups or (N, C)
-# instances through layer_norm's kernel; RMS norm and eval-mode batch norm are composites.
+# instances through the backend's group_norm (native_group_norm: statistics and the per-channel affine in
+# one kernel); RMS norm is the backend's rms_norm (native_rms_norm). Group, instance and RMS norm are
+# composites only for parameters of another dtype than the input's; eval-mode batch norm is a composite.
 def _channel_shape(name, input, what="input"):
     """(1, C, 1, ...) for broadcasting per-channel values over input (N, C, *)."""
     if input.ndim < 2:
@@ -294,7 +296,11 @@ def instance_norm(
             f"{name}: expected more than 1 spatial element when training, got input of shape {fmt_shape(input.shape)}"
         )
     rows = input.reshape(n, c, positions)
-    y = layer_norm(rows, (positions,), None, None, eps).reshape(tuple(input.shape))
+    if _fusable_affine(input, weight, bias):
+        # instance norm is group norm with one channel per group: statistics and affine in one kernel
+        y = native_group_norm(input, c, weight, bias, eps)
+    else:
+        y = _affine(layer_norm(rows, (positions,), None, None, eps).reshape(tuple(input.shape)), weight, bias, shape)
     if running_mean is not None or running_var is not None:
         # the running statistics take the batch's mean of the per-instance ones (variance unbiased)
         with no_grad():
@@ -302,7 +308,63 @@ def instance_norm(
                 _update_running_(running_mean, rows.mean(2).mean(0), momentum)
             if running_var is not None:
                 _update_running_(running_var, rows.var(2, correction=1).mean(0), momentum)
-    return _affine(y, weight, bias, shape)
+    return y
+
+
+def _group_norm_grads(grad, input, num_groups, weight, bias_shape, eps):
+    """dx, dweight, dbias as differentiable ops, for create_graph=True."""
+    shape, n = tuple(input.shape), input.shape[0]
+    rows = input.reshape(n, num_groups, -1)
+    centered = rows - rows.mean(2, keepdim=True)
+    rstd = rsqrt((centered * centered).mean(2, keepdim=True) + eps)
+    xhat = centered * rstd
+    gx = (grad if weight is None else grad * weight.reshape(_channel_shape("group_norm", input))).reshape(
+        n, num_groups, -1
+    )
+    dx = (rstd * (gx - gx.mean(2, keepdim=True) - xhat * (gx * xhat).mean(2, keepdim=True))).reshape(shape)
+    axes = (0,) + tuple(range(2, input.ndim))
+    dw = None if weight is None else (grad * xhat.reshape(shape)).sum(axes)
+    db = None if bias_shape is None else grad.sum(axes)
+    return dx, dw, db
+
+
+def _group_norm_fused_grads(grad, input, num_groups, weight, bias_shape, mean, rstd):
+    dx, dw, db = primitives(grad).group_norm_backward(
+        dense(grad), dense(input), None if weight is None else dense(weight), mean._data, rstd._data, num_groups
+    )
+    return (
+        wrap(dx, grad._device),
+        None if weight is None else wrap(dw, grad._device),
+        None if bias_shape is None else wrap(db, grad._device),
+    )
+
+
+@op(
+    "native_group_norm",
+    doc="input (N, C, *) normalised per sample over each of num_groups channel groups, scaled and shifted "
+    "per channel in the same pass (weight and bias in input's dtype).",
+    node="NativeGroupNormBackward0",
+    autocast="float32",
+    function=False,
+    method=False,
+    extra_outputs=("mean", "rstd"),
+    grads={("input", "weight", "bias"): _group_norm_grads},
+    fused={("input", "weight", "bias"): _group_norm_fused_grads},
+)
+def native_group_norm(
+    input: Tensor, num_groups: int, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-5
+) -> tuple[Tensor, Tensor, Tensor]:
+    y, mean, rstd = primitives(input).group_norm(
+        dense(input), None if weight is None else dense(weight), None if bias is None else dense(bias), num_groups, eps
+    )
+    device = input._device
+    return wrap(y, device), wrap(mean, device), wrap(rstd, device)
+
+
+def _fusable_affine(input, *params):
+    """Whether the per-channel parameters can go into the fused kernels: absent, or in input's dtype (another
+    dtype promotes the result, which the composite form gives)."""
+    return all(p is None or p.dtype == input.dtype for p in params)
 
 
 @op(
@@ -328,11 +390,52 @@ def group_norm(
         )
     if input.numel() == 0:
         return _affine(input * 1.0, weight, bias, shape)
+    if _fusable_affine(input, weight, bias):
+        return native_group_norm(input, num_groups, weight, bias, eps)
     per_group = input.numel() // (n * num_groups)
     # one row per (sample, group): the layer-norm kernel's row reduction does the statistics
     groups = input.reshape(n, num_groups, per_group)
     y = layer_norm(groups, (per_group,), None, None, eps).reshape(tuple(input.shape))
     return _affine(y, weight, bias, shape)
+
+
+def _rms_norm_grads(grad, input, weight, normalized_shape, eps):
+    """dx, dweight as differentiable ops, for create_graph=True."""
+    n = len(_normalized(normalized_shape))
+    axes = tuple(range(input.ndim - n, input.ndim))
+    lead = tuple(range(input.ndim - n))
+    rstd = rsqrt((input * input).mean(axes, keepdim=True) + eps)
+    xhat = input * rstd
+    gx = grad if weight is None else grad * weight
+    dx = rstd * (gx - xhat * (gx * xhat).mean(axes, keepdim=True))
+    dw = None if weight is None else ((grad * xhat).sum(lead) if lead else grad * xhat)
+    return dx, dw
+
+
+def _rms_norm_fused_grads(grad, input, weight, normalized_shape, rstd):
+    n = len(_normalized(normalized_shape))
+    dx, dw = primitives(grad).rms_norm_backward(
+        dense(grad), dense(input), None if weight is None else dense(weight), rstd._data, n
+    )
+    return wrap(dx, grad._device), None if weight is None else wrap(dw, grad._device)
+
+
+@op(
+    "native_rms_norm",
+    doc="input / sqrt(mean(input^2 over its last dims) + eps) * weight in one pass per row (weight in input's dtype).",
+    node="FusedRmsNormBackward0",
+    function=False,
+    method=False,
+    extra_outputs=("rstd",),
+    grads={("input", "weight"): _rms_norm_grads},
+    fused={("input", "weight"): _rms_norm_fused_grads},
+)
+def native_rms_norm(
+    input: Tensor, normalized_shape: int | Sequence[int], weight: Tensor | None = None, eps: float = 1e-5
+) -> tuple[Tensor, Tensor]:
+    n = len(_normalized(normalized_shape))
+    y, rstd = primitives(input).rms_norm(dense(input), None if weight is None else dense(weight), n, eps)
+    return wrap(y, input._device), wrap(rstd, input._device)
 
 
 @op(
@@ -366,6 +469,10 @@ def rms_norm(
     check_same_device(name, input, weight)
     if eps is None:
         eps = finfo(input.dtype).eps
+    if _fusable_affine(input, weight):
+        # the backend's fused row kernel (statistics in fp32 at least, one rounding of y)
+        return native_rms_norm(input, shape, weight, eps)
+    # a weight of another dtype promotes the result, as PyTorch's: y in input's dtype, then the product
     axes = tuple(range(input.ndim - n, input.ndim))
     # the mean square in fp32 at least, as PyTorch's (half inputs would lose it)
     wide = input if input.dtype in (dt.float32, dt.float64) else input.to(dtype=dt.float32)

@@ -3,9 +3,11 @@
 Max pooling runs on the backend's pooling family (``kernels/pooling.cu``): the primitive gives the
 values and PyTorch's flat indices; two linear ops carry the graph, ``max_pool2d_select`` (values at
 the indices) and ``max_pool2d_backward`` (gradients added back at them), each the other's gradient.
-Average pooling is a sum of strided views (kH * kW slices: no primitive of its own), adaptive average
-pooling and linear interpolation are products with small constant matrices (one matmul per spatial
-dim), nearest interpolation is an index_select per dim: all differentiable through their ops.
+Average pooling (fixed and adaptive windows, 1-d as 2-d with H = 1) runs on the same family: the
+pair of linear ops ``avg_pool2d_windows`` / ``avg_pool2d_windows_backward`` (and the adaptive pair),
+each the other's gradient. Linear interpolation is a product with small constant matrices (one
+matmul per spatial dim), nearest interpolation is an index_select per dim: all differentiable through
+their ops.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from ..tensor import primitives
 from .common import check_tensor, dense, wrap
 from .factories import tensor
 from .registry import op
-from .shape import pad as _pad
 
 if TYPE_CHECKING:
     from ..types import Sequence, Tensor
@@ -219,14 +220,112 @@ def _adaptive_size(op, x, output_size, spatial):
 
 
 # ------------------------------------------------------------------------------------------------
-# average pooling: a sum of strided views of the zero-padded input, divided by each window's count
-def _avg_divisors(input_size, out, k, s, p, count_include_pad):
-    starts = np.arange(out) * s - p
-    ends = np.minimum(starts + k, input_size + p)
-    counted = ends - starts
-    if not count_include_pad:
-        counted = np.minimum(ends, input_size) - np.maximum(starts, 0)
-    return counted
+# average pooling: the backend's window means (fixed windows: kernel, stride, padding and PyTorch's
+# divisor rules; adaptive windows), whose gradients are the backend's gather-form backward
+@op(
+    "avg_pool2d_windows",
+    doc="Means over the fixed windows of input (N, C, H, W) (out_size from ceil_mode; divisor rules).",
+    node="AvgPool2DBackward0",
+    function=False,
+    method=False,
+    grads={
+        "input": lambda grad, input_shape, kernel, stride, padding, count_include_pad, divisor_override: (
+            avg_pool2d_windows_backward(grad, input_shape, kernel, stride, padding, count_include_pad, divisor_override)
+        )
+    },
+)
+def avg_pool2d_windows(
+    input: Tensor,
+    kernel: Sequence[int],
+    stride: Sequence[int],
+    padding: Sequence[int],
+    out_size: Sequence[int],
+    count_include_pad: bool,
+    divisor_override: int | None,
+) -> Tensor:
+    return wrap(
+        primitives(input).avg_pool2d(
+            dense(input),
+            tuple(kernel),
+            tuple(stride),
+            tuple(padding),
+            tuple(out_size),
+            count_include_pad,
+            divisor_override,
+        ),
+        input._device,
+    )
+
+
+@op(
+    "avg_pool2d_windows_backward",
+    doc="The gradient of avg_pool2d_windows: each input position gathers its windows' shares.",
+    node="AvgPool2DBackwardBackward0",
+    function=False,
+    method=False,
+    grads={
+        "grad_output": lambda grad, grad_output_shape, kernel, stride, padding, count_include_pad, divisor_override: (
+            avg_pool2d_windows(
+                grad, kernel, stride, padding, tuple(grad_output_shape[2:]), count_include_pad, divisor_override
+            )
+        )
+    },
+)
+def avg_pool2d_windows_backward(
+    grad_output: Tensor,
+    input_shape: Sequence[int],
+    kernel: Sequence[int],
+    stride: Sequence[int],
+    padding: Sequence[int],
+    count_include_pad: bool,
+    divisor_override: int | None,
+) -> Tensor:
+    return wrap(
+        primitives(grad_output).avg_pool2d_backward(
+            dense(grad_output),
+            tuple(input_shape),
+            tuple(kernel),
+            tuple(stride),
+            tuple(padding),
+            count_include_pad,
+            divisor_override,
+        ),
+        grad_output._device,
+    )
+
+
+@op(
+    "adaptive_avg_pool2d_windows",
+    doc="Means over PyTorch's adaptive windows of input (N, C, H, W).",
+    node="AdaptiveAvgPool2DBackward0",
+    function=False,
+    method=False,
+    grads={"input": lambda grad, input_shape: adaptive_avg_pool2d_windows_backward(grad, input_shape)},
+)
+def adaptive_avg_pool2d_windows(input: Tensor, out_size: Sequence[int]) -> Tensor:
+    return wrap(primitives(input).adaptive_avg_pool2d(dense(input), tuple(out_size)), input._device)
+
+
+@op(
+    "adaptive_avg_pool2d_windows_backward",
+    doc="The gradient of adaptive_avg_pool2d_windows.",
+    node="AdaptiveAvgPool2DBackwardBackward0",
+    function=False,
+    method=False,
+    grads={
+        "grad_output": lambda grad, grad_output_shape: adaptive_avg_pool2d_windows(grad, tuple(grad_output_shape[2:]))
+    },
+)
+def adaptive_avg_pool2d_windows_backward(grad_output: Tensor, input_shape: Sequence[int]) -> Tensor:
+    return wrap(
+        primitives(grad_output).adaptive_avg_pool2d_backward(dense(grad_output), tuple(input_shape)),
+        grad_output._device,
+    )
+
+
+def _as_2d(x, spatial):
+    """x (N, C, *spatial) as (N, C, H, W): 1-d pooling is 2-d pooling over planes of one row."""
+    return x if spatial == 2 else x.unsqueeze(2)
 
 
 def _avg_pool(op, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, spatial):
@@ -243,27 +342,18 @@ def _avg_pool(op, input, kernel_size, stride, padding, ceil_mode, count_include_
     if divisor_override is not None and divisor_override == 0:
         raise ValueError(f"{op}: divisor must be not zero")
     out_size = _pool_sizes(op, tuple(x.shape), kernel, stride, padding, (1,) * spatial, ceil_mode)
-    sizes = tuple(x.shape[2:])
-    # pads: the given padding on both sides, plus zeros after for ceil_mode's last windows
-    pads = []
-    for size, o, k, s, p in zip(sizes, out_size, kernel, stride, padding):
-        pads.append((p, p + max(0, (o - 1) * s + k - (size + 2 * p))))
-    xp = x if not any(a or b for a, b in pads) else _pad(x, tuple(v for pair in reversed(pads) for v in pair))
-    total = None
-    for taps in np.ndindex(*kernel):
-        key = (slice(None), slice(None)) + tuple(
-            slice(t, t + s * (o - 1) + 1, s) for t, s, o in zip(taps, stride, out_size)
-        )
-        total = xp[key] if total is None else total + xp[key]
-    if divisor_override is not None:
-        out = total / divisor_override
-    else:
-        counts = [
-            _avg_divisors(size, o, k, s, p, count_include_pad)
-            for size, o, k, s, p in zip(sizes, out_size, kernel, stride, padding)
-        ]
-        divisor = counts[0] if spatial == 1 else np.multiply.outer(counts[0], counts[1])
-        out = total / tensor(divisor.astype(np.float64), dtype=x.dtype, device=x.device)
+    lead = (1,) * (2 - spatial)  # 1-d: a kernel of one row, no padding along it
+    out = avg_pool2d_windows(
+        _as_2d(x, spatial),
+        lead + kernel,
+        lead + stride,
+        (0,) * (2 - spatial) + padding,
+        lead + out_size,
+        count_include_pad,
+        divisor_override,
+    )
+    if spatial == 1:
+        out = out.squeeze(2)
     return out if batched else out.squeeze(0)
 
 
@@ -309,16 +399,7 @@ def avg_pool1d(
 
 
 # ------------------------------------------------------------------------------------------------
-# adaptive average pooling and interpolation: one small matrix per spatial dim
-def _adaptive_matrix(size, out):
-    """(out, size): row i averages PyTorch's adaptive window floor(i*size/out) .. ceil((i+1)*size/out)."""
-    m = np.zeros((out, size))
-    for i in range(out):
-        start, end = (i * size) // out, -((-(i + 1) * size) // out)
-        m[i, start:end] = 1.0 / (end - start)
-    return m
-
-
+# adaptive average pooling (above: the backend's windows) and interpolation: one small matrix per spatial dim
 def _apply_matrices(x, matrices):
     """x (N, C, *spatial) with matrix i (out_i, in_i) applied along spatial dim i."""
     for i, m in enumerate(matrices):
@@ -338,12 +419,9 @@ def _adaptive_avg(op, input, output_size, spatial):
     sizes = tuple(x.shape[2:])
     if any(s == 0 for s in sizes) and x.numel():
         raise ShapeError(f"{op}: expected input with non-zero spatial sizes, got {fmt_shape(input.shape)}")
-    if all(o == 1 for o in out_size):
-        out = x.mean(tuple(range(2, 2 + spatial)), keepdim=True)
-    else:
-        out = _apply_matrices(x, [None if o == s else _adaptive_matrix(s, o) for s, o in zip(sizes, out_size)])
-        if out is x:
-            out = x.clone()
+    out = adaptive_avg_pool2d_windows(_as_2d(x, spatial), (1,) * (2 - spatial) + out_size)
+    if spatial == 1:
+        out = out.squeeze(2)
     return out if batched else out.squeeze(0)
 
 

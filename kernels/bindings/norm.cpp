@@ -1,8 +1,9 @@
-// Python bindings of the layer-norm and batch-norm kernels (kernels/norm.h). The Python primitives over them are in
+// Python bindings of the layer-, RMS-, group- and batch-norm kernels (kernels/norm.h). The Python primitives over them are in
 // adcuda/backends/cuda/norm.py. Calls release the GIL while they check and queue the work.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cstdint>
 #include <optional>
 
 #include "bindings/registry.h"
@@ -34,6 +35,35 @@ ADCUDA_REGISTER_BINDINGS(norm, 21) {
       },
       py::arg("g"), py::arg("x"), py::arg("weight"), py::arg("mean"), py::arg("rstd"), py::arg("n"), release_gil(),
       "(dx, dweight or None, dbias).");
+  m.def(
+      "rms_norm",
+      [](const DeviceArray& x, const std::optional<DeviceArray>& weight, int n, double eps) {
+        return adcuda::rms_norm(x, pointer_or_null(weight), n, eps);
+      },
+      py::arg("x"), py::arg("weight"), py::arg("n"), py::arg("eps"), release_gil(),
+      "(y, rstd) RMS-normalising the last n dims of contiguous x.");
+  m.def(
+      "rms_norm_backward",
+      [](const DeviceArray& g, const DeviceArray& x, const std::optional<DeviceArray>& weight, const DeviceArray& rstd,
+         int n) { return adcuda::rms_norm_backward(g, x, pointer_or_null(weight), rstd, n); },
+      py::arg("g"), py::arg("x"), py::arg("weight"), py::arg("rstd"), py::arg("n"), release_gil(),
+      "(dx, dweight or None).");
+  m.def(
+      "group_norm",
+      [](const DeviceArray& x, const std::optional<DeviceArray>& weight, const std::optional<DeviceArray>& bias,
+         std::int64_t groups, double eps) {
+        return adcuda::group_norm(x, pointer_or_null(weight), pointer_or_null(bias), groups, eps);
+      },
+      py::arg("x"), py::arg("weight"), py::arg("bias"), py::arg("groups"), py::arg("eps"), release_gil(),
+      "(y, mean (N, groups), rstd (N, groups)) group-normalising contiguous x (N, C, *), affine per channel.");
+  m.def(
+      "group_norm_backward",
+      [](const DeviceArray& g, const DeviceArray& x, const std::optional<DeviceArray>& weight, const DeviceArray& mean,
+         const DeviceArray& rstd, std::int64_t groups) {
+        return adcuda::group_norm_backward(g, x, pointer_or_null(weight), mean, rstd, groups);
+      },
+      py::arg("g"), py::arg("x"), py::arg("weight"), py::arg("mean"), py::arg("rstd"), py::arg("groups"),
+      release_gil(), "(dx, dweight or None, dbias).");
   m.def(
       "batch_norm",
       [](const DeviceArray& x, const std::optional<DeviceArray>& weight, const std::optional<DeviceArray>& bias,

@@ -1,4 +1,4 @@
-"""The CPU backend's layer norm and batch norm, forward and backward (kernels/norm.cu on CUDA)."""
+"""The CPU backend's layer norm, RMS norm, group norm and batch norm, forward and backward (kernels/norm.cu on CUDA)."""
 
 import math
 
@@ -8,7 +8,16 @@ from ...errors import DTypeError, ShapeError, fmt_shape
 from ..seam import BackendArray
 from ._common import _compute
 
-__all__ = ["layer_norm", "layer_norm_backward", "batch_norm", "batch_norm_backward"]
+__all__ = [
+    "layer_norm",
+    "layer_norm_backward",
+    "rms_norm",
+    "rms_norm_backward",
+    "group_norm",
+    "group_norm_backward",
+    "batch_norm",
+    "batch_norm_backward",
+]
 
 
 def _check_normalized(op, x, n, *params):
@@ -75,6 +84,44 @@ def layer_norm_backward(
     return dx.astype(x.dtype, copy=False), dweight, dbias
 
 
+def rms_norm(x: BackendArray, weight: BackendArray | None, n: int, eps: float) -> tuple[BackendArray, BackendArray]:
+    """x / sqrt(mean(x^2 over the last ``n`` dims) + eps) * weight -> (y, rstd); rstd keeps x's dims (size 1 there)."""
+    _check_normalized("rms_norm", x, n, weight)
+    xx = _compute(x)
+    axes = tuple(range(x.ndim - n, x.ndim))
+    count = math.prod(x.shape[x.ndim - n :])
+    mean_square = np.add.reduce(xx * xx, axis=axes, keepdims=True)
+    mean_square /= count
+    mean_square += eps
+    rstd = 1.0 / np.sqrt(mean_square)
+    y = xx * rstd
+    if weight is not None:
+        y *= _compute(weight)
+    stat_dt = np.float64 if x.dtype == np.float64 else np.float32
+    return y.astype(x.dtype, copy=False), rstd.astype(stat_dt)
+
+
+def rms_norm_backward(
+    g: BackendArray, x: BackendArray, weight: BackendArray | None, rstd: BackendArray, n: int
+) -> tuple[BackendArray, BackendArray | None]:
+    """-> (dx, dweight (None without a weight), in the weight's dtype)."""
+    _check_normalized("rms_norm_backward", x, n, weight)
+    gg, xx = _compute(g), _compute(x)
+    axes = tuple(range(x.ndim - n, x.ndim))
+    lead = tuple(range(x.ndim - n))
+    count = math.prod(x.shape[x.ndim - n :])
+    xhat = xx * rstd
+    dweight = np.add.reduce(gg * xhat, axis=lead).astype(weight.dtype) if weight is not None else None
+    gx = gg * _compute(weight) if weight is not None else gg
+    # dx = rstd * (gx - xhat * mean(gx * xhat))
+    proj = np.add.reduce(gx * xhat, axis=axes, keepdims=True)
+    proj /= count
+    xhat *= proj
+    dx = gx - xhat
+    dx *= rstd
+    return dx.astype(x.dtype, copy=False), dweight
+
+
 # batch norm: statistics per channel (dim 1) over every other dim
 def _check_channels(op, x, *params):
     if x.dtype.kind != "f":
@@ -129,6 +176,59 @@ def batch_norm_backward(
     param_dt = weight.dtype if weight is not None else g.dtype
     return (
         dx.astype(x.dtype, copy=False),
+        None if weight is None else dweight.astype(param_dt),
+        dbias.astype(param_dt),
+    )
+
+
+# group norm: (N, C, *) as (N, G, C / G, S), statistics per (n, group), affine per channel
+def _check_groups(op, x, groups, *params):
+    _check_channels(op, x, *params)
+    if groups < 1 or x.shape[1] % groups:
+        raise ShapeError(f"{op}: the channels of {fmt_shape(x.shape)} must divide into {groups} groups")
+    return x.reshape(x.shape[0], groups, x.shape[1] // groups * math.prod(x.shape[2:]))
+
+
+def group_norm(
+    x: BackendArray, weight: BackendArray | None, bias: BackendArray | None, groups: int, eps: float
+) -> tuple[BackendArray, BackendArray, BackendArray]:
+    """Normalise each of ``groups`` channel groups of x (N, C, *) per sample, then scale and shift per
+    channel -> (y, mean (N, groups), rstd (N, groups))."""
+    rows = _compute(_check_groups("group_norm", x, groups, weight, bias))
+    mean = np.mean(rows, axis=2, keepdims=True)
+    centered = rows - mean
+    rstd = 1.0 / np.sqrt(np.mean(centered * centered, axis=2, keepdims=True) + eps)
+    y = (centered * rstd).reshape(x.shape)
+    if weight is not None:
+        y = y * _per_channel(_compute(weight), x.ndim)
+    if bias is not None:
+        y = y + _per_channel(_compute(bias), x.ndim)
+    stat_dt = np.float64 if x.dtype == np.float64 else np.float32
+    return y.astype(x.dtype, copy=False), mean[:, :, 0].astype(stat_dt), rstd[:, :, 0].astype(stat_dt)
+
+
+def group_norm_backward(
+    g: BackendArray, x: BackendArray, weight: BackendArray | None, mean: BackendArray, rstd: BackendArray, groups: int
+) -> tuple[BackendArray, BackendArray | None, BackendArray]:
+    """-> (dx, dweight (None without a weight), dbias), the parameters' in the weight's dtype (g's without one)."""
+    rows = _compute(_check_groups("group_norm_backward", x, groups, weight))
+    if mean.shape != (x.shape[0], groups) or rstd.shape != mean.shape:
+        raise ShapeError(
+            f"group_norm_backward: mean and rstd must have shape ({x.shape[0]}, {groups}), got "
+            f"{fmt_shape(mean.shape)} and {fmt_shape(rstd.shape)}"
+        )
+    gg = _compute(g)
+    axes = (0,) + tuple(range(2, x.ndim))
+    rstd_b = rstd[:, :, None]
+    xhat = ((rows - mean[:, :, None]) * rstd_b).reshape(x.shape)
+    dbias = np.sum(gg, axis=axes)
+    dweight = np.sum(gg * xhat, axis=axes)
+    gx = (gg * _per_channel(_compute(weight), x.ndim) if weight is not None else gg).reshape(rows.shape)
+    xr = xhat.reshape(rows.shape)
+    dx = rstd_b * (gx - np.mean(gx, axis=2, keepdims=True) - xr * np.mean(gx * xr, axis=2, keepdims=True))
+    param_dt = weight.dtype if weight is not None else g.dtype
+    return (
+        dx.reshape(x.shape).astype(x.dtype, copy=False),
         None if weight is None else dweight.astype(param_dt),
         dbias.astype(param_dt),
     )

@@ -1,4 +1,4 @@
-"""The CPU backend's max pooling, forward and backward (kernels/pooling.cu on CUDA).
+"""The CPU backend's max and average pooling, forward and backward (kernels/pooling.cu on CUDA).
 
 Indices are PyTorch's: the flat position (h * W + w) of each maximum within its (n, c) plane, so one
 backward serves fixed windows and adaptive ones. A NaN in a window is its maximum (PyTorch's rule:
@@ -11,7 +11,15 @@ from ...errors import DTypeError, ShapeError, fmt_shape
 from ..seam import BackendArray, Shape
 from ._common import _compute
 
-__all__ = ["max_pool2d", "adaptive_max_pool2d", "max_pool2d_backward"]
+__all__ = [
+    "max_pool2d",
+    "adaptive_max_pool2d",
+    "max_pool2d_backward",
+    "avg_pool2d",
+    "avg_pool2d_backward",
+    "adaptive_avg_pool2d",
+    "adaptive_avg_pool2d_backward",
+]
 
 
 def _check_input(op, x):
@@ -134,3 +142,143 @@ def max_pool2d_backward(g: BackendArray, indices: BackendArray, input_shape: Sha
     flat = indices.reshape(n * c, g.shape[2] * g.shape[3]) + (np.arange(n * c) * plane)[:, None]
     dx = np.bincount(flat.ravel(), weights=_compute(g).ravel(), minlength=n * c * plane)
     return dx.reshape(input_shape).astype(g.dtype, copy=False)
+
+
+# ------------------------------------------------------------------------------------------------
+# average pooling: fixed windows as sums of the zero-padded input's strided views (the backward adds the
+# divided gradient back through the same views); adaptive windows as one averaging matrix per dim
+def _check_floating(op, x):
+    if x.ndim != 4:
+        raise ShapeError(f"{op}: expected a 4-d array (N, C, H, W), got {fmt_shape(x.shape)}")
+    if x.dtype.kind != "f":
+        raise DTypeError(f"{op}: expected a floating point array, got {x.dtype}")
+
+
+def _check_avg_window(op, kernel, stride, padding, divisor_override):
+    (kh, kw), (sh, sw), (ph, pw) = kernel, stride, padding
+    if min(kh, kw, sh, sw) < 1 or min(ph, pw) < 0 or 2 * ph > kh or 2 * pw > kw:
+        raise ShapeError(
+            f"{op}: kernel {tuple(kernel)} and stride {tuple(stride)} must be positive, padding {tuple(padding)} "
+            "at most half the kernel"
+        )
+    if divisor_override is not None and divisor_override <= 0:
+        raise ShapeError(f"{op}: divisor_override must be positive, got {divisor_override}")
+
+
+def _avg_layout(size, out, k, s, p, count_include_pad):
+    """Per output along one dim: its divisor share, and the padding after for the last windows."""
+    starts = np.arange(out) * s - p
+    ends = np.minimum(starts + k, size + p)
+    counts = ends - starts if count_include_pad else np.minimum(ends, size) - np.maximum(starts, 0)
+    return counts, max(0, (out - 1) * s + k - (size + 2 * p))
+
+
+def _avg_plan(input_shape, out_size, kernel, stride, padding, count_include_pad, divisor_override):
+    """-> (the divisor of every window (Ho, Wo), per-dim (before, after) padding)."""
+    layouts = [
+        _avg_layout(size, o, k, s, p, count_include_pad)
+        for size, o, k, s, p in zip(input_shape[2:], out_size, kernel, stride, padding)
+    ]
+    divisor = (
+        np.full(tuple(out_size), float(divisor_override))
+        if divisor_override is not None
+        else np.multiply.outer(layouts[0][0], layouts[1][0]).astype(np.float64)
+    )
+    return divisor, [(p, p + extra) for p, (_, extra) in zip(padding, layouts)]
+
+
+def _taps(a, kernel, stride, out_size):
+    ho, wo = out_size
+    for i in range(kernel[0]):
+        for j in range(kernel[1]):
+            yield a[:, :, i : i + stride[0] * (ho - 1) + 1 : stride[0], j : j + stride[1] * (wo - 1) + 1 : stride[1]]
+
+
+def avg_pool2d(
+    x: BackendArray,
+    kernel: Shape,
+    stride: Shape,
+    padding: Shape,
+    out_size: Shape,
+    count_include_pad: bool,
+    divisor_override: int | None,
+) -> BackendArray:
+    """Window means of x (N, C, H, W): each window's sum over the input it covers (zero padding), divided by
+    ``divisor_override`` if given, else by its size clipped to the padded input (``count_include_pad``) or to
+    the input; ``out_size`` (Ho, Wo) is the op's (ceil_mode decides it)."""
+    _check_floating("avg_pool2d", x)
+    _check_avg_window("avg_pool2d", kernel, stride, padding, divisor_override)
+    n, c = x.shape[:2]
+    out_size = tuple(int(o) for o in out_size)
+    if n * c * out_size[0] * out_size[1] == 0:
+        return np.zeros((n, c) + out_size, x.dtype)
+    divisor, pads = _avg_plan(x.shape, out_size, kernel, stride, padding, count_include_pad, divisor_override)
+    xp = np.pad(_compute(x), ((0, 0), (0, 0), *pads))
+    total = np.zeros((n, c) + out_size, xp.dtype)
+    for tap in _taps(xp, kernel, stride, out_size):
+        total += tap
+    total /= divisor
+    return total.astype(x.dtype, copy=False)
+
+
+def avg_pool2d_backward(
+    g: BackendArray,
+    input_shape: Shape,
+    kernel: Shape,
+    stride: Shape,
+    padding: Shape,
+    count_include_pad: bool,
+    divisor_override: int | None,
+) -> BackendArray:
+    """avg_pool2d's gradient for an input of ``input_shape`` from the output's ``g`` (N, C, Ho, Wo)."""
+    _check_floating("avg_pool2d_backward", g)
+    _check_avg_window("avg_pool2d_backward", kernel, stride, padding, divisor_override)
+    input_shape = tuple(int(s) for s in input_shape)
+    out_size = tuple(g.shape[2:])
+    if g.size == 0:
+        return np.zeros(input_shape, g.dtype)
+    divisor, pads = _avg_plan(input_shape, out_size, kernel, stride, padding, count_include_pad, divisor_override)
+    share = _compute(g) / divisor
+    padded = tuple(s + a + b for s, (a, b) in zip(input_shape[2:], pads))
+    dxp = np.zeros(input_shape[:2] + padded, share.dtype)
+    for tap in _taps(dxp, kernel, stride, out_size):
+        tap += share
+    (ph, _), (pw, _) = pads
+    dx = dxp[:, :, ph : ph + input_shape[2], pw : pw + input_shape[3]]
+    return np.ascontiguousarray(dx).astype(g.dtype, copy=False)
+
+
+def _adaptive_matrices(sizes, out_size, dtype):
+    """One (out, size) averaging matrix per spatial dim: row o averages window o."""
+    matrices = []
+    for size, out in zip(sizes, out_size):
+        m = np.zeros((out, size), dtype)
+        for o, (start, end) in enumerate(zip(*_adaptive_bounds(size, out))):
+            m[o, start:end] = 1.0 / (end - start)
+        matrices.append(m)
+    return matrices
+
+
+def adaptive_avg_pool2d(x: BackendArray, out_size: Shape) -> BackendArray:
+    """Means over PyTorch's adaptive windows (rows floor(i*H/Ho) to ceil((i+1)*H/Ho)) -> (N, C, Ho, Wo)."""
+    _check_floating("adaptive_avg_pool2d", x)
+    n, c, h, w = x.shape
+    ho, wo = (int(o) for o in out_size)
+    if (h == 0 or w == 0) and ho * wo and n * c:
+        raise ShapeError(f"adaptive_avg_pool2d: cannot pool an empty plane of input {fmt_shape(x.shape)}")
+    if n * c * ho * wo == 0:
+        return np.zeros((n, c, ho, wo), x.dtype)
+    xc = _compute(x)
+    rows, cols = _adaptive_matrices((h, w), (ho, wo), xc.dtype)
+    return (rows @ xc @ cols.T).astype(x.dtype, copy=False)
+
+
+def adaptive_avg_pool2d_backward(g: BackendArray, input_shape: Shape) -> BackendArray:
+    """adaptive_avg_pool2d's gradient for an input of ``input_shape`` from the output's ``g``."""
+    _check_floating("adaptive_avg_pool2d_backward", g)
+    input_shape = tuple(int(s) for s in input_shape)
+    if g.size == 0:
+        return np.zeros(input_shape, g.dtype)
+    gc = _compute(g)
+    rows, cols = _adaptive_matrices(input_shape[2:], g.shape[2:], gc.dtype)
+    return (rows.T @ gc @ cols).astype(g.dtype, copy=False)

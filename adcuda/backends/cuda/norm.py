@@ -1,5 +1,5 @@
-"""The CUDA backend's layer norm and batch norm, forward and backward (kernels/norm.cu), with the CPU backend's
-signatures, dtype rules and results. Half types are computed in fp32.
+"""The CUDA backend's layer norm, RMS norm, group norm and batch norm, forward and backward (kernels/norm.cu),
+with the CPU backend's signatures, dtype rules and results. Half types are computed in fp32.
 """
 
 from ... import _native
@@ -7,7 +7,16 @@ from ...errors import ShapeError, fmt_shape
 from ..seam import BackendArray
 from ._common import cast, dense, require_floating, statistics_type
 
-__all__ = ["layer_norm", "layer_norm_backward", "batch_norm", "batch_norm_backward"]
+__all__ = [
+    "layer_norm",
+    "layer_norm_backward",
+    "rms_norm",
+    "rms_norm_backward",
+    "group_norm",
+    "group_norm_backward",
+    "batch_norm",
+    "batch_norm_backward",
+]
 
 
 # weight and bias go to the kernel in x's dtype (their gradients come back in theirs)
@@ -53,6 +62,29 @@ def layer_norm_backward(
     return dx, dweight, cast(dbias, weight.dtype if weight is not None else g.dtype)
 
 
+def rms_norm(x: BackendArray, weight: BackendArray | None, n: int, eps: float) -> tuple[BackendArray, BackendArray]:
+    """x / sqrt(mean(x^2 over the last ``n`` dims) + eps) * weight -> (y, rstd); rstd keeps x's dims (size 1 there)."""
+    require_floating("rms_norm", "the input", x)
+    _check_normalized("rms_norm", x, n, weight)
+    return tuple(_native._C.rms_norm(dense(x), None if weight is None else dense(cast(weight, x.dtype)), n, float(eps)))
+
+
+def rms_norm_backward(
+    g: BackendArray, x: BackendArray, weight: BackendArray | None, rstd: BackendArray, n: int
+) -> tuple[BackendArray, BackendArray | None]:
+    """-> (dx, dweight (None without a weight), in the weight's dtype)."""
+    require_floating("rms_norm_backward", "the input", x)
+    _check_normalized("rms_norm_backward", x, n, weight)
+    dx, dweight = _native._C.rms_norm_backward(
+        dense(cast(g, x.dtype)),
+        dense(x),
+        None if weight is None else dense(cast(weight, x.dtype)),
+        dense(cast(rstd, statistics_type(x))),
+        n,
+    )
+    return dx, None if weight is None else cast(dweight, weight.dtype)
+
+
 def _check_channels(op, x, *params):
     if x.ndim < 2:
         raise ShapeError(f"{op}: expected an input (N, C, *) of at least 2 dims, got shape {fmt_shape(x.shape)}")
@@ -87,6 +119,48 @@ def batch_norm_backward(
         None if weight is None else dense(cast(weight, x.dtype)),
         dense(cast(mean, stats)),
         dense(cast(rstd, stats)),
+    )
+    if weight is not None:
+        dweight = cast(dweight, weight.dtype)
+    return dx, dweight, cast(dbias, weight.dtype if weight is not None else g.dtype)
+
+
+def _check_groups(op, x, groups, *params):
+    _check_channels(op, x, *params)
+    if groups < 1 or x.shape[1] % groups:
+        raise ShapeError(f"{op}: the channels of {fmt_shape(x.shape)} must divide into {groups} groups")
+
+
+def group_norm(
+    x: BackendArray, weight: BackendArray | None, bias: BackendArray | None, groups: int, eps: float
+) -> tuple[BackendArray, BackendArray, BackendArray]:
+    """Normalise each of ``groups`` channel groups of x (N, C, *) per sample, then scale and shift per
+    channel -> (y, mean (N, groups), rstd (N, groups))."""
+    require_floating("group_norm", "the input", x)
+    _check_groups("group_norm", x, groups, weight, bias)
+    params = [None if p is None else dense(cast(p, x.dtype)) for p in (weight, bias)]
+    return tuple(_native._C.group_norm(dense(x), params[0], params[1], int(groups), float(eps)))
+
+
+def group_norm_backward(
+    g: BackendArray, x: BackendArray, weight: BackendArray | None, mean: BackendArray, rstd: BackendArray, groups: int
+) -> tuple[BackendArray, BackendArray | None, BackendArray]:
+    """-> (dx, dweight (None without a weight), dbias), the parameters' in the weight's dtype (g's without one)."""
+    require_floating("group_norm_backward", "the input", x)
+    _check_groups("group_norm_backward", x, groups, weight)
+    if tuple(mean.shape) != (x.shape[0], groups) or tuple(rstd.shape) != tuple(mean.shape):
+        raise ShapeError(
+            f"group_norm_backward: mean and rstd must have shape ({x.shape[0]}, {groups}), got "
+            f"{fmt_shape(mean.shape)} and {fmt_shape(rstd.shape)}"
+        )
+    stats = statistics_type(x)
+    dx, dweight, dbias = _native._C.group_norm_backward(
+        dense(cast(g, x.dtype)),
+        dense(x),
+        None if weight is None else dense(cast(weight, x.dtype)),
+        dense(cast(mean, stats)),
+        dense(cast(rstd, stats)),
+        int(groups),
     )
     if weight is not None:
         dweight = cast(dweight, weight.dtype)

@@ -1,6 +1,7 @@
-"""The CUDA backend's max pooling (kernels/pooling.cu), with the CPU backend's signatures, checks and
-results: one thread per output element; the backward adds each gradient at its index with float
-atomics in fp32 (fp64 for float64), half types converted after.
+"""The CUDA backend's max and average pooling (kernels/pooling.cu), with the CPU backend's signatures, checks
+and results: one thread per output element; max pooling's backward adds each gradient at its index with
+float atomics in fp32 (fp64 for float64), half types converted after; average pooling's gathers, one thread
+per input element, without atomics.
 """
 
 from ... import _native
@@ -8,7 +9,15 @@ from ...errors import DTypeError, ShapeError, fmt_shape
 from ..seam import BackendArray, Shape
 from ._common import cast, dense, scalar_type
 
-__all__ = ["max_pool2d", "adaptive_max_pool2d", "max_pool2d_backward"]
+__all__ = [
+    "max_pool2d",
+    "adaptive_max_pool2d",
+    "max_pool2d_backward",
+    "avg_pool2d",
+    "avg_pool2d_backward",
+    "adaptive_avg_pool2d",
+    "adaptive_avg_pool2d_backward",
+]
 
 _NUMERIC = frozenset({"float16", "bfloat16", "float32", "float64", "int32", "int64"})
 
@@ -73,3 +82,88 @@ def max_pool2d_backward(g: BackendArray, indices: BackendArray, input_shape: Sha
         input_shape[3],
     )
     return cast(dx, g.dtype)
+
+
+def _check_floating(op, x):
+    if x.ndim != 4:
+        raise ShapeError(f"{op}: expected a 4-d array (N, C, H, W), got {fmt_shape(x.shape)}")
+    if x.dtype.name not in ("float16", "bfloat16", "float32", "float64"):
+        raise DTypeError(f"{op}: expected a floating point array, got {x.dtype.name}")
+
+
+def _check_avg_window(op, kernel, stride, padding, divisor_override):
+    (kh, kw), (sh, sw), (ph, pw) = kernel, stride, padding
+    if min(kh, kw, sh, sw) < 1 or min(ph, pw) < 0 or 2 * ph > kh or 2 * pw > kw:
+        raise ShapeError(
+            f"{op}: kernel {tuple(kernel)} and stride {tuple(stride)} must be positive, padding {tuple(padding)} "
+            "at most half the kernel"
+        )
+    if divisor_override is not None and divisor_override <= 0:
+        raise ShapeError(f"{op}: divisor_override must be positive, got {divisor_override}")
+
+
+def _window_args(kernel, stride, padding):
+    return (int(kernel[0]), int(kernel[1]), int(stride[0]), int(stride[1]), int(padding[0]), int(padding[1]))
+
+
+def avg_pool2d(
+    x: BackendArray,
+    kernel: Shape,
+    stride: Shape,
+    padding: Shape,
+    out_size: Shape,
+    count_include_pad: bool,
+    divisor_override: int | None,
+) -> BackendArray:
+    """Window means of x (N, C, H, W): each window's sum over the input it covers (zero padding), divided by
+    ``divisor_override`` if given, else by its size clipped to the padded input (``count_include_pad``) or to
+    the input; ``out_size`` (Ho, Wo) is the op's (ceil_mode decides it)."""
+    _check_floating("avg_pool2d", x)
+    _check_avg_window("avg_pool2d", kernel, stride, padding, divisor_override)
+    return _native._C.avg_pool2d(
+        dense(x),
+        *_window_args(kernel, stride, padding),
+        int(out_size[0]),
+        int(out_size[1]),
+        bool(count_include_pad),
+        int(divisor_override or 0),
+    )
+
+
+def avg_pool2d_backward(
+    g: BackendArray,
+    input_shape: Shape,
+    kernel: Shape,
+    stride: Shape,
+    padding: Shape,
+    count_include_pad: bool,
+    divisor_override: int | None,
+) -> BackendArray:
+    """avg_pool2d's gradient for an input of ``input_shape`` from the output's ``g`` (N, C, Ho, Wo)."""
+    _check_floating("avg_pool2d_backward", g)
+    _check_avg_window("avg_pool2d_backward", kernel, stride, padding, divisor_override)
+    input_shape = tuple(int(s) for s in input_shape)
+    return _native._C.avg_pool2d_backward(
+        dense(g),
+        input_shape[2],
+        input_shape[3],
+        *_window_args(kernel, stride, padding),
+        bool(count_include_pad),
+        int(divisor_override or 0),
+    )
+
+
+def adaptive_avg_pool2d(x: BackendArray, out_size: Shape) -> BackendArray:
+    """Means over PyTorch's adaptive windows (rows floor(i*H/Ho) to ceil((i+1)*H/Ho)) -> (N, C, Ho, Wo)."""
+    _check_floating("adaptive_avg_pool2d", x)
+    n, c, h, w = x.shape
+    if (h == 0 or w == 0) and out_size[0] * out_size[1] and n * c:
+        raise ShapeError(f"adaptive_avg_pool2d: cannot pool an empty plane of input {fmt_shape(x.shape)}")
+    return _native._C.adaptive_avg_pool2d(dense(x), int(out_size[0]), int(out_size[1]))
+
+
+def adaptive_avg_pool2d_backward(g: BackendArray, input_shape: Shape) -> BackendArray:
+    """adaptive_avg_pool2d's gradient for an input of ``input_shape`` from the output's ``g``."""
+    _check_floating("adaptive_avg_pool2d_backward", g)
+    input_shape = tuple(int(s) for s in input_shape)
+    return _native._C.adaptive_avg_pool2d_backward(dense(g), input_shape[2], input_shape[3])
