@@ -651,15 +651,15 @@ def _new_constant(graph, array, name):
 
 
 def merge_repeats(graph):
-    """A node that repeats an earlier one (the same kind, operands, attributes and output shape: every
-    kernel is a pure function of them) becomes a view of the earlier result, so its loop and its scratch
-    go. Self-attention records this: the same input is permuted three times, once each for q, k and v."""
+    """A node that repeats an earlier one (the same kind, operands and attributes: every kernel is a pure
+    function of them) becomes a view of the earlier result, so its loop and its scratch go. Self-attention
+    records this: the same input is permuted three times, once each for q, k and v. The result's shape is
+    part of the key: some kernels take a size from it alone (an adaptive pool's output size)."""
     seen = {}
     for node in graph.nodes:
         if node.kind == "alias":
             continue
-        # the operands' types are part of the key: a scalar 2.0 is not value number 2; the output shape
-        # too: some kernels read their sizes from it (two adaptive pools of one input differ only there)
+        # the operands' types are part of the key: a scalar 2.0 is not value number 2
         operands = tuple((type(v).__name__, v) for v in node.inputs)
         key = (node.kind, operands, graph.shapes[node.out], repr(sorted(node.attrs.items())))
         earlier = seen.setdefault(key, node.out)
