@@ -117,6 +117,8 @@ def info(as_dict: bool = False) -> Any:
 
     In a script ``adcuda.info()`` prints the report; at an interactive prompt (Python, IPython,
     Jupyter) it is not printed but shown as the returned value, so it appears once either way.
+    ``print(adcuda.info())`` in a script shows it twice (the call cannot know that its value will be
+    printed too): call it bare, or keep the text (``report = adcuda.info()``) to read it.
     ``as_dict=True`` returns the facts as a dict and prints nothing.
     """
     facts = _facts()

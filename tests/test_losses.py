@@ -11,7 +11,7 @@ import adcuda
 import adcuda.nn as nn
 import adcuda.nn.functional as F
 from adcuda.autograd import gradcheck
-from adcuda.errors import ShapeError
+from adcuda.errors import IndexOutOfRangeError, ShapeError
 
 f64 = adcuda.float64
 
@@ -189,3 +189,14 @@ def test_bad_input_names_the_op_and_shapes():
         F.huber_loss(x, x, delta=0.0)
     with pytest.raises(ShapeError, match=r"nll_loss.*weight.*\(3,\)"):
         F.nll_loss(x, adcuda.tensor([0, 1, 2]), weight=adcuda.tensor([1.0, 2.0, 3.0]))
+
+
+def test_class_target_check_names_the_first_target_out_of_range():
+    x = adcuda.tensor(rnd(2, 3, 4))  # (N, C, d): the targets (N, d) are checked in row-major order
+    with pytest.raises(IndexOutOfRangeError, match=r"cross_entropy: target 5 is out of bounds for 3 classes"):
+        F.cross_entropy(x, adcuda.tensor([[0, -100, 5, 7], [-1, 2, 2, 2]]))
+    with pytest.raises(IndexOutOfRangeError, match=r"nll_loss: target -2 .*ignore_index=-1\)"):
+        F.nll_loss(x, adcuda.tensor([[0, -1, 2, 1], [-2, 2, 3, 2]]), ignore_index=-1)
+    F.nll_loss(x, adcuda.tensor([[0, -1, 2, 1], [-1, 2, 1, 2]]), ignore_index=-1)  # ignore_index passes
+    empty = F.cross_entropy(adcuda.tensor(rnd(0, 3, 4)), adcuda.zeros(0, 4, dtype=adcuda.int64), reduction="sum")
+    assert empty.item() == 0.0  # no targets: nothing to check

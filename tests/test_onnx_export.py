@@ -198,7 +198,7 @@ def test_cnn_with_batch_norm_and_pooling():
     "pool, operator",
     [
         (nn.AvgPool2d((2, 3), stride=(1, 2)), "AveragePool"),
-        (nn.AvgPool2d(2, divisor_override=3), "Div"),  # not an average: the window sums, divided
+        (nn.AvgPool2d(2, divisor_override=3), "Div"),  # AveragePool, then scaled to the overridden divisor
         (nn.AdaptiveAvgPool2d(1), "ReduceMean"),
     ],
 )

@@ -8,31 +8,15 @@ step does:
   are read afresh on each replay, and a configuration the fused op does not take is the step's own
   business. An optimizer without the protocol (or a subclass with a ``step`` of its own) is replayed
   by its ``step``.
-- The class-target check of the losses (a host step that reads the targets): the same test in three
-  NumPy calls, and the library's check, which raises the error naming the bad target, only when it
-  fails.
+
+Other host steps (the losses' class-target check among them) are replayed by calling them.
 """
-
-from ..ops.softmax_loss import _check_class_targets
-
-
-def _check_class_targets_fast(op, target, n_classes, ignore_index):
-    """``_check_class_targets`` with its test on the array itself; the library's check (which raises,
-    naming the target) runs only when a target is out of range."""
-    a = target._data
-    if a.size:
-        outside = (a < 0) | (a >= n_classes)
-        outside &= a != ignore_index
-        if outside.any():
-            _check_class_targets.host_step(op, target, n_classes, ignore_index)
 
 
 def host_step_replay(step, scratch):
     """(a callable doing what host step ``step`` does, faster, with its arguments; what it is, for a
     printed program), or None where there is none (the host step itself runs then)."""
     fn = step.fn
-    if fn is _check_class_targets.host_step:
-        return _check_class_targets_fast, "the check on the array, the library's only to raise"
     if len(step.args) != 1 or step.kwargs:
         return None  # an optimizer step with a closure runs it: the host step itself
     step_with_scratch = _optimizer_protocol(step.args[0], fn)

@@ -431,21 +431,6 @@ class CSource:
             body += _loop_nest(shape, [own], lambda reads: reads[0], out=(node.attrs["strides"], offset))
         return [self.pointer(v) for v in node.inputs] + [self.pointer(node.out)], body
 
-    def _kernel_window_sum(self, node):
-        a = node.attrs
-        reads = [("p0", a["strides"], offset) for offset in a["offsets"]]
-        params = [self.pointer(v) for v in node.inputs]
-        if len(node.inputs) > 1:
-            reads.append(("p1", a["divisor_strides"], 0))
-
-        def combine(values):
-            if len(node.inputs) > 1:
-                return "(" + " + ".join(values[:-1]) + ") / " + values[-1]
-            return " + ".join(values)
-
-        body = _loop_nest(self.graph.shapes[node.out], reads, combine)
-        return params + [self.pointer(node.out)], body
-
     def _kernel_reduce(self, node):
         """Over (outer, reduced, inner): each output row of ``inner`` accumulates the ``reduced`` rows
         above it, so the innermost loop runs along contiguous memory."""

@@ -2,14 +2,14 @@
 writes (c_code.py).
 
 The graph's primitives are small (a BatchNorm in eval mode is a sub and two muls by constants the trace
-already folded; an average pool is slices, adds and a divide), so the lowering works in two passes:
+already folded), so the lowering works in two passes:
 
 1. every node becomes a ``CNode`` of one of the kinds of ``_LOWER``, or the export is refused with an
    ``ExportError`` naming the primitive (and what would have to change);
 2. ``fold_affine`` folds per-channel constant adds, subs, muls and divides that follow a Linear or a
    Conv2d into its weight and bias (this is how BatchNorm disappears into the convolution), and an
-   activation right after one into its loop (``act``); ``fuse_window_sums`` makes an average pool one
-   loop; ``merge_repeats`` turns a node that repeats an earlier one into a view of its result.
+   activation right after one into its loop (``act``); ``merge_repeats`` turns a node that repeats an
+   earlier one into a view of its result.
 
 Values are numbered; every value is float32, contiguous and row-major in C. Views and ``contiguous``
 change no data there, so they become ``alias`` nodes that the memory plan maps to their source's
@@ -650,66 +650,18 @@ def _new_constant(graph, array, name):
     return vid
 
 
-def fuse_window_sums(graph):
-    """Sums of strided views of one value (what an average pool records: one slice per window tap,
-    added up, then divided by the window sizes) become one ``window_sum`` loop that reads the taps
-    where they are, instead of copying each into scratch first; a division of the sum by a constant
-    goes into the same loop. The additions keep their order, so the result is adcuda's to the bit."""
-    producers = {n.out: n for n in graph.nodes}
-    for node in list(graph.nodes):
-        if node.kind != "binary" or not all(isinstance(v, int) for v in node.inputs):
-            continue
-        op = node.attrs["op"]
-        if op == "add":
-            terms = [_window_terms(graph, producers, v) for v in node.inputs]
-            if None in terms or terms[0][:2] != terms[1][:2]:
-                continue
-            source, strides = terms[0][:2]
-            for v in node.inputs:
-                graph.nodes.remove(producers[v])
-            node.kind, node.inputs, node.origin = "window_sum", [source], "window sum"
-            node.attrs = {"strides": strides, "offsets": terms[0][2] + terms[1][2]}
-            producers[node.out] = node
-        elif op == "div":
-            total, divisor = node.inputs
-            summed = producers.get(total)
-            if summed is None or summed.kind != "window_sum" or len(summed.inputs) != 1:
-                continue
-            if divisor not in graph.constants or _only_consumer(graph, total) is not node:
-                continue
-            out_shape = graph.shapes[node.out]
-            if graph.shapes[total] != out_shape:
-                continue
-            summed.inputs.append(divisor)
-            summed.attrs["divisor_strides"] = broadcast_strides(graph.shapes[divisor], out_shape)
-            _replace(graph, summed, node)
-            producers[summed.out] = summed
-
-
-def _window_terms(graph, producers, vid):
-    """``(source, strides, offsets)`` when ``vid`` is a strided view copy or a window sum of ``source``
-    that only the node at hand reads; else None."""
-    node = producers.get(vid)
-    if node is None or _only_consumer(graph, vid) is None:
-        return None
-    if node.kind == "strided_copy" and node.origin == "slice":
-        return node.inputs[0], node.attrs["strides"], [node.attrs["offset"]]
-    if node.kind == "window_sum" and len(node.inputs) == 1:
-        return node.inputs[0], node.attrs["strides"], list(node.attrs["offsets"])
-    return None
-
-
 def merge_repeats(graph):
     """A node that repeats an earlier one (the same kind, operands and attributes: every kernel is a pure
     function of them) becomes a view of the earlier result, so its loop and its scratch go. Self-attention
-    records this: the same input is permuted three times, once each for q, k and v."""
+    records this: the same input is permuted three times, once each for q, k and v. The result's shape is
+    part of the key: some kernels take a size from it alone (an adaptive pool's output size)."""
     seen = {}
     for node in graph.nodes:
         if node.kind == "alias":
             continue
         # the operands' types are part of the key: a scalar 2.0 is not value number 2
         operands = tuple((type(v).__name__, v) for v in node.inputs)
-        key = (node.kind, operands, repr(sorted(node.attrs.items())))
+        key = (node.kind, operands, graph.shapes[node.out], repr(sorted(node.attrs.items())))
         earlier = seen.setdefault(key, node.out)
         if earlier != node.out:
             node.kind, node.inputs, node.attrs = "alias", [earlier], {}

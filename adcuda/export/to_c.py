@@ -11,7 +11,7 @@ import os
 import numpy as np
 
 from .c_code import CSource, check_name
-from .c_graph import fold_affine, fuse_window_sums, lower, merge_repeats
+from .c_graph import fold_affine, lower, merge_repeats
 from .trace import ExportError, trace_forward
 
 WEIGHT_MODES = ("embedded", "file")
@@ -51,7 +51,6 @@ def to_c(model, args, directory, name="model", weights="embedded", runner=False)
         raise ExportError(f"adcuda.export.to_c: weights must be 'embedded' or 'file', got {weights!r}")
     graph = lower(trace_forward(model, args, op="adcuda.export.to_c"))
     fold_affine(graph)
-    fuse_window_sums(graph)
     merge_repeats(graph)
     code = CSource(graph, name, weights)
     header_text, source_text = code.write()

@@ -385,15 +385,10 @@ class _Writer:
     # ------------------------------------------------------------------ patterns of several primitives
     def plan_patterns(self):
         """Find the primitive sequences that one ONNX operator says better: an eval-mode batch norm
-        (``(x - mean) * rsqrt(var + eps) * weight + bias`` over folded constants) and an average pool
-        (the sum of strided window slices divided by the window's size)."""
+        (``(x - mean) * rsqrt(var + eps) * weight + bias`` over folded constants)."""
         for node in self.graph.nodes:
-            if node.op != "binary" or id(node) in self.skip:
-                continue
-            if node.params["op"] == "sub":
+            if node.op == "binary" and node.params["op"] == "sub" and id(node) not in self.skip:
                 self.plan_batch_norm(node)
-            elif node.params["op"] == "div":
-                self.plan_average_pool(node)
 
     def constant_operand(self, node, other_than):
         """The constant operand of a binary ``node`` whose other operand is value ``other_than``."""
@@ -454,82 +449,6 @@ class _Writer:
 
         self.replacements[id(sub)] = write
         self.skip.update(id(n) for n in chain[1:])
-
-    def plan_average_pool(self, div):
-        """``sum of kh*kw slices x[:, :, i::sh, j::sw] / (kh*kw)`` (what ``avg_pool2d`` without padding
-        records) -> AveragePool."""
-        total = div.params["a"]
-        divisor = div.params["b"]
-        if not isinstance(total, Ref):
-            return
-        if isinstance(divisor, Ref):
-            constant = self.graph.constants.get(divisor.value)
-            if constant is None or constant.array.size == 0 or not np.all(constant.array == constant.array.flat[0]):
-                return
-            count = constant.array.flat[0]
-        else:
-            count = divisor
-        adds, leaves, pending = [], [], [total.value]
-        while pending:
-            value = pending.pop()
-            node = self.graph.producer(value)
-            if node is None or (value != total.value and self.single_consumer(value) is None):
-                return
-            if (
-                node.op == "binary"
-                and node.params["op"] == "add"
-                and all(isinstance(node.params[k], Ref) for k in "ab")
-            ):
-                adds.append(node)
-                pending.extend(node.params[k].value for k in "ab")
-            elif node.op == "slice":
-                leaves.append(node)
-            else:
-                return
-        source = {n.params["a"].value for n in leaves}
-        if len(source) != 1 or not adds:
-            return
-        (x,) = source
-        if self.rank(x) != 4:
-            return
-        windows = set()
-        for leaf in leaves:
-            key = leaf.params["key"]
-            if not isinstance(key, tuple) or len(key) != 4 or key[:2] != (slice(None), slice(None)):
-                return
-            if not all(
-                isinstance(k, slice) and all(isinstance(p, int) for p in (k.start, k.stop, k.step)) for k in key[2:]
-            ):
-                return
-            windows.add(tuple((k.start, k.stop, k.step) for k in key[2:]))
-        height, width = self.info(x).shape[2:]
-        (oh, ow) = self.info(total.value).shape[2:]
-        starts_h = sorted({w[0][0] for w in windows})
-        starts_w = sorted({w[1][0] for w in windows})
-        kh, kw = len(starts_h), len(starts_w)
-        steps = {(w[0][2], w[1][2]) for w in windows}
-        if len(windows) != kh * kw or len(leaves) != kh * kw or len(steps) != 1 or count != kh * kw:
-            return
-        sh, sw = steps.pop()
-        if starts_h != list(range(kh)) or starts_w != list(range(kw)):
-            return
-        if (height - kh) // sh + 1 != oh or (width - kw) // sw + 1 != ow:
-            return
-        for (h0, h1, _), (w0, w1, _) in windows:
-            if len(range(h0, h1, sh)) != oh or len(range(w0, w1, sw)) != ow:
-                return
-
-        def write():
-            self.emit(
-                "AveragePool",
-                [self.name(x)],
-                [self.name(div.outputs[0])],
-                kernel_shape=[kh, kw],
-                strides=[sh, sw],
-            )
-
-        self.replacements[id(div)] = write
-        self.skip.update(id(n) for n in adds + leaves)
 
     # ------------------------------------------------------------------ storage and views
     def _op_astype(self, node, a, dtype):

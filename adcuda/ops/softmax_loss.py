@@ -362,11 +362,15 @@ def _check_class_weight(op, weight, n_classes):
 
 @host_step  # reads the targets: graph capture runs the check again on every replay
 def _check_class_targets(op, target, n_classes, ignore_index):
-    if target.numel() == 0:
+    # the test on a host copy of the targets (the array itself on the CPU): three NumPy calls, where
+    # tensor ops would dispatch one primitive each and a replay would pay for them on every step
+    targets = primitives(target).to_numpy(target._data)
+    if targets.size == 0:
         return
-    outside = ((target < 0) | (target >= n_classes)) & (target != ignore_index)
-    if outside.any().item():
-        bad = int(target[outside].reshape(-1)[0].item())
+    outside = (targets < 0) | (targets >= n_classes)
+    outside &= targets != ignore_index
+    if outside.any():
+        bad = int(targets[outside][0])
         raise IndexOutOfRangeError(
             f"{op}: target {bad} is out of bounds for {n_classes} classes (class "
             f"indices must be in [0, {n_classes - 1}] or equal ignore_index="
