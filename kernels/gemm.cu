@@ -3,7 +3,8 @@
 // The tensor-core kernel is in gemm_tensor_core.cu, the cuBLASLt path in gemm_cublaslt.cu.
 //
 // Both hand-written kernels take any element strides for A (M x K) and B (K x N); a transposed view
-// is read in place. C is always a new contiguous (batch, M, N) array. Batch dims are walked with a
+// is read in place (the tensor-core kernel copies a B that 16-byte loads cannot read into an aligned
+// buffer first, see stage_unaligned_b). C is always a new contiguous (batch, M, N) array. Batch dims are walked with a
 // StridedIndexer, so broadcast (stride 0) and strided batches cost nothing; when B is shared by the
 // whole batch and A's rows follow each other, the batch is folded into M (one big GEMM instead of
 // many small ones).
@@ -15,8 +16,10 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "gemm_args.cuh"
 #include "gemm_cublaslt.h"
@@ -305,8 +308,57 @@ int tensor_core_split_k(std::int64_t M, std::int64_t N, std::int64_t K, std::int
 
 namespace {
 
+// Copies B's batch x K x N matrices (any strides) into `staged`: rows N-contiguous, `row_stride`
+// (a multiple of 8) elements apart, matrix z at z * K * row_stride; `per_batch` false copies one
+// matrix (B shared by the whole batch).
 template <typename T>
-void run_tensor_core(const GemmArgs& args, const DeviceFacts& facts, int device, cudaStream_t stream) {
+__global__ void stage_b_kernel(GemmArgs args, bool per_batch, std::int64_t row_stride, T* staged) {
+  const std::int64_t matrices = per_batch ? args.batch : 1;
+  const std::int64_t per_matrix = args.K * args.N;
+  const T* b = static_cast<const T*>(args.b);
+  ADCUDA_GRID_STRIDE_LOOP(index, matrices * per_matrix) {
+    const std::int64_t z = index / per_matrix;
+    const std::int64_t k = (index % per_matrix) / args.N;
+    const std::int64_t n = index % args.N;
+    std::int64_t offsets[2] = {0, 0};
+    if (per_batch) args.batch_offsets.offsets(z, offsets);
+    staged[(z * args.K + k) * row_stride + n] = b[offsets[1] + k * args.b_stride_k + n * args.b_stride_n];
+  }
+}
+
+// The tensor-core kernel is built only for B by 16-byte cp.async chunks (A may come by elements):
+// a B that cannot be read so (an odd row length, a misaligned view) is copied first into rows padded
+// to 8 elements. The copy costs one pass over B, small next to the product's K-fold reuse of it.
+template <typename T>
+DeviceArray stage_unaligned_b(GemmArgs& args, int device, cudaStream_t stream) {
+  bool shared_b = true;
+  for (int d = 0; d < args.batch_offsets.ndim; ++d) shared_b = shared_b && args.batch_offsets.strides[d][1] == 0;
+  const std::int64_t row_stride = (args.N + 7) / 8 * 8;
+  const std::int64_t matrices = shared_b ? 1 : args.batch;
+  const ScalarType dtype = std::is_same_v<T, __half> ? ScalarType::Float16 : ScalarType::BFloat16;
+  DeviceArray staged = DeviceArray::empty({matrices * args.K * row_stride}, dtype, device);
+  stage_b_kernel<T><<<grid_size(matrices * args.K * args.N), kBlockSize, 0, stream>>>(args, !shared_b, row_stride,
+                                                                                     staged.data<T>());
+  ADCUDA_CHECK_LAUNCH();
+  args.b = staged.data_ptr();
+  args.b_stride_k = row_stride;
+  args.b_stride_n = 1;
+  // Matrix z of the staged copy is at z * K * row_stride: the batch dims' strides of a contiguous
+  // array of the batch shape, or 0 everywhere for a shared B.
+  std::int64_t stride = args.K * row_stride;
+  for (int d = args.batch_offsets.ndim - 1; d >= 0; --d) {
+    args.batch_offsets.strides[d][1] = shared_b ? 0 : stride;
+    stride *= args.batch_offsets.sizes[d];
+  }
+  return staged;
+}
+
+template <typename T>
+void run_tensor_core(const GemmArgs& unstaged_args, const DeviceFacts& facts, int device, cudaStream_t stream) {
+  GemmArgs args = unstaged_args;
+  // Kept until the GEMM is queued: the caching allocator reuses it only in this stream's order.
+  std::optional<DeviceArray> staged_b;
+  if (!tensor_core_operands(args).b_async) staged_b = stage_unaligned_b<T>(args, device, stream);
   const TensorCoreTiles tiles = tensor_core_tiles();
   const std::int64_t tiles_m = (args.M + tiles.block_m - 1) / tiles.block_m;
   const std::int64_t tiles_n = (args.N + tiles.block_n - 1) / tiles.block_n;

@@ -523,17 +523,20 @@ void launch_instance(const GemmArgs& args, const SplitK& split, int device, cuda
   kernel<<<grid, kThreads, bytes, stream>>>(args, split, raster, stages);
 }
 
-// The alignment variants built: both operands by cp.async, A by elements (the language-model head's
-// backward GEMMs: a 50257-wide gradient), or both by elements.
+// The alignment variants built: both operands by cp.async, or A by elements (the language-model
+// head's backward GEMMs: a 50257-wide gradient). gemm.cu copies a B that cp.async cannot read into an
+// aligned buffer first, so B always comes by cp.async (a both-by-elements variant would be 8 more
+// kernels to compile for a rare case).
 template <typename T, bool kAKContiguous, bool kBKContiguous>
 void launch_layout(const GemmArgs& args, const SplitK& split, const TensorCoreOperands& operands, int device,
                    cudaStream_t stream) {
-  if (operands.a_async && operands.b_async) {
+  if (!operands.b_async) {
+    throw std::logic_error("matmul: the tensor-core GEMM was given a B it cannot read by cp.async (gemm.cu stages it)");
+  }
+  if (operands.a_async) {
     launch_instance<T, kAKContiguous, kBKContiguous, true, true>(args, split, device, stream);
-  } else if (operands.b_async) {
-    launch_instance<T, kAKContiguous, kBKContiguous, false, true>(args, split, device, stream);
   } else {
-    launch_instance<T, kAKContiguous, kBKContiguous, false, false>(args, split, device, stream);
+    launch_instance<T, kAKContiguous, kBKContiguous, false, true>(args, split, device, stream);
   }
 }
 

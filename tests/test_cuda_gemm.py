@@ -200,6 +200,16 @@ def test_split_k_matches_and_is_deterministic(cb, native, split_k, dtype, splits
     np.testing.assert_array_equal(np.array(cb.to_numpy(first)), np.array(cb.to_numpy(again)))
 
 
+def test_shared_unaligned_b_under_a_strided_batch(cb, native, split_k):
+    """B (24 x 9: rows 18 bytes apart) shared by a batch that cannot fold into M: staged once."""
+    split_k(1)
+    g = np.random.default_rng(8)
+    a_store, a_store_host = held(cb, g.standard_normal((6, 20, 24)), dt.float16)
+    a = cb.slice(a_store, (slice(None, None, 2),))  # matrices 2 * 20 * 24 apart
+    b, b_host = held(cb, g.standard_normal((24, 9)), dt.float16)
+    check(cb, native.matmul(a, b), np.matmul(a_store_host[::2], b_host), dt.float16, 24)
+
+
 def test_split_k_batched_with_unaligned_operand(cb, native, split_k):
     split_k(3)
     g = np.random.default_rng(7)

@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "runtime/device_errors.h"
 #include "runtime/dispatch.cuh"
@@ -64,9 +65,35 @@ bool same_view(const DeviceArray& a, const DeviceArray& b) {
   return a.data_ptr() == b.data_ptr() && a.dtype() == b.dtype() && a.strides() == b.strides();
 }
 
+// Casts between two of bool, int32, int64, float16 and bfloat16 (other than int32 <-> int64) run as
+// two casts through float32: convert() computes them through float32 anyway (or, for a bool result,
+// compares with zero, which float32 preserves for these types), so the values are the same. It saves
+// 18 of the 49 dtype pairs' kernels, twice (two index types), for casts no training step runs often;
+// the common ones (to and from float32 and float64, int32 <-> int64, same dtype) stay one pass.
+template <typename Dst, typename Src>
+constexpr bool kCastsThroughFloat32 = !std::is_same_v<Dst, Src> && !std::is_floating_point_v<Dst> &&
+                                      !std::is_floating_point_v<Src> &&
+                                      !(std::is_integral_v<Dst> && std::is_integral_v<Src> &&
+                                        !std::is_same_v<Dst, bool> && !std::is_same_v<Src, bool>);
+
+bool casts_through_float32(ScalarType dst, ScalarType src) {
+  return dispatch_type(dst, "copy_", [&](auto dst_tag) {
+    return dispatch_type(src, "copy_", [&](auto src_tag) {
+      return kCastsThroughFloat32<typename decltype(dst_tag)::type, typename decltype(src_tag)::type>;
+    });
+  });
+}
+
 // dst = src for operands a StridedIndexer can index (at most kMaxDims dims after merging).
 void launch_cast_copy_part(const DeviceArray& dst, const DeviceArray& src) {
   const std::int64_t n = dst.numel();
+  if (casts_through_float32(dst.dtype(), src.dtype())) {
+    // Stream-ordered: the caching allocator reuses `wide` only after the second cast has run.
+    const DeviceArray wide = DeviceArray::empty(dst.shape(), ScalarType::Float32, dst.device());
+    launch_cast_copy_part(wide, src);
+    launch_cast_copy_part(dst, wide);
+    return;
+  }
   KernelLaunch launch(dst, src);
   if (dst.is_contiguous() && src.is_contiguous() && dst.dtype() == src.dtype()) {
     ADCUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), dst.nbytes(), cudaMemcpyDeviceToDevice,
@@ -81,8 +108,10 @@ void launch_cast_copy_part(const DeviceArray& dst, const DeviceArray& src) {
       using Dst = typename decltype(dst_tag)::type;
       dispatch_type(src.dtype(), "copy_", [&](auto src_tag) {
         using Src = typename decltype(src_tag)::type;
-        copy_strided_kernel<Dst, Src, index_t><<<grid_size(n), kBlockSize, 0, launch.stream()>>>(
-            dst.data<Dst>(), src.data<Src>(), n, indexer);
+        if constexpr (!kCastsThroughFloat32<Dst, Src>) {
+          copy_strided_kernel<Dst, Src, index_t><<<grid_size(n), kBlockSize, 0, launch.stream()>>>(
+              dst.data<Dst>(), src.data<Src>(), n, indexer);
+        }
       });
     });
   };
