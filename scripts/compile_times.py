@@ -16,8 +16,9 @@ measures: on a shared machine the wall time of a build says little. The estimate
 `ninja -t commands`, which CMakeLists.txt makes slowest-first), at most `cores + 2` at once (ninja's
 default -j), a command's precompiled header, if any, finished first, running commands sharing the
 cores equally; then the link. CPU time grows with the machine's load (shared caches and cores), so
-compare figures taken under the same load, or files measured side by side. pip's and CMake's own work (configure, the wheel)
-comes on top and is not included: measure it with `/usr/bin/time pip install ...`.
+compare figures taken under the same load, or files measured side by side. pip's and CMake's own
+work (configure, the wheel) comes on top and is not included: measure it with
+`/usr/bin/time pip install ...`.
 """
 
 import argparse
