@@ -129,7 +129,6 @@ def test_loader_reports_missing_incomplete_and_loaded_libraries(tmp_path):
     subprocess.run([compiler, "-shared", "-fPIC", "-o", str(incomplete), str(tmp_path / "incomplete.c")], check=True)
     script = textwrap.dedent(f"""
         from adcuda import _native
-from adcuda.backends import cuda as cuda_backend
         C = _native._C
         missing = C.cublaslt_load(["{tmp_path}/nowhere/libcublasLt.so.13"])
         assert not missing["loaded"] and "{tmp_path}/nowhere/libcublasLt.so.13: " in missing["error"], missing
