@@ -8,6 +8,7 @@ the last NaN of the window); ties go to the first position in row-major window o
 import numpy as np
 
 from ...errors import DTypeError, ShapeError, fmt_shape
+from .._pooling_windows import check_avg_window
 from ..seam import BackendArray, Shape
 from ._common import _compute
 
@@ -154,17 +155,6 @@ def _check_floating(op, x):
         raise DTypeError(f"{op}: expected a floating point array, got {x.dtype}")
 
 
-def _check_avg_window(op, kernel, stride, padding, divisor_override):
-    (kh, kw), (sh, sw), (ph, pw) = kernel, stride, padding
-    if min(kh, kw, sh, sw) < 1 or min(ph, pw) < 0 or 2 * ph > kh or 2 * pw > kw:
-        raise ShapeError(
-            f"{op}: kernel {tuple(kernel)} and stride {tuple(stride)} must be positive, padding {tuple(padding)} "
-            "at most half the kernel"
-        )
-    if divisor_override is not None and divisor_override <= 0:
-        raise ShapeError(f"{op}: divisor_override must be positive, got {divisor_override}")
-
-
 def _avg_layout(size, out, k, s, p, count_include_pad):
     """Per output along one dim: its divisor share, and the padding after for the last windows."""
     starts = np.arange(out) * s - p
@@ -207,7 +197,7 @@ def avg_pool2d(
     ``divisor_override`` if given, else by its size clipped to the padded input (``count_include_pad``) or to
     the input; ``out_size`` (Ho, Wo) is the op's (ceil_mode decides it)."""
     _check_floating("avg_pool2d", x)
-    _check_avg_window("avg_pool2d", kernel, stride, padding, divisor_override)
+    check_avg_window("avg_pool2d", kernel, stride, padding, divisor_override)
     n, c = x.shape[:2]
     out_size = tuple(int(o) for o in out_size)
     if n * c * out_size[0] * out_size[1] == 0:
@@ -232,7 +222,7 @@ def avg_pool2d_backward(
 ) -> BackendArray:
     """avg_pool2d's gradient for an input of ``input_shape`` from the output's ``g`` (N, C, Ho, Wo)."""
     _check_floating("avg_pool2d_backward", g)
-    _check_avg_window("avg_pool2d_backward", kernel, stride, padding, divisor_override)
+    check_avg_window("avg_pool2d_backward", kernel, stride, padding, divisor_override)
     input_shape = tuple(int(s) for s in input_shape)
     out_size = tuple(g.shape[2:])
     if g.size == 0:

@@ -6,6 +6,7 @@ per input element, without atomics.
 
 from ... import _native
 from ...errors import DTypeError, ShapeError, fmt_shape
+from .._pooling_windows import check_avg_window
 from ..seam import BackendArray, Shape
 from ._common import cast, dense, scalar_type
 
@@ -91,17 +92,6 @@ def _check_floating(op, x):
         raise DTypeError(f"{op}: expected a floating point array, got {x.dtype.name}")
 
 
-def _check_avg_window(op, kernel, stride, padding, divisor_override):
-    (kh, kw), (sh, sw), (ph, pw) = kernel, stride, padding
-    if min(kh, kw, sh, sw) < 1 or min(ph, pw) < 0 or 2 * ph > kh or 2 * pw > kw:
-        raise ShapeError(
-            f"{op}: kernel {tuple(kernel)} and stride {tuple(stride)} must be positive, padding {tuple(padding)} "
-            "at most half the kernel"
-        )
-    if divisor_override is not None and divisor_override <= 0:
-        raise ShapeError(f"{op}: divisor_override must be positive, got {divisor_override}")
-
-
 def _window_args(kernel, stride, padding):
     return (int(kernel[0]), int(kernel[1]), int(stride[0]), int(stride[1]), int(padding[0]), int(padding[1]))
 
@@ -119,7 +109,7 @@ def avg_pool2d(
     ``divisor_override`` if given, else by its size clipped to the padded input (``count_include_pad``) or to
     the input; ``out_size`` (Ho, Wo) is the op's (ceil_mode decides it)."""
     _check_floating("avg_pool2d", x)
-    _check_avg_window("avg_pool2d", kernel, stride, padding, divisor_override)
+    check_avg_window("avg_pool2d", kernel, stride, padding, divisor_override)
     return _native._C.avg_pool2d(
         dense(x),
         *_window_args(kernel, stride, padding),
@@ -141,7 +131,7 @@ def avg_pool2d_backward(
 ) -> BackendArray:
     """avg_pool2d's gradient for an input of ``input_shape`` from the output's ``g`` (N, C, Ho, Wo)."""
     _check_floating("avg_pool2d_backward", g)
-    _check_avg_window("avg_pool2d_backward", kernel, stride, padding, divisor_override)
+    check_avg_window("avg_pool2d_backward", kernel, stride, padding, divisor_override)
     input_shape = tuple(int(s) for s in input_shape)
     return _native._C.avg_pool2d_backward(
         dense(g),
