@@ -38,8 +38,8 @@ def _causal_allowed(L, S):
 
 
 def _attention_scores(q, k, mask, is_causal, scale):
-    s = np.matmul(q, np.swapaxes(k, -1, -2))
-    s *= scale
+    # (q scaled, not the scores: E values a row instead of S)
+    s = np.matmul(q * q.dtype.type(scale), np.swapaxes(k, -1, -2))
     allowed = hidden = None
     if is_causal:
         allowed, hidden = _causal_allowed(s.shape[-2], s.shape[-1])
