@@ -383,3 +383,52 @@ def test_random_elementwise_chains_with_views_and_in_place_ops(seed):
     x = adcuda.tensor(rng.standard_normal((rows, cols)).astype(np.float32))
     program = _compiled_against_eager(f, x, calls=4)
     assert program.kernels
+
+
+def _slices_backward_program(columns):
+    """Eager and compiled gradients of a (4, 9) leaf read in the column ranges ``columns``, each piece
+    multiplied by values holding -0.0, inf and NaN, bit for bit over three calls; the program."""
+    w = adcuda.randn(4, 9, requires_grad=True)
+    specials = np.random.default_rng(0).standard_normal((4, 9)).astype(np.float32)
+    specials[0, :] = -0.0
+    specials[1, ::4] = np.inf
+    specials[2, 1::3] = np.nan
+    factors = adcuda.from_numpy(specials)
+
+    def f():
+        h = w * 2.0  # (the sum of the pieces' gradients flows on, into this product's backward)
+        loss = sum(((h[:, lo:hi] * factors[:, lo:hi]).sum() for lo, hi in columns), adcuda.zeros(()))
+        loss.backward()
+        return loss
+
+    compiled = adcuda.compile(f, fullgraph=True)
+    for _ in range(3):
+        w.grad = None
+        f()
+        expected = w.grad.numpy().tobytes()
+        w.grad = None
+        compiled()
+        assert w.grad.numpy().tobytes() == expected
+    (program,) = compiled.programs
+    return program
+
+
+def test_the_backward_of_disjoint_slices_writes_one_array_without_zero_fills_or_sums():
+    # q, k and v cut out of one product: three zero arrays, a slice of each written, two sums in eager
+    program = _slices_backward_program([(0, 3), (3, 6), (6, 9)])
+    text = str(program)
+    assert text.count("fused sum: the array of") == 2
+    assert text.count("left out: a zero piece") >= 2
+    assert "not filled: a fused sum writes all of it" in text  # every column is some slice's
+
+
+def test_a_fused_sum_of_slices_that_leave_columns_out_keeps_the_zero_fill():
+    program = _slices_backward_program([(0, 2), (5, 9)])
+    text = str(program)
+    assert text.count("fused sum: the array of") == 1
+    assert "not filled" not in text
+
+
+def test_overlapping_slices_are_summed_as_in_eager():
+    program = _slices_backward_program([(0, 5), (4, 9)])
+    assert "fused sum" not in str(program)

@@ -22,6 +22,7 @@ of it, made when a profiler or ``emit_nvtx`` first observes a replay, puts each 
 """
 
 import functools
+import math
 import warnings
 
 import numpy as np
@@ -205,6 +206,7 @@ class Program:
         self.death = self._lifetimes(n_steps)
         self.scratch = Scratch()
         self.kernels, self.buffers, self.buffer_of = self._plan(n_steps)
+        self.scatter_sums = self._scatter_sums()
         self.lines = []
         self.replay = self._generate()
 
@@ -311,6 +313,117 @@ class Program:
             buffer_of[n] = chosen
         return kernels, buffers, buffer_of
 
+    def _scatter_sums(self):
+        """Sums of zero arrays each written in disjoint slices (the backward of slicing one array into
+        pieces, q, k and v of one product for one: one zero array per piece, its slice written, the
+        arrays added up) made one array written in every slice, the other zero fills and the sums
+        left out.
+
+        ``add(a, b)`` is fused where it writes over ``a`` and each operand is such a piece (a ``full``
+        of +0, or its same-dtype copy made no copy, written only by ``index_put_`` of basic slices with
+        values of the slice's shape and dtype; ``a`` may also be a sum fused before) that dies at the
+        sum, that nothing else reads, of the sum's shape and dtype, with slices disjoint from the
+        other's. Each slice is then written as ``values + 0.0``, what the sum gives there (x + 0 makes
+        -0.0 +0.0), and the rest stays the fill's zero, the sum of zeros: the eager sum, bit for bit.
+
+        Returns {step index: what the replay does there}: ("skip",) for the fill and copy of an ``b``,
+        ("put", value, key) for a slice's write and ("sum", value) for a sum, where ``value`` is the
+        piece whose array all of them write into."""
+        trace, layout = self.trace, self.layout
+        steps, producer = trace.steps, trace.producer
+        readers = {}  # owning array -> indices of the steps that read it
+        for j, step in enumerate(steps):
+            refs = []
+            _walk(_arguments_of(step), refs.append)
+            for ref in refs:
+                n = ref.n if ref.__class__ is Value else ref.value if ref.__class__ is TensorArg else -1
+                owner = layout.owner[n] if n >= 0 else -1
+                if owner >= 0:
+                    readers.setdefault(owner, set()).add(j)
+        outputs = set(trace.handed_over) | set(self.output_values())
+        fused = {}  # a fused sum's value -> (the piece it writes into, coverage)
+        fill_of = {}  # such a piece -> the step of its fill
+
+        def dies_at(n, at):
+            """Whether value ``n`` owns its array (row-major), which no caller sees and step ``at`` reads last."""
+            return layout.owner[n] == n and n not in outputs and self.death[n] == at and layout.c_contiguous[n]
+
+        def piece(n, at):
+            """(fill and copy steps, [(index_put_ step, slice key, values)], coverage) of value ``n`` as a
+            zero array written in slices and read last by step ``at``, or None."""
+            if not dies_at(n, at):
+                return None
+            fills = [producer[n]]
+            if fills[0] in self.aliases:  # a same-dtype copy, made no copy, of the fill
+                zero = steps[fills[0]].args[0].n
+                if readers.get(zero) != {fills[0]}:
+                    return None
+                fills.insert(0, producer[zero])
+            fill = steps[fills[0]] if fills[0] >= 0 else None
+            if fill.__class__ is not Call or fill.name != "full" or fills[0] not in self.kernels:
+                return None
+            value = fill.args[1]
+            if value.__class__ not in (int, float) or value != 0 or math.copysign(1.0, value) < 0:
+                return None
+            coverage = np.zeros(layout.shape[n], bool)
+            puts = []
+            for j in sorted(readers.get(n, ())):
+                if j == at:
+                    continue
+                put = steps[j]
+                if put.__class__ is not Call or put.name != "index_put_" or len(put.args) != 4 or put.kwargs:
+                    return None
+                target, key, values, accumulate = put.args
+                if target.__class__ is not Value or target.n != n or values.__class__ is not Value:
+                    return None
+                if accumulate is not False or key.__class__ not in (list, tuple):
+                    return None
+                if not all(k.__class__ is slice for k in key):
+                    return None
+                key = tuple(key)
+                region = coverage[key]
+                if region.shape != layout.shape[values.n] or layout.dtype[values.n] != layout.dtype[n] or region.any():
+                    return None
+                region[...] = True
+                puts.append((j, key))
+            return (fills, puts, coverage) if puts else None
+
+        plan = {}
+        for i, step in enumerate(steps):
+            if step.__class__ is not Call or step.name != "binary" or step.args[0] != "add" or step.kwargs:
+                continue
+            n = step.results[0] if step.result_kind == "array" else None
+            a, b = step.args[1], step.args[2]
+            if n is None or a.__class__ is not Value or b.__class__ is not Value or self.in_place.get(i) != a.n:
+                continue
+            if not all(layout.shape[m] == layout.shape[n] and layout.dtype[m] == layout.dtype[n] for m in (a.n, b.n)):
+                continue
+            if a.n in fused:
+                if readers.get(a.n) != {i} or not dies_at(a.n, i):
+                    continue
+                base, covered = fused[a.n]
+                first = None
+            else:
+                first = piece(a.n, i)
+                if first is None:
+                    continue
+                base, covered = a.n, first[2]
+            second = piece(b.n, i)
+            if second is None or (covered & second[2]).any():
+                continue
+            for j, key in (first[1] if first else []) + second[1]:
+                plan[j] = ("put", base, key)
+            for f in second[0]:
+                plan[f] = ("skip",)
+            plan[i] = ("sum", base)
+            fused[n] = (base, covered | second[2])
+            if first is not None:
+                fill_of[base] = first[0][0]
+        for base, covered in fused.values():
+            if covered.all():  # every element is written: the first piece's zeros are never read
+                plan[fill_of[base]] = ("bare",)
+        return plan
+
     def _dying_operand(self, i, step, positions, n, buffer_of, outlives):
         """(an operand of call ``i`` whose memory its result ``n`` may take, that memory's buffer or None
         for an array of the replay's own), or None (see ``_plan``)."""
@@ -387,6 +500,17 @@ class Program:
         for i, step in enumerate(trace.steps):
             cls = step.__class__
             ranges.append(_range_name(step))
+            fusion = self.scatter_sums.get(i)
+            if fusion is not None and fusion[0] != "bare":
+                if fusion[0] == "put":  # (x + 0.0: the fused sum's value there)
+                    key = bind(fusion[2], "c")
+                    body.append(f"{bind(np.add, 'k')}({expr(step.args[2])}, 0.0, out=v{fusion[1]}[{key}])")
+                elif fusion[0] == "sum":
+                    body.append(f"v{step.results[0]} = v{fusion[1]}")
+                else:
+                    body.append("pass")
+                lines.append(self._describe(i, step) + _FUSION_NOTES[fusion[0]].format(*fusion[1:2]))
+                continue
             if cls is Call:
                 target = self._targets(step)
                 if i in self.aliases:
@@ -408,11 +532,15 @@ class Program:
                         out = f"_empty({self.layout.shape[n]!r}, {bind(self.layout.dtype[n], 'c')})"
                     operands = "".join(expr(step.args[p]) + ", " for p in positions)
                     code = f"{fn}({first}{operands}out={out}{last})"
+                    if fusion is not None:  # a fill every element of which a fused sum writes
+                        code = out
                 else:
                     primitive = bind(getattr(cpu, step.name), f"p_{step.name}_")
                     code = f"{primitive}({call_args(step.args, step.kwargs)})"
                 body.append(f"{target} = {code}" if target else code)
-                lines.append(self._describe(i, step))
+                lines.append(
+                    self._describe(i, step) + ("  (not filled: a fused sum writes all of it)" if fusion else "")
+                )
             elif cls is HostStep:
                 fast = host_step_replay(step, self.scratch)
                 body.append(f"{bind(fast[0] if fast else step.fn, 'host')}({call_args(step.args, step.kwargs)})")
@@ -581,6 +709,14 @@ class Scratch:
     def nbytes(self):
         """Bytes of the scratch arrays made so far (optimizer steps make theirs at the first replay)."""
         return sum(a.nbytes for a in self.arrays.values())
+
+
+# how a printed program shows the steps of a fused sum of zero arrays written in slices (_scatter_sums)
+_FUSION_NOTES = {
+    "skip": "  (left out: a zero piece of a fused sum)",
+    "put": "  (fused sum: written + 0.0 into %{0})",
+    "sum": "  (fused sum: the array of %{0})",
+}
 
 
 def _range_name(step):
