@@ -432,3 +432,49 @@ def test_a_fused_sum_of_slices_that_leave_columns_out_keeps_the_zero_fill():
 def test_overlapping_slices_are_summed_as_in_eager():
     program = _slices_backward_program([(0, 5), (4, 9)])
     assert "fused sum" not in str(program)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_attention_keeps_the_probabilities_its_backward_computes_again(dtype, is_causal):
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal(shape).astype(dtype) for shape in [(2, 3, 5, 4), (2, 3, 7, 4), (2, 3, 7, 6)])
+    g = rng.standard_normal((2, 3, 5, 6)).astype(dtype)
+    out, lse = cpu.attention(q, k, v, None, is_causal, 0.5)
+    probs = np.full((2, 3, 5, 7), np.nan, dtype)
+    kept_out, kept_lse = cpu.attention(q, k, v, None, is_causal, 0.5, probs=probs)
+    assert kept_out.tobytes() == out.tobytes() and kept_lse.tobytes() == lse.tobytes()
+    softmax = np.exp(0.5 * q @ np.swapaxes(k, -1, -2) - lse[..., None])
+    if is_causal:
+        softmax = np.where(np.tril(np.ones((5, 7), bool)), softmax, 0)
+    np.testing.assert_allclose(probs, softmax, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-7)
+    expected = cpu.attention_backward(g, q, k, v, out, lse, None, is_causal, 0.5)
+    given = cpu.attention_backward(g, q, k, v, out, lse, None, is_causal, 0.5, probs=probs)
+    assert [a.tobytes() for a in given] == [a.tobytes() for a in expected]
+
+
+def test_a_compiled_attention_backward_reads_the_forwards_probabilities():
+    qkv = adcuda.nn.Linear(8, 24)
+
+    def f(x):
+        q, k, v = qkv(x).reshape(2, 5, 3, 2, 4).permute(2, 0, 3, 1, 4).unbind(0)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        (y * y).sum().backward()
+        return y.detach() * 1.0
+
+    program = _compiled_against_eager(f, adcuda.randn(2, 5, 8))
+    text = str(program)
+    assert "probabilities kept in place" in text and "probabilities read in place" in text
+    # and the gradients they made are eager's, bit for bit
+    for p in qkv.parameters():
+        p.grad = None
+    f(adcuda.ones(2, 5, 8))
+    expected = [p.grad.numpy().tobytes() for p in qkv.parameters()]
+    for p in qkv.parameters():
+        p.grad = None
+    compiled = adcuda.compile(f, fullgraph=True)
+    for _ in range(2):
+        for p in qkv.parameters():
+            p.grad = None
+        compiled(adcuda.ones(2, 5, 8))
+    assert [p.grad.numpy().tobytes() for p in qkv.parameters()] == expected

@@ -157,7 +157,8 @@ class Scratch(Protocol):
 
 # Keyword-only parameters that only the CPU backend's primitives take, beyond the table in
 # adcuda/backends/__init__.py: ``out`` (an array of the result's shape and dtype to write it into; it
-# may be an operand) and ``scratch`` (a ``Scratch``). Only graph capture's CPU replay passes them
+# may be an operand), ``scratch`` (a ``Scratch``) and attention's ``probs`` (the probabilities, kept by
+# the forward for the backward, as attention's docstring says). Only graph capture's CPU replay passes them
 # (adcuda/capture/program.py calls the CPU backend alone); eager dispatch never does, and the CUDA
 # primitives do not take them (tests/test_backend_seam.py compares the signatures without them).
 CPU_REPLAY_KEYWORDS = {
@@ -165,6 +166,8 @@ CPU_REPLAY_KEYWORDS = {
     "unary_backward": ("out", "scratch"),
     "sgd_step_": ("scratch",),
     "adam_step_": ("scratch",),
+    "attention": ("probs",),
+    "attention_backward": ("probs",),
 }
 
 

@@ -207,6 +207,7 @@ class Program:
         self.scratch = Scratch()
         self.kernels, self.buffers, self.buffer_of = self._plan(n_steps)
         self.scatter_sums = self._scatter_sums()
+        self.attention_probs = self._attention_probabilities()
         self.lines = []
         self.replay = self._generate()
 
@@ -424,6 +425,82 @@ class Program:
                 plan[fill_of[base]] = ("bare",)
         return plan
 
+    def _attention_probabilities(self):
+        """{step index: array} for the attention forwards whose backward in this program reads the same
+        q, k and logsumexp, and those backwards: the forward writes its probabilities into the array
+        (attention's ``probs``) and the backward reads them from it instead of computing them again,
+        the same numbers (attention's docstring), one score product and two passes fewer.
+
+        Paired: a backward given the forward's own output and logsumexp, no mask on either, the same
+        is_causal and scale, and q and k that hold the forward's numbers (``_same_numbers``), all of
+        one float dtype. Each pair has an array of its own, alive through the replay."""
+        steps, layout = self.trace.steps, self.layout
+        forwards = {}  # (output, logsumexp) -> the forward's step index
+        for i, step in enumerate(steps):
+            if step.__class__ is Call and step.name == "attention" and not step.kwargs and len(step.args) >= 6:
+                if step.result_kind == "tuple" and None not in step.results[:2]:
+                    forwards[step.results[0], step.results[1]] = i
+        probs = {}
+        for j, step in enumerate(steps):
+            if step.__class__ is not Call or step.name != "attention_backward" or step.kwargs or len(step.args) < 9:
+                continue
+            _, q, k, _, out, lse, mask, is_causal, scale = step.args[:9]
+            if out.__class__ is not Value or lse.__class__ is not Value or mask is not None:
+                continue
+            i = forwards.get((out.n, lse.n))
+            if i is None:
+                continue
+            q0, k0, v0, mask0, is_causal0, scale0 = steps[i].args[:6]
+            if mask0 is not None or is_causal0 != is_causal or scale0 != scale:
+                continue
+            if not (self._same_numbers(q0, q, i, j) and self._same_numbers(k0, k, i, j)):
+                continue
+            dtype = layout.dtype[q.n]
+            if (
+                dtype not in _FLOATS
+                or layout.dtype[k.n] != dtype
+                or v0.__class__ is not Value
+                or layout.dtype[v0.n] != dtype
+            ):
+                continue
+            q_shape, k_shape = layout.shape[q.n], layout.shape[k.n]
+            if len(q_shape) < 2 or len(k_shape) < 2:
+                continue
+            shape = np.broadcast_shapes(q_shape[:-2], k_shape[:-2]) + (q_shape[-2], k_shape[-2])
+            probs[j] = probs.setdefault(i, np.empty(shape, dtype))
+        return probs
+
+    def _same_numbers(self, a, b, i, j):
+        """Whether trace values ``a`` (read at step ``i``) and ``b`` (read at step ``j`` > ``i``) hold the same
+        numbers: one value, or each a ``contiguous`` copy of one value (the backward's fresh copy of
+        what the forward read) whose memory no step writes in between."""
+        if a.__class__ is not Value or b.__class__ is not Value:
+            return False
+        steps, producer, owner_of = self.trace.steps, self.trace.producer, self.layout.owner
+        sources, reads = [], []
+        for value, at in ((a, i), (b, j)):
+            n, made = value.n, producer[value.n]
+            copy = steps[made] if made >= 0 else None
+            if copy.__class__ is Call and copy.name == "contiguous" and copy.args[0].__class__ is Value:
+                n, at = copy.args[0].n, made
+            sources.append(n)
+            reads.append(at)
+        owner = owner_of[sources[0]]
+        if sources[0] != sources[1] or owner < 0 or owner in self.trace.handed_over:
+            return False
+        for between in range(reads[0] + 1, reads[1]):
+            step = steps[between]
+            if step.__class__ is HostStep:
+                refs = []
+                _walk(_arguments_of(step), refs.append)
+                if any(r.__class__ is TensorArg and owner_of[r.value] == owner for r in refs):
+                    return False  # a host step may write what it is handed
+            elif step.__class__ is Call:
+                for n in step.results:
+                    if n is not None and producer[n] != between and owner_of[n] == owner:
+                        return False  # an in-place primitive's result: it wrote the source
+        return True
+
     def _dying_operand(self, i, step, positions, n, buffer_of, outlives):
         """(an operand of call ``i`` whose memory its result ``n`` may take, that memory's buffer or None
         for an array of the replay's own), or None (see ``_plan``)."""
@@ -537,10 +614,13 @@ class Program:
                 else:
                     primitive = bind(getattr(cpu, step.name), f"p_{step.name}_")
                     code = f"{primitive}({call_args(step.args, step.kwargs)})"
+                    if i in self.attention_probs:  # the forward's probabilities, kept for the backward
+                        code = code[:-1] + f", probs={bind(self.attention_probs[i], 'c')})"
                 body.append(f"{target} = {code}" if target else code)
-                lines.append(
-                    self._describe(i, step) + ("  (not filled: a fused sum writes all of it)" if fusion else "")
-                )
+                note = "  (not filled: a fused sum writes all of it)" if fusion else ""
+                if i in self.attention_probs:
+                    note = "  (probabilities " + ("kept" if step.name == "attention" else "read") + " in place)"
+                lines.append(self._describe(i, step) + note)
             elif cls is HostStep:
                 fast = host_step_replay(step, self.scratch)
                 body.append(f"{bind(fast[0] if fast else step.fn, 'host')}({call_args(step.args, step.kwargs)})")
@@ -642,7 +722,7 @@ class Program:
         """(bytes in preallocated buffers and kernels' scratch arrays, peak bytes of arrays alive at once
         during a replay)."""
         planned = sum(int(np.prod(shape)) * np.dtype(dtype).itemsize for shape, dtype in self.buffers)
-        planned += self.scratch.nbytes
+        planned += self.scratch.nbytes + sum({id(a): a.nbytes for a in self.attention_probs.values()}.values())
         layout = self.layout
         producer = self.trace.producer
         # a result written over a dying operand's own array (not a buffer) allocates nothing: that array
