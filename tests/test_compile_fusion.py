@@ -453,28 +453,58 @@ def test_attention_keeps_the_probabilities_its_backward_computes_again(dtype, is
     assert [a.tobytes() for a in given] == [a.tobytes() for a in expected]
 
 
-def test_a_compiled_attention_backward_reads_the_forwards_probabilities():
-    qkv = adcuda.nn.Linear(8, 24)
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # inf and NaN on purpose, NumPy called directly
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gelu_tanh_keeps_tanhs_argument_for_its_backward(dtype):
+    x, g = _values((3, 5, 7), dtype), _values((3, 5, 7), dtype, seed=1)
+    scratch, inner = Scratch(), np.full(x.shape, np.nan, dtype)
+    forward = cpu.unary("gelu_tanh", x, out=np.empty_like(x), scratch=scratch, inner=inner)
+    assert forward.tobytes() == cpu.unary("gelu_tanh", x).tobytes()
+    assert inner.tobytes() == np.asarray(C * (x + 0.044715 * x * x * x), dtype).tobytes()
+    backward = cpu.unary_backward("gelu_tanh", x, None, g, out=np.empty_like(x), scratch=scratch, inner=inner)
+    assert backward.tobytes() == cpu.unary_backward("gelu_tanh", x, None, g).tobytes()
+    with pytest.raises(ValueError, match="inner= is gelu_tanh's"):
+        cpu.unary("relu", x, out=np.empty_like(x), inner=inner)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_layer_norm_keeps_the_normalised_input_for_its_backward(dtype):
+    rng = np.random.default_rng(0)
+    x, g = rng.standard_normal((4, 3, 6)).astype(dtype), rng.standard_normal((4, 3, 6)).astype(dtype)
+    w, b = rng.standard_normal((3, 6)).astype(dtype), rng.standard_normal((3, 6)).astype(dtype)
+    expected = cpu.layer_norm(x, w, b, 2, 1e-5)
+    xhat = np.full(x.shape, np.nan, dtype)
+    kept = cpu.layer_norm(x, w, b, 2, 1e-5, xhat=xhat)
+    assert [a.tobytes() for a in kept] == [a.tobytes() for a in expected]
+    _, mean, rstd = expected
+    assert xhat.tobytes() == ((x - mean) * rstd).tobytes()
+    without = cpu.layer_norm_backward(g, x, w, mean, rstd, 2)
+    given = cpu.layer_norm_backward(g, x, w, mean, rstd, 2, xhat=xhat)
+    assert [a.tobytes() for a in given] == [a.tobytes() for a in without]
+    assert xhat.tobytes() == ((x - mean) * rstd).tobytes()  # read, not written
+
+
+def test_compiled_backwards_read_what_their_forwards_kept():
+    qkv, norm, fc = adcuda.nn.Linear(8, 24), adcuda.nn.LayerNorm(8), adcuda.nn.Linear(8, 16)
+    params = [*qkv.parameters(), *norm.parameters(), *fc.parameters()]
 
     def f(x):
-        q, k, v = qkv(x).reshape(2, 5, 3, 2, 4).permute(2, 0, 3, 1, 4).unbind(0)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        (y * y).sum().backward()
-        return y.detach() * 1.0
+        q, k, v = qkv(norm(x)).reshape(2, 5, 3, 2, 4).permute(2, 0, 3, 1, 4).unbind(0)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(2, 5, 8)
+        z = F.gelu(fc(y), approximate="tanh")
+        (z * z).sum().backward()
+        return z.detach() * 1.0
 
-    program = _compiled_against_eager(f, adcuda.randn(2, 5, 8))
-    text = str(program)
-    assert "probabilities kept in place" in text and "probabilities read in place" in text
+    x = adcuda.randn(2, 5, 8)
+    text = str(_compiled_against_eager(f, x))
+    for keyword in ("probs", "xhat", "inner"):
+        assert f"{keyword} kept in place" in text and f"{keyword} read in place" in text
     # and the gradients they made are eager's, bit for bit
-    for p in qkv.parameters():
-        p.grad = None
-    f(adcuda.ones(2, 5, 8))
-    expected = [p.grad.numpy().tobytes() for p in qkv.parameters()]
-    for p in qkv.parameters():
-        p.grad = None
     compiled = adcuda.compile(f, fullgraph=True)
-    for _ in range(2):
-        for p in qkv.parameters():
+    grads = []
+    for fn in (f, compiled, compiled):
+        for p in params:
             p.grad = None
-        compiled(adcuda.ones(2, 5, 8))
-    assert [p.grad.numpy().tobytes() for p in qkv.parameters()] == expected
+        fn(x)
+        grads.append([p.grad.numpy().tobytes() for p in params])
+    assert grads[0] == grads[1] == grads[2]

@@ -154,6 +154,10 @@ FAST_KERNELS = {
 # operand or memory cached across calls): a replay may write over such an array once it is dead
 _FRESH = frozenset({"binary", "unary", "unary_backward", "matmul", "full", "astype", "contiguous", "reduce"})
 
+# primitives that never write an operand: where one returns an array the trace already has, it is the
+# operand itself (a contiguous array made contiguous, a view of the whole), not a write into it
+_HANDS_BACK = frozenset({"contiguous", "view", "permute", "slice", "expand", "astype"})
+
 # kernels of these primitives read each element of an operand only to write the same element of the
 # result: their ``out`` may be an operand's own buffer (not so for a matrix product)
 ELEMENTWISE = frozenset({"binary", "unary", "unary_backward"})
@@ -207,7 +211,7 @@ class Program:
         self.scratch = Scratch()
         self.kernels, self.buffers, self.buffer_of = self._plan(n_steps)
         self.scatter_sums = self._scatter_sums()
-        self.attention_probs = self._attention_probabilities()
+        self.keeps = self._forward_keeps()
         self.lines = []
         self.replay = self._generate()
 
@@ -425,50 +429,68 @@ class Program:
                 plan[fill_of[base]] = ("bare",)
         return plan
 
-    def _attention_probabilities(self):
-        """{step index: array} for the attention forwards whose backward in this program reads the same
-        q, k and logsumexp, and those backwards: the forward writes its probabilities into the array
-        (attention's ``probs``) and the backward reads them from it instead of computing them again,
-        the same numbers (attention's docstring), one score product and two passes fewer.
+    def _forward_keeps(self):
+        """{step index: (keyword, array)} for forwards whose backward in this program reads what they
+        computed, and those backwards: the forward writes it into the array (the primitive's
+        ``keyword``) and the backward reads it from there instead of computing it again, the same
+        numbers (the primitives' docstrings). Each pair has an array of its own, alive through the
+        replay. Paired, with q, k or x holding the forward's numbers (``_same_numbers``) and one float
+        dtype throughout:
 
-        Paired: a backward given the forward's own output and logsumexp, no mask on either, the same
-        is_causal and scale, and q and k that hold the forward's numbers (``_same_numbers``), all of
-        one float dtype. Each pair has an array of its own, alive through the replay."""
+        - attention and its backward given the forward's own output and logsumexp, without masks, the
+          same is_causal and scale: the probabilities (``probs``), one score product and two passes;
+        - layer_norm and its backward given the forward's own mean and rstd, with a weight: the
+          normalised x (``xhat``), two passes;
+        - gelu_tanh's replay kernels, forward and backward, of one x: tanh's argument (``inner``),
+          five passes."""
         steps, layout = self.trace.steps, self.layout
-        forwards = {}  # (output, logsumexp) -> the forward's step index
+        keeps = {}
+
+        def pair(i, j, keyword, shape, *values):
+            if all(v.__class__ is Value and layout.dtype[v.n] == layout.dtype[values[0].n] for v in values):
+                if layout.dtype[values[0].n] in _FLOATS:
+                    keeps[j] = keeps.setdefault(i, (keyword, np.empty(shape, layout.dtype[values[0].n])))
+
+        by_results = {}  # (attention or layer_norm, its 2nd and 3rd... results) -> the forward's step index
+        gelus = []  # gelu_tanh forwards run by replay kernels
         for i, step in enumerate(steps):
-            if step.__class__ is Call and step.name == "attention" and not step.kwargs and len(step.args) >= 6:
-                if step.result_kind == "tuple" and None not in step.results[:2]:
-                    forwards[step.results[0], step.results[1]] = i
-        probs = {}
+            if step.__class__ is not Call or step.kwargs:
+                continue
+            if step.name in ("attention", "layer_norm") and step.result_kind == "tuple":
+                by_results[step.name, step.results[:2] if step.name == "attention" else step.results[1:3]] = i
+            elif step.name == "unary" and step.args[0] == "gelu_tanh" and i in self.kernels:
+                gelus.append(i)
         for j, step in enumerate(steps):
-            if step.__class__ is not Call or step.name != "attention_backward" or step.kwargs or len(step.args) < 9:
+            if step.__class__ is not Call or step.kwargs:
                 continue
-            _, q, k, _, out, lse, mask, is_causal, scale = step.args[:9]
-            if out.__class__ is not Value or lse.__class__ is not Value or mask is not None:
-                continue
-            i = forwards.get((out.n, lse.n))
-            if i is None:
-                continue
-            q0, k0, v0, mask0, is_causal0, scale0 = steps[i].args[:6]
-            if mask0 is not None or is_causal0 != is_causal or scale0 != scale:
-                continue
-            if not (self._same_numbers(q0, q, i, j) and self._same_numbers(k0, k, i, j)):
-                continue
-            dtype = layout.dtype[q.n]
-            if (
-                dtype not in _FLOATS
-                or layout.dtype[k.n] != dtype
-                or v0.__class__ is not Value
-                or layout.dtype[v0.n] != dtype
-            ):
-                continue
-            q_shape, k_shape = layout.shape[q.n], layout.shape[k.n]
-            if len(q_shape) < 2 or len(k_shape) < 2:
-                continue
-            shape = np.broadcast_shapes(q_shape[:-2], k_shape[:-2]) + (q_shape[-2], k_shape[-2])
-            probs[j] = probs.setdefault(i, np.empty(shape, dtype))
-        return probs
+            args = step.args
+            if step.name == "attention_backward" and len(args) >= 9:
+                _, q, k, _, out, lse, mask, is_causal, scale = args[:9]
+                i = by_results.get(("attention", (_number(out), _number(lse))))
+                if i is None or mask is not None:
+                    continue
+                q0, k0, v0, mask0, is_causal0, scale0 = steps[i].args[:6]
+                if mask0 is not None or is_causal0 != is_causal or scale0 != scale:
+                    continue
+                if self._same_numbers(q0, q, i, j) and self._same_numbers(k0, k, i, j):
+                    q_shape, k_shape = layout.shape[q.n], layout.shape[k.n]
+                    if len(q_shape) >= 2 and len(k_shape) >= 2:
+                        batch = np.broadcast_shapes(q_shape[:-2], k_shape[:-2])
+                        pair(i, j, "probs", batch + (q_shape[-2], k_shape[-2]), q, k, v0)
+            elif step.name == "layer_norm_backward" and len(args) == 6:
+                _, x, weight, mean, rstd, n = args
+                i = by_results.get(("layer_norm", (_number(mean), _number(rstd))))
+                if i is None or weight is None or steps[i].args[1] is None or steps[i].args[3] != n:
+                    continue
+                if self._same_numbers(steps[i].args[0], x, i, j):
+                    pair(i, j, "xhat", layout.shape[x.n], x)
+            elif step.name == "unary_backward" and args[0] == "gelu_tanh" and j in self.kernels:
+                x = args[1]
+                for i in reversed([i for i in gelus if i < j]):
+                    if self._same_numbers(steps[i].args[1], x, i, j):
+                        pair(i, j, "inner", layout.shape[x.n], x)
+                        break
+        return keeps
 
     def _same_numbers(self, a, b, i, j):
         """Whether trace values ``a`` (read at step ``i``) and ``b`` (read at step ``j`` > ``i``) hold the same
@@ -495,7 +517,7 @@ class Program:
                 _walk(_arguments_of(step), refs.append)
                 if any(r.__class__ is TensorArg and owner_of[r.value] == owner for r in refs):
                     return False  # a host step may write what it is handed
-            elif step.__class__ is Call:
+            elif step.__class__ is Call and step.name not in _HANDS_BACK:
                 for n in step.results:
                     if n is not None and producer[n] != between and owner_of[n] == owner:
                         return False  # an in-place primitive's result: it wrote the source
@@ -614,12 +636,12 @@ class Program:
                 else:
                     primitive = bind(getattr(cpu, step.name), f"p_{step.name}_")
                     code = f"{primitive}({call_args(step.args, step.kwargs)})"
-                    if i in self.attention_probs:  # the forward's probabilities, kept for the backward
-                        code = code[:-1] + f", probs={bind(self.attention_probs[i], 'c')})"
-                body.append(f"{target} = {code}" if target else code)
                 note = "  (not filled: a fused sum writes all of it)" if fusion else ""
-                if i in self.attention_probs:
-                    note = "  (probabilities " + ("kept" if step.name == "attention" else "read") + " in place)"
+                if i in self.keeps:  # what a forward keeps for its backward (_forward_keeps)
+                    keyword, kept = self.keeps[i]
+                    code = code[:-1] + f", {keyword}={bind(kept, 'c')})"
+                    note = f"  ({keyword} {'read' if step.name.endswith('backward') else 'kept'} in place)"
+                body.append(f"{target} = {code}" if target else code)
                 lines.append(self._describe(i, step) + note)
             elif cls is HostStep:
                 fast = host_step_replay(step, self.scratch)
@@ -722,7 +744,7 @@ class Program:
         """(bytes in preallocated buffers and kernels' scratch arrays, peak bytes of arrays alive at once
         during a replay)."""
         planned = sum(int(np.prod(shape)) * np.dtype(dtype).itemsize for shape, dtype in self.buffers)
-        planned += self.scratch.nbytes + sum({id(a): a.nbytes for a in self.attention_probs.values()}.values())
+        planned += self.scratch.nbytes + sum({id(a): a.nbytes for _, a in self.keeps.values()}.values())
         layout = self.layout
         producer = self.trace.producer
         # a result written over a dying operand's own array (not a buffer) allocates nothing: that array
@@ -817,6 +839,11 @@ def _is_same_dtype_copy(step, layout, n):
     """Whether call ``step`` (an ``astype``) copies a trace array into the dtype it already has."""
     a = step.args[0] if step.args else None
     return a.__class__ is Value and layout.dtype[a.n] == layout.dtype[n]
+
+
+def _number(ref):
+    """The value number a reference names (None for anything but a ``Value``)."""
+    return ref.n if ref.__class__ is Value else None
 
 
 def _arguments_of(step):

@@ -34,9 +34,17 @@ def _check_normalized(op, x, n, *params):
 
 
 def layer_norm(
-    x: BackendArray, weight: BackendArray | None, bias: BackendArray | None, n: int, eps: float
+    x: BackendArray,
+    weight: BackendArray | None,
+    bias: BackendArray | None,
+    n: int,
+    eps: float,
+    *,
+    xhat: BackendArray | None = None,
 ) -> tuple[BackendArray, BackendArray, BackendArray]:
-    """Normalise the last ``n`` dims -> (y, mean, rstd); mean and rstd keep x's dims (size 1 there)."""
+    """Normalise the last ``n`` dims -> (y, mean, rstd); mean and rstd keep x's dims (size 1 there).
+    ``xhat`` (CPU only, seam.CPU_REPLAY_KEYWORDS; an array of x's shape and compute dtype): where to keep
+    the normalised x, (x - mean) * rstd, for a backward given it (graph capture's replay)."""
     _check_normalized("layer_norm", x, n, weight, bias)
     xx = _compute(x)
     count = math.prod(x.shape[x.ndim - n :])
@@ -44,14 +52,16 @@ def layer_norm(
     # in place
     mean = _row_sums(xx, n)
     mean /= count
-    y = xx - mean
+    y = np.subtract(xx, mean, out=xhat)
     var_ = _row_sums(y * y, n)
     var_ /= count
     var_ += eps
     rstd = 1.0 / np.sqrt(var_)
     y *= rstd
     if weight is not None:
-        y *= _compute(weight)
+        y = y * _compute(weight) if xhat is not None else np.multiply(y, _compute(weight), out=y)
+    elif xhat is not None:
+        y = y.copy()
     if bias is not None:
         y += _compute(bias)
     stat_dt = np.float64 if x.dtype == np.float64 else np.float32
@@ -59,14 +69,24 @@ def layer_norm(
 
 
 def layer_norm_backward(
-    g: BackendArray, x: BackendArray, weight: BackendArray | None, mean: BackendArray, rstd: BackendArray, n: int
+    g: BackendArray,
+    x: BackendArray,
+    weight: BackendArray | None,
+    mean: BackendArray,
+    rstd: BackendArray,
+    n: int,
+    *,
+    xhat: BackendArray | None = None,
 ) -> tuple[BackendArray, BackendArray | None, BackendArray]:
-    """-> (dx, dweight (None without a weight), dbias)."""
+    """-> (dx, dweight (None without a weight), dbias). ``xhat`` (CPU only, seam.CPU_REPLAY_KEYWORDS): the
+    normalised x the forward kept (its ``xhat``) for this x, mean and rstd, read instead of computed."""
     _check_normalized("layer_norm_backward", x, n, weight)
     gg, xx = _compute(g), _compute(x)
     count = math.prod(x.shape[x.ndim - n :])
-    xhat = xx - mean
-    xhat *= rstd
+    kept = xhat is not None
+    if not kept:
+        xhat = xx - mean
+        xhat *= rstd
     # (the row and column sums are BLAS products with a vector of ones: _row_sums, _column_sums)
     dweight = _column_sums(gg * xhat, n).astype(weight.dtype) if weight is not None else None
     dbias = _column_sums(gg, n).astype(weight.dtype if weight is not None else g.dtype)
@@ -76,7 +96,7 @@ def layer_norm_backward(
     gx_mean /= count
     proj = _row_sums(gx * xhat, n)
     proj /= count
-    xhat *= proj
+    xhat = xhat * proj if kept else np.multiply(xhat, proj, out=xhat)  # (the kept one is read again)
     dx = gx - gx_mean
     dx -= xhat
     dx *= rstd
