@@ -170,9 +170,11 @@ class Layout:
     def __init__(self, trace):
         ids = {id(a): n for n, a in enumerate(trace.arrays)}
         self.shape, self.dtype, self.nbytes, self.owner, self.c_contiguous = [], [], [], [], []
+        self.strides = []
         for n, a in enumerate(trace.arrays):
             self.shape.append(tuple(a.shape))
             self.dtype.append(a.dtype)
+            self.strides.append(tuple(a.strides))
             self.c_contiguous.append(a.flags.c_contiguous)
             base = a.base
             owner = n if base is None else ids.get(id(base), -1)
@@ -207,6 +209,7 @@ class Program:
         self.guards = [(t, a) for a, t in trace.externals.values() if t is not None]
         self.modes = list(trace.modules.values())
         n_steps = len(trace.steps)
+        self.views = self._attention_views()
         self.death = self._lifetimes(n_steps)
         self.scratch = Scratch()
         self.kernels, self.buffers, self.buffer_of = self._plan(n_steps)
@@ -227,6 +230,57 @@ class Program:
         return True
 
     # ------------------------------------------------------------------ liveness and buffers
+    def _attention_views(self):
+        """{step index: source value} for ``contiguous`` copies that only attention and its backward read
+        (as q, k, v or the output's gradient): they read the view itself instead, the copy left out.
+        Their products are BLAS matrix calls over the view's rows (a row stride of whole elements, the
+        last dim unit-strided, at least two rows and columns, as NumPy's matmul hands to BLAS), which
+        packs its operands whatever their strides: the same numbers as from the copy. The copy's value
+        becomes a view of the source's memory, so the source lives as long as the copy would have (set
+        here, before lifetimes are taken)."""
+        steps, layout = self.trace.steps, self.layout
+        operands = {"attention": (0, 1, 2), "attention_backward": (0, 1, 2, 3)}  # q, k, v (and g) positions
+        readers = {}  # value -> the steps that read it
+        for j, step in enumerate(steps):
+            refs = []
+            _walk(_arguments_of(step), refs.append)
+            for ref in refs:
+                if ref.__class__ in (Value, TensorArg):
+                    readers.setdefault(ref.n if ref.__class__ is Value else ref.value, []).append(j)
+        views = {}
+        for i, step in enumerate(steps):
+            if step.__class__ is not Call or step.name != "contiguous" or step.result_kind != "array":
+                continue
+            n, source = step.results[0], step.args[0]
+            if n is None or source.__class__ is not Value or source.n == n or layout.owner[n] != n:
+                continue
+            if n in self.trace.handed_over or n in self.output_values() or layout.owner[source.n] < 0:
+                continue
+            uses = readers.get(n, [])
+            if not uses or not all(
+                steps[j].__class__ is Call
+                and steps[j].name in operands
+                and not steps[j].kwargs
+                and all(
+                    a.__class__ is not Value or a.n != n or p in operands[steps[j].name]
+                    for p, a in enumerate(steps[j].args)
+                )
+                for j in uses
+            ):
+                continue
+            shape, strides, itemsize = layout.shape[source.n], layout.strides[source.n], layout.dtype[source.n].itemsize
+            if layout.dtype[source.n] not in _FLOATS or len(shape) < 2 or strides[-1] != itemsize:
+                continue
+            if min(shape[-2:]) < 2:  # (a row or column vector: a BLAS vector call, whose stride would differ)
+                continue
+            if min(strides) < 0 or strides[-2] % itemsize or strides[-2] < shape[-1] * itemsize:
+                continue
+            views[i] = source.n
+            layout.owner[n] = layout.owner[source.n]
+            layout.nbytes[n] = 0
+            layout.c_contiguous[n] = False
+        return views
+
     def _lifetimes(self, n_steps):
         """Index of the last step that reads each owning array (through any of its views); n_steps
         for arrays that must outlive the replay."""
@@ -614,6 +668,8 @@ class Program:
                 target = self._targets(step)
                 if i in self.aliases:
                     code = f"v{self.aliases[i]}"
+                elif i in self.views:
+                    code = f"v{self.views[i]}"
                 elif i in self.kernels:
                     kernel, positions = self.kernels[i]
                     first = last = ""  # a partial's arguments, written into the call (a partial costs more)
@@ -732,6 +788,8 @@ class Program:
             where = f", buffer {self.buffer_of[n]}" if n in self.buffer_of else ""
             if i in self.aliases:
                 where += f", no copy: the memory of %{self.aliases[i]}"
+            elif i in self.views:
+                where += f", no copy: attention reads the view %{self.views[i]}"
             elif i in self.in_place:
                 where += f" in place of %{self.in_place[i]}"
             return f"{i:4d}  {out}{step.name}({args})  [{shape} {self.layout.dtype[n]}{where}]"
