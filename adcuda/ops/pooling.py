@@ -21,22 +21,12 @@ import numpy as np  # the constant pooling / interpolation matrices, built on th
 from ..errors import ShapeError, fmt_shape
 from ..tensor import primitives
 from .common import check_tensor, dense, wrap
+from .common import int_tuple as _tuple
 from .factories import tensor
 from .registry import op
 
 if TYPE_CHECKING:
     from ..types import Sequence, Tensor
-
-
-def _tuple(op, what, value, n):
-    if isinstance(value, numbers.Integral):
-        return (int(value),) * n
-    value = tuple(int(v) for v in value)
-    if len(value) == 1:
-        return value * n
-    if len(value) != n:
-        raise ShapeError(f"{op}: expected {what} to be an int or {n} ints, got {value}")
-    return value
 
 
 def _batched(op, input, spatial):
