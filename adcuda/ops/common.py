@@ -172,3 +172,17 @@ def int_tuple(op, what, value, n):
     if len(value) != n:
         raise ShapeError(f"{op}: expected {what} to be an int or {n} ints, got {value}")
     return value
+
+
+def batched_input(op, input, spatial):
+    """``input`` (a convolution's or a pooling's, with ``spatial`` trailing dims) with a batch dim, and
+    whether it had one: PyTorch takes unbatched (C, *spatial) inputs too."""
+    check_tensor(op, "input", input)
+    if input.ndim == spatial + 2:
+        return input, True
+    if input.ndim == spatial + 1:
+        return input.unsqueeze(0), False
+    raise ShapeError(
+        f"{op}: expected a {spatial + 1}-d (unbatched) or {spatial + 2}-d (batched) input, got "
+        f"input of shape {fmt_shape(input.shape)}"
+    )

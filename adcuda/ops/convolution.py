@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from ..backends._convolution_shapes import conv2d_output_size
 from ..errors import DTypeError, ShapeError, fmt_shape
 from ..tensor import primitives
-from .common import check_float, check_same_device, dense, int_tuple, wrap
+from .common import batched_input, check_float, check_same_device, dense, int_tuple, wrap
 from .registry import op
 from .shape import pad as _pad
 
@@ -126,18 +126,6 @@ def convolution_backward_weight(
     )
 
 
-def _batched(op, input, spatial):
-    """input with a batch dim (PyTorch takes unbatched (C, *spatial) inputs too) and whether it had one."""
-    if input.ndim == spatial + 2:
-        return input, True
-    if input.ndim == spatial + 1:
-        return input.unsqueeze(0), False
-    raise ShapeError(
-        f"{op}: expected a {spatial + 1}-d (unbatched) or {spatial + 2}-d (batched) input, got "
-        f"input of shape {fmt_shape(input.shape)}"
-    )
-
-
 def _same_padding(op, input_spatial, kernel, stride, dilation):
     """'same' as (before, after) per spatial dim: the extra pad goes after, as PyTorch's."""
     if any(s != 1 for s in stride):
@@ -163,7 +151,7 @@ def _padding(op, padding, input_spatial, kernel, stride, dilation):
 def _conv(op, input, weight, bias, stride, padding, dilation, groups, spatial):
     check_float(op, "input", input)
     check_float(op, "weight", weight)
-    x, batched = _batched(op, input, spatial)
+    x, batched = batched_input(op, input, spatial)
     if weight.ndim != spatial + 2:
         raise ShapeError(
             f"{op}: expected a {spatial + 2}-d weight (out_channels, in_channels/groups, "
@@ -287,7 +275,7 @@ def conv_transpose2d(
     name = "conv_transpose2d"
     check_float(name, "input", input)
     check_float(name, "weight", weight)
-    x, batched = _batched(name, input, 2)
+    x, batched = batched_input(name, input, 2)
     if weight.ndim != 4:
         raise ShapeError(
             f"{name}: expected a 4-d weight (in_channels, out_channels/groups, kH, kW), got {fmt_shape(weight.shape)}"

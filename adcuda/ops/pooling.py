@@ -20,25 +20,13 @@ import numpy as np  # the constant pooling / interpolation matrices, built on th
 
 from ..errors import ShapeError, fmt_shape
 from ..tensor import primitives
-from .common import check_tensor, dense, wrap
+from .common import batched_input, check_tensor, dense, wrap
 from .common import int_tuple as _tuple
 from .factories import tensor
 from .registry import op
 
 if TYPE_CHECKING:
     from ..types import Sequence, Tensor
-
-
-def _batched(op, input, spatial):
-    check_tensor(op, "input", input)
-    if input.ndim == spatial + 2:
-        return input, True
-    if input.ndim == spatial + 1:
-        return input.unsqueeze(0), False
-    raise ShapeError(
-        f"{op}: expected a {spatial + 1}-d (unbatched) or {spatial + 2}-d (batched) input, got "
-        f"input of shape {fmt_shape(input.shape)}"
-    )
 
 
 def _as_2d(x, spatial):
@@ -48,7 +36,7 @@ def _as_2d(x, spatial):
 
 def _from_2d(out, spatial, batched):
     """A 2-d pooling's (N, C, H, W) result in its input's layout: without 1-d pooling's one row, and
-    without the batch dim ``_batched`` added to an unbatched input."""
+    without the batch dim ``batched_input`` added to an unbatched input."""
     if spatial == 1:
         out = out.squeeze(2)
     return out if batched else out.squeeze(0)
@@ -135,7 +123,7 @@ def _pooled(input, values, indices):
 
 
 def _max_pool(op, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, spatial):
-    x, batched = _batched(op, input, spatial)
+    x, batched = batched_input(op, input, spatial)
     kernel, stride, padding = _window_args(op, kernel_size, stride, padding, spatial)
     dilation = _tuple(op, "dilation", dilation, spatial)
     if spatial == 1:
@@ -200,7 +188,7 @@ def adaptive_max_pool2d(
     input: Tensor, output_size: int | None | Sequence[int | None], return_indices: bool = False
 ) -> Tensor | tuple[Tensor, Tensor]:
     name = "adaptive_max_pool2d"
-    x, batched = _batched(name, input, 2)
+    x, batched = batched_input(name, input, 2)
     out_size = _adaptive_size(name, x, output_size, 2)
     if x.shape[2] == 0 or x.shape[3] == 0:
         raise ShapeError(f"{name}: expected input with non-zero spatial sizes, got {fmt_shape(input.shape)}")
@@ -327,8 +315,8 @@ def adaptive_avg_pool2d_windows_backward(grad_output: Tensor, input_shape: Seque
 
 
 def _floating_batched(op, input, spatial):
-    """``_batched`` for average pooling, which takes floating point input only."""
-    x, batched = _batched(op, input, spatial)
+    """``batched_input`` for average pooling, which takes floating point input only."""
+    x, batched = batched_input(op, input, spatial)
     if not x.dtype.is_floating_point:
         raise ShapeError(f"{op}: expected a floating point input, got {x.dtype}")
     return x, batched
