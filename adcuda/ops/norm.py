@@ -19,6 +19,17 @@ if TYPE_CHECKING:
     from ..types import Sequence, Tensor
 
 
+def _affine_norm_grads(arrays, grad, weight, bias_shape):
+    """A fused norm backward primitive's (dx, dweight, dbias) arrays as gradients on ``grad``'s device,
+    None for the weight or bias the forward did not have."""
+    dx, dw, db = arrays
+    return (
+        wrap(dx, grad._device),
+        None if weight is None else wrap(dw, grad._device),
+        None if bias_shape is None else wrap(db, grad._device),
+    )
+
+
 def _layer_norm_grads(grad, input, weight, bias_shape, normalized_shape, eps):
     """dx, dweight, dbias as differentiable ops, for create_graph=True."""
     x = input
@@ -37,14 +48,10 @@ def _layer_norm_grads(grad, input, weight, bias_shape, normalized_shape, eps):
 
 def _layer_norm_fused_grads(grad, input, weight, bias_shape, normalized_shape, mean, rstd):
     n = len(_normalized(normalized_shape))
-    dx, dw, db = primitives(grad).layer_norm_backward(
+    arrays = primitives(grad).layer_norm_backward(
         dense(grad), dense(input), None if weight is None else dense(weight), mean._data, rstd._data, n
     )
-    return (
-        wrap(dx, grad._device),
-        None if weight is None else wrap(dw, grad._device),
-        None if bias_shape is None else wrap(db, grad._device),
-    )
+    return _affine_norm_grads(arrays, grad, weight, bias_shape)
 
 
 def _normalized(normalized_shape):
@@ -173,14 +180,10 @@ def _batch_norm_grads(grad, input, weight, bias_shape, eps):
 
 
 def _batch_norm_fused_grads(grad, input, weight, bias_shape, mean, rstd):
-    dx, dw, db = primitives(grad).batch_norm_backward(
+    arrays = primitives(grad).batch_norm_backward(
         dense(grad), dense(input), None if weight is None else dense(weight), mean._data, rstd._data
     )
-    return (
-        wrap(dx, grad._device),
-        None if weight is None else wrap(dw, grad._device),
-        None if bias_shape is None else wrap(db, grad._device),
-    )
+    return _affine_norm_grads(arrays, grad, weight, bias_shape)
 
 
 @op(
@@ -329,14 +332,10 @@ def _group_norm_grads(grad, input, num_groups, weight, bias_shape, eps):
 
 
 def _group_norm_fused_grads(grad, input, num_groups, weight, bias_shape, mean, rstd):
-    dx, dw, db = primitives(grad).group_norm_backward(
+    arrays = primitives(grad).group_norm_backward(
         dense(grad), dense(input), None if weight is None else dense(weight), mean._data, rstd._data, num_groups
     )
-    return (
-        wrap(dx, grad._device),
-        None if weight is None else wrap(dw, grad._device),
-        None if bias_shape is None else wrap(db, grad._device),
-    )
+    return _affine_norm_grads(arrays, grad, weight, bias_shape)
 
 
 @op(
