@@ -60,6 +60,21 @@ def _normalized(normalized_shape):
     return tuple(int(s) for s in normalized_shape)
 
 
+def _input_normalized_shape(name, input, normalized_shape):
+    """layer_norm's and rms_norm's normalized_shape as a tuple, after checking that ``input`` is floating
+    point and ends with that shape."""
+    check_float(name, "input", input)
+    shape = _normalized(normalized_shape)
+    n = len(shape)
+    if n == 0 or input.ndim < n or tuple(input.shape[input.ndim - n :]) != shape:
+        raise ShapeError(
+            f"{name}: given normalized_shape={shape}, expected input with shape "
+            f"(*, {', '.join(str(s) for s in shape)}), but got input of shape "
+            f"{fmt_shape(input.shape)}"
+        )
+    return shape
+
+
 @op(
     "layer_norm",
     doc="input normalised over its last dims (normalized_shape), then scaled and shifted.",
@@ -80,15 +95,8 @@ def layer_norm(
     eps: float = 1e-5,
 ) -> tuple[Tensor, Tensor, Tensor]:
     name = "layer_norm"
-    check_float(name, "input", input)
-    shape = _normalized(normalized_shape)
+    shape = _input_normalized_shape(name, input, normalized_shape)
     n = len(shape)
-    if n == 0 or input.ndim < n or tuple(input.shape[input.ndim - n :]) != shape:
-        raise ShapeError(
-            f"{name}: given normalized_shape={shape}, expected input with shape "
-            f"(*, {', '.join(str(s) for s in shape)}), but got input of shape "
-            f"{fmt_shape(input.shape)}"
-        )
     for what, p in (("weight", weight), ("bias", bias)):
         if p is not None:
             check_float(name, what, p)
@@ -449,15 +457,8 @@ def rms_norm(
     input: Tensor, normalized_shape: int | Sequence[int], weight: Tensor | None = None, eps: float | None = None
 ) -> Tensor:
     name = "rms_norm"
-    check_float(name, "input", input)
-    shape = _normalized(normalized_shape)
+    shape = _input_normalized_shape(name, input, normalized_shape)
     n = len(shape)
-    if n == 0 or input.ndim < n or tuple(input.shape[input.ndim - n :]) != shape:
-        raise ShapeError(
-            f"{name}: given normalized_shape={shape}, expected input with shape "
-            f"(*, {', '.join(str(s) for s in shape)}), but got input of shape "
-            f"{fmt_shape(input.shape)}"
-        )
     if weight is not None:
         check_float(name, "weight", weight)
         if tuple(weight.shape) != shape:
