@@ -385,9 +385,10 @@ class Program:
         other's. Each slice is then written as ``values + 0.0``, what the sum gives there (x + 0 makes
         -0.0 +0.0), and the rest stays the fill's zero, the sum of zeros: the eager sum, bit for bit.
 
-        Returns {step index: what the replay does there}: ("skip",) for the fill and copy of an ``b``,
-        ("put", value, key) for a slice's write and ("sum", value) for a sum, where ``value`` is the
-        piece whose array all of them write into."""
+        Returns {step index: what the replay does there}: ("skip",) for the fill and copy of a ``b``,
+        ("put", value, key) for a slice's write, ("sum", value) for a sum, where ``value`` is the piece
+        whose array all of them write into, and ("bare",) for that piece's fill where the slices cover
+        all of it (its zeros would never be read: the array is taken unfilled)."""
         trace, layout = self.trace, self.layout
         steps, producer = trace.steps, trace.producer
         readers = {}  # owning array -> indices of the steps that read it
@@ -408,8 +409,8 @@ class Program:
             return layout.owner[n] == n and n not in outputs and self.death[n] == at and layout.c_contiguous[n]
 
         def piece(n, at):
-            """(fill and copy steps, [(index_put_ step, slice key, values)], coverage) of value ``n`` as a
-            zero array written in slices and read last by step ``at``, or None."""
+            """(fill and copy steps, [(index_put_ step, slice key)], coverage) of value ``n`` as a zero
+            array written in slices and read last by step ``at``, or None."""
             if not dies_at(n, at):
                 return None
             fills = [producer[n]]
