@@ -526,3 +526,28 @@ def test_a_copy_that_something_else_reads_too_is_made():
     copies = [line for line in text.splitlines() if " = contiguous(" in line]
     assert sum("attention reads the view" in line for line in copies) == 4  # k and v, forward and backward
     assert any("attention reads the view" not in line and "buffer" in line for line in copies)  # q's copy
+
+
+def test_a_kept_attention_with_dropout_draws_the_eager_masks():
+    qkv = adcuda.nn.Linear(8, 24)
+
+    def step(x):
+        q, k, v = qkv(x).reshape(2, 5, 3, 2, 4).permute(2, 0, 3, 1, 4).unbind(0)
+        out = F.scaled_dot_product_attention(q, k, v, dropout_p=0.3)
+        out.sum().backward()
+        return out.detach()
+
+    x = adcuda.randn(2, 5, 8)
+    compiled = adcuda.compile(step, fullgraph=True)
+    results = {}
+    for name, fn in (("eager", step), ("compiled", compiled)):
+        adcuda.manual_seed(3)
+        runs = []
+        for _ in range(4):
+            for p in qkv.parameters():
+                p.grad = None
+            runs.append((fn(x).numpy().tobytes(), [p.grad.numpy().tobytes() for p in qkv.parameters()]))
+        results[name] = runs
+    assert results["compiled"] == results["eager"]
+    assert len({out for out, _ in results["compiled"]}) == 4  # a new mask on every call
+    assert "probs kept in place" in str(compiled.programs[0])
