@@ -210,15 +210,14 @@ def _lstm_layer_grads(grad, input, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse, batc
         d_projected, h_prev = stack(d_projected), stack([p[0] for p in previous])
     d_rows = d_projected.reshape(rows, 4 * hidden)
     d_x = d_projected.matmul(w_ih)
-    d_b = d_rows.sum(0)
     return (
         d_x.transpose(0, 1) if batch_first else d_x,
         d_h,
         d_c,
         d_rows.t().matmul(x.reshape(rows, x.shape[2])),
         d_rows.t().matmul(h_prev.reshape(rows, hidden)),
-        None if b_ih is None else d_b,
-        None if b_hh is None else d_b,
+        None if b_ih is None else d_rows.sum(0),
+        None if b_hh is None else d_rows.sum(0),  # a tensor of its own: each bias accumulates alone
     )
 
 
