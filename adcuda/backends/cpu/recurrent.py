@@ -199,9 +199,9 @@ def lstm_layer(
 ) -> tuple[BackendArray, BackendArray, BackendArray]:
     """An LSTM layer over the input x (T, B, F), or (B, T, F) when ``batch_first``, from the states h0,
     c0 (B, H), visiting time backwards when ``reverse`` -> (out (T * B + 2B, H): every step's hidden
-    state in x's row order, then the last hidden and cell states; gates (T * B, 4H): each step's activated gates
-    (i, f, g, o); cells (2, T * B, H): each step's cell state and its tanh; the last two time-major
-    and kept for the backward)."""
+    state in x's row order, then the last hidden and cell states; gates (T * B, 4H): each step's
+    activated gates (i, f, g, o); cells (2, T * B, H): each step's cell state and its tanh; the last
+    two time-major and kept for the backward)."""
     _check_layer("lstm_layer", x, h0, c0, w_ih, w_hh, (b_ih, b_hh))
     length, batch = _layer_dims("lstm_layer", x, h0, batch_first)
     out_dtype = x.dtype
