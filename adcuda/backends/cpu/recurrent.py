@@ -228,13 +228,10 @@ def lstm_layer(
     i, f, g, o = (by_step[:, :, k * hidden : (k + 1) * hidden] for k in range(4))
     h_steps, c_steps, tanh_c_steps = (a.reshape(length, batch, hidden) for a in (hs, cells[0], cells[1]))
     matmul, tanh, multiply = np.matmul, np.tanh, np.multiply
-    zero_start = not h.any()  # the first step's hidden product is known: no product
     for t in _visit(length, reverse):
         a_t, h_t, c_t, tanh_c = by_step[t], h_steps[t], c_steps[t], tanh_c_steps[t]
-        if not zero_start:
-            matmul(h, w_t, out=gh)
-            a_t += gh
-        zero_start = False
+        matmul(h, w_t, out=gh)  # also from a zero h0: NaN and inf weights propagate as in PyTorch
+        a_t += gh
         tanh(a_t, out=a_t)
         a_t *= scale
         a_t += offset
