@@ -140,8 +140,8 @@ Conventions (NumPy's, which the CPU backend inherits and the CUDA backend follow
 | `lstm_cell_backward(grad, gi, gh, c, hc)` | from the gradient of ``hc`` -> (d_gates (B, 4H), the gradient of both projections, d_c) |
 | `gru_cell(gi, gh, h)` | GRU step from ``gi``, ``gh`` (B, 3H; gates r, z, n, biases included) and ``h`` (B, H) -> ``(1 - z) * n + z * h`` with ``n = tanh(gi_n + r * gh_n)`` |
 | `gru_cell_backward(grad, gi, gh, h)` | -> (d_gi, d_gh, d_h) |
-| `lstm_layer(projected, h0, c0, w_hh, b_hh, reverse)` | an LSTM layer's recurrence over the input projection ``projected`` (T, B, 4H, b_ih included) from ``h0``, ``c0`` (B, H), ``b_hh`` (4H,) or None, visiting time backwards when ``reverse`` -> (``states`` (2, T, B, H): stack(hs, cs) in time order, ``gates`` (T, B, 4H): each step's pre-activation sums, kept for the backward) |
-| `lstm_layer_backward(grad, gates, states, h0, c0, w_hh, reverse)` | backpropagation through time from the gradient of ``states`` -> (d_gates (T, B, 4H): the projection's gradient, summed over (T, B) that of ``b_hh``; d_h0, d_c0; d_w_hh) |
+| `lstm_layer(x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse, batch_first)` | an LSTM layer over the input ``x`` (T, B, F), or (B, T, F) when ``batch_first``, its projection included, from ``h0``, ``c0`` (B, H), biases (4H,) or None, visiting time backwards when ``reverse`` -> (``out`` (T * B + 2B, H): every step's h in x's row order, then the last h and c; ``gates`` (T * B, 4H) and ``cells`` (2, T * B, H: each step's c and tanh(c)), time-major and kept for the backward; the gates are the backend's own: activated on the CPU, pre-activation on CUDA) |
+| `lstm_layer_backward(grad, x, h0, c0, w_ih, w_hh, out, gates, cells, reverse, batch_first, input_grad, h0_grad, bias_grad)` | backpropagation through time from the gradient of ``out`` -> (d_x or None unless ``input_grad``, d_h0 or None unless ``h0_grad``, d_c0, d_w_ih, d_w_hh, d_b (each bias's gradient) or None unless ``bias_grad``) |
 """
 
 from types import ModuleType
