@@ -5,9 +5,10 @@ values and PyTorch's flat indices; two linear ops carry the graph, ``max_pool2d_
 the indices) and ``max_pool2d_backward`` (gradients added back at them), each the other's gradient.
 Average pooling (fixed and adaptive windows, 1-d as 2-d with H = 1) runs on the same family: the
 pair of linear ops ``avg_pool2d_windows`` / ``avg_pool2d_windows_backward`` (and the adaptive pair),
-each the other's gradient. Linear interpolation is a product with small constant matrices (one
-matmul per spatial dim), nearest interpolation is an index_select per dim: all differentiable through
-their ops.
+each the other's gradient. Nearest and (bi)linear interpolation run on the resample family
+(``kernels/resample.cu``), again as linear op pairs (``upsample_nearest2d`` and its backward, the
+bilinear pair), 1-d as planes of one row; bicubic is a product with small constant matrices (one
+matmul per spatial dim), differentiable through its ops.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np  # the constant pooling / interpolation matrices, built on the host
 
-from ..errors import ShapeError, fmt_shape
+from ..errors import DTypeError, ShapeError, fmt_shape
 from ..tensor import primitives
 from .common import check_tensor, dense, wrap
 from .factories import tensor
@@ -468,18 +469,6 @@ def _source_scale(in_size, out_size, scale_factor, align_corners):
     return in_size / out_size
 
 
-def _linear_matrix(in_size, out_size, scale, align_corners):
-    m = np.zeros((out_size, in_size))
-    for i in range(out_size):
-        src = i * scale if align_corners else max((i + 0.5) * scale - 0.5, 0.0)
-        i0 = min(int(math.floor(src)), in_size - 1)
-        i1 = min(i0 + 1, in_size - 1)
-        frac = src - i0
-        m[i, i0] += 1.0 - frac
-        m[i, i1] += frac
-    return m
-
-
 # PyTorch's cubic convolution kernel (Keys, with A = -0.75): the weights of the four inputs around a
 # source position t in [0, 1) past input floor(src) - 1, floor(src), floor(src) + 1, floor(src) + 2
 _CUBIC_A = -0.75
@@ -509,9 +498,96 @@ def _cubic_matrix(in_size, out_size, scale, align_corners):
     return m
 
 
-def _nearest_indices(in_size, out_size, scale, exact):
-    offset = 0.5 if exact else 0.0
-    return [min(int(math.floor((i + offset) * scale)), in_size - 1) for i in range(out_size)]
+def _nearest_scale(in_size, out_size, scale_factor, exact):
+    """The source step of nearest interpolation: PyTorch's 'nearest' copies equal sizes and halves for
+    doubled ones (whatever the factor); otherwise, and always for 'nearest-exact', 1 / scale_factor or
+    in / out."""
+    if not exact and out_size == in_size:
+        return 1.0
+    if not exact and out_size == 2 * in_size:
+        return 0.5
+    return 1.0 / scale_factor if scale_factor is not None else in_size / out_size
+
+
+def _linear_scale(in_size, out_size, scale_factor, align_corners):
+    """The source step of linear interpolation; PyTorch copies equal sizes, whatever the factor."""
+    if out_size == in_size and not align_corners:
+        return 1.0
+    return _source_scale(in_size, out_size, scale_factor, align_corners)
+
+
+# nearest and (bi)linear interpolation: the backend's resample kernels over (N, C, H, W), 1-d as H = 1;
+# each op's gradient is the other's, as the two are transposes of each other
+@op(
+    "upsample_nearest2d",
+    doc="input (N, C, H, W) resized to out_size by nearest neighbours (source step per dim: scales).",
+    node="UpsampleNearest2DBackward0",
+    function=False,
+    method=False,
+    grads={
+        "input": lambda grad, input_shape, scales, exact: upsample_nearest2d_backward(grad, input_shape, scales, exact)
+    },
+)
+def upsample_nearest2d(input: Tensor, out_size: Sequence[int], scales: Sequence[float], exact: bool) -> Tensor:
+    bk = primitives(input)
+    return wrap(bk.interpolate_nearest(input._data, tuple(out_size), tuple(scales), exact), input._device)
+
+
+@op(
+    "upsample_nearest2d_backward",
+    doc="The gradient of upsample_nearest2d: each input position sums the outputs that copied it.",
+    node="UpsampleNearest2DBackwardBackward0",
+    function=False,
+    method=False,
+    grads={
+        "grad_output": lambda grad, grad_output_shape, scales, exact: upsample_nearest2d(
+            grad, tuple(grad_output_shape[2:]), scales, exact
+        )
+    },
+)
+def upsample_nearest2d_backward(
+    grad_output: Tensor, input_shape: Sequence[int], scales: Sequence[float], exact: bool
+) -> Tensor:
+    bk = primitives(grad_output)
+    dx = bk.interpolate_nearest_backward(grad_output._data, tuple(input_shape), tuple(scales), exact)
+    return wrap(dx, grad_output._device)
+
+
+@op(
+    "upsample_bilinear2d",
+    doc="input (N, C, H, W) resized to out_size by bilinear interpolation (source step per dim: scales).",
+    node="UpsampleBilinear2DBackward0",
+    function=False,
+    method=False,
+    grads={
+        "input": lambda grad, input_shape, scales, align_corners: upsample_bilinear2d_backward(
+            grad, input_shape, scales, align_corners
+        )
+    },
+)
+def upsample_bilinear2d(input: Tensor, out_size: Sequence[int], scales: Sequence[float], align_corners: bool) -> Tensor:
+    bk = primitives(input)
+    return wrap(bk.interpolate_bilinear(input._data, tuple(out_size), tuple(scales), align_corners), input._device)
+
+
+@op(
+    "upsample_bilinear2d_backward",
+    doc="The gradient of upsample_bilinear2d: each input position sums its shares of the outputs.",
+    node="UpsampleBilinear2DBackwardBackward0",
+    function=False,
+    method=False,
+    grads={
+        "grad_output": lambda grad, grad_output_shape, scales, align_corners: upsample_bilinear2d(
+            grad, tuple(grad_output_shape[2:]), scales, align_corners
+        )
+    },
+)
+def upsample_bilinear2d_backward(
+    grad_output: Tensor, input_shape: Sequence[int], scales: Sequence[float], align_corners: bool
+) -> Tensor:
+    bk = primitives(grad_output)
+    dx = bk.interpolate_bilinear_backward(grad_output._data, tuple(input_shape), tuple(scales), align_corners)
+    return wrap(dx, grad_output._device)
 
 
 @op(
@@ -569,16 +645,23 @@ def interpolate(
     if mode == "area":
         return _adaptive_avg(name, input, out_size, spatial)
     if mode in ("nearest", "nearest-exact"):
-        out = input
-        for i, (s, o, f) in enumerate(zip(sizes, out_size, factors)):
-            if s == o:
-                continue
-            scale = 1.0 / f if f is not None else s / o
-            idx = tensor(_nearest_indices(s, o, scale, mode == "nearest-exact"), device=input.device)
-            out = out.index_select(2 + i, idx)
-        return out.clone() if out is input else out
-    weights = _cubic_matrix if mode == "bicubic" else _linear_matrix
+        exact = mode == "nearest-exact"
+        scales = tuple(_nearest_scale(s, o, f, exact) for s, o, f in zip(sizes, out_size, factors))
+        return _on_planes(upsample_nearest2d, input, out_size, scales, exact)
+    if mode in ("linear", "bilinear"):
+        if not input.dtype.is_floating_point:
+            raise DTypeError(f"{name}: mode {mode!r} expects a floating point input, got {input.dtype}")
+        scales = tuple(_linear_scale(s, o, f, align_corners) for s, o, f in zip(sizes, out_size, factors))
+        return _on_planes(upsample_bilinear2d, input, out_size, scales, align_corners)
     matrices = [
-        weights(s, o, _source_scale(s, o, f, align_corners), align_corners) for s, o, f in zip(sizes, out_size, factors)
+        _cubic_matrix(s, o, _source_scale(s, o, f, align_corners), align_corners)
+        for s, o, f in zip(sizes, out_size, factors)
     ]
     return _apply_matrices(input, matrices)
+
+
+def _on_planes(resample, input, out_size, scales, flag):
+    """resample (a 2-d op) over input (N, C, *spatial), a 1-d input as planes of one row."""
+    if input.ndim == 3:
+        return resample(input.unsqueeze(2), (1,) + tuple(out_size), (1.0,) + scales, flag).squeeze(2)
+    return resample(input, tuple(out_size), scales, flag)
