@@ -498,6 +498,30 @@ def _cubic_matrix(in_size, out_size, scale, align_corners):
     return m
 
 
+def _antialias_matrix(in_size, out_size, scale, cubic):
+    """(out, in): PyTorch's antialiased interpolation along one dim. Downsampling widens the filter (a
+    triangle for bilinear, Keys' cubic with A = -0.5 for bicubic) by the scale, so each output averages
+    every input it covers; each row's weights are normalised to sum to 1 (which also handles the edges)."""
+    half_width = 2.0 if cubic else 1.0
+    support = half_width * scale if scale >= 1.0 else half_width
+    stretch = 1.0 / scale if scale >= 1.0 else 1.0
+    m = np.zeros((out_size, in_size))
+    for i in range(out_size):
+        center = scale * (i + 0.5)
+        start = max(int(center - support + 0.5), 0)
+        stop = min(int(center + support + 0.5), in_size)
+        distance = np.abs((np.arange(start, stop) - center + 0.5) * stretch)
+        if cubic:
+            near = ((-0.5 + 2) * distance - (-0.5 + 3)) * distance * distance + 1
+            far = ((-0.5 * distance + 2.5) * distance - 4) * distance + 2
+            weights = np.where(distance < 1, near, np.where(distance < 2, far, 0.0))
+        else:
+            weights = np.maximum(1 - distance, 0.0)
+        total = weights.sum()
+        m[i, start:stop] = weights / total if total != 0 else weights
+    return m
+
+
 def _nearest_scale(in_size, out_size, scale_factor, exact):
     """The source step of nearest interpolation: PyTorch's 'nearest' copies equal sizes and halves for
     doubled ones (whatever the factor); otherwise, and always for 'nearest-exact', 1 / scale_factor or
@@ -622,8 +646,8 @@ def interpolate(
         raise ValueError(
             f"{name}: align_corners option can only be set with the interpolating modes: linear | bilinear | bicubic"
         )
-    if antialias:
-        raise ValueError(f"{name}: antialias=True is not supported")
+    if antialias and (mode not in ("bilinear", "bicubic") or spatial != 2):
+        raise ValueError(f"{name}: antialias=True is only supported for 4-d bilinear and bicubic, got mode {mode!r}")
     align_corners = bool(align_corners)
     if (size is None) == (scale_factor is None):
         raise ValueError(f"{name}: exactly one of size or scale_factor should be defined")
@@ -644,6 +668,12 @@ def interpolate(
         raise ShapeError(f"{name}: output size {out_size} must be positive (input {fmt_shape(input.shape)})")
     if mode == "area":
         return _adaptive_avg(name, input, out_size, spatial)
+    if antialias:
+        matrices = [
+            _antialias_matrix(s, o, _source_scale(s, o, f, align_corners), mode == "bicubic")
+            for s, o, f in zip(sizes, out_size, factors)
+        ]
+        return _apply_matrices(input, matrices)
     if mode in ("nearest", "nearest-exact"):
         exact = mode == "nearest-exact"
         scales = tuple(_nearest_scale(s, o, f, exact) for s, o, f in zip(sizes, out_size, factors))
