@@ -3,9 +3,10 @@
 
 Every output element reads input positions a rule picks; the rules are computed here exactly as the
 kernels compute them (source positions in float32, or float64 for float64 bilinear, each product and sum
-rounded on its own), so both backends pick the same pixels. The forwards are gathers along each dim; the
-backwards sum each output gradient into the positions it read, per dim, with ``np.add.reduceat`` over
-the outputs sorted by source.
+rounded on its own), so both backends pick the same pixels. Each op is separable: a map along each dim
+(output o reads input index[o] with a weight), applied as a product with its dense matrix where the dim
+is small (one BLAS call) and as gathers where it is large; the backwards apply the transposed maps
+(nearest and pad copies stay exact gathers forward).
 """
 
 import numpy as np
@@ -66,26 +67,67 @@ def _linear_taps(n, out, scale, align_corners, acc):
     return i0, i1, acc.type(1) - l1, l1
 
 
-def _sum_into(g, axis, index, n, weight=None):
-    """The transpose of ``np.take(x, index, axis)`` (scaled by ``weight`` per position): each of the n
-    positions gets the sum of g's slices along ``axis`` whose index names it."""
-    if weight is not None:
-        shape = [1] * g.ndim
-        shape[axis] = len(index)
-        g = g * weight.reshape(shape)
-    if np.any(index[1:] < index[:-1]):
-        order = np.argsort(index, kind="stable")
-        g, index = np.take(g, order, axis), index[order]
-    shape = list(g.shape)
-    shape[axis] = n
-    out = np.zeros(shape, g.dtype)
-    if len(index) == 0:
-        return out
-    targets, starts = np.unique(index, return_index=True)
-    sums = np.add.reduceat(g, starts, axis=axis)
-    key = [slice(None)] * g.ndim
-    key[axis] = targets
-    out[tuple(key)] = sums
+# above this many (outputs x inputs) along a dim, a dense matrix of the map costs more than gathering
+_DENSE_LIMIT = 1 << 16
+
+
+def _along_dim(weight, axis, ndim):
+    shape = [1] * ndim
+    shape[axis] = len(weight)
+    return weight.reshape(shape)
+
+
+def _map_matrix(taps, m, n, dtype):
+    """(m, n): output o of a dim of m reads input index[o] with weight[o], for each (index, weight) tap
+    (weight None: 1)."""
+    matrix = np.zeros((m, n), dtype)
+    rows = np.arange(m)
+    for index, weight in taps:
+        np.add.at(matrix, (rows, index), 1 if weight is None else weight)
+    return matrix
+
+
+def _apply_matrix(a, axis, matrix):
+    """a with ``matrix`` (new size, old size) applied along ``axis``, as BLAS products (NumPy's batched
+    matmul would not batch its BLAS calls)."""
+    if axis == a.ndim - 1:
+        return (a.reshape(-1, a.shape[-1]) @ matrix.T).reshape(a.shape[:-1] + (matrix.shape[0],))
+    return np.moveaxis(np.tensordot(matrix, a, axes=([1], [axis])), 0, axis)
+
+
+def _resample_dim(a, axis, taps, m):
+    """The m outputs along ``axis``: sum over taps of weight[o] * a[..., index[o], ...]."""
+    n = a.shape[axis]
+    if m * n <= _DENSE_LIMIT:
+        return _apply_matrix(a, axis, _map_matrix(taps, m, n, a.dtype))
+    out = 0
+    for index, weight in taps:
+        term = np.take(a, index, axis)
+        out = out + (term if weight is None else term * _along_dim(weight, axis, a.ndim))
+    return out
+
+
+def _resample_dim_backward(g, axis, taps, n):
+    """The transpose of ``_resample_dim``: each of the n inputs sums the gradients of the outputs that read
+    it, weighted (for large dims: the outputs sorted by index and their runs summed by np.add.reduceat)."""
+    m = g.shape[axis]
+    if m * n <= _DENSE_LIMIT:
+        return _apply_matrix(g, axis, _map_matrix(taps, m, n, g.dtype).T)
+    out = 0
+    for index, weight in taps:
+        part = g if weight is None else g * _along_dim(weight, axis, g.ndim)
+        if np.any(index[1:] < index[:-1]):
+            order = np.argsort(index, kind="stable")
+            part, index = np.take(part, order, axis), index[order]
+        shape = list(g.shape)
+        shape[axis] = n
+        sums = np.zeros(shape, g.dtype)
+        if m:
+            targets, starts = np.unique(index, return_index=True)
+            key = [slice(None)] * g.ndim
+            key[axis] = targets
+            sums[tuple(key)] = np.add.reduceat(part, starts, axis=axis)
+        out = out + sums
     return out
 
 
@@ -115,9 +157,9 @@ def interpolate_nearest_backward(
     if n * c * h * w == 0 or g.size == 0:
         return np.zeros((n, c, h, w), g.dtype)
     gc = _compute(g)
-    dx = _sum_into(gc, 3, _nearest_sources(w, wo, scales[1], exact), w)
-    dx = _sum_into(dx, 2, _nearest_sources(h, ho, scales[0], exact), h)
-    return dx.astype(g.dtype, copy=False)
+    dx = _resample_dim_backward(gc, 2, [(_nearest_sources(h, ho, scales[0], exact), None)], h)
+    dx = _resample_dim_backward(dx, 3, [(_nearest_sources(w, wo, scales[1], exact), None)], w)
+    return np.ascontiguousarray(dx.astype(g.dtype, copy=False))
 
 
 def _acc(dtype):
@@ -141,10 +183,8 @@ def interpolate_bilinear(
     h0, h1, hl0, hl1 = _linear_taps(h, ho, scales[0], align_corners, acc)
     w0, w1, wl0, wl1 = _linear_taps(w, wo, scales[1], align_corners, acc)
     xc = _compute(x)
-    top, bottom = np.take(xc, h0, 2), np.take(xc, h1, 2)
-    upper = wl0 * np.take(top, w0, 3) + wl1 * np.take(top, w1, 3)
-    lower = wl0 * np.take(bottom, w0, 3) + wl1 * np.take(bottom, w1, 3)
-    out = hl0[:, None] * upper + hl1[:, None] * lower
+    # along W first (the rows the kernel calls upper and lower), then their blend along H
+    out = _resample_dim(_resample_dim(xc, 3, [(w0, wl0), (w1, wl1)], wo), 2, [(h0, hl0), (h1, hl1)], ho)
     return out.astype(x.dtype, copy=False)
 
 
@@ -162,9 +202,9 @@ def interpolate_bilinear_backward(
     h0, h1, hl0, hl1 = _linear_taps(h, ho, scales[0], align_corners, acc)
     w0, w1, wl0, wl1 = _linear_taps(w, wo, scales[1], align_corners, acc)
     gc = _compute(g)
-    rows = _sum_into(gc, 3, w0, w, wl0) + _sum_into(gc, 3, w1, w, wl1)
-    dx = _sum_into(rows, 2, h0, h, hl0) + _sum_into(rows, 2, h1, h, hl1)
-    return dx.astype(g.dtype, copy=False)
+    rows = _resample_dim_backward(gc, 2, [(h0, hl0), (h1, hl1)], h)
+    dx = _resample_dim_backward(rows, 3, [(w0, wl0), (w1, wl1)], w)
+    return np.ascontiguousarray(dx.astype(g.dtype, copy=False))
 
 
 def _pad_sources(n, before, after, mode):
@@ -229,5 +269,5 @@ def pad_backward(g: BackendArray, input_shape: Shape, pads: Shape, mode: str) ->
         return dx
     dx = _compute(g)
     for dim, n, before, after in plan:
-        dx = _sum_into(dx, dim, _pad_sources(n, before, after, mode), n)
-    return dx.astype(g.dtype, copy=False)
+        dx = _resample_dim_backward(dx, dim, [(_pad_sources(n, before, after, mode), None)], n)
+    return np.ascontiguousarray(dx.astype(g.dtype, copy=False))
