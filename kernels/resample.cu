@@ -50,16 +50,29 @@ __device__ __forceinline__ index_t first_reaching(index_t t, float estimate, ind
   return o;
 }
 
-// Output position o reads the input position floor(o * scale) ('nearest') or floor((o + 0.5) * scale)
-// with the product in double rounded to float ('nearest-exact'), as PyTorch computes them.
-__device__ __forceinline__ index_t nearest_source(index_t o, float scale, bool exact, index_t n) {
-  const float src = exact ? static_cast<float>(mul_rn(static_cast<double>(o) + 0.5, static_cast<double>(scale)))
-                          : mul_rn(static_cast<float>(o), scale);
+// Output position o reads the input position floor(o * scale) ('nearest'; the product in float, or in
+// double for float64 data, `wide`) or floor((o + 0.5) * scale) with the product in double ('nearest-exact'),
+// each rounded to float before the floor, as PyTorch computes them; the host rounds the scale to float
+// unless `wide`.
+struct NearestRule {
+  double scale;
+  bool exact, wide;
+};
+
+__device__ __forceinline__ index_t nearest_source(index_t o, const NearestRule& rule, index_t n) {
+  float src;
+  if (rule.exact) {
+    src = static_cast<float>(mul_rn(static_cast<double>(o) + 0.5, rule.scale));
+  } else if (rule.wide) {
+    src = static_cast<float>(mul_rn(static_cast<double>(o), rule.scale));
+  } else {
+    src = mul_rn(static_cast<float>(o), static_cast<float>(rule.scale));
+  }
   return min(static_cast<index_t>(floorf(src)), n - 1);
 }
 
-__device__ __forceinline__ float nearest_estimate(index_t t, float scale, bool exact) {
-  return static_cast<float>(t) / scale - (exact ? 0.5f : 0.f);
+__device__ __forceinline__ float nearest_estimate(index_t t, const NearestRule& rule) {
+  return static_cast<float>(t) / static_cast<float>(rule.scale) - (rule.exact ? 0.5f : 0.f);
 }
 
 // Output position o of linear interpolation: inputs i0 and i1 (i1 = i0 at the last input) weighted l0, l1.
@@ -103,29 +116,29 @@ struct Resize {
 };
 
 template <typename Bits>
-__global__ void nearest_kernel(const Bits* x, Bits* y, index_t total, const Resize g, float scale_h, float scale_w,
-                               bool exact) {
+__global__ void nearest_kernel(const Bits* x, Bits* y, index_t total, const Resize g, const NearestRule rule_h,
+                               const NearestRule rule_w) {
   for (index_t i = first_thread(); i < total; i += thread_stride()) {
     const index_t row = g.row_length.divide(i), ow = i - row * g.out_w;
     const index_t plane = g.rows.divide(row), oh = row - plane * g.out_h;
-    const index_t ih = nearest_source(oh, scale_h, exact, g.h), iw = nearest_source(ow, scale_w, exact, g.w);
+    const index_t ih = nearest_source(oh, rule_h, g.h), iw = nearest_source(ow, rule_w, g.w);
     y[i] = x[(plane * g.h + ih) * g.w + iw];
   }
 }
 
 template <typename T>
-__global__ void nearest_backward_kernel(const T* grad, T* dx, index_t total, const Resize g, float scale_h,
-                                        float scale_w, bool exact) {
+__global__ void nearest_backward_kernel(const T* grad, T* dx, index_t total, const Resize g, const NearestRule rule_h,
+                                        const NearestRule rule_w) {
   using Acc = compute_t<T>;
-  const auto source_h = [&](index_t o) { return nearest_source(o, scale_h, exact, g.h); };
-  const auto source_w = [&](index_t o) { return nearest_source(o, scale_w, exact, g.w); };
+  const auto source_h = [&](index_t o) { return nearest_source(o, rule_h, g.h); };
+  const auto source_w = [&](index_t o) { return nearest_source(o, rule_w, g.w); };
   for (index_t i = first_thread(); i < total; i += thread_stride()) {
     const index_t row = g.row_length.divide(i), iw = i - row * g.w;
     const index_t plane = g.rows.divide(row), ih = row - plane * g.h;
-    const index_t oh0 = first_reaching(ih, nearest_estimate(ih, scale_h, exact), g.out_h, source_h);
-    const index_t oh1 = first_reaching(ih + 1, nearest_estimate(ih + 1, scale_h, exact), g.out_h, source_h);
-    const index_t ow0 = first_reaching(iw, nearest_estimate(iw, scale_w, exact), g.out_w, source_w);
-    const index_t ow1 = first_reaching(iw + 1, nearest_estimate(iw + 1, scale_w, exact), g.out_w, source_w);
+    const index_t oh0 = first_reaching(ih, nearest_estimate(ih, rule_h), g.out_h, source_h);
+    const index_t oh1 = first_reaching(ih + 1, nearest_estimate(ih + 1, rule_h), g.out_h, source_h);
+    const index_t ow0 = first_reaching(iw, nearest_estimate(iw, rule_w), g.out_w, source_w);
+    const index_t ow1 = first_reaching(iw + 1, nearest_estimate(iw + 1, rule_w), g.out_w, source_w);
     const T* gp = grad + plane * g.out_h * g.out_w;
     Acc sum = Acc(0);
     for (index_t oh = oh0; oh < oh1; ++oh) {
@@ -335,6 +348,12 @@ Resize resize_geometry(const char* op, std::int64_t h, std::int64_t w, std::int6
   return g;
 }
 
+// PyTorch's precision for the nearest source positions: float64 data in double, the rest in float.
+NearestRule nearest_rule(double scale, bool exact, ScalarType dtype) {
+  const bool wide = dtype == ScalarType::Float64;
+  return {wide ? scale : static_cast<double>(static_cast<float>(scale)), exact, wide};
+}
+
 // Runs kernel(src + first * src_plane, dst + first * dst_plane, elements, geometry, args...) over chunks of
 // the planes of `dst` (the array a thread per element covers).
 template <typename Src, typename Dst, typename Kernel, typename... Args>
@@ -364,7 +383,7 @@ DeviceArray interpolate_nearest(const DeviceArray& x, std::int64_t out_h, std::i
   dispatch_bits(x.dtype(), [&](auto tag) {
     using Bits = typename decltype(tag)::type;
     launch_planes<Bits, Bits>(x, y, s[0] * s[1], s[2] * s[3], out_h * out_w, launch.stream(), nearest_kernel<Bits>, g,
-                              static_cast<float>(scale_h), static_cast<float>(scale_w), exact);
+                              nearest_rule(scale_h, exact, x.dtype()), nearest_rule(scale_w, exact, x.dtype()));
   });
   return y;
 }
@@ -381,7 +400,7 @@ DeviceArray interpolate_nearest_backward(const DeviceArray& grad, std::int64_t h
     if (dx.numel() == 0) return;
     KernelLaunch launch(dx, grad);
     launch_planes<T, T>(grad, dx, s[0] * s[1], s[2] * s[3], h * w, launch.stream(), nearest_backward_kernel<T>, g,
-                        static_cast<float>(scale_h), static_cast<float>(scale_w), exact);
+                        nearest_rule(scale_h, exact, grad.dtype()), nearest_rule(scale_w, exact, grad.dtype()));
   });
   return dx;
 }
@@ -498,17 +517,20 @@ DeviceArray pad(const DeviceArray& x, const std::vector<std::int64_t>& pads, Pad
   const PadPlan plan = pad_plan(op, x.shape(), pads, mode, true);
   DeviceArray y = DeviceArray::empty(plan.out_shape, x.dtype(), x.device());
   if (y.numel() == 0) return y;
-  KernelLaunch launch(y, x);
+  // the constant in x's dtype, as the bits the copy kernel of its size writes (little-endian: the low bytes)
+  std::uint64_t pattern = 0;
   dispatch_type(x.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T typed = convert<T>(value);
-    dispatch_bits(x.dtype(), [&](auto bits_tag) {
-      using Bits = typename decltype(bits_tag)::type;
-      Bits bits{};
-      std::memcpy(&bits, &typed, sizeof(Bits));
-      launch_planes<Bits, Bits>(x, y, plan.planes, block_of(plan.geometry.in), block_of(plan.geometry.out),
-                                launch.stream(), pad_kernel<Bits>, plan.geometry, bits);
-    });
+    std::memcpy(&pattern, &typed, sizeof(T));
+  });
+  KernelLaunch launch(y, x);
+  dispatch_bits(x.dtype(), [&](auto tag) {
+    using Bits = typename decltype(tag)::type;
+    Bits bits{};
+    std::memcpy(&bits, &pattern, sizeof(Bits));
+    launch_planes<Bits, Bits>(x, y, plan.planes, block_of(plan.geometry.in), block_of(plan.geometry.out),
+                              launch.stream(), pad_kernel<Bits>, plan.geometry, bits);
   });
   return y;
 }

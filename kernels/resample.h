@@ -14,8 +14,9 @@
 namespace adcuda {
 
 // x (N, C, H, W) of any dtype resized to (out_h, out_w): output (oh, ow) copies input
-// (min(floor(oh * scale_h), H - 1), ...) ('nearest'), or with floor((o + 0.5) * scale) in double rounded to
-// float ('nearest-exact', `exact`); the scales (source steps) are rounded to float32 first, as PyTorch's.
+// (min(floor(oh * scale_h), H - 1), ...) ('nearest'), or with floor((o + 0.5) * scale) ('nearest-exact',
+// `exact`), as PyTorch's CPU kernels compute them: the scales (source steps) and the products in float
+// (float64 data: in double), the exact products in double, each rounded to float before the floor.
 DeviceArray interpolate_nearest(const DeviceArray& x, std::int64_t out_h, std::int64_t out_w, double scale_h,
                                 double scale_w, bool exact);
 // Its gradient (N, C, h, w) from the output's, floating point.

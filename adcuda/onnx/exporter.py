@@ -1108,8 +1108,10 @@ class _Writer:
         by_size = transformation == "align_corners" or all(
             float(step) == size / out for step, size, out in zip(steps, shape[2:], out_size)
         )
-        if by_size:
-            inputs = [self.name(x.value), "", "", self.const(list(shape[:2]) + list(out_size), np.int64)]
+        if by_size:  # (N, C) read from x at run time: the batch may be a dynamic axis
+            lead = self.emit("Shape", [self.name(x.value)], start=0, end=2)
+            sizes = self.emit("Concat", [lead, self.const(list(out_size), np.int64)], axis=0)
+            inputs = [self.name(x.value), "", "", sizes]
         else:
             inputs = [self.name(x.value), "", self.const([1.0, 1.0] + [1.0 / float(s) for s in steps], np.float32)]
         self.emit(

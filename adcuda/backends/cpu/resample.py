@@ -41,15 +41,19 @@ def _check_sizes(op, in_size, out_size, planes):
         raise ShapeError(f"{op}: cannot resize empty planes {in_size} to {out_size}")
 
 
-def _nearest_sources(n, out, scale, exact):
-    """Input position of each of ``out`` output positions: floor(o * scale) in float32, or for
-    nearest-exact floor((o + 0.5) * scale) with the product in float64 rounded to float32."""
-    scale = np.float32(scale)
+def _nearest_sources(n, out, scale, exact, wide):
+    """Input position of each of ``out`` output positions, as PyTorch's CPU kernels compute it: floor(o *
+    scale) with the scale and product in float32 (float64 for float64 data, ``wide``), or for
+    nearest-exact floor((o + 0.5) * scale) with the product in float64; rounded to float32 before the
+    floor."""
+    scale = np.float64(scale if wide else np.float32(scale))
     o = np.arange(out)
     if exact:
-        src = ((o + 0.5) * np.float64(scale)).astype(np.float32)
+        src = ((o + 0.5) * scale).astype(np.float32)
+    elif wide:
+        src = (o * scale).astype(np.float32)
     else:
-        src = o.astype(np.float32) * scale
+        src = o.astype(np.float32) * np.float32(scale)
     return np.minimum(np.floor(src).astype(np.int64), n - 1)
 
 
@@ -134,15 +138,16 @@ def _resample_dim_backward(g, axis, taps, n):
 def interpolate_nearest(x: BackendArray, out_size: Shape, scales: tuple[float, float], exact: bool) -> BackendArray:
     """x (N, C, H, W) of any dtype resized to ``out_size`` (Ho, Wo): output (oh, ow) copies input
     (min(floor(oh * scale_h), H - 1), ...), or floor((o + 0.5) * scale) with ``exact`` (nearest-exact);
-    ``scales`` (source steps per output position) are rounded to float32 first, as PyTorch's."""
+    ``scales`` (source steps per output position) and products in float32 (float64 data: float64)."""
     _check_planes("interpolate_nearest", x, "input")
     n, c, h, w = x.shape
     ho, wo = (int(s) for s in out_size)
     _check_sizes("interpolate_nearest", (h, w), (ho, wo), n * c)
     if n * c * ho * wo == 0:
         return np.zeros((n, c, ho, wo), x.dtype)
-    rows = _nearest_sources(h, ho, scales[0], exact)
-    cols = _nearest_sources(w, wo, scales[1], exact)
+    wide = x.dtype == np.float64
+    rows = _nearest_sources(h, ho, scales[0], exact, wide)
+    cols = _nearest_sources(w, wo, scales[1], exact, wide)
     return np.take(np.take(x, rows, 2), cols, 3)
 
 
@@ -157,8 +162,9 @@ def interpolate_nearest_backward(
     if n * c * h * w == 0 or g.size == 0:
         return np.zeros((n, c, h, w), g.dtype)
     gc = _compute(g)
-    dx = _resample_dim_backward(gc, 2, [(_nearest_sources(h, ho, scales[0], exact), None)], h)
-    dx = _resample_dim_backward(dx, 3, [(_nearest_sources(w, wo, scales[1], exact), None)], w)
+    wide = g.dtype == np.float64
+    dx = _resample_dim_backward(gc, 2, [(_nearest_sources(h, ho, scales[0], exact, wide), None)], h)
+    dx = _resample_dim_backward(dx, 3, [(_nearest_sources(w, wo, scales[1], exact, wide), None)], w)
     return np.ascontiguousarray(dx.astype(g.dtype, copy=False))
 
 

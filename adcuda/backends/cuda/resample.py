@@ -38,7 +38,7 @@ def _check_sizes(op, in_size, out_size, planes):
 def interpolate_nearest(x: BackendArray, out_size: Shape, scales: tuple[float, float], exact: bool) -> BackendArray:
     """x (N, C, H, W) of any dtype resized to ``out_size`` (Ho, Wo): output (oh, ow) copies input
     (min(floor(oh * scale_h), H - 1), ...), or floor((o + 0.5) * scale) with ``exact`` (nearest-exact);
-    ``scales`` (source steps per output position) are rounded to float32 first, as PyTorch's."""
+    ``scales`` (source steps per output position) and products in float32 (float64 data: float64)."""
     _check_planes("interpolate_nearest", x, "input")
     ho, wo = (int(s) for s in out_size)
     _check_sizes("interpolate_nearest", tuple(x.shape[2:]), (ho, wo), x.shape[0] * x.shape[1])
