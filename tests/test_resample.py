@@ -249,6 +249,8 @@ def test_pad_and_interpolate_return_new_tensors():
     for y in (F.pad(x, (0, 0)), F.pad(x, ()), F.interpolate(x, size=(3, 3)), F.pad(x, (0, 0), mode="reflect")):
         y.add_(1.0)
     np.testing.assert_array_equal(x.numpy(), before)
+    for mode in MODES:  # the primitive too, with no dim padded
+        assert not np.shares_memory(cpu.pad(before, (), mode, 0), before)
 
 
 @pytest.mark.parametrize(

@@ -251,10 +251,10 @@ def pad(x: BackendArray, pads: Shape, mode: str, value: Scalar) -> BackendArray:
         src, dst = _overlap(plan)
         out[_key(x.ndim, dst)] = x[_key(x.ndim, src)]
         return out
-    out = x
+    out = x.copy()  # a new array even when no dim is padded
     for dim, n, before, after in plan:
         out = np.take(out, _pad_sources(n, before, after, mode), dim)
-    return np.ascontiguousarray(out)
+    return out
 
 
 def pad_backward(g: BackendArray, input_shape: Shape, pads: Shape, mode: str) -> BackendArray:
