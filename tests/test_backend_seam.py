@@ -1675,6 +1675,95 @@ case(
 )
 
 
+# resampling kernels: interpolate and pad (issue 15)
+case(
+    "interpolate_nearest",
+    "any dtype; nearest and nearest-exact; a 1-row plane",
+    lambda bk, A: (
+        bk.interpolate_nearest(A(PLANES), (7, 3), (5 / 7, 7 / 3), False),
+        bk.interpolate_nearest(A(PLANES.astype(np.int64)), (9, 2), (5 / 9, 3.5), True),
+        bk.interpolate_nearest(A(PLANES[:, :, :1]), [1, 11], [1.0, 7 / 11], False),
+    ),
+    (ok(F32, (2, 3, 7, 3)), ok(I64, (2, 3, 9, 2)), ok(F32, (2, 3, 1, 11))),
+)
+case(
+    "interpolate_nearest",
+    "empty planes",
+    lambda bk, A: bk.interpolate_nearest(A(PLANES[:, :, :0]), (2, 2), (1.0, 1.0), False),
+    ShapeError,
+)
+case(
+    "interpolate_nearest_backward",
+    "float16 in, float16 out; an empty batch",
+    lambda bk, A: (
+        bk.interpolate_nearest_backward(
+            A(PLANES[:, :, :4, :6].astype(np.float16)), (2, 3, 5, 7), (5 / 4, 7 / 6), False
+        ),
+        bk.interpolate_nearest_backward(A(PLANES[:0]), (0, 3, 2, 3), (0.4, 3 / 7), True),
+    ),
+    (ok(F16, (2, 3, 5, 7)), ok(F32, (0, 3, 2, 3))),
+)
+case(
+    "interpolate_bilinear",
+    "align_corners both ways",
+    lambda bk, A: (
+        bk.interpolate_bilinear(A(PLANES), (9, 4), (4 / 8, 6 / 3), True),
+        bk.interpolate_bilinear(A(PLANES.astype(np.float64)), (3, 10), (5 / 3, 0.7), False),
+    ),
+    (ok(F32, (2, 3, 9, 4)), ok(F64, (2, 3, 3, 10))),
+)
+case(
+    "interpolate_bilinear",
+    "of integers",
+    lambda bk, A: bk.interpolate_bilinear(A(PLANES.astype(np.int64)), (9, 4), (0.5, 2.0), True),
+    DTypeError,
+)
+case(
+    "interpolate_bilinear_backward",
+    "the input's shape",
+    lambda bk, A: bk.interpolate_bilinear_backward(A(PLANES[:, :, :4, :6]), (2, 3, 5, 7), (5 / 4, 7 / 6), False),
+    ok(F32, (2, 3, 5, 7)),
+)
+case(
+    "pad",
+    "pads for the last dims in dim order; crops; any dtype",
+    lambda bk, A: (
+        bk.pad(A(PLANES), (1, 2, -1, 3), "reflect", 0),
+        bk.pad(A(PLANES.astype(np.int32)), [2, 0], "constant", -3),
+        bk.pad(A(PLANES), (1, 1, 0, 2, 3, 1), "replicate", 0),
+        bk.pad(A(PLANES), (), "circular", 0),
+    ),
+    (ok(F32, (2, 3, 8, 9)), ok(I32, (2, 3, 5, 9)), ok(F32, (2, 5, 7, 11)), ok(F32, (2, 3, 5, 7))),
+)
+case(
+    "pad",
+    "reflect pads of the dim's size or more",
+    lambda bk, A: bk.pad(A(PLANES), (7, 0), "reflect", 0),
+    ShapeError,
+)
+case(
+    "pad",
+    "more than three dims",
+    lambda bk, A: bk.pad(A(PLANES), (1, 1, 1, 1, 1, 1, 1, 1), "constant", 0),
+    ShapeError,
+)
+case(
+    "pad_backward",
+    "the input's shape; circular; an empty gradient",
+    lambda bk, A: (
+        bk.pad_backward(A(PLANES[:, :, :4, :6]), (2, 3, 3, 2), (1, 0, 2, 2), "circular"),
+        bk.pad_backward(A(PLANES[:0]), (0, 3, 5, 5), (0, 2), "replicate"),
+    ),
+    (ok(F32, (2, 3, 3, 2)), ok(F32, (0, 3, 5, 5))),
+)
+case(
+    "pad_backward",
+    "a gradient that does not fit",
+    lambda bk, A: bk.pad_backward(A(PLANES), (2, 3, 5, 7), (1, 1), "reflect"),
+    ShapeError,
+)
+
+
 def test_every_primitive_has_a_case():
     assert sorted(set(backends.PRIMITIVES) - {c.primitive for c in CASES}) == []
 

@@ -121,6 +121,13 @@ Conventions (NumPy's, which the CPU backend inherits and the CUDA backend follow
 | `avg_pool2d_backward(g, input_shape, kernel, stride, padding, count_include_pad, divisor_override)` | its gradient for an input of ``input_shape`` (each input position gathers its windows' shares; no atomics on CUDA) |
 | `adaptive_avg_pool2d(x, out_size)` | means over PyTorch's adaptive windows (rows floor(i*H/Ho) to ceil((i+1)*H/Ho)) |
 | `adaptive_avg_pool2d_backward(g, input_shape)` | its gradient for an input of ``input_shape`` |
+| **resampling** (interpolate on 4-d NCHW, 1-d as H = 1; pad on the last 1-3 dims; the backwards take floating point gradients and are gathers: each input element sums the output gradients that read it, in a fixed order, no atomics on CUDA) | |
+| `interpolate_nearest(x, out_size, scales, exact)` | x of any dtype resized to ``out_size`` (Ho, Wo): output o along a dim copies input ``min(floor(o * scale), n - 1)`` ('nearest') or ``floor((o + 0.5) * scale)`` ('nearest-exact', ``exact``), as PyTorch's CPU kernels compute them: ``scales`` (the source step per output position, a pair of floats) and the products in float32 (float64 for float64 data), the exact products in float64, each rounded to float32 before the floor |
+| `interpolate_nearest_backward(g, input_shape, scales, exact)` | its gradient for an input of ``input_shape`` |
+| `interpolate_bilinear(x, out_size, scales, align_corners)` | bilinear interpolation of floating point x to ``out_size``: source position ``scale * o`` (``align_corners``) or ``max(scale * (o + 0.5) - 0.5, 0)`` in float32 (float64 for float64 x), taps ``i0 = min(floor(src), n - 1)`` and ``min(i0 + 1, n - 1)`` |
+| `interpolate_bilinear_backward(g, input_shape, scales, align_corners)` | its gradient for an input of ``input_shape`` |
+| `pad(x, pads, mode, value)` | x (any dtype) with its last ``len(pads) // 2`` <= 3 dims padded by (before, after) pairs given for those dims in order (negative ones crop): ``value`` outside ('constant'), the mirror image without the edge repeated ('reflect', pads below the size), the edge ('replicate') or the other end ('circular', pads at most the size); ShapeError otherwise |
+| `pad_backward(g, input_shape, pads, mode)` | its gradient for an input of ``input_shape`` |
 | **random** (counter-based Philox: reproducible from ``(seed, offset)``, both taken modulo 2**64; the CPU's streams differ from CUDA's) | |
 | `rand(shape, dtype, seed, offset)` | uniform in [0, 1), floating point ``dtype`` |
 | `randn(shape, dtype, seed, offset)` | standard normal, floating point ``dtype`` |

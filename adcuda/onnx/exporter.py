@@ -1100,6 +1100,49 @@ class _Writer:
             output_padding=extra,
         )
 
+    # ------------------------------------------------------------------ resampling
+    def _op_interpolate_nearest(self, node, x, out_size, scales, exact):
+        """Resize (nearest): floor(o * step) is 'asymmetric' floored, floor((o + 0.5) * step) 'half_pixel'
+        rounded half up."""
+        if exact:
+            self._resize(node, x, out_size, scales, "nearest", "half_pixel", nearest_mode="round_prefer_ceil")
+        else:
+            self._resize(node, x, out_size, scales, "nearest", "asymmetric", nearest_mode="floor")
+
+    def _op_interpolate_bilinear(self, node, x, out_size, scales, align_corners):
+        self._resize(node, x, out_size, scales, "linear", "align_corners" if align_corners else "half_pixel")
+
+    def _resize(self, node, x, out_size, steps, mode, transformation, **attributes):
+        """Resize to out_size: by its sizes where PyTorch steps by in / out (or aligns corners), else by
+        scales 1 / step (a scale_factor's own steps)."""
+        shape = self.info(x.value).shape
+        by_size = transformation == "align_corners" or all(
+            float(step) == size / out for step, size, out in zip(steps, shape[2:], out_size)
+        )
+        if by_size:  # (N, C) read from x at run time: the batch may be a dynamic axis
+            lead = self.emit("Shape", [self.name(x.value)], start=0, end=2)
+            sizes = self.emit("Concat", [lead, self.const(list(out_size), np.int64)], axis=0)
+            inputs = [self.name(x.value), "", "", sizes]
+        else:
+            inputs = [self.name(x.value), "", self.const([1.0, 1.0] + [1.0 / float(s) for s in steps], np.float32)]
+        self.emit(
+            "Resize", inputs, [self.out(node)], mode=mode, coordinate_transformation_mode=transformation, **attributes
+        )
+
+    def _op_pad(self, node, x, pads, mode, value):
+        """Pad over every dim (the unpadded ones by 0): ONNX's constant, reflect, edge and wrap (opset 19)."""
+        pads = [int(p) for p in pads]
+        if mode != "constant" and min(pads, default=0) < 0:
+            self.refuse(f"{mode} padding with negative (cropping) amounts")
+        if mode == "circular" and self.opset < 19:
+            self.refuse("circular padding below opset 19 (ONNX's Pad mode 'wrap')")
+        lead = [0] * (self.rank(x.value) - len(pads) // 2)
+        inputs = [self.name(x.value), self.const(lead + pads[0::2] + lead + pads[1::2], np.int64)]
+        if mode == "constant":
+            inputs.append(self.const(value, self.np_dtype(x.value)))
+        onnx_mode = {"constant": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}[mode]
+        self.emit("Pad", inputs, [self.out(node)], mode=onnx_mode)
+
     def _op_max_pool2d(self, node, x, kernel, stride, padding, dilation, out_size):
         if node.outputs[1] is not None:
             self.refuse("max_pool2d's indices (return_indices=True): ONNX numbers them differently")
