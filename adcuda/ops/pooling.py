@@ -21,8 +21,7 @@ import numpy as np  # the constant pooling / interpolation matrices, built on th
 
 from ..errors import DTypeError, ShapeError, fmt_shape
 from ..tensor import primitives
-from .common import batched_input, check_tensor, dense, wrap
-from .common import int_tuple as _tuple
+from .common import batched_input, check_tensor, dense, int_tuple, wrap
 from .factories import tensor
 from .registry import op
 
@@ -45,13 +44,13 @@ def _from_2d(out, spatial, batched):
 
 def _window_args(op, kernel_size, stride, padding, spatial):
     """kernel, stride and padding as ``spatial`` ints each; no stride (None or empty) means the kernel's."""
-    kernel = _tuple(op, "kernel_size", kernel_size, spatial)
+    kernel = int_tuple(op, "kernel_size", kernel_size, spatial)
     stride = (
         kernel
         if stride is None or (not isinstance(stride, numbers.Integral) and len(stride) == 0)
-        else _tuple(op, "stride", stride, spatial)
+        else int_tuple(op, "stride", stride, spatial)
     )
-    return kernel, stride, _tuple(op, "padding", padding, spatial)
+    return kernel, stride, int_tuple(op, "padding", padding, spatial)
 
 
 def _pool_sizes(op, input_shape, kernel, stride, padding, dilation, ceil_mode):
@@ -126,7 +125,7 @@ def _pooled(input, values, indices):
 def _max_pool(op, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, spatial):
     x, batched = batched_input(op, input, spatial)
     kernel, stride, padding = _window_args(op, kernel_size, stride, padding, spatial)
-    dilation = _tuple(op, "dilation", dilation, spatial)
+    dilation = int_tuple(op, "dilation", dilation, spatial)
     if spatial == 1:
         x = x.unsqueeze(2)
         kernel, stride, padding, dilation = (1,) + kernel, (1,) + stride, (0,) + padding, (1,) + dilation
@@ -633,7 +632,7 @@ def interpolate(
         raise ValueError(f"{name}: exactly one of size or scale_factor should be defined")
     sizes = tuple(input.shape[2:])
     if size is not None:
-        out_size = _tuple(name, "size", size, spatial)
+        out_size = int_tuple(name, "size", size, spatial)
         factors = (None,) * spatial
     else:
         factors = tuple(
