@@ -416,7 +416,7 @@ class CSource:
         else:
             body = [f"for (long i = 0; i < {count}L; ++i) y[i] = {_float_literal(a['fill'])};"]
         if a["value"] is None:
-            values = [(f"p{len(params) - 1}", a["value_strides"], 0)]
+            values = [(f"p{len(params) - 1}", a["value_strides"], a.get("value_offset", 0))]
             body += _loop_nest(a["region"], values, lambda reads: reads[0], out=(a["strides"], a["offset"]))
         else:
             literal = _float_literal(a["value"])
