@@ -20,7 +20,8 @@ import numpy as np  # the constant pooling / interpolation matrices, built on th
 
 from ..errors import ShapeError, fmt_shape
 from ..tensor import primitives
-from .common import check_tensor, dense, wrap
+from .common import batched_input, check_tensor, dense, wrap
+from .common import int_tuple as _tuple
 from .factories import tensor
 from .registry import op
 
@@ -28,27 +29,28 @@ if TYPE_CHECKING:
     from ..types import Sequence, Tensor
 
 
-def _tuple(op, what, value, n):
-    if isinstance(value, numbers.Integral):
-        return (int(value),) * n
-    value = tuple(int(v) for v in value)
-    if len(value) == 1:
-        return value * n
-    if len(value) != n:
-        raise ShapeError(f"{op}: expected {what} to be an int or {n} ints, got {value}")
-    return value
+def _as_2d(x, spatial):
+    """x (N, C, *spatial) as (N, C, H, W): 1-d pooling is 2-d pooling over planes of one row."""
+    return x if spatial == 2 else x.unsqueeze(2)
 
 
-def _batched(op, input, spatial):
-    check_tensor(op, "input", input)
-    if input.ndim == spatial + 2:
-        return input, True
-    if input.ndim == spatial + 1:
-        return input.unsqueeze(0), False
-    raise ShapeError(
-        f"{op}: expected a {spatial + 1}-d (unbatched) or {spatial + 2}-d (batched) input, got "
-        f"input of shape {fmt_shape(input.shape)}"
+def _from_2d(out, spatial, batched):
+    """A 2-d pooling's (N, C, H, W) result in its input's layout: without 1-d pooling's one row, and
+    without the batch dim ``batched_input`` added to an unbatched input."""
+    if spatial == 1:
+        out = out.squeeze(2)
+    return out if batched else out.squeeze(0)
+
+
+def _window_args(op, kernel_size, stride, padding, spatial):
+    """kernel, stride and padding as ``spatial`` ints each; no stride (None or empty) means the kernel's."""
+    kernel = _tuple(op, "kernel_size", kernel_size, spatial)
+    stride = (
+        kernel
+        if stride is None or (not isinstance(stride, numbers.Integral) and len(stride) == 0)
+        else _tuple(op, "stride", stride, spatial)
     )
+    return kernel, stride, _tuple(op, "padding", padding, spatial)
 
 
 def _pool_sizes(op, input_shape, kernel, stride, padding, dilation, ceil_mode):
@@ -121,26 +123,17 @@ def _pooled(input, values, indices):
 
 
 def _max_pool(op, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, spatial):
-    x, batched = _batched(op, input, spatial)
-    kernel = _tuple(op, "kernel_size", kernel_size, spatial)
-    stride = (
-        kernel
-        if stride is None or (not isinstance(stride, numbers.Integral) and len(stride) == 0)
-        else _tuple(op, "stride", stride, spatial)
-    )
-    padding, dilation = _tuple(op, "padding", padding, spatial), _tuple(op, "dilation", dilation, spatial)
+    x, batched = batched_input(op, input, spatial)
+    kernel, stride, padding = _window_args(op, kernel_size, stride, padding, spatial)
+    dilation = _tuple(op, "dilation", dilation, spatial)
     if spatial == 1:
         x = x.unsqueeze(2)
         kernel, stride, padding, dilation = (1,) + kernel, (1,) + stride, (0,) + padding, (1,) + dilation
     out_size = _pool_sizes(op, tuple(x.shape), kernel, stride, padding, dilation, ceil_mode)
     values, indices = primitives(x).max_pool2d(x._data, kernel, stride, padding, dilation, out_size)
     values, indices = wrap(values, x._device), wrap(indices, x._device)
-    out = _pooled(x, values, indices)
-    if spatial == 1:
-        out, indices = out.squeeze(2), indices.squeeze(2)
-    if not batched:
-        out, indices = out.squeeze(0), indices.squeeze(0)
-    return (out, indices) if return_indices else out
+    out = _from_2d(_pooled(x, values, indices), spatial, batched)
+    return (out, _from_2d(indices, spatial, batched)) if return_indices else out
 
 
 @op(
@@ -195,16 +188,14 @@ def adaptive_max_pool2d(
     input: Tensor, output_size: int | None | Sequence[int | None], return_indices: bool = False
 ) -> Tensor | tuple[Tensor, Tensor]:
     name = "adaptive_max_pool2d"
-    x, batched = _batched(name, input, 2)
+    x, batched = batched_input(name, input, 2)
     out_size = _adaptive_size(name, x, output_size, 2)
     if x.shape[2] == 0 or x.shape[3] == 0:
         raise ShapeError(f"{name}: expected input with non-zero spatial sizes, got {fmt_shape(input.shape)}")
     values, indices = primitives(x).adaptive_max_pool2d(x._data, out_size)
     values, indices = wrap(values, x._device), wrap(indices, x._device)
-    out = _pooled(x, values, indices)
-    if not batched:
-        out, indices = out.squeeze(0), indices.squeeze(0)
-    return (out, indices) if return_indices else out
+    out = _from_2d(_pooled(x, values, indices), 2, batched)
+    return (out, _from_2d(indices, 2, batched)) if return_indices else out
 
 
 def _adaptive_size(op, x, output_size, spatial):
@@ -323,22 +314,17 @@ def adaptive_avg_pool2d_windows_backward(grad_output: Tensor, input_shape: Seque
     )
 
 
-def _as_2d(x, spatial):
-    """x (N, C, *spatial) as (N, C, H, W): 1-d pooling is 2-d pooling over planes of one row."""
-    return x if spatial == 2 else x.unsqueeze(2)
+def _floating_batched(op, input, spatial):
+    """``batched_input`` for average pooling, which takes floating point input only."""
+    x, batched = batched_input(op, input, spatial)
+    if not x.dtype.is_floating_point:
+        raise ShapeError(f"{op}: expected a floating point input, got {x.dtype}")
+    return x, batched
 
 
 def _avg_pool(op, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, spatial):
-    x, batched = _batched(op, input, spatial)
-    if not x.dtype.is_floating_point:
-        raise ShapeError(f"{op}: expected a floating point input, got {x.dtype}")
-    kernel = _tuple(op, "kernel_size", kernel_size, spatial)
-    stride = (
-        kernel
-        if stride is None or (not isinstance(stride, numbers.Integral) and len(stride) == 0)
-        else _tuple(op, "stride", stride, spatial)
-    )
-    padding = _tuple(op, "padding", padding, spatial)
+    x, batched = _floating_batched(op, input, spatial)
+    kernel, stride, padding = _window_args(op, kernel_size, stride, padding, spatial)
     if divisor_override is not None and divisor_override == 0:
         raise ValueError(f"{op}: divisor must be not zero")
     out_size = _pool_sizes(op, tuple(x.shape), kernel, stride, padding, (1,) * spatial, ceil_mode)
@@ -352,9 +338,7 @@ def _avg_pool(op, input, kernel_size, stride, padding, ceil_mode, count_include_
         count_include_pad,
         divisor_override,
     )
-    if spatial == 1:
-        out = out.squeeze(2)
-    return out if batched else out.squeeze(0)
+    return _from_2d(out, spatial, batched)
 
 
 @op(
@@ -412,17 +396,13 @@ def _apply_matrices(x, matrices):
 
 
 def _adaptive_avg(op, input, output_size, spatial):
-    x, batched = _batched(op, input, spatial)
-    if not x.dtype.is_floating_point:
-        raise ShapeError(f"{op}: expected a floating point input, got {x.dtype}")
+    x, batched = _floating_batched(op, input, spatial)
     out_size = _adaptive_size(op, x, output_size, spatial)
     sizes = tuple(x.shape[2:])
     if any(s == 0 for s in sizes) and x.numel():
         raise ShapeError(f"{op}: expected input with non-zero spatial sizes, got {fmt_shape(input.shape)}")
     out = adaptive_avg_pool2d_windows(_as_2d(x, spatial), (1,) * (2 - spatial) + out_size)
-    if spatial == 1:
-        out = out.squeeze(2)
-    return out if batched else out.squeeze(0)
+    return _from_2d(out, spatial, batched)
 
 
 @op(
