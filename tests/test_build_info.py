@@ -16,7 +16,7 @@ from adcuda.cuda import kernel_image_for
 BUILD_KEYS = {"cuda_compiled", "cuda_version", "cuda_architectures", "compiler", "build_type"}
 # the portable set docker/Dockerfile.cuda builds, and the default of a build machine without a GPU (CMakeLists.txt)
 PORTABLE_ARCHITECTURES = ["80-real", "90-real", "90-virtual"]
-NO_GPU_ARCHITECTURES = ["90-real", "90-virtual"]
+NO_GPU_ARCHITECTURES = ["80-virtual"]
 
 
 def _package_parent():
@@ -122,10 +122,11 @@ def test_python_m_adcuda_info_runs(tmp_path):
         ((10, 0), PORTABLE_ARCHITECTURES, True, "compute_90 PTX"),
         ((12, 0), PORTABLE_ARCHITECTURES, True, "compute_90 PTX"),
         ((7, 5), PORTABLE_ARCHITECTURES, False, "ADCUDA_CUDA_ARCHS=75"),
-        ((9, 0), NO_GPU_ARCHITECTURES, True, "sm_90 machine code"),
-        ((10, 0), NO_GPU_ARCHITECTURES, True, "compute_90 PTX"),
-        ((8, 0), NO_GPU_ARCHITECTURES, False, "ADCUDA_CUDA_ARCHS=80"),
-        ((8, 9), NO_GPU_ARCHITECTURES, False, "no code for sm_89"),
+        ((8, 0), NO_GPU_ARCHITECTURES, True, "compute_80 PTX, JIT-compiled"),
+        ((8, 9), NO_GPU_ARCHITECTURES, True, "compute_80 PTX, JIT-compiled"),
+        ((9, 0), NO_GPU_ARCHITECTURES, True, "compute_80 PTX, JIT-compiled"),
+        ((12, 0), NO_GPU_ARCHITECTURES, True, "compute_80 PTX, JIT-compiled"),
+        ((7, 5), NO_GPU_ARCHITECTURES, False, "ADCUDA_CUDA_ARCHS=75"),
         ((9, 0), ["90"], True, "sm_90 machine code"),
         ((10, 0), ["90"], True, "compute_90 PTX"),
         ((9, 0), ["90a-real"], True, "sm_90a machine code"),
