@@ -394,3 +394,21 @@ def test_attention_with_broadcast_batch_dims(compile_c, tmp_path):
     # k shared by the batch, v by the heads, the mask by the heads
     inputs = [adcuda.randn(2, 3, 4, 5), adcuda.randn(1, 3, 6, 5), adcuda.randn(2, 1, 6, 3), adcuda.randn(2, 1, 4, 6)]
     check(compile_c, Net(), inputs, tmp_path, "embedded")
+
+
+def test_constant_padding_that_crops_and_pads(compile_c, tmp_path):
+    class Net(nn.Module):
+        def forward(self, x):
+            return F.pad(x, (-1, 2, 3, -2), value=-0.25) * 2.0
+
+    export = check(compile_c, Net(), [adcuda.randn(2, 3, 6, 7)], tmp_path, "embedded")
+    assert "/* pad:" in open(export.source).read()
+
+
+def test_reflect_padding_is_refused(tmp_path):
+    class Net(nn.Module):
+        def forward(self, x):
+            return F.pad(x, (1, 1), mode="reflect")
+
+    with pytest.raises(ExportError, match="reflect padding cannot be exported"):
+        to_c(Net(), (adcuda.randn(1, 2, 5),), tmp_path, name="net")

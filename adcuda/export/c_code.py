@@ -367,8 +367,9 @@ class CSource:
         body += ["    y[i] = v;", "}"]
         return [self.pointer(node.inputs[0]), self.pointer(node.out)], body
 
-    def _kernel_binary(self, node):
-        out_shape = self.graph.shapes[node.out]
+    def _broadcast_operands(self, node, out_shape):
+        """An elementwise node's operands: a C literal for a scalar, else a pointer parameter read with
+        its strides broadcast to ``out_shape``; returns (the parameters, the operands in order)."""
         params, operands = [], []
         for v in node.inputs:
             if isinstance(v, float):
@@ -376,6 +377,11 @@ class CSource:
             else:
                 operands.append((f"p{len(params)}", broadcast_strides(self.graph.shapes[v], out_shape), 0))
                 params.append(self.pointer(v))
+        return params, operands
+
+    def _kernel_binary(self, node):
+        out_shape = self.graph.shapes[node.out]
+        params, operands = self._broadcast_operands(node, out_shape)
         expression = BINARY_C[node.attrs["op"]]
         body = _loop_nest(
             out_shape,
@@ -386,13 +392,7 @@ class CSource:
 
     def _kernel_where(self, node):
         out_shape = self.graph.shapes[node.out]
-        params, operands = [], []
-        for v in node.inputs:
-            if isinstance(v, float):
-                operands.append(_float_literal(v))
-            else:
-                operands.append((f"p{len(params)}", broadcast_strides(self.graph.shapes[v], out_shape), 0))
-                params.append(self.pointer(v))
+        params, operands = self._broadcast_operands(node, out_shape)
 
         def combine(reads):
             c, a, b = _merge_scalars(operands, reads)
@@ -416,7 +416,7 @@ class CSource:
         else:
             body = [f"for (long i = 0; i < {count}L; ++i) y[i] = {_float_literal(a['fill'])};"]
         if a["value"] is None:
-            values = [(f"p{len(params) - 1}", a["value_strides"], 0)]
+            values = [(f"p{len(params) - 1}", a["value_strides"], a.get("value_offset", 0))]
             body += _loop_nest(a["region"], values, lambda reads: reads[0], out=(a["strides"], a["offset"]))
         else:
             literal = _float_literal(a["value"])

@@ -1,6 +1,8 @@
 """What op forwards share: wrapping backend arrays as tensors, PyTorch's type promotion, broadcasting
 and device checks, conversions that record nothing."""
 
+import numbers
+
 import numpy as np  # Python data turned into a host array for the backend
 
 from .. import _native
@@ -157,3 +159,30 @@ def check_float(op, name, x):
     check_tensor(op, name, x)
     if not x.dtype.is_floating_point:
         raise DTypeError(f"{op}: expected {name} to be a floating point tensor, got {x.dtype}")
+
+
+def int_tuple(op, what, value, n):
+    """``value`` (an int, or one or ``n`` ints) as ``n`` ints: PyTorch's rule for a convolution's or a
+    pooling's kernel_size, stride, padding and dilation; any other count is a ShapeError naming ``what``."""
+    if isinstance(value, numbers.Integral):
+        return (int(value),) * n
+    value = tuple(int(v) for v in value)
+    if len(value) == 1:
+        return value * n
+    if len(value) != n:
+        raise ShapeError(f"{op}: expected {what} to be an int or {n} ints, got {value}")
+    return value
+
+
+def batched_input(op, input, spatial):
+    """``input`` (a convolution's or a pooling's, with ``spatial`` trailing dims) with a batch dim, and
+    whether it had one: PyTorch takes unbatched (C, *spatial) inputs too."""
+    check_tensor(op, "input", input)
+    if input.ndim == spatial + 2:
+        return input, True
+    if input.ndim == spatial + 1:
+        return input.unsqueeze(0), False
+    raise ShapeError(
+        f"{op}: expected a {spatial + 1}-d (unbatched) or {spatial + 2}-d (batched) input, got "
+        f"input of shape {fmt_shape(input.shape)}"
+    )

@@ -17,23 +17,12 @@ from typing import TYPE_CHECKING
 from ..backends._convolution_shapes import conv2d_output_size
 from ..errors import DTypeError, ShapeError, fmt_shape
 from ..tensor import primitives
-from .common import check_float, check_same_device, dense, wrap
+from .common import batched_input, check_float, check_same_device, dense, int_tuple, wrap
 from .registry import op
 from .shape import pad as _pad
 
 if TYPE_CHECKING:
     from ..types import Sequence, Tensor
-
-
-def _pair(op, what, value, n=2):
-    if isinstance(value, numbers.Integral):
-        return (int(value),) * n
-    value = tuple(int(v) for v in value)
-    if len(value) == 1:
-        return value * n
-    if len(value) != n:
-        raise ShapeError(f"{op}: expected {what} to be an int or {n} ints, got {value}")
-    return value
 
 
 def _check_operands(op, input, weight):
@@ -137,18 +126,6 @@ def convolution_backward_weight(
     )
 
 
-def _batched(op, input, spatial):
-    """input with a batch dim (PyTorch takes unbatched (C, *spatial) inputs too) and whether it had one."""
-    if input.ndim == spatial + 2:
-        return input, True
-    if input.ndim == spatial + 1:
-        return input.unsqueeze(0), False
-    raise ShapeError(
-        f"{op}: expected a {spatial + 1}-d (unbatched) or {spatial + 2}-d (batched) input, got "
-        f"input of shape {fmt_shape(input.shape)}"
-    )
-
-
 def _same_padding(op, input_spatial, kernel, stride, dilation):
     """'same' as (before, after) per spatial dim: the extra pad goes after, as PyTorch's."""
     if any(s != 1 for s in stride):
@@ -168,13 +145,13 @@ def _padding(op, padding, input_spatial, kernel, stride, dilation):
         if all(b == a for b, a in pairs):
             return tuple(b for b, _ in pairs), None
         return (0,) * n, pairs
-    return _pair(op, "padding", padding, n), None
+    return int_tuple(op, "padding", padding, n), None
 
 
 def _conv(op, input, weight, bias, stride, padding, dilation, groups, spatial):
     check_float(op, "input", input)
     check_float(op, "weight", weight)
-    x, batched = _batched(op, input, spatial)
+    x, batched = batched_input(op, input, spatial)
     if weight.ndim != spatial + 2:
         raise ShapeError(
             f"{op}: expected a {spatial + 2}-d weight (out_channels, in_channels/groups, "
@@ -189,7 +166,7 @@ def _conv(op, input, weight, bias, stride, padding, dilation, groups, spatial):
             )
     check_same_device(op, input, weight, bias)
     kernel = tuple(weight.shape[2:])
-    stride, dilation = _pair(op, "stride", stride, spatial), _pair(op, "dilation", dilation, spatial)
+    stride, dilation = int_tuple(op, "stride", stride, spatial), int_tuple(op, "dilation", dilation, spatial)
     symmetric, extra = _padding(op, padding, tuple(x.shape[2:]), kernel, stride, dilation)
     if extra is not None:
         x = _pad(x, tuple(v for pair in reversed(extra) for v in pair))
@@ -298,7 +275,7 @@ def conv_transpose2d(
     name = "conv_transpose2d"
     check_float(name, "input", input)
     check_float(name, "weight", weight)
-    x, batched = _batched(name, input, 2)
+    x, batched = batched_input(name, input, 2)
     if weight.ndim != 4:
         raise ShapeError(
             f"{name}: expected a 4-d weight (in_channels, out_channels/groups, kH, kW), got {fmt_shape(weight.shape)}"
@@ -316,8 +293,9 @@ def conv_transpose2d(
         if bias.ndim != 1 or bias.shape[0] != out_channels:
             raise ShapeError(f"{name}: expected bias of shape ({out_channels},), got {fmt_shape(bias.shape)}")
     check_same_device(name, input, weight, bias)
-    stride, padding = _pair(name, "stride", stride), _pair(name, "padding", padding)
-    output_padding, dilation = _pair(name, "output_padding", output_padding), _pair(name, "dilation", dilation)
+    stride, padding = int_tuple(name, "stride", stride, 2), int_tuple(name, "padding", padding, 2)
+    output_padding = int_tuple(name, "output_padding", output_padding, 2)
+    dilation = int_tuple(name, "dilation", dilation, 2)
     hw = conv_transpose_output_size(
         name, tuple(x.shape), tuple(weight.shape), stride, padding, output_padding, dilation
     )

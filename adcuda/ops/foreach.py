@@ -440,162 +440,95 @@ def _fused_sgd_(
     _bump(params, bufs, masters)
 
 
-def _fused_adam_common(
-    op,
-    params,
-    grads,
-    exp_avgs,
-    exp_avg_sqs,
-    max_exp_avg_sqs,
-    state_steps,
-    lr,
-    beta1,
-    beta2,
-    weight_decay,
-    eps,
-    amsgrad,
-    maximize,
-    master_params,
-    decoupled,
-    scratch,
-):
-    params = _tensor_list(op, "self", params)
-    grads = _tensor_list(op, "grads", grads)
-    exp_avgs = _tensor_list(op, "exp_avgs", exp_avgs)
-    exp_avg_sqs = _tensor_list(op, "exp_avg_sqs", exp_avg_sqs)
-    steps = _tensor_list(op, "state_steps", state_steps)
-    _same_length(op, "self", params, exp_avgs=exp_avgs, exp_avg_sqs=exp_avg_sqs, state_steps=steps)
-    maxes = _optional_list(op, "max_exp_avg_sqs", max_exp_avg_sqs, params) if amsgrad else None
-    if amsgrad and maxes is None and params:
-        raise ValueError(f"{op}: amsgrad=True needs one max_exp_avg_sqs tensor per parameter")
-    masters = _optional_list(op, "master_params", master_params, params)
-    device = _step_operands(
-        op, params, grads, {"exp_avgs": exp_avgs, "exp_avg_sqs": exp_avg_sqs, "max_exp_avg_sqs": maxes}, masters
-    )
-    if device is None:
-        return
-    # the primitive steps tensors that share one step count: one call per distinct count (normally one);
-    # the counts are CPU tensors (as PyTorch keeps them), so reading them is no device sync
-    by_step = {}
-    for i, s in enumerate(steps):
-        if s.numel() != 1:
-            raise ShapeError(f"{op}: state_steps[{i}] must hold one number, got shape {fmt_shape(s.shape)}")
-        by_step.setdefault(int(s.item()), []).append(i)
-    bk = primitives_on(device)
-    arrays = (
-        _arrays(params),
-        _grad_arrays(bk, grads, maximize),
-        _arrays(exp_avgs),
-        _arrays(exp_avg_sqs),
-        _arrays(masters),
-        _arrays(maxes),
-    )
-    for step, members in by_step.items():
-        everything = len(members) == len(params)
-        p, g, m, v, master, vmax = (a if a is None or everything else [a[i] for i in members] for a in arrays)
-        bk.adam_step_(
-            p,
-            g,
-            m,
-            v,
-            step,
-            float(lr),
-            float(beta1),
-            float(beta2),
-            float(eps),
-            float(weight_decay),
-            decoupled,
-            master,
-            vmax,
-            **_scratch_keyword(scratch, device),
-        )
-    _bump(params, exp_avgs, exp_avg_sqs, maxes, masters)
+def _fused_adam_forward(op, decoupled):
+    """The forward of ``_fused_adam_`` (``decoupled=False``: PyTorch's Adam, L2 weight decay added to the
+    gradient) or ``_fused_adamw_`` (``decoupled=True``: AdamW, the weights decay by ``lr * weight_decay``),
+    which share PyTorch's signature and differ only there.
 
-
-@op("_fused_adam_", doc="PyTorch's Adam step for many parameters in one call.", method=False)
-def _fused_adam_(
-    self: Tensors,
-    grads: Tensors,
-    exp_avgs: Tensors,
-    exp_avg_sqs: Tensors,
-    max_exp_avg_sqs: Tensors | None,
-    state_steps: Tensors,
-    *,
-    lr: float,
-    beta1: float,
-    beta2: float,
-    weight_decay: float,
-    eps: float,
-    amsgrad: bool,
-    maximize: bool,
-    master_params: Tensors | None = None,
-    scratch: Scratch | None = None,
-) -> None:
-    """PyTorch's Adam step (L2 weight decay added to the gradient) for many parameters in one call.
     ``state_steps`` are one-element tensors holding each parameter's 1-based step count, already
     incremented by the caller (``_foreach_add_(state_steps, 1)``), as in PyTorch; ``max_exp_avg_sqs``
     (empty unless ``amsgrad``) makes it AMSGrad. Beyond PyTorch: ``master_params`` and ``scratch`` as
     in ``_fused_sgd_``."""
-    _fused_adam_common(
-        "_fused_adam_",
-        self,
-        grads,
-        exp_avgs,
-        exp_avg_sqs,
-        max_exp_avg_sqs,
-        state_steps,
-        lr,
-        beta1,
-        beta2,
-        weight_decay,
-        eps,
-        amsgrad,
-        maximize,
-        master_params,
-        decoupled=False,
-        scratch=scratch,
-    )
+
+    def forward(
+        self: Tensors,
+        grads: Tensors,
+        exp_avgs: Tensors,
+        exp_avg_sqs: Tensors,
+        max_exp_avg_sqs: Tensors | None,
+        state_steps: Tensors,
+        *,
+        lr: float,
+        beta1: float,
+        beta2: float,
+        weight_decay: float,
+        eps: float,
+        amsgrad: bool,
+        maximize: bool,
+        master_params: Tensors | None = None,
+        scratch: Scratch | None = None,
+    ) -> None:
+        params = _tensor_list(op, "self", self)
+        grads = _tensor_list(op, "grads", grads)
+        exp_avgs = _tensor_list(op, "exp_avgs", exp_avgs)
+        exp_avg_sqs = _tensor_list(op, "exp_avg_sqs", exp_avg_sqs)
+        steps = _tensor_list(op, "state_steps", state_steps)
+        _same_length(op, "self", params, exp_avgs=exp_avgs, exp_avg_sqs=exp_avg_sqs, state_steps=steps)
+        maxes = _optional_list(op, "max_exp_avg_sqs", max_exp_avg_sqs, params) if amsgrad else None
+        if amsgrad and maxes is None and params:
+            raise ValueError(f"{op}: amsgrad=True needs one max_exp_avg_sqs tensor per parameter")
+        masters = _optional_list(op, "master_params", master_params, params)
+        device = _step_operands(
+            op, params, grads, {"exp_avgs": exp_avgs, "exp_avg_sqs": exp_avg_sqs, "max_exp_avg_sqs": maxes}, masters
+        )
+        if device is None:
+            return
+        # the primitive steps tensors that share one step count: one call per distinct count (normally
+        # one); the counts are CPU tensors (as PyTorch keeps them), so reading them is no device sync
+        by_step = {}
+        for i, s in enumerate(steps):
+            if s.numel() != 1:
+                raise ShapeError(f"{op}: state_steps[{i}] must hold one number, got shape {fmt_shape(s.shape)}")
+            by_step.setdefault(int(s.item()), []).append(i)
+        bk = primitives_on(device)
+        arrays = (
+            _arrays(params),
+            _grad_arrays(bk, grads, maximize),
+            _arrays(exp_avgs),
+            _arrays(exp_avg_sqs),
+            _arrays(masters),
+            _arrays(maxes),
+        )
+        for step, members in by_step.items():
+            everything = len(members) == len(params)
+            p, g, m, v, master, vmax = (a if a is None or everything else [a[i] for i in members] for a in arrays)
+            bk.adam_step_(
+                p,
+                g,
+                m,
+                v,
+                step,
+                float(lr),
+                float(beta1),
+                float(beta2),
+                float(eps),
+                float(weight_decay),
+                decoupled,
+                master,
+                vmax,
+                **_scratch_keyword(scratch, device),
+            )
+        _bump(params, exp_avgs, exp_avg_sqs, maxes, masters)
+
+    return forward
 
 
-@op("_fused_adamw_", doc="PyTorch's AdamW step (decoupled weight decay) for many parameters in one call.", method=False)
-def _fused_adamw_(
-    self: Tensors,
-    grads: Tensors,
-    exp_avgs: Tensors,
-    exp_avg_sqs: Tensors,
-    max_exp_avg_sqs: Tensors | None,
-    state_steps: Tensors,
-    *,
-    lr: float,
-    beta1: float,
-    beta2: float,
-    weight_decay: float,
-    eps: float,
-    amsgrad: bool,
-    maximize: bool,
-    master_params: Tensors | None = None,
-    scratch: Scratch | None = None,
-) -> None:
-    """``_fused_adam_`` with decoupled weight decay (AdamW: the weights decay by ``lr * weight_decay``)."""
-    _fused_adam_common(
-        "_fused_adamw_",
-        self,
-        grads,
-        exp_avgs,
-        exp_avg_sqs,
-        max_exp_avg_sqs,
-        state_steps,
-        lr,
-        beta1,
-        beta2,
-        weight_decay,
-        eps,
-        amsgrad,
-        maximize,
-        master_params,
-        decoupled=True,
-        scratch=scratch,
-    )
+_fused_adam_ = op("_fused_adam_", doc="PyTorch's Adam step for many parameters in one call.", method=False)(
+    _fused_adam_forward("_fused_adam_", decoupled=False)
+)
+_fused_adamw_ = op(
+    "_fused_adamw_", doc="PyTorch's AdamW step (decoupled weight decay) for many parameters in one call.", method=False
+)(_fused_adam_forward("_fused_adamw_", decoupled=True))
 
 
 # ----------------------------------------------------------------------------------------------

@@ -19,6 +19,17 @@ if TYPE_CHECKING:
     from ..types import Sequence, Tensor
 
 
+def _affine_norm_grads(arrays, grad, weight, bias_shape):
+    """A fused norm backward primitive's (dx, dweight, dbias) arrays as gradients on ``grad``'s device,
+    None for the weight or bias the forward did not have."""
+    dx, dw, db = arrays
+    return (
+        wrap(dx, grad._device),
+        None if weight is None else wrap(dw, grad._device),
+        None if bias_shape is None else wrap(db, grad._device),
+    )
+
+
 def _layer_norm_grads(grad, input, weight, bias_shape, normalized_shape, eps):
     """dx, dweight, dbias as differentiable ops, for create_graph=True."""
     x = input
@@ -37,20 +48,31 @@ def _layer_norm_grads(grad, input, weight, bias_shape, normalized_shape, eps):
 
 def _layer_norm_fused_grads(grad, input, weight, bias_shape, normalized_shape, mean, rstd):
     n = len(_normalized(normalized_shape))
-    dx, dw, db = primitives(grad).layer_norm_backward(
+    arrays = primitives(grad).layer_norm_backward(
         dense(grad), dense(input), None if weight is None else dense(weight), mean._data, rstd._data, n
     )
-    return (
-        wrap(dx, grad._device),
-        None if weight is None else wrap(dw, grad._device),
-        None if bias_shape is None else wrap(db, grad._device),
-    )
+    return _affine_norm_grads(arrays, grad, weight, bias_shape)
 
 
 def _normalized(normalized_shape):
     if isinstance(normalized_shape, numbers.Integral):
         return (int(normalized_shape),)
     return tuple(int(s) for s in normalized_shape)
+
+
+def _input_normalized_shape(name, input, normalized_shape):
+    """layer_norm's and rms_norm's normalized_shape as a tuple, after checking that ``input`` is floating
+    point and ends with that shape."""
+    check_float(name, "input", input)
+    shape = _normalized(normalized_shape)
+    n = len(shape)
+    if n == 0 or input.ndim < n or tuple(input.shape[input.ndim - n :]) != shape:
+        raise ShapeError(
+            f"{name}: given normalized_shape={shape}, expected input with shape "
+            f"(*, {', '.join(str(s) for s in shape)}), but got input of shape "
+            f"{fmt_shape(input.shape)}"
+        )
+    return shape
 
 
 @op(
@@ -73,15 +95,8 @@ def layer_norm(
     eps: float = 1e-5,
 ) -> tuple[Tensor, Tensor, Tensor]:
     name = "layer_norm"
-    check_float(name, "input", input)
-    shape = _normalized(normalized_shape)
+    shape = _input_normalized_shape(name, input, normalized_shape)
     n = len(shape)
-    if n == 0 or input.ndim < n or tuple(input.shape[input.ndim - n :]) != shape:
-        raise ShapeError(
-            f"{name}: given normalized_shape={shape}, expected input with shape "
-            f"(*, {', '.join(str(s) for s in shape)}), but got input of shape "
-            f"{fmt_shape(input.shape)}"
-        )
     for what, p in (("weight", weight), ("bias", bias)):
         if p is not None:
             check_float(name, what, p)
@@ -173,14 +188,10 @@ def _batch_norm_grads(grad, input, weight, bias_shape, eps):
 
 
 def _batch_norm_fused_grads(grad, input, weight, bias_shape, mean, rstd):
-    dx, dw, db = primitives(grad).batch_norm_backward(
+    arrays = primitives(grad).batch_norm_backward(
         dense(grad), dense(input), None if weight is None else dense(weight), mean._data, rstd._data
     )
-    return (
-        wrap(dx, grad._device),
-        None if weight is None else wrap(dw, grad._device),
-        None if bias_shape is None else wrap(db, grad._device),
-    )
+    return _affine_norm_grads(arrays, grad, weight, bias_shape)
 
 
 @op(
@@ -329,14 +340,10 @@ def _group_norm_grads(grad, input, num_groups, weight, bias_shape, eps):
 
 
 def _group_norm_fused_grads(grad, input, num_groups, weight, bias_shape, mean, rstd):
-    dx, dw, db = primitives(grad).group_norm_backward(
+    arrays = primitives(grad).group_norm_backward(
         dense(grad), dense(input), None if weight is None else dense(weight), mean._data, rstd._data, num_groups
     )
-    return (
-        wrap(dx, grad._device),
-        None if weight is None else wrap(dw, grad._device),
-        None if bias_shape is None else wrap(db, grad._device),
-    )
+    return _affine_norm_grads(arrays, grad, weight, bias_shape)
 
 
 @op(
@@ -450,15 +457,8 @@ def rms_norm(
     input: Tensor, normalized_shape: int | Sequence[int], weight: Tensor | None = None, eps: float | None = None
 ) -> Tensor:
     name = "rms_norm"
-    check_float(name, "input", input)
-    shape = _normalized(normalized_shape)
+    shape = _input_normalized_shape(name, input, normalized_shape)
     n = len(shape)
-    if n == 0 or input.ndim < n or tuple(input.shape[input.ndim - n :]) != shape:
-        raise ShapeError(
-            f"{name}: given normalized_shape={shape}, expected input with shape "
-            f"(*, {', '.join(str(s) for s in shape)}), but got input of shape "
-            f"{fmt_shape(input.shape)}"
-        )
     if weight is not None:
         check_float(name, "weight", weight)
         if tuple(weight.shape) != shape:

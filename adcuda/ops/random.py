@@ -36,6 +36,15 @@ def _draw(name, prim, shape, dtype, device, requires_grad, generator, *args):
     return new_tensor(name, draw, shape, dtype, device, requires_grad)
 
 
+def _draw_floating(name, size, dtype, device, requires_grad, generator):
+    """rand's and randn's body: samples of ``size`` from the primitive of the op's own name, in a
+    floating point dtype."""
+    shape = shape_arg(name, size)
+    if dtype is not None and not dt.as_dtype(dtype).is_floating_point:
+        raise DTypeError(f"{name}: expected a floating point dtype, got {dtype}")
+    return _draw(name, name, shape, dtype, device, requires_grad, generator)
+
+
 @op("rand", doc="Uniform samples from [0, 1).", method=False)
 def rand(
     *size: int | Sequence[int],
@@ -44,10 +53,7 @@ def rand(
     device: Device | str | None = None,
     requires_grad: bool = False,
 ) -> Tensor:
-    shape = shape_arg("rand", size)
-    if dtype is not None and not dt.as_dtype(dtype).is_floating_point:
-        raise DTypeError(f"rand: expected a floating point dtype, got {dtype}")
-    return _draw("rand", "rand", shape, dtype, device, requires_grad, generator)
+    return _draw_floating("rand", size, dtype, device, requires_grad, generator)
 
 
 @op("randn", doc="Standard normal samples.", method=False)
@@ -58,10 +64,7 @@ def randn(
     device: Device | str | None = None,
     requires_grad: bool = False,
 ) -> Tensor:
-    shape = shape_arg("randn", size)
-    if dtype is not None and not dt.as_dtype(dtype).is_floating_point:
-        raise DTypeError(f"randn: expected a floating point dtype, got {dtype}")
-    return _draw("randn", "randn", shape, dtype, device, requires_grad, generator)
+    return _draw_floating("randn", size, dtype, device, requires_grad, generator)
 
 
 @op("randint", doc="Uniform integers from [low, high) (int64 by default).", method=False)

@@ -444,13 +444,20 @@ def _cumsum_grad(grad, input_shape, dim):
     grads={"input": _cumsum_grad},
 )
 def cumsum(input: Tensor, dim: int, *, dtype: DType | None = None) -> Tensor:
+    return _running("cumsum", input, dim, dtype)
+
+
+def _running(name, input, dim, dtype):
+    """cumsum's and cumprod's forward: the backend primitive of the op's own name along ``dim`` (a 0-d
+    input as one element), after the cast to ``dtype`` if one is given."""
     if dtype is not None:
-        input = cast(input, dt.as_dtype(dtype, "cumsum"))
+        input = cast(input, dt.as_dtype(dtype, name))
     bk = primitives(input)
+    primitive = getattr(bk, name)
     if input.ndim == 0:
-        wrap_dim(dim, 0, "cumsum")
-        return wrap(bk.view(bk.contiguous(bk.cumsum(bk.view(input._data, (1,)), 0)), ()), input._device)
-    return wrap(bk.cumsum(input._data, wrap_dim(dim, input.ndim, "cumsum")), input._device)
+        wrap_dim(dim, 0, name)
+        return wrap(bk.view(bk.contiguous(primitive(bk.view(input._data, (1,)), 0)), ()), input._device)
+    return wrap(primitive(input._data, wrap_dim(dim, input.ndim, name)), input._device)
 
 
 @op("all", doc="Whether every element over dim is nonzero.")
@@ -500,10 +507,4 @@ def _arange_like(x, n):
     grads={"input": _cumprod_grad},
 )
 def cumprod(input: Tensor, dim: int, *, dtype: DType | None = None) -> Tensor:
-    if dtype is not None:
-        input = cast(input, dt.as_dtype(dtype, "cumprod"))
-    bk = primitives(input)
-    if input.ndim == 0:
-        wrap_dim(dim, 0, "cumprod")
-        return wrap(bk.view(bk.contiguous(bk.cumprod(bk.view(input._data, (1,)), 0)), ()), input._device)
-    return wrap(bk.cumprod(input._data, wrap_dim(dim, input.ndim, "cumprod")), input._device)
+    return _running("cumprod", input, dim, dtype)

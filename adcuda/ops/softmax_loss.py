@@ -161,6 +161,15 @@ def _check_target_shape(op, input, target):
         )
 
 
+def _difference_loss(op, input, target, size_average, reduce, reduction, weight, loss_of_difference):
+    """mse_loss's and l1_loss's body: ``loss_of_difference(input - target)``, optionally weighted, reduced."""
+    check_tensor(op, "input", input)
+    check_tensor(op, "target", target)
+    reduction = _reduction_arg(op, size_average, reduce, reduction)
+    _check_target_shape(op, input, target)
+    return _weighted_reduce(op, loss_of_difference(input - target), weight, reduction)
+
+
 @op(
     "mse_loss",
     doc="The mean (or sum, or none) of squared differences, optionally weighted.",
@@ -178,12 +187,7 @@ def mse_loss(
     reduction: str = "mean",
     weight: Tensor | None = None,
 ) -> Tensor:
-    check_tensor("mse_loss", "input", input)
-    check_tensor("mse_loss", "target", target)
-    reduction = _reduction_arg("mse_loss", size_average, reduce, reduction)
-    _check_target_shape("mse_loss", input, target)
-    diff = input - target
-    return _weighted_reduce("mse_loss", diff * diff, weight, reduction)
+    return _difference_loss("mse_loss", input, target, size_average, reduce, reduction, weight, lambda d: d * d)
 
 
 @op(
@@ -203,11 +207,7 @@ def l1_loss(
     reduction: str = "mean",
     weight: Tensor | None = None,
 ) -> Tensor:
-    check_tensor("l1_loss", "input", input)
-    check_tensor("l1_loss", "target", target)
-    reduction = _reduction_arg("l1_loss", size_average, reduce, reduction)
-    _check_target_shape("l1_loss", input, target)
-    return _weighted_reduce("l1_loss", _abs(input - target), weight, reduction)
+    return _difference_loss("l1_loss", input, target, size_average, reduce, reduction, weight, _abs)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -31,6 +31,14 @@ def _check_normalized(op, x, n, *params):
             )
 
 
+def _in_cpu_dtypes(dx, dweight, dbias, weight, g):
+    """A fused backward kernel's (dx, dweight, dbias) in the CPU backend's dtypes: dweight in weight's,
+    dbias in weight's (g's without a weight)."""
+    if weight is not None:
+        dweight = cast(dweight, weight.dtype)
+    return dx, dweight, cast(dbias, weight.dtype if weight is not None else g.dtype)
+
+
 def layer_norm(
     x: BackendArray, weight: BackendArray | None, bias: BackendArray | None, n: int, eps: float
 ) -> tuple[BackendArray, BackendArray, BackendArray]:
@@ -56,10 +64,7 @@ def layer_norm_backward(
         dense(cast(rstd, stats)),
         n,
     )
-    # the CPU backend's dtypes: dweight in weight's, dbias in weight's (g's without a weight)
-    if weight is not None:
-        dweight = cast(dweight, weight.dtype)
-    return dx, dweight, cast(dbias, weight.dtype if weight is not None else g.dtype)
+    return _in_cpu_dtypes(dx, dweight, dbias, weight, g)
 
 
 def rms_norm(x: BackendArray, weight: BackendArray | None, n: int, eps: float) -> tuple[BackendArray, BackendArray]:
@@ -120,9 +125,7 @@ def batch_norm_backward(
         dense(cast(mean, stats)),
         dense(cast(rstd, stats)),
     )
-    if weight is not None:
-        dweight = cast(dweight, weight.dtype)
-    return dx, dweight, cast(dbias, weight.dtype if weight is not None else g.dtype)
+    return _in_cpu_dtypes(dx, dweight, dbias, weight, g)
 
 
 def _check_groups(op, x, groups, *params):
@@ -162,6 +165,4 @@ def group_norm_backward(
         dense(cast(rstd, stats)),
         int(groups),
     )
-    if weight is not None:
-        dweight = cast(dweight, weight.dtype)
-    return dx, dweight, cast(dbias, weight.dtype if weight is not None else g.dtype)
+    return _in_cpu_dtypes(dx, dweight, dbias, weight, g)

@@ -26,24 +26,25 @@ def _tuple(value, n):
 
 
 class _ConvNd(Module):
+    # What the three modules share. Its constructor has Conv1d's and Conv2d's PyTorch signature, which
+    # they inherit; ConvTranspose2d (PyTorch orders its arguments differently) sets output_padding after it.
     _spatial = 2
     transposed = False
 
     def __init__(
         self,
-        in_channels,
-        out_channels,
-        kernel_size,
-        stride,
-        padding,
-        dilation,
-        groups,
-        bias,
-        padding_mode,
-        output_padding=0,
-        device=None,
-        dtype=None,
-    ):
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int | tuple[int, ...],
+        stride: int | tuple[int, ...] = 1,
+        padding: int | tuple[int, ...] | str = 0,
+        dilation: int | tuple[int, ...] = 1,
+        groups: int = 1,
+        bias: bool = True,
+        padding_mode: str = "zeros",
+        device: Device | str | None = None,
+        dtype: DType | None = None,
+    ) -> None:
         super().__init__()
         name = type(self).__name__
         n = self._spatial
@@ -66,7 +67,7 @@ class _ConvNd(Module):
         self.stride = _tuple(stride, n)
         self.padding = padding if isinstance(padding, str) else _tuple(padding, n)
         self.dilation = _tuple(dilation, n)
-        self.output_padding = _tuple(output_padding, n)
+        self.output_padding = (0,) * n
         self.groups = groups
         self.padding_mode = padding_mode
         if self.transposed:
@@ -123,68 +124,12 @@ class _ConvNd(Module):
 class Conv1d(_ConvNd):
     _spatial = 1
 
-    def __init__(
-        self,
-        in_channels: int,
-        out_channels: int,
-        kernel_size: int | tuple[int, ...],
-        stride: int | tuple[int, ...] = 1,
-        padding: int | tuple[int, ...] | str = 0,
-        dilation: int | tuple[int, ...] = 1,
-        groups: int = 1,
-        bias: bool = True,
-        padding_mode: str = "zeros",
-        device: Device | str | None = None,
-        dtype: DType | None = None,
-    ) -> None:
-        super().__init__(
-            in_channels,
-            out_channels,
-            kernel_size,
-            stride,
-            padding,
-            dilation,
-            groups,
-            bias,
-            padding_mode,
-            device=device,
-            dtype=dtype,
-        )
-
     def forward(self, input: Tensor) -> Tensor:
         x, padding = self._padded(input)
         return F.conv1d(x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
 
 
 class Conv2d(_ConvNd):
-    def __init__(
-        self,
-        in_channels: int,
-        out_channels: int,
-        kernel_size: int | tuple[int, ...],
-        stride: int | tuple[int, ...] = 1,
-        padding: int | tuple[int, ...] | str = 0,
-        dilation: int | tuple[int, ...] = 1,
-        groups: int = 1,
-        bias: bool = True,
-        padding_mode: str = "zeros",
-        device: Device | str | None = None,
-        dtype: DType | None = None,
-    ) -> None:
-        super().__init__(
-            in_channels,
-            out_channels,
-            kernel_size,
-            stride,
-            padding,
-            dilation,
-            groups,
-            bias,
-            padding_mode,
-            device=device,
-            dtype=dtype,
-        )
-
     def forward(self, input: Tensor) -> Tensor:
         x, padding = self._padded(input)
         return F.conv2d(x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
@@ -222,10 +167,10 @@ class ConvTranspose2d(_ConvNd):
             groups,
             bias,
             padding_mode,
-            output_padding,
             device=device,
             dtype=dtype,
         )
+        self.output_padding = _tuple(output_padding, self._spatial)
 
     def _output_padding(self, input, output_size):
         """output_padding that gives ``output_size`` (the trailing spatial sizes), PyTorch's rule."""

@@ -62,7 +62,8 @@ class MaxPool2d(_MaxPoolNd):
         )
 
 
-class AvgPool1d(Module):
+class _AvgPoolNd(Module):
+    # AvgPool1d's PyTorch signature, which it inherits; AvgPool2d adds divisor_override
     def __init__(
         self,
         kernel_size: int | tuple[int, ...],
@@ -78,14 +79,16 @@ class AvgPool1d(Module):
         self.ceil_mode = ceil_mode
         self.count_include_pad = count_include_pad
 
-    def forward(self, input: Tensor) -> Tensor:
-        return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad)
-
     def extra_repr(self):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
-class AvgPool2d(Module):
+class AvgPool1d(_AvgPoolNd):
+    def forward(self, input: Tensor) -> Tensor:
+        return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad)
+
+
+class AvgPool2d(_AvgPoolNd):
     def __init__(
         self,
         kernel_size: int | tuple[int, ...],
@@ -95,12 +98,7 @@ class AvgPool2d(Module):
         count_include_pad: bool = True,
         divisor_override: int | None = None,
     ) -> None:
-        super().__init__()
-        self.kernel_size = kernel_size
-        self.stride = stride if stride is not None else kernel_size
-        self.padding = padding
-        self.ceil_mode = ceil_mode
-        self.count_include_pad = count_include_pad
+        super().__init__(kernel_size, stride, padding, ceil_mode, count_include_pad)
         self.divisor_override = divisor_override
 
     def forward(self, input: Tensor) -> Tensor:
@@ -113,9 +111,6 @@ class AvgPool2d(Module):
             self.count_include_pad,
             self.divisor_override,
         )
-
-    def extra_repr(self):
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
 class _AdaptivePool(Module):

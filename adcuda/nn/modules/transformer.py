@@ -74,9 +74,19 @@ def _seq_len(x, batch_first):
     return x.shape[1] if batch_first and x.dim() == 3 else x.shape[0]
 
 
-class TransformerEncoderLayer(Module):
-    """Self-attention and a feed-forward block, each in a residual connection with layer norm
-    (after it by default, before it with ``norm_first``)."""
+def _stack_self_attention_mask(layers, x, mask, mask_name, is_causal):
+    """A stack's self-attention mask for ``x`` as a float mask, and whether it is causal (as given, or
+    detected from the mask) in the batch layout of the stack's layers."""
+    mask = _float_mask(mask, mask_name, x.dtype)
+    batch_first = bool(layers) and layers[0].self_attn.batch_first
+    return mask, _detect_is_causal(mask, is_causal, _seq_len(x, batch_first))
+
+
+class _TransformerLayer(Module):
+    # What the encoder and decoder layers share: PyTorch's constructor (the decoder adds attention to the
+    # encoder's output, ``multihead_attn``, with its own norm and dropout), registering the submodules in
+    # PyTorch's order so state dicts and reprs match, and the self-attention and feed-forward blocks.
+    _attends_to_memory = False
 
     def __init__(
         self,
@@ -94,19 +104,46 @@ class TransformerEncoderLayer(Module):
     ) -> None:
         super().__init__()
         factory = {"device": device, "dtype": dtype}
-        self.self_attn = MultiheadAttention(
-            d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, **factory
-        )
+
+        def attention():
+            return MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, **factory)
+
+        def layer_norm():
+            return LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory)
+
+        self.self_attn = attention()
+        if self._attends_to_memory:
+            self.multihead_attn = attention()
         self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **factory)
         self.dropout = Dropout(dropout)
         self.linear2 = Linear(dim_feedforward, d_model, bias=bias, **factory)
         self.norm_first = norm_first
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory)
+        self.norm1 = layer_norm()
+        self.norm2 = layer_norm()
+        if self._attends_to_memory:
+            self.norm3 = layer_norm()
         self.dropout1 = Dropout(dropout)
         self.dropout2 = Dropout(dropout)
+        if self._attends_to_memory:
+            self.dropout3 = Dropout(dropout)
         self.activation = _activation(activation)
         self.batch_first = batch_first
+
+    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
+        x = self.self_attn(
+            x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask, need_weights=False, is_causal=is_causal
+        )[0]
+        return self.dropout1(x)
+
+    def _ff_block(self, x):
+        # the feed-forward block's residual dropout is the layer's last: dropout2, or dropout3 in the decoder
+        last_dropout = self.dropout3 if self._attends_to_memory else self.dropout2
+        return last_dropout(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+
+
+class TransformerEncoderLayer(_TransformerLayer):
+    """Self-attention and a feed-forward block, each in a residual connection with layer norm
+    (after it by default, before it with ``norm_first``)."""
 
     def forward(
         self,
@@ -122,55 +159,13 @@ class TransformerEncoderLayer(Module):
         x = self.norm1(x + self._sa_block(x, src_mask, src_key_padding_mask, is_causal))
         return self.norm2(x + self._ff_block(x))
 
-    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
-        x = self.self_attn(
-            x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask, need_weights=False, is_causal=is_causal
-        )[0]
-        return self.dropout1(x)
 
-    def _ff_block(self, x):
-        return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
-
-
-class TransformerDecoderLayer(Module):
+class TransformerDecoderLayer(_TransformerLayer):
     """Self-attention over the target, attention to the encoder's output (``memory``) and a
     feed-forward block, each in a residual connection with layer norm (after it by default, before
     it with ``norm_first``)."""
 
-    def __init__(
-        self,
-        d_model: int,
-        nhead: int,
-        dim_feedforward: int = 2048,
-        dropout: float = 0.1,
-        activation: str | Callable[[Tensor], Tensor] = "relu",
-        layer_norm_eps: float = 1e-5,
-        batch_first: bool = False,
-        norm_first: bool = False,
-        bias: bool = True,
-        device: Device | str | None = None,
-        dtype: DType | None = None,
-    ) -> None:
-        super().__init__()
-        factory = {"device": device, "dtype": dtype}
-        self.self_attn = MultiheadAttention(
-            d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, **factory
-        )
-        self.multihead_attn = MultiheadAttention(
-            d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, **factory
-        )
-        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **factory)
-        self.dropout = Dropout(dropout)
-        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, **factory)
-        self.norm_first = norm_first
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory)
-        self.norm3 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory)
-        self.dropout1 = Dropout(dropout)
-        self.dropout2 = Dropout(dropout)
-        self.dropout3 = Dropout(dropout)
-        self.activation = _activation(activation)
-        self.batch_first = batch_first
+    _attends_to_memory = True
 
     def forward(
         self,
@@ -192,12 +187,6 @@ class TransformerDecoderLayer(Module):
         x = self.norm2(x + self._mha_block(x, memory, memory_mask, memory_key_padding_mask, memory_is_causal))
         return self.norm3(x + self._ff_block(x))
 
-    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
-        x = self.self_attn(
-            x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask, need_weights=False, is_causal=is_causal
-        )[0]
-        return self.dropout1(x)
-
     def _mha_block(self, x, memory, attn_mask, key_padding_mask, is_causal):
         x = self.multihead_attn(
             x,
@@ -209,9 +198,6 @@ class TransformerDecoderLayer(Module):
             is_causal=is_causal,
         )[0]
         return self.dropout2(x)
-
-    def _ff_block(self, x):
-        return self.dropout3(self.linear2(self.dropout(self.activation(self.linear1(x)))))
 
 
 def _clones(layer, n):
@@ -245,9 +231,7 @@ class TransformerEncoder(Module):
         src_key_padding_mask: Tensor | None = None,
         is_causal: bool | None = None,
     ) -> Tensor:
-        mask = _float_mask(mask, "mask", src.dtype)
-        batch_first = bool(self.layers) and self.layers[0].self_attn.batch_first
-        is_causal = _detect_is_causal(mask, is_causal, _seq_len(src, batch_first))
+        mask, is_causal = _stack_self_attention_mask(self.layers, src, mask, "mask", is_causal)
         output = src
         for layer in self.layers:
             output = layer(output, src_mask=mask, is_causal=is_causal, src_key_padding_mask=src_key_padding_mask)
@@ -274,9 +258,7 @@ class TransformerDecoder(Module):
         tgt_is_causal: bool | None = None,
         memory_is_causal: bool = False,
     ) -> Tensor:
-        tgt_mask = _float_mask(tgt_mask, "tgt_mask", tgt.dtype)
-        batch_first = bool(self.layers) and self.layers[0].self_attn.batch_first
-        tgt_is_causal = _detect_is_causal(tgt_mask, tgt_is_causal, _seq_len(tgt, batch_first))
+        tgt_mask, tgt_is_causal = _stack_self_attention_mask(self.layers, tgt, tgt_mask, "tgt_mask", tgt_is_causal)
         output = tgt
         for layer in self.layers:
             output = layer(
