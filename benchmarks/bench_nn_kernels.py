@@ -5,7 +5,8 @@
 Every kernel is first checked against the CPU backend on small odd shapes (the benchmark stops if
 one is off). Then:
 - memory-bound kernels (softmax, log-softmax, cross-entropy, layer norm, RMS norm, group norm, batch norm
-  of (N, C) rows, average and global average pooling; forward and backward), every
+  of (N, C) rows, average and global average pooling, 2x nearest and bilinear interpolation, reflect
+  padding; forward and backward), every
   big operand of at least 256 MiB (four times an H200's L2): GB/s of the bytes each must move (inputs
   read once, outputs written once) as a share of the device-to-device copy bandwidth measured in the
   same run (benchmarks/_harness.py), next to PyTorch's kernels on the same data. Target on an H200:
@@ -184,6 +185,32 @@ def check_against_cpu(cb, cpu):
         cpu.adaptive_avg_pool2d_backward(pooled_g, planes.shape),
         "adaptive_avg_pool2d_backward",
     )
+    # resampling (kernels/resample.cu): interpolate and pad, forward and gather-form backward
+    for align_corners in (False, True):
+        resize = ((29, 5), (12 / 29, 10 / 5) if not align_corners else (11 / 28, 9 / 4), align_corners)
+        close(cb.interpolate_bilinear(device(planes), *resize), cpu.interpolate_bilinear(planes, *resize), "bilinear")
+        g_up = rng.standard_normal((2, 3, 29, 5)).astype(np.float32)
+        close(
+            cb.interpolate_bilinear_backward(device(g_up), planes.shape, *resize[1:]),
+            cpu.interpolate_bilinear_backward(g_up, planes.shape, *resize[1:]),
+            "bilinear backward",
+        )
+    nearest = ((29, 5), (13 / 29, 11 / 5), True)
+    close(cb.interpolate_nearest(device(planes), *nearest), cpu.interpolate_nearest(planes, *nearest), "nearest")
+    close(
+        cb.interpolate_nearest_backward(device(g_up), planes.shape, *nearest[1:]),
+        cpu.interpolate_nearest_backward(g_up, planes.shape, *nearest[1:]),
+        "nearest backward",
+    )
+    for mode in ("reflect", "replicate", "circular", "constant"):
+        padded = cpu.pad(planes, (3, -1, 2, 5), mode, 0.5)
+        close(cb.pad(device(planes), (3, -1, 2, 5), mode, 0.5), padded, f"pad {mode}")
+        g_pad = rng.standard_normal(padded.shape).astype(np.float32)
+        close(
+            cb.pad_backward(device(g_pad), planes.shape, (3, -1, 2, 5), mode),
+            cpu.pad_backward(g_pad, planes.shape, (3, -1, 2, 5), mode),
+            f"pad backward {mode}",
+        )
     # batch norm of (N, C) rows: the short-plane (column) kernels
     y, mean, rstd = cpu.batch_norm(x, w, b, 1e-5)
     got = cb.batch_norm(device(x), device(w), device(b), 1e-5)
@@ -222,8 +249,8 @@ def check_against_cpu(cb, cpu):
     close(mask, cb.to_numpy(cb.bernoulli(x.shape, 0.7, adcuda.bool, 5, 0)), "dropout mask")
     close(out, cpu.dropout_backward(x, np.asarray(cb.to_numpy(mask)), 1 / 0.7), "dropout")
     print(
-        "reference check: softmax, cross-entropy, layer, RMS, group and batch norm, average pooling, attention, "
-        "embedding, global norm, AdamW, SGD and dropout match the CPU backend"
+        "reference check: softmax, cross-entropy, layer, RMS, group and batch norm, average pooling, interpolate, "
+        "pad, attention, embedding, global norm, AdamW, SGD and dropout match the CPU backend"
     )
 
 
@@ -364,6 +391,32 @@ def bandwidth_cases(cb, torch, bursts):
             lambda: cb.adaptive_avg_pool2d_backward(pool_g1, pool_shape),
             pool_n * size,
         )
+        # resampling the same 64 x 64 planes: 2x nearest and bilinear upsampling read x once and write four
+        # times it (the gather backwards the reverse); reflect padding by 2 reads x and writes 68 x 68 planes
+        up_g = cb.randn(pool_shape[:2] + (128, 128), adt, 14, 0)
+        pad_g = cb.randn(pool_shape[:2] + (68, 68), adt, 15, 0)
+        pad_n = pool_n // (64 * 64) * 68 * 68
+        cases[f"interpolate nearest 2x {dtype} {pool_shape}"] = (
+            lambda: cb.interpolate_nearest(pool_x, (128, 128), (0.5, 0.5), False),
+            pool_n * size * 5,
+        )
+        cases[f"interpolate nearest 2x backward {dtype}"] = (
+            lambda: cb.interpolate_nearest_backward(up_g, pool_shape, (0.5, 0.5), False),
+            pool_n * size * 5,
+        )
+        cases[f"interpolate bilinear 2x {dtype}"] = (
+            lambda: cb.interpolate_bilinear(pool_x, (128, 128), (0.5, 0.5), False),
+            pool_n * size * 5,
+        )
+        cases[f"interpolate bilinear 2x backward {dtype}"] = (
+            lambda: cb.interpolate_bilinear_backward(up_g, pool_shape, (0.5, 0.5), False),
+            pool_n * size * 5,
+        )
+        cases[f"pad reflect 2 {dtype}"] = (lambda: cb.pad(pool_x, (2, 2, 2, 2), "reflect", 0), (pool_n + pad_n) * size)
+        cases[f"pad reflect 2 backward {dtype}"] = (
+            lambda: cb.pad_backward(pad_g, pool_shape, (2, 2, 2, 2), "reflect"),
+            (pool_n + pad_n) * size,
+        )
         for case, (fn, nbytes) in cases.items():
             moved[case] = nbytes
             results["adcuda"][case] = adcuda_seconds(fn, bursts, 10)
@@ -430,6 +483,23 @@ def bandwidth_cases(cb, torch, bursts):
                 f"adaptive_avg_pool2d 1x1 {dtype}": lambda: torch.nn.functional.adaptive_avg_pool2d(px, 1),
                 f"adaptive_avg_pool2d 1x1 backward {dtype}": lambda: aten._adaptive_avg_pool2d_backward(pg1, px),
             }
+            ug = torch.randn(pool_shape[:2] + (128, 128), device="cuda", dtype=tdt)
+            padg = torch.randn(pool_shape[:2] + (68, 68), device="cuda", dtype=tdt)
+            up, pad = torch.nn.functional.interpolate, torch.nn.functional.pad
+            torch_cases.update(
+                {
+                    f"interpolate nearest 2x {dtype} {pool_shape}": lambda: up(px, scale_factor=2, mode="nearest"),
+                    f"interpolate nearest 2x backward {dtype}": lambda: aten.upsample_nearest2d_backward(
+                        ug, [128, 128], list(pool_shape), 2.0, 2.0
+                    ),
+                    f"interpolate bilinear 2x {dtype}": lambda: up(px, scale_factor=2, mode="bilinear"),
+                    f"interpolate bilinear 2x backward {dtype}": lambda: aten.upsample_bilinear2d_backward(
+                        ug, [128, 128], list(pool_shape), False, 2.0, 2.0
+                    ),
+                    f"pad reflect 2 {dtype}": lambda: pad(px, (2, 2, 2, 2), mode="reflect"),
+                    f"pad reflect 2 backward {dtype}": lambda: aten.reflection_pad2d_backward(padg, px, [2, 2, 2, 2]),
+                }
+            )
             for case, fn in torch_cases.items():
                 results["torch"][case] = torch_seconds(torch, fn, bursts, 10)
 

@@ -12,7 +12,11 @@ that is the step's time on an idle machine.
 - LeNet-5: conv 5x5 (6) - ReLU - max-pool 2 - conv 5x5 (16) - ReLU - max-pool 2 - 120 - 84 - 10 on
   1x32x32 images, batch 64, cross-entropy, backward, SGD with momentum.
 
-    python benchmarks/bench_programs.py [--quick] [--threads N] [--json out.json]
+``--before PYTHON`` adds the adcuda that another interpreter imports (the virtual environment of
+another checkout) as a third contender: before/after ratios from one run; ``--rounds N`` runs the
+contenders N times in turn and keeps each case's best.
+
+    python benchmarks/bench_programs.py [--quick] [--threads N] [--rounds N] [--before PYTHON] [--json out.json]
 """
 
 import argparse
@@ -189,21 +193,51 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--threads", type=int, default=None, help="BLAS/PyTorch threads per contender")
+    parser.add_argument("--rounds", type=int, default=1, help="runs per contender, taking turns; the best counts")
+    parser.add_argument("--before", metavar="PYTHON", help="also time the adcuda this interpreter imports")
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
     if args.threads:
         os.environ["BENCH_THREADS"] = str(args.threads)
-    results = run_contenders(os.path.abspath(__file__), ["adcuda", "torch"], ["--quick"] if args.quick else [])
+    load = os.getloadavg()
+    results = run_contenders(
+        os.path.abspath(__file__),
+        ["adcuda", "torch"],
+        ["--quick"] if args.quick else [],
+        rounds=args.rounds,
+        interpreters={BEFORE: (args.before, "adcuda")} if args.before else None,
+    )
+    load_after = os.getloadavg()
     rows = print_table(
         f"Training steps of small programs, eager CPU ({os.environ.get('BENCH_THREADS', '1')} "
         "thread(s)); ratio > 1: adcuda slower",
-        results,
+        {k: v for k, v in results.items() if k != BEFORE},
         unit="ms",
         scale=1e3,
     )
+    if BEFORE in results:
+        print_before_after(results)
+    print(f"load average (1 min) {load[0]:.2f} at the start, {load_after[0]:.2f} at the end; best of {args.rounds}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"suite": "programs", "rows": rows}, f, indent=2)
+
+
+BEFORE = "adcuda before"
+
+
+def print_before_after(results):
+    """Both adcudas against PyTorch, from the same run."""
+    head = f"{'case':<34}{'torch ms':>10}{'before ms':>11}{'after ms':>10}{'before/torch':>14}{'after/torch':>13}"
+    print(f"\nBefore and after, against PyTorch (same run)\n{head}\n{'-' * len(head)}")
+    for case, torch_s in results.get("torch", {}).items():
+        before, after = results[BEFORE].get(case), results["adcuda"].get(case)
+        if before is None or after is None:
+            continue
+        print(
+            f"{case:<34}{torch_s * 1e3:>10.2f}{before * 1e3:>11.2f}{after * 1e3:>10.2f}"
+            f"{before / torch_s:>13.2f}x{after / torch_s:>12.2f}x"
+        )
 
 
 if __name__ == "__main__":

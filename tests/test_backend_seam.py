@@ -667,8 +667,30 @@ case(
 )
 case(
     "matmul",
-    "a vector (the ops layer unsqueezes)",
-    lambda bk, A: bk.matmul(A(X), A(np.ones(3, np.float32))),
+    "save_preactivation without a bias or an activation",
+    lambda bk, A: bk.matmul(A(X), A(X.T.copy()), None, None, True),
+    (ok(F32, (2, 2), X @ X.T), ok(F32, (2, 2), X @ X.T)),
+)
+VEC = np.array([1.0, -2.0, 0.5], np.float32)
+case("matmul", "a vector b: the matrix-vector product", lambda bk, A: bk.matmul(A(X), A(VEC)), ok(F32, (2,), X @ VEC))
+case(
+    "matmul",
+    "a vector b in float16",
+    lambda bk, A: bk.matmul(A(X.astype(np.float16)), A(VEC.astype(np.float16))),
+    ok(F16, (2,), X @ VEC),
+)
+case(
+    "matmul",
+    "a strided vector b, broadcast over a's batch dims",
+    lambda bk, A: bk.matmul(A(X3), bk.slice(A(np.arange(8, dtype=np.float32)), (slice(None, None, 2),))),
+    ok(F32, (2, 3), X3 @ np.arange(0, 8, 2, dtype=np.float32)),
+)
+case("matmul", "a vector b with an epilogue", lambda bk, A: bk.matmul(A(X), A(VEC), A(VEC[:1])), ShapeError)
+case("matmul", "a vector b that does not multiply", lambda bk, A: bk.matmul(A(X), A(VEC[:2])), ShapeError)
+case(
+    "matmul",
+    "a vector a (the ops layer unsqueezes)",
+    lambda bk, A: bk.matmul(A(np.ones(3, np.float32)), A(X.T.copy())),
     ShapeError,
 )
 case("matmul", "shapes that do not multiply", lambda bk, A: bk.matmul(A(X), A(X)), ShapeError)
@@ -1420,58 +1442,100 @@ case(
     (ok(F32, (3, 6)), ok(F32, (3, 6)), ok(F32, (3, 2))),
 )
 
-LAYER_PROJ = np.random.default_rng(23).standard_normal((4, 3, 8)).astype(np.float32)
+LAYER_X = np.random.default_rng(23).standard_normal((4, 3, 5)).astype(np.float32)
+LAYER_W_IH = np.random.default_rng(26).standard_normal((8, 5)).astype(np.float32)
 LAYER_W = np.random.default_rng(24).standard_normal((8, 2)).astype(np.float32)
+
+
+def lstm_layer_run(bk, A, reverse=False, batch_first=False, x=LAYER_X, bias=True):
+    """``lstm_layer``'s out and cells (the gates it keeps for the backward are the backend's own:
+    activated on the CPU, pre-activation on CUDA)."""
+    b = A(GATES4[0]) if bias else None
+    out, gates, cells = bk.lstm_layer(
+        A(x), A(STATE), A(STATE * 0.5), A(LAYER_W_IH), A(LAYER_W), b, b, reverse, batch_first
+    )
+    return out, cells
+
+
 case(
     "lstm_layer",
-    "-> (states, gates), forwards and backwards in time",
+    "-> (out, cells): forwards, backwards in time, batch first",
     lambda bk, A: (
-        bk.lstm_layer(A(LAYER_PROJ), A(STATE), A(STATE * 0.5), A(LAYER_W), A(GATES4[0]), False),
-        bk.lstm_layer(A(LAYER_PROJ), A(STATE), A(STATE * 0.5), A(LAYER_W), None, True),
+        lstm_layer_run(bk, A),
+        lstm_layer_run(bk, A, reverse=True, bias=False),
+        lstm_layer_run(bk, A, batch_first=True, x=LAYER_X.transpose(1, 0, 2)),
     ),
-    ((ok(F32, (2, 4, 3, 2)), ok(F32, (4, 3, 8))),) * 2,
+    ((ok(F32, (18, 2)), ok(F32, (2, 12, 2))),) * 3,
+)
+case(
+    "lstm_layer",
+    "the gates kept for the backward",
+    lambda bk, A: bk.lstm_layer(A(LAYER_X), A(STATE), A(STATE), A(LAYER_W_IH), A(LAYER_W), None, None, False, False)[1],
+    ok(F32, (12, 8)),
+    same_values=False,
 )
 case(
     "lstm_layer",
     "float16 in, float16 out; no time steps",
     lambda bk, A: (
-        bk.lstm_layer(*(A(a.astype(np.float16)) for a in (LAYER_PROJ, STATE, STATE, LAYER_W)), None, False),
-        bk.lstm_layer(A(LAYER_PROJ[:0]), A(STATE), A(STATE), A(LAYER_W), None, False),
+        bk.lstm_layer(
+            *(A(a.astype(np.float16)) for a in (LAYER_X, STATE, STATE, LAYER_W_IH, LAYER_W)), None, None, False, False
+        )[0],
+        lstm_layer_run(bk, A, x=LAYER_X[:0]),
     ),
-    ((ok(F16, (2, 4, 3, 2)), ok(F16, (4, 3, 8))), (ok(F32, (2, 0, 3, 2)), ok(F32, (0, 3, 8)))),
+    (ok(F16, (18, 2)), (ok(F32, (6, 2)), ok(F32, (2, 0, 2)))),
+    same_values=False,
 )
 case(
     "lstm_layer",
     "hidden weights not (4H, H)",
-    lambda bk, A: bk.lstm_layer(A(LAYER_PROJ), A(STATE), A(STATE), A(LAYER_W[:6]), None, False),
+    lambda bk, A: bk.lstm_layer(
+        A(LAYER_X), A(STATE), A(STATE), A(LAYER_W_IH), A(LAYER_W[:6]), None, None, False, False
+    ),
     ShapeError,
 )
 
 
-def lstm_layer_grads(bk, A, reverse):
-    states, gates = bk.lstm_layer(A(LAYER_PROJ), A(STATE), A(STATE * 0.5), A(LAYER_W), None, reverse)
-    grad = A(np.random.default_rng(25).standard_normal((2, 4, 3, 2)).astype(np.float32))
-    return bk.lstm_layer_backward(grad, gates, states, A(STATE), A(STATE * 0.5), A(LAYER_W), reverse)
+def lstm_layer_grads(bk, A, reverse, batch_first):
+    x = LAYER_X.transpose(1, 0, 2) if batch_first else LAYER_X
+    args = (A(x), A(STATE), A(STATE * 0.5), A(LAYER_W_IH), A(LAYER_W))
+    out, gates, cells = bk.lstm_layer(*args, None, None, reverse, batch_first)
+    grad = A(np.random.default_rng(25).standard_normal((18, 2)).astype(np.float32))
+    return bk.lstm_layer_backward(grad, *args, out, gates, cells, reverse, batch_first, True, True, True)
 
 
-for reverse in (False, True):
+for reverse, batch_first in ((False, False), (True, True)):
     case(
         "lstm_layer_backward",
-        f"-> (d_gates, d_h0, d_c0, d_w_hh), reverse={reverse}",
-        lambda bk, A, reverse=reverse: lstm_layer_grads(bk, A, reverse),
-        (ok(F32, (4, 3, 8)), ok(F32, (3, 2)), ok(F32, (3, 2)), ok(F32, (8, 2))),
+        f"-> (d_x, d_h0, d_c0, d_w_ih, d_w_hh, d_b), reverse={reverse}, batch_first={batch_first}",
+        lambda bk, A, reverse=reverse, batch_first=batch_first: lstm_layer_grads(bk, A, reverse, batch_first),
+        (
+            ok(F32, (3, 4, 5) if batch_first else (4, 3, 5)),
+            ok(F32, (3, 2)),
+            ok(F32, (3, 2)),
+            ok(F32, (8, 5)),
+            ok(F32, (8, 2)),
+            ok(F32, (8,)),
+        ),
     )
 case(
     "lstm_layer_backward",
     "a gradient of another shape",
     lambda bk, A: bk.lstm_layer_backward(
-        A(np.ones((2, 3, 3, 2), np.float32)),
-        A(LAYER_PROJ),
-        A(np.ones((2, 4, 3, 2), np.float32)),
+        A(np.ones((17, 2), np.float32)),
+        A(LAYER_X),
         A(STATE),
         A(STATE),
+        A(LAYER_W_IH),
         A(LAYER_W),
+        A(np.ones((18, 2), np.float32)),
+        A(np.ones((12, 8), np.float32)),
+        A(np.ones((2, 12, 2), np.float32)),
         False,
+        False,
+        True,
+        True,
+        True,
     ),
     ShapeError,
 )
@@ -1630,6 +1694,95 @@ case(
     "float16 in, float16 out, the input's shape",
     lambda bk, A: bk.adaptive_avg_pool2d_backward(A(PLANES[:, :, :3, :4].astype(np.float16)), (2, 3, 5, 7)),
     ok(F16, (2, 3, 5, 7)),
+)
+
+
+# resampling kernels: interpolate and pad (issue 15)
+case(
+    "interpolate_nearest",
+    "any dtype; nearest and nearest-exact; a 1-row plane",
+    lambda bk, A: (
+        bk.interpolate_nearest(A(PLANES), (7, 3), (5 / 7, 7 / 3), False),
+        bk.interpolate_nearest(A(PLANES.astype(np.int64)), (9, 2), (5 / 9, 3.5), True),
+        bk.interpolate_nearest(A(PLANES[:, :, :1]), [1, 11], [1.0, 7 / 11], False),
+    ),
+    (ok(F32, (2, 3, 7, 3)), ok(I64, (2, 3, 9, 2)), ok(F32, (2, 3, 1, 11))),
+)
+case(
+    "interpolate_nearest",
+    "empty planes",
+    lambda bk, A: bk.interpolate_nearest(A(PLANES[:, :, :0]), (2, 2), (1.0, 1.0), False),
+    ShapeError,
+)
+case(
+    "interpolate_nearest_backward",
+    "float16 in, float16 out; an empty batch",
+    lambda bk, A: (
+        bk.interpolate_nearest_backward(
+            A(PLANES[:, :, :4, :6].astype(np.float16)), (2, 3, 5, 7), (5 / 4, 7 / 6), False
+        ),
+        bk.interpolate_nearest_backward(A(PLANES[:0]), (0, 3, 2, 3), (0.4, 3 / 7), True),
+    ),
+    (ok(F16, (2, 3, 5, 7)), ok(F32, (0, 3, 2, 3))),
+)
+case(
+    "interpolate_bilinear",
+    "align_corners both ways",
+    lambda bk, A: (
+        bk.interpolate_bilinear(A(PLANES), (9, 4), (4 / 8, 6 / 3), True),
+        bk.interpolate_bilinear(A(PLANES.astype(np.float64)), (3, 10), (5 / 3, 0.7), False),
+    ),
+    (ok(F32, (2, 3, 9, 4)), ok(F64, (2, 3, 3, 10))),
+)
+case(
+    "interpolate_bilinear",
+    "of integers",
+    lambda bk, A: bk.interpolate_bilinear(A(PLANES.astype(np.int64)), (9, 4), (0.5, 2.0), True),
+    DTypeError,
+)
+case(
+    "interpolate_bilinear_backward",
+    "the input's shape",
+    lambda bk, A: bk.interpolate_bilinear_backward(A(PLANES[:, :, :4, :6]), (2, 3, 5, 7), (5 / 4, 7 / 6), False),
+    ok(F32, (2, 3, 5, 7)),
+)
+case(
+    "pad",
+    "pads for the last dims in dim order; crops; any dtype",
+    lambda bk, A: (
+        bk.pad(A(PLANES), (1, 2, -1, 3), "reflect", 0),
+        bk.pad(A(PLANES.astype(np.int32)), [2, 0], "constant", -3),
+        bk.pad(A(PLANES), (1, 1, 0, 2, 3, 1), "replicate", 0),
+        bk.pad(A(PLANES), (), "circular", 0),
+    ),
+    (ok(F32, (2, 3, 8, 9)), ok(I32, (2, 3, 5, 9)), ok(F32, (2, 5, 7, 11)), ok(F32, (2, 3, 5, 7))),
+)
+case(
+    "pad",
+    "reflect pads of the dim's size or more",
+    lambda bk, A: bk.pad(A(PLANES), (7, 0), "reflect", 0),
+    ShapeError,
+)
+case(
+    "pad",
+    "more than three dims",
+    lambda bk, A: bk.pad(A(PLANES), (1, 1, 1, 1, 1, 1, 1, 1), "constant", 0),
+    ShapeError,
+)
+case(
+    "pad_backward",
+    "the input's shape; circular; an empty gradient",
+    lambda bk, A: (
+        bk.pad_backward(A(PLANES[:, :, :4, :6]), (2, 3, 3, 2), (1, 0, 2, 2), "circular"),
+        bk.pad_backward(A(PLANES[:0]), (0, 3, 5, 5), (0, 2), "replicate"),
+    ),
+    (ok(F32, (2, 3, 3, 2)), ok(F32, (0, 3, 5, 5))),
+)
+case(
+    "pad_backward",
+    "a gradient that does not fit",
+    lambda bk, A: bk.pad_backward(A(PLANES), (2, 3, 5, 7), (1, 1), "reflect"),
+    ShapeError,
 )
 
 

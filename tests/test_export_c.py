@@ -160,6 +160,22 @@ def test_permuted_and_batched_products(compile_c, tmp_path):
     check(compile_c, Net(), [adcuda.randn(2, 5, 3), adcuda.randn(2, 5, 3)], tmp_path, "embedded")
 
 
+def test_matrix_vector_products(compile_c, tmp_path):
+    # matrix @ vector is one matmul of a vector b (the primitive's matrix-vector form), by a computed
+    # vector and by a parameter
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(adcuda.randn(3))
+
+        def forward(self, x, v):
+            return x @ v, (x @ self.w).tanh()
+
+    adcuda.manual_seed(5)
+    export = check(compile_c, Net(), [adcuda.randn(4, 3), adcuda.randn(3)], tmp_path, "embedded")
+    assert export.output_shapes == [(4,), (4,)]
+
+
 def test_padded_and_adaptive_pooling_and_reductions(compile_c, tmp_path):
     class Net(nn.Module):
         def __init__(self):
@@ -378,3 +394,21 @@ def test_attention_with_broadcast_batch_dims(compile_c, tmp_path):
     # k shared by the batch, v by the heads, the mask by the heads
     inputs = [adcuda.randn(2, 3, 4, 5), adcuda.randn(1, 3, 6, 5), adcuda.randn(2, 1, 6, 3), adcuda.randn(2, 1, 4, 6)]
     check(compile_c, Net(), inputs, tmp_path, "embedded")
+
+
+def test_constant_padding_that_crops_and_pads(compile_c, tmp_path):
+    class Net(nn.Module):
+        def forward(self, x):
+            return F.pad(x, (-1, 2, 3, -2), value=-0.25) * 2.0
+
+    export = check(compile_c, Net(), [adcuda.randn(2, 3, 6, 7)], tmp_path, "embedded")
+    assert "/* pad:" in open(export.source).read()
+
+
+def test_reflect_padding_is_refused(tmp_path):
+    class Net(nn.Module):
+        def forward(self, x):
+            return F.pad(x, (1, 1), mode="reflect")
+
+    with pytest.raises(ExportError, match="reflect padding cannot be exported"):
+        to_c(Net(), (adcuda.randn(1, 2, 5),), tmp_path, name="net")

@@ -114,14 +114,17 @@ def gru_cell_samples():
 
 
 def lstm_layer_samples():
-    proj, h0, c0 = rng(20).standard_normal((4, 3, 8)), rng(21).standard_normal((3, 2)), rng(22).standard_normal((3, 2))
-    w, b = rng(23).standard_normal((8, 2)), rng(24).standard_normal(8)
+    x, h0, c0 = rng(20).standard_normal((4, 3, 5)), rng(21).standard_normal((3, 2)), rng(22).standard_normal((3, 2))
+    w_ih, w_hh, b = rng(29).standard_normal((8, 5)), rng(23).standard_normal((8, 2)), rng(24).standard_normal(8)
     return [
         (
-            lambda p, h, c, w, b: entry("lstm_layer")(p, h, c, w, b, False),
-            [leaf(proj), leaf(h0), leaf(c0), leaf(w), leaf(b)],
+            lambda x, h, c, wi, wh, bi, bh: entry("lstm_layer")(x, h, c, wi, wh, bi, bh, False, False),
+            [leaf(x), leaf(h0), leaf(c0), leaf(w_ih), leaf(w_hh), leaf(b), leaf(b * 0.5)],
         ),
-        (lambda p, h, c, w: entry("lstm_layer")(p, h, c, w, None, True), [leaf(proj), leaf(h0), leaf(c0), leaf(w)]),
+        (
+            lambda x, h, c, wi, wh: entry("lstm_layer")(x, h, c, wi, wh, None, None, True, True),
+            [leaf(x.transpose(1, 0, 2)), leaf(h0), leaf(c0), leaf(w_ih), leaf(w_hh)],
+        ),
     ]
 
 

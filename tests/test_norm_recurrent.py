@@ -41,8 +41,18 @@ GRADCHECKS = {
     "rms_norm": (lambda x, w: F.rms_norm(x, (5,), w), [(3, 5), (5,)]),
     "lstm_cell_pointwise": (lambda gi, gh, c: lstm_cell_pointwise(gi, gh, c), [(3, 8), (3, 8), (3, 2)]),
     "gru_cell_pointwise": (lambda gi, gh, h: gru_cell_pointwise(gi, gh, h), [(3, 6), (3, 6), (3, 2)]),
-    "lstm_layer": (lambda p, h, c, w, b: lstm_layer(p, h, c, w, b), [(3, 2, 8), (2, 2), (2, 2), (8, 2), (8,)]),
-    "lstm_layer_reverse": (lambda p, h, c, w: lstm_layer(p, h, c, w, None, True), [(3, 2, 8), (2, 2), (2, 2), (8, 2)]),
+    "lstm_layer": (
+        lambda x, h, c, wi, wh, bi, bh: lstm_layer(x, h, c, wi, wh, bi, bh),
+        [(3, 2, 5), (2, 2), (2, 2), (8, 5), (8, 2), (8,), (8,)],
+    ),
+    "lstm_layer_reverse_batch_first": (
+        lambda x, h, c, wi, wh, bh: lstm_layer(x, h, c, wi, wh, None, bh, True, True),
+        [(2, 3, 5), (2, 2), (2, 2), (8, 5), (8, 2), (8,)],
+    ),
+    "lstm_layer_no_bias_batch_first": (
+        lambda x, h, c, wi, wh: lstm_layer(x, h, c, wi, wh, None, None, False, True),
+        [(2, 3, 5), (2, 2), (2, 2), (8, 5), (8, 2)],
+    ),
     "gru_layer": (lambda p, h, w, b: gru_layer(p, h, w, b), [(3, 2, 6), (2, 2), (6, 2), (6,)]),
     "gru_layer_reverse": (lambda p, h, w: gru_layer(p, h, w, None, True), [(3, 2, 6), (2, 2), (6, 2)]),
 }
@@ -109,8 +119,34 @@ def test_empty_sequence_and_layer_op_errors():
     x = leaf(np.zeros((0, 2, 6)))
     gru_layer(x, leaf(np.ones((2, 2))), leaf(np.ones((6, 2)))).sum().backward()
     assert tuple(x.grad.shape) == (0, 2, 6)
-    with pytest.raises(ShapeError, match=r"lstm_layer: .*projected \(3, 2, 6\), h0 \(2, 2\), c0 \(2, 2\), w_hh \(8,"):
-        lstm_layer(adcuda.zeros(3, 2, 6), adcuda.zeros(2, 2), adcuda.zeros(2, 2), adcuda.zeros(8, 2))
+    x = leaf(np.zeros((0, 2, 3)))
+    h0 = leaf(np.ones((2, 2)))
+    out = lstm_layer(x, h0, h0 * 0.5, leaf(np.ones((8, 3))), leaf(np.ones((8, 2))))
+    np.testing.assert_array_equal(value(out), [[1, 1], [1, 1], [0.5, 0.5], [0.5, 0.5]])  # no steps: h0, c0
+    (out * adcuda.tensor([[1.0], [1.0], [2.0], [2.0]], dtype=F64)).sum().backward()
+    assert tuple(x.grad.shape) == (0, 2, 3)
+    np.testing.assert_array_equal(h0.grad.numpy(), np.full((2, 2), 2.0))
+    with pytest.raises(ShapeError, match=r"lstm_layer: .*input \(3, 2, 6\), h0 \(2, 2\), c0 \(2, 2\), w_ih \(8, 5\)"):
+        lstm_layer(
+            adcuda.zeros(3, 2, 6), adcuda.zeros(2, 2), adcuda.zeros(2, 2), adcuda.zeros(8, 5), adcuda.zeros(8, 2)
+        )
+    with pytest.raises(ShapeError, match=r"lstm_layer: expected input \(B, T, F\).*h0 \(3, 2\)"):
+        lstm_layer(
+            adcuda.zeros(2, 3, 6),
+            adcuda.zeros(3, 2),
+            adcuda.zeros(3, 2),
+            adcuda.zeros(8, 6),
+            adcuda.zeros(8, 2),
+            batch_first=True,
+        )
+    with pytest.raises(DTypeError, match=r"lstm_layer: expected one dtype"):
+        lstm_layer(
+            adcuda.zeros(3, 2, 6),
+            adcuda.zeros(2, 2),
+            adcuda.zeros(2, 2),
+            adcuda.zeros(8, 6),
+            adcuda.zeros(8, 2).double(),
+        )
 
 
 # ------------------------------------------------------------------------------------------------

@@ -169,6 +169,26 @@ def small_cnn():
     return model
 
 
+class MatrixVector(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(adcuda.randn(4))
+
+    def forward(self, x, v):
+        return x @ v, (x @ self.w).tanh()
+
+
+@needs_onnx
+def test_matrix_vector_products_are_one_matmul_each():
+    proto = export_and_compare(
+        MatrixVector(),
+        (adcuda.randn(3, 4), adcuda.randn(4)),
+        dynamic_axes={"x0": {0: "rows"}},
+        other_args=[(adcuda.randn(6, 4), adcuda.randn(4))],
+    )
+    assert op_types(proto).count("MatMul") == 2 and "Reshape" not in op_types(proto)
+
+
 @needs_onnx
 def test_cnn_with_batch_norm_and_pooling():
     proto = export_and_compare(
@@ -401,3 +421,50 @@ def test_without_onnx_the_error_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "onnx", None)  # import onnx now raises ImportError
     with pytest.raises(adcuda.onnx.OnnxNotInstalledError, match=r"pip install adcuda\[onnx\]"):
         adcuda.onnx.export(nn.Linear(2, 2), adcuda.randn(1, 2), io.BytesIO())
+
+
+class _Resampled(nn.Module):
+    """F.interpolate and F.pad (the resample primitives) with the given keywords."""
+
+    def __init__(self, interpolate=None, pad=None):
+        super().__init__()
+        self.interpolate, self.pad = interpolate, pad
+
+    def forward(self, x):
+        if self.interpolate is not None:
+            x = F.interpolate(x, **self.interpolate)
+        return x if self.pad is None else F.pad(x, **self.pad)
+
+
+@needs_onnx
+@pytest.mark.parametrize(
+    "interpolate, pad, opset",
+    [
+        (dict(scale_factor=1.7, mode="nearest"), None, None),
+        (dict(size=(9, 4), mode="nearest-exact"), None, None),
+        (dict(scale_factor=(1.5, 0.7), mode="bilinear"), None, None),
+        (dict(size=(11, 3), mode="bilinear", align_corners=True), None, None),
+        (None, dict(pad=(2, 1, 1, 3), mode="reflect"), None),
+        (None, dict(pad=(1, 2), mode="replicate"), None),
+        (None, dict(pad=(-1, 2, 3, 0), value=0.5), None),
+        (None, dict(pad=(2, 2, 1, 0), mode="circular"), 19),
+    ],
+)
+def test_interpolate_and_pad(interpolate, pad, opset):
+    model = _Resampled(interpolate, pad)
+    shape = (2, 3, 5, 6)
+    export_and_compare(
+        model,
+        adcuda.randn(*shape),
+        dynamic_axes={"x0": [0]},
+        other_args=[(adcuda.randn(3, *shape[1:]),)],
+        opset_version=opset,
+    )
+
+
+@needs_onnx
+def test_refused_padding_says_why():
+    with pytest.raises(ExportError, match="reflect padding with negative"):
+        adcuda.onnx.export(_Resampled(pad=dict(pad=(-1, 2), mode="reflect")), (adcuda.randn(1, 2, 5),), io.BytesIO())
+    with pytest.raises(ExportError, match="circular padding below opset 19"):
+        adcuda.onnx.export(_Resampled(pad=dict(pad=(1, 1), mode="circular")), (adcuda.randn(1, 2, 5),), io.BytesIO())

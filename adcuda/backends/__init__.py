@@ -90,7 +90,7 @@ Conventions (NumPy's, which the CPU backend inherits and the CUDA backend follow
 | `tril(a, k)` | lower triangle of the last two dims (at least 2) |
 | `triu(a, k)` | upper triangle of the last two dims (at least 2) |
 | **linear algebra** | |
-| `matmul(a, b, bias=None, activation=None, save_preactivation=False)` | batched matrix product of arrays of 2 dims or more, batch dims broadcast, in ``a``'s dtype (floating point on CUDA, integers too on the CPU); the fused epilogue adds ``bias`` (N,), applies ``activation`` (None or ``"gelu_tanh"``) and with ``save_preactivation`` returns ``(out, a @ b + bias)`` |
+| `matmul(a, b, bias=None, activation=None, save_preactivation=False)` | batched matrix product of arrays of 2 dims or more, batch dims broadcast, in ``a``'s dtype (floating point on CUDA, integers too on the CPU); a vector ``b`` (K,) gives the matrix-vector product (..., M), with no epilogue; the fused epilogue adds ``bias`` (N,), applies ``activation`` (None or ``"gelu_tanh"``) and with ``save_preactivation`` returns ``(out, a @ b + bias)`` |
 | **fused NN primitives** (floating point arrays; half types computed in fp32) | |
 | `softmax(a, axis, log)` | (log-)softmax along ``axis`` |
 | `softmax_backward(y, g, axis, log)` | its gradient from the output ``y`` (of ``g``'s shape), in ``g``'s dtype |
@@ -121,6 +121,13 @@ Conventions (NumPy's, which the CPU backend inherits and the CUDA backend follow
 | `avg_pool2d_backward(g, input_shape, kernel, stride, padding, count_include_pad, divisor_override)` | its gradient for an input of ``input_shape`` (each input position gathers its windows' shares; no atomics on CUDA) |
 | `adaptive_avg_pool2d(x, out_size)` | means over PyTorch's adaptive windows (rows floor(i*H/Ho) to ceil((i+1)*H/Ho)) |
 | `adaptive_avg_pool2d_backward(g, input_shape)` | its gradient for an input of ``input_shape`` |
+| **resampling** (interpolate on 4-d NCHW, 1-d as H = 1; pad on the last 1-3 dims; the backwards take floating point gradients and are gathers: each input element sums the output gradients that read it, in a fixed order, no atomics on CUDA) | |
+| `interpolate_nearest(x, out_size, scales, exact)` | x of any dtype resized to ``out_size`` (Ho, Wo): output o along a dim copies input ``min(floor(o * scale), n - 1)`` ('nearest') or ``floor((o + 0.5) * scale)`` ('nearest-exact', ``exact``), as PyTorch's CPU kernels compute them: ``scales`` (the source step per output position, a pair of floats) and the products in float32 (float64 for float64 data), the exact products in float64, each rounded to float32 before the floor |
+| `interpolate_nearest_backward(g, input_shape, scales, exact)` | its gradient for an input of ``input_shape`` |
+| `interpolate_bilinear(x, out_size, scales, align_corners)` | bilinear interpolation of floating point x to ``out_size``: source position ``scale * o`` (``align_corners``) or ``max(scale * (o + 0.5) - 0.5, 0)`` in float32 (float64 for float64 x), taps ``i0 = min(floor(src), n - 1)`` and ``min(i0 + 1, n - 1)`` |
+| `interpolate_bilinear_backward(g, input_shape, scales, align_corners)` | its gradient for an input of ``input_shape`` |
+| `pad(x, pads, mode, value)` | x (any dtype) with its last ``len(pads) // 2`` <= 3 dims padded by (before, after) pairs given for those dims in order (negative ones crop): ``value`` outside ('constant'), the mirror image without the edge repeated ('reflect', pads below the size), the edge ('replicate') or the other end ('circular', pads at most the size); ShapeError otherwise |
+| `pad_backward(g, input_shape, pads, mode)` | its gradient for an input of ``input_shape`` |
 | **random** (counter-based Philox: reproducible from ``(seed, offset)``, both taken modulo 2**64; the CPU's streams differ from CUDA's) | |
 | `rand(shape, dtype, seed, offset)` | uniform in [0, 1), floating point ``dtype`` |
 | `randn(shape, dtype, seed, offset)` | standard normal, floating point ``dtype`` |
@@ -140,8 +147,8 @@ Conventions (NumPy's, which the CPU backend inherits and the CUDA backend follow
 | `lstm_cell_backward(grad, gi, gh, c, hc)` | from the gradient of ``hc`` -> (d_gates (B, 4H), the gradient of both projections, d_c) |
 | `gru_cell(gi, gh, h)` | GRU step from ``gi``, ``gh`` (B, 3H; gates r, z, n, biases included) and ``h`` (B, H) -> ``(1 - z) * n + z * h`` with ``n = tanh(gi_n + r * gh_n)`` |
 | `gru_cell_backward(grad, gi, gh, h)` | -> (d_gi, d_gh, d_h) |
-| `lstm_layer(projected, h0, c0, w_hh, b_hh, reverse)` | an LSTM layer's recurrence over the input projection ``projected`` (T, B, 4H, b_ih included) from ``h0``, ``c0`` (B, H), ``b_hh`` (4H,) or None, visiting time backwards when ``reverse`` -> (``states`` (2, T, B, H): stack(hs, cs) in time order, ``gates`` (T, B, 4H): each step's pre-activation sums, kept for the backward) |
-| `lstm_layer_backward(grad, gates, states, h0, c0, w_hh, reverse)` | backpropagation through time from the gradient of ``states`` -> (d_gates (T, B, 4H): the projection's gradient, summed over (T, B) that of ``b_hh``; d_h0, d_c0; d_w_hh) |
+| `lstm_layer(x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse, batch_first)` | an LSTM layer over the input ``x`` (T, B, F), or (B, T, F) when ``batch_first``, its projection included, from ``h0``, ``c0`` (B, H), biases (4H,) or None, visiting time backwards when ``reverse`` -> (``out`` (T * B + 2B, H): every step's h in x's row order, then the last h and c; ``gates`` (T * B, 4H) and ``cells`` (2, T * B, H: each step's c and tanh(c)), time-major and kept for the backward; the gates are the backend's own: activated on the CPU, pre-activation on CUDA) |
+| `lstm_layer_backward(grad, x, h0, c0, w_ih, w_hh, out, gates, cells, reverse, batch_first, input_grad, h0_grad, bias_grad)` | backpropagation through time from the gradient of ``out`` -> (d_x or None unless ``input_grad``, d_h0 or None unless ``h0_grad``, d_c0, d_w_ih, d_w_hh, d_b (each bias's gradient) or None unless ``bias_grad``) |
 """
 
 from types import ModuleType

@@ -115,6 +115,13 @@ PRIMITIVES = (
     "avg_pool2d_backward",
     "adaptive_avg_pool2d",
     "adaptive_avg_pool2d_backward",
+    # resampling kernels: interpolate and pad (issue 15)
+    "interpolate_nearest",
+    "interpolate_nearest_backward",
+    "interpolate_bilinear",
+    "interpolate_bilinear_backward",
+    "pad",
+    "pad_backward",
 )
 
 

@@ -92,7 +92,7 @@ FUSABLE_ACTIVATIONS = frozenset({"relu", "gelu", "gelu_tanh", "tanh", "sigmoid",
 SUPPORTED = (
     "unary ({}), binary ({}), where, astype (float32/bool), clamp, matmul (a Linear, or batched products), "
     "conv2d, max_pool2d, avg_pool2d, adaptive_avg_pool2d, layer_norm, softmax/log_softmax, attention (eval: "
-    "causal, boolean or additive masks), reduce ({}), view, permute, expand, slice, cat and index_put_ (padding)"
+    "causal, boolean or additive masks), reduce ({}), view, permute, expand, slice, cat, index_put_ and pad (constant)"
 ).format(", ".join(sorted(UNARY_C)), ", ".join(sorted(BINARY_C)), ", ".join(sorted(REDUCE_C)))
 
 
@@ -308,6 +308,25 @@ def _lower_index_put(node, constants, shapes):
     return [CNode("index_put", inputs, node.outputs[0], "index_put_", **attrs)]
 
 
+def _lower_pad(node, constants, shapes):
+    """Constant padding as an index_put: a fill of ``value``, the (cropped) input written into its window."""
+    p = node.params
+    x, out, pads = p["x"].value, node.outputs[0], [int(v) for v in p["pads"]]
+    if p["mode"] != "constant":
+        raise ExportError(f"adcuda.export.to_c: {p['mode']} padding cannot be exported (constant padding only)")
+    in_shape, out_shape = shapes[x], shapes[out]
+    lead = len(in_shape) - len(pads) // 2
+    in_strides, out_strides = contiguous_strides(in_shape), contiguous_strides(out_shape)
+    region, out_offset, in_offset = list(in_shape[:lead]), 0, 0
+    for d, (before, after) in enumerate(zip(pads[0::2], pads[1::2]), start=lead):
+        region.append(max(in_shape[d] - max(-before, 0) - max(-after, 0), 0))
+        in_offset += max(-before, 0) * in_strides[d]
+        out_offset += max(before, 0) * out_strides[d]
+    attrs = {"offset": out_offset, "strides": out_strides, "region": tuple(region), "fill": float(p["value"])}
+    attrs.update(value=None, value_strides=in_strides, value_offset=in_offset)
+    return [CNode("index_put", [x], out, "pad", **attrs)]
+
+
 def _lower_cat(node, constants, shapes):
     """Each operand copied into its block of the result along ``axis``."""
     parts = [r.value for r in node.params["arrays"]]
@@ -394,10 +413,10 @@ def _lower_matmul(node, constants, shapes):
     if bias is not None or activation is not None:
         raise ExportError("adcuda.export.to_c: a batched matmul with a bias or an activation cannot be exported")
     sa, sb = shapes[a], shapes[b]
-    if len(sb) != 2 and sa[:-2] != sb[:-2]:
+    if len(sb) > 2 and sa[:-2] != sb[:-2]:  # a matrix or a vector b (K,) serves every batch
         raise ExportError(
             f"adcuda.export.to_c: matmul of {tuple(sa)} and {tuple(sb)}: broadcast batch dims cannot be "
-            "exported (equal batch dims, or a 2-d right operand)"
+            "exported (equal batch dims, or a 2-d or 1-d right operand)"
         )
     return [CNode("matmul", [a, b], out, "matmul")]
 
@@ -513,6 +532,7 @@ _LOWER = {
     "expand": _lower_expand,
     "slice": _lower_slice,
     "index_put_": _lower_index_put,
+    "pad": _lower_pad,
     "reduce": _lower_reduce,
     "cat": _lower_cat,
     "matmul": _lower_matmul,

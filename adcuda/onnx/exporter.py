@@ -1010,32 +1010,43 @@ class _Writer:
         stacked = [self.emit("Unsqueeze", [t, zero]) for t in (h, cell)]
         self.emit("Concat", stacked, [self.out(node)], axis=0)
 
-    def _op_lstm_layer(self, node, projected, h0, c0, w_hh, b_hh, reverse):
-        """A whole LSTM layer's recurrence (the CPU and CUDA backends run it as one primitive), unrolled
-        over its static number of steps: per step the hidden product and the cell's gates as in
-        ``_op_lstm_cell``; the states stacked (2, T, B, H), the pre-activation gates (T, B, 4H)."""
-        steps = self.info(projected.value).shape[0]
+    def _op_lstm_layer(self, node, x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse, batch_first):
+        """A whole LSTM layer (the CPU and CUDA backends run it as one primitive), unrolled over its
+        static number of steps: the input projection of the whole sequence, then per step the hidden
+        product and the cell's gates as in ``_op_lstm_cell``. The output stacks every step's h in the
+        input's row order, then the last h and c; the extra outputs (the backward's) are not made."""
+        if self.out(node, 1) is not None or self.out(node, 2) is not None:
+            self.refuse("an LSTM layer's saved gates and cell states (they serve the backward only)")
+        shape = self.info(x.value).shape
+        steps = shape[1] if batch_first else shape[0]
         if isinstance(steps, Dim) or steps == 0:
             self.refuse("an LSTM layer over a dynamic or empty number of time steps")
         hidden = self.info(c0.value).shape[-1]
-        proj, h, c = self.name(projected.value), self.name(h0.value), self.name(c0.value)
+        sequence = self.name(x.value)
+        if batch_first:
+            sequence = self.emit("Transpose", [sequence], perm=[1, 0, 2])
+        proj = self.emit("MatMul", [sequence, self.emit("Transpose", [self.name(w_ih.value)], perm=[1, 0])])
+        if b_ih is not None:
+            proj = self.emit("Add", [proj, self.name(b_ih.value)])
+        h, c = self.name(h0.value), self.name(c0.value)
         w_t = self.emit("Transpose", [self.name(w_hh.value)], perm=[1, 0])
         zero = self.const([0], np.int64)
-        hs, cs, zs = [None] * steps, [None] * steps, [None] * steps
+        hs = [None] * steps
         for t in range(steps - 1, -1, -1) if reverse else range(steps):
             gh = self.emit("MatMul", [h, w_t])
             if b_hh is not None:
                 gh = self.emit("Add", [gh, self.name(b_hh.value)])
             z = self.emit("Add", [self.emit("Gather", [proj, self.const(t, np.int64)], axis=0), gh])
             i, f, g, o = self.gates(z, 4, hidden)
-            i, f, o = (self.emit("Sigmoid", [x]) for x in (i, f, o))
+            i, f, o = (self.emit("Sigmoid", [v]) for v in (i, f, o))
             c = self.emit("Add", [self.emit("Mul", [f, c]), self.emit("Mul", [i, self.emit("Tanh", [g])])])
             h = self.emit("Mul", [o, self.emit("Tanh", [c])])
-            hs[t], cs[t], zs[t] = (self.emit("Unsqueeze", [x, zero]) for x in (h, c, z))
-        stacked = [self.emit("Unsqueeze", [self.emit("Concat", xs, axis=0), zero]) for xs in (hs, cs)]
-        self.emit("Concat", stacked, [self.out(node)], axis=0)
-        if self.out(node, 1) is not None:
-            self.emit("Concat", zs, [self.out(node, 1)], axis=0)
+            hs[t] = self.emit("Unsqueeze", [h, zero])
+        sequence = self.emit("Concat", hs, axis=0)  # (T, B, H)
+        if batch_first:
+            sequence = self.emit("Transpose", [sequence], perm=[1, 0, 2])
+        rows = self.emit("Reshape", [sequence, self.const([-1, hidden], np.int64)])
+        self.emit("Concat", [rows, h, c], [self.out(node)], axis=0)
 
     def _op_gru_cell(self, node, gi, gh, h):
         hidden = self.info(h.value).shape[-1]
@@ -1088,6 +1099,49 @@ class _Writer:
             group=int(groups),
             output_padding=extra,
         )
+
+    # ------------------------------------------------------------------ resampling
+    def _op_interpolate_nearest(self, node, x, out_size, scales, exact):
+        """Resize (nearest): floor(o * step) is 'asymmetric' floored, floor((o + 0.5) * step) 'half_pixel'
+        rounded half up."""
+        if exact:
+            self._resize(node, x, out_size, scales, "nearest", "half_pixel", nearest_mode="round_prefer_ceil")
+        else:
+            self._resize(node, x, out_size, scales, "nearest", "asymmetric", nearest_mode="floor")
+
+    def _op_interpolate_bilinear(self, node, x, out_size, scales, align_corners):
+        self._resize(node, x, out_size, scales, "linear", "align_corners" if align_corners else "half_pixel")
+
+    def _resize(self, node, x, out_size, steps, mode, transformation, **attributes):
+        """Resize to out_size: by its sizes where PyTorch steps by in / out (or aligns corners), else by
+        scales 1 / step (a scale_factor's own steps)."""
+        shape = self.info(x.value).shape
+        by_size = transformation == "align_corners" or all(
+            float(step) == size / out for step, size, out in zip(steps, shape[2:], out_size)
+        )
+        if by_size:  # (N, C) read from x at run time: the batch may be a dynamic axis
+            lead = self.emit("Shape", [self.name(x.value)], start=0, end=2)
+            sizes = self.emit("Concat", [lead, self.const(list(out_size), np.int64)], axis=0)
+            inputs = [self.name(x.value), "", "", sizes]
+        else:
+            inputs = [self.name(x.value), "", self.const([1.0, 1.0] + [1.0 / float(s) for s in steps], np.float32)]
+        self.emit(
+            "Resize", inputs, [self.out(node)], mode=mode, coordinate_transformation_mode=transformation, **attributes
+        )
+
+    def _op_pad(self, node, x, pads, mode, value):
+        """Pad over every dim (the unpadded ones by 0): ONNX's constant, reflect, edge and wrap (opset 19)."""
+        pads = [int(p) for p in pads]
+        if mode != "constant" and min(pads, default=0) < 0:
+            self.refuse(f"{mode} padding with negative (cropping) amounts")
+        if mode == "circular" and self.opset < 19:
+            self.refuse("circular padding below opset 19 (ONNX's Pad mode 'wrap')")
+        lead = [0] * (self.rank(x.value) - len(pads) // 2)
+        inputs = [self.name(x.value), self.const(lead + pads[0::2] + lead + pads[1::2], np.int64)]
+        if mode == "constant":
+            inputs.append(self.const(value, self.np_dtype(x.value)))
+        onnx_mode = {"constant": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}[mode]
+        self.emit("Pad", inputs, [self.out(node)], mode=onnx_mode)
 
     def _op_max_pool2d(self, node, x, kernel, stride, padding, dilation, out_size):
         if node.outputs[1] is not None:

@@ -80,7 +80,7 @@ def unary(prim, x, name=None):
     """``prim`` (a name in the backend's UNARY_OPS) of tensor ``x``, in ``x``'s dtype."""
     if x.__class__ is not Tensor:
         raise DTypeError(f"{name or prim}: expected a Tensor, got {type(x).__name__}")
-    return Tensor._make(primitives(x).unary(prim, x._data), x._device)
+    return wrap(primitives(x).unary(prim, x._data), x._device)
 
 
 def select(condition, a, b):

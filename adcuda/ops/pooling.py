@@ -5,9 +5,10 @@ values and PyTorch's flat indices; two linear ops carry the graph, ``max_pool2d_
 the indices) and ``max_pool2d_backward`` (gradients added back at them), each the other's gradient.
 Average pooling (fixed and adaptive windows, 1-d as 2-d with H = 1) runs on the same family: the
 pair of linear ops ``avg_pool2d_windows`` / ``avg_pool2d_windows_backward`` (and the adaptive pair),
-each the other's gradient. Linear interpolation is a product with small constant matrices (one
-matmul per spatial dim), nearest interpolation is an index_select per dim: all differentiable through
-their ops.
+each the other's gradient. Nearest and (bi)linear interpolation run on the resample family
+(``kernels/resample.cu``), again as linear op pairs (``upsample_nearest2d`` and its backward, the
+bilinear pair), 1-d as planes of one row; bicubic is a product with small constant matrices (one
+matmul per spatial dim), differentiable through its ops.
 """
 
 from __future__ import annotations
@@ -18,10 +19,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np  # the constant pooling / interpolation matrices, built on the host
 
-from ..errors import ShapeError, fmt_shape
+from ..errors import DTypeError, ShapeError, fmt_shape
 from ..tensor import primitives
-from .common import batched_input, check_tensor, dense, wrap
-from .common import int_tuple as _tuple
+from .common import batched_input, check_tensor, dense, int_tuple, wrap
 from .factories import tensor
 from .registry import op
 
@@ -44,13 +44,13 @@ def _from_2d(out, spatial, batched):
 
 def _window_args(op, kernel_size, stride, padding, spatial):
     """kernel, stride and padding as ``spatial`` ints each; no stride (None or empty) means the kernel's."""
-    kernel = _tuple(op, "kernel_size", kernel_size, spatial)
+    kernel = int_tuple(op, "kernel_size", kernel_size, spatial)
     stride = (
         kernel
         if stride is None or (not isinstance(stride, numbers.Integral) and len(stride) == 0)
-        else _tuple(op, "stride", stride, spatial)
+        else int_tuple(op, "stride", stride, spatial)
     )
-    return kernel, stride, _tuple(op, "padding", padding, spatial)
+    return kernel, stride, int_tuple(op, "padding", padding, spatial)
 
 
 def _pool_sizes(op, input_shape, kernel, stride, padding, dilation, ceil_mode):
@@ -125,7 +125,7 @@ def _pooled(input, values, indices):
 def _max_pool(op, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, spatial):
     x, batched = batched_input(op, input, spatial)
     kernel, stride, padding = _window_args(op, kernel_size, stride, padding, spatial)
-    dilation = _tuple(op, "dilation", dilation, spatial)
+    dilation = int_tuple(op, "dilation", dilation, spatial)
     if spatial == 1:
         x = x.unsqueeze(2)
         kernel, stride, padding, dilation = (1,) + kernel, (1,) + stride, (0,) + padding, (1,) + dilation
@@ -448,18 +448,6 @@ def _source_scale(in_size, out_size, scale_factor, align_corners):
     return in_size / out_size
 
 
-def _linear_matrix(in_size, out_size, scale, align_corners):
-    m = np.zeros((out_size, in_size))
-    for i in range(out_size):
-        src = i * scale if align_corners else max((i + 0.5) * scale - 0.5, 0.0)
-        i0 = min(int(math.floor(src)), in_size - 1)
-        i1 = min(i0 + 1, in_size - 1)
-        frac = src - i0
-        m[i, i0] += 1.0 - frac
-        m[i, i1] += frac
-    return m
-
-
 # PyTorch's cubic convolution kernel (Keys, with A = -0.75): the weights of the four inputs around a
 # source position t in [0, 1) past input floor(src) - 1, floor(src), floor(src) + 1, floor(src) + 2
 _CUBIC_A = -0.75
@@ -489,9 +477,120 @@ def _cubic_matrix(in_size, out_size, scale, align_corners):
     return m
 
 
-def _nearest_indices(in_size, out_size, scale, exact):
-    offset = 0.5 if exact else 0.0
-    return [min(int(math.floor((i + offset) * scale)), in_size - 1) for i in range(out_size)]
+def _antialias_matrix(in_size, out_size, scale, cubic):
+    """(out, in): PyTorch's antialiased interpolation along one dim. Downsampling widens the filter (a
+    triangle for bilinear, Keys' cubic with A = -0.5 for bicubic) by the scale, so each output averages
+    every input it covers; each row's weights are normalised to sum to 1 (which also handles the edges)."""
+    half_width = 2.0 if cubic else 1.0
+    support = half_width * scale if scale >= 1.0 else half_width
+    stretch = 1.0 / scale if scale >= 1.0 else 1.0
+    m = np.zeros((out_size, in_size))
+    for i in range(out_size):
+        center = scale * (i + 0.5)
+        start = max(int(center - support + 0.5), 0)
+        stop = min(int(center + support + 0.5), in_size)
+        distance = np.abs((np.arange(start, stop) - center + 0.5) * stretch)
+        if cubic:
+            near = ((-0.5 + 2) * distance - (-0.5 + 3)) * distance * distance + 1
+            far = ((-0.5 * distance + 2.5) * distance - 4) * distance + 2
+            weights = np.where(distance < 1, near, np.where(distance < 2, far, 0.0))
+        else:
+            weights = np.maximum(1 - distance, 0.0)
+        total = weights.sum()
+        m[i, start:stop] = weights / total if total != 0 else weights
+    return m
+
+
+def _nearest_scale(in_size, out_size, scale_factor, exact):
+    """The source step of nearest interpolation: PyTorch's 'nearest' copies equal sizes and halves for
+    doubled ones (whatever the factor); otherwise, and always for 'nearest-exact', 1 / scale_factor or
+    in / out."""
+    if not exact and out_size == in_size:
+        return 1.0
+    if not exact and out_size == 2 * in_size:
+        return 0.5
+    return 1.0 / scale_factor if scale_factor is not None else in_size / out_size
+
+
+def _linear_scale(in_size, out_size, scale_factor, align_corners):
+    """The source step of linear interpolation; PyTorch copies equal sizes, whatever the factor."""
+    if out_size == in_size and not align_corners:
+        return 1.0
+    return _source_scale(in_size, out_size, scale_factor, align_corners)
+
+
+# nearest and (bi)linear interpolation: the backend's resample kernels over (N, C, H, W), 1-d as H = 1;
+# each op's gradient is the other's, as the two are transposes of each other
+@op(
+    "upsample_nearest2d",
+    doc="input (N, C, H, W) resized to out_size by nearest neighbours (source step per dim: scales).",
+    node="UpsampleNearest2DBackward0",
+    function=False,
+    method=False,
+    grads={
+        "input": lambda grad, input_shape, scales, exact: upsample_nearest2d_backward(grad, input_shape, scales, exact)
+    },
+)
+def upsample_nearest2d(input: Tensor, out_size: Sequence[int], scales: Sequence[float], exact: bool) -> Tensor:
+    bk = primitives(input)
+    return wrap(bk.interpolate_nearest(input._data, tuple(out_size), tuple(scales), exact), input._device)
+
+
+@op(
+    "upsample_nearest2d_backward",
+    doc="The gradient of upsample_nearest2d: each input position sums the outputs that copied it.",
+    node="UpsampleNearest2DBackwardBackward0",
+    function=False,
+    method=False,
+    grads={
+        "grad_output": lambda grad, grad_output_shape, scales, exact: upsample_nearest2d(
+            grad, tuple(grad_output_shape[2:]), scales, exact
+        )
+    },
+)
+def upsample_nearest2d_backward(
+    grad_output: Tensor, input_shape: Sequence[int], scales: Sequence[float], exact: bool
+) -> Tensor:
+    bk = primitives(grad_output)
+    dx = bk.interpolate_nearest_backward(grad_output._data, tuple(input_shape), tuple(scales), exact)
+    return wrap(dx, grad_output._device)
+
+
+@op(
+    "upsample_bilinear2d",
+    doc="input (N, C, H, W) resized to out_size by bilinear interpolation (source step per dim: scales).",
+    node="UpsampleBilinear2DBackward0",
+    function=False,
+    method=False,
+    grads={
+        "input": lambda grad, input_shape, scales, align_corners: upsample_bilinear2d_backward(
+            grad, input_shape, scales, align_corners
+        )
+    },
+)
+def upsample_bilinear2d(input: Tensor, out_size: Sequence[int], scales: Sequence[float], align_corners: bool) -> Tensor:
+    bk = primitives(input)
+    return wrap(bk.interpolate_bilinear(input._data, tuple(out_size), tuple(scales), align_corners), input._device)
+
+
+@op(
+    "upsample_bilinear2d_backward",
+    doc="The gradient of upsample_bilinear2d: each input position sums its shares of the outputs.",
+    node="UpsampleBilinear2DBackwardBackward0",
+    function=False,
+    method=False,
+    grads={
+        "grad_output": lambda grad, grad_output_shape, scales, align_corners: upsample_bilinear2d(
+            grad, tuple(grad_output_shape[2:]), scales, align_corners
+        )
+    },
+)
+def upsample_bilinear2d_backward(
+    grad_output: Tensor, input_shape: Sequence[int], scales: Sequence[float], align_corners: bool
+) -> Tensor:
+    bk = primitives(grad_output)
+    dx = bk.interpolate_bilinear_backward(grad_output._data, tuple(input_shape), tuple(scales), align_corners)
+    return wrap(dx, grad_output._device)
 
 
 @op(
@@ -526,14 +625,14 @@ def interpolate(
         raise ValueError(
             f"{name}: align_corners option can only be set with the interpolating modes: linear | bilinear | bicubic"
         )
-    if antialias:
-        raise ValueError(f"{name}: antialias=True is not supported")
+    if antialias and (mode not in ("bilinear", "bicubic") or spatial != 2):
+        raise ValueError(f"{name}: antialias=True is only supported for 4-d bilinear and bicubic, got mode {mode!r}")
     align_corners = bool(align_corners)
     if (size is None) == (scale_factor is None):
         raise ValueError(f"{name}: exactly one of size or scale_factor should be defined")
     sizes = tuple(input.shape[2:])
     if size is not None:
-        out_size = _tuple(name, "size", size, spatial)
+        out_size = int_tuple(name, "size", size, spatial)
         factors = (None,) * spatial
     else:
         factors = tuple(
@@ -548,17 +647,30 @@ def interpolate(
         raise ShapeError(f"{name}: output size {out_size} must be positive (input {fmt_shape(input.shape)})")
     if mode == "area":
         return _adaptive_avg(name, input, out_size, spatial)
+    if antialias:
+        matrices = [
+            _antialias_matrix(s, o, _source_scale(s, o, f, align_corners), mode == "bicubic")
+            for s, o, f in zip(sizes, out_size, factors)
+        ]
+        return _apply_matrices(input, matrices)
     if mode in ("nearest", "nearest-exact"):
-        out = input
-        for i, (s, o, f) in enumerate(zip(sizes, out_size, factors)):
-            if s == o:
-                continue
-            scale = 1.0 / f if f is not None else s / o
-            idx = tensor(_nearest_indices(s, o, scale, mode == "nearest-exact"), device=input.device)
-            out = out.index_select(2 + i, idx)
-        return out.clone() if out is input else out
-    weights = _cubic_matrix if mode == "bicubic" else _linear_matrix
+        exact = mode == "nearest-exact"
+        scales = tuple(_nearest_scale(s, o, f, exact) for s, o, f in zip(sizes, out_size, factors))
+        return _on_planes(upsample_nearest2d, input, out_size, scales, exact)
+    if mode in ("linear", "bilinear"):
+        if not input.dtype.is_floating_point:
+            raise DTypeError(f"{name}: mode {mode!r} expects a floating point input, got {input.dtype}")
+        scales = tuple(_linear_scale(s, o, f, align_corners) for s, o, f in zip(sizes, out_size, factors))
+        return _on_planes(upsample_bilinear2d, input, out_size, scales, align_corners)
     matrices = [
-        weights(s, o, _source_scale(s, o, f, align_corners), align_corners) for s, o, f in zip(sizes, out_size, factors)
+        _cubic_matrix(s, o, _source_scale(s, o, f, align_corners), align_corners)
+        for s, o, f in zip(sizes, out_size, factors)
     ]
     return _apply_matrices(input, matrices)
+
+
+def _on_planes(resample, input, out_size, scales, flag):
+    """resample (a 2-d op) over input (N, C, *spatial), a 1-d input as planes of one row."""
+    if input.ndim == 3:
+        return resample(input.unsqueeze(2), (1,) + tuple(out_size), (1.0,) + scales, flag).squeeze(2)
+    return resample(input, tuple(out_size), scales, flag)

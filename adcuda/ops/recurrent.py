@@ -114,15 +114,16 @@ def gru_cell_pointwise(gi: Tensor, gh: Tensor, h: Tensor) -> Tensor:
 
 
 # ------------------------------------------------------------------------------------------------
-# whole layers: the recurrence over a sequence as one op, from the input projection of every step
-# (one matrix product, the caller's). Per step the forward runs the hidden product and the cell
-# kernel; the fused backward runs backpropagation through time with the cell's backward kernel and
-# makes the hidden weights' gradient with one product over all steps. One node per layer and
-# direction, so the per-step slices of the projection cost nothing in backward (the views of a
-# per-step loop would each bring back a gradient of the whole sequence's size). The LSTM's whole
-# recurrence is one backend primitive each way (``lstm_layer``/``lstm_layer_backward``): its forward
-# keeps every step's pre-activation gates (the extra output ``gates``), so the backward never redoes
-# the hidden products, and the CPU backend runs each step as a few in-place passes.
+# whole layers: the recurrence over a sequence as one op per layer and direction, so the per-step
+# slices cost nothing in backward (the views of a per-step loop would each bring back a gradient of
+# the whole sequence's size). The GRU takes the input projection of every step (one matrix product,
+# the caller's); per step its forward runs the hidden product and the cell kernel, and its fused
+# backward runs backpropagation through time with the cell's backward kernel and makes the hidden
+# weights' gradient with one product over all steps. The LSTM is a whole layer from its input, one
+# backend primitive each way (``lstm_layer``/``lstm_layer_backward``): the input projection of every
+# step is one product inside it, its forward keeps every step's activated gates and cell states (the
+# extra outputs), so the backward redoes no product and no activation, and the input's and weights'
+# gradients are one product each over the whole sequence.
 def _steps(length, reverse):
     """The time indices in the order the recurrence visits them."""
     return list(range(length - 1, -1, -1)) if reverse else list(range(length))
@@ -158,61 +159,141 @@ def _weights(bk, w_hh, b_hh):
     return bk.permute(dense(w_hh), (1, 0)), None if b_hh is None else dense(b_hh)
 
 
-def _lstm_layer_grads(grad, projected, h0, c0, w_hh, b_hh, reverse, result):
-    length, batch, gates = projected.shape
-    hidden = gates // 4
-    if length == 0:
-        return projected * 0, h0 * 0, c0 * 0, w_hh * 0, None if b_hh is None else b_hh * 0
+def _check_lstm_layer(input, h0, c0, w_ih, w_hh, b_ih, b_hh, batch_first):
+    name = "lstm_layer"
+    tensors = (("input", input), ("h0", h0), ("c0", c0), ("w_ih", w_ih), ("w_hh", w_hh), ("b_ih", b_ih))
+    tensors = tuple((what, t) for what, t in tensors + (("b_hh", b_hh),) if t is not None)
+    for what, t in tensors:
+        check_float(name, what, t)
+    hidden = w_hh.shape[1] if w_hh.ndim == 2 else -1
+    batch = input.shape[0 if batch_first else 1] if input.ndim == 3 else -1
+    if (
+        input.ndim != 3
+        or tuple(w_hh.shape) != (4 * hidden, hidden)
+        or tuple(w_ih.shape) != (4 * hidden, input.shape[2])
+        or any(tuple(s.shape) != (batch, hidden) for s in (h0, c0))
+        or any(b is not None and tuple(b.shape) != (4 * hidden,) for b in (b_ih, b_hh))
+    ):
+        raise ShapeError(
+            f"{name}: expected input ({'B, T' if batch_first else 'T, B'}, F), states (B, H), w_ih (4H, F), "
+            "w_hh (4H, H) and biases (4H,), got " + ", ".join(f"{what} {fmt_shape(t.shape)}" for what, t in tensors)
+        )
+    if len({t.dtype for _, t in tensors}) != 1:
+        raise DTypeError(f"{name}: expected one dtype, got " + ", ".join(f"{w} {t.dtype}" for w, t in tensors))
+    check_same_device(name, *(t for _, t in tensors))
+
+
+def _lstm_layer_grads(grad, input, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse, batch_first):
+    """The layer's gradients written with differentiable ops (for higher orders): the states are
+    recomputed step by step, then backpropagated through time with the cell's formula."""
+    x = input.transpose(0, 1) if batch_first else input
+    length, batch = x.shape[0], x.shape[1]
+    hidden, rows = h0.shape[1], x.shape[0] * x.shape[1]
+    g_hs = grad[:rows].reshape((batch, length, hidden) if batch_first else (length, batch, hidden))
+    g_hs, d_h, d_c = (g_hs.transpose(0, 1) if batch_first else g_hs), grad[rows : rows + batch], grad[rows + batch :]
+    projected = x.matmul(w_ih.t()) if b_ih is None else x.matmul(w_ih.t()) + b_ih
     steps = _steps(length, reverse)
-    d_h, d_c = h0 * 0, c0 * 0
-    d_projected, previous = [None] * length, [None] * length
-    for k in range(length - 1, -1, -1):
-        t = steps[k]
-        h, c = (h0, c0) if k == 0 else (result[0][steps[k - 1]], result[1][steps[k - 1]])
+    previous, hidden_parts, h, c = [None] * length, [None] * length, h0, c0
+    for t in steps:
         gh = h.matmul(w_hh.t()) if b_hh is None else h.matmul(w_hh.t()) + b_hh
-        d_gates, _, d_c = _lstm_grads(stack([grad[0][t] + d_h, grad[1][t] + d_c]), projected[t], gh, c)
-        d_projected[t], previous[t] = d_gates, h
-        d_h = d_gates.matmul(w_hh)
-    d_projected = stack(d_projected)
-    d_w = d_projected.reshape(length * batch, gates).t().matmul(stack(previous).reshape(length * batch, hidden))
-    return d_projected, d_h, d_c, d_w, None if b_hh is None else d_projected.sum((0, 1))
-
-
-def _lstm_layer_fused_grads(grad, h0, c0, w_hh, b_hh_shape, reverse, gates, result):
-    bk, device = primitives(grad), grad._device
-    d_gates, d_h, d_c, d_w = bk.lstm_layer_backward(
-        dense(grad), gates._data, result._data, dense(h0), dense(c0), dense(w_hh), reverse
-    )
-    d_b = None if b_hh_shape is None else bk.reduce("sum", d_gates, (0, 1), False)
+        previous[t], hidden_parts[t] = (h, c), gh
+        hc = lstm_cell_pointwise(projected[t], gh, c)
+        h, c = hc[0], hc[1]
+    d_projected = [None] * length
+    for t in reversed(steps):
+        d_projected[t], _, d_c = _lstm_grads(stack([g_hs[t] + d_h, d_c]), projected[t], hidden_parts[t], previous[t][1])
+        d_h = d_projected[t].matmul(w_hh)
+    if not length:
+        d_projected = projected * 0
+        h_prev = x[:, :, :1].expand(0, batch, hidden) * 0
+    else:
+        d_projected, h_prev = stack(d_projected), stack([p[0] for p in previous])
+    d_rows = d_projected.reshape(rows, 4 * hidden)
+    d_x = d_projected.matmul(w_ih)
     return (
-        wrap(d_gates, device),
-        wrap(d_h, device),
+        d_x.transpose(0, 1) if batch_first else d_x,
+        d_h,
+        d_c,
+        d_rows.t().matmul(x.reshape(rows, x.shape[2])),
+        d_rows.t().matmul(h_prev.reshape(rows, hidden)),
+        None if b_ih is None else d_rows.sum(0),
+        None if b_hh is None else d_rows.sum(0),  # a tensor of its own: each bias accumulates alone
+    )
+
+
+def _lstm_layer_fused_grads(
+    grad, input, h0, c0, w_ih, w_hh, b_ih_shape, b_hh_shape, reverse, batch_first, gates, cells, result
+):
+    bk, device = primitives(grad), grad._device
+    d_x, d_h, d_c, d_w_ih, d_w_hh, d_b = bk.lstm_layer_backward(
+        dense(grad),
+        dense(input),
+        dense(h0),
+        dense(c0),
+        dense(w_ih),
+        dense(w_hh),
+        result._data,
+        gates._data,
+        cells._data,
+        reverse,
+        batch_first,
+        input.requires_grad,
+        h0.requires_grad,
+        b_ih_shape is not None or b_hh_shape is not None,
+    )
+    d_b_ih = None if b_ih_shape is None else wrap(d_b, device)
+    if b_hh_shape is not None and b_ih_shape is not None:
+        d_b_hh = wrap(bk.astype(d_b, bk.dtype_of(d_b)), device)  # its own array: each bias accumulates alone
+    else:
+        d_b_hh = None if b_hh_shape is None else wrap(d_b, device)
+    return (
+        None if d_x is None else wrap(d_x, device),
+        None if d_h is None else wrap(d_h, device),
         wrap(d_c, device),
-        wrap(d_w, device),
-        None if d_b is None else wrap(d_b, device),
+        wrap(d_w_ih, device),
+        wrap(d_w_hh, device),
+        d_b_ih,
+        d_b_hh,
     )
 
 
 @op(
     "lstm_layer",
-    doc="An LSTM layer's recurrence over a sequence from its input projection (T, B, 4H) and "
-    "initial states (B, H) -> stack(hs, cs) (2, T, B, H) in time order.",
+    doc="An LSTM layer over input (T, B, F), or (B, T, F) when batch_first, from states (B, H) -> "
+    "(T * B + 2B, H): each step's h in the input's row order, then the last h and c.",
     node="LstmLayerBackward",
     autocast="promote",
     function=False,
     method=False,
-    extra_outputs=("gates",),
-    grads={("projected", "h0", "c0", "w_hh", "b_hh"): _lstm_layer_grads},
-    fused={("projected", "h0", "c0", "w_hh", "b_hh"): _lstm_layer_fused_grads},
+    extra_outputs=("gates", "cells"),
+    grads={("input", "h0", "c0", "w_ih", "w_hh", "b_ih", "b_hh"): _lstm_layer_grads},
+    fused={("input", "h0", "c0", "w_ih", "w_hh", "b_ih", "b_hh"): _lstm_layer_fused_grads},
 )
 def lstm_layer(
-    projected: Tensor, h0: Tensor, c0: Tensor, w_hh: Tensor, b_hh: Tensor | None = None, reverse: bool = False
-) -> tuple[Tensor, Tensor]:
-    _check_layer("lstm_layer", projected, (("h0", h0), ("c0", c0)), w_hh, b_hh, 4)
-    states, gates = primitives(projected).lstm_layer(
-        dense(projected), dense(h0), dense(c0), dense(w_hh), None if b_hh is None else dense(b_hh), bool(reverse)
+    input: Tensor,
+    h0: Tensor,
+    c0: Tensor,
+    w_ih: Tensor,
+    w_hh: Tensor,
+    b_ih: Tensor | None = None,
+    b_hh: Tensor | None = None,
+    reverse: bool = False,
+    batch_first: bool = False,
+) -> tuple[Tensor, Tensor, Tensor]:
+    _check_lstm_layer(input, h0, c0, w_ih, w_hh, b_ih, b_hh, batch_first)
+    out, gates, cells = primitives(input).lstm_layer(
+        dense(input),
+        dense(h0),
+        dense(c0),
+        dense(w_ih),
+        dense(w_hh),
+        None if b_ih is None else dense(b_ih),
+        None if b_hh is None else dense(b_hh),
+        bool(reverse),
+        bool(batch_first),
     )
-    return wrap(states, projected._device), wrap(gates, projected._device)
+    device = input._device
+    return wrap(out, device), wrap(gates, device), wrap(cells, device)
 
 
 def _gru_layer_grads(grad, projected, h0, w_hh, b_hh, reverse, result):

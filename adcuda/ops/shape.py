@@ -16,8 +16,7 @@ from ..errors import DTypeError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import broadcast_shapes, cast, check_same_device, result_type, wrap, wrap_dim
 from .dispatch import NotAView
-from .factories import full, tensor
-from .indexing import index_put
+from .factories import full
 from .registry import op
 
 if TYPE_CHECKING:
@@ -456,8 +455,34 @@ def repeat(input: Tensor, *repeats: int | Sequence[int]) -> Tensor:
 
 
 # ------------------------------------------------------------------------------------------------
-# padding
+# padding: the backend's pad primitive over up to 3 trailing dims at a time; pad_nd and its backward
+# are linear op pairs, each the other's gradient
 _PAD_MODES = ("constant", "reflect", "replicate", "circular")
+
+
+@op(
+    "pad_nd",
+    doc="input with its last len(pads) // 2 <= 3 dims padded by (before, after) pairs given in dim order.",
+    node="PadNdBackward0",
+    function=False,
+    method=False,
+    grads={"input": lambda grad, input_shape, pads, mode: pad_nd_backward(grad, input_shape, pads, mode)},
+)
+def pad_nd(input: Tensor, pads: Sequence[int], mode: str, value: float) -> Tensor:
+    return wrap(primitives(input).pad(input._data, tuple(pads), mode, value), input._device)
+
+
+@op(
+    "pad_nd_backward",
+    doc="The gradient of pad_nd: each input element sums the output gradients that read it.",
+    node="PadNdBackwardBackward0",
+    function=False,
+    method=False,
+    grads={"grad_output": lambda grad, pads, mode: pad_nd(grad, pads, mode, 0)},
+)
+def pad_nd_backward(grad_output: Tensor, input_shape: Sequence[int], pads: Sequence[int], mode: str) -> Tensor:
+    bk = primitives(grad_output)
+    return wrap(bk.pad_backward(grad_output._data, tuple(input_shape), tuple(pads), mode), grad_output._device)
 
 
 @op(
@@ -487,64 +512,22 @@ def pad(
         raise ValueError(f"pad: mode must be one of {', '.join(_PAD_MODES)}, got {mode!r}")
     if mode != "constant" and value not in (None, 0):
         raise ValueError(f"pad: padding mode {mode!r} doesn't take in value argument")
-    amounts = {input.ndim - 1 - i: (pad[2 * i], pad[2 * i + 1]) for i in range(len(pad) // 2)}
-    for d, (before, after) in amounts.items():
-        if input.shape[d] + before + after < 0:
-            raise ShapeError(
-                f"pad: padding {(before, after)} of dim {d} leaves a negative size for input of "
-                f"shape {fmt_shape(input.shape)}"
-            )
-    if mode == "constant":
-        return _pad_constant(input, amounts, 0 if value is None else value)
+    fill = 0 if value is None else value
+    ndim, pairs = input.ndim, len(pad) // 2
+    if pairs == 0:
+        return input.clone()
     out = input
-    for d, (before, after) in amounts.items():
-        out = _pad_by_index(out, d, before, after, mode)
+    # PyTorch's pairs run from the last dim backwards; the primitive takes up to 3 trailing dims in dim order
+    for first in range(0, pairs, 3):
+        count = min(3, pairs - first)
+        dims = list(range(ndim - first - count, ndim - first))
+        pads = [p for i in reversed(range(first, first + count)) for p in (pad[2 * i], pad[2 * i + 1])]
+        if first == 0:
+            out = pad_nd(out, pads, mode, fill)
+        else:  # dims before the last three: moved to the end and back
+            last = list(range(ndim - count, ndim))
+            out = pad_nd(out.movedim(dims, last), pads, mode, fill).movedim(last, dims)
     return out
-
-
-def _pad_constant(input, amounts, value):
-    cropped = input[
-        tuple(
-            slice(max(-amounts[d][0], 0), input.shape[d] - max(-amounts[d][1], 0)) if d in amounts else slice(None)
-            for d in range(input.ndim)
-        )
-    ]
-    if all(before <= 0 and after <= 0 for before, after in amounts.values()):
-        return cropped.clone()
-    shape = tuple(n + sum(amounts[d]) if d in amounts else n for d, n in enumerate(input.shape))
-    window = tuple(
-        slice(max(amounts[d][0], 0), max(amounts[d][0], 0) + cropped.shape[d]) if d in amounts else slice(None)
-        for d in range(input.ndim)
-    )
-    base = full(shape, value, dtype=input.dtype, device=input.device)
-    return index_put(base, window, cropped)
-
-
-def _pad_by_index(input, dim, before, after, mode):
-    """reflect / replicate / circular padding of one dim as a gather of source positions."""
-    n = input.shape[dim]
-    if mode == "reflect" and (before >= n or after >= n):
-        raise ShapeError(
-            f"pad: padding size should be less than the corresponding input dimension for "
-            f"reflect mode, but got padding {(before, after)} at dimension {dim} of input "
-            f"{fmt_shape(input.shape)}"
-        )
-    if mode == "circular" and (before > n or after > n):
-        raise ShapeError(
-            f"pad: padding {(before, after)} at dimension {dim} of input {fmt_shape(input.shape)} "
-            "would wrap around more than once in circular mode"
-        )
-    if n == 0:
-        raise ShapeError(f"pad: cannot {mode}-pad an empty dimension {dim} of input {fmt_shape(input.shape)}")
-    positions = []
-    for i in range(-before, n + after):
-        if mode == "replicate":
-            positions.append(min(max(i, 0), n - 1))
-        elif mode == "circular":
-            positions.append(i % n)
-        else:  # reflect about the first and last elements, which are not repeated
-            positions.append(-i if i < 0 else 2 * (n - 1) - i if i >= n else i)
-    return input.index_select(dim, tensor(positions, device=input.device))
 
 
 # ------------------------------------------------------------------------------------------------

@@ -117,10 +117,13 @@ def gru_cell_backward(
 
 
 # ------------------------------------------------------------------------------------------------
-# whole LSTM layers: the recurrence over a sequence in one primitive, so that each time step costs
-# one small GEMM and a handful of in-place NumPy passes over preallocated buffers, and everything
-# that does not depend on the previous step (the bias, the activations' derivatives, the hidden
-# weights' gradient) runs once over the whole sequence.
+# whole LSTM layers: the recurrence over a sequence in one primitive each way. What does not depend on
+# the previous step runs once over the whole sequence as one product or one pass: the input projection
+# (bias included), the activations' derivatives, and in the backward the input's and all weights'
+# gradients. What is left per step is one small product and a few in-place NumPy passes over
+# preallocated buffers. Inside, sequences are time-major, (T * B, N) with step t in rows
+# [t * B, (t + 1) * B): a step's rows are contiguous (batch-first steps would be B rows T rows apart,
+# measured 20% slower on the forward); batch-first input and output are transposed once.
 def _lstm_gate_affine(hidden, dtype):
     """(scale, offset) over the 4H gate columns: sigmoid(x) = 0.5 * tanh(0.5 * x) + 0.5 for i, f and
     o, tanh(x) for g, so one tanh pass activates all four gates (and tanh never overflows)."""
@@ -131,149 +134,213 @@ def _lstm_gate_affine(hidden, dtype):
     return scale, offset
 
 
-def _lstm_activate(z, scale, offset, out):
-    np.multiply(z, scale, out=out)
-    np.tanh(out, out=out)
-    out *= scale
-    out += offset
-    return out
-
-
-def _check_layer(op, projected, w_hh, *states):
-    for a in (projected, w_hh) + states:
+def _check_layer(op, x, h0, c0, w_ih, w_hh, biases):
+    arrays = (x, h0, c0, w_ih, w_hh) + tuple(b for b in biases if b is not None)
+    for a in arrays:
         if a.dtype.kind != "f":
             raise DTypeError(f"{op}: expected floating point arrays, got {a.dtype}")
     hidden = w_hh.shape[1] if w_hh.ndim == 2 else -1
     if (
-        projected.ndim != 3
+        x.ndim != 3
         or w_hh.shape != (4 * hidden, hidden)
-        or projected.shape[2] != 4 * hidden
-        or any(s.shape != (projected.shape[1], hidden) for s in states)
+        or w_ih.shape != (4 * hidden, x.shape[-1])
+        or h0.shape != c0.shape
+        or h0.shape[-1:] != (hidden,)
+        or any(b is not None and b.shape != (4 * hidden,) for b in biases)
     ):
         raise ShapeError(
-            f"{op}: expected projected (T, B, 4H), w_hh (4H, H) and states (B, H), got projected "
-            f"{fmt_shape(projected.shape)}, w_hh {fmt_shape(w_hh.shape)} and states "
-            + ", ".join(fmt_shape(s.shape) for s in states)
+            f"{op}: expected input (T, B, F) or (B, T, F), w_ih (4H, F), w_hh (4H, H), biases (4H,) and "
+            f"states (B, H), got input {fmt_shape(x.shape)}, w_ih {fmt_shape(w_ih.shape)}, w_hh "
+            f"{fmt_shape(w_hh.shape)}, states {fmt_shape(h0.shape)} and {fmt_shape(c0.shape)}"
+            + "".join(f", bias {fmt_shape(b.shape)}" for b in biases if b is not None)
         )
-    if len({a.dtype for a in (projected, w_hh) + states}) != 1:
-        raise DTypeError(
-            f"{op}: expected arrays of one dtype, got " + ", ".join(str(a.dtype) for a in (projected, w_hh) + states)
+    if len({a.dtype for a in arrays}) != 1:
+        raise DTypeError(f"{op}: expected arrays of one dtype, got " + ", ".join(str(a.dtype) for a in arrays))
+
+
+def _layer_dims(op, x, h0, batch_first):
+    length, batch = (x.shape[1], x.shape[0]) if batch_first else x.shape[:2]
+    if h0.shape[0] != batch:
+        raise ShapeError(
+            f"{op}: expected states of shape (B, H) with B = {batch} for input {fmt_shape(x.shape)} "
+            f"(batch_first={batch_first}), got {fmt_shape(h0.shape)}"
         )
+    return length, batch
+
+
+def _time_major(a, length, batch, batch_first):
+    """A (T * B, N) time-major copy (or view) of a sequence array in the input's layout."""
+    n = a.shape[-1]
+    if batch_first:
+        return np.ascontiguousarray(a.reshape(batch, length, n).transpose(1, 0, 2)).reshape(length * batch, n)
+    return a.reshape(length * batch, n)
+
+
+def _input_layout(a, length, batch, batch_first):
+    """A (T * B, N) time-major array back in the input's layout: (T, B, N) or (B, T, N)."""
+    a = a.reshape(length, batch, a.shape[-1])
+    return np.ascontiguousarray(a.transpose(1, 0, 2)) if batch_first else a
+
+
+def _visit(length, reverse):
+    return range(length - 1, -1, -1) if reverse else range(length)
 
 
 def lstm_layer(
-    projected: BackendArray,
+    x: BackendArray,
     h0: BackendArray,
     c0: BackendArray,
+    w_ih: BackendArray,
     w_hh: BackendArray,
+    b_ih: BackendArray | None,
     b_hh: BackendArray | None,
     reverse: bool,
-) -> tuple[BackendArray, BackendArray]:
-    """An LSTM layer's recurrence from its input projection (T, B, 4H) and initial states (B, H) ->
-    (states (2, T, B, H): stack(hs, cs) in time order, gates (T, B, 4H): each step's pre-activation
-    gate sums projected + h @ w_hh.T + b_hh, kept for the backward)."""
-    _check_layer("lstm_layer", projected, w_hh, h0, c0)
-    out_dtype = projected.dtype
-    proj, w, h, c = (_compute(a) for a in (projected, w_hh, h0, c0))
-    dtype = proj.dtype
-    length, batch, gates = proj.shape
-    hidden = gates // 4
+    batch_first: bool,
+) -> tuple[BackendArray, BackendArray, BackendArray]:
+    """An LSTM layer over the input x (T, B, F), or (B, T, F) when ``batch_first``, from the states h0,
+    c0 (B, H), visiting time backwards when ``reverse`` -> (out (T * B + 2B, H): every step's hidden
+    state in x's row order, then the last hidden and cell states; gates (T * B, 4H): each step's
+    activated gates (i, f, g, o); cells (2, T * B, H): each step's cell state and its tanh; the last
+    two time-major and kept for the backward)."""
+    _check_layer("lstm_layer", x, h0, c0, w_ih, w_hh, (b_ih, b_hh))
+    length, batch = _layer_dims("lstm_layer", x, h0, batch_first)
+    out_dtype = x.dtype
+    xs, h, c, w_in, w = (_compute(a) for a in (x, h0, c0, w_ih, w_hh))
+    dtype = xs.dtype
+    hidden, rows = w.shape[1], length * batch
     scale, offset = _lstm_gate_affine(hidden, dtype)
-    # the loop works on z * scale (the tanh's argument) with the hidden weights scaled alike: scaling
-    # by 0.5 or 1 is exact, so dividing it out at the end gives z bit for bit, and each step saves a pass
-    z = np.empty((length, batch, gates), dtype)
-    if b_hh is None:
-        np.multiply(proj, scale, out=z)
-    else:
-        np.add(proj, _compute(b_hh), out=z)
-        z *= scale
-    w_t = w.T * scale
-    states = np.empty((2, length, batch, hidden), dtype)
-    gh, act, work = np.empty((batch, gates), dtype), np.empty((batch, gates), dtype), np.empty((batch, hidden), dtype)
-    i, f, g, o = (act[:, k * hidden : (k + 1) * hidden] for k in range(4))
-    for t in range(length - 1, -1, -1) if reverse else range(length):
-        z_t, h_new, c_new = z[t], states[0, t], states[1, t]
-        np.matmul(h, w_t, out=gh)
-        z_t += gh
-        np.tanh(z_t, out=act)
-        act *= scale
-        act += offset
-        np.multiply(f, c, out=c_new)
-        np.multiply(i, g, out=work)
-        c_new += work
-        np.tanh(c_new, out=h_new)
-        h_new *= o
-        h, c = h_new, c_new
-    z /= scale
-    return states.astype(out_dtype, copy=False), z.astype(out_dtype, copy=False)
+    # the gates hold the tanh's argument z * scale until each step activates them in place: the
+    # weights and bias are scaled alike (by 0.5 or 1: exact), so the projection is one product
+    act = np.matmul(_time_major(xs, length, batch, batch_first), (w_in * scale[:, None]).T)
+    bias = None
+    for b in (b_ih, b_hh):
+        if b is not None:
+            bias = _compute(b) if bias is None else bias + _compute(b)
+    if bias is not None:
+        act += bias * scale
+    w_t = (w * scale[:, None]).T
+    out = np.empty((rows + 2 * batch, hidden), dtype)
+    hs = np.empty((rows, hidden), dtype) if batch_first else out[:rows]
+    cells = np.empty((2, rows, hidden), dtype)
+    gh, work = np.empty((batch, 4 * hidden), dtype), np.empty((batch, hidden), dtype)
+    # per-step views by an integer index (the cheapest), names bound locally: the loop is dispatch-bound
+    by_step = act.reshape(length, batch, 4 * hidden)
+    i, f, g, o = (by_step[:, :, k * hidden : (k + 1) * hidden] for k in range(4))
+    h_steps, c_steps, tanh_c_steps = (a.reshape(length, batch, hidden) for a in (hs, cells[0], cells[1]))
+    matmul, tanh, multiply = np.matmul, np.tanh, np.multiply
+    for t in _visit(length, reverse):
+        a_t, h_t, c_t, tanh_c = by_step[t], h_steps[t], c_steps[t], tanh_c_steps[t]
+        matmul(h, w_t, out=gh)  # also from a zero h0: NaN and inf weights propagate as in PyTorch
+        a_t += gh
+        tanh(a_t, out=a_t)
+        a_t *= scale
+        a_t += offset
+        multiply(f[t], c, out=c_t)
+        multiply(i[t], g[t], out=work)
+        c_t += work
+        tanh(c_t, out=tanh_c)
+        multiply(o[t], tanh_c, out=h_t)
+        h, c = h_t, c_t
+    if batch_first:
+        out[:rows].reshape(batch, length, hidden)[...] = hs.reshape(length, batch, hidden).transpose(1, 0, 2)
+    out[rows : rows + batch], out[rows + batch :] = h, c
+    return tuple(a.astype(out_dtype, copy=False) for a in (out, act, cells))
 
 
-def _previous(sequence, initial, reverse):
-    """(T, B, H): the state each step started from (``initial`` for the first step visited)."""
+def _previous(sequence, first, batch, reverse):
+    """(T * B, N) time-major: the value each step started from (``first`` for the first step visited),
+    from each step's result."""
     out = np.empty_like(sequence)
     if not len(sequence):
         return out
     if reverse:
-        out[:-1] = sequence[1:]
-        out[-1] = initial
+        out[:-batch], out[-batch:] = sequence[batch:], first
     else:
-        out[1:] = sequence[:-1]
-        out[0] = initial
+        out[batch:], out[:batch] = sequence[:-batch], first
     return out
 
 
 def lstm_layer_backward(
     grad: BackendArray,
-    gates: BackendArray,
-    states: BackendArray,
+    x: BackendArray,
     h0: BackendArray,
     c0: BackendArray,
+    w_ih: BackendArray,
     w_hh: BackendArray,
+    out: BackendArray,
+    gates: BackendArray,
+    cells: BackendArray,
     reverse: bool,
-) -> tuple[BackendArray, BackendArray, BackendArray, BackendArray]:
-    """Backpropagation through time from the gradient of ``lstm_layer``'s states (2, T, B, H) and its
-    gates -> (d_gates (T, B, 4H): the gradient of the projection and, summed over (T, B), of b_hh;
-    d_h0, d_c0 (B, H); d_w_hh (4H, H))."""
-    _check_layer("lstm_layer_backward", gates, w_hh, h0, c0)
-    length, batch, n_gates = gates.shape
-    hidden = n_gates // 4
-    if grad.shape != (2, length, batch, hidden) or states.shape != grad.shape:
-        raise ShapeError(
-            f"lstm_layer_backward: expected grad and states of shape {(2, length, batch, hidden)}, got "
-            f"{fmt_shape(grad.shape)} and {fmt_shape(states.shape)}"
+    batch_first: bool,
+    input_grad: bool,
+    h0_grad: bool,
+    bias_grad: bool,
+) -> tuple[BackendArray | None, BackendArray | None, BackendArray, BackendArray, BackendArray, BackendArray | None]:
+    """Backpropagation through time from the gradient of ``lstm_layer``'s ``out`` and its saved
+    ``gates`` and ``cells`` -> (d_x (None unless ``input_grad``), d_h0 (None unless ``h0_grad``), d_c0,
+    d_w_ih, d_w_hh, d_b: the gradient of each bias (None unless ``bias_grad``))."""
+    _check_layer("lstm_layer_backward", x, h0, c0, w_ih, w_hh, ())
+    length, batch = _layer_dims("lstm_layer_backward", x, h0, batch_first)
+    hidden, rows = w_hh.shape[1], length * batch
+    expected = {"grad": (rows + 2 * batch, hidden), "out": (rows + 2 * batch, hidden), "gates": (rows, 4 * hidden)}
+    expected["cells"] = (2, rows, hidden)
+    for what, a in (("grad", grad), ("out", out), ("gates", gates), ("cells", cells)):
+        if a.shape != expected[what]:
+            raise ShapeError(
+                f"lstm_layer_backward: expected {what} of shape {expected[what]} for input "
+                f"{fmt_shape(x.shape)} and H = {hidden}, got {fmt_shape(a.shape)}"
+            )
+    out_dtype = x.dtype
+    g_out, xs, h0_, c0_, w_in, w, hs, act, (cs, tanh_cs) = (
+        _compute(a) for a in (grad, x, h0, c0, w_ih, w_hh, out, gates, cells)
+    )
+    dtype = act.dtype
+    # d_z = (d_c * (g i (1 - i), c_prev f (1 - f), i (1 - g^2)), d_h * tanh_c o (1 - o)) per step, with
+    # d_c = d_c_next + d_h * o (1 - tanh_c^2): everything but d_c and d_h is known up front, so d_z
+    # starts as those factors, made over the whole sequence in a few passes (gates as (rows, 4, H)),
+    # and each step multiplies its rows in place
+    by_gate, f = act.reshape(rows, 4, hidden), act[:, hidden : 2 * hidden]
+    d_z = np.subtract(1, act)
+    d_z *= act  # a (1 - a): the sigmoid gates' derivative; g's becomes 1 - g^2 next
+    factors = d_z.reshape(rows, 4, hidden)
+    np.multiply(by_gate[:, 2], by_gate[:, 2], out=factors[:, 2])
+    np.subtract(1, factors[:, 2], out=factors[:, 2])
+    np.multiply(factors[:, 0:3:2], by_gate[:, 2::-2], out=factors[:, 0:3:2])  # i's times g, g's times i
+    if rows:  # f's times the previous cell state: the row block before (after, in reverse) or c0
+        first, rest = (
+            (slice(rows - batch, None), slice(None, rows - batch))
+            if reverse
+            else (slice(None, batch), slice(batch, None))
         )
-    out_dtype = gates.dtype
-    z, w, gg, hc = (_compute(a) for a in (gates, w_hh, grad, states))
-    dtype = z.dtype
-    scale, offset = _lstm_gate_affine(hidden, dtype)
-    act = _lstm_activate(z, scale, offset, np.empty_like(z))
-    i, f, g, o = (act[..., k * hidden : (k + 1) * hidden] for k in range(4))
-    c_prev = _previous(hc[1], _compute(c0), reverse)
-    tanh_c = np.tanh(hc[1])
-    # per step, with dc the gradient of the step's new cell state:
-    #   d(i, f, g) = dc * (g i (1 - i), c_prev f (1 - f), i (1 - g^2)),  d_o = dh * tanh_c o (1 - o),
-    #   dc = grad_c + d_c_next + dh * o (1 - tanh_c^2);  everything but dc and dh is known up front
-    factors = np.empty((length, batch, 3, hidden), dtype)
-    np.multiply(g, i * (1 - i), out=factors[:, :, 0])
-    np.multiply(c_prev, f * (1 - f), out=factors[:, :, 1])
-    np.multiply(i, 1 - g * g, out=factors[:, :, 2])
-    dh_to_dc = o * (1 - tanh_c * tanh_c)
-    dh_to_do = tanh_c * (o * (1 - o))
-    d_z = np.empty((length, batch, n_gates), dtype)
-    d_h, d_c = np.zeros((batch, hidden), dtype), np.zeros((batch, hidden), dtype)
-    dh, dc = np.empty((batch, hidden), dtype), np.empty((batch, hidden), dtype)
-    for t in range(length) if reverse else range(length - 1, -1, -1):
-        d_z_t = d_z[t]
-        by_gate = d_z_t.reshape(batch, 4, hidden)
-        np.add(gg[0, t], d_h, out=dh)
-        np.multiply(dh, dh_to_dc[t], out=dc)
-        dc += gg[1, t]
-        dc += d_c
-        np.multiply(factors[t], dc[:, None, :], out=by_gate[:, :3])
-        np.multiply(dh, dh_to_do[t], out=by_gate[:, 3])
-        np.multiply(dc, f[t], out=d_c)
-        np.matmul(d_z_t, w, out=d_h)
-    rows = length * batch
-    h_prev = _previous(hc[0], _compute(h0), reverse)
-    d_w = d_z.reshape(rows, n_gates).T @ h_prev.reshape(rows, hidden)
-    return tuple(a.astype(out_dtype, copy=False) for a in (d_z, d_h, d_c, d_w))
+        factors[rest, 1] *= cs[slice(batch, None) if reverse else slice(None, rows - batch)]
+        factors[first, 1] *= c0_
+    factors[:, 3] *= tanh_cs
+    dh_to_dc = np.multiply(tanh_cs, tanh_cs)
+    np.subtract(1, dh_to_dc, out=dh_to_dc)
+    dh_to_dc *= by_gate[:, 3]
+    g_hs = _time_major(g_out[:rows], length, batch, batch_first)
+    d_h = np.array(g_out[rows : rows + batch], dtype)  # the last h's gradient, then the next step's
+    d_c = np.array(g_out[rows + batch :], dtype)
+    dh, work = np.empty((batch, hidden), dtype), np.empty((batch, hidden), dtype)
+    first = length - 1 if reverse else 0  # the step the forward visits first: its d_h is d_h0's
+    d_zs = d_z.reshape(length, batch, 4 * hidden)
+    d_ifg, d_o = (d_zs.reshape(length, batch, 4, hidden)[:, :, k] for k in (slice(0, 3), 3))
+    g_hs, dh_to_dc, fs = (a.reshape(length, batch, hidden) for a in (g_hs, dh_to_dc, f))
+    d_c3 = d_c[:, None, :]
+    matmul, multiply, add = np.matmul, np.multiply, np.add
+    for t in _visit(length, not reverse):
+        add(g_hs[t], d_h, out=dh)
+        multiply(dh, dh_to_dc[t], out=work)
+        d_c += work
+        multiply(d_ifg[t], d_c3, out=d_ifg[t])
+        multiply(d_o[t], dh, out=d_o[t])
+        d_c *= fs[t]
+        if t != first or h0_grad:
+            matmul(d_zs[t], w, out=d_h)
+    x_rows = _time_major(xs, length, batch, batch_first)
+    d_w_ih = np.matmul(d_z.T, x_rows)
+    d_w_hh = np.matmul(d_z.T, _previous(_time_major(hs[:rows], length, batch, batch_first), h0_, batch, reverse))
+    d_x = _input_layout(np.matmul(d_z, w_in), length, batch, batch_first) if input_grad else None
+    d_b = np.matmul(np.ones(rows, dtype), d_z) if bias_grad else None
+    d_h0 = d_h if h0_grad else None
+    return tuple(None if a is None else a.astype(out_dtype, copy=False) for a in (d_x, d_h0, d_c, d_w_ih, d_w_hh, d_b))

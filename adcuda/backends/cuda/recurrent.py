@@ -6,8 +6,9 @@ from ... import _native
 from ...errors import DTypeError, ShapeError, fmt_shape
 from ..seam import BackendArray
 from ._common import dense, is_floating
-from .elementwise import binary
+from .elementwise import binary, unary
 from .gemm import matmul
+from .reduce import reduce
 from .storage import contiguous, copy_, dtype_of, empty, full, permute, view
 from .storage import slice as basic_view
 
@@ -73,107 +74,189 @@ def gru_cell_backward(
 
 
 # ------------------------------------------------------------------------------------------------
-# whole LSTM layers, composed of the step kernels above and cuBLAS products: per step the hidden
-# product and the fused cell kernel; the pre-activation gate sums are kept, so the backward runs the
-# cell's backward kernel on them without redoing the hidden product.
-def _check_layer(op, projected, w_hh, *states):
-    for a in (projected, w_hh) + states:
+# whole LSTM layers, composed of the step kernels above and cuBLAS products: the input projection of
+# the whole sequence is one product; per step the hidden product and the fused cell kernel. The gates
+# are kept pre-activation (the CPU backend keeps them activated), so the backward runs the cell's
+# fused backward kernel on them per step without redoing the hidden product; the input's and weights'
+# gradients are one product each over the whole sequence. Sequences are time-major inside, as on the
+# CPU: step t is rows [t * B, (t + 1) * B).
+def _check_layer(op, x, h0, c0, w_ih, w_hh, biases):
+    arrays = (x, h0, c0, w_ih, w_hh) + tuple(b for b in biases if b is not None)
+    for a in arrays:
         if not is_floating(a):
             raise DTypeError(f"{op}: expected floating point arrays, got {a.dtype.name}")
     hidden = w_hh.shape[1] if w_hh.ndim == 2 else -1
     if (
-        projected.ndim != 3
+        x.ndim != 3
         or tuple(w_hh.shape) != (4 * hidden, hidden)
-        or projected.shape[2] != 4 * hidden
-        or any(tuple(s.shape) != (projected.shape[1], hidden) for s in states)
+        or tuple(w_ih.shape) != (4 * hidden, x.shape[-1])
+        or tuple(h0.shape) != tuple(c0.shape)
+        or tuple(h0.shape[-1:]) != (hidden,)
+        or any(b is not None and tuple(b.shape) != (4 * hidden,) for b in biases)
     ):
         raise ShapeError(
-            f"{op}: expected projected (T, B, 4H), w_hh (4H, H) and states (B, H), got projected "
-            f"{fmt_shape(projected.shape)}, w_hh {fmt_shape(w_hh.shape)} and states "
-            + ", ".join(fmt_shape(s.shape) for s in states)
+            f"{op}: expected input (T, B, F) or (B, T, F), w_ih (4H, F), w_hh (4H, H), biases (4H,) and "
+            f"states (B, H), got input {fmt_shape(x.shape)}, w_ih {fmt_shape(w_ih.shape)}, w_hh "
+            f"{fmt_shape(w_hh.shape)}, states {fmt_shape(h0.shape)} and {fmt_shape(c0.shape)}"
+            + "".join(f", bias {fmt_shape(b.shape)}" for b in biases if b is not None)
         )
-    if len({a.dtype.name for a in (projected, w_hh) + states}) != 1:
-        raise DTypeError(
-            f"{op}: expected arrays of one dtype, got " + ", ".join(a.dtype.name for a in (projected, w_hh) + states)
+    if len({a.dtype.name for a in arrays}) != 1:
+        raise DTypeError(f"{op}: expected arrays of one dtype, got " + ", ".join(a.dtype.name for a in arrays))
+
+
+def _layer_dims(op, x, h0, batch_first):
+    length, batch = (x.shape[1], x.shape[0]) if batch_first else (x.shape[0], x.shape[1])
+    if h0.shape[0] != batch:
+        raise ShapeError(
+            f"{op}: expected states of shape (B, H) with B = {batch} for input {fmt_shape(x.shape)} "
+            f"(batch_first={batch_first}), got {fmt_shape(h0.shape)}"
         )
+    return length, batch
 
 
 def _visit(length, reverse):
     return range(length - 1, -1, -1) if reverse else range(length)
 
 
+def _rows(a, rows, n):
+    return view(dense(a), (rows, n))
+
+
+def _time_major(a, length, batch, batch_first):
+    """A (T * B, N) time-major copy (or view) of a sequence array in the input's layout."""
+    n = a.shape[-1]
+    if batch_first:
+        return _rows(permute(view(dense(a), (batch, length, n)), (1, 0, 2)), length * batch, n)
+    return _rows(a, length * batch, n)
+
+
+def _step(a, t, batch):
+    return basic_view(a, (slice(t * batch, (t + 1) * batch),))
+
+
 def lstm_layer(
-    projected: BackendArray,
+    x: BackendArray,
     h0: BackendArray,
     c0: BackendArray,
+    w_ih: BackendArray,
     w_hh: BackendArray,
+    b_ih: BackendArray | None,
     b_hh: BackendArray | None,
     reverse: bool,
-) -> tuple[BackendArray, BackendArray]:
-    """An LSTM layer's recurrence from its input projection (T, B, 4H) and initial states (B, H) ->
-    (states (2, T, B, H): stack(hs, cs) in time order, gates (T, B, 4H): each step's pre-activation
-    gate sums projected + h @ w_hh.T + b_hh, kept for the backward)."""
-    _check_layer("lstm_layer", projected, w_hh, h0, c0)
-    proj = dense(projected)
-    length, batch, gates = proj.shape
-    dtype = dtype_of(proj)
+    batch_first: bool,
+) -> tuple[BackendArray, BackendArray, BackendArray]:
+    """An LSTM layer over the input x (T, B, F), or (B, T, F) when ``batch_first``, from the states h0,
+    c0 (B, H), visiting time backwards when ``reverse`` -> (out (T * B + 2B, H): every step's hidden
+    state in x's row order, then the last hidden and cell states; gates (T * B, 4H): each step's gates,
+    pre-activation here; cells (2, T * B, H): each step's cell state and its tanh; the last two
+    time-major and kept for the backward)."""
+    _check_layer("lstm_layer", x, h0, c0, w_ih, w_hh, (b_ih, b_hh))
+    length, batch = _layer_dims("lstm_layer", x, h0, batch_first)
+    dtype = dtype_of(x)
+    hidden, rows = w_hh.shape[1], length * batch
+    bias = b_ih if b_hh is None else (b_hh if b_ih is None else binary("add", dense(b_ih), dense(b_hh), dtype))
+    x_rows = _time_major(x, length, batch, batch_first)
+    projected = matmul(x_rows, permute(dense(w_ih), (1, 0)), None if bias is None else dense(bias))
     w_t = permute(dense(w_hh), (1, 0))
-    bias = None if b_hh is None else dense(b_hh)
-    states = empty((2, length, batch, gates // 4), dtype)
-    z = empty((length, batch, gates), dtype)
+    out = empty((rows + 2 * batch, hidden), dtype)
+    hs = empty((rows, hidden), dtype) if batch_first else basic_view(out, (slice(0, rows),))
+    gates = empty((rows, 4 * hidden), dtype)
+    cells = empty((2, rows, hidden), dtype)
     h, c = dense(h0), dense(c0)
     for t in _visit(length, reverse):
-        gi, gh = basic_view(proj, (t,)), matmul(h, w_t, bias)
+        gi, gh = _step(projected, t, batch), matmul(h, w_t)
         hc = lstm_cell(gi, gh, c)
-        copy_(basic_view(z, (t,)), binary("add", gi, gh, dtype))
-        copy_(basic_view(states, (slice(None), t)), hc)
-        h, c = basic_view(hc, (0,)), basic_view(hc, (1,))
-    return states, z
+        copy_(_step(gates, t, batch), binary("add", gi, gh, dtype))
+        h, c = _step(hs, t, batch), _step(basic_view(cells, (0,)), t, batch)
+        copy_(h, basic_view(hc, (0,)))
+        copy_(c, basic_view(hc, (1,)))
+    if rows:
+        copy_(basic_view(cells, (1,)), unary("tanh", basic_view(cells, (0,))))
+    if batch_first:
+        copy_(
+            view(basic_view(out, (slice(0, rows),)), (batch, length, hidden)),
+            permute(view(hs, (length, batch, hidden)), (1, 0, 2)),
+        )
+    copy_(basic_view(out, (slice(rows, rows + batch),)), h)
+    copy_(basic_view(out, (slice(rows + batch, None),)), c)
+    return out, gates, cells
+
+
+def _previous(sequence, first, batch, reverse):
+    """(T * B, N) time-major: the value each step started from (``first`` for the first step visited)."""
+    rows = sequence.shape[0]
+    out = empty(tuple(sequence.shape), dtype_of(sequence))
+    if not rows:
+        return out
+    if reverse:
+        copy_(basic_view(out, (slice(0, rows - batch),)), basic_view(sequence, (slice(batch, None),)))
+        copy_(basic_view(out, (slice(rows - batch, None),)), first)
+    else:
+        copy_(basic_view(out, (slice(batch, None),)), basic_view(sequence, (slice(0, rows - batch),)))
+        copy_(basic_view(out, (slice(0, batch),)), first)
+    return out
 
 
 def lstm_layer_backward(
     grad: BackendArray,
-    gates: BackendArray,
-    states: BackendArray,
+    x: BackendArray,
     h0: BackendArray,
     c0: BackendArray,
+    w_ih: BackendArray,
     w_hh: BackendArray,
+    out: BackendArray,
+    gates: BackendArray,
+    cells: BackendArray,
     reverse: bool,
-) -> tuple[BackendArray, BackendArray, BackendArray, BackendArray]:
-    """Backpropagation through time from the gradient of ``lstm_layer``'s states (2, T, B, H) and its
-    gates -> (d_gates (T, B, 4H): the gradient of the projection and, summed over (T, B), of b_hh;
-    d_h0, d_c0 (B, H); d_w_hh (4H, H))."""
-    _check_layer("lstm_layer_backward", gates, w_hh, h0, c0)
-    length, batch, n_gates = gates.shape
-    hidden = n_gates // 4
-    if tuple(grad.shape) != (2, length, batch, hidden) or tuple(states.shape) != tuple(grad.shape):
-        raise ShapeError(
-            f"lstm_layer_backward: expected grad and states of shape {(2, length, batch, hidden)}, got "
-            f"{fmt_shape(grad.shape)} and {fmt_shape(states.shape)}"
-        )
-    dtype = dtype_of(gates)
-    g, z, w = dense(grad), dense(gates), dense(w_hh)
-    no_hidden_part = full((batch, n_gates), 0, dtype)  # z already holds both projections' sum
-    d_z = empty((length, batch, n_gates), dtype)
-    h_prev = empty((length, batch, hidden), dtype)
-    d_h, d_c = full((batch, hidden), 0, dtype), full((batch, hidden), 0, dtype)
-    order = list(_visit(length, reverse))
-    everything = slice(None)
-    for k in range(length - 1, -1, -1):
-        t = order[k]
-        if k == 0:
-            h, c = dense(h0), dense(c0)
-        else:
-            h, c = basic_view(states, (0, order[k - 1])), basic_view(states, (1, order[k - 1]))
-        copy_(basic_view(h_prev, (t,)), h)
+    batch_first: bool,
+    input_grad: bool,
+    h0_grad: bool,
+    bias_grad: bool,
+) -> tuple[BackendArray | None, BackendArray | None, BackendArray, BackendArray, BackendArray, BackendArray | None]:
+    """Backpropagation through time from the gradient of ``lstm_layer``'s ``out`` and its saved
+    ``gates`` and ``cells`` -> (d_x (None unless ``input_grad``), d_h0 (None unless ``h0_grad``), d_c0,
+    d_w_ih, d_w_hh, d_b: the gradient of each bias (None unless ``bias_grad``))."""
+    _check_layer("lstm_layer_backward", x, h0, c0, w_ih, w_hh, ())
+    length, batch = _layer_dims("lstm_layer_backward", x, h0, batch_first)
+    hidden, rows = w_hh.shape[1], length * batch
+    expected = {"grad": (rows + 2 * batch, hidden), "out": (rows + 2 * batch, hidden), "gates": (rows, 4 * hidden)}
+    expected["cells"] = (2, rows, hidden)
+    for what, a in (("grad", grad), ("out", out), ("gates", gates), ("cells", cells)):
+        if tuple(a.shape) != expected[what]:
+            raise ShapeError(
+                f"lstm_layer_backward: expected {what} of shape {expected[what]} for input "
+                f"{fmt_shape(x.shape)} and H = {hidden}, got {fmt_shape(a.shape)}"
+            )
+    dtype = dtype_of(x)
+    g, w, cs = dense(grad), dense(w_hh), basic_view(cells, (0,))
+    g_hs = _time_major(basic_view(g, (slice(0, rows),)), length, batch, batch_first)
+    hs = _time_major(basic_view(out, (slice(0, rows),)), length, batch, batch_first)
+    no_hidden_part = full((batch, 4 * hidden), 0, dtype)  # the gates already hold both projections' sum
+    d_z = empty((rows, 4 * hidden), dtype)
+    d_h = contiguous(basic_view(g, (slice(rows, rows + batch),)))
+    d_c = contiguous(basic_view(g, (slice(rows + batch, None),)))
+    first = length - 1 if reverse else 0
+    for t in _visit(length, not reverse):
+        c = dense(c0) if t == first else _step(cs, t + 1 if reverse else t - 1, batch)  # the step's starting c
         g_hc = empty((2, batch, hidden), dtype)
-        copy_(basic_view(g_hc, (0,)), binary("add", basic_view(g, (0, t)), d_h, dtype))
-        copy_(basic_view(g_hc, (1,)), binary("add", basic_view(g, (1, t)), d_c, dtype))
-        d_gates, d_c = lstm_cell_backward(
-            g_hc, basic_view(z, (t,)), no_hidden_part, c, contiguous(basic_view(states, (everything, t)))
-        )
-        copy_(basic_view(d_z, (t,)), d_gates)
-        d_h = matmul(d_gates, w)
-    rows = length * batch
-    d_w = matmul(permute(view(d_z, (rows, n_gates)), (1, 0)), view(h_prev, (rows, hidden)))
-    return d_z, d_h, d_c, d_w
+        copy_(basic_view(g_hc, (0,)), binary("add", _step(g_hs, t, batch), d_h, dtype))
+        copy_(basic_view(g_hc, (1,)), d_c)
+        hc = empty((2, batch, hidden), dtype)
+        copy_(basic_view(hc, (0,)), _step(hs, t, batch))
+        copy_(basic_view(hc, (1,)), _step(cs, t, batch))
+        d_gates, d_c = lstm_cell_backward(g_hc, _step(gates, t, batch), no_hidden_part, c, hc)
+        copy_(_step(d_z, t, batch), d_gates)
+        if t != first or h0_grad:
+            d_h = matmul(d_gates, w)
+    d_z_t = permute(d_z, (1, 0))
+    d_w_ih = matmul(d_z_t, _time_major(x, length, batch, batch_first))
+    d_w_hh = matmul(d_z_t, _previous(hs, dense(h0), batch, reverse))
+    d_x = None
+    if input_grad:
+        d_x = matmul(d_z, dense(w_ih))
+        if batch_first:
+            d_x = contiguous(permute(view(d_x, (length, batch, x.shape[2])), (1, 0, 2)))
+        else:
+            d_x = view(d_x, tuple(x.shape))
+    d_b = reduce("sum", d_z, (0,), False) if bias_grad else None
+    return d_x, d_h if h0_grad else None, d_c, d_w_ih, d_w_hh, d_b

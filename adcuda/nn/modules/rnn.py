@@ -2,11 +2,14 @@
 ways: ``RNN`` (tanh or relu), ``LSTM`` (gates i, f, g, o), ``GRU`` (gates r, z, n, with
 ``n = tanh(W_in x + b_in + r * (W_hn h + b_hn))``) and their one-step cells.
 
-A layer projects the whole input sequence with one matrix product per direction; LSTM and GRU then run
-the recurrence as one op per layer and direction (``lstm_layer``/``gru_layer``: per step the hidden
-product and the fused cell kernel; backpropagation through time in their fused backward), RNN and
-LSTM with ``proj_size`` (``weight_hr_l{k}``: h = W_hr (o * tanh(c))) per step with ops. The cells
-run one step through ``lstm_cell_pointwise``/``gru_cell_pointwise``.
+An LSTM layer and direction is one op, ``lstm_layer``, from the input itself (batch-first input taken
+as it is): the input projection of the whole sequence is one product inside it, then per step the
+hidden product and the fused cell step; its output holds every step's h, then the last h and c, so
+the final states are views. The other layers project the whole input sequence with one matrix
+product per direction; GRU then runs the recurrence as one op (``gru_layer``), RNN and LSTM with
+``proj_size`` (``weight_hr_l{k}``: h = W_hr (o * tanh(c))) per step with ops. Backpropagation
+through time is each layer op's fused backward. The cells run one step through
+``lstm_cell_pointwise``/``gru_cell_pointwise``.
 """
 
 from __future__ import annotations
@@ -41,6 +44,11 @@ def _rnn_step(mode, gi, h, w_hh, b_hh):
     pre = gi + F.linear(h, w_hh, b_hh)
     h_new = pre.tanh() if mode == "RNN_TANH" else pre.relu()
     return h_new, h_new
+
+
+def _stacked(states):
+    """The final states of every layer and direction as one (L * D, B, H) tensor (a view for one)."""
+    return states[0].unsqueeze(0) if len(states) == 1 else stack(states)
 
 
 def _check_features(name, input, size):
@@ -143,10 +151,11 @@ class RNNBase(Module):
         )
 
     def _initial_state(self, name, hx, input, batch, unbatched, size):
-        """The given state (L * D, B, size), its batch dim added for unbatched input, or zeros."""
+        """The given state (L * D, B, size), its batch dim added for unbatched input, or zeros, as a list
+        of (B, size) states per layer and direction."""
         expected = (self.num_layers * (2 if self.bidirectional else 1), batch, size)
-        if hx is None:
-            return zeros(expected, dtype=input.dtype, device=input.device)
+        if hx is None:  # one zero state serves every layer: the ops never write to their inputs
+            return [zeros((batch, size), dtype=input.dtype, device=input.device)] * expected[0]
         if hx.__class__ is not input.__class__:
             raise DTypeError(f"{name}: expected the initial state to be a Tensor, got {type(hx).__name__}")
         if unbatched:
@@ -161,20 +170,22 @@ class RNNBase(Module):
                 f"{name}: expected hidden size {expected}, got {fmt_shape(hx.shape)} (input of shape "
                 f"{fmt_shape(input.shape)})"
             )
-        return hx
+        return list(hx.unbind(0))
 
-    def _direction(self, x, state, layer, direction):
-        """One layer in one direction over x (T, B, F) from state (h, or (h, c)) -> (hs (T, B, H) in time
-        order, final state)."""
+    def _direction(self, x, state, layer, direction, batch_first):
+        """One layer in one direction over x (T, B, F), or (B, T, F) when ``batch_first`` (the LSTM
+        only), from state (h, or (h, c)) -> (hs in x's layout and time order, final state)."""
         w_ih, w_hh, b_ih, b_hh, w_hr = self._weights(layer, direction)
+        if self.mode == "LSTM" and w_hr is None:  # the whole layer is one op, its projection included
+            out = lstm_layer(x, state[0], state[1], w_ih, w_hh, b_ih, b_hh, bool(direction), batch_first)
+            rows, batch = x.shape[0] * x.shape[1], x.shape[0 if batch_first else 1]
+            hs = out[:rows].view(*x.shape[:2], self.hidden_size)
+            return hs, (out[rows : rows + batch], out[rows + batch :])
         projected = F.linear(x, w_ih, b_ih)  # the whole sequence at once
         steps = x.shape[0]
         last = 0 if direction else steps - 1
         if w_hr is not None:
             return self._projected_lstm(projected, state, w_hh, b_hh, w_hr, direction)
-        if self.mode == "LSTM":
-            states = lstm_layer(projected, state[0], state[1], w_hh, b_hh, bool(direction))
-            return states[0], ((states[0][last], states[1][last]) if steps else state)
         if self.mode == "GRU":
             hs = gru_layer(projected, state, w_hh, b_hh, bool(direction))
             return hs, (hs[last] if steps else state)
@@ -200,15 +211,16 @@ class RNNBase(Module):
             return zeros((0, projected.shape[1], self.proj_size), dtype=h.dtype, device=h.device), state
         return stack(hs), (h, c)
 
-    def _layers(self, x, states):
-        """Runs every layer and direction over x (T, B, F) from states (per layer * direction: h or
-        (h, c)) -> (output (T, B, D * H), final states in the same order)."""
+    def _layers(self, x, states, batch_first):
+        """Runs every layer and direction over x (T, B, F), or (B, T, F) when ``batch_first``, from
+        states (per layer * direction: h or (h, c)) -> (output in x's layout, (.., D * H), final
+        states in the same order)."""
         directions = 2 if self.bidirectional else 1
         finals = []
         for layer in range(self.num_layers):
             outputs = []
             for direction in range(directions):
-                hs, final = self._direction(x, states[layer * directions + direction], layer, direction)
+                hs, final = self._direction(x, states[layer * directions + direction], layer, direction, batch_first)
                 outputs.append(hs)
                 finals.append(final)
             x = outputs[0] if directions == 1 else cat(outputs, -1)
@@ -231,30 +243,35 @@ class RNNBase(Module):
             raise DTypeError(f"{name}: expected a floating point input, got {input.dtype}")
         _check_features(name, input, self.input_size)
         unbatched = input.ndim == 2
-        x = input.unsqueeze(1) if unbatched else (input.transpose(0, 1) if self.batch_first else input)
-        batch = x.shape[1]
+        # the LSTM layer op takes batch-first input as it is; the other layers run time-major
+        batch_first = self.batch_first and not unbatched and self.mode == "LSTM" and not self.proj_size
+        if unbatched:
+            x = input.unsqueeze(1)
+        else:
+            x = input.transpose(0, 1) if self.batch_first and not batch_first else input
+        batch = x.shape[0] if batch_first else x.shape[1]
         if self.mode == "LSTM":
             if hx is not None and (not isinstance(hx, (tuple, list)) or len(hx) != 2):
                 raise DTypeError(f"{name}: expected hx to be a tuple (h_0, c_0), got {type(hx).__name__}")
             h0, c0 = (None, None) if hx is None else hx
             h0 = self._initial_state(name, h0, x, batch, unbatched, self.proj_size or self.hidden_size)
             c0 = self._initial_state(name, c0, x, batch, unbatched, self.hidden_size)
-            states = list(zip(h0.unbind(0), c0.unbind(0)))
+            states = list(zip(h0, c0))
         else:
             if isinstance(hx, (tuple, list)):
                 raise DTypeError(f"{name}: expected hx to be a Tensor, got a {type(hx).__name__}")
-            states = list(self._initial_state(name, hx, x, batch, unbatched, self.hidden_size).unbind(0))
-        output, finals = self._layers(x, states)
+            states = self._initial_state(name, hx, x, batch, unbatched, self.hidden_size)
+        output, finals = self._layers(x, states, batch_first)
         if self.mode == "LSTM":
-            h_n, c_n = stack([h for h, _ in finals]), stack([c for _, c in finals])
+            h_n, c_n = _stacked([h for h, _ in finals]), _stacked([c for _, c in finals])
         else:
-            h_n = stack(finals)
+            h_n = _stacked(finals)
         if unbatched:
             output = output.squeeze(1)
             h_n = h_n.squeeze(1)
             if self.mode == "LSTM":
                 c_n = c_n.squeeze(1)
-        elif self.batch_first:
+        elif self.batch_first and not batch_first:
             output = output.transpose(0, 1)
         return output, ((h_n, c_n) if self.mode == "LSTM" else h_n)
 
