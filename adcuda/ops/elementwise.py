@@ -14,7 +14,16 @@ from typing import TYPE_CHECKING
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
-from .common import as_tensor_operand, cast, check_same_device, filled, float_result_type, result_type, wrap
+from .common import (
+    as_tensor_operand,
+    cast,
+    check_same_device,
+    check_tensor,
+    filled,
+    float_result_type,
+    result_type,
+    wrap,
+)
 from .registry import op
 
 if TYPE_CHECKING:
@@ -264,6 +273,7 @@ def neg(input: Tensor) -> Tensor:
 
 @op("positive", doc="+input: the input itself.", composite=True, operators=("__pos__",))
 def positive(input: Tensor) -> Tensor:
+    check_tensor("positive", "input", input)  # returning anything else unchanged would hide the mistake
     return input
 
 
