@@ -13,6 +13,7 @@
 #include <cmath>
 #include <initializer_list>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -172,12 +173,13 @@ unsigned work_blocks(std::int64_t items) {
   return static_cast<unsigned>(std::max<std::int64_t>(1, std::min(items, kMaxBlocks)));
 }
 
+// The CUDA-core kernels' dtypes: float16 and bfloat16 reach them as float32 (simt_through_float32).
 template <typename F>
-void dispatch_floating(ScalarType type, const char* op, F&& f) {
-  dispatch_type(type, op, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (std::is_floating_point_v<T> || is_reduced_float_v<T>) f(tag);
-  });
+void dispatch_simt(ScalarType type, const char* op, F&& f) {
+  if (type == ScalarType::Float32) return f(TypeTag<float>{});
+  if (type == ScalarType::Float64) return f(TypeTag<double>{});
+  throw std::logic_error(std::string(op) + ": the CUDA-core kernels were given " + scalar_type_name(type) +
+                         " (half types go through float32)");
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -226,6 +228,24 @@ bool rows_are_16_byte_aligned(const DeviceArray& a) {
 // `a`, or a fresh contiguous copy of it when its rows are not aligned for cp.async (an offset view):
 // one pass over the operand, small next to attention's L x S work on it.
 DeviceArray with_aligned_rows(const DeviceArray& a) { return rows_are_16_byte_aligned(a) ? a : astype(a, a.dtype()); }
+
+// float16/bfloat16 on the CUDA-core path (head dims the tensor-core kernels do not take, or a GPU
+// without them) run the float32 kernels between casts: those kernels read half types into float32,
+// compute in float32 (the same block shapes: both keep float32 in shared memory) and round each result
+// once, so the values are the same by construction, and 8 kernels fewer are compiled. The casts cost
+// one pass over the operands, small next to the L x S work of this rare path.
+bool simt_through_float32(ScalarType dtype, const AttentionArgs& args, int device) {
+  return (dtype == ScalarType::Float16 || dtype == ScalarType::BFloat16) &&
+         choose_attention_path(dtype, args.E, args.Ev, device) == AttentionPath::kCudaCore;
+}
+
+DeviceArray as_float32(const DeviceArray& a) { return astype(a, ScalarType::Float32); }
+
+// An additive mask as float32 (a bool mask as it is).
+std::optional<DeviceArray> float32_mask(const DeviceArray* mask) {
+  if (mask == nullptr || mask->dtype() == ScalarType::Bool) return std::nullopt;
+  return as_float32(*mask);
+}
 
 // Runs `f(tag, kD, kDropout)` for the tensor-core kernels: kD the head-dim tile for max(E, Ev), and
 // kDropout whether dropout is drawn (a compile-time choice: the draws' registers would otherwise be
@@ -277,7 +297,7 @@ void simt_forward(const AttentionArgs& args, ScalarType dtype, const DeviceArray
                   const KernelLaunch& launch, const char* op) {
   using simt::kTile;
   using simt::odd_stride;
-  dispatch_floating(dtype, op, [&](auto tag) {
+  dispatch_simt(dtype, op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using Acc = compute_t<T>;
     const auto [warps, bytes] = block_shape(std::int64_t(kTile) * (odd_stride(args.E) + args.Ev),
@@ -344,7 +364,7 @@ void simt_backward(const AttentionArgs& args, ScalarType dtype, const DeviceArra
   using simt::kTile;
   using simt::odd_stride;
   const std::int64_t query_rows = args.batch * args.L, key_rows = args.batch * args.S;
-  dispatch_floating(dtype, op, [&](auto tag) {
+  dispatch_simt(dtype, op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using Acc = compute_t<T>;
     const int device = launch.device();
@@ -379,6 +399,12 @@ std::pair<DeviceArray, DeviceArray> attention(const DeviceArray& q, const Device
   const char* op = "attention";
   Dims batch;
   AttentionArgs args = make_args(q, k, v, mask, is_causal, scale, dropout, batch, op);
+  if (simt_through_float32(q.dtype(), args, q.device())) {
+    const std::optional<DeviceArray> mask32 = float32_mask(mask);
+    auto [out32, lse32] = attention(as_float32(q), as_float32(k), as_float32(v), mask32 ? &*mask32 : mask, is_causal,
+                                    scale, dropout);
+    return {astype(out32, q.dtype()), lse32};
+  }
   DeviceArray out = DeviceArray::empty(with_tail(batch, {args.L, args.Ev}), q.dtype(), q.device());
   DeviceArray lse = DeviceArray::empty(with_tail(batch, {args.L}), statistics_type(q.dtype()), q.device());
   if (lse.numel() == 0) return {out, lse};
@@ -438,6 +464,13 @@ std::tuple<DeviceArray, DeviceArray, DeviceArray> attention_backward(const Devic
   require(lse.shape() == with_tail(batch, {args.L}) && lse.dtype() == stats && lse.is_contiguous(), op,
           "lse must be a contiguous " + format_dims(with_tail(batch, {args.L})) + " " + scalar_type_name(stats) +
               " array, got " + format_dims(lse.shape()));
+  if (simt_through_float32(q.dtype(), args, q.device())) {
+    const std::optional<DeviceArray> mask32 = float32_mask(mask);
+    auto [dq32, dk32, dv32] = attention_backward(as_float32(g), as_float32(q), as_float32(k), as_float32(v),
+                                                 as_float32(out), lse, mask32 ? &*mask32 : mask, is_causal, scale,
+                                                 dropout);
+    return {astype(dq32, q.dtype()), astype(dk32, q.dtype()), astype(dv32, q.dtype())};
+  }
   DeviceArray dq = DeviceArray::empty(with_tail(batch, {args.L, args.E}), q.dtype(), q.device());
   DeviceArray dk = DeviceArray::empty(with_tail(batch, {args.S, args.E}), q.dtype(), q.device());
   DeviceArray dv = DeviceArray::empty(with_tail(batch, {args.S, args.Ev}), q.dtype(), q.device());

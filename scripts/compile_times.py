@@ -78,6 +78,8 @@ def measure(build_dir, commands, jobs, env):
             if ready is None:
                 break
             pending.remove(ready)
+            # a build folder that was configured but never built has no object folders yet
+            (build_dir / ready["output"]).parent.mkdir(parents=True, exist_ok=True)
             start = time.monotonic()
             process = subprocess.Popen(ready["command"], shell=True, cwd=build_dir, env=env)
             running[process.pid] = (ready, process, start)

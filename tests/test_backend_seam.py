@@ -667,8 +667,30 @@ case(
 )
 case(
     "matmul",
-    "a vector (the ops layer unsqueezes)",
-    lambda bk, A: bk.matmul(A(X), A(np.ones(3, np.float32))),
+    "save_preactivation without a bias or an activation",
+    lambda bk, A: bk.matmul(A(X), A(X.T.copy()), None, None, True),
+    (ok(F32, (2, 2), X @ X.T), ok(F32, (2, 2), X @ X.T)),
+)
+VEC = np.array([1.0, -2.0, 0.5], np.float32)
+case("matmul", "a vector b: the matrix-vector product", lambda bk, A: bk.matmul(A(X), A(VEC)), ok(F32, (2,), X @ VEC))
+case(
+    "matmul",
+    "a vector b in float16",
+    lambda bk, A: bk.matmul(A(X.astype(np.float16)), A(VEC.astype(np.float16))),
+    ok(F16, (2,), X @ VEC),
+)
+case(
+    "matmul",
+    "a strided vector b, broadcast over a's batch dims",
+    lambda bk, A: bk.matmul(A(X3), bk.slice(A(np.arange(8, dtype=np.float32)), (slice(None, None, 2),))),
+    ok(F32, (2, 3), X3 @ np.arange(0, 8, 2, dtype=np.float32)),
+)
+case("matmul", "a vector b with an epilogue", lambda bk, A: bk.matmul(A(X), A(VEC), A(VEC[:1])), ShapeError)
+case("matmul", "a vector b that does not multiply", lambda bk, A: bk.matmul(A(X), A(VEC[:2])), ShapeError)
+case(
+    "matmul",
+    "a vector a (the ops layer unsqueezes)",
+    lambda bk, A: bk.matmul(A(np.ones(3, np.float32)), A(X.T.copy())),
     ShapeError,
 )
 case("matmul", "shapes that do not multiply", lambda bk, A: bk.matmul(A(X), A(X)), ShapeError)

@@ -14,7 +14,9 @@ from adcuda import _info, _native
 from adcuda.cuda import kernel_image_for
 
 BUILD_KEYS = {"cuda_compiled", "cuda_version", "cuda_architectures", "compiler", "build_type"}
-DEFAULT_ARCHITECTURES = ["80-real", "90-real", "90-virtual"]
+# the portable set docker/Dockerfile.cuda builds, and the default of a build machine without a GPU (CMakeLists.txt)
+PORTABLE_ARCHITECTURES = ["80-real", "90-real", "90-virtual"]
+NO_GPU_ARCHITECTURES = ["80-virtual"]
 
 
 def _package_parent():
@@ -113,13 +115,18 @@ def test_python_m_adcuda_info_runs(tmp_path):
 @pytest.mark.parametrize(
     "capability, architectures, runs, how",
     [
-        ((9, 0), DEFAULT_ARCHITECTURES, True, "sm_90 machine code"),
-        ((8, 0), DEFAULT_ARCHITECTURES, True, "sm_80 machine code"),
-        ((8, 6), DEFAULT_ARCHITECTURES, True, "sm_80 machine code"),
-        ((8, 9), DEFAULT_ARCHITECTURES, True, "sm_80 machine code"),
-        ((10, 0), DEFAULT_ARCHITECTURES, True, "compute_90 PTX"),
-        ((12, 0), DEFAULT_ARCHITECTURES, True, "compute_90 PTX"),
-        ((7, 5), DEFAULT_ARCHITECTURES, False, "ADCUDA_CUDA_ARCHS=75"),
+        ((9, 0), PORTABLE_ARCHITECTURES, True, "sm_90 machine code"),
+        ((8, 0), PORTABLE_ARCHITECTURES, True, "sm_80 machine code"),
+        ((8, 6), PORTABLE_ARCHITECTURES, True, "sm_80 machine code"),
+        ((8, 9), PORTABLE_ARCHITECTURES, True, "sm_80 machine code"),
+        ((10, 0), PORTABLE_ARCHITECTURES, True, "compute_90 PTX"),
+        ((12, 0), PORTABLE_ARCHITECTURES, True, "compute_90 PTX"),
+        ((7, 5), PORTABLE_ARCHITECTURES, False, "ADCUDA_CUDA_ARCHS=75"),
+        ((8, 0), NO_GPU_ARCHITECTURES, True, "compute_80 PTX, JIT-compiled"),
+        ((8, 9), NO_GPU_ARCHITECTURES, True, "compute_80 PTX, JIT-compiled"),
+        ((9, 0), NO_GPU_ARCHITECTURES, True, "compute_80 PTX, JIT-compiled"),
+        ((12, 0), NO_GPU_ARCHITECTURES, True, "compute_80 PTX, JIT-compiled"),
+        ((7, 5), NO_GPU_ARCHITECTURES, False, "ADCUDA_CUDA_ARCHS=75"),
         ((9, 0), ["90"], True, "sm_90 machine code"),
         ((10, 0), ["90"], True, "compute_90 PTX"),
         ((9, 0), ["90a-real"], True, "sm_90a machine code"),
@@ -132,3 +139,17 @@ def test_kernel_image_for(capability, architectures, runs, how):
     got_runs, got_how = kernel_image_for(*capability, architectures)
     assert got_runs is runs
     assert how in got_how
+
+
+def test_documented_default_architectures_are_the_build_files():
+    """The lists above, which README.md and docs/building.md describe, are the ones CMakeLists.txt builds."""
+    repo = pathlib.Path(__file__).resolve().parents[1]
+    cmake = (repo / "CMakeLists.txt").read_text()
+    for variable, architectures in (
+        ("ADCUDA_NO_GPU_CUDA_ARCHITECTURES", NO_GPU_ARCHITECTURES),
+        ("ADCUDA_PORTABLE_CUDA_ARCHITECTURES", PORTABLE_ARCHITECTURES),
+    ):
+        assert f'set({variable} "{";".join(architectures)}")' in cmake, variable
+    building = (repo / "docs" / "building.md").read_text()
+    assert f"`{';'.join(NO_GPU_ARCHITECTURES)}`" in building
+    assert f"`{';'.join(PORTABLE_ARCHITECTURES)}`" in building

@@ -180,6 +180,41 @@ class TestStorageAndViews:
                 expected = host.astype(dst_dtype.numpy)
             assert np.array_equal(converted, expected)
 
+    def test_astype_from_bfloat16_is_exact_for_every_value(self):
+        # Every bfloat16 bit pattern: the top half of a float32, so the float32 value is the bfloat16 value
+        # exactly. Casting it must give what the CPU backend gives for that float32 value (NumPy's astype),
+        # bit for bit (signed zeros, float16 subnormals and overflow to inf included; NaN stays NaN).
+        bk = cuda_backend()
+        every = (np.arange(2**16, dtype=np.uint32) << 16).view(np.float32)
+        source = bk.from_numpy(every, adcuda.bfloat16)
+        nan = np.isnan(every)
+        back = bk.to_numpy(source)
+        assert np.array_equal(np.isnan(back), nan) and np.array_equal(
+            back.view(np.uint32)[~nan], every.view(np.uint32)[~nan]
+        )
+        for dst in (adcuda.float16, adcuda.float32, adcuda.float64):
+            with np.errstate(over="ignore", invalid="ignore"):  # overflow to inf; the NaN patterns
+                expected = every.astype(dst.numpy)
+            got = bk.to_numpy(bk.astype(source, dst))
+            assert got.dtype == expected.dtype
+            bits = np.dtype(f"u{got.itemsize}")
+            assert np.array_equal(np.isnan(got), nan), dst
+            assert np.array_equal(got.view(bits)[~nan], expected.view(bits)[~nan]), dst
+        with np.errstate(invalid="ignore"):
+            assert np.array_equal(bk.to_numpy(bk.astype(source, adcuda.bool)), every.astype(bool))
+        # integers: every value whose truncation fits the type (beyond it a cast is undefined, in C++ as in
+        # PyTorch): the 40,449 of magnitude below 2**31 (and -2**31) for int32, 48,641 for int64
+        with np.errstate(invalid="ignore"):  # the NaN patterns
+            wide = every.astype(np.float64)
+        for dst in (adcuda.int32, adcuda.int64):
+            limits = np.iinfo(dst.numpy)
+            finite = np.where(np.isfinite(wide), np.trunc(wide), np.inf)
+            fits = (finite >= limits.min) & (finite < -float(limits.min))
+            got = bk.to_numpy(bk.astype(source, dst))
+            assert got.dtype == dst.numpy
+            assert np.array_equal(got[fits], every[fits].astype(dst.numpy)), dst
+            assert fits.sum() == {adcuda.int32: 40_449, adcuda.int64: 48_641}[dst]
+
     def test_views_are_metadata_and_match_numpy(self):
         bk = cuda_backend()
         host = np.arange(4 * 6 * 5, dtype=np.float32).reshape(4, 6, 5)

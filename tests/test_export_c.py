@@ -160,6 +160,22 @@ def test_permuted_and_batched_products(compile_c, tmp_path):
     check(compile_c, Net(), [adcuda.randn(2, 5, 3), adcuda.randn(2, 5, 3)], tmp_path, "embedded")
 
 
+def test_matrix_vector_products(compile_c, tmp_path):
+    # matrix @ vector is one matmul of a vector b (the primitive's matrix-vector form), by a computed
+    # vector and by a parameter
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(adcuda.randn(3))
+
+        def forward(self, x, v):
+            return x @ v, (x @ self.w).tanh()
+
+    adcuda.manual_seed(5)
+    export = check(compile_c, Net(), [adcuda.randn(4, 3), adcuda.randn(3)], tmp_path, "embedded")
+    assert export.output_shapes == [(4,), (4,)]
+
+
 def test_padded_and_adaptive_pooling_and_reductions(compile_c, tmp_path):
     class Net(nn.Module):
         def __init__(self):

@@ -63,6 +63,7 @@ def test_gradients_of_non_contiguous_operands():
     assert gradcheck(lambda a, b: a.t() @ b[:, ::2], (leaf((4, 3), 1), leaf((4, 6), 2)))
     assert gradcheck(lambda a, b: a.transpose(1, 2) @ b.expand(2, 4, 2), (leaf((2, 4, 3), 1), leaf((1, 4, 2), 2)))
     assert gradcheck(lambda a, b: A.bmm(a, b.transpose(1, 2)), (leaf((2, 3, 4), 1), leaf((2, 5, 4), 2)))
+    assert gradcheck(lambda a, v: a.t() @ v[::2], (leaf((4, 3), 1), leaf((8,), 2)))  # matrix @ vector
     assert gradcheck(A.outer, (leaf((4,), 1), leaf((3,), 2)))
     assert gradcheck(lambda a, b: A.outer(a[::2], b), (leaf((6,), 1), leaf((2,), 2)))
     assert gradcheck(A.dot, (leaf((5,), 1), leaf((5,), 2)))
@@ -71,6 +72,7 @@ def test_gradients_of_non_contiguous_operands():
 def test_second_derivative():
     assert gradgradcheck(A.matmul, (leaf((2, 3), 1), leaf((3, 2), 2)))
     assert gradgradcheck(A.matmul, (leaf((2, 2, 3), 1), leaf((3,), 2)))
+    assert gradgradcheck(A.matmul, (leaf((2, 3), 1), leaf((3,), 2)))  # matrix @ vector: one product
 
 
 def test_broadcast_batch_gradient_is_summed_back():

@@ -169,6 +169,26 @@ def small_cnn():
     return model
 
 
+class MatrixVector(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(adcuda.randn(4))
+
+    def forward(self, x, v):
+        return x @ v, (x @ self.w).tanh()
+
+
+@needs_onnx
+def test_matrix_vector_products_are_one_matmul_each():
+    proto = export_and_compare(
+        MatrixVector(),
+        (adcuda.randn(3, 4), adcuda.randn(4)),
+        dynamic_axes={"x0": {0: "rows"}},
+        other_args=[(adcuda.randn(6, 4), adcuda.randn(4))],
+    )
+    assert op_types(proto).count("MatMul") == 2 and "Reshape" not in op_types(proto)
+
+
 @needs_onnx
 def test_cnn_with_batch_norm_and_pooling():
     proto = export_and_compare(

@@ -145,3 +145,29 @@ def test_anomaly_mode_names_the_op_on_the_gpu():
         y = x.sqrt().sum()
         with pytest.raises(adcuda.AutogradError, match="SqrtBackward0"):
             y.backward()
+
+
+def _callable_with_one_argument(definition):
+    params = list(definition.signature.parameters.values())
+    return (
+        bool(params)
+        and params[0].annotation in ("Tensor", "Sequence[Tensor]")
+        and all(p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params[1:])
+    )
+
+
+@pytest.mark.parametrize(
+    "definition", [d for d in registry.all_ops() if _callable_with_one_argument(d)], ids=lambda d: d.name
+)
+def test_a_list_where_a_tensor_belongs_is_named(definition):
+    """A list given for a tensor raised a bare AttributeError from inside the forward (``adcuda.sum([1,
+    2])``: "'list' object has no attribute '_device'"); every op names itself and the input instead."""
+    with pytest.raises(Exception, match=rf"^{definition.name}\b") as raised:
+        definition.entry([[1.0, 2.0]])
+    assert isinstance(raised.value, adcuda.AdcudaError | TypeError | ValueError)
+    assert not isinstance(raised.value, AttributeError)
+
+
+def test_a_number_in_a_tensor_sequence_is_named():
+    with pytest.raises(adcuda.DTypeError, match=r"stack: tensors\[1\] must be a Tensor, got float"):
+        adcuda.stack([adcuda.ones(2), 1.0])

@@ -509,9 +509,9 @@ class CSource:
         a, b = node.inputs
         sa, sb = self.graph.shapes[a], self.graph.shapes[b]
         m_size, k_size = sa[-2], sa[-1]
-        n_size = sb[-1]
+        n_size = sb[-1] if len(sb) > 1 else 1  # a vector b (K,) is read as the column (K, 1) it is laid out as
         batch = self.graph.numel(node.out) // (m_size * n_size) if m_size * n_size else 0
-        b_step = 0 if len(sb) == 2 else k_size * n_size
+        b_step = 0 if len(sb) <= 2 else k_size * n_size
         body = [
             f"for (long t = 0; t < {batch}L; ++t) {{",
             f"    const float* restrict at = p0 + t * {m_size * k_size}L;",

@@ -413,10 +413,10 @@ def _lower_matmul(node, constants, shapes):
     if bias is not None or activation is not None:
         raise ExportError("adcuda.export.to_c: a batched matmul with a bias or an activation cannot be exported")
     sa, sb = shapes[a], shapes[b]
-    if len(sb) != 2 and sa[:-2] != sb[:-2]:
+    if len(sb) > 2 and sa[:-2] != sb[:-2]:  # a matrix or a vector b (K,) serves every batch
         raise ExportError(
             f"adcuda.export.to_c: matmul of {tuple(sa)} and {tuple(sb)}: broadcast batch dims cannot be "
-            "exported (equal batch dims, or a 2-d right operand)"
+            "exported (equal batch dims, or a 2-d or 1-d right operand)"
         )
     return [CNode("matmul", [a, b], out, "matmul")]
 

@@ -19,6 +19,7 @@ from it, an in-place form checks, writes, bumps the version counter and moves th
 """
 
 import functools
+import numbers
 import os
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -166,7 +167,11 @@ def make(forward, OP, NAME, _defaults):
     def entry({signature}):
         if _slow:
             return _around_chain(NAME, OP, forward, ({positional}), {keywords})
-        return forward({call})
+        try:
+            return forward({call})
+        except (AttributeError, TypeError) as error:
+            _check_inputs_are_tensors(OP, error, ({tensors}))
+            raise
     return entry
 """
 
@@ -184,14 +189,22 @@ def make(forward, OP, NAME, _defaults, PLANS):
 
 # Which inputs take part in the graph is asked before whether grad mode is on (a thread-local read,
 # the dearer of the two): most calls have no input that does.
-_BODY_SOURCE = """        result = forward({call})
+_BODY_SOURCE = """        try:
+            result = forward({call})
+        except (AttributeError, TypeError) as error:
+            _check_inputs_are_tensors(OP, error, ({tensors}))
+            raise
         out = {output}
         mask = 0
 {checks}        if mask and grad_state.enabled:
             (PLANS[mask] or OP.plan(mask)).record(out, result, {values})
         return out"""
 
-_VIEW_BODY_SOURCE = """        result = forward({call})
+_VIEW_BODY_SOURCE = """        try:
+            result = forward({call})
+        except (AttributeError, TypeError) as error:
+            _check_inputs_are_tensors(OP, error, ({tensors}))
+            raise
         out = {output}
 {view}        if grad_state.enabled:
             out._view_version = vc.value if vc is not None else 0
@@ -252,6 +265,42 @@ def _tuple(items):
     return "".join(item + ", " for item in items)
 
 
+_SINGLE_TENSOR_ANNOTATIONS = ("Tensor", "Tensor | None")
+
+
+def _tensor_params(op):
+    """The parameters that must hold tensors, as (name, whether it is a sequence of them): those
+    annotated ``Tensor``, ``Tensor | None`` or ``Sequence[Tensor]``, and the differentiable inputs."""
+    found = []
+    for p in op.signature.parameters.values():
+        if p.annotation in _SINGLE_TENSOR_ANNOTATIONS:
+            found.append((p.name, False))
+        elif p.annotation == "Sequence[Tensor]" or p.kind == p.VAR_POSITIONAL or p.name in op.inputs:
+            found.append((p.name, True))
+    return tuple(found)
+
+
+def _check_inputs_are_tensors(op, error, values):
+    """After an op's forward failed on a missing attribute or a type (its own or an op it calls):
+    name this op and the input that is not a Tensor (a list, a NumPy array), else let the error
+    stand. The try around the forward costs nothing until it raises (Python's zero-cost exceptions),
+    so the hot path keeps no per-input type check. A differentiable input with another annotation
+    may also be a number or a sequence of Tensors."""
+    if str(error).startswith(op.name + ":"):  # the op's own message says it best
+        return
+    for (name, sequence), value in zip(op.tensor_params, values):
+        if value is None or value.__class__ is Tensor:
+            continue
+        if sequence and isinstance(value, numbers.Number):
+            continue
+        if sequence and value.__class__ in _SEQUENCES:
+            for i, item in enumerate(value):
+                if item.__class__ is not Tensor:
+                    raise DTypeError(f"{op.name}: {name}[{i}] must be a Tensor, got {type(item).__name__}")
+            continue
+        raise DTypeError(f"{op.name}: {name} must be a Tensor, got {type(value).__name__}")
+
+
 def _generated_entry(op):
     signature, call, positional, keywords, values = [], [], [], [], []
     defaults = {}
@@ -289,9 +338,14 @@ def _generated_entry(op):
             )
         values.append(p.name)
     keywords = "{" + ", ".join(keywords + ([f"**{extra_keywords}"] if extra_keywords else [])) + "}"
+    op.tensor_params = _tensor_params(op)
     if op.composite or not op.differentiable:
         source = _PLAIN_SOURCE.format(
-            signature=", ".join(signature), positional=_tuple(positional), keywords=keywords, call=", ".join(call)
+            signature=", ".join(signature),
+            positional=_tuple(positional),
+            keywords=keywords,
+            call=", ".join(call),
+            tensors=_tuple(name for name, _ in op.tensor_params),
         )
         made = {}
         exec(compile(source, _entry_filename(op), "exec"), globals(), made)
@@ -308,6 +362,7 @@ def _generated_entry(op):
             view=_VIEW_SOURCE.format(base=base, replay=replay),
             checks=_indented(checks, 12),
             values=", ".join(values),
+            tensors=_tuple(name for name, _ in op.tensor_params),
         )
     else:
         body = _BODY_SOURCE.format(
@@ -315,6 +370,7 @@ def _generated_entry(op):
             output="result[0]" if op.extra_outputs else "result",
             checks=_indented(checks, 8),
             values=", ".join(values),
+            tensors=_tuple(name for name, _ in op.tensor_params),
         )
     source = _ENTRY_SOURCE.format(
         signature=", ".join(signature), body=body, positional=_tuple(positional), keywords=keywords

@@ -14,7 +14,16 @@ from typing import TYPE_CHECKING
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
-from .common import as_tensor_operand, cast, check_same_device, filled, float_result_type, result_type, wrap
+from .common import (
+    as_tensor_operand,
+    cast,
+    check_same_device,
+    check_tensor,
+    filled,
+    float_result_type,
+    result_type,
+    wrap,
+)
 from .registry import op
 
 if TYPE_CHECKING:
@@ -80,7 +89,7 @@ def unary(prim, x, name=None):
     """``prim`` (a name in the backend's UNARY_OPS) of tensor ``x``, in ``x``'s dtype."""
     if x.__class__ is not Tensor:
         raise DTypeError(f"{name or prim}: expected a Tensor, got {type(x).__name__}")
-    return Tensor._make(primitives(x).unary(prim, x._data), x._device)
+    return wrap(primitives(x).unary(prim, x._data), x._device)
 
 
 def select(condition, a, b):
@@ -264,6 +273,7 @@ def neg(input: Tensor) -> Tensor:
 
 @op("positive", doc="+input: the input itself.", composite=True, operators=("__pos__",))
 def positive(input: Tensor) -> Tensor:
+    check_tensor("positive", "input", input)  # returning anything else unchanged would hide the mistake
     return input
 
 

@@ -33,7 +33,7 @@ def mm_nd(input: Tensor, other: Tensor) -> Tensor:
 
 @op(
     "mv",
-    doc="matrix @ vector as one product (the vector viewed as a column).",
+    doc="matrix @ vector as one product (the backends' matrix-vector form: no views around it).",
     function=False,
     method=False,
     node="MvBackward0",
@@ -43,10 +43,7 @@ def mm_nd(input: Tensor, other: Tensor) -> Tensor:
     },
 )
 def mv(input: Tensor, vec: Tensor) -> Tensor:
-    bk = primitives(input)
-    # a 1-D array is always viewable as a column; the (m, 1) product is contiguous, so is its row
-    product = bk.matmul(input._data, bk.view(vec._data, (vec._data.shape[0], 1)))
-    return wrap(bk.view(product, (input._data.shape[0],)), input._device)
+    return wrap(primitives(input).matmul(input._data, vec._data), input._device)
 
 
 def _matmul(name, input, other):

@@ -97,6 +97,8 @@ def sum(
 ) -> Tensor:
     if dtype is not None:
         input = cast(input, dt.as_dtype(dtype, "sum"))
+    elif dim is None:  # a sum of every element (a loss): axes=None, the primitive's every dim, directly
+        return wrap(primitives(input).reduce("sum", input._data, None, keepdim), input._device)
     return _reduce("sum", input, reduce_axes("sum", input.ndim, dim), keepdim)
 
 

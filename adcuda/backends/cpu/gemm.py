@@ -25,21 +25,32 @@ def matmul(
     save_preactivation: bool = False,
 ) -> BackendArray | tuple[BackendArray, BackendArray]:
     """``activation(a (..., M, K) @ b (..., K, N) + bias)`` with the batch dims broadcast, in ``a``'s dtype
-    (integers too, which the CUDA backend does not multiply); see the CUDA backend for the epilogue."""
-    if bias is None and activation is None and a.ndim == 2 == b.ndim and a.dtype == b.dtype != _F16:
+    (integers too, which the CUDA backend does not multiply); a vector ``b`` (K,) gives ``a @ b`` of
+    shape (..., M), without an epilogue. See the CUDA backend for the epilogue."""
+    if (
+        bias is None
+        and activation is None
+        and not save_preactivation
+        and a.ndim == 2
+        and 0 < b.ndim < 3
+        and a.dtype == b.dtype != _F16
+    ):
         # the common case first, before the other checks (this is every small product's cost): nothing
-        # to widen, add or narrow; for two matrices ndarray.dot is the same product (BLAS's), without
-        # np.matmul's generalised-ufunc overhead (0.5 us for small ones)
+        # to widen, add or narrow; for a matrix and a matrix or a vector ndarray.dot is the same product
+        # (BLAS's), without np.matmul's generalised-ufunc overhead (0.5 us for small ones)
         try:
             return a.dot(b)
         except ValueError:
             raise _cannot_multiply(a, b) from None
-    if a.ndim < 2 or b.ndim < 2:  # NumPy's 1-D rules are the ops layer's (it unsqueezes)
+    if a.ndim < 2 or b.ndim < 1:  # NumPy's rules for a vector ``a`` or 0-d operands are the ops layer's
         raise ShapeError(
-            f"matmul: both operands need at least 2 dims, got shapes {fmt_shape(a.shape)} and {fmt_shape(b.shape)}"
+            f"matmul: a needs at least 2 dims and b at least 1, got shapes {fmt_shape(a.shape)} and "
+            f"{fmt_shape(b.shape)}"
         )
     if activation not in (None, "gelu_tanh"):
         raise ValueError(f"matmul: activation must be None or 'gelu_tanh', got {activation!r}")
+    if b.ndim == 1 and (bias is not None or activation is not None or save_preactivation):
+        raise ShapeError(f"matmul: the epilogue needs a matrix b, got shape {fmt_shape(b.shape)}")
     if bias is not None and bias.shape != (b.shape[-1],):
         raise ShapeError(f"matmul: the bias must have shape ({b.shape[-1]},), got {fmt_shape(bias.shape)}")
     x, y = _compute(a), _compute(b)

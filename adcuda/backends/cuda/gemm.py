@@ -24,6 +24,7 @@ from ... import _native
 from ...errors import DeviceError, DTypeError, ShapeError, fmt_shape
 from ..seam import BackendArray
 from ._common import is_floating
+from .storage import view
 
 __all__ = ["matmul"]
 
@@ -135,11 +136,19 @@ def matmul(
     """``activation(a (..., M, K) @ b (..., K, N) + bias)`` with the batch dims broadcast, in ``a``'s
     dtype. The epilogue options fuse into the product on both GEMM paths: ``bias`` (N,) is added to
     every row, ``activation`` is None or ``"gelu_tanh"`` (GELU's tanh form, cuBLASLt's GELU), and
-    ``save_preactivation=True`` returns ``(out, a @ b + bias)``, what the activation's backward needs."""
-    if a.ndim < 2 or b.ndim < 2:
+    ``save_preactivation=True`` returns ``(out, a @ b + bias)``, what the activation's backward needs.
+    A vector ``b`` (K,) gives ``a @ b`` of shape (..., M), without an epilogue: the product with ``b``
+    read as a column (K, 1), whose last dim of 1 the result then drops (views, nothing copied)."""
+    if a.ndim < 2 or b.ndim < 1:
         raise ShapeError(
-            f"matmul: both operands need at least 2 dims, got shapes {fmt_shape(a.shape)} and {fmt_shape(b.shape)}"
+            f"matmul: a needs at least 2 dims and b at least 1, got shapes {fmt_shape(a.shape)} and "
+            f"{fmt_shape(b.shape)}"
         )
+    if b.ndim == 1:
+        if bias is not None or activation is not None or save_preactivation:
+            raise ShapeError(f"matmul: the epilogue needs a matrix b, got shape {fmt_shape(b.shape)}")
+        column = view(b, (b.shape[0], 1))  # a 1-D array is always viewable as a column
+        return view(matmul(a, column), a.shape[:-1])  # a new (..., M, 1) product: contiguous, so viewable
     if a.shape[-1] != b.shape[-2]:
         raise ShapeError(
             f"matmul: shapes {fmt_shape(a.shape)} and {fmt_shape(b.shape)} cannot be multiplied "
