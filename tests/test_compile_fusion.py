@@ -383,3 +383,171 @@ def test_random_elementwise_chains_with_views_and_in_place_ops(seed):
     x = adcuda.tensor(rng.standard_normal((rows, cols)).astype(np.float32))
     program = _compiled_against_eager(f, x, calls=4)
     assert program.kernels
+
+
+def _slices_backward_program(columns):
+    """Eager and compiled gradients of a (4, 9) leaf read in the column ranges ``columns``, each piece
+    multiplied by values holding -0.0, inf and NaN, bit for bit over three calls; the program."""
+    w = adcuda.randn(4, 9, requires_grad=True)
+    specials = np.random.default_rng(0).standard_normal((4, 9)).astype(np.float32)
+    specials[0, :] = -0.0
+    specials[1, ::4] = np.inf
+    specials[2, 1::3] = np.nan
+    factors = adcuda.from_numpy(specials)
+
+    def f():
+        h = w * 2.0  # (the sum of the pieces' gradients flows on, into this product's backward)
+        loss = sum(((h[:, lo:hi] * factors[:, lo:hi]).sum() for lo, hi in columns), adcuda.zeros(()))
+        loss.backward()
+        return loss
+
+    compiled = adcuda.compile(f, fullgraph=True)
+    for _ in range(3):
+        w.grad = None
+        f()
+        expected = w.grad.numpy().tobytes()
+        w.grad = None
+        compiled()
+        assert w.grad.numpy().tobytes() == expected
+    (program,) = compiled.programs
+    return program
+
+
+def test_the_backward_of_disjoint_slices_writes_one_array_without_zero_fills_or_sums():
+    # q, k and v cut out of one product: three zero arrays, a slice of each written, two sums in eager
+    program = _slices_backward_program([(0, 3), (3, 6), (6, 9)])
+    text = str(program)
+    assert text.count("fused sum: the array of") == 2
+    assert text.count("left out: a zero piece") >= 2
+    assert "not filled: a fused sum writes all of it" in text  # every column is some slice's
+
+
+def test_a_fused_sum_of_slices_that_leave_columns_out_keeps_the_zero_fill():
+    program = _slices_backward_program([(0, 2), (5, 9)])
+    text = str(program)
+    assert text.count("fused sum: the array of") == 1
+    assert "not filled" not in text
+
+
+def test_overlapping_slices_are_summed_as_in_eager():
+    program = _slices_backward_program([(0, 5), (4, 9)])
+    assert "fused sum" not in str(program)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_attention_keeps_the_probabilities_its_backward_computes_again(dtype, is_causal):
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal(shape).astype(dtype) for shape in [(2, 3, 5, 4), (2, 3, 7, 4), (2, 3, 7, 6)])
+    g = rng.standard_normal((2, 3, 5, 6)).astype(dtype)
+    out, lse = cpu.attention(q, k, v, None, is_causal, 0.5)
+    probs = np.full((2, 3, 5, 7), np.nan, dtype)
+    kept_out, kept_lse = cpu.attention(q, k, v, None, is_causal, 0.5, probs=probs)
+    assert kept_out.tobytes() == out.tobytes() and kept_lse.tobytes() == lse.tobytes()
+    softmax = np.exp(0.5 * q @ np.swapaxes(k, -1, -2) - lse[..., None])
+    if is_causal:
+        softmax = np.where(np.tril(np.ones((5, 7), bool)), softmax, 0)
+    np.testing.assert_allclose(probs, softmax, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-7)
+    expected = cpu.attention_backward(g, q, k, v, out, lse, None, is_causal, 0.5)
+    given = cpu.attention_backward(g, q, k, v, out, lse, None, is_causal, 0.5, probs=probs)
+    assert [a.tobytes() for a in given] == [a.tobytes() for a in expected]
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # inf and NaN on purpose, NumPy called directly
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gelu_tanh_keeps_tanhs_argument_for_its_backward(dtype):
+    x, g = _values((3, 5, 7), dtype), _values((3, 5, 7), dtype, seed=1)
+    scratch, inner = Scratch(), np.full(x.shape, np.nan, dtype)
+    forward = cpu.unary("gelu_tanh", x, out=np.empty_like(x), scratch=scratch, inner=inner)
+    assert forward.tobytes() == cpu.unary("gelu_tanh", x).tobytes()
+    assert inner.tobytes() == np.asarray(C * (x + 0.044715 * x * x * x), dtype).tobytes()
+    backward = cpu.unary_backward("gelu_tanh", x, None, g, out=np.empty_like(x), scratch=scratch, inner=inner)
+    assert backward.tobytes() == cpu.unary_backward("gelu_tanh", x, None, g).tobytes()
+    with pytest.raises(ValueError, match="inner= is gelu_tanh's"):
+        cpu.unary("relu", x, out=np.empty_like(x), inner=inner)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_layer_norm_keeps_the_normalised_input_for_its_backward(dtype):
+    rng = np.random.default_rng(0)
+    x, g = rng.standard_normal((4, 3, 6)).astype(dtype), rng.standard_normal((4, 3, 6)).astype(dtype)
+    w, b = rng.standard_normal((3, 6)).astype(dtype), rng.standard_normal((3, 6)).astype(dtype)
+    expected = cpu.layer_norm(x, w, b, 2, 1e-5)
+    xhat = np.full(x.shape, np.nan, dtype)
+    kept = cpu.layer_norm(x, w, b, 2, 1e-5, xhat=xhat)
+    assert [a.tobytes() for a in kept] == [a.tobytes() for a in expected]
+    _, mean, rstd = expected
+    assert xhat.tobytes() == ((x - mean) * rstd).tobytes()
+    without = cpu.layer_norm_backward(g, x, w, mean, rstd, 2)
+    given = cpu.layer_norm_backward(g, x, w, mean, rstd, 2, xhat=xhat)
+    assert [a.tobytes() for a in given] == [a.tobytes() for a in without]
+    assert xhat.tobytes() == ((x - mean) * rstd).tobytes()  # read, not written
+
+
+def test_compiled_backwards_read_what_their_forwards_kept():
+    qkv, norm, fc = adcuda.nn.Linear(8, 24), adcuda.nn.LayerNorm(8), adcuda.nn.Linear(8, 16)
+    params = [*qkv.parameters(), *norm.parameters(), *fc.parameters()]
+
+    def f(x):
+        q, k, v = qkv(norm(x)).reshape(2, 5, 3, 2, 4).permute(2, 0, 3, 1, 4).unbind(0)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(2, 5, 8)
+        z = F.gelu(fc(y), approximate="tanh")
+        (z * z).sum().backward()
+        return z.detach() * 1.0
+
+    x = adcuda.randn(2, 5, 8)
+    text = str(_compiled_against_eager(f, x))
+    for keyword in ("probs", "xhat", "inner"):
+        assert f"{keyword} kept in place" in text and f"{keyword} read in place" in text
+    # q, k and v are permuted views of one product: attention reads them, not copies of them
+    assert text.count("no copy: attention reads the view") >= 6
+    # and the gradients they made are eager's, bit for bit
+    compiled = adcuda.compile(f, fullgraph=True)
+    grads = []
+    for fn in (f, compiled, compiled):
+        for p in params:
+            p.grad = None
+        fn(x)
+        grads.append([p.grad.numpy().tobytes() for p in params])
+    assert grads[0] == grads[1] == grads[2]
+
+
+def test_a_copy_that_something_else_reads_too_is_made():
+    qkv = adcuda.nn.Linear(8, 24)
+
+    def f(x):
+        q, k, v = qkv(x).reshape(2, 5, 3, 2, 4).permute(2, 0, 3, 1, 4).unbind(0)
+        q = q.contiguous()
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True) + q.exp()  # the copy of q read twice
+        (y * y).sum().backward()
+        return y.detach() * 1.0
+
+    text = str(_compiled_against_eager(f, adcuda.randn(2, 5, 8)))
+    copies = [line for line in text.splitlines() if " = contiguous(" in line]
+    assert sum("attention reads the view" in line for line in copies) == 4  # k and v, forward and backward
+    assert any("attention reads the view" not in line and "buffer" in line for line in copies)  # q's copy
+
+
+def test_a_kept_attention_with_dropout_draws_the_eager_masks():
+    qkv = adcuda.nn.Linear(8, 24)
+
+    def step(x):
+        q, k, v = qkv(x).reshape(2, 5, 3, 2, 4).permute(2, 0, 3, 1, 4).unbind(0)
+        out = F.scaled_dot_product_attention(q, k, v, dropout_p=0.3)
+        out.sum().backward()
+        return out.detach()
+
+    x = adcuda.randn(2, 5, 8)
+    compiled = adcuda.compile(step, fullgraph=True)
+    results = {}
+    for name, fn in (("eager", step), ("compiled", compiled)):
+        adcuda.manual_seed(3)
+        runs = []
+        for _ in range(4):
+            for p in qkv.parameters():
+                p.grad = None
+            runs.append((fn(x).numpy().tobytes(), [p.grad.numpy().tobytes() for p in qkv.parameters()]))
+        results[name] = runs
+    assert results["compiled"] == results["eager"]
+    assert len({out for out, _ in results["compiled"]}) == 4  # a new mask on every call
+    assert "probs kept in place" in str(compiled.programs[0])

@@ -349,3 +349,16 @@ def test_var_mean_std_mean_count_nonzero():
     assert gradcheck(lambda t: A.std_mean(t, 0)[0] + A.var_mean(t, 0)[1], (leaf((3, 4)),))
     assert A.count_nonzero(A.tensor([[0, 1, 2], [0, 0, 3]]), 1).tolist() == [2, 1]
     assert A.tensor([0.0, 1.0]).count_nonzero().item() == 1
+
+
+@pytest.mark.parametrize("shape", [(3, 5), (2048, 96), (2048, 384), (8192, 64), (0, 7), (7, 0)])
+def test_cpu_sums_of_rows_and_over_leading_dims_by_blas_match_float64(shape):
+    # (the CPU backend's BLAS sums with a vector of ones, in products of at most _UNTHREADED_GEMV elements)
+    from adcuda.backends import cpu
+    from adcuda.backends.cpu._common import _row_sums
+
+    a = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    exact = a.astype(np.float64)
+    np.testing.assert_allclose(cpu.reduce("sum", a, [0], False), exact.sum(0), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(cpu.reduce("sum", a, (0,), True), exact.sum(0, keepdims=True), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(_row_sums(a, 1), exact.sum(1, keepdims=True), rtol=1e-5, atol=1e-4)

@@ -164,14 +164,20 @@ class Scratch(Protocol):
 
 # Keyword-only parameters that only the CPU backend's primitives take, beyond the table in
 # adcuda/backends/__init__.py: ``out`` (an array of the result's shape and dtype to write it into; it
-# may be an operand) and ``scratch`` (a ``Scratch``). Only graph capture's CPU replay passes them
+# may be an operand), ``scratch`` (a ``Scratch``), and what a forward keeps for its backward to read
+# instead of computing it again (attention's ``probs``, layer_norm's ``xhat``, gelu_tanh's ``inner``: the
+# primitives' docstrings say what). Only graph capture's CPU replay passes them
 # (adcuda/capture/program.py calls the CPU backend alone); eager dispatch never does, and the CUDA
 # primitives do not take them (tests/test_backend_seam.py compares the signatures without them).
 CPU_REPLAY_KEYWORDS = {
-    "unary": ("out", "scratch"),
-    "unary_backward": ("out", "scratch"),
+    "unary": ("out", "scratch", "inner"),
+    "unary_backward": ("out", "scratch", "inner"),
     "sgd_step_": ("scratch",),
     "adam_step_": ("scratch",),
+    "attention": ("probs",),
+    "attention_backward": ("probs",),
+    "layer_norm": ("xhat",),
+    "layer_norm_backward": ("xhat",),
 }
 
 

@@ -22,6 +22,7 @@ of it, made when a profiler or ``emit_nvtx`` first observes a replay, puts each 
 """
 
 import functools
+import math
 import warnings
 
 import numpy as np
@@ -153,6 +154,10 @@ FAST_KERNELS = {
 # operand or memory cached across calls): a replay may write over such an array once it is dead
 _FRESH = frozenset({"binary", "unary", "unary_backward", "matmul", "full", "astype", "contiguous", "reduce"})
 
+# primitives that never write an operand: where one returns an array the trace already has, it is the
+# operand itself (a contiguous array made contiguous, a view of the whole), not a write into it
+_HANDS_BACK = frozenset({"contiguous", "view", "permute", "slice", "expand", "astype"})
+
 # kernels of these primitives read each element of an operand only to write the same element of the
 # result: their ``out`` may be an operand's own buffer (not so for a matrix product)
 ELEMENTWISE = frozenset({"binary", "unary", "unary_backward"})
@@ -165,9 +170,11 @@ class Layout:
     def __init__(self, trace):
         ids = {id(a): n for n, a in enumerate(trace.arrays)}
         self.shape, self.dtype, self.nbytes, self.owner, self.c_contiguous = [], [], [], [], []
+        self.strides = []
         for n, a in enumerate(trace.arrays):
             self.shape.append(tuple(a.shape))
             self.dtype.append(a.dtype)
+            self.strides.append(tuple(a.strides))
             self.c_contiguous.append(a.flags.c_contiguous)
             base = a.base
             owner = n if base is None else ids.get(id(base), -1)
@@ -202,9 +209,12 @@ class Program:
         self.guards = [(t, a) for a, t in trace.externals.values() if t is not None]
         self.modes = list(trace.modules.values())
         n_steps = len(trace.steps)
+        self.views = self._attention_views()
         self.death = self._lifetimes(n_steps)
         self.scratch = Scratch()
         self.kernels, self.buffers, self.buffer_of = self._plan(n_steps)
+        self.scatter_sums = self._scatter_sums()
+        self.keeps = self._forward_keeps()
         self.lines = []
         self.replay = self._generate()
 
@@ -220,6 +230,57 @@ class Program:
         return True
 
     # ------------------------------------------------------------------ liveness and buffers
+    def _attention_views(self):
+        """{step index: source value} for ``contiguous`` copies that only attention and its backward read
+        (as q, k, v or the output's gradient): they read the view itself instead, the copy left out.
+        Their products are BLAS matrix calls over the view's rows (a row stride of whole elements, the
+        last dim unit-strided, at least two rows and columns, as NumPy's matmul hands to BLAS), which
+        packs its operands whatever their strides: the same numbers as from the copy. The copy's value
+        becomes a view of the source's memory, so the source lives as long as the copy would have (set
+        here, before lifetimes are taken)."""
+        steps, layout = self.trace.steps, self.layout
+        operands = {"attention": (0, 1, 2), "attention_backward": (0, 1, 2, 3)}  # q, k, v (and g) positions
+        readers = {}  # value -> the steps that read it
+        for j, step in enumerate(steps):
+            refs = []
+            _walk(_arguments_of(step), refs.append)
+            for ref in refs:
+                if ref.__class__ in (Value, TensorArg):
+                    readers.setdefault(ref.n if ref.__class__ is Value else ref.value, []).append(j)
+        views = {}
+        for i, step in enumerate(steps):
+            if step.__class__ is not Call or step.name != "contiguous" or step.result_kind != "array":
+                continue
+            n, source = step.results[0], step.args[0]
+            if n is None or source.__class__ is not Value or source.n == n or layout.owner[n] != n:
+                continue
+            if n in self.trace.handed_over or n in self.output_values() or layout.owner[source.n] < 0:
+                continue
+            uses = readers.get(n, [])
+            if not uses or not all(
+                steps[j].__class__ is Call
+                and steps[j].name in operands
+                and not steps[j].kwargs
+                and all(
+                    a.__class__ is not Value or a.n != n or p in operands[steps[j].name]
+                    for p, a in enumerate(steps[j].args)
+                )
+                for j in uses
+            ):
+                continue
+            shape, strides, itemsize = layout.shape[source.n], layout.strides[source.n], layout.dtype[source.n].itemsize
+            if layout.dtype[source.n] not in _FLOATS or len(shape) < 2 or strides[-1] != itemsize:
+                continue
+            if min(shape[-2:]) < 2:  # (a row or column vector: a BLAS vector call, whose stride would differ)
+                continue
+            if min(strides) < 0 or strides[-2] % itemsize or strides[-2] < shape[-1] * itemsize:
+                continue
+            views[i] = source.n
+            layout.owner[n] = layout.owner[source.n]
+            layout.nbytes[n] = 0
+            layout.c_contiguous[n] = False
+        return views
+
     def _lifetimes(self, n_steps):
         """Index of the last step that reads each owning array (through any of its views); n_steps
         for arrays that must outlive the replay."""
@@ -311,6 +372,212 @@ class Program:
             buffer_of[n] = chosen
         return kernels, buffers, buffer_of
 
+    def _scatter_sums(self):
+        """Sums of zero arrays each written in disjoint slices (the backward of slicing one array into
+        pieces, q, k and v of one product for one: one zero array per piece, its slice written, the
+        arrays added up) made one array written in every slice, the other zero fills and the sums
+        left out.
+
+        ``add(a, b)`` is fused where it writes over ``a`` and each operand is such a piece (a ``full``
+        of +0, or its same-dtype copy made no copy, written only by ``index_put_`` of basic slices with
+        values of the slice's shape and dtype; ``a`` may also be a sum fused before) that dies at the
+        sum, that nothing else reads, of the sum's shape and dtype, with slices disjoint from the
+        other's. Each slice is then written as ``values + 0.0``, what the sum gives there (x + 0 makes
+        -0.0 +0.0), and the rest stays the fill's zero, the sum of zeros: the eager sum, bit for bit.
+
+        Returns {step index: what the replay does there}: ("skip",) for the fill and copy of a ``b``,
+        ("put", value, key) for a slice's write, ("sum", value) for a sum, where ``value`` is the piece
+        whose array all of them write into, and ("bare",) for that piece's fill where the slices cover
+        all of it (its zeros would never be read: the array is taken unfilled)."""
+        trace, layout = self.trace, self.layout
+        steps, producer = trace.steps, trace.producer
+        readers = {}  # owning array -> indices of the steps that read it
+        for j, step in enumerate(steps):
+            refs = []
+            _walk(_arguments_of(step), refs.append)
+            for ref in refs:
+                n = ref.n if ref.__class__ is Value else ref.value if ref.__class__ is TensorArg else -1
+                owner = layout.owner[n] if n >= 0 else -1
+                if owner >= 0:
+                    readers.setdefault(owner, set()).add(j)
+        outputs = set(trace.handed_over) | set(self.output_values())
+        fused = {}  # a fused sum's value -> (the piece it writes into, coverage)
+        fill_of = {}  # such a piece -> the step of its fill
+
+        def dies_at(n, at):
+            """Whether value ``n`` owns its array (row-major), which no caller sees and step ``at`` reads last."""
+            return layout.owner[n] == n and n not in outputs and self.death[n] == at and layout.c_contiguous[n]
+
+        def piece(n, at):
+            """(fill and copy steps, [(index_put_ step, slice key)], coverage) of value ``n`` as a zero
+            array written in slices and read last by step ``at``, or None."""
+            if not dies_at(n, at):
+                return None
+            fills = [producer[n]]
+            if fills[0] in self.aliases:  # a same-dtype copy, made no copy, of the fill
+                zero = steps[fills[0]].args[0].n
+                if readers.get(zero) != {fills[0]}:
+                    return None
+                fills.insert(0, producer[zero])
+            fill = steps[fills[0]] if fills[0] >= 0 else None
+            if fill.__class__ is not Call or fill.name != "full" or fills[0] not in self.kernels:
+                return None
+            value = fill.args[1]
+            if value.__class__ not in (int, float) or value != 0 or math.copysign(1.0, value) < 0:
+                return None
+            coverage = np.zeros(layout.shape[n], bool)
+            puts = []
+            for j in sorted(readers.get(n, ())):
+                if j == at:
+                    continue
+                put = steps[j]
+                if put.__class__ is not Call or put.name != "index_put_" or len(put.args) != 4 or put.kwargs:
+                    return None
+                target, key, values, accumulate = put.args
+                if target.__class__ is not Value or target.n != n or values.__class__ is not Value:
+                    return None
+                if accumulate is not False or key.__class__ not in (list, tuple):
+                    return None
+                if not all(k.__class__ is slice for k in key):
+                    return None
+                key = tuple(key)
+                region = coverage[key]
+                if region.shape != layout.shape[values.n] or layout.dtype[values.n] != layout.dtype[n] or region.any():
+                    return None
+                region[...] = True
+                puts.append((j, key))
+            return (fills, puts, coverage) if puts else None
+
+        plan = {}
+        for i, step in enumerate(steps):
+            if step.__class__ is not Call or step.name != "binary" or step.args[0] != "add" or step.kwargs:
+                continue
+            n = step.results[0] if step.result_kind == "array" else None
+            a, b = step.args[1], step.args[2]
+            if n is None or a.__class__ is not Value or b.__class__ is not Value or self.in_place.get(i) != a.n:
+                continue
+            if not all(layout.shape[m] == layout.shape[n] and layout.dtype[m] == layout.dtype[n] for m in (a.n, b.n)):
+                continue
+            if a.n in fused:
+                if readers.get(a.n) != {i} or not dies_at(a.n, i):
+                    continue
+                base, covered = fused[a.n]
+                first = None
+            else:
+                first = piece(a.n, i)
+                if first is None:
+                    continue
+                base, covered = a.n, first[2]
+            second = piece(b.n, i)
+            if second is None or (covered & second[2]).any():
+                continue
+            for j, key in (first[1] if first else []) + second[1]:
+                plan[j] = ("put", base, key)
+            for f in second[0]:
+                plan[f] = ("skip",)
+            plan[i] = ("sum", base)
+            fused[n] = (base, covered | second[2])
+            if first is not None:
+                fill_of[base] = first[0][0]
+        for base, covered in fused.values():
+            if covered.all():  # every element is written: the first piece's zeros are never read
+                plan[fill_of[base]] = ("bare",)
+        return plan
+
+    def _forward_keeps(self):
+        """{step index: (keyword, array)} for forwards whose backward in this program reads what they
+        computed, and those backwards: the forward writes it into the array (the primitive's
+        ``keyword``) and the backward reads it from there instead of computing it again, the same
+        numbers (the primitives' docstrings). Each pair has an array of its own, alive through the
+        replay. Paired, with q, k or x holding the forward's numbers (``_same_numbers``) and one float
+        dtype throughout:
+
+        - attention and its backward given the forward's own output and logsumexp, without masks, the
+          same is_causal and scale: the probabilities (``probs``), one score product and two passes;
+        - layer_norm and its backward given the forward's own mean and rstd, with a weight: the
+          normalised x (``xhat``), two passes;
+        - gelu_tanh's replay kernels, forward and backward, of one x: tanh's argument (``inner``),
+          five passes."""
+        steps, layout = self.trace.steps, self.layout
+        keeps = {}
+
+        def pair(i, j, keyword, shape, *values):
+            if all(v.__class__ is Value and layout.dtype[v.n] == layout.dtype[values[0].n] for v in values):
+                if layout.dtype[values[0].n] in _FLOATS:
+                    keeps[j] = keeps.setdefault(i, (keyword, np.empty(shape, layout.dtype[values[0].n])))
+
+        by_results = {}  # (attention or layer_norm, its 2nd and 3rd... results) -> the forward's step index
+        gelus = []  # gelu_tanh forwards run by replay kernels
+        for i, step in enumerate(steps):
+            if step.__class__ is not Call or step.kwargs:
+                continue
+            if step.name in ("attention", "layer_norm") and step.result_kind == "tuple":
+                by_results[step.name, step.results[:2] if step.name == "attention" else step.results[1:3]] = i
+            elif step.name == "unary" and step.args[0] == "gelu_tanh" and i in self.kernels:
+                gelus.append(i)
+        for j, step in enumerate(steps):
+            if step.__class__ is not Call or step.kwargs:
+                continue
+            args = step.args
+            if step.name == "attention_backward" and len(args) >= 9:
+                _, q, k, _, out, lse, mask, is_causal, scale = args[:9]
+                i = by_results.get(("attention", (_number(out), _number(lse))))
+                if i is None or mask is not None:
+                    continue
+                q0, k0, v0, mask0, is_causal0, scale0 = steps[i].args[:6]
+                if mask0 is not None or is_causal0 != is_causal or scale0 != scale:
+                    continue
+                if self._same_numbers(q0, q, i, j) and self._same_numbers(k0, k, i, j):
+                    q_shape, k_shape = layout.shape[q.n], layout.shape[k.n]
+                    if len(q_shape) >= 2 and len(k_shape) >= 2:
+                        batch = np.broadcast_shapes(q_shape[:-2], k_shape[:-2])
+                        pair(i, j, "probs", batch + (q_shape[-2], k_shape[-2]), q, k, v0)
+            elif step.name == "layer_norm_backward" and len(args) == 6:
+                _, x, weight, mean, rstd, n = args
+                i = by_results.get(("layer_norm", (_number(mean), _number(rstd))))
+                if i is None or weight is None or steps[i].args[1] is None or steps[i].args[3] != n:
+                    continue
+                if self._same_numbers(steps[i].args[0], x, i, j):
+                    pair(i, j, "xhat", layout.shape[x.n], x)
+            elif step.name == "unary_backward" and args[0] == "gelu_tanh" and j in self.kernels:
+                x = args[1]
+                for i in reversed([i for i in gelus if i < j]):
+                    if self._same_numbers(steps[i].args[1], x, i, j):
+                        pair(i, j, "inner", layout.shape[x.n], x)
+                        break
+        return keeps
+
+    def _same_numbers(self, a, b, i, j):
+        """Whether trace values ``a`` (read at step ``i``) and ``b`` (read at step ``j`` > ``i``) hold the same
+        numbers: one value, or each a ``contiguous`` copy of one value (the backward's fresh copy of
+        what the forward read) whose memory no step writes in between."""
+        if a.__class__ is not Value or b.__class__ is not Value:
+            return False
+        steps, producer, owner_of = self.trace.steps, self.trace.producer, self.layout.owner
+        sources, reads = [], []
+        for value, at in ((a, i), (b, j)):
+            n, made = value.n, producer[value.n]
+            copy = steps[made] if made >= 0 else None
+            if copy.__class__ is Call and copy.name == "contiguous" and copy.args[0].__class__ is Value:
+                n, at = copy.args[0].n, made
+            sources.append(n)
+            reads.append(at)
+        owner = owner_of[sources[0]]
+        if sources[0] != sources[1] or owner < 0 or owner in self.trace.handed_over:
+            return False
+        for between in range(reads[0] + 1, reads[1]):
+            step = steps[between]
+            if step.__class__ is HostStep:
+                refs = []
+                _walk(_arguments_of(step), refs.append)
+                if any(r.__class__ is TensorArg and owner_of[r.value] == owner for r in refs):
+                    return False  # a host step may write what it is handed
+            elif step.__class__ is Call and step.name not in _HANDS_BACK:
+                for n in step.results:
+                    if n is not None and producer[n] != between and owner_of[n] == owner:
+                        return False  # an in-place primitive's result: it wrote the source
+        return True
+
     def _dying_operand(self, i, step, positions, n, buffer_of, outlives):
         """(an operand of call ``i`` whose memory its result ``n`` may take, that memory's buffer or None
         for an array of the replay's own), or None (see ``_plan``)."""
@@ -387,10 +654,23 @@ class Program:
         for i, step in enumerate(trace.steps):
             cls = step.__class__
             ranges.append(_range_name(step))
+            fusion = self.scatter_sums.get(i)
+            if fusion is not None and fusion[0] != "bare":
+                if fusion[0] == "put":  # (x + 0.0: the fused sum's value there)
+                    key = bind(fusion[2], "c")
+                    body.append(f"{bind(np.add, 'k')}({expr(step.args[2])}, 0.0, out=v{fusion[1]}[{key}])")
+                elif fusion[0] == "sum":
+                    body.append(f"v{step.results[0]} = v{fusion[1]}")
+                else:
+                    body.append("pass")
+                lines.append(self._describe(i, step) + _FUSION_NOTES[fusion[0]].format(*fusion[1:2]))
+                continue
             if cls is Call:
                 target = self._targets(step)
                 if i in self.aliases:
                     code = f"v{self.aliases[i]}"
+                elif i in self.views:
+                    code = f"v{self.views[i]}"
                 elif i in self.kernels:
                     kernel, positions = self.kernels[i]
                     first = last = ""  # a partial's arguments, written into the call (a partial costs more)
@@ -408,11 +688,18 @@ class Program:
                         out = f"_empty({self.layout.shape[n]!r}, {bind(self.layout.dtype[n], 'c')})"
                     operands = "".join(expr(step.args[p]) + ", " for p in positions)
                     code = f"{fn}({first}{operands}out={out}{last})"
+                    if fusion is not None:  # a fill every element of which a fused sum writes
+                        code = out
                 else:
                     primitive = bind(getattr(cpu, step.name), f"p_{step.name}_")
                     code = f"{primitive}({call_args(step.args, step.kwargs)})"
+                note = "  (not filled: a fused sum writes all of it)" if fusion else ""
+                if i in self.keeps:  # what a forward keeps for its backward (_forward_keeps)
+                    keyword, kept = self.keeps[i]
+                    code = code[:-1] + f", {keyword}={bind(kept, 'c')})"
+                    note = f"  ({keyword} {'read' if step.name.endswith('backward') else 'kept'} in place)"
                 body.append(f"{target} = {code}" if target else code)
-                lines.append(self._describe(i, step))
+                lines.append(self._describe(i, step) + note)
             elif cls is HostStep:
                 fast = host_step_replay(step, self.scratch)
                 body.append(f"{bind(fast[0] if fast else step.fn, 'host')}({call_args(step.args, step.kwargs)})")
@@ -502,6 +789,8 @@ class Program:
             where = f", buffer {self.buffer_of[n]}" if n in self.buffer_of else ""
             if i in self.aliases:
                 where += f", no copy: the memory of %{self.aliases[i]}"
+            elif i in self.views:
+                where += f", no copy: attention reads the view %{self.views[i]}"
             elif i in self.in_place:
                 where += f" in place of %{self.in_place[i]}"
             return f"{i:4d}  {out}{step.name}({args})  [{shape} {self.layout.dtype[n]}{where}]"
@@ -514,7 +803,7 @@ class Program:
         """(bytes in preallocated buffers and kernels' scratch arrays, peak bytes of arrays alive at once
         during a replay)."""
         planned = sum(int(np.prod(shape)) * np.dtype(dtype).itemsize for shape, dtype in self.buffers)
-        planned += self.scratch.nbytes
+        planned += self.scratch.nbytes + sum({id(a): a.nbytes for _, a in self.keeps.values()}.values())
         layout = self.layout
         producer = self.trace.producer
         # a result written over a dying operand's own array (not a buffer) allocates nothing: that array
@@ -583,6 +872,14 @@ class Scratch:
         return sum(a.nbytes for a in self.arrays.values())
 
 
+# how a printed program shows the steps of a fused sum of zero arrays written in slices (_scatter_sums)
+_FUSION_NOTES = {
+    "skip": "  (left out: a zero piece of a fused sum)",
+    "put": "  (fused sum: written + 0.0 into %{0})",
+    "sum": "  (fused sum: the array of %{0})",
+}
+
+
 def _range_name(step):
     """A step's profiler range in a profiled replay: the primitive (with its op for the elementwise
     families), the host step, the accumulation or the draw."""
@@ -601,6 +898,11 @@ def _is_same_dtype_copy(step, layout, n):
     """Whether call ``step`` (an ``astype``) copies a trace array into the dtype it already has."""
     a = step.args[0] if step.args else None
     return a.__class__ is Value and layout.dtype[a.n] == layout.dtype[n]
+
+
+def _number(ref):
+    """The value number a reference names (None for anything but a ``Value``)."""
+    return ref.n if ref.__class__ is Value else None
 
 
 def _arguments_of(step):

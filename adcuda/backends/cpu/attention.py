@@ -9,7 +9,7 @@ import numpy as np
 
 from ...errors import DTypeError, ShapeError, fmt_shape
 from ..seam import BackendArray, Shape
-from ._common import _compute
+from ._common import _compute, _row_sums
 
 __all__ = ["attention", "attention_backward", "attention_dropout_mask"]
 
@@ -28,27 +28,33 @@ _CAUSAL = {}
 
 
 def _causal_allowed(L, S):
-    """The (L, S) bool mask of the keys each query may see under ``is_causal`` (cached: every layer of
-    every step asks for the same few)."""
-    allowed = _CAUSAL.get((L, S))
-    if allowed is None:
-        allowed = _CAUSAL[(L, S)] = np.tril(np.ones((L, S), dtype=bool))
-    return allowed
+    """The (L, S) bool mask of the keys each query may see under ``is_causal``, and its negation
+    (cached: every layer of every step asks for the same few)."""
+    masks = _CAUSAL.get((L, S))
+    if masks is None:
+        allowed = np.tril(np.ones((L, S), dtype=bool))
+        masks = _CAUSAL[(L, S)] = (allowed, ~allowed)
+    return masks
 
 
 def _attention_scores(q, k, mask, is_causal, scale):
-    s = np.matmul(q, np.swapaxes(k, -1, -2))
-    s *= scale
-    allowed = None
+    # (q scaled, not the scores: E values a row instead of S)
+    s = np.matmul(q * q.dtype.type(scale), np.swapaxes(k, -1, -2))
+    allowed = hidden = None
     if is_causal:
-        allowed = _causal_allowed(s.shape[-2], s.shape[-1])
+        allowed, hidden = _causal_allowed(s.shape[-2], s.shape[-1])
     if mask is not None:
         if mask.dtype == np.bool_:
             allowed = mask if allowed is None else np.logical_and(allowed, mask)
+            hidden = None
         else:
             s = s + _compute(mask)
     if allowed is not None:
-        s = np.where(allowed, s, -np.inf)
+        if np.broadcast_shapes(allowed.shape, s.shape) == s.shape:
+            # in place: a third of np.where's time for the causal mask
+            np.copyto(s, -np.inf, where=np.logical_not(allowed) if hidden is None else hidden)
+        else:  # a mask with more batch dims than the scores broadcasts them
+            s = np.where(allowed, s, -np.inf)
     return s
 
 
@@ -137,23 +143,29 @@ def attention(
     dropout_p: float = 0.0,
     seed: int = 0,
     offset: int = 0,
+    *,
+    probs: BackendArray | None = None,
 ) -> tuple[BackendArray, BackendArray]:
     """Softmax(q k^T * scale + mask) v; also the rows' logsumexp, which is all backward keeps. With
     ``dropout_p`` the probabilities are dropped by the Philox draw ``(seed, offset)`` and the rest
-    scaled by 1 / (1 - dropout_p); the logsumexp is of the probabilities before dropout."""
+    scaled by 1 / (1 - dropout_p); the logsumexp is of the probabilities before dropout.
+
+    The probabilities are exp(scores - logsumexp), as the backward computes them again, bit for bit:
+    ``probs`` (CPU only, seam.CPU_REPLAY_KEYWORDS: an array of the scores' shape and compute dtype)
+    keeps them, for a backward given them as its ``probs`` (graph capture's replay)."""
     _check_dropout_p("attention", dropout_p)
     qq, kk, vv = _operands("attention", q, k, v)
     # (the big temporaries are written in place; NumPy's warnings for log(0) and inf - inf in fully
     # masked rows are silenced by the package's filter, no np.errstate, which costs microseconds)
-    p = _attention_scores(qq, kk, mask, is_causal, scale)
-    m = np.amax(p, axis=-1, keepdims=True, initial=-np.inf)  # initial: no keys (S = 0) is no error
+    s = _attention_scores(qq, kk, mask, is_causal, scale)
+    m = np.amax(s, axis=-1, keepdims=True, initial=-np.inf)  # initial: no keys (S = 0) is no error
     m = np.where(np.isfinite(m), m, 0)
-    p -= m
+    p = np.subtract(s, m, out=probs)
     np.exp(p, out=p)
-    denom = np.sum(p, axis=-1, keepdims=True)
-    lse = np.log(denom) + m
-    # a fully masked row is all zeros (exp(-inf)) over a zero sum: divided by 1 it stays 0
-    p /= np.where(denom > 0, denom, 1)
+    lse = np.log(_row_sums(p, 1)) + m
+    # a fully masked row (logsumexp -inf) has no probabilities: subtracting +inf zeroes it
+    np.subtract(s, np.where(np.isfinite(lse), lse, np.inf), out=p)
+    np.exp(p, out=p)
     z = _attention_dropout_factor(p, vv, dropout_p, seed, offset)
     out = np.matmul(p if z is None else p * z, vv)
     return out.astype(q.dtype, copy=False), lse[..., 0]
@@ -172,24 +184,31 @@ def attention_backward(
     dropout_p: float = 0.0,
     seed: int = 0,
     offset: int = 0,
+    *,
+    probs: BackendArray | None = None,
 ) -> tuple[BackendArray, BackendArray, BackendArray]:
+    """``probs`` (CPU only, seam.CPU_REPLAY_KEYWORDS): the probabilities the forward kept (its
+    ``probs``) for these q, k, mask and logsumexp, read instead of computed again."""
     _check_dropout_p("attention_backward", dropout_p)
     qq, kk, vv = _operands("attention_backward", q, k, v)
     gg, oo = _compute(g), _compute(out)
-    p = _attention_scores(qq, kk, mask, is_causal, scale)
-    # a row with no finite logsumexp (fully masked) has no probabilities: subtracting +inf zeroes it
-    shift = np.where(np.isfinite(lse), lse, np.inf)[..., None]
-    if shift.shape[:-2] == p.shape[:-2]:
-        p -= shift
-    else:  # v's batch dims broadcast the output (and its logsumexps) beyond the scores'
-        p = p - shift
-    np.exp(p, out=p)
+    if probs is not None:
+        p = probs
+    else:
+        p = _attention_scores(qq, kk, mask, is_causal, scale)
+        # a row with no finite logsumexp (fully masked) has no probabilities: subtracting +inf zeroes it
+        shift = np.where(np.isfinite(lse), lse, np.inf)[..., None]
+        if shift.shape[:-2] == p.shape[:-2]:
+            p -= shift
+        else:  # v's batch dims broadcast the output (and its logsumexps) beyond the scores'
+            p = p - shift
+        np.exp(p, out=p)
     z = _attention_dropout_factor(p, vv, dropout_p, seed, offset)
     dv = np.matmul(np.swapaxes(p if z is None else p * z, -1, -2), gg)
     ds = np.matmul(gg, np.swapaxes(vv, -1, -2))
     if z is not None:
         ds *= z
-    ds -= np.sum(gg * oo, axis=-1, keepdims=True)
+    ds -= _row_sums(gg * oo, 1)
     ds *= p
     dq = np.matmul(ds, kk)
     dq *= scale

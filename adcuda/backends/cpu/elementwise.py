@@ -130,11 +130,12 @@ def _gelu_tanh_inner(x, u):
     return u
 
 
-def _gelu_tanh(x, out=None, scratch=None):
+def _gelu_tanh(x, out=None, scratch=None, inner=None):
     # 0.5 x (1 + tanh(c (x + 0.044715 x^3))), rounded as written, in one scratch array and the result
-    # (``out`` may be ``x``: x is read for the last time before it is written)
-    t = _gelu_tanh_inner(x, (scratch or _fresh)(x.shape, x.dtype, 0))
-    np.tanh(t, out=t)
+    # (``out`` may be ``x``: x is read for the last time before it is written); with ``inner``, the
+    # tanh's argument is kept there for the backward
+    t = (scratch or _fresh)(x.shape, x.dtype, 0)
+    np.tanh(_gelu_tanh_inner(x, t if inner is None else inner), out=t)
     t += 1.0
     y = np.multiply(x, 0.5, out=out)
     y *= t
@@ -203,14 +204,27 @@ def _unknown_op(family, op):
     return ValueError(f"{family}: unknown op '{op}'")
 
 
-def unary(op: str, a: BackendArray, *, out: BackendArray | None = None, scratch: Scratch | None = None) -> BackendArray:
+def unary(
+    op: str,
+    a: BackendArray,
+    *,
+    out: BackendArray | None = None,
+    scratch: Scratch | None = None,
+    inner: BackendArray | None = None,
+) -> BackendArray:
     """``out`` and ``scratch`` (CPU only, seam.CPU_REPLAY_KEYWORDS): a float32/float64 array of ``a``'s
-    shape and dtype to write the result into (it may be ``a``), and reusable temporaries."""
+    shape and dtype to write the result into (it may be ``a``), and reusable temporaries; ``inner``
+    (with ``out``, gelu_tanh only): an array of ``a``'s shape and dtype to keep tanh's argument in, for
+    a backward given it (graph capture's replay)."""
     try:
         fn = UNARY_OPS[op]
     except KeyError:
         raise _unknown_op("unary", op) from None
+    if inner is not None and (op != "gelu_tanh" or out is None):
+        raise ValueError(f"unary: inner= is gelu_tanh's, with out=, not {op}'s")
     if out is not None:
+        if inner is not None:
+            return fn(a, out, scratch, inner)
         if op in UNARY_INTO:
             return fn(a, out, scratch)
         if fn.__class__ is np.ufunc:
@@ -256,12 +270,15 @@ def _times_(fresh, g):
     return g * fresh
 
 
-def _gelu_tanh_grad(x, scratch):
+def _gelu_tanh_grad(x, scratch, inner=None):
     """s + 2 x s (1 - s) c (1 + 3 * 0.044715 x^2), rounded as written, in ``scratch`` arrays 0 (the
     result), 1 and 2. s = sigmoid(2u) = (1 + tanh u) / 2 keeps the tails precise (1 + tanh u cancels
-    for u << 0)."""
-    s = _gelu_tanh_inner(x, scratch(x.shape, x.dtype, 1))
-    s *= -2.0
+    for u << 0). ``inner``: u as the forward kept it, read instead of computed again."""
+    if inner is None:
+        s = _gelu_tanh_inner(x, scratch(x.shape, x.dtype, 1))
+        s *= -2.0
+    else:
+        s = np.multiply(inner, -2.0, out=scratch(x.shape, x.dtype, 1))
     np.exp(s, out=s)
     s += 1.0
     np.divide(1.0, s, out=s)
@@ -283,8 +300,8 @@ def _relu_backward(x, y, g, out=None, scratch=None):
     return np.multiply(g, mask, out=out)
 
 
-def _gelu_tanh_backward(x, y, g, out=None, scratch=None):
-    grad = _gelu_tanh_grad(x, scratch or _fresh)
+def _gelu_tanh_backward(x, y, g, out=None, scratch=None, inner=None):
+    grad = _gelu_tanh_grad(x, scratch or _fresh, inner)
     return _times_(grad, g) if out is None else np.multiply(g, grad, out=out)
 
 
@@ -315,15 +332,22 @@ def unary_backward(
     *,
     out: BackendArray | None = None,
     scratch: Scratch | None = None,
+    inner: BackendArray | None = None,
 ) -> BackendArray:
     """``x`` or ``y`` may be None where the op's gradient does not need it. ``out`` and ``scratch`` (CPU
     only, seam.CPU_REPLAY_KEYWORDS): a float32/float64 array of ``g``'s shape and dtype to write the
-    result into (it may be an operand; the operands in its dtype), and reusable temporaries."""
+    result into (it may be an operand; the operands in its dtype), and reusable temporaries; ``inner``
+    (with ``out``, gelu_tanh only): what the forward kept in its ``inner`` for this x, read instead of
+    computed again."""
     try:
         fn = UNARY_BACKWARD_OPS[op]
     except KeyError:
         raise _unknown_op("unary_backward", op) from None
+    if inner is not None and (op != "gelu_tanh" or out is None):
+        raise ValueError(f"unary_backward: inner= is gelu_tanh's, with out=, not {op}'s")
     if out is not None:
+        if inner is not None:
+            return fn(x, y, g, out, scratch, inner)
         if op in UNARY_BACKWARD_INTO:
             return fn(x, y, g, out, scratch)
         np.copyto(out, unary_backward(op, x, y, g))

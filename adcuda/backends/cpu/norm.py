@@ -6,7 +6,7 @@ import numpy as np
 
 from ...errors import DTypeError, ShapeError, fmt_shape
 from ..seam import BackendArray
-from ._common import _compute
+from ._common import _column_sums, _compute, _row_sums
 
 __all__ = [
     "layer_norm",
@@ -34,24 +34,34 @@ def _check_normalized(op, x, n, *params):
 
 
 def layer_norm(
-    x: BackendArray, weight: BackendArray | None, bias: BackendArray | None, n: int, eps: float
+    x: BackendArray,
+    weight: BackendArray | None,
+    bias: BackendArray | None,
+    n: int,
+    eps: float,
+    *,
+    xhat: BackendArray | None = None,
 ) -> tuple[BackendArray, BackendArray, BackendArray]:
-    """Normalise the last ``n`` dims -> (y, mean, rstd); mean and rstd keep x's dims (size 1 there)."""
+    """Normalise the last ``n`` dims -> (y, mean, rstd); mean and rstd keep x's dims (size 1 there).
+    ``xhat`` (CPU only, seam.CPU_REPLAY_KEYWORDS; an array of x's shape and compute dtype): where to keep
+    the normalised x, (x - mean) * rstd, for a backward given it (graph capture's replay)."""
     _check_normalized("layer_norm", x, n, weight, bias)
     xx = _compute(x)
-    axes = tuple(range(x.ndim - n, x.ndim))
     count = math.prod(x.shape[x.ndim - n :])
-    # np.add.reduce / count is np.mean without its Python wrapper; the big temporaries are written in place
-    mean = np.add.reduce(xx, axis=axes, keepdims=True)
+    # the row sums are BLAS products with a vector of ones (_row_sums); the big temporaries are written
+    # in place
+    mean = _row_sums(xx, n)
     mean /= count
-    y = xx - mean
-    var_ = np.add.reduce(y * y, axis=axes, keepdims=True)
+    y = np.subtract(xx, mean, out=xhat)
+    var_ = _row_sums(y * y, n)
     var_ /= count
     var_ += eps
     rstd = 1.0 / np.sqrt(var_)
     y *= rstd
     if weight is not None:
-        y *= _compute(weight)
+        y = y * _compute(weight) if xhat is not None else np.multiply(y, _compute(weight), out=y)
+    elif xhat is not None:
+        y = y.copy()
     if bias is not None:
         y += _compute(bias)
     stat_dt = np.float64 if x.dtype == np.float64 else np.float32
@@ -59,25 +69,34 @@ def layer_norm(
 
 
 def layer_norm_backward(
-    g: BackendArray, x: BackendArray, weight: BackendArray | None, mean: BackendArray, rstd: BackendArray, n: int
+    g: BackendArray,
+    x: BackendArray,
+    weight: BackendArray | None,
+    mean: BackendArray,
+    rstd: BackendArray,
+    n: int,
+    *,
+    xhat: BackendArray | None = None,
 ) -> tuple[BackendArray, BackendArray | None, BackendArray]:
-    """-> (dx, dweight (None without a weight), dbias)."""
+    """-> (dx, dweight (None without a weight), dbias). ``xhat`` (CPU only, seam.CPU_REPLAY_KEYWORDS): the
+    normalised x the forward kept (its ``xhat``) for this x, mean and rstd, read instead of computed."""
     _check_normalized("layer_norm_backward", x, n, weight)
     gg, xx = _compute(g), _compute(x)
-    axes = tuple(range(x.ndim - n, x.ndim))
-    lead = tuple(range(x.ndim - n))
     count = math.prod(x.shape[x.ndim - n :])
-    xhat = xx - mean
-    xhat *= rstd
-    dweight = np.add.reduce(gg * xhat, axis=lead).astype(weight.dtype) if weight is not None else None
-    dbias = np.add.reduce(gg, axis=lead).astype(weight.dtype if weight is not None else g.dtype)
+    kept = xhat is not None
+    if not kept:
+        xhat = xx - mean
+        xhat *= rstd
+    # (the row and column sums are BLAS products with a vector of ones: _row_sums, _column_sums)
+    dweight = _column_sums(gg * xhat, n).astype(weight.dtype) if weight is not None else None
+    dbias = _column_sums(gg, n).astype(weight.dtype if weight is not None else g.dtype)
     gx = gg * _compute(weight) if weight is not None else gg
     # dx = rstd * (gx - mean(gx) - xhat * mean(gx * xhat)), in one buffer
-    gx_mean = np.add.reduce(gx, axis=axes, keepdims=True)
+    gx_mean = _row_sums(gx, n)
     gx_mean /= count
-    proj = np.add.reduce(gx * xhat, axis=axes, keepdims=True)
+    proj = _row_sums(gx * xhat, n)
     proj /= count
-    xhat *= proj
+    xhat = xhat * proj if kept else np.multiply(xhat, proj, out=xhat)  # (the kept one is read again)
     dx = gx - gx_mean
     dx -= xhat
     dx *= rstd

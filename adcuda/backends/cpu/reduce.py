@@ -9,7 +9,7 @@ import numpy as np
 
 from ...errors import DTypeError
 from ..seam import Axes, BackendArray
-from ._common import _F32, _compute
+from ._common import _F32, _column_sums, _compute
 
 _F64 = np.dtype(np.float64)
 
@@ -40,6 +40,12 @@ def reduce(op: str, a: BackendArray, axes: Axes | None, keepdim: bool) -> Backen
     if axes.__class__ is list:
         axes = tuple(axes)
     if op == "sum" and (a.dtype == _F32 or a.dtype == _F64):  # the common case, straight to the ufunc
+        lead = _leading_count(a, axes)
+        if lead:
+            # a sum over leading dims (every bias gradient) as one BLAS product with a vector of ones:
+            # several times faster than NumPy's reduction, which adds row after row
+            r = _column_sums(a, a.ndim - lead)
+            return r.reshape((1,) * lead + r.shape) if keepdim else r
         return np.asarray(np.add.reduce(a, axis=axes, keepdims=keepdim))
     x = _compute(a)
     if op in ("sum", "prod") and x.dtype.kind in "biu":
@@ -59,6 +65,18 @@ def reduce(op: str, a: BackendArray, axes: Axes | None, keepdim: bool) -> Backen
     if a.dtype.kind == "b" and op in ("amax", "amin"):
         return r
     return r.astype(a.dtype if a.dtype.kind in "f" or op in ("amax", "amin") else r.dtype, copy=False)
+
+
+def _leading_count(a, axes):
+    """k where ``axes`` are dims 0..k-1 of the non-empty row-major ``a``, leaving at least one dim; else 0."""
+    if axes.__class__ is int:
+        axes = (axes,)
+    if axes.__class__ is not tuple or not axes or not a.flags.c_contiguous or a.size == 0:
+        return 0
+    k = len(axes)
+    if k >= a.ndim or sorted(ax % a.ndim if -a.ndim <= ax < a.ndim else -1 for ax in axes) != list(range(k)):
+        return 0
+    return k
 
 
 def argreduce(op: str, a: BackendArray, axis: int | None, keepdim: bool) -> BackendArray:
