@@ -6,7 +6,7 @@ Gate order is PyTorch's: LSTM (i, f, g, o), GRU (r, z, n) along the last dim of 
 
 import numpy as np
 
-from ...errors import DTypeError, ShapeError, fmt_shape
+from .._recurrent_shapes import check_cell, check_layer, check_saved, layer_dims
 from ..seam import BackendArray
 from ._common import _compute
 
@@ -20,30 +20,8 @@ def _sigmoid(x):
     return np.where(x >= 0, s, e * s)
 
 
-def _check_cell(op, gates, state, n_gates, *others):
-    for a in (gates, state) + others:
-        if a.dtype.kind != "f":
-            raise DTypeError(f"{op}: expected floating point arrays, got {a.dtype}")
-    if (
-        state.ndim != 2
-        or gates.ndim != 2
-        or gates.shape[0] != state.shape[0]
-        or gates.shape[1] != n_gates * state.shape[1]
-    ):
-        raise ShapeError(
-            f"{op}: expected gates (B, {n_gates}H) and a state (B, H), got gates of shape "
-            f"{fmt_shape(gates.shape)} and a state of shape {fmt_shape(state.shape)}"
-        )
-    for a in others:
-        if a.shape != gates.shape:
-            raise ShapeError(
-                f"{op}: expected the hidden projection of the gates' shape {fmt_shape(gates.shape)}, "
-                f"got {fmt_shape(a.shape)}"
-            )
-    if len({a.dtype for a in (gates, state) + others}) != 1:
-        raise DTypeError(
-            f"{op}: expected arrays of one dtype, got " + ", ".join(str(a.dtype) for a in (gates, state) + others)
-        )
+def _is_floating(a):
+    return a.dtype.kind == "f"
 
 
 def _lstm_activations(gi, gh):
@@ -57,7 +35,7 @@ def _lstm_activations(gi, gh):
 def lstm_cell(gi: BackendArray, gh: BackendArray, c: BackendArray) -> BackendArray:
     """LSTM step from the input and hidden projections (B, 4H) and the cell state (B, H) ->
     hc (2, B, H): hc[0] = h' = o * tanh(c'), hc[1] = c' = f * c + i * g."""
-    _check_cell("lstm_cell", gi, c, 4, gh)
+    check_cell("lstm_cell", gi, c, 4, (gh,), _is_floating)
     i, f, g, o = _lstm_activations(gi, gh)
     c_new = f * _compute(c) + i * g
     return np.stack([o * np.tanh(c_new), c_new]).astype(c.dtype, copy=False)
@@ -68,7 +46,7 @@ def lstm_cell_backward(
 ) -> tuple[BackendArray, BackendArray]:
     """From the gradient of hc (2, B, H) -> (d_gates (B, 4H), d_c (B, H)); d_gates is the gradient
     of both projections (they are summed)."""
-    _check_cell("lstm_cell_backward", gi, c, 4, gh)
+    check_cell("lstm_cell_backward", gi, c, 4, (gh,), _is_floating)
     i, f, g, o = _lstm_activations(gi, gh)
     gg = _compute(grad)
     tanh_c = np.tanh(_compute(hc[1]))
@@ -96,7 +74,7 @@ def _gru_activations(gi, gh):
 def gru_cell(gi: BackendArray, gh: BackendArray, h: BackendArray) -> BackendArray:
     """GRU step from the input and hidden projections (B, 3H), biases included, and the state (B, H)
     -> h' = (1 - z) * n + z * h with n = tanh(i_n + r * h_n), PyTorch's form."""
-    _check_cell("gru_cell", gi, h, 3, gh)
+    check_cell("gru_cell", gi, h, 3, (gh,), _is_floating)
     _, z, n, _ = _gru_activations(gi, gh)
     return ((1.0 - z) * n + z * _compute(h)).astype(h.dtype, copy=False)
 
@@ -105,7 +83,7 @@ def gru_cell_backward(
     grad: BackendArray, gi: BackendArray, gh: BackendArray, h: BackendArray
 ) -> tuple[BackendArray, BackendArray, BackendArray]:
     """-> (d_gi, d_gh, d_h) from the gradient of h' (B, H)."""
-    _check_cell("gru_cell_backward", gi, h, 3, gh)
+    check_cell("gru_cell_backward", gi, h, 3, (gh,), _is_floating)
     r, z, n, h_n = _gru_activations(gi, gh)
     gg, hh = _compute(grad), _compute(h)
     d_n = gg * (1.0 - z) * (1.0 - n * n)
@@ -132,40 +110,6 @@ def _lstm_gate_affine(hidden, dtype):
     scale[2 * hidden : 3 * hidden] = 1.0
     offset[2 * hidden : 3 * hidden] = 0.0
     return scale, offset
-
-
-def _check_layer(op, x, h0, c0, w_ih, w_hh, biases):
-    arrays = (x, h0, c0, w_ih, w_hh) + tuple(b for b in biases if b is not None)
-    for a in arrays:
-        if a.dtype.kind != "f":
-            raise DTypeError(f"{op}: expected floating point arrays, got {a.dtype}")
-    hidden = w_hh.shape[1] if w_hh.ndim == 2 else -1
-    if (
-        x.ndim != 3
-        or w_hh.shape != (4 * hidden, hidden)
-        or w_ih.shape != (4 * hidden, x.shape[-1])
-        or h0.shape != c0.shape
-        or h0.shape[-1:] != (hidden,)
-        or any(b is not None and b.shape != (4 * hidden,) for b in biases)
-    ):
-        raise ShapeError(
-            f"{op}: expected input (T, B, F) or (B, T, F), w_ih (4H, F), w_hh (4H, H), biases (4H,) and "
-            f"states (B, H), got input {fmt_shape(x.shape)}, w_ih {fmt_shape(w_ih.shape)}, w_hh "
-            f"{fmt_shape(w_hh.shape)}, states {fmt_shape(h0.shape)} and {fmt_shape(c0.shape)}"
-            + "".join(f", bias {fmt_shape(b.shape)}" for b in biases if b is not None)
-        )
-    if len({a.dtype for a in arrays}) != 1:
-        raise DTypeError(f"{op}: expected arrays of one dtype, got " + ", ".join(str(a.dtype) for a in arrays))
-
-
-def _layer_dims(op, x, h0, batch_first):
-    length, batch = (x.shape[1], x.shape[0]) if batch_first else x.shape[:2]
-    if h0.shape[0] != batch:
-        raise ShapeError(
-            f"{op}: expected states of shape (B, H) with B = {batch} for input {fmt_shape(x.shape)} "
-            f"(batch_first={batch_first}), got {fmt_shape(h0.shape)}"
-        )
-    return length, batch
 
 
 def _time_major(a, length, batch, batch_first):
@@ -202,8 +146,8 @@ def lstm_layer(
     state in x's row order, then the last hidden and cell states; gates (T * B, 4H): each step's
     activated gates (i, f, g, o); cells (2, T * B, H): each step's cell state and its tanh; the last
     two time-major and kept for the backward)."""
-    _check_layer("lstm_layer", x, h0, c0, w_ih, w_hh, (b_ih, b_hh))
-    length, batch = _layer_dims("lstm_layer", x, h0, batch_first)
+    check_layer("lstm_layer", x, h0, c0, w_ih, w_hh, (b_ih, b_hh), _is_floating)
+    length, batch = layer_dims("lstm_layer", x, h0, batch_first)
     out_dtype = x.dtype
     xs, h, c, w_in, w = (_compute(a) for a in (x, h0, c0, w_ih, w_hh))
     dtype = xs.dtype
@@ -279,17 +223,10 @@ def lstm_layer_backward(
     """Backpropagation through time from the gradient of ``lstm_layer``'s ``out`` and its saved
     ``gates`` and ``cells`` -> (d_x (None unless ``input_grad``), d_h0 (None unless ``h0_grad``), d_c0,
     d_w_ih, d_w_hh, d_b: the gradient of each bias (None unless ``bias_grad``))."""
-    _check_layer("lstm_layer_backward", x, h0, c0, w_ih, w_hh, ())
-    length, batch = _layer_dims("lstm_layer_backward", x, h0, batch_first)
+    check_layer("lstm_layer_backward", x, h0, c0, w_ih, w_hh, (), _is_floating)
+    length, batch = layer_dims("lstm_layer_backward", x, h0, batch_first)
     hidden, rows = w_hh.shape[1], length * batch
-    expected = {"grad": (rows + 2 * batch, hidden), "out": (rows + 2 * batch, hidden), "gates": (rows, 4 * hidden)}
-    expected["cells"] = (2, rows, hidden)
-    for what, a in (("grad", grad), ("out", out), ("gates", gates), ("cells", cells)):
-        if a.shape != expected[what]:
-            raise ShapeError(
-                f"lstm_layer_backward: expected {what} of shape {expected[what]} for input "
-                f"{fmt_shape(x.shape)} and H = {hidden}, got {fmt_shape(a.shape)}"
-            )
+    check_saved(x, hidden, rows, batch, grad, out, gates, cells)
     out_dtype = x.dtype
     g_out, xs, h0_, c0_, w_in, w, hs, act, (cs, tanh_cs) = (
         _compute(a) for a in (grad, x, h0, c0, w_ih, w_hh, out, gates, cells)

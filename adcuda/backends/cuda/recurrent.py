@@ -3,7 +3,7 @@ backend's signatures, checks and dtype rules. Half types are computed in fp32.
 """
 
 from ... import _native
-from ...errors import DTypeError, ShapeError, fmt_shape
+from .._recurrent_shapes import check_cell, check_layer, check_saved, layer_dims
 from ..seam import BackendArray
 from ._common import dense, is_floating
 from .elementwise import binary, unary
@@ -15,37 +15,10 @@ from .storage import slice as basic_view
 __all__ = ["lstm_cell", "lstm_cell_backward", "gru_cell", "gru_cell_backward", "lstm_layer", "lstm_layer_backward"]
 
 
-def _check_cell(op, gates, state, n_gates, *others):
-    # the CPU backend's checks and errors, before the kernel's own
-    for a in (gates, state) + others:
-        if not is_floating(a):
-            raise DTypeError(f"{op}: expected floating point arrays, got {a.dtype.name}")
-    if (
-        state.ndim != 2
-        or gates.ndim != 2
-        or gates.shape[0] != state.shape[0]
-        or gates.shape[1] != n_gates * state.shape[1]
-    ):
-        raise ShapeError(
-            f"{op}: expected gates (B, {n_gates}H) and a state (B, H), got gates of shape "
-            f"{fmt_shape(gates.shape)} and a state of shape {fmt_shape(state.shape)}"
-        )
-    for a in others:
-        if tuple(a.shape) != tuple(gates.shape):
-            raise ShapeError(
-                f"{op}: expected the hidden projection of the gates' shape {fmt_shape(gates.shape)}, "
-                f"got {fmt_shape(a.shape)}"
-            )
-    if len({a.dtype.name for a in (gates, state) + others}) != 1:
-        raise DTypeError(
-            f"{op}: expected arrays of one dtype, got " + ", ".join(a.dtype.name for a in (gates, state) + others)
-        )
-
-
 def lstm_cell(gi: BackendArray, gh: BackendArray, c: BackendArray) -> BackendArray:
     """LSTM step from the input and hidden projections (B, 4H) and the cell state (B, H) ->
     hc (2, B, H): hc[0] = h' = o * tanh(c'), hc[1] = c' = f * c + i * g."""
-    _check_cell("lstm_cell", gi, c, 4, gh)
+    check_cell("lstm_cell", gi, c, 4, (gh,), is_floating)
     return _native._C.lstm_cell(dense(gi), dense(gh), dense(c))
 
 
@@ -54,14 +27,14 @@ def lstm_cell_backward(
 ) -> tuple[BackendArray, BackendArray]:
     """From the gradient of hc (2, B, H) -> (d_gates (B, 4H), d_c (B, H)); d_gates is the gradient
     of both projections (they are summed)."""
-    _check_cell("lstm_cell_backward", gi, c, 4, gh)
+    check_cell("lstm_cell_backward", gi, c, 4, (gh,), is_floating)
     return tuple(_native._C.lstm_cell_backward(dense(grad), dense(gi), dense(gh), dense(c), dense(hc)))
 
 
 def gru_cell(gi: BackendArray, gh: BackendArray, h: BackendArray) -> BackendArray:
     """GRU step from the input and hidden projections (B, 3H), biases included, and the state (B, H)
     -> h' = (1 - z) * n + z * h with n = tanh(i_n + r * h_n), PyTorch's form."""
-    _check_cell("gru_cell", gi, h, 3, gh)
+    check_cell("gru_cell", gi, h, 3, (gh,), is_floating)
     return _native._C.gru_cell(dense(gi), dense(gh), dense(h))
 
 
@@ -69,7 +42,7 @@ def gru_cell_backward(
     grad: BackendArray, gi: BackendArray, gh: BackendArray, h: BackendArray
 ) -> tuple[BackendArray, BackendArray, BackendArray]:
     """-> (d_gi, d_gh, d_h) from the gradient of h' (B, H)."""
-    _check_cell("gru_cell_backward", gi, h, 3, gh)
+    check_cell("gru_cell_backward", gi, h, 3, (gh,), is_floating)
     return tuple(_native._C.gru_cell_backward(dense(grad), dense(gi), dense(gh), dense(h)))
 
 
@@ -80,40 +53,6 @@ def gru_cell_backward(
 # fused backward kernel on them per step without redoing the hidden product; the input's and weights'
 # gradients are one product each over the whole sequence. Sequences are time-major inside, as on the
 # CPU: step t is rows [t * B, (t + 1) * B).
-def _check_layer(op, x, h0, c0, w_ih, w_hh, biases):
-    arrays = (x, h0, c0, w_ih, w_hh) + tuple(b for b in biases if b is not None)
-    for a in arrays:
-        if not is_floating(a):
-            raise DTypeError(f"{op}: expected floating point arrays, got {a.dtype.name}")
-    hidden = w_hh.shape[1] if w_hh.ndim == 2 else -1
-    if (
-        x.ndim != 3
-        or tuple(w_hh.shape) != (4 * hidden, hidden)
-        or tuple(w_ih.shape) != (4 * hidden, x.shape[-1])
-        or tuple(h0.shape) != tuple(c0.shape)
-        or tuple(h0.shape[-1:]) != (hidden,)
-        or any(b is not None and tuple(b.shape) != (4 * hidden,) for b in biases)
-    ):
-        raise ShapeError(
-            f"{op}: expected input (T, B, F) or (B, T, F), w_ih (4H, F), w_hh (4H, H), biases (4H,) and "
-            f"states (B, H), got input {fmt_shape(x.shape)}, w_ih {fmt_shape(w_ih.shape)}, w_hh "
-            f"{fmt_shape(w_hh.shape)}, states {fmt_shape(h0.shape)} and {fmt_shape(c0.shape)}"
-            + "".join(f", bias {fmt_shape(b.shape)}" for b in biases if b is not None)
-        )
-    if len({a.dtype.name for a in arrays}) != 1:
-        raise DTypeError(f"{op}: expected arrays of one dtype, got " + ", ".join(a.dtype.name for a in arrays))
-
-
-def _layer_dims(op, x, h0, batch_first):
-    length, batch = (x.shape[1], x.shape[0]) if batch_first else (x.shape[0], x.shape[1])
-    if h0.shape[0] != batch:
-        raise ShapeError(
-            f"{op}: expected states of shape (B, H) with B = {batch} for input {fmt_shape(x.shape)} "
-            f"(batch_first={batch_first}), got {fmt_shape(h0.shape)}"
-        )
-    return length, batch
-
-
 def _visit(length, reverse):
     return range(length - 1, -1, -1) if reverse else range(length)
 
@@ -150,8 +89,8 @@ def lstm_layer(
     state in x's row order, then the last hidden and cell states; gates (T * B, 4H): each step's gates,
     pre-activation here; cells (2, T * B, H): each step's cell state and its tanh; the last two
     time-major and kept for the backward)."""
-    _check_layer("lstm_layer", x, h0, c0, w_ih, w_hh, (b_ih, b_hh))
-    length, batch = _layer_dims("lstm_layer", x, h0, batch_first)
+    check_layer("lstm_layer", x, h0, c0, w_ih, w_hh, (b_ih, b_hh), is_floating)
+    length, batch = layer_dims("lstm_layer", x, h0, batch_first)
     dtype = dtype_of(x)
     hidden, rows = w_hh.shape[1], length * batch
     bias = b_ih if b_hh is None else (b_hh if b_ih is None else binary("add", dense(b_ih), dense(b_hh), dtype))
@@ -216,17 +155,10 @@ def lstm_layer_backward(
     """Backpropagation through time from the gradient of ``lstm_layer``'s ``out`` and its saved
     ``gates`` and ``cells`` -> (d_x (None unless ``input_grad``), d_h0 (None unless ``h0_grad``), d_c0,
     d_w_ih, d_w_hh, d_b: the gradient of each bias (None unless ``bias_grad``))."""
-    _check_layer("lstm_layer_backward", x, h0, c0, w_ih, w_hh, ())
-    length, batch = _layer_dims("lstm_layer_backward", x, h0, batch_first)
+    check_layer("lstm_layer_backward", x, h0, c0, w_ih, w_hh, (), is_floating)
+    length, batch = layer_dims("lstm_layer_backward", x, h0, batch_first)
     hidden, rows = w_hh.shape[1], length * batch
-    expected = {"grad": (rows + 2 * batch, hidden), "out": (rows + 2 * batch, hidden), "gates": (rows, 4 * hidden)}
-    expected["cells"] = (2, rows, hidden)
-    for what, a in (("grad", grad), ("out", out), ("gates", gates), ("cells", cells)):
-        if tuple(a.shape) != expected[what]:
-            raise ShapeError(
-                f"lstm_layer_backward: expected {what} of shape {expected[what]} for input "
-                f"{fmt_shape(x.shape)} and H = {hidden}, got {fmt_shape(a.shape)}"
-            )
+    check_saved(x, hidden, rows, batch, grad, out, gates, cells)
     dtype = dtype_of(x)
     g, w, cs = dense(grad), dense(w_hh), basic_view(cells, (0,))
     g_hs = _time_major(basic_view(g, (slice(0, rows),)), length, batch, batch_first)
