@@ -144,6 +144,27 @@ def print_table(title, results, unit="us", scale=1e6, baseline="adcuda"):
     return rows
 
 
+BEFORE = "adcuda before"  # the contender --before PYTHON adds: adcuda as another checkout imports it
+
+
+def print_before_after(results, unit="us", scale=1e6, case_width=34):
+    """Both adcudas (``BEFORE`` and "adcuda") against PyTorch, from the same run: the before/after
+    figures a change is judged by."""
+    head = (
+        f"{'case':<{case_width}}{'torch ' + unit:>10}{'before ' + unit:>11}{'after ' + unit:>10}"
+        f"{'before/torch':>14}{'after/torch':>13}"
+    )
+    print(f"\nBefore and after, against PyTorch (same run)\n{head}\n{'-' * len(head)}")
+    for case, torch_s in results.get("torch", {}).items():
+        before, after = results[BEFORE].get(case), results["adcuda"].get(case)
+        if before is None or after is None:
+            continue
+        print(
+            f"{case:<{case_width}}{torch_s * scale:>10.2f}{before * scale:>11.2f}{after * scale:>10.2f}"
+            f"{before / torch_s:>13.2f}x{after / torch_s:>12.2f}x"
+        )
+
+
 def contender_main(cases_for, clock=time.perf_counter):
     """Entry point of a benchmark script run as one contender: print its medians (on ``clock``) as JSON."""
     parser = argparse.ArgumentParser()

@@ -19,7 +19,14 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import contender_main, print_table, run_contenders, single_thread_env  # noqa: E402
+from _harness import (  # noqa: E402
+    BEFORE,
+    contender_main,
+    print_before_after,
+    print_table,
+    run_contenders,
+    single_thread_env,
+)
 
 
 def cases_for(contender, quick=False):
@@ -76,28 +83,11 @@ def main():
     title = "Dispatch overhead per call (1 thread, 4-element tensors, CPU time); ratio > 1: adcuda slower"
     rows = print_table(title, {k: v for k, v in results.items() if k != BEFORE})
     if BEFORE in results:
-        print_before_after(results)
+        print_before_after(results, case_width=30)
     print(f"load average (1 min) {load[0]:.2f} at the start, {load_after[0]:.2f} at the end; best of {args.rounds}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"suite": "dispatch", "rows": rows}, f, indent=2)
-
-
-BEFORE = "adcuda before"
-
-
-def print_before_after(results):
-    """One table of both adcudas against PyTorch: the figures the dispatch work is judged by."""
-    head = f"{'case':<30}{'torch us':>10}{'before us':>11}{'after us':>10}{'before/torch':>14}{'after/torch':>13}"
-    print(f"\nBefore and after, against PyTorch (same run)\n{head}\n{'-' * len(head)}")
-    for case, torch_s in results.get("torch", {}).items():
-        before, after = results[BEFORE].get(case), results["adcuda"].get(case)
-        if before is None or after is None:
-            continue
-        print(
-            f"{case:<30}{torch_s * 1e6:>10.2f}{before * 1e6:>11.2f}{after * 1e6:>10.2f}"
-            f"{before / torch_s:>13.2f}x{after / torch_s:>12.2f}x"
-        )
 
 
 if __name__ == "__main__":

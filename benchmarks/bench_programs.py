@@ -26,7 +26,14 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import contender_main, print_table, run_contenders, single_thread_env  # noqa: E402
+from _harness import (  # noqa: E402
+    BEFORE,
+    contender_main,
+    print_before_after,
+    print_table,
+    run_contenders,
+    single_thread_env,
+)
 
 GPT = dict(vocab=65, block=32, width=64, heads=4, layers=2, batch=8)
 GPT_CASE = "GPT step (2x64, block 32, batch 8)"
@@ -216,28 +223,11 @@ def main():
         scale=1e3,
     )
     if BEFORE in results:
-        print_before_after(results)
+        print_before_after(results, unit="ms", scale=1e3)
     print(f"load average (1 min) {load[0]:.2f} at the start, {load_after[0]:.2f} at the end; best of {args.rounds}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"suite": "programs", "rows": rows}, f, indent=2)
-
-
-BEFORE = "adcuda before"
-
-
-def print_before_after(results):
-    """Both adcudas against PyTorch, from the same run."""
-    head = f"{'case':<34}{'torch ms':>10}{'before ms':>11}{'after ms':>10}{'before/torch':>14}{'after/torch':>13}"
-    print(f"\nBefore and after, against PyTorch (same run)\n{head}\n{'-' * len(head)}")
-    for case, torch_s in results.get("torch", {}).items():
-        before, after = results[BEFORE].get(case), results["adcuda"].get(case)
-        if before is None or after is None:
-            continue
-        print(
-            f"{case:<34}{torch_s * 1e3:>10.2f}{before * 1e3:>11.2f}{after * 1e3:>10.2f}"
-            f"{before / torch_s:>13.2f}x{after / torch_s:>12.2f}x"
-        )
 
 
 if __name__ == "__main__":
