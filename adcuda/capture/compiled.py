@@ -145,43 +145,35 @@ class CompiledFunction:
         weak = recorder.finish()
         escaped = _escaped(recorder.trace, layout, outputs, weak)
         if escaped:
-            attempts = self._cache.get(key, 0) + 1
-            if attempts < CAPTURE_ATTEMPTS:
-                self._cache[key] = attempts
-                return result
-            return self._give_up(
-                Uncapturable(
-                    f"the function keeps {len(escaped)} tensor(s) it computed alive after returning "
-                    "(stored in a module, a list or another object)",
-                    "the call",
-                ),
-                args,
-                kwargs,
-                ran=True,
-                result=result,
-            )
+            return self._retry_or_give_up(key, escaped, args, kwargs, result)
         self._cache[key] = Program(recorder.trace, layout, outputs, self.name)
         return result
+
+    def _retry_or_give_up(self, key, escaped, args, kwargs, result):
+        """After a capture whose function kept tensors it computed alive: the next call with this
+        signature captures again, up to CAPTURE_ATTEMPTS captures, then ``_give_up`` (eager from then
+        on, or CaptureError under fullgraph)."""
+        attempts = self._cache.get(key, 0) + 1
+        if attempts < CAPTURE_ATTEMPTS:
+            self._cache[key] = attempts
+            return result
+        return self._give_up(
+            Uncapturable(
+                f"the function keeps {len(escaped)} tensor(s) it computed alive after returning "
+                "(stored in a module, a list or another object)",
+                "the call",
+            ),
+            args,
+            kwargs,
+            ran=True,
+            result=result,
+        )
 
     def _keep_cuda_program(self, key, recorder, outputs, result, device, args, kwargs):
         weak = recorder.finish()
         escaped = cuda_arrays_escaped(recorder.trace, outputs, weak)
         if escaped:
-            attempts = self._cache.get(key, 0) + 1
-            if attempts < CAPTURE_ATTEMPTS:
-                self._cache[key] = attempts
-                return result
-            return self._give_up(
-                Uncapturable(
-                    f"the function keeps {len(escaped)} tensor(s) it computed alive after returning "
-                    "(stored in a module, a list or another object)",
-                    "the call",
-                ),
-                args,
-                kwargs,
-                ran=True,
-                result=result,
-            )
+            return self._retry_or_give_up(key, escaped, args, kwargs, result)
         self._cache[key] = CudaGraphProgram(recorder.trace, outputs, self.name, device)
         return result
 
