@@ -31,10 +31,6 @@
 namespace adcuda {
 namespace {
 
-void require(bool condition, const char* op, const std::string& what) {
-  if (!condition) throw std::invalid_argument(std::string(op) + ": " + what);
-}
-
 // Strides of `a` broadcast (right-aligned) to `shape`: 0 where `a` lacks the dim or has size 1 there.
 Dims broadcast_strides(const DeviceArray& a, const Dims& shape, const char* op, const char* name) {
   const int offset = static_cast<int>(shape.size()) - a.ndim();

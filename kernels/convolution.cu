@@ -525,10 +525,6 @@ void launch(const Problem& p, unsigned int batches, cudaStream_t stream) {
   ADCUDA_CHECK_LAUNCH();
 }
 
-void require(bool condition, const char* op, const std::string& what) {
-  if (!condition) throw std::invalid_argument(std::string(op) + ": " + what);
-}
-
 void check_operands(const char* op, const DeviceArray& a, const DeviceArray& b) {
   require(a.dtype() == b.dtype(), op, std::string("operands must share one dtype, got ") +
                                           scalar_type_name(a.dtype()) + " and " + scalar_type_name(b.dtype()));

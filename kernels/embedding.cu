@@ -175,10 +175,6 @@ int key_bits(std::int64_t largest) {
   return bits;
 }
 
-void require(bool condition, const char* op, const std::string& what) {
-  if (!condition) throw std::invalid_argument(std::string(op) + ": " + what);
-}
-
 }  // namespace
 
 DeviceArray embedding(const DeviceArray& weight, const DeviceArray& indices) {

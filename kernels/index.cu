@@ -385,16 +385,6 @@ void dispatch_move_unit(int bytes, F&& f) {
   }
 }
 
-template <typename F>
-void dispatch_unit(std::size_t itemsize, F&& f) {
-  switch (itemsize) {
-    case 1: return f(TypeTag<std::uint8_t>{});
-    case 2: return f(TypeTag<std::uint16_t>{});
-    case 4: return f(TypeTag<std::uint32_t>{});
-    default: return f(TypeTag<std::uint64_t>{});
-  }
-}
-
 std::int64_t numel_of(const Dims& shape) {
   std::int64_t n = 1;
   for (std::int64_t s : shape) n *= s;
@@ -430,7 +420,7 @@ void deterministic_scatter(const DeviceArray& base, const IndexParams& p, const 
   const DeviceArray& sorted_keys = sorted.first;
   const DeviceArray& order = sorted.second;
   if (!accumulate) {
-    dispatch_unit(base.itemsize(), [&](auto tag) {
+    dispatch_bits(base.itemsize(), [&](auto tag) {
       using U = typename decltype(tag)::type;
       scatter_last_kernel<U><<<grid_size(n), kBlockSize, 0, stream>>>(
           static_cast<U*>(base.data_ptr()), static_cast<const U*>(values.data_ptr()), sorted_keys.data<std::int64_t>(),
@@ -498,7 +488,7 @@ DeviceArray index_gather(const DeviceArray& base, const IndexGeometry& geometry)
   };
   if (indexed_inner) {
     const int shift = group_shift_for(length);
-    dispatch_unit(base.itemsize(), [&](auto tag) {
+    dispatch_bits(base.itemsize(), [&](auto tag) {
       using U = typename decltype(tag)::type;
       gather_indexed_rows_kernel<U><<<grid_size(rows, kBlockSize >> shift), kBlockSize, 0, launch.stream()>>>(
           static_cast<U*>(out.data_ptr()), static_cast<const U*>(base.data_ptr()), rows, length, shift, p);
@@ -556,7 +546,7 @@ void index_scatter_(const DeviceArray& base, const IndexGeometry& geometry, cons
       scatter_add_kernel<T><<<grid_size(n), kBlockSize, 0, launch.stream()>>>(base.data<T>(), values.data<T>(), n, p);
     });
   } else {
-    dispatch_unit(base.itemsize(), [&](auto tag) {
+    dispatch_bits(base.itemsize(), [&](auto tag) {
       using U = typename decltype(tag)::type;
       scatter_kernel<U><<<grid_size(n), kBlockSize, 0, launch.stream()>>>(
           static_cast<U*>(base.data_ptr()), static_cast<const U*>(values.data_ptr()), n, p);

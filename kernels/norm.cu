@@ -358,10 +358,6 @@ RowSplit split_rows(const DeviceArray& x, int n, const char* op) {
   return split;
 }
 
-void require(bool condition, const char* op, const std::string& what) {
-  if (!condition) throw std::invalid_argument(std::string(op) + ": " + what);
-}
-
 // A weight or bias: contiguous, x's dtype, D elements.
 void check_parameter(const DeviceArray* p, const DeviceArray& x, std::int64_t D, const char* op, const char* name) {
   if (p == nullptr) return;

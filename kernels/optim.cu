@@ -446,9 +446,6 @@ __global__ void __launch_bounds__(kThreads)
 
 // ------------------------------------------------------------------------------------------------
 // Host side.
-void require(bool condition, const char* op, const std::string& what) {
-  if (!condition) throw std::invalid_argument(std::string(op) + ": " + what);
-}
 
 // The lists of one call, checked: every present list as long as the first, each tensor's arrays
 // contiguous, floating point, the same size and on one device.

@@ -187,10 +187,6 @@ __global__ void avg_pool2d_backward_kernel(const T* grad, T* dx, const AvgGeomet
   }
 }
 
-void require(bool condition, const char* op, const std::string& what) {
-  if (!condition) throw std::invalid_argument(std::string(op) + ": " + what);
-}
-
 void check_input(const char* op, const DeviceArray& x) {
   require(x.ndim() == 4, op, "expected a 4-d input (N, C, H, W), got shape " + format_dims(x.shape()));
   require(x.is_contiguous(), op, "the input must be contiguous");

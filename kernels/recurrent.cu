@@ -100,9 +100,6 @@ __global__ void gru_cell_backward_kernel(const T* grad, const T* gi, const T* gh
 
 // ------------------------------------------------------------------------------------------------
 // Host side.
-void require(bool condition, const char* op, const std::string& what) {
-  if (!condition) throw std::invalid_argument(std::string(op) + ": " + what);
-}
 
 // The shapes and layouts every cell primitive takes; -> (B, H).
 std::pair<std::int64_t, std::int64_t> check_cell(const char* op, int gates, const DeviceArray& gi,

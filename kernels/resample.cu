@@ -307,26 +307,12 @@ __global__ void pad_backward_kernel(const T* grad, T* dx, index_t total, const P
 
 // ---------------------------------------------------------------------------------------------------------
 // host side
-void require(bool condition, const char* op, const std::string& what) {
-  if (!condition) throw std::invalid_argument(std::string(op) + ": " + what);
-}
 
 // Calls launch(first_plane, planes) over chunks of the planes small enough for 32-bit indexing.
 template <typename Launch>
 void for_each_plane_chunk(std::int64_t planes, std::int64_t per_plane, Launch&& launch) {
   const std::int64_t chunk = std::max<std::int64_t>(1, kInt32Limit / std::max<std::int64_t>(per_plane, 1));
   for (std::int64_t first = 0; first < planes; first += chunk) launch(first, std::min(chunk, planes - first));
-}
-
-// Copies move bits: one kernel per element size serves every dtype of that size.
-template <typename F>
-void dispatch_bits(ScalarType dtype, F&& f) {
-  switch (itemsize(dtype)) {
-    case 1: return f(TypeTag<std::uint8_t>{});
-    case 2: return f(TypeTag<std::uint16_t>{});
-    case 4: return f(TypeTag<std::uint32_t>{});
-    default: return f(TypeTag<std::uint64_t>{});
-  }
 }
 
 void check_planes(const char* op, const DeviceArray& a, const char* what) {
@@ -380,7 +366,7 @@ DeviceArray interpolate_nearest(const DeviceArray& x, std::int64_t out_h, std::i
   DeviceArray y = DeviceArray::empty({s[0], s[1], out_h, out_w}, x.dtype(), x.device());
   if (y.numel() == 0) return y;
   KernelLaunch launch(y, x);
-  dispatch_bits(x.dtype(), [&](auto tag) {
+  dispatch_bits(itemsize(x.dtype()), [&](auto tag) {
     using Bits = typename decltype(tag)::type;
     launch_planes<Bits, Bits>(x, y, s[0] * s[1], s[2] * s[3], out_h * out_w, launch.stream(), nearest_kernel<Bits>, g,
                               nearest_rule(scale_h, exact, x.dtype()), nearest_rule(scale_w, exact, x.dtype()));
@@ -525,7 +511,7 @@ DeviceArray pad(const DeviceArray& x, const std::vector<std::int64_t>& pads, Pad
     std::memcpy(&pattern, &typed, sizeof(T));
   });
   KernelLaunch launch(y, x);
-  dispatch_bits(x.dtype(), [&](auto tag) {
+  dispatch_bits(itemsize(x.dtype()), [&](auto tag) {
     using Bits = typename decltype(tag)::type;
     Bits bits{};
     std::memcpy(&bits, &pattern, sizeof(Bits));

@@ -6,6 +6,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -19,6 +20,18 @@ template <typename T>
 struct TypeTag {
   using type = T;
 };
+
+// Calls f(TypeTag<U>{}) with the unsigned integer type of `itemsize` bytes (1, 2, 4, else 8): copies
+// move bits, so one kernel per element size serves every dtype of that size.
+template <typename F>
+decltype(auto) dispatch_bits(std::size_t itemsize, F&& f) {
+  switch (itemsize) {
+    case 1: return f(TypeTag<std::uint8_t>{});
+    case 2: return f(TypeTag<std::uint16_t>{});
+    case 4: return f(TypeTag<std::uint32_t>{});
+    default: return f(TypeTag<std::uint64_t>{});
+  }
+}
 
 // Calls f(TypeTag<T>{}) with the element type of `type`:
 //   dispatch_type(a.dtype(), "neg", [&](auto tag) { using T = typename decltype(tag)::type; ... });

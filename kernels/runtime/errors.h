@@ -68,6 +68,11 @@ std::string format_bytes(std::int64_t bytes);
 // Throws the CudaError for a failed call. `status` is the call's cudaError_t.
 [[noreturn]] void throw_cuda_error(int status, const char* call, const char* file, int line);
 
+// Argument checks of the kernels' host sides: std::invalid_argument (ValueError in Python) "op: what".
+inline void require(bool condition, const char* op, const std::string& what) {
+  if (!condition) throw std::invalid_argument(std::string(op) + ": " + what);
+}
+
 }  // namespace adcuda
 
 #define ADCUDA_CHECK(expr)                                                                    \
