@@ -287,7 +287,8 @@ def run_backward(roots, root_grads, retain_graph, create_graph, capture=None, al
                 if remaining == 1:
                     ready.append(child)
                 deps[child] = remaining - 1
-            results = None
+            # (the loop's last gradient too: the node queued last runs next, and may be the leaf it is for)
+            results = g = None
     finally:
         grad_state.enabled = prev_mode
 

@@ -85,4 +85,6 @@ def _column_sums(a, n):
     for start in range(step, rows.shape[0], step):
         chunk = rows[start : start + step]
         total += _ones(chunk.shape[0], a.dtype) @ chunk
-    return total.reshape(trailing)
+    # (not a view where the shape is already right: a gradient that owns its array becomes a leaf's .grad
+    # without a copy)
+    return total if n == 1 else total.reshape(trailing)
