@@ -141,6 +141,34 @@ def _rows(t):
     return t if t.ndim == 2 else t.reshape(-1, t.shape[-1])
 
 
+def _row_array(t):
+    """``t``'s array as a row-major matrix of rows (its last dim the columns): the array itself when it
+    already is one."""
+    bk = primitives(t)
+    data = t._data
+    if data.ndim == 2:
+        return data
+    shape = data.shape
+    return bk.view(bk.contiguous(data), (math.prod(shape[:-1]), shape[-1]))
+
+
+# linear_2d's gradients as the primitives compute them, for plain first-order backward: the same
+# products as the formulas in ``grads``, without an op call (and its views) around each
+def _linear_input_fused_grad(grad, weight, input_shape):
+    bk = primitives(grad)
+    dx = bk.matmul(_row_array(grad), weight._data)
+    return wrap(dx if len(input_shape) == 2 else bk.view(dx, input_shape), grad._device)
+
+
+def _linear_weight_fused_grad(grad, input):
+    bk = primitives(grad)
+    return wrap(bk.matmul(bk.permute(_row_array(grad), (1, 0)), _row_array(input)), grad._device)
+
+
+def _linear_bias_fused_grad(grad):
+    return wrap(primitives(grad).reduce("sum", _row_array(grad), (0,), False), grad._device)
+
+
 @op(
     "linear_2d",
     doc="input (*, in) @ weight.T + bias as one 2-D product of input's rows (PyTorch's addmm).",
@@ -155,6 +183,11 @@ def _rows(t):
         "input": lambda grad, weight, input_shape: mm_nd(_rows(grad), weight).reshape(input_shape),
         "weight": lambda grad, input: mm_nd(_rows(grad).mT, _rows(input)),
         "bias": lambda grad: _rows(grad).sum(0),
+    },
+    fused={
+        "input": _linear_input_fused_grad,
+        "weight": _linear_weight_fused_grad,
+        "bias": _linear_bias_fused_grad,
     },
 )
 def linear_2d(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
