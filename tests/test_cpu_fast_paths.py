@@ -75,3 +75,36 @@ def test_heap_tuning_can_be_turned_off():
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(
+    "decoupled, weight_decay, amsgrad", [(True, 0.01, False), (False, 0.1, True), (False, 0.0, False)]
+)
+def test_adam_over_many_tensors_matches_one_tensor_at_a_time(dtype, decoupled, weight_decay, amsgrad):
+    """A call with many tensors of one float dtype updates them gathered into flat arrays: bit for bit
+    what calls with one tensor each (the per-tensor path) give."""
+    rng = np.random.default_rng(0)
+    shapes = [(5, 3), (7,), (), (1, 4, 2), (0,), (3,)]
+
+    def state():
+        return [[np.array(rng.standard_normal(s), dtype) for s in shapes] for _ in range(5)]
+
+    params, grads, exp_avgs, exp_avg_sqs, maxes = state()
+    abs_state = [[np.array(np.abs(a)) for a in arrays] for arrays in (exp_avg_sqs, maxes)]
+    together = [[a.copy() for a in arrays] for arrays in (params, grads, exp_avgs, *abs_state)]
+    apart = [[a.copy() for a in arrays] for arrays in (params, grads, exp_avgs, *abs_state)]
+    for step in (1, 2, 3):
+        p, g, m, v, vmax = together
+        cpu.adam_step_(
+            p, g, m, v, step, 1e-2, 0.9, 0.99, 1e-8, weight_decay, decoupled, None, vmax if amsgrad else None
+        )
+        for i in range(len(shapes)):
+            p, g, m, v, vmax = ([arrays[i]] for arrays in apart)
+            cpu.adam_step_(
+                p, g, m, v, step, 1e-2, 0.9, 0.99, 1e-8, weight_decay, decoupled, None, vmax if amsgrad else None
+            )
+    for got, want in zip(together, apart):
+        for a, b in zip(got, want):
+            assert a.tobytes() == b.tobytes()
+    assert not np.array_equal(together[0][0], params[0])  # the parameters moved
