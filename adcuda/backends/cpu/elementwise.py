@@ -410,9 +410,12 @@ def binary(op: str, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> Backend
                 or b.__class__ is float
                 and work is not np.int32
                 and work is not np.int64
+                or b.__class__ is int
+                and (work is np.float32 or work is np.float64)
             )
         ):
-            # fast path: operands already in the result dtype (the common case in training)
+            # fast path: operands already in the result dtype (the common case in training), or a
+            # Python number that NumPy takes in a float array's dtype (an optimizer's step count + 1)
             return np.asarray(BINARY_OPS[op](a, b))
         work = _np_dtype(dtype)
         if work == _F16:
