@@ -108,3 +108,36 @@ def test_adam_over_many_tensors_matches_one_tensor_at_a_time(dtype, decoupled, w
         for a, b in zip(got, want):
             assert a.tobytes() == b.tobytes()
     assert not np.array_equal(together[0][0], params[0])  # the parameters moved
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # log(0) of the fully masked row, NumPy called directly
+@pytest.mark.parametrize("spread", [1.0, 40.0], ids=["unshifted", "shifted by the row maximum"])
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_attention_in_and_out_of_the_unshifted_score_range(spread, is_causal):
+    """Scores within +-60 take exp(s) unshifted, others the shift by their row's maximum: both give the
+    softmax (a fully masked row gives zeros), and the backward recomputes the forward's probabilities
+    bit for bit (the same as when the forward keeps them for it)."""
+    rng = np.random.default_rng(3)
+    q, k, v = ((rng.standard_normal((2, 3, 5, 4)) * np.sqrt(spread)).astype(np.float32) for _ in range(3))
+    mask = np.ones((5, 5), bool)
+    mask[2] = False  # a row that sees no key
+    out, lse = cpu.attention(q, k, v, mask, is_causal, 0.5)
+    scores = (q.astype(np.float64) @ np.swapaxes(k, -1, -2).astype(np.float64)) * 0.5
+    allowed = mask & np.tril(np.ones((5, 5), bool)) if is_causal else mask
+    unshifted = np.abs(scores).max() <= 60
+    assert unshifted == (spread == 1.0)
+    scores = np.where(allowed, scores, -np.inf)
+    top = np.max(scores, -1, keepdims=True)
+    e = np.exp(scores - np.where(np.isfinite(top), top, 0))
+    sums = e.sum(-1, keepdims=True)
+    probs = np.divide(e, sums, out=np.zeros_like(e), where=sums > 0)
+    np.testing.assert_allclose(out, probs @ v.astype(np.float64), rtol=2e-5, atol=2e-5)
+    assert np.all(out[:, :, 2] == 0) and np.all(np.isneginf(lse[:, :, 2]))
+    g = rng.standard_normal(out.shape).astype(np.float32)
+    recomputed = cpu.attention_backward(g, q, k, v, out, lse, mask, is_causal, 0.5)
+    kept = np.empty(scores.shape, np.float32)
+    out_kept, lse_kept = cpu.attention(q, k, v, mask, is_causal, 0.5, probs=kept)
+    assert out_kept.tobytes() == out.tobytes() and lse_kept.tobytes() == lse.tobytes()
+    given = cpu.attention_backward(g, q, k, v, out, lse, mask, is_causal, 0.5, probs=kept)
+    for a, b in zip(recomputed, given):
+        assert a.tobytes() == b.tobytes()
