@@ -147,6 +147,11 @@ def _accumulate_into_leaf(node, grads, create_graph):
     if create_graph:
         # the sum keeps the graph; a fresh tensor either way, so leaves never share a .grad
         leaf.grad = (g if exclusive else g.clone()) if leaf.grad is None else leaf.grad + g
+    elif exclusive and g._grad_fn is None and not g._requires_grad:
+        # (made outside any graph, and nothing else refers to it: the gradient itself, its array made
+        # contiguous, without the detach and contiguous calls below)
+        data = primitives(g).contiguous(g._data)
+        leaf.grad = g if data is g._data else Tensor._make(data, g._device)
     else:
         leaf.grad = g.detach().contiguous() if exclusive else g.detach().clone()
 
