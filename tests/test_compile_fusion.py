@@ -201,7 +201,10 @@ def test_a_copy_into_its_own_dtype_is_no_copy_and_a_zero_fill_is_a_buffer():
     w = adcuda.randn(4, 6, requires_grad=True)
 
     def step(x):
-        (x @ w)[:, 1:4].sum().backward()  # the slice's backward: zeros, a same-dtype copy, a scatter
+        # an out-of-place write into the product, which nothing reads after it: a same-dtype copy, and a
+        # scatter; the slice's backward: zeros and a scatter
+        y = (x @ w).index_put((adcuda.tensor([0, 2]),), adcuda.tensor(0.5))
+        y[:, 1:4].sum().backward()
         return w.grad * 1.0
 
     x = adcuda.randn(3, 4)

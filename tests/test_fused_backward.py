@@ -164,6 +164,15 @@ def linear_samples():
     ]
 
 
+def slice_samples():
+    x = rng(40).standard_normal((4, 6, 5))
+    return [
+        (lambda x: entry("slice_key")(x, (slice(None), slice(2, 5))), [leaf(x)]),
+        (lambda x: entry("slice_key")(x, (1, Ellipsis, slice(None, None, 2))), [leaf(x)]),
+        (lambda x: x.split(2, dim=-1)[1], [leaf(x)]),
+    ]
+
+
 def group_norm_samples():
     x = rng(34).standard_normal((3, 6, 2, 3)) * 2 - 1
     w, b = rng(35).standard_normal(6), rng(36).standard_normal(6)
@@ -194,11 +203,12 @@ SAMPLES = {
     "native_rms_norm": rms_norm_samples,
     "native_group_norm": group_norm_samples,
     "linear_2d": linear_samples,
+    "slice_key": slice_samples,
 }
 
-# ops whose fused formulas call the forward's own primitives (products and sums) with no op around them,
+# ops whose fused formulas call primitives (products, sums, writes into zeros) with no op around them,
 # rather than a backward primitive
-DIRECT = {"linear_2d"}
+DIRECT = {"linear_2d", "slice_key"}
 
 
 class PrimitiveLog:
