@@ -173,6 +173,28 @@ def slice_samples():
     ]
 
 
+def view_samples(name):
+    def samples():
+        x = rng(41).standard_normal((4, 6, 5))
+        return [
+            (lambda x: entry(name)(x, 6, 20), [leaf(x)]),
+            (lambda x: entry(name)(x, -1), [leaf(x)]),
+            # a gradient whose strides allow no view (it comes through a transpose): a copy
+            (lambda x: entry(name)(x, 24, 5).mT, [leaf(x)]),
+        ]
+
+    return samples
+
+
+def permute_samples():
+    x = rng(42).standard_normal((4, 6, 5))
+    return [
+        (lambda x: entry("permute")(x, 2, 0, 1), [leaf(x)]),
+        (lambda x: entry("permute")(x, (-1, 1, 0)), [leaf(x)]),
+        (lambda x: entry("permute")(x), [leaf(2.5)]),
+    ]
+
+
 def group_norm_samples():
     x = rng(34).standard_normal((3, 6, 2, 3)) * 2 - 1
     w, b = rng(35).standard_normal(6), rng(36).standard_normal(6)
@@ -204,11 +226,14 @@ SAMPLES = {
     "native_group_norm": group_norm_samples,
     "linear_2d": linear_samples,
     "slice_key": slice_samples,
+    "view": view_samples("view"),
+    "reshape": view_samples("reshape"),
+    "permute": permute_samples,
 }
 
-# ops whose fused formulas call primitives (products, sums, writes into zeros) with no op around them,
-# rather than a backward primitive
-DIRECT = {"linear_2d", "slice_key"}
+# ops whose fused formulas call primitives (products, sums, writes into zeros, views) with no op around
+# them, rather than a backward primitive
+DIRECT = {"linear_2d", "slice_key", "view", "reshape", "permute"}
 
 
 class PrimitiveLog:
