@@ -141,3 +141,26 @@ def test_attention_in_and_out_of_the_unshifted_score_range(spread, is_causal):
     given = cpu.attention_backward(g, q, k, v, out, lse, mask, is_causal, 0.5, probs=kept)
     for a, b in zip(recomputed, given):
         assert a.tobytes() == b.tobytes()
+
+
+@pytest.mark.parametrize("spread", [1.0, 40.0], ids=["unshifted", "shifted by the row maximum"])
+def test_attention_with_a_mask_that_broadcasts_the_scores(spread):
+    """A bool mask with more batch dims than q, k and v broadcasts the output; both score paths mask
+    the same keys, and the backward recomputes the forward's probabilities."""
+    rng = np.random.default_rng(4)
+    q, k, v = ((rng.standard_normal((3, 5, 4)) * np.sqrt(spread)).astype(np.float32) for _ in range(3))
+    mask = rng.uniform(size=(2, 3, 5, 5)) < 0.7
+    mask[..., 0] = True  # every row sees a key
+    out, lse = cpu.attention(q, k, v, mask, True, 0.5)
+    assert out.shape == (2, 3, 5, 4)
+    scores = (q.astype(np.float64) @ np.swapaxes(k, -1, -2)) * 0.5
+    scores = np.where(mask & np.tril(np.ones((5, 5), bool)), scores, -np.inf)
+    e = np.exp(scores - scores.max(-1, keepdims=True))
+    np.testing.assert_allclose(out, (e / e.sum(-1, keepdims=True)) @ v, rtol=2e-5, atol=2e-5)
+    g = rng.standard_normal(out.shape).astype(np.float32)
+    kept = np.empty((2, 3, 5, 5), np.float32)
+    cpu.attention(q, k, v, mask, True, 0.5, probs=kept)
+    recomputed = cpu.attention_backward(g, q, k, v, out, lse, mask, True, 0.5)
+    given = cpu.attention_backward(g, q, k, v, out, lse, mask, True, 0.5, probs=kept)
+    for a, b in zip(recomputed, given):
+        assert a.tobytes() == b.tobytes()
