@@ -94,6 +94,21 @@ def _add_into(grad, g):
     version_counter(grad).value += 1
 
 
+def _sum(a, b):
+    """Two gradients for one output, added: by the primitive where nothing is recorded and they have
+    one shape and dtype (the usual case: a residual connection, the pieces of a split), else by the op."""
+    if (
+        not grad_state.enabled
+        and a.__class__ is Tensor
+        and b.__class__ is Tensor
+        and a.dtype is b.dtype
+        and a._device is b._device
+        and a._data.shape == b._data.shape
+    ):
+        return Tensor._make(primitives(a).binary("add", a._data, b._data, a.dtype), a._device)
+    return a + b
+
+
 def _check_anomaly(node, results):
     for i, g in enumerate(results):
         if isinstance(g, Tensor) and g.dtype.is_floating_point and not _all_finite(g):
@@ -288,7 +303,7 @@ def run_backward(roots, root_grads, retain_graph, create_graph, capture=None, al
                             buf[edge[1]] = g
                     else:
                         nr = edge[1]
-                        buf[nr] = g if buf[nr] is None else buf[nr] + g
+                        buf[nr] = g if buf[nr] is None else _sum(buf[nr], g)
                 if remaining == 1:
                     ready.append(child)
                 deps[child] = remaining - 1
