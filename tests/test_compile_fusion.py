@@ -11,6 +11,7 @@ import pytest
 import adcuda
 import adcuda.nn.functional as F
 from adcuda.backends import cpu
+from adcuda.capture import program as program_module
 from adcuda.capture.program import Scratch
 from adcuda.errors import IndexOutOfRangeError
 from adcuda.tensor import version_counter
@@ -171,6 +172,33 @@ def test_gelu_tanh_forward_and_backward_replay_the_primitive_into_buffers():
     assert [k.func for k in gelu] == [cpu.unary, cpu.unary_backward]
     assert all(isinstance(k, functools.partial) and k.keywords["scratch"] is program.scratch for k in gelu)
     assert {shape for shape, _, _ in program.scratch.arrays} == {(4, 9)}
+
+
+@pytest.mark.parametrize("dtype", [adcuda.float32, adcuda.float64])
+def test_gelu_tanh_over_arrays_bigger_than_a_chunk_runs_in_chunks_bit_for_bit(monkeypatch, dtype):
+    # 64 bytes a chunk: the 5x9 arrays in chunks of 16 float32 (8 float64) elements and a shorter rest
+    monkeypatch.setattr(program_module, "CHUNK_BYTES", 64)
+    w = adcuda.randn(6, 9, dtype=dtype, requires_grad=True)
+
+    def f(x):
+        y = F.gelu(x @ w, approximate="tanh")
+        (y * y).sum().backward()
+        return y.detach() * 1.0
+
+    x = adcuda.randn(5, 6, dtype=dtype)
+    compiled = adcuda.compile(f, fullgraph=True)
+    runs = []
+    for fn in (f, compiled, compiled, compiled):
+        w.grad = None
+        runs.append((fn(x).numpy().tobytes(), w.grad.numpy().tobytes()))
+    assert runs[1:] == runs[:1] * 3
+    (program,) = compiled.programs
+    text = str(program)
+    assert "inner kept in place" in text and "inner read in place" in text
+    gelu = [k for i, (k, _) in program.kernels.items() if program.trace.steps[i].args[0] == "gelu_tanh"]
+    assert len(gelu) == 2 and not any(isinstance(k, functools.partial) for k in gelu)  # the chunked kernels
+    step = 64 // np.dtype(dtype.numpy).itemsize
+    assert {shape for shape, _, _ in program.scratch.arrays} == {(step,), (45 % step,)}
 
 
 def test_an_operand_read_later_is_not_overwritten():
