@@ -201,6 +201,33 @@ def test_gelu_tanh_over_arrays_bigger_than_a_chunk_runs_in_chunks_bit_for_bit(mo
     assert {shape for shape, _, _ in program.scratch.arrays} == {(step,), (45 % step,)}
 
 
+def test_calls_whose_results_nothing_reads_are_left_out():
+    leaf = adcuda.randn(4, 4, requires_grad=True)
+
+    def f(x):
+        h = (leaf * x).relu()
+        (h + 1.0).sum()  # computed and dropped: the add and the sum are left out
+        loss = (h * h).contiguous().sum()  # a row-major array made row-major: the same array, no call
+        loss.backward()
+        return loss.detach()
+
+    x = adcuda.randn(4, 4)
+    compiled = adcuda.compile(f, fullgraph=True)
+    runs = []
+    for fn in (f, compiled, compiled, compiled):
+        leaf.grad = None
+        runs.append((fn(x).numpy().tobytes(), leaf.grad.numpy().tobytes()))
+    assert runs[1:] == runs[:1] * 3
+    (program,) = compiled.programs
+    lines = str(program).splitlines()
+    unread = [line for line in lines if "(left out: nothing reads what it returns)" in line]
+    assert len(unread) == 2 and "binary('add'" in unread[0] and "reduce('sum'" in unread[1]
+    (same,) = [line for line in lines if "(left out: it returns its operand)" in line]
+    assert "contiguous(" in same
+    assert "3 left out as no-ops or unread" in lines[0]
+    assert program.source.count("p_reduce") == 1 and "p_contiguous" not in program.source  # the loss returned
+
+
 def test_an_operand_read_later_is_not_overwritten():
     def f(x):
         y = x * 2.0

@@ -202,6 +202,10 @@ _FRESH = frozenset({"binary", "unary", "unary_backward", "matmul", "full", "asty
 # operand itself (a contiguous array made contiguous, a view of the whole), not a write into it
 _HANDS_BACK = frozenset({"contiguous", "view", "permute", "slice", "expand", "astype"})
 
+# primitives that compute their results from their operands and nothing else (no writes, no draws, no
+# checks of values): a call of one whose results nothing reads is left out of the replay (``_dead_calls``)
+_PURE = frozenset({"binary", "unary", "unary_backward", "reduce", "matmul", "full", "arange", "astype"} | _HANDS_BACK)
+
 # kernels of these primitives read each element of an operand only to write the same element of the
 # result: their ``out`` may be an operand's own buffer (not so for a matrix product)
 ELEMENTWISE = frozenset({"binary", "unary", "unary_backward"})
@@ -253,6 +257,7 @@ class Program:
         self.guards = [(t, a) for a, t in trace.externals.values() if t is not None]
         self.modes = list(trace.modules.values())
         n_steps = len(trace.steps)
+        self.dead = self._dead_calls()
         self.views = self._attention_views()
         self.death = self._lifetimes(n_steps)
         self.scratch = Scratch()
@@ -274,6 +279,33 @@ class Program:
         return True
 
     # ------------------------------------------------------------------ liveness and buffers
+    def _dead_calls(self):
+        """Indices of the calls the replay leaves out: calls of ``_PURE`` primitives whose results no later
+        step that is not itself left out reads, that are no output and that nothing else received (the
+        loss a step computes and drops, a view or copy eager made for a consumer that reads the
+        persistent array itself), and calls of ``_HANDS_BACK`` primitives that returned their operand
+        (a row-major array made row-major), whose result the replay already holds. {index: why}."""
+        steps = self.trace.steps
+        read = set(self.trace.handed_over) | set(self.output_values())  # values read after the step at hand
+        dead = {}
+        for i in range(len(steps) - 1, -1, -1):
+            step = steps[i]
+            if step.__class__ is Call and step.name in _PURE and not step.kwargs:
+                results = [n for n in step.results if n is not None]
+                if not any(n in read for n in results):
+                    dead[i] = "nothing reads what it returns"
+                    continue
+                first = step.args[0] if step.args else None
+                if step.name in _HANDS_BACK and results == [_number(first)] and step.result_kind == "array":
+                    dead[i] = "it returns its operand"  # (which the replay holds already)
+                    continue
+            refs = []
+            _walk(_arguments_of(step), refs.append)
+            for ref in refs:
+                if ref.__class__ in (Value, TensorArg):
+                    read.add(ref.n if ref.__class__ is Value else ref.value)
+        return dead
+
     def _attention_views(self):
         """{step index: source value} for ``contiguous`` copies that only attention and its backward read
         (as q, k, v or the output's gradient): they read the view itself instead, the copy left out.
@@ -333,6 +365,8 @@ class Program:
         forever = set(self.trace.handed_over) | set(self.output_values())
 
         for i, step in enumerate(self.trace.steps):
+            if i in self.dead:
+                continue
             refs = []
             _walk(_arguments_of(step), refs.append)
             for ref in refs:
@@ -371,7 +405,7 @@ class Program:
         self.in_place = {}  # step index -> the operand whose memory the result takes
         self.aliases = {}  # step index of a copy made no copy -> the operand it stands for
         for i, step in enumerate(self.trace.steps):
-            if step.__class__ is not Call or step.result_kind != "array":
+            if step.__class__ is not Call or step.result_kind != "array" or i in self.dead:
                 continue
             n = step.results[0]
             if n is None or layout.owner[n] != n or self.trace.producer[n] != i or not layout.c_contiguous[n]:
@@ -697,6 +731,9 @@ class Program:
         draws = 0
         for i, step in enumerate(trace.steps):
             cls = step.__class__
+            if i in self.dead:
+                lines.append(self._describe(i, step) + f"  (left out: {self.dead[i]})")
+                continue
             ranges.append(_range_name(step))
             fusion = self.scatter_sums.get(i)
             if fusion is not None and fusion[0] != "bare":
@@ -861,7 +898,7 @@ class Program:
             end[held] = max(end.get(held, -1), self.death[n])
         events = []
         for n, owner in enumerate(layout.owner):
-            if owner != n or producer[n] < 0 or n in self.buffer_of or n in memory_of:
+            if owner != n or producer[n] < 0 or n in self.buffer_of or n in memory_of or producer[n] in self.dead:
                 continue
             dies = max(self.death[n], end.get(n, -1), producer[n])
             events.append((producer[n], layout.nbytes[n]))
@@ -881,7 +918,8 @@ class Program:
         planned, peak = self.memory()
         head = (
             f"adcuda.compile program of {self.name}: {len(steps)} steps ({calls} primitive calls, "
-            f"{len(self.kernels)} by replay kernels: {len(self.buffer_of)} results in preallocated buffers, "
+            f"{len(self.dead)} left out as no-ops or unread, {len(self.kernels)} by replay kernels: "
+            f"{len(self.buffer_of)} results in preallocated buffers, "
             f"{len(self.in_place)} written over a dying operand, {len(self.aliases)} copies dropped; "
             f"{hosts} host steps; {accs} gradient accumulations; {draws} random draws)\n"
             f"inputs: {', '.join(f'%{n}' for n in self.trace.inputs) or 'none'}; outputs: "
