@@ -228,6 +228,29 @@ def test_calls_whose_results_nothing_reads_are_left_out():
     assert program.source.count("p_reduce") == 1 and "p_contiguous" not in program.source  # the loss returned
 
 
+def test_views_of_arrays_that_are_the_same_on_every_replay_are_made_once():
+    w = adcuda.randn(5, 3, requires_grad=True)
+
+    def f(x):
+        y = (x * 2.0) @ w.t().t()  # views of a parameter
+        y.sum().backward()  # the backward expands a buffer's scalar
+        return y.detach(), w.detach().t()  # a view handed back to the caller: made on each replay
+
+    x = adcuda.randn(4, 5)
+    compiled = adcuda.compile(f, fullgraph=True)
+    runs = []
+    for fn in (f, compiled, compiled, compiled):
+        w.grad = None
+        y, wt = fn(x)
+        runs.append((y.numpy().tobytes(), w.grad.numpy().tobytes(), wt.numpy().tobytes()))
+    assert runs[1:] == runs[:1] * 3
+    (program,) = compiled.programs
+    made_once = [line for line in str(program).splitlines() if "a view made once" in line]
+    assert any("expand(" in line for line in made_once) and any("permute(<persistent" in line for line in made_once)
+    assert "p_expand" not in program.source
+    assert compiled(x)[1]._data is not compiled(x)[1]._data  # the caller's view: a new array each call
+
+
 def test_an_operand_read_later_is_not_overwritten():
     def f(x):
         y = x * 2.0

@@ -729,6 +729,9 @@ class Program:
         ranges = []  # the profiler range of each line of ``body``: what a profiled replay shows inside it
         lines = self.lines
         draws = 0
+        buffers = [np.empty(shape, dtype) for shape, dtype in self.buffers]
+        held = {}  # value -> the array it is on every replay (a buffer, a view of one or of a persistent array)
+        escaping = set(trace.handed_over) | set(self.output_values())  # (arrays made anew each replay)
         for i, step in enumerate(trace.steps):
             cls = step.__class__
             if i in self.dead:
@@ -748,6 +751,7 @@ class Program:
                 continue
             if cls is Call:
                 target = self._targets(step)
+                view = _view_once(step, held, self.layout, escaping)
                 if i in self.aliases:
                     code = f"v{self.aliases[i]}"
                 elif i in self.views:
@@ -763,6 +767,7 @@ class Program:
                     n = step.results[0]
                     if n in self.buffer_of:
                         out = f"buf{self.buffer_of[n]}"
+                        held[n] = buffers[self.buffer_of[n]]  # (a kernel returns its out)
                     elif i in self.in_place:
                         out = f"v{self.in_place[i]}"
                     else:
@@ -771,10 +776,15 @@ class Program:
                     code = f"{fn}({first}{operands}out={out}{last})"
                     if fusion is not None:  # a fill every element of which a fused sum writes
                         code = out
+                elif view is not None:
+                    held[step.results[0]] = view
+                    code = bind(view, "c")
                 else:
                     primitive = bind(getattr(cpu, step.name), f"p_{step.name}_")
                     code = f"{primitive}({call_args(step.args, step.kwargs)})"
                 note = "  (not filled: a fused sum writes all of it)" if fusion else ""
+                if view is not None:
+                    note = "  (a view made once, of an array that is the same on every replay)"
                 if i in self.keeps:  # what a forward keeps for its backward (_forward_keeps)
                     keyword, kept = self.keeps[i]
                     code = code[:-1] + f", {keyword}={bind(kept, 'c')})"
@@ -800,8 +810,8 @@ class Program:
             f"v{x}" if kind == "value" else bind(x, "c") if kind == "array" else "None" for kind, x in self.outputs[1]
         ]
         params = ", ".join(f"v{n}" for n in trace.inputs)
-        for b, (shape, dtype) in enumerate(self.buffers):
-            env[f"buf{b}"] = np.empty(shape, dtype)
+        for b, array in enumerate(buffers):
+            env[f"buf{b}"] = array
         returns = f"    return ({''.join(o + ', ' for o in outputs)})\n"
         self.source = f"def replay({params}):\n" + "".join(f"    {line}\n" for line in body) + returns
         # the same replay with each step in a profiler/NVTX range of its own (made on first need)
@@ -974,6 +984,32 @@ def _range_name(step):
     if cls is Accumulate:
         return "accumulate_grad"
     return "random_draw"
+
+
+# primitives whose result is a view of their first operand, made from it and constant arguments alone
+_VIEWS = frozenset({"view", "permute", "expand", "slice"})
+
+
+def _view_once(step, held, layout, escaping):
+    """The view call ``step`` makes, made now, where its operand is the same array on every replay (``held``:
+    a buffer or a view of one; a persistent array) and its other arguments are constants: the same
+    view of the same memory as the call would make, which a replay then need not make. None elsewhere
+    (and where the view made is not a view of the operand in the captured layout). Not for a view
+    that leaves the program (``escaping``: an output, what a host step or ``.grad`` receives): each
+    replay gives those an array object of their own, as eager does."""
+    if step.name not in _VIEWS or step.result_kind != "array" or step.kwargs or step.results[0] in (None, *escaping):
+        return None
+    source = step.args[0]
+    array = held.get(source.n) if source.__class__ is Value else source if source.__class__ is np.ndarray else None
+    refs = []
+    _walk(step.args[1:], refs.append)
+    if array is None or refs:
+        return None
+    view = getattr(cpu, step.name)(array, *step.args[1:])
+    n = step.results[0]
+    if view.__class__ is not np.ndarray or view.base is None or not np.may_share_memory(view, array):
+        return None
+    return view if view.shape == layout.shape[n] and view.strides == layout.strides[n] else None
 
 
 def _is_same_dtype_copy(step, layout, n):
