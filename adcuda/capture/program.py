@@ -16,7 +16,9 @@ and Optimizer objects stay the truth.
 
 The replay itself is one generated Python function (``replay``), a straight line of calls on local
 variables with every primitive, constant and buffer prebound: no dispatch, no autograd, no argument
-parsing. Host steps are calls of the library functions they recorded, or of the replay kernels that
+parsing. Calls of pure primitives whose results nothing reads are left out (``_dead_calls``), and
+views of arrays that are the same on every replay are made once, when it is built (``_view_once``).
+Host steps are calls of the library functions they recorded, or of the replay kernels that
 stand for them (host_steps.py: optimizer steps, the class-target check); accumulation sets or adds to
 ``.grad`` as eager does; draws take the next seed and offset from their generator. A second version
 of it, made when a profiler or ``emit_nvtx`` first observes a replay, puts each step in a range.
