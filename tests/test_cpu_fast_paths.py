@@ -82,10 +82,10 @@ def test_heap_tuning_can_be_turned_off():
     "decoupled, weight_decay, amsgrad", [(True, 0.01, False), (False, 0.1, True), (False, 0.0, False)]
 )
 def test_adam_over_many_tensors_matches_one_tensor_at_a_time(dtype, decoupled, weight_decay, amsgrad):
-    """A call with many tensors of one float dtype updates them gathered into flat arrays: bit for bit
-    what calls with one tensor each (the per-tensor path) give."""
+    """A call with many tensors of one float dtype updates the small ones gathered into flat arrays and
+    the big ones in place: bit for bit what calls with one tensor each (the per-tensor path) give."""
     rng = np.random.default_rng(0)
-    shapes = [(5, 3), (7,), (), (1, 4, 2), (0,), (3,)]
+    shapes = [(5, 3), (7,), (), (65, 64), (1, 4, 2), (0,), (3,)]
 
     def state():
         return [[np.array(rng.standard_normal(s), dtype) for s in shapes] for _ in range(5)]
