@@ -488,3 +488,21 @@ IntTensor = _legacy_type("IntTensor", dt.int32)
 LongTensor = _legacy_type("LongTensor", dt.int64)
 BoolTensor = _legacy_type("BoolTensor", dt.bool_)
 LEGACY_TYPES = (FloatTensor, DoubleTensor, HalfTensor, BFloat16Tensor, IntTensor, LongTensor, BoolTensor)
+
+
+# ------------------------------------------------------------------------------------------------
+# More of PyTorch's factories (issue 15)
+@op("logspace", doc="steps values base ** linspace(start, end, steps).", method=False)
+def logspace(
+    start: Number,
+    end: Number,
+    steps: int,
+    base: float = 10.0,
+    dtype: DType | None = None,
+    device: Device | str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    if steps < 0:
+        raise ShapeError(f"logspace: number of steps must be non-negative, got {steps}")
+    values = np.power(float(base), np.linspace(float(start), float(end), int(steps)))
+    return tensor(values, dtype=dtype or dt.default_float, device=device, requires_grad=requires_grad)

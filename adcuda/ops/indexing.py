@@ -20,9 +20,10 @@ from .elementwise import where
 from .factories import arange, full, tensor
 from .mutation import check_inplace_allowed, commit_inplace, version_counter
 from .registry import op
+from .shape import stack
 
 if TYPE_CHECKING:
-    from ..types import Any, Number
+    from ..types import Any, Device, DType, Number
 
 _PLAIN = (int, type(None))  # slice bounds the backend takes as they are
 
@@ -385,6 +386,7 @@ def _triangle(prim, input, diagonal):
 
 @op(
     "tril",
+    inplace=True,
     doc="The lower triangle of the last two dims (above diagonal set to 0).",
     node="TrilBackward0",
     grads={"input": lambda grad, diagonal: tril(grad, diagonal)},
@@ -395,6 +397,7 @@ def tril(input: Tensor, diagonal: int = 0) -> Tensor:
 
 @op(
     "triu",
+    inplace=True,
     doc="The upper triangle of the last two dims (below diagonal set to 0).",
     node="TriuBackward0",
     grads={"input": lambda grad, diagonal: triu(grad, diagonal)},
@@ -640,3 +643,189 @@ def nonzero(input: Tensor, *, as_tuple: bool = False) -> Tensor | tuple[Tensor, 
     if as_tuple:
         return tuple(c.contiguous() for c in coordinates.unbind(1))
     return coordinates
+
+
+# ------------------------------------------------------------------------------------------------
+# More of PyTorch's indexing names (issue 15), composed of the ops above
+def _index_vector(name, input, dim, index):
+    if not isinstance(index, Tensor) or index.dtype.category != dt.INTEGER or index.ndim > 1:
+        got = f"{index.dtype} of shape {fmt_shape(index.shape)}" if isinstance(index, Tensor) else type(index).__name__
+        raise DTypeError(f"{name}: index must be a 1-D integer tensor, got {got}")
+    d = wrap_dim(dim, max(input.ndim, 1), name)
+    return d, index.reshape(-1)
+
+
+def _index_along(name, input, dim, index, source):
+    """dim and index expanded to source's shape (index along dim, every position elsewhere), after
+    checking that source is input's shape with index's length along dim."""
+    d, index = _index_vector(name, input, dim, index)
+    expected = list(input.shape) if input.ndim else [1]
+    expected[d] = index.shape[0]
+    if not isinstance(source, Tensor) or list(source.shape if source.ndim else [1]) != expected:
+        raise ShapeError(
+            f"{name}: source {fmt_shape(source.shape) if isinstance(source, Tensor) else type(source).__name__} "
+            f"must have input {fmt_shape(input.shape)}'s shape with {index.shape[0]} (index's length) at dim {d}"
+        )
+    view = [1] * len(expected)
+    view[d] = index.shape[0]
+    return d, index.reshape(view).expand(expected)
+
+
+@op("index_add", doc="input with alpha * source added at the 1-D index along dim.", composite=True, inplace=True)
+def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha: Number = 1) -> Tensor:
+    d, expanded = _index_along("index_add", input, dim, index, source)
+    if alpha != 1:
+        source = source * alpha
+    if input.ndim == 0:
+        return scatter_add(input.reshape(1), 0, expanded.reshape(-1), source.reshape(1)).reshape(())
+    return scatter_add(input, d, expanded, source)
+
+
+@op("index_copy", doc="input with source's slices written at the 1-D index along dim.", composite=True, inplace=True)
+def index_copy(input: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
+    d, expanded = _index_along("index_copy", input, dim, index, source)
+    if input.ndim == 0:
+        return scatter(input.reshape(1), 0, expanded.reshape(-1), source.reshape(1)).reshape(())
+    return scatter(input, d, expanded, source)
+
+
+@op("index_fill", doc="input with value at the 1-D index along dim.", composite=True, inplace=True)
+def index_fill(input: Tensor, dim: int, index: Tensor, value: Tensor | Number) -> Tensor:
+    d, index = _index_vector("index_fill", input, dim, index)
+    if input.ndim == 0:
+        return masked_fill(input, full((), index.numel() > 0, dtype=dt.bool_, device=input.device), value)
+    n = input.shape[d]
+    if index.numel() and (int(index.max()) >= n or int(index.min()) < -n):
+        raise IndexOutOfRangeError(
+            f"index_fill: index out of range for dim {d} of size {n} (input {fmt_shape(input.shape)})"
+        )
+    mask = index_put(full((n,), False, dtype=dt.bool_, device=input.device), (index,), True)
+    return masked_fill(input, mask.reshape([n] + [1] * (input.ndim - d - 1)), value)
+
+
+@op(
+    "take_along_dim",
+    doc="gather of input at indices along dim, the two broadcast elsewhere (flat when dim is None).",
+    composite=True,
+)
+def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Tensor:
+    if not isinstance(indices, Tensor) or indices.dtype.category != dt.INTEGER:
+        raise DTypeError("take_along_dim: indices must be an integer tensor")
+    if dim is None:
+        return gather(input.reshape(-1), 0, indices.reshape(-1))
+    if input.ndim != indices.ndim:
+        raise ShapeError(
+            f"take_along_dim: input {fmt_shape(input.shape)} and indices {fmt_shape(indices.shape)} "
+            "must have the same number of dims"
+        )
+    d = wrap_dim(dim, input.ndim, "take_along_dim")
+    a, b = list(input.shape), list(indices.shape)
+    a[d] = b[d] = 1
+    shape = broadcast_shapes("take_along_dim", tuple(a), tuple(b))
+    return gather(
+        input.expand(shape[:d] + (input.shape[d],) + shape[d + 1 :]),
+        d,
+        indices.expand(shape[:d] + (indices.shape[d],) + shape[d + 1 :]),
+    )
+
+
+@op("argwhere", doc="The indices of the nonzero elements, (count, ndim) int64.", composite=True)
+def argwhere(input: Tensor) -> Tensor:
+    return nonzero(input)
+
+
+@op("diagonal", doc="The diagonal at offset of the planes of dim1 and dim2, as the last dim.", composite=True)
+def diagonal(input: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+    if input.ndim < 2:
+        raise ShapeError(f"diagonal: input must be at least 2-d, got shape {fmt_shape(input.shape)}")
+    d1, d2 = wrap_dim(dim1, input.ndim, "diagonal"), wrap_dim(dim2, input.ndim, "diagonal")
+    if d1 == d2:
+        raise ShapeError(f"diagonal: dim1 and dim2 cannot be the same dim ({d1})")
+    planes = input.movedim((d1, d2), (-2, -1))
+    rows, cols = planes.shape[-2], planes.shape[-1]
+    start_row, start_col = max(-offset, 0), max(offset, 0)
+    n = max(min(rows - start_row, cols - start_col), 0)
+    steps = arange(n, device=input.device)
+    return getitem(planes, (Ellipsis, steps + start_row, steps + start_col))
+
+
+_diagonal_of = diagonal  # diag's parameter is called diagonal, as in PyTorch
+
+
+@op("diag", doc="A 1-D input as the diagonal (at offset) of a square matrix; a 2-D input's diagonal.", composite=True)
+def diag(input: Tensor, diagonal: int = 0) -> Tensor:
+    if input.ndim == 2:
+        return _diagonal_of(input, diagonal)
+    if input.ndim != 1:
+        raise ShapeError(f"diag: input must be 1-d or 2-d, got shape {fmt_shape(input.shape)}")
+    n = input.shape[0]
+    size = n + abs(diagonal)
+    steps = arange(n, device=input.device)
+    out = full((size, size), 0, dtype=input.dtype, device=input.device)
+    return index_put(out, (steps + max(-diagonal, 0), steps + max(diagonal, 0)), input)
+
+
+@op("trace", doc="The sum of the main diagonal of a matrix.", composite=True)
+def trace(input: Tensor) -> Tensor:
+    if input.ndim != 2:
+        raise ShapeError(f"trace: expected a matrix, got shape {fmt_shape(input.shape)}")
+    return diagonal(input).sum()
+
+
+@op(
+    "unfold",
+    doc="The windows of size elements every step along dimension, as a new last dim.",
+    composite=True,
+    function=False,
+)
+def unfold(input: Tensor, dimension: int, size: int, step: int) -> Tensor:
+    d = wrap_dim(dimension, max(input.ndim, 1), "unfold")
+    length = input.shape[d] if input.ndim else 1
+    if size < 0 or size > length or step <= 0:
+        raise ShapeError(
+            f"unfold: size {size} must be in [0, {length}] (dim {d} of input {fmt_shape(input.shape)}) "
+            f"and step {step} positive"
+        )
+    if input.ndim == 0:
+        return input.reshape(1)
+    count = (length - size) // step + 1
+    starts = arange(count, device=input.device) * step
+    index = (starts.unsqueeze(1) + arange(size, device=input.device)).reshape(-1)
+    windows = index_select(input, d, index)
+    shape = list(input.shape)
+    shape[d : d + 1] = [count, size]
+    return windows.reshape(shape).movedim(d + 1, -1)
+
+
+def _triangle_indices(name, row, col, offset, dtype, device, lower):
+    if row < 0 or col < 0:
+        raise ShapeError(f"{name}: row and col must be non-negative, got {row} and {col}")
+    rows = arange(row, dtype=dt.int64, device=device).unsqueeze(1).expand(row, col)
+    cols = arange(col, dtype=dt.int64, device=device).unsqueeze(0).expand(row, col)
+    keep = (cols - rows <= offset) if lower else (cols - rows >= offset)
+    out = stack((getitem(rows, keep), getitem(cols, keep)))
+    return out if dtype is None else out.to(dtype=dtype)
+
+
+@op("tril_indices", doc="The (2, n) coordinates of the lower triangle (at offset) of a row x col matrix.", method=False)
+def tril_indices(
+    row: int,
+    col: int,
+    offset: int = 0,
+    *,
+    dtype: DType | None = None,
+    device: Device | str | None = None,
+) -> Tensor:
+    return _triangle_indices("tril_indices", row, col, offset, dtype, device, lower=True)
+
+
+@op("triu_indices", doc="The (2, n) coordinates of the upper triangle (at offset) of a row x col matrix.", method=False)
+def triu_indices(
+    row: int,
+    col: int,
+    offset: int = 0,
+    *,
+    dtype: DType | None = None,
+    device: Device | str | None = None,
+) -> Tensor:
+    return _triangle_indices("triu_indices", row, col, offset, dtype, device, lower=False)

@@ -353,3 +353,127 @@ def multinomial(
         picks = race.topk(num_samples, -1, largest=False).indices
     picks = picks.to(dtype=dt.int64)
     return picks.reshape(num_samples) if input.ndim == 1 else picks
+
+
+# ------------------------------------------------------------------------------------------------
+# More of PyTorch's random names (issue 15), drawn with the primitives above
+@op(
+    "normal",
+    doc="Samples of N(mean, std**2): mean and std tensors (broadcast) or numbers with a size.",
+    composite=True,
+    method=False,
+)
+def normal(
+    mean: Tensor | float = 0.0,
+    std: Tensor | float = 1.0,
+    size: Sequence[int] | None = None,
+    *,
+    generator: Generator | None = None,
+    dtype: DType | None = None,
+    device: Device | str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    tensors = [t for t in (mean, std) if hasattr(t, "shape")]
+    if not tensors:
+        if size is None:
+            raise DTypeError("normal: with a number mean and std, give size")
+        if std < 0:
+            raise ValueError(f"normal: expects std >= 0.0, got std={std}")
+        noise = randn(tuple(size), generator=generator, dtype=dtype, device=device)
+        return (noise * std + mean).requires_grad_(requires_grad)
+    if size is not None:
+        raise DTypeError("normal: size is for a number mean and std; a tensor mean or std gives the shape")
+    shape = tuple(tensors[0].shape) if len(tensors) == 1 else tuple((mean + std).shape)
+    like = tensors[0]
+    noise = randn(shape, generator=generator, dtype=like.dtype, device=like.device)
+    if hasattr(std, "shape") and bool((std < 0).any()):
+        raise ValueError("normal: expects all elements of std >= 0.0")
+    return mean + noise * std
+
+
+@op("bernoulli", doc="1 with probability input (or p), else 0, in input's dtype.", composite=True)
+def bernoulli(input: Tensor, p: float | None = None, *, generator: Generator | None = None) -> Tensor:
+    check_float("bernoulli", "input", input)
+    probabilities = input.detach() if p is None else p
+    _check_probability("bernoulli", probabilities)
+    draw = rand(tuple(input.shape), generator=generator, dtype=_draw_dtype(input.dtype), device=input.device)
+    return (draw < probabilities).to(dtype=input.dtype)
+
+
+def _draw_dtype(dtype):
+    return dt.float64 if dtype is dt.float64 else dt.float32
+
+
+def _check_probability(name, p):
+    bad = bool(((p < 0) | (p > 1)).any()) if hasattr(p, "shape") else not 0 <= p <= 1
+    if bad:
+        raise ValueError(f"{name}: expected probabilities in [0, 1]")
+
+
+@op(
+    "bernoulli_",
+    doc="Every element replaced by 1 with probability p (a number or tensor), else 0, in place.",
+    composite=True,
+    function=False,
+)
+def bernoulli_(self: Tensor, p: Tensor | float = 0.5, *, generator: Generator | None = None) -> Tensor:
+    _check_probability("bernoulli_", p)
+    shape = tuple(self.shape)
+    return _fill_with(
+        self, lambda d: (rand(shape, generator=generator, dtype=d, device=self.device) < p).to(dtype=d), "bernoulli_"
+    )
+
+
+@op("exponential_", doc="Every element replaced by a draw from Exp(lambd), in place.", composite=True, function=False)
+def exponential_(self: Tensor, lambd: float = 1.0, *, generator: Generator | None = None) -> Tensor:
+    if lambd <= 0:
+        raise ValueError(f"exponential_: expects lambda > 0.0, got lambd={lambd}")
+    shape = tuple(self.shape)
+    # -log(1 - u) / lambd with u in [0, 1): finite for every draw
+    return _fill_with(
+        self,
+        lambda d: -(-rand(shape, generator=generator, dtype=d, device=self.device)).log1p() / lambd,
+        "exponential_",
+    )
+
+
+@op("randint_like", doc="randint of input's shape, dtype and device: randint_like(input, [low,] high).", method=False)
+def randint_like(
+    input: Tensor,
+    low: int = 0,
+    high: int | None = None,
+    *,
+    dtype: DType | None = None,
+    device: Device | str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    if high is None:
+        low, high = 0, low
+    return randint(
+        low,
+        high,
+        tuple(input.shape),
+        dtype=dtype or input.dtype,
+        device=device or input.device,
+        requires_grad=requires_grad,
+    )
+
+
+@op(
+    "gumbel_softmax",
+    doc="softmax((logits + Gumbel noise) / tau) along dim; hard=True gives one-hot values with the soft gradient.",
+    composite=True,
+    function=False,
+    method=False,
+    functional=True,
+)
+def gumbel_softmax(logits: Tensor, tau: float = 1.0, hard: bool = False, eps: float = 1e-10, dim: int = -1) -> Tensor:
+    check_float("gumbel_softmax", "logits", logits)
+    u = rand(tuple(logits.shape), dtype=_draw_dtype(logits.dtype), device=logits.device)
+    gumbels = -(-(-u).log1p()).log()  # -log(Exp(1))
+    soft = ((logits + gumbels.to(dtype=logits.dtype)) / tau).softmax(dim)
+    if not hard:
+        return soft
+    index = soft.argmax(dim, keepdim=True)
+    one_hot = (soft.detach() * 0).scatter(dim, index, 1.0)
+    return one_hot - soft.detach() + soft

@@ -561,3 +561,158 @@ class OneCycleLR(LRScheduler):
                     break
                 start_step = end_step
         return lrs
+
+
+# ------------------------------------------------------------------------------------------------
+# More of PyTorch's schedulers (issue 15), with its recursive forms
+class MultiStepLR(LRScheduler):
+    """Multiply the lr by ``gamma`` at each milestone epoch (by gamma ** k at a milestone given k times)."""
+
+    def __init__(
+        self, optimizer: Optimizer, milestones: Sequence[int], gamma: float = 0.1, last_epoch: int = -1
+    ) -> None:
+        self.milestones = {}
+        for m in milestones:
+            self.milestones[m] = self.milestones.get(m, 0) + 1
+        self.gamma = gamma
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        times = self.milestones.get(self.last_epoch, 0)
+        return [group["lr"] * self.gamma**times for group in self.optimizer.param_groups]
+
+    def _get_closed_form_lr(self):
+        passed = bisect.bisect_right(sorted(m for m, k in self.milestones.items() for _ in range(k)), self.last_epoch)
+        return [base_lr * self.gamma**passed for base_lr in self.base_lrs]
+
+
+class ConstantLR(LRScheduler):
+    """The lr times ``factor`` until epoch ``total_iters``, then the lr itself."""
+
+    def __init__(
+        self, optimizer: Optimizer, factor: float = 1.0 / 3, total_iters: int = 5, last_epoch: int = -1
+    ) -> None:
+        if factor > 1.0 or factor < 0:
+            raise ValueError(f"ConstantLR: constant factor expected to be between 0 and 1, got {factor}")
+        self.factor = factor
+        self.total_iters = total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        groups = self.optimizer.param_groups
+        if self.last_epoch == 0:
+            return [group["lr"] * self.factor for group in groups]
+        if self.last_epoch != self.total_iters:
+            return [group["lr"] for group in groups]
+        return [group["lr"] * (1.0 / self.factor) for group in groups]
+
+    def _get_closed_form_lr(self):
+        reached = self.last_epoch >= self.total_iters
+        return [base_lr * (self.factor + reached * (1 - self.factor)) for base_lr in self.base_lrs]
+
+
+class MultiplicativeLR(LRScheduler):
+    """Multiply the lr by ``lr_lambda(epoch)`` every epoch; one function or one per group."""
+
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        lr_lambda: Callable[[int], float] | Sequence[Callable[[int], float]],
+        last_epoch: int = -1,
+    ) -> None:
+        if not isinstance(lr_lambda, (list, tuple)):
+            self.lr_lambdas = [lr_lambda] * len(optimizer.param_groups)
+        else:
+            if len(lr_lambda) != len(optimizer.param_groups):
+                raise ValueError(f"Expected {len(optimizer.param_groups)} lr_lambdas, but got {len(lr_lambda)}")
+            self.lr_lambdas = list(lr_lambda)
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        groups = self.optimizer.param_groups
+        if self.last_epoch > 0:
+            return [group["lr"] * fn(self.last_epoch) for fn, group in zip(self.lr_lambdas, groups)]
+        return [group["lr"] for group in groups]
+
+    state_dict = LambdaLR.state_dict
+    load_state_dict = LambdaLR.load_state_dict
+
+
+class PolynomialLR(LRScheduler):
+    """The lr decays as (1 - epoch / total_iters) ** power, reaching 0 at ``total_iters``."""
+
+    def __init__(self, optimizer: Optimizer, total_iters: int = 5, power: float = 1.0, last_epoch: int = -1) -> None:
+        self.total_iters = total_iters
+        self.power = power
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        groups = self.optimizer.param_groups
+        if self.last_epoch == 0 or self.last_epoch > self.total_iters:
+            return [group["lr"] for group in groups]
+        t, n = self.last_epoch, self.total_iters
+        decay = ((1.0 - t / n) / (1.0 - (t - 1) / n)) ** self.power
+        return [group["lr"] * decay for group in groups]
+
+    def _get_closed_form_lr(self):
+        left = 1.0 - min(self.total_iters, self.last_epoch) / self.total_iters
+        return [base_lr * left**self.power for base_lr in self.base_lrs]
+
+
+class CosineAnnealingWarmRestarts(LRScheduler):
+    """Cosine annealing from the initial lr to ``eta_min`` over ``T_0`` epochs, restarted at the
+    initial lr each time, each period ``T_mult`` times the last (SGDR)."""
+
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        T_0: int,  # noqa: N803 (PyTorch's names)
+        T_mult: int = 1,  # noqa: N803
+        eta_min: float = 0.0,
+        last_epoch: int = -1,
+    ) -> None:
+        if T_0 <= 0 or not isinstance(T_0, int):
+            raise ValueError(f"CosineAnnealingWarmRestarts: expected a positive integer T_0, got {T_0}")
+        if T_mult < 1 or not isinstance(T_mult, int):
+            raise ValueError(f"CosineAnnealingWarmRestarts: expected an integer T_mult >= 1, got {T_mult}")
+        self.T_0 = T_0
+        self.T_i = T_0
+        self.T_mult = T_mult
+        self.eta_min = eta_min
+        self.T_cur = last_epoch
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        return [
+            self.eta_min + (base_lr - self.eta_min) * (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
+            for base_lr in self.base_lrs
+        ]
+
+    def step(self, epoch: float | None = None) -> None:
+        """One epoch on, or (a fraction allowed) to ``epoch``: PyTorch's two ways of stepping SGDR."""
+        self._step_count += 1
+        if epoch is None and self.last_epoch < 0:
+            epoch = 0
+        if epoch is None:
+            epoch = self.last_epoch + 1
+            self.T_cur += 1
+            if self.T_cur >= self.T_i:
+                self.T_cur -= self.T_i
+                self.T_i *= self.T_mult
+        else:
+            if epoch < 0:
+                raise ValueError(f"CosineAnnealingWarmRestarts: expected a non-negative epoch, got {epoch}")
+            if epoch >= self.T_0:
+                if self.T_mult == 1:
+                    self.T_cur = epoch % self.T_0
+                else:
+                    n = int(math.log(epoch / self.T_0 * (self.T_mult - 1) + 1, self.T_mult))
+                    self.T_cur = epoch - self.T_0 * (self.T_mult**n - 1) / (self.T_mult - 1)
+                    self.T_i = self.T_0 * self.T_mult**n
+            else:
+                self.T_i = self.T_0
+                self.T_cur = epoch
+        self.last_epoch = math.floor(epoch)
+        for group, lr in zip(self.optimizer.param_groups, self.get_lr()):
+            group["lr"] = lr
+        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]

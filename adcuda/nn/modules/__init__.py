@@ -1,34 +1,84 @@
 """The layers of ``adcuda.nn``, one family per module."""
 
-from .activation import GELU, LeakyReLU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Tanh
+from .activation import (
+    CELU,
+    ELU,
+    GELU,
+    GLU,
+    SELU,
+    Hardsigmoid,
+    Hardswish,
+    Hardtanh,
+    LeakyReLU,
+    LogSigmoid,
+    LogSoftmax,
+    Mish,
+    PReLU,
+    ReLU,
+    ReLU6,
+    Sigmoid,
+    SiLU,
+    Softmax,
+    Softmin,
+    Softplus,
+    Softsign,
+    Tanh,
+    Tanhshrink,
+    Threshold,
+)
 from .attention import MultiheadAttention
-from .container import ModuleDict, ModuleList, Sequential
+from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .conv import Conv1d, Conv2d, ConvTranspose2d
+from .distance import CosineSimilarity, PairwiseDistance
 from .dropout import Dropout, Dropout1d, Dropout2d
 from .flatten import Flatten, Unflatten
-from .linear import Identity, Linear
+from .linear import Bilinear, Identity, Linear
 from .loss import (
     BCELoss,
     BCEWithLogitsLoss,
+    CosineEmbeddingLoss,
     CrossEntropyLoss,
+    GaussianNLLLoss,
+    HingeEmbeddingLoss,
     HuberLoss,
     KLDivLoss,
     L1Loss,
+    MarginRankingLoss,
     MSELoss,
+    MultiLabelSoftMarginLoss,
     NLLLoss,
+    PoissonNLLLoss,
     SmoothL1Loss,
+    SoftMarginLoss,
+    TripletMarginLoss,
 )
 from .module import Module
 from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm1d, InstanceNorm2d, LayerNorm, RMSNorm
+from .padding import (
+    CircularPad1d,
+    CircularPad2d,
+    ConstantPad1d,
+    ConstantPad2d,
+    ReflectionPad1d,
+    ReflectionPad2d,
+    ReplicationPad1d,
+    ReplicationPad2d,
+    ZeroPad1d,
+    ZeroPad2d,
+)
+from .pixelshuffle import PixelShuffle, PixelUnshuffle
 from .pooling import (
     AdaptiveAvgPool1d,
     AdaptiveAvgPool2d,
+    AdaptiveMaxPool1d,
     AdaptiveMaxPool2d,
     AvgPool1d,
     AvgPool2d,
     MaxPool1d,
     MaxPool2d,
     Upsample,
+    UpsamplingBilinear2d,
+    UpsamplingNearest2d,
 )
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
 from .sparse import Embedding
@@ -107,4 +157,51 @@ __all__ += [
     "TransformerDecoder",
     "TransformerEncoderLayer",
     "TransformerDecoderLayer",
+]
+# more activations, containers, distances, padding, pixel shuffle, pooling and losses (issue 15, names)
+__all__ += [
+    "ELU",
+    "SELU",
+    "CELU",
+    "GLU",
+    "Hardtanh",
+    "ReLU6",
+    "Hardsigmoid",
+    "Hardswish",
+    "Mish",
+    "Softplus",
+    "LogSigmoid",
+    "Softsign",
+    "Tanhshrink",
+    "Threshold",
+    "Softmin",
+    "PReLU",
+    "ParameterList",
+    "ParameterDict",
+    "CosineSimilarity",
+    "PairwiseDistance",
+    "Bilinear",
+    "ZeroPad1d",
+    "ZeroPad2d",
+    "ConstantPad1d",
+    "ConstantPad2d",
+    "ReflectionPad1d",
+    "ReflectionPad2d",
+    "ReplicationPad1d",
+    "ReplicationPad2d",
+    "CircularPad1d",
+    "CircularPad2d",
+    "PixelShuffle",
+    "PixelUnshuffle",
+    "AdaptiveMaxPool1d",
+    "UpsamplingNearest2d",
+    "UpsamplingBilinear2d",
+    "MarginRankingLoss",
+    "CosineEmbeddingLoss",
+    "HingeEmbeddingLoss",
+    "SoftMarginLoss",
+    "MultiLabelSoftMarginLoss",
+    "PoissonNLLLoss",
+    "GaussianNLLLoss",
+    "TripletMarginLoss",
 ]

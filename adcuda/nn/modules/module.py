@@ -379,6 +379,10 @@ class Module:
     def bfloat16(self: ModuleT) -> ModuleT:
         return self._cast_floating(dt.bfloat16)
 
+    def type(self: ModuleT, dst_type: Any) -> ModuleT:
+        """Every parameter and buffer (integer ones included, as in PyTorch) converted to dst_type."""
+        return self._apply(lambda t: t.type(dst_type))
+
     # ------------------------------------------------------------------ state dicts
     def _state_entries(self, prefix=""):
         """(key, tensor) of every parameter and persistent buffer, shared ones under each name."""

@@ -170,3 +170,30 @@ class Upsample(Module):
     def extra_repr(self):
         what = f"size={self.size}" if self.size is not None else f"scale_factor={self.scale_factor}"
         return f"{what}, mode={self.mode!r}"
+
+
+# ------------------------------------------------------------------------------------------------
+# More of PyTorch's pooling and upsampling modules (issue 15)
+class AdaptiveMaxPool1d(_AdaptivePool):
+    def __init__(self, output_size: int, return_indices: bool = False) -> None:
+        super().__init__(output_size)
+        self.return_indices = return_indices
+
+    def forward(self, input: Tensor) -> Tensor | tuple[Tensor, Tensor]:
+        return F.adaptive_max_pool1d(input, self.output_size, self.return_indices)
+
+
+class UpsamplingNearest2d(Upsample):
+    def __init__(
+        self, size: int | tuple[int, ...] | None = None, scale_factor: float | tuple[float, ...] | None = None
+    ) -> None:
+        super().__init__(size, scale_factor, mode="nearest")
+
+
+class UpsamplingBilinear2d(Upsample):
+    """Bilinear upsampling with align_corners=True, as PyTorch's."""
+
+    def __init__(
+        self, size: int | tuple[int, ...] | None = None, scale_factor: float | tuple[float, ...] | None = None
+    ) -> None:
+        super().__init__(size, scale_factor, mode="bilinear", align_corners=True)
