@@ -245,6 +245,37 @@ CASES.update(
 )
 
 
+BAG_INDICES, BAG_OFFSETS = np.array([1, 2, 4, 5, 4, 3, 2, 9, 0, 0]), np.array([0, 4, 4, 7])
+CASES.update(
+    {
+        "unfold_images": (
+            lambda m, F, a: F.unfold(a, (3, 2), dilation=(1, 2), padding=1, stride=(2, 1)),
+            [rnd(2, 3, 6, 5)],
+            [],
+        ),
+        "fold_images": (lambda m, F, a: F.fold(a, (5, 4), 2, padding=1), [rnd(2, 12, 30)], []),
+        "local_response_norm": (lambda m, F, a: F.local_response_norm(a, 3, 0.1, 0.6, 2.0), [rnd(2, 5, 3, 2)], []),
+        "local_response_norm_1d": (lambda m, F, a: F.local_response_norm(a, 2), [rnd(2, 4, 3)], []),
+        "channel_shuffle": (lambda m, F, a: F.channel_shuffle(a, 3), [rnd(2, 6, 2, 2)], []),
+        "embedding_bag_mean": (
+            lambda m, F, w, i, o: F.embedding_bag(i, w, o, mode="mean", padding_idx=2),
+            [rnd(10, 3)],
+            [BAG_INDICES, BAG_OFFSETS],
+        ),
+        "embedding_bag_sum_weighted": (
+            lambda m, F, w, s, i, o: F.embedding_bag(i, w, o, mode="sum", per_sample_weights=s),
+            [rnd(10, 3), rnd(10, seed=1)],
+            [BAG_INDICES, BAG_OFFSETS],
+        ),
+        "embedding_bag_max_rows": (
+            lambda m, F, w, i: F.embedding_bag(i, w, mode="max"),
+            [rnd(10, 3)],
+            [BAG_INDICES.reshape(2, 5)],
+        ),
+    }
+)
+
+
 # the in-place forms of elementwise ops, on a non-leaf so that the gradient flows through them
 INPLACE = {
     "abs_": SPREAD,
@@ -553,6 +584,23 @@ def test_bad_input_names_the_op_and_shapes():
         ),
         (ShapeError, "cartesian_prod: expected one or more 1-d tensors", lambda: adcuda.cartesian_prod(x)),
         (ShapeError, r"diag_embed: dim1 and dim2 cannot be the same dim", lambda: adcuda.diag_embed(x, 0, 1, 1)),
+        (ShapeError, r"unfold: expected a 3-d \(C, H, W\) or 4-d", lambda: F.unfold(x, 2)),
+        (
+            ShapeError,
+            r"unfold: a block of 5 positions does not fit a padded size of 3",
+            lambda: F.unfold(adcuda.ones(1, 1, 3, 3), 5),
+        ),
+        (
+            ShapeError,
+            r"fold: input \(1, 8, 4\) needs a dim 1 divisible by kh \* kw = 4 and 9 blocks",
+            lambda: F.fold(adcuda.ones(1, 8, 4), (4, 4), 2),
+        ),
+        (ShapeError, "local_response_norm: expected a 3-d or higher input", lambda: F.local_response_norm(x, 2)),
+        (
+            ShapeError,
+            r"channel_shuffle: .*C divisible by groups \(3\), got \(1, 4, 2\)",
+            lambda: F.channel_shuffle(adcuda.ones(1, 4, 2), 3),
+        ),
     ]
     for error, message, call in cases:
         with pytest.raises(error, match=message):
@@ -833,6 +881,104 @@ def test_parameter_list_and_dict_register_their_entries():
             self.extra = torch.nn.ParameterDict({"shift": torch.nn.Parameter(torch.zeros(1))})
 
     assert sorted(model.state_dict()) == sorted(TorchModel().state_dict())
+
+
+def test_more_modules_match_pytorch():
+    torch = pytest.importorskip("torch")
+    an, tn = adcuda.nn, torch.nn
+    pairs = [
+        (an.Unfold(2, stride=2), tn.Unfold(2, stride=2), rnd(2, 3, 4, 6)),
+        (an.Fold((4, 6), 2, stride=2), tn.Fold((4, 6), 2, stride=2), rnd(2, 12, 6)),
+        (an.ChannelShuffle(2), tn.ChannelShuffle(2), rnd(2, 4, 3, 3)),
+        (an.LocalResponseNorm(3), tn.LocalResponseNorm(3), rnd(2, 5, 3, 3)),
+        (an.Dropout3d(0.4).eval(), tn.Dropout3d(0.4).eval(), rnd(2, 3, 2, 2, 2)),
+        (an.AlphaDropout(0.4).eval(), tn.AlphaDropout(0.4).eval(), rnd(2, 3)),
+        (an.FeatureAlphaDropout(0.4).eval(), tn.FeatureAlphaDropout(0.4).eval(), rnd(2, 3, 4)),
+    ]
+    for ours, theirs, data in pairs:
+        np.testing.assert_allclose(
+            ours(adcuda.tensor(data)).numpy(), theirs(torch.tensor(data)).numpy(), rtol=1e-12, atol=1e-12
+        )
+        assert repr(ours) == repr(theirs)
+    ours, theirs = an.EmbeddingBag(10, 3, mode="sum"), tn.EmbeddingBag(10, 3, mode="sum")
+    assert repr(ours) == repr(theirs) and set(ours.state_dict()) == set(theirs.state_dict())
+    ours.load_state_dict({"weight": adcuda.tensor(theirs.weight.detach().numpy())})
+    np.testing.assert_allclose(
+        ours(adcuda.tensor(BAG_INDICES), adcuda.tensor(BAG_OFFSETS)).detach().numpy(),
+        theirs(torch.tensor(BAG_INDICES), torch.tensor(BAG_OFFSETS)).detach().numpy(),
+        rtol=1e-6,
+    )
+    pretrained = an.EmbeddingBag.from_pretrained(adcuda.ones(4, 2), mode="max")
+    assert not pretrained.weight.requires_grad
+    assert pretrained(adcuda.tensor([[0, 1], [2, 3]])).tolist() == [[1.0, 1.0], [1.0, 1.0]]
+
+
+def test_embedding_bag_modes_match_pytorch():
+    torch = pytest.importorskip("torch")
+    weight = rnd(10, 3)
+    for mode in ("sum", "mean", "max"):
+        for padding_idx in (None, 2, 0):
+            for last in (False, True):
+                offsets = np.array([0, 4, 4, 7, 10]) if last else BAG_OFFSETS
+                kwargs = {"mode": mode, "padding_idx": padding_idx, "include_last_offset": last}
+                ours = F.embedding_bag(
+                    adcuda.tensor(BAG_INDICES), adcuda.tensor(weight), adcuda.tensor(offsets), **kwargs
+                )
+                theirs = torch.nn.functional.embedding_bag(
+                    torch.tensor(BAG_INDICES), torch.tensor(weight), torch.tensor(offsets), **kwargs
+                )
+                np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-12, err_msg=str(kwargs))
+    with pytest.raises(ValueError, match="embedding_bag: per_sample_weights are only supported for mode='sum'"):
+        F.embedding_bag(adcuda.tensor([0]), adcuda.ones(2, 2), adcuda.tensor([0]), per_sample_weights=adcuda.ones(1))
+    with pytest.raises(ShapeError, match=r"embedding_bag: offsets must be None for a 2-d input"):
+        F.embedding_bag(adcuda.tensor([[0]]), adcuda.ones(2, 2), adcuda.tensor([0]))
+    with pytest.raises(IndexOutOfRangeError, match="embedding_bag: offsets must start at 0"):
+        F.embedding_bag(adcuda.tensor([0, 1]), adcuda.ones(2, 2), adcuda.tensor([1]))
+
+
+def test_channel_and_alpha_dropout_keep_their_statistics():
+    adcuda.manual_seed(0)
+    x = adcuda.randn(200000)
+    y = F.alpha_dropout(x, 0.3, training=True)
+    assert abs(float(y.mean())) < 0.02 and abs(float(y.std()) - 1.0) < 0.02
+    z = F.feature_alpha_dropout(adcuda.randn(64, 32, 10), 0.2, training=True)
+    assert abs(float(z.mean())) < 0.05 and abs(float(z.std()) - 1.0) < 0.05
+    assert F.alpha_dropout(x, 0.3) is x  # PyTorch's default: training=False
+    masked = F.dropout3d(adcuda.ones(8, 16, 2, 2, 2), 0.5)
+    per_channel = masked.numpy().reshape(8, 16, -1)
+    assert (per_channel.min(-1) == per_channel.max(-1)).all() and set(np.unique(per_channel)) <= {0.0, 2.0}
+    with pytest.raises(ShapeError, match="dropout3d: expected 4D or 5D input"):
+        F.dropout3d(adcuda.ones(2, 3))
+
+
+def test_cyclic_lr_matches_pytorch_bit_for_bit():
+    torch = pytest.importorskip("torch")
+
+    def run(module, make, adam):
+        p, q = module.nn.Parameter(module.ones(1)), module.nn.Parameter(module.ones(1))
+        groups = [{"params": [p]}, {"params": [q], "lr": 0.5}]
+        optimizer = module.optim.Adam(groups, lr=0.1) if adam else module.optim.SGD(groups, lr=0.1, momentum=0.9)
+        key = "betas" if adam else "momentum"
+        scheduler = make(module.optim.lr_scheduler, optimizer)
+        seen = [(scheduler.get_last_lr(), [g[key] for g in optimizer.param_groups])]
+        for _ in range(30):
+            optimizer.step()
+            scheduler.step()
+            seen.append((scheduler.get_last_lr(), [g[key] for g in optimizer.param_groups]))
+        return seen
+
+    for make in (
+        lambda s, o: s.CyclicLR(o, 0.01, 0.1, step_size_up=4),
+        lambda s, o: s.CyclicLR(o, [0.01, 0.02], 0.1, step_size_up=3, step_size_down=5, mode="triangular2"),
+        lambda s, o: s.CyclicLR(o, 0.01, 0.1, step_size_up=4, mode="exp_range", gamma=0.97),
+        lambda s, o: s.CyclicLR(
+            o, 0.01, 0.1, 4, scale_fn=lambda x: 0.5**x, scale_mode="iterations", cycle_momentum=False
+        ),
+    ):
+        for adam in (False, True):
+            assert run(adcuda, make, adam) == run(torch, make, adam)
+    with pytest.raises(ValueError, match="CyclicLR: optimizer must support momentum"):
+        adcuda.optim.lr_scheduler.CyclicLR(adcuda.optim.Adagrad([adcuda.nn.Parameter(adcuda.ones(1))]), 0.1, 1.0)
 
 
 def test_module_type_converts_every_tensor():

@@ -14,16 +14,16 @@ from .. import dtypes as dt
 from ..autograd.graph import needs_grad
 from ..errors import DeviceError, DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
-from .common import broadcast_shapes, cast, constant, filled, wrap, wrap_dim
+from .common import broadcast_shapes, cast, constant, filled, int_tuple, wrap, wrap_dim
 from .dispatch import host_step
 from .elementwise import where
 from .factories import arange, full, tensor
 from .mutation import check_inplace_allowed, commit_inplace, version_counter
 from .registry import op
-from .shape import stack
+from .shape import pad, stack
 
 if TYPE_CHECKING:
-    from ..types import Any, Device, DType, Number
+    from ..types import Any, Device, DType, Number, Sequence
 
 _PLAIN = (int, type(None))  # slice bounds the backend takes as they are
 
@@ -772,11 +772,67 @@ def trace(input: Tensor) -> Tensor:
     return diagonal(input).sum()
 
 
+def _sliding_blocks(name, input, kernel_size, dilation, padding, stride):
+    """The checked (kernel, dilation, padding, stride) pairs of F.unfold/F.fold and the block grid:
+    (rows (kh, 1, oh, 1), cols (1, kw, 1, ow)) that index the padded image, and (oh, ow)."""
+    kernel = int_tuple(name, "kernel_size", kernel_size, 2)
+    dilation = int_tuple(name, "dilation", dilation, 2)
+    padding = int_tuple(name, "padding", padding, 2)
+    stride = int_tuple(name, "stride", stride, 2)
+    if min(kernel) <= 0 or min(dilation) <= 0 or min(stride) <= 0 or min(padding) < 0:
+        raise ShapeError(
+            f"{name}: kernel_size {kernel}, dilation {dilation} and stride {stride} must be positive and padding "
+            f"{padding} non-negative"
+        )
+    return kernel, dilation, padding, stride
+
+
+def _block_grid(name, size, kernel, dilation, padding, stride, device):
+    """Per spatial dim: the number of blocks and the padded-image positions, (blocks, kernel) of them."""
+    grids, counts = [], []
+    for n, k, d, p, s in zip(size, kernel, dilation, padding, stride):
+        span = d * (k - 1) + 1
+        if n + 2 * p < span:
+            raise ShapeError(f"{name}: a block of {span} positions does not fit a padded size of {n + 2 * p}")
+        count = (n + 2 * p - span) // s + 1
+        grids.append(arange(count, device=device).unsqueeze(1) * s + arange(k, device=device) * d)
+        counts.append(count)
+    rows, cols = grids
+    # (kh, 1, oh, 1) and (1, kw, 1, ow): together they index every (kernel row, kernel col, block row, block col)
+    return rows.mT.reshape(kernel[0], 1, counts[0], 1), cols.mT.reshape(1, kernel[1], 1, counts[1]), counts
+
+
+def _im2col(
+    input: Tensor,
+    kernel_size: int | Sequence[int],
+    dilation: int | Sequence[int] = 1,
+    padding: int | Sequence[int] = 0,
+    stride: int | Sequence[int] = 1,
+) -> Tensor:
+    """F.unfold: the sliding kernel_size blocks of input (N, C, H, W) or (C, H, W) as the columns of
+    (N, C * kh * kw, blocks), gathered by indexing the zero-padded image."""
+    name = "unfold"
+    if not isinstance(input, Tensor) or input.ndim not in (3, 4):
+        raise ShapeError(
+            f"{name}: expected a 3-d (C, H, W) or 4-d (N, C, H, W) input, got {getattr(input, 'shape', input)}"
+        )
+    kernel, dilation, padding, stride = _sliding_blocks(name, input, kernel_size, dilation, padding, stride)
+    batched = input if input.ndim == 4 else input.unsqueeze(0)
+    rows, cols, (oh, ow) = _block_grid(name, batched.shape[2:], kernel, dilation, padding, stride, input.device)
+    padded = pad(batched, (padding[1], padding[1], padding[0], padding[0])) if any(padding) else batched
+    blocks = getitem(padded, (slice(None), slice(None), rows, cols))  # (N, C, kh, kw, oh, ow)
+    n, c = batched.shape[:2]
+    out = blocks.reshape(n, c * kernel[0] * kernel[1], oh * ow)
+    return out if input.ndim == 4 else out.squeeze(0)
+
+
 @op(
     "unfold",
-    doc="The windows of size elements every step along dimension, as a new last dim.",
+    doc="Tensor.unfold: windows of size every step along dimension, as a new last dim; "
+    "F.unfold: the sliding blocks of images as columns (im2col).",
     composite=True,
     function=False,
+    functional=_im2col,
 )
 def unfold(input: Tensor, dimension: int, size: int, step: int) -> Tensor:
     d = wrap_dim(dimension, max(input.ndim, 1), "unfold")
@@ -829,3 +885,45 @@ def triu_indices(
     device: Device | str | None = None,
 ) -> Tensor:
     return _triangle_indices("triu_indices", row, col, offset, dtype, device, lower=False)
+
+
+@op(
+    "fold",
+    doc="The columns (N, C * kh * kw, blocks) of sliding blocks summed back into images of output_size (col2im).",
+    composite=True,
+    function=False,
+    method=False,
+    functional=True,
+)
+def fold(
+    input: Tensor,
+    output_size: int | Sequence[int],
+    kernel_size: int | Sequence[int],
+    dilation: int | Sequence[int] = 1,
+    padding: int | Sequence[int] = 0,
+    stride: int | Sequence[int] = 1,
+) -> Tensor:
+    name = "fold"
+    if not isinstance(input, Tensor) or input.ndim not in (2, 3):
+        raise ShapeError(
+            f"{name}: expected a 2-d or 3-d input (N, C * kh * kw, L), got {getattr(input, 'shape', input)}"
+        )
+    size = int_tuple(name, "output_size", output_size, 2)
+    kernel, dilation, padding, stride = _sliding_blocks(name, input, kernel_size, dilation, padding, stride)
+    batched = input if input.ndim == 3 else input.unsqueeze(0)
+    rows, cols, (oh, ow) = _block_grid(name, size, kernel, dilation, padding, stride, input.device)
+    n, columns, blocks = batched.shape
+    per_block = kernel[0] * kernel[1]
+    if columns % per_block or blocks != oh * ow:
+        raise ShapeError(
+            f"{name}: input {fmt_shape(input.shape)} needs a dim 1 divisible by kh * kw = {per_block} and "
+            f"{oh * ow} blocks (dim 2) for output_size {size}, kernel_size {kernel}"
+        )
+    c = columns // per_block
+    values = batched.reshape(n, c, kernel[0], kernel[1], oh, ow)
+    padded_size = (size[0] + 2 * padding[0], size[1] + 2 * padding[1])
+    image = filled((n, c) + padded_size, 0, input.dtype, input._device)
+    # overlapping blocks add up: index_put with accumulate, whose gradient reads each block back
+    image = index_put(image, (slice(None), slice(None), rows, cols), values, accumulate=True)
+    image = image[:, :, padding[0] : padding[0] + size[0], padding[1] : padding[1] + size[1]]
+    return image if input.ndim == 3 else image.squeeze(0)

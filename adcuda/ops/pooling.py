@@ -24,6 +24,7 @@ from ..tensor import primitives
 from .common import batched_input, check_tensor, dense, int_tuple, wrap
 from .factories import tensor
 from .registry import op
+from .shape import pad as _pad
 
 if TYPE_CHECKING:
     from ..types import Sequence, Tensor
@@ -699,3 +700,26 @@ def adaptive_max_pool1d(
     if return_indices:
         return pooled[0].squeeze(-2), pooled[1].squeeze(-2)
     return pooled.squeeze(-2)
+
+
+@op(
+    "local_response_norm",
+    doc="input / (k + alpha * mean of squares over size neighbouring channels) ** beta.",
+    composite=True,
+    function=False,
+    method=False,
+    functional=True,
+)
+def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0) -> Tensor:
+    name = "local_response_norm"
+    check_tensor(name, "input", input)
+    if input.ndim < 3:
+        raise ShapeError(f"{name}: expected a 3-d or higher input (N, C, ...), got {fmt_shape(input.shape)}")
+    if input.numel() == 0:
+        return input
+    n, c = input.shape[:2]
+    # the squares as one plane (C, rest) per sample; the window runs along C, zero padded as PyTorch's
+    squares = (input * input).reshape(n, 1, c, -1)
+    squares = _pad(squares, (0, 0, size // 2, (size - 1) // 2))
+    window = avg_pool2d(squares, (size, 1), stride=1).reshape(input.shape)
+    return input / (window * alpha + k) ** beta

@@ -477,3 +477,64 @@ def gumbel_softmax(logits: Tensor, tau: float = 1.0, hard: bool = False, eps: fl
     index = soft.argmax(dim, keepdim=True)
     one_hot = (soft.detach() * 0).scatter(dim, index, 1.0)
     return one_hot - soft.detach() + soft
+
+
+@op(
+    "dropout3d",
+    doc="Zero whole channels of input (N, C, D, H, W) or (C, D, H, W) with probability p while "
+    "training, scaling the rest by 1/(1-p).",
+    composite=True,
+    function=False,
+    method=False,
+    functional=True,
+)
+def dropout3d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    return _channel_dropout("dropout3d", input, p, training, inplace, 5)
+
+
+_SELU_ALPHA_PRIME = 1.7580993408473766  # -scale * alpha of SELU: the value a dropped unit takes
+
+
+def _alpha_dropout(name, input, p, training, inplace, per_channel):
+    """PyTorch's alpha dropout: dropped units set to SELU's negative saturation, then an affine map
+    that keeps the mean and variance of self-normalising activations."""
+    check_float(name, "input", input)
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"{name}: dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0 or input.numel() == 0:
+        return input
+    if inplace:
+        return apply_inplace(input, lambda x: _alpha_dropout(name, x, p, True, False, per_channel), name + "_")
+    if p == 1.0:
+        return input * 0.0
+    if per_channel and input.ndim < 2:
+        raise ShapeError(f"{name}: expected an input with a channel dim (N, C, ...), got {tuple(input.shape)}")
+    shape = tuple(input.shape[:2]) + (1,) * (input.ndim - 2) if per_channel else tuple(input.shape)
+    keep = bernoulli_mask(shape, 1.0 - p, input.dtype, input.device)
+    a = 1.0 / ((_SELU_ALPHA_PRIME**2 * p + 1) * (1 - p)) ** 0.5
+    shift = (keep - 1) * (_SELU_ALPHA_PRIME * a) + _SELU_ALPHA_PRIME * a * p
+    return input * (keep * a) + shift
+
+
+@op(
+    "alpha_dropout",
+    doc="Dropout for SELU networks: dropped units take SELU's saturation value, mean and variance kept.",
+    composite=True,
+    function=False,
+    method=False,
+    functional=True,
+)
+def alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False, inplace: bool = False) -> Tensor:
+    return _alpha_dropout("alpha_dropout", input, p, training, inplace, False)
+
+
+@op(
+    "feature_alpha_dropout",
+    doc="alpha_dropout of whole channels of input (N, C, ...).",
+    composite=True,
+    function=False,
+    method=False,
+    functional=True,
+)
+def feature_alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False, inplace: bool = False) -> Tensor:
+    return _alpha_dropout("feature_alpha_dropout", input, p, training, inplace, True)

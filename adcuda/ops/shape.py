@@ -908,3 +908,21 @@ def diag_embed(input: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -
     planes = full(tuple(input.shape[:-1]) + (size, size), 0, dtype=input.dtype, device=input.device)
     planes = planes.index_put((Ellipsis, steps + max(-offset, 0), steps + max(offset, 0)), input)
     return movedim(planes, (-2, -1), (d1, d2))
+
+
+@op(
+    "channel_shuffle",
+    doc="The channels (dim 1) of input split into groups and interleaved.",
+    composite=True,
+    functional=True,
+    method=False,
+)
+def channel_shuffle(input: Tensor, groups: int) -> Tensor:
+    if input.ndim < 3 or groups <= 0 or input.shape[1] % groups:
+        raise ShapeError(
+            f"channel_shuffle: expected an input (N, C, *) with at least 3 dims and C divisible by groups "
+            f"({groups}), got {fmt_shape(input.shape)}"
+        )
+    n, c, *rest = input.shape
+    grouped = reshape(input, (n, groups, c // groups, *rest))
+    return reshape(transpose(grouped, 1, 2), input.shape)

@@ -716,3 +716,103 @@ class CosineAnnealingWarmRestarts(LRScheduler):
         for group, lr in zip(self.optimizer.param_groups, self.get_lr()):
             group["lr"] = lr
         self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+
+
+class CyclicLR(LRScheduler):
+    """The lr cycles between ``base_lr`` and ``max_lr`` (up in ``step_size_up`` steps, down in
+    ``step_size_down``), its amplitude scaled per cycle (``triangular2``: halved each cycle) or per
+    step (``exp_range``: gamma ** step) or by ``scale_fn``; with ``cycle_momentum`` the momentum (or
+    Adam's beta1) cycles the other way between ``max_momentum`` and ``base_momentum``. Stepped per
+    batch, as PyTorch's."""
+
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        base_lr: float | Sequence[float],
+        max_lr: float | Sequence[float],
+        step_size_up: int = 2000,
+        step_size_down: int | None = None,
+        mode: str = "triangular",
+        gamma: float = 1.0,
+        scale_fn: Callable[[float], float] | None = None,
+        scale_mode: str = "cycle",
+        cycle_momentum: bool = True,
+        base_momentum: float | Sequence[float] = 0.8,
+        max_momentum: float | Sequence[float] = 0.9,
+        last_epoch: int = -1,
+    ) -> None:
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        base_lrs = _per_group("base_lr", optimizer, base_lr)
+        if last_epoch == -1:
+            for lr, group in zip(base_lrs, optimizer.param_groups):
+                group["lr"] = lr
+        self.max_lrs = _per_group("max_lr", optimizer, max_lr)
+        up = float(step_size_up)
+        down = float(step_size_down) if step_size_down is not None else up
+        self.total_size = up + down
+        self.step_ratio = up / self.total_size
+        if mode not in ("triangular", "triangular2", "exp_range") and scale_fn is None:
+            raise ValueError(f"CyclicLR: mode {mode!r} is invalid and scale_fn is None")
+        self.mode = mode
+        self.gamma = gamma
+        self._scale_fn_custom = scale_fn
+        # the built-in modes fix the scale mode, as PyTorch's do
+        self.scale_mode = scale_mode if scale_fn is not None else ("iterations" if mode == "exp_range" else "cycle")
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+                raise ValueError(
+                    "CyclicLR: optimizer must support momentum or beta1 with `cycle_momentum` option enabled"
+                )
+            self.use_beta1 = "betas" in optimizer.defaults
+            self.base_momentums = _per_group("base_momentum", optimizer, base_momentum)
+            self.max_momentums = _per_group("max_momentum", optimizer, max_momentum)
+            if last_epoch == -1:
+                for high, low, group in zip(self.max_momentums, self.base_momentums, optimizer.param_groups):
+                    self._set_momentum(group, high)
+                    group["max_momentum"] = high
+                    group["base_momentum"] = low
+        self._cycle_base_lrs = base_lrs
+        super().__init__(optimizer, last_epoch)
+        self.base_lrs = base_lrs
+
+    def _set_momentum(self, group, value):
+        if self.use_beta1:
+            group["betas"] = (value, *group["betas"][1:])
+        else:
+            group["momentum"] = value
+
+    def scale_fn(self, x: float) -> float:
+        if self._scale_fn_custom is not None:
+            return self._scale_fn_custom(x)
+        if self.mode == "triangular2":
+            return 1 / (2.0 ** (x - 1))
+        if self.mode == "exp_range":
+            return self.gamma**x
+        return 1.0
+
+    def get_lr(self) -> list[float]:
+        cycle = math.floor(1 + self.last_epoch / self.total_size)
+        x = 1.0 + self.last_epoch / self.total_size - cycle
+        scale_factor = x / self.step_ratio if x <= self.step_ratio else (x - 1) / (self.step_ratio - 1)
+        scale = self.scale_fn(cycle if self.scale_mode == "cycle" else self.last_epoch)
+        lrs = [base + (high - base) * scale_factor * scale for base, high in zip(self._cycle_base_lrs, self.max_lrs)]
+        if self.cycle_momentum:
+            for group, low, high in zip(self.optimizer.param_groups, self.base_momentums, self.max_momentums):
+                self._set_momentum(group, high - (high - low) * scale_factor * scale)
+        return lrs
+
+    def state_dict(self) -> dict[str, Any]:
+        """Without the optimizer; a custom ``scale_fn`` is saved only as a callable object's state."""
+        state = {key: value for key, value in self.__dict__.items() if key not in ("optimizer", "_scale_fn_custom")}
+        fn = self._scale_fn_custom
+        state["_scale_fn_custom"] = None if fn is None or isinstance(fn, types.FunctionType) else dict(fn.__dict__)
+        return state
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        state_dict = dict(state_dict)
+        saved = state_dict.pop("_scale_fn_custom")
+        self.__dict__.update(state_dict)
+        if saved is not None and self._scale_fn_custom is not None:
+            self._scale_fn_custom.__dict__.update(saved)

@@ -30,8 +30,9 @@ from .attention import MultiheadAttention
 from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .conv import Conv1d, Conv2d, ConvTranspose2d
 from .distance import CosineSimilarity, PairwiseDistance
-from .dropout import Dropout, Dropout1d, Dropout2d
+from .dropout import AlphaDropout, Dropout, Dropout1d, Dropout2d, Dropout3d, FeatureAlphaDropout
 from .flatten import Flatten, Unflatten
+from .fold import Fold, Unfold
 from .linear import Bilinear, Identity, Linear
 from .loss import (
     BCELoss,
@@ -53,7 +54,16 @@ from .loss import (
     TripletMarginLoss,
 )
 from .module import Module
-from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm1d, InstanceNorm2d, LayerNorm, RMSNorm
+from .normalization import (
+    BatchNorm1d,
+    BatchNorm2d,
+    GroupNorm,
+    InstanceNorm1d,
+    InstanceNorm2d,
+    LayerNorm,
+    LocalResponseNorm,
+    RMSNorm,
+)
 from .padding import (
     CircularPad1d,
     CircularPad2d,
@@ -66,7 +76,7 @@ from .padding import (
     ZeroPad1d,
     ZeroPad2d,
 )
-from .pixelshuffle import PixelShuffle, PixelUnshuffle
+from .pixelshuffle import ChannelShuffle, PixelShuffle, PixelUnshuffle
 from .pooling import (
     AdaptiveAvgPool1d,
     AdaptiveAvgPool2d,
@@ -81,7 +91,7 @@ from .pooling import (
     UpsamplingNearest2d,
 )
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
-from .sparse import Embedding
+from .sparse import Embedding, EmbeddingBag
 from .transformer import (
     Transformer,
     TransformerDecoder,
@@ -204,4 +214,12 @@ __all__ += [
     "PoissonNLLLoss",
     "GaussianNLLLoss",
     "TripletMarginLoss",
+    "EmbeddingBag",
+    "Dropout3d",
+    "AlphaDropout",
+    "FeatureAlphaDropout",
+    "Unfold",
+    "Fold",
+    "ChannelShuffle",
+    "LocalResponseNorm",
 ]

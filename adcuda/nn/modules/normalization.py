@@ -1,5 +1,5 @@
 """``LayerNorm`` and ``RMSNorm`` over the trailing ``normalized_shape`` dims; ``BatchNorm1d/2d``,
-``InstanceNorm1d/2d`` (per channel, with running statistics) and ``GroupNorm``."""
+``InstanceNorm1d/2d`` (per channel, with running statistics), ``GroupNorm`` and ``LocalResponseNorm``."""
 
 from __future__ import annotations
 
@@ -269,3 +269,21 @@ class GroupNorm(Module):
 
     def extra_repr(self):
         return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+
+
+class LocalResponseNorm(Module):
+    """Each value divided by (k + alpha * the mean of the squares over ``size`` neighbouring
+    channels) ** beta (AlexNet's normalisation)."""
+
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0) -> None:
+        super().__init__()
+        self.size = size
+        self.alpha = alpha
+        self.beta = beta
+        self.k = k
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self):
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"

@@ -1,4 +1,4 @@
-"""``PixelShuffle`` and ``PixelUnshuffle``: channels traded for resolution and back."""
+"""``PixelShuffle`` and ``PixelUnshuffle``: channels traded for resolution and back; ``ChannelShuffle``."""
 
 from __future__ import annotations
 
@@ -33,3 +33,15 @@ class PixelUnshuffle(Module):
 
     def extra_repr(self):
         return f"downscale_factor={self.downscale_factor}"
+
+
+class ChannelShuffle(Module):
+    def __init__(self, groups: int) -> None:
+        super().__init__()
+        self.groups = groups
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.channel_shuffle(input, self.groups)
+
+    def extra_repr(self):
+        return f"groups={self.groups}"
