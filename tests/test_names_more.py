@@ -981,6 +981,53 @@ def test_cyclic_lr_matches_pytorch_bit_for_bit():
         adcuda.optim.lr_scheduler.CyclicLR(adcuda.optim.Adagrad([adcuda.nn.Parameter(adcuda.ones(1))]), 0.1, 1.0)
 
 
+def test_norm_layers_take_pytorchs_bias_keyword():
+    torch = pytest.importorskip("torch")
+    data = rnd(4, 6, 5)
+    for ours, theirs in (
+        (adcuda.nn.BatchNorm1d(6, bias=False), torch.nn.BatchNorm1d(6, bias=False)),
+        (adcuda.nn.GroupNorm(3, 6, bias=False), torch.nn.GroupNorm(3, 6, bias=False)),
+        (adcuda.nn.InstanceNorm1d(6, affine=True, bias=False), torch.nn.InstanceNorm1d(6, affine=True, bias=False)),
+    ):
+        assert ours.bias is None and sorted(ours.state_dict()) == sorted(theirs.state_dict())
+        np.testing.assert_allclose(
+            ours.double()(adcuda.tensor(data)).detach().numpy(),
+            theirs.double()(torch.tensor(data)).detach().numpy(),
+            rtol=1e-10,
+        )
+    assert adcuda.nn.InstanceNorm1d(6).weight is None and adcuda.nn.GroupNorm(1, 2, affine=False).bias is None
+
+
+def test_forward_hooks_with_kwargs_and_always_call():
+    model = adcuda.nn.Linear(2, 2)
+    seen = []
+    model.register_forward_pre_hook(lambda module, args, kwargs: ((args[0] * 0,), kwargs), with_kwargs=True)
+    model.register_forward_hook(lambda module, args, kwargs, output: seen.append(kwargs), with_kwargs=True)
+    plain = model.register_forward_hook(lambda module, args, output: output * 2)
+    out = model(adcuda.ones(1, 2))
+    np.testing.assert_allclose(out.detach().numpy(), 2 * model.bias.detach().numpy()[None], rtol=1e-6)
+    assert seen == [{}]
+    plain.remove()
+    bad = adcuda.nn.Linear(2, 2)
+    bad.register_forward_pre_hook(lambda module, args, kwargs: args, with_kwargs=True)
+    with pytest.raises(TypeError, match=r"must return None or a tuple of \(new_args, new_kwargs\)"):
+        bad(adcuda.ones(1, 2))
+
+    class Failing(adcuda.nn.Module):
+        def forward(self, x):
+            raise ValueError("forward failed")
+
+    failing = Failing()
+    failing.register_forward_hook(lambda module, args, output: seen.append(("always", output)), always_call=True)
+    failing.register_forward_hook(lambda module, args, output: seen.append("not called"))
+    with pytest.raises(ValueError, match="forward failed"):
+        failing(1)
+    assert seen[-1] == ("always", None)
+    shared = adcuda.nn.Linear(1, 1)
+    twice = adcuda.nn.Sequential(shared, shared)
+    assert len(list(twice.modules())) == 2 and len(list(twice.modules(remove_duplicate=False))) == 3
+
+
 def test_module_type_converts_every_tensor():
     model = adcuda.nn.Sequential(adcuda.nn.Linear(2, 2), adcuda.nn.BatchNorm1d(2))
     model.type(adcuda.float64)
