@@ -276,6 +276,49 @@ CASES.update(
 )
 
 
+POOLED = np.abs(rnd(2, 3, 6, 4)) + 0.1
+CASES.update(
+    {
+        "conv_transpose1d": (
+            lambda m, F, a, w, b: F.conv_transpose1d(a, w, b, stride=2, padding=1, output_padding=1, groups=2),
+            [rnd(2, 4, 5), rnd(4, 3, 3, seed=1), rnd(6, seed=2)],
+            [],
+        ),
+        "take": (lambda m, F, a, i: m.take(a, i), [rnd(3, 4)], [np.array([[0, 11], [-1, 5]])]),
+        "put": (
+            lambda m, F, a, s, i: a.put(i, s, accumulate=True),
+            [rnd(3, 4), rnd(3, seed=1)],
+            [np.array([1, -2, 1])],
+        ),
+        "masked_scatter": (
+            lambda m, F, a, s, k: a.masked_scatter(k, s),
+            [rnd(3, 4), rnd(20, seed=1)],
+            [np.array([True, False, True, True])],
+        ),
+        "hardshrink": (lambda m, F, a: F.hardshrink(a, 0.7), [SPREAD], []),
+        "softshrink": (lambda m, F, a: F.softshrink(a, 0.3), [SPREAD], []),
+        "rrelu_eval": (lambda m, F, a: F.rrelu(a, 0.1, 0.3), [SPREAD], []),
+        "lp_pool2d": (lambda m, F, a: F.lp_pool2d(a, 3.0, (2, 2)), [POOLED], []),
+        "lp_pool1d": (lambda m, F, a: F.lp_pool1d(a, 2.0, 3, 1), [POOLED[:, :, 0]], []),
+        "pdist": (lambda m, F, a: F.pdist(a, 3.0), [rnd(5, 3)], []),
+        "multi_margin_loss": (
+            lambda m, F, a, t, w: F.multi_margin_loss(a, t, p=2, margin=0.8, weight=w),
+            [rnd(4, 5)],
+            [np.array([0, 3, 1, 4]), positive(5, seed=2)],
+        ),
+        "triplet_margin_with_distance_loss": (
+            lambda m, F, a, p, n: F.triplet_margin_with_distance_loss(
+                a, p, n, distance_function=lambda u, v: 1 - F.cosine_similarity(u, v), swap=True
+            ),
+            [rnd(4, 3), rnd(4, 3, seed=1), rnd(4, 3, seed=2)],
+            [],
+        ),
+        "affine_grid": (lambda m, F, t: F.affine_grid(t, (2, 3, 4, 5), align_corners=False), [rnd(2, 2, 3)], []),
+        "affine_grid_corners": (lambda m, F, t: F.affine_grid(t, [1, 1, 3, 2], align_corners=True), [rnd(1, 2, 3)], []),
+    }
+)
+
+
 # the in-place forms of elementwise ops, on a non-leaf so that the gradient flows through them
 INPLACE = {
     "abs_": SPREAD,
@@ -596,6 +639,60 @@ def test_bad_input_names_the_op_and_shapes():
             lambda: F.fold(adcuda.ones(1, 8, 4), (4, 4), 2),
         ),
         (ShapeError, "local_response_norm: expected a 3-d or higher input", lambda: F.local_response_norm(x, 2)),
+        (
+            ShapeError,
+            r"conv_transpose1d: expected input \(N, C, L\) or \(C, L\)",
+            lambda: F.conv_transpose1d(x, adcuda.ones(3, 2)),
+        ),
+        (
+            IndexOutOfRangeError,
+            r"take: index out of range for input \(3, 4\) of 12 elements",
+            lambda: adcuda.take(x, adcuda.tensor([12])),
+        ),
+        (
+            ShapeError,
+            r"put: source must have as many elements as index \(2\)",
+            lambda: x.put(adcuda.tensor([0, 1]), adcuda.ones(3)),
+        ),
+        (
+            ShapeError,
+            r"masked_scatter: mask selects 12 elements but source \(3,\) has 3",
+            lambda: x.masked_scatter(x > 0, adcuda.ones(3)),
+        ),
+        (
+            ShapeError,
+            r"fill_diagonal_: expected a 2-d tensor, or all dims of equal length, got \(2, 3, 4\)",
+            lambda: adcuda.ones(2, 3, 4).fill_diagonal_(1.0),
+        ),
+        (ValueError, "softshrink: lambda must be greater or equal to 0", lambda: F.softshrink(x, -1.0)),
+        (ValueError, "rrelu: expected 0 <= lower <= upper", lambda: F.rrelu(x, 0.5, 0.1)),
+        (ValueError, "lp_pool2d: norm_type must be positive", lambda: F.lp_pool2d(adcuda.ones(1, 1, 2, 2), 0, 2)),
+        (
+            ShapeError,
+            r"max_unpool2d: indices \(1, 1, 2, 2\) must have input \(1, 1, 1, 1\)'s shape",
+            lambda: F.max_unpool2d(adcuda.ones(1, 1, 1, 1), adcuda.zeros(1, 1, 2, 2, dtype=adcuda.int64), 2),
+        ),
+        (
+            IndexOutOfRangeError,
+            "max_unpool2d: an index is out of the output's 4 positions",
+            lambda: F.max_unpool2d(adcuda.ones(1, 1, 1, 1), adcuda.full((1, 1, 1, 1), 9, dtype=adcuda.int64), 2),
+        ),
+        (
+            ShapeError,
+            r"affine_grid: expected theta \(N, 2, 3\)",
+            lambda: F.affine_grid(adcuda.ones(1, 3, 3), (1, 1, 2, 2)),
+        ),
+        (ShapeError, r"pdist: expected a 2-d input \(N, M\)", lambda: F.pdist(adcuda.ones(3))),
+        (
+            ValueError,
+            "multi_margin_loss: only p == 1 and p == 2",
+            lambda: F.multi_margin_loss(x, adcuda.tensor([0, 1, 2]), p=3),
+        ),
+        (
+            IndexOutOfRangeError,
+            "multi_margin_loss: target 7 is out of bounds for 4 classes",
+            lambda: F.multi_margin_loss(x, adcuda.tensor([0, 1, 7])),
+        ),
         (
             ShapeError,
             r"channel_shuffle: .*C divisible by groups \(3\), got \(1, 4, 2\)",
@@ -1026,6 +1123,93 @@ def test_forward_hooks_with_kwargs_and_always_call():
     shared = adcuda.nn.Linear(1, 1)
     twice = adcuda.nn.Sequential(shared, shared)
     assert len(list(twice.modules())) == 2 and len(list(twice.modules(remove_duplicate=False))) == 3
+
+
+def test_last_names_match_pytorch():
+    torch = pytest.importorskip("torch")
+    for shape, wrap in (((7, 3), True), ((7, 3), False), ((3, 5), False), ((3, 3, 3), False)):
+        np.testing.assert_array_equal(
+            adcuda.zeros(*shape).fill_diagonal_(2.0, wrap=wrap).numpy(),
+            torch.zeros(*shape).fill_diagonal_(2.0, wrap=wrap).numpy(),
+        )
+    x = adcuda.ones(2, dtype=f64)
+    assert x.new(3).shape == (3,) and x.new(2, 3).dtype is f64 and x.new([1, 2]).tolist() == [1.0, 2.0]
+    with pytest.raises(DTypeError, match="new: expected a tensor of dtype adcuda.float64"):
+        x.new(adcuda.tensor([1, 2]))
+    variable = adcuda.autograd.Variable(adcuda.ones(2), requires_grad=True)
+    assert variable.requires_grad and isinstance(variable, adcuda.Tensor)
+    values, indices = torch.nn.functional.max_pool2d(torch.tensor(rnd(2, 3, 6, 4)), 2, return_indices=True)
+    for size in (None, (7, 5)):
+        np.testing.assert_array_equal(
+            F.max_unpool2d(adcuda.tensor(values.numpy()), adcuda.tensor(indices.numpy()), 2, output_size=size).numpy(),
+            torch.nn.functional.max_unpool2d(values, indices, 2, output_size=size).numpy(),
+        )
+    values, indices = torch.nn.functional.max_pool1d(torch.tensor(rnd(2, 3, 6)), 2, return_indices=True)
+    unpool = adcuda.nn.MaxUnpool1d(2)
+    np.testing.assert_array_equal(
+        unpool(adcuda.tensor(values.numpy()), adcuda.tensor(indices.numpy())).numpy(),
+        torch.nn.MaxUnpool1d(2)(values, indices).numpy(),
+    )
+    adcuda.manual_seed(0)
+    data = rnd(1000)
+    slopes = F.rrelu(adcuda.tensor(data), 0.1, 0.3, training=True).numpy()[data < 0] / data[data < 0]
+    assert 0.1 <= slopes.min() and slopes.max() <= 0.3 and slopes.std() > 0.03
+    an, tn = adcuda.nn, torch.nn
+    for ours, theirs, shape in (
+        (an.Softmax2d(), tn.Softmax2d(), (2, 3, 4, 4)),
+        (an.Hardshrink(0.3), tn.Hardshrink(0.3), (2, 3)),
+        (an.Softshrink(), tn.Softshrink(), (2, 3)),
+        (an.RReLU(0.1, 0.3).eval(), tn.RReLU(0.1, 0.3).eval(), (2, 3)),
+        (an.LPPool2d(2, 2), tn.LPPool2d(2, 2), (2, 3, 4, 4)),
+        (an.LPPool1d(2, 3, 1), tn.LPPool1d(2, 3, 1), (2, 3, 5)),
+        (an.ConvTranspose1d(4, 6, 3, stride=2, groups=2), tn.ConvTranspose1d(4, 6, 3, stride=2, groups=2), (2, 4, 5)),
+        (an.BatchNorm3d(3), tn.BatchNorm3d(3), (2, 3, 2, 3, 2)),
+    ):
+        if sorted(theirs.state_dict()):
+            assert sorted(ours.state_dict()) == sorted(theirs.state_dict())
+            ours.load_state_dict({k: adcuda.tensor(v.numpy()) for k, v in theirs.state_dict().items()})
+        data = np.abs(rnd(*shape)) if isinstance(ours, (an.LPPool1d, an.LPPool2d)) else rnd(*shape)
+        np.testing.assert_allclose(
+            ours(adcuda.tensor(data, dtype=adcuda.float32)).detach().numpy(),
+            theirs(torch.tensor(data, dtype=torch.float32)).detach().numpy(),
+            rtol=1e-5,
+            atol=1e-6,
+        )
+        assert repr(ours) == repr(theirs)
+    for ours, theirs in (
+        (an.MultiMarginLoss(margin=0.5), tn.MultiMarginLoss(margin=0.5)),
+        (an.TripletMarginWithDistanceLoss(swap=True), tn.TripletMarginWithDistanceLoss(swap=True)),
+    ):
+        assert repr(ours) == repr(theirs)
+    a, b, c = rnd(4, 3), rnd(4, 3, seed=1), rnd(4, 3, seed=2)
+    np.testing.assert_allclose(
+        an.TripletMarginWithDistanceLoss()(adcuda.tensor(a), adcuda.tensor(b), adcuda.tensor(c)).numpy(),
+        tn.TripletMarginWithDistanceLoss()(torch.tensor(a), torch.tensor(b), torch.tensor(c)).numpy(),
+    )
+
+
+def test_chained_scheduler_matches_pytorch():
+    torch = pytest.importorskip("torch")
+
+    def run(module):
+        optimizer = module.optim.SGD([module.nn.Parameter(module.ones(1))], lr=0.05)
+        schedule = module.optim.lr_scheduler
+        first = schedule.ConstantLR(optimizer, factor=0.1, total_iters=5)
+        chained = schedule.ChainedScheduler([first, schedule.ExponentialLR(optimizer, gamma=0.9)], optimizer)
+        seen = [chained.get_last_lr()]
+        for _ in range(12):
+            optimizer.step()
+            chained.step()
+            seen.append(chained.get_last_lr())
+        return seen, chained
+
+    ours, chained = run(adcuda)
+    assert ours == run(torch)[0]
+    state = chained.state_dict()
+    assert len(state["_schedulers"]) == 2
+    with pytest.raises(ValueError, match="ChainedScheduler does not support ReduceLROnPlateau"):
+        optimizer = adcuda.optim.SGD([adcuda.nn.Parameter(adcuda.ones(1))], lr=0.05)
+        adcuda.optim.lr_scheduler.ChainedScheduler([adcuda.optim.lr_scheduler.ReduceLROnPlateau(optimizer)])
 
 
 def test_module_type_converts_every_tensor():

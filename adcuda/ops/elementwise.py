@@ -1220,3 +1220,24 @@ def signbit(input: Tensor) -> Tensor:
         return negative
     # -0.0 == 0, but 1 / -0.0 is -inf; NaN's sign bit is not read (PyTorch reads it; NumPy's NaN is +)
     return logical_or(negative, logical_and(eq(input, 0), lt(binary("div", 1.0, input), 0)))
+
+
+@op("hardshrink", doc="input where |input| > lambd, 0 elsewhere.", composite=True, functional=True)
+def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    check_tensor("hardshrink", "input", input)
+    return where(gt(abs(input), lambd), input, 0.0)
+
+
+@op(
+    "softshrink",
+    doc="input - lambd above lambd, input + lambd below -lambd, 0 between.",
+    composite=True,
+    function=False,
+    method=False,
+    functional=True,
+)
+def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    check_tensor("softshrink", "input", input)
+    if lambd < 0:
+        raise ValueError(f"softshrink: lambda must be greater or equal to 0, got {lambd}")
+    return where(gt(input, lambd), input - lambd, where(lt(input, -lambd), input + lambd, 0.0))

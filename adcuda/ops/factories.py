@@ -450,6 +450,11 @@ def legacy_construct(name, dtype, args, device=None):
     )
 
 
+@op("new", doc="PyTorch's legacy self.new(sizes or data): a tensor of self's dtype and device.", function=False)
+def legacy_new(self: Tensor, *args: Any, device: Device | str | None = None) -> Tensor:
+    return legacy_construct("new", self.dtype, args, device or self.device)
+
+
 def _tensor_new(cls, *args: Any, device: Device | str | None = None) -> Tensor:
     if cls is not Tensor:  # a subclass (nn.Parameter) makes itself
         return object.__new__(cls)

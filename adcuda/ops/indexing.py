@@ -927,3 +927,88 @@ def fold(
     image = index_put(image, (slice(None), slice(None), rows, cols), values, accumulate=True)
     image = image[:, :, padding[0] : padding[0] + size[0], padding[1] : padding[1] + size[1]]
     return image if input.ndim == 3 else image.squeeze(0)
+
+
+@op("take", doc="The elements of input (read flat) at index, in index's shape.", composite=True)
+def take(input: Tensor, index: Tensor) -> Tensor:
+    if not isinstance(index, Tensor) or index.dtype.category != dt.INTEGER:
+        raise DTypeError("take: index must be an integer tensor")
+    n = input.numel()
+    if index.numel() and (int(index.max()) >= n or int(index.min()) < -n):
+        raise IndexOutOfRangeError(f"take: index out of range for input {fmt_shape(input.shape)} of {n} elements")
+    return getitem(input.reshape(-1), index)
+
+
+def _flat_coordinates(input, index):
+    """The per-dim coordinates of flat positions ``index`` (negative ones from the end) in input."""
+    n = input.numel()
+    flat = index.reshape(-1).to(dtype=dt.int64)
+    flat = where(flat < 0, flat + n, flat)
+    coordinates = []
+    for size in reversed(tuple(input.shape)):
+        coordinates.append(flat.remainder(size))
+        flat = flat.div(size, rounding_mode="floor")
+    return tuple(reversed(coordinates))
+
+
+@op("put", doc="input with source written (or added) at the flat positions index.", composite=True, inplace=True)
+def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) -> Tensor:
+    if not isinstance(index, Tensor) or index.dtype.category != dt.INTEGER:
+        raise DTypeError("put: index must be an integer tensor")
+    if not isinstance(source, Tensor) or source.numel() != index.numel():
+        raise ShapeError(
+            f"put: source must have as many elements as index ({index.numel()}), got "
+            f"{fmt_shape(source.shape) if isinstance(source, Tensor) else type(source).__name__}"
+        )
+    n = input.numel()
+    if index.numel() and (int(index.max()) >= n or int(index.min()) < -n):
+        raise IndexOutOfRangeError(f"put: index out of range for input {fmt_shape(input.shape)} of {n} elements")
+    if input.ndim == 0:
+        return index_put(input.reshape(1), (index.reshape(-1) * 0,), source.reshape(-1), accumulate).reshape(())
+    return index_put(input, _flat_coordinates(input, index), source.reshape(-1), accumulate)
+
+
+@op(
+    "masked_scatter",
+    doc="input with source's leading elements written, in order, where mask is true.",
+    composite=True,
+    inplace=True,
+)
+def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
+    if not isinstance(mask, Tensor) or mask.dtype is not dt.bool_:
+        raise DTypeError("masked_scatter: mask must be a bool tensor")
+    shape = broadcast_shapes("masked_scatter", tuple(input.shape), tuple(mask.shape))
+    if shape != tuple(input.shape):
+        raise ShapeError(
+            f"masked_scatter: mask {fmt_shape(mask.shape)} does not broadcast to input {fmt_shape(input.shape)}"
+        )
+    mask = mask.expand(shape)
+    count = int(mask.sum())
+    if source.numel() < count:
+        raise ShapeError(
+            f"masked_scatter: mask selects {count} elements but source {fmt_shape(source.shape)} has {source.numel()}"
+        )
+    return index_put(input, (mask,), source.reshape(-1)[:count])
+
+
+@op(
+    "fill_diagonal_",
+    doc="The main diagonal (all dims equal; wrap continues it down tall matrices) set to fill_value.",
+    composite=True,
+    function=False,
+)
+def fill_diagonal_(self: Tensor, fill_value: Number, wrap: bool = False) -> Tensor:
+    if self.ndim < 2 or (self.ndim > 2 and len(set(self.shape)) != 1):
+        raise ShapeError(
+            f"fill_diagonal_: expected a 2-d tensor, or all dims of equal length, got {fmt_shape(self.shape)}"
+        )
+    # the flat distance between diagonal elements: the sum of the strides of a contiguous layout
+    strides = [1] * self.ndim
+    for d in range(self.ndim - 2, -1, -1):
+        strides[d] = strides[d + 1] * self.shape[d + 1]
+    step = sum(strides)
+    rows, cols = self.shape[0], self.shape[-1]
+    count = min(self.shape) if not (wrap and self.ndim == 2 and rows > cols) else (self.numel() - 1) // step + 1
+    positions = arange(count, device=self.device) * step
+    mask = index_put(full((self.numel(),), False, dtype=dt.bool_, device=self.device), (positions,), True)
+    return self.masked_fill_(mask.reshape(tuple(self.shape)), fill_value)

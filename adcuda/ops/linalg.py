@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from ..errors import DTypeError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import broadcast_shapes, check_same_device, wrap
-from .factories import eye
+from .factories import arange, eye
 from .registry import op
 from .shape import stack
 
@@ -648,3 +648,24 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None
         )
     out = einsum("...i,oij,...j->...o", input1, weight, input2)
     return out if bias is None else out + bias
+
+
+@op(
+    "pdist",
+    doc="The p-norm distances between the rows of input (N, M), pairs i < j in order.",
+    composite=True,
+    function=True,
+    method=False,
+    functional=True,
+)
+def pdist(input: Tensor, p: float = 2) -> Tensor:
+    if not isinstance(input, Tensor) or input.ndim != 2:
+        raise ShapeError(f"pdist: expected a 2-d input (N, M), got {getattr(input, 'shape', type(input).__name__)}")
+    if p < 0:
+        raise ValueError(f"pdist: p must be non-negative, got {p}")
+    n = input.shape[0]
+    first = arange(n, device=input.device).unsqueeze(1).expand(n, n).reshape(-1)
+    second = arange(n, device=input.device).unsqueeze(0).expand(n, n).reshape(-1)
+    upper = first < second  # the pairs (i, j), i < j, in row-major order, as PyTorch lists them
+    # the differences of the pairs only: no zero distance (the diagonal), whose norm has no gradient
+    return (input[first[upper]] - input[second[upper]]).norm(p, -1)

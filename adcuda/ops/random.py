@@ -538,3 +538,25 @@ def alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False, inplace
 )
 def feature_alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False, inplace: bool = False) -> Tensor:
     return _alpha_dropout("feature_alpha_dropout", input, p, training, inplace, True)
+
+
+@op(
+    "rrelu",
+    doc="leaky_relu with a random slope from U(lower, upper) per element while training, their mean otherwise.",
+    composite=True,
+    function=False,
+    method=False,
+    inplace=True,
+    functional="inplace",
+)
+def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False) -> Tensor:
+    check_float("rrelu", "input", input)
+    if not 0 <= lower <= upper:
+        raise ValueError(f"rrelu: expected 0 <= lower <= upper, got lower={lower}, upper={upper}")
+    if not training:
+        return input.where(input >= 0, input * ((lower + upper) / 2))
+    slopes = rand(
+        tuple(input.shape), dtype=input.dtype if input.dtype is dt.float64 else dt.float32, device=input.device
+    )
+    slopes = (slopes * (upper - lower) + lower).to(dtype=input.dtype)
+    return input.where(input >= 0, input * slopes)

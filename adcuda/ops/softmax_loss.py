@@ -25,7 +25,7 @@ from .reduction import sum as _sum
 from .registry import op
 
 if TYPE_CHECKING:
-    from ..types import DType, Tensor
+    from ..types import Callable, DType, Tensor
 
 
 # ------------------------------------------------------------------------------------------------
@@ -914,4 +914,69 @@ def triplet_margin_loss(
     d_negative = pairwise_distance(anchor, negative, p, eps)
     if swap:
         d_negative = minimum(d_negative, pairwise_distance(positive, negative, p, eps))
+    return _reduce(clamp(margin + d_positive - d_negative, min=0.0), reduction)
+
+
+@_loss_function("multi_margin_loss", "The mean over classes of max(0, margin - x[y] + x[j]) ** p for j != y, reduced.")
+def multi_margin_loss(
+    input: Tensor,
+    target: Tensor,
+    p: int = 1,
+    margin: float = 1.0,
+    weight: Tensor | None = None,
+    size_average: bool | None = None,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+) -> Tensor:
+    name = "multi_margin_loss"
+    check_float(name, "input", input)
+    check_tensor(name, "target", target)
+    if p not in (1, 2):
+        raise ValueError(f"{name}: only p == 1 and p == 2 are supported, got {p}")
+    rows = input.reshape(1, -1) if input.ndim <= 1 else input
+    if rows.ndim != 2 or tuple(target.reshape(-1).shape) != (rows.shape[0],):
+        raise ShapeError(
+            f"{name}: expected input (N, C) or (C,) and target (N,) or (), got {fmt_shape(input.shape)} and "
+            f"{fmt_shape(target.shape)}"
+        )
+    reduction = _reduction_arg(name, size_average, reduce, reduction)
+    n_classes = rows.shape[1]
+    labels = target.reshape(-1, 1).to(dtype=dt.int64)
+    _check_class_targets(name, labels.reshape(-1), n_classes, None)
+    picked = gather(rows, 1, labels)
+    losses = clamp(margin - picked + rows, min=0.0)
+    if p == 2:
+        losses = losses * losses
+    if weight is not None:
+        _check_class_weight(name, weight, n_classes)
+        losses = losses * gather(weight, 0, labels.reshape(-1)).unsqueeze(1)
+    others = arange(n_classes, device=input.device).unsqueeze(0) != labels  # the target's own term left out
+    per_sample = _sum(where(others, losses, 0.0), 1) / n_classes
+    if input.ndim <= 1:
+        per_sample = per_sample.reshape(())
+    return _reduce(per_sample, reduction)
+
+
+@_loss_function(
+    "triplet_margin_with_distance_loss",
+    "max(0, d(anchor, positive) - d(anchor, negative) + margin) for a given distance d, reduced.",
+)
+def triplet_margin_with_distance_loss(
+    anchor: Tensor,
+    positive: Tensor,
+    negative: Tensor,
+    *,
+    distance_function: Callable[[Tensor, Tensor], Tensor] | None = None,
+    margin: float = 1.0,
+    swap: bool = False,
+    reduction: str = "mean",
+) -> Tensor:
+    name = "triplet_margin_with_distance_loss"
+    reduction = _reduction_arg(name, None, None, reduction)
+    if margin <= 0:
+        raise ValueError(f"{name}: margin must be greater than 0, got {margin}")
+    distance = distance_function if distance_function is not None else pairwise_distance
+    d_positive, d_negative = distance(anchor, positive), distance(anchor, negative)
+    if swap:
+        d_negative = minimum(d_negative, distance(positive, negative))
     return _reduce(clamp(margin + d_positive - d_negative, min=0.0), reduction)

@@ -816,3 +816,45 @@ class CyclicLR(LRScheduler):
         self.__dict__.update(state_dict)
         if saved is not None and self._scale_fn_custom is not None:
             self._scale_fn_custom.__dict__.update(saved)
+
+
+class ChainedScheduler(LRScheduler):
+    """Steps every scheduler of ``schedulers`` (all of one optimizer) at each ``step()``, in order, so
+    that their factors compose (a warm-up times a decay, say)."""
+
+    def __init__(self, schedulers: Sequence[LRScheduler], optimizer: Optimizer | None = None) -> None:
+        if len(schedulers) < 1:
+            raise ValueError("ChainedScheduler expects at least one scheduler to be chained, but got no scheduler.")
+        optimizer = optimizer or schedulers[0].optimizer
+        for i, scheduler in enumerate(schedulers):
+            if not hasattr(scheduler, "optimizer"):
+                raise TypeError(f"ChainedScheduler: the scheduler at index {i} has no optimizer")
+            if isinstance(scheduler, ReduceLROnPlateau):
+                raise ValueError(
+                    f"ChainedScheduler does not support ReduceLROnPlateau (index {i}): its step() needs a metric"
+                )
+            if scheduler.optimizer is not optimizer:
+                raise ValueError(
+                    f"ChainedScheduler expects all schedulers to belong to the same optimizer, but the one at index "
+                    f"{i} ({type(scheduler).__name__}) has another"
+                )
+        self._schedulers = list(schedulers)
+        self.optimizer = optimizer
+        self._last_lr = [group["lr"] for group in optimizer.param_groups]
+
+    def step(self) -> None:
+        for scheduler in self._schedulers:
+            scheduler.step()
+        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+
+    def state_dict(self) -> dict[str, Any]:
+        state = {key: value for key, value in self.__dict__.items() if key not in ("optimizer", "_schedulers")}
+        state["_schedulers"] = [scheduler.state_dict() for scheduler in self._schedulers]
+        return state
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        state_dict = dict(state_dict)
+        saved = state_dict.pop("_schedulers")
+        self.__dict__.update(state_dict)
+        for scheduler, state in zip(self._schedulers, saved):
+            scheduler.load_state_dict(state)

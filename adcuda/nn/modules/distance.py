@@ -20,9 +20,6 @@ class CosineSimilarity(Module):
     def forward(self, x1: Tensor, x2: Tensor) -> Tensor:
         return F.cosine_similarity(x1, x2, self.dim, self.eps)
 
-    def extra_repr(self):
-        return f"dim={self.dim}, eps={self.eps}"
-
 
 class PairwiseDistance(Module):
     def __init__(self, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> None:
@@ -33,6 +30,3 @@ class PairwiseDistance(Module):
 
     def forward(self, x1: Tensor, x2: Tensor) -> Tensor:
         return F.pairwise_distance(x1, x2, self.norm, self.eps, self.keepdim)
-
-    def extra_repr(self):
-        return f"p={self.norm}, eps={self.eps}, keepdim={self.keepdim}"

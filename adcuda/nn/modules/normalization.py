@@ -1,4 +1,4 @@
-"""``LayerNorm`` and ``RMSNorm`` over the trailing ``normalized_shape`` dims; ``BatchNorm1d/2d``,
+"""``LayerNorm`` and ``RMSNorm`` over the trailing ``normalized_shape`` dims; ``BatchNorm1d/2d/3d``,
 ``InstanceNorm1d/2d`` (per channel, with running statistics), ``GroupNorm`` and ``LocalResponseNorm``."""
 
 from __future__ import annotations
@@ -173,7 +173,7 @@ class _NormBase(Module):
     def extra_repr(self):
         return (
             f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
-            f"track_running_stats={self.track_running_stats}"
+            f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}"
         )
 
 
@@ -202,6 +202,10 @@ class BatchNorm1d(_BatchNorm):
 
 class BatchNorm2d(_BatchNorm):
     _input_dims = (4,)
+
+
+class BatchNorm3d(_BatchNorm):
+    _input_dims = (5,)
 
 
 class _InstanceNorm(_NormBase):
@@ -280,7 +284,10 @@ class GroupNorm(Module):
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self):
-        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+        return (
+            f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
+            f"bias={self.bias is not None}"
+        )
 
 
 class LocalResponseNorm(Module):
