@@ -24,19 +24,6 @@ namespace {
 // ---------------------------------------------------------------------------------------------------
 // forward
 
-// Rows move in the widest unit (16, 8, 4, 2 or 1 bytes) that the row length, the weight's row stride
-// and both base addresses allow: the gather needs no dtype, only the element size.
-template <typename F>
-void dispatch_move_unit(int bytes, F&& f) {
-  switch (bytes) {
-    case 16: f(TypeTag<uint4>{}); return;
-    case 8: f(TypeTag<uint2>{}); return;
-    case 4: f(TypeTag<std::uint32_t>{}); return;
-    case 2: f(TypeTag<std::uint16_t>{}); return;
-    default: f(TypeTag<std::uint8_t>{}); return;
-  }
-}
-
 template <typename F>
 void dispatch_index(ScalarType type, const char* op, F&& f) {
   switch (type) {

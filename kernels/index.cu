@@ -373,18 +373,6 @@ IndexParams make_params(const IndexGeometry& g, const DeviceArray* values) {
   return p;
 }
 
-// A row's move unit: 16, 8, 4, 2 or 1 bytes.
-template <typename F>
-void dispatch_move_unit(int bytes, F&& f) {
-  switch (bytes) {
-    case 16: return f(TypeTag<uint4>{});
-    case 8: return f(TypeTag<uint2>{});
-    case 4: return f(TypeTag<std::uint32_t>{});
-    case 2: return f(TypeTag<std::uint16_t>{});
-    default: return f(TypeTag<std::uint8_t>{});
-  }
-}
-
 std::int64_t numel_of(const Dims& shape) {
   std::int64_t n = 1;
   for (std::int64_t s : shape) n *= s;

@@ -5,6 +5,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <vector_types.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -30,6 +31,19 @@ decltype(auto) dispatch_bits(std::size_t itemsize, F&& f) {
     case 2: return f(TypeTag<std::uint16_t>{});
     case 4: return f(TypeTag<std::uint32_t>{});
     default: return f(TypeTag<std::uint64_t>{});
+  }
+}
+
+// Calls f(TypeTag<U>{}) with the widest unit of `bytes` (16, 8, 4, 2, else 1) that rows, strides and
+// base addresses allow a gather to move at once: uint4 and uint2 are 128- and 64-bit loads.
+template <typename F>
+decltype(auto) dispatch_move_unit(int bytes, F&& f) {
+  switch (bytes) {
+    case 16: return f(TypeTag<uint4>{});
+    case 8: return f(TypeTag<uint2>{});
+    case 4: return f(TypeTag<std::uint32_t>{});
+    case 2: return f(TypeTag<std::uint16_t>{});
+    default: return f(TypeTag<std::uint8_t>{});
   }
 }
 
