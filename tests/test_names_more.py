@@ -1327,6 +1327,29 @@ def test_optimizers_match_pytorch(name):
         assert restored.state_dict()["state"][0]["step"].item() == 30
 
 
+def test_optimizer_step_hooks():
+    param = adcuda.nn.Parameter(adcuda.ones(2))
+    param.grad = adcuda.ones(2)
+    optimizer = adcuda.optim.SGD([param], lr=0.1)
+    seen = []
+    pre = optimizer.register_step_pre_hook(lambda opt, args, kwargs: seen.append(("pre", opt is optimizer)))
+    optimizer.register_step_post_hook(lambda opt, args, kwargs: seen.append(("post", args, kwargs)))
+    optimizer.step()
+    pre.remove()
+    optimizer.step()
+    assert seen == [("pre", True), ("post", (), {}), ("post", (), {})]
+    np.testing.assert_allclose(param.detach().numpy(), [0.8, 0.8], rtol=1e-6)
+    closure_calls = []
+    adam = adcuda.optim.Adam([param])
+    adam.register_step_pre_hook(lambda opt, args, kwargs: ((), {"closure": lambda: closure_calls.append(1)}))
+    adam.step()
+    assert closure_calls == [1]  # the pre-hook's (args, kwargs) reach step
+    bad = adcuda.optim.SGD([param], lr=0.1)
+    bad.register_step_pre_hook(lambda opt, args, kwargs: "wrong")
+    with pytest.raises(TypeError, match="a step pre-hook must return None or"):
+        bad.step()
+
+
 def test_optimizer_arguments_are_checked():
     p = [adcuda.nn.Parameter(adcuda.ones(1))]
     with pytest.raises(adcuda.optim.OptimizerError, match="Adamax: invalid beta parameter at index 1"):
