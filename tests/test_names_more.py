@@ -465,6 +465,32 @@ def test_random_draws_follow_their_distributions():
     assert seeded[0] == seeded[1]
 
 
+def test_other_inplace_draws_follow_their_distributions():
+    adcuda.manual_seed(3)
+    n = 20000
+    assert sorted(set(adcuda.empty(n).random_(3, 7).tolist())) == [3.0, 4.0, 5.0, 6.0]
+    assert sorted(set(adcuda.zeros(n, dtype=adcuda.int64).random_(4).tolist())) == [0, 1, 2, 3]
+    unbounded = adcuda.empty(n).random_()
+    assert float(unbounded.min()) >= 0 and float(unbounded.max()) <= 2**24 and float(unbounded.max()) > 2**23
+    logs = adcuda.empty(n, dtype=f64).log_normal_(0.5, 0.5).log()
+    assert abs(float(logs.mean()) - 0.5) < 0.02 and abs(float(logs.std()) - 0.5) < 0.02
+    trials = adcuda.empty(n).geometric_(0.25)
+    assert float(trials.min()) >= 1 and abs(float(trials.mean()) - 4.0) < 0.15
+    assert (trials.numpy() == np.round(trials.numpy())).all()
+    cauchy = adcuda.empty(n + 1).cauchy_(1.0, 2.0).numpy()
+    assert abs(np.median(cauchy) - 1.0) < 0.1 and abs(np.quantile(cauchy, 0.75) - 3.0) < 0.2  # median + sigma
+    with pytest.raises(ValueError, match="random_: expects 'from' to be less than 'to'"):
+        adcuda.empty(2).random_(5, 5)
+    with pytest.raises(ValueError, match="random_: give `to` for a adcuda.int64 tensor"):
+        adcuda.zeros(2, dtype=adcuda.int64).random_()
+    with pytest.raises(ValueError, match="geometric_: expects p to be in"):
+        adcuda.empty(2).geometric_(1.5)
+    with pytest.raises(ValueError, match="cauchy_: expects sigma > 0.0"):
+        adcuda.empty(2).cauchy_(0.0, 0.0)
+    with pytest.raises(adcuda.AutogradError, match="random_"):
+        adcuda.ones(2, requires_grad=True).random_(3)
+
+
 def test_random_errors_name_the_op():
     with pytest.raises(ValueError, match="normal: expects std >= 0.0"):
         adcuda.normal(0.0, -1.0, size=(2,))
@@ -1420,6 +1446,8 @@ def test_draws_and_modules_on_cuda():
     assert x.device.type == "cuda" and abs(float(x.std()) - 2.0) < 0.15
     assert abs(float(adcuda.empty(4000, device="cuda").bernoulli_(0.25).mean()) - 0.25) < 0.03
     assert float(adcuda.empty(100, device="cuda").exponential_().min()) >= 0
+    assert set(adcuda.empty(100, device="cuda").random_(0, 3).cpu().tolist()) <= {0.0, 1.0, 2.0}
+    assert float(adcuda.empty(100, device="cuda").geometric_(0.5).min()) >= 1
     model = adcuda.nn.Sequential(adcuda.nn.PReLU(3), adcuda.nn.ReflectionPad2d(1), adcuda.nn.PixelShuffle(1)).to("cuda")
     data = rnd(2, 3, 4, 4)
     on_cpu = model.to("cpu")(adcuda.tensor(data, dtype=adcuda.float32)).detach().numpy()

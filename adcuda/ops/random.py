@@ -6,6 +6,7 @@ seed and the sequence of draws, never on the device or its launch configuration.
 
 from __future__ import annotations
 
+import math
 import warnings
 from typing import TYPE_CHECKING
 
@@ -258,6 +259,12 @@ def _fill_with(self, draw, name):
     value = draw(dt.float64 if self.dtype is dt.float64 else dt.float32)
     if value.dtype is not self.dtype:
         value = value.to(dtype=self.dtype)
+    return _overwrite(self, value, name)
+
+
+def _overwrite(self, value, name):
+    """``self`` holding ``value`` (a new constant of its shape and dtype): a tensor recording history
+    gets it as a new constant value."""
     if needs_grad(self):
         return commit_inplace(self, value, name)
     return write_untracked(self, value._data, name)
@@ -560,3 +567,92 @@ def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, trainin
     )
     slopes = (slopes * (upper - lower) + lower).to(dtype=input.dtype)
     return input.where(input >= 0, input * slopes)
+
+
+# the other in-place draws of PyTorch (issue 15): integers, log-normal, geometric and Cauchy values
+_MANTISSA_BITS = {dt.float16: 11, dt.float32: 24, dt.float64: 53}
+
+
+@op(
+    "random_",
+    doc="Every element replaced by an integer drawn uniformly from [from, to - 1], in place.",
+    composite=True,
+    function=False,
+)
+def random_(
+    self: Tensor, from_: int = 0, to: int | None = None, *, generator: Generator | None = None, **kwargs: Any
+) -> Tensor:
+    from_ = kwargs.pop("from", from_)  # PyTorch's keyword is ``from``, a Python keyword
+    if kwargs:
+        raise DTypeError(f"random_: unexpected keyword arguments {sorted(kwargs)}")
+    check_inplace_allowed(self, "random_")
+    if to is None and from_ != 0:  # random_(to): PyTorch's one-argument form
+        from_, to = 0, from_
+    if to is None:
+        # no bound: [0, 2**mantissa] for floating dtypes (every integer there is exact), as in PyTorch
+        if self.dtype in _MANTISSA_BITS:
+            to = 2 ** _MANTISSA_BITS[self.dtype] + 1
+        elif self.dtype is dt.int32:
+            to = 2**31
+        else:
+            raise ValueError(f"random_: give `to` for a {self.dtype} tensor (adcuda draws below 2**63 - 1 only)")
+    if from_ >= to:
+        raise ValueError(f"random_: expects 'from' to be less than 'to', but got from={from_} >= to={to}")
+    draw = randint(from_, to, tuple(self.shape), generator=generator, dtype=dt.int64, device=self.device)
+    return _overwrite(self, draw.to(dtype=self.dtype), "random_")
+
+
+@op(
+    "log_normal_",
+    doc="Every element replaced by exp of a draw from N(mean, std**2), in place.",
+    composite=True,
+    function=False,
+)
+def log_normal_(self: Tensor, mean: float = 1.0, std: float = 2.0, *, generator: Generator | None = None) -> Tensor:
+    if std <= 0:
+        raise ValueError(f"log_normal_: expects std > 0.0, got std={std}")
+    shape = tuple(self.shape)
+    return _fill_with(
+        self,
+        lambda d: (randn(shape, generator=generator, dtype=d, device=self.device) * std + mean).exp(),
+        "log_normal_",
+    )
+
+
+@op(
+    "geometric_",
+    doc="Every element replaced by the number of Bernoulli(p) trials to the first success, in place.",
+    composite=True,
+    function=False,
+)
+def geometric_(self: Tensor, p: float, *, generator: Generator | None = None) -> Tensor:
+    if not 0 < p < 1:
+        raise ValueError(f"geometric_: expects p to be in (0, 1), got p={p}")
+    check_inplace_allowed(self, "geometric_")
+    # inverse CDF: ceil(log(1 - u) / log(1 - p)), at least 1 (u = 0 would give 0 trials)
+    u = rand(
+        tuple(self.shape),
+        generator=generator,
+        dtype=dt.float64 if self.device.type == "cpu" else dt.float32,
+        device=self.device,
+    )
+    trials = ((-u).log1p() / math.log1p(-p)).ceil().clamp(min=1)
+    return _overwrite(self, trials.to(dtype=self.dtype), "geometric_")
+
+
+@op(
+    "cauchy_",
+    doc="Every element replaced by a draw from the Cauchy distribution (median, sigma), in place.",
+    composite=True,
+    function=False,
+)
+def cauchy_(self: Tensor, median: float = 0.0, sigma: float = 1.0, *, generator: Generator | None = None) -> Tensor:
+    if sigma <= 0:
+        raise ValueError(f"cauchy_: expects sigma > 0.0, got sigma={sigma}")
+    shape = tuple(self.shape)
+
+    def draw(d):
+        angle = (rand(shape, generator=generator, dtype=d, device=self.device) - 0.5) * math.pi
+        return angle.sin() / angle.cos() * sigma + median
+
+    return _fill_with(self, draw, "cauchy_")
