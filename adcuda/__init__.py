@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
-from . import accelerator, autograd, cuda
+from . import accelerator, autograd, backends, cuda
 from . import dtypes as _dtypes
 from . import ops as _ops
 from ._info import info
@@ -79,6 +79,30 @@ def is_floating_point(input: Tensor) -> builtins.bool:
     return input.dtype.is_floating_point
 
 
+# ------------------------------------------------------------------------------------------------
+# More of PyTorch's top-level names (issue 15)
+def is_complex(input: Tensor) -> builtins.bool:
+    return input.is_complex()
+
+
+_float32_matmul_precision = "highest"
+
+
+def set_float32_matmul_precision(precision: str) -> None:
+    """Accepted as in PyTorch ('highest', 'high' or 'medium'), and mirrored into
+    ``backends.cuda.matmul.allow_tf32`` as PyTorch does; adcuda's float32 matmuls stay full fp32
+    whatever it says (adcuda/backends/flags.py)."""
+    global _float32_matmul_precision
+    if precision not in ("highest", "high", "medium"):
+        raise ValueError(f"set_float32_matmul_precision: expected 'highest', 'high' or 'medium', got {precision!r}")
+    _float32_matmul_precision = precision
+    backends.cuda.matmul.allow_tf32 = precision != "highest"
+
+
+def get_float32_matmul_precision() -> str:
+    return _float32_matmul_precision
+
+
 # Parts that load on first use (``__getattr__``), so ``import adcuda`` stays fast: name -> (module,
 # attribute; None for the module itself). scripts/gen_api_reference.py lists these names from here.
 _LOADED_ON_FIRST_USE = {
@@ -89,6 +113,9 @@ _LOADED_ON_FIRST_USE = {
     "load": (".serialization", "load"),
     "autocast": (".amp", "autocast"),
     "compile": (".capture", "compile"),  # graph capture and replay (adcuda/capture/)
+    # more of PyTorch's names (issue 15): torch.linalg's norms and products, torch.testing's assert_close
+    "linalg": (".linalg", None),
+    "testing": (".testing", None),
 }
 
 

@@ -131,6 +131,24 @@ class Tensor(_AttachedAtImport):
     def element_size(self) -> int:
         return self.dtype.itemsize
 
+    # PyTorch's other spellings of the same facts
+    ndimension = dim
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel() * self.dtype.itemsize
+
+    def get_device(self) -> int:
+        """The CUDA device's index, or -1 for a CPU tensor (PyTorch's convention)."""
+        return -1 if self._device.type == "cpu" else self._device.index
+
+    def is_complex(self) -> bool:
+        return False  # adcuda has no complex dtypes
+
     def is_floating_point(self) -> bool:
         return self.dtype.is_floating_point
 

@@ -61,6 +61,8 @@ LAYERS = (
             "adcuda._info",
             "adcuda.accelerator",
             "adcuda.capture",
+            "adcuda.linalg",
+            "adcuda.testing",
         ),
         "built from public ops only, side by side: they import one another only as LIBRARY_USES allows",
     ),

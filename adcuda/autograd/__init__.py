@@ -18,6 +18,7 @@ from .grad_mode import (
 )
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from .graph import Node
+from .variable import Variable
 
 __all__ = [
     "backward",
@@ -37,4 +38,5 @@ __all__ = [
     "is_anomaly_enabled",
     "GradcheckError",
     "Node",
+    "Variable",
 ]

@@ -8,9 +8,11 @@ own dtype and device.
 import math
 import warnings
 
+import numpy as np
+
 from .. import dtypes as dt
 from ..autograd.grad_mode import no_grad
-from ..factories import rand, randn
+from ..factories import eye, from_numpy, rand, randn
 
 
 def calculate_gain(nonlinearity, param=None):
@@ -126,3 +128,73 @@ def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gener
         warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=2)
         return tensor
     return normal_(tensor, 0.0, _kaiming_std(tensor, a, mode, nonlinearity), generator)
+
+
+# ------------------------------------------------------------------------------------------------
+# More of PyTorch's initialisers (issue 15)
+def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """Fill ``tensor`` with N(mean, std**2) values truncated to [a, b]: values outside are drawn again
+    (rejection sampling, an exact draw of the truncated distribution)."""
+    if not a < b:
+        raise ValueError(f"trunc_normal_: expected a < b, got a={a}, b={b}")
+
+    def cdf(x):
+        return 0.5 * (1.0 + math.erf((x - mean) / (std * math.sqrt(2.0)))) if std > 0 else float(x >= mean)
+
+    mass = cdf(b) - cdf(a)
+    if mass < 1e-4:  # each draw would land in [a, b] less than once in 10,000 tries
+        raise ValueError(f"trunc_normal_: [{a}, {b}] holds {mass:.2g} of N({mean}, {std}**2): too little to draw from")
+    shape, dtype = tuple(tensor.shape), _draw_dtype(tensor)
+    with no_grad():
+        values = randn(shape, generator=generator, dtype=dtype, device=tensor.device) * std + mean
+        outside = (values < a) | (values > b)
+        while bool(outside.any()):
+            again = randn(shape, generator=generator, dtype=dtype, device=tensor.device) * std + mean
+            values = values.where(~outside, again)
+            outside = (values < a) | (values > b)
+        return tensor.copy_(values)
+
+
+def orthogonal_(tensor, gain=1.0, generator=None):
+    """Fill ``tensor`` (at least 2-d, viewed as rows x the rest) with a (semi-)orthogonal matrix: the Q
+    of the QR factorisation of a normal draw, signs fixed by R's diagonal, times gain."""
+    if tensor.ndim < 2:
+        raise ValueError(f"orthogonal_: only tensors with 2 or more dimensions are supported, got {tensor.ndim}")
+    if tensor.numel() == 0:
+        return tensor
+    rows = tensor.shape[0]
+    cols = tensor.numel() // rows
+    draw = randn((rows, cols), generator=generator, dtype=dt.float64)
+    flat = draw.numpy() if rows >= cols else draw.numpy().T
+    # the factorisation runs on the host: initialisation is once per weight, not per step
+    q, r = np.linalg.qr(flat)
+    q = q * np.sign(np.diag(r))
+    if rows < cols:
+        q = q.T
+    with no_grad():
+        return tensor.copy_(from_numpy(np.ascontiguousarray(q * gain).reshape(tuple(tensor.shape))))
+
+
+def eye_(tensor):
+    """Fill a 2-d ``tensor`` with the identity matrix (ones on the main diagonal)."""
+    if tensor.ndim != 2:
+        raise ValueError(f"eye_: only 2-d tensors are supported, got shape {tuple(tensor.shape)}")
+    with no_grad():
+        return tensor.copy_(eye(tensor.shape[0], tensor.shape[1], dtype=tensor.dtype, device=tensor.device))
+
+
+def dirac_(tensor, groups=1):
+    """Fill a 3-, 4- or 5-d convolution weight with the Dirac delta: each of the first input channels
+    of every group passes through unchanged."""
+    if tensor.ndim not in (3, 4, 5):
+        raise ValueError(f"dirac_: only 3, 4 and 5-d tensors are supported, got shape {tuple(tensor.shape)}")
+    out_per_group = tensor.shape[0] // groups
+    if tensor.shape[0] % groups:
+        raise ValueError(f"dirac_: dim 0 ({tensor.shape[0]}) must be divisible by groups ({groups})")
+    centre = tuple(k // 2 for k in tensor.shape[2:])
+    with no_grad():
+        tensor.zero_()
+        for g in range(groups):
+            for d in range(min(out_per_group, tensor.shape[1])):
+                tensor[(g * out_per_group + d, d) + centre] = 1
+    return tensor

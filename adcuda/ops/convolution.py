@@ -305,3 +305,47 @@ def conv_transpose2d(
     if bias is not None:
         out = out + bias.view(1, -1, 1, 1)
     return out if batched else out.squeeze(0)
+
+
+@op(
+    "conv_transpose1d",
+    doc="The transposed 1-d convolution of input (N, C, L), weight (C, O/groups, kL).",
+    composite=True,
+    autocast="lower",
+    function=True,
+    method=False,
+    functional=True,
+)
+def conv_transpose1d(
+    input: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride: int | Sequence[int] = 1,
+    padding: int | Sequence[int] = 0,
+    output_padding: int | Sequence[int] = 0,
+    groups: int = 1,
+    dilation: int | Sequence[int] = 1,
+) -> Tensor:
+    name = "conv_transpose1d"
+    check_float(name, "input", input)
+    check_float(name, "weight", weight)
+    if input.ndim not in (2, 3) or weight.ndim != 3:
+        raise ShapeError(
+            f"{name}: expected input (N, C, L) or (C, L) and weight (C, O/groups, kL), got "
+            f"{fmt_shape(input.shape)} and {fmt_shape(weight.shape)}"
+        )
+    # a plane of height 1: the 2-d transposed convolution with the 1-d settings on its width
+    stride, padding = int_tuple(name, "stride", stride, 1), int_tuple(name, "padding", padding, 1)
+    output_padding = int_tuple(name, "output_padding", output_padding, 1)
+    dilation = int_tuple(name, "dilation", dilation, 1)
+    out = conv_transpose2d(
+        input.unsqueeze(-2),
+        weight.unsqueeze(-2),
+        bias,
+        (1,) + stride,
+        (0,) + padding,
+        (0,) + output_padding,
+        groups,
+        (1,) + dilation,
+    )
+    return out.squeeze(-2)

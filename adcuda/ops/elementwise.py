@@ -212,6 +212,7 @@ def div(input: Tensor | Number, other: Tensor | Number, *, rounding_mode: str | 
 
 @op(
     "floor_divide",
+    inplace=True,
     doc="input // other: the quotient rounded towards minus infinity.",
     composite=True,
     operators=("__floordiv__", "__rfloordiv__"),
@@ -220,7 +221,7 @@ def floor_divide(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return div(input, other, rounding_mode="floor")
 
 
-@op("remainder", doc="Python's modulo: the remainder with the divisor's sign.", operators=("__mod__",))
+@op("remainder", inplace=True, doc="Python's modulo: the remainder with the divisor's sign.", operators=("__mod__",))
 def remainder(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("remainder", input, other, name="remainder")
 
@@ -332,6 +333,7 @@ def logaddexp(input: Tensor | Number, other: Tensor | Number) -> Tensor:
 
 @op(
     "hypot",
+    inplace=True,
     doc="sqrt(input**2 + other**2), without overflow or underflow of the squares.",
     node="HypotBackward0",
     grads={
@@ -350,13 +352,20 @@ def exp(input: Tensor) -> Tensor:
     return _float_unary("exp", input)
 
 
-@op("log", doc="The natural logarithm.", node="LogBackward0", grads={"input": lambda grad, input: grad / input})
+@op(
+    "log",
+    inplace=True,
+    doc="The natural logarithm.",
+    node="LogBackward0",
+    grads={"input": lambda grad, input: grad / input},
+)
 def log(input: Tensor) -> Tensor:
     return _float_unary("log", input)
 
 
 @op(
     "log1p",
+    inplace=True,
     doc="log(1 + input), accurate for small input.",
     node="Log1PBackward0",
     grads={"input": lambda grad, input: grad / (input + 1)},
@@ -378,6 +387,7 @@ def sqrt(input: Tensor) -> Tensor:
 
 @op(
     "rsqrt",
+    inplace=True,
     doc="1 / sqrt(input).",
     node="RsqrtBackward0",
     grads={"input": lambda grad, result: -0.5 * grad * result * result * result},
@@ -386,12 +396,14 @@ def rsqrt(input: Tensor) -> Tensor:
     return _float_unary("rsqrt", input)
 
 
-@op("sin", doc="The sine.", node="SinBackward0", grads={"input": lambda grad, input: grad * cos(input)})
+@op("sin", inplace=True, doc="The sine.", node="SinBackward0", grads={"input": lambda grad, input: grad * cos(input)})
 def sin(input: Tensor) -> Tensor:
     return _float_unary("sin", input)
 
 
-@op("cos", doc="The cosine.", node="CosBackward0", grads={"input": lambda grad, input: -grad * sin(input)})
+@op(
+    "cos", inplace=True, doc="The cosine.", node="CosBackward0", grads={"input": lambda grad, input: -grad * sin(input)}
+)
 def cos(input: Tensor) -> Tensor:
     return _float_unary("cos", input)
 
@@ -424,6 +436,7 @@ def sigmoid(input: Tensor) -> Tensor:
 
 @op(
     "erf",
+    inplace=True,
     doc="The error function.",
     node="ErfBackward0",
     grads={"input": lambda grad, input: grad * _TWO_OVER_SQRT_PI * exp(-input * input)},
@@ -432,13 +445,20 @@ def erf(input: Tensor) -> Tensor:
     return _float_unary("erf", input)
 
 
-@op("exp2", doc="2 ** input.", node="Exp2Backward0", grads={"input": lambda grad, result: grad * result * _LN2})
+@op(
+    "exp2",
+    inplace=True,
+    doc="2 ** input.",
+    node="Exp2Backward0",
+    grads={"input": lambda grad, result: grad * result * _LN2},
+)
 def exp2(input: Tensor) -> Tensor:
     return _float_unary("exp2", input)
 
 
 @op(
     "log2",
+    inplace=True,
     doc="The base-2 logarithm.",
     node="Log2Backward0",
     grads={"input": lambda grad, input: grad / (input * _LN2)},
@@ -449,6 +469,7 @@ def log2(input: Tensor) -> Tensor:
 
 @op(
     "log10",
+    inplace=True,
     doc="The base-10 logarithm.",
     node="Log10Backward0",
     grads={"input": lambda grad, input: grad / (input * _LN10)},
@@ -544,6 +565,7 @@ def leaky_relu(input: Tensor, negative_slope: float = 0.01) -> Tensor:
 
 @op(
     "abs",
+    inplace=True,
     doc="|input|.",
     node="AbsBackward0",
     operators=("__abs__",),
@@ -569,23 +591,31 @@ def _rounding(prim, input):
     return unary(prim, input)
 
 
-@op("floor", doc="The largest integer <= input.", node="FloorBackward0", grads={"input": _zero_grad})
+@op("floor", inplace=True, doc="The largest integer <= input.", node="FloorBackward0", grads={"input": _zero_grad})
 def floor(input: Tensor) -> Tensor:
     return _rounding("floor", input)
 
 
-@op("ceil", doc="The smallest integer >= input.", node="CeilBackward0", grads={"input": _zero_grad})
+@op("ceil", inplace=True, doc="The smallest integer >= input.", node="CeilBackward0", grads={"input": _zero_grad})
 def ceil(input: Tensor) -> Tensor:
     return _rounding("ceil", input)
 
 
-@op("trunc", doc="input rounded towards zero.", node="TruncBackward0", aliases=("fix",), grads={"input": _zero_grad})
+@op(
+    "trunc",
+    inplace=("trunc_", "fix_"),
+    doc="input rounded towards zero.",
+    node="TruncBackward0",
+    aliases=("fix",),
+    grads={"input": _zero_grad},
+)
 def trunc(input: Tensor) -> Tensor:
     return _rounding("trunc", input)
 
 
 @op(
     "round",
+    inplace=True,
     doc="Round half to even; with decimals, round(input * 10**decimals) / 10**decimals.",
     node=lambda input, *, decimals=0: "RoundBackward0" if decimals == 0 else "RoundBackward1",
     grads={"input": _zero_grad},
@@ -597,7 +627,14 @@ def round(input: Tensor, *, decimals: int = 0) -> Tensor:  # noqa: A001 (PyTorch
     return binary("div", _rounding("round", binary("mul", input, scale)), scale)
 
 
-@op("sign", doc="-1, 0 or 1 by the sign of input (0 for NaN).", node="SignBackward0", grads={"input": _zero_grad})
+@op(
+    "sign",
+    inplace=("sign_", "sgn_"),
+    aliases=("sgn",),
+    doc="-1, 0 or 1 by the sign of input (0 for NaN); sgn is its name for complex-capable code.",
+    node="SignBackward0",
+    grads={"input": _zero_grad},
+)
 def sign(input: Tensor) -> Tensor:
     if input.dtype is dt.bool_:
         return wrap(primitives(input).astype(input._data, input.dtype), input._device)
@@ -688,12 +725,12 @@ def clamp(
     return wrap(primitives(x).clamp(x._data, min, max), x._device)
 
 
-@op("clamp_min", doc="input limited from below by min.", composite=True)
+@op("clamp_min", inplace=True, doc="input limited from below by min.", composite=True)
 def clamp_min(input: Tensor, min: Tensor | Number) -> Tensor:  # noqa: A002
     return clamp(input, min=min)
 
 
-@op("clamp_max", doc="input limited from above by max.", composite=True)
+@op("clamp_max", inplace=True, doc="input limited from above by max.", composite=True)
 def clamp_max(input: Tensor, max: Tensor | Number) -> Tensor:  # noqa: A002
     return clamp(input, max=max)
 
@@ -718,9 +755,15 @@ def _where_method(self: Tensor, condition: Tensor, other: Tensor | Number) -> Te
         "other": lambda grad, condition: where(_condition(condition), grad * 0, grad),
     },
 )
-def where(condition: Tensor, input: Tensor | Number, other: Tensor | Number) -> Tensor:
+def where(
+    condition: Tensor, input: Tensor | Number | None = None, other: Tensor | Number | None = None
+) -> Tensor | tuple[Tensor, ...]:
     if condition.__class__ is not Tensor:
         raise DTypeError("where: condition must be a bool Tensor")
+    if input is None and other is None:  # PyTorch's where(condition): nonzero(condition, as_tuple=True)
+        return condition.nonzero(as_tuple=True)  # the method: the indexing family imports this one
+    if input is None or other is None:
+        raise DTypeError("where: expected both input and other, or neither (where(condition) is nonzero's tuple)")
     if condition.dtype is not dt.bool_:
         condition = binary("ne", condition, 0, name="where")
     dev = check_same_device("where", condition, input, other)
@@ -826,12 +869,12 @@ def bitwise_not(input: Tensor) -> Tensor:
     return wrap(primitives(input).unary("bitwise_not", input._data), input._device)
 
 
-@op("square", doc="input * input.", composite=True)
+@op("square", inplace=True, doc="input * input.", composite=True)
 def square(input: Tensor) -> Tensor:
     return mul(input, input)
 
 
-@op("reciprocal", doc="1 / input.", composite=True)
+@op("reciprocal", inplace=True, doc="1 / input.", composite=True)
 def reciprocal(input: Tensor) -> Tensor:
     return div(1.0, input)
 
@@ -900,3 +943,301 @@ def equal(input: Tensor, other: Tensor) -> bool:
     if tuple(input.shape) != tuple(other.shape):
         return False
     return bool(eq(input, other).all().item())
+
+
+# ------------------------------------------------------------------------------------------------
+# More of PyTorch's elementwise names (issue 15): composed of the ops above, so both backends run
+# them and they differentiate through those ops; expm1 alone has its own backward (its result + 1).
+@op(
+    "expm1",
+    doc="exp(input) - 1, accurate near 0.",
+    node="Expm1Backward0",
+    inplace=True,
+    grads={"input": lambda grad, result: grad * (result + 1)},
+)
+def expm1(input: Tensor) -> Tensor:
+    half = binary("mul", input, 0.5) if input.dtype.is_floating_point else binary("mul", input, 0.5, dt.default_float)
+    # tanh(x/2) * (e^x + 1) == e^x - 1 exactly, without exp(x) - 1's cancellation near 0
+    return binary("mul", unary("tanh", half), binary("add", _float_unary("exp", input), 1.0))
+
+
+@op("tan", doc="The tangent.", composite=True, inplace=True)
+def tan(input: Tensor) -> Tensor:
+    return sin(input) / cos(input)
+
+
+@op("sinh", doc="The hyperbolic sine.", composite=True, inplace=True)
+def sinh(input: Tensor) -> Tensor:
+    return (expm1(input) - expm1(-input)) * 0.5  # no cancellation near 0
+
+
+@op("cosh", doc="The hyperbolic cosine.", composite=True, inplace=True)
+def cosh(input: Tensor) -> Tensor:
+    return (exp(input) + exp(-input)) * 0.5
+
+
+@op("logit", doc="log(input / (1 - input)), input first clamped to [eps, 1 - eps] when eps is given.", composite=True)
+def logit(input: Tensor, eps: float | None = None) -> Tensor:
+    if eps is not None:
+        input = clamp(input, eps, 1.0 - eps)
+    return log(input / (1 - input))
+
+
+@op("frac", doc="The fractional part: input - trunc(input).", composite=True, inplace=True)
+def frac(input: Tensor) -> Tensor:
+    return input - trunc(input)
+
+
+@op("nan_to_num", doc="input with NaN, +inf and -inf replaced by finite values.", composite=True, inplace=True)
+def nan_to_num(input: Tensor, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None) -> Tensor:
+    if not input.dtype.is_floating_point:
+        return input.clone()
+    limit = dt.finfo(input.dtype).max
+    out = where(isnan(input), nan, input)
+    out = where(eq(input, math.inf), limit if posinf is None else posinf, out)
+    return where(eq(input, -math.inf), -limit if neginf is None else neginf, out)
+
+
+def _check_pointwise(name, *tensors):
+    """A three-operand op's shapes broadcast together, or an error naming the op and every shape."""
+    shapes = [tuple(t.shape) for t in tensors if t.__class__ is Tensor]
+    try:
+        _broadcast_all(shapes)
+    except ValueError:
+        raise ShapeError(f"{name}: shapes {', '.join(fmt_shape(s) for s in shapes)} cannot be broadcast") from None
+
+
+def _broadcast_all(shapes):
+    out = ()
+    for shape in shapes:
+        n = max(len(out), len(shape))
+        a, b = (1,) * (n - len(out)) + out, (1,) * (n - len(shape)) + tuple(shape)
+        if any(x != y and 1 not in (x, y) for x, y in zip(a, b)):
+            raise ValueError
+        out = tuple(max(x, y) if 0 not in (x, y) else 0 for x, y in zip(a, b))
+    return out
+
+
+@op("addcmul", doc="input + value * tensor1 * tensor2, broadcast.", composite=True, inplace=True)
+def addcmul(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Number = 1) -> Tensor:
+    _check_pointwise("addcmul", input, tensor1, tensor2)
+    product = tensor1 * tensor2
+    return input + (product if value == 1 else product * value)
+
+
+@op("addcdiv", doc="input + value * tensor1 / tensor2, broadcast.", composite=True, inplace=True)
+def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Number = 1) -> Tensor:
+    _check_pointwise("addcdiv", input, tensor1, tensor2)
+    if not (tensor1.dtype.is_floating_point or tensor2.dtype.is_floating_point):
+        raise DTypeError(
+            f"addcdiv: integer division of tensors is not supported (tensor1 {tensor1.dtype}, "
+            f"tensor2 {tensor2.dtype}); use a floating point tensor"
+        )
+    quotient = tensor1 / tensor2
+    return input + (quotient if value == 1 else quotient * value)
+
+
+# activations (adcuda.nn.functional, with PyTorch's ``inplace=`` keyword and an ``F.<name>_``)
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def _negative_part_expm1(input, alpha, inner_scale=1.0):
+    """alpha * (exp(min(input, 0) * inner_scale) - 1): never exponentiates a positive value, so the
+    branch where() leaves out has no inf whose zero gradient would become NaN."""
+    negative = clamp(input, max=0.0)
+    return expm1(negative if inner_scale == 1.0 else negative * inner_scale) * alpha
+
+
+@op(
+    "elu",
+    doc="input where positive, alpha * (exp(input) - 1) elsewhere.",
+    composite=True,
+    method=False,
+    inplace=True,
+    functional="inplace",
+)
+def elu(input: Tensor, alpha: float = 1.0) -> Tensor:
+    return where(gt(input, 0), input, _negative_part_expm1(input, alpha))
+
+
+@op(
+    "selu",
+    doc="scale * elu(input, alpha) with the self-normalising constants.",
+    composite=True,
+    method=False,
+    inplace=True,
+    functional="inplace",
+)
+def selu(input: Tensor) -> Tensor:
+    return where(gt(input, 0), input, _negative_part_expm1(input, _SELU_ALPHA)) * _SELU_SCALE
+
+
+@op(
+    "celu",
+    doc="input where positive, alpha * (exp(input / alpha) - 1) elsewhere.",
+    composite=True,
+    method=False,
+    inplace=True,
+    functional="inplace",
+)
+def celu(input: Tensor, alpha: float = 1.0) -> Tensor:
+    if alpha == 0:
+        raise ValueError("celu: ZeroDivisionError, alpha must not be 0")
+    return where(gt(input, 0), input, _negative_part_expm1(input, alpha, 1.0 / alpha))
+
+
+@op(
+    "hardtanh",
+    doc="input clamped to [min_val, max_val].",
+    composite=True,
+    method=False,
+    inplace=True,
+    functional="inplace",
+)
+def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+    if min_val > max_val:
+        raise ValueError(f"hardtanh: min_val ({min_val}) cannot be greater than max_val ({max_val})")
+    return clamp(input, min_val, max_val)
+
+
+@op("relu6", doc="input clamped to [0, 6].", composite=True, method=False, inplace=True, functional="inplace")
+def relu6(input: Tensor) -> Tensor:
+    return clamp(input, 0.0, 6.0)
+
+
+@op("hardsigmoid", doc="relu6(input + 3) / 6.", composite=True, method=False, inplace=True, functional="inplace")
+def hardsigmoid(input: Tensor) -> Tensor:
+    return clamp(input + 3.0, 0.0, 6.0) / 6.0
+
+
+@op("hardswish", doc="input * relu6(input + 3) / 6.", composite=True, method=False, inplace=True, functional="inplace")
+def hardswish(input: Tensor) -> Tensor:
+    return input * (clamp(input + 3.0, 0.0, 6.0) / 6.0)
+
+
+@op("softsign", doc="input / (1 + |input|).", composite=True, method=False, functional=True)
+def softsign(input: Tensor) -> Tensor:
+    return input / (abs(input) + 1)
+
+
+@op("tanhshrink", doc="input - tanh(input).", composite=True, method=False, functional=True)
+def tanhshrink(input: Tensor) -> Tensor:
+    return input - tanh(input)
+
+
+@op(
+    "threshold",
+    doc="input where input > threshold, value elsewhere.",
+    composite=True,
+    method=False,
+    inplace=True,
+    functional="inplace",
+)
+def threshold(input: Tensor, threshold: float, value: float) -> Tensor:
+    return where(gt(input, threshold), input, value)
+
+
+@op(
+    "prelu",
+    doc="input where positive, weight * input elsewhere; weight has 1 or input.shape[1] elements.",
+    composite=True,
+    functional=True,
+)
+def prelu(input: Tensor, weight: Tensor) -> Tensor:
+    if weight.__class__ is not Tensor:
+        raise DTypeError(f"prelu: weight must be a Tensor, got {type(weight).__name__}")
+    n = weight.numel()
+    channels = input.shape[1] if input.ndim >= 2 else 1
+    if weight.ndim > 1 or n not in (1, channels):
+        raise ShapeError(
+            f"prelu: weight of shape {fmt_shape(weight.shape)} must have 1 element or one per channel "
+            f"(input.shape[1]) of input of shape {fmt_shape(input.shape)}"
+        )
+    if n > 1 and input.ndim > 2:
+        weight = weight.reshape((n,) + (1,) * (input.ndim - 2))
+    return where(gt(input, 0), input, input * weight)
+
+
+def _tensor_pair(name, input, other):
+    """Both operands as tensors (a Python number on the other's device), for ops that need masks of each."""
+    if input.__class__ is not Tensor and other.__class__ is not Tensor:
+        raise DTypeError(f"{name}: expected at least one Tensor operand")
+    like = input if input.__class__ is Tensor else other
+    return as_tensor_operand(input, name, like), as_tensor_operand(other, name, like)
+
+
+@op(
+    "fmod",
+    doc="The remainder of input / other with the dividend's sign (C's fmod).",
+    node="FmodBackward0",
+    inplace=True,
+    grads={
+        "input": lambda grad: grad,
+        "other": lambda grad, input, other: -grad * div(input, other, rounding_mode="trunc"),
+    },
+)
+def fmod(input: Tensor, other: Tensor | Number) -> Tensor:
+    check_tensor("fmod", "input", input)
+    rest = binary("remainder", input, other, name="fmod")
+    # remainder takes the divisor's sign (exactly, as C's fmod does the dividend's); where the two
+    # signs differ, one divisor steps it over
+    rest_negative = binary("lt", rest, 0, name="fmod")
+    differs = binary(
+        "logical_and", binary("ne", rest, 0), binary("ne", rest_negative, binary("lt", input, 0)), name="fmod"
+    )
+    return select(differs, binary("sub", rest, other, dtype=rest.dtype, name="fmod"), rest)
+
+
+@op("xlogy", doc="input * log(other), 0 where input is 0 (unless other is NaN).", composite=True, inplace=True)
+def xlogy(input: Tensor | Number, other: Tensor | Number) -> Tensor:
+    x, y = _tensor_pair("xlogy", input, other)
+    dtype = float_result_type(x, y)
+    x, y = cast(x, dtype), cast(y, dtype)
+    # the log only where it is used, so that log(0) in the unused branch gives no inf gradient
+    zero = logical_and(eq(x, 0), eq(y, y))
+    return where(zero, 0.0, x * log(where(zero, 1.0, y)))
+
+
+@op("heaviside", doc="0 where input < 0, values where input == 0, 1 where input > 0.", composite=True, inplace=True)
+def heaviside(input: Tensor, values: Tensor | Number) -> Tensor:
+    check_tensor("heaviside", "input", input)
+    step = cast(gt(input, 0), result_type(input, values))
+    return where(eq(input, 0), values, step)
+
+
+@op("float_power", doc="input ** exponent computed in float64.", composite=True)
+def float_power(input: Tensor | Number, exponent: Tensor | Number) -> Tensor:
+    x, y = _tensor_pair("float_power", input, exponent)
+    return pow(x.to(dtype=dt.float64), y.to(dtype=dt.float64))
+
+
+@op("signbit", doc="Whether the sign bit is set (true for -0.0 too).", composite=True)
+def signbit(input: Tensor) -> Tensor:
+    check_tensor("signbit", "input", input)
+    negative = lt(input, 0)
+    if not input.dtype.is_floating_point:
+        return negative
+    # -0.0 == 0, but 1 / -0.0 is -inf; NaN's sign bit is not read (PyTorch reads it; NumPy's NaN is +)
+    return logical_or(negative, logical_and(eq(input, 0), lt(binary("div", 1.0, input), 0)))
+
+
+@op("hardshrink", doc="input where |input| > lambd, 0 elsewhere.", composite=True, functional=True)
+def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    check_tensor("hardshrink", "input", input)
+    return where(gt(abs(input), lambd), input, 0.0)
+
+
+@op(
+    "softshrink",
+    doc="input - lambd above lambd, input + lambd below -lambd, 0 between.",
+    composite=True,
+    function=False,
+    method=False,
+    functional=True,
+)
+def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    check_tensor("softshrink", "input", input)
+    if lambd < 0:
+        raise ValueError(f"softshrink: lambda must be greater or equal to 0, got {lambd}")
+    return where(gt(input, lambd), input - lambd, where(lt(input, -lambd), input + lambd, 0.0))

@@ -4,6 +4,7 @@ deterministically)."""
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
@@ -12,6 +13,7 @@ from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
 from ..tensor import primitives
 from .common import check_float, check_same_device, check_tensor, dense, filled, wrap
 from .elementwise import where
+from .factories import arange
 from .indexing import index_put
 from .registry import op
 
@@ -110,3 +112,84 @@ def embedding(
         primitives(weight).embedding(weight._data, input._data)
         _renorm_rows_(weight, input, max_norm, norm_type)
     return embedding_lookup(input, weight, num_embeddings, padding_idx, scale_grad_by_freq)
+
+
+# ------------------------------------------------------------------------------------------------
+# embedding_bag (issue 15): the bags' rows reduced, composed of embedding and a scatter per bag
+@op(
+    "embedding_bag",
+    doc="The sum, mean or max of the rows of weight of each bag of indices (bags by offsets, or rows of 2-d input).",
+    composite=True,
+    function=False,
+    method=False,
+    functional=True,
+)
+def embedding_bag(
+    input: Tensor,
+    weight: Tensor,
+    offsets: Tensor | None = None,
+    max_norm: float | None = None,
+    norm_type: float = 2,
+    scale_grad_by_freq: bool = False,
+    mode: str = "mean",
+    sparse: bool = False,
+    per_sample_weights: Tensor | None = None,
+    include_last_offset: bool = False,
+    padding_idx: int | None = None,
+) -> Tensor:
+    name = "embedding_bag"
+    check_tensor(name, "input", input)
+    if mode not in ("sum", "mean", "max"):
+        raise ValueError(f"{name}: mode must be 'sum', 'mean' or 'max', got {mode!r}")
+    if input.ndim == 2:
+        if offsets is not None:
+            raise ShapeError(
+                f"{name}: offsets must be None for a 2-d input (each row is a bag), got {fmt_shape(offsets.shape)}"
+            )
+        bags, length = input.shape
+        bag_of = (arange(bags, device=input.device).unsqueeze(1) + input.new_zeros((1, length))).reshape(-1)
+        flat = input.reshape(-1)
+    elif input.ndim == 1:
+        if offsets is None or offsets.ndim != 1:
+            raise ShapeError(f"{name}: a 1-d input needs 1-d offsets (where each bag starts)")
+        n = input.shape[0]
+        starts = offsets[:-1] if include_last_offset else offsets
+        bags = starts.shape[0]
+        if bags and (int(starts[0]) != 0 or int(starts.max()) > n):
+            raise IndexOutOfRangeError(f"{name}: offsets must start at 0 and stay within input's {n} indices")
+        # bag i holds the indices from starts[i] on: the bag of index j is the last start <= j
+        bag_of = (starts.unsqueeze(0) <= arange(n, device=input.device).unsqueeze(1)).sum(1) - 1
+        flat = input
+    else:
+        raise ShapeError(
+            f"{name}: input must be 1-d (with offsets) or 2-d (a bag per row), got {fmt_shape(input.shape)}"
+        )
+    if per_sample_weights is not None:
+        if mode != "sum":
+            raise ValueError(f"{name}: per_sample_weights are only supported for mode='sum', got mode={mode!r}")
+        if tuple(per_sample_weights.shape) != tuple(input.shape):
+            raise ShapeError(
+                f"{name}: per_sample_weights {fmt_shape(per_sample_weights.shape)} must have input "
+                f"{fmt_shape(input.shape)}'s shape"
+            )
+    rows = embedding(flat, weight, None, max_norm, norm_type, scale_grad_by_freq, sparse)
+    keep = None
+    if padding_idx is not None:
+        keep = flat != (padding_idx % weight.shape[0])  # padding entries count in no bag
+        rows = rows * keep.unsqueeze(1).to(dtype=rows.dtype)
+    if per_sample_weights is not None:
+        rows = rows * per_sample_weights.reshape(-1, 1).to(dtype=rows.dtype)
+    dim = weight.shape[1]
+    out = filled((bags, dim), 0, weight.dtype, weight._device)
+    index = bag_of.unsqueeze(1).expand(bag_of.shape[0], dim)
+    if mode == "max":
+        if keep is not None:
+            rows = where(keep.unsqueeze(1), rows, -math.inf)
+        out = out.scatter_reduce(0, index, rows, "amax", include_self=False)
+        return where(out == -math.inf, 0.0, out)  # an empty (or all-padding) bag gives zeros
+    out = out.scatter_add(0, index, rows)
+    if mode == "sum":
+        return out
+    counted = keep.to(dtype=weight.dtype) if keep is not None else flat.new_ones(flat.shape, dtype=weight.dtype)
+    counts = filled((bags,), 0, weight.dtype, weight._device).scatter_add(0, bag_of, counted)
+    return out / counts.clamp(min=1).unsqueeze(1)

@@ -450,6 +450,11 @@ def legacy_construct(name, dtype, args, device=None):
     )
 
 
+@op("new", doc="PyTorch's legacy self.new(sizes or data): a tensor of self's dtype and device.", function=False)
+def legacy_new(self: Tensor, *args: Any, device: Device | str | None = None) -> Tensor:
+    return legacy_construct("new", self.dtype, args, device or self.device)
+
+
 def _tensor_new(cls, *args: Any, device: Device | str | None = None) -> Tensor:
     if cls is not Tensor:  # a subclass (nn.Parameter) makes itself
         return object.__new__(cls)
@@ -488,3 +493,21 @@ IntTensor = _legacy_type("IntTensor", dt.int32)
 LongTensor = _legacy_type("LongTensor", dt.int64)
 BoolTensor = _legacy_type("BoolTensor", dt.bool_)
 LEGACY_TYPES = (FloatTensor, DoubleTensor, HalfTensor, BFloat16Tensor, IntTensor, LongTensor, BoolTensor)
+
+
+# ------------------------------------------------------------------------------------------------
+# More of PyTorch's factories (issue 15)
+@op("logspace", doc="steps values base ** linspace(start, end, steps).", method=False)
+def logspace(
+    start: Number,
+    end: Number,
+    steps: int,
+    base: float = 10.0,
+    dtype: DType | None = None,
+    device: Device | str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    if steps < 0:
+        raise ShapeError(f"logspace: number of steps must be non-negative, got {steps}")
+    values = np.power(float(base), np.linspace(float(start), float(end), int(steps)))
+    return tensor(values, dtype=dtype or dt.default_float, device=device, requires_grad=requires_grad)

@@ -14,15 +14,16 @@ from .. import dtypes as dt
 from ..autograd.graph import needs_grad
 from ..errors import DeviceError, DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
-from .common import broadcast_shapes, cast, constant, filled, wrap, wrap_dim
+from .common import broadcast_shapes, cast, constant, filled, int_tuple, wrap, wrap_dim
 from .dispatch import host_step
 from .elementwise import where
 from .factories import arange, full, tensor
 from .mutation import check_inplace_allowed, commit_inplace, version_counter
 from .registry import op
+from .shape import pad, stack
 
 if TYPE_CHECKING:
-    from ..types import Any, Number
+    from ..types import Any, Device, DType, Number, Sequence
 
 _PLAIN = (int, type(None))  # slice bounds the backend takes as they are
 
@@ -396,6 +397,7 @@ def _triangle(prim, input, diagonal):
 
 @op(
     "tril",
+    inplace=True,
     doc="The lower triangle of the last two dims (above diagonal set to 0).",
     node="TrilBackward0",
     grads={"input": lambda grad, diagonal: tril(grad, diagonal)},
@@ -406,6 +408,7 @@ def tril(input: Tensor, diagonal: int = 0) -> Tensor:
 
 @op(
     "triu",
+    inplace=True,
     doc="The upper triangle of the last two dims (below diagonal set to 0).",
     node="TriuBackward0",
     grads={"input": lambda grad, diagonal: triu(grad, diagonal)},
@@ -651,3 +654,372 @@ def nonzero(input: Tensor, *, as_tuple: bool = False) -> Tensor | tuple[Tensor, 
     if as_tuple:
         return tuple(c.contiguous() for c in coordinates.unbind(1))
     return coordinates
+
+
+# ------------------------------------------------------------------------------------------------
+# More of PyTorch's indexing names (issue 15), composed of the ops above
+def _index_vector(name, input, dim, index):
+    if not isinstance(index, Tensor) or index.dtype.category != dt.INTEGER or index.ndim > 1:
+        got = f"{index.dtype} of shape {fmt_shape(index.shape)}" if isinstance(index, Tensor) else type(index).__name__
+        raise DTypeError(f"{name}: index must be a 1-D integer tensor, got {got}")
+    d = wrap_dim(dim, max(input.ndim, 1), name)
+    return d, index.reshape(-1)
+
+
+def _index_along(name, input, dim, index, source):
+    """dim and index expanded to source's shape (index along dim, every position elsewhere), after
+    checking that source is input's shape with index's length along dim."""
+    d, index = _index_vector(name, input, dim, index)
+    expected = list(input.shape) if input.ndim else [1]
+    expected[d] = index.shape[0]
+    if not isinstance(source, Tensor) or list(source.shape if source.ndim else [1]) != expected:
+        raise ShapeError(
+            f"{name}: source {fmt_shape(source.shape) if isinstance(source, Tensor) else type(source).__name__} "
+            f"must have input {fmt_shape(input.shape)}'s shape with {index.shape[0]} (index's length) at dim {d}"
+        )
+    view = [1] * len(expected)
+    view[d] = index.shape[0]
+    return d, index.reshape(view).expand(expected)
+
+
+@op("index_add", doc="input with alpha * source added at the 1-D index along dim.", composite=True, inplace=True)
+def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha: Number = 1) -> Tensor:
+    d, expanded = _index_along("index_add", input, dim, index, source)
+    if alpha != 1:
+        source = source * alpha
+    if input.ndim == 0:
+        return scatter_add(input.reshape(1), 0, expanded.reshape(-1), source.reshape(1)).reshape(())
+    return scatter_add(input, d, expanded, source)
+
+
+@op("index_copy", doc="input with source's slices written at the 1-D index along dim.", composite=True, inplace=True)
+def index_copy(input: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
+    d, expanded = _index_along("index_copy", input, dim, index, source)
+    if input.ndim == 0:
+        return scatter(input.reshape(1), 0, expanded.reshape(-1), source.reshape(1)).reshape(())
+    return scatter(input, d, expanded, source)
+
+
+@op("index_fill", doc="input with value at the 1-D index along dim.", composite=True, inplace=True)
+def index_fill(input: Tensor, dim: int, index: Tensor, value: Tensor | Number) -> Tensor:
+    d, index = _index_vector("index_fill", input, dim, index)
+    if input.ndim == 0:
+        return masked_fill(input, full((), index.numel() > 0, dtype=dt.bool_, device=input.device), value)
+    n = input.shape[d]
+    if index.numel() and (int(index.max()) >= n or int(index.min()) < -n):
+        raise IndexOutOfRangeError(
+            f"index_fill: index out of range for dim {d} of size {n} (input {fmt_shape(input.shape)})"
+        )
+    mask = index_put(full((n,), False, dtype=dt.bool_, device=input.device), (index,), True)
+    return masked_fill(input, mask.reshape([n] + [1] * (input.ndim - d - 1)), value)
+
+
+@op(
+    "take_along_dim",
+    doc="gather of input at indices along dim, the two broadcast elsewhere (flat when dim is None).",
+    composite=True,
+)
+def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Tensor:
+    if not isinstance(indices, Tensor) or indices.dtype.category != dt.INTEGER:
+        raise DTypeError("take_along_dim: indices must be an integer tensor")
+    if dim is None:
+        return gather(input.reshape(-1), 0, indices.reshape(-1))
+    if input.ndim != indices.ndim:
+        raise ShapeError(
+            f"take_along_dim: input {fmt_shape(input.shape)} and indices {fmt_shape(indices.shape)} "
+            "must have the same number of dims"
+        )
+    d = wrap_dim(dim, input.ndim, "take_along_dim")
+    a, b = list(input.shape), list(indices.shape)
+    a[d] = b[d] = 1
+    shape = broadcast_shapes("take_along_dim", tuple(a), tuple(b))
+    return gather(
+        input.expand(shape[:d] + (input.shape[d],) + shape[d + 1 :]),
+        d,
+        indices.expand(shape[:d] + (indices.shape[d],) + shape[d + 1 :]),
+    )
+
+
+@op("argwhere", doc="The indices of the nonzero elements, (count, ndim) int64.", composite=True)
+def argwhere(input: Tensor) -> Tensor:
+    return nonzero(input)
+
+
+@op("diagonal", doc="The diagonal at offset of the planes of dim1 and dim2, as the last dim.", composite=True)
+def diagonal(input: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+    if input.ndim < 2:
+        raise ShapeError(f"diagonal: input must be at least 2-d, got shape {fmt_shape(input.shape)}")
+    d1, d2 = wrap_dim(dim1, input.ndim, "diagonal"), wrap_dim(dim2, input.ndim, "diagonal")
+    if d1 == d2:
+        raise ShapeError(f"diagonal: dim1 and dim2 cannot be the same dim ({d1})")
+    planes = input.movedim((d1, d2), (-2, -1))
+    rows, cols = planes.shape[-2], planes.shape[-1]
+    start_row, start_col = max(-offset, 0), max(offset, 0)
+    n = max(min(rows - start_row, cols - start_col), 0)
+    steps = arange(n, device=input.device)
+    return getitem(planes, (Ellipsis, steps + start_row, steps + start_col))
+
+
+_diagonal_of = diagonal  # diag's parameter is called diagonal, as in PyTorch
+
+
+@op("diag", doc="A 1-D input as the diagonal (at offset) of a square matrix; a 2-D input's diagonal.", composite=True)
+def diag(input: Tensor, diagonal: int = 0) -> Tensor:
+    if input.ndim == 2:
+        return _diagonal_of(input, diagonal)
+    if input.ndim != 1:
+        raise ShapeError(f"diag: input must be 1-d or 2-d, got shape {fmt_shape(input.shape)}")
+    n = input.shape[0]
+    size = n + abs(diagonal)
+    steps = arange(n, device=input.device)
+    out = full((size, size), 0, dtype=input.dtype, device=input.device)
+    return index_put(out, (steps + max(-diagonal, 0), steps + max(diagonal, 0)), input)
+
+
+@op("trace", doc="The sum of the main diagonal of a matrix.", composite=True)
+def trace(input: Tensor) -> Tensor:
+    if input.ndim != 2:
+        raise ShapeError(f"trace: expected a matrix, got shape {fmt_shape(input.shape)}")
+    return diagonal(input).sum()
+
+
+def _sliding_blocks(name, input, kernel_size, dilation, padding, stride):
+    """The checked (kernel, dilation, padding, stride) pairs of F.unfold/F.fold and the block grid:
+    (rows (kh, 1, oh, 1), cols (1, kw, 1, ow)) that index the padded image, and (oh, ow)."""
+    kernel = int_tuple(name, "kernel_size", kernel_size, 2)
+    dilation = int_tuple(name, "dilation", dilation, 2)
+    padding = int_tuple(name, "padding", padding, 2)
+    stride = int_tuple(name, "stride", stride, 2)
+    if min(kernel) <= 0 or min(dilation) <= 0 or min(stride) <= 0 or min(padding) < 0:
+        raise ShapeError(
+            f"{name}: kernel_size {kernel}, dilation {dilation} and stride {stride} must be positive and padding "
+            f"{padding} non-negative"
+        )
+    return kernel, dilation, padding, stride
+
+
+def _block_grid(name, size, kernel, dilation, padding, stride, device):
+    """Per spatial dim: the number of blocks and the padded-image positions, (blocks, kernel) of them."""
+    grids, counts = [], []
+    for n, k, d, p, s in zip(size, kernel, dilation, padding, stride):
+        span = d * (k - 1) + 1
+        if n + 2 * p < span:
+            raise ShapeError(f"{name}: a block of {span} positions does not fit a padded size of {n + 2 * p}")
+        count = (n + 2 * p - span) // s + 1
+        grids.append(arange(count, device=device).unsqueeze(1) * s + arange(k, device=device) * d)
+        counts.append(count)
+    rows, cols = grids
+    # (kh, 1, oh, 1) and (1, kw, 1, ow): together they index every (kernel row, kernel col, block row, block col)
+    return rows.mT.reshape(kernel[0], 1, counts[0], 1), cols.mT.reshape(1, kernel[1], 1, counts[1]), counts
+
+
+def _im2col(
+    input: Tensor,
+    kernel_size: int | Sequence[int],
+    dilation: int | Sequence[int] = 1,
+    padding: int | Sequence[int] = 0,
+    stride: int | Sequence[int] = 1,
+) -> Tensor:
+    """F.unfold: the sliding kernel_size blocks of input (N, C, H, W) or (C, H, W) as the columns of
+    (N, C * kh * kw, blocks), gathered by indexing the zero-padded image."""
+    name = "unfold"
+    if not isinstance(input, Tensor) or input.ndim not in (3, 4):
+        raise ShapeError(
+            f"{name}: expected a 3-d (C, H, W) or 4-d (N, C, H, W) input, got {getattr(input, 'shape', input)}"
+        )
+    kernel, dilation, padding, stride = _sliding_blocks(name, input, kernel_size, dilation, padding, stride)
+    batched = input if input.ndim == 4 else input.unsqueeze(0)
+    rows, cols, (oh, ow) = _block_grid(name, batched.shape[2:], kernel, dilation, padding, stride, input.device)
+    padded = pad(batched, (padding[1], padding[1], padding[0], padding[0])) if any(padding) else batched
+    blocks = getitem(padded, (slice(None), slice(None), rows, cols))  # (N, C, kh, kw, oh, ow)
+    n, c = batched.shape[:2]
+    out = blocks.reshape(n, c * kernel[0] * kernel[1], oh * ow)
+    return out if input.ndim == 4 else out.squeeze(0)
+
+
+@op(
+    "unfold",
+    doc="Tensor.unfold: windows of size every step along dimension, as a new last dim; "
+    "F.unfold: the sliding blocks of images as columns (im2col).",
+    composite=True,
+    function=False,
+    functional=_im2col,
+)
+def unfold(input: Tensor, dimension: int, size: int, step: int) -> Tensor:
+    d = wrap_dim(dimension, max(input.ndim, 1), "unfold")
+    length = input.shape[d] if input.ndim else 1
+    if size < 0 or size > length or step <= 0:
+        raise ShapeError(
+            f"unfold: size {size} must be in [0, {length}] (dim {d} of input {fmt_shape(input.shape)}) "
+            f"and step {step} positive"
+        )
+    if input.ndim == 0:
+        return input.reshape(1)
+    count = (length - size) // step + 1
+    starts = arange(count, device=input.device) * step
+    index = (starts.unsqueeze(1) + arange(size, device=input.device)).reshape(-1)
+    windows = index_select(input, d, index)
+    shape = list(input.shape)
+    shape[d : d + 1] = [count, size]
+    return windows.reshape(shape).movedim(d + 1, -1)
+
+
+def _triangle_indices(name, row, col, offset, dtype, device, lower):
+    if row < 0 or col < 0:
+        raise ShapeError(f"{name}: row and col must be non-negative, got {row} and {col}")
+    rows = arange(row, dtype=dt.int64, device=device).unsqueeze(1).expand(row, col)
+    cols = arange(col, dtype=dt.int64, device=device).unsqueeze(0).expand(row, col)
+    keep = (cols - rows <= offset) if lower else (cols - rows >= offset)
+    out = stack((getitem(rows, keep), getitem(cols, keep)))
+    return out if dtype is None else out.to(dtype=dtype)
+
+
+@op("tril_indices", doc="The (2, n) coordinates of the lower triangle (at offset) of a row x col matrix.", method=False)
+def tril_indices(
+    row: int,
+    col: int,
+    offset: int = 0,
+    *,
+    dtype: DType | None = None,
+    device: Device | str | None = None,
+) -> Tensor:
+    return _triangle_indices("tril_indices", row, col, offset, dtype, device, lower=True)
+
+
+@op("triu_indices", doc="The (2, n) coordinates of the upper triangle (at offset) of a row x col matrix.", method=False)
+def triu_indices(
+    row: int,
+    col: int,
+    offset: int = 0,
+    *,
+    dtype: DType | None = None,
+    device: Device | str | None = None,
+) -> Tensor:
+    return _triangle_indices("triu_indices", row, col, offset, dtype, device, lower=False)
+
+
+@op(
+    "fold",
+    doc="The columns (N, C * kh * kw, blocks) of sliding blocks summed back into images of output_size (col2im).",
+    composite=True,
+    function=False,
+    method=False,
+    functional=True,
+)
+def fold(
+    input: Tensor,
+    output_size: int | Sequence[int],
+    kernel_size: int | Sequence[int],
+    dilation: int | Sequence[int] = 1,
+    padding: int | Sequence[int] = 0,
+    stride: int | Sequence[int] = 1,
+) -> Tensor:
+    name = "fold"
+    if not isinstance(input, Tensor) or input.ndim not in (2, 3):
+        raise ShapeError(
+            f"{name}: expected a 2-d or 3-d input (N, C * kh * kw, L), got {getattr(input, 'shape', input)}"
+        )
+    size = int_tuple(name, "output_size", output_size, 2)
+    kernel, dilation, padding, stride = _sliding_blocks(name, input, kernel_size, dilation, padding, stride)
+    batched = input if input.ndim == 3 else input.unsqueeze(0)
+    rows, cols, (oh, ow) = _block_grid(name, size, kernel, dilation, padding, stride, input.device)
+    n, columns, blocks = batched.shape
+    per_block = kernel[0] * kernel[1]
+    if columns % per_block or blocks != oh * ow:
+        raise ShapeError(
+            f"{name}: input {fmt_shape(input.shape)} needs a dim 1 divisible by kh * kw = {per_block} and "
+            f"{oh * ow} blocks (dim 2) for output_size {size}, kernel_size {kernel}"
+        )
+    c = columns // per_block
+    values = batched.reshape(n, c, kernel[0], kernel[1], oh, ow)
+    padded_size = (size[0] + 2 * padding[0], size[1] + 2 * padding[1])
+    image = filled((n, c) + padded_size, 0, input.dtype, input._device)
+    # overlapping blocks add up: index_put with accumulate, whose gradient reads each block back
+    image = index_put(image, (slice(None), slice(None), rows, cols), values, accumulate=True)
+    image = image[:, :, padding[0] : padding[0] + size[0], padding[1] : padding[1] + size[1]]
+    return image if input.ndim == 3 else image.squeeze(0)
+
+
+@op("take", doc="The elements of input (read flat) at index, in index's shape.", composite=True)
+def take(input: Tensor, index: Tensor) -> Tensor:
+    if not isinstance(index, Tensor) or index.dtype.category != dt.INTEGER:
+        raise DTypeError("take: index must be an integer tensor")
+    n = input.numel()
+    if index.numel() and (int(index.max()) >= n or int(index.min()) < -n):
+        raise IndexOutOfRangeError(f"take: index out of range for input {fmt_shape(input.shape)} of {n} elements")
+    return getitem(input.reshape(-1), index)
+
+
+def _flat_coordinates(input, index):
+    """The per-dim coordinates of flat positions ``index`` (negative ones from the end) in input."""
+    n = input.numel()
+    flat = index.reshape(-1).to(dtype=dt.int64)
+    flat = where(flat < 0, flat + n, flat)
+    coordinates = []
+    for size in reversed(tuple(input.shape)):
+        coordinates.append(flat.remainder(size))
+        flat = flat.div(size, rounding_mode="floor")
+    return tuple(reversed(coordinates))
+
+
+@op("put", doc="input with source written (or added) at the flat positions index.", composite=True, inplace=True)
+def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) -> Tensor:
+    if not isinstance(index, Tensor) or index.dtype.category != dt.INTEGER:
+        raise DTypeError("put: index must be an integer tensor")
+    if not isinstance(source, Tensor) or source.numel() != index.numel():
+        raise ShapeError(
+            f"put: source must have as many elements as index ({index.numel()}), got "
+            f"{fmt_shape(source.shape) if isinstance(source, Tensor) else type(source).__name__}"
+        )
+    n = input.numel()
+    if index.numel() and (int(index.max()) >= n or int(index.min()) < -n):
+        raise IndexOutOfRangeError(f"put: index out of range for input {fmt_shape(input.shape)} of {n} elements")
+    if input.ndim == 0:
+        return index_put(input.reshape(1), (index.reshape(-1) * 0,), source.reshape(-1), accumulate).reshape(())
+    return index_put(input, _flat_coordinates(input, index), source.reshape(-1), accumulate)
+
+
+@op(
+    "masked_scatter",
+    doc="input with source's leading elements written, in order, where mask is true.",
+    composite=True,
+    inplace=True,
+)
+def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
+    if not isinstance(mask, Tensor) or mask.dtype is not dt.bool_:
+        raise DTypeError("masked_scatter: mask must be a bool tensor")
+    shape = broadcast_shapes("masked_scatter", tuple(input.shape), tuple(mask.shape))
+    if shape != tuple(input.shape):
+        raise ShapeError(
+            f"masked_scatter: mask {fmt_shape(mask.shape)} does not broadcast to input {fmt_shape(input.shape)}"
+        )
+    mask = mask.expand(shape)
+    count = int(mask.sum())
+    if source.numel() < count:
+        raise ShapeError(
+            f"masked_scatter: mask selects {count} elements but source {fmt_shape(source.shape)} has {source.numel()}"
+        )
+    return index_put(input, (mask,), source.reshape(-1)[:count])
+
+
+@op(
+    "fill_diagonal_",
+    doc="The main diagonal (all dims equal; wrap continues it down tall matrices) set to fill_value.",
+    composite=True,
+    function=False,
+)
+def fill_diagonal_(self: Tensor, fill_value: Number, wrap: bool = False) -> Tensor:
+    if self.ndim < 2 or (self.ndim > 2 and len(set(self.shape)) != 1):
+        raise ShapeError(
+            f"fill_diagonal_: expected a 2-d tensor, or all dims of equal length, got {fmt_shape(self.shape)}"
+        )
+    # the flat distance between diagonal elements: the sum of the strides of a contiguous layout
+    strides = [1] * self.ndim
+    for d in range(self.ndim - 2, -1, -1):
+        strides[d] = strides[d + 1] * self.shape[d + 1]
+    step = sum(strides)
+    rows, cols = self.shape[0], self.shape[-1]
+    count = min(self.shape) if not (wrap and self.ndim == 2 and rows > cols) else (self.numel() - 1) // step + 1
+    positions = arange(count, device=self.device) * step
+    mask = index_put(full((self.numel(),), False, dtype=dt.bool_, device=self.device), (positions,), True)
+    return self.masked_fill_(mask.reshape(tuple(self.shape)), fill_value)

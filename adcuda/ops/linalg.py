@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING
 from ..errors import DTypeError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import broadcast_shapes, check_same_device, wrap
-from .factories import eye
+from .factories import arange, eye
 from .registry import op
+from .shape import stack
 
 if TYPE_CHECKING:
     from ..types import Number, Sequence
@@ -33,16 +34,20 @@ def mm_nd(input: Tensor, other: Tensor) -> Tensor:
 
 @op(
     "mv",
-    doc="matrix @ vector as one product (the backends' matrix-vector form: no views around it).",
-    function=False,
-    method=False,
+    doc="matrix input (n, m) @ vector vec (m,) as one product (the backends' matrix-vector form).",
     node="MvBackward0",
+    autocast="lower",
     grads={
         "input": lambda grad, vec: grad.unsqueeze(1) * vec.unsqueeze(0),
         "vec": lambda grad, input: matmul(input.mT, grad),
     },
 )
 def mv(input: Tensor, vec: Tensor) -> Tensor:
+    if input.__class__ is not Tensor or vec.__class__ is not Tensor or input.ndim != 2 or vec.ndim != 1:
+        _check_mv_operands(input, vec)
+    if input.shape[1] != vec.shape[0]:
+        raise ShapeError(f"mv: input {fmt_shape(input.shape)} and vec {fmt_shape(vec.shape)} cannot be multiplied")
+    check_same_device("mv", input, vec)
     return wrap(primitives(input).matmul(input._data, vec._data), input._device)
 
 
@@ -287,7 +292,13 @@ def _scaled_sum(name, input, product, beta, alpha):
     return product + (input if beta == 1 else input * beta)
 
 
-@op("addmm", doc="beta * input + alpha * (mat1 @ mat2) for matrices mat1 and mat2.", composite=True, autocast="lower")
+@op(
+    "addmm",
+    inplace=True,
+    doc="beta * input + alpha * (mat1 @ mat2) for matrices mat1 and mat2.",
+    composite=True,
+    autocast="lower",
+)
 def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: Number = 1, alpha: Number = 1) -> Tensor:
     if not isinstance(mat1, Tensor) or not isinstance(mat2, Tensor) or mat1.ndim != 2 or mat2.ndim != 2:
         raise ShapeError(
@@ -298,7 +309,11 @@ def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: Number = 1, alpha:
 
 
 @op(
-    "baddbmm", doc="beta * input + alpha * (batch1 @ batch2) for batches of matrices.", composite=True, autocast="lower"
+    "baddbmm",
+    inplace=True,
+    doc="beta * input + alpha * (batch1 @ batch2) for batches of matrices.",
+    composite=True,
+    autocast="lower",
 )
 def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: Number = 1, alpha: Number = 1) -> Tensor:
     return _scaled_sum("baddbmm", input, bmm(batch1, batch2), beta, alpha)
@@ -531,3 +546,159 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
     n1 = x1.norm(2, dim, True).clamp_min(eps)
     n2 = x2.norm(2, dim, True).clamp_min(eps)
     return ((x1 / n1) * (x2 / n2)).sum(dim)
+
+
+# ------------------------------------------------------------------------------------------------
+# More of PyTorch's linear algebra names (issue 15), composed of the ops above
+def _check_mv_operands(input, vec):
+    for what, t, ndim in (("input", input, 2), ("vec", vec, 1)):
+        if not isinstance(t, Tensor):
+            raise DTypeError(f"mv: {what} must be a Tensor, got {type(t).__name__}")
+        if t.ndim != ndim:
+            raise ShapeError(f"mv: {what} must be {ndim}-d, got shape {fmt_shape(t.shape)}")
+
+
+@op("addmv", doc="beta * input + alpha * (mat @ vec).", composite=True, inplace=True, autocast="lower")
+def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta: Number = 1, alpha: Number = 1) -> Tensor:
+    return _scaled_sum("addmv", input, mv(mat, vec), beta, alpha)
+
+
+@op(
+    "addbmm",
+    doc="beta * input + alpha * the sum over the batch of batch1[i] @ batch2[i].",
+    composite=True,
+    inplace=True,
+    autocast="lower",
+)
+def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: Number = 1, alpha: Number = 1) -> Tensor:
+    return _scaled_sum("addbmm", input, bmm(batch1, batch2).sum(0), beta, alpha)
+
+
+@op("inner", doc="The sum of products over the last dims of input and other (times for a scalar).", composite=True)
+def inner(input: Tensor, other: Tensor) -> Tensor:
+    if input.ndim == 0 or other.ndim == 0:
+        return input * other
+    if input.shape[-1] != other.shape[-1]:
+        raise ShapeError(
+            f"inner: last dims of input {fmt_shape(input.shape)} and other {fmt_shape(other.shape)} differ"
+        )
+    return tensordot(input, other, ([-1], [-1]))
+
+
+@op(
+    "tensordot",
+    doc="The sum of products of a and b over dims (a count of trailing/leading dims, or two lists).",
+    composite=True,
+    autocast="lower",
+)
+def tensordot(a: Tensor, b: Tensor, dims: int | Sequence[Sequence[int]] = 2) -> Tensor:
+    if isinstance(dims, Tensor):
+        dims = dims.tolist()
+    if isinstance(dims, int):
+        if dims < 0 or dims > min(a.ndim, b.ndim):
+            raise ShapeError(
+                f"tensordot: dims {dims} out of range for a {fmt_shape(a.shape)} and b {fmt_shape(b.shape)}"
+            )
+        dims_a, dims_b = list(range(a.ndim - dims, a.ndim)), list(range(dims))
+    else:
+        dims_a, dims_b = ([d] if isinstance(d, int) else list(d) for d in dims)
+    dims_a = [d % a.ndim for d in dims_a] if a.ndim else dims_a
+    dims_b = [d % b.ndim for d in dims_b] if b.ndim else dims_b
+    if len(dims_a) != len(dims_b) or any(a.shape[i] != b.shape[j] for i, j in zip(dims_a, dims_b)):
+        raise ShapeError(
+            f"tensordot: contracted dims {dims_a} of a {fmt_shape(a.shape)} and {dims_b} of b "
+            f"{fmt_shape(b.shape)} differ in size"
+        )
+    free_a = [i for i in range(a.ndim) if i not in dims_a]
+    free_b = [j for j in range(b.ndim) if j not in dims_b]
+    k = 1
+    for i in dims_a:
+        k *= a.shape[i]
+    left = a.permute(free_a + dims_a).reshape(-1, k)
+    right = b.permute(dims_b + free_b).reshape(k, -1)
+    return mm(left, right).reshape([a.shape[i] for i in free_a] + [b.shape[j] for j in free_b])
+
+
+@op("kron", doc="The Kronecker product of input and other.", composite=True)
+def kron(input: Tensor, other: Tensor) -> Tensor:
+    n = max(input.ndim, other.ndim)
+    a = input.reshape((1,) * (n - input.ndim) + tuple(input.shape))
+    b = other.reshape((1,) * (n - other.ndim) + tuple(other.shape))
+    # a's dims interleaved with b's: (a0, 1, a1, 1, ...) * (1, b0, 1, b1, ...)
+    a_shape = [s for d in a.shape for s in (d, 1)]
+    b_shape = [s for d in b.shape for s in (1, d)]
+    return (a.reshape(a_shape) * b.reshape(b_shape)).reshape([x * y for x, y in zip(a.shape, b.shape)])
+
+
+@op("cross", doc="The cross product of 3-vectors along dim (the first dim of size 3 when dim is None).", composite=True)
+def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
+    shape = broadcast_shapes("cross", tuple(input.shape), tuple(other.shape))
+    if dim is None:
+        dim = next((i for i, s in enumerate(shape) if s == 3), None)
+        if dim is None:
+            raise ShapeError(f"cross: no dimension of size 3 in input {fmt_shape(input.shape)}")
+    d = dim % len(shape) if shape else 0
+    if not shape or shape[d] != 3:
+        raise ShapeError(
+            f"cross: dimension {dim} of input {fmt_shape(input.shape)} and other {fmt_shape(other.shape)} "
+            "must have size 3"
+        )
+    a, b = input.expand(shape), other.expand(shape)
+    a0, a1, a2 = a.unbind(d)
+    b0, b1, b2 = b.unbind(d)
+    return stack((a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0), d)
+
+
+@op("dist", doc="The p-norm of input - other.", composite=True)
+def dist(input: Tensor, other: Tensor, p: float = 2) -> Tensor:
+    broadcast_shapes("dist", tuple(input.shape), tuple(other.shape))
+    return (input - other).norm(p)
+
+
+@op(
+    "bilinear",
+    doc="input1^T weight[o] input2 + bias[o] for each output o (the last dims).",
+    composite=True,
+    function=False,
+    method=False,
+    functional=True,
+    autocast="lower",
+)
+def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    if (
+        weight.ndim != 3
+        or input1.ndim == 0
+        or input2.ndim == 0
+        or input1.shape[-1] != weight.shape[1]
+        or input2.shape[-1] != weight.shape[2]
+        or tuple(input1.shape[:-1]) != tuple(input2.shape[:-1])
+        or (bias is not None and tuple(bias.shape) != (weight.shape[0],))
+    ):
+        raise ShapeError(
+            f"bilinear: expected input1 (*, in1), input2 (*, in2), weight (out, in1, in2) and bias (out,), got "
+            f"{fmt_shape(input1.shape)}, {fmt_shape(input2.shape)}, {fmt_shape(weight.shape)} and "
+            f"{fmt_shape(bias.shape) if bias is not None else 'None'}"
+        )
+    out = einsum("...i,oij,...j->...o", input1, weight, input2)
+    return out if bias is None else out + bias
+
+
+@op(
+    "pdist",
+    doc="The p-norm distances between the rows of input (N, M), pairs i < j in order.",
+    composite=True,
+    function=True,
+    method=False,
+    functional=True,
+)
+def pdist(input: Tensor, p: float = 2) -> Tensor:
+    if not isinstance(input, Tensor) or input.ndim != 2:
+        raise ShapeError(f"pdist: expected a 2-d input (N, M), got {getattr(input, 'shape', type(input).__name__)}")
+    if p < 0:
+        raise ValueError(f"pdist: p must be non-negative, got {p}")
+    n = input.shape[0]
+    first = arange(n, device=input.device).unsqueeze(1).expand(n, n).reshape(-1)
+    second = arange(n, device=input.device).unsqueeze(0).expand(n, n).reshape(-1)
+    upper = first < second  # the pairs (i, j), i < j, in row-major order, as PyTorch lists them
+    # the differences of the pairs only: no zero distance (the diagonal), whose norm has no gradient
+    return (input[first[upper]] - input[second[upper]]).norm(p, -1)

@@ -19,14 +19,16 @@ from typing import TYPE_CHECKING
 
 import numpy as np  # the constant pooling / interpolation matrices, built on the host
 
-from ..errors import DTypeError, ShapeError, fmt_shape
-from ..tensor import primitives
+from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
+from ..tensor import Tensor, primitives
 from .common import batched_input, check_tensor, dense, int_tuple, wrap
-from .factories import tensor
+from .factories import arange, tensor
 from .registry import op
+from .shape import pad as _pad
+from .shape import stack as stack_of
 
 if TYPE_CHECKING:
-    from ..types import Sequence, Tensor
+    from ..types import Sequence
 
 
 def _as_2d(x, spatial):
@@ -674,3 +676,196 @@ def _on_planes(resample, input, out_size, scales, flag):
     if input.ndim == 3:
         return resample(input.unsqueeze(2), (1,) + tuple(out_size), (1.0,) + scales, flag).squeeze(2)
     return resample(input, tuple(out_size), scales, flag)
+
+
+# ------------------------------------------------------------------------------------------------
+# More of PyTorch's pooling names (issue 15)
+@op(
+    "adaptive_max_pool1d",
+    doc="Max pooling to output_size (L) with PyTorch's adaptive windows.",
+    composite=True,
+    function=True,
+    method=False,
+    functional=True,
+)
+def adaptive_max_pool1d(
+    input: Tensor, output_size: int | Sequence[int], return_indices: bool = False
+) -> Tensor | tuple[Tensor, Tensor]:
+    name = "adaptive_max_pool1d"
+    check_tensor(name, "input", input)
+    if input.ndim not in (2, 3):
+        raise ShapeError(f"{name}: expected a 2-d (C, L) or 3-d (N, C, L) input, got {fmt_shape(input.shape)}")
+    size = output_size[0] if isinstance(output_size, (tuple, list)) else output_size
+    # the 1-d windows are the 2-d ones of a plane of height 1
+    pooled = adaptive_max_pool2d(input.unsqueeze(-2), (1, size), return_indices)
+    if return_indices:
+        return pooled[0].squeeze(-2), pooled[1].squeeze(-2)
+    return pooled.squeeze(-2)
+
+
+@op(
+    "local_response_norm",
+    doc="input / (k + alpha * mean of squares over size neighbouring channels) ** beta.",
+    composite=True,
+    function=False,
+    method=False,
+    functional=True,
+)
+def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0) -> Tensor:
+    name = "local_response_norm"
+    check_tensor(name, "input", input)
+    if input.ndim < 3:
+        raise ShapeError(f"{name}: expected a 3-d or higher input (N, C, ...), got {fmt_shape(input.shape)}")
+    if input.numel() == 0:
+        return input
+    n, c = input.shape[:2]
+    # the squares as one plane (C, rest) per sample; the window runs along C, zero padded as PyTorch's
+    squares = (input * input).reshape(n, 1, c, -1)
+    squares = _pad(squares, (0, 0, size // 2, (size - 1) // 2))
+    window = avg_pool2d(squares, (size, 1), stride=1).reshape(input.shape)
+    return input / (window * alpha + k) ** beta
+
+
+def _lp_pool(name, input, norm_type, kernel_size, stride, ceil_mode, spatial):
+    check_tensor(name, "input", input)
+    if norm_type <= 0:
+        raise ValueError(f"{name}: norm_type must be positive, got {norm_type}")
+    kernel = int_tuple(name, "kernel_size", kernel_size, spatial)
+    pooled = (avg_pool1d if spatial == 1 else avg_pool2d)(input.pow(norm_type), kernel_size, stride, 0, ceil_mode)
+    window = 1
+    for k in kernel:
+        window *= k
+    # PyTorch's form: the window's mean back to its sum, negative rounding noise clipped to 0
+    return (pooled.sign() * pooled.abs().relu() * window).pow(1.0 / norm_type)
+
+
+@op(
+    "lp_pool1d",
+    doc="The p-norm of each window of input (N, C, L): (sum of x**p) ** (1/p).",
+    composite=True,
+    function=False,
+    method=False,
+    functional=True,
+)
+def lp_pool1d(
+    input: Tensor,
+    norm_type: float,
+    kernel_size: int | Sequence[int],
+    stride: int | Sequence[int] | None = None,
+    ceil_mode: bool = False,
+) -> Tensor:
+    return _lp_pool("lp_pool1d", input, norm_type, kernel_size, stride, ceil_mode, 1)
+
+
+@op(
+    "lp_pool2d",
+    doc="The p-norm of each window of input (N, C, H, W): (sum of x**p) ** (1/p).",
+    composite=True,
+    function=False,
+    method=False,
+    functional=True,
+)
+def lp_pool2d(
+    input: Tensor,
+    norm_type: float,
+    kernel_size: int | Sequence[int],
+    stride: int | Sequence[int] | None = None,
+    ceil_mode: bool = False,
+) -> Tensor:
+    return _lp_pool("lp_pool2d", input, norm_type, kernel_size, stride, ceil_mode, 2)
+
+
+def _max_unpool(name, input, indices, kernel_size, stride, padding, output_size, spatial):
+    check_tensor(name, "input", input)
+    if not isinstance(indices, Tensor) or tuple(indices.shape) != tuple(input.shape):
+        raise ShapeError(
+            f"{name}: indices {fmt_shape(indices.shape) if isinstance(indices, Tensor) else None} must have "
+            f"input {fmt_shape(input.shape)}'s shape (max_pool's return_indices)"
+        )
+    if input.ndim not in (spatial + 1, spatial + 2):
+        raise ShapeError(f"{name}: expected a {spatial + 1}-d or {spatial + 2}-d input, got {fmt_shape(input.shape)}")
+    kernel = int_tuple(name, "kernel_size", kernel_size, spatial)
+    stride = kernel if stride is None else int_tuple(name, "stride", stride, spatial)
+    padding = int_tuple(name, "padding", padding, spatial)
+    size = [(n - 1) * s - 2 * p + k for n, s, p, k in zip(input.shape[-spatial:], stride, padding, kernel)]
+    if output_size is not None:
+        size = [int(v) for v in tuple(output_size)[-spatial:]]
+    lead = tuple(input.shape[:-spatial])
+    plane = 1
+    for n in size:
+        plane *= n
+    flat_index = indices.reshape(lead + (-1,))
+    if flat_index.numel() and (int(flat_index.max()) >= plane or int(flat_index.min()) < 0):
+        raise IndexOutOfRangeError(f"{name}: an index is out of the output's {plane} positions (output size {size})")
+    out = input.new_zeros(lead + (plane,)).scatter(len(lead), flat_index, input.reshape(lead + (-1,)))
+    return out.reshape(lead + tuple(size))
+
+
+@op(
+    "max_unpool1d",
+    doc="max_pool1d undone: input's values put back at indices, zeros elsewhere.",
+    composite=True,
+    function=False,
+    method=False,
+    functional=True,
+)
+def max_unpool1d(
+    input: Tensor,
+    indices: Tensor,
+    kernel_size: int | Sequence[int],
+    stride: int | Sequence[int] | None = None,
+    padding: int | Sequence[int] = 0,
+    output_size: Sequence[int] | None = None,
+) -> Tensor:
+    return _max_unpool("max_unpool1d", input, indices, kernel_size, stride, padding, output_size, 1)
+
+
+@op(
+    "max_unpool2d",
+    doc="max_pool2d undone: input's values put back at indices, zeros elsewhere.",
+    composite=True,
+    function=False,
+    method=False,
+    functional=True,
+)
+def max_unpool2d(
+    input: Tensor,
+    indices: Tensor,
+    kernel_size: int | Sequence[int],
+    stride: int | Sequence[int] | None = None,
+    padding: int | Sequence[int] = 0,
+    output_size: Sequence[int] | None = None,
+) -> Tensor:
+    return _max_unpool("max_unpool2d", input, indices, kernel_size, stride, padding, output_size, 2)
+
+
+@op(
+    "affine_grid",
+    doc="The sampling grid (N, H, W, 2) of the 2-d affine transforms theta (N, 2, 3), for grid_sample.",
+    composite=True,
+    function=False,
+    method=False,
+    functional=True,
+)
+def affine_grid(theta: Tensor, size: Sequence[int], align_corners: bool | None = None) -> Tensor:
+    name = "affine_grid"
+    check_tensor(name, "theta", theta)
+    size = tuple(int(s) for s in size)
+    if len(size) != 4 or theta.ndim != 3 or tuple(theta.shape[1:]) != (2, 3) or theta.shape[0] != size[0]:
+        raise ShapeError(
+            f"{name}: expected theta (N, 2, 3) and a 4-d size (N, C, H, W) with the same N, got theta "
+            f"{fmt_shape(theta.shape)} and size {size}"
+        )
+    n, _, h, w = size
+
+    def positions(count):
+        # pixel centres in [-1, 1]; align_corners=True puts the end ones on -1 and 1
+        steps = arange(count, dtype=theta.dtype, device=theta.device)
+        if align_corners:
+            return steps * (2.0 / (count - 1)) - 1.0 if count > 1 else steps * 0.0
+        return (steps * 2.0 + 1.0) / count - 1.0
+
+    xs = positions(w).reshape(1, w).expand(h, w)
+    ys = positions(h).reshape(h, 1).expand(h, w)
+    base = stack_of((xs, ys, xs * 0 + 1), -1).reshape(1, h * w, 3)
+    return (base @ theta.mT).reshape(n, h, w, 2)

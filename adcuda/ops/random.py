@@ -6,6 +6,7 @@ seed and the sequence of draws, never on the device or its launch configuration.
 
 from __future__ import annotations
 
+import math
 import warnings
 from typing import TYPE_CHECKING
 
@@ -258,6 +259,12 @@ def _fill_with(self, draw, name):
     value = draw(dt.float64 if self.dtype is dt.float64 else dt.float32)
     if value.dtype is not self.dtype:
         value = value.to(dtype=self.dtype)
+    return _overwrite(self, value, name)
+
+
+def _overwrite(self, value, name):
+    """``self`` holding ``value`` (a new constant of its shape and dtype): a tensor recording history
+    gets it as a new constant value."""
     if needs_grad(self):
         return commit_inplace(self, value, name)
     return write_untracked(self, value._data, name)
@@ -353,3 +360,299 @@ def multinomial(
         picks = race.topk(num_samples, -1, largest=False).indices
     picks = picks.to(dtype=dt.int64)
     return picks.reshape(num_samples) if input.ndim == 1 else picks
+
+
+# ------------------------------------------------------------------------------------------------
+# More of PyTorch's random names (issue 15), drawn with the primitives above
+@op(
+    "normal",
+    doc="Samples of N(mean, std**2): mean and std tensors (broadcast) or numbers with a size.",
+    composite=True,
+    method=False,
+)
+def normal(
+    mean: Tensor | float = 0.0,
+    std: Tensor | float = 1.0,
+    size: Sequence[int] | None = None,
+    *,
+    generator: Generator | None = None,
+    dtype: DType | None = None,
+    device: Device | str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    tensors = [t for t in (mean, std) if hasattr(t, "shape")]
+    if not tensors:
+        if size is None:
+            raise DTypeError("normal: with a number mean and std, give size")
+        if std < 0:
+            raise ValueError(f"normal: expects std >= 0.0, got std={std}")
+        noise = randn(tuple(size), generator=generator, dtype=dtype, device=device)
+        return (noise * std + mean).requires_grad_(requires_grad)
+    if size is not None:
+        raise DTypeError("normal: size is for a number mean and std; a tensor mean or std gives the shape")
+    shape = tuple(tensors[0].shape) if len(tensors) == 1 else tuple((mean + std).shape)
+    like = tensors[0]
+    noise = randn(shape, generator=generator, dtype=like.dtype, device=like.device)
+    if hasattr(std, "shape") and bool((std < 0).any()):
+        raise ValueError("normal: expects all elements of std >= 0.0")
+    return mean + noise * std
+
+
+@op("bernoulli", doc="1 with probability input (or p), else 0, in input's dtype.", composite=True)
+def bernoulli(input: Tensor, p: float | None = None, *, generator: Generator | None = None) -> Tensor:
+    check_float("bernoulli", "input", input)
+    probabilities = input.detach() if p is None else p
+    _check_probability("bernoulli", probabilities)
+    draw = rand(tuple(input.shape), generator=generator, dtype=_draw_dtype(input.dtype), device=input.device)
+    return (draw < probabilities).to(dtype=input.dtype)
+
+
+def _draw_dtype(dtype):
+    return dt.float64 if dtype is dt.float64 else dt.float32
+
+
+def _check_probability(name, p):
+    bad = bool(((p < 0) | (p > 1)).any()) if hasattr(p, "shape") else not 0 <= p <= 1
+    if bad:
+        raise ValueError(f"{name}: expected probabilities in [0, 1]")
+
+
+@op(
+    "bernoulli_",
+    doc="Every element replaced by 1 with probability p (a number or tensor), else 0, in place.",
+    composite=True,
+    function=False,
+)
+def bernoulli_(self: Tensor, p: Tensor | float = 0.5, *, generator: Generator | None = None) -> Tensor:
+    _check_probability("bernoulli_", p)
+    shape = tuple(self.shape)
+    return _fill_with(
+        self, lambda d: (rand(shape, generator=generator, dtype=d, device=self.device) < p).to(dtype=d), "bernoulli_"
+    )
+
+
+@op("exponential_", doc="Every element replaced by a draw from Exp(lambd), in place.", composite=True, function=False)
+def exponential_(self: Tensor, lambd: float = 1.0, *, generator: Generator | None = None) -> Tensor:
+    if lambd <= 0:
+        raise ValueError(f"exponential_: expects lambda > 0.0, got lambd={lambd}")
+    shape = tuple(self.shape)
+    # -log(1 - u) / lambd with u in [0, 1): finite for every draw
+    return _fill_with(
+        self,
+        lambda d: -(-rand(shape, generator=generator, dtype=d, device=self.device)).log1p() / lambd,
+        "exponential_",
+    )
+
+
+@op("randint_like", doc="randint of input's shape, dtype and device: randint_like(input, [low,] high).", method=False)
+def randint_like(
+    input: Tensor,
+    low: int = 0,
+    high: int | None = None,
+    *,
+    dtype: DType | None = None,
+    device: Device | str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    if high is None:
+        low, high = 0, low
+    return randint(
+        low,
+        high,
+        tuple(input.shape),
+        dtype=dtype or input.dtype,
+        device=device or input.device,
+        requires_grad=requires_grad,
+    )
+
+
+@op(
+    "gumbel_softmax",
+    doc="softmax((logits + Gumbel noise) / tau) along dim; hard=True gives one-hot values with the soft gradient.",
+    composite=True,
+    function=False,
+    method=False,
+    functional=True,
+)
+def gumbel_softmax(logits: Tensor, tau: float = 1.0, hard: bool = False, eps: float = 1e-10, dim: int = -1) -> Tensor:
+    check_float("gumbel_softmax", "logits", logits)
+    u = rand(tuple(logits.shape), dtype=_draw_dtype(logits.dtype), device=logits.device)
+    gumbels = -(-(-u).log1p()).log()  # -log(Exp(1))
+    soft = ((logits + gumbels.to(dtype=logits.dtype)) / tau).softmax(dim)
+    if not hard:
+        return soft
+    index = soft.argmax(dim, keepdim=True)
+    one_hot = (soft.detach() * 0).scatter(dim, index, 1.0)
+    return one_hot - soft.detach() + soft
+
+
+@op(
+    "dropout3d",
+    doc="Zero whole channels of input (N, C, D, H, W) or (C, D, H, W) with probability p while "
+    "training, scaling the rest by 1/(1-p).",
+    composite=True,
+    function=False,
+    method=False,
+    functional=True,
+)
+def dropout3d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    return _channel_dropout("dropout3d", input, p, training, inplace, 5)
+
+
+_SELU_ALPHA_PRIME = 1.7580993408473766  # -scale * alpha of SELU: the value a dropped unit takes
+
+
+def _alpha_dropout(name, input, p, training, inplace, per_channel):
+    """PyTorch's alpha dropout: dropped units set to SELU's negative saturation, then an affine map
+    that keeps the mean and variance of self-normalising activations."""
+    check_float(name, "input", input)
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"{name}: dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0 or input.numel() == 0:
+        return input
+    if inplace:
+        return apply_inplace(input, lambda x: _alpha_dropout(name, x, p, True, False, per_channel), name + "_")
+    if p == 1.0:
+        return input * 0.0
+    if per_channel and input.ndim < 2:
+        raise ShapeError(f"{name}: expected an input with a channel dim (N, C, ...), got {tuple(input.shape)}")
+    shape = tuple(input.shape[:2]) + (1,) * (input.ndim - 2) if per_channel else tuple(input.shape)
+    keep = bernoulli_mask(shape, 1.0 - p, input.dtype, input.device)
+    a = 1.0 / ((_SELU_ALPHA_PRIME**2 * p + 1) * (1 - p)) ** 0.5
+    shift = (keep - 1) * (_SELU_ALPHA_PRIME * a) + _SELU_ALPHA_PRIME * a * p
+    return input * (keep * a) + shift
+
+
+@op(
+    "alpha_dropout",
+    doc="Dropout for SELU networks: dropped units take SELU's saturation value, mean and variance kept.",
+    composite=True,
+    function=False,
+    method=False,
+    functional=True,
+)
+def alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False, inplace: bool = False) -> Tensor:
+    return _alpha_dropout("alpha_dropout", input, p, training, inplace, False)
+
+
+@op(
+    "feature_alpha_dropout",
+    doc="alpha_dropout of whole channels of input (N, C, ...).",
+    composite=True,
+    function=False,
+    method=False,
+    functional=True,
+)
+def feature_alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False, inplace: bool = False) -> Tensor:
+    return _alpha_dropout("feature_alpha_dropout", input, p, training, inplace, True)
+
+
+@op(
+    "rrelu",
+    doc="leaky_relu with a random slope from U(lower, upper) per element while training, their mean otherwise.",
+    composite=True,
+    function=False,
+    method=False,
+    inplace=True,
+    functional="inplace",
+)
+def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False) -> Tensor:
+    check_float("rrelu", "input", input)
+    if not 0 <= lower <= upper:
+        raise ValueError(f"rrelu: expected 0 <= lower <= upper, got lower={lower}, upper={upper}")
+    if not training:
+        return input.where(input >= 0, input * ((lower + upper) / 2))
+    slopes = rand(
+        tuple(input.shape), dtype=input.dtype if input.dtype is dt.float64 else dt.float32, device=input.device
+    )
+    slopes = (slopes * (upper - lower) + lower).to(dtype=input.dtype)
+    return input.where(input >= 0, input * slopes)
+
+
+# the other in-place draws of PyTorch (issue 15): integers, log-normal, geometric and Cauchy values
+_MANTISSA_BITS = {dt.float16: 11, dt.float32: 24, dt.float64: 53}
+
+
+@op(
+    "random_",
+    doc="Every element replaced by an integer drawn uniformly from [from, to - 1], in place.",
+    composite=True,
+    function=False,
+)
+def random_(
+    self: Tensor, from_: int = 0, to: int | None = None, *, generator: Generator | None = None, **kwargs: Any
+) -> Tensor:
+    from_ = kwargs.pop("from", from_)  # PyTorch's keyword is ``from``, a Python keyword
+    if kwargs:
+        raise DTypeError(f"random_: unexpected keyword arguments {sorted(kwargs)}")
+    check_inplace_allowed(self, "random_")
+    if to is None and from_ != 0:  # random_(to): PyTorch's one-argument form
+        from_, to = 0, from_
+    if to is None:
+        # no bound: [0, 2**mantissa] for floating dtypes (every integer there is exact), as in PyTorch
+        if self.dtype in _MANTISSA_BITS:
+            to = 2 ** _MANTISSA_BITS[self.dtype] + 1
+        elif self.dtype is dt.int32:
+            to = 2**31
+        else:
+            raise ValueError(f"random_: give `to` for a {self.dtype} tensor (adcuda draws below 2**63 - 1 only)")
+    if from_ >= to:
+        raise ValueError(f"random_: expects 'from' to be less than 'to', but got from={from_} >= to={to}")
+    draw = randint(from_, to, tuple(self.shape), generator=generator, dtype=dt.int64, device=self.device)
+    return _overwrite(self, draw.to(dtype=self.dtype), "random_")
+
+
+@op(
+    "log_normal_",
+    doc="Every element replaced by exp of a draw from N(mean, std**2), in place.",
+    composite=True,
+    function=False,
+)
+def log_normal_(self: Tensor, mean: float = 1.0, std: float = 2.0, *, generator: Generator | None = None) -> Tensor:
+    if std <= 0:
+        raise ValueError(f"log_normal_: expects std > 0.0, got std={std}")
+    shape = tuple(self.shape)
+    return _fill_with(
+        self,
+        lambda d: (randn(shape, generator=generator, dtype=d, device=self.device) * std + mean).exp(),
+        "log_normal_",
+    )
+
+
+@op(
+    "geometric_",
+    doc="Every element replaced by the number of Bernoulli(p) trials to the first success, in place.",
+    composite=True,
+    function=False,
+)
+def geometric_(self: Tensor, p: float, *, generator: Generator | None = None) -> Tensor:
+    if not 0 < p < 1:
+        raise ValueError(f"geometric_: expects p to be in (0, 1), got p={p}")
+    check_inplace_allowed(self, "geometric_")
+    # inverse CDF: ceil(log(1 - u) / log(1 - p)), at least 1 (u = 0 would give 0 trials)
+    u = rand(
+        tuple(self.shape),
+        generator=generator,
+        dtype=dt.float64 if self.device.type == "cpu" else dt.float32,
+        device=self.device,
+    )
+    trials = ((-u).log1p() / math.log1p(-p)).ceil().clamp(min=1)
+    return _overwrite(self, trials.to(dtype=self.dtype), "geometric_")
+
+
+@op(
+    "cauchy_",
+    doc="Every element replaced by a draw from the Cauchy distribution (median, sigma), in place.",
+    composite=True,
+    function=False,
+)
+def cauchy_(self: Tensor, median: float = 0.0, sigma: float = 1.0, *, generator: Generator | None = None) -> Tensor:
+    if sigma <= 0:
+        raise ValueError(f"cauchy_: expects sigma > 0.0, got sigma={sigma}")
+    shape = tuple(self.shape)
+
+    def draw(d):
+        angle = (rand(shape, generator=generator, dtype=d, device=self.device) - 0.5) * math.pi
+        return angle.sin() / angle.cos() * sigma + median
+
+    return _fill_with(self, draw, "cauchy_")

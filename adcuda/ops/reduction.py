@@ -508,3 +508,135 @@ def _arange_like(x, n):
 )
 def cumprod(input: Tensor, dim: int, *, dtype: DType | None = None) -> Tensor:
     return _running("cumprod", input, dim, dtype)
+
+
+# ------------------------------------------------------------------------------------------------
+# More of PyTorch's reductions (issue 15), composed of the ops above
+aminmax_result = namedtuple("aminmax", ["min", "max"])
+
+
+@op("nansum", doc="The sum over dim, NaN counted as 0.", composite=True)
+def nansum(
+    input: Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False, *, dtype: DType | None = None
+) -> Tensor:
+    if input.dtype.is_floating_point:
+        input = where(input != input, 0.0, input)
+    return sum(input, dim, keepdim, dtype=dtype)
+
+
+@op("nanmean", doc="The mean over dim of the elements that are not NaN.", composite=True)
+def nanmean(
+    input: Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False, *, dtype: DType | None = None
+) -> Tensor:
+    if not input.dtype.is_floating_point:
+        raise DTypeError(f"nanmean: expected a floating point tensor, got {input.dtype}")
+    present = input == input
+    return nansum(input, dim, keepdim, dtype=dtype) / sum(present, dim, keepdim, dtype=dtype or input.dtype)
+
+
+@op("aminmax", doc="(min, max) of input over dim (every element when dim is None).", composite=True)
+def aminmax(input: Tensor, *, dim: int | None = None, keepdim: bool = False) -> tuple[Tensor, Tensor]:
+    dims = () if dim is None else dim
+    if dim is None and keepdim:
+        dims = tuple(range(input.ndim))
+    return aminmax_result(amin(input, dims, keepdim), amax(input, dims, keepdim))
+
+
+@op(
+    "cov", doc="The covariance matrix of the variables (rows) of input over its observations (columns).", composite=True
+)
+def cov(
+    input: Tensor, *, correction: int = 1, fweights: Tensor | None = None, aweights: Tensor | None = None
+) -> Tensor:
+    name = "cov"
+    if input.ndim > 2:
+        raise ShapeError(f"{name}: expected a 1-d or 2-d input, got shape {fmt_shape(input.shape)}")
+    x = input.reshape(1, -1) if input.ndim < 2 else input
+    if not x.dtype.is_floating_point:
+        x = cast(x, dt.default_float)
+    n = x.shape[1]
+    weights = None
+    for what, w in (("fweights", fweights), ("aweights", aweights)):
+        if w is not None:
+            if w.ndim != 1 or w.shape[0] != n:
+                raise ShapeError(
+                    f"{name}: {what} of shape {fmt_shape(w.shape)} must be 1-d with one weight per observation ({n})"
+                )
+            weights = w if weights is None else weights * w
+    if weights is None:
+        total = float(n)
+        mean_ = mean(x, 1, keepdim=True)
+        factor = total - correction
+        centred = x - mean_
+        scaled = centred
+    else:
+        weights = cast(weights, x.dtype)
+        total = sum(weights)
+        mean_ = sum(x * weights, 1, keepdim=True) / total
+        factor = total - (correction if aweights is None else correction * sum(weights * aweights) / total)
+        centred = x - mean_
+        scaled = centred * weights
+    out = (scaled @ centred.mT) / factor
+    return out.reshape(()) if input.ndim < 2 else out
+
+
+@op("corrcoef", doc="The Pearson correlation matrix of the variables (rows) of input.", composite=True)
+def corrcoef(input: Tensor) -> Tensor:
+    c = cov(input)
+    if c.ndim == 0:
+        return c / c
+    std = c.diagonal().sqrt()
+    return (c / std.unsqueeze(1) / std.unsqueeze(0)).clamp(-1, 1)
+
+
+def _check_counts_input(name, input):
+    if input.__class__ is not Tensor or input.dtype.category != dt.INTEGER or input.ndim != 1:
+        got = f"{input.dtype} of shape {fmt_shape(input.shape)}" if input.__class__ is Tensor else type(input).__name__
+        raise DTypeError(f"{name}: expected a 1-d tensor of non-negative integers, got {got}")
+    if input.numel() and int(amin(input)) < 0:
+        raise ValueError(f"{name}: expected non-negative values, got a minimum of {int(amin(input))}")
+
+
+@op(
+    "bincount",
+    doc="How often each non-negative integer of 1-d input occurs (or the sum of its weights).",
+    composite=True,
+)
+def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -> Tensor:
+    _check_counts_input("bincount", input)
+    size = builtins.max(int(amax(input)) + 1 if input.numel() else 0, minlength)
+    if weights is None:
+        values = input * 0 + 1
+        dtype = dt.int64
+    else:
+        if tuple(weights.shape) != tuple(input.shape):
+            raise ShapeError(
+                f"bincount: weights {fmt_shape(weights.shape)} must have input {fmt_shape(input.shape)}'s shape"
+            )
+        dtype = weights.dtype if weights.dtype.is_floating_point else dt.float64
+        values = cast(weights, dtype)
+    counts = Tensor._make(primitives(input).full((size,), 0, dtype), input._device)
+    return counts.scatter_add(0, input.to(dtype=dt.int64), cast(values, dtype))
+
+
+@op(
+    "histc",
+    doc="The histogram of input in bins equal-width bins over [min, max] (input's range if equal).",
+    composite=True,
+)
+def histc(input: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Tensor:  # noqa: A002
+    if not input.dtype.is_floating_point:
+        raise DTypeError(f"histc: expected a floating point input, got {input.dtype}")
+    if bins <= 0:
+        raise ValueError(f"histc: bins must be > 0, got {bins}")
+    low, high = float(min), float(max)
+    if low == high and input.numel():
+        low, high = float(amin(input)), float(amax(input))
+    if low == high:
+        low, high = low - 1, high + 1
+    if low > high:
+        raise ValueError(f"histc: max must be larger than min, got min={min}, max={max}")
+    flat = input.detach().reshape(-1)
+    inside = flat[(flat >= low) & (flat <= high)]
+    slots = ((inside - low) * (bins / (high - low))).floor().clamp(0, bins - 1).to(dtype=dt.int64)
+    return bincount(slots, minlength=bins).to(dtype=input.dtype)

@@ -16,7 +16,7 @@ from ..errors import DTypeError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import broadcast_shapes, cast, check_same_device, result_type, wrap, wrap_dim
 from .dispatch import NotAView
-from .factories import full
+from .factories import arange, full
 from .registry import op
 
 if TYPE_CHECKING:
@@ -232,7 +232,7 @@ def mT(input: Tensor) -> Tensor:  # noqa: N802 (PyTorch's name)
     return transpose(input, -2, -1)
 
 
-@op("movedim", doc="Dims source moved to positions destination.", composite=True)
+@op("movedim", doc="Dims source moved to positions destination.", composite=True, aliases=("moveaxis",))
 def movedim(input: Tensor, source: int | Sequence[int], destination: int | Sequence[int]) -> Tensor:
     src = [source] if isinstance(source, int) else list(source)
     dst = [destination] if isinstance(destination, int) else list(destination)
@@ -678,3 +678,279 @@ def repeat_interleave(
     expanded.insert(axis + 1, repeats)
     shape[axis] *= repeats
     return input.unsqueeze(axis + 1).expand(expanded).reshape(shape)
+
+
+# ------------------------------------------------------------------------------------------------
+# More of PyTorch's shape names (issue 15), composed of the ops above
+def _tensor_list(name, tensors):
+    tensors = list(tensors)
+    if not tensors or any(t.__class__ is not Tensor for t in tensors):
+        raise DTypeError(f"{name}: expected a non-empty sequence of Tensors")
+    return tensors
+
+
+def _at_least(name, tensors, ndim):
+    if len(tensors) == 1 and not isinstance(tensors[0], Tensor):
+        tensors = tuple(tensors[0])
+    out = []
+    for t in _tensor_list(name, tensors):
+        if t.ndim < ndim:  # PyTorch's placements: () -> (1, 1, 1), (n,) -> (1, n) or (1, n, 1), (a, b) -> (a, b, 1)
+            shape = tuple(t.shape)
+            shape = {0: (1,) * ndim, 1: ((1,) + shape + (1,))[:ndim] if ndim > 1 else shape}.get(t.ndim, shape + (1,))
+            t = reshape(t, shape)
+        out.append(t)
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+@op("atleast_1d", doc="Each input viewed with at least 1 dim.", composite=True, method=False)
+def atleast_1d(*tensors: Tensor | Sequence[Tensor]) -> Tensor | tuple[Tensor, ...]:
+    return _at_least("atleast_1d", tensors, 1)
+
+
+@op("atleast_2d", doc="Each input viewed with at least 2 dims (a vector as a row).", composite=True, method=False)
+def atleast_2d(*tensors: Tensor | Sequence[Tensor]) -> Tensor | tuple[Tensor, ...]:
+    return _at_least("atleast_2d", tensors, 2)
+
+
+@op("atleast_3d", doc="Each input viewed with at least 3 dims.", composite=True, method=False)
+def atleast_3d(*tensors: Tensor | Sequence[Tensor]) -> Tensor | tuple[Tensor, ...]:
+    return _at_least("atleast_3d", tensors, 3)
+
+
+@op("hstack", doc="The tensors joined column-wise (along dim 1; dim 0 for vectors).", composite=True, method=False)
+def hstack(tensors: Sequence[Tensor]) -> Tensor:
+    tensors = _tensor_list("hstack", tensors)
+    tensors = [atleast_1d(t) for t in tensors]
+    return cat(tensors, 0 if tensors[0].ndim == 1 else 1)
+
+
+@op(
+    "vstack", doc="The tensors joined row-wise (vectors as rows).", composite=True, method=False, aliases=("row_stack",)
+)
+def vstack(tensors: Sequence[Tensor]) -> Tensor:
+    return cat([atleast_2d(t) for t in _tensor_list("vstack", tensors)], 0)
+
+
+@op("dstack", doc="The tensors joined depth-wise (along dim 2).", composite=True, method=False)
+def dstack(tensors: Sequence[Tensor]) -> Tensor:
+    return cat([atleast_3d(t) for t in _tensor_list("dstack", tensors)], 2)
+
+
+@op("column_stack", doc="The tensors as columns side by side (vectors become columns).", composite=True, method=False)
+def column_stack(tensors: Sequence[Tensor]) -> Tensor:
+    tensors = _tensor_list("column_stack", tensors)
+    return cat([reshape(t, (t.numel(), 1)) if t.ndim <= 1 else t for t in tensors], 1)
+
+
+@op(
+    "tile", doc="input repeated dims times along each dim (leading 1s added to the shorter of the two).", composite=True
+)
+def tile(input: Tensor, dims: Sequence[int]) -> Tensor:
+    dims = tuple(dims)
+    if input.ndim > len(dims):
+        dims = (1,) * (input.ndim - len(dims)) + dims
+    return input.repeat(*dims)
+
+
+@op(
+    "tensor_split",
+    doc="input split along dim into sections parts (as even as can be) or at the given indices; views.",
+    composite=True,
+)
+def tensor_split(input: Tensor, indices_or_sections: int | Sequence[int] | Tensor, dim: int = 0) -> tuple[Tensor, ...]:
+    d = wrap_dim(dim, input.ndim, "tensor_split")
+    n = input.shape[d]
+    if isinstance(indices_or_sections, Tensor):
+        indices_or_sections = indices_or_sections.tolist()
+    if isinstance(indices_or_sections, int):
+        sections = indices_or_sections
+        if sections <= 0:
+            raise ValueError(f"tensor_split: number of sections must be larger than 0, got {sections}")
+        big, size = n % sections, n // sections
+        bounds = [i * size + min(i, big) for i in range(sections + 1)]
+    else:
+        bounds = [0] + [min(max(int(i) if i >= 0 else n + int(i), 0), n) for i in indices_or_sections] + [n]
+    return tuple(narrow(input, d, start, max(stop - start, 0)) for start, stop in zip(bounds, bounds[1:]))
+
+
+@op("fliplr", doc="input with the order of its columns (dim 1) reversed.", composite=True)
+def fliplr(input: Tensor) -> Tensor:
+    if input.ndim < 2:
+        raise ShapeError(f"fliplr: input must be at least 2-d, got shape {fmt_shape(input.shape)}")
+    return flip(input, (1,))
+
+
+@op("flipud", doc="input with the order of its rows (dim 0) reversed.", composite=True)
+def flipud(input: Tensor) -> Tensor:
+    if input.ndim < 1:
+        raise ShapeError("flipud: input must be at least 1-d, got a 0-d tensor")
+    return flip(input, (0,))
+
+
+@op(
+    "rot90",
+    doc="input rotated by k quarter turns in the plane of dims (from the first towards the second).",
+    composite=True,
+)
+def rot90(input: Tensor, k: int = 1, dims: Sequence[int] = (0, 1)) -> Tensor:
+    dims = tuple(dims)
+    if len(dims) != 2 or input.ndim < 2:
+        raise ShapeError(
+            f"rot90: expected two dims of an input with at least 2 dims, got dims {dims}, "
+            f"input {fmt_shape(input.shape)}"
+        )
+    d0, d1 = (wrap_dim(d, input.ndim, "rot90") for d in dims)
+    if d0 == d1:
+        raise ShapeError(f"rot90: the two dims must differ, got {dims}")
+    k %= 4
+    if k == 1:
+        return transpose(flip(input, (d1,)), d0, d1)
+    if k == 2:
+        return flip(input, (d0, d1))
+    if k == 3:
+        return transpose(flip(input, (d0,)), d0, d1)
+    return input.view_as(input)
+
+
+@op(
+    "pixel_shuffle",
+    doc="(*, C r^2, H, W) rearranged to (*, C, H r, W r).",
+    composite=True,
+    method=False,
+    functional=True,
+)
+def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
+    r = upscale_factor
+    if input.ndim < 3 or r <= 0 or input.shape[-3] % (r * r):
+        raise ShapeError(
+            f"pixel_shuffle: input {fmt_shape(input.shape)} needs at least 3 dims and a channel count (dim -3) "
+            f"divisible by upscale_factor**2 = {r * r}"
+        )
+    *batch, c, h, w = input.shape
+    n = len(batch)
+    x = reshape(input, (*batch, c // (r * r), r, r, h, w))
+    x = permute(x, (*range(n), n, n + 3, n + 1, n + 4, n + 2))
+    return reshape(x, (*batch, c // (r * r), h * r, w * r))
+
+
+@op(
+    "pixel_unshuffle",
+    doc="(*, C, H r, W r) rearranged to (*, C r^2, H, W).",
+    composite=True,
+    method=False,
+    functional=True,
+)
+def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
+    r = downscale_factor
+    if input.ndim < 3 or r <= 0 or input.shape[-1] % r or input.shape[-2] % r:
+        raise ShapeError(
+            f"pixel_unshuffle: input {fmt_shape(input.shape)} needs at least 3 dims and a height and width "
+            f"divisible by downscale_factor = {r}"
+        )
+    *batch, c, h, w = input.shape
+    n = len(batch)
+    x = reshape(input, (*batch, c, h // r, r, w // r, r))
+    x = permute(x, (*range(n), n, n + 2, n + 4, n + 1, n + 3))
+    return reshape(x, (*batch, c * r * r, h // r, w // r))
+
+
+@op("diff", doc="The n-th forward difference along dim, after joining prepend and append to input.", composite=True)
+def diff(
+    input: Tensor, n: int = 1, dim: int = -1, prepend: Tensor | None = None, append: Tensor | None = None
+) -> Tensor:
+    if input.ndim == 0:
+        raise ShapeError("diff: expected an input with at least one dim, got a 0-d tensor")
+    if n < 0:
+        raise ValueError(f"diff: order must be non-negative, got {n}")
+    d = wrap_dim(dim, input.ndim, "diff")
+    parts = [t for t in (prepend, input, append) if t is not None]
+    x = cat(parts, d) if len(parts) > 1 else input
+    for _ in range(n):
+        length = x.shape[d]
+        if length == 0:
+            break
+        later, earlier = narrow(x, d, 1, length - 1), narrow(x, d, 0, length - 1)
+        x = later != earlier if x.dtype is dt.bool_ else later - earlier
+    return x
+
+
+@op(
+    "block_diag",
+    doc="The tensors (0-, 1- or 2-d) as the blocks of a block-diagonal matrix.",
+    composite=True,
+    method=False,
+)
+def block_diag(*tensors: Tensor) -> Tensor:
+    blocks = []
+    for t in tensors:
+        if t.__class__ is not Tensor or t.ndim > 2:
+            got = fmt_shape(t.shape) if t.__class__ is Tensor else type(t).__name__
+            raise ShapeError(f"block_diag: expected 0-, 1- or 2-d tensors, got {got}")
+        blocks.append(reshape(t, (1, 1)) if t.ndim == 0 else (reshape(t, (1, t.shape[0])) if t.ndim == 1 else t))
+    if not blocks:
+        return full((1, 0), 0, dtype=dt.default_float)
+    dtype = result_type(*blocks)
+    width = sum(b.shape[1] for b in blocks)
+    rows, left = [], 0
+    for b in blocks:
+        rows.append(pad(b.to(dtype=dtype), (left, width - left - b.shape[1])))
+        left += b.shape[1]
+    return cat(rows, 0)
+
+
+@op(
+    "cartesian_prod",
+    doc="Every combination of the elements of the 1-d tensors, one per row.",
+    composite=True,
+    method=False,
+)
+def cartesian_prod(*tensors: Tensor) -> Tensor:
+    if not tensors or any(t.__class__ is not Tensor or t.ndim != 1 for t in tensors):
+        raise ShapeError("cartesian_prod: expected one or more 1-d tensors")
+    if len(tensors) == 1:
+        return tensors[0]
+    sizes = [t.shape[0] for t in tensors]
+    columns = []
+    for i, t in enumerate(tensors):
+        view = [1] * len(tensors)
+        view[i] = sizes[i]
+        columns.append(reshape(expand(reshape(t, view), sizes), (-1,)))
+    return stack(columns, 1)
+
+
+@op(
+    "diag_embed",
+    doc="The last dim of input as the diagonals (at offset) of the planes of dim1 and dim2.",
+    composite=True,
+)
+def diag_embed(input: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
+    if input.ndim == 0:
+        raise ShapeError("diag_embed: expected an input with at least one dim, got a 0-d tensor")
+    out_ndim = input.ndim + 1
+    d1, d2 = wrap_dim(dim1, out_ndim, "diag_embed"), wrap_dim(dim2, out_ndim, "diag_embed")
+    if d1 == d2:
+        raise ShapeError(f"diag_embed: dim1 and dim2 cannot be the same dim ({d1})")
+    n = input.shape[-1]
+    size = n + abs(offset)
+    steps = arange(n, device=input.device)
+    planes = full(tuple(input.shape[:-1]) + (size, size), 0, dtype=input.dtype, device=input.device)
+    planes = planes.index_put((Ellipsis, steps + max(-offset, 0), steps + max(offset, 0)), input)
+    return movedim(planes, (-2, -1), (d1, d2))
+
+
+@op(
+    "channel_shuffle",
+    doc="The channels (dim 1) of input split into groups and interleaved.",
+    composite=True,
+    functional=True,
+    method=False,
+)
+def channel_shuffle(input: Tensor, groups: int) -> Tensor:
+    if input.ndim < 3 or groups <= 0 or input.shape[1] % groups:
+        raise ShapeError(
+            f"channel_shuffle: expected an input (N, C, *) with at least 3 dims and C divisible by groups "
+            f"({groups}), got {fmt_shape(input.shape)}"
+        )
+    n, c, *rest = input.shape
+    grouped = reshape(input, (n, groups, c // groups, *rest))
+    return reshape(transpose(grouped, 1, 2), input.shape)

@@ -17,14 +17,15 @@ from ..tensor import primitives
 from .common import broadcast_shapes, cast, check_float, check_same_device, check_tensor, dense, wrap, wrap_dim
 from .dispatch import host_step
 from .elementwise import abs as _abs
-from .elementwise import binary, clamp, exp, log, log1p, select, sigmoid, unary, where
+from .elementwise import binary, clamp, exp, log, log1p, minimum, select, sigmoid, unary, where
 from .factories import arange
 from .indexing import gather
+from .linalg import pairwise_distance
 from .reduction import sum as _sum
 from .registry import op
 
 if TYPE_CHECKING:
-    from ..types import DType, Tensor
+    from ..types import Callable, DType, Tensor
 
 
 # ------------------------------------------------------------------------------------------------
@@ -695,3 +696,287 @@ def kl_div(
         total = loss.sum()
         return total / input.shape[0] if input.ndim else total
     return _reduce(loss, reduction)
+
+
+# ------------------------------------------------------------------------------------------------
+# More of PyTorch's activations and losses (issue 15), composed of the ops above
+@op("softmin", doc="softmax(-input) along dim.", composite=True, function=False, method=False, functional=True)
+def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: DType | None = None) -> Tensor:
+    check_tensor("softmin", "input", input)
+    return softmax(-input, dim, dtype)
+
+
+@op(
+    "mish",
+    doc="input * tanh(softplus(input)).",
+    composite=True,
+    method=False,
+    inplace=True,
+    functional="inplace",
+)
+def mish(input: Tensor) -> Tensor:
+    check_float("mish", "input", input)
+    return input * softplus(input, 1.0, math.inf).tanh()
+
+
+@op("glu", doc="a * sigmoid(b) for the halves a, b of input along dim.", composite=True, method=False, functional=True)
+def glu(input: Tensor, dim: int = -1) -> Tensor:
+    check_tensor("glu", "input", input)
+    if input.ndim == 0:
+        raise ShapeError("glu: does not support scalars (0-d tensors)")
+    axis = wrap_dim(dim, input.ndim, "glu")
+    if input.shape[axis] % 2:
+        raise ShapeError(
+            f"glu: halving dimension must be even, but dimension {axis} of input {fmt_shape(input.shape)} "
+            f"is size {input.shape[axis]}"
+        )
+    a, b = input.chunk(2, axis)
+    return a * sigmoid(b)
+
+
+def _loss_function(name, doc):
+    return op(name, doc=doc, composite=True, autocast="float32", function=False, method=False, functional=True)
+
+
+def _check_same_shapes(name, **tensors):
+    for key, t in tensors.items():
+        check_tensor(name, key, t)
+    shapes = {key: tuple(t.shape) for key, t in tensors.items()}
+    if len(set(shapes.values())) > 1:
+        listed = ", ".join(f"{key} {fmt_shape(s)}" for key, s in shapes.items())
+        raise ShapeError(f"{name}: expected inputs of one shape, got {listed}")
+
+
+@_loss_function("margin_ranking_loss", "max(0, -target * (input1 - input2) + margin), reduced.")
+def margin_ranking_loss(
+    input1: Tensor,
+    input2: Tensor,
+    target: Tensor,
+    margin: float = 0.0,
+    size_average: bool | None = None,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+) -> Tensor:
+    name = "margin_ranking_loss"
+    _check_same_shapes(name, input1=input1, input2=input2, target=target)
+    reduction = _reduction_arg(name, size_average, reduce, reduction)
+    return _reduce(clamp(-target * (input1 - input2) + margin, min=0.0), reduction)
+
+
+@_loss_function("hinge_embedding_loss", "input where target is 1, max(0, margin - input) where it is -1, reduced.")
+def hinge_embedding_loss(
+    input: Tensor,
+    target: Tensor,
+    margin: float = 1.0,
+    size_average: bool | None = None,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+) -> Tensor:
+    name = "hinge_embedding_loss"
+    _check_pair(name, input, target)
+    reduction = _reduction_arg(name, size_average, reduce, reduction)
+    # PyTorch's sum of two masked terms (a target other than 1 and -1 counts in both)
+    margin_part = where(target != 1, clamp(margin - input, min=0.0), 0.0)
+    return _reduce(margin_part + where(target != -1, input, 0.0), reduction)
+
+
+@_loss_function("soft_margin_loss", "log(1 + exp(-target * input)), reduced.")
+def soft_margin_loss(
+    input: Tensor,
+    target: Tensor,
+    size_average: bool | None = None,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+) -> Tensor:
+    name = "soft_margin_loss"
+    _check_pair(name, input, target)
+    reduction = _reduction_arg(name, size_average, reduce, reduction)
+    return _reduce(softplus(-target * input, 1.0, math.inf), reduction)
+
+
+@_loss_function(
+    "multilabel_soft_margin_loss",
+    "The mean over classes of the binary logistic losses of input against 0/1 target, reduced.",
+)
+def multilabel_soft_margin_loss(
+    input: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    size_average: bool | None = None,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+) -> Tensor:
+    name = "multilabel_soft_margin_loss"
+    _check_pair(name, input, target)
+    reduction = _reduction_arg(name, size_average, reduce, reduction)
+    loss = -(target * logsigmoid(input) + (1 - target) * logsigmoid(-input))
+    if weight is not None:
+        check_tensor(name, "weight", weight)
+        loss = loss * weight
+    axis = max(input.ndim - 1, 0)
+    return _reduce(loss.sum(axis) / max(input.shape[axis] if input.ndim else 1, 1), reduction)
+
+
+@_loss_function("poisson_nll_loss", "The Poisson negative log likelihood of target given rate input (or log rate).")
+def poisson_nll_loss(
+    input: Tensor,
+    target: Tensor,
+    log_input: bool = True,
+    full: bool = False,
+    size_average: bool | None = None,
+    eps: float = 1e-8,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+) -> Tensor:
+    name = "poisson_nll_loss"
+    _check_pair(name, input, target)
+    reduction = _reduction_arg(name, size_average, reduce, reduction)
+    loss = exp(input) - target * input if log_input else input - target * log(input + eps)
+    if full:  # Stirling's term target log target - target + log(2 pi target) / 2, where target > 1
+        safe = where(target > 1, target, 1.0)
+        stirling = safe * log(safe) - safe + 0.5 * log(2 * math.pi * safe)
+        loss = loss + where(target > 1, stirling, 0.0)
+    return _reduce(loss, reduction)
+
+
+@_loss_function("gaussian_nll_loss", "The Gaussian negative log likelihood of target given mean input and var.")
+def gaussian_nll_loss(
+    input: Tensor, target: Tensor, var: Tensor | float, full: bool = False, eps: float = 1e-6, reduction: str = "mean"
+) -> Tensor:
+    name = "gaussian_nll_loss"
+    _check_pair(name, input, target)
+    reduction = _reduction_arg(name, None, None, reduction)
+    if not hasattr(var, "shape"):
+        var = binary("add", input.detach() * 0, float(var))
+    shape, var_shape = tuple(input.shape), tuple(var.shape)
+    if var_shape != shape:
+        if var_shape == shape[:-1]:  # one variance per sample of a multivariate input
+            var = var.unsqueeze(-1)
+        elif not (var_shape[:-1] == shape[:-1] and var_shape[-1:] == (1,)):  # else homoscedastic
+            raise ShapeError(f"{name}: var of shape {fmt_shape(var_shape)} does not fit input {fmt_shape(shape)}")
+    if bool((var < 0).any()):
+        raise ValueError(f"{name}: var has negative entry/entries")
+    # PyTorch clamps a copy of var at eps outside the graph: the gradient passes as if unclamped
+    var = var + (clamp(var, min=eps) - var).detach()
+    loss = 0.5 * (log(var) + (input - target) ** 2 / var)
+    if full:
+        loss = loss + 0.5 * math.log(2 * math.pi)
+    return _reduce(loss, reduction)
+
+
+@_loss_function("cosine_embedding_loss", "1 - cos(x1, x2) where target is 1, max(0, cos - margin) where -1.")
+def cosine_embedding_loss(
+    input1: Tensor,
+    input2: Tensor,
+    target: Tensor,
+    margin: float = 0.0,
+    size_average: bool | None = None,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+) -> Tensor:
+    name = "cosine_embedding_loss"
+    _check_same_shapes(name, input1=input1, input2=input2)
+    check_tensor(name, "target", target)
+    if input1.ndim not in (1, 2) or tuple(target.shape) != tuple(input1.shape[:-1]):
+        raise ShapeError(
+            f"{name}: expected inputs (N, D) or (D,) and target (N,) or (), got inputs {fmt_shape(input1.shape)} "
+            f"and target {fmt_shape(target.shape)}"
+        )
+    reduction = _reduction_arg(name, size_average, reduce, reduction)
+    eps = 1e-12  # PyTorch's: added to each squared magnitude
+    product = _sum(input1 * input2, -1)
+    cos = product / ((_sum(input1 * input1, -1) + eps) * (_sum(input2 * input2, -1) + eps)).sqrt()
+    loss = where(target == 1, 1 - cos, 0.0) + where(target == -1, clamp(cos - margin, min=0.0), 0.0)
+    return _reduce(loss, reduction)
+
+
+@_loss_function("triplet_margin_loss", "max(0, d(anchor, positive) - d(anchor, negative) + margin), reduced.")
+def triplet_margin_loss(
+    anchor: Tensor,
+    positive: Tensor,
+    negative: Tensor,
+    margin: float = 1.0,
+    p: float = 2,
+    eps: float = 1e-6,
+    swap: bool = False,
+    size_average: bool | None = None,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+) -> Tensor:
+    name = "triplet_margin_loss"
+    _check_same_shapes(name, anchor=anchor, positive=positive, negative=negative)
+    if anchor.ndim not in (1, 2):
+        raise ShapeError(f"{name}: expected 1-d or 2-d inputs, got shape {fmt_shape(anchor.shape)}")
+    if margin <= 0:
+        raise ValueError(f"{name}: margin must be greater than 0, got {margin}")
+    reduction = _reduction_arg(name, size_average, reduce, reduction)
+    d_positive = pairwise_distance(anchor, positive, p, eps)
+    d_negative = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        d_negative = minimum(d_negative, pairwise_distance(positive, negative, p, eps))
+    return _reduce(clamp(margin + d_positive - d_negative, min=0.0), reduction)
+
+
+@_loss_function("multi_margin_loss", "The mean over classes of max(0, margin - x[y] + x[j]) ** p for j != y, reduced.")
+def multi_margin_loss(
+    input: Tensor,
+    target: Tensor,
+    p: int = 1,
+    margin: float = 1.0,
+    weight: Tensor | None = None,
+    size_average: bool | None = None,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+) -> Tensor:
+    name = "multi_margin_loss"
+    check_float(name, "input", input)
+    check_tensor(name, "target", target)
+    if p not in (1, 2):
+        raise ValueError(f"{name}: only p == 1 and p == 2 are supported, got {p}")
+    rows = input.reshape(1, -1) if input.ndim <= 1 else input
+    if rows.ndim != 2 or tuple(target.reshape(-1).shape) != (rows.shape[0],):
+        raise ShapeError(
+            f"{name}: expected input (N, C) or (C,) and target (N,) or (), got {fmt_shape(input.shape)} and "
+            f"{fmt_shape(target.shape)}"
+        )
+    reduction = _reduction_arg(name, size_average, reduce, reduction)
+    n_classes = rows.shape[1]
+    labels = target.reshape(-1, 1).to(dtype=dt.int64)
+    _check_class_targets(name, labels.reshape(-1), n_classes, None)
+    picked = gather(rows, 1, labels)
+    losses = clamp(margin - picked + rows, min=0.0)
+    if p == 2:
+        losses = losses * losses
+    if weight is not None:
+        _check_class_weight(name, weight, n_classes)
+        losses = losses * gather(weight, 0, labels.reshape(-1)).unsqueeze(1)
+    others = arange(n_classes, device=input.device).unsqueeze(0) != labels  # the target's own term left out
+    per_sample = _sum(where(others, losses, 0.0), 1) / n_classes
+    if input.ndim <= 1:
+        per_sample = per_sample.reshape(())
+    return _reduce(per_sample, reduction)
+
+
+@_loss_function(
+    "triplet_margin_with_distance_loss",
+    "max(0, d(anchor, positive) - d(anchor, negative) + margin) for a given distance d, reduced.",
+)
+def triplet_margin_with_distance_loss(
+    anchor: Tensor,
+    positive: Tensor,
+    negative: Tensor,
+    *,
+    distance_function: Callable[[Tensor, Tensor], Tensor] | None = None,
+    margin: float = 1.0,
+    swap: bool = False,
+    reduction: str = "mean",
+) -> Tensor:
+    name = "triplet_margin_with_distance_loss"
+    reduction = _reduction_arg(name, None, None, reduction)
+    if margin <= 0:
+        raise ValueError(f"{name}: margin must be greater than 0, got {margin}")
+    distance = distance_function if distance_function is not None else pairwise_distance
+    d_positive, d_negative = distance(anchor, positive), distance(anchor, negative)
+    if swap:
+        d_negative = minimum(d_negative, distance(positive, negative))
+    return _reduce(clamp(margin + d_positive - d_negative, min=0.0), reduction)

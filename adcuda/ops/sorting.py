@@ -7,14 +7,16 @@ then gathered from the input, so their gradient flows back to the positions they
 
 from __future__ import annotations
 
+import math
 from collections import namedtuple
 from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
 from ..autograd.graph import needs_grad
-from ..errors import IndexOutOfRangeError, ShapeError, fmt_shape
+from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
 from ..tensor import primitives
 from .common import wrap, wrap_dim
+from .elementwise import where
 from .indexing import gather
 from .registry import op
 from .shape import cat
@@ -229,3 +231,116 @@ def _unique_slices(input, return_inverse, return_counts, dim):
         if return_counts:
             out.append(_int64(input, (values.shape[0],), 0).scatter_add(0, group, _int64(input, (n,), 1)))
     return tuple(out) if len(out) > 1 else out[0]
+
+
+# ------------------------------------------------------------------------------------------------
+# More of PyTorch's order statistics (issue 15), over the sort above
+kthvalue_result = namedtuple("kthvalue", ["values", "indices"])
+_INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
+
+
+@op("kthvalue", doc="The k-th smallest value along dim (k from 1) and its index.", composite=True)
+def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False) -> tuple[Tensor, Tensor]:
+    if input.ndim == 0:
+        if k != 1:
+            raise IndexOutOfRangeError(f"kthvalue: k ({k}) out of range for a 0-d tensor")
+        return kthvalue_result(*_scalar_order("kthvalue", input, dim))
+    axis = wrap_dim(dim, input.ndim, "kthvalue")
+    n = input.shape[axis]
+    if not isinstance(k, int) or not 1 <= k <= n:
+        raise IndexOutOfRangeError(
+            f"kthvalue: k ({k}) out of range for dimension {dim} of size {n} (input shape {fmt_shape(input.shape)})"
+        )
+    values, indices = _kth_smallest(input, axis, k - 1, keepdim)
+    return kthvalue_result(values, indices)
+
+
+@op("quantile", doc="The q-th quantiles of input along dim (of all elements when dim is None).", composite=True)
+def quantile(
+    input: Tensor, q: float | Tensor, dim: int | None = None, keepdim: bool = False, *, interpolation: str = "linear"
+) -> Tensor:
+    name = "quantile"
+    if not input.dtype.is_floating_point:
+        raise DTypeError(f"{name}: expected a floating point input, got {input.dtype}")
+    if interpolation not in _INTERPOLATIONS:
+        raise ValueError(f"{name}: interpolation must be one of {_INTERPOLATIONS}, got {interpolation!r}")
+    scalar_q = not hasattr(q, "shape")
+    qs = [float(q)] if scalar_q else [float(v) for v in q.reshape(-1).tolist()]
+    if not scalar_q and q.ndim > 1:
+        raise ShapeError(f"{name}: q must be a scalar or a 1-d tensor, got shape {fmt_shape(q.shape)}")
+    if any(not 0 <= v <= 1 for v in qs):
+        raise ValueError(f"{name}: q values must be in the range [0, 1], got {qs}")
+    x = input.reshape(-1) if dim is None else input
+    axis = 0 if dim is None else wrap_dim(dim, max(input.ndim, 1), name)
+    if x.ndim == 0:
+        x = x.reshape(1)
+    n = x.shape[axis]
+    if n == 0:
+        raise ShapeError(f"{name}: input {fmt_shape(input.shape)} is empty along the reduced dim")
+    ordered = sort(x, axis).values
+    has_nan = (x != x).any(axis, keepdim=True)  # PyTorch: a NaN anywhere in a slice makes its quantiles NaN
+    results = []
+    for v in qs:
+        position = v * (n - 1)
+        below, above = math.floor(position), math.ceil(position)
+        if interpolation == "lower" or (interpolation == "nearest" and round(position) == below):
+            above = below  # Python's round: half to even, as PyTorch's
+        elif interpolation in ("higher", "nearest"):
+            below = above
+        low, high = ordered.narrow(axis, below, 1), ordered.narrow(axis, above, 1)
+        fraction = 0.5 if interpolation == "midpoint" else position - below
+        value = low if below == above else low + (high - low) * fraction
+        results.append(where(has_nan, math.nan, value))
+    out = cat(results, axis)  # one slot per q along the reduced dim, moved to the front below
+    if dim is None:
+        out = out.reshape((len(qs),) + ((1,) * input.ndim if keepdim else ()))
+    elif not keepdim:
+        out = out.movedim(axis, 0)
+    else:
+        out = out.movedim(axis, 0).unsqueeze(axis + 1)
+    return out.reshape(out.shape[1:]) if scalar_q else out
+
+
+@op(
+    "searchsorted",
+    doc="Where each value would be inserted into the sorted last dim of sorted_sequence.",
+    composite=True,
+    method=False,
+)
+def searchsorted(
+    sorted_sequence: Tensor,
+    input: Tensor | float,
+    *,
+    out_int32: bool = False,
+    right: bool = False,
+    side: str | None = None,
+    sorter: Tensor | None = None,
+) -> Tensor:
+    name = "searchsorted"
+    if side is not None:
+        if side not in ("left", "right"):
+            raise ValueError(f"{name}: side must be 'left' or 'right', got {side!r}")
+        if right and side == "left":
+            raise ValueError(f"{name}: side='left' contradicts right=True")
+        right = side == "right"
+    if sorter is not None:
+        sorted_sequence = sorted_sequence.gather(-1, sorter)
+    scalar = not hasattr(input, "shape")
+    values = sorted_sequence.new_tensor([input]) if scalar else input
+    if sorted_sequence.ndim > 1 and tuple(sorted_sequence.shape[:-1]) != tuple(values.shape[:-1]):
+        raise ShapeError(
+            f"{name}: sorted_sequence {fmt_shape(sorted_sequence.shape)} and input {fmt_shape(values.shape)} "
+            "must agree in every dim but the last (or sorted_sequence must be 1-d)"
+        )
+    # count the boundaries below each value: exact, with memory for values x boundaries comparisons
+    boundaries = sorted_sequence.unsqueeze(-2)
+    below = boundaries <= values.unsqueeze(-1) if right else boundaries < values.unsqueeze(-1)
+    out = below.sum(-1).to(dtype=dt.int32 if out_int32 else dt.int64)
+    return out.reshape(()) if scalar else out
+
+
+@op("bucketize", doc="The index of the bucket of 1-d boundaries each element of input falls in.", composite=True)
+def bucketize(input: Tensor | float, boundaries: Tensor, *, out_int32: bool = False, right: bool = False) -> Tensor:
+    if boundaries.ndim != 1:
+        raise ShapeError(f"bucketize: boundaries must be 1-d, got shape {fmt_shape(boundaries.shape)}")
+    return searchsorted(boundaries, input, out_int32=out_int32, right=right)

@@ -561,3 +561,300 @@ class OneCycleLR(LRScheduler):
                     break
                 start_step = end_step
         return lrs
+
+
+# ------------------------------------------------------------------------------------------------
+# More of PyTorch's schedulers (issue 15), with its recursive forms
+class MultiStepLR(LRScheduler):
+    """Multiply the lr by ``gamma`` at each milestone epoch (by gamma ** k at a milestone given k times)."""
+
+    def __init__(
+        self, optimizer: Optimizer, milestones: Sequence[int], gamma: float = 0.1, last_epoch: int = -1
+    ) -> None:
+        self.milestones = {}
+        for m in milestones:
+            self.milestones[m] = self.milestones.get(m, 0) + 1
+        self.gamma = gamma
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        times = self.milestones.get(self.last_epoch, 0)
+        return [group["lr"] * self.gamma**times for group in self.optimizer.param_groups]
+
+    def _get_closed_form_lr(self):
+        passed = bisect.bisect_right(sorted(m for m, k in self.milestones.items() for _ in range(k)), self.last_epoch)
+        return [base_lr * self.gamma**passed for base_lr in self.base_lrs]
+
+
+class ConstantLR(LRScheduler):
+    """The lr times ``factor`` until epoch ``total_iters``, then the lr itself."""
+
+    def __init__(
+        self, optimizer: Optimizer, factor: float = 1.0 / 3, total_iters: int = 5, last_epoch: int = -1
+    ) -> None:
+        if factor > 1.0 or factor < 0:
+            raise ValueError(f"ConstantLR: constant factor expected to be between 0 and 1, got {factor}")
+        self.factor = factor
+        self.total_iters = total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        groups = self.optimizer.param_groups
+        if self.last_epoch == 0:
+            return [group["lr"] * self.factor for group in groups]
+        if self.last_epoch != self.total_iters:
+            return [group["lr"] for group in groups]
+        return [group["lr"] * (1.0 / self.factor) for group in groups]
+
+    def _get_closed_form_lr(self):
+        reached = self.last_epoch >= self.total_iters
+        return [base_lr * (self.factor + reached * (1 - self.factor)) for base_lr in self.base_lrs]
+
+
+class MultiplicativeLR(LRScheduler):
+    """Multiply the lr by ``lr_lambda(epoch)`` every epoch; one function or one per group."""
+
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        lr_lambda: Callable[[int], float] | Sequence[Callable[[int], float]],
+        last_epoch: int = -1,
+    ) -> None:
+        if not isinstance(lr_lambda, (list, tuple)):
+            self.lr_lambdas = [lr_lambda] * len(optimizer.param_groups)
+        else:
+            if len(lr_lambda) != len(optimizer.param_groups):
+                raise ValueError(f"Expected {len(optimizer.param_groups)} lr_lambdas, but got {len(lr_lambda)}")
+            self.lr_lambdas = list(lr_lambda)
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        groups = self.optimizer.param_groups
+        if self.last_epoch > 0:
+            return [group["lr"] * fn(self.last_epoch) for fn, group in zip(self.lr_lambdas, groups)]
+        return [group["lr"] for group in groups]
+
+    state_dict = LambdaLR.state_dict
+    load_state_dict = LambdaLR.load_state_dict
+
+
+class PolynomialLR(LRScheduler):
+    """The lr decays as (1 - epoch / total_iters) ** power, reaching 0 at ``total_iters``."""
+
+    def __init__(self, optimizer: Optimizer, total_iters: int = 5, power: float = 1.0, last_epoch: int = -1) -> None:
+        self.total_iters = total_iters
+        self.power = power
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        groups = self.optimizer.param_groups
+        if self.last_epoch == 0 or self.last_epoch > self.total_iters:
+            return [group["lr"] for group in groups]
+        t, n = self.last_epoch, self.total_iters
+        decay = ((1.0 - t / n) / (1.0 - (t - 1) / n)) ** self.power
+        return [group["lr"] * decay for group in groups]
+
+    def _get_closed_form_lr(self):
+        left = 1.0 - min(self.total_iters, self.last_epoch) / self.total_iters
+        return [base_lr * left**self.power for base_lr in self.base_lrs]
+
+
+class CosineAnnealingWarmRestarts(LRScheduler):
+    """Cosine annealing from the initial lr to ``eta_min`` over ``T_0`` epochs, restarted at the
+    initial lr each time, each period ``T_mult`` times the last (SGDR)."""
+
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        T_0: int,  # noqa: N803 (PyTorch's names)
+        T_mult: int = 1,  # noqa: N803
+        eta_min: float = 0.0,
+        last_epoch: int = -1,
+    ) -> None:
+        if T_0 <= 0 or not isinstance(T_0, int):
+            raise ValueError(f"CosineAnnealingWarmRestarts: expected a positive integer T_0, got {T_0}")
+        if T_mult < 1 or not isinstance(T_mult, int):
+            raise ValueError(f"CosineAnnealingWarmRestarts: expected an integer T_mult >= 1, got {T_mult}")
+        self.T_0 = T_0
+        self.T_i = T_0
+        self.T_mult = T_mult
+        self.eta_min = eta_min
+        self.T_cur = last_epoch
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        return [
+            self.eta_min + (base_lr - self.eta_min) * (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
+            for base_lr in self.base_lrs
+        ]
+
+    def step(self, epoch: float | None = None) -> None:
+        """One epoch on, or (a fraction allowed) to ``epoch``: PyTorch's two ways of stepping SGDR."""
+        self._step_count += 1
+        if epoch is None and self.last_epoch < 0:
+            epoch = 0
+        if epoch is None:
+            epoch = self.last_epoch + 1
+            self.T_cur += 1
+            if self.T_cur >= self.T_i:
+                self.T_cur -= self.T_i
+                self.T_i *= self.T_mult
+        else:
+            if epoch < 0:
+                raise ValueError(f"CosineAnnealingWarmRestarts: expected a non-negative epoch, got {epoch}")
+            if epoch >= self.T_0:
+                if self.T_mult == 1:
+                    self.T_cur = epoch % self.T_0
+                else:
+                    n = int(math.log(epoch / self.T_0 * (self.T_mult - 1) + 1, self.T_mult))
+                    self.T_cur = epoch - self.T_0 * (self.T_mult**n - 1) / (self.T_mult - 1)
+                    self.T_i = self.T_0 * self.T_mult**n
+            else:
+                self.T_i = self.T_0
+                self.T_cur = epoch
+        self.last_epoch = math.floor(epoch)
+        for group, lr in zip(self.optimizer.param_groups, self.get_lr()):
+            group["lr"] = lr
+        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+
+
+class CyclicLR(LRScheduler):
+    """The lr cycles between ``base_lr`` and ``max_lr`` (up in ``step_size_up`` steps, down in
+    ``step_size_down``), its amplitude scaled per cycle (``triangular2``: halved each cycle) or per
+    step (``exp_range``: gamma ** step) or by ``scale_fn``; with ``cycle_momentum`` the momentum (or
+    Adam's beta1) cycles the other way between ``max_momentum`` and ``base_momentum``. Stepped per
+    batch, as PyTorch's."""
+
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        base_lr: float | Sequence[float],
+        max_lr: float | Sequence[float],
+        step_size_up: int = 2000,
+        step_size_down: int | None = None,
+        mode: str = "triangular",
+        gamma: float = 1.0,
+        scale_fn: Callable[[float], float] | None = None,
+        scale_mode: str = "cycle",
+        cycle_momentum: bool = True,
+        base_momentum: float | Sequence[float] = 0.8,
+        max_momentum: float | Sequence[float] = 0.9,
+        last_epoch: int = -1,
+    ) -> None:
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        base_lrs = _per_group("base_lr", optimizer, base_lr)
+        if last_epoch == -1:
+            for lr, group in zip(base_lrs, optimizer.param_groups):
+                group["lr"] = lr
+        self.max_lrs = _per_group("max_lr", optimizer, max_lr)
+        up = float(step_size_up)
+        down = float(step_size_down) if step_size_down is not None else up
+        self.total_size = up + down
+        self.step_ratio = up / self.total_size
+        if mode not in ("triangular", "triangular2", "exp_range") and scale_fn is None:
+            raise ValueError(f"CyclicLR: mode {mode!r} is invalid and scale_fn is None")
+        self.mode = mode
+        self.gamma = gamma
+        self._scale_fn_custom = scale_fn
+        # the built-in modes fix the scale mode, as PyTorch's do
+        self.scale_mode = scale_mode if scale_fn is not None else ("iterations" if mode == "exp_range" else "cycle")
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+                raise ValueError(
+                    "CyclicLR: optimizer must support momentum or beta1 with `cycle_momentum` option enabled"
+                )
+            self.use_beta1 = "betas" in optimizer.defaults
+            self.base_momentums = _per_group("base_momentum", optimizer, base_momentum)
+            self.max_momentums = _per_group("max_momentum", optimizer, max_momentum)
+            if last_epoch == -1:
+                for high, low, group in zip(self.max_momentums, self.base_momentums, optimizer.param_groups):
+                    self._set_momentum(group, high)
+                    group["max_momentum"] = high
+                    group["base_momentum"] = low
+        self._cycle_base_lrs = base_lrs
+        super().__init__(optimizer, last_epoch)
+        self.base_lrs = base_lrs
+
+    def _set_momentum(self, group, value):
+        if self.use_beta1:
+            group["betas"] = (value, *group["betas"][1:])
+        else:
+            group["momentum"] = value
+
+    def scale_fn(self, x: float) -> float:
+        if self._scale_fn_custom is not None:
+            return self._scale_fn_custom(x)
+        if self.mode == "triangular2":
+            return 1 / (2.0 ** (x - 1))
+        if self.mode == "exp_range":
+            return self.gamma**x
+        return 1.0
+
+    def get_lr(self) -> list[float]:
+        cycle = math.floor(1 + self.last_epoch / self.total_size)
+        x = 1.0 + self.last_epoch / self.total_size - cycle
+        scale_factor = x / self.step_ratio if x <= self.step_ratio else (x - 1) / (self.step_ratio - 1)
+        scale = self.scale_fn(cycle if self.scale_mode == "cycle" else self.last_epoch)
+        lrs = [base + (high - base) * scale_factor * scale for base, high in zip(self._cycle_base_lrs, self.max_lrs)]
+        if self.cycle_momentum:
+            for group, low, high in zip(self.optimizer.param_groups, self.base_momentums, self.max_momentums):
+                self._set_momentum(group, high - (high - low) * scale_factor * scale)
+        return lrs
+
+    def state_dict(self) -> dict[str, Any]:
+        """Without the optimizer; a custom ``scale_fn`` is saved only as a callable object's state."""
+        state = {key: value for key, value in self.__dict__.items() if key not in ("optimizer", "_scale_fn_custom")}
+        fn = self._scale_fn_custom
+        state["_scale_fn_custom"] = None if fn is None or isinstance(fn, types.FunctionType) else dict(fn.__dict__)
+        return state
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        state_dict = dict(state_dict)
+        saved = state_dict.pop("_scale_fn_custom")
+        self.__dict__.update(state_dict)
+        if saved is not None and self._scale_fn_custom is not None:
+            self._scale_fn_custom.__dict__.update(saved)
+
+
+class ChainedScheduler(LRScheduler):
+    """Steps every scheduler of ``schedulers`` (all of one optimizer) at each ``step()``, in order, so
+    that their factors compose (a warm-up times a decay, say)."""
+
+    def __init__(self, schedulers: Sequence[LRScheduler], optimizer: Optimizer | None = None) -> None:
+        if len(schedulers) < 1:
+            raise ValueError("ChainedScheduler expects at least one scheduler to be chained, but got no scheduler.")
+        optimizer = optimizer or schedulers[0].optimizer
+        for i, scheduler in enumerate(schedulers):
+            if not hasattr(scheduler, "optimizer"):
+                raise TypeError(f"ChainedScheduler: the scheduler at index {i} has no optimizer")
+            if isinstance(scheduler, ReduceLROnPlateau):
+                raise ValueError(
+                    f"ChainedScheduler does not support ReduceLROnPlateau (index {i}): its step() needs a metric"
+                )
+            if scheduler.optimizer is not optimizer:
+                raise ValueError(
+                    f"ChainedScheduler expects all schedulers to belong to the same optimizer, but the one at index "
+                    f"{i} ({type(scheduler).__name__}) has another"
+                )
+        self._schedulers = list(schedulers)
+        self.optimizer = optimizer
+        self._last_lr = [group["lr"] for group in optimizer.param_groups]
+
+    def step(self) -> None:
+        for scheduler in self._schedulers:
+            scheduler.step()
+        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+
+    def state_dict(self) -> dict[str, Any]:
+        state = {key: value for key, value in self.__dict__.items() if key not in ("optimizer", "_schedulers")}
+        state["_schedulers"] = [scheduler.state_dict() for scheduler in self._schedulers]
+        return state
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        state_dict = dict(state_dict)
+        saved = state_dict.pop("_schedulers")
+        self.__dict__.update(state_dict)
+        for scheduler, state in zip(self._schedulers, saved):
+            scheduler.load_state_dict(state)

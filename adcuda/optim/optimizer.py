@@ -32,12 +32,14 @@ afresh, with its fused op's primitive taking its temporaries from ``scratch``
 
 import collections
 import copy
+import functools
 import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from .. import dtypes as dt
 from ..autograd.grad_mode import enable_grad
+from ..autograd.graph import RemovableHandle
 from ..errors import AdcudaError, DeviceError
 from ..ops.dispatch import host_step
 from ..ops.foreach import _foreach_version, _foreach_zero_
@@ -67,7 +69,7 @@ class Optimizer:
         # counts and learning rates are read afresh (never frozen into a captured program)
         super().__init_subclass__(**kwargs)
         if "step" in cls.__dict__:
-            cls.step = host_step(cls.step)
+            cls.step = host_step(_with_step_hooks(cls.step))
 
     def __init__(self, params: ParamsT, defaults: dict[str, Any]) -> None:
         self.defaults = defaults
@@ -297,6 +299,15 @@ class Optimizer:
         with_masters = [p for p, s in self.state.items() if "master_param" in s]
         self._master_versions = dict(zip(with_masters, _foreach_version(with_masters)))
 
+    # ------------------------------------------------------------------ step hooks (PyTorch's)
+    def register_step_pre_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
+        """``hook(optimizer, args, kwargs)`` runs before each ``step``; it may return new ``(args, kwargs)``."""
+        return RemovableHandle(self.__dict__.setdefault("_step_pre_hooks", {}), hook)
+
+    def register_step_post_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
+        """``hook(optimizer, args, kwargs)`` runs after each ``step``."""
+        return RemovableHandle(self.__dict__.setdefault("_step_post_hooks", {}), hook)
+
     def __getstate__(self):
         return {"defaults": self.defaults, "state": self.state, "param_groups": self.param_groups}
 
@@ -311,6 +322,30 @@ class Optimizer:
             lines.extend(f"    {key}: {group[key]}" for key in sorted(group) if key != "params")
         lines.append(")")
         return "\n".join(lines)
+
+
+def _with_step_hooks(step):
+    """An optimizer's ``step`` that runs its registered step hooks around it (and costs one dict lookup
+    when there are none)."""
+
+    @functools.wraps(step)
+    def stepped(self, *args, **kwargs):
+        pre, post = self.__dict__.get("_step_pre_hooks"), self.__dict__.get("_step_post_hooks")
+        for hook in list(pre.values()) if pre else ():
+            result = hook(self, args, kwargs)
+            if result is not None:
+                if not (isinstance(result, tuple) and len(result) == 2):
+                    raise TypeError(
+                        f"{type(self).__name__}: a step pre-hook must return None or (new_args, new_kwargs), "
+                        f"got {type(result).__name__}"
+                    )
+                args, kwargs = result
+        out = step(self, *args, **kwargs)
+        for hook in list(post.values()) if post else ():
+            hook(self, args, kwargs)
+        return out
+
+    return stepped
 
 
 def keeps_master_copy(group: dict[str, Any], p: Tensor) -> bool:

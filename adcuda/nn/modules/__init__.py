@@ -1,37 +1,108 @@
 """The layers of ``adcuda.nn``, one family per module."""
 
-from .activation import GELU, LeakyReLU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Tanh
+from .activation import (
+    CELU,
+    ELU,
+    GELU,
+    GLU,
+    SELU,
+    Hardshrink,
+    Hardsigmoid,
+    Hardswish,
+    Hardtanh,
+    LeakyReLU,
+    LogSigmoid,
+    LogSoftmax,
+    Mish,
+    PReLU,
+    ReLU,
+    ReLU6,
+    RReLU,
+    Sigmoid,
+    SiLU,
+    Softmax,
+    Softmax2d,
+    Softmin,
+    Softplus,
+    Softshrink,
+    Softsign,
+    Tanh,
+    Tanhshrink,
+    Threshold,
+)
 from .attention import MultiheadAttention
-from .container import ModuleDict, ModuleList, Sequential
-from .conv import Conv1d, Conv2d, ConvTranspose2d
-from .dropout import Dropout, Dropout1d, Dropout2d
+from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
+from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
+from .distance import CosineSimilarity, PairwiseDistance
+from .dropout import AlphaDropout, Dropout, Dropout1d, Dropout2d, Dropout3d, FeatureAlphaDropout
 from .flatten import Flatten, Unflatten
-from .linear import Identity, Linear
+from .fold import Fold, Unfold
+from .linear import Bilinear, Identity, Linear
 from .loss import (
     BCELoss,
     BCEWithLogitsLoss,
+    CosineEmbeddingLoss,
     CrossEntropyLoss,
+    GaussianNLLLoss,
+    HingeEmbeddingLoss,
     HuberLoss,
     KLDivLoss,
     L1Loss,
+    MarginRankingLoss,
     MSELoss,
+    MultiLabelSoftMarginLoss,
+    MultiMarginLoss,
     NLLLoss,
+    PoissonNLLLoss,
     SmoothL1Loss,
+    SoftMarginLoss,
+    TripletMarginLoss,
+    TripletMarginWithDistanceLoss,
 )
 from .module import Module
-from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm1d, InstanceNorm2d, LayerNorm, RMSNorm
+from .normalization import (
+    BatchNorm1d,
+    BatchNorm2d,
+    BatchNorm3d,
+    GroupNorm,
+    InstanceNorm1d,
+    InstanceNorm2d,
+    LayerNorm,
+    LocalResponseNorm,
+    RMSNorm,
+)
+from .padding import (
+    CircularPad1d,
+    CircularPad2d,
+    ConstantPad1d,
+    ConstantPad2d,
+    ReflectionPad1d,
+    ReflectionPad2d,
+    ReplicationPad1d,
+    ReplicationPad2d,
+    ZeroPad1d,
+    ZeroPad2d,
+)
+from .pixelshuffle import ChannelShuffle, PixelShuffle, PixelUnshuffle
 from .pooling import (
     AdaptiveAvgPool1d,
     AdaptiveAvgPool2d,
+    AdaptiveMaxPool1d,
     AdaptiveMaxPool2d,
     AvgPool1d,
     AvgPool2d,
+    LPPool1d,
+    LPPool2d,
     MaxPool1d,
     MaxPool2d,
+    MaxUnpool1d,
+    MaxUnpool2d,
     Upsample,
+    UpsamplingBilinear2d,
+    UpsamplingNearest2d,
 )
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
-from .sparse import Embedding
+from .sparse import Embedding, EmbeddingBag
 from .transformer import (
     Transformer,
     TransformerDecoder,
@@ -107,4 +178,71 @@ __all__ += [
     "TransformerDecoder",
     "TransformerEncoderLayer",
     "TransformerDecoderLayer",
+]
+# more activations, containers, distances, padding, pixel shuffle, pooling and losses (issue 15, names)
+__all__ += [
+    "ELU",
+    "SELU",
+    "CELU",
+    "GLU",
+    "Hardtanh",
+    "ReLU6",
+    "Hardsigmoid",
+    "Hardswish",
+    "Mish",
+    "Softplus",
+    "LogSigmoid",
+    "Softsign",
+    "Tanhshrink",
+    "Threshold",
+    "Softmin",
+    "PReLU",
+    "ParameterList",
+    "ParameterDict",
+    "CosineSimilarity",
+    "PairwiseDistance",
+    "Bilinear",
+    "ZeroPad1d",
+    "ZeroPad2d",
+    "ConstantPad1d",
+    "ConstantPad2d",
+    "ReflectionPad1d",
+    "ReflectionPad2d",
+    "ReplicationPad1d",
+    "ReplicationPad2d",
+    "CircularPad1d",
+    "CircularPad2d",
+    "PixelShuffle",
+    "PixelUnshuffle",
+    "AdaptiveMaxPool1d",
+    "UpsamplingNearest2d",
+    "UpsamplingBilinear2d",
+    "MarginRankingLoss",
+    "CosineEmbeddingLoss",
+    "HingeEmbeddingLoss",
+    "SoftMarginLoss",
+    "MultiLabelSoftMarginLoss",
+    "PoissonNLLLoss",
+    "GaussianNLLLoss",
+    "TripletMarginLoss",
+    "EmbeddingBag",
+    "Dropout3d",
+    "AlphaDropout",
+    "FeatureAlphaDropout",
+    "Unfold",
+    "Fold",
+    "ChannelShuffle",
+    "LocalResponseNorm",
+    "ConvTranspose1d",
+    "BatchNorm3d",
+    "Softmax2d",
+    "Hardshrink",
+    "Softshrink",
+    "RReLU",
+    "LPPool1d",
+    "LPPool2d",
+    "MaxUnpool1d",
+    "MaxUnpool2d",
+    "MultiMarginLoss",
+    "TripletMarginWithDistanceLoss",
 ]

@@ -1,4 +1,4 @@
-"""Containers: ``Sequential``, ``ModuleList``, ``ModuleDict``."""
+"""Containers: ``Sequential``, ``ModuleList``, ``ModuleDict``, ``ParameterList``, ``ParameterDict``."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import collections.abc
 import operator
 from typing import TYPE_CHECKING
 
+from ...tensor import Tensor
+from ..parameter import Parameter
 from .module import Module
 
 if TYPE_CHECKING:
@@ -199,3 +201,122 @@ class ModuleDict(Module):
         for entry in items:
             key, module = entry
             self[key] = module
+
+
+# ------------------------------------------------------------------------------------------------
+# parameter containers (issue 15)
+def _as_parameter(value):
+    """PyTorch's rule: a plain tensor put in a parameter container becomes a Parameter."""
+    if isinstance(value, Tensor) and not isinstance(value, Parameter):
+        return Parameter(value)
+    return value
+
+
+class ParameterList(Module):
+    """A list of parameters whose entries are registered (named "0", "1", ...)."""
+
+    def __init__(self, values: Iterable[Any] | None = None) -> None:
+        super().__init__()
+        self._size = 0
+        if values is not None:
+            self.extend(values)
+
+    def _key(self, idx):
+        return str(_index(idx, self._size, "ParameterList"))
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return ParameterList([self[i] for i in range(self._size)[idx]])
+        return getattr(self, self._key(idx))
+
+    def __setitem__(self, idx, value):
+        setattr(self, self._key(idx), _as_parameter(value))
+
+    def __len__(self):
+        return self._size
+
+    def __iter__(self):
+        return (self[i] for i in range(self._size))
+
+    def __iadd__(self, values):
+        return self.extend(values)
+
+    def append(self, value: Any) -> ParameterList:
+        self._size += 1
+        self[self._size - 1] = value
+        return self
+
+    def extend(self, values: Iterable[Any]) -> ParameterList:
+        for value in values:
+            self.append(value)
+        return self
+
+    def extra_repr(self):
+        return "\n".join(
+            f"({i}): Parameter containing: [{type(p).__name__} of size {'x'.join(map(str, p.shape))}]"
+            if hasattr(p, "shape")
+            else f"({i}): Object of type: {type(p).__name__}"
+            for i, p in enumerate(self)
+        )
+
+
+class ParameterDict(Module):
+    """A dict of parameters whose entries are registered; keeps insertion order."""
+
+    def __init__(self, parameters: Mapping[str, Any] | Iterable[tuple[str, Any]] | None = None) -> None:
+        super().__init__()
+        self._keys: dict[str, None] = {}
+        if parameters is not None:
+            self.update(parameters)
+
+    def __getitem__(self, key):
+        return getattr(self, key)
+
+    def __setitem__(self, key, value):
+        self._keys[key] = None
+        setattr(self, key, _as_parameter(value))
+
+    def __delitem__(self, key):
+        del self._keys[key]
+        delattr(self, key)
+
+    def __len__(self):
+        return len(self._keys)
+
+    def __iter__(self):
+        return iter(self._keys)
+
+    def __contains__(self, key):
+        return key in self._keys
+
+    def keys(self):
+        return self._keys.keys()
+
+    def values(self):
+        return [self[k] for k in self._keys]
+
+    def items(self):
+        return [(k, self[k]) for k in self._keys]
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+    def pop(self, key):
+        value = self[key]
+        del self[key]
+        return value
+
+    def clear(self):
+        for key in list(self._keys):
+            del self[key]
+
+    def update(self, parameters):
+        items = parameters.items() if isinstance(parameters, (collections.abc.Mapping, ParameterDict)) else parameters
+        for key, value in items:
+            self[key] = value
+
+    def extra_repr(self):
+        return "\n".join(
+            f"({k}): Parameter containing: [{type(p).__name__} of size {'x'.join(map(str, p.shape))}]"
+            for k, p in self.items()
+        )

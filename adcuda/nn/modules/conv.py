@@ -1,5 +1,6 @@
-"""``Conv1d``, ``Conv2d`` and ``ConvTranspose2d``: PyTorch's parameter names, shapes and initialisation,
-so state dicts load both ways; padding modes other than zeros pad with ``F.pad`` first, as PyTorch's."""
+"""``Conv1d``, ``Conv2d``, ``ConvTranspose1d`` and ``ConvTranspose2d``: PyTorch's parameter names, shapes
+and initialisation, so state dicts load both ways; padding modes other than zeros pad with ``F.pad`` first,
+as PyTorch's."""
 
 from __future__ import annotations
 
@@ -153,10 +154,11 @@ class ConvTranspose2d(_ConvNd):
         device: Device | str | None = None,
         dtype: DType | None = None,
     ) -> None:
+        name = type(self).__name__
         if padding_mode != "zeros":
-            raise ValueError(f'ConvTranspose2d: only "zeros" padding mode is supported, got {padding_mode!r}')
+            raise ValueError(f'{name}: only "zeros" padding mode is supported, got {padding_mode!r}')
         if isinstance(padding, str):
-            raise ValueError(f"ConvTranspose2d: padding must be an int or a tuple of ints, got {padding!r}")
+            raise ValueError(f"{name}: padding must be an int or a tuple of ints, got {padding!r}")
         super().__init__(
             in_channels,
             out_channels,
@@ -176,18 +178,19 @@ class ConvTranspose2d(_ConvNd):
         """output_padding that gives ``output_size`` (the trailing spatial sizes), PyTorch's rule."""
         if output_size is None:
             return self.output_padding
-        output_size = tuple(int(s) for s in output_size)[-2:]
+        n = self._spatial
+        output_size = tuple(int(s) for s in output_size)[-n:]
         result = []
         for i, want in enumerate(output_size):
             smallest = (
-                (input.shape[-2 + i] - 1) * self.stride[i]
+                (input.shape[-n + i] - 1) * self.stride[i]
                 - 2 * self.padding[i]
                 + self.dilation[i] * (self.kernel_size[i] - 1)
                 + 1
             )
             if not smallest <= want < smallest + max(self.stride[i], self.dilation[i]):
                 raise ValueError(
-                    f"ConvTranspose2d: requested an output size of {output_size}, but valid sizes "
+                    f"{type(self).__name__}: requested an output size of {output_size}, but valid sizes "
                     f"for input {tuple(input.shape)} range from {smallest} to "
                     f"{smallest + max(self.stride[i], self.dilation[i]) - 1} in dim {i}"
                 )
@@ -196,6 +199,22 @@ class ConvTranspose2d(_ConvNd):
 
     def forward(self, input: Tensor, output_size: Sequence[int] | None = None) -> Tensor:
         return F.conv_transpose2d(
+            input,
+            self.weight,
+            self.bias,
+            self.stride,
+            self.padding,
+            self._output_padding(input, output_size),
+            self.groups,
+            self.dilation,
+        )
+
+
+class ConvTranspose1d(ConvTranspose2d):
+    _spatial = 1
+
+    def forward(self, input: Tensor, output_size: Sequence[int] | None = None) -> Tensor:
+        return F.conv_transpose1d(
             input,
             self.weight,
             self.bias,

@@ -1,5 +1,5 @@
 """``Dropout``: zeroes elements with probability ``p`` while training, scaling the rest by 1/(1-p);
-``Dropout1d``/``Dropout2d`` zero whole channels."""
+``Dropout1d``/``2d``/``3d`` zero whole channels; ``AlphaDropout``/``FeatureAlphaDropout`` keep SELU's statistics."""
 
 from __future__ import annotations
 
@@ -35,3 +35,18 @@ class Dropout1d(Dropout):
 class Dropout2d(Dropout):
     def forward(self, input: Tensor) -> Tensor:
         return F.dropout2d(input, self.p, self.training, self.inplace)
+
+
+class Dropout3d(Dropout):
+    def forward(self, input: Tensor) -> Tensor:
+        return F.dropout3d(input, self.p, self.training, self.inplace)
+
+
+class AlphaDropout(Dropout):
+    def forward(self, input: Tensor) -> Tensor:
+        return F.alpha_dropout(input, self.p, self.training, self.inplace)
+
+
+class FeatureAlphaDropout(Dropout):
+    def forward(self, input: Tensor) -> Tensor:
+        return F.feature_alpha_dropout(input, self.p, self.training, self.inplace)

@@ -8,6 +8,7 @@ an optimizer already holds stay the ones the model uses.
 
 import collections
 import collections.abc
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
@@ -98,13 +99,45 @@ class Module:
             dispatch.module_call_observer(self)
         if not (self._forward_pre_hooks or self._forward_hooks):
             return self.forward(*args, **kwargs)
-        for hook in list(self._forward_pre_hooks.values()):
-            result = hook(self, args)
-            if result is not None:
-                args = result if isinstance(result, tuple) else (result,)
-        output = self.forward(*args, **kwargs)
-        for hook in list(self._forward_hooks.values()):
-            result = hook(self, args, output)
+        return self._call_with_hooks(args, kwargs)
+
+    def _call_with_hooks(self, args, kwargs):
+        flags = self.__dict__.get("_hook_flags", {})
+        for key, hook in list(self._forward_pre_hooks.items()):
+            if "with_kwargs" in flags.get(key, ()):
+                result = hook(self, args, kwargs)
+                if result is not None:
+                    if not (isinstance(result, tuple) and len(result) == 2):
+                        raise TypeError(
+                            f"forward pre-hook of {type(self).__name__} must return None or a tuple of "
+                            f"(new_args, new_kwargs), got {type(result).__name__}"
+                        )
+                    args, kwargs = result
+            else:
+                result = hook(self, args)
+                if result is not None:
+                    args = result if isinstance(result, tuple) else (result,)
+        try:
+            output = self.forward(*args, **kwargs)
+        except Exception:
+            # PyTorch's always_call: those forward hooks run even when forward raises (output None)
+            for key, hook in list(self._forward_hooks.items()):
+                if "always_call" in flags.get(key, ()):
+                    try:
+                        if "with_kwargs" in flags[key]:
+                            hook(self, args, kwargs, None)
+                        else:
+                            hook(self, args, None)
+                    except Exception as error:  # the forward's error is the one to raise
+                        warnings.warn(
+                            f"forward hook with always_call=True raised while handling an error: {error}", stacklevel=3
+                        )
+            raise
+        for key, hook in list(self._forward_hooks.items()):
+            if "with_kwargs" in flags.get(key, ()):
+                result = hook(self, args, kwargs, output)
+            else:
+                result = hook(self, args, output)
             if result is not None:
                 output = result
         return output
@@ -116,13 +149,28 @@ class Module:
             hooks.update(others)
         return handle
 
-    def register_forward_pre_hook(self, hook: Callable[..., Any], *, prepend: bool = False) -> RemovableHandle:
-        """``hook(module, args)`` runs before ``forward``; a non-None result replaces ``args``."""
-        return self._add_hook(self._forward_pre_hooks, hook, prepend)
+    def register_forward_pre_hook(
+        self, hook: Callable[..., Any], *, prepend: bool = False, with_kwargs: bool = False
+    ) -> RemovableHandle:
+        """``hook(module, args)`` runs before ``forward``; a non-None result replaces ``args``. With
+        ``with_kwargs``, ``hook(module, args, kwargs)`` may return new ``(args, kwargs)``."""
+        return self._flag_hook(self._add_hook(self._forward_pre_hooks, hook, prepend), with_kwargs=with_kwargs)
 
-    def register_forward_hook(self, hook: Callable[..., Any], *, prepend: bool = False) -> RemovableHandle:
-        """``hook(module, args, output)`` runs after ``forward``; a non-None result replaces the output."""
-        return self._add_hook(self._forward_hooks, hook, prepend)
+    def register_forward_hook(
+        self, hook: Callable[..., Any], *, prepend: bool = False, with_kwargs: bool = False, always_call: bool = False
+    ) -> RemovableHandle:
+        """``hook(module, args, output)`` (``hook(module, args, kwargs, output)`` with ``with_kwargs``)
+        runs after ``forward``; a non-None result replaces the output. ``always_call`` runs it (with
+        output None) when forward raises too."""
+        handle = self._add_hook(self._forward_hooks, hook, prepend)
+        return self._flag_hook(handle, with_kwargs=with_kwargs, always_call=always_call)
+
+    def _flag_hook(self, handle, **flags):
+        """Remember a hook's keyword options by its handle's id (kept only for hooks that have some)."""
+        chosen = frozenset(name for name, on in flags.items() if on)
+        if chosen:
+            self.__dict__.setdefault("_hook_flags", {})[handle.id] = chosen
+        return handle
 
     # ------------------------------------------------------------------ registration
     def _require_init(self, what):
@@ -248,8 +296,8 @@ class Module:
             sub = prefix + ("." if prefix else "") + name
             yield from module.named_modules(memo, sub, remove_duplicate)
 
-    def modules(self) -> Iterator["Module"]:
-        for _, module in self.named_modules():
+    def modules(self, remove_duplicate: bool = True) -> Iterator["Module"]:
+        for _, module in self.named_modules(remove_duplicate=remove_duplicate):
             yield module
 
     def named_children(self) -> Iterator[tuple[str, "Module"]]:
@@ -378,6 +426,10 @@ class Module:
 
     def bfloat16(self: ModuleT) -> ModuleT:
         return self._cast_floating(dt.bfloat16)
+
+    def type(self: ModuleT, dst_type: Any) -> ModuleT:
+        """Every parameter and buffer (integer ones included, as in PyTorch) converted to dst_type."""
+        return self._apply(lambda t: t.type(dst_type))
 
     # ------------------------------------------------------------------ state dicts
     def _state_entries(self, prefix=""):

@@ -1,5 +1,5 @@
-"""``LayerNorm`` and ``RMSNorm`` over the trailing ``normalized_shape`` dims; ``BatchNorm1d/2d``,
-``InstanceNorm1d/2d`` (per channel, with running statistics) and ``GroupNorm``."""
+"""``LayerNorm`` and ``RMSNorm`` over the trailing ``normalized_shape`` dims; ``BatchNorm1d/2d/3d``,
+``InstanceNorm1d/2d`` (per channel, with running statistics), ``GroupNorm`` and ``LocalResponseNorm``."""
 
 from __future__ import annotations
 
@@ -90,6 +90,26 @@ class RMSNorm(Module):
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
 
 
+def _register_affine(module, channels, affine, bias, device, dtype):
+    """The per-channel weight and bias (None where affine is off, and the bias where bias=False, as
+    PyTorch's ``bias`` keyword makes them)."""
+    if affine:
+        module.weight = Parameter(empty(channels, device=device, dtype=dtype))
+    else:
+        module.register_parameter("weight", None)
+    if affine and bias:
+        module.bias = Parameter(empty(channels, device=device, dtype=dtype))
+    else:
+        module.register_parameter("bias", None)
+
+
+def _reset_affine(module):
+    if module.weight is not None:
+        init.ones_(module.weight)
+    if module.bias is not None:
+        init.zeros_(module.bias)
+
+
 class _NormBase(Module):
     """Per-channel affine parameters and running statistics, with PyTorch's names (running_mean,
     running_var, num_batches_tracked), so state dicts load both ways."""
@@ -103,6 +123,8 @@ class _NormBase(Module):
         track_running_stats: bool = True,
         device: Device | str | None = None,
         dtype: DType | None = None,
+        *,
+        bias: bool = True,
     ) -> None:
         super().__init__()
         self.num_features = num_features
@@ -110,12 +132,7 @@ class _NormBase(Module):
         self.momentum = momentum
         self.affine = affine
         self.track_running_stats = track_running_stats
-        if affine:
-            self.weight = Parameter(empty(num_features, device=device, dtype=dtype))
-            self.bias = Parameter(empty(num_features, device=device, dtype=dtype))
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _register_affine(self, num_features, affine, bias, device, dtype)
         if track_running_stats:
             self.register_buffer("running_mean", zeros(num_features, device=device, dtype=dtype))
             self.register_buffer("running_var", ones(num_features, device=device, dtype=dtype))
@@ -134,9 +151,7 @@ class _NormBase(Module):
 
     def reset_parameters(self):
         self.reset_running_stats()
-        if self.affine:
-            init.ones_(self.weight)
-            init.zeros_(self.bias)
+        _reset_affine(self)
 
     def _check_input_dim(self, input):
         if input.ndim not in self._input_dims:
@@ -158,7 +173,7 @@ class _NormBase(Module):
     def extra_repr(self):
         return (
             f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
-            f"track_running_stats={self.track_running_stats}"
+            f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}"
         )
 
 
@@ -189,6 +204,10 @@ class BatchNorm2d(_BatchNorm):
     _input_dims = (4,)
 
 
+class BatchNorm3d(_BatchNorm):
+    _input_dims = (5,)
+
+
 class _InstanceNorm(_NormBase):
     def __init__(
         self,
@@ -199,8 +218,10 @@ class _InstanceNorm(_NormBase):
         track_running_stats: bool = False,
         device: Device | str | None = None,
         dtype: DType | None = None,
+        *,
+        bias: bool = True,
     ) -> None:
-        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
 
     def forward(self, input: Tensor) -> Tensor:
         self._check_input_dim(input)
@@ -243,6 +264,8 @@ class GroupNorm(Module):
         affine: bool = True,
         device: Device | str | None = None,
         dtype: DType | None = None,
+        *,
+        bias: bool = True,
     ) -> None:
         super().__init__()
         if num_channels % num_groups:
@@ -251,21 +274,35 @@ class GroupNorm(Module):
         self.num_channels = num_channels
         self.eps = eps
         self.affine = affine
-        if affine:
-            self.weight = Parameter(empty(num_channels, device=device, dtype=dtype))
-            self.bias = Parameter(empty(num_channels, device=device, dtype=dtype))
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _register_affine(self, num_channels, affine, bias, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self):
-        if self.affine:
-            init.ones_(self.weight)
-            init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input: Tensor) -> Tensor:
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self):
-        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+        return (
+            f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
+            f"bias={self.bias is not None}"
+        )
+
+
+class LocalResponseNorm(Module):
+    """Each value divided by (k + alpha * the mean of the squares over ``size`` neighbouring
+    channels) ** beta (AlexNet's normalisation)."""
+
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0) -> None:
+        super().__init__()
+        self.size = size
+        self.alpha = alpha
+        self.beta = beta
+        self.k = k
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self):
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"

@@ -8,7 +8,7 @@ from .. import functional as F
 from .module import Module
 
 if TYPE_CHECKING:
-    from ...types import Tensor
+    from ...types import Sequence, Tensor
 
 
 class _MaxPoolNd(Module):
@@ -170,3 +170,93 @@ class Upsample(Module):
     def extra_repr(self):
         what = f"size={self.size}" if self.size is not None else f"scale_factor={self.scale_factor}"
         return f"{what}, mode={self.mode!r}"
+
+
+# ------------------------------------------------------------------------------------------------
+# More of PyTorch's pooling and upsampling modules (issue 15)
+class AdaptiveMaxPool1d(_AdaptivePool):
+    def __init__(self, output_size: int, return_indices: bool = False) -> None:
+        super().__init__(output_size)
+        self.return_indices = return_indices
+
+    def forward(self, input: Tensor) -> Tensor | tuple[Tensor, Tensor]:
+        return F.adaptive_max_pool1d(input, self.output_size, self.return_indices)
+
+
+class UpsamplingNearest2d(Upsample):
+    def __init__(
+        self, size: int | tuple[int, ...] | None = None, scale_factor: float | tuple[float, ...] | None = None
+    ) -> None:
+        super().__init__(size, scale_factor, mode="nearest")
+
+
+class UpsamplingBilinear2d(Upsample):
+    """Bilinear upsampling with align_corners=True, as PyTorch's."""
+
+    def __init__(
+        self, size: int | tuple[int, ...] | None = None, scale_factor: float | tuple[float, ...] | None = None
+    ) -> None:
+        super().__init__(size, scale_factor, mode="bilinear", align_corners=True)
+
+
+class _LPPoolNd(Module):
+    def __init__(
+        self,
+        norm_type: float,
+        kernel_size: int | tuple[int, ...],
+        stride: int | tuple[int, ...] | None = None,
+        ceil_mode: bool = False,
+    ) -> None:
+        super().__init__()
+        self.norm_type = norm_type
+        self.kernel_size = kernel_size
+        self.stride = stride
+        self.ceil_mode = ceil_mode
+
+    def extra_repr(self):
+        return (
+            f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, stride={self.stride}, "
+            f"ceil_mode={self.ceil_mode}"
+        )
+
+
+class LPPool1d(_LPPoolNd):
+    def forward(self, input: Tensor) -> Tensor:
+        return F.lp_pool1d(input, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
+
+
+class LPPool2d(_LPPoolNd):
+    def forward(self, input: Tensor) -> Tensor:
+        return F.lp_pool2d(input, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
+
+
+class _MaxUnpoolNd(Module):
+    _spatial = 2
+
+    def __init__(
+        self,
+        kernel_size: int | tuple[int, ...],
+        stride: int | tuple[int, ...] | None = None,
+        padding: int | tuple[int, ...] = 0,
+    ) -> None:
+        super().__init__()
+        n = self._spatial
+        self.kernel_size = (kernel_size,) * n if isinstance(kernel_size, int) else tuple(kernel_size)
+        stride = kernel_size if stride is None else stride
+        self.stride = (stride,) * n if isinstance(stride, int) else tuple(stride)
+        self.padding = (padding,) * n if isinstance(padding, int) else tuple(padding)
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class MaxUnpool1d(_MaxUnpoolNd):
+    _spatial = 1
+
+    def forward(self, input: Tensor, indices: Tensor, output_size: Sequence[int] | None = None) -> Tensor:
+        return F.max_unpool1d(input, indices, self.kernel_size, self.stride, self.padding, output_size)
+
+
+class MaxUnpool2d(_MaxUnpoolNd):
+    def forward(self, input: Tensor, indices: Tensor, output_size: Sequence[int] | None = None) -> Tensor:
+        return F.max_unpool2d(input, indices, self.kernel_size, self.stride, self.padding, output_size)

@@ -1,4 +1,5 @@
-"""``Embedding``: a lookup table of ``num_embeddings`` vectors of size ``embedding_dim``."""
+"""``Embedding``: a lookup table of ``num_embeddings`` vectors of size ``embedding_dim``;
+``EmbeddingBag``: their sums, means or maxima per bag of indices."""
 
 from __future__ import annotations
 
@@ -106,3 +107,90 @@ class Embedding(Module):
         return cls(
             rows, cols, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse, _weight=embeddings, _freeze=freeze
         )
+
+
+class EmbeddingBag(Embedding):
+    """Embedding rows reduced per bag (sum, mean or max): bags given by offsets into a 1-d input, or
+    one per row of a 2-d input; PyTorch's parameter name (``weight``) and N(0, 1) initialisation."""
+
+    def __init__(
+        self,
+        num_embeddings: int,
+        embedding_dim: int,
+        max_norm: float | None = None,
+        norm_type: float = 2.0,
+        scale_grad_by_freq: bool = False,
+        mode: str = "mean",
+        sparse: bool = False,
+        _weight: Tensor | None = None,
+        include_last_offset: bool = False,
+        padding_idx: int | None = None,
+        device: Device | str | None = None,
+        dtype: DType | None = None,
+    ) -> None:
+        if mode not in ("sum", "mean", "max"):
+            raise ValueError(f"EmbeddingBag: mode must be 'sum', 'mean' or 'max', got {mode!r}")
+        super().__init__(
+            num_embeddings,
+            embedding_dim,
+            padding_idx,
+            max_norm,
+            norm_type,
+            scale_grad_by_freq,
+            sparse,
+            _weight,
+            device=device,
+            dtype=dtype,
+        )
+        self.mode = mode
+        self.include_last_offset = include_last_offset
+
+    def forward(self, input: Tensor, offsets: Tensor | None = None, per_sample_weights: Tensor | None = None) -> Tensor:
+        return F.embedding_bag(
+            input,
+            self.weight,
+            offsets,
+            self.max_norm,
+            self.norm_type,
+            self.scale_grad_by_freq,
+            self.mode,
+            self.sparse,
+            per_sample_weights,
+            self.include_last_offset,
+            self.padding_idx,
+        )
+
+    def extra_repr(self):
+        return super().extra_repr() + f", mode={self.mode!r}"
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        embeddings,
+        freeze=True,
+        max_norm=None,
+        norm_type=2.0,
+        scale_grad_by_freq=False,
+        mode="mean",
+        sparse=False,
+        include_last_offset=False,
+        padding_idx=None,
+    ):
+        if embeddings.dim() != 2:
+            raise ShapeError(
+                "EmbeddingBag.from_pretrained: embeddings must be 2-dimensional, got shape "
+                f"{fmt_shape(embeddings.shape)}"
+            )
+        bag = cls(
+            *embeddings.shape,
+            max_norm,
+            norm_type,
+            scale_grad_by_freq,
+            mode,
+            sparse,
+            embeddings,
+            include_last_offset,
+            padding_idx,
+        )
+        bag.weight.requires_grad_(not freeze)
+        return bag

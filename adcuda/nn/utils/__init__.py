@@ -1,5 +1,16 @@
-"""``adcuda.nn.utils``: training helpers that act on parameters' gradients."""
+"""``adcuda.nn.utils``: training helpers that act on parameters and their gradients; ``rnn.pad_sequence``."""
 
+from . import rnn
 from .clip_grad import NonFiniteNormError, clip_grad_norm_, clip_grad_value_, clip_grads_with_norm_, get_total_norm
+from .convert_parameters import parameters_to_vector, vector_to_parameters
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_", "clip_grads_with_norm_", "get_total_norm", "NonFiniteNormError"]
+__all__ = [
+    "parameters_to_vector",
+    "vector_to_parameters",
+    "rnn",
+    "clip_grad_norm_",
+    "clip_grad_value_",
+    "clip_grads_with_norm_",
+    "get_total_norm",
+    "NonFiniteNormError",
+]

@@ -7,7 +7,14 @@ from .dataloader import DataLoader
 from .dataset import ChainDataset, ConcatDataset, Dataset, IterableDataset, Subset, TensorDataset, random_split
 from .distributed import DistributedSampler
 from .prefetch import DevicePrefetcher
-from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler, SubsetRandomSampler
+from .sampler import (
+    BatchSampler,
+    RandomSampler,
+    Sampler,
+    SequentialSampler,
+    SubsetRandomSampler,
+    WeightedRandomSampler,
+)
 
 __all__ = [
     "BatchSampler",
@@ -24,6 +31,7 @@ __all__ = [
     "Subset",
     "SubsetRandomSampler",
     "TensorDataset",
+    "WeightedRandomSampler",
     "WorkerInfo",
     "default_collate",
     "default_convert",

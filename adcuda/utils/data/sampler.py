@@ -6,13 +6,22 @@ import numbers
 from collections.abc import Sized
 from typing import TYPE_CHECKING
 
+from ... import dtypes as adcuda_dtypes
 from ... import random as adcuda_random
-from ...factories import randint, randperm
+from ...factories import as_tensor, randint, randperm
+from ...ops.random import multinomial
 
 if TYPE_CHECKING:
     from ...types import Generator, Iterable, Sequence
 
-__all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "BatchSampler"]
+__all__ = [
+    "Sampler",
+    "SequentialSampler",
+    "RandomSampler",
+    "SubsetRandomSampler",
+    "WeightedRandomSampler",
+    "BatchSampler",
+]
 
 
 class Sampler:
@@ -134,3 +143,38 @@ class BatchSampler(Sampler):
         if self.drop_last:
             return len(self.sampler) // self.batch_size
         return (len(self.sampler) + self.batch_size - 1) // self.batch_size
+
+
+class WeightedRandomSampler(Sampler):
+    """``num_samples`` indices drawn with probabilities proportional to ``weights`` (with or without
+    replacement), from adcuda's generator."""
+
+    def __init__(
+        self,
+        weights: Sequence[float],
+        num_samples: int,
+        replacement: bool = True,
+        generator: Generator | None = None,
+    ) -> None:
+        if not isinstance(num_samples, numbers.Integral) or isinstance(num_samples, bool) or num_samples <= 0:
+            raise ValueError(
+                f"WeightedRandomSampler: num_samples should be a positive integer value, got {num_samples!r}"
+            )
+        if not isinstance(replacement, bool):
+            raise ValueError(f"WeightedRandomSampler: replacement should be a boolean value, got {replacement!r}")
+        weights = as_tensor(weights, dtype=adcuda_dtypes.float64)
+        if weights.ndim != 1:
+            raise ValueError(
+                f"WeightedRandomSampler: weights should be a 1-d sequence, got shape {tuple(weights.shape)}"
+            )
+        self.weights = weights
+        self.num_samples = int(num_samples)
+        self.replacement = replacement
+        self.generator = generator
+
+    def __iter__(self):
+        drawn = multinomial(self.weights, self.num_samples, self.replacement, generator=self.generator)
+        yield from drawn.tolist()
+
+    def __len__(self):
+        return self.num_samples

@@ -1,0 +1,65 @@
+"""``Adamax``: Adam with the infinity norm of past gradients in place of their second moment."""
+
+from collections.abc import Callable
+from typing import Any
+
+from ..autograd.grad_mode import no_grad
+from ..ops.elementwise import maximum
+from ._adam_family import first_moments, validate_adam_group
+from .optimizer import Optimizer, ParamsT
+
+
+class Adamax(Optimizer):
+    """PyTorch's Adamax: ``m = lerp(m, g, 1 - beta1)``, ``u = max(beta2 * u, |g| + eps)``,
+    ``p -= lr / (1 - beta1**t) * m / u``. ``foreach``, ``capturable`` and ``differentiable`` are
+    accepted for compatibility; the step runs public in-place ops per parameter."""
+
+    def __init__(
+        self,
+        params: ParamsT,
+        lr: float = 2e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0,
+        foreach: bool | None = None,
+        *,
+        maximize: bool = False,
+        differentiable: bool = False,
+        capturable: bool = False,
+    ) -> None:
+        defaults = dict(
+            lr=lr,
+            betas=betas,
+            eps=eps,
+            weight_decay=weight_decay,
+            foreach=foreach,
+            maximize=maximize,
+            differentiable=differentiable,
+            capturable=capturable,
+        )
+        super().__init__(params, defaults)
+
+    def _validate_group(self, group):
+        validate_adam_group("Adamax", group)
+
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        loss = self._run_closure(closure)
+        with no_grad():
+            for group in self.param_groups:
+                self._step_group(group)
+        return loss
+
+    def _step_group(self, group):
+        lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"]
+        beta1, beta2 = group["betas"]
+        for p in self._params_with_grad(group):
+            state = first_moments(self.state[p], p, "exp_inf")
+            state["step"].add_(1)
+            grad = -p.grad if group["maximize"] else p.grad
+            if weight_decay != 0:
+                grad = grad.add(p.detach(), alpha=weight_decay)
+            state["exp_avg"].lerp_(grad, 1 - beta1)
+            exp_inf = state["exp_inf"]
+            exp_inf.copy_(maximum(exp_inf.mul_(beta2), grad.abs().add_(eps)))
+            clr = lr / (1 - beta1 ** state["step"].item())
+            p.addcdiv_(state["exp_avg"], exp_inf, value=-clr)

@@ -1,0 +1,80 @@
+"""``RAdam``: Adam whose adaptive step is rectified while the second moment's variance is unreliable."""
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from ..autograd.grad_mode import no_grad
+from ._adam_family import first_moments, validate_adam_group
+from .optimizer import Optimizer, ParamsT
+
+
+class RAdam(Optimizer):
+    """PyTorch's RAdam: an SGD-with-momentum step (bias corrected) while the approximated SMA length
+    ``rho_t`` is at most 5, then the rectified adaptive step; ``decoupled_weight_decay=True`` is
+    RAdamW's. ``foreach``, ``capturable`` and ``differentiable`` are accepted for compatibility; the step
+    runs public in-place ops per parameter."""
+
+    def __init__(
+        self,
+        params: ParamsT,
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0,
+        decoupled_weight_decay: bool = False,
+        *,
+        foreach: bool | None = None,
+        maximize: bool = False,
+        capturable: bool = False,
+        differentiable: bool = False,
+    ) -> None:
+        defaults = dict(
+            lr=lr,
+            betas=betas,
+            eps=eps,
+            weight_decay=weight_decay,
+            decoupled_weight_decay=decoupled_weight_decay,
+            foreach=foreach,
+            maximize=maximize,
+            capturable=capturable,
+            differentiable=differentiable,
+        )
+        super().__init__(params, defaults)
+
+    def _validate_group(self, group):
+        validate_adam_group("RAdam", group)
+
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        loss = self._run_closure(closure)
+        with no_grad():
+            for group in self.param_groups:
+                self._step_group(group)
+        return loss
+
+    def _step_group(self, group):
+        lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"]
+        beta1, beta2 = group["betas"]
+        rho_inf = 2 / (1 - beta2) - 1
+        for p in self._params_with_grad(group):
+            state = first_moments(self.state[p], p, "exp_avg_sq")
+            state["step"].add_(1)
+            step = state["step"].item()
+            grad = -p.grad if group["maximize"] else p.grad
+            if weight_decay != 0:
+                if group["decoupled_weight_decay"]:
+                    p.mul_(1 - lr * weight_decay)
+                else:
+                    grad = grad.add(p.detach(), alpha=weight_decay)
+            state["exp_avg"].lerp_(grad, 1 - beta1)
+            state["exp_avg_sq"].mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+            bias_correction1 = 1 - beta1**step
+            bias_correction2 = 1 - beta2**step
+            corrected = state["exp_avg"] / bias_correction1
+            rho_t = rho_inf - 2 * step * (beta2**step) / bias_correction2
+            if rho_t > 5.0:
+                rect = math.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
+                adaptive = (bias_correction2**0.5) / state["exp_avg_sq"].sqrt().add_(eps)
+                p.add_(corrected * lr * adaptive * rect, alpha=-1.0)
+            else:
+                p.add_(corrected * lr, alpha=-1.0)
