@@ -43,11 +43,20 @@ def mm_nd(input: Tensor, other: Tensor) -> Tensor:
     },
 )
 def mv(input: Tensor, vec: Tensor) -> Tensor:
-    if input.__class__ is not Tensor or vec.__class__ is not Tensor or input.ndim != 2 or vec.ndim != 1:
+    # (one test for the common case, on the arrays: matmul's fast path calls this for every matrix @
+    # vector, and Tensor.shape builds a new tuple per read)
+    if (
+        input.__class__ is not Tensor
+        or vec.__class__ is not Tensor
+        or input._data.ndim != 2
+        or vec._data.ndim != 1
+        or input._data.shape[1] != vec._data.shape[0]
+        or input._device is not vec._device
+    ):
         _check_mv_operands(input, vec)
-    if input.shape[1] != vec.shape[0]:
-        raise ShapeError(f"mv: input {fmt_shape(input.shape)} and vec {fmt_shape(vec.shape)} cannot be multiplied")
-    check_same_device("mv", input, vec)
+        if input.shape[1] != vec.shape[0]:
+            raise ShapeError(f"mv: input {fmt_shape(input.shape)} and vec {fmt_shape(vec.shape)} cannot be multiplied")
+        check_same_device("mv", input, vec)
     return wrap(primitives(input).matmul(input._data, vec._data), input._device)
 
 
