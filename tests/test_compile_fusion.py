@@ -277,7 +277,10 @@ def test_a_copy_into_its_own_dtype_is_no_copy_and_a_zero_fill_is_a_buffer():
     w = adcuda.randn(4, 6, requires_grad=True)
 
     def step(x):
-        (x @ w)[:, 1:4].sum().backward()  # the slice's backward: zeros, a same-dtype copy, a scatter
+        # an out-of-place write into the product, which nothing reads after it: a same-dtype copy, and a
+        # scatter; the slice's backward: zeros and a scatter
+        y = (x @ w).index_put((adcuda.tensor([0, 2]),), adcuda.tensor(0.5))
+        y[:, 1:4].sum().backward()
         return w.grad * 1.0
 
     x = adcuda.randn(3, 4)
@@ -371,8 +374,10 @@ PROTOCOL = "replayed by its _step_with_scratch"
 def test_optimizer_steps_replayed_with_the_programs_scratch_match_eager(name):
     program = _train(OPTIMIZERS[name])
     assert PROTOCOL in str(program)
-    # the step's primitive took its temporaries from the program's scratch arrays
-    assert {(13, 7), (13,), (3, 13), (3,)} <= {shape for shape, _, _ in program.scratch.arrays}
+    # the step's primitive took its temporaries from the program's scratch arrays: one per tensor shape,
+    # or (Adam, which updates a group's tensors gathered) of them all
+    shapes = {shape for shape, _, _ in program.scratch.arrays}
+    assert {(13, 7), (13,), (3, 13), (3,)} <= shapes or (13 * 7 + 13 + 3 * 13 + 3,) in shapes
 
 
 def test_float64_parameters_and_a_learning_rate_changed_between_steps():
@@ -574,11 +579,17 @@ def test_compiled_backwards_read_what_their_forwards_kept():
         return z.detach() * 1.0
 
     x = adcuda.randn(2, 5, 8)
-    text = str(_compiled_against_eager(f, x))
+    program = _compiled_against_eager(f, x)
+    text = str(program)
     for keyword in ("probs", "xhat", "inner"):
         assert f"{keyword} kept in place" in text and f"{keyword} read in place" in text
     # q, k and v are permuted views of one product: attention reads them, not copies of them
-    assert text.count("no copy: attention reads the view") >= 6
+    steps = program.trace.steps
+    attention = [s for s in steps if getattr(s, "name", "") in ("attention", "attention_backward")]
+    assert len(attention) == 2
+    for step in attention:
+        makers = {steps[program.trace.producer[a.n]].name for a in step.args[:4] if hasattr(a, "n")}
+        assert makers and "contiguous" not in makers, makers
     # and the gradients they made are eager's, bit for bit
     compiled = adcuda.compile(f, fullgraph=True)
     grads = []
@@ -595,14 +606,14 @@ def test_a_copy_that_something_else_reads_too_is_made():
 
     def f(x):
         q, k, v = qkv(x).reshape(2, 5, 3, 2, 4).permute(2, 0, 3, 1, 4).unbind(0)
-        q = q.contiguous()
+        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True) + q.exp()  # the copy of q read twice
         (y * y).sum().backward()
         return y.detach() * 1.0
 
     text = str(_compiled_against_eager(f, adcuda.randn(2, 5, 8)))
     copies = [line for line in text.splitlines() if " = contiguous(" in line]
-    assert sum("attention reads the view" in line for line in copies) == 4  # k and v, forward and backward
+    assert sum("attention reads the view" in line for line in copies) == 2  # k's and v's, only attention reads
     assert any("attention reads the view" not in line and "buffer" in line for line in copies)  # q's copy
 
 

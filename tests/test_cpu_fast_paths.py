@@ -75,3 +75,92 @@ def test_heap_tuning_can_be_turned_off():
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(
+    "decoupled, weight_decay, amsgrad", [(True, 0.01, False), (False, 0.1, True), (False, 0.0, False)]
+)
+def test_adam_over_many_tensors_matches_one_tensor_at_a_time(dtype, decoupled, weight_decay, amsgrad):
+    """A call with many tensors of one float dtype updates the small ones gathered into flat arrays and
+    the big ones in place: bit for bit what calls with one tensor each (the per-tensor path) give."""
+    rng = np.random.default_rng(0)
+    shapes = [(5, 3), (7,), (), (65, 64), (1, 4, 2), (0,), (3,)]
+
+    def state():
+        return [[np.array(rng.standard_normal(s), dtype) for s in shapes] for _ in range(5)]
+
+    params, grads, exp_avgs, exp_avg_sqs, maxes = state()
+    abs_state = [[np.array(np.abs(a)) for a in arrays] for arrays in (exp_avg_sqs, maxes)]
+    together = [[a.copy() for a in arrays] for arrays in (params, grads, exp_avgs, *abs_state)]
+    apart = [[a.copy() for a in arrays] for arrays in (params, grads, exp_avgs, *abs_state)]
+    for step in (1, 2, 3):
+        p, g, m, v, vmax = together
+        cpu.adam_step_(
+            p, g, m, v, step, 1e-2, 0.9, 0.99, 1e-8, weight_decay, decoupled, None, vmax if amsgrad else None
+        )
+        for i in range(len(shapes)):
+            p, g, m, v, vmax = ([arrays[i]] for arrays in apart)
+            cpu.adam_step_(
+                p, g, m, v, step, 1e-2, 0.9, 0.99, 1e-8, weight_decay, decoupled, None, vmax if amsgrad else None
+            )
+    for got, want in zip(together, apart):
+        for a, b in zip(got, want):
+            assert a.tobytes() == b.tobytes()
+    assert not np.array_equal(together[0][0], params[0])  # the parameters moved
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # log(0) of the fully masked row, NumPy called directly
+@pytest.mark.parametrize("spread", [1.0, 40.0], ids=["unshifted", "shifted by the row maximum"])
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_attention_in_and_out_of_the_unshifted_score_range(spread, is_causal):
+    """Scores within +-60 take exp(s) unshifted, others the shift by their row's maximum: both give the
+    softmax (a fully masked row gives zeros), and the backward recomputes the forward's probabilities
+    bit for bit (the same as when the forward keeps them for it)."""
+    rng = np.random.default_rng(3)
+    q, k, v = ((rng.standard_normal((2, 3, 5, 4)) * np.sqrt(spread)).astype(np.float32) for _ in range(3))
+    mask = np.ones((5, 5), bool)
+    mask[2] = False  # a row that sees no key
+    out, lse = cpu.attention(q, k, v, mask, is_causal, 0.5)
+    scores = (q.astype(np.float64) @ np.swapaxes(k, -1, -2).astype(np.float64)) * 0.5
+    allowed = mask & np.tril(np.ones((5, 5), bool)) if is_causal else mask
+    unshifted = np.abs(scores).max() <= 60
+    assert unshifted == (spread == 1.0)
+    scores = np.where(allowed, scores, -np.inf)
+    top = np.max(scores, -1, keepdims=True)
+    e = np.exp(scores - np.where(np.isfinite(top), top, 0))
+    sums = e.sum(-1, keepdims=True)
+    probs = np.divide(e, sums, out=np.zeros_like(e), where=sums > 0)
+    np.testing.assert_allclose(out, probs @ v.astype(np.float64), rtol=2e-5, atol=2e-5)
+    assert np.all(out[:, :, 2] == 0) and np.all(np.isneginf(lse[:, :, 2]))
+    g = rng.standard_normal(out.shape).astype(np.float32)
+    recomputed = cpu.attention_backward(g, q, k, v, out, lse, mask, is_causal, 0.5)
+    kept = np.empty(scores.shape, np.float32)
+    out_kept, lse_kept = cpu.attention(q, k, v, mask, is_causal, 0.5, probs=kept)
+    assert out_kept.tobytes() == out.tobytes() and lse_kept.tobytes() == lse.tobytes()
+    given = cpu.attention_backward(g, q, k, v, out, lse, mask, is_causal, 0.5, probs=kept)
+    for a, b in zip(recomputed, given):
+        assert a.tobytes() == b.tobytes()
+
+
+@pytest.mark.parametrize("spread", [1.0, 40.0], ids=["unshifted", "shifted by the row maximum"])
+def test_attention_with_a_mask_that_broadcasts_the_scores(spread):
+    """A bool mask with more batch dims than q, k and v broadcasts the output; both score paths mask
+    the same keys, and the backward recomputes the forward's probabilities."""
+    rng = np.random.default_rng(4)
+    q, k, v = ((rng.standard_normal((3, 5, 4)) * np.sqrt(spread)).astype(np.float32) for _ in range(3))
+    mask = rng.uniform(size=(2, 3, 5, 5)) < 0.7
+    mask[..., 0] = True  # every row sees a key
+    out, lse = cpu.attention(q, k, v, mask, True, 0.5)
+    assert out.shape == (2, 3, 5, 4)
+    scores = (q.astype(np.float64) @ np.swapaxes(k, -1, -2)) * 0.5
+    scores = np.where(mask & np.tril(np.ones((5, 5), bool)), scores, -np.inf)
+    e = np.exp(scores - scores.max(-1, keepdims=True))
+    np.testing.assert_allclose(out, (e / e.sum(-1, keepdims=True)) @ v, rtol=2e-5, atol=2e-5)
+    g = rng.standard_normal(out.shape).astype(np.float32)
+    kept = np.empty((2, 3, 5, 5), np.float32)
+    cpu.attention(q, k, v, mask, True, 0.5, probs=kept)
+    recomputed = cpu.attention_backward(g, q, k, v, out, lse, mask, True, 0.5)
+    given = cpu.attention_backward(g, q, k, v, out, lse, mask, True, 0.5, probs=kept)
+    for a, b in zip(recomputed, given):
+        assert a.tobytes() == b.tobytes()

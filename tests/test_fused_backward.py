@@ -155,6 +155,46 @@ def rms_norm_samples():
     ]
 
 
+def linear_samples():
+    x, w, b = rng(37).standard_normal((2, 3, 4)), rng(38).standard_normal((5, 4)), rng(39).standard_normal(5)
+    return [
+        (lambda x, w, b: entry("linear_2d")(x, w, b), [leaf(x), leaf(w), leaf(b)]),
+        (lambda x, w: entry("linear_2d")(x, w), [leaf(x[0]), leaf(w)]),
+        (lambda w, b: entry("linear_2d")(adcuda.tensor(x).transpose(0, 1), w, b), [leaf(w), leaf(b)]),
+    ]
+
+
+def slice_samples():
+    x = rng(40).standard_normal((4, 6, 5))
+    return [
+        (lambda x: entry("slice_key")(x, (slice(None), slice(2, 5))), [leaf(x)]),
+        (lambda x: entry("slice_key")(x, (1, Ellipsis, slice(None, None, 2))), [leaf(x)]),
+        (lambda x: x.split(2, dim=-1)[1], [leaf(x)]),
+    ]
+
+
+def view_samples(name):
+    def samples():
+        x = rng(41).standard_normal((4, 6, 5))
+        return [
+            (lambda x: entry(name)(x, 6, 20), [leaf(x)]),
+            (lambda x: entry(name)(x, -1), [leaf(x)]),
+            # a gradient whose strides allow no view (it comes through a transpose): a copy
+            (lambda x: entry(name)(x, 24, 5).mT, [leaf(x)]),
+        ]
+
+    return samples
+
+
+def permute_samples():
+    x = rng(42).standard_normal((4, 6, 5))
+    return [
+        (lambda x: entry("permute")(x, 2, 0, 1), [leaf(x)]),
+        (lambda x: entry("permute")(x, (-1, 1, 0)), [leaf(x)]),
+        (lambda x: entry("permute")(x), [leaf(2.5)]),
+    ]
+
+
 def group_norm_samples():
     x = rng(34).standard_normal((3, 6, 2, 3)) * 2 - 1
     w, b = rng(35).standard_normal(6), rng(36).standard_normal(6)
@@ -184,14 +224,29 @@ SAMPLES = {
     "native_batch_norm": batch_norm_samples,
     "native_rms_norm": rms_norm_samples,
     "native_group_norm": group_norm_samples,
+    "linear_2d": linear_samples,
+    "slice_key": slice_samples,
+    "view": view_samples("view"),
+    "reshape": view_samples("reshape"),
+    "permute": permute_samples,
 }
+
+# ops whose fused formulas call primitives (products, sums, writes into zeros, views) with no op around
+# them, rather than a backward primitive
+DIRECT = {"linear_2d", "slice_key", "view", "reshape", "permute"}
 
 
 class PrimitiveLog:
-    """A dispatch hook that notes the name of every primitive the ops and autograd call."""
+    """A dispatch hook that notes the name of every primitive the ops and autograd call, and of every
+    op called (``ops``)."""
 
     def __init__(self):
         self.names = []
+        self.ops = []
+
+    def around_op(self, name, op, call, args, kwargs):
+        self.ops.append(name)
+        return call(*args, **kwargs)
 
     def wrap_backend(self, backend):
         log = self
@@ -225,7 +280,7 @@ def both_backwards(call, inputs):
         fused = adcuda.autograd.grad(out, inputs, g, retain_graph=True)
     with PrimitiveLog() as composite_log:
         composite = adcuda.autograd.grad(out, inputs, g, create_graph=True)
-    return fused, composite, fused_log.names, composite_log.names
+    return fused, composite, fused_log, composite_log
 
 
 def test_every_op_with_a_fused_backward_has_samples():
@@ -240,9 +295,14 @@ TINY = np.finfo(np.float64).tiny
 def test_fused_and_composite_backward_agree(name):
     elementwise = registry.get(name).family == "elementwise"
     for call, inputs in SAMPLES[name]():
-        fused, composite, fused_prims, composite_prims = both_backwards(call, inputs)
-        # each path ran: the fused one through a fused backward primitive, the composite one without
-        assert any(p.endswith("_backward") for p in fused_prims), fused_prims
+        fused, composite, fused_log, composite_log = both_backwards(call, inputs)
+        fused_prims, composite_prims = fused_log.names, composite_log.names
+        # each path ran: the fused one through a fused backward primitive (for DIRECT ops, through
+        # primitives alone, with no op call), the composite one without
+        if name in DIRECT:
+            assert not fused_log.ops and composite_log.ops, (fused_log.ops, composite_log.ops)
+        else:
+            assert any(p.endswith("_backward") for p in fused_prims), fused_prims
         assert not any(p.endswith("_backward") for p in composite_prims), composite_prims
         for f, c in zip(fused, composite):
             f, c = f.detach().numpy(), c.detach().numpy()

@@ -94,6 +94,21 @@ def _add_into(grad, g):
     version_counter(grad).value += 1
 
 
+def _sum(a, b):
+    """Two gradients for one output, added: by the primitive where nothing is recorded and they have
+    one shape and dtype (the usual case: a residual connection, the pieces of a split), else by the op."""
+    if (
+        not grad_state.enabled
+        and a.__class__ is Tensor
+        and b.__class__ is Tensor
+        and a.dtype is b.dtype
+        and a._device is b._device
+        and a._data.shape == b._data.shape
+    ):
+        return Tensor._make(primitives(a).binary("add", a._data, b._data, a.dtype), a._device)
+    return a + b
+
+
 def _check_anomaly(node, results):
     for i, g in enumerate(results):
         if isinstance(g, Tensor) and g.dtype.is_floating_point and not _all_finite(g):
@@ -147,6 +162,11 @@ def _accumulate_into_leaf(node, grads, create_graph):
     if create_graph:
         # the sum keeps the graph; a fresh tensor either way, so leaves never share a .grad
         leaf.grad = (g if exclusive else g.clone()) if leaf.grad is None else leaf.grad + g
+    elif exclusive and g._grad_fn is None and not g._requires_grad:
+        # (made outside any graph, and nothing else refers to it: the gradient itself, its array made
+        # contiguous, without the detach and contiguous calls below)
+        data = primitives(g).contiguous(g._data)
+        leaf.grad = g if data is g._data else Tensor._make(data, g._device)
     else:
         leaf.grad = g.detach().contiguous() if exclusive else g.detach().clone()
 
@@ -283,11 +303,12 @@ def run_backward(roots, root_grads, retain_graph, create_graph, capture=None, al
                             buf[edge[1]] = g
                     else:
                         nr = edge[1]
-                        buf[nr] = g if buf[nr] is None else buf[nr] + g
+                        buf[nr] = g if buf[nr] is None else _sum(buf[nr], g)
                 if remaining == 1:
                     ready.append(child)
                 deps[child] = remaining - 1
-            results = None
+            # (the loop's last gradient too: the node queued last runs next, and may be the leaf it is for)
+            results = g = None
     finally:
         grad_state.enabled = prev_mode
 

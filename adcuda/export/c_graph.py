@@ -23,9 +23,9 @@ import numpy as np
 from .. import dtypes as dt
 from .trace import ExportError, Ref
 
-# unary primitives and their C expression over ``v`` (a float): libm's float functions, and the CPU
-# backend's rational erf (c_code.py's ``erf_rational``: branch-free, so the loops vectorize; libm's erff
-# is a call per element and would take most of a GELU MLP's time)
+# unary primitives and their C expression over ``v`` (a float): libm's float functions, and a rational
+# erf within rounding of the CPU backend's (c_code.py's ``erf_rational``: branch-free, so the loops
+# vectorize; libm's erff is a call per element and would take most of a GELU MLP's time)
 UNARY_C = {
     "neg": "-v",
     "abs": "fabsf(v)",

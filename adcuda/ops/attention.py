@@ -157,11 +157,13 @@ def _attention_grads(grad, query, key, value, attn_mask, is_causal, scale, dropo
 def _attention_fused_grads(grad, query, key, value, attn_mask, is_causal, scale, dropout_p, seed, offset, result, lse):
     return tuple(
         wrap(d, grad._device)
+        # (the arrays as they are laid out: both backends take any strides, the CUDA one copying where
+        # its kernels need rows in place)
         for d in primitives(grad).attention_backward(
-            dense(grad),
-            dense(query),
-            dense(key),
-            dense(value),
+            grad._data,
+            query._data,
+            key._data,
+            value._data,
             result._data,
             lse._data,
             None if attn_mask is None else attn_mask._data,
@@ -195,10 +197,11 @@ def attention_fused(
     seed: int,
     offset: int,
 ) -> tuple[Tensor, Tensor]:
+    # (q, k and v as they are laid out, the heads of one projection: both backends take any strides)
     out, lse = primitives(query).attention(
-        dense(query),
-        dense(key),
-        dense(value),
+        query._data,
+        key._data,
+        value._data,
         None if attn_mask is None else dense(attn_mask),
         is_causal,
         scale,

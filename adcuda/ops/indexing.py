@@ -101,6 +101,16 @@ def _scatter_back(g, shape, bkey, accumulate):
     return index_put_key(filled(shape, 0, g.dtype, g._device), bkey, g, accumulate)
 
 
+def _slice_fused_grad(grad, input_shape, bkey):
+    """``_scatter_back`` for plain backward, with the primitives alone: the zeros written in place, not
+    copied by an out-of-place index_put (the gradient of every piece of a split, at the size of the
+    whole)."""
+    bk = primitives(grad)
+    data = bk.full(tuple(input_shape), 0, grad.dtype)
+    bk.index_put_(data, bkey, grad._data, False)
+    return wrap(data, grad._device)
+
+
 # ------------------------------------------------------------------------------------------------
 # reading: t[key]
 @op(
@@ -111,6 +121,7 @@ def _scatter_back(g, shape, bkey, accumulate):
     method=False,
     node="SliceBackward0",
     grads={"input": lambda grad, input_shape, bkey: _scatter_back(grad, input_shape, bkey, False)},
+    fused={"input": _slice_fused_grad},
 )
 def slice_key(input: Tensor, bkey: tuple, key: Any = None) -> Tensor:
     try:

@@ -43,11 +43,20 @@ def mm_nd(input: Tensor, other: Tensor) -> Tensor:
     },
 )
 def mv(input: Tensor, vec: Tensor) -> Tensor:
-    if input.__class__ is not Tensor or vec.__class__ is not Tensor or input.ndim != 2 or vec.ndim != 1:
+    # (one test for the common case, on the arrays: matmul's fast path calls this for every matrix @
+    # vector, and Tensor.shape builds a new tuple per read)
+    if (
+        input.__class__ is not Tensor
+        or vec.__class__ is not Tensor
+        or input._data.ndim != 2
+        or vec._data.ndim != 1
+        or input._data.shape[1] != vec._data.shape[0]
+        or input._device is not vec._device
+    ):
         _check_mv_operands(input, vec)
-    if input.shape[1] != vec.shape[0]:
-        raise ShapeError(f"mv: input {fmt_shape(input.shape)} and vec {fmt_shape(vec.shape)} cannot be multiplied")
-    check_same_device("mv", input, vec)
+        if input.shape[1] != vec.shape[0]:
+            raise ShapeError(f"mv: input {fmt_shape(input.shape)} and vec {fmt_shape(vec.shape)} cannot be multiplied")
+        check_same_device("mv", input, vec)
     return wrap(primitives(input).matmul(input._data, vec._data), input._device)
 
 
@@ -146,6 +155,34 @@ def _rows(t):
     return t if t.ndim == 2 else t.reshape(-1, t.shape[-1])
 
 
+def _row_array(t):
+    """``t``'s array as a row-major matrix of rows (its last dim the columns): the array itself when it
+    already is one."""
+    bk = primitives(t)
+    data = t._data
+    if data.ndim == 2:
+        return data
+    shape = data.shape
+    return bk.view(bk.contiguous(data), (math.prod(shape[:-1]), shape[-1]))
+
+
+# linear_2d's gradients as the primitives compute them, for plain first-order backward: the same
+# products as the formulas in ``grads``, without an op call (and its views) around each
+def _linear_input_fused_grad(grad, weight, input_shape):
+    bk = primitives(grad)
+    dx = bk.matmul(_row_array(grad), weight._data)
+    return wrap(dx if len(input_shape) == 2 else bk.view(dx, input_shape), grad._device)
+
+
+def _linear_weight_fused_grad(grad, input):
+    bk = primitives(grad)
+    return wrap(bk.matmul(bk.permute(_row_array(grad), (1, 0)), _row_array(input)), grad._device)
+
+
+def _linear_bias_fused_grad(grad):
+    return wrap(primitives(grad).reduce("sum", _row_array(grad), (0,), False), grad._device)
+
+
 @op(
     "linear_2d",
     doc="input (*, in) @ weight.T + bias as one 2-D product of input's rows (PyTorch's addmm).",
@@ -160,6 +197,11 @@ def _rows(t):
         "input": lambda grad, weight, input_shape: mm_nd(_rows(grad), weight).reshape(input_shape),
         "weight": lambda grad, input: mm_nd(_rows(grad).mT, _rows(input)),
         "bias": lambda grad: _rows(grad).sum(0),
+    },
+    fused={
+        "input": _linear_input_fused_grad,
+        "weight": _linear_weight_fused_grad,
+        "bias": _linear_bias_fused_grad,
     },
 )
 def linear_2d(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:

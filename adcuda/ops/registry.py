@@ -25,8 +25,9 @@ The declaration says everything the rest of adcuda needs:
   those (tensors with their version counters), for the inputs that require grad. Gradients are
   brought back to each input's shape (undoing broadcasting) and dtype after the formula.
 - **fused backward**: ``fused`` has the same form, with formulas that call a fused backward
-  primitive; it runs for plain first-order backward, the ``grads`` formulas (its backward rule)
-  whenever a graph of the backward is being built. tests/test_fused_backward.py checks for every op
+  primitive (or the forward's own primitives, with no op call around each: linear_2d); it runs for
+  plain first-order backward, the ``grads`` formulas (its backward rule) whenever a graph of the
+  backward is being built. tests/test_fused_backward.py checks for every op
   that has one that both agree.
 - **policy**: ``autocast`` (``"lower"``, ``"float32"``, ``"promote"`` or None) is applied at the
   dispatch point; type promotion is the forward's (``result_type``).

@@ -61,12 +61,23 @@ def _infer_shape(name, shape, numel):
 
 # ------------------------------------------------------------------------------------------------
 # views
+def _reshape_fused_grad(grad, input_shape):
+    """``grad.reshape(input_shape)`` for plain backward, with the primitives alone (a view where the
+    gradient's strides allow one, else a copy): the view ops' gradients, with no op call."""
+    bk = primitives(grad)
+    data = bk.view(grad._data, input_shape)
+    if data is None:
+        data = bk.view(bk.contiguous(grad._data), input_shape)
+    return wrap(data, grad._device)
+
+
 @op(
     "view",
     doc="The same data seen with another shape (one dim may be -1); fails where strides forbid.",
     view=True,
     node="ViewBackward0",
     grads={"input": lambda grad, input_shape: grad.reshape(input_shape)},
+    fused={"input": _reshape_fused_grad},
 )
 def view(input: Tensor, *shape: int | Sequence[int] | DType) -> Tensor:
     shape = _infer_shape("view", shape, input._data.size)
@@ -86,6 +97,7 @@ def view(input: Tensor, *shape: int | Sequence[int] | DType) -> Tensor:
     view=True,
     node="ViewBackward0",
     grads={"input": lambda grad, input_shape: grad.reshape(input_shape)},
+    fused={"input": _reshape_fused_grad},
 )
 def reshape(input: Tensor, *shape: int | Sequence[int]) -> Tensor:
     shape = _infer_shape("reshape", shape, input._data.size)
@@ -158,14 +170,30 @@ def _permutation(input, dims):
     return axes
 
 
-def _permute_grad(grad, input_shape, dims):
+def _inverse_permutation(input_shape, dims):
     if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
         dims = tuple(dims[0])
     axes = tuple(wrap_dim(d, len(input_shape), "permute") for d in dims) if input_shape else ()
-    return permute(grad, tuple(sorted(range(len(axes)), key=axes.__getitem__)))
+    return tuple(sorted(range(len(axes)), key=axes.__getitem__))
 
 
-@op("permute", doc="The dims reordered (a view).", view=True, node="PermuteBackward0", grads={"input": _permute_grad})
+def _permute_grad(grad, input_shape, dims):
+    return permute(grad, _inverse_permutation(input_shape, dims))
+
+
+def _permute_fused_grad(grad, input_shape, dims):
+    """``_permute_grad`` for plain backward: the primitive's view, with no op call."""
+    return wrap(primitives(grad).permute(grad._data, _inverse_permutation(input_shape, dims)), grad._device)
+
+
+@op(
+    "permute",
+    doc="The dims reordered (a view).",
+    view=True,
+    node="PermuteBackward0",
+    grads={"input": _permute_grad},
+    fused={"input": _permute_fused_grad},
+)
 def permute(input: Tensor, *dims: int | Sequence[int]) -> Tensor:
     return wrap(primitives(input).permute(input._data, _permutation(input, dims)), input._device)
 

@@ -2,6 +2,8 @@
 widened to float32 for the arithmetic and narrowed on the way out; float64 is kept for gradcheck).
 """
 
+import math
+
 import numpy as np
 
 from ...errors import DTypeError
@@ -53,19 +55,23 @@ def _ones(n, dtype):
     return ones
 
 
-def _row_sums(a, n):
+def _row_sums(a, n, weights=None):
     """Sums of ``a``'s (float32/float64) rows of its last ``n`` elements, with those dims kept as size 1:
     BLAS matrix-vector products with a vector of ones, over as many rows at a time as run on one
     thread, several times faster than NumPy's reduction along short rows. (Each row's sum is one dot
-    product, whichever rows share a call.)"""
-    count = int(np.prod(a.shape[a.ndim - n :], dtype=np.int64))
-    keep = a.shape[: a.ndim - n] + (1,) * n
+    product, whichever rows share a call.) ``weights`` (a vector of the rows' length, in a's dtype):
+    the rows' dot products with it instead of their sums."""
+    shape = a.shape
+    count = math.prod(shape[len(shape) - n :])
+    keep = shape[: len(shape) - n] + (1,) * n
     if a.size == 0 or count > _UNTHREADED_GEMV:
-        return np.add.reduce(a, axis=tuple(range(a.ndim - n, a.ndim)), keepdims=True)
-    rows, ones = a.reshape(-1, count), _ones(count, a.dtype)
+        if weights is not None:
+            a = a * weights.reshape(shape[len(shape) - n :])
+        return np.add.reduce(a, axis=tuple(range(len(shape) - n, len(shape))), keepdims=True)
+    rows, ones = a.reshape(-1, count), _ones(count, a.dtype) if weights is None else weights
     step = _UNTHREADED_GEMV // count
     if rows.shape[0] <= step:
-        return (rows @ ones).reshape(keep)
+        return rows.dot(ones).reshape(keep)  # (ndarray.dot: np.matmul's product without its ufunc layer)
     sums = np.empty(rows.shape[0], a.dtype)
     for start in range(0, rows.shape[0], step):
         np.matmul(rows[start : start + step], ones, out=sums[start : start + step])
@@ -76,13 +82,15 @@ def _column_sums(a, n):
     """Sums over every dim of ``a`` (float32/float64) but its last ``n``: BLAS matrix-vector products with
     a vector of ones over as many rows at a time as run on one thread, added up."""
     trailing = a.shape[a.ndim - n :]
-    count = int(np.prod(trailing, dtype=np.int64))
+    count = math.prod(trailing)
     if a.size == 0 or count > _UNTHREADED_GEMV:
         return np.add.reduce(a, axis=tuple(range(a.ndim - n)))
     rows = a.reshape(-1, count)
     step = _UNTHREADED_GEMV // count
-    total = _ones(min(step, rows.shape[0]), a.dtype) @ rows[:step]
+    total = _ones(min(step, rows.shape[0]), a.dtype).dot(rows[:step])
     for start in range(step, rows.shape[0], step):
         chunk = rows[start : start + step]
-        total += _ones(chunk.shape[0], a.dtype) @ chunk
-    return total.reshape(trailing)
+        total += _ones(chunk.shape[0], a.dtype).dot(chunk)
+    # (not a view where the shape is already right: a gradient that owns its array becomes a leaf's .grad
+    # without a copy)
+    return total if n == 1 else total.reshape(trailing)

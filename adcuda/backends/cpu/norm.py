@@ -49,14 +49,15 @@ def layer_norm(
     xx = _compute(x)
     count = math.prod(x.shape[x.ndim - n :])
     # the row sums are BLAS products with a vector of ones (_row_sums); the big temporaries are written
-    # in place
+    # in place, the small per-row ones too (each NumPy call costs about a microsecond at these sizes)
     mean = _row_sums(xx, n)
     mean /= count
     y = np.subtract(xx, mean, out=xhat)
-    var_ = _row_sums(y * y, n)
+    var_ = _row_sums(np.square(y), n)
     var_ /= count
     var_ += eps
-    rstd = 1.0 / np.sqrt(var_)
+    rstd = np.sqrt(var_, out=var_)
+    np.divide(1.0, rstd, out=rstd)
     y *= rstd
     if weight is not None:
         y = y * _compute(weight) if xhat is not None else np.multiply(y, _compute(weight), out=y)
@@ -65,7 +66,7 @@ def layer_norm(
     if bias is not None:
         y += _compute(bias)
     stat_dt = np.float64 if x.dtype == np.float64 else np.float32
-    return y.astype(x.dtype, copy=False), mean.astype(stat_dt), rstd.astype(stat_dt)
+    return y.astype(x.dtype, copy=False), mean.astype(stat_dt, copy=False), rstd.astype(stat_dt, copy=False)
 
 
 def layer_norm_backward(
@@ -87,17 +88,22 @@ def layer_norm_backward(
     if not kept:
         xhat = xx - mean
         xhat *= rstd
-    # (the row and column sums are BLAS products with a vector of ones: _row_sums, _column_sums)
-    dweight = _column_sums(gg * xhat, n).astype(weight.dtype) if weight is not None else None
-    dbias = _column_sums(gg, n).astype(weight.dtype if weight is not None else g.dtype)
-    gx = gg * _compute(weight) if weight is not None else gg
-    # dx = rstd * (gx - mean(gx) - xhat * mean(gx * xhat)), in one buffer
-    gx_mean = _row_sums(gx, n)
+    w = None if weight is None else _compute(weight)
+    # (the row and column sums are BLAS products with a vector of ones, or with the weight: _row_sums,
+    # _column_sums)
+    g_xhat = gg * xhat
+    dweight = _column_sums(g_xhat, n).astype(weight.dtype, copy=False) if weight is not None else None
+    dbias = _column_sums(gg, n).astype(weight.dtype if weight is not None else g.dtype, copy=False)
+    # dx = rstd * (gx - mean(gx) - xhat * mean(gx * xhat)) with gx = g * weight, in one buffer; the
+    # means over a row are dot products of g and of g * xhat with the weight (its values a row long)
+    flat_w = None if w is None else w.reshape(-1).astype(gg.dtype, copy=False)
+    gx_mean = _row_sums(gg, n, flat_w)
     gx_mean /= count
-    proj = _row_sums(gx * xhat, n)
+    proj = _row_sums(g_xhat, n, flat_w)
     proj /= count
     xhat = xhat * proj if kept else np.multiply(xhat, proj, out=xhat)  # (the kept one is read again)
-    dx = gx - gx_mean
+    dx = gg * w if w is not None else gg.copy()
+    dx -= gx_mean
     dx -= xhat
     dx *= rstd
     return dx.astype(x.dtype, copy=False), dweight, dbias
