@@ -1,4 +1,5 @@
-"""What Adamax, NAdam and RAdam share: PyTorch's constructor checks and their lazily made state."""
+"""What Adamax, NAdam and RAdam share: PyTorch's constructor checks, their lazily made state and the
+gradient a step uses."""
 
 from ..factories import tensor, zeros_like
 from .optimizer import OptimizerError, required
@@ -23,3 +24,16 @@ def first_moments(state, p, second):
         state["exp_avg"] = zeros_like(p.detach())
         state[second] = zeros_like(p.detach())
     return state
+
+
+def decayed_gradient(p, group):
+    """The gradient a step uses: ``p.grad`` (negated under ``maximize``) plus ``weight_decay * p``, or, with
+    ``decoupled_weight_decay``, ``p.grad`` as it is and ``p`` shrunk in place by ``lr * weight_decay``."""
+    grad = -p.grad if group["maximize"] else p.grad
+    weight_decay = group["weight_decay"]
+    if weight_decay != 0:
+        if group.get("decoupled_weight_decay"):
+            p.mul_(1 - group["lr"] * weight_decay)
+        else:
+            grad = grad.add(p.detach(), alpha=weight_decay)
+    return grad

@@ -3,7 +3,6 @@
 from collections.abc import Callable
 from typing import Any
 
-from ..autograd.grad_mode import no_grad
 from ..factories import tensor, zeros_like
 from ..ops.foreach import _foreach_add_
 from .optimizer import Optimizer, OptimizerError, ParamsT, required
@@ -52,11 +51,7 @@ class Adadelta(Optimizer):
             raise OptimizerError(f"Adadelta: invalid weight_decay value: {group['weight_decay']}")
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        loss = self._run_closure(closure)
-        with no_grad():
-            for group in self.param_groups:
-                self._step_group(group)
-        return loss
+        return self._step_each_group(closure)
 
     def _state_for(self, p):
         state = self.state[p]

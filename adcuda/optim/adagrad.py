@@ -3,7 +3,6 @@
 from collections.abc import Callable
 from typing import Any
 
-from ..autograd.grad_mode import no_grad
 from ..factories import full_like, tensor
 from ..ops.foreach import _foreach_add_
 from .optimizer import Optimizer, OptimizerError, ParamsT, required
@@ -54,11 +53,7 @@ class Adagrad(Optimizer):
                 raise OptimizerError(f"Adagrad: invalid {name} value: {value} (must be >= 0)")
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        loss = self._run_closure(closure)
-        with no_grad():
-            for group in self.param_groups:
-                self._step_group(group)
-        return loss
+        return self._step_each_group(closure)
 
     def _step_group(self, group):
         params = self._params_with_grad(group)

@@ -3,9 +3,8 @@
 from collections.abc import Callable
 from typing import Any
 
-from ..autograd.grad_mode import no_grad
 from ..ops.elementwise import maximum
-from ._adam_family import first_moments, validate_adam_group
+from ._adam_family import decayed_gradient, first_moments, validate_adam_group
 from .optimizer import Optimizer, ParamsT
 
 
@@ -43,21 +42,15 @@ class Adamax(Optimizer):
         validate_adam_group("Adamax", group)
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        loss = self._run_closure(closure)
-        with no_grad():
-            for group in self.param_groups:
-                self._step_group(group)
-        return loss
+        return self._step_each_group(closure)
 
     def _step_group(self, group):
-        lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"]
+        lr, eps = group["lr"], group["eps"]
         beta1, beta2 = group["betas"]
         for p in self._params_with_grad(group):
             state = first_moments(self.state[p], p, "exp_inf")
             state["step"].add_(1)
-            grad = -p.grad if group["maximize"] else p.grad
-            if weight_decay != 0:
-                grad = grad.add(p.detach(), alpha=weight_decay)
+            grad = decayed_gradient(p, group)
             state["exp_avg"].lerp_(grad, 1 - beta1)
             exp_inf = state["exp_inf"]
             exp_inf.copy_(maximum(exp_inf.mul_(beta2), grad.abs().add_(eps)))

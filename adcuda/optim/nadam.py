@@ -4,9 +4,8 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import dtypes as dt
-from ..autograd.grad_mode import no_grad
 from ..factories import ones
-from ._adam_family import first_moments, validate_adam_group
+from ._adam_family import decayed_gradient, first_moments, validate_adam_group
 from .optimizer import Optimizer, OptimizerError, ParamsT
 
 
@@ -51,19 +50,10 @@ class NAdam(Optimizer):
             raise OptimizerError(f"NAdam: invalid momentum_decay value: {group['momentum_decay']} (must be >= 0)")
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        loss = self._run_closure(closure)
-        with no_grad():
-            for group in self.param_groups:
-                self._step_group(group)
-        return loss
+        return self._step_each_group(closure)
 
     def _step_group(self, group):
-        lr, eps, weight_decay, momentum_decay = (
-            group["lr"],
-            group["eps"],
-            group["weight_decay"],
-            group["momentum_decay"],
-        )
+        lr, eps, momentum_decay = group["lr"], group["eps"], group["momentum_decay"]
         beta1, beta2 = group["betas"]
         for p in self._params_with_grad(group):
             state = self.state[p]
@@ -72,13 +62,8 @@ class NAdam(Optimizer):
                 state["mu_product"] = ones((), dtype=dt.float32)
             state["step"].add_(1)
             step = state["step"].item()
-            grad = -p.grad if group["maximize"] else p.grad
+            grad = decayed_gradient(p, group)
             bias_correction2 = 1 - beta2**step
-            if weight_decay != 0:
-                if group["decoupled_weight_decay"]:
-                    p.mul_(1 - lr * weight_decay)
-                else:
-                    grad = grad.add(p.detach(), alpha=weight_decay)
             mu = beta1 * (1.0 - 0.5 * (0.96 ** (step * momentum_decay)))
             mu_next = beta1 * (1.0 - 0.5 * (0.96 ** ((step + 1) * momentum_decay)))
             state["mu_product"].mul_(mu)

@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from .. import dtypes as dt
-from ..autograd.grad_mode import enable_grad
+from ..autograd.grad_mode import enable_grad, no_grad
 from ..autograd.graph import RemovableHandle
 from ..errors import AdcudaError, DeviceError
 from ..ops.dispatch import host_step
@@ -165,6 +165,15 @@ class Optimizer:
             return None
         with enable_grad():
             return closure()
+
+    def _step_each_group(self, closure):
+        """The usual ``step()``: the closure's loss, then ``self._step_group(group)`` for every group,
+        under no_grad."""
+        loss = self._run_closure(closure)
+        with no_grad():
+            for group in self.param_groups:
+                self._step_group(group)
+        return loss
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         raise NotImplementedError(f"{type(self).__name__} does not implement step()")

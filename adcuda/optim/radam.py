@@ -4,8 +4,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from ..autograd.grad_mode import no_grad
-from ._adam_family import first_moments, validate_adam_group
+from ._adam_family import decayed_gradient, first_moments, validate_adam_group
 from .optimizer import Optimizer, ParamsT
 
 
@@ -46,26 +45,17 @@ class RAdam(Optimizer):
         validate_adam_group("RAdam", group)
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        loss = self._run_closure(closure)
-        with no_grad():
-            for group in self.param_groups:
-                self._step_group(group)
-        return loss
+        return self._step_each_group(closure)
 
     def _step_group(self, group):
-        lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"]
+        lr, eps = group["lr"], group["eps"]
         beta1, beta2 = group["betas"]
         rho_inf = 2 / (1 - beta2) - 1
         for p in self._params_with_grad(group):
             state = first_moments(self.state[p], p, "exp_avg_sq")
             state["step"].add_(1)
             step = state["step"].item()
-            grad = -p.grad if group["maximize"] else p.grad
-            if weight_decay != 0:
-                if group["decoupled_weight_decay"]:
-                    p.mul_(1 - lr * weight_decay)
-                else:
-                    grad = grad.add(p.detach(), alpha=weight_decay)
+            grad = decayed_gradient(p, group)
             state["exp_avg"].lerp_(grad, 1 - beta1)
             state["exp_avg_sq"].mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
             bias_correction1 = 1 - beta1**step
