@@ -100,6 +100,15 @@ class LRScheduler:
 _LRScheduler = LRScheduler
 
 
+def _lambda_per_group(optimizer, lr_lambda):
+    """``lr_lambda`` as one function per parameter group: one function for all, or a list of one each."""
+    if not isinstance(lr_lambda, (list, tuple)):
+        return [lr_lambda] * len(optimizer.param_groups)
+    if len(lr_lambda) != len(optimizer.param_groups):
+        raise ValueError(f"Expected {len(optimizer.param_groups)} lr_lambdas, but got {len(lr_lambda)}")
+    return list(lr_lambda)
+
+
 class LambdaLR(LRScheduler):
     """lr = initial_lr * lr_lambda(epoch); ``lr_lambda`` is one function or one per group.
 
@@ -112,12 +121,7 @@ class LambdaLR(LRScheduler):
         lr_lambda: Callable[[int], float] | Sequence[Callable[[int], float]],
         last_epoch: int = -1,
     ) -> None:
-        if not isinstance(lr_lambda, (list, tuple)):
-            self.lr_lambdas = [lr_lambda] * len(optimizer.param_groups)
-        else:
-            if len(lr_lambda) != len(optimizer.param_groups):
-                raise ValueError(f"Expected {len(optimizer.param_groups)} lr_lambdas, but got {len(lr_lambda)}")
-            self.lr_lambdas = list(lr_lambda)
+        self.lr_lambdas = _lambda_per_group(optimizer, lr_lambda)
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[float]:
@@ -620,12 +624,7 @@ class MultiplicativeLR(LRScheduler):
         lr_lambda: Callable[[int], float] | Sequence[Callable[[int], float]],
         last_epoch: int = -1,
     ) -> None:
-        if not isinstance(lr_lambda, (list, tuple)):
-            self.lr_lambdas = [lr_lambda] * len(optimizer.param_groups)
-        else:
-            if len(lr_lambda) != len(optimizer.param_groups):
-                raise ValueError(f"Expected {len(optimizer.param_groups)} lr_lambdas, but got {len(lr_lambda)}")
-            self.lr_lambdas = list(lr_lambda)
+        self.lr_lambdas = _lambda_per_group(optimizer, lr_lambda)
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[float]:
