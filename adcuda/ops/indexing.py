@@ -37,6 +37,11 @@ def _is_basic_item(k):
     )
 
 
+def _int_or_none(bound):
+    """A slice bound as an int (a 0-d tensor's value too), or None."""
+    return bound if bound is None or bound.__class__ is int else int(bound)
+
+
 def convert_key(input, key, name):
     """The key as the backend takes it, and whether it is basic (gives a view)."""
     if key.__class__ is int:
@@ -64,7 +69,7 @@ def convert_key(input, key, name):
         elif isinstance(k, slice):
             if k.step is not None and int(k.step) <= 0:
                 raise ValueError(f"{name}: slice step must be greater than zero, got {k.step}")
-            out.append(slice(*(int(v) if v is not None else None for v in (k.start, k.stop, k.step))))
+            out.append(slice(_int_or_none(k.start), _int_or_none(k.stop), _int_or_none(k.step)))
         elif _is_basic_item(k):
             out.append(int(k) if isinstance(k, numbers.Integral) else k)
         elif isinstance(k, bool):
