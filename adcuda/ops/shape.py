@@ -354,18 +354,21 @@ def clone(input: Tensor) -> Tensor:
 
 
 def _same_kind_arrays(tensors):
-    """The arrays of ``tensors`` where all are Tensors on one device object with one dtype (the common
-    case, checked in one pass over the arrays); None where any is not, for the general path's checks,
-    errors and type promotion."""
+    """The arrays of ``tensors`` where all are Tensors on one device object with one dtype and number of
+    dims (the common case, checked in one pass over the arrays); None where any is not, for the general
+    path's checks, errors and type promotion."""
     first = tensors[0]
     if not isinstance(first, Tensor):
         return None
-    device, dtype = first._device, first._data.dtype
+    device, dtype, ndim = first._device, first._data.dtype, first._data.ndim
     arrays = []
     for t in tensors:
-        if not isinstance(t, Tensor) or t._device is not device or t._data.dtype != dtype:
+        if not isinstance(t, Tensor) or t._device is not device:
             return None
-        arrays.append(t._data)
+        a = t._data
+        if a.dtype != dtype or a.ndim != ndim:
+            return None
+        arrays.append(a)
     return arrays
 
 
@@ -402,14 +405,14 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     arrays = _same_kind_arrays(tensors)
     if arrays is not None and dim.__class__ is int:
         # one pass over the arrays where nothing needs promoting (the per-tensor checks below cost
-        # about 2 us a tensor): the shapes agree but along dim
+        # about 2 us a tensor); both backends' cat refuse other sizes but along dim (ValueError), and
+        # the general path then says which
         ndim = arrays[0].ndim
         if ndim and -ndim <= dim < ndim:
-            d = dim % ndim
-            first = arrays[0].shape
-            rest = first[:d] + first[d + 1 :]
-            if all(a.ndim == ndim and a.shape[:d] + a.shape[d + 1 :] == rest for a in arrays):
-                return wrap(primitives(tensors[0]).cat(arrays, d), tensors[0]._device)
+            try:
+                return wrap(primitives(tensors[0]).cat(arrays, dim % ndim), tensors[0]._device)
+            except ValueError:
+                pass
     for i, x in enumerate(tensors):
         if not isinstance(x, Tensor):
             raise TypeError(f"cat: expected a sequence of Tensors, but element {i} is {type(x).__name__}")
