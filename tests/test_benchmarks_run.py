@@ -179,3 +179,26 @@ def test_smoke_runs_each_suite_quick_with_bench_smoke_set(tmp_path, monkeypatch)
     harness = load_harness()
     calls = []
     assert harness.median_time(lambda: calls.append(1), repeat=9) >= 0 and len(calls) == 3  # warm-up, sizing, one timed
+
+
+def test_the_per_op_dispatch_table_covers_every_public_op_and_each_call_runs():
+    """bench_dispatch.py's per-op table (benchmarks/dispatch_ops.py): a new public op needs a spec (or a
+    signature its call can be made from), and every spec runs in adcuda as written."""
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    try:
+        import dispatch_ops
+    finally:
+        sys.path.pop(0)
+    import adcuda
+    from adcuda.ops import registry
+
+    assert dispatch_ops.uncovered() == []
+    public = {op.name for op in registry.all_ops() if dispatch_ops._public(op)}
+    assert public <= set(dispatch_ops.specs())
+    failed = {}
+    for name, call in dispatch_ops.calls(adcuda).items():
+        try:
+            call()
+        except Exception as error:  # noqa: BLE001 (each failing spec is listed)
+            failed[name] = f"{type(error).__name__}: {error}"
+    assert failed == {}
