@@ -1,8 +1,9 @@
 """CPU time of a training run on a busy machine: adcuda's thread policy (adcuda/backends/cpu/threads.py)
 against one BLAS thread, and against PyTorch under the same load.
 
-The suite starts its own busy process (``while True: pass``), so each run shares the cores with at least
-one other, then runs, one after another and taking turns over ``--rounds``:
+The suite starts its own busy process (a loop that spins until the suite ends), so that each run
+shares the cores with at least one other, then runs, one after another and taking turns over
+``--rounds``:
 
 - ``adcuda train`` (the README's main job, the digits MLP) with the default threads, and the same run
   with ``OPENBLAS_NUM_THREADS=1``;
@@ -73,6 +74,10 @@ for epoch in range(epochs):
 print(f"validation accuracy {accuracy:.3f}")
 """
 
+# The busy process: it spins until its parent is gone, so that a suite killed at its time limit leaves
+# no spinning orphan behind.
+BUSY = "import os\nparent = os.getppid()\nwhile os.getppid() == parent:\n    pass\n"
+
 ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
@@ -111,7 +116,7 @@ def runs(epochs, out_dir, torch_ok):
 
 def measure(epochs, rounds):
     torch_ok = importlib.util.find_spec("torch") is not None
-    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    busy = subprocess.Popen([sys.executable, "-c", BUSY])
     best = {}
     load = os.getloadavg()
     try:
