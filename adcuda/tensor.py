@@ -22,6 +22,7 @@ from .backends import backend_for
 from .backends import cpu as _cpu
 from .device import CPU
 from .errors import AutogradError, DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
+from .layouts import strided
 
 if TYPE_CHECKING:
     from .types import Any, Device, DType, Iterator, Number, ndarray
@@ -62,6 +63,9 @@ class Tensor(_AttachedAtImport):
     _accumulator = None  # a leaf's AccumulateGrad node
     _hooks = None  # a leaf's gradient hooks
     _retains_grad = False
+    # a dense tensor's layout (adcuda/ops/sparse.py's SparseTensor, a subclass, says sparse_coo)
+    layout = strided
+    is_sparse = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         pass  # ``Tensor(data)``, PyTorch's legacy constructor, is made by __new__ (ops/factories.py)

@@ -1,0 +1,28 @@
+"""``adcuda.sparse``: PyTorch's ``torch.sparse`` functions over sparse COO tensors (made by
+``adcuda.sparse_coo_tensor`` and ``Tensor.to_sparse``; the tensors and their ops are in
+adcuda/ops/sparse.py, the products' kernels in the backends' ``sparse`` family)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..ops.sparse import sparse_mm, sparse_sum
+
+if TYPE_CHECKING:
+    from ..tensor import Tensor
+    from ..types import Any
+
+__all__ = ["mm", "sum"]
+
+
+def mm(mat1: Tensor, mat2: Tensor) -> Tensor:
+    """The product of a 2-D sparse matrix and a dense matrix (either order) -> a dense matrix. The
+    gradient w.r.t. a sparse operand that requires grad is sparse, on its entries."""
+    return sparse_mm(mat1, mat2, "sparse.mm")
+
+
+def sum(input: Tensor, dim: Any = None, dtype: Any = None) -> Tensor:  # noqa: A001 (PyTorch's name)
+    """The sum of a sparse tensor's elements (a dense 0-d tensor), or over ``dim`` (an int or a
+    tuple): dense when every sparse dim is summed, else a coalesced sparse tensor."""
+    out = sparse_sum(input, dim)
+    return out if dtype is None else out.to(dtype)
