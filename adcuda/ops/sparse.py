@@ -47,7 +47,7 @@ from .factories import zeros
 from .indexing import index_add, index_select, nonzero
 from .reduction import cumsum
 from .registry import op
-from .shape import cat, flip, stack
+from .shape import cat, stack
 from .sorting import sort
 
 if TYPE_CHECKING:
@@ -218,7 +218,16 @@ class SparseTensor(Tensor):
         g = self._sp_values.grad
         if g is None:
             return None
-        return SparseTensor._from_parts(self._sp_indices, g, self._sp_size, self._sp_coalesced).coalesce()
+        grad = SparseTensor._from_parts(self._sp_indices, g, self._sp_size, self._sp_coalesced)
+        if self._sp_coalesced:
+            return grad
+        # PyTorch's gradient w.r.t. an uncoalesced tensor is the one w.r.t. the dense tensor it stands
+        # for, at each of its positions once: what each duplicate's value got (the same for all of
+        # them, for any function of that dense tensor), not their sum
+        summed = grad.coalesce()
+        ones = SparseTensor._from_parts(self._sp_indices, g.new_ones(g.shape[:1]), self._sp_size, False)
+        counts = ones.coalesce()._sp_values.reshape((-1,) + (1,) * (g.ndim - 1))
+        return SparseTensor._from_parts(summed._sp_indices, summed._sp_values / counts, self._sp_size, True)
 
     @grad.setter
     def grad(self, value: SparseTensor | None) -> None:
@@ -603,8 +612,16 @@ def sparse_mm(input: Tensor, mat2: Tensor, name: str = "sparse.mm") -> Tensor:
         return _spmm(input._sp_indices, input._sp_values, mat2, input.shape[0], input._sp_coalesced)
     if isinstance(mat2, SparseTensor):
         # dense @ sparse = (sparse^T @ dense^T)^T
-        _check_product(name, mat2, input.t() if isinstance(input, Tensor) and input.ndim == 2 else input)
-        return _spmm(flip(mat2._sp_indices, (0,)), mat2._sp_values, input.t(), mat2.shape[1], False).t()
+        if isinstance(input, Tensor) and input.ndim == 2 and mat2.ndim == 2 and input.shape[1] != mat2.shape[0]:
+            raise ShapeError(
+                f"{name}: shapes {fmt_shape(input.shape)} and {fmt_shape(mat2.shape)} cannot be multiplied "
+                f"({input.shape[0]}x{input.shape[1]} and {mat2.shape[0]}x{mat2.shape[1]})"
+            )
+        if not isinstance(input, Tensor) or input.ndim != 2 or mat2.sparse_dim() != 2:
+            _check_product(name, mat2, input)  # raises what is wrong
+        transposed = mat2.t()
+        _check_product(name, transposed, input.t())
+        return _spmm(transposed._sp_indices, transposed._sp_values, input.t(), transposed.shape[0], False).t()
     raise LayoutError(f"{name}: expected a sparse operand, got two dense tensors (use adcuda.mm)")
 
 
