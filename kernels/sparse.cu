@@ -134,23 +134,25 @@ std::pair<DeviceArray, std::optional<DeviceArray>> coo_to_csr(const DeviceArray&
   DeviceArray row_ptr = DeviceArray::empty({n_rows + 1}, ScalarType::Int64, rows.device());
   KernelLaunch launch(row_ptr, rows);
   const cudaStream_t stream = launch.stream();
-  std::optional<DeviceArray> order;
-  const DeviceArray* sorted_rows = &rows;
-  std::pair<DeviceArray, DeviceArray> sorted;
-  if (!rows_sorted && nnz > 0) {
-    DeviceArray positions = DeviceArray::empty({nnz}, ScalarType::Int64, rows.device());
-    positions_kernel<<<grid_size(nnz), kBlockSize, 0, stream>>>(positions.data<std::int64_t>(), nnz);
+  const auto fill_row_ptr = [&](const DeviceArray& sorted_rows) {
+    row_ptr_kernel<<<grid_size(nnz + 1), kBlockSize, 0, stream>>>(sorted_rows.data<std::int64_t>(), nnz, n_rows,
+                                                                    row_ptr.data<std::int64_t>());
     ADCUDA_CHECK_LAUNCH();
-    sorted = sort_pairs(rows, positions, key_bits(n_rows));
-    sorted_rows = &sorted.first;
-    order = sorted.second;
-  } else if (!rows_sorted) {
-    order = DeviceArray::empty({0}, ScalarType::Int64, rows.device());
+  };
+  if (rows_sorted) {
+    fill_row_ptr(rows);
+    return {row_ptr, std::nullopt};
   }
-  row_ptr_kernel<<<grid_size(nnz + 1), kBlockSize, 0, stream>>>(sorted_rows->data<std::int64_t>(), nnz, n_rows,
-                                                                  row_ptr.data<std::int64_t>());
+  DeviceArray positions = DeviceArray::empty({nnz}, ScalarType::Int64, rows.device());
+  if (nnz == 0) {
+    fill_row_ptr(rows);
+    return {row_ptr, positions};
+  }
+  positions_kernel<<<grid_size(nnz), kBlockSize, 0, stream>>>(positions.data<std::int64_t>(), nnz);
   ADCUDA_CHECK_LAUNCH();
-  return {row_ptr, order};
+  const std::pair<DeviceArray, DeviceArray> sorted = sort_pairs(rows, positions, key_bits(n_rows));
+  fill_row_ptr(sorted.first);
+  return {row_ptr, sorted.second};
 }
 
 DeviceArray spmm(const DeviceArray& row_ptr, const std::optional<DeviceArray>& order, const DeviceArray& cols,
