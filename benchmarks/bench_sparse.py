@@ -47,8 +47,8 @@ def cases_for(contender, quick=False):
         indices = rng.integers(0, n, (2, nnz))
         values = rng.standard_normal(nnz).astype(np.float32)
         dense = rng.standard_normal((n, width)).astype(np.float32)
-        v = lib.tensor(values, requires_grad=backward)
-        matrix = lib.sparse_coo_tensor(lib.tensor(indices), v, (n, n)).coalesce()
+        matrix = lib.sparse_coo_tensor(lib.tensor(indices), lib.tensor(values), (n, n)).coalesce()
+        matrix = matrix.detach().requires_grad_(backward)  # a leaf: its gradient accumulates call after call
         d = lib.tensor(dense, requires_grad=backward)
         if backward:
             cases[name] = lambda matrix=matrix, d=d: lib.sparse.mm(matrix, d).sum().backward()

@@ -51,7 +51,7 @@ from .shape import cat, stack
 from .sorting import sort
 
 if TYPE_CHECKING:
-    from ..types import Any, Number, Sequence
+    from ..types import Any, DType, Number, Sequence
 
 __all__ = [
     "SparseTensor",
@@ -140,7 +140,7 @@ class SparseTensor(Tensor):
         return self._sp_size[wrap_dim(dim, len(self._sp_size), "size")]
 
     @property
-    def dtype(self) -> dt.dtype:
+    def dtype(self) -> DType:
         return self._sp_values.dtype
 
     @property
@@ -276,7 +276,7 @@ class SparseTensor(Tensor):
     def half(self) -> SparseTensor:
         return self.to(dt.float16)
 
-    def to_dense(self, dtype: dt.dtype | None = None) -> Tensor:
+    def to_dense(self, dtype: DType | None = None) -> Tensor:
         return sparse_to_dense(self) if dtype is None else sparse_to_dense(self).to(dtype)
 
     def to_sparse(self, sparse_dim: int | None = None) -> SparseTensor:
@@ -322,7 +322,7 @@ class SparseTensor(Tensor):
     def __rmatmul__(self, other: Tensor) -> Tensor:
         return sparse_matmul(other, self)
 
-    def sum(self, dim: Any = None, keepdim: bool = False, dtype: dt.dtype | None = None) -> Tensor:
+    def sum(self, dim: Any = None, keepdim: bool = False, dtype: DType | None = None) -> Tensor:
         if keepdim:
             raise LayoutError("sum: keepdim=True is not supported for sparse tensors")
         out = sparse_sum(self, dim)
@@ -425,13 +425,13 @@ def sparse_coo_tensor(
     values: Any,
     size: Sequence[int] | None = None,
     *,
-    dtype: dt.dtype | None = None,
+    dtype: DType | None = None,
     device: Any = None,
     pin_memory: bool | None = False,
     requires_grad: bool = False,
     check_invariants: bool | None = None,
     is_coalesced: bool | None = None,
-) -> SparseTensor:
+) -> Tensor:
     """A sparse COO tensor with the given ``indices`` (``(sparse_dim, nnz)`` integers) and ``values``
     (``(nnz, *dense_dims)``), of ``size`` (inferred from the largest indices and the values' shape when
     None). Indices are always checked (none negative, none past ``size``), whatever
@@ -550,7 +550,7 @@ def sparse_to_dense(s: SparseTensor) -> Tensor:
     composite=True,
     function=False,
 )
-def to_sparse(input: Tensor, sparse_dim: int | None = None, *, layout: Any = None) -> SparseTensor:
+def to_sparse(input: Tensor, sparse_dim: int | None = None, *, layout: Any = None) -> Tensor:
     # (SparseTensor.to_sparse overrides the method; differentiable through the gather of the values)
     if layout is not None and layout is not sparse_coo:
         raise LayoutError(f"to_sparse: only layout {sparse_coo} is supported, got {layout}")
@@ -570,7 +570,7 @@ def to_sparse(input: Tensor, sparse_dim: int | None = None, *, layout: Any = Non
 
 
 @op("to_dense", doc="input as a dense (strided) tensor: input itself when it is dense.", composite=True, function=False)
-def to_dense(input: Tensor, dtype: dt.dtype | None = None, *, masked_grad: bool | None = None) -> Tensor:
+def to_dense(input: Tensor, dtype: DType | None = None, *, masked_grad: bool | None = None) -> Tensor:
     # (SparseTensor.to_dense overrides the method)
     return input if dtype is None else input.to(dtype)
 
@@ -634,7 +634,7 @@ def sparse_matmul(input: Tensor, other: Tensor, name: str = "matmul") -> Tensor:
     return sparse_mm(input, other, name)
 
 
-def spmm(input: SparseTensor, mat2: Tensor) -> Tensor:
+def spmm(input: Tensor, mat2: Tensor) -> Tensor:
     """The product of a 2-D sparse matrix by a dense matrix (``torch.spmm``)."""
     if not isinstance(input, SparseTensor):
         raise LayoutError(f"spmm: expected a sparse matrix as input, got a {getattr(input, 'layout', type(input))}")

@@ -10,7 +10,7 @@ from ..ops.sparse import sparse_mm, sparse_sum
 
 if TYPE_CHECKING:
     from ..tensor import Tensor
-    from ..types import Any
+    from ..types import Any, DType
 
 __all__ = ["mm", "sum"]
 
@@ -21,7 +21,7 @@ def mm(mat1: Tensor, mat2: Tensor) -> Tensor:
     return sparse_mm(mat1, mat2, "sparse.mm")
 
 
-def sum(input: Tensor, dim: Any = None, dtype: Any = None) -> Tensor:  # noqa: A001 (PyTorch's name)
+def sum(input: Tensor, dim: Any = None, dtype: DType | None = None) -> Tensor:  # noqa: A001 (PyTorch's name)
     """The sum of a sparse tensor's elements (a dense 0-d tensor), or over ``dim`` (an int or a
     tuple): dense when every sparse dim is summed, else a coalesced sparse tensor."""
     out = sparse_sum(input, dim)
