@@ -90,6 +90,8 @@ def test_to_dense_adds_duplicates_and_to_sparse_round_trips():
     assert_close(back, t.to_dense().to_sparse())
     assert_close(back.to_dense(), t.to_dense())
     assert dense.to_dense() is dense
+    assert back.to_sparse() is back and back.to_sparse_coo() is back
+    assert_close(dense.to_sparse_coo(), t.to_dense().to_sparse_coo())
 
 
 def test_to_sparse_with_dense_dims_and_hybrid_to_dense():

@@ -549,9 +549,12 @@ def sparse_to_dense(s: SparseTensor) -> Tensor:
     doc="input as a sparse COO tensor of its nonzero entries (of its first sparse_dim dims).",
     composite=True,
     function=False,
+    aliases=("to_sparse_coo",),
 )
 def to_sparse(input: Tensor, sparse_dim: int | None = None, *, layout: Any = None) -> Tensor:
-    # (SparseTensor.to_sparse overrides the method; differentiable through the gather of the values)
+    # differentiable through the gather of the values
+    if isinstance(input, SparseTensor):
+        return input.to_sparse(sparse_dim)
     if layout is not None and layout is not sparse_coo:
         raise LayoutError(f"to_sparse: only layout {sparse_coo} is supported, got {layout}")
     n = input.ndim
