@@ -4,7 +4,8 @@
 A sparse matrix reaches them as coordinates: ``rows`` and ``cols`` (int64, one entry per stored
 value). ``coo_to_csr`` orders the entries by row (a stable sort, so duplicates keep their order) and
 gives the row pointers; ``spmm`` multiplies the rows so ordered by a dense matrix, summing each row's
-products with one ``np.add.reduceat`` over the row pointers (no Python loop over rows); ``sddmm``
+products rank by rank (the first entry of every row at once, then the second...; long rows' tails by
+``np.add.reduceat`` over their row pointers): no Python loop over rows; ``sddmm``
 is the gradient of the product w.r.t. the stored values, one dot product per entry. float16 is
 computed in float32 (``_compute``), float64 kept for gradcheck.
 """
@@ -59,21 +60,43 @@ def spmm(
         cols, values = cols[order], values[order]
     vals, mat = _compute(values), _compute(dense)
     out = np.zeros((n_rows, width), np.result_type(vals, mat))
-    if cols.size and width:
-        # row blocks of about _BLOCK_PRODUCTS products each: the block boundaries are where the row
-        # pointers cross multiples of the entry budget
-        budget = max(1, _BLOCK_PRODUCTS // width)
-        bounds = np.unique(np.searchsorted(row_ptr, np.arange(0, cols.size, budget), side="right") - 1)
-        bounds = np.append(bounds, n_rows)
-        for first, last in zip(bounds[:-1], bounds[1:]):
-            starts = row_ptr[first:last]
-            begin, end = row_ptr[first], row_ptr[last]
-            if begin == end:
-                continue
-            products = vals[begin:end, None] * mat[cols[begin:end]]
-            filled = starts < row_ptr[first + 1 : last + 1]  # rows with at least one entry
-            out[first:last][filled] = np.add.reduceat(products, starts[filled] - begin, axis=0)
+    if cols.size == 0 or width == 0:
+        return out.astype(values.dtype, copy=False)
+    # The k-th entries of all rows at once, k = 0, 1, ...: each step one gather, product and add over
+    # the rows that have a k-th entry (no two of them the same row). A loop over the longest row's
+    # length, not over rows; the entries past _RANKS of the few longer rows are summed by segments.
+    starts, degree = row_ptr[:-1], np.diff(row_ptr)
+    for k in range(min(int(degree.max()), _RANKS)):
+        rows = np.flatnonzero(degree > k)
+        at = starts[rows] + k
+        out[rows] += vals[at, None] * mat[cols[at]]
+    long_rows = np.flatnonzero(degree > _RANKS)
+    if long_rows.size:
+        tails = np.zeros(long_rows.size + 1, np.int64)
+        np.cumsum(degree[long_rows] - _RANKS, out=tails[1:])
+        # the entries of each long row from rank _RANKS on, row after row
+        at = np.repeat(starts[long_rows] + _RANKS - tails[:-1], degree[long_rows] - _RANKS) + np.arange(tails[-1])
+        out[long_rows] += _segment_sums(tails, cols[at], vals[at], mat)
     return out.astype(values.dtype, copy=False)
+
+
+# rows longer than this many entries have the rest summed by segments (np.add.reduceat: slower per
+# entry for short rows, but without a step per entry of the longest row)
+_RANKS = 32
+
+
+def _segment_sums(row_ptr, cols, vals, mat):
+    """Each row's sum of ``vals[k] * mat[cols[k]]`` over its entries ``row_ptr[i]:row_ptr[i + 1]`` (every
+    row non-empty), in row blocks of about _BLOCK_PRODUCTS products."""
+    n_rows, width = row_ptr.shape[0] - 1, mat.shape[1]
+    out = np.empty((n_rows, width), np.result_type(vals, mat))
+    budget = max(1, _BLOCK_PRODUCTS // max(1, width))
+    bounds = np.unique(np.searchsorted(row_ptr, np.arange(0, cols.size, budget), side="right") - 1)
+    for first, last in zip(bounds, np.append(bounds[1:], n_rows)):
+        begin, end = row_ptr[first], row_ptr[last]
+        products = vals[begin:end, None] * mat[cols[begin:end]]
+        out[first:last] = np.add.reduceat(products, row_ptr[first:last] - begin, axis=0)
+    return out
 
 
 def sddmm(rows: BackendArray, cols: BackendArray, a: BackendArray, b: BackendArray) -> BackendArray:
