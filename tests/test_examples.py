@@ -127,6 +127,16 @@ def test_digits_examples_learn_on_the_gpu(tmp_path, name, figure_name, sign):
     assert sign * (after - before) > 0, out  # accuracy up, loss down
 
 
+@pytest.mark.cuda
+@pytest.mark.skipif(not adcuda.cuda.is_available(), reason="needs a usable CUDA device")
+def test_gcn_learns_on_the_gpu(tmp_path):
+    # five full-graph epochs: the sparse products' kernels (kernels/sparse.cu) forward and backward
+    out = run_example("gcn.py", tmp_path, "--device", "cuda", "--epochs", "5")
+    assert out.startswith("device cuda"), out
+    before, after = figure("test accuracy before training:", out), figure(r"test accuracy:", out)
+    assert after > before + 0.3, out
+
+
 def load_example(name):
     spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
