@@ -127,6 +127,12 @@ def test_dtype_device_and_requires_grad_arguments():
     s = adcuda.sparse_coo_tensor([[0, 1]], v, requires_grad=True)
     assert s.requires_grad and s.is_leaf and not v.requires_grad  # its own leaf; v is left as it is
     assert s.double().dtype is adcuda.float64 and s.to(adcuda.float16).dtype is adcuda.float16
+    legacy = adcuda.sparse.FloatTensor(adcuda.tensor([[0, 1], [1, 0]]), adcuda.tensor([1, 2]), adcuda.Size([2, 2]))
+    assert legacy.dtype is adcuda.float32 and legacy.layout is adcuda.sparse_coo and tuple(legacy.shape) == (2, 2)
+    assert adcuda.sparse.DoubleTensor([[0, 1]], [1.0, 2.0]).dtype is adcuda.float64
+    module = adcuda.nn.Module()
+    module.register_buffer("adjacency", s)  # a GCN keeps its adjacency as a buffer
+    assert module.double().adjacency.dtype is adcuda.float64 and module.adjacency.is_sparse
     assert s.detach().requires_grad is False and s.cpu() is s
 
 

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..ops.sparse import sparse_mm, sparse_sum
+from .. import dtypes as dt
+from ..ops.sparse import sparse_coo_tensor, sparse_mm, sparse_sum
 
 if TYPE_CHECKING:
     from ..tensor import Tensor
     from ..types import Any, DType
 
-__all__ = ["mm", "sum"]
+__all__ = ["mm", "sum", "FloatTensor", "DoubleTensor"]
 
 
 def mm(mat1: Tensor, mat2: Tensor) -> Tensor:
@@ -26,3 +27,14 @@ def sum(input: Tensor, dim: Any = None, dtype: DType | None = None) -> Tensor:  
     tuple): dense when every sparse dim is summed, else a coalesced sparse tensor."""
     out = sparse_sum(input, dim)
     return out if dtype is None else out.to(dtype)
+
+
+def FloatTensor(indices: Any, values: Any, size: Any = None) -> Tensor:  # noqa: N802 (PyTorch's legacy name)
+    """PyTorch's legacy constructor ``torch.sparse.FloatTensor(indices, values, size)``: a float32
+    sparse COO tensor (``sparse_coo_tensor`` with ``dtype=float32``)."""
+    return sparse_coo_tensor(indices, values, size, dtype=dt.float32)
+
+
+def DoubleTensor(indices: Any, values: Any, size: Any = None) -> Tensor:  # noqa: N802 (PyTorch's legacy name)
+    """``torch.sparse.DoubleTensor(indices, values, size)``: a float64 sparse COO tensor."""
+    return sparse_coo_tensor(indices, values, size, dtype=dt.float64)
