@@ -13,13 +13,19 @@ if TYPE_CHECKING:
     from ..tensor import Tensor
     from ..types import Any, DType
 
-__all__ = ["mm", "sum", "FloatTensor", "DoubleTensor"]
+__all__ = ["mm", "addmm", "sum", "FloatTensor", "DoubleTensor"]
 
 
 def mm(mat1: Tensor, mat2: Tensor) -> Tensor:
     """The product of a 2-D sparse matrix and a dense matrix (either order) -> a dense matrix. The
     gradient w.r.t. a sparse operand that requires grad is sparse, on its entries."""
     return sparse_mm(mat1, mat2, "sparse.mm")
+
+
+def addmm(mat: Tensor, mat1: Tensor, mat2: Tensor, *, beta: float = 1, alpha: float = 1) -> Tensor:
+    """``beta * mat + alpha * (mat1 @ mat2)`` with ``mat1`` a 2-D sparse matrix and ``mat2`` dense."""
+    product = sparse_mm(mat1, mat2, "sparse.addmm")
+    return (mat if beta == 1 else mat * beta) + (product if alpha == 1 else product * alpha)
 
 
 def sum(input: Tensor, dim: Any = None, dtype: DType | None = None) -> Tensor:  # noqa: A001 (PyTorch's name)
