@@ -575,6 +575,8 @@ def to_sparse(input: Tensor, sparse_dim: int | None = None, *, layout: Any = Non
 @op("to_dense", doc="input as a dense (strided) tensor: input itself when it is dense.", composite=True, function=False)
 def to_dense(input: Tensor, dtype: DType | None = None, *, masked_grad: bool | None = None) -> Tensor:
     # (SparseTensor.to_dense overrides the method)
+    if not isinstance(input, Tensor):
+        raise DTypeError(f"to_dense: input must be a Tensor, got {type(input).__name__}")
     return input if dtype is None else input.to(dtype)
 
 
