@@ -224,6 +224,12 @@ class RestrictedUnpickler:
         full = f"{module}.{name}"
         if full in self.allowed:
             return self.allowed[full]
+        # PyTorch's path to a class that adcuda defines elsewhere (torch.nn.modules.batchnorm.BatchNorm2d
+        # is adcuda.nn.modules.normalization's): allowed if the user allowed adcuda's object. Only adcuda's
+        # own modules are imported to find it.
+        mapped = adcuda_global(module, name)
+        if mapped is not None and self.is_allowed(mapped):
+            return mapped
         shown = full[len("builtins.") :] if full.startswith("builtins.") else full
         raise weights_only_failure(
             f"Unsupported global: GLOBAL {shown} was not an allowed global by default. Please use "
