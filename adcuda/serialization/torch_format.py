@@ -82,10 +82,15 @@ class _StorageRef:
 
 
 def _root_array(a):
-    """The NumPy array that owns ``a``'s memory (the last array in its ``.base`` chain)."""
-    while isinstance(a.base, np.ndarray):
-        a = a.base
-    return a
+    """The NumPy array that owns ``a``'s memory (the last array in its ``.base`` chain; an
+    ``as_strided`` view's chain passes through a non-array holder whose ``base`` is the array)."""
+    while True:
+        base = a.base
+        if not isinstance(base, np.ndarray):
+            base = getattr(base, "base", None)
+        if not isinstance(base, np.ndarray):
+            return a
+        a = base
 
 
 class _Storages:

@@ -404,9 +404,10 @@ class RestrictedUnpickler:
         return target
 
     def _build(self, inst, state):
-        if type(inst) is collections.OrderedDict:
-            if state:
-                raise weights_only_failure("BUILD of an OrderedDict with state")
+        if type(inst) is collections.OrderedDict:  # a state dict's _metadata (versions of its modules)
+            if type(state) is not dict or not all(type(k) is str for k in state):
+                raise weights_only_failure("BUILD of an OrderedDict with a state that is not a dict of names")
+            inst.__dict__.update(state)
             return
         if type(inst) is Parameter:
             if state:
