@@ -4,12 +4,15 @@ Written and read by adcuda's own code (the format is an 8-byte little-endian hea
 header ``{name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {str: str}}`` and
 the tensors' bytes), so the ``safetensors`` package is not needed; files it writes load here and the
 reverse. Every offset is checked against the header and the data: tensors must tile the data exactly
-(the format's own rule), so a damaged header cannot make a tensor read another's bytes.
+(the format's own rule), so a damaged header cannot make a tensor read another's bytes. The format has
+no checksum of its own: adcuda's files carry each tensor's CRC-32 in the header's metadata
+(``"adcuda.crc32"``), verified on reading; files from elsewhere have none and are read unverified.
 """
 
 from __future__ import annotations
 
 import json
+import zlib
 import math
 import os
 import struct
@@ -29,6 +32,7 @@ if TYPE_CHECKING:
     from ..types import Any, PathLike
 
 _MAX_HEADER = 100_000_000  # the safetensors package's own limit
+CRC_KEY = "adcuda.crc32"
 # safetensors dtype -> (NumPy type of the stored bytes, adcuda dtype); BF16 is stored as raw 16-bit words
 _READ = {
     "F64": ("<f8", dt.float64),
@@ -67,11 +71,10 @@ def _write(tensors, fh, metadata):
     if not isinstance(tensors, dict) or not all(isinstance(k, str) for k in tensors):
         raise CheckpointError("save_file: expected a dict of str -> tensor")
     header: dict[str, Any] = {}
-    if metadata is not None:
-        if not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
-            raise CheckpointError("save_file: metadata must map str to str")
-        header["__metadata__"] = dict(metadata)
-    blobs, offset = [], 0
+    if metadata is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
+        raise CheckpointError("save_file: metadata must map str to str")
+    header["__metadata__"] = dict(metadata or {})
+    blobs, offset, crcs = [], 0, {}
     for name, t in sorted(tensors.items()):
         if not isinstance(t, Tensor):
             raise CheckpointError(f"save_file: {name!r} is a {type(t).__name__}, not a tensor")
@@ -86,7 +89,9 @@ def _write(tensors, fh, metadata):
         raw = array.tobytes()
         header[name] = {"dtype": _WRITE[value.dtype], "shape": list(array.shape), "data_offsets": [offset, offset + len(raw)]}
         blobs.append(raw)
+        crcs[name] = zlib.crc32(raw)
         offset += len(raw)
+    header["__metadata__"][CRC_KEY] = json.dumps(crcs, separators=(",", ":"))
     text = json.dumps(header, separators=(",", ":")).encode("utf-8")
     text += b" " * (-len(text) % 8)  # the package aligns the data to 8 bytes with spaces
     fh.write(struct.pack("<Q", len(text)) + text)
@@ -99,6 +104,23 @@ def load_file(filename: str | PathLike[str], device: Any = "cpu") -> dict[str, T
     label = repr(os.fsdecode(filename))
     with open(filename, "rb") as fh:
         return read(fh.read(), label, device)
+
+
+def _checksums(metadata, fail):
+    """name -> CRC-32 from adcuda's metadata entry, or None for a file written elsewhere."""
+    if metadata is None:
+        return None
+    if not isinstance(metadata, dict):
+        fail("__metadata__ is not a JSON object")
+    if CRC_KEY not in metadata:
+        return None
+    try:
+        crcs = json.loads(metadata[CRC_KEY])
+    except (TypeError, ValueError, RecursionError):
+        fail("the checksum table in the metadata is damaged")
+    if not isinstance(crcs, dict):
+        fail("the checksum table in the metadata is damaged")
+    return crcs
 
 
 def read(data: bytes, label: str, device: Any = "cpu") -> dict[str, Tensor]:
@@ -116,7 +138,7 @@ def read(data: bytes, label: str, device: Any = "cpu") -> dict[str, Tensor]:
         fail(f"the header is not valid JSON ({type(e).__name__})")
     if not isinstance(header, dict):
         fail("the header is not a JSON object")
-    header.pop("__metadata__", None)
+    crcs = _checksums(header.pop("__metadata__", None), fail)
     body = memoryview(data)[8 + n :]
     target = as_device(device, "load_file")
     spans, out = [], {}
@@ -133,6 +155,8 @@ def read(data: bytes, label: str, device: Any = "cpu") -> dict[str, Tensor]:
         if end - begin != math.prod(shape) * itemsize or end > len(body):
             fail(f"{name!r}: offsets [{begin}, {end}) do not fit shape {shape} of {entry['dtype']}")
         spans.append((begin, end))
+        if crcs is not None and crcs.get(name) != zlib.crc32(body[begin:end]):
+            fail(f"the data of {name!r} does not match its checksum (the file is damaged)")
         array = np.frombuffer(body[begin:end], stored).reshape(shape).copy()
         if dtype is dt.bfloat16:
             t = from_numpy((array.astype("<u4") << 16).view("<f4"))
