@@ -14,8 +14,8 @@ import pytest
 
 import adcuda
 import adcuda.nn as nn
-from adcuda.serialization import native as serialization
 from adcuda.serialization import CheckpointError
+from adcuda.serialization import native as serialization
 
 
 def _np(t):

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from ..types import Any, BinaryIO, PathLike
 
 __all__ = [
+    "TEMP_PREFIX",
     "CheckpointError",
     "WeightsOnlyError",
     "add_safe_globals",
@@ -38,6 +39,7 @@ __all__ = [
     "get_safe_globals",
     "load",
     "load_safetensors",
+    "remove_stale_temporaries",
     "safe_globals",
     "save",
     "save_safetensors",

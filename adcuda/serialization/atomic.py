@@ -100,5 +100,3 @@ def atomic_write(f: str | PathLike[str], write: Callable[[BinaryIO], None]) -> N
         with _in_progress_lock:
             _in_progress.discard(tmp)
     native._fsync_directory(directory)
-
-

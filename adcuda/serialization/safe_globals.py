@@ -29,16 +29,13 @@ def _entry_names(entry):
     """(object, the names a pickle may call it by) of one allowlist entry: an object or (object, name)."""
     if isinstance(entry, tuple):
         if len(entry) != 2 or not isinstance(entry[1], str):
-            raise TypeError(
-                f"add_safe_globals: expected an object or an (object, 'module.name') pair, got {entry!r}"
-            )
+            raise TypeError(f"add_safe_globals: expected an object or an (object, 'module.name') pair, got {entry!r}")
         return entry[0], (entry[1],)
     module = getattr(entry, "__module__", None)
     name = getattr(entry, "__qualname__", None) or getattr(entry, "__name__", None)
     if not isinstance(module, str) or not isinstance(name, str):
         raise TypeError(
-            f"add_safe_globals: {entry!r} has no __module__ and __qualname__; pass it as "
-            "(object, 'module.name')"
+            f"add_safe_globals: {entry!r} has no __module__ and __qualname__; pass it as (object, 'module.name')"
         )
     names = [f"{module}.{name}"]
     if module == "adcuda" or module.startswith("adcuda."):

@@ -12,11 +12,11 @@ no checksum of its own: adcuda's files carry each tensor's CRC-32 in the header'
 from __future__ import annotations
 
 import json
-import zlib
 import math
 import os
 import struct
 import warnings
+import zlib
 from typing import TYPE_CHECKING
 
 import numpy as np  # host-side byte layout of the file only
@@ -62,7 +62,9 @@ def looks_like_safetensors(start: bytes) -> bool:
     return len(start) >= 9 and struct.unpack("<Q", start[:8])[0] <= _MAX_HEADER and start[8:9] == b"{"
 
 
-def save_file(tensors: dict[str, Tensor], filename: str | PathLike[str], metadata: dict[str, str] | None = None) -> None:
+def save_file(
+    tensors: dict[str, Tensor], filename: str | PathLike[str], metadata: dict[str, str] | None = None
+) -> None:
     """Write a ``{name: tensor}`` dict as ``.safetensors`` (atomically, like ``adcuda.save``)."""
     atomic_write(filename, lambda fh: _write(tensors, fh, metadata))
 
@@ -87,7 +89,11 @@ def _write(tensors, fh, metadata):
             array = np.ascontiguousarray(value.cpu().numpy())
             array = array.astype(array.dtype.newbyteorder("<"), copy=False)
         raw = array.tobytes()
-        header[name] = {"dtype": _WRITE[value.dtype], "shape": list(array.shape), "data_offsets": [offset, offset + len(raw)]}
+        header[name] = {
+            "dtype": _WRITE[value.dtype],
+            "shape": list(array.shape),
+            "data_offsets": [offset, offset + len(raw)],
+        }
         blobs.append(raw)
         crcs[name] = zlib.crc32(raw)
         offset += len(raw)

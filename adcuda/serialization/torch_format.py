@@ -46,7 +46,6 @@ from . import safe_globals as sg
 from .native import CheckpointError
 from .unpickler import (
     STORAGE_OF_DTYPE,
-    STORAGE_TYPES,
     FullUnpickler,
     Rebuilder,
     RestrictedUnpickler,
@@ -170,7 +169,7 @@ class _TorchPickler(pickle._Pickler):  # the Python pickler: its dispatch table 
         return None
 
     def save_torch_global(self, obj):
-        self.write(pickle.GLOBAL + f"{obj.module}\n{obj.name}\n".encode("utf-8"))
+        self.write(pickle.GLOBAL + f"{obj.module}\n{obj.name}\n".encode())
         self.memoize(obj)
 
     dispatch[_Global] = save_torch_global
