@@ -94,6 +94,14 @@ def test_a_whole_torch_module_and_optimizer_continue_in_adcuda(tmp_path):
     our_opt.load_state_dict(adcuda.load(tmp_path / "opt.pt"))
     np.testing.assert_allclose(_adcuda_steps(ours, our_opt, 4), expected, rtol=1e-5, atol=1e-7)
 
+    # a whole optimizer too: its parameters are the loaded module's own (one pickle, one memo)
+    torch.save({"model": model, "optimizer": opt}, tmp_path / "both.pt")
+    both = adcuda.load(tmp_path / "both.pt", weights_only=False)
+    assert type(both["optimizer"]) is adcuda.optim.SGD
+    assert both["optimizer"].param_groups[0]["params"][0] is both["model"][0].weight
+    expected_more = _torch_steps(model, opt, 2)
+    np.testing.assert_allclose(_adcuda_steps(both["model"], both["optimizer"], 2), expected_more, rtol=1e-5, atol=1e-7)
+
     # the form programs use to reload a whole model without weights_only=False
     nn = adcuda.nn
     with adcuda.serialization.safe_globals([nn.Sequential, nn.Linear, nn.Tanh]):

@@ -57,6 +57,16 @@ def test_resume_names_the_bad_field(run, tmp_path, change, field):
         load_checkpoint(str(out), "cpu")
 
 
+def test_a_checkpoint_in_adcudas_earlier_format_still_resumes(run, tmp_path):
+    from adcuda.serialization import native
+
+    _, state = run
+    native.save(state, checkpoint_path(tmp_path))
+    assert load_checkpoint(str(tmp_path), "cpu")["epoch"] == 1
+    config = TrainConfig(task="digits", out=str(tmp_path), epochs=2, resume=True, quiet=True)
+    assert "test_accuracy" in train(config, TASKS["digits"])
+
+
 def test_model_and_optimizer_that_do_not_fit_are_named(run, tmp_path):
     def wrong_shape(state):
         state["model"] = dict(state["model"])
