@@ -45,6 +45,7 @@ from ..tensor import Size, Tensor
 from . import safe_globals as sg
 from .native import CheckpointError
 from .unpickler import (
+    NUMPY_DEFAULTS,
     STORAGE_OF_DTYPE,
     FullUnpickler,
     Rebuilder,
@@ -444,6 +445,7 @@ def read(source, label, *, path, map_location, weights_only: bool, mmap: bool, p
     data = archive.read("data.pkl")
     if weights_only:
         allowed = rebuilder.defaults()
+        allowed.update(NUMPY_DEFAULTS)
         allowed.update(sg.user_allowed())
         return RestrictedUnpickler(data, allowed, loader.storage).load()
     unpickler = FullUnpickler(io.BytesIO(data), rebuilder)

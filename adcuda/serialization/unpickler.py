@@ -20,6 +20,8 @@ import pickle
 import struct
 from typing import TYPE_CHECKING
 
+import numpy as np  # NumPy numbers and arrays that checkpoints hold (best scores, histories)
+
 from .. import dtypes as dt
 from ..device import device as Device
 from ..errors import AdcudaError
@@ -151,6 +153,62 @@ class Rebuilder:
             }
         )
         return allowed
+
+
+# ------------------------------------------------------------------------------------------ numpy
+# NumPy scalars and arrays of numbers and bools (a checkpoint's best score, a metric history) load under
+# weights_only=True, as adcuda's earlier format allowed; object arrays (which would unpickle anything
+# stored in them) are refused. PyTorch refuses NumPy by default; this is a deliberate difference.
+_NUMPY_KINDS = "biufc"
+
+
+def _checked_dtype(d, what):
+    if not isinstance(d, np.dtype) or d.kind not in _NUMPY_KINDS or d.fields is not None or d.subdtype is not None:
+        raise weights_only_failure(f"{what} of a NumPy dtype other than numbers and bools: {d!r}")
+    return d
+
+
+def _numpy_dtype(spec, align=False, copy=True):
+    if type(spec) is not str:
+        raise weights_only_failure(f"numpy.dtype of {type(spec).__name__}, not a type code")
+    return _checked_dtype(np.dtype(spec, bool(align), bool(copy)), "numpy.dtype")
+
+
+def _numpy_scalar(dtype, data=b""):
+    _checked_dtype(dtype, "a NumPy scalar")
+    if type(data) is not bytes or len(data) != dtype.itemsize:
+        raise weights_only_failure("a NumPy scalar whose bytes do not fit its dtype")
+    return np.frombuffer(data, dtype)[0]
+
+
+def _numpy_reconstruct(subtype, shape, code):
+    if subtype is not np.ndarray:
+        raise weights_only_failure(f"a NumPy array of type {subtype!r}")
+    return np.ndarray((0,), np.uint8)
+
+
+def _build_numpy(inst, state):
+    """BUILD of an array or dtype made by the functions above: checked before NumPy sees it."""
+    if type(state) is not tuple:
+        raise weights_only_failure("a NumPy object with a state that is not a tuple")
+    if type(inst) is np.ndarray:
+        if len(state) != 5 or type(state[4]) is not bytes:
+            raise weights_only_failure("a NumPy array whose state is not (version, shape, dtype, order, bytes)")
+        _checked_dtype(state[2], "a NumPy array")
+    elif any(x is not None for x in state[2:5]):  # a dtype: no subarray, names or fields
+        raise weights_only_failure("a NumPy dtype with fields or a subarray")
+    try:
+        inst.__setstate__(state)
+    except (TypeError, ValueError) as e:
+        raise weights_only_failure(f"a NumPy object whose state does not fit it ({e})") from None
+
+
+NUMPY_DEFAULTS = {
+    "numpy.dtype": _numpy_dtype,
+    "numpy.ndarray": np.ndarray,
+    **{f"numpy.{core}.multiarray.scalar": _numpy_scalar for core in ("core", "_core")},
+    **{f"numpy.{core}.multiarray._reconstruct": _numpy_reconstruct for core in ("core", "_core")},
+}
 
 
 def adcuda_global(module: str, name: str) -> Any:
@@ -408,6 +466,9 @@ class RestrictedUnpickler:
             if type(state) is not dict or not all(type(k) is str for k in state):
                 raise weights_only_failure("BUILD of an OrderedDict with a state that is not a dict of names")
             inst.__dict__.update(state)
+            return
+        if isinstance(inst, np.dtype) or type(inst) is np.ndarray:
+            _build_numpy(inst, state)
             return
         if type(inst) is Parameter:
             if state:
