@@ -123,6 +123,30 @@ def test_objects_of_unlisted_classes_are_never_built(tmp_path):
     _refuses(tmp_path, call_a_string, "unrecognized function")
 
 
+def test_numpy_objects_are_numbers_and_bools_only(tmp_path):
+    ok = pickle.dumps({"best": np.float64(0.25), "hist": np.arange(4, dtype=np.int32)}, protocol=2)
+    got = adcuda.load(_write(tmp_path, _archive(ok)))
+    assert got["best"] == 0.25 and got["hist"].tolist() == [0, 1, 2, 3]
+    object_dtype = b"\x80\x02" + _global("numpy", "dtype") + _text("O") + pickle.TUPLE1 + pickle.REDUCE + pickle.STOP
+    _refuses(tmp_path, object_dtype, "dtype other than numbers")
+    object_array = pickle.dumps(np.array([_SystemCall()], dtype=object), protocol=2)
+    _refuses(tmp_path, object_array, "Unsupported global|dtype other than numbers")
+    short_scalar = (
+        b"\x80\x02"
+        + _global("numpy._core.multiarray", "scalar")
+        + _global("numpy", "dtype")
+        + _text("f8")
+        + pickle.TUPLE1
+        + pickle.REDUCE
+        + pickle.SHORT_BINBYTES
+        + b"\x02ab"
+        + pickle.TUPLE2
+        + pickle.REDUCE
+        + pickle.STOP
+    )
+    _refuses(tmp_path, short_scalar, "do not fit its dtype")
+
+
 def _write(tmp_path, raw, name="x.pt"):
     path = tmp_path / name
     path.write_bytes(raw)

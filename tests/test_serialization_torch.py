@@ -102,6 +102,13 @@ def test_a_whole_torch_module_and_optimizer_continue_in_adcuda(tmp_path):
     expected_more = _torch_steps(model, opt, 2)
     np.testing.assert_allclose(_adcuda_steps(both["model"], both["optimizer"], 2), expected_more, rtol=1e-5, atol=1e-7)
 
+    # what a weights-only load would refuse, listed without loading (PyTorch's helper for allowlisting)
+    unsafe = adcuda.serialization.get_unsafe_globals_in_checkpoint(tmp_path / "model.pt")
+    assert sorted(unsafe) == sorted(
+        ["torch.nn.modules.container.Sequential", "torch.nn.modules.linear.Linear", "torch.nn.modules.activation.Tanh"]
+    )
+    assert adcuda.serialization.get_unsafe_globals_in_checkpoint(tmp_path / "opt.pt") == []
+
     # the form programs use to reload a whole model without weights_only=False
     nn = adcuda.nn
     with adcuda.serialization.safe_globals([nn.Sequential, nn.Linear, nn.Tanh]):

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 from . import native, safetensors, torch_format
 from .atomic import TEMP_PREFIX, _is_path, atomic_write, remove_stale_temporaries
 from .native import CheckpointError
-from .safe_globals import add_safe_globals, clear_safe_globals, get_safe_globals, safe_globals
-from .unpickler import WeightsOnlyError
+from .safe_globals import add_safe_globals, clear_safe_globals, get_safe_globals, safe_globals, user_allowed
+from .unpickler import WeightsOnlyError, adcuda_global
 
 if TYPE_CHECKING:
     from ..types import Any, BinaryIO, PathLike
@@ -37,6 +37,7 @@ __all__ = [
     "add_safe_globals",
     "clear_safe_globals",
     "get_safe_globals",
+    "get_unsafe_globals_in_checkpoint",
     "load",
     "load_safetensors",
     "remove_stale_temporaries",
@@ -190,6 +191,31 @@ def _safetensors_device(map_location):
     if isinstance(map_location, dict):
         return map_location.get("cpu", "cpu")
     return map_location
+
+
+def get_unsafe_globals_in_checkpoint(f: str | PathLike[str] | BinaryIO) -> list[str]:
+    """The globals a PyTorch-format checkpoint names that ``load(weights_only=True)`` would refuse
+    (neither on the default allowlist nor allowed by ``add_safe_globals``), without loading it: what to
+    review before allowing them."""
+    label = native._describe(f)
+    source = open(f, "rb") if _is_path(f) else f
+    try:
+        names = torch_format.globals_in(source, label)
+    finally:
+        if source is not f:
+            source.close()
+    rebuilder = torch_format.Rebuilder(lambda pid: None, lambda *args: None)
+    allowed = {**rebuilder.defaults(), **torch_format.NUMPY_DEFAULTS}
+    user, user_named = get_safe_globals(), user_allowed()
+    unsafe = []
+    for name in names:
+        if name in allowed or name in user_named:
+            continue
+        module, _, attr = name.rpartition(".")
+        mapped = adcuda_global(module, attr)
+        if mapped is None or not any(mapped is u for u in user):
+            unsafe.append(name)
+    return unsafe
 
 
 def save_safetensors(

@@ -26,6 +26,7 @@ import io
 import math
 import os
 import pickle
+import pickletools
 import struct
 import uuid
 import warnings
@@ -436,6 +437,27 @@ class _Loader:
                 f"load: {self.archive.label} holds a tensor saved on {location}, which cannot be used here "
                 f"({e}); pass map_location='cpu' to load it onto the CPU"
             ) from None
+
+
+def globals_in(source, label) -> list[str]:
+    """The ``module.name`` of every global the archive's pickle names, in order of first use; read
+    opcode by opcode (``pickletools``), nothing built or called."""
+    archive = _Archive(source, label)
+    data = archive.read("data.pkl")
+    found, strings = {}, []
+    try:
+        for opcode, arg, _ in pickletools.genops(data):
+            if opcode.name == "GLOBAL":
+                module, name = sg.python3_name(*arg.split(" ", 1))
+                found.setdefault(f"{module}.{name}")
+            elif opcode.name == "STACK_GLOBAL" and len(strings) >= 2:
+                module, name = sg.python3_name(strings[-2], strings[-1])
+                found.setdefault(f"{module}.{name}")
+            elif isinstance(arg, str) and "UNICODE" in opcode.name:
+                strings.append(arg)
+    except (ValueError, EOFError, struct.error, UnicodeDecodeError) as e:
+        archive.fail(f"the pickle cannot be read ({type(e).__name__}: {e})")
+    return list(found)
 
 
 def read(source, label, *, path, map_location, weights_only: bool, mmap: bool, pickle_module=None) -> Any:
