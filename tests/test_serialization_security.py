@@ -217,6 +217,14 @@ def test_persistent_ids_and_sizes_that_lie_are_refused(tmp_path):
     _refuses(tmp_path, huge_bytes, "truncated")
 
 
+def test_compressed_records_are_refused(tmp_path):
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("archive/data.pkl", pickle.dumps({"a": 1}, protocol=2) + b"\0" * 10**6)
+    with pytest.raises(CheckpointError, match="compressed"):
+        adcuda.load(_write(tmp_path, buffer.getvalue()))
+
+
 def test_truncated_payloads_raise_at_every_length(tmp_path):
     payload = pickle.dumps({"weights": [1, 2.5, "x", (None, True)], "evil": _SystemCall()}, protocol=2)
     for cut in range(len(payload)):

@@ -313,3 +313,22 @@ def test_safetensors_round_trips_both_ways(tmp_path):
     for key, value in ours.items():
         np.testing.assert_array_equal(back[key].numpy(), _np(value))
         np.testing.assert_array_equal(via_numpy[key], _np(value))
+
+
+# ------------------------------------------------------------------------------------------ CUDA
+@pytest.mark.cuda
+@pytest.mark.skipif(not adcuda.cuda.is_available(), reason="needs a usable CUDA device")
+def test_cuda_tensors_keep_their_device_and_bfloat16(tmp_path):
+    values = [1.5, -2.25, 3e38, 1e-40]
+    state = {"bf": adcuda.tensor(values, device="cuda").bfloat16(), "w": adcuda.randn(3, 4, device="cuda").t()}
+    adcuda.save(state, tmp_path / "gpu.pt")
+    back = torch.load(tmp_path / "gpu.pt", map_location="cpu")
+    assert back["bf"].dtype == torch.bfloat16
+    np.testing.assert_array_equal(back["bf"].float().numpy(), state["bf"].float().cpu().numpy())
+    np.testing.assert_array_equal(back["w"].numpy(), state["w"].cpu().numpy())
+    got = adcuda.load(tmp_path / "gpu.pt")  # saved on cuda:0, back on cuda:0, bfloat16 kept
+    assert got["bf"].device.type == "cuda" and got["bf"].dtype is adcuda.bfloat16
+    np.testing.assert_array_equal(got["bf"].float().cpu().numpy(), state["bf"].float().cpu().numpy())
+    with pytest.warns(UserWarning, match="bfloat16"):
+        on_cpu = adcuda.load(tmp_path / "gpu.pt", map_location={"cuda:0": "cpu"})
+    assert on_cpu["w"].device.type == "cpu"

@@ -53,7 +53,6 @@ from .unpickler import (
     RestrictedUnpickler,
     StorageType,
     decode_ascii,
-    weights_only_failure,
 )
 
 if TYPE_CHECKING:
@@ -277,6 +276,9 @@ class _Archive:
         full = self.prefix + name
         if full not in self.names:
             self.fail(f"the record {full!r} is missing")
+        if self.zip.getinfo(full).compress_type != zipfile.ZIP_STORED:
+            # torch.save stores every record; a compressed one could inflate without bound
+            self.fail(f"the record {full!r} is compressed, which torch.save never writes")
         try:
             return self.zip.read(full)
         except (zipfile.BadZipFile, zlib.error, ValueError, OSError, EOFError, struct.error, NotImplementedError) as e:
@@ -359,7 +361,7 @@ class _Loader:
 
     def tensor(self, storage, offset, size, stride, requires_grad):
         if not (isinstance(storage, tuple) and len(storage) == 3 and isinstance(storage[1], StorageType)):
-            raise weights_only_failure(f"_rebuild_tensor_v2 of {type(storage).__name__}, not a storage")
+            self.archive.fail(f"_rebuild_tensor_v2 of a {type(storage).__name__}, not a storage")
         array, storage_type, location = storage
         size, stride = tuple(size), tuple(stride)
         if (
