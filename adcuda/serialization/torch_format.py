@@ -258,6 +258,7 @@ class _Archive:
     def __init__(self, source, label, path=None):
         self.label = label
         self.path = path
+        self.source = source
         try:
             self.zip = zipfile.ZipFile(source)
             names = self.zip.namelist()
@@ -289,19 +290,47 @@ class _Archive:
     def has(self, name):
         return self.prefix + name in self.names
 
+    def _data_start(self, name, nbytes):
+        """Where record ``name``'s ``nbytes`` stored bytes begin in the file, its local header checked."""
+        info = self.zip.getinfo(self.prefix + name)
+        if info.compress_type != zipfile.ZIP_STORED or info.flag_bits & 0x1:
+            self.fail(f"the record {name!r} is compressed or encrypted, which torch.save never writes")
+        if info.file_size != nbytes:
+            self.fail(f"the record {name!r} holds {info.file_size} bytes, but its storage needs {nbytes}")
+        self.source.seek(info.header_offset)
+        header = self.source.read(30)
+        if len(header) != 30 or header[:4] != b"PK\x03\x04":
+            self.fail(f"the local header of {name!r} is damaged")
+        name_len, extra_len = struct.unpack("<HH", header[26:30])
+        if self.source.read(name_len) != info.orig_filename.encode("utf-8"):
+            self.fail(f"the local header of {name!r} names another record")
+        return info.header_offset + 30 + name_len + extra_len, info.CRC
+
+    def read_array(self, name, dtype, count):
+        """Record ``name`` read straight into a new NumPy array of ``count`` ``dtype`` elements, its
+        CRC-32 checked (one copy, where ``zipfile``'s read and a conversion would make two)."""
+        array = np.empty(count, dtype)
+        start, crc = self._data_start(name, array.nbytes)
+        view = memoryview(array).cast("B") if count else memoryview(b"")
+        self.source.seek(start)
+        readinto = getattr(self.source, "readinto", None)
+        if readinto is not None:
+            got = readinto(view) if count else 0
+        else:
+            data = self.source.read(array.nbytes)
+            got = len(data)
+            view[:got] = data
+        if got != array.nbytes:
+            self.fail(f"the record {name!r} is truncated: {got} of {array.nbytes} bytes")
+        if zlib.crc32(view) != crc:
+            self.fail(f"the record {name!r} does not match its CRC-32 (the file is damaged)")
+        return array
+
     def mapped(self, name, dtype, count):
         """The stored bytes of record ``name`` as a copy-on-write NumPy memmap (``mmap=True``)."""
-        info = self.zip.getinfo(self.prefix + name)
-        if info.compress_type != zipfile.ZIP_STORED:
-            self.fail(f"the record {name!r} is compressed and cannot be memory-mapped")
-        with open(self.path, "rb") as fh:
-            fh.seek(info.header_offset)
-            header = fh.read(30)
-            if len(header) != 30 or header[:4] != b"PK\x03\x04":
-                self.fail(f"the local header of {name!r} is damaged")
-            name_len, extra_len = struct.unpack("<HH", header[26:30])
-        start = info.header_offset + 30 + name_len + extra_len
-        if start + count * np.dtype(dtype).itemsize > os.path.getsize(self.path):
+        nbytes = count * np.dtype(dtype).itemsize
+        start, _ = self._data_start(name, nbytes)
+        if start + nbytes > os.path.getsize(self.path):
             self.fail(f"the record {name!r} runs past the end of the file")
         if count == 0:
             return np.empty(0, dtype)
@@ -346,13 +375,7 @@ class _Loader:
         if self.mmap and self.archive.path is not None:
             array = self.archive.mapped(name, stored, numel)
         else:
-            raw = self.archive.read(name)
-            if len(raw) != numel * stored.itemsize:
-                self.archive.fail(
-                    f"storage {key} holds {len(raw)} bytes, but {numel} elements of {storage_type!r} need "
-                    f"{numel * stored.itemsize}"
-                )
-            array = np.frombuffer(raw, stored).copy() if numel else np.empty(0, stored)
+            array = self.archive.read_array(name, stored, numel)
         if self.swap:
             array = array.byteswap()
         entry = (array, storage_type, location)
