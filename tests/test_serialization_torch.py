@@ -332,3 +332,35 @@ def test_cuda_tensors_keep_their_device_and_bfloat16(tmp_path):
     with pytest.warns(UserWarning, match="bfloat16"):
         on_cpu = adcuda.load(tmp_path / "gpu.pt", map_location={"cuda:0": "cpu"})
     assert on_cpu["w"].device.type == "cpu"
+
+
+def _layers():
+    return {
+        "conv_bn": (
+            lambda: torch.nn.Sequential(
+                torch.nn.Conv2d(1, 2, 3), torch.nn.BatchNorm2d(2), torch.nn.ReLU(), torch.nn.MaxPool2d(2)
+            ),
+            (2, 1, 6, 6),
+        ),
+        "lstm": (lambda: torch.nn.LSTM(3, 4, batch_first=True), (2, 5, 3)),
+        "attention": (lambda: torch.nn.MultiheadAttention(4, 2, batch_first=True), (2, 3, 4)),
+        "norm_dropout": (lambda: torch.nn.Sequential(torch.nn.LayerNorm(4), torch.nn.Dropout(0.3)), (3, 4)),
+        "encoder": (lambda: torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True), (2, 3, 8)),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_layers()))
+def test_whole_torch_layers_load_as_adcuda_layers_with_the_same_outputs(tmp_path, name):
+    make, shape = _layers()[name]
+    torch.manual_seed(0)
+    layer = make().eval()
+    torch.save(layer, tmp_path / "layer.pt")
+    ours = adcuda.load(tmp_path / "layer.pt", weights_only=False)
+    assert type(ours).__module__.startswith("adcuda.")
+    x = torch.randn(*shape)
+    args = (x, x, x) if name == "attention" else (x,)
+    with torch.no_grad():
+        expected = layer(*args)
+    got = ours(*(adcuda.from_numpy(a.numpy()) for a in args))
+    expected, got = (r[0] if isinstance(r, tuple) else r for r in (expected, got))
+    np.testing.assert_allclose(_np(got), expected.numpy(), rtol=1e-5, atol=1e-6)
