@@ -209,7 +209,7 @@ def _channel_layout(name, input, batched_ndim, warn):
             f"that {name} exists to provide channel-wise dropout on inputs with {spatial} spatial dimensions, a "
             f"channel dimension, and an optional batch dimension (i.e. {spatial + 1}D or {spatial + 2}D inputs).",
             UserWarning,
-            stacklevel=4,
+            stacklevel=5,  # the caller of F.dropout2d/3d, past the op entry and this helper
         )
     if name == "dropout2d":
         if warn and ndim == 3:
@@ -220,7 +220,7 @@ def _channel_layout(name, input, batched_ndim, warn):
                 "shape (C, H, W). To maintain the 1D channel-wise dropout behavior, please switch to using "
                 "dropout1d instead.",
                 UserWarning,
-                stacklevel=4,
+                stacklevel=5,  # the caller of F.dropout2d/3d, past the op entry and this helper
             )
         unbatched = False
     else:
