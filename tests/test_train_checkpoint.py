@@ -150,3 +150,25 @@ def test_a_live_savers_temporary_is_left_alone(tmp_path):
         sleeper.kill()
         sleeper.wait()
     assert remove_stale_temporaries(str(tmp_path), "model.pt") == [live.name]
+
+
+def test_concurrent_savers_into_one_folder_never_remove_each_others_files(tmp_path):
+    import threading
+
+    errors = []
+
+    def saver(i):
+        try:
+            for step in range(5):
+                adcuda.save({"i": i, "step": step, "w": adcuda.ones(2000)}, tmp_path / f"m{i % 2}.pt")
+        except Exception as error:  # any failure is the test's finding
+            errors.append(error)
+
+    threads = [threading.Thread(target=saver, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert _temporaries(tmp_path) == []
+    assert adcuda.load(tmp_path / "m0.pt")["step"] == 4 and adcuda.load(tmp_path / "m1.pt")["step"] == 4
