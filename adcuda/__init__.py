@@ -113,6 +113,7 @@ _LOADED_ON_FIRST_USE = {
     "init_cuda_context": (".cuda", "init_cuda_context"),
     "save": (".serialization", "save"),
     "load": (".serialization", "load"),
+    "serialization": (".serialization", None),  # torch.serialization.safe_globals and the rest
     "autocast": (".amp", "autocast"),
     "compile": (".capture", "compile"),  # graph capture and replay (adcuda/capture/)
     # more of PyTorch's names (issue 15): torch.linalg's norms and products, torch.testing's assert_close

@@ -121,6 +121,36 @@ class Tensor(_AttachedAtImport):
         return self._device.type == "cuda"
 
     @property
+    def is_cpu(self) -> bool:
+        return self._device.type == "cpu"
+
+    # PyTorch's other device kinds and tensor kinds, which adcuda's tensors never are (programs test
+    # them to pick a code path: `if x.is_mps: ...`)
+    @property
+    def is_xpu(self) -> bool:
+        return False
+
+    @property
+    def is_mps(self) -> bool:
+        return False
+
+    @property
+    def is_meta(self) -> bool:
+        return False
+
+    @property
+    def is_quantized(self) -> bool:
+        return False
+
+    @property
+    def is_mkldnn(self) -> bool:
+        return False
+
+    @property
+    def is_nested(self) -> bool:
+        return False
+
+    @property
     def ndim(self) -> int:
         return self._data.ndim
 

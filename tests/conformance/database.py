@@ -1957,7 +1957,10 @@ for _name, _samples in {
     "get_device": [S(T(3))],
 }.items():
     add(_name, _samples, call=_method(_name), grad=False, category="tensor-method")
-for _name in ("shape", "ndim", "dtype", "itemsize", "nbytes", "is_cuda", "requires_grad", "is_leaf"):
+for _name in (
+    *("shape", "ndim", "dtype", "itemsize", "nbytes", "is_cuda", "requires_grad", "is_leaf"),
+    *("is_cpu", "is_xpu", "is_mps", "is_meta", "is_quantized", "is_mkldnn", "is_nested"),
+):
     add(
         _name,
         [S(T(2, 3)), S(T()), S(T(0, 3, dtype="int64"))],
