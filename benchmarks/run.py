@@ -55,6 +55,7 @@ SUITES = {
     "programs": Suite("bench_programs.py", ("cpu",), False),
     "export": Suite("bench_export.py", ("cpu",), False),
     "threads": Suite("bench_threads.py", ("cpu",), False),
+    "sparse": Suite("bench_sparse.py", ("cpu",), False),
 }
 
 # A suite that cannot run here (a missing tool, no GPU) says why on its last line of stderr and exits
