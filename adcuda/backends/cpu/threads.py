@@ -8,8 +8,10 @@ small model's products gain little from a second thread even on an idle machine,
 spinning costs much: ``adcuda train`` (batch 32, 64-256-256-10) spent 20 s of CPU time, against 1.8 s
 with ``OPENBLAS_NUM_THREADS=1``, on 2 cores that 8 other jobs shared. So the backend sets NumPy's BLAS
 pool to one thread the first time it multiplies, and raises it, for the length of one call, only for
-products of at least ``WORK_PER_THREAD`` multiply-adds per thread; switching costs about 1.5 us a
-product, and nothing for the small ones, which keep the one-thread pool.
+products of at least ``WORK_PER_THREAD`` multiply-adds per thread. Switching through threadpoolctl's
+per-library ``set_num_threads`` costs about 0.8 us a call (1.5 us a raised product), and nothing for
+the small ones, which keep the one-thread pool; its ``limit()`` context manager would cost 58 us and
+``threadpool_limits`` 1.8 ms a call (measured on the development machine), too much for every product.
 
 The thread count follows PyTorch: ``OMP_NUM_THREADS`` (then ``MKL_NUM_THREADS``) at import, else the
 cores this process may run on; ``OPENBLAS_NUM_THREADS``, where set, caps it, since those are the
