@@ -2618,7 +2618,6 @@ GROUPS = {
         ("value", "ones_like", "float32[3x4]t"): "function ones_like: result: strides (4, 1), expected (1, 3)",
         ("value", "tensor", "scalars#6"): "function tensor: result: strides (0,), expected (1,)",
         ("value", "tensor", "scalars#7"): "function tensor: result: strides (0, 0), expected (1, 1)",
-        ("value", "tril_indices", "scalars#3"): "function tril_indices: result: strides (0, 0), expected (1, 1)",
         ("value", "zeros", "scalars#3"): "function zeros: result: strides (0, 0), expected (5, 1)",
         ("value", "zeros_like", "float32[3x4]t"): "function zeros_like: result: strides (4, 1), expected (1, 3)",
     },
