@@ -9,12 +9,17 @@ class AdcudaError(Exception):
     """Base class of every error adcuda raises on purpose."""
 
 
-class ShapeError(AdcudaError, ValueError):
-    """Shapes that cannot be combined (broadcasting, matmul, views, sizes)."""
+class ShapeError(AdcudaError, ValueError, RuntimeError):
+    """Shapes that cannot be combined (broadcasting, matmul, views, sizes). Also a RuntimeError, the
+    class PyTorch raises for these, so code written against PyTorch catches it."""
 
 
 class DTypeError(AdcudaError, TypeError):
     """A dtype an op does not accept, or a value that cannot become a tensor."""
+
+
+class InvalidArgumentError(AdcudaError, ValueError, RuntimeError):
+    """An argument value an op does not accept (a mode name, a negative count, a value out of its domain)."""
 
 
 class DeviceError(AdcudaError, RuntimeError):
@@ -33,6 +38,76 @@ class IndexOutOfRangeError(AdcudaError, IndexError):
 
 class AutogradError(AdcudaError, RuntimeError):
     """Misuse of the autograd graph: freed graph, in-place modification of a saved value, ..."""
+
+
+class OpRuntimeError(AdcudaError, RuntimeError):
+    """An op failed below its own checks (an error of NumPy, of the native module or of Python inside its
+    forward) with no more specific class."""
+
+
+class DivisionByZeroError(AdcudaError, ZeroDivisionError):
+    """A division by zero inside an op (integer division and remainder)."""
+
+
+class NumericOverflowError(AdcudaError, OverflowError):
+    """A value too large for the type it is converted to inside an op."""
+
+
+class NumericError(AdcudaError, FloatingPointError):
+    """Another arithmetic error inside an op (FloatingPointError, ArithmeticError)."""
+
+
+class UnsupportedError(AdcudaError, NotImplementedError):
+    """What an op does not implement for these arguments."""
+
+
+class HostMemoryError(AdcudaError, MemoryError):
+    """An allocation on the host failed inside an op."""
+
+
+# The adcuda class for an error that NumPy or Python raised inside an op, by the built-in class it
+# derives from (most specific first), so that ``except IndexError`` and the like still catch it.
+_ADAPTED = (
+    (IndexError, IndexOutOfRangeError),  # NumPy's AxisError (an IndexError and a ValueError) too
+    (ZeroDivisionError, DivisionByZeroError),
+    (OverflowError, NumericOverflowError),
+    (ArithmeticError, NumericError),
+    (NotImplementedError, UnsupportedError),
+    (ValueError, InvalidArgumentError),
+    (TypeError, DTypeError),
+    (AttributeError, DTypeError),  # an argument of a type without the attribute the op reads
+    (MemoryError, HostMemoryError),
+    (Exception, OpRuntimeError),
+)
+
+
+def _describe_argument(value):
+    shape = getattr(value, "shape", None)
+    dtype = getattr(value, "dtype", None)
+    if shape is not None and dtype is not None and hasattr(value, "device"):
+        return f"tensor of shape {fmt_shape(shape)}, {dtype}, on {value.device}"
+    if isinstance(value, (list, tuple)) and value and all(hasattr(v, "device") for v in value):
+        return "[" + "; ".join(_describe_argument(v) for v in value) + "]"
+    text = repr(value)
+    return text if len(text) <= 40 else type(value).__name__
+
+
+def adapt_error(op_name, error, arguments):
+    """The adcuda error for ``error`` (NumPy's or Python's, raised inside op ``op_name``), naming the op
+    and its arguments (``(name, value)`` pairs: tensors by shape, dtype and device). The caller raises
+    it ``from`` the original, which stays as ``__cause__``. An adcuda error, or an exception of another
+    library or of user code (a callback), is returned as it is."""
+    if isinstance(error, AdcudaError):
+        return error
+    module = type(error).__module__
+    if module != "builtins" and not module.startswith("numpy"):
+        return error
+    for builtin, adapted in _ADAPTED:
+        if isinstance(error, builtin):
+            break
+    message = str(error) if not isinstance(error, KeyError) else repr(error)
+    described = ", ".join(f"{name}={_describe_argument(value)}" for name, value in arguments if value is not None)
+    return adapted(f"{op_name}: {message or type(error).__name__} (arguments: {described})")
 
 
 def fmt_shape(shape):

@@ -28,7 +28,7 @@ from .. import tensor as tensor_module
 from ..autograd import anomaly, engine, graph
 from ..autograd.grad_mode import state as grad_state
 from ..autograd.graph import FREED_MESSAGE, Node, _sequence, edge_of, sum_to_shape, unpack, version_counter, version_of
-from ..errors import AutogradError, DTypeError
+from ..errors import AdcudaError, AutogradError, DTypeError, adapt_error
 from ..tensor import Tensor, primitives
 from .mutation import check_inplace_allowed, commit_inplace
 
@@ -166,12 +166,14 @@ _PLAIN_SOURCE = """
 def make(forward, OP, NAME, _defaults):
     def entry({signature}):
         if _slow:
-            return _around_chain(NAME, OP, forward, ({positional}), {keywords})
+            try:
+                return _around_chain(NAME, OP, forward, ({positional}), {keywords})
+            except Exception as error:
+                _adapt(OP, error, ({tensors}), ({values_tuple}))
         try:
             return forward({call})
-        except (AttributeError, TypeError) as error:
-            _check_inputs_are_tensors(OP, error, ({tensors}))
-            raise
+        except Exception as error:
+            _adapt(OP, error, ({tensors}), ({values_tuple}))
     return entry
 """
 
@@ -179,7 +181,10 @@ _ENTRY_SOURCE = """
 def make(forward, OP, NAME, _defaults, PLANS):
     def entry({signature}):
         if _slow:
-            return _around_chain(NAME, OP, body, ({positional}), {keywords})
+            try:
+                return _around_chain(NAME, OP, body, ({positional}), {keywords})
+            except Exception as error:
+                _adapt(OP, error, ({tensors}), ({values_tuple}))
 {body}
 
     def body({signature}):
@@ -191,9 +196,8 @@ def make(forward, OP, NAME, _defaults, PLANS):
 # the dearer of the two): most calls have no input that does.
 _BODY_SOURCE = """        try:
             result = forward({call})
-        except (AttributeError, TypeError) as error:
-            _check_inputs_are_tensors(OP, error, ({tensors}))
-            raise
+        except Exception as error:
+            _adapt(OP, error, ({tensors}), ({values_tuple}))
         out = {output}
         mask = 0
 {checks}        if mask and grad_state.enabled:
@@ -202,9 +206,8 @@ _BODY_SOURCE = """        try:
 
 _VIEW_BODY_SOURCE = """        try:
             result = forward({call})
-        except (AttributeError, TypeError) as error:
-            _check_inputs_are_tensors(OP, error, ({tensors}))
-            raise
+        except Exception as error:
+            _adapt(OP, error, ({tensors}), ({values_tuple}))
         out = {output}
 {view}        if grad_state.enabled:
             out._view_version = vc.value if vc is not None else 0
@@ -280,6 +283,21 @@ def _tensor_params(op):
     return tuple(found)
 
 
+def _adapt(op, error, tensors, values):
+    """Raise what an op's failed forward raised as an adcuda error naming the op and its arguments
+    (errors.adapt_error), the original kept as ``__cause__``: no raw NumPy or Python error reaches a
+    user from an op. Runs only when the forward raised, so the hot path pays nothing for it."""
+    if isinstance(error, (AttributeError, TypeError)) and not isinstance(error, AdcudaError):
+        try:
+            _check_inputs_are_tensors(op, error, tensors)
+        except DTypeError as named:
+            raise named from error
+    adapted = adapt_error(op.name, error, zip(op.signature.parameters, values))
+    if adapted is error:
+        raise error
+    raise adapted from error
+
+
 def _check_inputs_are_tensors(op, error, values):
     """After an op's forward failed on a missing attribute or a type (its own or an op it calls):
     name this op and the input that is not a Tensor (a list, a NumPy array), else let the error
@@ -346,6 +364,7 @@ def _generated_entry(op):
             keywords=keywords,
             call=", ".join(call),
             tensors=_tuple(name for name, _ in op.tensor_params),
+            values_tuple=_tuple(values),
         )
         made = {}
         exec(compile(source, _entry_filename(op), "exec"), globals(), made)
@@ -363,6 +382,7 @@ def _generated_entry(op):
             checks=_indented(checks, 12),
             values=", ".join(values),
             tensors=_tuple(name for name, _ in op.tensor_params),
+            values_tuple=_tuple(values),
         )
     else:
         body = _BODY_SOURCE.format(
@@ -371,9 +391,15 @@ def _generated_entry(op):
             checks=_indented(checks, 8),
             values=", ".join(values),
             tensors=_tuple(name for name, _ in op.tensor_params),
+            values_tuple=_tuple(values),
         )
     source = _ENTRY_SOURCE.format(
-        signature=", ".join(signature), body=body, positional=_tuple(positional), keywords=keywords
+        signature=", ".join(signature),
+        body=body,
+        positional=_tuple(positional),
+        keywords=keywords,
+        tensors=_tuple(name for name, _ in op.tensor_params),
+        values_tuple=_tuple(values),
     )
     # defined with this module's globals, so the entry reads _slow and _around_chain as they change
     made = {}
@@ -732,6 +758,7 @@ def make_inplace_entry(op):
     name = op.forms["inplace"][0]
     forward = op.forward
     entry_of = op
+    inplace_op = _InplaceName(name, op.signature)
 
     def body(self, *args, **kwargs):
         check_inplace_allowed(self, name)
@@ -754,15 +781,28 @@ def make_inplace_entry(op):
         return commit_inplace(self, result, name)
 
     def inplace_entry(self, *args, **kwargs):
-        if _slow:
-            return _around_chain(name, op, body, (self,) + args, kwargs)
-        return body(self, *args, **kwargs)
+        try:
+            if _slow:
+                return _around_chain(name, op, body, (self,) + args, kwargs)
+            return body(self, *args, **kwargs)
+        except Exception as error:
+            _adapt(inplace_op, error, (), (self,) + args + tuple(kwargs.values()))
 
     inplace_entry.__name__ = inplace_entry.__qualname__ = name
     inplace_entry.__doc__ = f"In-place {op.name}: {op.doc}"
     inplace_entry.__signature__ = inplace_signature(op)
     inplace_entry.op = op
     return inplace_entry
+
+
+class _InplaceName:
+    """What ``_adapt`` reads of an op, for its in-place form: the name users called."""
+
+    __slots__ = ("name", "signature")
+
+    def __init__(self, name, signature):
+        self.name = name
+        self.signature = signature
 
 
 def inplace_signature(op):

@@ -6,6 +6,7 @@ backend with that device current."""
 
 from __future__ import annotations
 
+import collections.abc
 import math
 import numbers
 from typing import TYPE_CHECKING
@@ -86,7 +87,7 @@ def _infer_dtype(obj):
     stack = [obj]
     while stack:
         x = stack.pop()
-        if isinstance(x, (list, tuple)):
+        if isinstance(x, (list, tuple)) or _is_other_sequence(x):
             stack.extend(x)
             continue
         if isinstance(x, (np.generic, np.ndarray)):
@@ -95,6 +96,12 @@ def _infer_dtype(obj):
             d = dt.default_for_category(dt.scalar_category(x))
         result = d if result is None else dt.promote(result, d)
     return result or dt.default_float
+
+
+def _is_other_sequence(x):
+    """A sequence PyTorch reads as nested data beside lists and tuples (range, deque, array.array);
+    strings are not data."""
+    return isinstance(x, collections.abc.Sequence) and not isinstance(x, (list, tuple, str, bytes, bytearray))
 
 
 def _flatten_once(data):
@@ -132,6 +139,8 @@ def tensor(
             if dtype is None:
                 dtype = dt.from_numpy_dtype(arr.dtype, "tensor")
         else:
+            if _is_other_sequence(data):
+                data = list(data)
             if isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in _flatten_once(data)):
                 data = _tensors_to_lists(data)
             if dtype is None:

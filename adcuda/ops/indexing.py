@@ -37,20 +37,40 @@ def _is_basic_item(k):
     )
 
 
+def _sequence_as_tuple(key):
+    """PyTorch reads a list key that holds a slice, None, Ellipsis, a sequence or a tensor (not a 0-d
+    integer one) as a tuple of indices (``x[[0, [1]]]`` is ``x[0, [1]]``), any other sequence as one
+    index tensor (``x[[0, 1]]``, ``x[range(2)]``)."""
+    if len(key) >= 32:
+        return False
+    for k in key:
+        if k is None or k is Ellipsis or isinstance(k, (slice, list, tuple, range)):
+            return True
+        if isinstance(k, Tensor):
+            return True
+        if hasattr(k, "__array__") and getattr(k, "ndim", 0):
+            return True
+    return False
+
+
 def convert_key(input, key, name):
-    """The key as the backend takes it, and whether it is basic (gives a view)."""
+    """``(backend key, basic, move)``: the key as the backend takes it (NumPy's rules), whether it is
+    basic (gives a view), and where PyTorch's rule places the dims of the index tensors elsewhere than
+    NumPy's: None, or ``(at, to, count, ndim)``: the ``count`` dims at ``at`` of NumPy's result (of ``ndim``
+    dims) belong at ``to``."""
     if key.__class__ is int:
-        return (key,), True
+        return (key,), True, None
     if (
         key.__class__ is slice
         and key.start.__class__ in _PLAIN
         and key.stop.__class__ in _PLAIN
         and (key.step is None or key.step.__class__ is int and key.step > 0)
     ):
-        return (key,), True
+        return (key,), True, None
     if not isinstance(key, tuple):
-        key = (key,)
+        key = tuple(key) if isinstance(key, list) and _sequence_as_tuple(key) else (key,)
     out, basic = [], True
+    kinds = []  # per item: (kind, dims of the index) for placing the index dims as PyTorch does
     for k in key:
         if isinstance(k, Tensor):
             if k._device != input._device:
@@ -61,23 +81,95 @@ def convert_key(input, key, name):
                 )
             out.append(k._data)
             basic = False
+            if k.dtype is dt.bool_:
+                kinds.append(("array", 1, k.ndim))
+            else:
+                kinds.append(("int", 0, 1) if k.ndim == 0 else ("array", k.ndim, 1))
         elif isinstance(k, slice):
             if k.step is not None and int(k.step) <= 0:
                 raise ValueError(f"{name}: slice step must be greater than zero, got {k.step}")
             out.append(slice(*(int(v) if v is not None else None for v in (k.start, k.stop, k.step))))
+            kinds.append(("kept", 1, 1))
         elif _is_basic_item(k):
-            out.append(int(k) if isinstance(k, numbers.Integral) else k)
+            if k is None:
+                out.append(None)
+                kinds.append(("kept", 1, 0))
+            elif k is Ellipsis:
+                out.append(Ellipsis)
+                kinds.append(("ellipsis", 0, 0))
+            else:
+                out.append(int(k))
+                kinds.append(("int", 0, 1))
         elif isinstance(k, bool):
             out.append(k)
             basic = False
-        elif isinstance(k, (list, tuple)) or hasattr(k, "__array__"):
+            kinds.append(("array", 1, 0))
+        elif isinstance(k, (list, tuple, range)) or hasattr(k, "__array__"):
             idx = tensor(k, device=input._device)
             if idx.numel() == 0:
                 idx = cast(idx, dt.int64)
             return convert_key(input, key[: len(out)] + (idx,) + key[len(out) + 1 :], name)
+        elif isinstance(k, (str, bytes, dict, set)):
+            raise DTypeError(f"{name}: unsupported index of type {type(k).__name__}")
         else:
-            raise TypeError(f"{name}: unsupported index of type {type(k).__name__}")
-    return tuple(out), basic
+            raise IndexOutOfRangeError(
+                f"{name}: only integers, slices (`:`), ellipsis (`...`), None and long or byte tensors "
+                f"are valid indices, got {type(k).__name__}"
+            )
+    return tuple(out), basic, None if basic else _torch_placement(kinds, input.ndim)
+
+
+def _torch_placement(kinds, ndim):
+    """Where the dims of the index tensors go by PyTorch's rule, if NumPy's puts them elsewhere.
+
+    NumPy counts integers (and 0-d integer tensors) as advanced indices once any index array is
+    present, and an Ellipsis, even one standing for no dims, separates index arrays. PyTorch applies
+    integers first as selections (they drop their dim and separate nothing) and then indexes with the
+    tensors, which are adjacent unless a kept dim (a slice, None, or an Ellipsis over dims) stands
+    between them. Adjacent index dims go where the first index stood, else first; the two results then
+    differ only by where that block of dims is."""
+    ellipsis_dims = ndim - sum(consumed for _, _, consumed in kinds)
+    block = max((dims for kind, dims, _ in kinds if kind == "array"), default=0)
+    if block == 0:
+        return None
+    kept_before = []  # kept dims before each item
+    kept = 0
+    for kind, dims, consumed in kinds:
+        kept_before.append(kept)
+        if kind == "kept":
+            kept += 1
+        elif kind == "ellipsis":
+            kept += ellipsis_dims
+
+    def first_and_adjacent(is_advanced, separates):
+        positions = [i for i, item in enumerate(kinds) if is_advanced(item)]
+        first, last = positions[0], positions[-1]
+        adjacent = not any(separates(kinds[i]) for i in range(first + 1, last))
+        return (kept_before[first] if adjacent else 0), adjacent
+
+    numpy_at, _ = first_and_adjacent(lambda item: item[0] in ("array", "int"), lambda item: item[0] in ("kept", "ellipsis"))
+    torch_at, _ = first_and_adjacent(
+        lambda item: item[0] == "array",
+        lambda item: item[0] == "kept" or (item[0] == "ellipsis" and ellipsis_dims > 0),
+    )
+    if numpy_at == torch_at:
+        return None
+    if not any(kind == "ellipsis" for kind, _, _ in kinds):
+        kept += ellipsis_dims  # the dims after the key's last item are kept too
+    return numpy_at, torch_at, block, kept + block
+
+
+def _moved(t, move, back=False):
+    """``t`` (NumPy's layout of an indexing result) with its block of index dims moved to PyTorch's
+    place; ``back``: the other way (a value to write, from PyTorch's layout to NumPy's)."""
+    at, to, count, _ = move
+    if back:
+        at, to = to, at
+    order = list(range(t.ndim))
+    block = order[at : at + count]
+    del order[at : at + count]
+    order[to:to] = block
+    return t.permute(order)
 
 
 def _index_error(name, input, key, err):
@@ -156,8 +248,11 @@ def index_key(input: Tensor, bkey: tuple, key: Any = None) -> Tensor:
     operators=("__getitem__",),
 )
 def getitem(input: Tensor, key: Any) -> Tensor:
-    bkey, basic = convert_key(input, key, "index")
-    return slice_key(input, bkey, key) if basic else index_key(input, bkey, key)
+    bkey, basic, move = convert_key(input, key, "index")
+    if basic:
+        return slice_key(input, bkey, key)
+    out = index_key(input, bkey, key)
+    return out if move is None else _moved(out, move)
 
 
 def _take(g, bkey):
@@ -215,7 +310,21 @@ def index_put_key(
 )
 def index_put(input: Tensor, indices: tuple[Tensor, ...], values: Tensor | Number, accumulate: bool = False) -> Tensor:
     key = tuple(indices)
-    return index_put_key(input, convert_key(input, key, "index_put")[0], values, accumulate, key)
+    bkey, _, move = convert_key(input, key, "index_put")
+    return index_put_key(input, bkey, _values_in_numpy_layout(values, move), accumulate, key)
+
+
+def _values_in_numpy_layout(value, move):
+    """A value to write at an advanced key, its dims laid out as the backend's (NumPy's) indexing result
+    has them, from PyTorch's layout (``convert_key``'s ``move``); size-1 dims broadcast as before."""
+    if move is None or not isinstance(value, Tensor) or value.ndim == 0:
+        return value
+    ndim = move[3]
+    if value.ndim < ndim:  # a value broadcasts from the right: its missing leading dims are size 1
+        value = value.reshape((1,) * (ndim - value.ndim) + tuple(value.shape))
+    lead = value.ndim - ndim  # more leading dims than the result has: size 1, or the write fails
+    at, to, count, _ = move
+    return _moved(value, (at + lead, to + lead, count, ndim), back=True)
 
 
 @op(
@@ -230,7 +339,8 @@ def setitem(input: Tensor, key: Any, value: Tensor | Number) -> None:
     check_inplace_allowed(input, "index_put_")
     if isinstance(value, Tensor) and value._device != input._device:
         raise DeviceError(f"index_put_: value on {value._device} for a tensor on {input._device}")
-    bkey, basic = convert_key(input, key, "index_put_")
+    bkey, basic, move = convert_key(input, key, "index_put_")
+    value = _values_in_numpy_layout(value, move)
     if needs_grad(input, value):
         if basic:
             _write_into_view(input, key, value)
