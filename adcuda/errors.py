@@ -14,7 +14,7 @@ class ShapeError(AdcudaError, ValueError, RuntimeError):
     class PyTorch raises for these, so code written against PyTorch catches it."""
 
 
-class DTypeError(AdcudaError, TypeError):
+class DTypeError(AdcudaError, TypeError, RuntimeError):
     """A dtype an op does not accept, or a value that cannot become a tensor."""
 
 
@@ -32,7 +32,7 @@ class BadForkError(DeviceError):
     other classes, because the backends refuse with it too.)"""
 
 
-class IndexOutOfRangeError(AdcudaError, IndexError):
+class IndexOutOfRangeError(AdcudaError, IndexError, RuntimeError):
     """A dim or an index outside the tensor."""
 
 

@@ -165,7 +165,7 @@ def _parameters(op):
 _PLAIN_SOURCE = """
 def make(forward, OP, NAME, _defaults):
     def entry({signature}):
-        if _slow:
+{prelude}        if _slow:
             try:
                 return _around_chain(NAME, OP, forward, ({positional}), {keywords})
             except Exception as error:
@@ -180,7 +180,7 @@ def make(forward, OP, NAME, _defaults):
 _ENTRY_SOURCE = """
 def make(forward, OP, NAME, _defaults, PLANS):
     def entry({signature}):
-        if _slow:
+{prelude}        if _slow:
             try:
                 return _around_chain(NAME, OP, body, ({positional}), {keywords})
             except Exception as error:
@@ -319,6 +319,20 @@ def _check_inputs_are_tensors(op, error, values):
         raise DTypeError(f"{op.name}: {name} must be a Tensor, got {type(value).__name__}")
 
 
+# NumPy's names that PyTorch takes for these parameters of every op (``x.sum(axis=1, keepdims=True)``)
+_PARAMETER_ALIASES = (("keepdim", "keepdims"), ("dim", "axis"))
+_UNSET = object()  # an alias not given
+
+
+def _alias_parameters(op):
+    """The keyword-only alias parameters of an op's entry, and the lines that read them into the
+    parameters they stand for (an alias not given costs one identity check)."""
+    params = op.signature.parameters
+    aliases = [(name, alias) for name, alias in _PARAMETER_ALIASES if name in params and alias not in params]
+    prelude = "".join(f"        if {alias} is not _UNSET:\n            {name} = {alias}\n" for name, alias in aliases)
+    return [f"{alias}=_UNSET" for _, alias in aliases], prelude
+
+
 def _generated_entry(op):
     signature, call, positional, keywords, values = [], [], [], [], []
     defaults = {}
@@ -355,6 +369,10 @@ def _generated_entry(op):
                 "(and **kwargs for an op that records nothing itself)"
             )
         values.append(p.name)
+    alias_parameters, prelude = _alias_parameters(op)
+    if alias_parameters:
+        at = len(signature) - (1 if extra_keywords else 0)  # before **kwargs
+        signature[at:at] = ([] if keyword_only else ["*"]) + alias_parameters
     keywords = "{" + ", ".join(keywords + ([f"**{extra_keywords}"] if extra_keywords else [])) + "}"
     op.tensor_params = _tensor_params(op)
     if op.composite or not op.differentiable:
@@ -365,6 +383,7 @@ def _generated_entry(op):
             call=", ".join(call),
             tensors=_tuple(name for name, _ in op.tensor_params),
             values_tuple=_tuple(values),
+            prelude=prelude,
         )
         made = {}
         exec(compile(source, _entry_filename(op), "exec"), globals(), made)
@@ -400,6 +419,7 @@ def _generated_entry(op):
         keywords=keywords,
         tensors=_tuple(name for name, _ in op.tensor_params),
         values_tuple=_tuple(values),
+        prelude=prelude,
     )
     # defined with this module's globals, so the entry reads _slow and _around_chain as they change
     made = {}

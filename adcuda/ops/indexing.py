@@ -471,6 +471,10 @@ def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
     if not isinstance(index, Tensor) or index.ndim > 1:
         raise ShapeError("index_select: index must be a 1-D int64 tensor")
     d = _check_index_tensor("index_select", input, dim, index, same_rank=False)
+    if input.ndim == 0:
+        if index.numel() != 1:
+            raise IndexOutOfRangeError(f"index_select: index to a 0-d tensor can have only 1 value, got {index.numel()}")
+        return input.clone()
     return getitem(input, (slice(None),) * d + (index.reshape(-1),))
 
 
@@ -855,19 +859,47 @@ def argwhere(input: Tensor) -> Tensor:
     return nonzero(input)
 
 
-@op("diagonal", doc="The diagonal at offset of the planes of dim1 and dim2, as the last dim.", composite=True)
+@op(
+    "diagonal",
+    doc="The diagonal at offset of the planes of dim1 and dim2, as the last dim (a view where the strides allow).",
+    composite=True,
+)
 def diagonal(input: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
-    if input.ndim < 2:
-        raise ShapeError(f"diagonal: input must be at least 2-d, got shape {fmt_shape(input.shape)}")
     d1, d2 = wrap_dim(dim1, input.ndim, "diagonal"), wrap_dim(dim2, input.ndim, "diagonal")
     if d1 == d2:
         raise ShapeError(f"diagonal: dim1 and dim2 cannot be the same dim ({d1})")
+    if input.ndim < 2:
+        raise ShapeError(f"diagonal: input must be at least 2-d, got shape {fmt_shape(input.shape)}")
+    for first, second, at in ((d1, d2, offset), (d2, d1, -offset)):
+        view = _diagonal_view(input.movedim((first, second), (-2, -1)), at)
+        if view is not None:
+            return view
     planes = input.movedim((d1, d2), (-2, -1))
-    rows, cols = planes.shape[-2], planes.shape[-1]
-    start_row, start_col = max(-offset, 0), max(offset, 0)
-    n = max(min(rows - start_row, cols - start_col), 0)
+    start_row, start_col, n = _diagonal_extent(planes.shape[-2], planes.shape[-1], offset)
     steps = arange(n, device=input.device)
     return getitem(planes, (Ellipsis, steps + start_row, steps + start_col))
+
+
+def _diagonal_extent(rows, cols, offset):
+    start_row, start_col = max(-offset, 0), max(offset, 0)
+    return start_row, start_col, max(min(rows - start_row, cols - start_col), 0)
+
+
+def _diagonal_view(planes, offset):
+    """The diagonal of the last two dims of ``planes`` as a strided view, as PyTorch gives it: the two
+    dims merged into one (a view where their strides allow: row stride = column stride * columns),
+    then every (columns + 1)-th element of it from the diagonal's first, so the view's stride is the
+    sum of the two. None where the dims cannot merge without a copy."""
+    rows, cols = planes.shape[-2], planes.shape[-1]
+    start_row, start_col, n = _diagonal_extent(rows, cols, offset)
+    if n == 0:
+        return None
+    lead = tuple(planes.shape[:-2])
+    if primitives(planes).view(planes._data, lead + (rows * cols,)) is None:
+        return None
+    start = start_row * cols + start_col
+    flat = planes.reshape(lead + (rows * cols,))
+    return flat[..., start : start + (n - 1) * (cols + 1) + 1 : cols + 1]
 
 
 _diagonal_of = diagonal  # diag's parameter is called diagonal, as in PyTorch
@@ -1130,6 +1162,10 @@ def fill_diagonal_(self: Tensor, fill_value: Number, wrap: bool = False) -> Tens
     step = sum(strides)
     rows, cols = self.shape[0], self.shape[-1]
     count = min(self.shape) if not (wrap and self.ndim == 2 and rows > cols) else (self.numel() - 1) // step + 1
+    if count and self.is_contiguous():
+        # the diagonal as a strided view of the flat memory, written in place: no mask over every element
+        self.view(-1)[: (count - 1) * step + 1 : step].fill_(fill_value)
+        return self
     positions = arange(count, device=self.device) * step
     mask = index_put(full((self.numel(),), False, dtype=dt.bool_, device=self.device), (positions,), True)
     return self.masked_fill_(mask.reshape(tuple(self.shape)), fill_value)

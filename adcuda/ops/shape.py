@@ -7,6 +7,7 @@ base's memory and, through the dispatch point, its version counter."""
 
 from __future__ import annotations
 
+import numbers
 import operator
 from typing import TYPE_CHECKING
 
@@ -144,7 +145,9 @@ def squeeze(input: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
         axes = {i for i, n in enumerate(shape) if n == 1}
     else:
         dims = (dim,) if isinstance(dim, int) else tuple(dim)
-        axes = {wrap_dim(d, input.ndim, "squeeze") for d in dims} if input.ndim else set()
+        axes = {wrap_dim(d, input.ndim, "squeeze") for d in dims}  # checked on a 0-d tensor too
+        if not input.ndim:
+            axes = set()
         axes = {a for a in axes if shape[a] == 1}
     return reshape(input, tuple(n for i, n in enumerate(shape) if i not in axes))
 
@@ -157,6 +160,8 @@ def unsqueeze(input: Tensor, dim: int) -> Tensor:
 
 
 def _permutation(input, dims):
+    if not dims:
+        raise DTypeError("permute: missing 1 required positional argument: 'dims'")
     if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
         dims = tuple(dims[0])
     if len(dims) != input.ndim:
@@ -202,7 +207,7 @@ def permute(input: Tensor, *dims: int | Sequence[int]) -> Tensor:
 def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
     if input.ndim == 0:
         wrap_dim(dim0, 0, "transpose"), wrap_dim(dim1, 0, "transpose")
-        return permute(input)
+        return permute(input, ())
     a = wrap_dim(dim0, input.ndim, "transpose")
     b = wrap_dim(dim1, input.ndim, "transpose")
     axes = list(range(input.ndim))
@@ -224,6 +229,8 @@ def T(input: Tensor) -> Tensor:  # noqa: N802 (PyTorch's name)
 
 @op("mT", doc="The last two dims swapped (batches of matrices).", composite=True, function=False, as_property=True)
 def mT(input: Tensor) -> Tensor:  # noqa: N802 (PyTorch's name)
+    if input.ndim == 0:  # PyTorch gives a 0-d tensor back as it is
+        return permute(input, ())
     if input.ndim < 2:
         raise ShapeError(
             f"mT: tensor.mT is only supported on matrices or batches of matrices, got a "
@@ -238,6 +245,12 @@ def movedim(input: Tensor, source: int | Sequence[int], destination: int | Seque
     dst = [destination] if isinstance(destination, int) else list(destination)
     src = [wrap_dim(s, input.ndim, "movedim") for s in src]
     dst = [wrap_dim(s, input.ndim, "movedim") for s in dst]
+    if len(src) != len(dst):
+        raise ShapeError(f"movedim: source {tuple(src)} and destination {tuple(dst)} must have the same number of dims")
+    if len(set(src)) != len(src) or len(set(dst)) != len(dst):
+        raise ShapeError(f"movedim: repeated dim in source {tuple(src)} or destination {tuple(dst)}")
+    if input.ndim == 0:  # dim 0 (or -1) of a 0-d tensor names the tensor itself
+        return permute(input, ())
     order = [i for i in range(input.ndim) if i not in src]
     for s, d in sorted(zip(dst, src)):
         order.insert(s, d)
@@ -303,20 +316,41 @@ def broadcast_tensors(*tensors: Tensor) -> tuple[Tensor, ...]:
 
 # ------------------------------------------------------------------------------------------------
 # copies
+def _dims_arg(name, positional, keyword, what="dims"):
+    """The dims of an op PyTorch lets take them as varargs (``x.flip(0, 2)``), as one sequence
+    (``flip(x, (0, 2))``) or by keyword (``flip(x, dims=(0, 2))``), as a tuple."""
+    if keyword is not None:
+        if positional:
+            raise DTypeError(f"{name}: got {what} both as positional arguments and by keyword")
+        positional = (keyword,)
+    if len(positional) == 1 and not isinstance(positional[0], numbers.Integral):
+        return tuple(positional[0])
+    return tuple(positional)
+
+
 def _flip_axes(ndim, dims):
-    dims = (dims,) if isinstance(dims, int) else tuple(dims)
-    return tuple(wrap_dim(d, ndim, "flip") for d in dims) if ndim else ()
+    axes = tuple(wrap_dim(d, ndim, "flip") for d in dims)  # checked on a 0-d tensor too, as PyTorch does
+    if len(set(axes)) != len(axes):
+        raise ShapeError(f"flip: dims {tuple(dims)} name a dim more than once")
+    return axes if ndim else ()
 
 
 @op(
-    "flip",
-    doc="The order of elements reversed along dims (a copy).",
+    "flip_dims",
+    doc="flip with its dims as one tuple (what flip records).",
     node="FlipBackward0",
-    grads={"input": lambda grad, input_shape, dims: flip(grad, _flip_axes(len(input_shape), dims))},
+    function=False,
+    method=False,
+    grads={"input": lambda grad, input_shape, dims: flip_dims(grad, _flip_axes(len(input_shape), dims))},
 )
-def flip(input: Tensor, dims: int | Sequence[int]) -> Tensor:
+def flip_dims(input: Tensor, dims: tuple) -> Tensor:
     bk = primitives(input)
     return wrap(bk.contiguous(bk.flip(input._data, _flip_axes(input.ndim, dims))), input._device)
+
+
+@op("flip", doc="The order of elements reversed along dims (a copy).", composite=True)
+def flip(input: Tensor, *dims_: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Tensor:
+    return flip_dims(input, _dims_arg("flip", dims_, dims))
 
 
 @op("narrow", doc="length elements of dim from start (a view).", composite=True)
@@ -745,8 +779,8 @@ def column_stack(tensors: Sequence[Tensor]) -> Tensor:
 @op(
     "tile", doc="input repeated dims times along each dim (leading 1s added to the shorter of the two).", composite=True
 )
-def tile(input: Tensor, dims: Sequence[int]) -> Tensor:
-    dims = tuple(dims)
+def tile(input: Tensor, *dims_: int | Sequence[int], dims: Sequence[int] | None = None) -> Tensor:
+    dims = _dims_arg("tile", dims_, dims)
     if input.ndim > len(dims):
         dims = (1,) * (input.ndim - len(dims)) + dims
     return input.repeat(*dims)
@@ -924,10 +958,10 @@ def cartesian_prod(*tensors: Tensor) -> Tensor:
     composite=True,
 )
 def diag_embed(input: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
-    if input.ndim == 0:
-        raise ShapeError("diag_embed: expected an input with at least one dim, got a 0-d tensor")
     out_ndim = input.ndim + 1
     d1, d2 = wrap_dim(dim1, out_ndim, "diag_embed"), wrap_dim(dim2, out_ndim, "diag_embed")
+    if input.ndim == 0:
+        raise ShapeError("diag_embed: expected an input with at least one dim, got a 0-d tensor")
     if d1 == d2:
         raise ShapeError(f"diag_embed: dim1 and dim2 cannot be the same dim ({d1})")
     n = input.shape[-1]
