@@ -40,6 +40,22 @@ class AutogradError(AdcudaError, RuntimeError):
     """Misuse of the autograd graph: freed graph, in-place modification of a saved value, ..."""
 
 
+class DimOutOfRangeError(IndexOutOfRangeError, ValueError):
+    """A dim outside the tensor, where NumPy raised its AxisError (both an IndexError and a ValueError)."""
+
+
+class ArgumentTypeError(DTypeError, AttributeError):
+    """An argument of a type without an attribute the op reads (a list where a tensor belongs): a
+    TypeError, and still the AttributeError Python raised, so ``hasattr`` keeps its meaning."""
+
+
+class MissingKeyError(AdcudaError, KeyError):
+    """A key an op looked up and did not find."""
+
+    def __str__(self):
+        return str(self.args[0]) if self.args else ""
+
+
 class OpRuntimeError(AdcudaError, RuntimeError):
     """An op failed below its own checks (an error of NumPy, of the native module or of Python inside its
     forward) with no more specific class."""
@@ -65,19 +81,21 @@ class HostMemoryError(AdcudaError, MemoryError):
     """An allocation on the host failed inside an op."""
 
 
-# The adcuda class for an error that NumPy or Python raised inside an op, by the built-in class it
+# The adcuda class for an error that NumPy or Python raised inside an op, by the built-in classes it
 # derives from (most specific first), so that ``except IndexError`` and the like still catch it.
 _ADAPTED = (
-    (IndexError, IndexOutOfRangeError),  # NumPy's AxisError (an IndexError and a ValueError) too
-    (ZeroDivisionError, DivisionByZeroError),
-    (OverflowError, NumericOverflowError),
-    (ArithmeticError, NumericError),
-    (NotImplementedError, UnsupportedError),
-    (ValueError, InvalidArgumentError),
-    (TypeError, DTypeError),
-    (AttributeError, DTypeError),  # an argument of a type without the attribute the op reads
-    (MemoryError, HostMemoryError),
-    (Exception, OpRuntimeError),
+    ((IndexError, ValueError), DimOutOfRangeError),  # NumPy's AxisError
+    ((IndexError,), IndexOutOfRangeError),
+    ((ZeroDivisionError,), DivisionByZeroError),
+    ((OverflowError,), NumericOverflowError),
+    ((ArithmeticError,), NumericError),
+    ((NotImplementedError,), UnsupportedError),
+    ((ValueError,), InvalidArgumentError),
+    ((TypeError,), DTypeError),
+    ((AttributeError,), ArgumentTypeError),
+    ((KeyError,), MissingKeyError),
+    ((MemoryError,), HostMemoryError),
+    ((Exception,), OpRuntimeError),
 )
 
 
@@ -102,10 +120,8 @@ def adapt_error(op_name, error, arguments):
     module = type(error).__module__
     if module != "builtins" and not module.startswith("numpy"):
         return error
-    for builtin, adapted in _ADAPTED:
-        if isinstance(error, builtin):
-            break
-    message = str(error) if not isinstance(error, KeyError) else repr(error)
+    adapted = next(cls for builtins, cls in _ADAPTED if all(isinstance(error, b) for b in builtins))
+    message = str(error)
     described = ", ".join(f"{name}={_describe_argument(value)}" for name, value in arguments if value is not None)
     return adapted(f"{op_name}: {message or type(error).__name__} (arguments: {described})")
 

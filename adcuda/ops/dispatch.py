@@ -28,7 +28,7 @@ from .. import tensor as tensor_module
 from ..autograd import anomaly, engine, graph
 from ..autograd.grad_mode import state as grad_state
 from ..autograd.graph import FREED_MESSAGE, Node, _sequence, edge_of, sum_to_shape, unpack, version_counter, version_of
-from ..errors import AdcudaError, AutogradError, DTypeError, adapt_error
+from ..errors import AutogradError, DTypeError, adapt_error
 from ..tensor import Tensor, primitives
 from .mutation import check_inplace_allowed, commit_inplace
 
@@ -287,7 +287,7 @@ def _adapt(op, error, tensors, values):
     """Raise what an op's failed forward raised as an adcuda error naming the op and its arguments
     (errors.adapt_error), the original kept as ``__cause__``: no raw NumPy or Python error reaches a
     user from an op. Runs only when the forward raised, so the hot path pays nothing for it."""
-    if isinstance(error, (AttributeError, TypeError)) and not isinstance(error, AdcudaError):
+    if isinstance(error, (AttributeError, TypeError)):
         try:
             _check_inputs_are_tensors(op, error, tensors)
         except DTypeError as named:

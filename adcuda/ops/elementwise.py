@@ -1248,7 +1248,12 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     return where(gt(input, lambd), input - lambd, where(lt(input, -lambd), input + lambd, 0.0))
 
 
-@op("copysign", doc="The magnitude of input with the sign of other (a floating point result).", composite=True, inplace=True)
+@op(
+    "copysign",
+    doc="The magnitude of input with the sign of other (a floating point result).",
+    composite=True,
+    inplace=True,
+)
 def copysign(input: Tensor, other: Tensor | Number) -> Tensor:
     check_tensor("copysign", "input", input)
     magnitude = abs(input.to(dtype=float_result_type(input, other)))

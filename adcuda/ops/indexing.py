@@ -134,7 +134,7 @@ def _torch_placement(kinds, ndim):
         return None
     kept_before = []  # kept dims before each item
     kept = 0
-    for kind, dims, consumed in kinds:
+    for kind, _, _ in kinds:
         kept_before.append(kept)
         if kind == "kept":
             kept += 1
@@ -147,7 +147,9 @@ def _torch_placement(kinds, ndim):
         adjacent = not any(separates(kinds[i]) for i in range(first + 1, last))
         return (kept_before[first] if adjacent else 0), adjacent
 
-    numpy_at, _ = first_and_adjacent(lambda item: item[0] in ("array", "int"), lambda item: item[0] in ("kept", "ellipsis"))
+    numpy_at, _ = first_and_adjacent(
+        lambda item: item[0] in ("array", "int"), lambda item: item[0] in ("kept", "ellipsis")
+    )
     torch_at, _ = first_and_adjacent(
         lambda item: item[0] == "array",
         lambda item: item[0] == "kept" or (item[0] == "ellipsis" and ellipsis_dims > 0),
@@ -473,7 +475,9 @@ def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
     d = _check_index_tensor("index_select", input, dim, index, same_rank=False)
     if input.ndim == 0:
         if index.numel() != 1:
-            raise IndexOutOfRangeError(f"index_select: index to a 0-d tensor can have only 1 value, got {index.numel()}")
+            raise IndexOutOfRangeError(
+                f"index_select: index to a 0-d tensor can have only 1 value, got {index.numel()}"
+            )
         return input.clone()
     return getitem(input, (slice(None),) * d + (index.reshape(-1),))
 

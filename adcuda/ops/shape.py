@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
 from ..autograd.graph import sum_to_shape
-from ..errors import DTypeError, ShapeError, fmt_shape
+from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import broadcast_shapes, cast, check_same_device, result_type, wrap, wrap_dim
 from .dispatch import NotAView
@@ -450,8 +450,21 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     return cat([unsqueeze(x, d) for x in tensors], d)
 
 
+def _require_dims(name, input):
+    if input.ndim == 0:
+        raise ShapeError(f"{name}: expects at least a 1-dimensional tensor, got a 0-d tensor")
+
+
+def _real_dim(name, input, dim):
+    """``dim`` wrapped, for an op that needs the dim to exist (a 0-d tensor has none)."""
+    if input.ndim == 0:
+        raise IndexOutOfRangeError(f"{name}: dimension specified as {dim} but tensor has no dimensions")
+    return wrap_dim(dim, input.ndim, name)
+
+
 @op("split", doc="Pieces of split_size (or of the listed sizes) along dim (views).", composite=True)
 def split(input: Tensor, split_size_or_sections: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
+    _require_dims("split", input)
     d = wrap_dim(dim, input.ndim, "split")
     size = input.shape[d]
     if isinstance(split_size_or_sections, int):
@@ -474,6 +487,7 @@ def split(input: Tensor, split_size_or_sections: int | Sequence[int], dim: int =
 def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     if chunks <= 0:
         raise ValueError(f"chunk: chunks must be positive, got {chunks}")
+    _require_dims("chunk", input)
     d = wrap_dim(dim, input.ndim, "chunk")
     size = input.shape[d]
     if size == 0:  # PyTorch gives ``chunks`` empty pieces here
@@ -484,7 +498,7 @@ def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
 
 @op("unbind", doc="The slices along dim, as a tuple (views).", composite=True)
 def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
-    d = wrap_dim(dim, input.ndim, "unbind")
+    d = _real_dim("unbind", input, dim)
     return tuple(select(input, d, i) for i in range(input.shape[d]))
 
 
@@ -613,7 +627,7 @@ def roll(input: Tensor, shifts: int | Sequence[int], dims: int | Sequence[int] |
         )
     out = input
     for shift, dim in zip(shifts, dims):
-        axis = wrap_dim(dim, input.ndim, "roll")
+        axis = _real_dim("roll", input, dim)
         n = input.shape[axis]
         if n == 0 or shift % n == 0:
             continue

@@ -171,7 +171,8 @@ def unique(
 
 @op(
     "unique_consecutive",
-    doc="input with each run of equal consecutive elements (or slices along dim) kept once; inverse and counts if asked.",
+    doc="input with each run of equal consecutive elements (or slices along dim) kept once; inverse and "
+    "counts if asked.",
     composite=True,
 )
 def unique_consecutive(
