@@ -113,9 +113,10 @@ def _describe_argument(value):
 def adapt_error(op_name, error, arguments):
     """The adcuda error for ``error`` (NumPy's or Python's, raised inside op ``op_name``), naming the op
     and its arguments (``(name, value)`` pairs: tensors by shape, dtype and device). The caller raises
-    it ``from`` the original, which stays as ``__cause__``. An adcuda error, or an exception of another
-    library or of user code (a callback), is returned as it is."""
+    it ``from`` the original, which stays as ``__cause__``. An adcuda error is returned with the op
+    named first in its message; an exception of another library or of user code (a callback) as it is."""
     if isinstance(error, AdcudaError):
+        _name_the_op(error, op_name)
         return error
     module = type(error).__module__
     if module != "builtins" and not module.startswith("numpy"):
@@ -124,6 +125,14 @@ def adapt_error(op_name, error, arguments):
     message = str(error)
     described = ", ".join(f"{name}={_describe_argument(value)}" for name, value in arguments if value is not None)
     return adapted(f"{op_name}: {message or type(error).__name__} (arguments: {described})")
+
+
+def _name_the_op(error, op_name):
+    """Begin an adcuda error's message with the op the user called when an op it is made of raised it
+    (``broadcast_to: expand: ...``); the error itself, its class and traceback, stay."""
+    args = error.args
+    if len(args) == 1 and isinstance(args[0], str) and not args[0].startswith(op_name.rstrip("_")):
+        error.args = (f"{op_name}: {args[0]}",)
 
 
 def fmt_shape(shape):

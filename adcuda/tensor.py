@@ -160,8 +160,8 @@ class Tensor(_AttachedAtImport):
     def stride(self, dim: int | None = None) -> tuple[int, ...] | int:
         data = self._data
         strides = tuple(s // data.itemsize for s in data.strides)
-        if 0 in strides and 0 in data.shape:
-            strides = _empty_strides(data.shape, strides)
+        if 0 in strides:
+            strides = _empty_strides(data.shape, strides) if 0 in data.shape else _unit_dim_strides(data.shape, strides)
         return strides if dim is None else strides[_own_dim(dim, data.ndim, "stride")]
 
     def data_ptr(self) -> int:
@@ -354,6 +354,17 @@ def set_primitive_observer(observer):
     global _primitive_observer
     previous, _primitive_observer = _primitive_observer, observer
     return previous
+
+
+def _unit_dim_strides(shape, strides):
+    """PyTorch's stride for a dim of size 1 that NumPy strides by 0 (a new axis: ``x[None]``,
+    ``unsqueeze``): the extent of the dims after it, as PyTorch's unsqueeze gives it. Such a stride is
+    never stepped along, so only what ``stride()`` reports changes."""
+    out = list(strides)
+    for i in range(len(shape) - 1, -1, -1):
+        if shape[i] == 1 and out[i] == 0:
+            out[i] = out[i + 1] * shape[i + 1] if i + 1 < len(shape) else 1
+    return tuple(out)
 
 
 def _empty_strides(shape, strides):

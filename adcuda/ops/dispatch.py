@@ -28,7 +28,7 @@ from .. import tensor as tensor_module
 from ..autograd import anomaly, engine, graph
 from ..autograd.grad_mode import state as grad_state
 from ..autograd.graph import FREED_MESSAGE, Node, _sequence, edge_of, sum_to_shape, unpack, version_counter, version_of
-from ..errors import AutogradError, DTypeError, adapt_error
+from ..errors import AdcudaError, AutogradError, DTypeError, adapt_error
 from ..tensor import Tensor, primitives
 from .mutation import check_inplace_allowed, commit_inplace
 
@@ -292,6 +292,10 @@ def _adapt(op, error, tensors, values):
             _check_inputs_are_tensors(op, error, tensors)
         except DTypeError as named:
             raise named from error
+    # an internal op (no public form: slice_key, flip_dims) leaves the naming to the op that called it
+    public = getattr(op, "forms", None) is None or any(op.forms.values())
+    if not public and isinstance(error, AdcudaError):
+        raise error
     adapted = adapt_error(op.name, error, zip(op.signature.parameters, values))
     if adapted is error:
         raise error

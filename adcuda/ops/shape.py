@@ -219,7 +219,7 @@ def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
 def t(input: Tensor) -> Tensor:
     if input.ndim > 2:
         raise ShapeError(f"t: expects a tensor with <= 2 dimensions, but got shape {fmt_shape(input.shape)}")
-    return transpose(input, 0, 1) if input.ndim == 2 else input
+    return transpose(input, 0, 1) if input.ndim == 2 else permute(input, tuple(range(input.ndim)))  # a view
 
 
 @op("T", doc="All dims reversed.", composite=True, function=False, as_property=True)
