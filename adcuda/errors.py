@@ -124,7 +124,10 @@ def adapt_error(op_name, error, arguments):
     adapted = next(cls for builtins, cls in _ADAPTED if all(isinstance(error, b) for b in builtins))
     message = str(error)
     described = ", ".join(f"{name}={_describe_argument(value)}" for name, value in arguments if value is not None)
-    return adapted(f"{op_name}: {message or type(error).__name__} (arguments: {described})")
+    message = message or type(error).__name__
+    if not message.startswith(op_name.rstrip("_")):
+        message = f"{op_name}: {message}"
+    return adapted(f"{message} (arguments: {described})")
 
 
 def _name_the_op(error, op_name):

@@ -337,8 +337,16 @@ def _alias_parameters(op):
     return [f"{alias}=_UNSET" for _, alias in aliases], prelude
 
 
+def _takes_its_name_by_keyword(p):
+    """Whether a varargs parameter of sizes or dims (``*shape``, ``*dims``) also takes one sequence by
+    its name, as PyTorch's ``x.reshape(shape=(2, 3))``, ``x.permute(dims=(1, 0))``; not one of tensors."""
+    annotation = str(p.annotation)
+    return "int" in annotation and "Tensor" not in annotation
+
+
 def _generated_entry(op):
     signature, call, positional, keywords, values = [], [], [], [], []
+    local = {}  # a parameter's name in the entry, where it differs: a varargs one that is also a keyword
     defaults = {}
     keyword_only = False
     extra_keywords = None
@@ -348,10 +356,15 @@ def _generated_entry(op):
             defaults[p.name] = p.default
             default = f"=_defaults[{p.name!r}]"
         if p.kind == p.VAR_POSITIONAL:
-            signature.append("*" + p.name)
-            call.append("*" + p.name)
-            positional.append("*" + p.name)
+            name = p.name
+            if _takes_its_name_by_keyword(p):
+                name = local[p.name] = f"_{p.name}_args"
+            signature.append("*" + name)
+            call.append("*" + name)
+            positional.append("*" + name)
             keyword_only = True
+            values.append(name)
+            continue
         elif p.kind == p.KEYWORD_ONLY:
             if not keyword_only:
                 signature.append("*")
@@ -374,6 +387,14 @@ def _generated_entry(op):
             )
         values.append(p.name)
     alias_parameters, prelude = _alias_parameters(op)
+    for name, varargs in local.items():  # x.reshape(shape=(2, 3)): the sequence by keyword
+        alias_parameters.append(f"{name}=_UNSET")
+        prelude += (
+            f"        if {name} is not _UNSET:\n"
+            f"            if {varargs}:\n"
+            f"                raise DTypeError(NAME + ': got {name} both as positional arguments and by keyword')\n"
+            f"            {varargs} = ({name},)\n"
+        )
     if alias_parameters:
         at = len(signature) - (1 if extra_keywords else 0)  # before **kwargs
         signature[at:at] = ([] if keyword_only else ["*"]) + alias_parameters
@@ -385,7 +406,7 @@ def _generated_entry(op):
             positional=_tuple(positional),
             keywords=keywords,
             call=", ".join(call),
-            tensors=_tuple(name for name, _ in op.tensor_params),
+            tensors=_tuple(local.get(name, name) for name, _ in op.tensor_params),
             values_tuple=_tuple(values),
             prelude=prelude,
         )
@@ -404,7 +425,7 @@ def _generated_entry(op):
             view=_VIEW_SOURCE.format(base=base, replay=replay),
             checks=_indented(checks, 12),
             values=", ".join(values),
-            tensors=_tuple(name for name, _ in op.tensor_params),
+            tensors=_tuple(local.get(name, name) for name, _ in op.tensor_params),
             values_tuple=_tuple(values),
         )
     else:
@@ -413,7 +434,7 @@ def _generated_entry(op):
             output="result[0]" if op.extra_outputs else "result",
             checks=_indented(checks, 8),
             values=", ".join(values),
-            tensors=_tuple(name for name, _ in op.tensor_params),
+            tensors=_tuple(local.get(name, name) for name, _ in op.tensor_params),
             values_tuple=_tuple(values),
         )
     source = _ENTRY_SOURCE.format(
@@ -421,7 +442,7 @@ def _generated_entry(op):
         body=body,
         positional=_tuple(positional),
         keywords=keywords,
-        tensors=_tuple(name for name, _ in op.tensor_params),
+        tensors=_tuple(local.get(name, name) for name, _ in op.tensor_params),
         values_tuple=_tuple(values),
         prelude=prelude,
     )

@@ -26,13 +26,9 @@ if TYPE_CHECKING:
     from ..types import Any, Device, DType, Number, Sequence, ndarray
 
 
-def shape_arg(name, size, keyword=None):
-    """``size`` as given to a factory (ints, or one tuple/list/Size; or by keyword, ``size=(3, 4)``)
-    as a tuple of ints."""
-    if keyword is not None:
-        if size:
-            raise DTypeError(f"{name}: got the size both as positional arguments and as size={keyword!r}")
-        size = (keyword,)
+def shape_arg(name, size):
+    """``size`` as given to a factory (ints, or one tuple/list/Size; ``size=(3, 4)`` by keyword arrives
+    as the latter) as a tuple of ints."""
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
     elif len(size) == 1 and hasattr(size[0], "__iter__") and not isinstance(size[0], (str, bytes)):
@@ -223,38 +219,35 @@ def from_dlpack(ext_tensor: Any) -> Tensor:
 # filled
 @op("zeros", doc="A tensor of zeros.", method=False)
 def zeros(
-    *sizes: int | Sequence[int],
-    size: Sequence[int] | None = None,
+    *size: int | Sequence[int],
     dtype: DType | None = None,
     device: Device | str | None = None,
     requires_grad: bool = False,
 ) -> Tensor:
-    shape = shape_arg("zeros", sizes, size)
+    shape = shape_arg("zeros", size)
     return new_tensor("zeros", lambda bk, d: bk.full(shape, 0, d), shape, dtype, device, requires_grad)
 
 
 @op("ones", doc="A tensor of ones.", method=False)
 def ones(
-    *sizes: int | Sequence[int],
-    size: Sequence[int] | None = None,
+    *size: int | Sequence[int],
     dtype: DType | None = None,
     device: Device | str | None = None,
     requires_grad: bool = False,
 ) -> Tensor:
-    shape = shape_arg("ones", sizes, size)
+    shape = shape_arg("ones", size)
     return new_tensor("ones", lambda bk, d: bk.full(shape, 1, d), shape, dtype, device, requires_grad)
 
 
 @op("empty", doc="A tensor whose values are not set.", method=False)
 def empty(
-    *sizes: int | Sequence[int],
-    size: Sequence[int] | None = None,
+    *size: int | Sequence[int],
     dtype: DType | None = None,
     device: Device | str | None = None,
     requires_grad: bool = False,
     pin_memory: bool = False,
 ) -> Tensor:
-    shape = shape_arg("empty", sizes, size)
+    shape = shape_arg("empty", size)
     out = new_tensor("empty", lambda bk, d: bk.empty(shape, d), shape, dtype, device, False)
     if pin_memory:
         out = out.pin_memory()

@@ -47,26 +47,24 @@ def _draw_floating(name, shape, dtype, device, requires_grad, generator):
 
 @op("rand", doc="Uniform samples from [0, 1).", method=False)
 def rand(
-    *sizes: int | Sequence[int],
-    size: Sequence[int] | None = None,
+    *size: int | Sequence[int],
     generator: Generator | None = None,
     dtype: DType | None = None,
     device: Device | str | None = None,
     requires_grad: bool = False,
 ) -> Tensor:
-    return _draw_floating("rand", shape_arg("rand", sizes, size), dtype, device, requires_grad, generator)
+    return _draw_floating("rand", shape_arg("rand", size), dtype, device, requires_grad, generator)
 
 
 @op("randn", doc="Standard normal samples.", method=False)
 def randn(
-    *sizes: int | Sequence[int],
-    size: Sequence[int] | None = None,
+    *size: int | Sequence[int],
     generator: Generator | None = None,
     dtype: DType | None = None,
     device: Device | str | None = None,
     requires_grad: bool = False,
 ) -> Tensor:
-    return _draw_floating("randn", shape_arg("randn", sizes, size), dtype, device, requires_grad, generator)
+    return _draw_floating("randn", shape_arg("randn", size), dtype, device, requires_grad, generator)
 
 
 @op("randint", doc="Uniform integers from [low, high) (int64 by default).", method=False)

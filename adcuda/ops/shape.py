@@ -80,8 +80,8 @@ def _reshape_fused_grad(grad, input_shape):
     grads={"input": lambda grad, input_shape: grad.reshape(input_shape)},
     fused={"input": _reshape_fused_grad},
 )
-def view(input: Tensor, *shape: int | Sequence[int] | DType) -> Tensor:
-    shape = _infer_shape("view", shape, input._data.size)
+def view(input: Tensor, *size: int | Sequence[int] | DType) -> Tensor:
+    shape = _infer_shape("view", size, input._data.size)
     data = primitives(input).view(input._data, shape)
     if data is None:
         raise ShapeError(
@@ -291,8 +291,8 @@ def _expanded_shape(input, sizes):
     node="ExpandBackward0",
     grads={"input": lambda grad, input_shape: sum_to_shape(grad, input_shape)},
 )
-def expand(input: Tensor, *sizes: int | Sequence[int]) -> Tensor:
-    target = _expanded_shape(input, sizes)
+def expand(input: Tensor, *size: int | Sequence[int]) -> Tensor:
+    target = _expanded_shape(input, size)
     if target == input._data.shape:
         return input
     return wrap(primitives(input).expand(input._data, target), input._device)
@@ -316,16 +316,12 @@ def broadcast_tensors(*tensors: Tensor) -> tuple[Tensor, ...]:
 
 # ------------------------------------------------------------------------------------------------
 # copies
-def _dims_arg(name, positional, keyword, what="dims"):
-    """The dims of an op PyTorch lets take them as varargs (``x.flip(0, 2)``), as one sequence
-    (``flip(x, (0, 2))``) or by keyword (``flip(x, dims=(0, 2))``), as a tuple."""
-    if keyword is not None:
-        if positional:
-            raise DTypeError(f"{name}: got {what} both as positional arguments and by keyword")
-        positional = (keyword,)
-    if len(positional) == 1 and not isinstance(positional[0], numbers.Integral):
-        return tuple(positional[0])
-    return tuple(positional)
+def _dims_arg(dims):
+    """Dims given as varargs (``x.flip(0, 2)``) or as one sequence (``flip(x, (0, 2))``; ``dims=(0, 2)``
+    by keyword arrives so too), as a tuple."""
+    if len(dims) == 1 and not isinstance(dims[0], numbers.Integral):
+        return tuple(dims[0])
+    return tuple(dims)
 
 
 def _flip_axes(ndim, dims):
@@ -349,8 +345,8 @@ def flip_dims(input: Tensor, dims: tuple) -> Tensor:
 
 
 @op("flip", doc="The order of elements reversed along dims (a copy).", composite=True)
-def flip(input: Tensor, *dims_: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Tensor:
-    return flip_dims(input, _dims_arg("flip", dims_, dims))
+def flip(input: Tensor, *dims: int | Sequence[int]) -> Tensor:
+    return flip_dims(input, _dims_arg(dims))
 
 
 @op("narrow", doc="length elements of dim from start (a view).", composite=True)
@@ -793,8 +789,8 @@ def column_stack(tensors: Sequence[Tensor]) -> Tensor:
 @op(
     "tile", doc="input repeated dims times along each dim (leading 1s added to the shorter of the two).", composite=True
 )
-def tile(input: Tensor, *dims_: int | Sequence[int], dims: Sequence[int] | None = None) -> Tensor:
-    dims = _dims_arg("tile", dims_, dims)
+def tile(input: Tensor, *dims: int | Sequence[int]) -> Tensor:
+    dims = _dims_arg(dims)
     if input.ndim > len(dims):
         dims = (1,) * (input.ndim - len(dims)) + dims
     return input.repeat(*dims)
