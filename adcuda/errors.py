@@ -36,6 +36,11 @@ class IndexOutOfRangeError(AdcudaError, IndexError, RuntimeError):
     """A dim or an index outside the tensor."""
 
 
+class IndexValueError(AdcudaError, RuntimeError):
+    """An index tensor holding a position outside the dim it addresses (gather, scatter, index_add...),
+    or of a dtype that cannot address one: PyTorch's RuntimeError, not an IndexError."""
+
+
 class AutogradError(AdcudaError, RuntimeError):
     """Misuse of the autograd graph: freed graph, in-place modification of a saved value, ..."""
 

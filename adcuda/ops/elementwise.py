@@ -1259,8 +1259,10 @@ def copysign(input: Tensor, other: Tensor | Number) -> Tensor:
     magnitude = abs(input.to(dtype=float_result_type(input, other)))
     if not isinstance(other, Tensor):
         return neg(magnitude) if math.copysign(1.0, other) < 0 else magnitude
-    # where's gradient is PyTorch's: grad * sign(input) * sign(other) through abs, 0 at input == 0
-    return where(signbit(other), neg(magnitude), magnitude)
+    # where's gradient is PyTorch's: grad * sign(input) * sign(other) through abs, 0 at input == 0;
+    # the outer where gives other its zero gradient, as PyTorch does (its value is never taken)
+    result = where(signbit(other), neg(magnitude), magnitude)
+    return where(filled((), True, dt.bool_, other._device), result, other) if other.requires_grad else result
 
 
 def _nan_ignoring(name, input, other, keep_input):

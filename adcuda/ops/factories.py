@@ -17,7 +17,7 @@ from .. import _interop
 from .. import dtypes as dt
 from ..backends import backend_for
 from ..device import CPU, as_device
-from ..errors import DTypeError, ShapeError
+from ..errors import DTypeError, InvalidArgumentError, ShapeError
 from ..tensor import Size, Tensor, primitives_on
 from .common import on_device
 from .registry import op
@@ -99,6 +99,17 @@ def _infer_dtype(obj):
     return result or dt.default_float
 
 
+def _not_data(data):
+    """PyTorch's error for data that is not numbers: text is a TypeError, any other object (a set, a
+    generator, None) a RuntimeError, since it cannot infer a dtype from it."""
+    items = list(_flatten_once(data)) if isinstance(data, (list, tuple)) else [data]
+    text = next((x for x in items if isinstance(x, (str, bytes))), None)
+    if text is not None:
+        return DTypeError(f"tensor: invalid data type '{type(text).__name__}'")
+    odd = next((x for x in items if not isinstance(x, (numbers.Number, np.generic, np.ndarray))), data)
+    return InvalidArgumentError(f"tensor: could not infer dtype of {type(odd).__name__}")
+
+
 def _is_other_sequence(x):
     """A sequence PyTorch reads as nested data beside lists and tuples (range, deque, array.array);
     strings are not data."""
@@ -148,7 +159,7 @@ def tensor(
                 try:
                     dtype = _infer_dtype(data)
                 except DTypeError:
-                    raise DTypeError(f"tensor: could not infer dtype of {type(data).__name__}") from None
+                    raise _not_data(data) from None
             try:
                 arr = np.array(data, dtype=dtype.numpy if dtype.numpy is not None else np.float32)
             except ValueError as e:

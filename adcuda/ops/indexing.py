@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
 from ..autograd.graph import needs_grad
-from ..errors import DeviceError, DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
+from ..errors import DeviceError, DTypeError, IndexOutOfRangeError, IndexValueError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import broadcast_shapes, cast, constant, filled, int_tuple, wrap, wrap_dim
 from .dispatch import host_step
@@ -390,7 +390,8 @@ def _write_into_view(input, key, value):
 # gather, scatter_add, index_select
 def _check_index_tensor(name, input, dim, index, same_rank=True):
     if not isinstance(index, Tensor) or index.dtype.category != dt.INTEGER:
-        raise DTypeError(
+        # a tensor of another dtype: PyTorch's RuntimeError; not a tensor at all: its TypeError
+        raise (IndexValueError if isinstance(index, Tensor) else DTypeError)(
             f"{name}: index must be an int64 tensor, got "
             f"{index.dtype if isinstance(index, Tensor) else type(index).__name__}"
         )
@@ -411,7 +412,9 @@ def _check_index_range(name, index, d, input_shape):
     hi = int(index.max().item())
     n = input_shape[d] if input_shape else 1
     if lo < 0 or hi >= n:
-        raise IndexOutOfRangeError(
+        # PyTorch: a RuntimeError, but index_select along dim 0 raises IndexError
+        error = IndexOutOfRangeError if name == "index_select" and d == 0 else IndexValueError
+        raise error(
             f"{name}: index {hi if hi >= n else lo} is out of bounds for "
             f"dimension {d} with size {n} (input shape {fmt_shape(input_shape)})"
         )
@@ -485,7 +488,7 @@ def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
 @op("masked_fill", doc="input with value where mask is true.", composite=True, inplace=True)
 def masked_fill(input: Tensor, mask: Tensor, value: Tensor | Number) -> Tensor:
     if not isinstance(mask, Tensor) or mask.dtype is not dt.bool_:
-        raise DTypeError(
+        raise (IndexValueError if isinstance(mask, Tensor) else DTypeError)(
             f"masked_fill: mask must be a bool tensor, got "
             f"{mask.dtype if isinstance(mask, Tensor) else type(mask).__name__}"
         )
@@ -896,13 +899,13 @@ def _diagonal_view(planes, offset):
     sum of the two. None where the dims cannot merge without a copy."""
     rows, cols = planes.shape[-2], planes.shape[-1]
     start_row, start_col, n = _diagonal_extent(rows, cols, offset)
-    if n == 0:
-        return None
     lead = tuple(planes.shape[:-2])
     if primitives(planes).view(planes._data, lead + (rows * cols,)) is None:
         return None
-    start = start_row * cols + start_col
     flat = planes.reshape(lead + (rows * cols,))
+    if n == 0:  # an offset past the corner: an empty view
+        return flat[..., :0]
+    start = start_row * cols + start_col
     return flat[..., start : start + (n - 1) * (cols + 1) + 1 : cols + 1]
 
 

@@ -351,6 +351,8 @@ def flip(input: Tensor, *dims: int | Sequence[int]) -> Tensor:
 
 @op("narrow", doc="length elements of dim from start (a view).", composite=True)
 def narrow(input: Tensor, dim: int, start: int | Tensor, length: int) -> Tensor:
+    if input.ndim == 0:
+        raise ShapeError("narrow: cannot be applied to a 0-dim tensor")
     d = wrap_dim(dim, input.ndim, "narrow")
     size = input.shape[d]
     if start < 0:

@@ -75,11 +75,6 @@ GROUPS = {
         ): "functional embedding: raises DTypeError (DTypeError: embedding: expected indices with an integer dtype (",
         (
             "error",
-            "gather",
-            "float32[3x4]-float32[1x1]",
-        ): "function gather: raises DTypeError (DTypeError: gather: index must be an int64 tensor, got adcuda.float3",
-        (
-            "error",
             "hardtanh",
             "list-input",
         ): "functional hardtanh_: raises AttributeError (AttributeError: 'list' object has no attribute '_data'), Py",
@@ -88,11 +83,6 @@ GROUPS = {
             "hardtanh",
             "string-input",
         ): "functional hardtanh_: raises AttributeError (AttributeError: 'str' object has no attribute '_data'), PyT",
-        (
-            "error",
-            "index_select",
-            "float32[3x4]-float32[1]",
-        ): "function index_select: raises DTypeError (DTypeError: index_select: index must be an int64 tensor, got a",
         (
             "error",
             "leaky_relu",
@@ -105,11 +95,6 @@ GROUPS = {
         ): "functional leaky_relu_: raises AttributeError (AttributeError: 'str' object has no attribute '_data'), P",
         (
             "error",
-            "masked_fill",
-            "float32[3x4]-float32[3x4]",
-        ): "function masked_fill: raises DTypeError (DTypeError: masked_fill: mask must be a bool tensor, got adcuda",
-        (
-            "error",
             "masked_select",
             "float32[3x4]-float32[3x4]",
         ): "function masked_select: raises DTypeError (DTypeError: masked_select: mask must be a bool tensor, got ad",
@@ -118,11 +103,6 @@ GROUPS = {
             "matmul",
             "float32[3x4]-float64[4x2]",
         ): "function matmul: raises DTypeError (DTypeError: matmul: expected both operands to have the same dtype, b",
-        (
-            "error",
-            "narrow",
-            "float32[0d]",
-        ): "function narrow: raises IndexError (IndexError: tuple index out of range), PyTorch's family is RuntimeEr",
         (
             "error",
             "one_hot",
@@ -1649,16 +1629,6 @@ GROUPS = {
         ): "function bincount: raises DTypeError (DTypeError: bincount: expected a 1-d tensor of non-negative intege",
         (
             "error",
-            "index_add",
-            "float32[3x4]-int64[1]-float32[1x4]",
-        ): "function index_add: raises IndexOutOfRangeError (IndexOutOfRangeError: scatter_add: index 3 is out of bo",
-        (
-            "error",
-            "index_select",
-            "float32[3x4]-int64[1]",
-        ): "function index_select: raises IndexOutOfRangeError (IndexOutOfRangeError: index_select: index 4 is out o",
-        (
-            "error",
             "kthvalue",
             "float32[5]",
         ): "function kthvalue: raises IndexOutOfRangeError (IndexOutOfRangeError: kthvalue: k (6) out of range for d",
@@ -1849,7 +1819,6 @@ GROUPS = {
         ("value", "cov", "float32[3x5]-int64[5]"): "function cov: result: a copy, PyTorch returns a view",
         ("value", "cov", "float64[3x5]"): "function cov: result: a copy, PyTorch returns a view",
         ("value", "cov", "float64[3x5]#1"): "function cov: result: a copy, PyTorch returns a view",
-        ("value", "diagonal", "float32[3x4]#2"): "function diagonal: result: a copy, PyTorch returns a view",
         (
             "value",
             "dropout3d[eval]",
