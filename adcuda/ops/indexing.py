@@ -474,7 +474,7 @@ def scatter_add(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
 @op("index_select", doc="The entries of input at the 1-D index along dim.", composite=True)
 def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
     if not isinstance(index, Tensor) or index.ndim > 1:
-        raise ShapeError("index_select: index must be a 1-D int64 tensor")
+        raise IndexOutOfRangeError("index_select: index must be a 1-D int64 tensor (a vector)")
     d = _check_index_tensor("index_select", input, dim, index, same_rank=False)
     if input.ndim == 0:
         if index.numel() != 1:
