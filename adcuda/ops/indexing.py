@@ -925,6 +925,11 @@ def diag(input: Tensor, diagonal: int = 0) -> Tensor:
     return index_put(out, (steps + max(-diagonal, 0), steps + max(diagonal, 0)), input)
 
 
+@op("diagflat", doc="input flattened, as the diagonal (at offset) of a square matrix.", composite=True)
+def diagflat(input: Tensor, offset: int = 0) -> Tensor:
+    return diag(input.reshape(-1), offset)
+
+
 @op("trace", doc="The sum of the main diagonal of a matrix.", composite=True)
 def trace(input: Tensor) -> Tensor:
     if input.ndim != 2:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from .. import dtypes as dt
 from ..autograd.graph import sum_to_shape
 from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
-from ..tensor import Tensor, primitives
+from ..tensor import Size, Tensor, primitives
 from .common import broadcast_shapes, cast, check_same_device, result_type, wrap, wrap_dim
 from .dispatch import NotAView
 from .factories import arange, full
@@ -1000,3 +1000,95 @@ def channel_shuffle(input: Tensor, groups: int) -> Tensor:
     n, c, *rest = input.shape
     grouped = reshape(input, (n, groups, c // groups, *rest))
     return reshape(transpose(grouped, 1, 2), input.shape)
+
+
+@op("ravel", doc="input flattened to 1-d (a view where the strides allow).", composite=True)
+def ravel(input: Tensor) -> Tensor:
+    return reshape(input, -1)
+
+
+@op(
+    "broadcast_shapes",
+    doc="The shape the given shapes broadcast to (an int counts as a 1-d shape).",
+    composite=True,
+    method=False,
+)
+def broadcast_shapes_of(*shapes: int | Sequence[int]) -> Size:
+    sizes = [(s,) if isinstance(s, numbers.Integral) else tuple(s) for s in shapes]
+    for s in sizes:
+        if any(not isinstance(n, numbers.Integral) or n < 0 for n in s):
+            raise ShapeError(f"broadcast_shapes: a shape must hold non-negative ints, got {s}")
+    return Size(broadcast_shapes("broadcast_shapes", *sizes))
+
+
+def _split_along(name, input, sections, dim, min_ndim):
+    if input.ndim < min_ndim:
+        raise ShapeError(
+            f"{name}: requires a tensor with at least {min_ndim} dimension(s), got shape {fmt_shape(input.shape)}"
+        )
+    if isinstance(sections, numbers.Integral) and (sections <= 0 or input.shape[dim] % sections):
+        raise ShapeError(
+            f"{name}: the size {input.shape[dim]} of dimension {dim} is not divisible by the split_size {sections}"
+        )
+    return tensor_split(input, sections, dim)
+
+
+@op("hsplit", doc="tensor_split along dim 1 (dim 0 of a vector); whole sections must divide it.", composite=True)
+def hsplit(input: Tensor, indices_or_sections: int | Sequence[int]) -> tuple[Tensor, ...]:
+    return _split_along("hsplit", input, indices_or_sections, 1 if input.ndim > 1 else 0, 1)
+
+
+@op(
+    "vsplit",
+    doc="tensor_split along dim 0 of an input of at least 2 dims; whole sections must divide it.",
+    composite=True,
+)
+def vsplit(input: Tensor, indices_or_sections: int | Sequence[int]) -> tuple[Tensor, ...]:
+    return _split_along("vsplit", input, indices_or_sections, 0, 2)
+
+
+@op(
+    "dsplit",
+    doc="tensor_split along dim 2 of an input of at least 3 dims; whole sections must divide it.",
+    composite=True,
+)
+def dsplit(input: Tensor, indices_or_sections: int | Sequence[int]) -> tuple[Tensor, ...]:
+    return _split_along("dsplit", input, indices_or_sections, 2, 3)
+
+
+@op("narrow_copy", doc="narrow as a new tensor (a copy).", composite=True)
+def narrow_copy(input: Tensor, dim: int, start: int, length: int) -> Tensor:
+    return clone(narrow(input, dim, start, length))
+
+
+def _scattered(input, key, src):
+    """A copy of input with src written at the basic ``key`` (differentiable in both)."""
+    out = clone(input)
+    out[key] = src
+    return out
+
+
+@op("select_scatter", doc="A copy of input with src written at index along dim.", composite=True)
+def select_scatter(input: Tensor, src: Tensor, dim: int, index: int) -> Tensor:
+    d = _real_dim("select_scatter", input, dim)
+    if tuple(src.shape) != tuple(input.shape[:d] + input.shape[d + 1 :]):
+        raise ShapeError(
+            f"select_scatter: src of shape {fmt_shape(src.shape)} must have the shape of input "
+            f"{fmt_shape(input.shape)} without dim {d}"
+        )
+    return _scattered(input, (slice(None),) * d + (index,), src)
+
+
+@op("slice_scatter", doc="A copy of input with src written at start:end:step along dim.", composite=True)
+def slice_scatter(
+    input: Tensor, src: Tensor, dim: int = 0, start: int | None = None, end: int | None = None, step: int = 1
+) -> Tensor:
+    d = _real_dim("slice_scatter", input, dim)
+    key = (slice(None),) * d + (slice(start, end, step),)
+    target = tuple(input[key].shape)
+    if tuple(src.shape) != target:
+        raise ShapeError(
+            f"slice_scatter: src of shape {fmt_shape(src.shape)} must have the shape {fmt_shape(target)} of "
+            f"input {fmt_shape(input.shape)}[{start}:{end}:{step}] along dim {d}"
+        )
+    return _scattered(input, key, src)
