@@ -53,6 +53,10 @@ s.sum(1)
 s.gather(0, i0)
 s.index_select(0, i1)
 s.masked_fill(b0, 2.0)
+s.scatter(0, i0, s)
+s.scatter(0, i1, 3.0)
+s.scatter(1, i0, s)
+s.scatter_reduce(0, i0, s, "sum")
 s.take(i1)
 s[None]
 s[...]

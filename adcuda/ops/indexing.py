@@ -622,8 +622,12 @@ def scatter(
         src, value = None, src  # scatter(input, dim, index, 1.5): the scalar overload
     if (src is None) == (value is None):
         raise DTypeError(f"{name}: give either src (a Tensor) or value (a number)")
-    if input.ndim == 0:
-        raise ShapeError(f"{name}: input must have at least one dim, got a 0-d tensor")
+    if input.ndim == 0:  # PyTorch takes a 0-d input as one element along dim 0 (or -1)
+        _check_index_tensor(name, input, dim, index)
+        one = scatter(
+            input.reshape(1), 0, index.reshape(-1), src if src is None else src.reshape(-1), value, reduce=reduce
+        )
+        return one.reshape(())
     d = _check_scatter_index(name, input, dim, index)
     if src is None:
         src = full(tuple(index.shape), value, dtype=input.dtype, device=input.device)
@@ -653,8 +657,11 @@ def scatter_reduce(
     name = "scatter_reduce"
     if reduce not in _REDUCTIONS:
         raise ValueError(f"{name}: reduce must be one of {', '.join(map(repr, _REDUCTIONS))}, got {reduce!r}")
-    if input.ndim == 0:
-        raise ShapeError(f"{name}: input must have at least one dim, got a 0-d tensor")
+    if input.ndim == 0:  # one element along dim 0 (or -1), as PyTorch takes it
+        _check_index_tensor(name, input, dim, index)
+        src = src.reshape(-1) if isinstance(src, Tensor) else src
+        one = scatter_reduce(input.reshape(1), 0, index.reshape(-1), src, reduce, include_self=include_self)
+        return one.reshape(())
     d = _check_scatter_index(name, input, dim, index)
     src = _src_part(name, src, index, input)
     if index.numel() == 0:
