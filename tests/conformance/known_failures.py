@@ -1437,12 +1437,6 @@ GROUPS = {
         ): "method where: PyTorch raises RuntimeError/ValueError (RuntimeError: where expected condition to be a boo",
     },
     "missing op or form": {
-        ("grad", "copysign", "promote-f16-0d-f64"): "gradient: raises AttributeError: adcuda has no function copysign",
-        (
-            "grad",
-            "copysign",
-            "promote-int64-0d-f64",
-        ): "gradient: raises AttributeError: adcuda has no function copysign",
         (
             "value",
             "copysign",
