@@ -41,6 +41,11 @@ class IndexValueError(AdcudaError, RuntimeError):
     or of a dtype that cannot address one: PyTorch's RuntimeError, not an IndexError."""
 
 
+class LayoutError(AdcudaError, NotImplementedError):
+    """An op that does not take a tensor of this layout (a sparse tensor where only dense ones are
+    taken); a ``NotImplementedError``, as PyTorch raises for them."""
+
+
 class AutogradError(AdcudaError, RuntimeError):
     """Misuse of the autograd graph: freed graph, in-place modification of a saved value, ..."""
 
