@@ -37,10 +37,15 @@ def _is_basic_item(k):
     )
 
 
+def _int_or_none(bound):
+    """A slice bound as an int (a 0-d tensor's value too), or None."""
+    return bound if bound is None or bound.__class__ is int else int(bound)
+
+
 def _sequence_as_tuple(key):
-    """PyTorch reads a list key that holds a slice, None, Ellipsis, a sequence or a tensor (not a 0-d
-    integer one) as a tuple of indices (``x[[0, [1]]]`` is ``x[0, [1]]``), any other sequence as one
-    index tensor (``x[[0, 1]]``, ``x[range(2)]``)."""
+    """PyTorch reads a list key that holds a slice, None, Ellipsis, a sequence, a tensor or an array as
+    a tuple of indices (``x[[0, [1]]]`` is ``x[0, [1]]``), any other sequence as one index tensor
+    (``x[[0, 1]]``, ``x[range(2)]``)."""
     if len(key) >= 32:
         return False
     for k in key:
@@ -88,7 +93,7 @@ def convert_key(input, key, name):
         elif isinstance(k, slice):
             if k.step is not None and int(k.step) <= 0:
                 raise ValueError(f"{name}: slice step must be greater than zero, got {k.step}")
-            out.append(slice(*(int(v) if v is not None else None for v in (k.start, k.stop, k.step))))
+            out.append(slice(_int_or_none(k.start), _int_or_none(k.stop), _int_or_none(k.step)))
             kinds.append(("kept", 1, 1))
         elif _is_basic_item(k):
             if k is None:
