@@ -3,6 +3,8 @@ and ``dropout`` with its backward. Philox keyed by the seed, its counter advance
 a draw depends only on (seed, offset) and never on what ran before in this process.
 """
 
+import threading
+
 import numpy as np
 
 from ...errors import DTypeError, ShapeError
@@ -14,13 +16,30 @@ __all__ = ["rand", "randn", "randint", "bernoulli", "dropout", "dropout_backward
 _U64 = (1 << 64) - 1
 
 
+_local = threading.local()  # one Philox and Generator per thread, re-keyed for every draw
+
+
 def _rng(seed, offset):
-    """Seeds and offsets are taken modulo 2**64, as the CUDA backend's Philox4x32 takes them."""
-    bitgen = np.random.Philox(key=int(seed) & _U64)
-    offset = int(offset) & _U64
-    if offset:
-        bitgen.advance(offset)
-    return np.random.Generator(bitgen)
+    """Seeds and offsets are taken modulo 2**64, as the CUDA backend's Philox4x32 takes them.
+
+    The counter starts at ``offset`` (what ``Philox(key=seed).advance(offset)`` gives): setting the
+    state of a kept bit generator costs a few microseconds, where a new ``Philox`` draws OS entropy
+    for a seed it then discards and costs ten times that, on every draw of every op."""
+    gen = getattr(_local, "generator", None)
+    if gen is None:
+        gen = _local.generator = np.random.Generator(np.random.Philox(key=0))
+    gen.bit_generator.state = {
+        "bit_generator": "Philox",
+        "state": {
+            "counter": np.array([int(offset) & _U64, 0, 0, 0], np.uint64),
+            "key": np.array([int(seed) & _U64, 0], np.uint64),
+        },
+        "buffer": np.zeros(4, np.uint64),
+        "buffer_pos": 4,
+        "has_uint32": 0,
+        "uinteger": 0,
+    }
+    return gen
 
 
 def _floating(op, dtype):
