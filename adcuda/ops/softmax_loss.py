@@ -495,6 +495,31 @@ def _reduce_rows(losses, denominator, loss_shape, reduction):
     return losses.sum() / denominator  # 0 / 0 = nan when every target is ignored, as in PyTorch
 
 
+def _nll_rows_grad(grad, logp, target, ignore_index):
+    counted = where(target != ignore_index, grad, 0.0)  # ignored rows pass no gradient, as gather's would not
+    hit = (arange(logp.shape[1], device=logp.device) == target.unsqueeze(1)).to(dtype=logp.dtype)
+    return hit * (-counted).unsqueeze(1)
+
+
+@op(
+    "nll_loss_rows",
+    doc="Per-row negative log-likelihoods of (rows, C) log-probabilities against int64 class indices.",
+    function=False,
+    method=False,
+    node="NllLossBackward0",
+    grads={"logp": _nll_rows_grad},
+)
+def nll_loss_rows(logp: Tensor, target: Tensor, ignore_index: int) -> Tensor:
+    # one op over the primitives, where the composition of gather, where and negation dispatched a
+    # dozen ops per call: nll_loss is the loss of every classifier with an explicit log_softmax
+    bk = primitives(logp)
+    t = target._data
+    valid = bk.binary("ne", t, ignore_index, dt.int64)
+    picked = bk.gather(dense(logp), 1, bk.view(bk.where(valid, t, 0, dt.int64), (logp.shape[0], 1)))
+    picked = bk.view(picked, (logp.shape[0],))
+    return wrap(bk.where(valid, bk.unary("neg", picked), 0.0, logp.dtype), logp._device)
+
+
 @op(
     "nll_loss",
     doc="The negative log-likelihood of log-probabilities against class indices.",
@@ -524,7 +549,13 @@ def nll_loss(
     _check_class_weight(name, weight, n_classes)
     target_rows = target.reshape(-1).to(dtype=dt.int64)
     _check_class_targets(name, target_rows, n_classes, ignore_index)
-    losses, denominator = _picked_rows(rows, target_rows, weight, ignore_index, 0.0)
+    if weight is None:
+        losses = nll_loss_rows(rows, target_rows, ignore_index)
+        if reduction != "mean":
+            return _reduce_rows(losses, None, loss_shape, reduction)
+        denominator = (target_rows != ignore_index).sum()
+    else:
+        losses, denominator = _picked_rows(rows, target_rows, weight, ignore_index, 0.0)
     return _reduce_rows(losses, denominator, loss_shape, reduction)
 
 
