@@ -1220,11 +1220,16 @@ def float_power(input: Tensor | Number, exponent: Tensor | Number) -> Tensor:
 @op("signbit", doc="Whether the sign bit is set (true for -0.0 too).", composite=True)
 def signbit(input: Tensor) -> Tensor:
     check_tensor("signbit", "input", input)
-    negative = lt(input, 0)
-    if not input.dtype.is_floating_point:
-        return negative
+    # over the primitives: a bool result has no history to record, and as five ops it dispatched five
+    bk, x, d = primitives(input), input._data, input.dtype
+    negative = bk.binary("lt", x, 0, d)
+    if not d.is_floating_point:
+        return wrap(negative, input._device)
     # -0.0 == 0, but 1 / -0.0 is -inf; NaN's sign bit is not read (PyTorch reads it; NumPy's NaN is +)
-    return logical_or(negative, logical_and(eq(input, 0), lt(binary("div", 1.0, input), 0)))
+    negative_zero = bk.binary(
+        "logical_and", bk.binary("eq", x, 0, d), bk.binary("lt", bk.binary("div", 1.0, x, d), 0, d), dt.bool_
+    )
+    return wrap(bk.binary("logical_or", negative, negative_zero, dt.bool_), input._device)
 
 
 @op("hardshrink", doc="input where |input| > lambd, 0 elsewhere.", composite=True, functional=True)
