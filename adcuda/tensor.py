@@ -25,7 +25,13 @@ from .errors import AutogradError, DTypeError, IndexOutOfRangeError, ShapeError,
 from .layouts import strided
 
 if TYPE_CHECKING:
-    from .types import Any, Device, DType, Iterator, Number, ndarray
+    from collections.abc import Iterator
+    from typing import Any
+
+    from numpy import ndarray
+
+    from .device import device as Device
+    from .dtypes import DType, Number
 
 _NUMPY_TO_DTYPE = dt._FROM_NUMPY
 

@@ -8,7 +8,8 @@ import threading
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..types import Any, Callable
+    from collections.abc import Callable
+    from typing import Any
 
 
 class _GradState(threading.local):

@@ -19,7 +19,8 @@ from . import anomaly
 from .grad_mode import is_grad_enabled
 
 if TYPE_CHECKING:
-    from ..types import Any, Callable, Sequence
+    from collections.abc import Callable, Sequence
+    from typing import Any
 
 _sequence = itertools.count()
 
