@@ -151,9 +151,9 @@ class BackendArray(Protocol):
         """In bytes, as NumPy's."""
 
     @property
-    def dtype(self) -> object:
-        """The backend's own dtype object (a ``numpy.dtype``, or the native module's): ``dtype_of`` gives
-        adcuda's."""
+    def dtype(self) -> Any:
+        """The backend's own dtype object (a ``numpy.dtype``, or the native module's, which has no type
+        stubs, hence ``Any``): ``dtype_of`` gives adcuda's."""
 
 
 CPUArray = np.ndarray
