@@ -244,6 +244,18 @@ def test_adcuda_types_is_a_leaf():
         adcuda.types.NoSuchName  # noqa: B018
 
 
+def test_a_type_checker_sees_no_import_circle_through_adcuda_types():
+    # the circles of scripts/import_cycles.py (module-level imports, TYPE_CHECKING ones included): the
+    # one left is Tensor's, with its generated stub of attached members (grad_fn: Node) and autograd.graph
+    spec = importlib.util.spec_from_file_location("import_cycles", ROOT / "scripts" / "import_cycles.py")
+    cycles = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cycles)
+    circles = cycles.components(cycles.graph(deferred=True))
+    leaves = {"adcuda.types", "adcuda.dtypes", "adcuda.device", "adcuda.random", "adcuda.autograd.grad_mode"}
+    assert not [c for c in circles if leaves & set(c)], circles
+    assert [sorted(c) for c in circles] == [["adcuda._tensor_ops", "adcuda.autograd.graph", "adcuda.tensor"]]
+
+
 def test_the_entry_points_show_the_annotations():
     # what help() and inspect show: the forward's signature through the dispatching entry point
     assert str(inspect.signature(adcuda.add)) == (
