@@ -240,7 +240,7 @@ class Tensor(_AttachedAtImport):
                 f"item: a Tensor with {self.numel()} elements cannot be converted to a "
                 f"Python scalar (shape {fmt_shape(self.shape)})"
             )
-        return primitives(self).to_numpy(self._data).reshape(()).item()
+        return primitives(self).to_numpy(self._data).item()  # (NumPy's item takes any one-element array)
 
     def tolist(self) -> Any:
         return primitives(self).to_numpy(self._data).tolist()
