@@ -63,6 +63,8 @@ LAYERS = (
             "adcuda.capture",
             "adcuda.linalg",
             "adcuda.testing",
+            "adcuda.distributions",
+            "adcuda.special",
         ),
         "built from public ops only, side by side: they import one another only as LIBRARY_USES allows",
     ),
