@@ -57,7 +57,7 @@ def _sample_standard_gamma(concentration):
 # to alpha = _SERIES_UP_TO). Above that, the series would need hundreds of terms: the Wilson-Hilferty
 # cube-root normal approximation x = alpha (1 - 1/(9 alpha) + z / (3 sqrt(alpha)))^3 at fixed z is
 # differentiated instead (relative error below 1e-4 there, shrinking as 1/alpha).
-_SERIES_UP_TO = 50.0
+_SERIES_UP_TO = 256.0
 _SERIES_TOLERANCE = 1e-17
 _SERIES_MAX_TERMS = 2000
 _CHECK_EVERY = 8

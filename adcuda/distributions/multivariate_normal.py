@@ -24,10 +24,11 @@ def _batch_mahalanobis(scale_tril, x):
 
 
 def _precision_to_scale_tril(precision):
-    # With J the exchange matrix, chol(J P J) = J U J for P = U^T U... equivalently: the Cholesky
-    # factor of the flipped precision, flipped back and transposed, is the inverse of the scale_tril
-    flipped = cholesky(precision.flip(-2, -1))
-    inverse_scale_tril = flipped.flip(-2, -1).mT
+    # P = L^-T L^-1 with L the scale_tril; with J the exchange matrix (flipping rows and columns),
+    # J P J = (J L^-T J)(J L^-1 J) where J L^-T J is lower triangular: chol(J P J) = J L^-T J, so
+    # L^-1 = (J chol(J P J) J)^T, inverted as a triangular matrix
+    flipped = cholesky(precision.flip((-2, -1)))
+    inverse_scale_tril = flipped.flip((-2, -1)).mT
     return inverse_lower(inverse_scale_tril)
 
 
