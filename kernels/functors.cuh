@@ -137,6 +137,8 @@ ADCUDA_HD double bernoulli_2k(int k) {  // B_2 .. B_14
   constexpr double b[7] = {1.0 / 6, -1.0 / 30, 1.0 / 42, -1.0 / 30, 5.0 / 66, -691.0 / 2730, 7.0 / 6};
   return b[k];
 }
+// sin(pi x), reduced modulo 2 first so that large |x| keeps its digits
+ADCUDA_HD double sin_pi(double x) { return ::sin(kPi * (x - 2.0 * ::floor(0.5 * x))); }
 ADCUDA_HD double digamma_positive(double x) {
   double acc = 0.0;
   while (x < kShiftTo) { acc -= 1.0 / x; x += 1.0; }
@@ -168,15 +170,26 @@ ADCUDA_HD double trigamma(double x) {
   if (x == INFINITY) return 0.0;
   if (x <= 0.0 && x == ::floor(x)) return INFINITY;
   if (x < 0.0) {
-    const double s = ::sin(kPi * (x - 2.0 * ::floor(0.5 * x)));
+    const double s = sin_pi(x);
     return kPi * kPi / (s * s) - trigamma_positive(1.0 - x);
   }
   return trigamma_positive(x);
 }
+// Shifted up to kShiftTo (dividing by the product of the shifts), Stirling's series there, reflected
+// below 1/2: the CPU backend's lgamma, operation for operation.
 ADCUDA_HD double lgamma(double x) {
   if (x != x) return x;
-  if (x <= 0.0 && x == ::floor(x)) return INFINITY;  // the poles and -inf
-  return ::lgamma(x);
+  if (x == INFINITY || (x <= 0.0 && x == ::floor(x))) return INFINITY;  // the poles and -inf
+  if (x == 1.0 || x == 2.0) return 0.0;  // exactly, as the roots' rounding would not give
+  const bool reflect = x < 0.5;
+  double z = reflect ? 1.0 - x : x;
+  double product = 1.0;
+  while (z < kShiftTo) { product *= z; z += 1.0; }
+  const double inverse = 1.0 / z, t = inverse * inverse;
+  double series = 0.0;
+  for (int k = 6; k >= 0; --k) series = (series + bernoulli_2k(k) / ((2 * k + 2) * (2 * k + 1))) * t;
+  const double result = (z - 0.5) * ::log(z) - z + 0.91893853320467274178 + z * series - ::log(product);
+  return reflect ? ::log(kPi / ::fabs(sin_pi(x))) - result : result;
 }
 ADCUDA_HD double erfinv(double z) {
   if (z == 1.0) return INFINITY;

@@ -562,9 +562,13 @@ def test_special_values_dtypes_and_errors():
     assert adcuda.autograd.gradcheck(lambda v: adcuda.polygamma(2, v), (A([0.7, 3.2], True),))
 
 
-def test_gamma_cdf_matches_pytorch():
-    concentration, x = A(POS), A(POS2 * 2)
-    close(D.Gamma(concentration, A(1.0)).cdf(x), TD.Gamma(T(POS), T(1.0)).cdf(T(POS2 * 2)), rtol=1e-10)
+def test_gamma_cdf_and_its_gradients_match_pytorch():
+    rate, x = A(POS2, True), A(POS2 * 2, True)
+    trate, tx = T(POS2, True), T(POS2 * 2, True)
+    got, want = D.Gamma(A(POS), rate).cdf(x), TD.Gamma(T(POS), trate).cdf(tx)
+    close(got, want, rtol=1e-10)
+    for g, w in zip(adcuda.autograd.grad(got.sum(), [rate, x]), torch.autograd.grad(want.sum(), [trate, tx])):
+        close(g, w, rtol=1e-9)
     close(
         regularized_lower_gamma(A([0.5, 30.0]), A([40.0, 1.0])), torch.special.gammainc(T([0.5, 30.0]), T([40.0, 1.0]))
     )

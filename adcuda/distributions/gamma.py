@@ -187,7 +187,13 @@ class Gamma(Distribution):
     def cdf(self, value):
         if self._validate_args:
             self._validate_sample(value)
-        return regularized_lower_gamma(self.concentration, self.rate * value)
+        x = self.rate * value
+        cdf = regularized_lower_gamma(self.concentration, x)
+        # dP(a, x)/dx is the standard gamma density: it carries the gradient to rate and value (as
+        # PyTorch's gammainc, none to the concentration)
+        a = self.concentration.detach()
+        density = (torch.xlogy(a - 1, x.detach()) - x.detach() - torch.lgamma(a)).exp()
+        return cdf + (x - x.detach()) * density
 
     @property
     def _natural_params(self):
