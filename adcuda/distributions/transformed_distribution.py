@@ -12,7 +12,7 @@ __all__ = ["LogNormal", "TransformedDistribution"]
 
 
 class TransformedDistribution(Distribution):
-    """The distribution of transforms[-1](...transforms[0](x)) for x from ``base_distribution``."""
+    """The distribution of ``base_distribution``'s samples passed through ``transforms`` in order."""
 
     arg_constraints = {}
 
