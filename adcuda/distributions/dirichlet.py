@@ -136,13 +136,11 @@ class Beta(Distribution):
 
     @property
     def concentration1(self):
-        result = self._dirichlet.concentration[..., 0]
-        return torch.tensor([result.item()]) if isinstance(result, Number) else result
+        return self._dirichlet.concentration[..., 0]
 
     @property
     def concentration0(self):
-        result = self._dirichlet.concentration[..., 1]
-        return torch.tensor([result.item()]) if isinstance(result, Number) else result
+        return self._dirichlet.concentration[..., 1]
 
     @property
     def _natural_params(self):
