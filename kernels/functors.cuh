@@ -137,8 +137,10 @@ ADCUDA_HD double bernoulli_2k(int k) {  // B_2 .. B_14
   constexpr double b[7] = {1.0 / 6, -1.0 / 30, 1.0 / 42, -1.0 / 30, 5.0 / 66, -691.0 / 2730, 7.0 / 6};
   return b[k];
 }
-// sin(pi x), reduced modulo 2 first so that large |x| keeps its digits
-ADCUDA_HD double sin_pi(double x) { return ::sin(kPi * (x - 2.0 * ::floor(0.5 * x))); }
+// sin(pi x) and tan(pi x), reduced to [-1, 1] and [-1/2, 1/2] first (exactly; rint rounds half to even
+// as NumPy's round), so that large |x| keeps its digits and tiny |x| is not rounded onto an integer
+ADCUDA_HD double sin_pi(double x) { return ::sin(kPi * (x - 2.0 * ::rint(0.5 * x))); }
+ADCUDA_HD double tan_pi(double x) { return ::tan(kPi * (x - ::rint(x))); }
 ADCUDA_HD double digamma_positive(double x) {
   double acc = 0.0;
   while (x < kShiftTo) { acc -= 1.0 / x; x += 1.0; }
@@ -161,7 +163,7 @@ ADCUDA_HD double digamma(double x) {
   if (x == 0.0) return ::copysign(INFINITY, -x);  // psi(+0) = -inf, psi(-0) = inf, as PyTorch
   if (x < 0.0) {
     if (x == ::floor(x)) return NAN;
-    return digamma_positive(1.0 - x) - kPi / ::tan(kPi * (x - ::floor(x)));
+    return digamma_positive(1.0 - x) - kPi / tan_pi(x);
   }
   return digamma_positive(x);
 }
@@ -176,12 +178,12 @@ ADCUDA_HD double trigamma(double x) {
   return trigamma_positive(x);
 }
 // Shifted up to kShiftTo (dividing by the product of the shifts), Stirling's series there, reflected
-// below 1/2: the CPU backend's lgamma, operation for operation.
+// below 0: the CPU backend's lgamma, operation for operation.
 ADCUDA_HD double lgamma(double x) {
   if (x != x) return x;
   if (x == INFINITY || (x <= 0.0 && x == ::floor(x))) return INFINITY;  // the poles and -inf
   if (x == 1.0 || x == 2.0) return 0.0;  // exactly, as the roots' rounding would not give
-  const bool reflect = x < 0.5;
+  const bool reflect = x < 0.0;
   double z = reflect ? 1.0 - x : x;
   double product = 1.0;
   while (z < kShiftTo) { product *= z; z += 1.0; }
@@ -189,7 +191,12 @@ ADCUDA_HD double lgamma(double x) {
   double series = 0.0;
   for (int k = 6; k >= 0; --k) series = (series + bernoulli_2k(k) / ((2 * k + 2) * (2 * k + 1))) * t;
   const double result = (z - 0.5) * ::log(z) - z + 0.91893853320467274178 + z * series - ::log(product);
-  return reflect ? ::log(kPi / ::fabs(sin_pi(x))) - result : result;
+  if (!reflect) return result;
+  // log(pi / |sin(pi x)|) without overflow; below 1e-8, sin(pi x) = pi x to double precision, and taken
+  // so, as pi x itself would lose digits among the subnormal numbers
+  constexpr double log_pi = 1.14472988584940017414;
+  const double log_sin = ::fabs(x) < 1e-8 ? log_pi + ::log(::fabs(x)) : ::log(::fabs(sin_pi(x)));
+  return log_pi - log_sin - result;
 }
 ADCUDA_HD double erfinv(double z) {
   if (z == 1.0) return INFINITY;

@@ -636,6 +636,51 @@ GROUPS = {
     "in-place: result type cast error family": {
         (
             "value",
+            "digamma",
+            "bool",
+        ): "inplace digamma_: raises DTypeError (DTypeError: digamma_: result type adcuda.float32 can't be cast to t",
+        (
+            "value",
+            "digamma",
+            "int32",
+        ): "inplace digamma_: raises DTypeError (DTypeError: digamma_: result type adcuda.float32 can't be cast to t",
+        (
+            "value",
+            "digamma",
+            "int64",
+        ): "inplace digamma_: raises DTypeError (DTypeError: digamma_: result type adcuda.float32 can't be cast to t",
+        (
+            "value",
+            "erfinv",
+            "bool",
+        ): "inplace erfinv_: raises DTypeError (DTypeError: erfinv_: result type adcuda.float32 can't be cast to the",
+        (
+            "value",
+            "erfinv",
+            "int32",
+        ): "inplace erfinv_: raises DTypeError (DTypeError: erfinv_: result type adcuda.float32 can't be cast to the",
+        (
+            "value",
+            "erfinv",
+            "int64",
+        ): "inplace erfinv_: raises DTypeError (DTypeError: erfinv_: result type adcuda.float32 can't be cast to the",
+        (
+            "value",
+            "lgamma",
+            "bool",
+        ): "inplace lgamma_: raises DTypeError (DTypeError: lgamma_: result type adcuda.float32 can't be cast to the",
+        (
+            "value",
+            "lgamma",
+            "int32",
+        ): "inplace lgamma_: raises DTypeError (DTypeError: lgamma_: result type adcuda.float32 can't be cast to the",
+        (
+            "value",
+            "lgamma",
+            "int64",
+        ): "inplace lgamma_: raises DTypeError (DTypeError: lgamma_: result type adcuda.float32 can't be cast to the",
+        (
+            "value",
             "add",
             "int64-python-float",
         ): "inplace add_: raises DTypeError (DTypeError: add_: result type adcuda.float32 can't be cast to the desir",
@@ -2623,6 +2668,21 @@ GROUPS = {
         ("value", "zeros_like", "float32[3x4]t"): "function zeros_like: result: strides (4, 1), expected (1, 3)",
     },
     "valid input rejected (PyTorch returns a result)": {
+        (
+            "value",
+            "digamma",
+            "zero-size",
+        ): "inplace digamma_: raises ShapeError: digamma_: unsupported operation: more than one element of the writt",
+        (
+            "value",
+            "erfinv",
+            "zero-size",
+        ): "inplace erfinv_: raises ShapeError: erfinv_: unsupported operation: more than one element of the written",
+        (
+            "value",
+            "lgamma",
+            "zero-size",
+        ): "inplace lgamma_: raises ShapeError: lgamma_: unsupported operation: more than one element of the written",
         (
             "value",
             "abs",

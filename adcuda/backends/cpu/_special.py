@@ -32,15 +32,16 @@ def _series(t, coefficients):
 # Stirling's series for lgamma: B_2k / (2k (2k - 1)) for k = 1..7
 _STIRLING_SERIES = tuple(b / ((2 * k + 2) * (2 * k + 1)) for k, b in enumerate(_BERNOULLI))
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+_LOG_PI = math.log(math.pi)
 
 
 def lgamma(x):
     """Shifted up to SHIFT_TO (dividing by the product of the shifts, one log), Stirling's series there;
-    reflected below 1/2. Accurate to a few ulp of the terms: near the roots at 1 and 2 that is an
+    reflected below 0. Accurate to a few ulp of the terms: near the roots at 1 and 2 that is an
     absolute error of a few 1e-15, not a relative one (glibc's lgamma keeps those digits, but one
     Python call per element costs a hundred times this)."""
     x = np.asarray(x, np.float64)
-    reflect = x < 0.5
+    reflect = x < 0
     z = np.where(reflect, 1.0 - x, x)
     usable = np.isfinite(z)
     z = np.where(usable, z, SHIFT_TO)
@@ -54,7 +55,10 @@ def lgamma(x):
     series = z * _series(inverse * inverse, _STIRLING_SERIES)  # sum_k c_k z^-(2k+1)
     result = (z - 0.5) * np.log(z) - z + _HALF_LOG_2PI + series - np.log(product)
     with np.errstate(divide="ignore"):
-        reflected = np.log(math.pi / np.abs(_sin_pi(x))) - result
+        # log(pi / |sin(pi x)|) without overflow; below 1e-8, sin(pi x) = pi x to float64 precision, and
+        # taken so, as pi x itself would lose digits among the subnormal numbers
+        log_sin = np.where(np.abs(x) < 1e-8, _LOG_PI + np.log(np.abs(x)), np.log(np.abs(_sin_pi(x))))
+        reflected = _LOG_PI - log_sin - result
     result = np.where(reflect, reflected, result)
     pole = (x <= 0) & (x == np.floor(x))  # -inf included
     result = np.where(pole | (x == np.inf), np.inf, result)
@@ -75,12 +79,13 @@ def _positive_shifted(x, term):
 
 
 def _tan_pi(x):
-    """tan(pi x), reduced to x - floor(x) first so that large |x| keeps its digits."""
-    return np.tan(math.pi * (x - np.floor(x)))
+    """tan(pi x), reduced to x - round(x) in [-1/2, 1/2] first (exact), so that large |x| keeps its
+    digits and tiny |x| is not rounded onto a neighbouring integer."""
+    return np.tan(math.pi * (x - np.round(x)))
 
 
 def _sin_pi(x):
-    return np.sin(math.pi * (x - 2.0 * np.floor(0.5 * x)))
+    return np.sin(math.pi * (x - 2.0 * np.round(0.5 * x)))
 
 
 def digamma(x):
