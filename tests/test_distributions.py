@@ -1,8 +1,8 @@
 """adcuda.distributions against torch.distributions (the oracle): values of log_prob, entropy, moments,
 cdf and icdf on the same float64 parameters; shapes, expand and argument checks; kl_divergence;
 gradients of log_prob and of rsample (given the same standard noise); sampling statistics and
-reproducibility; the special functions they need (lgamma, digamma, polygamma, erfinv, mvlgamma); and
-a cuda-marked subset that runs the same code on the CUDA backend against the CPU one."""
+reproducibility; the special functions they need (lgamma, digamma, polygamma, erfinv, mvlgamma).
+tests/test_cuda_distributions.py runs the same code on the CUDA backend against the CPU one."""
 
 import math
 
@@ -16,12 +16,7 @@ from adcuda.distributions.gamma import regularized_lower_gamma, standard_gamma_g
 torch = pytest.importorskip("torch")
 TD = torch.distributions
 
-CUDA = adcuda.cuda.is_available()
 F64 = adcuda.float64
-
-
-def gpu(test):
-    return pytest.mark.cuda(pytest.mark.skipif(not CUDA, reason="needs a usable CUDA device")(test))
 
 
 def A(x, requires_grad=False):
@@ -572,48 +567,3 @@ def test_gamma_cdf_and_its_gradients_match_pytorch():
     close(
         regularized_lower_gamma(A([0.5, 30.0]), A([40.0, 1.0])), torch.special.gammainc(T([0.5, 30.0]), T([40.0, 1.0]))
     )
-
-
-# ---------------------------------------------------------------------------------------------------
-# the same code on the CUDA backend (no PyTorch needed there: the CPU backend is the oracle)
-@gpu
-def test_cuda_special_functions_match_cpu():
-    x = SPECIAL_X
-    for dtype in (adcuda.float32, F64):
-        for fn in (adcuda.lgamma, adcuda.digamma, lambda v: adcuda.polygamma(1, v), lambda v: adcuda.polygamma(3, v)):
-            cpu = fn(adcuda.tensor(x, dtype=dtype))
-            cuda = fn(adcuda.tensor(x, dtype=dtype, device="cuda"))
-            np.testing.assert_allclose(cuda.cpu().numpy(), cpu.numpy(), rtol=1e-5 if dtype is adcuda.float32 else 1e-11)
-        z = np.linspace(-0.99, 0.99, 51)
-        np.testing.assert_allclose(
-            adcuda.erfinv(adcuda.tensor(z, dtype=dtype, device="cuda")).cpu().numpy(),
-            adcuda.erfinv(adcuda.tensor(z, dtype=dtype)).numpy(),
-            rtol=1e-5 if dtype is adcuda.float32 else 1e-11,
-        )
-
-
-@gpu
-@pytest.mark.parametrize("name", ["Normal", "Gamma", "Dirichlet", "Categorical", "MVNcov", "Poisson", "Beta"])
-def test_cuda_distributions_sample_and_differentiate(name):
-    build, value = FAMILIES[name]
-
-    def on_cuda(v, requires_grad=False):
-        return adcuda.tensor(np.asarray(v, dtype=np.float64), device="cuda", requires_grad=requires_grad)
-
-    ours_cpu, ours_cuda = build(D, A), build(D, on_cuda)
-    close(ours_cuda.log_prob(on_cuda(value)).cpu(), ours_cpu.log_prob(A(value)), rtol=1e-10)
-    adcuda.manual_seed(4)
-    samples = ours_cuda.sample((4000,))
-    assert samples.device.type == "cuda"
-    mean = ours_cpu.mean.numpy() if name != "Categorical" else None
-    if mean is not None:
-        np.testing.assert_allclose(samples.cpu().numpy().mean(0), mean, atol=0.15 * (1 + np.abs(mean)).max())
-    adcuda.manual_seed(4)
-    np.testing.assert_array_equal(ours_cuda.sample((4000,)).cpu().numpy(), samples.cpu().numpy())
-    if ours_cuda.has_rsample:
-        p = on_cuda(POS, True)
-        dist = {"Normal": lambda: D.Normal(p, p), "Gamma": lambda: D.Gamma(p, p)}.get(name)
-        if dist is not None:
-            dist().rsample((3,)).sum().backward()
-            assert p.grad is not None and p.grad.device.type == "cuda"
-            assert np.isfinite(p.grad.cpu().numpy()).all()
