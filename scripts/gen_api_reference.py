@@ -33,6 +33,7 @@ NAMESPACES = [
     ("adcuda.distributions", "probability distributions, kl_divergence (docs/distributions.md)"),
     ("adcuda.distributions.constraints", "what values a parameter or a sample may take"),
     ("adcuda.distributions.transforms", "invertible maps with their log-Jacobians"),
+    ("adcuda.sparse", "sparse COO tensors' products and sums (docs/sparse.md)"),
     ("adcuda.nn", "modules and layers"),
     ("adcuda.nn.functional", "the layers as functions"),
     ("adcuda.nn.init", "parameter initialisation"),
