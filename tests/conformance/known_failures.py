@@ -1752,21 +1752,6 @@ GROUPS = {
     "valid input rejected (PyTorch returns a result)": {
         (
             "value",
-            "digamma",
-            "zero-size",
-        ): "inplace digamma_: raises ShapeError: digamma_: unsupported operation: more than one element of the writt",
-        (
-            "value",
-            "erfinv",
-            "zero-size",
-        ): "inplace erfinv_: raises ShapeError: erfinv_: unsupported operation: more than one element of the written",
-        (
-            "value",
-            "lgamma",
-            "zero-size",
-        ): "inplace lgamma_: raises ShapeError: lgamma_: unsupported operation: more than one element of the written",
-        (
-            "value",
             "add",
             "alpha-float-f64",
         ): "operators __radd__: raises TypeError: _reflected.<locals>.reflected() got an unexpected keyword argument",
