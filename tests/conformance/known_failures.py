@@ -490,6 +490,51 @@ GROUPS = {
     "in-place: result type cast error family": {
         (
             "value",
+            "digamma",
+            "bool",
+        ): "inplace digamma_: raises DTypeError (DTypeError: digamma_: result type adcuda.float32 can't be cast to t",
+        (
+            "value",
+            "digamma",
+            "int32",
+        ): "inplace digamma_: raises DTypeError (DTypeError: digamma_: result type adcuda.float32 can't be cast to t",
+        (
+            "value",
+            "digamma",
+            "int64",
+        ): "inplace digamma_: raises DTypeError (DTypeError: digamma_: result type adcuda.float32 can't be cast to t",
+        (
+            "value",
+            "erfinv",
+            "bool",
+        ): "inplace erfinv_: raises DTypeError (DTypeError: erfinv_: result type adcuda.float32 can't be cast to the",
+        (
+            "value",
+            "erfinv",
+            "int32",
+        ): "inplace erfinv_: raises DTypeError (DTypeError: erfinv_: result type adcuda.float32 can't be cast to the",
+        (
+            "value",
+            "erfinv",
+            "int64",
+        ): "inplace erfinv_: raises DTypeError (DTypeError: erfinv_: result type adcuda.float32 can't be cast to the",
+        (
+            "value",
+            "lgamma",
+            "bool",
+        ): "inplace lgamma_: raises DTypeError (DTypeError: lgamma_: result type adcuda.float32 can't be cast to the",
+        (
+            "value",
+            "lgamma",
+            "int32",
+        ): "inplace lgamma_: raises DTypeError (DTypeError: lgamma_: result type adcuda.float32 can't be cast to the",
+        (
+            "value",
+            "lgamma",
+            "int64",
+        ): "inplace lgamma_: raises DTypeError (DTypeError: lgamma_: result type adcuda.float32 can't be cast to the",
+        (
+            "value",
             "add",
             "int64-python-float",
         ): "inplace add_: raises DTypeError (DTypeError: add_: result type adcuda.float32 can't be cast to the desir",

@@ -8,6 +8,7 @@ import numpy as np
 from ... import dtypes as dt
 from ...errors import DTypeError
 from ..seam import ArrayOrScalar, BackendArray, DType, Scalar, Scratch
+from . import _special
 from ._common import _F16, _F32, _compute, _finish, _fresh, _np_dtype
 
 __all__ = ["UNARY_OPS", "UNARY_BACKWARD_OPS", "BINARY_OPS", "unary", "binary", "unary_backward", "where", "clamp"]
@@ -156,6 +157,11 @@ UNARY_OPS = {
     "log2": np.log2,
     "log10": np.log10,
     "bitwise_not": np.invert,
+    # computed in float64 and cast back (as their functors do): _special.py
+    "lgamma": _special.lgamma,
+    "digamma": _special.digamma,
+    "trigamma": _special.trigamma,
+    "erfinv": _special.erfinv,
 }
 
 
@@ -178,6 +184,10 @@ _FLOAT_ONLY = frozenset(
         "exp2",
         "log2",
         "log10",
+        "lgamma",
+        "digamma",
+        "trigamma",
+        "erfinv",
     }
 )
 
