@@ -229,7 +229,8 @@ def conv2d_backward_weight(
     dw = None
     for n0, m, cols in _blocks(view, groups):
         gw = _wide(gc[n0 : n0 + m], row).reshape(groups, o // groups, m * ho * row)
-        # one GEMM per group over the block's N * L, against the transposed columns (BLAS reads them as is)
-        part = np.matmul(gw, cols.transpose(0, 2, 1))
+        # one GEMM per group over the block's N * L, as (K, m * L) @ (m * L, Og): OpenBLAS runs this
+        # form 2-3x faster than (Og, m * L) @ (m * L, K) with the long axis last in both operands
+        part = np.matmul(cols, gw.transpose(0, 2, 1))
         dw = part if dw is None else np.add(dw, part, out=dw)
-    return dw.reshape(weight_shape).astype(x.dtype, copy=False)
+    return np.ascontiguousarray(dw.transpose(0, 2, 1)).reshape(weight_shape).astype(x.dtype, copy=False)
