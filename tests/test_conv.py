@@ -221,16 +221,21 @@ BLOCKED = [
 
 
 @needs_torch
-@pytest.mark.parametrize("short_rows", [0, 1000], ids=["strided-col2im", "col2im-by-phase"])
+@pytest.mark.parametrize(
+    "short_rows,few_channels", [(0, 0), (1000, 1000), (0, 1000)], ids=["correlation", "by-phase", "strided"]
+)
 @pytest.mark.parametrize("block_bytes", [1, 1 << 20], ids=["sample-blocks", "one-block"])
 @pytest.mark.parametrize("x_shape,w_shape,kw", BLOCKED, ids=_ids(BLOCKED))
-def test_conv2d_in_blocks_of_samples_matches_pytorch(monkeypatch, block_bytes, short_rows, x_shape, w_shape, kw):
+def test_conv2d_in_blocks_of_samples_matches_pytorch(
+    monkeypatch, block_bytes, short_rows, few_channels, x_shape, w_shape, kw
+):
     # the CPU backend makes the columns a block of samples at a time (one sample per block here) and
-    # picks its col2im by the output rows' length
+    # picks the data gradient's route by the channels and the output rows' length
     from adcuda.backends.cpu import convolution
 
     monkeypatch.setattr(convolution, "_BLOCK_BYTES", block_bytes)
     monkeypatch.setattr(convolution, "_SHORT_ROWS", short_rows)
+    monkeypatch.setattr(convolution, "_FEW_CHANNELS", few_channels)
     (x, tx), (w, tw) = _both(x_shape), _both(w_shape)
     _compare(F.conv2d(x, w, **kw), torch.nn.functional.conv2d(tx, tw, **kw), [(x, tx), (w, tw)])
     (x, tx), (w, tw) = _both(x_shape), _both((w_shape[1] * kw.get("groups", 1), *w_shape[1:]))
