@@ -4,12 +4,12 @@ im2col as a strided view: the input's windows are one ``as_strided`` view of the
 laid out (C, kh, kw, N, L); a block of samples at a time (about ``_BLOCK_BYTES``, so the columns stay
 in cache) is copied into the column matrix (K, m * L) and one GEMM per group gives its outputs. With
 stride 1 the rows are "wide" (see ``_windows``) so the copy moves contiguous runs. The backward of
-the weights is one GEMM per group and block over m * L. The backward of the data is itself a
-correlation: with stride 1 and enough channels, of g with the flipped kernel (``_flipped``);
-otherwise the columns' gradient is one GEMM, added back (col2im) into one plane per output phase,
-one contiguous add per kernel tap (stride 1 or short rows), or through strided views (a correlation per phase
-measured slower at DCGAN's sizes). Padding here is zeros
-and symmetric; other padding modes and asymmetric 'same' padding are the op's (``F.pad`` first).
+the weights is one GEMM per group and block over m * L. The backward of the data, with stride 1
+and enough channels, is the correlation of g with the flipped kernel (``_flipped``); otherwise the
+columns' gradient is one GEMM, added back (col2im) into one plane per output phase, one contiguous
+add per kernel tap (stride 1 or short rows), or through strided views (a correlation per phase
+measured slower at DCGAN's sizes). Padding here is zeros and symmetric; other padding modes and
+asymmetric 'same' padding are the op's (``F.pad`` first).
 """
 
 import numpy as np
