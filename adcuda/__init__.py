@@ -23,6 +23,7 @@ from .autograd import (
     no_grad,
     set_grad_enabled,
 )
+from .backends.cpu.threads import get_num_interop_threads, get_num_threads, set_num_interop_threads, set_num_threads
 from .cuda import amp as _cuda_amp  # noqa: F401 (makes adcuda.cuda.amp, as torch.cuda.amp)
 from .device import device
 from .dtypes import (  # noqa: A004
@@ -45,6 +46,7 @@ from .dtypes import (  # noqa: A004
 )
 from .dtypes import bool_ as bool
 from .errors import AdcudaError, AutogradError, DeviceError, DTypeError, IndexOutOfRangeError, ShapeError
+from .layouts import layout, sparse_coo, strided
 from .ops.factories import (
     BFloat16Tensor,
     BoolTensor,
@@ -54,6 +56,7 @@ from .ops.factories import (
     IntTensor,
     LongTensor,
 )
+from .ops.sparse import sparse_coo_tensor, spmm
 from .random import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from .tensor import Size, Tensor
 
@@ -117,6 +120,8 @@ _LOADED_ON_FIRST_USE = {
     # more of PyTorch's names (issue 15): torch.linalg's norms and products, torch.testing's assert_close
     "linalg": (".linalg", None),
     "testing": (".testing", None),
+    # sparse COO tensors (issue 28): torch.sparse's mm and sum
+    "sparse": (".sparse", None),
 }
 
 

@@ -18,6 +18,7 @@ from numpy.lib.stride_tricks import as_strided
 from ...errors import DTypeError, ShapeError, fmt_shape
 from .._convolution_shapes import conv2d_output_size
 from ..seam import BackendArray, Shape
+from . import threads
 from ._common import _compute
 
 __all__ = ["conv2d", "conv2d_backward_input", "conv2d_backward_weight"]
@@ -126,7 +127,7 @@ def conv2d(
     out = np.empty((n, o, ho, wo), x.dtype)
     for n0, m, cols in _blocks(view, groups):
         # one GEMM per group over a block of samples' columns: (Og, K) @ (K, m * L)
-        y = np.matmul(w, cols).reshape(o, m, ho, row)
+        y = threads.matmul(w, cols).reshape(o, m, ho, row)
         out[n0 : n0 + m] = y[..., :wo].transpose(1, 0, 2, 3)
     return out
 
@@ -166,7 +167,7 @@ def conv2d_backward_input(
     if (sh, sw) == (1, 1) or wo < _SHORT_ROWS:
         return _col2im_by_phase(gc, weight, input_shape, stride, padding, dilation, groups).astype(g.dtype, copy=False)
     w = _compute(weight).reshape(groups, o // groups, cg * kh * kw)
-    dcols = np.matmul(w.transpose(0, 2, 1), gc.reshape(n, groups, o // groups, ho * wo))
+    dcols = threads.matmul(w.transpose(0, 2, 1), gc.reshape(n, groups, o // groups, ho * wo))
     dcols = dcols.reshape(n, c, kh, kw, ho, wo)
     dx = np.zeros((n, c, h + 2 * ph, w_ + 2 * pw), dcols.dtype)
     for i in range(kh):  # col2im: each kernel tap adds its column block back where it was read
@@ -191,7 +192,9 @@ def _col2im_by_phase(g, weight, input_shape, stride, padding, dilation, groups):
     ws = max(-(-wp // sw), wo + dw * (kw - 1) // sw)
     gw = _wide(g, ws).reshape(groups, o // groups, n * ho * ws)
     w_taps = _compute(weight).reshape(groups, o // groups, cg, kh, kw).transpose(0, 3, 4, 2, 1)
-    blocks = np.matmul(w_taps.reshape(groups, kh * kw * cg, o // groups), gw).reshape(groups, kh, kw, cg, n, ho * ws)
+    blocks = threads.matmul(w_taps.reshape(groups, kh * kw * cg, o // groups), gw).reshape(
+        groups, kh, kw, cg, n, ho * ws
+    )
     phases = np.zeros((sh, sw, groups, cg, n, hs * ws + dw * (kw - 1) // sw), blocks.dtype)
     for i in range(kh):
         ay, ry = divmod(i * dh, sh)
@@ -236,6 +239,6 @@ def conv2d_backward_weight(
         gw = _wide(gc[n0 : n0 + m], row).reshape(groups, o // groups, m * ho * row)
         # one GEMM per group over the block's N * L, as (K, m * L) @ (m * L, Og): OpenBLAS runs this
         # form 2-3x faster than (Og, m * L) @ (m * L, K) with the long axis last in both operands
-        part = np.matmul(cols, gw.transpose(0, 2, 1))
+        part = threads.matmul(cols, gw.transpose(0, 2, 1))
         dw = part if dw is None else np.add(dw, part, out=dw)
     return np.ascontiguousarray(dw.transpose(0, 2, 1)).reshape(weight_shape).astype(x.dtype, copy=False)
