@@ -70,6 +70,16 @@ class Loop:
     def count(self, prefixes):
         return sum(1 for i in self.instructions if i.opcode.split(".")[0] in prefixes)
 
+    def holds(self, wanted):
+        """Whether an instruction is ``wanted``: an opcode (LDGSTS) or an opcode with modifiers it must
+        carry among its own (LDG.128 or LDG.E.128 for a 16-byte load, STG.128 for STG.E.EF.128)."""
+        name, *modifiers = wanted.split(".")
+        for i in self.instructions:
+            opcode, *own = i.opcode.split(".")
+            if opcode == name and set(modifiers) <= set(own):
+                return True
+        return False
+
 
 @dataclass
 class Kernel:
@@ -119,7 +129,7 @@ class Expectation:
     max_main_loop: int  # None: no budget
     why: str
     line: int
-    must_hold: tuple = ()  # opcodes (without modifiers, e.g. LDGSTS, LDSM) the main loop must contain
+    must_hold: tuple = ()  # opcodes (LDGSTS, LDSM; with modifiers: LDG.128) the main loop must contain
 
 
 def find_tool(tool):
@@ -306,7 +316,7 @@ def check(kernels, expectations):
                     f"{kernel.arch} {kernel.demangled}: {in_loop} tensor-core instructions in the main "
                     f"loop, expected at least {row.min_tensor_core} (row {row.line})"
                 )
-            missing = [opcode for opcode in row.must_hold if not (loop and loop.count({opcode}))]
+            missing = [opcode for opcode in row.must_hold if not (loop and loop.holds(opcode))]
             if missing:
                 failures.append(
                     f"{kernel.arch} {kernel.demangled}: no {' '.join(missing)} in the main loop "
