@@ -34,6 +34,7 @@
 
 #include "launch_utils.cuh"
 #include "nn_common.cuh"
+#include "ptx_sm80.cuh"
 #include "runtime/dispatch.cuh"
 #include "runtime/errors.h"
 #include "runtime/launch.cuh"
@@ -268,19 +269,63 @@ __device__ __forceinline__ void store_whole(T* at, const nn::Pack<T, V>& pack) {
   __stcs(reinterpret_cast<Bits*>(at), bits);
 }
 
-// Calls visit(j, value) for the elements in[j] of in[0..n) this thread owns (blockDim.x threads share
-// them): a scalar head up to the first 16-byte boundary, 16-byte packs, a scalar tail.
-template <typename T, int V, typename Visit>
-__device__ __forceinline__ void for_each_owned(const T* in, std::int64_t n, Visit&& visit) {
+// exp(d) for d <= 0 (a logit minus its row's max) as the fused classifier needs it: one multiply and
+// one MUFU.EX2 in float32, where expf's range reduction (or exp2f's denormal fix-ups) costs 3-6 more
+// instructions per logit and would make the bf16 forward compute-bound on an H200 (about 11
+// instructions per logit left for 2 bytes of it). Its relative error (about 2^-22 plus the product's
+// rounding) is far below the float32 losses' tolerance; terms below 2^-126 flush to 0, which a sum
+// holding the max's 1 cannot see.
+template <typename Acc>
+__device__ __forceinline__ Acc exp_of_shifted(Acc d) {
+  if constexpr (std::is_same_v<Acc, double>) {
+    return exp_of(d);
+  } else {
+    return ptx::exp2_approx(d * 1.4426950408889634f);
+  }
+}
+
+// Calls visit_one(j, value) and visit_pack(j, pack) for the elements in[j] of in[0..n) this thread
+// owns (blockDim.x threads share them): a scalar head up to the first 16-byte boundary, V-element
+// packs (16-byte loads), a scalar tail.
+template <typename T, int V, typename VisitOne, typename VisitPack>
+__device__ __forceinline__ void for_each_owned(const T* in, std::int64_t n, VisitOne&& visit_one,
+                                               VisitPack&& visit_pack) {
   const PackSplit split = pack_split<T, V>(in, n);
-  for (std::int64_t j = threadIdx.x; j < split.head; j += blockDim.x) visit(j, in[j]);
+  for (std::int64_t j = threadIdx.x; j < split.head; j += blockDim.x) visit_one(j, in[j]);
   for (std::int64_t q = threadIdx.x; q < split.packs; q += blockDim.x) {
     const std::int64_t j = split.head + q * V;
-    const auto pack = nn::load_pack<T, V>(in + j);
-#pragma unroll
-    for (int k = 0; k < V; ++k) visit(j + k, pack.item[k]);
+    visit_pack(j, nn::load_pack<T, V>(in + j));
   }
-  for (std::int64_t j = split.head + split.packs * V + threadIdx.x; j < n; j += blockDim.x) visit(j, in[j]);
+  for (std::int64_t j = split.head + split.packs * V + threadIdx.x; j < n; j += blockDim.x) visit_one(j, in[j]);
+}
+
+// Adds a pack of logits (weights weight_at(k)) with one rescale of the running sum for the pack's max
+// instead of a compare and branch per element; a pack holding an inf or a NaN goes element by element.
+template <typename T, int V, typename Acc, typename WeightAt>
+__device__ __forceinline__ void add_logit_pack(LogitsState<Acc>& state, const nn::Pack<T, V>& pack,
+                                               WeightAt&& weight_at) {
+  Acc values[V];
+  Acc pack_max = state.finite.max;
+  Acc pack_total = Acc(0);
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    values[k] = to_compute(pack.item[k]);
+    pack_max = fmax(pack_max, values[k]);  // FMNMX; a NaN, which fmax passes over, goes the slow way below
+    pack_total += weight_at(k) * values[k];
+  }
+  // a NaN or an inf anywhere makes the pack's total NaN or inf (so may a finite overflow, harmlessly)
+  if (!isfinite(pack_total)) {
+#pragma unroll
+    for (int k = 0; k < V; ++k) add_logit(state, values[k], weight_at(k));
+    return;
+  }
+  if (pack_max > state.finite.max) {
+    state.finite.sum *= exp_of_shifted(state.finite.max - pack_max);
+    state.finite.max = pack_max;
+  }
+#pragma unroll
+  for (int k = 0; k < V; ++k) state.finite.sum += exp_of_shifted(values[k] - pack_max);
+  state.total += pack_total;
 }
 
 // The fused classifier: class weights (kWeighted) and label smoothing, in the forward and the backward.
@@ -352,9 +397,12 @@ __global__ void classifier_loss_kernel(const T* logits, const std::int64_t* targ
   for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* in = logits + row * classes;
     LogitsState<Acc> state = empty_logits_state<Acc>();
-    for_each_owned<T, V>(in + begin, count, [&](std::int64_t j, T value) {
-      add_logit(state, to_compute(value), kWeighted && weight != nullptr ? weight[j] : Acc(1));
-    });
+    const auto weight_of = [&](std::int64_t j) { return kWeighted && weight != nullptr ? weight[j] : Acc(1); };
+    for_each_owned<T, V>(
+        in + begin, count, [&](std::int64_t j, T value) { add_logit(state, to_compute(value), weight_of(j)); },
+        [&](std::int64_t j, const nn::Pack<T, V>& pack) {
+          add_logit_pack(state, pack, [&](int k) { return weight_of(j + k); });
+        });
     state = block_reduce(state, MergeLogitsStates{}, scratch);
     if (threadIdx.x != 0) continue;
     if (gridDim.y == 1) {
@@ -418,10 +466,10 @@ __global__ void classifier_loss_backward_kernel(const T* logits, const compute_t
     const T* in = logits + row * classes + begin;
     T* out = grad + row * classes + begin;
     const auto value = [&](std::int64_t j, T x) {
-      const Acc p = exp_of((to_compute(x) - shift) - log_sum);
+      const Acc p = exp_of_shifted((to_compute(x) - shift) - log_sum);
       Acc d;
       if constexpr (kWeighted) {
-        d = p * p_scale - (j == hit ? hit_q : Acc(0)) - smooth_q * weight[j];
+        d = p * p_scale - (j == hit ? hit_q : Acc(0)) - (smooth_q != Acc(0) ? smooth_q * weight[j] : Acc(0));
       } else {
         d = p - (j == hit ? hit_q : smooth_q);
       }
