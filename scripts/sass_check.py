@@ -20,7 +20,8 @@ where they are known exactly: ptxas reports every spilling kernel (-warn-spills)
 that an error (ADCUDA_SPILLS_ARE_ERRORS=ON).
 
 The main loop is the innermost loop (a backward branch and the code it jumps over) holding the most
-tensor-core instructions, or, in a kernel without any, the most floating-point multiply-adds. Each row
+tensor-core instructions, or, in a kernel without any, the most floating-point multiply-adds (then the
+most floating-point arithmetic of any kind). Each row
 must match some kernel of the binary, so a renamed kernel cannot silently drop out of the check.
 Only the listed kernels are disassembled (seconds, where the whole module takes minutes); every
 kernel's resource usage is read. ``--report`` prints, per listed kernel and architecture: registers,
@@ -47,6 +48,7 @@ _PREDICATE = re.compile(r"^@!?U?P[0-9T]+\s+")
 _BRANCH_TARGET = re.compile(r"(0x[0-9a-f]+)\s*$")
 TENSOR_CORE_OPCODES = ("HMMA", "HGMMA")
 FMA_OPCODES = ("FFMA", "DFMA", "HFMA2")
+FLOAT_OPCODES = FMA_OPCODES + ("FADD", "FMUL", "MUFU", "DADD", "DMUL", "HADD2", "HMUL2")
 SPILL_OPCODES = ("LDL", "STL")
 
 
@@ -111,12 +113,22 @@ class Kernel:
         return loops
 
     def main_loop(self):
-        """The innermost loop with the most tensor-core instructions (or, without any, FMAs)."""
-        loops = self.loops()
+        """The innermost loop with the most tensor-core instructions (or, without any, FMAs; then other
+        floating-point arithmetic, for a kernel whose loops hold no FMA, e.g. exp2 and adds)."""
+        # the branch to itself after EXIT that ends every kernel is no loop of its work
+        loops = [loop for loop in self.loops() if len(loop.instructions) > 1]
+        # innermost: an outer loop (a kernel's loop over rows) holds all of its inner loops' work
+        loops = [
+            loop
+            for loop in loops
+            if not any(o is not loop and loop.start <= o.start and o.end <= loop.end for o in loops)
+        ]
         if not loops:
             return None
         work = TENSOR_CORE_OPCODES if self.count(TENSOR_CORE_OPCODES) else FMA_OPCODES
-        return max(loops, key=lambda loop: (loop.count(work), -len(loop.instructions)))
+        return max(
+            loops, key=lambda loop: (loop.count(work), loop.count(FLOAT_OPCODES), -len(loop.instructions))
+        )
 
     def spill_instructions(self):
         return [i for i in self.instructions if i.opcode.split(".")[0] in SPILL_OPCODES]
