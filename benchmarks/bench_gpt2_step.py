@@ -389,7 +389,8 @@ def main():
                 {
                     "suite": "gpt2_step",
                     "device": "cuda",
-                    "rows": rows,
+                    # the classifier's rows with the step's: gpu_check's summary tabulates every row
+                    "rows": rows + classifier_rows,
                     "config": GPT2_SMALL,
                     "batch": BATCH,
                     "length": LENGTH,
@@ -399,7 +400,6 @@ def main():
                         who: tokens / cases["gpt2-small bf16 step"] for who, cases in results.items()
                     },
                     "peak_memory_bytes": peaks,
-                    "classifier_rows": classifier_rows,
                     "classifier_peak_memory_bytes": classifier_peaks,
                     "first_step_loss": first_losses,
                     "torch_sdpa_backend": backend,

@@ -126,9 +126,7 @@ class Kernel:
         if not loops:
             return None
         work = TENSOR_CORE_OPCODES if self.count(TENSOR_CORE_OPCODES) else FMA_OPCODES
-        return max(
-            loops, key=lambda loop: (loop.count(work), loop.count(FLOAT_OPCODES), -len(loop.instructions))
-        )
+        return max(loops, key=lambda loop: (loop.count(work), loop.count(FLOAT_OPCODES), -len(loop.instructions)))
 
     def spill_instructions(self):
         return [i for i in self.instructions if i.opcode.split(".")[0] in SPILL_OPCODES]
