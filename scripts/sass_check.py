@@ -117,16 +117,20 @@ class Kernel:
         floating-point arithmetic, for a kernel whose loops hold no FMA, e.g. exp2 and adds)."""
         # the branch to itself after EXIT that ends every kernel is no loop of its work
         loops = [loop for loop in self.loops() if len(loop.instructions) > 1]
+        if not loops:
+            return None
+        if self.count(TENSOR_CORE_OPCODES):
+            # the shortest of the loops with the most mma: the k-loop, not a loop around it
+            return max(loops, key=lambda loop: (loop.count(TENSOR_CORE_OPCODES), -len(loop.instructions)))
         # innermost: an outer loop (a kernel's loop over rows) holds all of its inner loops' work
         loops = [
             loop
             for loop in loops
             if not any(o is not loop and loop.start <= o.start and o.end <= loop.end for o in loops)
         ]
-        if not loops:
-            return None
-        work = TENSOR_CORE_OPCODES if self.count(TENSOR_CORE_OPCODES) else FMA_OPCODES
-        return max(loops, key=lambda loop: (loop.count(work), loop.count(FLOAT_OPCODES), -len(loop.instructions)))
+        return max(
+            loops, key=lambda loop: (loop.count(FMA_OPCODES), loop.count(FLOAT_OPCODES), -len(loop.instructions))
+        )
 
     def spill_instructions(self):
         return [i for i in self.instructions if i.opcode.split(".")[0] in SPILL_OPCODES]
