@@ -22,6 +22,7 @@ from .backends import backend_for
 from .backends import cpu as _cpu
 from .device import CPU
 from .errors import AutogradError, DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
+from .layouts import strided
 
 if TYPE_CHECKING:
     from .types import Any, Device, DType, Iterator, Number, ndarray
@@ -62,6 +63,9 @@ class Tensor(_AttachedAtImport):
     _accumulator = None  # a leaf's AccumulateGrad node
     _hooks = None  # a leaf's gradient hooks
     _retains_grad = False
+    # a dense tensor's layout (adcuda/ops/sparse.py's SparseTensor, a subclass, says sparse_coo)
+    layout = strided
+    is_sparse = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         pass  # ``Tensor(data)``, PyTorch's legacy constructor, is made by __new__ (ops/factories.py)
@@ -101,7 +105,7 @@ class Tensor(_AttachedAtImport):
     def size(self, dim: int | None = None) -> Size | int:
         if dim is None:
             return Size(self._data.shape)
-        return self._data.shape[wrap_dim(dim, self._data.ndim, "size")]
+        return self._data.shape[_own_dim(dim, self._data.ndim, "size")]
 
     @property
     def dtype(self) -> DType:
@@ -115,6 +119,36 @@ class Tensor(_AttachedAtImport):
     @property
     def is_cuda(self) -> bool:
         return self._device.type == "cuda"
+
+    @property
+    def is_cpu(self) -> bool:
+        return self._device.type == "cpu"
+
+    # PyTorch's other device kinds and tensor kinds, which adcuda's tensors never are (programs test
+    # them to pick a code path: `if x.is_mps: ...`)
+    @property
+    def is_xpu(self) -> bool:
+        return False
+
+    @property
+    def is_mps(self) -> bool:
+        return False
+
+    @property
+    def is_meta(self) -> bool:
+        return False
+
+    @property
+    def is_quantized(self) -> bool:
+        return False
+
+    @property
+    def is_mkldnn(self) -> bool:
+        return False
+
+    @property
+    def is_nested(self) -> bool:
+        return False
 
     @property
     def ndim(self) -> int:
@@ -158,15 +192,18 @@ class Tensor(_AttachedAtImport):
         return data.flags.c_contiguous if self._device is CPU else data.is_contiguous()
 
     def stride(self, dim: int | None = None) -> tuple[int, ...] | int:
-        strides = tuple(s // self._data.itemsize for s in self._data.strides)
-        return strides if dim is None else strides[wrap_dim(dim, self.ndim, "stride")]
+        data = self._data
+        strides = tuple(s // data.itemsize for s in data.strides)
+        if 0 in strides:
+            strides = _empty_strides(data.shape, strides) if 0 in data.shape else _unit_dim_strides(data.shape, strides)
+        return strides if dim is None else strides[_own_dim(dim, data.ndim, "stride")]
 
     def data_ptr(self) -> int:
         return self._data.__array_interface__["data"][0] if self._device is CPU else self._data.data_ptr()
 
     def __len__(self) -> int:
         if self.ndim == 0:
-            raise TypeError("len() of a 0-d tensor")
+            raise DTypeError("len() of a 0-d tensor")
         return self._data.shape[0]
 
     # ------------------------------------------------------------------ reading values
@@ -310,12 +347,19 @@ def wrap_dim(dim, ndim, op):
     """A possibly negative ``dim`` as an index into a shape of ``ndim`` dims (0-d acts as 1-d)."""
     n = max(ndim, 1)
     if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
-        raise TypeError(f"{op}: dim must be an int, got {type(dim).__name__}")
+        raise DTypeError(f"{op}: dim must be an int, got {type(dim).__name__}")
     if dim < -n or dim >= n:
         raise IndexOutOfRangeError(
             f"{op}: dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})"
         )
     return dim + n if dim < 0 else dim
+
+
+def _own_dim(dim, ndim, op):
+    """``wrap_dim`` for what only a real dim has (its size, its stride): a 0-d tensor has none."""
+    if ndim == 0 and isinstance(dim, (int, np.integer)):
+        raise IndexOutOfRangeError(f"{op}: dimension specified as {dim} but tensor has no dimensions")
+    return wrap_dim(dim, ndim, op)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -344,3 +388,27 @@ def set_primitive_observer(observer):
     global _primitive_observer
     previous, _primitive_observer = _primitive_observer, observer
     return previous
+
+
+def _unit_dim_strides(shape, strides):
+    """PyTorch's stride for a dim of size 1 that NumPy strides by 0 (a new axis: ``x[None]``,
+    ``unsqueeze``): the extent of the dims after it, as PyTorch's unsqueeze gives it. Such a stride is
+    never stepped along, so only what ``stride()`` reports changes."""
+    out = list(strides)
+    for i in range(len(shape) - 1, -1, -1):
+        if shape[i] == 1 and out[i] == 0:
+            out[i] = out[i + 1] * shape[i + 1] if i + 1 < len(shape) else 1
+    return tuple(out)
+
+
+def _empty_strides(shape, strides):
+    """PyTorch's strides for a tensor with no elements: NumPy gives a new empty array strides of 0, where
+    PyTorch lays it out row-major with each size counted as at least 1 (``zeros(0, 5)``: (5, 1)). A view
+    of a non-empty array (a slice to nothing) keeps the strides it has."""
+    if any(st for st in strides):
+        return strides
+    out, step = [], 1
+    for n in reversed(shape):
+        out.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(out))

@@ -985,6 +985,36 @@ add(
     errors=[E(T(2, 3, 4), family=R)],
 )
 add("trace", [S(T(3, 4, dtype="float64")), S(T(3, 3, dtype="int32")), S(T(0, 3))], errors=[E(T(3), family=R)])
+add("diagflat", [S(T(2, 2, dtype="float64")), S(T(3), 1), S(T(3), -2), S(T()), S(T(0))])
+add("ravel", [S(T(3, 4, dtype="float64")), S(T(3, 4, view="t")), S(T()), S(T(0, 3))])
+add(
+    "broadcast_shapes",
+    [S((2, 1), (3,)), S((1,), (2, 3), (4, 1, 1)), S(3, (2, 1)), S()],
+    grad=False,
+    errors=[E((2,), (3,), family=R)],
+)
+add(
+    "hsplit",
+    [S(T(3, 4, dtype="float64"), 2), S(T(6), 3), S(T(3, 4), [1, 3])],
+    errors=[E(T(3, 4), 3, family=R), E(T(), 1, family=R)],
+)
+add("vsplit", [S(T(4, 3, dtype="float64"), 2), S(T(4, 3), [1])], errors=[E(T(3), 3, family=R), E(T(3, 4), 2, family=R)])
+add("dsplit", [S(T(2, 3, 4, dtype="float64"), 2), S(T(2, 3, 4), [1, 3])], errors=[E(T(3, 4), 2, family=R)])
+add("narrow_copy", [S(T(3, 4, dtype="float64"), 1, 1, 2), S(T(3, 4), 0, -2, 2)], errors=[E(T(3, 4), 1, 3, 2, family=R)])
+add(
+    "select_scatter",
+    [S(T(3, 4, dtype="float64"), T(4, dtype="float64"), 0, 1), S(T(3, 4), T(3), 1, -1)],
+    errors=[E(T(3, 4), T(3), 0, 0, family=R)],
+)
+add(
+    "slice_scatter",
+    [
+        S(T(4, 4, dtype="float64"), T(2, 4, dtype="float64"), 0, 0, 4, 2),
+        S(T(3, 4), T(3, 2), 1, 1, 3),
+        S(T(3, 4), T(3, 4)),
+    ],
+    errors=[E(T(3, 4), T(2, 4), 0, 0, 3, family=R)],
+)
 add("tril_indices", [S(3, 3), S(3, 4, 1), S(4, 3, -1), S(0, 3), S(3, 3, dtype=D("int32"))], grad=False, strides=True)
 add("triu_indices", [S(3, 3), S(3, 4, 1), S(4, 3, -1), S(3, 3, dtype=D("int32"))], grad=False, strides=True)
 add("fill_diagonal_", [S(T(3, 4), 2.0), S(T(5, 3), 1.0, wrap=True), S(T(3, 3, dtype="int64"), 7)])
@@ -1957,7 +1987,10 @@ for _name, _samples in {
     "get_device": [S(T(3))],
 }.items():
     add(_name, _samples, call=_method(_name), grad=False, category="tensor-method")
-for _name in ("shape", "ndim", "dtype", "itemsize", "nbytes", "is_cuda", "requires_grad", "is_leaf"):
+for _name in (
+    *("shape", "ndim", "dtype", "itemsize", "nbytes", "is_cuda", "requires_grad", "is_leaf"),
+    *("is_cpu", "is_xpu", "is_mps", "is_meta", "is_quantized", "is_mkldnn", "is_nested"),
+):
     add(
         _name,
         [S(T(2, 3)), S(T()), S(T(0, 3, dtype="int64"))],
@@ -1966,3 +1999,28 @@ for _name in ("shape", "ndim", "dtype", "itemsize", "nbytes", "is_cuda", "requir
         category="tensor-attribute",
     )
 add("new", [S(T(2), 2, 3), S(T(2, dtype="int64"), 4), S(T(2))], values=False, grad=False)
+
+# --------------------------------------------------------------------------------------------------
+# sparse COO tensors: the dense tensors' forms (the sparse tensors' own ops are tested against PyTorch in
+# tests/test_sparse.py)
+add(
+    "to_sparse",
+    [S(T(values=[[0.0, 1.5], [2.0, 0.0]], dtype="float64")), S(T(3, 4)), S(T(0, 3)), S(T(5, dtype="int64"))],
+    call=lambda lib, x: x.to_sparse().to_dense(),
+    category="sparse",
+)
+add(
+    "to_sparse[sparse_dim]",
+    [S(T(values=[[[0.0, 0.0], [1.0, 2.0]], [[0.0, 0.0], [0.0, 0.0]]], dtype="float64"), 1)],
+    call=lambda lib, x, d: x.to_sparse(d).to_dense(),
+    category="sparse",
+)
+add("to_dense", [S(T(3, 4)), S(T(2, dtype="int64"))], call=lambda lib, x: x.to_dense(), grad=False, category="sparse")
+add("is_sparse", [S(T(3)), S(T())], call=_attribute("is_sparse"), grad=False, category="tensor-attribute")
+add(
+    "layout",
+    [S(T(3)), S(T())],
+    call=lambda lib, x: str(x.layout).rpartition(".")[2],
+    grad=False,
+    category="tensor-attribute",
+)
