@@ -351,6 +351,13 @@ def _target_kind(op, input, target):
     return False
 
 
+def _target_rows(target):
+    """The class indices as one int64 row: the target itself where it already is one (a reshape and a
+    conversion that change nothing still dispatch two ops on every loss call)."""
+    rows = target if target.ndim == 1 else target.reshape(-1)
+    return rows if rows.dtype is dt.int64 else rows.to(dtype=dt.int64)
+
+
 def _check_class_weight(op, weight, n_classes):
     if weight is None:
         return
@@ -505,7 +512,7 @@ def cross_entropy(
             raise ValueError(f"{name}: ignore_index is not supported for class-probability (floating point) targets")
         # under autocast, log_softmax's own policy computes it in float32
         return _soft_cross_entropy(input, target, weight, reduction, label_smoothing, n_classes)
-    target_rows = target.reshape(-1).to(dtype=dt.int64)
+    target_rows = _target_rows(target)
     _check_class_targets(name, target_rows, n_classes, ignore_index)
     if weight is not None and weight.dtype is not dt.float64:
         weight = weight.float()
@@ -560,7 +567,7 @@ def nll_loss_rows(logp: Tensor, target: Tensor, ignore_index: int) -> Tensor:
     # one op over the primitives, where the composition of gather, where and negation dispatched a
     # dozen ops per call: nll_loss is the loss of every classifier with an explicit log_softmax
     bk = primitives(logp)
-    t = target._data
+    t = dense(target)
     valid = bk.binary("ne", t, ignore_index, dt.int64)
     picked = bk.gather(dense(logp), 1, bk.view(bk.where(valid, t, 0, dt.int64), (logp.shape[0], 1)))
     picked = bk.view(picked, (logp.shape[0],))
@@ -594,7 +601,7 @@ def nll_loss(
     check_same_device(name, input, target, weight)
     rows, n_classes, loss_shape = _class_rows(name, input, target, False)
     _check_class_weight(name, weight, n_classes)
-    target_rows = target.reshape(-1).to(dtype=dt.int64)
+    target_rows = _target_rows(target)
     _check_class_targets(name, target_rows, n_classes, ignore_index)
     if weight is None:
         losses = nll_loss_rows(rows, target_rows, ignore_index)
