@@ -11,8 +11,10 @@
 // more reads and is only taken by such rows.
 //
 // Cross-entropy never writes the log-probabilities: the forward reads the logits once (online max and
-// sum of exponentials, the sum of the logits for label smoothing) and keeps one log-sum-exp per row;
-// the backward reads the logits again and writes exp(x - lse) - q. A row may be split into chunks
+// sum of exponentials, the sum of the logits for label smoothing) and keeps each row's log-softmax
+// statistics, the shift m and log_sum = log(sum(exp(x - m))), apart: their sum, the log-sum-exp,
+// would round log_sum away where |m| is large (at logits [1e8, 1e8, 0] it is 1e8 exactly). The
+// backward reads the logits again and writes exp((x - m) - log_sum) - q. A row may be split into chunks
 // over several blocks (few rows of a large vocabulary, e.g. 50257): each chunk leaves its partial state
 // and a small pass merges a row's chunks in order. Rows of an odd length (50257 again) are not 16-byte
 // aligned past the first: each row or chunk is read as a scalar head up to the next 16-byte boundary,
@@ -234,12 +236,18 @@ __device__ __forceinline__ LogitsState<Acc> shuffle_xor(LogitsState<Acc> value, 
           __shfl_xor_sync(nn::kFullMask, value.special, offset)};
 }
 
+// A row's log-softmax statistics: log-probabilities are (x - shift) - log_sum.
 template <typename Acc>
-__device__ __forceinline__ Acc log_sum_exp(const LogitsState<Acc>& state) {
-  if (state.special & kSawNan) return nn::quiet_nan<Acc>();
-  if (state.special & kSawPositiveInfinity) return static_cast<Acc>(INFINITY);
-  if (state.finite.max == nn::negative_infinity<Acc>()) return state.finite.max;  // every logit -inf
-  return state.finite.max + log_of(state.finite.sum);
+struct RowStats {
+  Acc shift, log_sum;
+};
+
+template <typename Acc>
+__device__ __forceinline__ RowStats<Acc> row_statistics(const LogitsState<Acc>& state) {
+  if (state.special & kSawNan) return {Acc(0), nn::quiet_nan<Acc>()};
+  if (state.special & kSawPositiveInfinity) return {Acc(0), static_cast<Acc>(INFINITY)};
+  if (state.finite.max == nn::negative_infinity<Acc>()) return {Acc(0), state.finite.max};  // every logit -inf
+  return {state.finite.max, log_of(state.finite.sum)};
 }
 
 // How a walk over `n` elements from `at` splits for V-element packs: elements [0, head) one by one up
@@ -284,22 +292,27 @@ __device__ __forceinline__ void for_each_owned(const T* in, std::int64_t n, Visi
   for (std::int64_t j = split.head + split.packs * V + threadIdx.x; j < n; j += blockDim.x) visit(in[j]);
 }
 
-// The per-row results from a row's whole state: its log-sum-exp (kept for the backward) and its loss,
-// keep * (lse - x[t]) + smooth * (C * lse - sum(x)): -(1 - ls) * logp[t] - ls / C * sum(logp) with
-// logp = x - lse, as the CPU backend computes it. `keep` = 1 - ls and `smooth` = ls / C.
+// The per-row results from a row's whole state: its statistics (kept for the backward) and its loss,
+// keep * (log_sum - (x[t] - m)) + smooth * (C * log_sum - (sum(x) - C * m)): -(1 - ls) * logp[t] -
+// ls / C * sum(logp) with logp = (x - m) - log_sum, as the CPU backend computes it. `keep` = 1 - ls
+// and `smooth` = ls / C.
 template <typename T, typename Acc>
 __device__ __forceinline__ void finish_row(const LogitsState<Acc>& state, const T* logits_row, std::int64_t t,
                                            std::int64_t classes, std::int64_t ignore_index, double keep,
-                                           double smooth, T* loss, Acc* lse_out) {
-  const Acc lse = log_sum_exp(state);
-  *lse_out = lse;
+                                           double smooth, T* loss, Acc* stats_out) {
+  const RowStats<Acc> stats = row_statistics(state);
+  stats_out[0] = stats.shift;
+  stats_out[1] = stats.log_sum;
   Acc value = Acc(0);
   if (t != ignore_index) {
     if (t < 0 || t >= classes) {
       value = nn::quiet_nan<Acc>();  // the op checks targets first; never a silent wrong loss
     } else {
-      value = static_cast<Acc>(keep) * (lse - to_compute(logits_row[t]));
-      if (smooth != 0.0) value += static_cast<Acc>(smooth) * (static_cast<Acc>(classes) * lse - state.total);
+      value = static_cast<Acc>(keep) * (stats.log_sum - (to_compute(logits_row[t]) - stats.shift));
+      if (smooth != 0.0) {
+        const Acc c = static_cast<Acc>(classes);
+        value += static_cast<Acc>(smooth) * (c * stats.log_sum - (state.total - c * stats.shift));
+      }
     }
   }
   *loss = convert<T>(value);
@@ -308,7 +321,7 @@ __device__ __forceinline__ void finish_row(const LogitsState<Acc>& state, const 
 // Block (x, y) reads chunk y ([y * chunk, (y + 1) * chunk) of the classes) of rows x, x + gridDim.x,
 // ...; with one chunk per row it finishes the row, else it leaves the chunk's state in partials.
 template <typename T, int V>
-__global__ void cross_entropy_kernel(const T* logits, const std::int64_t* target, T* losses, compute_t<T>* lse,
+__global__ void cross_entropy_kernel(const T* logits, const std::int64_t* target, T* losses, compute_t<T>* stats,
                                      LogitsState<compute_t<T>>* partials, std::int64_t rows, std::int64_t classes,
                                      std::int64_t chunk, std::int64_t ignore_index, double keep, double smooth) {
   using Acc = compute_t<T>;
@@ -322,7 +335,7 @@ __global__ void cross_entropy_kernel(const T* logits, const std::int64_t* target
     state = block_reduce(state, MergeLogitsStates{}, scratch);
     if (threadIdx.x != 0) continue;
     if (gridDim.y == 1) {
-      finish_row(state, in, target[row], classes, ignore_index, keep, smooth, losses + row, lse + row);
+      finish_row(state, in, target[row], classes, ignore_index, keep, smooth, losses + row, stats + 2 * row);
     } else {
       partials[row * gridDim.y + blockIdx.y] = state;
     }
@@ -332,7 +345,7 @@ __global__ void cross_entropy_kernel(const T* logits, const std::int64_t* target
 // A row per thread: the row's chunk states merged in chunk order, then its results.
 template <typename T>
 __global__ void cross_entropy_finish_kernel(const T* logits, const std::int64_t* target, T* losses,
-                                            compute_t<T>* lse, const LogitsState<compute_t<T>>* partials,
+                                            compute_t<T>* stats, const LogitsState<compute_t<T>>* partials,
                                             std::int64_t rows, std::int64_t classes, int chunks,
                                             std::int64_t ignore_index, double keep, double smooth) {
   using Acc = compute_t<T>;
@@ -340,14 +353,14 @@ __global__ void cross_entropy_finish_kernel(const T* logits, const std::int64_t*
     LogitsState<Acc> state = partials[row * chunks];
     for (int c = 1; c < chunks; ++c) state = MergeLogitsStates{}(state, partials[row * chunks + c]);
     finish_row(state, logits + row * classes, target[row], classes, ignore_index, keep, smooth, losses + row,
-               lse + row);
+               stats + 2 * row);
   }
 }
 
-// grad = (exp(x - lse) - q) * g_row * valid, q the smoothed one-hot target; block (x, y) writes chunk
-// y of rows x, x + gridDim.x, ...
+// grad = (exp((x - m) - log_sum) - q) * g_row, 0 in ignored rows, q the smoothed one-hot target;
+// block (x, y) writes chunk y of rows x, x + gridDim.x, ...
 template <typename T, int V>
-__global__ void cross_entropy_backward_kernel(const T* logits, const compute_t<T>* lse, const std::int64_t* target,
+__global__ void cross_entropy_backward_kernel(const T* logits, const compute_t<T>* stats, const std::int64_t* target,
                                               const T* g_rows, T* grad, std::int64_t rows, std::int64_t classes,
                                               std::int64_t chunk, std::int64_t ignore_index, double keep,
                                               double smooth) {
@@ -360,12 +373,13 @@ __global__ void cross_entropy_backward_kernel(const T* logits, const compute_t<T
     const std::int64_t t = target[row];
     const bool valid = t != ignore_index;
     const std::int64_t hit = valid ? t - begin : -1;  // the target's index within the chunk
-    const Acc scale = to_compute(g_rows[row]) * Acc(valid ? 1 : 0);
-    const Acc row_lse = lse[row];
+    // 0, not g * 0, for ignored rows: g is inf where every target of a mean is ignored
+    const Acc scale = valid ? to_compute(g_rows[row]) : Acc(0);
+    const Acc shift = stats[2 * row], log_sum = stats[2 * row + 1];
     const T* in = logits + row * classes + begin;
     T* out = grad + row * classes + begin;
     const auto value = [&](std::int64_t j, T x) {
-      return convert<T>((exp_of(to_compute(x) - row_lse) - (j == hit ? hit_q : smooth_q)) * scale);
+      return convert<T>((exp_of((to_compute(x) - shift) - log_sum) - (j == hit ? hit_q : smooth_q)) * scale);
     };
     // in and out share their alignment (the host checked), so one split covers both
     const PackSplit split = pack_split<T, V>(in, count);
@@ -526,11 +540,11 @@ std::pair<DeviceArray, DeviceArray> cross_entropy(const DeviceArray& logits, con
   check_cross_entropy_rows(logits, target, "cross_entropy");
   const std::int64_t rows = logits.shape()[0], classes = logits.shape()[1];
   DeviceArray losses = DeviceArray::empty({rows}, logits.dtype(), logits.device());
-  DeviceArray lse = DeviceArray::empty({rows}, statistics_type(logits.dtype()), logits.device());
-  if (rows == 0) return {losses, lse};
+  DeviceArray stats = DeviceArray::empty({rows, 2}, statistics_type(logits.dtype()), logits.device());
+  if (rows == 0) return {losses, stats};
   const ChunkedRows plan = chunk_rows(rows, classes, logits.device());
   std::optional<DeviceArray> partials;  // one state per (row, chunk) when rows are split
-  KernelLaunch launch(losses, lse, logits, target);
+  KernelLaunch launch(losses, stats, logits, target);
   const double keep = 1.0 - label_smoothing;
   const double smooth = classes > 0 ? label_smoothing / static_cast<double>(classes) : 0.0;
   dispatch_floating(logits.dtype(), "cross_entropy", [&](auto tag) {
@@ -545,20 +559,20 @@ std::pair<DeviceArray, DeviceArray> cross_entropy(const DeviceArray& logits, con
     }
     constexpr int kWide = nn::kPackWidth<T>;
     cross_entropy_kernel<T, kWide><<<plan.grid, plan.threads, 0, launch.stream()>>>(
-        logits.data<T>(), target.data<std::int64_t>(), losses.data<T>(), lse.data<Acc>(), states, rows, classes,
+        logits.data<T>(), target.data<std::int64_t>(), losses.data<T>(), stats.data<Acc>(), states, rows, classes,
         plan.chunk, ignore_index, keep, smooth);
     ADCUDA_CHECK_LAUNCH();
     if (plan.chunks > 1) {
       cross_entropy_finish_kernel<T><<<grid_size(rows), kBlockSize, 0, launch.stream()>>>(
-          logits.data<T>(), target.data<std::int64_t>(), losses.data<T>(), lse.data<Acc>(), states, rows, classes,
+          logits.data<T>(), target.data<std::int64_t>(), losses.data<T>(), stats.data<Acc>(), states, rows, classes,
           plan.chunks, ignore_index, keep, smooth);
       ADCUDA_CHECK_LAUNCH();
     }
   });
-  return {losses, lse};
+  return {losses, stats};
 }
 
-DeviceArray cross_entropy_backward(const DeviceArray& logits, const DeviceArray& lse, const DeviceArray& target,
+DeviceArray cross_entropy_backward(const DeviceArray& logits, const DeviceArray& stats, const DeviceArray& target,
                                    const DeviceArray& g_rows, std::int64_t ignore_index, double label_smoothing) {
   const char* op = "cross_entropy_backward";
   check_cross_entropy_rows(logits, target, op);
@@ -568,18 +582,18 @@ DeviceArray cross_entropy_backward(const DeviceArray& logits, const DeviceArray&
                                 scalar_type_name(logits.dtype()) + ", got " + format_dims(g_rows.shape()) + " " +
                                 scalar_type_name(g_rows.dtype()));
   }
-  const ScalarType stats = statistics_type(logits.dtype());
-  if (lse.ndim() != 1 || lse.shape()[0] != rows || lse.dtype() != stats) {
-    throw std::invalid_argument(std::string(op) + ": the log-sum-exp rows must be (" + std::to_string(rows) + ",) " +
-                                scalar_type_name(stats) + ", got " + format_dims(lse.shape()) + " " +
-                                scalar_type_name(lse.dtype()));
+  const ScalarType stats_type = statistics_type(logits.dtype());
+  if (stats.ndim() != 2 || stats.shape()[0] != rows || stats.shape()[1] != 2 || stats.dtype() != stats_type) {
+    throw std::invalid_argument(std::string(op) + ": the row statistics must be (" + std::to_string(rows) + ", 2) " +
+                                scalar_type_name(stats_type) + ", got " + format_dims(stats.shape()) + " " +
+                                scalar_type_name(stats.dtype()));
   }
   require_contiguous(g_rows, op, "the row gradients");
-  require_contiguous(lse, op, "the log-sum-exp rows");
+  require_contiguous(stats, op, "the row statistics");
   DeviceArray grad = DeviceArray::empty(logits.shape(), logits.dtype(), logits.device());
   if (grad.numel() == 0) return grad;
   const ChunkedRows plan = chunk_rows(rows, classes, logits.device());
-  KernelLaunch launch(grad, logits, lse, target, g_rows);
+  KernelLaunch launch(grad, logits, stats, target, g_rows);
   const double keep = 1.0 - label_smoothing;
   const double smooth = label_smoothing / static_cast<double>(classes);
   dispatch_floating(logits.dtype(), op, [&](auto tag) {
@@ -590,7 +604,7 @@ DeviceArray cross_entropy_backward(const DeviceArray& logits, const DeviceArray&
     const bool packable = reinterpret_cast<std::uintptr_t>(logits.data_ptr()) % 16 == 0;
     const auto run = [&](auto width) {
       cross_entropy_backward_kernel<T, decltype(width)::value><<<plan.grid, plan.threads, 0, launch.stream()>>>(
-          logits.data<T>(), lse.data<Acc>(), target.data<std::int64_t>(), g_rows.data<T>(), grad.data<T>(), rows,
+          logits.data<T>(), stats.data<Acc>(), target.data<std::int64_t>(), g_rows.data<T>(), grad.data<T>(), rows,
           classes, plan.chunk, ignore_index, keep, smooth);
     };
     if (packable) {

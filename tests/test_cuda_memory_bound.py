@@ -305,14 +305,14 @@ def test_layer_norm_backward_is_deterministic(cb):
 
 
 # =============================================================================================
-# cross-entropy from the logits and one log-sum-exp per row (no log-probabilities stored)
+# cross-entropy from the logits and each row's log-softmax shift and log-sum (no log-probabilities stored)
 def cross_entropy_case(cb, logits, logits_host, target_host, ignore_index, label_smoothing, dtype, seed=16):
     n = target_host.shape[0]
     target = cb.from_numpy(target_host, dt.int64)
     losses, lse = cb.cross_entropy(logits, target, ignore_index, label_smoothing)
     ref_losses, ref_lse = cpu.cross_entropy(logits_host, target_host, ignore_index, label_smoothing)
     stats = dt.float32
-    assert cb.dtype_of(lse) is stats and to_host(cb, lse).shape == (n,)
+    assert cb.dtype_of(lse) is stats and to_host(cb, lse).shape == (n, 2)
     check(cb, lse, ref_lse, stats, scale=8.0)
     check(cb, losses, ref_losses, dtype, scale=8.0)
     g_rows, g_rows_host = held(cb, sample((n,), seed), dtype)
@@ -348,8 +348,9 @@ def test_cross_entropy_from_misaligned_logits(cb, dtype):
 
 @pytest.mark.parametrize("chunked", [False, True], ids=["one block per row", "chunked rows"])
 def test_cross_entropy_rows_with_inf_and_nan(cb, chunked):
-    """The log-sum-exp of a row follows NumPy's order of operations: NaN wins, then +inf; -inf logits
-    add nothing; a row of only -inf has lse -inf (and NaN losses and gradients, as on the CPU)."""
+    """A row's log-sum follows NumPy's order of operations: NaN wins, then +inf (both with shift 0);
+    -inf logits add nothing; a row of only -inf has log-sum -inf (and NaN losses and gradients, as on
+    the CPU)."""
     c = 9000 if chunked else 40
     x = sample((5, c), 20)
     x[0, 3] = np.nan
@@ -360,8 +361,9 @@ def test_cross_entropy_rows_with_inf_and_nan(cb, chunked):
     target_host = np.array([1, 2, 3 * c // 4, 0, -100], np.int64)
     for label_smoothing in (0.0, 0.2):
         cross_entropy_case(cb, logits, logits_host, target_host, -100, label_smoothing, dt.float32)
-    lse = to_host(cb, cb.cross_entropy(logits, cb.from_numpy(target_host, dt.int64), -100, 0.0)[1])
-    assert np.isnan(lse[0]) and lse[1] == np.inf and np.isfinite(lse[2]) and lse[3] == -np.inf
+    shift, log_sum = to_host(cb, cb.cross_entropy(logits, cb.from_numpy(target_host, dt.int64), -100, 0.0)[1]).T
+    assert np.isnan(log_sum[0]) and log_sum[1] == np.inf and np.isfinite(log_sum[2]) and log_sum[3] == -np.inf
+    assert shift[0] == shift[1] == shift[3] == 0 and shift[2] == np.float32(x[2].max())
 
 
 def test_cross_entropy_float64_keeps_a_float64_lse(cb):

@@ -404,13 +404,14 @@ def _cross_entropy_grad(grad, logits, target, ignore_index, label_smoothing):
     valid = target != ignore_index
     hit = (arange(n_classes, device=logits.device) == target.unsqueeze(1)).to(dtype=logits.dtype)
     q = hit * (1.0 - label_smoothing) + label_smoothing / n_classes
-    return (softmax(logits, 1) - q) * (grad * valid.to(dtype=grad.dtype)).unsqueeze(1)
+    # ignored rows get 0 even where grad is inf (the mean over a batch whose every target is ignored)
+    return (softmax(logits, 1) - q) * where(valid, grad, 0.0).unsqueeze(1)
 
 
-def _cross_entropy_fused_grad(grad, logits, lse, target, ignore_index, label_smoothing):
+def _cross_entropy_fused_grad(grad, logits, stats, target, ignore_index, label_smoothing):
     return wrap(
         primitives(grad).cross_entropy_backward(
-            dense(logits), lse._data, target._data, dense(grad), ignore_index, label_smoothing
+            dense(logits), stats._data, target._data, dense(grad), ignore_index, label_smoothing
         ),
         grad._device,
     )
@@ -422,16 +423,16 @@ def _cross_entropy_fused_grad(grad, logits, lse, target, ignore_index, label_smo
     function=False,
     method=False,
     node="CrossEntropyLossBackward0",
-    extra_outputs=("lse",),
+    extra_outputs=("stats",),
     grads={"logits": _cross_entropy_grad},
     fused={"logits": _cross_entropy_fused_grad},
 )
 def cross_entropy_rows(
     logits: Tensor, target: Tensor, ignore_index: int, label_smoothing: float
 ) -> tuple[Tensor, Tensor]:
-    # the primitive keeps each row's log-sum-exp for backward, never the log-probabilities
-    loss_data, lse_data = primitives(logits).cross_entropy(dense(logits), dense(target), ignore_index, label_smoothing)
-    return wrap(loss_data, logits._device), wrap(lse_data, logits._device)
+    # the primitive keeps each row's log-softmax shift and log-sum for backward, never the log-probabilities
+    loss_data, stats = primitives(logits).cross_entropy(dense(logits), dense(target), ignore_index, label_smoothing)
+    return wrap(loss_data, logits._device), wrap(stats, logits._device)
 
 
 @op(

@@ -21,8 +21,8 @@ ADCUDA_REGISTER_BINDINGS(softmax_loss, 21) {
   m.def("softmax_backward", &adcuda::softmax_backward, py::arg("y"), py::arg("g"), py::arg("axis"), py::arg("log"),
         release_gil(), "The input gradient of (log-)softmax from its output y and output gradient g.");
   m.def("cross_entropy", &adcuda::cross_entropy, py::arg("logits"), py::arg("target"), py::arg("ignore_index"),
-        py::arg("label_smoothing"), release_gil(), "(losses (N,), log-sum-exps (N,)) of (N, C) logits.");
-  m.def("cross_entropy_backward", &adcuda::cross_entropy_backward, py::arg("logits"), py::arg("lse"),
+        py::arg("label_smoothing"), release_gil(), "(losses (N,), log-softmax statistics (N, 2): shift and log-sum) of (N, C) logits.");
+  m.def("cross_entropy_backward", &adcuda::cross_entropy_backward, py::arg("logits"), py::arg("stats"),
         py::arg("target"), py::arg("g_rows"), py::arg("ignore_index"), py::arg("label_smoothing"), release_gil(),
-        "The gradient w.r.t. the logits, from the logits and the forward's log-sum-exps.");
+        "The gradient w.r.t. the logits, from the logits and the forward's row statistics.");
 }

@@ -63,54 +63,65 @@ def cross_entropy(
     logits: BackendArray, target: BackendArray, ignore_index: int, label_smoothing: float
 ) -> tuple[BackendArray, BackendArray]:
     """Per-row losses of ``logits`` (N, C) against class indices ``target`` (N,), and each row's
-    log-sum-exp (float32; float64 for float64 logits), which is all the backward needs: the
-    log-probabilities ``logits - lse`` are never stored. The log-sum-exp takes softmax's order of
-    operations (NaN-propagating max, shift 0 where it is not finite); the loss is
-    ``(1 - ls) * (lse - x[t]) + ls / C * (C * lse - sum(x))``, i.e. ``-(1 - ls) * logp[t] - ls / C *
-    sum(logp)``."""
+    log-softmax statistics (N, 2) (float32; float64 for float64 logits): the shift ``m`` (the row's
+    finite max, 0 where it is not finite, softmax's order of operations) and ``log(sum(exp(x - m)))``,
+    which is all the backward needs: the log-probabilities ``(x - m) - log_sum`` are never stored. The
+    two are kept apart, as log_softmax keeps them, because their sum (the log-sum-exp) rounds away
+    log_sum where |m| is large (at logits [1e8, 1e8, 0] it is 1e8 exactly and the loss would be 0).
+    The loss is ``(1 - ls) * (log_sum - (x[t] - m)) + ls / C * (C * log_sum - sum(x - m))``, i.e.
+    ``-(1 - ls) * logp[t] - ls / C * sum(logp)``."""
     _require_floating("cross_entropy", "the logits", logits)
     _class_rows("cross_entropy", logits, target)
     _check_targets("cross_entropy", target, logits.shape[1], ignore_index)
     x = _compute(logits)
     n, c = x.shape
     m = np.amax(x, axis=1, keepdims=True, initial=-np.inf)
-    m = np.where(np.isfinite(m), m, 0)
+    m = np.where(np.isfinite(m), m, 0).astype(x.dtype, copy=False)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        e = np.subtract(x, m)
-        np.exp(e, out=e)
-        lse = (m + np.log(_row_sums(e, 1)))[:, 0]  # the row sums as BLAS products: 3x NumPy's
+        shifted = np.subtract(x, m)
+        log_sum = np.log(_row_sums(np.exp(shifted), 1))  # the row sums as BLAS products: 3x NumPy's
         valid = target != ignore_index
         safe_t = np.where(valid, target, 0)
-        picked = x[np.arange(n), safe_t] if c else np.zeros(n, x.dtype)
-        loss = (1.0 - label_smoothing) * (lse - picked)
+        picked = shifted[np.arange(n), safe_t] if c else np.zeros(n, x.dtype)
+        loss = (1.0 - label_smoothing) * (log_sum[:, 0] - picked)
         if label_smoothing:
-            loss = loss + label_smoothing / c * (c * lse - _row_sums(x, 1)[:, 0])
+            loss = loss + label_smoothing / c * (c * log_sum[:, 0] - _row_sums(shifted, 1)[:, 0])
     loss = np.where(valid, loss, 0.0)
-    return loss.astype(logits.dtype, copy=False), lse.astype(np.float64 if x.dtype == np.float64 else np.float32)
+    stats = np.concatenate([m, log_sum], axis=1)
+    return loss.astype(logits.dtype, copy=False), stats.astype(np.float64 if x.dtype == np.float64 else np.float32)
 
 
 def cross_entropy_backward(
     logits: BackendArray,
-    lse: BackendArray,
+    stats: BackendArray,
     target: BackendArray,
     g_rows: BackendArray,
     ignore_index: int,
     label_smoothing: float,
 ) -> BackendArray:
-    """The gradient w.r.t. the logits: ``(exp(logits - lse) - q) * g_row`` with ``q`` the smoothed
-    one-hot target, 0 for ignored rows."""
+    """The gradient w.r.t. the logits: ``(exp((logits - m) - log_sum) - q) * g_row`` with ``(m,
+    log_sum)`` the rows of ``stats`` and ``q`` the smoothed one-hot target; 0 for ignored rows (even
+    where g_row is inf or NaN: the mean of a batch whose every target is ignored divides by 0)."""
     _require_floating("cross_entropy_backward", "the logits", logits)
     _class_rows("cross_entropy_backward", logits, target)
     _check_targets("cross_entropy_backward", target, logits.shape[1], ignore_index)
-    for name, a in (("row gradients", g_rows), ("log-sum-exps", lse)):
-        if a.shape != (logits.shape[0],):
-            raise ShapeError(f"cross_entropy_backward: {name} {fmt_shape(a.shape)} do not match {logits.shape[0]} rows")
+    rows_count = logits.shape[0]
+    if g_rows.shape != (rows_count,):
+        raise ShapeError(
+            f"cross_entropy_backward: row gradients {fmt_shape(g_rows.shape)} do not match {rows_count} rows"
+        )
+    if stats.shape != (rows_count, 2):
+        raise ShapeError(
+            f"cross_entropy_backward: row statistics {fmt_shape(stats.shape)} do not match ({rows_count}, 2)"
+        )
     x = _compute(logits)
     n, c = x.shape
     valid = target != ignore_index
     rows, columns = np.arange(n)[valid], target[valid]
+    stats = _compute(stats)
     with np.errstate(over="ignore", invalid="ignore"):
-        grad = np.subtract(x, _compute(lse)[:, None])
+        grad = np.subtract(x, stats[:, :1])
+        grad -= stats[:, 1:]
         np.exp(grad, out=grad)
         # minus q in place, q = (1 - ls) one-hot + ls / C: each element's difference rounded once,
         # q's values rounded in x's dtype as they would be in an array of q
@@ -122,5 +133,5 @@ def cross_entropy_backward(
             grad[rows, columns] = at_target - q_target
         else:
             grad[rows, columns] -= q_target
-        grad *= (_compute(g_rows) * valid)[:, None]
+        grad *= np.where(valid, _compute(g_rows), 0)[:, None]
     return grad.astype(logits.dtype, copy=False)

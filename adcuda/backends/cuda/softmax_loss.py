@@ -57,7 +57,8 @@ def _class_rows(op, rows, target):
 def cross_entropy(
     logits: BackendArray, target: BackendArray, ignore_index: int, label_smoothing: float
 ) -> tuple[BackendArray, BackendArray]:
-    """Per-row losses of ``logits`` (N, C) against class indices ``target`` (N,) -> (losses, log-sum-exps)."""
+    """Per-row losses of ``logits`` (N, C) against class indices ``target`` (N,) -> (losses, row statistics
+    (N, 2): each row's log-softmax shift and log-sum, as the CPU backend's)."""
     require_floating("cross_entropy", "the logits", logits)
     target = _class_rows("cross_entropy", logits, target)
     return _native._C.cross_entropy(dense(logits), target, int(ignore_index), float(label_smoothing))
@@ -65,7 +66,7 @@ def cross_entropy(
 
 def cross_entropy_backward(
     logits: BackendArray,
-    lse: BackendArray,
+    stats: BackendArray,
     target: BackendArray,
     g_rows: BackendArray,
     ignore_index: int,
@@ -74,12 +75,13 @@ def cross_entropy_backward(
     require_floating("cross_entropy_backward", "the logits", logits)
     target = _class_rows("cross_entropy_backward", logits, target)
     rows = logits.shape[0]
-    for name, a in (("row gradients", g_rows), ("log-sum-exps", lse)):
-        if tuple(a.shape) != (rows,):
-            raise ShapeError(f"cross_entropy_backward: {name} {fmt_shape(a.shape)} do not match {rows} rows")
+    if tuple(g_rows.shape) != (rows,):
+        raise ShapeError(f"cross_entropy_backward: row gradients {fmt_shape(g_rows.shape)} do not match {rows} rows")
+    if tuple(stats.shape) != (rows, 2):
+        raise ShapeError(f"cross_entropy_backward: row statistics {fmt_shape(stats.shape)} do not match ({rows}, 2)")
     return _native._C.cross_entropy_backward(
         dense(logits),
-        dense(cast(lse, statistics_type(logits))),
+        dense(cast(stats, statistics_type(logits))),
         target,
         dense(cast(g_rows, logits.dtype)),
         int(ignore_index),
