@@ -193,9 +193,9 @@ def _div_node(input, other, *, rounding_mode=None):
     operators=("__truediv__", "__rtruediv__", "__itruediv__"),
     aliases=("divide", "true_divide"),
     grads={
-        "input": lambda grad, other, rounding_mode: grad / other if rounding_mode is None else grad * 0,
+        "input": lambda grad, other, rounding_mode: grad / other if rounding_mode is None else _zeros_like(grad),
         "other": lambda grad, input, other, rounding_mode: (
-            -grad * input / (other * other) if rounding_mode is None else grad * 0
+            -grad * input / (other * other) if rounding_mode is None else _zeros_like(grad)
         ),
     },
 )
@@ -227,10 +227,11 @@ def remainder(input: Tensor | Number, other: Tensor | Number) -> Tensor:
 
 
 def _pow_grad_input(grad, input, exponent):
+    # PyTorch's order of operations, grad * (b * a ** (b - 1)), so that a ** 3 trains bit for bit alike
     if exponent.__class__ is not Tensor:
-        return grad * 0 if exponent == 0 else grad * exponent * input ** (exponent - 1)
+        return _zeros_like(grad) if exponent == 0 else grad * (exponent * input ** (exponent - 1))
     # d/da a**b is 0 where b == 0, even at a == 0 (not 0 * inf): base 1 there
-    return grad * exponent * where(eq(exponent, 0), 1.0, input) ** (exponent - 1)
+    return grad * (exponent * where(eq(exponent, 0), 1.0, input) ** (exponent - 1))
 
 
 def _pow_grad_exponent(grad, input, exponent, result):
@@ -251,7 +252,43 @@ def _pow_grad_exponent(grad, input, exponent, result):
     grads={"input": _pow_grad_input, "exponent": _pow_grad_exponent},
 )
 def pow(input: Tensor | Number, exponent: Tensor | Number) -> Tensor:  # noqa: A001 (PyTorch's name)
+    if input.__class__ is Tensor and exponent.__class__ in (int, float):
+        shortcut = _pow_by_scalar(input, exponent)
+        if shortcut is not None:
+            return shortcut
     return binary("pow", input, exponent, name="pow")
+
+
+def _pow_by_scalar(input, exponent):
+    """PyTorch's shortcuts for a floating tensor to the power of a Python number, rounded as PyTorch
+    rounds them (x ** 3 is x * x * x, not the library pow, one ulp apart often enough to make a
+    training run drift): 0 and 1 are a fill and a copy, 2 and 3 products, -1 and -2 quotients,
+    +-0.5 square roots (not for the half types, which PyTorch takes through pow). Half types compute
+    in float32 and round once. None where pow itself applies."""
+    dtype = result_type(input, exponent)
+    if not dtype.is_floating_point:
+        return None
+    half = dtype.itemsize == 2
+    if exponent not in (0, 1, 2, 3, -1, -2) and (half or exponent not in (0.5, -0.5)):
+        return None
+    bk = primitives(input)
+    if exponent == 0:
+        return wrap(bk.full(tuple(input.shape), 1, dtype), input._device)
+    work = dt.float32 if half else dtype
+    x = bk.astype(input._data, work)
+    if exponent == 1:
+        y = x
+    elif exponent == 0.5:
+        y = bk.unary("sqrt", x)
+    elif exponent == -0.5:
+        y = bk.unary("rsqrt", x)
+    else:
+        y = bk.binary("mul", x, x, work) if exponent in (2, -2) else x
+        if exponent == 3:
+            y = bk.binary("mul", bk.binary("mul", x, x, work), x, work)
+        if exponent < 0:
+            y = bk.binary("div", 1.0, y, work)
+    return wrap(y if work is dtype else bk.astype(y, dtype), input._device)
 
 
 @op(
@@ -751,8 +788,9 @@ def _where_method(self: Tensor, condition: Tensor, other: Tensor | Number) -> Te
     node="WhereBackward0",
     method=_where_method,
     grads={
-        "input": lambda grad, condition: where(_condition(condition), grad, grad * 0),
-        "other": lambda grad, condition: where(_condition(condition), grad * 0, grad),
+        # zeros, not grad * 0, where the branch was not taken: an inf gradient must not become NaN there
+        "input": lambda grad, condition: where(_condition(condition), grad, 0.0),
+        "other": lambda grad, condition: where(_condition(condition), 0.0, grad),
     },
 )
 def where(
@@ -1179,14 +1217,9 @@ def _tensor_pair(name, input, other):
 )
 def fmod(input: Tensor, other: Tensor | Number) -> Tensor:
     check_tensor("fmod", "input", input)
-    rest = binary("remainder", input, other, name="fmod")
-    # remainder takes the divisor's sign (exactly, as C's fmod does the dividend's); where the two
-    # signs differ, one divisor steps it over
-    rest_negative = binary("lt", rest, 0, name="fmod")
-    differs = binary(
-        "logical_and", binary("ne", rest, 0), binary("ne", rest_negative, binary("lt", input, 0)), name="fmod"
-    )
-    return select(differs, binary("sub", rest, other, dtype=rest.dtype, name="fmod"), rest)
+    # C's fmod itself, exact: derived from remainder it lost the dividend where one divisor step
+    # rounds (fmod(-0.001, 1e5) in float32 was 0)
+    return binary("fmod", input, other, name="fmod")
 
 
 @op("xlogy", doc="input * log(other), 0 where input is 0 (unless other is NaN).", composite=True, inplace=True)
