@@ -67,6 +67,11 @@ def _reduce(prim, input, axes, keepdim):
     return wrap(primitives(input).reduce(prim, input._data, axes, keepdim), input._device)
 
 
+def _accumulation_dtype(dtype):
+    """The dtype PyTorch accumulates a floating ``dtype``'s reductions in: float32 for the half types."""
+    return dt.float32 if dtype is dt.float16 or dtype is dt.bfloat16 else dtype
+
+
 def _count(shape, axes):
     count = 1
     for ax in axes:
@@ -320,7 +325,10 @@ def std(
     correction: Number | None = None,
 ) -> Tensor:
     bk = primitives(input)
-    return wrap(bk.unary("sqrt", _var_forward("std", input, dim, unbiased, keepdim, correction)), input._device)
+    wide = _accumulation_dtype(input.dtype) if input.dtype.is_floating_point else input.dtype
+    # the root before narrowing half types: the variance of [300, -300] is past float16's range, its root is not
+    root = bk.unary("sqrt", _var_forward("std", cast(input, wide), dim, unbiased, keepdim, correction))
+    return wrap(root if wide is input.dtype else bk.astype(root, input.dtype), input._device)
 
 
 @op("var_mean", doc="(var, mean) over dim.", composite=True)
@@ -390,8 +398,11 @@ def _pnorm_grad(grad, input, result, p, dim, keepdim):
 )
 def pnorm(input: Tensor, p: float, dim: int | Sequence[int] | None, keepdim: bool) -> Tensor:
     bk = primitives(input)
-    x, d = input._data, input.dtype
     axes = reduce_axes("norm", input.ndim, dim)
+    # the powers and their sum in float32 for half types, as PyTorch accumulates: 300 ** 2 is past
+    # float16's range while the norm of four of them is 600
+    d = _accumulation_dtype(input.dtype)
+    x = bk.astype(input._data, d) if d is not input.dtype else input._data
     if p == 1:
         out = bk.reduce("sum", bk.unary("abs", x), axes, keepdim)
     elif p == 2:
@@ -399,7 +410,7 @@ def pnorm(input: Tensor, p: float, dim: int | Sequence[int] | None, keepdim: boo
     else:
         total = bk.reduce("sum", bk.binary("pow", bk.unary("abs", x), float(p), d), axes, keepdim)
         out = bk.binary("pow", total, 1.0 / p, d)
-    return wrap(out, input._device)
+    return wrap(out if d is input.dtype else bk.astype(out, input.dtype), input._device)
 
 
 @op("norm", doc="The vector p-norm over dim (all elements by default); 'fro' is the 2-norm.", composite=True)
