@@ -136,8 +136,10 @@ struct LogicalNot { template <typename C> ADCUDA_HD bool operator()(C x) const {
 
 // ---------------------------------------------------------------------------------------------------
 // gradients of unary ops: (x, y, g) -> dL/dx, from the input x and/or the output y
-struct ReluBackward {  // relu's backward is given the output as `x` (y > 0 exactly where x > 0)
-  template <typename C> ADCUDA_HD C operator()(C x, C, C g) const { return x > C(0) ? g : C(0); }
+// relu's backward is given the output as `x` (y > 0 exactly where x > 0); PyTorch's threshold_backward:
+// 0 where it is <= 0, the gradient elsewhere (a NaN output too)
+struct ReluBackward {
+  template <typename C> ADCUDA_HD C operator()(C x, C, C g) const { return x <= C(0) ? C(0) : g; }
 };
 struct GeluBackward {
   template <typename C> ADCUDA_HD C operator()(C x, C, C g) const {

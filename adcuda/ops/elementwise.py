@@ -17,6 +17,7 @@ from ..tensor import Tensor, primitives
 from .common import (
     as_tensor_operand,
     cast,
+    check_float,
     check_same_device,
     check_tensor,
     filled,
@@ -127,9 +128,22 @@ def _is_bool(x):
     return x.dtype is dt.bool_ if x.__class__ is Tensor else x.__class__ is bool
 
 
-def _scaled(other, alpha):
-    """``alpha * other`` for add/sub's ``alpha`` keyword, outside the graph."""
-    return other * alpha if other.__class__ is not Tensor else binary("mul", other, alpha, name="add")
+def _alpha_sum(name, prim, input, other, alpha):
+    """add/sub with ``alpha``: ``alpha * other`` in the operands' promoted dtype (alpha takes no part
+    in the promotion, as in PyTorch, which rejects a float alpha for an integer result and a bool
+    alpha for a non-bool one)."""
+    if alpha.__class__ is not bool and not isinstance(alpha, (int, float)):
+        raise DTypeError(f"{name}: alpha must be a Python number, got {type(alpha).__name__}")
+    if input.__class__ is not Tensor and other.__class__ is not Tensor:
+        raise DTypeError(f"{name}: expected at least one Tensor operand")
+    like = input if input.__class__ is Tensor else other
+    dtype = result_type(_operand(input, name, like), _operand(other, name, like))
+    if isinstance(alpha, float) and not dtype.is_floating_point:
+        raise DTypeError(f"{name}: for integral input tensors ({dtype}), alpha must not be a floating point number")
+    if alpha.__class__ is bool and dtype is not dt.bool_:
+        raise DTypeError(f"{name}: a boolean alpha is only supported for boolean results, got {dtype}")
+    scaled = binary("mul", other, alpha, dtype=dtype, name=name) if other.__class__ is Tensor else other * alpha
+    return binary(prim, input, scaled, dtype=dtype, name=name)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -143,8 +157,8 @@ def _scaled(other, alpha):
     grads={"input": lambda grad: grad, "other": lambda grad, alpha: grad if alpha == 1 else grad * alpha},
 )
 def add(input: Tensor | Number, other: Tensor | Number, *, alpha: Number = 1) -> Tensor:
-    if alpha != 1:
-        other = _scaled(other, alpha)
+    if alpha.__class__ is not int or alpha != 1:
+        return _alpha_sum("add", "add", input, other, alpha)
     return binary("add", input, other, name="add")
 
 
@@ -158,13 +172,18 @@ def add(input: Tensor | Number, other: Tensor | Number, *, alpha: Number = 1) ->
     grads={"input": lambda grad: grad, "other": lambda grad, alpha: -grad if alpha == 1 else grad * -alpha},
 )
 def sub(input: Tensor | Number, other: Tensor | Number, *, alpha: Number = 1) -> Tensor:
-    if alpha != 1:
-        other = _scaled(other, alpha)
     if _is_bool(input) and _is_bool(other):
         raise DTypeError(
             "sub: subtraction, the `-` operator, with two bool tensors is not supported; "
             "use the `^` operator or logical_xor() instead"
         )
+    if _is_bool(input) or _is_bool(other):
+        raise DTypeError(
+            "sub: subtraction, the `-` operator, with a bool tensor is not supported; "
+            "to invert a mask use the `~` operator or logical_not() instead"
+        )
+    if alpha.__class__ is not int or alpha != 1:
+        return _alpha_sum("sub", "sub", input, other, alpha)
     return binary("sub", input, other, name="sub")
 
 
@@ -202,6 +221,8 @@ def _div_node(input, other, *, rounding_mode=None):
 def div(input: Tensor | Number, other: Tensor | Number, *, rounding_mode: str | None = None) -> Tensor:
     if rounding_mode is None:
         return binary("div", input, other, dtype=float_result_type(input, other), name="div")
+    if rounding_mode is not None and _is_bool(input) and _is_bool(other):
+        raise DTypeError(f"div: rounding_mode={rounding_mode!r} is not defined for bool operands")
     if rounding_mode == "floor":
         return binary("floor_divide", input, other, name="div")
     if rounding_mode == "trunc":
@@ -221,7 +242,17 @@ def floor_divide(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return div(input, other, rounding_mode="floor")
 
 
-@op("remainder", inplace=True, doc="Python's modulo: the remainder with the divisor's sign.", operators=("__mod__",))
+@op(
+    "remainder",
+    inplace=True,
+    doc="Python's modulo: the remainder with the divisor's sign.",
+    operators=("__mod__",),
+    node="RemainderBackward0",
+    grads={
+        "input": lambda grad: grad,
+        "other": lambda grad, input, other: -grad * div(input, other, rounding_mode="floor"),
+    },
+)
 def remainder(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("remainder", input, other, name="remainder")
 
@@ -365,7 +396,7 @@ def minimum(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     },
 )
 def logaddexp(input: Tensor | Number, other: Tensor | Number) -> Tensor:
-    return binary("logaddexp", input, other, dtype=float_result_type(input, other), name="logaddexp")
+    return binary("logaddexp", input, other, dtype=_floating_only("logaddexp", input, other), name="logaddexp")
 
 
 @op(
@@ -379,7 +410,16 @@ def logaddexp(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     },
 )
 def hypot(input: Tensor | Number, other: Tensor | Number) -> Tensor:
-    return binary("hypot", input, other, dtype=float_result_type(input, other), name="hypot")
+    return binary("hypot", input, other, dtype=_floating_only("hypot", input, other), name="hypot")
+
+
+def _floating_only(name, input, other):
+    """The promoted dtype of an op PyTorch defines for floating point results only (logaddexp of two
+    integer tensors raises there: it is not computed in float32)."""
+    dtype = result_type(*(x for x in (input, other) if x.__class__ is Tensor or isinstance(x, (bool, int, float))))
+    if dtype is None or not dtype.is_floating_point:
+        raise DTypeError(f"{name}: not implemented for {dtype} operands (it takes floating point ones)")
+    return dtype
 
 
 # ------------------------------------------------------------------------------------------------
@@ -582,7 +622,8 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     node="ReluBackward0",
     inplace=True,
     functional="inplace",
-    grads={"input": lambda grad, result: grad * gt(result, 0).to(dtype=grad.dtype)},
+    # PyTorch's threshold_backward: 0 where the result is <= 0, the gradient elsewhere (NaN included)
+    grads={"input": lambda grad, result: where(le(result, 0), 0.0, grad)},
     fused={"input": lambda grad, result: fused_unary_backward("relu", grad, x=result)},
 )
 def relu(input: Tensor) -> Tensor:
@@ -1014,11 +1055,28 @@ def cosh(input: Tensor) -> Tensor:
     return (exp(input) + exp(-input)) * 0.5
 
 
-@op("logit", doc="log(input / (1 - input)), input first clamped to [eps, 1 - eps] when eps is given.", composite=True)
+def _logit_grad(grad, input, eps):
+    # PyTorch's: grad / (x (1 - x)) inside the domain (infinite at its ends), NaN outside it; with eps,
+    # 0 outside [eps, 1 - eps] (where the forward clamped)
+    if eps is None:
+        outside, fill = logical_or(lt(input, 0), gt(input, 1)), math.nan
+    else:
+        outside, fill = logical_or(lt(input, eps), gt(input, 1.0 - eps)), 0.0
+    return where(outside, fill, grad / (input * (1 - input)))
+
+
+@op(
+    "logit",
+    doc="log(input / (1 - input)), input first clamped to [eps, 1 - eps] when eps is given.",
+    node="LogitBackward0",
+    grads={"input": _logit_grad},
+)
 def logit(input: Tensor, eps: float | None = None) -> Tensor:
+    check_tensor("logit", "input", input)
+    x = input if input.dtype.is_floating_point else cast(input, dt.default_float)
     if eps is not None:
-        input = clamp(input, eps, 1.0 - eps)
-    return log(input / (1 - input))
+        x = wrap(primitives(x).clamp(x._data, eps, 1.0 - eps), x._device)
+    return unary("log", binary("div", x, binary("sub", 1.0, x), name="logit"))
 
 
 @op("frac", doc="The fractional part: input - trunc(input).", composite=True, inplace=True)
@@ -1096,7 +1154,8 @@ def _negative_part_expm1(input, alpha, inner_scale=1.0):
     functional="inplace",
 )
 def elu(input: Tensor, alpha: float = 1.0) -> Tensor:
-    return where(gt(input, 0), input, _negative_part_expm1(input, alpha))
+    # the negative part where input <= 0 (NaN takes the linear part's gradient, as in PyTorch)
+    return where(le(input, 0), _negative_part_expm1(input, alpha), input)
 
 
 @op(
@@ -1108,7 +1167,7 @@ def elu(input: Tensor, alpha: float = 1.0) -> Tensor:
     functional="inplace",
 )
 def selu(input: Tensor) -> Tensor:
-    return where(gt(input, 0), input, _negative_part_expm1(input, _SELU_ALPHA)) * _SELU_SCALE
+    return where(le(input, 0), _negative_part_expm1(input, _SELU_ALPHA), input) * _SELU_SCALE
 
 
 @op(
@@ -1122,36 +1181,93 @@ def selu(input: Tensor) -> Tensor:
 def celu(input: Tensor, alpha: float = 1.0) -> Tensor:
     if alpha == 0:
         raise ValueError("celu: ZeroDivisionError, alpha must not be 0")
-    return where(gt(input, 0), input, _negative_part_expm1(input, alpha, 1.0 / alpha))
+    return where(le(input, 0), _negative_part_expm1(input, alpha, 1.0 / alpha), input)
+
+
+# PyTorch's gradients at the kinks of the piecewise-linear activations (hardtanh, relu6, hardsigmoid,
+# hardswish, hardshrink, softshrink): the gradient is that of the flat piece at a boundary (clamp's is
+# the slope's), and a NaN input gets what PyTorch's kernels give it (their comparisons' fall-through)
+def _hardtanh_grad(grad, input, min_val, max_val):
+    return where(logical_and(gt(input, min_val), lt(input, max_val)), grad, 0.0)
+
+
+def _inside(input, lambd):
+    """Whether -lambd <= input <= lambd, for forwards (recording nothing)."""
+    return binary("logical_and", binary("ge", input, -lambd), binary("le", input, lambd))
+
+
+def _shrink_grad(grad, input, lambd):
+    return where(logical_or(lt(input, -lambd), gt(input, lambd)), grad, 0.0)
+
+
+def _clamped(input, lo, hi):
+    return wrap(primitives(input).clamp(input._data, lo, hi), input._device)
+
+
+def _in_float32(fn, input):
+    """``fn`` of ``input`` computed in float32 for the half types and rounded once, as PyTorch's kernels
+    compute them (hardswish(30000) in float16 is 30000, though 30000 * 6 is past float16's range)."""
+    if input.dtype.itemsize != 2:
+        return fn(input)
+    return cast(fn(cast(input, dt.float32)), input.dtype)
 
 
 @op(
     "hardtanh",
     doc="input clamped to [min_val, max_val].",
-    composite=True,
+    node="HardtanhBackward0",
     method=False,
     inplace=True,
     functional="inplace",
+    grads={"input": _hardtanh_grad},
 )
 def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+    check_tensor("hardtanh", "input", input)
     if min_val > max_val:
         raise ValueError(f"hardtanh: min_val ({min_val}) cannot be greater than max_val ({max_val})")
-    return clamp(input, min_val, max_val)
+    return wrap(primitives(input).clamp(input._data, min_val, max_val), input._device)
 
 
 @op("relu6", doc="input clamped to [0, 6].", composite=True, method=False, inplace=True, functional="inplace")
 def relu6(input: Tensor) -> Tensor:
-    return clamp(input, 0.0, 6.0)
+    return hardtanh(input, 0.0, 6.0)
 
 
-@op("hardsigmoid", doc="relu6(input + 3) / 6.", composite=True, method=False, inplace=True, functional="inplace")
+_ONE_SIXTH = 0.1666666716337204  # PyTorch's hardsigmoid gradient: 1/6 rounded to float32, in every dtype
+
+
+@op(
+    "hardsigmoid",
+    doc="relu6(input + 3) / 6.",
+    node="HardsigmoidBackward0",
+    method=False,
+    inplace=True,
+    functional="inplace",
+    grads={"input": lambda grad, input: where(logical_and(gt(input, -3.0), lt(input, 3.0)), grad * _ONE_SIXTH, 0.0)},
+)
 def hardsigmoid(input: Tensor) -> Tensor:
-    return clamp(input + 3.0, 0.0, 6.0) / 6.0
+    check_float("hardsigmoid", "input", input)
+    return _in_float32(lambda x: binary("div", _clamped(binary("add", x, 3.0), 0.0, 6.0), 6.0), input)
 
 
-@op("hardswish", doc="input * relu6(input + 3) / 6.", composite=True, method=False, inplace=True, functional="inplace")
+def _hardswish_grad(grad, input):
+    slope = where(ge(input, 3.0), grad, grad * (input / 3.0 + 0.5))  # (NaN: NaN, as in PyTorch)
+    return where(le(input, -3.0), 0.0, slope)
+
+
+@op(
+    "hardswish",
+    doc="input * relu6(input + 3) / 6.",
+    node="HardswishBackward0",
+    method=False,
+    inplace=True,
+    functional="inplace",
+    grads={"input": _hardswish_grad},
+)
 def hardswish(input: Tensor) -> Tensor:
-    return input * (clamp(input + 3.0, 0.0, 6.0) / 6.0)
+    check_float("hardswish", "input", input)
+    # PyTorch's order, x * relu6(x + 3) then / 6: the product overflows where x is near float's limit
+    return _in_float32(lambda x: binary("div", binary("mul", x, _clamped(binary("add", x, 3.0), 0.0, 6.0)), 6.0), input)
 
 
 @op("softsign", doc="input / (1 + |input|).", composite=True, method=False, functional=True)
@@ -1173,7 +1289,7 @@ def tanhshrink(input: Tensor) -> Tensor:
     functional="inplace",
 )
 def threshold(input: Tensor, threshold: float, value: float) -> Tensor:
-    return where(gt(input, threshold), input, value)
+    return where(le(input, threshold), value, input)  # (a NaN input stays, as in PyTorch)
 
 
 @op(
@@ -1235,7 +1351,10 @@ def xlogy(input: Tensor | Number, other: Tensor | Number) -> Tensor:
 @op("heaviside", doc="0 where input < 0, values where input == 0, 1 where input > 0.", composite=True, inplace=True)
 def heaviside(input: Tensor, values: Tensor | Number) -> Tensor:
     check_tensor("heaviside", "input", input)
-    step = cast(gt(input, 0), result_type(input, values))
+    check_tensor("heaviside", "values", values)
+    if values.dtype is not input.dtype:
+        raise DTypeError(f"heaviside: input ({input.dtype}) and values ({values.dtype}) must have one dtype")
+    step = cast(gt(input, 0), input.dtype)
     return where(eq(input, 0), values, step)
 
 
@@ -1255,16 +1374,23 @@ def signbit(input: Tensor) -> Tensor:
     return logical_or(negative, logical_and(eq(input, 0), lt(binary("div", 1.0, input), 0)))
 
 
-@op("hardshrink", doc="input where |input| > lambd, 0 elsewhere.", composite=True, functional=True)
+@op(
+    "hardshrink",
+    doc="input where |input| > lambd, 0 elsewhere.",
+    node="HardshrinkBackward0",
+    functional=True,
+    grads={"input": _shrink_grad},
+)
 def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     check_tensor("hardshrink", "input", input)
-    return where(gt(abs(input), lambd), input, 0.0)
+    return select(_inside(input, lambd), 0.0, input)  # (NaN is not inside: it stays, as in PyTorch)
 
 
 @op(
     "softshrink",
     doc="input - lambd above lambd, input + lambd below -lambd, 0 between.",
-    composite=True,
+    node="SoftshrinkBackward0",
+    grads={"input": _shrink_grad},
     function=False,
     method=False,
     functional=True,
@@ -1273,4 +1399,6 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     check_tensor("softshrink", "input", input)
     if lambd < 0:
         raise ValueError(f"softshrink: lambda must be greater or equal to 0, got {lambd}")
-    return where(gt(input, lambd), input - lambd, where(lt(input, -lambd), input + lambd, 0.0))
+    # NaN is not inside [-lambd, lambd] and stays NaN, as in PyTorch
+    shrunk = binary("sub", input, binary("mul", unary("sign", input), lambd), name="softshrink")
+    return select(_inside(input, lambd), 0.0, shrunk)

@@ -101,8 +101,11 @@ def sum(
     dtype: DType | None = None,
 ) -> Tensor:
     if dtype is not None:
-        input = cast(input, dt.as_dtype(dtype, "sum"))
-    elif dim is None:  # a sum of every element (a loss): axes=None, the primitive's every dim, directly
+        # the sum of the input cast to dtype, in dtype (an integer one too: not widened to int64)
+        dtype = dt.as_dtype(dtype, "sum")
+        input = cast(input, dtype)
+        return cast(_reduce("sum", input, reduce_axes("sum", input.ndim, dim), keepdim), dtype)
+    if dim is None:  # a sum of every element (a loss): axes=None, the primitive's every dim, directly
         return wrap(primitives(input).reduce("sum", input._data, None, keepdim), input._device)
     return _reduce("sum", input, reduce_axes("sum", input.ndim, dim), keepdim)
 
@@ -153,10 +156,12 @@ def _prod_grad(grad, input, result, dim, keepdim):
     grads={"input": _prod_grad},
 )
 def prod(input: Tensor, dim: int | None = None, keepdim: bool = False, *, dtype: DType | None = None) -> Tensor:
-    if dtype is not None:
-        input = cast(input, dt.as_dtype(dtype, "prod"))
     if dim is not None and not isinstance(dim, int):
         raise TypeError("prod: dim must be an int (as in PyTorch)")
+    if dtype is not None:
+        dtype = dt.as_dtype(dtype, "prod")
+        input = cast(input, dtype)
+        return cast(_reduce("prod", input, reduce_axes("prod", input.ndim, dim), keepdim), dtype)
     return _reduce("prod", input, reduce_axes("prod", input.ndim, dim), keepdim)
 
 
@@ -238,6 +243,8 @@ def min(
 
 
 def _argext(name, input, dim, keepdim):
+    if dim is not None and not input.ndim:
+        wrap_dim(dim, 0, name)  # a 0-d tensor takes dim 0 or -1 only, as in PyTorch
     axis = None if dim is None else (wrap_dim(dim, input.ndim, name) if input.ndim else None)
     _check_nonempty(name, input, (axis,) if axis is not None else ())
     return wrap(primitives(input).argreduce(name, input._data, axis, keepdim), input._device)
@@ -462,7 +469,8 @@ def _running(name, input, dim, dtype):
     """cumsum's and cumprod's forward: the backend primitive of the op's own name along ``dim`` (a 0-d
     input as one element), after the cast to ``dtype`` if one is given."""
     if dtype is not None:
-        input = cast(input, dt.as_dtype(dtype, name))
+        dtype = dt.as_dtype(dtype, name)
+        return cast(_running(name, cast(input, dtype), dim, None), dtype)  # in dtype, not widened to int64
     bk = primitives(input)
     primitive = getattr(bk, name)
     if input.ndim == 0:

@@ -283,8 +283,10 @@ def _gelu_tanh_grad(x, scratch, inner=None):
 
 
 def _relu_backward(x, y, g, out=None, scratch=None):
-    mask = np.greater(x, 0, out=None if scratch is None else scratch(x.shape, np.bool_, 0))
-    return np.multiply(g, mask, out=out)
+    # PyTorch's threshold_backward: 0 where the output is <= 0, the gradient elsewhere (a NaN too)
+    at_most_zero = np.less_equal(x, 0, out=None if scratch is None else scratch(x.shape, np.bool_, 0))
+    keep = np.logical_not(at_most_zero, out=None if scratch is None else at_most_zero)
+    return np.multiply(g, keep, out=out)
 
 
 def _gelu_tanh_backward(x, y, g, out=None, scratch=None, inner=None):
