@@ -792,6 +792,8 @@ def clamp(
     if min is None and max is None:
         raise ValueError("clamp: at least one of 'min' or 'max' must not be None")
     dtype = result_type(input, min, max)
+    if dtype is dt.bool_:
+        raise DTypeError("clamp: not implemented for bool results (a bool tensor with bool bounds)")
     if min.__class__ is Tensor or max.__class__ is Tensor:
         out = input
         if min is not None:
@@ -950,6 +952,8 @@ def bitwise_not(input: Tensor) -> Tensor:
 
 @op("square", inplace=True, doc="input * input.", composite=True)
 def square(input: Tensor) -> Tensor:
+    if input.__class__ is Tensor and input.dtype is dt.bool_:
+        input = input.to(dtype=dt.int64)  # PyTorch's square is pow(input, 2): a bool squares to int64
     return mul(input, input)
 
 
@@ -1139,9 +1143,9 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 
 
 def _negative_part_expm1(input, alpha, inner_scale=1.0):
-    """alpha * (exp(min(input, 0) * inner_scale) - 1): never exponentiates a positive value, so the
-    branch where() leaves out has no inf whose zero gradient would become NaN."""
-    negative = clamp(input, max=0.0)
+    """alpha * (exp(min(input, 0) * inner_scale) - 1): never exponentiates a positive value (nor a NaN),
+    so the branch where() leaves out has no inf or NaN whose zero gradient would become NaN."""
+    negative = where(le(input, 0), input, 0.0)
     return expm1(negative if inner_scale == 1.0 else negative * inner_scale) * alpha
 
 
@@ -1186,9 +1190,10 @@ def celu(input: Tensor, alpha: float = 1.0) -> Tensor:
 
 # PyTorch's gradients at the kinks of the piecewise-linear activations (hardtanh, relu6, hardsigmoid,
 # hardswish, hardshrink, softshrink): the gradient is that of the flat piece at a boundary (clamp's is
-# the slope's), and a NaN input gets what PyTorch's kernels give it (their comparisons' fall-through)
+# the slope's). A NaN input gets what the formulas of PyTorch's scalar kernels give it (its vectorised
+# kernels differ there, and disagree with each other)
 def _hardtanh_grad(grad, input, min_val, max_val):
-    return where(logical_and(gt(input, min_val), lt(input, max_val)), grad, 0.0)
+    return where(logical_or(le(input, min_val), ge(input, max_val)), 0.0, grad)
 
 
 def _inside(input, lambd):
@@ -1197,7 +1202,7 @@ def _inside(input, lambd):
 
 
 def _shrink_grad(grad, input, lambd):
-    return where(logical_or(lt(input, -lambd), gt(input, lambd)), grad, 0.0)
+    return where(logical_and(ge(input, -lambd), le(input, lambd)), 0.0, grad)
 
 
 def _clamped(input, lo, hi):
@@ -1251,7 +1256,7 @@ def hardsigmoid(input: Tensor) -> Tensor:
 
 
 def _hardswish_grad(grad, input):
-    slope = where(ge(input, 3.0), grad, grad * (input / 3.0 + 0.5))  # (NaN: NaN, as in PyTorch)
+    slope = where(lt(input, 3.0), grad * (input / 3.0 + 0.5), grad)
     return where(le(input, -3.0), 0.0, slope)
 
 

@@ -428,10 +428,13 @@ def norm(
     keepdim: bool = False,
     dtype: DType | None = None,
 ) -> Tensor:
-    if dtype is not None:
-        input = input.to(dtype=dtype)
     if not input.dtype.is_floating_point:
         raise DTypeError(f"norm: expected a floating point tensor, got {input.dtype}")
+    if dtype is not None:
+        dtype = dt.as_dtype(dtype, "norm")
+        if not dtype.is_floating_point or dt.promote(input.dtype, dtype) is not dtype:
+            raise DTypeError(f"norm: the input's dtype {input.dtype} does not convert to {dtype} without narrowing")
+        input = input.to(dtype=dtype)
     if p == "fro":
         p = 2
     if isinstance(p, str) or not isinstance(p, (int, float)):

@@ -350,7 +350,7 @@ def unary_backward(
     return r.astype(g.dtype, copy=False)
 
 
-def _remainder(a, b, dtype=None, casting=None):
+def _remainder(a, b, dtype=None, casting="same_kind"):
     """PyTorch's (and Python's) modulo: C's fmod, moved by one divisor where its sign differs from the
     divisor's. NumPy's remainder gives a zero the divisor's sign where PyTorch keeps fmod's (the
     dividend's): remainder(-4.0, 2.0) is -0.0."""
