@@ -348,9 +348,8 @@ def test_cross_entropy_from_misaligned_logits(cb, dtype):
 
 @pytest.mark.parametrize("chunked", [False, True], ids=["one block per row", "chunked rows"])
 def test_cross_entropy_rows_with_inf_and_nan(cb, chunked):
-    """A row's log-sum follows NumPy's order of operations: NaN wins, then +inf (both with shift 0);
-    -inf logits add nothing; a row of only -inf has log-sum -inf (and NaN losses and gradients, as on
-    the CPU)."""
+    """A row holding a NaN or +inf, or only -inf, has a NaN log-sum (shift 0), so NaN losses and
+    gradients, as PyTorch's; -inf logits among finite ones add nothing."""
     c = 9000 if chunked else 40
     x = sample((5, c), 20)
     x[0, 3] = np.nan
@@ -362,7 +361,7 @@ def test_cross_entropy_rows_with_inf_and_nan(cb, chunked):
     for label_smoothing in (0.0, 0.2):
         cross_entropy_case(cb, logits, logits_host, target_host, -100, label_smoothing, dt.float32)
     shift, log_sum = to_host(cb, cb.cross_entropy(logits, cb.from_numpy(target_host, dt.int64), -100, 0.0)[1]).T
-    assert np.isnan(log_sum[0]) and log_sum[1] == np.inf and np.isfinite(log_sum[2]) and log_sum[3] == -np.inf
+    assert np.isnan(log_sum[0]) and np.isnan(log_sum[1]) and np.isfinite(log_sum[2]) and np.isnan(log_sum[3])
     assert shift[0] == shift[1] == shift[3] == 0 and shift[2] == np.float32(x[2].max())
 
 

@@ -114,6 +114,24 @@ def test_softmax_family_at_huge_logits_matches_torch(device, name):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", ["softmax", "log_softmax", "cross_entropy"])
+def test_rows_holding_inf_or_nan_are_nan_as_in_torch(device, name):
+    """PyTorch shifts by the row's max even where it is infinite: a row holding +inf or NaN, or only
+    -inf, is NaN throughout (it was 0 / -inf / inf: NumPy's order shifted by 0 there)."""
+    rows = [INF, 1.0, -INF, -INF, NAN, 1.0, -INF, 1.0, 2.0, 3.0]
+
+    def fn(lib, functional, x):
+        x = x.reshape(5, 2)
+        if name == "cross_entropy":
+            return functional.cross_entropy(x, lib.tensor([1, 0, 1, 1, 0], device=x.device), reduction="none")
+        return getattr(functional, name)(x, 1)
+
+    (value, gradient), (value_t, gradient_t) = _both(fn, rows, "float32", device)
+    _assert_close(value, value_t)
+    _assert_close(gradient, gradient_t)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int64"])
 def test_fmod_and_remainder_follow_c_and_python_sign_rules(device, dtype):
     a = [5, -5, 5, -5, 4, -4, 0, 7] if dtype == "int64" else [5.5, -5.5, 5.5, -5.5, 4.0, -4.0, -0.001, -0.0, 1e30]

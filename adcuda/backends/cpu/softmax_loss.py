@@ -19,9 +19,11 @@ def _require_floating(op, name, a):
 def softmax(a: BackendArray, axis: int, log: bool) -> BackendArray:
     _require_floating("softmax", "the input", a)
     x = _compute(a)
+    # PyTorch's shift by the max, NaN-propagating and infinite too: a row holding +inf (or NaN, or only
+    # -inf) is NaN throughout, as PyTorch's is
     m = np.amax(x, axis=axis, keepdims=True, initial=-np.inf)  # initial: an empty axis is no error
-    m = np.where(np.isfinite(m), m, 0)
-    shifted = x - m
+    with np.errstate(invalid="ignore"):
+        shifted = x - m
     with np.errstate(divide="ignore", invalid="ignore"):
         e = np.exp(shifted)
         s = np.sum(e, axis=axis, keepdims=True)
@@ -63,8 +65,8 @@ def cross_entropy(
     logits: BackendArray, target: BackendArray, ignore_index: int, label_smoothing: float
 ) -> tuple[BackendArray, BackendArray]:
     """Per-row losses of ``logits`` (N, C) against class indices ``target`` (N,), and each row's
-    log-softmax statistics (N, 2) (float32; float64 for float64 logits): the shift ``m`` (the row's
-    finite max, 0 where it is not finite, softmax's order of operations) and ``log(sum(exp(x - m)))``,
+    log-softmax statistics (N, 2) (float32; float64 for float64 logits): the shift ``m`` (the row's max,
+    as softmax shifts by it; 0 where it is not finite, whose rows are NaN) and ``log(sum(exp(x - m)))``,
     which is all the backward needs: the log-probabilities ``(x - m) - log_sum`` are never stored. The
     two are kept apart, as log_softmax keeps them, because their sum (the log-sum-exp) rounds away
     log_sum where |m| is large (at logits [1e8, 1e8, 0] it is 1e8 exactly and the loss would be 0).
@@ -76,7 +78,6 @@ def cross_entropy(
     x = _compute(logits)
     n, c = x.shape
     m = np.amax(x, axis=1, keepdims=True, initial=-np.inf)
-    m = np.where(np.isfinite(m), m, 0).astype(x.dtype, copy=False)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         shifted = np.subtract(x, m)
         log_sum = np.log(_row_sums(np.exp(shifted), 1))  # the row sums as BLAS products: 3x NumPy's
@@ -87,7 +88,7 @@ def cross_entropy(
         if label_smoothing:
             loss = loss + label_smoothing / c * (c * log_sum[:, 0] - _row_sums(shifted, 1)[:, 0])
     loss = np.where(valid, loss, 0.0)
-    stats = np.concatenate([m, log_sum], axis=1)
+    stats = np.concatenate([np.where(np.isfinite(m), m, 0), log_sum], axis=1)  # (the NaN log-sum says it)
     return loss.astype(logits.dtype, copy=False), stats.astype(np.float64 if x.dtype == np.float64 else np.float32)
 
 
