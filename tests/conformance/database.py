@@ -48,6 +48,9 @@ UNARY = {
     "tanh": {},
     "sigmoid": {"kinks": [-800.0, 0.0, 800.0]},
     "erf": {},
+    "erfinv": {"domain": "small", "kinks": [0.0, 0.5, -0.5]},
+    "lgamma": {"domain": "positive", "kinks": [1.0, 2.0, -0.5, -2.5]},
+    "digamma": {"domain": "positive", "kinks": [1.0, -0.5, -2.5]},
     "silu": {"kinks": [-800.0, 0.0, 800.0]},
     "gelu": {"kinks": [0.0]},
     "relu": {"kinks": [-1.0, 0.0, 1.0]},
@@ -90,6 +93,24 @@ for _name, _kw in UNARY.items():
     add(_name, g.unary(**_kw), errors=[] if _name in ("softsign", "tanhshrink") else g.unary_errors(), category="unary")
 
 add("bitwise_not", g.unary(grad=False, extremes=False, ints=True), category="unary")
+# the gamma family's parameterised members (adcuda/ops/special.py)
+add(
+    "polygamma",
+    [
+        S(1, T(2, 3, dtype="float64", low=0.1, high=3.0)),
+        S(2, T(2, 3, dtype="float64", low=0.1, high=3.0)),
+        S(3, T(3, 4, low=0.5, high=5.0)),
+        S(1, T(values=[-0.5, -2.5, 1.5])),
+        S(0, T(4, dtype="float64", low=0.1, high=3.0)),
+    ],
+    forms=("function",),
+    category="unary",
+)
+add(
+    "mvlgamma",
+    [S(T(2, 3, dtype="float64", low=1.5, high=4.0), 3), S(T(4, dtype="float64", low=0.6, high=3.0), p=1)],
+    category="unary",
+)
 # activations with their parameters
 add(
     "leaky_relu[slope]",
@@ -466,7 +487,8 @@ add(
         S(T(3, 5), 2, largest=False),
         S(T(values=[1.0, 3.0, 3.0, 2.0]), 2, name="ties"),
         S(T(values=[np.nan, 1.0, 2.0]), 1, name="nan"),
-        S(T(5, dtype="int64"), 3),
+        # a wide range, so that no two values tie: PyTorch leaves the order of tied indices to its kernel
+        S(T(5, dtype="int64", low=-1000, high=1000), 3),
         S(T(dtype="float64"), 1),
         S(T(3, 5), 0),
     ],
@@ -985,6 +1007,36 @@ add(
     errors=[E(T(2, 3, 4), family=R)],
 )
 add("trace", [S(T(3, 4, dtype="float64")), S(T(3, 3, dtype="int32")), S(T(0, 3))], errors=[E(T(3), family=R)])
+add("diagflat", [S(T(2, 2, dtype="float64")), S(T(3), 1), S(T(3), -2), S(T()), S(T(0))])
+add("ravel", [S(T(3, 4, dtype="float64")), S(T(3, 4, view="t")), S(T()), S(T(0, 3))])
+add(
+    "broadcast_shapes",
+    [S((2, 1), (3,)), S((1,), (2, 3), (4, 1, 1)), S(3, (2, 1)), S()],
+    grad=False,
+    errors=[E((2,), (3,), family=R)],
+)
+add(
+    "hsplit",
+    [S(T(3, 4, dtype="float64"), 2), S(T(6), 3), S(T(3, 4), [1, 3])],
+    errors=[E(T(3, 4), 3, family=R), E(T(), 1, family=R)],
+)
+add("vsplit", [S(T(4, 3, dtype="float64"), 2), S(T(4, 3), [1])], errors=[E(T(3), 3, family=R), E(T(3, 4), 2, family=R)])
+add("dsplit", [S(T(2, 3, 4, dtype="float64"), 2), S(T(2, 3, 4), [1, 3])], errors=[E(T(3, 4), 2, family=R)])
+add("narrow_copy", [S(T(3, 4, dtype="float64"), 1, 1, 2), S(T(3, 4), 0, -2, 2)], errors=[E(T(3, 4), 1, 3, 2, family=R)])
+add(
+    "select_scatter",
+    [S(T(3, 4, dtype="float64"), T(4, dtype="float64"), 0, 1), S(T(3, 4), T(3), 1, -1)],
+    errors=[E(T(3, 4), T(3), 0, 0, family=R)],
+)
+add(
+    "slice_scatter",
+    [
+        S(T(4, 4, dtype="float64"), T(2, 4, dtype="float64"), 0, 0, 4, 2),
+        S(T(3, 4), T(3, 2), 1, 1, 3),
+        S(T(3, 4), T(3, 4)),
+    ],
+    errors=[E(T(3, 4), T(2, 4), 0, 0, 3, family=R)],
+)
 add("tril_indices", [S(3, 3), S(3, 4, 1), S(4, 3, -1), S(0, 3), S(3, 3, dtype=D("int32"))], grad=False, strides=True)
 add("triu_indices", [S(3, 3), S(3, 4, 1), S(4, 3, -1), S(3, 3, dtype=D("int32"))], grad=False, strides=True)
 add("fill_diagonal_", [S(T(3, 4), 2.0), S(T(5, 3), 1.0, wrap=True), S(T(3, 3, dtype="int64"), 7)])

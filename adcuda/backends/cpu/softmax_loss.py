@@ -8,7 +8,7 @@ from ...errors import DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
 from ..seam import BackendArray
 from ._common import _compute, _row_sums
 
-__all__ = ["softmax", "softmax_backward", "cross_entropy", "cross_entropy_backward"]
+__all__ = ["softmax", "softmax_backward", "classifier_loss", "classifier_loss_backward"]
 
 
 def _require_floating(op, name, a):
@@ -61,78 +61,100 @@ def _check_targets(op, target, n_classes, ignore_index):
         raise IndexOutOfRangeError(f"{op}: target {int(target[bad][0])} is out of bounds for {n_classes} classes")
 
 
-def cross_entropy(
-    logits: BackendArray, target: BackendArray, ignore_index: int, label_smoothing: float
+def classifier_loss(
+    logits: BackendArray,
+    target: BackendArray,
+    weight: BackendArray | None,
+    ignore_index: int,
+    label_smoothing: float,
 ) -> tuple[BackendArray, BackendArray]:
-    """Per-row losses of ``logits`` (N, C) against class indices ``target`` (N,), and each row's
-    log-softmax statistics (N, 2) (float32; float64 for float64 logits): the shift ``m`` (the row's max,
-    as softmax shifts by it; 0 where it is not finite, whose rows are NaN) and ``log(sum(exp(x - m)))``,
-    which is all the backward needs: the log-probabilities ``(x - m) - log_sum`` are never stored. The
-    two are kept apart, as log_softmax keeps them, because their sum (the log-sum-exp) rounds away
-    log_sum where |m| is large (at logits [1e8, 1e8, 0] it is 1e8 exactly and the loss would be 0).
-    The loss is ``(1 - ls) * (log_sum - (x[t] - m)) + ls / C * (C * log_sum - sum(x - m))``, i.e.
-    ``-(1 - ls) * logp[t] - ls / C * sum(logp)``."""
-    _require_floating("cross_entropy", "the logits", logits)
-    _class_rows("cross_entropy", logits, target)
-    _check_targets("cross_entropy", target, logits.shape[1], ignore_index)
+    """Per-row cross-entropy losses of ``logits`` (N, C) against class indices ``target`` (N,) with
+    optional class weights ``weight`` (C,), and each row's log-softmax statistics (N, 2): the shift
+    ``m`` (the row's max, by which softmax shifts; 0 where it is not finite, whose log-sum is NaN) and
+    ``log_sum = log(sum(exp(x - m)))``, all the backward needs (the log-probabilities ``(x - m) - log_sum`` are
+    never stored; the two are kept apart because their sum rounds log_sum away where |m| is large).
+    Losses and statistics are float32 whatever the logits' floating dtype (float64 for float64), so
+    half logits give full-precision losses without a float32 copy of the logits. With ``ls`` the label
+    smoothing, ``w`` the weights (1 without) and ``W`` their sum, a row's loss is
+    ``(1 - ls) * w[t] * (log_sum - (x[t] - m)) + ls / C * (W * log_sum - sum(w * (x - m)))``, i.e.
+    ``-(1 - ls) * w[t] * logp[t] - ls / C * sum(w * logp)`` (PyTorch's), 0 where ``t == ignore_index``."""
+    _require_floating("classifier_loss", "the logits", logits)
+    _class_rows("classifier_loss", logits, target)
+    _check_targets("classifier_loss", target, logits.shape[1], ignore_index)
     x = _compute(logits)
     n, c = x.shape
+    w = None if weight is None else _check_class_weight("classifier_loss", weight, c, x.dtype)
+    # shifting by a non-finite max makes the log-sum NaN (inf - inf, NaN, -inf - -inf): a row holding
+    # NaN or +inf, or only -inf, then has statistics (0, NaN) and NaN losses and gradients, as PyTorch's
     m = np.amax(x, axis=1, keepdims=True, initial=-np.inf)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         shifted = np.subtract(x, m)
-        log_sum = np.log(_row_sums(np.exp(shifted), 1))  # the row sums as BLAS products: 3x NumPy's
+        log_sum = np.log(_row_sums(np.exp(shifted), 1))[:, 0]  # the row sums as BLAS products: 3x NumPy's
         valid = target != ignore_index
         safe_t = np.where(valid, target, 0)
         picked = shifted[np.arange(n), safe_t] if c else np.zeros(n, x.dtype)
-        loss = (1.0 - label_smoothing) * (log_sum[:, 0] - picked)
+        loss = (1.0 - label_smoothing) * (log_sum - picked)
+        if w is not None:
+            loss = loss * w[safe_t]
         if label_smoothing:
-            loss = loss + label_smoothing / c * (c * log_sum[:, 0] - _row_sums(shifted, 1)[:, 0])
+            total_weight = c if w is None else np.sum(w)
+            loss = loss + label_smoothing / c * (total_weight * log_sum - _row_sums(shifted, 1, w)[:, 0])
     loss = np.where(valid, loss, 0.0)
-    stats = np.concatenate([np.where(np.isfinite(m), m, 0), log_sum], axis=1)  # (the NaN log-sum says it)
-    return loss.astype(logits.dtype, copy=False), stats.astype(np.float64 if x.dtype == np.float64 else np.float32)
+    stats = np.stack([np.where(np.isfinite(m[:, 0]), m[:, 0], 0), log_sum], axis=1)
+    return loss.astype(x.dtype, copy=False), stats.astype(x.dtype, copy=False)
 
 
-def cross_entropy_backward(
+def classifier_loss_backward(
     logits: BackendArray,
     stats: BackendArray,
     target: BackendArray,
+    weight: BackendArray | None,
     g_rows: BackendArray,
     ignore_index: int,
     label_smoothing: float,
 ) -> BackendArray:
-    """The gradient w.r.t. the logits: ``(exp((logits - m) - log_sum) - q) * g_row`` with ``(m,
-    log_sum)`` the rows of ``stats`` and ``q`` the smoothed one-hot target; 0 for ignored rows (even
-    where g_row is inf or NaN: the mean of a batch whose every target is ignored divides by 0)."""
-    _require_floating("cross_entropy_backward", "the logits", logits)
-    _class_rows("cross_entropy_backward", logits, target)
-    _check_targets("cross_entropy_backward", target, logits.shape[1], ignore_index)
-    rows_count = logits.shape[0]
-    if g_rows.shape != (rows_count,):
-        raise ShapeError(
-            f"cross_entropy_backward: row gradients {fmt_shape(g_rows.shape)} do not match {rows_count} rows"
-        )
-    if stats.shape != (rows_count, 2):
-        raise ShapeError(
-            f"cross_entropy_backward: row statistics {fmt_shape(stats.shape)} do not match ({rows_count}, 2)"
-        )
+    """The gradient w.r.t. the logits of classifier_loss's per-row losses, in the logits' dtype:
+    ``p * ((1 - ls) * w[t] + ls / C * W) - (1 - ls) * w[t] * onehot(t) - ls / C * w``, times each row's
+    loss gradient ``g_rows`` (float32, float64 for float64 logits), with ``p = exp((x - m) - log_sum)``
+    from ``stats`` (and w = 1, W = C without weights); 0 for ignored rows, even where g_row is inf or
+    NaN (the mean of a batch whose every target is ignored divides by 0)."""
+    _require_floating("classifier_loss_backward", "the logits", logits)
+    _class_rows("classifier_loss_backward", logits, target)
+    n, c = logits.shape
+    _check_targets("classifier_loss_backward", target, c, ignore_index)
+    if g_rows.shape != (n,):
+        raise ShapeError(f"classifier_loss_backward: row gradients {fmt_shape(g_rows.shape)} do not match {n} rows")
+    if stats.shape != (n, 2):
+        raise ShapeError(f"classifier_loss_backward: row statistics {fmt_shape(stats.shape)} do not match ({n}, 2)")
     x = _compute(logits)
-    n, c = x.shape
+    w = None if weight is None else _check_class_weight("classifier_loss_backward", weight, c, x.dtype)
+    stats = _compute(stats)
     valid = target != ignore_index
     rows, columns = np.arange(n)[valid], target[valid]
-    stats = _compute(stats)
     with np.errstate(over="ignore", invalid="ignore"):
         grad = np.subtract(x, stats[:, :1])
         grad -= stats[:, 1:]
         np.exp(grad, out=grad)
-        # minus q in place, q = (1 - ls) one-hot + ls / C: each element's difference rounded once,
-        # q's values rounded in x's dtype as they would be in an array of q
-        q_target = x.dtype.type(1.0 - label_smoothing)
-        if label_smoothing:
-            q_target += x.dtype.type(label_smoothing / c)
-            at_target = grad[rows, columns]
-            grad -= label_smoothing / c
-            grad[rows, columns] = at_target - q_target
+        keep = x.dtype.type(1.0 - label_smoothing)
+        smooth = x.dtype.type(label_smoothing / c) if c else x.dtype.type(0)
+        if w is None:
+            # q = (1 - ls) one-hot + ls / C subtracted in place: each element's difference rounded once
+            at_target = grad[rows, columns] - (keep + smooth)
+            if label_smoothing:
+                grad -= smooth
+            grad[rows, columns] = at_target
         else:
-            grad[rows, columns] -= q_target
+            safe_t = np.where(valid, target, 0)
+            grad *= (keep * w[safe_t] + smooth * np.sum(w))[:, None]
+            grad[rows, columns] -= keep * w[columns]
+            if label_smoothing:
+                grad -= smooth * w
         grad *= np.where(valid, _compute(g_rows), 0)[:, None]
     return grad.astype(logits.dtype, copy=False)
+
+
+def _check_class_weight(op, weight, c, dtype):
+    if weight.shape != (c,):
+        raise ShapeError(f"{op}: class weights {fmt_shape(weight.shape)} do not match {c} classes")
+    _require_floating(op, "the class weights", weight)
+    return _compute(weight).astype(dtype, copy=False)
