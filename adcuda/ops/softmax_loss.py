@@ -736,6 +736,8 @@ def binary_cross_entropy(
             f"{name}: all elements of input (shape {fmt_shape(input.shape)}) should be between "
             "0 and 1 (pass logits to binary_cross_entropy_with_logits instead)"
         )
+    if target.numel() and ((target < 0) | (target > 1)).any().item():
+        raise ValueError(f"{name}: all elements of target (shape {fmt_shape(target.shape)}) should be between 0 and 1")
     if target.dtype is not input.dtype:
         target = target.to(dtype=input.dtype)
     loss = binary_cross_entropy_terms(input, target)
