@@ -45,6 +45,7 @@ from .dtypes import (  # noqa: A004
 )
 from .dtypes import bool_ as bool
 from .errors import AdcudaError, AutogradError, DeviceError, DTypeError, IndexOutOfRangeError, ShapeError
+from .layouts import layout, sparse_coo, strided
 from .ops.factories import (
     BFloat16Tensor,
     BoolTensor,
@@ -54,6 +55,7 @@ from .ops.factories import (
     IntTensor,
     LongTensor,
 )
+from .ops.sparse import sparse_coo_tensor, spmm
 from .random import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from .tensor import Size, Tensor
 
@@ -111,11 +113,14 @@ _LOADED_ON_FIRST_USE = {
     "init_cuda_context": (".cuda", "init_cuda_context"),
     "save": (".serialization", "save"),
     "load": (".serialization", "load"),
+    "serialization": (".serialization", None),  # torch.serialization.safe_globals and the rest
     "autocast": (".amp", "autocast"),
     "compile": (".capture", "compile"),  # graph capture and replay (adcuda/capture/)
     # more of PyTorch's names (issue 15): torch.linalg's norms and products, torch.testing's assert_close
     "linalg": (".linalg", None),
     "testing": (".testing", None),
+    # sparse COO tensors (issue 28): torch.sparse's mm and sum
+    "sparse": (".sparse", None),
 }
 
 

@@ -31,6 +31,11 @@ class IndexOutOfRangeError(AdcudaError, IndexError):
     """A dim or an index outside the tensor."""
 
 
+class LayoutError(AdcudaError, NotImplementedError):
+    """An op that does not take a tensor of this layout (a sparse tensor where only dense ones are
+    taken); a ``NotImplementedError``, as PyTorch raises for them."""
+
+
 class AutogradError(AdcudaError, RuntimeError):
     """Misuse of the autograd graph: freed graph, in-place modification of a saved value, ..."""
 

@@ -22,6 +22,7 @@ from .backends import backend_for
 from .backends import cpu as _cpu
 from .device import CPU
 from .errors import AutogradError, DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
+from .layouts import strided
 
 if TYPE_CHECKING:
     from .types import Any, Device, DType, Iterator, Number, ndarray
@@ -62,6 +63,9 @@ class Tensor(_AttachedAtImport):
     _accumulator = None  # a leaf's AccumulateGrad node
     _hooks = None  # a leaf's gradient hooks
     _retains_grad = False
+    # a dense tensor's layout (adcuda/ops/sparse.py's SparseTensor, a subclass, says sparse_coo)
+    layout = strided
+    is_sparse = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         pass  # ``Tensor(data)``, PyTorch's legacy constructor, is made by __new__ (ops/factories.py)
@@ -115,6 +119,36 @@ class Tensor(_AttachedAtImport):
     @property
     def is_cuda(self) -> bool:
         return self._device.type == "cuda"
+
+    @property
+    def is_cpu(self) -> bool:
+        return self._device.type == "cpu"
+
+    # PyTorch's other device kinds and tensor kinds, which adcuda's tensors never are (programs test
+    # them to pick a code path: `if x.is_mps: ...`)
+    @property
+    def is_xpu(self) -> bool:
+        return False
+
+    @property
+    def is_mps(self) -> bool:
+        return False
+
+    @property
+    def is_meta(self) -> bool:
+        return False
+
+    @property
+    def is_quantized(self) -> bool:
+        return False
+
+    @property
+    def is_mkldnn(self) -> bool:
+        return False
+
+    @property
+    def is_nested(self) -> bool:
+        return False
 
     @property
     def ndim(self) -> int:

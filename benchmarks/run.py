@@ -53,6 +53,7 @@ SUITES = {
     "rnn": Suite("bench_rnn.py", ("cpu", "cuda"), True),
     "programs": Suite("bench_programs.py", ("cpu",), False),
     "export": Suite("bench_export.py", ("cpu",), False),
+    "sparse": Suite("bench_sparse.py", ("cpu",), False),
 }
 
 # A suite that cannot run here (a missing tool, no GPU) says why on its last line of stderr and exits

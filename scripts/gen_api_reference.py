@@ -29,6 +29,7 @@ NAMESPACES = [
     ("adcuda.autograd", "gradients: backward, grad, custom Functions, gradcheck, anomaly detection"),
     ("adcuda.linalg", "vector and matrix norms, products, cross products and diagonals"),
     ("adcuda.testing", "assert_close, for tests"),
+    ("adcuda.sparse", "sparse COO tensors' products and sums (docs/sparse.md)"),
     ("adcuda.nn", "modules and layers"),
     ("adcuda.nn.functional", "the layers as functions"),
     ("adcuda.nn.init", "parameter initialisation"),

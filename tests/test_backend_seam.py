@@ -1786,6 +1786,62 @@ case(
 )
 
 
+# ---- sparse (CSR products): rows 0 and 2 hold entries, row 1 none; entry 3 repeats entry 0's position
+SP_ROWS = np.array([2, 0, 2, 0], np.int64)
+SP_COLS = np.array([1, 0, 2, 0], np.int64)
+SP_VALUES = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+SP_DENSE = np.arange(12, dtype=np.float32).reshape(3, 4)
+case(
+    "coo_to_csr",
+    "unsorted rows: a stable order and an empty row's pointers",
+    lambda bk, A: bk.coo_to_csr(A(SP_ROWS), 3, False),
+    (ok(I64, (4,), [0, 2, 2, 4]), ok(I64, (4,), [1, 3, 0, 2])),
+)
+case(
+    "coo_to_csr",
+    "sorted rows give no order; no entries",
+    lambda bk, A: (
+        bk.coo_to_csr(A(np.array([0, 0, 2])), 4, True),
+        bk.coo_to_csr(A(np.zeros(0, np.int64)), 2, False)[0],
+    ),
+    ((ok(I64, (5,), [0, 2, 2, 3, 3]), None), ok(I64, (3,), [0, 0, 0])),
+)
+case(
+    "spmm",
+    "duplicates add, an empty row is zero, a transposed dense operand",
+    lambda bk, A: bk.spmm(
+        A(np.array([0, 2, 2, 4])),
+        A(np.array([1, 3, 0, 2])),
+        A(SP_COLS),
+        A(SP_VALUES),
+        bk.permute(A(SP_DENSE.T.copy()), (1, 0)),
+    ),
+    ok(F32, (3, 4), [6 * SP_DENSE[0], np.zeros(4), SP_DENSE[1] + 3 * SP_DENSE[2]]),
+)
+case(
+    "spmm",
+    "values and dense of two dtypes",
+    lambda bk, A: bk.spmm(A(np.array([0, 4])), None, A(SP_COLS), A(SP_VALUES), A(SP_DENSE.astype(np.float64))),
+    TypeError,
+)
+case(
+    "sddmm",
+    "one dot product per entry",
+    lambda bk, A: bk.sddmm(A(SP_ROWS), A(SP_COLS), A(SP_DENSE), A(SP_DENSE)),
+    ok(
+        F32,
+        (4,),
+        [SP_DENSE[2] @ SP_DENSE[1], SP_DENSE[0] @ SP_DENSE[0], SP_DENSE[2] @ SP_DENSE[2], SP_DENSE[0] @ SP_DENSE[0]],
+    ),
+)
+case(
+    "sddmm",
+    "a and b with different numbers of columns",
+    lambda bk, A: bk.sddmm(A(SP_ROWS), A(SP_COLS), A(SP_DENSE), A(SP_DENSE[:, :3])),
+    ShapeError,
+)
+
+
 def test_every_primitive_has_a_case():
     assert sorted(set(backends.PRIMITIVES) - {c.primitive for c in CASES}) == []
 

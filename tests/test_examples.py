@@ -61,6 +61,58 @@ def test_vae_learns_and_draws_digits(tmp_path):
     assert len(drawing) == 8 and all(len(line) == 4 * 16 + 3 * 3 for line in drawing), out
 
 
+def test_gcn_learns(tmp_path):
+    out = run_example("gcn.py", tmp_path)
+    before, after = figure("test accuracy before training:", out), figure(r"test accuracy:", out)
+    assert before < 0.3 and after > 0.8, out  # 140 labelled nodes and the graph classify most test nodes
+
+
+class LargestArray:
+    """A dispatch hook (adcuda/ops/dispatch.py) that notes the largest array any primitive returns."""
+
+    def __init__(self):
+        self.largest = 0
+
+    def wrap_backend(self, backend):
+        hook = self
+
+        class Watched:
+            def __getattr__(self, name):
+                primitive = getattr(backend, name)
+                if not callable(primitive):
+                    return primitive
+
+                def watched(*args, **kwargs):
+                    result = primitive(*args, **kwargs)
+                    for r in result if isinstance(result, tuple) else (result,):
+                        hook.largest = max(hook.largest, getattr(r, "size", 0))
+                    return result
+
+                return watched
+
+        return Watched()
+
+
+def test_gcn_never_makes_the_dense_adjacency():
+    from adcuda.ops import dispatch
+
+    example = load_example("gcn")
+    n = example.NODES
+    watch = LargestArray()
+    dispatch.add_hook(watch)
+    try:
+        before, after = example.train(3, adcuda.device("cpu"), log=lambda line: None)
+        largest_in_training = watch.largest
+        # the watch sees a dense adjacency where one is made
+        adjacency = example.normalized_adjacency(adcuda.tensor([[0, 1], [1, 0]]), n, adcuda.device("cpu"))
+        adjacency.to_dense()
+    finally:
+        dispatch.remove_hook(watch)
+    assert 0 < largest_in_training < n * n, largest_in_training  # the features, 2708 x 1433, are the largest
+    assert watch.largest >= n * n
+    assert 0 <= before <= 1 and 0 <= after <= 1
+
+
 @pytest.mark.cuda
 @pytest.mark.skipif(not adcuda.cuda.is_available(), reason="needs a usable CUDA device")
 @pytest.mark.parametrize(
@@ -73,6 +125,16 @@ def test_digits_examples_learn_on_the_gpu(tmp_path, name, figure_name, sign):
     assert out.startswith("device cuda"), out
     before, after = figure(figure_name + " before training:", out), figure(figure_name + ":", out)
     assert sign * (after - before) > 0, out  # accuracy up, loss down
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not adcuda.cuda.is_available(), reason="needs a usable CUDA device")
+def test_gcn_learns_on_the_gpu(tmp_path):
+    # five full-graph epochs: the sparse products' kernels (kernels/sparse.cu) forward and backward
+    out = run_example("gcn.py", tmp_path, "--device", "cuda", "--epochs", "5")
+    assert out.startswith("device cuda"), out
+    before, after = figure("test accuracy before training:", out), figure(r"test accuracy:", out)
+    assert after > before + 0.3, out
 
 
 def load_example(name):

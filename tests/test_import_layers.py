@@ -29,7 +29,7 @@ PACKAGE_ROOT = pathlib.Path(__file__).resolve().parent.parent / "adcuda"
 LAYERS = (
     (
         "ground",
-        ("adcuda.errors", "adcuda.dtypes", "adcuda.device", "adcuda.random"),
+        ("adcuda.errors", "adcuda.dtypes", "adcuda.device", "adcuda.random", "adcuda.layouts"),
         "exception classes, dtypes and device names: what every other layer speaks; and the random "
         "generator's state (a seed and an offset, which the ops draw from and gradgradcheck too)",
     ),
@@ -62,6 +62,7 @@ LAYERS = (
             "adcuda.accelerator",
             "adcuda.capture",
             "adcuda.linalg",
+            "adcuda.sparse",
             "adcuda.testing",
         ),
         "built from public ops only, side by side: they import one another only as LIBRARY_USES allows",

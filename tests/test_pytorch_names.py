@@ -164,17 +164,22 @@ def test_save_numpy_arrays_and_scalars_in_state_dicts(tmp_path):
     }
     adcuda.save(state, tmp_path / "ckpt.pt")
     back = adcuda.load(tmp_path / "ckpt.pt")
-    assert back["epoch"] == 3 and back["best"] == 0.25 and back["flag"] is True and back["step"] == 7
+    assert back["epoch"] == 3 and back["best"] == 0.25 and back["flag"] == True and back["step"] == 7  # noqa: E712
+    assert type(back["best"]) is np.float64 and type(back["flag"]) is np.bool_  # as pickled, as PyTorch keeps them
     for key in ("history", "mask", "transposed"):
         assert isinstance(back[key], np.ndarray) and back[key].dtype == state[key].dtype
         np.testing.assert_array_equal(back[key], state[key])
     assert back["weights"]["w"].tolist() == [1.0, 1.0]
 
 
-def test_save_of_a_module_says_to_save_its_state_dict(tmp_path):
-    from adcuda.serialization import CheckpointError
+def test_save_of_a_module_pickles_it_and_object_arrays_need_trust(tmp_path):
+    from adcuda.serialization import WeightsOnlyError
 
-    with pytest.raises(CheckpointError, match=r"whole module \(Linear\).*state_dict\(\)"):
-        adcuda.save(adcuda.nn.Linear(2, 2), tmp_path / "model.pt")
-    with pytest.raises(CheckpointError, match="NumPy array of dtype object"):
-        adcuda.save({"x": np.array([object()])}, tmp_path / "bad.pt")
+    adcuda.save(adcuda.nn.Linear(2, 2), tmp_path / "model.pt")
+    with pytest.raises(WeightsOnlyError, match=r"GLOBAL adcuda.nn.modules.linear.Linear.*add_safe_globals"):
+        adcuda.load(tmp_path / "model.pt")
+    assert type(adcuda.load(tmp_path / "model.pt", weights_only=False)) is adcuda.nn.Linear
+    adcuda.save({"x": np.array([None, 1], dtype=object)}, tmp_path / "objects.pt")
+    with pytest.raises(WeightsOnlyError, match="dtype other than numbers and bools"):
+        adcuda.load(tmp_path / "objects.pt")
+    assert adcuda.load(tmp_path / "objects.pt", weights_only=False)["x"].tolist() == [None, 1]

@@ -14,8 +14,8 @@ views; on CUDA the runtime's kernels/runtime/copy.cu), ``elementwise``, ``reduce
 var, logsumexp), ``sort`` (sort, cumsum, cumprod), ``index`` (index, index_put_, gather, scatter_add,
 scatter_reduce), ``layout`` (cat, tril, triu), ``gemm`` (matmul), ``softmax_loss``, ``norm`` (layer
 norm), ``attention``, ``embedding``, ``random`` (draws and dropout), ``convolution`` (conv2d and its
-backwards), ``pooling`` (max pooling) and ``optim`` (optimizer steps,
-global_norm, loss scaling). Each package re-exports every primitive.
+backwards), ``pooling`` (max pooling), ``optim`` (optimizer steps,
+global_norm, loss scaling) and ``sparse`` (coo_to_csr, spmm, sddmm). Each package re-exports every primitive.
 and batch norm), ``attention``, ``embedding``, ``random`` (draws and dropout), ``optim`` (optimizer
 steps, global_norm, loss scaling) and ``recurrent`` (LSTM and GRU cell steps). Each package re-exports
 every primitive.
@@ -130,6 +130,10 @@ Conventions (NumPy's, which the CPU backend inherits and the CUDA backend follow
 | `interpolate_bilinear_backward(g, input_shape, scales, align_corners)` | its gradient for an input of ``input_shape`` |
 | `pad(x, pads, mode, value)` | x (any dtype) with its last ``len(pads) // 2`` <= 3 dims padded by (before, after) pairs given for those dims in order (negative ones crop): ``value`` outside ('constant'), the mirror image without the edge repeated ('reflect', pads below the size), the edge ('replicate') or the other end ('circular', pads at most the size); ShapeError otherwise |
 | `pad_backward(g, input_shape, pads, mode)` | its gradient for an input of ``input_shape`` |
+| **sparse** (sparse COO tensors' products, adcuda/ops/sparse.py; indices int64, each in range: the ops layer checks them; values and dense operands of one floating point dtype, half types accumulated in fp32) | |
+| `coo_to_csr(rows, n_rows, rows_sorted)` | (row_ptr int64 (n_rows + 1,), order): CSR row pointers of the entries at ``rows`` (1-D, each in [0, n_rows)), and the stable int64 order that sorts the entries by row (None when ``rows_sorted``) |
+| `spmm(row_ptr, order, cols, values, dense)` | the (n_rows, k) product of the CSR matrix (row i's entries ``order[row_ptr[i]:row_ptr[i + 1]]``, or those positions themselves when ``order`` is None; column ``cols``, value ``values``) by the 2-D ``dense`` (n, k), in ``values``' dtype; duplicate entries add |
+| `sddmm(rows, cols, a, b)` | ``out[k] = dot(a[rows[k]], b[cols[k]])`` for each entry (a, b 2-D with as many columns): spmm's gradient w.r.t. its values |
 | **random** (counter-based Philox: reproducible from ``(seed, offset)``, both taken modulo 2**64; the CPU's streams differ from CUDA's) | |
 | `rand(shape, dtype, seed, offset)` | uniform in [0, 1), floating point ``dtype`` |
 | `randn(shape, dtype, seed, offset)` | standard normal, floating point ``dtype`` |

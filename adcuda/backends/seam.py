@@ -122,6 +122,10 @@ PRIMITIVES = (
     "interpolate_bilinear_backward",
     "pad",
     "pad_backward",
+    # sparse COO tensors (issue 28): CSR products
+    "coo_to_csr",
+    "spmm",
+    "sddmm",
 )
 
 

@@ -28,6 +28,7 @@ from . import (
     shape,
     softmax_loss,
     sorting,
+    sparse,
 )
 from .registry import all_ops, functional_forms, functions, get, install_methods
 

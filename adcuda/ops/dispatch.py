@@ -28,7 +28,7 @@ from .. import tensor as tensor_module
 from ..autograd import anomaly, engine, graph
 from ..autograd.grad_mode import state as grad_state
 from ..autograd.graph import FREED_MESSAGE, Node, _sequence, edge_of, sum_to_shape, unpack, version_counter, version_of
-from ..errors import AutogradError, DTypeError
+from ..errors import AutogradError, DTypeError, LayoutError
 from ..tensor import Tensor, primitives
 from .mutation import check_inplace_allowed, commit_inplace
 
@@ -286,6 +286,15 @@ def _check_inputs_are_tensors(op, error, values):
     stand. The try around the forward costs nothing until it raises (Python's zero-cost exceptions),
     so the hot path keeps no per-input type check. A differentiable input with another annotation
     may also be a number or a sequence of Tensors."""
+    if isinstance(error, AttributeError) or "SparseTensor" in str(error):
+        # a sparse tensor has no array to read, and is no plain Tensor: the op takes dense ones only
+        for value in values:
+            if value.__class__ in _SEQUENCES:
+                value = next((v for v in value if getattr(v, "is_sparse", False) is True), None)
+            if getattr(value, "is_sparse", False) is True:
+                raise LayoutError(
+                    f"{op.name}: not supported for sparse tensors (layout {value.layout}); use .to_dense() first"
+                ) from error
     if str(error).startswith(op.name + ":"):  # the op's own message says it best
         return
     for (name, sequence), value in zip(op.tensor_params, values):

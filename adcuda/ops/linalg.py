@@ -15,6 +15,7 @@ from .common import broadcast_shapes, check_same_device, wrap
 from .factories import arange, eye
 from .registry import op
 from .shape import stack
+from .sparse import SparseTensor, sparse_matmul
 
 if TYPE_CHECKING:
     from ..types import Number, Sequence
@@ -71,6 +72,8 @@ def _matmul(name, input, other):
                 return mv(input, other)
             if b.ndim == 2:
                 return mm_nd(input, other)
+    if input.__class__ is SparseTensor or other.__class__ is SparseTensor:
+        return sparse_matmul(input, other, name)
     if not isinstance(input, Tensor) or not isinstance(other, Tensor):
         raise DTypeError(
             f"{name}: both operands must be Tensors, got {type(input).__name__} and {type(other).__name__}"

@@ -191,29 +191,58 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
 
 # ------------------------------------------------------------------------------------------------
 # channel dropout: one draw per (sample, channel), the whole feature map kept or zeroed
-def _channel_dropout(name, input, p, training, inplace, batched_ndim):
+def _channel_layout(name, input, batched_ndim, warn):
+    """Whether ``input`` counts as unbatched (its channels on dim 0, not 1), by PyTorch's rules: dropout1d
+    takes (C, L) or (N, C, L) only; dropout2d and dropout3d take any input with a channel dim, warning
+    (as PyTorch does) outside their 3-4 / 4-5 dims; dropout2d reads a 3-D input as (N, C, L)."""
+    ndim = input.ndim
+    expected = (batched_ndim - 1, batched_ndim)
+    if name == "dropout1d":
+        if ndim not in expected:
+            raise ShapeError(f"{name}: expected 2D or 3D input, but got input of shape {tuple(input.shape)}")
+        return ndim == 2
+    if warn and ndim not in expected:
+        spatial = batched_ndim - 2
+        warnings.warn(
+            f"{name}: Received a {ndim}-D input to {name}, which is deprecated and will result in an error in a "
+            f"future release. To retain the behavior and silence this warning, please use dropout instead. Note "
+            f"that {name} exists to provide channel-wise dropout on inputs with {spatial} spatial dimensions, a "
+            f"channel dimension, and an optional batch dimension (i.e. {spatial + 1}D or {spatial + 2}D inputs).",
+            UserWarning,
+            stacklevel=5,  # the caller of F.dropout2d/3d, past the op entry and this helper
+        )
+    if name == "dropout2d":
+        if warn and ndim == 3:
+            warnings.warn(
+                "dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D dropout behavior "
+                "is desired - input is interpreted as shape (N, C, L), where C is the channel dim. This behavior "
+                "will change in a future release to interpret the input as one without a batch dimension, i.e. "
+                "shape (C, H, W). To maintain the 1D channel-wise dropout behavior, please switch to using "
+                "dropout1d instead.",
+                UserWarning,
+                stacklevel=5,  # the caller of F.dropout2d/3d, past the op entry and this helper
+            )
+        unbatched = False
+    else:
+        unbatched = ndim != batched_ndim  # dropout3d: anything but 5-D gets a batch dim of one
+    if ndim - (0 if not unbatched else -1) < 2:
+        raise ShapeError(
+            f"{name}: Feature dropout requires at least 2 dimensions in the input, got shape {tuple(input.shape)}"
+        )
+    return unbatched
+
+
+def _channel_dropout(name, input, p, training, inplace, batched_ndim, warn=True):
     check_float(name, "input", input)
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"{name}: dropout probability has to be between 0 and 1, but got {p}")
-    if input.ndim not in (batched_ndim - 1, batched_ndim):
-        raise ShapeError(
-            f"{name}: expected {batched_ndim - 1}D or {batched_ndim}D input, but got input of shape "
-            f"{tuple(input.shape)}"
-        )
+    unbatched = _channel_layout(name, input, batched_ndim, warn)
     if not training or p == 0.0 or input.numel() == 0:
         return input
     if inplace:
-        return apply_inplace(input, lambda x: _channel_dropout(name, x, p, True, False, batched_ndim), name + "_")
-    unbatched = input.ndim == batched_ndim - 1
-    if unbatched and name == "dropout2d":
-        # PyTorch's reading of a 3-D input to dropout2d: (N, C, L), channel-wise 1-D dropout
-        warnings.warn(
-            "dropout2d: received a 3D input and assuming that channel-wise 1D dropout behavior is "
-            "desired - input is interpreted as shape (N, C, L); use dropout1d for that",
-            UserWarning,
-            stacklevel=3,
+        return apply_inplace(
+            input, lambda x: _channel_dropout(name, x, p, True, False, batched_ndim, warn=False), name + "_"
         )
-        unbatched = False
     channels = (input.shape[0],) if unbatched else (input.shape[0], input.shape[1])
     mask_shape = channels + (1,) * (input.ndim - len(channels))
     if p == 1.0:

@@ -14,10 +14,18 @@ from .. import random as adcuda_random
 from ..amp import GradScaler, autocast
 from ..autograd import no_grad
 from ..device import as_device
+from ..errors import AdcudaError
 from ..profiler import emit_nvtx, profile, record_function
 from ..profiler.nvtx_ranges import NvtxEmitter
 from . import parallel
-from .checkpoint import CheckpointMismatch, checkpoint_path, load_checkpoint, restore_rng, save_checkpoint
+from .checkpoint import (
+    CheckpointInvalid,
+    CheckpointMismatch,
+    checkpoint_path,
+    load_checkpoint,
+    restore_rng,
+    save_checkpoint,
+)
 from .errors import SettingsError
 from .progress import progress
 from .schedule import WarmupCosine
@@ -151,6 +159,16 @@ def _settle(config, task_type, saved):
     return dataclasses.replace(config, **settled)
 
 
+def _restore(out, field, target, saved):
+    """``target.load_state_dict(saved)``, a mismatch named as the checkpoint field it came from."""
+    try:
+        target.load_state_dict(saved)
+    except (AdcudaError, ValueError, TypeError, KeyError, IndexError) as error:
+        raise CheckpointInvalid(
+            f"--resume: {checkpoint_path(out)}: the checkpoint's '{field}' does not fit this run's {field}: {error}"
+        ) from None
+
+
 def train(config, task_type, reporter=None):
     """Train the task ``task_type`` (a class from ``adcuda.train.TASKS``) as ``config`` says; returns
     the task's final metrics (a dict), or with ``profile_steps`` the trace's path and the number of steps
@@ -192,11 +210,11 @@ def _train(config, task_type, reporter, world):
 
     if state is not None:
         task.check_checkpoint(state["extra"])
-        net.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
+        _restore(config.out, "model", net, state["model"])
+        _restore(config.out, "optimizer", optimizer, state["optimizer"])
+        _restore(config.out, "scheduler", scheduler, state["scheduler"])
         if state.get("scaler"):  # none in checkpoints from before --amp, empty without it: a fresh scaler
-            scaler.load_state_dict(state["scaler"])
+            _restore(config.out, "scaler", scaler, state["scaler"])
         restore_rng(state, loader_generator)
         start_epoch, history = state["epoch"], list(state["history"])
         planned = state["config"]["epochs"]

@@ -1983,7 +1983,10 @@ for _name, _samples in {
     "get_device": [S(T(3))],
 }.items():
     add(_name, _samples, call=_method(_name), grad=False, category="tensor-method")
-for _name in ("shape", "ndim", "dtype", "itemsize", "nbytes", "is_cuda", "requires_grad", "is_leaf"):
+for _name in (
+    *("shape", "ndim", "dtype", "itemsize", "nbytes", "is_cuda", "requires_grad", "is_leaf"),
+    *("is_cpu", "is_xpu", "is_mps", "is_meta", "is_quantized", "is_mkldnn", "is_nested"),
+):
     add(
         _name,
         [S(T(2, 3)), S(T()), S(T(0, 3, dtype="int64"))],
@@ -1992,3 +1995,28 @@ for _name in ("shape", "ndim", "dtype", "itemsize", "nbytes", "is_cuda", "requir
         category="tensor-attribute",
     )
 add("new", [S(T(2), 2, 3), S(T(2, dtype="int64"), 4), S(T(2))], values=False, grad=False)
+
+# --------------------------------------------------------------------------------------------------
+# sparse COO tensors: the dense tensors' forms (the sparse tensors' own ops are tested against PyTorch in
+# tests/test_sparse.py)
+add(
+    "to_sparse",
+    [S(T(values=[[0.0, 1.5], [2.0, 0.0]], dtype="float64")), S(T(3, 4)), S(T(0, 3)), S(T(5, dtype="int64"))],
+    call=lambda lib, x: x.to_sparse().to_dense(),
+    category="sparse",
+)
+add(
+    "to_sparse[sparse_dim]",
+    [S(T(values=[[[0.0, 0.0], [1.0, 2.0]], [[0.0, 0.0], [0.0, 0.0]]], dtype="float64"), 1)],
+    call=lambda lib, x, d: x.to_sparse(d).to_dense(),
+    category="sparse",
+)
+add("to_dense", [S(T(3, 4)), S(T(2, dtype="int64"))], call=lambda lib, x: x.to_dense(), grad=False, category="sparse")
+add("is_sparse", [S(T(3)), S(T())], call=_attribute("is_sparse"), grad=False, category="tensor-attribute")
+add(
+    "layout",
+    [S(T(3)), S(T())],
+    call=lambda lib, x: str(x.layout).rpartition(".")[2],
+    grad=False,
+    category="tensor-attribute",
+)

@@ -9,6 +9,9 @@ from ...autograd.grad_mode import no_grad
 from ...factories import full
 from .. import functional as F
 from ..parameter import Parameter
+
+# torch.nn.modules.activation is where PyTorch defines it: programs and pickles name it by this path
+from .attention import MultiheadAttention as MultiheadAttention
 from .module import Module
 
 if TYPE_CHECKING:

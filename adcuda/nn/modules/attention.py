@@ -19,7 +19,7 @@ from ...ops.shape import cat
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
-from .linear import Linear
+from .linear import NonDynamicallyQuantizableLinear
 from .module import Module
 
 if TYPE_CHECKING:
@@ -92,7 +92,7 @@ class MultiheadAttention(Module):
             self.in_proj_bias = Parameter(empty(3 * embed_dim, **factory))
         else:
             self.register_parameter("in_proj_bias", None)
-        self.out_proj = Linear(embed_dim, embed_dim, bias=bias, **factory)
+        self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias, **factory)
         if add_bias_kv:
             self.bias_k = Parameter(empty((1, 1, embed_dim), **factory))
             self.bias_v = Parameter(empty((1, 1, embed_dim), **factory))

@@ -65,6 +65,11 @@ class Linear(Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
+class NonDynamicallyQuantizableLinear(Linear):
+    """PyTorch's name for ``MultiheadAttention.out_proj``'s class: a ``Linear`` (PyTorch keeps it apart
+    only for its quantization passes); checkpoints of attention layers name it."""
+
+
 class Bilinear(Module):
     """y = x1^T A x2 + b, with PyTorch's parameter names and U(-1/sqrt(in1), 1/sqrt(in1)) init."""
 

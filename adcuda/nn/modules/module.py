@@ -90,6 +90,43 @@ class Module:
         set_(self, "_forward_pre_hooks", {})
         set_(self, "_forward_hooks", {})
 
+    # PyTorch's hook tables a pickled torch module carries; adcuda keeps forward hooks only
+    _TORCH_HOOK_TABLES = (
+        "_backward_pre_hooks",
+        "_backward_hooks",
+        "_is_full_backward_hook",
+        "_forward_hooks_with_kwargs",
+        "_forward_hooks_always_called",
+        "_forward_pre_hooks_with_kwargs",
+        "_state_dict_hooks",
+        "_state_dict_pre_hooks",
+        "_load_state_dict_pre_hooks",
+        "_load_state_dict_post_hooks",
+    )
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Unpickling (``adcuda.load`` of a whole module): adcuda's own state as it was, or a module
+        ``torch.save`` pickled, whose hook tables adcuda does not keep (a hook in them is refused)."""
+        state = dict(state)
+        for key in self._TORCH_HOOK_TABLES:
+            table = state.pop(key, None)
+            if table:  # None, False or empty: nothing is lost
+                raise TypeError(
+                    f"{type(self).__name__}: the pickled module carries PyTorch {key[1:]} ({len(table)}), which "
+                    "adcuda cannot restore; remove the hooks before saving"
+                )
+        self.__dict__.update(state)
+        for key, empty in (
+            ("training", True),
+            ("_parameters", {}),
+            ("_buffers", {}),
+            ("_non_persistent_buffers_set", set()),
+            ("_modules", {}),
+            ("_forward_pre_hooks", {}),
+            ("_forward_hooks", {}),
+        ):
+            self.__dict__.setdefault(key, empty)
+
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
 

@@ -32,17 +32,17 @@ from typing import TYPE_CHECKING
 
 import numpy as np  # host-side byte layout of the file only; tensors come back through the factories
 
-from . import dtypes as dt
-from .device import as_device
-from .device import device as Device
-from .errors import AdcudaError, DeviceError
-from .factories import from_numpy
-from .nn.modules.module import Module
-from .nn.parameter import Parameter
-from .tensor import Tensor
+from .. import dtypes as dt
+from ..device import as_device
+from ..device import device as Device
+from ..errors import AdcudaError, DeviceError
+from ..factories import from_numpy
+from ..nn.modules.module import Module
+from ..nn.parameter import Parameter
+from ..tensor import Tensor
 
 if TYPE_CHECKING:
-    from .types import Any, BinaryIO, PathLike
+    from ..types import Any, BinaryIO, PathLike
 
 MAGIC = b"ADCUDA\x00\x01"
 FORMAT = "adcuda-checkpoint"

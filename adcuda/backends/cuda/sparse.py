@@ -1,0 +1,66 @@
+"""The CUDA backend's sparse products (kernels/sparse.cu), with the CPU backend's signatures, results
+and errors: ``coo_to_csr`` (a stable radix sort of the rows and a row-pointer kernel), ``spmm`` (CSR x
+dense, one warp per row, lanes over the dense columns) and ``sddmm`` (one dot product per entry, the
+value gradient of ``spmm``). Half types accumulate in fp32.
+"""
+
+from ... import _native
+from ...errors import DTypeError, ShapeError, fmt_shape
+from ..seam import BackendArray
+from ._common import cast, dense, scalar_type
+
+__all__ = ["coo_to_csr", "spmm", "sddmm"]
+
+
+def _index_vector(a):
+    return dense(cast(a, scalar_type("int64")))
+
+
+def coo_to_csr(rows: BackendArray, n_rows: int, rows_sorted: bool) -> tuple[BackendArray, BackendArray | None]:
+    """(row_ptr int64 (n_rows + 1,), order int64 (nnz,) or None when ``rows_sorted``): see the CPU backend."""
+    if rows.ndim != 1:
+        raise ShapeError(f"coo_to_csr: rows must be 1-D, got shape {fmt_shape(rows.shape)}")
+    row_ptr, order = _native._C.coo_to_csr(_index_vector(rows), int(n_rows), bool(rows_sorted))
+    return row_ptr, order
+
+
+def spmm(
+    row_ptr: BackendArray, order: BackendArray | None, cols: BackendArray, values: BackendArray, dense: BackendArray
+) -> BackendArray:
+    """The product of the CSR matrix by the 2-D ``dense`` (any strides): see the CPU backend."""
+    if dense.ndim != 2 or values.ndim != 1 or tuple(cols.shape) != tuple(values.shape) or row_ptr.ndim != 1:
+        raise ShapeError(
+            f"spmm: expected 1-D cols and values of one length and a 2-D dense matrix, got cols "
+            f"{fmt_shape(cols.shape)}, values {fmt_shape(values.shape)}, dense {fmt_shape(dense.shape)}"
+        )
+    if values.dtype != dense.dtype:
+        raise DTypeError(f"spmm: values ({values.dtype.name}) and dense ({dense.dtype.name}) must have one dtype")
+    return _native._C.spmm(
+        _index_vector(row_ptr),
+        None if order is None else _index_vector(order),
+        _index_vector(cols),
+        _dense_values(values),
+        dense,
+    )
+
+
+def _dense_values(values):
+    return values if values.is_contiguous() else _native._C.contiguous(values)
+
+
+def sddmm(rows: BackendArray, cols: BackendArray, a: BackendArray, b: BackendArray) -> BackendArray:
+    """``out[k] = dot(a[rows[k]], b[cols[k]])`` (a and b 2-D, any strides): see the CPU backend."""
+    if (
+        a.ndim != 2
+        or b.ndim != 2
+        or a.shape[1] != b.shape[1]
+        or tuple(rows.shape) != tuple(cols.shape)
+        or rows.ndim != 1
+    ):
+        raise ShapeError(
+            f"sddmm: expected 1-D rows and cols of one length and 2-D a and b with as many columns, got rows "
+            f"{fmt_shape(rows.shape)}, cols {fmt_shape(cols.shape)}, a {fmt_shape(a.shape)}, b {fmt_shape(b.shape)}"
+        )
+    if a.dtype != b.dtype:
+        raise DTypeError(f"sddmm: a ({a.dtype.name}) and b ({b.dtype.name}) must have one dtype")
+    return _native._C.sddmm(_index_vector(rows), _index_vector(cols), a, b)
