@@ -12,6 +12,7 @@ reads; defects are strict expected failures in tests/conformance/known_failures.
 """
 
 import inspect
+import keyword
 import os
 import re
 
@@ -80,7 +81,8 @@ def torch_builtin_signature(name, method):
         args = list(s.arguments)
         if method and args and args[0].name == "self":
             args = args[1:]
-        names = ["input" if a.name == "self" else a.name for a in args]
+        # ``self`` is ``input`` in Python; a Python keyword (``from``) takes a trailing underscore
+        names = ["input" if a.name == "self" else a.name + "_" * keyword.iskeyword(a.name) for a in args]
         keywords |= set(names)
         positional = [n for n, a in zip(names, args) if not a.kwarg_only]
         orders.append(positional)
@@ -117,15 +119,20 @@ def torch_signature(fn, name, method):
 def mismatches(qualified, ours, theirs):
     """The differences of ``ours`` from PyTorch's ``theirs`` that docs/differences.md does not list."""
     out = []
+
+    def deliberate(p):
+        return (qualified, p) in DELIBERATE or ("*", p) in DELIBERATE
+
     if not ours.var_keywords:
         for p in sorted(theirs.keywords - ours.keywords):
-            if (qualified, p) not in DELIBERATE and ("*", p) not in DELIBERATE:
+            if not deliberate(p):
                 out.append(f"no keyword {p}")
     if theirs.varargs_dims and not ours.varargs and (qualified, "*varargs") not in DELIBERATE:
         out.append("no varargs dims")
-    if not ours.varargs and not any(_prefix_compatible(ours.positional, order) for order in theirs.orders):
+    orders = [[p for p in order if not deliberate(p)] for order in theirs.orders]
+    if not ours.varargs and not any(_prefix_compatible(ours.positional, order) for order in orders):
         if (qualified, "*positional") not in DELIBERATE:
-            out.append(f"positional order {ours.positional}, PyTorch {theirs.orders[0]}")
+            out.append(f"positional order {ours.positional}, PyTorch {orders[0]}")
     return out
 
 
