@@ -22,7 +22,13 @@ ADCUDA = runner.adcuda_lib()
 PER_MILLE = 85
 
 
+# what says where a tensor lives differs between devices by design
+DEVICE_ATTRIBUTES = {"is_cpu", "is_cuda", "get_device", "is_pinned"}
+
+
 def _chosen(entry, sample):
+    if entry.name in DEVICE_ATTRIBUTES:
+        return False
     return zlib.crc32(f"{entry.key}:{sample.name}".encode()) % 1000 < PER_MILLE
 
 

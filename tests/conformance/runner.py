@@ -299,7 +299,7 @@ def error_diffs(op_names, ref_exc, got_exc, expected_family=None, reference="PyT
         return [f"accepts what {reference} rejects ({_short(ref_exc)})"]
     diffs = []
     if family(got_exc) != want:
-        diffs.append(f"exception family {family(got_exc)}, {reference}'s {want}: {_short(got_exc)}")
+        diffs.append(f"{family(got_exc)} where {reference} raises {want}: {_short(got_exc)}")
     if reference != "PyTorch":
         return diffs
     if not isinstance(got_exc, AdcudaError):
