@@ -23,6 +23,7 @@ from .autograd import (
     no_grad,
     set_grad_enabled,
 )
+from .backends.cpu.threads import get_num_interop_threads, get_num_threads, set_num_interop_threads, set_num_threads
 from .cuda import amp as _cuda_amp  # noqa: F401 (makes adcuda.cuda.amp, as torch.cuda.amp)
 from .device import device
 from .dtypes import (  # noqa: A004

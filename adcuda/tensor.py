@@ -13,7 +13,7 @@ making the result of an op costs two attribute writes.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -25,9 +25,16 @@ from .errors import AutogradError, DTypeError, IndexOutOfRangeError, ShapeError,
 from .layouts import strided
 
 if TYPE_CHECKING:
-    from .types import Any, Device, DType, Iterator, Number, ndarray
+    from collections.abc import Callable, Iterator
+    from typing import Any
 
-_NUMPY_TO_DTYPE = dt._FROM_NUMPY
+    from numpy import ndarray
+
+    from .backends.seam import BackendArray, CPUArray, CUDAArray
+    from .device import device as Device
+    from .dtypes import DType, Number
+
+_NUMPY_TO_DTYPE: dict[Any, DType] = dt._FROM_NUMPY  # looked up by the dtype object of either backend's array
 
 
 class VersionCounter:
@@ -51,6 +58,10 @@ else:
 class Tensor(_AttachedAtImport):
     __array_priority__ = 1000  # NumPy defers ``ndarray + Tensor`` to Tensor.__radd__
 
+    # set by _make for every tensor: the array, held by its device's backend, and that device
+    _data: BackendArray
+    _device: Device
+
     # per-tensor state, written only where it differs from these defaults
     grad: Tensor | None = None
     _requires_grad = False
@@ -61,7 +72,7 @@ class Tensor(_AttachedAtImport):
     _view_fn = None  # for a view: how to rebuild it from its base (see replay_view)
     _view_version = None  # for a recorded view: the version its history was recorded at
     _accumulator = None  # a leaf's AccumulateGrad node
-    _hooks = None  # a leaf's gradient hooks
+    _hooks: dict[int, Callable[[Tensor], Tensor | None]] | None = None  # a leaf's gradient hooks
     _retains_grad = False
     # a dense tensor's layout (adcuda/ops/sparse.py's SparseTensor, a subclass, says sparse_coo)
     layout = strided
@@ -105,7 +116,7 @@ class Tensor(_AttachedAtImport):
     def size(self, dim: int | None = None) -> Size | int:
         if dim is None:
             return Size(self._data.shape)
-        return self._data.shape[wrap_dim(dim, self._data.ndim, "size")]
+        return self._data.shape[_own_dim(dim, self._data.ndim, "size")]
 
     @property
     def dtype(self) -> DType:
@@ -188,19 +199,25 @@ class Tensor(_AttachedAtImport):
 
     def is_contiguous(self) -> bool:
         # asked of the array itself: a backend's contiguous() would copy a non-contiguous one to answer
-        data = self._data
-        return data.flags.c_contiguous if self._device is CPU else data.is_contiguous()
+        if self._device is CPU:
+            return cast("CPUArray", self._data).flags.c_contiguous
+        return cast("CUDAArray", self._data).is_contiguous()
 
     def stride(self, dim: int | None = None) -> tuple[int, ...] | int:
-        strides = tuple(s // self._data.itemsize for s in self._data.strides)
-        return strides if dim is None else strides[wrap_dim(dim, self.ndim, "stride")]
+        data = self._data
+        strides = tuple(s // data.itemsize for s in data.strides)
+        if 0 in strides:
+            strides = _empty_strides(data.shape, strides) if 0 in data.shape else _unit_dim_strides(data.shape, strides)
+        return strides if dim is None else strides[_own_dim(dim, data.ndim, "stride")]
 
     def data_ptr(self) -> int:
-        return self._data.__array_interface__["data"][0] if self._device is CPU else self._data.data_ptr()
+        if self._device is CPU:
+            return cast("CPUArray", self._data).__array_interface__["data"][0]
+        return cast("CUDAArray", self._data).data_ptr()
 
     def __len__(self) -> int:
         if self.ndim == 0:
-            raise TypeError("len() of a 0-d tensor")
+            raise DTypeError("len() of a 0-d tensor")
         return self._data.shape[0]
 
     # ------------------------------------------------------------------ reading values
@@ -223,7 +240,7 @@ class Tensor(_AttachedAtImport):
                 f"item: a Tensor with {self.numel()} elements cannot be converted to a "
                 f"Python scalar (shape {fmt_shape(self.shape)})"
             )
-        return primitives(self).to_numpy(self._data).reshape(()).item()
+        return primitives(self).to_numpy(self._data).item()  # (NumPy's item takes any one-element array)
 
     def tolist(self) -> Any:
         return primitives(self).to_numpy(self._data).tolist()
@@ -344,12 +361,19 @@ def wrap_dim(dim, ndim, op):
     """A possibly negative ``dim`` as an index into a shape of ``ndim`` dims (0-d acts as 1-d)."""
     n = max(ndim, 1)
     if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
-        raise TypeError(f"{op}: dim must be an int, got {type(dim).__name__}")
+        raise DTypeError(f"{op}: dim must be an int, got {type(dim).__name__}")
     if dim < -n or dim >= n:
         raise IndexOutOfRangeError(
             f"{op}: dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})"
         )
     return dim + n if dim < 0 else dim
+
+
+def _own_dim(dim, ndim, op):
+    """``wrap_dim`` for what only a real dim has (its size, its stride): a 0-d tensor has none."""
+    if ndim == 0 and isinstance(dim, (int, np.integer)):
+        raise IndexOutOfRangeError(f"{op}: dimension specified as {dim} but tensor has no dimensions")
+    return wrap_dim(dim, ndim, op)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -378,3 +402,27 @@ def set_primitive_observer(observer):
     global _primitive_observer
     previous, _primitive_observer = _primitive_observer, observer
     return previous
+
+
+def _unit_dim_strides(shape, strides):
+    """PyTorch's stride for a dim of size 1 that NumPy strides by 0 (a new axis: ``x[None]``,
+    ``unsqueeze``): the extent of the dims after it, as PyTorch's unsqueeze gives it. Such a stride is
+    never stepped along, so only what ``stride()`` reports changes."""
+    out = list(strides)
+    for i in range(len(shape) - 1, -1, -1):
+        if shape[i] == 1 and out[i] == 0:
+            out[i] = out[i + 1] * shape[i + 1] if i + 1 < len(shape) else 1
+    return tuple(out)
+
+
+def _empty_strides(shape, strides):
+    """PyTorch's strides for a tensor with no elements: NumPy gives a new empty array strides of 0, where
+    PyTorch lays it out row-major with each size counted as at least 1 (``zeros(0, 5)``: (5, 1)). A view
+    of a non-empty array (a slice to nothing) keeps the strides it has."""
+    if any(st for st in strides):
+        return strides
+    out, step = [], 1
+    for n in reversed(shape):
+        out.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(out))

@@ -204,8 +204,10 @@ def test_bad_factory_arguments():
         A.tensor([[1, 2], [3]])
     with pytest.raises(ShapeError, match="tensor: expected a rectangular"):
         A.tensor([[1, 2], [3, [4]]])
-    with pytest.raises(DTypeError, match="tensor: could not infer dtype"):
+    with pytest.raises(DTypeError, match="tensor: invalid data type 'str'"):
         A.tensor(["a", "b"])
+    with pytest.raises(RuntimeError, match="tensor: could not infer dtype of generator"):  # PyTorch's class
+        A.tensor(i for i in range(3))
     with pytest.raises(DTypeError, match="tensor: a value does not fit in adcuda.int64"):
         A.tensor([2**70])
     with pytest.raises(DTypeError, match="zeros: size must be a tuple of ints"):

@@ -191,7 +191,7 @@ def permute_samples():
     return [
         (lambda x: entry("permute")(x, 2, 0, 1), [leaf(x)]),
         (lambda x: entry("permute")(x, (-1, 1, 0)), [leaf(x)]),
-        (lambda x: entry("permute")(x), [leaf(2.5)]),
+        (lambda x: entry("permute")(x, ()), [leaf(2.5)]),  # PyTorch wants the (empty) dims
     ]
 
 

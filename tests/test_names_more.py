@@ -546,9 +546,9 @@ def test_bad_input_names_the_op_and_shapes():
         (ShapeError, r"pixel_unshuffle: input \(1, 1, 3, 2\)", lambda: F.pixel_unshuffle(adcuda.ones(1, 1, 3, 2), 2)),
         (ShapeError, r"rot90: the two dims must differ", lambda: adcuda.rot90(x, 1, (1, 1))),
         (ShapeError, r"fliplr: input must be at least 2-d", lambda: adcuda.fliplr(adcuda.ones(3))),
-        (
-            ShapeError,
-            r"diagonal: input must be at least 2-d, got shape \(3,\)",
+        (  # dim1=0, dim2=1 of a 1-d tensor: PyTorch's IndexError for the dim
+            IndexError,
+            r"diagonal: dimension out of range \(expected to be in range of \[-1, 0\], but got 1\)",
             lambda: adcuda.diagonal(adcuda.ones(3)),
         ),
         (

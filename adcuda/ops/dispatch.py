@@ -28,7 +28,7 @@ from .. import tensor as tensor_module
 from ..autograd import anomaly, engine, graph
 from ..autograd.grad_mode import state as grad_state
 from ..autograd.graph import FREED_MESSAGE, Node, _sequence, edge_of, sum_to_shape, unpack, version_counter, version_of
-from ..errors import AutogradError, DTypeError, LayoutError
+from ..errors import AdcudaError, AutogradError, DTypeError, LayoutError, adapt_error
 from ..tensor import Tensor, primitives
 from .mutation import check_inplace_allowed, commit_inplace
 
@@ -165,21 +165,26 @@ def _parameters(op):
 _PLAIN_SOURCE = """
 def make(forward, OP, NAME, _defaults):
     def entry({signature}):
-        if _slow:
-            return _around_chain(NAME, OP, forward, ({positional}), {keywords})
+{prelude}        if _slow:
+            try:
+                return _around_chain(NAME, OP, forward, ({positional}), {keywords})
+            except Exception as error:
+                _adapt(OP, error, ({tensors}), ({values_tuple}))
         try:
             return forward({call})
-        except (AttributeError, TypeError) as error:
-            _check_inputs_are_tensors(OP, error, ({tensors}))
-            raise
+        except Exception as error:
+            _adapt(OP, error, ({tensors}), ({values_tuple}))
     return entry
 """
 
 _ENTRY_SOURCE = """
 def make(forward, OP, NAME, _defaults, PLANS):
     def entry({signature}):
-        if _slow:
-            return _around_chain(NAME, OP, body, ({positional}), {keywords})
+{prelude}        if _slow:
+            try:
+                return _around_chain(NAME, OP, body, ({positional}), {keywords})
+            except Exception as error:
+                _adapt(OP, error, ({tensors}), ({values_tuple}))
 {body}
 
     def body({signature}):
@@ -191,9 +196,8 @@ def make(forward, OP, NAME, _defaults, PLANS):
 # the dearer of the two): most calls have no input that does.
 _BODY_SOURCE = """        try:
             result = forward({call})
-        except (AttributeError, TypeError) as error:
-            _check_inputs_are_tensors(OP, error, ({tensors}))
-            raise
+        except Exception as error:
+            _adapt(OP, error, ({tensors}), ({values_tuple}))
         out = {output}
         mask = 0
 {checks}        if mask and grad_state.enabled:
@@ -202,9 +206,8 @@ _BODY_SOURCE = """        try:
 
 _VIEW_BODY_SOURCE = """        try:
             result = forward({call})
-        except (AttributeError, TypeError) as error:
-            _check_inputs_are_tensors(OP, error, ({tensors}))
-            raise
+        except Exception as error:
+            _adapt(OP, error, ({tensors}), ({values_tuple}))
         out = {output}
 {view}        if grad_state.enabled:
             out._view_version = vc.value if vc is not None else 0
@@ -250,8 +253,9 @@ def _indented(source, spaces):
 
 _SEQUENCES = (list, tuple)
 _new = object.__new__
-_FLOAT_ARRAYS = set()  # the array dtypes (NumPy's, the CUDA runtime's) of floating point tensors seen
-_NO_KEYWORDS = {}  # the keyword arguments a view replay passes (never written)
+# the array dtypes (NumPy's, the CUDA runtime's) of floating point tensors seen
+_FLOAT_ARRAYS: set[Any] = set()
+_NO_KEYWORDS: dict[str, Any] = {}  # the keyword arguments a view replay passes (never written)
 
 
 def _entry_filename(op):
@@ -278,6 +282,25 @@ def _tensor_params(op):
         elif p.annotation == "Sequence[Tensor]" or p.kind == p.VAR_POSITIONAL or p.name in op.inputs:
             found.append((p.name, True))
     return tuple(found)
+
+
+def _adapt(op, error, tensors, values):
+    """Raise what an op's failed forward raised as an adcuda error naming the op and its arguments
+    (errors.adapt_error), the original kept as ``__cause__``: no raw NumPy or Python error reaches a
+    user from an op. Runs only when the forward raised, so the hot path pays nothing for it."""
+    if isinstance(error, (AttributeError, TypeError)):
+        try:
+            _check_inputs_are_tensors(op, error, tensors)
+        except DTypeError as named:
+            raise named from error
+    # an internal op (no public form: slice_key, flip_dims) leaves the naming to the op that called it
+    public = getattr(op, "forms", None) is None or any(op.forms.values())
+    if not public and isinstance(error, AdcudaError):
+        raise error
+    adapted = adapt_error(op.name, error, zip(op.signature.parameters, values))
+    if adapted is error:
+        raise error
+    raise adapted from error
 
 
 def _check_inputs_are_tensors(op, error, values):
@@ -310,8 +333,30 @@ def _check_inputs_are_tensors(op, error, values):
         raise DTypeError(f"{op.name}: {name} must be a Tensor, got {type(value).__name__}")
 
 
+# NumPy's names that PyTorch takes for these parameters of every op (``x.sum(axis=1, keepdims=True)``)
+_PARAMETER_ALIASES = (("keepdim", "keepdims"), ("dim", "axis"))
+_UNSET = object()  # an alias not given
+
+
+def _alias_parameters(op):
+    """The keyword-only alias parameters of an op's entry, and the lines that read them into the
+    parameters they stand for (an alias not given costs one identity check)."""
+    params = op.signature.parameters
+    aliases = [(name, alias) for name, alias in _PARAMETER_ALIASES if name in params and alias not in params]
+    prelude = "".join(f"        if {alias} is not _UNSET:\n            {name} = {alias}\n" for name, alias in aliases)
+    return [f"{alias}=_UNSET" for _, alias in aliases], prelude
+
+
+def _takes_its_name_by_keyword(p):
+    """Whether a varargs parameter of sizes or dims (``*shape``, ``*dims``) also takes one sequence by
+    its name, as PyTorch's ``x.reshape(shape=(2, 3))``, ``x.permute(dims=(1, 0))``; not one of tensors."""
+    annotation = str(p.annotation)
+    return "int" in annotation and "Tensor" not in annotation
+
+
 def _generated_entry(op):
     signature, call, positional, keywords, values = [], [], [], [], []
+    local = {}  # a parameter's name in the entry, where it differs: a varargs one that is also a keyword
     defaults = {}
     keyword_only = False
     extra_keywords = None
@@ -321,10 +366,15 @@ def _generated_entry(op):
             defaults[p.name] = p.default
             default = f"=_defaults[{p.name!r}]"
         if p.kind == p.VAR_POSITIONAL:
-            signature.append("*" + p.name)
-            call.append("*" + p.name)
-            positional.append("*" + p.name)
+            name = p.name
+            if _takes_its_name_by_keyword(p):
+                name = local[p.name] = f"_{p.name}_args"
+            signature.append("*" + name)
+            call.append("*" + name)
+            positional.append("*" + name)
             keyword_only = True
+            values.append(name)
+            continue
         elif p.kind == p.KEYWORD_ONLY:
             if not keyword_only:
                 signature.append("*")
@@ -346,6 +396,18 @@ def _generated_entry(op):
                 "(and **kwargs for an op that records nothing itself)"
             )
         values.append(p.name)
+    alias_parameters, prelude = _alias_parameters(op)
+    for name, varargs in local.items():  # x.reshape(shape=(2, 3)): the sequence by keyword
+        alias_parameters.append(f"{name}=_UNSET")
+        prelude += (
+            f"        if {name} is not _UNSET:\n"
+            f"            if {varargs}:\n"
+            f"                raise DTypeError(NAME + ': got {name} both as positional arguments and by keyword')\n"
+            f"            {varargs} = ({name},)\n"
+        )
+    if alias_parameters:
+        at = len(signature) - (1 if extra_keywords else 0)  # before **kwargs
+        signature[at:at] = ([] if keyword_only else ["*"]) + alias_parameters
     keywords = "{" + ", ".join(keywords + ([f"**{extra_keywords}"] if extra_keywords else [])) + "}"
     op.tensor_params = _tensor_params(op)
     if op.composite or not op.differentiable:
@@ -354,7 +416,9 @@ def _generated_entry(op):
             positional=_tuple(positional),
             keywords=keywords,
             call=", ".join(call),
-            tensors=_tuple(name for name, _ in op.tensor_params),
+            tensors=_tuple(local.get(name, name) for name, _ in op.tensor_params),
+            values_tuple=_tuple(values),
+            prelude=prelude,
         )
         made = {}
         exec(compile(source, _entry_filename(op), "exec"), globals(), made)
@@ -371,7 +435,8 @@ def _generated_entry(op):
             view=_VIEW_SOURCE.format(base=base, replay=replay),
             checks=_indented(checks, 12),
             values=", ".join(values),
-            tensors=_tuple(name for name, _ in op.tensor_params),
+            tensors=_tuple(local.get(name, name) for name, _ in op.tensor_params),
+            values_tuple=_tuple(values),
         )
     else:
         body = _BODY_SOURCE.format(
@@ -379,10 +444,17 @@ def _generated_entry(op):
             output="result[0]" if op.extra_outputs else "result",
             checks=_indented(checks, 8),
             values=", ".join(values),
-            tensors=_tuple(name for name, _ in op.tensor_params),
+            tensors=_tuple(local.get(name, name) for name, _ in op.tensor_params),
+            values_tuple=_tuple(values),
         )
     source = _ENTRY_SOURCE.format(
-        signature=", ".join(signature), body=body, positional=_tuple(positional), keywords=keywords
+        signature=", ".join(signature),
+        body=body,
+        positional=_tuple(positional),
+        keywords=keywords,
+        tensors=_tuple(local.get(name, name) for name, _ in op.tensor_params),
+        values_tuple=_tuple(values),
+        prelude=prelude,
     )
     # defined with this module's globals, so the entry reads _slow and _around_chain as they change
     made = {}
@@ -426,7 +498,7 @@ def _pack(v, out):
 
 
 # array dtype (NumPy's, the CUDA runtime's) -> adcuda dtype, for what recording notes of each input
-_DTYPE_OF_ARRAY = {}
+_DTYPE_OF_ARRAY: dict[Any, Any] = {}
 
 
 def _dtype_of(t):
@@ -741,6 +813,7 @@ def make_inplace_entry(op):
     name = op.forms["inplace"][0]
     forward = op.forward
     entry_of = op
+    inplace_op = _InplaceName(name, op.signature)
 
     def body(self, *args, **kwargs):
         check_inplace_allowed(self, name)
@@ -763,15 +836,28 @@ def make_inplace_entry(op):
         return commit_inplace(self, result, name)
 
     def inplace_entry(self, *args, **kwargs):
-        if _slow:
-            return _around_chain(name, op, body, (self,) + args, kwargs)
-        return body(self, *args, **kwargs)
+        try:
+            if _slow:
+                return _around_chain(name, op, body, (self,) + args, kwargs)
+            return body(self, *args, **kwargs)
+        except Exception as error:
+            _adapt(inplace_op, error, (), (self,) + args + tuple(kwargs.values()))
 
     inplace_entry.__name__ = inplace_entry.__qualname__ = name
     inplace_entry.__doc__ = f"In-place {op.name}: {op.doc}"
     inplace_entry.__signature__ = inplace_signature(op)
     inplace_entry.op = op
     return inplace_entry
+
+
+class _InplaceName:
+    """What ``_adapt`` reads of an op, for its in-place form: the name users called."""
+
+    __slots__ = ("name", "signature")
+
+    def __init__(self, name, signature):
+        self.name = name
+        self.signature = signature
 
 
 def inplace_signature(op):
@@ -808,8 +894,8 @@ def host_step(fn: _Step) -> _Step:
             return fn(*args, **kwargs)
         return _host_step_observer(fn, args, kwargs)
 
-    step.host_step = fn
-    return step  # type: ignore[return-value] (the same signature, by functools.wraps)
+    step.host_step = fn  # type: ignore[attr-defined]  # capture finds the function to call again here
+    return step  # type: ignore[return-value]  # the same signature, by functools.wraps
 
 
 # Set by graph capture while it records: sees every nn.Module call, so that a program can check that

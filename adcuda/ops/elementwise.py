@@ -221,7 +221,12 @@ def floor_divide(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return div(input, other, rounding_mode="floor")
 
 
-@op("remainder", inplace=True, doc="Python's modulo: the remainder with the divisor's sign.", operators=("__mod__",))
+@op(
+    "remainder",
+    inplace=True,
+    doc="Python's modulo: the remainder with the divisor's sign.",
+    operators=("__mod__", "__rmod__", "__imod__"),
+)
 def remainder(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("remainder", input, other, name="remainder")
 
@@ -1241,3 +1246,42 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     if lambd < 0:
         raise ValueError(f"softshrink: lambda must be greater or equal to 0, got {lambd}")
     return where(gt(input, lambd), input - lambd, where(lt(input, -lambd), input + lambd, 0.0))
+
+
+@op(
+    "copysign",
+    doc="The magnitude of input with the sign of other (a floating point result).",
+    composite=True,
+    inplace=True,
+)
+def copysign(input: Tensor, other: Tensor | Number) -> Tensor:
+    check_tensor("copysign", "input", input)
+    magnitude = abs(input.to(dtype=float_result_type(input, other)))
+    if not isinstance(other, Tensor):
+        return neg(magnitude) if math.copysign(1.0, other) < 0 else magnitude
+    # where's gradient is PyTorch's: grad * sign(input) * sign(other) through abs, 0 at input == 0;
+    # the outer where gives other its zero gradient, as PyTorch does (its value is never taken)
+    result = where(signbit(other), neg(magnitude), magnitude)
+    return where(filled((), True, dt.bool_, other._device), result, other) if other.requires_grad else result
+
+
+def _nan_ignoring(name, input, other, keep_input):
+    check_tensor(name, "input", input)
+    check_tensor(name, "other", other)
+    # ties and a NaN other take input, as PyTorch's gradient does (all of it to input)
+    return where(logical_or(keep_input, isnan(other)), input, other)
+
+
+@op("fmax", doc="The elementwise maximum, a NaN taken only where both are NaN.", composite=True)
+def fmax(input: Tensor, other: Tensor) -> Tensor:
+    return _nan_ignoring("fmax", input, other, ge(input, other))
+
+
+@op("fmin", doc="The elementwise minimum, a NaN taken only where both are NaN.", composite=True)
+def fmin(input: Tensor, other: Tensor) -> Tensor:
+    return _nan_ignoring("fmin", input, other, le(input, other))
+
+
+@op("rsub", doc="other - alpha * input (sub with the operands swapped).", composite=True, method=False)
+def rsub(input: Tensor | Number, other: Tensor | Number, *, alpha: Number = 1) -> Tensor:
+    return sub(other, input, alpha=alpha)

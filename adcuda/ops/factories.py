@@ -6,6 +6,7 @@ backend with that device current."""
 
 from __future__ import annotations
 
+import collections.abc
 import math
 import numbers
 from typing import TYPE_CHECKING
@@ -16,7 +17,7 @@ from .. import _interop
 from .. import dtypes as dt
 from ..backends import backend_for
 from ..device import CPU, as_device
-from ..errors import DTypeError, ShapeError
+from ..errors import DTypeError, InvalidArgumentError, ShapeError
 from ..tensor import Size, Tensor, primitives_on
 from .common import on_device
 from .registry import op
@@ -26,7 +27,8 @@ if TYPE_CHECKING:
 
 
 def shape_arg(name, size):
-    """``size`` as given to a factory (ints, or one tuple/list/Size) as a tuple of ints."""
+    """``size`` as given to a factory (ints, or one tuple/list/Size; ``size=(3, 4)`` by keyword arrives
+    as the latter) as a tuple of ints."""
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
     elif len(size) == 1 and hasattr(size[0], "__iter__") and not isinstance(size[0], (str, bytes)):
@@ -86,7 +88,7 @@ def _infer_dtype(obj):
     stack = [obj]
     while stack:
         x = stack.pop()
-        if isinstance(x, (list, tuple)):
+        if isinstance(x, (list, tuple)) or _is_other_sequence(x):
             stack.extend(x)
             continue
         if isinstance(x, (np.generic, np.ndarray)):
@@ -95,6 +97,23 @@ def _infer_dtype(obj):
             d = dt.default_for_category(dt.scalar_category(x))
         result = d if result is None else dt.promote(result, d)
     return result or dt.default_float
+
+
+def _not_data(data):
+    """PyTorch's error for data that is not numbers: text is a TypeError, any other object (a set, a
+    generator, None) a RuntimeError, since it cannot infer a dtype from it."""
+    items = list(_flatten_once(data)) if isinstance(data, (list, tuple)) else [data]
+    text = next((x for x in items if isinstance(x, (str, bytes))), None)
+    if text is not None:
+        return DTypeError(f"tensor: invalid data type '{type(text).__name__}'")
+    odd = next((x for x in items if not isinstance(x, (numbers.Number, np.generic, np.ndarray))), data)
+    return InvalidArgumentError(f"tensor: could not infer dtype of {type(odd).__name__}")
+
+
+def _is_other_sequence(x):
+    """A sequence PyTorch reads as nested data beside lists and tuples (range, deque, array.array);
+    strings are not data."""
+    return isinstance(x, collections.abc.Sequence) and not isinstance(x, (list, tuple, str, bytes, bytearray))
 
 
 def _flatten_once(data):
@@ -132,13 +151,15 @@ def tensor(
             if dtype is None:
                 dtype = dt.from_numpy_dtype(arr.dtype, "tensor")
         else:
+            if _is_other_sequence(data):
+                data = list(data)
             if isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in _flatten_once(data)):
                 data = _tensors_to_lists(data)
             if dtype is None:
                 try:
                     dtype = _infer_dtype(data)
                 except DTypeError:
-                    raise DTypeError(f"tensor: could not infer dtype of {type(data).__name__}") from None
+                    raise _not_data(data) from None
             try:
                 arr = np.array(data, dtype=dtype.numpy if dtype.numpy is not None else np.float32)
             except ValueError as e:
@@ -484,7 +505,7 @@ def _legacy_type(name, dtype):
     )
 
 
-Tensor.__new__ = _tensor_new
+Tensor.__new__ = _tensor_new  # type: ignore[method-assign]  # the legacy constructor, made here (tensor.py has no ops)
 FloatTensor = _legacy_type("FloatTensor", dt.float32)
 DoubleTensor = _legacy_type("DoubleTensor", dt.float64)
 HalfTensor = _legacy_type("HalfTensor", dt.float16)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
 from ..autograd.graph import needs_grad
-from ..errors import DeviceError, DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
+from ..errors import DeviceError, DTypeError, IndexOutOfRangeError, IndexValueError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import broadcast_shapes, cast, constant, filled, int_tuple, wrap, wrap_dim
 from .dispatch import host_step
@@ -37,20 +37,45 @@ def _is_basic_item(k):
     )
 
 
+def _int_or_none(bound):
+    """A slice bound as an int (a 0-d tensor's value too), or None."""
+    return bound if bound is None or bound.__class__ is int else int(bound)
+
+
+def _sequence_as_tuple(key):
+    """PyTorch reads a list key that holds a slice, None, Ellipsis, a sequence, a tensor or an array as
+    a tuple of indices (``x[[0, [1]]]`` is ``x[0, [1]]``), any other sequence as one index tensor
+    (``x[[0, 1]]``, ``x[range(2)]``)."""
+    if len(key) >= 32:
+        return False
+    for k in key:
+        if k is None or k is Ellipsis or isinstance(k, (slice, list, tuple, range)):
+            return True
+        if isinstance(k, Tensor):
+            return True
+        if hasattr(k, "__array__") and getattr(k, "ndim", 0):
+            return True
+    return False
+
+
 def convert_key(input, key, name):
-    """The key as the backend takes it, and whether it is basic (gives a view)."""
+    """``(backend key, basic, move)``: the key as the backend takes it (NumPy's rules), whether it is
+    basic (gives a view), and where PyTorch's rule places the dims of the index tensors elsewhere than
+    NumPy's: None, or ``(at, to, count, ndim)``: the ``count`` dims at ``at`` of NumPy's result (of ``ndim``
+    dims) belong at ``to``."""
     if key.__class__ is int:
-        return (key,), True
+        return (key,), True, None
     if (
         key.__class__ is slice
         and key.start.__class__ in _PLAIN
         and key.stop.__class__ in _PLAIN
         and (key.step is None or key.step.__class__ is int and key.step > 0)
     ):
-        return (key,), True
+        return (key,), True, None
     if not isinstance(key, tuple):
-        key = (key,)
+        key = tuple(key) if isinstance(key, list) and _sequence_as_tuple(key) else (key,)
     out, basic = [], True
+    kinds = []  # per item: (kind, dims of the index) for placing the index dims as PyTorch does
     for k in key:
         if isinstance(k, Tensor):
             if k._device != input._device:
@@ -61,23 +86,97 @@ def convert_key(input, key, name):
                 )
             out.append(k._data)
             basic = False
+            if k.dtype is dt.bool_:
+                kinds.append(("array", 1, k.ndim))
+            else:
+                kinds.append(("int", 0, 1) if k.ndim == 0 else ("array", k.ndim, 1))
         elif isinstance(k, slice):
             if k.step is not None and int(k.step) <= 0:
                 raise ValueError(f"{name}: slice step must be greater than zero, got {k.step}")
-            out.append(slice(*(int(v) if v is not None else None for v in (k.start, k.stop, k.step))))
+            out.append(slice(_int_or_none(k.start), _int_or_none(k.stop), _int_or_none(k.step)))
+            kinds.append(("kept", 1, 1))
         elif _is_basic_item(k):
-            out.append(int(k) if isinstance(k, numbers.Integral) else k)
+            if k is None:
+                out.append(None)
+                kinds.append(("kept", 1, 0))
+            elif k is Ellipsis:
+                out.append(Ellipsis)
+                kinds.append(("ellipsis", 0, 0))
+            else:
+                out.append(int(k))
+                kinds.append(("int", 0, 1))
         elif isinstance(k, bool):
             out.append(k)
             basic = False
-        elif isinstance(k, (list, tuple)) or hasattr(k, "__array__"):
+            kinds.append(("array", 1, 0))
+        elif isinstance(k, (list, tuple, range)) or hasattr(k, "__array__"):
             idx = tensor(k, device=input._device)
             if idx.numel() == 0:
                 idx = cast(idx, dt.int64)
             return convert_key(input, key[: len(out)] + (idx,) + key[len(out) + 1 :], name)
+        elif isinstance(k, (str, bytes, dict, set)):
+            raise DTypeError(f"{name}: unsupported index of type {type(k).__name__}")
         else:
-            raise TypeError(f"{name}: unsupported index of type {type(k).__name__}")
-    return tuple(out), basic
+            raise IndexOutOfRangeError(
+                f"{name}: only integers, slices (`:`), ellipsis (`...`), None and long or byte tensors "
+                f"are valid indices, got {type(k).__name__}"
+            )
+    return tuple(out), basic, None if basic else _torch_placement(kinds, input.ndim)
+
+
+def _torch_placement(kinds, ndim):
+    """Where the dims of the index tensors go by PyTorch's rule, if NumPy's puts them elsewhere.
+
+    NumPy counts integers (and 0-d integer tensors) as advanced indices once any index array is
+    present, and an Ellipsis, even one standing for no dims, separates index arrays. PyTorch applies
+    integers first as selections (they drop their dim and separate nothing) and then indexes with the
+    tensors, which are adjacent unless a kept dim (a slice, None, or an Ellipsis over dims) stands
+    between them. Adjacent index dims go where the first index stood, else first; the two results then
+    differ only by where that block of dims is."""
+    ellipsis_dims = ndim - sum(consumed for _, _, consumed in kinds)
+    block = max((dims for kind, dims, _ in kinds if kind == "array"), default=0)
+    if block == 0:
+        return None
+    kept_before = []  # kept dims before each item
+    kept = 0
+    for kind, _, _ in kinds:
+        kept_before.append(kept)
+        if kind == "kept":
+            kept += 1
+        elif kind == "ellipsis":
+            kept += ellipsis_dims
+
+    def first_and_adjacent(is_advanced, separates):
+        positions = [i for i, item in enumerate(kinds) if is_advanced(item)]
+        first, last = positions[0], positions[-1]
+        adjacent = not any(separates(kinds[i]) for i in range(first + 1, last))
+        return (kept_before[first] if adjacent else 0), adjacent
+
+    numpy_at, _ = first_and_adjacent(
+        lambda item: item[0] in ("array", "int"), lambda item: item[0] in ("kept", "ellipsis")
+    )
+    torch_at, _ = first_and_adjacent(
+        lambda item: item[0] == "array",
+        lambda item: item[0] == "kept" or (item[0] == "ellipsis" and ellipsis_dims > 0),
+    )
+    if numpy_at == torch_at:
+        return None
+    if not any(kind == "ellipsis" for kind, _, _ in kinds):
+        kept += ellipsis_dims  # the dims after the key's last item are kept too
+    return numpy_at, torch_at, block, kept + block
+
+
+def _moved(t, move, back=False):
+    """``t`` (NumPy's layout of an indexing result) with its block of index dims moved to PyTorch's
+    place; ``back``: the other way (a value to write, from PyTorch's layout to NumPy's)."""
+    at, to, count, _ = move
+    if back:
+        at, to = to, at
+    order = list(range(t.ndim))
+    block = order[at : at + count]
+    del order[at : at + count]
+    order[to:to] = block
+    return t.permute(order)
 
 
 def _index_error(name, input, key, err):
@@ -156,8 +255,11 @@ def index_key(input: Tensor, bkey: tuple, key: Any = None) -> Tensor:
     operators=("__getitem__",),
 )
 def getitem(input: Tensor, key: Any) -> Tensor:
-    bkey, basic = convert_key(input, key, "index")
-    return slice_key(input, bkey, key) if basic else index_key(input, bkey, key)
+    bkey, basic, move = convert_key(input, key, "index")
+    if basic:
+        return slice_key(input, bkey, key)
+    out = index_key(input, bkey, key)
+    return out if move is None else _moved(out, move)
 
 
 def _take(g, bkey):
@@ -215,7 +317,21 @@ def index_put_key(
 )
 def index_put(input: Tensor, indices: tuple[Tensor, ...], values: Tensor | Number, accumulate: bool = False) -> Tensor:
     key = tuple(indices)
-    return index_put_key(input, convert_key(input, key, "index_put")[0], values, accumulate, key)
+    bkey, _, move = convert_key(input, key, "index_put")
+    return index_put_key(input, bkey, _values_in_numpy_layout(values, move), accumulate, key)
+
+
+def _values_in_numpy_layout(value, move):
+    """A value to write at an advanced key, its dims laid out as the backend's (NumPy's) indexing result
+    has them, from PyTorch's layout (``convert_key``'s ``move``); size-1 dims broadcast as before."""
+    if move is None or not isinstance(value, Tensor) or value.ndim == 0:
+        return value
+    ndim = move[3]
+    if value.ndim < ndim:  # a value broadcasts from the right: its missing leading dims are size 1
+        value = value.reshape((1,) * (ndim - value.ndim) + tuple(value.shape))
+    lead = value.ndim - ndim  # more leading dims than the result has: size 1, or the write fails
+    at, to, count, _ = move
+    return _moved(value, (at + lead, to + lead, count, ndim), back=True)
 
 
 @op(
@@ -230,7 +346,8 @@ def setitem(input: Tensor, key: Any, value: Tensor | Number) -> None:
     check_inplace_allowed(input, "index_put_")
     if isinstance(value, Tensor) and value._device != input._device:
         raise DeviceError(f"index_put_: value on {value._device} for a tensor on {input._device}")
-    bkey, basic = convert_key(input, key, "index_put_")
+    bkey, basic, move = convert_key(input, key, "index_put_")
+    value = _values_in_numpy_layout(value, move)
     if needs_grad(input, value):
         if basic:
             _write_into_view(input, key, value)
@@ -278,7 +395,8 @@ def _write_into_view(input, key, value):
 # gather, scatter_add, index_select
 def _check_index_tensor(name, input, dim, index, same_rank=True):
     if not isinstance(index, Tensor) or index.dtype.category != dt.INTEGER:
-        raise DTypeError(
+        # a tensor of another dtype: PyTorch's RuntimeError; not a tensor at all: its TypeError
+        raise (IndexValueError if isinstance(index, Tensor) else DTypeError)(
             f"{name}: index must be an int64 tensor, got "
             f"{index.dtype if isinstance(index, Tensor) else type(index).__name__}"
         )
@@ -299,7 +417,9 @@ def _check_index_range(name, index, d, input_shape):
     hi = int(index.max().item())
     n = input_shape[d] if input_shape else 1
     if lo < 0 or hi >= n:
-        raise IndexOutOfRangeError(
+        # PyTorch: a RuntimeError, but index_select along dim 0 raises IndexError
+        error = IndexOutOfRangeError if name == "index_select" and d == 0 else IndexValueError
+        raise error(
             f"{name}: index {hi if hi >= n else lo} is out of bounds for "
             f"dimension {d} with size {n} (input shape {fmt_shape(input_shape)})"
         )
@@ -359,15 +479,21 @@ def scatter_add(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
 @op("index_select", doc="The entries of input at the 1-D index along dim.", composite=True)
 def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
     if not isinstance(index, Tensor) or index.ndim > 1:
-        raise ShapeError("index_select: index must be a 1-D int64 tensor")
+        raise IndexOutOfRangeError("index_select: index must be a 1-D int64 tensor (a vector)")
     d = _check_index_tensor("index_select", input, dim, index, same_rank=False)
+    if input.ndim == 0:
+        if index.numel() != 1:
+            raise IndexOutOfRangeError(
+                f"index_select: index to a 0-d tensor can have only 1 value, got {index.numel()}"
+            )
+        return input.clone()
     return getitem(input, (slice(None),) * d + (index.reshape(-1),))
 
 
 @op("masked_fill", doc="input with value where mask is true.", composite=True, inplace=True)
 def masked_fill(input: Tensor, mask: Tensor, value: Tensor | Number) -> Tensor:
     if not isinstance(mask, Tensor) or mask.dtype is not dt.bool_:
-        raise DTypeError(
+        raise (IndexValueError if isinstance(mask, Tensor) else DTypeError)(
             f"masked_fill: mask must be a bool tensor, got "
             f"{mask.dtype if isinstance(mask, Tensor) else type(mask).__name__}"
         )
@@ -501,8 +627,12 @@ def scatter(
         src, value = None, src  # scatter(input, dim, index, 1.5): the scalar overload
     if (src is None) == (value is None):
         raise DTypeError(f"{name}: give either src (a Tensor) or value (a number)")
-    if input.ndim == 0:
-        raise ShapeError(f"{name}: input must have at least one dim, got a 0-d tensor")
+    if input.ndim == 0:  # PyTorch takes a 0-d input as one element along dim 0 (or -1)
+        _check_index_tensor(name, input, dim, index)
+        one = scatter(
+            input.reshape(1), 0, index.reshape(-1), src if src is None else src.reshape(-1), value, reduce=reduce
+        )
+        return one.reshape(())
     d = _check_scatter_index(name, input, dim, index)
     if src is None:
         src = full(tuple(index.shape), value, dtype=input.dtype, device=input.device)
@@ -532,8 +662,11 @@ def scatter_reduce(
     name = "scatter_reduce"
     if reduce not in _REDUCTIONS:
         raise ValueError(f"{name}: reduce must be one of {', '.join(map(repr, _REDUCTIONS))}, got {reduce!r}")
-    if input.ndim == 0:
-        raise ShapeError(f"{name}: input must have at least one dim, got a 0-d tensor")
+    if input.ndim == 0:  # one element along dim 0 (or -1), as PyTorch takes it
+        _check_index_tensor(name, input, dim, index)
+        src = src.reshape(-1) if isinstance(src, Tensor) else src
+        one = scatter_reduce(input.reshape(1), 0, index.reshape(-1), src, reduce, include_self=include_self)
+        return one.reshape(())
     d = _check_scatter_index(name, input, dim, index)
     src = _src_part(name, src, index, input)
     if index.numel() == 0:
@@ -745,19 +878,47 @@ def argwhere(input: Tensor) -> Tensor:
     return nonzero(input)
 
 
-@op("diagonal", doc="The diagonal at offset of the planes of dim1 and dim2, as the last dim.", composite=True)
+@op(
+    "diagonal",
+    doc="The diagonal at offset of the planes of dim1 and dim2, as the last dim (a view where the strides allow).",
+    composite=True,
+)
 def diagonal(input: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
-    if input.ndim < 2:
-        raise ShapeError(f"diagonal: input must be at least 2-d, got shape {fmt_shape(input.shape)}")
     d1, d2 = wrap_dim(dim1, input.ndim, "diagonal"), wrap_dim(dim2, input.ndim, "diagonal")
     if d1 == d2:
         raise ShapeError(f"diagonal: dim1 and dim2 cannot be the same dim ({d1})")
+    if input.ndim < 2:
+        raise ShapeError(f"diagonal: input must be at least 2-d, got shape {fmt_shape(input.shape)}")
+    for first, second, at in ((d1, d2, offset), (d2, d1, -offset)):
+        view = _diagonal_view(input.movedim((first, second), (-2, -1)), at)
+        if view is not None:
+            return view
     planes = input.movedim((d1, d2), (-2, -1))
-    rows, cols = planes.shape[-2], planes.shape[-1]
-    start_row, start_col = max(-offset, 0), max(offset, 0)
-    n = max(min(rows - start_row, cols - start_col), 0)
+    start_row, start_col, n = _diagonal_extent(planes.shape[-2], planes.shape[-1], offset)
     steps = arange(n, device=input.device)
     return getitem(planes, (Ellipsis, steps + start_row, steps + start_col))
+
+
+def _diagonal_extent(rows, cols, offset):
+    start_row, start_col = max(-offset, 0), max(offset, 0)
+    return start_row, start_col, max(min(rows - start_row, cols - start_col), 0)
+
+
+def _diagonal_view(planes, offset):
+    """The diagonal of the last two dims of ``planes`` as a strided view, as PyTorch gives it: the two
+    dims merged into one (a view where their strides allow: row stride = column stride * columns),
+    then every (columns + 1)-th element of it from the diagonal's first, so the view's stride is the
+    sum of the two. None where the dims cannot merge without a copy."""
+    rows, cols = planes.shape[-2], planes.shape[-1]
+    start_row, start_col, n = _diagonal_extent(rows, cols, offset)
+    lead = tuple(planes.shape[:-2])
+    if primitives(planes).view(planes._data, lead + (rows * cols,)) is None:
+        return None
+    flat = planes.reshape(lead + (rows * cols,))
+    if n == 0:  # an offset past the corner: an empty view
+        return flat[..., :0]
+    start = start_row * cols + start_col
+    return flat[..., start : start + (n - 1) * (cols + 1) + 1 : cols + 1]
 
 
 _diagonal_of = diagonal  # diag's parameter is called diagonal, as in PyTorch
@@ -774,6 +935,11 @@ def diag(input: Tensor, diagonal: int = 0) -> Tensor:
     steps = arange(n, device=input.device)
     out = full((size, size), 0, dtype=input.dtype, device=input.device)
     return index_put(out, (steps + max(-diagonal, 0), steps + max(diagonal, 0)), input)
+
+
+@op("diagflat", doc="input flattened, as the diagonal (at offset) of a square matrix.", composite=True)
+def diagflat(input: Tensor, offset: int = 0) -> Tensor:
+    return diag(input.reshape(-1), offset)
 
 
 @op("trace", doc="The sum of the main diagonal of a matrix.", composite=True)
@@ -1020,6 +1186,10 @@ def fill_diagonal_(self: Tensor, fill_value: Number, wrap: bool = False) -> Tens
     step = sum(strides)
     rows, cols = self.shape[0], self.shape[-1]
     count = min(self.shape) if not (wrap and self.ndim == 2 and rows > cols) else (self.numel() - 1) // step + 1
+    if count and self.is_contiguous():
+        # the diagonal as a strided view of the flat memory, written in place: no mask over every element
+        self.view(-1)[: (count - 1) * step + 1 : step].fill_(fill_value)
+        return self
     positions = arange(count, device=self.device) * step
     mask = index_put(full((self.numel(),), False, dtype=dt.bool_, device=self.device), (positions,), True)
     return self.masked_fill_(mask.reshape(tuple(self.shape)), fill_value)

@@ -17,7 +17,7 @@ from ..tensor import Tensor, primitives, replay_view
 
 def check_inplace_allowed(t, op):
     data = t._data
-    if 0 in data.strides and any(st == 0 and n > 1 for st, n in zip(data.strides, data.shape)):
+    if 0 in data.strides and 0 not in data.shape and any(st == 0 and n > 1 for st, n in zip(data.strides, data.shape)):
         raise ShapeError(
             f"{op}: unsupported operation: more than one element of the written-to tensor refers to a "
             f"single memory location (shape {fmt_shape(t.shape)}, stride {t.stride()}: an expanded "

@@ -37,10 +37,9 @@ def _draw(name, prim, shape, dtype, device, requires_grad, generator, *args):
     return new_tensor(name, draw, shape, dtype, device, requires_grad)
 
 
-def _draw_floating(name, size, dtype, device, requires_grad, generator):
-    """rand's and randn's body: samples of ``size`` from the primitive of the op's own name, in a
+def _draw_floating(name, shape, dtype, device, requires_grad, generator):
+    """rand's and randn's body: samples of ``shape`` from the primitive of the op's own name, in a
     floating point dtype."""
-    shape = shape_arg(name, size)
     if dtype is not None and not dt.as_dtype(dtype).is_floating_point:
         raise DTypeError(f"{name}: expected a floating point dtype, got {dtype}")
     return _draw(name, name, shape, dtype, device, requires_grad, generator)
@@ -54,7 +53,7 @@ def rand(
     device: Device | str | None = None,
     requires_grad: bool = False,
 ) -> Tensor:
-    return _draw_floating("rand", size, dtype, device, requires_grad, generator)
+    return _draw_floating("rand", shape_arg("rand", size), dtype, device, requires_grad, generator)
 
 
 @op("randn", doc="Standard normal samples.", method=False)
@@ -65,7 +64,7 @@ def randn(
     device: Device | str | None = None,
     requires_grad: bool = False,
 ) -> Tensor:
-    return _draw_floating("randn", size, dtype, device, requires_grad, generator)
+    return _draw_floating("randn", shape_arg("randn", size), dtype, device, requires_grad, generator)
 
 
 @op("randint", doc="Uniform integers from [low, high) (int64 by default).", method=False)

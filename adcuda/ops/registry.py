@@ -51,7 +51,7 @@ from . import dispatch
 VAR_POSITIONAL, KEYWORD_ONLY = Parameter.VAR_POSITIONAL, Parameter.KEYWORD_ONLY
 POSITIONAL_ONLY, POSITIONAL_OR_KEYWORD = Parameter.POSITIONAL_ONLY, Parameter.POSITIONAL_OR_KEYWORD
 
-_REGISTRY = {}
+_REGISTRY: "dict[str, OpDef]" = {}  # name -> declaration (OpDef is defined below)
 
 # what type checkers see ``@op(...)`` make of a forward: a function of the same signature (the entry)
 Forward = TypeVar("Forward", bound=Callable[..., Any])

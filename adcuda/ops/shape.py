@@ -7,13 +7,14 @@ base's memory and, through the dispatch point, its version counter."""
 
 from __future__ import annotations
 
+import numbers
 import operator
 from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
 from ..autograd.graph import sum_to_shape
-from ..errors import DTypeError, ShapeError, fmt_shape
-from ..tensor import Tensor, primitives
+from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
+from ..tensor import Size, Tensor, primitives
 from .common import broadcast_shapes, cast, check_same_device, result_type, wrap, wrap_dim
 from .dispatch import NotAView
 from .factories import arange, full
@@ -79,8 +80,8 @@ def _reshape_fused_grad(grad, input_shape):
     grads={"input": lambda grad, input_shape: grad.reshape(input_shape)},
     fused={"input": _reshape_fused_grad},
 )
-def view(input: Tensor, *shape: int | Sequence[int] | DType) -> Tensor:
-    shape = _infer_shape("view", shape, input._data.size)
+def view(input: Tensor, *size: int | Sequence[int] | DType) -> Tensor:
+    shape = _infer_shape("view", size, input._data.size)
     data = primitives(input).view(input._data, shape)
     if data is None:
         raise ShapeError(
@@ -144,7 +145,9 @@ def squeeze(input: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
         axes = {i for i, n in enumerate(shape) if n == 1}
     else:
         dims = (dim,) if isinstance(dim, int) else tuple(dim)
-        axes = {wrap_dim(d, input.ndim, "squeeze") for d in dims} if input.ndim else set()
+        axes = {wrap_dim(d, input.ndim, "squeeze") for d in dims}  # checked on a 0-d tensor too
+        if not input.ndim:
+            axes = set()
         axes = {a for a in axes if shape[a] == 1}
     return reshape(input, tuple(n for i, n in enumerate(shape) if i not in axes))
 
@@ -157,6 +160,8 @@ def unsqueeze(input: Tensor, dim: int) -> Tensor:
 
 
 def _permutation(input, dims):
+    if not dims:
+        raise DTypeError("permute: missing 1 required positional argument: 'dims'")
     if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
         dims = tuple(dims[0])
     if len(dims) != input.ndim:
@@ -202,7 +207,7 @@ def permute(input: Tensor, *dims: int | Sequence[int]) -> Tensor:
 def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
     if input.ndim == 0:
         wrap_dim(dim0, 0, "transpose"), wrap_dim(dim1, 0, "transpose")
-        return permute(input)
+        return permute(input, ())
     a = wrap_dim(dim0, input.ndim, "transpose")
     b = wrap_dim(dim1, input.ndim, "transpose")
     axes = list(range(input.ndim))
@@ -214,7 +219,7 @@ def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
 def t(input: Tensor) -> Tensor:
     if input.ndim > 2:
         raise ShapeError(f"t: expects a tensor with <= 2 dimensions, but got shape {fmt_shape(input.shape)}")
-    return transpose(input, 0, 1) if input.ndim == 2 else input
+    return transpose(input, 0, 1) if input.ndim == 2 else permute(input, tuple(range(input.ndim)))  # a view
 
 
 @op("T", doc="All dims reversed.", composite=True, function=False, as_property=True)
@@ -224,6 +229,8 @@ def T(input: Tensor) -> Tensor:  # noqa: N802 (PyTorch's name)
 
 @op("mT", doc="The last two dims swapped (batches of matrices).", composite=True, function=False, as_property=True)
 def mT(input: Tensor) -> Tensor:  # noqa: N802 (PyTorch's name)
+    if input.ndim == 0:  # PyTorch gives a 0-d tensor back as it is
+        return permute(input, ())
     if input.ndim < 2:
         raise ShapeError(
             f"mT: tensor.mT is only supported on matrices or batches of matrices, got a "
@@ -238,6 +245,12 @@ def movedim(input: Tensor, source: int | Sequence[int], destination: int | Seque
     dst = [destination] if isinstance(destination, int) else list(destination)
     src = [wrap_dim(s, input.ndim, "movedim") for s in src]
     dst = [wrap_dim(s, input.ndim, "movedim") for s in dst]
+    if len(src) != len(dst):
+        raise ShapeError(f"movedim: source {tuple(src)} and destination {tuple(dst)} must have the same number of dims")
+    if len(set(src)) != len(src) or len(set(dst)) != len(dst):
+        raise ShapeError(f"movedim: repeated dim in source {tuple(src)} or destination {tuple(dst)}")
+    if input.ndim == 0:  # dim 0 (or -1) of a 0-d tensor names the tensor itself
+        return permute(input, ())
     order = [i for i in range(input.ndim) if i not in src]
     for s, d in sorted(zip(dst, src)):
         order.insert(s, d)
@@ -278,8 +291,8 @@ def _expanded_shape(input, sizes):
     node="ExpandBackward0",
     grads={"input": lambda grad, input_shape: sum_to_shape(grad, input_shape)},
 )
-def expand(input: Tensor, *sizes: int | Sequence[int]) -> Tensor:
-    target = _expanded_shape(input, sizes)
+def expand(input: Tensor, *size: int | Sequence[int]) -> Tensor:
+    target = _expanded_shape(input, size)
     if target == input._data.shape:
         return input
     return wrap(primitives(input).expand(input._data, target), input._device)
@@ -303,24 +316,43 @@ def broadcast_tensors(*tensors: Tensor) -> tuple[Tensor, ...]:
 
 # ------------------------------------------------------------------------------------------------
 # copies
+def _dims_arg(dims):
+    """Dims given as varargs (``x.flip(0, 2)``) or as one sequence (``flip(x, (0, 2))``; ``dims=(0, 2)``
+    by keyword arrives so too), as a tuple."""
+    if len(dims) == 1 and not isinstance(dims[0], numbers.Integral):
+        return tuple(dims[0])
+    return tuple(dims)
+
+
 def _flip_axes(ndim, dims):
-    dims = (dims,) if isinstance(dims, int) else tuple(dims)
-    return tuple(wrap_dim(d, ndim, "flip") for d in dims) if ndim else ()
+    axes = tuple(wrap_dim(d, ndim, "flip") for d in dims)  # checked on a 0-d tensor too, as PyTorch does
+    if len(set(axes)) != len(axes):
+        raise ShapeError(f"flip: dims {tuple(dims)} name a dim more than once")
+    return axes if ndim else ()
 
 
 @op(
-    "flip",
-    doc="The order of elements reversed along dims (a copy).",
+    "flip_dims",
+    doc="flip with its dims as one tuple (what flip records).",
     node="FlipBackward0",
-    grads={"input": lambda grad, input_shape, dims: flip(grad, _flip_axes(len(input_shape), dims))},
+    function=False,
+    method=False,
+    grads={"input": lambda grad, input_shape, dims: flip_dims(grad, _flip_axes(len(input_shape), dims))},
 )
-def flip(input: Tensor, dims: int | Sequence[int]) -> Tensor:
+def flip_dims(input: Tensor, dims: tuple) -> Tensor:
     bk = primitives(input)
     return wrap(bk.contiguous(bk.flip(input._data, _flip_axes(input.ndim, dims))), input._device)
 
 
+@op("flip", doc="The order of elements reversed along dims (a copy).", composite=True)
+def flip(input: Tensor, *dims: int | Sequence[int]) -> Tensor:
+    return flip_dims(input, _dims_arg(dims))
+
+
 @op("narrow", doc="length elements of dim from start (a view).", composite=True)
 def narrow(input: Tensor, dim: int, start: int | Tensor, length: int) -> Tensor:
+    if input.ndim == 0:
+        raise ShapeError("narrow: cannot be applied to a 0-dim tensor")
     d = wrap_dim(dim, input.ndim, "narrow")
     size = input.shape[d]
     if start < 0:
@@ -353,6 +385,25 @@ def clone(input: Tensor) -> Tensor:
     return wrap(data, input._device)
 
 
+def _same_kind_arrays(tensors):
+    """The arrays of ``tensors`` where all are Tensors on one device object with one dtype and number of
+    dims (the common case, checked in one pass over the arrays); None where any is not, for the general
+    path's checks, errors and type promotion."""
+    first = tensors[0]
+    if not isinstance(first, Tensor):
+        return None
+    device, dtype, ndim = first._device, first._data.dtype, first._data.ndim
+    arrays = []
+    for t in tensors:
+        if not isinstance(t, Tensor) or t._device is not device:
+            return None
+        a = t._data
+        if a.dtype != dtype or a.ndim != ndim:
+            return None
+        arrays.append(a)
+    return arrays
+
+
 def _cat_parts(tensors):
     """The tensors cat joins: PyTorch skips legacy empty 1-d tensors of shape (0,)."""
     return [t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)] or tensors[:1]
@@ -383,6 +434,17 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     tensors = list(tensors)
     if not tensors:
         raise ValueError("cat: expected a non-empty list of Tensors")
+    arrays = _same_kind_arrays(tensors)
+    if arrays is not None and dim.__class__ is int:
+        # one pass over the arrays where nothing needs promoting (the per-tensor checks below cost
+        # about 2 us a tensor); both backends' cat refuse other sizes but along dim (ValueError), and
+        # the general path then says which
+        ndim = arrays[0].ndim
+        if ndim and -ndim <= dim < ndim:
+            try:
+                return wrap(primitives(tensors[0]).cat(arrays, dim % ndim), tensors[0]._device)
+            except ValueError:
+                pass
     for i, x in enumerate(tensors):
         if not isinstance(x, Tensor):
             raise TypeError(f"cat: expected a sequence of Tensors, but element {i} is {type(x).__name__}")
@@ -402,22 +464,66 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     return wrap(primitives(ref).cat([cast(p, dtype)._data for p in parts], d), dev)
 
 
-@op("stack", doc="The tensors (of one shape) joined along a new dim.", composite=True, method=False)
+def _stack_grad(grad, dim):
+    return unbind(grad, wrap_dim(dim, grad.ndim, "stack"))
+
+
+@op(
+    "stack",
+    doc="The tensors (of one shape) joined along a new dim.",
+    node="StackBackward0",
+    method=False,
+    grads={"tensors": _stack_grad},
+)
 def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    # one op of its own, not an unsqueeze per tensor and a cat: a batch built of 32 rows took 32 + 1
+    # dispatches (about 35x PyTorch's time)
     tensors = list(tensors)
     if not tensors:
         raise ValueError("stack: expected a non-empty list of Tensors")
-    shapes = {tuple(x.shape) for x in tensors}
-    if len(shapes) > 1:
+    arrays = _same_kind_arrays(tensors)
+    if arrays is None:
+        for i, x in enumerate(tensors):
+            if not isinstance(x, Tensor):
+                raise DTypeError(f"stack: tensors[{i}] must be a Tensor, got {type(x).__name__}")
+        check_same_device("stack", *tensors)
+        dtype = result_type(*tensors)
+        arrays = [cast(x, dtype)._data for x in tensors]
+    shape = arrays[0].shape
+    if any(a.shape != shape for a in arrays):
         raise ShapeError(
             "stack: expects each tensor to be equal size, but got " + ", ".join(fmt_shape(x.shape) for x in tensors)
         )
-    d = wrap_dim(dim, tensors[0].ndim + 1, "stack")
-    return cat([unsqueeze(x, d) for x in tensors], d)
+    d = wrap_dim(dim, len(shape) + 1, "stack")
+    bk = primitives(tensors[0])
+    if d < len(shape):  # joined along d, then d split into (number of tensors, its size): one copy
+        out = bk.view(bk.cat(arrays, d), shape[:d] + (len(arrays),) + shape[d:])
+    else:  # a new last dim (0-d tensors too): each array viewed with a trailing dim of 1
+        unit = shape + (1,)
+        out = bk.cat([_view_or_copy(bk, a, unit) for a in arrays], d)
+    return wrap(out, tensors[0]._device)
+
+
+def _view_or_copy(bk, a, shape):
+    view = bk.view(a, shape)
+    return view if view is not None else bk.view(bk.contiguous(a), shape)
+
+
+def _require_dims(name, input):
+    if input.ndim == 0:
+        raise ShapeError(f"{name}: expects at least a 1-dimensional tensor, got a 0-d tensor")
+
+
+def _real_dim(name, input, dim):
+    """``dim`` wrapped, for an op that needs the dim to exist (a 0-d tensor has none)."""
+    if input.ndim == 0:
+        raise IndexOutOfRangeError(f"{name}: dimension specified as {dim} but tensor has no dimensions")
+    return wrap_dim(dim, input.ndim, name)
 
 
 @op("split", doc="Pieces of split_size (or of the listed sizes) along dim (views).", composite=True)
 def split(input: Tensor, split_size_or_sections: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
+    _require_dims("split", input)
     d = wrap_dim(dim, input.ndim, "split")
     size = input.shape[d]
     if isinstance(split_size_or_sections, int):
@@ -440,6 +546,7 @@ def split(input: Tensor, split_size_or_sections: int | Sequence[int], dim: int =
 def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     if chunks <= 0:
         raise ValueError(f"chunk: chunks must be positive, got {chunks}")
+    _require_dims("chunk", input)
     d = wrap_dim(dim, input.ndim, "chunk")
     size = input.shape[d]
     if size == 0:  # PyTorch gives ``chunks`` empty pieces here
@@ -450,7 +557,7 @@ def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
 
 @op("unbind", doc="The slices along dim, as a tuple (views).", composite=True)
 def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
-    d = wrap_dim(dim, input.ndim, "unbind")
+    d = _real_dim("unbind", input, dim)
     return tuple(select(input, d, i) for i in range(input.shape[d]))
 
 
@@ -579,7 +686,7 @@ def roll(input: Tensor, shifts: int | Sequence[int], dims: int | Sequence[int] |
         )
     out = input
     for shift, dim in zip(shifts, dims):
-        axis = wrap_dim(dim, input.ndim, "roll")
+        axis = _real_dim("roll", input, dim)
         n = input.shape[axis]
         if n == 0 or shift % n == 0:
             continue
@@ -745,8 +852,8 @@ def column_stack(tensors: Sequence[Tensor]) -> Tensor:
 @op(
     "tile", doc="input repeated dims times along each dim (leading 1s added to the shorter of the two).", composite=True
 )
-def tile(input: Tensor, dims: Sequence[int]) -> Tensor:
-    dims = tuple(dims)
+def tile(input: Tensor, *dims: int | Sequence[int]) -> Tensor:
+    dims = _dims_arg(dims)
     if input.ndim > len(dims):
         dims = (1,) * (input.ndim - len(dims)) + dims
     return input.repeat(*dims)
@@ -924,10 +1031,10 @@ def cartesian_prod(*tensors: Tensor) -> Tensor:
     composite=True,
 )
 def diag_embed(input: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
-    if input.ndim == 0:
-        raise ShapeError("diag_embed: expected an input with at least one dim, got a 0-d tensor")
     out_ndim = input.ndim + 1
     d1, d2 = wrap_dim(dim1, out_ndim, "diag_embed"), wrap_dim(dim2, out_ndim, "diag_embed")
+    if input.ndim == 0:
+        raise ShapeError("diag_embed: expected an input with at least one dim, got a 0-d tensor")
     if d1 == d2:
         raise ShapeError(f"diag_embed: dim1 and dim2 cannot be the same dim ({d1})")
     n = input.shape[-1]
@@ -954,3 +1061,95 @@ def channel_shuffle(input: Tensor, groups: int) -> Tensor:
     n, c, *rest = input.shape
     grouped = reshape(input, (n, groups, c // groups, *rest))
     return reshape(transpose(grouped, 1, 2), input.shape)
+
+
+@op("ravel", doc="input flattened to 1-d (a view where the strides allow).", composite=True)
+def ravel(input: Tensor) -> Tensor:
+    return reshape(input, -1)
+
+
+@op(
+    "broadcast_shapes",
+    doc="The shape the given shapes broadcast to (an int counts as a 1-d shape).",
+    composite=True,
+    method=False,
+)
+def broadcast_shapes_of(*shapes: int | Sequence[int]) -> Size:
+    sizes = [(s,) if isinstance(s, numbers.Integral) else tuple(s) for s in shapes]
+    for s in sizes:
+        if any(not isinstance(n, numbers.Integral) or n < 0 for n in s):
+            raise ShapeError(f"broadcast_shapes: a shape must hold non-negative ints, got {s}")
+    return Size(broadcast_shapes("broadcast_shapes", *sizes))
+
+
+def _split_along(name, input, sections, dim, min_ndim):
+    if input.ndim < min_ndim:
+        raise ShapeError(
+            f"{name}: requires a tensor with at least {min_ndim} dimension(s), got shape {fmt_shape(input.shape)}"
+        )
+    if isinstance(sections, numbers.Integral) and (sections <= 0 or input.shape[dim] % sections):
+        raise ShapeError(
+            f"{name}: the size {input.shape[dim]} of dimension {dim} is not divisible by the split_size {sections}"
+        )
+    return tensor_split(input, sections, dim)
+
+
+@op("hsplit", doc="tensor_split along dim 1 (dim 0 of a vector); whole sections must divide it.", composite=True)
+def hsplit(input: Tensor, indices_or_sections: int | Sequence[int]) -> tuple[Tensor, ...]:
+    return _split_along("hsplit", input, indices_or_sections, 1 if input.ndim > 1 else 0, 1)
+
+
+@op(
+    "vsplit",
+    doc="tensor_split along dim 0 of an input of at least 2 dims; whole sections must divide it.",
+    composite=True,
+)
+def vsplit(input: Tensor, indices_or_sections: int | Sequence[int]) -> tuple[Tensor, ...]:
+    return _split_along("vsplit", input, indices_or_sections, 0, 2)
+
+
+@op(
+    "dsplit",
+    doc="tensor_split along dim 2 of an input of at least 3 dims; whole sections must divide it.",
+    composite=True,
+)
+def dsplit(input: Tensor, indices_or_sections: int | Sequence[int]) -> tuple[Tensor, ...]:
+    return _split_along("dsplit", input, indices_or_sections, 2, 3)
+
+
+@op("narrow_copy", doc="narrow as a new tensor (a copy).", composite=True)
+def narrow_copy(input: Tensor, dim: int, start: int, length: int) -> Tensor:
+    return clone(narrow(input, dim, start, length))
+
+
+def _scattered(input, key, src):
+    """A copy of input with src written at the basic ``key`` (differentiable in both)."""
+    out = clone(input)
+    out[key] = src
+    return out
+
+
+@op("select_scatter", doc="A copy of input with src written at index along dim.", composite=True)
+def select_scatter(input: Tensor, src: Tensor, dim: int, index: int) -> Tensor:
+    d = _real_dim("select_scatter", input, dim)
+    if tuple(src.shape) != tuple(input.shape[:d] + input.shape[d + 1 :]):
+        raise ShapeError(
+            f"select_scatter: src of shape {fmt_shape(src.shape)} must have the shape of input "
+            f"{fmt_shape(input.shape)} without dim {d}"
+        )
+    return _scattered(input, (slice(None),) * d + (index,), src)
+
+
+@op("slice_scatter", doc="A copy of input with src written at start:end:step along dim.", composite=True)
+def slice_scatter(
+    input: Tensor, src: Tensor, dim: int = 0, start: int | None = None, end: int | None = None, step: int = 1
+) -> Tensor:
+    d = _real_dim("slice_scatter", input, dim)
+    key = (slice(None),) * d + (slice(start, end, step),)
+    target = tuple(input[key].shape)
+    if tuple(src.shape) != target:
+        raise ShapeError(
+            f"slice_scatter: src of shape {fmt_shape(src.shape)} must have the shape {fmt_shape(target)} of "
+            f"input {fmt_shape(input.shape)}[{start}:{end}:{step}] along dim {d}"
+        )
+    return _scattered(input, key, src)

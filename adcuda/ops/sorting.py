@@ -169,6 +169,44 @@ def unique(
     return tuple(out) if len(out) > 1 else values
 
 
+@op(
+    "unique_consecutive",
+    doc="input with each run of equal consecutive elements (or slices along dim) kept once; inverse and "
+    "counts if asked.",
+    composite=True,
+)
+def unique_consecutive(
+    input: Tensor, return_inverse: bool = False, return_counts: bool = False, dim: int | None = None
+) -> Tensor | tuple[Tensor, ...]:
+    x = input.detach()
+    if dim is None:
+        x, axis = x.reshape(-1), 0
+    else:
+        axis = wrap_dim(dim, input.ndim, "unique_consecutive")
+        if input.ndim == 0:
+            raise IndexOutOfRangeError(f"unique_consecutive: dim={dim} given, but the input is 0-d (it has no dims)")
+    n = x.shape[axis]
+    if n == 0:
+        values = x.clone()
+        run_of = _int64(input, (0,), 0)
+        starts = run_of
+    else:
+        later, earlier = x.narrow(axis, 1, n - 1), x.narrow(axis, 0, n - 1)
+        changed = later != earlier
+        if changed.ndim > 1:  # a slice starts a run where any of its elements differs
+            changed = changed.movedim(axis, 0).reshape(n - 1, -1).any(1)
+        new_run = cat([wrap(primitives(input).full((1,), True, dt.bool_), input._device), changed])
+        values = x.index_select(axis, new_run.nonzero().reshape(-1))
+        run_of = new_run.to(dtype=dt.int64).cumsum(0) - 1  # each element's run
+        starts = new_run.nonzero().reshape(-1)
+    out = [values]
+    if return_inverse:
+        out.append(run_of.reshape(tuple(input.shape)) if dim is None else run_of)
+    if return_counts:
+        out.append(cat([starts[1:], _int64(input, (1,), n)]) - starts if n else starts)
+    return tuple(out) if len(out) > 1 else values
+
+
 def _int64(input, shape, value):
     return wrap(primitives(input).full(shape, value, dt.int64), input._device)
 

@@ -1007,6 +1007,36 @@ add(
     errors=[E(T(2, 3, 4), family=R)],
 )
 add("trace", [S(T(3, 4, dtype="float64")), S(T(3, 3, dtype="int32")), S(T(0, 3))], errors=[E(T(3), family=R)])
+add("diagflat", [S(T(2, 2, dtype="float64")), S(T(3), 1), S(T(3), -2), S(T()), S(T(0))])
+add("ravel", [S(T(3, 4, dtype="float64")), S(T(3, 4, view="t")), S(T()), S(T(0, 3))])
+add(
+    "broadcast_shapes",
+    [S((2, 1), (3,)), S((1,), (2, 3), (4, 1, 1)), S(3, (2, 1)), S()],
+    grad=False,
+    errors=[E((2,), (3,), family=R)],
+)
+add(
+    "hsplit",
+    [S(T(3, 4, dtype="float64"), 2), S(T(6), 3), S(T(3, 4), [1, 3])],
+    errors=[E(T(3, 4), 3, family=R), E(T(), 1, family=R)],
+)
+add("vsplit", [S(T(4, 3, dtype="float64"), 2), S(T(4, 3), [1])], errors=[E(T(3), 3, family=R), E(T(3, 4), 2, family=R)])
+add("dsplit", [S(T(2, 3, 4, dtype="float64"), 2), S(T(2, 3, 4), [1, 3])], errors=[E(T(3, 4), 2, family=R)])
+add("narrow_copy", [S(T(3, 4, dtype="float64"), 1, 1, 2), S(T(3, 4), 0, -2, 2)], errors=[E(T(3, 4), 1, 3, 2, family=R)])
+add(
+    "select_scatter",
+    [S(T(3, 4, dtype="float64"), T(4, dtype="float64"), 0, 1), S(T(3, 4), T(3), 1, -1)],
+    errors=[E(T(3, 4), T(3), 0, 0, family=R)],
+)
+add(
+    "slice_scatter",
+    [
+        S(T(4, 4, dtype="float64"), T(2, 4, dtype="float64"), 0, 0, 4, 2),
+        S(T(3, 4), T(3, 2), 1, 1, 3),
+        S(T(3, 4), T(3, 4)),
+    ],
+    errors=[E(T(3, 4), T(2, 4), 0, 0, 3, family=R)],
+)
 add("tril_indices", [S(3, 3), S(3, 4, 1), S(4, 3, -1), S(0, 3), S(3, 3, dtype=D("int32"))], grad=False, strides=True)
 add("triu_indices", [S(3, 3), S(3, 4, 1), S(4, 3, -1), S(3, 3, dtype=D("int32"))], grad=False, strides=True)
 add("fill_diagonal_", [S(T(3, 4), 2.0), S(T(5, 3), 1.0, wrap=True), S(T(3, 3, dtype="int64"), 7)])

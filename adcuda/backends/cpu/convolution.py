@@ -15,6 +15,7 @@ from numpy.lib.stride_tricks import as_strided
 from ...errors import DTypeError, ShapeError, fmt_shape
 from .._convolution_shapes import conv2d_output_size
 from ..seam import BackendArray, Shape
+from . import threads
 from ._common import _compute
 
 __all__ = ["conv2d", "conv2d_backward_input", "conv2d_backward_weight"]
@@ -95,7 +96,7 @@ def conv2d(
     cols, row = _column_matrix(_compute(x), (kh, kw), (ho, wo), stride, padding, dilation)
     w = _compute(weight).reshape(groups, o // groups, cg * kh * kw)
     # one GEMM per group over every sample's columns: (Og, K) @ (K, N * L)
-    y = np.matmul(w, cols.reshape(groups, cg * kh * kw, n * ho * row))
+    y = threads.matmul(w, cols.reshape(groups, cg * kh * kw, n * ho * row))
     y = y.reshape(o, n, ho, row)[..., :wo].transpose(1, 0, 2, 3)
     return np.ascontiguousarray(y, dtype=x.dtype)
 
@@ -133,7 +134,7 @@ def conv2d_backward_input(
         plane = hp * wp + dw * (kw - 1)
         gw = _wide(gc, wp).reshape(groups, o // groups, n * ho * wp)
         w_taps = w.transpose(0, 3, 2, 1).reshape(groups, kh * kw * cg, o // groups)
-        blocks = np.matmul(w_taps, gw).reshape(groups, kh, kw, cg, n, ho * wp)
+        blocks = threads.matmul(w_taps, gw).reshape(groups, kh, kw, cg, n, ho * wp)
         dx = np.zeros((groups, cg, n, plane), blocks.dtype)
         for i in range(kh):
             for j in range(kw):
@@ -142,7 +143,7 @@ def conv2d_backward_input(
         dx = dx[..., : hp * wp].reshape(c, n, hp, wp)[:, :, ph : ph + h, pw : pw + w_].transpose(1, 0, 2, 3)
         return np.ascontiguousarray(dx, dtype=g.dtype)
     gg = gc.reshape(n, groups, o // groups, ho * wo)
-    dcols = np.matmul(w.reshape(groups, o // groups, cg * kh * kw).transpose(0, 2, 1), gg)
+    dcols = threads.matmul(w.reshape(groups, o // groups, cg * kh * kw).transpose(0, 2, 1), gg)
     dcols = dcols.reshape(n, c, kh, kw, ho, wo)
     dx = np.zeros((n, c, h + 2 * ph, w_ + 2 * pw), dcols.dtype)
     for i in range(kh):  # col2im: each kernel tap adds its column block back where it was read
@@ -173,5 +174,5 @@ def conv2d_backward_weight(
     cols, row = _column_matrix(_compute(x), (kh, kw), (ho, wo), stride, padding, dilation)
     gw = _wide(_compute(g), row).reshape(groups, o // groups, n * ho * row)
     # one GEMM per group over N * L, against the transposed column matrix (BLAS reads it as is)
-    dw = np.matmul(gw, cols.reshape(groups, cg * kh * kw, n * ho * row).transpose(0, 2, 1))
+    dw = threads.matmul(gw, cols.reshape(groups, cg * kh * kw, n * ho * row).transpose(0, 2, 1))
     return dw.reshape(weight_shape).astype(x.dtype, copy=False)
