@@ -80,7 +80,9 @@ class T:
 
     def make(self, lib, device=None, requires_grad=False):
         """(leaf, tensor): the leaf to differentiate for, and the argument (the leaf or a view of it)."""
-        if self.dtype == "bfloat16":
+        if self.base.size == 0:  # as users make them (PyTorch's from_numpy gives these strides (0, 0))
+            leaf = lib.zeros(self.base.shape, dtype=getattr(lib, self.dtype))
+        elif self.dtype == "bfloat16":
             leaf = lib.from_numpy(self.base.copy()).to(lib.bfloat16)
         else:
             leaf = lib.from_numpy(self.base.copy())
