@@ -120,6 +120,9 @@ _LOADED_ON_FIRST_USE = {
     # more of PyTorch's names (issue 15): torch.linalg's norms and products, torch.testing's assert_close
     "linalg": (".linalg", None),
     "testing": (".testing", None),
+    # torch.distributions and torch.special's names (issue 28)
+    "distributions": (".distributions", None),
+    "special": (".special", None),
     # sparse COO tensors (issue 28): torch.sparse's mm and sum
     "sparse": (".sparse", None),
 }

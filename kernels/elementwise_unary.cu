@@ -25,7 +25,8 @@ struct UnaryEntry {
 
 enum UnaryId {
   kNeg, kAbs, kExp, kLog, kLog1p, kSqrt, kRsqrt, kSin, kCos, kTanh, kSigmoid, kRelu, kGelu, kGeluTanh, kSilu,
-  kSign, kErf, kFloor, kCeil, kTrunc, kRound, kExp2, kLog2, kLog10, kBitwiseNot, kLogicalNot
+  kSign, kErf, kFloor, kCeil, kTrunc, kRound, kExp2, kLog2, kLog10, kBitwiseNot, kLogicalNot,
+  kLgamma, kDigamma, kTrigamma, kErfinv
 };
 
 const std::unordered_map<std::string, UnaryEntry>& unary_table() {
@@ -43,6 +44,8 @@ const std::unordered_map<std::string, UnaryEntry>& unary_table() {
       {"floor", {UnaryKind::Rounding, kFloor}},    {"ceil", {UnaryKind::Rounding, kCeil}},
       {"trunc", {UnaryKind::Rounding, kTrunc}},    {"round", {UnaryKind::Rounding, kRound}},
       {"bitwise_not", {UnaryKind::Bitwise, kBitwiseNot}}, {"logical_not", {UnaryKind::Logical, kLogicalNot}},
+      {"lgamma", {UnaryKind::FloatOnly, kLgamma}}, {"digamma", {UnaryKind::FloatOnly, kDigamma}},
+      {"trigamma", {UnaryKind::FloatOnly, kTrigamma}}, {"erfinv", {UnaryKind::FloatOnly, kErfinv}},
   };
   return table;
 }
@@ -56,7 +59,8 @@ void run_unary(const F& f, const DeviceArray& out, const DeviceArray& a) {
 // training step runs in half precision. Every other op has its own kernels for every dtype it takes.
 constexpr bool through_float32(int id) {
   return id == kLog1p || id == kSin || id == kCos || id == kErf || id == kExp2 || id == kLog2 || id == kLog10 ||
-         id == kFloor || id == kCeil || id == kTrunc || id == kRound || id == kSign;
+         id == kFloor || id == kCeil || id == kTrunc || id == kRound || id == kSign || id == kLgamma ||
+         id == kDigamma || id == kTrigamma || id == kErfinv;
 }
 
 template <typename T>
@@ -74,6 +78,10 @@ void unary_float_op(int id, const DeviceArray& out, const DeviceArray& a) {
       case kCeil: return run_unary<T>(math::Ceil{}, out, a);
       case kTrunc: return run_unary<T>(math::Trunc{}, out, a);
       case kRound: return run_unary<T>(math::Round{}, out, a);
+      case kLgamma: return run_unary<T>(math::Lgamma{}, out, a);
+      case kDigamma: return run_unary<T>(math::Digamma{}, out, a);
+      case kTrigamma: return run_unary<T>(math::Trigamma{}, out, a);
+      case kErfinv: return run_unary<T>(math::Erfinv{}, out, a);
       default: break;
     }
   }

@@ -67,6 +67,8 @@ LAYERS = (
             "adcuda.linalg",
             "adcuda.sparse",
             "adcuda.testing",
+            "adcuda.distributions",
+            "adcuda.special",
         ),
         "built from public ops only, side by side: they import one another only as LIBRARY_USES allows",
     ),

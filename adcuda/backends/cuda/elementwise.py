@@ -37,6 +37,10 @@ _FLOAT_ONLY = frozenset(
         "exp2",
         "log2",
         "log10",
+        "lgamma",
+        "digamma",
+        "trigamma",
+        "erfinv",
     }
 )
 _NOT_FOR_BOOL = frozenset({"neg", "sign"})
