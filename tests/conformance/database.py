@@ -4,16 +4,20 @@ with hand-written samples. ``ENTRIES`` lists them in a fixed order; ``by_key`` f
 A new op adds one line here (see docs/testing.md, "The conformance database").
 """
 
+import collections
+
 import numpy as np
 
 from . import generators as g
-from .spec import D, E, Entry, S, T
+from .spec import D, E, Entry, S, T, named, realize
 
 I64 = "int64"
 
 
 def idx(*values, dtype=I64):
-    """An integer index tensor with the given values."""
+    """An integer index tensor: ``idx(0, 2)`` is 1-d, ``idx([[0], [1]])`` has the nested list's shape."""
+    if len(values) == 1 and isinstance(values[0], list):
+        values = values[0]
     return T(values=np.array(values), dtype=dtype)
 
 
@@ -25,6 +29,11 @@ ENTRIES = []
 
 
 def add(name, samples, **kw):
+    """An entry; hand-written samples (no category) get their float32 and non-contiguous variants."""
+    samples = named(samples)
+    if not kw.get("category") and kw.get("values", True):
+        realize(samples, name)
+        samples += g.variants(samples)
     ENTRIES.append(Entry(name, samples, **kw))
 
 
@@ -179,16 +188,16 @@ BINARY = {
     "remainder": {"other_domain": "positive"},
     "fmod": {"other_domain": "positive"},
     "pow": {"domain": "positive"},
-    "maximum": {"ties": True},
-    "minimum": {"ties": True},
+    "maximum": {"ties": True, "scalars": False},
+    "minimum": {"ties": True, "scalars": False},
     "logaddexp": {"ints": False, "scalars": False, "ties": True},
     "hypot": {"ints": False, "scalars": False},
     "xlogy": {"other_domain": "positive"},
     "heaviside": {"grad": False, "scalars": False},
     "float_power": {"domain": "positive"},
     "copysign": {},
-    "fmax": {"ties": True},
-    "fmin": {"ties": True},
+    "fmax": {"ties": True, "scalars": False},
+    "fmin": {"ties": True, "scalars": False},
 }
 for _name, _kw in BINARY.items():
     add(_name, g.binary(**_kw), errors=g.binary_errors(), category="binary")
@@ -238,6 +247,9 @@ add(
         S(2.0, T(values=[1.0, -1.0, 0.5], dtype="float64")),
         S(2, T(values=np.array([1, 2, 3]))),
         S(T(values=[1e20, 3e38, -1e20]), 2),
+        # PyTorch computes x ** 2 and x ** 3 as products: the same bits, not just close
+        S(T(64, low=-3.0, high=3.0), 3, tol=(0.0, 0.0), name="cube-f32-bitwise"),
+        S(T(64, low=-3.0, high=3.0), 2, tol=(0.0, 0.0), name="square-f32-bitwise"),
     ],
     forms=("function",),
 )
@@ -360,6 +372,10 @@ add(
 # --------------------------------------------------------------------------------------------------
 # reductions
 add("sum", g.reduction(dtype_kw=True), errors=g.reduction_errors(), category="reduction")
+# NumPy's keyword names, which PyTorch's argument parser takes too
+add("sum[numpy-names]", [S(T(3, 4), 1, keepdims=True), S(T(3, 4), axis=0)], forms=("function", "method"))
+add("flip[varargs]", [S(T(2, 3, 4), 0, 2), S(T(2, 3), 1)], forms=("method",))
+add("permute[varargs]", [S(T(2, 3, 4), 2, 0, 1)], forms=("method",))
 add("nansum", g.reduction(dtype_kw=True), errors=g.reduction_errors(), category="reduction")
 add("mean", g.reduction(dtype_kw=True, ints=False), errors=g.reduction_errors(), category="reduction")
 add("nanmean", g.reduction(ints=False), errors=g.reduction_errors(), category="reduction")
@@ -400,9 +416,10 @@ add(
 )
 add(
     "norm",
-    g.reduction(tuple_dims=False, ints=False)
+    g.reduction(tuple_dims=False, ints=False, keepdim=False)
     + [
         S(T(3, 4, dtype="float64"), 1, name="p1"),
+        S(T(3, 4, dtype="float64"), 2, 1, True, name="p2-dim1-keepdim"),
         S(T(3, 4, dtype="float64"), float("inf"), name="pinf"),
         S(T(3, 4, dtype="float64"), 3, 1, name="p3-dim1"),
         S(T(3, 4, dtype="float64"), "fro", (0, 1), name="fro-dims"),
@@ -438,7 +455,12 @@ add(
 )
 add("cumsum", g.cumulative(), errors=g.reduction_errors(), category="reduction")
 add("cumprod", g.cumulative(), errors=g.reduction_errors(), category="reduction")
-add("median", g.reduction(tuple_dims=False, keepdim=True, ties=True, zero_size_full=False), category="reduction")
+# PyTorch's median of an expanded (stride-0) input is wrong itself (2.13): that sample is left out
+add(
+    "median",
+    [s for s in g.reduction(tuple_dims=False, ties=True, zero_size_full=False) if s.name != "dim0-expanded"],
+    category="reduction",
+)
 add(
     "cov",
     [
@@ -635,7 +657,7 @@ add(
         S(T(2, 3, 4, dtype="float64"), 2, 0, 1),
         S(T(2, 3, 4), (2, 0, 1)),
         S(T(2, 3, 4), -1, 0, 1),
-        S(T()),
+        S(T(), ()),
         S(T(2, 3), dims=(1, 0)),
     ],
     errors=[E(T(2, 3, 4), 0, 0, 1, family=R), E(T(2, 3), 0, family=R)],
@@ -1864,6 +1886,8 @@ add(
         S(np.array([1, 2], np.int32)),
         S(np.array(3.0)),
         S(np.float64(2.5)),
+        S(collections.deque([1.0, 2.0]), name="deque"),
+        S([np.float32(1.5), 2], name="numpy-scalars"),
     ],
     errors=[E([[1, 2], [3]], family="RuntimeError/ValueError"), E("abc", family="TypeError")],
     strides=True,
@@ -1939,14 +1963,16 @@ add(
     [S(T(3), T(2, dtype="float64")), S(T(3, dtype="int64"), T(2)), S(T(values=[1.5, -1.5]), T(2, dtype="int32"))],
     grad=False,
 )
-add(
-    "type",
-    [S(T(3)), S(T(3), D("float64")), S(T(3), "torch.IntTensor")],
-    call=lambda lib, x, *a: x.type(
-        *[a_.replace("torch", lib.module.__name__) if isinstance(a_, str) else a_ for a_ in a]
-    ),
-    grad=False,
-)
+
+
+def _type(lib, x, *args):
+    """``x.type(...)`` with type names in the library's own module (``torch.IntTensor``)."""
+    mod = lib.module.__name__
+    out = x.type(*[a.replace("torch.", mod + ".") if isinstance(a, str) else a for a in args])
+    return out.replace(mod + ".", "torch.") if isinstance(out, str) else out
+
+
+add("type", [S(T(3)), S(T(3), D("float64")), S(T(3), "torch.IntTensor")], call=_type, grad=False)
 add("pin_memory", [S(T(3))], values=False, grad=False)
 add("is_pinned", [S(T(3))], grad=False)
 add(

@@ -93,7 +93,8 @@ def binary(
         S(a(5, dtype="float16"), b(5, dtype="float16"), name="f16"),
         S(a(5, dtype="bfloat16"), b(5, dtype="bfloat16"), name="bf16"),
         S(a(4, dtype="float16"), b(4, dtype="float32"), name="promote-f16-f32"),
-        S(a(4, dtype="float16"), b(dtype="float64"), name="promote-f16-0d-f64"),
+        # float16 arithmetic: gradients through it are no float64 check
+        S(a(4, dtype="float16"), b(dtype="float64"), name="promote-f16-0d-f64", grad=False),
     ]
     if scalars:
         out += [
@@ -327,3 +328,45 @@ def loss_errors():
 def with_dtypes(make, dtypes):
     """``make(dtype)`` for each dtype name: one sample a dtype."""
     return [make(d) for d in dtypes]
+
+
+def _map_tensors(obj, fn):
+    if isinstance(obj, T):
+        return fn(obj)
+    if isinstance(obj, list):
+        return [_map_tensors(o, fn) for o in obj]
+    if isinstance(obj, tuple):
+        return tuple(_map_tensors(o, fn) for o in obj)
+    if isinstance(obj, dict):
+        return {k: _map_tensors(v, fn) for k, v in obj.items()}
+    return obj
+
+
+def _derive(sample, suffix, fn, grad):
+    args, kwargs = _map_tensors(sample.args, fn), _map_tensors(sample.kwargs, fn)
+    return S(*args, name=f"{sample.name}-{suffix}", grad=grad, tol=sample.tol, **kwargs)
+
+
+def _can_view(t):
+    """Random float values, which a view may lay out anew (chosen ones, like ties, keep theirs)."""
+    return t.dtype in ("float32", "float64") and t.view is None and t.shape and t.random
+
+
+def variants(samples):
+    """More samples from hand-written ones: each float64 sample again in float32 (PyTorch's default
+    dtype, where adcuda's CPU fast paths run), and each sample with its float tensors laid out as
+    non-contiguous views (transposed, or every other element of a 1-d tensor)."""
+    out = []
+    for s in samples:
+        tensors = s.tensors()
+        if any(t.dtype == "float64" for t in tensors):
+            out.append(_derive(s, "f32", lambda t: t.variant(dtype="float32") if t.dtype == "float64" else t, False))
+        if any(_can_view(t) for t in tensors):
+
+            def noncontig(t):
+                if not _can_view(t):
+                    return t
+                return t.variant(view="t" if len(t.shape) >= 2 else "slice")
+
+            out.append(_derive(s, "noncontig", noncontig, s.grad))
+    return out

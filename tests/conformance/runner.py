@@ -8,6 +8,8 @@ non-empty list into a failure whose message is the list.
 """
 
 import math
+import re
+import warnings
 
 import numpy as np
 
@@ -16,7 +18,7 @@ import adcuda.nn.functional as adcuda_F
 from adcuda.errors import AdcudaError
 from adcuda.ops import registry
 
-from .spec import INTS, resolve
+from .spec import INTS, _walk, resolve
 
 # (rtol, atol) per output dtype. float16 on adcuda's CPU computes in float32 and rounds per op
 # (docs/differences.md), so one float16 ulp either way is allowed.
@@ -43,17 +45,17 @@ def family(exc):
 class Library:
     """How one library is called: its module, nn.functional, Tensor class and device."""
 
-    def __init__(self, module, functional, device=None):
+    def __init__(self, module, functional):
         self.module = module
         self.F = functional
-        self.device = device
+        self.numpy_warnings = []  # of the last call (run_form)
 
     def __getattr__(self, name):  # spec.resolve reads dtypes and from_numpy off the library
         return getattr(self.module, name)
 
 
-def adcuda_lib(device=None):
-    return Library(adcuda, adcuda_F, device)
+def adcuda_lib():
+    return Library(adcuda, adcuda_F)
 
 
 def torch_lib():
@@ -124,10 +126,24 @@ def torch_name(entry, name):
     return entry.torch_names.get(name, name)
 
 
+# PyTorch's messages for arguments a form does not take (its argument parser and Python's)
+_ARGUMENT_FORM = re.compile(
+    r"takes \d+ positional argument|unexpected keyword argument|missing \d+ required positional"
+    r"|argument '\w+' \(position \d+\) must be|received an invalid combination of arguments"
+)
+
+
+def argument_form_error(exc):
+    """Whether PyTorch rejected the way the arguments were passed, not their values."""
+    return isinstance(exc, TypeError) and bool(_ARGUMENT_FORM.search(str(exc)))
+
+
 def runnable(entry, sample, kind, name, torch):
     """Why form ``kind`` ``name`` cannot run ``sample`` (None when it can)."""
     if kind in ("method", "inplace", "operators", "property") and not (sample.args and _is_tensor_spec(sample.args[0])):
         return "the first argument is not a tensor"
+    if kind == "operators" and sample.kwargs:
+        return "an operator takes no keywords"
     if torch is not None and kind != "call" and _callable(torch, kind, torch_name(entry, name)) is None:
         return f"PyTorch has no {kind} {name}"
     return None
@@ -147,14 +163,19 @@ def outcome(fn):
 
 
 def run_form(entry, lib, kind, name, sample, device=None):
-    """(result, exception, first argument) of one form on fresh tensors; in-place forms return
-    the mutated first argument as the result (and whether the call returned it)."""
+    """(result, exception, input tensors) of one form on fresh tensors; in-place forms return the
+    mutated first argument as the result (and whether the call returned it). The NumPy warnings
+    the call emitted ("overflow encountered in exp") are left in ``lib.numpy_warnings``."""
     args = resolve(sample.args, lib, device)
     kwargs = resolve(sample.kwargs, lib, device)
-    result, exc = outcome(lambda: call(entry, lib, kind, name, args, kwargs))
+    inputs = [t for t in _walk((args, kwargs)) if is_tensor(t)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result, exc = outcome(lambda: call(entry, lib, kind, name, args, kwargs))
+    lib.numpy_warnings = [str(w.message) for w in caught if " encountered in " in str(w.message)]
     if exc is None and kind == "inplace":
-        return (result is args[0], args[0]), None
-    return result, exc
+        return (result is args[0], args[0]), None, inputs
+    return result, exc, inputs
 
 
 def dtype_name(dtype):
@@ -240,39 +261,51 @@ def compare_arrays(ref, got, dtype, tol, path):
     return [f"{path}: {int(bad.sum())} of {bad.size} values differ; at {idx} got {got[idx]!r}, expected {ref[idx]!r}"]
 
 
-def is_view_of_input(torch_out):
-    return is_tensor(torch_out) and torch_out._is_view()
+def _root(t):
+    return t if t._base is None else t._base
 
 
-def view_diffs(ref, got, path="result"):
-    """A view in PyTorch must be a view in adcuda too, with PyTorch's strides."""
+def _aliases(out, inputs):
+    """Whether ``out`` shares memory with one of ``inputs`` (a view of one, or one itself)."""
+    return any(out is i or _root(out) is _root(i) for i in inputs)
+
+
+def view_diffs(ref, got, ref_inputs, got_inputs, path="result"):
+    """Where PyTorch returns a view of an input, adcuda returns a view of it too, with PyTorch's
+    strides (those of size-1 dims, which address nothing, aside)."""
     if isinstance(ref, (tuple, list)) and isinstance(got, (tuple, list)):
         out = []
         for i, (r, g) in enumerate(zip(ref, got)):
-            out.extend(view_diffs(r, g, f"{path}[{i}]"))
+            out.extend(view_diffs(r, g, ref_inputs, got_inputs, f"{path}[{i}]"))
         return out
-    if not (is_tensor(ref) and is_tensor(got) and ref._is_view()):
+    if not (is_tensor(ref) and is_tensor(got) and ref._base is not None and _aliases(ref, ref_inputs)):
         return []
-    diffs = []
-    if got._base is None:
-        diffs.append(f"{path}: a copy, PyTorch returns a view")
-    elif ref.numel() > 0 and tuple(ref.stride()) != tuple(got.stride()):
-        diffs.append(f"{path}: view strides {tuple(got.stride())}, expected {tuple(ref.stride())}")
-    return diffs
+    if not _aliases(got, got_inputs):
+        return [f"{path}: a copy, PyTorch returns a view of the input"]
+    shape = tuple(ref.shape)
+    ref_strides = [s for s, n in zip(ref.stride(), shape) if n != 1]
+    got_strides = [s for s, n in zip(got.stride(), shape) if n != 1]
+    if ref.numel() > 0 and tuple(got.shape) == shape and ref_strides != got_strides:
+        return [f"{path}: view strides {tuple(got.stride())}, expected {tuple(ref.stride())}"]
+    return []
 
 
-def error_diffs(op_names, ref_exc, got_exc, expected_family=None):
-    """Differences between PyTorch's exception ``ref_exc`` (or the expected family) and adcuda's."""
+def error_diffs(op_names, ref_exc, got_exc, expected_family=None, reference="PyTorch"):
+    """Differences between the reference's exception ``ref_exc`` (or the expected family) and
+    adcuda's ``got_exc``. Against PyTorch, adcuda's must also be an adcuda error naming the op;
+    against adcuda's CPU backend (the CUDA variant), the same family is enough."""
     want = expected_family or family(ref_exc)
     if got_exc is None:
-        return [f"PyTorch raises {want} ({_short(ref_exc)}); adcuda returns a result"]
+        return [f"accepts what {reference} rejects ({_short(ref_exc)})"]
     diffs = []
     if family(got_exc) != want:
-        diffs.append(f"raises {type(got_exc).__name__} ({_short(got_exc)}), PyTorch's family is {want}")
+        diffs.append(f"{family(got_exc)} where {reference} raises {want}: {_short(got_exc)}")
+    if reference != "PyTorch":
+        return diffs
     if not isinstance(got_exc, AdcudaError):
-        diffs.append(f"raises a raw {type(got_exc).__name__} ({_short(got_exc)}), not an adcuda error")
+        diffs.append(f"raw error, not an adcuda one: {_short(got_exc)}")
     elif not any(n.strip("_") in str(got_exc) for n in op_names):
-        diffs.append(f"message does not name the op ({'/'.join(op_names)}): {_short(got_exc)}")
+        diffs.append(f"message does not name {'/'.join(sorted(op_names))}: {_short(got_exc)}")
     return diffs
 
 
@@ -330,3 +363,51 @@ def compare_meta(ref, got, path="result"):
     if isinstance(ref, (tuple, list)) and isinstance(got, (tuple, list)) and len(ref) == len(got):
         return [d for i, (r, g) in enumerate(zip(ref, got)) for d in compare_meta(r, g, f"{path}[{i}]")]
     return compare(ref, got, path=path)
+
+
+def op_names(entry, name):
+    """The names an error message may give for the op: the entry's op or the form called."""
+    return {entry.name, name}
+
+
+def value_diffs(entry, sample, ref_lib, got_lib, torch, ref_device=None, got_device=None):
+    """Every difference between ``ref_lib`` (on ``ref_device``) and ``got_lib`` (on
+    ``got_device``) over every form of ``entry`` that runs ``sample``; ``torch`` (or None) says
+    which forms PyTorch has, and, when it is the reference, views are compared too."""
+    diffs, leaks = [], []
+    all_forms = forms(entry)
+    ran = 0
+    for kind, name in all_forms:
+        if runnable(entry, sample, kind, name, torch):
+            continue
+        ran += 1
+        ref_name = torch_name(entry, name) if ref_lib is torch else name
+        ref, ref_exc, ref_inputs = run_form(entry, ref_lib, kind, ref_name, sample, ref_device)
+        got, got_exc, got_inputs = run_form(entry, got_lib, kind, name, sample, got_device)
+        where = f"{kind} {name}"
+        if ref_lib is torch and argument_form_error(ref_exc):
+            ran -= 1  # PyTorch's form does not take these arguments: the signature test's part
+            continue
+        if got_lib.numpy_warnings:  # PyTorch warns of no overflow: NumPy's warning is a leak
+            leaks.append(f"{where}: NumPy warning escapes: {got_lib.numpy_warnings[0]}")
+        reference = "PyTorch" if ref_lib is torch else "the CPU backend"
+        if ref_exc is not None:
+            names = op_names(entry, name)
+            diffs += [f"{where}: {d}" for d in error_diffs(names, ref_exc, got_exc, reference=reference)]
+            continue
+        if got_exc is not None:
+            diffs.append(f"{where}: rejects what {reference} accepts: {_short(got_exc)}")
+            continue
+        if kind == "inplace":
+            (ref_self, ref), (got_self, got) = ref, got
+            if ref_self != got_self:
+                diffs.append(f"{where}: returns {'self' if got_self else 'a new tensor'}")
+        if entry.values:
+            diffs += [f"{where}: {d}" for d in compare(ref, got, sample.tol or entry.tol, entry.strides)]
+        else:
+            diffs += [f"{where}: {d}" for d in compare_meta(ref, got)]
+        if ref_lib is torch:
+            diffs += [f"{where}: {d}" for d in view_diffs(ref, got, ref_inputs, got_inputs)]
+    if not ran:
+        diffs.append(f"the database is wrong: no form of {entry.name} takes this sample (forms: {all_forms})")
+    return diffs + leaks

@@ -5,6 +5,8 @@ A sample holds NumPy values, never tensors, so the database costs little to buil
 become an adcuda tensor and a torch tensor (and an adcuda CUDA tensor) on demand.
 """
 
+import zlib
+
 import numpy as np
 
 FLOATS = ("float16", "bfloat16", "float32", "float64")
@@ -20,10 +22,6 @@ _NUMPY = {
     "float32": np.float32,
     "float64": np.float64,
 }
-
-# One generator for every value in the database, so that the database (and every test id and value)
-# is the same on every run; entries draw from it in declaration order.
-RNG = np.random.default_rng(2713)
 
 # Views made of a larger (or smaller) base tensor: the base shape for a wanted shape, and the view.
 _VIEWS = {
@@ -54,6 +52,7 @@ class T:
             shape = shape[0]
         if dtype is None:
             dtype = "float32" if values is None else _dtype_of(values)
+        self.random = values is None  # chosen values (ties, sorted boundaries) keep their layout
         self.dtype = dtype
         self.view = view
         self.grad = grad and dtype in FLOATS
@@ -61,16 +60,29 @@ class T:
             values = np.asarray(values)
             shape = values.shape if view is None else shape or values.shape
         self.shape = tuple(shape)
-        base_shape = _VIEWS[view][0](self.shape) if view else self.shape
-        if values is None:
-            values = _random(base_shape, dtype, low, high)
-        elif view:
-            values = np.resize(values, base_shape)
-        self.base = values.astype(_NUMPY[dtype])
+        self.base_shape = _VIEWS[view][0](self.shape) if view else self.shape
+        self.low, self.high = low, high
+        self.base = None  # random values are drawn by ``realize``, from the entry's own seed
+        if values is not None:
+            values = np.resize(values, self.base_shape) if view else values
+            self.base = values.astype(_NUMPY[dtype])
+
+    def realize(self, rng):
+        """Draws the random values (once) from ``rng``."""
+        if self.base is None:
+            self.base = _random(rng, self.base_shape, self.dtype, self.low, self.high).astype(_NUMPY[self.dtype])
+
+    def variant(self, dtype=None, view=None):
+        """The same values as another dtype, or laid out as a view (only of a tensor that is no view)."""
+        out = T(*self.shape, dtype=dtype or self.dtype, values=self.base, view=view, grad=self.grad)
+        out.random = self.random
+        return out
 
     def make(self, lib, device=None, requires_grad=False):
         """(leaf, tensor): the leaf to differentiate for, and the argument (the leaf or a view of it)."""
-        if self.dtype == "bfloat16":
+        if self.base.size == 0:  # as users make them (PyTorch's from_numpy gives these strides (0, 0))
+            leaf = lib.zeros(self.base.shape, dtype=getattr(lib, self.dtype))
+        elif self.dtype == "bfloat16":
             leaf = lib.from_numpy(self.base.copy()).to(lib.bfloat16)
         else:
             leaf = lib.from_numpy(self.base.copy())
@@ -99,14 +111,23 @@ def _dtype_of(values):
     return str(arr.dtype)
 
 
-def _random(shape, dtype, low, high):
+def _random(rng, shape, dtype, low, high):
     if dtype == "bool":
-        return np.asarray(RNG.random(shape) < 0.5)
+        return np.asarray(rng.random(shape) < 0.5)
     if dtype in INTS:
-        return np.asarray(RNG.integers(-5 if low is None else low, 6 if high is None else high, shape))
+        return np.asarray(rng.integers(-5 if low is None else low, 6 if high is None else high, shape))
     low = -2.0 if low is None else low
     high = 2.0 if high is None else high
-    return np.asarray(RNG.uniform(low, high, shape))
+    return np.asarray(rng.uniform(low, high, shape))
+
+
+def realize(samples, key):
+    """Draws every random tensor value of ``samples`` (named) of entry ``key``, each sample from its
+    own seed: a sample's values do not change when other samples or entries are added."""
+    for sample in samples:
+        rng = np.random.default_rng(zlib.crc32(f"{key}/{sample.name}".encode()))
+        for t in sample.tensors():
+            t.realize(rng)
 
 
 class S:
@@ -205,8 +226,10 @@ class Entry:
     ):
         self.key = name
         self.name = name.partition("[")[0]
-        self.samples = _named(samples)
-        self.errors = _named(errors)
+        self.samples = named(samples)
+        self.errors = named(errors)
+        realize(self.samples, self.key)
+        realize(self.errors, self.key + "/errors")
         self.forms = forms
         self.call = call
         self.torch_names = torch_names or {}
@@ -220,7 +243,7 @@ class Entry:
         return f"Entry({self.key})"
 
 
-def _named(samples):
+def named(samples):
     """Samples with unique names: an unnamed sample is named by its dtypes and shapes."""
     seen = {}
     out = []
