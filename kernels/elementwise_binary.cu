@@ -58,6 +58,7 @@ const std::unordered_map<std::string, BinaryEntry>& binary_table() {
       {"div", {BinaryKind::FloatOnly, 0, &launch_float_binary<math::Div>}},
       {"logaddexp", {BinaryKind::FloatOnly, 0, &launch_float_binary<math::LogAddExp>}},
       {"hypot", {BinaryKind::FloatOnly, 0, &launch_float_binary<math::Hypot>}},
+      {"atan2", {BinaryKind::FloatOnly, 0, &launch_float_binary<math::Atan2>}},
       {"pow", {BinaryKind::Power, kPow}},
       {"maximum", {BinaryKind::Extremum, kMaximum}},
       {"minimum", {BinaryKind::Extremum, kMinimum}},

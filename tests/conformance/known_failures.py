@@ -394,6 +394,11 @@ GROUPS = {
     "first-order gradients": {
         (
             "grad",
+            "ldexp",
+            "promote-f16-0d-f64",
+        ): "grad[0]: 1 of 1 values differ; at () got np.float64(-1.619163319754122), expected np.float64(-1.61914062",
+        (
+            "grad",
             "binary_cross_entropy",
             "edges",
         ): "grad[0]: 2 of 3 values differ; at (0,) got np.float64(16.666666666666664), expected np.float64(inf)",
@@ -488,6 +493,226 @@ GROUPS = {
         ("grad", "xlogy", "promote-f16-0d-f64"): "gradient: no output requires grad; PyTorch's output requires grad",
     },
     "in-place: result type cast error family": {
+        (
+            "value",
+            "acos",
+            "bool",
+        ): "inplace acos_: raises DTypeError (DTypeError: acos_: result type adcuda.float32 can't be cast to the des",
+        (
+            "value",
+            "acos",
+            "int32",
+        ): "inplace acos_: raises DTypeError (DTypeError: acos_: result type adcuda.float32 can't be cast to the des",
+        (
+            "value",
+            "acos",
+            "int64",
+        ): "inplace acos_: raises DTypeError (DTypeError: acos_: result type adcuda.float32 can't be cast to the des",
+        (
+            "value",
+            "acosh",
+            "bool",
+        ): "inplace acosh_: raises DTypeError (DTypeError: acosh_: result type adcuda.float32 can't be cast to the d",
+        (
+            "value",
+            "acosh",
+            "int32",
+        ): "inplace acosh_: raises DTypeError (DTypeError: acosh_: result type adcuda.float32 can't be cast to the d",
+        (
+            "value",
+            "acosh",
+            "int64",
+        ): "inplace acosh_: raises DTypeError (DTypeError: acosh_: result type adcuda.float32 can't be cast to the d",
+        (
+            "value",
+            "asin",
+            "bool",
+        ): "inplace asin_: raises DTypeError (DTypeError: asin_: result type adcuda.float32 can't be cast to the des",
+        (
+            "value",
+            "asin",
+            "int32",
+        ): "inplace asin_: raises DTypeError (DTypeError: asin_: result type adcuda.float32 can't be cast to the des",
+        (
+            "value",
+            "asin",
+            "int64",
+        ): "inplace asin_: raises DTypeError (DTypeError: asin_: result type adcuda.float32 can't be cast to the des",
+        (
+            "value",
+            "asinh",
+            "bool",
+        ): "inplace asinh_: raises DTypeError (DTypeError: asinh_: result type adcuda.float32 can't be cast to the d",
+        (
+            "value",
+            "asinh",
+            "int32",
+        ): "inplace asinh_: raises DTypeError (DTypeError: asinh_: result type adcuda.float32 can't be cast to the d",
+        (
+            "value",
+            "asinh",
+            "int64",
+        ): "inplace asinh_: raises DTypeError (DTypeError: asinh_: result type adcuda.float32 can't be cast to the d",
+        (
+            "value",
+            "atan",
+            "bool",
+        ): "inplace atan_: raises DTypeError (DTypeError: atan_: result type adcuda.float32 can't be cast to the des",
+        (
+            "value",
+            "atan",
+            "int32",
+        ): "inplace atan_: raises DTypeError (DTypeError: atan_: result type adcuda.float32 can't be cast to the des",
+        (
+            "value",
+            "atan",
+            "int64",
+        ): "inplace atan_: raises DTypeError (DTypeError: atan_: result type adcuda.float32 can't be cast to the des",
+        (
+            "value",
+            "atan2",
+            "bool-bool",
+        ): "inplace atan2_: raises DTypeError (DTypeError: atan2_: result type adcuda.float32 can't be cast to the d",
+        (
+            "value",
+            "atan2",
+            "int64",
+        ): "inplace atan2_: raises DTypeError (DTypeError: atan2_: result type adcuda.float32 can't be cast to the d",
+        (
+            "value",
+            "atan2",
+            "promote-bool-f32",
+        ): "inplace atan2_: raises DTypeError (DTypeError: atan2_: result type adcuda.float32 can't be cast to the d",
+        (
+            "value",
+            "atan2",
+            "promote-bool-int32",
+        ): "inplace atan2_: raises DTypeError (DTypeError: atan2_: result type adcuda.float32 can't be cast to the d",
+        (
+            "value",
+            "atan2",
+            "promote-int32-f32",
+        ): "inplace atan2_: raises DTypeError (DTypeError: atan2_: result type adcuda.float32 can't be cast to the d",
+        (
+            "value",
+            "atan2",
+            "promote-int32-int64",
+        ): "inplace atan2_: raises DTypeError (DTypeError: atan2_: result type adcuda.float32 can't be cast to the d",
+        (
+            "value",
+            "atan2",
+            "promote-int64-0d-f64",
+        ): "inplace atan2_: raises DTypeError (DTypeError: atan2_: result type adcuda.float64 can't be cast to the d",
+        (
+            "value",
+            "atanh",
+            "bool",
+        ): "inplace atanh_: raises DTypeError (DTypeError: atanh_: result type adcuda.float32 can't be cast to the d",
+        (
+            "value",
+            "atanh",
+            "int32",
+        ): "inplace atanh_: raises DTypeError (DTypeError: atanh_: result type adcuda.float32 can't be cast to the d",
+        (
+            "value",
+            "atanh",
+            "int64",
+        ): "inplace atanh_: raises DTypeError (DTypeError: atanh_: result type adcuda.float32 can't be cast to the d",
+        (
+            "value",
+            "deg2rad",
+            "bool",
+        ): "inplace deg2rad_: raises DTypeError (DTypeError: deg2rad_: result type adcuda.float32 can't be cast to t",
+        (
+            "value",
+            "deg2rad",
+            "int32",
+        ): "inplace deg2rad_: raises DTypeError (DTypeError: deg2rad_: result type adcuda.float32 can't be cast to t",
+        (
+            "value",
+            "deg2rad",
+            "int64",
+        ): "inplace deg2rad_: raises DTypeError (DTypeError: deg2rad_: result type adcuda.float32 can't be cast to t",
+        (
+            "value",
+            "erfc",
+            "bool",
+        ): "inplace erfc_: raises DTypeError (DTypeError: erfc_: result type adcuda.float32 can't be cast to the des",
+        (
+            "value",
+            "erfc",
+            "int32",
+        ): "inplace erfc_: raises DTypeError (DTypeError: erfc_: result type adcuda.float32 can't be cast to the des",
+        (
+            "value",
+            "erfc",
+            "int64",
+        ): "inplace erfc_: raises DTypeError (DTypeError: erfc_: result type adcuda.float32 can't be cast to the des",
+        (
+            "value",
+            "ldexp",
+            "bool-bool",
+        ): "inplace ldexp_: raises DTypeError (DTypeError: ldexp_: result type adcuda.float32 can't be cast to the d",
+        (
+            "value",
+            "ldexp",
+            "int64",
+        ): "inplace ldexp_: raises DTypeError (DTypeError: ldexp_: result type adcuda.float32 can't be cast to the d",
+        (
+            "value",
+            "ldexp",
+            "promote-bool-f32",
+        ): "inplace ldexp_: raises DTypeError (DTypeError: ldexp_: result type adcuda.float32 can't be cast to the d",
+        (
+            "value",
+            "ldexp",
+            "promote-bool-int32",
+        ): "inplace ldexp_: raises DTypeError (DTypeError: ldexp_: result type adcuda.float32 can't be cast to the d",
+        (
+            "value",
+            "ldexp",
+            "promote-int32-f32",
+        ): "inplace ldexp_: raises DTypeError (DTypeError: ldexp_: result type adcuda.float32 can't be cast to the d",
+        (
+            "value",
+            "ldexp",
+            "promote-int32-int64",
+        ): "inplace ldexp_: raises DTypeError (DTypeError: ldexp_: result type adcuda.float32 can't be cast to the d",
+        (
+            "value",
+            "ldexp",
+            "promote-int64-0d-f64",
+        ): "inplace ldexp_: raises DTypeError (DTypeError: ldexp_: result type adcuda.float64 can't be cast to the d",
+        (
+            "value",
+            "rad2deg",
+            "bool",
+        ): "inplace rad2deg_: raises DTypeError (DTypeError: rad2deg_: result type adcuda.float32 can't be cast to t",
+        (
+            "value",
+            "rad2deg",
+            "int32",
+        ): "inplace rad2deg_: raises DTypeError (DTypeError: rad2deg_: result type adcuda.float32 can't be cast to t",
+        (
+            "value",
+            "rad2deg",
+            "int64",
+        ): "inplace rad2deg_: raises DTypeError (DTypeError: rad2deg_: result type adcuda.float32 can't be cast to t",
+        (
+            "value",
+            "sinc",
+            "bool",
+        ): "inplace sinc_: raises DTypeError (DTypeError: sinc_: result type adcuda.float32 can't be cast to the des",
+        (
+            "value",
+            "sinc",
+            "int32",
+        ): "inplace sinc_: raises DTypeError (DTypeError: sinc_: result type adcuda.float32 can't be cast to the des",
+        (
+            "value",
+            "sinc",
+            "int64",
+        ): "inplace sinc_: raises DTypeError (DTypeError: sinc_: result type adcuda.float32 can't be cast to the des",
         (
             "value",
             "add",
@@ -1538,6 +1763,16 @@ GROUPS = {
         ): "method where: raises a raw TypeError (TypeError: where() missing 2 required positional arguments: 'condi",
     },
     "second-order gradients": {
+        (
+            "grad",
+            "atan2",
+            "promote-f16-0d-f64",
+        ): "gradgrad[0]: 1 of 1 values differ; at () got np.float64(0.9367186250537994), expected np.float64(0.93731",
+        (
+            "grad",
+            "logaddexp2",
+            "promote-f16-0d-f64",
+        ): "gradgrad[0]: 1 of 1 values differ; at () got np.float64(0.281982421875), expected np.float64(0.282226562",
         (
             "grad",
             "celu",

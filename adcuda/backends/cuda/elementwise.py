@@ -37,6 +37,13 @@ _FLOAT_ONLY = frozenset(
         "exp2",
         "log2",
         "log10",
+        "asin",
+        "acos",
+        "atan",
+        "asinh",
+        "acosh",
+        "atanh",
+        "erfc",
     }
 )
 _NOT_FOR_BOOL = frozenset({"neg", "sign"})
