@@ -210,6 +210,31 @@ struct Hypot { template <typename C> ADCUDA_HD C operator()(C a, C b) const { re
 // The angle of the point (b, a): atan2(input, other), as the C library's, signed zeros included.
 struct Atan2 { template <typename C> ADCUDA_HD C operator()(C a, C b) const { return atan2_(a, b); } };
 
+// The greatest common divisor and least common multiple of integers, non-negative, as PyTorch's: on the
+// magnitudes in the unsigned type (|INT_MIN| has no signed value; it wraps back as PyTorch's does).
+template <typename C>
+ADCUDA_HD std::make_unsigned_t<C> magnitude(C x) {
+  using U = std::make_unsigned_t<C>;
+  return x < C(0) ? U(U(0) - U(x)) : U(x);
+}
+template <typename C>
+ADCUDA_HD std::make_unsigned_t<C> gcd_magnitudes(C a, C b) {
+  auto x = magnitude(a), y = magnitude(b);
+  while (x != 0) {
+    const auto r = y % x;
+    y = x;
+    x = r;
+  }
+  return y;
+}
+struct Gcd { template <typename C> ADCUDA_HD C operator()(C a, C b) const { return C(gcd_magnitudes(a, b)); } };
+struct Lcm {
+  template <typename C> ADCUDA_HD C operator()(C a, C b) const {
+    const auto g = gcd_magnitudes(a, b);
+    return g == 0 ? C(0) : C(magnitude(a) / g * magnitude(b));
+  }
+};
+
 // Integers to non-negative integer powers by squaring (the host rejects negative exponents first).
 struct Pow {
   template <typename C> ADCUDA_HD C operator()(C a, C b) const {

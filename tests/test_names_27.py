@@ -212,6 +212,29 @@ def test_binary_shapes_broadcast_and_mismatch():
         adcuda.atan2(adcuda.ones(2), adcuda.ones(3))
 
 
+@pytest.mark.parametrize("name", ["gcd", "lcm"])
+@pytest.mark.parametrize("dtypes", [("int64", "int64"), ("int32", "int32"), ("int32", "int64")])
+def test_gcd_lcm(name, dtypes):
+    a, b = [0, 12, -18, 7, 0, 5, 1 << 20], [0, 8, 12, -21, 5, -10, 3 << 12]
+    got = getattr(adcuda, name)(
+        adcuda.tensor(a, dtype=getattr(adcuda, dtypes[0])), adcuda.tensor(b, dtype=getattr(adcuda, dtypes[1]))
+    )
+    want = getattr(torch, name)(
+        torch.tensor(a, dtype=getattr(torch, dtypes[0])), torch.tensor(b, dtype=getattr(torch, dtypes[1]))
+    )
+    _check(got, want, 0)
+    t = adcuda.tensor(a)
+    assert getattr(t, name + "_")(adcuda.tensor(b)) is t
+    np.testing.assert_array_equal(t.numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("name", ["gcd", "lcm"])
+def test_gcd_lcm_reject_floats_and_bools(name):
+    for x in (adcuda.tensor([1.0]), adcuda.tensor([True])):
+        with pytest.raises(adcuda.errors.AdcudaError, match=name):
+            getattr(adcuda, name)(x, x)
+
+
 @pytest.mark.parametrize(
     "elements,test_elements,kwargs",
     [
@@ -273,6 +296,19 @@ def test_cuda_binary_matches_cpu(name, dtype):
     got = getattr(adcuda, name)(adcuda.tensor(a, dtype=d, device="cuda"), adcuda.tensor(b, dtype=d, device="cuda"))
     want = getattr(adcuda, name)(adcuda.tensor(a, dtype=d), adcuda.tensor(b, dtype=d))
     np.testing.assert_allclose(got.cpu().numpy(), want.numpy(), rtol=TOL[dtype], atol=1e-300, equal_nan=True)
+
+
+@pytest.mark.cuda
+@cuda
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+@pytest.mark.parametrize("name", ["gcd", "lcm"])
+def test_cuda_gcd_lcm_match_cpu(name, dtype):
+    a, b = [0, 12, -18, 7, 0, 5, 1 << 20, -9], [0, 8, 12, -21, 5, -10, 3 << 12, 0]
+    d = getattr(adcuda, dtype)
+    got = getattr(adcuda, name)(adcuda.tensor(a, dtype=d, device="cuda"), adcuda.tensor(b, dtype=d, device="cuda"))
+    want = getattr(adcuda, name)(adcuda.tensor(a, dtype=d), adcuda.tensor(b, dtype=d))
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got.cpu().numpy(), want.numpy())
 
 
 @pytest.mark.cuda

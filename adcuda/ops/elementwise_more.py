@@ -10,9 +10,9 @@ import math
 from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
-from ..errors import DTypeError
+from ..errors import DTypeError, UnsupportedError
 from ..tensor import Tensor
-from .common import cast, check_tensor, float_result_type
+from .common import cast, check_tensor, float_result_type, result_type
 from .elementwise import (
     _classify,
     _float_unary,
@@ -160,11 +160,32 @@ def logaddexp2(input: Tensor, other: Tensor) -> Tensor:
     check_tensor("logaddexp2", "other", other)
     if not (input.dtype.is_floating_point or other.dtype.is_floating_point):
         # PyTorch has no integer logaddexp2 (rather than computing it in float32, as logaddexp does)
-        raise DTypeError(f"logaddexp2: not implemented for {input.dtype} and {other.dtype} operands")
+        raise UnsupportedError(f"logaddexp2: not implemented for {input.dtype} and {other.dtype} operands")
     dtype = float_result_type(input, other)
     # log2(2^a + 2^b) = logaddexp(a ln 2, b ln 2) / ln 2: scaling by ln 2 keeps the relative precision
     scaled = logaddexp(binary("mul", input, _LN2, dtype=dtype), binary("mul", other, _LN2, dtype=dtype))
     return binary("div", scaled, _LN2, dtype=dtype)
+
+
+def _integer_binary(name, input, other):
+    check_tensor(name, "input", input)
+    check_tensor(name, "other", other)
+    dtype = result_type(input, other)
+    if dtype.category != dt.INTEGER:
+        raise UnsupportedError(
+            f"{name}: not defined for {input.dtype} and {other.dtype} operands (integer dtypes only)"
+        )
+    return binary(name, input, other, dtype=dtype, name=name)
+
+
+@op("gcd", inplace=True, doc="The greatest common divisor of integers, non-negative (gcd(0, 0) = 0).")
+def gcd(input: Tensor, other: Tensor) -> Tensor:
+    return _integer_binary("gcd", input, other)
+
+
+@op("lcm", inplace=True, doc="The least common multiple of integers, non-negative (0 where either is 0).")
+def lcm(input: Tensor, other: Tensor) -> Tensor:
+    return _integer_binary("lcm", input, other)
 
 
 @op("ldexp", doc="input * 2 ** other, in a floating dtype.", composite=True, inplace=True)

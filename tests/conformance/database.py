@@ -189,6 +189,18 @@ BINARY = {
 for _name, _kw in BINARY.items():
     add(_name, g.binary(**_kw), errors=g.binary_errors(), category="binary")
 
+for _name in ("gcd", "lcm"):
+    add(
+        _name,
+        [
+            S(idx(0, 12, -18, 7, 0, 5), idx(0, 8, 12, -21, 5, -10)),
+            S(idx(4, 6, 9, dtype="int32"), idx(6, dtype="int32")),
+            S(idx(3, 5, dtype="int32"), idx(10, 15)),
+            S(T(0, 3, dtype=I64), idx(2, 3, 4)),
+        ],
+        errors=[E(T(3), T(3), family="RuntimeError/ValueError")],
+        grad=False,
+    )
 add(
     "isin",
     [

@@ -398,6 +398,8 @@ BINARY_OPS = {
     "logaddexp": np.logaddexp,
     "hypot": np.hypot,
     "atan2": np.arctan2,
+    "gcd": np.gcd,
+    "lcm": np.lcm,
 }
 _BOOL_RESULT = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor"}
 
