@@ -23,6 +23,7 @@ from .autograd import (
     no_grad,
     set_grad_enabled,
 )
+from .backends.cpu.threads import get_num_interop_threads, get_num_threads, set_num_interop_threads, set_num_threads
 from .cuda import amp as _cuda_amp  # noqa: F401 (makes adcuda.cuda.amp, as torch.cuda.amp)
 from .device import device
 from .dtypes import (  # noqa: A004
@@ -119,6 +120,9 @@ _LOADED_ON_FIRST_USE = {
     # more of PyTorch's names (issue 15): torch.linalg's norms and products, torch.testing's assert_close
     "linalg": (".linalg", None),
     "testing": (".testing", None),
+    # torch.distributions and torch.special's names (issue 28)
+    "distributions": (".distributions", None),
+    "special": (".special", None),
     # sparse COO tensors (issue 28): torch.sparse's mm and sum
     "sparse": (".sparse", None),
 }

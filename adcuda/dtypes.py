@@ -8,14 +8,16 @@ Python scalars, unless the lower-priority operand is of a higher category.
 from __future__ import annotations
 
 import builtins
-from typing import TYPE_CHECKING
+from typing import TypeAlias
 
 import numpy as np
 
 from .errors import DTypeError
 
-if TYPE_CHECKING:
-    from .types import DType
+# A Python scalar, where PyTorch takes one in place of a tensor (adcuda.types.Number). Defined here, below
+# everything that annotates with it, so adcuda.types stays a leaf (written with builtins: this module
+# names its dtypes bool, int, float).
+Number: TypeAlias = builtins.bool | builtins.int | builtins.float
 
 _builtin_int, _builtin_float = builtins.int, builtins.float
 
@@ -48,6 +50,9 @@ class dtype:
     def __reduce__(self):
         return (_by_name, (self.name,))
 
+
+# dtype under the name adcuda.types gives it, for this module's annotations
+DType: TypeAlias = dtype
 
 bool_ = dtype("bool", BOOL, 0, 1, np.bool_)
 int32 = dtype("int32", INTEGER, 2, 4, np.int32)

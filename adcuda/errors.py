@@ -148,6 +148,11 @@ def _name_the_op(error, op_name):
         error.args = (f"{op_name}: {args[0]}",)
 
 
+class SettingError(AdcudaError, RuntimeError):
+    """A process-wide setting given a value it cannot take, or set when it no longer can be
+    (``set_num_threads(0)``, a second ``set_num_interop_threads``), as PyTorch's RuntimeError."""
+
+
 def fmt_shape(shape):
     """``(3, 4)`` as PyTorch users read it (a 1-tuple keeps its comma)."""
     return str(tuple(shape))

@@ -12,7 +12,7 @@ import threading
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .types import Device
+    from .device import device as Device
 
 _DEFAULT_SEED = 67280421310721
 

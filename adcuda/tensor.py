@@ -13,7 +13,7 @@ making the result of an op costs two attribute writes.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -25,9 +25,16 @@ from .errors import AutogradError, DTypeError, IndexOutOfRangeError, ShapeError,
 from .layouts import strided
 
 if TYPE_CHECKING:
-    from .types import Any, Device, DType, Iterator, Number, ndarray
+    from collections.abc import Callable, Iterator
+    from typing import Any
 
-_NUMPY_TO_DTYPE = dt._FROM_NUMPY
+    from numpy import ndarray
+
+    from .backends.seam import BackendArray, CPUArray, CUDAArray
+    from .device import device as Device
+    from .dtypes import DType, Number
+
+_NUMPY_TO_DTYPE: dict[Any, DType] = dt._FROM_NUMPY  # looked up by the dtype object of either backend's array
 
 
 class VersionCounter:
@@ -51,6 +58,10 @@ else:
 class Tensor(_AttachedAtImport):
     __array_priority__ = 1000  # NumPy defers ``ndarray + Tensor`` to Tensor.__radd__
 
+    # set by _make for every tensor: the array, held by its device's backend, and that device
+    _data: BackendArray
+    _device: Device
+
     # per-tensor state, written only where it differs from these defaults
     grad: Tensor | None = None
     _requires_grad = False
@@ -61,7 +72,7 @@ class Tensor(_AttachedAtImport):
     _view_fn = None  # for a view: how to rebuild it from its base (see replay_view)
     _view_version = None  # for a recorded view: the version its history was recorded at
     _accumulator = None  # a leaf's AccumulateGrad node
-    _hooks = None  # a leaf's gradient hooks
+    _hooks: dict[int, Callable[[Tensor], Tensor | None]] | None = None  # a leaf's gradient hooks
     _retains_grad = False
     # a dense tensor's layout (adcuda/ops/sparse.py's SparseTensor, a subclass, says sparse_coo)
     layout = strided
@@ -188,8 +199,9 @@ class Tensor(_AttachedAtImport):
 
     def is_contiguous(self) -> bool:
         # asked of the array itself: a backend's contiguous() would copy a non-contiguous one to answer
-        data = self._data
-        return data.flags.c_contiguous if self._device is CPU else data.is_contiguous()
+        if self._device is CPU:
+            return cast("CPUArray", self._data).flags.c_contiguous
+        return cast("CUDAArray", self._data).is_contiguous()
 
     def stride(self, dim: int | None = None) -> tuple[int, ...] | int:
         data = self._data
@@ -199,7 +211,9 @@ class Tensor(_AttachedAtImport):
         return strides if dim is None else strides[_own_dim(dim, data.ndim, "stride")]
 
     def data_ptr(self) -> int:
-        return self._data.__array_interface__["data"][0] if self._device is CPU else self._data.data_ptr()
+        if self._device is CPU:
+            return cast("CPUArray", self._data).__array_interface__["data"][0]
+        return cast("CUDAArray", self._data).data_ptr()
 
     def __len__(self) -> int:
         if self.ndim == 0:
@@ -226,7 +240,7 @@ class Tensor(_AttachedAtImport):
                 f"item: a Tensor with {self.numel()} elements cannot be converted to a "
                 f"Python scalar (shape {fmt_shape(self.shape)})"
             )
-        return primitives(self).to_numpy(self._data).reshape(()).item()
+        return primitives(self).to_numpy(self._data).item()  # (NumPy's item takes any one-element array)
 
     def tolist(self) -> Any:
         return primitives(self).to_numpy(self._data).tolist()

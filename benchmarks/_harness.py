@@ -29,10 +29,18 @@ BANDWIDTH_BYTES = 256 << 20
 EMULATED_NO_TIMING = "emulated: no timing"
 
 
+def smoke():
+    """Whether this is a smoke run (``benchmarks/run.py --smoke``, as CI runs it, sets ``BENCH_SMOKE=1``):
+    every case is timed once, which checks that each suite runs end to end; its figures mean nothing."""
+    return os.environ.get("BENCH_SMOKE") == "1"
+
+
 def median_time(fn, *, repeat=7, min_time=0.05, warmup=3, clock=time.perf_counter):
     """Median seconds per call of ``fn`` over ``repeat`` rounds of at least ``min_time`` each, read on
     ``clock`` (wall time by default; ``time.process_time``, the process's CPU time, for single-threaded
-    contenders on a machine shared with other work)."""
+    contenders on a machine shared with other work). A smoke run times one call."""
+    if smoke():
+        repeat, min_time, warmup = 1, 0.0, 1
     for _ in range(warmup):
         fn()
     number = 1
@@ -102,10 +110,24 @@ def run_contenders(script, contenders, extra_args=(), timeout=900, rounds=1, int
                 print(f"  {label} failed:\n{proc.stderr[-2000:]}", file=sys.stderr)
                 continue
             times = json.loads(proc.stdout.strip().splitlines()[-1])
-            best = results.setdefault(label, times)
-            for case, seconds in times.items():
-                best[case] = min(best.get(case, seconds), seconds)
+            if label in results:
+                _keep_best(results[label], times)
+            else:
+                results[label] = times
     return results
+
+
+def _keep_best(best, times):
+    """Fold one round's ``times`` into ``best``: each number keeps its minimum; a contender's result may
+    nest its figures in dicts (bench_amp's ``{"times": ..., "memory": ...}``), which fold alike."""
+    for case, value in times.items():
+        kept = best.get(case)
+        if isinstance(kept, dict) and isinstance(value, dict):
+            _keep_best(kept, value)
+        elif isinstance(kept, (int, float)) and isinstance(value, (int, float)):
+            best[case] = min(kept, value)
+        elif kept is None:
+            best[case] = value
 
 
 def _available_or_say(name):

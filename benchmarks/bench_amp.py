@@ -184,7 +184,7 @@ def main():
         print("\n(on the CPU float16 is storage only: a ratio above 1x is the cost of the conversions, not a bug)")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"suite": "amp", "device": args.device, "timing": timing_rows, "ratios": ratio_rows}, f, indent=2)
+            json.dump({"suite": "amp", "device": args.device, "rows": timing_rows, "ratios": ratio_rows}, f, indent=2)
 
 
 if __name__ == "__main__":

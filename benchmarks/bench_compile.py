@@ -35,7 +35,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import print_table, run_contenders, single_thread_env  # noqa: E402
+from _harness import print_table, run_contenders, single_thread_env, smoke  # noqa: E402
 
 if "--contender" in sys.argv or "--products" in sys.argv:
     single_thread_env()  # before anything imports NumPy: OpenBLAS reads its thread count once, at load
@@ -119,7 +119,10 @@ def cases_for(contender, quick=False):
 
 
 def best_cpu_time(fn, *, rounds, min_time=0.05, warmup=3):
-    """The least CPU seconds per call of ``fn`` over ``rounds`` rounds of at least ``min_time`` each."""
+    """The least CPU seconds per call of ``fn`` over ``rounds`` rounds of at least ``min_time`` each (one
+    call in a smoke run)."""
+    if smoke():
+        rounds, min_time, warmup = 1, 0.0, 1
     for _ in range(warmup):
         fn()
     number = 1

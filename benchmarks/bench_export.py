@@ -30,7 +30,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import contender_main, print_table, run_contenders, single_thread_env  # noqa: E402
+from _harness import contender_main, print_table, run_contenders, single_thread_env, smoke  # noqa: E402
 
 EXIT_SKIPPED = 77
 C_BUILDS = {"C -O2": ("-O2",), "C native": ("-O3", "-march=native")}
@@ -138,6 +138,8 @@ def time_c(compiler, flags, export, directory, x, reference, quick):
     run(1)
     got = np.fromfile(out_path, np.float32)
     np.testing.assert_allclose(got.reshape(reference.shape), reference, rtol=1e-4, atol=1e-5)
+    if smoke():
+        return run(1)
     per_call = run(10)
     repeats = max(10, int((0.05 if quick else 0.2) / max(per_call, 1e-9)))
     times = sorted(run(repeats) for _ in range(3 if quick else 7))

@@ -103,15 +103,18 @@ def check_against_cpu(cb, cpu):
         )
     target = rng.integers(0, 1031, 37)
     target[::5] = -100
-    losses, lse = cpu.cross_entropy(x, target, -100, 0.1)
-    got_losses, got_lse = cb.cross_entropy(device(x), device(target, adcuda.int64), -100, 0.1)
-    close(got_losses, losses, "cross_entropy losses")
-    close(got_lse, lse, "cross_entropy log-sum-exps")
+    weight = rng.uniform(0.5, 2.0, 1031).astype(np.float32)
+    losses, stats = cpu.classifier_loss(x, target, weight, -100, 0.1)
+    got_losses, got_stats = cb.classifier_loss(device(x), device(target, adcuda.int64), device(weight), -100, 0.1)
+    close(got_losses, losses, "classifier_loss losses")
+    close(got_stats, stats, "classifier_loss row statistics")
     g_rows = rng.standard_normal(37).astype(np.float32)
     close(
-        cb.cross_entropy_backward(device(x), got_lse, device(target, adcuda.int64), device(g_rows), -100, 0.1),
-        cpu.cross_entropy_backward(x, lse, target, g_rows, -100, 0.1),
-        "cross_entropy_backward",
+        cb.classifier_loss_backward(
+            device(x), got_stats, device(target, adcuda.int64), device(weight), device(g_rows), -100, 0.1
+        ),
+        cpu.classifier_loss_backward(x, stats, target, weight, g_rows, -100, 0.1),
+        "classifier_loss_backward",
     )
     w, b = rng.standard_normal(1031).astype(np.float32), rng.standard_normal(1031).astype(np.float32)
     y, mean, rstd = cpu.layer_norm(x, w, b, 1, 1e-5)
@@ -125,14 +128,16 @@ def check_against_cpu(cb, cpu):
         close(got_part, ref_part, f"layer_norm_backward {name}")
     logits = rng.standard_normal((3, 50257)).astype(np.float32)
     target = np.array([0, 50256, -100])
-    losses, lse = cpu.cross_entropy(logits, target, -100, 0.0)
-    got_losses, got_lse = cb.cross_entropy(device(logits), device(target, adcuda.int64), -100, 0.0)
-    close(got_losses, losses, "cross_entropy over 50257 classes (chunked rows)")
+    losses, stats = cpu.classifier_loss(logits, target, None, -100, 0.0)
+    got_losses, got_stats = cb.classifier_loss(device(logits), device(target, adcuda.int64), None, -100, 0.0)
+    close(got_losses, losses, "classifier_loss over 50257 classes (chunked rows)")
     ones = np.ones(3, np.float32)
     close(
-        cb.cross_entropy_backward(device(logits), got_lse, device(target, adcuda.int64), device(ones), -100, 0.0),
-        cpu.cross_entropy_backward(logits, lse, target, ones, -100, 0.0),
-        "cross_entropy_backward over 50257 classes",
+        cb.classifier_loss_backward(
+            device(logits), got_stats, device(target, adcuda.int64), None, device(ones), -100, 0.0
+        ),
+        cpu.classifier_loss_backward(logits, stats, target, None, ones, -100, 0.0),
+        "classifier_loss_backward over 50257 classes",
     )
     x768, g768 = (rng.standard_normal((65, 768)).astype(np.float32) for _ in range(2))
     w768 = rng.standard_normal(768).astype(np.float32)
@@ -308,18 +313,18 @@ def bandwidth_cases(cb, torch, bursts):
         g = cb.randn((rows, classes), adt, 2, 0)
         target_host = rng.integers(0, classes, rows)
         target = cb.from_numpy(target_host, adcuda.int64)
-        g_rows = cb.full((rows,), 1.0, adt)
+        g_rows = cb.full((rows,), 1.0, adcuda.float32)  # the classifier's float32 row gradients
         y = cb.softmax(x, 1, False)
-        _, lse = cb.cross_entropy(x, target, -100, 0.0)
+        _, stats = cb.classifier_loss(x, target, None, -100, 0.0)
         n = rows * classes
         cases = {
             f"softmax {dtype} {rows}x{classes}": (lambda: cb.softmax(x, 1, False), 2 * n * size),
             f"log_softmax {dtype}": (lambda: cb.softmax(x, 1, True), 2 * n * size),
             f"softmax backward {dtype}": (lambda: cb.softmax_backward(y, g, 1, False), 3 * n * size),
-            # the forward reads the logits once (one log-sum-exp per row is all it keeps)
-            f"cross_entropy {dtype}": (lambda: cb.cross_entropy(x, target, -100, 0.0), n * size),
+            # the fused classifier's forward reads the logits once (two float32 values per row is all it keeps)
+            f"cross_entropy {dtype}": (lambda: cb.classifier_loss(x, target, None, -100, 0.0), n * size),
             f"cross_entropy backward {dtype}": (
-                lambda: cb.cross_entropy_backward(x, lse, target, g_rows, -100, 0.0),
+                lambda: cb.classifier_loss_backward(x, stats, target, None, g_rows, -100, 0.0),
                 2 * n * size,
             ),
         }

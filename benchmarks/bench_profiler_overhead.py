@@ -22,7 +22,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from _harness import median_time, print_table, run_contenders, single_thread_env  # noqa: E402
+from _harness import median_time, print_table, run_contenders, single_thread_env, smoke  # noqa: E402
 
 
 def _load_recorder_builder():
@@ -65,7 +65,7 @@ def child_main(process, quick):
         settings["nvtx-notool"] = emit_nvtx
     work = cases()
     times = {s: {c: [] for c in work} for s in settings}
-    for _ in range(3 if quick else 7):
+    for _ in range(1 if smoke() else 3 if quick else 7):
         for setting, session in settings.items():
             with session() as active:
                 if setting == "nvtx" and active._emitter is None:

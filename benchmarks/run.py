@@ -8,6 +8,7 @@ limit, echoes their tables, and writes one JSON document (structure in README.md
 optionally a bar chart of the adcuda/contender ratios.
 
     python benchmarks/run.py --quick                      # CPU suites, a few minutes on 2 cores
+    python benchmarks/run.py --smoke                      # each case timed once: do the suites run? (CI)
     python benchmarks/run.py --device cuda --json bench.json --plot bench.png
     python benchmarks/run.py --suites dispatch,mlp_step   # a subset
 """
@@ -53,6 +54,7 @@ SUITES = {
     "rnn": Suite("bench_rnn.py", ("cpu", "cuda"), True),
     "programs": Suite("bench_programs.py", ("cpu",), False),
     "export": Suite("bench_export.py", ("cpu",), False),
+    "threads": Suite("bench_threads.py", ("cpu",), False),
     "sparse": Suite("bench_sparse.py", ("cpu",), False),
 }
 
@@ -188,6 +190,12 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer repeats and smaller cases")
     parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="--quick with every case timed once (BENCH_SMOKE=1): checks that the suites run, as CI does; "
+        "the figures mean nothing",
+    )
+    parser.add_argument(
         "--device",
         default="auto",
         choices=("auto", "cpu", "cuda"),
@@ -198,6 +206,9 @@ def main(argv=None):
     parser.add_argument("--plot", help="draw the ratios as a bar chart (needs matplotlib)")
     parser.add_argument("--timeout", type=int, default=900, help="seconds per suite")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.quick = True
+        os.environ["BENCH_SMOKE"] = "1"  # the suites' processes inherit it (benchmarks/_harness.py's smoke())
     device = args.device if args.device != "auto" else ("cuda" if _cuda_available() else "cpu")
     names = list(SUITES) if args.suites == "all" else [s.strip() for s in args.suites.split(",") if s.strip()]
     unknown = [n for n in names if n not in SUITES]
@@ -209,6 +220,7 @@ def main(argv=None):
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
         "device": device,
         "quick": args.quick,
+        "smoke": args.smoke,
         "machine": _machine(),
         "suites": {},
     }

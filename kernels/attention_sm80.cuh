@@ -30,19 +30,9 @@ namespace adcuda::flash {
 using ptx::cp_async_16;
 using ptx::cp_async_commit;
 using ptx::cp_async_wait;
+using ptx::exp2_approx;
 using ptx::ldmatrix_x4;
 using ptx::mma_16816;
-
-// 2^x by the special-function unit (ex2.approx.ftz.f32: one MUFU.EX2; relative error ~2^-22, -inf -> 0).
-__device__ __forceinline__ float exp2_approx(float x) {
-#if defined(ADCUDA_EMULATION)
-  return emu::ex2_approx_ftz_f32(x);
-#else
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-#endif
-}
 
 // Two floats rounded to T and packed in one register, the lower-indexed element in the low half.
 template <typename T>

@@ -27,7 +27,8 @@ enum UnaryId {
   kNeg, kAbs, kExp, kLog, kLog1p, kSqrt, kRsqrt, kSin, kCos, kTanh, kSigmoid, kRelu, kGelu, kGeluTanh, kSilu,
   kSign, kErf, kFloor, kCeil, kTrunc, kRound, kExp2, kLog2, kLog10, kBitwiseNot, kLogicalNot,
   // issue 27's inverse trigonometric and hyperbolic functions and erfc
-  kAsin, kAcos, kAtan, kAsinh, kAcosh, kAtanh, kErfc
+  kAsin, kAcos, kAtan, kAsinh, kAcosh, kAtanh, kErfc,
+  kLgamma, kDigamma, kTrigamma, kErfinv
 };
 
 const std::unordered_map<std::string, UnaryEntry>& unary_table() {
@@ -50,6 +51,8 @@ const std::unordered_map<std::string, UnaryEntry>& unary_table() {
       {"atan", {UnaryKind::FloatOnly, kAtan}},     {"asinh", {UnaryKind::FloatOnly, kAsinh}},
       {"acosh", {UnaryKind::FloatOnly, kAcosh}},   {"atanh", {UnaryKind::FloatOnly, kAtanh}},
       {"erfc", {UnaryKind::FloatOnly, kErfc}},
+      {"lgamma", {UnaryKind::FloatOnly, kLgamma}}, {"digamma", {UnaryKind::FloatOnly, kDigamma}},
+      {"trigamma", {UnaryKind::FloatOnly, kTrigamma}}, {"erfinv", {UnaryKind::FloatOnly, kErfinv}},
   };
   return table;
 }
@@ -66,7 +69,8 @@ constexpr bool through_float32_27(int id) {
 }
 constexpr bool through_float32(int id) {
   return id == kLog1p || id == kSin || id == kCos || id == kErf || id == kExp2 || id == kLog2 || id == kLog10 ||
-         id == kFloor || id == kCeil || id == kTrunc || id == kRound || id == kSign || through_float32_27(id);
+         id == kFloor || id == kCeil || id == kTrunc || id == kRound || id == kSign || id == kLgamma ||
+         id == kDigamma || id == kTrigamma || id == kErfinv || through_float32_27(id);
 }
 
 template <typename T>
@@ -92,6 +96,10 @@ void unary_float_op(int id, const DeviceArray& out, const DeviceArray& a) {
       case kAcosh: return run_unary<T>(math::Acosh{}, out, a);
       case kAtanh: return run_unary<T>(math::Atanh{}, out, a);
       case kErfc: return run_unary<T>(math::Erfc{}, out, a);
+      case kLgamma: return run_unary<T>(math::Lgamma{}, out, a);
+      case kDigamma: return run_unary<T>(math::Digamma{}, out, a);
+      case kTrigamma: return run_unary<T>(math::Trigamma{}, out, a);
+      case kErfinv: return run_unary<T>(math::Erfinv{}, out, a);
       default: break;
     }
   }

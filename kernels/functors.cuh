@@ -141,6 +141,99 @@ struct Asinh { template <typename C> ADCUDA_HD C operator()(C x) const { return 
 struct Acosh { template <typename C> ADCUDA_HD C operator()(C x) const { return acosh_(x); } };
 struct Atanh { template <typename C> ADCUDA_HD C operator()(C x) const { return atanh_(x); } };
 struct Erfc { template <typename C> ADCUDA_HD C operator()(C x) const { return erfc_(x); } };
+
+// The gamma family and erfinv: computed in double whatever C is, with the CPU backend's algorithm
+// (adcuda/backends/cpu/_special.py), so both backends agree to their math libraries' last bits. The
+// recurrences shift x up to 10, where the asymptotic series (to x^-14, x^-15) reach double rounding;
+// negative arguments are reflected; erfinv polishes Winitzki's closed form with three Halley steps.
+namespace special {
+constexpr double kPi = 3.14159265358979323846;
+constexpr double kShiftTo = 10.0;
+ADCUDA_HD double bernoulli_2k(int k) {  // B_2 .. B_14
+  constexpr double b[7] = {1.0 / 6, -1.0 / 30, 1.0 / 42, -1.0 / 30, 5.0 / 66, -691.0 / 2730, 7.0 / 6};
+  return b[k];
+}
+// sin(pi x) and tan(pi x), reduced to [-1, 1] and [-1/2, 1/2] first (exactly; rint rounds half to even
+// as NumPy's round), so that large |x| keeps its digits and tiny |x| is not rounded onto an integer
+ADCUDA_HD double sin_pi(double x) { return ::sin(kPi * (x - 2.0 * ::rint(0.5 * x))); }
+ADCUDA_HD double tan_pi(double x) { return ::tan(kPi * (x - ::rint(x))); }
+ADCUDA_HD double digamma_positive(double x) {
+  double acc = 0.0;
+  while (x < kShiftTo) { acc -= 1.0 / x; x += 1.0; }
+  const double t = 1.0 / (x * x);
+  double series = 0.0;
+  for (int k = 6; k >= 0; --k) series = (series + bernoulli_2k(k) / (2 * (k + 1))) * t;
+  return acc + ::log(x) - 0.5 / x - series;
+}
+ADCUDA_HD double trigamma_positive(double x) {
+  double acc = 0.0;
+  while (x < kShiftTo) { acc += 1.0 / (x * x); x += 1.0; }
+  const double inverse = 1.0 / x, t = inverse * inverse;
+  double series = 0.0;
+  for (int k = 6; k >= 0; --k) series = (series + bernoulli_2k(k)) * t;
+  return acc + inverse + 0.5 * t + inverse * series;
+}
+ADCUDA_HD double digamma(double x) {
+  if (x != x || x == -INFINITY) return NAN;
+  if (x == INFINITY) return INFINITY;
+  if (x == 0.0) return ::copysign(INFINITY, -x);  // psi(+0) = -inf, psi(-0) = inf, as PyTorch
+  if (x < 0.0) {
+    if (x == ::floor(x)) return NAN;
+    return digamma_positive(1.0 - x) - kPi / tan_pi(x);
+  }
+  return digamma_positive(x);
+}
+ADCUDA_HD double trigamma(double x) {
+  if (x != x || x == -INFINITY) return NAN;
+  if (x == INFINITY) return 0.0;
+  if (x <= 0.0 && x == ::floor(x)) return INFINITY;
+  if (x < 0.0) {
+    const double s = sin_pi(x);
+    return kPi * kPi / (s * s) - trigamma_positive(1.0 - x);
+  }
+  return trigamma_positive(x);
+}
+// Shifted up to kShiftTo (dividing by the product of the shifts), Stirling's series there, reflected
+// below 0: the CPU backend's lgamma, operation for operation.
+ADCUDA_HD double lgamma(double x) {
+  if (x != x) return x;
+  if (x == INFINITY || (x <= 0.0 && x == ::floor(x))) return INFINITY;  // the poles and -inf
+  if (x == 1.0 || x == 2.0) return 0.0;  // exactly, as the roots' rounding would not give
+  const bool reflect = x < 0.0;
+  double z = reflect ? 1.0 - x : x;
+  double product = 1.0;
+  while (z < kShiftTo) { product *= z; z += 1.0; }
+  const double inverse = 1.0 / z, t = inverse * inverse;
+  double series = 0.0;
+  for (int k = 6; k >= 0; --k) series = (series + bernoulli_2k(k) / ((2 * k + 2) * (2 * k + 1))) * t;
+  const double result = (z - 0.5) * ::log(z) - z + 0.91893853320467274178 + z * series - ::log(product);
+  if (!reflect) return result;
+  // log(pi / |sin(pi x)|) without overflow; below 1e-8, sin(pi x) = pi x to double precision, and taken
+  // so, as pi x itself would lose digits among the subnormal numbers
+  constexpr double log_pi = 1.14472988584940017414;
+  const double log_sin = ::fabs(x) < 1e-8 ? log_pi + ::log(::fabs(x)) : ::log(::fabs(sin_pi(x)));
+  return log_pi - log_sin - result;
+}
+ADCUDA_HD double erfinv(double z) {
+  if (z == 1.0) return INFINITY;
+  if (z == -1.0) return -INFINITY;
+  if (!(z > -1.0 && z < 1.0)) return NAN;
+  constexpr double a = 0.147;
+  const double log_term = ::log1p(-z * z);
+  const double first = 2.0 / (kPi * a) + 0.5 * log_term;
+  double y = ::copysign(::sqrt(::sqrt(first * first - log_term / a) - first), z);
+  for (int step = 0; step < 3; ++step) {
+    const double f = ::erf(y) - z;
+    const double slope = 1.1283791670955126 * ::exp(-y * y);  // 2 / sqrt(pi) exp(-y^2)
+    y = y - f / (slope + y * f);
+  }
+  return y;
+}
+}  // namespace special
+struct Lgamma { template <typename C> ADCUDA_HD C operator()(C x) const { return C(special::lgamma(double(x))); } };
+struct Digamma { template <typename C> ADCUDA_HD C operator()(C x) const { return C(special::digamma(double(x))); } };
+struct Trigamma { template <typename C> ADCUDA_HD C operator()(C x) const { return C(special::trigamma(double(x))); } };
+struct Erfinv { template <typename C> ADCUDA_HD C operator()(C x) const { return C(special::erfinv(double(x))); } };
 struct BitwiseNot {
   template <typename C> ADCUDA_HD C operator()(C x) const {
     if constexpr (std::is_same_v<C, bool>) return !x;

@@ -1,5 +1,5 @@
 // Inline-PTX wrappers for the sm_80 instructions the tensor-core kernels share (GEMM, attention,
-// convolution): cp.async, ldmatrix and mma.sync.m16n8k16. Under ADCUDA_EMULATION each calls the
+// convolution): cp.async, ldmatrix and mma.sync.m16n8k16; and ex2.approx (attention, the fused classifier). Under ADCUDA_EMULATION each calls the
 // emulator's version (kernels/emulator/ptx_sm80.h), written from the PTX ISA.
 #pragma once
 
@@ -20,6 +20,18 @@ __device__ __forceinline__ unsigned shared_address(const void* pointer) {
   return static_cast<unsigned>(__cvta_generic_to_shared(pointer));
 }
 #endif
+
+// 2^x by the special-function unit (ex2.approx.ftz.f32: one MUFU.EX2; relative error ~2^-22, -inf -> 0,
+// results below 2^-126 flushed to 0).
+__device__ __forceinline__ float exp2_approx(float x) {
+#if defined(ADCUDA_EMULATION)
+  return emu::ex2_approx_ftz_f32(x);
+#else
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+#endif
+}
 
 // cp.async.cg of 16 bytes global -> shared; bytes past `src_bytes` (0..16) are zero-filled and the
 // source is not read at all when it is 0.

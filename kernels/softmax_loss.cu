@@ -10,13 +10,18 @@
 // of the online pass, so their inf/NaN results match the CPU backend's exactly; that path costs two
 // more reads and is only taken by such rows.
 //
-// Cross-entropy never writes the log-probabilities: the forward reads the logits once (online max and
-// sum of exponentials, the sum of the logits for label smoothing) and keeps one log-sum-exp per row;
-// the backward reads the logits again and writes exp(x - lse) - q. A row may be split into chunks
-// over several blocks (few rows of a large vocabulary, e.g. 50257): each chunk leaves its partial state
-// and a small pass merges a row's chunks in order. Rows of an odd length (50257 again) are not 16-byte
-// aligned past the first: each row or chunk is read as a scalar head up to the next 16-byte boundary,
-// 16-byte packs, then a scalar tail.
+// Cross-entropy is the fused classifier (llm.c's idea): the logits stay in their own dtype (bf16 under
+// autocast: no float32 copy of the (B*T, 50257) logits exists) and are read once by the forward (online
+// max and sum of exponentials, the (weighted) sum of the logits for label smoothing, 16-byte packs),
+// which keeps two float32 statistics per row and a float32 loss; the backward reads them once more and
+// writes the gradient in their dtype with 16-byte stores, class weights and label smoothing included.
+// That moves 6 bytes per bf16 logit (read, read, write) where casting to float32 and back moved 24
+// (cast 2 + 4, forward 4, backward 4 + 4, cast back 4 + 2). (A forward that also wrote the
+// gradient would save one read, but autograd learns the loss's gradient only at backward time.)
+// A row may be split into chunks over several blocks (few rows of a large vocabulary, e.g. 50257):
+// each chunk leaves its partial state and a small pass merges a row's chunks in order. Rows of an odd
+// length (50257 again) are not 16-byte aligned past the first: each row or chunk is read as a scalar
+// head up to the next 16-byte boundary, 16-byte packs, then a scalar tail.
 #include "softmax_loss.h"
 
 #include <algorithm>
@@ -29,6 +34,7 @@
 
 #include "launch_utils.cuh"
 #include "nn_common.cuh"
+#include "ptx_sm80.cuh"
 #include "runtime/dispatch.cuh"
 #include "runtime/errors.h"
 #include "runtime/launch.cuh"
@@ -192,7 +198,7 @@ __global__ void softmax_backward_columns_kernel(const T* y, const T* g, T* dx, s
 }
 
 // A row's (or a chunk's) cross-entropy state: online max / sum of exponentials over its finite
-// logits, the sum of all its logits, and whether it holds a NaN or a +inf (they decide the
+// logits, the sum of all its logits (weighted by the class weights with label smoothing), and whether it holds a NaN or a +inf (they decide the
 // log-sum-exp as NumPy's order of operations would: NaN, then +inf).
 template <typename Acc>
 struct LogitsState {
@@ -210,7 +216,7 @@ __device__ __forceinline__ LogitsState<Acc> empty_logits_state() {
 }
 
 template <typename Acc>
-__device__ __forceinline__ void add_logit(LogitsState<Acc>& state, Acc value) {
+__device__ __forceinline__ void add_logit(LogitsState<Acc>& state, Acc value, Acc weight) {
   if (isfinite(value)) {
     nn::add_to(state.finite, value);
   } else if (value != value) {
@@ -218,7 +224,7 @@ __device__ __forceinline__ void add_logit(LogitsState<Acc>& state, Acc value) {
   } else if (value > Acc(0)) {
     state.special |= kSawPositiveInfinity;
   }
-  state.total += value;
+  state.total += weight * value;
 }
 
 struct MergeLogitsStates {
@@ -232,14 +238,6 @@ template <typename Acc>
 __device__ __forceinline__ LogitsState<Acc> shuffle_xor(LogitsState<Acc> value, int offset) {
   return {nn::shuffle_xor(value.finite, offset), nn::shuffle_xor(value.total, offset),
           __shfl_xor_sync(nn::kFullMask, value.special, offset)};
-}
-
-template <typename Acc>
-__device__ __forceinline__ Acc log_sum_exp(const LogitsState<Acc>& state) {
-  if (state.special & kSawNan) return nn::quiet_nan<Acc>();
-  if (state.special & kSawPositiveInfinity) return static_cast<Acc>(INFINITY);
-  if (state.finite.max == nn::negative_infinity<Acc>()) return state.finite.max;  // every logit -inf
-  return state.finite.max + log_of(state.finite.sum);
 }
 
 // How a walk over `n` elements from `at` splits for V-element packs: elements [0, head) one by one up
@@ -271,58 +269,144 @@ __device__ __forceinline__ void store_whole(T* at, const nn::Pack<T, V>& pack) {
   __stcs(reinterpret_cast<Bits*>(at), bits);
 }
 
-// Calls visit(value) for the elements of in[0..n) this thread owns (blockDim.x threads share them).
-template <typename T, int V, typename Visit>
-__device__ __forceinline__ void for_each_owned(const T* in, std::int64_t n, Visit&& visit) {
-  const PackSplit split = pack_split<T, V>(in, n);
-  for (std::int64_t j = threadIdx.x; j < split.head; j += blockDim.x) visit(in[j]);
-  for (std::int64_t q = threadIdx.x; q < split.packs; q += blockDim.x) {
-    const auto pack = nn::load_pack<T, V>(in + split.head + q * V);
-#pragma unroll
-    for (int k = 0; k < V; ++k) visit(pack.item[k]);
+// exp(d) for d <= 0 (a logit minus its row's max) as the fused classifier needs it: one multiply and
+// one MUFU.EX2 in float32, where expf's range reduction (or exp2f's denormal fix-ups) costs 3-6 more
+// instructions per logit and would make the bf16 forward compute-bound on an H200 (about 11
+// instructions per logit left for 2 bytes of it). Its relative error (about 2^-22 plus the product's
+// rounding) is far below the float32 losses' tolerance; terms below 2^-126 flush to 0, which a sum
+// holding the max's 1 cannot see.
+template <typename Acc>
+__device__ __forceinline__ Acc exp_of_shifted(Acc d) {
+  if constexpr (std::is_same_v<Acc, double>) {
+    return exp_of(d);
+  } else {
+    return ptx::exp2_approx(d * 1.4426950408889634f);
   }
-  for (std::int64_t j = split.head + split.packs * V + threadIdx.x; j < n; j += blockDim.x) visit(in[j]);
 }
 
-// The per-row results from a row's whole state: its log-sum-exp (kept for the backward) and its loss,
-// keep * (lse - x[t]) + smooth * (C * lse - sum(x)): -(1 - ls) * logp[t] - ls / C * sum(logp) with
-// logp = x - lse, as the CPU backend computes it. `keep` = 1 - ls and `smooth` = ls / C.
+// Calls visit_one(j, value) and visit_pack(j, pack) for the elements in[j] of in[0..n) this thread
+// owns (blockDim.x threads share them): a scalar head up to the first 16-byte boundary, V-element
+// packs (16-byte loads), a scalar tail.
+template <typename T, int V, typename VisitOne, typename VisitPack>
+__device__ __forceinline__ void for_each_owned(const T* in, std::int64_t n, VisitOne&& visit_one,
+                                               VisitPack&& visit_pack) {
+  const PackSplit split = pack_split<T, V>(in, n);
+  for (std::int64_t j = threadIdx.x; j < split.head; j += blockDim.x) visit_one(j, in[j]);
+  for (std::int64_t q = threadIdx.x; q < split.packs; q += blockDim.x) {
+    const std::int64_t j = split.head + q * V;
+    visit_pack(j, nn::load_pack<T, V>(in + j));
+  }
+  for (std::int64_t j = split.head + split.packs * V + threadIdx.x; j < n; j += blockDim.x) visit_one(j, in[j]);
+}
+
+// Adds a pack of logits (weights weight_at(k)) with one rescale of the running sum for the pack's max
+// instead of a compare and branch per element; a pack holding an inf or a NaN goes element by element.
+template <typename T, int V, typename Acc, typename WeightAt>
+__device__ __forceinline__ void add_logit_pack(LogitsState<Acc>& state, const nn::Pack<T, V>& pack,
+                                               WeightAt&& weight_at) {
+  Acc values[V];
+  Acc pack_max = state.finite.max;
+  Acc pack_total = Acc(0);
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    values[k] = to_compute(pack.item[k]);
+    pack_max = fmax(pack_max, values[k]);  // FMNMX; a NaN, which fmax passes over, goes the slow way below
+    pack_total += weight_at(k) * values[k];
+  }
+  // a NaN or an inf anywhere makes the pack's total NaN or inf (so may a finite overflow, harmlessly)
+  if (!isfinite(pack_total)) {
+#pragma unroll
+    for (int k = 0; k < V; ++k) add_logit(state, values[k], weight_at(k));
+    return;
+  }
+  if (pack_max > state.finite.max) {
+    state.finite.sum *= exp_of_shifted(state.finite.max - pack_max);
+    state.finite.max = pack_max;
+  }
+#pragma unroll
+  for (int k = 0; k < V; ++k) state.finite.sum += exp_of_shifted(values[k] - pack_max);
+  state.total += pack_total;
+}
+
+// The fused classifier: class weights (kWeighted) and label smoothing, in the forward and the backward.
+// With ls the smoothing, w the weights (1 without) and W their sum: a row's loss is
+// keep * w[t] * (log_sum - (x[t] - m)) + smooth * (W * log_sum - sum(w * (x - m))), keep = 1 - ls and
+// smooth = ls / C, the CPU backend's -(1 - ls) w[t] logp[t] - ls / C sum(w logp); the gradient is
+// p * (keep * w[t] + smooth * W) - keep * w[t] onehot(t) - smooth * w, times the row's loss gradient.
+template <typename Acc>
+struct ClassifierTerms {
+  Acc keep, smooth;
+  const Acc* weight;      // (C,) or nullptr
+  const Acc* weight_sum;  // one value (the sum of the weights) or nullptr
+};
+
+// A row's shift m (its max, 0 where that is not finite: softmax's order of operations) and log_sum =
+// log(sum(exp(x - m))): NaN where a NaN is, +inf where a +inf is, -inf where every logit is -inf.
+template <typename Acc>
+struct RowStats {
+  Acc shift, log_sum;
+};
+
+template <typename Acc>
+__device__ __forceinline__ RowStats<Acc> row_stats_of(const LogitsState<Acc>& state) {
+  if (state.special & kSawNan) return {Acc(0), nn::quiet_nan<Acc>()};
+  if (state.special & kSawPositiveInfinity) return {Acc(0), static_cast<Acc>(INFINITY)};
+  if (state.finite.max == nn::negative_infinity<Acc>()) return {Acc(0), state.finite.max};
+  return {state.finite.max, log_of(state.finite.sum)};
+}
+
+// The per-row results from a row's whole state (total = sum(w * x), or sum(x) without weights): its
+// loss and its statistics (shift, log_sum), kept for the backward.
 template <typename T, typename Acc>
-__device__ __forceinline__ void finish_row(const LogitsState<Acc>& state, const T* logits_row, std::int64_t t,
-                                           std::int64_t classes, std::int64_t ignore_index, double keep,
-                                           double smooth, T* loss, Acc* lse_out) {
-  const Acc lse = log_sum_exp(state);
-  *lse_out = lse;
+__device__ __forceinline__ void finish_classifier_row(const LogitsState<Acc>& state, const T* logits_row,
+                                                      std::int64_t t, std::int64_t classes,
+                                                      std::int64_t ignore_index, const ClassifierTerms<Acc>& terms,
+                                                      Acc* loss, Acc* stats) {
+  const RowStats<Acc> row = row_stats_of(state);
+  stats[0] = row.shift;
+  stats[1] = row.log_sum;
   Acc value = Acc(0);
   if (t != ignore_index) {
     if (t < 0 || t >= classes) {
       value = nn::quiet_nan<Acc>();  // the op checks targets first; never a silent wrong loss
     } else {
-      value = static_cast<Acc>(keep) * (lse - to_compute(logits_row[t]));
-      if (smooth != 0.0) value += static_cast<Acc>(smooth) * (static_cast<Acc>(classes) * lse - state.total);
+      const Acc w_t = terms.weight != nullptr ? terms.weight[t] : Acc(1);
+      value = terms.keep * w_t * (row.log_sum - (to_compute(logits_row[t]) - row.shift));
+      if (terms.smooth != Acc(0)) {
+        const Acc total_weight = terms.weight != nullptr ? *terms.weight_sum : static_cast<Acc>(classes);
+        value += terms.smooth * (total_weight * row.log_sum - (state.total - row.shift * total_weight));
+      }
     }
   }
-  *loss = convert<T>(value);
+  *loss = value;
 }
 
 // Block (x, y) reads chunk y ([y * chunk, (y + 1) * chunk) of the classes) of rows x, x + gridDim.x,
-// ...; with one chunk per row it finishes the row, else it leaves the chunk's state in partials.
-template <typename T, int V>
-__global__ void cross_entropy_kernel(const T* logits, const std::int64_t* target, T* losses, compute_t<T>* lse,
-                                     LogitsState<compute_t<T>>* partials, std::int64_t rows, std::int64_t classes,
-                                     std::int64_t chunk, std::int64_t ignore_index, double keep, double smooth) {
+// ... once, in 16-byte packs; with one chunk per row it finishes the row, else it leaves the chunk's
+// state in partials. The weighted sum (kWeighted and label smoothing) reads the weights too.
+template <typename T, int V, bool kWeighted>
+__global__ void classifier_loss_kernel(const T* logits, const std::int64_t* target, compute_t<T>* losses,
+                                       compute_t<T>* stats, LogitsState<compute_t<T>>* partials, std::int64_t rows,
+                                       std::int64_t classes, std::int64_t chunk, std::int64_t ignore_index,
+                                       ClassifierTerms<compute_t<T>> terms) {
   using Acc = compute_t<T>;
   __shared__ LogitsState<Acc> scratch[32];
   const std::int64_t begin = static_cast<std::int64_t>(blockIdx.y) * chunk;
   const std::int64_t count = (begin + chunk < classes ? begin + chunk : classes) - begin;
+  const Acc* weight = kWeighted && terms.smooth != Acc(0) ? terms.weight + begin : nullptr;
   for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* in = logits + row * classes;
     LogitsState<Acc> state = empty_logits_state<Acc>();
-    for_each_owned<T, V>(in + begin, count, [&](T value) { add_logit(state, to_compute(value)); });
+    const auto weight_of = [&](std::int64_t j) { return kWeighted && weight != nullptr ? weight[j] : Acc(1); };
+    for_each_owned<T, V>(
+        in + begin, count, [&](std::int64_t j, T value) { add_logit(state, to_compute(value), weight_of(j)); },
+        [&](std::int64_t j, const nn::Pack<T, V>& pack) {
+          add_logit_pack(state, pack, [&](int k) { return weight_of(j + k); });
+        });
     state = block_reduce(state, MergeLogitsStates{}, scratch);
     if (threadIdx.x != 0) continue;
     if (gridDim.y == 1) {
-      finish_row(state, in, target[row], classes, ignore_index, keep, smooth, losses + row, lse + row);
+      finish_classifier_row(state, in, target[row], classes, ignore_index, terms, losses + row, stats + 2 * row);
     } else {
       partials[row * gridDim.y + blockIdx.y] = state;
     }
@@ -331,41 +415,65 @@ __global__ void cross_entropy_kernel(const T* logits, const std::int64_t* target
 
 // A row per thread: the row's chunk states merged in chunk order, then its results.
 template <typename T>
-__global__ void cross_entropy_finish_kernel(const T* logits, const std::int64_t* target, T* losses,
-                                            compute_t<T>* lse, const LogitsState<compute_t<T>>* partials,
-                                            std::int64_t rows, std::int64_t classes, int chunks,
-                                            std::int64_t ignore_index, double keep, double smooth) {
+__global__ void classifier_loss_finish_kernel(const T* logits, const std::int64_t* target, compute_t<T>* losses,
+                                              compute_t<T>* stats, const LogitsState<compute_t<T>>* partials,
+                                              std::int64_t rows, std::int64_t classes, int chunks,
+                                              std::int64_t ignore_index, ClassifierTerms<compute_t<T>> terms) {
   using Acc = compute_t<T>;
   ADCUDA_GRID_STRIDE_LOOP(row, rows) {
     LogitsState<Acc> state = partials[row * chunks];
     for (int c = 1; c < chunks; ++c) state = MergeLogitsStates{}(state, partials[row * chunks + c]);
-    finish_row(state, logits + row * classes, target[row], classes, ignore_index, keep, smooth, losses + row,
-               lse + row);
+    finish_classifier_row(state, logits + row * classes, target[row], classes, ignore_index, terms, losses + row,
+                          stats + 2 * row);
   }
 }
 
-// grad = (exp(x - lse) - q) * g_row * valid, q the smoothed one-hot target; block (x, y) writes chunk
-// y of rows x, x + gridDim.x, ...
-template <typename T, int V>
-__global__ void cross_entropy_backward_kernel(const T* logits, const compute_t<T>* lse, const std::int64_t* target,
-                                              const T* g_rows, T* grad, std::int64_t rows, std::int64_t classes,
-                                              std::int64_t chunk, std::int64_t ignore_index, double keep,
-                                              double smooth) {
+// The sum of the class weights, by one block (C values, in a fixed order).
+template <typename Acc>
+__global__ void weight_sum_kernel(const Acc* weight, std::int64_t classes, Acc* sum) {
+  __shared__ Acc scratch[32];
+  Acc partial = Acc(0);
+  for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x) partial += weight[c];
+  partial = block_reduce(partial, nn::Sum{}, scratch);
+  if (threadIdx.x == 0) *sum = partial;
+}
+
+// The gradient of the logits; block (x, y) writes chunk y of rows x, x + gridDim.x, ... in the logits'
+// dtype, one read of the logits (16-byte packs) and one 16-byte store per pack. `grad` may be
+// `logits` itself (each pack is read before the same thread overwrites it).
+template <typename T, int V, bool kWeighted>
+__global__ void classifier_loss_backward_kernel(const T* logits, const compute_t<T>* stats,
+                                                const std::int64_t* target, const compute_t<T>* g_rows, T* grad,
+                                                std::int64_t rows, std::int64_t classes, std::int64_t chunk,
+                                                std::int64_t ignore_index, ClassifierTerms<compute_t<T>> terms) {
   using Acc = compute_t<T>;
   const std::int64_t begin = static_cast<std::int64_t>(blockIdx.y) * chunk;
   const std::int64_t count = (begin + chunk < classes ? begin + chunk : classes) - begin;
-  const Acc smooth_q = static_cast<Acc>(smooth);
-  const Acc hit_q = static_cast<Acc>(keep) + smooth_q;
   for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const std::int64_t t = target[row];
     const bool valid = t != ignore_index;
     const std::int64_t hit = valid ? t - begin : -1;  // the target's index within the chunk
-    const Acc scale = to_compute(g_rows[row]) * Acc(valid ? 1 : 0);
-    const Acc row_lse = lse[row];
+    // ignored rows get 0 even where g_row is inf or NaN (a mean over no rows divides by 0)
+    const Acc scale = valid ? g_rows[row] : Acc(0);
+    const Acc shift = stats[2 * row], log_sum = stats[2 * row + 1];
+    Acc p_scale = Acc(1), hit_q = terms.keep + terms.smooth, smooth_q = terms.smooth;
+    if constexpr (kWeighted) {
+      const Acc w_t = valid && t >= 0 && t < classes ? terms.weight[t] : Acc(0);
+      p_scale = terms.keep * w_t + (terms.smooth != Acc(0) ? terms.smooth * *terms.weight_sum : Acc(0));
+      hit_q = terms.keep * w_t;
+    }
+    const Acc* weight = kWeighted ? terms.weight + begin : nullptr;
     const T* in = logits + row * classes + begin;
     T* out = grad + row * classes + begin;
     const auto value = [&](std::int64_t j, T x) {
-      return convert<T>((exp_of(to_compute(x) - row_lse) - (j == hit ? hit_q : smooth_q)) * scale);
+      const Acc p = exp_of_shifted((to_compute(x) - shift) - log_sum);
+      Acc d;
+      if constexpr (kWeighted) {
+        d = p * p_scale - (j == hit ? hit_q : Acc(0)) - (smooth_q != Acc(0) ? smooth_q * weight[j] : Acc(0));
+      } else {
+        d = p - (j == hit ? hit_q : smooth_q);
+      }
+      return convert<T>(d * scale);
     };
     // in and out share their alignment (the host checked), so one split covers both
     const PackSplit split = pack_split<T, V>(in, count);
@@ -521,19 +629,80 @@ DeviceArray softmax_backward(const DeviceArray& y, const DeviceArray& g, int axi
   return dx;
 }
 
-std::pair<DeviceArray, DeviceArray> cross_entropy(const DeviceArray& logits, const DeviceArray& target,
-                                                  std::int64_t ignore_index, double label_smoothing) {
-  check_cross_entropy_rows(logits, target, "cross_entropy");
+namespace {
+
+// The class weights' checks, and their sum (one device value) when label smoothing needs it.
+struct ClassWeights {
+  const DeviceArray* weight;
+  std::optional<DeviceArray> sum;
+};
+
+ClassWeights class_weights(const DeviceArray* weight, const DeviceArray& logits, bool smoothing, cudaStream_t stream,
+                           const char* op) {
+  ClassWeights weights{weight, std::nullopt};
+  if (weight == nullptr) return weights;
+  const ScalarType stats = statistics_type(logits.dtype());
+  if (weight->ndim() != 1 || weight->shape()[0] != logits.shape()[1] || weight->dtype() != stats) {
+    throw std::invalid_argument(std::string(op) + ": the class weights must be (" + std::to_string(logits.shape()[1]) +
+                                ",) " + scalar_type_name(stats) + ", got " + format_dims(weight->shape()) + " " +
+                                scalar_type_name(weight->dtype()));
+  }
+  require_contiguous(*weight, op, "the class weights");
+  if (weight->device() != logits.device()) {
+    throw std::invalid_argument(std::string(op) + ": the class weights are on another device than the logits");
+  }
+  weight->storage()->use_on(stream, logits.device());
+  if (smoothing) {
+    weights.sum = DeviceArray::empty({1}, stats, logits.device());
+    weights.sum->storage()->use_on(stream, logits.device());
+    dispatch_floating(stats, op, [&](auto tag) {
+      using Acc = typename decltype(tag)::type;
+      if constexpr (std::is_same_v<Acc, float> || std::is_same_v<Acc, double>) {
+        weight_sum_kernel<Acc><<<1, 1024, 0, stream>>>(weight->data<Acc>(), weight->numel(), weights.sum->data<Acc>());
+      }
+    });
+    ADCUDA_CHECK_LAUNCH();
+  }
+  return weights;
+}
+
+template <typename Acc>
+ClassifierTerms<Acc> classifier_terms(const ClassWeights& weights, std::int64_t classes, double label_smoothing) {
+  ClassifierTerms<Acc> terms;
+  terms.keep = static_cast<Acc>(1.0 - label_smoothing);
+  terms.smooth = classes > 0 ? static_cast<Acc>(label_smoothing / static_cast<double>(classes)) : Acc(0);
+  terms.weight = weights.weight != nullptr ? weights.weight->data<Acc>() : nullptr;
+  terms.weight_sum = weights.sum ? weights.sum->data<Acc>() : nullptr;
+  return terms;
+}
+
+// Calls f(std::bool_constant<weighted>).
+template <typename F>
+void with_weighting(bool weighted, F&& f) {
+  if (weighted) {
+    f(std::true_type{});
+  } else {
+    f(std::false_type{});
+  }
+}
+
+}  // namespace
+
+std::pair<DeviceArray, DeviceArray> classifier_loss(const DeviceArray& logits, const DeviceArray& target,
+                                                    const DeviceArray* weight, std::int64_t ignore_index,
+                                                    double label_smoothing) {
+  const char* op = "classifier_loss";
+  check_cross_entropy_rows(logits, target, op);
   const std::int64_t rows = logits.shape()[0], classes = logits.shape()[1];
-  DeviceArray losses = DeviceArray::empty({rows}, logits.dtype(), logits.device());
-  DeviceArray lse = DeviceArray::empty({rows}, statistics_type(logits.dtype()), logits.device());
-  if (rows == 0) return {losses, lse};
+  const ScalarType wide = statistics_type(logits.dtype());
+  DeviceArray losses = DeviceArray::empty({rows}, wide, logits.device());
+  DeviceArray stats = DeviceArray::empty({rows, 2}, wide, logits.device());
+  if (rows == 0) return {losses, stats};
   const ChunkedRows plan = chunk_rows(rows, classes, logits.device());
   std::optional<DeviceArray> partials;  // one state per (row, chunk) when rows are split
-  KernelLaunch launch(losses, lse, logits, target);
-  const double keep = 1.0 - label_smoothing;
-  const double smooth = classes > 0 ? label_smoothing / static_cast<double>(classes) : 0.0;
-  dispatch_floating(logits.dtype(), "cross_entropy", [&](auto tag) {
+  KernelLaunch launch(losses, stats, logits, target);
+  const ClassWeights weights = class_weights(weight, logits, label_smoothing != 0.0, launch.stream(), op);
+  dispatch_floating(logits.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using Acc = compute_t<T>;
     using State = LogitsState<Acc>;
@@ -541,63 +710,72 @@ std::pair<DeviceArray, DeviceArray> cross_entropy(const DeviceArray& logits, con
     if (plan.chunks > 1) {
       partials = DeviceArray::empty({rows * plan.chunks * static_cast<std::int64_t>(sizeof(State))}, ScalarType::Bool,
                                     logits.device());
+      partials->storage()->use_on(launch.stream(), launch.device());
       states = static_cast<State*>(partials->data_ptr());
     }
+    const ClassifierTerms<Acc> terms = classifier_terms<Acc>(weights, classes, label_smoothing);
     constexpr int kWide = nn::kPackWidth<T>;
-    cross_entropy_kernel<T, kWide><<<plan.grid, plan.threads, 0, launch.stream()>>>(
-        logits.data<T>(), target.data<std::int64_t>(), losses.data<T>(), lse.data<Acc>(), states, rows, classes,
-        plan.chunk, ignore_index, keep, smooth);
+    with_weighting(weight != nullptr, [&](auto weighted) {
+      classifier_loss_kernel<T, kWide, decltype(weighted)::value><<<plan.grid, plan.threads, 0, launch.stream()>>>(
+          logits.data<T>(), target.data<std::int64_t>(), losses.data<Acc>(), stats.data<Acc>(), states, rows, classes,
+          plan.chunk, ignore_index, terms);
+    });
     ADCUDA_CHECK_LAUNCH();
     if (plan.chunks > 1) {
-      cross_entropy_finish_kernel<T><<<grid_size(rows), kBlockSize, 0, launch.stream()>>>(
-          logits.data<T>(), target.data<std::int64_t>(), losses.data<T>(), lse.data<Acc>(), states, rows, classes,
-          plan.chunks, ignore_index, keep, smooth);
+      classifier_loss_finish_kernel<T><<<grid_size(rows), kBlockSize, 0, launch.stream()>>>(
+          logits.data<T>(), target.data<std::int64_t>(), losses.data<Acc>(), stats.data<Acc>(), states, rows, classes,
+          plan.chunks, ignore_index, terms);
       ADCUDA_CHECK_LAUNCH();
     }
   });
-  return {losses, lse};
+  return {losses, stats};
 }
 
-DeviceArray cross_entropy_backward(const DeviceArray& logits, const DeviceArray& lse, const DeviceArray& target,
-                                   const DeviceArray& g_rows, std::int64_t ignore_index, double label_smoothing) {
-  const char* op = "cross_entropy_backward";
+DeviceArray classifier_loss_backward(const DeviceArray& logits, const DeviceArray& stats, const DeviceArray& target,
+                                     const DeviceArray* weight, const DeviceArray& g_rows, std::int64_t ignore_index,
+                                     double label_smoothing) {
+  const char* op = "classifier_loss_backward";
   check_cross_entropy_rows(logits, target, op);
   const std::int64_t rows = logits.shape()[0], classes = logits.shape()[1];
-  if (g_rows.ndim() != 1 || g_rows.shape()[0] != rows || g_rows.dtype() != logits.dtype()) {
+  const ScalarType wide = statistics_type(logits.dtype());
+  if (g_rows.ndim() != 1 || g_rows.shape()[0] != rows || g_rows.dtype() != wide) {
     throw std::invalid_argument(std::string(op) + ": the row gradients must be (" + std::to_string(rows) + ",) " +
-                                scalar_type_name(logits.dtype()) + ", got " + format_dims(g_rows.shape()) + " " +
+                                scalar_type_name(wide) + ", got " + format_dims(g_rows.shape()) + " " +
                                 scalar_type_name(g_rows.dtype()));
   }
-  const ScalarType stats = statistics_type(logits.dtype());
-  if (lse.ndim() != 1 || lse.shape()[0] != rows || lse.dtype() != stats) {
-    throw std::invalid_argument(std::string(op) + ": the log-sum-exp rows must be (" + std::to_string(rows) + ",) " +
-                                scalar_type_name(stats) + ", got " + format_dims(lse.shape()) + " " +
-                                scalar_type_name(lse.dtype()));
+  if (stats.ndim() != 2 || stats.shape()[0] != rows || stats.shape()[1] != 2 || stats.dtype() != wide) {
+    throw std::invalid_argument(std::string(op) + ": the row statistics must be (" + std::to_string(rows) + ", 2) " +
+                                scalar_type_name(wide) + ", got " + format_dims(stats.shape()) + " " +
+                                scalar_type_name(stats.dtype()));
   }
   require_contiguous(g_rows, op, "the row gradients");
-  require_contiguous(lse, op, "the log-sum-exp rows");
+  require_contiguous(stats, op, "the row statistics");
   DeviceArray grad = DeviceArray::empty(logits.shape(), logits.dtype(), logits.device());
   if (grad.numel() == 0) return grad;
   const ChunkedRows plan = chunk_rows(rows, classes, logits.device());
-  KernelLaunch launch(grad, logits, lse, target, g_rows);
-  const double keep = 1.0 - label_smoothing;
-  const double smooth = label_smoothing / static_cast<double>(classes);
+  KernelLaunch launch(grad, logits, stats, target, g_rows);
+  const ClassWeights weights = class_weights(weight, logits, label_smoothing != 0.0, launch.stream(), op);
   dispatch_floating(logits.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using Acc = compute_t<T>;
+    const ClassifierTerms<Acc> terms = classifier_terms<Acc>(weights, classes, label_smoothing);
     // packs need the logits and the gradient equally misaligned (the gradient is fresh, so aligned)
     constexpr int kWide = nn::kPackWidth<T>;
     const bool packable = reinterpret_cast<std::uintptr_t>(logits.data_ptr()) % 16 == 0;
-    const auto run = [&](auto width) {
-      cross_entropy_backward_kernel<T, decltype(width)::value><<<plan.grid, plan.threads, 0, launch.stream()>>>(
-          logits.data<T>(), lse.data<Acc>(), target.data<std::int64_t>(), g_rows.data<T>(), grad.data<T>(), rows,
-          classes, plan.chunk, ignore_index, keep, smooth);
-    };
-    if (packable) {
-      run(std::integral_constant<int, kWide>{});
-    } else {
-      run(std::integral_constant<int, 1>{});
-    }
+    with_weighting(weight != nullptr, [&](auto weighted) {
+      const auto run = [&](auto width) {
+        classifier_loss_backward_kernel<T, decltype(width)::value, decltype(weighted)::value>
+            <<<plan.grid, plan.threads, 0, launch.stream()>>>(logits.data<T>(), stats.data<Acc>(),
+                                                              target.data<std::int64_t>(), g_rows.data<Acc>(),
+                                                              grad.data<T>(), rows, classes, plan.chunk,
+                                                              ignore_index, terms);
+      };
+      if (packable) {
+        run(std::integral_constant<int, kWide>{});
+      } else {
+        run(std::integral_constant<int, 1>{});
+      }
+    });
   });
   ADCUDA_CHECK_LAUNCH();
   return grad;

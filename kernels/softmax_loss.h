@@ -15,14 +15,20 @@ namespace adcuda {
 DeviceArray softmax(const DeviceArray& a, int axis, bool log);
 // The gradient w.r.t. the input from the output `y` and its gradient `g` (same shape and dtype).
 DeviceArray softmax_backward(const DeviceArray& y, const DeviceArray& g, int axis, bool log);
-// Per-row losses (N,) and log-sum-exps (N,) of `logits` (N, C) against int64 class indices `target`
-// (N,); rows whose target is `ignore_index` lose 0. The log-sum-exps are float32 (float64 for float64
-// logits): all the backward needs besides the logits, so no (N, C) log-probabilities are written.
-std::pair<DeviceArray, DeviceArray> cross_entropy(const DeviceArray& logits, const DeviceArray& target,
-                                                  std::int64_t ignore_index, double label_smoothing);
-// The gradient w.r.t. the logits, exp(logits - lse) minus the smoothed one-hot target, times each
-// row's loss gradient `g_rows` (N,) (0 for ignored rows); `lse` as cross_entropy returned it.
-DeviceArray cross_entropy_backward(const DeviceArray& logits, const DeviceArray& lse, const DeviceArray& target,
-                                   const DeviceArray& g_rows, std::int64_t ignore_index, double label_smoothing);
+// The fused classifier. Per-row cross-entropy losses (N,) and statistics (N, 2) (each row's shift and
+// log of the sum of exponentials) of `logits` (N, C, any floating dtype, read once) against int64
+// class indices `target` (N,), with optional class weights (C,) and label smoothing; rows whose target
+// is `ignore_index` lose 0. Losses, statistics and weights are float32 (float64 for float64 logits):
+// the statistics are all the backward needs besides the logits, so no (N, C) log-probabilities (nor a
+// float32 copy of half logits) are written.
+std::pair<DeviceArray, DeviceArray> classifier_loss(const DeviceArray& logits, const DeviceArray& target,
+                                                    const DeviceArray* weight, std::int64_t ignore_index,
+                                                    double label_smoothing);
+// The gradient w.r.t. the logits, in their dtype, from one read of them: the softmax (from `stats`)
+// times (1 - ls) w[t] + ls / C * sum(w), minus (1 - ls) w[t] at the target and ls / C * w everywhere,
+// times each row's loss gradient `g_rows` (N,) (0 for ignored rows).
+DeviceArray classifier_loss_backward(const DeviceArray& logits, const DeviceArray& stats, const DeviceArray& target,
+                                     const DeviceArray* weight, const DeviceArray& g_rows, std::int64_t ignore_index,
+                                     double label_smoothing);
 
 }  // namespace adcuda

@@ -20,7 +20,8 @@ where they are known exactly: ptxas reports every spilling kernel (-warn-spills)
 that an error (ADCUDA_SPILLS_ARE_ERRORS=ON).
 
 The main loop is the innermost loop (a backward branch and the code it jumps over) holding the most
-tensor-core instructions, or, in a kernel without any, the most floating-point multiply-adds. Each row
+tensor-core instructions, or, in a kernel without any, the most floating-point multiply-adds (then the
+most floating-point arithmetic of any kind). Each row
 must match some kernel of the binary, so a renamed kernel cannot silently drop out of the check.
 Only the listed kernels are disassembled (seconds, where the whole module takes minutes); every
 kernel's resource usage is read. ``--report`` prints, per listed kernel and architecture: registers,
@@ -47,6 +48,7 @@ _PREDICATE = re.compile(r"^@!?U?P[0-9T]+\s+")
 _BRANCH_TARGET = re.compile(r"(0x[0-9a-f]+)\s*$")
 TENSOR_CORE_OPCODES = ("HMMA", "HGMMA")
 FMA_OPCODES = ("FFMA", "DFMA", "HFMA2")
+FLOAT_OPCODES = FMA_OPCODES + ("FADD", "FMUL", "MUFU", "DADD", "DMUL", "HADD2", "HMUL2")
 SPILL_OPCODES = ("LDL", "STL")
 
 
@@ -69,6 +71,16 @@ class Loop:
 
     def count(self, prefixes):
         return sum(1 for i in self.instructions if i.opcode.split(".")[0] in prefixes)
+
+    def holds(self, wanted):
+        """Whether an instruction is ``wanted``: an opcode (LDGSTS) or an opcode with modifiers it must
+        carry among its own (LDG.128 or LDG.E.128 for a 16-byte load, STG.128 for STG.E.EF.128)."""
+        name, *modifiers = wanted.split(".")
+        for i in self.instructions:
+            opcode, *own = i.opcode.split(".")
+            if opcode == name and set(modifiers) <= set(own):
+                return True
+        return False
 
 
 @dataclass
@@ -101,12 +113,24 @@ class Kernel:
         return loops
 
     def main_loop(self):
-        """The innermost loop with the most tensor-core instructions (or, without any, FMAs)."""
-        loops = self.loops()
+        """The innermost loop with the most tensor-core instructions (or, without any, FMAs; then other
+        floating-point arithmetic, for a kernel whose loops hold no FMA, e.g. exp2 and adds)."""
+        # the branch to itself after EXIT that ends every kernel is no loop of its work
+        loops = [loop for loop in self.loops() if len(loop.instructions) > 1]
         if not loops:
             return None
-        work = TENSOR_CORE_OPCODES if self.count(TENSOR_CORE_OPCODES) else FMA_OPCODES
-        return max(loops, key=lambda loop: (loop.count(work), -len(loop.instructions)))
+        if self.count(TENSOR_CORE_OPCODES):
+            # the shortest of the loops with the most mma: the k-loop, not a loop around it
+            return max(loops, key=lambda loop: (loop.count(TENSOR_CORE_OPCODES), -len(loop.instructions)))
+        # innermost: an outer loop (a kernel's loop over rows) holds all of its inner loops' work
+        loops = [
+            loop
+            for loop in loops
+            if not any(o is not loop and loop.start <= o.start and o.end <= loop.end for o in loops)
+        ]
+        return max(
+            loops, key=lambda loop: (loop.count(FMA_OPCODES), loop.count(FLOAT_OPCODES), -len(loop.instructions))
+        )
 
     def spill_instructions(self):
         return [i for i in self.instructions if i.opcode.split(".")[0] in SPILL_OPCODES]
@@ -119,7 +143,7 @@ class Expectation:
     max_main_loop: int  # None: no budget
     why: str
     line: int
-    must_hold: tuple = ()  # opcodes (without modifiers, e.g. LDGSTS, LDSM) the main loop must contain
+    must_hold: tuple = ()  # opcodes (LDGSTS, LDSM; with modifiers: LDG.128) the main loop must contain
 
 
 def find_tool(tool):
@@ -306,7 +330,7 @@ def check(kernels, expectations):
                     f"{kernel.arch} {kernel.demangled}: {in_loop} tensor-core instructions in the main "
                     f"loop, expected at least {row.min_tensor_core} (row {row.line})"
                 )
-            missing = [opcode for opcode in row.must_hold if not (loop and loop.count({opcode}))]
+            missing = [opcode for opcode in row.must_hold if not (loop and loop.holds(opcode))]
             if missing:
                 failures.append(
                     f"{kernel.arch} {kernel.demangled}: no {' '.join(missing)} in the main loop "

@@ -737,43 +737,62 @@ case(
 )
 LOGITS = np.random.default_rng(1).standard_normal((4, 5)).astype(np.float32)
 TARGET = np.array([0, 4, 2, -100])
+CLASS_WEIGHT = np.linspace(0.5, 2.0, 5).astype(np.float32)
 case(
-    "cross_entropy",
-    "int32 targets, an ignored row, label smoothing; each row's log-sum-exp",
-    lambda bk, A: bk.cross_entropy(A(LOGITS), A(TARGET.astype(np.int32)), -100, 0.1),
-    (ok(F32, (4,)), ok(F32, (4,))),
+    "classifier_loss",
+    "int32 targets, an ignored row, label smoothing; each row's shift and log-sum",
+    lambda bk, A: bk.classifier_loss(A(LOGITS), A(TARGET.astype(np.int32)), None, -100, 0.1),
+    (ok(F32, (4,)), ok(F32, (4, 2))),
 )
 case(
-    "cross_entropy",
-    "float16 logits: losses keep their dtype, the log-sum-exps stay float32",
-    lambda bk, A: bk.cross_entropy(A(LOGITS.astype(np.float16)), A(TARGET), -100, 0.0),
-    (ok(F16, (4,)), ok(F32, (4,))),
+    "classifier_loss",
+    "float16 logits: float32 losses and statistics",
+    lambda bk, A: bk.classifier_loss(A(LOGITS.astype(np.float16)), A(TARGET), None, -100, 0.0),
+    (ok(F32, (4,)), ok(F32, (4, 2))),
 )
 case(
-    "cross_entropy",
+    "classifier_loss",
+    "class weights and label smoothing",
+    lambda bk, A: bk.classifier_loss(A(LOGITS), A(TARGET), A(CLASS_WEIGHT), -100, 0.2),
+    (ok(F32, (4,)), ok(F32, (4, 2))),
+)
+case(
+    "classifier_loss",
     "no rows",
-    lambda bk, A: bk.cross_entropy(A(np.zeros((0, 5), np.float32)), A(np.zeros(0, np.int64)), -100, 0.0),
-    (ok(F32, (0,)), ok(F32, (0,))),
+    lambda bk, A: bk.classifier_loss(A(np.zeros((0, 5), np.float32)), A(np.zeros(0, np.int64)), None, -100, 0.0),
+    (ok(F32, (0,)), ok(F32, (0, 2))),
 )
-case("cross_entropy", "1-d logits", lambda bk, A: bk.cross_entropy(A(LOGITS[0]), A(np.array(0)), -100, 0.0), ShapeError)
 case(
-    "cross_entropy",
+    "classifier_loss",
+    "1-d logits",
+    lambda bk, A: bk.classifier_loss(A(LOGITS[0]), A(np.array(0)), None, -100, 0.0),
+    ShapeError,
+)
+case(
+    "classifier_loss",
     "float targets",
-    lambda bk, A: bk.cross_entropy(A(LOGITS), A(TARGET.astype(np.float32)), -100, 0.0),
+    lambda bk, A: bk.classifier_loss(A(LOGITS), A(TARGET.astype(np.float32)), None, -100, 0.0),
     DTypeError,
 )
 case(
-    "cross_entropy_backward",
-    "float16 row gradients, in the logits' dtype",
-    lambda bk, A: bk.cross_entropy_backward(
-        A(LOGITS),
-        bk.cross_entropy(A(LOGITS), A(TARGET), -100, 0.1)[1],
+    "classifier_loss",
+    "weights of another length",
+    lambda bk, A: bk.classifier_loss(A(LOGITS), A(TARGET), A(CLASS_WEIGHT[:4]), -100, 0.0),
+    ShapeError,
+)
+case(
+    "classifier_loss_backward",
+    "float16 logits and weights: the gradient in the logits' dtype",
+    lambda bk, A: bk.classifier_loss_backward(
+        A(LOGITS.astype(np.float16)),
+        bk.classifier_loss(A(LOGITS.astype(np.float16)), A(TARGET), A(CLASS_WEIGHT), -100, 0.1)[1],
         A(TARGET),
-        A(np.ones(4, np.float16)),
+        A(CLASS_WEIGHT),
+        A(np.ones(4, np.float32)),
         -100,
         0.1,
     ),
-    ok(F32, (4, 5)),
+    ok(F16, (4, 5)),
 )
 WEIGHT = np.linspace(0.5, 1.5, 4).astype(np.float32)
 case(

@@ -131,3 +131,74 @@ def test_distributed_suite_without_mpi4py_is_skipped_not_failed(tmp_path):
 def test_unknown_suite_is_a_usage_error():
     proc = subprocess.run([sys.executable, RUN, "--suites", "nope"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "unknown suite" in proc.stderr
+
+
+def load_harness():
+    spec = importlib.util.spec_from_file_location("bench_harness", os.path.join(ROOT, "benchmarks", "_harness.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_contenders_results_nested_in_dicts_keep_their_best_over_rounds(tmp_path):
+    """bench_amp's contenders print ``{"times": {...}, "memory": {...}}``: one round or several, each figure
+    keeps its least value (the run once failed comparing two dicts)."""
+    harness = load_harness()
+    script = tmp_path / "bench_nested.py"
+    script.write_text(
+        "import json, os\n"
+        "path = os.path.join(os.path.dirname(__file__), 'round')\n"
+        "n = int(open(path).read()) if os.path.exists(path) else 0\n"
+        "open(path, 'w').write(str(n + 1))\n"
+        "print(json.dumps({'times': {'step': [3.0, 1.0, 2.0][n]}, 'memory': {'bytes': 8}, 'flat': 5.0 - n}))\n"
+    )
+    assert harness.run_contenders(str(script), ["adcuda"], rounds=1) == {
+        "adcuda": {"times": {"step": 3.0}, "memory": {"bytes": 8}, "flat": 5.0}
+    }
+    assert harness.run_contenders(str(script), ["adcuda"], rounds=2) == {
+        "adcuda": {"times": {"step": 1.0}, "memory": {"bytes": 8}, "flat": 3.0}
+    }
+
+
+def test_smoke_runs_each_suite_quick_with_bench_smoke_set(tmp_path, monkeypatch):
+    runner = load_runner()
+    monkeypatch.setenv("BENCH_SMOKE", "0")  # main() sets it to "1"; monkeypatch puts it back afterwards
+    fake_suite(
+        tmp_path,
+        monkeypatch,
+        runner,
+        "import json, os, sys\n"
+        "out = sys.argv[sys.argv.index('--json') + 1]\n"
+        "json.dump({'argv': sys.argv[1:], 'smoke': os.environ.get('BENCH_SMOKE')}, open(out, 'w'))\n",
+    )
+    assert runner.main(["--device", "cpu", "--suites", "fake", "--smoke", "--json", str(tmp_path / "r.json")]) == 0
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["quick"] is True and report["smoke"] is True
+    result = report["suites"]["fake"]["result"]
+    assert "--quick" in result["argv"] and result["smoke"] == "1"
+    harness = load_harness()
+    calls = []
+    assert harness.median_time(lambda: calls.append(1), repeat=9) >= 0 and len(calls) == 3  # warm-up, sizing, one timed
+
+
+def test_the_per_op_dispatch_table_covers_every_public_op_and_each_call_runs():
+    """bench_dispatch.py's per-op table (benchmarks/dispatch_ops.py): a new public op needs a spec (or a
+    signature its call can be made from), and every spec runs in adcuda as written."""
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    try:
+        import dispatch_ops
+    finally:
+        sys.path.pop(0)
+    import adcuda
+    from adcuda.ops import registry
+
+    assert dispatch_ops.uncovered() == []
+    public = {op.name for op in registry.all_ops() if dispatch_ops._public(op)}
+    assert public <= set(dispatch_ops.specs())
+    failed = {}
+    for name, call in dispatch_ops.calls(adcuda).items():
+        try:
+            call()
+        except Exception as error:  # noqa: BLE001 (each failing spec is listed)
+            failed[name] = f"{type(error).__name__}: {error}"
+    assert failed == {}

@@ -305,51 +305,58 @@ def test_layer_norm_backward_is_deterministic(cb):
 
 
 # =============================================================================================
-# cross-entropy from the logits and one log-sum-exp per row (no log-probabilities stored)
-def cross_entropy_case(cb, logits, logits_host, target_host, ignore_index, label_smoothing, dtype, seed=16):
+# the fused classifier: losses from one read of the logits in their dtype and two statistics per row
+# (no log-probabilities stored, no float32 copy of half logits); the gradient in the logits' dtype
+def classifier_case(cb, logits, logits_host, target_host, ignore_index, label_smoothing, dtype, weight_host=None):
     n = target_host.shape[0]
     target = cb.from_numpy(target_host, dt.int64)
-    losses, lse = cb.cross_entropy(logits, target, ignore_index, label_smoothing)
-    ref_losses, ref_lse = cpu.cross_entropy(logits_host, target_host, ignore_index, label_smoothing)
-    stats = dt.float32
-    assert cb.dtype_of(lse) is stats and to_host(cb, lse).shape == (n,)
-    check(cb, lse, ref_lse, stats, scale=8.0)
-    check(cb, losses, ref_losses, dtype, scale=8.0)
-    g_rows, g_rows_host = held(cb, sample((n,), seed), dtype)
-    grad = cb.cross_entropy_backward(logits, lse, target, g_rows, ignore_index, label_smoothing)
-    ref = cpu.cross_entropy_backward(
-        logits_host, to_host(cb, lse), target_host, g_rows_host, ignore_index, label_smoothing
+    wide = dt.float32
+    weight = None if weight_host is None else cb.from_numpy(weight_host, wide)
+    losses, stats = cb.classifier_loss(logits, target, weight, ignore_index, label_smoothing)
+    ref_losses, ref_stats = cpu.classifier_loss(logits_host, target_host, weight_host, ignore_index, label_smoothing)
+    assert cb.dtype_of(stats) is wide and to_host(cb, stats).shape == (n, 2) and cb.dtype_of(losses) is wide
+    check(cb, stats, ref_stats, wide, scale=8.0)
+    check(cb, losses, ref_losses, wide, scale=8.0)
+    g_rows, g_rows_host = held(cb, sample((n,), 16), wide)
+    grad = cb.classifier_loss_backward(logits, stats, target, weight, g_rows, ignore_index, label_smoothing)
+    ref = cpu.classifier_loss_backward(
+        logits_host, to_host(cb, stats), target_host, weight_host, g_rows_host, ignore_index, label_smoothing
     )
+    assert cb.dtype_of(grad) is dtype
     check(cb, grad, ref, dtype, scale=2.0)
     ignored = target_host == ignore_index
     assert np.all(to_host(cb, losses)[ignored] == 0) and np.all(to_host(cb, grad)[ignored] == 0)
+    return stats
 
 
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
 @pytest.mark.parametrize("n, c", [(1, 7), (7, 1023), (3, 50257), (33, 4096)], ids=str)
 @pytest.mark.parametrize("label_smoothing", [0.0, 0.1])
-def test_cross_entropy_from_logits_and_lse(cb, dtype, n, c, label_smoothing):
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "class weights"])
+def test_classifier_from_logits_and_statistics(cb, dtype, n, c, label_smoothing, weighted):
     """50257 classes (GPT-2's vocabulary): odd rows, so every row but the first starts off a 16-byte
     boundary (a scalar head before the packs), and 3 rows are split into chunks over many blocks."""
     logits, logits_host = held(cb, sample((n, c), 17), dtype)
     target_host = np.random.default_rng(18).integers(0, c, n).astype(np.int64)
     target_host[1::4] = -100
-    cross_entropy_case(cb, logits, logits_host, target_host, -100, label_smoothing, dtype)
+    weight_host = np.random.default_rng(19).uniform(0.25, 2.0, c).astype(np.float32) if weighted else None
+    classifier_case(cb, logits, logits_host, target_host, -100, label_smoothing, dtype, weight_host)
 
 
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
-def test_cross_entropy_from_misaligned_logits(cb, dtype):
+def test_classifier_from_misaligned_logits(cb, dtype):
     """Logits that start off a 16-byte boundary: the backward cannot pair its packs with the freshly
     allocated gradient's, and walks element by element."""
     logits, logits_host = held_at_offset(cb, sample((5, 4099), 19), dtype)
     target_host = np.array([0, 4098, 17, -100, 2048], np.int64)
-    cross_entropy_case(cb, logits, logits_host, target_host, -100, 0.1, dtype)
+    classifier_case(cb, logits, logits_host, target_host, -100, 0.1, dtype)
 
 
 @pytest.mark.parametrize("chunked", [False, True], ids=["one block per row", "chunked rows"])
-def test_cross_entropy_rows_with_inf_and_nan(cb, chunked):
-    """The log-sum-exp of a row follows NumPy's order of operations: NaN wins, then +inf; -inf logits
-    add nothing; a row of only -inf has lse -inf (and NaN losses and gradients, as on the CPU)."""
+def test_classifier_rows_with_inf_and_nan(cb, chunked):
+    """A row's statistics follow NumPy's order of operations: NaN wins, then +inf (shift 0 for both);
+    -inf logits add nothing; a row of only -inf has log_sum -inf (and NaN losses and gradients, as on
+    the CPU)."""
     c = 9000 if chunked else 40
     x = sample((5, c), 20)
     x[0, 3] = np.nan
@@ -359,18 +366,29 @@ def test_cross_entropy_rows_with_inf_and_nan(cb, chunked):
     logits, logits_host = held(cb, x, dt.float32)
     target_host = np.array([1, 2, 3 * c // 4, 0, -100], np.int64)
     for label_smoothing in (0.0, 0.2):
-        cross_entropy_case(cb, logits, logits_host, target_host, -100, label_smoothing, dt.float32)
-    lse = to_host(cb, cb.cross_entropy(logits, cb.from_numpy(target_host, dt.int64), -100, 0.0)[1])
-    assert np.isnan(lse[0]) and lse[1] == np.inf and np.isfinite(lse[2]) and lse[3] == -np.inf
+        stats = to_host(cb, classifier_case(cb, logits, logits_host, target_host, -100, label_smoothing, dt.float32))
+    assert np.isnan(stats[0, 1]) and stats[1, 1] == np.inf and np.isfinite(stats[2]).all() and stats[3, 1] == -np.inf
 
 
-def test_cross_entropy_float64_keeps_a_float64_lse(cb):
+def test_classifier_keeps_large_logits_apart_from_their_shift(cb):
+    """Logits around 1e8: the shift and the log-sum stay apart, so the loss keeps log(3) where
+    lse = m + log_sum would round it away in float32."""
+    x = np.array([[1e8, 1e8, 1e8 - 64.0, 1e8]], np.float32)
+    logits, logits_host = held(cb, x, dt.float32)
+    target_host = np.array([2], np.int64)
+    losses, _ = cb.classifier_loss(logits, cb.from_numpy(target_host, dt.int64), None, -100, 0.0)
+    expected = cpu.classifier_loss(logits_host, target_host, None, -100, 0.0)[0]
+    assert abs(float(to_host(cb, losses)[0]) - 64.0 - np.log(3.0)) < 1e-3
+    check(cb, losses, expected, dt.float32)
+
+
+def test_classifier_float64_keeps_float64_statistics(cb):
     logits, logits_host = held(cb, sample((4, 33), 21), dt.float64)
     target_host = np.array([0, 32, 5, 7], np.int64)
-    losses, lse = cb.cross_entropy(logits, cb.from_numpy(target_host, dt.int64), -100, 0.0)
-    assert cb.dtype_of(lse) is dt.float64
-    ref_losses, ref_lse = cpu.cross_entropy(logits_host, target_host, -100, 0.0)
-    check(cb, lse, ref_lse, dt.float64)
+    losses, stats = cb.classifier_loss(logits, cb.from_numpy(target_host, dt.int64), None, -100, 0.0)
+    assert cb.dtype_of(stats) is dt.float64 and cb.dtype_of(losses) is dt.float64
+    ref_losses, ref_stats = cpu.classifier_loss(logits_host, target_host, None, -100, 0.0)
+    check(cb, stats, ref_stats, dt.float64)
     check(cb, losses, ref_losses, dt.float64)
 
 

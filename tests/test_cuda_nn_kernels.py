@@ -295,41 +295,48 @@ def test_softmax_empty(cb):
 @pytest.mark.parametrize("dtype", FLOAT_TYPES + (dt.float64,), ids=str)
 @pytest.mark.parametrize("n, c", [(1, 1), (7, 3), (300, 10), (5, 1023), (3, 4099), (64, 65), (2, 32768)])
 @pytest.mark.parametrize("ignore_index, label_smoothing", [(-100, 0.0), (2, 0.0), (-100, 0.1), (1, 0.25)])
-def test_cross_entropy_forward_and_backward_match_cpu(cb, dtype, n, c, ignore_index, label_smoothing):
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "class weights"])
+def test_classifier_forward_and_backward_match_cpu(cb, dtype, n, c, ignore_index, label_smoothing, weighted):
     g = rng(n + c)
     logits, logits_host = held(cb, g.standard_normal((n, c)) * 2, dtype)
     target_host = g.integers(0, c, n).astype(np.int64)
     target_host[::3] = ignore_index  # every third row ignored (a class index itself where ignore_index is one)
     target = cb.from_numpy(target_host, dt.int64)
-    losses, lse = cb.cross_entropy(logits, target, ignore_index, label_smoothing)
-    ref_losses, ref_lse = cpu.cross_entropy(logits_host, target_host, ignore_index, label_smoothing)
-    assert cb.dtype_of(lse) is (dt.float64 if dtype is dt.float64 else dt.float32)
-    check(cb, lse, ref_lse, dt.float64 if dtype is dt.float64 else dt.float32, scale=8.0)
-    check(cb, losses, ref_losses, dtype, scale=8.0)
+    wide = dt.float64 if dtype is dt.float64 else dt.float32
+    weight, weight_host = held(cb, g.uniform(0.25, 2.0, c), wide) if weighted else (None, None)
+    losses, stats = cb.classifier_loss(logits, target, weight, ignore_index, label_smoothing)
+    ref_losses, ref_stats = cpu.classifier_loss(logits_host, target_host, weight_host, ignore_index, label_smoothing)
+    assert cb.dtype_of(stats) is wide and cb.dtype_of(losses) is wide  # float32 losses from half logits
+    check(cb, stats, ref_stats, wide, scale=8.0)
+    check(cb, losses, ref_losses, wide, scale=8.0)
     assert np.all(to_host(cb, losses)[target_host == ignore_index] == 0)
-    g_rows, g_rows_host = held(cb, g.standard_normal(n), dtype)
-    grad = cb.cross_entropy_backward(logits, lse, target, g_rows, ignore_index, label_smoothing)
-    ref = cpu.cross_entropy_backward(
-        logits_host, to_host(cb, lse), target_host, g_rows_host, ignore_index, label_smoothing
+    g_rows, g_rows_host = held(cb, g.standard_normal(n), wide)
+    grad = cb.classifier_loss_backward(logits, stats, target, weight, g_rows, ignore_index, label_smoothing)
+    ref = cpu.classifier_loss_backward(
+        logits_host, to_host(cb, stats), target_host, weight_host, g_rows_host, ignore_index, label_smoothing
     )
+    assert cb.dtype_of(grad) is dtype  # the gradient in the logits' dtype
     check(cb, grad, ref, dtype, scale=2.0)
     assert np.all(to_host(cb, grad)[target_host == ignore_index] == 0)  # ignored rows: exactly zero
 
 
-def test_cross_entropy_int32_targets(cb):
+def test_classifier_int32_targets(cb):
     g = rng(21)
     logits, logits_host = held(cb, g.standard_normal((6, 4)), dt.float32)
     target_host = np.array([0, 3, 1, 2, 2, 0], np.int32)
-    losses, _ = cb.cross_entropy(logits, cb.from_numpy(target_host, dt.int32), -100, 0.0)
-    check(cb, losses, cpu.cross_entropy(logits_host, target_host.astype(np.int64), -100, 0.0)[0], dt.float32)
+    losses, _ = cb.classifier_loss(logits, cb.from_numpy(target_host, dt.int32), None, -100, 0.0)
+    check(cb, losses, cpu.classifier_loss(logits_host, target_host.astype(np.int64), None, -100, 0.0)[0], dt.float32)
 
 
-def test_cross_entropy_shape_errors(cb):
+def test_classifier_shape_errors(cb):
     logits = cb.from_numpy(np.zeros((3, 4), np.float32), dt.float32)
+    target = cb.from_numpy(np.zeros(3, np.int64), dt.int64)
     with pytest.raises(ShapeError, match=r"\(N, C\)"):
-        cb.cross_entropy(logits, cb.from_numpy(np.zeros(2, np.int64), dt.int64), -100, 0.0)
+        cb.classifier_loss(logits, cb.from_numpy(np.zeros(2, np.int64), dt.int64), None, -100, 0.0)
     with pytest.raises(DTypeError, match="integers"):
-        cb.cross_entropy(logits, cb.from_numpy(np.zeros(3, np.float32), dt.float32), -100, 0.0)
+        cb.classifier_loss(logits, cb.from_numpy(np.zeros(3, np.float32), dt.float32), None, -100, 0.0)
+    with pytest.raises(ShapeError, match="class weights"):
+        cb.classifier_loss(logits, target, cb.from_numpy(np.ones(5, np.float32), dt.float32), -100, 0.0)
 
 
 # =============================================================================================

@@ -236,6 +236,7 @@ _HARNESS = textwrap.dedent(r"""
       U("sin", Sin) U("cos", Cos) U("tanh", Tanh) U("sigmoid", Sigmoid) U("relu", Relu) U("gelu", Gelu)
       U("gelu_tanh", GeluTanh) U("silu", Silu) U("sign", Sign) U("erf", Erf) U("floor", Floor) U("ceil", Ceil)
       U("trunc", Trunc) U("round", Round) U("exp2", Exp2) U("log2", Log2) U("log10", Log10)
+      U("lgamma", Lgamma) U("digamma", Digamma) U("trigamma", Trigamma) U("erfinv", Erfinv)
     #undef U
       return false;
     }

@@ -52,6 +52,14 @@ def test_character_models_learn_and_sample(tmp_path, name):
     assert re.search(r"^sample: 'The .{20,}'$", out, re.MULTILINE), out
 
 
+def test_reinforce_finds_the_goal(tmp_path):
+    out = run_example("reinforce.py", tmp_path)
+    before, after = figure("average return before training:", out), figure("average return:", out)
+    assert before < -0.5, out  # a uniform policy mostly falls into a pit or wanders
+    assert after > 0.5, out  # the learned one mostly walks to the goal
+    assert figure("greedy return:", out) > 0.85, out  # and its most likely actions take a shortest path
+
+
 def test_vae_learns_and_draws_digits(tmp_path):
     out = run_example("vae.py", tmp_path)
     before = figure(r"test loss \(negative ELBO, nats per image\) before training:", out)

@@ -56,9 +56,12 @@ def softmax_samples(name):
 def cross_entropy_samples():
     logits = rng(2).uniform(-30, 30, (6, 5))
     target = adcuda.tensor([0, 4, 2, -100, 1, 3])
+    weight = adcuda.tensor(np.linspace(0.5, 2.0, 5))
     return [
-        (lambda x: entry("cross_entropy_rows")(x, target, -100, 0.0), [leaf(logits)]),
-        (lambda x: entry("cross_entropy_rows")(x, target, -100, 0.2), [leaf(logits)]),
+        (lambda x: entry("cross_entropy_rows")(x, target, None, -100, 0.0), [leaf(logits)]),
+        (lambda x: entry("cross_entropy_rows")(x, target, None, -100, 0.2), [leaf(logits)]),
+        (lambda x: entry("cross_entropy_rows")(x, target, weight, -100, 0.0), [leaf(logits)]),
+        (lambda x: entry("cross_entropy_rows")(x, target, weight, -100, 0.3), [leaf(logits)]),
     ]
 
 

@@ -1,6 +1,10 @@
 """The layers of adcuda, checked on the imports of every module under adcuda/ (read with ``ast``, so
 nothing is imported to check it; imports inside functions count as much as those at the top).
 
+The layer order is kept here alone (``LAYERS``, ``LIBRARY_USES``); docs/architecture.md shows it as
+generated from these tables (``python tests/test_import_layers.py`` rewrites that part of the page, and
+``test_the_docs_show_this_layer_order`` fails while the page differs).
+
 Three rules, one test each; a failure names the importing module, the line and the rule:
 
 (a) no import runs up the layer order below (a lower layer never imports a higher one), and the
@@ -60,12 +64,22 @@ LAYERS = (
             "adcuda.data",
             "adcuda._info",
             "adcuda.accelerator",
-            "adcuda.capture",
             "adcuda.linalg",
             "adcuda.sparse",
             "adcuda.testing",
+            "adcuda.distributions",
+            "adcuda.special",
         ),
         "built from public ops only, side by side: they import one another only as LIBRARY_USES allows",
+    ),
+    (
+        "compile",
+        ("adcuda.capture",),
+        "adcuda.compile's capture and replay (the backend graph: a frozen program of primitive calls). It "
+        "records at the ops' dispatch point, but its imports put it above the library, not below: each "
+        "replay is one profiler (NVTX) range and CUDA tensors replay through cuda's CUDA graphs; no "
+        "library module uses it, only the exporters (export/trace.py traces through its recorder), "
+        "adcuda/__init__.py (adcuda.compile) and the main job",
     ),
     (
         "export",
@@ -105,8 +119,6 @@ LIBRARY_USES = {
     ("adcuda.profiler", "adcuda.optim"): "the profiler's ranges around optimizer steps (library_ranges)",
     ("adcuda.profiler", "adcuda.amp"): "the profiler's ranges around GradScaler's unscale_ and update",
     ("adcuda.profiler", "adcuda.utils"): "the profiler's ranges around the DataLoader's batch fetches",
-    ("adcuda.capture", "adcuda.profiler"): "adcuda.compile marks each replay as one profiler/NVTX range",
-    ("adcuda.capture", "adcuda.cuda"): "adcuda.compile replays programs on CUDA tensors through CUDA graphs",
 }
 
 # In-function imports that rule (c) allows: (importing module, imported module) -> the optional
@@ -123,6 +135,33 @@ OPTIONAL_IMPORTS = {
 # cycle search, as are the imports listed under the other two rules). An entry that no longer happens
 # fails the test, so the lists shrink as that work lands.
 EXPECTED_FAILURES = {}
+
+
+# ---------------------------------------------------------------------------------------------
+# the developer page that shows the layer order
+DOCS_PAGE = PACKAGE_ROOT.parent / "docs" / "architecture.md"
+BEGIN = (
+    "<!-- generated from LAYERS and LIBRARY_USES in tests/test_import_layers.py: "
+    "run python tests/test_import_layers.py -->"
+)
+END = "<!-- end of the generated layer table -->"
+
+
+def layers_markdown():
+    """The layer table as docs/architecture.md shows it: highest layer first, as data flows down."""
+    lines = ["| layer | modules | why it sits there |", "|---|---|---|"]
+    for layer, prefixes, why in reversed(LAYERS):
+        lines.append(f"| {layer} | {', '.join(f'`{p}`' for p in prefixes)} | {why.replace('|', '/')} |")
+    lines += ["", "Library modules that use another library module (no other pair may):", ""]
+    lines += [f"- `{user}` uses `{used}`: {why}" for (user, used), why in LIBRARY_USES.items()]
+    return "\n".join(lines)
+
+
+def _docs_with_table(text):
+    if BEGIN not in text or END not in text:
+        raise AssertionError(f"{DOCS_PAGE.name} has lost the markers around its generated layer table")
+    head, rest = text.split(BEGIN, 1)
+    return head + BEGIN + "\n" + layers_markdown() + "\n" + END + rest.split(END, 1)[1]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -228,6 +267,13 @@ def check(rule, violations):
 def test_every_module_has_a_layer():
     missing = [m for m in all_modules() if entry_of(m) is None]
     assert not missing, f"modules in no layer of LAYERS (add them to the table): {missing}"
+
+
+def test_the_docs_show_this_layer_order():
+    text = DOCS_PAGE.read_text(encoding="utf-8")
+    assert text == _docs_with_table(text), (
+        f"docs/{DOCS_PAGE.name}'s layer table differs from LAYERS: run python tests/test_import_layers.py"
+    )
 
 
 def test_no_import_runs_up_the_layers():
@@ -346,3 +392,8 @@ def strongly_connected(graph):
                         break
                 components.append(component)
     return components
+
+
+if __name__ == "__main__":
+    # rewrite the generated layer table of docs/architecture.md
+    DOCS_PAGE.write_text(_docs_with_table(DOCS_PAGE.read_text(encoding="utf-8")), encoding="utf-8")

@@ -551,3 +551,23 @@ def test_rms_norm_matches_pytorch(shape, normalized, eps, affine):
         rtol=1e-5,
         atol=1e-6,
     )
+
+
+@pytest.mark.parametrize("affine", [True, False])
+def test_batch_norm_float32_with_an_offset_mean_matches_pytorch(affine):
+    # the CPU backend's fused passes (per-channel BLAS sums, rstd folded into the weight) keep
+    # float32 results within rounding of PyTorch's when the mean is far from zero
+    torch = _torch()
+    r = rng(21)
+    x = (r.standard_normal((8, 4, 16, 16)) * 3 + 20).astype(np.float32)
+    g = r.standard_normal(x.shape).astype(np.float32)
+    w, b = r.standard_normal(4).astype(np.float32), r.standard_normal(4).astype(np.float32)
+    ours = [adcuda.tensor(a, requires_grad=True) for a in (x, w, b)]
+    theirs = [torch.tensor(a, requires_grad=True) for a in (x, w, b)]
+    ya = F.batch_norm(ours[0], None, None, *(ours[1:] if affine else (None, None)), training=True)
+    yt = torch.nn.functional.batch_norm(theirs[0], None, None, *(theirs[1:] if affine else (None, None)), training=True)
+    np.testing.assert_allclose(value(ya), yt.detach().numpy(), rtol=1e-4, atol=1e-5)
+    ya.backward(adcuda.tensor(g))
+    yt.backward(torch.tensor(g))
+    for a, t in zip(ours, theirs) if affine else [(ours[0], theirs[0])]:
+        np.testing.assert_allclose(value(a.grad), t.grad.numpy(), rtol=1e-4, atol=1e-4)

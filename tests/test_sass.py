@@ -119,6 +119,10 @@ def test_a_row_names_opcodes_its_main_loop_must_hold(sass, tmp_path):
     assert sass.check(kernels, table(sass, tmp_path, "tc_kernel* | 2 | 5 | LDSM | staged")) == []
     failures = sass.check(kernels, table(sass, tmp_path, "tc_kernel* | 2 | 5 | LDSM LDGSTS | staged by cp.async"))
     assert len(failures) == 1 and "tc_kernel(): no LDGSTS in the main loop" in failures[0]
+    # with modifiers: the loop's LDSM.16.M88.4 is an LDSM.M88 but no LDSM.M88.2 (a 16-byte load: LDG.128)
+    assert sass.check(kernels, table(sass, tmp_path, "tc_kernel* | 2 | 5 | LDSM.M88.4 HMMA.BF16 | x4")) == []
+    narrow = sass.check(kernels, table(sass, tmp_path, "tc_kernel* | 2 | 5 | LDSM.M88.2 | x2"))
+    assert len(narrow) == 1 and "tc_kernel(): no LDSM.M88.2 in the main loop" in narrow[0]
 
 
 def test_a_tensor_core_row_fails_without_hmma(sass, tmp_path):

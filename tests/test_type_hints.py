@@ -123,12 +123,16 @@ def _missing(fn, skip_first):
     return missing
 
 
+# adcuda.types' names: its own and those it imports from adcuda's modules on first use (it is a leaf)
+_TYPES = {name: getattr(adcuda.types, name) for name in adcuda.types.__all__}
+
+
 def _invalid(fn):
     """``fn``'s annotations that do not evaluate to a type expression, evaluated as a type checker reads
     them: in its module's namespace, with adcuda.types' names for those imported only for type checkers."""
     target = inspect.unwrap(fn)
     module = sys.modules[target.__module__]
-    namespace = {**vars(builtins), "builtins": builtins, **vars(adcuda.types), **vars(module)}
+    namespace = {**vars(builtins), "builtins": builtins, **_TYPES, **vars(module)}
     signature = inspect.signature(fn)
     annotations = [(p.name, p.annotation) for p in signature.parameters.values()]
     annotations.append(("->", signature.return_annotation))
@@ -218,6 +222,38 @@ def test_public_annotations_are_valid_types():
     functions += [(name, fn) for name, fn, _ in _public_members()]
     problems = [f"{name}: {bad}" for name, fn in functions for bad in _invalid(fn)]
     assert not problems, "\n".join(problems)
+
+
+def test_adcuda_types_is_a_leaf():
+    # run by itself (not as a submodule, which would import the package first), it imports nothing of
+    # adcuda, so the modules that define its names can import it without a circle; its adcuda names come
+    # on first use, each the class it stands for
+    code = (
+        "import importlib.util, sys; "
+        f"spec = importlib.util.spec_from_file_location('types_alone', {str(ROOT / 'adcuda' / 'types.py')!r}); "
+        "spec.loader.exec_module(importlib.util.module_from_spec(spec)); "
+        "print(sorted(m for m in sys.modules if m.startswith('adcuda')))"
+    )
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert loaded.stdout.strip() == "[]", loaded.stdout + loaded.stderr
+    assert adcuda.types.Tensor is adcuda.Tensor and adcuda.types.DType is adcuda.dtype
+    assert adcuda.types.Node is adcuda.autograd.Node and adcuda.types.Size is adcuda.Size
+    assert adcuda.types.Number == bool | int | float
+    assert set(adcuda.types.__all__) <= set(dir(adcuda.types))
+    with pytest.raises(AttributeError):
+        adcuda.types.NoSuchName  # noqa: B018
+
+
+def test_a_type_checker_sees_no_import_circle_through_adcuda_types():
+    # the circles of scripts/import_cycles.py (module-level imports, TYPE_CHECKING ones included): the
+    # one left is Tensor's, with its generated stub of attached members (grad_fn: Node) and autograd.graph
+    spec = importlib.util.spec_from_file_location("import_cycles", ROOT / "scripts" / "import_cycles.py")
+    cycles = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cycles)
+    circles = cycles.components(cycles.graph(deferred=True))
+    leaves = {"adcuda.types", "adcuda.dtypes", "adcuda.device", "adcuda.random", "adcuda.autograd.grad_mode"}
+    assert not [c for c in circles if leaves & set(c)], circles
+    assert [sorted(c) for c in circles] == [["adcuda._tensor_ops", "adcuda.autograd.graph", "adcuda.tensor"]]
 
 
 def test_the_entry_points_show_the_annotations():

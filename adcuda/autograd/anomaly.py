@@ -38,9 +38,8 @@ class detect_anomaly:
         set_detect_anomaly(self.check_nan)
         return self
 
-    def __exit__(self, *exc: object) -> bool:
+    def __exit__(self, *exc: object) -> None:
         set_detect_anomaly(self._prev)
-        return False
 
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep

@@ -18,12 +18,12 @@ class FunctionCtx:
     """The ``ctx`` passed to forward and backward."""
 
     def __init__(self) -> None:
-        self._to_save = ()
-        self._node_ref = None
-        self.needs_input_grad = ()
+        self._to_save: tuple[Tensor | None, ...] = ()
+        self._node_ref: weakref.ref[Node] | None = None
+        self.needs_input_grad: tuple[bool, ...] = ()
         self.materialize_grads = True
-        self._non_differentiable = set()
-        self._dirty = ()
+        self._non_differentiable: set[int] = set()  # ids of the outputs marked non-differentiable
+        self._dirty: tuple[Tensor, ...] = ()
 
     def save_for_backward(self, *tensors: Tensor | None) -> None:
         self._to_save = tensors

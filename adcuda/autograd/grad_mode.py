@@ -8,7 +8,8 @@ import threading
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..types import Any, Callable
+    from collections.abc import Callable
+    from typing import Any
 
 
 class _GradState(threading.local):
@@ -30,7 +31,8 @@ def _set_enabled(mode):
 class _GradModeContext:
     """Context manager that also works as a decorator (``@no_grad()`` and ``@no_grad``)."""
 
-    _mode = None
+    _mode: bool | None = None  # the grad mode it enters (set by each subclass, by set_grad_enabled per use)
+    _prev: bool  # the grad mode it restores
 
     def __new__(cls, func: Callable[..., Any] | None = None) -> Any:
         self = super().__new__(cls)
@@ -43,9 +45,8 @@ class _GradModeContext:
         _set_enabled(self._mode)
         return self
 
-    def __exit__(self, *exc: object) -> bool:
+    def __exit__(self, *exc: object) -> None:
         _set_enabled(self._prev)
-        return False
 
     def __call__(self, func: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(func)
@@ -97,6 +98,9 @@ class inference_mode(_GradModeContext):
     a graph afterwards; that is more lenient than PyTorch, never stricter.
     ``inference_mode(False)`` leaves the grad mode as it is, as in PyTorch."""
 
+    _on: bool  # whether it switches inference mode on (False: it leaves both modes as they are)
+    _prev_inference: bool
+
     def __new__(cls, mode: bool | Callable[..., Any] = True) -> Any:
         self = object.__new__(cls)
         if callable(mode):  # used bare as ``@inference_mode``
@@ -113,10 +117,9 @@ class inference_mode(_GradModeContext):
             _state_inference.on = True
         return self
 
-    def __exit__(self, *exc: object) -> bool:
+    def __exit__(self, *exc: object) -> None:
         _set_enabled(self._prev)
         _state_inference.on = self._prev_inference
-        return False
 
     def __call__(self, func: Callable[..., Any]) -> Callable[..., Any]:
         on = self._on

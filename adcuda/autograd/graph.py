@@ -19,7 +19,8 @@ from . import anomaly
 from .grad_mode import is_grad_enabled
 
 if TYPE_CHECKING:
-    from ..types import Any, Callable, Sequence
+    from collections.abc import Callable, Sequence
+    from typing import Any
 
 _sequence = itertools.count()
 
@@ -48,9 +49,10 @@ class Node:
 
     _saved = None
     _released = False
-    pre_hooks = None
-    retain_hooks = None
-    ctx = None
+    # output index -> (handle id -> hook), and output index -> retain_grad's hook; made on first hook
+    pre_hooks: dict[int, dict[int, Callable[[Tensor], Tensor | None]]] | None = None
+    retain_hooks: dict[int, Callable[[Tensor], Tensor | None]] | None = None
+    ctx: Any = None  # a custom Function's FunctionCtx (autograd/function.py, which imports this module)
     trace = None
 
     def __init__(

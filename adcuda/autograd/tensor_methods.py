@@ -151,15 +151,17 @@ def _edge(self):
     return edge_of(self) or (None, 0)
 
 
-Tensor.grad_fn = property(_grad_fn, _set_grad_fn)
-Tensor.requires_grad = property(_requires_grad, _set_requires_grad)
-Tensor.requires_grad_ = requires_grad_
-Tensor.is_leaf = property(_is_leaf)
-Tensor.retains_grad = property(_retains_grad)
-Tensor.data = property(_data, _set_data)
-Tensor.detach = detach
-Tensor.detach_ = detach_
-Tensor.retain_grad = retain_grad
-Tensor.register_hook = register_hook
-Tensor.backward = backward
-Tensor._edge = _edge
+# Attached at import (tensor.py does not import autograd); _tensor_ops.pyi declares them on Tensor for type
+# checkers, so mypy sees each assignment as replacing a declared method: the ignores are for that.
+Tensor.grad_fn = property(_grad_fn, _set_grad_fn)  # type: ignore[method-assign, assignment]
+Tensor.requires_grad = property(_requires_grad, _set_requires_grad)  # type: ignore[method-assign, assignment]
+Tensor.requires_grad_ = requires_grad_  # type: ignore[method-assign, assignment]
+Tensor.is_leaf = property(_is_leaf)  # type: ignore[method-assign, assignment]
+Tensor.retains_grad = property(_retains_grad)  # type: ignore[method-assign, assignment]
+Tensor.data = property(_data, _set_data)  # type: ignore[method-assign, assignment]
+Tensor.detach = detach  # type: ignore[method-assign, assignment]
+Tensor.detach_ = detach_  # type: ignore[method-assign, assignment]
+Tensor.retain_grad = retain_grad  # type: ignore[method-assign, assignment]
+Tensor.register_hook = register_hook  # type: ignore[method-assign, assignment]
+Tensor.backward = backward  # type: ignore[method-assign, assignment]
+Tensor._edge = _edge  # type: ignore[attr-defined]  # private: autograd reads it, Tensor does not declare it

@@ -6,7 +6,7 @@ signatures are annotated with, the same on both sides (tests/test_backend_seam.p
 import inspect
 from collections.abc import Sequence
 from types import EllipsisType
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -68,8 +68,8 @@ PRIMITIVES = (
     "matmul",
     "softmax",
     "softmax_backward",
-    "cross_entropy",
-    "cross_entropy_backward",
+    "classifier_loss",
+    "classifier_loss_backward",
     "layer_norm",
     "layer_norm_backward",
     "attention",
@@ -131,7 +131,8 @@ PRIMITIVES = (
 
 class BackendArray(Protocol):
     """A backend's array: ``numpy.ndarray`` on the CPU, ``adcuda._C.DeviceArray`` on CUDA. Callers read
-    only these; everything else goes through the primitives (``dtype_of``, ``shape_of``...)."""
+    only these, which both have; everything else goes through the primitives (``dtype_of``,
+    ``shape_of``...), or through ``CPUArray``/``CUDAArray`` where a caller has checked the device."""
 
     @property
     def shape(self) -> tuple[int, ...]: ...
@@ -141,6 +142,25 @@ class BackendArray(Protocol):
 
     @property
     def size(self) -> int: ...
+
+    @property
+    def itemsize(self) -> int: ...
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """In bytes, as NumPy's."""
+
+    @property
+    def dtype(self) -> Any:
+        """The backend's own dtype object (a ``numpy.dtype``, or the native module's, which has no type
+        stubs, hence ``Any``): ``dtype_of`` gives adcuda's."""
+
+
+CPUArray = np.ndarray
+"""The CPU backend's array, for type checkers (where a caller has checked the device is the CPU)."""
+CUDAArray = Any
+"""The CUDA backend's array (``adcuda._C.DeviceArray``), for type checkers: the native module has no
+type stubs, so its methods are not checked."""
 
 
 Shape = tuple[int, ...]

@@ -31,6 +31,7 @@ import warnings
 import numpy as np
 
 from ..backends import cpu
+from ..backends.cpu import threads as cpu_threads
 from ..backends.cpu.elementwise import BINARY_OPS, UNARY_BACKWARD_INTO, UNARY_INTO, UNARY_OPS
 from ..profiler import _state as profiler_state
 from ..profiler.observe import begin_range, end_range
@@ -143,7 +144,8 @@ def _unary_backward_kernel(call, scratch):
 
 
 def _matmul_kernel(call, scratch):
-    """``matmul(a, b)`` of two float32/float64 matrices (the CPU primitive's ``a.dot(b)``)."""
+    """``matmul(a, b)`` of two float32/float64 matrices (the CPU primitive's ``a.dot(b)``), on more than one
+    thread only where its size pays for them (adcuda/backends/cpu/threads.py)."""
     args = call.arrays_in
     if len(args) != 2 or call.kwargs:
         return None
@@ -152,7 +154,11 @@ def _matmul_kernel(call, scratch):
         return None
     if a.dtype != b.dtype or a.dtype not in _FLOATS:
         return None
-    return np.dot, (0, 1)
+    work = a.shape[0] * a.shape[1] * b.shape[1]
+    if work < 2 * cpu_threads.WORK_PER_THREAD:
+        cpu_threads.set_up()  # NumPy's BLAS pool at one thread, as the primitive would have set it
+        return np.dot, (0, 1)
+    return functools.partial(cpu_threads.dot_into, work=work), (0, 1)
 
 
 def _full_kernel(call, scratch):

@@ -2,26 +2,17 @@
 # What adcuda makes at import time (the adcuda.nn.functional functions), declared for type checkers.
 
 import builtins
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from os import PathLike
+from typing import Any, BinaryIO
 
-from adcuda.types import (
-    Any,
-    BinaryIO,
-    Callable,
-    Device,
-    DType,
-    Generator,
-    Iterable,
-    Iterator,
-    Mapping,
-    Node,
-    Number,
-    PathLike,
-    RemovableHandle,
-    Sequence,
-    Size,
-    Tensor,
-    ndarray,
-)
+from numpy import ndarray
+
+from adcuda.autograd.graph import Node, RemovableHandle
+from adcuda.device import device as Device
+from adcuda.dtypes import DType, Number
+from adcuda.random import Generator
+from adcuda.tensor import Size, Tensor
 
 def adaptive_avg_pool1d(input: Tensor, output_size: int | Sequence[int]) -> Tensor: ...
 def adaptive_avg_pool2d(input: Tensor, output_size: int | None | Sequence[int | None]) -> Tensor: ...

@@ -30,6 +30,7 @@ from . import (
     softmax_loss,
     sorting,
     sparse,
+    special,
 )
 from .registry import all_ops, functional_forms, functions, get, install_methods
 

@@ -6,7 +6,10 @@ every op call and casts the floating-point tensor arguments of the ops that decl
   region's dtype (float16 by default), so the GEMMs run in half with fp32 accumulation;
 - ``"float32"`` (softmax, log_softmax, the losses, softplus, layer_norm): half inputs are cast up,
   so the outputs are float32;
-- ``"promote"`` (dot): mixed half/float32 inputs are all cast to float32.
+- ``"promote"`` (dot): mixed half/float32 inputs are all cast to float32;
+- ``"float32_result"`` (cross_entropy): the op reads half inputs as they are and computes in float32
+  itself, giving a float32 result as PyTorch's float32 policy does, without a float32 copy of its
+  input (the fused classifier reads bf16 logits and writes their gradient in bf16).
 
 float64 and non-floating tensors are never cast, nor tensors on another device type than the
 region's. Casts are differentiable (the gradient flows back in the original dtype). Casts of leaf
@@ -27,7 +30,7 @@ from ..autograd.graph import version_counter
 from ..tensor import Tensor
 from . import dispatch
 
-LOWER, FLOAT32, PROMOTE = "lower", "float32", "promote"
+LOWER, FLOAT32, PROMOTE, FLOAT32_RESULT = "lower", "float32", "promote", "float32_result"
 _HALF = (dt.float16, dt.bfloat16)
 
 
@@ -51,7 +54,7 @@ class _AutocastHook:
     @staticmethod
     def around_op(name, op, call, args, kwargs):
         policy = op.autocast
-        if policy is None or not _state.active:
+        if policy is None or policy is FLOAT32_RESULT or not _state.active:
             return call(*args, **kwargs)
         if policy is PROMOTE:
             args = _promote(args)

@@ -253,8 +253,9 @@ def _indented(source, spaces):
 
 _SEQUENCES = (list, tuple)
 _new = object.__new__
-_FLOAT_ARRAYS = set()  # the array dtypes (NumPy's, the CUDA runtime's) of floating point tensors seen
-_NO_KEYWORDS = {}  # the keyword arguments a view replay passes (never written)
+# the array dtypes (NumPy's, the CUDA runtime's) of floating point tensors seen
+_FLOAT_ARRAYS: set[Any] = set()
+_NO_KEYWORDS: dict[str, Any] = {}  # the keyword arguments a view replay passes (never written)
 
 
 def _entry_filename(op):
@@ -497,7 +498,7 @@ def _pack(v, out):
 
 
 # array dtype (NumPy's, the CUDA runtime's) -> adcuda dtype, for what recording notes of each input
-_DTYPE_OF_ARRAY = {}
+_DTYPE_OF_ARRAY: dict[Any, Any] = {}
 
 
 def _dtype_of(t):
@@ -893,8 +894,8 @@ def host_step(fn: _Step) -> _Step:
             return fn(*args, **kwargs)
         return _host_step_observer(fn, args, kwargs)
 
-    step.host_step = fn
-    return step  # type: ignore[return-value] (the same signature, by functools.wraps)
+    step.host_step = fn  # type: ignore[attr-defined]  # capture finds the function to call again here
+    return step  # type: ignore[return-value]  # the same signature, by functools.wraps
 
 
 # Set by graph capture while it records: sees every nn.Module call, so that a program can check that

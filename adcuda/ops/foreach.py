@@ -56,7 +56,7 @@ Number = bool | int | float
 # what every op here checks
 # backend array dtype object -> adcuda dtype: the checks below ask every tensor of a call for its dtype,
 # and Tensor.dtype costs several times this lookup
-_DTYPE_OF_ARRAY_DTYPE = {}
+_DTYPE_OF_ARRAY_DTYPE: dict[object, dt.dtype] = {}
 
 
 def _dtype(t):
@@ -485,7 +485,7 @@ def _fused_adam_forward(op, decoupled):
             return
         # the primitive steps tensors that share one step count: one call per distinct count (normally
         # one); the counts are CPU tensors (as PyTorch keeps them), so reading them is no device sync
-        by_step = {}
+        by_step: dict[int, list[int]] = {}
         for i, s in enumerate(steps):
             if s.numel() != 1:
                 raise ShapeError(f"{op}: state_steps[{i}] must hold one number, got shape {fmt_shape(s.shape)}")

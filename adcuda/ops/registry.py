@@ -29,7 +29,7 @@ The declaration says everything the rest of adcuda needs:
   plain first-order backward, the ``grads`` formulas (its backward rule) whenever a graph of the
   backward is being built. tests/test_fused_backward.py checks for every op
   that has one that both agree.
-- **policy**: ``autocast`` (``"lower"``, ``"float32"``, ``"promote"`` or None) is applied at the
+- **policy**: ``autocast`` (``"lower"``, ``"float32"``, ``"promote"``, ``"float32_result"`` or None) is applied at the
   dispatch point; type promotion is the forward's (``result_type``).
 - **forms**: ``function`` (``adcuda.<name>``), ``method`` (``Tensor.<name>``), ``inplace``
   (``Tensor.<name>_``, generated from the out-of-place op), ``operators`` (``__rsub__``-style
@@ -51,7 +51,7 @@ from . import dispatch
 VAR_POSITIONAL, KEYWORD_ONLY = Parameter.VAR_POSITIONAL, Parameter.KEYWORD_ONLY
 POSITIONAL_ONLY, POSITIONAL_OR_KEYWORD = Parameter.POSITIONAL_ONLY, Parameter.POSITIONAL_OR_KEYWORD
 
-_REGISTRY = {}
+_REGISTRY: "dict[str, OpDef]" = {}  # name -> declaration (OpDef is defined below)
 
 # what type checkers see ``@op(...)`` make of a forward: a function of the same signature (the entry)
 Forward = TypeVar("Forward", bound=Callable[..., Any])

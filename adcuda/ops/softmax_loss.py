@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from .. import dtypes as dt
 from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
 from ..tensor import primitives
+from .autocast import is_enabled as autocast_enabled
 from .common import broadcast_shapes, cast, check_float, check_same_device, check_tensor, dense, wrap, wrap_dim
 from .dispatch import host_step
 from .elementwise import abs as _abs
@@ -399,18 +400,50 @@ def _picked_rows(logp, target, weight, ignore_index, label_smoothing):
     return where(valid, loss, 0.0), row_weight.sum()
 
 
-def _cross_entropy_grad(grad, logits, target, ignore_index, label_smoothing):
+def _cross_entropy_grad(grad, logits, target, weight, ignore_index, label_smoothing):
+    # the composite rule (for create_graph): p * ((1 - ls) w[t] + ls / C * W) - (1 - ls) w[t] onehot - ls / C * w
     n_classes = logits.shape[1]
     valid = target != ignore_index
-    hit = (arange(n_classes, device=logits.device) == target.unsqueeze(1)).to(dtype=logits.dtype)
-    q = hit * (1.0 - label_smoothing) + label_smoothing / n_classes
-    return (softmax(logits, 1) - q) * (grad * valid.to(dtype=grad.dtype)).unsqueeze(1)
+    safe_target = where(valid, target, 0)
+    hit = (arange(n_classes, device=logits.device) == safe_target.unsqueeze(1)).to(dtype=grad.dtype)
+    p = softmax(logits.to(dtype=grad.dtype), 1)
+    keep, smooth = 1.0 - label_smoothing, label_smoothing / n_classes
+    if weight is None:
+        rows = p - (hit * keep + smooth)
+    else:
+        w = weight.to(dtype=grad.dtype)
+        at_target = w[safe_target].unsqueeze(1)
+        rows = p * (keep * at_target + smooth * w.sum()) - keep * at_target * hit - smooth * w
+    return rows * where(valid, grad, 0.0).unsqueeze(1)  # brought back to the logits' dtype by the registry
 
 
-def _cross_entropy_fused_grad(grad, logits, lse, target, ignore_index, label_smoothing):
+def _cross_entropy_weight_grad(grad, logits, target, weight, ignore_index, label_smoothing):
+    # class weights are differentiable here (PyTorch's are not): d loss_r / d w = -(1 - ls) logp[t] onehot(t)
+    # - ls / C logp, composite (weights that require grad are rare; this keeps the (rows, C) log-probabilities)
+    n_classes = logits.shape[1]
+    valid = target != ignore_index
+    safe_target = where(valid, target, 0)
+    g = where(valid, grad, 0.0)
+    logp = log_softmax(logits.to(dtype=grad.dtype), 1)
+    picked = gather(logp, 1, safe_target.unsqueeze(1)).squeeze(1)
+    hit = (arange(n_classes, device=logits.device) == safe_target.unsqueeze(1)).to(dtype=grad.dtype)
+    dw = _sum(hit * (g * picked).unsqueeze(1), 0) * -(1.0 - label_smoothing)
+    if label_smoothing:
+        dw = dw - _sum(logp * g.unsqueeze(1), 0) * (label_smoothing / n_classes)
+    return dw
+
+
+def _cross_entropy_fused_grad(grad, logits, stats, target, weight, ignore_index, label_smoothing):
+    bk = primitives(grad)
     return wrap(
-        primitives(grad).cross_entropy_backward(
-            dense(logits), lse._data, target._data, dense(grad), ignore_index, label_smoothing
+        bk.classifier_loss_backward(
+            dense(logits),
+            stats._data,
+            target._data,
+            None if weight is None else dense(weight),
+            dense(grad),
+            ignore_index,
+            label_smoothing,
         ),
         grad._device,
     )
@@ -418,27 +451,32 @@ def _cross_entropy_fused_grad(grad, logits, lse, target, ignore_index, label_smo
 
 @op(
     "cross_entropy_rows",
-    doc="Per-row cross-entropy losses of (rows, C) logits against int64 class indices.",
+    doc="Per-row cross-entropy losses (float32) of (rows, C) logits against int64 class indices.",
     function=False,
     method=False,
     node="CrossEntropyLossBackward0",
-    extra_outputs=("lse",),
-    grads={"logits": _cross_entropy_grad},
-    fused={"logits": _cross_entropy_fused_grad},
+    extra_outputs=("stats",),
+    grads={"logits": _cross_entropy_grad, "weight": _cross_entropy_weight_grad},
+    fused={"logits": _cross_entropy_fused_grad, "weight": _cross_entropy_weight_grad},
 )
 def cross_entropy_rows(
-    logits: Tensor, target: Tensor, ignore_index: int, label_smoothing: float
+    logits: Tensor, target: Tensor, weight: Tensor | None, ignore_index: int, label_smoothing: float
 ) -> tuple[Tensor, Tensor]:
-    # the primitive keeps each row's log-sum-exp for backward, never the log-probabilities
-    loss_data, lse_data = primitives(logits).cross_entropy(dense(logits), dense(target), ignore_index, label_smoothing)
-    return wrap(loss_data, logits._device), wrap(lse_data, logits._device)
+    # The fused classifier (kernels/softmax_loss.cu): one read of each row of the logits in their own
+    # dtype gives the loss and the row's (shift, log-sum) statistics, all the backward keeps besides
+    # the logits; the backward's one read of the logits writes the gradient in their dtype. No
+    # float32 copy and no log-probabilities of the (rows, C) logits exist, even for half logits.
+    loss_data, stats_data = primitives(logits).classifier_loss(
+        dense(logits), dense(target), None if weight is None else dense(weight), ignore_index, label_smoothing
+    )
+    return wrap(loss_data, logits._device), wrap(stats_data, logits._device)
 
 
 @op(
     "cross_entropy",
     doc="The cross-entropy of logits against class indices or class probabilities.",
     composite=True,
-    autocast="float32",
+    autocast="float32_result",
     function=False,
     method=False,
     functional=True,
@@ -465,15 +503,24 @@ def cross_entropy(
     if probabilities:
         if ignore_index != -100:
             raise ValueError(f"{name}: ignore_index is not supported for class-probability (floating point) targets")
+        # under autocast, log_softmax's own policy computes it in float32
         return _soft_cross_entropy(input, target, weight, reduction, label_smoothing, n_classes)
     target_rows = target.reshape(-1).to(dtype=dt.int64)
     _check_class_targets(name, target_rows, n_classes, ignore_index)
+    if weight is not None and weight.dtype is not dt.float64:
+        weight = weight.float()
+    losses = cross_entropy_rows(rows, target_rows, weight, ignore_index, label_smoothing)
+    valid = target_rows != ignore_index
     if weight is None:
-        losses = cross_entropy_rows(rows, target_rows, ignore_index, label_smoothing)
-        denominator = (target_rows != ignore_index).sum()
+        denominator = valid.sum()
     else:
-        losses, denominator = _picked_rows(log_softmax(rows, 1), target_rows, weight, ignore_index, label_smoothing)
-    return _reduce_rows(losses, denominator, loss_shape, reduction)
+        denominator = (weight[where(valid, target_rows, 0)] * valid.to(dtype=weight.dtype)).sum()
+    loss = _reduce_rows(losses, denominator, loss_shape, reduction)
+    # The losses are float32 (float64 for float64): autocast's float32 result, else the logits' dtype
+    # as PyTorch gives it, rounded once after the reduction.
+    if loss.dtype is not input.dtype and not autocast_enabled(input.device.type):
+        loss = loss.to(dtype=input.dtype)
+    return loss
 
 
 def _soft_cross_entropy(input, target, weight, reduction, label_smoothing, n_classes):

@@ -118,6 +118,11 @@ class SparseTensor(Tensor):
 
     layout = sparse_coo
     is_sparse = True
+    # set by _from_parts: the COO parts (indices, values), the size and whether it is coalesced
+    _sp_indices: Tensor
+    _sp_values: Tensor
+    _sp_size: tuple[int, ...]
+    _sp_coalesced: bool
 
     @classmethod
     def _from_parts(cls, indices, values, size, coalesced):

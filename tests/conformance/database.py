@@ -48,6 +48,9 @@ UNARY = {
     "tanh": {},
     "sigmoid": {"kinks": [-800.0, 0.0, 800.0]},
     "erf": {},
+    "erfinv": {"domain": "small", "kinks": [0.0, 0.5, -0.5]},
+    "lgamma": {"domain": "positive", "kinks": [1.0, 2.0, -0.5, -2.5]},
+    "digamma": {"domain": "positive", "kinks": [1.0, -0.5, -2.5]},
     "silu": {"kinks": [-800.0, 0.0, 800.0]},
     "gelu": {"kinks": [0.0]},
     "relu": {"kinks": [-1.0, 0.0, 1.0]},
@@ -103,6 +106,24 @@ for _name, _kw in UNARY.items():
     add(_name, g.unary(**_kw), errors=[] if _name in ("softsign", "tanhshrink") else g.unary_errors(), category="unary")
 
 add("bitwise_not", g.unary(grad=False, extremes=False, ints=True), category="unary")
+# the gamma family's parameterised members (adcuda/ops/special.py)
+add(
+    "polygamma",
+    [
+        S(1, T(2, 3, dtype="float64", low=0.1, high=3.0)),
+        S(2, T(2, 3, dtype="float64", low=0.1, high=3.0)),
+        S(3, T(3, 4, low=0.5, high=5.0)),
+        S(1, T(values=[-0.5, -2.5, 1.5])),
+        S(0, T(4, dtype="float64", low=0.1, high=3.0)),
+    ],
+    forms=("function",),
+    category="unary",
+)
+add(
+    "mvlgamma",
+    [S(T(2, 3, dtype="float64", low=1.5, high=4.0), 3), S(T(4, dtype="float64", low=0.6, high=3.0), p=1)],
+    category="unary",
+)
 # activations with their parameters
 add(
     "leaky_relu[slope]",

@@ -38,7 +38,7 @@ from .random import *  # noqa: E402,F401,F403 (rand, randn, randint, bernoulli, 
 from .recurrent import *  # noqa: E402,F401,F403 (lstm_cell, gru_cell and their backwards)
 from .reduce import *  # noqa: E402,F401,F403 (reduce, argreduce, var, logsumexp)
 from .resample import *  # noqa: E402,F401,F403 (interpolate_nearest, interpolate_bilinear, pad, backwards)
-from .softmax_loss import *  # noqa: E402,F401,F403 (softmax, cross_entropy and their backwards)
+from .softmax_loss import *  # noqa: E402,F401,F403 (softmax, the fused classifier and their backwards)
 from .sort import *  # noqa: E402,F401,F403 (sort, cumsum)
 from .sparse import *  # noqa: E402,F401,F403 (coo_to_csr, spmm, sddmm)
 from .storage import *  # noqa: E402,F401,F403 (from_numpy ... shares_memory: copies and views)

@@ -37,7 +37,7 @@ def _fresh(shape, dtype, k=0):
     return np.empty(shape, dtype)
 
 
-_ONES = {}
+_ONES: dict[tuple[int, np.dtype], np.ndarray] = {}
 
 # The most elements one BLAS matrix-vector product of the sums below takes: OpenBLAS threads bigger ones,
 # and a threaded one on a loaded machine took 6-9 ms where NumPy's reduction takes 0.1 ms (NumPy's

@@ -9,6 +9,7 @@ import numpy as np
 
 from ...errors import DTypeError, ShapeError, fmt_shape
 from ..seam import BackendArray, Shape
+from . import threads
 from ._common import _compute, _row_sums
 
 __all__ = ["attention", "attention_backward", "attention_dropout_mask"]
@@ -52,7 +53,7 @@ def _attention_scores(q, k, mask, is_causal, scale):
     masked (-inf where hidden), ``keep`` None. The forward and the backward both ask this of the
     same scores, so both compute the probabilities the same way."""
     # (q scaled, not the scores: E values a row instead of S)
-    s = np.matmul(q * q.dtype.type(scale), np.swapaxes(k, -1, -2))
+    s = threads.matmul(q * q.dtype.type(scale), np.swapaxes(k, -1, -2))
     allowed = hidden = None
     if is_causal:
         allowed, hidden = _causal_allowed(s.shape[-2], s.shape[-1])
@@ -219,7 +220,7 @@ def attention(
         np.subtract(s, np.where(np.isfinite(lse), lse, np.inf), out=p)
         np.exp(p, out=p)
     z = _attention_dropout_factor(p, vv, dropout_p, seed, offset)
-    out = np.matmul(p if z is None else p * z, vv)
+    out = threads.matmul(p if z is None else p * z, vv)
     return out.astype(q.dtype, copy=False), lse[..., 0]
 
 
@@ -263,14 +264,14 @@ def attention_backward(
                 p = p - shift
             np.exp(p, out=p)
     z = _attention_dropout_factor(p, vv, dropout_p, seed, offset)
-    dv = np.matmul(np.swapaxes(p if z is None else p * z, -1, -2), gg)
-    ds = np.matmul(gg, np.swapaxes(vv, -1, -2))
+    dv = threads.matmul(np.swapaxes(p if z is None else p * z, -1, -2), gg)
+    ds = threads.matmul(gg, np.swapaxes(vv, -1, -2))
     if z is not None:
         ds *= z
     ds -= _row_sums(gg * oo, 1)
     ds *= p
-    dq = np.matmul(ds, kk)
+    dq = threads.matmul(ds, kk)
     dq *= scale
-    dk = np.matmul(np.swapaxes(ds, -1, -2), qq)
+    dk = threads.matmul(np.swapaxes(ds, -1, -2), qq)
     dk *= scale
     return dq.astype(q.dtype, copy=False), dk.astype(k.dtype, copy=False), dv.astype(v.dtype, copy=False)

@@ -1,12 +1,15 @@
 """The CPU backend's 2-d convolution, forward and backward (kernels/convolution.cu on CUDA).
 
 im2col as a strided view: the input's windows are one ``as_strided`` view of the zero-padded input,
-laid out (C, kh, kw, N, L) so that one copy makes the column matrix (K, N * L) of the whole batch and
-one GEMM per group gives the output. With stride 1 the rows are "wide" (see ``_column_matrix``): the
-copy moves contiguous runs and col2im in the backward of the data is one 2-d add per kernel tap;
-other strides gather (Ho, Wo) windows and scatter back through strided views. The backward of the
-weights is one GEMM per group over N * L. Padding here is zeros
-and symmetric; other padding modes and asymmetric 'same' padding are the op's (``F.pad`` first).
+laid out (C, kh, kw, N, L); a block of samples at a time (about ``_BLOCK_BYTES``, so the columns stay
+in cache) is copied into the column matrix (K, m * L) and one GEMM per group gives its outputs. With
+stride 1 the rows are "wide" (see ``_windows``) so the copy moves contiguous runs. The backward of
+the weights is one GEMM per group and block over m * L. The backward of the data, with stride 1
+and enough channels, is the correlation of g with the flipped kernel (``_flipped``); otherwise the
+columns' gradient is one GEMM, added back (col2im) into one plane per output phase, one contiguous
+add per kernel tap (stride 1 or short rows), or through strided views (a correlation per phase
+measured slower at DCGAN's sizes). Padding here is zeros and symmetric; other padding modes and
+asymmetric 'same' padding are the op's (``F.pad`` first).
 """
 
 import numpy as np
@@ -15,6 +18,7 @@ from numpy.lib.stride_tricks import as_strided
 from ...errors import DTypeError, ShapeError, fmt_shape
 from .._convolution_shapes import conv2d_output_size
 from ..seam import BackendArray, Shape
+from . import threads
 from ._common import _compute
 
 __all__ = ["conv2d", "conv2d_backward_input", "conv2d_backward_weight"]
@@ -41,15 +45,31 @@ def _padded(x, padding, tail):
     return out, (hp, wp)
 
 
-def _column_matrix(x, kernel, out_size, stride, padding, dilation):
-    """The im2col matrix of x (N, C, H, W) as one contiguous array (C * kh * kw, N, L) -> (matrix, row).
+# The column block of one GEMM holds about this many bytes, so that it is written and read back while
+# it is still in the core's L2 cache; the batch is cut into blocks of whole samples of about this size
+# (the whole batch at once spills to memory: 2x slower for a CIFAR ResNet's 3x3 convolutions).
+_BLOCK_BYTES = 1 << 20
+
+# Output rows shorter than this make col2im's strided adds slow (a loop step per few elements), so
+# conv2d_backward_input adds them by phase instead (``_col2im_by_phase``); measured: 4x4 stride-2
+# DCGAN layers with rows of 8 or fewer 1.2-1.6x faster that way, rows of 16 faster the strided way.
+_SHORT_ROWS = 16
+
+# The stride-1 input gradient as a correlation (see conv2d_backward_input) makes GEMMs of C / groups
+# rows: with fewer than this (LeNet's 6) they run slowly and col2im by phase is 2x faster; with a
+# ResNet's 16 the correlation is 2.4x faster than col2im.
+_FEW_CHANNELS = 16
+
+
+def _windows(x, kernel, out_size, stride, padding, dilation):
+    """Every window of x (N, C, H, W) as a strided view (C, kh, kw, N, ...) -> (view, row), not copied.
 
     With stride 1 a kernel tap's inputs for a whole output plane are one contiguous run of the
     flattened padded plane: output position (y, x) of a "wide" output plane (Ho, Wp) reads flat
-    input y * Wp + x + i * dh * Wp + j * dw for tap (i, j). The matrix then holds wide rows
-    (L = Ho * Wp; the Wp - Wo columns past each row's end are junk that the GEMM's other operand
-    zeroes or the caller drops) and the copy that makes it moves long contiguous runs. Otherwise
-    L = Ho * Wo, gathered through a strided view. ``row`` is the width of one output row in L."""
+    input y * Wp + x + i * dh * Wp + j * dw for tap (i, j). The view then holds wide rows
+    (L = Ho * Wp, last axis; the Wp - Wo columns past each row's end are junk that the GEMM's other
+    operand zeroes or the caller drops) and copying it moves long contiguous runs. Otherwise the
+    last axes are (Ho, Wo), gathered. ``row`` is the width of one output row in L."""
     n, c = x.shape[:2]
     kh, kw = kernel
     ho, wo = out_size
@@ -57,8 +77,7 @@ def _column_matrix(x, kernel, out_size, stride, padding, dilation):
     if tuple(stride) == (1, 1):
         flat, (hp, wp) = _padded(x, padding, dw * (kw - 1))
         sn, sc, se = flat.strides
-        view = as_strided(flat, (c, kh, kw, n, ho * wp), (sc, se * dh * wp, se * dw, sn, se), writeable=False)
-        return np.ascontiguousarray(view).reshape(c * kh * kw, n, ho * wp), wp
+        return as_strided(flat, (c, kh, kw, n, ho * wp), (sc, se * dh * wp, se * dw, sn, se), writeable=False), wp
     ph, pw = padding
     if ph or pw:
         x = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
@@ -69,7 +88,18 @@ def _column_matrix(x, kernel, out_size, stride, padding, dilation):
         (sc, sh * dh, sw * dw, sn, sh * stride[0], sw * stride[1]),
         writeable=False,
     )
-    return np.ascontiguousarray(view).reshape(c * kh * kw, n, ho * wo), wo
+    return view, wo
+
+
+def _blocks(view, groups):
+    """The im2col matrix of ``view`` (from ``_windows``), a block of samples at a time:
+    yields (first sample, samples, columns (groups, K / groups, samples * L))."""
+    c, kh, kw, n = view.shape[:4]
+    per_sample = c * kh * kw * int(np.prod(view.shape[4:])) * view.itemsize
+    step = max(1, _BLOCK_BYTES // max(per_sample, 1))
+    for n0 in range(0, n, step):
+        block = np.ascontiguousarray(view[:, :, :, n0 : n0 + step])
+        yield n0, block.shape[3], block.reshape(groups, c // groups * kh * kw, -1)
 
 
 def _wide(g, row):
@@ -92,12 +122,14 @@ def conv2d(
     o, cg, kh, kw = weight.shape
     if n == 0 or o == 0 or ho * wo == 0:
         return np.zeros((n, o, ho, wo), x.dtype)
-    cols, row = _column_matrix(_compute(x), (kh, kw), (ho, wo), stride, padding, dilation)
+    view, row = _windows(_compute(x), (kh, kw), (ho, wo), stride, padding, dilation)
     w = _compute(weight).reshape(groups, o // groups, cg * kh * kw)
-    # one GEMM per group over every sample's columns: (Og, K) @ (K, N * L)
-    y = np.matmul(w, cols.reshape(groups, cg * kh * kw, n * ho * row))
-    y = y.reshape(o, n, ho, row)[..., :wo].transpose(1, 0, 2, 3)
-    return np.ascontiguousarray(y, dtype=x.dtype)
+    out = np.empty((n, o, ho, wo), x.dtype)
+    for n0, m, cols in _blocks(view, groups):
+        # one GEMM per group over a block of samples' columns: (Og, K) @ (K, m * L)
+        y = threads.matmul(w, cols).reshape(o, m, ho, row)
+        out[n0 : n0 + m] = y[..., :wo].transpose(1, 0, 2, 3)
+    return out
 
 
 def conv2d_backward_input(
@@ -121,28 +153,21 @@ def conv2d_backward_input(
             f"{fmt_shape(input_shape)} and weight {fmt_shape(weight.shape)} (expected "
             f"{fmt_shape((n, o, ho, wo))})"
         )
+    if not (n and c and o and ho * wo):
+        return np.zeros(input_shape, g.dtype)
     ph, pw = padding
     sh, sw = stride
     dh, dw = dilation
+    qh, qw = dh * (kh - 1) - ph, dw * (kw - 1) - pw
+    if (sh, sw) == (1, 1) and qh >= 0 and qw >= 0 and c // groups >= _FEW_CHANNELS:
+        # a stride-1 correlation's input gradient is the correlation of g, padded by the kernel's
+        # extent less the padding, with the flipped kernel: conv2d's blocked GEMMs, no col2im
+        return conv2d(g, _flipped(weight, groups), (1, 1), (qh, qw), dilation, groups)
     gc = _compute(g)
-    w = _compute(weight).reshape(groups, o // groups, cg, kh * kw)
-    if (sh, sw) == (1, 1) and n and c and ho * wo:
-        # col2im on flattened wide planes: a tap's block (C, N, Ho * Wp), zero past each row's Wo
-        # values, lands at one offset of every padded plane, so each tap is one 2-d add
-        hp, wp = h + 2 * ph, w_ + 2 * pw
-        plane = hp * wp + dw * (kw - 1)
-        gw = _wide(gc, wp).reshape(groups, o // groups, n * ho * wp)
-        w_taps = w.transpose(0, 3, 2, 1).reshape(groups, kh * kw * cg, o // groups)
-        blocks = np.matmul(w_taps, gw).reshape(groups, kh, kw, cg, n, ho * wp)
-        dx = np.zeros((groups, cg, n, plane), blocks.dtype)
-        for i in range(kh):
-            for j in range(kw):
-                at = i * dh * wp + j * dw
-                dx[..., at : at + ho * wp] += blocks[:, i, j]
-        dx = dx[..., : hp * wp].reshape(c, n, hp, wp)[:, :, ph : ph + h, pw : pw + w_].transpose(1, 0, 2, 3)
-        return np.ascontiguousarray(dx, dtype=g.dtype)
-    gg = gc.reshape(n, groups, o // groups, ho * wo)
-    dcols = np.matmul(w.reshape(groups, o // groups, cg * kh * kw).transpose(0, 2, 1), gg)
+    if (sh, sw) == (1, 1) or wo < _SHORT_ROWS:
+        return _col2im_by_phase(gc, weight, input_shape, stride, padding, dilation, groups).astype(g.dtype, copy=False)
+    w = _compute(weight).reshape(groups, o // groups, cg * kh * kw)
+    dcols = threads.matmul(w.transpose(0, 2, 1), gc.reshape(n, groups, o // groups, ho * wo))
     dcols = dcols.reshape(n, c, kh, kw, ho, wo)
     dx = np.zeros((n, c, h + 2 * ph, w_ + 2 * pw), dcols.dtype)
     for i in range(kh):  # col2im: each kernel tap adds its column block back where it was read
@@ -151,6 +176,43 @@ def conv2d_backward_input(
                 :, :, i, j
             ]
     return dx[:, :, ph : ph + h, pw : pw + w_].astype(g.dtype)
+
+
+def _col2im_by_phase(g, weight, input_shape, stride, padding, dilation, groups):
+    """conv2d_backward_input's col2im for short output rows, by phase: padded row y = s * t + r lands
+    in phase plane r, so tap i (offset i * d) adds to plane (i * d) % s at row offset (i * d) // s.
+    With the g rows "wide" (width ws, zeros past Wo) a tap's block for a whole plane is one
+    contiguous run: kh * kw 2-d adds, then one interleaving copy."""
+    n, c, h, w_ = input_shape
+    o, cg, kh, kw = weight.shape
+    ho, wo = g.shape[2:]
+    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    hp, wp = h + 2 * ph, w_ + 2 * pw
+    hs = max(-(-hp // sh), ho + dh * (kh - 1) // sh)
+    ws = max(-(-wp // sw), wo + dw * (kw - 1) // sw)
+    gw = _wide(g, ws).reshape(groups, o // groups, n * ho * ws)
+    w_taps = _compute(weight).reshape(groups, o // groups, cg, kh, kw).transpose(0, 3, 4, 2, 1)
+    blocks = threads.matmul(w_taps.reshape(groups, kh * kw * cg, o // groups), gw).reshape(
+        groups, kh, kw, cg, n, ho * ws
+    )
+    phases = np.zeros((sh, sw, groups, cg, n, hs * ws + dw * (kw - 1) // sw), blocks.dtype)
+    for i in range(kh):
+        ay, ry = divmod(i * dh, sh)
+        for j in range(kw):
+            ax, rx = divmod(j * dw, sw)
+            at = ay * ws + ax
+            phases[ry, rx, ..., at : at + ho * ws] += blocks[:, i, j]
+    dx = phases[..., : hs * ws].reshape(sh, sw, c, n, hs, ws).transpose(3, 2, 4, 0, 5, 1)
+    dx = dx.reshape(n, c, hs * sh, ws * sw)[:, :, ph : ph + h, pw : pw + w_]
+    return np.ascontiguousarray(dx)
+
+
+def _flipped(weight, groups):
+    """weight (O, C/groups, kh, kw) as the kernel (C, O/groups, kh, kw) of the transposed
+    correlation: each group's channel axes swapped, the taps reversed."""
+    o, cg, kh, kw = weight.shape
+    swapped = weight.reshape(groups, o // groups, cg, kh, kw).transpose(0, 2, 1, 3, 4)
+    return swapped.reshape(groups * cg, o // groups, kh, kw)[:, :, ::-1, ::-1]
 
 
 def conv2d_backward_weight(
@@ -170,8 +232,13 @@ def conv2d_backward_weight(
         )
     if n == 0 or o == 0 or ho * wo == 0:
         return np.zeros(weight_shape, x.dtype)
-    cols, row = _column_matrix(_compute(x), (kh, kw), (ho, wo), stride, padding, dilation)
-    gw = _wide(_compute(g), row).reshape(groups, o // groups, n * ho * row)
-    # one GEMM per group over N * L, against the transposed column matrix (BLAS reads it as is)
-    dw = np.matmul(gw, cols.reshape(groups, cg * kh * kw, n * ho * row).transpose(0, 2, 1))
-    return dw.reshape(weight_shape).astype(x.dtype, copy=False)
+    view, row = _windows(_compute(x), (kh, kw), (ho, wo), stride, padding, dilation)
+    gc = _compute(g)
+    dw = None
+    for n0, m, cols in _blocks(view, groups):
+        gw = _wide(gc[n0 : n0 + m], row).reshape(groups, o // groups, m * ho * row)
+        # one GEMM per group over the block's N * L, as (K, m * L) @ (m * L, Og): OpenBLAS runs this
+        # form 2-3x faster than (Og, m * L) @ (m * L, K) with the long axis last in both operands
+        part = threads.matmul(cols, gw.transpose(0, 2, 1))
+        dw = part if dw is None else np.add(dw, part, out=dw)
+    return np.ascontiguousarray(dw.transpose(0, 2, 1)).reshape(weight_shape).astype(x.dtype, copy=False)

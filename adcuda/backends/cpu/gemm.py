@@ -8,6 +8,7 @@ import numpy as np
 
 from ...errors import ShapeError, fmt_shape
 from ..seam import BackendArray
+from . import threads
 from ._common import _F16, _compute
 
 __all__ = ["matmul"]
@@ -38,8 +39,9 @@ def matmul(
         # the common case first, before the other checks (this is every small product's cost): nothing
         # to widen, add or narrow; for a matrix and a matrix or a vector ndarray.dot is the same product
         # (BLAS's), without np.matmul's generalised-ufunc overhead (0.5 us for small ones)
+        work = a.size * b.shape[1] if b.ndim == 2 else a.size
         try:
-            return a.dot(b)
+            return a.dot(b) if work < threads.min_work else threads.run_product(a.dot, b, work=work)
         except ValueError:
             raise _cannot_multiply(a, b) from None
     if a.ndim < 2 or b.ndim < 1:  # NumPy's rules for a vector ``a`` or 0-d operands are the ops layer's
@@ -55,7 +57,7 @@ def matmul(
         raise ShapeError(f"matmul: the bias must have shape ({b.shape[-1]},), got {fmt_shape(bias.shape)}")
     x, y = _compute(a), _compute(b)
     try:
-        out = np.matmul(x, y)
+        out = threads.matmul(x, y) if y.ndim > 1 else np.matmul(x, y)
     except ValueError:
         raise _cannot_multiply(a, b) from None
     if bias is not None:

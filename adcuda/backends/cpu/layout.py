@@ -11,7 +11,7 @@ __all__ = ["cat", "tril", "triu"]
 def cat(arrays: Arrays, axis: int) -> BackendArray:
     """``arrays`` (of one dtype: the ops layer converts them) joined along ``axis``."""
     arrays = list(arrays)
-    if arrays and any(a.dtype != arrays[0].dtype for a in arrays):
+    if len({a.dtype for a in arrays}) > 1:
         raise DTypeError("cat: expected arrays of one dtype, got " + ", ".join(str(a.dtype) for a in arrays))
     return np.concatenate(arrays, axis=axis)
 

@@ -8,6 +8,7 @@ import numpy as np
 
 from .._recurrent_shapes import check_cell, check_layer, check_saved, layer_dims
 from ..seam import BackendArray
+from . import threads
 from ._common import _compute
 
 __all__ = ["lstm_cell", "lstm_cell_backward", "gru_cell", "gru_cell_backward", "lstm_layer", "lstm_layer_backward"]
@@ -155,7 +156,7 @@ def lstm_layer(
     scale, offset = _lstm_gate_affine(hidden, dtype)
     # the gates hold the tanh's argument z * scale until each step activates them in place: the
     # weights and bias are scaled alike (by 0.5 or 1: exact), so the projection is one product
-    act = np.matmul(_time_major(xs, length, batch, batch_first), (w_in * scale[:, None]).T)
+    act = threads.matmul(_time_major(xs, length, batch, batch_first), (w_in * scale[:, None]).T)
     bias = None
     for b in (b_ih, b_hh):
         if b is not None:
@@ -275,9 +276,9 @@ def lstm_layer_backward(
         if t != first or h0_grad:
             matmul(d_zs[t], w, out=d_h)
     x_rows = _time_major(xs, length, batch, batch_first)
-    d_w_ih = np.matmul(d_z.T, x_rows)
-    d_w_hh = np.matmul(d_z.T, _previous(_time_major(hs[:rows], length, batch, batch_first), h0_, batch, reverse))
-    d_x = _input_layout(np.matmul(d_z, w_in), length, batch, batch_first) if input_grad else None
+    d_w_ih = threads.matmul(d_z.T, x_rows)
+    d_w_hh = threads.matmul(d_z.T, _previous(_time_major(hs[:rows], length, batch, batch_first), h0_, batch, reverse))
+    d_x = _input_layout(threads.matmul(d_z, w_in), length, batch, batch_first) if input_grad else None
     d_b = np.matmul(np.ones(rows, dtype), d_z) if bias_grad else None
     d_h0 = d_h if h0_grad else None
     return tuple(None if a is None else a.astype(out_dtype, copy=False) for a in (d_x, d_h0, d_c, d_w_ih, d_w_hh, d_b))

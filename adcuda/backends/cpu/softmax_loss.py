@@ -8,7 +8,7 @@ from ...errors import DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
 from ..seam import BackendArray
 from ._common import _compute, _row_sums
 
-__all__ = ["softmax", "softmax_backward", "cross_entropy", "cross_entropy_backward"]
+__all__ = ["softmax", "softmax_backward", "classifier_loss", "classifier_loss_backward"]
 
 
 def _require_floating(op, name, a):
@@ -59,68 +59,99 @@ def _check_targets(op, target, n_classes, ignore_index):
         raise IndexOutOfRangeError(f"{op}: target {int(target[bad][0])} is out of bounds for {n_classes} classes")
 
 
-def cross_entropy(
-    logits: BackendArray, target: BackendArray, ignore_index: int, label_smoothing: float
+def classifier_loss(
+    logits: BackendArray,
+    target: BackendArray,
+    weight: BackendArray | None,
+    ignore_index: int,
+    label_smoothing: float,
 ) -> tuple[BackendArray, BackendArray]:
-    """Per-row losses of ``logits`` (N, C) against class indices ``target`` (N,), and each row's
-    log-sum-exp (float32; float64 for float64 logits), which is all the backward needs: the
-    log-probabilities ``logits - lse`` are never stored. The log-sum-exp takes softmax's order of
-    operations (NaN-propagating max, shift 0 where it is not finite); the loss is
-    ``(1 - ls) * (lse - x[t]) + ls / C * (C * lse - sum(x))``, i.e. ``-(1 - ls) * logp[t] - ls / C *
-    sum(logp)``."""
-    _require_floating("cross_entropy", "the logits", logits)
-    _class_rows("cross_entropy", logits, target)
-    _check_targets("cross_entropy", target, logits.shape[1], ignore_index)
+    """Per-row cross-entropy losses of ``logits`` (N, C) against class indices ``target`` (N,) with
+    optional class weights ``weight`` (C,), and each row's log-softmax statistics (N, 2): the shift
+    ``m`` (the row's max, 0 where it is not finite: softmax's order of operations) and ``log_sum =
+    log(sum(exp(x - m)))``, all the backward needs (the log-probabilities ``(x - m) - log_sum`` are
+    never stored; the two are kept apart because their sum rounds log_sum away where |m| is large).
+    Losses and statistics are float32 whatever the logits' floating dtype (float64 for float64), so
+    half logits give full-precision losses without a float32 copy of the logits. With ``ls`` the label
+    smoothing, ``w`` the weights (1 without) and ``W`` their sum, a row's loss is
+    ``(1 - ls) * w[t] * (log_sum - (x[t] - m)) + ls / C * (W * log_sum - sum(w * (x - m)))``, i.e.
+    ``-(1 - ls) * w[t] * logp[t] - ls / C * sum(w * logp)`` (PyTorch's), 0 where ``t == ignore_index``."""
+    _require_floating("classifier_loss", "the logits", logits)
+    _class_rows("classifier_loss", logits, target)
+    _check_targets("classifier_loss", target, logits.shape[1], ignore_index)
     x = _compute(logits)
     n, c = x.shape
+    w = None if weight is None else _check_class_weight("classifier_loss", weight, c, x.dtype)
     m = np.amax(x, axis=1, keepdims=True, initial=-np.inf)
-    m = np.where(np.isfinite(m), m, 0)
+    m = np.where(np.isfinite(m), m, 0).astype(x.dtype, copy=False)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        e = np.subtract(x, m)
-        np.exp(e, out=e)
-        lse = (m + np.log(_row_sums(e, 1)))[:, 0]  # the row sums as BLAS products: 3x NumPy's
+        shifted = np.subtract(x, m)
+        log_sum = np.log(_row_sums(np.exp(shifted), 1))[:, 0]  # the row sums as BLAS products: 3x NumPy's
         valid = target != ignore_index
         safe_t = np.where(valid, target, 0)
-        picked = x[np.arange(n), safe_t] if c else np.zeros(n, x.dtype)
-        loss = (1.0 - label_smoothing) * (lse - picked)
+        picked = shifted[np.arange(n), safe_t] if c else np.zeros(n, x.dtype)
+        loss = (1.0 - label_smoothing) * (log_sum - picked)
+        if w is not None:
+            loss = loss * w[safe_t]
         if label_smoothing:
-            loss = loss + label_smoothing / c * (c * lse - _row_sums(x, 1)[:, 0])
+            total_weight = c if w is None else np.sum(w)
+            loss = loss + label_smoothing / c * (total_weight * log_sum - _row_sums(shifted, 1, w)[:, 0])
     loss = np.where(valid, loss, 0.0)
-    return loss.astype(logits.dtype, copy=False), lse.astype(np.float64 if x.dtype == np.float64 else np.float32)
+    stats = np.stack([m[:, 0], log_sum], axis=1)
+    return loss.astype(x.dtype, copy=False), stats.astype(x.dtype, copy=False)
 
 
-def cross_entropy_backward(
+def classifier_loss_backward(
     logits: BackendArray,
-    lse: BackendArray,
+    stats: BackendArray,
     target: BackendArray,
+    weight: BackendArray | None,
     g_rows: BackendArray,
     ignore_index: int,
     label_smoothing: float,
 ) -> BackendArray:
-    """The gradient w.r.t. the logits: ``(exp(logits - lse) - q) * g_row`` with ``q`` the smoothed
-    one-hot target, 0 for ignored rows."""
-    _require_floating("cross_entropy_backward", "the logits", logits)
-    _class_rows("cross_entropy_backward", logits, target)
-    _check_targets("cross_entropy_backward", target, logits.shape[1], ignore_index)
-    for name, a in (("row gradients", g_rows), ("log-sum-exps", lse)):
-        if a.shape != (logits.shape[0],):
-            raise ShapeError(f"cross_entropy_backward: {name} {fmt_shape(a.shape)} do not match {logits.shape[0]} rows")
+    """The gradient w.r.t. the logits of classifier_loss's per-row losses, in the logits' dtype:
+    ``p * ((1 - ls) * w[t] + ls / C * W) - (1 - ls) * w[t] * onehot(t) - ls / C * w``, times each row's
+    loss gradient ``g_rows`` (float32, float64 for float64 logits), with ``p = exp((x - m) - log_sum)``
+    from ``stats`` (and w = 1, W = C without weights); 0 for ignored rows, even where g_row is inf or
+    NaN (the mean of a batch whose every target is ignored divides by 0)."""
+    _require_floating("classifier_loss_backward", "the logits", logits)
+    _class_rows("classifier_loss_backward", logits, target)
+    n, c = logits.shape
+    _check_targets("classifier_loss_backward", target, c, ignore_index)
+    if g_rows.shape != (n,):
+        raise ShapeError(f"classifier_loss_backward: row gradients {fmt_shape(g_rows.shape)} do not match {n} rows")
+    if stats.shape != (n, 2):
+        raise ShapeError(f"classifier_loss_backward: row statistics {fmt_shape(stats.shape)} do not match ({n}, 2)")
     x = _compute(logits)
-    n, c = x.shape
+    w = None if weight is None else _check_class_weight("classifier_loss_backward", weight, c, x.dtype)
+    stats = _compute(stats)
     valid = target != ignore_index
     rows, columns = np.arange(n)[valid], target[valid]
     with np.errstate(over="ignore", invalid="ignore"):
-        grad = np.subtract(x, _compute(lse)[:, None])
+        grad = np.subtract(x, stats[:, :1])
+        grad -= stats[:, 1:]
         np.exp(grad, out=grad)
-        # minus q in place, q = (1 - ls) one-hot + ls / C: each element's difference rounded once,
-        # q's values rounded in x's dtype as they would be in an array of q
-        q_target = x.dtype.type(1.0 - label_smoothing)
-        if label_smoothing:
-            q_target += x.dtype.type(label_smoothing / c)
-            at_target = grad[rows, columns]
-            grad -= label_smoothing / c
-            grad[rows, columns] = at_target - q_target
+        keep = x.dtype.type(1.0 - label_smoothing)
+        smooth = x.dtype.type(label_smoothing / c) if c else x.dtype.type(0)
+        if w is None:
+            # q = (1 - ls) one-hot + ls / C subtracted in place: each element's difference rounded once
+            at_target = grad[rows, columns] - (keep + smooth)
+            if label_smoothing:
+                grad -= smooth
+            grad[rows, columns] = at_target
         else:
-            grad[rows, columns] -= q_target
-        grad *= (_compute(g_rows) * valid)[:, None]
+            safe_t = np.where(valid, target, 0)
+            grad *= (keep * w[safe_t] + smooth * np.sum(w))[:, None]
+            grad[rows, columns] -= keep * w[columns]
+            if label_smoothing:
+                grad -= smooth * w
+        grad *= np.where(valid, _compute(g_rows), 0)[:, None]
     return grad.astype(logits.dtype, copy=False)
+
+
+def _check_class_weight(op, weight, c, dtype):
+    if weight.shape != (c,):
+        raise ShapeError(f"{op}: class weights {fmt_shape(weight.shape)} do not match {c} classes")
+    _require_floating(op, "the class weights", weight)
+    return _compute(weight).astype(dtype, copy=False)

@@ -58,13 +58,13 @@ if is_built():
     from .recurrent import *  # noqa: F401,F403 (lstm_cell, gru_cell and their backwards)
     from .reduce import *  # noqa: F401,F403 (reduce, argreduce, var, logsumexp)
     from .resample import *  # noqa: F401,F403 (interpolate_nearest, interpolate_bilinear, pad, backwards)
-    from .softmax_loss import *  # noqa: F401,F403 (softmax, cross_entropy and their backwards)
+    from .softmax_loss import *  # noqa: F401,F403 (softmax, the fused classifier and their backwards)
     from .sort import *  # noqa: F401,F403 (sort, cumsum)
     from .sparse import *  # noqa: F401,F403 (coo_to_csr, spmm, sddmm)
     from .storage import *  # noqa: F401,F403 (from_numpy ... shares_memory: the runtime's copies, and views)
 else:
 
-    def matmul(*args, **kwargs):
+    def matmul(*args, **kwargs):  # type: ignore[misc]  # the stand-in of a build without CUDA, any arguments
         """The CUDA matmul primitive of a build without CUDA: it only carries PyTorch's flags."""
         raise KernelNotBuiltError("matmul: this adcuda build was built without CUDA; use device='cpu'")
 

@@ -44,6 +44,10 @@ _FLOAT_ONLY = frozenset(
         "acosh",
         "atanh",
         "erfc",
+        "lgamma",
+        "digamma",
+        "trigamma",
+        "erfinv",
     }
 )
 _NOT_FOR_BOOL = frozenset({"neg", "sign"})

@@ -12,7 +12,7 @@ from ...errors import DTypeError, ShapeError, fmt_shape
 from ..seam import BackendArray
 from ._common import axis_index, cast, dense, require_floating, scalar_type, statistics_type
 
-__all__ = ["softmax", "softmax_backward", "cross_entropy", "cross_entropy_backward"]
+__all__ = ["softmax", "softmax_backward", "classifier_loss", "classifier_loss_backward"]
 
 
 def _rows(op, a, axis):
@@ -54,34 +54,53 @@ def _class_rows(op, rows, target):
     return dense(cast(target, scalar_type("int64")))
 
 
-def cross_entropy(
-    logits: BackendArray, target: BackendArray, ignore_index: int, label_smoothing: float
-) -> tuple[BackendArray, BackendArray]:
-    """Per-row losses of ``logits`` (N, C) against class indices ``target`` (N,) -> (losses, log-sum-exps)."""
-    require_floating("cross_entropy", "the logits", logits)
-    target = _class_rows("cross_entropy", logits, target)
-    return _native._C.cross_entropy(dense(logits), target, int(ignore_index), float(label_smoothing))
+def _class_weight(op, logits, weight):
+    if weight is None:
+        return None
+    require_floating(op, "the class weights", weight)
+    if tuple(weight.shape) != (logits.shape[1],):
+        raise ShapeError(f"{op}: class weights {fmt_shape(weight.shape)} do not match {logits.shape[1]} classes")
+    return dense(cast(weight, statistics_type(logits)))
 
 
-def cross_entropy_backward(
+def classifier_loss(
     logits: BackendArray,
-    lse: BackendArray,
     target: BackendArray,
+    weight: BackendArray | None,
+    ignore_index: int,
+    label_smoothing: float,
+) -> tuple[BackendArray, BackendArray]:
+    """Per-row losses of ``logits`` (N, C) against class indices ``target`` (N,) -> (losses, stats (N, 2))."""
+    require_floating("classifier_loss", "the logits", logits)
+    target = _class_rows("classifier_loss", logits, target)
+    weight = _class_weight("classifier_loss", logits, weight)
+    return _native._C.classifier_loss(dense(logits), target, weight, int(ignore_index), float(label_smoothing))
+
+
+def classifier_loss_backward(
+    logits: BackendArray,
+    stats: BackendArray,
+    target: BackendArray,
+    weight: BackendArray | None,
     g_rows: BackendArray,
     ignore_index: int,
     label_smoothing: float,
 ) -> BackendArray:
-    require_floating("cross_entropy_backward", "the logits", logits)
-    target = _class_rows("cross_entropy_backward", logits, target)
+    require_floating("classifier_loss_backward", "the logits", logits)
+    target = _class_rows("classifier_loss_backward", logits, target)
+    weight = _class_weight("classifier_loss_backward", logits, weight)
     rows = logits.shape[0]
-    for name, a in (("row gradients", g_rows), ("log-sum-exps", lse)):
-        if tuple(a.shape) != (rows,):
-            raise ShapeError(f"cross_entropy_backward: {name} {fmt_shape(a.shape)} do not match {rows} rows")
-    return _native._C.cross_entropy_backward(
+    if tuple(g_rows.shape) != (rows,):
+        raise ShapeError(f"classifier_loss_backward: row gradients {fmt_shape(g_rows.shape)} do not match {rows} rows")
+    if tuple(stats.shape) != (rows, 2):
+        raise ShapeError(f"classifier_loss_backward: row statistics {fmt_shape(stats.shape)} do not match ({rows}, 2)")
+    wide = statistics_type(logits)
+    return _native._C.classifier_loss_backward(
         dense(logits),
-        dense(cast(lse, statistics_type(logits))),
+        dense(cast(stats, wide)),
         target,
-        dense(cast(g_rows, logits.dtype)),
+        weight,
+        dense(cast(g_rows, wide)),
         int(ignore_index),
         float(label_smoothing),
     )

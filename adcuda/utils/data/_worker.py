@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ... import random as adcuda_random
+from ...backends.cpu import threads as cpu_threads
 from ...cuda.context import note_loader_worker_seed
 
 __all__ = ["WorkerInfo", "get_worker_info"]
@@ -170,6 +171,9 @@ def worker_loop(
     global _worker_info
     parent_pid = os.getppid()
     try:
+        # one thread per worker, as PyTorch's workers start (a worker_init_fn may raise it): the main
+        # process and the other workers have the cores
+        cpu_threads.set_num_threads(1)
         seed = base_seed + worker_id
         seed_worker_rngs(seed)
         note_loader_worker_seed(seed)

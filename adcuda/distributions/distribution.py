@@ -1,0 +1,179 @@
+"""Distribution: the base class of every distribution, with PyTorch's interface and argument checks."""
+
+import warnings
+
+from . import _torch as torch
+from . import constraints
+from .utils import lazy_property
+
+__all__ = ["Distribution"]
+
+
+def _size(shape):
+    return shape if isinstance(shape, torch.Size) else torch.Size(tuple(shape))
+
+
+class Distribution:
+    """A probability distribution of ``event_shape`` values, batched over ``batch_shape``.
+
+    ``validate_args`` (default: ``Distribution.set_default_validate_args``, on as in PyTorch unless
+    Python runs with -O) checks the parameters against ``arg_constraints`` when constructed, and values
+    given to ``log_prob`` (and friends) against ``support``, raising PyTorch's ValueError texts."""
+
+    has_rsample = False
+    has_enumerate_support = False
+    _validate_args = __debug__
+
+    @staticmethod
+    def set_default_validate_args(value):
+        if value not in [True, False]:
+            raise ValueError
+        Distribution._validate_args = value
+
+    def __init__(self, batch_shape=(), event_shape=(), validate_args=None):
+        self._batch_shape = _size(batch_shape)
+        self._event_shape = _size(event_shape)
+        if validate_args is not None:
+            self._validate_args = validate_args
+        if self._validate_args:
+            try:
+                arg_constraints = self.arg_constraints
+            except NotImplementedError:
+                arg_constraints = {}
+                warnings.warn(
+                    f"{self.__class__} does not define `arg_constraints`. Please set `arg_constraints = {{}}` or "
+                    "initialize the distribution with `validate_args=False` to turn off validation.",
+                    stacklevel=2,
+                )
+            for param, constraint in arg_constraints.items():
+                if constraints.is_dependent(constraint):
+                    continue
+                if param not in self.__dict__ and isinstance(getattr(type(self), param), lazy_property):
+                    continue  # a parameter computed from another one, which is checked
+                value = getattr(self, param)
+                valid = constraint.check(value)
+                if not bool(valid.all()):
+                    raise ValueError(
+                        f"Expected parameter {param} ({type(value).__name__} of shape {tuple(value.shape)}) "
+                        f"of distribution {self!r} to satisfy the constraint {constraint!r}, "
+                        f"but found invalid values:\n{value}"
+                    )
+        super().__init__()
+
+    def expand(self, batch_shape, _instance=None):
+        """A new distribution of the same family with its batch dimensions expanded to ``batch_shape``
+        (parameters are expanded views, as Tensor.expand)."""
+        raise NotImplementedError
+
+    @property
+    def batch_shape(self):
+        return self._batch_shape
+
+    @property
+    def event_shape(self):
+        return self._event_shape
+
+    @property
+    def arg_constraints(self):
+        raise NotImplementedError
+
+    @property
+    def support(self):
+        raise NotImplementedError
+
+    @property
+    def mean(self):
+        raise NotImplementedError
+
+    @property
+    def mode(self):
+        raise NotImplementedError(f"{self.__class__} does not implement mode")
+
+    @property
+    def variance(self):
+        raise NotImplementedError
+
+    @property
+    def stddev(self):
+        return self.variance.sqrt()
+
+    def sample(self, sample_shape=()):
+        """Samples of shape ``sample_shape + batch_shape + event_shape``, without gradients."""
+        with torch.no_grad():
+            return self.rsample(sample_shape)
+
+    def rsample(self, sample_shape=()):
+        """Reparameterised samples: gradients flow back to the parameters (``has_rsample``)."""
+        raise NotImplementedError
+
+    def sample_n(self, n):
+        warnings.warn("sample_n will be deprecated. Use .sample((n,)) instead", UserWarning, stacklevel=2)
+        return self.sample(torch.Size((n,)))
+
+    def log_prob(self, value):
+        raise NotImplementedError
+
+    def cdf(self, value):
+        raise NotImplementedError
+
+    def icdf(self, value):
+        raise NotImplementedError
+
+    def enumerate_support(self, expand=True):
+        raise NotImplementedError
+
+    def entropy(self):
+        raise NotImplementedError
+
+    def perplexity(self):
+        return torch.exp(self.entropy())
+
+    def _extended_shape(self, sample_shape=()):
+        return torch.Size(tuple(sample_shape) + tuple(self._batch_shape) + tuple(self._event_shape))
+
+    def _validate_sample(self, value):
+        if not isinstance(value, torch.Tensor):
+            raise ValueError("The value argument to log_prob must be a Tensor")
+        event_dim_start = value.dim() - len(self._event_shape)
+        if tuple(value.shape[event_dim_start:]) != tuple(self._event_shape):
+            raise ValueError(
+                f"The right-most size of value must match event_shape: {value.shape} vs {self._event_shape}."
+            )
+        actual_shape = value.shape
+        expected_shape = torch.Size(tuple(self._batch_shape) + tuple(self._event_shape))
+        for i, j in zip(reversed(actual_shape), reversed(expected_shape)):
+            if i != 1 and j != 1 and i != j:
+                raise ValueError(
+                    f"Value is not broadcastable with batch_shape+event_shape: {actual_shape} vs {expected_shape}."
+                )
+        try:
+            support = self.support
+        except NotImplementedError:
+            warnings.warn(
+                f"{self.__class__} does not define `support` to enable sample validation. Please initialize the "
+                "distribution with `validate_args=False` to turn off validation.",
+                stacklevel=2,
+            )
+            return
+        valid = support.check(value)
+        if not bool(valid.all()):
+            raise ValueError(
+                f"Expected value argument ({type(value).__name__} of shape {tuple(value.shape)}) "
+                f"to be within the support ({support!r}) of the distribution {self!r}, "
+                f"but found invalid values:\n{value}"
+            )
+
+    def _get_checked_instance(self, cls, _instance=None):
+        if _instance is None and type(self).__init__ != cls.__init__:
+            raise NotImplementedError(
+                f"Subclass {self.__class__.__name__} of {cls.__name__} that defines a custom __init__ method "
+                "must also define a custom .expand() method."
+            )
+        return self.__new__(type(self)) if _instance is None else _instance
+
+    def __repr__(self):
+        names = [k for k in self.arg_constraints if k in self.__dict__]
+        shown = ", ".join(
+            f"{p}: {self.__dict__[p] if self.__dict__[p].numel() == 1 else self.__dict__[p].size()}" for p in names
+        )
+        return f"{self.__class__.__name__}({shown})"

@@ -1,0 +1,30 @@
+"""PyTorch's ``torch.special`` names for adcuda's special functions (the ops themselves are declared
+in adcuda/ops/special.py and elementwise.py)."""
+
+from .ops.elementwise import erf, exp2, expm1, log1p, sigmoid, xlogy
+from .ops.reduction import logsumexp
+from .ops.softmax_loss import log_softmax, softmax
+from .ops.special import digamma, erfinv, lgamma, mvlgamma, polygamma
+
+__all__ = [
+    "digamma",
+    "erf",
+    "erfinv",
+    "exp2",
+    "expit",
+    "expm1",
+    "gammaln",
+    "log1p",
+    "log_softmax",
+    "logsumexp",
+    "multigammaln",
+    "polygamma",
+    "psi",
+    "softmax",
+    "xlogy",
+]
+
+gammaln = lgamma
+psi = digamma
+multigammaln = mvlgamma
+expit = sigmoid
