@@ -1805,11 +1805,6 @@ GROUPS = {
         ): "gradgrad[0]: 1 of 1 values differ; at () got np.float64(0.9367186250537994), expected np.float64(0.93731",
         (
             "grad",
-            "logaddexp2",
-            "promote-f16-0d-f64",
-        ): "gradgrad[0]: 1 of 1 values differ; at () got np.float64(0.281982421875), expected np.float64(0.282226562",
-        (
-            "grad",
             "celu",
             "kinks-f64",
         ): "gradgrad[0]: 1 of 1 values differ; at (0,) got np.float64(0.25), expected np.float64(0.0)",
