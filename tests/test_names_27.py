@@ -1,6 +1,6 @@
 """Issue 27's names (asin ... atanh and their arc* aliases, erfc, sinc, deg2rad, rad2deg, isposinf,
 isneginf, atan2, logaddexp2, ldexp, isin) against PyTorch: values at the edges, dtypes, forms and
-float64 gradients; the `cuda`-marked tests compare the CUDA backend with the CPU."""
+float64 gradients. tests/test_cuda_names_27.py compares the CUDA backend with the CPU."""
 
 import math
 
@@ -256,71 +256,3 @@ def test_isin(elements, test_elements, kwargs):
     got = adcuda.isin(make(adcuda, elements), make(adcuda, test_elements), **kwargs)
     want = torch.isin(make(torch, elements), make(torch, test_elements), **kwargs)
     _check(got, want, 0)
-
-
-# ------------------------------------------------------------------------------------------------
-# CUDA against the CPU
-cuda = pytest.mark.skipif(not adcuda.cuda.is_available(), reason="needs a usable CUDA device")
-
-
-@pytest.mark.cuda
-@cuda
-@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16", "int64"])
-@pytest.mark.parametrize("name", UNARY + PREDICATES)
-def test_cuda_unary_matches_cpu(name, dtype):
-    values = EDGES if dtype != "int64" else [0, 1, 2, -1, 5]
-    cpu_dtype = "float32" if dtype == "bfloat16" else dtype
-    x = adcuda.tensor(values, dtype=getattr(adcuda, dtype), device="cuda")
-    got = getattr(adcuda, name)(x)
-    want = getattr(adcuda, name)(x.to("cpu", dtype=getattr(adcuda, cpu_dtype)))
-    assert got.device.type == "cuda"
-    rtol = {"float32": 2e-6, "float64": 1e-12, "float16": 1e-3, "bfloat16": 1e-2, "int64": 2e-6}[dtype]
-    np.testing.assert_allclose(
-        got.to("cpu", dtype=want.dtype).numpy().astype(np.float64),
-        want.numpy().astype(np.float64),
-        rtol=rtol,
-        atol=1e-300,
-        equal_nan=True,
-    )
-
-
-@pytest.mark.cuda
-@cuda
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("name", ["atan2", "logaddexp2", "ldexp"])
-def test_cuda_binary_matches_cpu(name, dtype):
-    a, b = zip(*PAIRS, strict=True)
-    if name == "ldexp":
-        b = ([0.0, 3.0, -3.0, 10.0, -20.0, 1.0, 2.0] * 8)[: len(a)]
-    d = getattr(adcuda, dtype)
-    got = getattr(adcuda, name)(adcuda.tensor(a, dtype=d, device="cuda"), adcuda.tensor(b, dtype=d, device="cuda"))
-    want = getattr(adcuda, name)(adcuda.tensor(a, dtype=d), adcuda.tensor(b, dtype=d))
-    np.testing.assert_allclose(got.cpu().numpy(), want.numpy(), rtol=TOL[dtype], atol=1e-300, equal_nan=True)
-
-
-@pytest.mark.cuda
-@cuda
-@pytest.mark.parametrize("dtype", ["int32", "int64"])
-@pytest.mark.parametrize("name", ["gcd", "lcm"])
-def test_cuda_gcd_lcm_match_cpu(name, dtype):
-    a, b = [0, 12, -18, 7, 0, 5, 1 << 20, -9], [0, 8, 12, -21, 5, -10, 3 << 12, 0]
-    d = getattr(adcuda, dtype)
-    got = getattr(adcuda, name)(adcuda.tensor(a, dtype=d, device="cuda"), adcuda.tensor(b, dtype=d, device="cuda"))
-    want = getattr(adcuda, name)(adcuda.tensor(a, dtype=d), adcuda.tensor(b, dtype=d))
-    assert got.dtype == want.dtype
-    np.testing.assert_array_equal(got.cpu().numpy(), want.numpy())
-
-
-@pytest.mark.cuda
-@cuda
-def test_cuda_gradients_and_isin_match_cpu():
-    results = []
-    for device in ("cpu", "cuda"):
-        x = adcuda.tensor([0.3, -0.6, 0.9], dtype=adcuda.float64, device=device, requires_grad=True)
-        y = adcuda.tensor([1.0, 2.0, -0.5], dtype=adcuda.float64, device=device, requires_grad=True)
-        out = (x.asin() + x.erfc() + x.sinc() + adcuda.atan2(x, y) + x.atanh() + x.asinh()).sum()
-        gx, gy = adcuda.autograd.grad(out, (x, y))
-        found = adcuda.isin(adcuda.tensor([1, 2, 3], device=device), adcuda.tensor([3, 1], device=device))
-        results.append((gx.cpu().numpy(), gy.cpu().numpy(), found.cpu().numpy()))
-    for cpu, dev in zip(results[0], results[1], strict=True):
-        np.testing.assert_allclose(dev, cpu, rtol=1e-12)
