@@ -54,6 +54,8 @@ SPECS = {
     "floor_divide": "L.floor_divide(x, pos)",
     "remainder": "L.remainder(x, pos)",
     "fmod": "L.fmod(x, pos)",
+    "polygamma": "L.polygamma(1, pos)",
+    "mvlgamma": "L.mvlgamma(pos + 2.0, 2)",
     # factories and conversions
     "tensor": "L.tensor(data_list)",
     "from_numpy": "L.from_numpy(array)",

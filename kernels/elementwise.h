@@ -28,7 +28,7 @@ struct ArrayOrScalar {
 // ceil trunc round exp2 log2 log10 bitwise_not logical_not. Same dtype out (logical_not: bool).
 DeviceArray unary(const std::string& op, const DeviceArray& a);
 
-// op: add sub mul div pow maximum minimum floor_divide remainder (result in `dtype`), eq ne lt le gt ge
+// op: add sub mul div pow maximum minimum floor_divide remainder fmod (result in `dtype`), eq ne lt le gt ge
 // logical_and logical_or logical_xor (bool result), bitwise_and bitwise_or bitwise_xor. Both operands
 // are taken in `dtype` (arrays of another dtype are cast first); at least one must be an array.
 DeviceArray binary(const std::string& op, const ArrayOrScalar& a, const ArrayOrScalar& b, ScalarType dtype);

@@ -29,7 +29,7 @@ struct BinaryEntry {
   FloatBinaryLauncher float_launcher = nullptr;
 };
 
-enum BinaryId { kAdd, kSub, kMul, kPow, kMaximum, kMinimum, kFloorDivide, kRemainder, kGcd, kLcm };
+enum BinaryId { kAdd, kSub, kMul, kPow, kMaximum, kMinimum, kFloorDivide, kRemainder, kFmod, kGcd, kLcm };
 
 template <typename T>
 Arg<T> arg_of(const ArrayOrScalar& x) {
@@ -66,6 +66,7 @@ const std::unordered_map<std::string, BinaryEntry>& binary_table() {
       {"minimum", {BinaryKind::Extremum, kMinimum}},
       {"floor_divide", {BinaryKind::Division, kFloorDivide}},
       {"remainder", {BinaryKind::Division, kRemainder}},
+      {"fmod", {BinaryKind::Division, kFmod}},
       {"eq", {BinaryKind::Compare, static_cast<int>(math::CompareOp::Eq)}},
       {"ne", {BinaryKind::Compare, static_cast<int>(math::CompareOp::Ne)}},
       {"lt", {BinaryKind::Compare, static_cast<int>(math::CompareOp::Lt)}},
@@ -150,7 +151,8 @@ DeviceArray binary(const std::string& op, const ArrayOrScalar& a_in, const Array
       dispatch_numeric(dtype, name, [&](auto tag) {
         using T = typename decltype(tag)::type;
         if (id == kFloorDivide) run_binary<T, T>(math::FloorDivide{}, out, a, b);
-        else run_binary<T, T>(math::Remainder{}, out, a, b);
+        else if (id == kRemainder) run_binary<T, T>(math::Remainder{}, out, a, b);
+        else run_binary<T, T>(math::Fmod{}, out, a, b);
       });
       break;
     case BinaryKind::Compare:

@@ -2,8 +2,8 @@
 // type C (float for float/half/bfloat16 storage, double for float64, the integer type itself for
 // integers), so the kernels in elementwise_*.cu instantiate it per storage type and a host test can run
 // the very same code. Semantics follow the CPU backend (adcuda/backends/cpu/elementwise.py): NumPy's NaN rules
-// (maximum/minimum propagate NaN, sign(NaN) = 0), floor division and remainder as NumPy's divmod,
-// and sigmoid evaluated from exp(-|x|) so it never overflows.
+// (maximum/minimum propagate NaN, sign(NaN) = 0), floor division as NumPy's divmod, remainder and
+// fmod as PyTorch's, and sigmoid evaluated from exp(-|x|) so it never overflows.
 #pragma once
 
 #include <cmath>
@@ -245,8 +245,10 @@ struct LogicalNot { template <typename C> ADCUDA_HD bool operator()(C x) const {
 
 // ---------------------------------------------------------------------------------------------------
 // gradients of unary ops: (x, y, g) -> dL/dx, from the input x and/or the output y
-struct ReluBackward {  // relu's backward is given the output as `x` (y > 0 exactly where x > 0)
-  template <typename C> ADCUDA_HD C operator()(C x, C, C g) const { return x > C(0) ? g : C(0); }
+// relu's backward is given the output as `x` (y > 0 exactly where x > 0); PyTorch's threshold_backward:
+// 0 where it is <= 0, the gradient elsewhere (a NaN output too)
+struct ReluBackward {
+  template <typename C> ADCUDA_HD C operator()(C x, C, C g) const { return x <= C(0) ? C(0) : g; }
 };
 struct GeluBackward {
   template <typename C> ADCUDA_HD C operator()(C x, C, C g) const {
@@ -405,17 +407,30 @@ struct FloorDivide {
     }
   }
 };
+// PyTorch's modulo for floats: fmod moved by one divisor where its sign differs from the divisor's; a
+// zero keeps fmod's sign (the dividend's), where NumPy's divmod gives it the divisor's.
 struct Remainder {
   template <typename C> ADCUDA_HD C operator()(C a, C b) const {
     if constexpr (is_float_v<C>) {
-      C q, r;
-      float_divmod(a, b, q, r);
-      return r;
+      const C mod = fmod_(a, b);
+      return mod != C(0) && ((b < C(0)) != (mod < C(0))) ? mod + b : mod;
     } else {
       if (b == C(-1)) return C(0);
       C r = a % b;
       if (r != 0 && ((r < 0) != (b < 0))) r += b;
       return r;
+    }
+  }
+};
+
+// C's fmod: the remainder with the dividend's sign, exact. For integers truncated division's
+// remainder; b == -1 gives 0 without the trap of the most negative value. (The host rejects b == 0.)
+struct Fmod {
+  template <typename C> ADCUDA_HD C operator()(C a, C b) const {
+    if constexpr (is_float_v<C>) {
+      return fmod_(a, b);
+    } else {
+      return b == C(-1) ? C(0) : a % b;
     }
   }
 };

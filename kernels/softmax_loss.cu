@@ -6,9 +6,10 @@
 // (trailing size > 1) each thread owns one (outer, inner) column and walks its elements, which keeps
 // the reads coalesced across threads without transposing anything.
 //
-// Rows holding an inf or a NaN take NumPy's order of operations (max, then sum, then divide) instead
-// of the online pass, so their inf/NaN results match the CPU backend's exactly; that path costs two
-// more reads and is only taken by such rows.
+// Rows holding an inf or a NaN take PyTorch's order of operations (the NaN-propagating max, infinite
+// too, then the sum, then the division) instead of the online pass, so they are NaN throughout where
+// PyTorch's are (a row holding +inf or NaN, or only -inf); that path costs two more reads and is only
+// taken by such rows.
 //
 // Cross-entropy is the fused classifier (llm.c's idea): the logits stay in their own dtype (bf16 under
 // autocast: no float32 copy of the (B*T, 50257) logits exists) and are read once by the forward (online
@@ -55,16 +56,16 @@ struct LogSoftmaxStats {
   Acc log_sum;
 };
 
-// NumPy's order of operations for a row holding an inf or a NaN: the NaN-propagating max (shift 0
-// where it is not finite), then the sum. The `n` elements are in[0], in[stride], ...; `first` /
-// `step` say how the calling threads split them (kBlock: the whole block, combined at the end).
+// PyTorch's order of operations for a row holding an inf or a NaN: the NaN-propagating max as the
+// shift (infinite too: x - inf is NaN, as in PyTorch), then the sum. The `n` elements are in[0],
+// in[stride], ...; `first` / `step` say how the calling threads split them (kBlock: the whole block, combined at the end).
 template <typename T, typename Acc, bool kBlock>
 __device__ LogSoftmaxStats<Acc> exact_stats(const T* in, std::int64_t n, std::int64_t stride, std::int64_t first,
                                             std::int64_t step, Acc* scratch) {
   Acc max = nn::negative_infinity<Acc>();
   for (std::int64_t j = first; j < n; j += step) max = nn::max_propagating_nan(max, to_compute(in[j * stride]));
   if constexpr (kBlock) max = block_reduce(max, nn::MaxPropagatingNan{}, scratch);
-  const Acc shift = isfinite(max) ? max : Acc(0);
+  const Acc shift = max;
   Acc sum = Acc(0);
   for (std::int64_t j = first; j < n; j += step) sum += exp_of(to_compute(in[j * stride]) - shift);
   if constexpr (kBlock) sum = block_reduce(sum, nn::Sum{}, scratch);
@@ -198,8 +199,8 @@ __global__ void softmax_backward_columns_kernel(const T* y, const T* g, T* dx, s
 }
 
 // A row's (or a chunk's) cross-entropy state: online max / sum of exponentials over its finite
-// logits, the sum of all its logits (weighted by the class weights with label smoothing), and whether it holds a NaN or a +inf (they decide the
-// log-sum-exp as NumPy's order of operations would: NaN, then +inf).
+// logits, the sum of all its logits (weighted by the class weights with label smoothing), and whether
+// it holds a NaN or a +inf (either makes the row NaN, as PyTorch's log-softmax is).
 template <typename Acc>
 struct LogitsState {
   MaxSum<Acc> finite;
@@ -340,8 +341,9 @@ struct ClassifierTerms {
   const Acc* weight_sum;  // one value (the sum of the weights) or nullptr
 };
 
-// A row's shift m (its max, 0 where that is not finite: softmax's order of operations) and log_sum =
-// log(sum(exp(x - m))): NaN where a NaN is, +inf where a +inf is, -inf where every logit is -inf.
+// A row's shift m (its max) and log_sum = log(sum(exp(x - m))). A row holding a NaN or a +inf, or
+// only -inf, has shift 0 and a NaN log-sum: NaN losses and gradients, as PyTorch's (softmax shifts by
+// the infinite max, and inf - inf is NaN).
 template <typename Acc>
 struct RowStats {
   Acc shift, log_sum;
@@ -349,9 +351,7 @@ struct RowStats {
 
 template <typename Acc>
 __device__ __forceinline__ RowStats<Acc> row_stats_of(const LogitsState<Acc>& state) {
-  if (state.special & kSawNan) return {Acc(0), nn::quiet_nan<Acc>()};
-  if (state.special & kSawPositiveInfinity) return {Acc(0), static_cast<Acc>(INFINITY)};
-  if (state.finite.max == nn::negative_infinity<Acc>()) return {Acc(0), state.finite.max};
+  if (state.special != 0 || state.finite.max == nn::negative_infinity<Acc>()) return {Acc(0), nn::quiet_nan<Acc>()};
   return {state.finite.max, log_of(state.finite.sum)};
 }
 

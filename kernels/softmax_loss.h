@@ -1,5 +1,5 @@
 // Softmax, log-softmax and the fused cross-entropy on the GPU (kernels/softmax_loss.cu): the CUDA
-// backend's softmax, softmax_backward, cross_entropy and cross_entropy_backward primitives, with the
+// backend's softmax, softmax_backward, classifier_loss and classifier_loss_backward primitives, with the
 // CPU backend's semantics (adcuda/backends/cpu/softmax_loss.py). Inputs must be contiguous; floating point
 // dtypes, computed in fp32 (fp64 for fp64). Plain C++: included by the bindings.
 #pragma once

@@ -71,13 +71,20 @@ def test_out_of_an_op_without_an_in_place_formula_is_a_copy():
     assert got is out and out.tobytes() == cpu.unary_backward("tanh", None, x, g).tobytes()
 
 
+def _fused(y, x, alpha):
+    """y + alpha * x rounded once, as PyTorch's add(alpha=) (a fused multiply-add; float64 rounds twice)."""
+    if y.dtype != np.float32:
+        return y + x * alpha
+    return (y.astype(np.float64) + x.astype(np.float64) * np.float64(np.float32(alpha))).astype(np.float32)
+
+
 def _sgd_written(w, g, b, lr, momentum, dampening, nesterov, weight_decay, first_step):
     """PyTorch's SGD as written (fresh arrays): what sgd_step_ computes in place."""
-    d = g + weight_decay * w if weight_decay else g
+    d = _fused(g, w, weight_decay) if weight_decay else g
     if momentum:
-        b = d if first_step else b * momentum + d * (1 - dampening)
-        d = d + momentum * b if nesterov else b
-    return w - lr * d, b
+        b = d if first_step else _fused(b * momentum, d, 1 - dampening)
+        d = _fused(d, b, momentum) if nesterov else b
+    return _fused(w, d, -lr), b
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])

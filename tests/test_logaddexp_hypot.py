@@ -79,7 +79,9 @@ def test_no_overflow_where_the_naive_formulas_overflow():
 def test_promotion_scalars_and_broadcast(name):
     fn = getattr(adcuda, name)
     ints = adcuda.tensor([3, 4])
-    assert fn(ints, ints).dtype is adcuda.float32  # integer inputs compute in the default float dtype
+    with pytest.raises(adcuda.DTypeError, match=name):  # two integer tensors: PyTorch raises too
+        fn(ints, ints)
+    assert fn(ints, adcuda.tensor([1.0])).dtype is adcuda.float32  # promoted to a float: computed
     x = leaf([[1.0], [2.0]])
     out = fn(x, 2.0)
     assert out.shape == (2, 1) and out.requires_grad

@@ -17,6 +17,7 @@ from ..tensor import Tensor, primitives
 from .common import (
     as_tensor_operand,
     cast,
+    check_float,
     check_same_device,
     check_tensor,
     filled,
@@ -127,9 +128,22 @@ def _is_bool(x):
     return x.dtype is dt.bool_ if x.__class__ is Tensor else x.__class__ is bool
 
 
-def _scaled(other, alpha):
-    """``alpha * other`` for add/sub's ``alpha`` keyword, outside the graph."""
-    return other * alpha if other.__class__ is not Tensor else binary("mul", other, alpha, name="add")
+def _alpha_sum(name, prim, input, other, alpha):
+    """add/sub with ``alpha``: ``alpha * other`` in the operands' promoted dtype (alpha takes no part
+    in the promotion, as in PyTorch, which rejects a float alpha for an integer result and a bool
+    alpha for a non-bool one)."""
+    if alpha.__class__ is not bool and not isinstance(alpha, (int, float)):
+        raise DTypeError(f"{name}: alpha must be a Python number, got {type(alpha).__name__}")
+    if input.__class__ is not Tensor and other.__class__ is not Tensor:
+        raise DTypeError(f"{name}: expected at least one Tensor operand")
+    like = input if input.__class__ is Tensor else other
+    dtype = result_type(_operand(input, name, like), _operand(other, name, like))
+    if isinstance(alpha, float) and not dtype.is_floating_point:
+        raise DTypeError(f"{name}: for integral input tensors ({dtype}), alpha must not be a floating point number")
+    if alpha.__class__ is bool and dtype is not dt.bool_:
+        raise DTypeError(f"{name}: a boolean alpha is only supported for boolean results, got {dtype}")
+    scaled = binary("mul", other, alpha, dtype=dtype, name=name) if other.__class__ is Tensor else other * alpha
+    return binary(prim, input, scaled, dtype=dtype, name=name)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -143,8 +157,8 @@ def _scaled(other, alpha):
     grads={"input": lambda grad: grad, "other": lambda grad, alpha: grad if alpha == 1 else grad * alpha},
 )
 def add(input: Tensor | Number, other: Tensor | Number, *, alpha: Number = 1) -> Tensor:
-    if alpha != 1:
-        other = _scaled(other, alpha)
+    if alpha.__class__ is not int or alpha != 1:
+        return _alpha_sum("add", "add", input, other, alpha)
     return binary("add", input, other, name="add")
 
 
@@ -158,13 +172,18 @@ def add(input: Tensor | Number, other: Tensor | Number, *, alpha: Number = 1) ->
     grads={"input": lambda grad: grad, "other": lambda grad, alpha: -grad if alpha == 1 else grad * -alpha},
 )
 def sub(input: Tensor | Number, other: Tensor | Number, *, alpha: Number = 1) -> Tensor:
-    if alpha != 1:
-        other = _scaled(other, alpha)
     if _is_bool(input) and _is_bool(other):
         raise DTypeError(
             "sub: subtraction, the `-` operator, with two bool tensors is not supported; "
             "use the `^` operator or logical_xor() instead"
         )
+    if _is_bool(input) or _is_bool(other):
+        raise DTypeError(
+            "sub: subtraction, the `-` operator, with a bool tensor is not supported; "
+            "to invert a mask use the `~` operator or logical_not() instead"
+        )
+    if alpha.__class__ is not int or alpha != 1:
+        return _alpha_sum("sub", "sub", input, other, alpha)
     return binary("sub", input, other, name="sub")
 
 
@@ -193,15 +212,17 @@ def _div_node(input, other, *, rounding_mode=None):
     operators=("__truediv__", "__rtruediv__", "__itruediv__"),
     aliases=("divide", "true_divide"),
     grads={
-        "input": lambda grad, other, rounding_mode: grad / other if rounding_mode is None else grad * 0,
+        "input": lambda grad, other, rounding_mode: grad / other if rounding_mode is None else _zeros_like(grad),
         "other": lambda grad, input, other, rounding_mode: (
-            -grad * input / (other * other) if rounding_mode is None else grad * 0
+            -grad * input / (other * other) if rounding_mode is None else _zeros_like(grad)
         ),
     },
 )
 def div(input: Tensor | Number, other: Tensor | Number, *, rounding_mode: str | None = None) -> Tensor:
     if rounding_mode is None:
         return binary("div", input, other, dtype=float_result_type(input, other), name="div")
+    if rounding_mode is not None and _is_bool(input) and _is_bool(other):
+        raise DTypeError(f"div: rounding_mode={rounding_mode!r} is not defined for bool operands")
     if rounding_mode == "floor":
         return binary("floor_divide", input, other, name="div")
     if rounding_mode == "trunc":
@@ -226,16 +247,22 @@ def floor_divide(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     inplace=True,
     doc="Python's modulo: the remainder with the divisor's sign.",
     operators=("__mod__", "__rmod__", "__imod__"),
+    node="RemainderBackward0",
+    grads={
+        "input": lambda grad: grad,
+        "other": lambda grad, input, other: -grad * div(input, other, rounding_mode="floor"),
+    },
 )
 def remainder(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("remainder", input, other, name="remainder")
 
 
 def _pow_grad_input(grad, input, exponent):
+    # PyTorch's order of operations, grad * (b * a ** (b - 1)), so that a ** 3 trains bit for bit alike
     if exponent.__class__ is not Tensor:
-        return grad * 0 if exponent == 0 else grad * exponent * input ** (exponent - 1)
+        return _zeros_like(grad) if exponent == 0 else grad * (exponent * input ** (exponent - 1))
     # d/da a**b is 0 where b == 0, even at a == 0 (not 0 * inf): base 1 there
-    return grad * exponent * where(eq(exponent, 0), 1.0, input) ** (exponent - 1)
+    return grad * (exponent * where(eq(exponent, 0), 1.0, input) ** (exponent - 1))
 
 
 def _pow_grad_exponent(grad, input, exponent, result):
@@ -256,7 +283,43 @@ def _pow_grad_exponent(grad, input, exponent, result):
     grads={"input": _pow_grad_input, "exponent": _pow_grad_exponent},
 )
 def pow(input: Tensor | Number, exponent: Tensor | Number) -> Tensor:  # noqa: A001 (PyTorch's name)
+    if input.__class__ is Tensor and exponent.__class__ in (int, float):
+        shortcut = _pow_by_scalar(input, exponent)
+        if shortcut is not None:
+            return shortcut
     return binary("pow", input, exponent, name="pow")
+
+
+def _pow_by_scalar(input, exponent):
+    """PyTorch's shortcuts for a floating tensor to the power of a Python number, rounded as PyTorch
+    rounds them (x ** 3 is x * x * x, not the library pow, one ulp apart often enough to make a
+    training run drift): 0 and 1 are a fill and a copy, 2 and 3 products, -1 and -2 quotients,
+    +-0.5 square roots (not for the half types, which PyTorch takes through pow). Half types compute
+    in float32 and round once. None where pow itself applies."""
+    dtype = result_type(input, exponent)
+    if not dtype.is_floating_point:
+        return None
+    half = dtype.itemsize == 2
+    if exponent not in (0, 1, 2, 3, -1, -2) and (half or exponent not in (0.5, -0.5)):
+        return None
+    bk = primitives(input)
+    if exponent == 0:
+        return wrap(bk.full(tuple(input.shape), 1, dtype), input._device)
+    work = dt.float32 if half else dtype
+    x = bk.astype(input._data, work)
+    if exponent == 1:
+        y = x
+    elif exponent == 0.5:
+        y = bk.unary("sqrt", x)
+    elif exponent == -0.5:
+        y = bk.unary("rsqrt", x)
+    else:
+        y = bk.binary("mul", x, x, work) if exponent in (2, -2) else x
+        if exponent == 3:
+            y = bk.binary("mul", bk.binary("mul", x, x, work), x, work)
+        if exponent < 0:
+            y = bk.binary("div", 1.0, y, work)
+    return wrap(y if work is dtype else bk.astype(y, dtype), input._device)
 
 
 @op(
@@ -333,7 +396,7 @@ def minimum(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     },
 )
 def logaddexp(input: Tensor | Number, other: Tensor | Number) -> Tensor:
-    return binary("logaddexp", input, other, dtype=float_result_type(input, other), name="logaddexp")
+    return binary("logaddexp", input, other, dtype=_floating_only("logaddexp", input, other), name="logaddexp")
 
 
 @op(
@@ -347,7 +410,16 @@ def logaddexp(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     },
 )
 def hypot(input: Tensor | Number, other: Tensor | Number) -> Tensor:
-    return binary("hypot", input, other, dtype=float_result_type(input, other), name="hypot")
+    return binary("hypot", input, other, dtype=_floating_only("hypot", input, other), name="hypot")
+
+
+def _floating_only(name, input, other):
+    """The promoted dtype of an op PyTorch defines for floating point results only (logaddexp of two
+    integer tensors raises there: it is not computed in float32)."""
+    dtype = result_type(*(x for x in (input, other) if x.__class__ is Tensor or isinstance(x, (bool, int, float))))
+    if dtype is None or not dtype.is_floating_point:
+        raise DTypeError(f"{name}: not implemented for {dtype} operands (it takes floating point ones)")
+    return dtype
 
 
 # ------------------------------------------------------------------------------------------------
@@ -550,7 +622,8 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     node="ReluBackward0",
     inplace=True,
     functional="inplace",
-    grads={"input": lambda grad, result: grad * gt(result, 0).to(dtype=grad.dtype)},
+    # PyTorch's threshold_backward: 0 where the result is <= 0, the gradient elsewhere (NaN included)
+    grads={"input": lambda grad, result: where(le(result, 0), 0.0, grad)},
     fused={"input": lambda grad, result: fused_unary_backward("relu", grad, x=result)},
 )
 def relu(input: Tensor) -> Tensor:
@@ -719,6 +792,8 @@ def clamp(
     if min is None and max is None:
         raise ValueError("clamp: at least one of 'min' or 'max' must not be None")
     dtype = result_type(input, min, max)
+    if dtype is dt.bool_:
+        raise DTypeError("clamp: not implemented for bool results (a bool tensor with bool bounds)")
     if min.__class__ is Tensor or max.__class__ is Tensor:
         out = input
         if min is not None:
@@ -756,8 +831,9 @@ def _where_method(self: Tensor, condition: Tensor, other: Tensor | Number) -> Te
     node="WhereBackward0",
     method=_where_method,
     grads={
-        "input": lambda grad, condition: where(_condition(condition), grad, grad * 0),
-        "other": lambda grad, condition: where(_condition(condition), grad * 0, grad),
+        # zeros, not grad * 0, where the branch was not taken: an inf gradient must not become NaN there
+        "input": lambda grad, condition: where(_condition(condition), grad, 0.0),
+        "other": lambda grad, condition: where(_condition(condition), 0.0, grad),
     },
 )
 def where(
@@ -876,6 +952,8 @@ def bitwise_not(input: Tensor) -> Tensor:
 
 @op("square", inplace=True, doc="input * input.", composite=True)
 def square(input: Tensor) -> Tensor:
+    if input.__class__ is Tensor and input.dtype is dt.bool_:
+        input = input.to(dtype=dt.int64)  # PyTorch's square is pow(input, 2): a bool squares to int64
     return mul(input, input)
 
 
@@ -981,11 +1059,28 @@ def cosh(input: Tensor) -> Tensor:
     return (exp(input) + exp(-input)) * 0.5
 
 
-@op("logit", doc="log(input / (1 - input)), input first clamped to [eps, 1 - eps] when eps is given.", composite=True)
+def _logit_grad(grad, input, eps):
+    # PyTorch's: grad / (x (1 - x)) inside the domain (infinite at its ends), NaN outside it; with eps,
+    # 0 outside [eps, 1 - eps] (where the forward clamped)
+    if eps is None:
+        outside, fill = logical_or(lt(input, 0), gt(input, 1)), math.nan
+    else:
+        outside, fill = logical_or(lt(input, eps), gt(input, 1.0 - eps)), 0.0
+    return where(outside, fill, grad / (input * (1 - input)))
+
+
+@op(
+    "logit",
+    doc="log(input / (1 - input)), input first clamped to [eps, 1 - eps] when eps is given.",
+    node="LogitBackward0",
+    grads={"input": _logit_grad},
+)
 def logit(input: Tensor, eps: float | None = None) -> Tensor:
+    check_tensor("logit", "input", input)
+    x = input if input.dtype.is_floating_point else cast(input, dt.default_float)
     if eps is not None:
-        input = clamp(input, eps, 1.0 - eps)
-    return log(input / (1 - input))
+        x = wrap(primitives(x).clamp(x._data, eps, 1.0 - eps), x._device)
+    return unary("log", binary("div", x, binary("sub", 1.0, x), name="logit"))
 
 
 @op("frac", doc="The fractional part: input - trunc(input).", composite=True, inplace=True)
@@ -1048,9 +1143,9 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 
 
 def _negative_part_expm1(input, alpha, inner_scale=1.0):
-    """alpha * (exp(min(input, 0) * inner_scale) - 1): never exponentiates a positive value, so the
-    branch where() leaves out has no inf whose zero gradient would become NaN."""
-    negative = clamp(input, max=0.0)
+    """alpha * (exp(min(input, 0) * inner_scale) - 1): never exponentiates a positive value (nor a NaN),
+    so the branch where() leaves out has no inf or NaN whose zero gradient would become NaN."""
+    negative = where(le(input, 0), input, 0.0)
     return expm1(negative if inner_scale == 1.0 else negative * inner_scale) * alpha
 
 
@@ -1063,7 +1158,8 @@ def _negative_part_expm1(input, alpha, inner_scale=1.0):
     functional="inplace",
 )
 def elu(input: Tensor, alpha: float = 1.0) -> Tensor:
-    return where(gt(input, 0), input, _negative_part_expm1(input, alpha))
+    # the negative part where input <= 0 (NaN takes the linear part's gradient, as in PyTorch)
+    return where(le(input, 0), _negative_part_expm1(input, alpha), input)
 
 
 @op(
@@ -1075,7 +1171,7 @@ def elu(input: Tensor, alpha: float = 1.0) -> Tensor:
     functional="inplace",
 )
 def selu(input: Tensor) -> Tensor:
-    return where(gt(input, 0), input, _negative_part_expm1(input, _SELU_ALPHA)) * _SELU_SCALE
+    return where(le(input, 0), _negative_part_expm1(input, _SELU_ALPHA), input) * _SELU_SCALE
 
 
 @op(
@@ -1089,36 +1185,94 @@ def selu(input: Tensor) -> Tensor:
 def celu(input: Tensor, alpha: float = 1.0) -> Tensor:
     if alpha == 0:
         raise ValueError("celu: ZeroDivisionError, alpha must not be 0")
-    return where(gt(input, 0), input, _negative_part_expm1(input, alpha, 1.0 / alpha))
+    return where(le(input, 0), _negative_part_expm1(input, alpha, 1.0 / alpha), input)
+
+
+# PyTorch's gradients at the kinks of the piecewise-linear activations (hardtanh, relu6, hardsigmoid,
+# hardswish, hardshrink, softshrink): the gradient is that of the flat piece at a boundary (clamp's is
+# the slope's). A NaN input gets what the formulas of PyTorch's scalar kernels give it (its vectorised
+# kernels differ there, and disagree with each other)
+def _hardtanh_grad(grad, input, min_val, max_val):
+    return where(logical_or(le(input, min_val), ge(input, max_val)), 0.0, grad)
+
+
+def _inside(input, lambd):
+    """Whether -lambd <= input <= lambd, for forwards (recording nothing)."""
+    return binary("logical_and", binary("ge", input, -lambd), binary("le", input, lambd))
+
+
+def _shrink_grad(grad, input, lambd):
+    return where(logical_and(ge(input, -lambd), le(input, lambd)), 0.0, grad)
+
+
+def _clamped(input, lo, hi):
+    return wrap(primitives(input).clamp(input._data, lo, hi), input._device)
+
+
+def _in_float32(fn, input):
+    """``fn`` of ``input`` computed in float32 for the half types and rounded once, as PyTorch's kernels
+    compute them (hardswish(30000) in float16 is 30000, though 30000 * 6 is past float16's range)."""
+    if input.dtype.itemsize != 2:
+        return fn(input)
+    return cast(fn(cast(input, dt.float32)), input.dtype)
 
 
 @op(
     "hardtanh",
     doc="input clamped to [min_val, max_val].",
-    composite=True,
+    node="HardtanhBackward0",
     method=False,
     inplace=True,
     functional="inplace",
+    grads={"input": _hardtanh_grad},
 )
 def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+    check_tensor("hardtanh", "input", input)
     if min_val > max_val:
         raise ValueError(f"hardtanh: min_val ({min_val}) cannot be greater than max_val ({max_val})")
-    return clamp(input, min_val, max_val)
+    return wrap(primitives(input).clamp(input._data, min_val, max_val), input._device)
 
 
 @op("relu6", doc="input clamped to [0, 6].", composite=True, method=False, inplace=True, functional="inplace")
 def relu6(input: Tensor) -> Tensor:
-    return clamp(input, 0.0, 6.0)
+    return hardtanh(input, 0.0, 6.0)
 
 
-@op("hardsigmoid", doc="relu6(input + 3) / 6.", composite=True, method=False, inplace=True, functional="inplace")
+_ONE_SIXTH = 0.1666666716337204  # PyTorch's hardsigmoid gradient: 1/6 rounded to float32, in every dtype
+
+
+@op(
+    "hardsigmoid",
+    doc="relu6(input + 3) / 6.",
+    node="HardsigmoidBackward0",
+    method=False,
+    inplace=True,
+    functional="inplace",
+    grads={"input": lambda grad, input: where(logical_and(gt(input, -3.0), lt(input, 3.0)), grad * _ONE_SIXTH, 0.0)},
+)
 def hardsigmoid(input: Tensor) -> Tensor:
-    return clamp(input + 3.0, 0.0, 6.0) / 6.0
+    check_float("hardsigmoid", "input", input)
+    return _in_float32(lambda x: binary("div", _clamped(binary("add", x, 3.0), 0.0, 6.0), 6.0), input)
 
 
-@op("hardswish", doc="input * relu6(input + 3) / 6.", composite=True, method=False, inplace=True, functional="inplace")
+def _hardswish_grad(grad, input):
+    slope = where(lt(input, 3.0), grad * (input / 3.0 + 0.5), grad)
+    return where(le(input, -3.0), 0.0, slope)
+
+
+@op(
+    "hardswish",
+    doc="input * relu6(input + 3) / 6.",
+    node="HardswishBackward0",
+    method=False,
+    inplace=True,
+    functional="inplace",
+    grads={"input": _hardswish_grad},
+)
 def hardswish(input: Tensor) -> Tensor:
-    return input * (clamp(input + 3.0, 0.0, 6.0) / 6.0)
+    check_float("hardswish", "input", input)
+    # PyTorch's order, x * relu6(x + 3) then / 6: the product overflows where x is near float's limit
+    return _in_float32(lambda x: binary("div", binary("mul", x, _clamped(binary("add", x, 3.0), 0.0, 6.0)), 6.0), input)
 
 
 @op("softsign", doc="input / (1 + |input|).", composite=True, method=False, functional=True)
@@ -1140,7 +1294,7 @@ def tanhshrink(input: Tensor) -> Tensor:
     functional="inplace",
 )
 def threshold(input: Tensor, threshold: float, value: float) -> Tensor:
-    return where(gt(input, threshold), input, value)
+    return where(le(input, threshold), value, input)  # (a NaN input stays, as in PyTorch)
 
 
 @op(
@@ -1184,14 +1338,9 @@ def _tensor_pair(name, input, other):
 )
 def fmod(input: Tensor, other: Tensor | Number) -> Tensor:
     check_tensor("fmod", "input", input)
-    rest = binary("remainder", input, other, name="fmod")
-    # remainder takes the divisor's sign (exactly, as C's fmod does the dividend's); where the two
-    # signs differ, one divisor steps it over
-    rest_negative = binary("lt", rest, 0, name="fmod")
-    differs = binary(
-        "logical_and", binary("ne", rest, 0), binary("ne", rest_negative, binary("lt", input, 0)), name="fmod"
-    )
-    return select(differs, binary("sub", rest, other, dtype=rest.dtype, name="fmod"), rest)
+    # C's fmod itself, exact: derived from remainder it lost the dividend where one divisor step
+    # rounds (fmod(-0.001, 1e5) in float32 was 0)
+    return binary("fmod", input, other, name="fmod")
 
 
 @op("xlogy", doc="input * log(other), 0 where input is 0 (unless other is NaN).", composite=True, inplace=True)
@@ -1207,7 +1356,10 @@ def xlogy(input: Tensor | Number, other: Tensor | Number) -> Tensor:
 @op("heaviside", doc="0 where input < 0, values where input == 0, 1 where input > 0.", composite=True, inplace=True)
 def heaviside(input: Tensor, values: Tensor | Number) -> Tensor:
     check_tensor("heaviside", "input", input)
-    step = cast(gt(input, 0), result_type(input, values))
+    check_tensor("heaviside", "values", values)
+    if values.dtype is not input.dtype:
+        raise DTypeError(f"heaviside: input ({input.dtype}) and values ({values.dtype}) must have one dtype")
+    step = cast(gt(input, 0), input.dtype)
     return where(eq(input, 0), values, step)
 
 
@@ -1220,23 +1372,35 @@ def float_power(input: Tensor | Number, exponent: Tensor | Number) -> Tensor:
 @op("signbit", doc="Whether the sign bit is set (true for -0.0 too).", composite=True)
 def signbit(input: Tensor) -> Tensor:
     check_tensor("signbit", "input", input)
-    negative = lt(input, 0)
-    if not input.dtype.is_floating_point:
-        return negative
+    # over the primitives: a bool result has no history to record, and as five ops it dispatched five
+    bk, x, d = primitives(input), input._data, input.dtype
+    negative = bk.binary("lt", x, 0, d)
+    if not d.is_floating_point:
+        return wrap(negative, input._device)
     # -0.0 == 0, but 1 / -0.0 is -inf; NaN's sign bit is not read (PyTorch reads it; NumPy's NaN is +)
-    return logical_or(negative, logical_and(eq(input, 0), lt(binary("div", 1.0, input), 0)))
+    negative_zero = bk.binary(
+        "logical_and", bk.binary("eq", x, 0, d), bk.binary("lt", bk.binary("div", 1.0, x, d), 0, d), dt.bool_
+    )
+    return wrap(bk.binary("logical_or", negative, negative_zero, dt.bool_), input._device)
 
 
-@op("hardshrink", doc="input where |input| > lambd, 0 elsewhere.", composite=True, functional=True)
+@op(
+    "hardshrink",
+    doc="input where |input| > lambd, 0 elsewhere.",
+    node="HardshrinkBackward0",
+    functional=True,
+    grads={"input": _shrink_grad},
+)
 def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     check_tensor("hardshrink", "input", input)
-    return where(gt(abs(input), lambd), input, 0.0)
+    return select(_inside(input, lambd), 0.0, input)  # (NaN is not inside: it stays, as in PyTorch)
 
 
 @op(
     "softshrink",
     doc="input - lambd above lambd, input + lambd below -lambd, 0 between.",
-    composite=True,
+    node="SoftshrinkBackward0",
+    grads={"input": _shrink_grad},
     function=False,
     method=False,
     functional=True,
@@ -1245,7 +1409,9 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     check_tensor("softshrink", "input", input)
     if lambd < 0:
         raise ValueError(f"softshrink: lambda must be greater or equal to 0, got {lambd}")
-    return where(gt(input, lambd), input - lambd, where(lt(input, -lambd), input + lambd, 0.0))
+    # NaN is not inside [-lambd, lambd] and stays NaN, as in PyTorch
+    shrunk = binary("sub", input, binary("mul", unary("sign", input), lambd), name="softshrink")
+    return select(_inside(input, lambd), 0.0, shrunk)
 
 
 @op(

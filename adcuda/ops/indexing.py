@@ -10,6 +10,8 @@ from __future__ import annotations
 import numbers
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from .. import dtypes as dt
 from ..autograd.graph import needs_grad
 from ..errors import DeviceError, DTypeError, IndexOutOfRangeError, IndexValueError, ShapeError, fmt_shape
@@ -17,10 +19,10 @@ from ..tensor import Tensor, primitives
 from .common import broadcast_shapes, cast, constant, filled, int_tuple, wrap, wrap_dim
 from .dispatch import host_step
 from .elementwise import where
-from .factories import arange, full, tensor
+from .factories import arange, full, new_tensor, tensor
 from .mutation import check_inplace_allowed, commit_inplace, version_counter
 from .registry import op
-from .shape import pad, stack
+from .shape import pad
 
 if TYPE_CHECKING:
     from ..types import Any, Device, DType, Number, Sequence
@@ -889,8 +891,11 @@ def diagonal(input: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Te
         raise ShapeError(f"diagonal: dim1 and dim2 cannot be the same dim ({d1})")
     if input.ndim < 2:
         raise ShapeError(f"diagonal: input must be at least 2-d, got shape {fmt_shape(input.shape)}")
+    last_two = (input.ndim - 2, input.ndim - 1)
     for first, second, at in ((d1, d2, offset), (d2, d1, -offset)):
-        view = _diagonal_view(input.movedim((first, second), (-2, -1)), at)
+        # a matrix's own planes need no movedim (a permute dispatched for nothing: half the call)
+        planes = input if (first, second) == last_two else input.movedim((first, second), (-2, -1))
+        view = _diagonal_view(planes, at)
         if view is not None:
             return view
     planes = input.movedim((d1, d2), (-2, -1))
@@ -1022,10 +1027,20 @@ def unfold(input: Tensor, dimension: int, size: int, step: int) -> Tensor:
     if input.ndim == 0:
         return input.reshape(1)
     count = (length - size) // step + 1
+    shape = list(input.shape)
+    if step >= size and count * step <= length:
+        # windows that do not overlap: the dim cut to count * step, split into (count, step), each
+        # window's first size kept: two slices and a reshape (views), not nine ops and a gather
+        lead = (slice(None),) * d
+        blocks = getitem(input, lead + (slice(0, count * step),)) if count * step < length else input
+        shape[d : d + 1] = [count, step]
+        windows = blocks.reshape(shape)
+        if size < step:
+            windows = getitem(windows, lead + (slice(None), slice(0, size)))
+        return windows if d + 1 == input.ndim else windows.movedim(d + 1, -1)
     starts = arange(count, device=input.device) * step
     index = (starts.unsqueeze(1) + arange(size, device=input.device)).reshape(-1)
     windows = index_select(input, d, index)
-    shape = list(input.shape)
     shape[d : d + 1] = [count, size]
     return windows.reshape(shape).movedim(d + 1, -1)
 
@@ -1033,11 +1048,12 @@ def unfold(input: Tensor, dimension: int, size: int, step: int) -> Tensor:
 def _triangle_indices(name, row, col, offset, dtype, device, lower):
     if row < 0 or col < 0:
         raise ShapeError(f"{name}: row and col must be non-negative, got {row} and {col}")
-    rows = arange(row, dtype=dt.int64, device=device).unsqueeze(1).expand(row, col)
-    cols = arange(col, dtype=dt.int64, device=device).unsqueeze(0).expand(row, col)
-    keep = (cols - rows <= offset) if lower else (cols - rows >= offset)
-    out = stack((getitem(rows, keep), getitem(cols, keep)))
-    return out if dtype is None else out.to(dtype=dtype)
+    # the coordinates from the sizes alone, made on the host and sent once: seven ops dispatched
+    # (two aranges, their expansions, a mask, two boolean selections, a stack) cost 20 times this
+    coords = np.stack((np.tril_indices if lower else np.triu_indices)(row, offset, col))
+    return new_tensor(
+        name, lambda bk, d: bk.from_numpy(coords, d), coords.shape, dtype or dt.int64, device, requires_grad=False
+    )
 
 
 @op("tril_indices", doc="The (2, n) coordinates of the lower triangle (at offset) of a row x col matrix.", method=False)

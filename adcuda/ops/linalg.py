@@ -9,10 +9,13 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+import numpy as np
+
+from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import broadcast_shapes, check_same_device, wrap
-from .factories import arange, eye
+from .factories import eye
 from .registry import op
 from .shape import stack
 from .sparse import SparseTensor, sparse_matmul
@@ -720,9 +723,9 @@ def pdist(input: Tensor, p: float = 2) -> Tensor:
         raise ShapeError(f"pdist: expected a 2-d input (N, M), got {getattr(input, 'shape', type(input).__name__)}")
     if p < 0:
         raise ValueError(f"pdist: p must be non-negative, got {p}")
-    n = input.shape[0]
-    first = arange(n, device=input.device).unsqueeze(1).expand(n, n).reshape(-1)
-    second = arange(n, device=input.device).unsqueeze(0).expand(n, n).reshape(-1)
-    upper = first < second  # the pairs (i, j), i < j, in row-major order, as PyTorch lists them
-    # the differences of the pairs only: no zero distance (the diagonal), whose norm has no gradient
-    return (input[first[upper]] - input[second[upper]]).norm(p, -1)
+    # the pairs (i, j), i < j, in row-major order, as PyTorch lists them, made on the host from the
+    # size alone and sent once (as ops they were nine dispatches); the differences of the pairs only:
+    # no zero distance (the diagonal), whose norm has no gradient
+    bk = primitives(input)
+    first, second = (wrap(bk.from_numpy(rows, dt.int64), input._device) for rows in np.triu_indices(input.shape[0], 1))
+    return (input[first] - input[second]).norm(p, -1)

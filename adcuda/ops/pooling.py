@@ -194,7 +194,16 @@ def adaptive_max_pool2d(
     out_size = _adaptive_size(name, x, output_size, 2)
     if x.shape[2] == 0 or x.shape[3] == 0:
         raise ShapeError(f"{name}: expected input with non-zero spatial sizes, got {fmt_shape(input.shape)}")
-    values, indices = primitives(x).adaptive_max_pool2d(x._data, out_size)
+    (h, w), (ho, wo) = x.shape[2:], out_size
+    if ho and wo and h % ho == 0 and w % wo == 0:
+        # equal windows (the common case: 8x8 to 4x4, any size to 1x1): PyTorch's adaptive bounds are
+        # then the fixed windows of kernel = stride = size / output size, whose primitive takes the
+        # taps as whole-array passes instead of one pass per output position (the same first-maximum
+        # and last-NaN rules, the same flat indices)
+        kernel = (h // ho, w // wo)
+        values, indices = primitives(x).max_pool2d(x._data, kernel, kernel, (0, 0), (1, 1), out_size)
+    else:
+        values, indices = primitives(x).adaptive_max_pool2d(x._data, out_size)
     values, indices = wrap(values, x._device), wrap(indices, x._device)
     out = _from_2d(_pooled(x, values, indices), 2, batched)
     return (out, _from_2d(indices, 2, batched)) if return_indices else out

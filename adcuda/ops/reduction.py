@@ -67,6 +67,11 @@ def _reduce(prim, input, axes, keepdim):
     return wrap(primitives(input).reduce(prim, input._data, axes, keepdim), input._device)
 
 
+def _accumulation_dtype(dtype):
+    """The dtype PyTorch accumulates a floating ``dtype``'s reductions in: float32 for the half types."""
+    return dt.float32 if dtype is dt.float16 or dtype is dt.bfloat16 else dtype
+
+
 def _count(shape, axes):
     count = 1
     for ax in axes:
@@ -96,8 +101,11 @@ def sum(
     dtype: DType | None = None,
 ) -> Tensor:
     if dtype is not None:
-        input = cast(input, dt.as_dtype(dtype, "sum"))
-    elif dim is None:  # a sum of every element (a loss): axes=None, the primitive's every dim, directly
+        # the sum of the input cast to dtype, in dtype (an integer one too: not widened to int64)
+        dtype = dt.as_dtype(dtype, "sum")
+        input = cast(input, dtype)
+        return cast(_reduce("sum", input, reduce_axes("sum", input.ndim, dim), keepdim), dtype)
+    if dim is None:  # a sum of every element (a loss): axes=None, the primitive's every dim, directly
         return wrap(primitives(input).reduce("sum", input._data, None, keepdim), input._device)
     return _reduce("sum", input, reduce_axes("sum", input.ndim, dim), keepdim)
 
@@ -148,10 +156,12 @@ def _prod_grad(grad, input, result, dim, keepdim):
     grads={"input": _prod_grad},
 )
 def prod(input: Tensor, dim: int | None = None, keepdim: bool = False, *, dtype: DType | None = None) -> Tensor:
-    if dtype is not None:
-        input = cast(input, dt.as_dtype(dtype, "prod"))
     if dim is not None and not isinstance(dim, int):
         raise TypeError("prod: dim must be an int (as in PyTorch)")
+    if dtype is not None:
+        dtype = dt.as_dtype(dtype, "prod")
+        input = cast(input, dtype)
+        return cast(_reduce("prod", input, reduce_axes("prod", input.ndim, dim), keepdim), dtype)
     return _reduce("prod", input, reduce_axes("prod", input.ndim, dim), keepdim)
 
 
@@ -233,6 +243,8 @@ def min(
 
 
 def _argext(name, input, dim, keepdim):
+    if dim is not None and not input.ndim:
+        wrap_dim(dim, 0, name)  # a 0-d tensor takes dim 0 or -1 only, as in PyTorch
     axis = None if dim is None else (wrap_dim(dim, input.ndim, name) if input.ndim else None)
     _check_nonempty(name, input, (axis,) if axis is not None else ())
     return wrap(primitives(input).argreduce(name, input._data, axis, keepdim), input._device)
@@ -320,7 +332,10 @@ def std(
     correction: Number | None = None,
 ) -> Tensor:
     bk = primitives(input)
-    return wrap(bk.unary("sqrt", _var_forward("std", input, dim, unbiased, keepdim, correction)), input._device)
+    wide = _accumulation_dtype(input.dtype) if input.dtype.is_floating_point else input.dtype
+    # the root before narrowing half types: the variance of [300, -300] is past float16's range, its root is not
+    root = bk.unary("sqrt", _var_forward("std", cast(input, wide), dim, unbiased, keepdim, correction))
+    return wrap(root if wide is input.dtype else bk.astype(root, input.dtype), input._device)
 
 
 @op("var_mean", doc="(var, mean) over dim.", composite=True)
@@ -390,8 +405,11 @@ def _pnorm_grad(grad, input, result, p, dim, keepdim):
 )
 def pnorm(input: Tensor, p: float, dim: int | Sequence[int] | None, keepdim: bool) -> Tensor:
     bk = primitives(input)
-    x, d = input._data, input.dtype
     axes = reduce_axes("norm", input.ndim, dim)
+    # the powers and their sum in float32 for half types, as PyTorch accumulates: 300 ** 2 is past
+    # float16's range while the norm of four of them is 600
+    d = _accumulation_dtype(input.dtype)
+    x = bk.astype(input._data, d) if d is not input.dtype else input._data
     if p == 1:
         out = bk.reduce("sum", bk.unary("abs", x), axes, keepdim)
     elif p == 2:
@@ -399,7 +417,7 @@ def pnorm(input: Tensor, p: float, dim: int | Sequence[int] | None, keepdim: boo
     else:
         total = bk.reduce("sum", bk.binary("pow", bk.unary("abs", x), float(p), d), axes, keepdim)
         out = bk.binary("pow", total, 1.0 / p, d)
-    return wrap(out, input._device)
+    return wrap(out if d is input.dtype else bk.astype(out, input.dtype), input._device)
 
 
 @op("norm", doc="The vector p-norm over dim (all elements by default); 'fro' is the 2-norm.", composite=True)
@@ -410,10 +428,13 @@ def norm(
     keepdim: bool = False,
     dtype: DType | None = None,
 ) -> Tensor:
-    if dtype is not None:
-        input = input.to(dtype=dtype)
     if not input.dtype.is_floating_point:
         raise DTypeError(f"norm: expected a floating point tensor, got {input.dtype}")
+    if dtype is not None:
+        dtype = dt.as_dtype(dtype, "norm")
+        if not dtype.is_floating_point or dt.promote(input.dtype, dtype) is not dtype:
+            raise DTypeError(f"norm: the input's dtype {input.dtype} does not convert to {dtype} without narrowing")
+        input = input.to(dtype=dtype)
     if p == "fro":
         p = 2
     if isinstance(p, str) or not isinstance(p, (int, float)):
@@ -451,7 +472,8 @@ def _running(name, input, dim, dtype):
     """cumsum's and cumprod's forward: the backend primitive of the op's own name along ``dim`` (a 0-d
     input as one element), after the cast to ``dtype`` if one is given."""
     if dtype is not None:
-        input = cast(input, dt.as_dtype(dtype, name))
+        dtype = dt.as_dtype(dtype, name)
+        return cast(_running(name, cast(input, dtype), dim, None), dtype)  # in dtype, not widened to int64
     bk = primitives(input)
     primitive = getattr(bk, name)
     if input.ndim == 0:

@@ -351,6 +351,13 @@ def _target_kind(op, input, target):
     return False
 
 
+def _target_rows(target):
+    """The class indices as one int64 row: the target itself where it already is one (a reshape and a
+    conversion that change nothing still dispatch two ops on every loss call)."""
+    rows = target if target.ndim == 1 else target.reshape(-1)
+    return rows if rows.dtype is dt.int64 else rows.to(dtype=dt.int64)
+
+
 def _check_class_weight(op, weight, n_classes):
     if weight is None:
         return
@@ -505,7 +512,7 @@ def cross_entropy(
             raise ValueError(f"{name}: ignore_index is not supported for class-probability (floating point) targets")
         # under autocast, log_softmax's own policy computes it in float32
         return _soft_cross_entropy(input, target, weight, reduction, label_smoothing, n_classes)
-    target_rows = target.reshape(-1).to(dtype=dt.int64)
+    target_rows = _target_rows(target)
     _check_class_targets(name, target_rows, n_classes, ignore_index)
     if weight is not None and weight.dtype is not dt.float64:
         weight = weight.float()
@@ -542,6 +549,31 @@ def _reduce_rows(losses, denominator, loss_shape, reduction):
     return losses.sum() / denominator  # 0 / 0 = nan when every target is ignored, as in PyTorch
 
 
+def _nll_rows_grad(grad, logp, target, ignore_index):
+    counted = where(target != ignore_index, grad, 0.0)  # ignored rows pass no gradient, as gather's would not
+    hit = (arange(logp.shape[1], device=logp.device) == target.unsqueeze(1)).to(dtype=logp.dtype)
+    return hit * (-counted).unsqueeze(1)
+
+
+@op(
+    "nll_loss_rows",
+    doc="Per-row negative log-likelihoods of (rows, C) log-probabilities against int64 class indices.",
+    function=False,
+    method=False,
+    node="NllLossBackward0",
+    grads={"logp": _nll_rows_grad},
+)
+def nll_loss_rows(logp: Tensor, target: Tensor, ignore_index: int) -> Tensor:
+    # one op over the primitives, where the composition of gather, where and negation dispatched a
+    # dozen ops per call: nll_loss is the loss of every classifier with an explicit log_softmax
+    bk = primitives(logp)
+    t = dense(target)
+    valid = bk.binary("ne", t, ignore_index, dt.int64)
+    picked = bk.gather(dense(logp), 1, bk.view(bk.where(valid, t, 0, dt.int64), (logp.shape[0], 1)))
+    picked = bk.view(picked, (logp.shape[0],))
+    return wrap(bk.where(valid, bk.unary("neg", picked), 0.0, logp.dtype), logp._device)
+
+
 @op(
     "nll_loss",
     doc="The negative log-likelihood of log-probabilities against class indices.",
@@ -569,9 +601,15 @@ def nll_loss(
     check_same_device(name, input, target, weight)
     rows, n_classes, loss_shape = _class_rows(name, input, target, False)
     _check_class_weight(name, weight, n_classes)
-    target_rows = target.reshape(-1).to(dtype=dt.int64)
+    target_rows = _target_rows(target)
     _check_class_targets(name, target_rows, n_classes, ignore_index)
-    losses, denominator = _picked_rows(rows, target_rows, weight, ignore_index, 0.0)
+    if weight is None:
+        losses = nll_loss_rows(rows, target_rows, ignore_index)
+        if reduction != "mean":
+            return _reduce_rows(losses, None, loss_shape, reduction)
+        denominator = (target_rows != ignore_index).sum()
+    else:
+        losses, denominator = _picked_rows(rows, target_rows, weight, ignore_index, 0.0)
     return _reduce_rows(losses, denominator, loss_shape, reduction)
 
 
@@ -698,6 +736,8 @@ def binary_cross_entropy(
             f"{name}: all elements of input (shape {fmt_shape(input.shape)}) should be between "
             "0 and 1 (pass logits to binary_cross_entropy_with_logits instead)"
         )
+    if target.numel() and ((target < 0) | (target > 1)).any().item():
+        raise ValueError(f"{name}: all elements of target (shape {fmt_shape(target.shape)}) should be between 0 and 1")
     if target.dtype is not input.dtype:
         target = target.to(dtype=input.dtype)
     loss = binary_cross_entropy_terms(input, target)

@@ -104,7 +104,7 @@ def median(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tens
         flat = input.reshape(-1)
         if flat.numel() == 0:
             raise ShapeError("median: cannot take the median of an empty tensor")
-        return _kth_smallest(flat, 0, (flat.numel() - 1) // 2, False).values
+        return _evenly_shared(flat, _kth_smallest(flat, 0, (flat.numel() - 1) // 2, False).values)
     axis = wrap_dim(dim, input.ndim, "median")
     if input.ndim == 0:
         return median_result(*_scalar_order("median", input, dim))
@@ -114,6 +114,19 @@ def median(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tens
             f"median: cannot take the median over dim {dim} of size 0 (input shape {fmt_shape(input.shape)})"
         )
     return _kth_smallest(input, axis, (n - 1) // 2, keepdim)
+
+
+def _evenly_shared(flat, value):
+    """PyTorch's median of all elements: NaN if there is one, and the gradient shared evenly by every
+    element equal to the result (every NaN for NaN): the amax of those elements, whose gradient is
+    shared so (for NaN, NaN plus a sum of theirs divided by their count)."""
+    if not flat.dtype.is_floating_point:
+        return value
+    nan = flat != flat
+    if bool(nan.any()):
+        tied = flat.where(nan, 0.0).sum()
+        return tied / nan.sum()  # NaN, whatever the count
+    return flat.where(flat == value.detach(), -math.inf).amax()
 
 
 def _kth_smallest(input, axis, k, keepdim):

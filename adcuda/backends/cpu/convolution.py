@@ -241,4 +241,5 @@ def conv2d_backward_weight(
         # form 2-3x faster than (Og, m * L) @ (m * L, K) with the long axis last in both operands
         part = threads.matmul(cols, gw.transpose(0, 2, 1))
         dw = part if dw is None else np.add(dw, part, out=dw)
+    assert dw is not None  # n > 0 (checked above), so there was at least one block
     return np.ascontiguousarray(dw.transpose(0, 2, 1)).reshape(weight_shape).astype(x.dtype, copy=False)

@@ -318,8 +318,10 @@ def _gelu_tanh_grad(x, scratch, inner=None):
 
 
 def _relu_backward(x, y, g, out=None, scratch=None):
-    mask = np.greater(x, 0, out=None if scratch is None else scratch(x.shape, np.bool_, 0))
-    return np.multiply(g, mask, out=out)
+    # PyTorch's threshold_backward: 0 where the output is <= 0, the gradient elsewhere (a NaN too)
+    at_most_zero = np.less_equal(x, 0, out=None if scratch is None else scratch(x.shape, np.bool_, 0))
+    keep = np.logical_not(at_most_zero, out=None if scratch is None else at_most_zero)
+    return np.multiply(g, keep, out=out)
 
 
 def _gelu_tanh_backward(x, y, g, out=None, scratch=None, inner=None):
@@ -383,6 +385,17 @@ def unary_backward(
     return r.astype(g.dtype, copy=False)
 
 
+def _remainder(a, b, dtype=None, casting="same_kind"):
+    """PyTorch's (and Python's) modulo: C's fmod, moved by one divisor where its sign differs from the
+    divisor's. NumPy's remainder gives a zero the divisor's sign where PyTorch keeps fmod's (the
+    dividend's): remainder(-4.0, 2.0) is -0.0."""
+    mod = np.fmod(a, b, dtype=dtype, casting=casting)
+    if mod.dtype.kind != "f":
+        return np.remainder(a, b, dtype=dtype, casting=casting)  # integers: no signed zero
+    b = np.asarray(b, mod.dtype)
+    return np.where((mod != 0) & ((b < 0) != (mod < 0)), mod + b, mod)
+
+
 BINARY_OPS = {
     "add": np.add,
     "sub": np.subtract,
@@ -401,7 +414,8 @@ BINARY_OPS = {
     "logical_or": np.logical_or,
     "logical_xor": np.logical_xor,
     "floor_divide": np.floor_divide,
-    "remainder": np.remainder,
+    "remainder": _remainder,
+    "fmod": np.fmod,
     "bitwise_and": np.bitwise_and,
     "bitwise_or": np.bitwise_or,
     "bitwise_xor": np.bitwise_xor,
@@ -415,7 +429,8 @@ _BOOL_RESULT = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
 
 
 # ops whose results can overflow or be undefined for ordinary inputs run inside np.errstate
-_MAY_WARN = {"div", "pow", "floor_divide", "remainder"}
+_MAY_WARN = {"div", "pow", "floor_divide", "remainder", "fmod"}
+_INTEGER_DIVISION = ("floor_divide", "remainder", "fmod")
 
 
 def binary(op: str, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> BackendArray:
@@ -448,7 +463,7 @@ def binary(op: str, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> Backend
         fn = BINARY_OPS[op]
         if op == "pow" and dtype.category == dt.INTEGER and np.any(np.asarray(b) < 0):
             raise DTypeError("pow: integers to negative integer powers are not allowed")
-        if op in ("floor_divide", "remainder") and dtype.category != dt.FLOATING and not np.all(np.asarray(b)):
+        if op in _INTEGER_DIVISION and dtype.category != dt.FLOATING and not np.all(np.asarray(b)):
             # NumPy quietly returns 0 here; PyTorch raises, and a silent 0 would be a wrong answer
             raise ZeroDivisionError(f"{op}: integer division by zero")
         with np.errstate(all="ignore"):
@@ -474,7 +489,7 @@ def _defined_for(op, dtype):
         return dtype.category != dt.FLOATING
     if op == "div":
         return dtype.category == dt.FLOATING
-    return dtype.category != dt.BOOL or op not in ("sub", "pow", "floor_divide", "remainder")
+    return dtype.category != dt.BOOL or op not in ("sub", "pow") + _INTEGER_DIVISION
 
 
 def where(cond: BackendArray, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> BackendArray:

@@ -50,6 +50,19 @@ def _matching(op, params, *lists):
 # Optimizers: one call updates every tensor of a parameter group in place (the CUDA backend does
 # it in one multi-tensor kernel); the math follows PyTorch's single-tensor SGD and Adam in fp32
 # (fp64 for fp64 tensors), whatever the storage dtype.
+def _fused_add(y, x, alpha, out, take):
+    """``y + alpha * x`` rounded once into ``out``, as PyTorch's ``y.add(x, alpha=alpha)`` computes it
+    on the CPU (a fused multiply-add): for float32 through float64 (a temporary from ``take``), where
+    the product is exact; float64 rounds the product too (NumPy has no fused multiply-add)."""
+    wide = take(out.shape, np.float64, 3)
+    if out.dtype != _F32:
+        return np.add(y, np.multiply(x, alpha, out=wide), out=out)  # (out may be y: the product apart)
+    np.multiply(x, np.float64(np.float32(alpha)), out=wide)
+    wide += y
+    np.copyto(out, wide, casting="same_kind")
+    return out
+
+
 def sgd_step_(
     params: Arrays,
     grads: Arrays,
@@ -81,9 +94,10 @@ def sgd_step_(
         w = _compute(target)
         d = _compute(g)
         work = np.result_type(w, d)
-        # PyTorch's d + weight_decay w, b momentum + d (1 - dampening), w - lr d, each rounded as written
+        # PyTorch's d.add(w, alpha=weight_decay), b.mul_(momentum).add_(d, alpha=1 - dampening),
+        # w.add_(d, alpha=-lr): each add a fused multiply-add, rounded once, as PyTorch's CPU kernel
         if weight_decay:
-            d = np.add(d, np.multiply(w, weight_decay, out=take(w.shape, work, 0)), out=take(w.shape, work, 0))
+            d = _fused_add(d, w, weight_decay, take(w.shape, work, 0), take)
         if momentum:
             buf = bufs[i]
             if first_step:
@@ -92,15 +106,14 @@ def sgd_step_(
             else:
                 b = _compute(buf)
                 b *= momentum
-                b += d if not dampening else np.multiply(d, 1 - dampening, out=take(w.shape, work, 1))
+                if dampening:
+                    b = _fused_add(b, d, 1 - dampening, b, take)
+                else:
+                    b += d
                 if b is not buf:
                     np.copyto(buf, b, casting="unsafe")
-            d = (
-                np.add(d, np.multiply(b, momentum, out=take(w.shape, work, 1)), out=take(w.shape, work, 1))
-                if nesterov
-                else b
-            )
-        w -= np.multiply(d, lr, out=take(w.shape, work, 0))
+            d = _fused_add(d, b, momentum, take(w.shape, work, 1), take) if nesterov else b
+        w = _fused_add(w, d, -lr, w, take)
         if w is not target:
             np.copyto(target, w, casting="unsafe")
         if masters is not None:

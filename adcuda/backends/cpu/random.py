@@ -3,6 +3,8 @@ and ``dropout`` with its backward. Philox keyed by the seed, its counter advance
 a draw depends only on (seed, offset) and never on what ran before in this process.
 """
 
+import threading
+
 import numpy as np
 
 from ...errors import DTypeError, ShapeError
@@ -14,13 +16,32 @@ __all__ = ["rand", "randn", "randint", "bernoulli", "dropout", "dropout_backward
 _U64 = (1 << 64) - 1
 
 
+_local = threading.local()  # one Philox, Generator and state record per thread, re-keyed for every draw
+
+
 def _rng(seed, offset):
-    """Seeds and offsets are taken modulo 2**64, as the CUDA backend's Philox4x32 takes them."""
-    bitgen = np.random.Philox(key=int(seed) & _U64)
-    offset = int(offset) & _U64
-    if offset:
-        bitgen.advance(offset)
-    return np.random.Generator(bitgen)
+    """Seeds and offsets are taken modulo 2**64, as the CUDA backend's Philox4x32 takes them.
+
+    The counter starts at ``offset`` (what ``Philox(key=seed).advance(offset)`` gives): setting the
+    state of a kept bit generator from kept arrays (the setter copies them) costs about 2 us, where a
+    new ``Philox`` draws OS entropy for a seed it then discards and costs ten times that, on every
+    draw of every op."""
+    kept = getattr(_local, "kept", None)
+    if kept is None:
+        state = {
+            "bit_generator": "Philox",
+            "state": {"counter": np.zeros(4, np.uint64), "key": np.zeros(2, np.uint64)},
+            "buffer": np.zeros(4, np.uint64),
+            "buffer_pos": 4,  # the buffer empty: the first value comes from the counter
+            "has_uint32": 0,
+            "uinteger": 0,
+        }
+        kept = _local.kept = (np.random.Generator(np.random.Philox(key=0)), state)
+    gen, state = kept
+    state["state"]["counter"][0] = int(offset) & _U64
+    state["state"]["key"][0] = int(seed) & _U64
+    gen.bit_generator.state = state
+    return gen
 
 
 def _floating(op, dtype):

@@ -39,6 +39,11 @@ _REDUCE_UFUNCS = {
 def reduce(op: str, a: BackendArray, axes: Axes | None, keepdim: bool) -> BackendArray:
     if axes.__class__ is list:
         axes = tuple(axes)
+    if (op == "sum" or op == "mean") and (a.dtype == _F32 or a.dtype == _F64) and _sums_in_torch_order(a, axes):
+        total = _torch_order_sum(a.ravel(order="K"))
+        if op == "mean":
+            total = np.divide(total, a.size, dtype=a.dtype)  # PyTorch's mean: the sum, then one division
+        return np.asarray(total).reshape((1,) * a.ndim if keepdim else ())
     if op == "sum" and (a.dtype == _F32 or a.dtype == _F64):  # the common case, straight to the ufunc
         lead = _leading_count(a, axes)
         if lead:
@@ -65,6 +70,83 @@ def reduce(op: str, a: BackendArray, axes: Axes | None, keepdim: bool) -> Backen
     if a.dtype.kind == "b" and op in ("amax", "amin"):
         return r
     return r.astype(a.dtype if a.dtype.kind in "f" or op in ("amax", "amin") else r.dtype, copy=False)
+
+
+# PyTorch's CPU sum of a contiguous float32/float64 row, in its order of additions (SumKernel.cpp's
+# cascade_sum: 32-byte vectors of lanes, four of them interleaved, each lane a cascade of running sums over
+# blocks of 16 or more elements), so that a loss and the gradients summed into 0-d parameters round as
+# PyTorch's do and a training run follows PyTorch bit for bit. Up to PyTorch's grain size: larger sums are
+# split over its threads (the result then depends on their count), and NumPy's pairwise sum, as
+# accurate, is faster there.
+_TORCH_ORDER_LIMIT = 32768
+_VECTOR_BYTES = 32
+
+
+def _sums_in_torch_order(a, axes):
+    """Whether ``reduce`` sums ``a`` over ``axes`` in PyTorch's order: every element, in memory order."""
+    if not 0 < a.size <= _TORCH_ORDER_LIMIT or not (a.flags.c_contiguous or a.flags.f_contiguous):
+        return False
+    if axes is None:
+        return True
+    dims = (axes,) if axes.__class__ is int else axes
+    return len({d % a.ndim for d in dims if -a.ndim <= d < a.ndim}) == a.ndim == len(dims)
+
+
+def _running_sum(parts, axis=0):
+    """``parts`` added one after another along ``axis``, from the first (a running sum rounds as a loop does)."""
+    if parts.shape[axis] == 1:
+        return np.take(parts, 0, axis=axis)
+    return np.take(np.cumsum(parts, axis=axis), -1, axis=axis)
+
+
+def _block_sums(rows, step):
+    """Running sums of consecutive blocks of ``step`` of ``rows`` (count, *lanes), count a multiple of step."""
+    blocks = rows.reshape((rows.shape[0] // step, step) + rows.shape[1:])
+    total = blocks[:, 0].copy()
+    for j in range(1, step):
+        total += blocks[:, j]
+    return total
+
+
+def _cascade(rows):
+    """PyTorch's multi_row_sum of ``rows`` (size, *lanes) over axis 0: a running sum of each block of
+    ``step`` rows, of each block of ``step`` of those, of those again, and of the rest; the incomplete
+    blocks' sums are then added to the leftover rows' sum from the lowest level up."""
+    size, lanes = rows.shape[0], rows.shape[1:]
+    step = 1 << max(4, ((size - 1).bit_length() if size > 2 else 1) // 4)
+    full = size // step
+    total = _running_sum(rows[full * step :]) if size > full * step else np.zeros(lanes, rows.dtype)
+    level = _block_sums(rows[: full * step], step) if full else None
+    for depth in range(2):
+        if level is None:
+            break
+        done = level.shape[0] // step
+        if level.shape[0] > done * step:
+            total = total + _running_sum(level[done * step :])
+        level = _block_sums(level[: done * step], step) if done else None
+        if level is not None and depth == 1:
+            total = total + _running_sum(level)
+    return total
+
+
+def _row_sum(x):
+    """PyTorch's row_sum of ``x`` (n, *lanes): four interleaved cascades, the leftover rows added to the
+    first, then the other three."""
+    n, lanes = x.shape[0], x.shape[1:]
+    k = n // 4
+    partial = _cascade(x[: k * 4].reshape((k, 4) + lanes)) if k else np.zeros((4,) + lanes, x.dtype)
+    return _running_sum(np.concatenate([partial[:1], x[k * 4 :], partial[1:]]))
+
+
+def _torch_order_sum(x):
+    """The sum of the 1-d ``x`` as PyTorch's vectorised inner sum adds it up (0-d, in x's dtype)."""
+    width = _VECTOR_BYTES // x.itemsize
+    n = x.shape[0]
+    if n < width:
+        return np.asarray(_row_sum(x))
+    vectors = n // width
+    lanes = _row_sum(x[: vectors * width].reshape(vectors, width))
+    return np.asarray(_running_sum(np.concatenate([np.zeros(1, x.dtype), x[vectors * width :], lanes])))
 
 
 def _leading_count(a, axes):

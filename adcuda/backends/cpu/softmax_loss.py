@@ -19,9 +19,11 @@ def _require_floating(op, name, a):
 def softmax(a: BackendArray, axis: int, log: bool) -> BackendArray:
     _require_floating("softmax", "the input", a)
     x = _compute(a)
+    # PyTorch's shift by the max, NaN-propagating and infinite too: a row holding +inf (or NaN, or only
+    # -inf) is NaN throughout, as PyTorch's is
     m = np.amax(x, axis=axis, keepdims=True, initial=-np.inf)  # initial: an empty axis is no error
-    m = np.where(np.isfinite(m), m, 0)
-    shifted = x - m
+    with np.errstate(invalid="ignore"):
+        shifted = x - m
     with np.errstate(divide="ignore", invalid="ignore"):
         e = np.exp(shifted)
         s = np.sum(e, axis=axis, keepdims=True)
@@ -68,8 +70,8 @@ def classifier_loss(
 ) -> tuple[BackendArray, BackendArray]:
     """Per-row cross-entropy losses of ``logits`` (N, C) against class indices ``target`` (N,) with
     optional class weights ``weight`` (C,), and each row's log-softmax statistics (N, 2): the shift
-    ``m`` (the row's max, 0 where it is not finite: softmax's order of operations) and ``log_sum =
-    log(sum(exp(x - m)))``, all the backward needs (the log-probabilities ``(x - m) - log_sum`` are
+    ``m`` (the row's max, by which softmax shifts; 0 where it is not finite, whose log-sum is NaN) and
+    ``log_sum = log(sum(exp(x - m)))``, all the backward needs (the log-probabilities ``(x - m) - log_sum`` are
     never stored; the two are kept apart because their sum rounds log_sum away where |m| is large).
     Losses and statistics are float32 whatever the logits' floating dtype (float64 for float64), so
     half logits give full-precision losses without a float32 copy of the logits. With ``ls`` the label
@@ -82,8 +84,9 @@ def classifier_loss(
     x = _compute(logits)
     n, c = x.shape
     w = None if weight is None else _check_class_weight("classifier_loss", weight, c, x.dtype)
+    # shifting by a non-finite max makes the log-sum NaN (inf - inf, NaN, -inf - -inf): a row holding
+    # NaN or +inf, or only -inf, then has statistics (0, NaN) and NaN losses and gradients, as PyTorch's
     m = np.amax(x, axis=1, keepdims=True, initial=-np.inf)
-    m = np.where(np.isfinite(m), m, 0).astype(x.dtype, copy=False)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         shifted = np.subtract(x, m)
         log_sum = np.log(_row_sums(np.exp(shifted), 1))[:, 0]  # the row sums as BLAS products: 3x NumPy's
@@ -97,7 +100,7 @@ def classifier_loss(
             total_weight = c if w is None else np.sum(w)
             loss = loss + label_smoothing / c * (total_weight * log_sum - _row_sums(shifted, 1, w)[:, 0])
     loss = np.where(valid, loss, 0.0)
-    stats = np.stack([m[:, 0], log_sum], axis=1)
+    stats = np.stack([np.where(np.isfinite(m[:, 0]), m[:, 0], 0), log_sum], axis=1)
     return loss.astype(x.dtype, copy=False), stats.astype(x.dtype, copy=False)
 
 

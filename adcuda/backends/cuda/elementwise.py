@@ -51,7 +51,7 @@ _FLOAT_ONLY = frozenset(
     }
 )
 _NOT_FOR_BOOL = frozenset({"neg", "sign"})
-_INTEGER_DIVISION = frozenset({"floor_divide", "remainder"})
+_INTEGER_DIVISION = frozenset({"floor_divide", "remainder", "fmod"})
 
 
 def _C():
