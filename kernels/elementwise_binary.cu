@@ -16,7 +16,7 @@ namespace {
 
 using namespace elementwise_detail;
 
-enum class BinaryKind { Arithmetic, FloatOnly, Power, Extremum, Division, Compare, Logical, Bitwise };
+enum class BinaryKind { Arithmetic, FloatOnly, Power, Extremum, Division, Compare, Logical, Bitwise, Integer };
 
 // A float-only binary op launches its functor for any floating dtype; the table holds the launcher,
 // so such an op is one functor in functors.cuh and one line in binary_table().
@@ -29,7 +29,7 @@ struct BinaryEntry {
   FloatBinaryLauncher float_launcher = nullptr;
 };
 
-enum BinaryId { kAdd, kSub, kMul, kPow, kMaximum, kMinimum, kFloorDivide, kRemainder, kFmod };
+enum BinaryId { kAdd, kSub, kMul, kPow, kMaximum, kMinimum, kFloorDivide, kRemainder, kFmod, kGcd, kLcm };
 
 template <typename T>
 Arg<T> arg_of(const ArrayOrScalar& x) {
@@ -58,6 +58,9 @@ const std::unordered_map<std::string, BinaryEntry>& binary_table() {
       {"div", {BinaryKind::FloatOnly, 0, &launch_float_binary<math::Div>}},
       {"logaddexp", {BinaryKind::FloatOnly, 0, &launch_float_binary<math::LogAddExp>}},
       {"hypot", {BinaryKind::FloatOnly, 0, &launch_float_binary<math::Hypot>}},
+      {"atan2", {BinaryKind::FloatOnly, 0, &launch_float_binary<math::Atan2>}},
+      {"gcd", {BinaryKind::Integer, kGcd}},
+      {"lcm", {BinaryKind::Integer, kLcm}},
       {"pow", {BinaryKind::Power, kPow}},
       {"maximum", {BinaryKind::Extremum, kMaximum}},
       {"minimum", {BinaryKind::Extremum, kMinimum}},
@@ -167,6 +170,17 @@ DeviceArray binary(const std::string& op, const ArrayOrScalar& a_in, const Array
         run_binary<T, T>(math::Bitwise{static_cast<math::BitOp>(id)}, out, a, b);
       });
       break;
+    case BinaryKind::Integer: {  // gcd, lcm: int32 and int64 only
+      auto run = [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        if (id == kGcd) run_binary<T, T>(math::Gcd{}, out, a, b);
+        else run_binary<T, T>(math::Lcm{}, out, a, b);
+      };
+      if (dtype == ScalarType::Int32) run(TypeTag<std::int32_t>{});
+      else if (dtype == ScalarType::Int64) run(TypeTag<std::int64_t>{});
+      else throw std::invalid_argument(op + ": not defined for dtype " + scalar_type_name(dtype) + " (integer dtypes only)");
+      break;
+    }
   }
   return out;
 }

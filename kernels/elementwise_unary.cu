@@ -26,6 +26,8 @@ struct UnaryEntry {
 enum UnaryId {
   kNeg, kAbs, kExp, kLog, kLog1p, kSqrt, kRsqrt, kSin, kCos, kTanh, kSigmoid, kRelu, kGelu, kGeluTanh, kSilu,
   kSign, kErf, kFloor, kCeil, kTrunc, kRound, kExp2, kLog2, kLog10, kBitwiseNot, kLogicalNot,
+  // issue 27's inverse trigonometric and hyperbolic functions and erfc
+  kAsin, kAcos, kAtan, kAsinh, kAcosh, kAtanh, kErfc,
   kLgamma, kDigamma, kTrigamma, kErfinv
 };
 
@@ -44,6 +46,11 @@ const std::unordered_map<std::string, UnaryEntry>& unary_table() {
       {"floor", {UnaryKind::Rounding, kFloor}},    {"ceil", {UnaryKind::Rounding, kCeil}},
       {"trunc", {UnaryKind::Rounding, kTrunc}},    {"round", {UnaryKind::Rounding, kRound}},
       {"bitwise_not", {UnaryKind::Bitwise, kBitwiseNot}}, {"logical_not", {UnaryKind::Logical, kLogicalNot}},
+      // issue 27's names
+      {"asin", {UnaryKind::FloatOnly, kAsin}},     {"acos", {UnaryKind::FloatOnly, kAcos}},
+      {"atan", {UnaryKind::FloatOnly, kAtan}},     {"asinh", {UnaryKind::FloatOnly, kAsinh}},
+      {"acosh", {UnaryKind::FloatOnly, kAcosh}},   {"atanh", {UnaryKind::FloatOnly, kAtanh}},
+      {"erfc", {UnaryKind::FloatOnly, kErfc}},
       {"lgamma", {UnaryKind::FloatOnly, kLgamma}}, {"digamma", {UnaryKind::FloatOnly, kDigamma}},
       {"trigamma", {UnaryKind::FloatOnly, kTrigamma}}, {"erfinv", {UnaryKind::FloatOnly, kErfinv}},
   };
@@ -57,10 +64,13 @@ void run_unary(const F& f, const DeviceArray& out, const DeviceArray& a) {
 
 // The unary ops that float16 and bfloat16 compute through float32 (unary() says why): the ones no
 // training step runs in half precision. Every other op has its own kernels for every dtype it takes.
+constexpr bool through_float32_27(int id) {
+  return id == kAsin || id == kAcos || id == kAtan || id == kAsinh || id == kAcosh || id == kAtanh || id == kErfc;
+}
 constexpr bool through_float32(int id) {
   return id == kLog1p || id == kSin || id == kCos || id == kErf || id == kExp2 || id == kLog2 || id == kLog10 ||
          id == kFloor || id == kCeil || id == kTrunc || id == kRound || id == kSign || id == kLgamma ||
-         id == kDigamma || id == kTrigamma || id == kErfinv;
+         id == kDigamma || id == kTrigamma || id == kErfinv || through_float32_27(id);
 }
 
 template <typename T>
@@ -78,6 +88,14 @@ void unary_float_op(int id, const DeviceArray& out, const DeviceArray& a) {
       case kCeil: return run_unary<T>(math::Ceil{}, out, a);
       case kTrunc: return run_unary<T>(math::Trunc{}, out, a);
       case kRound: return run_unary<T>(math::Round{}, out, a);
+      // issue 27's names
+      case kAsin: return run_unary<T>(math::Asin{}, out, a);
+      case kAcos: return run_unary<T>(math::Acos{}, out, a);
+      case kAtan: return run_unary<T>(math::Atan{}, out, a);
+      case kAsinh: return run_unary<T>(math::Asinh{}, out, a);
+      case kAcosh: return run_unary<T>(math::Acosh{}, out, a);
+      case kAtanh: return run_unary<T>(math::Atanh{}, out, a);
+      case kErfc: return run_unary<T>(math::Erfc{}, out, a);
       case kLgamma: return run_unary<T>(math::Lgamma{}, out, a);
       case kDigamma: return run_unary<T>(math::Digamma{}, out, a);
       case kTrigamma: return run_unary<T>(math::Trigamma{}, out, a);

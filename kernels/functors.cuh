@@ -37,6 +37,15 @@ template <typename C> ADCUDA_HD C pow_(C x, C y) { if constexpr (std::is_same_v<
 template <typename C> ADCUDA_HD C fmod_(C x, C y) { if constexpr (std::is_same_v<C, float>) return ::fmodf(x, y); else return ::fmod(x, y); }
 template <typename C> ADCUDA_HD C copysign_(C x, C y) { if constexpr (std::is_same_v<C, float>) return ::copysignf(x, y); else return ::copysign(x, y); }
 template <typename C> ADCUDA_HD C hypot_(C x, C y) { if constexpr (std::is_same_v<C, float>) return ::hypotf(x, y); else return ::hypot(x, y); }
+// inverse trigonometric and hyperbolic functions, erfc and atan2 (issue 27's names)
+template <typename C> ADCUDA_HD C asin_(C x) { if constexpr (std::is_same_v<C, float>) return ::asinf(x); else return ::asin(x); }
+template <typename C> ADCUDA_HD C acos_(C x) { if constexpr (std::is_same_v<C, float>) return ::acosf(x); else return ::acos(x); }
+template <typename C> ADCUDA_HD C atan_(C x) { if constexpr (std::is_same_v<C, float>) return ::atanf(x); else return ::atan(x); }
+template <typename C> ADCUDA_HD C asinh_(C x) { if constexpr (std::is_same_v<C, float>) return ::asinhf(x); else return ::asinh(x); }
+template <typename C> ADCUDA_HD C acosh_(C x) { if constexpr (std::is_same_v<C, float>) return ::acoshf(x); else return ::acosh(x); }
+template <typename C> ADCUDA_HD C atanh_(C x) { if constexpr (std::is_same_v<C, float>) return ::atanhf(x); else return ::atanh(x); }
+template <typename C> ADCUDA_HD C erfc_(C x) { if constexpr (std::is_same_v<C, float>) return ::erfcf(x); else return ::erfc(x); }
+template <typename C> ADCUDA_HD C atan2_(C y, C x) { if constexpr (std::is_same_v<C, float>) return ::atan2f(y, x); else return ::atan2(y, x); }
 
 template <typename C>
 ADCUDA_HD bool is_nan(C x) {
@@ -125,6 +134,13 @@ struct Round { template <typename C> ADCUDA_HD C operator()(C x) const { return 
 struct Exp2 { template <typename C> ADCUDA_HD C operator()(C x) const { return exp2_(x); } };
 struct Log2 { template <typename C> ADCUDA_HD C operator()(C x) const { return log2_(x); } };
 struct Log10 { template <typename C> ADCUDA_HD C operator()(C x) const { return log10_(x); } };
+struct Asin { template <typename C> ADCUDA_HD C operator()(C x) const { return asin_(x); } };
+struct Acos { template <typename C> ADCUDA_HD C operator()(C x) const { return acos_(x); } };
+struct Atan { template <typename C> ADCUDA_HD C operator()(C x) const { return atan_(x); } };
+struct Asinh { template <typename C> ADCUDA_HD C operator()(C x) const { return asinh_(x); } };
+struct Acosh { template <typename C> ADCUDA_HD C operator()(C x) const { return acosh_(x); } };
+struct Atanh { template <typename C> ADCUDA_HD C operator()(C x) const { return atanh_(x); } };
+struct Erfc { template <typename C> ADCUDA_HD C operator()(C x) const { return erfc_(x); } };
 
 // The gamma family and erfinv: computed in double whatever C is, with the CPU backend's algorithm
 // (adcuda/backends/cpu/_special.py), so both backends agree to their math libraries' last bits. The
@@ -286,6 +302,33 @@ struct LogAddExp {
 
 // sqrt(a^2 + b^2) without overflow or underflow of the squares (the C library's hypot).
 struct Hypot { template <typename C> ADCUDA_HD C operator()(C a, C b) const { return hypot_(a, b); } };
+// The angle of the point (b, a): atan2(input, other), as the C library's, signed zeros included.
+struct Atan2 { template <typename C> ADCUDA_HD C operator()(C a, C b) const { return atan2_(a, b); } };
+
+// The greatest common divisor and least common multiple of integers, non-negative, as PyTorch's: on the
+// magnitudes in the unsigned type (|INT_MIN| has no signed value; it wraps back as PyTorch's does).
+template <typename C>
+ADCUDA_HD std::make_unsigned_t<C> magnitude(C x) {
+  using U = std::make_unsigned_t<C>;
+  return x < C(0) ? U(U(0) - U(x)) : U(x);
+}
+template <typename C>
+ADCUDA_HD std::make_unsigned_t<C> gcd_magnitudes(C a, C b) {
+  auto x = magnitude(a), y = magnitude(b);
+  while (x != 0) {
+    const auto r = y % x;
+    y = x;
+    x = r;
+  }
+  return y;
+}
+struct Gcd { template <typename C> ADCUDA_HD C operator()(C a, C b) const { return C(gcd_magnitudes(a, b)); } };
+struct Lcm {
+  template <typename C> ADCUDA_HD C operator()(C a, C b) const {
+    const auto g = gcd_magnitudes(a, b);
+    return g == 0 ? C(0) : C(magnitude(a) / g * magnitude(b));
+  }
+};
 
 // Integers to non-negative integer powers by squaring (the host rejects negative exponents first).
 struct Pow {

@@ -14,6 +14,7 @@ from . import (
     conversion,
     convolution,
     elementwise,
+    elementwise_more,
     embedding,
     factories,
     foreach,

@@ -96,6 +96,19 @@ UNARY = {
     "logsigmoid": {"kinks": [-800.0, 0.0, 800.0]},
     "softplus": {"kinks": [-800.0, 0.0, 20.0, 800.0]},
     "leaky_relu": {"kinks": [0.0, -1.0]},
+    # issue 27's names
+    "asin": {"domain": "unit", "kinks": [0.0, 0.5, -0.5]},
+    "acos": {"domain": "unit", "kinks": [0.0, 0.5, -0.5]},
+    "atan": {"kinks": [0.0, 1.0, -1.0]},
+    "asinh": {"kinks": [0.0, 1.0, -1.0]},
+    "acosh": {"domain": "above_one", "kinks": [1.5, 2.0]},
+    "atanh": {"domain": "unit", "kinks": [0.0, 0.5, -0.5]},
+    "erfc": {"kinks": [0.0, 3.0, -3.0]},
+    "sinc": {"kinks": [0.0, 1.0, -1.0, 0.5]},
+    "deg2rad": {},
+    "rad2deg": {},
+    "isposinf": {"grad": False},
+    "isneginf": {"grad": False},
 }
 # softsign and tanhshrink are Python compositions in PyTorch: a string fails there with AttributeError
 for _name, _kw in UNARY.items():
@@ -198,10 +211,40 @@ BINARY = {
     "copysign": {},
     "fmax": {"ties": True, "scalars": False},
     "fmin": {"ties": True, "scalars": False},
+    # issue 27's names
+    "atan2": {"scalars": False, "ties": True},
+    "logaddexp2": {"ints": False, "scalars": False, "ties": True},
+    "ldexp": {"scalars": False},
 }
 for _name, _kw in BINARY.items():
     add(_name, g.binary(**_kw), errors=g.binary_errors(), category="binary")
 
+for _name in ("gcd", "lcm"):
+    add(
+        _name,
+        [
+            S(idx(0, 12, -18, 7, 0, 5), idx(0, 8, 12, -21, 5, -10)),
+            S(idx(4, 6, 9, dtype="int32"), idx(6, dtype="int32")),
+            S(idx(3, 5, dtype="int32"), idx(10, 15)),
+            S(T(0, 3, dtype=I64), idx(2, 3, 4)),
+        ],
+        errors=[E(T(3), T(3), family="RuntimeError/ValueError")],
+        grad=False,
+    )
+add(
+    "isin",
+    [
+        S(T(values=np.array([1, 2, 3, 4, 2])), T(values=np.array([2, 5]))),
+        S(T(values=np.array([[1, 2], [3, 4]])), T(values=np.array([[4], [1]]))),
+        S(T(values=[1.0, float("nan"), 0.0, -0.0]), T(values=[float("nan"), 0.0])),
+        S(T(values=np.array([1, 2, 3])), 2),
+        S(2, T(values=np.array([1, 2, 3]))),
+        S(T(values=np.array([1, 2, 3])), T(values=np.array([2, 7])), invert=True),
+        S(T(0, 3), T(values=[1.0])),
+        S(T(values=[1.0, 2.0]), T(0)),
+    ],
+    grad=False,
+)
 add(
     "div[rounding_mode]",
     [

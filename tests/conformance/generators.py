@@ -19,6 +19,7 @@ DOMAINS = {
     "positive": (0.1, 3.0),
     "unit": (0.05, 0.95),  # (0, 1): logit, binary_cross_entropy's input
     "small": (-1.0, 1.0),
+    "above_one": (1.1, 3.0),  # acosh
 }
 
 

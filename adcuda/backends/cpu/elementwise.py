@@ -104,6 +104,16 @@ def _gelu(x):
     return y
 
 
+_ERFC_OBJECT = np.frompyfunc(math.erfc, 1, 1)
+
+
+def _erfc(x):
+    # NumPy has no erfc, and 1 - erf(x) loses every digit once erf(x) rounds to 1 (x > 4 in float32,
+    # where erfc is still 1e-8 and falls to 1e-45 by x = 10): the C library's erfc, element by element
+    # in float64 (correctly rounded to float32 afterwards), is exact where a short rational is not
+    return np.asarray(_ERFC_OBJECT(np.asarray(x, np.float64)), np.float64)
+
+
 def _relu(x, out=None, scratch=None):
     return np.maximum(x, _zero(x.dtype), out=out)
 
@@ -157,6 +167,14 @@ UNARY_OPS = {
     "log2": np.log2,
     "log10": np.log10,
     "bitwise_not": np.invert,
+    # issue 27's names
+    "asin": np.arcsin,
+    "acos": np.arccos,
+    "atan": np.arctan,
+    "asinh": np.arcsinh,
+    "acosh": np.arccosh,
+    "atanh": np.arctanh,
+    "erfc": _erfc,
     # computed in float64 and cast back (as their functors do): _special.py
     "lgamma": _special.lgamma,
     "digamma": _special.digamma,
@@ -184,6 +202,13 @@ _FLOAT_ONLY = frozenset(
         "exp2",
         "log2",
         "log10",
+        "asin",
+        "acos",
+        "atan",
+        "asinh",
+        "acosh",
+        "atanh",
+        "erfc",
         "lgamma",
         "digamma",
         "trigamma",
@@ -396,6 +421,9 @@ BINARY_OPS = {
     "bitwise_xor": np.bitwise_xor,
     "logaddexp": np.logaddexp,
     "hypot": np.hypot,
+    "atan2": np.arctan2,
+    "gcd": np.gcd,
+    "lcm": np.lcm,
 }
 _BOOL_RESULT = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor"}
 
