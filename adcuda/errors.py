@@ -18,6 +18,12 @@ class DTypeError(AdcudaError, TypeError, RuntimeError):
     """A dtype an op does not accept, or a value that cannot become a tensor."""
 
 
+class ResultTypeError(AdcudaError, RuntimeError):
+    """An in-place op or ``out=`` whose result type cannot be written into the tensor given (a float
+    result into an integer tensor): PyTorch raises RuntimeError here, not TypeError, so this is no
+    DTypeError."""
+
+
 class InvalidArgumentError(AdcudaError, ValueError, RuntimeError):
     """An argument value an op does not accept (a mode name, a negative count, a value out of its domain)."""
 

@@ -10,7 +10,7 @@ import pytest
 
 import adcuda
 from adcuda import dtypes as dt
-from adcuda.errors import AutogradError, DeviceError, DTypeError, ShapeError
+from adcuda.errors import AutogradError, DeviceError, DTypeError, ResultTypeError, ShapeError
 
 DEVICES = [
     "cpu",
@@ -87,7 +87,7 @@ def test_foreach_ops_write_in_each_tensors_own_dtype():
         assert t.dtype is dt.float16
         np.testing.assert_array_equal(t.numpy(), want.astype(np.float16))
     ints = [adcuda.arange(4)]
-    with pytest.raises(DTypeError, match="_foreach_add_: result type adcuda.float32 can't be cast"):
+    with pytest.raises(ResultTypeError, match="_foreach_add_: result type adcuda.float32 can't be cast"):
         adcuda._foreach_add_(ints, 0.5)
     adcuda._foreach_add_(ints, 2)
     assert ints[0].tolist() == [2, 3, 4, 5]

@@ -7,7 +7,7 @@ import pytest
 
 import adcuda as A
 from adcuda.autograd import gradcheck
-from adcuda.errors import AutogradError, DTypeError, ShapeError
+from adcuda.errors import AutogradError, DTypeError, ResultTypeError, ShapeError
 
 F64 = A.float64
 BASE = np.arange(12.0).reshape(3, 4) - 5.0
@@ -206,7 +206,7 @@ def test_shape_and_dtype_errors():
     with pytest.raises(ShapeError, match=r"copy_: src of shape \(3,\) cannot be broadcast to \(2,\)"):
         A.ones(2).copy_(A.ones(3))
     with pytest.raises(
-        DTypeError, match="div_: result type .*float32 can't be cast to the desired output type .*int64"
+        ResultTypeError, match="div_: result type .*float32 can't be cast to the desired output type .*int64"
     ):
         A.tensor([1, 2]).div_(2)
     with pytest.raises(ShapeError, match="fill_: only supports a 0-dimensional value tensor"):

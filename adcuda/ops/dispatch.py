@@ -28,7 +28,7 @@ from .. import tensor as tensor_module
 from ..autograd import anomaly, engine, graph
 from ..autograd.grad_mode import state as grad_state
 from ..autograd.graph import FREED_MESSAGE, Node, _sequence, edge_of, sum_to_shape, unpack, version_counter, version_of
-from ..errors import AdcudaError, AutogradError, DTypeError, LayoutError, adapt_error
+from ..errors import AdcudaError, AutogradError, DTypeError, LayoutError, ResultTypeError, adapt_error
 from ..tensor import Tensor, primitives
 from .mutation import check_inplace_allowed, commit_inplace
 
@@ -871,7 +871,7 @@ def _as_dtype_of(t, result, name):
     if result.dtype is t.dtype:
         return result
     if result.dtype.category > t.dtype.category:
-        raise DTypeError(f"{name}: result type {result.dtype} can't be cast to the desired output type {t.dtype}")
+        raise ResultTypeError(f"{name}: result type {result.dtype} can't be cast to the desired output type {t.dtype}")
     return result.to(dtype=t.dtype)
 
 

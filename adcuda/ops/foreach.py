@@ -42,7 +42,7 @@ from .. import dtypes as dt
 from ..autograd.grad_mode import is_grad_enabled
 from ..backends.seam import Scratch
 from ..device import CPU
-from ..errors import AutogradError, DeviceError, DTypeError, ShapeError, fmt_shape
+from ..errors import AutogradError, DeviceError, DTypeError, ResultTypeError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives, primitives_on, version_counter
 from .common import broadcast_shapes, result_type, wrap
 from .mutation import check_inplace_allowed
@@ -154,7 +154,7 @@ def _check_result_category(op, t, other, other_category):
     """An in-place result must fit the tensor it is written into (PyTorch's rule: no float into int);
     the result's category is the higher of the two operands' (type promotion never lowers it)."""
     if other_category > _dtype(t).category:
-        raise DTypeError(
+        raise ResultTypeError(
             f"{op}: result type {result_type(t, other)} can't be cast to the desired output type {t.dtype}"
         )
 
