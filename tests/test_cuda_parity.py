@@ -237,6 +237,8 @@ _HARNESS = textwrap.dedent(r"""
       U("gelu_tanh", GeluTanh) U("silu", Silu) U("sign", Sign) U("erf", Erf) U("floor", Floor) U("ceil", Ceil)
       U("trunc", Trunc) U("round", Round) U("exp2", Exp2) U("log2", Log2) U("log10", Log10)
       U("lgamma", Lgamma) U("digamma", Digamma) U("trigamma", Trigamma) U("erfinv", Erfinv)
+      U("asin", Asin) U("acos", Acos) U("atan", Atan) U("asinh", Asinh) U("acosh", Acosh) U("atanh", Atanh)
+      U("erfc", Erfc)
     #undef U
       return false;
     }
