@@ -2,6 +2,7 @@
 
 import warnings
 
+from ..errors import InvalidArgumentError
 from . import _torch as torch
 from . import constraints
 from .utils import lazy_property
@@ -53,7 +54,7 @@ class Distribution:
                 value = getattr(self, param)
                 valid = constraint.check(value)
                 if not bool(valid.all()):
-                    raise ValueError(
+                    raise InvalidArgumentError(
                         f"Expected parameter {param} ({type(value).__name__} of shape {tuple(value.shape)}) "
                         f"of distribution {self!r} to satisfy the constraint {constraint!r}, "
                         f"but found invalid values:\n{value}"
@@ -133,17 +134,17 @@ class Distribution:
 
     def _validate_sample(self, value):
         if not isinstance(value, torch.Tensor):
-            raise ValueError("The value argument to log_prob must be a Tensor")
+            raise InvalidArgumentError("The value argument to log_prob must be a Tensor")
         event_dim_start = value.dim() - len(self._event_shape)
         if tuple(value.shape[event_dim_start:]) != tuple(self._event_shape):
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"The right-most size of value must match event_shape: {value.shape} vs {self._event_shape}."
             )
         actual_shape = value.shape
         expected_shape = torch.Size(tuple(self._batch_shape) + tuple(self._event_shape))
         for i, j in zip(reversed(actual_shape), reversed(expected_shape)):
             if i != 1 and j != 1 and i != j:
-                raise ValueError(
+                raise InvalidArgumentError(
                     f"Value is not broadcastable with batch_shape+event_shape: {actual_shape} vs {expected_shape}."
                 )
         try:
@@ -157,7 +158,7 @@ class Distribution:
             return
         valid = support.check(value)
         if not bool(valid.all()):
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"Expected value argument ({type(value).__name__} of shape {tuple(value.shape)}) "
                 f"to be within the support ({support!r}) of the distribution {self!r}, "
                 f"but found invalid values:\n{value}"

@@ -36,7 +36,15 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..device import device as make_device
-from ..errors import DeviceError, DTypeError, IndexOutOfRangeError, LayoutError, ShapeError, fmt_shape
+from ..errors import (
+    DeviceError,
+    DTypeError,
+    IndexOutOfRangeError,
+    InvalidArgumentError,
+    LayoutError,
+    ShapeError,
+    fmt_shape,
+)
 from ..layouts import sparse_coo
 from ..tensor import Size, Tensor, primitives, wrap_dim
 from .common import wrap
@@ -469,7 +477,7 @@ def sparse_coo_tensor(
     low, high = _index_bounds(idx)
     for d in range(sparse_dim):
         if low[d] < 0:
-            raise IndexOutOfRangeError(f"sparse_coo_tensor: found negative index {low[d]} for dim {d}")
+            raise InvalidArgumentError(f"sparse_coo_tensor: found negative index {low[d]} for dim {d}")
     if size is None:
         size = tuple(high[d] + 1 if nnz else 0 for d in range(sparse_dim)) + dense_shape
     else:
@@ -485,8 +493,8 @@ def sparse_coo_tensor(
                 f"got {[nnz, *dense_shape]}"
             )
         for d in range(sparse_dim):
-            if nnz and high[d] >= size[d]:
-                raise IndexOutOfRangeError(
+            if nnz and high[d] >= size[d]:  # a RuntimeError in PyTorch, not an IndexError
+                raise InvalidArgumentError(
                     f"sparse_coo_tensor: size is inconsistent with indices: for dim {d}, size is {size[d]} "
                     f"but found index {high[d]}"
                 )

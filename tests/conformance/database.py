@@ -2115,3 +2115,319 @@ add(
     grad=False,
     category="tensor-attribute",
 )
+
+# --------------------------------------------------------------------------------------------------
+# sparse COO tensors' own ops: a (3, 4) matrix of 4 entries made from (indices, values), gradients w.r.t.
+# the values and the dense operand
+_SIZE = (3, 4)
+
+
+def _coo(i=None):
+    return idx([[0, 1, 2, 0], [1, 3, 0, 2]] if i is None else i)
+
+
+def _sparse(lib, i, v, size=_SIZE):
+    return lib.sparse_coo_tensor(i, v, size)
+
+
+def _sparse_samples(*dense):
+    """float64 and float32 samples of (indices, values, *dense shapes), one with duplicate indices."""
+    return [
+        S(_coo(), T(4, dtype="float64"), *(T(*d, dtype="float64") for d in dense)),
+        S(_coo(), T(4), *(T(*d) for d in dense)),
+        S(_coo([[0, 0, 2, 0], [1, 1, 0, 1]]), T(4, dtype="float64"), *(T(*d, dtype="float64") for d in dense)),
+    ]
+
+
+_OUT_OF_BOUNDS = E(_coo([[0, 3, 2, 0], [1, 3, 0, 2]]), T(4, dtype="float64"), family="RuntimeError/ValueError")
+add(
+    "sparse_coo_tensor",
+    _sparse_samples(),
+    errors=[_OUT_OF_BOUNDS],
+    call=lambda lib, i, v: lib.sparse_coo_tensor(i, v, _SIZE, check_invariants=True).to_dense(),
+    category="sparse",
+)
+add(
+    "coalesce",
+    _sparse_samples(),
+    call=lambda lib, i, v: (lambda c: (c.indices(), c.values()))(_sparse(lib, i, v).coalesce()),
+    category="sparse",
+)
+add(
+    "to_dense[sparse]",
+    _sparse_samples(),
+    call=lambda lib, i, v: _sparse(lib, i, v).to_dense(),
+    category="sparse",
+)
+_PRODUCT_ERRORS = [
+    E(_coo(), T(4), T(5, 2), name="inner-dims", family="RuntimeError/ValueError"),
+    E(_coo(), T(4), T(4, 2, 2), name="rank", family="RuntimeError/ValueError"),
+]
+for _name, _fn in {
+    "sparse.mm": lambda lib, i, v, d: lib.sparse.mm(_sparse(lib, i, v), d),
+    "spmm": lambda lib, i, v, d: lib.spmm(_sparse(lib, i, v), d),
+    "mm[sparse]": lambda lib, i, v, d: lib.mm(_sparse(lib, i, v), d),
+    "matmul[sparse]": lambda lib, i, v, d: lib.matmul(_sparse(lib, i, v), d),
+}.items():
+    add(_name, _sparse_samples((4, 2)), errors=_PRODUCT_ERRORS, call=_fn, category="sparse")
+add(
+    "sparse.sum",
+    _sparse_samples(),
+    call=lambda lib, i, v: lib.sparse.sum(_sparse(lib, i, v)),
+    category="sparse",
+)
+add(
+    "sparse.sum[dim]",
+    _sparse_samples(),
+    call=lambda lib, i, v: lib.sparse.sum(_sparse(lib, i, v), 1).to_dense(),
+    category="sparse",
+)
+
+# --------------------------------------------------------------------------------------------------
+# distributions: their deterministic methods (sampling draws different noise in either library), built
+# with validate_args=True, gradients w.r.t. the parameters and the value in float64
+
+
+def _distribution(lib, name, params, kw):
+    cls = getattr(lib.module.distributions, name)
+    return cls(*params, **dict(kw), validate_args=True)
+
+
+def _dist_call(name, method, n_params, keys=(), wrap=None):
+    """call(lib, *params, *method args): ``name``'s distribution of the first ``n_params`` tensors
+    (positional, or by ``keys``), its ``method`` (or property) applied to the rest; ``wrap`` makes
+    a derived distribution (Independent, TransformedDistribution) of it."""
+
+    def call(lib, *args):
+        params, rest = args[:n_params], args[n_params:]
+        kw = dict(zip(keys, params)) if keys else {}
+        dist = _distribution(lib, name, () if keys else params, kw)
+        if wrap is not None:
+            dist = wrap(lib.module.distributions, dist)
+        out = getattr(dist, method)
+        return out(*rest) if callable(out) else out
+
+    return call
+
+
+def _pos(*shape):
+    return T(*shape, dtype="float64", low=0.5, high=2.0)
+
+
+def _unit(*shape, grad=True):
+    return T(*shape, dtype="float64", low=0.1, high=0.9, grad=grad)
+
+
+def _f32(samples):
+    """The float64 samples again in float32 (values only)."""
+    out = []
+    for s in named(samples):
+        args = [a.variant(dtype="float32") if isinstance(a, T) and a.dtype == "float64" else a for a in s.args]
+        out.append(S(*args, name=s.name + "-f32", grad=False))
+    return out
+
+
+_TRIL = np.array([[1.2, 0.0, 0.0], [0.3, 0.8, 0.0], [-0.4, 0.2, 1.5]])
+_SIMPLEX = np.array([[0.2, 0.3, 0.5], [0.6, 0.1, 0.3]])
+_ONE_HOT = np.array([[0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]])
+
+# name: (params (a function: fresh tensors), keys, {method: its arguments}, errors of log_prob, wrap)
+_DISTRIBUTIONS = {
+    "Normal": (
+        lambda: [T(3, dtype="float64"), _pos(3)],
+        (),
+        {"log_prob": [T(3, dtype="float64")], "cdf": [T(3, dtype="float64")], "icdf": [_unit(3)]},
+        [
+            E(
+                T(values=[0.0]),
+                T(values=[-1.0]),
+                T(values=[0.5]),
+                name="negative-scale",
+                family="RuntimeError/ValueError",
+            )
+        ],
+    ),
+    "Bernoulli": (
+        lambda: [_unit(3)],
+        ("probs",),
+        {"log_prob": [T(values=np.array([0.0, 1.0, 1.0]), grad=False)]},
+        [
+            E(T(values=[1.5]), T(values=[1.0]), name="probs-above-1", family="RuntimeError/ValueError"),
+            E(T(values=[0.5]), T(values=[0.5]), name="value-outside-support", family="RuntimeError/ValueError"),
+        ],
+    ),
+    "Bernoulli[logits]": (
+        lambda: [T(3, dtype="float64")],
+        ("logits",),
+        {"log_prob": [T(values=np.array([0.0, 1.0, 0.0]), grad=False)]},
+        [],
+    ),
+    "Categorical": (
+        lambda: [_pos(2, 4)],
+        ("probs",),
+        {"log_prob": [idx(1, 3)]},
+        [E(T(values=[[0.5, 0.5]]), idx(2), name="value-outside-support", family="RuntimeError/ValueError")],
+    ),
+    "Categorical[logits]": (lambda: [T(2, 4, dtype="float64")], ("logits",), {"log_prob": [idx(0, 2)]}, []),
+    "OneHotCategorical": (
+        lambda: [_pos(2, 4)],
+        ("probs",),
+        {"log_prob": [T(values=_ONE_HOT, dtype="float64", grad=False)]},
+        [],
+    ),
+    "MultivariateNormal": (
+        lambda: [T(2, 3, dtype="float64"), T(values=_TRIL, dtype="float64")],
+        ("loc", "scale_tril"),
+        {"log_prob": [T(2, 3, dtype="float64")]},
+        [],
+    ),
+    "Uniform": (
+        lambda: [T(3, dtype="float64", low=-2.0, high=-1.0), T(3, dtype="float64", low=1.0, high=2.0)],
+        (),
+        {"log_prob": [T(3, dtype="float64", low=-0.9, high=0.9)], "cdf": [T(3, dtype="float64", low=-0.9, high=0.9)]},
+        [
+            E(
+                T(values=[0.0]),
+                T(values=[1.0]),
+                T(values=[1.5]),
+                name="value-outside-support",
+                family="RuntimeError/ValueError",
+            )
+        ],
+    ),
+    "Laplace": (
+        lambda: [T(3, dtype="float64"), _pos(3)],
+        (),
+        {"log_prob": [T(3, dtype="float64")], "cdf": [T(3, dtype="float64")], "icdf": [_unit(3)]},
+        [],
+    ),
+    "Exponential": (
+        lambda: [_pos(3)],
+        (),
+        {"log_prob": [_pos(3)], "cdf": [_pos(3)], "icdf": [_unit(3)]},
+        [E(T(values=[1.0]), T(values=[-1.0]), name="value-outside-support", family="RuntimeError/ValueError")],
+    ),
+    "Gamma": (lambda: [_pos(3), _pos(3)], (), {"log_prob": [_pos(3)]}, []),
+    "Beta": (
+        lambda: [_pos(3), _pos(3)],
+        (),
+        {"log_prob": [_unit(3)]},
+        [
+            E(
+                T(values=[1.0]),
+                T(values=[1.0]),
+                T(values=[1.5]),
+                name="value-outside-support",
+                family="RuntimeError/ValueError",
+            )
+        ],
+    ),
+    "Dirichlet": (lambda: [_pos(2, 3)], (), {"log_prob": [T(values=_SIMPLEX, dtype="float64")]}, []),
+    "Poisson": (
+        lambda: [_pos(3)],
+        (),
+        {"log_prob": [T(values=np.array([0.0, 1.0, 3.0]), grad=False)]},
+        [E(T(values=[-1.0]), T(values=[1.0]), name="negative-rate", family="RuntimeError/ValueError")],
+    ),
+    "Gumbel": (
+        lambda: [T(3, dtype="float64"), _pos(3)],
+        (),
+        {"log_prob": [T(3, dtype="float64")], "cdf": [T(3, dtype="float64")]},
+        [],
+    ),
+    "LogNormal": (
+        lambda: [T(3, dtype="float64"), _pos(3)],
+        (),
+        {"log_prob": [_pos(3)], "cdf": [_pos(3)], "icdf": [_unit(3)]},
+        [],
+    ),
+}
+_PROPERTIES = {
+    "Poisson": ("mean", "variance"),
+    "Gumbel": ("entropy", "mean", "variance"),
+}
+for _dist, (_params, _keys, _methods, _errors) in _DISTRIBUTIONS.items():
+    _cls, _, _variant = _dist.partition("[")
+    _suffix = f"[{_variant}" if _variant else ""
+    _calls = {**{m: [a] for m, a in _methods.items()}}
+    for _m in _PROPERTIES.get(_cls, ("entropy", "mean", "variance")):
+        _calls[_m] = []
+    for _m, _margs in _calls.items():
+        _key = f"distributions.{_cls}.{_m}{_suffix}"
+        _samples = [S(*_params(), *(_margs[0] if _margs else ()), name="float64")]
+        realize(_samples, _key)
+        add(
+            _key,
+            _samples + _f32(_samples),
+            errors=_errors if _m == "log_prob" else (),
+            call=_dist_call(_cls, _m, len(_samples[0].args) - len(_margs[0] if _margs else ()), _keys),
+            category="distributions",
+        )
+
+
+def _normal_samples(key, *value):
+    samples = [S(T(2, 3, dtype="float64"), _pos(2, 3), *value, name="float64")]
+    realize(samples, key)
+    return samples + _f32(samples)
+
+
+_WRAPPED = {
+    "Independent": lambda D, d: D.Independent(d, 1),
+    "TransformedDistribution[Affine]": lambda D, d: D.TransformedDistribution(
+        d, [D.transforms.AffineTransform(0.5, 2.0)], validate_args=True
+    ),
+    "TransformedDistribution[Exp]": lambda D, d: D.TransformedDistribution(d, [D.transforms.ExpTransform()]),
+    "TransformedDistribution[Sigmoid]": lambda D, d: D.TransformedDistribution(d, [D.transforms.SigmoidTransform()]),
+    "TransformedDistribution[Tanh]": lambda D, d: D.TransformedDistribution(d, [D.transforms.TanhTransform()]),
+}
+# the value of each wrapped distribution's log_prob and cdf, in its support
+_WRAPPED_VALUES = {
+    "Independent": lambda: T(2, 3, dtype="float64"),
+    "TransformedDistribution[Affine]": lambda: T(2, 3, dtype="float64"),
+    "TransformedDistribution[Exp]": lambda: _pos(2, 3),
+    "TransformedDistribution[Sigmoid]": lambda: _unit(2, 3),
+    "TransformedDistribution[Tanh]": lambda: T(2, 3, dtype="float64", low=-0.9, high=0.9),
+}
+for _dist, _wrap in _WRAPPED.items():
+    _cls, _, _variant = _dist.partition("[")
+    _suffix = f"[{_variant}" if _variant else ""
+    _methods = ("log_prob", "cdf", "icdf") if _variant else ("log_prob", "entropy", "mean", "variance")
+    for _m in _methods:
+        _key = f"distributions.{_cls}.{_m}{_suffix}"
+        _value = {"log_prob": [_WRAPPED_VALUES[_dist]()], "cdf": [_WRAPPED_VALUES[_dist]()], "icdf": [_unit(2, 3)]}
+        add(
+            _key,
+            _normal_samples(_key, *_value.get(_m, [])),
+            call=_dist_call("Normal", _m, 2, wrap=_wrap),
+            category="distributions",
+        )
+
+# KL divergences with a closed form: (distribution, its parameters (a function: fresh tensors), keys)
+_KL = {
+    "Normal": (lambda: [T(3, dtype="float64"), _pos(3)], ()),
+    "Bernoulli": (lambda: [_unit(3)], ("probs",)),
+    "Categorical": (lambda: [_pos(2, 4)], ("probs",)),
+    "MultivariateNormal": (lambda: [T(2, 3, dtype="float64"), T(values=_TRIL, dtype="float64")], ("loc", "scale_tril")),
+    "Exponential": (lambda: [_pos(3)], ()),
+    "Gamma": (lambda: [_pos(3), _pos(3)], ()),
+    "Beta": (lambda: [_pos(3), _pos(3)], ()),
+    "Dirichlet": (lambda: [_pos(2, 3)], ()),
+    "Laplace": (lambda: [T(3, dtype="float64"), _pos(3)], ()),
+}
+
+
+def _kl_call(name, n, keys):
+    def call(lib, *args):
+        D = lib.module.distributions
+        p, q = (_distribution(lib, name, () if keys else a, dict(zip(keys, a))) for a in (args[:n], args[n:]))
+        return D.kl_divergence(p, q)
+
+    return call
+
+
+for _dist, (_params, _keys) in _KL.items():
+    _key = f"distributions.kl_divergence[{_dist}]"
+    _p = _params()
+    _samples = [S(*_p, *_params(), name="float64")]
+    realize(_samples, _key)
+    add(_key, _samples + _f32(_samples), call=_kl_call(_dist, len(_p), _keys), category="distributions")

@@ -1709,6 +1709,38 @@ GROUPS = {
         ): "function copysign: rejects what PyTorch accepts: AttributeError: adcuda has no function copysign",
     },
     "second-order gradients": {
+        ("grad", "sparse.mm", "int64[2x4]-float64[4]-float64[4x2]"): (
+            "PyTorch, not adcuda: torch's sparse mm backward gives 0 for the dense operand's second-order gr"
+            "adient through the values' gradient; adcuda's is the analytic one (gradgradcheck in tests/test_sparse.py)"
+        ),
+        ("grad", "sparse.mm", "int64[2x4]-float64[4]-float64[4x2]#1"): (
+            "PyTorch, not adcuda: torch's sparse mm backward gives 0 for the dense operand's second-order gr"
+            "adient through the values' gradient; adcuda's is the analytic one (gradgradcheck in tests/test_sparse.py)"
+        ),
+        ("grad", "spmm", "int64[2x4]-float64[4]-float64[4x2]"): (
+            "PyTorch, not adcuda: torch's sparse mm backward gives 0 for the dense operand's second-order gr"
+            "adient through the values' gradient; adcuda's is the analytic one (gradgradcheck in tests/test_sparse.py)"
+        ),
+        ("grad", "spmm", "int64[2x4]-float64[4]-float64[4x2]#1"): (
+            "PyTorch, not adcuda: torch's sparse mm backward gives 0 for the dense operand's second-order gr"
+            "adient through the values' gradient; adcuda's is the analytic one (gradgradcheck in tests/test_sparse.py)"
+        ),
+        ("grad", "mm[sparse]", "int64[2x4]-float64[4]-float64[4x2]"): (
+            "PyTorch, not adcuda: torch's sparse mm backward gives 0 for the dense operand's second-order gr"
+            "adient through the values' gradient; adcuda's is the analytic one (gradgradcheck in tests/test_sparse.py)"
+        ),
+        ("grad", "mm[sparse]", "int64[2x4]-float64[4]-float64[4x2]#1"): (
+            "PyTorch, not adcuda: torch's sparse mm backward gives 0 for the dense operand's second-order gr"
+            "adient through the values' gradient; adcuda's is the analytic one (gradgradcheck in tests/test_sparse.py)"
+        ),
+        ("grad", "matmul[sparse]", "int64[2x4]-float64[4]-float64[4x2]"): (
+            "PyTorch, not adcuda: torch's sparse mm backward gives 0 for the dense operand's second-order gr"
+            "adient through the values' gradient; adcuda's is the analytic one (gradgradcheck in tests/test_sparse.py)"
+        ),
+        ("grad", "matmul[sparse]", "int64[2x4]-float64[4]-float64[4x2]#1"): (
+            "PyTorch, not adcuda: torch's sparse mm backward gives 0 for the dense operand's second-order gr"
+            "adient through the values' gradient; adcuda's is the analytic one (gradgradcheck in tests/test_sparse.py)"
+        ),
         (
             "grad",
             "celu",

@@ -366,8 +366,9 @@ def compare_meta(ref, got, path="result"):
 
 
 def op_names(entry, name):
-    """The names an error message may give for the op: the entry's op or the form called."""
-    return {entry.name, name}
+    """The names an error message may give for the op: the entry's op or the form called (of a dotted
+    name like ``distributions.Normal.log_prob``, its class or method too)."""
+    return {entry.name, name, *entry.name.split(".")[1:]}
 
 
 def value_diffs(entry, sample, ref_lib, got_lib, torch, ref_device=None, got_device=None):
