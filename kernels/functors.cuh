@@ -154,9 +154,20 @@ ADCUDA_HD double bernoulli_2k(int k) {  // B_2 .. B_14
   return b[k];
 }
 // sin(pi x) and tan(pi x), reduced to [-1, 1] and [-1/2, 1/2] first (exactly; rint rounds half to even
-// as NumPy's round), so that large |x| keeps its digits and tiny |x| is not rounded onto an integer
+// as NumPy's round), so that large |x| keeps its digits and tiny |x| is not rounded onto an integer.
+// On the device sinpi/cospi take the reduced argument: ::sin and ::tan of a double would carry their
+// slow path for huge arguments (Payne-Hanek, a 40-byte local array: local memory in every kernel of
+// the gamma family), which the reduction has already made unreachable.
+#ifdef __CUDA_ARCH__
+ADCUDA_HD double sin_pi(double x) { return ::sinpi(x - 2.0 * ::rint(0.5 * x)); }
+ADCUDA_HD double tan_pi(double x) {
+  const double r = x - ::rint(x);
+  return ::sinpi(r) / ::cospi(r);
+}
+#else
 ADCUDA_HD double sin_pi(double x) { return ::sin(kPi * (x - 2.0 * ::rint(0.5 * x))); }
 ADCUDA_HD double tan_pi(double x) { return ::tan(kPi * (x - ::rint(x))); }
+#endif
 ADCUDA_HD double digamma_positive(double x) {
   double acc = 0.0;
   while (x < kShiftTo) { acc -= 1.0 / x; x += 1.0; }
