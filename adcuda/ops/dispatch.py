@@ -288,7 +288,12 @@ def _adapt(op, error, tensors, values):
     """Raise what an op's failed forward raised as an adcuda error naming the op and its arguments
     (errors.adapt_error), the original kept as ``__cause__``: no raw NumPy or Python error reaches a
     user from an op. Runs only when the forward raised, so the hot path pays nothing for it."""
-    if isinstance(error, (AttributeError, TypeError)):
+    # an adcuda error from below already names what is wrong ("bfloat16 is not supported on the CPU
+    # backend"), unless it met a sparse tensor; a raw AttributeError/TypeError may mean an argument of
+    # the wrong kind (and a varargs op such as `to` takes dtypes and devices, not only tensors)
+    if isinstance(error, (AttributeError, TypeError)) and (
+        not isinstance(error, AdcudaError) or "SparseTensor" in str(error)
+    ):
         try:
             _check_inputs_are_tensors(op, error, tensors)
         except DTypeError as named:

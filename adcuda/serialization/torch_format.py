@@ -122,7 +122,10 @@ class _Storages:
         else:
             array = np.ascontiguousarray(t.cpu().numpy(force=True))
         stride = _contiguous_strides(size)
-        return self._new(array.reshape(-1), type_name, str(t.device)), 0, size, stride
+        # PyTorch names a CUDA storage's location with its index ("cuda:0"), which map_location dicts
+        # match; adcuda's device "cuda" is cuda:0 (device equality says so)
+        location = "cpu" if t.device.type == "cpu" else f"{t.device.type}:{t.device.index or 0}"
+        return self._new(array.reshape(-1), type_name, location), 0, size, stride
 
     def _view_of_root(self, data, type_name):
         root = _root_array(data)

@@ -11,13 +11,6 @@ read its diff, a new line is a defect to fix or a sample to correct). A defect n
 import pytest
 
 GROUPS = {
-    "CUDA device differs from the CPU backend": {
-        (
-            "cuda",
-            "pow[signs]",
-            "cube-f32-bitwise",
-        ): "function pow: result: 3 of 64 values differ; at (29,) got np.float32(0.3014198), expected np.float32(0.30",
-    },
     "NumPy warnings escape": {
         ("value", "acos", "extreme-f16"): "function acos: NumPy warning escapes: invalid value encountered in arccos",
         ("value", "acos", "extreme-f32"): "function acos: NumPy warning escapes: invalid value encountered in arccos",

@@ -82,12 +82,12 @@ class T:
         """(leaf, tensor): the leaf to differentiate for, and the argument (the leaf or a view of it)."""
         if self.base.size == 0:  # as users make them (PyTorch's from_numpy gives these strides (0, 0))
             leaf = lib.zeros(self.base.shape, dtype=getattr(lib, self.dtype))
-        elif self.dtype == "bfloat16":
-            leaf = lib.from_numpy(self.base.copy()).to(lib.bfloat16)
         else:
             leaf = lib.from_numpy(self.base.copy())
         if device is not None:
             leaf = leaf.to(device)
+        if self.dtype == "bfloat16" and self.base.size:  # after the move: adcuda's CPU has no bfloat16
+            leaf = leaf.to(lib.bfloat16)
         if requires_grad:
             leaf.requires_grad_(True)
         if self.view == "expand":
