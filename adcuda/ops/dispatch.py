@@ -274,12 +274,18 @@ _SINGLE_TENSOR_ANNOTATIONS = ("Tensor", "Tensor | None")
 
 def _tensor_params(op):
     """The parameters that must hold tensors, as (name, whether it is a sequence of them): those
-    annotated ``Tensor``, ``Tensor | None`` or ``Sequence[Tensor]``, and the differentiable inputs."""
+    annotated ``Tensor``, ``Tensor | None`` or ``Sequence[Tensor]``, varargs of tensors, and the
+    differentiable inputs. Varargs of sizes or of anything (``to(*args: Any)``: dtypes, devices) are not:
+    an error below such an op is not its arguments' kind."""
     found = []
     for p in op.signature.parameters.values():
         if p.annotation in _SINGLE_TENSOR_ANNOTATIONS:
             found.append((p.name, False))
-        elif p.annotation == "Sequence[Tensor]" or p.kind == p.VAR_POSITIONAL or p.name in op.inputs:
+        elif (
+            p.annotation == "Sequence[Tensor]"
+            or (p.kind == p.VAR_POSITIONAL and "Tensor" in str(p.annotation))
+            or p.name in op.inputs
+        ):
             found.append((p.name, True))
     return tuple(found)
 
@@ -288,12 +294,7 @@ def _adapt(op, error, tensors, values):
     """Raise what an op's failed forward raised as an adcuda error naming the op and its arguments
     (errors.adapt_error), the original kept as ``__cause__``: no raw NumPy or Python error reaches a
     user from an op. Runs only when the forward raised, so the hot path pays nothing for it."""
-    # an adcuda error from below already names what is wrong ("bfloat16 is not supported on the CPU
-    # backend"), unless it met a sparse tensor; a raw AttributeError/TypeError may mean an argument of
-    # the wrong kind (and a varargs op such as `to` takes dtypes and devices, not only tensors)
-    if isinstance(error, (AttributeError, TypeError)) and (
-        not isinstance(error, AdcudaError) or "SparseTensor" in str(error)
-    ):
+    if isinstance(error, (AttributeError, TypeError)):
         try:
             _check_inputs_are_tensors(op, error, tensors)
         except DTypeError as named:
