@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from ..._native import _C
 from ...errors import DTypeError
 from ..seam import Axes, BackendArray
 from ._common import _F32, _column_sums, _compute
@@ -40,7 +41,8 @@ def reduce(op: str, a: BackendArray, axes: Axes | None, keepdim: bool) -> Backen
     if axes.__class__ is list:
         axes = tuple(axes)
     if (op == "sum" or op == "mean") and (a.dtype == _F32 or a.dtype == _F64) and _sums_in_torch_order(a, axes):
-        total = _torch_order_sum(a.ravel(order="K"))
+        row = a.ravel(order="K")
+        total = _torch_order_sum(row) if _native_sum is None else np.array(_native_sum(row), a.dtype)
         if op == "mean":
             total = np.divide(total, a.size, dtype=a.dtype)  # PyTorch's mean: the sum, then one division
         return np.asarray(total).reshape((1,) * a.ndim if keepdim else ())
@@ -147,6 +149,12 @@ def _torch_order_sum(x):
     vectors = n // width
     lanes = _row_sum(x[: vectors * width].reshape(vectors, width))
     return np.asarray(_running_sum(np.concatenate([np.zeros(1, x.dtype), x[vectors * width :], lanes])))
+
+
+# The same sum in C++ (kernels/host/torch_order_sum.h), bit for bit (tests/test_reduce_order.py checks it
+# against the NumPy one above, the reference): about 0.3 us for a small row where NumPy's calls take 15.
+# A pure-source checkout without the native module uses the NumPy one.
+_native_sum = getattr(_C, "host_torch_order_sum", None)
 
 
 def _leading_count(a, axes):
