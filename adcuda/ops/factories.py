@@ -29,6 +29,12 @@ if TYPE_CHECKING:
 def shape_arg(name, size):
     """``size`` as given to a factory (ints, or one tuple/list/Size; ``size=(3, 4)`` by keyword arrives
     as the latter) as a tuple of ints."""
+    if size.__class__ is tuple:  # the common case first: sizes as plain non-negative ints, nothing to convert
+        for s in size:
+            if s.__class__ is not int or s < 0:
+                break
+        else:
+            return size
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
     elif len(size) == 1 and hasattr(size[0], "__iter__") and not isinstance(size[0], (str, bytes)):
@@ -49,7 +55,9 @@ def new_tensor(name, data_fn, shape, dtype, device, requires_grad):
     """A tensor of ``shape`` made by ``data_fn(backend, dtype)`` on ``device``."""
     dev = as_device(device, name)
     dtype = dt.as_dtype(dtype, name) or dt.default_float
-    backend_for(dev, name)  # a clear error naming the op where the device cannot compute
+    cpu = dev is CPU
+    if not cpu:
+        backend_for(dev, name)  # a clear error naming the op where the device cannot compute
     bk = primitives_on(dev)  # as the dispatch hooks see it: the profiler counts, graph capture records
     n = 1
     for s in shape:
@@ -60,8 +68,11 @@ def new_tensor(name, data_fn, shape, dtype, device, requires_grad):
             f"({n * dtype.itemsize / 2**30:.1f} GiB)"
         )
     try:
-        with on_device(dev, name):
+        if cpu:  # no current device to set (on_device's enter and exit: a third of a small factory's call)
             data = data_fn(bk, dtype)
+        else:
+            with on_device(dev, name):
+                data = data_fn(bk, dtype)
     except MemoryError:
         raise MemoryError(
             f"{name}: out of memory allocating a tensor of shape {shape} and dtype {dtype} "

@@ -7,6 +7,7 @@ Forwards call the backend's index family (``slice index index_put_ gather scatte
 
 from __future__ import annotations
 
+import functools
 import numbers
 from typing import TYPE_CHECKING
 
@@ -1050,10 +1051,33 @@ def _triangle_indices(name, row, col, offset, dtype, device, lower):
         raise ShapeError(f"{name}: row and col must be non-negative, got {row} and {col}")
     # the coordinates from the sizes alone, made on the host and sent once: seven ops dispatched
     # (two aranges, their expansions, a mask, two boolean selections, a stack) cost 20 times this
-    coords = np.stack((np.tril_indices if lower else np.triu_indices)(row, offset, col))
+    if row.__class__ is int and col.__class__ is int and offset.__class__ is int:
+        coords = _kept_triangle_coordinates(row, col, offset, lower)
+    else:
+        coords = _triangle_coordinates(row, col, offset, lower)
+    # a copy: the backend may keep the host array it is given as the tensor's memory
     return new_tensor(
-        name, lambda bk, d: bk.from_numpy(coords, d), coords.shape, dtype or dt.int64, device, requires_grad=False
+        name,
+        lambda bk, d: bk.from_numpy(coords.copy(), d),
+        coords.shape,
+        dtype or dt.int64,
+        device,
+        requires_grad=False,
     )
+
+
+def _triangle_coordinates(row, col, offset, lower):
+    """The (2, n) int64 coordinates of a triangle."""
+    return np.stack((np.tril_indices if lower else np.triu_indices)(row, offset, col))
+
+
+@functools.lru_cache(maxsize=64)
+def _kept_triangle_coordinates(row, col, offset, lower):
+    """``_triangle_coordinates`` kept for the sizes last asked (ints): NumPy's tril_indices takes 10 us
+    for a few elements, a copy of the kept array a fraction of one."""
+    coords = _triangle_coordinates(row, col, offset, lower)
+    coords.flags.writeable = False
+    return coords
 
 
 @op("tril_indices", doc="The (2, n) coordinates of the lower triangle (at offset) of a row x col matrix.", method=False)
