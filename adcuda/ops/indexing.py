@@ -68,6 +68,12 @@ def convert_key(input, key, name):
     dims) belong at ``to``."""
     if key.__class__ is int:
         return (key,), True, None
+    if key.__class__ is Tensor and key._device is input._device:
+        # one index tensor (x[idx], x[mask]): what the loop below makes of it, without its bookkeeping
+        # (a single index places its dims alike by NumPy's rule and PyTorch's)
+        kind = key.dtype
+        if kind is dt.bool_ or kind.category == dt.INTEGER:
+            return (key._data,), False, None
     if (
         key.__class__ is slice
         and key.start.__class__ in _PLAIN
@@ -1051,10 +1057,7 @@ def _triangle_indices(name, row, col, offset, dtype, device, lower):
         raise ShapeError(f"{name}: row and col must be non-negative, got {row} and {col}")
     # the coordinates from the sizes alone, made on the host and sent once: seven ops dispatched
     # (two aranges, their expansions, a mask, two boolean selections, a stack) cost 20 times this
-    if row.__class__ is int and col.__class__ is int and offset.__class__ is int:
-        coords = _kept_triangle_coordinates(row, col, offset, lower)
-    else:
-        coords = _triangle_coordinates(row, col, offset, lower)
+    coords = triangle_coordinates(row, col, offset, lower)
     # a copy: the backend may keep the host array it is given as the tensor's memory
     return new_tensor(
         name,
@@ -1066,8 +1069,15 @@ def _triangle_indices(name, row, col, offset, dtype, device, lower):
     )
 
 
+def triangle_coordinates(row, col, offset, lower):
+    """The (2, n) int64 coordinates of the lower (or upper) triangle at ``offset`` of a row x col matrix,
+    as a host array (read-only where it is kept)."""
+    if row.__class__ is int and col.__class__ is int and offset.__class__ is int:
+        return _kept_triangle_coordinates(row, col, offset, lower)
+    return _triangle_coordinates(row, col, offset, lower)
+
+
 def _triangle_coordinates(row, col, offset, lower):
-    """The (2, n) int64 coordinates of a triangle."""
     return np.stack((np.tril_indices if lower else np.triu_indices)(row, offset, col))
 
 

@@ -42,7 +42,11 @@ def reduce(op: str, a: BackendArray, axes: Axes | None, keepdim: bool) -> Backen
         axes = tuple(axes)
     if (op == "sum" or op == "mean") and (a.dtype == _F32 or a.dtype == _F64) and _sums_in_torch_order(a, axes):
         row = a.ravel(order="K")
-        total = _torch_order_sum(row) if _native_sum is None else np.array(_native_sum(row), a.dtype)
+        if _native_sum is not None:
+            total = np.array(_native_sum(row), a.dtype)
+        else:
+            with np.errstate(over="ignore", invalid="ignore"):  # inf - inf is NaN, as in C++, unwarned
+                total = _torch_order_sum(row)
         if op == "mean":
             total = np.divide(total, a.size, dtype=a.dtype)  # PyTorch's mean: the sum, then one division
         return np.asarray(total).reshape((1,) * a.ndim if keepdim else ())
