@@ -43,12 +43,14 @@ def reduce(op: str, a: BackendArray, axes: Axes | None, keepdim: bool) -> Backen
     if (op == "sum" or op == "mean") and (a.dtype == _F32 or a.dtype == _F64) and _sums_in_torch_order(a, axes):
         row = a.ravel(order="K")
         if _native_sum is not None:
-            total = np.array(_native_sum(row), a.dtype)
+            total = a.dtype.type(_native_sum(row))  # exact: the float holds a value of a's dtype
         else:
             with np.errstate(over="ignore", invalid="ignore"):  # inf - inf is NaN, as in C++, unwarned
                 total = _torch_order_sum(row)
         if op == "mean":
-            total = np.divide(total, a.size, dtype=a.dtype)  # PyTorch's mean: the sum, then one division
+            # PyTorch's mean: the sum, then one division in the sum's dtype (the count is exact in it:
+            # at most _TORCH_ORDER_LIMIT); a NumPy scalar's division, a third of np.divide's cost
+            total = total / a.dtype.type(a.size)
         return np.asarray(total).reshape((1,) * a.ndim if keepdim else ())
     if op == "sum" and (a.dtype == _F32 or a.dtype == _F64):  # the common case, straight to the ufunc
         lead = _leading_count(a, axes)
