@@ -1,0 +1,92 @@
+"""The common-case fast paths of issue 31's per-call work give what the general paths give: dims
+(wrap_dim), permutations, factory sizes, one index tensor as a key, the kept triangle coordinates, and
+the CPU softmax; what those paths reject is still rejected."""
+
+import importlib
+
+import numpy as np
+import pytest
+import torch
+
+import adcuda
+from adcuda.errors import AdcudaError
+
+cpu_softmax = importlib.import_module("adcuda.backends.cpu.softmax_loss")
+
+
+def test_dims_in_range_negative_and_rejected():
+    x = adcuda.ones(2, 3, 4)
+    assert x.sum(-1).shape == (2, 3) and x.sum(2).shape == (2, 3) and x.sum(-3).shape == (3, 4)
+    for bad in (3, -4, True, 1.0):
+        with pytest.raises(AdcudaError):
+            x.sum(bad)
+
+
+def test_permutations_as_ints_and_not():
+    x = adcuda.arange(24).reshape(2, 3, 4)
+    t = torch.arange(24).reshape(2, 3, 4)
+    for dims in ((2, 0, 1), (0, 1, 2), (-1, 0, 1)):
+        assert x.permute(*dims).tolist() == t.permute(*dims).tolist()
+        assert x.permute(list(dims)).tolist() == t.permute(list(dims)).tolist()
+    assert x[0].t().tolist() == t[0].t().tolist()
+    assert x.mT.tolist() == t.mT.tolist()
+    for bad in ((True, False, 2), (0, 0, 1), (0, 1)):
+        with pytest.raises(AdcudaError):
+            x.permute(*bad)
+
+
+def test_factory_sizes_as_ints_and_not():
+    assert adcuda.zeros(2, 3).shape == (2, 3) and adcuda.zeros((2, 3)).shape == (2, 3)
+    assert adcuda.zeros(np.int64(2), 3).shape == (2, 3)  # converted by the general path
+    for bad in ((True, 2), (-1, 2), (2.0, 2)):
+        with pytest.raises(AdcudaError):
+            adcuda.zeros(*bad)
+
+
+@pytest.mark.parametrize("key", [[1, 2, 0], [[0, 1], [2, 3]], 3])
+def test_one_index_tensor_as_key(key):
+    data = np.arange(20, dtype=np.float32).reshape(4, 5)
+    got = adcuda.tensor(data)[adcuda.tensor(key)]
+    expected = torch.tensor(data)[torch.tensor(key)]
+    assert got.shape == expected.shape and got.tolist() == expected.tolist()
+
+
+def test_one_mask_as_key_and_bad_key_dtype():
+    data = np.arange(20, dtype=np.float32).reshape(4, 5)
+    x = adcuda.tensor(data)
+    assert x[x > 7].tolist() == torch.tensor(data)[torch.tensor(data) > 7].tolist()
+    with pytest.raises(AdcudaError):
+        x[adcuda.tensor([0.0, 1.0])]
+
+
+def test_kept_triangle_coordinates_are_not_shared():
+    for make in ("tril_indices", "triu_indices"):
+        first = getattr(adcuda, make)(4, 5, 1)
+        assert first.tolist() == getattr(torch, make)(4, 5, 1).tolist()
+        first[0, 0] = 99  # a write into one result reaches neither the kept array nor the next result
+        assert getattr(adcuda, make)(4, 5, 1).tolist() == getattr(torch, make)(4, 5, 1).tolist()
+
+
+def _softmax_as_written(a, axis, log):
+    x = a.astype(np.float32) if a.dtype == np.float16 else a
+    m = np.amax(x, axis=axis, keepdims=True, initial=-np.inf)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        shifted = x - m
+        e = np.exp(shifted)
+        s = np.sum(e, axis=axis, keepdims=True)
+        r = shifted - np.log(s) if log else e / s
+    return np.asarray(r).astype(a.dtype, copy=False)
+
+
+@pytest.mark.parametrize("log", [False, True])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_cpu_softmax_is_its_formula_bit_for_bit(log, dtype):
+    rng = np.random.default_rng(5)
+    for shape in [(8, 8), (3, 5, 7), (1,), (0, 4), (5, 1)]:
+        a = (rng.standard_normal(shape) * 30).astype(dtype)
+        if a.size > 2:  # a row with +inf, -inf and NaN: NaN throughout, as PyTorch's
+            a.flat[0], a.flat[1], a.flat[-1] = np.inf, -np.inf, np.nan
+        for axis in range(len(shape)):
+            got, expected = cpu_softmax.softmax(a, axis, log), _softmax_as_written(a, axis, log)
+            assert got.dtype == expected.dtype and got.shape == expected.shape
+            assert got.tobytes() == expected.tobytes(), (shape, axis)
