@@ -90,3 +90,27 @@ def test_cpu_softmax_is_its_formula_bit_for_bit(log, dtype):
             got, expected = cpu_softmax.softmax(a, axis, log), _softmax_as_written(a, axis, log)
             assert got.dtype == expected.dtype and got.shape == expected.shape
             assert got.tobytes() == expected.tobytes(), (shape, axis)
+
+
+def test_basic_tuple_keys_and_select():
+    data = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+    x, t = adcuda.tensor(data), torch.tensor(data)
+    for key in [(slice(None), 1), (1, 2), (slice(0, 2), slice(None, None, 2)), (slice(None), -1, slice(1, None)), (2,)]:
+        assert x[key].tolist() == t[key].tolist(), key
+    for dim in (0, 1, 2, -1):
+        assert x.select(dim, 1).tolist() == t.select(dim, 1).tolist()
+        assert [u.tolist() for u in x.unbind(dim)] == [u.tolist() for u in t.unbind(dim)]
+    with pytest.raises(AdcudaError):
+        x[(slice(None), slice(None, None, -1))]  # PyTorch takes no negative step
+    with pytest.raises(AdcudaError):
+        x[(0, 7)]
+
+
+def test_select_is_a_view_with_history():
+    leaf = adcuda.ones(3, 4, requires_grad=True)
+    row = leaf.select(1, 2)
+    assert row._base is not None
+    (row * 3).sum().backward()
+    expected = np.zeros((3, 4), np.float32)
+    expected[:, 2] = 3
+    assert leaf.grad.tolist() == expected.tolist()

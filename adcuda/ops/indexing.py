@@ -81,6 +81,21 @@ def convert_key(input, key, name):
         and (key.step is None or key.step.__class__ is int and key.step > 0)
     ):
         return (key,), True, None
+    if key.__class__ is tuple:
+        # a tuple of ints and plain slices (x[:, 1], select, narrow) is basic and taken as it is: what
+        # the loop below makes of it, without its bookkeeping
+        for k in key:
+            if k.__class__ is int:
+                continue
+            if (
+                k.__class__ is not slice
+                or k.start.__class__ not in _PLAIN
+                or k.stop.__class__ not in _PLAIN
+                or not (k.step is None or k.step.__class__ is int and k.step > 0)
+            ):
+                break
+        else:
+            return key, True, None
     if not isinstance(key, tuple):
         key = tuple(key) if isinstance(key, list) and _sequence_as_tuple(key) else (key,)
     out, basic = [], True

@@ -579,7 +579,7 @@ def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
 @op("select", doc="The slice at index along dim, without that dim (a view).", composite=True)
 def select(input: Tensor, dim: int, index: int) -> Tensor:
     d = wrap_dim(dim, input.ndim, "select")
-    return input[(slice(None),) * d + (index,)]
+    return input[index] if d == 0 else input[(slice(None),) * d + (index,)]
 
 
 @op("repeat", doc="input tiled repeats times along each dim (a copy).", composite=True)
