@@ -114,3 +114,16 @@ def test_select_is_a_view_with_history():
     expected = np.zeros((3, 4), np.float32)
     expected[:, 2] = 3
     assert leaf.grad.tolist() == expected.tolist()
+
+
+@pytest.mark.parametrize("shape", [(8, 8), (3, 4, 5), (5,), (0, 3), (2, 0, 4), (6, 1, 2)])
+def test_nonzero_over_the_primitives(shape):
+    rng = np.random.default_rng(2)
+    data = np.where(rng.random(shape) < 0.5, rng.standard_normal(shape), 0).astype(np.float32)
+    x, t = adcuda.tensor(data), torch.tensor(data)
+    got, expected = adcuda.nonzero(x), torch.nonzero(t)
+    assert got.dtype is adcuda.int64 and tuple(got.shape) == tuple(expected.shape)
+    assert got.tolist() == expected.tolist()
+    pieces = adcuda.nonzero(x, as_tuple=True)
+    assert [p.tolist() for p in pieces] == [p.tolist() for p in torch.nonzero(t, as_tuple=True)]
+    assert adcuda.argwhere(x).tolist() == torch.argwhere(t).tolist()

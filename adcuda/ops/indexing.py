@@ -800,17 +800,26 @@ def nonzero(input: Tensor, *, as_tuple: bool = False) -> Tensor | tuple[Tensor, 
         if as_tuple:
             return (full((count,), 0, dtype=dt.int64, device=input.device),)
         return full((count, 0), 0, dtype=dt.int64, device=input.device)
-    shape = tuple(mask.shape)
-    flat = getitem(arange(mask.numel(), device=input.device).reshape(shape), mask)
-    strides = [1] * len(shape)
-    for d in range(len(shape) - 2, -1, -1):
-        strides[d] = strides[d + 1] * max(shape[d + 1], 1)
-    strides = tensor(strides, dtype=dt.int64, device=input.device)
-    sizes = tensor([max(n, 1) for n in shape], dtype=dt.int64, device=input.device)
-    coordinates = flat.unsqueeze(1).div(strides, rounding_mode="floor").remainder(sizes)
+    # over the primitives (an int64 result has no history): the flat positions of the true elements,
+    # in row-major order, then each dim's coordinate by integer division and remainder, from the last
+    # dim, as Python ints (the ops this was composed of made two small tensors and dispatched eight)
+    bk, dev = primitives(mask), mask._device
+    shape = mask._data.shape
+    numel = 1
+    for n in shape:
+        numel *= n
+    flat = bk.index(bk.view(bk.arange(0, numel, 1, dt.int64), shape), (mask._data,))
+    columns = []
+    for n in reversed(shape[1:]):
+        n = max(n, 1)  # a zero-size dim leaves no position to divide
+        columns.append(bk.binary("remainder", flat, n, dt.int64))
+        flat = bk.binary("floor_divide", flat, n, dt.int64)
+    columns.append(flat)
+    columns.reverse()
     if as_tuple:
-        return tuple(c.contiguous() for c in coordinates.unbind(1))
-    return coordinates
+        return tuple(wrap(c, dev) for c in columns)
+    count = columns[0].shape[0]
+    return wrap(bk.cat([bk.view(c, (count, 1)) for c in columns], 1), dev)
 
 
 # ------------------------------------------------------------------------------------------------
