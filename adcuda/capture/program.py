@@ -33,6 +33,7 @@ import numpy as np
 from ..backends import cpu
 from ..backends.cpu import threads as cpu_threads
 from ..backends.cpu.elementwise import BINARY_OPS, UNARY_BACKWARD_INTO, UNARY_INTO, UNARY_OPS
+from ..ops.registry import lowering_of
 from ..profiler import _state as profiler_state
 from ..profiler.observe import begin_range, end_range
 from ..profiler.record_function import record_function
@@ -76,9 +77,14 @@ def _binary_kernel(call, scratch):
 # bytes of each operand one chunk of a chunked kernel (``_in_chunks``) reads or writes: with the
 # result and the kernel's scratch arrays, a few times this stays in a core's 1-2 MiB L2 cache
 CHUNK_BYTES = 1 << 18
-# ops of ``UNARY_INTO``/``UNARY_BACKWARD_INTO`` whose kernels make many passes over their arrays (gelu_tanh:
-# nine forward, fifteen backward): over arrays bigger than a chunk they run in chunks
-_MANY_PASSES = frozenset({"gelu_tanh"})
+
+
+def _many_passes(op):
+    """Whether the kernels of ``UNARY_INTO``/``UNARY_BACKWARD_INTO`` op ``op`` make so many passes over their
+    arrays (its declaration's ``replay_passes``: gelu_tanh) that over arrays bigger than a chunk they run in
+    chunks."""
+    declared = lowering_of("unary", op)
+    return declared is not None and declared.replay_passes
 
 
 def _into(primitive, op, scratch, spec):
@@ -86,7 +92,7 @@ def _into(primitive, op, scratch, spec):
     program's scratch arrays, over operands laid out as ``spec``: in chunks (``_in_chunks``) where the
     op makes many passes over arrays bigger than a chunk."""
     count = math.prod(spec.shape)
-    if op not in _MANY_PASSES or count * spec.dtype.itemsize <= CHUNK_BYTES:
+    if not _many_passes(op) or count * spec.dtype.itemsize <= CHUNK_BYTES:
         return functools.partial(primitive, op, scratch=scratch)
     return _in_chunks(primitive, op, scratch, count, max(CHUNK_BYTES // spec.dtype.itemsize, 1))
 

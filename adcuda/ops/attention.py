@@ -17,7 +17,7 @@ from .common import broadcast_shapes, check_float, check_same_device, check_tens
 from .elementwise import where
 from .factories import ones
 from .random import dropout
-from .registry import op
+from .registry import lowering, op
 from .softmax_loss import softmax
 
 if TYPE_CHECKING:
@@ -210,3 +210,9 @@ def attention_fused(
         offset,
     )
     return wrap(out, query._device), wrap(lse, query._device)
+
+
+# what the exporters know of the primitives this family's ops call (``Lowering`` in registry.py)
+lowering(
+    "attention", onnx=lambda w, node, **params: w.attention(node, **params), c=lambda lower, node: lower.attention(node)
+)

@@ -13,7 +13,7 @@ from ..errors import ShapeError, fmt_shape
 from ..tensor import primitives
 from .common import check_float, check_same_device, dense, wrap
 from .elementwise import rsqrt
-from .registry import op
+from .registry import lowering, op
 
 if TYPE_CHECKING:
     from ..types import Sequence, Tensor
@@ -478,3 +478,14 @@ def rms_norm(
     wide = input if input.dtype in (dt.float32, dt.float64) else input.to(dtype=dt.float32)
     y = (wide * rsqrt((wide * wide).mean(axes, keepdim=True) + eps)).to(dtype=input.dtype)
     return y if weight is None else y * weight
+
+
+# what the exporters know of the primitives this family's ops call (``Lowering`` in registry.py)
+lowering(
+    "layer_norm",
+    onnx=lambda w, node, **params: w.layer_norm(node, **params),
+    c=lambda lower, node: lower.layer_norm(node),
+)
+lowering("batch_norm", onnx=lambda w, node, **params: w.batch_norm(node, **params))
+lowering("rms_norm", onnx=lambda w, node, **params: w.rms_norm(node, **params))
+lowering("group_norm", onnx=lambda w, node, **params: w.group_norm(node, **params))

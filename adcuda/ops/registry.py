@@ -378,3 +378,61 @@ def _with_inplace_keyword(definition):
     parameters.insert(inplace_position, inplace)
     functional.__signature__ = definition.signature.replace(parameters=parameters)
     return functional
+
+
+# ----------------------------------------------------------------------------------------------
+# lowerings: what the layers above the ops (the ONNX and C exporters, graph capture) know of the backend
+# primitives an op calls, declared next to that op (``lowering(...)`` after its ``@op``), so that no
+# exporter keeps a table keyed by primitive names. The exporters pass their own builder objects to the
+# callables declared here, so nothing below the exporters imports them.
+class Lowering:
+    """One backend primitive (or one ``op`` of the ``unary``, ``binary`` and ``reduce`` primitives), as
+    the layers above the ops see it:
+
+    - ``onnx``: for a whole primitive, ``onnx(writer, node, **params)`` writes the traced call as ONNX
+      nodes (``adcuda/onnx/exporter.py``'s writer: ``emit``, ``name``, ``const``...). For an op of
+      ``unary``/``binary``/``reduce``, the ONNX operator's name (``"Exp"``: one node, same operands),
+      or ``onnx(writer, *operand_names, dtype, out)`` (a NumPy dtype; ``out`` the result's name).
+    - ``c``: for a whole primitive, ``c(lowerer, node)`` gives the call's C loop nests
+      (``adcuda/export/c_graph.py``'s ``Lowerer``). For a ``unary`` op, its C expression over the float
+      ``v``; for a ``binary`` op, over ``{a}`` and ``{b}``; for a ``reduce`` op, (the accumulator's start,
+      how it takes one more ``{v}`` into ``{acc}``).
+    - ``c_fusable``: a ``unary`` op a Linear or a Conv2d applies in its own C loop when it follows one.
+    - ``replay_passes``: a ``unary`` op whose CPU replay kernels make so many passes over their arrays that
+      graph capture runs them chunk by chunk (``adcuda/capture/program.py``).
+    """
+
+    __slots__ = ("primitive", "op", "onnx", "c", "c_fusable", "replay_passes")
+
+    def __init__(self, primitive, op, onnx, c, c_fusable, replay_passes):
+        self.primitive = primitive
+        self.op = op
+        self.onnx = onnx
+        self.c = c
+        self.c_fusable = c_fusable
+        self.replay_passes = replay_passes
+
+    def __repr__(self):
+        return f"<lowering {self.primitive}{'' if self.op is None else ' ' + self.op}>"
+
+
+_LOWERINGS: "dict[tuple[str, str | None], Lowering]" = {}
+
+
+def lowering(primitive: str, op: str | None = None, *, onnx=None, c=None, c_fusable=False, replay_passes=False) -> None:
+    """Declare what export and capture know of backend primitive ``primitive`` (of its ``op``, for the
+    unary, binary and reduce primitives): see ``Lowering``."""
+    key = (primitive, op)
+    if key in _LOWERINGS:
+        raise ValueError(f"the lowering of {primitive}{'' if op is None else ' ' + op} is declared twice")
+    _LOWERINGS[key] = Lowering(primitive, op, onnx, c, c_fusable, replay_passes)
+
+
+def lowering_of(primitive: str, op: str | None = None) -> Lowering | None:
+    """The declared lowering of ``primitive`` (of its ``op``), or None where none is declared."""
+    return _LOWERINGS.get((primitive, op))
+
+
+def lowerings(primitive: str) -> list[Lowering]:
+    """Every declared lowering of an op of ``primitive`` (``unary``, ``binary``, ``reduce``)."""
+    return [d for (p, o), d in _LOWERINGS.items() if p == primitive and o is not None]
