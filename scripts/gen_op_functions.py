@@ -125,9 +125,8 @@ def functional_module(registry):
             if definition.functional_adapter is not None:
                 names[name] = _where_defined(definition.functional_adapter)
             elif definition.functional_inplace:
-                entries.append(
-                    f'_{name}, _{name}_inplace = _get("{definition.name}").entry, _get("{definition.name}").inplace_entry'
-                )
+                declared = f'_get("{definition.name}")'
+                entries.append(f"_{name}, _{name}_inplace = {declared}.entry, {declared}.inplace_entry")
                 entries.append(f"{name}_ = _{name}_inplace")
                 defined.extend(_inplace_keyword_form(definition))
             else:

@@ -18,8 +18,9 @@ The first two are the stubs of the modules scripts/gen_op_functions.py writes (w
 function by name from where its op is declared), which ``adcuda/__init__.py`` and ``nn/functional.py``
 star-import: they give type checkers each entry's exact signature. ``_tensor_ops.pyi`` is stub-only:
 ``tensor.py`` makes ``TensorOps`` a base of ``Tensor`` for type checkers only, so tensor.py keeps
-declaring its own names and the stub adds just the generated ones. tests/test_type_hints.py fails while a committed stub differs from this
-script's output. Run it from outside the source tree or with an editable install.
+declaring its own names and the stub adds just the generated ones. tests/test_type_hints.py fails
+while a committed stub differs from this script's output. Run it from outside the source tree or with an
+editable install.
 """
 
 import argparse
