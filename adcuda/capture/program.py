@@ -4,8 +4,9 @@ memory plan, and the Python function that replays it.
 The memory plan: each array's lifetime is the span from the step that makes it to the last step
 that reads it or a view of it (views extend the life of the array that owns the memory). An array
 made by a call that has a replay kernel (``FAST_KERNELS``: elementwise ufuncs, the CPU primitives of
-relu and gelu_tanh with their ``out=`` and the program's ``Scratch``, gelu_tanh's over big arrays a
-chunk at a time, 2-D matrix products, zero fills and copies) is written by it with ``out=``: over an
+the unary ops that write into a given array with their ``out=`` and the program's ``Scratch``, those
+declared to make many passes over big arrays a chunk at a time, 2-D matrix products, zero fills and
+copies) is written by it with ``out=``: over an
 elementwise operand that dies at that call (in place), else into a preallocated buffer, reused by
 later arrays of the same shape and dtype once its occupant is dead; a copy of a dying array into its
 own dtype is no copy; every other array is made by its primitive as in eager. Outputs, arrays a host
@@ -88,7 +89,7 @@ def _strided_operands(primitive):
 
 def _many_passes(op):
     """Whether the kernels of ``UNARY_INTO``/``UNARY_BACKWARD_INTO`` op ``op`` make so many passes over their
-    arrays (its declaration's ``replay_passes``: gelu_tanh) that over arrays bigger than a chunk they run in
+    arrays (its declaration's ``replay_passes``) that over arrays bigger than a chunk they run in
     chunks."""
     declared = lowering_of("unary", op)
     return declared is not None and declared.replay_passes
@@ -132,7 +133,7 @@ def _in_chunks(primitive, op, scratch, count, step):
 def _unary_kernel(call, scratch):
     """``unary(op, a)`` of a float32/float64 array: where the op is one ufunc, that ufunc (the primitive's
     own, without the primitive's wrapper, which costs more than a small array's call); where the op
-    writes into a given array (``UNARY_INTO``: relu, gelu_tanh's chain), the primitive with ``out=``
+    writes into a given array (``UNARY_INTO``), the primitive with ``out=``
     and the program's scratch arrays."""
     op, a = (call.arrays_in + (None, None))[:2]
     if not isinstance(a, ArraySpec) or a.dtype not in _FLOATS:
@@ -146,8 +147,8 @@ def _unary_kernel(call, scratch):
 
 
 def _unary_backward_kernel(call, scratch):
-    """``unary_backward(op, x, y, g)`` where the op writes into a given array (``UNARY_BACKWARD_INTO``:
-    relu, gelu_tanh): the primitive with ``out=`` and the program's scratch arrays."""
+    """``unary_backward(op, x, y, g)`` where the op writes into a given array (``UNARY_BACKWARD_INTO``): the
+    primitive with ``out=`` and the program's scratch arrays."""
     op, x, y, g = (call.arrays_in + (None,) * 4)[:4]
     if op not in UNARY_BACKWARD_INTO or not isinstance(x, ArraySpec) or not isinstance(g, ArraySpec):
         return None
@@ -589,8 +590,8 @@ class Program:
         ``keyword``) and the backward reads it from there instead of computing it again, the same
         numbers (the primitives' docstrings). Each pair has an array of its own, alive through the
         replay, in one float dtype. What pairs is declared with the forward's op (``ReplayKeep`` in
-        adcuda/ops/registry.py: attention's probabilities, layer_norm's normalised x, gelu_tanh's tanh
-        argument), with the operands holding the forward's numbers (``_same_numbers``)."""
+        adcuda/ops/registry.py: attention's probabilities, a normalisation's normalised input...), with
+        the operands holding the forward's numbers (``_same_numbers``)."""
         steps, layout = self.trace.steps, self.layout
         keeps = {}
 

@@ -31,7 +31,7 @@ _NONZERO = "(v != 0.0f ? 1.0f : 0.0f)"
 
 def unary_c(op):
     """The C expression over ``v`` (a float) of unary op ``op``, as its declaration gives it (libm's float
-    functions; c_code.py's ``erf_rational`` for erf and gelu: branch-free, so the loops vectorize), or None."""
+    functions, c_code.py's branch-free ``erf_rational`` where an erf is needed), or None."""
     if op == "nonzero":
         return _NONZERO
     declared = lowering_of("unary", op)

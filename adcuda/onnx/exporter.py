@@ -15,8 +15,6 @@ carries them (``Shape``), so reshapes and expands hold for every batch size; a t
 symbolic size uses ``-1`` instead.
 """
 
-import math
-
 import numpy as np
 
 from .. import dtypes as dt
@@ -616,26 +614,16 @@ class _Writer:
     # ------------------------------------------------------------------ elementwise
     def unary(self, node, op, a):
         """``unary(op, a)``: the op's declared ONNX operator, or its declared translation."""
+        self.apply_unary(op, self.name(a.value), self.np_dtype(a.value), self.out(node), "unary op")
+
+    def apply_unary(self, op, x, dtype, out, what):
+        """Unary op ``op`` of tensor ``x`` (NumPy ``dtype``) as declared, into ``out``. -> its name."""
         declared = lowering_of("unary", op)
         if declared is None or declared.onnx is None:
-            self.refuse(f"unary op {op!r} has no ONNX translation")
-        x, out = self.name(a.value), self.out(node)
+            self.refuse(f"{what} {op!r} has no ONNX translation")
         if isinstance(declared.onnx, str):
-            self.emit(declared.onnx, [x], [out])
-        else:
-            declared.onnx(self, x, self.np_dtype(a.value), out)
-
-    def gelu(self, x, dtype, tanh, out):
-        if self.opset >= 20:
-            return self.emit("Gelu", [x], [out], approximate="tanh" if tanh else "none")
-        if tanh:  # 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-            cube = self.emit("Mul", [self.emit("Mul", [x, x]), x])
-            inner = self.emit("Add", [x, self.emit("Mul", [cube, self.const(0.044715, dtype)])])
-            t = self.emit("Tanh", [self.emit("Mul", [inner, self.const(math.sqrt(2.0 / math.pi), dtype)])])
-        else:  # 0.5 x (1 + erf(x / sqrt 2))
-            t = self.emit("Erf", [self.emit("Mul", [x, self.const(1.0 / math.sqrt(2.0), dtype)])])
-        half_x = self.emit("Mul", [x, self.const(0.5, dtype)])
-        return self.emit("Mul", [half_x, self.emit("Add", [t, self.const(1.0, dtype)])], [out])
+            return self.emit(declared.onnx, [x], [out])
+        return declared.onnx(self, x, dtype, out)
 
     def binary(self, node, op, a, b, dtype):
         """``binary(op, a, b, dtype)``: the op's declared ONNX operator over both operands in ``dtype``, or
@@ -823,9 +811,7 @@ class _Writer:
             result = self.emit("Add", [result, self.name(bias.value)])
         pre = result
         if activation is not None:
-            if activation != "gelu_tanh":
-                self.refuse(f"matmul's fused activation {activation!r} has no ONNX translation")
-            result = self.gelu(result, self.np_dtype(a.value), True, None)
+            result = self.apply_unary(activation, result, self.np_dtype(a.value), None, "matmul's fused activation")
         self.emit("Identity", [result], [self.out(node)])
         if save_preactivation and self.out(node, 1) is not None:
             self.emit("Identity", [pre], [self.out(node, 1)])

@@ -741,12 +741,26 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     return _float_unary(_gelu_primitive(approximate), input)
 
 
+def _onnx_gelu(w, x, dtype, out, tanh):
+    """ONNX's Gelu from opset 20; before, its formula in ONNX operators."""
+    if w.opset >= 20:
+        return w.emit("Gelu", [x], [out], approximate="tanh" if tanh else "none")
+    if tanh:  # 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+        cube = w.emit("Mul", [w.emit("Mul", [x, x]), x])
+        inner = w.emit("Add", [x, w.emit("Mul", [cube, w.const(_GELU_TANH_COEFFICIENT, dtype)])])
+        t = w.emit("Tanh", [w.emit("Mul", [inner, w.const(_SQRT_2_OVER_PI, dtype)])])
+    else:  # 0.5 x (1 + erf(x / sqrt 2))
+        t = w.emit("Erf", [w.emit("Mul", [x, w.const(_INV_SQRT_2, dtype)])])
+    half_x = w.emit("Mul", [x, w.const(0.5, dtype)])
+    return w.emit("Mul", [half_x, w.emit("Add", [t, w.const(1.0, dtype)])], [out])
+
+
 # C: the CPU backend's erf within rounding (c_code.py's erf_rational: branch-free, so the loops vectorize;
 # libm's erff is a call per element and would take most of a GELU MLP's time)
 lowering(
     "unary",
     "gelu",
-    onnx=lambda w, x, dtype, out: w.gelu(x, dtype, False, out),
+    onnx=lambda w, x, dtype, out: _onnx_gelu(w, x, dtype, out, False),
     c="0.5f * v * (1.0f + erf_rational(v * 0.70710678118654752f))",
     c_fusable=True,
 )
@@ -762,7 +776,7 @@ def _gelu_tanh_replay_pair(same, shape_of, forward, backward):
 lowering(
     "unary",
     "gelu_tanh",
-    onnx=lambda w, x, dtype, out: w.gelu(x, dtype, True, out),
+    onnx=lambda w, x, dtype, out: _onnx_gelu(w, x, dtype, out, True),
     c="0.5f * v * (1.0f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)))",
     c_fusable=True,
     replay_passes=True,

@@ -437,7 +437,7 @@ class ReplayKeep:
       equal). ``same(a, b)`` says whether the forward's operand ``a`` and the backward's ``b`` hold the
       same numbers; ``shape_of(a)`` is an operand's shape;
     - ``kernels_only``: only forwards and backwards that the replay runs by its own kernels take the keyword
-      (gelu_tanh's, ``unary``'s ``out=`` kernels).
+      (``unary``'s ``out=`` kernels).
     """
 
     __slots__ = ("keyword", "backward", "results", "reads", "arity", "pair", "kernels_only")
