@@ -170,8 +170,7 @@ def _drop_unused_constants(graph):
 
 
 # --------------------------------------------------------------------------------------------------
-# one lowering per primitive: (node, constants, shapes) -> [CNode]; node.params holds the call's arguments
-# by the primitive's parameter names (backends/cpu), arrays as ``Ref``s
+# what the lowerings (``Lowerer`` below) share
 def _operand(value, what):
     if isinstance(value, Ref):
         return value.value
