@@ -434,7 +434,7 @@ class CSource:
         """Over (outer, reduced, inner): each output row of ``inner`` accumulates the ``reduced`` rows
         above it, so the innermost loop runs along contiguous memory."""
         a = node.attrs
-        start, step = reduce_c(a["op"])
+        start, step, finish = reduce_c(a["op"])
         outer, reduced, inner = a["outer"], a["reduced"], a["inner"]
         body = [
             f"for (long o = 0; o < {outer}L; ++o) {{",
@@ -445,8 +445,10 @@ class CSource:
             f"        for (long i = 0; i < {inner}L; ++i) yo[i] = {step.format(acc='yo[i]', v='xr[i]')};",
             "    }",
         ]
-        if a["op"] == "mean":
-            body.append(f"    for (long i = 0; i < {inner}L; ++i) yo[i] /= {reduced}.0f;")
+        if finish is not None:
+            body.append(
+                f"    for (long i = 0; i < {inner}L; ++i) yo[i] = {finish.format(acc='yo[i]', count=f'{reduced}.0f')};"
+            )
         body.append("}")
         return [self.pointer(node.inputs[0]), self.pointer(node.out)], body
 

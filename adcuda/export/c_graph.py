@@ -17,8 +17,6 @@ change no data there, so they become ``alias`` nodes that the memory plan maps t
 buffer.
 """
 
-import dataclasses
-
 import numpy as np
 
 from .. import dtypes as dt
@@ -46,8 +44,8 @@ def binary_c(op):
 
 
 def reduce_c(op):
-    """(The accumulator's start, how it takes one more ``{v}`` into ``{acc}``) of reduction ``op``, as
-    declared (mean is sum's, divided at the end), or None."""
+    """(The accumulator's start, how it takes one more ``{v}`` into ``{acc}``, how the result is finished
+    from ``{acc}`` and the ``{count}`` of values or None) of reduction ``op``, as declared, or None."""
     declared = lowering_of("reduce", op)
     return None if declared is None else declared.c
 
@@ -121,7 +119,7 @@ def lower(graph):
         if c.name or c.source:
             names[v] = c.name or f"computed from {c.source}"
     nodes = []
-    lowerer = Lowerer(constants, shapes)
+    lowerer = Lowerer(constants, shapes, {v: info.dtype for v, info in graph.values.items()})
     for node in graph.nodes:
         declared = lowering_of(node.op)
         if declared is None or declared.c is None:
@@ -129,15 +127,6 @@ def lower(graph):
                 f"adcuda.export.to_c: the primitive {node.op} ({_describe(node, shapes)}) has no C "
                 f"lowering; the C export covers {supported()}"
             )
-        if node.op in ("unary", "binary") and str(node.params["op"]).startswith("bitwise_"):
-            # on bool masks (&, |, ^, ~) the bitwise ops are the logical ones; on integers they are refused
-            operand = node.params["a"]
-            if isinstance(operand, Ref) and graph.values[operand.value].dtype == dt.bool_:
-                node = dataclasses.replace(node, params={**node.params, "op": "logical_" + node.params["op"][8:]})
-        if node.op == "attention" and isinstance(node.params["mask"], Ref):
-            # a bool mask is a float 0 or 1 in C: the kernel has to know to test it rather than add it
-            mask_is_bool = graph.values[node.params["mask"].value].dtype == dt.bool_
-            node = dataclasses.replace(node, params={**node.params, "mask_is_bool": mask_is_bool})
         first = node.outputs[0]
         if first is not None:
             _require_float32(graph.values[first].dtype, f"the result of {node.op}", shapes[first], bool_too=True)
@@ -231,13 +220,21 @@ class Lowerer:
     in adcuda/ops/<family>.py): each gives one traced call's ``CNode``s. ``node.params`` holds the call's
     arguments by the primitive's parameter names (backends/cpu), arrays as ``Ref``s."""
 
-    def __init__(self, constants, shapes):
+    def __init__(self, constants, shapes, dtypes):
         self.constants = constants
         self.shapes = shapes
+        self.dtypes = dtypes
+
+    def _truth_op(self, op, operand):
+        """On bool masks (&, |, ^, ~) the bitwise ops are the logical ones (a bool is a float 0 or 1 in C);
+        on integers they are refused."""
+        if op.startswith("bitwise_") and isinstance(operand, Ref) and self.dtypes[operand.value] == dt.bool_:
+            return "logical_" + op[len("bitwise_") :]
+        return op
 
     def unary(self, node):
         shapes = self.shapes
-        op, x = node.params["op"], node.params["a"].value
+        op, x = self._truth_op(node.params["op"], node.params["a"]), node.params["a"].value
         if unary_c(op) is None:
             raise ExportError(
                 f"adcuda.export.to_c: unary {op} (on {_shape_of(shapes, x)}) has no C lowering; the unary "
@@ -246,7 +243,7 @@ class Lowerer:
         return [CNode("unary", [x], node.outputs[0], f"unary {op}", op=op)]
 
     def binary(self, node):
-        op, a, b = node.params["op"], node.params["a"], node.params["b"]
+        op, a, b = self._truth_op(node.params["op"], node.params["a"]), node.params["a"], node.params["b"]
         if binary_c(op) is None:
             raise ExportError(
                 f"adcuda.export.to_c: binary {op} has no C lowering (it writes {_c_ops('binary')}); "
@@ -489,7 +486,8 @@ class Lowerer:
                 "attention",
                 scale=float(p["scale"]),
                 causal=bool(p["is_causal"]),
-                mask_is_bool=bool(p.get("mask_is_bool", False)) if mask is not None else None,
+                # a bool mask is a float 0 or 1 in C: the kernel has to know to test it rather than add it
+                mask_is_bool=self.dtypes[mask.value] == dt.bool_ if mask is not None else None,
                 # one batch entry's keys transposed (E x S, so the scores of a query are unit-stride sums) and
                 # one query's score row (S)
                 workspace=(shapes[k][-1] + 1) * shapes[k][-2],

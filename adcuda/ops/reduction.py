@@ -110,7 +110,7 @@ def sum(
     return _reduce("sum", input, reduce_axes("sum", input.ndim, dim), keepdim)
 
 
-lowering("reduce", "sum", onnx="ReduceSum", c=("0.0f", "{acc} + {v}"))
+lowering("reduce", "sum", onnx="ReduceSum", c=("0.0f", "{acc} + {v}", None))
 
 
 def _mean_grad(grad, input_shape, dim, keepdim):
@@ -137,7 +137,7 @@ def mean(
 
 
 # C: the sum, divided at the end
-lowering("reduce", "mean", onnx="ReduceMean", c=("0.0f", "{acc} + {v}"))
+lowering("reduce", "mean", onnx="ReduceMean", c=("0.0f", "{acc} + {v}", "{acc} / {count}"))
 
 
 def _prod_grad(grad, input, result, dim, keepdim):
@@ -172,7 +172,7 @@ def prod(input: Tensor, dim: int | None = None, keepdim: bool = False, *, dtype:
     return _reduce("prod", input, reduce_axes("prod", input.ndim, dim), keepdim)
 
 
-lowering("reduce", "prod", onnx="ReduceProd", c=("1.0f", "{acc} * {v}"))
+lowering("reduce", "prod", onnx="ReduceProd", c=("1.0f", "{acc} * {v}", None))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -205,7 +205,7 @@ def amax(input: Tensor, dim: int | Sequence[int] = (), keepdim: bool = False) ->
 
 
 # C: amax and amin pass a NaN on, as NumPy's
-lowering("reduce", "amax", onnx="ReduceMax", c=("-INFINITY", "(({v} != {v} || {v} > {acc}) ? {v} : {acc})"))
+lowering("reduce", "amax", onnx="ReduceMax", c=("-INFINITY", "(({v} != {v} || {v} > {acc}) ? {v} : {acc})", None))
 
 
 @op(
@@ -218,7 +218,7 @@ def amin(input: Tensor, dim: int | Sequence[int] = (), keepdim: bool = False) ->
     return _extreme("amin", input, dim, keepdim)
 
 
-lowering("reduce", "amin", onnx="ReduceMin", c=("INFINITY", "(({v} != {v} || {v} < {acc}) ? {v} : {acc})"))
+lowering("reduce", "amin", onnx="ReduceMin", c=("INFINITY", "(({v} != {v} || {v} < {acc}) ? {v} : {acc})", None))
 
 
 def _max_min(name, input, dim, keepdim):

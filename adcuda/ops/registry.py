@@ -396,7 +396,8 @@ class Lowering:
     - ``c``: for a whole primitive, ``c(lowerer, node)`` gives the call's C loop nests
       (``adcuda/export/c_graph.py``'s ``Lowerer``). For a ``unary`` op, its C expression over the float
       ``v``; for a ``binary`` op, over ``{a}`` and ``{b}``; for a ``reduce`` op, (the accumulator's start,
-      how it takes one more ``{v}`` into ``{acc}``).
+      how it takes one more ``{v}`` into ``{acc}``, how the result is finished from ``{acc}`` and the
+      ``{count}`` of values, or None).
     - ``c_fusable``: a ``unary`` op a Linear or a Conv2d applies in its own C loop when it follows one.
     - ``replay_passes``: a ``unary`` op whose CPU replay kernels make so many passes over their arrays that
       graph capture runs them chunk by chunk (``adcuda/capture/program.py``).
