@@ -127,3 +127,15 @@ def test_nonzero_over_the_primitives(shape):
     pieces = adcuda.nonzero(x, as_tuple=True)
     assert [p.tolist() for p in pieces] == [p.tolist() for p in torch.nonzero(t, as_tuple=True)]
     assert adcuda.argwhere(x).tolist() == torch.argwhere(t).tolist()
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_index_select_and_its_range_check(dim):
+    data = np.arange(20, dtype=np.float32).reshape(4, 5)
+    for idx in ([1, 2, 0], [3], []):
+        got = adcuda.tensor(data).index_select(dim, adcuda.tensor(idx, dtype=adcuda.int64))
+        expected = torch.tensor(data).index_select(dim, torch.tensor(idx, dtype=torch.int64))
+        assert tuple(got.shape) == tuple(expected.shape) and got.tolist() == expected.tolist()
+    for bad in ([4, 0], [-1]):  # out of range on the host check of a CPU index
+        with pytest.raises(AdcudaError):
+            adcuda.tensor(data).index_select(0, adcuda.tensor(bad))

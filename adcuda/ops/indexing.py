@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..autograd.graph import needs_grad
+from ..device import CPU
 from ..errors import DeviceError, DTypeError, IndexOutOfRangeError, IndexValueError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import broadcast_shapes, cast, constant, filled, int_tuple, wrap, wrap_dim
@@ -437,8 +438,14 @@ def _check_index_tensor(name, input, dim, index, same_rank=True):
 
 @host_step  # reads the indices: graph capture runs the check again on every replay
 def _check_index_range(name, index, d, input_shape):
-    lo = int(index.min().item())
-    hi = int(index.max().item())
+    if index._device is CPU:
+        # the host's own array (to_numpy gives it back): two NumPy reductions, where two reduction ops
+        # and two .item() calls cost most of an index_select or gather of a few elements
+        host = primitives(index).to_numpy(index._data)
+        lo, hi = int(host.min()), int(host.max())
+    else:
+        lo = int(index.min().item())
+        hi = int(index.max().item())
     n = input_shape[d] if input_shape else 1
     if lo < 0 or hi >= n:
         # PyTorch: a RuntimeError, but index_select along dim 0 raises IndexError
@@ -511,7 +518,9 @@ def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
                 f"index_select: index to a 0-d tensor can have only 1 value, got {index.numel()}"
             )
         return input.clone()
-    return getitem(input, (slice(None),) * d + (index.reshape(-1),))
+    vector = index if index.ndim == 1 else index.reshape(-1)
+    # along dim 0 the vector is the whole key (one index tensor: getitem's shortest path)
+    return getitem(input, vector if d == 0 else (slice(None),) * d + (vector,))
 
 
 @op("masked_fill", doc="input with value where mask is true.", composite=True, inplace=True)
