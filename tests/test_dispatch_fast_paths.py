@@ -139,3 +139,27 @@ def test_index_select_and_its_range_check(dim):
     for bad in ([4, 0], [-1]):  # out of range on the host check of a CPU index
         with pytest.raises(AdcudaError):
             adcuda.tensor(data).index_select(0, adcuda.tensor(bad))
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        [[1.0, 2.0], [3.0, 4.0]],
+        [1, 2, 3],
+        [True, False],
+        [True, 2],
+        [1, 2.5],
+        [[True], [3.0]],
+        [np.int32(3), 4],
+        [2**40, 1],
+    ],
+)
+def test_tensor_from_nested_numbers(data):
+    got, expected = adcuda.tensor(data), torch.tensor(data)
+    assert str(got.dtype).rsplit(".", 1)[-1] == str(expected.dtype).rsplit(".", 1)[-1]
+    assert got.tolist() == expected.tolist()
+
+
+def test_tensor_from_nested_data_holding_tensors():
+    got = adcuda.tensor([[1.0, adcuda.tensor(2.0)], [adcuda.tensor(3.0), 4.0]])
+    assert got.dtype is adcuda.float32 and got.tolist() == [[1.0, 2.0], [3.0, 4.0]]

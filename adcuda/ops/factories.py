@@ -97,9 +97,15 @@ def _infer_dtype(obj):
     NumPy scalars and arrays keep their own dtype; the elements' dtypes are promoted together."""
     result = None
     stack = [obj]
+    seen = set()  # the Python scalar classes met: each promotes once (their dtype is their class's)
     while stack:
         x = stack.pop()
-        if isinstance(x, (list, tuple)) or _is_other_sequence(x):
+        kind = x.__class__
+        if kind is float or kind is int or kind is bool:
+            if kind in seen:
+                continue
+            seen.add(kind)
+        elif isinstance(x, (list, tuple)) or _is_other_sequence(x):
             stack.extend(x)
             continue
         if isinstance(x, (np.generic, np.ndarray)):
@@ -135,6 +141,21 @@ def _flatten_once(data):
             yield x
 
 
+def _holds_tensor(data):
+    """Whether nested lists and tuples ``data`` hold a Tensor (plain numbers passed over by their class)."""
+    stack = [data]
+    while stack:
+        for x in stack.pop():
+            kind = x.__class__
+            if kind is float or kind is int or kind is bool:
+                continue
+            if isinstance(x, Tensor):
+                return True
+            if isinstance(x, (list, tuple)):
+                stack.append(x)
+    return False
+
+
 def _tensors_to_lists(data):
     if isinstance(data, Tensor):
         return data.tolist()
@@ -164,7 +185,7 @@ def tensor(
         else:
             if _is_other_sequence(data):
                 data = list(data)
-            if isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in _flatten_once(data)):
+            if isinstance(data, (list, tuple)) and _holds_tensor(data):
                 data = _tensors_to_lists(data)
             if dtype is None:
                 try:
