@@ -16,6 +16,7 @@ from numpy.typing import ArrayLike
 from ..dtypes import INTEGER
 from ..dtypes import dtype as DType
 from ..errors import DTypeError, ShapeError, fmt_shape
+from ._pooling_windows import check_avg_window
 from .elementwise_table import UNARY_BY_NAME
 
 __all__ = [
@@ -415,3 +416,92 @@ def group_norm_backward(
             f"group_norm_backward: mean and rstd must have shape ({x.shape[0]}, {groups}), got "
             f"{fmt_shape(mean.shape)} and {fmt_shape(rstd.shape)}"
         )
+
+
+# pooling (kernels/pooling.cu): 4-d inputs (N, C, H, W); max pooling of any numeric dtype, average
+# pooling of floating point ones
+_NUMERIC = _FLOATING | {"int32", "int64"}
+
+
+def _check_pooled(op, x):
+    if x.ndim != 4:
+        raise ShapeError(f"{op}: expected a 4-d input (N, C, H, W), got {fmt_shape(x.shape)}")
+    if x.dtype.name not in _NUMERIC:
+        raise DTypeError(f"{op}: expected a numeric array, got {x.dtype.name}")
+
+
+def _check_averaged(op, x):
+    if x.ndim != 4:
+        raise ShapeError(f"{op}: expected a 4-d array (N, C, H, W), got {fmt_shape(x.shape)}")
+    if x.dtype.name not in _FLOATING:
+        raise DTypeError(f"{op}: expected a floating point array, got {x.dtype.name}")
+
+
+@primitive
+def max_pool2d(
+    x: BackendArray, kernel: Shape, stride: Shape, padding: Shape, dilation: Shape, out_size: Shape
+) -> tuple[BackendArray, BackendArray]:
+    _check_pooled("max_pool2d", x)
+
+
+@primitive
+def adaptive_max_pool2d(x: BackendArray, out_size: Shape) -> tuple[BackendArray, BackendArray]:
+    _check_pooled("adaptive_max_pool2d", x)
+    if (x.shape[2] == 0 or x.shape[3] == 0) and out_size[0] * out_size[1]:
+        raise ShapeError(f"adaptive_max_pool2d: cannot pool an empty plane of input {fmt_shape(x.shape)}")
+
+
+@primitive
+def max_pool2d_backward(g: BackendArray, indices: BackendArray, input_shape: Shape) -> BackendArray:
+    input_shape = tuple(int(s) for s in input_shape)
+    if (
+        g.ndim != 4
+        or tuple(indices.shape) != tuple(g.shape)
+        or len(input_shape) != 4
+        or tuple(g.shape[:2]) != input_shape[:2]
+    ):
+        raise ShapeError(
+            f"max_pool2d_backward: grad {fmt_shape(g.shape)} and indices {fmt_shape(indices.shape)} "
+            f"do not fit input {fmt_shape(input_shape)}"
+        )
+
+
+@primitive
+def avg_pool2d(
+    x: BackendArray,
+    kernel: Shape,
+    stride: Shape,
+    padding: Shape,
+    out_size: Shape,
+    count_include_pad: bool,
+    divisor_override: int | None,
+) -> BackendArray:
+    _check_averaged("avg_pool2d", x)
+    check_avg_window("avg_pool2d", kernel, stride, padding, divisor_override)
+
+
+@primitive
+def avg_pool2d_backward(
+    g: BackendArray,
+    input_shape: Shape,
+    kernel: Shape,
+    stride: Shape,
+    padding: Shape,
+    count_include_pad: bool,
+    divisor_override: int | None,
+) -> BackendArray:
+    _check_averaged("avg_pool2d_backward", g)
+    check_avg_window("avg_pool2d_backward", kernel, stride, padding, divisor_override)
+
+
+@primitive
+def adaptive_avg_pool2d(x: BackendArray, out_size: Shape) -> BackendArray:
+    _check_averaged("adaptive_avg_pool2d", x)
+    n, c, h, w = x.shape
+    if (h == 0 or w == 0) and int(out_size[0]) * int(out_size[1]) and n * c:
+        raise ShapeError(f"adaptive_avg_pool2d: cannot pool an empty plane of input {fmt_shape(x.shape)}")
+
+
+@primitive
+def adaptive_avg_pool2d_backward(g: BackendArray, input_shape: Shape) -> BackendArray:
+    _check_averaged("adaptive_avg_pool2d_backward", g)
