@@ -12,7 +12,7 @@ a unary op: one row here, its formula in the CPU module, its functor in functors
 """
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Final, Literal
 
 __all__ = [
     "FLOAT",
@@ -30,15 +30,15 @@ __all__ = [
 ]
 
 # What dtypes a unary op takes (its kernels are instantiated for those alone):
-FLOAT = "FloatOnly"
+FLOAT: Final = "FloatOnly"
 """Floating point functions: bool and integer arrays are computed in float64 and cast back."""
-NUMERIC = "Numeric"
+NUMERIC: Final = "Numeric"
 """Floating point and integers; bool only where ``bool_is_identity`` (abs, relu), else DTypeError."""
-ROUNDING = "Rounding"
+ROUNDING: Final = "Rounding"
 """Floating point; integers (already whole) are copied."""
-BITWISE = "Bitwise"
+BITWISE: Final = "Bitwise"
 """bool and integers only."""
-LOGICAL = "Logical"
+LOGICAL: Final = "Logical"
 """Every dtype, a bool result."""
 
 Kind = Literal["FloatOnly", "Numeric", "Rounding", "Bitwise", "Logical"]

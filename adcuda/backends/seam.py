@@ -267,13 +267,13 @@ def _require_floating(op: str, x: BackendArray) -> None:
 
 # elementwise (kernels/elementwise_*.cu; the unary ops' table: elementwise_table.py)
 @primitive
-def unary(op: str, a: BackendArray) -> BackendArray:
+def unary(op: str, a: BackendArray) -> None:
     if op not in UNARY_BY_NAME:
         raise ValueError(f"unary: unknown op '{op}'")
 
 
 @primitive
-def unary_backward(op: str, x: BackendArray | None, y: BackendArray | None, g: BackendArray) -> BackendArray:
+def unary_backward(op: str, x: BackendArray | None, y: BackendArray | None, g: BackendArray) -> None:
     """The saved array the op's gradient reads (the table's ``reads``) must be given."""
     entry = UNARY_BY_NAME.get(op)
     if entry is None or entry.backward is None:
@@ -287,19 +287,19 @@ def _check_scalar(op: str, value: object, dtype: DType) -> None:
     ops; ``np.where`` would wrap it silently)."""
     if value.__class__ is int and dtype.category == INTEGER:
         info = np.iinfo(dtype.numpy)
-        if not info.min <= value <= info.max:  # type: ignore[operator]
+        if not info.min <= value <= info.max:
             raise OverflowError(f"{op}: Python integer {value} out of bounds for {dtype.name}")
 
 
 @primitive
-def where(cond: BackendArray, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> BackendArray:
+def where(cond: BackendArray, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> None:
     """(NumPy scalars are checked as the Python scalars they are: the CUDA backend passes them so.)"""
     _check_scalar("where", a, dtype)
     _check_scalar("where", b, dtype)
 
 
 @primitive
-def clamp(a: BackendArray, lo: Scalar | None, hi: Scalar | None) -> BackendArray:
+def clamp(a: BackendArray, lo: Scalar | None, hi: Scalar | None) -> None:
     for bound in (lo, hi):
         if isinstance(bound, np.ndarray) or (hasattr(bound, "shape") and not isinstance(bound, np.generic)):
             raise DTypeError("clamp: the bounds must be Python scalars or None, got an array")
@@ -313,7 +313,7 @@ def matmul(
     bias: BackendArray | None = None,
     activation: str | None = None,
     save_preactivation: bool = False,
-) -> BackendArray | tuple[BackendArray, BackendArray]:
+) -> None:
     """(NumPy's rules for a vector ``a`` or 0-d operands are the ops layer's.)"""
     if a.ndim < 2 or b.ndim < 1:
         raise ShapeError(
@@ -360,56 +360,52 @@ def _check_groups(op, x, groups, *params):
 
 
 @primitive
-def layer_norm(
-    x: BackendArray, weight: BackendArray | None, bias: BackendArray | None, n: int, eps: float
-) -> tuple[BackendArray, BackendArray, BackendArray]:
+def layer_norm(x: BackendArray, weight: BackendArray | None, bias: BackendArray | None, n: int, eps: float) -> None:
     _check_normalized("layer_norm", x, n, weight, bias)
 
 
 @primitive
 def layer_norm_backward(
     g: BackendArray, x: BackendArray, weight: BackendArray | None, mean: BackendArray, rstd: BackendArray, n: int
-) -> tuple[BackendArray, BackendArray | None, BackendArray]:
+) -> None:
     _check_normalized("layer_norm_backward", x, n, weight)
 
 
 @primitive
-def rms_norm(x: BackendArray, weight: BackendArray | None, n: int, eps: float) -> tuple[BackendArray, BackendArray]:
+def rms_norm(x: BackendArray, weight: BackendArray | None, n: int, eps: float) -> None:
     _check_normalized("rms_norm", x, n, weight)
 
 
 @primitive
 def rms_norm_backward(
     g: BackendArray, x: BackendArray, weight: BackendArray | None, rstd: BackendArray, n: int
-) -> tuple[BackendArray, BackendArray | None]:
+) -> None:
     _check_normalized("rms_norm_backward", x, n, weight)
 
 
 @primitive
-def batch_norm(
-    x: BackendArray, weight: BackendArray | None, bias: BackendArray | None, eps: float
-) -> tuple[BackendArray, BackendArray, BackendArray]:
+def batch_norm(x: BackendArray, weight: BackendArray | None, bias: BackendArray | None, eps: float) -> None:
     _check_channels("batch_norm", x, weight, bias)
 
 
 @primitive
 def batch_norm_backward(
     g: BackendArray, x: BackendArray, weight: BackendArray | None, mean: BackendArray, rstd: BackendArray
-) -> tuple[BackendArray, BackendArray | None, BackendArray]:
+) -> None:
     _check_channels("batch_norm_backward", x, weight, mean, rstd)
 
 
 @primitive
 def group_norm(
     x: BackendArray, weight: BackendArray | None, bias: BackendArray | None, groups: int, eps: float
-) -> tuple[BackendArray, BackendArray, BackendArray]:
+) -> None:
     _check_groups("group_norm", x, groups, weight, bias)
 
 
 @primitive
 def group_norm_backward(
     g: BackendArray, x: BackendArray, weight: BackendArray | None, mean: BackendArray, rstd: BackendArray, groups: int
-) -> tuple[BackendArray, BackendArray | None, BackendArray]:
+) -> None:
     _check_groups("group_norm_backward", x, groups, weight)
     if tuple(mean.shape) != (x.shape[0], groups) or tuple(rstd.shape) != tuple(mean.shape):
         raise ShapeError(
@@ -438,21 +434,19 @@ def _check_averaged(op, x):
 
 
 @primitive
-def max_pool2d(
-    x: BackendArray, kernel: Shape, stride: Shape, padding: Shape, dilation: Shape, out_size: Shape
-) -> tuple[BackendArray, BackendArray]:
+def max_pool2d(x: BackendArray, kernel: Shape, stride: Shape, padding: Shape, dilation: Shape, out_size: Shape) -> None:
     _check_pooled("max_pool2d", x)
 
 
 @primitive
-def adaptive_max_pool2d(x: BackendArray, out_size: Shape) -> tuple[BackendArray, BackendArray]:
+def adaptive_max_pool2d(x: BackendArray, out_size: Shape) -> None:
     _check_pooled("adaptive_max_pool2d", x)
     if (x.shape[2] == 0 or x.shape[3] == 0) and out_size[0] * out_size[1]:
         raise ShapeError(f"adaptive_max_pool2d: cannot pool an empty plane of input {fmt_shape(x.shape)}")
 
 
 @primitive
-def max_pool2d_backward(g: BackendArray, indices: BackendArray, input_shape: Shape) -> BackendArray:
+def max_pool2d_backward(g: BackendArray, indices: BackendArray, input_shape: Shape) -> None:
     input_shape = tuple(int(s) for s in input_shape)
     if (
         g.ndim != 4
@@ -475,7 +469,7 @@ def avg_pool2d(
     out_size: Shape,
     count_include_pad: bool,
     divisor_override: int | None,
-) -> BackendArray:
+) -> None:
     _check_averaged("avg_pool2d", x)
     check_avg_window("avg_pool2d", kernel, stride, padding, divisor_override)
 
@@ -489,13 +483,13 @@ def avg_pool2d_backward(
     padding: Shape,
     count_include_pad: bool,
     divisor_override: int | None,
-) -> BackendArray:
+) -> None:
     _check_averaged("avg_pool2d_backward", g)
     check_avg_window("avg_pool2d_backward", kernel, stride, padding, divisor_override)
 
 
 @primitive
-def adaptive_avg_pool2d(x: BackendArray, out_size: Shape) -> BackendArray:
+def adaptive_avg_pool2d(x: BackendArray, out_size: Shape) -> None:
     _check_averaged("adaptive_avg_pool2d", x)
     n, c, h, w = x.shape
     if (h == 0 or w == 0) and int(out_size[0]) * int(out_size[1]) and n * c:
@@ -503,5 +497,5 @@ def adaptive_avg_pool2d(x: BackendArray, out_size: Shape) -> BackendArray:
 
 
 @primitive
-def adaptive_avg_pool2d_backward(g: BackendArray, input_shape: Shape) -> BackendArray:
+def adaptive_avg_pool2d_backward(g: BackendArray, input_shape: Shape) -> None:
     _check_averaged("adaptive_avg_pool2d_backward", g)
