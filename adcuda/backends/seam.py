@@ -16,6 +16,7 @@ from numpy.typing import ArrayLike
 from ..dtypes import INTEGER
 from ..dtypes import dtype as DType
 from ..errors import DTypeError, ShapeError, fmt_shape
+from ._padding import pad_plan
 from ._pooling_windows import check_avg_window
 from .elementwise_table import UNARY_BY_NAME
 
@@ -499,3 +500,60 @@ def adaptive_avg_pool2d(x: BackendArray, out_size: Shape) -> None:
 @primitive
 def adaptive_avg_pool2d_backward(g: BackendArray, input_shape: Shape) -> None:
     _check_averaged("adaptive_avg_pool2d_backward", g)
+
+
+# resampling (kernels/resample.cu): 4-d planes (N, C, H, W); the interpolations' gradients and bilinear
+# interpolation of floating point arrays
+def _check_planes(op, a, what):
+    if a.ndim != 4:
+        raise ShapeError(f"{op}: expected a 4-d {what} (N, C, H, W), got {fmt_shape(a.shape)}")
+
+
+def _check_resampled_floating(op, a):
+    if a.dtype.name not in _FLOATING:
+        raise DTypeError(f"{op}: expected a floating point array, got {a.dtype.name}")
+
+
+def _check_sizes(op, x, out_size):
+    in_size, out_size = tuple(x.shape[2:]), tuple(int(s) for s in out_size)
+    if min(in_size) == 0 and min(out_size) > 0 and x.shape[0] * x.shape[1]:
+        raise ShapeError(f"{op}: cannot resize empty planes {in_size} to {out_size}")
+
+
+@primitive
+def interpolate_nearest(x: BackendArray, out_size: Shape, scales: tuple[float, float], exact: bool) -> None:
+    _check_planes("interpolate_nearest", x, "input")
+    _check_sizes("interpolate_nearest", x, out_size)
+
+
+@primitive
+def interpolate_nearest_backward(g: BackendArray, input_shape: Shape, scales: tuple[float, float], exact: bool) -> None:
+    _check_planes("interpolate_nearest_backward", g, "gradient")
+    _check_resampled_floating("interpolate_nearest_backward", g)
+
+
+@primitive
+def interpolate_bilinear(x: BackendArray, out_size: Shape, scales: tuple[float, float], align_corners: bool) -> None:
+    _check_planes("interpolate_bilinear", x, "input")
+    _check_resampled_floating("interpolate_bilinear", x)
+    _check_sizes("interpolate_bilinear", x, out_size)
+
+
+@primitive
+def interpolate_bilinear_backward(
+    g: BackendArray, input_shape: Shape, scales: tuple[float, float], align_corners: bool
+) -> None:
+    _check_planes("interpolate_bilinear_backward", g, "gradient")
+    _check_resampled_floating("interpolate_bilinear_backward", g)
+
+
+@primitive
+def pad_backward(g: BackendArray, input_shape: Shape, pads: Shape, mode: str) -> None:
+    _check_resampled_floating("pad_backward", g)
+    input_shape = tuple(int(s) for s in input_shape)
+    _, out_shape = pad_plan("pad_backward", input_shape, pads, mode)
+    if tuple(g.shape) != out_shape:
+        raise ShapeError(
+            f"pad_backward: gradient of shape {fmt_shape(g.shape)} does not fit input {fmt_shape(input_shape)} "
+            f"padded to {fmt_shape(out_shape)}"
+        )
