@@ -557,3 +557,40 @@ def pad_backward(g: BackendArray, input_shape: Shape, pads: Shape, mode: str) ->
             f"pad_backward: gradient of shape {fmt_shape(g.shape)} does not fit input {fmt_shape(input_shape)} "
             f"padded to {fmt_shape(out_shape)}"
         )
+
+
+# sparse COO tensors' products (kernels/sparse.cu)
+@primitive
+def coo_to_csr(rows: BackendArray, n_rows: int, rows_sorted: bool) -> None:
+    if rows.ndim != 1:
+        raise ShapeError(f"coo_to_csr: rows must be 1-D, got shape {fmt_shape(rows.shape)}")
+
+
+@primitive
+def spmm(
+    row_ptr: BackendArray, order: BackendArray | None, cols: BackendArray, values: BackendArray, dense: BackendArray
+) -> None:
+    if dense.ndim != 2 or values.ndim != 1 or tuple(cols.shape) != tuple(values.shape) or row_ptr.ndim != 1:
+        raise ShapeError(
+            f"spmm: expected 1-D cols and values of one length and a 2-D dense matrix, got cols "
+            f"{fmt_shape(cols.shape)}, values {fmt_shape(values.shape)}, dense {fmt_shape(dense.shape)}"
+        )
+    if values.dtype != dense.dtype:
+        raise DTypeError(f"spmm: values ({values.dtype.name}) and dense ({dense.dtype.name}) must have one dtype")
+
+
+@primitive
+def sddmm(rows: BackendArray, cols: BackendArray, a: BackendArray, b: BackendArray) -> None:
+    if (
+        a.ndim != 2
+        or b.ndim != 2
+        or a.shape[1] != b.shape[1]
+        or tuple(rows.shape) != tuple(cols.shape)
+        or rows.ndim != 1
+    ):
+        raise ShapeError(
+            f"sddmm: expected 1-D rows and cols of one length and 2-D a and b with as many columns, got rows "
+            f"{fmt_shape(rows.shape)}, cols {fmt_shape(cols.shape)}, a {fmt_shape(a.shape)}, b {fmt_shape(b.shape)}"
+        )
+    if a.dtype != b.dtype:
+        raise DTypeError(f"sddmm: a ({a.dtype.name}) and b ({b.dtype.name}) must have one dtype")
