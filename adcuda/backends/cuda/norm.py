@@ -19,6 +19,14 @@ __all__ = [
 
 
 # weight and bias go to the kernel in x's dtype (their gradients come back in theirs)
+def _backward_operands(g, x, weight, *statistics):
+    """A fused backward kernel's operands: g and weight in x's dtype, the saved statistics in theirs
+    (float64 for float64 x, else float32), all dense."""
+    stats = statistics_type(x)
+    weight = None if weight is None else dense(cast(weight, x.dtype))
+    return (dense(cast(g, x.dtype)), dense(x), weight, *(dense(cast(s, stats)) for s in statistics))
+
+
 def _in_cpu_dtypes(dx, dweight, dbias, weight, g):
     """A fused backward kernel's (dx, dweight, dbias) in the CPU backend's dtypes: dweight in weight's,
     dbias in weight's (g's without a weight)."""
@@ -41,15 +49,7 @@ def layer_norm_backward(
 ) -> tuple[BackendArray, BackendArray | None, BackendArray]:
     """-> (dx, dweight (None without a weight), dbias)."""
     declared.layer_norm_backward(g, x, weight, mean, rstd, n)
-    stats = statistics_type(x)
-    dx, dweight, dbias = _native._C.layer_norm_backward(
-        dense(cast(g, x.dtype)),
-        dense(x),
-        None if weight is None else dense(cast(weight, x.dtype)),
-        dense(cast(mean, stats)),
-        dense(cast(rstd, stats)),
-        n,
-    )
+    dx, dweight, dbias = _native._C.layer_norm_backward(*_backward_operands(g, x, weight, mean, rstd), n)
     return _in_cpu_dtypes(dx, dweight, dbias, weight, g)
 
 
@@ -64,13 +64,7 @@ def rms_norm_backward(
 ) -> tuple[BackendArray, BackendArray | None]:
     """-> (dx, dweight (None without a weight), in the weight's dtype)."""
     declared.rms_norm_backward(g, x, weight, rstd, n)
-    dx, dweight = _native._C.rms_norm_backward(
-        dense(cast(g, x.dtype)),
-        dense(x),
-        None if weight is None else dense(cast(weight, x.dtype)),
-        dense(cast(rstd, statistics_type(x))),
-        n,
-    )
+    dx, dweight = _native._C.rms_norm_backward(*_backward_operands(g, x, weight, rstd), n)
     return dx, None if weight is None else cast(dweight, weight.dtype)
 
 
@@ -88,14 +82,7 @@ def batch_norm_backward(
 ) -> tuple[BackendArray, BackendArray | None, BackendArray]:
     """-> (dx, dweight (None without a weight), dbias)."""
     declared.batch_norm_backward(g, x, weight, mean, rstd)
-    stats = statistics_type(x)
-    dx, dweight, dbias = _native._C.batch_norm_backward(
-        dense(cast(g, x.dtype)),
-        dense(x),
-        None if weight is None else dense(cast(weight, x.dtype)),
-        dense(cast(mean, stats)),
-        dense(cast(rstd, stats)),
-    )
+    dx, dweight, dbias = _native._C.batch_norm_backward(*_backward_operands(g, x, weight, mean, rstd))
     return _in_cpu_dtypes(dx, dweight, dbias, weight, g)
 
 
@@ -114,13 +101,5 @@ def group_norm_backward(
 ) -> tuple[BackendArray, BackendArray | None, BackendArray]:
     """-> (dx, dweight (None without a weight), dbias), the parameters' in the weight's dtype (g's without one)."""
     declared.group_norm_backward(g, x, weight, mean, rstd, groups)
-    stats = statistics_type(x)
-    dx, dweight, dbias = _native._C.group_norm_backward(
-        dense(cast(g, x.dtype)),
-        dense(x),
-        None if weight is None else dense(cast(weight, x.dtype)),
-        dense(cast(mean, stats)),
-        dense(cast(rstd, stats)),
-        int(groups),
-    )
+    dx, dweight, dbias = _native._C.group_norm_backward(*_backward_operands(g, x, weight, mean, rstd), int(groups))
     return _in_cpu_dtypes(dx, dweight, dbias, weight, g)
