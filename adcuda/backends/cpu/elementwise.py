@@ -1,5 +1,7 @@
 """The CPU backend's elementwise primitives (kernels/elementwise_unary.cu and elementwise_binary.cu on
-CUDA): ``unary binary unary_backward where clamp`` and the op tables they take their ``op`` names from."""
+CUDA): ``unary binary unary_backward where clamp`` and the op tables they take their ``op`` names from.
+The unary ones (``UNARY_OPS``, ``UNARY_BACKWARD_OPS``) are made from the declarative table of both
+backends, adcuda/backends/elementwise_table.py: this module holds only the formulas its rows name."""
 
 import math
 
