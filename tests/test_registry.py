@@ -171,3 +171,36 @@ def test_a_list_where_a_tensor_belongs_is_named(definition):
 def test_a_number_in_a_tensor_sequence_is_named():
     with pytest.raises(adcuda.DTypeError, match=r"stack: tensors\[1\] must be a Tensor, got float"):
         adcuda.stack([adcuda.ones(2), 1.0])
+
+
+def test_numpy_aliases_reach_every_form_of_a_dim_op():
+    """``axis``/``keepdims`` are declared once, at the dispatch point, for every op with ``dim``/``keepdim``:
+    its function, method and in-place forms take them (a required dim too), and its signature says so."""
+    import inspect
+
+    x = adcuda.arange(6.0).reshape(2, 3)
+    index = adcuda.tensor([[0], [2]])
+    assert adcuda.gather(x, axis=1, index=index).tolist() == [[0.0], [5.0]]
+    assert x.sum(axis=1, keepdims=True).shape == (2, 1)
+    y = adcuda.zeros(2, 3)
+    y.index_add_(axis=1, index=adcuda.tensor([0]), source=adcuda.ones(2, 1))
+    assert y.sum().item() == 2.0
+    for form in (adcuda.gather, adcuda.Tensor.sum, adcuda.Tensor.index_add_):
+        assert "axis" in inspect.signature(form).parameters
+    assert "keepdims" in inspect.signature(adcuda.amax).parameters
+    with pytest.raises(adcuda.DTypeError, match="gather: missing required argument 'dim'"):
+        adcuda.gather(x, index=index)
+
+
+def test_varargs_of_sizes_or_dims_also_take_their_name():
+    import inspect
+
+    x = adcuda.zeros(2, 1, 1)
+    assert x.squeeze(1, 2).shape == (2,) and x.squeeze((1, 2)).shape == (2,) and x.squeeze(dim=1).shape == (2, 1)
+    assert x.reshape(shape=(1, 2)).shape == (1, 2) and x.broadcast_to(3, 2, 1, 1).shape == (3, 2, 1, 1)
+    assert adcuda.ones(2, 3).count_nonzero(0, 1).item() == 6
+    parameters = inspect.signature(adcuda.Tensor.reshape).parameters
+    assert parameters["shape_args"].kind is inspect.Parameter.VAR_POSITIONAL
+    assert parameters["shape"].kind is inspect.Parameter.KEYWORD_ONLY
+    with pytest.raises(adcuda.DTypeError, match="reshape: got shape both"):
+        x.reshape(2, shape=(2,))

@@ -552,11 +552,11 @@ def triu(input: Tensor, diagonal: int = 0) -> Tensor:
     method=False,
     functional=True,
 )
-def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
-    if tensor.dtype.category != dt.INTEGER:
-        raise DTypeError(f"one_hot: is only applicable to index tensors, got {tensor.dtype}")
-    if tensor.numel():
-        lo, hi = int(tensor.min().item()), int(tensor.max().item())
+def one_hot(input: Tensor, num_classes: int = -1) -> Tensor:
+    if input.dtype.category != dt.INTEGER:
+        raise DTypeError(f"one_hot: is only applicable to index tensors, got {input.dtype}")
+    if input.numel():
+        lo, hi = int(input.min().item()), int(input.max().item())
         if lo < 0:
             raise IndexOutOfRangeError(f"one_hot: class values must be non-negative, got {lo}")
         if num_classes == -1:
@@ -565,8 +565,8 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
             raise IndexOutOfRangeError(f"one_hot: class value {hi} is out of range for num_classes={num_classes}")
     elif num_classes == -1:
         raise ShapeError("one_hot: can not infer the total number of classes from an empty tensor")
-    classes = arange(num_classes, device=tensor.device)
-    return (tensor.unsqueeze(-1) == classes).to(dtype=dt.int64)
+    classes = arange(num_classes, device=input.device)
+    return (input.unsqueeze(-1) == classes).to(dtype=dt.int64)
 
 
 # ------------------------------------------------------------------------------------------------

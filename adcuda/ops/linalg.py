@@ -143,19 +143,19 @@ def bmm(input: Tensor, mat2: Tensor) -> Tensor:
     doc="The inner product of two 1-D tensors.",
     node="DotBackward0",
     autocast="promote",
-    grads={"input": lambda grad, other: grad * other, "other": lambda grad, input: grad * input},
+    grads={"input": lambda grad, tensor: grad * tensor, "tensor": lambda grad, input: grad * input},
 )
-def dot(input: Tensor, other: Tensor) -> Tensor:
+def dot(input: Tensor, tensor: Tensor) -> Tensor:
     # one product of a (1, n) view and the vector, not matmul's unsqueeze, product and squeeze as three
     # dispatched ops (about 15x PyTorch's time for 128-vectors)
-    if input.ndim != 1 or other.ndim != 1 or input.shape[0] != other.shape[0]:
+    if input.ndim != 1 or tensor.ndim != 1 or input.shape[0] != tensor.shape[0]:
         raise ShapeError(
-            f"dot: expected 1-D tensors of the same size, got {fmt_shape(input.shape)} and {fmt_shape(other.shape)}"
+            f"dot: expected 1-D tensors of the same size, got {fmt_shape(input.shape)} and {fmt_shape(tensor.shape)}"
         )
-    if input._device is not other._device or input._data.dtype != other._data.dtype:
-        return _matmul("dot", input, other)  # raises the device or dtype error
+    if input._device is not tensor._device or input._data.dtype != tensor._data.dtype:
+        return _matmul("dot", input, tensor)  # raises the device or dtype error
     bk = primitives(input)
-    product = bk.matmul(bk.view(input._data, (1, input._data.shape[0])), other._data)
+    product = bk.matmul(bk.view(input._data, (1, input._data.shape[0])), tensor._data)
     return wrap(bk.view(product, ()), input._device)
 
 

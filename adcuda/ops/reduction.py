@@ -229,8 +229,10 @@ def max(
     input: Tensor,
     dim: int | Tensor | None = None,  # noqa: A001
     keepdim: bool = False,
+    *,
+    other: Tensor | None = None,
 ) -> Tensor | tuple[Tensor, Tensor]:
-    return _max_min("max", input, dim, keepdim)
+    return _max_min("max", input, dim if other is None else other, keepdim)
 
 
 @op("min", doc="The smallest value (and with dim, its index along dim); min(a, b) is minimum.", composite=True)
@@ -238,8 +240,10 @@ def min(
     input: Tensor,
     dim: int | Tensor | None = None,  # noqa: A001
     keepdim: bool = False,
+    *,
+    other: Tensor | None = None,
 ) -> Tensor | tuple[Tensor, Tensor]:
-    return _max_min("min", input, dim, keepdim)
+    return _max_min("min", input, dim if other is None else other, keepdim)
 
 
 def _argext(name, input, dim, keepdim):
@@ -493,8 +497,13 @@ def any(input: Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = F
 
 
 @op("count_nonzero", doc="The number of nonzero elements over dim.", composite=True)
-def count_nonzero(input: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
-    return sum(input != 0, dim)
+def count_nonzero(input: Tensor, *dim: int | Sequence[int] | None) -> Tensor:
+    # x.count_nonzero(), (0), (0, 1), ((0, 1)), dim=None
+    if len(dim) == 1:
+        dims = dim[0]
+    else:
+        dims = dim or None
+    return sum(input != 0, dims)
 
 
 # ------------------------------------------------------------------------------------------------

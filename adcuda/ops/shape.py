@@ -139,7 +139,9 @@ def unflatten(input: Tensor, dim: int, sizes: Sequence[int]) -> Tensor:
 
 
 @op("squeeze", doc="Dims of size 1 removed (all, or those of dim).", composite=True)
-def squeeze(input: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
+def squeeze(input: Tensor, *dim: int | Sequence[int] | None) -> Tensor:
+    # x.squeeze(), x.squeeze(0), x.squeeze(0, 2), x.squeeze((0, 2)), x.squeeze(dim=None)
+    dim = None if not dim or dim == (None,) else _dims_arg(dim)
     shape = tuple(input.shape)
     if dim is None:
         axes = {i for i, n in enumerate(shape) if n == 1}
@@ -203,7 +205,7 @@ def permute(input: Tensor, *dims: int | Sequence[int]) -> Tensor:
     return wrap(primitives(input).permute(input._data, _permutation(input, dims)), input._device)
 
 
-@op("transpose", doc="Dims dim0 and dim1 swapped (a view).", composite=True, aliases=("swapaxes", "swapdims"))
+@op("transpose", doc="Dims dim0 and dim1 swapped (a view).", composite=True, aliases=("swapdims",))
 def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
     if input.ndim == 0:
         wrap_dim(dim0, 0, "transpose"), wrap_dim(dim1, 0, "transpose")
@@ -213,6 +215,11 @@ def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
     axes = list(range(input.ndim))
     axes[a], axes[b] = axes[b], axes[a]
     return permute(input, axes)
+
+
+@op("swapaxes", doc="transpose, with NumPy's names for the two dims.", composite=True)
+def swapaxes(input: Tensor, axis0: int, axis1: int) -> Tensor:
+    return transpose(input, axis0, axis1)
 
 
 @op("t", doc="The transpose of a matrix (vectors and scalars as they are).", composite=True)
@@ -291,7 +298,8 @@ def _expanded_shape(input, sizes):
     node="ExpandBackward0",
     grads={"input": lambda grad, input_shape: sum_to_shape(grad, input_shape)},
 )
-def expand(input: Tensor, *size: int | Sequence[int]) -> Tensor:
+def expand(input: Tensor, *size: int | Sequence[int], implicit: bool = False) -> Tensor:
+    # implicit marks, for PyTorch's tracer, an expand that broadcasting made: the same view here
     target = _expanded_shape(input, size)
     if target == input._data.shape:
         return input
@@ -303,9 +311,9 @@ def expand_as(input: Tensor, other: Tensor) -> Tensor:
     return expand(input, tuple(other.shape))
 
 
-@op("broadcast_to", doc="expand to shape.", composite=True)
-def broadcast_to(input: Tensor, shape: Sequence[int]) -> Tensor:
-    return expand(input, tuple(shape))
+@op("broadcast_to", doc="expand to size.", composite=True)
+def broadcast_to(input: Tensor, *size: int | Sequence[int]) -> Tensor:
+    return expand(input, *size)
 
 
 @op("broadcast_tensors", doc="The tensors expanded to their common broadcast shape.", composite=True, method=False)
@@ -521,8 +529,19 @@ def _real_dim(name, input, dim):
     return wrap_dim(dim, input.ndim, name)
 
 
-@op("split", doc="Pieces of split_size (or of the listed sizes) along dim (views).", composite=True)
-def split(input: Tensor, split_size_or_sections: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
+def _split_method(self: Tensor, split_size: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
+    """Tensor.split names its sizes split_size, as PyTorch's does."""
+    return split(self, split_size, dim)
+
+
+@op(
+    "split",
+    doc="Pieces of split_size (or of the listed sizes) along dim (views).",
+    composite=True,
+    method=_split_method,
+)
+def split(tensor: Tensor, split_size_or_sections: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
+    input = tensor
     _require_dims("split", input)
     d = wrap_dim(dim, input.ndim, "split")
     size = input.shape[d]
@@ -864,7 +883,22 @@ def tile(input: Tensor, *dims: int | Sequence[int]) -> Tensor:
     doc="input split along dim into sections parts (as even as can be) or at the given indices; views.",
     composite=True,
 )
-def tensor_split(input: Tensor, indices_or_sections: int | Sequence[int] | Tensor, dim: int = 0) -> tuple[Tensor, ...]:
+def tensor_split(
+    input: Tensor,
+    indices_or_sections: int | Sequence[int] | Tensor | None = None,
+    dim: int = 0,
+    *,
+    sections: int | None = None,
+    indices: Sequence[int] | None = None,
+    tensor_indices_or_sections: Tensor | None = None,
+) -> tuple[Tensor, ...]:
+    indices_or_sections = _one_of(
+        "tensor_split",
+        indices_or_sections=indices_or_sections,
+        sections=sections,
+        indices=indices,
+        tensor_indices_or_sections=tensor_indices_or_sections,
+    )
     d = wrap_dim(dim, input.ndim, "tensor_split")
     n = input.shape[d]
     if isinstance(indices_or_sections, Tensor):
@@ -1082,6 +1116,27 @@ def broadcast_shapes_of(*shapes: int | Sequence[int]) -> Size:
     return Size(broadcast_shapes("broadcast_shapes", *sizes))
 
 
+def _one_of(name, **given):
+    """The one of PyTorch's names for the split points that was given (its overloads name them
+    ``sections`` for a count, ``indices`` for a list; its documentation ``indices_or_sections``)."""
+    named = [(k, v) for k, v in given.items() if v is not None]
+    if len(named) != 1:
+        raise DTypeError(f"{name}: expected exactly one of {', '.join(given)}, got {[k for k, _ in named] or 'none'}")
+    return named[0][1]
+
+
+def _varargs_split(name, input, indices_or_sections, sections, indices, dim, min_ndim):
+    """hsplit, vsplit, dsplit: the split points as one argument, by a keyword, or as varargs
+    (``x.hsplit(1, 2)``, PyTorch's method form of a list of ints)."""
+    spec = None
+    if len(indices_or_sections) == 1:
+        spec = indices_or_sections[0]
+    elif indices_or_sections:
+        spec = list(indices_or_sections)
+    spec = _one_of(name, indices_or_sections=spec, sections=sections, indices=indices)
+    return _split_along(name, input, spec, dim, min_ndim)
+
+
 def _split_along(name, input, sections, dim, min_ndim):
     if input.ndim < min_ndim:
         raise ShapeError(
@@ -1095,8 +1150,13 @@ def _split_along(name, input, sections, dim, min_ndim):
 
 
 @op("hsplit", doc="tensor_split along dim 1 (dim 0 of a vector); whole sections must divide it.", composite=True)
-def hsplit(input: Tensor, indices_or_sections: int | Sequence[int]) -> tuple[Tensor, ...]:
-    return _split_along("hsplit", input, indices_or_sections, 1 if input.ndim > 1 else 0, 1)
+def hsplit(
+    input: Tensor,
+    *indices_or_sections: int | Sequence[int],
+    sections: int | None = None,
+    indices: Sequence[int] | None = None,
+) -> tuple[Tensor, ...]:
+    return _varargs_split("hsplit", input, indices_or_sections, sections, indices, 1 if input.ndim > 1 else 0, 1)
 
 
 @op(
@@ -1104,8 +1164,13 @@ def hsplit(input: Tensor, indices_or_sections: int | Sequence[int]) -> tuple[Ten
     doc="tensor_split along dim 0 of an input of at least 2 dims; whole sections must divide it.",
     composite=True,
 )
-def vsplit(input: Tensor, indices_or_sections: int | Sequence[int]) -> tuple[Tensor, ...]:
-    return _split_along("vsplit", input, indices_or_sections, 0, 2)
+def vsplit(
+    input: Tensor,
+    *indices_or_sections: int | Sequence[int],
+    sections: int | None = None,
+    indices: Sequence[int] | None = None,
+) -> tuple[Tensor, ...]:
+    return _varargs_split("vsplit", input, indices_or_sections, sections, indices, 0, 2)
 
 
 @op(
@@ -1113,8 +1178,13 @@ def vsplit(input: Tensor, indices_or_sections: int | Sequence[int]) -> tuple[Ten
     doc="tensor_split along dim 2 of an input of at least 3 dims; whole sections must divide it.",
     composite=True,
 )
-def dsplit(input: Tensor, indices_or_sections: int | Sequence[int]) -> tuple[Tensor, ...]:
-    return _split_along("dsplit", input, indices_or_sections, 2, 3)
+def dsplit(
+    input: Tensor,
+    *indices_or_sections: int | Sequence[int],
+    sections: int | None = None,
+    indices: Sequence[int] | None = None,
+) -> tuple[Tensor, ...]:
+    return _varargs_split("dsplit", input, indices_or_sections, sections, indices, 2, 3)
 
 
 @op("narrow_copy", doc="narrow as a new tensor (a copy).", composite=True)

@@ -710,6 +710,11 @@ add(
     [S(T(2, 3, 4, dtype="float64"), 0, 2), S(T(2, 3), -1, 0), S(T(), 0, -1), S(T(3, 4, view="slice"), 0, 1)],
     errors=[E(T(2, 3), 0, 2, family="IndexError")],
 )
+add(
+    "swapaxes",
+    [S(T(2, 3, 4, dtype="float64"), 0, 2), S(T(2, 3), axis0=-1, axis1=0), S(T(), 0, -1)],
+    errors=[E(T(2, 3), 0, 2, family="IndexError")],
+)
 add("t", [S(T(3, 4, dtype="float64")), S(T(3)), S(T())], errors=[E(T(2, 3, 4), family=R)])
 add("T", [S(T(3, 4, dtype="float64")), S(T(3)), S(T(2, 3, 4))])
 add("mT", [S(T(3, 4, dtype="float64")), S(T(2, 3, 4))], errors=[E(T(3), family=R)])
