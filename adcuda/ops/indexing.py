@@ -926,6 +926,26 @@ def _diagonal_view(planes, offset):
     return flat[..., start : start + (n - 1) * (cols + 1) + 1 : cols + 1]
 
 
+@op(
+    "diagonal_scatter",
+    doc="A copy of input with src written on the diagonal (at offset) of the planes of dim1 and dim2.",
+    composite=True,
+)
+def diagonal_scatter(input: Tensor, src: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+    target = tuple(diagonal(input, offset, dim1, dim2).shape)  # checks the dims
+    if tuple(src.shape) != target:
+        raise ShapeError(
+            f"diagonal_scatter: src of shape {fmt_shape(src.shape)} must have the shape {fmt_shape(target)} of the "
+            f"diagonal (offset {offset}, dims {dim1} and {dim2}) of input {fmt_shape(input.shape)}"
+        )
+    d1, d2 = wrap_dim(dim1, input.ndim, "diagonal_scatter"), wrap_dim(dim2, input.ndim, "diagonal_scatter")
+    planes = input.movedim((d1, d2), (0, 1))  # the diagonal's positions indexed first, src's last dim with them
+    start_row, start_col, n = _diagonal_extent(planes.shape[0], planes.shape[1], offset)
+    steps = arange(n, device=input.device)
+    written = index_put(planes, (steps + start_row, steps + start_col), src.movedim(-1, 0))
+    return written.movedim((0, 1), (d1, d2))
+
+
 _diagonal_of = diagonal  # diag's parameter is called diagonal, as in PyTorch
 
 

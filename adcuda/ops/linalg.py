@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import DTypeError, ShapeError, fmt_shape
+from ..errors import DTypeError, InvalidArgumentError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import broadcast_shapes, check_same_device, wrap
 from .factories import eye
@@ -157,6 +157,19 @@ def dot(input: Tensor, tensor: Tensor) -> Tensor:
     bk = primitives(input)
     product = bk.matmul(bk.view(input._data, (1, input._data.shape[0])), tensor._data)
     return wrap(bk.view(product, ()), input._device)
+
+
+@op("vdot", doc="The inner product of two 1-D tensors, the first conjugated (dot, for real tensors).", composite=True)
+def vdot(input: Tensor, other: Tensor) -> Tensor:
+    if input.ndim != 1 or other.ndim != 1 or input.shape[0] != other.shape[0]:
+        raise ShapeError(
+            f"vdot: expected 1-D tensors of the same size, got {fmt_shape(input.shape)} and {fmt_shape(other.shape)}"
+        )
+    if input.dtype is not other.dtype:
+        raise InvalidArgumentError(
+            f"vdot: expected both vectors to have the same dtype, got {input.dtype} and {other.dtype}"
+        )
+    return dot(input, other)
 
 
 @op("outer", doc="The outer product of two 1-D tensors.", composite=True, aliases=("ger",))

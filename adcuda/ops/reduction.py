@@ -12,7 +12,7 @@ from collections import namedtuple
 from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
-from ..errors import DTypeError, ShapeError, fmt_shape
+from ..errors import DTypeError, ShapeError, UnsupportedError, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import cast, wrap, wrap_dim
 from .elementwise import abs as _abs
@@ -671,3 +671,26 @@ def histc(input: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Ten
     inside = flat[(flat >= low) & (flat <= high)]
     slots = ((inside - low) * (bins / (high - low))).floor().clamp(0, bins - 1).to(dtype=dt.int64)
     return bincount(slots, minlength=bins).to(dtype=input.dtype)
+
+
+# ------------------------------------------------------------------------------------------------
+# renorm
+@op(
+    "renorm",
+    doc="Each slice along dim whose p-norm exceeds maxnorm scaled down to norm maxnorm.",
+    composite=True,
+    inplace=True,
+)
+def renorm(input: Tensor, p: float, dim: int, maxnorm: float) -> Tensor:
+    if not input.dtype.is_floating_point:
+        raise UnsupportedError(f"renorm: expected a floating point tensor, got {input.dtype}")
+    if not p > 0:
+        raise ValueError(f"renorm: non-positive norm not supported, got p={p}")
+    if not maxnorm >= 0:
+        raise ValueError(f"renorm: expected maxnorm to be >= 0, got {maxnorm}")
+    if input.ndim <= 1:
+        raise ShapeError(f"renorm: input needs at least 2 dimensions, got shape {fmt_shape(input.shape)}")
+    axis = wrap_dim(dim, input.ndim, "renorm")
+    norms = norm(input, p, tuple(d for d in range(input.ndim) if d != axis), keepdim=True)
+    # PyTorch's factor, with its 1e-7 against a zero norm
+    return input * where(norms > maxnorm, maxnorm / (norms + 1e-7), 1.0).to(dtype=input.dtype)

@@ -7,6 +7,7 @@ base's memory and, through the dispatch point, its version counter."""
 
 from __future__ import annotations
 
+import builtins
 import numbers
 import operator
 from typing import TYPE_CHECKING
@@ -1197,6 +1198,59 @@ def _scattered(input, key, src):
     out = clone(input)
     out[key] = src
     return out
+
+
+@op("storage_offset", doc="Where input starts in the memory it is a view of, in elements.", function=False)
+def storage_offset(input: Tensor) -> int:
+    return primitives(input).storage_offset(input._data)
+
+
+def _storage_positions(shape, strides, offset, device):
+    """The memory position (in elements) of each element of a strided layout, as an int64 tensor."""
+    positions = full(tuple(shape), offset, dtype=dt.int64, device=device)
+    for d, (n, step) in enumerate(zip(shape, strides)):
+        if n > 1 and step:
+            along = [1] * len(shape)
+            along[d] = n
+            positions = positions + arange(0, n * step, step, device=device).reshape(along)
+    return positions
+
+
+def _as_strided_grad(grad, input, size, stride, storage_offset):
+    """The gradient of a strided view of input's memory: the output's gradient added up at each memory
+    position it was read from (an element read twice gets both), then read back at input's own
+    positions (PyTorch's rule for inputs that do not overlap themselves)."""
+    offset = input.storage_offset() if storage_offset is None else storage_offset
+    read = _storage_positions(tuple(grad.shape), tuple(stride), offset, grad.device).reshape(-1)
+    own = _storage_positions(tuple(input.shape), input.stride(), input.storage_offset(), grad.device)
+    extent = builtins.max([int(read.max()) + 1 if read.numel() else 0, int(own.max()) + 1 if own.numel() else 0])
+    memory = full((extent,), 0, dtype=grad.dtype, device=grad.device).index_add(0, read, grad.reshape(-1))
+    return memory[own]
+
+
+@op(
+    "as_strided",
+    doc="A view of input's memory with the given sizes, strides (in elements) and storage offset.",
+    view=True,
+    node="AsStridedBackward0",
+    grads={"input": _as_strided_grad},
+)
+def as_strided(input: Tensor, size: Sequence[int], stride: Sequence[int], storage_offset: int | None = None) -> Tensor:
+    bk = primitives(input)
+    offset = bk.storage_offset(input._data) if storage_offset is None else storage_offset
+    return wrap(bk.as_strided(input._data, tuple(size), tuple(stride), offset), input._device)
+
+
+@op("sum_to_size", doc="input summed to size, which must broadcast to its shape.", composite=True, function=False)
+def sum_to_size(input: Tensor, *size: int | Sequence[int]) -> Tensor:
+    target = _dims_arg(size)
+    shape = tuple(input.shape)
+    lead = len(shape) - len(target)
+    if lead < 0 or any(t not in (n, 1) for t, n in zip(target, shape[lead:])):
+        raise ShapeError(f"sum_to_size: size {list(target)} is not expandable to size {list(shape)}")
+    summed = tuple(lead + i for i, t in enumerate(target) if t == 1 and shape[lead + i] != 1)
+    out = input.sum(summed, keepdim=True) if summed else input
+    return out.sum(tuple(range(lead))) if lead else out
 
 
 @op("select_scatter", doc="A copy of input with src written at index along dim.", composite=True)

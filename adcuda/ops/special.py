@@ -1,5 +1,6 @@
 """The gamma-function family and erfinv: ``lgamma digamma polygamma mvlgamma erfinv`` (``adcuda.special``
-has PyTorch's other names for them: gammaln, psi, multigammaln).
+has PyTorch's other names for them: gammaln, psi, multigammaln); the modified Bessel function ``i0``
+and ``frexp``, both composed of elementwise ops, so they run on every backend.
 
 lgamma, digamma, polygamma(1, .) and erfinv are ``unary`` primitives of the elementwise family (CPU:
 adcuda/backends/cpu/_special.py; CUDA: their functors in kernels/functors.cuh); polygamma of a higher
@@ -10,12 +11,13 @@ shifts x up until the Hurwitz zeta's asymptotic series is accurate, so it too ru
 from __future__ import annotations
 
 import math
+from collections import namedtuple
 
 from .. import dtypes as dt
-from ..errors import DTypeError
+from ..errors import DTypeError, UnsupportedError
 from ..tensor import Tensor
 from .common import cast
-from .elementwise import _float_unary, exp, mul
+from .elementwise import _float_unary, exp, mul, where
 from .reduction import amin
 from .registry import op
 
@@ -129,3 +131,105 @@ def mvlgamma(input: Tensor, p: int) -> Tensor:
 )
 def erfinv(input: Tensor) -> Tensor:
     return _float_unary("erfinv", input)
+
+
+# ------------------------------------------------------------------------------------------------
+# modified Bessel functions of the first kind, orders 0 and 1
+_BESSEL_ASYMPTOTIC_FROM = 20.0  # |x| from which the asymptotic series reaches float64 rounding
+_BESSEL_ASYMPTOTIC_TERMS = 16
+_EXP_OVERFLOW_32 = math.log(3.4028234663852886e38)  # above it, e^x is inf in float32
+_EXP_OVERFLOW_64 = math.log(1.7976931348623157e308)
+
+
+def _bessel_i(order, x):
+    """I_order(x) for order 0 or 1, elementwise in float64, of public ops (differentiable in x): the
+    power series sum_k (x/2)^(2k+order) / (k! (k+order)!) below 20 (every term positive: no
+    cancellation), the asymptotic series e^x / sqrt(2 pi x) sum_k (-1)^k a_k(order) / x^k above."""
+    ax = x.abs()
+    large = ax >= _BESSEL_ASYMPTOTIC_FROM
+    small = x.where(~large, 0.0)  # the series in x itself (even, or odd for order 1): smooth at 0
+    top = float(small.abs().amax()) if small.numel() else 0.0
+    quarter_square = small * small / 4
+    term = (small / 2) if order else small * 0 + 1
+    total = term
+    # terms fall below float64 rounding of the sum after about 1.75 |x| of them
+    for k in range(1, int(1.75 * top) + 12):
+        term = term * quarter_square / (k * (k + order))
+        total = total + term
+    z = ax.where(large, _BESSEL_ASYMPTOTIC_FROM)
+    inverse = 1 / z
+    term = z * 0 + 1
+    series = term
+    for k in range(1, _BESSEL_ASYMPTOTIC_TERMS):
+        term = term * inverse * (((2 * k - 1) ** 2 - 4 * order * order) / (8 * k))
+        series = series + term
+    asymptotic = (z - 0.5 * (2 * math.pi * z).log()).exp() * series  # e^z / sqrt(2 pi z) without overflow
+    return asymptotic.where(large, total) if order == 0 else (asymptotic * x.sign()).where(large, total)
+
+
+def _float64_of(input):
+    if input.dtype is dt.float64:
+        return input
+    return input.to(dtype=dt.float64)
+
+
+def _result_float(input):
+    return input.dtype if input.dtype.is_floating_point else dt.default_float
+
+
+def _overflowed(value, x, dtype):
+    """PyTorch's formulas multiply by e^|x| in float32 (float64 for float64): inf where that overflows."""
+    overflow = _EXP_OVERFLOW_64 if dtype is dt.float64 else _EXP_OVERFLOW_32
+    return value.where(x.abs() <= overflow, where(value < 0, -math.inf, math.inf))
+
+
+def _i0_grad(grad, input):
+    x = _float64_of(input)
+    return grad * _overflowed(_bessel_i(1, x), x, input.dtype).to(dtype=_result_float(input))
+
+
+@op(
+    "i0",
+    inplace=True,
+    doc="The modified Bessel function of the first kind of order 0.",
+    node="I0Backward0",
+    grads={"input": _i0_grad},
+)
+def i0(input: Tensor) -> Tensor:
+    if input.__class__ is not Tensor:
+        raise DTypeError(f"i0: expected a Tensor, got {type(input).__name__}")
+    x = _float64_of(input.detach())
+    return _overflowed(_bessel_i(0, x), x, input.dtype).to(dtype=_result_float(input))
+
+
+# ------------------------------------------------------------------------------------------------
+# frexp
+frexp_result = namedtuple("frexp", ["mantissa", "exponent"])
+
+
+def _halves(exponent):
+    """2^-e as two factors (2^-h, 2^-(e-h)), each within the range of float16, float32 or float64
+    alike, so a product by both is exact where 2^-e alone would overflow (subnormal inputs)."""
+    half = (exponent / 2).floor()
+    return (-half).exp2(), (half - exponent).exp2()
+
+
+@op(
+    "frexp",
+    doc="input as mantissa * 2**exponent: mantissa in [0.5, 1) (or 0, inf, NaN), int32 exponent.",
+    composite=True,
+)
+def frexp(input: Tensor) -> tuple[Tensor, Tensor]:
+    if not input.dtype.is_floating_point:
+        raise UnsupportedError(f"frexp: only supports floating-point dtypes, got {input.dtype}")
+    x = _float64_of(input.detach())  # every float16/32 value is exact in float64, its log2 nearly so
+    finite = (x != 0) & x.isfinite()
+    magnitude = x.abs().where(finite, 1.0)
+    exponent = magnitude.log2().floor() + 1
+    first, second = _halves(exponent)
+    scaled = magnitude * first * second
+    # log2 may round across an integer just below a power of two: one step puts it right
+    exponent = exponent + (scaled >= 1).to(dtype=dt.float64) - (scaled < 0.5).to(dtype=dt.float64)
+    first, second = _halves(exponent)
+    mantissa = input * first.to(dtype=input.dtype) * second.to(dtype=input.dtype)  # exact: powers of two
+    return frexp_result(mantissa, exponent.where(finite, 0.0).to(dtype=dt.int32))
