@@ -46,7 +46,7 @@ def test_the_registry_says_what_the_api_reference_needs():
     mul = registry.get("mul")
     assert list(mul.signature.parameters) == ["input", "other"]
     assert mul.family == "elementwise" and mul.differentiable and mul.node == "MulBackward0"
-    assert mul.forms["operators"] == ["__mul__", "__rmul__", "__imul__"] and mul.forms["inplace"] == ["mul_"]
+    assert mul.forms["operators"] == ["__mul__", "__rmul__", "__imul__"] and mul.forms["inplace"] == ["mul_", "multiply_"]
     gelu = registry.get("gelu")
     assert gelu.fused is not None and [f.targets for f in gelu.grads] == [("input",)]
     assert registry.get("eq").differentiable is False and registry.get("square").composite

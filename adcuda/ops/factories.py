@@ -276,6 +276,13 @@ def empty(
     return out
 
 
+@op("scalar_tensor", doc="A 0-d tensor holding s (float32 by default, whatever the kind of s).", method=False)
+def scalar_tensor(
+    s: Number, *, dtype: DType | None = None, device: Device | str | None = None, requires_grad: bool = False
+) -> Tensor:
+    return full((), s, dtype=dtype or dt.default_float, device=device, requires_grad=requires_grad)
+
+
 @op("full", doc="A tensor filled with fill_value (its dtype by default).", method=False)
 def full(
     size: Sequence[int],

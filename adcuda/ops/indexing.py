@@ -7,6 +7,7 @@ Forwards call the backend's index family (``slice index index_put_ gather scatte
 
 from __future__ import annotations
 
+import itertools
 import numbers
 from typing import TYPE_CHECKING
 
@@ -944,6 +945,41 @@ def diagonal_scatter(input: Tensor, src: Tensor, offset: int = 0, dim1: int = 0,
     steps = arange(n, device=input.device)
     written = index_put(planes, (steps + start_row, steps + start_col), src.movedim(-1, 0))
     return written.movedim((0, 1), (d1, d2))
+
+
+@op("unravel_index", doc="Flat indices as the tuple of their coordinates in shape.", composite=True, method=False)
+def unravel_index(indices: Tensor, shape: int | Sequence[int]) -> tuple[Tensor, ...]:
+    if indices.dtype.category != dt.INTEGER:
+        raise DTypeError(f"unravel_index: expected 'indices' to be an integer tensor, got {indices.dtype}")
+    sizes = (shape,) if isinstance(shape, numbers.Integral) else tuple(shape)
+    if any(n < 0 for n in sizes):
+        raise ValueError(f"unravel_index: 'shape' cannot have negative values, got {sizes}")
+    rest = cast(indices, dt.int64)
+    coordinates = []
+    for n in reversed(sizes):
+        coordinates.append(rest.remainder(n) if n else rest * 0)
+        rest = rest.div(n, rounding_mode="floor") if n else rest
+    return tuple(reversed(coordinates))
+
+
+@op(
+    "combinations",
+    doc="The r-element combinations of the 1-D input, as rows (itertools' order).",
+    composite=True,
+    method=False,
+)
+def combinations(input: Tensor, r: int = 2, with_replacement: bool = False) -> Tensor:
+    if input.ndim != 1:
+        raise ShapeError(f"combinations: expects a 1-D tensor, got shape {fmt_shape(input.shape)}")
+    if r.__class__ is not int or r < 0:
+        raise ValueError(f"combinations: r must be a non-negative integer, got {r!r}")
+    if r == 0:
+        return input[:0]
+    choose = itertools.combinations_with_replacement if with_replacement else itertools.combinations
+    rows = list(choose(range(input.shape[0]), r))
+    if not rows:
+        return input[:0].unsqueeze(1).expand(0, r)
+    return input[tensor(rows, dtype=dt.int64, device=input.device)]
 
 
 _diagonal_of = diagonal  # diag's parameter is called diagonal, as in PyTorch

@@ -17,7 +17,7 @@ from ..tensor import Tensor, primitives
 from .common import broadcast_shapes, check_same_device, wrap
 from .factories import eye
 from .registry import op
-from .shape import stack
+from .shape import cat, stack
 from .sparse import SparseTensor, sparse_matmul
 
 if TYPE_CHECKING:
@@ -170,6 +170,39 @@ def vdot(input: Tensor, other: Tensor) -> Tensor:
             f"vdot: expected both vectors to have the same dtype, got {input.dtype} and {other.dtype}"
         )
     return dot(input, other)
+
+
+@op(
+    "addr",
+    doc="beta * input + alpha * outer(vec1, vec2) (input ignored where beta is 0).",
+    composite=True,
+    inplace=True,
+)
+def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta: Number = 1, alpha: Number = 1) -> Tensor:
+    product = outer(vec1, vec2)
+    if alpha != 1:
+        product = product * alpha
+    if beta == 0:  # PyTorch: NaN and inf of input do not reach the result
+        return product + input.where(input.new_zeros((), dtype=dt.bool_), 0)  # zeros, in the graph
+    return product + (input if beta == 1 else input * beta)
+
+
+@op(
+    "vander",
+    doc="The Vandermonde matrix of the 1-D x: its columns powers of x (decreasing unless increasing).",
+    composite=True,
+    method=False,
+)
+def vander(x: Tensor, N: int | None = None, increasing: bool = False) -> Tensor:  # noqa: N803 (PyTorch's name)
+    if x.ndim != 1:
+        raise ShapeError(f"vander: x must be a one-dimensional tensor, got shape {fmt_shape(x.shape)}")
+    n = x.shape[0] if N is None else N
+    if n < 0:
+        raise ValueError(f"vander: N must be non-negative, got {n}")
+    # the running product of [1, x, x, ...]: PyTorch's form, so ints and bools give int64 as its cumprod
+    columns = [x.unsqueeze(1) * 0 + 1] + ([x.unsqueeze(1).expand(x.shape[0], n - 1)] if n > 1 else [])
+    powers = cat(columns, 1).cumprod(1)[:, :n]
+    return powers if increasing else powers.flip(1)
 
 
 @op("outer", doc="The outer product of two 1-D tensors.", composite=True, aliases=("ger",))

@@ -694,3 +694,53 @@ def renorm(input: Tensor, p: float, dim: int, maxnorm: float) -> Tensor:
     norms = norm(input, p, tuple(d for d in range(input.ndim) if d != axis), keepdim=True)
     # PyTorch's factor, with its 1e-7 against a zero norm
     return input * where(norms > maxnorm, maxnorm / (norms + 1e-7), 1.0).to(dtype=input.dtype)
+
+
+# ------------------------------------------------------------------------------------------------
+# the trapezoidal rule
+def _spacing(name, y, x, dx, d):
+    """The widths between neighbouring samples along dim d: from x (1-d, or y's shape) or the
+    constant dx (1 by default)."""
+    if x is None:
+        return 1 if dx is None else dx
+    if dx is not None:
+        raise DTypeError(f"{name}: takes either x or dx, not both")
+    n = y.shape[d]
+    if x.ndim == 1:
+        if x.shape[0] != n:
+            raise ShapeError(f"{name}: x of {x.shape[0]} samples for {n} values of y along dim {d}")
+        return x.diff().reshape((n - 1,) + (1,) * (y.ndim - 1 - d))
+    return x.diff(dim=d)
+
+
+@op(
+    "trapezoid",
+    doc="The integral of y along dim by the trapezoidal rule, at x or spacing dx.",
+    composite=True,
+    method=False,
+    aliases=("trapz",),
+)
+def trapezoid(y: Tensor, x: Tensor | None = None, *, dx: Number | None = None, dim: int = -1) -> Tensor:
+    d = wrap_dim(dim, y.ndim, "trapezoid")
+    n = y.shape[d]
+    if n == 0:
+        return y.sum(d) * 0.0
+    spacing = _spacing("trapezoid", y, x, dx, d)
+    if x is None:  # PyTorch's form for even spacing: the sum less half the end points
+        return (y.sum(d) - (y.select(d, 0) + y.select(d, -1)) * 0.5) * spacing
+    return ((y.narrow(d, 1, n - 1) + y.narrow(d, 0, n - 1)) * spacing).sum(d) / 2
+
+
+@op(
+    "cumulative_trapezoid",
+    doc="The running trapezoidal integral of y along dim, at x or spacing dx.",
+    composite=True,
+    method=False,
+)
+def cumulative_trapezoid(y: Tensor, x: Tensor | None = None, *, dx: Number | None = None, dim: int = -1) -> Tensor:
+    d = wrap_dim(dim, y.ndim, "cumulative_trapezoid")
+    n = y.shape[d]
+    if n <= 1:
+        return y.narrow(d, 0, 0) * 0.5
+    spacing = _spacing("cumulative_trapezoid", y, x, dx, d)
+    return ((y.narrow(d, 1, n - 1) + y.narrow(d, 0, n - 1)) * spacing / 2).cumsum(d)

@@ -130,6 +130,8 @@ class OpDef:
                 self.forms["function"].append(alias)
             if method:
                 self.forms["method"].append(alias)
+            if inplace is True and method:  # x.multiply_(y), x.absolute_(): each name has its in-place form
+                self.forms["inplace"].append(alias + "_")
         if functional:
             self.forms["functional"] = [name]
         # adapters: a form whose signature differs from the function's (Tensor.where(condition, other),

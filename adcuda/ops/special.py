@@ -1,6 +1,7 @@
 """The gamma-function family and erfinv: ``lgamma digamma polygamma mvlgamma erfinv`` (``adcuda.special``
 has PyTorch's other names for them: gammaln, psi, multigammaln); the modified Bessel function ``i0``
-and ``frexp``, both composed of elementwise ops, so they run on every backend.
+and ``frexp``, both composed of elementwise ops, so they run on every backend; and the signal windows
+``hann_window hamming_window bartlett_window blackman_window kaiser_window``.
 
 lgamma, digamma, polygamma(1, .) and erfinv are ``unary`` primitives of the elementwise family (CPU:
 adcuda/backends/cpu/_special.py; CUDA: their functors in kernels/functors.cuh); polygamma of a higher
@@ -12,14 +13,19 @@ from __future__ import annotations
 
 import math
 from collections import namedtuple
+from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
 from ..errors import DTypeError, UnsupportedError
 from ..tensor import Tensor
 from .common import cast
 from .elementwise import _float_unary, exp, mul, where
+from .factories import arange
 from .reduction import amin
 from .registry import op
+
+if TYPE_CHECKING:
+    from ..types import Device, DType
 
 _SQRT_PI_INV_2 = math.sqrt(math.pi) / 2
 _LOG_PI = math.log(math.pi)
@@ -233,3 +239,110 @@ def frexp(input: Tensor) -> tuple[Tensor, Tensor]:
     first, second = _halves(exponent)
     mantissa = input * first.to(dtype=input.dtype) * second.to(dtype=input.dtype)  # exact: powers of two
     return frexp_result(mantissa, exponent.where(finite, 0.0).to(dtype=dt.int32))
+
+
+# ------------------------------------------------------------------------------------------------
+# signal windows (PyTorch's formulas, of arange in the window's dtype)
+def _window(name, window_length, periodic, dtype, device, requires_grad, shape):
+    """``shape(positions, n)`` for positions 0..n-1 of a symmetric window of n points (n = window_length
+    + 1 when periodic, its last point then dropped)."""
+    dtype = dt.default_float if dtype is None else dt.as_dtype(dtype, name)
+    if not dtype.is_floating_point:
+        raise UnsupportedError(f"{name}: expects a floating point dtype, got {dtype}")
+    if window_length.__class__ is not int or window_length < 0:
+        raise ValueError(f"{name}: window_length must be a non-negative integer, got {window_length!r}")
+    if window_length <= 1:
+        window = arange(window_length, dtype=dtype, device=device) * 0 + 1
+    else:
+        n = window_length + 1 if periodic else window_length
+        window = shape(arange(n, dtype=dtype, device=device), n)[:window_length]
+    return window.requires_grad_(requires_grad) if requires_grad else window
+
+
+def _cosine_sum(*coefficients):
+    """a0 - a1 cos(2 pi k / (n - 1)) + a2 cos(4 pi k / (n - 1)) - ...: the cosine-sum windows."""
+
+    def shape(k, n):
+        step = k * (2 * math.pi / (n - 1))
+        out = step * 0 + coefficients[0]
+        for i, a in enumerate(coefficients[1:], 1):
+            out = out + (-1) ** i * a * (step * i).cos()
+        return out
+
+    return shape
+
+
+@op("hann_window", doc="The Hann window of window_length points (periodic: for spectra).", method=False)
+def hann_window(
+    window_length: int,
+    periodic: bool = True,
+    *,
+    dtype: DType | None = None,
+    device: Device | str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    return _window("hann_window", window_length, periodic, dtype, device, requires_grad, _cosine_sum(0.5, 0.5))
+
+
+@op("hamming_window", doc="The Hamming window alpha - beta cos(2 pi n / (N - 1)).", method=False)
+def hamming_window(
+    window_length: int,
+    periodic: bool = True,
+    alpha: float = 0.54,
+    beta: float = 0.46,
+    *,
+    dtype: DType | None = None,
+    device: Device | str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    return _window("hamming_window", window_length, periodic, dtype, device, requires_grad, _cosine_sum(alpha, beta))
+
+
+@op(
+    "blackman_window",
+    doc="The Blackman window 0.42 - 0.5 cos(2 pi n / (N - 1)) + 0.08 cos(4 pi n / (N - 1)).",
+    method=False,
+)
+def blackman_window(
+    window_length: int,
+    periodic: bool = True,
+    *,
+    dtype: DType | None = None,
+    device: Device | str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    shape = _cosine_sum(0.42, 0.5, 0.08)
+    return _window("blackman_window", window_length, periodic, dtype, device, requires_grad, shape)
+
+
+def _bartlett(k, n):
+    return 1 - (k * (2 / (n - 1)) - 1).abs()
+
+
+@op("bartlett_window", doc="The triangular Bartlett window 1 - |2n / (N - 1) - 1|.", method=False)
+def bartlett_window(
+    window_length: int,
+    periodic: bool = True,
+    *,
+    dtype: DType | None = None,
+    device: Device | str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    return _window("bartlett_window", window_length, periodic, dtype, device, requires_grad, _bartlett)
+
+
+@op("kaiser_window", doc="The Kaiser window i0(beta sqrt(1 - (2n / (N - 1) - 1)^2)) / i0(beta).", method=False)
+def kaiser_window(
+    window_length: int,
+    periodic: bool = True,
+    beta: float = 12.0,
+    *,
+    dtype: DType | None = None,
+    device: Device | str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    def shape(k, n):
+        ratio = k * (2 / (n - 1)) - 1
+        return i0((1 - ratio * ratio).clamp(min=0).sqrt() * beta) / i0(ratio * 0 + beta)
+
+    return _window("kaiser_window", window_length, periodic, dtype, device, requires_grad, shape)

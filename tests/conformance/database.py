@@ -2579,3 +2579,79 @@ add(
     errors=[E(T(3, 4), 2, 4, family=R), E(T(3, 4), 1, 3, 4, family=R)],
 )
 add("storage_offset", [S(T(3, 4)), S(T(3, 4, view="offset")), S(T(3, 4, view="slice"))], grad=False)
+
+# signal windows, the trapezoidal rule, and other cheap names training scripts call
+for _window in ("hann_window", "hamming_window", "bartlett_window", "blackman_window", "kaiser_window"):
+    add(
+        _window,
+        [S(0), S(1), S(2), S(5), S(8, False), S(7, dtype=D("float64")), S(6, True, dtype=D("float64"))],
+        errors=[E(5, dtype=D("int64"), family=R)],
+        grad=False,
+        category="factory",
+    )
+add("hamming_window[alpha]", [S(6, False, 0.6, 0.3), S(5, True, 0.5, 0.5)], grad=False, category="factory")
+add("kaiser_window[beta]", [S(6, True, 5.0), S(5, False, 0.0)], grad=False, category="factory")
+add(
+    "trapezoid",
+    [
+        S(T(3, 5, dtype="float64")),
+        S(T(3, 5, dtype="float64"), dx=0.5, dim=0),
+        S(T(2, 4, dtype="float64"), T(values=np.array([0.0, 1.0, 3.0, 4.5]))),
+        S(T(2, 4, dtype="float64"), T(2, 4, dtype="float64"), dim=1),
+        S(T(values=np.array([1, 2, 3]))),
+        S(T(0)),
+        S(T(1)),
+    ],
+    errors=[E(T(3), T(4), family=R)],
+)
+add(
+    "cumulative_trapezoid",
+    [
+        S(T(3, 5, dtype="float64")),
+        S(T(3, 5, dtype="float64"), dx=2.0, dim=0),
+        S(T(2, 4, dtype="float64"), T(values=np.array([0.0, 1.0, 3.0, 4.5]))),
+        S(T(values=np.array([1, 2, 3]))),
+        S(T(1)),
+    ],
+)
+add(
+    "vander",
+    [
+        S(T(4, dtype="float64")),
+        S(T(3, dtype="float64"), 2, True),
+        S(T(values=np.array([1, 2, 3]))),
+        S(T(values=np.array([True, False]))),
+        S(T(2), 0),
+        S(T(0)),
+    ],
+    errors=[E(T(2, 2), family=R)],
+)
+add(
+    "addr",
+    [
+        S(T(2, 3, dtype="float64"), T(2, dtype="float64"), T(3, dtype="float64")),
+        S(T(2, 3, dtype="float64"), T(2, dtype="float64"), T(3, dtype="float64"), beta=2, alpha=0.5),
+        S(T(values=np.array([np.nan])), T(2), T(3), beta=0, name="beta0-nan"),
+        S(T(3), T(2), T(3)),
+        S(T(2, 3, dtype="int64"), T(2, dtype="int64"), T(3, dtype="int64")),
+    ],
+    errors=[E(T(2, 3), T(2, 2), T(3), family=R)],
+)
+add(
+    "unravel_index",
+    [S(T(values=np.array([4, 5, 0])), (2, 3)), S(T(values=np.array(4)), (2, 3)), S(T(values=np.array([7, 1])), 8)],
+    errors=[E(T(3), (2, 3), family="TypeError")],
+    grad=False,
+)
+add(
+    "combinations",
+    [
+        S(T(4, dtype="float64")),
+        S(T(3, dtype="float64"), 3, True),
+        S(T(values=np.array([1, 2, 3])), 1),
+        S(T(values=np.array([1, 2])), 0),
+        S(T(0)),
+        S(T(2), 3),
+    ],
+)
+add("scalar_tensor", [S(3), S(2.5), S(True), S(4, dtype=D("int64")), S(1.5, dtype=D("float64"))], grad=False)
