@@ -2,6 +2,8 @@
 declaration names; every call through one entry point, where hooks see ops and primitives and cost
 nothing while none is attached."""
 
+import importlib.util
+import inspect
 import pathlib
 import sys
 
@@ -9,6 +11,8 @@ import numpy as np
 import pytest
 
 import adcuda
+import adcuda._op_functions as op_functions_module
+import adcuda.nn._functional_ops as functional_module
 import adcuda.nn.functional as F
 from adcuda.ops import dispatch, registry
 
@@ -46,7 +50,8 @@ def test_the_registry_says_what_the_api_reference_needs():
     mul = registry.get("mul")
     assert list(mul.signature.parameters) == ["input", "other"]
     assert mul.family == "elementwise" and mul.differentiable and mul.node == "MulBackward0"
-    assert mul.forms["operators"] == ["__mul__", "__rmul__", "__imul__"] and mul.forms["inplace"] == ["mul_", "multiply_"]
+    assert mul.forms["operators"] == ["__mul__", "__rmul__", "__imul__"]
+    assert mul.forms["inplace"] == ["mul_", "multiply_"]  # an alias's in-place form too
     gelu = registry.get("gelu")
     assert gelu.fused is not None and [f.targets for f in gelu.grads] == [("input",)]
     assert registry.get("eq").differentiable is False and registry.get("square").composite
@@ -204,3 +209,30 @@ def test_varargs_of_sizes_or_dims_also_take_their_name():
     assert parameters["shape"].kind is inspect.Parameter.KEYWORD_ONLY
     with pytest.raises(adcuda.DTypeError, match="reshape: got shape both"):
         x.reshape(2, shape=(2,))
+
+
+# ----------------------------------------------------------------------------------------------
+# the function forms by name (scripts/gen_op_functions.py)
+def test_the_generated_function_modules_are_current():
+    path = OPS_DIR.parent.parent / "scripts" / "gen_op_functions.py"
+    spec = importlib.util.spec_from_file_location("gen_op_functions", path)
+    generator = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generator)
+    for relative, text in generator.modules().items():
+        committed = (OPS_DIR.parent.parent / relative).read_text(encoding="utf-8")
+        assert committed == text, f"{relative} is stale: run python scripts/gen_op_functions.py"
+
+
+def test_function_forms_are_the_op_entries_defined_by_name():
+    assert sorted(op_functions_module.__all__) == sorted(registry.functions())
+    for name, entry in registry.functions().items():
+        assert getattr(adcuda, name) is entry, name  # no wrapper: a call costs what the entry costs
+    assert sorted(F.__all__) == sorted(registry.functional_forms())
+    assert F.gelu is registry.get("gelu").entry
+    # F.relu_ names its tensor input, as PyTorch's (Tensor.relu_'s is self): a def over the in-place entry
+    assert list(inspect.signature(F.relu_).parameters) == ["input"] and F.relu_(adcuda.tensor([-1.0])).tolist() == [0.0]
+    assert F.relu.__code__.co_filename == functional_module.__file__  # a def an editor finds
+    x = adcuda.tensor([-1.0, 2.0])
+    assert F.leaky_relu(x, 0.5).tolist() == [-0.5, 2.0] and x.tolist() == [-1.0, 2.0]
+    assert F.leaky_relu(x, 0.5, True) is x and x.tolist() == [-0.5, 2.0]  # inplace by position, as PyTorch
+    assert F.relu(x, inplace=True) is x and x.tolist() == [0.0, 2.0]

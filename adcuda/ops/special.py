@@ -1,6 +1,7 @@
 """The gamma-function family and erfinv: ``lgamma digamma polygamma mvlgamma erfinv`` (``adcuda.special``
-has PyTorch's other names for them: gammaln, psi, multigammaln); the modified Bessel function ``i0``
-and ``frexp``, both composed of elementwise ops, so they run on every backend; and the signal windows
+has PyTorch's other names for them: gammaln, psi, multigammaln), ``xlog1py`` (``adcuda.special``'s
+only); the modified Bessel function ``i0`` and ``frexp``, both composed of elementwise ops, so they
+run on every backend; and the signal windows
 ``hann_window hamming_window bartlett_window blackman_window kaiser_window``.
 
 lgamma, digamma, polygamma(1, .) and erfinv are ``unary`` primitives of the elementwise family (CPU:
@@ -18,14 +19,14 @@ from typing import TYPE_CHECKING
 from .. import dtypes as dt
 from ..errors import DTypeError, UnsupportedError
 from ..tensor import Tensor
-from .common import cast
-from .elementwise import _float_unary, exp, mul, where
+from .common import as_tensor_operand, cast, float_result_type
+from .elementwise import _float_unary, _tensor_pair, binary, exp, log1p, mul, select, unary, where
 from .factories import arange
 from .reduction import amin
 from .registry import op
 
 if TYPE_CHECKING:
-    from ..types import Device, DType
+    from ..types import Device, DType, Number
 
 _SQRT_PI_INV_2 = math.sqrt(math.pi) / 2
 _LOG_PI = math.log(math.pi)
@@ -346,3 +347,28 @@ def kaiser_window(
         return i0((1 - ratio * ratio).clamp(min=0).sqrt() * beta) / i0(ratio * 0 + beta)
 
     return _window("kaiser_window", window_length, periodic, dtype, device, requires_grad, shape)
+
+
+def _xlog1py_grad_input(grad, other):
+    # log1p(other) where input is 0 too, as PyTorch's (only the value there is defined to be 0)
+    return grad * log1p(as_tensor_operand(other, "xlog1py", grad))
+
+
+@op(
+    "xlog1py",
+    doc="input * log1p(other), 0 where input is 0 (unless other is NaN).",
+    node="SpecialXlog1PyBackward0",
+    function=False,  # PyTorch has it as torch.special.xlog1py alone (adcuda/special.py)
+    method=False,
+    grads={
+        "input": _xlog1py_grad_input,
+        "other": lambda grad, input, other: grad * input / (other + 1),
+    },
+)
+def xlog1py(input: Tensor | Number, other: Tensor | Number) -> Tensor:
+    x, y = _tensor_pair("xlog1py", input, other)
+    dtype = float_result_type(x, y)
+    x, y = cast(x, dtype), cast(y, dtype)
+    # exported through the primitives it calls (their lowerings: elementwise.py): it declares none itself
+    product = binary("mul", x, unary("log1p", y), name="xlog1py")
+    return select(binary("logical_and", binary("eq", x, 0.0), binary("eq", y, y), name="xlog1py"), 0.0, product)
