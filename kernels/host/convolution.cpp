@@ -33,8 +33,11 @@ void inside(Index offset, Index stride, Index width, Index outputs, Index& lo, I
 }
 
 // cols (C*kh*kw, m, Ho*Wo) <- the windows of samples n0 .. n0 + m of x (N, C, H, W), both contiguous.
-template <typename T>
+// SW is the horizontal stride when it is known at compile time (1 or 2: the inner copy vectorises),
+// 0 otherwise.
+template <typename T, int SW>
 void im2col(const T* x, T* cols, const Window& g, Index n0, Index m) {
+  const Index sw = SW ? SW : g.sw;
   const Index plane = g.h * g.w, per_row = m * g.ho * g.wo;
   for (Index c = 0; c < g.c; ++c) {
     for (Index i = 0; i < g.kh; ++i) {
@@ -42,7 +45,7 @@ void im2col(const T* x, T* cols, const Window& g, Index n0, Index m) {
         T* out = cols + ((c * g.kh + i) * g.kw + j) * per_row;
         const Index xoff = j * g.dw - g.pw;
         Index lo, hi;
-        inside(xoff, g.sw, g.w, g.wo, lo, hi);
+        inside(xoff, sw, g.w, g.wo, lo, hi);
         for (Index n = 0; n < m; ++n) {
           const T* src = x + ((n0 + n) * g.c + c) * plane;
           for (Index y = 0; y < g.ho; ++y, out += g.wo) {
@@ -52,13 +55,12 @@ void im2col(const T* x, T* cols, const Window& g, Index n0, Index m) {
               continue;
             }
             const T* in = src + row * g.w + xoff;
-            std::fill(out, out + lo, T(0));
-            if (g.sw == 1) {
+            for (Index q = 0; q < lo; ++q) out[q] = T(0);
+            if constexpr (SW == 1)
               std::copy(in + lo, in + hi, out + lo);
-            } else {
-              for (Index q = lo; q < hi; ++q) out[q] = in[q * g.sw];
-            }
-            std::fill(out + hi, out + g.wo, T(0));
+            else
+              for (Index q = lo; q < hi; ++q) out[q] = in[q * sw];
+            for (Index q = hi; q < g.wo; ++q) out[q] = T(0);
           }
         }
       }
@@ -132,7 +134,12 @@ void im2col_checked(const py::array& x_any, py::array& cols_any, const Window& g
   const T* src = x.data();
   T* dst = cols.mutable_data();
   py::gil_scoped_release release;
-  im2col(src, dst, g, n0, m);
+  if (g.sw == 1)
+    im2col<T, 1>(src, dst, g, n0, m);
+  else if (g.sw == 2)
+    im2col<T, 2>(src, dst, g, n0, m);
+  else
+    im2col<T, 0>(src, dst, g, n0, m);
 }
 
 template <typename T>
