@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace py = pybind11;
 
@@ -39,28 +40,34 @@ template <typename T, int SW>
 void im2col(const T* x, T* cols, const Window& g, Index n0, Index m) {
   const Index sw = SW ? SW : g.sw;
   const Index plane = g.h * g.w, per_row = m * g.ho * g.wo;
+  // each tap's output columns inside the input, [lo, hi): the rest read padding
+  std::vector<Index> lo(g.kw), hi(g.kw);
+  for (Index j = 0; j < g.kw; ++j) inside(j * g.dw - g.pw, sw, g.w, g.wo, lo[j], hi[j]);
+  // the kw taps of one kernel row read the same input row: visited together, for one loop setup
+  // per input row rather than per output row (rows of 4-8 outputs at strided layers)
   for (Index c = 0; c < g.c; ++c) {
     for (Index i = 0; i < g.kh; ++i) {
-      for (Index j = 0; j < g.kw; ++j) {
-        T* out = cols + ((c * g.kh + i) * g.kw + j) * per_row;
-        const Index xoff = j * g.dw - g.pw;
-        Index lo, hi;
-        inside(xoff, sw, g.w, g.wo, lo, hi);
-        for (Index n = 0; n < m; ++n) {
-          const T* src = x + ((n0 + n) * g.c + c) * plane;
-          for (Index y = 0; y < g.ho; ++y, out += g.wo) {
-            const Index row = y * g.sh + i * g.dh - g.ph;
-            if (row < 0 || row >= g.h) {
-              std::fill(out, out + g.wo, T(0));
-              continue;
-            }
-            const T* in = src + row * g.w + xoff;
-            for (Index q = 0; q < lo; ++q) out[q] = T(0);
+      T* tap0 = cols + (c * g.kh + i) * g.kw * per_row;
+      for (Index n = 0; n < m; ++n) {
+        const T* src = x + ((n0 + n) * g.c + c) * plane;
+        for (Index y = 0; y < g.ho; ++y) {
+          T* row_out = tap0 + (n * g.ho + y) * g.wo;
+          const Index row = y * g.sh + i * g.dh - g.ph;
+          if (row < 0 || row >= g.h) {
+            for (Index j = 0; j < g.kw; ++j) std::fill(row_out + j * per_row, row_out + j * per_row + g.wo, T(0));
+            continue;
+          }
+          const T* in_row = src + row * g.w - g.pw;
+          for (Index j = 0; j < g.kw; ++j) {
+            T* out = row_out + j * per_row;
+            const T* in = in_row + j * g.dw;
+            const Index a = lo[j], b = hi[j];
+            for (Index q = 0; q < a; ++q) out[q] = T(0);
             if constexpr (SW == 1)
-              std::copy(in + lo, in + hi, out + lo);
+              std::copy(in + a, in + b, out + a);
             else
-              for (Index q = lo; q < hi; ++q) out[q] = in[q * sw];
-            for (Index q = hi; q < g.wo; ++q) out[q] = T(0);
+              for (Index q = a; q < b; ++q) out[q] = in[q * sw];
+            for (Index q = b; q < g.wo; ++q) out[q] = T(0);
           }
         }
       }
@@ -69,28 +76,30 @@ void im2col(const T* x, T* cols, const Window& g, Index n0, Index m) {
 }
 
 // dx (N, C, H, W), contiguous, += the column matrix cols (C*kh*kw, N, Ho*Wo) of any strides: each
-// window's values added back where im2col read them (padding dropped).
+// window's values added back where im2col read them (padding dropped), a kernel row's taps together.
 template <typename T>
 void col2im(const T* cols, const Index cs[3], T* dx, const Window& g, Index n_total) {
   const Index plane = g.h * g.w;
+  std::vector<Index> lo(g.kw), hi(g.kw);
+  for (Index j = 0; j < g.kw; ++j) inside(j * g.dw - g.pw, g.sw, g.w, g.wo, lo[j], hi[j]);
+  const bool unit = cs[2] == 1 && g.sw == 1;
   for (Index n = 0; n < n_total; ++n) {
     for (Index c = 0; c < g.c; ++c) {
       T* dst = dx + (n * g.c + c) * plane;
       for (Index i = 0; i < g.kh; ++i) {
-        for (Index j = 0; j < g.kw; ++j) {
-          const T* in = cols + ((c * g.kh + i) * g.kw + j) * cs[0] + n * cs[1];
-          const Index xoff = j * g.dw - g.pw;
-          Index lo, hi;
-          inside(xoff, g.sw, g.w, g.wo, lo, hi);
-          for (Index y = 0; y < g.ho; ++y) {
-            const Index row = y * g.sh + i * g.dh - g.ph;
-            if (row < 0 || row >= g.h) continue;
-            T* out = dst + row * g.w + xoff;
-            const T* src = in + y * g.wo * cs[2];
-            if (cs[2] == 1 && g.sw == 1) {
-              for (Index q = lo; q < hi; ++q) out[q] += src[q];
+        const T* tap0 = cols + (c * g.kh + i) * g.kw * cs[0] + n * cs[1];
+        for (Index y = 0; y < g.ho; ++y) {
+          const Index row = y * g.sh + i * g.dh - g.ph;
+          if (row < 0 || row >= g.h) continue;
+          T* out_row = dst + row * g.w - g.pw;
+          const T* in_row = tap0 + y * g.wo * cs[2];
+          for (Index j = 0; j < g.kw; ++j) {
+            T* out = out_row + j * g.dw;
+            const T* src = in_row + j * cs[0];
+            if (unit) {
+              for (Index q = lo[j]; q < hi[j]; ++q) out[q] += src[q];
             } else {
-              for (Index q = lo; q < hi; ++q) out[q * g.sw] += src[q * cs[2]];
+              for (Index q = lo[j]; q < hi[j]; ++q) out[q * g.sw] += src[q * cs[2]];
             }
           }
         }
