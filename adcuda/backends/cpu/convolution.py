@@ -70,6 +70,9 @@ _BLOCK_BYTES = 1 << 20
 # DCGAN layers with rows of 8 or fewer 1.2-1.6x faster that way, rows of 16 faster the strided way.
 _SHORT_ROWS = 16
 
+# Multiply-adds few enough that the correlation's extra ones cost less than col2im's passes.
+_FEW_PRODUCTS = 1 << 22
+
 # conv2d by kernel rows (``_conv_by_kernel_rows``) where the output has at least this many rows per
 # kernel row past the first, so that the rows it computes and drops (dh * (kh - 1) per plane) stay
 # few: a ResNet's 3x3 layers at 32x32 run 1.5x faster that way, at 16x16 1.1x.
@@ -230,7 +233,10 @@ def conv2d_backward_input(
     sh, sw = stride
     dh, dw = dilation
     qh, qw = dh * (kh - 1) - ph, dw * (kw - 1) - pw
-    if (sh, sw) == (1, 1) and qh >= 0 and qw >= 0 and c // groups >= _FEW_CHANNELS:
+    # the correlation below makes H * W / (Ho * Wo) times col2im's multiply-adds: not where g is mostly
+    # the padding and that counts (a DCGAN generator's first layer, 1x1 -> 4x4: 16 times, 33M)
+    wasteful = h * w_ > 2 * ho * wo and n * c * h * w_ * (o // groups) * kh * kw > _FEW_PRODUCTS
+    if (sh, sw) == (1, 1) and qh >= 0 and qw >= 0 and c // groups >= _FEW_CHANNELS and not wasteful:
         # a stride-1 correlation's input gradient is the correlation of g, padded by the kernel's
         # extent less the padding, with the flipped kernel: conv2d's blocked GEMMs, no col2im
         return conv2d(g, _flipped(weight, groups), (1, 1), (qh, qw), dilation, groups)
