@@ -20,7 +20,7 @@ from ..device import CPU, as_device
 from ..errors import DTypeError, InvalidArgumentError, ShapeError
 from ..tensor import Size, Tensor, primitives_on
 from .common import on_device
-from .registry import op
+from .registry import lowering, op
 
 if TYPE_CHECKING:
     from ..types import Any, Device, DType, Number, Sequence, ndarray
@@ -532,3 +532,8 @@ def logspace(
         raise ShapeError(f"logspace: number of steps must be non-negative, got {steps}")
     values = np.power(float(base), np.linspace(float(start), float(end), int(steps)))
     return tensor(values, dtype=dtype or dt.default_float, device=device, requires_grad=requires_grad)
+
+
+# what the exporters know of the primitives this family's ops call (``Lowering`` in registry.py)
+lowering("full", onnx=lambda w, node, **params: w.full(node, **params))
+lowering("arange", onnx=lambda w, node, **params: w.arange(node, **params))

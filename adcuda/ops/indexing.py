@@ -21,7 +21,7 @@ from .dispatch import host_step
 from .elementwise import where
 from .factories import arange, full, new_tensor, tensor
 from .mutation import check_inplace_allowed, commit_inplace, version_counter
-from .registry import op
+from .registry import lowering, op
 from .shape import pad
 
 if TYPE_CHECKING:
@@ -1209,3 +1209,16 @@ def fill_diagonal_(self: Tensor, fill_value: Number, wrap: bool = False) -> Tens
     positions = arange(count, device=self.device) * step
     mask = index_put(full((self.numel(),), False, dtype=dt.bool_, device=self.device), (positions,), True)
     return self.masked_fill_(mask.reshape(tuple(self.shape)), fill_value)
+
+
+# what the exporters know of the primitives this family's ops call (``Lowering`` in registry.py)
+lowering("index", onnx=lambda w, node, **params: w.index(node, **params))
+lowering(
+    "index_put_",
+    onnx=lambda w, node, **params: w.index_put_(node, **params),
+    c=lambda lower, node: lower.index_put(node),
+)
+lowering("gather", onnx=lambda w, node, **params: w.gather(node, **params))
+lowering("scatter_add", onnx=lambda w, node, **params: w.scatter_add(node, **params))
+lowering("tril", onnx=lambda w, node, **params: w.tril(node, **params))
+lowering("triu", onnx=lambda w, node, **params: w.triu(node, **params))

@@ -16,7 +16,7 @@ from ..errors import DTypeError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import broadcast_shapes, check_same_device, wrap
 from .factories import eye
-from .registry import op
+from .registry import lowering, op
 from .shape import stack
 from .sparse import SparseTensor, sparse_matmul
 
@@ -729,3 +729,7 @@ def pdist(input: Tensor, p: float = 2) -> Tensor:
     bk = primitives(input)
     first, second = (wrap(bk.from_numpy(rows, dt.int64), input._device) for rows in np.triu_indices(input.shape[0], 1))
     return (input[first] - input[second]).norm(p, -1)
+
+
+# what the exporters know of the primitives this family's ops call (``Lowering`` in registry.py)
+lowering("matmul", onnx=lambda w, node, **params: w.matmul(node, **params), c=lambda lower, node: lower.matmul(node))

@@ -18,7 +18,7 @@ from ..tensor import Size, Tensor, primitives
 from .common import broadcast_shapes, cast, check_same_device, result_type, wrap, wrap_dim
 from .dispatch import NotAView
 from .factories import arange, full
-from .registry import op
+from .registry import lowering, op
 
 if TYPE_CHECKING:
     from ..types import DType, Sequence
@@ -1153,3 +1153,13 @@ def slice_scatter(
             f"input {fmt_shape(input.shape)}[{start}:{end}:{step}] along dim {d}"
         )
     return _scattered(input, key, src)
+
+
+# what the exporters know of the primitives this family's ops call (``Lowering`` in registry.py)
+lowering("view", onnx=lambda w, node, **params: w.view(node, **params), c=lambda lower, node: lower.view(node))
+lowering("permute", onnx=lambda w, node, **params: w.permute(node, **params), c=lambda lower, node: lower.permute(node))
+lowering("expand", onnx=lambda w, node, **params: w.expand(node, **params), c=lambda lower, node: lower.expand(node))
+lowering("flip", onnx=lambda w, node, **params: w.flip(node, **params))
+lowering("slice", onnx=lambda w, node, **params: w.slice(node, **params), c=lambda lower, node: lower.slice(node))
+lowering("cat", onnx=lambda w, node, **params: w.cat(node, **params), c=lambda lower, node: lower.cat(node))
+lowering("pad", onnx=lambda w, node, **params: w.pad(node, **params), c=lambda lower, node: lower.pad(node))

@@ -274,6 +274,8 @@ GROUPS = {
             "var_mean",
             "zero-size-dim0",
         ): "function var_mean: NumPy warning escapes: invalid value encountered in divide",
+        ("value", "xlog1py", "extreme-f16"): "call xlog1py: NumPy warning escapes: invalid value encountered in log1p",
+        ("value", "xlog1py", "extreme-f32"): "call xlog1py: NumPy warning escapes: invalid value encountered in log1p",
         ("value", "xlogy", "extreme-f16"): "function xlogy: NumPy warning escapes: divide by zero encountered in log",
         ("value", "xlogy", "extreme-f32"): "function xlogy: NumPy warning escapes: divide by zero encountered in log",
     },
