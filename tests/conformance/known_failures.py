@@ -140,7 +140,6 @@ GROUPS = {
         ("value", "logit", "int64"): "function logit: NumPy warning escapes: invalid value encountered in log",
         ("value", "logit", "kinks-f64"): "function logit: NumPy warning escapes: divide by zero encountered in log",
         ("value", "long", "float32[4]"): "method long: NumPy warning escapes: invalid value encountered in cast",
-        ("value", "mean", "extreme-f32"): "function mean: NumPy warning escapes: invalid value encountered in reduce",
         (
             "value",
             "mish",
@@ -156,16 +155,6 @@ GROUPS = {
             "nan_to_num[args]",
             "float16[4]",
         ): "function nan_to_num: NumPy warning escapes: overflow encountered in cast",
-        (
-            "value",
-            "nanmean",
-            "extreme-f32",
-        ): "function nanmean: NumPy warning escapes: invalid value encountered in reduce",
-        (
-            "value",
-            "nansum",
-            "extreme-f32",
-        ): "function nansum: NumPy warning escapes: invalid value encountered in reduce",
         ("value", "norm", "extreme-f32"): "function norm: NumPy warning escapes: overflow encountered in multiply",
         ("value", "norm", "overflow-f32"): "function norm: NumPy warning escapes: overflow encountered in multiply",
         ("value", "pow[signs]", "float32[3]"): "function pow: NumPy warning escapes: invalid value encountered in sqrt",
@@ -250,7 +239,6 @@ GROUPS = {
             "std_mean",
             "zero-size-dim0",
         ): "function std_mean: NumPy warning escapes: invalid value encountered in divide",
-        ("value", "sum", "extreme-f32"): "function sum: NumPy warning escapes: invalid value encountered in reduce",
         ("value", "tan", "extreme-f16"): "function tan: NumPy warning escapes: invalid value encountered in sin",
         ("value", "tan", "extreme-f32"): "function tan: NumPy warning escapes: invalid value encountered in sin",
         ("value", "tan", "extreme-f64"): "function tan: NumPy warning escapes: invalid value encountered in sin",
