@@ -367,7 +367,11 @@ __global__ void __launch_bounds__(kForwardThreads, forward_min_blocks<kD>())
     }
 
     // Online softmax: P = 2^(s multiplier - m) in one FFMA per score; what was accumulated is
-    // rescaled by 2^(old max - new max).
+    // rescaled by 2^(old max - new max), which is exactly 1 for a row whose maximum did not grow: the
+    // warp skips O's kD FMULs per thread when that holds for all its rows (a uniform branch), as it
+    // does for most steps once the rows' maxima have been met.
+    float minus_reference[kMTiles][2], correction[kMTiles][2];
+    bool grew = false;
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
@@ -375,21 +379,32 @@ __global__ void __launch_bounds__(kForwardThreads, forward_min_blocks<kD>())
         float tile_max = -kInfinity;
 #pragma unroll
         for (int nt = 0; nt < kKeyNTiles; ++nt) tile_max = fmaxf(tile_max, fmaxf(s[mt][nt][2 * r], s[mt][nt][2 * r + 1]));
-        float correction;
-        const float minus_reference = update_row_max(row_max[mt][r], quad_max(tile_max), multiplier, correction);
-        row_sum[mt][r] *= correction;
+        minus_reference[mt][r] = update_row_max(row_max[mt][r], quad_max(tile_max), multiplier, correction[mt][r]);
+        grew |= correction[mt][r] != 1.0f;
+      }
+    }
+    if (__any_sync(0xffffffffu, grew)) {
 #pragma unroll
-        for (int dt = 0; dt < 2 * kSteps; ++dt) {
-          o[mt][dt][2 * r] *= correction;
-          o[mt][dt][2 * r + 1] *= correction;
-        }
+      for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
-        for (int nt = 0; nt < kKeyNTiles; ++nt) {
+        for (int r = 0; r < 2; ++r) {
+          row_sum[mt][r] *= correction[mt][r];
 #pragma unroll
-          for (int e = 2 * r; e < 2 * r + 2; ++e) {
-            s[mt][nt][e] = exp2_approx(fmaf(s[mt][nt][e], multiplier, minus_reference));
-            row_sum[mt][r] += s[mt][nt][e];
+          for (int dt = 0; dt < 2 * kSteps; ++dt) {
+            o[mt][dt][2 * r] *= correction[mt][r];
+            o[mt][dt][2 * r + 1] *= correction[mt][r];
           }
+        }
+      }
+    }
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+      for (int nt = 0; nt < kKeyNTiles; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          s[mt][nt][e] = exp2_approx(fmaf(s[mt][nt][e], multiplier, minus_reference[mt][e >> 1]));
+          row_sum[mt][e >> 1] += s[mt][nt][e];
         }
       }
     }
