@@ -75,6 +75,8 @@ def check_against_cpu(cb, cpu, native):
         (adcuda.bfloat16, (2, 1, 77, 128), None, False, 0.0),
         (adcuda.float16, (1, 2, 77, 64), rng.random((77, 77)) < 0.8, False, 0.0),
         (adcuda.float16, (1, 2, 77, 64), None, True, 0.1),
+        # across the forward's 128-query and the backward's 128-key blocks, with dropout's 32-key steps
+        (adcuda.bfloat16, (1, 2, 150, 128), None, True, 0.1),
     ]
     for dtype, shape, mask, causal, dropout_p in cases:
         host = [rng.standard_normal(shape).astype(np.float32) for _ in range(4)]
