@@ -9,17 +9,19 @@
 // warp (two 16-row m-tiles), so that every B fragment a warp reads by ldmatrix.x4 (16 keys x 16 dims of
 // K, or 16 keys x 16 dims of V) feeds 4 mma: 2 n-tiles x 2 m-tiles. Q's A fragments stay in registers
 // up to kD = 64; at 128, where O alone takes 128 floats per thread, they are read from shared memory at
-// each k-step, one ldmatrix.x4 feeding the 8 mma of its m-tile. K and V tiles of 64 keys stream through
-// one shared-memory stage each, their loads staggered as in FlashAttention-2: V(n) is copied while S =
-// Q K(n)^T is computed, K(n + 1) while the softmax and O += P V(n) run (two barriers per step; one stage
-// each keeps kD = 128 at 68 KiB, two blocks per SM on an A100). Per step a warp computes its 32 x 64
-// scores S = Q K^T unscaled, takes each row's maximum, and makes P = 2^(S c - m c) (c = scale log2 e) in
-// one FFMA per score, the scale folded in: only the row maxima (4 per thread) are multiplied. Tiles that
+// each k-step, one ldmatrix.x4 feeding the mma of its m-tile. K and V tiles of 64 keys (32 at kD = 128
+// and with dropout at 64: forward_step_keys) stream through one shared-memory stage each, their loads
+// staggered as in FlashAttention-2: V(n) is copied while S = Q K(n)^T is computed, K(n + 1) while the
+// softmax and O += P V(n) run (two barriers per step; one stage each keeps kD = 128 at 51 KiB, two
+// blocks per SM on an A100). Per step a warp computes its 32 x 64 (or 32 x 32) scores S = Q K^T
+// unscaled, takes each row's maximum, and makes P = 2^(S c - m c) (c = scale log2 e) in one FFMA per
+// score, the scale folded in: only the row maxima (4 per thread) are multiplied. Tiles that
 // need masking (crossing the sequence end or the causal diagonal, any tile under a mask array) are
 // scaled first and masked in log2 units, then taken with c = 1. A negative scale is made positive once,
 // by flipping the sign of Q in shared memory (exact), because the maximum of unscaled scores is the
 // maximum of the scaled ones only for c >= 0. The running max m and sum l are kept per thread
-// (online softmax, reduced over the quad of lanes sharing a row only at the end); P, rounded to 16 bits,
+// (online softmax, reduced over the quad of lanes sharing a row only at the end; O's rescaling skipped
+// by a warp whose rows' maxima did not grow); P, rounded to 16 bits,
 // is already an A fragment: O += P V with V read by ldmatrix.trans. With is_causal, key tiles wholly
 // above the diagonal are never loaded. The row's logsumexp, ln 2 (m + log2 l), is saved for the
 // backward.
@@ -216,18 +218,15 @@ __device__ __forceinline__ float update_row_max(float& row_max, float tile_max, 
 
 // Blocks per SM each kernel is compiled for. The forward's 4-warp blocks need up to 255 registers (O,
 // S and, up to kD = 64, Q's fragments per thread): 2 blocks per SM, FlashAttention-2's occupancy, with
-// shared memory for both on an A100 (2 x 68 KiB at kD = 128) and an H100. The backward's 8-warp block
+// shared memory for both on an A100 (2 x 51 KiB at kD = 128) and an H100. The backward's 8-warp block
 // holds dK and dV of 16 keys per warp: one block (8 warps) per SM. Asking ptxas for these minimums
-// gives it 255 and 255 registers; without one it sometimes caps registers lower itself and spills.
-template <int kD>
-__host__ __device__ constexpr int forward_min_blocks() {
-  return 2;
-}
+// gives it 255 registers; without one it sometimes caps registers lower itself and spills.
+constexpr int kForwardMinBlocks = 2;
 
 // ------------------------------------------------------------------------------------------------
 // Forward. out: contiguous (batch, L, Ev); lse: (batch, L), natural log.
 template <typename T, int kD, bool kDropout>
-__global__ void __launch_bounds__(kForwardThreads, forward_min_blocks<kD>())
+__global__ void __launch_bounds__(kForwardThreads, kForwardMinBlocks)
     flash_forward_kernel(AttentionArgs args, T* out, float* lse) {
 #if ADCUDA_ATTENTION_SM80
   using QTile = typename ForwardTiles<kD, kDropout>::Q;
