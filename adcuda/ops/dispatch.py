@@ -28,6 +28,9 @@ from .. import tensor as tensor_module
 from ..autograd import anomaly, engine, graph
 from ..autograd.grad_mode import state as grad_state
 from ..autograd.graph import FREED_MESSAGE, Node, _sequence, edge_of, sum_to_shape, unpack, version_counter, version_of
+from ..backends.float_errors import QUIET as _QUIET
+from ..backends.float_errors import quiet as _quiet
+from ..backends.float_errors import restore as _restore
 from ..errors import AdcudaError, AutogradError, DTypeError, LayoutError, ResultTypeError, adapt_error
 from ..tensor import Tensor, primitives
 from .mutation import check_inplace_allowed, commit_inplace
@@ -165,15 +168,15 @@ def _parameters(op):
 _PLAIN_SOURCE = """
 def make(forward, OP, NAME, _defaults):
     def entry({signature}):
-{prelude}        if _slow:
-            try:
-                return _around_chain(NAME, OP, forward, ({positional}), {keywords})
-            except Exception as error:
-                _adapt(OP, error, ({tensors}), ({values_tuple}))
+{prelude}        token = _quiet(_QUIET)
         try:
+            if _slow:
+                return _around_chain(NAME, OP, forward, ({positional}), {keywords})
             return forward({call})
         except Exception as error:
             _adapt(OP, error, ({tensors}), ({values_tuple}))
+        finally:
+            _restore(token)
     return entry
 """
 
@@ -194,20 +197,26 @@ def make(forward, OP, NAME, _defaults, PLANS):
 
 # Which inputs take part in the graph is asked before whether grad mode is on (a thread-local read,
 # the dearer of the two): most calls have no input that does.
-_BODY_SOURCE = """        try:
+_BODY_SOURCE = """        token = _quiet(_QUIET)
+        try:
             result = forward({call})
         except Exception as error:
             _adapt(OP, error, ({tensors}), ({values_tuple}))
+        finally:
+            _restore(token)
         out = {output}
         mask = 0
 {checks}        if mask and grad_state.enabled:
             (PLANS[mask] or OP.plan(mask)).record(out, result, {values})
         return out"""
 
-_VIEW_BODY_SOURCE = """        try:
+_VIEW_BODY_SOURCE = """        token = _quiet(_QUIET)
+        try:
             result = forward({call})
         except Exception as error:
             _adapt(OP, error, ({tensors}), ({values_tuple}))
+        finally:
+            _restore(token)
         out = {output}
 {view}        if grad_state.enabled:
             out._view_version = vc.value if vc is not None else 0
@@ -842,12 +851,15 @@ def make_inplace_entry(op):
         return commit_inplace(self, result, name)
 
     def inplace_entry(self, *args, **kwargs):
+        token = _quiet(_QUIET)
         try:
             if _slow:
                 return _around_chain(name, op, body, (self,) + args, kwargs)
             return body(self, *args, **kwargs)
         except Exception as error:
             _adapt(inplace_op, error, (), (self,) + args + tuple(kwargs.values()))
+        finally:
+            _restore(token)
 
     inplace_entry.__name__ = inplace_entry.__qualname__ = name
     inplace_entry.__doc__ = f"In-place {op.name}: {op.doc}"
