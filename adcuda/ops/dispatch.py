@@ -828,7 +828,7 @@ def make_inplace_entry(op):
     name = op.forms["inplace"][0]
     forward = op.forward
     entry_of = op
-    inplace_op = _InplaceName(name, op.signature)
+    inplace_op = _InplaceName(name, op)
 
     def body(self, *args, **kwargs):
         check_inplace_allowed(self, name)
@@ -857,7 +857,7 @@ def make_inplace_entry(op):
                 return _around_chain(name, op, body, (self,) + args, kwargs)
             return body(self, *args, **kwargs)
         except Exception as error:
-            _adapt(inplace_op, error, (), (self,) + args + tuple(kwargs.values()))
+            _adapt(inplace_op, error, *_bound_arguments(inplace_op, (self,) + args, kwargs))
         finally:
             _restore(token)
 
@@ -871,11 +871,24 @@ def make_inplace_entry(op):
 class _InplaceName:
     """What ``_adapt`` reads of an op, for its in-place form: the name users called."""
 
-    __slots__ = ("name", "signature")
+    __slots__ = ("name", "signature", "tensor_params")
 
-    def __init__(self, name, signature):
+    def __init__(self, name, op):
         self.name = name
-        self.signature = signature
+        self.signature = op.signature
+        self.tensor_params = _tensor_params(op)
+
+
+def _bound_arguments(op, args, kwargs):
+    """``(tensors, values)`` of a failed in-place call, as a generated entry passes them to ``_adapt``:
+    the values of the op's tensor parameters and of all its parameters, in order (only the
+    positional ones where the arguments do not fit the signature)."""
+    try:
+        bound = op.signature.bind(*args, **kwargs).arguments
+    except TypeError:
+        return (), args
+    tensors = tuple(bound.get(name) for name, _ in op.tensor_params)
+    return tensors, tuple(bound.get(name) for name in op.signature.parameters)
 
 
 def inplace_signature(op):

@@ -12,7 +12,7 @@ import math
 from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
-from ..errors import DTypeError, ShapeError, fmt_shape
+from ..errors import AdcudaError, DTypeError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import (
     as_tensor_operand,
@@ -77,6 +77,8 @@ def binary(prim, a, b, dtype=None, name=None):
     bd = b._data if b.__class__ is Tensor else b
     try:
         data = primitives(t).binary(prim, ad, bd, dtype)
+    except AdcudaError:  # the backend's own refusal (integers to negative powers) says it best
+        raise
     except ValueError as e:
         if a.__class__ is Tensor and b.__class__ is Tensor:
             raise ShapeError(

@@ -12,7 +12,7 @@ from collections import namedtuple
 from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
-from ..errors import DTypeError, ShapeError, fmt_shape
+from ..errors import DTypeError, EmptyReductionError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import cast, wrap, wrap_dim
 from .elementwise import abs as _abs
@@ -55,11 +55,23 @@ def expand_reduced(g, input_shape, axes, keepdim):
     return g.expand(tuple(input_shape))
 
 
-def _check_nonempty(op_name, input, axes):
-    if input.numel() == 0 and (not axes or builtins.any(input.shape[a] == 0 for a in axes)):
-        raise ShapeError(
-            f"{op_name}: cannot reduce an empty tensor of shape {fmt_shape(input.shape)} over "
-            f"dims {axes} (the operation has no identity)"
+def _check_nonempty(op_name, input, axes, whole=False):
+    """Refuse a reduction with no identity over an empty dim, as PyTorch does: an IndexError naming the
+    dim; over the whole tensor (``whole``, no dim given), PyTorch's RuntimeError, except for argmax
+    and argmin, whose refusal is an IndexError either way."""
+    if input.numel() != 0:
+        return
+    if whole or not axes:
+        cls = EmptyReductionError if op_name in ("argmax", "argmin") else ShapeError
+        raise cls(
+            f"{op_name}: expected reduction dim to be specified for an empty tensor of shape "
+            f"{fmt_shape(input.shape)} (the operation has no identity)"
+        )
+    empty = next((a for a in axes if input.shape[a] == 0), None)
+    if empty is not None:
+        raise EmptyReductionError(
+            f"{op_name}: expected reduction dim {empty} to have non-zero size (input shape "
+            f"{fmt_shape(input.shape)}; the operation has no identity)"
         )
 
 
@@ -180,7 +192,7 @@ def _extreme_grad(name):
 
 def _extreme(prim, input, dim, keepdim):
     axes = reduce_axes(prim, input.ndim, None if dim == () else dim)
-    _check_nonempty(prim, input, axes)
+    _check_nonempty(prim, input, axes, whole=dim == () or dim is None)
     return _reduce(prim, input, axes, keepdim)
 
 

@@ -39,7 +39,8 @@ def family(exc):
         return "TypeError"
     if isinstance(exc, (RuntimeError, ValueError, NotImplementedError)):
         return "RuntimeError/ValueError"
-    return type(exc).__name__
+    # another built-in class (OverflowError, ZeroDivisionError, KeyError): the first one adcuda's class derives from
+    return next(c.__name__ for c in type(exc).__mro__ if c.__module__ == "builtins")
 
 
 class Library:
