@@ -959,9 +959,17 @@ def square(input: Tensor) -> Tensor:
     return mul(input, input)
 
 
-@op("reciprocal", inplace=True, doc="1 / input.", composite=True)
+@op(
+    "reciprocal",
+    inplace=True,
+    doc="1 / input.",
+    node="ReciprocalBackward0",
+    # PyTorch's formula, in the result: its own gradient at 0 is +-inf (2 * grad * result**3), where
+    # div's formula in input would make inf * 0
+    grads={"input": lambda grad, result: -grad * (result * result)},
+)
 def reciprocal(input: Tensor) -> Tensor:
-    return div(1.0, input)
+    return binary("div", 1.0, input, dtype=float_result_type(1.0, input), name="reciprocal")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1146,9 +1154,18 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 
 def _negative_part_expm1(input, alpha, inner_scale=1.0):
     """alpha * (exp(min(input, 0) * inner_scale) - 1): never exponentiates a positive value (nor a NaN),
-    so the branch where() leaves out has no inf or NaN whose zero gradient would become NaN."""
-    negative = where(le(input, 0), input, 0.0)
-    return expm1(negative if inner_scale == 1.0 else negative * inner_scale) * alpha
+    so the branch where() leaves out has no inf or NaN whose zero gradient would become NaN.
+
+    At 0 it has PyTorch's derivatives: the first is the negative side's, alpha * inner_scale
+    (elu_backward takes input <= 0), the second 0 (elu's double backward takes input < 0). So the
+    exponential reads input below 0 only, and a term ``at_zero`` adds the slope at 0 alone: its value
+    is 0 everywhere (input itself where input == 0), its derivative 1 at 0 and 0 elsewhere, and its
+    own derivative's derivative 0."""
+    negative = where(lt(input, 0), input, 0.0)
+    at_zero = where(eq(input, 0), input, 0.0)
+    if inner_scale != 1.0:
+        negative, at_zero = negative * inner_scale, at_zero * inner_scale
+    return (expm1(negative) + at_zero) * alpha
 
 
 @op(
@@ -1317,7 +1334,12 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:
         )
     if n > 1 and input.ndim > 2:
         weight = weight.reshape((n,) + (1,) * (input.ndim - 2))
-    return where(gt(input, 0), input, input * weight)
+    # At 0, PyTorch's first derivatives are the negative side's (weight for input, input = 0 for weight)
+    # and its second derivatives the positive side's (0): the product reads input below 0 only, and
+    # input's slope at 0 alone is the constant weight (see _negative_part_expm1)
+    negative = where(ge(input, 0), 0.0, input)  # (NaN stays NaN)
+    at_zero = where(eq(input, 0), input, 0.0)
+    return where(gt(input, 0), input, negative * weight + at_zero * weight.detach())
 
 
 def _tensor_pair(name, input, other):

@@ -282,12 +282,18 @@ def _correction(name, unbiased, correction):
     return correction
 
 
-def _var_grad_of(x, g, axes, keepdim, correction):
-    """The gradient of ``var`` over ``axes`` given the gradient ``g`` of its result."""
+def _var_grad_of(x, g, axes, keepdim, correction, whole):
+    """The gradient of ``var`` over ``axes`` given the gradient ``g`` of its result, as PyTorch's
+    var_backward: over the whole tensor (``whole``: no dim, or a 0-d tensor) with no degrees of freedom
+    left, NaN where x equals the mean and inf elsewhere, constants (so its own gradient is 0, not
+    the NaN that inf * 0 would make); otherwise 2 / (n - correction) * (x - mean), that quotient inf
+    where n == correction."""
     shape = tuple(x.shape)
-    dof = builtins.max(_count(shape, axes) - correction, 0)
-    scale = 2.0 / dof if dof else math.inf  # as the forward divides by 0: inf, or NaN where centered is 0
+    dof = _count(shape, axes) - correction
     centered = x - mean(x, axes, keepdim=True)
+    if whole and dof <= 0:
+        return expand_reduced(g, shape, axes, keepdim) * where(centered == 0, math.nan, math.inf)
+    scale = 2.0 / dof if dof else math.inf
     return expand_reduced(g, shape, axes, keepdim) * centered * scale
 
 
@@ -305,7 +311,12 @@ def _var_forward(name, input, dim, unbiased, keepdim, correction):
     node="VarBackward0",
     grads={
         "input": lambda grad, input, dim, unbiased, keepdim, correction: _var_grad_of(
-            input, grad, reduce_axes("var", input.ndim, dim), keepdim, _correction("var", unbiased, correction)
+            input,
+            grad,
+            reduce_axes("var", input.ndim, dim),
+            keepdim,
+            _correction("var", unbiased, correction),
+            whole=dim is None or input.ndim == 0,
         )
     },
 )
@@ -325,7 +336,12 @@ def _std_grad(grad, input, result, dim, unbiased, keepdim, correction):
     zero = result == 0
     g = where(zero, 0.0, grad / (2 * where(zero, 1.0, result)))
     return _var_grad_of(
-        input, g, reduce_axes("std", input.ndim, dim), keepdim, _correction("std", unbiased, correction)
+        input,
+        g,
+        reduce_axes("std", input.ndim, dim),
+        keepdim,
+        _correction("std", unbiased, correction),
+        whole=dim is None or input.ndim == 0,
     )
 
 
