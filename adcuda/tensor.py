@@ -378,7 +378,9 @@ def wrap_dim(dim, ndim, op):
     """A possibly negative ``dim`` as an index into a shape of ``ndim`` dims (0-d acts as 1-d)."""
     n = max(ndim, 1)
     if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
-        raise DTypeError(f"{op}: dim must be an int, got {type(dim).__name__}")
+        if not (isinstance(dim, Tensor) and dim.numel() == 1 and dim.dtype.category != dt.FLOATING):
+            raise DTypeError(f"{op}: dim must be an int, got {type(dim).__name__}")
+        dim = int(dim.item())  # a one-element integer tensor, as PyTorch takes it
     if dim < -n or dim >= n:
         raise IndexOutOfRangeError(
             f"{op}: dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})"

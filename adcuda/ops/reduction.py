@@ -32,7 +32,10 @@ def reduce_axes(op_name, ndim, dim):
     tuple means every dim, as in PyTorch."""
     if dim is None:
         return tuple(range(ndim))
-    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    if isinstance(dim, Tensor):  # integer tensors of dims, as PyTorch takes them (wrap_dim checks the dtype)
+        dims = tuple(dim.reshape(-1).unbind(0)) if dim.ndim else (dim,)
+    else:
+        dims = (dim,) if isinstance(dim, int) else tuple(dim)
     if not dims:
         return tuple(range(ndim))
     if ndim == 0:
@@ -179,10 +182,15 @@ def prod(input: Tensor, dim: int | None = None, keepdim: bool = False, *, dtype:
 
 # ------------------------------------------------------------------------------------------------
 # extremes
+def _no_dims(dim):
+    """Whether ``dim`` is (), amax's and amin's every dim (a dim may also be a tensor, not compared with ==)."""
+    return dim.__class__ is tuple and not dim
+
+
 def _extreme_grad(name):
     def grad_fn(grad, input, result, dim, keepdim):
         shape = tuple(input.shape)
-        axes = reduce_axes(name, len(shape), None if dim == () else dim)
+        axes = reduce_axes(name, len(shape), None if _no_dims(dim) else dim)
         hit = (input == expand_reduced(result, shape, axes, keepdim)).to(dtype=grad.dtype)
         count = sum(hit, axes, keepdim=True)
         return expand_reduced(grad, shape, axes, keepdim) * hit / count
@@ -191,8 +199,8 @@ def _extreme_grad(name):
 
 
 def _extreme(prim, input, dim, keepdim):
-    axes = reduce_axes(prim, input.ndim, None if dim == () else dim)
-    _check_nonempty(prim, input, axes, whole=dim == () or dim is None)
+    axes = reduce_axes(prim, input.ndim, None if _no_dims(dim) else dim)
+    _check_nonempty(prim, input, axes, whole=_no_dims(dim) or dim is None)
     return _reduce(prim, input, axes, keepdim)
 
 

@@ -865,6 +865,8 @@ def tile(input: Tensor, *dims: int | Sequence[int]) -> Tensor:
     composite=True,
 )
 def tensor_split(input: Tensor, indices_or_sections: int | Sequence[int] | Tensor, dim: int = 0) -> tuple[Tensor, ...]:
+    if getattr(input, "ndim", None) == 0:
+        raise ShapeError("tensor_split: expected at least a 1-dimensional tensor, but got a tensor with 0 dims")
     d = wrap_dim(dim, input.ndim, "tensor_split")
     n = input.shape[d]
     if isinstance(indices_or_sections, Tensor):

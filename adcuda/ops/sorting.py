@@ -77,7 +77,9 @@ def topk(
 ) -> tuple[Tensor, Tensor]:
     """The ``k`` largest (or smallest) values along ``dim`` and their indices, in sorted order."""
     size = input.shape[wrap_dim(dim, input.ndim, "topk")] if input.ndim else 1
-    if not isinstance(k, int) or k < 0 or k > size:  # PyTorch's RuntimeError: a value, not an index, out of range
+    if not isinstance(k, int) or isinstance(k, bool):
+        raise DTypeError(f"topk: k must be an int, got {type(k).__name__}")
+    if k < 0 or k > size:  # PyTorch's RuntimeError: a value, not an index, out of range
         raise InvalidArgumentError(
             f"topk: k ({k}) is out of range for dimension {dim} of size {size} (input shape {fmt_shape(input.shape)})"
         )
@@ -293,9 +295,11 @@ _INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
 
 @op("kthvalue", doc="The k-th smallest value along dim (k from 1) and its index.", composite=True)
 def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False) -> tuple[Tensor, Tensor]:
+    if not isinstance(k, int) or isinstance(k, bool):
+        raise DTypeError(f"kthvalue: k must be an int, got {type(k).__name__}")
     if input.ndim == 0:
         if k != 1:
-            raise IndexOutOfRangeError(f"kthvalue: k ({k}) out of range for a 0-d tensor")
+            raise InvalidArgumentError(f"kthvalue: k ({k}) out of range for a 0-d tensor")
         return kthvalue_result(*_scalar_order("kthvalue", input, dim))
     axis = wrap_dim(dim, input.ndim, "kthvalue")
     n = input.shape[axis]
@@ -303,7 +307,7 @@ def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False) -> tup
         raise EmptyReductionError(
             f"kthvalue: expected reduction dim {dim} to have non-zero size (input shape {fmt_shape(input.shape)})"
         )
-    if not isinstance(k, int) or not 1 <= k <= n:  # PyTorch's RuntimeError, as topk's
+    if not 1 <= k <= n:  # PyTorch's RuntimeError, as topk's
         raise InvalidArgumentError(
             f"kthvalue: k ({k}) out of range for dimension {dim} of size {n} (input shape {fmt_shape(input.shape)})"
         )
@@ -379,6 +383,8 @@ def searchsorted(
         if right and side == "left":
             raise ValueError(f"{name}: side='left' contradicts right=True")
         right = side == "right"
+    if getattr(sorted_sequence, "ndim", None) == 0:  # PyTorch's RuntimeError, before any dim is read
+        raise ShapeError(f"{name}: boundaries tensor should have positive dimension, but got 0 dimension")
     if sorter is not None:
         sorted_sequence = sorted_sequence.gather(-1, sorter)
     scalar = not hasattr(input, "shape")
