@@ -422,6 +422,8 @@ def logsumexp(input: Tensor, dim: int | Sequence[int], keepdim: bool = False) ->
 def _pnorm_grad(grad, input, result, p, dim, keepdim):
     shape = tuple(input.shape)
     axes = reduce_axes("norm", len(shape), dim)
+    if p == 0:  # a count: its gradient is 0, as PyTorch's (whose output still requires grad)
+        return expand_reduced(grad, shape, axes, keepdim) * 0.0
     if p == 1:
         return expand_reduced(grad, shape, axes, keepdim) * sign(input)
     # d||x||_p = x |x|^(p-2) / ||x||^(p-1), and 0 (not NaN) where the norm is 0
@@ -433,7 +435,7 @@ def _pnorm_grad(grad, input, result, p, dim, keepdim):
 
 @op(
     "pnorm",
-    doc="The vector p-norm for a finite p other than 0 (norm's differentiable core).",
+    doc="The vector p-norm for a finite p (norm's differentiable core; p = 0 counts the nonzero elements).",
     node="NormBackward1",
     function=False,
     method=False,
@@ -446,7 +448,9 @@ def pnorm(input: Tensor, p: float, dim: int | Sequence[int] | None, keepdim: boo
     # float16's range while the norm of four of them is 600
     d = _accumulation_dtype(input.dtype)
     x = bk.astype(input._data, d) if d is not input.dtype else input._data
-    if p == 1:
+    if p == 0:
+        out = bk.astype(bk.reduce("sum", bk.binary("ne", x, 0, d), axes, keepdim), d)
+    elif p == 1:
         out = bk.reduce("sum", bk.unary("abs", x), axes, keepdim)
     elif p == 2:
         out = bk.unary("sqrt", bk.reduce("sum", bk.binary("mul", x, x, d), axes, keepdim))
@@ -479,8 +483,6 @@ def norm(
         return amax(_abs(input), () if dim is None else dim, keepdim)
     if p == -float("inf"):
         return amin(_abs(input), () if dim is None else dim, keepdim)
-    if p == 0:
-        return sum(input != 0, dim, keepdim).to(dtype=input.dtype)
     return pnorm(input, p, dim, keepdim)
 
 

@@ -691,7 +691,8 @@ def _bce_input_grad(grad, input, target):
 
 
 def _bce_target_grad(grad, input):
-    return grad * (clamp(log1p(-input), min=-100.0) - clamp(log(input), min=-100.0))
+    # -logit(input), unclamped, as PyTorch's binary_cross_entropy_target_backward: +-inf at 0 and 1
+    return grad * (log1p(-input) - log(input))
 
 
 @op(
