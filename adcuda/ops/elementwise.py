@@ -263,15 +263,17 @@ def _pow_grad_input(grad, input, exponent):
     # PyTorch's order of operations, grad * (b * a ** (b - 1)), so that a ** 3 trains bit for bit alike
     if exponent.__class__ is not Tensor:
         return _zeros_like(grad) if exponent == 0 else grad * (exponent * input ** (exponent - 1))
-    # d/da a**b is 0 where b == 0, even at a == 0 (not 0 * inf): base 1 there
-    return grad * (exponent * where(eq(exponent, 0), 1.0, input) ** (exponent - 1))
+    # d/da a**b is 0 where b == 0, even at a == 0 (not 0 * inf): PyTorch's pow_backward_self, whose
+    # where() also gives its second order (NaN where the branch left out has 0 ** -1)
+    return where(eq(exponent, 0), 0.0, grad * (exponent * input ** (exponent - 1)))
 
 
 def _pow_grad_exponent(grad, input, exponent, result):
     if input.__class__ is Tensor:
-        # 0 ** b for b >= 0 does not change with b; elsewhere y * log(a) (NaN for a < 0)
+        # 0 ** b for b >= 0 does not change with b; elsewhere y * log(a) (NaN for a < 0): PyTorch's
+        # pow_backward_exponent, its second order included
         flat = logical_and(eq(input, 0), ge(exponent, 0))
-        return grad * where(flat, 0.0, result * log(where(flat, 1.0, input)))
+        return grad * where(flat, 0.0, result * log(input))
     log_a = math.log(input) if input > 0 else 0.0 if input == 0 else math.nan
     return grad * result * log_a
 

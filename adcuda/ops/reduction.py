@@ -426,10 +426,10 @@ def _pnorm_grad(grad, input, result, p, dim, keepdim):
         return expand_reduced(grad, shape, axes, keepdim) * 0.0
     if p == 1:
         return expand_reduced(grad, shape, axes, keepdim) * sign(input)
-    # d||x||_p = x |x|^(p-2) / ||x||^(p-1), and 0 (not NaN) where the norm is 0
+    # d||x||_p = x |x|^(p-2) / ||x||^(p-1), and 0 (not NaN) where the norm is 0, as PyTorch's masked
+    # formula: its own gradient there is NaN (the division's, 0 / 0), as PyTorch's second order
     yk = expand_reduced(result, shape, axes, keepdim)
-    safe = where(yk == 0, 1.0, yk)
-    scale = input / safe if p == 2 else input * _abs(input) ** (p - 2) / safe ** (p - 1)
+    scale = input / yk if p == 2 else input * _abs(input) ** (p - 2) / yk ** (p - 1)
     return expand_reduced(grad, shape, axes, keepdim) * where(yk == 0, 0.0, scale)
 
 
