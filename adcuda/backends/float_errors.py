@@ -25,15 +25,17 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["QUIET", "quiet", "restore", "is_quiet"]
+__all__ = ["QUIET", "quiet", "restore"]
 
 quiet: Callable[[Any], Any]
 restore: Callable[[Any], Any]
-is_quiet: Callable[[], bool]
 
 try:
-    from numpy._core._ufunc_config import _extobj_contextvar as _state  # NumPy 2
-except ImportError:  # NumPy 1.x (or a later NumPy that renamed it): the public per-thread calls
+    from numpy._core import _ufunc_config  # NumPy 2
+
+    # (read with getattr: a later NumPy may rename it, and NumPy's stubs do not declare it)
+    _state: Any = getattr(_ufunc_config, "_extobj_contextvar", None)
+except ImportError:  # NumPy 1.x: the public per-thread calls below
     _state = None
 
 if _state is not None:
@@ -41,25 +43,17 @@ if _state is not None:
         QUIET = _state.get()
     quiet = _state.set  # returns a token for ``restore``
     restore = _state.reset
-
-    def is_quiet() -> bool:
-        """Whether NumPy's error state is adcuda's (inside an op, or a backward pass)."""
-        return _state.get() is QUIET
-
 elif hasattr(np, "geterrobj"):  # NumPy 1.x
+    _get_state, _set_state = getattr(np, "geterrobj"), getattr(np, "seterrobj")  # noqa: B009 (not in NumPy 2's stubs)
     with np.errstate(all="ignore"):
-        QUIET = np.geterrobj()
+        QUIET = _get_state()
 
     def quiet(state):
-        previous = np.geterrobj()
-        np.seterrobj(state)
+        previous = _get_state()
+        _set_state(state)
         return previous
 
-    restore = np.seterrobj
-
-    def is_quiet() -> bool:
-        return np.geterrobj() == QUIET
-
+    restore = _set_state
 else:  # neither: np.errstate itself, the slow public way
     QUIET = "ignore"
 
@@ -70,6 +64,3 @@ else:  # neither: np.errstate itself, the slow public way
 
     def restore(scope):
         scope.__exit__(None, None, None)
-
-    def is_quiet() -> bool:
-        return all(mode == "ignore" for mode in np.geterr().values())
