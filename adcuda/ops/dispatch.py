@@ -288,7 +288,7 @@ def _tensor_params(op):
     an error below such an op is not its arguments' kind."""
     found = []
     for p in op.signature.parameters.values():
-        if p.annotation in _SINGLE_TENSOR_ANNOTATIONS:
+        if p.annotation in _SINGLE_TENSOR_ANNOTATIONS and p.kind != p.VAR_POSITIONAL:
             found.append((p.name, False))
         elif (
             p.annotation == "Sequence[Tensor]"
@@ -308,6 +308,13 @@ def _adapt(op, error, tensors, values):
             _check_inputs_are_tensors(op, error, tensors)
         except DTypeError as named:
             raise named from error
+    else:
+        # PyTorch checks an argument's kind before its value: a list of tensors holding something else
+        # is its TypeError, whatever the op then found wrong with the list
+        try:
+            _check_sequence_items(op, tensors)
+        except DTypeError as named:
+            raise named from error
     # an internal op (no public form: slice_key, flip_dims) leaves the naming to the op that called it
     public = getattr(op, "forms", None) is None or any(op.forms.values())
     if not public and isinstance(error, AdcudaError):
@@ -316,6 +323,17 @@ def _adapt(op, error, tensors, values):
     if adapted is error:
         raise error
     raise adapted from error
+
+
+def _check_sequence_items(op, values):
+    """Refuse, naming it, an item of a sequence-of-tensors argument (cat's, meshgrid's) that is no
+    Tensor, where PyTorch's argument parser raises TypeError: only once the op has failed, so the hot
+    path pays nothing for it."""
+    for (name, sequence), value in zip(op.tensor_params, values):
+        if sequence and value.__class__ in _SEQUENCES:
+            for i, item in enumerate(value):
+                if item.__class__ is not Tensor and not getattr(item, "is_sparse", False):
+                    raise DTypeError(f"{op.name}: expected Tensor as element {i} of {name}, got {type(item).__name__}")
 
 
 def _check_inputs_are_tensors(op, error, values):

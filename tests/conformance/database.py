@@ -878,6 +878,8 @@ add(
         S([T(2), T(3)], indexing="ij"),
         S(T(), T(2), indexing="ij"),
     ],
+    # an item that is no tensor: PyTorch's argument parser refuses it before the shapes are looked at
+    errors=[E(T(2, 3), True, family="TypeError", name="not-a-tensor")],
 )
 add(
     "repeat_interleave",
@@ -923,8 +925,13 @@ add(
 add(
     "block_diag",
     [S(T(2, 3, dtype="float64"), T(1, 2, dtype="float64")), S(T(2), T()), S(T(2, 2), T(2, 1, dtype="int64"))],
+    errors=[E(T(2), (0, 1), family="TypeError", name="not-a-tensor")],
 )
-add("cartesian_prod", [S(T(3, dtype="float64"), T(2, dtype="float64")), S(T(3)), S(idx(1, 2), idx(3, 4), idx(5))])
+add(
+    "cartesian_prod",
+    [S(T(3, dtype="float64"), T(2, dtype="float64")), S(T(3)), S(idx(1, 2), idx(3, 4), idx(5))],
+    errors=[E(T(2), 2, family="TypeError", name="not-a-tensor")],
+)
 add("diag_embed", [S(T(2, 3, dtype="float64")), S(T(3), 1), S(T(2, 3), -1, 0, 2)])
 add(
     "pad",
