@@ -332,8 +332,10 @@ def _check_sequence_items(op, values):
     for (name, sequence), value in zip(op.tensor_params, values):
         if sequence and value.__class__ in _SEQUENCES:
             for i, item in enumerate(value):
-                # (a nested list: einsum's operands given as one list; a sparse tensor: a layout error)
-                if isinstance(item, (Tensor, *_SEQUENCES)) or getattr(item, "is_sparse", False):
+                # (a nested list of tensors: einsum's operands given as one list; a sparse tensor: a layout error)
+                if isinstance(item, Tensor) or getattr(item, "is_sparse", False):
+                    continue
+                if item.__class__ in _SEQUENCES and all(isinstance(t, Tensor) for t in item):
                     continue
                 raise DTypeError(f"{op.name}: expected Tensor as element {i} of {name}, got {type(item).__name__}")
 
