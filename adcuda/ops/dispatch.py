@@ -164,7 +164,9 @@ def _parameters(op):
 # An op's entry is generated from its forward's signature, so that Python binds the arguments
 # (positional or keyword, defaults) and recording finds each input by name: no argument parsing of
 # our own on the hot path. ``body`` is the same without the hook check, for the hooks. An op that
-# records nothing itself (composite, or not differentiable) only checks for hooks.
+# records nothing itself (composite, or not differentiable) only checks for hooks. Every forward runs
+# with NumPy silent about inf and NaN, as PyTorch is, the caller's NumPy error state put back after it
+# (backends/float_errors.py: about 0.1 us a call, a tenth of what np.errstate costs).
 _PLAIN_SOURCE = """
 def make(forward, OP, NAME, _defaults):
     def entry({signature}):
