@@ -2,6 +2,7 @@
 declaration names; every call through one entry point, where hooks see ops and primitives and cost
 nothing while none is attached."""
 
+import importlib.util
 import pathlib
 import sys
 
@@ -9,6 +10,8 @@ import numpy as np
 import pytest
 
 import adcuda
+import adcuda._op_functions as op_functions_module
+import adcuda.nn._functional_ops as functional_module
 import adcuda.nn.functional as F
 from adcuda.ops import dispatch, registry
 
@@ -171,3 +174,28 @@ def test_a_list_where_a_tensor_belongs_is_named(definition):
 def test_a_number_in_a_tensor_sequence_is_named():
     with pytest.raises(adcuda.DTypeError, match=r"stack: tensors\[1\] must be a Tensor, got float"):
         adcuda.stack([adcuda.ones(2), 1.0])
+
+
+# ----------------------------------------------------------------------------------------------
+# the function forms by name (scripts/gen_op_functions.py)
+def test_the_generated_function_modules_are_current():
+    path = OPS_DIR.parent.parent / "scripts" / "gen_op_functions.py"
+    spec = importlib.util.spec_from_file_location("gen_op_functions", path)
+    generator = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generator)
+    for relative, text in generator.modules().items():
+        committed = (OPS_DIR.parent.parent / relative).read_text(encoding="utf-8")
+        assert committed == text, f"{relative} is stale: run python scripts/gen_op_functions.py"
+
+
+def test_function_forms_are_the_op_entries_defined_by_name():
+    assert sorted(op_functions_module.__all__) == sorted(registry.functions())
+    for name, entry in registry.functions().items():
+        assert getattr(adcuda, name) is entry, name  # no wrapper: a call costs what the entry costs
+    assert sorted(F.__all__) == sorted(registry.functional_forms())
+    assert F.gelu is registry.get("gelu").entry and F.relu_ is registry.get("relu").inplace_entry
+    assert F.relu.__code__.co_filename == functional_module.__file__  # a def an editor finds
+    x = adcuda.tensor([-1.0, 2.0])
+    assert F.leaky_relu(x, 0.5).tolist() == [-0.5, 2.0] and x.tolist() == [-1.0, 2.0]
+    assert F.leaky_relu(x, 0.5, True) is x and x.tolist() == [-0.5, 2.0]  # inplace by position, as PyTorch
+    assert F.relu(x, inplace=True) is x and x.tolist() == [0.0, 2.0]

@@ -13,7 +13,7 @@ from ..errors import DTypeError, ShapeError, fmt_shape
 from ..tensor import Tensor
 from .common import filled
 from .mutation import check_inplace_allowed, commit_inplace, write_untracked
-from .registry import op
+from .registry import lowering, op
 
 if TYPE_CHECKING:
     from ..types import Number
@@ -58,3 +58,7 @@ def copy_(self: Tensor, src: Tensor, non_blocking: bool = False) -> Tensor:
     if needs_grad(src) or needs_grad(self):
         return commit_inplace(self, value.clone(), "copy_")
     return write_untracked(self, value._data, "copy_")
+
+
+# what the exporters know of the primitives this family's ops call (``Lowering`` in registry.py)
+lowering("copy_", onnx=lambda w, node, **params: w.copy_(node, **params))

@@ -9,14 +9,13 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import broadcast_shapes, check_same_device, wrap
 from .factories import eye
-from .registry import op
+from .indexing import triangle_coordinates
+from .registry import lowering, op
 from .shape import stack
 from .sparse import SparseTensor, sparse_matmul
 
@@ -727,5 +726,10 @@ def pdist(input: Tensor, p: float = 2) -> Tensor:
     # size alone and sent once (as ops they were nine dispatches); the differences of the pairs only:
     # no zero distance (the diagonal), whose norm has no gradient
     bk = primitives(input)
-    first, second = (wrap(bk.from_numpy(rows, dt.int64), input._device) for rows in np.triu_indices(input.shape[0], 1))
+    pairs = triangle_coordinates(input.shape[0], input.shape[0], 1, False)  # kept by size, read-only
+    first, second = (wrap(bk.from_numpy(rows, dt.int64), input._device) for rows in pairs)
     return (input[first] - input[second]).norm(p, -1)
+
+
+# what the exporters know of the primitives this family's ops call (``Lowering`` in registry.py)
+lowering("matmul", onnx=lambda w, node, **params: w.matmul(node, **params), c=lambda lower, node: lower.matmul(node))

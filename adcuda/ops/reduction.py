@@ -17,7 +17,7 @@ from ..tensor import Tensor, primitives
 from .common import cast, wrap, wrap_dim
 from .elementwise import abs as _abs
 from .elementwise import exp, maximum, minimum, sign, where
-from .registry import op
+from .registry import lowering, op
 
 if TYPE_CHECKING:
     from ..types import DType, Number, Sequence
@@ -125,6 +125,9 @@ def sum(
     return _reduce("sum", input, reduce_axes("sum", input.ndim, dim), keepdim)
 
 
+lowering("reduce", "sum", onnx="ReduceSum", c=("0.0f", "{acc} + {v}", None))
+
+
 def _mean_grad(grad, input_shape, dim, keepdim):
     axes = reduce_axes("mean", len(input_shape), dim)
     return expand_reduced(grad / builtins.max(_count(input_shape, axes), 1), input_shape, axes, keepdim)
@@ -146,6 +149,10 @@ def mean(
             f"mean: could not infer output dtype. Input dtype must be a floating point dtype, got {input.dtype}"
         )
     return _reduce("mean", input, reduce_axes("mean", input.ndim, dim), keepdim)
+
+
+# C: the sum, divided at the end
+lowering("reduce", "mean", onnx="ReduceMean", c=("0.0f", "{acc} + {v}", "{acc} / {count}"))
 
 
 def _prod_grad(grad, input, result, dim, keepdim):
@@ -178,6 +185,9 @@ def prod(input: Tensor, dim: int | None = None, keepdim: bool = False, *, dtype:
         input = cast(input, dtype)
         return cast(_reduce("prod", input, reduce_axes("prod", input.ndim, dim), keepdim), dtype)
     return _reduce("prod", input, reduce_axes("prod", input.ndim, dim), keepdim)
+
+
+lowering("reduce", "prod", onnx="ReduceProd", c=("1.0f", "{acc} * {v}", None))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -214,6 +224,10 @@ def amax(input: Tensor, dim: int | Sequence[int] = (), keepdim: bool = False) ->
     return _extreme("amax", input, dim, keepdim)
 
 
+# C: amax and amin pass a NaN on, as NumPy's
+lowering("reduce", "amax", onnx="ReduceMax", c=("-INFINITY", "(({v} != {v} || {v} > {acc}) ? {v} : {acc})", None))
+
+
 @op(
     "amin",
     doc="The smallest value over dim (all elements by default); ties share the gradient.",
@@ -222,6 +236,9 @@ def amax(input: Tensor, dim: int | Sequence[int] = (), keepdim: bool = False) ->
 )
 def amin(input: Tensor, dim: int | Sequence[int] = (), keepdim: bool = False) -> Tensor:
     return _extreme("amin", input, dim, keepdim)
+
+
+lowering("reduce", "amin", onnx="ReduceMin", c=("INFINITY", "(({v} != {v} || {v} < {acc}) ? {v} : {acc})", None))
 
 
 def _max_min(name, input, dim, keepdim):
@@ -525,9 +542,23 @@ def all(input: Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = F
     return _reduce("all", input, reduce_axes("all", input.ndim, dim), keepdim)
 
 
+lowering(
+    "reduce",
+    "all",
+    onnx=lambda w, x, dtype, axes, keepdim, out: w.reduce_truth("ReduceMin", x, dtype, axes, keepdim, out),
+)
+
+
 @op("any", doc="Whether any element over dim is nonzero.")
 def any(input: Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:  # noqa: A001
     return _reduce("any", input, reduce_axes("any", input.ndim, dim), keepdim)
+
+
+lowering(
+    "reduce",
+    "any",
+    onnx=lambda w, x, dtype, axes, keepdim, out: w.reduce_truth("ReduceMax", x, dtype, axes, keepdim, out),
+)
 
 
 @op("count_nonzero", doc="The number of nonzero elements over dim.", composite=True)
@@ -700,3 +731,11 @@ def histc(input: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Ten
     inside = flat[(flat >= low) & (flat <= high)]
     slots = ((inside - low) * (bins / (high - low))).floor().clamp(0, bins - 1).to(dtype=dt.int64)
     return bincount(slots, minlength=bins).to(dtype=input.dtype)
+
+
+# what the exporters know of the primitives this family's ops call (``Lowering`` in registry.py)
+lowering("reduce", onnx=lambda w, node, **params: w.reduce(node, **params), c=lambda lower, node: lower.reduce(node))
+lowering("argreduce", onnx=lambda w, node, **params: w.argreduce(node, **params))
+lowering("var", onnx=lambda w, node, **params: w.var(node, **params))
+lowering("logsumexp", onnx=lambda w, node, **params: w.logsumexp(node, **params))
+lowering("cumsum", onnx=lambda w, node, **params: w.cumsum(node, **params))

@@ -18,7 +18,7 @@ from ..tensor import Size, Tensor, primitives
 from .common import broadcast_shapes, cast, check_same_device, result_type, wrap, wrap_dim
 from .dispatch import NotAView
 from .factories import arange, full
-from .registry import op
+from .registry import lowering, op
 
 if TYPE_CHECKING:
     from ..types import DType, Sequence
@@ -159,7 +159,16 @@ def unsqueeze(input: Tensor, dim: int) -> Tensor:
     return reshape(input, shape[:d] + (1,) + shape[d:])
 
 
+# list(range(n)) for the ranks a permutation is checked against without building it per call
+_IDENTITY_ORDERS = tuple(list(range(n)) for n in range(17))
+
+
 def _permutation(input, dims):
+    ndim = input._data.ndim
+    # the common case first: a tuple of plain ints that is already a permutation
+    if len(dims) == ndim and ndim < len(_IDENTITY_ORDERS) and sorted(dims) == _IDENTITY_ORDERS[ndim]:
+        if all(d.__class__ is int for d in dims):
+            return dims if dims.__class__ is tuple else tuple(dims)
     if not dims:
         raise DTypeError("permute: missing 1 required positional argument: 'dims'")
     if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
@@ -208,18 +217,24 @@ def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
     if input.ndim == 0:
         wrap_dim(dim0, 0, "transpose"), wrap_dim(dim1, 0, "transpose")
         return permute(input, ())
-    a = wrap_dim(dim0, input.ndim, "transpose")
-    b = wrap_dim(dim1, input.ndim, "transpose")
-    axes = list(range(input.ndim))
+    return permute(input, _swapped(input._data.ndim, dim0, dim1, "transpose"))
+
+
+def _swapped(ndim, dim0, dim1, name):
+    """The order of ``ndim`` dims with ``dim0`` and ``dim1`` swapped (a tuple for permute)."""
+    a = wrap_dim(dim0, ndim, name)
+    b = wrap_dim(dim1, ndim, name)
+    axes = list(range(ndim))
     axes[a], axes[b] = axes[b], axes[a]
-    return permute(input, axes)
+    return tuple(axes)
 
 
 @op("t", doc="The transpose of a matrix (vectors and scalars as they are).", composite=True)
 def t(input: Tensor) -> Tensor:
     if input.ndim > 2:
         raise ShapeError(f"t: expects a tensor with <= 2 dimensions, but got shape {fmt_shape(input.shape)}")
-    return transpose(input, 0, 1) if input.ndim == 2 else permute(input, tuple(range(input.ndim)))  # a view
+    # permute directly (a view), not through transpose's entry: one op call where there were three
+    return permute(input, (1, 0) if input.ndim == 2 else tuple(range(input.ndim)))
 
 
 @op("T", doc="All dims reversed.", composite=True, function=False, as_property=True)
@@ -236,7 +251,7 @@ def mT(input: Tensor) -> Tensor:  # noqa: N802 (PyTorch's name)
             f"mT: tensor.mT is only supported on matrices or batches of matrices, got a "
             f"{input.ndim}-D tensor of shape {fmt_shape(input.shape)}"
         )
-    return transpose(input, -2, -1)
+    return permute(input, _swapped(input._data.ndim, -2, -1, "mT"))
 
 
 @op("movedim", doc="Dims source moved to positions destination.", composite=True, aliases=("moveaxis",))
@@ -564,7 +579,7 @@ def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
 @op("select", doc="The slice at index along dim, without that dim (a view).", composite=True)
 def select(input: Tensor, dim: int, index: int) -> Tensor:
     d = wrap_dim(dim, input.ndim, "select")
-    return input[(slice(None),) * d + (index,)]
+    return input[index] if d == 0 else input[(slice(None),) * d + (index,)]
 
 
 @op("repeat", doc="input tiled repeats times along each dim (a copy).", composite=True)
@@ -1155,3 +1170,13 @@ def slice_scatter(
             f"input {fmt_shape(input.shape)}[{start}:{end}:{step}] along dim {d}"
         )
     return _scattered(input, key, src)
+
+
+# what the exporters know of the primitives this family's ops call (``Lowering`` in registry.py)
+lowering("view", onnx=lambda w, node, **params: w.view(node, **params), c=lambda lower, node: lower.view(node))
+lowering("permute", onnx=lambda w, node, **params: w.permute(node, **params), c=lambda lower, node: lower.permute(node))
+lowering("expand", onnx=lambda w, node, **params: w.expand(node, **params), c=lambda lower, node: lower.expand(node))
+lowering("flip", onnx=lambda w, node, **params: w.flip(node, **params))
+lowering("slice", onnx=lambda w, node, **params: w.slice(node, **params), c=lambda lower, node: lower.slice(node))
+lowering("cat", onnx=lambda w, node, **params: w.cat(node, **params), c=lambda lower, node: lower.cat(node))
+lowering("pad", onnx=lambda w, node, **params: w.pad(node, **params), c=lambda lower, node: lower.pad(node))

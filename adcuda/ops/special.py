@@ -1,5 +1,6 @@
 """The gamma-function family and erfinv: ``lgamma digamma polygamma mvlgamma erfinv`` (``adcuda.special``
-has PyTorch's other names for them: gammaln, psi, multigammaln).
+has PyTorch's other names for them: gammaln, psi, multigammaln), and ``xlog1py`` (``adcuda.special``'s
+only).
 
 lgamma, digamma, polygamma(1, .) and erfinv are ``unary`` primitives of the elementwise family (CPU:
 adcuda/backends/cpu/_special.py; CUDA: their functors in kernels/functors.cuh); polygamma of a higher
@@ -10,14 +11,18 @@ shifts x up until the Hurwitz zeta's asymptotic series is accurate, so it too ru
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
 from ..errors import DTypeError
 from ..tensor import Tensor
-from .common import cast
-from .elementwise import _float_unary, exp, mul
+from .common import as_tensor_operand, cast, float_result_type
+from .elementwise import _float_unary, _tensor_pair, binary, exp, log1p, mul, select, unary
 from .reduction import amin
 from .registry import op
+
+if TYPE_CHECKING:
+    from ..types import Number
 
 _SQRT_PI_INV_2 = math.sqrt(math.pi) / 2
 _LOG_PI = math.log(math.pi)
@@ -129,3 +134,28 @@ def mvlgamma(input: Tensor, p: int) -> Tensor:
 )
 def erfinv(input: Tensor) -> Tensor:
     return _float_unary("erfinv", input)
+
+
+def _xlog1py_grad_input(grad, other):
+    # log1p(other) where input is 0 too, as PyTorch's (only the value there is defined to be 0)
+    return grad * log1p(as_tensor_operand(other, "xlog1py", grad))
+
+
+@op(
+    "xlog1py",
+    doc="input * log1p(other), 0 where input is 0 (unless other is NaN).",
+    node="SpecialXlog1PyBackward0",
+    function=False,  # PyTorch has it as torch.special.xlog1py alone (adcuda/special.py)
+    method=False,
+    grads={
+        "input": _xlog1py_grad_input,
+        "other": lambda grad, input, other: grad * input / (other + 1),
+    },
+)
+def xlog1py(input: Tensor | Number, other: Tensor | Number) -> Tensor:
+    x, y = _tensor_pair("xlog1py", input, other)
+    dtype = float_result_type(x, y)
+    x, y = cast(x, dtype), cast(y, dtype)
+    # exported through the primitives it calls (their lowerings: elementwise.py): it declares none itself
+    product = binary("mul", x, unary("log1p", y), name="xlog1py")
+    return select(binary("logical_and", binary("eq", x, 0.0), binary("eq", y, y), name="xlog1py"), 0.0, product)

@@ -218,6 +218,14 @@ BINARY = {
 }
 for _name, _kw in BINARY.items():
     add(_name, g.binary(**_kw), errors=g.binary_errors(), category="binary")
+# torch.special's alone (no torch.xlog1py, no Tensor method): called by that name in both libraries
+add(
+    "xlog1py",
+    g.binary(other_domain="positive"),
+    errors=g.binary_errors(),
+    call=lambda lib, input, other: lib.special.xlog1py(input, other),
+    category="binary",
+)
 
 for _name in ("gcd", "lcm"):
     add(
