@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from ... import dtypes as dt
-from ...errors import DTypeError
+from ...errors import DTypeError, InvalidArgumentError
 from ..elementwise_table import FLOAT_ONLY, UNARY
 from ..seam import ArrayOrScalar, BackendArray, DType, Scalar, Scratch, declared
 from . import _special
@@ -423,7 +423,7 @@ def binary(op: str, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> Backend
             work = _F32
         fn = BINARY_OPS[op]
         if op == "pow" and dtype.category == dt.INTEGER and np.any(np.asarray(b) < 0):
-            raise DTypeError("pow: integers to negative integer powers are not allowed")
+            raise InvalidArgumentError("pow: integers to negative integer powers are not allowed")
         if op in _INTEGER_DIVISION and dtype.category != dt.FLOATING and not np.all(np.asarray(b)):
             # NumPy quietly returns 0 here; PyTorch raises, and a silent 0 would be a wrong answer
             raise ZeroDivisionError(f"{op}: integer division by zero")
