@@ -20,6 +20,7 @@ from .common import (
     check_float,
     check_same_device,
     check_tensor,
+    dense,
     filled,
     float_result_type,
     result_type,
@@ -801,15 +802,38 @@ def relu(input: Tensor) -> Tensor:
 lowering("unary", "relu", onnx="Relu", c="(v > 0.0f ? v : 0.0f)", c_fusable=True)
 
 
+def _leaky_relu_fused_grad(grad, input, negative_slope):
+    # the formula's gt, mul and where on the arrays, with no op call around each
+    bk, g, d = primitives(grad), dense(grad), grad.dtype
+    positive = bk.binary("gt", dense(input), 0.0, input.dtype)
+    return wrap(bk.where(positive, g, bk.binary("mul", g, float(negative_slope), d), d), grad._device)
+
+
 @op(
     "leaky_relu",
     doc="input where positive, negative_slope * input elsewhere.",
-    composite=True,
+    node="LeakyReluBackward0",
     inplace=True,
     functional="inplace",
+    grads={"input": lambda grad, input, negative_slope: where(gt(input, 0), grad, grad * negative_slope)},
+    fused={"input": _leaky_relu_fused_grad},
 )
 def leaky_relu(input: Tensor, negative_slope: float = 0.01) -> Tensor:
-    return where(gt(input, 0), input, input * negative_slope)
+    if input.__class__ is not Tensor:
+        raise DTypeError(f"leaky_relu: expected a Tensor, got {type(input).__name__}")
+    if (
+        not input.dtype.is_floating_point
+        or isinstance(negative_slope, bool)
+        or not isinstance(negative_slope, (int, float))
+    ):
+        return select(gt(input, 0), input, input * negative_slope)
+    bk, x, d = primitives(input), input._data, input.dtype
+    scaled = bk.binary("mul", x, float(negative_slope), d)
+    if 0 < negative_slope <= 1:
+        # slope * x <= x where x > 0 and >= x elsewhere (equal at 0, signed zeros and NaN kept): one
+        # pass instead of a comparison and a select. Not for a slope of 0 (0 * inf is NaN)
+        return wrap(bk.binary("maximum", x, scaled, d), input._device)
+    return wrap(bk.where(bk.binary("gt", x, 0.0, d), x, scaled, d), input._device)
 
 
 @op(

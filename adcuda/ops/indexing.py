@@ -8,6 +8,7 @@ Forwards call the backend's index family (``slice index index_put_ gather scatte
 from __future__ import annotations
 
 import functools
+import itertools
 import numbers
 from typing import TYPE_CHECKING
 
@@ -583,11 +584,11 @@ def triu(input: Tensor, diagonal: int = 0) -> Tensor:
     method=False,
     functional=True,
 )
-def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
-    if tensor.dtype.category != dt.INTEGER:
-        raise DTypeError(f"one_hot: is only applicable to index tensors, got {tensor.dtype}")
-    if tensor.numel():
-        lo, hi = int(tensor.min().item()), int(tensor.max().item())
+def one_hot(input: Tensor, num_classes: int = -1) -> Tensor:
+    if input.dtype.category != dt.INTEGER:
+        raise DTypeError(f"one_hot: is only applicable to index tensors, got {input.dtype}")
+    if input.numel():
+        lo, hi = int(input.min().item()), int(input.max().item())
         if lo < 0:
             raise IndexOutOfRangeError(f"one_hot: class values must be non-negative, got {lo}")
         if num_classes == -1:
@@ -596,8 +597,8 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
             raise IndexOutOfRangeError(f"one_hot: class value {hi} is out of range for num_classes={num_classes}")
     elif num_classes == -1:
         raise ShapeError("one_hot: can not infer the total number of classes from an empty tensor")
-    classes = arange(num_classes, device=tensor.device)
-    return (tensor.unsqueeze(-1) == classes).to(dtype=dt.int64)
+    classes = arange(num_classes, device=input.device)
+    return (input.unsqueeze(-1) == classes).to(dtype=dt.int64)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -973,6 +974,61 @@ def _diagonal_view(planes, offset):
         return flat[..., :0]
     start = start_row * cols + start_col
     return flat[..., start : start + (n - 1) * (cols + 1) + 1 : cols + 1]
+
+
+@op(
+    "diagonal_scatter",
+    doc="A copy of input with src written on the diagonal (at offset) of the planes of dim1 and dim2.",
+    composite=True,
+)
+def diagonal_scatter(input: Tensor, src: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+    target = tuple(diagonal(input, offset, dim1, dim2).shape)  # checks the dims
+    if tuple(src.shape) != target:
+        raise ShapeError(
+            f"diagonal_scatter: src of shape {fmt_shape(src.shape)} must have the shape {fmt_shape(target)} of the "
+            f"diagonal (offset {offset}, dims {dim1} and {dim2}) of input {fmt_shape(input.shape)}"
+        )
+    d1, d2 = wrap_dim(dim1, input.ndim, "diagonal_scatter"), wrap_dim(dim2, input.ndim, "diagonal_scatter")
+    planes = input.movedim((d1, d2), (0, 1))  # the diagonal's positions indexed first, src's last dim with them
+    start_row, start_col, n = _diagonal_extent(planes.shape[0], planes.shape[1], offset)
+    steps = arange(n, device=input.device)
+    written = index_put(planes, (steps + start_row, steps + start_col), src.movedim(-1, 0))
+    return written.movedim((0, 1), (d1, d2))
+
+
+@op("unravel_index", doc="Flat indices as the tuple of their coordinates in shape.", composite=True, method=False)
+def unravel_index(indices: Tensor, shape: int | Sequence[int]) -> tuple[Tensor, ...]:
+    if indices.dtype.category != dt.INTEGER:
+        raise DTypeError(f"unravel_index: expected 'indices' to be an integer tensor, got {indices.dtype}")
+    sizes = (shape,) if isinstance(shape, numbers.Integral) else tuple(shape)
+    if any(n < 0 for n in sizes):
+        raise ValueError(f"unravel_index: 'shape' cannot have negative values, got {sizes}")
+    rest = cast(indices, dt.int64)
+    coordinates = []
+    for n in reversed(sizes):
+        coordinates.append(rest.remainder(n) if n else rest * 0)
+        rest = rest.div(n, rounding_mode="floor") if n else rest
+    return tuple(reversed(coordinates))
+
+
+@op(
+    "combinations",
+    doc="The r-element combinations of the 1-D input, as rows (itertools' order).",
+    composite=True,
+    method=False,
+)
+def combinations(input: Tensor, r: int = 2, with_replacement: bool = False) -> Tensor:
+    if input.ndim != 1:
+        raise ShapeError(f"combinations: expects a 1-D tensor, got shape {fmt_shape(input.shape)}")
+    if r.__class__ is not int or r < 0:
+        raise ValueError(f"combinations: r must be a non-negative integer, got {r!r}")
+    if r == 0:
+        return input[:0]
+    choose = itertools.combinations_with_replacement if with_replacement else itertools.combinations
+    rows = list(choose(range(input.shape[0]), r))
+    if not rows:
+        return input[:0].unsqueeze(1).expand(0, r)
+    return input[tensor(rows, dtype=dt.int64, device=input.device)]
 
 
 _diagonal_of = diagonal  # diag's parameter is called diagonal, as in PyTorch
