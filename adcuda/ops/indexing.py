@@ -842,9 +842,10 @@ def _index_vector(name, input, dim, index):
     return d, index.reshape(-1)
 
 
-def _index_along(name, input, dim, index, source):
+def _index_along(name, input, dim, index, source, expand=False):
     """dim and index expanded to source's shape (index along dim, every position elsewhere), after
-    checking that source is input's shape with index's length along dim."""
+    checking that source is input's shape with index's length along dim; along dim 0 of an input with
+    dims, the 1-D index itself unless ``expand``."""
     d, index = _index_vector(name, input, dim, index)
     expected = list(input.shape) if input.ndim else [1]
     expected[d] = index.shape[0]
@@ -853,6 +854,8 @@ def _index_along(name, input, dim, index, source):
             f"{name}: source {fmt_shape(source.shape) if isinstance(source, Tensor) else type(source).__name__} "
             f"must have input {fmt_shape(input.shape)}'s shape with {index.shape[0]} (index's length) at dim {d}"
         )
+    if d == 0 and input.ndim and not expand:
+        return d, index  # index_copy's index_put takes it as it is
     view = [1] * len(expected)
     view[d] = index.shape[0]
     return d, index.reshape(view).expand(expected)
@@ -860,7 +863,7 @@ def _index_along(name, input, dim, index, source):
 
 @op("index_add", doc="input with alpha * source added at the 1-D index along dim.", composite=True, inplace=True)
 def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha: Number = 1) -> Tensor:
-    d, expanded = _index_along("index_add", input, dim, index, source)
+    d, expanded = _index_along("index_add", input, dim, index, source, expand=True)
     if alpha != 1:
         source = source * alpha
     if input.ndim == 0:
@@ -871,6 +874,12 @@ def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha: 
 @op("index_copy", doc="input with source's slices written at the 1-D index along dim.", composite=True, inplace=True)
 def index_copy(input: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
     d, expanded = _index_along("index_copy", input, dim, index, source)
+    if d == 0 and input.ndim:  # whole slices along the first dim: one index_put, no scatter index
+        if expanded.numel() and int(expanded.min()) < 0:  # index_put would count them from the end
+            raise IndexValueError(
+                f"index_copy: index {int(expanded.min())} is out of bounds for dimension 0 with size {input.shape[0]}"
+            )
+        return index_put(input, (expanded,), source)
     if input.ndim == 0:
         return scatter(input.reshape(1), 0, expanded.reshape(-1), source.reshape(1)).reshape(())
     return scatter(input, d, expanded, source)
@@ -1255,18 +1264,6 @@ def take(input: Tensor, index: Tensor) -> Tensor:
     return getitem(input.reshape(-1), index)
 
 
-def _flat_coordinates(input, index):
-    """The per-dim coordinates of flat positions ``index`` (negative ones from the end) in input."""
-    n = input.numel()
-    flat = index.reshape(-1).to(dtype=dt.int64)
-    flat = where(flat < 0, flat + n, flat)
-    coordinates = []
-    for size in reversed(tuple(input.shape)):
-        coordinates.append(flat.remainder(size))
-        flat = flat.div(size, rounding_mode="floor")
-    return tuple(reversed(coordinates))
-
-
 @op("put", doc="input with source written (or added) at the flat positions index.", composite=True, inplace=True)
 def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) -> Tensor:
     if not isinstance(index, Tensor) or index.dtype.category != dt.INTEGER:
@@ -1281,7 +1278,10 @@ def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) 
         raise IndexOutOfRangeError(f"put: index out of range for input {fmt_shape(input.shape)} of {n} elements")
     if input.ndim == 0:
         return index_put(input.reshape(1), (index.reshape(-1) * 0,), source.reshape(-1), accumulate).reshape(())
-    return index_put(input, _flat_coordinates(input, index), source.reshape(-1), accumulate)
+    # one index into the flat view (negative positions wrap as index_put's do), then the shape back: a
+    # view of the result, where unravelling the positions into coordinates cost two ops per dim
+    flat = index_put(input.reshape(-1), (index.reshape(-1),), source.reshape(-1), accumulate)
+    return flat.reshape(tuple(input.shape))
 
 
 @op(

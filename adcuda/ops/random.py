@@ -37,6 +37,13 @@ def _draw(name, prim, shape, dtype, device, requires_grad, generator, *args):
     return new_tensor(name, draw, shape, dtype, device, requires_grad)
 
 
+def _sample(prim, shape, dtype, device, generator):
+    """A draw of ``shape`` in the floating point ``dtype`` from ``rand``'s or ``randn``'s primitive
+    without their public entries (argument parsing, dispatch: most of a small in-place draw's cost):
+    the composites' samples, the same numbers."""
+    return _draw(prim, prim, shape, dtype, device, False, generator)
+
+
 def _draw_floating(name, shape, dtype, device, requires_grad, generator):
     """rand's and randn's body: samples of ``shape`` from the primitive of the op's own name, in a
     floating point dtype."""
@@ -339,7 +346,7 @@ def uniform_(
         raise ValueError(f"uniform_: expects from <= to, got from={from_}, to={to}")
     return _fill_with(
         self,
-        lambda d: _affine(rand(tuple(self.shape), generator=generator, dtype=d, device=self.device), to - from_, from_),
+        lambda d: _affine(_sample("rand", tuple(self.shape), d, self.device, generator), to - from_, from_),
         "uniform_",
     )
 
@@ -350,7 +357,7 @@ def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *, generator: Gen
         raise ValueError(f"normal_: expects std >= 0.0, got std={std}")
     return _fill_with(
         self,
-        lambda d: _affine(randn(tuple(self.shape), generator=generator, dtype=d, device=self.device), std, mean),
+        lambda d: _affine(_sample("randn", tuple(self.shape), d, self.device, generator), std, mean),
         "normal_",
     )
 
@@ -461,7 +468,7 @@ def bernoulli(input: Tensor, p: float | None = None, *, generator: Generator | N
     check_float("bernoulli", "input", input)
     probabilities = input.detach() if p is None else p
     _check_probability("bernoulli", probabilities)
-    draw = rand(tuple(input.shape), generator=generator, dtype=_draw_dtype(input.dtype), device=input.device)
+    draw = _sample("rand", tuple(input.shape), _draw_dtype(input.dtype), input.device, generator)
     return (draw < probabilities).to(dtype=input.dtype)
 
 
@@ -484,9 +491,7 @@ def _check_probability(name, p):
 def bernoulli_(self: Tensor, p: Tensor | float = 0.5, *, generator: Generator | None = None) -> Tensor:
     _check_probability("bernoulli_", p)
     shape = tuple(self.shape)
-    return _fill_with(
-        self, lambda d: (rand(shape, generator=generator, dtype=d, device=self.device) < p).to(dtype=d), "bernoulli_"
-    )
+    return _fill_with(self, lambda d: (_sample("rand", shape, d, self.device, generator) < p).to(dtype=d), "bernoulli_")
 
 
 @op("exponential_", doc="Every element replaced by a draw from Exp(lambd), in place.", composite=True, function=False)
@@ -497,7 +502,7 @@ def exponential_(self: Tensor, lambd: float = 1.0, *, generator: Generator | Non
     # -log(1 - u) / lambd with u in [0, 1): finite for every draw
     return _fill_with(
         self,
-        lambda d: -(-rand(shape, generator=generator, dtype=d, device=self.device)).log1p() / lambd,
+        lambda d: -(-_sample("rand", shape, d, self.device, generator)).log1p() / lambd,
         "exponential_",
     )
 
@@ -684,7 +689,7 @@ def log_normal_(self: Tensor, mean: float = 1.0, std: float = 2.0, *, generator:
     shape = tuple(self.shape)
     return _fill_with(
         self,
-        lambda d: (randn(shape, generator=generator, dtype=d, device=self.device) * std + mean).exp(),
+        lambda d: (_sample("randn", shape, d, self.device, generator) * std + mean).exp(),
         "log_normal_",
     )
 
@@ -722,7 +727,7 @@ def cauchy_(self: Tensor, median: float = 0.0, sigma: float = 1.0, *, generator:
     shape = tuple(self.shape)
 
     def draw(d):
-        angle = (rand(shape, generator=generator, dtype=d, device=self.device) - 0.5) * math.pi
+        angle = (_sample("rand", shape, d, self.device, generator) - 0.5) * math.pi
         return angle.sin() / angle.cos() * sigma + median
 
     return _fill_with(self, draw, "cauchy_")
