@@ -9,7 +9,7 @@ from .. import _native
 from .. import dtypes as dt
 from ..backends.cuda_availability import device_count, require_cuda
 from ..device import CPU
-from ..errors import DeviceError, DTypeError, ShapeError, fmt_shape
+from ..errors import DeviceError, DTypeError, ShapeError, UnsupportedDTypeError, fmt_shape
 from ..tensor import Tensor, primitives, primitives_on, wrap_dim  # noqa: F401 (wrap_dim: for the families)
 
 _new = object.__new__
@@ -78,6 +78,41 @@ class on_device:
 
 def filled(shape, value, dtype, device):
     return Tensor._make(primitives_on(device).full(tuple(shape), value, dtype), device)
+
+
+def preserved_order(t):
+    """The dims of ``t`` from outermost to innermost as PyTorch's ``preserve_format`` lays out a new
+    tensor like it (clone, zeros_like, ...), or None where that is row-major (a contiguous tensor, a
+    0-d, 1-d or empty one): by decreasing stride, equal strides by decreasing size, a 0 stride (an
+    expanded dim) keeping its place; so a dense tensor's strides are kept and a sliced one is made
+    dense in its own dim order (PyTorch's infer_dense_strides)."""
+    if t.ndim < 2 or t.is_contiguous() or t.numel() == 0:
+        return None
+    sizes, strides = t.shape, t.stride()
+    order = list(range(t.ndim - 1, -1, -1))  # innermost first, sorted in place (insertion sort, stable)
+    for i in range(1, t.ndim):
+        moved = i
+        for j in range(i - 1, -1, -1):
+            a, b = order[j], order[moved]
+            if strides[a] == 0 or strides[b] == 0:
+                continue
+            if strides[a] > strides[b] or (strides[a] == strides[b] and sizes[a] > sizes[b]):
+                order[j], order[moved] = b, a
+                moved = j
+            elif strides[a] < strides[b]:
+                break
+    order.reverse()
+    return None if order == sorted(order) else tuple(order)
+
+
+def laid_out(bk, order, shape, make):
+    """``make(shape)``, an array made row-major, laid out with its dims in ``order`` (outermost first,
+    from ``preserved_order``; None: row-major): made in that order and permuted back, so it owns
+    dense memory with those strides."""
+    if order is None:
+        return make(tuple(shape))
+    data = make(tuple(shape[d] for d in order))
+    return bk.permute(data, tuple(order.index(d) for d in range(len(order))))
 
 
 def check_same_device(op, *tensors):
@@ -158,7 +193,7 @@ def check_tensor(op, name, x):
 def check_float(op, name, x):
     check_tensor(op, name, x)
     if not x.dtype.is_floating_point:
-        raise DTypeError(f"{op}: expected {name} to be a floating point tensor, got {x.dtype}")
+        raise UnsupportedDTypeError(f"{op}: expected {name} to be a floating point tensor, got {x.dtype}")
 
 
 def int_tuple(op, what, value, n):

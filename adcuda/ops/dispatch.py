@@ -30,6 +30,7 @@ from ..autograd.grad_mode import state as grad_state
 from ..autograd.graph import FREED_MESSAGE, Node, _sequence, edge_of, sum_to_shape, unpack, version_counter, version_of
 from ..errors import AdcudaError, AutogradError, DTypeError, LayoutError, ResultTypeError, adapt_error
 from ..tensor import Tensor, primitives
+from .dtype_support import reject as _reject_dtype
 from .mutation import check_inplace_allowed, commit_inplace
 
 # ----------------------------------------------------------------------------------------------
@@ -353,6 +354,20 @@ def _alias_parameters(op):
     return [f"{alias}=_UNSET" for _, alias in aliases], prelude
 
 
+def _dtype_check(op):
+    """The lines that refuse a first tensor argument of a dtype the op is not defined for (its
+    ``dtypes`` rule), before autocast, the hooks or the forward see it; nothing for an op without one."""
+    if op.dtypes is None:
+        return ""
+    first = next(iter(op.signature.parameters.values()))
+    if first.kind not in (first.POSITIONAL_OR_KEYWORD, first.POSITIONAL_ONLY):
+        raise ValueError(f"op {op.name!r}: dtypes= rules the first parameter, which must be a plain one")
+    return (
+        f"        if {first.name}.__class__ is Tensor and {first.name}.dtype in OP.dtypes.rejected:\n"
+        f"            _reject_dtype(NAME, OP.dtypes, {first.name})\n"
+    )
+
+
 def _takes_its_name_by_keyword(p):
     """Whether a varargs parameter of sizes or dims (``*shape``, ``*dims``) also takes one sequence by
     its name, as PyTorch's ``x.reshape(shape=(2, 3))``, ``x.permute(dims=(1, 0))``; not one of tensors."""
@@ -403,6 +418,7 @@ def _generated_entry(op):
             )
         values.append(p.name)
     alias_parameters, prelude = _alias_parameters(op)
+    prelude += _dtype_check(op)
     for name, varargs in local.items():  # x.reshape(shape=(2, 3)): the sequence by keyword
         alias_parameters.append(f"{name}=_UNSET")
         prelude += (
@@ -821,8 +837,12 @@ def make_inplace_entry(op):
     entry_of = op
     inplace_op = _InplaceName(name, op.signature)
 
+    rule = op.dtypes
+
     def body(self, *args, **kwargs):
         check_inplace_allowed(self, name)
+        if rule is not None and self.dtype in rule.rejected:
+            _reject_dtype(name, rule, self)
         recording = grad_state.enabled and (
             _takes_part(self) or any(_takes_part(a) for a in args) or any(_takes_part(a) for a in kwargs.values())
         )

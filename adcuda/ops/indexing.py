@@ -18,6 +18,7 @@ from ..errors import DeviceError, DTypeError, IndexOutOfRangeError, IndexValueEr
 from ..tensor import Tensor, primitives
 from .common import broadcast_shapes, cast, constant, filled, int_tuple, wrap, wrap_dim
 from .dispatch import host_step
+from .dtype_support import NUMBERS
 from .elementwise import where
 from .factories import arange, full, new_tensor, tensor
 from .mutation import check_inplace_allowed, commit_inplace, version_counter
@@ -858,7 +859,8 @@ def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Te
     if not isinstance(indices, Tensor) or indices.dtype.category != dt.INTEGER:
         raise DTypeError("take_along_dim: indices must be an integer tensor")
     if dim is None:
-        return gather(input.reshape(-1), 0, indices.reshape(-1))
+        # as PyTorch, a flat view of each: a tensor whose strides allow none is refused, not copied
+        return gather(input.view(-1), 0, indices.view(-1))
     if input.ndim != indices.ndim:
         raise ShapeError(
             f"take_along_dim: input {fmt_shape(input.shape)} and indices {fmt_shape(indices.shape)} "
@@ -947,7 +949,7 @@ def diagflat(input: Tensor, offset: int = 0) -> Tensor:
     return diag(input.reshape(-1), offset)
 
 
-@op("trace", doc="The sum of the main diagonal of a matrix.", composite=True)
+@op("trace", dtypes=NUMBERS, doc="The sum of the main diagonal of a matrix.", composite=True)
 def trace(input: Tensor) -> Tensor:
     if input.ndim != 2:
         raise ShapeError(f"trace: expected a matrix, got shape {fmt_shape(input.shape)}")

@@ -15,6 +15,7 @@ from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import broadcast_shapes, check_same_device, wrap
+from .dtype_support import FLOATING, NUMBERS
 from .factories import eye
 from .registry import op
 from .shape import stack
@@ -38,6 +39,7 @@ def mm_nd(input: Tensor, other: Tensor) -> Tensor:
 
 @op(
     "mv",
+    dtypes=NUMBERS,
     doc="matrix input (n, m) @ vector vec (m,) as one product (the backends' matrix-vector form).",
     node="MvBackward0",
     autocast="lower",
@@ -112,6 +114,7 @@ def _matmul(name, input, other):
 
 @op(
     "matmul",
+    dtypes=NUMBERS,
     doc="The matrix product: 1-D, 2-D and batched with broadcast batch dims.",
     composite=True,
     autocast="lower",
@@ -121,14 +124,20 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
     return _matmul("matmul", input, other)
 
 
-@op("mm", doc="The product of two matrices.", composite=True, autocast="lower")
+@op("mm", dtypes=NUMBERS, doc="The product of two matrices.", composite=True, autocast="lower")
 def mm(input: Tensor, mat2: Tensor) -> Tensor:
     if input.ndim != 2 or mat2.ndim != 2:
         raise ShapeError(f"mm: both arguments must be 2-D, got {fmt_shape(input.shape)} and {fmt_shape(mat2.shape)}")
     return _matmul("mm", input, mat2)
 
 
-@op("bmm", doc="The products of two batches of matrices (3-D, same batch size).", composite=True, autocast="lower")
+@op(
+    "bmm",
+    dtypes=NUMBERS,
+    doc="The products of two batches of matrices (3-D, same batch size).",
+    composite=True,
+    autocast="lower",
+)
 def bmm(input: Tensor, mat2: Tensor) -> Tensor:
     if input.ndim != 3 or mat2.ndim != 3 or input.shape[0] != mat2.shape[0]:
         raise ShapeError(
@@ -140,6 +149,7 @@ def bmm(input: Tensor, mat2: Tensor) -> Tensor:
 
 @op(
     "dot",
+    dtypes=NUMBERS,
     doc="The inner product of two 1-D tensors.",
     node="DotBackward0",
     autocast="promote",
@@ -238,6 +248,7 @@ def linear_2d(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tens
 
 @op(
     "linear",
+    dtypes=NUMBERS,
     doc="input @ weight.T + bias; input (*, in_features), weight (out_features, in_features).",
     composite=True,
     autocast="lower",
@@ -321,6 +332,7 @@ def _scaled_sum(name, input, product, beta, alpha):
 
 @op(
     "addmm",
+    dtypes=NUMBERS,
     inplace=True,
     doc="beta * input + alpha * (mat1 @ mat2) for matrices mat1 and mat2.",
     composite=True,
@@ -337,6 +349,7 @@ def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: Number = 1, alpha:
 
 @op(
     "baddbmm",
+    dtypes=NUMBERS,
     inplace=True,
     doc="beta * input + alpha * (batch1 @ batch2) for batches of matrices.",
     composite=True,
@@ -509,6 +522,7 @@ def _check_float_pair(name, x1, x2):
 
 @op(
     "cdist",
+    dtypes=FLOATING,
     doc="The p-norm distances between each row of x1 and each row of x2 (batched).",
     composite=True,
     method=False,
@@ -585,13 +599,14 @@ def _check_mv_operands(input, vec):
             raise ShapeError(f"mv: {what} must be {ndim}-d, got shape {fmt_shape(t.shape)}")
 
 
-@op("addmv", doc="beta * input + alpha * (mat @ vec).", composite=True, inplace=True, autocast="lower")
+@op("addmv", dtypes=NUMBERS, doc="beta * input + alpha * (mat @ vec).", composite=True, inplace=True, autocast="lower")
 def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta: Number = 1, alpha: Number = 1) -> Tensor:
     return _scaled_sum("addmv", input, mv(mat, vec), beta, alpha)
 
 
 @op(
     "addbmm",
+    dtypes=NUMBERS,
     doc="beta * input + alpha * the sum over the batch of batch1[i] @ batch2[i].",
     composite=True,
     inplace=True,
@@ -601,7 +616,12 @@ def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: Number = 1, a
     return _scaled_sum("addbmm", input, bmm(batch1, batch2).sum(0), beta, alpha)
 
 
-@op("inner", doc="The sum of products over the last dims of input and other (times for a scalar).", composite=True)
+@op(
+    "inner",
+    dtypes=NUMBERS,
+    doc="The sum of products over the last dims of input and other (times for a scalar).",
+    composite=True,
+)
 def inner(input: Tensor, other: Tensor) -> Tensor:
     if input.ndim == 0 or other.ndim == 0:
         return input * other
@@ -614,6 +634,7 @@ def inner(input: Tensor, other: Tensor) -> Tensor:
 
 @op(
     "tensordot",
+    dtypes=NUMBERS,
     doc="The sum of products of a and b over dims (a count of trailing/leading dims, or two lists).",
     composite=True,
     autocast="lower",
@@ -657,7 +678,12 @@ def kron(input: Tensor, other: Tensor) -> Tensor:
     return (a.reshape(a_shape) * b.reshape(b_shape)).reshape([x * y for x, y in zip(a.shape, b.shape)])
 
 
-@op("cross", doc="The cross product of 3-vectors along dim (the first dim of size 3 when dim is None).", composite=True)
+@op(
+    "cross",
+    dtypes=NUMBERS,
+    doc="The cross product of 3-vectors along dim (the first dim of size 3 when dim is None).",
+    composite=True,
+)
 def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
     shape = broadcast_shapes("cross", tuple(input.shape), tuple(other.shape))
     if dim is None:
@@ -676,7 +702,7 @@ def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
     return stack((a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0), d)
 
 
-@op("dist", doc="The p-norm of input - other.", composite=True)
+@op("dist", dtypes=FLOATING, doc="The p-norm of input - other.", composite=True)
 def dist(input: Tensor, other: Tensor, p: float = 2) -> Tensor:
     broadcast_shapes("dist", tuple(input.shape), tuple(other.shape))
     return (input - other).norm(p)
@@ -684,6 +710,7 @@ def dist(input: Tensor, other: Tensor, p: float = 2) -> Tensor:
 
 @op(
     "bilinear",
+    dtypes=NUMBERS,
     doc="input1^T weight[o] input2 + bias[o] for each output o (the last dims).",
     composite=True,
     function=False,
@@ -712,6 +739,7 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None
 
 @op(
     "pdist",
+    dtypes=FLOATING,
     doc="The p-norm distances between the rows of input (N, M), pairs i < j in order.",
     composite=True,
     function=True,

@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np  # the constant pooling / interpolation matrices, built on the host
 
-from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
+from ..errors import IndexOutOfRangeError, ShapeError, UnsupportedDTypeError, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import batched_input, check_tensor, dense, int_tuple, wrap
+from .dtype_support import FLOATING, NUMBERS
 from .factories import arange, tensor
 from .registry import op
 from .shape import pad as _pad
@@ -140,6 +141,7 @@ def _max_pool(op, input, kernel_size, stride, padding, dilation, ceil_mode, retu
 
 @op(
     "max_pool2d",
+    dtypes=NUMBERS,
     doc="Max over kernel_size windows of input (N, C, H, W) (stride, padding, dilation, ceil_mode).",
     composite=True,
     function=True,
@@ -160,6 +162,7 @@ def max_pool2d(
 
 @op(
     "max_pool1d",
+    dtypes=FLOATING,
     doc="Max over kernel_size windows of input (N, C, L) (stride, padding, dilation, ceil_mode).",
     composite=True,
     function=True,
@@ -180,6 +183,7 @@ def max_pool1d(
 
 @op(
     "adaptive_max_pool2d",
+    dtypes=FLOATING,
     doc="Max pooling to output_size (H, W) with PyTorch's adaptive windows.",
     composite=True,
     function=False,
@@ -606,6 +610,7 @@ def upsample_bilinear2d_backward(
 
 @op(
     "interpolate",
+    dtypes=FLOATING,
     doc="input (N, C, *spatial) resized to size or by scale_factor (nearest, linear, bilinear, bicubic, area).",
     composite=True,
     function=False,
@@ -670,7 +675,7 @@ def interpolate(
         return _on_planes(upsample_nearest2d, input, out_size, scales, exact)
     if mode in ("linear", "bilinear"):
         if not input.dtype.is_floating_point:
-            raise DTypeError(f"{name}: mode {mode!r} expects a floating point input, got {input.dtype}")
+            raise UnsupportedDTypeError(f"{name}: mode {mode!r} expects a floating point input, got {input.dtype}")
         scales = tuple(_linear_scale(s, o, f, align_corners) for s, o, f in zip(sizes, out_size, factors))
         return _on_planes(upsample_bilinear2d, input, out_size, scales, align_corners)
     matrices = [
@@ -691,6 +696,7 @@ def _on_planes(resample, input, out_size, scales, flag):
 # More of PyTorch's pooling names (issue 15)
 @op(
     "adaptive_max_pool1d",
+    dtypes=FLOATING,
     doc="Max pooling to output_size (L) with PyTorch's adaptive windows.",
     composite=True,
     function=True,
@@ -812,6 +818,7 @@ def _max_unpool(name, input, indices, kernel_size, stride, padding, output_size,
 
 @op(
     "max_unpool1d",
+    dtypes=FLOATING,
     doc="max_pool1d undone: input's values put back at indices, zeros elsewhere.",
     composite=True,
     function=False,
@@ -831,6 +838,7 @@ def max_unpool1d(
 
 @op(
     "max_unpool2d",
+    dtypes=FLOATING,
     doc="max_pool2d undone: input's values put back at indices, zeros elsewhere.",
     composite=True,
     function=False,

@@ -69,7 +69,7 @@ def randn(
 
 @op("randint", doc="Uniform integers from [low, high) (int64 by default).", method=False)
 def randint(
-    low: int,
+    low: int = 0,
     high: int | None = None,
     size: Sequence[int] | None = None,
     generator: Generator | None = None,

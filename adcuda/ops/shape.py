@@ -15,7 +15,7 @@ from .. import dtypes as dt
 from ..autograd.graph import sum_to_shape
 from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
 from ..tensor import Size, Tensor, primitives
-from .common import broadcast_shapes, cast, check_same_device, result_type, wrap, wrap_dim
+from .common import broadcast_shapes, cast, check_same_device, laid_out, preserved_order, result_type, wrap, wrap_dim
 from .dispatch import NotAView
 from .factories import arange, full
 from .registry import op
@@ -379,6 +379,11 @@ def contiguous(input: Tensor) -> Tensor:
 @op("clone", doc="A copy with its own memory.", node="CloneBackward0", grads={"input": lambda grad: grad})
 def clone(input: Tensor) -> Tensor:
     bk = primitives(input)
+    order = preserved_order(input)  # PyTorch's preserve_format: a transposed tensor's clone is transposed
+    if order is not None:
+        return wrap(
+            laid_out(bk, order, input.shape, lambda _: bk.contiguous(bk.permute(input._data, order))), input._device
+        )
     data = bk.contiguous(input._data)
     if data is input._data:
         data = bk.astype(data, input.dtype)

@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
 from ..autograd.graph import needs_grad
-from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
+from ..errors import IndexOutOfRangeError, ShapeError, UnsupportedDTypeError, fmt_shape
 from ..tensor import primitives
 from .common import wrap, wrap_dim
+from .dtype_support import FLOAT32_64, NUMBERS
 from .elementwise import where
 from .indexing import gather
 from .registry import op
@@ -67,7 +68,12 @@ def argsort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool
     return _order("argsort", input, dim, descending)[1]
 
 
-@op("topk", doc="The k largest (or smallest) values along dim and their indices, in order.", composite=True)
+@op(
+    "topk",
+    dtypes=NUMBERS,
+    doc="The k largest (or smallest) values along dim and their indices, in order.",
+    composite=True,
+)
 def topk(
     input: Tensor,
     k: int,
@@ -97,7 +103,7 @@ def msort(input: Tensor) -> Tensor:
     return sort(input, 0).values
 
 
-@op("median", doc="The lower median (of all elements, or along dim with its index).", composite=True)
+@op("median", dtypes=NUMBERS, doc="The lower median (of all elements, or along dim with its index).", composite=True)
 def median(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor | tuple[Tensor, Tensor]:
     """The lower median (PyTorch's choice for an even count); with ``dim``, also its index."""
     if dim is None:
@@ -290,7 +296,7 @@ kthvalue_result = namedtuple("kthvalue", ["values", "indices"])
 _INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
 
 
-@op("kthvalue", doc="The k-th smallest value along dim (k from 1) and its index.", composite=True)
+@op("kthvalue", dtypes=NUMBERS, doc="The k-th smallest value along dim (k from 1) and its index.", composite=True)
 def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False) -> tuple[Tensor, Tensor]:
     if input.ndim == 0:
         if k != 1:
@@ -306,13 +312,18 @@ def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False) -> tup
     return kthvalue_result(values, indices)
 
 
-@op("quantile", doc="The q-th quantiles of input along dim (of all elements when dim is None).", composite=True)
+@op(
+    "quantile",
+    dtypes=FLOAT32_64,
+    doc="The q-th quantiles of input along dim (of all elements when dim is None).",
+    composite=True,
+)
 def quantile(
     input: Tensor, q: float | Tensor, dim: int | None = None, keepdim: bool = False, *, interpolation: str = "linear"
 ) -> Tensor:
     name = "quantile"
     if not input.dtype.is_floating_point:
-        raise DTypeError(f"{name}: expected a floating point input, got {input.dtype}")
+        raise UnsupportedDTypeError(f"{name}: expected a floating point input, got {input.dtype}")
     if interpolation not in _INTERPOLATIONS:
         raise ValueError(f"{name}: interpolation must be one of {_INTERPOLATIONS}, got {interpolation!r}")
     scalar_q = not hasattr(q, "shape")
@@ -354,6 +365,7 @@ def quantile(
 
 @op(
     "searchsorted",
+    dtypes=NUMBERS,
     doc="Where each value would be inserted into the sorted last dim of sorted_sequence.",
     composite=True,
     method=False,
@@ -390,7 +402,12 @@ def searchsorted(
     return out.reshape(()) if scalar else out
 
 
-@op("bucketize", doc="The index of the bucket of 1-d boundaries each element of input falls in.", composite=True)
+@op(
+    "bucketize",
+    dtypes=NUMBERS,
+    doc="The index of the bucket of 1-d boundaries each element of input falls in.",
+    composite=True,
+)
 def bucketize(input: Tensor | float, boundaries: Tensor, *, out_int32: bool = False, right: bool = False) -> Tensor:
     if boundaries.ndim != 1:
         raise ShapeError(f"bucketize: boundaries must be 1-d, got shape {fmt_shape(boundaries.shape)}")
