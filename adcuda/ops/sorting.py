@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
 from ..autograd.graph import needs_grad
-from ..errors import IndexOutOfRangeError, ShapeError, UnsupportedDTypeError, fmt_shape
+from ..errors import IndexOutOfRangeError, ShapeError, fmt_shape
 from ..tensor import primitives
 from .common import wrap, wrap_dim
 from .dtype_support import FLOAT32_64, NUMBERS
@@ -314,7 +314,7 @@ def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False) -> tup
 
 @op(
     "quantile",
-    dtypes=FLOAT32_64,
+    dtypes=FLOAT32_64.with_message("{op}: expected a floating point input of dtype float32 or float64, got {dtype}"),
     doc="The q-th quantiles of input along dim (of all elements when dim is None).",
     composite=True,
 )
@@ -322,8 +322,6 @@ def quantile(
     input: Tensor, q: float | Tensor, dim: int | None = None, keepdim: bool = False, *, interpolation: str = "linear"
 ) -> Tensor:
     name = "quantile"
-    if not input.dtype.is_floating_point:
-        raise UnsupportedDTypeError(f"{name}: expected a floating point input, got {input.dtype}")
     if interpolation not in _INTERPOLATIONS:
         raise ValueError(f"{name}: interpolation must be one of {_INTERPOLATIONS}, got {interpolation!r}")
     scalar_q = not hasattr(q, "shape")
