@@ -67,6 +67,7 @@ Conventions (NumPy's, which the CPU backend inherits and the CUDA backend follow
 | `expand(a, shape)` | broadcast to ``shape`` (stride 0 along the new dims) |
 | `slice(a, key)` | basic indexing; ``key`` a tuple of ints, slices, None and one Ellipsis |
 | `flip(a, axes)` | reversed along ``axes`` (None: every dim) |
+| `as_strided(a, shape, strides)` | ``a``'s memory seen with ``shape`` and ``strides`` (in elements, from ``a``'s first element; windows may overlap: Tensor.unfold, a diagonal) |
 | `shares_memory(a, b)` | whether two arrays may overlap |
 | **elementwise** (broadcasting, strided inputs) | |
 | `unary(op, a)` | ``op`` in ``UNARY_OPS``, in ``a``'s dtype (``logical_not``: bool); the floating point functions of bool and integer arrays are computed in float64 and cast back |

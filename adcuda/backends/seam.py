@@ -46,6 +46,7 @@ PRIMITIVES = (
     "expand",
     "slice",
     "flip",
+    "as_strided",
     "shares_memory",
     "unary",
     "binary",

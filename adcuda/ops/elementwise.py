@@ -1157,14 +1157,20 @@ def _broadcast_all(shapes):
     return out
 
 
-@op("addcmul", dtypes=NUMBERS, doc="input + value * tensor1 * tensor2, broadcast.", composite=True, inplace=True)
+@op(
+    "addcmul",
+    dtypes=NUMBERS.of("input", "tensor1", "tensor2"),
+    doc="input + value * tensor1 * tensor2, broadcast.",
+    composite=True,
+    inplace=True,
+)
 def addcmul(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Number = 1) -> Tensor:
     _check_pointwise("addcmul", input, tensor1, tensor2)
     product = tensor1 * tensor2
     return input + (product if value == 1 else product * value)
 
 
-@op("addcdiv", dtypes=FLOATING, doc="input + value * tensor1 / tensor2, broadcast.", composite=True, inplace=True)
+@op("addcdiv", doc="input + value * tensor1 / tensor2, broadcast.", composite=True, inplace=True)
 def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Number = 1) -> Tensor:
     _check_pointwise("addcdiv", input, tensor1, tensor2)
     if not (tensor1.dtype.is_floating_point or tensor2.dtype.is_floating_point):

@@ -87,6 +87,10 @@ def convert_key(input, key, name):
                 raise IndexOutOfRangeError(
                     f"{name}: tensors used as indices must be long, int or bool tensors, got {k.dtype}"
                 )
+            if k.ndim == 0 and k.dtype is not dt.bool_:  # as PyTorch, an int: a selection, and a view
+                out.append(k.item())
+                kinds.append(("int", 0, 1))
+                continue
             out.append(k._data)
             basic = False
             if k.dtype is dt.bool_:
@@ -1010,11 +1014,28 @@ def _im2col(
     return out if input.ndim == 4 else out.squeeze(0)
 
 
+def _unfold_grad(grad, input_shape, dimension, size, step):
+    """Each window's gradient added back at the positions it was cut from (windows may overlap)."""
+    if not input_shape:
+        return grad.reshape(())
+    d = wrap_dim(dimension, len(input_shape), "unfold")
+    count = grad.shape[d]
+    index = (arange(count, device=grad.device).unsqueeze(1) * step + arange(size, device=grad.device)).reshape(-1)
+    # (..., count, ..., size) -> (..., count * size, ...): the windows laid along dim d, in index's order
+    windows = grad.movedim(-1, d + 1)
+    shape = list(windows.shape)
+    shape[d : d + 2] = [count * size]
+    zeros = filled(input_shape, 0, grad.dtype, grad._device)
+    return index_add(zeros, d, index, windows.reshape(shape))
+
+
 @op(
     "unfold",
-    doc="Tensor.unfold: windows of size every step along dimension, as a new last dim; "
+    doc="Tensor.unfold: windows of size every step along dimension, as a new last dim (a view); "
     "F.unfold: the sliding blocks of images as columns (im2col).",
-    composite=True,
+    view=True,
+    node="UnfoldBackward0",
+    grads={"input": _unfold_grad},
     function=False,
     functional=_im2col,
 )
@@ -1026,25 +1047,15 @@ def unfold(input: Tensor, dimension: int, size: int, step: int) -> Tensor:
             f"unfold: size {size} must be in [0, {length}] (dim {d} of input {fmt_shape(input.shape)}) "
             f"and step {step} positive"
         )
+    bk = primitives(input)
     if input.ndim == 0:
-        return input.reshape(1)
-    count = (length - size) // step + 1
-    shape = list(input.shape)
-    if step >= size and count * step <= length:
-        # windows that do not overlap: the dim cut to count * step, split into (count, step), each
-        # window's first size kept: two slices and a reshape (views), not nine ops and a gather
-        lead = (slice(None),) * d
-        blocks = getitem(input, lead + (slice(0, count * step),)) if count * step < length else input
-        shape[d : d + 1] = [count, step]
-        windows = blocks.reshape(shape)
-        if size < step:
-            windows = getitem(windows, lead + (slice(None), slice(0, size)))
-        return windows if d + 1 == input.ndim else windows.movedim(d + 1, -1)
-    starts = arange(count, device=input.device) * step
-    index = (starts.unsqueeze(1) + arange(size, device=input.device)).reshape(-1)
-    windows = index_select(input, d, index)
-    shape[d : d + 1] = [count, size]
-    return windows.reshape(shape).movedim(d + 1, -1)
+        return wrap(bk.view(input._data, (1,)), input._device)
+    # as PyTorch, a strided view of input's memory: window i of dim d starts i * step elements on
+    shape, strides = list(input.shape), list(input.stride())
+    shape[d], strides[d] = (length - size) // step + 1, strides[d] * step
+    shape.append(size)
+    strides.append(input.stride(d))
+    return wrap(bk.as_strided(input._data, tuple(shape), tuple(strides)), input._device)
 
 
 def _triangle_indices(name, row, col, offset, dtype, device, lower):

@@ -16,7 +16,7 @@ from ..errors import DTypeError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import broadcast_shapes, check_same_device, wrap
 from .dtype_support import FLOATING, NUMBERS
-from .factories import eye
+from .indexing import diagonal
 from .registry import op
 from .shape import stack
 from .sparse import SparseTensor, sparse_matmul
@@ -414,7 +414,7 @@ def _einsum_parse(equation, operands):
 
 
 def _einsum_diagonal(t, labels):
-    """t with each label repeated within it reduced to its diagonal (x * eye summed), labels unique."""
+    """t with each label repeated within it reduced to its diagonal, labels unique."""
     while True:
         repeated = next((c for c in labels if labels.count(c) > 1), None)
         if repeated is None:
@@ -427,10 +427,9 @@ def _einsum_diagonal(t, labels):
                 f"einsum: subscript {repeated!r} is repeated within one operand over dims of sizes "
                 f"{t.shape[i]} and {t.shape[j]}"
             )
-        mask_shape = [1] * t.ndim
-        mask_shape[i] = mask_shape[j] = n
-        t = (t * eye(n, dtype=t.dtype, device=t.device).reshape(mask_shape)).sum(j)
-        labels = labels[:j] + labels[j + 1 :]
+        # the diagonal as PyTorch takes it: a view of t (its dim last), no mask multiplied in
+        t = diagonal(t, 0, i, j)
+        labels = [c for k, c in enumerate(labels) if k not in (i, j)] + [repeated]
 
 
 def _sum_out(t, labels, keep):
@@ -702,7 +701,7 @@ def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
     return stack((a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0), d)
 
 
-@op("dist", dtypes=FLOATING, doc="The p-norm of input - other.", composite=True)
+@op("dist", dtypes=FLOATING.of("input", "other"), doc="The p-norm of input - other.", composite=True)
 def dist(input: Tensor, other: Tensor, p: float = 2) -> Tensor:
     broadcast_shapes("dist", tuple(input.shape), tuple(other.shape))
     return (input - other).norm(p)

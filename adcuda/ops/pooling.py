@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np  # the constant pooling / interpolation matrices, built on the host
 
-from ..errors import IndexOutOfRangeError, ShapeError, UnsupportedDTypeError, fmt_shape
+from ..errors import IndexOutOfRangeError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import batched_input, check_tensor, dense, int_tuple, wrap
 from .dtype_support import FLOATING, NUMBERS
@@ -674,8 +674,6 @@ def interpolate(
         scales = tuple(_nearest_scale(s, o, f, exact) for s, o, f in zip(sizes, out_size, factors))
         return _on_planes(upsample_nearest2d, input, out_size, scales, exact)
     if mode in ("linear", "bilinear"):
-        if not input.dtype.is_floating_point:
-            raise UnsupportedDTypeError(f"{name}: mode {mode!r} expects a floating point input, got {input.dtype}")
         scales = tuple(_linear_scale(s, o, f, align_corners) for s, o, f in zip(sizes, out_size, factors))
         return _on_planes(upsample_bilinear2d, input, out_size, scales, align_corners)
     matrices = [

@@ -673,8 +673,6 @@ def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -
     composite=True,
 )
 def histc(input: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Tensor:  # noqa: A002
-    if not input.dtype.is_floating_point:
-        raise UnsupportedDTypeError(f"histc: expected a floating point input, got {input.dtype}")
     if bins <= 0:
         raise ValueError(f"histc: bins must be > 0, got {bins}")
     low, high = float(min), float(max)

@@ -175,7 +175,7 @@ def _difference_loss(op, input, target, size_average, reduce, reduction, weight,
 
 @op(
     "mse_loss",
-    dtypes=FLOATING,
+    dtypes=FLOATING.of("input", "target"),
     doc="The mean (or sum, or none) of squared differences, optionally weighted.",
     composite=True,
     autocast="float32",
@@ -196,7 +196,7 @@ def mse_loss(
 
 @op(
     "l1_loss",
-    dtypes=FLOATING,
+    dtypes=FLOATING.of("input", "target"),
     doc="The mean (or sum, or none) of absolute differences, optionally weighted.",
     composite=True,
     autocast="float32",

@@ -25,6 +25,7 @@ __all__ = [
     "expand",
     "slice",
     "flip",
+    "as_strided",
     "shares_memory",
 ]
 
@@ -133,6 +134,13 @@ def slice(a: BackendArray, key: BasicKey) -> BackendArray:  # noqa: A001 (primit
 def flip(a: BackendArray, axes: Axes | None) -> BackendArray:
     flipped = np.flip(a, axes)
     return flipped if a.ndim else a[...]  # np.flip of a 0-d array gives a NumPy scalar: keep a 0-d view
+
+
+def as_strided(a: BackendArray, shape: Shape, strides: Shape) -> BackendArray:
+    itemsize = a.itemsize
+    return np.lib.stride_tricks.as_strided(
+        a, tuple(shape), tuple(st * itemsize for st in strides), writeable=a.flags.writeable
+    )
 
 
 def shares_memory(a: BackendArray, b: BackendArray) -> bool:

@@ -33,6 +33,7 @@ __all__ = [
     "expand",
     "slice",
     "flip",
+    "as_strided",
     "shares_memory",
 ]
 
@@ -177,6 +178,10 @@ def slice(a: BackendArray, key: BasicKey) -> BackendArray:  # noqa: A001 (primit
 def flip(a: BackendArray, axes: Axes | None) -> BackendArray:
     strides, offset = _strided.flip(a.shape, a.element_strides, a.offset, None if axes is None else tuple(axes))
     return a.as_strided(a.shape, strides, offset)
+
+
+def as_strided(a: BackendArray, shape: Shape, strides: Shape) -> BackendArray:
+    return a.as_strided(shape_tuple(shape), tuple(int(st) for st in strides), a.offset)
 
 
 def shares_memory(a: BackendArray, b: BackendArray) -> bool:
