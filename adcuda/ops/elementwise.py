@@ -207,12 +207,18 @@ def _div_node(input, other, *, rounding_mode=None):
     return "DivBackward0" if rounding_mode is None else "DivBackward2"
 
 
+def _rtruediv(self: Tensor, other: Number) -> Tensor:
+    """``other / self`` as PyTorch's Tensor.__rtruediv__ computes it: self's reciprocal, in self's
+    dtype (a float16 reciprocal rounds, or overflows, in float16), times other."""
+    return mul(reciprocal(self), other)
+
+
 @op(
     "div",
     doc="input / other (true division; rounding_mode 'trunc' or 'floor' rounds the quotient).",
     node=_div_node,
     inplace=True,
-    operators=("__truediv__", "__rtruediv__", "__itruediv__"),
+    operators=("__truediv__", ("__rtruediv__", _rtruediv), "__itruediv__"),
     aliases=("divide", "true_divide"),
     grads={
         "input": lambda grad, other, rounding_mode: grad / other if rounding_mode is None else _zeros_like(grad),

@@ -692,28 +692,32 @@ def _on_planes(resample, input, out_size, scales, flag):
 
 # ------------------------------------------------------------------------------------------------
 # More of PyTorch's pooling names (issue 15)
+def _adaptive_max_pool1d_functional(
+    input: Tensor, output_size: int | Sequence[int], return_indices: bool = False
+) -> Tensor | tuple[Tensor, Tensor]:
+    pooled = adaptive_max_pool1d(input, output_size)
+    return pooled if return_indices else pooled[0]
+
+
 @op(
     "adaptive_max_pool1d",
     dtypes=FLOATING,
-    doc="Max pooling to output_size (L) with PyTorch's adaptive windows.",
+    doc="Max pooling to output_size (L) with PyTorch's adaptive windows: (values, indices); "
+    "F.adaptive_max_pool1d gives the values unless return_indices.",
     composite=True,
     function=True,
     method=False,
-    functional=True,
+    functional=_adaptive_max_pool1d_functional,
 )
-def adaptive_max_pool1d(
-    input: Tensor, output_size: int | Sequence[int], return_indices: bool = False
-) -> Tensor | tuple[Tensor, Tensor]:
+def adaptive_max_pool1d(input: Tensor, output_size: int | Sequence[int]) -> tuple[Tensor, Tensor]:
     name = "adaptive_max_pool1d"
     check_tensor(name, "input", input)
     if input.ndim not in (2, 3):
         raise ShapeError(f"{name}: expected a 2-d (C, L) or 3-d (N, C, L) input, got {fmt_shape(input.shape)}")
     size = output_size[0] if isinstance(output_size, (tuple, list)) else output_size
     # the 1-d windows are the 2-d ones of a plane of height 1
-    pooled = adaptive_max_pool2d(input.unsqueeze(-2), (1, size), return_indices)
-    if return_indices:
-        return pooled[0].squeeze(-2), pooled[1].squeeze(-2)
-    return pooled.squeeze(-2)
+    values, indices = adaptive_max_pool2d(input.unsqueeze(-2), (1, size), True)
+    return values.squeeze(-2), indices.squeeze(-2)
 
 
 @op(

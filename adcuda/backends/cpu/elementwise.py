@@ -97,10 +97,12 @@ def _sign(x):
 
 @_in_place_safe
 def _gelu(x):
-    # 0.5 x (1 + erf(x / sqrt 2)), rounded as written, in one buffer
+    # x (1 + erf(x / sqrt 2)) / 2 in PyTorch's CPU order, in one buffer: x times (1 + erf) first, so
+    # that above half of the dtype's largest value it overflows to inf as PyTorch's CPU kernel does
     y = _erf(x * _INV_SQRT_2)
     y += 1.0
-    y *= 0.5 * x
+    y *= x
+    y *= 0.5
     return y
 
 
