@@ -115,6 +115,15 @@ def laid_out(bk, order, shape, make):
     return bk.permute(data, tuple(order.index(d) for d in range(len(order))))
 
 
+def scalar_for(dtype, value):
+    """A Python float scalar of an op whose result is of integer ``dtype`` (addmm's alpha and beta,
+    addcmul's value, threshold's bounds) truncated toward zero, as PyTorch converts it to the result's
+    type; anything else as it is."""
+    if value.__class__ is float and dtype.category == dt.INTEGER:
+        return int(value)
+    return value
+
+
 def check_same_device(op, *tensors):
     dev = None
     for t in tensors:

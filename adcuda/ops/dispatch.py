@@ -30,7 +30,7 @@ from ..autograd.grad_mode import state as grad_state
 from ..autograd.graph import FREED_MESSAGE, Node, _sequence, edge_of, sum_to_shape, unpack, version_counter, version_of
 from ..errors import AdcudaError, AutogradError, DTypeError, LayoutError, ResultTypeError, adapt_error
 from ..tensor import Tensor, primitives
-from .dtype_support import check_promoted as _check_promoted_dtype
+from .dtype_support import check_operands as _check_operand_dtypes
 from .dtype_support import reject as _reject_dtype
 from .mutation import check_inplace_allowed, commit_inplace
 
@@ -365,7 +365,7 @@ def _dtype_check(op):
         for name in op.dtypes.operands:
             if name not in op.signature.parameters:
                 raise ValueError(f"op {op.name!r}: dtypes= names {name!r}, which is not a forward parameter")
-        return f"        _check_promoted_dtype(NAME, OP.dtypes, ({_tuple(op.dtypes.operands)}))\n"
+        return f"        _check_operand_dtypes(NAME, OP.dtypes, ({_tuple(op.dtypes.operands)}))\n"
     first = next(iter(op.signature.parameters.values()))
     if first.kind not in (first.POSITIONAL_OR_KEYWORD, first.POSITIONAL_ONLY):
         raise ValueError(f"op {op.name!r}: dtypes= rules the first parameter, which must be a plain one")
@@ -851,7 +851,7 @@ def make_inplace_entry(op):
         if rule is not None:
             if rule.operands:
                 # every tensor argument: the in-place forms of such ops (addcmul_) take no other tensors
-                _check_promoted_dtype(name, rule, (self, *args, *kwargs.values()))
+                _check_operand_dtypes(name, rule, (self, *args, *kwargs.values()))
             elif self.dtype in rule.rejected:
                 _reject_dtype(name, rule, self)
         recording = grad_state.enabled and (

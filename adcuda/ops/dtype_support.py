@@ -18,21 +18,38 @@ class Takes:
     """The dtypes an op's first tensor argument may have (``accepts(dtype)``), described for the error
     message, or a message of the op's own (PyTorch's wording, with the op and dtype filled in)."""
 
-    __slots__ = ("description", "rejected", "message", "operands")
+    __slots__ = ("description", "rejected", "message", "operands", "each", "empty_ok")
 
-    def __init__(self, description, accepts, message=None, operands=()):
+    def __init__(self, description, accepts, message=None, operands=(), each=False, empty_ok=False):
         self.description = description
         self.rejected = frozenset(d for d in dt.ALL if not accepts(d))
         self.message = message
         self.operands = operands
+        self.each = each
+        self.empty_ok = empty_ok
+
+    def _copy(self, **changes):
+        fields = {k: getattr(self, k) for k in ("message", "operands", "each", "empty_ok")}
+        fields.update(changes)
+        return Takes(self.description, lambda d: d not in self.rejected, **fields)
 
     def with_message(self, message):
         """The same rule with its own message: ``{op}`` and ``{dtype}`` are filled in."""
-        return Takes(self.description, lambda d: d not in self.rejected, message, self.operands)
+        return self._copy(message=message)
 
     def of(self, *operands):
         """The same rule for the promoted dtype of the tensors among the parameters ``operands``."""
-        return Takes(self.description, lambda d: d not in self.rejected, self.message, operands)
+        return self._copy(operands=operands)
+
+    def of_each(self, *operands):
+        """The same rule for the dtype of each tensor among the parameters ``operands`` (isin refuses a
+        bool tensor on either side)."""
+        return self._copy(operands=operands, each=True)
+
+    def unless_empty(self):
+        """The same rule, not applied to an empty first tensor: PyTorch's matrix products check the
+        dtype in the kernel, which an empty product never runs (``mm`` of empty bool matrices)."""
+        return self._copy(empty_ok=True)
 
     def error(self, op_name, dtype):
         if self.message is not None:
@@ -43,20 +60,32 @@ class Takes:
 FLOATING = Takes("floating point tensors", lambda d: d.is_floating_point)
 NUMBERS = Takes("numeric tensors, not bool", lambda d: d is not dt.bool_)
 INTEGRAL = Takes("integer and bool tensors", lambda d: not d.is_floating_point)
+FLOATING_OR_BOOL = Takes("floating point and bool tensors", lambda d: d.is_floating_point or d is dt.bool_)
 FLOAT32_64 = Takes("float32 and float64 tensors", lambda d: d in (dt.float32, dt.float64))
 
 
 def reject(op_name, rule, value):
-    """Raise the error of ``rule`` for ``value``, a tensor of a dtype it rejects."""
+    """Raise the error of ``rule`` for ``value``, a tensor of a dtype it rejects (unless the rule lets an
+    empty one through)."""
+    if rule.empty_ok and value.numel() == 0:
+        return
     raise rule.error(op_name, value.dtype)
 
 
-def check_promoted(op_name, rule, operands):
-    """Raise the error of ``rule`` where the promoted dtype of the tensors among ``operands`` is one
-    it rejects (non-tensors are left to the op's own checks)."""
+def check_operands(op_name, rule, operands):
+    """Raise the error of ``rule`` where the promoted dtype of the tensors among ``operands`` (or, for
+    an ``of_each`` rule, any one's) is one it rejects (non-tensors are left to the op's own checks)."""
     promoted = None
     for x in operands:
         if isinstance(x, Tensor):
+            if rule.each and x.dtype in rule.rejected:
+                raise rule.error(op_name, x.dtype)
             promoted = x.dtype if promoted is None else dt.promote(promoted, x.dtype)
     if promoted in rule.rejected:
         raise rule.error(op_name, promoted)
+
+
+def check(op_name, rule, value):
+    """The rule applied by hand, where a form does not pass the dispatch point (F.unfold's im2col)."""
+    if isinstance(value, Tensor) and value.dtype in rule.rejected:
+        reject(op_name, rule, value)

@@ -23,6 +23,7 @@ from .common import (
     filled,
     float_result_type,
     result_type,
+    scalar_for,
     wrap,
 )
 from .dtype_support import FLOATING, NUMBERS
@@ -827,7 +828,8 @@ def clamp(
     if min is None and max is None:
         raise ValueError("clamp: at least one of 'min' or 'max' must not be None")
     dtype = result_type(input, min, max)
-    if dtype is dt.bool_:
+    if dtype is dt.bool_ and not (min is None and max.__class__ is Tensor or max is None and min.__class__ is Tensor):
+        # PyTorch's bool kernels are the tensor maximum and minimum alone: one tensor bound
         raise UnsupportedDTypeError("clamp: not implemented for bool results (a bool tensor with bool bounds)")
     if min.__class__ is Tensor or max.__class__ is Tensor:
         out = input
@@ -1173,6 +1175,7 @@ def _broadcast_all(shapes):
 def addcmul(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Number = 1) -> Tensor:
     _check_pointwise("addcmul", input, tensor1, tensor2)
     product = tensor1 * tensor2
+    value = scalar_for(result_type(input, product), value)
     return input + (product if value == 1 else product * value)
 
 
@@ -1360,6 +1363,7 @@ def tanhshrink(input: Tensor) -> Tensor:
     functional="inplace",
 )
 def threshold(input: Tensor, threshold: float, value: float) -> Tensor:
+    threshold, value = scalar_for(input.dtype, threshold), scalar_for(input.dtype, value)
     return where(le(input, threshold), value, input)  # (a NaN input stays, as in PyTorch)
 
 

@@ -90,7 +90,7 @@ def embedding(
 ) -> Tensor:
     name = "embedding"
     check_tensor(name, "input", input)
-    check_float(name, "weight", weight)
+    check_tensor(name, "weight", weight)  # a lookup: rows of any dtype, as in PyTorch
     if input.dtype.category != dt.INTEGER:
         raise DTypeError(f"{name}: expected indices with an integer dtype (int64 or int32), got {input.dtype}")
     if weight.ndim != 2:
@@ -108,6 +108,7 @@ def embedding(
             )
         padding_idx %= num_embeddings
     if max_norm is not None:
+        check_float(name, "weight", weight)  # the norms of its rows are PyTorch's float-only norm's
         # out-of-range indices raise before the renorm indexes with them
         primitives(weight).embedding(weight._data, input._data)
         _renorm_rows_(weight, input, max_norm, norm_type)

@@ -18,7 +18,8 @@ from ..errors import DeviceError, DTypeError, IndexOutOfRangeError, IndexValueEr
 from ..tensor import Tensor, primitives
 from .common import broadcast_shapes, cast, constant, filled, int_tuple, wrap, wrap_dim
 from .dispatch import host_step
-from .dtype_support import NUMBERS
+from .dtype_support import FLOATING_OR_BOOL, NUMBERS
+from .dtype_support import check as check_dtype
 from .elementwise import where
 from .factories import arange, full, new_tensor, tensor
 from .mutation import check_inplace_allowed, commit_inplace, version_counter
@@ -1004,6 +1005,7 @@ def _im2col(
         raise ShapeError(
             f"{name}: expected a 3-d (C, H, W) or 4-d (N, C, H, W) input, got {getattr(input, 'shape', input)}"
         )
+    check_dtype(name, FLOATING_OR_BOOL, input)  # the op's declared rule is Tensor.unfold's, which takes any
     kernel, dilation, padding, stride = _sliding_blocks(name, input, kernel_size, dilation, padding, stride)
     batched = input if input.ndim == 4 else input.unsqueeze(0)
     rows, cols, (oh, ow) = _block_grid(name, batched.shape[2:], kernel, dilation, padding, stride, input.device)
@@ -1095,6 +1097,7 @@ def triu_indices(
 
 @op(
     "fold",
+    dtypes=FLOATING_OR_BOOL,
     doc="The columns (N, C * kh * kw, blocks) of sliding blocks summed back into images of output_size (col2im).",
     composite=True,
     function=False,

@@ -14,7 +14,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
-from .common import broadcast_shapes, check_same_device, wrap
+from .common import broadcast_shapes, check_same_device, result_type, scalar_for, wrap
 from .dtype_support import FLOATING, NUMBERS
 from .indexing import diagonal
 from .registry import op
@@ -39,7 +39,7 @@ def mm_nd(input: Tensor, other: Tensor) -> Tensor:
 
 @op(
     "mv",
-    dtypes=NUMBERS,
+    dtypes=NUMBERS.unless_empty(),
     doc="matrix input (n, m) @ vector vec (m,) as one product (the backends' matrix-vector form).",
     node="MvBackward0",
     autocast="lower",
@@ -114,7 +114,7 @@ def _matmul(name, input, other):
 
 @op(
     "matmul",
-    dtypes=NUMBERS,
+    dtypes=NUMBERS.unless_empty(),
     doc="The matrix product: 1-D, 2-D and batched with broadcast batch dims.",
     composite=True,
     autocast="lower",
@@ -124,7 +124,7 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
     return _matmul("matmul", input, other)
 
 
-@op("mm", dtypes=NUMBERS, doc="The product of two matrices.", composite=True, autocast="lower")
+@op("mm", dtypes=NUMBERS.unless_empty(), doc="The product of two matrices.", composite=True, autocast="lower")
 def mm(input: Tensor, mat2: Tensor) -> Tensor:
     if input.ndim != 2 or mat2.ndim != 2:
         raise ShapeError(f"mm: both arguments must be 2-D, got {fmt_shape(input.shape)} and {fmt_shape(mat2.shape)}")
@@ -133,7 +133,7 @@ def mm(input: Tensor, mat2: Tensor) -> Tensor:
 
 @op(
     "bmm",
-    dtypes=NUMBERS,
+    dtypes=NUMBERS.unless_empty(),
     doc="The products of two batches of matrices (3-D, same batch size).",
     composite=True,
     autocast="lower",
@@ -248,7 +248,7 @@ def linear_2d(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tens
 
 @op(
     "linear",
-    dtypes=NUMBERS,
+    dtypes=NUMBERS.unless_empty(),
     doc="input @ weight.T + bias; input (*, in_features), weight (out_features, in_features).",
     composite=True,
     autocast="lower",
@@ -323,6 +323,8 @@ def _scaled_sum(name, input, product, beta, alpha):
             f"{name}: input of shape {fmt_shape(input.shape)} does not broadcast to the product's "
             f"shape {fmt_shape(product.shape)}"
         )
+    dtype = result_type(input, product)
+    alpha, beta = scalar_for(dtype, alpha), scalar_for(dtype, beta)
     if alpha != 1:
         product = product * alpha
     if beta == 0:
@@ -332,7 +334,7 @@ def _scaled_sum(name, input, product, beta, alpha):
 
 @op(
     "addmm",
-    dtypes=NUMBERS,
+    dtypes=NUMBERS.unless_empty(),
     inplace=True,
     doc="beta * input + alpha * (mat1 @ mat2) for matrices mat1 and mat2.",
     composite=True,
@@ -349,7 +351,7 @@ def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: Number = 1, alpha:
 
 @op(
     "baddbmm",
-    dtypes=NUMBERS,
+    dtypes=NUMBERS.unless_empty(),
     inplace=True,
     doc="beta * input + alpha * (batch1 @ batch2) for batches of matrices.",
     composite=True,
@@ -598,14 +600,21 @@ def _check_mv_operands(input, vec):
             raise ShapeError(f"mv: {what} must be {ndim}-d, got shape {fmt_shape(t.shape)}")
 
 
-@op("addmv", dtypes=NUMBERS, doc="beta * input + alpha * (mat @ vec).", composite=True, inplace=True, autocast="lower")
+@op(
+    "addmv",
+    dtypes=NUMBERS.unless_empty(),
+    doc="beta * input + alpha * (mat @ vec).",
+    composite=True,
+    inplace=True,
+    autocast="lower",
+)
 def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta: Number = 1, alpha: Number = 1) -> Tensor:
     return _scaled_sum("addmv", input, mv(mat, vec), beta, alpha)
 
 
 @op(
     "addbmm",
-    dtypes=NUMBERS,
+    dtypes=NUMBERS.unless_empty(),
     doc="beta * input + alpha * the sum over the batch of batch1[i] @ batch2[i].",
     composite=True,
     inplace=True,

@@ -15,7 +15,7 @@ from ..autograd.graph import needs_grad
 from ..errors import DTypeError, ShapeError
 from ..random import default_generator
 from ..tensor import primitives
-from .common import check_float, dense, wrap
+from .common import check_float, check_tensor, dense, wrap
 from .factories import new_tensor, shape_arg
 from .mutation import apply_inplace, check_inplace_allowed, commit_inplace, write_untracked
 from .registry import op
@@ -149,6 +149,12 @@ def _dropout_fused_grad(grad, p, mask):
     return wrap(primitives(grad).dropout_backward(dense(grad), mask._data, 1.0 / (1.0 - p)), grad._device)
 
 
+def _all_dropped(input):
+    """Dropout with p=1: zeros of input's dtype (PyTorch's, for integer tensors too), still input's
+    function for autograd."""
+    return input * (0.0 if input.dtype.is_floating_point else 0)
+
+
 @op(
     "dropout_mask_apply",
     doc="input with each element zeroed with probability p, the rest scaled by 1/(1-p); the mask is kept for backward.",
@@ -176,15 +182,16 @@ def dropout_mask_apply(input: Tensor, p: float) -> tuple[Tensor, Tensor]:
     functional=True,
 )
 def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
-    check_float("dropout", "input", input)
+    check_tensor("dropout", "input", input)
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout: dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0 or input.numel() == 0:
-        return input
+        return input  # as PyTorch, of any dtype: nothing is drawn or scaled
     if inplace:
         return apply_inplace(input, lambda x: dropout(x, p, True, False), "dropout_")
     if p == 1.0:
-        return input * 0.0
+        return _all_dropped(input)
+    check_float("dropout", "input", input)
     return dropout_mask_apply(input, p)
 
 
@@ -232,7 +239,7 @@ def _channel_layout(name, input, batched_ndim, warn):
 
 
 def _channel_dropout(name, input, p, training, inplace, batched_ndim, warn=True):
-    check_float(name, "input", input)
+    check_tensor(name, "input", input)
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"{name}: dropout probability has to be between 0 and 1, but got {p}")
     unbatched = _channel_layout(name, input, batched_ndim, warn)
@@ -245,7 +252,8 @@ def _channel_dropout(name, input, p, training, inplace, batched_ndim, warn=True)
     channels = (input.shape[0],) if unbatched else (input.shape[0], input.shape[1])
     mask_shape = channels + (1,) * (input.ndim - len(channels))
     if p == 1.0:
-        return input * 0.0
+        return _all_dropped(input)
+    check_float(name, "input", input)
     mask = bernoulli_mask(mask_shape, 1.0 - p, input.dtype, input.device)
     return input * (mask * (1.0 / (1.0 - p)))
 
@@ -545,7 +553,7 @@ _SELU_ALPHA_PRIME = 1.7580993408473766  # -scale * alpha of SELU: the value a dr
 def _alpha_dropout(name, input, p, training, inplace, per_channel):
     """PyTorch's alpha dropout: dropped units set to SELU's negative saturation, then an affine map
     that keeps the mean and variance of self-normalising activations."""
-    check_float(name, "input", input)
+    check_tensor(name, "input", input)
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"{name}: dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0 or input.numel() == 0:
@@ -553,7 +561,8 @@ def _alpha_dropout(name, input, p, training, inplace, per_channel):
     if inplace:
         return apply_inplace(input, lambda x: _alpha_dropout(name, x, p, True, False, per_channel), name + "_")
     if p == 1.0:
-        return input * 0.0
+        return _all_dropped(input)
+    check_float(name, "input", input)
     if per_channel and input.ndim < 2:
         raise ShapeError(f"{name}: expected an input with a channel dim (N, C, ...), got {tuple(input.shape)}")
     shape = tuple(input.shape[:2]) + (1,) * (input.ndim - 2) if per_channel else tuple(input.shape)

@@ -660,7 +660,7 @@ def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -
             raise ShapeError(
                 f"bincount: weights {fmt_shape(weights.shape)} must have input {fmt_shape(input.shape)}'s shape"
             )
-        dtype = weights.dtype if weights.dtype.is_floating_point else dt.float64
+        dtype = dt.float32 if weights.dtype is dt.float32 else dt.float64  # PyTorch's: float32 or double
         values = cast(weights, dtype)
     counts = Tensor._make(primitives(input).full((size,), 0, dtype), input._device)
     return counts.scatter_add(0, input.to(dtype=dt.int64), cast(values, dtype))
