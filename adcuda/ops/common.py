@@ -1,6 +1,7 @@
 """What op forwards share: wrapping backend arrays as tensors, PyTorch's type promotion, broadcasting
 and device checks, conversions that record nothing."""
 
+import math
 import numbers
 
 import numpy as np  # Python data turned into a host array for the backend
@@ -9,7 +10,7 @@ from .. import _native
 from .. import dtypes as dt
 from ..backends.cuda_availability import device_count, require_cuda
 from ..device import CPU
-from ..errors import DeviceError, DTypeError, ShapeError, UnsupportedDTypeError, fmt_shape
+from ..errors import DeviceError, DTypeError, InvalidArgumentError, ShapeError, UnsupportedDTypeError, fmt_shape
 from ..tensor import Tensor, primitives, primitives_on, wrap_dim  # noqa: F401 (wrap_dim: for the families)
 
 _new = object.__new__
@@ -121,6 +122,24 @@ def scalar_for(dtype, value):
     type; anything else as it is."""
     if value.__class__ is float and dtype.category == dt.INTEGER:
         return int(value)
+    return value
+
+
+def scalar_into(op, value, dtype):
+    """A Python number written into a tensor of ``dtype`` (fill_, masked_fill, full), converted as
+    PyTorch converts it (a float into an integer dtype truncated toward zero, into bool its truth);
+    refused as PyTorch refuses it where it does not fit: inf, NaN or a value past the range of an
+    integer dtype, a finite value past the largest of a floating one."""
+    if value.__class__ not in (int, float) or dtype is dt.bool_ or dtype is dt.float64:
+        return value
+    if dtype.category == dt.INTEGER:
+        info = dt.iinfo(dtype)
+        fits = math.isfinite(value) and info.min <= int(value) <= info.max
+        value = int(value) if fits else value
+    else:
+        fits = not math.isfinite(value) or abs(value) <= dt.finfo(dtype).max
+    if not fits:
+        raise InvalidArgumentError(f"{op}: value {value!r} cannot be converted to {dtype} without overflow")
     return value
 
 

@@ -19,7 +19,7 @@ from ..backends import backend_for
 from ..device import CPU, as_device
 from ..errors import DTypeError, InvalidArgumentError, ShapeError
 from ..tensor import Size, Tensor, primitives_on
-from .common import laid_out, on_device, preserved_order
+from .common import laid_out, on_device, preserved_order, scalar_into
 from .registry import op
 
 if TYPE_CHECKING:
@@ -278,6 +278,7 @@ def full(
     shape = shape_arg("full", (size,) if not isinstance(size, (tuple, list)) else (tuple(size),))
     if dtype is None:
         dtype = dt.default_for_category(dt.scalar_category(fill_value))
+    fill_value = scalar_into("full", fill_value, dt.as_dtype(dtype, "full"))
     return new_tensor("full", lambda bk, d: bk.full(shape, fill_value, d), shape, dtype, device, requires_grad)
 
 

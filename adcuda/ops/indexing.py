@@ -16,7 +16,7 @@ from .. import dtypes as dt
 from ..autograd.graph import needs_grad
 from ..errors import DeviceError, DTypeError, IndexOutOfRangeError, IndexValueError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
-from .common import broadcast_shapes, cast, constant, filled, int_tuple, wrap, wrap_dim
+from .common import broadcast_shapes, cast, constant, filled, int_tuple, scalar_into, wrap, wrap_dim
 from .dispatch import host_step
 from .dtype_support import FLOATING_OR_BOOL, NUMBERS
 from .dtype_support import check as check_dtype
@@ -509,6 +509,8 @@ def masked_fill(input: Tensor, mask: Tensor, value: Tensor | Number) -> Tensor:
         if value.ndim:
             raise ShapeError("masked_fill: only supports a 0-dimensional value tensor")
         value = value.to(dtype=input.dtype)
+    else:
+        value = scalar_into("masked_fill", value, input.dtype)
     try:
         out = where(mask, value, input)
     except ShapeError:
