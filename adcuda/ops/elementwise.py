@@ -12,7 +12,7 @@ import math
 from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
-from ..errors import DTypeError, ShapeError, UnsupportedDTypeError, fmt_shape
+from ..errors import AdcudaError, DTypeError, ShapeError, UnsupportedDTypeError, adapt_error, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import (
     as_tensor_operand,
@@ -211,7 +211,10 @@ def _div_node(input, other, *, rounding_mode=None):
 def _rtruediv(self: Tensor, other: Number) -> Tensor:
     """``other / self`` as PyTorch's Tensor.__rtruediv__ computes it: self's reciprocal, in self's
     dtype (a float16 reciprocal rounds, or overflows, in float16), times other."""
-    return mul(reciprocal(self), other)
+    try:
+        return mul(reciprocal(self), other)
+    except AdcudaError as error:  # named as the division the user wrote: "div: mul: shapes ..."
+        raise adapt_error("div", error, ()) from None
 
 
 @op(

@@ -621,7 +621,8 @@ def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta: Number = 1, alpha: N
     autocast="lower",
 )
 def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: Number = 1, alpha: Number = 1) -> Tensor:
-    return _scaled_sum("addbmm", input, bmm(batch1, batch2).sum(0), beta, alpha)
+    products = bmm(batch1, batch2)
+    return _scaled_sum("addbmm", input, products.sum(0, dtype=products.dtype), beta, alpha)  # int32 stays int32
 
 
 @op(
