@@ -8,6 +8,7 @@ call ``unary_backward``.
 
 from __future__ import annotations
 
+import builtins
 import math
 from typing import TYPE_CHECKING
 
@@ -1013,7 +1014,17 @@ def lerp(input: Tensor, end: Tensor, weight: Tensor | Number) -> Tensor:
     check_same_device("lerp", input, end, weight)
     if input.dtype is not end.dtype:
         raise UnsupportedDTypeError(f"lerp: expected input and end of one dtype, got {input.dtype} and {end.dtype}")
-    return add(input, mul(weight, sub(end, input)))
+    half = input.dtype.itemsize == 2  # computed in float32 and rounded once, as PyTorch's kernel
+    start, stop = (cast(input, dt.float32), cast(end, dt.float32)) if half else (input, end)
+    if half and weight.__class__ is Tensor:
+        weight = cast(weight, dt.float32)
+    diff = sub(stop, start)
+    # PyTorch's formula: from the nearer end, so that weight 1 gives end exactly
+    if weight.__class__ is Tensor:
+        out = where(lt(abs(weight), 0.5), add(start, mul(weight, diff)), sub(stop, mul(diff, sub(1, weight))))
+    else:
+        out = add(start, mul(weight, diff)) if builtins.abs(weight) < 0.5 else sub(stop, mul(diff, 1 - weight))
+    return cast(out, input.dtype) if half else out
 
 
 def _same_dtype(name, input, other):
