@@ -842,7 +842,7 @@ def make_inplace_entry(op):
     name = op.forms["inplace"][0]
     forward = op.forward
     entry_of = op
-    inplace_op = _InplaceName(name, op.signature)
+    inplace_op = _InplaceName(name, op.signature, op.tensor_params)
 
     rule = op.dtypes
 
@@ -888,13 +888,15 @@ def make_inplace_entry(op):
 
 
 class _InplaceName:
-    """What ``_adapt`` reads of an op, for its in-place form: the name users called."""
+    """What ``_adapt`` reads of an op, for its in-place form: the name users called, the signature and
+    the tensor parameters (to name an argument that is no tensor)."""
 
-    __slots__ = ("name", "signature")
+    __slots__ = ("name", "signature", "tensor_params")
 
-    def __init__(self, name, signature):
+    def __init__(self, name, signature, tensor_params):
         self.name = name
         self.signature = signature
+        self.tensor_params = tensor_params
 
 
 def inplace_signature(op):

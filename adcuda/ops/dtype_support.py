@@ -47,8 +47,9 @@ class Takes:
         return self._copy(operands=operands, each=True)
 
     def unless_empty(self):
-        """The same rule, not applied to an empty first tensor: PyTorch's matrix products check the
-        dtype in the kernel, which an empty product never runs (``mm`` of empty bool matrices)."""
+        """The same rule, not applied to an empty first tensor (to operands all empty): PyTorch's
+        matrix products and searches check the dtype in the kernel, which an empty call never runs
+        (``mm`` of empty bool matrices)."""
         return self._copy(empty_ok=True)
 
     def error(self, op_name, dtype):
@@ -76,6 +77,8 @@ def check_operands(op_name, rule, operands):
     """Raise the error of ``rule`` where the promoted dtype of the tensors among ``operands`` (or, for
     an ``of_each`` rule, any one's) is one it rejects (non-tensors are left to the op's own checks)."""
     promoted = None
+    if rule.empty_ok and all(x.numel() == 0 for x in operands if isinstance(x, Tensor)):
+        return
     for x in operands:
         if isinstance(x, Tensor):
             if rule.each and x.dtype in rule.rejected:

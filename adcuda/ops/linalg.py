@@ -450,7 +450,8 @@ def _contract(a, a_labels, b, b_labels, keep):
         for c, n in zip(ls, t.shape):
             if sizes.get(c, 1) not in (1, n) and n != 1:
                 raise ShapeError(f"einsum: subscript {c!r} has sizes {sizes[c]} and {n} that do not broadcast")
-            sizes[c] = max(sizes.get(c, 1), n)
+            if sizes.get(c, 1) == 1:  # broadcasting: a size 1 takes the other's, 0 included
+                sizes[c] = n
     batch = [c for c in a_labels if c in b_labels and c in keep]
     summed = [c for c in a_labels if c in b_labels and c not in keep]
     a_only = [c for c in a_labels if c not in b_labels]
@@ -719,7 +720,7 @@ def dist(input: Tensor, other: Tensor, p: float = 2) -> Tensor:
 
 @op(
     "bilinear",
-    dtypes=NUMBERS,
+    dtypes=NUMBERS.unless_empty(),
     doc="input1^T weight[o] input2 + bias[o] for each output o (the last dims).",
     composite=True,
     function=False,

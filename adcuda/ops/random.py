@@ -197,10 +197,12 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
 
 # ------------------------------------------------------------------------------------------------
 # channel dropout: one draw per (sample, channel), the whole feature map kept or zeroed
-def _channel_layout(name, input, batched_ndim, warn):
+def _channel_layout(name, input, batched_ndim, warn, drops=True):
     """Whether ``input`` counts as unbatched (its channels on dim 0, not 1), by PyTorch's rules: dropout1d
     takes (C, L) or (N, C, L) only; dropout2d and dropout3d take any input with a channel dim, warning
-    (as PyTorch does) outside their 3-4 / 4-5 dims; dropout2d reads a 3-D input as (N, C, L)."""
+    (as PyTorch does) outside their 3-4 / 4-5 dims; dropout2d reads a 3-D input as (N, C, L). Fewer than
+    two dims are refused only where something is dropped (``drops``: training, p > 0, elements), as
+    PyTorch's kernel returns its input before that check."""
     ndim = input.ndim
     expected = (batched_ndim - 1, batched_ndim)
     if name == "dropout1d":
@@ -231,7 +233,7 @@ def _channel_layout(name, input, batched_ndim, warn):
         unbatched = False
     else:
         unbatched = ndim != batched_ndim  # dropout3d: anything but 5-D gets a batch dim of one
-    if ndim - (0 if not unbatched else -1) < 2:
+    if drops and ndim - (0 if not unbatched else -1) < 2:
         raise ShapeError(
             f"{name}: Feature dropout requires at least 2 dimensions in the input, got shape {tuple(input.shape)}"
         )
@@ -242,8 +244,9 @@ def _channel_dropout(name, input, p, training, inplace, batched_ndim, warn=True)
     check_tensor(name, "input", input)
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"{name}: dropout probability has to be between 0 and 1, but got {p}")
-    unbatched = _channel_layout(name, input, batched_ndim, warn)
-    if not training or p == 0.0 or input.numel() == 0:
+    drops = training and p != 0.0 and input.numel() != 0
+    unbatched = _channel_layout(name, input, batched_ndim, warn, drops)
+    if not drops:
         return input
     if inplace:
         return apply_inplace(

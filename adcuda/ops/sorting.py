@@ -363,7 +363,7 @@ def quantile(
 
 @op(
     "searchsorted",
-    dtypes=NUMBERS.of("sorted_sequence", "input"),
+    dtypes=NUMBERS.of("sorted_sequence", "input").unless_empty(),
     doc="Where each value would be inserted into the sorted last dim of sorted_sequence.",
     composite=True,
     method=False,
@@ -402,7 +402,7 @@ def searchsorted(
 
 @op(
     "bucketize",
-    dtypes=NUMBERS.of("input", "boundaries"),
+    dtypes=NUMBERS.of("input", "boundaries").unless_empty(),
     doc="The index of the bucket of 1-d boundaries each element of input falls in.",
     composite=True,
 )
