@@ -285,16 +285,6 @@ GROUPS = {
         ): "function bincount: TypeError where PyTorch raises RuntimeError/ValueError: DTypeError: bincount: expected",
         (
             "error",
-            "celu",
-            "list-input",
-        ): "functional celu_: AttributeError where PyTorch raises TypeError: AttributeError: 'list' object has no att",
-        (
-            "error",
-            "celu",
-            "string-input",
-        ): "functional celu_: AttributeError where PyTorch raises TypeError: AttributeError: 'str' object has no attr",
-        (
-            "error",
             "cross_entropy",
             "float32[4x3]-float32[4]",
         ): "functional cross_entropy: TypeError where PyTorch raises RuntimeError/ValueError: DTypeError: cross_entro",
@@ -305,44 +295,14 @@ GROUPS = {
         ): "function dot: TypeError where PyTorch raises RuntimeError/ValueError: DTypeError: dot: expected both oper",
         (
             "error",
-            "elu",
-            "list-input",
-        ): "functional elu_: AttributeError where PyTorch raises TypeError: AttributeError: 'list' object has no attr",
-        (
-            "error",
-            "elu",
-            "string-input",
-        ): "functional elu_: AttributeError where PyTorch raises TypeError: AttributeError: 'str' object has no attri",
-        (
-            "error",
             "embedding",
             "float32[1]-float32[4x3]",
         ): "functional embedding: TypeError where PyTorch raises RuntimeError/ValueError: DTypeError: embedding: expe",
         (
             "error",
-            "hardtanh",
-            "list-input",
-        ): "functional hardtanh_: AttributeError where PyTorch raises TypeError: AttributeError: 'list' object has no",
-        (
-            "error",
-            "hardtanh",
-            "string-input",
-        ): "functional hardtanh_: AttributeError where PyTorch raises TypeError: AttributeError: 'str' object has no ",
-        (
-            "error",
             "kthvalue",
             "float32[5]",
         ): "function kthvalue: IndexError where PyTorch raises RuntimeError/ValueError: IndexOutOfRangeError: kthvalu",
-        (
-            "error",
-            "leaky_relu",
-            "list-input",
-        ): "functional leaky_relu_: AttributeError where PyTorch raises TypeError: AttributeError: 'list' object has ",
-        (
-            "error",
-            "leaky_relu",
-            "string-input",
-        ): "functional leaky_relu_: AttributeError where PyTorch raises TypeError: AttributeError: 'str' object has n",
         (
             "error",
             "masked_select",
@@ -368,26 +328,6 @@ GROUPS = {
             "one_hot",
             "int64[2]#1",
         ): "functional one_hot: IndexError where PyTorch raises RuntimeError/ValueError: IndexOutOfRangeError: one_ho",
-        (
-            "error",
-            "relu",
-            "list-input",
-        ): "functional relu_: AttributeError where PyTorch raises TypeError: AttributeError: 'list' object has no att",
-        (
-            "error",
-            "relu",
-            "string-input",
-        ): "functional relu_: AttributeError where PyTorch raises TypeError: AttributeError: 'str' object has no attr",
-        (
-            "error",
-            "selu",
-            "list-input",
-        ): "functional selu_: AttributeError where PyTorch raises TypeError: AttributeError: 'list' object has no att",
-        (
-            "error",
-            "selu",
-            "string-input",
-        ): "functional selu_: AttributeError where PyTorch raises TypeError: AttributeError: 'str' object has no attr",
         (
             "error",
             "topk",
