@@ -12,6 +12,7 @@ dtype, as PyTorch refuses ``abs`` of a bool tensor ("'abs_cpu' not implemented f
 from .. import dtypes as dt
 from ..errors import UnsupportedDTypeError
 from ..tensor import Tensor
+from .common import result_type
 
 
 class Takes:
@@ -74,16 +75,19 @@ def reject(op_name, rule, value):
 
 
 def check_operands(op_name, rule, operands):
-    """Raise the error of ``rule`` where the promoted dtype of the tensors among ``operands`` (or, for
-    an ``of_each`` rule, any one's) is one it rejects (non-tensors are left to the op's own checks)."""
-    promoted = None
-    if rule.empty_ok and all(x.numel() == 0 for x in operands if isinstance(x, Tensor)):
+    """Raise the error of ``rule`` where the promoted dtype of ``operands`` (tensors and Python numbers)
+    or, for an ``of_each`` rule, any tensor's dtype is one it rejects (other values are left to the
+    op's own checks)."""
+    tensors = [x for x in operands if isinstance(x, Tensor)]
+    if not tensors or rule.empty_ok and all(x.numel() == 0 for x in tensors):
         return
-    for x in operands:
-        if isinstance(x, Tensor):
-            if rule.each and x.dtype in rule.rejected:
+    if rule.each:
+        for x in tensors:
+            if x.dtype in rule.rejected:
                 raise rule.error(op_name, x.dtype)
-            promoted = x.dtype if promoted is None else dt.promote(promoted, x.dtype)
+        return
+    # PyTorch's promotion, Python scalars included: searchsorted of a bool tensor by 1 is an int64 search
+    promoted = result_type(*(x for x in operands if isinstance(x, (Tensor, bool, int, float))))
     if promoted in rule.rejected:
         raise rule.error(op_name, promoted)
 

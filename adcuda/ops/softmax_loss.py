@@ -196,7 +196,6 @@ def mse_loss(
 
 @op(
     "l1_loss",
-    dtypes=FLOATING.of("input", "target"),
     doc="The mean (or sum, or none) of absolute differences, optionally weighted.",
     composite=True,
     autocast="float32",
