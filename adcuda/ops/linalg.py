@@ -470,7 +470,9 @@ def _contract(a, a_labels, b, b_labels, keep):
     a3 = arrange(a, a_labels, batch + a_only + summed).reshape(count(batch), count(a_only), count(summed))
     b3 = arrange(b, b_labels, batch + summed + b_only).reshape(count(batch), count(summed), count(b_only))
     out_labels = batch + a_only + b_only
-    return matmul(a3, b3).reshape([sizes[c] for c in out_labels]), out_labels
+    # nothing summed: a broadcast product, as PyTorch's einsum takes it (so bool operands are fine there)
+    product = a3 * b3 if not summed else matmul(a3, b3)
+    return product.reshape([sizes[c] for c in out_labels]), out_labels
 
 
 @op(
