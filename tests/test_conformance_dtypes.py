@@ -28,6 +28,7 @@ ALSO = {
     "sinh", "cosh", "all", "any", "logsumexp", "threshold", "clamp_min", "clamp_max", "embedding",
     "dropout", "masked_fill", "isin", "where", "heaviside", "sub", "neg", "positive", "frac", "bincount",
     "fold", "mvlgamma", "lerp", "addcdiv", "einsum", "clone", "zeros_like", "ones_like", "full_like",
+    "pad", "l1_loss",
 }  # fmt: skip
 
 # (entry, dtype): differences that are another defect class than the dtype rule this test checks,

@@ -12,6 +12,7 @@ from ..autograd.grad_mode import no_grad
 from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
 from ..tensor import primitives
 from .common import check_float, check_same_device, check_tensor, dense, filled, wrap
+from .dtype_support import FLOATING
 from .elementwise import where
 from .factories import arange
 from .indexing import index_put
@@ -119,6 +120,7 @@ def embedding(
 # embedding_bag (issue 15): the bags' rows reduced, composed of embedding and a scatter per bag
 @op(
     "embedding_bag",
+    dtypes=FLOATING.of_each("weight"),
     doc="The sum, mean or max of the rows of weight of each bag of indices (bags by offsets, or rows of 2-d input).",
     composite=True,
     function=False,

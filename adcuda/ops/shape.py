@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
 from ..autograd.graph import sum_to_shape
-from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
+from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, UnsupportedDTypeError, fmt_shape
 from ..tensor import Size, Tensor, primitives
 from .common import broadcast_shapes, cast, check_same_device, laid_out, preserved_order, result_type, wrap, wrap_dim
 from .dispatch import NotAView
@@ -652,6 +652,8 @@ def pad(
         raise ValueError(f"pad: mode must be one of {', '.join(_PAD_MODES)}, got {mode!r}")
     if mode != "constant" and value not in (None, 0):
         raise ValueError(f"pad: padding mode {mode!r} doesn't take in value argument")
+    if mode in ("reflect", "replicate") and isinstance(input, Tensor) and input.dtype is dt.bool_:
+        raise UnsupportedDTypeError(f"pad: mode {mode!r} is not implemented for bool tensors (PyTorch's kernels)")
     fill = 0 if value is None else value
     ndim, pairs = input.ndim, len(pad) // 2
     if pairs == 0:
