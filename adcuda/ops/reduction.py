@@ -128,7 +128,7 @@ def mean(
     if dtype is not None:
         input = cast(input, dt.as_dtype(dtype, "mean"))
     if not input.dtype.is_floating_point:
-        raise DTypeError(
+        raise UnsupportedDTypeError(
             f"mean: could not infer output dtype. Input dtype must be a floating point dtype, got {input.dtype}"
         )
     return _reduce("mean", input, reduce_axes("mean", input.ndim, dim), keepdim)
