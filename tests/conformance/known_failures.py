@@ -435,16 +435,6 @@ GROUPS = {
         ): "function max: RuntimeError/ValueError where PyTorch raises IndexError: ShapeError: max: cannot reduce an ",
         (
             "value",
-            "mean",
-            "dtype-int32-from-f64",
-        ): "function mean: TypeError where PyTorch raises RuntimeError/ValueError: DTypeError: mean: could not infer ",
-        (
-            "value",
-            "mean",
-            "dtype-int64-from-int32",
-        ): "function mean: TypeError where PyTorch raises RuntimeError/ValueError: DTypeError: mean: could not infer ",
-        (
-            "value",
             "min",
             "zero-size-dim0",
         ): "function min: RuntimeError/ValueError where PyTorch raises IndexError: ShapeError: min: cannot reduce an ",
