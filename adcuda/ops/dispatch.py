@@ -361,10 +361,10 @@ def _dtype_check(op):
     an op without one."""
     if op.dtypes is None:
         return ""
+    for name in op.dtypes.operands:
+        if name not in op.signature.parameters:
+            raise ValueError(f"op {op.name!r}: dtypes= names {name!r}, which is not a forward parameter")
     if op.dtypes.operands:
-        for name in op.dtypes.operands:
-            if name not in op.signature.parameters:
-                raise ValueError(f"op {op.name!r}: dtypes= names {name!r}, which is not a forward parameter")
         return f"        _check_operand_dtypes(NAME, OP.dtypes, ({_tuple(op.dtypes.operands)}))\n"
     first = next(iter(op.signature.parameters.values()))
     if first.kind not in (first.POSITIONAL_OR_KEYWORD, first.POSITIONAL_ONLY):
@@ -845,13 +845,15 @@ def make_inplace_entry(op):
     inplace_op = _InplaceName(name, op.signature, op.tensor_params)
 
     rule = op.dtypes
+    signature, first = inplace_signature(op), next(iter(op.signature.parameters))
 
     def body(self, *args, **kwargs):
         check_inplace_allowed(self, name)
         if rule is not None:
             if rule.operands:
-                # every tensor argument: the in-place forms of such ops (addcmul_) take no other tensors
-                _check_operand_dtypes(name, rule, (self, *args, *kwargs.values()))
+                arguments = dict(signature.bind(self, *args, **kwargs).arguments)
+                arguments[first] = self  # the forward's name for what the in-place form calls self
+                _check_operand_dtypes(name, rule, tuple(arguments.get(n) for n in rule.operands))
             elif self.dtype in rule.rejected:
                 _reject_dtype(name, rule, self)
         recording = grad_state.enabled and (

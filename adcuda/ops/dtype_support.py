@@ -9,6 +9,9 @@ dtype, as PyTorch refuses ``abs`` of a bool tensor ("'abs_cpu' not implemented f
 ``gelu`` of an integer one. An op without the declaration takes every dtype its forward takes.
 """
 
+import functools
+import inspect
+
 from .. import dtypes as dt
 from ..errors import UnsupportedDTypeError
 from ..tensor import Tensor
@@ -19,18 +22,19 @@ class Takes:
     """The dtypes an op's first tensor argument may have (``accepts(dtype)``), described for the error
     message, or a message of the op's own (PyTorch's wording, with the op and dtype filled in)."""
 
-    __slots__ = ("description", "rejected", "message", "operands", "each", "empty_ok")
+    __slots__ = ("description", "rejected", "message", "operands", "each", "empty_ok", "same")
 
-    def __init__(self, description, accepts, message=None, operands=(), each=False, empty_ok=False):
+    def __init__(self, description, accepts, message=None, operands=(), each=False, empty_ok=False, same=()):
         self.description = description
         self.rejected = frozenset(d for d in dt.ALL if not accepts(d))
         self.message = message
         self.operands = operands
         self.each = each
         self.empty_ok = empty_ok
+        self.same = same
 
     def _copy(self, **changes):
-        fields = {k: getattr(self, k) for k in ("message", "operands", "each", "empty_ok")}
+        fields = {k: getattr(self, k) for k in ("message", "operands", "each", "empty_ok", "same")}
         fields.update(changes)
         return Takes(self.description, lambda d: d not in self.rejected, **fields)
 
@@ -47,6 +51,11 @@ class Takes:
         bool tensor on either side)."""
         return self._copy(operands=operands, each=True)
 
+    def one_dtype(self, *operands):
+        """The same rule, and the tensors among the parameters ``operands`` of one dtype: PyTorch's
+        matrix products and scatters promote nothing (``index_add`` of int64 source into float32)."""
+        return self._copy(same=operands)
+
     def unless_empty(self):
         """The same rule, not applied to an empty first tensor (to operands all empty): PyTorch's
         matrix products and searches check the dtype in the kernel, which an empty call never runs
@@ -61,6 +70,7 @@ class Takes:
 
 FLOATING = Takes("floating point tensors", lambda d: d.is_floating_point)
 NUMBERS = Takes("numeric tensors, not bool", lambda d: d is not dt.bool_)
+ANY = Takes("tensors of any dtype", lambda d: True)  # for a rule of operands of one dtype alone
 INTEGRAL = Takes("integer and bool tensors", lambda d: not d.is_floating_point)
 FLOATING_OR_BOOL = Takes("floating point and bool tensors", lambda d: d.is_floating_point or d is dt.bool_)
 FLOAT32_64 = Takes("float32 and float64 tensors", lambda d: d in (dt.float32, dt.float64))
@@ -90,6 +100,38 @@ def check_operands(op_name, rule, operands):
     promoted = result_type(*(x for x in operands if isinstance(x, (Tensor, bool, int, float))))
     if promoted in rule.rejected:
         raise rule.error(op_name, promoted)
+
+
+def check_same(op_name, rule, operands):
+    """Raise where the tensors among ``operands`` (the values of the parameters ``rule.same``) are not
+    all of one dtype."""
+    first = None
+    for name, x in zip(rule.same, operands):
+        if isinstance(x, Tensor):
+            if first is None:
+                first = (name, x.dtype)
+            elif x.dtype is not first[1]:
+                raise UnsupportedDTypeError(
+                    f"{op_name}: expected {first[0]} and {name} to have the same dtype, got {first[1]} and {x.dtype}"
+                )
+
+
+def checking_same(op_name, rule, forward):
+    """``forward`` checking first that the tensors among its parameters ``rule.same`` share one dtype:
+    part of the forward, so that it sees the arguments after autocast has cast them (an autocast
+    region runs addmm of float32 and float16 operands in float16)."""
+    names = tuple(inspect.signature(forward).parameters)
+    for name in rule.same:
+        if name not in names:
+            raise ValueError(f"op {op_name!r}: dtypes= names {name!r}, which is not a forward parameter")
+    positions = tuple(names.index(name) for name in rule.same)
+
+    @functools.wraps(forward)
+    def forward_checking_same(*args, **kwargs):
+        check_same(op_name, rule, [args[i] if i < len(args) else kwargs.get(n) for i, n in zip(positions, rule.same)])
+        return forward(*args, **kwargs)
+
+    return forward_checking_same
 
 
 def check(op_name, rule, value):

@@ -1383,7 +1383,7 @@ def threshold(input: Tensor, threshold: float, value: float) -> Tensor:
 
 @op(
     "prelu",
-    dtypes=FLOATING,
+    dtypes=FLOATING.one_dtype("input", "weight"),
     doc="input where positive, weight * input elsewhere; weight has 1 or input.shape[1] elements.",
     composite=True,
     functional=True,

@@ -18,7 +18,7 @@ from ..errors import DeviceError, DTypeError, IndexOutOfRangeError, IndexValueEr
 from ..tensor import Tensor, primitives
 from .common import broadcast_shapes, cast, constant, filled, int_tuple, scalar_into, wrap, wrap_dim
 from .dispatch import host_step
-from .dtype_support import FLOATING_OR_BOOL, NUMBERS
+from .dtype_support import ANY, FLOATING_OR_BOOL, NUMBERS
 from .dtype_support import check as check_dtype
 from .elementwise import where
 from .factories import arange, full, new_tensor, tensor
@@ -465,6 +465,7 @@ def _scatter_add_src_grad(grad, dim, index, src_shape):
 
 @op(
     "scatter_add",
+    dtypes=ANY.one_dtype("input", "src"),
     doc="input with src added at index along dim (out-of-place).",
     node="ScatterAddBackward0",
     inplace=True,
@@ -619,6 +620,7 @@ def _check_scatter_index(name, input, dim, index):
 
 @op(
     "scatter",
+    dtypes=ANY.one_dtype("input", "src"),
     doc="input with src (or value) written at index along dim; reduce='add'/'multiply' combines.",
     composite=True,
     inplace=True,
@@ -662,6 +664,7 @@ _REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
 
 @op(
     "scatter_reduce",
+    dtypes=ANY.one_dtype("input", "src"),
     doc="input with src combined at index along dim by sum, prod, mean, amax or amin.",
     composite=True,
     inplace=True,
@@ -825,7 +828,13 @@ def _index_along(name, input, dim, index, source):
     return d, index.reshape(view).expand(expected)
 
 
-@op("index_add", doc="input with alpha * source added at the 1-D index along dim.", composite=True, inplace=True)
+@op(
+    "index_add",
+    dtypes=ANY.one_dtype("input", "source"),
+    doc="input with alpha * source added at the 1-D index along dim.",
+    composite=True,
+    inplace=True,
+)
 def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha: Number = 1) -> Tensor:
     d, expanded = _index_along("index_add", input, dim, index, source)
     if alpha != 1:
@@ -835,7 +844,13 @@ def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha: 
     return scatter_add(input, d, expanded, source)
 
 
-@op("index_copy", doc="input with source's slices written at the 1-D index along dim.", composite=True, inplace=True)
+@op(
+    "index_copy",
+    dtypes=ANY.one_dtype("input", "source"),
+    doc="input with source's slices written at the 1-D index along dim.",
+    composite=True,
+    inplace=True,
+)
 def index_copy(input: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
     d, expanded = _index_along("index_copy", input, dim, index, source)
     if input.ndim == 0:
@@ -1162,7 +1177,13 @@ def _flat_coordinates(input, index):
     return tuple(reversed(coordinates))
 
 
-@op("put", doc="input with source written (or added) at the flat positions index.", composite=True, inplace=True)
+@op(
+    "put",
+    dtypes=ANY.one_dtype("input", "source"),
+    doc="input with source written (or added) at the flat positions index.",
+    composite=True,
+    inplace=True,
+)
 def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) -> Tensor:
     if not isinstance(index, Tensor) or index.dtype.category != dt.INTEGER:
         raise DTypeError("put: index must be an integer tensor")
@@ -1181,6 +1202,7 @@ def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) 
 
 @op(
     "masked_scatter",
+    dtypes=ANY.one_dtype("input", "source"),
     doc="input with source's leading elements written, in order, where mask is true.",
     composite=True,
     inplace=True,

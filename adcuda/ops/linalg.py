@@ -39,7 +39,7 @@ def mm_nd(input: Tensor, other: Tensor) -> Tensor:
 
 @op(
     "mv",
-    dtypes=NUMBERS.unless_empty(),
+    dtypes=NUMBERS.unless_empty().one_dtype("input", "vec"),
     doc="matrix input (n, m) @ vector vec (m,) as one product (the backends' matrix-vector form).",
     node="MvBackward0",
     autocast="lower",
@@ -334,7 +334,7 @@ def _scaled_sum(name, input, product, beta, alpha):
 
 @op(
     "addmm",
-    dtypes=NUMBERS.unless_empty(),
+    dtypes=NUMBERS.unless_empty().one_dtype("input", "mat1", "mat2"),
     inplace=True,
     doc="beta * input + alpha * (mat1 @ mat2) for matrices mat1 and mat2.",
     composite=True,
@@ -351,7 +351,7 @@ def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: Number = 1, alpha:
 
 @op(
     "baddbmm",
-    dtypes=NUMBERS.unless_empty(),
+    dtypes=NUMBERS.unless_empty().one_dtype("input", "batch1", "batch2"),
     inplace=True,
     doc="beta * input + alpha * (batch1 @ batch2) for batches of matrices.",
     composite=True,
@@ -605,7 +605,7 @@ def _check_mv_operands(input, vec):
 
 @op(
     "addmv",
-    dtypes=NUMBERS.unless_empty(),
+    dtypes=NUMBERS.unless_empty().one_dtype("input", "mat", "vec"),
     doc="beta * input + alpha * (mat @ vec).",
     composite=True,
     inplace=True,
@@ -617,7 +617,7 @@ def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta: Number = 1, alpha: N
 
 @op(
     "addbmm",
-    dtypes=NUMBERS.unless_empty(),
+    dtypes=NUMBERS.unless_empty().one_dtype("input", "batch1", "batch2"),
     doc="beta * input + alpha * the sum over the batch of batch1[i] @ batch2[i].",
     composite=True,
     inplace=True,
@@ -692,7 +692,7 @@ def kron(input: Tensor, other: Tensor) -> Tensor:
 
 @op(
     "cross",
-    dtypes=NUMBERS,
+    dtypes=NUMBERS.one_dtype("input", "other"),
     doc="The cross product of 3-vectors along dim (the first dim of size 3 when dim is None).",
     composite=True,
 )

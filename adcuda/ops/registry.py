@@ -49,7 +49,7 @@ from collections.abc import Callable
 from inspect import Parameter
 from typing import Any, TypeVar
 
-from . import dispatch
+from . import dispatch, dtype_support
 
 VAR_POSITIONAL, KEYWORD_ONLY = Parameter.VAR_POSITIONAL, Parameter.KEYWORD_ONLY
 POSITIONAL_ONLY, POSITIONAL_OR_KEYWORD = Parameter.POSITIONAL_ONLY, Parameter.POSITIONAL_OR_KEYWORD
@@ -105,6 +105,8 @@ class OpDef:
         if composite and (grads or fused):
             raise ValueError(f"op {name!r}: a composite op is differentiated through its ops; it has no grads")
         self.name = name
+        if dtypes is not None and dtypes.same:
+            forward = dtype_support.checking_same(name, dtypes, forward)
         self.forward = forward
         self.doc = doc.strip()
         self.family = forward.__module__.rpartition(".")[2]

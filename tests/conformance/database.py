@@ -1037,7 +1037,10 @@ add("argwhere", [S(T(values=[[0.0, 1.0], [2.0, 0.0]])), S(T(values=np.array(1.0)
 add(
     "index_add",
     [S(T(3, 4, dtype="float64"), 0, idx(0, 2, 0), T(3, 4, dtype="float64")), S(T(3, 4), 1, idx(1), T(3, 1), alpha=2.0)],
-    errors=[E(T(3, 4), 0, idx(3), T(1, 4), family=R)],
+    errors=[
+        E(T(3, 4), 0, idx(3), T(1, 4), family=R),
+        E(T(3, 4), 0, idx(0), T(1, 4, dtype="int64"), family=R, name="source-of-another-dtype"),  # no promotion
+    ],
 )
 add(
     "index_copy",
