@@ -359,6 +359,11 @@ def version_of(t):
 
 def wrap_dim(dim, ndim, op):
     """A possibly negative ``dim`` as an index into a shape of ``ndim`` dims (0-d acts as 1-d)."""
+    if dim.__class__ is int:  # the common case first: nearly every op with a dim calls this
+        if 0 <= dim < ndim:
+            return dim
+        if -ndim <= dim < 0:
+            return dim + ndim
     n = max(ndim, 1)
     if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
         raise DTypeError(f"{op}: dim must be an int, got {type(dim).__name__}")

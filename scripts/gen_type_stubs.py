@@ -14,11 +14,13 @@ the source, first docstring lines left out):
 - ``adcuda/nn/_functional_ops.pyi``: every ``adcuda.nn.functional`` name;
 - ``adcuda/_tensor_ops.pyi``: ``TensorOps``, everything attached to ``Tensor`` outside tensor.py.
 
-They are stub-only modules (no ``.py`` beside them): ``adcuda/__init__.py`` and ``nn/functional.py``
-star-import the first two under ``TYPE_CHECKING``, and ``tensor.py`` makes ``TensorOps`` a base of
-``Tensor`` for type checkers only, so each real module keeps declaring its own names and the stubs add
-just the generated ones. tests/test_type_hints.py fails while a committed stub differs from this
-script's output. Run it from outside the source tree or with an editable install.
+The first two are the stubs of the modules scripts/gen_op_functions.py writes (which import each
+function by name from where its op is declared), which ``adcuda/__init__.py`` and ``nn/functional.py``
+star-import: they give type checkers each entry's exact signature. ``_tensor_ops.pyi`` is stub-only:
+``tensor.py`` makes ``TensorOps`` a base of ``Tensor`` for type checkers only, so tensor.py keeps
+declaring its own names and the stub adds just the generated ones. tests/test_type_hints.py fails
+while a committed stub differs from this script's output. Run it from outside the source tree or with an
+editable install.
 """
 
 import argparse

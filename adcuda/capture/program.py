@@ -4,8 +4,9 @@ memory plan, and the Python function that replays it.
 The memory plan: each array's lifetime is the span from the step that makes it to the last step
 that reads it or a view of it (views extend the life of the array that owns the memory). An array
 made by a call that has a replay kernel (``FAST_KERNELS``: elementwise ufuncs, the CPU primitives of
-relu and gelu_tanh with their ``out=`` and the program's ``Scratch``, gelu_tanh's over big arrays a
-chunk at a time, 2-D matrix products, zero fills and copies) is written by it with ``out=``: over an
+the unary ops that write into a given array with their ``out=`` and the program's ``Scratch``, those
+declared to make many passes over big arrays a chunk at a time, 2-D matrix products, zero fills and
+copies) is written by it with ``out=``: over an
 elementwise operand that dies at that call (in place), else into a preallocated buffer, reused by
 later arrays of the same shape and dtype once its occupant is dead; a copy of a dying array into its
 own dtype is no copy; every other array is made by its primitive as in eager. Outputs, arrays a host
@@ -33,6 +34,7 @@ import numpy as np
 from ..backends import cpu
 from ..backends.cpu import threads as cpu_threads
 from ..backends.cpu.elementwise import BINARY_OPS, UNARY_BACKWARD_INTO, UNARY_INTO, UNARY_OPS
+from ..ops.registry import lowering_of, replay_keep_of_backward
 from ..profiler import _state as profiler_state
 from ..profiler.observe import begin_range, end_range
 from ..profiler.record_function import record_function
@@ -76,9 +78,21 @@ def _binary_kernel(call, scratch):
 # bytes of each operand one chunk of a chunked kernel (``_in_chunks``) reads or writes: with the
 # result and the kernel's scratch arrays, a few times this stays in a core's 1-2 MiB L2 cache
 CHUNK_BYTES = 1 << 18
-# ops of ``UNARY_INTO``/``UNARY_BACKWARD_INTO`` whose kernels make many passes over their arrays (gelu_tanh:
-# nine forward, fifteen backward): over arrays bigger than a chunk they run in chunks
-_MANY_PASSES = frozenset({"gelu_tanh"})
+
+
+def _strided_operands(primitive):
+    """Positions of ``primitive``'s operands it reads as row-strided views as well (its declaration's
+    ``strided_operands``); () for most."""
+    declared = lowering_of(primitive)
+    return () if declared is None else declared.strided_operands
+
+
+def _many_passes(op):
+    """Whether the kernels of ``UNARY_INTO``/``UNARY_BACKWARD_INTO`` op ``op`` make so many passes over their
+    arrays (its declaration's ``replay_passes``) that over arrays bigger than a chunk they run in
+    chunks."""
+    declared = lowering_of("unary", op)
+    return declared is not None and declared.replay_passes
 
 
 def _into(primitive, op, scratch, spec):
@@ -86,7 +100,7 @@ def _into(primitive, op, scratch, spec):
     program's scratch arrays, over operands laid out as ``spec``: in chunks (``_in_chunks``) where the
     op makes many passes over arrays bigger than a chunk."""
     count = math.prod(spec.shape)
-    if op not in _MANY_PASSES or count * spec.dtype.itemsize <= CHUNK_BYTES:
+    if not _many_passes(op) or count * spec.dtype.itemsize <= CHUNK_BYTES:
         return functools.partial(primitive, op, scratch=scratch)
     return _in_chunks(primitive, op, scratch, count, max(CHUNK_BYTES // spec.dtype.itemsize, 1))
 
@@ -119,7 +133,7 @@ def _in_chunks(primitive, op, scratch, count, step):
 def _unary_kernel(call, scratch):
     """``unary(op, a)`` of a float32/float64 array: where the op is one ufunc, that ufunc (the primitive's
     own, without the primitive's wrapper, which costs more than a small array's call); where the op
-    writes into a given array (``UNARY_INTO``: relu, gelu_tanh's chain), the primitive with ``out=``
+    writes into a given array (``UNARY_INTO``), the primitive with ``out=``
     and the program's scratch arrays."""
     op, a = (call.arrays_in + (None, None))[:2]
     if not isinstance(a, ArraySpec) or a.dtype not in _FLOATS:
@@ -133,8 +147,8 @@ def _unary_kernel(call, scratch):
 
 
 def _unary_backward_kernel(call, scratch):
-    """``unary_backward(op, x, y, g)`` where the op writes into a given array (``UNARY_BACKWARD_INTO``:
-    relu, gelu_tanh): the primitive with ``out=`` and the program's scratch arrays."""
+    """``unary_backward(op, x, y, g)`` where the op writes into a given array (``UNARY_BACKWARD_INTO``): the
+    primitive with ``out=`` and the program's scratch arrays."""
     op, x, y, g = (call.arrays_in + (None,) * 4)[:4]
     if op not in UNARY_BACKWARD_INTO or not isinstance(x, ArraySpec) or not isinstance(g, ArraySpec):
         return None
@@ -315,15 +329,15 @@ class Program:
         return dead
 
     def _attention_views(self):
-        """{step index: source value} for ``contiguous`` copies that only attention and its backward read
-        (as q, k, v or the output's gradient): they read the view itself instead, the copy left out.
+        """{step index: source value} for ``contiguous`` copies that only primitives declared to read them
+        strided read (``strided_operands``: attention and its backward, as q, k, v or the output's
+        gradient): they read the view itself instead, the copy left out.
         Their products are BLAS matrix calls over the view's rows (a row stride of whole elements, the
         last dim unit-strided, at least two rows and columns, as NumPy's matmul hands to BLAS), which
         packs its operands whatever their strides: the same numbers as from the copy. The copy's value
         becomes a view of the source's memory, so the source lives as long as the copy would have (set
         here, before lifetimes are taken)."""
         steps, layout = self.trace.steps, self.layout
-        operands = {"attention": (0, 1, 2), "attention_backward": (0, 1, 2, 3)}  # q, k, v (and g) positions
         readers = {}  # value -> the steps that read it
         for j, step in enumerate(steps):
             refs = []
@@ -343,10 +357,10 @@ class Program:
             uses = readers.get(n, [])
             if not uses or not all(
                 steps[j].__class__ is Call
-                and steps[j].name in operands
+                and _strided_operands(steps[j].name)
                 and not steps[j].kwargs
                 and all(
-                    a.__class__ is not Value or a.n != n or p in operands[steps[j].name]
+                    a.__class__ is not Value or a.n != n or p in _strided_operands(steps[j].name)
                     for p, a in enumerate(steps[j].args)
                 )
                 for j in uses
@@ -575,62 +589,60 @@ class Program:
         computed, and those backwards: the forward writes it into the array (the primitive's
         ``keyword``) and the backward reads it from there instead of computing it again, the same
         numbers (the primitives' docstrings). Each pair has an array of its own, alive through the
-        replay. Paired, with q, k or x holding the forward's numbers (``_same_numbers``) and one float
-        dtype throughout:
-
-        - attention and its backward given the forward's own output and logsumexp, without masks, the
-          same is_causal and scale: the probabilities (``probs``), one score product and two passes;
-        - layer_norm and its backward given the forward's own mean and rstd, with a weight: the
-          normalised x (``xhat``), two passes;
-        - gelu_tanh's replay kernels, forward and backward, of one x: tanh's argument (``inner``),
-          five passes."""
+        replay, in one float dtype. What pairs is declared with the forward's op (``ReplayKeep`` in
+        adcuda/ops/registry.py: attention's probabilities, a normalisation's normalised input...), with
+        the operands holding the forward's numbers (``_same_numbers``)."""
         steps, layout = self.trace.steps, self.layout
         keeps = {}
 
-        def pair(i, j, keyword, shape, *values):
-            if all(v.__class__ is Value and layout.dtype[v.n] == layout.dtype[values[0].n] for v in values):
-                if layout.dtype[values[0].n] in _FLOATS:
-                    keeps[j] = keeps.setdefault(i, (keyword, np.empty(shape, layout.dtype[values[0].n])))
+        def declared(step, index, find):
+            """The ``ReplayKeep`` that ``find`` gives for a call step (by its primitive and, for the
+            unary ones, its op), where the call may take its keyword."""
+            if step.__class__ is not Call or step.kwargs:
+                return None
+            keep = find(step.name, step.args[0] if step.name in ("unary", "unary_backward") else None)
+            if keep is None or keep.kernels_only and index not in self.kernels:
+                return None
+            return keep
 
-        by_results = {}  # (attention or layer_norm, its 2nd and 3rd... results) -> the forward's step index
-        gelus = []  # gelu_tanh forwards run by replay kernels
+        def forward_keep(name, op):
+            found = lowering_of(name, op)
+            return None if found is None else found.replay_keeps
+
+        linked = {}  # (ReplayKeep, the forward's results its backward reads) -> the forward's step index
+        unlinked = {}  # ReplayKeep -> indices of its forwards, in order
         for i, step in enumerate(steps):
-            if step.__class__ is not Call or step.kwargs:
+            keep = declared(step, i, forward_keep)
+            if keep is None:
                 continue
-            if step.name in ("attention", "layer_norm") and step.result_kind == "tuple":
-                by_results[step.name, step.results[:2] if step.name == "attention" else step.results[1:3]] = i
-            elif step.name == "unary" and step.args[0] == "gelu_tanh" and i in self.kernels:
-                gelus.append(i)
+            if keep.results is None:
+                unlinked.setdefault(keep, []).append(i)
+            elif step.result_kind == "tuple":
+                linked[keep, tuple(step.results[r] for r in keep.results)] = i
         for j, step in enumerate(steps):
-            if step.__class__ is not Call or step.kwargs:
+            keep = declared(step, j, replay_keep_of_backward)
+            if keep is None or len(step.args) < keep.arity:
                 continue
-            args = step.args
-            if step.name == "attention_backward" and len(args) >= 9:
-                _, q, k, _, out, lse, mask, is_causal, scale = args[:9]
-                i = by_results.get(("attention", (_number(out), _number(lse))))
-                if i is None or mask is not None:
+            if keep.results is None:
+                candidates = reversed([i for i in unlinked.get(keep, ()) if i < j])
+            else:
+                i = linked.get((keep, tuple(_number(step.args[r]) for r in keep.reads)))
+                candidates = () if i is None else (i,)
+            for i in candidates:
+                found = keep.pair(
+                    functools.partial(self._same_numbers, i=i, j=j),
+                    lambda value: layout.shape[value.n],
+                    steps[i].args,
+                    step.args,
+                )
+                if found is None:
                     continue
-                q0, k0, v0, mask0, is_causal0, scale0 = steps[i].args[:6]
-                if mask0 is not None or is_causal0 != is_causal or scale0 != scale:
-                    continue
-                if self._same_numbers(q0, q, i, j) and self._same_numbers(k0, k, i, j):
-                    q_shape, k_shape = layout.shape[q.n], layout.shape[k.n]
-                    if len(q_shape) >= 2 and len(k_shape) >= 2:
-                        batch = np.broadcast_shapes(q_shape[:-2], k_shape[:-2])
-                        pair(i, j, "probs", batch + (q_shape[-2], k_shape[-2]), q, k, v0)
-            elif step.name == "layer_norm_backward" and len(args) == 6:
-                _, x, weight, mean, rstd, n = args
-                i = by_results.get(("layer_norm", (_number(mean), _number(rstd))))
-                if i is None or weight is None or steps[i].args[1] is None or steps[i].args[3] != n:
-                    continue
-                if self._same_numbers(steps[i].args[0], x, i, j):
-                    pair(i, j, "xhat", layout.shape[x.n], x)
-            elif step.name == "unary_backward" and args[0] == "gelu_tanh" and j in self.kernels:
-                x = args[1]
-                for i in reversed([i for i in gelus if i < j]):
-                    if self._same_numbers(steps[i].args[1], x, i, j):
-                        pair(i, j, "inner", layout.shape[x.n], x)
-                        break
+                shape, values = found
+                if all(v.__class__ is Value for v in values):
+                    dtype = layout.dtype[values[0].n]
+                    if dtype in _FLOATS and all(layout.dtype[v.n] == dtype for v in values):
+                        keeps[j] = keeps.setdefault(i, (keep.keyword, np.empty(shape, dtype)))
+                break
         return keeps
 
     def _same_numbers(self, a, b, i, j):

@@ -15,7 +15,7 @@ convolution along an output row), so that a compiler vectorizes it (GCC and Clan
 
 import numpy as np
 
-from .c_graph import BINARY_C, REDUCE_C, UNARY_C, broadcast_strides, contiguous_strides
+from .c_graph import binary_c, broadcast_strides, contiguous_strides, reduce_c, unary_c
 from .trace import ExportError
 
 # offsets of scratch values and constants are multiples of this many floats (64 bytes: a cache line)
@@ -351,7 +351,7 @@ class CSource:
         body = [
             f"for (long i = 0; i < {count}L; ++i) {{",
             "    const float v = p0[i];",
-            f"    y[i] = {UNARY_C[node.attrs['op']]};",
+            f"    y[i] = {unary_c(node.attrs['op'])};",
             "}",
         ]
         return [self.pointer(x), self.pointer(node.out)], body
@@ -381,7 +381,7 @@ class CSource:
     def _kernel_binary(self, node):
         out_shape = self.graph.shapes[node.out]
         params, operands = self._broadcast_operands(node, out_shape)
-        expression = BINARY_C[node.attrs["op"]]
+        expression = binary_c(node.attrs["op"])
         body = _loop_nest(
             out_shape,
             [o for o in operands if isinstance(o, tuple)],
@@ -434,7 +434,7 @@ class CSource:
         """Over (outer, reduced, inner): each output row of ``inner`` accumulates the ``reduced`` rows
         above it, so the innermost loop runs along contiguous memory."""
         a = node.attrs
-        start, step = REDUCE_C[a["op"]]
+        start, step, finish = reduce_c(a["op"])
         outer, reduced, inner = a["outer"], a["reduced"], a["inner"]
         body = [
             f"for (long o = 0; o < {outer}L; ++o) {{",
@@ -445,8 +445,10 @@ class CSource:
             f"        for (long i = 0; i < {inner}L; ++i) yo[i] = {step.format(acc='yo[i]', v='xr[i]')};",
             "    }",
         ]
-        if a["op"] == "mean":
-            body.append(f"    for (long i = 0; i < {inner}L; ++i) yo[i] /= {reduced}.0f;")
+        if finish is not None:
+            body.append(
+                f"    for (long i = 0; i < {inner}L; ++i) yo[i] = {finish.format(acc='yo[i]', count=f'{reduced}.0f')};"
+            )
         body.append("}")
         return [self.pointer(node.inputs[0]), self.pointer(node.out)], body
 
@@ -931,7 +933,7 @@ def _activation_loop(act, row, count):
     return [
         f"for (long n = 0; n < {count}L; ++n) {{",
         f"    const float v = {row}[n];",
-        f"    {row}[n] = {UNARY_C[act]};",
+        f"    {row}[n] = {unary_c(act)};",
         "}",
     ]
 

@@ -4,7 +4,8 @@ writes (c_code.py).
 The graph's primitives are small (a BatchNorm in eval mode is a sub and two muls by constants the trace
 already folded), so the lowering works in two passes:
 
-1. every node becomes a ``CNode`` of one of the kinds of ``_LOWER``, or the export is refused with an
+1. every node becomes ``CNode``s by its primitive's declared C lowering (``lowering(..., c=...)`` in
+   adcuda/ops/<family>.py, calling a method of ``Lowerer``), or the export is refused with an
    ``ExportError`` naming the primitive (and what would have to change);
 2. ``fold_affine`` folds per-channel constant adds, subs, muls and divides that follow a Linear or a
    Conv2d into its weight and bias (this is how BatchNorm disappears into the convolution), and an
@@ -16,88 +17,61 @@ change no data there, so they become ``alias`` nodes that the memory plan maps t
 buffer.
 """
 
-import dataclasses
-
 import numpy as np
 
 from .. import dtypes as dt
+from ..ops.registry import lowering_of, lowerings
 from .trace import ExportError, Ref
 
-# unary primitives and their C expression over ``v`` (a float): libm's float functions, and a rational
-# erf within rounding of the CPU backend's (c_code.py's ``erf_rational``: branch-free, so the loops
-# vectorize; libm's erff is a call per element and would take most of a GELU MLP's time)
-UNARY_C = {
-    "neg": "-v",
-    "abs": "fabsf(v)",
-    "exp": "expf(v)",
-    "log": "logf(v)",
-    "log1p": "log1pf(v)",
-    "sqrt": "sqrtf(v)",
-    "rsqrt": "1.0f / sqrtf(v)",
-    "sin": "sinf(v)",
-    "cos": "cosf(v)",
-    "tanh": "tanhf(v)",
-    "sigmoid": "1.0f / (1.0f + expf(-v))",
-    "relu": "(v > 0.0f ? v : 0.0f)",
-    "gelu": "0.5f * v * (1.0f + erf_rational(v * 0.70710678118654752f))",
-    "gelu_tanh": "0.5f * v * (1.0f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)))",
-    "silu": "v / (1.0f + expf(-v))",
-    "erf": "erf_rational(v)",
-    "floor": "floorf(v)",
-    "ceil": "ceilf(v)",
-    "trunc": "truncf(v)",
-    "round": "rintf(v)",  # the default rounding mode rounds halves to even, as NumPy's round
-    "exp2": "exp2f(v)",
-    "log2": "log2f(v)",
-    "log10": "log10f(v)",
-    "sign": "(float)((v > 0.0f) - (v < 0.0f))",
-    "logical_not": "(v == 0.0f ? 1.0f : 0.0f)",
-    "nonzero": "(v != 0.0f ? 1.0f : 0.0f)",  # astype(bool)
-}
+# astype(bool) in C: a test against 0 (a C value is a float; see ``Lowerer.astype``)
+_NONZERO = "(v != 0.0f ? 1.0f : 0.0f)"
 
-# binary primitives and their C expression over ``a`` and ``b``; maximum and minimum pass a NaN on, as NumPy's
-BINARY_C = {
-    "add": "{a} + {b}",
-    "sub": "{a} - {b}",
-    "mul": "{a} * {b}",
-    "div": "{a} / {b}",
-    "pow": "powf({a}, {b})",
-    "maximum": "(({a} != {a} || {a} > {b}) ? {a} : {b})",
-    "minimum": "(({a} != {a} || {a} < {b}) ? {a} : {b})",
-    # comparisons and logic: a bool value is a float 0 or 1 in C (never a buffer of the caller's)
-    "eq": "({a} == {b} ? 1.0f : 0.0f)",
-    "ne": "({a} != {b} ? 1.0f : 0.0f)",
-    "lt": "({a} < {b} ? 1.0f : 0.0f)",
-    "le": "({a} <= {b} ? 1.0f : 0.0f)",
-    "gt": "({a} > {b} ? 1.0f : 0.0f)",
-    "ge": "({a} >= {b} ? 1.0f : 0.0f)",
-    "logical_and": "({a} != 0.0f && {b} != 0.0f ? 1.0f : 0.0f)",
-    "logical_or": "({a} != 0.0f || {b} != 0.0f ? 1.0f : 0.0f)",
-    "logical_xor": "(({a} != 0.0f) != ({b} != 0.0f) ? 1.0f : 0.0f)",
-}
 
-# reductions: (the accumulator's start, how it takes one more value ``v``); mean is sum's, divided at the end;
-# amax and amin pass a NaN on, as NumPy's
-REDUCE_C = {
-    "sum": ("0.0f", "{acc} + {v}"),
-    "mean": ("0.0f", "{acc} + {v}"),
-    "prod": ("1.0f", "{acc} * {v}"),
-    "amax": ("-INFINITY", "(({v} != {v} || {v} > {acc}) ? {v} : {acc})"),
-    "amin": ("INFINITY", "(({v} != {v} || {v} < {acc}) ? {v} : {acc})"),
-}
+def unary_c(op):
+    """The C expression over ``v`` (a float) of unary op ``op``, as its declaration gives it (libm's float
+    functions, c_code.py's branch-free ``erf_rational`` where an erf is needed), or None."""
+    if op == "nonzero":
+        return _NONZERO
+    declared = lowering_of("unary", op)
+    return None if declared is None else declared.c
 
-# activations a Linear or a Conv2d applies in its own loop when one follows it directly
-FUSABLE_ACTIVATIONS = frozenset({"relu", "gelu", "gelu_tanh", "tanh", "sigmoid", "silu"})
 
-SUPPORTED = (
-    "unary ({}), binary ({}), where, astype (float32/bool), clamp, matmul (a Linear, or batched products), "
-    "conv2d, max_pool2d, avg_pool2d, adaptive_avg_pool2d, layer_norm, softmax/log_softmax, attention (eval: "
-    "causal, boolean or additive masks), reduce ({}), view, permute, expand, slice, cat, index_put_ and pad (constant)"
-).format(", ".join(sorted(UNARY_C)), ", ".join(sorted(BINARY_C)), ", ".join(sorted(REDUCE_C)))
+def binary_c(op):
+    """The C expression over ``{a}`` and ``{b}`` of binary op ``op``, as declared (a bool value is a float 0
+    or 1 in C), or None."""
+    declared = lowering_of("binary", op)
+    return None if declared is None else declared.c
+
+
+def reduce_c(op):
+    """(The accumulator's start, how it takes one more ``{v}`` into ``{acc}``, how the result is finished
+    from ``{acc}`` and the ``{count}`` of values or None) of reduction ``op``, as declared, or None."""
+    declared = lowering_of("reduce", op)
+    return None if declared is None else declared.c
+
+
+def fusable_activation(op):
+    """Whether a Linear or a Conv2d applies unary op ``op`` in its own loop when it follows directly."""
+    declared = lowering_of("unary", op)
+    return declared is not None and declared.c_fusable
+
+
+def _c_ops(primitive):
+    return ", ".join(sorted(d.op for d in lowerings(primitive) if d.c is not None))
+
+
+def supported():
+    """What the C export covers, for its refusals."""
+    return (
+        f"unary ({_c_ops('unary')}), binary ({_c_ops('binary')}), where, astype (float32/bool), clamp, matmul (a "
+        "Linear, or batched products), conv2d, max_pool2d, avg_pool2d, adaptive_avg_pool2d, layer_norm, "
+        "softmax/log_softmax, attention (eval: causal, boolean or additive masks), reduce "
+        f"({_c_ops('reduce')}), view, permute, expand, slice, cat, index_put_ and pad (constant)"
+    )
 
 
 class CNode:
-    """One loop nest: ``kind`` (see ``_LOWER``), its value operands ``inputs`` (value numbers; a binary's
+    """One loop nest: ``kind`` (see ``Lowerer``), its value operands ``inputs`` (value numbers; a binary's
     scalar operand stays a float), its result ``out`` and what else it needs in ``attrs``."""
 
     __slots__ = ("kind", "inputs", "out", "attrs", "origin")
@@ -145,26 +119,18 @@ def lower(graph):
         if c.name or c.source:
             names[v] = c.name or f"computed from {c.source}"
     nodes = []
+    lowerer = Lowerer(constants, shapes, {v: info.dtype for v, info in graph.values.items()})
     for node in graph.nodes:
-        lowering = _LOWER.get(node.op)
-        if lowering is None:
+        declared = lowering_of(node.op)
+        if declared is None or declared.c is None:
             raise ExportError(
                 f"adcuda.export.to_c: the primitive {node.op} ({_describe(node, shapes)}) has no C "
-                f"lowering; the C export covers {SUPPORTED}"
+                f"lowering; the C export covers {supported()}"
             )
-        if node.op in ("unary", "binary") and str(node.params["op"]).startswith("bitwise_"):
-            # on bool masks (&, |, ^, ~) the bitwise ops are the logical ones; on integers they are refused
-            operand = node.params["a"]
-            if isinstance(operand, Ref) and graph.values[operand.value].dtype == dt.bool_:
-                node = dataclasses.replace(node, params={**node.params, "op": "logical_" + node.params["op"][8:]})
-        if node.op == "attention" and isinstance(node.params["mask"], Ref):
-            # a bool mask is a float 0 or 1 in C: the kernel has to know to test it rather than add it
-            mask_is_bool = graph.values[node.params["mask"].value].dtype == dt.bool_
-            node = dataclasses.replace(node, params={**node.params, "mask_is_bool": mask_is_bool})
         first = node.outputs[0]
         if first is not None:
             _require_float32(graph.values[first].dtype, f"the result of {node.op}", shapes[first], bool_too=True)
-        nodes.extend(lowering(node, constants, shapes))
+        nodes.extend(declared.c(lowerer, node))
     for position, vid in enumerate(graph.outputs):
         _require_float32(graph.values[vid].dtype, f"output {position}", shapes[vid])
     lowered = CGraph(shapes, list(graph.inputs), list(graph.outputs), constants, names, nodes)
@@ -193,8 +159,7 @@ def _drop_unused_constants(graph):
 
 
 # --------------------------------------------------------------------------------------------------
-# one lowering per primitive: (node, constants, shapes) -> [CNode]; node.params holds the call's arguments
-# by the primitive's parameter names (backends/cpu), arrays as ``Ref``s
+# what the lowerings (``Lowerer`` below) share
 def _operand(value, what):
     if isinstance(value, Ref):
         return value.value
@@ -215,129 +180,6 @@ def _only_first_result(node):
             f"adcuda.export.to_c: the model reads {node.op}'s second result (indices or statistics); the C "
             "export computes only its first"
         )
-
-
-def _lower_unary(node, constants, shapes):
-    op, x = node.params["op"], node.params["a"].value
-    if op not in UNARY_C:
-        raise ExportError(
-            f"adcuda.export.to_c: unary {op} (on {_shape_of(shapes, x)}) has no C lowering; the unary "
-            f"functions it writes: {', '.join(sorted(UNARY_C))}"
-        )
-    return [CNode("unary", [x], node.outputs[0], f"unary {op}", op=op)]
-
-
-def _lower_binary(node, constants, shapes):
-    op, a, b = node.params["op"], node.params["a"], node.params["b"]
-    if op not in BINARY_C:
-        raise ExportError(
-            f"adcuda.export.to_c: binary {op} has no C lowering (it writes {', '.join(sorted(BINARY_C))}); "
-            "comparisons and integer ops are not exported"
-        )
-    operands = [_operand(a, f"binary {op}"), _operand(b, f"binary {op}")]
-    return [CNode("binary", operands, node.outputs[0], f"binary {op}", op=op)]
-
-
-def _lower_where(node, constants, shapes):
-    p = node.params
-    operands = [_operand(p[k], "where") for k in ("cond", "a", "b")]
-    return [CNode("where", operands, node.outputs[0], "where")]
-
-
-def _lower_astype(node, constants, shapes):
-    """Between float32 and bool, the only dtypes a C value has: to bool is a test against 0, from bool
-    (already 0 or 1) a copy."""
-    target = node.params["dtype"]
-    if target not in (dt.float32, dt.bool_):
-        raise ExportError(f"adcuda.export.to_c: astype to {target}: the C export computes in float32 only")
-    if target == dt.bool_:
-        return [CNode("unary", [node.params["a"].value], node.outputs[0], "astype bool", op="nonzero")]
-    return [CNode("alias", [node.params["a"].value], node.outputs[0], "astype float32")]
-
-
-def _lower_clamp(node, constants, shapes):
-    x, lo, hi = node.params["a"].value, node.params["lo"], node.params["hi"]
-    if isinstance(lo, Ref) or isinstance(hi, Ref):
-        raise ExportError("adcuda.export.to_c: clamp with tensor bounds cannot be exported (scalar bounds only)")
-    bounds = {"lo": None if lo is None else float(lo), "hi": None if hi is None else float(hi)}
-    return [CNode("clamp", [x], node.outputs[0], "clamp", **bounds)]
-
-
-def _lower_view(node, constants, shapes):
-    return [CNode("alias", [node.params["a"].value], node.outputs[0], node.op)]
-
-
-def _lower_permute(node, constants, shapes):
-    x = node.params["a"].value
-    axes = tuple(int(a) % len(shapes[x]) for a in node.params["axes"])
-    in_strides = contiguous_strides(shapes[x])
-    strides = tuple(in_strides[a] for a in axes)
-    return [CNode("strided_copy", [x], node.outputs[0], "permute", offset=0, strides=strides)]
-
-
-def _lower_expand(node, constants, shapes):
-    x, out = node.params["a"].value, node.outputs[0]
-    strides = broadcast_strides(shapes[x], shapes[out])
-    return [CNode("strided_copy", [x], out, "expand", offset=0, strides=strides)]
-
-
-def _lower_slice(node, constants, shapes):
-    x = node.params["a"].value
-    offset, strides, _ = _basic_key("slice", shapes[x], node.params["key"])
-    return [CNode("strided_copy", [x], node.outputs[0], "slice", offset=offset, strides=strides)]
-
-
-def _lower_index_put(node, constants, shapes):
-    """``a`` with ``a[key] = values``, into a new value (what padding records: zeros, then the input
-    written into their middle). A constant ``a`` of one repeated value (zeros) is written as a fill."""
-    p = node.params
-    base, values = p["a"].value, p["values"]
-    if p["accumulate"]:
-        raise ExportError("adcuda.export.to_c: index_put_ with accumulate=True cannot be exported")
-    offset, strides, region = _basic_key("index_put_", shapes[base], p["key"])
-    inputs, attrs = [], {"offset": offset, "strides": strides, "region": region, "fill": None, "value": None}
-    if base in constants and constants[base].size and (constants[base] == constants[base].flat[0]).all():
-        attrs["fill"] = float(constants[base].flat[0])
-    else:
-        inputs.append(base)
-    if isinstance(values, Ref):
-        inputs.append(values.value)
-        attrs["value_strides"] = broadcast_strides(shapes[values.value], region)
-    else:
-        attrs["value"] = _operand(values, "index_put_")
-    return [CNode("index_put", inputs, node.outputs[0], "index_put_", **attrs)]
-
-
-def _lower_pad(node, constants, shapes):
-    """Constant padding as an index_put: a fill of ``value``, the (cropped) input written into its window."""
-    p = node.params
-    x, out, pads = p["x"].value, node.outputs[0], [int(v) for v in p["pads"]]
-    if p["mode"] != "constant":
-        raise ExportError(f"adcuda.export.to_c: {p['mode']} padding cannot be exported (constant padding only)")
-    in_shape, out_shape = shapes[x], shapes[out]
-    lead = len(in_shape) - len(pads) // 2
-    in_strides, out_strides = contiguous_strides(in_shape), contiguous_strides(out_shape)
-    region, out_offset, in_offset = list(in_shape[:lead]), 0, 0
-    for d, (before, after) in enumerate(zip(pads[0::2], pads[1::2]), start=lead):
-        region.append(max(in_shape[d] - max(-before, 0) - max(-after, 0), 0))
-        in_offset += max(-before, 0) * in_strides[d]
-        out_offset += max(before, 0) * out_strides[d]
-    attrs = {"offset": out_offset, "strides": out_strides, "region": tuple(region), "fill": float(p["value"])}
-    attrs.update(value=None, value_strides=in_strides, value_offset=in_offset)
-    return [CNode("index_put", [x], out, "pad", **attrs)]
-
-
-def _lower_cat(node, constants, shapes):
-    """Each operand copied into its block of the result along ``axis``."""
-    parts = [r.value for r in node.params["arrays"]]
-    out = node.outputs[0]
-    axis = int(node.params["axis"]) % len(shapes[out])
-    strides = contiguous_strides(shapes[out])
-    offsets, at = [], 0
-    for v in parts:
-        offsets.append(at * strides[axis])
-        at += shapes[v][axis]
-    return [CNode("cat", parts, out, "cat", offsets=offsets, strides=strides)]
 
 
 def _basic_key(op, shape, key):
@@ -373,177 +215,284 @@ def _basic_key(op, shape, key):
     return offset, tuple(strides), tuple(sizes)
 
 
-def _lower_reduce(node, constants, shapes):
-    p = node.params
-    op, x = p["op"], p["a"].value
-    shape = shapes[x]
-    if op not in REDUCE_C:
-        raise ExportError(
-            f"adcuda.export.to_c: reduce {op} has no C lowering (it writes {', '.join(sorted(REDUCE_C))})"
-        )
-    axes = range(len(shape)) if p["axes"] is None else p["axes"]
-    axes = {int(a) % len(shape) for a in ((axes,) if isinstance(axes, int) else axes)} if shape else set()
-    spread = [d for d in sorted(axes) if shape[d] != 1]
-    if spread and any(d not in axes and shape[d] != 1 for d in range(spread[0], spread[-1] + 1)):
-        raise ExportError(
-            f"adcuda.export.to_c: reduce {op} over dims {tuple(sorted(axes))} of {tuple(shape)}: only adjacent "
-            "dims can be reduced in C (permute them together first)"
-        )
-    lo = spread[0] if spread else len(shape)
-    hi = spread[-1] if spread else len(shape) - 1
-    outer = int(np.prod([shape[d] for d in range(lo) if d not in axes], dtype=np.int64))
-    reduced = int(np.prod([shape[d] for d in axes], dtype=np.int64))
-    inner = int(np.prod(shape[hi + 1 :], dtype=np.int64))
-    return [CNode("reduce", [x], node.outputs[0], f"reduce {op}", op=op, outer=outer, reduced=reduced, inner=inner)]
+class Lowerer:
+    """The C lowerings the op declarations call (``lowering(..., c=lambda lower, node: lower.<kind>(node))``
+    in adcuda/ops/<family>.py): each gives one traced call's ``CNode``s. ``node.params`` holds the call's
+    arguments by the primitive's parameter names (backends/cpu), arrays as ``Ref``s."""
 
+    def __init__(self, constants, shapes, dtypes):
+        self.constants = constants
+        self.shapes = shapes
+        self.dtypes = dtypes
 
-def _lower_matmul(node, constants, shapes):
-    p = node.params
-    a, b, bias, activation = p["a"].value, p["b"].value, p.get("bias"), p.get("activation")
-    if p.get("save_preactivation"):
-        raise ExportError(
-            "adcuda.export.to_c: matmul saving its pre-activation (a training forward) cannot be exported"
-        )
-    out = node.outputs[0]
-    if b in constants and constants[b].ndim == 2:
-        if bias is not None and bias.value not in constants:
-            raise ExportError("adcuda.export.to_c: matmul with a computed bias cannot be exported")
-        inputs = [a, b] + ([bias.value] if bias is not None else [])
-        return [CNode("linear", inputs, out, "matmul", act=activation)]
-    if bias is not None or activation is not None:
-        raise ExportError("adcuda.export.to_c: a batched matmul with a bias or an activation cannot be exported")
-    sa, sb = shapes[a], shapes[b]
-    if len(sb) > 2 and sa[:-2] != sb[:-2]:  # a matrix or a vector b (K,) serves every batch
-        raise ExportError(
-            f"adcuda.export.to_c: matmul of {tuple(sa)} and {tuple(sb)}: broadcast batch dims cannot be "
-            "exported (equal batch dims, or a 2-d or 1-d right operand)"
-        )
-    return [CNode("matmul", [a, b], out, "matmul")]
+    def _truth_op(self, op, operand):
+        """On bool masks (&, |, ^, ~) the bitwise ops are the logical ones (a bool is a float 0 or 1 in C);
+        on integers they are refused."""
+        if op.startswith("bitwise_") and isinstance(operand, Ref) and self.dtypes[operand.value] == dt.bool_:
+            return "logical_" + op[len("bitwise_") :]
+        return op
 
+    def unary(self, node):
+        shapes = self.shapes
+        op, x = self._truth_op(node.params["op"], node.params["a"]), node.params["a"].value
+        if unary_c(op) is None:
+            raise ExportError(
+                f"adcuda.export.to_c: unary {op} (on {_shape_of(shapes, x)}) has no C lowering; the unary "
+                f"functions it writes: {_c_ops('unary')}"
+            )
+        return [CNode("unary", [x], node.outputs[0], f"unary {op}", op=op)]
 
-def _lower_conv2d(node, constants, shapes):
-    p = node.params
-    x, w = p["x"].value, p["weight"].value
-    if w not in constants:
-        raise ExportError("adcuda.export.to_c: conv2d with a computed weight cannot be exported (parameters only)")
-    window = {k: tuple(int(v) for v in p[k]) for k in ("stride", "padding", "dilation")}
-    return [CNode("conv", [x, w], node.outputs[0], "conv2d", groups=int(p["groups"]), act=None, **window)]
+    def binary(self, node):
+        op, a, b = self._truth_op(node.params["op"], node.params["a"]), node.params["a"], node.params["b"]
+        if binary_c(op) is None:
+            raise ExportError(
+                f"adcuda.export.to_c: binary {op} has no C lowering (it writes {_c_ops('binary')}); "
+                "comparisons and integer ops are not exported"
+            )
+        operands = [_operand(a, f"binary {op}"), _operand(b, f"binary {op}")]
+        return [CNode("binary", operands, node.outputs[0], f"binary {op}", op=op)]
 
+    def where(self, node):
+        p = node.params
+        operands = [_operand(p[k], "where") for k in ("cond", "a", "b")]
+        return [CNode("where", operands, node.outputs[0], "where")]
 
-def _lower_max_pool2d(node, constants, shapes):
-    _only_first_result(node)
-    p = node.params
-    window = {k: tuple(int(v) for v in p[k]) for k in ("kernel", "stride", "padding", "dilation")}
-    return [CNode("maxpool", [p["x"].value], node.outputs[0], "max_pool2d", **window)]
+    def astype(self, node):
+        """Between float32 and bool, the only dtypes a C value has: to bool is a test against 0, from bool
+        (already 0 or 1) a copy."""
+        target = node.params["dtype"]
+        if target not in (dt.float32, dt.bool_):
+            raise ExportError(f"adcuda.export.to_c: astype to {target}: the C export computes in float32 only")
+        if target == dt.bool_:
+            return [CNode("unary", [node.params["a"].value], node.outputs[0], "astype bool", op="nonzero")]
+        return [CNode("alias", [node.params["a"].value], node.outputs[0], "astype float32")]
 
+    def clamp(self, node):
+        x, lo, hi = node.params["a"].value, node.params["lo"], node.params["hi"]
+        if isinstance(lo, Ref) or isinstance(hi, Ref):
+            raise ExportError("adcuda.export.to_c: clamp with tensor bounds cannot be exported (scalar bounds only)")
+        bounds = {"lo": None if lo is None else float(lo), "hi": None if hi is None else float(hi)}
+        return [CNode("clamp", [x], node.outputs[0], "clamp", **bounds)]
 
-def _lower_avg_pool2d(node, constants, shapes):
-    p = node.params
-    window = {k: tuple(int(v) for v in p[k]) for k in ("kernel", "stride", "padding")}
-    return [
-        CNode(
-            "avgpool",
-            [p["x"].value],
-            node.outputs[0],
-            "avg_pool2d",
-            adaptive=False,
-            count_include_pad=bool(p["count_include_pad"]),
-            divisor=int(p["divisor_override"] or 0),
-            **window,
-        )
-    ]
+    def view(self, node):
+        return [CNode("alias", [node.params["a"].value], node.outputs[0], node.op)]
 
+    def permute(self, node):
+        shapes = self.shapes
+        x = node.params["a"].value
+        axes = tuple(int(a) % len(shapes[x]) for a in node.params["axes"])
+        in_strides = contiguous_strides(shapes[x])
+        strides = tuple(in_strides[a] for a in axes)
+        return [CNode("strided_copy", [x], node.outputs[0], "permute", offset=0, strides=strides)]
 
-def _lower_adaptive_avg_pool2d(node, constants, shapes):
-    window = {"kernel": (1, 1), "stride": (1, 1), "padding": (0, 0)}
-    return [
-        CNode(
-            "avgpool",
-            [node.params["x"].value],
-            node.outputs[0],
-            "adaptive_avg_pool2d",
-            adaptive=True,
-            count_include_pad=True,
-            divisor=0,
-            **window,
-        )
-    ]
+    def expand(self, node):
+        shapes = self.shapes
+        x, out = node.params["a"].value, node.outputs[0]
+        strides = broadcast_strides(shapes[x], shapes[out])
+        return [CNode("strided_copy", [x], out, "expand", offset=0, strides=strides)]
 
+    def slice(self, node):
+        shapes = self.shapes
+        x = node.params["a"].value
+        offset, strides, _ = _basic_key("slice", shapes[x], node.params["key"])
+        return [CNode("strided_copy", [x], node.outputs[0], "slice", offset=offset, strides=strides)]
 
-def _lower_layer_norm(node, constants, shapes):
-    _only_first_result(node)
-    p = node.params
-    weight, bias = p["weight"], p["bias"]
-    for what, param in (("weight", weight), ("bias", bias)):
-        if param is not None and param.value not in constants:
-            raise ExportError(f"adcuda.export.to_c: layer_norm with a computed {what} cannot be exported")
-    return [
-        CNode(
-            "layernorm",
-            [p["x"].value] + [param.value for param in (weight, bias) if param is not None],
-            node.outputs[0],
-            "layer_norm",
-            normalized=int(p["n"]),
-            eps=float(p["eps"]),
-            has_weight=weight is not None,
-            has_bias=bias is not None,
-        )
-    ]
+    def index_put(self, node):
+        """``a`` with ``a[key] = values``, into a new value (what padding records: zeros, then the input
+        written into their middle). A constant ``a`` of one repeated value (zeros) is written as a fill."""
+        constants, shapes = self.constants, self.shapes
+        p = node.params
+        base, values = p["a"].value, p["values"]
+        if p["accumulate"]:
+            raise ExportError("adcuda.export.to_c: index_put_ with accumulate=True cannot be exported")
+        offset, strides, region = _basic_key("index_put_", shapes[base], p["key"])
+        inputs, attrs = [], {"offset": offset, "strides": strides, "region": region, "fill": None, "value": None}
+        if base in constants and constants[base].size and (constants[base] == constants[base].flat[0]).all():
+            attrs["fill"] = float(constants[base].flat[0])
+        else:
+            inputs.append(base)
+        if isinstance(values, Ref):
+            inputs.append(values.value)
+            attrs["value_strides"] = broadcast_strides(shapes[values.value], region)
+        else:
+            attrs["value"] = _operand(values, "index_put_")
+        return [CNode("index_put", inputs, node.outputs[0], "index_put_", **attrs)]
 
+    def pad(self, node):
+        """Constant padding as an index_put: a fill of ``value``, the (cropped) input written into its window."""
+        shapes = self.shapes
+        p = node.params
+        x, out, pads = p["x"].value, node.outputs[0], [int(v) for v in p["pads"]]
+        if p["mode"] != "constant":
+            raise ExportError(f"adcuda.export.to_c: {p['mode']} padding cannot be exported (constant padding only)")
+        in_shape, out_shape = shapes[x], shapes[out]
+        lead = len(in_shape) - len(pads) // 2
+        in_strides, out_strides = contiguous_strides(in_shape), contiguous_strides(out_shape)
+        region, out_offset, in_offset = list(in_shape[:lead]), 0, 0
+        for d, (before, after) in enumerate(zip(pads[0::2], pads[1::2]), start=lead):
+            region.append(max(in_shape[d] - max(-before, 0) - max(-after, 0), 0))
+            in_offset += max(-before, 0) * in_strides[d]
+            out_offset += max(before, 0) * out_strides[d]
+        attrs = {"offset": out_offset, "strides": out_strides, "region": tuple(region), "fill": float(p["value"])}
+        attrs.update(value=None, value_strides=in_strides, value_offset=in_offset)
+        return [CNode("index_put", [x], out, "pad", **attrs)]
 
-def _lower_softmax(node, constants, shapes):
-    x, log = node.params["a"].value, bool(node.params["log"])
-    axis = int(node.params["axis"]) % len(shapes[x])
-    return [CNode("softmax", [x], node.outputs[0], "log_softmax" if log else "softmax", axis=axis, log=log)]
+    def cat(self, node):
+        """Each operand copied into its block of the result along ``axis``."""
+        shapes = self.shapes
+        parts = [r.value for r in node.params["arrays"]]
+        out = node.outputs[0]
+        axis = int(node.params["axis"]) % len(shapes[out])
+        strides = contiguous_strides(shapes[out])
+        offsets, at = [], 0
+        for v in parts:
+            offsets.append(at * strides[axis])
+            at += shapes[v][axis]
+        return [CNode("cat", parts, out, "cat", offsets=offsets, strides=strides)]
 
+    def reduce(self, node):
+        shapes = self.shapes
+        p = node.params
+        op, x = p["op"], p["a"].value
+        shape = shapes[x]
+        if reduce_c(op) is None:
+            raise ExportError(f"adcuda.export.to_c: reduce {op} has no C lowering (it writes {_c_ops('reduce')})")
+        axes = range(len(shape)) if p["axes"] is None else p["axes"]
+        axes = {int(a) % len(shape) for a in ((axes,) if isinstance(axes, int) else axes)} if shape else set()
+        spread = [d for d in sorted(axes) if shape[d] != 1]
+        if spread and any(d not in axes and shape[d] != 1 for d in range(spread[0], spread[-1] + 1)):
+            raise ExportError(
+                f"adcuda.export.to_c: reduce {op} over dims {tuple(sorted(axes))} of {tuple(shape)}: only adjacent "
+                "dims can be reduced in C (permute them together first)"
+            )
+        lo = spread[0] if spread else len(shape)
+        hi = spread[-1] if spread else len(shape) - 1
+        outer = int(np.prod([shape[d] for d in range(lo) if d not in axes], dtype=np.int64))
+        reduced = int(np.prod([shape[d] for d in axes], dtype=np.int64))
+        inner = int(np.prod(shape[hi + 1 :], dtype=np.int64))
+        return [CNode("reduce", [x], node.outputs[0], f"reduce {op}", op=op, outer=outer, reduced=reduced, inner=inner)]
 
-def _lower_attention(node, constants, shapes):
-    """softmax(q k^T * scale + mask) v as one kernel (c_code.py's ``_kernel_attention``): q (..., L, E),
-    k (..., S, E), v (..., S, Ev), their batch dims and the mask's broadcast to the result's."""
-    _only_first_result(node)
-    p = node.params  # (dropout never reaches here: the trace refuses a random draw)
-    q, k, v = (p[name].value for name in ("q", "k", "v"))
-    mask = p["mask"]  # an array or None (the primitive takes no scalar mask)
-    inputs = [q, k, v] + ([mask.value] if mask is not None else [])
-    return [
-        CNode(
-            "attention",
-            inputs,
-            node.outputs[0],
-            "attention",
-            scale=float(p["scale"]),
-            causal=bool(p["is_causal"]),
-            mask_is_bool=bool(p.get("mask_is_bool", False)) if mask is not None else None,
-            # one batch entry's keys transposed (E x S, so the scores of a query are unit-stride sums) and
-            # one query's score row (S)
-            workspace=(shapes[k][-1] + 1) * shapes[k][-2],
-        )
-    ]
+    def matmul(self, node):
+        constants, shapes = self.constants, self.shapes
+        p = node.params
+        a, b, bias, activation = p["a"].value, p["b"].value, p.get("bias"), p.get("activation")
+        if p.get("save_preactivation"):
+            raise ExportError(
+                "adcuda.export.to_c: matmul saving its pre-activation (a training forward) cannot be exported"
+            )
+        out = node.outputs[0]
+        if b in constants and constants[b].ndim == 2:
+            if bias is not None and bias.value not in constants:
+                raise ExportError("adcuda.export.to_c: matmul with a computed bias cannot be exported")
+            inputs = [a, b] + ([bias.value] if bias is not None else [])
+            return [CNode("linear", inputs, out, "matmul", act=activation)]
+        if bias is not None or activation is not None:
+            raise ExportError("adcuda.export.to_c: a batched matmul with a bias or an activation cannot be exported")
+        sa, sb = shapes[a], shapes[b]
+        if len(sb) > 2 and sa[:-2] != sb[:-2]:  # a matrix or a vector b (K,) serves every batch
+            raise ExportError(
+                f"adcuda.export.to_c: matmul of {tuple(sa)} and {tuple(sb)}: broadcast batch dims cannot be "
+                "exported (equal batch dims, or a 2-d or 1-d right operand)"
+            )
+        return [CNode("matmul", [a, b], out, "matmul")]
 
+    def conv2d(self, node):
+        constants = self.constants
+        p = node.params
+        x, w = p["x"].value, p["weight"].value
+        if w not in constants:
+            raise ExportError("adcuda.export.to_c: conv2d with a computed weight cannot be exported (parameters only)")
+        window = {k: tuple(int(v) for v in p[k]) for k in ("stride", "padding", "dilation")}
+        return [CNode("conv", [x, w], node.outputs[0], "conv2d", groups=int(p["groups"]), act=None, **window)]
 
-_LOWER = {
-    "unary": _lower_unary,
-    "binary": _lower_binary,
-    "clamp": _lower_clamp,
-    "where": _lower_where,
-    "astype": _lower_astype,
-    "view": _lower_view,
-    "permute": _lower_permute,
-    "expand": _lower_expand,
-    "slice": _lower_slice,
-    "index_put_": _lower_index_put,
-    "pad": _lower_pad,
-    "reduce": _lower_reduce,
-    "cat": _lower_cat,
-    "matmul": _lower_matmul,
-    "conv2d": _lower_conv2d,
-    "max_pool2d": _lower_max_pool2d,
-    "avg_pool2d": _lower_avg_pool2d,
-    "adaptive_avg_pool2d": _lower_adaptive_avg_pool2d,
-    "layer_norm": _lower_layer_norm,
-    "softmax": _lower_softmax,
-    "attention": _lower_attention,
-}
+    def max_pool2d(self, node):
+        _only_first_result(node)
+        p = node.params
+        window = {k: tuple(int(v) for v in p[k]) for k in ("kernel", "stride", "padding", "dilation")}
+        return [CNode("maxpool", [p["x"].value], node.outputs[0], "max_pool2d", **window)]
+
+    def avg_pool2d(self, node):
+        p = node.params
+        window = {k: tuple(int(v) for v in p[k]) for k in ("kernel", "stride", "padding")}
+        return [
+            CNode(
+                "avgpool",
+                [p["x"].value],
+                node.outputs[0],
+                "avg_pool2d",
+                adaptive=False,
+                count_include_pad=bool(p["count_include_pad"]),
+                divisor=int(p["divisor_override"] or 0),
+                **window,
+            )
+        ]
+
+    def adaptive_avg_pool2d(self, node):
+        window = {"kernel": (1, 1), "stride": (1, 1), "padding": (0, 0)}
+        return [
+            CNode(
+                "avgpool",
+                [node.params["x"].value],
+                node.outputs[0],
+                "adaptive_avg_pool2d",
+                adaptive=True,
+                count_include_pad=True,
+                divisor=0,
+                **window,
+            )
+        ]
+
+    def layer_norm(self, node):
+        constants = self.constants
+        _only_first_result(node)
+        p = node.params
+        weight, bias = p["weight"], p["bias"]
+        for what, param in (("weight", weight), ("bias", bias)):
+            if param is not None and param.value not in constants:
+                raise ExportError(f"adcuda.export.to_c: layer_norm with a computed {what} cannot be exported")
+        return [
+            CNode(
+                "layernorm",
+                [p["x"].value] + [param.value for param in (weight, bias) if param is not None],
+                node.outputs[0],
+                "layer_norm",
+                normalized=int(p["n"]),
+                eps=float(p["eps"]),
+                has_weight=weight is not None,
+                has_bias=bias is not None,
+            )
+        ]
+
+    def softmax(self, node):
+        shapes = self.shapes
+        x, log = node.params["a"].value, bool(node.params["log"])
+        axis = int(node.params["axis"]) % len(shapes[x])
+        return [CNode("softmax", [x], node.outputs[0], "log_softmax" if log else "softmax", axis=axis, log=log)]
+
+    def attention(self, node):
+        """softmax(q k^T * scale + mask) v as one kernel (c_code.py's ``_kernel_attention``): q (..., L, E),
+        k (..., S, E), v (..., S, Ev), their batch dims and the mask's broadcast to the result's."""
+        shapes = self.shapes
+        _only_first_result(node)
+        p = node.params  # (dropout never reaches here: the trace refuses a random draw)
+        q, k, v = (p[name].value for name in ("q", "k", "v"))
+        mask = p["mask"]  # an array or None (the primitive takes no scalar mask)
+        inputs = [q, k, v] + ([mask.value] if mask is not None else [])
+        return [
+            CNode(
+                "attention",
+                inputs,
+                node.outputs[0],
+                "attention",
+                scale=float(p["scale"]),
+                causal=bool(p["is_causal"]),
+                # a bool mask is a float 0 or 1 in C: the kernel has to know to test it rather than add it
+                mask_is_bool=self.dtypes[mask.value] == dt.bool_ if mask is not None else None,
+                # one batch entry's keys transposed (E x S, so the scores of a query are unit-stride sums) and
+                # one query's score row (S)
+                workspace=(shapes[k][-1] + 1) * shapes[k][-2],
+            )
+        ]
 
 
 def contiguous_strides(shape):
@@ -577,7 +526,7 @@ def fold_affine(graph):
                 continue
             if consumer.kind == "binary" and _fold_binary(graph, node, consumer):
                 changed = True
-            elif consumer.kind == "unary" and consumer.attrs["op"] in FUSABLE_ACTIVATIONS:
+            elif consumer.kind == "unary" and fusable_activation(consumer.attrs["op"]):
                 node.attrs["act"] = consumer.attrs["op"]
                 _replace(graph, node, consumer)
                 changed = True

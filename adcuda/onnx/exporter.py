@@ -1,8 +1,9 @@
 """The ONNX writer: ``export`` traces the model (adcuda/export/trace.py) and translates its graph,
 one primitive at a time, into ONNX operators.
 
-Each primitive has one translation method (``_op_<primitive>``); parameters and buffers become
-initializers under their state-dict names (a weight's transpose, folded at trace time, is written
+Each primitive's translation is declared with the op that calls it (``lowering(..., onnx=...)`` in
+adcuda/ops/<family>.py, see adcuda/ops/registry.py), mostly as a call of one method here; parameters
+and buffers become initializers under their state-dict names (a weight's transpose, folded at trace time, is written
 as the weight itself with Gemm's ``transB``). Two patterns read two nodes as one: a 2-D
 ``matmul`` by a constant followed by the add of a constant bias is a ``Gemm``, and a ``conv2d``
 followed by the add of its per-channel bias is a ``Conv`` with a bias. Attention is written out as
@@ -14,13 +15,12 @@ carries them (``Shape``), so reshapes and expands hold for every batch size; a t
 symbolic size uses ``-1`` instead.
 """
 
-import math
-
 import numpy as np
 
 from .. import dtypes as dt
 from ..errors import AdcudaError
 from ..export.trace import Dim, ExportError, Ref, has_dim, trace_forward
+from ..ops.registry import lowering_of
 
 DEFAULT_OPSET = 18
 MIN_OPSET = 17  # LayerNormalization
@@ -148,7 +148,7 @@ class _Writer:
         self.symbol_tensors = {}  # dynamic size name -> a 1-D int64 tensor holding it
         self.shape_tensors = {}  # symbolic shape -> the 1-D int64 tensor computed for it
         self.small = {}  # (dtype, values) -> name of a small constant already written
-        self.where = None
+        self.location = None
 
     # ------------------------------------------------------------------ names and constants
     def fresh(self, hint):
@@ -192,7 +192,7 @@ class _Writer:
         return names if len(names) != 1 else names[0]
 
     def refuse(self, what):
-        where = f" (at {self.where})" if self.where else ""
+        where = f" (at {self.location})" if self.location else ""
         raise ExportError(f"{OP}: {what}{where}")
 
     # ------------------------------------------------------------------ values
@@ -281,15 +281,15 @@ class _Writer:
         for node in graph.nodes:
             if id(node) in self.skip:
                 continue
-            self.where = node.where
+            self.location = node.where
             if id(node) in self.replacements:
                 self.replacements[id(node)]()
                 continue
-            method = getattr(self, f"_op_{node.op}", None)
-            if method is None:
+            declared = lowering_of(node.op)
+            if declared is None or declared.onnx is None:
                 self.refuse(f"primitive {node.op} has no ONNX translation")
-            method(node, **node.params)
-        self.where = None
+            declared.onnx(self, node, **node.params)
+        self.location = None
         outputs = []
         for value, name in zip(graph.outputs, output_names):
             if outputs_written.get(value) != name:
@@ -451,22 +451,22 @@ class _Writer:
         self.skip.update(id(n) for n in chain[1:])
 
     # ------------------------------------------------------------------ storage and views
-    def _op_astype(self, node, a, dtype):
+    def astype(self, node, a, dtype):
         self.emit("Cast", [self.name(a.value)], [self.out(node)], to=self.onnx_type(dtype.numpy))
 
-    def _op_view(self, node, a, shape):
+    def view(self, node, a, shape):
         target = self.shape_tensor(self.info(node.outputs[0]).symbolic_shape, for_reshape=True)
         self.emit("Reshape", [self.name(a.value), target], [self.out(node)])
 
-    def _op_permute(self, node, a, axes):
+    def permute(self, node, a, axes):
         rank = self.rank(a.value)
         self.emit("Transpose", [self.name(a.value)], [self.out(node)], perm=[ax % rank for ax in axes])
 
-    def _op_expand(self, node, a, shape):
+    def expand(self, node, a, shape):
         target = self.shape_tensor(self.info(node.outputs[0]).symbolic_shape, for_reshape=False)
         self.emit("Expand", [self.name(a.value), target], [self.out(node)])
 
-    def _op_flip(self, node, a, axes):
+    def flip(self, node, a, axes):
         rank = self.rank(a.value)
         axes = list(range(rank)) if axes is None else sorted({ax % rank for ax in axes})
         if not axes:
@@ -485,7 +485,7 @@ class _Writer:
             [self.out(node)],
         )
 
-    def _op_slice(self, node, a, key):
+    def slice(self, node, a, key):
         """Basic indexing: one Slice over the sliced axes, a Gather per integer index (removing its
         axis), an Unsqueeze for the new axes (None)."""
         rank = self.rank(a.value)
@@ -538,13 +538,13 @@ class _Writer:
             name = self.emit("Unsqueeze", [name, self.const(new_axes, np.int64)])
         self.emit("Identity", [name], [self.out(node)])
 
-    def _op_full(self, node, shape, value, dtype):
+    def full(self, node, shape, value, dtype):
         """A tensor of one value whose shape follows a dynamic size (static ones were folded)."""
         fill = self.onnx.numpy_helper.from_array(np.array([value], dtype.numpy))
         size = self.shape_tensor(self.info(node.outputs[0]).symbolic_shape, for_reshape=False)
         self.emit("ConstantOfShape", [size], [self.out(node)], value=fill)
 
-    def _op_arange(self, node, start, stop, step, dtype):
+    def arange(self, node, start, stop, step, dtype):
         """A range with a bound that follows a dynamic size (positions 0..T-1)."""
         work = np.float64 if np.issubdtype(dtype.numpy, np.floating) else np.int64
 
@@ -556,13 +556,13 @@ class _Writer:
         result = self.emit("Range", [scalar(start), scalar(stop), scalar(step)])
         self.emit("Cast", [result], [self.out(node)], to=self.onnx_type(dtype.numpy))
 
-    def _op_copy_(self, node, dst, src):
+    def copy_(self, node, dst, src):
         """The graph's ``copy_``: a new array of ``dst``'s shape and dtype holding ``src`` broadcast."""
         dtype = self.info(dst.value).dtype
         size = self.shape_tensor(self.info(dst.value).symbolic_shape, for_reshape=False)
         self.emit("Expand", [self.operand(src, dtype), size], [self.out(node)])
 
-    def _op_index_put_(self, node, a, key, values, accumulate):
+    def index_put_(self, node, a, key, values, accumulate):
         """The graph's ``index_put_`` over a basic key (ints and unit-step slices): the values, broadcast
         to the region and padded with zeros to ``a``'s shape, replace (or add to) ``a`` where the
         region is."""
@@ -612,125 +612,56 @@ class _Writer:
         self.emit("Where", [inside, padded, self.name(a.value)], [self.out(node)])
 
     # ------------------------------------------------------------------ elementwise
-    _UNARY = {
-        "neg": "Neg",
-        "abs": "Abs",
-        "exp": "Exp",
-        "log": "Log",
-        "sqrt": "Sqrt",
-        "sin": "Sin",
-        "cos": "Cos",
-        "tanh": "Tanh",
-        "sigmoid": "Sigmoid",
-        "relu": "Relu",
-        "sign": "Sign",
-        "logical_not": "Not",
-        "erf": "Erf",
-        "floor": "Floor",
-        "ceil": "Ceil",
-        "round": "Round",
-        "bitwise_not": "BitwiseNot",
-    }
+    def unary(self, node, op, a):
+        """``unary(op, a)``: the op's declared ONNX operator, or its declared translation."""
+        self.apply_unary(op, self.name(a.value), self.np_dtype(a.value), self.out(node), "unary op")
 
-    def _op_unary(self, node, op, a):
-        x = self.name(a.value)
-        out = self.out(node)
-        dtype = self.np_dtype(a.value)
-        if op in self._UNARY:
-            self.emit(self._UNARY[op], [x], [out])
-        elif op == "rsqrt":
-            self.emit("Reciprocal", [self.emit("Sqrt", [x])], [out])
-        elif op == "log1p":
-            self.emit("Log", [self.emit("Add", [x, self.const(1, dtype)])], [out])
-        elif op == "silu":
-            self.emit("Mul", [x, self.emit("Sigmoid", [x])], [out])
-        elif op == "trunc":
-            self.emit("Mul", [self.emit("Sign", [x]), self.emit("Floor", [self.emit("Abs", [x])])], [out])
-        elif op == "exp2":
-            self.emit("Pow", [self.const(2, dtype), x], [out])
-        elif op in ("log2", "log10"):
-            base = math.log(2.0) if op == "log2" else math.log(10.0)
-            self.emit("Div", [self.emit("Log", [x]), self.const(base, dtype)], [out])
-        elif op in ("gelu", "gelu_tanh"):
-            self.gelu(x, dtype, op == "gelu_tanh", out)
-        else:
-            self.refuse(f"unary op {op!r} has no ONNX translation")
+    def apply_unary(self, op, x, dtype, out, what):
+        """Unary op ``op`` of tensor ``x`` (NumPy ``dtype``) as declared, into ``out``. -> its name."""
+        declared = lowering_of("unary", op)
+        if declared is None or declared.onnx is None:
+            self.refuse(f"{what} {op!r} has no ONNX translation")
+        if isinstance(declared.onnx, str):
+            return self.emit(declared.onnx, [x], [out])
+        return declared.onnx(self, x, dtype, out)
 
-    def gelu(self, x, dtype, tanh, out):
-        if self.opset >= 20:
-            return self.emit("Gelu", [x], [out], approximate="tanh" if tanh else "none")
-        if tanh:  # 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-            cube = self.emit("Mul", [self.emit("Mul", [x, x]), x])
-            inner = self.emit("Add", [x, self.emit("Mul", [cube, self.const(0.044715, dtype)])])
-            t = self.emit("Tanh", [self.emit("Mul", [inner, self.const(math.sqrt(2.0 / math.pi), dtype)])])
-        else:  # 0.5 x (1 + erf(x / sqrt 2))
-            t = self.emit("Erf", [self.emit("Mul", [x, self.const(1.0 / math.sqrt(2.0), dtype)])])
-        half_x = self.emit("Mul", [x, self.const(0.5, dtype)])
-        return self.emit("Mul", [half_x, self.emit("Add", [t, self.const(1.0, dtype)])], [out])
-
-    _BINARY = {
-        "add": "Add",
-        "sub": "Sub",
-        "mul": "Mul",
-        "div": "Div",
-        "pow": "Pow",
-        "maximum": "Max",
-        "minimum": "Min",
-        "eq": "Equal",
-        "lt": "Less",
-        "le": "LessOrEqual",
-        "gt": "Greater",
-        "ge": "GreaterOrEqual",
-        "bitwise_and": "BitwiseAnd",
-        "bitwise_or": "BitwiseOr",
-        "bitwise_xor": "BitwiseXor",
-    }
-    _LOGICAL = {"logical_and": "And", "logical_or": "Or", "logical_xor": "Xor"}
-
-    def _op_binary(self, node, op, a, b, dtype):
-        out = self.out(node)
-        if op in self._LOGICAL:
-            self.emit(self._LOGICAL[op], [self.operand(a, dt.bool_), self.operand(b, dt.bool_)], [out])
-            return
-        x, y = self.operand(a, dtype), self.operand(b, dtype)
-        work = dtype.numpy
-        if op in self._BINARY:
-            self.emit(self._BINARY[op], [x, y], [out])
-        elif op == "ne":
-            self.emit("Not", [self.emit("Equal", [x, y])], [out])
-        elif op in ("floor_divide", "remainder"):
-            floating = np.issubdtype(work, np.floating)
-            if not floating and op == "remainder":
-                self.emit("Mod", [x, y], [out], fmod=0)  # Python's sign (the divisor's), as PyTorch
-                return
-            xf, yf = (x, y) if floating else (self.cast(x, np.float64), self.cast(y, np.float64))
-            quotient = self.emit("Floor", [self.emit("Div", [xf, yf])])
-            if op == "floor_divide":
-                self.emit(
-                    "Identity" if floating else "Cast",
-                    [quotient],
-                    [out],
-                    **({} if floating else {"to": self.onnx_type(work)}),
-                )
-            else:
-                self.emit("Sub", [x, self.emit("Mul", [quotient, y])], [out])
-        elif op == "logaddexp":
-            m = self.emit("Max", [x, y])
-            total = self.emit(
-                "Add", [self.emit("Exp", [self.emit("Sub", [x, m])]), self.emit("Exp", [self.emit("Sub", [y, m])])]
-            )
-            self.emit("Add", [m, self.emit("Log", [total])], [out])
-        elif op == "hypot":
-            self.emit("Sqrt", [self.emit("Add", [self.emit("Mul", [x, x]), self.emit("Mul", [y, y])])], [out])
-        else:
+    def binary(self, node, op, a, b, dtype):
+        """``binary(op, a, b, dtype)``: the op's declared ONNX operator over both operands in ``dtype``, or
+        its declared translation (given the operands as traced: Refs or scalars)."""
+        declared = lowering_of("binary", op)
+        if declared is None or declared.onnx is None:
             self.refuse(f"binary op {op!r} has no ONNX translation")
+        if isinstance(declared.onnx, str):
+            self.emit(declared.onnx, [self.operand(a, dtype), self.operand(b, dtype)], [self.out(node)])
+        else:
+            declared.onnx(self, a, b, dtype, self.out(node))
 
-    def _op_where(self, node, cond, a, b, dtype):
+    def floor_division(self, x, y, dtype, out, remainder):
+        """floor_divide (or, ``remainder``, remainder) of tensors ``x`` and ``y`` in adcuda dtype ``dtype``."""
+        work = dtype.numpy
+        floating = np.issubdtype(work, np.floating)
+        if not floating and remainder:
+            self.emit("Mod", [x, y], [out], fmod=0)  # Python's sign (the divisor's), as PyTorch
+            return
+        xf, yf = (x, y) if floating else (self.cast(x, np.float64), self.cast(y, np.float64))
+        quotient = self.emit("Floor", [self.emit("Div", [xf, yf])])
+        if remainder:
+            self.emit("Sub", [x, self.emit("Mul", [quotient, y])], [out])
+        elif floating:
+            self.emit("Identity", [quotient], [out])
+        else:
+            self.emit("Cast", [quotient], [out], to=self.onnx_type(work))
+
+    def logical(self, op_type, a, b, out):
+        """ONNX's ``op_type`` (And, Or, Xor) over the truth values of operands ``a`` and ``b`` (Refs or scalars)."""
+        self.emit(op_type, [self.operand(a, dt.bool_), self.operand(b, dt.bool_)], [out])
+
+    def where(self, node, cond, a, b, dtype):
         self.emit(
             "Where", [self.operand(cond, dt.bool_), self.operand(a, dtype), self.operand(b, dtype)], [self.out(node)]
         )
 
-    def _op_clamp(self, node, a, lo, hi):
+    def clamp(self, node, a, lo, hi):
         x = self.name(a.value)
         dtype = self.np_dtype(a.value)
         if lo is not None:
@@ -740,9 +671,7 @@ class _Writer:
         self.emit("Identity", [x], [self.out(node)])
 
     # ------------------------------------------------------------------ reductions
-    _REDUCE = {"sum": "ReduceSum", "prod": "ReduceProd", "amax": "ReduceMax", "amin": "ReduceMin", "mean": "ReduceMean"}
-
-    def reduce(self, op_type, x, axes, keepdim, out=None):
+    def reduce_over(self, op_type, x, axes, keepdim, out=None):
         """``op_type`` over ``axes`` (None: all), axes given as an input (ReduceSum from opset 13, the
         others from opset 18) or an attribute."""
         keep = int(bool(keepdim))
@@ -760,7 +689,9 @@ class _Writer:
         axes = (axes,) if isinstance(axes, int) else tuple(axes)
         return tuple(sorted({a % rank for a in axes})) if rank else ()
 
-    def _op_reduce(self, node, op, a, axes, keepdim):
+    def reduce(self, node, op, a, axes, keepdim):
+        """``reduce(op, a, axes, keepdim)``: the op's declared ONNX reduction in the result's dtype, or its
+        declared translation."""
         x = self.name(a.value)
         out = self.out(node)
         axes = self.axes_of(a.value, axes)
@@ -769,18 +700,24 @@ class _Writer:
         if axes == ():  # NumPy reduces nothing; ONNX would reduce everything
             self.emit("Cast", [x], [out], to=self.onnx_type(out_dtype))
             return
-        if op in ("all", "any"):  # over the truth values, as 0/1 integers (no Reduce* takes bool)
-            truth = self.cast(self.cast(x, np.bool_) if in_dtype != np.bool_ else x, np.int32)
-            reduced = self.reduce("ReduceMin" if op == "all" else "ReduceMax", truth, axes, keepdim)
-            self.emit("Cast", [reduced], [out], to=self.onnx_type(np.bool_))
-            return
-        if op not in self._REDUCE:
+        declared = lowering_of("reduce", op)
+        if declared is None or declared.onnx is None:
             self.refuse(f"reduction {op!r} has no ONNX translation")
+        if not isinstance(declared.onnx, str):
+            declared.onnx(self, x, in_dtype, axes, keepdim, out)
+            return
         if in_dtype != out_dtype:
             x = self.cast(x, out_dtype)
-        self.reduce(self._REDUCE[op], x, axes, keepdim, out)
+        self.reduce_over(declared.onnx, x, axes, keepdim, out)
 
-    def _op_argreduce(self, node, op, a, axis, keepdim):
+    def reduce_truth(self, op_type, x, in_dtype, axes, keepdim, out):
+        """``op_type`` (ReduceMin: all, ReduceMax: any) over the truth values of ``x``, as 0/1 integers (no
+        Reduce* takes bool)."""
+        truth = self.cast(self.cast(x, np.bool_) if in_dtype != np.bool_ else x, np.int32)
+        reduced = self.reduce_over(op_type, truth, axes, keepdim)
+        self.emit("Cast", [reduced], [out], to=self.onnx_type(np.bool_))
+
+    def argreduce(self, node, op, a, axis, keepdim):
         x = self.name(a.value)
         if axis is None:
             x = self.emit("Reshape", [x, self.const([-1], np.int64)])
@@ -795,23 +732,23 @@ class _Writer:
         target = self.shape_tensor(self.info(node.outputs[0]).symbolic_shape, for_reshape=True)
         self.emit("Reshape", [result, target], [self.out(node)])
 
-    def _op_var(self, node, a, axes, correction, keepdim):
+    def var(self, node, a, axes, correction, keepdim):
         x = self.name(a.value)
         rank = self.rank(a.value)
         axes = self.axes_of(a.value, axes)
         axes = tuple(range(rank)) if axes is None else axes
         count = self.static_size(a.value, axes, "var")
         dtype = self.np_dtype(a.value)
-        mean = self.reduce("ReduceMean", x, axes, True)
+        mean = self.reduce_over("ReduceMean", x, axes, True)
         d = self.emit("Sub", [x, mean])
-        total = self.reduce("ReduceSum", self.emit("Mul", [d, d]), axes, keepdim)
+        total = self.reduce_over("ReduceSum", self.emit("Mul", [d, d]), axes, keepdim)
         self.emit("Div", [total, self.const(count - correction, dtype)], [self.out(node)])
 
-    def _op_logsumexp(self, node, a, axes, keepdim):
+    def logsumexp(self, node, a, axes, keepdim):
         axes = self.axes_of(a.value, axes)
-        self.reduce("ReduceLogSumExp", self.name(a.value), axes, keepdim, self.out(node))
+        self.reduce_over("ReduceLogSumExp", self.name(a.value), axes, keepdim, self.out(node))
 
-    def _op_cumsum(self, node, a, axis):
+    def cumsum(self, node, a, axis):
         x = self.name(a.value)
         if axis is None:
             x = self.emit("Reshape", [x, self.const([-1], np.int64)])
@@ -822,7 +759,7 @@ class _Writer:
         self.emit("CumSum", [x, self.const(axis, np.int64)], [self.out(node)])
 
     # ------------------------------------------------------------------ indexing and layout
-    def _op_index(self, node, a, key):
+    def index(self, node, a, key):
         """Advanced indexing by one integer array among full slices: a Gather along its axis."""
         key = key if isinstance(key, tuple) else (key,)
         arrays = [i for i, k in enumerate(key) if isinstance(k, Ref)]
@@ -831,11 +768,11 @@ class _Writer:
         index = key[arrays[0]]
         self.emit("Gather", [self.name(a.value), self.operand(index, dt.int64)], [self.out(node)], axis=arrays[0])
 
-    def _op_gather(self, node, a, axis, idx):
+    def gather(self, node, a, axis, idx):
         axis = axis % max(self.rank(a.value), 1)
         self.emit("GatherElements", [self.name(a.value), self.operand(idx, dt.int64)], [self.out(node)], axis=axis)
 
-    def _op_scatter_add(self, node, a, axis, idx, src):
+    def scatter_add(self, node, a, axis, idx, src):
         axis = axis % max(self.rank(a.value), 1)
         idx_name = self.operand(idx, dt.int64)
         src_name = self.name(src.value)
@@ -852,21 +789,21 @@ class _Writer:
             "ScatterElements", [self.name(a.value), idx_name, src_name], [self.out(node)], axis=axis, reduction="add"
         )
 
-    def _op_cat(self, node, arrays, axis):
+    def cat(self, node, arrays, axis):
         rank = self.rank(arrays[0].value)
         self.emit("Concat", [self.name(r.value) for r in arrays], [self.out(node)], axis=axis % rank)
 
-    def _op_tril(self, node, a, k):
+    def tril(self, node, a, k):
         self.emit("Trilu", [self.name(a.value), self.const(k, np.int64)], [self.out(node)], upper=0)
 
-    def _op_triu(self, node, a, k):
+    def triu(self, node, a, k):
         self.emit("Trilu", [self.name(a.value), self.const(k, np.int64)], [self.out(node)], upper=1)
 
-    def _op_embedding(self, node, weight, indices):
+    def embedding(self, node, weight, indices):
         self.emit("Gather", [self.name(weight.value), self.operand(indices, dt.int64)], [self.out(node)], axis=0)
 
     # ------------------------------------------------------------------ linear algebra and NN
-    def _op_matmul(self, node, a, b, bias=None, activation=None, save_preactivation=False):
+    def matmul(self, node, a, b, bias=None, activation=None, save_preactivation=False):
         if activation is None and not save_preactivation and self._gemm(node, a, b, bias):
             return
         result = self.emit("MatMul", [self.name(a.value), self.name(b.value)])
@@ -874,9 +811,7 @@ class _Writer:
             result = self.emit("Add", [result, self.name(bias.value)])
         pre = result
         if activation is not None:
-            if activation != "gelu_tanh":
-                self.refuse(f"matmul's fused activation {activation!r} has no ONNX translation")
-            result = self.gelu(result, self.np_dtype(a.value), True, None)
+            result = self.apply_unary(activation, result, self.np_dtype(a.value), None, "matmul's fused activation")
         self.emit("Identity", [result], [self.out(node)])
         if save_preactivation and self.out(node, 1) is not None:
             self.emit("Identity", [pre], [self.out(node, 1)])
@@ -925,10 +860,10 @@ class _Writer:
                 self.originals[value] = self.initializer(np.asarray(original), constant.source)
         return self.originals[value]
 
-    def _op_softmax(self, node, a, axis, log):
+    def softmax(self, node, a, axis, log):
         self.emit("LogSoftmax" if log else "Softmax", [self.name(a.value)], [self.out(node)], axis=axis)
 
-    def _op_layer_norm(self, node, x, weight, bias, n, eps):
+    def layer_norm(self, node, x, weight, bias, n, eps):
         dims = self.info(x.value).symbolic_shape[-n:]
         dtype = self.np_dtype(x.value)
         if weight is None or bias is None:
@@ -941,16 +876,16 @@ class _Writer:
             outputs.pop()
         self.emit("LayerNormalization", [self.name(x.value), scale, shift], outputs, axis=-n, epsilon=float(eps))
 
-    def _op_batch_norm(self, node, x, weight, bias, eps):
+    def batch_norm(self, node, x, weight, bias, eps):
         """Normalisation by the batch's own statistics (a BatchNorm without running statistics)."""
         rank = self.rank(x.value)
         dtype = self.np_dtype(x.value)
         axes = [0] + list(range(2, rank))
         channels = [1, -1] + [1] * (rank - 2)
         xn = self.name(x.value)
-        mean = self.reduce("ReduceMean", xn, axes, True)
+        mean = self.reduce_over("ReduceMean", xn, axes, True)
         d = self.emit("Sub", [xn, mean])
-        var = self.reduce("ReduceMean", self.emit("Mul", [d, d]), axes, True)
+        var = self.reduce_over("ReduceMean", self.emit("Mul", [d, d]), axes, True)
         rstd = self.emit("Reciprocal", [self.emit("Sqrt", [self.emit("Add", [var, self.const(eps, dtype)])])])
         y = self.emit("Mul", [d, rstd])
         if weight is not None:
@@ -965,7 +900,7 @@ class _Writer:
                     "Cast", [flat], [self.out(node, index)], to=self.onnx_type(self.np_dtype(node.outputs[index]))
                 )
 
-    def _op_attention(self, node, q, k, v, mask, is_causal, scale, dropout_p=0.0, seed=0, offset=0):
+    def attention(self, node, q, k, v, mask, is_causal, scale, dropout_p=0.0, seed=0, offset=0):
         """softmax(q k^T * scale + mask) v, the masks as -inf; dropout never runs in an eval forward."""
         if dropout_p:
             self.refuse("attention with dropout (an exported graph has no random numbers)")
@@ -991,14 +926,14 @@ class _Writer:
         probabilities = self.emit("Softmax", [scores], axis=-1)
         self.emit("MatMul", [probabilities, vn], [self.out(node)])
         if self.out(node, 1) is not None:
-            lse = self.reduce("ReduceLogSumExp", scores, (rank - 1,), False)
+            lse = self.reduce_over("ReduceLogSumExp", scores, (rank - 1,), False)
             self.emit("Cast", [lse], [self.out(node, 1)], to=self.onnx_type(self.np_dtype(node.outputs[1])))
 
     def gates(self, x, count, size):
         """``x`` (B, count * size) split into ``count`` gates along dim 1."""
         return self.emit("Split", [x, self.const([size] * count, np.int64)], count, axis=1)
 
-    def _op_lstm_cell(self, node, gi, gh, c):
+    def lstm_cell(self, node, gi, gh, c):
         hidden = self.info(c.value).shape[-1]
         i, f, g, o = self.gates(self.emit("Add", [self.name(gi.value), self.name(gh.value)]), 4, hidden)
         i, f, o = (self.emit("Sigmoid", [t]) for t in (i, f, o))
@@ -1010,7 +945,7 @@ class _Writer:
         stacked = [self.emit("Unsqueeze", [t, zero]) for t in (h, cell)]
         self.emit("Concat", stacked, [self.out(node)], axis=0)
 
-    def _op_lstm_layer(self, node, x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse, batch_first):
+    def lstm_layer(self, node, x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse, batch_first):
         """A whole LSTM layer (the CPU and CUDA backends run it as one primitive), unrolled over its
         static number of steps: the input projection of the whole sequence, then per step the hidden
         product and the cell's gates as in ``_op_lstm_cell``. The output stacks every step's h in the
@@ -1048,7 +983,7 @@ class _Writer:
         rows = self.emit("Reshape", [sequence, self.const([-1, hidden], np.int64)])
         self.emit("Concat", [rows, h, c], [self.out(node)], axis=0)
 
-    def _op_gru_cell(self, node, gi, gh, h):
+    def gru_cell(self, node, gi, gh, h):
         hidden = self.info(h.value).shape[-1]
         ri, zi, ni = self.gates(self.name(gi.value), 3, hidden)
         rh, zh, nh = self.gates(self.name(gh.value), 3, hidden)
@@ -1058,7 +993,7 @@ class _Writer:
         update = self.emit("Mul", [z, self.emit("Sub", [self.name(h.value), n])])
         self.emit("Add", [n, update], [self.out(node)])  # (1 - z) n + z h
 
-    def _op_conv2d(self, node, x, weight, stride, padding, dilation, groups):
+    def conv2d(self, node, x, weight, stride, padding, dilation, groups):
         inputs = [self.name(x.value), self.name(weight.value)]
         out_channels = self.info(weight.value).shape[0]
         bias, consumer = self.bias_add(node, (1, out_channels, 1, 1))
@@ -1079,7 +1014,7 @@ class _Writer:
             group=int(groups),
         )
 
-    def _op_conv2d_backward_input(self, node, g, weight, input_shape, stride, padding, dilation, groups):
+    def conv2d_backward_input(self, node, g, weight, input_shape, stride, padding, dilation, groups):
         """The input gradient of a convolution, which is a transposed convolution (nn.ConvTranspose2d)."""
         if has_dim(tuple(input_shape)[2:]):
             self.refuse("a transposed convolution whose output height or width is dynamic")
@@ -1101,7 +1036,7 @@ class _Writer:
         )
 
     # ------------------------------------------------------------------ resampling
-    def _op_interpolate_nearest(self, node, x, out_size, scales, exact):
+    def interpolate_nearest(self, node, x, out_size, scales, exact):
         """Resize (nearest): floor(o * step) is 'asymmetric' floored, floor((o + 0.5) * step) 'half_pixel'
         rounded half up."""
         if exact:
@@ -1109,7 +1044,7 @@ class _Writer:
         else:
             self._resize(node, x, out_size, scales, "nearest", "asymmetric", nearest_mode="floor")
 
-    def _op_interpolate_bilinear(self, node, x, out_size, scales, align_corners):
+    def interpolate_bilinear(self, node, x, out_size, scales, align_corners):
         self._resize(node, x, out_size, scales, "linear", "align_corners" if align_corners else "half_pixel")
 
     def _resize(self, node, x, out_size, steps, mode, transformation, **attributes):
@@ -1129,7 +1064,7 @@ class _Writer:
             "Resize", inputs, [self.out(node)], mode=mode, coordinate_transformation_mode=transformation, **attributes
         )
 
-    def _op_pad(self, node, x, pads, mode, value):
+    def pad(self, node, x, pads, mode, value):
         """Pad over every dim (the unpadded ones by 0): ONNX's constant, reflect, edge and wrap (opset 19)."""
         pads = [int(p) for p in pads]
         if mode != "constant" and min(pads, default=0) < 0:
@@ -1143,7 +1078,7 @@ class _Writer:
         onnx_mode = {"constant": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}[mode]
         self.emit("Pad", inputs, [self.out(node)], mode=onnx_mode)
 
-    def _op_max_pool2d(self, node, x, kernel, stride, padding, dilation, out_size):
+    def max_pool2d(self, node, x, kernel, stride, padding, dilation, out_size):
         if node.outputs[1] is not None:
             self.refuse("max_pool2d's indices (return_indices=True): ONNX numbers them differently")
         height, width = self.info(x.value).shape[2:]
@@ -1162,7 +1097,7 @@ class _Writer:
             ceil_mode=int(tuple(out_size) != floor_size),
         )
 
-    def _op_avg_pool2d(self, node, x, kernel, stride, padding, out_size, count_include_pad, divisor_override):
+    def avg_pool2d(self, node, x, kernel, stride, padding, out_size, count_include_pad, divisor_override):
         """AveragePool over x zero-padded for every window (ceil_mode's last ones too), then, where PyTorch's
         divisor is not the window's size (padding not counted, windows cut at the padded end, a divisor
         override), a Div by the ratio of the two."""
@@ -1190,12 +1125,12 @@ class _Writer:
         mean = self.emit("AveragePool", [source], kernel_shape=list(kernel), strides=list(stride))
         self.emit("Div", [mean, self.const(divisor / window, dtype)], [self.out(node)])
 
-    def _op_adaptive_avg_pool2d(self, node, x, out_size):
+    def adaptive_avg_pool2d(self, node, x, out_size):
         """ReduceMean (global), AveragePool (windows of equal size), else the two averaging matrices."""
         height, width = self.info(x.value).shape[2:]
         ho, wo = out_size
         if (ho, wo) == (1, 1):
-            self.reduce("ReduceMean", self.name(x.value), [2, 3], True, out=self.out(node))
+            self.reduce_over("ReduceMean", self.name(x.value), [2, 3], True, out=self.out(node))
             return
         if height % ho == 0 and width % wo == 0:
             kernel = [height // ho, width // wo]
@@ -1213,11 +1148,11 @@ class _Writer:
         rows = self.emit("MatMul", [self.const(averaging(height, ho), dtype), self.name(x.value)])
         self.emit("MatMul", [rows, self.const(averaging(width, wo).T, dtype)], [self.out(node)])
 
-    def _op_rms_norm(self, node, x, weight, n, eps):
+    def rms_norm(self, node, x, weight, n, eps):
         xn = self.name(x.value)
         dtype = self.np_dtype(x.value)
         axes = list(range(self.rank(x.value) - n, self.rank(x.value)))
-        mean_square = self.reduce("ReduceMean", self.emit("Mul", [xn, xn]), axes, True)
+        mean_square = self.reduce_over("ReduceMean", self.emit("Mul", [xn, xn]), axes, True)
         rstd = self.emit("Reciprocal", [self.emit("Sqrt", [self.emit("Add", [mean_square, self.const(eps, dtype)])])])
         y = self.emit("Mul", [xn, rstd])
         if weight is not None:
@@ -1226,7 +1161,7 @@ class _Writer:
         if self.out(node, 1) is not None:
             self.emit("Cast", [rstd], [self.out(node, 1)], to=self.onnx_type(self.np_dtype(node.outputs[1])))
 
-    def _op_group_norm(self, node, x, weight, bias, groups, eps):
+    def group_norm(self, node, x, weight, bias, groups, eps):
         """Statistics over (n, group) rows of the input reshaped to (N, groups, -1), then the per-channel affine."""
         if self.out(node, 1) is not None or self.out(node, 2) is not None:
             self.refuse("group_norm's statistics as outputs")
@@ -1234,9 +1169,9 @@ class _Writer:
         dtype = self.np_dtype(x.value)
         xn = self.name(x.value)
         rows = self.emit("Reshape", [xn, self.const([0, groups, -1], np.int64)])
-        mean = self.reduce("ReduceMean", rows, [2], True)
+        mean = self.reduce_over("ReduceMean", rows, [2], True)
         d = self.emit("Sub", [rows, mean])
-        var = self.reduce("ReduceMean", self.emit("Mul", [d, d]), [2], True)
+        var = self.reduce_over("ReduceMean", self.emit("Mul", [d, d]), [2], True)
         rstd = self.emit("Reciprocal", [self.emit("Sqrt", [self.emit("Add", [var, self.const(eps, dtype)])])])
         y = self.emit("Reshape", [self.emit("Mul", [d, rstd]), self.emit("Shape", [xn])])
         channels = [1, -1] + [1] * (rank - 2)
@@ -1246,7 +1181,7 @@ class _Writer:
             y = self.emit("Add", [y, self.emit("Reshape", [self.name(bias.value), self.const(channels, np.int64)])])
         self.emit("Identity", [y], [self.out(node)])
 
-    def _op_adaptive_max_pool2d(self, node, x, out_size):
+    def adaptive_max_pool2d(self, node, x, out_size):
         if node.outputs[1] is not None:
             self.refuse("adaptive_max_pool2d's indices (return_indices=True): ONNX numbers them differently")
         height, width = self.info(x.value).shape[2:]

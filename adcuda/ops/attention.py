@@ -17,7 +17,7 @@ from .common import broadcast_shapes, check_float, check_same_device, check_tens
 from .elementwise import where
 from .factories import ones
 from .random import dropout
-from .registry import op
+from .registry import ReplayKeep, lowering, op
 from .softmax_loss import softmax
 
 if TYPE_CHECKING:
@@ -210,3 +210,32 @@ def attention_fused(
         offset,
     )
     return wrap(out, query._device), wrap(lse, query._device)
+
+
+def _attention_replay_pair(same, shape_of, forward, backward):
+    """attention and its backward given the forward's own output and logsumexp, without masks, the same
+    is_causal and scale: the probabilities (one score product and two passes fewer)."""
+    q0, k0, v0, mask0, is_causal0, scale0 = forward[:6]
+    _, q, k, _, _, _, mask, is_causal, scale = backward[:9]
+    if mask is not None or mask0 is not None or is_causal0 != is_causal or scale0 != scale:
+        return None
+    if not (same(q0, q) and same(k0, k)):
+        return None
+    q_shape, k_shape = shape_of(q), shape_of(k)
+    if len(q_shape) < 2 or len(k_shape) < 2:
+        return None
+    batch = broadcast_shapes("attention", q_shape[:-2], k_shape[:-2])
+    return batch + (q_shape[-2], k_shape[-2]), (q, k, v0)
+
+
+# what the exporters and capture know of the primitives this family's ops call (``Lowering`` in registry.py)
+lowering(
+    "attention",
+    onnx=lambda w, node, **params: w.attention(node, **params),
+    c=lambda lower, node: lower.attention(node),
+    replay_keeps=ReplayKeep(
+        "probs", "attention_backward", results=(0, 1), reads=(4, 5), arity=9, pair=_attention_replay_pair
+    ),
+    strided_operands=(0, 1, 2),  # q, k, v
+)
+lowering("attention_backward", strided_operands=(0, 1, 2, 3))  # g, q, k, v

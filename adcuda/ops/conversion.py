@@ -19,7 +19,7 @@ from ..errors import AutogradError, DeviceError
 from ..tensor import Tensor, primitives
 from .common import on_device, wrap
 from .factories import tensor
-from .registry import op
+from .registry import lowering, op
 
 if TYPE_CHECKING:
     from ..types import Any, Device, DType
@@ -240,3 +240,7 @@ Tensor.__deepcopy__ = _deepcopy
 Tensor.__dlpack__ = _dlpack
 Tensor.__dlpack_device__ = _interop.dlpack_device
 Tensor.__cuda_array_interface__ = property(_interop.cuda_array_interface)
+
+
+# what the exporters know of the primitives this family's ops call (``Lowering`` in registry.py)
+lowering("astype", onnx=lambda w, node, **params: w.astype(node, **params), c=lambda lower, node: lower.astype(node))

@@ -18,7 +18,7 @@ from ..backends._convolution_shapes import conv2d_output_size
 from ..errors import DTypeError, ShapeError, fmt_shape
 from ..tensor import primitives
 from .common import batched_input, check_float, check_same_device, dense, int_tuple, wrap
-from .registry import op
+from .registry import lowering, op
 from .shape import pad as _pad
 
 if TYPE_CHECKING:
@@ -349,3 +349,8 @@ def conv_transpose1d(
         (1,) + dilation,
     )
     return out.squeeze(-2)
+
+
+# what the exporters know of the primitives this family's ops call (``Lowering`` in registry.py)
+lowering("conv2d", onnx=lambda w, node, **params: w.conv2d(node, **params), c=lambda lower, node: lower.conv2d(node))
+lowering("conv2d_backward_input", onnx=lambda w, node, **params: w.conv2d_backward_input(node, **params))

@@ -28,7 +28,7 @@ from .common import (
     wrap,
 )
 from .dtype_support import FLOATING, NUMBERS
-from .registry import op
+from .registry import ReplayKeep, lowering, op
 
 if TYPE_CHECKING:
     from ..types import Number
@@ -167,6 +167,9 @@ def add(input: Tensor | Number, other: Tensor | Number, *, alpha: Number = 1) ->
     return binary("add", input, other, name="add")
 
 
+lowering("binary", "add", onnx="Add", c="{a} + {b}")
+
+
 @op(
     "sub",
     doc="input - alpha * other, elementwise with broadcasting.",
@@ -192,6 +195,9 @@ def sub(input: Tensor | Number, other: Tensor | Number, *, alpha: Number = 1) ->
     return binary("sub", input, other, name="sub")
 
 
+lowering("binary", "sub", onnx="Sub", c="{a} - {b}")
+
+
 @op(
     "mul",
     doc="input * other, elementwise with broadcasting and PyTorch's type promotion.",
@@ -203,6 +209,9 @@ def sub(input: Tensor | Number, other: Tensor | Number, *, alpha: Number = 1) ->
 )
 def mul(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("mul", input, other, name="mul")
+
+
+lowering("binary", "mul", onnx="Mul", c="{a} * {b}")
 
 
 def _div_node(input, other, *, rounding_mode=None):
@@ -245,6 +254,9 @@ def div(input: Tensor | Number, other: Tensor | Number, *, rounding_mode: str | 
     raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
 
 
+lowering("binary", "div", onnx="Div", c="{a} / {b}")
+
+
 @op(
     "floor_divide",
     inplace=True,
@@ -254,6 +266,13 @@ def div(input: Tensor | Number, other: Tensor | Number, *, rounding_mode: str | 
 )
 def floor_divide(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return div(input, other, rounding_mode="floor")
+
+
+lowering(
+    "binary",
+    "floor_divide",
+    onnx=lambda w, a, b, dtype, out: w.floor_division(w.operand(a, dtype), w.operand(b, dtype), dtype, out, False),
+)
 
 
 @op(
@@ -269,6 +288,13 @@ def floor_divide(input: Tensor | Number, other: Tensor | Number) -> Tensor:
 )
 def remainder(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("remainder", input, other, name="remainder")
+
+
+lowering(
+    "binary",
+    "remainder",
+    onnx=lambda w, a, b, dtype, out: w.floor_division(w.operand(a, dtype), w.operand(b, dtype), dtype, out, True),
+)
 
 
 def _pow_grad_input(grad, input, exponent):
@@ -302,6 +328,9 @@ def pow(input: Tensor | Number, exponent: Tensor | Number) -> Tensor:  # noqa: A
         if shortcut is not None:
             return shortcut
     return binary("pow", input, exponent, name="pow")
+
+
+lowering("binary", "pow", onnx="Pow", c="powf({a}, {b})")
 
 
 def _pow_by_scalar(input, exponent):
@@ -353,6 +382,9 @@ def neg(input: Tensor) -> Tensor:
     return unary("neg", input)
 
 
+lowering("unary", "neg", onnx="Neg", c="-v")
+
+
 @op(
     "positive",
     dtypes=NUMBERS.with_message("{op}: the `+` operator, on a bool tensor is not supported"),
@@ -395,6 +427,10 @@ def maximum(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return _minmax_forward("maximum", input, other)
 
 
+# C: maximum and minimum pass a NaN on, as NumPy's
+lowering("binary", "maximum", onnx="Max", c="(({a} != {a} || {a} > {b}) ? {a} : {b})")
+
+
 @op(
     "minimum",
     doc="The smaller of input and other, elementwise (NaN propagates).",
@@ -403,6 +439,9 @@ def maximum(input: Tensor | Number, other: Tensor | Number) -> Tensor:
 )
 def minimum(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return _minmax_forward("minimum", input, other)
+
+
+lowering("binary", "minimum", onnx="Min", c="(({a} != {a} || {a} < {b}) ? {a} : {b})")
 
 
 @op(
@@ -418,6 +457,16 @@ def logaddexp(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("logaddexp", input, other, dtype=_floating_only("logaddexp", input, other), name="logaddexp")
 
 
+def _onnx_logaddexp(w, a, b, dtype, out):
+    x, y = w.operand(a, dtype), w.operand(b, dtype)
+    m = w.emit("Max", [x, y])
+    total = w.emit("Add", [w.emit("Exp", [w.emit("Sub", [x, m])]), w.emit("Exp", [w.emit("Sub", [y, m])])])
+    w.emit("Add", [m, w.emit("Log", [total])], [out])
+
+
+lowering("binary", "logaddexp", onnx=_onnx_logaddexp)
+
+
 @op(
     "hypot",
     inplace=True,
@@ -430,6 +479,14 @@ def logaddexp(input: Tensor | Number, other: Tensor | Number) -> Tensor:
 )
 def hypot(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("hypot", input, other, dtype=_floating_only("hypot", input, other), name="hypot")
+
+
+def _onnx_hypot(w, a, b, dtype, out):
+    x, y = w.operand(a, dtype), w.operand(b, dtype)
+    w.emit("Sqrt", [w.emit("Add", [w.emit("Mul", [x, x]), w.emit("Mul", [y, y])])], [out])
+
+
+lowering("binary", "hypot", onnx=_onnx_hypot)
 
 
 def _floating_only(name, input, other):
@@ -448,6 +505,9 @@ def exp(input: Tensor) -> Tensor:
     return _float_unary("exp", input)
 
 
+lowering("unary", "exp", onnx="Exp", c="expf(v)")
+
+
 @op(
     "log",
     inplace=True,
@@ -457,6 +517,9 @@ def exp(input: Tensor) -> Tensor:
 )
 def log(input: Tensor) -> Tensor:
     return _float_unary("log", input)
+
+
+lowering("unary", "log", onnx="Log", c="logf(v)")
 
 
 @op(
@@ -470,6 +533,14 @@ def log1p(input: Tensor) -> Tensor:
     return _float_unary("log1p", input)
 
 
+lowering(
+    "unary",
+    "log1p",
+    onnx=lambda w, x, dtype, out: w.emit("Log", [w.emit("Add", [x, w.const(1, dtype)])], [out]),
+    c="log1pf(v)",
+)
+
+
 @op(
     "sqrt",
     doc="The square root.",
@@ -479,6 +550,9 @@ def log1p(input: Tensor) -> Tensor:
 )
 def sqrt(input: Tensor) -> Tensor:
     return _float_unary("sqrt", input)
+
+
+lowering("unary", "sqrt", onnx="Sqrt", c="sqrtf(v)")
 
 
 @op(
@@ -492,9 +566,20 @@ def rsqrt(input: Tensor) -> Tensor:
     return _float_unary("rsqrt", input)
 
 
+lowering(
+    "unary",
+    "rsqrt",
+    onnx=lambda w, x, dtype, out: w.emit("Reciprocal", [w.emit("Sqrt", [x])], [out]),
+    c="1.0f / sqrtf(v)",
+)
+
+
 @op("sin", inplace=True, doc="The sine.", node="SinBackward0", grads={"input": lambda grad, input: grad * cos(input)})
 def sin(input: Tensor) -> Tensor:
     return _float_unary("sin", input)
+
+
+lowering("unary", "sin", onnx="Sin", c="sinf(v)")
 
 
 @op(
@@ -502,6 +587,9 @@ def sin(input: Tensor) -> Tensor:
 )
 def cos(input: Tensor) -> Tensor:
     return _float_unary("cos", input)
+
+
+lowering("unary", "cos", onnx="Cos", c="cosf(v)")
 
 
 @op(
@@ -517,6 +605,9 @@ def tanh(input: Tensor) -> Tensor:
     return _float_unary("tanh", input)
 
 
+lowering("unary", "tanh", onnx="Tanh", c="tanhf(v)", c_fusable=True)
+
+
 @op(
     "sigmoid",
     doc="1 / (1 + exp(-input)), without overflow for large |input|.",
@@ -530,6 +621,9 @@ def sigmoid(input: Tensor) -> Tensor:
     return _float_unary("sigmoid", input)
 
 
+lowering("unary", "sigmoid", onnx="Sigmoid", c="1.0f / (1.0f + expf(-v))", c_fusable=True)
+
+
 @op(
     "erf",
     inplace=True,
@@ -539,6 +633,9 @@ def sigmoid(input: Tensor) -> Tensor:
 )
 def erf(input: Tensor) -> Tensor:
     return _float_unary("erf", input)
+
+
+lowering("unary", "erf", onnx="Erf", c="erf_rational(v)")
 
 
 @op(
@@ -552,6 +649,9 @@ def exp2(input: Tensor) -> Tensor:
     return _float_unary("exp2", input)
 
 
+lowering("unary", "exp2", onnx=lambda w, x, dtype, out: w.emit("Pow", [w.const(2, dtype), x], [out]), c="exp2f(v)")
+
+
 @op(
     "log2",
     inplace=True,
@@ -563,6 +663,14 @@ def log2(input: Tensor) -> Tensor:
     return _float_unary("log2", input)
 
 
+lowering(
+    "unary",
+    "log2",
+    onnx=lambda w, x, dtype, out: w.emit("Div", [w.emit("Log", [x]), w.const(_LN2, dtype)], [out]),
+    c="log2f(v)",
+)
+
+
 @op(
     "log10",
     inplace=True,
@@ -572,6 +680,14 @@ def log2(input: Tensor) -> Tensor:
 )
 def log10(input: Tensor) -> Tensor:
     return _float_unary("log10", input)
+
+
+lowering(
+    "unary",
+    "log10",
+    onnx=lambda w, x, dtype, out: w.emit("Div", [w.emit("Log", [x]), w.const(_LN10, dtype)], [out]),
+    c="log10f(v)",
+)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -593,6 +709,15 @@ def _silu_grad(grad, input):
 )
 def silu(input: Tensor) -> Tensor:
     return _float_unary("silu", input)
+
+
+lowering(
+    "unary",
+    "silu",
+    onnx=lambda w, x, dtype, out: w.emit("Mul", [x, w.emit("Sigmoid", [x])], [out]),
+    c="v / (1.0f + expf(-v))",
+    c_fusable=True,
+)
 
 
 _INV_SQRT_2 = 1 / math.sqrt(2)
@@ -637,6 +762,49 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     return _float_unary(_gelu_primitive(approximate), input)
 
 
+def _onnx_gelu(w, x, dtype, out, tanh):
+    """ONNX's Gelu from opset 20; before, its formula in ONNX operators."""
+    if w.opset >= 20:
+        return w.emit("Gelu", [x], [out], approximate="tanh" if tanh else "none")
+    if tanh:  # 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+        cube = w.emit("Mul", [w.emit("Mul", [x, x]), x])
+        inner = w.emit("Add", [x, w.emit("Mul", [cube, w.const(_GELU_TANH_COEFFICIENT, dtype)])])
+        t = w.emit("Tanh", [w.emit("Mul", [inner, w.const(_SQRT_2_OVER_PI, dtype)])])
+    else:  # 0.5 x (1 + erf(x / sqrt 2))
+        t = w.emit("Erf", [w.emit("Mul", [x, w.const(_INV_SQRT_2, dtype)])])
+    half_x = w.emit("Mul", [x, w.const(0.5, dtype)])
+    return w.emit("Mul", [half_x, w.emit("Add", [t, w.const(1.0, dtype)])], [out])
+
+
+# C: the CPU backend's erf within rounding (c_code.py's erf_rational: branch-free, so the loops vectorize;
+# libm's erff is a call per element and would take most of a GELU MLP's time)
+lowering(
+    "unary",
+    "gelu",
+    onnx=lambda w, x, dtype, out: _onnx_gelu(w, x, dtype, out, False),
+    c="0.5f * v * (1.0f + erf_rational(v * 0.70710678118654752f))",
+    c_fusable=True,
+)
+
+
+def _gelu_tanh_replay_pair(same, shape_of, forward, backward):
+    """gelu_tanh's replay kernels, forward and backward, of one x: tanh's argument (five passes fewer)."""
+    x = backward[1]
+    return (shape_of(x), (x,)) if same(forward[1], x) else None
+
+
+# the CPU replay's gelu_tanh kernels make nine passes forward, fifteen backward: capture runs them in chunks
+lowering(
+    "unary",
+    "gelu_tanh",
+    onnx=lambda w, x, dtype, out: _onnx_gelu(w, x, dtype, out, True),
+    c="0.5f * v * (1.0f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)))",
+    c_fusable=True,
+    replay_passes=True,
+    replay_keeps=ReplayKeep("inner", "unary_backward", arity=2, kernels_only=True, pair=_gelu_tanh_replay_pair),
+)
+
+
 @op(
     "relu",
     dtypes=NUMBERS,
@@ -650,6 +818,9 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
 )
 def relu(input: Tensor) -> Tensor:
     return unary("relu", input)
+
+
+lowering("unary", "relu", onnx="Relu", c="(v > 0.0f ? v : 0.0f)", c_fusable=True)
 
 
 @op(
@@ -676,6 +847,9 @@ def leaky_relu(input: Tensor, negative_slope: float = 0.01) -> Tensor:
 )
 def abs(input: Tensor) -> Tensor:  # noqa: A001
     return unary("abs", input)
+
+
+lowering("unary", "abs", onnx="Abs", c="fabsf(v)")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -705,6 +879,9 @@ def floor(input: Tensor) -> Tensor:
     return _rounding("floor", input)
 
 
+lowering("unary", "floor", onnx="Floor", c="floorf(v)")
+
+
 @op(
     "ceil",
     dtypes=NUMBERS,
@@ -715,6 +892,9 @@ def floor(input: Tensor) -> Tensor:
 )
 def ceil(input: Tensor) -> Tensor:
     return _rounding("ceil", input)
+
+
+lowering("unary", "ceil", onnx="Ceil", c="ceilf(v)")
 
 
 @op(
@@ -728,6 +908,14 @@ def ceil(input: Tensor) -> Tensor:
 )
 def trunc(input: Tensor) -> Tensor:
     return _rounding("trunc", input)
+
+
+lowering(
+    "unary",
+    "trunc",
+    onnx=lambda w, x, dtype, out: w.emit("Mul", [w.emit("Sign", [x]), w.emit("Floor", [w.emit("Abs", [x])])], [out]),
+    c="truncf(v)",
+)
 
 
 @op(
@@ -745,6 +933,10 @@ def round(input: Tensor, *, decimals: int = 0) -> Tensor:  # noqa: A001 (PyTorch
     return binary("div", _rounding("round", binary("mul", input, scale)), scale)
 
 
+# C: the default rounding mode rounds halves to even, as NumPy's round
+lowering("unary", "round", onnx="Round", c="rintf(v)")
+
+
 @op(
     "sign",
     inplace=("sign_", "sgn_"),
@@ -757,6 +949,9 @@ def sign(input: Tensor) -> Tensor:
     if input.dtype is dt.bool_:
         return wrap(primitives(input).astype(input._data, input.dtype), input._device)
     return unary("sign", input)
+
+
+lowering("unary", "sign", onnx="Sign", c="(float)((v > 0.0f) - (v < 0.0f))")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -909,9 +1104,23 @@ def eq(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("eq", input, other, name="eq")
 
 
+# C: a bool value is a float 0 or 1 (never a buffer of the caller's)
+lowering("binary", "eq", onnx="Equal", c="({a} == {b} ? 1.0f : 0.0f)")
+
+
 @op("ne", doc="input != other, elementwise.", operators=(("__ne__", _ne_operator),), aliases=("not_equal",))
 def ne(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("ne", input, other, name="ne")
+
+
+lowering(
+    "binary",
+    "ne",
+    onnx=lambda w, a, b, dtype, out: w.emit(
+        "Not", [w.emit("Equal", [w.operand(a, dtype), w.operand(b, dtype)])], [out]
+    ),
+    c="({a} != {b} ? 1.0f : 0.0f)",
+)
 
 
 @op("lt", doc="input < other, elementwise.", operators=("__lt__",), aliases=("less",))
@@ -919,9 +1128,15 @@ def lt(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("lt", input, other, name="lt")
 
 
+lowering("binary", "lt", onnx="Less", c="({a} < {b} ? 1.0f : 0.0f)")
+
+
 @op("le", doc="input <= other, elementwise.", operators=("__le__",), aliases=("less_equal",))
 def le(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("le", input, other, name="le")
+
+
+lowering("binary", "le", onnx="LessOrEqual", c="({a} <= {b} ? 1.0f : 0.0f)")
 
 
 @op("gt", doc="input > other, elementwise.", operators=("__gt__",), aliases=("greater",))
@@ -929,9 +1144,15 @@ def gt(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("gt", input, other, name="gt")
 
 
+lowering("binary", "gt", onnx="Greater", c="({a} > {b} ? 1.0f : 0.0f)")
+
+
 @op("ge", doc="input >= other, elementwise.", operators=("__ge__",), aliases=("greater_equal",))
 def ge(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("ge", input, other, name="ge")
+
+
+lowering("binary", "ge", onnx="GreaterOrEqual", c="({a} >= {b} ? 1.0f : 0.0f)")
 
 
 @op("logical_and", doc="input and other, elementwise (nonzero is true).")
@@ -939,9 +1160,25 @@ def logical_and(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("logical_and", input, other, name="logical_and")
 
 
+lowering(
+    "binary",
+    "logical_and",
+    onnx=lambda w, a, b, dtype, out: w.logical("And", a, b, out),
+    c="({a} != 0.0f && {b} != 0.0f ? 1.0f : 0.0f)",
+)
+
+
 @op("logical_or", doc="input or other, elementwise (nonzero is true).")
 def logical_or(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("logical_or", input, other, name="logical_or")
+
+
+lowering(
+    "binary",
+    "logical_or",
+    onnx=lambda w, a, b, dtype, out: w.logical("Or", a, b, out),
+    c="({a} != 0.0f || {b} != 0.0f ? 1.0f : 0.0f)",
+)
 
 
 @op("logical_xor", doc="input xor other, elementwise (nonzero is true).")
@@ -949,9 +1186,20 @@ def logical_xor(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("logical_xor", input, other, name="logical_xor")
 
 
+lowering(
+    "binary",
+    "logical_xor",
+    onnx=lambda w, a, b, dtype, out: w.logical("Xor", a, b, out),
+    c="(({a} != 0.0f) != ({b} != 0.0f) ? 1.0f : 0.0f)",
+)
+
+
 @op("logical_not", doc="not input, elementwise (nonzero is true).")
 def logical_not(input: Tensor) -> Tensor:
     return wrap(primitives(input).unary("logical_not", input._data), input._device)
+
+
+lowering("unary", "logical_not", onnx="Not", c="(v == 0.0f ? 1.0f : 0.0f)")
 
 
 def _bitwise(prim, input, other):
@@ -970,9 +1218,15 @@ def bitwise_and(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return _bitwise("bitwise_and", input, other)
 
 
+lowering("binary", "bitwise_and", onnx="BitwiseAnd")
+
+
 @op("bitwise_or", doc="input | other for integer and bool tensors.", operators=("__or__", "__ror__"))
 def bitwise_or(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return _bitwise("bitwise_or", input, other)
+
+
+lowering("binary", "bitwise_or", onnx="BitwiseOr")
 
 
 @op("bitwise_xor", doc="input ^ other for integer and bool tensors.", operators=("__xor__", "__rxor__"))
@@ -980,11 +1234,17 @@ def bitwise_xor(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return _bitwise("bitwise_xor", input, other)
 
 
+lowering("binary", "bitwise_xor", onnx="BitwiseXor")
+
+
 @op("bitwise_not", doc="~input for integer and bool tensors.", operators=("__invert__",))
 def bitwise_not(input: Tensor) -> Tensor:
     if input.dtype.is_floating_point:
         raise UnsupportedDTypeError(f"bitwise_not: only integer and bool tensors are supported, got {input.dtype}")
     return wrap(primitives(input).unary("bitwise_not", input._data), input._device)
+
+
+lowering("unary", "bitwise_not", onnx="BitwiseNot")
 
 
 @op("square", inplace=True, doc="input * input.", composite=True)
@@ -1538,3 +1798,10 @@ def fmin(input: Tensor, other: Tensor) -> Tensor:
 @op("rsub", doc="other - alpha * input (sub with the operands swapped).", composite=True, method=False)
 def rsub(input: Tensor | Number, other: Tensor | Number, *, alpha: Number = 1) -> Tensor:
     return sub(other, input, alpha=alpha)
+
+
+# what the exporters know of the primitives this family's ops call (``Lowering`` in registry.py)
+lowering("unary", onnx=lambda w, node, **params: w.unary(node, **params), c=lambda lower, node: lower.unary(node))
+lowering("binary", onnx=lambda w, node, **params: w.binary(node, **params), c=lambda lower, node: lower.binary(node))
+lowering("where", onnx=lambda w, node, **params: w.where(node, **params), c=lambda lower, node: lower.where(node))
+lowering("clamp", onnx=lambda w, node, **params: w.clamp(node, **params), c=lambda lower, node: lower.clamp(node))

@@ -16,7 +16,7 @@ from .dtype_support import FLOATING
 from .elementwise import where
 from .factories import arange
 from .indexing import index_put
-from .registry import op
+from .registry import lowering, op
 
 if TYPE_CHECKING:
     from ..types import Tensor
@@ -196,3 +196,7 @@ def embedding_bag(
     counted = keep.to(dtype=weight.dtype) if keep is not None else flat.new_ones(flat.shape, dtype=weight.dtype)
     counts = filled((bags,), 0, weight.dtype, weight._device).scatter_add(0, bag_of, counted)
     return out / counts.clamp(min=1).unsqueeze(1)
+
+
+# what the exporters know of the primitives this family's ops call (``Lowering`` in registry.py)
+lowering("embedding", onnx=lambda w, node, **params: w.embedding(node, **params))

@@ -13,7 +13,7 @@ from ..errors import DTypeError, ShapeError, fmt_shape
 from ..tensor import Tensor
 from .common import filled, scalar_into
 from .mutation import check_inplace_allowed, commit_inplace, write_untracked
-from .registry import op
+from .registry import lowering, op
 
 if TYPE_CHECKING:
     from ..types import Number
@@ -44,7 +44,13 @@ def zero_(self: Tensor) -> Tensor:
 
 
 @op("copy_", doc="src's values (broadcast, converted) written into this tensor.", composite=True, function=False)
-def copy_(self: Tensor, src: Tensor, non_blocking: bool = False) -> Tensor:
+def copy_(
+    self: Tensor, src: Tensor | None = None, non_blocking: bool = False, *, other: Tensor | None = None
+) -> Tensor:
+    # other: the name of PyTorch's overload without non_blocking (x.copy_(other=y))
+    if (src is None) == (other is None):
+        raise DTypeError("copy_: expected exactly one of src and other")
+    src = other if src is None else src
     check_inplace_allowed(self, "copy_")
     if not isinstance(src, Tensor):
         raise DTypeError(f"copy_: src must be a Tensor, got {type(src).__name__}")
@@ -59,3 +65,7 @@ def copy_(self: Tensor, src: Tensor, non_blocking: bool = False) -> Tensor:
     if needs_grad(src) or needs_grad(self):
         return commit_inplace(self, value.clone(), "copy_")
     return write_untracked(self, value._data, "copy_")
+
+
+# what the exporters know of the primitives this family's ops call (``Lowering`` in registry.py)
+lowering("copy_", onnx=lambda w, node, **params: w.copy_(node, **params))

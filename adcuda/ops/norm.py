@@ -14,7 +14,7 @@ from ..tensor import primitives
 from .common import check_float, check_same_device, dense, wrap
 from .dtype_support import FLOATING
 from .elementwise import rsqrt
-from .registry import op
+from .registry import ReplayKeep, lowering, op
 
 if TYPE_CHECKING:
     from ..types import Sequence, Tensor
@@ -481,3 +481,29 @@ def rms_norm(
     wide = input if input.dtype in (dt.float32, dt.float64) else input.to(dtype=dt.float32)
     y = (wide * rsqrt((wide * wide).mean(axes, keepdim=True) + eps)).to(dtype=input.dtype)
     return y if weight is None else y * weight
+
+
+# what the exporters know of the primitives this family's ops call (``Lowering`` in registry.py)
+
+
+def _layer_norm_replay_pair(same, shape_of, forward, backward):
+    """layer_norm and its backward given the forward's own mean and rstd, with a weight: the normalised x
+    (two passes fewer)."""
+    x0, weight0, _, n0 = forward[:4]
+    _, x, weight, _, _, n = backward[:6]
+    if weight is None or weight0 is None or n0 != n or not same(x0, x):
+        return None
+    return shape_of(x), (x,)
+
+
+lowering(
+    "layer_norm",
+    onnx=lambda w, node, **params: w.layer_norm(node, **params),
+    c=lambda lower, node: lower.layer_norm(node),
+    replay_keeps=ReplayKeep(
+        "xhat", "layer_norm_backward", results=(1, 2), reads=(3, 4), arity=6, pair=_layer_norm_replay_pair
+    ),
+)
+lowering("batch_norm", onnx=lambda w, node, **params: w.batch_norm(node, **params))
+lowering("rms_norm", onnx=lambda w, node, **params: w.rms_norm(node, **params))
+lowering("group_norm", onnx=lambda w, node, **params: w.group_norm(node, **params))

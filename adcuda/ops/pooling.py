@@ -24,7 +24,7 @@ from ..tensor import Tensor, primitives
 from .common import batched_input, check_tensor, dense, int_tuple, wrap
 from .dtype_support import FLOATING, NUMBERS
 from .factories import arange, tensor
-from .registry import op
+from .registry import lowering, op
 from .shape import pad as _pad
 from .shape import stack as stack_of
 
@@ -888,3 +888,24 @@ def affine_grid(theta: Tensor, size: Sequence[int], align_corners: bool | None =
     ys = positions(h).reshape(h, 1).expand(h, w)
     base = stack_of((xs, ys, xs * 0 + 1), -1).reshape(1, h * w, 3)
     return (base @ theta.mT).reshape(n, h, w, 2)
+
+
+# what the exporters know of the primitives this family's ops call (``Lowering`` in registry.py)
+lowering("interpolate_nearest", onnx=lambda w, node, **params: w.interpolate_nearest(node, **params))
+lowering("interpolate_bilinear", onnx=lambda w, node, **params: w.interpolate_bilinear(node, **params))
+lowering(
+    "max_pool2d",
+    onnx=lambda w, node, **params: w.max_pool2d(node, **params),
+    c=lambda lower, node: lower.max_pool2d(node),
+)
+lowering(
+    "avg_pool2d",
+    onnx=lambda w, node, **params: w.avg_pool2d(node, **params),
+    c=lambda lower, node: lower.avg_pool2d(node),
+)
+lowering(
+    "adaptive_avg_pool2d",
+    onnx=lambda w, node, **params: w.adaptive_avg_pool2d(node, **params),
+    c=lambda lower, node: lower.adaptive_avg_pool2d(node),
+)
+lowering("adaptive_max_pool2d", onnx=lambda w, node, **params: w.adaptive_max_pool2d(node, **params))

@@ -11,7 +11,7 @@ from ..errors import DTypeError, ShapeError, fmt_shape
 from ..tensor import primitives
 from .common import check_float, check_same_device, dense, wrap
 from .elementwise import sigmoid, tanh
-from .registry import op
+from .registry import lowering, op
 from .shape import cat, stack
 
 if TYPE_CHECKING:
@@ -367,3 +367,9 @@ def gru_layer(projected: Tensor, h0: Tensor, w_hh: Tensor, b_hh: Tensor | None =
         h = bk.gru_cell(bk.slice(proj, (t,)), bk.matmul(h, w_t, bias), h)
         bk.copy_(bk.slice(hs, (t,)), h)
     return wrap(hs, projected._device)
+
+
+# what the exporters know of the primitives this family's ops call (``Lowering`` in registry.py)
+lowering("lstm_cell", onnx=lambda w, node, **params: w.lstm_cell(node, **params))
+lowering("lstm_layer", onnx=lambda w, node, **params: w.lstm_layer(node, **params))
+lowering("gru_cell", onnx=lambda w, node, **params: w.gru_cell(node, **params))

@@ -12,13 +12,13 @@ from collections import namedtuple
 from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
-from ..errors import DTypeError, ShapeError, UnsupportedDTypeError, fmt_shape
+from ..errors import DTypeError, ShapeError, UnsupportedDTypeError, UnsupportedError, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import cast, filled, wrap, wrap_dim
 from .dtype_support import FLOATING, NUMBERS
 from .elementwise import abs as _abs
 from .elementwise import exp, maximum, minimum, ne, sign, where
-from .registry import op
+from .registry import lowering, op
 
 if TYPE_CHECKING:
     from ..types import DType, Number, Sequence
@@ -111,6 +111,9 @@ def sum(
     return _reduce("sum", input, reduce_axes("sum", input.ndim, dim), keepdim)
 
 
+lowering("reduce", "sum", onnx="ReduceSum", c=("0.0f", "{acc} + {v}", None))
+
+
 def _mean_grad(grad, input_shape, dim, keepdim):
     axes = reduce_axes("mean", len(input_shape), dim)
     return expand_reduced(grad / builtins.max(_count(input_shape, axes), 1), input_shape, axes, keepdim)
@@ -132,6 +135,10 @@ def mean(
             f"mean: could not infer output dtype. Input dtype must be a floating point dtype, got {input.dtype}"
         )
     return _reduce("mean", input, reduce_axes("mean", input.ndim, dim), keepdim)
+
+
+# C: the sum, divided at the end
+lowering("reduce", "mean", onnx="ReduceMean", c=("0.0f", "{acc} + {v}", "{acc} / {count}"))
 
 
 def _prod_grad(grad, input, result, dim, keepdim):
@@ -166,6 +173,9 @@ def prod(input: Tensor, dim: int | None = None, keepdim: bool = False, *, dtype:
     return _reduce("prod", input, reduce_axes("prod", input.ndim, dim), keepdim)
 
 
+lowering("reduce", "prod", onnx="ReduceProd", c=("1.0f", "{acc} * {v}", None))
+
+
 # ------------------------------------------------------------------------------------------------
 # extremes
 def _extreme_grad(name):
@@ -195,6 +205,10 @@ def amax(input: Tensor, dim: int | Sequence[int] = (), keepdim: bool = False) ->
     return _extreme("amax", input, dim, keepdim)
 
 
+# C: amax and amin pass a NaN on, as NumPy's
+lowering("reduce", "amax", onnx="ReduceMax", c=("-INFINITY", "(({v} != {v} || {v} > {acc}) ? {v} : {acc})", None))
+
+
 @op(
     "amin",
     doc="The smallest value over dim (all elements by default); ties share the gradient.",
@@ -203,6 +217,9 @@ def amax(input: Tensor, dim: int | Sequence[int] = (), keepdim: bool = False) ->
 )
 def amin(input: Tensor, dim: int | Sequence[int] = (), keepdim: bool = False) -> Tensor:
     return _extreme("amin", input, dim, keepdim)
+
+
+lowering("reduce", "amin", onnx="ReduceMin", c=("INFINITY", "(({v} != {v} || {v} < {acc}) ? {v} : {acc})", None))
 
 
 def _max_min(name, input, dim, keepdim):
@@ -230,8 +247,10 @@ def max(
     input: Tensor,
     dim: int | Tensor | None = None,  # noqa: A001
     keepdim: bool = False,
+    *,
+    other: Tensor | None = None,
 ) -> Tensor | tuple[Tensor, Tensor]:
-    return _max_min("max", input, dim, keepdim)
+    return _max_min("max", input, dim if other is None else other, keepdim)
 
 
 @op("min", doc="The smallest value (and with dim, its index along dim); min(a, b) is minimum.", composite=True)
@@ -239,8 +258,10 @@ def min(
     input: Tensor,
     dim: int | Tensor | None = None,  # noqa: A001
     keepdim: bool = False,
+    *,
+    other: Tensor | None = None,
 ) -> Tensor | tuple[Tensor, Tensor]:
-    return _max_min("min", input, dim, keepdim)
+    return _max_min("min", input, dim if other is None else other, keepdim)
 
 
 def _argext(name, input, dim, keepdim):
@@ -507,6 +528,13 @@ def all(input: Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = F
     return _reduce("all", input, reduce_axes("all", input.ndim, dim), keepdim)
 
 
+lowering(
+    "reduce",
+    "all",
+    onnx=lambda w, x, dtype, axes, keepdim, out: w.reduce_truth("ReduceMin", x, dtype, axes, keepdim, out),
+)
+
+
 @op("any", doc="Whether any element over dim is nonzero.")
 def any(input: Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:  # noqa: A001
     if _reduces_nothing(dim):
@@ -514,9 +542,21 @@ def any(input: Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = F
     return _reduce("any", input, reduce_axes("any", input.ndim, dim), keepdim)
 
 
+lowering(
+    "reduce",
+    "any",
+    onnx=lambda w, x, dtype, axes, keepdim, out: w.reduce_truth("ReduceMax", x, dtype, axes, keepdim, out),
+)
+
+
 @op("count_nonzero", doc="The number of nonzero elements over dim.", composite=True)
-def count_nonzero(input: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
-    return sum(input != 0, dim)
+def count_nonzero(input: Tensor, *dim: int | Sequence[int] | None) -> Tensor:
+    # x.count_nonzero(), (0), (0, 1), ((0, 1)), dim=None
+    if len(dim) == 1:
+        dims = dim[0]
+    else:
+        dims = dim or None
+    return sum(input != 0, dims)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -686,3 +726,84 @@ def histc(input: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Ten
     inside = flat[(flat >= low) & (flat <= high)]
     slots = ((inside - low) * (bins / (high - low))).floor().clamp(0, bins - 1).to(dtype=dt.int64)
     return bincount(slots, minlength=bins).to(dtype=input.dtype)
+
+
+# ------------------------------------------------------------------------------------------------
+# renorm
+@op(
+    "renorm",
+    doc="Each slice along dim whose p-norm exceeds maxnorm scaled down to norm maxnorm.",
+    composite=True,
+    inplace=True,
+)
+def renorm(input: Tensor, p: float, dim: int, maxnorm: float) -> Tensor:
+    if not input.dtype.is_floating_point:
+        raise UnsupportedError(f"renorm: expected a floating point tensor, got {input.dtype}")
+    if not p > 0:
+        raise ValueError(f"renorm: non-positive norm not supported, got p={p}")
+    if not maxnorm >= 0:
+        raise ValueError(f"renorm: expected maxnorm to be >= 0, got {maxnorm}")
+    if input.ndim <= 1:
+        raise ShapeError(f"renorm: input needs at least 2 dimensions, got shape {fmt_shape(input.shape)}")
+    axis = wrap_dim(dim, input.ndim, "renorm")
+    norms = norm(input, p, tuple(d for d in range(input.ndim) if d != axis), keepdim=True)
+    # PyTorch's factor, with its 1e-7 against a zero norm
+    return input * where(norms > maxnorm, maxnorm / (norms + 1e-7), 1.0).to(dtype=input.dtype)
+
+
+# ------------------------------------------------------------------------------------------------
+# the trapezoidal rule
+def _spacing(name, y, x, dx, d):
+    """The widths between neighbouring samples along dim d: from x (1-d, or y's shape) or the
+    constant dx (1 by default)."""
+    if x is None:
+        return 1 if dx is None else dx
+    if dx is not None:
+        raise DTypeError(f"{name}: takes either x or dx, not both")
+    n = y.shape[d]
+    if x.ndim == 1:
+        if x.shape[0] != n:
+            raise ShapeError(f"{name}: x of {x.shape[0]} samples for {n} values of y along dim {d}")
+        return x.diff().reshape((n - 1,) + (1,) * (y.ndim - 1 - d))
+    return x.diff(dim=d)
+
+
+@op(
+    "trapezoid",
+    doc="The integral of y along dim by the trapezoidal rule, at x or spacing dx.",
+    composite=True,
+    method=False,
+    aliases=("trapz",),
+)
+def trapezoid(y: Tensor, x: Tensor | None = None, *, dx: Number | None = None, dim: int = -1) -> Tensor:
+    d = wrap_dim(dim, y.ndim, "trapezoid")
+    n = y.shape[d]
+    if n == 0:
+        return y.sum(d) * 0.0
+    spacing = _spacing("trapezoid", y, x, dx, d)
+    if x is None:  # PyTorch's form for even spacing: the sum less half the end points
+        return (y.sum(d) - (y.select(d, 0) + y.select(d, -1)) * 0.5) * spacing
+    return ((y.narrow(d, 1, n - 1) + y.narrow(d, 0, n - 1)) * spacing).sum(d) / 2
+
+
+@op(
+    "cumulative_trapezoid",
+    doc="The running trapezoidal integral of y along dim, at x or spacing dx.",
+    composite=True,
+    method=False,
+)
+def cumulative_trapezoid(y: Tensor, x: Tensor | None = None, *, dx: Number | None = None, dim: int = -1) -> Tensor:
+    d = wrap_dim(dim, y.ndim, "cumulative_trapezoid")
+    n = y.shape[d]
+    if n <= 1:
+        return y.narrow(d, 0, 0) * 0.5
+    spacing = _spacing("cumulative_trapezoid", y, x, dx, d)
+    return ((y.narrow(d, 1, n - 1) + y.narrow(d, 0, n - 1)) * spacing / 2).cumsum(d)
+
+
+# what the exporters know of the primitives this family's ops call (``Lowering`` in registry.py)
+lowering("reduce", onnx=lambda w, node, **params: w.reduce(node, **params), c=lambda lower, node: lower.reduce(node))
+lowering("argreduce", onnx=lambda w, node, **params: w.argreduce(node, **params))
+lowering("var", onnx=lambda w, node, **params: w.var(node, **params))
+lowering("logsumexp", onnx=lambda w, node, **params: w.logsumexp(node, **params))
+lowering("cumsum", onnx=lambda w, node, **params: w.cumsum(node, **params))

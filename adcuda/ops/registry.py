@@ -137,6 +137,8 @@ class OpDef:
                 self.forms["function"].append(alias)
             if method:
                 self.forms["method"].append(alias)
+            if inplace is True and method:  # x.multiply_(y), x.absolute_(): each name has its in-place form
+                self.forms["inplace"].append(alias + "_")
         if functional:
             self.forms["functional"] = [name]
         # adapters: a form whose signature differs from the function's (Tensor.where(condition, other),
@@ -362,10 +364,27 @@ def functional_forms():
                 out[name] = d.functional_adapter
             elif d.functional_inplace:
                 out[name] = _with_inplace_keyword(d)
-                out[name + "_"] = d.inplace_entry
+                out[name + "_"] = _functional_inplace(d)
             else:
                 out[name] = d.entry
     return out
+
+
+def _functional_inplace(definition):
+    """``F.<name>_(input, ...)``: the in-place form, whose tensor PyTorch's functional names ``input``
+    (the method's is ``self``)."""
+    inplace_entry = definition.inplace_entry
+
+    def functional(input, *args, **kwargs):
+        return inplace_entry(input, *args, **kwargs)
+
+    functional.__name__ = functional.__qualname__ = inplace_entry.__name__
+    functional.__doc__ = inplace_entry.__doc__
+    signature = inspect.signature(inplace_entry)
+    parameters = list(signature.parameters.values())
+    parameters[0] = parameters[0].replace(name="input")
+    functional.__signature__ = signature.replace(parameters=parameters)
+    return functional
 
 
 def _with_inplace_keyword(definition):
@@ -387,3 +406,116 @@ def _with_inplace_keyword(definition):
     parameters.insert(inplace_position, inplace)
     functional.__signature__ = definition.signature.replace(parameters=parameters)
     return functional
+
+
+# ----------------------------------------------------------------------------------------------
+# lowerings: what the layers above the ops (the ONNX and C exporters, graph capture) know of the backend
+# primitives an op calls, declared next to that op (``lowering(...)`` after its ``@op``), so that no
+# exporter keeps a table keyed by primitive names. The exporters pass their own builder objects to the
+# callables declared here, so nothing below the exporters imports them.
+class Lowering:
+    """One backend primitive (or one ``op`` of the ``unary``, ``binary`` and ``reduce`` primitives), as
+    the layers above the ops see it:
+
+    - ``onnx``: for a whole primitive, ``onnx(writer, node, **params)`` writes the traced call as ONNX
+      nodes (``adcuda/onnx/exporter.py``'s writer: ``emit``, ``name``, ``const``...). For an op of
+      ``unary``/``binary``/``reduce``, the ONNX operator's name (``"Exp"``: one node, same operands),
+      or ``onnx(writer, *operand_names, dtype, out)`` (a NumPy dtype; ``out`` the result's name).
+    - ``c``: for a whole primitive, ``c(lowerer, node)`` gives the call's C loop nests
+      (``adcuda/export/c_graph.py``'s ``Lowerer``). For a ``unary`` op, its C expression over the float
+      ``v``; for a ``binary`` op, over ``{a}`` and ``{b}``; for a ``reduce`` op, (the accumulator's start,
+      how it takes one more ``{v}`` into ``{acc}``, how the result is finished from ``{acc}`` and the
+      ``{count}`` of values, or None).
+    - ``c_fusable``: a ``unary`` op a Linear or a Conv2d applies in its own C loop when it follows one.
+    - ``replay_passes``: a ``unary`` op whose CPU replay kernels make so many passes over their arrays that
+      graph capture runs them chunk by chunk (``adcuda/capture/program.py``).
+    - ``replay_keeps``: a ``ReplayKeep``, what capture's CPU replay keeps from the forward for its backward.
+    - ``strided_operands``: positions of the operands the CPU primitive reads through BLAS matrix calls,
+      which take row-strided views as they are: the replay passes such a view instead of a contiguous
+      copy made only for the primitive (attention's q, k, v).
+    """
+
+    __slots__ = ("primitive", "op", "onnx", "c", "c_fusable", "replay_passes", "replay_keeps", "strided_operands")
+
+    def __init__(self, primitive, op, onnx, c, c_fusable, replay_passes, replay_keeps, strided_operands):
+        self.primitive = primitive
+        self.op = op
+        self.onnx = onnx
+        self.c = c
+        self.c_fusable = c_fusable
+        self.replay_passes = replay_passes
+        self.replay_keeps = replay_keeps
+        self.strided_operands = strided_operands
+
+    def __repr__(self):
+        return f"<lowering {self.primitive}{'' if self.op is None else ' ' + self.op}>"
+
+
+class ReplayKeep:
+    """What graph capture's CPU replay keeps from a forward primitive's call for a backward primitive's
+    call that would compute it again: the forward writes it into an array passed as ``keyword`` (a CPU
+    primitive's keyword, seam.CPU_REPLAY_KEYWORDS), the backward reads it from there, the same numbers.
+
+    - ``backward``: the backward primitive (for a ``unary`` op: ``unary_backward`` of the same op);
+    - ``results``/``reads``: positions of the forward's results that the backward reads as its arguments
+      at positions ``reads``: a backward pairs with the forward whose results it reads. Without them
+      (``None``) it pairs with the latest earlier forward that ``pair`` accepts;
+    - ``arity``: the fewest arguments a backward call has for a pairing;
+    - ``pair(same, shape_of, forward_args, backward_args)``: None where the backward may not read what the
+      forward kept, else (the kept array's shape, the operands whose dtype it has: the first one's, all
+      equal). ``same(a, b)`` says whether the forward's operand ``a`` and the backward's ``b`` hold the
+      same numbers; ``shape_of(a)`` is an operand's shape;
+    - ``kernels_only``: only forwards and backwards that the replay runs by its own kernels take the keyword
+      (``unary``'s ``out=`` kernels).
+    """
+
+    __slots__ = ("keyword", "backward", "results", "reads", "arity", "pair", "kernels_only")
+
+    def __init__(self, keyword, backward, *, pair, results=None, reads=None, arity=0, kernels_only=False):
+        self.keyword = keyword
+        self.backward = backward
+        self.results = results
+        self.reads = reads
+        self.arity = arity
+        self.pair = pair
+        self.kernels_only = kernels_only
+
+
+_LOWERINGS: "dict[tuple[str, str | None], Lowering]" = {}
+_REPLAY_KEEPS: "dict[tuple[str, str | None], ReplayKeep]" = {}  # by (backward primitive, op)
+
+
+def lowering(
+    primitive: str,
+    op: str | None = None,
+    *,
+    onnx=None,
+    c=None,
+    c_fusable=False,
+    replay_passes=False,
+    replay_keeps: ReplayKeep | None = None,
+    strided_operands: tuple[int, ...] = (),
+) -> None:
+    """Declare what export and capture know of backend primitive ``primitive`` (of its ``op``, for the
+    unary, binary and reduce primitives): see ``Lowering``."""
+    key = (primitive, op)
+    if key in _LOWERINGS:
+        raise ValueError(f"the lowering of {primitive}{'' if op is None else ' ' + op} is declared twice")
+    _LOWERINGS[key] = Lowering(primitive, op, onnx, c, c_fusable, replay_passes, replay_keeps, strided_operands)
+    if replay_keeps is not None:
+        _REPLAY_KEEPS[replay_keeps.backward, op] = replay_keeps
+
+
+def lowering_of(primitive: str, op: str | None = None) -> Lowering | None:
+    """The declared lowering of ``primitive`` (of its ``op``), or None where none is declared."""
+    return _LOWERINGS.get((primitive, op))
+
+
+def replay_keep_of_backward(backward: str, op: str | None = None) -> ReplayKeep | None:
+    """The ``ReplayKeep`` whose backward primitive is ``backward`` (of ``op``, for ``unary_backward``), or None."""
+    return _REPLAY_KEEPS.get((backward, op))
+
+
+def lowerings(primitive: str) -> list[Lowering]:
+    """Every declared lowering of an op of ``primitive`` (``unary``, ``binary``, ``reduce``)."""
+    return [d for (p, o), d in _LOWERINGS.items() if p == primitive and o is not None]

@@ -24,7 +24,7 @@ from .factories import arange
 from .indexing import gather
 from .linalg import pairwise_distance
 from .reduction import sum as _sum
-from .registry import op
+from .registry import lowering, op
 
 if TYPE_CHECKING:
     from ..types import Callable, DType, Tensor
@@ -1079,3 +1079,7 @@ def triplet_margin_with_distance_loss(
     if swap:
         d_negative = minimum(d_negative, distance(positive, negative))
     return _reduce(clamp(margin + d_positive - d_negative, min=0.0), reduction)
+
+
+# what the exporters know of the primitives this family's ops call (``Lowering`` in registry.py)
+lowering("softmax", onnx=lambda w, node, **params: w.softmax(node, **params), c=lambda lower, node: lower.softmax(node))

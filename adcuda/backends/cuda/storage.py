@@ -35,6 +35,7 @@ __all__ = [
     "flip",
     "as_strided",
     "shares_memory",
+    "storage_offset",
 ]
 
 _C = _native._C
@@ -180,9 +181,14 @@ def flip(a: BackendArray, axes: Axes | None) -> BackendArray:
     return a.as_strided(a.shape, strides, offset)
 
 
-def as_strided(a: BackendArray, shape: Shape, strides: Shape) -> BackendArray:
-    return a.as_strided(shape_tuple(shape), tuple(int(st) for st in strides), a.offset)
-
-
 def shares_memory(a: BackendArray, b: BackendArray) -> bool:
     return isinstance(a, DeviceArray) and isinstance(b, DeviceArray) and _C.may_overlap(a, b)
+
+
+def storage_offset(a: BackendArray) -> int:
+    return a.offset
+
+
+def as_strided(a: BackendArray, shape: Shape, strides: Shape, offset: int) -> BackendArray:
+    shape, strides = _strided.check_as_strided(shape, strides, offset, a.storage.nbytes // a.itemsize)
+    return a.as_strided(shape, strides, offset)
