@@ -20,6 +20,10 @@
 
 namespace py = pybind11;
 
+namespace adcuda::host {
+void bind_convolution(py::module_& m);  // kernels/host/convolution.cpp
+}  // namespace adcuda::host
+
 namespace {
 
 py::list split_architectures(const std::string& joined) {
@@ -163,6 +167,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("cuda_synchronize", &adcuda::synchronize, py::call_guard<py::gil_scoped_release>(),
         "Wait for all work on the current CUDA device to finish.");
 
+  adcuda::host::bind_convolution(m);
 #if ADCUDA_CUDA_COMPILED
   adcuda::bindings::bind_registered(m);
 #endif

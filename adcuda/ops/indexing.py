@@ -600,11 +600,11 @@ def one_hot(input: Tensor, num_classes: int = -1) -> Tensor:
     if input.numel():
         lo, hi = int(input.min().item()), int(input.max().item())
         if lo < 0:
-            raise IndexOutOfRangeError(f"one_hot: class values must be non-negative, got {lo}")
+            raise IndexValueError(f"one_hot: class values must be non-negative, got {lo}")
         if num_classes == -1:
             num_classes = hi + 1
         elif hi >= num_classes:
-            raise IndexOutOfRangeError(f"one_hot: class value {hi} is out of range for num_classes={num_classes}")
+            raise IndexValueError(f"one_hot: class value {hi} is out of range for num_classes={num_classes}")
     elif num_classes == -1:
         raise ShapeError("one_hot: can not infer the total number of classes from an empty tensor")
     classes = arange(num_classes, device=input.device)

@@ -12,7 +12,7 @@ from collections import namedtuple
 from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
-from ..errors import DTypeError, ShapeError, UnsupportedDTypeError, UnsupportedError, fmt_shape
+from ..errors import DTypeError, EmptyReductionError, ShapeError, UnsupportedDTypeError, UnsupportedError, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import cast, filled, wrap, wrap_dim
 from .dtype_support import FLOATING, NUMBERS
@@ -33,7 +33,10 @@ def reduce_axes(op_name, ndim, dim):
     tuple means every dim, as in PyTorch."""
     if dim is None:
         return tuple(range(ndim))
-    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    if isinstance(dim, Tensor):  # integer tensors of dims, as PyTorch takes them (wrap_dim checks the dtype)
+        dims = tuple(dim.reshape(-1).unbind(0)) if dim.ndim else (dim,)
+    else:
+        dims = (dim,) if isinstance(dim, int) else tuple(dim)
     if not dims:
         return tuple(range(ndim))
     if ndim == 0:
@@ -56,11 +59,23 @@ def expand_reduced(g, input_shape, axes, keepdim):
     return g.expand(tuple(input_shape))
 
 
-def _check_nonempty(op_name, input, axes):
-    if input.numel() == 0 and (not axes or builtins.any(input.shape[a] == 0 for a in axes)):
-        raise ShapeError(
-            f"{op_name}: cannot reduce an empty tensor of shape {fmt_shape(input.shape)} over "
-            f"dims {axes} (the operation has no identity)"
+def _check_nonempty(op_name, input, axes, whole=False):
+    """Refuse a reduction with no identity over an empty dim, as PyTorch does: an IndexError naming the
+    dim; over the whole tensor (``whole``, no dim given), PyTorch's RuntimeError, except for argmax
+    and argmin, whose refusal is an IndexError either way."""
+    if input.numel() != 0:
+        return
+    if whole or not axes:
+        cls = EmptyReductionError if op_name in ("argmax", "argmin") else ShapeError
+        raise cls(
+            f"{op_name}: expected reduction dim to be specified for an empty tensor of shape "
+            f"{fmt_shape(input.shape)} (the operation has no identity)"
+        )
+    empty = next((a for a in axes if input.shape[a] == 0), None)
+    if empty is not None:
+        raise EmptyReductionError(
+            f"{op_name}: expected reduction dim {empty} to have non-zero size (input shape "
+            f"{fmt_shape(input.shape)}; the operation has no identity)"
         )
 
 
@@ -178,10 +193,15 @@ lowering("reduce", "prod", onnx="ReduceProd", c=("1.0f", "{acc} * {v}", None))
 
 # ------------------------------------------------------------------------------------------------
 # extremes
+def _no_dims(dim):
+    """Whether ``dim`` is (), amax's and amin's every dim (a dim may also be a tensor, not compared with ==)."""
+    return dim.__class__ is tuple and not dim
+
+
 def _extreme_grad(name):
     def grad_fn(grad, input, result, dim, keepdim):
         shape = tuple(input.shape)
-        axes = reduce_axes(name, len(shape), None if dim == () else dim)
+        axes = reduce_axes(name, len(shape), None if _no_dims(dim) else dim)
         hit = (input == expand_reduced(result, shape, axes, keepdim)).to(dtype=grad.dtype)
         count = sum(hit, axes, keepdim=True)
         return expand_reduced(grad, shape, axes, keepdim) * hit / count
@@ -190,8 +210,8 @@ def _extreme_grad(name):
 
 
 def _extreme(prim, input, dim, keepdim):
-    axes = reduce_axes(prim, input.ndim, None if dim == () else dim)
-    _check_nonempty(prim, input, axes)
+    axes = reduce_axes(prim, input.ndim, None if _no_dims(dim) else dim)
+    _check_nonempty(prim, input, axes, whole=_no_dims(dim) or dim is None)
     return _reduce(prim, input, axes, keepdim)
 
 
@@ -292,12 +312,18 @@ def _correction(name, unbiased, correction):
     return correction
 
 
-def _var_grad_of(x, g, axes, keepdim, correction):
-    """The gradient of ``var`` over ``axes`` given the gradient ``g`` of its result."""
+def _var_grad_of(x, g, axes, keepdim, correction, whole):
+    """The gradient of ``var`` over ``axes`` given the gradient ``g`` of its result, as PyTorch's
+    var_backward: over the whole tensor (``whole``: no dim, or a 0-d tensor) with no degrees of freedom
+    left, NaN where x equals the mean and inf elsewhere, constants (so its own gradient is 0, not
+    the NaN that inf * 0 would make); otherwise 2 / (n - correction) * (x - mean), that quotient inf
+    where n == correction."""
     shape = tuple(x.shape)
-    dof = builtins.max(_count(shape, axes) - correction, 0)
-    scale = 2.0 / dof if dof else math.inf  # as the forward divides by 0: inf, or NaN where centered is 0
+    dof = _count(shape, axes) - correction
     centered = x - mean(x, axes, keepdim=True)
+    if whole and dof <= 0:
+        return expand_reduced(g, shape, axes, keepdim) * where(centered == 0, math.nan, math.inf)
+    scale = 2.0 / dof if dof else math.inf
     return expand_reduced(g, shape, axes, keepdim) * centered * scale
 
 
@@ -316,7 +342,12 @@ def _var_forward(name, input, dim, unbiased, keepdim, correction):
     node="VarBackward0",
     grads={
         "input": lambda grad, input, dim, unbiased, keepdim, correction: _var_grad_of(
-            input, grad, reduce_axes("var", input.ndim, dim), keepdim, _correction("var", unbiased, correction)
+            input,
+            grad,
+            reduce_axes("var", input.ndim, dim),
+            keepdim,
+            _correction("var", unbiased, correction),
+            whole=dim is None or input.ndim == 0,
         )
     },
 )
@@ -336,7 +367,12 @@ def _std_grad(grad, input, result, dim, unbiased, keepdim, correction):
     zero = result == 0
     g = where(zero, 0.0, grad / (2 * where(zero, 1.0, result)))
     return _var_grad_of(
-        input, g, reduce_axes("std", input.ndim, dim), keepdim, _correction("std", unbiased, correction)
+        input,
+        g,
+        reduce_axes("std", input.ndim, dim),
+        keepdim,
+        _correction("std", unbiased, correction),
+        whole=dim is None or input.ndim == 0,
     )
 
 
@@ -419,18 +455,20 @@ def logsumexp(input: Tensor, dim: int | Sequence[int], keepdim: bool = False) ->
 def _pnorm_grad(grad, input, result, p, dim, keepdim):
     shape = tuple(input.shape)
     axes = reduce_axes("norm", len(shape), dim)
+    if p == 0:  # a count: its gradient is 0, as PyTorch's (whose output still requires grad)
+        return expand_reduced(grad, shape, axes, keepdim) * 0.0
     if p == 1:
         return expand_reduced(grad, shape, axes, keepdim) * sign(input)
-    # d||x||_p = x |x|^(p-2) / ||x||^(p-1), and 0 (not NaN) where the norm is 0
+    # d||x||_p = x |x|^(p-2) / ||x||^(p-1), and 0 (not NaN) where the norm is 0, as PyTorch's masked
+    # formula: its own gradient there is NaN (the division's, 0 / 0), as PyTorch's second order
     yk = expand_reduced(result, shape, axes, keepdim)
-    safe = where(yk == 0, 1.0, yk)
-    scale = input / safe if p == 2 else input * _abs(input) ** (p - 2) / safe ** (p - 1)
+    scale = input / yk if p == 2 else input * _abs(input) ** (p - 2) / yk ** (p - 1)
     return expand_reduced(grad, shape, axes, keepdim) * where(yk == 0, 0.0, scale)
 
 
 @op(
     "pnorm",
-    doc="The vector p-norm for a finite p other than 0 (norm's differentiable core).",
+    doc="The vector p-norm for a finite p (norm's differentiable core; p = 0 counts the nonzero elements).",
     node="NormBackward1",
     function=False,
     method=False,
@@ -443,7 +481,9 @@ def pnorm(input: Tensor, p: float, dim: int | Sequence[int] | None, keepdim: boo
     # float16's range while the norm of four of them is 600
     d = _accumulation_dtype(input.dtype)
     x = bk.astype(input._data, d) if d is not input.dtype else input._data
-    if p == 1:
+    if p == 0:
+        out = bk.astype(bk.reduce("sum", bk.binary("ne", x, 0, d), axes, keepdim), d)
+    elif p == 1:
         out = bk.reduce("sum", bk.unary("abs", x), axes, keepdim)
     elif p == 2:
         out = bk.unary("sqrt", bk.reduce("sum", bk.binary("mul", x, x, d), axes, keepdim))
@@ -476,8 +516,6 @@ def norm(
         return amax(_abs(input), () if dim is None else dim, keepdim)
     if p == -float("inf"):
         return amin(_abs(input), () if dim is None else dim, keepdim)
-    if p == 0:
-        return sum(input != 0, dim, keepdim).to(dtype=input.dtype)
     return pnorm(input, p, dim, keepdim)
 
 

@@ -14,7 +14,7 @@ The declaration says everything the rest of adcuda needs:
 
 - **forward**: the decorated function, written with backend primitives (``primitives(t).binary``);
   it records nothing. A ``composite=True`` op is written with other ops instead and is
-  differentiated through them (``leaky_relu = where(x > 0, x, x * slope)``).
+  differentiated through them (``relu6 = hardtanh(x, 0, 6)``).
 - **backward**: ``grads`` maps each differentiable input (a forward parameter name, or a tuple of
   names computed together) to a formula written with differentiable ops, so ``create_graph=True``
   keeps giving higher orders. A formula's parameter names say what it reads: ``grad`` (the output's

@@ -915,6 +915,8 @@ def tensor_split(
     indices: Sequence[int] | None = None,
     tensor_indices_or_sections: Tensor | None = None,
 ) -> tuple[Tensor, ...]:
+    if getattr(input, "ndim", None) == 0:
+        raise ShapeError("tensor_split: expected at least a 1-dimensional tensor, but got a tensor with 0 dims")
     indices_or_sections = _one_of(
         "tensor_split",
         indices_or_sections=indices_or_sections,

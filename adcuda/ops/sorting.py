@@ -15,7 +15,15 @@ from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
 from ..autograd.graph import needs_grad
-from ..errors import IndexOutOfRangeError, ShapeError, UnsupportedError, fmt_shape
+from ..errors import (
+    DTypeError,
+    EmptyReductionError,
+    IndexOutOfRangeError,
+    InvalidArgumentError,
+    ShapeError,
+    UnsupportedError,
+    fmt_shape,
+)
 from ..tensor import primitives
 from .common import wrap, wrap_dim
 from .dtype_support import FLOAT32_64, NUMBERS
@@ -86,8 +94,10 @@ def topk(
 ) -> tuple[Tensor, Tensor]:
     """The ``k`` largest (or smallest) values along ``dim`` and their indices, in sorted order."""
     size = input.shape[wrap_dim(dim, input.ndim, "topk")] if input.ndim else 1
-    if not isinstance(k, int) or k < 0 or k > size:
-        raise IndexOutOfRangeError(
+    if not isinstance(k, int) or isinstance(k, bool):
+        raise DTypeError(f"topk: k must be an int, got {type(k).__name__}")
+    if k < 0 or k > size:  # PyTorch's RuntimeError: a value, not an index, out of range
+        raise InvalidArgumentError(
             f"topk: k ({k}) is out of range for dimension {dim} of size {size} (input shape {fmt_shape(input.shape)})"
         )
     if input.ndim == 0:
@@ -111,16 +121,17 @@ def median(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tens
     """The lower median (PyTorch's choice for an even count); with ``dim``, also its index."""
     if dim is None:
         flat = input.reshape(-1)
-        if flat.numel() == 0:
-            raise ShapeError("median: cannot take the median of an empty tensor")
+        if flat.numel() == 0:  # NaN, as PyTorch gives (an integer tensor's NaN cast: its lowest value)
+            nan = flat.sum() * math.nan if flat.dtype.is_floating_point else flat.to(dt.float32).sum() * math.nan
+            return nan.to(dtype=input.dtype)
         return _evenly_shared(flat, _kth_smallest(flat, 0, (flat.numel() - 1) // 2, False).values)
     axis = wrap_dim(dim, input.ndim, "median")
     if input.ndim == 0:
         return median_result(*_scalar_order("median", input, dim))
     n = input.shape[axis]
     if n == 0:
-        raise ShapeError(
-            f"median: cannot take the median over dim {dim} of size 0 (input shape {fmt_shape(input.shape)})"
+        raise EmptyReductionError(
+            f"median: expected reduction dim {dim} to have non-zero size (input shape {fmt_shape(input.shape)})"
         )
     return _kth_smallest(input, axis, (n - 1) // 2, keepdim)
 
@@ -301,14 +312,20 @@ _INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
 
 @op("kthvalue", dtypes=NUMBERS, doc="The k-th smallest value along dim (k from 1) and its index.", composite=True)
 def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False) -> tuple[Tensor, Tensor]:
+    if not isinstance(k, int) or isinstance(k, bool):
+        raise DTypeError(f"kthvalue: k must be an int, got {type(k).__name__}")
     if input.ndim == 0:
         if k != 1:
-            raise IndexOutOfRangeError(f"kthvalue: k ({k}) out of range for a 0-d tensor")
+            raise InvalidArgumentError(f"kthvalue: k ({k}) out of range for a 0-d tensor")
         return kthvalue_result(*_scalar_order("kthvalue", input, dim))
     axis = wrap_dim(dim, input.ndim, "kthvalue")
     n = input.shape[axis]
-    if not isinstance(k, int) or not 1 <= k <= n:
-        raise IndexOutOfRangeError(
+    if n == 0:
+        raise EmptyReductionError(
+            f"kthvalue: expected reduction dim {dim} to have non-zero size (input shape {fmt_shape(input.shape)})"
+        )
+    if not 1 <= k <= n:  # PyTorch's RuntimeError, as topk's
+        raise InvalidArgumentError(
             f"kthvalue: k ({k}) out of range for dimension {dim} of size {n} (input shape {fmt_shape(input.shape)})"
         )
     values, indices = _kth_smallest(input, axis, k - 1, keepdim)
@@ -387,6 +404,8 @@ def searchsorted(
         if right and side == "left":
             raise ValueError(f"{name}: side='left' contradicts right=True")
         right = side == "right"
+    if getattr(sorted_sequence, "ndim", None) == 0:  # PyTorch's RuntimeError, before any dim is read
+        raise ShapeError(f"{name}: boundaries tensor should have positive dimension, but got 0 dimension")
     if sorter is not None:
         sorted_sequence = sorted_sequence.gather(-1, sorter)
     scalar = not hasattr(input, "shape")
@@ -445,7 +464,7 @@ def nanmedian(input: Tensor, dim: int | None = None, keepdim: bool = False) -> T
         return nanmedian_result(*_scalar_order("nanmedian", input, dim))
     n = input.shape[axis]
     if n == 0:
-        raise IndexOutOfRangeError(
+        raise EmptyReductionError(
             f"nanmedian: expected reduction dim {axis} to have non-zero size (input shape {fmt_shape(input.shape)})"
         )
     _, order, ordered = _order("nanmedian", input, axis, False)
@@ -478,7 +497,7 @@ def mode(input: Tensor, dim: int = -1, keepdim: bool = False) -> tuple[Tensor, T
     axis = wrap_dim(dim, input.ndim, "mode")
     n = input.shape[axis]
     if n == 0:
-        raise IndexOutOfRangeError(
+        raise EmptyReductionError(
             f"mode: expected reduction dim {axis} to have non-zero size (input shape {fmt_shape(input.shape)})"
         )
     x = input.detach()

@@ -441,14 +441,38 @@ add("nansum", g.reduction(dtype_kw=True), errors=g.reduction_errors(), category=
 add("mean", g.reduction(dtype_kw=True, ints=False), errors=g.reduction_errors(), category="reduction")
 add("nanmean", g.reduction(ints=False), errors=g.reduction_errors(), category="reduction")
 add("prod", g.reduction(dtype_kw=True, tuple_dims=False), errors=g.reduction_errors(), category="reduction")
-add("amax", g.reduction(ties=True), errors=g.reduction_errors(), category="reduction")
-add("amin", g.reduction(ties=True), errors=g.reduction_errors(), category="reduction")
-add("max", g.reduction(ties=True, tuple_dims=False), errors=g.reduction_errors(), category="reduction")
-add("min", g.reduction(ties=True, tuple_dims=False), errors=g.reduction_errors(), category="reduction")
+
+
+def _empty_extreme(family="RuntimeError/ValueError"):
+    """A reduction with no identity over a whole empty tensor: PyTorch's RuntimeError (IndexError for
+    argmax and argmin; over an empty dim, IndexError for all, as the zero-size samples check)."""
+    return [E(T(0, 3), family=family, name="zero-size-no-dim")]
+
+
+add("amax", g.reduction(ties=True), errors=g.reduction_errors() + _empty_extreme(), category="reduction")
+add("amin", g.reduction(ties=True), errors=g.reduction_errors() + _empty_extreme(), category="reduction")
+add(
+    "max",
+    g.reduction(ties=True, tuple_dims=False),
+    errors=g.reduction_errors() + _empty_extreme(),
+    category="reduction",
+)
+add(
+    "min",
+    g.reduction(ties=True, tuple_dims=False),
+    errors=g.reduction_errors() + _empty_extreme(),
+    category="reduction",
+)
 add("max[binary]", g.binary(ties=True, scalars=False), forms=("function", "method"))
 add("min[binary]", g.binary(ties=True, scalars=False), forms=("function", "method"))
-add("argmax", g.reduction(tuple_dims=False, ties=True), errors=g.reduction_errors(), category="reduction", grad=False)
-add("argmin", g.reduction(tuple_dims=False, ties=True), errors=g.reduction_errors(), category="reduction", grad=False)
+for _name in ("argmax", "argmin"):
+    add(
+        _name,
+        g.reduction(tuple_dims=False, ties=True),
+        errors=g.reduction_errors() + _empty_extreme("IndexError"),
+        category="reduction",
+        grad=False,
+    )
 add("var", g.reduction(ints=False), errors=g.reduction_errors(), category="reduction")
 add("std", g.reduction(ints=False), errors=g.reduction_errors(), category="reduction")
 add("var_mean", g.reduction(ints=False), errors=g.reduction_errors(), category="reduction")
@@ -519,7 +543,9 @@ add("cumprod", g.cumulative(), errors=g.reduction_errors(), category="reduction"
 # PyTorch's median of an expanded (stride-0) input is wrong itself (2.13): that sample is left out
 add(
     "median",
-    [s for s in g.reduction(tuple_dims=False, ties=True, zero_size_full=False) if s.name != "dim0-expanded"],
+    [s for s in g.reduction(tuple_dims=False, ties=True, zero_size_full=False) if s.name != "dim0-expanded"]
+    + [S(T(0, 3), name="zero-size-whole")],  # NaN
+    errors=[E(T(0, 3), 0, family="IndexError", name="zero-size-dim0")],
     category="reduction",
 )
 add(
@@ -575,7 +601,11 @@ add(
         S(T(dtype="float64"), 1),
         S(T(3, 5), 0),
     ],
-    errors=[E(T(5), 6, family="RuntimeError/ValueError"), E(T(3, 4), 1, 2, family="IndexError")],
+    errors=[
+        E(T(5), 6, family="RuntimeError/ValueError"),
+        E(T(3, 4), 1, 2, family="IndexError"),
+        E(T(5), 1.5, family="TypeError", name="float-k"),
+    ],
 )
 add(
     "kthvalue",
@@ -586,7 +616,11 @@ add(
         S(T(values=[2.0, 1.0, 2.0, 2.0]), 2, name="ties"),
         S(T(), 1),
     ],
-    errors=[E(T(5), 6, family="RuntimeError/ValueError")],
+    errors=[
+        E(T(5), 6, family="RuntimeError/ValueError"),
+        E(T(), 2, family="RuntimeError/ValueError", name="0d-k2"),
+        E(T(0, 3), 1, 0, family="IndexError", name="empty-dim"),  # no identity: PyTorch's IndexError
+    ],
 )
 add(
     "quantile",
@@ -629,6 +663,7 @@ add(
         S(T(values=[[1.0, 3.0], [2.0, 4.0]]), T(values=[[2.0], [3.0]])),
         S(T(values=[1.0, 2.0, 3.0]), T(values=[2.0]), side="right", out_int32=True),
     ],
+    errors=[E(T(), T(values=[2.0]), family="RuntimeError/ValueError", name="0d-boundaries")],
     grad=False,
 )
 add(
@@ -866,6 +901,8 @@ add(
         S([T(2), T(3)], indexing="ij"),
         S(T(), T(2), indexing="ij"),
     ],
+    # an item that is no tensor: PyTorch's argument parser refuses it before the shapes are looked at
+    errors=[E(T(2, 3), True, family="TypeError", name="not-a-tensor")],
 )
 add(
     "repeat_interleave",
@@ -883,7 +920,11 @@ for _name in ("atleast_1d", "atleast_2d", "atleast_3d"):
 for _name in ("hstack", "vstack", "dstack", "column_stack", "row_stack"):
     add(_name, [S([T(2, 3, dtype="float64"), T(2, 3, dtype="float64")]), S([T(3), T(3)]), S([T(), T()])])
 add("tile", [S(T(2, 3, dtype="float64"), (2,)), S(T(2, 3), (2, 1, 2)), S(T(), (3,)), S(T(2, 3), [1, 1])])
-add("tensor_split", [S(T(7, 3, dtype="float64"), 3), S(T(7, 3), [1, 4]), S(T(7, 3), 2, 1), S(T(7, 3), idx(2, 5))])
+add(
+    "tensor_split",
+    [S(T(7, 3, dtype="float64"), 3), S(T(7, 3), [1, 4]), S(T(7, 3), 2, 1), S(T(7, 3), idx(2, 5))],
+    errors=[E(T(), 2, family="RuntimeError/ValueError", name="0d")],
+)
 add(
     "rot90",
     [S(T(3, 4, dtype="float64")), S(T(3, 4), 2), S(T(2, 3, 4), 1, (1, 2)), S(T(3, 4), -1), S(T(3, 4), 4)],
@@ -907,8 +948,13 @@ add(
 add(
     "block_diag",
     [S(T(2, 3, dtype="float64"), T(1, 2, dtype="float64")), S(T(2), T()), S(T(2, 2), T(2, 1, dtype="int64"))],
+    errors=[E(T(2), (0, 1), family="TypeError", name="not-a-tensor")],
 )
-add("cartesian_prod", [S(T(3, dtype="float64"), T(2, dtype="float64")), S(T(3)), S(idx(1, 2), idx(3, 4), idx(5))])
+add(
+    "cartesian_prod",
+    [S(T(3, dtype="float64"), T(2, dtype="float64")), S(T(3)), S(idx(1, 2), idx(3, 4), idx(5))],
+    errors=[E(T(2), 2, family="TypeError", name="not-a-tensor")],
+)
 add("diag_embed", [S(T(2, 3, dtype="float64")), S(T(3), 1), S(T(2, 3), -1, 0, 2)])
 add(
     "pad",

@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from ... import dtypes as dt
-from ...errors import DTypeError
+from ...errors import DTypeError, InvalidArgumentError
 from ..elementwise_table import FLOAT_ONLY, UNARY
 from ..seam import ArrayOrScalar, BackendArray, DType, Scalar, Scratch, declared
 from . import _special
@@ -100,12 +100,16 @@ def _sign(x):
 
 @_in_place_safe
 def _gelu(x):
-    # x (1 + erf(x / sqrt 2)) / 2 in PyTorch's CPU order, in one buffer: x times (1 + erf) first, so
-    # that above half of the dtype's largest value it overflows to inf as PyTorch's CPU kernel does
+    # x (1 + erf(x / sqrt 2)) / 2 in PyTorch's CPU order, in one buffer: its float32 kernel takes x
+    # times (1 + erf) first, overflowing to inf above half of float32's largest value; its float64
+    # one halves x first, and does not
     y = _erf(x * _INV_SQRT_2)
     y += 1.0
-    y *= x
-    y *= 0.5
+    if x.dtype == np.float64:
+        y *= 0.5 * x
+    else:
+        y *= x
+        y *= 0.5
     return y
 
 
@@ -425,7 +429,7 @@ def binary(op: str, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> Backend
             work = _F32
         fn = BINARY_OPS[op]
         if op == "pow" and dtype.category == dt.INTEGER and np.any(np.asarray(b) < 0):
-            raise DTypeError("pow: integers to negative integer powers are not allowed")
+            raise InvalidArgumentError("pow: integers to negative integer powers are not allowed")
         if op in _INTEGER_DIVISION and dtype.category != dt.FLOATING and not np.all(np.asarray(b)):
             # NumPy quietly returns 0 here; PyTorch raises, and a silent 0 would be a wrong answer
             raise ZeroDivisionError(f"{op}: integer division by zero")
