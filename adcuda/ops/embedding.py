@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
 from ..autograd.grad_mode import no_grad
-from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
+from ..errors import IndexOutOfRangeError, ShapeError, UnsupportedDTypeError, fmt_shape
 from ..tensor import primitives
 from .common import check_float, check_same_device, check_tensor, dense, filled, wrap
 from .dtype_support import FLOATING
@@ -93,7 +93,9 @@ def embedding(
     check_tensor(name, "input", input)
     check_tensor(name, "weight", weight)  # a lookup: rows of any dtype, as in PyTorch
     if input.dtype.category != dt.INTEGER:
-        raise DTypeError(f"{name}: expected indices with an integer dtype (int64 or int32), got {input.dtype}")
+        raise UnsupportedDTypeError(
+            f"{name}: expected indices with an integer dtype (int64 or int32), got {input.dtype}"
+        )
     if weight.ndim != 2:
         raise ShapeError(
             f"{name}: weight must be 2-D (num_embeddings, embedding_dim), got shape {fmt_shape(weight.shape)}"

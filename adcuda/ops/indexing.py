@@ -17,7 +17,15 @@ import numpy as np
 from .. import dtypes as dt
 from ..autograd.graph import needs_grad
 from ..device import CPU
-from ..errors import DeviceError, DTypeError, IndexOutOfRangeError, IndexValueError, ShapeError, fmt_shape
+from ..errors import (
+    DeviceError,
+    DTypeError,
+    IndexOutOfRangeError,
+    IndexValueError,
+    ShapeError,
+    UnsupportedDTypeError,
+    fmt_shape,
+)
 from ..tensor import Tensor, primitives
 from .common import broadcast_shapes, cast, constant, filled, int_tuple, scalar_into, wrap, wrap_dim
 from .dispatch import host_step
@@ -596,7 +604,7 @@ def triu(input: Tensor, diagonal: int = 0) -> Tensor:
 )
 def one_hot(input: Tensor, num_classes: int = -1) -> Tensor:
     if input.dtype.category != dt.INTEGER:
-        raise DTypeError(f"one_hot: is only applicable to index tensors, got {input.dtype}")
+        raise UnsupportedDTypeError(f"one_hot: is only applicable to index tensors, got {input.dtype}")
     if input.numel():
         lo, hi = int(input.min().item()), int(input.max().item())
         if lo < 0:
@@ -802,7 +810,7 @@ def scatter_combine(input: Tensor, dim: int, index: Tensor, src: Tensor, reduce:
 @op("masked_select", doc="The elements of input where mask (broadcast) is true, as a 1-D tensor.", composite=True)
 def masked_select(input: Tensor, mask: Tensor) -> Tensor:
     if not isinstance(mask, Tensor) or mask.dtype is not dt.bool_:
-        raise DTypeError(
+        raise UnsupportedDTypeError(
             f"masked_select: mask must be a bool tensor, got "
             f"{mask.dtype if isinstance(mask, Tensor) else type(mask).__name__}"
         )

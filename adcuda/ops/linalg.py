@@ -10,7 +10,7 @@ import math
 from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
-from ..errors import DTypeError, InvalidArgumentError, ShapeError, fmt_shape
+from ..errors import DTypeError, InvalidArgumentError, ShapeError, UnsupportedDTypeError, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import broadcast_shapes, check_same_device, result_type, scalar_for, wrap
 from .dtype_support import FLOATING, NUMBERS
@@ -85,7 +85,7 @@ def _matmul(name, input, other):
     if input.ndim == 0 or other.ndim == 0:
         raise ShapeError(f"{name}: both arguments need to be at least 1D, but they are {input.ndim}D and {other.ndim}D")
     if input.dtype is not other.dtype:
-        raise DTypeError(
+        raise UnsupportedDTypeError(
             f"{name}: expected both operands to have the same dtype, but got {input.dtype} and {other.dtype}"
         )
     a = input.unsqueeze(0) if input.ndim == 1 else input

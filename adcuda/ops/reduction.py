@@ -717,7 +717,7 @@ def corrcoef(input: Tensor) -> Tensor:
 def _check_counts_input(name, input):
     if input.__class__ is not Tensor or input.dtype.category != dt.INTEGER or input.ndim != 1:
         got = f"{input.dtype} of shape {fmt_shape(input.shape)}" if input.__class__ is Tensor else type(input).__name__
-        raise DTypeError(f"{name}: expected a 1-d tensor of non-negative integers, got {got}")
+        raise UnsupportedDTypeError(f"{name}: expected a 1-d tensor of non-negative integers, got {got}")
     if input.numel() and int(amin(input)) < 0:
         raise ValueError(f"{name}: expected non-negative values, got a minimum of {int(amin(input))}")
 

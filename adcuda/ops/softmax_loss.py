@@ -346,7 +346,7 @@ def _target_kind(op, input, target):
         if tuple(target.shape) == tuple(input.shape):
             return True
         if input.ndim and tuple(target.shape) == _per_sample_shape(input):
-            raise DTypeError(
+            raise UnsupportedDTypeError(
                 f"{op}: expected target of class indices with an integer dtype (int64), got "
                 f"{target.dtype}; a floating point target holds class probabilities and must "
                 f"have the input's shape {fmt_shape(input.shape)}"

@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from ... import dtypes as dt
-from ...errors import DTypeError, InvalidArgumentError
+from ...errors import DTypeError, InvalidArgumentError, UnsupportedDTypeError
 from ..elementwise_table import FLOAT_ONLY, UNARY
 from ..seam import ArrayOrScalar, BackendArray, DType, Scalar, Scratch, declared
 from . import _special
@@ -446,7 +446,7 @@ def binary(op: str, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> Backend
         if not _defined_for(op, dtype):  # NumPy has no loop for it: say so as the CUDA backend does
             if op == "sub":
                 raise DTypeError("sub: subtraction of bool arrays is not supported; use logical_xor") from None
-            raise DTypeError(f"{op}: not defined for dtype {dtype.name}") from None
+            raise UnsupportedDTypeError(f"{op}: not defined for dtype {dtype.name}") from None
         raise
 
 

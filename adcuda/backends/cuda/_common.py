@@ -4,7 +4,7 @@ over ``adcuda._C.DeviceArray``."""
 import operator
 
 from ... import _native
-from ...errors import DTypeError, IndexOutOfRangeError, fmt_shape
+from ...errors import DTypeError, IndexOutOfRangeError, UnsupportedDTypeError, fmt_shape
 
 _FLOATING = frozenset({"float16", "bfloat16", "float32", "float64"})
 
@@ -103,9 +103,11 @@ def axes_list(op, axes, shape):
 
 def raise_dtype_error(error):
     """Re-raise the kernels' ValueError (std::invalid_argument) for a dtype an op is not defined for
-    ("<op>: not defined for dtype ...", "sub: subtraction of bool arrays ...") as the DTypeError the
-    CPU backend raises for it; any other error as it is."""
+    ("<op>: not defined for dtype ...", "sub: subtraction of bool arrays ...") as the error the CPU
+    backend raises for it; any other error as it is."""
     message = str(error)
-    if " not defined for dtype " in message or "subtraction of bool" in message:
+    if " not defined for dtype " in message:
+        raise UnsupportedDTypeError(message) from None
+    if "subtraction of bool" in message:
         raise DTypeError(message) from None
     raise error
