@@ -215,7 +215,8 @@ enum AdamList { kAdamParam, kAdamGrad, kAdamExpAvg, kAdamExpAvgSq, kAdamMaxExpAv
 
 struct AdamConstants {
   // clip_grad_norm_'s clamped coefficient on the device (nullptr: none): every gradient is scaled by
-  // it, rounded to the gradient's dtype as the separate _foreach_mul_ would, before the step
+  // it before the step as the separate _foreach_mul_ would: both operands taken in the gradient's
+  // dtype (the elementwise kernels' rule), the product rounded to it
   const float* grad_multiplier;
   double decay_factor;  // 1 - lr * weight_decay (AdamW)
   double weight_decay;  // added to the gradient (Adam)
@@ -248,7 +249,7 @@ struct AdamStep {
     load_values<typename Types::Target, V>(target, i, w);
     load_values<typename Types::Grad, V>(grad, i, d);
     if (grad_multiplier != nullptr) {
-      const Acc c = static_cast<Acc>(*grad_multiplier);
+      const Acc c = static_cast<Acc>(to_compute(convert<typename Types::Grad>(*grad_multiplier)));
 #pragma unroll
       for (int k = 0; k < V; ++k) d[k] = static_cast<Acc>(to_compute(convert<typename Types::Grad>(d[k] * c)));
     }

@@ -125,7 +125,7 @@ def _step(t, masters=None, multiplier=None, steps=3):
 
 
 def _host(x):
-    return x.float().cpu().numpy()
+    return x.detach().float().cpu().numpy()
 
 
 @pytest.mark.parametrize("offset", (0, 1))
@@ -135,7 +135,7 @@ def test_working_copy_through_the_fused_op(copy_dtype, offset):
     float32 weights step as on the CPU backend and the copy is each weight rounded to half."""
     copy_dtype = getattr(adcuda, copy_dtype)
     t = _adamw_tensors("cuda", adcuda.float32, SIZES, 7, offset=offset)
-    ref = {k: [x.cpu() for x in v] for k, v in t.items()}
+    ref = {k: [x.cpu().clone() for x in v] for k, v in t.items()}
     copies = [adcuda.empty(p.shape, dtype=copy_dtype, device="cuda") for p in t["params"]]
     weights = t["params"]
     _step({**t, "params": copies}, masters=weights)
@@ -151,7 +151,9 @@ def test_working_copy_through_the_fused_op(copy_dtype, offset):
 @pytest.mark.parametrize("coefficient", (0.37, 1.0))
 def test_grad_multiplier_is_the_separate_multiply_fused(dtype, master, coefficient):
     """The step with ``grad_multiplier`` equals ``_foreach_mul_(grads, c)`` then the step, bit for bit,
-    on the device; the gradients themselves are not written; and the CPU backend agrees."""
+    on the device (where, as in every elementwise kernel, both operands are taken in the gradient's
+    dtype: c is rounded to half for half gradients, which the CPU backend does not do); the
+    gradients themselves are not written; and the CPU backend agrees within half precision."""
     dtype = getattr(adcuda, dtype)
     fused = _adamw_tensors("cuda", dtype, SIZES, 11, master=master)
     if master:

@@ -450,8 +450,8 @@ def _fused_adam_forward(op, decoupled):
     (empty unless ``amsgrad``) makes it AMSGrad. Beyond PyTorch: ``master_params`` and ``scratch`` as
     in ``_fused_sgd_`` (a float32 master with float32 gradients may have a float16/bfloat16 parameter:
     its working copy, written in the same pass); ``grad_multiplier``, a one-element float32 tensor on
-    the parameters' device, scales every gradient first, rounded to its dtype (what a
-    ``_foreach_mul_(grads, grad_multiplier)`` before the step computes), read by the kernel on the
+    the parameters' device, scales every gradient first exactly as a
+    ``_foreach_mul_(grads, grad_multiplier)`` before the step would on that device, read by the kernel on the
     device: ``clip_grad_norm_``'s coefficient applied inside the step (``Optimizer.clip_grad_norm_``);
     the gradients themselves are not written."""
 
