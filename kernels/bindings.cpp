@@ -4,11 +4,13 @@
 // Calls that may block on the GPU or on CUDA initialisation release the GIL; C++ exceptions become
 // Python exceptions, never an abort: adcuda::CudaError -> adcuda._C.CudaError (a RuntimeError),
 // OutOfMemoryError -> adcuda.cuda.OutOfMemoryError, ForkedProcessError -> adcuda.cuda.BadForkError.
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
 #include <string>
 
 #include "adcuda/build_config.h"
+#include "host/torch_order_sum.h"
 #include "runtime/device.h"
 #include "runtime/errors.h"
 
@@ -17,6 +19,10 @@
 #endif
 
 namespace py = pybind11;
+
+namespace adcuda::host {
+void bind_convolution(py::module_& m);  // kernels/host/convolution.cpp
+}  // namespace adcuda::host
 
 namespace {
 
@@ -102,6 +108,13 @@ void register_cuda_error(py::module_& m) {
   });
 }
 
+// The CPU backend's sum of a small contiguous row (adcuda/backends/cpu/reduce.py): a 1-d float32 or
+// float64 array of at least one element (the caller checks), summed in PyTorch's order, as a float.
+template <typename T>
+double host_torch_order_sum(const py::array_t<T, py::array::c_style>& row) {
+  return static_cast<double>(adcuda::host::torch_order_sum(row.data(), static_cast<std::size_t>(row.size())));
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -109,6 +122,11 @@ PYBIND11_MODULE(_C, m) {
       "adcuda's native runtime: CUDA device query and control, and in a CUDA build the runtime (DeviceArray, "
       "streams, events, caching allocator, pinned pool, copies, interop) and the kernels.";
   register_cuda_error(m);
+
+  // no array_t conversion (noconvert): a row of another dtype is the caller's error, never a silent copy
+  m.def("host_torch_order_sum", &host_torch_order_sum<float>, py::arg("row").noconvert());
+  m.def("host_torch_order_sum", &host_torch_order_sum<double>, py::arg("row").noconvert(),
+        "The sum of a contiguous 1-d float32/float64 row in PyTorch's CPU order of additions (a float).");
 
   m.def("build_info", &build_info,
         "How this module was built: cuda_compiled, cuda_version, cuda_architectures, compiler, build_type.");
@@ -149,6 +167,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("cuda_synchronize", &adcuda::synchronize, py::call_guard<py::gil_scoped_release>(),
         "Wait for all work on the current CUDA device to finish.");
 
+  adcuda::host::bind_convolution(m);
 #if ADCUDA_CUDA_COMPILED
   adcuda::bindings::bind_registered(m);
 #endif

@@ -24,8 +24,8 @@ struct ArrayOrScalar {
   Scalar scalar = Scalar::from_int(0);
 };
 
-// op: neg abs exp log log1p sqrt rsqrt sin cos tanh sigmoid relu gelu gelu_tanh silu sign erf floor
-// ceil trunc round exp2 log2 log10 bitwise_not logical_not. Same dtype out (logical_not: bool).
+// op: one of elementwise_ops.def's ADCUDA_UNARY list (generated from adcuda/backends/elementwise_table.py).
+// Same dtype out (logical_not: bool).
 DeviceArray unary(const std::string& op, const DeviceArray& a);
 
 // op: add sub mul div pow maximum minimum floor_divide remainder fmod (result in `dtype`), eq ne lt le gt ge
@@ -33,8 +33,9 @@ DeviceArray unary(const std::string& op, const DeviceArray& a);
 // are taken in `dtype` (arrays of another dtype are cast first); at least one must be an array.
 DeviceArray binary(const std::string& op, const ArrayOrScalar& a, const ArrayOrScalar& b, ScalarType dtype);
 
-// The gradient of unary op `op` (relu gelu gelu_tanh silu from x; sigmoid tanh from the output y),
-// in g's dtype: one fused kernel. relu's is given its output as `x`, as the CPU backend's is.
+// The gradient of unary op `op` (elementwise_ops.def's ADCUDA_UNARY_BACKWARD list, which says whether
+// it reads the input x or the output y), in g's dtype: one fused kernel. relu's is given its output as
+// `x`, as the CPU backend's is.
 DeviceArray unary_backward(const std::string& op, const std::optional<DeviceArray>& x,
                            const std::optional<DeviceArray>& y, const DeviceArray& g);
 

@@ -570,3 +570,29 @@ def test_attention_dropout_draws_fresh_masks_forward_and_backward():
 def test_a_boolean_mask_read_ends_the_capture():
     with pytest.raises(CaptureError, match="boolean mask"):
         adcuda.compile(lambda x: x[x > 0].sum(), fullgraph=True)(adcuda.randn(6))
+
+
+def test_classifier_step_with_closure_targets_is_captured():
+    """cross_entropy's class-target check is a host step that reads the targets on the host (on the
+    CPU, to_numpy gives the targets' own array back): that read must not mark the targets as made
+    inside a host step, so the step captures, and its replay still checks the targets."""
+    adcuda.manual_seed(0)
+    model = adcuda.nn.Sequential(adcuda.nn.Linear(8, 8), adcuda.nn.ReLU(), adcuda.nn.Linear(8, 4))
+    opt = adcuda.optim.SGD(model.parameters(), lr=0.1)
+    rng = np.random.default_rng(0)
+    x = adcuda.from_numpy(rng.standard_normal((16, 8)).astype(np.float32))
+    y = adcuda.from_numpy(rng.integers(0, 4, 16))
+
+    def step():
+        opt.zero_grad()
+        loss = adcuda.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    compiled = adcuda.compile(step, fullgraph=True)
+    losses = [compiled().item() for _ in range(3)]
+    assert losses[0] > losses[1] > losses[2]
+    y.copy_(adcuda.from_numpy(np.full(16, 9)))
+    with pytest.raises(adcuda.errors.IndexOutOfRangeError):
+        compiled()

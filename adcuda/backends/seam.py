@@ -1,17 +1,24 @@
 """The primitive seam's vocabulary: the names every backend implements (``PRIMITIVES``, each
 documented by one row of the table in ``adcuda/backends/__init__.py``) and the types their
-signatures are annotated with, the same on both sides (tests/test_backend_seam.py compares them).
+signatures are annotated with, the same on both sides (tests/test_backend_seam.py compares them);
+and the ``@primitive`` declarations: a primitive's signature and the input checks both backends share,
+written once (``declared``), so that a backend supplies only the computation.
 """
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import EllipsisType
 from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import ArrayLike
 
+from ..dtypes import INTEGER
 from ..dtypes import dtype as DType
+from ..errors import DTypeError, ShapeError, fmt_shape
+from ._padding import pad_plan
+from ._pooling_windows import check_avg_window
+from .elementwise_table import UNARY_BY_NAME
 
 __all__ = [
     "PRIMITIVES",
@@ -28,6 +35,9 @@ __all__ = [
     "Scratch",
     "CPU_REPLAY_KEYWORDS",
     "seam_signature",
+    "primitive",
+    "declared",
+    "DECLARED",
 ]
 
 PRIMITIVES = (
@@ -47,6 +57,8 @@ PRIMITIVES = (
     "slice",
     "flip",
     "shares_memory",
+    "storage_offset",
+    "as_strided",
     "unary",
     "binary",
     "unary_backward",
@@ -211,3 +223,376 @@ def seam_signature(name: str, primitive) -> inspect.Signature:
     signature = inspect.signature(primitive)
     extras = CPU_REPLAY_KEYWORDS.get(name, ())
     return signature.replace(parameters=[p for p in signature.parameters.values() if p.name not in extras])
+
+
+# ---------------------------------------------------------------------------------------------------
+# @primitive: a primitive declared once. The declaration is a function named as the primitive, with
+# its signature (what both backends' implementations take, without the CPU replay's keywords:
+# tests/test_backend_seam.py compares them) and, as its body, the input checks both backends share:
+# the same exception classes and messages on both, raised before any computation. An implementation
+# calls ``declared.<name>(...)`` with its arguments first, or where its fast path fails for input the
+# checks pass (the CPU's hot elementwise calls), and supplies only the computation and the checks of
+# its own (the data-dependent ones, and what only its kernels cannot do).
+
+DECLARED: dict[str, Callable[..., None]] = {}
+"""The declarations by primitive name."""
+
+
+class _Declared:
+    """``declared.<name>(args...)``: primitive ``name``'s shared input checks (raises, or returns None)."""
+
+    def __getattr__(self, name: str) -> Callable[..., None]:
+        try:
+            return DECLARED[name]
+        except KeyError:
+            raise AttributeError(f"no @primitive declaration of {name!r}") from None
+
+
+declared = _Declared()
+
+
+def primitive(declaration: Callable[..., Any]) -> Callable[..., Any]:
+    """Declares the primitive ``declaration`` is named after (one of ``PRIMITIVES``)."""
+    name = declaration.__name__
+    if name not in PRIMITIVES:
+        raise ValueError(f"@primitive: {name} is not one of the seam's PRIMITIVES")
+    DECLARED[name] = declaration
+    return declaration
+
+
+_FLOATING = frozenset({"float16", "bfloat16", "float32", "float64"})
+
+
+def _require_floating(op: str, x: BackendArray) -> None:
+    if x.dtype.name not in _FLOATING:
+        raise DTypeError(f"{op}: expected the input to be a floating point array, got {x.dtype.name}")
+
+
+# elementwise (kernels/elementwise_*.cu; the unary ops' table: elementwise_table.py)
+@primitive
+def unary(op: str, a: BackendArray) -> None:
+    if op not in UNARY_BY_NAME:
+        raise ValueError(f"unary: unknown op '{op}'")
+
+
+@primitive
+def unary_backward(op: str, x: BackendArray | None, y: BackendArray | None, g: BackendArray) -> None:
+    """The saved array the op's gradient reads (the table's ``reads``) must be given."""
+    entry = UNARY_BY_NAME.get(op)
+    if entry is None or entry.backward is None:
+        raise ValueError(f"unary_backward: unknown op '{op}'")
+    if (x if entry.backward.reads == "x" else y) is None:
+        raise ValueError(f"unary_backward: {op} needs its {'input x' if entry.backward.reads == 'x' else 'output y'}")
+
+
+def _check_scalar(op: str, value: object, dtype: DType) -> None:
+    """OverflowError for a Python integer outside an integer ``dtype`` (what NumPy says for binary
+    ops; ``np.where`` would wrap it silently)."""
+    if value.__class__ is int and dtype.category == INTEGER:
+        info = np.iinfo(dtype.numpy)
+        if not info.min <= value <= info.max:
+            raise OverflowError(f"{op}: Python integer {value} out of bounds for {dtype.name}")
+
+
+@primitive
+def where(cond: BackendArray, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> None:
+    """(NumPy scalars are checked as the Python scalars they are: the CUDA backend passes them so.)"""
+    _check_scalar("where", a, dtype)
+    _check_scalar("where", b, dtype)
+
+
+@primitive
+def clamp(a: BackendArray, lo: Scalar | None, hi: Scalar | None) -> None:
+    for bound in (lo, hi):
+        if isinstance(bound, np.ndarray) or (hasattr(bound, "shape") and not isinstance(bound, np.generic)):
+            raise DTypeError("clamp: the bounds must be Python scalars or None, got an array")
+
+
+# the GEMM (kernels/gemm.cu)
+@primitive
+def matmul(
+    a: BackendArray,
+    b: BackendArray,
+    bias: BackendArray | None = None,
+    activation: str | None = None,
+    save_preactivation: bool = False,
+) -> None:
+    """(NumPy's rules for a vector ``a`` or 0-d operands are the ops layer's.)"""
+    if a.ndim < 2 or b.ndim < 1:
+        raise ShapeError(
+            f"matmul: a needs at least 2 dims and b at least 1, got shapes {fmt_shape(a.shape)} and "
+            f"{fmt_shape(b.shape)}"
+        )
+    if activation not in (None, "gelu_tanh"):
+        raise ValueError(f"matmul: activation must be None or 'gelu_tanh', got {activation!r}")
+    if b.ndim == 1 and (bias is not None or activation is not None or save_preactivation):
+        raise ShapeError(f"matmul: the epilogue needs a matrix b, got shape {fmt_shape(b.shape)}")
+    if bias is not None and tuple(bias.shape) != (b.shape[-1],):
+        raise ShapeError(f"matmul: the bias must have shape ({b.shape[-1]},), got {fmt_shape(bias.shape)}")
+
+
+# the norms (kernels/norm.cu): weight and bias (and per-channel statistics) of the normalised shape
+def _check_normalized(op, x, n, *params):
+    _require_floating(op, x)
+    if not 1 <= n <= x.ndim:
+        raise ShapeError(f"{op}: cannot normalise the last {n} dims of shape {fmt_shape(x.shape)}")
+    shape = tuple(x.shape[x.ndim - n :])
+    for p in params:
+        if p is not None and tuple(p.shape) != shape:
+            raise ShapeError(
+                f"{op}: weight/bias of shape {fmt_shape(p.shape)} do not match the normalised shape {fmt_shape(shape)}"
+            )
+
+
+def _check_channels(op, x, *params):
+    _require_floating(op, x)
+    if x.ndim < 2:
+        raise ShapeError(f"{op}: expected an input (N, C, *) of at least 2 dims, got shape {fmt_shape(x.shape)}")
+    for p in params:
+        if p is not None and tuple(p.shape) != (x.shape[1],):
+            raise ShapeError(
+                f"{op}: per-channel arrays must have shape ({x.shape[1]},) for an input of shape "
+                f"{fmt_shape(x.shape)}, got {fmt_shape(p.shape)}"
+            )
+
+
+def _check_groups(op, x, groups, *params):
+    _check_channels(op, x, *params)
+    if groups < 1 or x.shape[1] % groups:
+        raise ShapeError(f"{op}: the channels of {fmt_shape(x.shape)} must divide into {groups} groups")
+
+
+@primitive
+def layer_norm(x: BackendArray, weight: BackendArray | None, bias: BackendArray | None, n: int, eps: float) -> None:
+    _check_normalized("layer_norm", x, n, weight, bias)
+
+
+@primitive
+def layer_norm_backward(
+    g: BackendArray, x: BackendArray, weight: BackendArray | None, mean: BackendArray, rstd: BackendArray, n: int
+) -> None:
+    _check_normalized("layer_norm_backward", x, n, weight)
+
+
+@primitive
+def rms_norm(x: BackendArray, weight: BackendArray | None, n: int, eps: float) -> None:
+    _check_normalized("rms_norm", x, n, weight)
+
+
+@primitive
+def rms_norm_backward(
+    g: BackendArray, x: BackendArray, weight: BackendArray | None, rstd: BackendArray, n: int
+) -> None:
+    _check_normalized("rms_norm_backward", x, n, weight)
+
+
+@primitive
+def batch_norm(x: BackendArray, weight: BackendArray | None, bias: BackendArray | None, eps: float) -> None:
+    _check_channels("batch_norm", x, weight, bias)
+
+
+@primitive
+def batch_norm_backward(
+    g: BackendArray, x: BackendArray, weight: BackendArray | None, mean: BackendArray, rstd: BackendArray
+) -> None:
+    _check_channels("batch_norm_backward", x, weight, mean, rstd)
+
+
+@primitive
+def group_norm(
+    x: BackendArray, weight: BackendArray | None, bias: BackendArray | None, groups: int, eps: float
+) -> None:
+    _check_groups("group_norm", x, groups, weight, bias)
+
+
+@primitive
+def group_norm_backward(
+    g: BackendArray, x: BackendArray, weight: BackendArray | None, mean: BackendArray, rstd: BackendArray, groups: int
+) -> None:
+    _check_groups("group_norm_backward", x, groups, weight)
+    if tuple(mean.shape) != (x.shape[0], groups) or tuple(rstd.shape) != tuple(mean.shape):
+        raise ShapeError(
+            f"group_norm_backward: mean and rstd must have shape ({x.shape[0]}, {groups}), got "
+            f"{fmt_shape(mean.shape)} and {fmt_shape(rstd.shape)}"
+        )
+
+
+# pooling (kernels/pooling.cu): 4-d inputs (N, C, H, W); max pooling of any numeric dtype, average
+# pooling of floating point ones
+_NUMERIC = _FLOATING | {"int32", "int64"}
+
+
+def _check_pooled(op, x):
+    if x.ndim != 4:
+        raise ShapeError(f"{op}: expected a 4-d input (N, C, H, W), got {fmt_shape(x.shape)}")
+    if x.dtype.name not in _NUMERIC:
+        raise DTypeError(f"{op}: expected a numeric array, got {x.dtype.name}")
+
+
+def _check_averaged(op, x):
+    if x.ndim != 4:
+        raise ShapeError(f"{op}: expected a 4-d array (N, C, H, W), got {fmt_shape(x.shape)}")
+    if x.dtype.name not in _FLOATING:
+        raise DTypeError(f"{op}: expected a floating point array, got {x.dtype.name}")
+
+
+@primitive
+def max_pool2d(x: BackendArray, kernel: Shape, stride: Shape, padding: Shape, dilation: Shape, out_size: Shape) -> None:
+    _check_pooled("max_pool2d", x)
+
+
+@primitive
+def adaptive_max_pool2d(x: BackendArray, out_size: Shape) -> None:
+    _check_pooled("adaptive_max_pool2d", x)
+    if (x.shape[2] == 0 or x.shape[3] == 0) and out_size[0] * out_size[1]:
+        raise ShapeError(f"adaptive_max_pool2d: cannot pool an empty plane of input {fmt_shape(x.shape)}")
+
+
+@primitive
+def max_pool2d_backward(g: BackendArray, indices: BackendArray, input_shape: Shape) -> None:
+    input_shape = tuple(int(s) for s in input_shape)
+    if (
+        g.ndim != 4
+        or tuple(indices.shape) != tuple(g.shape)
+        or len(input_shape) != 4
+        or tuple(g.shape[:2]) != input_shape[:2]
+    ):
+        raise ShapeError(
+            f"max_pool2d_backward: grad {fmt_shape(g.shape)} and indices {fmt_shape(indices.shape)} "
+            f"do not fit input {fmt_shape(input_shape)}"
+        )
+
+
+@primitive
+def avg_pool2d(
+    x: BackendArray,
+    kernel: Shape,
+    stride: Shape,
+    padding: Shape,
+    out_size: Shape,
+    count_include_pad: bool,
+    divisor_override: int | None,
+) -> None:
+    _check_averaged("avg_pool2d", x)
+    check_avg_window("avg_pool2d", kernel, stride, padding, divisor_override)
+
+
+@primitive
+def avg_pool2d_backward(
+    g: BackendArray,
+    input_shape: Shape,
+    kernel: Shape,
+    stride: Shape,
+    padding: Shape,
+    count_include_pad: bool,
+    divisor_override: int | None,
+) -> None:
+    _check_averaged("avg_pool2d_backward", g)
+    check_avg_window("avg_pool2d_backward", kernel, stride, padding, divisor_override)
+
+
+@primitive
+def adaptive_avg_pool2d(x: BackendArray, out_size: Shape) -> None:
+    _check_averaged("adaptive_avg_pool2d", x)
+    n, c, h, w = x.shape
+    if (h == 0 or w == 0) and int(out_size[0]) * int(out_size[1]) and n * c:
+        raise ShapeError(f"adaptive_avg_pool2d: cannot pool an empty plane of input {fmt_shape(x.shape)}")
+
+
+@primitive
+def adaptive_avg_pool2d_backward(g: BackendArray, input_shape: Shape) -> None:
+    _check_averaged("adaptive_avg_pool2d_backward", g)
+
+
+# resampling (kernels/resample.cu): 4-d planes (N, C, H, W); the interpolations' gradients and bilinear
+# interpolation of floating point arrays
+def _check_planes(op, a, what):
+    if a.ndim != 4:
+        raise ShapeError(f"{op}: expected a 4-d {what} (N, C, H, W), got {fmt_shape(a.shape)}")
+
+
+def _check_resampled_floating(op, a):
+    if a.dtype.name not in _FLOATING:
+        raise DTypeError(f"{op}: expected a floating point array, got {a.dtype.name}")
+
+
+def _check_sizes(op, x, out_size):
+    in_size, out_size = tuple(x.shape[2:]), tuple(int(s) for s in out_size)
+    if min(in_size) == 0 and min(out_size) > 0 and x.shape[0] * x.shape[1]:
+        raise ShapeError(f"{op}: cannot resize empty planes {in_size} to {out_size}")
+
+
+@primitive
+def interpolate_nearest(x: BackendArray, out_size: Shape, scales: tuple[float, float], exact: bool) -> None:
+    _check_planes("interpolate_nearest", x, "input")
+    _check_sizes("interpolate_nearest", x, out_size)
+
+
+@primitive
+def interpolate_nearest_backward(g: BackendArray, input_shape: Shape, scales: tuple[float, float], exact: bool) -> None:
+    _check_planes("interpolate_nearest_backward", g, "gradient")
+    _check_resampled_floating("interpolate_nearest_backward", g)
+
+
+@primitive
+def interpolate_bilinear(x: BackendArray, out_size: Shape, scales: tuple[float, float], align_corners: bool) -> None:
+    _check_planes("interpolate_bilinear", x, "input")
+    _check_resampled_floating("interpolate_bilinear", x)
+    _check_sizes("interpolate_bilinear", x, out_size)
+
+
+@primitive
+def interpolate_bilinear_backward(
+    g: BackendArray, input_shape: Shape, scales: tuple[float, float], align_corners: bool
+) -> None:
+    _check_planes("interpolate_bilinear_backward", g, "gradient")
+    _check_resampled_floating("interpolate_bilinear_backward", g)
+
+
+@primitive
+def pad_backward(g: BackendArray, input_shape: Shape, pads: Shape, mode: str) -> None:
+    _check_resampled_floating("pad_backward", g)
+    input_shape = tuple(int(s) for s in input_shape)
+    _, out_shape = pad_plan("pad_backward", input_shape, pads, mode)
+    if tuple(g.shape) != out_shape:
+        raise ShapeError(
+            f"pad_backward: gradient of shape {fmt_shape(g.shape)} does not fit input {fmt_shape(input_shape)} "
+            f"padded to {fmt_shape(out_shape)}"
+        )
+
+
+# sparse COO tensors' products (kernels/sparse.cu)
+@primitive
+def coo_to_csr(rows: BackendArray, n_rows: int, rows_sorted: bool) -> None:
+    if rows.ndim != 1:
+        raise ShapeError(f"coo_to_csr: rows must be 1-D, got shape {fmt_shape(rows.shape)}")
+
+
+@primitive
+def spmm(
+    row_ptr: BackendArray, order: BackendArray | None, cols: BackendArray, values: BackendArray, dense: BackendArray
+) -> None:
+    if dense.ndim != 2 or values.ndim != 1 or tuple(cols.shape) != tuple(values.shape) or row_ptr.ndim != 1:
+        raise ShapeError(
+            f"spmm: expected 1-D cols and values of one length and a 2-D dense matrix, got cols "
+            f"{fmt_shape(cols.shape)}, values {fmt_shape(values.shape)}, dense {fmt_shape(dense.shape)}"
+        )
+    if values.dtype != dense.dtype:
+        raise DTypeError(f"spmm: values ({values.dtype.name}) and dense ({dense.dtype.name}) must have one dtype")
+
+
+@primitive
+def sddmm(rows: BackendArray, cols: BackendArray, a: BackendArray, b: BackendArray) -> None:
+    if (
+        a.ndim != 2
+        or b.ndim != 2
+        or a.shape[1] != b.shape[1]
+        or tuple(rows.shape) != tuple(cols.shape)
+        or rows.ndim != 1
+    ):
+        raise ShapeError(
+            f"sddmm: expected 1-D rows and cols of one length and 2-D a and b with as many columns, got rows "
+            f"{fmt_shape(rows.shape)}, cols {fmt_shape(cols.shape)}, a {fmt_shape(a.shape)}, b {fmt_shape(b.shape)}"
+        )
+    if a.dtype != b.dtype:
+        raise DTypeError(f"sddmm: a ({a.dtype.name}) and b ({b.dtype.name}) must have one dtype")

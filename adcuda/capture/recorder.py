@@ -366,7 +366,7 @@ class Recorder:
         if not self.recording:
             result = fn(*args, **kwargs)
             if self._host_depth and threading.get_ident() == self._thread:
-                self._note_host_made(result)
+                self._note_host_made(result, args)
             return result
         if name in HOST_READS:
             where, inner = user_line()
@@ -467,10 +467,12 @@ class Recorder:
         self.trace.externals[key] = (array, self._tensors.get(key))
         return array
 
-    def _note_host_made(self, result):
+    def _note_host_made(self, result, args=()):
+        # an argument given back (to_numpy of a CPU array, contiguous of a contiguous one) was made
+        # before the host step: a class-target check's host read must not taint the targets
         arrays = result if result.__class__ is tuple else (result,)
         for a in arrays:
-            if a.__class__ in ARRAY_CLASSES:
+            if a.__class__ in ARRAY_CLASSES and not any(a is x for x in args):
                 self._host_made[id(a)] = a
 
     def finish(self):

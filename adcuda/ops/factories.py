@@ -17,7 +17,7 @@ from .. import _interop
 from .. import dtypes as dt
 from ..backends import backend_for
 from ..device import CPU, as_device
-from ..errors import DTypeError, InvalidArgumentError, ShapeError
+from ..errors import DeviceError, DTypeError, InvalidArgumentError, ShapeError
 from ..tensor import Size, Tensor, primitives_on
 from .common import on_device
 from .registry import lowering, op
@@ -29,6 +29,12 @@ if TYPE_CHECKING:
 def shape_arg(name, size):
     """``size`` as given to a factory (ints, or one tuple/list/Size; ``size=(3, 4)`` by keyword arrives
     as the latter) as a tuple of ints."""
+    if size.__class__ is tuple:  # the common case first: sizes as plain non-negative ints, nothing to convert
+        for s in size:
+            if s.__class__ is not int or s < 0:
+                break
+        else:
+            return size
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
     elif len(size) == 1 and hasattr(size[0], "__iter__") and not isinstance(size[0], (str, bytes)):
@@ -49,7 +55,9 @@ def new_tensor(name, data_fn, shape, dtype, device, requires_grad):
     """A tensor of ``shape`` made by ``data_fn(backend, dtype)`` on ``device``."""
     dev = as_device(device, name)
     dtype = dt.as_dtype(dtype, name) or dt.default_float
-    backend_for(dev, name)  # a clear error naming the op where the device cannot compute
+    cpu = dev is CPU
+    if not cpu:
+        backend_for(dev, name)  # a clear error naming the op where the device cannot compute
     bk = primitives_on(dev)  # as the dispatch hooks see it: the profiler counts, graph capture records
     n = 1
     for s in shape:
@@ -60,8 +68,11 @@ def new_tensor(name, data_fn, shape, dtype, device, requires_grad):
             f"({n * dtype.itemsize / 2**30:.1f} GiB)"
         )
     try:
-        with on_device(dev, name):
+        if cpu:  # no current device to set (on_device's enter and exit: a third of a small factory's call)
             data = data_fn(bk, dtype)
+        else:
+            with on_device(dev, name):
+                data = data_fn(bk, dtype)
     except MemoryError:
         raise MemoryError(
             f"{name}: out of memory allocating a tensor of shape {shape} and dtype {dtype} "
@@ -86,9 +97,15 @@ def _infer_dtype(obj):
     NumPy scalars and arrays keep their own dtype; the elements' dtypes are promoted together."""
     result = None
     stack = [obj]
+    seen = set()  # the Python scalar classes met: each promotes once (their dtype is their class's)
     while stack:
         x = stack.pop()
-        if isinstance(x, (list, tuple)) or _is_other_sequence(x):
+        kind = x.__class__
+        if kind is float or kind is int or kind is bool:
+            if kind in seen:
+                continue
+            seen.add(kind)
+        elif isinstance(x, (list, tuple)) or _is_other_sequence(x):
             stack.extend(x)
             continue
         if isinstance(x, (np.generic, np.ndarray)):
@@ -124,6 +141,21 @@ def _flatten_once(data):
             yield x
 
 
+def _holds_tensor(data):
+    """Whether nested lists and tuples ``data`` hold a Tensor (plain numbers passed over by their class)."""
+    stack = [data]
+    while stack:
+        for x in stack.pop():
+            kind = x.__class__
+            if kind is float or kind is int or kind is bool:
+                continue
+            if isinstance(x, Tensor):
+                return True
+            if isinstance(x, (list, tuple)):
+                stack.append(x)
+    return False
+
+
 def _tensors_to_lists(data):
     if isinstance(data, Tensor):
         return data.tolist()
@@ -153,7 +185,7 @@ def tensor(
         else:
             if _is_other_sequence(data):
                 data = list(data)
-            if isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in _flatten_once(data)):
+            if isinstance(data, (list, tuple)) and _holds_tensor(data):
                 data = _tensors_to_lists(data)
             if dtype is None:
                 try:
@@ -219,11 +251,20 @@ def as_tensor(data: Any, dtype: DType | None = None, device: Device | str | None
 
 
 @op("from_dlpack", doc="A tensor sharing the memory of any object with __dlpack__ (no copy).", method=False)
-def from_dlpack(ext_tensor: Any) -> Tensor:
+def from_dlpack(ext_tensor: Any, *, device: Device | str | None = None, copy: bool | None = None) -> Tensor:
     shared = _interop.from_dlpack(ext_tensor)
     if isinstance(shared, np.ndarray):
-        return from_numpy(shared)
-    return Tensor._make(shared, _interop.array_device(shared))
+        result = from_numpy(shared)
+    else:
+        result = Tensor._make(shared, _interop.array_device(shared))
+    # PyTorch's keywords: copy=True always copies, copy=False never does (an error where the device
+    # asks for one), None copies only to move to device
+    moves = device is not None and as_device(device, "from_dlpack") != result.device
+    if moves and copy is False:
+        raise DeviceError(f"from_dlpack: copy=False, but the tensor is on {result.device}, not {device}")
+    if moves:
+        return result.to(as_device(device, "from_dlpack"))
+    return result.clone() if copy else result
 
 
 # ------------------------------------------------------------------------------------------------
@@ -265,6 +306,13 @@ def empty(
     if requires_grad:
         require_grad("empty", out)
     return out
+
+
+@op("scalar_tensor", doc="A 0-d tensor holding s (float32 by default, whatever the kind of s).", method=False)
+def scalar_tensor(
+    s: Number, *, dtype: DType | None = None, device: Device | str | None = None, requires_grad: bool = False
+) -> Tensor:
+    return full((), s, dtype=dtype or dt.default_float, device=device, requires_grad=requires_grad)
 
 
 @op("full", doc="A tensor filled with fill_value (its dtype by default).", method=False)

@@ -7,6 +7,8 @@ Forwards call the backend's index family (``slice index index_put_ gather scatte
 
 from __future__ import annotations
 
+import functools
+import itertools
 import numbers
 from typing import TYPE_CHECKING
 
@@ -14,6 +16,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..autograd.graph import needs_grad
+from ..device import CPU
 from ..errors import DeviceError, DTypeError, IndexOutOfRangeError, IndexValueError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import broadcast_shapes, cast, constant, filled, int_tuple, wrap, wrap_dim
@@ -67,6 +70,12 @@ def convert_key(input, key, name):
     dims) belong at ``to``."""
     if key.__class__ is int:
         return (key,), True, None
+    if key.__class__ is Tensor and key._device is input._device:
+        # one index tensor (x[idx], x[mask]): what the loop below makes of it, without its bookkeeping
+        # (a single index places its dims alike by NumPy's rule and PyTorch's)
+        kind = key.dtype
+        if kind is dt.bool_ or kind.category == dt.INTEGER:
+            return (key._data,), False, None
     if (
         key.__class__ is slice
         and key.start.__class__ in _PLAIN
@@ -74,6 +83,21 @@ def convert_key(input, key, name):
         and (key.step is None or key.step.__class__ is int and key.step > 0)
     ):
         return (key,), True, None
+    if key.__class__ is tuple:
+        # a tuple of ints and plain slices (x[:, 1], select, narrow) is basic and taken as it is: what
+        # the loop below makes of it, without its bookkeeping
+        for k in key:
+            if k.__class__ is int:
+                continue
+            if (
+                k.__class__ is not slice
+                or k.start.__class__ not in _PLAIN
+                or k.stop.__class__ not in _PLAIN
+                or not (k.step is None or k.step.__class__ is int and k.step > 0)
+            ):
+                break
+        else:
+            return key, True, None
     if not isinstance(key, tuple):
         key = tuple(key) if isinstance(key, list) and _sequence_as_tuple(key) else (key,)
     out, basic = [], True
@@ -415,8 +439,14 @@ def _check_index_tensor(name, input, dim, index, same_rank=True):
 
 @host_step  # reads the indices: graph capture runs the check again on every replay
 def _check_index_range(name, index, d, input_shape):
-    lo = int(index.min().item())
-    hi = int(index.max().item())
+    if index._device is CPU:
+        # the host's own array (to_numpy gives it back): two NumPy reductions, where two reduction ops
+        # and two .item() calls cost most of an index_select or gather of a few elements
+        host = primitives(index).to_numpy(index._data)
+        lo, hi = int(host.min()), int(host.max())
+    else:
+        lo = int(index.min().item())
+        hi = int(index.max().item())
     n = input_shape[d] if input_shape else 1
     if lo < 0 or hi >= n:
         # PyTorch: a RuntimeError, but index_select along dim 0 raises IndexError
@@ -489,7 +519,9 @@ def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
                 f"index_select: index to a 0-d tensor can have only 1 value, got {index.numel()}"
             )
         return input.clone()
-    return getitem(input, (slice(None),) * d + (index.reshape(-1),))
+    vector = index if index.ndim == 1 else index.reshape(-1)
+    # along dim 0 the vector is the whole key (one index tensor: getitem's shortest path)
+    return getitem(input, vector if d == 0 else (slice(None),) * d + (vector,))
 
 
 @op("masked_fill", doc="input with value where mask is true.", composite=True, inplace=True)
@@ -552,21 +584,21 @@ def triu(input: Tensor, diagonal: int = 0) -> Tensor:
     method=False,
     functional=True,
 )
-def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
-    if tensor.dtype.category != dt.INTEGER:
-        raise DTypeError(f"one_hot: is only applicable to index tensors, got {tensor.dtype}")
-    if tensor.numel():
-        lo, hi = int(tensor.min().item()), int(tensor.max().item())
+def one_hot(input: Tensor, num_classes: int = -1) -> Tensor:
+    if input.dtype.category != dt.INTEGER:
+        raise DTypeError(f"one_hot: is only applicable to index tensors, got {input.dtype}")
+    if input.numel():
+        lo, hi = int(input.min().item()), int(input.max().item())
         if lo < 0:
-            raise IndexOutOfRangeError(f"one_hot: class values must be non-negative, got {lo}")
+            raise IndexValueError(f"one_hot: class values must be non-negative, got {lo}")
         if num_classes == -1:
             num_classes = hi + 1
         elif hi >= num_classes:
-            raise IndexOutOfRangeError(f"one_hot: class value {hi} is out of range for num_classes={num_classes}")
+            raise IndexValueError(f"one_hot: class value {hi} is out of range for num_classes={num_classes}")
     elif num_classes == -1:
         raise ShapeError("one_hot: can not infer the total number of classes from an empty tensor")
-    classes = arange(num_classes, device=tensor.device)
-    return (tensor.unsqueeze(-1) == classes).to(dtype=dt.int64)
+    classes = arange(num_classes, device=input.device)
+    return (input.unsqueeze(-1) == classes).to(dtype=dt.int64)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -778,17 +810,26 @@ def nonzero(input: Tensor, *, as_tuple: bool = False) -> Tensor | tuple[Tensor, 
         if as_tuple:
             return (full((count,), 0, dtype=dt.int64, device=input.device),)
         return full((count, 0), 0, dtype=dt.int64, device=input.device)
-    shape = tuple(mask.shape)
-    flat = getitem(arange(mask.numel(), device=input.device).reshape(shape), mask)
-    strides = [1] * len(shape)
-    for d in range(len(shape) - 2, -1, -1):
-        strides[d] = strides[d + 1] * max(shape[d + 1], 1)
-    strides = tensor(strides, dtype=dt.int64, device=input.device)
-    sizes = tensor([max(n, 1) for n in shape], dtype=dt.int64, device=input.device)
-    coordinates = flat.unsqueeze(1).div(strides, rounding_mode="floor").remainder(sizes)
+    # over the primitives (an int64 result has no history): the flat positions of the true elements,
+    # in row-major order, then each dim's coordinate by integer division and remainder, from the last
+    # dim, as Python ints (the ops this was composed of made two small tensors and dispatched eight)
+    bk, dev = primitives(mask), mask._device
+    shape = mask._data.shape
+    numel = 1
+    for n in shape:
+        numel *= n
+    flat = bk.index(bk.view(bk.arange(0, numel, 1, dt.int64), shape), (mask._data,))
+    columns = []
+    for n in reversed(shape[1:]):
+        n = max(n, 1)  # a zero-size dim leaves no position to divide
+        columns.append(bk.binary("remainder", flat, n, dt.int64))
+        flat = bk.binary("floor_divide", flat, n, dt.int64)
+    columns.append(flat)
+    columns.reverse()
     if as_tuple:
-        return tuple(c.contiguous() for c in coordinates.unbind(1))
-    return coordinates
+        return tuple(wrap(c, dev) for c in columns)
+    count = columns[0].shape[0]
+    return wrap(bk.cat([bk.view(c, (count, 1)) for c in columns], 1), dev)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -926,6 +967,61 @@ def _diagonal_view(planes, offset):
     return flat[..., start : start + (n - 1) * (cols + 1) + 1 : cols + 1]
 
 
+@op(
+    "diagonal_scatter",
+    doc="A copy of input with src written on the diagonal (at offset) of the planes of dim1 and dim2.",
+    composite=True,
+)
+def diagonal_scatter(input: Tensor, src: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+    target = tuple(diagonal(input, offset, dim1, dim2).shape)  # checks the dims
+    if tuple(src.shape) != target:
+        raise ShapeError(
+            f"diagonal_scatter: src of shape {fmt_shape(src.shape)} must have the shape {fmt_shape(target)} of the "
+            f"diagonal (offset {offset}, dims {dim1} and {dim2}) of input {fmt_shape(input.shape)}"
+        )
+    d1, d2 = wrap_dim(dim1, input.ndim, "diagonal_scatter"), wrap_dim(dim2, input.ndim, "diagonal_scatter")
+    planes = input.movedim((d1, d2), (0, 1))  # the diagonal's positions indexed first, src's last dim with them
+    start_row, start_col, n = _diagonal_extent(planes.shape[0], planes.shape[1], offset)
+    steps = arange(n, device=input.device)
+    written = index_put(planes, (steps + start_row, steps + start_col), src.movedim(-1, 0))
+    return written.movedim((0, 1), (d1, d2))
+
+
+@op("unravel_index", doc="Flat indices as the tuple of their coordinates in shape.", composite=True, method=False)
+def unravel_index(indices: Tensor, shape: int | Sequence[int]) -> tuple[Tensor, ...]:
+    if indices.dtype.category != dt.INTEGER:
+        raise DTypeError(f"unravel_index: expected 'indices' to be an integer tensor, got {indices.dtype}")
+    sizes = (shape,) if isinstance(shape, numbers.Integral) else tuple(shape)
+    if any(n < 0 for n in sizes):
+        raise ValueError(f"unravel_index: 'shape' cannot have negative values, got {sizes}")
+    rest = cast(indices, dt.int64)
+    coordinates = []
+    for n in reversed(sizes):
+        coordinates.append(rest.remainder(n) if n else rest * 0)
+        rest = rest.div(n, rounding_mode="floor") if n else rest
+    return tuple(reversed(coordinates))
+
+
+@op(
+    "combinations",
+    doc="The r-element combinations of the 1-D input, as rows (itertools' order).",
+    composite=True,
+    method=False,
+)
+def combinations(input: Tensor, r: int = 2, with_replacement: bool = False) -> Tensor:
+    if input.ndim != 1:
+        raise ShapeError(f"combinations: expects a 1-D tensor, got shape {fmt_shape(input.shape)}")
+    if r.__class__ is not int or r < 0:
+        raise ValueError(f"combinations: r must be a non-negative integer, got {r!r}")
+    if r == 0:
+        return input[:0]
+    choose = itertools.combinations_with_replacement if with_replacement else itertools.combinations
+    rows = list(choose(range(input.shape[0]), r))
+    if not rows:
+        return input[:0].unsqueeze(1).expand(0, r)
+    return input[tensor(rows, dtype=dt.int64, device=input.device)]
+
+
 _diagonal_of = diagonal  # diag's parameter is called diagonal, as in PyTorch
 
 
@@ -1050,10 +1146,37 @@ def _triangle_indices(name, row, col, offset, dtype, device, lower):
         raise ShapeError(f"{name}: row and col must be non-negative, got {row} and {col}")
     # the coordinates from the sizes alone, made on the host and sent once: seven ops dispatched
     # (two aranges, their expansions, a mask, two boolean selections, a stack) cost 20 times this
-    coords = np.stack((np.tril_indices if lower else np.triu_indices)(row, offset, col))
+    coords = triangle_coordinates(row, col, offset, lower)
+    # a copy: the backend may keep the host array it is given as the tensor's memory
     return new_tensor(
-        name, lambda bk, d: bk.from_numpy(coords, d), coords.shape, dtype or dt.int64, device, requires_grad=False
+        name,
+        lambda bk, d: bk.from_numpy(coords.copy(), d),
+        coords.shape,
+        dtype or dt.int64,
+        device,
+        requires_grad=False,
     )
+
+
+def triangle_coordinates(row, col, offset, lower):
+    """The (2, n) int64 coordinates of the lower (or upper) triangle at ``offset`` of a row x col matrix,
+    as a host array (read-only where it is kept)."""
+    if row.__class__ is int and col.__class__ is int and offset.__class__ is int:
+        return _kept_triangle_coordinates(row, col, offset, lower)
+    return _triangle_coordinates(row, col, offset, lower)
+
+
+def _triangle_coordinates(row, col, offset, lower):
+    return np.stack((np.tril_indices if lower else np.triu_indices)(row, offset, col))
+
+
+@functools.lru_cache(maxsize=64)
+def _kept_triangle_coordinates(row, col, offset, lower):
+    """``_triangle_coordinates`` kept for the sizes last asked (ints): NumPy's tril_indices takes 10 us
+    for a few elements, a copy of the kept array a fraction of one."""
+    coords = _triangle_coordinates(row, col, offset, lower)
+    coords.flags.writeable = False
+    return coords
 
 
 @op("tril_indices", doc="The (2, n) coordinates of the lower triangle (at offset) of a row x col matrix.", method=False)

@@ -91,19 +91,37 @@ def randint(
 
 @op("rand_like", doc="rand of input's shape, dtype and device.", method=False)
 def rand_like(
-    input: Tensor, dtype: DType | None = None, device: Device | str | None = None, requires_grad: bool = False
+    input: Tensor,
+    dtype: DType | None = None,
+    device: Device | str | None = None,
+    requires_grad: bool = False,
+    *,
+    generator: Generator | None = None,
 ) -> Tensor:
     return rand(
-        tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device, requires_grad=requires_grad
+        tuple(input.shape),
+        generator=generator,
+        dtype=dtype or input.dtype,
+        device=device or input.device,
+        requires_grad=requires_grad,
     )
 
 
 @op("randn_like", doc="randn of input's shape, dtype and device.", method=False)
 def randn_like(
-    input: Tensor, dtype: DType | None = None, device: Device | str | None = None, requires_grad: bool = False
+    input: Tensor,
+    dtype: DType | None = None,
+    device: Device | str | None = None,
+    requires_grad: bool = False,
+    *,
+    generator: Generator | None = None,
 ) -> Tensor:
     return randn(
-        tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device, requires_grad=requires_grad
+        tuple(input.shape),
+        generator=generator,
+        dtype=dtype or input.dtype,
+        device=device or input.device,
+        requires_grad=requires_grad,
     )
 
 
@@ -490,6 +508,7 @@ def randint_like(
     low: int = 0,
     high: int | None = None,
     *,
+    generator: Generator | None = None,
     dtype: DType | None = None,
     device: Device | str | None = None,
     requires_grad: bool = False,
@@ -500,6 +519,7 @@ def randint_like(
         low,
         high,
         tuple(input.shape),
+        generator=generator,
         dtype=dtype or input.dtype,
         device=device or input.device,
         requires_grad=requires_grad,
@@ -596,14 +616,24 @@ def feature_alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False,
     inplace=True,
     functional="inplace",
 )
-def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False) -> Tensor:
+def rrelu(
+    input: Tensor,
+    lower: float = 1.0 / 8,
+    upper: float = 1.0 / 3,
+    training: bool = False,
+    *,
+    generator: Generator | None = None,
+) -> Tensor:
     check_float("rrelu", "input", input)
     if not 0 <= lower <= upper:
         raise ValueError(f"rrelu: expected 0 <= lower <= upper, got lower={lower}, upper={upper}")
     if not training:
         return input.where(input >= 0, input * ((lower + upper) / 2))
     slopes = rand(
-        tuple(input.shape), dtype=input.dtype if input.dtype is dt.float64 else dt.float32, device=input.device
+        tuple(input.shape),
+        generator=generator,
+        dtype=input.dtype if input.dtype is dt.float64 else dt.float32,
+        device=input.device,
     )
     slopes = (slopes * (upper - lower) + lower).to(dtype=input.dtype)
     return input.where(input >= 0, input * slopes)

@@ -1,13 +1,16 @@
 """The CPU backend's elementwise primitives (kernels/elementwise_unary.cu and elementwise_binary.cu on
-CUDA): ``unary binary unary_backward where clamp`` and the op tables they take their ``op`` names from."""
+CUDA): ``unary binary unary_backward where clamp`` and the op tables they take their ``op`` names from.
+The unary ones (``UNARY_OPS``, ``UNARY_BACKWARD_OPS``) are made from the declarative table of both
+backends, adcuda/backends/elementwise_table.py: this module holds only the formulas its rows name."""
 
 import math
 
 import numpy as np
 
 from ... import dtypes as dt
-from ...errors import DTypeError
-from ..seam import ArrayOrScalar, BackendArray, DType, Scalar, Scratch
+from ...errors import DTypeError, InvalidArgumentError
+from ..elementwise_table import FLOAT_ONLY, UNARY
+from ..seam import ArrayOrScalar, BackendArray, DType, Scalar, Scratch, declared
 from . import _special
 from ._common import _F16, _F32, _compute, _finish, _fresh, _np_dtype
 
@@ -140,90 +143,26 @@ def _gelu_tanh(x, out=None, scratch=None, inner=None):
     return y
 
 
-UNARY_OPS = {
-    "neg": np.negative,
-    "abs": np.abs,
-    "exp": np.exp,
-    "log": np.log,
-    "log1p": np.log1p,
-    "sqrt": np.sqrt,
-    "rsqrt": lambda x: 1.0 / np.sqrt(x),
-    "sin": np.sin,
-    "cos": np.cos,
-    "tanh": np.tanh,
-    "sigmoid": _sigmoid,
-    "relu": _relu,
-    "gelu": _gelu,
-    "gelu_tanh": _gelu_tanh,
-    "silu": lambda x: x * _sigmoid(x),
-    "sign": _sign,
-    "logical_not": np.logical_not,
-    "erf": _erf,
-    "floor": np.floor,
-    "ceil": np.ceil,
-    "trunc": np.trunc,
-    "round": np.round,
-    "exp2": np.exp2,
-    "log2": np.log2,
-    "log10": np.log10,
-    "bitwise_not": np.invert,
-    # issue 27's names
-    "asin": np.arcsin,
-    "acos": np.arccos,
-    "atan": np.arctan,
-    "asinh": np.arcsinh,
-    "acosh": np.arccosh,
-    "atanh": np.arctanh,
-    "erfc": _erfc,
-    # computed in float64 and cast back (as their functors do): _special.py
-    "lgamma": _special.lgamma,
-    "digamma": _special.digamma,
-    "trigamma": _special.trigamma,
-    "erfinv": _special.erfinv,
-}
+def _rsqrt(x):
+    return 1.0 / np.sqrt(x)
 
 
-# computed in float64 for bool and integer arrays, and cast back to their dtype (as on CUDA)
-_FLOAT_ONLY = frozenset(
-    {
-        "exp",
-        "log",
-        "log1p",
-        "sqrt",
-        "rsqrt",
-        "sin",
-        "cos",
-        "tanh",
-        "sigmoid",
-        "gelu",
-        "gelu_tanh",
-        "silu",
-        "erf",
-        "exp2",
-        "log2",
-        "log10",
-        "asin",
-        "acos",
-        "atan",
-        "asinh",
-        "acosh",
-        "atanh",
-        "erfc",
-        "lgamma",
-        "digamma",
-        "trigamma",
-        "erfinv",
-    }
-)
-
-
-# ops whose UNARY_OPS function also takes ``out`` and ``scratch`` and writes its result there (with the
-# ufuncs, which take ``out``): ``unary(..., out=)`` of any other op computes it and copies it into ``out``
-UNARY_INTO = frozenset({"relu", "gelu_tanh"})
+def _silu(x):
+    return x * _sigmoid(x)
 
 
 def _unknown_op(family, op):
     return ValueError(f"{family}: unknown op '{op}'")
+
+
+def _declared_error(check, *args):
+    """The error primitive ``check``'s declaration (seam.declared) raises for ``args``, or None: the CPU's
+    hot paths run the shared checks only once their fast path has failed."""
+    try:
+        check(*args)
+    except Exception as error:
+        return error
+    return None
 
 
 def unary(
@@ -241,8 +180,8 @@ def unary(
     try:
         fn = UNARY_OPS[op]
     except KeyError:
-        raise _unknown_op("unary", op) from None
-    if inner is not None and (op != "gelu_tanh" or out is None):
+        raise _declared_error(declared.unary, op, a) from None
+    if inner is not None and (op not in _KEEPS_INNER or out is None):
         raise ValueError(f"unary: inner= is gelu_tanh's, with out=, not {op}'s")
     if out is not None:
         if inner is not None:
@@ -256,7 +195,7 @@ def unary(
     x = a
     if x.dtype is not _F32:  # float32, the common case, has nothing to widen (0.1 us a call)
         x = _compute(a)
-        if x.dtype.kind in "biu" and op in _FLOAT_ONLY:
+        if x.dtype.kind in "biu" and op in FLOAT_ONLY:
             x = x.astype(np.float64)
     # (NumPy's floating-point warnings, a NaN or inf cast into an integer included, are silenced by the
     # package's filter: no np.errstate, which would cost ~1 us a call)
@@ -334,18 +273,38 @@ def _silu_grad(x):
     return s * (1.0 + x * (1.0 - s))
 
 
-UNARY_BACKWARD_OPS = {
-    "relu": _relu_backward,
-    "gelu": lambda x, y, g: _times_(_gelu_grad(x), g),
-    "gelu_tanh": _gelu_tanh_backward,
-    "silu": lambda x, y, g: g * _silu_grad(x),
-    "sigmoid": lambda x, y, g: g * y * (1.0 - y),
-    "tanh": lambda x, y, g: g * (1.0 - y * y),
-}
+def _gelu_backward(x, y, g):
+    return _times_(_gelu_grad(x), g)
 
 
-# ops whose UNARY_BACKWARD_OPS function also takes ``out`` and ``scratch`` and writes its result there
-UNARY_BACKWARD_INTO = frozenset({"relu", "gelu_tanh"})
+def _silu_backward(x, y, g):
+    return g * _silu_grad(x)
+
+
+def _sigmoid_backward(x, y, g):
+    return g * y * (1.0 - y)
+
+
+def _tanh_backward(x, y, g):
+    return g * (1.0 - y * y)
+
+
+def _formula(name):
+    """The CPU formula a row of elementwise_table.UNARY names: ``np.<ufunc>`` or a function of this
+    module (``_special.<name>`` one of _special.py's)."""
+    scope, _, attribute = name.rpartition(".")
+    return getattr({"np": np, "_special": _special}[scope], attribute) if scope else globals()[name]
+
+
+# The dispatch tables, made from the declarative table (elementwise_table.UNARY): op name -> formula.
+UNARY_OPS = {op.name: _formula(op.cpu) for op in UNARY}
+UNARY_BACKWARD_OPS = {op.name: _formula(op.backward.cpu) for op in UNARY if op.backward is not None}
+# ops whose formula (forward; backward) also takes ``out`` and ``scratch`` and writes its result there
+# (with the ufuncs, which take ``out``): ``unary(..., out=)`` of any other op computes it and copies it
+UNARY_INTO = frozenset(op.name for op in UNARY if op.cpu_into)
+UNARY_BACKWARD_INTO = frozenset(op.name for op in UNARY if op.backward is not None and op.backward.cpu_into)
+# ops whose forward can keep an intermediate in ``inner=`` for their backward (gelu_tanh: tanh's argument)
+_KEEPS_INNER = frozenset(op.name for op in UNARY if op.keeps_inner)
 
 
 def unary_backward(
@@ -366,8 +325,8 @@ def unary_backward(
     try:
         fn = UNARY_BACKWARD_OPS[op]
     except KeyError:
-        raise _unknown_op("unary_backward", op) from None
-    if inner is not None and (op != "gelu_tanh" or out is None):
+        raise _declared_error(declared.unary_backward, op, x, y, g) from None
+    if inner is not None and (op not in _KEEPS_INNER or out is None):
         raise ValueError(f"unary_backward: inner= is gelu_tanh's, with out=, not {op}'s")
     if out is not None:
         if inner is not None:
@@ -379,8 +338,10 @@ def unary_backward(
     try:
         r = np.asarray(fn(_compute(x), _compute(y), _compute(g)))
     except (TypeError, AttributeError):  # (the in-place formulas read None's shape)
-        if x is None or y is None:  # the one the gradient needs
-            raise ValueError(f"unary_backward: {op} needs its {'input x' if x is None else 'output y'}") from None
+        if x is None or y is None:  # perhaps the one the gradient reads
+            error = _declared_error(declared.unary_backward, op, x, y, g)
+            if error is not None:
+                raise error from None
         raise
     return r.astype(g.dtype, copy=False)
 
@@ -462,7 +423,7 @@ def binary(op: str, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> Backend
             work = _F32
         fn = BINARY_OPS[op]
         if op == "pow" and dtype.category == dt.INTEGER and np.any(np.asarray(b) < 0):
-            raise DTypeError("pow: integers to negative integer powers are not allowed")
+            raise InvalidArgumentError("pow: integers to negative integer powers are not allowed")
         if op in _INTEGER_DIVISION and dtype.category != dt.FLOATING and not np.all(np.asarray(b)):
             # NumPy quietly returns 0 here; PyTorch raises, and a silent 0 would be a wrong answer
             raise ZeroDivisionError(f"{op}: integer division by zero")
@@ -493,8 +454,7 @@ def _defined_for(op, dtype):
 
 
 def where(cond: BackendArray, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> BackendArray:
-    _check_scalar("where", a, dtype)
-    _check_scalar("where", b, dtype)
+    declared.where(cond, a, b, dtype)
     if (
         cond.__class__ is np.ndarray
         and cond.dtype == np.bool_
@@ -538,20 +498,10 @@ def _select(cond, a, b, out_dt):
     return bits.view(out_dt)
 
 
-def _check_scalar(op, value, dtype):
-    """OverflowError for a Python integer outside an integer ``dtype`` (what NumPy says for binary
-    ops; ``np.where`` would wrap it silently)."""
-    if value.__class__ is int and dtype.category == dt.INTEGER:
-        info = np.iinfo(dtype.numpy)
-        if not info.min <= value <= info.max:
-            raise OverflowError(f"{op}: Python integer {value} out of bounds for {dtype.name}")
-
-
 def clamp(a: BackendArray, lo: Scalar | None, hi: Scalar | None) -> BackendArray:
     """``a`` clamped to ``[lo, hi]``: scalar bounds (None leaves a side open; array bounds are the ops
     layer's, as a maximum and a minimum)."""
-    if lo.__class__ is np.ndarray or hi.__class__ is np.ndarray:
-        raise DTypeError("clamp: the bounds must be Python scalars or None, got an array")
+    declared.clamp(a, lo, hi)
     x = _compute(a)
     if lo is not None:
         x = np.maximum(x, lo)

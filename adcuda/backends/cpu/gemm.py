@@ -2,20 +2,15 @@
 epilogue the GEMM fuses on CUDA: a bias per output column and GELU's tanh form.
 """
 
-import math
-
 import numpy as np
 
 from ...errors import ShapeError, fmt_shape
-from ..seam import BackendArray
+from ..seam import BackendArray, declared
 from . import threads
 from ._common import _F16, _compute
+from .elementwise import _gelu_tanh
 
 __all__ = ["matmul"]
-
-
-def _gelu_tanh(x):
-    return 0.5 * x * (1.0 + np.tanh(np.asarray(math.sqrt(2.0 / math.pi), x.dtype) * (x + 0.044715 * x * x * x)))
 
 
 def matmul(
@@ -44,17 +39,7 @@ def matmul(
             return a.dot(b) if work < threads.min_work else threads.run_product(a.dot, b, work=work)
         except ValueError:
             raise _cannot_multiply(a, b) from None
-    if a.ndim < 2 or b.ndim < 1:  # NumPy's rules for a vector ``a`` or 0-d operands are the ops layer's
-        raise ShapeError(
-            f"matmul: a needs at least 2 dims and b at least 1, got shapes {fmt_shape(a.shape)} and "
-            f"{fmt_shape(b.shape)}"
-        )
-    if activation not in (None, "gelu_tanh"):
-        raise ValueError(f"matmul: activation must be None or 'gelu_tanh', got {activation!r}")
-    if b.ndim == 1 and (bias is not None or activation is not None or save_preactivation):
-        raise ShapeError(f"matmul: the epilogue needs a matrix b, got shape {fmt_shape(b.shape)}")
-    if bias is not None and bias.shape != (b.shape[-1],):
-        raise ShapeError(f"matmul: the bias must have shape ({b.shape[-1]},), got {fmt_shape(bias.shape)}")
+    declared.matmul(a, b, bias, activation, save_preactivation)
     x, y = _compute(a), _compute(b)
     try:
         out = threads.matmul(x, y) if y.ndim > 1 else np.matmul(x, y)
@@ -64,7 +49,8 @@ def matmul(
         out = out + _compute(bias).astype(out.dtype, copy=False)
     pre = out
     if activation == "gelu_tanh":
-        out = _gelu_tanh(out)
+        # the elementwise primitive's formula, in place unless the pre-activation is kept
+        out = _gelu_tanh(out, out=None if save_preactivation else out)
     out = out.astype(a.dtype, copy=False)
     return (out, pre.astype(a.dtype, copy=False)) if save_preactivation else out
 

@@ -4,8 +4,7 @@ import math
 
 import numpy as np
 
-from ...errors import DTypeError, ShapeError, fmt_shape
-from ..seam import BackendArray
+from ..seam import BackendArray, declared
 from ._common import _column_sums, _compute, _row_sums
 
 __all__ = [
@@ -20,19 +19,6 @@ __all__ = [
 ]
 
 
-def _check_normalized(op, x, n, *params):
-    if x.dtype.kind != "f":
-        raise DTypeError(f"{op}: expected the input to be a floating point array, got {x.dtype}")
-    if not 1 <= n <= x.ndim:
-        raise ShapeError(f"{op}: cannot normalise the last {n} dims of shape {fmt_shape(x.shape)}")
-    shape = x.shape[x.ndim - n :]
-    for p in params:
-        if p is not None and p.shape != shape:
-            raise ShapeError(
-                f"{op}: weight/bias of shape {fmt_shape(p.shape)} do not match the normalised shape {fmt_shape(shape)}"
-            )
-
-
 def layer_norm(
     x: BackendArray,
     weight: BackendArray | None,
@@ -45,7 +31,7 @@ def layer_norm(
     """Normalise the last ``n`` dims -> (y, mean, rstd); mean and rstd keep x's dims (size 1 there).
     ``xhat`` (CPU only, seam.CPU_REPLAY_KEYWORDS; an array of x's shape and compute dtype): where to keep
     the normalised x, (x - mean) * rstd, for a backward given it (graph capture's replay)."""
-    _check_normalized("layer_norm", x, n, weight, bias)
+    declared.layer_norm(x, weight, bias, n, eps)
     xx = _compute(x)
     count = math.prod(x.shape[x.ndim - n :])
     # the row sums are BLAS products with a vector of ones (_row_sums); the big temporaries are written
@@ -81,7 +67,7 @@ def layer_norm_backward(
 ) -> tuple[BackendArray, BackendArray | None, BackendArray]:
     """-> (dx, dweight (None without a weight), dbias). ``xhat`` (CPU only, seam.CPU_REPLAY_KEYWORDS): the
     normalised x the forward kept (its ``xhat``) for this x, mean and rstd, read instead of computed."""
-    _check_normalized("layer_norm_backward", x, n, weight)
+    declared.layer_norm_backward(g, x, weight, mean, rstd, n)
     gg, xx = _compute(g), _compute(x)
     count = math.prod(x.shape[x.ndim - n :])
     kept = xhat is not None
@@ -111,7 +97,7 @@ def layer_norm_backward(
 
 def rms_norm(x: BackendArray, weight: BackendArray | None, n: int, eps: float) -> tuple[BackendArray, BackendArray]:
     """x / sqrt(mean(x^2 over the last ``n`` dims) + eps) * weight -> (y, rstd); rstd keeps x's dims (size 1 there)."""
-    _check_normalized("rms_norm", x, n, weight)
+    declared.rms_norm(x, weight, n, eps)
     xx = _compute(x)
     axes = tuple(range(x.ndim - n, x.ndim))
     count = math.prod(x.shape[x.ndim - n :])
@@ -130,7 +116,7 @@ def rms_norm_backward(
     g: BackendArray, x: BackendArray, weight: BackendArray | None, rstd: BackendArray, n: int
 ) -> tuple[BackendArray, BackendArray | None]:
     """-> (dx, dweight (None without a weight), in the weight's dtype)."""
-    _check_normalized("rms_norm_backward", x, n, weight)
+    declared.rms_norm_backward(g, x, weight, rstd, n)
     gg, xx = _compute(g), _compute(x)
     axes = tuple(range(x.ndim - n, x.ndim))
     lead = tuple(range(x.ndim - n))
@@ -148,19 +134,6 @@ def rms_norm_backward(
 
 
 # batch norm: statistics per channel (dim 1) over every other dim
-def _check_channels(op, x, *params):
-    if x.dtype.kind != "f":
-        raise DTypeError(f"{op}: expected the input to be a floating point array, got {x.dtype}")
-    if x.ndim < 2:
-        raise ShapeError(f"{op}: expected an input (N, C, *) of at least 2 dims, got shape {fmt_shape(x.shape)}")
-    for p in params:
-        if p is not None and p.shape != (x.shape[1],):
-            raise ShapeError(
-                f"{op}: per-channel arrays must have shape ({x.shape[1]},) for an input of shape "
-                f"{fmt_shape(x.shape)}, got {fmt_shape(p.shape)}"
-            )
-
-
 def _per_channel(a, ndim):
     """(C,) -> (1, C, 1, ...): broadcast over an input of ``ndim`` dims."""
     return a.reshape((1, -1) + (1,) * (ndim - 2))
@@ -179,7 +152,7 @@ def batch_norm(
     x: BackendArray, weight: BackendArray | None, bias: BackendArray | None, eps: float
 ) -> tuple[BackendArray, BackendArray, BackendArray]:
     """Normalise each channel (dim 1) of x (N, C, *) with its batch statistics -> (y, mean (C,), rstd (C,))."""
-    _check_channels("batch_norm", x, weight, bias)
+    declared.batch_norm(x, weight, bias, eps)
     xx = _compute(x)
     n, c = x.shape[:2]
     count = x.size // c if c else 1
@@ -201,7 +174,7 @@ def batch_norm_backward(
     g: BackendArray, x: BackendArray, weight: BackendArray | None, mean: BackendArray, rstd: BackendArray
 ) -> tuple[BackendArray, BackendArray | None, BackendArray]:
     """-> (dx, dweight (None without a weight), dbias)."""
-    _check_channels("batch_norm_backward", x, weight, mean, rstd)
+    declared.batch_norm_backward(g, x, weight, mean, rstd)
     gg, xx = _compute(g), _compute(x)
     n, c = x.shape[:2]
     count = x.size // c if c else 1
@@ -224,10 +197,7 @@ def batch_norm_backward(
 
 
 # group norm: (N, C, *) as (N, G, C / G, S), statistics per (n, group), affine per channel
-def _check_groups(op, x, groups, *params):
-    _check_channels(op, x, *params)
-    if groups < 1 or x.shape[1] % groups:
-        raise ShapeError(f"{op}: the channels of {fmt_shape(x.shape)} must divide into {groups} groups")
+def _group_rows(x, groups):
     return x.reshape(x.shape[0], groups, x.shape[1] // groups * math.prod(x.shape[2:]))
 
 
@@ -236,7 +206,8 @@ def group_norm(
 ) -> tuple[BackendArray, BackendArray, BackendArray]:
     """Normalise each of ``groups`` channel groups of x (N, C, *) per sample, then scale and shift per
     channel -> (y, mean (N, groups), rstd (N, groups))."""
-    rows = _compute(_check_groups("group_norm", x, groups, weight, bias))
+    declared.group_norm(x, weight, bias, groups, eps)
+    rows = _compute(_group_rows(x, groups))
     mean = np.mean(rows, axis=2, keepdims=True)
     centered = rows - mean
     rstd = 1.0 / np.sqrt(np.mean(centered * centered, axis=2, keepdims=True) + eps)
@@ -253,12 +224,8 @@ def group_norm_backward(
     g: BackendArray, x: BackendArray, weight: BackendArray | None, mean: BackendArray, rstd: BackendArray, groups: int
 ) -> tuple[BackendArray, BackendArray | None, BackendArray]:
     """-> (dx, dweight (None without a weight), dbias), the parameters' in the weight's dtype (g's without one)."""
-    rows = _compute(_check_groups("group_norm_backward", x, groups, weight))
-    if mean.shape != (x.shape[0], groups) or rstd.shape != mean.shape:
-        raise ShapeError(
-            f"group_norm_backward: mean and rstd must have shape ({x.shape[0]}, {groups}), got "
-            f"{fmt_shape(mean.shape)} and {fmt_shape(rstd.shape)}"
-        )
+    declared.group_norm_backward(g, x, weight, mean, rstd, groups)
+    rows = _compute(_group_rows(x, groups))
     gg = _compute(g)
     axes = (0,) + tuple(range(2, x.ndim))
     rstd_b = rstd[:, :, None]

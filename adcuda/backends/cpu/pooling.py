@@ -7,9 +7,7 @@ the last NaN of the window); ties go to the first position in row-major window o
 
 import numpy as np
 
-from ...errors import DTypeError, ShapeError, fmt_shape
-from .._pooling_windows import check_avg_window
-from ..seam import BackendArray, Shape
+from ..seam import BackendArray, Shape, declared
 from ._common import _compute
 
 __all__ = [
@@ -23,13 +21,6 @@ __all__ = [
 ]
 
 
-def _check_input(op, x):
-    if x.ndim != 4:
-        raise ShapeError(f"{op}: expected a 4-d input (N, C, H, W), got {fmt_shape(x.shape)}")
-    if x.dtype.kind not in "fiu":
-        raise DTypeError(f"{op}: expected a numeric array, got {x.dtype}")
-
-
 def _lowest(dtype):
     return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
 
@@ -40,7 +31,7 @@ def max_pool2d(
     """Max over windows of x (N, C, H, W) padded by ``padding`` (never chosen) -> (values (N, C, Ho, Wo),
     int64 indices); ``out_size`` (Ho, Wo) is the op's (ceil_mode decides it), windows may run past the
     padded input's end."""
-    _check_input("max_pool2d", x)
+    declared.max_pool2d(x, kernel, stride, padding, dilation, out_size)
     n, c, h, w = x.shape
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
     ho, wo = out_size
@@ -104,11 +95,9 @@ def _adaptive_bounds(size, out):
 
 def adaptive_max_pool2d(x: BackendArray, out_size: Shape) -> tuple[BackendArray, BackendArray]:
     """Max over PyTorch's adaptive windows (rows floor(i*H/Ho) to ceil((i+1)*H/Ho)) -> (values, indices)."""
-    _check_input("adaptive_max_pool2d", x)
+    declared.adaptive_max_pool2d(x, out_size)
     n, c, h, w = x.shape
     ho, wo = out_size
-    if (h == 0 or w == 0) and ho * wo:
-        raise ShapeError(f"adaptive_max_pool2d: cannot pool an empty plane of input {fmt_shape(x.shape)}")
     values = np.empty((n, c, ho, wo), x.dtype)
     indices = np.empty((n, c, ho, wo), np.int64)
     xc = _compute(x)
@@ -127,17 +116,8 @@ def adaptive_max_pool2d(x: BackendArray, out_size: Shape) -> tuple[BackendArray,
 
 def max_pool2d_backward(g: BackendArray, indices: BackendArray, input_shape: Shape) -> BackendArray:
     """Each output gradient added to the input position its index names -> dx of ``input_shape``."""
+    declared.max_pool2d_backward(g, indices, input_shape)
     input_shape = tuple(int(s) for s in input_shape)
-    if (
-        g.ndim != 4
-        or tuple(indices.shape) != tuple(g.shape)
-        or len(input_shape) != 4
-        or tuple(g.shape[:2]) != input_shape[:2]
-    ):
-        raise ShapeError(
-            f"max_pool2d_backward: grad {fmt_shape(g.shape)} and indices {fmt_shape(indices.shape)} "
-            f"do not fit input {fmt_shape(input_shape)}"
-        )
     n, c, h, w = input_shape
     plane = h * w
     flat = indices.reshape(n * c, g.shape[2] * g.shape[3]) + (np.arange(n * c) * plane)[:, None]
@@ -148,13 +128,6 @@ def max_pool2d_backward(g: BackendArray, indices: BackendArray, input_shape: Sha
 # ------------------------------------------------------------------------------------------------
 # average pooling: fixed windows as sums of the zero-padded input's strided views (the backward adds the
 # divided gradient back through the same views); adaptive windows as one averaging matrix per dim
-def _check_floating(op, x):
-    if x.ndim != 4:
-        raise ShapeError(f"{op}: expected a 4-d array (N, C, H, W), got {fmt_shape(x.shape)}")
-    if x.dtype.kind != "f":
-        raise DTypeError(f"{op}: expected a floating point array, got {x.dtype}")
-
-
 def _avg_layout(size, out, k, s, p, count_include_pad):
     """Per output along one dim: its divisor share, and the padding after for the last windows."""
     starts = np.arange(out) * s - p
@@ -196,8 +169,7 @@ def avg_pool2d(
     """Window means of x (N, C, H, W): each window's sum over the input it covers (zero padding), divided by
     ``divisor_override`` if given, else by its size clipped to the padded input (``count_include_pad``) or to
     the input; ``out_size`` (Ho, Wo) is the op's (ceil_mode decides it)."""
-    _check_floating("avg_pool2d", x)
-    check_avg_window("avg_pool2d", kernel, stride, padding, divisor_override)
+    declared.avg_pool2d(x, kernel, stride, padding, out_size, count_include_pad, divisor_override)
     n, c = x.shape[:2]
     out_size = tuple(int(o) for o in out_size)
     if n * c * out_size[0] * out_size[1] == 0:
@@ -221,8 +193,7 @@ def avg_pool2d_backward(
     divisor_override: int | None,
 ) -> BackendArray:
     """avg_pool2d's gradient for an input of ``input_shape`` from the output's ``g`` (N, C, Ho, Wo)."""
-    _check_floating("avg_pool2d_backward", g)
-    check_avg_window("avg_pool2d_backward", kernel, stride, padding, divisor_override)
+    declared.avg_pool2d_backward(g, input_shape, kernel, stride, padding, count_include_pad, divisor_override)
     input_shape = tuple(int(s) for s in input_shape)
     out_size = tuple(g.shape[2:])
     if g.size == 0:
@@ -251,11 +222,9 @@ def _adaptive_matrices(sizes, out_size, dtype):
 
 def adaptive_avg_pool2d(x: BackendArray, out_size: Shape) -> BackendArray:
     """Means over PyTorch's adaptive windows (rows floor(i*H/Ho) to ceil((i+1)*H/Ho)) -> (N, C, Ho, Wo)."""
-    _check_floating("adaptive_avg_pool2d", x)
+    declared.adaptive_avg_pool2d(x, out_size)
     n, c, h, w = x.shape
     ho, wo = (int(o) for o in out_size)
-    if (h == 0 or w == 0) and ho * wo and n * c:
-        raise ShapeError(f"adaptive_avg_pool2d: cannot pool an empty plane of input {fmt_shape(x.shape)}")
     if n * c * ho * wo == 0:
         return np.zeros((n, c, ho, wo), x.dtype)
     xc = _compute(x)
@@ -265,7 +234,7 @@ def adaptive_avg_pool2d(x: BackendArray, out_size: Shape) -> BackendArray:
 
 def adaptive_avg_pool2d_backward(g: BackendArray, input_shape: Shape) -> BackendArray:
     """adaptive_avg_pool2d's gradient for an input of ``input_shape`` from the output's ``g``."""
-    _check_floating("adaptive_avg_pool2d_backward", g)
+    declared.adaptive_avg_pool2d_backward(g, input_shape)
     input_shape = tuple(int(s) for s in input_shape)
     if g.size == 0:
         return np.zeros(input_shape, g.dtype)

@@ -11,9 +11,8 @@ is small (one BLAS call) and as gathers where it is large; the backwards apply t
 
 import numpy as np
 
-from ...errors import DTypeError, ShapeError, fmt_shape
 from .._padding import circular_period, pad_plan
-from ..seam import BackendArray, Scalar, Shape
+from ..seam import BackendArray, Scalar, Shape, declared
 from ._common import _compute
 
 __all__ = [
@@ -24,21 +23,6 @@ __all__ = [
     "pad",
     "pad_backward",
 ]
-
-
-def _check_planes(op, a, what):
-    if a.ndim != 4:
-        raise ShapeError(f"{op}: expected a 4-d {what} (N, C, H, W), got {fmt_shape(a.shape)}")
-
-
-def _check_floating(op, a):
-    if a.dtype.kind != "f":
-        raise DTypeError(f"{op}: expected a floating point array, got {a.dtype}")
-
-
-def _check_sizes(op, in_size, out_size, planes):
-    if min(in_size) == 0 and min(out_size) > 0 and planes:
-        raise ShapeError(f"{op}: cannot resize empty planes {in_size} to {out_size}")
 
 
 def _nearest_sources(n, out, scale, exact, wide):
@@ -139,10 +123,9 @@ def interpolate_nearest(x: BackendArray, out_size: Shape, scales: tuple[float, f
     """x (N, C, H, W) of any dtype resized to ``out_size`` (Ho, Wo): output (oh, ow) copies input
     (min(floor(oh * scale_h), H - 1), ...), or floor((o + 0.5) * scale) with ``exact`` (nearest-exact);
     ``scales`` (source steps per output position) and products in float32 (float64 data: float64)."""
-    _check_planes("interpolate_nearest", x, "input")
+    declared.interpolate_nearest(x, out_size, scales, exact)
     n, c, h, w = x.shape
     ho, wo = (int(s) for s in out_size)
-    _check_sizes("interpolate_nearest", (h, w), (ho, wo), n * c)
     if n * c * ho * wo == 0:
         return np.zeros((n, c, ho, wo), x.dtype)
     wide = x.dtype == np.float64
@@ -155,8 +138,7 @@ def interpolate_nearest_backward(
     g: BackendArray, input_shape: Shape, scales: tuple[float, float], exact: bool
 ) -> BackendArray:
     """interpolate_nearest's gradient for an input of ``input_shape`` from the output's ``g``."""
-    _check_planes("interpolate_nearest_backward", g, "gradient")
-    _check_floating("interpolate_nearest_backward", g)
+    declared.interpolate_nearest_backward(g, input_shape, scales, exact)
     n, c, h, w = (int(s) for s in input_shape)
     ho, wo = g.shape[2:]
     if n * c * h * w == 0 or g.size == 0:
@@ -178,11 +160,9 @@ def interpolate_bilinear(
     """Bilinear interpolation of floating point x (N, C, H, W) to ``out_size``: PyTorch's source positions
     (scale * o with ``align_corners``, else max(scale * (o + 0.5) - 0.5, 0)) in float32 (float64 for
     float64 x)."""
-    _check_planes("interpolate_bilinear", x, "input")
-    _check_floating("interpolate_bilinear", x)
+    declared.interpolate_bilinear(x, out_size, scales, align_corners)
     n, c, h, w = x.shape
     ho, wo = (int(s) for s in out_size)
-    _check_sizes("interpolate_bilinear", (h, w), (ho, wo), n * c)
     if n * c * ho * wo == 0:
         return np.zeros((n, c, ho, wo), x.dtype)
     acc = _acc(x.dtype)
@@ -198,8 +178,7 @@ def interpolate_bilinear_backward(
     g: BackendArray, input_shape: Shape, scales: tuple[float, float], align_corners: bool
 ) -> BackendArray:
     """interpolate_bilinear's gradient for an input of ``input_shape`` from the output's ``g``."""
-    _check_planes("interpolate_bilinear_backward", g, "gradient")
-    _check_floating("interpolate_bilinear_backward", g)
+    declared.interpolate_bilinear_backward(g, input_shape, scales, align_corners)
     n, c, h, w = (int(s) for s in input_shape)
     ho, wo = g.shape[2:]
     if n * c * h * w == 0 or g.size == 0:
@@ -260,14 +239,9 @@ def pad(x: BackendArray, pads: Shape, mode: str, value: Scalar) -> BackendArray:
 def pad_backward(g: BackendArray, input_shape: Shape, pads: Shape, mode: str) -> BackendArray:
     """pad's gradient for an input of ``input_shape`` from the output's floating point ``g``: each input
     element sums every output gradient that read it."""
-    _check_floating("pad_backward", g)
+    declared.pad_backward(g, input_shape, pads, mode)
     input_shape = tuple(int(s) for s in input_shape)
     plan, out_shape = pad_plan("pad_backward", input_shape, pads, mode)
-    if tuple(g.shape) != out_shape:
-        raise ShapeError(
-            f"pad_backward: gradient of shape {fmt_shape(g.shape)} does not fit input {fmt_shape(input_shape)} "
-            f"padded to {fmt_shape(out_shape)}"
-        )
     if mode == "constant":
         dx = np.zeros(input_shape, g.dtype)
         src, dst = _overlap(plan)

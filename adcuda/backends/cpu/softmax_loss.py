@@ -21,14 +21,18 @@ def softmax(a: BackendArray, axis: int, log: bool) -> BackendArray:
     x = _compute(a)
     # PyTorch's shift by the max, NaN-propagating and infinite too: a row holding +inf (or NaN, or only
     # -inf) is NaN throughout, as PyTorch's is
-    m = np.amax(x, axis=axis, keepdims=True, initial=-np.inf)  # initial: an empty axis is no error
-    with np.errstate(invalid="ignore"):
-        shifted = x - m
+    # (the ufuncs' own reductions, not np.amax and np.sum, which wrap them in a Python layer; one
+    # errstate: on an 8x8 input each of these cost as much as the arithmetic)
+    m = np.maximum.reduce(x, axis=axis, keepdims=True, initial=-np.inf)  # initial: an empty axis is no error
     with np.errstate(divide="ignore", invalid="ignore"):
-        e = np.exp(shifted)
-        s = np.sum(e, axis=axis, keepdims=True)
-        r = shifted - np.log(s) if log else e / s
-    return np.asarray(r).astype(a.dtype, copy=False)
+        shifted = np.subtract(x, m)
+        if log:
+            e = np.exp(shifted)
+            r = np.subtract(shifted, np.log(np.add.reduce(e, axis=axis, keepdims=True), out=np.empty_like(m)))
+        else:
+            e = np.exp(shifted, out=shifted)  # shifted is not read again
+            r = np.divide(e, np.add.reduce(e, axis=axis, keepdims=True), out=e)
+    return r.astype(a.dtype, copy=False)
 
 
 def softmax_backward(y: BackendArray, g: BackendArray, axis: int, log: bool) -> BackendArray:
@@ -37,9 +41,9 @@ def softmax_backward(y: BackendArray, g: BackendArray, axis: int, log: bool) -> 
         raise ShapeError(f"softmax_backward: output {fmt_shape(y.shape)} and gradient {fmt_shape(g.shape)} differ")
     yy, gg = _compute(y), _compute(g)
     if log:
-        r = gg - np.exp(yy) * np.sum(gg, axis=axis, keepdims=True)
+        r = gg - np.exp(yy) * np.add.reduce(gg, axis=axis, keepdims=True)
     else:
-        r = yy * (gg - np.sum(gg * yy, axis=axis, keepdims=True))
+        r = yy * (gg - np.add.reduce(gg * yy, axis=axis, keepdims=True))
     return np.asarray(r).astype(g.dtype, copy=False)
 
 

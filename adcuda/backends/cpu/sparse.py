@@ -12,8 +12,8 @@ computed in float32 (``_compute``), float64 kept for gradcheck.
 
 import numpy as np
 
-from ...errors import DTypeError, ShapeError, fmt_shape
-from ..seam import BackendArray
+from ...errors import ShapeError
+from ..seam import BackendArray, declared
 from ._common import _compute
 
 __all__ = ["coo_to_csr", "spmm", "sddmm"]
@@ -27,8 +27,7 @@ def coo_to_csr(rows: BackendArray, n_rows: int, rows_sorted: bool) -> tuple[Back
     """(row_ptr int64 (n_rows + 1,), order int64 (nnz,) or None): the entries of row i are
     ``order[row_ptr[i]:row_ptr[i + 1]]`` (entries ``row_ptr[i]`` to ``row_ptr[i + 1]`` themselves
     when ``rows_sorted``, and order is None)."""
-    if rows.ndim != 1:
-        raise ShapeError(f"coo_to_csr: rows must be 1-D, got shape {fmt_shape(rows.shape)}")
+    declared.coo_to_csr(rows, n_rows, rows_sorted)
     order = None if rows_sorted else np.argsort(rows, kind="stable").astype(np.int64, copy=False)
     counts = np.bincount(rows, minlength=n_rows) if rows.size else np.zeros(n_rows, np.int64)
     if counts.size != n_rows:
@@ -38,23 +37,13 @@ def coo_to_csr(rows: BackendArray, n_rows: int, rows_sorted: bool) -> tuple[Back
     return row_ptr, order
 
 
-def _check_spmm(row_ptr, cols, values, dense):
-    if dense.ndim != 2 or values.ndim != 1 or cols.shape != values.shape or row_ptr.ndim != 1:
-        raise ShapeError(
-            f"spmm: expected 1-D cols and values of one length and a 2-D dense matrix, got cols "
-            f"{fmt_shape(cols.shape)}, values {fmt_shape(values.shape)}, dense {fmt_shape(dense.shape)}"
-        )
-    if values.dtype != dense.dtype:
-        raise DTypeError(f"spmm: values ({values.dtype}) and dense ({dense.dtype}) must have one dtype")
-
-
 def spmm(
     row_ptr: BackendArray, order: BackendArray | None, cols: BackendArray, values: BackendArray, dense: BackendArray
 ) -> BackendArray:
     """The (n_rows, dense.shape[1]) product of the CSR matrix (``row_ptr``, entries taken in ``order``
     or as they are when None, with column ``cols`` and value ``values``) by ``dense``, in ``values``'
     dtype; duplicates add."""
-    _check_spmm(row_ptr, cols, values, dense)
+    declared.spmm(row_ptr, order, cols, values, dense)
     n_rows, width = row_ptr.shape[0] - 1, dense.shape[1]
     if order is not None:
         cols, values = cols[order], values[order]
@@ -102,13 +91,7 @@ def _segment_sums(row_ptr, cols, vals, mat):
 def sddmm(rows: BackendArray, cols: BackendArray, a: BackendArray, b: BackendArray) -> BackendArray:
     """``out[k] = dot(a[rows[k]], b[cols[k]])`` for each entry k, in ``a``'s dtype: the gradient of
     ``spmm`` w.r.t. its values (``a`` the output's gradient, ``b`` the dense operand)."""
-    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[1] or rows.shape != cols.shape or rows.ndim != 1:
-        raise ShapeError(
-            f"sddmm: expected 1-D rows and cols of one length and 2-D a and b with as many columns, got rows "
-            f"{fmt_shape(rows.shape)}, cols {fmt_shape(cols.shape)}, a {fmt_shape(a.shape)}, b {fmt_shape(b.shape)}"
-        )
-    if a.dtype != b.dtype:
-        raise DTypeError(f"sddmm: a ({a.dtype}) and b ({b.dtype}) must have one dtype")
+    declared.sddmm(rows, cols, a, b)
     x, y = _compute(a), _compute(b)
     out = np.empty(rows.shape[0], np.result_type(x, y))
     width = max(1, a.shape[1])

@@ -12,45 +12,14 @@ import numpy as np
 
 from ... import _native
 from ... import dtypes as dt
-from ...errors import DTypeError
-from ..seam import ArrayOrScalar, BackendArray, DType, Scalar
+from ...errors import DTypeError, InvalidArgumentError
+from ..elementwise_table import BITWISE, FLOAT_ONLY, NOT_FOR_BOOL, UNARY_BY_NAME
+from ..seam import ArrayOrScalar, BackendArray, DType, Scalar, declared
 from . import _common as _k
 from .storage import dtype_of, to_numpy
 
 __all__ = ["unary", "binary", "unary_backward", "where", "clamp"]
 
-_FLOAT_ONLY = frozenset(
-    {
-        "exp",
-        "log",
-        "log1p",
-        "sqrt",
-        "rsqrt",
-        "sin",
-        "cos",
-        "tanh",
-        "sigmoid",
-        "gelu",
-        "gelu_tanh",
-        "silu",
-        "erf",
-        "exp2",
-        "log2",
-        "log10",
-        "asin",
-        "acos",
-        "atan",
-        "asinh",
-        "acosh",
-        "atanh",
-        "erfc",
-        "lgamma",
-        "digamma",
-        "trigamma",
-        "erfinv",
-    }
-)
-_NOT_FOR_BOOL = frozenset({"neg", "sign"})
 _INTEGER_DIVISION = frozenset({"floor_divide", "remainder", "fmod"})
 
 
@@ -87,15 +56,16 @@ def _any(flags):
 
 
 def unary(op: str, a: BackendArray) -> BackendArray:
+    declared.unary(op, a)
     kind = a.dtype.name
-    if op in _FLOAT_ONLY and not _k.is_floating(a):
+    if op in FLOAT_ONLY and not _k.is_floating(a):
         # the CPU backend computes these in float64 and casts back to the integer dtype
         C = _C()
         return C.astype(C.unary(op, C.astype(a, _k.scalar_type("float64"))), a.dtype)
-    if kind == "bool" and op in _NOT_FOR_BOOL:
+    if kind == "bool" and op in NOT_FOR_BOOL:
         raise DTypeError(f"{op}: not defined for bool arrays")
-    if op == "bitwise_not" and _k.is_floating(a):
-        raise DTypeError(f"bitwise_not: not defined for {kind} arrays (bool and integer only)")
+    if _k.is_floating(a) and op in UNARY_BY_NAME and UNARY_BY_NAME[op].kind == BITWISE:
+        raise DTypeError(f"{op}: not defined for {kind} arrays (bool and integer only)")
     try:
         return _C().unary(op, a)
     except ValueError as error:
@@ -109,7 +79,7 @@ def binary(op: str, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> Backend
     st = _k.scalar_type(dtype.name)
     if dtype.category != dt.FLOATING:  # integer or bool: the CPU backend's data-dependent errors
         if op == "pow" and dtype.category == dt.INTEGER and _negative(b):
-            raise DTypeError("pow: integers to negative integer powers are not allowed")
+            raise InvalidArgumentError("pow: integers to negative integer powers are not allowed")
         if op in _INTEGER_DIVISION and _has_zero(b):
             raise ZeroDivisionError(f"{op}: integer division by zero")
     try:
@@ -134,6 +104,7 @@ def unary_backward(op: str, x: BackendArray | None, y: BackendArray | None, g: B
     """The kernel takes the saved array in g's dtype; one wider than g (float32 beside a float16
     gradient) would lose precision there, so the gradient is widened instead and the result narrowed,
     as the CPU backend computes it."""
+    declared.unary_backward(op, x, y, g)
     C = _C()
     for saved in (x, y):
         if saved is not None and _WIDTH.get(saved.dtype.name, 0) > _WIDTH.get(g.dtype.name, 0):
@@ -145,10 +116,13 @@ _WIDTH = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 
 
 def where(cond: BackendArray, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> BackendArray:
-    return _C().where(cond, _operand("where", a, dtype), _operand("where", b, dtype), _k.scalar_type(dtype.name))
+    a, b = _python_scalar(a), _python_scalar(b)
+    declared.where(cond, a, b, dtype)
+    return _C().where(cond, a, b, _k.scalar_type(dtype.name))
 
 
 def clamp(a: BackendArray, lo: Scalar | None, hi: Scalar | None) -> BackendArray:
+    declared.clamp(a, lo, hi)
     dtype = dtype_of(a)
     lo, hi = _bound(lo, dtype), _bound(hi, dtype)
     if a.dtype.name == "bool":
@@ -161,9 +135,7 @@ def clamp(a: BackendArray, lo: Scalar | None, hi: Scalar | None) -> BackendArray
 
 
 def _bound(value, dtype):
-    """A clamp bound: None (open) or a scalar; arrays are the ops layer's (a maximum and a minimum)."""
+    """A clamp bound: None (open) or a scalar (seam.declared.clamp has turned arrays away)."""
     if value is None:
         return None
-    if _is_array(value) or isinstance(value, np.ndarray):
-        raise DTypeError("clamp: the bounds must be Python scalars or None, got an array")
     return _operand("clamp", value, dtype)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ... import _native
 from ...errors import DeviceError, DTypeError, ShapeError, fmt_shape
-from ..seam import BackendArray
+from ..seam import BackendArray, declared
 from ._common import is_floating
 from .storage import view
 
@@ -139,14 +139,8 @@ def matmul(
     ``save_preactivation=True`` returns ``(out, a @ b + bias)``, what the activation's backward needs.
     A vector ``b`` (K,) gives ``a @ b`` of shape (..., M), without an epilogue: the product with ``b``
     read as a column (K, 1), whose last dim of 1 the result then drops (views, nothing copied)."""
-    if a.ndim < 2 or b.ndim < 1:
-        raise ShapeError(
-            f"matmul: a needs at least 2 dims and b at least 1, got shapes {fmt_shape(a.shape)} and "
-            f"{fmt_shape(b.shape)}"
-        )
+    declared.matmul(a, b, bias, activation, save_preactivation)
     if b.ndim == 1:
-        if bias is not None or activation is not None or save_preactivation:
-            raise ShapeError(f"matmul: the epilogue needs a matrix b, got shape {fmt_shape(b.shape)}")
         column = view(b, (b.shape[0], 1))  # a 1-D array is always viewable as a column
         return view(matmul(a, column), a.shape[:-1])  # a new (..., M, 1) product: contiguous, so viewable
     if a.shape[-1] != b.shape[-2]:
@@ -161,10 +155,6 @@ def matmul(
     for operand in (a, b):
         if not is_floating(operand):
             raise DTypeError(f"matmul: CUDA matrix products need floating point operands, got {operand.dtype.name}")
-    if bias is not None and tuple(bias.shape) != (b.shape[-1],):
-        raise ShapeError(f"matmul: the bias must have shape ({b.shape[-1]},), got {fmt_shape(bias.shape)}")
-    if activation not in (None, "gelu_tanh"):
-        raise ValueError(f"matmul: activation must be None or 'gelu_tanh', got {activation!r}")
     C = _native._C
     if b.dtype != a.dtype:
         b = C.astype(b, a.dtype)  # the CPU backend also returns a's dtype

@@ -3,9 +3,8 @@ with the CPU backend's signatures, dtype rules and results. Half types are compu
 """
 
 from ... import _native
-from ...errors import ShapeError, fmt_shape
-from ..seam import BackendArray
-from ._common import cast, dense, require_floating, statistics_type
+from ..seam import BackendArray, declared
+from ._common import cast, dense, statistics_type
 
 __all__ = [
     "layer_norm",
@@ -20,15 +19,12 @@ __all__ = [
 
 
 # weight and bias go to the kernel in x's dtype (their gradients come back in theirs)
-def _check_normalized(op, x, n, *params):
-    if not 1 <= n <= x.ndim:
-        raise ShapeError(f"{op}: cannot normalise the last {n} dims of shape {fmt_shape(x.shape)}")
-    shape = tuple(x.shape[x.ndim - n :])
-    for p in params:
-        if p is not None and tuple(p.shape) != shape:
-            raise ShapeError(
-                f"{op}: weight/bias of shape {fmt_shape(p.shape)} do not match the normalised shape {fmt_shape(shape)}"
-            )
+def _backward_operands(g, x, weight, *statistics):
+    """A fused backward kernel's operands: g and weight in x's dtype, the saved statistics in theirs
+    (float64 for float64 x, else float32), all dense."""
+    stats = statistics_type(x)
+    weight = None if weight is None else dense(cast(weight, x.dtype))
+    return (dense(cast(g, x.dtype)), dense(x), weight, *(dense(cast(s, stats)) for s in statistics))
 
 
 def _in_cpu_dtypes(dx, dweight, dbias, weight, g):
@@ -43,8 +39,7 @@ def layer_norm(
     x: BackendArray, weight: BackendArray | None, bias: BackendArray | None, n: int, eps: float
 ) -> tuple[BackendArray, BackendArray, BackendArray]:
     """Normalise the last ``n`` dims -> (y, mean, rstd); mean and rstd keep x's dims (size 1 there)."""
-    require_floating("layer_norm", "the input", x)
-    _check_normalized("layer_norm", x, n, weight, bias)
+    declared.layer_norm(x, weight, bias, n, eps)
     params = [None if p is None else dense(cast(p, x.dtype)) for p in (weight, bias)]
     return tuple(_native._C.layer_norm(dense(x), params[0], params[1], n, float(eps)))
 
@@ -53,24 +48,14 @@ def layer_norm_backward(
     g: BackendArray, x: BackendArray, weight: BackendArray | None, mean: BackendArray, rstd: BackendArray, n: int
 ) -> tuple[BackendArray, BackendArray | None, BackendArray]:
     """-> (dx, dweight (None without a weight), dbias)."""
-    require_floating("layer_norm_backward", "the input", x)
-    _check_normalized("layer_norm_backward", x, n, weight)
-    stats = statistics_type(x)
-    dx, dweight, dbias = _native._C.layer_norm_backward(
-        dense(cast(g, x.dtype)),
-        dense(x),
-        None if weight is None else dense(cast(weight, x.dtype)),
-        dense(cast(mean, stats)),
-        dense(cast(rstd, stats)),
-        n,
-    )
+    declared.layer_norm_backward(g, x, weight, mean, rstd, n)
+    dx, dweight, dbias = _native._C.layer_norm_backward(*_backward_operands(g, x, weight, mean, rstd), n)
     return _in_cpu_dtypes(dx, dweight, dbias, weight, g)
 
 
 def rms_norm(x: BackendArray, weight: BackendArray | None, n: int, eps: float) -> tuple[BackendArray, BackendArray]:
     """x / sqrt(mean(x^2 over the last ``n`` dims) + eps) * weight -> (y, rstd); rstd keeps x's dims (size 1 there)."""
-    require_floating("rms_norm", "the input", x)
-    _check_normalized("rms_norm", x, n, weight)
+    declared.rms_norm(x, weight, n, eps)
     return tuple(_native._C.rms_norm(dense(x), None if weight is None else dense(cast(weight, x.dtype)), n, float(eps)))
 
 
@@ -78,35 +63,16 @@ def rms_norm_backward(
     g: BackendArray, x: BackendArray, weight: BackendArray | None, rstd: BackendArray, n: int
 ) -> tuple[BackendArray, BackendArray | None]:
     """-> (dx, dweight (None without a weight), in the weight's dtype)."""
-    require_floating("rms_norm_backward", "the input", x)
-    _check_normalized("rms_norm_backward", x, n, weight)
-    dx, dweight = _native._C.rms_norm_backward(
-        dense(cast(g, x.dtype)),
-        dense(x),
-        None if weight is None else dense(cast(weight, x.dtype)),
-        dense(cast(rstd, statistics_type(x))),
-        n,
-    )
+    declared.rms_norm_backward(g, x, weight, rstd, n)
+    dx, dweight = _native._C.rms_norm_backward(*_backward_operands(g, x, weight, rstd), n)
     return dx, None if weight is None else cast(dweight, weight.dtype)
-
-
-def _check_channels(op, x, *params):
-    if x.ndim < 2:
-        raise ShapeError(f"{op}: expected an input (N, C, *) of at least 2 dims, got shape {fmt_shape(x.shape)}")
-    for p in params:
-        if p is not None and tuple(p.shape) != (x.shape[1],):
-            raise ShapeError(
-                f"{op}: per-channel arrays must have shape ({x.shape[1]},) for an input of shape "
-                f"{fmt_shape(x.shape)}, got {fmt_shape(p.shape)}"
-            )
 
 
 def batch_norm(
     x: BackendArray, weight: BackendArray | None, bias: BackendArray | None, eps: float
 ) -> tuple[BackendArray, BackendArray, BackendArray]:
     """Normalise each channel (dim 1) of x (N, C, *) with its batch statistics -> (y, mean (C,), rstd (C,))."""
-    require_floating("batch_norm", "the input", x)
-    _check_channels("batch_norm", x, weight, bias)
+    declared.batch_norm(x, weight, bias, eps)
     params = [None if p is None else dense(cast(p, x.dtype)) for p in (weight, bias)]
     return tuple(_native._C.batch_norm(dense(x), params[0], params[1], float(eps)))
 
@@ -115,23 +81,9 @@ def batch_norm_backward(
     g: BackendArray, x: BackendArray, weight: BackendArray | None, mean: BackendArray, rstd: BackendArray
 ) -> tuple[BackendArray, BackendArray | None, BackendArray]:
     """-> (dx, dweight (None without a weight), dbias)."""
-    require_floating("batch_norm_backward", "the input", x)
-    _check_channels("batch_norm_backward", x, weight, mean, rstd)
-    stats = statistics_type(x)
-    dx, dweight, dbias = _native._C.batch_norm_backward(
-        dense(cast(g, x.dtype)),
-        dense(x),
-        None if weight is None else dense(cast(weight, x.dtype)),
-        dense(cast(mean, stats)),
-        dense(cast(rstd, stats)),
-    )
+    declared.batch_norm_backward(g, x, weight, mean, rstd)
+    dx, dweight, dbias = _native._C.batch_norm_backward(*_backward_operands(g, x, weight, mean, rstd))
     return _in_cpu_dtypes(dx, dweight, dbias, weight, g)
-
-
-def _check_groups(op, x, groups, *params):
-    _check_channels(op, x, *params)
-    if groups < 1 or x.shape[1] % groups:
-        raise ShapeError(f"{op}: the channels of {fmt_shape(x.shape)} must divide into {groups} groups")
 
 
 def group_norm(
@@ -139,8 +91,7 @@ def group_norm(
 ) -> tuple[BackendArray, BackendArray, BackendArray]:
     """Normalise each of ``groups`` channel groups of x (N, C, *) per sample, then scale and shift per
     channel -> (y, mean (N, groups), rstd (N, groups))."""
-    require_floating("group_norm", "the input", x)
-    _check_groups("group_norm", x, groups, weight, bias)
+    declared.group_norm(x, weight, bias, groups, eps)
     params = [None if p is None else dense(cast(p, x.dtype)) for p in (weight, bias)]
     return tuple(_native._C.group_norm(dense(x), params[0], params[1], int(groups), float(eps)))
 
@@ -149,20 +100,6 @@ def group_norm_backward(
     g: BackendArray, x: BackendArray, weight: BackendArray | None, mean: BackendArray, rstd: BackendArray, groups: int
 ) -> tuple[BackendArray, BackendArray | None, BackendArray]:
     """-> (dx, dweight (None without a weight), dbias), the parameters' in the weight's dtype (g's without one)."""
-    require_floating("group_norm_backward", "the input", x)
-    _check_groups("group_norm_backward", x, groups, weight)
-    if tuple(mean.shape) != (x.shape[0], groups) or tuple(rstd.shape) != tuple(mean.shape):
-        raise ShapeError(
-            f"group_norm_backward: mean and rstd must have shape ({x.shape[0]}, {groups}), got "
-            f"{fmt_shape(mean.shape)} and {fmt_shape(rstd.shape)}"
-        )
-    stats = statistics_type(x)
-    dx, dweight, dbias = _native._C.group_norm_backward(
-        dense(cast(g, x.dtype)),
-        dense(x),
-        None if weight is None else dense(cast(weight, x.dtype)),
-        dense(cast(mean, stats)),
-        dense(cast(rstd, stats)),
-        int(groups),
-    )
+    declared.group_norm_backward(g, x, weight, mean, rstd, groups)
+    dx, dweight, dbias = _native._C.group_norm_backward(*_backward_operands(g, x, weight, mean, rstd), int(groups))
     return _in_cpu_dtypes(dx, dweight, dbias, weight, g)

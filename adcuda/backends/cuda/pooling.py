@@ -5,9 +5,7 @@ per input element, without atomics.
 """
 
 from ... import _native
-from ...errors import DTypeError, ShapeError, fmt_shape
-from .._pooling_windows import check_avg_window
-from ..seam import BackendArray, Shape
+from ..seam import BackendArray, Shape, declared
 from ._common import cast, dense, scalar_type
 
 __all__ = [
@@ -23,20 +21,13 @@ __all__ = [
 _NUMERIC = frozenset({"float16", "bfloat16", "float32", "float64", "int32", "int64"})
 
 
-def _check_input(op, x):
-    if x.ndim != 4:
-        raise ShapeError(f"{op}: expected a 4-d input (N, C, H, W), got {fmt_shape(x.shape)}")
-    if x.dtype.name not in _NUMERIC:
-        raise DTypeError(f"{op}: expected a numeric array, got {x.dtype.name}")
-
-
 def max_pool2d(
     x: BackendArray, kernel: Shape, stride: Shape, padding: Shape, dilation: Shape, out_size: Shape
 ) -> tuple[BackendArray, BackendArray]:
     """Max over windows of x (N, C, H, W) padded by ``padding`` (never chosen) -> (values (N, C, Ho, Wo),
     int64 indices); ``out_size`` (Ho, Wo) is the op's (ceil_mode decides it), windows may run past the
     padded input's end."""
-    _check_input("max_pool2d", x)
+    declared.max_pool2d(x, kernel, stride, padding, dilation, out_size)
     values, indices = _native._C.max_pool2d(
         dense(x),
         int(kernel[0]),
@@ -55,26 +46,15 @@ def max_pool2d(
 
 def adaptive_max_pool2d(x: BackendArray, out_size: Shape) -> tuple[BackendArray, BackendArray]:
     """Max over PyTorch's adaptive windows (rows floor(i*H/Ho) to ceil((i+1)*H/Ho)) -> (values, indices)."""
-    _check_input("adaptive_max_pool2d", x)
-    if (x.shape[2] == 0 or x.shape[3] == 0) and out_size[0] * out_size[1]:
-        raise ShapeError(f"adaptive_max_pool2d: cannot pool an empty plane of input {fmt_shape(x.shape)}")
+    declared.adaptive_max_pool2d(x, out_size)
     values, indices = _native._C.adaptive_max_pool2d(dense(x), int(out_size[0]), int(out_size[1]))
     return values, indices
 
 
 def max_pool2d_backward(g: BackendArray, indices: BackendArray, input_shape: Shape) -> BackendArray:
     """Each output gradient added to the input position its index names -> dx of ``input_shape``."""
+    declared.max_pool2d_backward(g, indices, input_shape)
     input_shape = tuple(int(s) for s in input_shape)
-    if (
-        g.ndim != 4
-        or tuple(indices.shape) != tuple(g.shape)
-        or len(input_shape) != 4
-        or tuple(g.shape[:2]) != input_shape[:2]
-    ):
-        raise ShapeError(
-            f"max_pool2d_backward: grad {fmt_shape(g.shape)} and indices {fmt_shape(indices.shape)} "
-            f"do not fit input {fmt_shape(input_shape)}"
-        )
     accumulate = "float64" if g.dtype.name == "float64" else "float32"
     dx = _native._C.max_pool2d_backward(
         dense(cast(g, scalar_type(accumulate))),
@@ -83,13 +63,6 @@ def max_pool2d_backward(g: BackendArray, indices: BackendArray, input_shape: Sha
         input_shape[3],
     )
     return cast(dx, g.dtype)
-
-
-def _check_floating(op, x):
-    if x.ndim != 4:
-        raise ShapeError(f"{op}: expected a 4-d array (N, C, H, W), got {fmt_shape(x.shape)}")
-    if x.dtype.name not in ("float16", "bfloat16", "float32", "float64"):
-        raise DTypeError(f"{op}: expected a floating point array, got {x.dtype.name}")
 
 
 def _window_args(kernel, stride, padding):
@@ -108,8 +81,7 @@ def avg_pool2d(
     """Window means of x (N, C, H, W): each window's sum over the input it covers (zero padding), divided by
     ``divisor_override`` if given, else by its size clipped to the padded input (``count_include_pad``) or to
     the input; ``out_size`` (Ho, Wo) is the op's (ceil_mode decides it)."""
-    _check_floating("avg_pool2d", x)
-    check_avg_window("avg_pool2d", kernel, stride, padding, divisor_override)
+    declared.avg_pool2d(x, kernel, stride, padding, out_size, count_include_pad, divisor_override)
     return _native._C.avg_pool2d(
         dense(x),
         *_window_args(kernel, stride, padding),
@@ -130,8 +102,7 @@ def avg_pool2d_backward(
     divisor_override: int | None,
 ) -> BackendArray:
     """avg_pool2d's gradient for an input of ``input_shape`` from the output's ``g`` (N, C, Ho, Wo)."""
-    _check_floating("avg_pool2d_backward", g)
-    check_avg_window("avg_pool2d_backward", kernel, stride, padding, divisor_override)
+    declared.avg_pool2d_backward(g, input_shape, kernel, stride, padding, count_include_pad, divisor_override)
     input_shape = tuple(int(s) for s in input_shape)
     return _native._C.avg_pool2d_backward(
         dense(g),
@@ -145,15 +116,13 @@ def avg_pool2d_backward(
 
 def adaptive_avg_pool2d(x: BackendArray, out_size: Shape) -> BackendArray:
     """Means over PyTorch's adaptive windows (rows floor(i*H/Ho) to ceil((i+1)*H/Ho)) -> (N, C, Ho, Wo)."""
-    _check_floating("adaptive_avg_pool2d", x)
+    declared.adaptive_avg_pool2d(x, out_size)
     n, c, h, w = x.shape
-    if (h == 0 or w == 0) and out_size[0] * out_size[1] and n * c:
-        raise ShapeError(f"adaptive_avg_pool2d: cannot pool an empty plane of input {fmt_shape(x.shape)}")
     return _native._C.adaptive_avg_pool2d(dense(x), int(out_size[0]), int(out_size[1]))
 
 
 def adaptive_avg_pool2d_backward(g: BackendArray, input_shape: Shape) -> BackendArray:
     """adaptive_avg_pool2d's gradient for an input of ``input_shape`` from the output's ``g``."""
-    _check_floating("adaptive_avg_pool2d_backward", g)
+    declared.adaptive_avg_pool2d_backward(g, input_shape)
     input_shape = tuple(int(s) for s in input_shape)
     return _native._C.adaptive_avg_pool2d_backward(dense(g), input_shape[2], input_shape[3])

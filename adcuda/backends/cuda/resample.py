@@ -5,10 +5,9 @@ every run). Source positions are computed as the CPU backend computes them, so b
 """
 
 from ... import _native
-from ...errors import DTypeError, ShapeError, fmt_shape
 from .._padding import pad_plan
-from ..seam import BackendArray, Scalar, Shape
-from ._common import dense, is_floating
+from ..seam import BackendArray, Scalar, Shape, declared
+from ._common import dense
 
 __all__ = [
     "interpolate_nearest",
@@ -20,28 +19,12 @@ __all__ = [
 ]
 
 
-def _check_planes(op, a, what):
-    if a.ndim != 4:
-        raise ShapeError(f"{op}: expected a 4-d {what} (N, C, H, W), got {fmt_shape(a.shape)}")
-
-
-def _check_floating(op, a):
-    if not is_floating(a):
-        raise DTypeError(f"{op}: expected a floating point array, got {a.dtype.name}")
-
-
-def _check_sizes(op, in_size, out_size, planes):
-    if min(in_size) == 0 and min(out_size) > 0 and planes:
-        raise ShapeError(f"{op}: cannot resize empty planes {in_size} to {out_size}")
-
-
 def interpolate_nearest(x: BackendArray, out_size: Shape, scales: tuple[float, float], exact: bool) -> BackendArray:
     """x (N, C, H, W) of any dtype resized to ``out_size`` (Ho, Wo): output (oh, ow) copies input
     (min(floor(oh * scale_h), H - 1), ...), or floor((o + 0.5) * scale) with ``exact`` (nearest-exact);
     ``scales`` (source steps per output position) and products in float32 (float64 data: float64)."""
-    _check_planes("interpolate_nearest", x, "input")
+    declared.interpolate_nearest(x, out_size, scales, exact)
     ho, wo = (int(s) for s in out_size)
-    _check_sizes("interpolate_nearest", tuple(x.shape[2:]), (ho, wo), x.shape[0] * x.shape[1])
     return _native._C.interpolate_nearest(dense(x), ho, wo, float(scales[0]), float(scales[1]), bool(exact))
 
 
@@ -49,8 +32,7 @@ def interpolate_nearest_backward(
     g: BackendArray, input_shape: Shape, scales: tuple[float, float], exact: bool
 ) -> BackendArray:
     """interpolate_nearest's gradient for an input of ``input_shape`` from the output's ``g``."""
-    _check_planes("interpolate_nearest_backward", g, "gradient")
-    _check_floating("interpolate_nearest_backward", g)
+    declared.interpolate_nearest_backward(g, input_shape, scales, exact)
     h, w = (int(s) for s in input_shape[2:])
     return _native._C.interpolate_nearest_backward(dense(g), h, w, float(scales[0]), float(scales[1]), bool(exact))
 
@@ -61,10 +43,8 @@ def interpolate_bilinear(
     """Bilinear interpolation of floating point x (N, C, H, W) to ``out_size``: PyTorch's source positions
     (scale * o with ``align_corners``, else max(scale * (o + 0.5) - 0.5, 0)) in float32 (float64 for
     float64 x)."""
-    _check_planes("interpolate_bilinear", x, "input")
-    _check_floating("interpolate_bilinear", x)
+    declared.interpolate_bilinear(x, out_size, scales, align_corners)
     ho, wo = (int(s) for s in out_size)
-    _check_sizes("interpolate_bilinear", tuple(x.shape[2:]), (ho, wo), x.shape[0] * x.shape[1])
     return _native._C.interpolate_bilinear(dense(x), ho, wo, float(scales[0]), float(scales[1]), bool(align_corners))
 
 
@@ -72,8 +52,7 @@ def interpolate_bilinear_backward(
     g: BackendArray, input_shape: Shape, scales: tuple[float, float], align_corners: bool
 ) -> BackendArray:
     """interpolate_bilinear's gradient for an input of ``input_shape`` from the output's ``g``."""
-    _check_planes("interpolate_bilinear_backward", g, "gradient")
-    _check_floating("interpolate_bilinear_backward", g)
+    declared.interpolate_bilinear_backward(g, input_shape, scales, align_corners)
     h, w = (int(s) for s in input_shape[2:])
     return _native._C.interpolate_bilinear_backward(
         dense(g), h, w, float(scales[0]), float(scales[1]), bool(align_corners)
@@ -96,12 +75,7 @@ def pad(x: BackendArray, pads: Shape, mode: str, value: Scalar) -> BackendArray:
 def pad_backward(g: BackendArray, input_shape: Shape, pads: Shape, mode: str) -> BackendArray:
     """pad's gradient for an input of ``input_shape`` from the output's floating point ``g``: each input
     element sums every output gradient that read it."""
-    _check_floating("pad_backward", g)
+    declared.pad_backward(g, input_shape, pads, mode)
     input_shape = tuple(int(s) for s in input_shape)
-    plan, out_shape = pad_plan("pad_backward", input_shape, pads, mode)
-    if tuple(g.shape) != out_shape:
-        raise ShapeError(
-            f"pad_backward: gradient of shape {fmt_shape(g.shape)} does not fit input {fmt_shape(input_shape)} "
-            f"padded to {fmt_shape(out_shape)}"
-        )
+    plan, _ = pad_plan("pad_backward", input_shape, pads, mode)
     return _native._C.pad_backward(dense(g), list(input_shape), _flat_pads(plan), mode)

@@ -5,8 +5,7 @@ value gradient of ``spmm``). Half types accumulate in fp32.
 """
 
 from ... import _native
-from ...errors import DTypeError, ShapeError, fmt_shape
-from ..seam import BackendArray
+from ..seam import BackendArray, declared
 from ._common import cast, dense, scalar_type
 
 __all__ = ["coo_to_csr", "spmm", "sddmm"]
@@ -18,8 +17,7 @@ def _index_vector(a):
 
 def coo_to_csr(rows: BackendArray, n_rows: int, rows_sorted: bool) -> tuple[BackendArray, BackendArray | None]:
     """(row_ptr int64 (n_rows + 1,), order int64 (nnz,) or None when ``rows_sorted``): see the CPU backend."""
-    if rows.ndim != 1:
-        raise ShapeError(f"coo_to_csr: rows must be 1-D, got shape {fmt_shape(rows.shape)}")
+    declared.coo_to_csr(rows, n_rows, rows_sorted)
     row_ptr, order = _native._C.coo_to_csr(_index_vector(rows), int(n_rows), bool(rows_sorted))
     return row_ptr, order
 
@@ -28,13 +26,7 @@ def spmm(
     row_ptr: BackendArray, order: BackendArray | None, cols: BackendArray, values: BackendArray, dense: BackendArray
 ) -> BackendArray:
     """The product of the CSR matrix by the 2-D ``dense`` (any strides): see the CPU backend."""
-    if dense.ndim != 2 or values.ndim != 1 or tuple(cols.shape) != tuple(values.shape) or row_ptr.ndim != 1:
-        raise ShapeError(
-            f"spmm: expected 1-D cols and values of one length and a 2-D dense matrix, got cols "
-            f"{fmt_shape(cols.shape)}, values {fmt_shape(values.shape)}, dense {fmt_shape(dense.shape)}"
-        )
-    if values.dtype != dense.dtype:
-        raise DTypeError(f"spmm: values ({values.dtype.name}) and dense ({dense.dtype.name}) must have one dtype")
+    declared.spmm(row_ptr, order, cols, values, dense)
     return _native._C.spmm(
         _index_vector(row_ptr),
         None if order is None else _index_vector(order),
@@ -50,17 +42,5 @@ def _dense_values(values):
 
 def sddmm(rows: BackendArray, cols: BackendArray, a: BackendArray, b: BackendArray) -> BackendArray:
     """``out[k] = dot(a[rows[k]], b[cols[k]])`` (a and b 2-D, any strides): see the CPU backend."""
-    if (
-        a.ndim != 2
-        or b.ndim != 2
-        or a.shape[1] != b.shape[1]
-        or tuple(rows.shape) != tuple(cols.shape)
-        or rows.ndim != 1
-    ):
-        raise ShapeError(
-            f"sddmm: expected 1-D rows and cols of one length and 2-D a and b with as many columns, got rows "
-            f"{fmt_shape(rows.shape)}, cols {fmt_shape(cols.shape)}, a {fmt_shape(a.shape)}, b {fmt_shape(b.shape)}"
-        )
-    if a.dtype != b.dtype:
-        raise DTypeError(f"sddmm: a ({a.dtype.name}) and b ({b.dtype.name}) must have one dtype")
+    declared.sddmm(rows, cols, a, b)
     return _native._C.sddmm(_index_vector(rows), _index_vector(cols), a, b)

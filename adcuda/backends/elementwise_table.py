@@ -1,0 +1,160 @@
+"""The unary elementwise ops of both backends, declared once: ``UNARY`` is the table the CPU dispatch
+(adcuda/backends/cpu/elementwise.py), the CUDA Python checks (adcuda/backends/cuda/elementwise.py) and
+the CUDA kernels' dispatch (kernels/elementwise_unary.cu, through the X-macro list
+kernels/elementwise_ops.def that ``python scripts/gen_elementwise_ops.py`` writes from this table;
+tests/test_elementwise_table.py fails while it differs) are made from.
+
+A row says, for one op: which dtypes it takes (its ``kind``), the CPU formula (a NumPy ufunc,
+``np.<name>``, or a function of the CPU module, ``_gelu``, ``_special.lgamma``), the CUDA functor
+(``math::<Functor>`` in kernels/functors.cuh), and, for the ops with a fused gradient
+(``unary_backward``), whether that gradient reads the input x or the output y, and its formulas. Adding
+a unary op: one row here, its formula in the CPU module, its functor in functors.cuh, then regenerate.
+"""
+
+from dataclasses import dataclass
+from typing import Final, Literal
+
+__all__ = [
+    "FLOAT",
+    "NUMERIC",
+    "ROUNDING",
+    "BITWISE",
+    "LOGICAL",
+    "Backward",
+    "Unary",
+    "UNARY",
+    "UNARY_BY_NAME",
+    "FLOAT_ONLY",
+    "NOT_FOR_BOOL",
+    "elementwise_ops_def",
+]
+
+# What dtypes a unary op takes (its kernels are instantiated for those alone):
+FLOAT: Final = "FloatOnly"
+"""Floating point functions: bool and integer arrays are computed in float64 and cast back."""
+NUMERIC: Final = "Numeric"
+"""Floating point and integers; bool only where ``bool_is_identity`` (abs, relu), else DTypeError."""
+ROUNDING: Final = "Rounding"
+"""Floating point; integers (already whole) are copied."""
+BITWISE: Final = "Bitwise"
+"""bool and integers only."""
+LOGICAL: Final = "Logical"
+"""Every dtype, a bool result."""
+
+Kind = Literal["FloatOnly", "Numeric", "Rounding", "Bitwise", "Logical"]
+
+
+@dataclass(frozen=True)
+class Backward:
+    """The fused gradient ``unary_backward(op, x, y, g)``: ``reads`` is the saved array it needs
+    (``"x"``, the input, or ``"y"``, the output; relu's reads its output, passed as x); ``cpu`` and
+    ``cuda`` its formulas, as ``Unary``'s. ``cpu_into``: the CPU formula also takes ``out`` and
+    ``scratch`` (graph capture's replay writes into its own arrays)."""
+
+    reads: Literal["x", "y"]
+    cpu: str
+    cuda: str
+    cpu_into: bool = False
+
+
+@dataclass(frozen=True)
+class Unary:
+    """One unary op. ``half_via_float32``: float16/bfloat16 are computed through float32 between two
+    casts on CUDA (the rare ops no training step runs in half precision: no half kernels of their own,
+    which would cost build time); ``cpu_into``: the CPU formula also takes ``out`` and ``scratch``;
+    ``keeps_inner``: the forward can keep an intermediate (``inner=``) that its backward reads instead
+    of computing it again (graph capture's CPU replay)."""
+
+    name: str
+    kind: Kind
+    cpu: str
+    cuda: str
+    half_via_float32: bool = False
+    bool_is_identity: bool = False
+    cpu_into: bool = False
+    keeps_inner: bool = False
+    backward: Backward | None = None
+
+
+# One row per op: Unary(name, kind, CPU formula, CUDA functor, flags...), in columns (hence no formatter).
+# fmt: off
+UNARY = (
+    Unary("neg",         NUMERIC,  "np.negative",       "Neg"),
+    Unary("abs",         NUMERIC,  "np.abs",            "Abs", bool_is_identity=True),
+    Unary("relu",        NUMERIC,  "_relu",             "Relu", bool_is_identity=True, cpu_into=True,
+          backward=Backward("x", "_relu_backward", "ReluBackward", cpu_into=True)),
+    Unary("sign",        NUMERIC,  "_sign",             "Sign", half_via_float32=True),
+    Unary("exp",         FLOAT,    "np.exp",            "Exp"),
+    Unary("log",         FLOAT,    "np.log",            "Log"),
+    Unary("log1p",       FLOAT,    "np.log1p",          "Log1p", half_via_float32=True),
+    Unary("sqrt",        FLOAT,    "np.sqrt",           "Sqrt"),
+    Unary("rsqrt",       FLOAT,    "_rsqrt",            "Rsqrt"),
+    Unary("sin",         FLOAT,    "np.sin",            "Sin", half_via_float32=True),
+    Unary("cos",         FLOAT,    "np.cos",            "Cos", half_via_float32=True),
+    Unary("tanh",        FLOAT,    "np.tanh",           "Tanh",
+          backward=Backward("y", "_tanh_backward", "TanhBackward")),
+    Unary("sigmoid",     FLOAT,    "_sigmoid",          "Sigmoid",
+          backward=Backward("y", "_sigmoid_backward", "SigmoidBackward")),
+    Unary("gelu",        FLOAT,    "_gelu",             "Gelu",
+          backward=Backward("x", "_gelu_backward", "GeluBackward")),
+    Unary("gelu_tanh",   FLOAT,    "_gelu_tanh",        "GeluTanh", cpu_into=True, keeps_inner=True,
+          backward=Backward("x", "_gelu_tanh_backward", "GeluTanhBackward", cpu_into=True)),
+    Unary("silu",        FLOAT,    "_silu",             "Silu",
+          backward=Backward("x", "_silu_backward", "SiluBackward")),
+    Unary("erf",         FLOAT,    "_erf",              "Erf", half_via_float32=True),
+    Unary("exp2",        FLOAT,    "np.exp2",           "Exp2", half_via_float32=True),
+    Unary("log2",        FLOAT,    "np.log2",           "Log2", half_via_float32=True),
+    Unary("log10",       FLOAT,    "np.log10",          "Log10", half_via_float32=True),
+    Unary("floor",       ROUNDING, "np.floor",          "Floor", half_via_float32=True),
+    Unary("ceil",        ROUNDING, "np.ceil",           "Ceil", half_via_float32=True),
+    Unary("trunc",       ROUNDING, "np.trunc",          "Trunc", half_via_float32=True),
+    Unary("round",       ROUNDING, "np.round",          "Round", half_via_float32=True),
+    Unary("bitwise_not", BITWISE,  "np.invert",         "BitwiseNot"),
+    Unary("logical_not", LOGICAL,  "np.logical_not",    "LogicalNot"),
+    # issue 27's inverse trigonometric and hyperbolic functions and erfc
+    Unary("asin",        FLOAT,    "np.arcsin",         "Asin", half_via_float32=True),
+    Unary("acos",        FLOAT,    "np.arccos",         "Acos", half_via_float32=True),
+    Unary("atan",        FLOAT,    "np.arctan",         "Atan", half_via_float32=True),
+    Unary("asinh",       FLOAT,    "np.arcsinh",        "Asinh", half_via_float32=True),
+    Unary("acosh",       FLOAT,    "np.arccosh",        "Acosh", half_via_float32=True),
+    Unary("atanh",       FLOAT,    "np.arctanh",        "Atanh", half_via_float32=True),
+    Unary("erfc",        FLOAT,    "_erfc",             "Erfc", half_via_float32=True),
+    # computed in float64 and cast back, on both backends (cpu/_special.py, functors.cuh's special::)
+    Unary("lgamma",      FLOAT,    "_special.lgamma",   "Lgamma", half_via_float32=True),
+    Unary("digamma",     FLOAT,    "_special.digamma",  "Digamma", half_via_float32=True),
+    Unary("trigamma",    FLOAT,    "_special.trigamma", "Trigamma", half_via_float32=True),
+    Unary("erfinv",      FLOAT,    "_special.erfinv",   "Erfinv", half_via_float32=True),
+)
+# fmt: on
+
+UNARY_BY_NAME = {op.name: op for op in UNARY}
+FLOAT_ONLY = frozenset(op.name for op in UNARY if op.kind == FLOAT)
+"""The floating point functions: computed in float64 for bool and integer arrays, then cast back."""
+NOT_FOR_BOOL = frozenset(op.name for op in UNARY if op.kind == NUMERIC and not op.bool_is_identity)
+"""The numeric ops that raise DTypeError for bool arrays (abs and relu of bools are the bools)."""
+
+
+def elementwise_ops_def() -> str:
+    """kernels/elementwise_ops.def as ``UNARY`` makes it: one X-macro line per op and per fused
+    gradient, in the table's order."""
+    lines = [
+        "// Generated from adcuda/backends/elementwise_table.py by scripts/gen_elementwise_ops.py: do not edit",
+        "// (tests/test_elementwise_table.py checks it is current). The unary ops of kernels/elementwise_unary.cu:",
+        "//   ADCUDA_UNARY(name, kind, functor, half_via_float32, bool_is_identity)",
+        "//   ADCUDA_UNARY_BACKWARD(name, reads, functor)   reads: X (the input) or Y (the output)",
+        "// An includer defines the macros it uses; an undefined one expands to nothing.",
+        "#ifndef ADCUDA_UNARY",
+        "#define ADCUDA_UNARY(name, kind, functor, half_via_float32, bool_is_identity)",
+        "#endif",
+        "#ifndef ADCUDA_UNARY_BACKWARD",
+        "#define ADCUDA_UNARY_BACKWARD(name, reads, functor)",
+        "#endif",
+    ]
+    for op in UNARY:
+        flags = f"{str(op.half_via_float32).lower()}, {str(op.bool_is_identity).lower()}"
+        lines.append(f"ADCUDA_UNARY({op.name}, {op.kind}, {op.cuda}, {flags})")
+    for op in UNARY:
+        if op.backward is not None:
+            lines.append(f"ADCUDA_UNARY_BACKWARD({op.name}, {op.backward.reads.upper()}, {op.backward.cuda})")
+    lines += ["#undef ADCUDA_UNARY", "#undef ADCUDA_UNARY_BACKWARD", ""]
+    return "\n".join(lines)
