@@ -15,7 +15,7 @@ from ..autograd.graph import needs_grad
 from ..errors import DTypeError, ShapeError
 from ..random import default_generator
 from ..tensor import primitives
-from .common import check_float, dense, wrap
+from .common import check_float, check_tensor, dense, wrap
 from .factories import new_tensor, shape_arg
 from .mutation import apply_inplace, check_inplace_allowed, commit_inplace, write_untracked
 from .registry import op
@@ -35,6 +35,13 @@ def _draw(name, prim, shape, dtype, device, requires_grad, generator, *args):
         return getattr(bk, prim)(*args, shape, d, seed, offset)
 
     return new_tensor(name, draw, shape, dtype, device, requires_grad)
+
+
+def _sample(prim, shape, dtype, device, generator):
+    """A draw of ``shape`` in the floating point ``dtype`` from ``rand``'s or ``randn``'s primitive
+    without their public entries (argument parsing, dispatch: most of a small in-place draw's cost):
+    the composites' samples, the same numbers."""
+    return _draw(prim, prim, shape, dtype, device, False, generator)
 
 
 def _draw_floating(name, shape, dtype, device, requires_grad, generator):
@@ -69,7 +76,7 @@ def randn(
 
 @op("randint", doc="Uniform integers from [low, high) (int64 by default).", method=False)
 def randint(
-    low: int,
+    low: int = 0,
     high: int | None = None,
     size: Sequence[int] | None = None,
     generator: Generator | None = None,
@@ -167,6 +174,12 @@ def _dropout_fused_grad(grad, p, mask):
     return wrap(primitives(grad).dropout_backward(dense(grad), mask._data, 1.0 / (1.0 - p)), grad._device)
 
 
+def _all_dropped(input):
+    """Dropout with p=1: zeros of input's dtype (PyTorch's, for integer tensors too), still input's
+    function for autograd."""
+    return input * (0.0 if input.dtype.is_floating_point else 0)
+
+
 @op(
     "dropout_mask_apply",
     doc="input with each element zeroed with probability p, the rest scaled by 1/(1-p); the mask is kept for backward.",
@@ -194,24 +207,27 @@ def dropout_mask_apply(input: Tensor, p: float) -> tuple[Tensor, Tensor]:
     functional=True,
 )
 def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
-    check_float("dropout", "input", input)
+    check_tensor("dropout", "input", input)
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout: dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0 or input.numel() == 0:
-        return input
+        return input  # as PyTorch, of any dtype: nothing is drawn or scaled
     if inplace:
         return apply_inplace(input, lambda x: dropout(x, p, True, False), "dropout_")
     if p == 1.0:
-        return input * 0.0
+        return _all_dropped(input)
+    check_float("dropout", "input", input)
     return dropout_mask_apply(input, p)
 
 
 # ------------------------------------------------------------------------------------------------
 # channel dropout: one draw per (sample, channel), the whole feature map kept or zeroed
-def _channel_layout(name, input, batched_ndim, warn):
+def _channel_layout(name, input, batched_ndim, warn, drops=True):
     """Whether ``input`` counts as unbatched (its channels on dim 0, not 1), by PyTorch's rules: dropout1d
     takes (C, L) or (N, C, L) only; dropout2d and dropout3d take any input with a channel dim, warning
-    (as PyTorch does) outside their 3-4 / 4-5 dims; dropout2d reads a 3-D input as (N, C, L)."""
+    (as PyTorch does) outside their 3-4 / 4-5 dims; dropout2d reads a 3-D input as (N, C, L). Fewer than
+    two dims are refused only where something is dropped (``drops``: training, p > 0, elements), as
+    PyTorch's kernel returns its input before that check."""
     ndim = input.ndim
     expected = (batched_ndim - 1, batched_ndim)
     if name == "dropout1d":
@@ -242,7 +258,7 @@ def _channel_layout(name, input, batched_ndim, warn):
         unbatched = False
     else:
         unbatched = ndim != batched_ndim  # dropout3d: anything but 5-D gets a batch dim of one
-    if ndim - (0 if not unbatched else -1) < 2:
+    if drops and ndim - (0 if not unbatched else -1) < 2:
         raise ShapeError(
             f"{name}: Feature dropout requires at least 2 dimensions in the input, got shape {tuple(input.shape)}"
         )
@@ -250,11 +266,12 @@ def _channel_layout(name, input, batched_ndim, warn):
 
 
 def _channel_dropout(name, input, p, training, inplace, batched_ndim, warn=True):
-    check_float(name, "input", input)
+    check_tensor(name, "input", input)
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"{name}: dropout probability has to be between 0 and 1, but got {p}")
-    unbatched = _channel_layout(name, input, batched_ndim, warn)
-    if not training or p == 0.0 or input.numel() == 0:
+    drops = training and p != 0.0 and input.numel() != 0
+    unbatched = _channel_layout(name, input, batched_ndim, warn, drops)
+    if not drops:
         return input
     if inplace:
         return apply_inplace(
@@ -263,7 +280,8 @@ def _channel_dropout(name, input, p, training, inplace, batched_ndim, warn=True)
     channels = (input.shape[0],) if unbatched else (input.shape[0], input.shape[1])
     mask_shape = channels + (1,) * (input.ndim - len(channels))
     if p == 1.0:
-        return input * 0.0
+        return _all_dropped(input)
+    check_float(name, "input", input)
     mask = bernoulli_mask(mask_shape, 1.0 - p, input.dtype, input.device)
     return input * (mask * (1.0 / (1.0 - p)))
 
@@ -339,7 +357,7 @@ def uniform_(
         raise ValueError(f"uniform_: expects from <= to, got from={from_}, to={to}")
     return _fill_with(
         self,
-        lambda d: _affine(rand(tuple(self.shape), generator=generator, dtype=d, device=self.device), to - from_, from_),
+        lambda d: _affine(_sample("rand", tuple(self.shape), d, self.device, generator), to - from_, from_),
         "uniform_",
     )
 
@@ -350,7 +368,7 @@ def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *, generator: Gen
         raise ValueError(f"normal_: expects std >= 0.0, got std={std}")
     return _fill_with(
         self,
-        lambda d: _affine(randn(tuple(self.shape), generator=generator, dtype=d, device=self.device), std, mean),
+        lambda d: _affine(_sample("randn", tuple(self.shape), d, self.device, generator), std, mean),
         "normal_",
     )
 
@@ -461,7 +479,7 @@ def bernoulli(input: Tensor, p: float | None = None, *, generator: Generator | N
     check_float("bernoulli", "input", input)
     probabilities = input.detach() if p is None else p
     _check_probability("bernoulli", probabilities)
-    draw = rand(tuple(input.shape), generator=generator, dtype=_draw_dtype(input.dtype), device=input.device)
+    draw = _sample("rand", tuple(input.shape), _draw_dtype(input.dtype), input.device, generator)
     return (draw < probabilities).to(dtype=input.dtype)
 
 
@@ -484,9 +502,7 @@ def _check_probability(name, p):
 def bernoulli_(self: Tensor, p: Tensor | float = 0.5, *, generator: Generator | None = None) -> Tensor:
     _check_probability("bernoulli_", p)
     shape = tuple(self.shape)
-    return _fill_with(
-        self, lambda d: (rand(shape, generator=generator, dtype=d, device=self.device) < p).to(dtype=d), "bernoulli_"
-    )
+    return _fill_with(self, lambda d: (_sample("rand", shape, d, self.device, generator) < p).to(dtype=d), "bernoulli_")
 
 
 @op("exponential_", doc="Every element replaced by a draw from Exp(lambd), in place.", composite=True, function=False)
@@ -497,7 +513,7 @@ def exponential_(self: Tensor, lambd: float = 1.0, *, generator: Generator | Non
     # -log(1 - u) / lambd with u in [0, 1): finite for every draw
     return _fill_with(
         self,
-        lambda d: -(-rand(shape, generator=generator, dtype=d, device=self.device)).log1p() / lambd,
+        lambda d: -(-_sample("rand", shape, d, self.device, generator)).log1p() / lambd,
         "exponential_",
     )
 
@@ -565,7 +581,7 @@ _SELU_ALPHA_PRIME = 1.7580993408473766  # -scale * alpha of SELU: the value a dr
 def _alpha_dropout(name, input, p, training, inplace, per_channel):
     """PyTorch's alpha dropout: dropped units set to SELU's negative saturation, then an affine map
     that keeps the mean and variance of self-normalising activations."""
-    check_float(name, "input", input)
+    check_tensor(name, "input", input)
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"{name}: dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0 or input.numel() == 0:
@@ -573,7 +589,8 @@ def _alpha_dropout(name, input, p, training, inplace, per_channel):
     if inplace:
         return apply_inplace(input, lambda x: _alpha_dropout(name, x, p, True, False, per_channel), name + "_")
     if p == 1.0:
-        return input * 0.0
+        return _all_dropped(input)
+    check_float(name, "input", input)
     if per_channel and input.ndim < 2:
         raise ShapeError(f"{name}: expected an input with a channel dim (N, C, ...), got {tuple(input.shape)}")
     shape = tuple(input.shape[:2]) + (1,) * (input.ndim - 2) if per_channel else tuple(input.shape)
@@ -684,7 +701,7 @@ def log_normal_(self: Tensor, mean: float = 1.0, std: float = 2.0, *, generator:
     shape = tuple(self.shape)
     return _fill_with(
         self,
-        lambda d: (randn(shape, generator=generator, dtype=d, device=self.device) * std + mean).exp(),
+        lambda d: (_sample("randn", shape, d, self.device, generator) * std + mean).exp(),
         "log_normal_",
     )
 
@@ -722,7 +739,7 @@ def cauchy_(self: Tensor, median: float = 0.0, sigma: float = 1.0, *, generator:
     shape = tuple(self.shape)
 
     def draw(d):
-        angle = (rand(shape, generator=generator, dtype=d, device=self.device) - 0.5) * math.pi
+        angle = (_sample("rand", shape, d, self.device, generator) - 0.5) * math.pi
         return angle.sin() / angle.cos() * sigma + median
 
     return _fill_with(self, draw, "cauchy_")
