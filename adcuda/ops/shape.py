@@ -168,8 +168,9 @@ _IDENTITY_ORDERS = tuple(list(range(n)) for n in range(17))
 
 def _permutation(input, dims):
     ndim = input._data.ndim
-    # the common case first: a tuple of plain ints that is already a permutation
-    if len(dims) == ndim and ndim < len(_IDENTITY_ORDERS) and sorted(dims) == _IDENTITY_ORDERS[ndim]:
+    # the common case first: a tuple of plain ints that is already a permutation (no dims at all is
+    # an error even for a 0-d tensor, as in PyTorch)
+    if dims and len(dims) == ndim and ndim < len(_IDENTITY_ORDERS) and sorted(dims) == _IDENTITY_ORDERS[ndim]:
         if all(d.__class__ is int for d in dims):
             return dims if dims.__class__ is tuple else tuple(dims)
     if not dims:
