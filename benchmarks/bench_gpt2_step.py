@@ -8,10 +8,13 @@ head tied to the token embedding), written once below against the names adcuda s
 and built with each framework's own public modules, so both run the same model. PyTorch's copy starts
 from adcuda's initial weights. One step: zero_grad, forward under autocast(bf16) with float32 weights,
 cross-entropy over the vocabulary (a float32 loss under autocast in both: adcuda reads the bf16 logits as
-they are, PyTorch casts them to float32), backward, AdamW (lr 6e-4, betas
+they are, PyTorch casts them to float32), backward, the gradient-norm clip at 1.0, AdamW (lr 6e-4, betas
 (0.9, 0.95), weight decay 0.1 on the matrices only). adcuda's AdamW always steps a parameter group
-with one fused multi-tensor kernel (its foreach/fused flags are accepted and change nothing);
-PyTorch's runs with fused=True. Batch 8 x 1024 tokens, in full and in --quick mode (which times fewer
+with one fused multi-tensor kernel (its foreach/fused flags are accepted and change nothing), which
+also applies the clip coefficient (``optimizer.clip_grad_norm_``: no separate pass over the gradients)
+and writes the bf16 working copy of every weight that autocast reads from the second step on (no
+per-step cast of the weights; docs/mixed-precision.md); PyTorch's runs with fused=True after
+``clip_grad_norm_``. Batch 8 x 1024 tokens, in full and in --quick mode (which times fewer
 steps).
 
 Reported: ms per step (CUDA-event medians over bursts of steps, after warmup steps), tokens/s, the
@@ -53,6 +56,7 @@ BATCH, LENGTH = 8, 1024
 TINY_BATCH, TINY_STEPS = 2, 3
 # AdamW as nanoGPT trains GPT-2 small
 LEARNING_RATE, BETAS, WEIGHT_DECAY = 6e-4, (0.9, 0.95), 0.1
+GRAD_CLIP = 1.0  # nanoGPT's gradient-norm clip
 # Relative difference allowed between a bf16-autocast loss and the float32 loss: bf16 keeps 8 bits of
 # mantissa (a relative rounding of 2^-9 per value), and a few steps of AdamW compound it a little.
 BF16_LOSS_RTOL = 2e-2
@@ -171,6 +175,11 @@ def training_step(lib, model, optimizer, inputs, targets, autocast_dtype):
             logits = model(inputs)
             loss = F.cross_entropy(logits.view(-1, vocab), targets.reshape(-1))
         loss.backward()
+        if lib is adcuda:
+            # the clip coefficient is applied inside AdamW's multi-tensor kernel (no separate pass)
+            optimizer.clip_grad_norm_(GRAD_CLIP)
+        else:
+            lib.nn.utils.clip_grad_norm_(model.parameters(), GRAD_CLIP)
         optimizer.step()
         return loss
 

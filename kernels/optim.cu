@@ -11,7 +11,9 @@
 // groups a call's tensors by combination and launches each group's kernel, which moves 16 bytes of its
 // widest array per load (a tensor any of whose arrays is not 16-byte aligned takes the element loop).
 // The combinations training uses are compiled (one dtype throughout; fp16/bf16 parameters and
-// gradients with fp32 state and fp32 masters); any other tensor is stepped through copies of its
+// gradients with fp32 state and fp32 masters; fp32 parameters with fp32 gradients and state stepped
+// as masters of an fp16/bf16 working copy, which the same pass writes: autocast then reads the copy
+// instead of casting each weight every step); any other tensor is stepped through copies of its
 // arrays in its compute type (fp32, fp64 for an fp64 parameter or master) and copied back, which
 // rounds as the kernel would. Unscaling and the norm read each tensor's dtype at run time.
 #include "optim.h"
@@ -212,6 +214,10 @@ __global__ void __launch_bounds__(kThreads) sgd_kernel(TensorTable<kSgdLists> ta
 enum AdamList { kAdamParam, kAdamGrad, kAdamExpAvg, kAdamExpAvgSq, kAdamMaxExpAvgSq, kAdamMaster, kAdamLists };
 
 struct AdamConstants {
+  // clip_grad_norm_'s clamped coefficient on the device (nullptr: none): every gradient is scaled by
+  // it before the step as the separate _foreach_mul_ would: both operands taken in the gradient's
+  // dtype (the elementwise kernels' rule), the product rounded to it
+  const float* grad_multiplier;
   double decay_factor;  // 1 - lr * weight_decay (AdamW)
   double weight_decay;  // added to the gradient (Adam)
   double beta1_complement, beta2, beta2_complement, bias_correction2_sqrt, eps, step_size;
@@ -230,6 +236,9 @@ struct AdamStep {
   void* exp_avg_sq;
   void* max_exp_avg_sq;  // nullptr unless AMSGrad
   void* target;          // the master, or the parameter
+  // read per vector (an L1 hit), not held in a register: the fp64 kernel's divisions are calls, and
+  // one more value live across them made ptxas spill on sm_80
+  const float* grad_multiplier;
   Acc decay_factor, weight_decay, beta1_complement, beta2, beta2_complement, bias_correction2_sqrt, eps, step_size;
   bool decoupled;
 
@@ -239,6 +248,11 @@ struct AdamStep {
     Acc w[V], d[V], m[V], v[V];
     load_values<typename Types::Target, V>(target, i, w);
     load_values<typename Types::Grad, V>(grad, i, d);
+    if (grad_multiplier != nullptr) {
+      const Acc c = static_cast<Acc>(to_compute(convert<typename Types::Grad>(*grad_multiplier)));
+#pragma unroll
+      for (int k = 0; k < V; ++k) d[k] = static_cast<Acc>(to_compute(convert<typename Types::Grad>(d[k] * c)));
+    }
     load_values<State, V>(exp_avg, i, m);
     load_values<State, V>(exp_avg_sq, i, v);
 #pragma unroll
@@ -284,6 +298,7 @@ __global__ void __launch_bounds__(kThreads) adam_kernel(TensorTable<kAdamLists> 
                              table.data[kAdamExpAvgSq][s],
                              table.data[kAdamMaxExpAvgSq][s],
                              Types::kMaster ? table.data[kAdamMaster][s] : param,
+                             c.grad_multiplier,
                              static_cast<Acc>(c.decay_factor),
                              static_cast<Acc>(c.weight_decay),
                              static_cast<Acc>(c.beta1_complement),
@@ -542,7 +557,18 @@ void use_all_on(const TensorLists<kLists>& lists, const KernelLaunch& launch) {
 }
 
 // The dtype combinations SGD and Adam are compiled for (kOther: anything else).
-enum class StepKind { kFloat32, kFloat64, kFloat16, kBFloat16, kFloat16Master, kBFloat16Master, kOther, kKinds };
+enum class StepKind {
+  kFloat32,
+  kFloat64,
+  kFloat16,
+  kBFloat16,
+  kFloat16Master,
+  kBFloat16Master,
+  kFloat16Copy,  // an fp16 working copy of an fp32 master with fp32 gradients
+  kBFloat16Copy,
+  kOther,
+  kKinds
+};
 
 // `target`, `param`, `grad`, `state` lists and `master` index the lists of one call.
 struct StepLayout {
@@ -555,14 +581,18 @@ StepKind step_kind(const TensorLists<kLists>& lists, const StepLayout& layout, s
   const ScalarType param = (*lists.lists[layout.param])[t].dtype();
   const bool master = lists.present(layout.master);
   const ScalarType state = master ? ScalarType::Float32 : param;
-  if ((*lists.lists[layout.grad])[t].dtype() != param) return StepKind::kOther;
+  const ScalarType grad = (*lists.lists[layout.grad])[t].dtype();
+  // the fp32 master's own gradient: the half parameter is only its working copy
+  const bool working_copy =
+      master && grad == ScalarType::Float32 && (param == ScalarType::Float16 || param == ScalarType::BFloat16);
+  if (grad != param && !working_copy) return StepKind::kOther;
   for (int l : layout.state) {
     if (lists.present(l) && (*lists.lists[l])[t].dtype() != state) return StepKind::kOther;
   }
   if (master) {
     if ((*lists.lists[layout.master])[t].dtype() != ScalarType::Float32) return StepKind::kOther;
-    if (param == ScalarType::Float16) return StepKind::kFloat16Master;
-    if (param == ScalarType::BFloat16) return StepKind::kBFloat16Master;
+    if (param == ScalarType::Float16) return working_copy ? StepKind::kFloat16Copy : StepKind::kFloat16Master;
+    if (param == ScalarType::BFloat16) return working_copy ? StepKind::kBFloat16Copy : StepKind::kBFloat16Master;
     return StepKind::kOther;
   }
   switch (param) {
@@ -640,6 +670,8 @@ void for_each_step_group(const StepGroups<kLists>& groups, Run&& run) {
   group(StepKind::kBFloat16, TypeTag<StepTypes<__nv_bfloat16, __nv_bfloat16, __nv_bfloat16, void>>{});
   group(StepKind::kFloat16Master, TypeTag<StepTypes<__half, __half, float, float>>{});
   group(StepKind::kBFloat16Master, TypeTag<StepTypes<__nv_bfloat16, __nv_bfloat16, float, float>>{});
+  group(StepKind::kFloat16Copy, TypeTag<StepTypes<__half, float, float, float>>{});
+  group(StepKind::kBFloat16Copy, TypeTag<StepTypes<__nv_bfloat16, float, float, float>>{});
 }
 
 }  // namespace
@@ -668,7 +700,7 @@ void sgd_step_(const std::vector<DeviceArray>& params, const std::vector<DeviceA
 void adam_step_(const std::vector<DeviceArray>& params, const std::vector<DeviceArray>& grads,
                 const std::vector<DeviceArray>& exp_avgs, const std::vector<DeviceArray>& exp_avg_sqs,
                 const std::vector<DeviceArray>& masters, const std::vector<DeviceArray>& max_exp_avg_sqs,
-                const AdamOptions& options) {
+                const AdamOptions& options, const DeviceArray* grad_multiplier) {
   const char* op = "adam_step_";
   TensorLists<kAdamLists> lists{{&params, &grads, &exp_avgs, &exp_avg_sqs, &max_exp_avg_sqs, &masters}};
   lists.check(op);
@@ -689,8 +721,15 @@ void adam_step_(const std::vector<DeviceArray>& params, const std::vector<Device
   constants.eps = options.eps;
   constants.step_size = options.lr / bias_correction1;
   constants.decoupled = options.decoupled;
+  if (grad_multiplier != nullptr) {
+    require(grad_multiplier->numel() == 1 && grad_multiplier->dtype() == ScalarType::Float32 &&
+                grad_multiplier->device() == params[0].device(),
+            op, "the gradient multiplier must be a one-element float32 array on the parameters' device");
+    constants.grad_multiplier = grad_multiplier->data<float>();
+  }
   KernelLaunch launch(params[0]);
   use_all_on(lists, launch);
+  if (grad_multiplier != nullptr) grad_multiplier->storage()->use_on(launch.stream(), launch.device());
   const StepGroups<kAdamLists> groups(lists, {kAdamParam, kAdamGrad, kAdamMaster,
                                               {kAdamExpAvg, kAdamExpAvgSq, kAdamMaxExpAvgSq}});
   for_each_step_group(groups, [&](auto types, const TensorLists<kAdamLists>& group) {

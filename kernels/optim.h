@@ -35,11 +35,14 @@ struct AdamOptions {
   bool decoupled;  // AdamW
 };
 
-// `max_exp_avg_sqs` empty unless AMSGrad; `masters` as for SGD.
+// `max_exp_avg_sqs` empty unless AMSGrad; `masters` as for SGD (an fp32 master with fp32 gradients
+// may have an fp16/bf16 parameter: its working copy, written in the same pass). `grad_multiplier`
+// (nullptr: none) is a one-element float32 array on the device multiplying every gradient first
+// (clip_grad_norm_'s coefficient, read by the kernel: no host sync).
 void adam_step_(const std::vector<DeviceArray>& params, const std::vector<DeviceArray>& grads,
                 const std::vector<DeviceArray>& exp_avgs, const std::vector<DeviceArray>& exp_avg_sqs,
                 const std::vector<DeviceArray>& masters, const std::vector<DeviceArray>& max_exp_avg_sqs,
-                const AdamOptions& options);
+                const AdamOptions& options, const DeviceArray* grad_multiplier = nullptr);
 
 // outs[i] = grads[i] * inv_scale for every tensor (outs[i] may be grads[i], or a wider array), where
 // inv_scale is the 0-d float32 array `inv_scale_array` if given, else `inv_scale_value`. Returns a new

@@ -17,18 +17,29 @@ tensors that require grad (the weights) made while gradients are recorded are ca
 region, so a weight used many times is cast once; a cached cast is made again after the weight is
 written in place, and the cache is dropped when the outermost region exits.
 
+Working copies (beyond PyTorch): a float32 weight that a region cast to float16/bfloat16 is
+remembered (``wanted_working_dtype``); an optimizer that steps it (Adam, AdamW) then writes its
+half-precision working copy in the same kernel pass and publishes it (``publish_working_copy``),
+and the next region's cast of that weight reads the copy instead of casting (``working_copy_cast``):
+no per-step cast of the weights. A copy is used only while the weight still has the version it had
+when the copy was written (any other write to the weight makes the region cast it again), only
+where the cast would be cached, and not while another dispatch hook (graph capture, the profiler)
+watches the ops.
+
 The state is thread-local; the hook is attached only while some thread is in an enabled region,
 so without autocast an op call pays nothing for it. ``adcuda.amp.autocast`` is the public context
 manager over ``enter_region``/``exit_region``.
 """
 
 import threading
+import weakref
 
 from .. import dtypes as dt
 from ..autograd.grad_mode import state as grad_state
 from ..autograd.graph import version_counter
 from ..tensor import Tensor
 from . import dispatch
+from .conversion import working_copy_cast
 
 LOWER, FLOAT32, PROMOTE, FLOAT32_RESULT = "lower", "float32", "promote", "float32_result"
 _HALF = (dt.float16, dt.bfloat16)
@@ -89,9 +100,53 @@ def _cast(t, policy):
     hit = _state.cache.get(id(t))
     if hit is not None and hit[0] is t and hit[1] == version and hit[2].dtype is target:
         return hit[2]
-    cast = t.to(dtype=target)
+    cast = _from_working_copy(t, version, target) if t.dtype is dt.float32 else None
+    if cast is None:
+        cast = t.to(dtype=target)
     _state.cache[id(t)] = (t, version, cast)
     return cast
+
+
+# id(weight) -> (weakref to it, dtype its regions cast it to): the weights an optimizer keeps copies of
+_wanted: dict = {}
+# id(weight) -> (weakref to it, its version when the copy was written, the copy)
+_published: dict = {}
+
+
+def _from_working_copy(t, version, target):
+    """``t`` cast to ``target`` read from its published working copy, or None (then remembered as
+    wanted, so that the optimizer's next step writes one)."""
+    if dispatch._hooks != (_HOOK,):  # graph capture or the profiler watches: plain casts
+        return None
+    entry = _published.get(id(t))
+    if entry is not None and entry[0]() is t and entry[1] == version and entry[2].dtype is target:
+        return working_copy_cast(t, entry[2])
+    wanted = _wanted.get(id(t))
+    if wanted is None or wanted[0]() is not t or wanted[1] is not target:
+        _wanted[id(t)] = (weakref.ref(t, _forget(id(t))), target)
+    return None
+
+
+def _forget(key):
+    def forget(_ref):
+        _wanted.pop(key, None)
+        _published.pop(key, None)
+
+    return forget
+
+
+def wanted_working_dtype(weight):
+    """The half dtype autocast regions cast the float32 ``weight`` to (None if none did): an
+    optimizer stepping it writes a working copy in that dtype."""
+    wanted = _wanted.get(id(weight))
+    return wanted[1] if wanted is not None and wanted[0]() is weight else None
+
+
+def publish_working_copy(weight, copy):
+    """``copy`` now holds ``weight`` rounded to ``copy``'s dtype, at ``weight``'s current version."""
+    wanted = _wanted.get(id(weight))
+    ref = wanted[0] if wanted is not None and wanted[0]() is weight else weakref.ref(weight, _forget(id(weight)))
+    _published[id(weight)] = (ref, version_counter(weight).value, copy)
 
 
 def _promote(args):

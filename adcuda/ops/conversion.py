@@ -16,7 +16,7 @@ from ..backends.cuda_availability import check_not_forked, is_initialized, unava
 from ..backends.pinned_host import pinned_host_array
 from ..device import CPU, as_device
 from ..errors import AutogradError, DeviceError
-from ..tensor import Tensor, primitives
+from ..tensor import Tensor, primitives, version_counter
 from .common import on_device, wrap
 from .factories import tensor
 from .registry import lowering, op
@@ -57,6 +57,23 @@ def to_copy(
             if dtype is not input.dtype:
                 data = dst_bk.astype(data, dtype)
     return wrap(data, device)
+
+
+@op(
+    "working_copy_cast",
+    doc="input in the dtype of its working copy ``copy`` (input rounded to that dtype, kept current by the "
+    "optimizer), read instead of cast; differentiable in input as a cast is.",
+    function=False,
+    method=False,
+    node="ToCopyBackward0",
+    grads={"input": lambda grad, input_device, input_dtype: grad.to(input_device, input_dtype)},
+)
+def working_copy_cast(input: Tensor, copy: Tensor) -> Tensor:
+    # the copy's memory itself, with its version counter: a backward that saved this result fails
+    # loudly if the optimizer has rewritten the copy since (as it would for a modified saved tensor)
+    out = wrap(copy._data, copy._device)
+    out._vc = version_counter(copy)
+    return out
 
 
 def to_device_and_dtype(t, device=None, dtype=None, copy=False, name="to", non_blocking=False):

@@ -448,7 +448,12 @@ def _fused_adam_forward(op, decoupled):
     ``state_steps`` are one-element tensors holding each parameter's 1-based step count, already
     incremented by the caller (``_foreach_add_(state_steps, 1)``), as in PyTorch; ``max_exp_avg_sqs``
     (empty unless ``amsgrad``) makes it AMSGrad. Beyond PyTorch: ``master_params`` and ``scratch`` as
-    in ``_fused_sgd_``."""
+    in ``_fused_sgd_`` (a float32 master with float32 gradients may have a float16/bfloat16 parameter:
+    its working copy, written in the same pass); ``grad_multiplier``, a one-element float32 tensor on
+    the parameters' device, scales every gradient first exactly as a
+    ``_foreach_mul_(grads, grad_multiplier)`` before the step would on that device, read by the kernel on the
+    device: ``clip_grad_norm_``'s coefficient applied inside the step (``Optimizer.clip_grad_norm_``);
+    the gradients themselves are not written."""
 
     def forward(
         self: Tensors,
@@ -467,6 +472,7 @@ def _fused_adam_forward(op, decoupled):
         maximize: bool,
         master_params: Tensors | None = None,
         scratch: Scratch | None = None,
+        grad_multiplier: Tensor | None = None,
     ) -> None:
         params = _tensor_list(op, "self", self)
         grads = _tensor_list(op, "grads", grads)
@@ -483,6 +489,10 @@ def _fused_adam_forward(op, decoupled):
         )
         if device is None:
             return
+        multiplier = None
+        if grad_multiplier is not None:
+            _check_flag(op, "grad_multiplier", grad_multiplier, device, dt.float32)
+            multiplier = grad_multiplier._data
         # the primitive steps tensors that share one step count: one call per distinct count (normally
         # one); the counts are CPU tensors (as PyTorch keeps them), so reading them is no device sync
         by_step: dict[int, list[int]] = {}
@@ -516,6 +526,7 @@ def _fused_adam_forward(op, decoupled):
                 decoupled,
                 master,
                 vmax,
+                multiplier,
                 **_scratch_keyword(scratch, device),
             )
         _bump(params, exp_avgs, exp_avg_sqs, maxes, masters)

@@ -21,6 +21,18 @@ precision still accumulate. The rules:
   keeps each group's own ``master_weights`` setting, and refuses a state holding masters for a
   group without master weights.
 
+Fused gradient clipping (beyond PyTorch): ``optimizer.clip_grad_norm_(max_norm)`` computes the total
+norm of the optimizer's gradients (one multi-tensor reduction per device, left on the device) and
+returns it, as ``nn.utils.clip_grad_norm_`` does; ``Adam``/``AdamW`` then apply the clip coefficient
+inside the next ``step()``'s multi-tensor kernel, which reads it from device memory, instead of a
+separate pass over every gradient; the gradients themselves are left unscaled (the step uses them
+scaled exactly as ``clip_grad_norm_`` would have left them). ``zero_grad`` drops a pending coefficient.
+Other optimizers scale the gradients in place at once.
+
+Working copies (beyond PyTorch): ``Adam``/``AdamW`` write the float16/bfloat16 copy of each float32
+parameter that autocast regions cast (``adcuda/ops/autocast.py``) in the same kernel pass as the
+update, and the next region reads the copy instead of casting the weight again.
+
 Graph capture's protocol: ``adcuda.compile`` replays a captured ``optimizer.step()`` (a host step)
 by calling ``optimizer._step_with_scratch(scratch)`` where the class that defines ``step`` also
 defines that method (looked up by name: capture sits below optim in the layers), else ``step()``
@@ -41,8 +53,9 @@ from .. import dtypes as dt
 from ..autograd.grad_mode import enable_grad, no_grad
 from ..autograd.graph import RemovableHandle
 from ..errors import AdcudaError, DeviceError
+from ..factories import tensor
 from ..ops.dispatch import host_step
-from ..ops.foreach import _foreach_version, _foreach_zero_
+from ..ops.foreach import _foreach_mul_, _foreach_version, _foreach_zero_, _global_norm
 from ..tensor import Tensor
 
 _HALF = (dt.float16, dt.bfloat16)
@@ -76,6 +89,7 @@ class Optimizer:
         # a defaultdict, as in PyTorch: custom optimizers read ``self.state[p]`` before filling it
         self.state = collections.defaultdict(dict)
         self._master_versions = {}  # half parameter -> its version when its master last matched it
+        self._grad_multipliers = {}  # device -> clip coefficient the next step applies (clip_grad_norm_)
         self.param_groups = []
         if isinstance(params, Tensor):
             raise TypeError(
@@ -145,6 +159,7 @@ class Optimizer:
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Drop every parameter's gradient (``set_to_none``, PyTorch's default: the next backward
         allocates fresh ones), or zero them in place, detached from any graph that produced them."""
+        self._grad_multipliers = {}
         zeroed = []
         for group in self.param_groups:
             for p in group["params"]:
@@ -159,6 +174,45 @@ class Optimizer:
                     p.grad.requires_grad_(False)
                 zeroed.append(p.grad)
         _foreach_zero_(zeroed)
+
+    # Optimizers whose fused step applies clip_grad_norm_'s coefficient itself (``grad_multiplier``)
+    _fuses_clip = False
+
+    def clip_grad_norm_(self, max_norm: float, norm_type: float = 2.0) -> Tensor:
+        """``nn.utils.clip_grad_norm_`` over this optimizer's parameters: returns their gradients' total
+        ``norm_type``-norm (a 0-d tensor on the first gradient's device, no host sync) and clips them
+        to ``max_norm``. Adam and AdamW apply the coefficient inside the next ``step()`` (the
+        gradients stay as they are until then); other optimizers scale the gradients now."""
+        norm_type = float(norm_type)
+        if not norm_type > 0:
+            raise OptimizerError(f"clip_grad_norm_: norm_type must be positive or inf, got {norm_type}")
+        grads = [p.grad for group in self.param_groups for p in group["params"] if p.grad is not None]
+        with no_grad():
+            if self._grad_multipliers:  # a coefficient still pending from an earlier call: apply it first
+                self._apply_grad_multipliers(grads)
+            if not grads:
+                return tensor(0.0)
+            by_device = {}
+            for g in grads:
+                by_device.setdefault(g.device, []).append(g)
+            norms = [_global_norm(group, norm_type) for group in by_device.values()]
+            first = grads[0].device
+            total = norms[0] if len(norms) == 1 else _global_norm([n.to(first) for n in norms], norm_type)
+            # the expression nn.utils.clip_grad_norm_ scales by, so both give the same gradients
+            coef = (float(max_norm) / (total + 1e-6)).clamp(max=1.0)
+            self._grad_multipliers = {device: coef.to(device) for device in by_device}
+            if not self._fuses_clip:
+                self._apply_grad_multipliers(grads)
+        return total
+
+    def _apply_grad_multipliers(self, grads):
+        multipliers, self._grad_multipliers = self._grad_multipliers, {}
+        by_device = {}
+        for g in grads:
+            by_device.setdefault(g.device, []).append(g)
+        for device, group in by_device.items():
+            if device in multipliers:
+                _foreach_mul_(group, multipliers[device])
 
     def _run_closure(self, closure):
         if closure is None:
@@ -323,6 +377,7 @@ class Optimizer:
     def __setstate__(self, state):
         self.__dict__.update(state)
         self._master_versions = {}
+        self._grad_multipliers = {}
 
     def __repr__(self):
         lines = [type(self).__name__ + " ("]

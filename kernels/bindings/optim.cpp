@@ -37,14 +37,17 @@ ADCUDA_REGISTER_BINDINGS(optim, 22) {
       "adam_step_",
       [](const Arrays& params, const Arrays& grads, const Arrays& exp_avgs, const Arrays& exp_avg_sqs,
          const Arrays& masters, const Arrays& max_exp_avg_sqs, std::int64_t step, double lr, double beta1,
-         double beta2, double eps, double weight_decay, bool decoupled) {
+         double beta2, double eps, double weight_decay, bool decoupled,
+         const std::optional<DeviceArray>& grad_multiplier) {
         adcuda::adam_step_(params, grads, exp_avgs, exp_avg_sqs, masters, max_exp_avg_sqs,
-                           adcuda::AdamOptions{step, lr, beta1, beta2, eps, weight_decay, decoupled});
+                           adcuda::AdamOptions{step, lr, beta1, beta2, eps, weight_decay, decoupled},
+                           grad_multiplier ? &*grad_multiplier : nullptr);
       },
       py::arg("params"), py::arg("grads"), py::arg("exp_avgs"), py::arg("exp_avg_sqs"), py::arg("masters"),
       py::arg("max_exp_avg_sqs"), py::arg("step"), py::arg("lr"), py::arg("beta1"), py::arg("beta2"), py::arg("eps"),
-      py::arg("weight_decay"), py::arg("decoupled"), release_gil(),
-      "Adam / AdamW (decoupled) over many tensors in place; empty `masters` / `max_exp_avg_sqs` when unused.");
+      py::arg("weight_decay"), py::arg("decoupled"), py::arg("grad_multiplier") = std::nullopt, release_gil(),
+      "Adam / AdamW (decoupled) over many tensors in place; empty `masters` / `max_exp_avg_sqs` when unused; "
+      "`grad_multiplier` a one-element float32 device array scaling every gradient first (or None).");
   m.def(
       "unscale_and_check_",
       [](const Arrays& outs, const Arrays& grads, const std::optional<DeviceArray>& inv_scale_array,

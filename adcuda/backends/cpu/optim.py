@@ -134,19 +134,24 @@ def adam_step_(
     decoupled: bool,
     masters: Arrays | None,
     max_exp_avg_sqs: Arrays | None = None,
+    grad_multiplier: BackendArray | None = None,
     *,
     scratch: Scratch | None = None,
 ) -> None:
     """Adam (``decoupled=False``: L2 added to the gradient) or AdamW (``decoupled=True``: the weights
     decay by ``lr * weight_decay``) at ``step`` (1-based, shared by the tensors of the call).
     ``masters`` (fp32 copies of low-precision params, or None) are stepped instead of ``params``,
-    which then receive the result; ``max_exp_avg_sqs`` (or None) makes it AMSGrad. State in the
-    compute dtype is updated in place, the temporaries taken from ``scratch`` (CPU only,
-    seam.CPU_REPLAY_KEYWORDS)."""
+    which then receive the result (an fp32 master with fp32 gradients may have a half parameter: its
+    working copy); ``max_exp_avg_sqs`` (or None) makes it AMSGrad. ``grad_multiplier`` (a one-element
+    float32 array, or None) scales every gradient first, rounded to the gradient's dtype, as a
+    separate ``_foreach_mul_`` would (clip_grad_norm_'s coefficient). State in the compute dtype is
+    updated in place, the temporaries taken from ``scratch`` (CPU only, seam.CPU_REPLAY_KEYWORDS)."""
     op = "adam_step_"
     if step < 1:
         raise ValueError(f"{op}: the step count is 1-based, got {step}")
     params, grads = _state(op, params), _grads(op, grads)
+    if grad_multiplier is not None:
+        grads = _multiplied(op, grads, grad_multiplier)
     exp_avgs, exp_avg_sqs = _state(op, exp_avgs), _state(op, exp_avg_sqs)
     masters = None if masters is None else _state(op, masters)
     max_exp_avg_sqs = None if max_exp_avg_sqs is None else _state(op, max_exp_avg_sqs)
@@ -190,6 +195,20 @@ def adam_step_(
         np.copyto(target, w, casting="unsafe")
         if masters is not None:
             np.copyto(params[i], w, casting="unsafe")
+
+
+def _multiplied(op, grads, multiplier):
+    """The gradients times the one-element ``multiplier``, each rounded to its own dtype (computed in
+    float32, float64 for float64 gradients); new arrays: the caller's gradients stay as they are."""
+    multiplier = np.asarray(multiplier)
+    if multiplier.size != 1 or multiplier.dtype != _F32:
+        raise ValueError(f"{op}: the gradient multiplier must be one float32 element, got {multiplier.dtype}")
+    factor = multiplier.reshape(())
+    out = []
+    for g in grads:
+        wide = np.float64 if g.dtype == np.float64 else _F32
+        out.append(np.multiply(g.astype(wide, copy=False), factor.astype(wide)).astype(g.dtype, copy=False))
+    return out
 
 
 def _adam_in_place_(w, d, m, v, max_v, arithmetic, take):

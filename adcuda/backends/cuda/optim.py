@@ -1,6 +1,8 @@
 """The CUDA backend's optimizer and loss-scaling primitives over adcuda's multi-tensor kernels
 (kernels/optim.cu): ``sgd_step_`` and ``adam_step_`` update every tensor of a call in one launch
-(more only past a few dozen tensors), with optional fp32 master weights for fp16/bf16 parameters;
+(more only past a few dozen tensors), with optional fp32 master weights for fp16/bf16 parameters
+(or fp16/bf16 working copies of fp32 parameters, written in the same pass) and, for Adam, a gradient
+multiplier read on the device (clip_grad_norm_'s coefficient);
 ``unscale_and_check_`` and ``update_scale_`` keep the loss scale and the found-inf flag on the device;
 ``global_norm`` reduces every gradient of ``clip_grad_norm_`` in the same multi-tensor launches.
 Signatures and math are the CPU backend's (adcuda/backends/cpu/optim.py).
@@ -79,9 +81,17 @@ def adam_step_(
     decoupled: bool,
     masters: Arrays | None,
     max_exp_avg_sqs: Arrays | None = None,
+    grad_multiplier: BackendArray | None = None,
 ) -> None:
-    """Adam / AdamW in place over many tensors at the 1-based ``step`` (see the CPU backend)."""
+    """Adam / AdamW in place over many tensors at the 1-based ``step`` (see the CPU backend); the
+    kernel reads ``grad_multiplier`` on the device (no host sync)."""
     op = "adam_step_"
+    if grad_multiplier is not None:
+        if grad_multiplier.size != 1 or grad_multiplier.dtype != scalar_type("float32"):
+            raise ValueError(
+                f"{op}: the gradient multiplier must be one float32 element, got {grad_multiplier.dtype.name}"
+            )
+        grad_multiplier = dense(grad_multiplier)
     _native._C.adam_step_(
         _state(op, params),
         _grads(op, grads),
@@ -96,6 +106,7 @@ def adam_step_(
         float(eps),
         float(weight_decay),
         bool(decoupled),
+        grad_multiplier,
     )
 
 
