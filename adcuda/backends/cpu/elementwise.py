@@ -117,6 +117,50 @@ def _erfc(x):
     return np.asarray(_ERFC_OBJECT(np.asarray(x, np.float64)), np.float64)
 
 
+# The activations and hyperbolic functions PyTorch has one kernel for: one primitive each (composed of
+# several ops, each call paid several dispatches), written as the compositions they replace were, so
+# values and extremes are the same: no exp of a positive number where it could overflow.
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def _selu(x):
+    negative = x <= 0
+    # expm1 of the non-positive part only; NaN takes the linear part, as in PyTorch
+    return np.where(negative, np.expm1(np.where(negative, x, 0)) * _SELU_ALPHA, x) * _SELU_SCALE
+
+
+def _softplus_smooth(x):
+    """log(1 + exp(x)) as log1p(exp(-|x|)) + max(x, 0): never exponentiates a positive number."""
+    return np.log1p(np.exp(-np.abs(x))) + np.maximum(x, 0)
+
+
+def _softplus(x):
+    # beta 1, threshold 20 (softplus's defaults): linear above the threshold
+    return np.where(x > 20, x, _softplus_smooth(x))
+
+
+def _mish(x):
+    return x * np.tanh(_softplus_smooth(x))
+
+
+def _hardsigmoid(x):
+    return np.clip(x + 3.0, 0.0, 6.0) / 6.0
+
+
+def _hardswish(x):
+    # PyTorch's order, x * relu6(x + 3) then / 6 (the half types already widened to float32)
+    return x * np.clip(x + 3.0, 0.0, 6.0) / 6.0
+
+
+def _softsign(x):
+    return x / (np.abs(x) + 1.0)
+
+
+def _tanhshrink(x):
+    return x - np.tanh(x)
+
+
 def _relu(x, out=None, scratch=None):
     return np.maximum(x, _zero(x.dtype), out=out)
 
@@ -198,7 +242,12 @@ def unary(
         if x.dtype.kind in "biu" and op in FLOAT_ONLY:
             x = x.astype(np.float64)
     # (NumPy's floating-point warnings, a NaN or inf cast into an integer included, are silenced by the
-    # package's filter: no np.errstate, which would cost ~1 us a call)
+    # package's filter: no np.errstate, which would cost ~1 us a call, but for the ops of _QUIET, whose
+    # extremes warn even where a caller records every warning, as the compositions they replaced did not)
+    if op in _QUIET:  # floating point functions, defined for every array they get
+        with np.errstate(all="ignore"):
+            r = np.asarray(fn(x))
+            return r if r.dtype == a.dtype else r.astype(a.dtype)
     try:
         r = np.asarray(fn(x))
         if r.dtype != a.dtype and op != "logical_not":
@@ -295,6 +344,12 @@ def _formula(name):
     scope, _, attribute = name.rpartition(".")
     return getattr({"np": np, "_special": _special}[scope], attribute) if scope else globals()[name]
 
+
+# issue 31's one-primitive activations and hyperbolic functions: overflow, inf / inf and inf * 0 at
+# their extremes are part of the formula (PyTorch is silent there)
+_QUIET = frozenset(
+    ("sinh", "cosh", "tan", "selu", "softplus", "mish", "hardsigmoid", "hardswish", "softsign", "tanhshrink")
+)
 
 # The dispatch tables, made from the declarative table (elementwise_table.UNARY): op name -> formula.
 UNARY_OPS = {op.name: _formula(op.cpu) for op in UNARY}
