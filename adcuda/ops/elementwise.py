@@ -1502,18 +1502,6 @@ def _shrink_grad(grad, input, lambd):
     return where(logical_and(ge(input, -lambd), le(input, lambd)), 0.0, grad)
 
 
-def _clamped(input, lo, hi):
-    return wrap(primitives(input).clamp(input._data, lo, hi), input._device)
-
-
-def _in_float32(fn, input):
-    """``fn`` of ``input`` computed in float32 for the half types and rounded once, as PyTorch's kernels
-    compute them (hardswish(30000) in float16 is 30000, though 30000 * 6 is past float16's range)."""
-    if input.dtype.itemsize != 2:
-        return fn(input)
-    return cast(fn(cast(input, dt.float32)), input.dtype)
-
-
 @op(
     "hardtanh",
     doc="input clamped to [min_val, max_val].",

@@ -144,13 +144,28 @@ def _mish(x):
     return x * np.tanh(_softplus_smooth(x))
 
 
+def _relu6_of_x_plus_3(x):
+    """min(max(x + 3, 0), 6) in one buffer (a NaN stays NaN); np.clip costs microseconds more a call."""
+    y = x + 3.0
+    np.maximum(y, 0.0, out=y)
+    np.minimum(y, 6.0, out=y)
+    return y
+
+
+@_in_place_safe
 def _hardsigmoid(x):
-    return np.clip(x + 3.0, 0.0, 6.0) / 6.0
+    y = _relu6_of_x_plus_3(x)
+    y /= 6.0
+    return y
 
 
+@_in_place_safe
 def _hardswish(x):
     # PyTorch's order, x * relu6(x + 3) then / 6 (the half types already widened to float32)
-    return x * np.clip(x + 3.0, 0.0, 6.0) / 6.0
+    y = _relu6_of_x_plus_3(x)
+    y *= x
+    y /= 6.0
+    return y
 
 
 def _softsign(x):
