@@ -46,6 +46,7 @@ from .dtypes import (  # noqa: A004
 )
 from .dtypes import bool_ as bool
 from .errors import AdcudaError, AutogradError, DeviceError, DTypeError, IndexOutOfRangeError, ShapeError
+from .errors import InvalidArgumentError as _InvalidArgumentError
 from .layouts import layout, sparse_coo, strided
 from .ops.factories import (
     BFloat16Tensor,
@@ -77,18 +78,25 @@ def is_tensor(obj: Any) -> builtins.bool:
     return isinstance(obj, Tensor)
 
 
+def _tensor_argument(name, input):
+    """``input``, which must be a Tensor (PyTorch's TypeError for another argument, as an adcuda error)."""
+    if not isinstance(input, Tensor):
+        raise DTypeError(f"{name}: argument 'input' must be Tensor, not {type(input).__name__}")
+    return input
+
+
 def numel(input: Tensor) -> builtins.int:
-    return input.numel()
+    return _tensor_argument("numel", input).numel()
 
 
 def is_floating_point(input: Tensor) -> builtins.bool:
-    return input.dtype.is_floating_point
+    return _tensor_argument("is_floating_point", input).dtype.is_floating_point
 
 
 # ------------------------------------------------------------------------------------------------
 # More of PyTorch's top-level names (issue 15)
 def is_complex(input: Tensor) -> builtins.bool:
-    return input.is_complex()
+    return _tensor_argument("is_complex", input).is_complex()
 
 
 _float32_matmul_precision = "highest"
@@ -100,7 +108,9 @@ def set_float32_matmul_precision(precision: str) -> None:
     whatever it says (adcuda/backends/flags.py)."""
     global _float32_matmul_precision
     if precision not in ("highest", "high", "medium"):
-        raise ValueError(f"set_float32_matmul_precision: expected 'highest', 'high' or 'medium', got {precision!r}")
+        raise _InvalidArgumentError(
+            f"set_float32_matmul_precision: expected 'highest', 'high' or 'medium', got {precision!r}"
+        )
     _float32_matmul_precision = precision
     backends.cuda.matmul.allow_tf32 = precision != "highest"
 

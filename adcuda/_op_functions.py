@@ -152,6 +152,7 @@ from .ops.factories import linspace
 from .ops.factories import logspace
 from .ops.factories import ones
 from .ops.factories import ones_like
+from .ops.factories import scalar_tensor
 from .ops.factories import tensor
 from .ops.factories import zeros
 from .ops.factories import zeros_like
@@ -169,9 +170,11 @@ from .ops.foreach import _fused_adamw_
 from .ops.foreach import _fused_sgd_
 from .ops.foreach import _global_norm
 from .ops.indexing import argwhere
+from .ops.indexing import combinations
 from .ops.indexing import diag
 from .ops.indexing import diagflat
 from .ops.indexing import diagonal
+from .ops.indexing import diagonal_scatter
 from .ops.indexing import gather
 from .ops.indexing import index_add
 from .ops.indexing import index_copy
@@ -194,9 +197,11 @@ from .ops.indexing import tril
 from .ops.indexing import tril_indices
 from .ops.indexing import triu
 from .ops.indexing import triu_indices
+from .ops.indexing import unravel_index
 from .ops.linalg import addbmm
 from .ops.linalg import addmm
 from .ops.linalg import addmv
+from .ops.linalg import addr
 from .ops.linalg import baddbmm
 from .ops.linalg import bmm
 from .ops.linalg import cdist
@@ -215,6 +220,8 @@ from .ops.linalg import outer
 from .ops.linalg import pairwise_distance
 from .ops.linalg import pdist
 from .ops.linalg import tensordot
+from .ops.linalg import vander
+from .ops.linalg import vdot
 from .ops.pooling import adaptive_avg_pool1d
 from .ops.pooling import adaptive_max_pool1d
 from .ops.pooling import avg_pool1d
@@ -243,6 +250,7 @@ from .ops.reduction import count_nonzero
 from .ops.reduction import cov
 from .ops.reduction import cumprod
 from .ops.reduction import cumsum
+from .ops.reduction import cumulative_trapezoid
 from .ops.reduction import histc
 from .ops.reduction import logsumexp
 from .ops.reduction import max
@@ -252,11 +260,15 @@ from .ops.reduction import nanmean
 from .ops.reduction import nansum
 from .ops.reduction import norm
 from .ops.reduction import prod
+from .ops.reduction import renorm
 from .ops.reduction import std
 from .ops.reduction import std_mean
 from .ops.reduction import sum
+from .ops.reduction import trapezoid
+from .ops.reduction import trapezoid as trapz
 from .ops.reduction import var
 from .ops.reduction import var_mean
+from .ops.shape import as_strided
 from .ops.shape import atleast_1d
 from .ops.shape import atleast_2d
 from .ops.shape import atleast_3d
@@ -305,7 +317,7 @@ from .ops.shape import slice_scatter
 from .ops.shape import split
 from .ops.shape import squeeze
 from .ops.shape import stack
-from .ops.shape import transpose as swapaxes
+from .ops.shape import swapaxes
 from .ops.shape import transpose as swapdims
 from .ops.shape import t
 from .ops.shape import tensor_split
@@ -323,17 +335,29 @@ from .ops.softmax_loss import mish
 from .ops.softmax_loss import softmax
 from .ops.sorting import argsort
 from .ops.sorting import bucketize
+from .ops.sorting import cummax
+from .ops.sorting import cummin
 from .ops.sorting import kthvalue
+from .ops.sorting import logcumsumexp
 from .ops.sorting import median
+from .ops.sorting import mode
 from .ops.sorting import msort
+from .ops.sorting import nanmedian
 from .ops.sorting import quantile
 from .ops.sorting import searchsorted
 from .ops.sorting import sort
 from .ops.sorting import topk
 from .ops.sorting import unique
 from .ops.sorting import unique_consecutive
+from .ops.special import bartlett_window
+from .ops.special import blackman_window
 from .ops.special import digamma
 from .ops.special import erfinv
+from .ops.special import frexp
+from .ops.special import hamming_window
+from .ops.special import hann_window
+from .ops.special import i0
+from .ops.special import kaiser_window
 from .ops.special import lgamma
 from .ops.special import mvlgamma
 from .ops.special import polygamma
@@ -364,6 +388,7 @@ __all__ = [
     "addcmul",
     "addmm",
     "addmv",
+    "addr",
     "all",
     "allclose",
     "amax",
@@ -382,6 +407,7 @@ __all__ = [
     "argmin",
     "argsort",
     "argwhere",
+    "as_strided",
     "as_tensor",
     "asin",
     "asinh",
@@ -393,12 +419,14 @@ __all__ = [
     "atleast_3d",
     "avg_pool1d",
     "baddbmm",
+    "bartlett_window",
     "bernoulli",
     "bincount",
     "bitwise_and",
     "bitwise_not",
     "bitwise_or",
     "bitwise_xor",
+    "blackman_window",
     "block_diag",
     "bmm",
     "broadcast_shapes",
@@ -418,6 +446,7 @@ __all__ = [
     "clip",
     "clone",
     "column_stack",
+    "combinations",
     "concat",
     "concatenate",
     "contiguous",
@@ -433,13 +462,17 @@ __all__ = [
     "count_nonzero",
     "cov",
     "cross",
+    "cummax",
+    "cummin",
     "cumprod",
     "cumsum",
+    "cumulative_trapezoid",
     "deg2rad",
     "diag",
     "diag_embed",
     "diagflat",
     "diagonal",
+    "diagonal_scatter",
     "diff",
     "digamma",
     "dist",
@@ -474,6 +507,7 @@ __all__ = [
     "fmin",
     "fmod",
     "frac",
+    "frexp",
     "from_dlpack",
     "from_numpy",
     "full",
@@ -487,6 +521,8 @@ __all__ = [
     "greater",
     "greater_equal",
     "gt",
+    "hamming_window",
+    "hann_window",
     "hardshrink",
     "hardsigmoid",
     "hardswish",
@@ -496,6 +532,7 @@ __all__ = [
     "hsplit",
     "hstack",
     "hypot",
+    "i0",
     "index_add",
     "index_copy",
     "index_fill",
@@ -509,6 +546,7 @@ __all__ = [
     "isnan",
     "isneginf",
     "isposinf",
+    "kaiser_window",
     "kron",
     "kthvalue",
     "lcm",
@@ -527,6 +565,7 @@ __all__ = [
     "log_softmax",
     "logaddexp",
     "logaddexp2",
+    "logcumsumexp",
     "logical_and",
     "logical_not",
     "logical_or",
@@ -550,6 +589,7 @@ __all__ = [
     "minimum",
     "mish",
     "mm",
+    "mode",
     "moveaxis",
     "movedim",
     "msort",
@@ -560,6 +600,7 @@ __all__ = [
     "mvlgamma",
     "nan_to_num",
     "nanmean",
+    "nanmedian",
     "nansum",
     "narrow",
     "narrow_copy",
@@ -599,6 +640,7 @@ __all__ = [
     "relu",
     "relu6",
     "remainder",
+    "renorm",
     "repeat",
     "repeat_interleave",
     "reshape",
@@ -608,6 +650,7 @@ __all__ = [
     "row_stack",
     "rsqrt",
     "rsub",
+    "scalar_tensor",
     "scatter",
     "scatter_add",
     "scatter_reduce",
@@ -653,6 +696,8 @@ __all__ = [
     "topk",
     "trace",
     "transpose",
+    "trapezoid",
+    "trapz",
     "tril",
     "tril_indices",
     "triu",
@@ -663,9 +708,12 @@ __all__ = [
     "unflatten",
     "unique",
     "unique_consecutive",
+    "unravel_index",
     "unsqueeze",
+    "vander",
     "var",
     "var_mean",
+    "vdot",
     "view",
     "vsplit",
     "vstack",

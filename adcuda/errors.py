@@ -42,6 +42,11 @@ class IndexOutOfRangeError(AdcudaError, IndexError, RuntimeError):
     """A dim or an index outside the tensor."""
 
 
+class EmptyReductionError(AdcudaError, IndexError, RuntimeError):
+    """A reduction with no identity (max, argmin, kthvalue...) over an empty dim: PyTorch's IndexError
+    ("Expected reduction dim 0 to have non-zero size")."""
+
+
 class IndexValueError(AdcudaError, RuntimeError):
     """An index tensor holding a position outside the dim it addresses (gather, scatter, index_add...),
     or of a dtype that cannot address one: PyTorch's RuntimeError, not an IndexError."""
@@ -77,8 +82,9 @@ class OpRuntimeError(AdcudaError, RuntimeError):
     forward) with no more specific class."""
 
 
-class DivisionByZeroError(AdcudaError, ZeroDivisionError):
-    """A division by zero inside an op (integer division and remainder)."""
+class DivisionByZeroError(AdcudaError, ZeroDivisionError, RuntimeError):
+    """A division by zero inside an op (integer division and remainder). Also a RuntimeError, the
+    class PyTorch raises for it ("ZeroDivisionError" is its message)."""
 
 
 class NumericOverflowError(AdcudaError, OverflowError):

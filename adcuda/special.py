@@ -4,7 +4,7 @@ in adcuda/ops/special.py and elementwise.py)."""
 from .ops.elementwise import erf, exp2, expm1, log1p, sigmoid, xlogy
 from .ops.reduction import logsumexp
 from .ops.softmax_loss import log_softmax, softmax
-from .ops.special import digamma, erfinv, lgamma, mvlgamma, polygamma, xlog1py
+from .ops.special import digamma, erfinv, i0, lgamma, mvlgamma, polygamma, xlog1py
 
 __all__ = [
     "digamma",
@@ -14,6 +14,7 @@ __all__ = [
     "expit",
     "expm1",
     "gammaln",
+    "i0",
     "log1p",
     "log_softmax",
     "logsumexp",

@@ -21,7 +21,15 @@ from . import dtypes as dt
 from .backends import backend_for
 from .backends import cpu as _cpu
 from .device import CPU
-from .errors import AutogradError, DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
+from .errors import (
+    AutogradError,
+    DTypeError,
+    IndexOutOfRangeError,
+    InvalidArgumentError,
+    NumericOverflowError,
+    ShapeError,
+    fmt_shape,
+)
 from .layouts import strided
 
 if TYPE_CHECKING:
@@ -254,11 +262,20 @@ class Tensor(_AttachedAtImport):
         return float(self.item())
 
     def __int__(self) -> int:
-        return int(self.item())
+        value = self.item()
+        try:
+            return int(value)
+        except ValueError:  # NaN: Python's ValueError, as PyTorch raises, as an adcuda error
+            raise InvalidArgumentError(f"int: cannot convert float {value} to integer") from None
+        except OverflowError:  # inf
+            raise NumericOverflowError(f"int: cannot convert float {value} to integer") from None
 
     def __index__(self) -> int:
         if self.dtype.category != dt.INTEGER or self.numel() != 1:
-            raise TypeError("only integer tensors of a single element can be converted to an index")
+            raise DTypeError(
+                f"__index__: only integer tensors of a single element can be converted to an index "
+                f"(got shape {fmt_shape(self.shape)}, {self.dtype})"
+            )
         return int(self.item())
 
     def __hash__(self):
@@ -266,7 +283,7 @@ class Tensor(_AttachedAtImport):
 
     def __iter__(self) -> Iterator[Tensor]:
         if self.ndim == 0:
-            raise TypeError("iteration over a 0-d tensor")
+            raise DTypeError("__iter__: iteration over a 0-d tensor")
         return (self[i] for i in range(self._data.shape[0]))
 
     def __repr__(self):
@@ -366,7 +383,9 @@ def wrap_dim(dim, ndim, op):
             return dim + ndim
     n = max(ndim, 1)
     if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
-        raise DTypeError(f"{op}: dim must be an int, got {type(dim).__name__}")
+        if not (isinstance(dim, Tensor) and dim.numel() == 1 and dim.dtype.category != dt.FLOATING):
+            raise DTypeError(f"{op}: dim must be an int, got {type(dim).__name__}")
+        dim = int(dim.item())  # a one-element integer tensor, as PyTorch takes it
     if dim < -n or dim >= n:
         raise IndexOutOfRangeError(
             f"{op}: dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})"

@@ -278,13 +278,13 @@ void flash_forward(const AttentionArgs& args, ScalarType dtype, const DeviceArra
     using T = typename decltype(tag)::type;
     constexpr int kD = decltype(head_dim)::value;
     constexpr bool kDropout = decltype(dropout)::value;
-    constexpr int bytes = flash::ForwardTiles<kD>::kBytes;
+    constexpr int bytes = flash::ForwardTiles<kD, kDropout>::kBytes;
     allow_shared_bytes(flash::flash_forward_kernel<T, kD, kDropout>, bytes, launch.device());
-    const std::int64_t blocks = args.batch * ceil_div(args.L, flash::kBlockRows);
+    const std::int64_t blocks = args.batch * ceil_div(args.L, flash::kBlockQueries);
     require(blocks < (std::int64_t(1) << 31), op,
             "too many query blocks (" + std::to_string(blocks) + ") for one launch");
     flash::flash_forward_kernel<T, kD, kDropout>
-        <<<static_cast<unsigned>(blocks), flash::kThreads, bytes, launch.stream()>>>(args, out.data<T>(),
+        <<<static_cast<unsigned>(blocks), flash::kForwardThreads, bytes, launch.stream()>>>(args, out.data<T>(),
                                                                                      lse.data<float>());
   });
 }
@@ -334,14 +334,14 @@ void flash_backward(const AttentionArgs& args, ScalarType dtype, const DeviceArr
         g.data<T>(), out.data<T>(), lse.data<float>(), scratch.lse_log2.data<float>(), scratch.delta.data<float>(),
         args.batch, args.L, scratch.padded_L, args.Ev);
     ADCUDA_CHECK_LAUNCH();
-    const std::int64_t blocks = args.batch * ceil_div(args.S, flash::kBlockRows);
+    const std::int64_t blocks = args.batch * ceil_div(args.S, flash::kBlockKeys);
     if (blocks > 0) {
       require(blocks < (std::int64_t(1) << 31), op,
               "too many key blocks (" + std::to_string(blocks) + ") for one launch");
       constexpr int bytes = flash::BackwardTiles<kD>::kBytes;
       allow_shared_bytes(flash::flash_backward_kernel<T, kD, kDropout>, bytes, launch.device());
       flash::flash_backward_kernel<T, kD, kDropout>
-          <<<static_cast<unsigned>(blocks), flash::kThreads, bytes, launch.stream()>>>(
+          <<<static_cast<unsigned>(blocks), flash::kBackwardThreads, bytes, launch.stream()>>>(
               args, g.data<T>(), scratch.lse_log2.data<float>(), scratch.delta.data<float>(), scratch.padded_L,
           scratch.dq_accum.data<float>(), dk.data<T>(), dv.data<T>());
       ADCUDA_CHECK_LAUNCH();

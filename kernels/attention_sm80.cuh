@@ -28,6 +28,7 @@
 namespace adcuda::flash {
 
 using ptx::cp_async_16;
+using ptx::cp_async_16_or_zero;
 using ptx::cp_async_commit;
 using ptx::cp_async_wait;
 using ptx::exp2_approx;
@@ -65,28 +66,64 @@ struct PaddedTile {
   __device__ __forceinline__ static int offset(int row, int chunk) { return row * kStride + chunk * 8; }
 };
 
-// Queues the cp.asyncs of one tile: rows [0, kRows) of `src` (row stride `row_stride` elements) into
-// `tile`; rows past `valid_rows` and columns past `valid_cols` are zero-filled (with src-size 0 the
-// source is not read, so the address past the end is never dereferenced). Thread x copies chunk
-// x % kChunks of rows x / kChunks, + kThreads / kChunks, ...: one source pointer stepped by a constant,
-// the shared offsets a constant apart.
-// `src` must be 16-byte aligned and row_stride a multiple of 8 (the host makes sure of that).
+// One thread's share of the cp.asyncs that fill a kind of tile: rows [0, kRows) of a matrix in global
+// memory (row stride `row_stride` elements) into a tile, rows from `valid_rows` on and columns from
+// `valid_cols` on zero-filled (valid_cols a multiple of 8, so a 16-byte chunk is wholly inside or
+// outside; a zero-filled chunk reads nothing, so an address past the end is never dereferenced).
+// Thread x copies chunk x % kChunks of rows x / kChunks + n kRowsPerPass. What depends only on the
+// thread and the operand is worked out once, when the loader is made: the source pointer of its first
+// chunk and its first row (or, for a chunk past valid_cols, a row past every tile). A load then costs per
+// chunk one 64-bit pointer step, one compare (the ignore-src predicate) and the cp.async, whose shared
+// destination is the thread's base plus a compile-time offset; advance() moves to the next tile down the
+// matrix with one pointer addition. The row stride is passed to each call rather than kept: the
+// kernels pass their argument's, which the compiler reads from the constant bank instead of holding
+// two more registers per operand. The source must be 16-byte aligned and row_stride a multiple of 8
+// (the host makes sure of that).
 template <int kThreads, typename Tile, typename T>
-__device__ __forceinline__ void load_tile_async(T* tile, const T* src, std::int64_t row_stride, int valid_rows,
-                                                int valid_cols) {
+struct TileLoader {
   static_assert(kThreads % Tile::kChunks == 0, "whole rows per pass");
-  constexpr int kRowsPerPass = kThreads / Tile::kChunks;
-  constexpr int kPasses = Tile::kRowCount * Tile::kChunks / kThreads;
+  static constexpr int kRowsPerPass = kThreads / Tile::kChunks;
+  static constexpr int kPasses = Tile::kRowCount * Tile::kChunks / kThreads;
   static_assert(kPasses * kThreads == Tile::kRowCount * Tile::kChunks, "whole chunks per thread");
-  const int row = static_cast<int>(threadIdx.x) / Tile::kChunks, chunk = static_cast<int>(threadIdx.x) % Tile::kChunks;
-  const int chunk_bytes = min(max((valid_cols - chunk * 8) * 2, 0), 16);
-  const T* from = src + row * row_stride + chunk * 8;
-  T* const to = tile + Tile::offset(row, chunk);
-#pragma unroll
-  for (int n = 0; n < kPasses; ++n) {
-    cp_async_16(to + n * kRowsPerPass * Tile::kStride, from, row + n * kRowsPerPass < valid_rows ? chunk_bytes : 0);
-    from += kRowsPerPass * row_stride;
+
+  const T* src;       // this thread's first chunk of the current tile
+  int first_row;      // the row of the thread's first chunk; 2^30 for a chunk past valid_cols
+  int shared_offset;  // of the thread's first chunk in the tile
+
+  __device__ __forceinline__ TileLoader(const T* matrix, std::int64_t row_stride, int valid_cols) {
+    const int row = static_cast<int>(threadIdx.x) / Tile::kChunks;
+    const int chunk = static_cast<int>(threadIdx.x) % Tile::kChunks;
+    src = matrix + row * row_stride + chunk * 8;
+    first_row = chunk * 8 < valid_cols ? row : (1 << 30);
+    shared_offset = Tile::offset(row, chunk);
   }
-}
+
+  __device__ __forceinline__ void load(T* tile, int valid_rows, std::int64_t row_stride) const {
+    const T* from = src;
+    const int rows_left = valid_rows - first_row;
+#pragma unroll
+    for (int n = 0; n < kPasses; ++n) {
+      cp_async_16_or_zero(tile + shared_offset + n * kRowsPerPass * Tile::kStride, from, n * kRowsPerPass >= rows_left);
+      from += kRowsPerPass * row_stride;
+    }
+  }
+
+  __device__ __forceinline__ void advance(std::int64_t row_stride) { src += Tile::kRowCount * row_stride; }
+
+  // Flips the sign of the chunks this thread loaded into `tile` (after they landed): negation is exact
+  // in fp16 and bf16. The forward uses it to make a negative scale positive (attention_flash.cuh).
+  __device__ __forceinline__ void negate_loaded(T* tile) const {
+#pragma unroll
+    for (int n = 0; n < kPasses; ++n) {
+      auto* chunk = reinterpret_cast<uint4*>(tile + shared_offset + n * kRowsPerPass * Tile::kStride);
+      uint4 bits = *chunk;
+      bits.x ^= 0x80008000u;
+      bits.y ^= 0x80008000u;
+      bits.z ^= 0x80008000u;
+      bits.w ^= 0x80008000u;
+      *chunk = bits;
+    }
+  }
+};
 
 }  // namespace adcuda::flash

@@ -8,8 +8,10 @@
 #include <pybind11/pybind11.h>
 
 #include <string>
+#include <vector>
 
 #include "adcuda/build_config.h"
+#include "functors.cuh"
 #include "host/torch_order_sum.h"
 #include "runtime/device.h"
 #include "runtime/errors.h"
@@ -19,6 +21,10 @@
 #endif
 
 namespace py = pybind11;
+
+namespace adcuda::host {
+void bind_convolution(py::module_& m);  // kernels/host/convolution.cpp
+}  // namespace adcuda::host
 
 namespace {
 
@@ -111,6 +117,33 @@ double host_torch_order_sum(const py::array_t<T, py::array::c_style>& row) {
   return static_cast<double>(adcuda::host::torch_order_sum(row.data(), static_cast<std::size_t>(row.size())));
 }
 
+// The CPU backend's gamma family and erfinv (adcuda/backends/cpu/_special.py): the CUDA kernels' own
+// functors (functors.cuh's special::), run over a contiguous float32/float64 array on the host, so the
+// formula lives once; a new array of the input's shape and dtype, computed in double as on the device.
+template <typename T, typename F>
+py::array_t<T> map_unary(const py::array_t<T, py::array::c_style>& x) {
+  py::array_t<T> out(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
+  const T* in = x.data();
+  T* result = out.mutable_data();
+  const F f{};
+  const py::ssize_t n = x.size();
+  {
+    py::gil_scoped_release release;
+    for (py::ssize_t i = 0; i < n; ++i) result[i] = f(in[i]);
+  }
+  return out;
+}
+
+template <typename T>
+py::array_t<T> host_special_unary(const std::string& op, const py::array_t<T, py::array::c_style>& x) {
+  namespace m = adcuda::math;
+  if (op == "lgamma") return map_unary<T, m::Lgamma>(x);
+  if (op == "digamma") return map_unary<T, m::Digamma>(x);
+  if (op == "trigamma") return map_unary<T, m::Trigamma>(x);
+  if (op == "erfinv") return map_unary<T, m::Erfinv>(x);
+  throw py::value_error("host_special_unary: unknown op '" + op + "'");
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -124,6 +157,10 @@ PYBIND11_MODULE(_C, m) {
   m.def("host_torch_order_sum", &host_torch_order_sum<double>, py::arg("row").noconvert(),
         "The sum of a contiguous 1-d float32/float64 row in PyTorch's CPU order of additions (a float).");
 
+  m.def("host_special_unary", &host_special_unary<float>, py::arg("op"), py::arg("x").noconvert());
+  m.def("host_special_unary", &host_special_unary<double>, py::arg("op"), py::arg("x").noconvert(),
+        "lgamma, digamma, trigamma or erfinv of a contiguous float32/float64 array, with the CUDA kernels' "
+        "functors, computed in float64 (a new array of x's shape and dtype).");
   m.def("build_info", &build_info,
         "How this module was built: cuda_compiled, cuda_version, cuda_architectures, compiler, build_type.");
 
@@ -163,6 +200,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("cuda_synchronize", &adcuda::synchronize, py::call_guard<py::gil_scoped_release>(),
         "Wait for all work on the current CUDA device to finish.");
 
+  adcuda::host::bind_convolution(m);
 #if ADCUDA_CUDA_COMPILED
   adcuda::bindings::bind_registered(m);
 #endif

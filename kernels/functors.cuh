@@ -12,7 +12,13 @@
 
 namespace adcuda::math {
 
+// nvcc compiles them for both sides; a plain C++ compiler (the host module _C of every install, with or
+// without nvcc: kernels/host/special_unary.h) sees ordinary inline functions.
+#if defined(__CUDACC__)
 #define ADCUDA_HD __host__ __device__ __forceinline__
+#else
+#define ADCUDA_HD inline
+#endif
 
 template <typename C>
 inline constexpr bool is_float_v = std::is_floating_point_v<C>;

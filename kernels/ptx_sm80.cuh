@@ -44,6 +44,20 @@ __device__ __forceinline__ void cp_async_16(void* shared_dst, const void* global
 #endif
 }
 
+// cp.async.cg of 16 bytes global -> shared, or 16 zero bytes without reading the source when `zero` is
+// set (the ignore-src predicate: the predicate goes straight to the LDGSTS, where a run-time src-size
+// costs address arithmetic per copy).
+__device__ __forceinline__ void cp_async_16_or_zero(void* shared_dst, const void* global_src, bool zero) {
+#if defined(ADCUDA_EMULATION)
+  emu::cp_async_16(shared_dst, global_src, zero ? 0 : 16);
+#else
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\ncp.async.cg.shared.global [%0], [%1], 16, p;\n}\n" ::"r"(
+          shared_address(shared_dst)),
+      "l"(global_src), "r"(static_cast<int>(zero)));
+#endif
+}
+
 __device__ __forceinline__ void cp_async_commit() {
 #if defined(ADCUDA_EMULATION)
   emu::cp_async_commit();

@@ -89,24 +89,34 @@ def _annotation(annotation):
     return annotation if isinstance(annotation, str) else inspect.formatannotation(annotation)
 
 
+def _declared(p):
+    """A parameter as a ``def`` writes it, with its annotation and default."""
+    text = p.name
+    if p.annotation is not p.empty:
+        text += f": {_annotation(p.annotation)}"
+    if p.default is not p.empty:
+        text += f" = {p.default!r}" if p.annotation is not p.empty else f"={p.default!r}"
+    return text
+
+
+def _parameters_and_call(parameters, inserted=()):
+    """(the ``def``'s parameter list, the call's argument list) for plain and keyword-only
+    ``parameters``; ``inserted`` comes after the plain ones (PyTorch's ``inplace``)."""
+    if any(p.kind not in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) for p in parameters):
+        raise SystemExit("functional='inplace' forms are written for plain and keyword-only parameters only")
+    plain = [p for p in parameters if p.kind == p.POSITIONAL_OR_KEYWORD]
+    keyword = [p for p in parameters if p.kind == p.KEYWORD_ONLY]
+    declared = [_declared(p) for p in plain] + list(inserted) + (["*"] if keyword else [])
+    declared += [_declared(p) for p in keyword]
+    call = [p.name for p in plain] + [f"{p.name}={p.name}" for p in keyword]
+    return declared, call
+
+
 def _inplace_keyword_form(definition):
     """A ``def`` of ``F.<name>(..., inplace=False)``: the op's parameters, then PyTorch's ``inplace``
     (also taken by position, after the op's own positional ones: F.leaky_relu(x, 0.2, True))."""
     name = definition.name
-    parameters = list(definition.signature.parameters.values())
-    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    if len(positional) != len(parameters):
-        raise SystemExit(f"op {name!r}: functional='inplace' forms are written for positional parameters only")
-    declared, call = [], []
-    for p in parameters:
-        text = p.name
-        if p.annotation is not p.empty:
-            text += f": {_annotation(p.annotation)}"
-        if p.default is not p.empty:
-            text += f" = {p.default!r}" if p.annotation is not p.empty else f"={p.default!r}"
-        declared.append(text)
-        call.append(p.name)
-    declared.append("inplace: bool = False")
+    declared, call = _parameters_and_call(list(definition.signature.parameters.values()), ["inplace: bool = False"])
     returns = definition.signature.return_annotation
     arrow = "" if returns is inspect.Signature.empty else f" -> {_annotation(returns)}"
     return [
@@ -115,6 +125,21 @@ def _inplace_keyword_form(definition):
         f"def {name}({', '.join(declared)}){arrow}:",
         f'    """{definition.doc}"""',
         f"    return (_{name}_inplace if inplace else _{name})({', '.join(call)})",
+    ]
+
+
+def _inplace_form(definition):
+    """A ``def`` of ``F.<name>_(input, ...)``: the in-place form, whose tensor PyTorch's functional
+    names ``input`` (the method's is ``self``)."""
+    name = definition.name
+    parameters = list(definition.signature.parameters.values())
+    declared, call = _parameters_and_call([parameters[0].replace(name="input")] + parameters[1:])
+    return [
+        "",
+        "",
+        f"def {name}_({', '.join(declared)}) -> Tensor:",
+        f'    """In-place {name}: {definition.doc}"""',
+        f"    return _{name}_inplace({', '.join(call)})",
     ]
 
 
@@ -127,8 +152,8 @@ def functional_module(registry):
             elif definition.functional_inplace:
                 declared = f'_get("{definition.name}")'
                 entries.append(f"_{name}, _{name}_inplace = {declared}.entry, {declared}.inplace_entry")
-                entries.append(f"{name}_ = _{name}_inplace")
                 defined.extend(_inplace_keyword_form(definition))
+                defined.extend(_inplace_form(definition))
             else:
                 names[name] = _where_defined(definition.entry)
     every = sorted(
@@ -150,6 +175,7 @@ def functional_module(registry):
         "",
         "if TYPE_CHECKING:",
         "    from ..tensor import Tensor",
+        *(["    from ..types import Generator"] if any("Generator" in line for line in defined) else []),
         "",
         *entries,
         *defined,

@@ -231,6 +231,19 @@ case(
     )(A(X)),
     (True, False),
 )
+case(
+    "storage_offset",
+    "of a view, from the memory's start",
+    lambda bk, A: (lambda a: (bk.storage_offset(a), bk.storage_offset(bk.slice(a, (1, slice(1, None))))))(A(X)),
+    (0, 4),
+)
+case(
+    "as_strided",
+    "a strided view of the whole memory, from a view of part of it",
+    lambda bk, A: bk.as_strided(bk.slice(A(X), (1,)), (2, 2), (1, 3), 1),
+    ok(F32, (2, 2), X.reshape(-1)[[[1, 4], [2, 5]]]),
+)
+case("as_strided", "out of the memory's bounds", lambda bk, A: bk.as_strided(A(X), (7,), (1,), 0), ShapeError)
 
 # ---- elementwise
 for op in sorted(cpu.UNARY_OPS):

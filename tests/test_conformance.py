@@ -60,6 +60,7 @@ def test_gradients(entry, sample):
     input, against torch.autograd.grad on the same values."""
     kind, name = _grad_form(entry, sample)
     results = {}
+    through = None  # the first-order gradients PyTorch differentiates again (runner.gradients)
     for lib in (TORCH, ADCUDA):
         leaves = []
         args = runner.resolve(sample.args, lib, None, leaves, grad=True)
@@ -69,13 +70,15 @@ def test_gradients(entry, sample):
         def fn(lib=lib, args=args, kwargs=kwargs, ref_name=ref_name):
             return runner.call(entry, lib, kind, ref_name, args, kwargs)
 
-        results[lib is TORCH] = _gradients(lib, fn, leaves)
+        results[lib is TORCH] = _gradients(lib, fn, leaves, through)
+        if lib is TORCH and not isinstance(results[True], Exception):
+            through = results[True][3]
     ref, got = results[True], results[False]
     if isinstance(ref, Exception):
         pytest.skip(f"PyTorch has no gradient here: {runner._short(ref)}")
     if isinstance(got, Exception):
         raise AssertionError(f"gradient: raises {runner._short(got)}") from got
-    (ref1, ref2, ref_note), (got1, got2, got_note) = ref, got
+    (ref1, ref2, ref_note, _), (got1, got2, got_note, _) = ref, got
     if ref_note:
         pytest.skip(ref_note)
     assert not got_note, f"gradient: {got_note}; PyTorch's output requires grad"
@@ -95,19 +98,20 @@ def _grad_form(entry, sample):
     pytest.skip("no out-of-place form")
 
 
-def _gradients(lib, fn, leaves):
-    """(first, second, note), the second an exception where the library has no second order."""
+def _gradients(lib, fn, leaves, through=None):
+    """(first, second, note, through), the second an exception where the library has no second order;
+    ``through`` as runner.gradients takes and gives it."""
     try:
-        first, _, note = runner.gradients(lib, fn, leaves, second_order=False)
+        first, _, note, _ = runner.gradients(lib, fn, leaves, second_order=False)
     except Exception as exc:  # noqa: BLE001 - compared with the other library's outcome
         return exc
     if note:
-        return None, None, note
+        return None, None, note, None
     try:
-        _, second, _ = runner.gradients(lib, fn, leaves, second_order=True)
+        _, second, _, through = runner.gradients(lib, fn, leaves, second_order=True, through=through)
     except Exception as exc:  # noqa: BLE001
         second = exc
-    return first, second, None
+    return first, second, None, through
 
 
 @pytest.mark.parametrize(("entry", "sample"), _params("error"))

@@ -79,8 +79,8 @@ def torch_builtin_signature(name, method):
     keywords, varargs, orders = set(), False, []
     for s in schemas:
         args = list(s.arguments)
-        if method and args and args[0].name == "self":
-            args = args[1:]
+        if method:  # the tensor a method is called on, wherever the schema has it (polygamma(n, self))
+            args = [a for a in args if a.name != "self"]
         # ``self`` is ``input`` in Python; a Python keyword (``from``) takes a trailing underscore
         names = ["input" if a.name == "self" else a.name + "_" * keyword.iskeyword(a.name) for a in args]
         keywords |= set(names)
@@ -103,6 +103,8 @@ def _python_overload(schema):
     types = [str(a.type) for a in schema.arguments]
     if not any(t.startswith("Tensor") or t == "List[Tensor]" for t in types) or any("Dimname" in t for t in types):
         return False
+    if any(a.name == "self" and t.startswith("List[") for a, t in zip(schema.arguments, types)):
+        return False  # TorchScript's methods of lists (``sort.Tensor(Tensor[] self, bool reverse)``)
     return not any(a.kwarg_only and a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
 
 

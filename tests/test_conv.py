@@ -211,36 +211,67 @@ def test_conv_transpose2d_matches_pytorch(x_shape, w_shape, kw):
 
 # the backward of the data takes three routes: stride 1 as a correlation with the flipped kernel
 # (padding up to the kernel's extent), padding beyond it, and other strides by col2im (strided or
-# by phase)
+# by phase; the native module's col2im where it is built); im2col is NumPy's or the native module's,
+# the latter also by kernel rows for a vertical stride of 1
 BLOCKED = [
     ((5, 4, 7, 6), (6, 2, 3, 2), dict(padding=(1, 0), dilation=(1, 2), groups=2)),
     ((5, 3, 6, 6), (4, 3, 2, 2), dict(padding=2)),
     ((5, 3, 9, 8), (4, 3, 4, 3), dict(stride=(2, 3), padding=1)),
     ((3, 4, 9, 10), (4, 2, 3, 2), dict(stride=(3, 2), dilation=(2, 3), groups=2)),
+    ((2, 4, 8, 7), (6, 2, 3, 2), dict(stride=(1, 2), padding=(2, 1), dilation=(2, 1), groups=2)),
 ]
 
 
 @needs_torch
 @pytest.mark.parametrize(
-    "short_rows,few_channels", [(0, 0), (1000, 1000), (0, 1000)], ids=["correlation", "by-phase", "strided"]
+    "short_rows,few_channels,rows_per_tap",
+    [(0, 0, 1000), (1000, 1000, 1000), (0, 1000, 1000), (0, 0, 0)],
+    ids=["correlation", "by-phase", "strided", "kernel-rows"],
 )
 @pytest.mark.parametrize("block_bytes", [1, 1 << 20], ids=["sample-blocks", "one-block"])
+@pytest.mark.parametrize("native", [False, True], ids=["numpy", "native"])
 @pytest.mark.parametrize("x_shape,w_shape,kw", BLOCKED, ids=_ids(BLOCKED))
 def test_conv2d_in_blocks_of_samples_matches_pytorch(
-    monkeypatch, block_bytes, short_rows, few_channels, x_shape, w_shape, kw
+    monkeypatch, block_bytes, native, short_rows, few_channels, rows_per_tap, x_shape, w_shape, kw
 ):
     # the CPU backend makes the columns a block of samples at a time (one sample per block here) and
     # picks the data gradient's route by the channels and the output rows' length
     from adcuda.backends.cpu import convolution
 
+    if native and convolution._NATIVE is None:
+        pytest.skip("the native module is not built")
+    if not native:
+        monkeypatch.setattr(convolution, "_NATIVE", None)
     monkeypatch.setattr(convolution, "_BLOCK_BYTES", block_bytes)
     monkeypatch.setattr(convolution, "_SHORT_ROWS", short_rows)
     monkeypatch.setattr(convolution, "_FEW_CHANNELS", few_channels)
+    monkeypatch.setattr(convolution, "_ROWS_PER_TAP", rows_per_tap)
     (x, tx), (w, tw) = _both(x_shape), _both(w_shape)
     _compare(F.conv2d(x, w, **kw), torch.nn.functional.conv2d(tx, tw, **kw), [(x, tx), (w, tw)])
     (x, tx), (w, tw) = _both(x_shape), _both((w_shape[1] * kw.get("groups", 1), *w_shape[1:]))
     kw = {**kw, "groups": kw.get("groups", 1)}
     _compare(F.conv_transpose2d(x, w, **kw), torch.nn.functional.conv_transpose2d(tx, tw, **kw), [(x, tx), (w, tw)])
+
+
+def test_native_gathers_reject_arrays_that_do_not_fit():
+    from adcuda.backends.cpu import convolution
+
+    native = convolution._NATIVE
+    if native is None:
+        pytest.skip("the native module is not built")
+    x = np.zeros((2, 3, 5, 5), np.float32)
+    window = ((3, 3), (3, 3), (1, 1), (0, 0), (1, 1))
+    with pytest.raises(ValueError, match="cpu_im2col"):
+        native.cpu_im2col(x, np.zeros((27, 2, 8), np.float32), *window, 0)  # Ho*Wo is 9
+    with pytest.raises(ValueError, match="cpu_im2col"):
+        native.cpu_im2col(x, np.zeros((27, 2, 9), np.float32), *window, 1)  # samples 1, 2 of 2
+    with pytest.raises(ValueError, match="cpu_im2col"):
+        native.cpu_im2col(x, np.zeros((27, 2, 9), np.float64), *window, 0)
+    with pytest.raises(ValueError, match="cpu_col2im"):
+        native.cpu_col2im(np.zeros((27, 2, 9), np.float32), np.zeros((2, 3, 5, 5), np.float32)[:, :, ::2], *window)
+    cols = np.zeros((27, 2, 9), np.float32)
+    native.cpu_im2col(x + 1, cols, *window, 0)
+    assert cols.min() == 1  # no padding: every window inside the input
 
 
 @needs_torch

@@ -183,3 +183,21 @@ def test_where_by_bits_equals_numpy_where_bit_for_bit(dtype):
         ref = np.ascontiguousarray(np.where(cond, x, y).astype(dtype))
         assert got.dtype == dtype and got.shape == ref.shape
         np.testing.assert_array_equal(got.view(np.uint8), ref.view(np.uint8))
+
+
+@pytest.mark.parametrize("slope", [0.0, 0.2, 1.0, 1.5, -0.5])
+def test_leaky_relu_equals_pytorch_bit_for_bit(slope):
+    # leaky_relu is one op: for a slope in (0, 1] its forward is max(x, slope * x), elsewhere a
+    # select; either way every value (signed zeros, infinities, NaN) and the gradient must be
+    # PyTorch's
+    torch = pytest.importorskip("torch")
+    import adcuda
+
+    values = np.array([0.0, -0.0, 1e-38, -1e-38, 2.5, -2.5, 3e38, -3e38, np.inf, -np.inf, np.nan], np.float32)
+    x, tx = adcuda.tensor(values, requires_grad=True), torch.tensor(values, requires_grad=True)
+    y, ty = adcuda.nn.functional.leaky_relu(x, slope), torch.nn.functional.leaky_relu(tx, slope)
+    np.testing.assert_array_equal(y.detach().numpy().view(np.uint32), ty.detach().numpy().view(np.uint32))
+    g = np.linspace(-2, 2, values.size).astype(np.float32)
+    y.backward(adcuda.tensor(g))
+    ty.backward(torch.tensor(g))
+    np.testing.assert_array_equal(x.grad.numpy().view(np.uint32), tx.grad.numpy().view(np.uint32))

@@ -3,8 +3,9 @@ attention_simt.cuh) against the CPU backend, the oracle: forward (output and log
 (dq, dk, dv) for every mask kind, causal, dropout, head dims 32/64/80/96/128, fp16 and bf16 (the
 tensor-core path) and fp32 (the CUDA-core path), sequence lengths that are not multiples of the 64-row
 tiles, a single query, cross-attention (L != S), strided and misaligned views; the dropout mask drawn
-identically by both backends; the dispatch between the two kernel families; bad input. Sizes are small:
-on the CUDA emulator every CUDA thread is a fiber on the CPU.
+identically by both backends; the dispatch between the two kernel families; bad input. Lengths cross the
+forward's 128-query and the backward's 128-key blocks (7, 129, 200, 257, 1023). Sizes are small: on the
+CUDA emulator every CUDA thread is a fiber on the CPU.
 
 bfloat16 has no NumPy type, so its CPU reference runs in float32 on the bf16-rounded inputs.
 """
@@ -126,8 +127,8 @@ def test_dispatch_picks_tensor_cores_for_half_types_with_head_dims_multiple_of_8
 @pytest.mark.parametrize("dtype", HALF_TYPES, ids=str)
 @pytest.mark.parametrize("head_dim", (32, 64, 80, 96, 128))
 def test_head_dims_match_cpu(cb, dtype, head_dim):
-    """70 queries and keys: one full 64-row tile and a partial one; 80 and 96 run in the 128 kernels
-    with zero-filled columns."""
+    """70 queries and keys: one full 64-key step and a partial one (a partial 128-row block); 80 and 96 run
+    in the 128 kernels with zero-filled columns."""
     q, k, v = normal(head_dim, (1, 2, 70, head_dim), (1, 2, 70, head_dim), (1, 2, 70, head_dim))
     run_attention(cb, dtype, q, k, v, is_causal=head_dim in (64, 96))
 
@@ -140,6 +141,45 @@ def test_query_and_key_lengths_match_cpu(cb, dtype, L, S, is_causal):
     keys j <= i), so with L > S the last queries see every key and with L < S most keys are unseen."""
     q, k, v = normal(L * 1000 + S, (2, L, 32), (2, S, 32), (2, S, 32))
     run_attention(cb, dtype, q, k, v, is_causal=is_causal)
+
+
+@pytest.mark.parametrize("dtype, head_dim", [(dt.float16, 64), (dt.bfloat16, 128), (dt.bfloat16, 32)], ids=str)
+@pytest.mark.parametrize("L, S", [(7, 129), (129, 7), (200, 257)])
+@pytest.mark.parametrize("is_causal", (False, True))
+def test_lengths_across_the_128_row_blocks_match_cpu(cb, dtype, head_dim, L, S, is_causal):
+    """The forward's blocks of 128 queries (4 warps of 32 rows, key steps of 64, or 32 at head dim 128)
+    and the backward's blocks of 128 keys (8 warps of 16): partial blocks and warps at both ends, a warp
+    with no valid row, causal diagonals inside a block, several blocks adding into one query's dQ."""
+    q, k, v = normal(L + S + head_dim, (1, 2, L, head_dim), (1, 2, S, head_dim), (1, 2, S, head_dim))
+    run_attention(cb, dtype, q, k, v, is_causal=is_causal)
+
+
+def test_a_long_odd_sequence_matches_cpu(cb):
+    """1023 queries and keys, causal: 8 query blocks of 128 (the last one row short) and 16 key steps each."""
+    q, k, v = normal(1023, (1, 1023, 64), (1, 1023, 64), (1, 1023, 64))
+    run_attention(cb, dt.bfloat16, q, k, v, is_causal=True)
+
+
+@pytest.mark.parametrize(
+    "dtype, head_dim, scale", [(dt.float16, 64, -0.7), (dt.bfloat16, 128, -0.4), (dt.float16, 64, 0.0)], ids=str
+)
+def test_negative_and_zero_scales_match_cpu(cb, dtype, head_dim, scale):
+    """The forward keeps scores unscaled and takes the row maximum before scaling, which needs scale >= 0: a
+    negative scale flips Q's sign in shared memory instead. Causal and a partial tile put masked tiles (scaled
+    first) beside unmasked ones (scaled in the exponent's FFMA), so both must agree on one running maximum."""
+    q, k, v = normal(int(10 * abs(scale)) + head_dim, (2, 150, head_dim), (2, 150, head_dim), (2, 150, head_dim))
+    run_attention(cb, dtype, q * 2, k * 2, v, is_causal=True, scale=scale)
+
+
+def test_masks_across_several_blocks_match_cpu(cb):
+    """A bool and an additive mask over 129 queries and 140 keys: tiles under a mask array in every block
+    and step of both passes, at head dim 128 (32-key forward steps)."""
+    q, k, v = normal(18, (1, 2, 129, 128), (1, 2, 140, 128), (1, 2, 140, 128))
+    rng = np.random.default_rng(19)
+    run_attention(cb, dt.bfloat16, q, k, v, mask=rng.random((129, 140)) < 0.6)
+    additive = rng.standard_normal((2, 129, 140))
+    additive[..., 130] = -np.inf
+    run_attention(cb, dt.float16, q, k, v, mask=additive)
 
 
 def test_value_head_dim_differs_from_query_head_dim(cb):
@@ -247,6 +287,14 @@ def test_dropout_matches_cpu_forward_and_backward(cb, dtype, head_dim, is_causal
     and the backward draws the forward's mask again."""
     q, k, v = normal(head_dim, (1, 2, 70, head_dim), (1, 2, 75, head_dim), (1, 2, 75, head_dim))
     run_attention(cb, dtype, q, k, v, is_causal=is_causal, dropout=(0.2, 99, 1 << 33))
+
+
+@pytest.mark.parametrize("dtype, head_dim", [(dt.bfloat16, 64), (dt.float16, 128)], ids=str)
+def test_dropout_across_several_blocks_matches_cpu(cb, dtype, head_dim):
+    """Dropout drawn per 16 x 16 tile by warps of 32 query rows (forward, 32-key steps) and of 16 keys
+    (backward, 128-key blocks), over several blocks of both."""
+    q, k, v = normal(head_dim + 1, (2, 140, head_dim), (2, 131, head_dim), (2, 131, head_dim))
+    run_attention(cb, dtype, q, k, v, is_causal=True, dropout=(0.25, 5, 77))
 
 
 def test_dropout_with_a_mask(cb):

@@ -517,9 +517,9 @@ def test_broadcast_mismatch_names_op_and_both_shapes():
 
 
 def test_integer_to_negative_integer_power_is_an_error():
-    with pytest.raises(DTypeError, match="pow: integers to negative integer powers"):
+    with pytest.raises(RuntimeError, match="pow: integers to negative integer powers"):  # PyTorch's class
         A.tensor([2, 3]) ** -1
-    with pytest.raises(DTypeError, match="pow: integers to negative integer powers"):
+    with pytest.raises(RuntimeError, match="pow: integers to negative integer powers"):
         A.tensor([2, 3]) ** A.tensor([1, -2])
     assert (A.tensor([2, 4]) ** -1.0).tolist() == [0.5, 0.25]  # a float exponent is fine
     assert (A.tensor([2, 3]) ** 2).tolist() == [4, 9]

@@ -108,3 +108,25 @@ def test_no_raw_error_from_these(call):
     with pytest.raises(Exception) as caught:
         call()
     assert isinstance(caught.value, errors.AdcudaError), repr(caught.value)
+
+
+def test_a_list_item_that_is_no_tensor_is_a_type_error_before_its_shapes():
+    """PyTorch's argument parser refuses an item of a list of tensors that is something else (a
+    TypeError) before the op looks at shapes; a Parameter is a tensor, and its shape error stays."""
+    for call in (
+        lambda: adcuda.meshgrid(adcuda.ones(2, 3), True),
+        lambda: adcuda.block_diag(adcuda.ones(2), (0, 1)),
+        lambda: adcuda.cartesian_prod(adcuda.ones(2), 2),
+    ):
+        with pytest.raises(TypeError, match="expected Tensor as element 1") as caught:
+            call()
+        assert isinstance(caught.value, errors.DTypeError)
+    p, q = adcuda.nn.Parameter(adcuda.ones(2)), adcuda.nn.Parameter(adcuda.ones(2, 3))
+    with pytest.raises(errors.ShapeError, match="cat: sizes of tensors must match"):
+        adcuda.cat([p, q])
+
+
+def test_a_functional_inplace_form_given_a_list_names_it():
+    with pytest.raises(TypeError, match="relu_: input must be a Tensor, got list") as caught:
+        adcuda.nn.functional.relu_([1.0, -1.0])
+    assert isinstance(caught.value, errors.DTypeError)

@@ -212,6 +212,9 @@ SAMPLES = {
     "sigmoid": activation("sigmoid"),
     "silu": activation("silu"),
     "relu": activation("relu"),
+    "leaky_relu": lambda: (
+        activation("leaky_relu", negative_slope=0.2)() + activation("leaky_relu", negative_slope=-1.5)()
+    ),
     "gelu": lambda: activation("gelu")() + activation("gelu", approximate="tanh")(),
     "softmax": softmax_samples("softmax"),
     "log_softmax": softmax_samples("log_softmax"),
@@ -234,9 +237,9 @@ SAMPLES = {
     "permute": permute_samples,
 }
 
-# ops whose fused formulas call primitives (products, sums, writes into zeros, views) with no op around
-# them, rather than a backward primitive
-DIRECT = {"linear_2d", "slice_key", "view", "reshape", "permute"}
+# ops whose fused formulas call primitives (products, sums, writes into zeros, views, selects) with no op
+# around them, rather than a backward primitive
+DIRECT = {"linear_2d", "slice_key", "view", "reshape", "permute", "leaky_relu"}
 
 
 class PrimitiveLog:

@@ -3,6 +3,7 @@ declaration names; every call through one entry point, where hooks see ops and p
 nothing while none is attached."""
 
 import importlib.util
+import inspect
 import pathlib
 import sys
 
@@ -49,7 +50,8 @@ def test_the_registry_says_what_the_api_reference_needs():
     mul = registry.get("mul")
     assert list(mul.signature.parameters) == ["input", "other"]
     assert mul.family == "elementwise" and mul.differentiable and mul.node == "MulBackward0"
-    assert mul.forms["operators"] == ["__mul__", "__rmul__", "__imul__"] and mul.forms["inplace"] == ["mul_"]
+    assert mul.forms["operators"] == ["__mul__", "__rmul__", "__imul__"]
+    assert mul.forms["inplace"] == ["mul_", "multiply_"]  # an alias's in-place form too
     gelu = registry.get("gelu")
     assert gelu.fused is not None and [f.targets for f in gelu.grads] == [("input",)]
     assert registry.get("eq").differentiable is False and registry.get("square").composite
@@ -176,6 +178,39 @@ def test_a_number_in_a_tensor_sequence_is_named():
         adcuda.stack([adcuda.ones(2), 1.0])
 
 
+def test_numpy_aliases_reach_every_form_of_a_dim_op():
+    """``axis``/``keepdims`` are declared once, at the dispatch point, for every op with ``dim``/``keepdim``:
+    its function, method and in-place forms take them (a required dim too), and its signature says so."""
+    import inspect
+
+    x = adcuda.arange(6.0).reshape(2, 3)
+    index = adcuda.tensor([[0], [2]])
+    assert adcuda.gather(x, axis=1, index=index).tolist() == [[0.0], [5.0]]
+    assert x.sum(axis=1, keepdims=True).shape == (2, 1)
+    y = adcuda.zeros(2, 3)
+    y.index_add_(axis=1, index=adcuda.tensor([0]), source=adcuda.ones(2, 1))
+    assert y.sum().item() == 2.0
+    for form in (adcuda.gather, adcuda.Tensor.sum, adcuda.Tensor.index_add_):
+        assert "axis" in inspect.signature(form).parameters
+    assert "keepdims" in inspect.signature(adcuda.amax).parameters
+    with pytest.raises(adcuda.DTypeError, match="gather: missing required argument 'dim'"):
+        adcuda.gather(x, index=index)
+
+
+def test_varargs_of_sizes_or_dims_also_take_their_name():
+    import inspect
+
+    x = adcuda.zeros(2, 1, 1)
+    assert x.squeeze(1, 2).shape == (2,) and x.squeeze((1, 2)).shape == (2,) and x.squeeze(dim=1).shape == (2, 1)
+    assert x.reshape(shape=(1, 2)).shape == (1, 2) and x.broadcast_to(3, 2, 1, 1).shape == (3, 2, 1, 1)
+    assert adcuda.ones(2, 3).count_nonzero(0, 1).item() == 6
+    parameters = inspect.signature(adcuda.Tensor.reshape).parameters
+    assert parameters["shape_args"].kind is inspect.Parameter.VAR_POSITIONAL
+    assert parameters["shape"].kind is inspect.Parameter.KEYWORD_ONLY
+    with pytest.raises(adcuda.DTypeError, match="reshape: got shape both"):
+        x.reshape(2, shape=(2,))
+
+
 # ----------------------------------------------------------------------------------------------
 # the function forms by name (scripts/gen_op_functions.py)
 def test_the_generated_function_modules_are_current():
@@ -193,7 +228,9 @@ def test_function_forms_are_the_op_entries_defined_by_name():
     for name, entry in registry.functions().items():
         assert getattr(adcuda, name) is entry, name  # no wrapper: a call costs what the entry costs
     assert sorted(F.__all__) == sorted(registry.functional_forms())
-    assert F.gelu is registry.get("gelu").entry and F.relu_ is registry.get("relu").inplace_entry
+    assert F.gelu is registry.get("gelu").entry
+    # F.relu_ names its tensor input, as PyTorch's (Tensor.relu_'s is self): a def over the in-place entry
+    assert list(inspect.signature(F.relu_).parameters) == ["input"] and F.relu_(adcuda.tensor([-1.0])).tolist() == [0.0]
     assert F.relu.__code__.co_filename == functional_module.__file__  # a def an editor finds
     x = adcuda.tensor([-1.0, 2.0])
     assert F.leaky_relu(x, 0.5).tolist() == [-0.5, 2.0] and x.tolist() == [-1.0, 2.0]

@@ -9,6 +9,7 @@
 """
 
 from .. import dtypes as dt
+from ..backends.float_errors import QUIET, quiet, restore
 from ..errors import AutogradError
 from ..tensor import Tensor, primitives
 from . import anomaly
@@ -262,6 +263,8 @@ def run_backward(roots, root_grads, retain_graph, create_graph, capture=None, al
     plain = not check and backward_observer is None and capture_map is None
     prev_mode = grad_state.enabled
     grad_state.enabled = bool(create_graph)
+    # backward rules compute with NumPy silent about inf and nan, as every op's entry does (float_errors.py)
+    numpy_state = quiet(QUIET)
     try:
         while ready:
             node = ready.pop()
@@ -311,6 +314,7 @@ def run_backward(roots, root_grads, retain_graph, create_graph, capture=None, al
             results = g = None
     finally:
         grad_state.enabled = prev_mode
+        restore(numpy_state)
 
     if capture is not None:
         for i, g in enumerate(captured):

@@ -68,6 +68,8 @@ Conventions (NumPy's, which the CPU backend inherits and the CUDA backend follow
 | `slice(a, key)` | basic indexing; ``key`` a tuple of ints, slices, None and one Ellipsis |
 | `flip(a, axes)` | reversed along ``axes`` (None: every dim) |
 | `shares_memory(a, b)` | whether two arrays may overlap |
+| `storage_offset(a)` | where ``a`` starts in the memory it is a view of, in elements from its start |
+| `as_strided(a, shape, strides, offset)` | a view of the memory ``a`` is a view of: ``strides`` in elements, ``offset`` in elements from the memory's start; ShapeError where it would reach outside it |
 | **elementwise** (broadcasting, strided inputs) | |
 | `unary(op, a)` | ``op`` in ``UNARY_OPS``, in ``a``'s dtype (``logical_not``: bool); the floating point functions of bool and integer arrays are computed in float64 and cast back |
 | `binary(op, a, b, dtype)` | ``op`` in ``BINARY_OPS`` with both operands taken in ``dtype``; ``a`` or ``b`` may be a scalar; the result in ``dtype`` (comparisons and logical ops: bool) |

@@ -17,6 +17,7 @@ __all__ = [
     "broadcast_strides",
     "basic_index",
     "flip",
+    "check_as_strided",
 ]
 
 
@@ -181,3 +182,25 @@ def flip(shape, strides, offset, axes):
             offset += (shape[axis] - 1) * strides[axis]
         strides[axis] = -strides[axis]
     return tuple(strides), offset
+
+
+def check_as_strided(shape, strides, offset, capacity):
+    """(shape, strides) as tuples of ints for a view of ``capacity`` elements of storage from element
+    ``offset`` (PyTorch's as_strided): ShapeError where it would reach outside the storage or has a
+    negative size, stride or offset."""
+    shape = tuple(operator.index(n) for n in shape)
+    strides = tuple(operator.index(s) for s in strides)
+    offset = operator.index(offset)
+    if len(shape) != len(strides):
+        raise ShapeError(f"as_strided: mismatch in length of strides ({len(strides)}) and shape ({len(shape)})")
+    if any(n < 0 for n in shape) or any(s < 0 for s in strides) or offset < 0:
+        raise ShapeError(
+            f"as_strided: sizes {list(shape)}, strides {list(strides)} and storage offset {offset} must not be negative"
+        )
+    needed = 0 if 0 in shape else offset + sum((n - 1) * s for n, s in zip(shape, strides)) + 1
+    if needed > capacity:
+        raise ShapeError(
+            f"as_strided: sizes {list(shape)}, strides {list(strides)} and storage offset {offset} need a storage of "
+            f"{needed} elements, out of bounds for the storage of {capacity}"
+        )
+    return shape, strides

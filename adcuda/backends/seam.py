@@ -57,6 +57,8 @@ PRIMITIVES = (
     "slice",
     "flip",
     "shares_memory",
+    "storage_offset",
+    "as_strided",
     "unary",
     "binary",
     "unary_backward",

@@ -92,33 +92,21 @@ from ..ops.softmax_loss import triplet_margin_with_distance_loss
 
 if TYPE_CHECKING:
     from ..tensor import Tensor
+    from ..types import Generator
 
 _silu, _silu_inplace = _get("silu").entry, _get("silu").inplace_entry
-silu_ = _silu_inplace
 _relu, _relu_inplace = _get("relu").entry, _get("relu").inplace_entry
-relu_ = _relu_inplace
 _leaky_relu, _leaky_relu_inplace = _get("leaky_relu").entry, _get("leaky_relu").inplace_entry
-leaky_relu_ = _leaky_relu_inplace
 _elu, _elu_inplace = _get("elu").entry, _get("elu").inplace_entry
-elu_ = _elu_inplace
 _selu, _selu_inplace = _get("selu").entry, _get("selu").inplace_entry
-selu_ = _selu_inplace
 _celu, _celu_inplace = _get("celu").entry, _get("celu").inplace_entry
-celu_ = _celu_inplace
 _hardtanh, _hardtanh_inplace = _get("hardtanh").entry, _get("hardtanh").inplace_entry
-hardtanh_ = _hardtanh_inplace
 _relu6, _relu6_inplace = _get("relu6").entry, _get("relu6").inplace_entry
-relu6_ = _relu6_inplace
 _hardsigmoid, _hardsigmoid_inplace = _get("hardsigmoid").entry, _get("hardsigmoid").inplace_entry
-hardsigmoid_ = _hardsigmoid_inplace
 _hardswish, _hardswish_inplace = _get("hardswish").entry, _get("hardswish").inplace_entry
-hardswish_ = _hardswish_inplace
 _threshold, _threshold_inplace = _get("threshold").entry, _get("threshold").inplace_entry
-threshold_ = _threshold_inplace
 _rrelu, _rrelu_inplace = _get("rrelu").entry, _get("rrelu").inplace_entry
-rrelu_ = _rrelu_inplace
 _mish, _mish_inplace = _get("mish").entry, _get("mish").inplace_entry
-mish_ = _mish_inplace
 
 
 def silu(input: Tensor, inplace: bool = False) -> Tensor:
@@ -126,9 +114,19 @@ def silu(input: Tensor, inplace: bool = False) -> Tensor:
     return (_silu_inplace if inplace else _silu)(input)
 
 
+def silu_(input: Tensor) -> Tensor:
+    """In-place silu: input * sigmoid(input) (swish)."""
+    return _silu_inplace(input)
+
+
 def relu(input: Tensor, inplace: bool = False) -> Tensor:
     """max(input, 0)."""
     return (_relu_inplace if inplace else _relu)(input)
+
+
+def relu_(input: Tensor) -> Tensor:
+    """In-place relu: max(input, 0)."""
+    return _relu_inplace(input)
 
 
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
@@ -136,9 +134,19 @@ def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = Fals
     return (_leaky_relu_inplace if inplace else _leaky_relu)(input, negative_slope)
 
 
+def leaky_relu_(input: Tensor, negative_slope: float = 0.01) -> Tensor:
+    """In-place leaky_relu: input where positive, negative_slope * input elsewhere."""
+    return _leaky_relu_inplace(input, negative_slope)
+
+
 def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """input where positive, alpha * (exp(input) - 1) elsewhere."""
     return (_elu_inplace if inplace else _elu)(input, alpha)
+
+
+def elu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    """In-place elu: input where positive, alpha * (exp(input) - 1) elsewhere."""
+    return _elu_inplace(input, alpha)
 
 
 def selu(input: Tensor, inplace: bool = False) -> Tensor:
@@ -146,9 +154,19 @@ def selu(input: Tensor, inplace: bool = False) -> Tensor:
     return (_selu_inplace if inplace else _selu)(input)
 
 
+def selu_(input: Tensor) -> Tensor:
+    """In-place selu: scale * elu(input, alpha) with the self-normalising constants."""
+    return _selu_inplace(input)
+
+
 def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """input where positive, alpha * (exp(input / alpha) - 1) elsewhere."""
     return (_celu_inplace if inplace else _celu)(input, alpha)
+
+
+def celu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    """In-place celu: input where positive, alpha * (exp(input / alpha) - 1) elsewhere."""
+    return _celu_inplace(input, alpha)
 
 
 def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
@@ -156,9 +174,19 @@ def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace
     return (_hardtanh_inplace if inplace else _hardtanh)(input, min_val, max_val)
 
 
+def hardtanh_(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+    """In-place hardtanh: input clamped to [min_val, max_val]."""
+    return _hardtanh_inplace(input, min_val, max_val)
+
+
 def relu6(input: Tensor, inplace: bool = False) -> Tensor:
     """input clamped to [0, 6]."""
     return (_relu6_inplace if inplace else _relu6)(input)
+
+
+def relu6_(input: Tensor) -> Tensor:
+    """In-place relu6: input clamped to [0, 6]."""
+    return _relu6_inplace(input)
 
 
 def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
@@ -166,9 +194,19 @@ def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
     return (_hardsigmoid_inplace if inplace else _hardsigmoid)(input)
 
 
+def hardsigmoid_(input: Tensor) -> Tensor:
+    """In-place hardsigmoid: relu6(input + 3) / 6."""
+    return _hardsigmoid_inplace(input)
+
+
 def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
     """input * relu6(input + 3) / 6."""
     return (_hardswish_inplace if inplace else _hardswish)(input)
+
+
+def hardswish_(input: Tensor) -> Tensor:
+    """In-place hardswish: input * relu6(input + 3) / 6."""
+    return _hardswish_inplace(input)
 
 
 def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
@@ -176,14 +214,29 @@ def threshold(input: Tensor, threshold: float, value: float, inplace: bool = Fal
     return (_threshold_inplace if inplace else _threshold)(input, threshold, value)
 
 
-def rrelu(input: Tensor, lower: float = 0.125, upper: float = 0.3333333333333333, training: bool = False, inplace: bool = False) -> Tensor:
+def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:
+    """In-place threshold: input where input > threshold, value elsewhere."""
+    return _threshold_inplace(input, threshold, value)
+
+
+def rrelu(input: Tensor, lower: float = 0.125, upper: float = 0.3333333333333333, training: bool = False, inplace: bool = False, *, generator: Generator | None = None) -> Tensor:
     """leaky_relu with a random slope from U(lower, upper) per element while training, their mean otherwise."""
-    return (_rrelu_inplace if inplace else _rrelu)(input, lower, upper, training)
+    return (_rrelu_inplace if inplace else _rrelu)(input, lower, upper, training, generator=generator)
+
+
+def rrelu_(input: Tensor, lower: float = 0.125, upper: float = 0.3333333333333333, training: bool = False, *, generator: Generator | None = None) -> Tensor:
+    """In-place rrelu: leaky_relu with a random slope from U(lower, upper) per element while training, their mean otherwise."""
+    return _rrelu_inplace(input, lower, upper, training, generator=generator)
 
 
 def mish(input: Tensor, inplace: bool = False) -> Tensor:
     """input * tanh(softplus(input))."""
     return (_mish_inplace if inplace else _mish)(input)
+
+
+def mish_(input: Tensor) -> Tensor:
+    """In-place mish: input * tanh(softplus(input))."""
+    return _mish_inplace(input)
 
 
 __all__ = [

@@ -22,12 +22,16 @@ import functools
 import numbers
 import os
 from collections.abc import Callable
+from inspect import Parameter
 from typing import Any, TypeVar
 
 from .. import tensor as tensor_module
 from ..autograd import anomaly, engine, graph
 from ..autograd.grad_mode import state as grad_state
 from ..autograd.graph import FREED_MESSAGE, Node, _sequence, edge_of, sum_to_shape, unpack, version_counter, version_of
+from ..backends.float_errors import QUIET as _QUIET
+from ..backends.float_errors import quiet as _quiet
+from ..backends.float_errors import restore as _restore
 from ..errors import AdcudaError, AutogradError, DTypeError, LayoutError, ResultTypeError, adapt_error
 from ..tensor import Tensor, primitives
 from .mutation import check_inplace_allowed, commit_inplace
@@ -145,9 +149,9 @@ def _name(entry, op):
     entry.__name__ = entry.__qualname__ = op.name
     entry.__doc__ = op.doc
     entry.__module__ = op.forward.__module__
-    entry.__wrapped__ = op.forward  # inspect.signature and help() show the forward's annotated signature
-    if op.extra_outputs:  # the entry returns the output alone, not the forward's tuple
-        entry.__signature__ = op.signature.replace(return_annotation="Tensor")
+    entry.__wrapped__ = op.forward  # help() shows the forward's source and annotations
+    # inspect.signature: the forward's annotated parameters and the keywords the entry adds
+    entry.__signature__ = entry_signature(op)
     entry.op = op
     return entry
 
@@ -161,19 +165,21 @@ def _parameters(op):
 # An op's entry is generated from its forward's signature, so that Python binds the arguments
 # (positional or keyword, defaults) and recording finds each input by name: no argument parsing of
 # our own on the hot path. ``body`` is the same without the hook check, for the hooks. An op that
-# records nothing itself (composite, or not differentiable) only checks for hooks.
+# records nothing itself (composite, or not differentiable) only checks for hooks. Every forward runs
+# with NumPy silent about inf and NaN, as PyTorch is, the caller's NumPy error state put back after it
+# (backends/float_errors.py: about 0.1 us a call, a tenth of what np.errstate costs).
 _PLAIN_SOURCE = """
 def make(forward, OP, NAME, _defaults):
     def entry({signature}):
-{prelude}        if _slow:
-            try:
-                return _around_chain(NAME, OP, forward, ({positional}), {keywords})
-            except Exception as error:
-                _adapt(OP, error, ({tensors}), ({values_tuple}))
+{prelude}        token = _quiet(_QUIET)
         try:
+            if _slow:
+                return _around_chain(NAME, OP, forward, ({positional}), {keywords})
             return forward({call})
         except Exception as error:
             _adapt(OP, error, ({tensors}), ({values_tuple}))
+        finally:
+            _restore(token)
     return entry
 """
 
@@ -194,20 +200,26 @@ def make(forward, OP, NAME, _defaults, PLANS):
 
 # Which inputs take part in the graph is asked before whether grad mode is on (a thread-local read,
 # the dearer of the two): most calls have no input that does.
-_BODY_SOURCE = """        try:
+_BODY_SOURCE = """        token = _quiet(_QUIET)
+        try:
             result = forward({call})
         except Exception as error:
             _adapt(OP, error, ({tensors}), ({values_tuple}))
+        finally:
+            _restore(token)
         out = {output}
         mask = 0
 {checks}        if mask and grad_state.enabled:
             (PLANS[mask] or OP.plan(mask)).record(out, result, {values})
         return out"""
 
-_VIEW_BODY_SOURCE = """        try:
+_VIEW_BODY_SOURCE = """        token = _quiet(_QUIET)
+        try:
             result = forward({call})
         except Exception as error:
             _adapt(OP, error, ({tensors}), ({values_tuple}))
+        finally:
+            _restore(token)
         out = {output}
 {view}        if grad_state.enabled:
             out._view_version = vc.value if vc is not None else 0
@@ -231,10 +243,10 @@ _VIEW_SOURCE = """        if out is {base}:
             vc = root._vc
         if root is not None and {base}._view_fn is not None:
             out._base = root
-            out._view_fn = ({base}._view_fn, entry, {replay}, _NO_KEYWORDS)
+            out._view_fn = ({base}._view_fn, entry, {replay}, {replay_keywords})
         else:
             out._base = {base}
-            out._view_fn = (None, entry, {replay}, _NO_KEYWORDS)
+            out._view_fn = (None, entry, {replay}, {replay_keywords})
         if vc is not None:
             out._vc = vc  # else version_counter(out) finds the root's once it has one
 """
@@ -279,7 +291,7 @@ def _tensor_params(op):
     an error below such an op is not its arguments' kind."""
     found = []
     for p in op.signature.parameters.values():
-        if p.annotation in _SINGLE_TENSOR_ANNOTATIONS:
+        if p.annotation in _SINGLE_TENSOR_ANNOTATIONS and p.kind != p.VAR_POSITIONAL:
             found.append((p.name, False))
         elif (
             p.annotation == "Sequence[Tensor]"
@@ -299,6 +311,13 @@ def _adapt(op, error, tensors, values):
             _check_inputs_are_tensors(op, error, tensors)
         except DTypeError as named:
             raise named from error
+    else:
+        # PyTorch checks an argument's kind before its value: a list of tensors holding something else
+        # is its TypeError, whatever the op then found wrong with the list
+        try:
+            _check_sequence_items(op, tensors)
+        except DTypeError as named:
+            raise named from error
     # an internal op (no public form: slice_key, flip_dims) leaves the naming to the op that called it
     public = getattr(op, "forms", None) is None or any(op.forms.values())
     if not public and isinstance(error, AdcudaError):
@@ -307,6 +326,21 @@ def _adapt(op, error, tensors, values):
     if adapted is error:
         raise error
     raise adapted from error
+
+
+def _check_sequence_items(op, values):
+    """Refuse, naming it, an item of a sequence-of-tensors argument (cat's, meshgrid's) that is no
+    Tensor, where PyTorch's argument parser raises TypeError: only once the op has failed, so the hot
+    path pays nothing for it."""
+    for (name, sequence), value in zip(op.tensor_params, values):
+        if sequence and value.__class__ in _SEQUENCES:
+            for i, item in enumerate(value):
+                # (a nested list of tensors: einsum's operands given as one list; a sparse tensor: a layout error)
+                if isinstance(item, Tensor) or getattr(item, "is_sparse", False):
+                    continue
+                if item.__class__ in _SEQUENCES and all(isinstance(t, Tensor) for t in item):
+                    continue
+                raise DTypeError(f"{op.name}: expected Tensor as element {i} of {name}, got {type(item).__name__}")
 
 
 def _check_inputs_are_tensors(op, error, values):
@@ -342,15 +376,74 @@ def _check_inputs_are_tensors(op, error, values):
 # NumPy's names that PyTorch takes for these parameters of every op (``x.sum(axis=1, keepdims=True)``)
 _PARAMETER_ALIASES = (("keepdim", "keepdims"), ("dim", "axis"))
 _UNSET = object()  # an alias not given
+KEYWORD_ONLY = Parameter.KEYWORD_ONLY
+
+
+def _aliases(signature):
+    """(parameter, alias) for each NumPy name an op with this forward signature also takes."""
+    params = signature.parameters
+    return [(name, alias) for name, alias in _PARAMETER_ALIASES if name in params and alias not in params]
 
 
 def _alias_parameters(op):
     """The keyword-only alias parameters of an op's entry, and the lines that read them into the
     parameters they stand for (an alias not given costs one identity check)."""
-    params = op.signature.parameters
-    aliases = [(name, alias) for name, alias in _PARAMETER_ALIASES if name in params and alias not in params]
+    aliases = _aliases(op.signature)
     prelude = "".join(f"        if {alias} is not _UNSET:\n            {name} = {alias}\n" for name, alias in aliases)
     return [f"{alias}=_UNSET" for _, alias in aliases], prelude
+
+
+def _maybe_by_alias(op):
+    """The required positional parameters from the first one an alias stands for on: these are
+    given by position, by name or (the first) by its alias."""
+    aliased = {name for name, _ in _aliases(op.signature)}
+    out, on = [], False
+    for p in op.signature.parameters.values():
+        on = on or (p.name in aliased and p.default is p.empty)
+        if on and p.kind == p.POSITIONAL_OR_KEYWORD and p.default is p.empty:
+            out.append(p.name)
+    return out
+
+
+def _varargs_local(p):
+    """The entry's name for a varargs parameter of sizes or dims that also takes one sequence by its
+    own name (``*shape_args`` beside ``shape=``), or None for other parameters."""
+    if p.kind == p.VAR_POSITIONAL and _takes_its_name_by_keyword(p):
+        return f"{p.name}_args"
+    return None
+
+
+def _optional(annotation):
+    """A string annotation that also admits None (the default of a keyword not given)."""
+    if annotation is Parameter.empty or "None" in str(annotation):
+        return annotation
+    return f"{annotation} | None"
+
+
+def entry_signature(op, first=None):
+    """What an op's entry takes, as ``inspect.signature`` shows it: the forward's parameters, a
+    varargs of sizes or dims under its entry name with the sequence keyword beside it, and the
+    keyword-only NumPy aliases (``axis``, ``keepdims``). ``first`` renames the first parameter
+    (``self`` of an in-place form)."""
+    parameters, extra = [], []
+    for p in op.signature.parameters.values():
+        local = _varargs_local(p)
+        if local is not None:
+            extra.append(p.replace(kind=KEYWORD_ONLY, default=None, annotation=_optional(p.annotation)))
+            p = p.replace(name=local)
+        parameters.append(p)
+    for name, alias in _aliases(op.signature):
+        aliased = op.signature.parameters[name]
+        default, annotation = aliased.default, aliased.annotation
+        if default is aliased.empty:  # given by position, by name or by this alias
+            default, annotation = None, _optional(annotation)
+        extra.append(aliased.replace(name=alias, kind=KEYWORD_ONLY, default=default, annotation=annotation))
+    var_keywords = [p for p in parameters if p.kind == p.VAR_KEYWORD]
+    parameters = [p for p in parameters if p.kind != p.VAR_KEYWORD] + extra + var_keywords
+    if first is not None:
+        parameters[0] = parameters[0].replace(name=first, annotation="Tensor")
+    returns = "Tensor" if op.extra_outputs or first is not None else op.signature.return_annotation
+    return op.signature.replace(parameters=parameters, return_annotation=returns)
 
 
 def _takes_its_name_by_keyword(p):
@@ -366,15 +459,20 @@ def _generated_entry(op):
     defaults = {}
     keyword_only = False
     extra_keywords = None
+    # a required parameter that an alias may stand for (gather(x, axis=0, index=i)), and the plain
+    # ones after it, default to _UNSET in the entry and are checked after the aliases are read
+    required = _maybe_by_alias(op)
     for p in op.signature.parameters.values():
         default = ""
         if p.default is not p.empty:
             defaults[p.name] = p.default
             default = f"=_defaults[{p.name!r}]"
+        elif p.name in required:
+            default = "=_UNSET"
         if p.kind == p.VAR_POSITIONAL:
             name = p.name
-            if _takes_its_name_by_keyword(p):
-                name = local[p.name] = f"_{p.name}_args"
+            if _varargs_local(p) is not None:
+                name = local[p.name] = _varargs_local(p)
             signature.append("*" + name)
             call.append("*" + name)
             positional.append("*" + name)
@@ -411,6 +509,11 @@ def _generated_entry(op):
             f"                raise DTypeError(NAME + ': got {name} both as positional arguments and by keyword')\n"
             f"            {varargs} = ({name},)\n"
         )
+    for name in required:
+        prelude += (
+            f"        if {name} is _UNSET:\n"
+            f"            raise DTypeError(NAME + \": missing required argument '{name}'\")\n"
+        )
     if alias_parameters:
         at = len(signature) - (1 if extra_keywords else 0)  # before **kwargs
         signature[at:at] = ([] if keyword_only else ["*"]) + alias_parameters
@@ -432,13 +535,15 @@ def _generated_entry(op):
     checks = "".join(_CHECK_SOURCE.format(x=x, bit=1 << i) for i, x in enumerate(op.inputs))
     if op.view:
         base = values[0]
-        rest = call[1:]
-        # the arguments a replay passes after the base: a variadic parameter's tuple as it is
+        rest = [c for c in call[1:] if "=" not in c]
+        # the arguments a replay passes after the base: a variadic parameter's tuple as it is, and
+        # the keyword-only ones (x.view(dtype=...), x.expand(..., implicit=True)) by name
         replay = rest[0][1:] if len(rest) == 1 and rest[0].startswith("*") else "(" + _tuple(rest) + ")"
+        replay_keywords = keywords if len(call) > len(rest) + 1 else "_NO_KEYWORDS"
         body = _VIEW_BODY_SOURCE.format(
             call=", ".join(call),
             output="result[0]" if op.extra_outputs else "result",
-            view=_VIEW_SOURCE.format(base=base, replay=replay),
+            view=_VIEW_SOURCE.format(base=base, replay=replay, replay_keywords=replay_keywords),
             checks=_indented(checks, 12),
             values=", ".join(values),
             tensors=_tuple(local.get(name, name) for name, _ in op.tensor_params),
@@ -819,9 +924,13 @@ def make_inplace_entry(op):
     name = op.forms["inplace"][0]
     forward = op.forward
     entry_of = op
-    inplace_op = _InplaceName(name, op.signature)
+    inplace_op = _InplaceName(name, op)
+    aliases = _aliases(op.signature)
 
     def body(self, *args, **kwargs):
+        for pname, alias in aliases:  # x.index_add_(axis=0, ...): the forward takes dim=
+            if alias in kwargs:
+                kwargs[pname] = kwargs.pop(alias)
         check_inplace_allowed(self, name)
         recording = grad_state.enabled and (
             _takes_part(self) or any(_takes_part(a) for a in args) or any(_takes_part(a) for a in kwargs.values())
@@ -842,16 +951,19 @@ def make_inplace_entry(op):
         return commit_inplace(self, result, name)
 
     def inplace_entry(self, *args, **kwargs):
+        token = _quiet(_QUIET)
         try:
             if _slow:
                 return _around_chain(name, op, body, (self,) + args, kwargs)
             return body(self, *args, **kwargs)
         except Exception as error:
-            _adapt(inplace_op, error, (), (self,) + args + tuple(kwargs.values()))
+            _adapt(inplace_op, error, *_bound_arguments(inplace_op, (self,) + args, kwargs))
+        finally:
+            _restore(token)
 
     inplace_entry.__name__ = inplace_entry.__qualname__ = name
     inplace_entry.__doc__ = f"In-place {op.name}: {op.doc}"
-    inplace_entry.__signature__ = inplace_signature(op)
+    inplace_entry.__signature__ = entry_signature(op, first="self")
     inplace_entry.op = op
     return inplace_entry
 
@@ -859,18 +971,24 @@ def make_inplace_entry(op):
 class _InplaceName:
     """What ``_adapt`` reads of an op, for its in-place form: the name users called."""
 
-    __slots__ = ("name", "signature")
+    __slots__ = ("name", "signature", "tensor_params")
 
-    def __init__(self, name, signature):
+    def __init__(self, name, op):
         self.name = name
-        self.signature = signature
+        self.signature = op.signature
+        self.tensor_params = _tensor_params(op)
 
 
-def inplace_signature(op):
-    """The forward's signature with ``self`` for its first parameter: what ``Tensor.<name>_`` takes."""
-    parameters = list(op.signature.parameters.values())
-    parameters[0] = parameters[0].replace(name="self", annotation="Tensor")
-    return op.signature.replace(parameters=parameters, return_annotation="Tensor")
+def _bound_arguments(op, args, kwargs):
+    """``(tensors, values)`` of a failed in-place call, as a generated entry passes them to ``_adapt``:
+    the values of the op's tensor parameters and of all its parameters, in order (only the
+    positional ones where the arguments do not fit the signature)."""
+    try:
+        bound = op.signature.bind(*args, **kwargs).arguments
+    except TypeError:
+        return (), args
+    tensors = tuple(bound.get(name) for name, _ in op.tensor_params)
+    return tensors, tuple(bound.get(name) for name in op.signature.parameters)
 
 
 def _as_dtype_of(t, result, name):

@@ -12,7 +12,7 @@ import math
 from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
-from ..errors import DTypeError, ShapeError, fmt_shape
+from ..errors import AdcudaError, DTypeError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import (
     as_tensor_operand,
@@ -20,6 +20,7 @@ from .common import (
     check_float,
     check_same_device,
     check_tensor,
+    dense,
     filled,
     float_result_type,
     result_type,
@@ -77,6 +78,8 @@ def binary(prim, a, b, dtype=None, name=None):
     bd = b._data if b.__class__ is Tensor else b
     try:
         data = primitives(t).binary(prim, ad, bd, dtype)
+    except AdcudaError:  # the backend's own refusal (integers to negative powers) says it best
+        raise
     except ValueError as e:
         if a.__class__ is Tensor and b.__class__ is Tensor:
             raise ShapeError(
@@ -287,15 +290,17 @@ def _pow_grad_input(grad, input, exponent):
     # PyTorch's order of operations, grad * (b * a ** (b - 1)), so that a ** 3 trains bit for bit alike
     if exponent.__class__ is not Tensor:
         return _zeros_like(grad) if exponent == 0 else grad * (exponent * input ** (exponent - 1))
-    # d/da a**b is 0 where b == 0, even at a == 0 (not 0 * inf): base 1 there
-    return grad * (exponent * where(eq(exponent, 0), 1.0, input) ** (exponent - 1))
+    # d/da a**b is 0 where b == 0, even at a == 0 (not 0 * inf): PyTorch's pow_backward_self, whose
+    # where() also gives its second order (NaN where the branch left out has 0 ** -1)
+    return where(eq(exponent, 0), 0.0, grad * (exponent * input ** (exponent - 1)))
 
 
 def _pow_grad_exponent(grad, input, exponent, result):
     if input.__class__ is Tensor:
-        # 0 ** b for b >= 0 does not change with b; elsewhere y * log(a) (NaN for a < 0)
+        # 0 ** b for b >= 0 does not change with b; elsewhere y * log(a) (NaN for a < 0): PyTorch's
+        # pow_backward_exponent, its second order included
         flat = logical_and(eq(input, 0), ge(exponent, 0))
-        return grad * where(flat, 0.0, result * log(where(flat, 1.0, input)))
+        return grad * where(flat, 0.0, result * log(input))
     log_a = math.log(input) if input > 0 else 0.0 if input == 0 else math.nan
     return grad * result * log_a
 
@@ -801,15 +806,38 @@ def relu(input: Tensor) -> Tensor:
 lowering("unary", "relu", onnx="Relu", c="(v > 0.0f ? v : 0.0f)", c_fusable=True)
 
 
+def _leaky_relu_fused_grad(grad, input, negative_slope):
+    # the formula's gt, mul and where on the arrays, with no op call around each
+    bk, g, d = primitives(grad), dense(grad), grad.dtype
+    positive = bk.binary("gt", dense(input), 0.0, input.dtype)
+    return wrap(bk.where(positive, g, bk.binary("mul", g, float(negative_slope), d), d), grad._device)
+
+
 @op(
     "leaky_relu",
     doc="input where positive, negative_slope * input elsewhere.",
-    composite=True,
+    node="LeakyReluBackward0",
     inplace=True,
     functional="inplace",
+    grads={"input": lambda grad, input, negative_slope: where(gt(input, 0), grad, grad * negative_slope)},
+    fused={"input": _leaky_relu_fused_grad},
 )
 def leaky_relu(input: Tensor, negative_slope: float = 0.01) -> Tensor:
-    return where(gt(input, 0), input, input * negative_slope)
+    if input.__class__ is not Tensor:
+        raise DTypeError(f"leaky_relu: expected a Tensor, got {type(input).__name__}")
+    if (
+        not input.dtype.is_floating_point
+        or isinstance(negative_slope, bool)
+        or not isinstance(negative_slope, (int, float))
+    ):
+        return select(gt(input, 0), input, input * negative_slope)
+    bk, x, d = primitives(input), input._data, input.dtype
+    scaled = bk.binary("mul", x, float(negative_slope), d)
+    if 0 < negative_slope <= 1:
+        # slope * x <= x where x > 0 and >= x elsewhere (equal at 0, signed zeros and NaN kept): one
+        # pass instead of a comparison and a select. Not for a slope of 0 (0 * inf is NaN)
+        return wrap(bk.binary("maximum", x, scaled, d), input._device)
+    return wrap(bk.where(bk.binary("gt", x, 0.0, d), x, scaled, d), input._device)
 
 
 @op(
@@ -1217,9 +1245,17 @@ def square(input: Tensor) -> Tensor:
     return mul(input, input)
 
 
-@op("reciprocal", inplace=True, doc="1 / input.", composite=True)
+@op(
+    "reciprocal",
+    inplace=True,
+    doc="1 / input.",
+    node="ReciprocalBackward0",
+    # PyTorch's formula, in the result: its own gradient at 0 is +-inf (2 * grad * result**3), where
+    # div's formula in input would make inf * 0
+    grads={"input": lambda grad, result: -grad * (result * result)},
+)
 def reciprocal(input: Tensor) -> Tensor:
-    return div(1.0, input)
+    return binary("div", 1.0, input, dtype=float_result_type(1.0, input), name="reciprocal")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1429,9 +1465,18 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 
 def _negative_part_expm1(input, alpha, inner_scale=1.0):
     """alpha * (exp(min(input, 0) * inner_scale) - 1): never exponentiates a positive value (nor a NaN),
-    so the branch where() leaves out has no inf or NaN whose zero gradient would become NaN."""
-    negative = where(le(input, 0), input, 0.0)
-    return expm1(negative if inner_scale == 1.0 else negative * inner_scale) * alpha
+    so the branch where() leaves out has no inf or NaN whose zero gradient would become NaN.
+
+    At 0 it has PyTorch's derivatives: the first is the negative side's, alpha * inner_scale
+    (elu_backward takes input <= 0), the second 0 (elu's double backward takes input < 0). So the
+    exponential reads input below 0 only, and a term ``at_zero`` adds the slope at 0 alone: its value
+    is 0 everywhere (input itself where input == 0), its derivative 1 at 0 and 0 elsewhere, and its
+    own derivative's derivative 0."""
+    negative = where(lt(input, 0), input, 0.0)
+    at_zero = where(eq(input, 0), input, 0.0)
+    if inner_scale != 1.0:
+        negative, at_zero = negative * inner_scale, at_zero * inner_scale
+    return (expm1(negative) + at_zero) * alpha
 
 
 @op(
@@ -1629,7 +1674,12 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:
         )
     if n > 1 and input.ndim > 2:
         weight = weight.reshape((n,) + (1,) * (input.ndim - 2))
-    return where(gt(input, 0), input, input * weight)
+    # At 0, PyTorch's first derivatives are the negative side's (weight for input, input = 0 for weight)
+    # and its second derivatives the positive side's (0): the product reads input below 0 only, and
+    # input's slope at 0 alone is the constant weight (see _negative_part_expm1)
+    negative = where(ge(input, 0), 0.0, input)  # (NaN stays NaN)
+    at_zero = where(eq(input, 0), input, 0.0)
+    return where(gt(input, 0), input, negative * weight + at_zero * weight.detach())
 
 
 def _tensor_pair(name, input, other):

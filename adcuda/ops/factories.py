@@ -17,7 +17,7 @@ from .. import _interop
 from .. import dtypes as dt
 from ..backends import backend_for
 from ..device import CPU, as_device
-from ..errors import DTypeError, InvalidArgumentError, ShapeError
+from ..errors import DeviceError, DTypeError, InvalidArgumentError, ShapeError
 from ..tensor import Size, Tensor, primitives_on
 from .common import on_device
 from .registry import lowering, op
@@ -251,11 +251,20 @@ def as_tensor(data: Any, dtype: DType | None = None, device: Device | str | None
 
 
 @op("from_dlpack", doc="A tensor sharing the memory of any object with __dlpack__ (no copy).", method=False)
-def from_dlpack(ext_tensor: Any) -> Tensor:
+def from_dlpack(ext_tensor: Any, *, device: Device | str | None = None, copy: bool | None = None) -> Tensor:
     shared = _interop.from_dlpack(ext_tensor)
     if isinstance(shared, np.ndarray):
-        return from_numpy(shared)
-    return Tensor._make(shared, _interop.array_device(shared))
+        result = from_numpy(shared)
+    else:
+        result = Tensor._make(shared, _interop.array_device(shared))
+    # PyTorch's keywords: copy=True always copies, copy=False never does (an error where the device
+    # asks for one), None copies only to move to device
+    moves = device is not None and as_device(device, "from_dlpack") != result.device
+    if moves and copy is False:
+        raise DeviceError(f"from_dlpack: copy=False, but the tensor is on {result.device}, not {device}")
+    if moves:
+        return result.to(as_device(device, "from_dlpack"))
+    return result.clone() if copy else result
 
 
 # ------------------------------------------------------------------------------------------------
@@ -297,6 +306,13 @@ def empty(
     if requires_grad:
         require_grad("empty", out)
     return out
+
+
+@op("scalar_tensor", doc="A 0-d tensor holding s (float32 by default, whatever the kind of s).", method=False)
+def scalar_tensor(
+    s: Number, *, dtype: DType | None = None, device: Device | str | None = None, requires_grad: bool = False
+) -> Tensor:
+    return full((), s, dtype=dtype or dt.default_float, device=device, requires_grad=requires_grad)
 
 
 @op("full", doc="A tensor filled with fill_value (its dtype by default).", method=False)

@@ -8,6 +8,7 @@ Forwards call the backend's index family (``slice index index_put_ gather scatte
 from __future__ import annotations
 
 import functools
+import itertools
 import numbers
 from typing import TYPE_CHECKING
 
@@ -583,21 +584,21 @@ def triu(input: Tensor, diagonal: int = 0) -> Tensor:
     method=False,
     functional=True,
 )
-def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
-    if tensor.dtype.category != dt.INTEGER:
-        raise DTypeError(f"one_hot: is only applicable to index tensors, got {tensor.dtype}")
-    if tensor.numel():
-        lo, hi = int(tensor.min().item()), int(tensor.max().item())
+def one_hot(input: Tensor, num_classes: int = -1) -> Tensor:
+    if input.dtype.category != dt.INTEGER:
+        raise DTypeError(f"one_hot: is only applicable to index tensors, got {input.dtype}")
+    if input.numel():
+        lo, hi = int(input.min().item()), int(input.max().item())
         if lo < 0:
-            raise IndexOutOfRangeError(f"one_hot: class values must be non-negative, got {lo}")
+            raise IndexValueError(f"one_hot: class values must be non-negative, got {lo}")
         if num_classes == -1:
             num_classes = hi + 1
         elif hi >= num_classes:
-            raise IndexOutOfRangeError(f"one_hot: class value {hi} is out of range for num_classes={num_classes}")
+            raise IndexValueError(f"one_hot: class value {hi} is out of range for num_classes={num_classes}")
     elif num_classes == -1:
         raise ShapeError("one_hot: can not infer the total number of classes from an empty tensor")
-    classes = arange(num_classes, device=tensor.device)
-    return (tensor.unsqueeze(-1) == classes).to(dtype=dt.int64)
+    classes = arange(num_classes, device=input.device)
+    return (input.unsqueeze(-1) == classes).to(dtype=dt.int64)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -841,9 +842,10 @@ def _index_vector(name, input, dim, index):
     return d, index.reshape(-1)
 
 
-def _index_along(name, input, dim, index, source):
+def _index_along(name, input, dim, index, source, expand=False):
     """dim and index expanded to source's shape (index along dim, every position elsewhere), after
-    checking that source is input's shape with index's length along dim."""
+    checking that source is input's shape with index's length along dim; along dim 0 of an input with
+    dims, the 1-D index itself unless ``expand``."""
     d, index = _index_vector(name, input, dim, index)
     expected = list(input.shape) if input.ndim else [1]
     expected[d] = index.shape[0]
@@ -852,6 +854,8 @@ def _index_along(name, input, dim, index, source):
             f"{name}: source {fmt_shape(source.shape) if isinstance(source, Tensor) else type(source).__name__} "
             f"must have input {fmt_shape(input.shape)}'s shape with {index.shape[0]} (index's length) at dim {d}"
         )
+    if d == 0 and input.ndim and not expand:
+        return d, index  # index_copy's index_put takes it as it is
     view = [1] * len(expected)
     view[d] = index.shape[0]
     return d, index.reshape(view).expand(expected)
@@ -859,7 +863,7 @@ def _index_along(name, input, dim, index, source):
 
 @op("index_add", doc="input with alpha * source added at the 1-D index along dim.", composite=True, inplace=True)
 def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha: Number = 1) -> Tensor:
-    d, expanded = _index_along("index_add", input, dim, index, source)
+    d, expanded = _index_along("index_add", input, dim, index, source, expand=True)
     if alpha != 1:
         source = source * alpha
     if input.ndim == 0:
@@ -870,6 +874,12 @@ def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha: 
 @op("index_copy", doc="input with source's slices written at the 1-D index along dim.", composite=True, inplace=True)
 def index_copy(input: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
     d, expanded = _index_along("index_copy", input, dim, index, source)
+    if d == 0 and input.ndim:  # whole slices along the first dim: one index_put, no scatter index
+        if expanded.numel() and int(expanded.min()) < 0:  # index_put would count them from the end
+            raise IndexValueError(
+                f"index_copy: index {int(expanded.min())} is out of bounds for dimension 0 with size {input.shape[0]}"
+            )
+        return index_put(input, (expanded,), source)
     if input.ndim == 0:
         return scatter(input.reshape(1), 0, expanded.reshape(-1), source.reshape(1)).reshape(())
     return scatter(input, d, expanded, source)
@@ -964,6 +974,61 @@ def _diagonal_view(planes, offset):
         return flat[..., :0]
     start = start_row * cols + start_col
     return flat[..., start : start + (n - 1) * (cols + 1) + 1 : cols + 1]
+
+
+@op(
+    "diagonal_scatter",
+    doc="A copy of input with src written on the diagonal (at offset) of the planes of dim1 and dim2.",
+    composite=True,
+)
+def diagonal_scatter(input: Tensor, src: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+    target = tuple(diagonal(input, offset, dim1, dim2).shape)  # checks the dims
+    if tuple(src.shape) != target:
+        raise ShapeError(
+            f"diagonal_scatter: src of shape {fmt_shape(src.shape)} must have the shape {fmt_shape(target)} of the "
+            f"diagonal (offset {offset}, dims {dim1} and {dim2}) of input {fmt_shape(input.shape)}"
+        )
+    d1, d2 = wrap_dim(dim1, input.ndim, "diagonal_scatter"), wrap_dim(dim2, input.ndim, "diagonal_scatter")
+    planes = input.movedim((d1, d2), (0, 1))  # the diagonal's positions indexed first, src's last dim with them
+    start_row, start_col, n = _diagonal_extent(planes.shape[0], planes.shape[1], offset)
+    steps = arange(n, device=input.device)
+    written = index_put(planes, (steps + start_row, steps + start_col), src.movedim(-1, 0))
+    return written.movedim((0, 1), (d1, d2))
+
+
+@op("unravel_index", doc="Flat indices as the tuple of their coordinates in shape.", composite=True, method=False)
+def unravel_index(indices: Tensor, shape: int | Sequence[int]) -> tuple[Tensor, ...]:
+    if indices.dtype.category != dt.INTEGER:
+        raise DTypeError(f"unravel_index: expected 'indices' to be an integer tensor, got {indices.dtype}")
+    sizes = (shape,) if isinstance(shape, numbers.Integral) else tuple(shape)
+    if any(n < 0 for n in sizes):
+        raise ValueError(f"unravel_index: 'shape' cannot have negative values, got {sizes}")
+    rest = cast(indices, dt.int64)
+    coordinates = []
+    for n in reversed(sizes):
+        coordinates.append(rest.remainder(n) if n else rest * 0)
+        rest = rest.div(n, rounding_mode="floor") if n else rest
+    return tuple(reversed(coordinates))
+
+
+@op(
+    "combinations",
+    doc="The r-element combinations of the 1-D input, as rows (itertools' order).",
+    composite=True,
+    method=False,
+)
+def combinations(input: Tensor, r: int = 2, with_replacement: bool = False) -> Tensor:
+    if input.ndim != 1:
+        raise ShapeError(f"combinations: expects a 1-D tensor, got shape {fmt_shape(input.shape)}")
+    if r.__class__ is not int or r < 0:
+        raise ValueError(f"combinations: r must be a non-negative integer, got {r!r}")
+    if r == 0:
+        return input[:0]
+    choose = itertools.combinations_with_replacement if with_replacement else itertools.combinations
+    rows = list(choose(range(input.shape[0]), r))
+    if not rows:
+        return input[:0].unsqueeze(1).expand(0, r)
+    return input[tensor(rows, dtype=dt.int64, device=input.device)]
 
 
 _diagonal_of = diagonal  # diag's parameter is called diagonal, as in PyTorch
@@ -1199,18 +1264,6 @@ def take(input: Tensor, index: Tensor) -> Tensor:
     return getitem(input.reshape(-1), index)
 
 
-def _flat_coordinates(input, index):
-    """The per-dim coordinates of flat positions ``index`` (negative ones from the end) in input."""
-    n = input.numel()
-    flat = index.reshape(-1).to(dtype=dt.int64)
-    flat = where(flat < 0, flat + n, flat)
-    coordinates = []
-    for size in reversed(tuple(input.shape)):
-        coordinates.append(flat.remainder(size))
-        flat = flat.div(size, rounding_mode="floor")
-    return tuple(reversed(coordinates))
-
-
 @op("put", doc="input with source written (or added) at the flat positions index.", composite=True, inplace=True)
 def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) -> Tensor:
     if not isinstance(index, Tensor) or index.dtype.category != dt.INTEGER:
@@ -1225,7 +1278,10 @@ def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) 
         raise IndexOutOfRangeError(f"put: index out of range for input {fmt_shape(input.shape)} of {n} elements")
     if input.ndim == 0:
         return index_put(input.reshape(1), (index.reshape(-1) * 0,), source.reshape(-1), accumulate).reshape(())
-    return index_put(input, _flat_coordinates(input, index), source.reshape(-1), accumulate)
+    # one index into the flat view (negative positions wrap as index_put's do), then the shape back: a
+    # view of the result, where unravelling the positions into coordinates cost two ops per dim
+    flat = index_put(input.reshape(-1), (index.reshape(-1),), source.reshape(-1), accumulate)
+    return flat.reshape(tuple(input.shape))
 
 
 @op(

@@ -43,7 +43,13 @@ def zero_(self: Tensor) -> Tensor:
 
 
 @op("copy_", doc="src's values (broadcast, converted) written into this tensor.", composite=True, function=False)
-def copy_(self: Tensor, src: Tensor, non_blocking: bool = False) -> Tensor:
+def copy_(
+    self: Tensor, src: Tensor | None = None, non_blocking: bool = False, *, other: Tensor | None = None
+) -> Tensor:
+    # other: the name of PyTorch's overload without non_blocking (x.copy_(other=y))
+    if (src is None) == (other is None):
+        raise DTypeError("copy_: expected exactly one of src and other")
+    src = other if src is None else src
     check_inplace_allowed(self, "copy_")
     if not isinstance(src, Tensor):
         raise DTypeError(f"copy_: src must be a Tensor, got {type(src).__name__}")

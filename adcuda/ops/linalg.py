@@ -10,13 +10,13 @@ import math
 from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
-from ..errors import DTypeError, ShapeError, fmt_shape
+from ..errors import DTypeError, InvalidArgumentError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import broadcast_shapes, check_same_device, wrap
 from .factories import eye
 from .indexing import triangle_coordinates
 from .registry import lowering, op
-from .shape import stack
+from .shape import cat, stack
 from .sparse import SparseTensor, sparse_matmul
 
 if TYPE_CHECKING:
@@ -142,20 +142,66 @@ def bmm(input: Tensor, mat2: Tensor) -> Tensor:
     doc="The inner product of two 1-D tensors.",
     node="DotBackward0",
     autocast="promote",
-    grads={"input": lambda grad, other: grad * other, "other": lambda grad, input: grad * input},
+    grads={"input": lambda grad, tensor: grad * tensor, "tensor": lambda grad, input: grad * input},
 )
-def dot(input: Tensor, other: Tensor) -> Tensor:
+def dot(input: Tensor, tensor: Tensor) -> Tensor:
     # one product of a (1, n) view and the vector, not matmul's unsqueeze, product and squeeze as three
     # dispatched ops (about 15x PyTorch's time for 128-vectors)
+    if input.ndim != 1 or tensor.ndim != 1 or input.shape[0] != tensor.shape[0]:
+        raise ShapeError(
+            f"dot: expected 1-D tensors of the same size, got {fmt_shape(input.shape)} and {fmt_shape(tensor.shape)}"
+        )
+    if input._device is not tensor._device or input._data.dtype != tensor._data.dtype:
+        return _matmul("dot", input, tensor)  # raises the device or dtype error
+    bk = primitives(input)
+    product = bk.matmul(bk.view(input._data, (1, input._data.shape[0])), tensor._data)
+    return wrap(bk.view(product, ()), input._device)
+
+
+@op("vdot", doc="The inner product of two 1-D tensors, the first conjugated (dot, for real tensors).", composite=True)
+def vdot(input: Tensor, other: Tensor) -> Tensor:
     if input.ndim != 1 or other.ndim != 1 or input.shape[0] != other.shape[0]:
         raise ShapeError(
-            f"dot: expected 1-D tensors of the same size, got {fmt_shape(input.shape)} and {fmt_shape(other.shape)}"
+            f"vdot: expected 1-D tensors of the same size, got {fmt_shape(input.shape)} and {fmt_shape(other.shape)}"
         )
-    if input._device is not other._device or input._data.dtype != other._data.dtype:
-        return _matmul("dot", input, other)  # raises the device or dtype error
-    bk = primitives(input)
-    product = bk.matmul(bk.view(input._data, (1, input._data.shape[0])), other._data)
-    return wrap(bk.view(product, ()), input._device)
+    if input.dtype is not other.dtype:
+        raise InvalidArgumentError(
+            f"vdot: expected both vectors to have the same dtype, got {input.dtype} and {other.dtype}"
+        )
+    return dot(input, other)
+
+
+@op(
+    "addr",
+    doc="beta * input + alpha * outer(vec1, vec2) (input ignored where beta is 0).",
+    composite=True,
+    inplace=True,
+)
+def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta: Number = 1, alpha: Number = 1) -> Tensor:
+    product = outer(vec1, vec2)
+    if alpha != 1:
+        product = product * alpha
+    if beta == 0:  # PyTorch: NaN and inf of input do not reach the result
+        return product + input.where(input.new_zeros((), dtype=dt.bool_), 0)  # zeros, in the graph
+    return product + (input if beta == 1 else input * beta)
+
+
+@op(
+    "vander",
+    doc="The Vandermonde matrix of the 1-D x: its columns powers of x (decreasing unless increasing).",
+    composite=True,
+    method=False,
+)
+def vander(x: Tensor, N: int | None = None, increasing: bool = False) -> Tensor:  # noqa: N803 (PyTorch's name)
+    if x.ndim != 1:
+        raise ShapeError(f"vander: x must be a one-dimensional tensor, got shape {fmt_shape(x.shape)}")
+    n = x.shape[0] if N is None else N
+    if n < 0:
+        raise ValueError(f"vander: N must be non-negative, got {n}")
+    # the running product of [1, x, x, ...]: PyTorch's form, so ints and bools give int64 as its cumprod
+    columns = [x.unsqueeze(1) * 0 + 1] + ([x.unsqueeze(1).expand(x.shape[0], n - 1)] if n > 1 else [])
+    powers = cat(columns, 1).cumprod(1)[:, :n]
+    return powers if increasing else powers.flip(1)
 
 
 @op("outer", doc="The outer product of two 1-D tensors.", composite=True, aliases=("ger",))

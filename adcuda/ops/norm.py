@@ -13,6 +13,7 @@ from ..errors import ShapeError, fmt_shape
 from ..tensor import primitives
 from .common import check_float, check_same_device, dense, wrap
 from .elementwise import rsqrt
+from .mutation import commit_inplace
 from .registry import ReplayKeep, lowering, op
 
 if TYPE_CHECKING:
@@ -168,9 +169,16 @@ def _affine(y, weight, bias, shape):
 
 
 def _update_running_(running, batch_value, momentum):
-    """running <- (1 - momentum) * running + momentum * batch_value, in place, outside the graph."""
+    """running <- (1 - momentum) * running + momentum * batch_value (a backend array), in place,
+    outside the graph: the products and sum of running.mul_(1 - m).add_(value * m) on the arrays,
+    with no op dispatch around each (a batch norm's statistics took ten)."""
+    bk, d = primitives(running), running.dtype
+    if bk.dtype_of(batch_value) is not d:
+        batch_value = bk.astype(batch_value, d)
+    kept = bk.binary("mul", running._data, 1.0 - momentum, d)
+    new = bk.binary("add", kept, bk.binary("mul", batch_value, momentum, d), d)
     with no_grad():
-        running.mul_(1.0 - momentum).add_(batch_value.detach().to(dtype=running.dtype) * momentum)
+        commit_inplace(running, wrap(new, running._device), "batch_norm")
 
 
 def _batch_norm_grads(grad, input, weight, bias_shape, eps):
@@ -221,10 +229,13 @@ def native_batch_norm(
     mean, rstd = wrap(mean, device), wrap(rstd, device)
     count = input.numel() // input.shape[1]
     if running_mean is not None:
-        _update_running_(running_mean, mean, momentum)
+        _update_running_(running_mean, mean._data, momentum)
     if running_var is not None:
-        # the running variance is unbiased (n / (n - 1)), as PyTorch's
-        _update_running_(running_var, (1.0 / (rstd * rstd) - eps) * (count / (count - 1)), momentum)
+        # the running variance is unbiased (n / (n - 1)), as PyTorch's; in rstd's dtype, as the ops
+        # 1 / (rstd * rstd) - eps, times n / (n - 1), would compute it
+        bk, r, sd = primitives(rstd), rstd._data, rstd.dtype
+        var = bk.binary("sub", bk.binary("div", 1.0, bk.binary("mul", r, r, sd), sd), float(eps), sd)
+        _update_running_(running_var, bk.binary("mul", var, count / (count - 1), sd), momentum)
     return wrap(y, device), mean, rstd
 
 
@@ -316,9 +327,9 @@ def instance_norm(
         # the running statistics take the batch's mean of the per-instance ones (variance unbiased)
         with no_grad():
             if running_mean is not None:
-                _update_running_(running_mean, rows.mean(2).mean(0), momentum)
+                _update_running_(running_mean, rows.mean(2).mean(0)._data, momentum)
             if running_var is not None:
-                _update_running_(running_var, rows.var(2, correction=1).mean(0), momentum)
+                _update_running_(running_var, rows.var(2, correction=1).mean(0)._data, momentum)
     return y
 
 

@@ -37,6 +37,13 @@ def _draw(name, prim, shape, dtype, device, requires_grad, generator, *args):
     return new_tensor(name, draw, shape, dtype, device, requires_grad)
 
 
+def _sample(prim, shape, dtype, device, generator):
+    """A draw of ``shape`` in the floating point ``dtype`` from ``rand``'s or ``randn``'s primitive
+    without their public entries (argument parsing, dispatch: most of a small in-place draw's cost):
+    the composites' samples, the same numbers."""
+    return _draw(prim, prim, shape, dtype, device, False, generator)
+
+
 def _draw_floating(name, shape, dtype, device, requires_grad, generator):
     """rand's and randn's body: samples of ``shape`` from the primitive of the op's own name, in a
     floating point dtype."""
@@ -91,19 +98,37 @@ def randint(
 
 @op("rand_like", doc="rand of input's shape, dtype and device.", method=False)
 def rand_like(
-    input: Tensor, dtype: DType | None = None, device: Device | str | None = None, requires_grad: bool = False
+    input: Tensor,
+    dtype: DType | None = None,
+    device: Device | str | None = None,
+    requires_grad: bool = False,
+    *,
+    generator: Generator | None = None,
 ) -> Tensor:
     return rand(
-        tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device, requires_grad=requires_grad
+        tuple(input.shape),
+        generator=generator,
+        dtype=dtype or input.dtype,
+        device=device or input.device,
+        requires_grad=requires_grad,
     )
 
 
 @op("randn_like", doc="randn of input's shape, dtype and device.", method=False)
 def randn_like(
-    input: Tensor, dtype: DType | None = None, device: Device | str | None = None, requires_grad: bool = False
+    input: Tensor,
+    dtype: DType | None = None,
+    device: Device | str | None = None,
+    requires_grad: bool = False,
+    *,
+    generator: Generator | None = None,
 ) -> Tensor:
     return randn(
-        tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device, requires_grad=requires_grad
+        tuple(input.shape),
+        generator=generator,
+        dtype=dtype or input.dtype,
+        device=device or input.device,
+        requires_grad=requires_grad,
     )
 
 
@@ -321,7 +346,7 @@ def uniform_(
         raise ValueError(f"uniform_: expects from <= to, got from={from_}, to={to}")
     return _fill_with(
         self,
-        lambda d: _affine(rand(tuple(self.shape), generator=generator, dtype=d, device=self.device), to - from_, from_),
+        lambda d: _affine(_sample("rand", tuple(self.shape), d, self.device, generator), to - from_, from_),
         "uniform_",
     )
 
@@ -332,7 +357,7 @@ def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *, generator: Gen
         raise ValueError(f"normal_: expects std >= 0.0, got std={std}")
     return _fill_with(
         self,
-        lambda d: _affine(randn(tuple(self.shape), generator=generator, dtype=d, device=self.device), std, mean),
+        lambda d: _affine(_sample("randn", tuple(self.shape), d, self.device, generator), std, mean),
         "normal_",
     )
 
@@ -443,7 +468,7 @@ def bernoulli(input: Tensor, p: float | None = None, *, generator: Generator | N
     check_float("bernoulli", "input", input)
     probabilities = input.detach() if p is None else p
     _check_probability("bernoulli", probabilities)
-    draw = rand(tuple(input.shape), generator=generator, dtype=_draw_dtype(input.dtype), device=input.device)
+    draw = _sample("rand", tuple(input.shape), _draw_dtype(input.dtype), input.device, generator)
     return (draw < probabilities).to(dtype=input.dtype)
 
 
@@ -466,9 +491,7 @@ def _check_probability(name, p):
 def bernoulli_(self: Tensor, p: Tensor | float = 0.5, *, generator: Generator | None = None) -> Tensor:
     _check_probability("bernoulli_", p)
     shape = tuple(self.shape)
-    return _fill_with(
-        self, lambda d: (rand(shape, generator=generator, dtype=d, device=self.device) < p).to(dtype=d), "bernoulli_"
-    )
+    return _fill_with(self, lambda d: (_sample("rand", shape, d, self.device, generator) < p).to(dtype=d), "bernoulli_")
 
 
 @op("exponential_", doc="Every element replaced by a draw from Exp(lambd), in place.", composite=True, function=False)
@@ -479,7 +502,7 @@ def exponential_(self: Tensor, lambd: float = 1.0, *, generator: Generator | Non
     # -log(1 - u) / lambd with u in [0, 1): finite for every draw
     return _fill_with(
         self,
-        lambda d: -(-rand(shape, generator=generator, dtype=d, device=self.device)).log1p() / lambd,
+        lambda d: -(-_sample("rand", shape, d, self.device, generator)).log1p() / lambd,
         "exponential_",
     )
 
@@ -490,6 +513,7 @@ def randint_like(
     low: int = 0,
     high: int | None = None,
     *,
+    generator: Generator | None = None,
     dtype: DType | None = None,
     device: Device | str | None = None,
     requires_grad: bool = False,
@@ -500,6 +524,7 @@ def randint_like(
         low,
         high,
         tuple(input.shape),
+        generator=generator,
         dtype=dtype or input.dtype,
         device=device or input.device,
         requires_grad=requires_grad,
@@ -596,14 +621,24 @@ def feature_alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False,
     inplace=True,
     functional="inplace",
 )
-def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False) -> Tensor:
+def rrelu(
+    input: Tensor,
+    lower: float = 1.0 / 8,
+    upper: float = 1.0 / 3,
+    training: bool = False,
+    *,
+    generator: Generator | None = None,
+) -> Tensor:
     check_float("rrelu", "input", input)
     if not 0 <= lower <= upper:
         raise ValueError(f"rrelu: expected 0 <= lower <= upper, got lower={lower}, upper={upper}")
     if not training:
         return input.where(input >= 0, input * ((lower + upper) / 2))
     slopes = rand(
-        tuple(input.shape), dtype=input.dtype if input.dtype is dt.float64 else dt.float32, device=input.device
+        tuple(input.shape),
+        generator=generator,
+        dtype=input.dtype if input.dtype is dt.float64 else dt.float32,
+        device=input.device,
     )
     slopes = (slopes * (upper - lower) + lower).to(dtype=input.dtype)
     return input.where(input >= 0, input * slopes)
@@ -654,7 +689,7 @@ def log_normal_(self: Tensor, mean: float = 1.0, std: float = 2.0, *, generator:
     shape = tuple(self.shape)
     return _fill_with(
         self,
-        lambda d: (randn(shape, generator=generator, dtype=d, device=self.device) * std + mean).exp(),
+        lambda d: (_sample("randn", shape, d, self.device, generator) * std + mean).exp(),
         "log_normal_",
     )
 
@@ -692,7 +727,7 @@ def cauchy_(self: Tensor, median: float = 0.0, sigma: float = 1.0, *, generator:
     shape = tuple(self.shape)
 
     def draw(d):
-        angle = (rand(shape, generator=generator, dtype=d, device=self.device) - 0.5) * math.pi
+        angle = (_sample("rand", shape, d, self.device, generator) - 0.5) * math.pi
         return angle.sin() / angle.cos() * sigma + median
 
     return _fill_with(self, draw, "cauchy_")

@@ -12,7 +12,7 @@ from collections import namedtuple
 from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
-from ..errors import DTypeError, ShapeError, fmt_shape
+from ..errors import DTypeError, EmptyReductionError, ShapeError, UnsupportedError, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import cast, wrap, wrap_dim
 from .elementwise import abs as _abs
@@ -32,7 +32,10 @@ def reduce_axes(op_name, ndim, dim):
     tuple means every dim, as in PyTorch."""
     if dim is None:
         return tuple(range(ndim))
-    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    if isinstance(dim, Tensor):  # integer tensors of dims, as PyTorch takes them (wrap_dim checks the dtype)
+        dims = tuple(dim.reshape(-1).unbind(0)) if dim.ndim else (dim,)
+    else:
+        dims = (dim,) if isinstance(dim, int) else tuple(dim)
     if not dims:
         return tuple(range(ndim))
     if ndim == 0:
@@ -55,11 +58,23 @@ def expand_reduced(g, input_shape, axes, keepdim):
     return g.expand(tuple(input_shape))
 
 
-def _check_nonempty(op_name, input, axes):
-    if input.numel() == 0 and (not axes or builtins.any(input.shape[a] == 0 for a in axes)):
-        raise ShapeError(
-            f"{op_name}: cannot reduce an empty tensor of shape {fmt_shape(input.shape)} over "
-            f"dims {axes} (the operation has no identity)"
+def _check_nonempty(op_name, input, axes, whole=False):
+    """Refuse a reduction with no identity over an empty dim, as PyTorch does: an IndexError naming the
+    dim; over the whole tensor (``whole``, no dim given), PyTorch's RuntimeError, except for argmax
+    and argmin, whose refusal is an IndexError either way."""
+    if input.numel() != 0:
+        return
+    if whole or not axes:
+        cls = EmptyReductionError if op_name in ("argmax", "argmin") else ShapeError
+        raise cls(
+            f"{op_name}: expected reduction dim to be specified for an empty tensor of shape "
+            f"{fmt_shape(input.shape)} (the operation has no identity)"
+        )
+    empty = next((a for a in axes if input.shape[a] == 0), None)
+    if empty is not None:
+        raise EmptyReductionError(
+            f"{op_name}: expected reduction dim {empty} to have non-zero size (input shape "
+            f"{fmt_shape(input.shape)}; the operation has no identity)"
         )
 
 
@@ -177,10 +192,15 @@ lowering("reduce", "prod", onnx="ReduceProd", c=("1.0f", "{acc} * {v}", None))
 
 # ------------------------------------------------------------------------------------------------
 # extremes
+def _no_dims(dim):
+    """Whether ``dim`` is (), amax's and amin's every dim (a dim may also be a tensor, not compared with ==)."""
+    return dim.__class__ is tuple and not dim
+
+
 def _extreme_grad(name):
     def grad_fn(grad, input, result, dim, keepdim):
         shape = tuple(input.shape)
-        axes = reduce_axes(name, len(shape), None if dim == () else dim)
+        axes = reduce_axes(name, len(shape), None if _no_dims(dim) else dim)
         hit = (input == expand_reduced(result, shape, axes, keepdim)).to(dtype=grad.dtype)
         count = sum(hit, axes, keepdim=True)
         return expand_reduced(grad, shape, axes, keepdim) * hit / count
@@ -189,8 +209,8 @@ def _extreme_grad(name):
 
 
 def _extreme(prim, input, dim, keepdim):
-    axes = reduce_axes(prim, input.ndim, None if dim == () else dim)
-    _check_nonempty(prim, input, axes)
+    axes = reduce_axes(prim, input.ndim, None if _no_dims(dim) else dim)
+    _check_nonempty(prim, input, axes, whole=_no_dims(dim) or dim is None)
     return _reduce(prim, input, axes, keepdim)
 
 
@@ -246,8 +266,10 @@ def max(
     input: Tensor,
     dim: int | Tensor | None = None,  # noqa: A001
     keepdim: bool = False,
+    *,
+    other: Tensor | None = None,
 ) -> Tensor | tuple[Tensor, Tensor]:
-    return _max_min("max", input, dim, keepdim)
+    return _max_min("max", input, dim if other is None else other, keepdim)
 
 
 @op("min", doc="The smallest value (and with dim, its index along dim); min(a, b) is minimum.", composite=True)
@@ -255,8 +277,10 @@ def min(
     input: Tensor,
     dim: int | Tensor | None = None,  # noqa: A001
     keepdim: bool = False,
+    *,
+    other: Tensor | None = None,
 ) -> Tensor | tuple[Tensor, Tensor]:
-    return _max_min("min", input, dim, keepdim)
+    return _max_min("min", input, dim if other is None else other, keepdim)
 
 
 def _argext(name, input, dim, keepdim):
@@ -287,12 +311,18 @@ def _correction(name, unbiased, correction):
     return correction
 
 
-def _var_grad_of(x, g, axes, keepdim, correction):
-    """The gradient of ``var`` over ``axes`` given the gradient ``g`` of its result."""
+def _var_grad_of(x, g, axes, keepdim, correction, whole):
+    """The gradient of ``var`` over ``axes`` given the gradient ``g`` of its result, as PyTorch's
+    var_backward: over the whole tensor (``whole``: no dim, or a 0-d tensor) with no degrees of freedom
+    left, NaN where x equals the mean and inf elsewhere, constants (so its own gradient is 0, not
+    the NaN that inf * 0 would make); otherwise 2 / (n - correction) * (x - mean), that quotient inf
+    where n == correction."""
     shape = tuple(x.shape)
-    dof = builtins.max(_count(shape, axes) - correction, 0)
-    scale = 2.0 / dof if dof else math.inf  # as the forward divides by 0: inf, or NaN where centered is 0
+    dof = _count(shape, axes) - correction
     centered = x - mean(x, axes, keepdim=True)
+    if whole and dof <= 0:
+        return expand_reduced(g, shape, axes, keepdim) * where(centered == 0, math.nan, math.inf)
+    scale = 2.0 / dof if dof else math.inf
     return expand_reduced(g, shape, axes, keepdim) * centered * scale
 
 
@@ -310,7 +340,12 @@ def _var_forward(name, input, dim, unbiased, keepdim, correction):
     node="VarBackward0",
     grads={
         "input": lambda grad, input, dim, unbiased, keepdim, correction: _var_grad_of(
-            input, grad, reduce_axes("var", input.ndim, dim), keepdim, _correction("var", unbiased, correction)
+            input,
+            grad,
+            reduce_axes("var", input.ndim, dim),
+            keepdim,
+            _correction("var", unbiased, correction),
+            whole=dim is None or input.ndim == 0,
         )
     },
 )
@@ -330,7 +365,12 @@ def _std_grad(grad, input, result, dim, unbiased, keepdim, correction):
     zero = result == 0
     g = where(zero, 0.0, grad / (2 * where(zero, 1.0, result)))
     return _var_grad_of(
-        input, g, reduce_axes("std", input.ndim, dim), keepdim, _correction("std", unbiased, correction)
+        input,
+        g,
+        reduce_axes("std", input.ndim, dim),
+        keepdim,
+        _correction("std", unbiased, correction),
+        whole=dim is None or input.ndim == 0,
     )
 
 
@@ -403,18 +443,20 @@ def logsumexp(input: Tensor, dim: int | Sequence[int], keepdim: bool = False) ->
 def _pnorm_grad(grad, input, result, p, dim, keepdim):
     shape = tuple(input.shape)
     axes = reduce_axes("norm", len(shape), dim)
+    if p == 0:  # a count: its gradient is 0, as PyTorch's (whose output still requires grad)
+        return expand_reduced(grad, shape, axes, keepdim) * 0.0
     if p == 1:
         return expand_reduced(grad, shape, axes, keepdim) * sign(input)
-    # d||x||_p = x |x|^(p-2) / ||x||^(p-1), and 0 (not NaN) where the norm is 0
+    # d||x||_p = x |x|^(p-2) / ||x||^(p-1), and 0 (not NaN) where the norm is 0, as PyTorch's masked
+    # formula: its own gradient there is NaN (the division's, 0 / 0), as PyTorch's second order
     yk = expand_reduced(result, shape, axes, keepdim)
-    safe = where(yk == 0, 1.0, yk)
-    scale = input / safe if p == 2 else input * _abs(input) ** (p - 2) / safe ** (p - 1)
+    scale = input / yk if p == 2 else input * _abs(input) ** (p - 2) / yk ** (p - 1)
     return expand_reduced(grad, shape, axes, keepdim) * where(yk == 0, 0.0, scale)
 
 
 @op(
     "pnorm",
-    doc="The vector p-norm for a finite p other than 0 (norm's differentiable core).",
+    doc="The vector p-norm for a finite p (norm's differentiable core; p = 0 counts the nonzero elements).",
     node="NormBackward1",
     function=False,
     method=False,
@@ -427,7 +469,9 @@ def pnorm(input: Tensor, p: float, dim: int | Sequence[int] | None, keepdim: boo
     # float16's range while the norm of four of them is 600
     d = _accumulation_dtype(input.dtype)
     x = bk.astype(input._data, d) if d is not input.dtype else input._data
-    if p == 1:
+    if p == 0:
+        out = bk.astype(bk.reduce("sum", bk.binary("ne", x, 0, d), axes, keepdim), d)
+    elif p == 1:
         out = bk.reduce("sum", bk.unary("abs", x), axes, keepdim)
     elif p == 2:
         out = bk.unary("sqrt", bk.reduce("sum", bk.binary("mul", x, x, d), axes, keepdim))
@@ -460,8 +504,6 @@ def norm(
         return amax(_abs(input), () if dim is None else dim, keepdim)
     if p == -float("inf"):
         return amin(_abs(input), () if dim is None else dim, keepdim)
-    if p == 0:
-        return sum(input != 0, dim, keepdim).to(dtype=input.dtype)
     return pnorm(input, p, dim, keepdim)
 
 
@@ -524,8 +566,13 @@ lowering(
 
 
 @op("count_nonzero", doc="The number of nonzero elements over dim.", composite=True)
-def count_nonzero(input: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
-    return sum(input != 0, dim)
+def count_nonzero(input: Tensor, *dim: int | Sequence[int] | None) -> Tensor:
+    # x.count_nonzero(), (0), (0, 1), ((0, 1)), dim=None
+    if len(dim) == 1:
+        dims = dim[0]
+    else:
+        dims = dim or None
+    return sum(input != 0, dims)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -693,6 +740,79 @@ def histc(input: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Ten
     inside = flat[(flat >= low) & (flat <= high)]
     slots = ((inside - low) * (bins / (high - low))).floor().clamp(0, bins - 1).to(dtype=dt.int64)
     return bincount(slots, minlength=bins).to(dtype=input.dtype)
+
+
+# ------------------------------------------------------------------------------------------------
+# renorm
+@op(
+    "renorm",
+    doc="Each slice along dim whose p-norm exceeds maxnorm scaled down to norm maxnorm.",
+    composite=True,
+    inplace=True,
+)
+def renorm(input: Tensor, p: float, dim: int, maxnorm: float) -> Tensor:
+    if not input.dtype.is_floating_point:
+        raise UnsupportedError(f"renorm: expected a floating point tensor, got {input.dtype}")
+    if not p > 0:
+        raise ValueError(f"renorm: non-positive norm not supported, got p={p}")
+    if not maxnorm >= 0:
+        raise ValueError(f"renorm: expected maxnorm to be >= 0, got {maxnorm}")
+    if input.ndim <= 1:
+        raise ShapeError(f"renorm: input needs at least 2 dimensions, got shape {fmt_shape(input.shape)}")
+    axis = wrap_dim(dim, input.ndim, "renorm")
+    norms = norm(input, p, tuple(d for d in range(input.ndim) if d != axis), keepdim=True)
+    # PyTorch's factor, with its 1e-7 against a zero norm
+    return input * where(norms > maxnorm, maxnorm / (norms + 1e-7), 1.0).to(dtype=input.dtype)
+
+
+# ------------------------------------------------------------------------------------------------
+# the trapezoidal rule
+def _spacing(name, y, x, dx, d):
+    """The widths between neighbouring samples along dim d: from x (1-d, or y's shape) or the
+    constant dx (1 by default)."""
+    if x is None:
+        return 1 if dx is None else dx
+    if dx is not None:
+        raise DTypeError(f"{name}: takes either x or dx, not both")
+    n = y.shape[d]
+    if x.ndim == 1:
+        if x.shape[0] != n:
+            raise ShapeError(f"{name}: x of {x.shape[0]} samples for {n} values of y along dim {d}")
+        return x.diff().reshape((n - 1,) + (1,) * (y.ndim - 1 - d))
+    return x.diff(dim=d)
+
+
+@op(
+    "trapezoid",
+    doc="The integral of y along dim by the trapezoidal rule, at x or spacing dx.",
+    composite=True,
+    method=False,
+    aliases=("trapz",),
+)
+def trapezoid(y: Tensor, x: Tensor | None = None, *, dx: Number | None = None, dim: int = -1) -> Tensor:
+    d = wrap_dim(dim, y.ndim, "trapezoid")
+    n = y.shape[d]
+    if n == 0:
+        return y.sum(d) * 0.0
+    spacing = _spacing("trapezoid", y, x, dx, d)
+    if x is None:  # PyTorch's form for even spacing: the sum less half the end points
+        return (y.sum(d) - (y.select(d, 0) + y.select(d, -1)) * 0.5) * spacing
+    return ((y.narrow(d, 1, n - 1) + y.narrow(d, 0, n - 1)) * spacing).sum(d) / 2
+
+
+@op(
+    "cumulative_trapezoid",
+    doc="The running trapezoidal integral of y along dim, at x or spacing dx.",
+    composite=True,
+    method=False,
+)
+def cumulative_trapezoid(y: Tensor, x: Tensor | None = None, *, dx: Number | None = None, dim: int = -1) -> Tensor:
+    d = wrap_dim(dim, y.ndim, "cumulative_trapezoid")
+    n = y.shape[d]
+    if n <= 1:
+        return y.narrow(d, 0, 0) * 0.5
+    spacing = _spacing("cumulative_trapezoid", y, x, dx, d)
+    return ((y.narrow(d, 1, n - 1) + y.narrow(d, 0, n - 1)) * spacing / 2).cumsum(d)
 
 
 # what the exporters know of the primitives this family's ops call (``Lowering`` in registry.py)

@@ -14,7 +14,7 @@ The declaration says everything the rest of adcuda needs:
 
 - **forward**: the decorated function, written with backend primitives (``primitives(t).binary``);
   it records nothing. A ``composite=True`` op is written with other ops instead and is
-  differentiated through them (``leaky_relu = where(x > 0, x, x * slope)``).
+  differentiated through them (``relu6 = hardtanh(x, 0, 6)``).
 - **backward**: ``grads`` maps each differentiable input (a forward parameter name, or a tuple of
   names computed together) to a formula written with differentiable ops, so ``create_graph=True``
   keeps giving higher orders. A formula's parameter names say what it reads: ``grad`` (the output's
@@ -130,6 +130,8 @@ class OpDef:
                 self.forms["function"].append(alias)
             if method:
                 self.forms["method"].append(alias)
+            if inplace is True and method:  # x.multiply_(y), x.absolute_(): each name has its in-place form
+                self.forms["inplace"].append(alias + "_")
         if functional:
             self.forms["functional"] = [name]
         # adapters: a form whose signature differs from the function's (Tensor.where(condition, other),
@@ -353,10 +355,27 @@ def functional_forms():
                 out[name] = d.functional_adapter
             elif d.functional_inplace:
                 out[name] = _with_inplace_keyword(d)
-                out[name + "_"] = d.inplace_entry
+                out[name + "_"] = _functional_inplace(d)
             else:
                 out[name] = d.entry
     return out
+
+
+def _functional_inplace(definition):
+    """``F.<name>_(input, ...)``: the in-place form, whose tensor PyTorch's functional names ``input``
+    (the method's is ``self``)."""
+    inplace_entry = definition.inplace_entry
+
+    def functional(input, *args, **kwargs):
+        return inplace_entry(input, *args, **kwargs)
+
+    functional.__name__ = functional.__qualname__ = inplace_entry.__name__
+    functional.__doc__ = inplace_entry.__doc__
+    signature = inspect.signature(inplace_entry)
+    parameters = list(signature.parameters.values())
+    parameters[0] = parameters[0].replace(name="input")
+    functional.__signature__ = signature.replace(parameters=parameters)
+    return functional
 
 
 def _with_inplace_keyword(definition):

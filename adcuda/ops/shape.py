@@ -7,6 +7,7 @@ base's memory and, through the dispatch point, its version counter."""
 
 from __future__ import annotations
 
+import builtins
 import numbers
 import operator
 from typing import TYPE_CHECKING
@@ -139,7 +140,9 @@ def unflatten(input: Tensor, dim: int, sizes: Sequence[int]) -> Tensor:
 
 
 @op("squeeze", doc="Dims of size 1 removed (all, or those of dim).", composite=True)
-def squeeze(input: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
+def squeeze(input: Tensor, *dim: int | Sequence[int] | None) -> Tensor:
+    # x.squeeze(), x.squeeze(0), x.squeeze(0, 2), x.squeeze((0, 2)), x.squeeze(dim=None)
+    dim = None if not dim or dim == (None,) else _dims_arg(dim)
     shape = tuple(input.shape)
     if dim is None:
         axes = {i for i, n in enumerate(shape) if n == 1}
@@ -212,7 +215,7 @@ def permute(input: Tensor, *dims: int | Sequence[int]) -> Tensor:
     return wrap(primitives(input).permute(input._data, _permutation(input, dims)), input._device)
 
 
-@op("transpose", doc="Dims dim0 and dim1 swapped (a view).", composite=True, aliases=("swapaxes", "swapdims"))
+@op("transpose", doc="Dims dim0 and dim1 swapped (a view).", composite=True, aliases=("swapdims",))
 def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
     if input.ndim == 0:
         wrap_dim(dim0, 0, "transpose"), wrap_dim(dim1, 0, "transpose")
@@ -227,6 +230,11 @@ def _swapped(ndim, dim0, dim1, name):
     axes = list(range(ndim))
     axes[a], axes[b] = axes[b], axes[a]
     return tuple(axes)
+
+
+@op("swapaxes", doc="transpose, with NumPy's names for the two dims.", composite=True)
+def swapaxes(input: Tensor, axis0: int, axis1: int) -> Tensor:
+    return transpose(input, axis0, axis1)
 
 
 @op("t", doc="The transpose of a matrix (vectors and scalars as they are).", composite=True)
@@ -306,7 +314,8 @@ def _expanded_shape(input, sizes):
     node="ExpandBackward0",
     grads={"input": lambda grad, input_shape: sum_to_shape(grad, input_shape)},
 )
-def expand(input: Tensor, *size: int | Sequence[int]) -> Tensor:
+def expand(input: Tensor, *size: int | Sequence[int], implicit: bool = False) -> Tensor:
+    # implicit marks, for PyTorch's tracer, an expand that broadcasting made: the same view here
     target = _expanded_shape(input, size)
     if target == input._data.shape:
         return input
@@ -318,9 +327,9 @@ def expand_as(input: Tensor, other: Tensor) -> Tensor:
     return expand(input, tuple(other.shape))
 
 
-@op("broadcast_to", doc="expand to shape.", composite=True)
-def broadcast_to(input: Tensor, shape: Sequence[int]) -> Tensor:
-    return expand(input, tuple(shape))
+@op("broadcast_to", doc="expand to size.", composite=True)
+def broadcast_to(input: Tensor, *size: int | Sequence[int]) -> Tensor:
+    return expand(input, *size)
 
 
 @op("broadcast_tensors", doc="The tensors expanded to their common broadcast shape.", composite=True, method=False)
@@ -536,8 +545,19 @@ def _real_dim(name, input, dim):
     return wrap_dim(dim, input.ndim, name)
 
 
-@op("split", doc="Pieces of split_size (or of the listed sizes) along dim (views).", composite=True)
-def split(input: Tensor, split_size_or_sections: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
+def _split_method(self: Tensor, split_size: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
+    """Tensor.split names its sizes split_size, as PyTorch's does."""
+    return split(self, split_size, dim)
+
+
+@op(
+    "split",
+    doc="Pieces of split_size (or of the listed sizes) along dim (views).",
+    composite=True,
+    method=_split_method,
+)
+def split(tensor: Tensor, split_size_or_sections: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
+    input = tensor
     _require_dims("split", input)
     d = wrap_dim(dim, input.ndim, "split")
     size = input.shape[d]
@@ -879,7 +899,24 @@ def tile(input: Tensor, *dims: int | Sequence[int]) -> Tensor:
     doc="input split along dim into sections parts (as even as can be) or at the given indices; views.",
     composite=True,
 )
-def tensor_split(input: Tensor, indices_or_sections: int | Sequence[int] | Tensor, dim: int = 0) -> tuple[Tensor, ...]:
+def tensor_split(
+    input: Tensor,
+    indices_or_sections: int | Sequence[int] | Tensor | None = None,
+    dim: int = 0,
+    *,
+    sections: int | None = None,
+    indices: Sequence[int] | None = None,
+    tensor_indices_or_sections: Tensor | None = None,
+) -> tuple[Tensor, ...]:
+    if getattr(input, "ndim", None) == 0:
+        raise ShapeError("tensor_split: expected at least a 1-dimensional tensor, but got a tensor with 0 dims")
+    indices_or_sections = _one_of(
+        "tensor_split",
+        indices_or_sections=indices_or_sections,
+        sections=sections,
+        indices=indices,
+        tensor_indices_or_sections=tensor_indices_or_sections,
+    )
     d = wrap_dim(dim, input.ndim, "tensor_split")
     n = input.shape[d]
     if isinstance(indices_or_sections, Tensor):
@@ -1097,6 +1134,27 @@ def broadcast_shapes_of(*shapes: int | Sequence[int]) -> Size:
     return Size(broadcast_shapes("broadcast_shapes", *sizes))
 
 
+def _one_of(name, **given):
+    """The one of PyTorch's names for the split points that was given (its overloads name them
+    ``sections`` for a count, ``indices`` for a list; its documentation ``indices_or_sections``)."""
+    named = [(k, v) for k, v in given.items() if v is not None]
+    if len(named) != 1:
+        raise DTypeError(f"{name}: expected exactly one of {', '.join(given)}, got {[k for k, _ in named] or 'none'}")
+    return named[0][1]
+
+
+def _varargs_split(name, input, indices_or_sections, sections, indices, dim, min_ndim):
+    """hsplit, vsplit, dsplit: the split points as one argument, by a keyword, or as varargs
+    (``x.hsplit(1, 2)``, PyTorch's method form of a list of ints)."""
+    spec = None
+    if len(indices_or_sections) == 1:
+        spec = indices_or_sections[0]
+    elif indices_or_sections:
+        spec = list(indices_or_sections)
+    spec = _one_of(name, indices_or_sections=spec, sections=sections, indices=indices)
+    return _split_along(name, input, spec, dim, min_ndim)
+
+
 def _split_along(name, input, sections, dim, min_ndim):
     if input.ndim < min_ndim:
         raise ShapeError(
@@ -1110,8 +1168,13 @@ def _split_along(name, input, sections, dim, min_ndim):
 
 
 @op("hsplit", doc="tensor_split along dim 1 (dim 0 of a vector); whole sections must divide it.", composite=True)
-def hsplit(input: Tensor, indices_or_sections: int | Sequence[int]) -> tuple[Tensor, ...]:
-    return _split_along("hsplit", input, indices_or_sections, 1 if input.ndim > 1 else 0, 1)
+def hsplit(
+    input: Tensor,
+    *indices_or_sections: int | Sequence[int],
+    sections: int | None = None,
+    indices: Sequence[int] | None = None,
+) -> tuple[Tensor, ...]:
+    return _varargs_split("hsplit", input, indices_or_sections, sections, indices, 1 if input.ndim > 1 else 0, 1)
 
 
 @op(
@@ -1119,8 +1182,13 @@ def hsplit(input: Tensor, indices_or_sections: int | Sequence[int]) -> tuple[Ten
     doc="tensor_split along dim 0 of an input of at least 2 dims; whole sections must divide it.",
     composite=True,
 )
-def vsplit(input: Tensor, indices_or_sections: int | Sequence[int]) -> tuple[Tensor, ...]:
-    return _split_along("vsplit", input, indices_or_sections, 0, 2)
+def vsplit(
+    input: Tensor,
+    *indices_or_sections: int | Sequence[int],
+    sections: int | None = None,
+    indices: Sequence[int] | None = None,
+) -> tuple[Tensor, ...]:
+    return _varargs_split("vsplit", input, indices_or_sections, sections, indices, 0, 2)
 
 
 @op(
@@ -1128,8 +1196,13 @@ def vsplit(input: Tensor, indices_or_sections: int | Sequence[int]) -> tuple[Ten
     doc="tensor_split along dim 2 of an input of at least 3 dims; whole sections must divide it.",
     composite=True,
 )
-def dsplit(input: Tensor, indices_or_sections: int | Sequence[int]) -> tuple[Tensor, ...]:
-    return _split_along("dsplit", input, indices_or_sections, 2, 3)
+def dsplit(
+    input: Tensor,
+    *indices_or_sections: int | Sequence[int],
+    sections: int | None = None,
+    indices: Sequence[int] | None = None,
+) -> tuple[Tensor, ...]:
+    return _varargs_split("dsplit", input, indices_or_sections, sections, indices, 2, 3)
 
 
 @op("narrow_copy", doc="narrow as a new tensor (a copy).", composite=True)
@@ -1142,6 +1215,59 @@ def _scattered(input, key, src):
     out = clone(input)
     out[key] = src
     return out
+
+
+@op("storage_offset", doc="Where input starts in the memory it is a view of, in elements.", function=False)
+def storage_offset(input: Tensor) -> int:
+    return primitives(input).storage_offset(input._data)
+
+
+def _storage_positions(shape, strides, offset, device):
+    """The memory position (in elements) of each element of a strided layout, as an int64 tensor."""
+    positions = full(tuple(shape), offset, dtype=dt.int64, device=device)
+    for d, (n, step) in enumerate(zip(shape, strides)):
+        if n > 1 and step:
+            along = [1] * len(shape)
+            along[d] = n
+            positions = positions + arange(0, n * step, step, device=device).reshape(along)
+    return positions
+
+
+def _as_strided_grad(grad, input, size, stride, storage_offset):
+    """The gradient of a strided view of input's memory: the output's gradient added up at each memory
+    position it was read from (an element read twice gets both), then read back at input's own
+    positions (PyTorch's rule for inputs that do not overlap themselves)."""
+    offset = input.storage_offset() if storage_offset is None else storage_offset
+    read = _storage_positions(tuple(grad.shape), tuple(stride), offset, grad.device).reshape(-1)
+    own = _storage_positions(tuple(input.shape), input.stride(), input.storage_offset(), grad.device)
+    extent = builtins.max([int(read.max()) + 1 if read.numel() else 0, int(own.max()) + 1 if own.numel() else 0])
+    memory = full((extent,), 0, dtype=grad.dtype, device=grad.device).index_add(0, read, grad.reshape(-1))
+    return memory[own]
+
+
+@op(
+    "as_strided",
+    doc="A view of input's memory with the given sizes, strides (in elements) and storage offset.",
+    view=True,
+    node="AsStridedBackward0",
+    grads={"input": _as_strided_grad},
+)
+def as_strided(input: Tensor, size: Sequence[int], stride: Sequence[int], storage_offset: int | None = None) -> Tensor:
+    bk = primitives(input)
+    offset = bk.storage_offset(input._data) if storage_offset is None else storage_offset
+    return wrap(bk.as_strided(input._data, tuple(size), tuple(stride), offset), input._device)
+
+
+@op("sum_to_size", doc="input summed to size, which must broadcast to its shape.", composite=True, function=False)
+def sum_to_size(input: Tensor, *size: int | Sequence[int]) -> Tensor:
+    target = _dims_arg(size)
+    shape = tuple(input.shape)
+    lead = len(shape) - len(target)
+    if lead < 0 or any(t not in (n, 1) for t, n in zip(target, shape[lead:])):
+        raise ShapeError(f"sum_to_size: size {list(target)} is not expandable to size {list(shape)}")
+    summed = tuple(lead + i for i, t in enumerate(target) if t == 1 and shape[lead + i] != 1)
+    out = input.sum(summed, keepdim=True) if summed else input
+    return out.sum(tuple(range(lead))) if lead else out
 
 
 @op("select_scatter", doc="A copy of input with src written at index along dim.", composite=True)

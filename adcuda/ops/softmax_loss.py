@@ -214,6 +214,11 @@ def l1_loss(
 
 # ------------------------------------------------------------------------------------------------
 # softplus, logsigmoid, binary_cross_entropy_with_logits
+def _softplus_grad(grad, scaled, threshold):
+    below = where(scaled >= threshold, threshold, scaled)  # (NaN stays NaN)
+    return grad * where(scaled > threshold, 1.0, sigmoid(below))
+
+
 @op(
     "softplus",
     doc="log(1 + exp(beta * input)) / beta, linear where beta * input > threshold.",
@@ -222,9 +227,9 @@ def l1_loss(
     function=False,
     method=False,
     functional=True,
-    grads={
-        "input": lambda grad, input, beta, threshold: grad * where(input * beta > threshold, 1.0, sigmoid(input * beta))
-    },
+    # at beta * input == threshold, PyTorch's gradient is the sigmoid's and its second-order gradient 0
+    # (softplus_double_backward takes beta * input < threshold): the sigmoid reads beta * input below it only
+    grads={"input": lambda grad, input, beta, threshold: _softplus_grad(grad, input * beta, threshold)},
 )
 def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     check_float("softplus", "input", input)
@@ -688,7 +693,8 @@ def _bce_input_grad(grad, input, target):
 
 
 def _bce_target_grad(grad, input):
-    return grad * (clamp(log1p(-input), min=-100.0) - clamp(log(input), min=-100.0))
+    # -logit(input), unclamped, as PyTorch's binary_cross_entropy_target_backward: +-inf at 0 and 1
+    return grad * (log1p(-input) - log(input))
 
 
 @op(

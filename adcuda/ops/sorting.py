@@ -1,4 +1,6 @@
-"""Ordering along a dim: ``sort argsort topk msort median``; and ``unique``.
+"""Ordering along a dim: ``sort argsort topk msort median nanmedian mode``; ``unique``; and the
+running extremes and log-sum-exp ``cummax cummin logcumsumexp`` (scans of public ops, so they run
+on every backend).
 
 The backend's ``sort`` primitive (its sort family: ``kernels/sort.cu``) gives the order; values are
 then gathered from the input, so their gradient flows back to the positions they came from
@@ -13,10 +15,19 @@ from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
 from ..autograd.graph import needs_grad
-from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
+from ..errors import (
+    DTypeError,
+    EmptyReductionError,
+    IndexOutOfRangeError,
+    InvalidArgumentError,
+    ShapeError,
+    UnsupportedError,
+    fmt_shape,
+)
 from ..tensor import primitives
 from .common import wrap, wrap_dim
-from .elementwise import where
+from .elementwise import logaddexp, where
+from .factories import arange
 from .indexing import gather
 from .registry import op
 from .shape import cat
@@ -77,8 +88,10 @@ def topk(
 ) -> tuple[Tensor, Tensor]:
     """The ``k`` largest (or smallest) values along ``dim`` and their indices, in sorted order."""
     size = input.shape[wrap_dim(dim, input.ndim, "topk")] if input.ndim else 1
-    if not isinstance(k, int) or k < 0 or k > size:
-        raise IndexOutOfRangeError(
+    if not isinstance(k, int) or isinstance(k, bool):
+        raise DTypeError(f"topk: k must be an int, got {type(k).__name__}")
+    if k < 0 or k > size:  # PyTorch's RuntimeError: a value, not an index, out of range
+        raise InvalidArgumentError(
             f"topk: k ({k}) is out of range for dimension {dim} of size {size} (input shape {fmt_shape(input.shape)})"
         )
     if input.ndim == 0:
@@ -102,16 +115,17 @@ def median(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tens
     """The lower median (PyTorch's choice for an even count); with ``dim``, also its index."""
     if dim is None:
         flat = input.reshape(-1)
-        if flat.numel() == 0:
-            raise ShapeError("median: cannot take the median of an empty tensor")
+        if flat.numel() == 0:  # NaN, as PyTorch gives (an integer tensor's NaN cast: its lowest value)
+            nan = flat.sum() * math.nan if flat.dtype.is_floating_point else flat.to(dt.float32).sum() * math.nan
+            return nan.to(dtype=input.dtype)
         return _evenly_shared(flat, _kth_smallest(flat, 0, (flat.numel() - 1) // 2, False).values)
     axis = wrap_dim(dim, input.ndim, "median")
     if input.ndim == 0:
         return median_result(*_scalar_order("median", input, dim))
     n = input.shape[axis]
     if n == 0:
-        raise ShapeError(
-            f"median: cannot take the median over dim {dim} of size 0 (input shape {fmt_shape(input.shape)})"
+        raise EmptyReductionError(
+            f"median: expected reduction dim {dim} to have non-zero size (input shape {fmt_shape(input.shape)})"
         )
     return _kth_smallest(input, axis, (n - 1) // 2, keepdim)
 
@@ -292,14 +306,20 @@ _INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
 
 @op("kthvalue", doc="The k-th smallest value along dim (k from 1) and its index.", composite=True)
 def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False) -> tuple[Tensor, Tensor]:
+    if not isinstance(k, int) or isinstance(k, bool):
+        raise DTypeError(f"kthvalue: k must be an int, got {type(k).__name__}")
     if input.ndim == 0:
         if k != 1:
-            raise IndexOutOfRangeError(f"kthvalue: k ({k}) out of range for a 0-d tensor")
+            raise InvalidArgumentError(f"kthvalue: k ({k}) out of range for a 0-d tensor")
         return kthvalue_result(*_scalar_order("kthvalue", input, dim))
     axis = wrap_dim(dim, input.ndim, "kthvalue")
     n = input.shape[axis]
-    if not isinstance(k, int) or not 1 <= k <= n:
-        raise IndexOutOfRangeError(
+    if n == 0:
+        raise EmptyReductionError(
+            f"kthvalue: expected reduction dim {dim} to have non-zero size (input shape {fmt_shape(input.shape)})"
+        )
+    if not 1 <= k <= n:  # PyTorch's RuntimeError, as topk's
+        raise InvalidArgumentError(
             f"kthvalue: k ({k}) out of range for dimension {dim} of size {n} (input shape {fmt_shape(input.shape)})"
         )
     values, indices = _kth_smallest(input, axis, k - 1, keepdim)
@@ -374,6 +394,8 @@ def searchsorted(
         if right and side == "left":
             raise ValueError(f"{name}: side='left' contradicts right=True")
         right = side == "right"
+    if getattr(sorted_sequence, "ndim", None) == 0:  # PyTorch's RuntimeError, before any dim is read
+        raise ShapeError(f"{name}: boundaries tensor should have positive dimension, but got 0 dimension")
     if sorter is not None:
         sorted_sequence = sorted_sequence.gather(-1, sorter)
     scalar = not hasattr(input, "shape")
@@ -395,3 +417,160 @@ def bucketize(input: Tensor | float, boundaries: Tensor, *, out_int32: bool = Fa
     if boundaries.ndim != 1:
         raise ShapeError(f"bucketize: boundaries must be 1-d, got shape {fmt_shape(boundaries.shape)}")
     return searchsorted(boundaries, input, out_int32=out_int32, right=right)
+
+
+# ------------------------------------------------------------------------------------------------
+# median without NaN, mode
+nanmedian_result = namedtuple("nanmedian", ["values", "indices"])
+mode_result = namedtuple("mode", ["values", "indices"])
+
+
+@op(
+    "nanmedian",
+    doc="The lower median of the elements that are not NaN (of all elements, or along dim with its index).",
+    composite=True,
+)
+def nanmedian(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+    if dim is None:
+        flat = input.reshape(-1)
+        if flat.numel() == 0:  # NaN, as PyTorch gives (no element is a number)
+            return (flat.sum() * math.nan).to(dtype=input.dtype) if input.dtype.is_floating_point else flat.sum()
+        count = int((flat == flat).sum())
+        if count == 0:  # all NaN: NaN, its gradient shared by every element
+            return _evenly_shared(flat, flat.detach()[0])
+        _, _, ordered = _order("nanmedian", flat, 0, False)  # NaN sorts last
+        value = ordered[(count - 1) // 2]
+        if not flat.dtype.is_floating_point:
+            return value
+        # the gradient shared evenly by the elements equal to the median, as median's
+        return flat.where(flat == value, -math.inf).amax()
+    axis = wrap_dim(dim, input.ndim, "nanmedian")
+    if input.ndim == 0:
+        return nanmedian_result(*_scalar_order("nanmedian", input, dim))
+    n = input.shape[axis]
+    if n == 0:
+        raise EmptyReductionError(
+            f"nanmedian: expected reduction dim {axis} to have non-zero size (input shape {fmt_shape(input.shape)})"
+        )
+    _, order, ordered = _order("nanmedian", input, axis, False)
+    count = (input == input).sum(axis, keepdim=True)
+    # the lower median of the numbers; of a row of NaN only, PyTorch's position (n - 1) // 2
+    k = where(count > 0, (count - 1) // 2, (n - 1) // 2)
+    indices = order.gather(axis, k)
+    values = _values_at(input, axis, indices, ordered.gather(axis, k))
+    if not keepdim:
+        values, indices = values.squeeze(axis), indices.squeeze(axis)
+    return nanmedian_result(values, indices)
+
+
+def _positions(x, axis):
+    """0..n-1 along ``axis`` (int64), broadcast to x's shape."""
+    n = x.shape[axis]
+    shape = [1] * x.ndim
+    shape[axis] = n
+    return arange(n, device=x.device).reshape(shape).expand(tuple(x.shape))
+
+
+@op(
+    "mode",
+    doc="The most frequent value along dim (the smallest of equally frequent ones) and its last index.",
+    composite=True,
+)
+def mode(input: Tensor, dim: int = -1, keepdim: bool = False) -> tuple[Tensor, Tensor]:
+    if input.ndim == 0:
+        return mode_result(*_scalar_order("mode", input, dim))
+    axis = wrap_dim(dim, input.ndim, "mode")
+    n = input.shape[axis]
+    if n == 0:
+        raise EmptyReductionError(
+            f"mode: expected reduction dim {axis} to have non-zero size (input shape {fmt_shape(input.shape)})"
+        )
+    x = input.detach()
+    _, _, ordered = _order("mode", x, axis, False)
+    positions = _positions(x, axis)
+    # equal values are adjacent once sorted: each run's length at each of its positions
+    starts = cat(
+        [positions.narrow(axis, 0, 1) == 0, ordered.narrow(axis, 1, n - 1) != ordered.narrow(axis, 0, n - 1)], axis
+    )
+    (first,) = _scan((where(starts, positions, 0),), axis, lambda earlier, later: (earlier[0].maximum(later[0]),))
+    # the first longest run: the smallest of the most frequent values; PyTorch's index is its last
+    best = (positions - first).argmax(axis, keepdim=True)
+    value = ordered.gather(axis, best)
+    indices = where(x == value, positions, -1).amax(axis, keepdim=True)
+    values = _values_at(input, axis, indices, value)
+    if not keepdim:
+        values, indices = values.squeeze(axis), indices.squeeze(axis)
+    return mode_result(values, indices)
+
+
+# ------------------------------------------------------------------------------------------------
+# running extremes and log-sum-exp: inclusive scans
+cummax_result = namedtuple("cummax", ["values", "indices"])
+cummin_result = namedtuple("cummin", ["values", "indices"])
+
+
+def _scan(values, axis, combine):
+    """The inclusive scan of the tensors ``values`` (a tuple, scanned together) along ``axis`` by the
+    associative ``combine(earlier, later)``: log2(n) steps, each combining every element with the one
+    a power of two before it (Hillis and Steele), of public ops."""
+    n = values[0].shape[axis]
+    step = 1
+    while step < n:
+        earlier = tuple(v.narrow(axis, 0, n - step) for v in values)
+        later = tuple(v.narrow(axis, step, n - step) for v in values)
+        combined = combine(earlier, later)
+        values = tuple(cat([v.narrow(axis, 0, step), c], axis) for v, c in zip(values, combined))
+        step *= 2
+    return values
+
+
+def _running_extreme(name, input, dim, result, later_wins):
+    if input.ndim == 0:
+        return result(*_scalar_order(name, input, dim))
+    axis = wrap_dim(dim, input.ndim, name)
+    x = input.detach()
+
+    def combine(earlier, later):
+        take_later = later_wins(earlier[0], later[0])
+        return where(take_later, later[0], earlier[0]), where(take_later, later[1], earlier[1])
+
+    _, indices = _scan((x, _positions(x, axis).contiguous()), axis, combine)
+    return result(_values_at(input, axis, indices, gather(x, axis, indices)), indices)
+
+
+@op(
+    "cummax",
+    doc="The running maximum along dim and its index (the last of equal values; NaN propagates).",
+    composite=True,
+)
+def cummax(input: Tensor, dim: int) -> tuple[Tensor, Tensor]:
+    # PyTorch's rule: a later element wins when it is NaN, or not below the running maximum
+    return _running_extreme(
+        "cummax", input, dim, cummax_result, lambda e, later: (later != later) | ((e == e) & (later >= e))
+    )
+
+
+@op(
+    "cummin",
+    doc="The running minimum along dim and its index (the last of equal values; NaN propagates).",
+    composite=True,
+)
+def cummin(input: Tensor, dim: int) -> tuple[Tensor, Tensor]:
+    return _running_extreme(
+        "cummin", input, dim, cummin_result, lambda e, later: (later != later) | ((e == e) & (later <= e))
+    )
+
+
+@op(
+    "logcumsumexp",
+    doc="The running log of the sum of exponentials along dim (stable at any magnitude).",
+    composite=True,
+)
+def logcumsumexp(input: Tensor, dim: int) -> Tensor:
+    if not input.dtype.is_floating_point:
+        raise UnsupportedError(f"logcumsumexp: not implemented for {input.dtype} (floating point tensors only)")
+    if input.ndim == 0:
+        wrap_dim(dim, 0, "logcumsumexp")
+        return input.clone()
+    axis = wrap_dim(dim, input.ndim, "logcumsumexp")
+    return _scan((input,), axis, lambda earlier, later: (logaddexp(earlier[0], later[0]),))[0]

@@ -1,6 +1,8 @@
 """The gamma-function family and erfinv: ``lgamma digamma polygamma mvlgamma erfinv`` (``adcuda.special``
-has PyTorch's other names for them: gammaln, psi, multigammaln), and ``xlog1py`` (``adcuda.special``'s
-only).
+has PyTorch's other names for them: gammaln, psi, multigammaln), ``xlog1py`` (``adcuda.special``'s
+only); the modified Bessel function ``i0`` and ``frexp``, both composed of elementwise ops, so they
+run on every backend; and the signal windows
+``hann_window hamming_window bartlett_window blackman_window kaiser_window``.
 
 lgamma, digamma, polygamma(1, .) and erfinv are ``unary`` primitives of the elementwise family (CPU:
 adcuda/backends/cpu/_special.py; CUDA: their functors in kernels/functors.cuh); polygamma of a higher
@@ -11,18 +13,20 @@ shifts x up until the Hurwitz zeta's asymptotic series is accurate, so it too ru
 from __future__ import annotations
 
 import math
+from collections import namedtuple
 from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
-from ..errors import DTypeError
+from ..errors import DTypeError, UnsupportedError
 from ..tensor import Tensor
 from .common import as_tensor_operand, cast, float_result_type
-from .elementwise import _float_unary, _tensor_pair, binary, exp, log1p, mul, select, unary
+from .elementwise import _float_unary, _tensor_pair, binary, exp, log1p, mul, select, unary, where
+from .factories import arange
 from .reduction import amin
 from .registry import op
 
 if TYPE_CHECKING:
-    from ..types import Number
+    from ..types import Device, DType, Number
 
 _SQRT_PI_INV_2 = math.sqrt(math.pi) / 2
 _LOG_PI = math.log(math.pi)
@@ -134,6 +138,215 @@ def mvlgamma(input: Tensor, p: int) -> Tensor:
 )
 def erfinv(input: Tensor) -> Tensor:
     return _float_unary("erfinv", input)
+
+
+# ------------------------------------------------------------------------------------------------
+# modified Bessel functions of the first kind, orders 0 and 1
+_BESSEL_ASYMPTOTIC_FROM = 20.0  # |x| from which the asymptotic series reaches float64 rounding
+_BESSEL_ASYMPTOTIC_TERMS = 16
+_EXP_OVERFLOW_32 = math.log(3.4028234663852886e38)  # above it, e^x is inf in float32
+_EXP_OVERFLOW_64 = math.log(1.7976931348623157e308)
+
+
+def _bessel_i(order, x):
+    """I_order(x) for order 0 or 1, elementwise in float64, of public ops (differentiable in x): the
+    power series sum_k (x/2)^(2k+order) / (k! (k+order)!) below 20 (every term positive: no
+    cancellation), the asymptotic series e^x / sqrt(2 pi x) sum_k (-1)^k a_k(order) / x^k above."""
+    ax = x.abs()
+    large = ax >= _BESSEL_ASYMPTOTIC_FROM
+    small = x.where(~large, 0.0)  # the series in x itself (even, or odd for order 1): smooth at 0
+    top = float(small.abs().amax()) if small.numel() else 0.0
+    quarter_square = small * small / 4
+    term = (small / 2) if order else small * 0 + 1
+    total = term
+    # terms fall below float64 rounding of the sum after about 1.75 |x| of them
+    for k in range(1, int(1.75 * top) + 12):
+        term = term * quarter_square / (k * (k + order))
+        total = total + term
+    z = ax.where(large, _BESSEL_ASYMPTOTIC_FROM)
+    inverse = 1 / z
+    term = z * 0 + 1
+    series = term
+    for k in range(1, _BESSEL_ASYMPTOTIC_TERMS):
+        term = term * inverse * (((2 * k - 1) ** 2 - 4 * order * order) / (8 * k))
+        series = series + term
+    asymptotic = (z - 0.5 * (2 * math.pi * z).log()).exp() * series  # e^z / sqrt(2 pi z) without overflow
+    return asymptotic.where(large, total) if order == 0 else (asymptotic * x.sign()).where(large, total)
+
+
+def _float64_of(input):
+    if input.dtype is dt.float64:
+        return input
+    return input.to(dtype=dt.float64)
+
+
+def _result_float(input):
+    return input.dtype if input.dtype.is_floating_point else dt.default_float
+
+
+def _overflowed(value, x, dtype):
+    """PyTorch's formulas multiply by e^|x| in float32 (float64 for float64): inf where that overflows."""
+    overflow = _EXP_OVERFLOW_64 if dtype is dt.float64 else _EXP_OVERFLOW_32
+    return value.where(x.abs() <= overflow, where(value < 0, -math.inf, math.inf))
+
+
+def _i0_grad(grad, input):
+    x = _float64_of(input)
+    return grad * _overflowed(_bessel_i(1, x), x, input.dtype).to(dtype=_result_float(input))
+
+
+@op(
+    "i0",
+    inplace=True,
+    doc="The modified Bessel function of the first kind of order 0.",
+    node="I0Backward0",
+    grads={"input": _i0_grad},
+)
+def i0(input: Tensor) -> Tensor:
+    if input.__class__ is not Tensor:
+        raise DTypeError(f"i0: expected a Tensor, got {type(input).__name__}")
+    x = _float64_of(input.detach())
+    return _overflowed(_bessel_i(0, x), x, input.dtype).to(dtype=_result_float(input))
+
+
+# ------------------------------------------------------------------------------------------------
+# frexp
+frexp_result = namedtuple("frexp", ["mantissa", "exponent"])
+
+
+def _halves(exponent):
+    """2^-e as two factors (2^-h, 2^-(e-h)), each within the range of float16, float32 or float64
+    alike, so a product by both is exact where 2^-e alone would overflow (subnormal inputs)."""
+    half = (exponent / 2).floor()
+    return (-half).exp2(), (half - exponent).exp2()
+
+
+@op(
+    "frexp",
+    doc="input as mantissa * 2**exponent: mantissa in [0.5, 1) (or 0, inf, NaN), int32 exponent.",
+    composite=True,
+)
+def frexp(input: Tensor) -> tuple[Tensor, Tensor]:
+    if not input.dtype.is_floating_point:
+        raise UnsupportedError(f"frexp: only supports floating-point dtypes, got {input.dtype}")
+    x = _float64_of(input.detach())  # every float16/32 value is exact in float64, its log2 nearly so
+    finite = (x != 0) & x.isfinite()
+    magnitude = x.abs().where(finite, 1.0)
+    exponent = magnitude.log2().floor() + 1
+    first, second = _halves(exponent)
+    scaled = magnitude * first * second
+    # log2 may round across an integer just below a power of two: one step puts it right
+    exponent = exponent + (scaled >= 1).to(dtype=dt.float64) - (scaled < 0.5).to(dtype=dt.float64)
+    first, second = _halves(exponent)
+    mantissa = input * first.to(dtype=input.dtype) * second.to(dtype=input.dtype)  # exact: powers of two
+    return frexp_result(mantissa, exponent.where(finite, 0.0).to(dtype=dt.int32))
+
+
+# ------------------------------------------------------------------------------------------------
+# signal windows (PyTorch's formulas, of arange in the window's dtype)
+def _window(name, window_length, periodic, dtype, device, requires_grad, shape):
+    """``shape(positions, n)`` for positions 0..n-1 of a symmetric window of n points (n = window_length
+    + 1 when periodic, its last point then dropped)."""
+    dtype = dt.default_float if dtype is None else dt.as_dtype(dtype, name)
+    if not dtype.is_floating_point:
+        raise UnsupportedError(f"{name}: expects a floating point dtype, got {dtype}")
+    if window_length.__class__ is not int or window_length < 0:
+        raise ValueError(f"{name}: window_length must be a non-negative integer, got {window_length!r}")
+    if window_length <= 1:
+        window = arange(window_length, dtype=dtype, device=device) * 0 + 1
+    else:
+        n = window_length + 1 if periodic else window_length
+        window = shape(arange(n, dtype=dtype, device=device), n)[:window_length]
+    return window.requires_grad_(requires_grad) if requires_grad else window
+
+
+def _cosine_sum(*coefficients):
+    """a0 - a1 cos(2 pi k / (n - 1)) + a2 cos(4 pi k / (n - 1)) - ...: the cosine-sum windows."""
+
+    def shape(k, n):
+        step = k * (2 * math.pi / (n - 1))
+        out = step * 0 + coefficients[0]
+        for i, a in enumerate(coefficients[1:], 1):
+            out = out + (-1) ** i * a * (step * i).cos()
+        return out
+
+    return shape
+
+
+@op("hann_window", doc="The Hann window of window_length points (periodic: for spectra).", method=False)
+def hann_window(
+    window_length: int,
+    periodic: bool = True,
+    *,
+    dtype: DType | None = None,
+    device: Device | str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    return _window("hann_window", window_length, periodic, dtype, device, requires_grad, _cosine_sum(0.5, 0.5))
+
+
+@op("hamming_window", doc="The Hamming window alpha - beta cos(2 pi n / (N - 1)).", method=False)
+def hamming_window(
+    window_length: int,
+    periodic: bool = True,
+    alpha: float = 0.54,
+    beta: float = 0.46,
+    *,
+    dtype: DType | None = None,
+    device: Device | str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    return _window("hamming_window", window_length, periodic, dtype, device, requires_grad, _cosine_sum(alpha, beta))
+
+
+@op(
+    "blackman_window",
+    doc="The Blackman window 0.42 - 0.5 cos(2 pi n / (N - 1)) + 0.08 cos(4 pi n / (N - 1)).",
+    method=False,
+)
+def blackman_window(
+    window_length: int,
+    periodic: bool = True,
+    *,
+    dtype: DType | None = None,
+    device: Device | str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    shape = _cosine_sum(0.42, 0.5, 0.08)
+    return _window("blackman_window", window_length, periodic, dtype, device, requires_grad, shape)
+
+
+def _bartlett(k, n):
+    return 1 - (k * (2 / (n - 1)) - 1).abs()
+
+
+@op("bartlett_window", doc="The triangular Bartlett window 1 - |2n / (N - 1) - 1|.", method=False)
+def bartlett_window(
+    window_length: int,
+    periodic: bool = True,
+    *,
+    dtype: DType | None = None,
+    device: Device | str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    return _window("bartlett_window", window_length, periodic, dtype, device, requires_grad, _bartlett)
+
+
+@op("kaiser_window", doc="The Kaiser window i0(beta sqrt(1 - (2n / (N - 1) - 1)^2)) / i0(beta).", method=False)
+def kaiser_window(
+    window_length: int,
+    periodic: bool = True,
+    beta: float = 12.0,
+    *,
+    dtype: DType | None = None,
+    device: Device | str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    def shape(k, n):
+        ratio = k * (2 / (n - 1)) - 1
+        return i0((1 - ratio * ratio).clamp(min=0).sqrt() * beta) / i0(ratio * 0 + beta)
+
+    return _window("kaiser_window", window_length, periodic, dtype, device, requires_grad, shape)
 
 
 def _xlog1py_grad_input(grad, other):

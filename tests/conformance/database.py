@@ -431,14 +431,38 @@ add("nansum", g.reduction(dtype_kw=True), errors=g.reduction_errors(), category=
 add("mean", g.reduction(dtype_kw=True, ints=False), errors=g.reduction_errors(), category="reduction")
 add("nanmean", g.reduction(ints=False), errors=g.reduction_errors(), category="reduction")
 add("prod", g.reduction(dtype_kw=True, tuple_dims=False), errors=g.reduction_errors(), category="reduction")
-add("amax", g.reduction(ties=True), errors=g.reduction_errors(), category="reduction")
-add("amin", g.reduction(ties=True), errors=g.reduction_errors(), category="reduction")
-add("max", g.reduction(ties=True, tuple_dims=False), errors=g.reduction_errors(), category="reduction")
-add("min", g.reduction(ties=True, tuple_dims=False), errors=g.reduction_errors(), category="reduction")
+
+
+def _empty_extreme(family="RuntimeError/ValueError"):
+    """A reduction with no identity over a whole empty tensor: PyTorch's RuntimeError (IndexError for
+    argmax and argmin; over an empty dim, IndexError for all, as the zero-size samples check)."""
+    return [E(T(0, 3), family=family, name="zero-size-no-dim")]
+
+
+add("amax", g.reduction(ties=True), errors=g.reduction_errors() + _empty_extreme(), category="reduction")
+add("amin", g.reduction(ties=True), errors=g.reduction_errors() + _empty_extreme(), category="reduction")
+add(
+    "max",
+    g.reduction(ties=True, tuple_dims=False),
+    errors=g.reduction_errors() + _empty_extreme(),
+    category="reduction",
+)
+add(
+    "min",
+    g.reduction(ties=True, tuple_dims=False),
+    errors=g.reduction_errors() + _empty_extreme(),
+    category="reduction",
+)
 add("max[binary]", g.binary(ties=True, scalars=False), forms=("function", "method"))
 add("min[binary]", g.binary(ties=True, scalars=False), forms=("function", "method"))
-add("argmax", g.reduction(tuple_dims=False, ties=True), errors=g.reduction_errors(), category="reduction", grad=False)
-add("argmin", g.reduction(tuple_dims=False, ties=True), errors=g.reduction_errors(), category="reduction", grad=False)
+for _name in ("argmax", "argmin"):
+    add(
+        _name,
+        g.reduction(tuple_dims=False, ties=True),
+        errors=g.reduction_errors() + _empty_extreme("IndexError"),
+        category="reduction",
+        grad=False,
+    )
 add("var", g.reduction(ints=False), errors=g.reduction_errors(), category="reduction")
 add("std", g.reduction(ints=False), errors=g.reduction_errors(), category="reduction")
 add("var_mean", g.reduction(ints=False), errors=g.reduction_errors(), category="reduction")
@@ -509,7 +533,9 @@ add("cumprod", g.cumulative(), errors=g.reduction_errors(), category="reduction"
 # PyTorch's median of an expanded (stride-0) input is wrong itself (2.13): that sample is left out
 add(
     "median",
-    [s for s in g.reduction(tuple_dims=False, ties=True, zero_size_full=False) if s.name != "dim0-expanded"],
+    [s for s in g.reduction(tuple_dims=False, ties=True, zero_size_full=False) if s.name != "dim0-expanded"]
+    + [S(T(0, 3), name="zero-size-whole")],  # NaN
+    errors=[E(T(0, 3), 0, family="IndexError", name="zero-size-dim0")],
     category="reduction",
 )
 add(
@@ -565,7 +591,11 @@ add(
         S(T(dtype="float64"), 1),
         S(T(3, 5), 0),
     ],
-    errors=[E(T(5), 6, family="RuntimeError/ValueError"), E(T(3, 4), 1, 2, family="IndexError")],
+    errors=[
+        E(T(5), 6, family="RuntimeError/ValueError"),
+        E(T(3, 4), 1, 2, family="IndexError"),
+        E(T(5), 1.5, family="TypeError", name="float-k"),
+    ],
 )
 add(
     "kthvalue",
@@ -576,7 +606,11 @@ add(
         S(T(values=[2.0, 1.0, 2.0, 2.0]), 2, name="ties"),
         S(T(), 1),
     ],
-    errors=[E(T(5), 6, family="RuntimeError/ValueError")],
+    errors=[
+        E(T(5), 6, family="RuntimeError/ValueError"),
+        E(T(), 2, family="RuntimeError/ValueError", name="0d-k2"),
+        E(T(0, 3), 1, 0, family="IndexError", name="empty-dim"),  # no identity: PyTorch's IndexError
+    ],
 )
 add(
     "quantile",
@@ -619,6 +653,7 @@ add(
         S(T(values=[[1.0, 3.0], [2.0, 4.0]]), T(values=[[2.0], [3.0]])),
         S(T(values=[1.0, 2.0, 3.0]), T(values=[2.0]), side="right", out_int32=True),
     ],
+    errors=[E(T(), T(values=[2.0]), family="RuntimeError/ValueError", name="0d-boundaries")],
     grad=False,
 )
 add(
@@ -716,6 +751,11 @@ add(
 add(
     "transpose",
     [S(T(2, 3, 4, dtype="float64"), 0, 2), S(T(2, 3), -1, 0), S(T(), 0, -1), S(T(3, 4, view="slice"), 0, 1)],
+    errors=[E(T(2, 3), 0, 2, family="IndexError")],
+)
+add(
+    "swapaxes",
+    [S(T(2, 3, 4, dtype="float64"), 0, 2), S(T(2, 3), axis0=-1, axis1=0), S(T(), 0, -1)],
     errors=[E(T(2, 3), 0, 2, family="IndexError")],
 )
 add("t", [S(T(3, 4, dtype="float64")), S(T(3)), S(T())], errors=[E(T(2, 3, 4), family=R)])
@@ -851,6 +891,8 @@ add(
         S([T(2), T(3)], indexing="ij"),
         S(T(), T(2), indexing="ij"),
     ],
+    # an item that is no tensor: PyTorch's argument parser refuses it before the shapes are looked at
+    errors=[E(T(2, 3), True, family="TypeError", name="not-a-tensor")],
 )
 add(
     "repeat_interleave",
@@ -868,7 +910,11 @@ for _name in ("atleast_1d", "atleast_2d", "atleast_3d"):
 for _name in ("hstack", "vstack", "dstack", "column_stack", "row_stack"):
     add(_name, [S([T(2, 3, dtype="float64"), T(2, 3, dtype="float64")]), S([T(3), T(3)]), S([T(), T()])])
 add("tile", [S(T(2, 3, dtype="float64"), (2,)), S(T(2, 3), (2, 1, 2)), S(T(), (3,)), S(T(2, 3), [1, 1])])
-add("tensor_split", [S(T(7, 3, dtype="float64"), 3), S(T(7, 3), [1, 4]), S(T(7, 3), 2, 1), S(T(7, 3), idx(2, 5))])
+add(
+    "tensor_split",
+    [S(T(7, 3, dtype="float64"), 3), S(T(7, 3), [1, 4]), S(T(7, 3), 2, 1), S(T(7, 3), idx(2, 5))],
+    errors=[E(T(), 2, family="RuntimeError/ValueError", name="0d")],
+)
 add(
     "rot90",
     [S(T(3, 4, dtype="float64")), S(T(3, 4), 2), S(T(2, 3, 4), 1, (1, 2)), S(T(3, 4), -1), S(T(3, 4), 4)],
@@ -892,8 +938,13 @@ add(
 add(
     "block_diag",
     [S(T(2, 3, dtype="float64"), T(1, 2, dtype="float64")), S(T(2), T()), S(T(2, 2), T(2, 1, dtype="int64"))],
+    errors=[E(T(2), (0, 1), family="TypeError", name="not-a-tensor")],
 )
-add("cartesian_prod", [S(T(3, dtype="float64"), T(2, dtype="float64")), S(T(3)), S(idx(1, 2), idx(3, 4), idx(5))])
+add(
+    "cartesian_prod",
+    [S(T(3, dtype="float64"), T(2, dtype="float64")), S(T(3)), S(idx(1, 2), idx(3, 4), idx(5))],
+    errors=[E(T(2), 2, family="TypeError", name="not-a-tensor")],
+)
 add("diag_embed", [S(T(2, 3, dtype="float64")), S(T(3), 1), S(T(2, 3), -1, 0, 2)])
 add(
     "pad",
@@ -2439,3 +2490,222 @@ for _dist, (_params, _keys) in _KL.items():
     _samples = [S(*_p, *_params(), name="float64")]
     realize(_samples, _key)
     add(_key, _samples + _f32(_samples), call=_kl_call(_dist, len(_p), _keys), category="distributions")
+
+# --------------------------------------------------------------------------------------------------
+# issue 27's missing names: scans, order statistics, frexp, i0, vdot, renorm, strided views
+_NAN = np.nan
+add(
+    "cummax",
+    g.cumulative()[:9]
+    + [
+        S(T(values=np.array([1.0, 3.0, 3.0, 2.0, _NAN, 5.0, _NAN])), 0, name="ties-nan"),
+        S(T(values=np.array([[2, 2, 1, 3, 3]])), 1, name="int-ties"),
+    ],
+    errors=g.reduction_errors(),
+)
+add(
+    "cummin",
+    g.cumulative()[:9]
+    + [
+        S(T(values=np.array([1.0, 0.0, 0.0, 2.0, _NAN, -5.0, _NAN])), 0, name="ties-nan"),
+        S(T(values=np.array([[2, 2, 3, 1, 1]])), 1, name="int-ties"),
+    ],
+    errors=g.reduction_errors(),
+)
+add(
+    "logcumsumexp",
+    [
+        S(T(3, 4, dtype="float64"), 1),
+        S(T(3, 4), 0),
+        S(T(2, 5, dtype="float64", view="t"), -1),
+        S(T(dtype="float64"), 0),
+        S(T(0, 3), 0),
+        S(T(5, dtype="float16"), 0),
+        S(T(values=np.array([0.0, 1000.0, -1000.0, 3.0])), 0, name="huge", grad=False),
+    ],
+    errors=g.reduction_errors(),
+)
+add(
+    "nanmedian",
+    [
+        S(T(values=np.array([[_NAN, 1.0, 2.0, 2.0, _NAN], [_NAN] * 5, [4.0, 3.0, 2.0, 1.0, 0.5]])), 1, name="nan-rows"),
+        S(T(values=np.array([_NAN, 3.0, 1.0, 2.0, 2.0])), name="nan-all", grad=False),
+        S(T(3, 5, dtype="float64"), 0),
+        S(T(3, 5, dtype="float64"), 1, True),
+        S(T(3, 5, dtype="float64")),
+        S(T(values=np.array([_NAN, _NAN])), name="only-nan", grad=False),
+        S(T(6, dtype="int64", low=-1000, high=1000), 0),
+        S(T(dtype="float64"), 0),
+        S(T(0)),
+    ],
+    errors=[E(T(3, 4), 2, family="IndexError"), E(T(0, 3), 0, family="IndexError")],
+)
+add(
+    "mode",
+    [
+        S(T(values=np.array([[1.0, 2.0, 2.0, 1.0, 3.0], [5.0, 5.0, 4.0, 4.0, 4.0]])), 1, name="ties"),
+        S(T(values=np.array([3.0, 1.0, 3.0, 1.0])), name="equal-counts"),
+        S(T(values=np.array([2, 2, 1, 1, 1, 2])), name="int"),
+        S(T(3, 5, dtype="float64"), 0),
+        S(T(4, 6, dtype="int64"), 1, True),
+        S(T(5, dtype="bool")),
+        S(T(dtype="float64")),
+    ],
+    errors=[E(T(3, 4), 2, family="IndexError"), E(T(0), family="IndexError")],
+)
+add(
+    "frexp",
+    [
+        S(T(3, 4, dtype="float64")),
+        S(T(values=np.array([0.0, -0.0, np.inf, -np.inf, _NAN, 1e-45, 3.4e38, -5.0, 0.75, 1 - 2.0**-24], np.float32))),
+        # PyTorch differentiates by 2.0**-exponent in float32 (0 or inf past its range): values only here
+        S(T(values=np.array([5e-324, 1.7e308, 1 - 2.0**-53, 2.0**-1022, -3.0])), grad=False),
+        S(T(values=np.array([6e-8, 65504.0, 0.3], np.float16))),
+        S(T(dtype="float64")),
+        S(T(0, 3)),
+    ],
+    errors=[E(T(3, dtype="int64"), family=R)],
+)
+add(
+    "i0",
+    [
+        S(T(3, 4, dtype="float64", low=-30.0, high=30.0)),
+        S(T(values=np.array([0.0, 1e-5, 19.99, 20.0, 20.01, -25.0, 88.7]), dtype="float64")),
+        # where e^|x| overflows PyTorch's formulas give inf (and second derivatives inf - inf): values only
+        S(T(values=np.array([88.7, 89.0, 700.0, 710.0, -710.0]), dtype="float32"), name="overflow-f32", grad=False),
+        S(T(values=np.array([88.7, 89.0, 700.0, 710.0, -710.0]), dtype="float64"), name="overflow-f64", grad=False),
+        S(T(5, dtype="float16")),
+        S(T(4, dtype="int64")),
+        S(T(3, dtype="bool")),
+        S(T(dtype="float64")),
+        S(T(0, 2)),
+    ],
+)
+add(
+    "vdot",
+    [S(T(4, dtype="float64"), T(4, dtype="float64")), S(T(0), T(0)), S(T(3, dtype="int64"), T(3, dtype="int64"))],
+    errors=[E(T(3), T(4), family=R), E(T(3), T(3, dtype="float64"), family=R), E(T(2, 2), T(2, 2), family=R)],
+)
+add(
+    "renorm",
+    [
+        S(T(3, 4, dtype="float64"), 2, 0, 1.0),
+        S(T(3, 4, dtype="float64"), 1, 1, 0.5),
+        S(T(2, 3, 4, dtype="float64"), 3.0, -1, 100.0),
+        S(T(3, 4), 2, 0, 0.0),
+        S(T(0, 3), 2, 0, 1.0),
+    ],
+    errors=[E(T(3, 4), 0, 0, 1.0, family=R), E(T(3), 2, 0, 1.0, family=R), E(T(3, 4), 2, 2, 1.0, family="IndexError")],
+)
+add(
+    "as_strided",
+    [
+        S(T(3, 4, dtype="float64"), (2, 2), (1, 2), 1),
+        S(T(3, 4, dtype="float64"), (3, 3), (1, 1)),
+        S(T(3, 4, dtype="float64"), (2, 3), (0, 1), 2),
+        S(T(3, 4), (4,), (3,)),
+        S(T(6), (0, 2), (1, 1)),
+        S(T(6, dtype="int64"), (), ()),
+    ],
+    errors=[E(T(3), (4,), (1,), family=R), E(T(3), (2,), (1,), 2, family=R)],
+    forms=("function", "method"),
+)
+add(
+    "diagonal_scatter",
+    [
+        S(T(3, 4, dtype="float64"), T(3, dtype="float64")),
+        S(T(3, 4, dtype="float64"), T(2, dtype="float64"), 2),
+        S(T(2, 3, 4, dtype="float64"), T(2, 3, dtype="float64"), 0, 1, 2),
+        S(T(4, 3), T(2, 4), -1, 1, 0),
+        S(T(3, 3, dtype="int64"), T(3, dtype="int64")),
+    ],
+    errors=[E(T(3, 4), T(4), family=R), E(T(3, 4), T(3), 0, 0, 0, family=R)],
+)
+add(
+    "sum_to_size",
+    [
+        S(T(3, 4, dtype="float64"), 1, 4),
+        S(T(3, 4, dtype="float64"), (4,)),
+        S(T(2, 3, 4, dtype="float64"), 3, 1),
+        S(T(3, 4), 3, 4),
+        S(T(3, 4, dtype="int64"), 1, 1),
+    ],
+    errors=[E(T(3, 4), 2, 4, family=R), E(T(3, 4), 1, 3, 4, family=R)],
+)
+add("storage_offset", [S(T(3, 4)), S(T(3, 4, view="offset")), S(T(3, 4, view="slice"))], grad=False)
+
+# signal windows, the trapezoidal rule, and other cheap names training scripts call
+for _window in ("hann_window", "hamming_window", "bartlett_window", "blackman_window", "kaiser_window"):
+    add(
+        _window,
+        [S(0), S(1), S(2), S(5), S(8, False), S(7, dtype=D("float64")), S(6, True, dtype=D("float64"))],
+        errors=[E(5, dtype=D("int64"), family=R)],
+        grad=False,
+        category="factory",
+    )
+add("hamming_window[alpha]", [S(6, False, 0.6, 0.3), S(5, True, 0.5, 0.5)], grad=False, category="factory")
+add("kaiser_window[beta]", [S(6, True, 5.0), S(5, False, 0.0)], grad=False, category="factory")
+add(
+    "trapezoid",
+    [
+        S(T(3, 5, dtype="float64")),
+        S(T(3, 5, dtype="float64"), dx=0.5, dim=0),
+        S(T(2, 4, dtype="float64"), T(values=np.array([0.0, 1.0, 3.0, 4.5]))),
+        S(T(2, 4, dtype="float64"), T(2, 4, dtype="float64"), dim=1),
+        S(T(values=np.array([1, 2, 3]))),
+        S(T(0)),
+        S(T(1)),
+    ],
+    errors=[E(T(3), T(4), family=R)],
+)
+add(
+    "cumulative_trapezoid",
+    [
+        S(T(3, 5, dtype="float64")),
+        S(T(3, 5, dtype="float64"), dx=2.0, dim=0),
+        S(T(2, 4, dtype="float64"), T(values=np.array([0.0, 1.0, 3.0, 4.5]))),
+        S(T(values=np.array([1, 2, 3]))),
+        S(T(1)),
+    ],
+)
+add(
+    "vander",
+    [
+        S(T(4, dtype="float64")),
+        S(T(3, dtype="float64"), 2, True),
+        S(T(values=np.array([1, 2, 3]))),
+        S(T(values=np.array([True, False]))),
+        S(T(2), 0),
+        S(T(0)),
+    ],
+    errors=[E(T(2, 2), family=R)],
+)
+add(
+    "addr",
+    [
+        S(T(2, 3, dtype="float64"), T(2, dtype="float64"), T(3, dtype="float64")),
+        S(T(2, 3, dtype="float64"), T(2, dtype="float64"), T(3, dtype="float64"), beta=2, alpha=0.5),
+        S(T(values=np.array([np.nan])), T(2), T(3), beta=0, name="beta0-nan"),
+        S(T(3), T(2), T(3)),
+        S(T(2, 3, dtype="int64"), T(2, dtype="int64"), T(3, dtype="int64")),
+    ],
+    errors=[E(T(2, 3), T(2, 2), T(3), family=R)],
+)
+add(
+    "unravel_index",
+    [S(T(values=np.array([4, 5, 0])), (2, 3)), S(T(values=np.array(4)), (2, 3)), S(T(values=np.array([7, 1])), 8)],
+    errors=[E(T(3), (2, 3), family="TypeError")],
+    grad=False,
+)
+add(
+    "combinations",
+    [
+        S(T(4, dtype="float64")),
+        S(T(3, dtype="float64"), 3, True),
+        S(T(values=np.array([1, 2, 3])), 1),
+        S(T(values=np.array([1, 2])), 0),
+        S(T(0)),
+        S(T(2), 3),
+    ],
+)
+add("scalar_tensor", [S(3), S(2.5), S(True), S(4, dtype=D("int64")), S(1.5, dtype=D("float64"))], grad=False)

@@ -39,7 +39,8 @@ def family(exc):
         return "TypeError"
     if isinstance(exc, (RuntimeError, ValueError, NotImplementedError)):
         return "RuntimeError/ValueError"
-    return type(exc).__name__
+    # another built-in class (OverflowError, ZeroDivisionError, KeyError): the first one adcuda's class derives from
+    return next(c.__name__ for c in type(exc).__mro__ if c.__module__ == "builtins")
 
 
 class Library:
@@ -328,25 +329,33 @@ def differentiable_outputs(out):
     return []
 
 
-def gradients(lib, fn, leaves, second_order):
+def gradients(lib, fn, leaves, second_order, through=None):
     """First- (and second-) order gradients of a weighted sum of ``fn()``'s float outputs w.r.t.
-    ``leaves``, materialised as zeros where unused; ``(first, second, note)``."""
+    ``leaves``, materialised as zeros where unused; ``(first, second, note, through)``.
+
+    The second order is that of a weighted sum of the first-order gradients that are differentiable
+    (that require grad); ``through`` (one bool per leaf, the reference's answer) restricts it to
+    those the reference could differentiate: where PyTorch has no second order through a gradient
+    (a sparse product's gradient w.r.t. the values is no function of the graph), both libraries
+    leave that one out, and the rest are still compared. The returned ``through`` says which went in."""
     out = differentiable_outputs(fn())
     out = [o for o in out if o.requires_grad]
     if not out:
-        return None, None, "no output requires grad"
+        return None, None, "no output requires grad", None
     loss = sum((o * lib.from_numpy(weights_like(o)).to(o.dtype)).sum() for o in out)
     first = lib.autograd.grad(loss, leaves, create_graph=second_order, allow_unused=True)
     first = [g if g is not None else lib.zeros_like(x) for g, x in zip(first, leaves)]
     if not second_order:
-        return first, None, None
-    live = [g for g in first if g.requires_grad]
+        return first, None, None, None
+    wanted = [True] * len(first) if through is None else through
+    used = [bool(w and g.requires_grad) for g, w in zip(first, wanted)]
+    live = [g for g, u in zip(first, used) if u]
     if not live:
-        return first, [lib.zeros_like(x) for x in leaves], None
+        return first, [lib.zeros_like(x) for x in leaves], None, used
     loss2 = sum((g * lib.from_numpy(weights_like(g)).to(g.dtype)).sum() for g in live)
     second = lib.autograd.grad(loss2, leaves, allow_unused=True)
     second = [g if g is not None else lib.zeros_like(x) for g, x in zip(second, leaves)]
-    return first, second, None
+    return first, second, None, used
 
 
 def compare_meta(ref, got, path="result"):

@@ -10,11 +10,17 @@ columns' gradient is one GEMM, added back (col2im) into one plane per output pha
 add per kernel tap (stride 1 or short rows), or through strided views (a correlation per phase
 measured slower at DCGAN's sizes). Padding here is zeros and symmetric; other padding modes and
 asymmetric 'same' padding are the op's (``F.pad`` first).
+
+Where the native module is built (every install; not a pure-source checkout), im2col and col2im are
+its ``cpu_im2col`` and ``cpu_col2im`` (kernels/host/convolution.cpp): one pass each, the padding read
+as zeros, no wide rows, so the GEMMs hold only real output columns. The NumPy gathers above stay the
+reference they are tested against (``_NATIVE = None`` selects them).
 """
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from ... import _native
 from ...errors import DTypeError, ShapeError, fmt_shape
 from .._convolution_shapes import conv2d_output_size
 from ..seam import BackendArray, Shape
@@ -22,6 +28,15 @@ from . import threads
 from ._common import _compute
 
 __all__ = ["conv2d", "conv2d_backward_input", "conv2d_backward_weight"]
+
+# The native module's gathers (None: NumPy's): a module with both, or neither (a stale build).
+_NATIVE = _native._C if hasattr(_native._C, "cpu_im2col") and hasattr(_native._C, "cpu_col2im") else None
+_NATIVE_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _native_for(a):
+    """The native module when it serves arrays like ``a`` (float32 / float64), else None."""
+    return _NATIVE if _NATIVE is not None and a.dtype in _NATIVE_DTYPES else None
 
 
 def _float_operands(op, *arrays):
@@ -54,6 +69,14 @@ _BLOCK_BYTES = 1 << 20
 # conv2d_backward_input adds them by phase instead (``_col2im_by_phase``); measured: 4x4 stride-2
 # DCGAN layers with rows of 8 or fewer 1.2-1.6x faster that way, rows of 16 faster the strided way.
 _SHORT_ROWS = 16
+
+# Multiply-adds few enough that the correlation's extra ones cost less than col2im's passes.
+_FEW_PRODUCTS = 1 << 22
+
+# conv2d by kernel rows (``_conv_by_kernel_rows``) where the output has at least this many rows per
+# kernel row past the first, so that the rows it computes and drops (dh * (kh - 1) per plane) stay
+# few: a ResNet's 3x3 layers at 32x32 run 1.5x faster that way, at 16x16 1.1x.
+_ROWS_PER_TAP = 4
 
 # The stride-1 input gradient as a correlation (see conv2d_backward_input) makes GEMMs of C / groups
 # rows: with fewer than this (LeNet's 6) they run slowly and col2im by phase is 2x faster; with a
@@ -102,6 +125,22 @@ def _blocks(view, groups):
         yield n0, block.shape[3], block.reshape(groups, c // groups * kh * kw, -1)
 
 
+def _native_blocks(native, x, kernel, out_size, stride, padding, dilation, groups):
+    """``_blocks`` by the native im2col of x (N, C, H, W): yields (first sample, samples, columns
+    (groups, K / groups, samples * Ho * Wo)), one buffer reused block after block."""
+    n, c = x.shape[:2]
+    x = np.ascontiguousarray(x)
+    k = c * kernel[0] * kernel[1]
+    length = out_size[0] * out_size[1]
+    step = max(1, _BLOCK_BYTES // max(k * length * x.itemsize, 1))
+    buffer = np.empty(k * min(step, n) * length, x.dtype)
+    for n0 in range(0, n, step):
+        m = min(step, n - n0)
+        cols = buffer[: k * m * length].reshape(k, m, length)
+        native.cpu_im2col(x, cols, tuple(kernel), tuple(out_size), tuple(stride), tuple(padding), tuple(dilation), n0)
+        yield n0, m, cols.reshape(groups, k // groups, m * length)
+
+
 def _wide(g, row):
     """g (N, O, Ho, Wo) as the GEMM operand (O, N, Ho * row): zeros past each row's Wo values."""
     n, o, ho, wo = g.shape
@@ -122,13 +161,48 @@ def conv2d(
     o, cg, kh, kw = weight.shape
     if n == 0 or o == 0 or ho * wo == 0:
         return np.zeros((n, o, ho, wo), x.dtype)
-    view, row = _windows(_compute(x), (kh, kw), (ho, wo), stride, padding, dilation)
+    xc = _compute(x)
     w = _compute(weight).reshape(groups, o // groups, cg * kh * kw)
     out = np.empty((n, o, ho, wo), x.dtype)
+    native = _native_for(xc)
+    if native is not None and stride[0] == 1 and kh > 1 and ho >= _ROWS_PER_TAP * dilation[0] * (kh - 1):
+        return _conv_by_kernel_rows(native, xc, _compute(weight), out, stride, padding, dilation, groups)
+    if native is not None:
+        for n0, m, cols in _native_blocks(native, xc, (kh, kw), (ho, wo), stride, padding, dilation, groups):
+            out[n0 : n0 + m] = threads.matmul(w, cols).reshape(o, m, ho, wo).transpose(1, 0, 2, 3)
+        return out
+    view, row = _windows(xc, (kh, kw), (ho, wo), stride, padding, dilation)
     for n0, m, cols in _blocks(view, groups):
         # one GEMM per group over a block of samples' columns: (Og, K) @ (K, m * L)
         y = threads.matmul(w, cols).reshape(o, m, ho, row)
         out[n0 : n0 + m] = y[..., :wo].transpose(1, 0, 2, 3)
+    return out
+
+
+def _conv_by_kernel_rows(native, x, weight, out, stride, padding, dilation, groups):
+    """conv2d with a vertical stride of 1 by kernel rows: the columns hold the windows of one kernel
+    row (C * kw rows over the Ho + dh * (kh - 1) padded input rows the kernel reaches, a third of a
+    3x3 kernel's im2col), one GEMM per group gives every kernel row's products, (kh * Og, C * kw) @
+    (C * kw, m * Hr * Wo), and the output is the sum of the kh row-shifted products. Taller GEMMs
+    (a 16-channel 3x3 layer's 16 rows become 48: OpenBLAS runs few rows slowly) and a third of the
+    column copies, for Hr / Ho more multiply-adds."""
+    n, c = x.shape[:2]
+    o, cg, kh, kw = weight.shape
+    ho, wo = out.shape[2:]
+    dh = dilation[0]
+    og, hr = o // groups, ho + dh * (kh - 1)
+    w_rows = weight.reshape(groups, og, cg, kh, kw).transpose(0, 3, 1, 2, 4).reshape(groups, kh * og, cg * kw)
+    kernel, size = (1, kw), (hr, wo)
+    stride, dilation = (1, stride[1]), (1, dilation[1])
+    for n0, m, cols in _native_blocks(native, x, kernel, size, stride, padding, dilation, groups):
+        # kernel row i's products for output row y are at padded row y + i * dh: with the planes
+        # flat, the Ho rows from there on are one contiguous run
+        rows = threads.matmul(w_rows, cols).reshape(groups, kh, og, m, hr * wo)
+        block = out[n0 : n0 + m].reshape(m, groups, og, ho * wo).transpose(1, 2, 0, 3)
+        length, shift = ho * wo, dh * wo
+        np.add(rows[:, 0, :, :, :length], rows[:, 1, :, :, shift : shift + length], out=block)
+        for i in range(2, kh):
+            block += rows[:, i, :, :, i * shift : i * shift + length]
     return out
 
 
@@ -159,11 +233,19 @@ def conv2d_backward_input(
     sh, sw = stride
     dh, dw = dilation
     qh, qw = dh * (kh - 1) - ph, dw * (kw - 1) - pw
-    if (sh, sw) == (1, 1) and qh >= 0 and qw >= 0 and c // groups >= _FEW_CHANNELS:
+    # the correlation below makes H * W / (Ho * Wo) times col2im's multiply-adds: not where g is mostly
+    # the padding and that counts (a DCGAN generator's first layer, 1x1 -> 4x4: 16 times, 33M)
+    wasteful = h * w_ > 2 * ho * wo and n * c * h * w_ * (o // groups) * kh * kw > _FEW_PRODUCTS
+    if (sh, sw) == (1, 1) and qh >= 0 and qw >= 0 and c // groups >= _FEW_CHANNELS and not wasteful:
         # a stride-1 correlation's input gradient is the correlation of g, padded by the kernel's
         # extent less the padding, with the flipped kernel: conv2d's blocked GEMMs, no col2im
         return conv2d(g, _flipped(weight, groups), (1, 1), (qh, qw), dilation, groups)
     gc = _compute(g)
+    native = _native_for(gc)
+    if native is not None:
+        return _col2im_native(native, gc, weight, input_shape, stride, padding, dilation, groups).astype(
+            g.dtype, copy=False
+        )
     if (sh, sw) == (1, 1) or wo < _SHORT_ROWS:
         return _col2im_by_phase(gc, weight, input_shape, stride, padding, dilation, groups).astype(g.dtype, copy=False)
     w = _compute(weight).reshape(groups, o // groups, cg * kh * kw)
@@ -176,6 +258,26 @@ def conv2d_backward_input(
                 :, :, i, j
             ]
     return dx[:, :, ph : ph + h, pw : pw + w_].astype(g.dtype)
+
+
+def _col2im_native(native, g, weight, input_shape, stride, padding, dilation, groups):
+    """conv2d_backward_input by the native col2im: per block of samples, the columns' gradient
+    W^T @ g as one GEMM per group over the block's outputs, added back into the block's planes."""
+    n, c = input_shape[:2]
+    o, cg, kh, kw = weight.shape
+    ho, wo = g.shape[2:]
+    og, length, k = o // groups, ho * wo, c * kh * kw
+    w_t = _compute(weight).reshape(groups, og, cg * kh * kw).transpose(0, 2, 1)
+    dx = np.zeros(input_shape, g.dtype)
+    step = max(1, _BLOCK_BYTES // max(k * length * g.itemsize, 1))
+    window = ((kh, kw), (ho, wo), tuple(stride), tuple(padding), tuple(dilation))
+    for n0 in range(0, n, step):
+        m = min(step, n - n0)
+        # g's block as (groups, O / groups, m * L): the block's outputs side by side, per group
+        gb = np.ascontiguousarray(g[n0 : n0 + m].reshape(m, groups, og, length).transpose(1, 2, 0, 3))
+        dcols = threads.matmul(w_t, gb.reshape(groups, og, m * length)).reshape(k, m, length)
+        native.cpu_col2im(dcols, dx[n0 : n0 + m], *window)
+    return dx
 
 
 def _col2im_by_phase(g, weight, input_shape, stride, padding, dilation, groups):
@@ -232,10 +334,16 @@ def conv2d_backward_weight(
         )
     if n == 0 or o == 0 or ho * wo == 0:
         return np.zeros(weight_shape, x.dtype)
-    view, row = _windows(_compute(x), (kh, kw), (ho, wo), stride, padding, dilation)
-    gc = _compute(g)
+    xc, gc = _compute(x), _compute(g)
+    native = _native_for(xc)
+    if native is not None:
+        blocks = _native_blocks(native, xc, (kh, kw), (ho, wo), stride, padding, dilation, groups)
+        row = wo
+    else:
+        view, row = _windows(xc, (kh, kw), (ho, wo), stride, padding, dilation)
+        blocks = _blocks(view, groups)
     dw = None
-    for n0, m, cols in _blocks(view, groups):
+    for n0, m, cols in blocks:
         gw = _wide(gc[n0 : n0 + m], row).reshape(groups, o // groups, m * ho * row)
         # one GEMM per group over the block's N * L, as (K, m * L) @ (m * L, Og): OpenBLAS runs this
         # form 2-3x faster than (Og, m * L) @ (m * L, K) with the long axis last in both operands

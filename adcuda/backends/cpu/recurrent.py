@@ -163,7 +163,8 @@ def lstm_layer(
             bias = _compute(b) if bias is None else bias + _compute(b)
     if bias is not None:
         act += bias * scale
-    w_t = (w * scale[:, None]).T
+    # row-major: OpenBLAS runs the step's small product 1.6x slower with the transposed view
+    w_t = np.ascontiguousarray((w * scale[:, None]).T)
     out = np.empty((rows + 2 * batch, hidden), dtype)
     hs = np.empty((rows, hidden), dtype) if batch_first else out[:rows]
     cells = np.empty((2, rows, hidden), dtype)

@@ -196,9 +196,9 @@ def _floating(op, a, axes):
 
 def var(a: BackendArray, axes: Axes | None, correction: float, keepdim: bool) -> BackendArray:
     x, axes = _floating("var", a, axes)
-    mean = np.mean(x, axis=axes, keepdims=True)
     n = math.prod(x.shape if axes is None else (x.shape[ax] for ax in ((axes,) if isinstance(axes, int) else axes)))
-    with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"):  # np.mean's sum / n, without its "Mean of empty slice" warning (n = 0: NaN)
+        mean = np.sum(x, axis=axes, keepdims=True) / n
         r = np.sum((x - mean) ** 2, axis=axes, keepdims=keepdim) / max(n - correction, 0)
     return np.asarray(r).astype(a.dtype, copy=False)
 

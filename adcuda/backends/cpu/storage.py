@@ -26,6 +26,8 @@ __all__ = [
     "slice",
     "flip",
     "shares_memory",
+    "storage_offset",
+    "as_strided",
 ]
 
 
@@ -137,3 +139,27 @@ def flip(a: BackendArray, axes: Axes | None) -> BackendArray:
 
 def shares_memory(a: BackendArray, b: BackendArray) -> bool:
     return np.may_share_memory(a, b)
+
+
+def _owner(a: BackendArray) -> np.ndarray:
+    """The array that owns ``a``'s memory (NumPy's chain of bases ends at it): its data pointer is the
+    memory's start."""
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
+
+
+def _address(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]
+
+
+def storage_offset(a: BackendArray) -> int:
+    return (_address(a) - _address(_owner(a))) // a.itemsize
+
+
+def as_strided(a: BackendArray, shape: Shape, strides: Shape, offset: int) -> BackendArray:
+    owner = _owner(a)
+    shape, strides = _strided.check_as_strided(shape, strides, offset, owner.nbytes // a.itemsize)
+    return np.ndarray(
+        shape, a.dtype, buffer=owner, offset=offset * a.itemsize, strides=tuple(s * a.itemsize for s in strides)
+    )

@@ -12,7 +12,7 @@ import numpy as np
 
 from ... import _native
 from ... import dtypes as dt
-from ...errors import DTypeError
+from ...errors import DTypeError, InvalidArgumentError
 from ..elementwise_table import BITWISE, FLOAT_ONLY, NOT_FOR_BOOL, UNARY_BY_NAME
 from ..seam import ArrayOrScalar, BackendArray, DType, Scalar, declared
 from . import _common as _k
@@ -79,7 +79,7 @@ def binary(op: str, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> Backend
     st = _k.scalar_type(dtype.name)
     if dtype.category != dt.FLOATING:  # integer or bool: the CPU backend's data-dependent errors
         if op == "pow" and dtype.category == dt.INTEGER and _negative(b):
-            raise DTypeError("pow: integers to negative integer powers are not allowed")
+            raise InvalidArgumentError("pow: integers to negative integer powers are not allowed")
         if op in _INTEGER_DIVISION and _has_zero(b):
             raise ZeroDivisionError(f"{op}: integer division by zero")
     try:

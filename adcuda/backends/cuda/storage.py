@@ -34,6 +34,8 @@ __all__ = [
     "slice",
     "flip",
     "shares_memory",
+    "storage_offset",
+    "as_strided",
 ]
 
 _C = _native._C
@@ -181,3 +183,12 @@ def flip(a: BackendArray, axes: Axes | None) -> BackendArray:
 
 def shares_memory(a: BackendArray, b: BackendArray) -> bool:
     return isinstance(a, DeviceArray) and isinstance(b, DeviceArray) and _C.may_overlap(a, b)
+
+
+def storage_offset(a: BackendArray) -> int:
+    return a.offset
+
+
+def as_strided(a: BackendArray, shape: Shape, strides: Shape, offset: int) -> BackendArray:
+    shape, strides = _strided.check_as_strided(shape, strides, offset, a.storage.nbytes // a.itemsize)
+    return a.as_strided(shape, strides, offset)

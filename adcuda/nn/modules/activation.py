@@ -171,8 +171,26 @@ class CELU(ELU):
 
 
 class Hardtanh(Module):
-    def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> None:
+    def __init__(
+        self,
+        min_val: float = -1.0,
+        max_val: float = 1.0,
+        inplace: bool = False,
+        min_value: float | None = None,
+        max_value: float | None = None,
+    ) -> None:
         super().__init__()
+        # PyTorch's former names, still taken with its warning
+        if min_value is not None:
+            warnings.warn(
+                "keyword argument `min_value` is deprecated and renamed to `min_val`", FutureWarning, stacklevel=2
+            )
+            min_val = min_value
+        if max_value is not None:
+            warnings.warn(
+                "keyword argument `max_value` is deprecated and renamed to `max_val`", FutureWarning, stacklevel=2
+            )
+            max_val = max_value
         if min_val > max_val:
             raise ValueError(f"Hardtanh: min_val ({min_val}) cannot be greater than max_val ({max_val})")
         self.min_val = min_val

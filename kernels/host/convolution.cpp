@@ -1,0 +1,225 @@
+// The CPU backend's convolution gathers (adcuda/backends/cpu/convolution.py): im2col, which copies
+// every window of an NCHW input into the column matrix a GEMM reads, and col2im, which adds a column
+// matrix back into the input's shape. NumPy does both as strided copies and adds whose innermost loop
+// is one output row (4-16 elements at a DCGAN's or a ResNet's strided layers, a loop step each) and
+// needs a padded copy of the input first; here each is one pass with the padding read as zeros. The
+// NumPy path stays the reference (tests/test_cpu_fast_paths.py compares the two). Built in every
+// install, with or without CUDA; calls release the GIL.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace adcuda::host {
+namespace {
+
+using Index = std::int64_t;
+
+struct Window {
+  Index c, h, w, kh, kw, ho, wo, sh, sw, ph, pw, dh, dw;
+};
+
+// The output columns [lo, hi) whose input column x * s + offset lies inside [0, width).
+void inside(Index offset, Index stride, Index width, Index outputs, Index& lo, Index& hi) {
+  lo = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+  hi = offset >= width ? 0 : (width - 1 - offset) / stride + 1;
+  lo = std::min(lo, outputs);
+  hi = std::max(std::min(hi, outputs), lo);
+}
+
+// cols (C*kh*kw, m, Ho*Wo) <- the windows of samples n0 .. n0 + m of x (N, C, H, W), both contiguous.
+// SW is the horizontal stride when it is known at compile time (1 or 2: the inner copy vectorises),
+// 0 otherwise.
+template <typename T, int SW>
+void im2col(const T* x, T* cols, const Window& g, Index n0, Index m) {
+  const Index sw = SW ? SW : g.sw;
+  const Index plane = g.h * g.w, per_row = m * g.ho * g.wo;
+  // each tap's output columns inside the input, [lo, hi): the rest read padding
+  std::vector<Index> lo(g.kw), hi(g.kw);
+  for (Index j = 0; j < g.kw; ++j) inside(j * g.dw - g.pw, sw, g.w, g.wo, lo[j], hi[j]);
+  // the kw taps of one kernel row read the same input row: visited together, for one loop setup
+  // per input row rather than per output row (rows of 4-8 outputs at strided layers)
+  for (Index c = 0; c < g.c; ++c) {
+    for (Index i = 0; i < g.kh; ++i) {
+      T* tap0 = cols + (c * g.kh + i) * g.kw * per_row;
+      for (Index n = 0; n < m; ++n) {
+        const T* src = x + ((n0 + n) * g.c + c) * plane;
+        for (Index y = 0; y < g.ho; ++y) {
+          T* row_out = tap0 + (n * g.ho + y) * g.wo;
+          const Index row = y * g.sh + i * g.dh - g.ph;
+          if (row < 0 || row >= g.h) {
+            for (Index j = 0; j < g.kw; ++j) std::fill(row_out + j * per_row, row_out + j * per_row + g.wo, T(0));
+            continue;
+          }
+          const T* in_row = src + row * g.w - g.pw;
+          for (Index j = 0; j < g.kw; ++j) {
+            T* out = row_out + j * per_row;
+            const T* in = in_row + j * g.dw;
+            const Index a = lo[j], b = hi[j];
+            for (Index q = 0; q < a; ++q) out[q] = T(0);
+            if constexpr (SW == 1)
+              std::copy(in + a, in + b, out + a);
+            else
+              for (Index q = a; q < b; ++q) out[q] = in[q * sw];
+            for (Index q = b; q < g.wo; ++q) out[q] = T(0);
+          }
+        }
+      }
+    }
+  }
+}
+
+// dx (N, C, H, W), contiguous, += the column matrix cols (C*kh*kw, N, Ho*Wo) of any strides: each
+// window's values added back where im2col read them (padding dropped), a kernel row's taps together.
+template <typename T>
+void col2im(const T* cols, const Index cs[3], T* dx, const Window& g, Index n_total) {
+  const Index plane = g.h * g.w;
+  std::vector<Index> lo(g.kw), hi(g.kw);
+  for (Index j = 0; j < g.kw; ++j) inside(j * g.dw - g.pw, g.sw, g.w, g.wo, lo[j], hi[j]);
+  const bool unit = cs[2] == 1 && g.sw == 1;
+  for (Index n = 0; n < n_total; ++n) {
+    for (Index c = 0; c < g.c; ++c) {
+      T* dst = dx + (n * g.c + c) * plane;
+      for (Index i = 0; i < g.kh; ++i) {
+        const T* tap0 = cols + (c * g.kh + i) * g.kw * cs[0] + n * cs[1];
+        for (Index y = 0; y < g.ho; ++y) {
+          const Index row = y * g.sh + i * g.dh - g.ph;
+          if (row < 0 || row >= g.h) continue;
+          T* out_row = dst + row * g.w - g.pw;
+          const T* in_row = tap0 + y * g.wo * cs[2];
+          for (Index j = 0; j < g.kw; ++j) {
+            T* out = out_row + j * g.dw;
+            const T* src = in_row + j * cs[0];
+            if (unit) {
+              for (Index q = lo[j]; q < hi[j]; ++q) out[q] += src[q];
+            } else {
+              for (Index q = lo[j]; q < hi[j]; ++q) out[q * g.sw] += src[q * cs[2]];
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+Window window(Index c, Index h, Index w, py::tuple kernel, py::tuple out, py::tuple stride, py::tuple padding,
+              py::tuple dilation) {
+  auto at = [](const py::tuple& t, int k) { return t[k].cast<Index>(); };
+  Window g{c,
+           h,
+           w,
+           at(kernel, 0),
+           at(kernel, 1),
+           at(out, 0),
+           at(out, 1),
+           at(stride, 0),
+           at(stride, 1),
+           at(padding, 0),
+           at(padding, 1),
+           at(dilation, 0),
+           at(dilation, 1)};
+  if (g.kh < 1 || g.kw < 1 || g.sh < 1 || g.sw < 1 || g.dh < 1 || g.dw < 1 || g.ph < 0 || g.pw < 0 || g.ho < 0 ||
+      g.wo < 0)
+    throw std::invalid_argument("cpu convolution: kernel, stride and dilation must be positive, padding >= 0");
+  return g;
+}
+
+template <typename T>
+void im2col_checked(const py::array& x_any, py::array& cols_any, const Window& g, Index n0) {
+  auto x = py::array_t<T, py::array::c_style>::ensure(x_any);
+  if (!x || !(cols_any.flags() & py::array::c_style) || !cols_any.writeable())
+    throw std::invalid_argument("cpu_im2col: x and cols must be C-contiguous, cols writeable, of one dtype");
+  auto cols = py::reinterpret_borrow<py::array_t<T>>(cols_any);
+  const Index m = cols.ndim() == 3 ? cols.shape(1) : -1;
+  if (x.ndim() != 4 || x.shape(1) != g.c || cols.ndim() != 3 || cols.shape(0) != g.c * g.kh * g.kw ||
+      cols.shape(2) != g.ho * g.wo || n0 < 0 || n0 + m > x.shape(0))
+    throw std::invalid_argument("cpu_im2col: the shapes of x and cols do not fit the window");
+  const T* src = x.data();
+  T* dst = cols.mutable_data();
+  py::gil_scoped_release release;
+  if (g.sw == 1)
+    im2col<T, 1>(src, dst, g, n0, m);
+  else if (g.sw == 2)
+    im2col<T, 2>(src, dst, g, n0, m);
+  else
+    im2col<T, 0>(src, dst, g, n0, m);
+}
+
+template <typename T>
+void col2im_checked(const py::array& cols_any, py::array& dx_any, const Window& g) {
+  if (!(dx_any.flags() & py::array::c_style) || !dx_any.writeable())
+    throw std::invalid_argument("cpu_col2im: dx must be C-contiguous and writeable");
+  auto cols = py::reinterpret_borrow<py::array_t<T>>(cols_any);
+  auto dx = py::reinterpret_borrow<py::array_t<T>>(dx_any);
+  if (dx.ndim() != 4 || dx.shape(1) != g.c || cols.ndim() != 3 || cols.shape(0) != g.c * g.kh * g.kw ||
+      cols.shape(1) != dx.shape(0) || cols.shape(2) != g.ho * g.wo)
+    throw std::invalid_argument("cpu_col2im: the shapes of cols and dx do not fit the window");
+  Index cs[3];
+  for (int k = 0; k < 3; ++k) {
+    if (cols.strides(k) % static_cast<Index>(sizeof(T)) != 0)
+      throw std::invalid_argument("cpu_col2im: cols's strides must be whole elements");
+    cs[k] = cols.strides(k) / static_cast<Index>(sizeof(T));
+  }
+  const T* src = cols.data();
+  T* dst = dx.mutable_data();
+  const Index n = dx.shape(0);
+  py::gil_scoped_release release;
+  col2im(src, cs, dst, g, n);
+}
+
+bool same_float_dtype(const py::array& a, const py::array& b, bool& is_double) {
+  const auto f32 = py::dtype::of<float>(), f64 = py::dtype::of<double>();
+  if (a.dtype().equal(f32)) {
+    is_double = false;
+    return b.dtype().equal(f32);
+  }
+  if (a.dtype().equal(f64)) {
+    is_double = true;
+    return b.dtype().equal(f64);
+  }
+  return false;
+}
+
+}  // namespace
+
+void bind_convolution(py::module_& m) {
+  m.def(
+      "cpu_im2col",
+      [](const py::array& x, py::array& cols, py::tuple kernel, py::tuple out, py::tuple stride, py::tuple padding,
+         py::tuple dilation, Index n0) {
+        bool is_double = false;
+        if (x.ndim() != 4 || !same_float_dtype(x, cols, is_double))
+          throw std::invalid_argument("cpu_im2col: x (N, C, H, W) and cols must be both float32 or both float64");
+        const Window g = window(x.shape(1), x.shape(2), x.shape(3), kernel, out, stride, padding, dilation);
+        if (is_double)
+          im2col_checked<double>(x, cols, g, n0);
+        else
+          im2col_checked<float>(x, cols, g, n0);
+      },
+      py::arg("x"), py::arg("cols"), py::arg("kernel"), py::arg("out"), py::arg("stride"), py::arg("padding"),
+      py::arg("dilation"), py::arg("n0"),
+      "cols (C*kh*kw, m, Ho*Wo) <- the zero-padded windows of samples n0 .. n0+m of x (N, C, H, W).");
+  m.def(
+      "cpu_col2im",
+      [](const py::array& cols, py::array& dx, py::tuple kernel, py::tuple out, py::tuple stride, py::tuple padding,
+         py::tuple dilation) {
+        bool is_double = false;
+        if (dx.ndim() != 4 || !same_float_dtype(dx, cols, is_double))
+          throw std::invalid_argument("cpu_col2im: cols and dx (N, C, H, W) must be both float32 or both float64");
+        const Window g = window(dx.shape(1), dx.shape(2), dx.shape(3), kernel, out, stride, padding, dilation);
+        if (is_double)
+          col2im_checked<double>(cols, dx, g);
+        else
+          col2im_checked<float>(cols, dx, g);
+      },
+      py::arg("cols"), py::arg("dx"), py::arg("kernel"), py::arg("out"), py::arg("stride"), py::arg("padding"),
+      py::arg("dilation"), "dx (N, C, H, W) += the columns cols (C*kh*kw, N, Ho*Wo), any strides, added back.");
+}
+
+}  // namespace adcuda::host
