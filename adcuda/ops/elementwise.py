@@ -1494,9 +1494,10 @@ def elu(input: Tensor, alpha: float = 1.0) -> Tensor:
 
 def _selu_grad(grad, input):
     # PyTorch's: scale * alpha * exp(input) where input <= 0, scale elsewhere (exp of the non-positive
-    # part only, so the branch where() leaves out has no inf whose zero gradient would become NaN)
-    negative = le(input, 0)
-    return where(negative, grad * exp(where(negative, input, 0.0)) * (_SELU_SCALE * _SELU_ALPHA), grad * _SELU_SCALE)
+    # part only, so the branch where() leaves out has no inf whose zero gradient would become NaN); its
+    # second derivative is masked by input < 0, so at 0 the exp's argument is the constant 0
+    below = where(lt(input, 0), input, 0.0)
+    return where(le(input, 0), grad * exp(below) * (_SELU_SCALE * _SELU_ALPHA), grad * _SELU_SCALE)
 
 
 @op(
