@@ -99,6 +99,13 @@ class UnsupportedError(AdcudaError, NotImplementedError):
     """What an op does not implement for these arguments."""
 
 
+class UnsupportedDTypeError(UnsupportedError):
+    """A tensor of a dtype the op is not defined for (``abs`` of a bool tensor, ``gelu`` of an integer
+    one, ``where`` with a float condition): PyTorch raises NotImplementedError ("'abs_cpu' not
+    implemented for 'Bool'") or RuntimeError there, never TypeError, and a NotImplementedError is
+    both. (A DTypeError is a TypeError: an argument of the wrong kind, such as a list for a tensor.)"""
+
+
 class HostMemoryError(AdcudaError, MemoryError):
     """An allocation on the host failed inside an op."""
 

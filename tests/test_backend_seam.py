@@ -219,6 +219,12 @@ case(
 )
 case("slice", "a 0-d result is an array", lambda bk, A: bk.slice(A(X), (1, -1)), ok(F32, (), 2.5))
 case("slice", "an int out of range", lambda bk, A: bk.slice(A(X), (5,)), IndexError)
+case(
+    "as_strided",
+    "overlapping windows of a row (unfold's view)",
+    lambda bk, A: bk.as_strided(A(X), (2, 2, 2), (3, 1, 1), 0),
+    ok(F32, (2, 2, 2), [[[-2.5, -1.5], [-1.5, -0.5]], [[0.5, 1.5], [1.5, 2.5]]]),
+)
 case("flip", "negative axes", lambda bk, A: bk.flip(A(X), (-1,)), ok(F32, (2, 3), X[:, ::-1]))
 case("flip", "axes None flips every dim", lambda bk, A: bk.flip(A(X), None), ok(F32, (2, 3), X[::-1, ::-1]))
 case("flip", "a 0-d array with no axes", lambda bk, A: bk.flip(A(S), ()), ok(F32, (), 1.5))

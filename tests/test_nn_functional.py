@@ -13,7 +13,7 @@ import pytest
 import adcuda
 import adcuda.nn.functional as F
 from adcuda.autograd import gradcheck, gradgradcheck
-from adcuda.errors import DTypeError, IndexOutOfRangeError, ShapeError
+from adcuda.errors import DTypeError, IndexOutOfRangeError, ShapeError, UnsupportedDTypeError
 
 f64 = adcuda.float64
 
@@ -490,7 +490,7 @@ ERROR_CASES = {
     ),
     "ce_integer_input": (
         lambda: F.cross_entropy(const(np.ones((3, 4), np.int64)), const(np.array([0, 1, 1]))),
-        DTypeError,
+        UnsupportedDTypeError,
         "cross_entropy",
     ),
     "nll_class_out_of_range": (

@@ -40,7 +40,7 @@ from ..ops.norm import normalize
 from ..ops.norm import rms_norm
 from ..ops.pooling import adaptive_avg_pool1d
 from ..ops.pooling import adaptive_avg_pool2d
-from ..ops.pooling import adaptive_max_pool1d
+from ..ops.pooling import _adaptive_max_pool1d_functional as adaptive_max_pool1d
 from ..ops.pooling import adaptive_max_pool2d
 from ..ops.pooling import affine_grid
 from ..ops.pooling import avg_pool1d

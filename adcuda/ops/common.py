@@ -1,6 +1,7 @@
 """What op forwards share: wrapping backend arrays as tensors, PyTorch's type promotion, broadcasting
 and device checks, conversions that record nothing."""
 
+import math
 import numbers
 
 import numpy as np  # Python data turned into a host array for the backend
@@ -9,7 +10,7 @@ from .. import _native
 from .. import dtypes as dt
 from ..backends.cuda_availability import device_count, require_cuda
 from ..device import CPU
-from ..errors import DeviceError, DTypeError, ShapeError, fmt_shape
+from ..errors import DeviceError, DTypeError, InvalidArgumentError, ShapeError, UnsupportedDTypeError, fmt_shape
 from ..tensor import Tensor, primitives, primitives_on, wrap_dim  # noqa: F401 (wrap_dim: for the families)
 
 _new = object.__new__
@@ -78,6 +79,68 @@ class on_device:
 
 def filled(shape, value, dtype, device):
     return Tensor._make(primitives_on(device).full(tuple(shape), value, dtype), device)
+
+
+def preserved_order(t):
+    """The dims of ``t`` from outermost to innermost as PyTorch's ``preserve_format`` lays out a new
+    tensor like it (clone, zeros_like, ...), or None where that is row-major (a contiguous tensor, a
+    0-d, 1-d or empty one): by decreasing stride, equal strides by decreasing size, a 0 stride (an
+    expanded dim) keeping its place; so a dense tensor's strides are kept and a sliced one is made
+    dense in its own dim order (PyTorch's infer_dense_strides)."""
+    if t.ndim < 2 or t.is_contiguous() or t.numel() == 0:
+        return None
+    sizes, strides = t.shape, t.stride()
+    order = list(range(t.ndim - 1, -1, -1))  # innermost first, sorted in place (insertion sort, stable)
+    for i in range(1, t.ndim):
+        moved = i
+        for j in range(i - 1, -1, -1):
+            a, b = order[j], order[moved]
+            if strides[a] == 0 or strides[b] == 0:
+                continue
+            if strides[a] > strides[b] or (strides[a] == strides[b] and sizes[a] > sizes[b]):
+                order[j], order[moved] = b, a
+                moved = j
+            elif strides[a] < strides[b]:
+                break
+    order.reverse()
+    return None if order == sorted(order) else tuple(order)
+
+
+def laid_out(bk, order, shape, make):
+    """``make(shape)``, an array made row-major, laid out with its dims in ``order`` (outermost first,
+    from ``preserved_order``; None: row-major): made in that order and permuted back, so it owns
+    dense memory with those strides."""
+    if order is None:
+        return make(tuple(shape))
+    data = make(tuple(shape[d] for d in order))
+    return bk.permute(data, tuple(order.index(d) for d in range(len(order))))
+
+
+def scalar_for(dtype, value):
+    """A Python float scalar of an op whose result is of integer ``dtype`` (addmm's alpha and beta,
+    addcmul's value, threshold's bounds) truncated toward zero, as PyTorch converts it to the result's
+    type; anything else as it is."""
+    if value.__class__ is float and dtype.category == dt.INTEGER:
+        return int(value)
+    return value
+
+
+def scalar_into(op, value, dtype):
+    """A Python number written into a tensor of ``dtype`` (fill_, masked_fill, full), converted as
+    PyTorch converts it (a float into an integer dtype truncated toward zero, into bool its truth);
+    refused as PyTorch refuses it where it does not fit: inf, NaN or a value past the range of an
+    integer dtype, a finite value past the largest of a floating one."""
+    if value.__class__ not in (int, float) or dtype is dt.bool_ or dtype is dt.float64:
+        return value
+    if dtype.category == dt.INTEGER:
+        info = dt.iinfo(dtype)
+        fits = math.isfinite(value) and info.min <= int(value) <= info.max
+        value = int(value) if fits else value
+    else:
+        fits = not math.isfinite(value) or abs(value) <= dt.finfo(dtype).max
+    if not fits:
+        raise InvalidArgumentError(f"{op}: value {value!r} cannot be converted to {dtype} without overflow")
+    return value
 
 
 def check_same_device(op, *tensors):
@@ -158,7 +221,7 @@ def check_tensor(op, name, x):
 def check_float(op, name, x):
     check_tensor(op, name, x)
     if not x.dtype.is_floating_point:
-        raise DTypeError(f"{op}: expected {name} to be a floating point tensor, got {x.dtype}")
+        raise UnsupportedDTypeError(f"{op}: expected {name} to be a floating point tensor, got {x.dtype}")
 
 
 def int_tuple(op, what, value, n):

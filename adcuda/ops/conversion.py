@@ -138,6 +138,7 @@ _TYPE_NAMES = {
     dt.int64: "LongTensor",
     dt.bool_: "BoolTensor",
 }
+_BY_TYPE_NAME = {name: dtype for dtype, name in _TYPE_NAMES.items()}
 
 
 @op(
@@ -150,7 +151,14 @@ def tensor_type(input: Tensor, dtype: DType | str | None = None, non_blocking: b
     if dtype is None:
         prefix = "adcuda." if input.device.type == "cpu" else "adcuda.cuda."
         return prefix + _TYPE_NAMES[input.dtype]
-    return to_device_and_dtype(input, None, dtype, False, "type")
+    device = None
+    if isinstance(dtype, type) and isinstance(getattr(dtype, "dtype", None), dt.dtype):
+        dtype, device = dtype.dtype, "cpu"  # a legacy type (adcuda.IntTensor): a CPU tensor of its dtype
+    elif isinstance(dtype, str) and dtype.rpartition(".")[2] in _BY_TYPE_NAME:
+        # 'adcuda.IntTensor', 'torch.cuda.IntTensor': the type's dtype, on the device its name says
+        module, _, name = dtype.rpartition(".")
+        dtype, device = _BY_TYPE_NAME[name], ("cuda" if module.rpartition(".")[2] == "cuda" else "cpu")
+    return to_device_and_dtype(input, device, dtype, False, "type")
 
 
 # ------------------------------------------------------------------------------------------------

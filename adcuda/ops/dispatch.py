@@ -34,6 +34,8 @@ from ..backends.float_errors import quiet as _quiet
 from ..backends.float_errors import restore as _restore
 from ..errors import AdcudaError, AutogradError, DTypeError, LayoutError, ResultTypeError, adapt_error
 from ..tensor import Tensor, primitives
+from .dtype_support import check_operands as _check_operand_dtypes
+from .dtype_support import reject as _reject_dtype
 from .mutation import check_inplace_allowed, commit_inplace
 
 # ----------------------------------------------------------------------------------------------
@@ -393,6 +395,26 @@ def _alias_parameters(op):
     return [f"{alias}=_UNSET" for _, alias in aliases], prelude
 
 
+def _dtype_check(op):
+    """The lines that refuse a first tensor argument (or promoted operands) of a dtype the op is not
+    defined for (its ``dtypes`` rule), before autocast, the hooks or the forward see it; nothing for
+    an op without one."""
+    if op.dtypes is None:
+        return ""
+    for name in op.dtypes.operands:
+        if name not in op.signature.parameters:
+            raise ValueError(f"op {op.name!r}: dtypes= names {name!r}, which is not a forward parameter")
+    if op.dtypes.operands:
+        return f"        _check_operand_dtypes(NAME, OP.dtypes, ({_tuple(op.dtypes.operands)}))\n"
+    first = next(iter(op.signature.parameters.values()))
+    if first.kind not in (first.POSITIONAL_OR_KEYWORD, first.POSITIONAL_ONLY):
+        raise ValueError(f"op {op.name!r}: dtypes= rules the first parameter, which must be a plain one")
+    return (
+        f"        if {first.name}.__class__ is Tensor and {first.name}.dtype in OP.dtypes.rejected:\n"
+        f"            _reject_dtype(NAME, OP.dtypes, {first.name})\n"
+    )
+
+
 def _maybe_by_alias(op):
     """The required positional parameters from the first one an alias stands for on: these are
     given by position, by name or (the first) by its alias."""
@@ -501,6 +523,7 @@ def _generated_entry(op):
             )
         values.append(p.name)
     alias_parameters, prelude = _alias_parameters(op)
+    prelude += _dtype_check(op)
     for name, varargs in local.items():  # x.reshape(shape=(2, 3)): the sequence by keyword
         alias_parameters.append(f"{name}=_UNSET")
         prelude += (
@@ -926,12 +949,21 @@ def make_inplace_entry(op):
     entry_of = op
     inplace_op = _InplaceName(name, op)
     aliases = _aliases(op.signature)
+    rule = op.dtypes
+    signature, first = entry_signature(op, first="self"), next(iter(op.signature.parameters))
 
     def body(self, *args, **kwargs):
         for pname, alias in aliases:  # x.index_add_(axis=0, ...): the forward takes dim=
             if alias in kwargs:
                 kwargs[pname] = kwargs.pop(alias)
         check_inplace_allowed(self, name)
+        if rule is not None:
+            if rule.operands:
+                arguments = dict(signature.bind(self, *args, **kwargs).arguments)
+                arguments[first] = self  # the forward's name for what the in-place form calls self
+                _check_operand_dtypes(name, rule, tuple(arguments.get(n) for n in rule.operands))
+            elif self.dtype in rule.rejected:
+                _reject_dtype(name, rule, self)
         recording = grad_state.enabled and (
             _takes_part(self) or any(_takes_part(a) for a in args) or any(_takes_part(a) for a in kwargs.values())
         )
@@ -969,7 +1001,8 @@ def make_inplace_entry(op):
 
 
 class _InplaceName:
-    """What ``_adapt`` reads of an op, for its in-place form: the name users called."""
+    """What ``_adapt`` reads of an op, for its in-place form: the name users called, the signature and
+    the tensor parameters (to name an argument that is no tensor)."""
 
     __slots__ = ("name", "signature", "tensor_params")
 

@@ -8,11 +8,12 @@ call ``unary_backward``.
 
 from __future__ import annotations
 
+import builtins
 import math
 from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
-from ..errors import AdcudaError, DTypeError, ShapeError, fmt_shape
+from ..errors import AdcudaError, DTypeError, ShapeError, UnsupportedDTypeError, adapt_error, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import (
     as_tensor_operand,
@@ -24,8 +25,10 @@ from .common import (
     filled,
     float_result_type,
     result_type,
+    scalar_for,
     wrap,
 )
+from .dtype_support import FLOATING, NUMBERS
 from .registry import ReplayKeep, lowering, op
 
 if TYPE_CHECKING:
@@ -142,9 +145,11 @@ def _alpha_sum(name, prim, input, other, alpha):
     like = input if input.__class__ is Tensor else other
     dtype = result_type(_operand(input, name, like), _operand(other, name, like))
     if isinstance(alpha, float) and not dtype.is_floating_point:
-        raise DTypeError(f"{name}: for integral input tensors ({dtype}), alpha must not be a floating point number")
+        raise UnsupportedDTypeError(
+            f"{name}: for integral input tensors ({dtype}), alpha must not be a floating point number"
+        )
     if alpha.__class__ is bool and dtype is not dt.bool_:
-        raise DTypeError(f"{name}: a boolean alpha is only supported for boolean results, got {dtype}")
+        raise UnsupportedDTypeError(f"{name}: a boolean alpha is only supported for boolean results, got {dtype}")
     scaled = binary("mul", other, alpha, dtype=dtype, name=name) if other.__class__ is Tensor else other * alpha
     return binary(prim, input, scaled, dtype=dtype, name=name)
 
@@ -179,12 +184,12 @@ lowering("binary", "add", onnx="Add", c="{a} + {b}")
 )
 def sub(input: Tensor | Number, other: Tensor | Number, *, alpha: Number = 1) -> Tensor:
     if _is_bool(input) and _is_bool(other):
-        raise DTypeError(
+        raise UnsupportedDTypeError(
             "sub: subtraction, the `-` operator, with two bool tensors is not supported; "
             "use the `^` operator or logical_xor() instead"
         )
     if _is_bool(input) or _is_bool(other):
-        raise DTypeError(
+        raise UnsupportedDTypeError(
             "sub: subtraction, the `-` operator, with a bool tensor is not supported; "
             "to invert a mask use the `~` operator or logical_not() instead"
         )
@@ -216,12 +221,21 @@ def _div_node(input, other, *, rounding_mode=None):
     return "DivBackward0" if rounding_mode is None else "DivBackward2"
 
 
+def _rtruediv(self: Tensor, other: Number) -> Tensor:
+    """``other / self`` as PyTorch's Tensor.__rtruediv__ computes it: self's reciprocal, in self's
+    dtype (a float16 reciprocal rounds, or overflows, in float16), times other."""
+    try:
+        return mul(reciprocal(self), other)
+    except AdcudaError as error:  # named as the division the user wrote: "div: mul: shapes ..."
+        raise adapt_error("div", error, ()) from None
+
+
 @op(
     "div",
     doc="input / other (true division; rounding_mode 'trunc' or 'floor' rounds the quotient).",
     node=_div_node,
     inplace=True,
-    operators=("__truediv__", "__rtruediv__", "__itruediv__"),
+    operators=("__truediv__", ("__rtruediv__", _rtruediv), "__itruediv__"),
     aliases=("divide", "true_divide"),
     grads={
         "input": lambda grad, other, rounding_mode: grad / other if rounding_mode is None else _zeros_like(grad),
@@ -234,7 +248,7 @@ def div(input: Tensor | Number, other: Tensor | Number, *, rounding_mode: str | 
     if rounding_mode is None:
         return binary("div", input, other, dtype=float_result_type(input, other), name="div")
     if rounding_mode is not None and _is_bool(input) and _is_bool(other):
-        raise DTypeError(f"div: rounding_mode={rounding_mode!r} is not defined for bool operands")
+        raise UnsupportedDTypeError(f"div: rounding_mode={rounding_mode!r} is not defined for bool operands")
     if rounding_mode == "floor":
         return binary("floor_divide", input, other, name="div")
     if rounding_mode == "trunc":
@@ -358,6 +372,10 @@ def _pow_by_scalar(input, exponent):
 
 @op(
     "neg",
+    dtypes=NUMBERS.with_message(
+        "{op}: negation, the `-` operator, on a bool tensor is not supported; "
+        "use the `~` operator or logical_not() instead"
+    ),
     doc="-input.",
     node="NegBackward0",
     inplace=True,
@@ -366,18 +384,19 @@ def _pow_by_scalar(input, exponent):
     grads={"input": lambda grad: -grad},
 )
 def neg(input: Tensor) -> Tensor:
-    if input.dtype is dt.bool_:
-        raise DTypeError(
-            "neg: negation, the `-` operator, on a bool tensor is not supported; "
-            "use the `~` operator or logical_not() instead"
-        )
     return unary("neg", input)
 
 
 lowering("unary", "neg", onnx="Neg", c="-v")
 
 
-@op("positive", doc="+input: the input itself.", composite=True, operators=("__pos__",))
+@op(
+    "positive",
+    dtypes=NUMBERS.with_message("{op}: the `+` operator, on a bool tensor is not supported"),
+    doc="+input: the input itself.",
+    composite=True,
+    operators=("__pos__",),
+)
 def positive(input: Tensor) -> Tensor:
     check_tensor("positive", "input", input)  # returning anything else unchanged would hide the mistake
     return input
@@ -480,7 +499,7 @@ def _floating_only(name, input, other):
     integer tensors raises there: it is not computed in float32)."""
     dtype = result_type(*(x for x in (input, other) if x.__class__ is Tensor or isinstance(x, (bool, int, float))))
     if dtype is None or not dtype.is_floating_point:
-        raise DTypeError(f"{name}: not implemented for {dtype} operands (it takes floating point ones)")
+        raise UnsupportedDTypeError(f"{name}: not implemented for {dtype} operands (it takes floating point ones)")
     return dtype
 
 
@@ -685,6 +704,7 @@ def _silu_grad(grad, input):
 
 @op(
     "silu",
+    dtypes=FLOATING,
     doc="input * sigmoid(input) (swish).",
     node="SiluBackward0",
     inplace=True,
@@ -736,6 +756,7 @@ def _gelu_primitive(approximate):
 
 @op(
     "gelu",
+    dtypes=FLOATING,
     doc="Gaussian error linear unit, exact (approximate='none') or with tanh (approximate='tanh').",
     node="GeluBackward0",
     functional=True,
@@ -791,6 +812,7 @@ lowering(
 
 @op(
     "relu",
+    dtypes=NUMBERS,
     doc="max(input, 0).",
     node="ReluBackward0",
     inplace=True,
@@ -815,6 +837,7 @@ def _leaky_relu_fused_grad(grad, input, negative_slope):
 
 @op(
     "leaky_relu",
+    dtypes=FLOATING,
     doc="input where positive, negative_slope * input elsewhere.",
     node="LeakyReluBackward0",
     inplace=True,
@@ -842,6 +865,7 @@ def leaky_relu(input: Tensor, negative_slope: float = 0.01) -> Tensor:
 
 @op(
     "abs",
+    dtypes=NUMBERS,
     inplace=True,
     doc="|input|.",
     node="AbsBackward0",
@@ -871,7 +895,14 @@ def _rounding(prim, input):
     return unary(prim, input)
 
 
-@op("floor", inplace=True, doc="The largest integer <= input.", node="FloorBackward0", grads={"input": _zero_grad})
+@op(
+    "floor",
+    dtypes=NUMBERS,
+    inplace=True,
+    doc="The largest integer <= input.",
+    node="FloorBackward0",
+    grads={"input": _zero_grad},
+)
 def floor(input: Tensor) -> Tensor:
     return _rounding("floor", input)
 
@@ -879,7 +910,14 @@ def floor(input: Tensor) -> Tensor:
 lowering("unary", "floor", onnx="Floor", c="floorf(v)")
 
 
-@op("ceil", inplace=True, doc="The smallest integer >= input.", node="CeilBackward0", grads={"input": _zero_grad})
+@op(
+    "ceil",
+    dtypes=NUMBERS,
+    inplace=True,
+    doc="The smallest integer >= input.",
+    node="CeilBackward0",
+    grads={"input": _zero_grad},
+)
 def ceil(input: Tensor) -> Tensor:
     return _rounding("ceil", input)
 
@@ -889,6 +927,7 @@ lowering("unary", "ceil", onnx="Ceil", c="ceilf(v)")
 
 @op(
     "trunc",
+    dtypes=NUMBERS,
     inplace=("trunc_", "fix_"),
     doc="input rounded towards zero.",
     node="TruncBackward0",
@@ -909,6 +948,7 @@ lowering(
 
 @op(
     "round",
+    dtypes=NUMBERS,
     inplace=True,
     doc="Round half to even; with decimals, round(input * 10**decimals) / 10**decimals.",
     node=lambda input, *, decimals=0: "RoundBackward0" if decimals == 0 else "RoundBackward1",
@@ -1015,8 +1055,9 @@ def clamp(
     if min is None and max is None:
         raise ValueError("clamp: at least one of 'min' or 'max' must not be None")
     dtype = result_type(input, min, max)
-    if dtype is dt.bool_:
-        raise DTypeError("clamp: not implemented for bool results (a bool tensor with bool bounds)")
+    if dtype is dt.bool_ and not (min is None and max.__class__ is Tensor or max is None and min.__class__ is Tensor):
+        # PyTorch's bool kernels are the tensor maximum and minimum alone: one tensor bound
+        raise UnsupportedDTypeError("clamp: not implemented for bool results (a bool tensor with bool bounds)")
     if min.__class__ is Tensor or max.__class__ is Tensor:
         out = input
         if min is not None:
@@ -1040,10 +1081,6 @@ def clamp_max(input: Tensor, max: Tensor | Number) -> Tensor:  # noqa: A002
 
 # ------------------------------------------------------------------------------------------------
 # selection and comparisons (comparisons and logical ops have no gradient)
-def _condition(condition):
-    return condition if condition.dtype is dt.bool_ else ne(condition, 0)
-
-
 def _where_method(self: Tensor, condition: Tensor, other: Tensor | Number) -> Tensor:
     return where(condition, self, other)  # Tensor.where(condition, other): self is the input
 
@@ -1055,8 +1092,8 @@ def _where_method(self: Tensor, condition: Tensor, other: Tensor | Number) -> Te
     method=_where_method,
     grads={
         # zeros, not grad * 0, where the branch was not taken: an inf gradient must not become NaN there
-        "input": lambda grad, condition: where(_condition(condition), grad, 0.0),
-        "other": lambda grad, condition: where(_condition(condition), 0.0, grad),
+        "input": lambda grad, condition: where(condition, grad, 0.0),
+        "other": lambda grad, condition: where(condition, 0.0, grad),
     },
 )
 def where(
@@ -1068,8 +1105,8 @@ def where(
         return condition.nonzero(as_tuple=True)  # the method: the indexing family imports this one
     if input is None or other is None:
         raise DTypeError("where: expected both input and other, or neither (where(condition) is nonzero's tuple)")
-    if condition.dtype is not dt.bool_:
-        condition = binary("ne", condition, 0, name="where")
+    if condition.dtype is not dt.bool_:  # PyTorch's where(x) alone takes any dtype (above), a selection does not
+        raise UnsupportedDTypeError(f"where: expected condition to be a bool tensor, got {condition.dtype}")
     dev = check_same_device("where", condition, input, other)
     dtype = result_type(input, other)
     ad = input._data if input.__class__ is Tensor else input
@@ -1196,7 +1233,7 @@ lowering("unary", "logical_not", onnx="Not", c="(v == 0.0f ? 1.0f : 0.0f)")
 def _bitwise(prim, input, other):
     for x in (input, other):
         if x.dtype.is_floating_point if x.__class__ is Tensor else isinstance(x, float):
-            raise DTypeError(
+            raise UnsupportedDTypeError(
                 f"{prim}: only integer and bool operands are supported, got "
                 f"{x.dtype if x.__class__ is Tensor else 'float'}"
             )
@@ -1231,7 +1268,7 @@ lowering("binary", "bitwise_xor", onnx="BitwiseXor")
 @op("bitwise_not", doc="~input for integer and bool tensors.", operators=("__invert__",))
 def bitwise_not(input: Tensor) -> Tensor:
     if input.dtype.is_floating_point:
-        raise DTypeError(f"bitwise_not: only integer and bool tensors are supported, got {input.dtype}")
+        raise UnsupportedDTypeError(f"bitwise_not: only integer and bool tensors are supported, got {input.dtype}")
     return wrap(primitives(input).unary("bitwise_not", input._data), input._device)
 
 
@@ -1260,14 +1297,30 @@ def reciprocal(input: Tensor) -> Tensor:
 
 # ------------------------------------------------------------------------------------------------
 # lerp, isclose, allclose, equal
-@op("lerp", doc="input + weight * (end - input), elementwise with broadcasting.", composite=True, inplace=True)
+@op(
+    "lerp",
+    dtypes=FLOATING,
+    doc="input + weight * (end - input), elementwise with broadcasting.",
+    composite=True,
+    inplace=True,
+)
 def lerp(input: Tensor, end: Tensor, weight: Tensor | Number) -> Tensor:
     if input.__class__ is not Tensor or end.__class__ is not Tensor:
         raise DTypeError(f"lerp: input and end must be Tensors, got {type(input).__name__} and {type(end).__name__}")
     check_same_device("lerp", input, end, weight)
     if input.dtype is not end.dtype:
-        raise DTypeError(f"lerp: expected input and end of one dtype, got {input.dtype} and {end.dtype}")
-    return add(input, mul(weight, sub(end, input)))
+        raise UnsupportedDTypeError(f"lerp: expected input and end of one dtype, got {input.dtype} and {end.dtype}")
+    half = input.dtype.itemsize == 2  # computed in float32 and rounded once, as PyTorch's kernel
+    start, stop = (cast(input, dt.float32), cast(end, dt.float32)) if half else (input, end)
+    if half and weight.__class__ is Tensor:
+        weight = cast(weight, dt.float32)
+    diff = sub(stop, start)
+    # PyTorch's formula: from the nearer end, so that weight 1 gives end exactly
+    if weight.__class__ is Tensor:
+        out = where(lt(abs(weight), 0.5), add(start, mul(weight, diff)), sub(stop, mul(diff, sub(1, weight))))
+    else:
+        out = add(start, mul(weight, diff)) if builtins.abs(weight) < 0.5 else sub(stop, mul(diff, 1 - weight))
+    return cast(out, input.dtype) if half else out
 
 
 def _same_dtype(name, input, other):
@@ -1275,7 +1328,7 @@ def _same_dtype(name, input, other):
         raise DTypeError(f"{name}: expected two Tensors, got {type(input).__name__} and {type(other).__name__}")
     check_same_device(name, input, other)
     if input.dtype is not other.dtype:
-        raise DTypeError(
+        raise UnsupportedDTypeError(
             f"{name}: expected both inputs of one dtype, got {input.dtype} (shape "
             f"{fmt_shape(input.shape)}) and {other.dtype} (shape {fmt_shape(other.shape)})"
         )
@@ -1404,7 +1457,7 @@ def logit(input: Tensor, eps: float | None = None) -> Tensor:
     return unary("log", binary("div", x, binary("sub", 1.0, x), name="logit"))
 
 
-@op("frac", doc="The fractional part: input - trunc(input).", composite=True, inplace=True)
+@op("frac", dtypes=FLOATING, doc="The fractional part: input - trunc(input).", composite=True, inplace=True)
 def frac(input: Tensor) -> Tensor:
     return input - trunc(input)
 
@@ -1439,10 +1492,17 @@ def _broadcast_all(shapes):
     return out
 
 
-@op("addcmul", doc="input + value * tensor1 * tensor2, broadcast.", composite=True, inplace=True)
+@op(
+    "addcmul",
+    dtypes=NUMBERS.of("input", "tensor1", "tensor2"),
+    doc="input + value * tensor1 * tensor2, broadcast.",
+    composite=True,
+    inplace=True,
+)
 def addcmul(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Number = 1) -> Tensor:
     _check_pointwise("addcmul", input, tensor1, tensor2)
     product = tensor1 * tensor2
+    value = scalar_for(result_type(input, product), value)
     return input + (product if value == 1 else product * value)
 
 
@@ -1450,7 +1510,7 @@ def addcmul(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Number = 
 def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Number = 1) -> Tensor:
     _check_pointwise("addcdiv", input, tensor1, tensor2)
     if not (tensor1.dtype.is_floating_point or tensor2.dtype.is_floating_point):
-        raise DTypeError(
+        raise UnsupportedDTypeError(
             f"addcdiv: integer division of tensors is not supported (tensor1 {tensor1.dtype}, "
             f"tensor2 {tensor2.dtype}); use a floating point tensor"
         )
@@ -1481,6 +1541,7 @@ def _negative_part_expm1(input, alpha, inner_scale=1.0):
 
 @op(
     "elu",
+    dtypes=FLOATING,
     doc="input where positive, alpha * (exp(input) - 1) elsewhere.",
     composite=True,
     method=False,
@@ -1502,6 +1563,7 @@ def _selu_grad(grad, input):
 
 @op(
     "selu",
+    dtypes=FLOATING,
     doc="scale * elu(input, alpha) with the self-normalising constants.",
     node="EluBackward0",
     method=False,
@@ -1519,6 +1581,7 @@ lowering("unary", "selu", onnx="Selu")
 
 @op(
     "celu",
+    dtypes=FLOATING,
     doc="input where positive, alpha * (exp(input / alpha) - 1) elsewhere.",
     composite=True,
     method=False,
@@ -1550,6 +1613,7 @@ def _shrink_grad(grad, input, lambd):
 
 @op(
     "hardtanh",
+    dtypes=NUMBERS,
     doc="input clamped to [min_val, max_val].",
     node="HardtanhBackward0",
     method=False,
@@ -1564,7 +1628,15 @@ def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tens
     return wrap(primitives(input).clamp(input._data, min_val, max_val), input._device)
 
 
-@op("relu6", doc="input clamped to [0, 6].", composite=True, method=False, inplace=True, functional="inplace")
+@op(
+    "relu6",
+    dtypes=NUMBERS,
+    doc="input clamped to [0, 6].",
+    composite=True,
+    method=False,
+    inplace=True,
+    functional="inplace",
+)
 def relu6(input: Tensor) -> Tensor:
     return hardtanh(input, 0.0, 6.0)
 
@@ -1574,6 +1646,7 @@ _ONE_SIXTH = 0.1666666716337204  # PyTorch's hardsigmoid gradient: 1/6 rounded t
 
 @op(
     "hardsigmoid",
+    dtypes=FLOATING,
     doc="relu6(input + 3) / 6.",
     node="HardsigmoidBackward0",
     method=False,
@@ -1593,6 +1666,7 @@ def _hardswish_grad(grad, input):
 
 @op(
     "hardswish",
+    dtypes=FLOATING,
     doc="input * relu6(input + 3) / 6.",
     node="HardswishBackward0",
     method=False,
@@ -1616,6 +1690,7 @@ lowering("unary", "hardswish", onnx="HardSwish")
     "softsign",
     doc="input / (1 + |input|).",
     node="DivBackward0",
+    dtypes=NUMBERS,
     method=False,
     functional=True,
     grads={"input": lambda grad, input: grad / ((abs(input) + 1) * (abs(input) + 1))},
@@ -1634,6 +1709,7 @@ lowering("unary", "softsign", onnx="Softsign")
     "tanhshrink",
     doc="input - tanh(input).",
     node="SubBackward0",
+    dtypes=NUMBERS,
     method=False,
     functional=True,
     grads={"input": lambda grad, input: grad * tanh(input) * tanh(input)},
@@ -1647,6 +1723,7 @@ def tanhshrink(input: Tensor) -> Tensor:
 
 @op(
     "threshold",
+    dtypes=NUMBERS,
     doc="input where input > threshold, value elsewhere.",
     composite=True,
     method=False,
@@ -1654,11 +1731,13 @@ def tanhshrink(input: Tensor) -> Tensor:
     functional="inplace",
 )
 def threshold(input: Tensor, threshold: float, value: float) -> Tensor:
+    threshold, value = scalar_for(input.dtype, threshold), scalar_for(input.dtype, value)
     return where(le(input, threshold), value, input)  # (a NaN input stays, as in PyTorch)
 
 
 @op(
     "prelu",
+    dtypes=FLOATING.one_dtype("input", "weight"),
     doc="input where positive, weight * input elsewhere; weight has 1 or input.shape[1] elements.",
     composite=True,
     functional=True,
@@ -1723,7 +1802,7 @@ def heaviside(input: Tensor, values: Tensor | Number) -> Tensor:
     check_tensor("heaviside", "input", input)
     check_tensor("heaviside", "values", values)
     if values.dtype is not input.dtype:
-        raise DTypeError(f"heaviside: input ({input.dtype}) and values ({values.dtype}) must have one dtype")
+        raise UnsupportedDTypeError(f"heaviside: input ({input.dtype}) and values ({values.dtype}) must have one dtype")
     step = cast(gt(input, 0), input.dtype)
     return where(eq(input, 0), values, step)
 
@@ -1751,6 +1830,7 @@ def signbit(input: Tensor) -> Tensor:
 
 @op(
     "hardshrink",
+    dtypes=FLOATING,
     doc="input where |input| > lambd, 0 elsewhere.",
     node="HardshrinkBackward0",
     functional=True,
@@ -1763,6 +1843,7 @@ def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
 
 @op(
     "softshrink",
+    dtypes=FLOATING,
     doc="input - lambd above lambd, input + lambd below -lambd, 0 between.",
     node="SoftshrinkBackward0",
     grads={"input": _shrink_grad},

@@ -13,6 +13,7 @@ from .. import dtypes as dt
 from ..errors import DTypeError, UnsupportedError
 from ..tensor import Tensor
 from .common import cast, check_tensor, float_result_type, result_type
+from .dtype_support import NUMBERS
 from .elementwise import (
     _classify,
     _float_unary,
@@ -244,7 +245,13 @@ def isneginf(input: Tensor) -> Tensor:
     return _classify("isneginf", input, False, lambda bk, x, d: bk.binary("eq", x, -_INF, d))
 
 
-@op("isin", doc="Whether each element of elements is among test_elements.", composite=True, method=False)
+@op(
+    "isin",
+    dtypes=NUMBERS.of_each("elements", "test_elements"),
+    doc="Whether each element of elements is among test_elements.",
+    composite=True,
+    method=False,
+)
 def isin(
     elements: Tensor | Number,
     test_elements: Tensor | Number,

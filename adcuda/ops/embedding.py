@@ -12,6 +12,7 @@ from ..autograd.grad_mode import no_grad
 from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
 from ..tensor import primitives
 from .common import check_float, check_same_device, check_tensor, dense, filled, wrap
+from .dtype_support import FLOATING
 from .elementwise import where
 from .factories import arange
 from .indexing import index_put
@@ -90,7 +91,7 @@ def embedding(
 ) -> Tensor:
     name = "embedding"
     check_tensor(name, "input", input)
-    check_float(name, "weight", weight)
+    check_tensor(name, "weight", weight)  # a lookup: rows of any dtype, as in PyTorch
     if input.dtype.category != dt.INTEGER:
         raise DTypeError(f"{name}: expected indices with an integer dtype (int64 or int32), got {input.dtype}")
     if weight.ndim != 2:
@@ -108,6 +109,7 @@ def embedding(
             )
         padding_idx %= num_embeddings
     if max_norm is not None:
+        check_float(name, "weight", weight)  # the norms of its rows are PyTorch's float-only norm's
         # out-of-range indices raise before the renorm indexes with them
         primitives(weight).embedding(weight._data, input._data)
         _renorm_rows_(weight, input, max_norm, norm_type)
@@ -118,6 +120,7 @@ def embedding(
 # embedding_bag (issue 15): the bags' rows reduced, composed of embedding and a scatter per bag
 @op(
     "embedding_bag",
+    dtypes=FLOATING.of_each("weight"),
     doc="The sum, mean or max of the rows of weight of each bag of indices (bags by offsets, or rows of 2-d input).",
     composite=True,
     function=False,

@@ -19,7 +19,7 @@ from ..backends import backend_for
 from ..device import CPU, as_device
 from ..errors import DeviceError, DTypeError, InvalidArgumentError, ShapeError
 from ..tensor import Size, Tensor, primitives_on
-from .common import on_device
+from .common import laid_out, on_device, preserved_order, scalar_into
 from .registry import lowering, op
 
 if TYPE_CHECKING:
@@ -326,34 +326,44 @@ def full(
     shape = shape_arg("full", (size,) if not isinstance(size, (tuple, list)) else (tuple(size),))
     if dtype is None:
         dtype = dt.default_for_category(dt.scalar_category(fill_value))
+    fill_value = scalar_into("full", fill_value, dt.as_dtype(dtype, "full"))
     return new_tensor("full", lambda bk, d: bk.full(shape, fill_value, d), shape, dtype, device, requires_grad)
+
+
+def _like(name, input, make, dtype, device, requires_grad):
+    """The ``*_like`` factories: ``make(backend, shape, dtype)`` in input's shape, laid out as input
+    is (PyTorch's preserve_format) where it stays on input's device."""
+    shape = tuple(input.shape)
+    order = preserved_order(input) if device is None or as_device(device, name) == input.device else None
+    return new_tensor(
+        name,
+        lambda bk, d: laid_out(bk, order, shape, lambda s: make(bk, s, d)),
+        shape,
+        dtype or input.dtype,
+        device or input.device,
+        requires_grad,
+    )
 
 
 @op("zeros_like", doc="zeros of input's shape, dtype and device.", method=False)
 def zeros_like(
     input: Tensor, dtype: DType | None = None, device: Device | str | None = None, requires_grad: bool = False
 ) -> Tensor:
-    return zeros(
-        tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device, requires_grad=requires_grad
-    )
+    return _like("zeros_like", input, lambda bk, s, d: bk.full(s, 0, d), dtype, device, requires_grad)
 
 
 @op("ones_like", doc="ones of input's shape, dtype and device.", method=False)
 def ones_like(
     input: Tensor, dtype: DType | None = None, device: Device | str | None = None, requires_grad: bool = False
 ) -> Tensor:
-    return ones(
-        tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device, requires_grad=requires_grad
-    )
+    return _like("ones_like", input, lambda bk, s, d: bk.full(s, 1, d), dtype, device, requires_grad)
 
 
 @op("empty_like", doc="empty of input's shape, dtype and device.", method=False)
 def empty_like(
     input: Tensor, dtype: DType | None = None, device: Device | str | None = None, requires_grad: bool = False
 ) -> Tensor:
-    return empty(
-        tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device, requires_grad=requires_grad
-    )
+    return _like("empty_like", input, lambda bk, s, d: bk.empty(s, d), dtype, device, requires_grad)
 
 
 @op("full_like", doc="full of input's shape, dtype and device.", method=False)
@@ -364,13 +374,7 @@ def full_like(
     device: Device | str | None = None,
     requires_grad: bool = False,
 ) -> Tensor:
-    return full(
-        tuple(input.shape),
-        fill_value,
-        dtype=dtype or input.dtype,
-        device=device or input.device,
-        requires_grad=requires_grad,
-    )
+    return _like("full_like", input, lambda bk, s, d: bk.full(s, fill_value, d), dtype, device, requires_grad)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -19,8 +19,10 @@ from ..autograd.graph import needs_grad
 from ..device import CPU
 from ..errors import DeviceError, DTypeError, IndexOutOfRangeError, IndexValueError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
-from .common import broadcast_shapes, cast, constant, filled, int_tuple, wrap, wrap_dim
+from .common import broadcast_shapes, cast, constant, filled, int_tuple, scalar_into, wrap, wrap_dim
 from .dispatch import host_step
+from .dtype_support import ANY, FLOATING_OR_BOOL, NUMBERS
+from .dtype_support import check as check_dtype
 from .elementwise import where
 from .factories import arange, full, new_tensor, tensor
 from .mutation import check_inplace_allowed, commit_inplace, version_counter
@@ -73,8 +75,9 @@ def convert_key(input, key, name):
     if key.__class__ is Tensor and key._device is input._device:
         # one index tensor (x[idx], x[mask]): what the loop below makes of it, without its bookkeeping
         # (a single index places its dims alike by NumPy's rule and PyTorch's)
+        # (a 0-d integer tensor is an int index below: a selection, a view, as in PyTorch)
         kind = key.dtype
-        if kind is dt.bool_ or kind.category == dt.INTEGER:
+        if kind is dt.bool_ or kind.category == dt.INTEGER and key._data.ndim:
             return (key._data,), False, None
     if (
         key.__class__ is slice
@@ -110,6 +113,10 @@ def convert_key(input, key, name):
                 raise IndexOutOfRangeError(
                     f"{name}: tensors used as indices must be long, int or bool tensors, got {k.dtype}"
                 )
+            if k.ndim == 0 and k.dtype is not dt.bool_:  # as PyTorch, an int: a selection, and a view
+                out.append(k.item())
+                kinds.append(("int", 0, 1))
+                continue
             out.append(k._data)
             basic = False
             if k.dtype is dt.bool_:
@@ -489,6 +496,7 @@ def _scatter_add_src_grad(grad, dim, index, src_shape):
 
 @op(
     "scatter_add",
+    dtypes=ANY.one_dtype("input", "src"),
     doc="input with src added at index along dim (out-of-place).",
     node="ScatterAddBackward0",
     inplace=True,
@@ -535,6 +543,8 @@ def masked_fill(input: Tensor, mask: Tensor, value: Tensor | Number) -> Tensor:
         if value.ndim:
             raise ShapeError("masked_fill: only supports a 0-dimensional value tensor")
         value = value.to(dtype=input.dtype)
+    else:
+        value = scalar_into("masked_fill", value, input.dtype)
     try:
         out = where(mask, value, input)
     except ShapeError:
@@ -643,6 +653,7 @@ def _check_scatter_index(name, input, dim, index):
 
 @op(
     "scatter",
+    dtypes=ANY.one_dtype("input", "src"),
     doc="input with src (or value) written at index along dim; reduce='add'/'multiply' combines.",
     composite=True,
     inplace=True,
@@ -686,6 +697,7 @@ _REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
 
 @op(
     "scatter_reduce",
+    dtypes=ANY.one_dtype("input", "src"),
     doc="input with src combined at index along dim by sum, prod, mean, amax or amin.",
     composite=True,
     inplace=True,
@@ -861,7 +873,13 @@ def _index_along(name, input, dim, index, source, expand=False):
     return d, index.reshape(view).expand(expected)
 
 
-@op("index_add", doc="input with alpha * source added at the 1-D index along dim.", composite=True, inplace=True)
+@op(
+    "index_add",
+    dtypes=ANY.one_dtype("input", "source"),
+    doc="input with alpha * source added at the 1-D index along dim.",
+    composite=True,
+    inplace=True,
+)
 def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha: Number = 1) -> Tensor:
     d, expanded = _index_along("index_add", input, dim, index, source, expand=True)
     if alpha != 1:
@@ -871,7 +889,13 @@ def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha: 
     return scatter_add(input, d, expanded, source)
 
 
-@op("index_copy", doc="input with source's slices written at the 1-D index along dim.", composite=True, inplace=True)
+@op(
+    "index_copy",
+    dtypes=ANY.one_dtype("input", "source"),
+    doc="input with source's slices written at the 1-D index along dim.",
+    composite=True,
+    inplace=True,
+)
 def index_copy(input: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
     d, expanded = _index_along("index_copy", input, dim, index, source)
     if d == 0 and input.ndim:  # whole slices along the first dim: one index_put, no scatter index
@@ -908,7 +932,8 @@ def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Te
     if not isinstance(indices, Tensor) or indices.dtype.category != dt.INTEGER:
         raise DTypeError("take_along_dim: indices must be an integer tensor")
     if dim is None:
-        return gather(input.reshape(-1), 0, indices.reshape(-1))
+        # as PyTorch, a flat view of each: a tensor whose strides allow none is refused, not copied
+        return gather(input.view(-1), 0, indices.view(-1))
     if input.ndim != indices.ndim:
         raise ShapeError(
             f"take_along_dim: input {fmt_shape(input.shape)} and indices {fmt_shape(indices.shape)} "
@@ -1052,7 +1077,7 @@ def diagflat(input: Tensor, offset: int = 0) -> Tensor:
     return diag(input.reshape(-1), offset)
 
 
-@op("trace", doc="The sum of the main diagonal of a matrix.", composite=True)
+@op("trace", dtypes=NUMBERS, doc="The sum of the main diagonal of a matrix.", composite=True)
 def trace(input: Tensor) -> Tensor:
     if input.ndim != 2:
         raise ShapeError(f"trace: expected a matrix, got shape {fmt_shape(input.shape)}")
@@ -1103,6 +1128,7 @@ def _im2col(
         raise ShapeError(
             f"{name}: expected a 3-d (C, H, W) or 4-d (N, C, H, W) input, got {getattr(input, 'shape', input)}"
         )
+    check_dtype(name, FLOATING_OR_BOOL, input)  # the op's declared rule is Tensor.unfold's, which takes any
     kernel, dilation, padding, stride = _sliding_blocks(name, input, kernel_size, dilation, padding, stride)
     batched = input if input.ndim == 4 else input.unsqueeze(0)
     rows, cols, (oh, ow) = _block_grid(name, batched.shape[2:], kernel, dilation, padding, stride, input.device)
@@ -1113,11 +1139,28 @@ def _im2col(
     return out if input.ndim == 4 else out.squeeze(0)
 
 
+def _unfold_grad(grad, input_shape, dimension, size, step):
+    """Each window's gradient added back at the positions it was cut from (windows may overlap)."""
+    if not input_shape:
+        return grad.reshape(())
+    d = wrap_dim(dimension, len(input_shape), "unfold")
+    count = grad.shape[d]
+    index = (arange(count, device=grad.device).unsqueeze(1) * step + arange(size, device=grad.device)).reshape(-1)
+    # (..., count, ..., size) -> (..., count * size, ...): the windows laid along dim d, in index's order
+    windows = grad.movedim(-1, d + 1)
+    shape = list(windows.shape)
+    shape[d : d + 2] = [count * size]
+    zeros = filled(input_shape, 0, grad.dtype, grad._device)
+    return index_add(zeros, d, index, windows.reshape(shape))
+
+
 @op(
     "unfold",
-    doc="Tensor.unfold: windows of size every step along dimension, as a new last dim; "
+    doc="Tensor.unfold: windows of size every step along dimension, as a new last dim (a view); "
     "F.unfold: the sliding blocks of images as columns (im2col).",
-    composite=True,
+    view=True,
+    node="UnfoldBackward0",
+    grads={"input": _unfold_grad},
     function=False,
     functional=_im2col,
 )
@@ -1129,25 +1172,15 @@ def unfold(input: Tensor, dimension: int, size: int, step: int) -> Tensor:
             f"unfold: size {size} must be in [0, {length}] (dim {d} of input {fmt_shape(input.shape)}) "
             f"and step {step} positive"
         )
+    bk = primitives(input)
     if input.ndim == 0:
-        return input.reshape(1)
-    count = (length - size) // step + 1
-    shape = list(input.shape)
-    if step >= size and count * step <= length:
-        # windows that do not overlap: the dim cut to count * step, split into (count, step), each
-        # window's first size kept: two slices and a reshape (views), not nine ops and a gather
-        lead = (slice(None),) * d
-        blocks = getitem(input, lead + (slice(0, count * step),)) if count * step < length else input
-        shape[d : d + 1] = [count, step]
-        windows = blocks.reshape(shape)
-        if size < step:
-            windows = getitem(windows, lead + (slice(None), slice(0, size)))
-        return windows if d + 1 == input.ndim else windows.movedim(d + 1, -1)
-    starts = arange(count, device=input.device) * step
-    index = (starts.unsqueeze(1) + arange(size, device=input.device)).reshape(-1)
-    windows = index_select(input, d, index)
-    shape[d : d + 1] = [count, size]
-    return windows.reshape(shape).movedim(d + 1, -1)
+        return wrap(bk.view(input._data, (1,)), input._device)
+    # as PyTorch, a strided view of input's memory: window i of dim d starts i * step elements on
+    shape, strides = list(input.shape), list(input.stride())
+    shape[d], strides[d] = (length - size) // step + 1, strides[d] * step
+    shape.append(size)
+    strides.append(input.stride(d))
+    return wrap(bk.as_strided(input._data, tuple(shape), tuple(strides), bk.storage_offset(input._data)), input._device)
 
 
 def _triangle_indices(name, row, col, offset, dtype, device, lower):
@@ -1214,6 +1247,7 @@ def triu_indices(
 
 @op(
     "fold",
+    dtypes=FLOATING_OR_BOOL,
     doc="The columns (N, C * kh * kw, blocks) of sliding blocks summed back into images of output_size (col2im).",
     composite=True,
     function=False,
@@ -1264,7 +1298,13 @@ def take(input: Tensor, index: Tensor) -> Tensor:
     return getitem(input.reshape(-1), index)
 
 
-@op("put", doc="input with source written (or added) at the flat positions index.", composite=True, inplace=True)
+@op(
+    "put",
+    dtypes=ANY.one_dtype("input", "source"),
+    doc="input with source written (or added) at the flat positions index.",
+    composite=True,
+    inplace=True,
+)
 def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) -> Tensor:
     if not isinstance(index, Tensor) or index.dtype.category != dt.INTEGER:
         raise DTypeError("put: index must be an integer tensor")
@@ -1286,6 +1326,7 @@ def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) 
 
 @op(
     "masked_scatter",
+    dtypes=ANY.one_dtype("input", "source"),
     doc="input with source's leading elements written, in order, where mask is true.",
     composite=True,
     inplace=True,

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from ..autograd.graph import needs_grad
 from ..errors import DTypeError, ShapeError, fmt_shape
 from ..tensor import Tensor
-from .common import filled
+from .common import filled, scalar_into
 from .mutation import check_inplace_allowed, commit_inplace, write_untracked
 from .registry import lowering, op
 
@@ -27,6 +27,7 @@ def _fill(self, value, name):
         if needs_grad(value):
             return commit_inplace(self, value.to(dtype=self.dtype).expand(tuple(self.shape)), name)
         value = value.item()
+    value = scalar_into(name, value, self.dtype)
     if needs_grad(self):
         return commit_inplace(self, filled(self.shape, value, self.dtype, self._device), name)
     return write_untracked(self, value, name)

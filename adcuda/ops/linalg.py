@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 from .. import dtypes as dt
 from ..errors import DTypeError, InvalidArgumentError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
-from .common import broadcast_shapes, check_same_device, wrap
-from .factories import eye
-from .indexing import triangle_coordinates
+from .common import broadcast_shapes, check_same_device, result_type, scalar_for, wrap
+from .dtype_support import FLOATING, NUMBERS
+from .indexing import diagonal, triangle_coordinates
 from .registry import lowering, op
 from .shape import cat, stack
 from .sparse import SparseTensor, sparse_matmul
@@ -37,6 +37,7 @@ def mm_nd(input: Tensor, other: Tensor) -> Tensor:
 
 @op(
     "mv",
+    dtypes=NUMBERS.unless_empty().one_dtype("input", "vec"),
     doc="matrix input (n, m) @ vector vec (m,) as one product (the backends' matrix-vector form).",
     node="MvBackward0",
     autocast="lower",
@@ -111,6 +112,7 @@ def _matmul(name, input, other):
 
 @op(
     "matmul",
+    dtypes=NUMBERS.unless_empty(),
     doc="The matrix product: 1-D, 2-D and batched with broadcast batch dims.",
     composite=True,
     autocast="lower",
@@ -120,14 +122,20 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
     return _matmul("matmul", input, other)
 
 
-@op("mm", doc="The product of two matrices.", composite=True, autocast="lower")
+@op("mm", dtypes=NUMBERS.unless_empty(), doc="The product of two matrices.", composite=True, autocast="lower")
 def mm(input: Tensor, mat2: Tensor) -> Tensor:
     if input.ndim != 2 or mat2.ndim != 2:
         raise ShapeError(f"mm: both arguments must be 2-D, got {fmt_shape(input.shape)} and {fmt_shape(mat2.shape)}")
     return _matmul("mm", input, mat2)
 
 
-@op("bmm", doc="The products of two batches of matrices (3-D, same batch size).", composite=True, autocast="lower")
+@op(
+    "bmm",
+    dtypes=NUMBERS.unless_empty(),
+    doc="The products of two batches of matrices (3-D, same batch size).",
+    composite=True,
+    autocast="lower",
+)
 def bmm(input: Tensor, mat2: Tensor) -> Tensor:
     if input.ndim != 3 or mat2.ndim != 3 or input.shape[0] != mat2.shape[0]:
         raise ShapeError(
@@ -139,6 +147,7 @@ def bmm(input: Tensor, mat2: Tensor) -> Tensor:
 
 @op(
     "dot",
+    dtypes=NUMBERS,
     doc="The inner product of two 1-D tensors.",
     node="DotBackward0",
     autocast="promote",
@@ -283,6 +292,7 @@ def linear_2d(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tens
 
 @op(
     "linear",
+    dtypes=NUMBERS.unless_empty(),
     doc="input @ weight.T + bias; input (*, in_features), weight (out_features, in_features).",
     composite=True,
     autocast="lower",
@@ -357,6 +367,8 @@ def _scaled_sum(name, input, product, beta, alpha):
             f"{name}: input of shape {fmt_shape(input.shape)} does not broadcast to the product's "
             f"shape {fmt_shape(product.shape)}"
         )
+    dtype = result_type(input, product)
+    alpha, beta = scalar_for(dtype, alpha), scalar_for(dtype, beta)
     if alpha != 1:
         product = product * alpha
     if beta == 0:
@@ -366,6 +378,7 @@ def _scaled_sum(name, input, product, beta, alpha):
 
 @op(
     "addmm",
+    dtypes=NUMBERS.unless_empty().one_dtype("input", "mat1", "mat2"),
     inplace=True,
     doc="beta * input + alpha * (mat1 @ mat2) for matrices mat1 and mat2.",
     composite=True,
@@ -382,6 +395,7 @@ def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: Number = 1, alpha:
 
 @op(
     "baddbmm",
+    dtypes=NUMBERS.unless_empty().one_dtype("input", "batch1", "batch2"),
     inplace=True,
     doc="beta * input + alpha * (batch1 @ batch2) for batches of matrices.",
     composite=True,
@@ -446,7 +460,7 @@ def _einsum_parse(equation, operands):
 
 
 def _einsum_diagonal(t, labels):
-    """t with each label repeated within it reduced to its diagonal (x * eye summed), labels unique."""
+    """t with each label repeated within it reduced to its diagonal, labels unique."""
     while True:
         repeated = next((c for c in labels if labels.count(c) > 1), None)
         if repeated is None:
@@ -459,10 +473,9 @@ def _einsum_diagonal(t, labels):
                 f"einsum: subscript {repeated!r} is repeated within one operand over dims of sizes "
                 f"{t.shape[i]} and {t.shape[j]}"
             )
-        mask_shape = [1] * t.ndim
-        mask_shape[i] = mask_shape[j] = n
-        t = (t * eye(n, dtype=t.dtype, device=t.device).reshape(mask_shape)).sum(j)
-        labels = labels[:j] + labels[j + 1 :]
+        # the diagonal as PyTorch takes it: a view of t (its dim last), no mask multiplied in
+        t = diagonal(t, 0, i, j)
+        labels = [c for k, c in enumerate(labels) if k not in (i, j)] + [repeated]
 
 
 def _sum_out(t, labels, keep):
@@ -481,7 +494,8 @@ def _contract(a, a_labels, b, b_labels, keep):
         for c, n in zip(ls, t.shape):
             if sizes.get(c, 1) not in (1, n) and n != 1:
                 raise ShapeError(f"einsum: subscript {c!r} has sizes {sizes[c]} and {n} that do not broadcast")
-            sizes[c] = max(sizes.get(c, 1), n)
+            if sizes.get(c, 1) == 1:  # broadcasting: a size 1 takes the other's, 0 included
+                sizes[c] = n
     batch = [c for c in a_labels if c in b_labels and c in keep]
     summed = [c for c in a_labels if c in b_labels and c not in keep]
     a_only = [c for c in a_labels if c not in b_labels]
@@ -500,7 +514,9 @@ def _contract(a, a_labels, b, b_labels, keep):
     a3 = arrange(a, a_labels, batch + a_only + summed).reshape(count(batch), count(a_only), count(summed))
     b3 = arrange(b, b_labels, batch + summed + b_only).reshape(count(batch), count(summed), count(b_only))
     out_labels = batch + a_only + b_only
-    return matmul(a3, b3).reshape([sizes[c] for c in out_labels]), out_labels
+    # nothing summed: a broadcast product, as PyTorch's einsum takes it (so bool operands are fine there)
+    product = a3 * b3 if not summed else matmul(a3, b3)
+    return product.reshape([sizes[c] for c in out_labels]), out_labels
 
 
 @op(
@@ -554,6 +570,7 @@ def _check_float_pair(name, x1, x2):
 
 @op(
     "cdist",
+    dtypes=FLOATING,
     doc="The p-norm distances between each row of x1 and each row of x2 (batched).",
     composite=True,
     method=False,
@@ -630,23 +647,37 @@ def _check_mv_operands(input, vec):
             raise ShapeError(f"mv: {what} must be {ndim}-d, got shape {fmt_shape(t.shape)}")
 
 
-@op("addmv", doc="beta * input + alpha * (mat @ vec).", composite=True, inplace=True, autocast="lower")
+@op(
+    "addmv",
+    dtypes=NUMBERS.unless_empty().one_dtype("input", "mat", "vec"),
+    doc="beta * input + alpha * (mat @ vec).",
+    composite=True,
+    inplace=True,
+    autocast="lower",
+)
 def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta: Number = 1, alpha: Number = 1) -> Tensor:
     return _scaled_sum("addmv", input, mv(mat, vec), beta, alpha)
 
 
 @op(
     "addbmm",
+    dtypes=NUMBERS.unless_empty().one_dtype("input", "batch1", "batch2"),
     doc="beta * input + alpha * the sum over the batch of batch1[i] @ batch2[i].",
     composite=True,
     inplace=True,
     autocast="lower",
 )
 def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: Number = 1, alpha: Number = 1) -> Tensor:
-    return _scaled_sum("addbmm", input, bmm(batch1, batch2).sum(0), beta, alpha)
+    products = bmm(batch1, batch2)
+    return _scaled_sum("addbmm", input, products.sum(0, dtype=products.dtype), beta, alpha)  # int32 stays int32
 
 
-@op("inner", doc="The sum of products over the last dims of input and other (times for a scalar).", composite=True)
+@op(
+    "inner",
+    dtypes=NUMBERS,
+    doc="The sum of products over the last dims of input and other (times for a scalar).",
+    composite=True,
+)
 def inner(input: Tensor, other: Tensor) -> Tensor:
     if input.ndim == 0 or other.ndim == 0:
         return input * other
@@ -659,6 +690,7 @@ def inner(input: Tensor, other: Tensor) -> Tensor:
 
 @op(
     "tensordot",
+    dtypes=NUMBERS,
     doc="The sum of products of a and b over dims (a count of trailing/leading dims, or two lists).",
     composite=True,
     autocast="lower",
@@ -702,7 +734,12 @@ def kron(input: Tensor, other: Tensor) -> Tensor:
     return (a.reshape(a_shape) * b.reshape(b_shape)).reshape([x * y for x, y in zip(a.shape, b.shape)])
 
 
-@op("cross", doc="The cross product of 3-vectors along dim (the first dim of size 3 when dim is None).", composite=True)
+@op(
+    "cross",
+    dtypes=NUMBERS.one_dtype("input", "other"),
+    doc="The cross product of 3-vectors along dim (the first dim of size 3 when dim is None).",
+    composite=True,
+)
 def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
     shape = broadcast_shapes("cross", tuple(input.shape), tuple(other.shape))
     if dim is None:
@@ -721,7 +758,7 @@ def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
     return stack((a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0), d)
 
 
-@op("dist", doc="The p-norm of input - other.", composite=True)
+@op("dist", dtypes=FLOATING.of("input", "other"), doc="The p-norm of input - other.", composite=True)
 def dist(input: Tensor, other: Tensor, p: float = 2) -> Tensor:
     broadcast_shapes("dist", tuple(input.shape), tuple(other.shape))
     return (input - other).norm(p)
@@ -729,6 +766,7 @@ def dist(input: Tensor, other: Tensor, p: float = 2) -> Tensor:
 
 @op(
     "bilinear",
+    dtypes=NUMBERS.unless_empty(),
     doc="input1^T weight[o] input2 + bias[o] for each output o (the last dims).",
     composite=True,
     function=False,
@@ -757,6 +795,7 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None
 
 @op(
     "pdist",
+    dtypes=FLOATING,
     doc="The p-norm distances between the rows of input (N, M), pairs i < j in order.",
     composite=True,
     function=True,

@@ -12,6 +12,7 @@ from ..dtypes import finfo
 from ..errors import ShapeError, fmt_shape
 from ..tensor import primitives
 from .common import check_float, check_same_device, dense, wrap
+from .dtype_support import FLOATING
 from .elementwise import rsqrt
 from .mutation import commit_inplace
 from .registry import ReplayKeep, lowering, op
@@ -78,6 +79,7 @@ def _input_normalized_shape(name, input, normalized_shape):
 
 @op(
     "layer_norm",
+    dtypes=FLOATING,
     doc="input normalised over its last dims (normalized_shape), then scaled and shifted.",
     node="NativeLayerNormBackward0",
     autocast="float32",
@@ -116,6 +118,7 @@ def layer_norm(
 
 @op(
     "normalize",
+    dtypes=FLOATING,
     doc="input / max(||input||_p, eps) along dim.",
     composite=True,
     function=False,

@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np  # the constant pooling / interpolation matrices, built on the host
 
-from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
+from ..errors import IndexOutOfRangeError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import batched_input, check_tensor, dense, int_tuple, wrap
+from .dtype_support import FLOATING, NUMBERS
 from .factories import arange, tensor
 from .registry import lowering, op
 from .shape import pad as _pad
@@ -140,6 +141,7 @@ def _max_pool(op, input, kernel_size, stride, padding, dilation, ceil_mode, retu
 
 @op(
     "max_pool2d",
+    dtypes=NUMBERS,
     doc="Max over kernel_size windows of input (N, C, H, W) (stride, padding, dilation, ceil_mode).",
     composite=True,
     function=True,
@@ -160,6 +162,7 @@ def max_pool2d(
 
 @op(
     "max_pool1d",
+    dtypes=FLOATING,
     doc="Max over kernel_size windows of input (N, C, L) (stride, padding, dilation, ceil_mode).",
     composite=True,
     function=True,
@@ -180,6 +183,7 @@ def max_pool1d(
 
 @op(
     "adaptive_max_pool2d",
+    dtypes=FLOATING,
     doc="Max pooling to output_size (H, W) with PyTorch's adaptive windows.",
     composite=True,
     function=False,
@@ -606,6 +610,7 @@ def upsample_bilinear2d_backward(
 
 @op(
     "interpolate",
+    dtypes=FLOATING,
     doc="input (N, C, *spatial) resized to size or by scale_factor (nearest, linear, bilinear, bicubic, area).",
     composite=True,
     function=False,
@@ -669,8 +674,6 @@ def interpolate(
         scales = tuple(_nearest_scale(s, o, f, exact) for s, o, f in zip(sizes, out_size, factors))
         return _on_planes(upsample_nearest2d, input, out_size, scales, exact)
     if mode in ("linear", "bilinear"):
-        if not input.dtype.is_floating_point:
-            raise DTypeError(f"{name}: mode {mode!r} expects a floating point input, got {input.dtype}")
         scales = tuple(_linear_scale(s, o, f, align_corners) for s, o, f in zip(sizes, out_size, factors))
         return _on_planes(upsample_bilinear2d, input, out_size, scales, align_corners)
     matrices = [
@@ -689,27 +692,32 @@ def _on_planes(resample, input, out_size, scales, flag):
 
 # ------------------------------------------------------------------------------------------------
 # More of PyTorch's pooling names (issue 15)
+def _adaptive_max_pool1d_functional(
+    input: Tensor, output_size: int | Sequence[int], return_indices: bool = False
+) -> Tensor | tuple[Tensor, Tensor]:
+    pooled = adaptive_max_pool1d(input, output_size)
+    return pooled if return_indices else pooled[0]
+
+
 @op(
     "adaptive_max_pool1d",
-    doc="Max pooling to output_size (L) with PyTorch's adaptive windows.",
+    dtypes=FLOATING,
+    doc="Max pooling to output_size (L) with PyTorch's adaptive windows: (values, indices); "
+    "F.adaptive_max_pool1d gives the values unless return_indices.",
     composite=True,
     function=True,
     method=False,
-    functional=True,
+    functional=_adaptive_max_pool1d_functional,
 )
-def adaptive_max_pool1d(
-    input: Tensor, output_size: int | Sequence[int], return_indices: bool = False
-) -> Tensor | tuple[Tensor, Tensor]:
+def adaptive_max_pool1d(input: Tensor, output_size: int | Sequence[int]) -> tuple[Tensor, Tensor]:
     name = "adaptive_max_pool1d"
     check_tensor(name, "input", input)
     if input.ndim not in (2, 3):
         raise ShapeError(f"{name}: expected a 2-d (C, L) or 3-d (N, C, L) input, got {fmt_shape(input.shape)}")
     size = output_size[0] if isinstance(output_size, (tuple, list)) else output_size
     # the 1-d windows are the 2-d ones of a plane of height 1
-    pooled = adaptive_max_pool2d(input.unsqueeze(-2), (1, size), return_indices)
-    if return_indices:
-        return pooled[0].squeeze(-2), pooled[1].squeeze(-2)
-    return pooled.squeeze(-2)
+    values, indices = adaptive_max_pool2d(input.unsqueeze(-2), (1, size), True)
+    return values.squeeze(-2), indices.squeeze(-2)
 
 
 @op(
@@ -812,6 +820,7 @@ def _max_unpool(name, input, indices, kernel_size, stride, padding, output_size,
 
 @op(
     "max_unpool1d",
+    dtypes=FLOATING,
     doc="max_pool1d undone: input's values put back at indices, zeros elsewhere.",
     composite=True,
     function=False,
@@ -831,6 +840,7 @@ def max_unpool1d(
 
 @op(
     "max_unpool2d",
+    dtypes=FLOATING,
     doc="max_pool2d undone: input's values put back at indices, zeros elsewhere.",
     composite=True,
     function=False,

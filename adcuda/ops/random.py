@@ -15,7 +15,7 @@ from ..autograd.graph import needs_grad
 from ..errors import DTypeError, ShapeError
 from ..random import default_generator
 from ..tensor import primitives
-from .common import check_float, dense, wrap
+from .common import check_float, check_tensor, dense, wrap
 from .factories import new_tensor, shape_arg
 from .mutation import apply_inplace, check_inplace_allowed, commit_inplace, write_untracked
 from .registry import op
@@ -76,7 +76,7 @@ def randn(
 
 @op("randint", doc="Uniform integers from [low, high) (int64 by default).", method=False)
 def randint(
-    low: int,
+    low: int = 0,
     high: int | None = None,
     size: Sequence[int] | None = None,
     generator: Generator | None = None,
@@ -174,6 +174,12 @@ def _dropout_fused_grad(grad, p, mask):
     return wrap(primitives(grad).dropout_backward(dense(grad), mask._data, 1.0 / (1.0 - p)), grad._device)
 
 
+def _all_dropped(input):
+    """Dropout with p=1: zeros of input's dtype (PyTorch's, for integer tensors too), still input's
+    function for autograd."""
+    return input * (0.0 if input.dtype.is_floating_point else 0)
+
+
 @op(
     "dropout_mask_apply",
     doc="input with each element zeroed with probability p, the rest scaled by 1/(1-p); the mask is kept for backward.",
@@ -201,24 +207,27 @@ def dropout_mask_apply(input: Tensor, p: float) -> tuple[Tensor, Tensor]:
     functional=True,
 )
 def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
-    check_float("dropout", "input", input)
+    check_tensor("dropout", "input", input)
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout: dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0 or input.numel() == 0:
-        return input
+        return input  # as PyTorch, of any dtype: nothing is drawn or scaled
     if inplace:
         return apply_inplace(input, lambda x: dropout(x, p, True, False), "dropout_")
     if p == 1.0:
-        return input * 0.0
+        return _all_dropped(input)
+    check_float("dropout", "input", input)
     return dropout_mask_apply(input, p)
 
 
 # ------------------------------------------------------------------------------------------------
 # channel dropout: one draw per (sample, channel), the whole feature map kept or zeroed
-def _channel_layout(name, input, batched_ndim, warn):
+def _channel_layout(name, input, batched_ndim, warn, drops=True):
     """Whether ``input`` counts as unbatched (its channels on dim 0, not 1), by PyTorch's rules: dropout1d
     takes (C, L) or (N, C, L) only; dropout2d and dropout3d take any input with a channel dim, warning
-    (as PyTorch does) outside their 3-4 / 4-5 dims; dropout2d reads a 3-D input as (N, C, L)."""
+    (as PyTorch does) outside their 3-4 / 4-5 dims; dropout2d reads a 3-D input as (N, C, L). Fewer than
+    two dims are refused only where something is dropped (``drops``: training, p > 0, elements), as
+    PyTorch's kernel returns its input before that check."""
     ndim = input.ndim
     expected = (batched_ndim - 1, batched_ndim)
     if name == "dropout1d":
@@ -249,7 +258,7 @@ def _channel_layout(name, input, batched_ndim, warn):
         unbatched = False
     else:
         unbatched = ndim != batched_ndim  # dropout3d: anything but 5-D gets a batch dim of one
-    if ndim - (0 if not unbatched else -1) < 2:
+    if drops and ndim - (0 if not unbatched else -1) < 2:
         raise ShapeError(
             f"{name}: Feature dropout requires at least 2 dimensions in the input, got shape {tuple(input.shape)}"
         )
@@ -257,11 +266,12 @@ def _channel_layout(name, input, batched_ndim, warn):
 
 
 def _channel_dropout(name, input, p, training, inplace, batched_ndim, warn=True):
-    check_float(name, "input", input)
+    check_tensor(name, "input", input)
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"{name}: dropout probability has to be between 0 and 1, but got {p}")
-    unbatched = _channel_layout(name, input, batched_ndim, warn)
-    if not training or p == 0.0 or input.numel() == 0:
+    drops = training and p != 0.0 and input.numel() != 0
+    unbatched = _channel_layout(name, input, batched_ndim, warn, drops)
+    if not drops:
         return input
     if inplace:
         return apply_inplace(
@@ -270,7 +280,8 @@ def _channel_dropout(name, input, p, training, inplace, batched_ndim, warn=True)
     channels = (input.shape[0],) if unbatched else (input.shape[0], input.shape[1])
     mask_shape = channels + (1,) * (input.ndim - len(channels))
     if p == 1.0:
-        return input * 0.0
+        return _all_dropped(input)
+    check_float(name, "input", input)
     mask = bernoulli_mask(mask_shape, 1.0 - p, input.dtype, input.device)
     return input * (mask * (1.0 / (1.0 - p)))
 
@@ -570,7 +581,7 @@ _SELU_ALPHA_PRIME = 1.7580993408473766  # -scale * alpha of SELU: the value a dr
 def _alpha_dropout(name, input, p, training, inplace, per_channel):
     """PyTorch's alpha dropout: dropped units set to SELU's negative saturation, then an affine map
     that keeps the mean and variance of self-normalising activations."""
-    check_float(name, "input", input)
+    check_tensor(name, "input", input)
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"{name}: dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0 or input.numel() == 0:
@@ -578,7 +589,8 @@ def _alpha_dropout(name, input, p, training, inplace, per_channel):
     if inplace:
         return apply_inplace(input, lambda x: _alpha_dropout(name, x, p, True, False, per_channel), name + "_")
     if p == 1.0:
-        return input * 0.0
+        return _all_dropped(input)
+    check_float(name, "input", input)
     if per_channel and input.ndim < 2:
         raise ShapeError(f"{name}: expected an input with a channel dim (N, C, ...), got {tuple(input.shape)}")
     shape = tuple(input.shape[:2]) + (1,) * (input.ndim - 2) if per_channel else tuple(input.shape)

@@ -12,11 +12,12 @@ from collections import namedtuple
 from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
-from ..errors import DTypeError, EmptyReductionError, ShapeError, UnsupportedError, fmt_shape
+from ..errors import DTypeError, EmptyReductionError, ShapeError, UnsupportedDTypeError, UnsupportedError, fmt_shape
 from ..tensor import Tensor, primitives
-from .common import cast, wrap, wrap_dim
+from .common import cast, filled, wrap, wrap_dim
+from .dtype_support import FLOATING, NUMBERS
 from .elementwise import abs as _abs
-from .elementwise import exp, maximum, minimum, sign, where
+from .elementwise import exp, maximum, minimum, ne, sign, where
 from .registry import lowering, op
 
 if TYPE_CHECKING:
@@ -145,7 +146,7 @@ def mean(
     if dtype is not None:
         input = cast(input, dt.as_dtype(dtype, "mean"))
     if not input.dtype.is_floating_point:
-        raise DTypeError(
+        raise UnsupportedDTypeError(
             f"mean: could not infer output dtype. Input dtype must be a floating point dtype, got {input.dtype}"
         )
     return _reduce("mean", input, reduce_axes("mean", input.ndim, dim), keepdim)
@@ -291,12 +292,12 @@ def _argext(name, input, dim, keepdim):
     return wrap(primitives(input).argreduce(name, input._data, axis, keepdim), input._device)
 
 
-@op("argmax", doc="The index of the largest value (over the flattened tensor without dim).")
+@op("argmax", dtypes=NUMBERS, doc="The index of the largest value (over the flattened tensor without dim).")
 def argmax(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
     return _argext("argmax", input, dim, keepdim)
 
 
-@op("argmin", doc="The index of the smallest value (over the flattened tensor without dim).")
+@op("argmin", dtypes=NUMBERS, doc="The index of the smallest value (over the flattened tensor without dim).")
 def argmin(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
     return _argext("argmin", input, dim, keepdim)
 
@@ -329,13 +330,14 @@ def _var_grad_of(x, g, axes, keepdim, correction, whole):
 def _var_forward(name, input, dim, unbiased, keepdim, correction):
     correction = _correction(name, unbiased, correction)
     if not input.dtype.is_floating_point:
-        raise DTypeError(f"{name}: expected a floating point tensor, got {input.dtype}")
+        raise UnsupportedDTypeError(f"{name}: expected a floating point tensor, got {input.dtype}")
     axes = reduce_axes(name, input.ndim, dim)
     return primitives(input).var(input._data, axes, correction, keepdim)
 
 
 @op(
     "var",
+    dtypes=FLOATING,
     doc="The variance over dim, with Bessel's correction unless unbiased=False / correction=0.",
     node="VarBackward0",
     grads={
@@ -376,6 +378,7 @@ def _std_grad(grad, input, result, dim, unbiased, keepdim, correction):
 
 @op(
     "std",
+    dtypes=FLOATING,
     doc="The standard deviation over dim (see var for the correction).",
     node="StdBackward0",
     grads={"input": _std_grad},
@@ -435,8 +438,17 @@ def _logsumexp_grad(grad, input, result, dim, keepdim):
 )
 def logsumexp(input: Tensor, dim: int | Sequence[int], keepdim: bool = False) -> Tensor:
     axes = reduce_axes("logsumexp", input.ndim, dim)
+    if not keepdim and input.ndim and not isinstance(dim, int) and len(dim) == 0:
+        # PyTorch reduces every dim for dim=() and then fails to add back the kept-dims maximum
+        raise ShapeError(
+            f"logsumexp: dim=() with keepdim=False is not supported for input of shape {fmt_shape(input.shape)} "
+            "(PyTorch raises here); pass dim=tuple(range(input.ndim))"
+        )
     if not input.dtype.is_floating_point:
         input = cast(input, dt.default_float)
+    if input.ndim and _count(input.shape, axes) == 0:  # log of an empty sum, as PyTorch: -inf
+        shape = [1 if i in axes else n for i, n in enumerate(input.shape) if keepdim or i not in axes]
+        return filled(shape, -math.inf, input.dtype, input._device)
     return wrap(primitives(input).logsumexp(input._data, axes, keepdim), input._device)
 
 
@@ -490,7 +502,7 @@ def norm(
     dtype: DType | None = None,
 ) -> Tensor:
     if not input.dtype.is_floating_point:
-        raise DTypeError(f"norm: expected a floating point tensor, got {input.dtype}")
+        raise UnsupportedDTypeError(f"norm: expected a floating point tensor, got {input.dtype}")
     if dtype is not None:
         dtype = dt.as_dtype(dtype, "norm")
         if not dtype.is_floating_point or dt.promote(input.dtype, dtype) is not dtype:
@@ -541,8 +553,16 @@ def _running(name, input, dim, dtype):
     return wrap(primitive(input._data, wrap_dim(dim, input.ndim, name)), input._device)
 
 
+def _reduces_nothing(dim):
+    """all's and any's ``dim=()``: PyTorch reduces no dim there (``x.all(())`` is ``x != 0``), where
+    sum and the other reductions reduce every dim."""
+    return dim is not None and not isinstance(dim, int) and len(dim) == 0
+
+
 @op("all", doc="Whether every element over dim is nonzero.")
 def all(input: Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:  # noqa: A001
+    if _reduces_nothing(dim):
+        return ne(input, 0)
     return _reduce("all", input, reduce_axes("all", input.ndim, dim), keepdim)
 
 
@@ -555,6 +575,8 @@ lowering(
 
 @op("any", doc="Whether any element over dim is nonzero.")
 def any(input: Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:  # noqa: A001
+    if _reduces_nothing(dim):
+        return ne(input, 0)
     return _reduce("any", input, reduce_axes("any", input.ndim, dim), keepdim)
 
 
@@ -629,7 +651,7 @@ def nanmean(
     input: Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False, *, dtype: DType | None = None
 ) -> Tensor:
     if not input.dtype.is_floating_point:
-        raise DTypeError(f"nanmean: expected a floating point tensor, got {input.dtype}")
+        raise UnsupportedDTypeError(f"nanmean: expected a floating point tensor, got {input.dtype}")
     present = input == input
     return nansum(input, dim, keepdim, dtype=dtype) / sum(present, dim, keepdim, dtype=dtype or input.dtype)
 
@@ -643,7 +665,10 @@ def aminmax(input: Tensor, *, dim: int | None = None, keepdim: bool = False) -> 
 
 
 @op(
-    "cov", doc="The covariance matrix of the variables (rows) of input over its observations (columns).", composite=True
+    "cov",
+    dtypes=NUMBERS,
+    doc="The covariance matrix of the variables (rows) of input over its observations (columns).",
+    composite=True,
 )
 def cov(
     input: Tensor, *, correction: int = 1, fweights: Tensor | None = None, aweights: Tensor | None = None
@@ -680,7 +705,7 @@ def cov(
     return out.reshape(()) if input.ndim < 2 else out
 
 
-@op("corrcoef", doc="The Pearson correlation matrix of the variables (rows) of input.", composite=True)
+@op("corrcoef", dtypes=NUMBERS, doc="The Pearson correlation matrix of the variables (rows) of input.", composite=True)
 def corrcoef(input: Tensor) -> Tensor:
     c = cov(input)
     if c.ndim == 0:
@@ -713,7 +738,7 @@ def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -
             raise ShapeError(
                 f"bincount: weights {fmt_shape(weights.shape)} must have input {fmt_shape(input.shape)}'s shape"
             )
-        dtype = weights.dtype if weights.dtype.is_floating_point else dt.float64
+        dtype = dt.float32 if weights.dtype is dt.float32 else dt.float64  # PyTorch's: float32 or double
         values = cast(weights, dtype)
     counts = Tensor._make(primitives(input).full((size,), 0, dtype), input._device)
     return counts.scatter_add(0, input.to(dtype=dt.int64), cast(values, dtype))
@@ -721,12 +746,11 @@ def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -
 
 @op(
     "histc",
+    dtypes=FLOATING,
     doc="The histogram of input in bins equal-width bins over [min, max] (input's range if equal).",
     composite=True,
 )
 def histc(input: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Tensor:  # noqa: A002
-    if not input.dtype.is_floating_point:
-        raise DTypeError(f"histc: expected a floating point input, got {input.dtype}")
     if bins <= 0:
         raise ValueError(f"histc: bins must be > 0, got {bins}")
     low, high = float(min), float(max)

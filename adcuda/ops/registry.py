@@ -29,6 +29,9 @@ The declaration says everything the rest of adcuda needs:
   plain first-order backward, the ``grads`` formulas (its backward rule) whenever a graph of the
   backward is being built. tests/test_fused_backward.py checks for every op
   that has one that both agree.
+- **dtypes**: ``dtypes`` (a rule of ``dtype_support``: ``FLOATING``, ``NUMBERS``, ...) says which
+  dtypes the op's first tensor argument may have, as PyTorch defines the op; the dispatch point
+  refuses the others before the forward runs (``abs`` of a bool tensor, ``gelu`` of an integer one).
 - **policy**: ``autocast`` (``"lower"``, ``"float32"``, ``"promote"``, ``"float32_result"`` or None) is applied at the
   dispatch point; type promotion is the forward's (``result_type``).
 - **forms**: ``function`` (``adcuda.<name>``), ``method`` (``Tensor.<name>``), ``inplace``
@@ -46,7 +49,7 @@ from collections.abc import Callable
 from inspect import Parameter
 from typing import Any, TypeVar
 
-from . import dispatch
+from . import dispatch, dtype_support
 
 VAR_POSITIONAL, KEYWORD_ONLY = Parameter.VAR_POSITIONAL, Parameter.KEYWORD_ONLY
 POSITIONAL_ONLY, POSITIONAL_OR_KEYWORD = Parameter.POSITIONAL_ONLY, Parameter.POSITIONAL_OR_KEYWORD
@@ -95,18 +98,22 @@ class OpDef:
         functional,
         as_property,
         differentiable,
+        dtypes=None,
     ):
         if not doc or "\n" in doc.strip():
             raise ValueError(f"op {name!r}: doc must be one line")
         if composite and (grads or fused):
             raise ValueError(f"op {name!r}: a composite op is differentiated through its ops; it has no grads")
         self.name = name
+        if dtypes is not None and dtypes.same:
+            forward = dtype_support.checking_same(name, dtypes, forward)
         self.forward = forward
         self.doc = doc.strip()
         self.family = forward.__module__.rpartition(".")[2]
         self.signature = inspect.signature(forward)
         self.composite = composite
         self.autocast = autocast
+        self.dtypes = dtypes
         self.view = view
         self.extra_outputs = tuple(extra_outputs)
         self.node = node
@@ -260,6 +267,7 @@ def op(
     functional=False,
     as_property=False,
     differentiable=None,
+    dtypes=None,
 ) -> Callable[[Forward], Forward]:
     """Declare an op (see the module docstring); returns its dispatching entry point, which
     carries the declaration as ``.op``."""
@@ -288,6 +296,7 @@ def op(
             functional=functional,
             as_property=as_property,
             differentiable=differentiable,
+            dtypes=dtypes,
         )
         _REGISTRY[name] = definition
         return definition.entry

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
 from ..autograd.graph import sum_to_shape
-from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
+from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, UnsupportedDTypeError, fmt_shape
 from ..tensor import Size, Tensor, primitives
-from .common import broadcast_shapes, cast, check_same_device, result_type, wrap, wrap_dim
+from .common import broadcast_shapes, cast, check_same_device, laid_out, preserved_order, result_type, wrap, wrap_dim
 from .dispatch import NotAView
 from .factories import arange, full
 from .registry import lowering, op
@@ -168,8 +168,9 @@ _IDENTITY_ORDERS = tuple(list(range(n)) for n in range(17))
 
 def _permutation(input, dims):
     ndim = input._data.ndim
-    # the common case first: a tuple of plain ints that is already a permutation
-    if len(dims) == ndim and ndim < len(_IDENTITY_ORDERS) and sorted(dims) == _IDENTITY_ORDERS[ndim]:
+    # the common case first: a tuple of plain ints that is already a permutation (no dims at all is
+    # an error even for a 0-d tensor, as in PyTorch)
+    if dims and len(dims) == ndim and ndim < len(_IDENTITY_ORDERS) and sorted(dims) == _IDENTITY_ORDERS[ndim]:
         if all(d.__class__ is int for d in dims):
             return dims if dims.__class__ is tuple else tuple(dims)
     if not dims:
@@ -403,6 +404,11 @@ def contiguous(input: Tensor) -> Tensor:
 @op("clone", doc="A copy with its own memory.", node="CloneBackward0", grads={"input": lambda grad: grad})
 def clone(input: Tensor) -> Tensor:
     bk = primitives(input)
+    order = preserved_order(input)  # PyTorch's preserve_format: a transposed tensor's clone is transposed
+    if order is not None:
+        return wrap(
+            laid_out(bk, order, input.shape, lambda _: bk.contiguous(bk.permute(input._data, order))), input._device
+        )
     data = bk.contiguous(input._data)
     if data is input._data:
         data = bk.astype(data, input.dtype)
@@ -682,6 +688,8 @@ def pad(
         raise ValueError(f"pad: mode must be one of {', '.join(_PAD_MODES)}, got {mode!r}")
     if mode != "constant" and value not in (None, 0):
         raise ValueError(f"pad: padding mode {mode!r} doesn't take in value argument")
+    if mode in ("reflect", "replicate") and isinstance(input, Tensor) and input.dtype is dt.bool_:
+        raise UnsupportedDTypeError(f"pad: mode {mode!r} is not implemented for bool tensors (PyTorch's kernels)")
     fill = 0 if value is None else value
     ndim, pairs = input.ndim, len(pad) // 2
     if pairs == 0:

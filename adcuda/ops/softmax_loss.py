@@ -12,11 +12,12 @@ import math
 from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
-from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
+from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, UnsupportedDTypeError, fmt_shape
 from ..tensor import primitives
 from .autocast import is_enabled as autocast_enabled
 from .common import broadcast_shapes, cast, check_float, check_same_device, check_tensor, dense, wrap, wrap_dim
 from .dispatch import host_step
+from .dtype_support import FLOATING
 from .elementwise import _float_unary, binary, clamp, exp, log, log1p, minimum, select, sigmoid, unary, where
 from .elementwise import abs as _abs
 from .factories import arange
@@ -38,7 +39,7 @@ def _softmax_forward(name, input, dim, log, dtype):
     if dtype is not None:
         input = cast(input, dt.as_dtype(dtype, name))
     if not input.dtype.is_floating_point:
-        raise DTypeError(f"{name}: expected a floating point tensor, got {input.dtype}")
+        raise UnsupportedDTypeError(f"{name}: expected a floating point tensor, got {input.dtype}")
     bk = primitives(input)
     if input.ndim == 0:  # a 0-d tensor is one row of one element
         wrap_dim(dim, 0, name)
@@ -174,6 +175,7 @@ def _difference_loss(op, input, target, size_average, reduce, reduction, weight,
 
 @op(
     "mse_loss",
+    dtypes=FLOATING.of("input", "target"),
     doc="The mean (or sum, or none) of squared differences, optionally weighted.",
     composite=True,
     autocast="float32",
@@ -221,6 +223,7 @@ def _softplus_grad(grad, scaled, threshold):
 
 @op(
     "softplus",
+    dtypes=FLOATING,
     doc="log(1 + exp(beta * input)) / beta, linear where beta * input > threshold.",
     node="SoftplusBackward0",
     autocast="float32",
@@ -245,6 +248,7 @@ def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tenso
 
 @op(
     "logsigmoid",
+    dtypes=FLOATING,
     doc="log(sigmoid(input)), exact for very negative input.",
     composite=True,
     function=False,
@@ -809,6 +813,7 @@ def _mish_grad(grad, input):
 
 @op(
     "mish",
+    dtypes=FLOATING,
     doc="input * tanh(softplus(input)).",
     node="MishBackward0",
     method=False,
@@ -821,7 +826,14 @@ def mish(input: Tensor) -> Tensor:
     return _float_unary("mish", input)
 
 
-@op("glu", doc="a * sigmoid(b) for the halves a, b of input along dim.", composite=True, method=False, functional=True)
+@op(
+    "glu",
+    dtypes=FLOATING,
+    doc="a * sigmoid(b) for the halves a, b of input along dim.",
+    composite=True,
+    method=False,
+    functional=True,
+)
 def glu(input: Tensor, dim: int = -1) -> Tensor:
     check_tensor("glu", "input", input)
     if input.ndim == 0:

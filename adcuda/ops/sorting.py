@@ -26,6 +26,7 @@ from ..errors import (
 )
 from ..tensor import primitives
 from .common import wrap, wrap_dim
+from .dtype_support import FLOAT32_64, NUMBERS
 from .elementwise import logaddexp, where
 from .factories import arange
 from .indexing import gather
@@ -78,7 +79,12 @@ def argsort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool
     return _order("argsort", input, dim, descending)[1]
 
 
-@op("topk", doc="The k largest (or smallest) values along dim and their indices, in order.", composite=True)
+@op(
+    "topk",
+    dtypes=NUMBERS,
+    doc="The k largest (or smallest) values along dim and their indices, in order.",
+    composite=True,
+)
 def topk(
     input: Tensor,
     k: int,
@@ -110,7 +116,7 @@ def msort(input: Tensor) -> Tensor:
     return sort(input, 0).values
 
 
-@op("median", doc="The lower median (of all elements, or along dim with its index).", composite=True)
+@op("median", dtypes=NUMBERS, doc="The lower median (of all elements, or along dim with its index).", composite=True)
 def median(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor | tuple[Tensor, Tensor]:
     """The lower median (PyTorch's choice for an even count); with ``dim``, also its index."""
     if dim is None:
@@ -304,7 +310,7 @@ kthvalue_result = namedtuple("kthvalue", ["values", "indices"])
 _INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
 
 
-@op("kthvalue", doc="The k-th smallest value along dim (k from 1) and its index.", composite=True)
+@op("kthvalue", dtypes=NUMBERS, doc="The k-th smallest value along dim (k from 1) and its index.", composite=True)
 def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False) -> tuple[Tensor, Tensor]:
     if not isinstance(k, int) or isinstance(k, bool):
         raise DTypeError(f"kthvalue: k must be an int, got {type(k).__name__}")
@@ -326,13 +332,16 @@ def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False) -> tup
     return kthvalue_result(values, indices)
 
 
-@op("quantile", doc="The q-th quantiles of input along dim (of all elements when dim is None).", composite=True)
+@op(
+    "quantile",
+    dtypes=FLOAT32_64.with_message("{op}: expected a floating point input of dtype float32 or float64, got {dtype}"),
+    doc="The q-th quantiles of input along dim (of all elements when dim is None).",
+    composite=True,
+)
 def quantile(
     input: Tensor, q: float | Tensor, dim: int | None = None, keepdim: bool = False, *, interpolation: str = "linear"
 ) -> Tensor:
     name = "quantile"
-    if not input.dtype.is_floating_point:
-        raise DTypeError(f"{name}: expected a floating point input, got {input.dtype}")
     if interpolation not in _INTERPOLATIONS:
         raise ValueError(f"{name}: interpolation must be one of {_INTERPOLATIONS}, got {interpolation!r}")
     scalar_q = not hasattr(q, "shape")
@@ -374,6 +383,7 @@ def quantile(
 
 @op(
     "searchsorted",
+    dtypes=NUMBERS.of("sorted_sequence", "input").unless_empty(),
     doc="Where each value would be inserted into the sorted last dim of sorted_sequence.",
     composite=True,
     method=False,
@@ -412,7 +422,12 @@ def searchsorted(
     return out.reshape(()) if scalar else out
 
 
-@op("bucketize", doc="The index of the bucket of 1-d boundaries each element of input falls in.", composite=True)
+@op(
+    "bucketize",
+    dtypes=NUMBERS.of("input", "boundaries").unless_empty(),
+    doc="The index of the bucket of 1-d boundaries each element of input falls in.",
+    composite=True,
+)
 def bucketize(input: Tensor | float, boundaries: Tensor, *, out_int32: bool = False, right: bool = False) -> Tensor:
     if boundaries.ndim != 1:
         raise ShapeError(f"bucketize: boundaries must be 1-d, got shape {fmt_shape(boundaries.shape)}")

@@ -20,6 +20,7 @@ from .. import dtypes as dt
 from ..errors import DTypeError, UnsupportedError
 from ..tensor import Tensor
 from .common import as_tensor_operand, cast, float_result_type
+from .dtype_support import NUMBERS
 from .elementwise import _float_unary, _tensor_pair, binary, exp, log1p, mul, select, unary, where
 from .factories import arange
 from .reduction import amin
@@ -113,14 +114,15 @@ def polygamma(n: int, input: Tensor) -> Tensor:
 
 @op(
     "mvlgamma",
+    dtypes=NUMBERS,
     doc="The multivariate log-gamma function of dimension p, summed over its p lgamma terms.",
     composite=True,
 )
 def mvlgamma(input: Tensor, p: int) -> Tensor:
     if p.__class__ is not int or p < 1:
         raise ValueError(f"mvlgamma: p must be a positive integer, got {p!r}")
-    if not input.dtype.is_floating_point:
-        raise DTypeError(f"mvlgamma: expected a floating point tensor, got {input.dtype}")
+    if not input.dtype.is_floating_point:  # integers in the default float dtype, as PyTorch computes them
+        input = input.to(dtype=dt.get_default_dtype())
     if bool((input <= (p - 1) / 2).any()):
         raise ValueError("All elements must be greater than (p-1)/2")
     total = lgamma(input)

@@ -148,7 +148,12 @@ add(
 )
 add(
     "threshold",
-    [S(T(2, 3, dtype="float64"), 0.1, 20.0), S(T(values=[0.1, 0.0, 1.0]), 0.1, -1.0), S(T(3, dtype="int64"), 1, 5)],
+    [
+        S(T(2, 3, dtype="float64"), 0.1, 20.0),
+        S(T(values=[0.1, 0.0, 1.0]), 0.1, -1.0),
+        S(T(3, dtype="int64"), 1, 5),
+        S(T(values=np.array([-1, 2, -2])), -1.5, 7.9, name="int64-float-bounds"),  # truncated to -1 and 7
+    ],
     category="unary",
 )
 add(
@@ -251,6 +256,10 @@ add(
         S(T(0, 3), T(values=[1.0])),
         S(T(values=[1.0, 2.0]), T(0)),
     ],
+    errors=[
+        E(mask(True, False), T(2), family="RuntimeError/ValueError"),
+        E(T(3), mask(True), family="RuntimeError/ValueError"),
+    ],
     grad=False,
 )
 add(
@@ -339,6 +348,7 @@ add(
         S(T(3, dtype="float64"), T(3, dtype="float64")),
         S(T(values=[0.0, 1.0, -1.0], dtype="float64"), 0.0),
         S(T(4, dtype="int64"), 1),
+        S(mask(True, False, True), mask(False, False, True), name="bool-tensor-bound"),
     ],
 )
 add(
@@ -1029,7 +1039,13 @@ add(
         S(T(3, dtype="int64"), mask(True, False, True), 7, name="int64"),
         S(T(3, dtype="int64"), mask(True, False, True), 7.5, name="int64-float-value"),
     ],
-    errors=[E(T(3, 4), T(3, 4), 1.0, family=R), E(T(3, 4), T(5, dtype="bool"), 1.0, family=R)],
+    errors=[
+        E(T(3, 4), T(3, 4), 1.0, family=R),
+        E(T(3, 4), T(5, dtype="bool"), 1.0, family=R),
+        E(T(3, dtype="int32"), mask(True, False, True), 3e9, family=R, name="int32-overflow"),
+        E(T(3, dtype="int64"), mask(True, False, True), float("nan"), family=R, name="int64-nan"),
+        E(T(3, dtype="float16"), mask(True, False, True), 1e6, family=R, name="float16-overflow"),
+    ],
 )
 for _name in ("tril", "triu"):
     add(
@@ -1080,7 +1096,10 @@ add("argwhere", [S(T(values=[[0.0, 1.0], [2.0, 0.0]])), S(T(values=np.array(1.0)
 add(
     "index_add",
     [S(T(3, 4, dtype="float64"), 0, idx(0, 2, 0), T(3, 4, dtype="float64")), S(T(3, 4), 1, idx(1), T(3, 1), alpha=2.0)],
-    errors=[E(T(3, 4), 0, idx(3), T(1, 4), family=R)],
+    errors=[
+        E(T(3, 4), 0, idx(3), T(1, 4), family=R),
+        E(T(3, 4), 0, idx(0), T(1, 4, dtype="int64"), family=R, name="source-of-another-dtype"),  # no promotion
+    ],
 )
 add(
     "index_copy",
@@ -1172,7 +1191,13 @@ add(
 )
 add(
     "unfold",
-    [S(T(1, 2, 4, 5, dtype="float64"), 2), S(T(1, 2, 4, 5), (2, 3), stride=2), S(T(2, 4, 5), 2, padding=1, dilation=2)],
+    [
+        S(T(1, 2, 4, 5, dtype="float64"), 2),
+        S(T(1, 2, 4, 5), (2, 3), stride=2),
+        S(T(2, 4, 5), 2, padding=1, dilation=2),
+        S(T(1, 1, 3, 3, dtype="bool"), 2, name="bool"),
+    ],
+    errors=[E(T(1, 1, 3, 3, dtype="int64"), 2, family=R)],
     forms=("functional",),
 )
 add("fold", [S(T(1, 8, 6, dtype="float64"), (3, 4), 2), S(T(1, 8, 12), (4, 5), 2, padding=(1, 0), stride=(1, 1))])
@@ -1278,8 +1303,13 @@ add(
         S(T(3, 4, dtype="float64"), T(4, 5, dtype="float64")),
         S(T(0, 4), T(4, 5)),
         S(T(3, 4, view="t"), T(3, 2, view="slice")),
+        S(T(0, 4, dtype="bool"), T(4, 5, dtype="bool"), name="empty-bool"),  # no kernel runs: no dtype check
     ],
-    errors=[E(T(3, 4), T(5, 2), family=R), E(T(3), T(3, 4), family=R)],
+    errors=[
+        E(T(3, 4), T(5, 2), family=R),
+        E(T(3), T(3, 4), family=R),
+        E(T(3, 4, dtype="bool"), T(4, 2, dtype="bool"), family=R),
+    ],
 )
 add(
     "bmm",
@@ -1826,6 +1856,7 @@ add(
         S(idx(0, 3), T(4, 3, dtype="float64"), padding_idx=0),
         S(T(0, dtype=I64), T(4, 3)),
         S(T(values=np.array(2), dtype=I64), T(4, 3)),
+        S(idx(0, 3), T(4, 3, dtype="int64"), name="int64-rows"),
     ],
     errors=[E(idx(4), T(4, 3), family="IndexError"), E(T(values=[1.0]), T(4, 3), family=R)],
 )
@@ -1887,6 +1918,7 @@ add(
         S(T(3, 4, dtype="float64"), 0.5, False),
         S(T(3, 4), p=0.5, training=False),
         S(T(3, 4), 1.0),
+        S(T(3, 4, dtype="int64"), 0.5, False, name="int64-eval"),  # returned as it is, of any dtype
     ],
     errors=[E(T(3), 1.5, family=R)],
 )
@@ -2087,6 +2119,7 @@ add(
         S(T(0, 3), 1.0),
         S(T(3, 4, view="t"), 1.0),
     ],
+    errors=[E(T(3, dtype="int64"), float("inf"), family=R, name="int64-inf")],
     grad=False,
 )
 add("zero_", [S(T(3, 4)), S(T(3, 4, view="slice")), S(T(0, 3))], grad=False)

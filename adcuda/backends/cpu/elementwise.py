@@ -100,10 +100,16 @@ def _sign(x):
 
 @_in_place_safe
 def _gelu(x):
-    # 0.5 x (1 + erf(x / sqrt 2)), rounded as written, in one buffer
+    # x (1 + erf(x / sqrt 2)) / 2 in PyTorch's CPU order, in one buffer: its float32 kernel takes x
+    # times (1 + erf) first, overflowing to inf above half of float32's largest value; its float64
+    # one halves x first, and does not
     y = _erf(x * _INV_SQRT_2)
     y += 1.0
-    y *= 0.5 * x
+    if x.dtype == np.float64:
+        y *= 0.5 * x
+    else:
+        y *= x
+        y *= 0.5
     return y
 
 

@@ -18,6 +18,8 @@ def _require_floating(op, name, a):
 
 def softmax(a: BackendArray, axis: int, log: bool) -> BackendArray:
     _require_floating("softmax", "the input", a)
+    if a.ndim == 0:  # ufuncs give NumPy scalars for 0-d arrays, which the out= writes below cannot take
+        return softmax(a.reshape(1), 0, log).reshape(())
     x = _compute(a)
     # PyTorch's shift by the max, NaN-propagating and infinite too: a row holding +inf (or NaN, or only
     # -inf) is NaN throughout, as PyTorch's is

@@ -25,9 +25,9 @@ __all__ = [
     "expand",
     "slice",
     "flip",
+    "as_strided",
     "shares_memory",
     "storage_offset",
-    "as_strided",
 ]
 
 

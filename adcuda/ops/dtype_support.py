@@ -1,0 +1,140 @@
+"""Which dtypes an op is defined for: PyTorch's rule, declared with the op and checked once.
+
+An op declares what its first tensor argument may be with ``@op(..., dtypes=FLOATING)``, or, for an
+op whose operands are promoted together first, what their promoted dtype may be
+(``dtypes=FLOATING.of("input", "target")``: mse_loss of an int and a float tensor is computed in
+float, of two int tensors refused); the dispatch point (every form: function, method, operator,
+in-place) checks it before the forward runs and raises UnsupportedDTypeError naming the op and the
+dtype, as PyTorch refuses ``abs`` of a bool tensor ("'abs_cpu' not implemented for 'Bool'") or
+``gelu`` of an integer one. An op without the declaration takes every dtype its forward takes.
+"""
+
+import functools
+import inspect
+
+from .. import dtypes as dt
+from ..errors import UnsupportedDTypeError
+from ..tensor import Tensor
+from .common import result_type
+
+
+class Takes:
+    """The dtypes an op's first tensor argument may have (``accepts(dtype)``), described for the error
+    message, or a message of the op's own (PyTorch's wording, with the op and dtype filled in)."""
+
+    __slots__ = ("description", "rejected", "message", "operands", "each", "empty_ok", "same")
+
+    def __init__(self, description, accepts, message=None, operands=(), each=False, empty_ok=False, same=()):
+        self.description = description
+        self.rejected = frozenset(d for d in dt.ALL if not accepts(d))
+        self.message = message
+        self.operands = operands
+        self.each = each
+        self.empty_ok = empty_ok
+        self.same = same
+
+    def _copy(self, **changes):
+        fields = {k: getattr(self, k) for k in ("message", "operands", "each", "empty_ok", "same")}
+        fields.update(changes)
+        return Takes(self.description, lambda d: d not in self.rejected, **fields)
+
+    def with_message(self, message):
+        """The same rule with its own message: ``{op}`` and ``{dtype}`` are filled in."""
+        return self._copy(message=message)
+
+    def of(self, *operands):
+        """The same rule for the promoted dtype of the tensors among the parameters ``operands``."""
+        return self._copy(operands=operands)
+
+    def of_each(self, *operands):
+        """The same rule for the dtype of each tensor among the parameters ``operands`` (isin refuses a
+        bool tensor on either side)."""
+        return self._copy(operands=operands, each=True)
+
+    def one_dtype(self, *operands):
+        """The same rule, and the tensors among the parameters ``operands`` of one dtype: PyTorch's
+        matrix products and scatters promote nothing (``index_add`` of int64 source into float32)."""
+        return self._copy(same=operands)
+
+    def unless_empty(self):
+        """The same rule, not applied to an empty first tensor (to operands all empty): PyTorch's
+        matrix products and searches check the dtype in the kernel, which an empty call never runs
+        (``mm`` of empty bool matrices)."""
+        return self._copy(empty_ok=True)
+
+    def error(self, op_name, dtype):
+        if self.message is not None:
+            return UnsupportedDTypeError(self.message.format(op=op_name, dtype=dtype))
+        return UnsupportedDTypeError(f"{op_name}: not implemented for {dtype} tensors (it takes {self.description})")
+
+
+FLOATING = Takes("floating point tensors", lambda d: d.is_floating_point)
+NUMBERS = Takes("numeric tensors, not bool", lambda d: d is not dt.bool_)
+ANY = Takes("tensors of any dtype", lambda d: True)  # for a rule of operands of one dtype alone
+INTEGRAL = Takes("integer and bool tensors", lambda d: not d.is_floating_point)
+FLOATING_OR_BOOL = Takes("floating point and bool tensors", lambda d: d.is_floating_point or d is dt.bool_)
+FLOAT32_64 = Takes("float32 and float64 tensors", lambda d: d in (dt.float32, dt.float64))
+
+
+def reject(op_name, rule, value):
+    """Raise the error of ``rule`` for ``value``, a tensor of a dtype it rejects (unless the rule lets an
+    empty one through)."""
+    if rule.empty_ok and value.numel() == 0:
+        return
+    raise rule.error(op_name, value.dtype)
+
+
+def check_operands(op_name, rule, operands):
+    """Raise the error of ``rule`` where the promoted dtype of ``operands`` (tensors and Python numbers)
+    or, for an ``of_each`` rule, any tensor's dtype is one it rejects (other values are left to the
+    op's own checks)."""
+    tensors = [x for x in operands if isinstance(x, Tensor)]
+    if not tensors or rule.empty_ok and all(x.numel() == 0 for x in tensors):
+        return
+    if rule.each:
+        for x in tensors:
+            if x.dtype in rule.rejected:
+                raise rule.error(op_name, x.dtype)
+        return
+    # PyTorch's promotion, Python scalars included: searchsorted of a bool tensor by 1 is an int64 search
+    promoted = result_type(*(x for x in operands if isinstance(x, (Tensor, bool, int, float))))
+    if promoted in rule.rejected:
+        raise rule.error(op_name, promoted)
+
+
+def check_same(op_name, rule, operands):
+    """Raise where the tensors among ``operands`` (the values of the parameters ``rule.same``) are not
+    all of one dtype."""
+    first = None
+    for name, x in zip(rule.same, operands):
+        if isinstance(x, Tensor):
+            if first is None:
+                first = (name, x.dtype)
+            elif x.dtype is not first[1]:
+                raise UnsupportedDTypeError(
+                    f"{op_name}: expected {first[0]} and {name} to have the same dtype, got {first[1]} and {x.dtype}"
+                )
+
+
+def checking_same(op_name, rule, forward):
+    """``forward`` checking first that the tensors among its parameters ``rule.same`` share one dtype:
+    part of the forward, so that it sees the arguments after autocast has cast them (an autocast
+    region runs addmm of float32 and float16 operands in float16)."""
+    names = tuple(inspect.signature(forward).parameters)
+    for name in rule.same:
+        if name not in names:
+            raise ValueError(f"op {op_name!r}: dtypes= names {name!r}, which is not a forward parameter")
+    positions = tuple(names.index(name) for name in rule.same)
+
+    @functools.wraps(forward)
+    def forward_checking_same(*args, **kwargs):
+        check_same(op_name, rule, [args[i] if i < len(args) else kwargs.get(n) for i, n in zip(positions, rule.same)])
+        return forward(*args, **kwargs)
+
+    return forward_checking_same
+
+
+def check(op_name, rule, value):
+    """The rule applied by hand, where a form does not pass the dispatch point (F.unfold's im2col)."""
+    if isinstance(value, Tensor) and value.dtype in rule.rejected:
+        reject(op_name, rule, value)
