@@ -11,7 +11,10 @@ than wall time; ``--rounds N`` runs every contender N times, taking turns, and k
 ``--before PYTHON`` adds the adcuda that another interpreter imports (the virtual environment of
 another checkout) as a third contender: before/after ratios from one run, the same minute.
 
-    python benchmarks/bench_dispatch.py [--quick] [--rounds N] [--before PYTHON] [--json out.json]
+``--ops NAME,...`` times only those rows of the second table (re-measuring a few ops takes seconds,
+not the minutes of every op).
+
+    python benchmarks/bench_dispatch.py [--quick] [--rounds N] [--before PYTHON] [--ops NAME,...] [--json out.json]
 """
 
 import argparse
@@ -74,6 +77,7 @@ def contender_main():
     parser.add_argument("--contender", required=True)
     parser.add_argument("--emit-json", action="store_true")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--ops")
     args, _ = parser.parse_known_args()
     repeat, min_time = (3, 0.01) if args.quick else (5, 0.02)
 
@@ -92,7 +96,10 @@ def contender_main():
     lib = __import__(args.contender)
     import dispatch_ops
 
-    print(json.dumps({"basic": basic, "ops": timed(dispatch_ops.calls(lib))}))
+    calls = dispatch_ops.calls(lib)
+    if args.ops:
+        calls = {name: calls[name] for name in args.ops.split(",") if name in calls}
+    print(json.dumps({"basic": basic, "ops": timed(calls)}))
 
 
 def summarize_ops(rows):
@@ -119,14 +126,22 @@ def main():
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--rounds", type=int, default=1, help="runs per contender, taking turns; the best counts")
     parser.add_argument("--before", metavar="PYTHON", help="also time the adcuda this interpreter imports")
+    parser.add_argument("--ops", metavar="NAME,...", help="time only these rows of the table of every op")
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
+    if args.ops:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import dispatch_ops
+
+        unknown = sorted(set(args.ops.split(",")) - set(dispatch_ops.specs()))
+        if unknown:
+            parser.error(f"--ops: no such rows: {', '.join(unknown)}")
     interpreters = {BEFORE: (args.before, "adcuda")} if args.before else None
     load = os.getloadavg()
     results = run_contenders(
         os.path.abspath(__file__),
         ["adcuda", "torch"],
-        ["--quick"] if args.quick else [],
+        (["--quick"] if args.quick else []) + (["--ops", args.ops] if args.ops else []),
         rounds=args.rounds,
         interpreters=interpreters,
     )

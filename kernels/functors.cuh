@@ -52,6 +52,11 @@ template <typename C> ADCUDA_HD C acosh_(C x) { if constexpr (std::is_same_v<C, 
 template <typename C> ADCUDA_HD C atanh_(C x) { if constexpr (std::is_same_v<C, float>) return ::atanhf(x); else return ::atanh(x); }
 template <typename C> ADCUDA_HD C erfc_(C x) { if constexpr (std::is_same_v<C, float>) return ::erfcf(x); else return ::erfc(x); }
 template <typename C> ADCUDA_HD C atan2_(C y, C x) { if constexpr (std::is_same_v<C, float>) return ::atan2f(y, x); else return ::atan2(y, x); }
+// issue 31's one-primitive hyperbolic functions and activations
+template <typename C> ADCUDA_HD C expm1_(C x) { if constexpr (std::is_same_v<C, float>) return ::expm1f(x); else return ::expm1(x); }
+template <typename C> ADCUDA_HD C sinh_(C x) { if constexpr (std::is_same_v<C, float>) return ::sinhf(x); else return ::sinh(x); }
+template <typename C> ADCUDA_HD C cosh_(C x) { if constexpr (std::is_same_v<C, float>) return ::coshf(x); else return ::cosh(x); }
+template <typename C> ADCUDA_HD C tan_(C x) { if constexpr (std::is_same_v<C, float>) return ::tanf(x); else return ::tan(x); }
 
 template <typename C>
 ADCUDA_HD bool is_nan(C x) {
@@ -147,6 +152,31 @@ struct Asinh { template <typename C> ADCUDA_HD C operator()(C x) const { return 
 struct Acosh { template <typename C> ADCUDA_HD C operator()(C x) const { return acosh_(x); } };
 struct Atanh { template <typename C> ADCUDA_HD C operator()(C x) const { return atanh_(x); } };
 struct Erfc { template <typename C> ADCUDA_HD C operator()(C x) const { return erfc_(x); } };
+// The activations and hyperbolic functions of issue 31 (the CPU formulas: backends/cpu/elementwise.py's
+// _selu, _softplus, ...): no exp of a positive number where it could overflow; a NaN stays NaN.
+struct Sinh { template <typename C> ADCUDA_HD C operator()(C x) const { return sinh_(x); } };
+struct Cosh { template <typename C> ADCUDA_HD C operator()(C x) const { return cosh_(x); } };
+struct Tan { template <typename C> ADCUDA_HD C operator()(C x) const { return tan_(x); } };
+struct Selu {
+  template <typename C> ADCUDA_HD C operator()(C x) const {
+    const C alpha = C(1.6732632423543772848170429916717), scale = C(1.0507009873554804934193349852946);
+    return (x <= C(0) ? expm1_(x) * alpha : x) * scale;
+  }
+};
+template <typename C> ADCUDA_HD C softplus_smooth(C x) {  // log1p(exp(-|x|)) + max(x, 0)
+  return log1p_(exp_(x < C(0) ? x : -x)) + (x > C(0) ? x : C(0));
+}
+struct Softplus {
+  template <typename C> ADCUDA_HD C operator()(C x) const { return x > C(20) ? x : softplus_smooth(x); }
+};
+struct Mish { template <typename C> ADCUDA_HD C operator()(C x) const { return x * tanh_(softplus_smooth(x)); } };
+template <typename C> ADCUDA_HD C relu6_(C x) { return x < C(0) ? C(0) : (x > C(6) ? C(6) : x); }  // NaN stays
+struct Hardsigmoid { template <typename C> ADCUDA_HD C operator()(C x) const { return relu6_(x + C(3)) / C(6); } };
+struct Hardswish { template <typename C> ADCUDA_HD C operator()(C x) const { return x * relu6_(x + C(3)) / C(6); } };
+struct Softsign {
+  template <typename C> ADCUDA_HD C operator()(C x) const { return x / ((x < C(0) ? -x : x) + C(1)); }
+};
+struct Tanhshrink { template <typename C> ADCUDA_HD C operator()(C x) const { return x - tanh_(x); } };
 
 // The gamma family and erfinv: computed in double whatever C is, with the CPU backend's algorithm
 // (adcuda/backends/cpu/_special.py), so both backends agree to their math libraries' last bits. The

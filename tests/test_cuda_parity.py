@@ -238,7 +238,9 @@ _HARNESS = textwrap.dedent(r"""
       U("trunc", Trunc) U("round", Round) U("exp2", Exp2) U("log2", Log2) U("log10", Log10)
       U("lgamma", Lgamma) U("digamma", Digamma) U("trigamma", Trigamma) U("erfinv", Erfinv)
       U("asin", Asin) U("acos", Acos) U("atan", Atan) U("asinh", Asinh) U("acosh", Acosh) U("atanh", Atanh)
-      U("erfc", Erfc)
+      U("erfc", Erfc) U("sinh", Sinh) U("cosh", Cosh) U("tan", Tan) U("selu", Selu) U("softplus", Softplus)
+      U("mish", Mish) U("hardsigmoid", Hardsigmoid) U("hardswish", Hardswish) U("softsign", Softsign)
+      U("tanhshrink", Tanhshrink)
     #undef U
       return false;
     }

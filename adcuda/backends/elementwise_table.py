@@ -124,6 +124,18 @@ UNARY = (
     Unary("digamma",     FLOAT,    "_special.digamma",  "Digamma", half_via_float32=True),
     Unary("trigamma",    FLOAT,    "_special.trigamma", "Trigamma", half_via_float32=True),
     Unary("erfinv",      FLOAT,    "_special.erfinv",   "Erfinv", half_via_float32=True),
+    # issue 31: ops composed of several dispatched ops, each given one primitive (the activations in
+    # float32 for the half types, as PyTorch's kernels compute them)
+    Unary("sinh",        FLOAT,    "np.sinh",           "Sinh", half_via_float32=True),
+    Unary("cosh",        FLOAT,    "np.cosh",           "Cosh", half_via_float32=True),
+    Unary("tan",         FLOAT,    "np.tan",            "Tan", half_via_float32=True),
+    Unary("selu",        FLOAT,    "_selu",             "Selu", half_via_float32=True),
+    Unary("softplus",    FLOAT,    "_softplus",         "Softplus", half_via_float32=True),
+    Unary("mish",        FLOAT,    "_mish",             "Mish", half_via_float32=True),
+    Unary("hardsigmoid", FLOAT,    "_hardsigmoid",      "Hardsigmoid", half_via_float32=True),
+    Unary("hardswish",   FLOAT,    "_hardswish",        "Hardswish", half_via_float32=True),
+    Unary("softsign",    FLOAT,    "_softsign",         "Softsign", half_via_float32=True),
+    Unary("tanhshrink",  FLOAT,    "_tanhshrink",       "Tanhshrink", half_via_float32=True),
 )
 # fmt: on
 

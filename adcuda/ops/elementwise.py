@@ -1393,27 +1393,44 @@ def expm1(input: Tensor) -> Tensor:
     return binary("mul", unary("tanh", half), binary("add", _float_unary("exp", input), 1.0))
 
 
-@op("tan", doc="The tangent.", composite=True, inplace=True)
+# tan, sinh and cosh: a primitive each (the C library's functions: exact near 0, finite up to where
+# the result overflows, which a composition of exp or expm1 is not)
+@op(
+    "tan",
+    doc="The tangent.",
+    node="TanBackward0",
+    inplace=True,
+    grads={"input": lambda grad, result: grad * (result * result + 1)},
+)
 def tan(input: Tensor) -> Tensor:
-    return sin(input) / cos(input)
+    return _float_unary("tan", input)
 
 
-def _as_floating(input):
-    """An integer or bool input of a composite float op in the default float dtype, as PyTorch computes
-    it (and before any negation, which a bool tensor does not take)."""
-    return input if input.dtype.is_floating_point else cast(input, dt.default_float)
-
-
-@op("sinh", doc="The hyperbolic sine.", composite=True, inplace=True)
+@op(
+    "sinh",
+    doc="The hyperbolic sine.",
+    node="SinhBackward0",
+    inplace=True,
+    grads={"input": lambda grad, input: grad * cosh(input)},
+)
 def sinh(input: Tensor) -> Tensor:
-    input = _as_floating(input)
-    return (expm1(input) - expm1(-input)) * 0.5  # no cancellation near 0
+    return _float_unary("sinh", input)
 
 
-@op("cosh", doc="The hyperbolic cosine.", composite=True, inplace=True)
+@op(
+    "cosh",
+    doc="The hyperbolic cosine.",
+    node="CoshBackward0",
+    inplace=True,
+    grads={"input": lambda grad, input: grad * sinh(input)},
+)
 def cosh(input: Tensor) -> Tensor:
-    input = _as_floating(input)
-    return (exp(input) + exp(-input)) * 0.5
+    return _float_unary("cosh", input)
+
+
+lowering("unary", "tan", onnx="Tan", c="tanf(v)")
+lowering("unary", "sinh", onnx="Sinh", c="sinhf(v)")
+lowering("unary", "cosh", onnx="Cosh", c="coshf(v)")
 
 
 def _logit_grad(grad, input, eps):
@@ -1536,17 +1553,30 @@ def elu(input: Tensor, alpha: float = 1.0) -> Tensor:
     return where(le(input, 0), _negative_part_expm1(input, alpha), input)
 
 
+def _selu_grad(grad, input):
+    # PyTorch's: scale * alpha * exp(input) where input <= 0, scale elsewhere (exp of the non-positive
+    # part only, so the branch where() leaves out has no inf whose zero gradient would become NaN); its
+    # second derivative is masked by input < 0, so at 0 the exp's argument is the constant 0
+    below = where(lt(input, 0), input, 0.0)
+    return where(le(input, 0), grad * exp(below) * (_SELU_SCALE * _SELU_ALPHA), grad * _SELU_SCALE)
+
+
 @op(
     "selu",
     dtypes=FLOATING,
     doc="scale * elu(input, alpha) with the self-normalising constants.",
-    composite=True,
+    node="EluBackward0",
     method=False,
     inplace=True,
     functional="inplace",
+    grads={"input": _selu_grad},
 )
 def selu(input: Tensor) -> Tensor:
-    return where(le(input, 0), _negative_part_expm1(input, _SELU_ALPHA), input) * _SELU_SCALE
+    check_tensor("selu", "input", input)
+    return _float_unary("selu", input)
+
+
+lowering("unary", "selu", onnx="Selu")
 
 
 @op(
@@ -1579,18 +1609,6 @@ def _inside(input, lambd):
 
 def _shrink_grad(grad, input, lambd):
     return where(logical_and(ge(input, -lambd), le(input, lambd)), 0.0, grad)
-
-
-def _clamped(input, lo, hi):
-    return wrap(primitives(input).clamp(input._data, lo, hi), input._device)
-
-
-def _in_float32(fn, input):
-    """``fn`` of ``input`` computed in float32 for the half types and rounded once, as PyTorch's kernels
-    compute them (hardswish(30000) in float16 is 30000, though 30000 * 6 is past float16's range)."""
-    if input.dtype.itemsize != 2:
-        return fn(input)
-    return cast(fn(cast(input, dt.float32)), input.dtype)
 
 
 @op(
@@ -1638,7 +1656,7 @@ _ONE_SIXTH = 0.1666666716337204  # PyTorch's hardsigmoid gradient: 1/6 rounded t
 )
 def hardsigmoid(input: Tensor) -> Tensor:
     check_float("hardsigmoid", "input", input)
-    return _in_float32(lambda x: binary("div", _clamped(binary("add", x, 3.0), 0.0, 6.0), 6.0), input)
+    return _float_unary("hardsigmoid", input)  # the half types in float32, as PyTorch's kernels
 
 
 def _hardswish_grad(grad, input):
@@ -1658,18 +1676,49 @@ def _hardswish_grad(grad, input):
 )
 def hardswish(input: Tensor) -> Tensor:
     check_float("hardswish", "input", input)
-    # PyTorch's order, x * relu6(x + 3) then / 6: the product overflows where x is near float's limit
-    return _in_float32(lambda x: binary("div", binary("mul", x, _clamped(binary("add", x, 3.0), 0.0, 6.0)), 6.0), input)
+    # PyTorch's order, x * relu6(x + 3) then / 6: the product overflows where x is near float's limit;
+    # the half types in float32, as PyTorch's kernels
+    return _float_unary("hardswish", input)
 
 
-@op("softsign", dtypes=NUMBERS, doc="input / (1 + |input|).", composite=True, method=False, functional=True)
+lowering("unary", "hardswish", onnx="HardSwish")
+
+
+# softsign and tanhshrink are compositions in PyTorch (their nodes are those of the last op), and a
+# primitive each here
+@op(
+    "softsign",
+    doc="input / (1 + |input|).",
+    node="DivBackward0",
+    dtypes=NUMBERS,
+    method=False,
+    functional=True,
+    grads={"input": lambda grad, input: grad / ((abs(input) + 1) * (abs(input) + 1))},
+)
 def softsign(input: Tensor) -> Tensor:
-    return input / (abs(input) + 1)
+    check_tensor("softsign", "input", input)
+    if input.dtype.itemsize == 2:  # PyTorch rounds each step to the half type: the same steps here
+        return input / (abs(input) + 1)
+    return _float_unary("softsign", input)
 
 
-@op("tanhshrink", dtypes=NUMBERS, doc="input - tanh(input).", composite=True, method=False, functional=True)
+lowering("unary", "softsign", onnx="Softsign")
+
+
+@op(
+    "tanhshrink",
+    doc="input - tanh(input).",
+    node="SubBackward0",
+    dtypes=NUMBERS,
+    method=False,
+    functional=True,
+    grads={"input": lambda grad, input: grad * tanh(input) * tanh(input)},
+)
 def tanhshrink(input: Tensor) -> Tensor:
-    return input - tanh(input)
+    check_tensor("tanhshrink", "input", input)
+    if input.dtype.itemsize == 2:  # PyTorch rounds tanh to the half type first: the same steps here
+        return input - tanh(input)
+    return _float_unary("tanhshrink", input)
 
 
 @op(

@@ -18,8 +18,8 @@ from .autocast import is_enabled as autocast_enabled
 from .common import broadcast_shapes, cast, check_float, check_same_device, check_tensor, dense, wrap, wrap_dim
 from .dispatch import host_step
 from .dtype_support import FLOATING
+from .elementwise import _float_unary, binary, clamp, exp, log, log1p, minimum, select, sigmoid, unary, where
 from .elementwise import abs as _abs
-from .elementwise import binary, clamp, exp, log, log1p, minimum, select, sigmoid, unary, where
 from .factories import arange
 from .indexing import gather
 from .linalg import pairwise_distance
@@ -236,6 +236,8 @@ def _softplus_grad(grad, scaled, threshold):
 )
 def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     check_float("softplus", "input", input)
+    if beta == 1.0 and threshold == 20.0:  # the defaults: one primitive of the same formula
+        return _float_unary("softplus", input)
     bx = binary("mul", input, beta)
     # never exponentiates a positive number
     smooth = binary(
@@ -803,18 +805,25 @@ def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: 
     return softmax(-input, dim, dtype)
 
 
+def _mish_grad(grad, input):
+    # PyTorch's: tanh(sp) + input * sigmoid(input) * (1 - tanh(sp)^2), sp = softplus(input) unthresholded
+    t = softplus(input, 1.0, math.inf).tanh()
+    return grad * (t + input * sigmoid(input) * (1 - t * t))
+
+
 @op(
     "mish",
     dtypes=FLOATING,
     doc="input * tanh(softplus(input)).",
-    composite=True,
+    node="MishBackward0",
     method=False,
     inplace=True,
     functional="inplace",
+    grads={"input": _mish_grad},
 )
 def mish(input: Tensor) -> Tensor:
     check_float("mish", "input", input)
-    return input * softplus(input, 1.0, math.inf).tanh()
+    return _float_unary("mish", input)
 
 
 @op(

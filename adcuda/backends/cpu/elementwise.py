@@ -123,6 +123,65 @@ def _erfc(x):
     return np.asarray(_ERFC_OBJECT(np.asarray(x, np.float64)), np.float64)
 
 
+# The activations and hyperbolic functions PyTorch has one kernel for: one primitive each (composed of
+# several ops, each call paid several dispatches), written as the compositions they replace were, so
+# values and extremes are the same: no exp of a positive number where it could overflow.
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def _selu(x):
+    negative = x <= 0
+    # expm1 of the non-positive part only; NaN takes the linear part, as in PyTorch
+    return np.where(negative, np.expm1(np.where(negative, x, 0)) * _SELU_ALPHA, x) * _SELU_SCALE
+
+
+def _softplus_smooth(x):
+    """log(1 + exp(x)) as log1p(exp(-|x|)) + max(x, 0): never exponentiates a positive number."""
+    return np.log1p(np.exp(-np.abs(x))) + np.maximum(x, 0)
+
+
+def _softplus(x):
+    # beta 1, threshold 20 (softplus's defaults): linear above the threshold
+    return np.where(x > 20, x, _softplus_smooth(x))
+
+
+def _mish(x):
+    return x * np.tanh(_softplus_smooth(x))
+
+
+def _relu6_of_x_plus_3(x):
+    """min(max(x + 3, 0), 6) in one buffer (a NaN stays NaN); np.clip costs microseconds more a call."""
+    y = x + 3.0
+    np.maximum(y, 0.0, out=y)
+    np.minimum(y, 6.0, out=y)
+    return y
+
+
+@_in_place_safe
+def _hardsigmoid(x):
+    y = _relu6_of_x_plus_3(x)
+    y /= 6.0
+    return y
+
+
+@_in_place_safe
+def _hardswish(x):
+    # PyTorch's order, x * relu6(x + 3) then / 6 (the half types already widened to float32)
+    y = _relu6_of_x_plus_3(x)
+    y *= x
+    y /= 6.0
+    return y
+
+
+def _softsign(x):
+    return x / (np.abs(x) + 1.0)
+
+
+def _tanhshrink(x):
+    return x - np.tanh(x)
+
+
 def _relu(x, out=None, scratch=None):
     return np.maximum(x, _zero(x.dtype), out=out)
 
