@@ -1265,7 +1265,15 @@ def bitwise_xor(input: Tensor | Number, other: Tensor | Number) -> Tensor:
 lowering("binary", "bitwise_xor", onnx="BitwiseXor")
 
 
-@op("bitwise_not", doc="~input for integer and bool tensors.", operators=("__invert__",))
+def _invert_operator(self):
+    # PyTorch's ~ refuses a float tensor before dispatch, with a TypeError; its function form raises
+    # NotImplementedError (bitwise_not's own check)
+    if self.dtype.is_floating_point:
+        raise DTypeError(f"~ (operator.invert) is only implemented on integer and bool tensors, got {self.dtype}")
+    return bitwise_not(self)
+
+
+@op("bitwise_not", doc="~input for integer and bool tensors.", operators=(("__invert__", _invert_operator),))
 def bitwise_not(input: Tensor) -> Tensor:
     if input.dtype.is_floating_point:
         raise UnsupportedDTypeError(f"bitwise_not: only integer and bool tensors are supported, got {input.dtype}")

@@ -11,48 +11,6 @@ read its diff, a new line is a defect to fix or a sample to correct). A defect n
 import pytest
 
 GROUPS = {
-    "exception family differs from PyTorch's": {
-        (
-            "value",
-            "bitwise_not",
-            "0d-f64",
-        ): "function bitwise_not: TypeError where PyTorch raises RuntimeError/ValueError: DTypeError: bitwise_not: on",
-        (
-            "value",
-            "bitwise_not",
-            "f32",
-        ): "function bitwise_not: TypeError where PyTorch raises RuntimeError/ValueError: DTypeError: bitwise_not: on",
-        (
-            "value",
-            "bitwise_not",
-            "f32-expanded",
-        ): "function bitwise_not: TypeError where PyTorch raises RuntimeError/ValueError: DTypeError: bitwise_not: on",
-        (
-            "value",
-            "bitwise_not",
-            "f32-sliced",
-        ): "function bitwise_not: TypeError where PyTorch raises RuntimeError/ValueError: DTypeError: bitwise_not: on",
-        (
-            "value",
-            "bitwise_not",
-            "f32-transposed",
-        ): "function bitwise_not: TypeError where PyTorch raises RuntimeError/ValueError: DTypeError: bitwise_not: on",
-        (
-            "value",
-            "bitwise_not",
-            "f64",
-        ): "function bitwise_not: TypeError where PyTorch raises RuntimeError/ValueError: DTypeError: bitwise_not: on",
-        (
-            "value",
-            "bitwise_not",
-            "float16",
-        ): "function bitwise_not: TypeError where PyTorch raises RuntimeError/ValueError: DTypeError: bitwise_not: on",
-        (
-            "value",
-            "bitwise_not",
-            "zero-size",
-        ): "function bitwise_not: TypeError where PyTorch raises RuntimeError/ValueError: DTypeError: bitwise_not: on",
-    },
     "extreme values (inf, nan, overflow, huge logits)": {
         (
             "value",
