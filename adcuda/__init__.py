@@ -28,6 +28,7 @@ from .cuda import amp as _cuda_amp  # noqa: F401 (makes adcuda.cuda.amp, as torc
 from .device import device
 from .dtypes import (  # noqa: A004
     bfloat16,
+    can_cast,
     double,
     dtype,
     finfo,
@@ -42,12 +43,14 @@ from .dtypes import (  # noqa: A004
     int32,
     int64,
     long,
+    promote_types,
     set_default_dtype,
 )
 from .dtypes import bool_ as bool
 from .errors import AdcudaError, AutogradError, DeviceError, DTypeError, IndexOutOfRangeError, ShapeError
 from .errors import InvalidArgumentError as _InvalidArgumentError
 from .layouts import layout, sparse_coo, strided
+from .ops.common import result_type_of as result_type
 from .ops.factories import (
     BFloat16Tensor,
     BoolTensor,

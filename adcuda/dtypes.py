@@ -167,6 +167,23 @@ def promote(a, b):
     return a if a.rank > b.rank else b
 
 
+def _dtype_argument(value, op, name):
+    if not isinstance(value, dtype):
+        raise DTypeError(f"{op}(): argument '{name}' must be adcuda.dtype, not {type(value).__name__}")
+    return value
+
+
+def promote_types(type1: DType, type2: DType) -> DType:
+    """PyTorch's ``torch.promote_types``: the smallest dtype both convert to."""
+    return promote(_dtype_argument(type1, "promote_types", "type1"), _dtype_argument(type2, "promote_types", "type2"))
+
+
+def can_cast(from_: DType, to: DType) -> bool:
+    """PyTorch's ``torch.can_cast``: whether type promotion may cast ``from_`` to ``to``, which it never
+    does to a lower kind (floating to integer or bool, integer to bool); within a kind any width goes."""
+    return _dtype_argument(to, "can_cast", "to").category >= _dtype_argument(from_, "can_cast", "from_").category
+
+
 def scalar_category(value):
     if isinstance(value, (bool, np.bool_)):
         return BOOL

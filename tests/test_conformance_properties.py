@@ -261,3 +261,24 @@ def test_known_failures_name_existing_cases():
         if (c == "promotion" and f"{k}:{s}" not in ids) or (c == "property" and s not in per_op.get(k, ()))
     ]
     assert not stale, f"known failures of cases that do not exist: {stale}"
+
+
+@pytest.mark.parametrize("a", OPERANDS, ids=_operand_id)
+def test_result_type_function(a):
+    """adcuda.result_type against torch.result_type for every operand pair (tensors, 0-d, empty, scalars)."""
+    got, want = [], []
+    for b in OPERANDS:
+        got.append(runner.dtype_name(adcuda.result_type(operand(adcuda, *a), operand(adcuda, *b))))
+        want.append(runner.dtype_name(torch.result_type(operand(torch, *a), operand(torch, *b))))
+    assert got == want
+
+
+def test_promote_types_and_can_cast():
+    for a in (*CPU_DTYPES, "bfloat16"):
+        for b in (*CPU_DTYPES, "bfloat16"):
+            da, db, ta, tb = getattr(adcuda, a), getattr(adcuda, b), getattr(torch, a), getattr(torch, b)
+            assert runner.dtype_name(adcuda.promote_types(da, db)) == runner.dtype_name(torch.promote_types(ta, tb))
+            assert adcuda.can_cast(da, db) == torch.can_cast(ta, tb), (a, b)
+    for bad in (lambda: adcuda.can_cast(1, adcuda.float16), lambda: adcuda.result_type(adcuda.ones(1), "a")):
+        with pytest.raises(TypeError, match=r"(can_cast|result_type)\(\): argument"):
+            bad()

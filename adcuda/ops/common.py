@@ -178,6 +178,18 @@ def result_type(*operands):
     return result
 
 
+def result_type_of(tensor: Tensor | float, other: Tensor | float) -> dt.DType:
+    """PyTorch's ``torch.result_type(tensor, other)``: the dtype an arithmetic op of the two gives."""
+    for name, value in (("tensor", tensor), ("other", other)):
+        if value.__class__ is not Tensor and (
+            isinstance(value, (str, bytes)) or not isinstance(value, (numbers.Number, np.generic))
+        ):
+            raise DTypeError(
+                f"result_type(): argument '{name}' must be a Tensor or a number, not {type(value).__name__}"
+            )
+    return result_type(tensor, other)
+
+
 def float_result_type(*operands):
     d = result_type(*operands)
     return d if d.is_floating_point else dt.default_float
