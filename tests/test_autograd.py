@@ -811,3 +811,12 @@ def test_a_long_training_loop_does_not_grow_memory():
     finally:
         tracemalloc.stop()
     assert after - before < 64 * 1024, f"memory grew by {after - before} bytes over 2000 steps"
+
+
+def test_grad_fn_name_is_pytorch_method_and_a_string():
+    # PyTorch programs call grad_fn.name(); adcuda's own code and tests compare grad_fn.name
+    x = A.tensor([1.0, 2.0], requires_grad=True)
+    node = (x * 2).sum().grad_fn
+    assert node.name() == "SumBackward0" and node.name == "SumBackward0"
+    assert node.next_functions[0][0].name() == "MulBackward0"
+    assert x.round(decimals=1).grad_fn.name() == "RoundBackward1"  # a name chosen from the arguments

@@ -42,6 +42,24 @@ def set_node_observer(observer):
     return previous
 
 
+class NodeName(str):
+    """A node's name, as a string (``node.name == "MulBackward0"``) that is also callable: PyTorch's
+    ``grad_fn.name()`` is a method, and programs written for it call it."""
+
+    __slots__ = ()
+
+    def __call__(self) -> str:
+        return str(self)
+
+
+_NODE_NAMES: dict[str, NodeName] = {}
+
+
+def node_name(name: str) -> NodeName:
+    """The one NodeName of ``name`` (recording a node pays a dict lookup, not a new string)."""
+    return _NODE_NAMES.get(name) or _NODE_NAMES.setdefault(name, NodeName(name))
+
+
 class Node:
     """A recorded op. ``backward_fn(node, *grads)`` returns one gradient (or None) per entry of
     ``next_edges``. Rarely set fields (hooks, the anomaly trace, a Function's ctx) are class-level
@@ -62,7 +80,7 @@ class Node:
         backward_fn: Callable[..., Any] | None,
         num_outputs: int = 1,
     ) -> None:
-        self.name = name
+        self.name = node_name(name)
         self.next_edges = next_edges
         self.backward_fn = backward_fn
         self.num_outputs = num_outputs

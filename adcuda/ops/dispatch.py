@@ -28,7 +28,17 @@ from typing import Any, TypeVar
 from .. import tensor as tensor_module
 from ..autograd import anomaly, engine, graph
 from ..autograd.grad_mode import state as grad_state
-from ..autograd.graph import FREED_MESSAGE, Node, _sequence, edge_of, sum_to_shape, unpack, version_counter, version_of
+from ..autograd.graph import (
+    FREED_MESSAGE,
+    Node,
+    _sequence,
+    edge_of,
+    node_name,
+    sum_to_shape,
+    unpack,
+    version_counter,
+    version_of,
+)
 from ..backends.float_errors import QUIET as _QUIET
 from ..backends.float_errors import quiet as _quiet
 from ..backends.float_errors import restore as _restore
@@ -722,7 +732,8 @@ def plan_functions(op, plan, mask):
             edges.append("None")
             metas.append("None")
     if op.node.__class__ is str:
-        name = repr(op.node)
+        namespace["NODE_NAME"] = node_name(op.node)
+        name = "NODE_NAME"
     else:
         # a name that depends on the arguments: the node function called as the forward was
         namespace["NODE_NAME"] = op.node
@@ -734,7 +745,7 @@ def plan_functions(op, plan, mask):
                 arguments.append(f"{p.name}={value}")
             else:
                 arguments.append(value)
-        name = f"NODE_NAME({', '.join(arguments)})"
+        name = f"node_name(NODE_NAME({', '.join(arguments)}))"
     saves = ""
     if plan.sources:
         reads = []
@@ -928,7 +939,7 @@ class OpNode(Node):
     raw = None
 
     def __init__(self, name, next_edges, plan, metas):
-        self.name = name
+        self.name = node_name(name)
         self.next_edges = next_edges
         self.plan = plan
         self.metas = metas
