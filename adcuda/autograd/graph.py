@@ -134,7 +134,7 @@ class AccumulateGrad(Node):
     (``Tensor._accumulator``) and it refers to the leaf weakly, so it lives as long as the leaf and
     no graph has to make it again; it keeps no leaf alive."""
 
-    name = "AccumulateGrad"
+    name = node_name("AccumulateGrad")
     next_edges = ()
     backward_fn = None
     num_outputs = 1
