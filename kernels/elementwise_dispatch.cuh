@@ -26,10 +26,12 @@ inline DeviceArray new_like(const Dims& shape, ScalarType dtype, const DeviceArr
 }
 
 // Rare ops whose functors are long (trigonometric range reduction, divmod, pow) skip the vectorised
-// kernel: four inlined copies each would cost build time for no training workload's benefit.
+// kernel: four inlined copies each would cost build time for no training workload's benefit, and the
+// range reduction's slow path keeps a local array, which the SASS check forbids in vectorised kernels.
 template <typename F>
 constexpr bool vectorize() {
-  return !(std::is_same_v<F, math::Sin> || std::is_same_v<F, math::Cos> || std::is_same_v<F, math::Pow> ||
+  return !(std::is_same_v<F, math::Sin> || std::is_same_v<F, math::Cos> || std::is_same_v<F, math::Tan> ||
+           std::is_same_v<F, math::Pow> ||
            std::is_same_v<F, math::FloorDivide> || std::is_same_v<F, math::Remainder> ||
            std::is_same_v<F, math::Fmod>);
 }

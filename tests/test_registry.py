@@ -214,12 +214,13 @@ def test_varargs_of_sizes_or_dims_also_take_their_name():
 # ----------------------------------------------------------------------------------------------
 # the function forms by name (scripts/gen_op_functions.py)
 def test_the_generated_function_modules_are_current():
-    path = OPS_DIR.parent.parent / "scripts" / "gen_op_functions.py"
-    spec = importlib.util.spec_from_file_location("gen_op_functions", path)
+    # the checkout's files, not the installed package's (CI tests an installed copy)
+    root = pathlib.Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location("gen_op_functions", root / "scripts" / "gen_op_functions.py")
     generator = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(generator)
     for relative, text in generator.modules().items():
-        committed = (OPS_DIR.parent.parent / relative).read_text(encoding="utf-8")
+        committed = (root / relative).read_text(encoding="utf-8")
         assert committed == text, f"{relative} is stale: run python scripts/gen_op_functions.py"
 
 
