@@ -27,7 +27,7 @@ import pytest
 import adcuda
 from adcuda import dtypes as dt
 from adcuda.backends import _advanced_index, cpu
-from adcuda.errors import DTypeError, IndexOutOfRangeError
+from adcuda.errors import IndexOutOfRangeError, InvalidArgumentError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CUDA = adcuda.cuda.is_available()
@@ -754,7 +754,7 @@ def test_binary_errors_match_cpu(cb):
         cb.binary("floor_divide", a, zero, dt.int64)
     with pytest.raises(ZeroDivisionError):
         cb.binary("remainder", a, 0, dt.int64)
-    with pytest.raises(DTypeError):
+    with pytest.raises(InvalidArgumentError, match="negative integer powers"):  # the CPU backend's class
         cb.binary("pow", a, to_device(cb, np.array([1, -1, 2, 0, 1]), dt.int64), dt.int64)
     with pytest.raises(ValueError, match="broadcast"):
         cb.binary(

@@ -190,3 +190,26 @@ def test_a_backward_after_the_copies_were_rewritten_fails_loudly(monkeypatch):
     opt.step()
     with pytest.raises(adcuda.errors.AutogradError, match="modified by an inplace operation"):
         loss.backward()
+
+
+@pytest.mark.parametrize("name", ("adamw", "sgd_momentum"))
+def test_a_compiled_step_with_the_optimizer_clip_replays_like_eager(name):
+    # the pending coefficient is the optimizer's Python state: adcuda.compile must run the clip again
+    # on every replay (a host step), or replayed steps would go unclipped
+    def run(compiled):
+        model = _model()
+        opt = OPTIMIZERS[name](model.parameters())
+        x, y = _batch()
+
+        def step():
+            opt.zero_grad()
+            loss = adcuda.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.clip_grad_norm_(0.05)
+            opt.step()
+            return loss
+
+        step = adcuda.compile(step) if compiled else step
+        return [float(step().item()) for _ in range(5)]
+
+    assert run(compiled=True) == run(compiled=False)

@@ -178,6 +178,9 @@ class Optimizer:
     # Optimizers whose fused step applies clip_grad_norm_'s coefficient itself (``grad_multiplier``)
     _fuses_clip = False
 
+    # a host step, as step() is: the coefficient it leaves for the next step() is Python state, so a
+    # captured program (adcuda.compile) must run this again on every replay, not replay its kernels
+    @host_step
     def clip_grad_norm_(self, max_norm: float, norm_type: float = 2.0) -> Tensor:
         """``nn.utils.clip_grad_norm_`` over this optimizer's parameters: returns their gradients' total
         ``norm_type``-norm (a 0-d tensor on the first gradient's device, no host sync) and clips them
