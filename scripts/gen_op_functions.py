@@ -199,22 +199,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="compare with the committed modules instead of writing")
     args = parser.parse_args(argv)
-    stale = []
-    for path, text in modules().items():
-        full = os.path.join(ROOT, path)
-        current = open(full, encoding="utf-8").read() if os.path.exists(full) else None
-        if current == text:
-            continue
-        if args.check:
-            stale.append(path)
-            continue
-        with open(full, "w", encoding="utf-8") as f:
-            f.write(text)
-        print(f"wrote {path} ({len(text.splitlines())} lines)")
-    if stale:
-        print(f"stale: {', '.join(stale)}: run python scripts/gen_op_functions.py", file=sys.stderr)
-        return 1
-    return 0
+    from gen_type_stubs import write_or_check  # beside this script (on sys.path when run as one)
+
+    return write_or_check(modules(), "gen_op_functions.py", args.check)
 
 
 if __name__ == "__main__":

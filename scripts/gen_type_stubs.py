@@ -295,26 +295,32 @@ def stubs():
     }
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="compare with the committed stubs instead of writing")
-    args = parser.parse_args(argv)
+def write_or_check(files, script, check):
+    """Write ``files`` (``{path relative to the repository: text}``) where they differ, or with
+    ``check`` only name the stale ones (exit status 1); shared by the generators of committed files."""
     stale = []
-    for path, text in stubs().items():
+    for path, text in files.items():
         full = os.path.join(ROOT, path)
         current = open(full, encoding="utf-8").read() if os.path.exists(full) else None
         if current == text:
             continue
-        if args.check:
+        if check:
             stale.append(path)
             continue
         with open(full, "w", encoding="utf-8") as f:
             f.write(text)
         print(f"wrote {path} ({len(text.splitlines())} lines)")
     if stale:
-        print(f"stale: {', '.join(stale)}: run python scripts/gen_type_stubs.py", file=sys.stderr)
+        print(f"stale: {', '.join(stale)}: run python scripts/{script}", file=sys.stderr)
         return 1
     return 0
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="compare with the committed stubs instead of writing")
+    args = parser.parse_args(argv)
+    return write_or_check(stubs(), "gen_type_stubs.py", args.check)
 
 
 if __name__ == "__main__":
