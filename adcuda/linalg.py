@@ -12,7 +12,7 @@ import math
 from typing import TYPE_CHECKING
 
 from .errors import DTypeError, ShapeError, fmt_shape
-from .ops.indexing import diagonal as _diagonal
+from .ops.index import diagonal as _diagonal
 from .ops.linalg import cross as _cross
 from .ops.linalg import matmul
 from .ops.reduction import amax, amin

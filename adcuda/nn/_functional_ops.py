@@ -24,9 +24,9 @@ from ..ops.elementwise import tanh
 from ..ops.elementwise import tanhshrink
 from ..ops.embedding import embedding
 from ..ops.embedding import embedding_bag
-from ..ops.indexing import fold
-from ..ops.indexing import one_hot
-from ..ops.indexing import _im2col as unfold
+from ..ops.index import fold
+from ..ops.index import one_hot
+from ..ops.index import _im2col as unfold
 from ..ops.linalg import bilinear
 from ..ops.linalg import cosine_similarity
 from ..ops.linalg import linear

@@ -18,7 +18,7 @@ from . import (
     embedding,
     factories,
     foreach,
-    indexing,
+    index,
     inplace,
     linalg,
     norm,

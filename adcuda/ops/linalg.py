@@ -14,7 +14,7 @@ from ..errors import DTypeError, InvalidArgumentError, ShapeError, UnsupportedDT
 from ..tensor import Tensor, primitives
 from .common import broadcast_shapes, check_same_device, result_type, scalar_for, wrap
 from .dtype_support import FLOATING, NUMBERS
-from .indexing import diagonal, triangle_coordinates
+from .index import diagonal, triangle_coordinates
 from .registry import lowering, op
 from .shape import cat, stack
 from .sparse import SparseTensor, sparse_matmul

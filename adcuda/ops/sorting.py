@@ -29,7 +29,7 @@ from .common import wrap, wrap_dim
 from .dtype_support import FLOAT32_64, NUMBERS
 from .elementwise import logaddexp, where
 from .factories import arange
-from .indexing import gather
+from .index import gather
 from .registry import op
 from .shape import cat
 

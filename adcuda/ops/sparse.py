@@ -52,7 +52,7 @@ from .conversion import to
 from .elementwise import ne
 from .factories import tensor as make_tensor
 from .factories import zeros
-from .indexing import index_add, index_select, nonzero
+from .index import index_add, index_select, nonzero
 from .reduction import cumsum
 from .registry import op
 from .shape import cat, stack
