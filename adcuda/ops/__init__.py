@@ -25,7 +25,7 @@ from . import (
     pooling,
     random,
     recurrent,
-    reduction,
+    reduce,
     shape,
     softmax_loss,
     sorting,

@@ -23,7 +23,7 @@ from .elementwise import abs as _abs
 from .factories import arange
 from .index import gather
 from .linalg import pairwise_distance
-from .reduction import sum as _sum
+from .reduce import sum as _sum
 from .registry import lowering, op
 
 if TYPE_CHECKING:

@@ -53,7 +53,7 @@ from .elementwise import ne
 from .factories import tensor as make_tensor
 from .factories import zeros
 from .index import index_add, index_select, nonzero
-from .reduction import cumsum
+from .reduce import cumsum
 from .registry import op
 from .shape import cat, stack
 from .sorting import sort
