@@ -28,7 +28,7 @@ from . import (
     reduce,
     shape,
     softmax_loss,
-    sorting,
+    sort,
     sparse,
     special,
 )

@@ -56,7 +56,7 @@ from .index import index_add, index_select, nonzero
 from .reduce import cumsum
 from .registry import op
 from .shape import cat, stack
-from .sorting import sort
+from .sort import sort
 
 if TYPE_CHECKING:
     from ..types import Any, DType, Number, Sequence
