@@ -268,67 +268,67 @@ from .ops.reduce import trapezoid
 from .ops.reduce import trapezoid as trapz
 from .ops.reduce import var
 from .ops.reduce import var_mean
-from .ops.shape import as_strided
-from .ops.shape import atleast_1d
-from .ops.shape import atleast_2d
-from .ops.shape import atleast_3d
-from .ops.shape import block_diag
-from .ops.shape import broadcast_shapes_of as broadcast_shapes
-from .ops.shape import broadcast_tensors
-from .ops.shape import broadcast_to
-from .ops.shape import cartesian_prod
-from .ops.shape import cat
-from .ops.shape import channel_shuffle
-from .ops.shape import chunk
-from .ops.shape import clone
-from .ops.shape import column_stack
-from .ops.shape import cat as concat
-from .ops.shape import cat as concatenate
-from .ops.shape import contiguous
-from .ops.shape import diag_embed
-from .ops.shape import diff
-from .ops.shape import dsplit
-from .ops.shape import dstack
-from .ops.shape import expand
-from .ops.shape import flatten
-from .ops.shape import flip
-from .ops.shape import fliplr
-from .ops.shape import flipud
-from .ops.shape import hsplit
-from .ops.shape import hstack
-from .ops.shape import meshgrid
-from .ops.shape import movedim as moveaxis
-from .ops.shape import movedim
-from .ops.shape import narrow
-from .ops.shape import narrow_copy
-from .ops.shape import permute
-from .ops.shape import pixel_shuffle
-from .ops.shape import pixel_unshuffle
-from .ops.shape import ravel
-from .ops.shape import repeat
-from .ops.shape import repeat_interleave
-from .ops.shape import reshape
-from .ops.shape import roll
-from .ops.shape import rot90
-from .ops.shape import vstack as row_stack
-from .ops.shape import select
-from .ops.shape import select_scatter
-from .ops.shape import slice_scatter
-from .ops.shape import split
-from .ops.shape import squeeze
-from .ops.shape import stack
-from .ops.shape import swapaxes
-from .ops.shape import transpose as swapdims
-from .ops.shape import t
-from .ops.shape import tensor_split
-from .ops.shape import tile
-from .ops.shape import transpose
-from .ops.shape import unbind
-from .ops.shape import unflatten
-from .ops.shape import unsqueeze
-from .ops.shape import view
-from .ops.shape import vsplit
-from .ops.shape import vstack
+from .ops.layout import as_strided
+from .ops.layout import atleast_1d
+from .ops.layout import atleast_2d
+from .ops.layout import atleast_3d
+from .ops.layout import block_diag
+from .ops.layout import broadcast_shapes_of as broadcast_shapes
+from .ops.layout import broadcast_tensors
+from .ops.layout import broadcast_to
+from .ops.layout import cartesian_prod
+from .ops.layout import cat
+from .ops.layout import channel_shuffle
+from .ops.layout import chunk
+from .ops.layout import clone
+from .ops.layout import column_stack
+from .ops.layout import cat as concat
+from .ops.layout import cat as concatenate
+from .ops.layout import contiguous
+from .ops.layout import diag_embed
+from .ops.layout import diff
+from .ops.layout import dsplit
+from .ops.layout import dstack
+from .ops.layout import expand
+from .ops.layout import flatten
+from .ops.layout import flip
+from .ops.layout import fliplr
+from .ops.layout import flipud
+from .ops.layout import hsplit
+from .ops.layout import hstack
+from .ops.layout import meshgrid
+from .ops.layout import movedim as moveaxis
+from .ops.layout import movedim
+from .ops.layout import narrow
+from .ops.layout import narrow_copy
+from .ops.layout import permute
+from .ops.layout import pixel_shuffle
+from .ops.layout import pixel_unshuffle
+from .ops.layout import ravel
+from .ops.layout import repeat
+from .ops.layout import repeat_interleave
+from .ops.layout import reshape
+from .ops.layout import roll
+from .ops.layout import rot90
+from .ops.layout import vstack as row_stack
+from .ops.layout import select
+from .ops.layout import select_scatter
+from .ops.layout import slice_scatter
+from .ops.layout import split
+from .ops.layout import squeeze
+from .ops.layout import stack
+from .ops.layout import swapaxes
+from .ops.layout import transpose as swapdims
+from .ops.layout import t
+from .ops.layout import tensor_split
+from .ops.layout import tile
+from .ops.layout import transpose
+from .ops.layout import unbind
+from .ops.layout import unflatten
+from .ops.layout import unsqueeze
+from .ops.layout import view
+from .ops.layout import vsplit
+from .ops.layout import vstack
 from .ops.softmax_loss import glu
 from .ops.softmax_loss import log_softmax
 from .ops.softmax_loss import mish

@@ -60,10 +60,10 @@ from ..ops.random import dropout2d
 from ..ops.random import dropout3d
 from ..ops.random import feature_alpha_dropout
 from ..ops.random import gumbel_softmax
-from ..ops.shape import channel_shuffle
-from ..ops.shape import pad
-from ..ops.shape import pixel_shuffle
-from ..ops.shape import pixel_unshuffle
+from ..ops.layout import channel_shuffle
+from ..ops.layout import pad
+from ..ops.layout import pixel_shuffle
+from ..ops.layout import pixel_unshuffle
 from ..ops.softmax_loss import binary_cross_entropy
 from ..ops.softmax_loss import binary_cross_entropy_with_logits
 from ..ops.softmax_loss import cosine_embedding_loss

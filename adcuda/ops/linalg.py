@@ -15,8 +15,8 @@ from ..tensor import Tensor, primitives
 from .common import broadcast_shapes, check_same_device, result_type, scalar_for, wrap
 from .dtype_support import FLOATING, NUMBERS
 from .index import diagonal, triangle_coordinates
+from .layout import cat, stack
 from .registry import lowering, op
-from .shape import cat, stack
 from .sparse import SparseTensor, sparse_matmul
 
 if TYPE_CHECKING:

@@ -24,9 +24,9 @@ from ..tensor import Tensor, primitives
 from .common import batched_input, check_tensor, dense, int_tuple, wrap
 from .dtype_support import FLOATING, NUMBERS
 from .factories import arange, tensor
+from .layout import pad as _pad
+from .layout import stack as stack_of
 from .registry import lowering, op
-from .shape import pad as _pad
-from .shape import stack as stack_of
 
 if TYPE_CHECKING:
     from ..types import Sequence

@@ -30,8 +30,8 @@ from .dtype_support import FLOAT32_64, NUMBERS
 from .elementwise import logaddexp, where
 from .factories import arange
 from .index import gather
+from .layout import cat
 from .registry import op
-from .shape import cat
 
 if TYPE_CHECKING:
     from ..types import Tensor

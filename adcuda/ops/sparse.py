@@ -53,9 +53,9 @@ from .elementwise import ne
 from .factories import tensor as make_tensor
 from .factories import zeros
 from .index import index_add, index_select, nonzero
+from .layout import cat, stack
 from .reduce import cumsum
 from .registry import op
-from .shape import cat, stack
 from .sort import sort
 
 if TYPE_CHECKING:
