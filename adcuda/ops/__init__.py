@@ -27,6 +27,7 @@ from . import (
     random,
     recurrent,
     reduce,
+    resample,
     softmax_loss,
     sort,
     sparse,
