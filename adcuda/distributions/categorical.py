@@ -15,18 +15,21 @@ def _one_of(probs, logits):
         raise ValueError("Either `probs` or `logits` must be specified, but not both.")
 
 
-def _bce_with_logits(logits, target):
-    """-(target log sigmoid(logits) + (1 - target) log sigmoid(-logits)), without overflow."""
-    return logits.clamp(min=0) - logits * target + torch.log1p(torch.exp(-logits.abs()))
+def _expand_probs_or_logits(source, new, shape):
+    """Give ``new`` the parameters ``source`` holds (probs, logits or both) expanded to ``shape``."""
+    for name in ("probs", "logits"):
+        if name in source.__dict__:
+            setattr(new, name, getattr(source, name).expand(shape))
+            new._param = getattr(new, name)
 
 
-class Bernoulli(Distribution):
+class _BinaryProbsOrLogits(Distribution):
+    """The parameter of Bernoulli and LogitRelaxedBernoulli: ``probs`` or ``logits`` (exactly one of
+    them given), one binary event per element; the other is computed when first read."""
+
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
-    support = constraints.boolean
-    has_enumerate_support = True
-    _mean_carrier_measure = 0
 
-    def __init__(self, probs=None, logits=None, validate_args=None):
+    def __init__(self, probs, logits, validate_args):
         _one_of(probs, logits)
         if probs is not None:
             is_scalar = isinstance(probs, Number)
@@ -38,18 +41,42 @@ class Bernoulli(Distribution):
         batch_shape = torch.Size() if is_scalar else self._param.shape
         super().__init__(batch_shape, validate_args=validate_args)
 
-    def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(Bernoulli, _instance)
+    def _expand_into(self, new, batch_shape):
+        """``expand``'s work once ``new`` is checked: the parameter and the batch shape."""
         batch_shape = torch.Size(tuple(batch_shape))
-        if "probs" in self.__dict__:
-            new.probs = self.probs.expand(batch_shape)
-            new._param = new.probs
-        if "logits" in self.__dict__:
-            new.logits = self.logits.expand(batch_shape)
-            new._param = new.logits
+        _expand_probs_or_logits(self, new, batch_shape)
         Distribution.__init__(new, batch_shape, validate_args=False)
         new._validate_args = self._validate_args
         return new
+
+    @lazy_property
+    def logits(self):
+        return probs_to_logits(self.probs, is_binary=True)
+
+    @lazy_property
+    def probs(self):
+        return logits_to_probs(self.logits, is_binary=True)
+
+    @property
+    def param_shape(self):
+        return self._param.size()
+
+
+def _bce_with_logits(logits, target):
+    """-(target log sigmoid(logits) + (1 - target) log sigmoid(-logits)), without overflow."""
+    return logits.clamp(min=0) - logits * target + torch.log1p(torch.exp(-logits.abs()))
+
+
+class Bernoulli(_BinaryProbsOrLogits):
+    support = constraints.boolean
+    has_enumerate_support = True
+    _mean_carrier_measure = 0
+
+    def __init__(self, probs=None, logits=None, validate_args=None):
+        super().__init__(probs, logits, validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        return self._expand_into(self._get_checked_instance(Bernoulli, _instance), batch_shape)
 
     @property
     def mean(self):
@@ -63,18 +90,6 @@ class Bernoulli(Distribution):
     @property
     def variance(self):
         return self.probs * (1 - self.probs)
-
-    @lazy_property
-    def logits(self):
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        return logits_to_probs(self.logits, is_binary=True)
-
-    @property
-    def param_shape(self):
-        return self._param.shape
 
     def sample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
@@ -127,13 +142,7 @@ class Categorical(Distribution):
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(Categorical, _instance)
         batch_shape = torch.Size(tuple(batch_shape))
-        param_shape = tuple(batch_shape) + (self._num_events,)
-        if "probs" in self.__dict__:
-            new.probs = self.probs.expand(param_shape)
-            new._param = new.probs
-        if "logits" in self.__dict__:
-            new.logits = self.logits.expand(param_shape)
-            new._param = new.logits
+        _expand_probs_or_logits(self, new, tuple(batch_shape) + (self._num_events,))
         new._num_events = self._num_events
         Distribution.__init__(new, batch_shape, validate_args=False)
         new._validate_args = self._validate_args

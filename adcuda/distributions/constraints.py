@@ -151,33 +151,42 @@ class _OneHot(Constraint):
         return is_boolean.all(-1) & is_normalized
 
 
-class _IntegerInterval(Constraint):
-    is_discrete = True
+class _LowerBounded(Constraint):
+    """Values above ``lower_bound`` (what "above" means is the subclass's ``check``)."""
+
+    def __init__(self, lower_bound):
+        self.lower_bound = lower_bound
+        super().__init__()
+
+    def __repr__(self):
+        return f"{self.__class__.__name__[1:]}(lower_bound={self.lower_bound})"
+
+
+class _Bounded(Constraint):
+    """Values between ``lower_bound`` and ``upper_bound`` (whether each end is in is the subclass's
+    ``check``)."""
 
     def __init__(self, lower_bound, upper_bound):
         self.lower_bound = lower_bound
         self.upper_bound = upper_bound
         super().__init__()
 
+    def __repr__(self):
+        return f"{self.__class__.__name__[1:]}(lower_bound={self.lower_bound}, upper_bound={self.upper_bound})"
+
+
+class _IntegerInterval(_Bounded):
+    is_discrete = True
+
     def check(self, value):
         return (value % 1 == 0) & (self.lower_bound <= value) & (value <= self.upper_bound)
 
-    def __repr__(self):
-        return f"IntegerInterval(lower_bound={self.lower_bound}, upper_bound={self.upper_bound})"
 
-
-class _IntegerGreaterThan(Constraint):
+class _IntegerGreaterThan(_LowerBounded):
     is_discrete = True
-
-    def __init__(self, lower_bound):
-        self.lower_bound = lower_bound
-        super().__init__()
 
     def check(self, value):
         return (value % 1 == 0) & (value >= self.lower_bound)
-
-    def __repr__(self):
-        return f"IntegerGreaterThan(lower_bound={self.lower_bound})"
 
 
 class _Real(Constraint):
@@ -185,28 +194,14 @@ class _Real(Constraint):
         return value == value  # False for NaN only
 
 
-class _GreaterThan(Constraint):
-    def __init__(self, lower_bound):
-        self.lower_bound = lower_bound
-        super().__init__()
-
+class _GreaterThan(_LowerBounded):
     def check(self, value):
         return self.lower_bound < value
 
-    def __repr__(self):
-        return f"GreaterThan(lower_bound={self.lower_bound})"
 
-
-class _GreaterThanEq(Constraint):
-    def __init__(self, lower_bound):
-        self.lower_bound = lower_bound
-        super().__init__()
-
+class _GreaterThanEq(_LowerBounded):
     def check(self, value):
         return self.lower_bound <= value
-
-    def __repr__(self):
-        return f"GreaterThanEq(lower_bound={self.lower_bound})"
 
 
 class _LessThan(Constraint):
@@ -221,30 +216,14 @@ class _LessThan(Constraint):
         return f"LessThan(upper_bound={self.upper_bound})"
 
 
-class _Interval(Constraint):
-    def __init__(self, lower_bound, upper_bound):
-        self.lower_bound = lower_bound
-        self.upper_bound = upper_bound
-        super().__init__()
-
+class _Interval(_Bounded):
     def check(self, value):
         return (self.lower_bound <= value) & (value <= self.upper_bound)
 
-    def __repr__(self):
-        return f"Interval(lower_bound={self.lower_bound}, upper_bound={self.upper_bound})"
 
-
-class _HalfOpenInterval(Constraint):
-    def __init__(self, lower_bound, upper_bound):
-        self.lower_bound = lower_bound
-        self.upper_bound = upper_bound
-        super().__init__()
-
+class _HalfOpenInterval(_Bounded):
     def check(self, value):
         return (self.lower_bound <= value) & (value < self.upper_bound)
-
-    def __repr__(self):
-        return f"HalfOpenInterval(lower_bound={self.lower_bound}, upper_bound={self.upper_bound})"
 
 
 class _Simplex(Constraint):

@@ -14,6 +14,16 @@ def _size(shape):
     return shape if isinstance(shape, torch.Size) else torch.Size(tuple(shape))
 
 
+def _check(constraint, value, what, expected):
+    """Raise PyTorch's ValueError text where some element of ``value`` (``what``: a parameter or a value
+    argument) breaks ``constraint`` (``expected``: what it should have satisfied)."""
+    if not bool(constraint.check(value).all()):
+        raise InvalidArgumentError(
+            f"Expected {what} ({type(value).__name__} of shape {tuple(value.shape)}) {expected}, "
+            f"but found invalid values:\n{value}"
+        )
+
+
 class Distribution:
     """A probability distribution of ``event_shape`` values, batched over ``batch_shape``.
 
@@ -51,14 +61,12 @@ class Distribution:
                     continue
                 if param not in self.__dict__ and isinstance(getattr(type(self), param), lazy_property):
                     continue  # a parameter computed from another one, which is checked
-                value = getattr(self, param)
-                valid = constraint.check(value)
-                if not bool(valid.all()):
-                    raise InvalidArgumentError(
-                        f"Expected parameter {param} ({type(value).__name__} of shape {tuple(value.shape)}) "
-                        f"of distribution {self!r} to satisfy the constraint {constraint!r}, "
-                        f"but found invalid values:\n{value}"
-                    )
+                _check(
+                    constraint,
+                    getattr(self, param),
+                    f"parameter {param}",
+                    f"of distribution {self!r} to satisfy the constraint {constraint!r}",
+                )
         super().__init__()
 
     def expand(self, batch_shape, _instance=None):
@@ -156,13 +164,7 @@ class Distribution:
                 stacklevel=2,
             )
             return
-        valid = support.check(value)
-        if not bool(valid.all()):
-            raise InvalidArgumentError(
-                f"Expected value argument ({type(value).__name__} of shape {tuple(value.shape)}) "
-                f"to be within the support ({support!r}) of the distribution {self!r}, "
-                f"but found invalid values:\n{value}"
-            )
+        _check(support, value, "value argument", f"to be within the support ({support!r}) of the distribution {self!r}")
 
     def _get_checked_instance(self, cls, _instance=None):
         if _instance is None and type(self).__init__ != cls.__init__:

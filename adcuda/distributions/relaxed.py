@@ -1,62 +1,28 @@
 """The relaxed (Concrete / Gumbel-softmax) distributions: RelaxedBernoulli, LogitRelaxedBernoulli,
 RelaxedOneHotCategorical and ExpRelaxedCategorical, reparameterised through a temperature."""
 
-from numbers import Number
-
 from . import _torch as torch
 from . import constraints
-from .categorical import Categorical
+from .categorical import Categorical, _BinaryProbsOrLogits
 from .distribution import Distribution
 from .transformed_distribution import TransformedDistribution
 from .transforms import ExpTransform, SigmoidTransform
-from .utils import broadcast_all, clamp_probs, lazy_property, logits_to_probs, probs_to_logits
+from .utils import broadcast_all, clamp_probs
 
 __all__ = ["ExpRelaxedCategorical", "LogitRelaxedBernoulli", "RelaxedBernoulli", "RelaxedOneHotCategorical"]
 
 
-class LogitRelaxedBernoulli(Distribution):
-    arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
+class LogitRelaxedBernoulli(_BinaryProbsOrLogits):
     support = constraints.real
 
     def __init__(self, temperature, probs=None, logits=None, validate_args=None):
         self.temperature = temperature
-        if (probs is None) == (logits is None):
-            raise ValueError("Either `probs` or `logits` must be specified, but not both.")
-        if probs is not None:
-            is_scalar = isinstance(probs, Number)
-            (self.probs,) = broadcast_all(probs)
-        else:
-            is_scalar = isinstance(logits, Number)
-            (self.logits,) = broadcast_all(logits)
-        self._param = self.probs if probs is not None else self.logits
-        batch_shape = torch.Size() if is_scalar else self._param.shape
-        super().__init__(batch_shape, validate_args=validate_args)
+        super().__init__(probs, logits, validate_args)
 
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(LogitRelaxedBernoulli, _instance)
-        batch_shape = torch.Size(tuple(batch_shape))
         new.temperature = self.temperature
-        if "probs" in self.__dict__:
-            new.probs = self.probs.expand(batch_shape)
-            new._param = new.probs
-        if "logits" in self.__dict__:
-            new.logits = self.logits.expand(batch_shape)
-            new._param = new.logits
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
-
-    @lazy_property
-    def logits(self):
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        return logits_to_probs(self.logits, is_binary=True)
-
-    @property
-    def param_shape(self):
-        return self._param.size()
+        return self._expand_into(new, batch_shape)
 
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
@@ -72,18 +38,10 @@ class LogitRelaxedBernoulli(Distribution):
         return self.temperature.log() + diff - 2 * (diff.clamp(min=0) + torch.log1p(torch.exp(-diff.abs())))
 
 
-class RelaxedBernoulli(TransformedDistribution):
-    arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
-    support = constraints.unit_interval
+class _RelaxedTransformed(TransformedDistribution):
+    """A relaxed distribution made by transforming its ``base_dist``, whose parameters it shows."""
+
     has_rsample = True
-
-    def __init__(self, temperature, probs=None, logits=None, validate_args=None):
-        base_dist = LogitRelaxedBernoulli(temperature, probs, logits)
-        super().__init__(base_dist, SigmoidTransform(), validate_args=validate_args)
-
-    def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(RelaxedBernoulli, _instance)
-        return super().expand(batch_shape, _instance=new)
 
     @property
     def temperature(self):
@@ -96,6 +54,19 @@ class RelaxedBernoulli(TransformedDistribution):
     @property
     def probs(self):
         return self.base_dist.probs
+
+
+class RelaxedBernoulli(_RelaxedTransformed):
+    arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
+    support = constraints.unit_interval
+
+    def __init__(self, temperature, probs=None, logits=None, validate_args=None):
+        base_dist = LogitRelaxedBernoulli(temperature, probs, logits)
+        super().__init__(base_dist, SigmoidTransform(), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(RelaxedBernoulli, _instance)
+        return super().expand(batch_shape, _instance=new)
 
 
 class ExpRelaxedCategorical(Distribution):
@@ -152,10 +123,9 @@ class ExpRelaxedCategorical(Distribution):
         return score + log_scale
 
 
-class RelaxedOneHotCategorical(TransformedDistribution):
+class RelaxedOneHotCategorical(_RelaxedTransformed):
     arg_constraints = {"probs": constraints.simplex, "logits": constraints.real_vector}
     support = constraints.simplex
-    has_rsample = True
 
     def __init__(self, temperature, probs=None, logits=None, validate_args=None):
         base_dist = ExpRelaxedCategorical(temperature, probs, logits, validate_args=validate_args)
@@ -164,15 +134,3 @@ class RelaxedOneHotCategorical(TransformedDistribution):
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(RelaxedOneHotCategorical, _instance)
         return super().expand(batch_shape, _instance=new)
-
-    @property
-    def temperature(self):
-        return self.base_dist.temperature
-
-    @property
-    def logits(self):
-        return self.base_dist.logits
-
-    @property
-    def probs(self):
-        return self.base_dist.probs

@@ -285,16 +285,21 @@ class ComposeTransform(Transform):
 identity_transform = ComposeTransform([])
 
 
-class ExpTransform(Transform):
+class _IncreasingBijection(Transform):
+    """A parameter-free increasing bijection from the real line: any two of one class are equal."""
+
     domain = constraints.real
-    codomain = constraints.positive
     bijective = True
     sign = +1
 
     def __eq__(self, other):
-        return isinstance(other, ExpTransform)
+        return isinstance(other, type(self))
 
     __hash__ = Transform.__hash__
+
+
+class ExpTransform(_IncreasingBijection):
+    codomain = constraints.positive
 
     def _call(self, x):
         return x.exp()
@@ -306,16 +311,8 @@ class ExpTransform(Transform):
         return x
 
 
-class SigmoidTransform(Transform):
-    domain = constraints.real
+class SigmoidTransform(_IncreasingBijection):
     codomain = constraints.unit_interval
-    bijective = True
-    sign = +1
-
-    def __eq__(self, other):
-        return isinstance(other, SigmoidTransform)
-
-    __hash__ = Transform.__hash__
 
     def _call(self, x):
         finfo = torch.finfo(x.dtype)
@@ -330,16 +327,8 @@ class SigmoidTransform(Transform):
         return -_softplus(-x) - _softplus(x)
 
 
-class TanhTransform(Transform):
-    domain = constraints.real
+class TanhTransform(_IncreasingBijection):
     codomain = constraints.interval(-1.0, 1.0)
-    bijective = True
-    sign = +1
-
-    def __eq__(self, other):
-        return isinstance(other, TanhTransform)
-
-    __hash__ = Transform.__hash__
 
     def _call(self, x):
         return x.tanh()
