@@ -199,6 +199,39 @@ def contender_main(cases_for, clock=time.perf_counter):
     print(json.dumps(out))
 
 
+def device_contender_main(contender):
+    """Entry point of a suite run as one contender on ``--device``: print what
+    ``contender(name, device, quick)`` returns as JSON."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--contender", required=True)
+    parser.add_argument("--emit-json", action="store_true")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    print(json.dumps(contender(args.contender, args.device, args.quick)))
+
+
+def suite_parser(doc, *, device=False):
+    """The command line every contender suite shares: ``--quick``, ``--device cpu|cuda`` (with
+    ``device``), ``--threads`` and ``--json``; a suite adds its own options, then calls
+    ``parse_suite_args``."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true")
+    if device:
+        parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    parser.add_argument("--threads", type=int, default=None, help="BLAS/PyTorch threads per contender")
+    parser.add_argument("--json", help="write the results here")
+    return parser
+
+
+def parse_suite_args(parser):
+    """``parser``'s arguments, with ``--threads`` passed on to every contender's process (``BENCH_THREADS``)."""
+    args = parser.parse_args()
+    if args.threads:
+        os.environ["BENCH_THREADS"] = str(args.threads)
+    return args
+
+
 def single_thread_env():
     """Pin BLAS and PyTorch to the same thread count in every contender's process."""
     threads = os.environ.get("BENCH_THREADS", "1")
@@ -215,18 +248,34 @@ def is_emulated():
     return bool(_native._C is not None and _native._C.build_info().get("cuda_emulated"))
 
 
-def adcuda_event_seconds(fn, bursts=5, per_burst=5):
-    """``cuda_event_seconds`` with adcuda's events on the current stream."""
-    import adcuda
+def framework_event_seconds(framework, fn, bursts=5, per_burst=5):
+    """``cuda_event_seconds`` with ``framework``'s events on its current stream (adcuda's and
+    PyTorch's events have the same API)."""
 
     def record():
-        event = adcuda.cuda.Event(enable_timing=True)
+        event = framework.cuda.Event(enable_timing=True)
         event.record()
         return event
 
     return cuda_event_seconds(
-        record, adcuda.cuda.synchronize, lambda start, end: start.elapsed_time(end), fn, bursts, per_burst
+        record, framework.cuda.synchronize, lambda start, end: start.elapsed_time(end), fn, bursts, per_burst
     )
+
+
+def adcuda_event_seconds(fn, bursts=5, per_burst=5):
+    """``cuda_event_seconds`` with adcuda's events on the current stream."""
+    import adcuda
+
+    return framework_event_seconds(adcuda, fn, bursts, per_burst)
+
+
+def optional_cuda_torch():
+    """PyTorch where it is installed and sees a GPU (the GPU suites' second contender), else None."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch if torch.cuda.is_available() else None
 
 
 def copy_bandwidth(nbytes=BANDWIDTH_BYTES, dtype="float32", bursts=5):
@@ -284,3 +333,22 @@ def emulated_reference_run(suite, json_path, reference_checks):
                 indent=2,
             )
     return 0
+
+
+def write_bandwidth_json(path, suite, rows, moved, copy_rate, bandwidth):
+    """A GPU suite's report (its rows, the bytes each bandwidth case moved, the copy yardstick and the
+    formatted bandwidths) to ``path``, where one is given."""
+    if path:
+        with open(path, "w") as f:
+            json.dump(
+                {
+                    "suite": suite,
+                    "device": "cuda",
+                    "rows": rows,
+                    "bytes_moved": moved,
+                    "copy_bandwidth_bytes_per_s": copy_rate,
+                    "bandwidth": bandwidth,
+                },
+                f,
+                indent=2,
+            )

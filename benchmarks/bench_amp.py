@@ -18,13 +18,23 @@ activation memory and bandwidth, not optimizer memory.
     python benchmarks/bench_amp.py [--quick] [--device cpu|cuda] [--threads N] [--json out.json]
 """
 
-import argparse
 import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import emulated_reference_run, is_emulated, median_time, print_table, run_contenders, single_thread_env  # noqa: E402
+from _harness import (  # noqa: E402
+    device_contender_main,
+    emulated_reference_run,
+    is_emulated,
+    median_time,
+    parse_suite_args,
+    print_table,
+    run_contenders,
+    single_thread_env,
+    suite_parser,
+)
+from _models import mlp  # noqa: E402
 
 SIZES = (784, 512, 512, 10)
 BATCH = 256
@@ -48,12 +58,7 @@ def _setup(lib, mode, device):
     x_np, y_np = _data()
     lib.manual_seed(1)
     nn = lib.nn
-    layers = []
-    for i, (fan_in, fan_out) in enumerate(zip(SIZES[:-1], SIZES[1:])):
-        layers.append(nn.Linear(fan_in, fan_out))
-        if i < len(SIZES) - 2:
-            layers.append(nn.ReLU())
-    model = nn.Sequential(*layers).to(device)
+    model = mlp(nn, SIZES).to(device)
     x, y = lib.from_numpy(x_np).to(device), lib.from_numpy(y_np).to(device)
     extra = {}
     if mode == "half":
@@ -152,14 +157,7 @@ def _ratio_table(results):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
-    parser.add_argument("--threads", type=int, default=None, help="BLAS/PyTorch threads per contender")
-    parser.add_argument("--json", help="write the results here")
-    args = parser.parse_args()
-    if args.threads:
-        os.environ["BENCH_THREADS"] = str(args.threads)
+    args = parse_suite_args(suite_parser(__doc__, device=True))
     if args.device == "cuda":
         import adcuda.cuda
 
@@ -189,12 +187,6 @@ def main():
 
 if __name__ == "__main__":
     if "--contender" in sys.argv:
-        parser = argparse.ArgumentParser()
-        parser.add_argument("--contender", required=True)
-        parser.add_argument("--emit-json", action="store_true")
-        parser.add_argument("--device", default="cpu")
-        parser.add_argument("--quick", action="store_true")
-        args = parser.parse_args()
-        print(json.dumps(contender(args.contender, args.device, args.quick)))
+        device_contender_main(contender)
     else:
         main()

@@ -26,7 +26,14 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
-from _harness import cuda_event_seconds, emulated_reference_run, is_emulated, print_table  # noqa: E402
+from _harness import (  # noqa: E402
+    adcuda_event_seconds,
+    emulated_reference_run,
+    framework_event_seconds,
+    is_emulated,
+    optional_cuda_torch,
+    print_table,
+)
 
 import adcuda  # noqa: E402
 
@@ -34,32 +41,6 @@ SHAPES = ((8, 12, 1024, 64), (4, 16, 2048, 128))
 # forward + backward time of PyTorch's SDPA (flash backend) over adcuda's: at least this on an H100
 TARGET_FWD_BWD_SHARE = 0.9
 QUICK_SHAPES = ((2, 8, 512, 64), (1, 8, 1024, 128))
-
-
-def optional_torch():
-    try:
-        import torch
-    except ImportError:
-        return None
-    return torch if torch.cuda.is_available() else None
-
-
-def adcuda_seconds(fn, bursts, per_burst):
-    def record():
-        event = adcuda.cuda.Event(enable_timing=True)
-        event.record()
-        return event
-
-    return cuda_event_seconds(record, adcuda.cuda.synchronize, lambda s, e: s.elapsed_time(e), fn, bursts, per_burst)
-
-
-def torch_seconds(torch, fn, bursts, per_burst):
-    def record():
-        event = torch.cuda.Event(enable_timing=True)
-        event.record()
-        return event
-
-    return cuda_event_seconds(record, torch.cuda.synchronize, lambda s, e: s.elapsed_time(e), fn, bursts, per_burst)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -148,7 +129,7 @@ def time_adcuda(cb, host, dtype, causal, scale, bursts):
         cb.attention(q, k, v, None, causal, scale)
         cb.attention_backward(g, q, k, v, out, lse, None, causal, scale)
 
-    return adcuda_seconds(forward, bursts, 3), adcuda_seconds(forward_backward, bursts, 3)
+    return adcuda_event_seconds(forward, bursts, 3), adcuda_event_seconds(forward_backward, bursts, 3)
 
 
 def time_torch(torch, host, type_name, causal, bursts):
@@ -167,7 +148,11 @@ def time_torch(torch, host, type_name, causal, bursts):
             y = sdpa(*leaves, is_causal=causal)
         torch.autograd.grad(y, leaves, tg)
 
-    return torch_seconds(torch, forward, bursts, 3), torch_seconds(torch, forward_backward, bursts, 3), name
+    return (
+        framework_event_seconds(torch, forward, bursts, 3),
+        framework_event_seconds(torch, forward_backward, bursts, 3),
+        name,
+    )
 
 
 def attention_cases(cb, native, torch, quick, bursts):
@@ -246,7 +231,7 @@ def main():
     native = _native._C
     if is_emulated():  # the rehearsal: the reference check at its small sizes, no timing
         return emulated_reference_run("attention", args.json, [lambda: check_against_cpu(cb, cpu, native)])
-    torch = optional_torch()
+    torch = optional_cuda_torch()
     check_against_cpu(cb, cpu, native)
     bursts = 3 if args.quick else 7
     results, flops, backends, paths = attention_cases(cb, native, torch, args.quick, bursts)

@@ -35,7 +35,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import print_table, run_contenders, single_thread_env, smoke  # noqa: E402
+from _harness import parse_suite_args, print_table, run_contenders, single_thread_env, smoke, suite_parser  # noqa: E402
 
 if "--contender" in sys.argv or "--products" in sys.argv:
     single_thread_env()  # before anything imports NumPy: OpenBLAS reads its thread count once, at load
@@ -230,16 +230,11 @@ def _blas_name(np):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true")
+    parser = suite_parser(__doc__)
     parser.add_argument("--products", action="store_true", help="the MLP step's products alone (see above)")
-    parser.add_argument("--threads", type=int, default=None, help="BLAS/PyTorch threads per contender")
     parser.add_argument("--rounds", type=int, default=1, help="runs per contender, taking turns; the best counts")
     parser.add_argument("--before", metavar="PYTHON", help="also time the adcuda.compile this interpreter imports")
-    parser.add_argument("--json", help="write the results here")
-    args = parser.parse_args()
-    if args.threads:
-        os.environ["BENCH_THREADS"] = str(args.threads)
+    args = parse_suite_args(parser)
     if args.products:
         products_main()
         return

@@ -12,7 +12,6 @@ reported.
     python benchmarks/bench_conv.py [--device cpu|cuda] [--quick] [--threads N] [--json out.json]
 """
 
-import argparse
 import json
 import os
 import sys
@@ -23,10 +22,13 @@ from _harness import (  # noqa: E402
     contender_main,
     emulated_reference_run,
     is_emulated,
+    parse_suite_args,
     print_table,
     run_contenders,
     single_thread_env,
+    suite_parser,
 )
+from _models import lenet5, training_step  # noqa: E402
 
 BATCH = 64
 CONV_CASES = (  # (input shape, out channels, kernel, keyword arguments)
@@ -60,32 +62,9 @@ def _lenet_step(lib):
     x = lib.from_numpy(rng.standard_normal((BATCH, 1, 28, 28)).astype(np.float32))
     y = lib.from_numpy(rng.integers(0, 10, BATCH).astype(np.int64))
     lib.manual_seed(1)
-    nn = lib.nn
-    model = nn.Sequential(
-        nn.Conv2d(1, 6, 5, padding=2),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Conv2d(6, 16, 5),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Flatten(),
-        nn.Linear(16 * 5 * 5, 120),
-        nn.ReLU(),
-        nn.Linear(120, 84),
-        nn.ReLU(),
-        nn.Linear(84, 10),
-    )
+    model = lenet5(lib.nn, padding=2)
     opt = lib.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    cross_entropy = nn.functional.cross_entropy
-
-    def step():
-        opt.zero_grad()
-        loss = cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-
-    return step
+    return training_step(opt, lambda: lib.nn.functional.cross_entropy(model(x), y))
 
 
 def _cases(lib, quick):
@@ -198,14 +177,7 @@ def _cuda_rows(quick):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--threads", type=int, default=None, help="BLAS/PyTorch threads per contender")
-    parser.add_argument("--json", help="write the results here")
-    args = parser.parse_args()
-    if args.threads:
-        os.environ["BENCH_THREADS"] = str(args.threads)
+    args = parse_suite_args(suite_parser(__doc__, device=True))
     if args.device == "cuda":
         if is_emulated():
             return emulated_reference_run("conv", args.json, _cuda_reference_checks())

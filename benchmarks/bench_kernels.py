@@ -23,7 +23,6 @@ it says so and exits 0.
 """
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -40,6 +39,7 @@ from _harness import (  # noqa: E402
     is_emulated,
     percent_of_copy,
     print_table,
+    write_bandwidth_json,  # noqa: E402
 )
 
 import adcuda  # noqa: E402
@@ -542,23 +542,6 @@ def overhead_cases(cb, torch):
     return results
 
 
-def write_json(path, rows, moved, copy_rate, bandwidth):
-    if path:
-        with open(path, "w") as f:
-            json.dump(
-                {
-                    "suite": "kernels",
-                    "device": "cuda",
-                    "rows": rows,
-                    "bytes_moved": moved,
-                    "copy_bandwidth_bytes_per_s": copy_rate,
-                    "bandwidth": bandwidth,
-                },
-                f,
-                indent=2,
-            )
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer bursts, no CuPy (the arrays stay 256 MiB)")
@@ -611,13 +594,14 @@ def main():
                     f"   {name} {moved[case] / theirs / 1e9:8.1f} GB/s (adcuda/{name} time {seconds / theirs:4.2f}x)"
                 )
         print(line)
-    write_json(args.json, rows, moved, copy_rate, bandwidth)  # kept even if the overhead section is cut short
+    # kept even if the overhead section is cut short
+    write_bandwidth_json(args.json, "kernels", rows, moved, copy_rate, bandwidth)
 
     overhead = overhead_cases(cb, torch)
     rows += print_table(
         "launch overhead on 1-element tensors (host time per op, synchronized)", overhead, unit="us", scale=1e6
     )
-    write_json(args.json, rows, moved, copy_rate, bandwidth)
+    write_bandwidth_json(args.json, "kernels", rows, moved, copy_rate, bandwidth)
     return 0
 
 

@@ -6,13 +6,13 @@ Each contender runs in its own process with the same BLAS thread count, on the s
     python benchmarks/bench_mlp_step.py [--quick] [--threads N] [--json out.json]
 """
 
-import argparse
 import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import contender_main, print_table, run_contenders, single_thread_env  # noqa: E402
+from _harness import contender_main, parse_suite_args, print_table, run_contenders, single_thread_env, suite_parser  # noqa: E402
+from _models import mlp, training_step  # noqa: E402
 
 SIZES = (784, 512, 512, 10)
 BATCH = 256
@@ -77,25 +77,10 @@ def _numpy_step():
 def _framework_step(lib):
     x_np, y_np = _data()
     lib.manual_seed(1)
-    nn = lib.nn
-    layers = []
-    for i, (fan_in, fan_out) in enumerate(zip(SIZES[:-1], SIZES[1:])):
-        layers.append(nn.Linear(fan_in, fan_out))
-        if i < len(SIZES) - 2:
-            layers.append(nn.ReLU())
-    model = nn.Sequential(*layers)
+    model = mlp(lib.nn, SIZES)
     opt = lib.optim.SGD(model.parameters(), lr=LR)
     x, y = lib.from_numpy(x_np), lib.from_numpy(y_np)
-    cross_entropy = nn.functional.cross_entropy
-
-    def step():
-        opt.zero_grad()
-        loss = cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-
-    return step
+    return training_step(opt, lambda: lib.nn.functional.cross_entropy(model(x), y))
 
 
 def cases_for(contender, quick=False):
@@ -113,13 +98,7 @@ def cases_for(contender, quick=False):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--threads", type=int, default=None, help="BLAS/PyTorch threads per contender")
-    parser.add_argument("--json", help="write the results here")
-    args = parser.parse_args()
-    if args.threads:
-        os.environ["BENCH_THREADS"] = str(args.threads)
+    args = parse_suite_args(suite_parser(__doc__))
     results = run_contenders(os.path.abspath(__file__), ["adcuda", "numpy", "torch"], ["--quick"] if args.quick else [])
     rows = print_table(
         f"MLP training step ({os.environ.get('BENCH_THREADS', '1')} thread(s)); ratio > 1: adcuda slower",

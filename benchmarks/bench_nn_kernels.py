@@ -27,7 +27,6 @@ timing"; without a GPU it says so and exits 0.
 """
 
 import argparse
-import json
 import math
 import os
 import sys
@@ -36,42 +35,19 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 from _harness import (  # noqa: E402
     BANDWIDTH_BYTES,
+    adcuda_event_seconds,
     copy_bandwidth,
-    cuda_event_seconds,
     emulated_reference_run,
     format_bandwidth,
+    framework_event_seconds,
     is_emulated,
+    optional_cuda_torch,
     percent_of_copy,
     print_table,
+    write_bandwidth_json,
 )
 
 import adcuda  # noqa: E402
-
-
-def optional_torch():
-    try:
-        import torch
-    except ImportError:
-        return None
-    return torch if torch.cuda.is_available() else None
-
-
-def adcuda_seconds(fn, bursts, per_burst):
-    def record():
-        event = adcuda.cuda.Event(enable_timing=True)
-        event.record()
-        return event
-
-    return cuda_event_seconds(record, adcuda.cuda.synchronize, lambda s, e: s.elapsed_time(e), fn, bursts, per_burst)
-
-
-def torch_seconds(torch, fn, bursts, per_burst):
-    def record():
-        event = torch.cuda.Event(enable_timing=True)
-        event.record()
-        return event
-
-    return cuda_event_seconds(record, torch.cuda.synchronize, lambda s, e: s.elapsed_time(e), fn, bursts, per_burst)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -424,7 +400,7 @@ def bandwidth_cases(cb, torch, bursts):
         )
         for case, (fn, nbytes) in cases.items():
             moved[case] = nbytes
-            results["adcuda"][case] = adcuda_seconds(fn, bursts, 10)
+            results["adcuda"][case] = adcuda_event_seconds(fn, bursts, 10)
         if torch is not None:
             tdt = getattr(torch, dtype)
             tx = torch.randn(rows, classes, device="cuda", dtype=tdt)
@@ -506,7 +482,7 @@ def bandwidth_cases(cb, torch, bursts):
                 }
             )
             for case, fn in torch_cases.items():
-                results["torch"][case] = torch_seconds(torch, fn, bursts, 10)
+                results["torch"][case] = framework_event_seconds(torch, fn, bursts, 10)
 
     for dtype in ("float16", "float32"):
         measure_dtype(dtype)
@@ -572,7 +548,7 @@ def optimizer_cases(cb, torch, shapes, bursts):
     }
     for case, (fn, nbytes) in cases.items():
         moved[case] = nbytes
-        results["adcuda"][case] = adcuda_seconds(fn, bursts, 3)
+        results["adcuda"][case] = adcuda_event_seconds(fn, bursts, 3)
     if torch is not None:
         t_params = [torch.nn.Parameter(torch.randn(s, device="cuda")) for s in shapes]
         for p in t_params:
@@ -581,8 +557,8 @@ def optimizer_cases(cb, torch, shapes, bursts):
         sgd = torch.optim.SGD(t_params, lr=1e-4, momentum=0.9, foreach=True)
         adamw.step()
         sgd.step()  # the states exist before the timing
-        results["torch"][f"adamw float32 {label}"] = torch_seconds(torch, adamw.step, bursts, 3)
-        results["torch"][f"sgd momentum float32 {label}"] = torch_seconds(torch, sgd.step, bursts, 3)
+        results["torch"][f"adamw float32 {label}"] = framework_event_seconds(torch, adamw.step, bursts, 3)
+        results["torch"][f"sgd momentum float32 {label}"] = framework_event_seconds(torch, sgd.step, bursts, 3)
     return results, moved
 
 
@@ -624,7 +600,7 @@ def embedding_norm_dropout_cases(cb, torch, bursts):
         }
         for case, (fn, nbytes) in cases.items():
             moved[case] = nbytes
-            results["adcuda"][case] = adcuda_seconds(fn, bursts, 10)
+            results["adcuda"][case] = adcuda_event_seconds(fn, bursts, 10)
         if torch is not None:
             tdt = getattr(torch, dtype)
             t_idx = torch.from_numpy(idx_host).cuda()
@@ -647,7 +623,7 @@ def embedding_norm_dropout_cases(cb, torch, bursts):
                 f"dropout backward {dtype}": lambda: aten.native_dropout_backward(t_x, t_mask, 1 / 0.9),
             }
             for case, fn in torch_cases.items():
-                results["torch"][case] = torch_seconds(torch, fn, bursts, 10)
+                results["torch"][case] = framework_event_seconds(torch, fn, bursts, 10)
 
     for dtype in ("float16", "float32"):
         measure_dtype(dtype)
@@ -694,10 +670,10 @@ def attention_cases(cb, torch, quick, bursts):
         flops[f"attention {label}"] = forward_flops
         flops[f"attention fwd+bwd {label}"] = 3.5 * forward_flops  # backward: 2.5x the forward's products
         out, lse = cb.attention(q, k, v, None, causal, scale)
-        results["adcuda"][f"attention {label}"] = adcuda_seconds(
+        results["adcuda"][f"attention {label}"] = adcuda_event_seconds(
             lambda: cb.attention(q, k, v, None, causal, scale), bursts, 3
         )
-        results["adcuda"][f"attention fwd+bwd {label}"] = adcuda_seconds(
+        results["adcuda"][f"attention fwd+bwd {label}"] = adcuda_event_seconds(
             lambda: (
                 cb.attention(q, k, v, None, causal, scale),
                 cb.attention_backward(g, q, k, v, out, lse, None, causal, scale),
@@ -710,14 +686,14 @@ def attention_cases(cb, torch, quick, bursts):
             tq, tk, tv, tg = (torch.from_numpy(h).cuda().half().requires_grad_() for h in host)
             sdpa = torch.nn.functional.scaled_dot_product_attention
             with torch.no_grad():
-                results["torch"][f"attention {label}"] = torch_seconds(
+                results["torch"][f"attention {label}"] = framework_event_seconds(
                     torch, lambda: sdpa(tq, tk, tv, is_causal=causal), bursts, 3
                 )
 
             def forward_backward():
                 sdpa(tq, tk, tv, is_causal=causal).backward(tg)
 
-            results["torch"][f"attention fwd+bwd {label}"] = torch_seconds(torch, forward_backward, bursts, 3)
+            results["torch"][f"attention fwd+bwd {label}"] = framework_event_seconds(torch, forward_backward, bursts, 3)
 
     for causal in (False, True):
         measure_causal(causal)
@@ -806,7 +782,7 @@ def training_cases(torch, quick, bursts):
             loss.backward()
             optimizer.step()
 
-        results["adcuda"][labels[key]] = adcuda_seconds(step, bursts, steps)
+        results["adcuda"][labels[key]] = adcuda_event_seconds(step, bursts, steps)
 
     if torch is not None:
         results["torch"] = {}
@@ -826,25 +802,8 @@ def training_cases(torch, quick, bursts):
                 loss.backward()
                 optimizer.step()
 
-            results["torch"][labels[key]] = torch_seconds(torch, step, bursts, steps)
+            results["torch"][labels[key]] = framework_event_seconds(torch, step, bursts, steps)
     return results
-
-
-def write_json(path, rows, moved, copy_rate, bandwidth):
-    if path:
-        with open(path, "w") as f:
-            json.dump(
-                {
-                    "suite": "nn_kernels",
-                    "device": "cuda",
-                    "rows": rows,
-                    "bytes_moved": moved,
-                    "copy_bandwidth_bytes_per_s": copy_rate,
-                    "bandwidth": bandwidth,
-                },
-                f,
-                indent=2,
-            )
 
 
 def main():
@@ -861,7 +820,7 @@ def main():
 
     if is_emulated():
         return emulated_reference_run("nn_kernels", args.json, [lambda: check_against_cpu(cb, cpu)])
-    torch = optional_torch()
+    torch = optional_cuda_torch()
     check_against_cpu(cb, cpu)
     bursts = 3 if args.quick else 7
     copy_rate = copy_bandwidth(bursts=bursts)
@@ -872,13 +831,14 @@ def main():
         f"memory-bound kernels on {adcuda.cuda.get_device_name()} (time per call)", results, unit="us", scale=1e6
     )
     bandwidth = print_bandwidth(results, moved, copy_rate)
-    write_json(args.json, rows, moved, copy_rate, bandwidth)  # each section kept as soon as it is done
+    # each section kept as soon as it is done
+    write_bandwidth_json(args.json, "nn_kernels", rows, moved, copy_rate, bandwidth)
 
     fused, fused_moved = embedding_norm_dropout_cases(cb, torch, bursts)
     rows += print_table("embedding, global norm, optimizer steps, dropout (time per call)", fused, unit="us", scale=1e6)
     bandwidth.update(print_bandwidth(fused, fused_moved, copy_rate))
     moved.update(fused_moved)
-    write_json(args.json, rows, moved, copy_rate, bandwidth)
+    write_bandwidth_json(args.json, "nn_kernels", rows, moved, copy_rate, bandwidth)
 
     attention, attention_flops = attention_cases(cb, torch, args.quick, bursts)
     rows += print_table("attention (time per call)", attention, unit="ms", scale=1e3)
@@ -889,13 +849,13 @@ def main():
         if theirs:
             line += f"   torch {attention_flops[case] / theirs / 1e12:7.2f}"
         print(line)
-    write_json(args.json, rows, moved, copy_rate, bandwidth)
+    write_bandwidth_json(args.json, "nn_kernels", rows, moved, copy_rate, bandwidth)
 
     steps = training_cases(torch, args.quick, bursts)
     rows += print_table(
         "training step: forward + cross-entropy + backward + AdamW (time per step)", steps, unit="ms", scale=1e3
     )
-    write_json(args.json, rows, moved, copy_rate, bandwidth)
+    write_bandwidth_json(args.json, "nn_kernels", rows, moved, copy_rate, bandwidth)
     return 0
 
 

@@ -28,7 +28,6 @@ contenders N times in turn and keeps each case's best.
     python benchmarks/bench_programs.py [--quick] [--threads N] [--rounds N] [--before PYTHON] [--json out.json]
 """
 
-import argparse
 import json
 import os
 import sys
@@ -38,11 +37,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _harness import (  # noqa: E402
     BEFORE,
     contender_main,
+    parse_suite_args,
     print_before_after,
     print_table,
     run_contenders,
     single_thread_env,
+    suite_parser,
 )
+from _models import lenet5, training_step  # noqa: E402
 
 GPT = dict(vocab=65, block=32, width=64, heads=4, layers=2, batch=8)
 GPT_CASE = "GPT step (2x64, block 32, batch 8)"
@@ -116,14 +118,7 @@ def _gpt_step(lib):
     tokens = rng.integers(0, cfg["vocab"], (cfg["batch"], cfg["block"] + 1))
     idx, targets = lib.tensor(tokens[:, :-1]), lib.tensor(tokens[:, 1:])
 
-    def step():
-        opt.zero_grad(set_to_none=True)
-        loss = model(idx, targets)
-        loss.backward()
-        opt.step()
-        return loss
-
-    return step
+    return training_step(opt, lambda: model(idx, targets))
 
 
 def _lstm_step(lib):
@@ -150,54 +145,28 @@ def _lstm_step(lib):
     tokens = rng.integers(0, cfg["vocab"], (cfg["batch"], cfg["steps"] + 1))
     idx, targets = lib.tensor(tokens[:, :-1]), lib.tensor(tokens[:, 1:])
 
-    def step():
-        opt.zero_grad(set_to_none=True)
-        logits = model(idx)
-        loss = F.cross_entropy(logits.reshape(-1, cfg["vocab"]), targets.reshape(-1))
-        loss.backward()
-        opt.step()
-        return loss
+    return training_step(opt, lambda: F.cross_entropy(model(idx).reshape(-1, cfg["vocab"]), targets.reshape(-1)))
 
-    return step
+
+def _image_classifier_step(lib, model, opt, images_shape):
+    """A cross-entropy step of ``model`` on one fixed batch of random images and labels of 10 classes."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    images = lib.tensor(rng.standard_normal(images_shape).astype(np.float32))
+    labels = lib.tensor(rng.integers(0, 10, images_shape[0]))
+    return training_step(opt, lambda: lib.nn.functional.cross_entropy(model(images), labels))
 
 
 def _lenet_step(lib):
-    nn, F = lib.nn, lib.nn.functional
-    import numpy as np
-
     lib.manual_seed(0)
-    model = nn.Sequential(
-        nn.Conv2d(1, 6, 5),
-        nn.ReLU(),
-        nn.MaxPool2d(2),  # 32x32 -> 28x28 -> 14x14
-        nn.Conv2d(6, 16, 5),
-        nn.ReLU(),
-        nn.MaxPool2d(2),  # -> 10x10 -> 5x5
-        nn.Flatten(),
-        nn.Linear(16 * 5 * 5, 120),
-        nn.ReLU(),
-        nn.Linear(120, 84),
-        nn.ReLU(),
-        nn.Linear(84, 10),
-    )
+    model = lenet5(lib.nn)
     opt = lib.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    rng = np.random.default_rng(0)
-    images = lib.tensor(rng.standard_normal((LENET_BATCH, 1, 32, 32)).astype(np.float32))
-    labels = lib.tensor(rng.integers(0, 10, LENET_BATCH))
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(images), labels)
-        loss.backward()
-        opt.step()
-        return loss
-
-    return step
+    return _image_classifier_step(lib, model, opt, (LENET_BATCH, 1, 32, 32))
 
 
 def _resnet_step(lib):
     nn, F = lib.nn, lib.nn.functional
-    import numpy as np
 
     class BasicBlock(nn.Module):
         def __init__(self, in_planes, planes, stride=1):
@@ -236,18 +205,7 @@ def _resnet_step(lib):
     lib.manual_seed(0)
     model = ResNet()
     opt = lib.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
-    rng = np.random.default_rng(0)
-    images = lib.tensor(rng.standard_normal((RESNET_BATCH, 3, 32, 32)).astype(np.float32))
-    labels = lib.tensor(rng.integers(0, 10, RESNET_BATCH))
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(images), labels)
-        loss.backward()
-        opt.step()
-        return loss
-
-    return step
+    return _image_classifier_step(lib, model, opt, (RESNET_BATCH, 3, 32, 32))
 
 
 def _dcgan_step(lib):
@@ -400,15 +358,10 @@ def cases_for(contender, quick=False):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--threads", type=int, default=None, help="BLAS/PyTorch threads per contender")
+    parser = suite_parser(__doc__)
     parser.add_argument("--rounds", type=int, default=1, help="runs per contender, taking turns; the best counts")
     parser.add_argument("--before", metavar="PYTHON", help="also time the adcuda this interpreter imports")
-    parser.add_argument("--json", help="write the results here")
-    args = parser.parse_args()
-    if args.threads:
-        os.environ["BENCH_THREADS"] = str(args.threads)
+    args = parse_suite_args(parser)
     load = os.getloadavg()
     results = run_contenders(
         os.path.abspath(__file__),

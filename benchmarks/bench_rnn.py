@@ -12,7 +12,6 @@ suite checks the LSTM and batch norm against the CPU at small sizes and prints n
     python benchmarks/bench_rnn.py [--quick] [--device cpu|cuda] [--threads N] [--json out.json]
 """
 
-import argparse
 import json
 import os
 import sys
@@ -21,13 +20,17 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _harness import (  # noqa: E402
     adcuda_event_seconds,
     copy_bandwidth,
+    device_contender_main,
     emulated_reference_run,
     format_bandwidth,
+    framework_event_seconds,
     is_emulated,
     median_time,
+    parse_suite_args,
     print_table,
     run_contenders,
     single_thread_env,
+    suite_parser,
 )
 
 SEQ, BATCH, INPUT, HIDDEN = 32, 32, 128, 256
@@ -89,7 +92,7 @@ def contender(name, device, quick):
     for case, step in _cases(lib, device).items():
         if device == "cuda":
             if name == "torch":
-                times[case] = _torch_event_seconds(lib, step)
+                times[case] = framework_event_seconds(lib, step)
             else:
                 times[case] = adcuda_event_seconds(step)
         else:
@@ -97,19 +100,6 @@ def contender(name, device, quick):
     if device == "cuda" and name == "adcuda":
         times["batch_norm bandwidth"] = _batch_norm_seconds()
     return times
-
-
-def _torch_event_seconds(torch, fn, bursts=5, per_burst=5):
-    from _harness import cuda_event_seconds
-
-    def record():
-        event = torch.cuda.Event(enable_timing=True)
-        event.record()
-        return event
-
-    return cuda_event_seconds(
-        record, torch.cuda.synchronize, lambda start, end: start.elapsed_time(end), fn, bursts, per_burst
-    )
 
 
 def _batch_norm_seconds():
@@ -143,14 +133,7 @@ def _checks_on_the_emulator():
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
-    parser.add_argument("--threads", type=int, default=None, help="BLAS/PyTorch threads per contender")
-    parser.add_argument("--json", help="write the results here")
-    args = parser.parse_args()
-    if args.threads:
-        os.environ["BENCH_THREADS"] = str(args.threads)
+    args = parse_suite_args(suite_parser(__doc__, device=True))
     if args.device == "cuda":
         import adcuda.cuda
 
@@ -186,12 +169,6 @@ def main():
 
 if __name__ == "__main__":
     if "--contender" in sys.argv:
-        parser = argparse.ArgumentParser()
-        parser.add_argument("--contender", required=True)
-        parser.add_argument("--emit-json", action="store_true")
-        parser.add_argument("--device", default="cpu")
-        parser.add_argument("--quick", action="store_true")
-        args = parser.parse_args()
-        print(json.dumps(contender(args.contender, args.device, args.quick)))
+        device_contender_main(contender)
     else:
         main()
