@@ -85,3 +85,19 @@ def compile_c():
         return str(exe)
 
     return build
+
+
+@pytest.fixture(scope="session")
+def cb():
+    """The CUDA backend (adcuda.backends.cuda): what the CUDA parity tests run against the CPU backend."""
+    from adcuda.backends import cuda
+
+    return cuda
+
+
+@pytest.fixture(scope="session")
+def native():
+    """The native module, ``adcuda._C``."""
+    from adcuda import _native
+
+    return _native._C

@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 import pytest
+from cuda_arrays import held, host_dtype, to_host
 
 import adcuda
 from adcuda import dtypes as dt
@@ -29,35 +30,6 @@ HALF_TYPES = (dt.float16, dt.bfloat16)
 # (rtol, atol) of one result element. The tensor-core kernels round P (and dS) to the input type before
 # multiplying, as FlashAttention does, so half-type results carry one more rounding than the CPU's.
 TOLERANCE = {dt.float32: (2e-5, 2e-6), dt.float16: (5e-3, 3e-3), dt.bfloat16: (3e-2, 2e-2)}
-
-
-@pytest.fixture(scope="module")
-def cb():
-    from adcuda.backends import cuda
-
-    return cuda
-
-
-@pytest.fixture(scope="module")
-def native():
-    from adcuda import _native
-
-    return _native._C
-
-
-def host_dtype(dtype):
-    return dt.float32 if dtype is dt.bfloat16 else dtype
-
-
-def to_host(cb, a):
-    return np.array(cb.to_numpy(a))
-
-
-def held(cb, x, dtype):
-    """(device array, the values it holds as a CPU-backend array): the CPU reference gets exactly the
-    rounded inputs the GPU sees (float32 for bfloat16)."""
-    a = cb.from_numpy(np.asarray(x, dtype=host_dtype(dtype).numpy), dtype)
-    return a, to_host(cb, a)
 
 
 def check(cb, got, expected, dtype, scale=1.0):

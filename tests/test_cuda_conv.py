@@ -11,6 +11,7 @@ bfloat16 has no NumPy type, so its CPU reference runs in float32 on the bf16-rou
 
 import numpy as np
 import pytest
+from cuda_arrays import assert_close_to_scale, held
 
 import adcuda
 import adcuda.nn.functional as F
@@ -28,27 +29,8 @@ TOLERANCE = {dt.float64: (1e-10, 1e-10), dt.float32: (1e-4, 1e-4), dt.float16: (
 RNG = np.random.default_rng(0)
 
 
-@pytest.fixture(scope="module")
-def cb():
-    from adcuda.backends import cuda
-
-    return cuda
-
-
-def held(cb, x, dtype):
-    """(device array, the values it holds as a CPU-backend array)."""
-    host = dt.float32 if dtype is dt.bfloat16 else dtype
-    a = cb.from_numpy(np.asarray(x, dtype=host.numpy), dtype)
-    return a, np.array(cb.to_numpy(a))
-
-
 def close(cb, got, want, dtype):
-    rtol, atol = TOLERANCE[dtype]
-    got = np.array(cb.to_numpy(got), dtype=np.float64)
-    want = np.asarray(want, dtype=np.float64)
-    assert got.shape == want.shape
-    scale = max(1.0, float(np.abs(want).max())) if want.size else 1.0
-    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol * scale)
+    assert_close_to_scale(cb, got, want, *TOLERANCE[dtype])
 
 
 # (input shape, weight shape, stride, padding, dilation, groups)

@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 import pytest
+from cuda_arrays import held, to_device, to_host
 
 import adcuda
 import adcuda.nn.functional as F
@@ -31,31 +32,6 @@ pytestmark = [
 
 FLOAT_TYPES = (dt.float32, dt.float16, dt.bfloat16)
 ALL_FLOAT_TYPES = FLOAT_TYPES + (dt.float64,)
-
-
-@pytest.fixture(scope="module")
-def cb():
-    from adcuda.backends import cuda
-
-    return cuda
-
-
-def host_dtype(dtype):
-    return dt.float32 if dtype is dt.bfloat16 else dtype
-
-
-def to_device(cb, x, dtype):
-    return cb.from_numpy(np.asarray(x, dtype=host_dtype(dtype).numpy), dtype)
-
-
-def to_host(cb, a):
-    return np.array(cb.to_numpy(a))
-
-
-def held(cb, x, dtype):
-    """(device array, the values it holds as a host array: float32 for bfloat16)."""
-    a = to_device(cb, x, dtype)
-    return a, to_host(cb, a)
 
 
 def rounded(cb, reference, dtype):

@@ -20,13 +20,6 @@ pytestmark = [
 SIZES = [(1,), (7,), (1023,), (3, 5), (65537,)]
 
 
-@pytest.fixture(scope="module")
-def cb():
-    from adcuda.backends import cuda
-
-    return cuda
-
-
 def host(cb, a):
     return np.array(cb.to_numpy(a))
 

@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 import pytest
+from cuda_arrays import to_device, to_host
 
 import adcuda
 from adcuda import dtypes as dt
@@ -27,20 +28,6 @@ HALF_TYPES = (dt.float16, dt.bfloat16)
 EPSILON = {dt.float16: 2.0**-10, dt.bfloat16: 2.0**-7, dt.float32: 2.0**-20, dt.float64: 2.0**-48}
 
 
-@pytest.fixture(scope="module")
-def cb():
-    from adcuda.backends import cuda
-
-    return cuda
-
-
-@pytest.fixture(scope="module")
-def native():
-    from adcuda import _native
-
-    return _native._C
-
-
 @pytest.fixture
 def split_k(monkeypatch):
     """split_k(n) forces n K splits on the tensor-core kernel for the rest of the test (1: none)."""
@@ -51,14 +38,10 @@ def split_k(monkeypatch):
     return force
 
 
-def host_dtype(dtype):
-    return dt.float32 if dtype is dt.bfloat16 else dtype
-
-
 def held(cb, x, dtype):
     """(device array, the values it holds as float64): the reference sees the rounded inputs."""
-    a = cb.from_numpy(np.asarray(x, dtype=host_dtype(dtype).numpy), dtype)
-    return a, np.array(cb.to_numpy(a)).astype(np.float64)
+    a = to_device(cb, x, dtype)
+    return a, to_host(cb, a).astype(np.float64)
 
 
 def check(cb, got, expected, dtype, k):

@@ -13,6 +13,7 @@ from the logits and a per-row log-sum-exp (softmax_loss.cu), the per-dtype multi
 
 import numpy as np
 import pytest
+from cuda_arrays import held, host_dtype, to_host
 
 import adcuda
 from adcuda import dtypes as dt
@@ -26,27 +27,6 @@ pytestmark = [
 HALVES = (dt.float16, dt.bfloat16)
 FLOATS = (dt.float32,) + HALVES
 TOLERANCE = {dt.float64: (1e-10, 1e-12), dt.float32: (2e-5, 2e-6), dt.float16: (4e-3, 2e-3), dt.bfloat16: (2e-2, 1e-2)}
-
-
-@pytest.fixture(scope="module")
-def cb():
-    from adcuda.backends import cuda
-
-    return cuda
-
-
-def host_dtype(dtype):
-    return dt.float32 if dtype is dt.bfloat16 else dtype
-
-
-def to_host(cb, a):
-    return np.array(cb.to_numpy(a))
-
-
-def held(cb, x, dtype):
-    """(device array, the values it holds): the CPU reference sees exactly the GPU's rounded inputs."""
-    a = cb.from_numpy(np.asarray(x).astype(host_dtype(dtype).numpy), dtype)
-    return a, to_host(cb, a)
 
 
 def held_at_offset(cb, x, dtype, offset=1):

@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 import pytest
+from cuda_arrays import held, to_host
 
 import adcuda
 from adcuda import dtypes as dt
@@ -27,39 +28,6 @@ HALF_TYPES = (dt.float16, dt.bfloat16)
 FLOAT_TYPES = (dt.float32, dt.float16, dt.bfloat16)
 # (rtol, atol) for results that went through one rounding to the dtype after fp32 math
 TOLERANCE = {dt.float64: (1e-10, 1e-12), dt.float32: (2e-5, 2e-6), dt.float16: (4e-3, 2e-3), dt.bfloat16: (2e-2, 1e-2)}
-
-
-@pytest.fixture(scope="module")
-def cb():
-    from adcuda.backends import cuda
-
-    return cuda
-
-
-@pytest.fixture(scope="module")
-def native():
-    from adcuda import _native
-
-    return _native._C
-
-
-def host_dtype(dtype):
-    return dt.float32 if dtype is dt.bfloat16 else dtype
-
-
-def to_device(cb, x, dtype):
-    return cb.from_numpy(np.asarray(x, dtype=host_dtype(dtype).numpy), dtype)
-
-
-def to_host(cb, a):
-    return np.array(cb.to_numpy(a))
-
-
-def held(cb, x, dtype):
-    """(device array, the values it holds as a CPU-backend array): the CPU reference gets exactly the
-    rounded inputs the GPU sees (float32 for bfloat16)."""
-    a = to_device(cb, x, dtype)
-    return a, to_host(cb, a)
 
 
 def check(cb, got, expected, dtype, scale=1.0, rtol=None, atol=None):

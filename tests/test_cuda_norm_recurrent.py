@@ -10,6 +10,7 @@ compared at bf16's precision.
 
 import numpy as np
 import pytest
+from cuda_arrays import to_device, to_host
 
 import adcuda
 import adcuda.nn.functional as F
@@ -27,19 +28,10 @@ TOLERANCE = {dt.float32: 1e-5, dt.float64: 1e-12, dt.float16: 2e-3, dt.bfloat16:
 SHAPES = [(1, 1), (7, 7), (3, 1023), (0, 5)]
 
 
-@pytest.fixture(scope="module")
-def cb():
-    from adcuda.backends import cuda
-
-    return cuda
-
-
 def held(cb, x, dtype):
     """(device array, the values it holds as a host array in fp32/fp64)."""
-    host = dt.float32 if dtype is dt.bfloat16 else dtype
-    a = cb.from_numpy(np.asarray(x, dtype=host.numpy), dtype)
-    values = np.array(cb.to_numpy(a))
-    return a, values.astype(np.float64 if dtype is dt.float64 else np.float32)
+    a = to_device(cb, x, dtype)
+    return a, to_host(cb, a).astype(np.float64 if dtype is dt.float64 else np.float32)
 
 
 def close(cb, got, want, dtype):

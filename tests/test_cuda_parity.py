@@ -23,6 +23,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from cuda_arrays import held, host_dtype, to_device, to_host
 
 import adcuda
 from adcuda import dtypes as dt
@@ -561,13 +562,6 @@ def test_iteration_beyond_int32_is_cut_into_int32_blocks(harness):
 # =============================================================================================
 # GPU parity: primitives
 @pytest.fixture(scope="module")
-def cb():
-    from adcuda.backends import cuda
-
-    return cuda
-
-
-@pytest.fixture(scope="module")
 def C():
     from adcuda import _native
 
@@ -577,24 +571,6 @@ def C():
 FLOATS = (dt.float32, dt.float16, dt.bfloat16, dt.float64)
 TOLERANCE = {dt.float64: (1e-10, 1e-12), dt.float32: (2e-5, 2e-6), dt.float16: (4e-3, 2e-3), dt.bfloat16: (2e-2, 1e-2)}
 SHAPES = [(), (0,), (1,), (7,), (1023,), (65537,), (3, 0, 2), (33, 65)]
-
-
-def host_dtype(dtype):
-    return dt.float32 if dtype is dt.bfloat16 else dtype
-
-
-def to_device(cb, x, dtype):
-    return cb.from_numpy(np.asarray(x).astype(host_dtype(dtype).numpy), dtype)
-
-
-def to_host(cb, a):
-    return np.array(cb.to_numpy(a))
-
-
-def held(cb, x, dtype):
-    """(device array, the values it holds): the CPU reference sees exactly the GPU's rounded inputs."""
-    a = to_device(cb, x, dtype)
-    return a, to_host(cb, a)
 
 
 def check(cb, got, expected, dtype, rtol=None, atol=None):

@@ -16,13 +16,6 @@ from adcuda.backends import cpu
 pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not adcuda.cuda.is_available(), reason="needs a usable CUDA device")]
 
 
-@pytest.fixture(scope="module")
-def cb():
-    from adcuda.backends import cuda
-
-    return cuda
-
-
 def _wrapped_exact(x, axes, op):
     """(the reduction in Python integers modulo 2**64, as int64: what two's complement arithmetic gives;
     whether any output's exact value lies outside int64)."""

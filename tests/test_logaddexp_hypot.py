@@ -9,6 +9,7 @@ emulator without one): the primitive against the CPU backend in fp32/fp16/bf16/f
 
 import numpy as np
 import pytest
+from cuda_arrays import assert_close_nan, held
 
 import adcuda
 from adcuda import dtypes as dt
@@ -100,27 +101,8 @@ FLOATS = (dt.float32, dt.float16, dt.bfloat16, dt.float64)
 TOLERANCE = {dt.float64: (1e-12, 1e-13), dt.float32: (3e-6, 1e-6), dt.float16: (4e-3, 2e-3), dt.bfloat16: (2e-2, 1e-2)}
 
 
-@pytest.fixture(scope="module")
-def cb():
-    from adcuda.backends import cuda
-
-    return cuda
-
-
-def _held(cb, x, dtype):
-    """(device array, the values it holds): the CPU reference sees the GPU's rounded inputs."""
-    host_dtype = dt.float32 if dtype is dt.bfloat16 else dtype
-    a = cb.from_numpy(np.asarray(x).astype(host_dtype.numpy), dtype)
-    return a, np.array(cb.to_numpy(a))
-
-
 def _check(cb, got, expected, dtype):
-    rtol, atol = TOLERANCE[dtype]
-    got = np.array(cb.to_numpy(got))
-    assert got.shape == np.shape(expected)
-    np.testing.assert_allclose(
-        got.astype(np.float64), np.asarray(expected, np.float64), rtol=rtol, atol=atol, equal_nan=True
-    )
+    assert_close_nan(cb, got, expected, *TOLERANCE[dtype])
 
 
 @gpu
@@ -143,8 +125,8 @@ def _check(cb, got, expected, dtype):
 )
 def test_primitive_matches_the_cpu_backend(cb, name, dtype, shapes):
     ref_dtype = dt.float32 if dtype is dt.bfloat16 else dtype
-    a, a_host = _held(cb, rng(6).standard_normal(shapes[0]) * 4, dtype)
-    b, b_host = _held(cb, rng(7).standard_normal(shapes[1]) * 4, dtype)
+    a, a_host = held(cb, rng(6).standard_normal(shapes[0]) * 4, dtype)
+    b, b_host = held(cb, rng(7).standard_normal(shapes[1]) * 4, dtype)
     _check(cb, cb.binary(name, a, b, dtype), cpu.binary(name, a_host, b_host, ref_dtype), dtype)
     _check(cb, cb.binary(name, a, 1.5, dtype), cpu.binary(name, a_host, 1.5, ref_dtype), dtype)
     _check(cb, cb.binary(name, 1.5, b, dtype), cpu.BINARY_OPS[name](np.asarray(1.5, b_host.dtype), b_host), dtype)
@@ -157,10 +139,10 @@ def test_primitive_on_strided_and_special_values(cb, name, dtype):
     ref_dtype = dt.float32 if dtype is dt.bfloat16 else dtype
     special = [0.0, -0.0, 1.0, -1.0, 30.0, -30.0, np.inf, -np.inf, np.nan]
     a_np, b_np = (g.ravel() for g in np.meshgrid(special, special))
-    a, a_host = _held(cb, a_np, dtype)
-    b, b_host = _held(cb, b_np, dtype)
+    a, a_host = held(cb, a_np, dtype)
+    b, b_host = held(cb, b_np, dtype)
     _check(cb, cb.binary(name, a, b, dtype), cpu.binary(name, a_host, b_host, ref_dtype), dtype)
-    m, m_host = _held(cb, rng(8).standard_normal((9, 14)) * 3, dtype)
+    m, m_host = held(cb, rng(8).standard_normal((9, 14)) * 3, dtype)
     t = cb.permute(m, (1, 0))  # transposed
     s = cb.slice(m, (slice(None), slice(None, None, 2)))  # every other column
     _check(cb, cb.binary(name, t, t, dtype), cpu.binary(name, m_host.T, m_host.T, ref_dtype), dtype)

@@ -11,6 +11,7 @@ and every op here runs on CUDA with the CPU's results.
 
 import numpy as np
 import pytest
+from cuda_arrays import assert_close_nan, held
 
 import adcuda
 import adcuda.nn.functional as F
@@ -326,27 +327,8 @@ TOLERANCE = {
 }
 
 
-@pytest.fixture(scope="module")
-def cb():
-    from adcuda.backends import cuda
-
-    return cuda
-
-
-def _held(cb, x, dtype):
-    """(device array, the values it holds as the CPU reference takes them)."""
-    host = dt.float32 if dtype is dt.bfloat16 else dtype
-    a = cb.from_numpy(np.asarray(x).astype(host.numpy), dtype)
-    return a, np.array(cb.to_numpy(a)).astype(host.numpy)
-
-
 def _check(cb, got, expected, dtype):
-    rtol, atol = TOLERANCE[dtype]
-    got = np.array(cb.to_numpy(got))
-    assert got.shape == np.shape(expected)
-    np.testing.assert_allclose(
-        got.astype(np.float64), np.asarray(expected, np.float64), rtol=rtol, atol=atol, equal_nan=True
-    )
+    assert_close_nan(cb, got, expected, *TOLERANCE[dtype])
 
 
 @gpu
@@ -359,7 +341,7 @@ def test_cumprod_primitive_matches_the_cpu_backend(cb, dtype, shape, axis):
     values = (
         1.0 + rnd(*shape, seed=4) * 0.01 if dtype.is_floating_point else np.random.default_rng(4).integers(-2, 3, shape)
     )
-    a, host = _held(cb, values, dtype)
+    a, host = held(cb, values, dtype)
     _check(cb, cb.cumprod(a, axis), cpu.cumprod(host, axis), dtype)
     if len(shape) == 2 and shape[1]:
         t = cb.permute(a, (1, 0))  # a transposed view
@@ -380,10 +362,10 @@ def test_scatter_reduce_primitive_matches_the_cpu_backend(cb, dtype, reduce, inc
         base_values, src_values = gen.integers(-3, 4, (3, n)), gen.integers(-3, 4, (4, n))
         if dtype is dt.bool_:
             base_values, src_values = base_values > 0, src_values > 0
-    a, a_host = _held(cb, base_values, dtype)
-    s, s_host = _held(cb, src_values, dtype)
+    a, a_host = held(cb, base_values, dtype)
+    s, s_host = held(cb, src_values, dtype)
     idx = gen.integers(0, 3, (4, n))  # duplicates along dim 0 for every column
-    i, i_host = _held(cb, idx, dt.int64)
+    i, i_host = held(cb, idx, dt.int64)
     got = cb.scatter_reduce(a, 0, i, s, reduce, include_self)
     _check(
         cb,
@@ -406,9 +388,9 @@ def test_scatter_reduce_primitive_matches_the_cpu_backend(cb, dtype, reduce, inc
 
 @gpu
 def test_scatter_reduce_primitive_on_empty_and_nan(cb):
-    a, a_host = _held(cb, np.ones((2, 3)), dt.float32)
-    s, s_host = _held(cb, np.array([[np.nan, 2.0, 0.5]]), dt.float32)
-    i, i_host = _held(cb, np.array([[1, 0, 0]]), dt.int64)
+    a, a_host = held(cb, np.ones((2, 3)), dt.float32)
+    s, s_host = held(cb, np.array([[np.nan, 2.0, 0.5]]), dt.float32)
+    i, i_host = held(cb, np.array([[1, 0, 0]]), dt.int64)
     for reduce in ("prod", "amax", "amin"):
         _check(
             cb,
@@ -416,7 +398,7 @@ def test_scatter_reduce_primitive_on_empty_and_nan(cb):
             cpu.scatter_reduce(a_host, 0, i_host, s_host, reduce, True),
             dt.float32,
         )
-    e, e_host = _held(cb, np.zeros((1, 0), np.int64), dt.int64)
+    e, e_host = held(cb, np.zeros((1, 0), np.int64), dt.int64)
     _check(cb, cb.scatter_reduce(a, 1, e, s, "amax", False), a_host, dt.float32)
 
 
