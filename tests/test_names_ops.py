@@ -12,11 +12,11 @@ and every op here runs on CUDA with the CPU's results.
 import numpy as np
 import pytest
 from cuda_arrays import assert_close_nan, held
+from name_cases import check_gradcheck, check_matches_pytorch
 
 import adcuda
 import adcuda.nn.functional as F
 from adcuda import dtypes as dt
-from adcuda.autograd import gradcheck
 from adcuda.backends import cpu
 from adcuda.errors import DTypeError, IndexOutOfRangeError, ShapeError, UnsupportedDTypeError
 
@@ -113,35 +113,16 @@ for _reduce in ("amax", "amin"):
 NOT_SMOOTH = {"cdist_p1", "scatter_reduce_amax_ties", "scatter_reduce_amin_ties"}
 
 
-def _ours(array, requires_grad=False):
-    if array.dtype.kind == "f":
-        return adcuda.tensor(array, dtype=f64, requires_grad=requires_grad)
-    return adcuda.tensor(array)
-
-
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_gradcheck(name):
-    fn, floats, others = CASES[name]
     if name in NOT_SMOOTH:
         pytest.skip("not differentiable at ties (compared with PyTorch below)")
-    inputs = [_ours(a, True) for a in floats] + [_ours(a) for a in others]
-    assert gradcheck(lambda *t: fn(adcuda, F, *t), tuple(inputs), eps=1e-6, atol=1e-6, rtol=1e-4)
+    check_gradcheck(CASES[name])
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_matches_pytorch(name):
-    torch = pytest.importorskip("torch")
-    fn, floats, others = CASES[name]
-    ours = [_ours(a, True) for a in floats] + [_ours(a) for a in others]
-    theirs = [torch.tensor(a, requires_grad=True) for a in floats] + [torch.tensor(a) for a in others]
-    out, expected = fn(adcuda, F, *ours), fn(torch, torch.nn.functional, *theirs)
-    np.testing.assert_allclose(out.detach().numpy(), expected.detach().numpy(), rtol=1e-10, atol=1e-12)
-    g = rnd(*expected.shape, seed=9)
-    out.backward(adcuda.tensor(g, dtype=f64))
-    expected.backward(torch.tensor(g))
-    for a, b in zip(ours, theirs):
-        if b.grad is not None:
-            np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-9, atol=1e-12)
+    check_matches_pytorch(pytest.importorskip("torch"), CASES[name])
 
 
 # ------------------------------------------------------------------------------------------------

@@ -1,0 +1,41 @@
+"""The two checks test_names_ops.py and test_names_more.py run on each entry of their ``CASES``:
+``(fn, floats, others)``, where ``fn(module, F, *inputs)`` is written once for adcuda and PyTorch
+alike, ``floats`` are the inputs differentiated (in float64) and ``others`` the rest (indices)."""
+
+import warnings
+
+import numpy as np
+
+import adcuda
+import adcuda.nn.functional as F
+from adcuda.autograd import gradcheck
+
+
+def ours(array, requires_grad=False):
+    if array.dtype.kind == "f":
+        return adcuda.tensor(array, dtype=adcuda.float64, requires_grad=requires_grad)
+    return adcuda.tensor(array)
+
+
+def check_gradcheck(case):
+    fn, floats, others = case
+    inputs = [ours(a, True) for a in floats] + [ours(a) for a in others]
+    assert gradcheck(lambda *t: fn(adcuda, F, *t), tuple(inputs), eps=1e-6, atol=1e-6, rtol=1e-4)
+
+
+def check_matches_pytorch(torch, case, grad_rtol=1e-9):
+    """Values, shapes and the gradients of a random output gradient against PyTorch's."""
+    fn, floats, others = case
+    mine = [ours(a, True) for a in floats] + [ours(a) for a in others]
+    theirs = [torch.tensor(a, requires_grad=True) for a in floats] + [torch.tensor(a) for a in others]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # PyTorch's own deprecation notes
+        out, expected = fn(adcuda, F, *mine), fn(torch, torch.nn.functional, *theirs)
+    assert tuple(out.shape) == tuple(expected.shape)
+    np.testing.assert_allclose(out.detach().numpy(), expected.detach().numpy(), rtol=1e-10, atol=1e-12)
+    g = np.random.default_rng(9).standard_normal(expected.shape)
+    out.backward(adcuda.tensor(g, dtype=adcuda.float64))
+    expected.backward(torch.tensor(g))
+    for a, b in zip(mine, theirs):
+        if b.grad is not None:
+            np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=grad_rtol, atol=1e-12)
