@@ -318,37 +318,53 @@ def emulated_reference_run(suite, json_path, reference_checks):
     for check in reference_checks:
         check()
     print(f"{suite}: {len(reference_checks)} reference check(s) passed on the emulator; {EMULATED_NO_TIMING}")
-    if json_path:
-        with open(json_path, "w") as f:
-            json.dump(
-                {
-                    "suite": suite,
-                    "device": "cuda",
-                    "emulated": True,
-                    "status": EMULATED_NO_TIMING,
-                    "checks": len(reference_checks),
-                    "rows": [],
-                },
-                f,
-                indent=2,
-            )
+    write_report(
+        json_path,
+        {
+            "suite": suite,
+            "device": "cuda",
+            "emulated": True,
+            "status": EMULATED_NO_TIMING,
+            "checks": len(reference_checks),
+            "rows": [],
+        },
+    )
     return 0
+
+
+def timed_on_this_gpu(suite, json_path, reference_checks):
+    """Whether a ``--device cuda`` run of ``bench_<suite>`` goes on to time: not where no GPU is usable
+    (it says why), nor in the emulated build (it runs ``reference_checks``, see
+    ``emulated_reference_run``)."""
+    import adcuda.cuda
+
+    if not adcuda.cuda.is_available():
+        print(f"bench_{suite} --device cuda needs a usable GPU: {adcuda.cuda.unavailable_reason()}")
+        return False
+    if is_emulated():
+        emulated_reference_run(suite, json_path, reference_checks)
+        return False
+    return True
 
 
 def write_bandwidth_json(path, suite, rows, moved, copy_rate, bandwidth):
     """A GPU suite's report (its rows, the bytes each bandwidth case moved, the copy yardstick and the
     formatted bandwidths) to ``path``, where one is given."""
+    write_report(
+        path,
+        {
+            "suite": suite,
+            "device": "cuda",
+            "rows": rows,
+            "bytes_moved": moved,
+            "copy_bandwidth_bytes_per_s": copy_rate,
+            "bandwidth": bandwidth,
+        },
+    )
+
+
+def write_report(path, report):
+    """A suite's JSON ``report`` to ``path`` (its ``--json``), where one is given."""
     if path:
         with open(path, "w") as f:
-            json.dump(
-                {
-                    "suite": suite,
-                    "device": "cuda",
-                    "rows": rows,
-                    "bytes_moved": moved,
-                    "copy_bandwidth_bytes_per_s": copy_rate,
-                    "bandwidth": bandwidth,
-                },
-                f,
-                indent=2,
-            )
+            json.dump(report, f, indent=2)

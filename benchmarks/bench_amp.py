@@ -18,21 +18,20 @@ activation memory and bandwidth, not optimizer memory.
     python benchmarks/bench_amp.py [--quick] [--device cpu|cuda] [--threads N] [--json out.json]
 """
 
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _harness import (  # noqa: E402
     device_contender_main,
-    emulated_reference_run,
-    is_emulated,
     median_time,
     parse_suite_args,
     print_table,
     run_contenders,
     single_thread_env,
     suite_parser,
+    timed_on_this_gpu,
+    write_report,
 )
 from _models import mlp  # noqa: E402
 
@@ -158,14 +157,8 @@ def _ratio_table(results):
 
 def main():
     args = parse_suite_args(suite_parser(__doc__, device=True))
-    if args.device == "cuda":
-        import adcuda.cuda
-
-        if not adcuda.cuda.is_available():
-            print(f"bench_amp --device cuda needs a usable GPU: {adcuda.cuda.unavailable_reason()}")
-            return
-        if is_emulated():
-            return emulated_reference_run("amp", args.json, [_tiny_steps_on_the_emulator])
+    if args.device == "cuda" and not timed_on_this_gpu("amp", args.json, [_tiny_steps_on_the_emulator]):
+        return
     extra = ["--device", args.device] + (["--quick"] if args.quick else [])
     results = run_contenders(os.path.abspath(__file__), ["adcuda", "torch"], extra)
     if not results:
@@ -180,9 +173,7 @@ def main():
     ratio_rows = _ratio_table(results)
     if args.device == "cpu":
         print("\n(on the CPU float16 is storage only: a ratio above 1x is the cost of the conversions, not a bug)")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"suite": "amp", "device": args.device, "rows": timing_rows, "ratios": ratio_rows}, f, indent=2)
+    write_report(args.json, {"suite": "amp", "device": args.device, "rows": timing_rows, "ratios": ratio_rows})
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ GPU; elsewhere it says so and exits 0 (run.py reports the suite as skipped).
 """
 
 import argparse
-import json
 import math
 import os
 import sys
@@ -33,6 +32,7 @@ from _harness import (  # noqa: E402
     is_emulated,
     optional_cuda_torch,
     print_table,
+    write_report,
 )
 
 import adcuda  # noqa: E402
@@ -239,22 +239,19 @@ def main():
     print_throughput(results, flops, backends, paths)
     shares = target_shares(results, backends)
     print_target(shares)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(
-                {
-                    "suite": "attention",
-                    "device": "cuda",
-                    "rows": rows,
-                    "flops": flops,
-                    "torch_sdpa_backend": backends,
-                    "adcuda_kernels": paths,
-                    "target": {"fwd+bwd adcuda/torch flash at least": TARGET_FWD_BWD_SHARE},
-                    "fwd+bwd adcuda/torch": shares,
-                },
-                f,
-                indent=2,
-            )
+    write_report(
+        args.json,
+        {
+            "suite": "attention",
+            "device": "cuda",
+            "rows": rows,
+            "flops": flops,
+            "torch_sdpa_backend": backends,
+            "adcuda_kernels": paths,
+            "target": {"fwd+bwd adcuda/torch flash at least": TARGET_FWD_BWD_SHARE},
+            "fwd+bwd adcuda/torch": shares,
+        },
+    )
     return 0
 
 

@@ -35,7 +35,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import parse_suite_args, print_table, run_contenders, single_thread_env, smoke, suite_parser  # noqa: E402
+from _harness import parse_suite_args, print_table, run_contenders, single_thread_env, smoke, suite_parser, write_report  # noqa: E402
 
 if "--contender" in sys.argv or "--products" in sys.argv:
     single_thread_env()  # before anything imports NumPy: OpenBLAS reads its thread count once, at load
@@ -258,9 +258,7 @@ def main():
     )
     if BEFORE in results:
         print_before_after(results)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"suite": "compile", "load": load, "rows": rows}, f, indent=2)
+    write_report(args.json, {"suite": "compile", "load": load, "rows": rows})
 
 
 def print_before_after(results):

@@ -12,7 +12,6 @@ reported.
     python benchmarks/bench_conv.py [--device cpu|cuda] [--quick] [--threads N] [--json out.json]
 """
 
-import json
 import os
 import sys
 
@@ -27,6 +26,7 @@ from _harness import (  # noqa: E402
     run_contenders,
     single_thread_env,
     suite_parser,
+    write_report,
 )
 from _models import lenet5, training_step  # noqa: E402
 
@@ -182,9 +182,7 @@ def main():
         if is_emulated():
             return emulated_reference_run("conv", args.json, _cuda_reference_checks())
         rows = _cuda_rows(args.quick)
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump({"suite": "conv", "device": "cuda", "rows": rows}, f, indent=2)
+        write_report(args.json, {"suite": "conv", "device": "cuda", "rows": rows})
         return 0
     results = run_contenders(os.path.abspath(__file__), ["adcuda", "torch"], ["--quick"] if args.quick else [])
     rows = print_table(
@@ -193,9 +191,7 @@ def main():
         unit="ms",
         scale=1e3,
     )
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"suite": "conv", "rows": rows}, f, indent=2)
+    write_report(args.json, {"suite": "conv", "rows": rows})
     return 0
 
 

@@ -23,13 +23,12 @@ timing). Needs a GPU otherwise; elsewhere it says so and exits 0.
 """
 
 import argparse
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
-from _harness import emulated_reference_run, is_emulated, print_table  # noqa: E402
+from _harness import emulated_reference_run, is_emulated, print_table, write_report  # noqa: E402
 from bench_gpt2_step import (  # noqa: E402
     adamw,
     copy_weights,
@@ -123,9 +122,7 @@ def main():
     print(f"\n  CUDA graphs vs eager adcuda: {results['adcuda'][CASE] / graphed:.2f}x faster")
     if "torch" in results:
         print(f"  CUDA graphs vs PyTorch eager: {results['torch'][CASE] / graphed:.2f}x faster (aim >= 1.2x)")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"suite": "cuda_graphs", "device": "cuda", "rows": rows, "config": SMALL}, f, indent=2)
+    write_report(args.json, {"suite": "cuda_graphs", "device": "cuda", "rows": rows, "config": SMALL})
     return 0
 
 

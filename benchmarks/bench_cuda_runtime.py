@@ -12,7 +12,6 @@ keeps its own caches). Needs a GPU; elsewhere it says so and exits 0. In the emu
 """
 
 import argparse
-import json
 import os
 import sys
 
@@ -28,6 +27,7 @@ from _harness import (  # noqa: E402
     is_emulated,
     median_time,
     print_table,
+    write_report,
 )
 
 import adcuda  # noqa: E402
@@ -269,21 +269,18 @@ def main():
             print(f"  {case:<26} " + "   ".join(cells))
     allocations = allocation_cases((4 << 10, 1 << 20, 64 << 20), repeat)
     rows += print_table("allocation + free (the array is dropped at once)", allocations, unit="us", scale=1e6)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(
-                {
-                    "suite": "cuda_runtime",
-                    "device": "cuda",
-                    "rows": rows,
-                    "copy_bandwidth_bytes_per_s": copy_rate,
-                    "bytes_moved": moved,
-                    "allocator": adcuda.cuda.memory_stats(),
-                    "pinned_pool": adcuda.cuda.pinned_memory_stats(),
-                },
-                f,
-                indent=2,
-            )
+    write_report(
+        args.json,
+        {
+            "suite": "cuda_runtime",
+            "device": "cuda",
+            "rows": rows,
+            "copy_bandwidth_bytes_per_s": copy_rate,
+            "bytes_moved": moved,
+            "allocator": adcuda.cuda.memory_stats(),
+            "pinned_pool": adcuda.cuda.pinned_memory_stats(),
+        },
+    )
     return 0
 
 

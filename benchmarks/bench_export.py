@@ -21,7 +21,6 @@ the caller's input and output buffers are not counted.
 """
 
 import argparse
-import json
 import os
 import shutil
 import subprocess
@@ -30,7 +29,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import contender_main, print_table, run_contenders, single_thread_env, smoke  # noqa: E402
+from _harness import contender_main, print_table, run_contenders, single_thread_env, smoke, write_report  # noqa: E402
 
 EXIT_SKIPPED = 77
 C_BUILDS = {"C -O2": ("-O2",), "C native": ("-O3", "-march=native")}
@@ -203,9 +202,7 @@ def main():
         scale=1e6,
     )
     print_memory(memory)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"suite": "export", "rows": rows, "memory": memory}, f, indent=2)
+    write_report(args.json, {"suite": "export", "rows": rows, "memory": memory})
     return 0
 
 

@@ -14,13 +14,12 @@ and >= 50% on the GPT-2 shapes; the cuBLASLt path within 5% of torch.
 """
 
 import argparse
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
-from _harness import cuda_event_seconds, emulated_reference_run, is_emulated, print_table  # noqa: E402
+from _harness import cuda_event_seconds, emulated_reference_run, is_emulated, print_table, write_report  # noqa: E402
 
 import adcuda  # noqa: E402
 
@@ -197,22 +196,18 @@ def main():
                 if who != "torch" and theirs:
                     line += f" ({100 * theirs / seconds:5.1f}%)"
         print(line)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(
-                {
-                    "suite": "gemm",
-                    "device": "cuda",
-                    "gemm_kernels": cuda_gemm.gemm_path(),
-                    "rows": rows,
-                    "tflops": {
-                        who: {case: flops[case] / s / 1e12 for case, s in cases.items()}
-                        for who, cases in results.items()
-                    },
-                },
-                f,
-                indent=2,
-            )
+    write_report(
+        args.json,
+        {
+            "suite": "gemm",
+            "device": "cuda",
+            "gemm_kernels": cuda_gemm.gemm_path(),
+            "rows": rows,
+            "tflops": {
+                who: {case: flops[case] / s / 1e12 for case, s in cases.items()} for who, cases in results.items()
+            },
+        },
+    )
     return 0
 
 

@@ -6,12 +6,19 @@ Each contender runs in its own process with the same BLAS thread count, on the s
     python benchmarks/bench_mlp_step.py [--quick] [--threads N] [--json out.json]
 """
 
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import contender_main, parse_suite_args, print_table, run_contenders, single_thread_env, suite_parser  # noqa: E402
+from _harness import (  # noqa: E402
+    contender_main,
+    parse_suite_args,
+    print_table,
+    run_contenders,
+    single_thread_env,
+    suite_parser,
+    write_report,
+)
 from _models import mlp, training_step  # noqa: E402
 
 SIZES = (784, 512, 512, 10)
@@ -106,9 +113,7 @@ def main():
         unit="ms",
         scale=1e3,
     )
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"suite": "mlp_step", "rows": rows}, f, indent=2)
+    write_report(args.json, {"suite": "mlp_step", "rows": rows})
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from _harness import median_time, print_table, run_contenders, single_thread_env, smoke  # noqa: E402
+from _harness import median_time, print_table, run_contenders, single_thread_env, smoke, write_report  # noqa: E402
 
 
 def _load_recorder_builder():
@@ -111,9 +111,7 @@ def main():
         for case, base in results["off"].items():
             factors = "  ".join(f"{s} {results[s][case] / base:.2f}x" for s in results if s != "off")
             print(f"  slowdown vs off, {case}: {factors}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"suite": "profiler_overhead", "rows": rows}, f, indent=2)
+    write_report(args.json, {"suite": "profiler_overhead", "rows": rows})
 
 
 if __name__ == "__main__":

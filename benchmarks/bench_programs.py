@@ -28,7 +28,6 @@ contenders N times in turn and keeps each case's best.
     python benchmarks/bench_programs.py [--quick] [--threads N] [--rounds N] [--before PYTHON] [--json out.json]
 """
 
-import json
 import os
 import sys
 import time
@@ -43,6 +42,7 @@ from _harness import (  # noqa: E402
     run_contenders,
     single_thread_env,
     suite_parser,
+    write_report,
 )
 from _models import lenet5, training_step  # noqa: E402
 
@@ -381,9 +381,7 @@ def main():
     if BEFORE in results:
         print_before_after(results, unit="ms", scale=1e3)
     print(f"load average (1 min) {load[0]:.2f} at the start, {load_after[0]:.2f} at the end; best of {args.rounds}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"suite": "programs", "rows": rows}, f, indent=2)
+    write_report(args.json, {"suite": "programs", "rows": rows})
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ suite checks the LSTM and batch norm against the CPU at small sizes and prints n
     python benchmarks/bench_rnn.py [--quick] [--device cpu|cuda] [--threads N] [--json out.json]
 """
 
-import json
 import os
 import sys
 
@@ -21,16 +20,16 @@ from _harness import (  # noqa: E402
     adcuda_event_seconds,
     copy_bandwidth,
     device_contender_main,
-    emulated_reference_run,
     format_bandwidth,
     framework_event_seconds,
-    is_emulated,
     median_time,
     parse_suite_args,
     print_table,
     run_contenders,
     single_thread_env,
     suite_parser,
+    timed_on_this_gpu,
+    write_report,
 )
 
 SEQ, BATCH, INPUT, HIDDEN = 32, 32, 128, 256
@@ -134,14 +133,8 @@ def _checks_on_the_emulator():
 
 def main():
     args = parse_suite_args(suite_parser(__doc__, device=True))
-    if args.device == "cuda":
-        import adcuda.cuda
-
-        if not adcuda.cuda.is_available():
-            print(f"bench_rnn --device cuda needs a usable GPU: {adcuda.cuda.unavailable_reason()}")
-            return
-        if is_emulated():
-            return emulated_reference_run("rnn", args.json, [_checks_on_the_emulator])
+    if args.device == "cuda" and not timed_on_this_gpu("rnn", args.json, [_checks_on_the_emulator]):
+        return
     extra = ["--device", args.device] + (["--quick"] if args.quick else [])
     results = run_contenders(os.path.abspath(__file__), ["adcuda", "torch"], extra)
     if not results:
@@ -162,9 +155,7 @@ def main():
         line = format_bandwidth(moved, bn_seconds, copy_bandwidth())
         print(f"\nbatch_norm training forward {BN_SHAPE} fp32: {line}")
         report["batch_norm_bandwidth"] = line
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(report, f, indent=2)
+    write_report(args.json, report)
 
 
 if __name__ == "__main__":

@@ -12,14 +12,13 @@ columns. adcuda's CPU product is a NumPy row-segmented sum over the CSR row poin
 """
 
 import argparse
-import json
 import os
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
-from _harness import contender_main, print_table, run_contenders, single_thread_env  # noqa: E402
+from _harness import contender_main, print_table, run_contenders, single_thread_env, write_report  # noqa: E402
 
 # (case, rows = columns of the sparse matrix, entries, dense columns, backward too)
 CASES = (
@@ -71,9 +70,7 @@ def main():
     title = "sparse.mm, CSR x dense on the CPU (1 thread, CPU time per call); ratio > 1: adcuda slower"
     rows = print_table(title, results)
     print(f"load average (1 min) {load[0]:.2f} at the start, {load_after[0]:.2f} at the end; best of {args.rounds}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"suite": "sparse", "rows": rows}, f, indent=2)
+    write_report(args.json, {"suite": "sparse", "rows": rows})
 
 
 if __name__ == "__main__":

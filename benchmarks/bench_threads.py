@@ -27,7 +27,6 @@ each, so that only calls in which both threads had a core count on a shared mach
 import argparse
 import importlib.resources
 import importlib.util
-import json
 import os
 import resource
 import subprocess
@@ -36,7 +35,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import smoke  # noqa: E402
+from _harness import smoke, write_report  # noqa: E402
 
 # The same program for both libraries (``--program LIB EPOCHS``): the digits MLP of ``adcuda train``.
 PROGRAM = r"""
@@ -203,9 +202,7 @@ def main():
     rounds = args.rounds or (1 if smoke() else 2 if args.quick else 3)
     best, load, load_after = measure(epochs, rounds)
     rows = report(best, epochs, rounds, load, load_after)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"suite": "threads", "rows": rows, "cpu_seconds": best}, f, indent=2)
+    write_report(args.json, {"suite": "threads", "rows": rows, "cpu_seconds": best})
 
 
 if __name__ == "__main__":

@@ -38,10 +38,16 @@ def assert_close_to_scale(cb, got, want, rtol, atol):
     np.testing.assert_allclose(got, want, rtol=rtol, atol=atol * scale)
 
 
-def assert_close_nan(cb, got, expected, rtol, atol):
-    """The device array ``got`` against ``expected`` in float64, NaN where ``expected`` has NaN."""
-    got = to_host(cb, got)
-    assert got.shape == np.shape(expected)
+def assert_matches(cb, got, expected, tolerance):
+    """The device array ``got`` against ``expected``: within ``tolerance`` (rtol, atol) in float64, NaN
+    matching NaN, or exactly where ``tolerance`` is None (integers, booleans)."""
+    got_host = to_host(cb, got)
+    expected = np.asarray(expected)
+    assert got_host.shape == expected.shape, (got_host.shape, expected.shape)
+    if tolerance is None:
+        np.testing.assert_array_equal(got_host, expected)
+        return
+    rtol, atol = tolerance
     np.testing.assert_allclose(
-        got.astype(np.float64), np.asarray(expected, np.float64), rtol=rtol, atol=atol, equal_nan=True
+        got_host.astype(np.float64), expected.astype(np.float64), rtol=rtol, atol=atol, equal_nan=True
     )

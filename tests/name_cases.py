@@ -39,3 +39,18 @@ def check_matches_pytorch(torch, case, grad_rtol=1e-9):
     for a, b in zip(mine, theirs):
         if b.grad is not None:
             np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=grad_rtol, atol=1e-12)
+
+
+def check_cuda_matches_cpu(case):
+    """Float32 values and gradients on the GPU against the CPU's."""
+    fn, floats, others = case
+    results = {}
+    for device in ("cpu", "cuda"):
+        inputs = [adcuda.tensor(a, dtype=adcuda.float32, device=device, requires_grad=True) for a in floats]
+        inputs += [adcuda.tensor(a, device=device) for a in others]
+        out = fn(adcuda, F, *inputs)
+        g = np.random.default_rng(9).standard_normal(out.shape)
+        out.backward(adcuda.tensor(g, dtype=adcuda.float32, device=device))
+        results[device] = [out.detach().cpu().numpy()] + [t.grad.cpu().numpy() for t in inputs[: len(floats)]]
+    for got, expected in zip(results["cuda"], results["cpu"]):
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)

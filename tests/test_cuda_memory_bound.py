@@ -13,7 +13,7 @@ from the logits and a per-row log-sum-exp (softmax_loss.cu), the per-dtype multi
 
 import numpy as np
 import pytest
-from cuda_arrays import held, host_dtype, to_host
+from cuda_arrays import assert_matches, held, host_dtype, to_host
 
 import adcuda
 from adcuda import dtypes as dt
@@ -40,20 +40,10 @@ def held_at_offset(cb, x, dtype, offset=1):
 
 
 def check(cb, got, expected, dtype, scale=1.0, rtol=None):
-    default_rtol, default_atol = TOLERANCE.get(dtype, (0, 0))
-    got_host = to_host(cb, got)
-    expected = np.asarray(expected)
-    assert got_host.shape == expected.shape, (got_host.shape, expected.shape)
-    if dtype in TOLERANCE:
-        np.testing.assert_allclose(
-            got_host.astype(np.float64),
-            expected.astype(np.float64),
-            rtol=rtol if rtol is not None else default_rtol,
-            atol=default_atol * scale,
-            equal_nan=True,
-        )
-    else:
-        np.testing.assert_array_equal(got_host, expected)
+    tolerance = TOLERANCE.get(dtype)
+    if tolerance is not None:
+        tolerance = (tolerance[0] if rtol is None else rtol, tolerance[1] * scale)
+    assert_matches(cb, got, expected, tolerance)
 
 
 def sample(shape, seed, scale=2.0):

@@ -23,7 +23,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from cuda_arrays import held, host_dtype, to_device, to_host
+from cuda_arrays import assert_matches, held, host_dtype, to_device, to_host
 
 import adcuda
 from adcuda import dtypes as dt
@@ -574,20 +574,10 @@ SHAPES = [(), (0,), (1,), (7,), (1023,), (65537,), (3, 0, 2), (33, 65)]
 
 
 def check(cb, got, expected, dtype, rtol=None, atol=None):
-    default_rtol, default_atol = TOLERANCE.get(dtype, (0, 0))
-    got_host = to_host(cb, got)
-    expected = np.asarray(expected)
-    assert got_host.shape == expected.shape, (got_host.shape, expected.shape)
-    if dtype in TOLERANCE:
-        np.testing.assert_allclose(
-            got_host.astype(np.float64),
-            expected.astype(np.float64),
-            rtol=default_rtol if rtol is None else rtol,
-            atol=default_atol if atol is None else atol,
-            equal_nan=True,
-        )
-    else:
-        np.testing.assert_array_equal(got_host, expected)
+    tolerance = TOLERANCE.get(dtype)
+    if tolerance is not None:
+        tolerance = (tolerance[0] if rtol is None else rtol, tolerance[1] if atol is None else atol)
+    assert_matches(cb, got, expected, tolerance)
 
 
 def sample(shape, dtype, seed=0, scale=3.0):

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 import pytest
-from name_cases import check_gradcheck, check_matches_pytorch
+from name_cases import check_cuda_matches_cpu, check_gradcheck, check_matches_pytorch
 
 import adcuda
 import adcuda.nn.functional as F
@@ -1411,16 +1411,7 @@ def test_parameter_vector_round_trip_and_pad_sequence():
 @gpu
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_ops_on_cuda_match_the_cpu(name):
-    fn, floats, others = CASES[name]
-    results = {}
-    for device in ("cpu", "cuda"):
-        inputs = [adcuda.tensor(a, dtype=adcuda.float32, device=device, requires_grad=True) for a in floats]
-        inputs += [adcuda.tensor(a, device=device) for a in others]
-        out = fn(adcuda, F, *inputs)
-        out.backward(adcuda.tensor(rnd(*out.shape, seed=9), dtype=adcuda.float32, device=device))
-        results[device] = [out.detach().cpu().numpy()] + [t.grad.cpu().numpy() for t in inputs[: len(floats)]]
-    for got, expected in zip(results["cuda"], results["cpu"]):
-        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+    check_cuda_matches_cpu(CASES[name])
 
 
 @gpu

@@ -11,8 +11,8 @@ and every op here runs on CUDA with the CPU's results.
 
 import numpy as np
 import pytest
-from cuda_arrays import assert_close_nan, held
-from name_cases import check_gradcheck, check_matches_pytorch
+from cuda_arrays import assert_matches, held
+from name_cases import check_cuda_matches_cpu, check_gradcheck, check_matches_pytorch
 
 import adcuda
 import adcuda.nn.functional as F
@@ -309,7 +309,7 @@ TOLERANCE = {
 
 
 def _check(cb, got, expected, dtype):
-    assert_close_nan(cb, got, expected, *TOLERANCE[dtype])
+    assert_matches(cb, got, expected, TOLERANCE[dtype])
 
 
 @gpu
@@ -386,16 +386,7 @@ def test_scatter_reduce_primitive_on_empty_and_nan(cb):
 @gpu
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_ops_on_cuda_match_the_cpu(name):
-    fn, floats, others = CASES[name]
-    results = {}
-    for device in ("cpu", "cuda"):
-        inputs = [adcuda.tensor(a, dtype=adcuda.float32, device=device, requires_grad=True) for a in floats]
-        inputs += [adcuda.tensor(a, device=device) for a in others]
-        out = fn(adcuda, F, *inputs)
-        out.backward(adcuda.tensor(rnd(*out.shape, seed=9), dtype=adcuda.float32, device=device))
-        results[device] = [out.detach().cpu().numpy()] + [t.grad.cpu().numpy() for t in inputs[: len(floats)]]
-    for got, expected in zip(results["cuda"], results["cpu"]):
-        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+    check_cuda_matches_cpu(CASES[name])
 
 
 @gpu

@@ -304,18 +304,25 @@ class _PositiveDefinite(_Symmetric):
         return cholesky_diagonal_positive(value)
 
 
-class _Cat(Constraint):
-    """Constraints ``cseq`` applied to consecutive pieces of ``dim`` of lengths ``lengths``."""
+class _Joined(Constraint):
+    """Constraints ``cseq``, each applied to its own part of ``dim``."""
 
-    def __init__(self, cseq, dim=0, lengths=None):
+    def __init__(self, cseq, dim=0):
         self.cseq = list(cseq)
-        self.lengths = [1] * len(self.cseq) if lengths is None else list(lengths)
         self.dim = dim
         super().__init__()
 
     @property
     def is_discrete(self):
         return any(c.is_discrete for c in self.cseq)
+
+
+class _Cat(_Joined):
+    """Constraints ``cseq`` applied to consecutive pieces of ``dim`` of lengths ``lengths``."""
+
+    def __init__(self, cseq, dim=0, lengths=None):
+        super().__init__(cseq, dim)
+        self.lengths = [1] * len(self.cseq) if lengths is None else list(lengths)
 
     @property
     def event_dim(self):
@@ -330,17 +337,8 @@ class _Cat(Constraint):
         return torch.cat(checks, self.dim)
 
 
-class _Stack(Constraint):
+class _Stack(_Joined):
     """Constraints ``cseq`` applied to the slices of ``dim``."""
-
-    def __init__(self, cseq, dim=0):
-        self.cseq = list(cseq)
-        self.dim = dim
-        super().__init__()
-
-    @property
-    def is_discrete(self):
-        return any(c.is_discrete for c in self.cseq)
 
     @property
     def event_dim(self):
