@@ -122,6 +122,16 @@ def kaiming_uniform_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gene
     return uniform_(tensor, -bound, bound, generator)
 
 
+def _layer_default_(weight, bias):
+    """PyTorch's initialisation of Linear and the convolutions: ``kaiming_uniform_(a=sqrt(5))``, which
+    is U(-1/sqrt(fan_in), 1/sqrt(fan_in)), and the bias (where there is one) from the same bound."""
+    kaiming_uniform_(weight, a=math.sqrt(5))
+    if bias is not None:
+        fan_in, _ = _calculate_fan_in_and_fan_out(weight)
+        bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+        uniform_(bias, -bound, bound)
+
+
 def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
     """He normal: N(0, std**2) with std = gain / sqrt(fan)."""
     if 0 in tuple(tensor.shape):

@@ -4,7 +4,6 @@ as PyTorch's."""
 
 from __future__ import annotations
 
-import math
 import numbers
 from typing import TYPE_CHECKING
 
@@ -12,6 +11,7 @@ from ...factories import empty
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
+from .linear import _register_bias
 from .module import Module
 
 if TYPE_CHECKING:
@@ -76,19 +76,11 @@ class _ConvNd(Module):
         else:
             shape = (out_channels, in_channels // groups) + self.kernel_size
         self.weight = Parameter(empty(shape, device=device, dtype=dtype))
-        if bias:
-            self.bias = Parameter(empty(out_channels, device=device, dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
+        _register_bias(self, bias, out_channels, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self):
-        # PyTorch's: kaiming_uniform_(a=sqrt(5)) = U(-1/sqrt(fan_in), 1/sqrt(fan_in)), the bias likewise
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
-            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
-            init.uniform_(self.bias, -bound, bound)
+        init._layer_default_(self.weight, self.bias)
 
     def _padded(self, input):
         """The input padded by padding_mode (not zeros) and the padding left for the convolution."""

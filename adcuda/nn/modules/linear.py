@@ -26,6 +26,14 @@ class Identity(Module):
         return input
 
 
+def _register_bias(module, bias, size, device, dtype):
+    """``module.bias``: a parameter of ``size`` elements where ``bias`` asks for one, else None."""
+    if bias:
+        module.bias = Parameter(empty(size, device=device, dtype=dtype))
+    else:
+        module.register_parameter("bias", None)
+
+
 class Linear(Module):
     def __init__(
         self,
@@ -39,19 +47,11 @@ class Linear(Module):
         self.in_features = in_features
         self.out_features = out_features
         self.weight = Parameter(empty((out_features, in_features), device=device, dtype=dtype))
-        if bias:
-            self.bias = Parameter(empty(out_features, device=device, dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
+        _register_bias(self, bias, out_features, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self):
-        # kaiming_uniform_(a=sqrt(5)) gives U(-1/sqrt(fan_in), 1/sqrt(fan_in)), PyTorch's default
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in = self.in_features
-            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
-            init.uniform_(self.bias, -bound, bound)
+        init._layer_default_(self.weight, self.bias)
 
     def forward(self, input: Tensor) -> Tensor:
         if input.ndim == 0 or input.shape[-1] != self.in_features:
@@ -87,10 +87,7 @@ class Bilinear(Module):
         self.in2_features = in2_features
         self.out_features = out_features
         self.weight = Parameter(empty((out_features, in1_features, in2_features), device=device, dtype=dtype))
-        if bias:
-            self.bias = Parameter(empty(out_features, device=device, dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
+        _register_bias(self, bias, out_features, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self):
