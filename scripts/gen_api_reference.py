@@ -181,9 +181,14 @@ def _cell(text):
 
 # ---------------------------------------------------------------------------------------------- namespaces
 def members_of(cls):
-    """A class's own public methods and properties (inherited ones are listed with their class)."""
+    """A class's own public methods and properties, and those of its private bases, which the
+    reference does not list (other inherited ones are listed with their class)."""
+    own = {}
+    for klass in reversed(cls.__mro__):
+        if klass is cls or (klass.__name__.startswith("_") and belongs_to_adcuda(klass)):
+            own.update(vars(klass))
     out = []
-    for name, value in sorted(vars(cls).items()):
+    for name, value in sorted(own.items()):
         if name.startswith("_"):
             continue
         if isinstance(value, property):

@@ -5,10 +5,21 @@ alike, ``floats`` are the inputs differentiated (in float64) and ``others`` the 
 import warnings
 
 import numpy as np
+import pytest
 
 import adcuda
 import adcuda.nn.functional as F
 from adcuda.autograd import gradcheck
+
+
+def gpu(test):
+    return pytest.mark.cuda(
+        pytest.mark.skipif(not adcuda.cuda.is_available(), reason="needs a usable CUDA device")(test)
+    )
+
+
+def rnd(*shape, seed=0, scale=1.0):
+    return np.random.default_rng(seed).standard_normal(shape) * scale
 
 
 def ours(array, requires_grad=False):
@@ -33,7 +44,7 @@ def check_matches_pytorch(torch, case, grad_rtol=1e-9):
         out, expected = fn(adcuda, F, *mine), fn(torch, torch.nn.functional, *theirs)
     assert tuple(out.shape) == tuple(expected.shape)
     np.testing.assert_allclose(out.detach().numpy(), expected.detach().numpy(), rtol=1e-10, atol=1e-12)
-    g = np.random.default_rng(9).standard_normal(expected.shape)
+    g = rnd(*expected.shape, seed=9)
     out.backward(adcuda.tensor(g, dtype=adcuda.float64))
     expected.backward(torch.tensor(g))
     for a, b in zip(mine, theirs):
@@ -49,7 +60,7 @@ def check_cuda_matches_cpu(case):
         inputs = [adcuda.tensor(a, dtype=adcuda.float32, device=device, requires_grad=True) for a in floats]
         inputs += [adcuda.tensor(a, device=device) for a in others]
         out = fn(adcuda, F, *inputs)
-        g = np.random.default_rng(9).standard_normal(out.shape)
+        g = rnd(*out.shape, seed=9)
         out.backward(adcuda.tensor(g, dtype=adcuda.float32, device=device))
         results[device] = [out.detach().cpu().numpy()] + [t.grad.cpu().numpy() for t in inputs[: len(floats)]]
     for got, expected in zip(results["cuda"], results["cpu"]):

@@ -1,21 +1,19 @@
 """benchmarks/run.py: its JSON report has the structure README.md documents (the suites themselves
 are benchmarks, run by hand or on a GPU machine, not in the test suite)."""
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
+
+from helpers import load_module
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN = os.path.join(ROOT, "benchmarks", "run.py")
 
 
 def load_runner():
-    spec = importlib.util.spec_from_file_location("bench_run", RUN)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module("bench_run", RUN)
 
 
 def test_report_structure_for_a_suite_that_does_not_fit_the_device(tmp_path):
@@ -134,10 +132,7 @@ def test_unknown_suite_is_a_usage_error():
 
 
 def load_harness():
-    spec = importlib.util.spec_from_file_location("bench_harness", os.path.join(ROOT, "benchmarks", "_harness.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module("bench_harness", os.path.join(ROOT, "benchmarks", "_harness.py"))
 
 
 def test_contenders_results_nested_in_dicts_keep_their_best_over_rounds(tmp_path):

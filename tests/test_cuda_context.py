@@ -2,7 +2,6 @@
 same functions is in test_cuda_runtime.py). The bad-fork error is tested by simulating "CUDA was
 initialised in the parent" and forking."""
 
-import contextlib
 import os
 import select
 import signal
@@ -14,28 +13,13 @@ import warnings
 
 import numpy as np
 import pytest
+from helpers import deadline
 
 import adcuda
 from adcuda.cuda import fork
 from adcuda.utils.data import DataLoader, Dataset, DevicePrefetcher, TensorDataset, get_worker_info
 
 no_cuda = pytest.mark.skipif(adcuda.cuda.is_available(), reason="checks the behaviour without a usable GPU")
-
-
-@contextlib.contextmanager
-def deadline(seconds):
-    """Fail a test that would otherwise hang (SIGALRM interrupts the main thread)."""
-
-    def on_alarm(signum, frame):
-        raise TimeoutError(f"test did not finish within {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.fixture

@@ -1,7 +1,6 @@
 """adcuda.utils.data: collation, samplers, datasets and the DataLoader, with and without workers."""
 
 import collections
-import contextlib
 import gc
 import multiprocessing
 import os
@@ -13,6 +12,7 @@ import warnings
 
 import numpy as np
 import pytest
+from helpers import deadline
 
 import adcuda
 from adcuda.utils.data import (
@@ -30,22 +30,6 @@ from adcuda.utils.data import (
     get_worker_info,
     random_split,
 )
-
-
-@contextlib.contextmanager
-def deadline(seconds):
-    """Fail a test that would otherwise hang (SIGALRM interrupts the main thread)."""
-
-    def on_alarm(signum, frame):
-        raise TimeoutError(f"test did not finish within {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def child_pids():

@@ -3,19 +3,17 @@
 repository."""
 
 import difflib
-import importlib.util
 import os
 import re
+
+from helpers import load_module
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GENERATOR = os.path.join(ROOT, "scripts", "gen_api_reference.py")
 
 
 def load_generator():
-    spec = importlib.util.spec_from_file_location("gen_api_reference", GENERATOR)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module("gen_api_reference", GENERATOR)
 
 
 def test_api_reference_is_what_the_generator_writes():

@@ -3,7 +3,6 @@ another folder, so that the installed adcuda is the one imported); the digits ex
 GPU (or the CUDA emulator) for one epoch; and the CNN example's model code run under PyTorch from the
 same weights."""
 
-import importlib.util
 import os
 import re
 import subprocess
@@ -11,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import load_module
 
 import adcuda
 
@@ -146,10 +146,7 @@ def test_gcn_learns_on_the_gpu(tmp_path):
 
 
 def load_example(name):
-    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(f"example_{name}", EXAMPLES / f"{name}.py")
 
 
 def test_cnn_example_model_matches_pytorch():

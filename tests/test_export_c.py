@@ -10,6 +10,7 @@ import subprocess
 
 import numpy as np
 import pytest
+from training_helpers import CausalBlock
 
 import adcuda
 import adcuda.nn as nn
@@ -296,20 +297,6 @@ def test_refusals_name_the_op(tmp_path):
     with pytest.raises(ExportError, match="embedded' or 'file"):
         to_c(nn.Linear(2, 2), adcuda.randn(1, 2), tmp_path, weights="separate")
     assert not list(tmp_path.iterdir())  # a refused export writes nothing
-
-
-class CausalBlock(nn.Module):
-    """tests/test_onnx_export.py's pre-norm GELU transformer block (a GPT block) under a causal mask."""
-
-    def __init__(self):
-        super().__init__()
-        self.layer = nn.TransformerEncoderLayer(
-            16, 4, dim_feedforward=32, batch_first=True, norm_first=True, activation="gelu"
-        )
-
-    def forward(self, x):
-        mask = nn.Transformer.generate_square_subsequent_mask(x.shape[1])
-        return self.layer(x, src_mask=mask, is_causal=True)
 
 
 def test_causal_pre_norm_transformer_block(compile_c, tmp_path):

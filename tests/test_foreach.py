@@ -7,21 +7,12 @@ import math
 
 import numpy as np
 import pytest
+from helpers import DEVICES
 
 import adcuda
 from adcuda import dtypes as dt
 from adcuda.errors import AutogradError, DeviceError, DTypeError, ResultTypeError, ShapeError
 
-DEVICES = [
-    "cpu",
-    pytest.param(
-        "cuda",
-        marks=[
-            pytest.mark.cuda,
-            pytest.mark.skipif(not adcuda.cuda.is_available(), reason="needs a usable CUDA device"),
-        ],
-    ),
-]
 SHAPES = [(1,), (7,), (3, 5), (1023,), (0,), (2, 1, 4)]
 
 

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 import pytest
-from name_cases import check_cuda_matches_cpu, check_gradcheck, check_matches_pytorch
+from name_cases import check_cuda_matches_cpu, check_gradcheck, check_matches_pytorch, gpu, rnd
 
 import adcuda
 import adcuda.nn.functional as F
@@ -28,15 +28,6 @@ from adcuda.errors import (
 )
 
 f64 = adcuda.float64
-CUDA = adcuda.cuda.is_available()
-
-
-def gpu(test):
-    return pytest.mark.cuda(pytest.mark.skipif(not CUDA, reason="needs a usable CUDA device")(test))
-
-
-def rnd(*shape, seed=0, scale=1.0):
-    return np.random.default_rng(seed).standard_normal(shape) * scale
 
 
 def positive(*shape, seed=0):

@@ -12,7 +12,7 @@ and every op here runs on CUDA with the CPU's results.
 import numpy as np
 import pytest
 from cuda_arrays import assert_matches, held
-from name_cases import check_cuda_matches_cpu, check_gradcheck, check_matches_pytorch
+from name_cases import check_cuda_matches_cpu, check_gradcheck, check_matches_pytorch, gpu, rnd
 
 import adcuda
 import adcuda.nn.functional as F
@@ -21,17 +21,6 @@ from adcuda.backends import cpu
 from adcuda.errors import DTypeError, IndexOutOfRangeError, ShapeError, UnsupportedDTypeError
 
 f64 = adcuda.float64
-CUDA = adcuda.cuda.is_available()
-
-
-def gpu(test):
-    return pytest.mark.cuda(pytest.mark.skipif(not CUDA, reason="needs a usable CUDA device")(test))
-
-
-def rnd(*shape, seed=0, scale=1.0):
-    return np.random.default_rng(seed).standard_normal(shape) * scale
-
-
 IDX = np.array([[0, 1, 2, 0], [2, 0, 1, 1]])
 WITH_ZERO = np.array([[1.5, -2.0, 0.0, 3.0], [0.5, 0.0, 0.0, -1.0]])
 

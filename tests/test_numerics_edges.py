@@ -20,6 +20,7 @@ import warnings
 
 import numpy as np
 import pytest
+from helpers import DEVICES
 
 import adcuda
 import adcuda.nn.functional as F
@@ -27,16 +28,6 @@ import adcuda.nn.functional as F
 torch = pytest.importorskip("torch")
 TF = torch.nn.functional
 
-DEVICES = [
-    "cpu",
-    pytest.param(
-        "cuda",
-        marks=[
-            pytest.mark.cuda,
-            pytest.mark.skipif(not adcuda.cuda.is_available(), reason="needs a usable CUDA device"),
-        ],
-    ),
-]
 INF, NAN = math.inf, math.nan
 
 

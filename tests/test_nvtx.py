@@ -10,14 +10,13 @@ import subprocess
 import sys
 
 import pytest
+from helpers import load_module
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 SCRIPT = os.path.join(HERE, "nvtx_injection", "train_step.py")
 
-_spec = importlib.util.spec_from_file_location("nvtx_injection_build", os.path.join(HERE, "nvtx_injection", "build.py"))
-build = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(build)
+build = load_module("nvtx_injection_build", os.path.join(HERE, "nvtx_injection", "build.py"))
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("nvtx") is None, reason="the nvtx package is not installed")
 

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import load_module
+from training_helpers import CausalBlock
 
 import adcuda
 import adcuda.nn as nn
@@ -102,20 +104,6 @@ def test_mlp_is_gemms_with_named_weights(tmp_path):
     path = tmp_path / "mlp.onnx"
     adcuda.onnx.export(model, adcuda.randn(3, 8), str(path))
     assert path.stat().st_size > 0
-
-
-class CausalBlock(nn.Module):
-    """A pre-norm GELU transformer block (a GPT block) under a causal mask."""
-
-    def __init__(self):
-        super().__init__()
-        self.layer = nn.TransformerEncoderLayer(
-            16, 4, dim_feedforward=32, batch_first=True, norm_first=True, activation="gelu"
-        )
-
-    def forward(self, x):
-        mask = nn.Transformer.generate_square_subsequent_mask(x.shape[1])
-        return self.layer(x, src_mask=mask, is_causal=True)
 
 
 @needs_onnx
@@ -279,10 +267,7 @@ def test_gelu_is_one_operator_from_opset_20():
 
 def load_example(name):
     path = Path(__file__).resolve().parent.parent / "examples" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"example_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(f"example_{name}", path)
 
 
 @needs_onnx

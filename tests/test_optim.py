@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+from helpers import least_squares_trajectory
 
 import adcuda
 import adcuda.nn as nn
@@ -260,31 +261,6 @@ def test_optimizer_state_is_cast_to_the_parameter_dtype_on_load():
 
 
 # ------------------------------------------------------------------------------------------ torch parity
-def _trajectory(lib, make_opt, steps=10):
-    """Minimise a fixed least-squares problem; return the parameters after each step."""
-    rng = np.random.default_rng(0)
-    A = rng.standard_normal((6, 4))
-    b = rng.standard_normal(6)
-    w0 = rng.standard_normal(4)
-    c0 = rng.standard_normal(1)
-
-    def tensor(a):
-        return lib.tensor(a, dtype=lib.float64)
-
-    w = tensor(w0).requires_grad_()
-    c = tensor(c0).requires_grad_()
-    opt = make_opt(lib, [{"params": [w]}, {"params": [c], "lr": 0.02}])
-    At, bt = tensor(A), tensor(b)
-    history = []
-    for _ in range(steps):
-        opt.zero_grad()
-        loss = ((At @ w + c - bt) ** 2).sum()
-        loss.backward()
-        opt.step()
-        history.append(np.concatenate([w.detach().numpy().copy(), c.detach().numpy().copy()]))
-    return np.array(history)
-
-
 OPTIMIZERS = {
     "sgd": lambda lib, ps: lib.optim.SGD(ps, lr=0.01),
     "sgd_momentum_dampening_wd": lambda lib, ps: lib.optim.SGD(
@@ -303,8 +279,8 @@ OPTIMIZERS = {
 @pytest.mark.parametrize("name", sorted(OPTIMIZERS))
 def test_trajectory_matches_torch(name):
     torch = pytest.importorskip("torch")
-    ours = _trajectory(adcuda, OPTIMIZERS[name])
-    theirs = _trajectory(torch, OPTIMIZERS[name])
+    ours = least_squares_trajectory(adcuda, OPTIMIZERS[name], 10)
+    theirs = least_squares_trajectory(torch, OPTIMIZERS[name], 10)
     np.testing.assert_allclose(ours, theirs, rtol=1e-10, atol=1e-12)
 
 

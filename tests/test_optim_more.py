@@ -4,40 +4,12 @@ installed, 25-step trajectories and lr (and momentum) sequences equal to torch's
 
 import numpy as np
 import pytest
+from helpers import least_squares_problem, least_squares_trajectory
 
 import adcuda
 from adcuda import nn
 from adcuda.optim import LBFGS, Adadelta, Adagrad, OptimizerError, RMSprop
 from adcuda.optim import lr_scheduler as sched
-
-
-def _problem(lib, dtype):
-    rng = np.random.default_rng(0)
-    A = rng.standard_normal((6, 4))
-    b = rng.standard_normal(6)
-    w0 = rng.standard_normal(4)
-    c0 = rng.standard_normal(1)
-
-    def tensor(a):
-        return lib.tensor(a, dtype=getattr(lib, dtype))
-
-    return tensor(A), tensor(b), tensor(w0).requires_grad_(), tensor(c0).requires_grad_()
-
-
-def _trajectory(lib, make_opt, steps=25, dtype="float64"):
-    """Minimise a fixed least-squares problem (two groups, the second with its own lr); return the
-    parameters after each step."""
-    At, bt, w, c = _problem(lib, dtype)
-    opt = make_opt(lib, [{"params": [w]}, {"params": [c], "lr": 0.02}])
-    history = []
-    for _ in range(steps):
-        opt.zero_grad()
-        loss = ((At @ w + c - bt) ** 2).sum()
-        loss.backward()
-        opt.step()
-        history.append(np.concatenate([w.detach().numpy().copy(), c.detach().numpy().copy()]))
-    return np.array(history)
-
 
 OPTIMIZERS = {
     "adagrad": lambda lib, ps: lib.optim.Adagrad(ps, lr=0.1),
@@ -61,7 +33,10 @@ OPTIMIZERS = {
 def test_trajectory_matches_torch(name):
     torch = pytest.importorskip("torch")
     np.testing.assert_allclose(
-        _trajectory(adcuda, OPTIMIZERS[name]), _trajectory(torch, OPTIMIZERS[name]), rtol=1e-10, atol=1e-12
+        least_squares_trajectory(adcuda, OPTIMIZERS[name], 25),
+        least_squares_trajectory(torch, OPTIMIZERS[name], 25),
+        rtol=1e-10,
+        atol=1e-12,
     )
 
 
@@ -69,8 +44,8 @@ def test_trajectory_matches_torch(name):
 def test_float32_trajectory_matches_torch(name):
     torch = pytest.importorskip("torch")
     np.testing.assert_allclose(
-        _trajectory(adcuda, OPTIMIZERS[name], dtype="float32"),
-        _trajectory(torch, OPTIMIZERS[name], dtype="float32"),
+        least_squares_trajectory(adcuda, OPTIMIZERS[name], 25, dtype="float32"),
+        least_squares_trajectory(torch, OPTIMIZERS[name], 25, dtype="float32"),
         rtol=2e-5,
         atol=2e-6,
     )
@@ -139,7 +114,7 @@ def test_lbfgs_needs_one_group_and_a_closure():
 def test_state_dict_round_trip_continues_the_trajectory(name):
     """Saving after 5 steps and loading into a fresh optimizer gives the same next 5 steps."""
     make = OPTIMIZERS[name]
-    At, bt, w, c = _problem(adcuda, "float64")
+    At, bt, w, c = least_squares_problem(adcuda)
     opt = make(adcuda, [{"params": [w]}, {"params": [c], "lr": 0.02}])
 
     def run(opt, w, c, steps):

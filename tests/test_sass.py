@@ -7,10 +7,10 @@ is missing (it comes with the test extra's nvidia-cuda-cuobjdump) or the module 
 only for builds without nvcc-compiled kernels (CPU-only or emulated) or without machine code (PTX only).
 """
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+from helpers import load_module
 
 from adcuda import _native
 
@@ -19,10 +19,7 @@ SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "sass_check.py"
 
 @pytest.fixture(scope="module")
 def sass():
-    spec = importlib.util.spec_from_file_location("sass_check", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module("sass_check", SCRIPT)
 
 
 def test_installed_kernels_meet_the_expectations(sass):

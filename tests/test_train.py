@@ -7,6 +7,7 @@ import os
 import sys
 
 import pytest
+from training_helpers import StopAfterEpoch
 
 import adcuda as torch
 import adcuda.data
@@ -14,7 +15,6 @@ import adcuda.nn as nn
 import adcuda.nn.functional as F
 from adcuda.train import TASKS, TrainConfig, train
 from adcuda.train import chars as chars_task
-from adcuda.train.loop import Reporter
 from adcuda.utils.data import DataLoader, TensorDataset, random_split
 
 
@@ -153,18 +153,6 @@ def test_memory_stays_flat_over_many_steps():
 def resident_bytes():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-class StopAfterEpoch(Reporter):
-    """Acts like Ctrl-C right after an epoch's checkpoint was written."""
-
-    def __init__(self, epoch):
-        super().__init__(quiet=True)
-        self.epoch = epoch
-
-    def line(self, text):
-        if text.startswith(f"epoch {self.epoch:>3}/"):
-            raise KeyboardInterrupt
 
 
 def saved_parameters(out):

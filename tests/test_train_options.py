@@ -12,12 +12,13 @@ import subprocess
 import sys
 
 import pytest
+from helpers import load_module
+from training_helpers import StopAfterEpoch
 
 import adcuda
 from adcuda import cli
 from adcuda.train import TASKS, TrainConfig, train
 from adcuda.train.checkpoint import CheckpointMismatch
-from adcuda.train.loop import Reporter
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -45,18 +46,6 @@ def load(out):
 
 def weights(state):
     return {name: t.tolist() for name, t in state["model"].items()}
-
-
-class StopAfterEpoch(Reporter):
-    """Acts like Ctrl-C right after an epoch's checkpoint was written."""
-
-    def __init__(self, epoch):
-        super().__init__(quiet=True)
-        self.epoch = epoch
-
-    def line(self, text):
-        if text.startswith(f"epoch {self.epoch:>3}/"):
-            raise KeyboardInterrupt
 
 
 def child_env(**extra):
@@ -258,14 +247,8 @@ def test_nvtx_ranges_reach_an_nvtx_tool(tmp_path):
 
 
 def _load_recorder_builder():
-    import importlib.util
 
-    spec = importlib.util.spec_from_file_location(
-        "nvtx_injection_build", os.path.join(HERE, "nvtx_injection", "build.py")
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module("nvtx_injection_build", os.path.join(HERE, "nvtx_injection", "build.py"))
 
 
 # ---------------------------------------------------------------------------------------------- --distributed

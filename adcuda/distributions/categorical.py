@@ -24,8 +24,8 @@ def _expand_probs_or_logits(source, new, shape):
 
 
 class _BinaryProbsOrLogits(Distribution):
-    """The parameter of Bernoulli and LogitRelaxedBernoulli: ``probs`` or ``logits`` (exactly one of
-    them given), one binary event per element; the other is computed when first read."""
+    """One binary event per element, parameterised by ``probs`` or ``logits`` (exactly one of them
+    given; the other is computed when first read)."""
 
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
 

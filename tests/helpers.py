@@ -1,0 +1,78 @@
+"""Helpers more than one test file uses (the fixtures they share are in conftest.py; those that need
+adcuda.nn or adcuda.train are in training_helpers.py: spawned DataLoader workers import this module,
+and those imports would slow every worker's start)."""
+
+import contextlib
+import importlib.util
+import signal
+
+import numpy as np
+import pytest
+
+import adcuda
+
+# the devices a test runs on: the CPU always, CUDA where a usable GPU (or the emulator) is there
+DEVICES = [
+    "cpu",
+    pytest.param(
+        "cuda",
+        marks=[
+            pytest.mark.cuda,
+            pytest.mark.skipif(not adcuda.cuda.is_available(), reason="needs a usable CUDA device"),
+        ],
+    ),
+]
+
+
+def load_module(name, path):
+    """The Python file at ``path`` (a script, an example, a benchmark) imported as module ``name``."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@contextlib.contextmanager
+def deadline(seconds):
+    """Fail a test that would otherwise hang (SIGALRM interrupts the main thread)."""
+
+    def on_alarm(signum, frame):
+        raise TimeoutError(f"test did not finish within {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def least_squares_problem(lib, dtype="float64"):
+    """(A, b, w, c) of a fixed least-squares problem |A w + c - b|^2 in ``lib`` (adcuda or torch), the
+    parameters w and c requiring gradients."""
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((6, 4))
+    b = rng.standard_normal(6)
+    w0 = rng.standard_normal(4)
+    c0 = rng.standard_normal(1)
+
+    def tensor(a):
+        return lib.tensor(a, dtype=getattr(lib, dtype))
+
+    return tensor(A), tensor(b), tensor(w0).requires_grad_(), tensor(c0).requires_grad_()
+
+
+def least_squares_trajectory(lib, make_opt, steps, dtype="float64"):
+    """Minimise ``least_squares_problem`` with ``make_opt(lib, groups)`` (two groups, the second with
+    its own lr); return the parameters after each step."""
+    At, bt, w, c = least_squares_problem(lib, dtype)
+    opt = make_opt(lib, [{"params": [w]}, {"params": [c], "lr": 0.02}])
+    history = []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = ((At @ w + c - bt) ** 2).sum()
+        loss.backward()
+        opt.step()
+        history.append(np.concatenate([w.detach().numpy().copy(), c.detach().numpy().copy()]))
+    return np.array(history)
