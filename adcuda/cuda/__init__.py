@@ -13,6 +13,7 @@ graphs: CUDAGraph, graph, graph_pool_handle, make_graphed_callables). ``amp`` (t
 ``torch.cuda.amp`` aliases) sits above this package and is imported by ``adcuda``.
 """
 
+from . import devices, memory
 from .context import CudaContext, init_cuda_context
 from .devices import (
     _device_index,
@@ -60,17 +61,6 @@ from .streams import (
 )
 
 __all__ = [
-    "is_available",
-    "device_count",
-    "unavailable_reason",
-    "get_device_name",
-    "get_device_properties",
-    "get_device_capability",
-    "current_device",
-    "set_device",
-    "synchronize",
-    "device",
-    "mem_get_info",
     "is_initialized",
     "init_cuda_context",
     "CudaContext",
@@ -82,18 +72,9 @@ __all__ = [
     "default_stream",
     "set_stream",
     "stream",
-    "memory_allocated",
-    "max_memory_allocated",
-    "memory_reserved",
-    "max_memory_reserved",
-    "reset_peak_memory_stats",
-    "reset_max_memory_allocated",
-    "empty_cache",
-    "memory_stats",
     "pinned_memory_stats",
     "reset_peak_pinned_memory_stats",
     "empty_pinned_cache",
-    "OutOfMemoryError",
     "BadForkError",
     "DeviceIndexError",
     "record_stream",
@@ -107,3 +88,5 @@ __all__ = [
     "make_graphed_callables",
     "GraphCaptureError",
 ]
+__all__ += devices.__all__
+__all__ += memory.__all__
