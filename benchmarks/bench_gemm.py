@@ -19,7 +19,14 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
-from _harness import cuda_event_seconds, emulated_reference_run, is_emulated, print_table, write_report  # noqa: E402
+from _harness import (  # noqa: E402
+    adcuda_event_seconds,
+    emulated_reference_run,
+    framework_event_seconds,
+    is_emulated,
+    print_table,
+    write_report,
+)
 
 import adcuda  # noqa: E402
 
@@ -54,28 +61,6 @@ def optional_module(name):
     if name == "torch" and not module.cuda.is_available():
         return None
     return module
-
-
-def adcuda_timer(fn, bursts, per_burst):
-    def record():
-        event = adcuda.cuda.Event(enable_timing=True)
-        event.record()
-        return event
-
-    return cuda_event_seconds(
-        record, adcuda.cuda.synchronize, lambda s, e: s.elapsed_time(e), fn, bursts=bursts, per_burst=per_burst
-    )
-
-
-def torch_timer(torch, fn, bursts, per_burst):
-    def record():
-        event = torch.cuda.Event(enable_timing=True)
-        event.record()
-        return event
-
-    return cuda_event_seconds(
-        record, torch.cuda.synchronize, lambda s, e: s.elapsed_time(e), fn, bursts=bursts, per_burst=per_burst
-    )
 
 
 def adcuda_operand(host, dtype, transposed):
@@ -144,13 +129,13 @@ def measure(cases, bursts):
         a, b = adcuda_operand(a_host, dtype, a_t), adcuda_operand(b_host, dtype, b_t)
         for name, mode in paths:
             use_path(mode)
-            results[name][case] = adcuda_timer(lambda a=a, b=b: a @ b, bursts, per_burst)
+            results[name][case] = adcuda_event_seconds(lambda a=a, b=b: a @ b, bursts, per_burst)
         del a, b
         if torch is not None:
             ta = torch.from_numpy(a_host.T.copy() if a_t else a_host).cuda().to(getattr(torch, dtype))
             tb = torch.from_numpy(b_host.T.copy() if b_t else b_host).cuda().to(getattr(torch, dtype))
             ta, tb = (ta.t() if a_t else ta), (tb.t() if b_t else tb)
-            results["torch"][case] = torch_timer(torch, lambda ta=ta, tb=tb: ta @ tb, bursts, per_burst)
+            results["torch"][case] = framework_event_seconds(torch, lambda ta=ta, tb=tb: ta @ tb, bursts, per_burst)
             del ta, tb
     use_path("auto")
     return results, flops

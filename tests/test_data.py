@@ -215,21 +215,12 @@ def test_shuffle_is_reproducible_and_differs_between_epochs(num_workers, no_left
     assert first != second
     adcuda.manual_seed(123)
     assert labels(loader) == first
-    seeded = DataLoader(
-        ints_dataset(30),
-        batch_size=7,
-        shuffle=True,
-        num_workers=num_workers,
-        generator=adcuda.Generator().manual_seed(9),
-    )
-    replay = DataLoader(
-        ints_dataset(30),
-        batch_size=7,
-        shuffle=True,
-        num_workers=num_workers,
-        generator=adcuda.Generator().manual_seed(9),
-    )
-    assert labels(seeded) == labels(replay)
+
+    def seeded():
+        generator = adcuda.Generator().manual_seed(9)
+        return DataLoader(ints_dataset(30), batch_size=7, shuffle=True, num_workers=num_workers, generator=generator)
+
+    assert labels(seeded()) == labels(seeded())
 
 
 def test_shuffled_order_does_not_depend_on_workers(no_leftover_workers):

@@ -31,24 +31,13 @@ def _data(n=16):
     return rng.standard_normal((n, 4)).astype(np.float32), rng.standard_normal((n, 1)).astype(np.float32)
 
 
-def _torch_steps(model, opt, steps):
-    x, y = (torch.from_numpy(a) for a in _data())
+def _steps(lib, model, opt, steps):
+    """The losses of ``steps`` MSE training steps in ``lib`` (adcuda or torch) on ``_data()``."""
+    x, y = (lib.from_numpy(a) for a in _data())
     losses = []
     for _ in range(steps):
         opt.zero_grad()
-        loss = torch.nn.functional.mse_loss(model(x), y)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    return losses
-
-
-def _adcuda_steps(model, opt, steps):
-    x, y = (adcuda.from_numpy(a) for a in _data())
-    losses = []
-    for _ in range(steps):
-        opt.zero_grad()
-        loss = adcuda.nn.functional.mse_loss(model(x), y)
+        loss = lib.nn.functional.mse_loss(model(x), y)
         loss.backward()
         opt.step()
         losses.append(loss.item())
@@ -64,9 +53,9 @@ def test_torch_trained_state_dicts_continue_in_adcuda(tmp_path, optimizer):
     model = _torch_model()
     kwargs = {"lr": 0.05, "momentum": 0.9} if optimizer == "SGD" else {"lr": 0.01}
     opt = getattr(torch.optim, optimizer)(model.parameters(), **kwargs)
-    _torch_steps(model, opt, 2)
+    _steps(torch, model, opt, 2)
     torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "epoch": 2}, tmp_path / "ckpt.pt")
-    expected = _torch_steps(model, opt, 4)
+    expected = _steps(torch, model, opt, 4)
 
     ckpt = adcuda.load(tmp_path / "ckpt.pt")  # weights_only=True: state dicts need no allowlist
     ours = _adcuda_model()
@@ -74,16 +63,16 @@ def test_torch_trained_state_dicts_continue_in_adcuda(tmp_path, optimizer):
     our_opt = getattr(adcuda.optim, optimizer)(ours.parameters(), **kwargs)
     our_opt.load_state_dict(ckpt["optimizer"])
     assert ckpt["epoch"] == 2
-    np.testing.assert_allclose(_adcuda_steps(ours, our_opt, 4), expected, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(_steps(adcuda, ours, our_opt, 4), expected, rtol=1e-5, atol=1e-7)
 
 
 def test_a_whole_torch_module_and_optimizer_continue_in_adcuda(tmp_path):
     model = _torch_model()
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    _torch_steps(model, opt, 2)
+    _steps(torch, model, opt, 2)
     torch.save(model, tmp_path / "model.pt")
     torch.save(opt.state_dict(), tmp_path / "opt.pt")
-    expected = _torch_steps(model, opt, 4)
+    expected = _steps(torch, model, opt, 4)
 
     with pytest.raises(WeightsOnlyError, match="GLOBAL torch.nn.modules.container.Sequential"):
         adcuda.load(tmp_path / "model.pt")
@@ -92,15 +81,15 @@ def test_a_whole_torch_module_and_optimizer_continue_in_adcuda(tmp_path):
     assert all(type(p) is adcuda.nn.Parameter for p in ours.parameters())
     our_opt = adcuda.optim.SGD(ours.parameters(), lr=0.05, momentum=0.9)
     our_opt.load_state_dict(adcuda.load(tmp_path / "opt.pt"))
-    np.testing.assert_allclose(_adcuda_steps(ours, our_opt, 4), expected, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(_steps(adcuda, ours, our_opt, 4), expected, rtol=1e-5, atol=1e-7)
 
     # a whole optimizer too: its parameters are the loaded module's own (one pickle, one memo)
     torch.save({"model": model, "optimizer": opt}, tmp_path / "both.pt")
     both = adcuda.load(tmp_path / "both.pt", weights_only=False)
     assert type(both["optimizer"]) is adcuda.optim.SGD
     assert both["optimizer"].param_groups[0]["params"][0] is both["model"][0].weight
-    expected_more = _torch_steps(model, opt, 2)
-    np.testing.assert_allclose(_adcuda_steps(both["model"], both["optimizer"], 2), expected_more, rtol=1e-5, atol=1e-7)
+    expected_more = _steps(torch, model, opt, 2)
+    np.testing.assert_allclose(_steps(adcuda, both["model"], both["optimizer"], 2), expected_more, rtol=1e-5, atol=1e-7)
 
     # what a weights-only load would refuse, listed without loading (PyTorch's helper for allowlisting)
     unsafe = adcuda.serialization.get_unsafe_globals_in_checkpoint(tmp_path / "model.pt")
@@ -121,17 +110,17 @@ def test_adcuda_trained_checkpoints_continue_in_torch(tmp_path):
     ours = _adcuda_model()
     ours.load_state_dict({k: adcuda.from_numpy(v.numpy()) for k, v in _torch_model().state_dict().items()})
     our_opt = adcuda.optim.Adam(ours.parameters(), lr=0.01)
-    _adcuda_steps(ours, our_opt, 2)
+    _steps(adcuda, ours, our_opt, 2)
     adcuda.save({"model": ours.state_dict(), "optimizer": our_opt.state_dict()}, tmp_path / "ckpt.pt")
     adcuda.save(ours, tmp_path / "whole.pt")
-    expected = _adcuda_steps(ours, our_opt, 4)
+    expected = _steps(adcuda, ours, our_opt, 4)
 
     ckpt = torch.load(tmp_path / "ckpt.pt")  # torch's own weights-only unpickler accepts the file
     model = _torch_model()
     model.load_state_dict(ckpt["model"])
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     opt.load_state_dict(ckpt["optimizer"])
-    np.testing.assert_allclose(_torch_steps(model, opt, 4), expected, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(_steps(torch, model, opt, 4), expected, rtol=1e-5, atol=1e-7)
 
     # a whole adcuda module names adcuda's classes: torch loads it with weights_only=False (adcuda
     # importable), its parameters become torch Parameters inside adcuda modules; only the weights travel
