@@ -5,6 +5,8 @@ and those imports would slow every worker's start)."""
 import contextlib
 import importlib.util
 import signal
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -30,6 +32,19 @@ def load_module(name, path):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def run_adcuda(*args, cwd, timeout, env=None):
+    """``python -m adcuda ARGS`` in ``cwd`` (the command line as a user runs it), its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "adcuda", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        env=env,
+    )
 
 
 @contextlib.contextmanager

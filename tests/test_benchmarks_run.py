@@ -16,14 +16,21 @@ def load_runner():
     return load_module("bench_run", RUN)
 
 
-def test_report_structure_for_a_suite_that_does_not_fit_the_device(tmp_path):
+def run_suites_on_the_cpu(tmp_path, suites, env=None):
+    """(the finished ``benchmarks/run.py --device cpu --suites SUITES`` process, its JSON report's path)."""
     out = tmp_path / "bench.json"
     proc = subprocess.run(
-        [sys.executable, RUN, "--device", "cpu", "--suites", "gemm,cuda_runtime", "--json", str(out)],
+        [sys.executable, RUN, "--device", "cpu", "--suites", suites, "--json", str(out)],
         capture_output=True,
         text=True,
         timeout=120,
+        env=env,
     )
+    return proc, out
+
+
+def test_report_structure_for_a_suite_that_does_not_fit_the_device(tmp_path):
+    proc, out = run_suites_on_the_cpu(tmp_path, "gemm,cuda_runtime")
     assert proc.returncode == 0, proc.stderr
     report = json.loads(out.read_text())
     assert report["schema"] == 1 and report["device"] == "cpu" and report["quick"] is False
@@ -112,14 +119,7 @@ def test_distributed_suite_without_mpi4py_is_skipped_not_failed(tmp_path):
         "sys.meta_path.insert(0, Block())\n"
     )
     env = {**os.environ, "PYTHONPATH": str(blocker) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    out = tmp_path / "bench.json"
-    proc = subprocess.run(
-        [sys.executable, RUN, "--device", "cpu", "--suites", "distributed", "--json", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
+    proc, out = run_suites_on_the_cpu(tmp_path, "distributed", env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     suite = json.loads(out.read_text())["suites"]["distributed"]
     assert suite["status"] == "skipped" and "mpi4py" in suite["reason"]

@@ -8,20 +8,14 @@ import sys
 import textwrap
 
 import pytest
+from helpers import run_adcuda
 
 import adcuda
 from adcuda import cli
 
 
 def run_cli(*args, cwd, timeout=120):
-    return subprocess.run(
-        [sys.executable, "-m", "adcuda", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
+    return run_adcuda(*args, cwd=cwd, timeout=timeout)
 
 
 def test_train_digits_one_epoch_prints_accuracy(tmp_path):

@@ -8,11 +8,10 @@ several tests read the same run.
 import json
 import os
 import shutil
-import subprocess
 import sys
 
 import pytest
-from helpers import load_module
+from helpers import load_module, run_adcuda
 from training_helpers import StopAfterEpoch
 
 import adcuda
@@ -60,15 +59,7 @@ def child_env(**extra):
 
 
 def run_cli(*args, cwd, env=None):
-    return subprocess.run(
-        [sys.executable, "-m", "adcuda", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=RUN_LIMIT_S,
-        stdin=subprocess.DEVNULL,
-        env=env or child_env(),
-    )
+    return run_adcuda(*args, cwd=cwd, timeout=RUN_LIMIT_S, env=env or child_env())
 
 
 # ---------------------------------------------------------------------------------------------- --amp

@@ -190,7 +190,8 @@ class ConvTranspose2d(_ConvNd):
         return tuple(result)
 
     def forward(self, input: Tensor, output_size: Sequence[int] | None = None) -> Tensor:
-        return F.conv_transpose2d(
+        conv_transpose = F.conv_transpose1d if self._spatial == 1 else F.conv_transpose2d
+        return conv_transpose(
             input,
             self.weight,
             self.bias,
@@ -204,15 +205,3 @@ class ConvTranspose2d(_ConvNd):
 
 class ConvTranspose1d(ConvTranspose2d):
     _spatial = 1
-
-    def forward(self, input: Tensor, output_size: Sequence[int] | None = None) -> Tensor:
-        return F.conv_transpose1d(
-            input,
-            self.weight,
-            self.bias,
-            self.stride,
-            self.padding,
-            self._output_padding(input, output_size),
-            self.groups,
-            self.dilation,
-        )
