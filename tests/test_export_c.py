@@ -10,7 +10,7 @@ import subprocess
 
 import numpy as np
 import pytest
-from training_helpers import CausalBlock
+from training_helpers import CausalBlock, MatrixVector
 
 import adcuda
 import adcuda.nn as nn
@@ -164,16 +164,8 @@ def test_permuted_and_batched_products(compile_c, tmp_path):
 def test_matrix_vector_products(compile_c, tmp_path):
     # matrix @ vector is one matmul of a vector b (the primitive's matrix-vector form), by a computed
     # vector and by a parameter
-    class Net(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.w = nn.Parameter(adcuda.randn(3))
-
-        def forward(self, x, v):
-            return x @ v, (x @ self.w).tanh()
-
     adcuda.manual_seed(5)
-    export = check(compile_c, Net(), [adcuda.randn(4, 3), adcuda.randn(3)], tmp_path, "embedded")
+    export = check(compile_c, MatrixVector(3), [adcuda.randn(4, 3), adcuda.randn(3)], tmp_path, "embedded")
     assert export.output_shapes == [(4,), (4,)]
 
 

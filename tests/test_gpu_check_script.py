@@ -260,34 +260,16 @@ def test_a_sanitizer_run_needs_the_workload_right_and_no_errors(tmp_path):
         "========= ERROR SUMMARY: 3 errors\n"
     )
     assert report.last_section(str(log)).startswith("== 10:00:30")
-    with_errors = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "scripts" / "gpu_check_report.py"),
-            "sanitizer-verdict",
-            "--log",
-            str(log),
-            "--status",
-            "3",
-        ],
-        capture_output=True,
-        text=True,
-    ).stdout
+
+    def verdict(status):
+        """What gpu_check_report.py's sanitizer-verdict prints for the log and the tool's exit ``status``."""
+        command = [sys.executable, str(REPO / "scripts" / "gpu_check_report.py"), "sanitizer-verdict"]
+        return subprocess.run([*command, "--log", str(log), "--status", status], capture_output=True, text=True).stdout
+
+    with_errors = verdict("3")
     assert with_errors.startswith("FAILED ERROR SUMMARY: 3 errors")
     log.write_text("== 10:00:00 (limit 20 s): x\ncuda runtime workload: needs a GPU: no device\n")
-    skipped = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "scripts" / "gpu_check_report.py"),
-            "sanitizer-verdict",
-            "--log",
-            str(log),
-            "--status",
-            "1",
-        ],
-        capture_output=True,
-        text=True,
-    ).stdout
+    skipped = verdict("1")
     assert skipped.startswith("FAILED the workload did not finish with all results right")
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from helpers import load_module
-from training_helpers import CausalBlock
+from training_helpers import CausalBlock, MatrixVector
 
 import adcuda
 import adcuda.nn as nn
@@ -157,19 +157,10 @@ def small_cnn():
     return model
 
 
-class MatrixVector(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.w = nn.Parameter(adcuda.randn(4))
-
-    def forward(self, x, v):
-        return x @ v, (x @ self.w).tanh()
-
-
 @needs_onnx
 def test_matrix_vector_products_are_one_matmul_each():
     proto = export_and_compare(
-        MatrixVector(),
+        MatrixVector(4),
         (adcuda.randn(3, 4), adcuda.randn(4)),
         dynamic_axes={"x0": {0: "rows"}},
         other_args=[(adcuda.randn(6, 4), adcuda.randn(4))],

@@ -1,5 +1,6 @@
 """Helpers more than one test file uses that need adcuda.nn or adcuda.train (see helpers.py)."""
 
+import adcuda
 from adcuda import nn
 from adcuda.train.loop import Reporter
 
@@ -29,3 +30,14 @@ class CausalBlock(nn.Module):
     def forward(self, x):
         mask = nn.Transformer.generate_square_subsequent_mask(x.shape[1])
         return self.layer(x, src_mask=mask, is_causal=True)
+
+
+class MatrixVector(nn.Module):
+    """Matrix @ vector by a computed vector and by a ``width``-long parameter: one matmul each."""
+
+    def __init__(self, width):
+        super().__init__()
+        self.w = nn.Parameter(adcuda.randn(width))
+
+    def forward(self, x, v):
+        return x @ v, (x @ self.w).tanh()
