@@ -40,10 +40,12 @@ from ..autograd.graph import (
     version_of,
 )
 from ..backends.float_errors import QUIET as _QUIET
+from ..backends.float_errors import current as _errstate
 from ..backends.float_errors import quiet as _quiet
 from ..backends.float_errors import restore as _restore
 from ..errors import AdcudaError, AutogradError, DTypeError, LayoutError, ResultTypeError, adapt_error
 from ..tensor import Tensor, primitives
+from .dtype_support import check_first as _check_first_dtype
 from .dtype_support import check_operands as _check_operand_dtypes
 from .dtype_support import reject as _reject_dtype
 from .mutation import check_inplace_allowed, commit_inplace
@@ -179,11 +181,14 @@ def _parameters(op):
 # our own on the hot path. ``body`` is the same without the hook check, for the hooks. An op that
 # records nothing itself (composite, or not differentiable) only checks for hooks. Every forward runs
 # with NumPy silent about inf and NaN, as PyTorch is, the caller's NumPy error state put back after it
-# (backends/float_errors.py: about 0.1 us a call, a tenth of what np.errstate costs).
+# (backends/float_errors.py: about 0.1 us a call, a tenth of what np.errstate costs); an op called
+# inside another finds the state quiet already and leaves it (one read). A view op's forward only
+# makes views (no arithmetic NumPy could warn about; a copy it falls back to is made by other ops'
+# entries), so its entry does not switch at all.
 _PLAIN_SOURCE = """
-def make(forward, OP, NAME, _defaults):
+def make(forward, OP, NAME, _defaults, ACCEPTED):
     def entry({signature}):
-{prelude}        token = _quiet(_QUIET)
+{prelude}        token = None if _errstate() is _QUIET else _quiet(_QUIET)
         try:
             if _slow:
                 return _around_chain(NAME, OP, forward, ({positional}), {keywords})
@@ -191,12 +196,13 @@ def make(forward, OP, NAME, _defaults):
         except Exception as error:
             _adapt(OP, error, ({tensors}), ({values_tuple}))
         finally:
-            _restore(token)
+            if token is not None:
+                _restore(token)
     return entry
 """
 
 _ENTRY_SOURCE = """
-def make(forward, OP, NAME, _defaults, PLANS):
+def make(forward, OP, NAME, _defaults, ACCEPTED, PLANS):
     def entry({signature}):
 {prelude}        if _slow:
             try:
@@ -212,26 +218,24 @@ def make(forward, OP, NAME, _defaults, PLANS):
 
 # Which inputs take part in the graph is asked before whether grad mode is on (a thread-local read,
 # the dearer of the two): most calls have no input that does.
-_BODY_SOURCE = """        token = _quiet(_QUIET)
+_BODY_SOURCE = """        token = None if _errstate() is _QUIET else _quiet(_QUIET)
         try:
             result = forward({call})
         except Exception as error:
             _adapt(OP, error, ({tensors}), ({values_tuple}))
         finally:
-            _restore(token)
+            if token is not None:
+                _restore(token)
         out = {output}
         mask = 0
 {checks}        if mask and grad_state.enabled:
             (PLANS[mask] or OP.plan(mask)).record(out, result, {values})
         return out"""
 
-_VIEW_BODY_SOURCE = """        token = _quiet(_QUIET)
-        try:
+_VIEW_BODY_SOURCE = """        try:
             result = forward({call})
         except Exception as error:
             _adapt(OP, error, ({tensors}), ({values_tuple}))
-        finally:
-            _restore(token)
         out = {output}
 {view}        if grad_state.enabled:
             out._view_version = vc.value if vc is not None else 0
@@ -251,14 +255,18 @@ _VIEW_SOURCE = """        if out is {base}:
             return out.tensor
         root = {base}._base
         vc = {base}._vc
-        if root is not None and vc is None:
-            vc = root._vc
-        if root is not None and {base}._view_fn is not None:
-            out._base = root
-            out._view_fn = ({base}._view_fn, entry, {replay}, {replay_keywords})
-        else:
+        if root is None:
             out._base = {base}
             out._view_fn = (None, entry, {replay}, {replay_keywords})
+        else:
+            if vc is None:
+                vc = root._vc
+            if {base}._view_fn is not None:
+                out._base = root
+                out._view_fn = ({base}._view_fn, entry, {replay}, {replay_keywords})
+            else:
+                out._base = {base}
+                out._view_fn = (None, entry, {replay}, {replay_keywords})
         if vc is not None:
             out._vc = vc  # else version_counter(out) finds the root's once it has one
 """
@@ -419,9 +427,10 @@ def _dtype_check(op):
     first = next(iter(op.signature.parameters.values()))
     if first.kind not in (first.POSITIONAL_OR_KEYWORD, first.POSITIONAL_ONLY):
         raise ValueError(f"op {op.name!r}: dtypes= rules the first parameter, which must be a plain one")
+    # one set lookup of the array's dtype once it has been found accepted (ACCEPTED: the rule's cache)
     return (
-        f"        if {first.name}.__class__ is Tensor and {first.name}.dtype in OP.dtypes.rejected:\n"
-        f"            _reject_dtype(NAME, OP.dtypes, {first.name})\n"
+        f"        if {first.name}.__class__ is Tensor and {first.name}._data.dtype not in ACCEPTED:\n"
+        f"            _check_first_dtype(NAME, OP.dtypes, {first.name})\n"
     )
 
 
@@ -564,7 +573,7 @@ def _generated_entry(op):
         )
         made = {}
         exec(compile(source, _entry_filename(op), "exec"), globals(), made)
-        return made["make"](op.forward, op, op.name, defaults)
+        return made["make"](op.forward, op, op.name, defaults, _accepted_arrays(op))
     checks = "".join(_CHECK_SOURCE.format(x=x, bit=1 << i) for i, x in enumerate(op.inputs))
     if op.view:
         base = values[0]
@@ -603,7 +612,12 @@ def _generated_entry(op):
     # defined with this module's globals, so the entry reads _slow and _around_chain as they change
     made = {}
     exec(compile(source, _entry_filename(op), "exec"), globals(), made)
-    return made["make"](op.forward, op, op.name, defaults, op.plans)
+    return made["make"](op.forward, op, op.name, defaults, _accepted_arrays(op), op.plans)
+
+
+def _accepted_arrays(op):
+    """The array dtypes found accepted by the op's ``dtypes`` rule (shared by the ops of one rule)."""
+    return op.dtypes.accepted_arrays if op.dtypes is not None else None
 
 
 class NotAView:
@@ -994,7 +1008,7 @@ def make_inplace_entry(op):
         return commit_inplace(self, result, name)
 
     def inplace_entry(self, *args, **kwargs):
-        token = _quiet(_QUIET)
+        token = None if _errstate() is _QUIET else _quiet(_QUIET)
         try:
             if _slow:
                 return _around_chain(name, op, body, (self,) + args, kwargs)
@@ -1002,7 +1016,8 @@ def make_inplace_entry(op):
         except Exception as error:
             _adapt(inplace_op, error, *_bound_arguments(inplace_op, (self,) + args, kwargs))
         finally:
-            _restore(token)
+            if token is not None:
+                _restore(token)
 
     inplace_entry.__name__ = inplace_entry.__qualname__ = name
     inplace_entry.__doc__ = f"In-place {op.name}: {op.doc}"
