@@ -45,7 +45,7 @@ from ..backends.float_errors import quiet as _quiet
 from ..backends.float_errors import restore as _restore
 from ..errors import AdcudaError, AutogradError, DTypeError, LayoutError, ResultTypeError, adapt_error
 from ..tensor import Tensor, primitives
-from .dtype_support import check_first as _check_first_dtype
+from .dtype_support import check_first as _check_first_dtype  # noqa: F401 (the generated entries call it)
 from .dtype_support import check_operands as _check_operand_dtypes
 from .dtype_support import reject as _reject_dtype
 from .mutation import check_inplace_allowed, commit_inplace
