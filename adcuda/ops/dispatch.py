@@ -45,9 +45,8 @@ from ..backends.float_errors import quiet as _quiet
 from ..backends.float_errors import restore as _restore
 from ..errors import AdcudaError, AutogradError, DTypeError, LayoutError, ResultTypeError, adapt_error
 from ..tensor import Tensor, primitives
-from .dtype_support import check_first as _check_first_dtype  # noqa: F401 (the generated entries call it)
+from .dtype_support import check_first as _check_first_dtype
 from .dtype_support import check_operands as _check_operand_dtypes
-from .dtype_support import reject as _reject_dtype
 from .mutation import check_inplace_allowed, commit_inplace
 
 # ----------------------------------------------------------------------------------------------
@@ -685,12 +684,9 @@ _RECORD_SOURCE = """
 def record(out, result, {params}):
     if out._data.dtype not in _FLOAT_ARRAYS and not _is_float_result(out):
         return
-{inputs}    node = _new(OpNode)
-    node.name = {name}
-    node.next_edges = ({edges})
+{inputs}    node = _new(NODE)
+{name}    node.next_edges = ({edges})
     node.metas = ({metas})
-    node.plan = PLAN
-    node.backward_fn = BACKWARD
     node.seq = next(_sequence)
     if anomaly.enabled_somewhere and anomaly.is_anomaly_enabled():
         node.trace = anomaly.forward_trace()
@@ -706,8 +702,32 @@ _RECORD_INPUT_SOURCE = """    if {x}.__class__ is not Tensor:
     if {x} is out:  # the op returned its input unchanged (contiguous of a contiguous tensor)
         return
     node = {x}._grad_fn
-    edge{i} = (node, {x}._output_nr) if node is not None and {x}._base is None else edge_of({x})
-    meta{i} = _meta({x})
+    if {x}._base is not None:
+        edge{i} = edge_of({x})
+    elif node is not None:
+        edge{i} = (node, {x}._output_nr)
+    elif {x}._accumulator is not None:  # a leaf that requires grad (it takes part), seen before
+        edge{i} = ({x}._accumulator, 0)
+    else:
+        edge{i} = edge_of({x})
+    data = {x}._data
+    meta{i} = (data.shape, data.dtype, _DTYPE_OF_ARRAY.get(data.dtype) or _dtype_of({x}))
+"""
+
+# ``_pack`` of the node's output and of a parameter, inlined
+_PACK_RESULT_SOURCE = """    vc = out._vc
+    if vc is None:
+        vc = version_counter(out)
+    item{k} = (vc, vc.value, None, out._data, out._device, out._output_nr)
+"""
+
+_PACK_PARAMETER_SOURCE = """    if {value}.__class__ is Tensor and {value} is not out:
+        vc = {value}._vc
+        if vc is None:
+            vc = version_counter({value})
+        item{k} = (vc, vc.value, {value})
+    else:
+        item{k} = _pack({value}, out)
 """
 
 _BACKWARD_SOURCE = """
@@ -745,9 +765,12 @@ def plan_functions(op, plan, mask):
         else:
             edges.append("None")
             metas.append("None")
+    # the plan's node class: what every node of the plan shares (its plan, backward and, unless it
+    # depends on the arguments, its name) is read from the class, not written into each node
+    node_class = {"plan": plan, "__slots__": ()}
     if op.node.__class__ is str:
-        namespace["NODE_NAME"] = node_name(op.node)
-        name = "NODE_NAME"
+        node_class["name"] = node_name(op.node)
+        name = ""
     else:
         # a name that depends on the arguments: the node function called as the forward was
         namespace["NODE_NAME"] = op.node
@@ -759,24 +782,24 @@ def plan_functions(op, plan, mask):
                 arguments.append(f"{p.name}={value}")
             else:
                 arguments.append(value)
-        name = f"node_name(NODE_NAME({', '.join(arguments)}))"
+        name = f"    node.name = node_name(NODE_NAME({', '.join(arguments)}))\n"
     saves = ""
     if plan.sources:
         reads = []
         maybe_tensors = []
         for k, (source, position) in enumerate(plan.sources):
             if source is _RESULT:
-                value = "out"
-            elif source is _EXTRA:
-                value = f"result[{position}]"
+                saves += _PACK_RESULT_SOURCE.format(k=k)
             elif source is _PARAMETER:
-                value = params[position]
+                saves += _PACK_PARAMETER_SOURCE.format(k=k, value=params[position])
+            elif source is _EXTRA:
+                saves += f"    item{k} = _pack(result[{position}], out)\n"
             else:
                 reads.append(f"(None, _metadata({params[position]}, {source!r}))")
                 continue
-            reads.append(f"_pack({value}, out)")
+            reads.append(f"item{k}")
             maybe_tensors.append(k)
-        saves = f"    items = [{', '.join(reads)}]\n"
+        saves += f"    items = [{', '.join(reads)}]\n"
         if maybe_tensors:
             any_tensor = " or ".join(f"items[{k}][0] is not None" for k in maybe_tensors)
             saves += f"    if {any_tensor}:\n        node._saved = items\n    else:\n        node.raw = items\n"
@@ -825,7 +848,8 @@ def plan_functions(op, plan, mask):
     scope = {**globals(), **namespace}
     filename = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"<backward plan of op {op.name}>")
     exec(compile(backward_source, filename, "exec"), scope)
-    scope["BACKWARD"] = scope["backward"]
+    node_class["backward_fn"] = staticmethod(scope["backward"])
+    scope["NODE"] = type(OpNode)(node_class.get("name", OpNode.__name__), (OpNode,), node_class)
     exec(compile(record_source, filename, "exec"), scope)
     return scope["record"], scope["backward"]
 
@@ -978,19 +1002,20 @@ def make_inplace_entry(op):
     signature, first = entry_signature(op, first="self"), next(iter(op.signature.parameters))
 
     def body(self, *args, **kwargs):
-        for pname, alias in aliases:  # x.index_add_(axis=0, ...): the forward takes dim=
-            if alias in kwargs:
-                kwargs[pname] = kwargs.pop(alias)
+        if kwargs:
+            for pname, alias in aliases:  # x.index_add_(axis=0, ...): the forward takes dim=
+                if alias in kwargs:
+                    kwargs[pname] = kwargs.pop(alias)
         check_inplace_allowed(self, name)
         if rule is not None:
             if rule.operands:
                 arguments = dict(signature.bind(self, *args, **kwargs).arguments)
                 arguments[first] = self  # the forward's name for what the in-place form calls self
                 _check_operand_dtypes(name, rule, tuple(arguments.get(n) for n in rule.operands))
-            elif self.dtype in rule.rejected:
-                _reject_dtype(name, rule, self)
+            elif self._data.dtype not in rule.accepted_arrays:
+                _check_first_dtype(name, rule, self)
         recording = grad_state.enabled and (
-            _takes_part(self) or any(_takes_part(a) for a in args) or any(_takes_part(a) for a in kwargs.values())
+            _takes_part(self) or _any_takes_part(args) or (kwargs and _any_takes_part(kwargs.values()))
         )
         if not recording:
             result = forward(self, *args, **kwargs)

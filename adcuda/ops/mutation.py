@@ -60,7 +60,7 @@ def commit_inplace(t, result, op):
     """Write ``result`` (a tensor of ``t``'s shape, possibly carrying history) into ``t``'s memory,
     bump the version counter and, when recording, make ``t`` (and its base, for a view) carry the
     new history."""
-    if tuple(result.shape) != tuple(t.shape):
+    if result._data.shape != t._data.shape:  # (both backends' arrays give tuples: no Size made per call)
         raise ShapeError(
             f"{op}: output with shape {fmt_shape(t.shape)} doesn't match the broadcast shape {fmt_shape(result.shape)}"
         )
