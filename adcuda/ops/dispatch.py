@@ -1076,7 +1076,7 @@ def _bound_arguments(op, args, kwargs):
 
 
 def _as_dtype_of(t, result, name):
-    if result.dtype is t.dtype:
+    if result._data.dtype is t._data.dtype or result.dtype is t.dtype:  # (one array dtype: one dtype)
         return result
     if result.dtype.category > t.dtype.category:
         raise ResultTypeError(f"{name}: result type {result.dtype} can't be cast to the desired output type {t.dtype}")

@@ -75,9 +75,9 @@ def commit_inplace(t, result, op):
     if not grad_state.enabled:
         return t
     is_view = t._base is not None and t._view_fn is not None
-    old_node, old_nr = t.grad_fn, t._output_nr
     if not requires_grad(result) and not requires_grad(t._base if is_view else t):
         return t
+    old_node, old_nr = t.grad_fn, t._output_nr
     if is_view:
         _rebase_view_history(t, result)
     elif not requires_grad(result):
