@@ -128,8 +128,11 @@ class Tensor(_AttachedAtImport):
 
     @property
     def dtype(self) -> DType:
-        d = _NUMPY_TO_DTYPE.get(self._data.dtype) if self._device is CPU else None
-        return d if d is not None else backend_for(self._device).dtype_of(self._data)
+        if self._device is CPU:  # (read on nearly every op call: the CPU case in as few steps as it takes)
+            d = _NUMPY_TO_DTYPE.get(self._data.dtype)
+            if d is not None:
+                return d
+        return backend_for(self._device).dtype_of(self._data)
 
     @property
     def device(self) -> Device:
@@ -409,9 +412,10 @@ def primitives(t):
     """The backend module that computes on ``t``'s device. While a hook watches primitive calls (the
     profiler counting kernel launches, graph capture) it is that hook's view of the module, so every
     primitive call an op or a backward rule makes passes the hook."""
+    if _primitive_observer is None:
+        return _cpu if t._device is CPU else backend_for(t._device)
     device = t._device
-    backend = _cpu if device is CPU else backend_for(device)
-    return backend if _primitive_observer is None else _primitive_observer(backend)
+    return _primitive_observer(_cpu if device is CPU else backend_for(device))
 
 
 def primitives_on(device):
