@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import builtins
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, overload
 
 from .. import dtypes as dt
 from ..errors import AdcudaError, DTypeError, ShapeError, UnsupportedDTypeError, adapt_error, fmt_shape
@@ -1085,6 +1085,10 @@ def _where_method(self: Tensor, condition: Tensor, other: Tensor | Number) -> Te
     return where(condition, self, other)  # Tensor.where(condition, other): self is the input
 
 
+@overload
+def where(condition: Tensor) -> tuple[Tensor, ...]: ...
+@overload
+def where(condition: Tensor, input: Tensor | Number, other: Tensor | Number) -> Tensor: ...
 @op(
     "where",
     doc="input where condition holds, other elsewhere (broadcast).",
