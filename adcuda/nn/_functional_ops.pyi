@@ -4,7 +4,7 @@
 import builtins
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from os import PathLike
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Literal, overload
 
 from numpy import ndarray
 

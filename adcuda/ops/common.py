@@ -3,6 +3,7 @@ and device checks, conversions that record nothing."""
 
 import math
 import numbers
+from typing import TypeGuard
 
 import numpy as np  # Python data turned into a host array for the backend
 
@@ -223,6 +224,12 @@ def broadcast_shapes(op, *shapes):
             else:
                 raise ShapeError(f"{op}: shapes " + " and ".join(fmt_shape(x) for x in shapes) + " cannot be broadcast")
     return tuple(out)
+
+
+def has_shape(x: object) -> TypeGuard[Tensor]:
+    """Whether ``x`` has a shape (a Tensor, or an array an op takes as one) rather than being a Python
+    number: the ops that take either tell them apart so; type checkers then read ``x`` as a Tensor."""
+    return hasattr(x, "shape")
 
 
 def check_tensor(op, name, x):

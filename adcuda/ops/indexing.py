@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import itertools
 import numbers
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, overload
 
 import numpy as np
 
@@ -670,7 +670,7 @@ def scatter(
     input: Tensor,
     dim: int,
     index: Tensor,
-    src: Tensor | None = None,
+    src: Tensor | Number | None = None,
     value: Number | None = None,
     *,
     reduce: str | None = None,
@@ -687,7 +687,7 @@ def scatter(
         )
         return one.reshape(())
     d = _check_scatter_index(name, input, dim, index)
-    if src is None:
+    if value is not None:  # (then src is None)
         src = full(tuple(index.shape), value, dtype=input.dtype, device=input.device)
     else:
         src = _src_part(name, src, index, input)
@@ -818,6 +818,12 @@ def masked_select(input: Tensor, mask: Tensor) -> Tensor:
     return getitem(input.expand(shape), mask.expand(shape))
 
 
+@overload
+def nonzero(input: Tensor, *, as_tuple: Literal[False] = False) -> Tensor: ...
+@overload
+def nonzero(input: Tensor, *, as_tuple: Literal[True]) -> tuple[Tensor, ...]: ...
+@overload
+def nonzero(input: Tensor, *, as_tuple: bool = False) -> Tensor | tuple[Tensor, ...]: ...
 @op(
     "nonzero",
     doc="The indices of the nonzero elements: (count, ndim) int64, or one 1-D tensor per dim.",

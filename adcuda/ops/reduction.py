@@ -9,7 +9,7 @@ from __future__ import annotations
 import builtins
 import math
 from collections import namedtuple
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, overload
 
 from .. import dtypes as dt
 from ..errors import DTypeError, EmptyReductionError, ShapeError, UnsupportedDTypeError, UnsupportedError, fmt_shape
@@ -262,6 +262,14 @@ def _max_min(name, input, dim, keepdim):
     return result(values, indices)
 
 
+@overload
+def max(input: Tensor) -> Tensor: ...
+@overload
+def max(input: Tensor, dim: int, keepdim: bool = False) -> tuple[Tensor, Tensor]: ...
+@overload
+def max(input: Tensor, dim: Tensor) -> Tensor: ...
+@overload
+def max(input: Tensor, *, other: Tensor) -> Tensor: ...
 @op("max", doc="The largest value (and with dim, its index along dim); max(a, b) is maximum.", composite=True)
 def max(
     input: Tensor,
@@ -273,6 +281,14 @@ def max(
     return _max_min("max", input, dim if other is None else other, keepdim)
 
 
+@overload
+def min(input: Tensor) -> Tensor: ...
+@overload
+def min(input: Tensor, dim: int, keepdim: bool = False) -> tuple[Tensor, Tensor]: ...
+@overload
+def min(input: Tensor, dim: Tensor) -> Tensor: ...
+@overload
+def min(input: Tensor, *, other: Tensor) -> Tensor: ...
 @op("min", doc="The smallest value (and with dim, its index along dim); min(a, b) is minimum.", composite=True)
 def min(
     input: Tensor,
