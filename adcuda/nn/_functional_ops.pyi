@@ -4,6 +4,7 @@
 import builtins
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from os import PathLike
+from types import EllipsisType
 from typing import Any, BinaryIO, Literal, overload
 
 from numpy import ndarray

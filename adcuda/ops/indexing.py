@@ -38,7 +38,7 @@ from .registry import lowering, op
 from .shape import pad
 
 if TYPE_CHECKING:
-    from ..types import Any, Device, DType, Number, Sequence
+    from ..types import Any, Device, DType, EllipsisType, Number, Sequence
 
 _PLAIN = (int, type(None))  # slice bounds the backend takes as they are
 
@@ -356,7 +356,12 @@ def index_put_key(
     composite=True,
     inplace=True,
 )
-def index_put(input: Tensor, indices: tuple[Tensor, ...], values: Tensor | Number, accumulate: bool = False) -> Tensor:
+def index_put(
+    input: Tensor,
+    indices: tuple[Tensor | int | slice | EllipsisType | None, ...],  # PyTorch's Tensors, or any item a key takes
+    values: Tensor | Number,
+    accumulate: bool = False,
+) -> Tensor:
     key = tuple(indices)
     bkey, _, move = convert_key(input, key, "index_put")
     return index_put_key(input, bkey, _values_in_numpy_layout(values, move), accumulate, key)
@@ -635,7 +640,7 @@ def _scatter_key(index, d):
     return tuple(key)
 
 
-def _src_part(name, src, index, input):
+def _src_part(name: str, src: object, index: Tensor, input: Tensor) -> Tensor:
     """src cut to index's shape (PyTorch reads only that much of it), as input's dtype."""
     if not isinstance(src, Tensor):
         raise DTypeError(f"{name}: src must be a Tensor, got {type(src).__name__}")
@@ -1039,7 +1044,7 @@ def diagonal_scatter(input: Tensor, src: Tensor, offset: int = 0, dim1: int = 0,
 def unravel_index(indices: Tensor, shape: int | Sequence[int]) -> tuple[Tensor, ...]:
     if indices.dtype.category != dt.INTEGER:
         raise DTypeError(f"unravel_index: expected 'indices' to be an integer tensor, got {indices.dtype}")
-    sizes = (shape,) if isinstance(shape, numbers.Integral) else tuple(shape)
+    sizes = (shape,) if isinstance(shape, (int, numbers.Integral)) else tuple(shape)
     if any(n < 0 for n in sizes):
         raise ValueError(f"unravel_index: 'shape' cannot have negative values, got {sizes}")
     rest = cast(indices, dt.int64)
@@ -1098,7 +1103,14 @@ def trace(input: Tensor) -> Tensor:
     return diagonal(input).sum()
 
 
-def _sliding_blocks(name, input, kernel_size, dilation, padding, stride):
+def _sliding_blocks(
+    name: str,
+    input: Tensor,
+    kernel_size: int | Sequence[int],
+    dilation: int | Sequence[int],
+    padding: int | Sequence[int],
+    stride: int | Sequence[int],
+) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
     """The checked (kernel, dilation, padding, stride) pairs of F.unfold/F.fold and the block grid:
     (rows (kh, 1, oh, 1), cols (1, kw, 1, ow)) that index the padded image, and (oh, ow)."""
     kernel = int_tuple(name, "kernel_size", kernel_size, 2)
