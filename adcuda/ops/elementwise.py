@@ -1810,7 +1810,7 @@ def xlogy(input: Tensor | Number, other: Tensor | Number) -> Tensor:
 
 
 @op("heaviside", doc="0 where input < 0, values where input == 0, 1 where input > 0.", composite=True, inplace=True)
-def heaviside(input: Tensor, values: Tensor | Number) -> Tensor:
+def heaviside(input: Tensor, values: Tensor) -> Tensor:
     check_tensor("heaviside", "input", input)
     check_tensor("heaviside", "values", values)
     if values.dtype is not input.dtype:

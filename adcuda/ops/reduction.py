@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import typing
 from collections import namedtuple
 from typing import TYPE_CHECKING, overload
 
@@ -608,8 +609,8 @@ def count_nonzero(input: Tensor, *dim: int | Sequence[int] | None) -> Tensor:
     # x.count_nonzero(), (0), (0, 1), ((0, 1)), dim=None
     if len(dim) == 1:
         dims = dim[0]
-    else:
-        dims = dim or None
+    else:  # none, or several: ints (a sequence comes alone)
+        dims = typing.cast("tuple[int, ...]", dim) or None
     return sum(input != 0, dims)
 
 
@@ -674,7 +675,7 @@ def nanmean(
 
 @op("aminmax", doc="(min, max) of input over dim (every element when dim is None).", composite=True)
 def aminmax(input: Tensor, *, dim: int | None = None, keepdim: bool = False) -> tuple[Tensor, Tensor]:
-    dims = () if dim is None else dim
+    dims: int | tuple[int, ...] = () if dim is None else dim
     if dim is None and keepdim:
         dims = tuple(range(input.ndim))
     return aminmax_result(amin(input, dims, keepdim), amax(input, dims, keepdim))
@@ -705,9 +706,9 @@ def cov(
                 )
             weights = w if weights is None else weights * w
     if weights is None:
-        total = float(n)
+        total: float | Tensor = float(n)
         mean_ = mean(x, 1, keepdim=True)
-        factor = total - correction
+        factor: float | Tensor = total - correction
         centred = x - mean_
         scaled = centred
     else:
