@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import typing
 from typing import TYPE_CHECKING, overload
 
 from .. import dtypes as dt
@@ -1331,7 +1332,8 @@ def lerp(input: Tensor, end: Tensor, weight: Tensor | Number) -> Tensor:
     if weight.__class__ is Tensor:
         out = where(lt(abs(weight), 0.5), add(start, mul(weight, diff)), sub(stop, mul(diff, sub(1, weight))))
     else:
-        out = add(start, mul(weight, diff)) if builtins.abs(weight) < 0.5 else sub(stop, mul(diff, 1 - weight))
+        number = typing.cast("Number", weight)  # (not a Tensor)
+        out = add(start, mul(number, diff)) if builtins.abs(number) < 0.5 else sub(stop, mul(diff, 1 - number))
     return cast(out, input.dtype) if half else out
 
 

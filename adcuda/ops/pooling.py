@@ -620,7 +620,7 @@ def upsample_bilinear2d_backward(
 def interpolate(
     input: Tensor,
     size: int | Sequence[int] | None = None,
-    scale_factor: float | Sequence[float] | None = None,
+    scale_factor: float | tuple[float, ...] | list[float] | None = None,
     mode: str = "nearest",
     align_corners: bool | None = None,
     recompute_scale_factor: bool | None = None,
@@ -693,7 +693,7 @@ def _on_planes(resample, input, out_size, scales, flag):
 # ------------------------------------------------------------------------------------------------
 # More of PyTorch's pooling names (issue 15)
 def _adaptive_max_pool1d_functional(
-    input: Tensor, output_size: int | Sequence[int], return_indices: bool = False
+    input: Tensor, output_size: int | tuple[int] | list[int], return_indices: bool = False
 ) -> Tensor | tuple[Tensor, Tensor]:
     pooled = adaptive_max_pool1d(input, output_size)
     return pooled if return_indices else pooled[0]
@@ -709,7 +709,7 @@ def _adaptive_max_pool1d_functional(
     method=False,
     functional=_adaptive_max_pool1d_functional,
 )
-def adaptive_max_pool1d(input: Tensor, output_size: int | Sequence[int]) -> tuple[Tensor, Tensor]:
+def adaptive_max_pool1d(input: Tensor, output_size: int | tuple[int] | list[int]) -> tuple[Tensor, Tensor]:
     name = "adaptive_max_pool1d"
     check_tensor(name, "input", input)
     if input.ndim not in (2, 3):

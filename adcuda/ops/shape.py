@@ -791,46 +791,48 @@ def repeat_interleave(
     input: Tensor, repeats: int | Tensor | None = None, dim: int | None = None, *, output_size: int | None = None
 ) -> Tensor:
     name = "repeat_interleave"
+    source: Tensor | None = input  # None for repeat_interleave(repeats)
     if repeats is None:  # repeat_interleave(repeats): the indices 0..n-1, each repeated
-        repeats, input = input, None
-    if input is not None and not isinstance(input, Tensor):
-        raise DTypeError(f"{name}: input must be a Tensor, got {type(input).__name__}")
-    if input is not None and dim is None:
-        input, dim = input.reshape(-1), 0
+        repeats, source = input, None
+    if source is not None and not isinstance(source, Tensor):
+        raise DTypeError(f"{name}: input must be a Tensor, got {type(source).__name__}")
+    if source is not None and dim is None:
+        source, dim = source.reshape(-1), 0
     if isinstance(repeats, Tensor):
         if repeats.dtype.category != dt.INTEGER or repeats.ndim > 1:
             raise DTypeError(
                 f"{name}: repeats must be an int64 tensor of 0 or 1 dims, got {repeats.dtype} of "
                 f"shape {fmt_shape(repeats.shape)}"
             )
-        if input is None:
+        if source is None:
             n = repeats.numel()
         else:
-            axis = wrap_dim(dim, input.ndim, name)
-            n = input.shape[axis]
+            axis = wrap_dim(dim, source.ndim, name)
+            n = source.shape[axis]
             if repeats.numel() == 1:
                 repeats = repeats.reshape(1).expand(n)
             elif repeats.numel() != n:
                 raise ShapeError(
                     f"{name}: repeats must have the same size as input along dim {dim}: got "
-                    f"{repeats.numel()} repeats for input of shape {fmt_shape(input.shape)}"
+                    f"{repeats.numel()} repeats for input of shape {fmt_shape(source.shape)}"
                 )
         repeats = repeats.reshape(-1).to(dtype=dt.int64)
         if repeats.numel() and bool((repeats < 0).any()):
             raise ShapeError(f"{name}: repeats can not be negative")
         total = int(repeats.sum().item()) if output_size is None else int(output_size)
         positions = _repeat_positions(repeats, n, total)
-        if input is None:
+        if source is None:
             return positions
-        return input.index_select(axis, positions)
+        return source.index_select(axis, positions)
     if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 0:
         raise ShapeError(f"{name}: repeats must be a non-negative int or an int64 tensor, got {repeats!r}")
-    axis = wrap_dim(dim, input.ndim, name)
-    shape = list(input.shape)
+    assert source is not None  # repeats alone is a Tensor (returned above)
+    axis = wrap_dim(dim, source.ndim, name)
+    shape = list(source.shape)
     expanded = list(shape)
     expanded.insert(axis + 1, repeats)
     shape[axis] *= repeats
-    return input.unsqueeze(axis + 1).expand(expanded).reshape(shape)
+    return source.unsqueeze(axis + 1).expand(expanded).reshape(shape)
 
 
 # ------------------------------------------------------------------------------------------------

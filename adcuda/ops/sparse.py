@@ -666,9 +666,9 @@ def sparse_sum(input: SparseTensor, dim: Any = None) -> Tensor:
         raise LayoutError("sparse.sum: expected a sparse tensor")
     if dim is None:
         return input._sp_values.sum()
-    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    given = (dim,) if isinstance(dim, int) else tuple(dim)
     n, sparse_dim = input.ndim, input.sparse_dim()
-    dims = sorted({wrap_dim(d, n, "sparse.sum") for d in dims})
+    dims = sorted({wrap_dim(d, n, "sparse.sum") for d in given})
     values = input._sp_values
     dense_dims = tuple(d - sparse_dim + 1 for d in dims if d >= sparse_dim)
     if dense_dims:
