@@ -32,6 +32,7 @@ REDUCE_OPS: dict[str, Callable[..., Any]] = {
 }
 # the ufuncs behind them, called directly: np.sum and friends add a Python-level layer (~0.8 us). Typed as
 # the general ufunc: the stubs of each one's reduce have no overload for a keepdims known only at run time
+_ADD: np.ufunc = np.add
 _REDUCE_UFUNCS: dict[str, np.ufunc] = {
     "sum": np.add,
     "prod": np.multiply,
@@ -64,7 +65,7 @@ def reduce(op: str, a: BackendArray, axes: Axes | None, keepdim: bool) -> Backen
             # several times faster than NumPy's reduction, which adds row after row
             r = _column_sums(a, a.ndim - lead)
             return r.reshape((1,) * lead + r.shape) if keepdim else r
-        return np.asarray(_REDUCE_UFUNCS["sum"].reduce(a, axis=axes, keepdims=keepdim))
+        return np.asarray(_ADD.reduce(a, axis=axes, keepdims=keepdim))
     x = _compute(a)
     if op in ("sum", "prod") and x.dtype.kind in "biu":
         r = _REDUCE_UFUNCS[op].reduce(x, axis=axes, keepdims=keepdim, dtype=np.int64)
