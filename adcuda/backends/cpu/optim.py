@@ -2,14 +2,16 @@
 adam_step_ global_norm unscale_and_check_ update_scale_``.
 """
 
+from __future__ import annotations
+
 import math
 
 import numpy as np
 
 from ... import _native
 from ...errors import DTypeError
-from ..seam import Arrays, BackendArray, Scratch
-from ._common import _F32, _compute, _fresh
+from ..seam import Scratch
+from ._common import _F32, Arrays, BackendArray, _compute, _fresh
 
 __all__ = ["sgd_step_", "adam_step_", "global_norm", "unscale_and_check_", "update_scale_"]
 
@@ -197,8 +199,9 @@ def adam_step_(
         w = _compute(target)
         d = _compute(g)
         m, v = _compute(exp_avgs[i]), _compute(exp_avg_sqs[i])
-        max_v = None if max_exp_avg_sqs is None else _compute(max_exp_avg_sqs[i])
-        if w is target and m is exp_avgs[i] and v is exp_avg_sqs[i] and (max_v is None or max_v is max_exp_avg_sqs[i]):
+        max_state = None if max_exp_avg_sqs is None else max_exp_avg_sqs[i]
+        max_v = None if max_state is None else _compute(max_state)
+        if w is target and m is exp_avgs[i] and v is exp_avg_sqs[i] and max_v is max_state:
             # the state is in the compute dtype: update it in place
             _adam_in_place_(w, d, m, v, max_v, arithmetic, take)
             if masters is not None:
@@ -213,9 +216,9 @@ def adam_step_(
         v = v * beta2 + (d * d) * (1 - beta2)
         np.copyto(exp_avgs[i], m, casting="unsafe")
         np.copyto(exp_avg_sqs[i], v, casting="unsafe")
-        if max_v is not None:
+        if max_v is not None and max_state is not None:  # (AMSGrad: both are, or neither)
             v = np.maximum(max_v, v)
-            np.copyto(max_exp_avg_sqs[i], v, casting="unsafe")
+            np.copyto(max_state, v, casting="unsafe")
         denom = np.sqrt(v) / bias_correction2_sqrt + eps
         w = w - step_size * (m / denom)
         np.copyto(target, w, casting="unsafe")
