@@ -23,7 +23,7 @@ _NATIVE = _native._C if hasattr(_native._C, "cpu_sgd_step_") and hasattr(_native
 
 def _native_float32(*lists):
     """Whether the native steps take every array of the lists (None: absent): C-contiguous float32 ndarrays."""
-    return _NATIVE is not None and all(
+    return all(
         a.__class__ is np.ndarray and a.dtype == _F32 and a.flags.c_contiguous
         for arrays in lists
         if arrays
@@ -106,7 +106,7 @@ def sgd_step_(
     if momentum and len(bufs) != len(params):
         raise ValueError(f"{op}: momentum needs one buffer per parameter")
     _matching(op, params, grads, bufs, masters)
-    if masters is None and _native_float32(params, grads, bufs if momentum else None):
+    if _NATIVE is not None and masters is None and _native_float32(params, grads, bufs if momentum else None):
         buffers = bufs if momentum else None
         _NATIVE.cpu_sgd_step_(params, grads, buffers, lr, momentum, dampening, nesterov, weight_decay, first_step)
         return
@@ -183,7 +183,11 @@ def adam_step_(
     bias_correction1 = 1 - beta1**step
     bias_correction2_sqrt = math.sqrt(1 - beta2**step)
     step_size = lr / bias_correction1
-    if masters is None and _native_float32(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs):
+    if (
+        _NATIVE is not None
+        and masters is None
+        and _native_float32(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs)
+    ):
         _NATIVE.cpu_adam_step_(
             params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, lr, beta1, beta2, eps, weight_decay, decoupled,
             bias_correction2_sqrt, step_size,
