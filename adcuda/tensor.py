@@ -13,7 +13,7 @@ making the result of an op costs two attribute writes.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, cast, overload
 
 import numpy as np
 
@@ -214,6 +214,10 @@ class Tensor(_AttachedAtImport):
             return cast("CPUArray", self._data).flags.c_contiguous
         return cast("CUDAArray", self._data).is_contiguous()
 
+    @overload
+    def stride(self, dim: None = None) -> tuple[int, ...]: ...
+    @overload
+    def stride(self, dim: int) -> int: ...
     def stride(self, dim: int | None = None) -> tuple[int, ...] | int:
         data = self._data
         strides = tuple(s // data.itemsize for s in data.strides)
