@@ -108,7 +108,7 @@ UNARY = (
     Unary("floor",       ROUNDING, "np.floor",          "Floor", half_via_float32=True),
     Unary("ceil",        ROUNDING, "np.ceil",           "Ceil", half_via_float32=True),
     Unary("trunc",       ROUNDING, "np.trunc",          "Trunc", half_via_float32=True),
-    Unary("round",       ROUNDING, "np.round",          "Round", half_via_float32=True),
+    Unary("round",       ROUNDING, "np.rint",           "Round", half_via_float32=True),
     Unary("bitwise_not", BITWISE,  "np.invert",         "BitwiseNot"),
     Unary("logical_not", LOGICAL,  "np.logical_not",    "LogicalNot"),
     # issue 27's inverse trigonometric and hyperbolic functions and erfc

@@ -56,8 +56,9 @@ def _operand(x, name, like):
 def binary(prim, a, b, dtype=None, name=None):
     """``prim`` (a name in the backend's BINARY_OPS) of tensors and/or scalars, broadcast, in
     ``dtype`` (PyTorch's promotion of the operands by default)."""
-    if a.__class__ is Tensor and dtype is None:
-        # fast path: two tensors of one dtype on one device, or a tensor and a float scalar
+    if a.__class__ is Tensor and (dtype is None or dtype is a.dtype):
+        # fast path: two tensors of one dtype on one device, or a tensor and a float scalar (in that
+        # dtype, the result's: the dtype asked for, if any, is theirs)
         ad = a._data
         if b.__class__ is Tensor:
             if a._device is b._device and ad.dtype == b._data.dtype:
@@ -246,6 +247,8 @@ def _rtruediv(self: Tensor, other: Number) -> Tensor:
 )
 def div(input: Tensor | Number, other: Tensor | Number, *, rounding_mode: str | None = None) -> Tensor:
     if rounding_mode is None:
+        if input.__class__ is Tensor and input.dtype.is_floating_point:  # (its dtype, if other's is too)
+            return binary("div", input, other, name="div")
         return binary("div", input, other, dtype=float_result_type(input, other), name="div")
     if rounding_mode is not None and _is_bool(input) and _is_bool(other):
         raise UnsupportedDTypeError(f"div: rounding_mode={rounding_mode!r} is not defined for bool operands")
@@ -1300,6 +1303,8 @@ def square(input: Tensor) -> Tensor:
     grads={"input": lambda grad, result: -grad * (result * result)},
 )
 def reciprocal(input: Tensor) -> Tensor:
+    if input.__class__ is Tensor and input.dtype.is_floating_point:  # (the common case: no promotion to find)
+        return Tensor._make(primitives(input).binary("div", 1.0, input._data, input.dtype), input._device)
     return binary("div", 1.0, input, dtype=float_result_type(1.0, input), name="reciprocal")
 
 

@@ -10,6 +10,7 @@ from ...errors import DTypeError
 
 _F16 = np.dtype(np.float16)
 _F32 = np.dtype(np.float32)
+_F64 = np.dtype(np.float64)
 
 
 def _np_dtype(dtype):
