@@ -124,6 +124,7 @@ UNARY = (
     Unary("digamma",     FLOAT,    "_special.digamma",  "Digamma", half_via_float32=True),
     Unary("trigamma",    FLOAT,    "_special.trigamma", "Trigamma", half_via_float32=True),
     Unary("erfinv",      FLOAT,    "_special.erfinv",   "Erfinv", half_via_float32=True),
+    Unary("i0",          FLOAT,    "_special.i0",       "I0", half_via_float32=True),
     # issue 31: ops composed of several dispatched ops, each given one primitive (the activations in
     # float32 for the half types, as PyTorch's kernels compute them)
     Unary("sinh",        FLOAT,    "np.sinh",           "Sinh", half_via_float32=True),
