@@ -151,9 +151,11 @@ struct Atan { template <typename C> ADCUDA_HD C operator()(C x) const { return a
 struct Asinh { template <typename C> ADCUDA_HD C operator()(C x) const { return asinh_(x); } };
 struct Acosh { template <typename C> ADCUDA_HD C operator()(C x) const { return acosh_(x); } };
 struct Atanh { template <typename C> ADCUDA_HD C operator()(C x) const { return atanh_(x); } };
-struct Erfc { template <typename C> ADCUDA_HD C operator()(C x) const { return erfc_(x); } };
+// In double and rounded once, as the CPU's: erfcf's tail (1e-45 near x = 10) is a subnormal ulp off.
+struct Erfc { template <typename C> ADCUDA_HD C operator()(C x) const { return C(erfc_(double(x))); } };
 // The activations and hyperbolic functions of issue 31 (the CPU formulas: backends/cpu/elementwise.py's
 // _selu, _softplus, ...): no exp of a positive number where it could overflow; a NaN stays NaN.
+struct Expm1 { template <typename C> ADCUDA_HD C operator()(C x) const { return expm1_(x); } };
 struct Sinh { template <typename C> ADCUDA_HD C operator()(C x) const { return sinh_(x); } };
 struct Cosh { template <typename C> ADCUDA_HD C operator()(C x) const { return cosh_(x); } };
 struct Tan { template <typename C> ADCUDA_HD C operator()(C x) const { return tan_(x); } };
@@ -177,6 +179,16 @@ struct Softsign {
   template <typename C> ADCUDA_HD C operator()(C x) const { return x / ((x < C(0) ? -x : x) + C(1)); }
 };
 struct Tanhshrink { template <typename C> ADCUDA_HD C operator()(C x) const { return x - tanh_(x); } };
+// log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)): exact for very negative x, as PyTorch's log_sigmoid.
+struct Logsigmoid { template <typename C> ADCUDA_HD C operator()(C x) const { return -softplus_smooth(-x); } };
+// sin(pi x) / (pi x), 1 at 0, with pi x rounded to C first, as PyTorch's kernel.
+struct Sinc {
+  template <typename C> ADCUDA_HD C operator()(C x) const {
+    if (x == C(0)) return C(1);
+    const C y = x * C(3.14159265358979323846);
+    return sin_(y) / y;
+  }
+};
 
 // The gamma family and erfinv: computed in double whatever C is, with the CPU backend's algorithm
 // (adcuda/backends/cpu/_special.py), so both backends agree to their math libraries' last bits. The

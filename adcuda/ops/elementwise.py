@@ -1391,8 +1391,9 @@ def equal(input: Tensor, other: Tensor) -> bool:
 
 
 # ------------------------------------------------------------------------------------------------
-# More of PyTorch's elementwise names (issue 15): composed of the ops above, so both backends run
-# them and they differentiate through those ops; expm1 alone has its own backward (its result + 1).
+# More of PyTorch's elementwise names (issue 15): expm1 and the hyperbolic functions a primitive each,
+# the others composed of the ops above, so both backends run them and they differentiate through those
+# ops.
 @op(
     "expm1",
     doc="exp(input) - 1, accurate near 0.",
@@ -1401,9 +1402,7 @@ def equal(input: Tensor, other: Tensor) -> bool:
     grads={"input": lambda grad, result: grad * (result + 1)},
 )
 def expm1(input: Tensor) -> Tensor:
-    half = binary("mul", input, 0.5) if input.dtype.is_floating_point else binary("mul", input, 0.5, dt.default_float)
-    # tanh(x/2) * (e^x + 1) == e^x - 1 exactly, without exp(x) - 1's cancellation near 0
-    return binary("mul", unary("tanh", half), binary("add", _float_unary("exp", input), 1.0))
+    return _float_unary("expm1", input)
 
 
 # tan, sinh and cosh: a primitive each (the C library's functions: exact near 0, finite up to where
@@ -1475,14 +1474,22 @@ def frac(input: Tensor) -> Tensor:
     return input - trunc(input)
 
 
-@op("nan_to_num", doc="input with NaN, +inf and -inf replaced by finite values.", composite=True, inplace=True)
+@op(
+    "nan_to_num",
+    doc="input with NaN, +inf and -inf replaced by finite values.",
+    node="NanToNumBackward0",
+    inplace=True,
+    grads={"input": lambda grad, input: grad * isfinite(input)},  # PyTorch's
+)
 def nan_to_num(input: Tensor, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None) -> Tensor:
-    if not input.dtype.is_floating_point:
-        return input.clone()
-    limit = dt.finfo(input.dtype).max
-    out = where(isnan(input), nan, input)
-    out = where(eq(input, math.inf), limit if posinf is None else posinf, out)
-    return where(eq(input, -math.inf), -limit if neginf is None else neginf, out)
+    check_tensor("nan_to_num", "input", input)
+    bk, x, d = primitives(input), input._data, input.dtype
+    if not d.is_floating_point:
+        return wrap(bk.astype(x, d), input._device)  # a copy
+    limit = dt.finfo(d).max
+    out = bk.where(bk.binary("ne", x, x, d), nan, x, d)
+    out = bk.where(bk.binary("eq", x, math.inf, d), limit if posinf is None else posinf, out, d)
+    return wrap(bk.where(bk.binary("eq", x, -math.inf, d), -limit if neginf is None else neginf, out, d), input._device)
 
 
 def _check_pointwise(name, *tensors):
@@ -1536,34 +1543,37 @@ _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
 
 
-def _negative_part_expm1(input, alpha, inner_scale=1.0):
-    """alpha * (exp(min(input, 0) * inner_scale) - 1): never exponentiates a positive value (nor a NaN),
-    so the branch where() leaves out has no inf or NaN whose zero gradient would become NaN.
+def _elu_forward(input, alpha, inner_scale):
+    """alpha * expm1(input * inner_scale) where input <= 0, input elsewhere (a NaN stays), over the
+    primitives."""
+    inner = input if inner_scale == 1.0 else binary("mul", input, inner_scale)
+    return select(binary("le", input, 0.0), binary("mul", unary("expm1", inner), alpha), input)
 
-    At 0 it has PyTorch's derivatives: the first is the negative side's, alpha * inner_scale
-    (elu_backward takes input <= 0), the second 0 (elu's double backward takes input < 0). So the
-    exponential reads input below 0 only, and a term ``at_zero`` adds the slope at 0 alone: its value
-    is 0 everywhere (input itself where input == 0), its derivative 1 at 0 and 0 elsewhere, and its
-    own derivative's derivative 0."""
-    negative = where(lt(input, 0), input, 0.0)
-    at_zero = where(eq(input, 0), input, 0.0)
+
+def _elu_grad(grad, input, alpha, inner_scale):
+    """PyTorch's elu_backward: grad * alpha * inner_scale * exp(input * inner_scale) where input <= 0,
+    grad elsewhere. The exp reads input below 0 only (a constant 0 at 0), so the second derivative is
+    0 at 0, as PyTorch's double backward (masked by input < 0), and the branch where() leaves out has
+    no inf whose zero gradient would become NaN."""
+    below = where(lt(input, 0), input, 0.0)
     if inner_scale != 1.0:
-        negative, at_zero = negative * inner_scale, at_zero * inner_scale
-    return (expm1(negative) + at_zero) * alpha
+        below = below * inner_scale
+    return where(le(input, 0), grad * exp(below) * (alpha * inner_scale), grad)
 
 
 @op(
     "elu",
     dtypes=FLOATING,
     doc="input where positive, alpha * (exp(input) - 1) elsewhere.",
-    composite=True,
+    node="EluBackward0",
     method=False,
     inplace=True,
     functional="inplace",
+    grads={"input": lambda grad, input, alpha: _elu_grad(grad, input, alpha, 1.0)},
 )
 def elu(input: Tensor, alpha: float = 1.0) -> Tensor:
-    # the negative part where input <= 0 (NaN takes the linear part's gradient, as in PyTorch)
-    return where(le(input, 0), _negative_part_expm1(input, alpha), input)
+    check_tensor("elu", "input", input)
+    return _elu_forward(input, alpha, 1.0)
 
 
 def _selu_grad(grad, input):
@@ -1596,15 +1606,17 @@ lowering("unary", "selu", onnx="Selu")
     "celu",
     dtypes=FLOATING,
     doc="input where positive, alpha * (exp(input / alpha) - 1) elsewhere.",
-    composite=True,
+    node="CeluBackward0",
     method=False,
     inplace=True,
     functional="inplace",
+    grads={"input": lambda grad, input, alpha: _elu_grad(grad, input, alpha, 1.0 / alpha)},
 )
 def celu(input: Tensor, alpha: float = 1.0) -> Tensor:
+    check_tensor("celu", "input", input)
     if alpha == 0:
         raise ValueError("celu: ZeroDivisionError, alpha must not be 0")
-    return where(le(input, 0), _negative_part_expm1(input, alpha, 1.0 / alpha), input)
+    return _elu_forward(input, alpha, 1.0 / alpha)
 
 
 # PyTorch's gradients at the kinks of the piecewise-linear activations (hardtanh, relu6, hardsigmoid,
@@ -1769,7 +1781,7 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:
         weight = weight.reshape((n,) + (1,) * (input.ndim - 2))
     # At 0, PyTorch's first derivatives are the negative side's (weight for input, input = 0 for weight)
     # and its second derivatives the positive side's (0): the product reads input below 0 only, and
-    # input's slope at 0 alone is the constant weight (see _negative_part_expm1)
+    # input's slope at 0 alone is the constant weight
     negative = where(ge(input, 0), 0.0, input)  # (NaN stays NaN)
     at_zero = where(eq(input, 0), input, 0.0)
     return where(gt(input, 0), input, negative * weight + at_zero * weight.detach())
@@ -1800,14 +1812,26 @@ def fmod(input: Tensor, other: Tensor | Number) -> Tensor:
     return binary("fmod", input, other, name="fmod")
 
 
-@op("xlogy", doc="input * log(other), 0 where input is 0 (unless other is NaN).", composite=True, inplace=True)
+def _xlogy_grad_input(grad, input, other):
+    # PyTorch's: xlogy(grad, other), 0 where input is 0 and other <= 0
+    other = as_tensor_operand(other, "xlogy", grad)
+    input = as_tensor_operand(input, "xlogy", grad)
+    return where(logical_and(eq(input, 0), le(other, 0)), 0.0, grad * log(other))
+
+
+@op(
+    "xlogy",
+    doc="input * log(other), 0 where input is 0 (unless other is NaN).",
+    node="XlogyBackward0",
+    inplace=True,
+    grads={"input": _xlogy_grad_input, "other": lambda grad, input, other: grad * input / other},
+)
 def xlogy(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     x, y = _tensor_pair("xlogy", input, other)
     dtype = float_result_type(x, y)
     x, y = cast(x, dtype), cast(y, dtype)
-    # the log only where it is used, so that log(0) in the unused branch gives no inf gradient
-    zero = logical_and(eq(x, 0), eq(y, y))
-    return where(zero, 0.0, x * log(where(zero, 1.0, y)))
+    product = binary("mul", x, unary("log", y), name="xlogy")
+    return select(binary("logical_and", binary("eq", x, 0.0), binary("eq", y, y), name="xlogy"), 0.0, product)
 
 
 @op("heaviside", doc="0 where input < 0, values where input == 0, 1 where input > 0.", composite=True, inplace=True)

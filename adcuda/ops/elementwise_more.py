@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from .. import dtypes as dt
 from ..errors import DTypeError, UnsupportedError
 from ..tensor import Tensor
-from .common import cast, check_tensor, float_result_type, result_type
+from .common import check_tensor, float_result_type, result_type
 from .dtype_support import NUMBERS
 from .elementwise import (
     _classify,
@@ -24,7 +24,6 @@ from .elementwise import (
     logaddexp,
     reciprocal,
     rsqrt,
-    select,
     where,
 )
 from .registry import op
@@ -225,14 +224,8 @@ def _sinc_grad(grad, input):
 @op("sinc", inplace=True, doc="sin(pi input) / (pi input), 1 at 0.", node="SincBackward0", grads={"input": _sinc_grad})
 def sinc(input: Tensor) -> Tensor:
     check_tensor("sinc", "input", input)
-    dtype = input.dtype if input.dtype.is_floating_point else dt.default_float
-    # float16 and bfloat16 compute in float32, as PyTorch's do: pi * 65504 overflows float16
-    work = dt.float32 if dtype in (dt.float16, dt.bfloat16) else dtype
-    x = cast(input, work)
-    at_zero = binary("eq", x, 0.0, dtype=work)
-    x = binary("mul", x, math.pi)
-    safe = select(at_zero, 1.0, x)
-    return cast(select(at_zero, 1.0, binary("div", _float_unary("sin", x), safe)), dtype)
+    # one primitive (float16 and bfloat16 computed in float32, as PyTorch's: pi * 65504 overflows float16)
+    return _float_unary("sinc", input)
 
 
 @op("isposinf", doc="Whether each element is +inf.")

@@ -183,6 +183,17 @@ def _tanhshrink(x):
     return x - np.tanh(x)
 
 
+def _logsigmoid(x):
+    # min(x, 0) - log1p(exp(-|x|)): exact for very negative x, where log(sigmoid(x)) underflows
+    return -_softplus_smooth(-x)
+
+
+def _sinc(x):
+    # sin(pi x) / (pi x) with pi x rounded to x's dtype first, as PyTorch's kernel; 1 at 0
+    y = x * np.pi
+    return np.where(x == 0, 1.0, np.sin(y) / y)
+
+
 def _relu(x, out=None, scratch=None):
     return np.maximum(x, _zero(x.dtype), out=out)
 
