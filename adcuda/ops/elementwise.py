@@ -1760,14 +1760,38 @@ def threshold(input: Tensor, threshold: float, value: float) -> Tensor:
     return where(le(input, threshold), value, input)  # (a NaN input stays, as in PyTorch)
 
 
+def _prelu_weight(input, weight):
+    """weight shaped to broadcast over input's channels (dim 1)."""
+    n = weight.numel()
+    return weight.reshape((n,) + (1,) * (input.ndim - 2)) if n > 1 and input.ndim > 2 else weight
+
+
+# At 0, PyTorch's first derivatives are the negative side's (weight for input, input = 0 for weight) and
+# its second derivatives the positive side's (0): the formulas read weight and input below 0 only, and
+# input's slope at 0 alone is the constant weight.
+def _prelu_grad_input(grad, input, weight):
+    weight = _prelu_weight(input, weight)
+    return where(gt(input, 0), grad, where(lt(input, 0), grad * weight, grad * weight.detach()))
+
+
+def _prelu_grad_weight(grad, input, weight):
+    # input * grad where input < 0, summed over everything but the channels
+    per_element = where(lt(input, 0), input * grad, 0.0)
+    if weight.numel() == 1:
+        return per_element.sum().reshape(weight.shape)
+    return per_element.sum(tuple(d for d in range(input.ndim) if d != 1)).reshape(weight.shape)
+
+
 @op(
     "prelu",
     dtypes=FLOATING.one_dtype("input", "weight"),
     doc="input where positive, weight * input elsewhere; weight has 1 or input.shape[1] elements.",
-    composite=True,
+    node="PreluKernelBackward0",
     functional=True,
+    grads={"input": _prelu_grad_input, "weight": _prelu_grad_weight},
 )
 def prelu(input: Tensor, weight: Tensor) -> Tensor:
+    check_tensor("prelu", "input", input)
     if weight.__class__ is not Tensor:
         raise DTypeError(f"prelu: weight must be a Tensor, got {type(weight).__name__}")
     n = weight.numel()
@@ -1777,14 +1801,8 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:
             f"prelu: weight of shape {fmt_shape(weight.shape)} must have 1 element or one per channel "
             f"(input.shape[1]) of input of shape {fmt_shape(input.shape)}"
         )
-    if n > 1 and input.ndim > 2:
-        weight = weight.reshape((n,) + (1,) * (input.ndim - 2))
-    # At 0, PyTorch's first derivatives are the negative side's (weight for input, input = 0 for weight)
-    # and its second derivatives the positive side's (0): the product reads input below 0 only, and
-    # input's slope at 0 alone is the constant weight
-    negative = where(ge(input, 0), 0.0, input)  # (NaN stays NaN)
-    at_zero = where(eq(input, 0), input, 0.0)
-    return where(gt(input, 0), input, negative * weight + at_zero * weight.detach())
+    # (a NaN stays NaN: it is not > 0, and NaN * weight is NaN)
+    return select(binary("gt", input, 0.0), input, binary("mul", input, _prelu_weight(input, weight)))
 
 
 def _tensor_pair(name, input, other):
