@@ -1314,8 +1314,13 @@ def reciprocal(input: Tensor) -> Tensor:
     "lerp",
     dtypes=FLOATING,
     doc="input + weight * (end - input), elementwise with broadcasting.",
-    composite=True,
+    node=lambda input, end, weight: "LerpBackward1" if weight.__class__ is Tensor else "LerpBackward0",
     inplace=True,
+    grads={
+        "input": lambda grad, weight: grad * (1 - weight),
+        "end": lambda grad, weight: grad * weight,
+        "weight": lambda grad, input, end: grad * (end - input),
+    },
 )
 def lerp(input: Tensor, end: Tensor, weight: Tensor | Number) -> Tensor:
     if input.__class__ is not Tensor or end.__class__ is not Tensor:
@@ -1327,12 +1332,17 @@ def lerp(input: Tensor, end: Tensor, weight: Tensor | Number) -> Tensor:
     start, stop = (cast(input, dt.float32), cast(end, dt.float32)) if half else (input, end)
     if half and weight.__class__ is Tensor:
         weight = cast(weight, dt.float32)
-    diff = sub(stop, start)
+    diff = binary("sub", stop, start, name="lerp")
     # PyTorch's formula: from the nearer end, so that weight 1 gives end exactly
     if weight.__class__ is Tensor:
-        out = where(lt(abs(weight), 0.5), add(start, mul(weight, diff)), sub(stop, mul(diff, sub(1, weight))))
+        near_start = binary("lt", unary("abs", weight), 0.5)
+        from_start = binary("add", start, binary("mul", weight, diff, name="lerp"), name="lerp")
+        from_stop = binary("sub", stop, binary("mul", diff, binary("sub", 1.0, weight), name="lerp"), name="lerp")
+        out = select(near_start, from_start, from_stop)
+    elif builtins.abs(weight) < 0.5:
+        out = binary("add", start, binary("mul", diff, weight), name="lerp")
     else:
-        out = add(start, mul(weight, diff)) if builtins.abs(weight) < 0.5 else sub(stop, mul(diff, 1 - weight))
+        out = binary("sub", stop, binary("mul", diff, 1 - weight), name="lerp")
     return cast(out, input.dtype) if half else out
 
 
@@ -1469,9 +1479,16 @@ def logit(input: Tensor, eps: float | None = None) -> Tensor:
     return unary("log", binary("div", x, binary("sub", 1.0, x), name="logit"))
 
 
-@op("frac", dtypes=FLOATING, doc="The fractional part: input - trunc(input).", composite=True, inplace=True)
+@op(
+    "frac",
+    dtypes=FLOATING,
+    doc="The fractional part: input - trunc(input).",
+    node="FracBackward0",
+    inplace=True,
+    grads={"input": lambda grad: grad},
+)
 def frac(input: Tensor) -> Tensor:
-    return input - trunc(input)
+    return binary("sub", input, unary("trunc", input))
 
 
 @op(
@@ -1512,21 +1529,38 @@ def _broadcast_all(shapes):
     return out
 
 
+# addcmul and addcdiv: the forwards over the primitives, PyTorch's derivatives (value times the other
+# factor's; the quotient's)
 @op(
     "addcmul",
     dtypes=NUMBERS.of("input", "tensor1", "tensor2"),
     doc="input + value * tensor1 * tensor2, broadcast.",
-    composite=True,
+    node="AddcmulBackward0",
     inplace=True,
+    grads={
+        "input": lambda grad: grad,
+        "tensor1": lambda grad, tensor2, value: grad * tensor2 * value,
+        "tensor2": lambda grad, tensor1, value: grad * tensor1 * value,
+    },
 )
 def addcmul(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Number = 1) -> Tensor:
     _check_pointwise("addcmul", input, tensor1, tensor2)
-    product = tensor1 * tensor2
+    product = binary("mul", tensor1, tensor2, name="addcmul")
     value = scalar_for(result_type(input, product), value)
-    return input + (product if value == 1 else product * value)
+    return binary("add", input, product if value == 1 else binary("mul", product, value), name="addcmul")
 
 
-@op("addcdiv", doc="input + value * tensor1 / tensor2, broadcast.", composite=True, inplace=True)
+@op(
+    "addcdiv",
+    doc="input + value * tensor1 / tensor2, broadcast.",
+    node="AddcdivBackward0",
+    inplace=True,
+    grads={
+        "input": lambda grad: grad,
+        "tensor1": lambda grad, tensor2, value: grad * value / tensor2,
+        "tensor2": lambda grad, tensor1, tensor2, value: -grad * value * tensor1 / (tensor2 * tensor2),
+    },
+)
 def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Number = 1) -> Tensor:
     _check_pointwise("addcdiv", input, tensor1, tensor2)
     if not (tensor1.dtype.is_floating_point or tensor2.dtype.is_floating_point):
@@ -1534,8 +1568,8 @@ def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Number = 
             f"addcdiv: integer division of tensors is not supported (tensor1 {tensor1.dtype}, "
             f"tensor2 {tensor2.dtype}); use a floating point tensor"
         )
-    quotient = tensor1 / tensor2
-    return input + (quotient if value == 1 else quotient * value)
+    quotient = binary("div", tensor1, tensor2, dtype=float_result_type(tensor1, tensor2), name="addcdiv")
+    return binary("add", input, quotient if value == 1 else binary("mul", quotient, value), name="addcdiv")
 
 
 # activations (adcuda.nn.functional, with PyTorch's ``inplace=`` keyword and an ``F.<name>_``)
@@ -1628,8 +1662,8 @@ def _hardtanh_grad(grad, input, min_val, max_val):
 
 
 def _inside(input, lambd):
-    """Whether -lambd <= input <= lambd, for forwards (recording nothing)."""
-    return binary("logical_and", binary("ge", input, -lambd), binary("le", input, lambd))
+    """Whether -lambd <= input <= lambd, for forwards (recording nothing): |input| <= lambd."""
+    return binary("le", unary("abs", input), lambd)
 
 
 def _shrink_grad(grad, input, lambd):
@@ -1750,14 +1784,17 @@ def tanhshrink(input: Tensor) -> Tensor:
     "threshold",
     dtypes=NUMBERS,
     doc="input where input > threshold, value elsewhere.",
-    composite=True,
+    node="ThresholdBackward0",
     method=False,
     inplace=True,
     functional="inplace",
+    grads={"input": lambda grad, input, threshold: where(le(input, threshold), 0.0, grad)},
 )
 def threshold(input: Tensor, threshold: float, value: float) -> Tensor:
+    check_tensor("threshold", "input", input)
     threshold, value = scalar_for(input.dtype, threshold), scalar_for(input.dtype, value)
-    return where(le(input, threshold), value, input)  # (a NaN input stays, as in PyTorch)
+    # (a NaN input stays, as in PyTorch)
+    return select(binary("le", input, threshold, name="threshold"), value, input)
 
 
 def _prelu_weight(input, weight):
@@ -1932,21 +1969,42 @@ def copysign(input: Tensor, other: Tensor | Number) -> Tensor:
     return where(filled((), True, dt.bool_, other._device), result, other) if other.requires_grad else result
 
 
-def _nan_ignoring(name, input, other, keep_input):
+def _takes_input(name, input, other):
+    """Where fmax (``ge``) or fmin (``le``) takes input: where it wins or ties, or other is NaN (as
+    PyTorch's gradient, which gives all of a tie to input), over the primitives."""
+    return binary("logical_or", binary(name, input, other), binary("ne", other, other))
+
+
+def _nan_ignoring(name, compare, input, other):
     check_tensor(name, "input", input)
     check_tensor(name, "other", other)
-    # ties and a NaN other take input, as PyTorch's gradient does (all of it to input)
-    return where(logical_or(keep_input, isnan(other)), input, other)
+    return select(_takes_input(compare, input, other), input, other)
 
 
-@op("fmax", doc="The elementwise maximum, a NaN taken only where both are NaN.", composite=True)
+@op(
+    "fmax",
+    doc="The elementwise maximum, a NaN taken only where both are NaN.",
+    node="FmaxBackward0",
+    grads={
+        "input": lambda grad, input, other: where(_takes_input("ge", input, other), grad, 0.0),
+        "other": lambda grad, input, other: where(_takes_input("ge", input, other), 0.0, grad),
+    },
+)
 def fmax(input: Tensor, other: Tensor) -> Tensor:
-    return _nan_ignoring("fmax", input, other, ge(input, other))
+    return _nan_ignoring("fmax", "ge", input, other)
 
 
-@op("fmin", doc="The elementwise minimum, a NaN taken only where both are NaN.", composite=True)
+@op(
+    "fmin",
+    doc="The elementwise minimum, a NaN taken only where both are NaN.",
+    node="FminBackward0",
+    grads={
+        "input": lambda grad, input, other: where(_takes_input("le", input, other), grad, 0.0),
+        "other": lambda grad, input, other: where(_takes_input("le", input, other), 0.0, grad),
+    },
+)
 def fmin(input: Tensor, other: Tensor) -> Tensor:
-    return _nan_ignoring("fmin", input, other, le(input, other))
+    return _nan_ignoring("fmin", "le", input, other)
 
 
 @op("rsub", doc="other - alpha * input (sub with the operands swapped).", composite=True, method=False)

@@ -21,7 +21,6 @@ from .elementwise import (
     eq,
     exp,
     isinf,
-    logaddexp,
     reciprocal,
     rsqrt,
     where,
@@ -163,7 +162,7 @@ def logaddexp2(input: Tensor, other: Tensor) -> Tensor:
         raise UnsupportedError(f"logaddexp2: not implemented for {input.dtype} and {other.dtype} operands")
     dtype = float_result_type(input, other)
     # log2(2^a + 2^b) = logaddexp(a ln 2, b ln 2) / ln 2: scaling by ln 2 keeps the relative precision
-    scaled = logaddexp(binary("mul", input, _LN2, dtype=dtype), binary("mul", other, _LN2, dtype=dtype))
+    scaled = binary("logaddexp", binary("mul", input, _LN2, dtype=dtype), binary("mul", other, _LN2, dtype=dtype))
     return binary("div", scaled, _LN2, dtype=dtype)
 
 
