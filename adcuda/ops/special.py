@@ -216,8 +216,8 @@ frexp_result = namedtuple("frexp", ["mantissa", "exponent"])
 def _halves(exponent):
     """2^-e as two factors (2^-h, 2^-(e-h)), each within the range of float16, float32 or float64
     alike, so a product by both is exact where 2^-e alone would overflow (subnormal inputs)."""
-    half = (exponent / 2).floor()
-    return (-half).exp2(), (half - exponent).exp2()
+    half = unary("floor", binary("div", exponent, 2.0))
+    return unary("exp2", binary("mul", half, -1.0)), unary("exp2", binary("sub", half, exponent))
 
 
 @op(
@@ -228,17 +228,22 @@ def _halves(exponent):
 def frexp(input: Tensor) -> tuple[Tensor, Tensor]:
     if not input.dtype.is_floating_point:
         raise UnsupportedError(f"frexp: only supports floating-point dtypes, got {input.dtype}")
-    x = _float64_of(input.detach())  # every float16/32 value is exact in float64, its log2 nearly so
-    finite = (x != 0) & x.isfinite()
-    magnitude = x.abs().where(finite, 1.0)
-    exponent = magnitude.log2().floor() + 1
+    # the exponent over the primitives (it has no gradient); every float16/32 value is exact in
+    # float64, its log2 nearly so
+    x = cast(input, dt.float64)
+    magnitude = unary("abs", x)
+    finite = binary("logical_and", binary("ne", x, 0.0), binary("lt", magnitude, math.inf))
+    magnitude = select(finite, magnitude, 1.0)
+    exponent = binary("add", unary("floor", unary("log2", magnitude)), 1.0)
     first, second = _halves(exponent)
-    scaled = magnitude * first * second
+    scaled = binary("mul", binary("mul", magnitude, first), second)
     # log2 may round across an integer just below a power of two: one step puts it right
-    exponent = exponent + (scaled >= 1).to(dtype=dt.float64) - (scaled < 0.5).to(dtype=dt.float64)
+    exponent = binary("add", exponent, cast(binary("ge", scaled, 1.0), dt.float64))
+    exponent = binary("sub", exponent, cast(binary("lt", scaled, 0.5), dt.float64))
     first, second = _halves(exponent)
-    mantissa = input * first.to(dtype=input.dtype) * second.to(dtype=input.dtype)  # exact: powers of two
-    return frexp_result(mantissa, exponent.where(finite, 0.0).to(dtype=dt.int32))
+    # the mantissa through the ops, for its gradient (grad / 2^exponent): exact, powers of two
+    mantissa = input * cast(first, input.dtype) * cast(second, input.dtype)
+    return frexp_result(mantissa, cast(select(finite, exponent, 0.0), dt.int32))
 
 
 # ------------------------------------------------------------------------------------------------
