@@ -476,10 +476,12 @@ def normal(
 @op("bernoulli", doc="1 with probability input (or p), else 0, in input's dtype.", composite=True)
 def bernoulli(input: Tensor, p: float | None = None, *, generator: Generator | None = None) -> Tensor:
     check_float("bernoulli", "input", input)
-    probabilities = input.detach() if p is None else p
+    probabilities = input if p is None else p  # (the forward helpers record nothing)
     _check_probability("bernoulli", probabilities)
     draw = _sample("rand", tuple(input.shape), _draw_dtype(input.dtype), input.device, generator)
-    return (draw < probabilities).to(dtype=input.dtype)
+    if probabilities.__class__ is int:
+        probabilities = float(probabilities)
+    return cast(binary("lt", draw, probabilities, name="bernoulli"), input.dtype)
 
 
 def _draw_dtype(dtype):
@@ -487,7 +489,10 @@ def _draw_dtype(dtype):
 
 
 def _check_probability(name, p):
-    bad = bool(((p < 0) | (p > 1)).any()) if hasattr(p, "shape") else not 0 <= p <= 1
+    if hasattr(p, "shape"):
+        bad = bool(binary("logical_or", binary("lt", p, 0.0, name=name), binary("gt", p, 1.0, name=name)).any())
+    else:
+        bad = not 0 <= p <= 1
     if bad:
         raise ValueError(f"{name}: expected probabilities in [0, 1]")
 
@@ -653,13 +658,9 @@ def rrelu(
         raise ValueError(f"rrelu: expected 0 <= lower <= upper, got lower={lower}, upper={upper}")
     if not training:
         return input.where(input >= 0, input * ((lower + upper) / 2))
-    slopes = rand(
-        tuple(input.shape),
-        generator=generator,
-        dtype=input.dtype if input.dtype is dt.float64 else dt.float32,
-        device=input.device,
-    )
-    slopes = (slopes * (upper - lower) + lower).to(dtype=input.dtype)
+    draw_dtype = input.dtype if input.dtype is dt.float64 else dt.float32
+    slopes = _sample("rand", tuple(input.shape), draw_dtype, input.device, generator)
+    slopes = cast(_affine(slopes, upper - lower, lower), input.dtype)  # a constant: over the primitives
     return input.where(input >= 0, input * slopes)
 
 
