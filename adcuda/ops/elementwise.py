@@ -1947,9 +1947,9 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     check_tensor("softshrink", "input", input)
     if lambd < 0:
         raise ValueError(f"softshrink: lambda must be greater or equal to 0, got {lambd}")
-    # NaN is not inside [-lambd, lambd] and stays NaN, as in PyTorch
-    shrunk = binary("sub", input, binary("mul", unary("sign", input), lambd), name="softshrink")
-    return select(_inside(input, lambd), 0.0, shrunk)
+    # input - clamp(input, -lambd, lambd): input - lambd above, input + lambd below, 0 between (x - x);
+    # a NaN stays NaN, an infinity infinite, as in PyTorch
+    return binary("sub", input, wrap(primitives(input).clamp(input._data, -lambd, lambd), input._device))
 
 
 @op(
