@@ -25,6 +25,7 @@ namespace py = pybind11;
 namespace adcuda::host {
 void bind_convolution(py::module_& m);  // kernels/host/convolution.cpp
 void bind_elementwise(py::module_& m);  // kernels/host/elementwise.cpp
+void bind_optim(py::module_& m);        // kernels/host/optim.cpp
 }  // namespace adcuda::host
 
 namespace {
@@ -204,6 +205,7 @@ PYBIND11_MODULE(_C, m) {
 
   adcuda::host::bind_convolution(m);
   adcuda::host::bind_elementwise(m);
+  adcuda::host::bind_optim(m);
 #if ADCUDA_CUDA_COMPILED
   adcuda::bindings::bind_registered(m);
 #endif
