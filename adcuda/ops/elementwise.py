@@ -1907,10 +1907,9 @@ def float_power(input: Tensor | Number, exponent: Tensor | Number) -> Tensor:
     return pow(x.to(dtype=dt.float64), y.to(dtype=dt.float64))
 
 
-@op("signbit", doc="Whether the sign bit is set (true for -0.0 too).", composite=True)
-def signbit(input: Tensor) -> Tensor:
-    check_tensor("signbit", "input", input)
-    # over the primitives: a bool result has no history to record, and as five ops it dispatched five
+def _sign_bits(input):
+    """signbit over the primitives: a bool result has no history to record, and as five ops it
+    dispatched five."""
     bk, x, d = primitives(input), input._data, input.dtype
     negative = bk.binary("lt", x, 0, d)
     if not d.is_floating_point:
@@ -1920,6 +1919,12 @@ def signbit(input: Tensor) -> Tensor:
         "logical_and", bk.binary("eq", x, 0, d), bk.binary("lt", bk.binary("div", 1.0, x, d), 0, d), dt.bool_
     )
     return wrap(bk.binary("logical_or", negative, negative_zero, dt.bool_), input._device)
+
+
+@op("signbit", doc="Whether the sign bit is set (true for -0.0 too).", composite=True)
+def signbit(input: Tensor) -> Tensor:
+    check_tensor("signbit", "input", input)
+    return _sign_bits(input)
 
 
 @op(
@@ -1954,21 +1959,25 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     return binary("sub", input, wrap(primitives(input).clamp(input._data, -lambd, lambd), input._device))
 
 
+def _copysign_grad_input(grad, input, result):
+    # PyTorch's: grad * result / input, 0 where input is 0 (no division by 0 in the branch left out)
+    zero = eq(input, 0)
+    return where(zero, 0.0, grad * (result / where(zero, 1.0, input)))
+
+
 @op(
     "copysign",
     doc="The magnitude of input with the sign of other (a floating point result).",
-    composite=True,
+    node=lambda input, other: "CopysignBackward0" if other.__class__ is Tensor else "CopysignBackward1",
     inplace=True,
+    grads={"input": _copysign_grad_input, "other": lambda grad, other: _zeros_like(other)},
 )
 def copysign(input: Tensor, other: Tensor | Number) -> Tensor:
     check_tensor("copysign", "input", input)
-    magnitude = abs(input.to(dtype=float_result_type(input, other)))
-    if not isinstance(other, Tensor):
-        return neg(magnitude) if math.copysign(1.0, other) < 0 else magnitude
-    # where's gradient is PyTorch's: grad * sign(input) * sign(other) through abs, 0 at input == 0;
-    # the outer where gives other its zero gradient, as PyTorch does (its value is never taken)
-    result = where(signbit(other), neg(magnitude), magnitude)
-    return where(filled((), True, dt.bool_, other._device), result, other) if other.requires_grad else result
+    magnitude = unary("abs", cast(input, float_result_type(input, other)))
+    if other.__class__ is not Tensor:
+        return unary("neg", magnitude) if math.copysign(1.0, other) < 0 else magnitude
+    return select(_sign_bits(other), unary("neg", magnitude), magnitude)
 
 
 def _takes_input(name, input, other):
