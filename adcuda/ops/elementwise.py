@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import builtins
 import math
-from typing import TYPE_CHECKING
+import typing
+from typing import TYPE_CHECKING, overload
 
 from .. import dtypes as dt
 from ..errors import AdcudaError, DTypeError, ShapeError, UnsupportedDTypeError, adapt_error, fmt_shape
@@ -1088,6 +1089,10 @@ def _where_method(self: Tensor, condition: Tensor, other: Tensor | Number) -> Te
     return where(condition, self, other)  # Tensor.where(condition, other): self is the input
 
 
+@overload
+def where(condition: Tensor) -> tuple[Tensor, ...]: ...
+@overload
+def where(condition: Tensor, input: Tensor | Number, other: Tensor | Number) -> Tensor: ...
 @op(
     "where",
     doc="input where condition holds, other elsewhere (broadcast).",
@@ -1339,10 +1344,12 @@ def lerp(input: Tensor, end: Tensor, weight: Tensor | Number) -> Tensor:
         from_start = binary("add", start, binary("mul", weight, diff, name="lerp"), name="lerp")
         from_stop = binary("sub", stop, binary("mul", diff, binary("sub", 1.0, weight), name="lerp"), name="lerp")
         out = select(near_start, from_start, from_stop)
-    elif builtins.abs(weight) < 0.5:
-        out = binary("add", start, binary("mul", diff, weight), name="lerp")
     else:
-        out = binary("sub", stop, binary("mul", diff, 1 - weight), name="lerp")
+        number = typing.cast("Number", weight)  # (not a Tensor)
+        if builtins.abs(number) < 0.5:
+            out = binary("add", start, binary("mul", diff, number), name="lerp")
+        else:
+            out = binary("sub", stop, binary("mul", diff, 1 - number), name="lerp")
     return cast(out, input.dtype) if half else out
 
 
@@ -1892,7 +1899,7 @@ def xlogy(input: Tensor | Number, other: Tensor | Number) -> Tensor:
 
 
 @op("heaviside", doc="0 where input < 0, values where input == 0, 1 where input > 0.", composite=True, inplace=True)
-def heaviside(input: Tensor, values: Tensor | Number) -> Tensor:
+def heaviside(input: Tensor, values: Tensor) -> Tensor:
     check_tensor("heaviside", "input", input)
     check_tensor("heaviside", "values", values)
     if values.dtype is not input.dtype:

@@ -3,7 +3,11 @@ CUDA): ``unary binary unary_backward where clamp`` and the op tables they take t
 The unary ones (``UNARY_OPS``, ``UNARY_BACKWARD_OPS``) are made from the declarative table of both
 backends, adcuda/backends/elementwise_table.py: this module holds only the formulas its rows name."""
 
+from __future__ import annotations
+
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -11,9 +15,9 @@ from ... import dtypes as dt
 from ..._native import _C
 from ...errors import DTypeError, InvalidArgumentError, UnsupportedDTypeError
 from ..elementwise_table import FLOAT_ONLY, UNARY
-from ..seam import ArrayOrScalar, BackendArray, DType, Scalar, Scratch, declared
+from ..seam import DType, Scalar, Scratch, declared
 from . import _special
-from ._common import _F16, _F32, _F64, _compute, _finish, _fresh, _np_dtype
+from ._common import _F16, _F32, _F64, ArrayOrScalar, BackendArray, _compute, _finish, _fresh, _np_dtype
 
 __all__ = ["UNARY_OPS", "UNARY_BACKWARD_OPS", "BINARY_OPS", "unary", "binary", "unary_backward", "where", "clamp"]
 
@@ -75,7 +79,7 @@ _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
-_ZEROS = {}
+_ZEROS: dict[np.dtype, np.ndarray] = {}
 
 
 def _zero(dtype):
@@ -453,7 +457,7 @@ def _remainder(a, b, dtype=None, casting="same_kind"):
     return np.where(mod == 0, np.copysign(mod, a), mod)
 
 
-BINARY_OPS = {
+BINARY_OPS: dict[str, Callable[..., Any]] = {
     "add": np.add,
     "sub": np.subtract,
     "mul": np.multiply,
@@ -494,7 +498,7 @@ def binary(op: str, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> Backend
     """``op(a, b)`` with both operands in ``dtype`` (computed in fp32 for float16); ``a`` or ``b`` may be a
     Python scalar."""
     try:
-        work = dtype.numpy
+        work: type | np.dtype | None = dtype.numpy  # a NumPy scalar type, then the dtype to compute in
         floating = work is np.float32 or work is np.float64
         if (
             work is not None
