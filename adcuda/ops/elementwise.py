@@ -1404,9 +1404,8 @@ def equal(input: Tensor, other: Tensor) -> bool:
     check_same_device("equal", input, other)
     if tuple(input.shape) != tuple(other.shape):
         return False
-    # over the primitives: a bool has no history to record
-    same = binary("eq", input, other, name="equal")
-    return bool(wrap(primitives(same).reduce("all", same._data, tuple(range(same.ndim)), False), same._device).item())
+    # the comparison over the primitives: a bool has no history to record
+    return bool(binary("eq", input, other, name="equal").all().item())
 
 
 # ------------------------------------------------------------------------------------------------
