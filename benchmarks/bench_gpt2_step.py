@@ -5,7 +5,9 @@
 The model is GPT-2 small (124M parameters: 12 nanoGPT-style pre-LayerNorm blocks, 12 heads, width 768,
 1024 positions, the 50257-token vocabulary, GELU(tanh), causal scaled_dot_product_attention, the LM
 head tied to the token embedding), written once below against the names adcuda shares with PyTorch
-and built with each framework's own public modules, so both run the same model. PyTorch's copy starts
+and built with each framework's own public modules, so both run the same model; adcuda's blocks fuse
+each residual add with the layer norm after it (``adcuda.ops.norm.add_layer_norm``: one pass each way,
+the normalised output written in bf16 under autocast), where PyTorch runs the two ops. PyTorch's copy starts
 from adcuda's initial weights. One step: zero_grad, forward under autocast(bf16) with float32 weights,
 cross-entropy over the vocabulary (a float32 loss under autocast in both: adcuda reads the bf16 logits as
 they are, PyTorch casts them to float32), backward, the gradient-norm clip at 1.0, AdamW (lr 6e-4, betas

@@ -5,6 +5,8 @@ graph capture and replay, and export. The CUDA kernel's parity with the CPU prim
 tests/test_cuda_nn_kernels.py's."""
 
 import io
+import os
+import subprocess
 
 import numpy as np
 import pytest
@@ -13,6 +15,7 @@ import adcuda
 from adcuda import dtypes as dt
 from adcuda import nn
 from adcuda.errors import ShapeError
+from adcuda.export import to_c
 from adcuda.nn import functional as F
 from adcuda.ops.norm import add_layer_norm
 
@@ -173,4 +176,23 @@ def test_onnx_export_decomposes_it():
     assert {"Add", "LayerNormalization"} <= {n.op_type for n in proto.graph.node}
     session = onnxruntime.InferenceSession(buffer.getvalue(), providers=["CPUExecutionProvider"])
     (got,) = session.run(None, {"x": x.numpy()})
+    np.testing.assert_allclose(got, model(x).detach().numpy(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("reads_the_sum", [True, False])
+def test_c_export_lowers_it_to_the_sum_and_the_norm(compile_c, tmp_path, reads_the_sum):
+    adcuda.manual_seed(0)
+    model = _Block().eval()
+    if not reads_the_sum:  # the sum is not a value of the model: the lowering makes one
+        model.forward = lambda x: model.head(
+            add_layer_norm(model.proj(x), x, 8, model.norm.weight, model.norm.bias, model.norm.eps)[0]
+        )
+    x = adcuda.tensor(np.random.default_rng(5).standard_normal((4, 8)).astype(np.float32))
+    export = to_c(model, (x,), tmp_path, name="net", runner=True)
+    exe = compile_c([export.source, os.path.join(tmp_path, "net_main.c")], os.path.join(tmp_path, "run"))
+    paths = [os.path.join(tmp_path, name) for name in ("x.bin", "out.bin")]
+    x.numpy().tofile(paths[0])
+    result = subprocess.run([exe, *paths], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    got = np.fromfile(paths[1], np.float32).reshape(4, 3)
     np.testing.assert_allclose(got, model(x).detach().numpy(), rtol=1e-5, atol=1e-5)
