@@ -238,7 +238,8 @@ bool chunk_loadable(std::int64_t inner_size, std::int64_t inner_stride, std::int
 }
 
 // Whether the operand's lines along a dim of stride `inner_stride` can be read as realigned 16-byte
-// vectors: that dim has stride 1 (or size 1); any leading dimension, batch stride and offset.
+// vectors: that dim has stride 1 (or size 1); any leading dimension, batch stride and offset (and the
+// aligned blocks around the elements inside the storage: GemmArgs::a_blocks_inside).
 bool realignable(std::int64_t inner_size, std::int64_t inner_stride) { return inner_size == 1 || inner_stride == 1; }
 
 // How the tensor-core kernel reads A and B: by 16-byte cp.async chunks along whichever dim allows it,
@@ -260,7 +261,7 @@ TensorCoreOperands tensor_core_operands(const GemmArgs& args) {
   if (a_by_k || a_by_m) {
     operands.a_load = kLoadAsync;
     operands.a_k_contiguous = a_by_k;
-  } else if (a_realigned_by_k || a_realigned_by_m) {
+  } else if (args.a_blocks_inside && (a_realigned_by_k || a_realigned_by_m)) {
     operands.a_load = kLoadRealigned;
     operands.a_k_contiguous = a_realigned_by_k;
   } else {
@@ -433,6 +434,18 @@ Dims batch_strides(const DeviceArray& a, const Dims& batch) {
   return strides;
 }
 
+// Whether every aligned 16-byte block that holds one of `a`'s elements lies inside its storage (the
+// storage's own bytes: under the emulator's address sanitizer nothing past them is addressable, where
+// a GPU's allocation granules would forgive a read up to the block's end).
+bool blocks_inside(const DeviceArray& a) {
+  const auto [low, high] = a.extent();
+  const auto start = reinterpret_cast<std::uintptr_t>(a.storage()->data());
+  const auto itemsize = static_cast<std::uintptr_t>(a.itemsize());
+  const std::uintptr_t first = start + static_cast<std::uintptr_t>(low) * itemsize;
+  const std::uintptr_t end = start + static_cast<std::uintptr_t>(high) * itemsize;
+  return first / 16 * 16 >= start && (end + 15) / 16 * 16 <= start + a.storage()->nbytes();
+}
+
 Dims broadcast_batch(const DeviceArray& a, const DeviceArray& b) {
   const int a_batch = a.ndim() - 2, b_batch = b.ndim() - 2;
   const int nd = a_batch > b_batch ? a_batch : b_batch;
@@ -497,6 +510,7 @@ MatmulResult matmul(const DeviceArray& a, const DeviceArray& b, const MatmulOpti
   args.N = N;
   args.K = K;
   args.a = a.data_ptr();
+  args.a_blocks_inside = blocks_inside(a);
   args.a_stride_m = a.strides()[a.ndim() - 2];
   args.a_stride_k = a.strides()[a.ndim() - 1];
   args.b = b.data_ptr();
@@ -543,6 +557,7 @@ TensorCoreVariant tensor_core_variant(std::int64_t M, std::int64_t N, std::int64
   args.a = reinterpret_cast<const void*>(kAligned + 2 * static_cast<std::uintptr_t>(a_offset));
   args.a_stride_m = a_stride_m;
   args.a_stride_k = a_stride_k;
+  args.a_blocks_inside = true;  // storage of whole 16-byte blocks, as allocations of a multiple of 16 bytes
   args.b = reinterpret_cast<const void*>(kAligned + 2 * static_cast<std::uintptr_t>(b_offset));
   args.b_stride_k = b_stride_k;
   args.b_stride_n = b_stride_n;

@@ -27,6 +27,9 @@ struct GemmArgs {
   void* preactivation;  // contiguous (batch, M, N): A @ B + bias before the activation, or nullptr
   std::int64_t batch;
   StridedIndexer<2, std::int64_t> batch_offsets;  // matrix z of A and of B: element offsets
+  // Every aligned 16-byte block holding one of A's elements lies inside A's storage, so that the
+  // tensor-core kernel may read whole blocks around them (its realigned loads).
+  bool a_blocks_inside;
 };
 
 // Split-K: the K range cut into `splits` parts of `k_tiles_per_split` tensor-core K tiles each; every

@@ -245,11 +245,12 @@ struct ElementTileLoader {
 // Realigning loader, for an operand whose contiguous dimension has stride 1 but whose lines do not all
 // start 16-byte aligned (a leading dimension of 50257: a language-model head's logits or their
 // gradient), where cp.async cannot be used: begin() loads the one or two aligned 16-byte vectors that
-// hold a chunk's 8 elements (a vector holding none of the chunk's elements inside the matrix is not
-// read, so nothing outside the operand's allocation's 16-byte granules is touched), finish() shifts the
-// chunk's elements out of them, zeroes those past the matrix edges and stores the chunk to shared
-// memory as one 16-byte vector. Two 16-byte loads per chunk where the element loader issues eight
-// 2-byte ones; the second vector is usually the next chunk's first, an L1 hit.
+// hold a chunk's 8 elements, finish() shifts the chunk's elements out of them, zeroes those past the
+// matrix edges and stores the chunk to shared memory as one 16-byte vector. Two 16-byte loads per chunk
+// where the element loader issues eight 2-byte ones; the second vector is usually the next chunk's
+// first, an L1 hit. A vector holding none of the chunk's elements inside the matrix is not read; one
+// that is may reach past the matrix's first or last element, so gemm.cu chooses this loader only where
+// the operand's storage holds every 16-byte block its elements touch (GemmArgs::a_blocks_inside).
 template <typename T, int kLines, int kLineLength, int kStride, bool kKContiguous>
 struct RealignedTileLoader {
   using Cursor = ChunkCursor<std::uint16_t, kLines, kLineLength, kKContiguous>;
