@@ -237,8 +237,14 @@ bool chunk_loadable(std::int64_t inner_size, std::int64_t inner_stride, std::int
          batch_strides_aligned && aligned_16(data);
 }
 
+// Whether the operand's lines along a dim of stride `inner_stride` can be read as realigned 16-byte
+// vectors: that dim has stride 1 (or size 1); any leading dimension, batch stride and offset (and the
+// aligned blocks around the elements inside the storage: GemmArgs::a_blocks_inside).
+bool realignable(std::int64_t inner_size, std::int64_t inner_stride) { return inner_size == 1 || inner_stride == 1; }
+
 // How the tensor-core kernel reads A and B: by 16-byte cp.async chunks along whichever dim allows it,
-// else element by element along the dim with the smaller stride (the one closest to contiguous).
+// else (A) by realigned 16-byte vectors along a unit-stride dim, else element by element along the dim
+// with the smaller stride (the one closest to contiguous).
 TensorCoreOperands tensor_core_operands(const GemmArgs& args) {
   bool a_batch_aligned = true, b_batch_aligned = true;
   for (int d = 0; d < args.batch_offsets.ndim; ++d) {
@@ -250,10 +256,21 @@ TensorCoreOperands tensor_core_operands(const GemmArgs& args) {
   const bool a_by_m = chunk_loadable(args.M, args.a_stride_m, args.K, args.a_stride_k, a_batch_aligned, args.a);
   const bool b_by_k = chunk_loadable(args.K, args.b_stride_k, args.N, args.b_stride_n, b_batch_aligned, args.b);
   const bool b_by_n = chunk_loadable(args.N, args.b_stride_n, args.K, args.b_stride_k, b_batch_aligned, args.b);
-  operands.a_async = a_by_k || a_by_m;
-  operands.a_k_contiguous = operands.a_async ? a_by_k : args.M == 1 || (args.K > 1 && args.a_stride_k <= args.a_stride_m);
-  operands.b_async = b_by_k || b_by_n;
-  operands.b_k_contiguous = operands.b_async ? b_by_k : args.N == 1 || (args.K > 1 && args.b_stride_k <= args.b_stride_n);
+  const bool a_realigned_by_k = realignable(args.K, args.a_stride_k);
+  const bool a_realigned_by_m = realignable(args.M, args.a_stride_m);
+  if (a_by_k || a_by_m) {
+    operands.a_load = kLoadAsync;
+    operands.a_k_contiguous = a_by_k;
+  } else if (args.a_blocks_inside && (a_realigned_by_k || a_realigned_by_m)) {
+    operands.a_load = kLoadRealigned;
+    operands.a_k_contiguous = a_realigned_by_k;
+  } else {
+    operands.a_load = kLoadElements;
+    operands.a_k_contiguous = args.M == 1 || (args.K > 1 && args.a_stride_k <= args.a_stride_m);
+  }
+  const bool b_async = b_by_k || b_by_n;
+  operands.b_load = b_async ? kLoadAsync : kLoadElements;
+  operands.b_k_contiguous = b_async ? b_by_k : args.N == 1 || (args.K > 1 && args.b_stride_k <= args.b_stride_n);
   return operands;
 }
 
@@ -358,7 +375,7 @@ void run_tensor_core(const GemmArgs& unstaged_args, const DeviceFacts& facts, in
   GemmArgs args = unstaged_args;
   // Kept until the GEMM is queued: the caching allocator reuses it only in this stream's order.
   std::optional<DeviceArray> staged_b;
-  if (!tensor_core_operands(args).b_async) staged_b = stage_unaligned_b<T>(args, device, stream);
+  if (tensor_core_operands(args).b_load != kLoadAsync) staged_b = stage_unaligned_b<T>(args, device, stream);
   const TensorCoreTiles tiles = tensor_core_tiles();
   const std::int64_t tiles_m = (args.M + tiles.block_m - 1) / tiles.block_m;
   const std::int64_t tiles_n = (args.N + tiles.block_n - 1) / tiles.block_n;
@@ -415,6 +432,18 @@ Dims batch_strides(const DeviceArray& a, const Dims& batch) {
     if (a.shape()[d] != 1) strides[offset + d] = a.strides()[d];
   }
   return strides;
+}
+
+// Whether every aligned 16-byte block that holds one of `a`'s elements lies inside its storage (the
+// storage's own bytes: under the emulator's address sanitizer nothing past them is addressable, where
+// a GPU's allocation granules would forgive a read up to the block's end).
+bool blocks_inside(const DeviceArray& a) {
+  const auto [low, high] = a.extent();
+  const auto start = reinterpret_cast<std::uintptr_t>(a.storage()->data());
+  const auto itemsize = static_cast<std::uintptr_t>(a.itemsize());
+  const std::uintptr_t first = start + static_cast<std::uintptr_t>(low) * itemsize;
+  const std::uintptr_t end = start + static_cast<std::uintptr_t>(high) * itemsize;
+  return first / 16 * 16 >= start && (end + 15) / 16 * 16 <= start + a.storage()->nbytes();
 }
 
 Dims broadcast_batch(const DeviceArray& a, const DeviceArray& b) {
@@ -481,6 +510,7 @@ MatmulResult matmul(const DeviceArray& a, const DeviceArray& b, const MatmulOpti
   args.N = N;
   args.K = K;
   args.a = a.data_ptr();
+  args.a_blocks_inside = blocks_inside(a);
   args.a_stride_m = a.strides()[a.ndim() - 2];
   args.a_stride_k = a.strides()[a.ndim() - 1];
   args.b = b.data_ptr();
@@ -513,6 +543,43 @@ MatmulResult matmul(const DeviceArray& a, const DeviceArray& b, const MatmulOpti
   });
   ADCUDA_CHECK_LAUNCH();
   return result;
+}
+
+TensorCoreVariant tensor_core_variant(std::int64_t M, std::int64_t N, std::int64_t K, std::int64_t a_stride_m,
+                                      std::int64_t a_stride_k, std::int64_t b_stride_k, std::int64_t b_stride_n,
+                                      std::int64_t a_offset, std::int64_t b_offset) {
+  // Addresses with the given misalignment: the choice reads only their low bits.
+  constexpr std::uintptr_t kAligned = 1 << 20;
+  GemmArgs args{};
+  args.M = M;
+  args.N = N;
+  args.K = K;
+  args.a = reinterpret_cast<const void*>(kAligned + 2 * static_cast<std::uintptr_t>(a_offset));
+  args.a_stride_m = a_stride_m;
+  args.a_stride_k = a_stride_k;
+  args.a_blocks_inside = true;  // storage of whole 16-byte blocks, as allocations of a multiple of 16 bytes
+  args.b = reinterpret_cast<const void*>(kAligned + 2 * static_cast<std::uintptr_t>(b_offset));
+  args.b_stride_k = b_stride_k;
+  args.b_stride_n = b_stride_n;
+  args.batch = 1;
+  const auto name = [](TileLoad load) {
+    return load == kLoadAsync ? "cp.async" : load == kLoadRealigned ? "realigned" : "elements";
+  };
+  TensorCoreOperands operands = tensor_core_operands(args);
+  TensorCoreVariant variant;
+  variant.b_staged = operands.b_load != kLoadAsync;
+  if (variant.b_staged) {  // read from the aligned copy stage_unaligned_b makes
+    args.b = reinterpret_cast<const void*>(kAligned);
+    args.b_stride_k = (N + 7) / 8 * 8;
+    args.b_stride_n = 1;
+    operands = tensor_core_operands(args);
+  }
+  variant.a_load = name(operands.a_load);
+  variant.b_load = name(operands.b_load);
+  variant.a_k_contiguous = operands.a_k_contiguous;
+  variant.b_k_contiguous = operands.b_k_contiguous;
+  variant.epilogue = N % 8 == 0 ? "16-byte" : "16-byte realigned";  // C is new, contiguous, aligned
+  return variant;
 }
 
 std::string gemm_path(int device) {

@@ -27,6 +27,9 @@ struct GemmArgs {
   void* preactivation;  // contiguous (batch, M, N): A @ B + bias before the activation, or nullptr
   std::int64_t batch;
   StridedIndexer<2, std::int64_t> batch_offsets;  // matrix z of A and of B: element offsets
+  // Every aligned 16-byte block holding one of A's elements lies inside A's storage, so that the
+  // tensor-core kernel may read whole blocks around them (its realigned loads).
+  bool a_blocks_inside;
 };
 
 // Split-K: the K range cut into `splits` parts of `k_tiles_per_split` tensor-core K tiles each; every
@@ -54,11 +57,19 @@ __host__ __device__ __forceinline__ compute_t<T> bias_at(const GemmArgs& args, s
 // ------------------------------------------------------------------------------------------------
 // The tensor-core kernel (gemm_tensor_core.cu), fp16 / bf16 only.
 
+// How an operand's tiles come to shared memory: 16-byte cp.async chunks (the contiguous dim has stride
+// 1 and every line starts 16-byte aligned); aligned 16-byte register loads realigned to the chunks
+// (stride 1, lines at any element offset: a leading dimension of 50257); or element by element (no
+// unit stride).
+enum TileLoad : int { kLoadAsync = 0, kLoadRealigned = 1, kLoadElements = 2 };
+
 // How each operand is read: which of its dims is stored contiguous in shared memory (K, or M / N),
-// and whether cp.async can fetch it in 16-byte chunks (else element by element).
+// and how its tiles are loaded.
 struct TensorCoreOperands {
-  bool a_k_contiguous, a_async;
-  bool b_k_contiguous, b_async;
+  bool a_k_contiguous;
+  TileLoad a_load;
+  bool b_k_contiguous;
+  TileLoad b_load;
 };
 
 struct TensorCoreTiles {
