@@ -22,8 +22,8 @@
 // the stage ring and its phases carry over from one unit to the next.
 //
 // The kernels have a body only where sm_90a features are compiled (__CUDA_ARCH_FEAT_SM90_ALL, a
-// `90a` entry in the architecture list) or under the emulator; sm90_gemm_runs_on asks the loaded code
-// once per device by a probe kernel.
+// `90a` entry in the architecture list) or under the emulator; sm90_gemm_runs_on answers from the
+// build's architecture list and the device's compute capability, once per device.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -35,6 +35,7 @@
 #include <string>
 #include <type_traits>
 
+#include "adcuda/build_config.h"
 #include "gemm_args.cuh"
 #include "launch_utils.cuh"
 #include "ptx_sm90.cuh"
@@ -87,14 +88,6 @@ struct Sm90Schedule {
     return left < k_tiles_per_split ? left : k_tiles_per_split;
   }
 };
-
-__global__ void sm90_probe_kernel(int* built) {
-#if defined(ADCUDA_SM90A_PTX) || defined(ADCUDA_EMULATION)
-  *built = 1;
-#else
-  *built = 0;
-#endif
-}
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads, 1)
@@ -239,6 +232,19 @@ std::int64_t tma_row_stride(std::int64_t rows, std::int64_t K, std::int64_t row_
   return rows == 1 ? (K + 7) / 8 * 8 : row_stride;
 }
 
+// Whether the build's architecture list has sm_90a code (a "90a" entry; the emulated build lists it).
+bool build_has_sm90a() {
+  const std::string list = ADCUDA_CUDA_ARCHITECTURES;
+  std::size_t start = 0;
+  while (start <= list.size()) {
+    const std::size_t end = list.find(';', start);
+    if (list.compare(start, 3, "90a") == 0) return true;
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return false;
+}
+
 sm90::TensorMap operand_map(const void* data, bool bf16, std::int64_t rows, std::int64_t K, std::int64_t row_stride,
                             int box_rows) {
   sm90::TensorMap map{};
@@ -278,20 +284,17 @@ bool sm90_gemm_runs_on(int device) {
   if (found != known.end()) return found->second;
   const DeviceFacts facts = device_facts(device);
   bool runs = false;
-  if (facts.major == 9 && facts.minor == 0) {
+  if (facts.major == 9 && facts.minor == 0 && build_has_sm90a()) {
+    // The driver loads the sm_90a image on a 9.0 device (machine code for the device itself is
+    // preferred over PTX); asking for the kernel's attributes confirms there is an image at all. No
+    // launch or copy: the first product may be inside a CUDA graph capture.
     int previous = 0;
     ADCUDA_CHECK(cudaGetDevice(&previous));
     ADCUDA_CHECK(cudaSetDevice(device));
-    DeviceArray flag = DeviceArray::empty({1}, ScalarType::Int32, device);
-    sm90_probe_kernel<<<1, 1>>>(flag.data<int>());
-    int built = 0;
-    const cudaError_t launched = cudaGetLastError();
-    if (launched == cudaSuccess) {
-      ADCUDA_CHECK(cudaMemcpy(&built, flag.data<int>(), sizeof built, cudaMemcpyDeviceToHost));
-    }
+    cudaFuncAttributes attributes{};
+    runs = cudaFuncGetAttributes(&attributes, sm90_gemm_kernel<__half>) == cudaSuccess;
+    (void)cudaGetLastError();  // a missing image is an answer here, not an error for the next call
     ADCUDA_CHECK(cudaSetDevice(previous));
-    // No image of this file for the device (cudaErrorNoKernelImageForDevice): not built for it.
-    runs = launched == cudaSuccess && built == 1;
   }
   return known[device] = runs;
 }

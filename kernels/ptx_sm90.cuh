@@ -1,5 +1,7 @@
 // Inline-PTX wrappers for the sm_90a instructions of kernels/gemm_sm90.cu: mbarrier, TMA
-// (cp.async.bulk.tensor), fence.proxy.async, wgmma and setmaxnreg, and the host-side tensor map. Real
+// (cp.async.bulk.tensor), wgmma and setmaxnreg, and the host-side tensor map. (The GEMM writes no
+// shared memory through the generic proxy that TMA or wgmma then read, so it needs no
+// fence.proxy.async; the emulator has no memory model to order with one.) Real
 // PTX needs the arch-specific feature set (__CUDA_ARCH_FEAT_SM90_ALL: a `90a` build); under
 // ADCUDA_EMULATION each calls the emulator's version (kernels/emulator/ptx_sm90.h), written from the PTX
 // ISA. In any other device compilation the wrappers are empty and the kernels that use them must not
@@ -108,13 +110,6 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const TensorMap* map, std
       "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n"
       ::"r"(smem(dst)), "l"(reinterpret_cast<std::uint64_t>(map)), "r"(smem(bar)), "r"(c0), "r"(c1)
       : "memory");
-#endif
-}
-
-// Orders this thread's generic-proxy shared-memory accesses before later async-proxy ones (TMA, wgmma).
-__device__ __forceinline__ void fence_proxy_async() {
-#if defined(ADCUDA_SM90A_PTX)
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 #endif
 }
 

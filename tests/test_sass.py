@@ -152,4 +152,5 @@ def test_the_repository_table_parses(sass):
     rows = sass.load_table(sass.DEFAULT_TABLE)
     assert any("tensor_core_gemm_kernel" in row.pattern and row.min_tensor_core >= 64 for row in rows)
     hopper = [row for row in rows if "sm90_gemm_kernel" in row.pattern]
-    assert [row.arch for row in hopper] == ["sm_90a"] and {"HGMMA.64x128x16", "loop:UTMALDG.2D"} <= set(hopper[0].must_hold)
+    assert [row.arch for row in hopper] == ["sm_90a"]
+    assert {"HGMMA.64x128x16", "loop:UTMALDG.2D"} <= set(hopper[0].must_hold)

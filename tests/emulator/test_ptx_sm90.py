@@ -1,6 +1,7 @@
 """Builds and runs the standalone C++ check of the emulator's sm_90a PTX semantics (swizzles, mbarrier
 phases, TMA boxes with their zero fill, wgmma descriptors and accumulator fragments):
-tests/emulator/test_ptx_sm90.cpp. Needs g++ and the CUDA headers (cuda_fp16.h / cuda_bf16.h, for their host-side conversions); no GPU."""
+tests/emulator/test_ptx_sm90.cpp. Needs g++ and the CUDA headers (cuda_fp16.h / cuda_bf16.h, for
+their host-side conversions); no GPU."""
 
 import shutil
 import subprocess
