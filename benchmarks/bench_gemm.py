@@ -137,7 +137,9 @@ def measure(cases, bursts):
         results["torch"] = {}
     flops = {}
     kernels = {}  # case -> the hand-written kernel that ran it
-    native = adcuda._native._C
+    from adcuda import _native
+
+    native = _native._C
     rng = np.random.default_rng(1)
     for label, m, k, n, layout, dtype in cases:
         case = f"{label} {dtype} {m}x{k}x{n} {layout}"

@@ -49,9 +49,11 @@ def emulated():
 
 
 def hopper_here():
+    from adcuda import _native
+
     props = adcuda.cuda.get_device_properties(0)
     return (props.major, props.minor) == (9, 0) and any(
-        arch.startswith("90a") for arch in adcuda._native._C.build_info()["cuda_architectures"]
+        arch.startswith("90a") for arch in _native._C.build_info()["cuda_architectures"]
     )
 
 
@@ -107,7 +109,8 @@ def check(cb, got, expected, dtype, k):
         (256, 128, 256, "col"),  # whole tiles, two K tiles through the stage ring
         (130, 200, 300, "col"),  # M, N, K all past a tile edge (TMA zero fill, predicated stores)
         (37, 40, 45, "row"),  # K below one stage; B N-contiguous, copied K-major first
-        (9, 1, 12, "col"),  # K = 1
+        (9, 8, 12, "col"),  # K = 8: one 16-byte chunk per row (TMA needs rows 16 bytes apart)
+        (64, 1024, 64, "col"),  # 16 K tiles through 4 stages: a stage released early is refilled under a pending wgmma
         (1, 70, 33, "row"),  # one row
     ],
 )
@@ -146,14 +149,14 @@ def test_more_work_units_than_blocks(cb, native, on_sm90):
 @pytest.mark.parametrize("dtype", HALF_TYPES, ids=str)
 @pytest.mark.parametrize("splits", [2, 3, 64])
 def test_split_k_matches_and_is_deterministic(cb, native, on_sm90, monkeypatch, dtype, splits):
-    """K = 330: 6 tiles of 64 (the last partial); splits of whole 64-wide tiles, 64 cut down."""
+    """K = 328: 6 tiles of 64 (the last partial); splits of whole 64-wide tiles, 64 cut down."""
     monkeypatch.setenv("ADCUDA_GEMM_SPLIT_K", str(splits))
     g = np.random.default_rng(6)
-    a, a_host = operand(cb, g, 24, 330, dtype, "row")
-    b, b_host = operand(cb, g, 330, 36, dtype, "col")
+    a, a_host = operand(cb, g, 24, 328, dtype, "row")
+    b, b_host = operand(cb, g, 328, 36, dtype, "col")
     first = native.matmul(a, b)
     on_sm90()
-    check(cb, first, a_host @ b_host, dtype, 330)
+    check(cb, first, a_host @ b_host, dtype, 328)
     again = native.matmul(a, b)
     np.testing.assert_array_equal(np.array(cb.to_numpy(first)), np.array(cb.to_numpy(again)))
 
@@ -162,23 +165,28 @@ def test_split_k_matches_and_is_deterministic(cb, native, on_sm90, monkeypatch, 
 def test_epilogue_bias_gelu_and_preactivation(cb, native, on_sm90, monkeypatch, splits):
     monkeypatch.setenv("ADCUDA_GEMM_SPLIT_K", str(splits))
     g = np.random.default_rng(8)
-    a, a_host = operand(cb, g, 21, 140, dt.bfloat16, "row")
-    b, b_host = operand(cb, g, 140, 33, dt.bfloat16, "col")
+    a, a_host = operand(cb, g, 21, 136, dt.bfloat16, "row")
+    b, b_host = operand(cb, g, 136, 33, dt.bfloat16, "col")
     bias, bias_host = held(cb, g.standard_normal(33), dt.bfloat16)
     out, pre = native.matmul(a, b, bias=bias, activation="gelu_tanh", save_preactivation=True)
     on_sm90()
     expected_pre = a_host @ b_host + bias_host
     gelu = 0.5 * expected_pre * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (expected_pre + 0.044715 * expected_pre**3)))
-    check(cb, pre, expected_pre, dt.bfloat16, 140)
-    check(cb, out, gelu, dt.bfloat16, 140)
+    check(cb, pre, expected_pre, dt.bfloat16, 136)
+    check(cb, out, gelu, dt.bfloat16, 136)
 
 
 def test_dispatch_keeps_other_problems_on_mma_sync(cb, native, on_sm90, monkeypatch):
-    """A with M contiguous, a batch that does not fold, and ADCUDA_GEMM_SM90=0 take the mma.sync kernel."""
+    """A with M contiguous or rows not 16 bytes apart, a batch that does not fold, and ADCUDA_GEMM_SM90=0
+    take the mma.sync kernel."""
     g = np.random.default_rng(12)
     a_t, a_t_host = operand(cb, g, 20, 24, dt.float16, "col")
     b, b_host = operand(cb, g, 24, 16, dt.float16, "row")
     check(cb, native.matmul(a_t, b), a_t_host @ b_host, dt.float16, 24)
+    assert native.gemm_last_half_kernel() == "sm80_mma_sync"
+    odd, odd_host = operand(cb, g, 20, 25, dt.float16, "row")
+    b_odd, b_odd_host = operand(cb, g, 25, 16, dt.float16, "col")
+    check(cb, native.matmul(odd, b_odd), odd_host @ b_odd_host, dt.float16, 25)
     assert native.gemm_last_half_kernel() == "sm80_mma_sync"
     batched, batched_host = held(cb, g.standard_normal((3, 20, 24)), dt.float16)
     b_batched, b_batched_host = held(cb, g.standard_normal((3, 24, 16)), dt.float16)
