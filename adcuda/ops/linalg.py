@@ -14,9 +14,9 @@ from ..errors import DTypeError, InvalidArgumentError, ShapeError, UnsupportedDT
 from ..tensor import Tensor, primitives
 from .common import broadcast_shapes, check_same_device, result_type, scalar_for, wrap
 from .dtype_support import FLOATING, NUMBERS
-from .indexing import diagonal, triangle_coordinates
+from .index import diagonal, triangle_coordinates
+from .layout import cat, stack
 from .registry import lowering, op
-from .shape import cat, stack
 from .sparse import SparseTensor, sparse_matmul
 
 if TYPE_CHECKING:
@@ -695,7 +695,7 @@ def inner(input: Tensor, other: Tensor) -> Tensor:
     composite=True,
     autocast="lower",
 )
-def tensordot(a: Tensor, b: Tensor, dims: int | Sequence[Sequence[int]] = 2) -> Tensor:
+def tensordot(a: Tensor, b: Tensor, dims: int | Sequence[int | Sequence[int]] = 2) -> Tensor:
     if isinstance(dims, Tensor):
         dims = dims.tolist()
     if isinstance(dims, int):
