@@ -14,6 +14,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
@@ -370,6 +371,43 @@ DeviceArray stage_unaligned_b(GemmArgs& args, int device, cudaStream_t stream) {
   return staged;
 }
 
+// The K splits of a tensor-core product (gemm.h's tensor_core_split_k, or ADCUDA_GEMM_SPLIT_K), with a
+// multiple of `granule` 32-wide K tiles per split (the sm_90a kernel's K tile is two of them).
+SplitK plan_split_k(const GemmArgs& args, const DeviceFacts& facts, int granule) {
+  const TensorCoreTiles tiles = tensor_core_tiles();
+  const int k_tiles = static_cast<int>((args.K + tiles.block_k - 1) / tiles.block_k);
+  const int forced = split_k_override();
+  const int splits = forced > 0 ? forced : tensor_core_split_k(args.M, args.N, args.K, args.batch, facts.multiprocessors);
+  SplitK split;
+  split.k_tiles_per_split = (k_tiles + splits - 1) / splits;
+  split.k_tiles_per_split = (split.k_tiles_per_split + granule - 1) / granule * granule;
+  // Every split gets at least one K tile (a forced count above the K tiles is cut down).
+  split.splits = k_tiles == 0 ? 1 : (k_tiles + split.k_tiles_per_split - 1) / split.k_tiles_per_split;
+  if (split.k_tiles_per_split == 0) split.k_tiles_per_split = granule;
+  return split;
+}
+
+// Runs `launch(args, split)` once; with more than one split, into an fp32 workspace that the reduction
+// then adds up and finishes with the epilogue.
+template <typename T, typename Launch>
+void run_with_split_k(const GemmArgs& args, SplitK split, int device, cudaStream_t stream, Launch launch) {
+  if (split.splits == 1) {
+    launch(args, split);
+    return;
+  }
+  split.partial_stride = (args.N + 3) / 4 * 4;
+  DeviceArray partial = DeviceArray::empty({split.splits * args.batch * args.M * split.partial_stride},
+                                           ScalarType::Float32, device);
+  split.partial = partial.data<float>();
+  launch(args, split);
+  ADCUDA_CHECK_LAUNCH();
+  const std::int64_t quads = args.batch * args.M * ((args.N + 3) / 4);
+  reduce_split_k_kernel<T><<<grid_size(quads), kBlockSize, 0, stream>>>(args, split);
+  ADCUDA_CHECK_LAUNCH();
+  // The workspace goes back to the caching allocator when `partial` dies here; the allocator reuses it
+  // only in this stream's order, after the reduction.
+}
+
 template <typename T>
 void run_tensor_core(const GemmArgs& unstaged_args, const DeviceFacts& facts, int device, cudaStream_t stream) {
   GemmArgs args = unstaged_args;
@@ -383,39 +421,81 @@ void run_tensor_core(const GemmArgs& unstaged_args, const DeviceFacts& facts, in
     throw std::invalid_argument("matmul: a " + std::to_string(args.M) + " x " + std::to_string(args.N) +
                                 " product is larger than one launch covers");
   }
-  const int k_tiles = static_cast<int>((args.K + tiles.block_k - 1) / tiles.block_k);
-  const int forced = split_k_override();
-  const int splits = forced > 0 ? forced : tensor_core_split_k(args.M, args.N, args.K, args.batch, facts.multiprocessors);
-  SplitK split;
-  split.k_tiles_per_split = (k_tiles + splits - 1) / splits;
-  // Every split gets at least one K tile (a forced count above the K tiles is cut down).
-  split.splits = k_tiles == 0 ? 1 : (k_tiles + split.k_tiles_per_split - 1) / split.k_tiles_per_split;
-  if (split.k_tiles_per_split == 0) split.k_tiles_per_split = 1;
-  if (split.splits == 1) {
-    launch_tensor_core_gemm<T>(args, split, tensor_core_operands(args), device, stream);
-    return;
-  }
-  split.partial_stride = (args.N + 3) / 4 * 4;
-  DeviceArray partial = DeviceArray::empty({split.splits * args.batch * args.M * split.partial_stride},
-                                           ScalarType::Float32, device);
-  split.partial = partial.data<float>();
-  launch_tensor_core_gemm<T>(args, split, tensor_core_operands(args), device, stream);
-  ADCUDA_CHECK_LAUNCH();
-  const std::int64_t quads = args.batch * args.M * ((args.N + 3) / 4);
-  reduce_split_k_kernel<T><<<grid_size(quads), kBlockSize, 0, stream>>>(args, split);
-  ADCUDA_CHECK_LAUNCH();
-  // The workspace goes back to the caching allocator when `partial` dies here; the allocator reuses it
-  // only in this stream's order, after the reduction.
+  run_with_split_k<T>(args, plan_split_k(args, facts, 1), device, stream, [&](const GemmArgs& a, const SplitK& split) {
+    launch_tensor_core_gemm<T>(a, split, tensor_core_operands(a), device, stream);
+  });
 }
+
+// Copies B (K x N, any strides; batch 1) into `staged` as N rows of K contiguous elements, `row_stride`
+// (a multiple of 8) apart: the K-major form the sm_90a kernel's TMA reads.
+template <typename T>
+__global__ void stage_b_k_major_kernel(GemmArgs args, std::int64_t row_stride, T* staged) {
+  const T* b = static_cast<const T*>(args.b);
+  ADCUDA_GRID_STRIDE_LOOP(index, args.K * args.N) {
+    const std::int64_t n = index / args.K;
+    const std::int64_t k = index % args.K;
+    staged[n * row_stride + k] = b[k * args.b_stride_k + n * args.b_stride_n];
+  }
+}
+
+// The sm_90a kernel, if it takes the problem: A must be TMA-readable as it is; a B that is not (N
+// contiguous, the usual K x N matrix, or misaligned) is copied into K-major rows first, one pass over
+// B next to the product's 2 M N K flops. Returns false (nothing queued) where the kernel does not apply.
+// ADCUDA_GEMM_SM90=0 keeps fp16/bf16 products off the sm_90a kernel (on the mma.sync one), for tests
+// and comparisons; unset or 1 lets it run where it applies.
+bool sm90_disabled() {
+  const char* value = std::getenv("ADCUDA_GEMM_SM90");
+  if (value == nullptr || *value == '\0' || std::string(value) == "1") return false;
+  if (std::string(value) == "0") return true;
+  throw std::invalid_argument(std::string("matmul: ADCUDA_GEMM_SM90 must be 0 or 1, got '") + value + "'");
+}
+
+template <typename T>
+bool run_sm90(const GemmArgs& unstaged_args, const DeviceFacts& facts, int device, cudaStream_t stream) {
+  if (sm90_disabled() || unstaged_args.batch != 1 || unstaged_args.K < 1 || !sm90_gemm_runs_on(device) ||
+      !sm90_operand_readable(unstaged_args.M, unstaged_args.K, unstaged_args.a_stride_m, unstaged_args.a_stride_k,
+                             unstaged_args.a)) {
+    return false;
+  }
+  GemmArgs args = unstaged_args;
+  std::optional<DeviceArray> staged_b;
+  if (!sm90_gemm_accepts(args)) {
+    const std::int64_t row_stride = (args.K + 7) / 8 * 8;
+    const ScalarType dtype = std::is_same_v<T, __half> ? ScalarType::Float16 : ScalarType::BFloat16;
+    staged_b = DeviceArray::empty({args.N * row_stride}, dtype, device);
+    stage_b_k_major_kernel<T><<<grid_size(args.K * args.N), kBlockSize, 0, stream>>>(args, row_stride,
+                                                                                     staged_b->data<T>());
+    ADCUDA_CHECK_LAUNCH();
+    args.b = staged_b->data_ptr();
+    args.b_stride_k = 1;
+    args.b_stride_n = row_stride;
+  }
+  const Sm90Tiles tiles = sm90_gemm_tiles();
+  if (((args.M + tiles.block_m - 1) / tiles.block_m) * ((args.N + tiles.block_n - 1) / tiles.block_n) > 0x3fffffff) {
+    return false;
+  }
+  run_with_split_k<T>(args, plan_split_k(args, facts, tiles.block_k / tensor_core_tiles().block_k), device, stream,
+                      [&](const GemmArgs& a, const SplitK& split) { launch_sm90_gemm<T>(a, split, device, stream); });
+  return true;
+}
+
+// Which hand-written kernel the last fp16/bf16 product on this process ran (for benchmarks and tests).
+std::atomic<int> last_half_kernel{static_cast<int>(HalfGemmKernel::kNone)};
 
 template <typename T>
 void run_gemm(const GemmArgs& args, int device, cudaStream_t stream) {
   const DeviceFacts facts = device_facts(device);
   if constexpr (is_reduced_float_v<T>) {
-    if (facts.major >= 8 && tensor_core_gemm_runs_on(device)) {
-      run_tensor_core<T>(args, facts, device, stream);
+    if (run_sm90<T>(args, facts, device, stream)) {
+      last_half_kernel = static_cast<int>(HalfGemmKernel::kSm90Wgmma);
       return;
     }
+    if (facts.major >= 8 && tensor_core_gemm_runs_on(device)) {
+      run_tensor_core<T>(args, facts, device, stream);
+      last_half_kernel = static_cast<int>(HalfGemmKernel::kSm80MmaSync);
+      return;
+    }
+    last_half_kernel = static_cast<int>(HalfGemmKernel::kSimt);
   }
   const bool a_k_contiguous = args.K == 1 || args.a_stride_k == 1;
   const bool b_n_contiguous = args.N == 1 || args.b_stride_n == 1;
@@ -534,7 +614,12 @@ MatmulResult matmul(const DeviceArray& a, const DeviceArray& b, const MatmulOpti
     args.batch_offsets = StridedIndexer<2, std::int64_t>{};
   }
 
-  if (options.allow_cublaslt && cublaslt_matmul(args, a.dtype(), launch.device(), launch.stream())) return result;
+  if (options.allow_cublaslt && cublaslt_matmul(args, a.dtype(), launch.device(), launch.stream())) {
+    if (a.dtype() == ScalarType::Float16 || a.dtype() == ScalarType::BFloat16) {
+      last_half_kernel = static_cast<int>(HalfGemmKernel::kCublasLt);
+    }
+    return result;
+  }
   dispatch_type(a.dtype(), "matmul", [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_floating_point_v<T> || is_reduced_float_v<T>) {
@@ -582,13 +667,30 @@ TensorCoreVariant tensor_core_variant(std::int64_t M, std::int64_t N, std::int64
   return variant;
 }
 
+std::string gemm_last_half_kernel() {
+  switch (static_cast<HalfGemmKernel>(last_half_kernel.load())) {
+    case HalfGemmKernel::kNone: return "none";
+    case HalfGemmKernel::kCublasLt: return "cublaslt";
+    case HalfGemmKernel::kSm90Wgmma: return "sm90_wgmma";
+    case HalfGemmKernel::kSm80MmaSync: return "sm80_mma_sync";
+    case HalfGemmKernel::kSimt: return "simt";
+  }
+  return "none";
+}
+
 std::string gemm_path(int device) {
   const TensorCoreTiles tiles = tensor_core_tiles();
   const std::string tensor_core = "mma.sync tensor cores for fp16/bf16 (" + std::to_string(tiles.block_m) + "x" +
                                   std::to_string(tiles.block_n) + "x" + std::to_string(tiles.block_k) +
                                   " block tiles, 64x64 warp tiles, 3-4 stage cp.async, split-K, fp32 accumulation)";
   std::string path = "hand-written: " + tensor_core + ", tiled SIMT fp32/fp64 (128x128x8 block tiles, 8x8 per thread)";
-  if (device_facts(device).major < 8) {
+  if (sm90_gemm_runs_on(device)) {
+    const Sm90Tiles hopper = sm90_gemm_tiles();
+    path = "hand-written: sm_90a TMA + wgmma for fp16/bf16 (" + std::to_string(hopper.block_m) + "x" +
+           std::to_string(hopper.block_n) + "x" + std::to_string(hopper.block_k) +
+           " block tiles, 2 consumer warpgroups, 4-stage mbarrier ring, persistent; single products with A "
+           "K-contiguous), else " + path.substr(std::string("hand-written: ").size());
+  } else if (device_facts(device).major < 8) {
     path += "; this device predates sm_80, so fp16/bf16 use the SIMT kernel";
   } else if (!tensor_core_gemm_runs_on(device)) {
     path += "; this build has no sm_80+ code for this device (ADCUDA_CUDA_ARCHS), so fp16/bf16 use the SIMT kernel";

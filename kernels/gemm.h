@@ -8,6 +8,9 @@
 //   - the hand-written kernels, which need nothing but this module and read operands through any
 //     strides (a transposed view, a slice, a broadcast batch dim with stride 0 are multiplied in
 //     place, never copied):
+//       * fp16 / bf16 on compute capability 9.0 with sm_90a code in the build: TMA + wgmma +
+//         mbarrier stages, warp-specialised, persistent (gemm_sm90.cu), for single products whose A
+//         has K contiguous (B is copied into that form when it is not); otherwise
 //       * fp16 / bf16 on sm_80+: the mma.sync tensor-core kernel (gemm_tensor_core.cu): 128x256x32
 //         block tiles, 64x64 warp tiles, a 3-4 stage cp.async pipeline (realigned 16-byte register loads where
 //         an operand's rows are not 16-byte aligned, e.g. 50257 wide; element loads where it has no
@@ -69,6 +72,11 @@ TensorCoreVariant tensor_core_variant(std::int64_t M, std::int64_t N, std::int64
 
 // Which hand-written kernels `matmul` uses on `device` (e.g. for adcuda.info()).
 std::string gemm_path(int device);
+
+// The kernel the last fp16/bf16 `matmul` of this process ran (benchmarks report it, tests check the
+// dispatch): "none" before any, "cublaslt", "sm90_wgmma", "sm80_mma_sync" or "simt".
+enum class HalfGemmKernel : int { kNone = 0, kCublasLt, kSm90Wgmma, kSm80MmaSync, kSimt };
+std::string gemm_last_half_kernel();
 
 // ---- cuBLASLt, loaded at run time (gemm_cublaslt.cu) -------------------------------------------
 struct CublasLtStatus {

@@ -87,4 +87,31 @@ template <typename T>
 void launch_tensor_core_gemm(const GemmArgs& args, const SplitK& split, const TensorCoreOperands& operands,
                              int device, cudaStream_t stream);
 
+// ------------------------------------------------------------------------------------------------
+// The Hopper kernel (gemm_sm90.cu): TMA + wgmma + mbarrier stages, fp16 / bf16 only.
+
+struct Sm90Tiles {
+  int block_m, block_n, block_k;
+};
+
+Sm90Tiles sm90_gemm_tiles();
+
+// Whether `device` is compute capability 9.0 and the code this build loads there has the kernel's
+// body (sm_90a code); asked once per device.
+bool sm90_gemm_runs_on(int device);
+
+// Whether TMA can read a (rows x K) operand with these strides: K contiguous, rows a multiple of 16
+// bytes apart (any stride for one row), 16-byte aligned.
+bool sm90_operand_readable(std::int64_t rows, std::int64_t K, std::int64_t row_stride, std::int64_t k_stride,
+                           const void* data);
+
+// Whether the kernel can take the problem: one matrix (batch 1), K >= 1, A (M x K) and B read as N x K
+// both sm90_operand_readable.
+bool sm90_gemm_accepts(const GemmArgs& args);
+
+// T is __half or __nv_bfloat16. split.k_tiles_per_split counts 32-wide K tiles and must be even when
+// split.splits > 1; the kernel then writes only the fp32 partial sums.
+template <typename T>
+void launch_sm90_gemm(const GemmArgs& args, const SplitK& split, int device, cudaStream_t stream);
+
 }  // namespace adcuda

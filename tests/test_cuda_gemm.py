@@ -6,7 +6,7 @@ M/N-contiguous), leading dimensions that are not multiples of 8 (a 50257-wide la
 
 Shapes stay small: on the CPU emulator a 128 x 256 block tile of the tensor-core kernel costs about
 a tenth of a second per K tile. The GPU-less tests of the path selection and the loader are in
-tests/test_gemm_selection.py.
+tests/test_gemm_selection.py; the sm_90a kernel's are in tests/test_cuda_gemm_sm90.py.
 """
 
 import math
@@ -39,6 +39,13 @@ def native():
     from adcuda import _native
 
     return _native._C
+
+
+@pytest.fixture(autouse=True)
+def mma_sync_kernel(monkeypatch):
+    """These are the mma.sync kernel's tests: on a 9.0 device the sm_90a kernel would take most of these
+    products (its own tests are tests/test_cuda_gemm_sm90.py)."""
+    monkeypatch.setenv("ADCUDA_GEMM_SM90", "0")
 
 
 @pytest.fixture

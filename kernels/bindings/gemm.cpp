@@ -82,6 +82,9 @@ ADCUDA_REGISTER_BINDINGS(gemm, 20) {
       "'realigned' or 'elements'), a_k_contiguous, b_k_contiguous, b_staged, epilogue}.");
   m.def("gemm_path", &adcuda::gemm_path, py::arg("device"), py::call_guard<py::gil_scoped_release>(),
         "Which hand-written GEMM kernels matmul uses on `device`.");
+  m.def("gemm_last_half_kernel", &adcuda::gemm_last_half_kernel,
+        "The kernel the last fp16/bf16 matmul of this process ran: 'none' (before any), 'cublaslt', 'sm90_wgmma', "
+        "'sm80_mma_sync' or 'simt'.");
   m.def(
       "cublaslt_load",
       [](const std::vector<std::string>& candidates) { return status_dict(adcuda::cublaslt_load(candidates)); },
