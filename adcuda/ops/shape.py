@@ -73,15 +73,28 @@ def _reshape_fused_grad(grad, input_shape):
     return wrap(data, grad._device)
 
 
+# The ops that only compute a shape and see input so (view, reshape, flatten, squeeze, ...) are each a
+# view op of its own that calls the layout primitive directly: one dispatch per call, not one for the
+# op and one for the view it would be written with (half the cost of a squeeze). They share one
+# derivative, declared here.
+_RESHAPE_GRADS = {"input": lambda grad, input_shape: grad.reshape(input_shape)}
+_RESHAPE_FUSED = {"input": _reshape_fused_grad}
+
+
 @op(
     "view",
     doc="The same data seen with another shape (one dim may be -1); fails where strides forbid.",
     view=True,
     node="ViewBackward0",
-    grads={"input": lambda grad, input_shape: grad.reshape(input_shape)},
-    fused={"input": _reshape_fused_grad},
+    grads=_RESHAPE_GRADS,
+    fused=_RESHAPE_FUSED,
 )
 def view(input: Tensor, *size: int | Sequence[int] | DType) -> Tensor:
+    return _view_forward(input, size)
+
+
+def _view_forward(input, size):
+    """view's forward (view_as's too): input seen with ``size``, or view's error."""
     shape = _infer_shape("view", size, input._data.size)
     data = primitives(input).view(input._data, shape)
     if data is None:
@@ -98,68 +111,131 @@ def view(input: Tensor, *size: int | Sequence[int] | DType) -> Tensor:
     doc="input with another shape: a view where the strides allow one, else a copy.",
     view=True,
     node="ViewBackward0",
-    grads={"input": lambda grad, input_shape: grad.reshape(input_shape)},
-    fused={"input": _reshape_fused_grad},
+    grads=_RESHAPE_GRADS,
+    fused=_RESHAPE_FUSED,
 )
 def reshape(input: Tensor, *shape: int | Sequence[int]) -> Tensor:
-    shape = _infer_shape("reshape", shape, input._data.size)
+    return _viewed(input, _infer_shape("reshape", shape, input._data.size))
+
+
+def _viewed(input, shape):
+    """input seen with ``shape`` (of as many elements): a view where its strides allow one, else (a
+    NotAView of) a contiguous copy viewed so, with the history of the ops that made it."""
     data = primitives(input).view(input._data, shape)
     if data is None:
         return NotAView(view(contiguous(input), shape))
     return wrap(data, input._device)
 
 
-@op("view_as", doc="view(other.shape).", composite=True, function=False)
+@op(
+    "view_as",
+    doc="view(other.shape).",
+    view=True,
+    function=False,
+    node="ViewBackward0",
+    grads=_RESHAPE_GRADS,
+    fused=_RESHAPE_FUSED,
+)
 def view_as(input: Tensor, other: Tensor) -> Tensor:
-    return view(input, tuple(other.shape))
+    return _view_forward(input, other._data.shape)
 
 
-@op("reshape_as", doc="reshape(other.shape).", composite=True, function=False)
+@op(
+    "reshape_as",
+    doc="reshape(other.shape).",
+    view=True,
+    function=False,
+    node="ViewBackward0",
+    grads=_RESHAPE_GRADS,
+    fused=_RESHAPE_FUSED,
+)
 def reshape_as(input: Tensor, other: Tensor) -> Tensor:
-    return reshape(input, tuple(other.shape))
+    return _viewed(input, _infer_shape("reshape", other._data.shape, input._data.size))
 
 
-@op("flatten", doc="Dims start_dim..end_dim merged into one.", composite=True)
+@op(
+    "flatten",
+    doc="Dims start_dim..end_dim merged into one.",
+    view=True,
+    node="ViewBackward0",
+    grads=_RESHAPE_GRADS,
+    fused=_RESHAPE_FUSED,
+)
 def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
-    if input.ndim == 0:
-        return reshape(input, 1)
-    s = wrap_dim(start_dim, input.ndim, "flatten")
-    e = wrap_dim(end_dim, input.ndim, "flatten")
+    shape = input._data.shape
+    ndim = len(shape)
+    if ndim == 0:
+        return _viewed(input, (1,))
+    s = wrap_dim(start_dim, ndim, "flatten")
+    e = wrap_dim(end_dim, ndim, "flatten")
     if s > e:
         raise ValueError(f"flatten: start_dim ({start_dim}) cannot come after end_dim ({end_dim})")
-    shape = tuple(input.shape)
-    return reshape(input, shape[:s] + (-1,) + shape[e + 1 :])
+    if s == e:  # PyTorch gives input itself back (a vector's flatten too)
+        return input
+    n = 1
+    for size in shape[s : e + 1]:
+        n *= size
+    return _viewed(input, shape[:s] + (n,) + shape[e + 1 :])
 
 
-@op("unflatten", doc="Dim dim split into sizes.", composite=True)
+@op(
+    "unflatten",
+    doc="Dim dim split into sizes.",
+    view=True,
+    node="ViewBackward0",
+    grads=_RESHAPE_GRADS,
+    fused=_RESHAPE_FUSED,
+)
 def unflatten(input: Tensor, dim: int, sizes: Sequence[int]) -> Tensor:
     d = wrap_dim(dim, input.ndim, "unflatten")
     shape = tuple(input.shape)
     inner = _infer_shape("unflatten", tuple(sizes), shape[d])
-    return reshape(input, shape[:d] + inner + shape[d + 1 :])
+    return _viewed(input, shape[:d] + inner + shape[d + 1 :])
 
 
-@op("squeeze", doc="Dims of size 1 removed (all, or those of dim).", composite=True)
+@op(
+    "squeeze",
+    doc="Dims of size 1 removed (all, or those of dim).",
+    view=True,
+    node="SqueezeBackward0",
+    grads=_RESHAPE_GRADS,
+    fused=_RESHAPE_FUSED,
+)
 def squeeze(input: Tensor, *dim: int | Sequence[int] | None) -> Tensor:
     # x.squeeze(), x.squeeze(0), x.squeeze(0, 2), x.squeeze((0, 2)), x.squeeze(dim=None)
-    dim = None if not dim or dim == (None,) else _dims_arg(dim)
-    shape = tuple(input.shape)
-    if dim is None:
-        axes = {i for i, n in enumerate(shape) if n == 1}
-    else:
-        dims = (dim,) if isinstance(dim, int) else tuple(dim)
-        axes = {wrap_dim(d, input.ndim, "squeeze") for d in dims}  # checked on a 0-d tensor too
-        if not input.ndim:
-            axes = set()
-        axes = {a for a in axes if shape[a] == 1}
-    return reshape(input, tuple(n for i, n in enumerate(shape) if i not in axes))
+    shape = input._data.shape
+    if not dim or dim == (None,):
+        return _viewed(input, tuple(n for n in shape if n != 1))
+    dim = _dims_arg(dim)
+    ndim = len(shape)
+    axes = {wrap_dim(d, ndim, "squeeze") for d in dim}  # checked on a 0-d tensor too
+    return _viewed(input, tuple(n for i, n in enumerate(shape) if n != 1 or i not in axes))
 
 
-@op("unsqueeze", doc="A dim of size 1 inserted at dim.", composite=True)
+@op(
+    "unsqueeze",
+    doc="A dim of size 1 inserted at dim.",
+    view=True,
+    node="UnsqueezeBackward0",
+    grads=_RESHAPE_GRADS,
+    fused=_RESHAPE_FUSED,
+)
 def unsqueeze(input: Tensor, dim: int) -> Tensor:
-    d = wrap_dim(dim, input.ndim + 1, "unsqueeze")
-    shape = tuple(input.shape)
-    return reshape(input, shape[:d] + (1,) + shape[d:])
+    shape = input._data.shape
+    d = wrap_dim(dim, len(shape) + 1, "unsqueeze")
+    return _viewed(input, shape[:d] + (1,) + shape[d:])
+
+
+@op(
+    "ravel",
+    doc="input flattened to 1-d (a view where the strides allow).",
+    view=True,
+    node="ViewBackward0",
+    grads=_RESHAPE_GRADS,
+    fused=_RESHAPE_FUSED,
+)
+def ravel(input: Tensor) -> Tensor:
+    return _viewed(input, (input._data.size,))
 
 
 # list(range(n)) for the ranks a permutation is checked against without building it per call
@@ -213,72 +289,131 @@ def _permute_fused_grad(grad, input_shape, dims):
     fused={"input": _permute_fused_grad},
 )
 def permute(input: Tensor, *dims: int | Sequence[int]) -> Tensor:
-    return wrap(primitives(input).permute(input._data, _permutation(input, dims)), input._device)
+    return _permuted(input, _permutation(input, dims))
 
 
-@op("transpose", doc="Dims dim0 and dim1 swapped (a view).", composite=True, aliases=("swapdims",))
-def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
-    if input.ndim == 0:
-        wrap_dim(dim0, 0, "transpose"), wrap_dim(dim1, 0, "transpose")
-        return permute(input, ())
-    return permute(input, _swapped(input._data.ndim, dim0, dim1, "transpose"))
+def _permuted(input, order):
+    """input with its dims in ``order`` (a checked permutation): the forward of the view ops below,
+    each of which computes an order and calls the primitive itself (one dispatch, not its own and
+    permute's). Each is its own inverse, or movedim's with source and destination swapped."""
+    return wrap(primitives(input).permute(input._data, order), input._device)
 
 
 def _swapped(ndim, dim0, dim1, name):
-    """The order of ``ndim`` dims with ``dim0`` and ``dim1`` swapped (a tuple for permute)."""
+    """The order of ``ndim`` dims with ``dim0`` and ``dim1`` swapped (() for a 0-d tensor, whose dims
+    0 and -1 name the tensor itself)."""
     a = wrap_dim(dim0, ndim, name)
     b = wrap_dim(dim1, ndim, name)
+    if ndim == 2:
+        return (0, 1) if a == b else (1, 0)
     axes = list(range(ndim))
-    axes[a], axes[b] = axes[b], axes[a]
+    if ndim:
+        axes[a], axes[b] = axes[b], axes[a]
     return tuple(axes)
 
 
-@op("swapaxes", doc="transpose, with NumPy's names for the two dims.", composite=True)
+@op(
+    "transpose",
+    doc="Dims dim0 and dim1 swapped (a view).",
+    view=True,
+    aliases=("swapdims",),
+    node="TransposeBackward0",
+    grads={"input": lambda grad, dim0, dim1: transpose(grad, dim0, dim1)},
+)
+def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
+    return _permuted(input, _swapped(input._data.ndim, dim0, dim1, "transpose"))
+
+
+@op(
+    "swapaxes",
+    doc="transpose, with NumPy's names for the two dims.",
+    view=True,
+    node="TransposeBackward0",
+    grads={"input": lambda grad, axis0, axis1: swapaxes(grad, axis0, axis1)},
+)
 def swapaxes(input: Tensor, axis0: int, axis1: int) -> Tensor:
-    return transpose(input, axis0, axis1)
+    return _permuted(input, _swapped(input._data.ndim, axis0, axis1, "swapaxes"))
 
 
-@op("t", doc="The transpose of a matrix (vectors and scalars as they are).", composite=True)
+_REVERSED_ORDERS = tuple(tuple(reversed(range(n))) for n in range(17))  # T's order by rank, made once
+
+
+@op(
+    "t",
+    doc="The transpose of a matrix (vectors and scalars as they are).",
+    view=True,
+    node="TBackward0",
+    grads={"input": lambda grad: t(grad)},
+)
 def t(input: Tensor) -> Tensor:
-    if input.ndim > 2:
+    ndim = input._data.ndim
+    if ndim > 2:
         raise ShapeError(f"t: expects a tensor with <= 2 dimensions, but got shape {fmt_shape(input.shape)}")
-    # permute directly (a view), not through transpose's entry: one op call where there were three
-    return permute(input, (1, 0) if input.ndim == 2 else tuple(range(input.ndim)))
+    return _permuted(input, (1, 0) if ndim == 2 else _IDENTITY_ORDERS[ndim])
 
 
-@op("T", doc="All dims reversed.", composite=True, function=False, as_property=True)
+@op(
+    "T",
+    doc="All dims reversed.",
+    view=True,
+    function=False,
+    as_property=True,
+    node="PermuteBackward0",
+    grads={"input": lambda grad: T(grad)},
+)
 def T(input: Tensor) -> Tensor:  # noqa: N802 (PyTorch's name)
-    return permute(input, tuple(reversed(range(input.ndim))))
+    ndim = input._data.ndim
+    return _permuted(input, _REVERSED_ORDERS[ndim] if ndim < len(_REVERSED_ORDERS) else tuple(reversed(range(ndim))))
 
 
-@op("mT", doc="The last two dims swapped (batches of matrices).", composite=True, function=False, as_property=True)
+@op(
+    "mT",
+    doc="The last two dims swapped (batches of matrices).",
+    view=True,
+    function=False,
+    as_property=True,
+    node="TransposeBackward0",
+    grads={"input": lambda grad: mT(grad)},
+)
 def mT(input: Tensor) -> Tensor:  # noqa: N802 (PyTorch's name)
-    if input.ndim == 0:  # PyTorch gives a 0-d tensor back as it is
-        return permute(input, ())
-    if input.ndim < 2:
+    ndim = input._data.ndim
+    if ndim == 1:  # (a 0-d tensor PyTorch gives back as it is)
         raise ShapeError(
             f"mT: tensor.mT is only supported on matrices or batches of matrices, got a "
-            f"{input.ndim}-D tensor of shape {fmt_shape(input.shape)}"
+            f"{ndim}-D tensor of shape {fmt_shape(input.shape)}"
         )
-    return permute(input, _swapped(input._data.ndim, -2, -1, "mT"))
+    return _permuted(input, _swapped(ndim, -2, -1, "mT") if ndim else ())
 
 
-@op("movedim", doc="Dims source moved to positions destination.", composite=True, aliases=("moveaxis",))
+@op(
+    "movedim",
+    doc="Dims source moved to positions destination.",
+    view=True,
+    aliases=("moveaxis",),
+    node="PermuteBackward0",
+    grads={"input": lambda grad, source, destination: movedim(grad, destination, source)},
+)
 def movedim(input: Tensor, source: int | Sequence[int], destination: int | Sequence[int]) -> Tensor:
-    src = [source] if isinstance(source, int) else list(source)
-    dst = [destination] if isinstance(destination, int) else list(destination)
-    src = [wrap_dim(s, input.ndim, "movedim") for s in src]
-    dst = [wrap_dim(s, input.ndim, "movedim") for s in dst]
-    if len(src) != len(dst):
-        raise ShapeError(f"movedim: source {tuple(src)} and destination {tuple(dst)} must have the same number of dims")
-    if len(set(src)) != len(src) or len(set(dst)) != len(dst):
-        raise ShapeError(f"movedim: repeated dim in source {tuple(src)} or destination {tuple(dst)}")
-    if input.ndim == 0:  # dim 0 (or -1) of a 0-d tensor names the tensor itself
-        return permute(input, ())
-    order = [i for i in range(input.ndim) if i not in src]
+    ndim = input._data.ndim
+    if source.__class__ is int and destination.__class__ is int:
+        src, dst = [wrap_dim(source, ndim, "movedim")], [wrap_dim(destination, ndim, "movedim")]
+    else:
+        src = [source] if isinstance(source, int) else list(source)
+        dst = [destination] if isinstance(destination, int) else list(destination)
+        src = [wrap_dim(s, ndim, "movedim") for s in src]
+        dst = [wrap_dim(s, ndim, "movedim") for s in dst]
+        if len(src) != len(dst):
+            raise ShapeError(
+                f"movedim: source {tuple(src)} and destination {tuple(dst)} must have the same number of dims"
+            )
+        if len(set(src)) != len(src) or len(set(dst)) != len(dst):
+            raise ShapeError(f"movedim: repeated dim in source {tuple(src)} or destination {tuple(dst)}")
+    if ndim == 0:  # dim 0 (or -1) of a 0-d tensor names the tensor itself
+        return _permuted(input, ())
+    order = [i for i in range(ndim) if i not in src]
     for s, d in sorted(zip(dst, src)):
         order.insert(s, d)
-    return permute(input, order)
+    return _permuted(input, tuple(order))
 
 
 def _expanded_shape(input, sizes):
@@ -308,29 +443,36 @@ def _expanded_shape(input, sizes):
     return tuple(target)
 
 
+_EXPAND_GRADS = {"input": lambda grad, input_shape: sum_to_shape(grad, input_shape)}
+
+
 @op(
     "expand",
     doc="Size-1 dims repeated (a view with stride 0; -1 keeps a size).",
     view=True,
     node="ExpandBackward0",
-    grads={"input": lambda grad, input_shape: sum_to_shape(grad, input_shape)},
+    grads=_EXPAND_GRADS,
 )
 def expand(input: Tensor, *size: int | Sequence[int], implicit: bool = False) -> Tensor:
     # implicit marks, for PyTorch's tracer, an expand that broadcasting made: the same view here
-    target = _expanded_shape(input, size)
+    return _expanded(input, _expanded_shape(input, size))
+
+
+def _expanded(input, target):
+    """expand's forward (expand_as's and broadcast_to's: view ops of their own, one dispatch a call)."""
     if target == input._data.shape:
         return input
     return wrap(primitives(input).expand(input._data, target), input._device)
 
 
-@op("expand_as", doc="expand(other.shape).", composite=True, function=False)
+@op("expand_as", doc="expand(other.shape).", view=True, function=False, node="ExpandBackward0", grads=_EXPAND_GRADS)
 def expand_as(input: Tensor, other: Tensor) -> Tensor:
-    return expand(input, tuple(other.shape))
+    return _expanded(input, _expanded_shape(input, other._data.shape))
 
 
-@op("broadcast_to", doc="expand to size.", composite=True)
+@op("broadcast_to", doc="expand to size.", view=True, node="ExpandBackward0", grads=_EXPAND_GRADS)
 def broadcast_to(input: Tensor, *size: int | Sequence[int]) -> Tensor:
-    return expand(input, *size)
+    return _expanded(input, _expanded_shape(input, size))
 
 
 @op("broadcast_tensors", doc="The tensors expanded to their common broadcast shape.", composite=True, method=False)
@@ -1121,11 +1263,6 @@ def channel_shuffle(input: Tensor, groups: int) -> Tensor:
     n, c, *rest = input.shape
     grouped = reshape(input, (n, groups, c // groups, *rest))
     return reshape(transpose(grouped, 1, 2), input.shape)
-
-
-@op("ravel", doc="input flattened to 1-d (a view where the strides allow).", composite=True)
-def ravel(input: Tensor) -> Tensor:
-    return reshape(input, -1)
 
 
 @op(
