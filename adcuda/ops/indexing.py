@@ -34,8 +34,7 @@ from .dtype_support import check as check_dtype
 from .elementwise import where
 from .factories import arange, full, new_tensor, tensor
 from .mutation import check_inplace_allowed, commit_inplace, version_counter
-from .registry import lowering, op
-from .shape import pad
+from .registry import get, lowering, op
 
 if TYPE_CHECKING:
     from ..types import Any, Device, DType, Number, Sequence
@@ -1140,6 +1139,8 @@ def _im2col(
     kernel, dilation, padding, stride = _sliding_blocks(name, input, kernel_size, dilation, padding, stride)
     batched = input if input.ndim == 4 else input.unsqueeze(0)
     rows, cols, (oh, ow) = _block_grid(name, batched.shape[2:], kernel, dilation, padding, stride, input.device)
+    # pad is looked up by name: shape.py imports this module (its split family takes slice_key's views)
+    pad = get("pad").entry
     padded = pad(batched, (padding[1], padding[1], padding[0], padding[0])) if any(padding) else batched
     blocks = getitem(padded, (slice(None), slice(None), rows, cols))  # (N, C, kh, kw, oh, ow)
     n, c = batched.shape[:2]

@@ -19,6 +19,7 @@ from ..tensor import Size, Tensor, primitives
 from .common import broadcast_shapes, cast, check_same_device, laid_out, preserved_order, result_type, wrap, wrap_dim
 from .dispatch import NotAView
 from .factories import arange, full
+from .indexing import slice_key
 from .registry import lowering, op
 
 if TYPE_CHECKING:
@@ -522,6 +523,8 @@ def narrow(input: Tensor, dim: int, start: int | Tensor, length: int) -> Tensor:
         raise ShapeError("narrow: cannot be applied to a 0-dim tensor")
     d = wrap_dim(dim, input.ndim, "narrow")
     size = input.shape[d]
+    if start.__class__ is not int:
+        start = int(start)  # a 0-d integer tensor too, as PyTorch takes it
     if start < 0:
         start += size
     if start < 0 or length < 0 or start + length > size:
@@ -529,7 +532,18 @@ def narrow(input: Tensor, dim: int, start: int | Tensor, length: int) -> Tensor:
             f"narrow: start ({start}) + length ({length}) exceeds dimension size ({size}) "
             f"of shape {fmt_shape(input.shape)}"
         )
-    return input[(slice(None),) * d + (slice(start, start + length),)]
+    return slice_key(input, (_FULL,) * d + (slice(start, start + length),))
+
+
+_FULL = slice(None)
+
+
+def _slices(input, d, bounds):
+    """The views of input from each of ``bounds`` to the next along dim ``d`` (empty where the next is
+    smaller): slice_key called directly, one dispatch a piece (split, chunk, tensor_split; narrow's and
+    getitem's would add two)."""
+    lead = (_FULL,) * d
+    return tuple(slice_key(input, lead + (slice(start, max(start, stop)),)) for start, stop in zip(bounds, bounds[1:]))
 
 
 @op(
@@ -718,11 +732,10 @@ def split(tensor: Tensor, split_size_or_sections: int | Sequence[int], dim: int 
         sections = list(split_size_or_sections)
         if sum(sections) != size:
             raise ShapeError(f"split: split sizes {sections} don't sum to dimension {d}'s size {size}")
-    out, start = [], 0
+    bounds = [0]
     for n in sections:
-        out.append(narrow(input, d, start, n))
-        start += n
-    return tuple(out)
+        bounds.append(bounds[-1] + n)
+    return _slices(input, d, bounds)
 
 
 @op("chunk", doc="chunks nearly equal pieces along dim (views).", composite=True)
@@ -733,21 +746,24 @@ def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     d = wrap_dim(dim, input.ndim, "chunk")
     size = input.shape[d]
     if size == 0:  # PyTorch gives ``chunks`` empty pieces here
-        return tuple(narrow(input, d, 0, 0) for _ in range(chunks))
+        return _slices(input, d, [0] * (chunks + 1))
     step = max(-(-size // chunks), 1)
-    return split(input, step, d)
+    return _slices(input, d, list(range(0, size, step)) + [size])
 
 
 @op("unbind", doc="The slices along dim, as a tuple (views).", composite=True)
 def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
     d = _real_dim("unbind", input, dim)
-    return tuple(select(input, d, i) for i in range(input.shape[d]))
+    lead = (_FULL,) * d
+    return tuple(slice_key(input, lead + (i,)) for i in range(input.shape[d]))
 
 
 @op("select", doc="The slice at index along dim, without that dim (a view).", composite=True)
 def select(input: Tensor, dim: int, index: int) -> Tensor:
     d = wrap_dim(dim, input.ndim, "select")
-    return input[index] if d == 0 else input[(slice(None),) * d + (index,)]
+    if index.__class__ is not int:
+        return input[(_FULL,) * d + (index,)]  # getitem's checks and errors for another index
+    return slice_key(input, (_FULL,) * d + (index,), (_FULL,) * d + (index,))
 
 
 @op("repeat", doc="input tiled repeats times along each dim (a copy).", composite=True)
@@ -1079,7 +1095,7 @@ def tensor_split(
         bounds = [i * size + min(i, big) for i in range(sections + 1)]
     else:
         bounds = [0] + [min(max(int(i) if i >= 0 else n + int(i), 0), n) for i in indices_or_sections] + [n]
-    return tuple(narrow(input, d, start, max(stop - start, 0)) for start, stop in zip(bounds, bounds[1:]))
+    return _slices(input, d, bounds)
 
 
 @op("fliplr", doc="input with the order of its columns (dim 1) reversed.", composite=True)
