@@ -499,22 +499,21 @@ def _flip_axes(ndim, dims):
     return axes if ndim else ()
 
 
-@op(
-    "flip_dims",
-    doc="flip with its dims as one tuple (what flip records).",
-    node="FlipBackward0",
-    function=False,
-    method=False,
-    grads={"input": lambda grad, input_shape, dims: flip_dims(grad, _flip_axes(len(input_shape), dims))},
-)
-def flip_dims(input: Tensor, dims: tuple) -> Tensor:
+def _flipped(input, axes):
+    """input reversed along ``axes`` (checked), as a new contiguous tensor: flip's forward and that of
+    fliplr and flipud, ops of their own (one dispatch a call), each its own gradient."""
     bk = primitives(input)
-    return wrap(bk.contiguous(bk.flip(input._data, _flip_axes(input.ndim, dims))), input._device)
+    return wrap(bk.contiguous(bk.flip(input._data, axes)), input._device)
 
 
-@op("flip", doc="The order of elements reversed along dims (a copy).", composite=True)
+@op(
+    "flip",
+    doc="The order of elements reversed along dims (a copy).",
+    node="FlipBackward0",
+    grads={"input": lambda grad, dims: flip(grad, *dims)},
+)
 def flip(input: Tensor, *dims: int | Sequence[int]) -> Tensor:
-    return flip_dims(input, _dims_arg(dims))
+    return _flipped(input, _flip_axes(input._data.ndim, _dims_arg(dims)))
 
 
 @op("narrow", doc="length elements of dim from start (a view).", composite=True)
@@ -1000,14 +999,24 @@ def _tensor_list(name, tensors):
 def _at_least(name, tensors, ndim):
     if len(tensors) == 1 and not isinstance(tensors[0], Tensor):
         tensors = tuple(tensors[0])
+    out = _each_at_least(_tensor_list(name, tensors), ndim)
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def _each_at_least(tensors, ndim):
+    """Each of ``tensors`` with at least ``ndim`` dims: the atleast_*d forward, which the stack ops call
+    directly (an atleast_*d dispatch per tensor costs more than their cat; only those that need a
+    reshape dispatch one)."""
     out = []
-    for t in _tensor_list(name, tensors):
-        if t.ndim < ndim:  # PyTorch's placements: () -> (1, 1, 1), (n,) -> (1, n) or (1, n, 1), (a, b) -> (a, b, 1)
+    for t in tensors:
+        if (
+            t._data.ndim < ndim
+        ):  # PyTorch's placements: () -> (1, 1, 1), (n,) -> (1, n) or (1, n, 1), (a, b) -> (a, b, 1)
             shape = tuple(t.shape)
             shape = {0: (1,) * ndim, 1: ((1,) + shape + (1,))[:ndim] if ndim > 1 else shape}.get(t.ndim, shape + (1,))
             t = reshape(t, shape)
         out.append(t)
-    return out[0] if len(out) == 1 else tuple(out)
+    return out
 
 
 @op("atleast_1d", doc="Each input viewed with at least 1 dim.", composite=True, method=False)
@@ -1027,8 +1036,7 @@ def atleast_3d(*tensors: Tensor | Sequence[Tensor]) -> Tensor | tuple[Tensor, ..
 
 @op("hstack", doc="The tensors joined column-wise (along dim 1; dim 0 for vectors).", composite=True, method=False)
 def hstack(tensors: Sequence[Tensor]) -> Tensor:
-    tensors = _tensor_list("hstack", tensors)
-    tensors = [atleast_1d(t) for t in tensors]
+    tensors = _each_at_least(_tensor_list("hstack", tensors), 1)
     return cat(tensors, 0 if tensors[0].ndim == 1 else 1)
 
 
@@ -1036,12 +1044,12 @@ def hstack(tensors: Sequence[Tensor]) -> Tensor:
     "vstack", doc="The tensors joined row-wise (vectors as rows).", composite=True, method=False, aliases=("row_stack",)
 )
 def vstack(tensors: Sequence[Tensor]) -> Tensor:
-    return cat([atleast_2d(t) for t in _tensor_list("vstack", tensors)], 0)
+    return cat(_each_at_least(_tensor_list("vstack", tensors), 2), 0)
 
 
 @op("dstack", doc="The tensors joined depth-wise (along dim 2).", composite=True, method=False)
 def dstack(tensors: Sequence[Tensor]) -> Tensor:
-    return cat([atleast_3d(t) for t in _tensor_list("dstack", tensors)], 2)
+    return cat(_each_at_least(_tensor_list("dstack", tensors), 3), 2)
 
 
 @op("column_stack", doc="The tensors as columns side by side (vectors become columns).", composite=True, method=False)
@@ -1098,24 +1106,35 @@ def tensor_split(
     return _slices(input, d, bounds)
 
 
-@op("fliplr", doc="input with the order of its columns (dim 1) reversed.", composite=True)
+@op(
+    "fliplr",
+    doc="input with the order of its columns (dim 1) reversed.",
+    node="FlipBackward0",
+    grads={"input": lambda grad: fliplr(grad)},
+)
 def fliplr(input: Tensor) -> Tensor:
     if input.ndim < 2:
         raise ShapeError(f"fliplr: input must be at least 2-d, got shape {fmt_shape(input.shape)}")
-    return flip(input, (1,))
+    return _flipped(input, (1,))
 
 
-@op("flipud", doc="input with the order of its rows (dim 0) reversed.", composite=True)
+@op(
+    "flipud",
+    doc="input with the order of its rows (dim 0) reversed.",
+    node="FlipBackward0",
+    grads={"input": lambda grad: flipud(grad)},
+)
 def flipud(input: Tensor) -> Tensor:
     if input.ndim < 1:
         raise ShapeError("flipud: input must be at least 1-d, got a 0-d tensor")
-    return flip(input, (0,))
+    return _flipped(input, (0,))
 
 
 @op(
     "rot90",
     doc="input rotated by k quarter turns in the plane of dims (from the first towards the second).",
-    composite=True,
+    node="Rot90Backward0",
+    grads={"input": lambda grad, k, dims: rot90(grad, -k, dims)},
 )
 def rot90(input: Tensor, k: int = 1, dims: Sequence[int] = (0, 1)) -> Tensor:
     dims = tuple(dims)
@@ -1127,22 +1146,37 @@ def rot90(input: Tensor, k: int = 1, dims: Sequence[int] = (0, 1)) -> Tensor:
     d0, d1 = (wrap_dim(d, input.ndim, "rot90") for d in dims)
     if d0 == d1:
         raise ShapeError(f"rot90: the two dims must differ, got {dims}")
+    # a flip, then the two dims swapped (a view of the flipped copy), as PyTorch's rot90 does
+    bk, data = primitives(input), input._data
     k %= 4
-    if k == 1:
-        return transpose(flip(input, (d1,)), d0, d1)
-    if k == 2:
-        return flip(input, (d0, d1))
-    if k == 3:
-        return transpose(flip(input, (d0,)), d0, d1)
-    return input.view_as(input)
+    if k == 0:  # a copy, as PyTorch's
+        out = bk.contiguous(data)
+        return wrap(bk.astype(out, input.dtype) if out is data else out, input._device)
+    out = bk.contiguous(bk.flip(data, (d0, d1) if k == 2 else (d1,) if k == 1 else (d0,)))
+    if k != 2:
+        out = bk.permute(out, _swapped(input.ndim, d0, d1, "rot90"))
+    return wrap(out, input._device)
+
+
+def _rearranged(input, split, order, shape):
+    """A new contiguous tensor of ``shape``: input's elements seen as ``split``, their dims reordered
+    as ``order``: the forward of pixel_shuffle, pixel_unshuffle and channel_shuffle, each an op of its
+    own (one dispatch, not a reshape, a permute and a reshape) whose gradient is the inverse shuffle."""
+    bk = primitives(input)
+    moved = bk.permute(bk.view(bk.contiguous(input._data), split), order)
+    data = bk.contiguous(moved)
+    if data is moved:  # the order moved only dims of size 1: still a view of input, so copied
+        data = bk.astype(moved, input.dtype)
+    return wrap(bk.view(data, shape), input._device)
 
 
 @op(
     "pixel_shuffle",
     doc="(*, C r^2, H, W) rearranged to (*, C, H r, W r).",
-    composite=True,
     method=False,
     functional=True,
+    node="PixelShuffleBackward0",
+    grads={"input": lambda grad, upscale_factor: pixel_unshuffle(grad, upscale_factor)},
 )
 def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
     r = upscale_factor
@@ -1153,17 +1187,21 @@ def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
         )
     *batch, c, h, w = input.shape
     n = len(batch)
-    x = reshape(input, (*batch, c // (r * r), r, r, h, w))
-    x = permute(x, (*range(n), n, n + 3, n + 1, n + 4, n + 2))
-    return reshape(x, (*batch, c // (r * r), h * r, w * r))
+    return _rearranged(
+        input,
+        (*batch, c // (r * r), r, r, h, w),
+        (*range(n), n, n + 3, n + 1, n + 4, n + 2),
+        (*batch, c // (r * r), h * r, w * r),
+    )
 
 
 @op(
     "pixel_unshuffle",
     doc="(*, C, H r, W r) rearranged to (*, C r^2, H, W).",
-    composite=True,
     method=False,
     functional=True,
+    node="PixelUnshuffleBackward0",
+    grads={"input": lambda grad, downscale_factor: pixel_shuffle(grad, downscale_factor)},
 )
 def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
     r = downscale_factor
@@ -1174,9 +1212,12 @@ def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
         )
     *batch, c, h, w = input.shape
     n = len(batch)
-    x = reshape(input, (*batch, c, h // r, r, w // r, r))
-    x = permute(x, (*range(n), n, n + 2, n + 4, n + 1, n + 3))
-    return reshape(x, (*batch, c * r * r, h // r, w // r))
+    return _rearranged(
+        input,
+        (*batch, c, h // r, r, w // r, r),
+        (*range(n), n, n + 2, n + 4, n + 1, n + 3),
+        (*batch, c * r * r, h // r, w // r),
+    )
 
 
 @op("diff", doc="The n-th forward difference along dim, after joining prepend and append to input.", composite=True)
@@ -1266,9 +1307,10 @@ def diag_embed(input: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -
 @op(
     "channel_shuffle",
     doc="The channels (dim 1) of input split into groups and interleaved.",
-    composite=True,
     functional=True,
     method=False,
+    node="ChannelShuffleBackward0",
+    grads={"input": lambda grad, groups: channel_shuffle(grad, grad.shape[1] // groups)},  # the inverse shuffle
 )
 def channel_shuffle(input: Tensor, groups: int) -> Tensor:
     if input.ndim < 3 or groups <= 0 or input.shape[1] % groups:
@@ -1277,8 +1319,8 @@ def channel_shuffle(input: Tensor, groups: int) -> Tensor:
             f"({groups}), got {fmt_shape(input.shape)}"
         )
     n, c, *rest = input.shape
-    grouped = reshape(input, (n, groups, c // groups, *rest))
-    return reshape(transpose(grouped, 1, 2), input.shape)
+    order = (0, 2, 1, *range(3, input.ndim + 1))
+    return _rearranged(input, (n, groups, c // groups, *rest), order, tuple(input.shape))
 
 
 @op(
