@@ -172,6 +172,7 @@ from .ops.foreach import _global_norm
 from .ops.indexing import argwhere
 from .ops.indexing import combinations
 from .ops.indexing import diag
+from .ops.indexing import diag_embed
 from .ops.indexing import diagflat
 from .ops.indexing import diagonal
 from .ops.indexing import diagonal_scatter
@@ -285,7 +286,6 @@ from .ops.shape import column_stack
 from .ops.shape import cat as concat
 from .ops.shape import cat as concatenate
 from .ops.shape import contiguous
-from .ops.shape import diag_embed
 from .ops.shape import diff
 from .ops.shape import dsplit
 from .ops.shape import dstack

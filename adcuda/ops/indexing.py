@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import itertools
 import numbers
+import operator
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -962,28 +963,56 @@ def argwhere(input: Tensor) -> Tensor:
     return nonzero(input)
 
 
+def _diagonal_dims(name, ndim, offset, dim1, dim2):
+    """dim1 and dim2 wrapped for a tensor of ``ndim`` dims, checked as PyTorch checks them."""
+    d1, d2 = wrap_dim(dim1, ndim, name), wrap_dim(dim2, ndim, name)
+    if d1 == d2:
+        raise ShapeError(f"{name}: dim1 and dim2 cannot be the same dim ({d1})")
+    if ndim < 2:
+        raise ShapeError(f"{name}: input must be at least 2-d, got {ndim} dims")
+    if offset.__class__ is not int:
+        offset = operator.index(offset)
+    return offset, d1, d2
+
+
+def _diagonal_data(bk, data, offset, d1, d2):
+    """The diagonal (at ``offset``) of the planes of dims ``d1`` and ``d2`` of backend array ``data``,
+    as a strided view of it with those dims gone and the diagonal last, as PyTorch lays it out: the
+    two dims moved last and merged into one (a view where their strides allow), then every
+    (columns + 1)-th element from the diagonal's first; else the same layout made by as_strided.
+    diagonal's forward, and where diagonal_scatter and diag_embed write."""
+    ndim = data.ndim
+    if (d1, d2) != (ndim - 2, ndim - 1):
+        data = bk.permute(data, tuple(i for i in range(ndim) if i != d1 and i != d2) + (d1, d2))
+    shape = data.shape
+    lead, rows, cols = tuple(shape[:-2]), shape[-2], shape[-1]
+    start_row, start_col, n = _diagonal_extent(rows, cols, offset)
+    flat = bk.view(data, lead + (rows * cols,))
+    if flat is not None:
+        start = start_row * cols + start_col
+        return bk.slice(flat, (Ellipsis, slice(start, start + (n - 1) * (cols + 1) + 1 if n else start, cols + 1)))
+    itemsize = data.itemsize
+    strides = tuple(s // itemsize for s in data.strides)
+    first = bk.storage_offset(data)
+    if n:  # (an empty diagonal starts where the planes do: its first position may lie past their end)
+        first += start_row * strides[-2] + start_col * strides[-1]
+    return bk.as_strided(data, lead + (n,), strides[:-2] + (strides[-2] + strides[-1],), first)
+
+
+def _diagonal_grad(grad, input_shape, offset, dim1, dim2):
+    return diagonal_scatter(filled(input_shape, 0, grad.dtype, grad._device), grad, offset, dim1, dim2)
+
+
 @op(
     "diagonal",
-    doc="The diagonal at offset of the planes of dim1 and dim2, as the last dim (a view where the strides allow).",
-    composite=True,
+    doc="The diagonal at offset of the planes of dim1 and dim2, as the last dim (a view).",
+    view=True,
+    node="DiagonalBackward0",
+    grads={"input": _diagonal_grad},
 )
 def diagonal(input: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
-    d1, d2 = wrap_dim(dim1, input.ndim, "diagonal"), wrap_dim(dim2, input.ndim, "diagonal")
-    if d1 == d2:
-        raise ShapeError(f"diagonal: dim1 and dim2 cannot be the same dim ({d1})")
-    if input.ndim < 2:
-        raise ShapeError(f"diagonal: input must be at least 2-d, got shape {fmt_shape(input.shape)}")
-    last_two = (input.ndim - 2, input.ndim - 1)
-    for first, second, at in ((d1, d2, offset), (d2, d1, -offset)):
-        # a matrix's own planes need no movedim (a permute dispatched for nothing: half the call)
-        planes = input if (first, second) == last_two else input.movedim((first, second), (-2, -1))
-        view = _diagonal_view(planes, at)
-        if view is not None:
-            return view
-    planes = input.movedim((d1, d2), (-2, -1))
-    start_row, start_col, n = _diagonal_extent(planes.shape[-2], planes.shape[-1], offset)
-    steps = arange(n, device=input.device)
-    return getitem(planes, (Ellipsis, steps + start_row, steps + start_col))
+    offset, d1, d2 = _diagonal_dims("diagonal", input._data.ndim, offset, dim1, dim2)
+    return wrap(_diagonal_data(primitives(input), input._data, offset, d1, d2), input._device)
 
 
 def _diagonal_extent(rows, cols, offset):
@@ -991,41 +1020,31 @@ def _diagonal_extent(rows, cols, offset):
     return start_row, start_col, max(min(rows - start_row, cols - start_col), 0)
 
 
-def _diagonal_view(planes, offset):
-    """The diagonal of the last two dims of ``planes`` as a strided view, as PyTorch gives it: the two
-    dims merged into one (a view where their strides allow: row stride = column stride * columns),
-    then every (columns + 1)-th element of it from the diagonal's first, so the view's stride is the
-    sum of the two. None where the dims cannot merge without a copy."""
-    rows, cols = planes.shape[-2], planes.shape[-1]
-    start_row, start_col, n = _diagonal_extent(rows, cols, offset)
-    lead = tuple(planes.shape[:-2])
-    if primitives(planes).view(planes._data, lead + (rows * cols,)) is None:
-        return None
-    flat = planes.reshape(lead + (rows * cols,))
-    if n == 0:  # an offset past the corner: an empty view
-        return flat[..., :0]
-    start = start_row * cols + start_col
-    return flat[..., start : start + (n - 1) * (cols + 1) + 1 : cols + 1]
-
-
 @op(
     "diagonal_scatter",
     doc="A copy of input with src written on the diagonal (at offset) of the planes of dim1 and dim2.",
-    composite=True,
+    node="DiagonalScatterBackward0",
+    grads={
+        "input": lambda grad, src, offset, dim1, dim2: diagonal_scatter(
+            grad, filled(src.shape, 0, grad.dtype, grad._device), offset, dim1, dim2
+        ),
+        "src": lambda grad, offset, dim1, dim2: diagonal(grad, offset, dim1, dim2),
+    },
 )
 def diagonal_scatter(input: Tensor, src: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
-    target = tuple(diagonal(input, offset, dim1, dim2).shape)  # checks the dims
-    if tuple(src.shape) != target:
+    offset, d1, d2 = _diagonal_dims("diagonal_scatter", input._data.ndim, offset, dim1, dim2)
+    bk = primitives(input)
+    data = bk.contiguous(input._data)
+    if data is input._data:
+        data = bk.astype(data, input.dtype)  # a copy: the result has its own memory
+    target = _diagonal_data(bk, data, offset, d1, d2)
+    if tuple(src.shape) != tuple(target.shape):
         raise ShapeError(
-            f"diagonal_scatter: src of shape {fmt_shape(src.shape)} must have the shape {fmt_shape(target)} of the "
-            f"diagonal (offset {offset}, dims {dim1} and {dim2}) of input {fmt_shape(input.shape)}"
+            f"diagonal_scatter: src of shape {fmt_shape(src.shape)} must have the shape {fmt_shape(target.shape)} of "
+            f"the diagonal (offset {offset}, dims {dim1} and {dim2}) of input {fmt_shape(input.shape)}"
         )
-    d1, d2 = wrap_dim(dim1, input.ndim, "diagonal_scatter"), wrap_dim(dim2, input.ndim, "diagonal_scatter")
-    planes = input.movedim((d1, d2), (0, 1))  # the diagonal's positions indexed first, src's last dim with them
-    start_row, start_col, n = _diagonal_extent(planes.shape[0], planes.shape[1], offset)
-    steps = arange(n, device=input.device)
-    written = index_put(planes, (steps + start_row, steps + start_col), src.movedim(-1, 0))
-    return written.movedim((0, 1), (d1, d2))
+    bk.copy_(target, cast(src, input.dtype)._data)
+    return wrap(data, input._device)
 
 
 @op("unravel_index", doc="Flat indices as the tuple of their coordinates in shape.", composite=True, method=False)
@@ -1066,22 +1085,43 @@ def combinations(input: Tensor, r: int = 2, with_replacement: bool = False) -> T
 _diagonal_of = diagonal  # diag's parameter is called diagonal, as in PyTorch
 
 
+@op(
+    "diag_embed",
+    doc="The last dim of input as the diagonals (at offset) of the planes of dim1 and dim2.",
+    node="DiagEmbedBackward0",
+    grads={"input": lambda grad, offset, dim1, dim2: diagonal(grad, offset, dim1, dim2)},
+)
+def diag_embed(input: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
+    out_ndim = input.ndim + 1
+    d1, d2 = wrap_dim(dim1, out_ndim, "diag_embed"), wrap_dim(dim2, out_ndim, "diag_embed")
+    if input.ndim == 0:
+        raise ShapeError("diag_embed: expected an input with at least one dim, got a 0-d tensor")
+    if d1 == d2:
+        raise ShapeError(f"diag_embed: dim1 and dim2 cannot be the same dim ({d1})")
+    if offset.__class__ is not int:
+        offset = operator.index(offset)
+    # zeros with the planes' two dims at dim1 and dim2, input written on their diagonal in one copy
+    size = input.shape[-1] + abs(offset)
+    lead = iter(input.shape[:-1])
+    shape = tuple(size if i == d1 or i == d2 else next(lead) for i in range(out_ndim))
+    bk = primitives(input)
+    data = bk.full(shape, 0, input.dtype)
+    bk.copy_(_diagonal_data(bk, data, offset, d1, d2), input._data)
+    return wrap(data, input._device)
+
+
 @op("diag", doc="A 1-D input as the diagonal (at offset) of a square matrix; a 2-D input's diagonal.", composite=True)
 def diag(input: Tensor, diagonal: int = 0) -> Tensor:
     if input.ndim == 2:
         return _diagonal_of(input, diagonal)
     if input.ndim != 1:
         raise ShapeError(f"diag: input must be 1-d or 2-d, got shape {fmt_shape(input.shape)}")
-    n = input.shape[0]
-    size = n + abs(diagonal)
-    steps = arange(n, device=input.device)
-    out = full((size, size), 0, dtype=input.dtype, device=input.device)
-    return index_put(out, (steps + max(-diagonal, 0), steps + max(diagonal, 0)), input)
+    return diag_embed(input, diagonal, 0, 1)
 
 
 @op("diagflat", doc="input flattened, as the diagonal (at offset) of a square matrix.", composite=True)
 def diagflat(input: Tensor, offset: int = 0) -> Tensor:
-    return diag(input.reshape(-1), offset)
+    return diag_embed(input if input.ndim == 1 else input.reshape(-1), offset, 0, 1)
 
 
 @op("trace", dtypes=NUMBERS, doc="The sum of the main diagonal of a matrix.", composite=True)

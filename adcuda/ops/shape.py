@@ -1285,26 +1285,6 @@ def cartesian_prod(*tensors: Tensor) -> Tensor:
 
 
 @op(
-    "diag_embed",
-    doc="The last dim of input as the diagonals (at offset) of the planes of dim1 and dim2.",
-    composite=True,
-)
-def diag_embed(input: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
-    out_ndim = input.ndim + 1
-    d1, d2 = wrap_dim(dim1, out_ndim, "diag_embed"), wrap_dim(dim2, out_ndim, "diag_embed")
-    if input.ndim == 0:
-        raise ShapeError("diag_embed: expected an input with at least one dim, got a 0-d tensor")
-    if d1 == d2:
-        raise ShapeError(f"diag_embed: dim1 and dim2 cannot be the same dim ({d1})")
-    n = input.shape[-1]
-    size = n + abs(offset)
-    steps = arange(n, device=input.device)
-    planes = full(tuple(input.shape[:-1]) + (size, size), 0, dtype=input.dtype, device=input.device)
-    planes = planes.index_put((Ellipsis, steps + max(-offset, 0), steps + max(offset, 0)), input)
-    return movedim(planes, (-2, -1), (d1, d2))
-
-
-@op(
     "channel_shuffle",
     doc="The channels (dim 1) of input split into groups and interleaved.",
     functional=True,
