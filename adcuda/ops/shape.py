@@ -518,9 +518,14 @@ def flip(input: Tensor, *dims: int | Sequence[int]) -> Tensor:
 
 @op("narrow", doc="length elements of dim from start (a view).", composite=True)
 def narrow(input: Tensor, dim: int, start: int | Tensor, length: int) -> Tensor:
+    return slice_key(input, _narrow_key("narrow", input, dim, start, length))
+
+
+def _narrow_key(name, input, dim, start, length):
+    """The basic key of narrow's view (checked), for slice_key."""
     if input.ndim == 0:
-        raise ShapeError("narrow: cannot be applied to a 0-dim tensor")
-    d = wrap_dim(dim, input.ndim, "narrow")
+        raise ShapeError(f"{name}: cannot be applied to a 0-dim tensor")
+    d = wrap_dim(dim, input.ndim, name)
     size = input.shape[d]
     if start.__class__ is not int:
         start = int(start)  # a 0-d integer tensor too, as PyTorch takes it
@@ -528,10 +533,10 @@ def narrow(input: Tensor, dim: int, start: int | Tensor, length: int) -> Tensor:
         start += size
     if start < 0 or length < 0 or start + length > size:
         raise ShapeError(
-            f"narrow: start ({start}) + length ({length}) exceeds dimension size ({size}) "
+            f"{name}: start ({start}) + length ({length}) exceeds dimension size ({size}) "
             f"of shape {fmt_shape(input.shape)}"
         )
-    return slice_key(input, (_FULL,) * d + (slice(start, start + length),))
+    return (_FULL,) * d + (slice(start, start + length),)
 
 
 _FULL = slice(None)
@@ -765,26 +770,54 @@ def select(input: Tensor, dim: int, index: int) -> Tensor:
     return slice_key(input, (_FULL,) * d + (index,), (_FULL,) * d + (index,))
 
 
-@op("repeat", doc="input tiled repeats times along each dim (a copy).", composite=True)
-def repeat(input: Tensor, *repeats: int | Sequence[int]) -> Tensor:
+def _repeat_layout(input_ndim, repeats):
+    """(repeats as a tuple, input's shape with the leading 1s it gains, the expanded shape (repeat,
+    size) per dim) for repeat; ShapeError for too few or negative repeats."""
     if len(repeats) == 1 and isinstance(repeats[0], (tuple, list)):
         repeats = tuple(repeats[0])
-    if len(repeats) < input.ndim:
+    if len(repeats) < input_ndim:
         raise ShapeError(
             f"repeat: number of repeat dims ({len(repeats)}) can not be smaller than the "
-            f"number of tensor dims ({input.ndim})"
+            f"number of tensor dims ({input_ndim})"
         )
+    if any(r < 0 for r in repeats):
+        raise ShapeError(f"repeat: repeats can not be negative, got {tuple(repeats)}")
+    return tuple(repeats)
+
+
+def _repeat_grad(grad, input_shape, repeats):
+    """Each input element's gradient: the sum over its copies (the repeat dims of the (repeat, size)
+    pairs)."""
+    repeats = _repeat_layout(len(input_shape), repeats)
+    shape = (1,) * (len(repeats) - len(input_shape)) + tuple(input_shape)
+    pairs = tuple(n for r, size in zip(repeats, shape) for n in (r, size))
+    summed = grad.reshape(pairs).sum(tuple(range(0, len(pairs), 2))) if pairs else grad
+    return summed.reshape(input_shape)
+
+
+@op(
+    "repeat",
+    doc="input tiled repeats times along each dim (a copy).",
+    node="RepeatBackward0",
+    grads={"input": _repeat_grad},
+)
+def repeat(input: Tensor, *repeats: int | Sequence[int]) -> Tensor:
+    repeats = _repeat_layout(input.ndim, repeats)
     shape = (1,) * (len(repeats) - input.ndim) + tuple(input.shape)
-    x = reshape(input, shape)
+    # each dim as (1, size) expanded to (repeat, size), copied and merged: one dispatch, over the
+    # primitives; a copy, as in PyTorch, even where the strides would allow a view (repeats of 1): the
+    # result must be writable and must not alias the input
     interleaved, expanded, final = [], [], []
     for r, n in zip(repeats, shape):
         interleaved += [1, n]
         expanded += [r, n]
         final.append(r * n)
-    # a copy, as in PyTorch, even where the strides would allow a view (repeats of 1, or of a
-    # size-1 dim): the result must be writable and must not alias the input
-    tiled = expand(reshape(x, tuple(interleaved)), tuple(expanded))
-    return reshape(clone(tiled), tuple(final))
+    bk = primitives(input)
+    tiled = bk.expand(bk.view(bk.contiguous(input._data), tuple(interleaved)), tuple(expanded))
+    data = bk.contiguous(tiled)
+    if data is tiled:
+        data = bk.astype(tiled, input.dtype)
+    return wrap(bk.view(data, tuple(final)), input._device)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -871,28 +904,46 @@ def _int_tuple(x):
     return tuple(x) if isinstance(x, (tuple, list)) else (x,)
 
 
-@op("roll", doc="Elements shifted along dims, wrapping around (flattened first when dims is None).", composite=True)
+@op(
+    "roll",
+    doc="Elements shifted along dims, wrapping around (flattened first when dims is None).",
+    node="RollBackward0",
+    grads={"input": lambda grad, shifts, dims: roll(grad, tuple(-s for s in _int_tuple(shifts)), dims)},
+)
 def roll(input: Tensor, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Tensor:
+    # over the primitives (one dispatch): each shifted dim is the two pieces either side of the element
+    # that lands first, joined in the other order
     shifts = _int_tuple(shifts)
+    bk, data = primitives(input), input._data
     if dims is None:
         if len(shifts) != 1:
             raise ShapeError(f"roll: without dims, shifts must be one int, got {shifts}")
-        return roll(input.reshape(-1), shifts, 0).reshape(tuple(input.shape))
+        flat = bk.view(bk.contiguous(data), (data.size,))
+        rolled = _rolled(bk, flat, shifts, (0,))
+        if rolled is flat:  # nothing moved: a copy all the same, as PyTorch's
+            rolled = bk.astype(flat, input.dtype)
+        return wrap(bk.view(rolled, data.shape), input._device)
     dims = _int_tuple(dims)
     if len(shifts) != len(dims):
         raise ShapeError(
             f"roll: shifts and dimensions must align, got shifts={shifts}, dims={dims} for input of "
             f"shape {fmt_shape(input.shape)}"
         )
-    out = input
-    for shift, dim in zip(shifts, dims):
-        axis = _real_dim("roll", input, dim)
-        n = input.shape[axis]
+    rolled = _rolled(bk, data, shifts, tuple(_real_dim("roll", input, dim) for dim in dims))
+    if rolled is data:  # nothing moved: a copy all the same, as PyTorch's
+        rolled = bk.astype(bk.contiguous(data), input.dtype)
+    return wrap(rolled, input._device)
+
+
+def _rolled(bk, data, shifts, axes):
+    for shift, axis in zip(shifts, axes):
+        n = data.shape[axis]
         if n == 0 or shift % n == 0:
             continue
         start = n - shift % n  # the element that lands at position 0
-        out = cat([narrow(out, axis, start, n - start), narrow(out, axis, 0, start)], axis)
-    return out if out is not input else clone(input)
+        lead = (_FULL,) * axis
+        data = bk.cat([bk.slice(data, lead + (slice(start, n),)), bk.slice(data, lead + (slice(0, start),))], axis)
+    return data
 
 
 @op(
@@ -1390,7 +1441,7 @@ def dsplit(
 
 @op("narrow_copy", doc="narrow as a new tensor (a copy).", composite=True)
 def narrow_copy(input: Tensor, dim: int, start: int, length: int) -> Tensor:
-    return clone(narrow(input, dim, start, length))
+    return clone(slice_key(input, _narrow_key("narrow_copy", input, dim, start, length)))
 
 
 def _scattered(input, key, src):
