@@ -452,16 +452,19 @@ def _check_index_tensor(name, input, dim, index, same_rank=True):
     return d
 
 
-@host_step  # reads the indices: graph capture runs the check again on every replay
-def _check_index_range(name, index, d, input_shape):
+def _bounds(index):
+    """The smallest and largest of a non-empty integer tensor's values, as ints."""
     if index._device is CPU:
         # the host's own array (to_numpy gives it back): two NumPy reductions, where two reduction ops
         # and two .item() calls cost most of an index_select or gather of a few elements
         host = primitives(index).to_numpy(index._data)
-        lo, hi = int(host.min()), int(host.max())
-    else:
-        lo = int(index.min().item())
-        hi = int(index.max().item())
+        return int(host.min()), int(host.max())
+    return int(index.min().item()), int(index.max().item())
+
+
+@host_step  # reads the indices: graph capture runs the check again on every replay
+def _check_index_range(name, index, d, input_shape):
+    lo, hi = _bounds(index)
     n = input_shape[d] if input_shape else 1
     if lo < 0 or hi >= n:
         # PyTorch: a RuntimeError, but index_select along dim 0 raises IndexError
@@ -470,6 +473,15 @@ def _check_index_range(name, index, d, input_shape):
             f"{name}: index {hi if hi >= n else lo} is out of bounds for "
             f"dimension {d} with size {n} (input shape {fmt_shape(input_shape)})"
         )
+
+
+@host_step  # reads the indices, as _check_index_range
+def _check_wrapping_range(name, index, n, what):
+    """IndexOutOfRangeError unless every value of (non-empty) ``index`` is in [-n, n) (negative ones
+    counting from the end): ``what`` says of what."""
+    lo, hi = _bounds(index)
+    if lo < -n or hi >= n:
+        raise IndexOutOfRangeError(f"{name}: index out of range for {what}")
 
 
 def _gather_grad(grad, input_shape, dim, index):
@@ -535,9 +547,12 @@ def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
                 f"index_select: index to a 0-d tensor can have only 1 value, got {index.numel()}"
             )
         return input.clone()
-    vector = index if index.ndim == 1 else index.reshape(-1)
-    # along dim 0 the vector is the whole key (one index tensor: getitem's shortest path)
-    return getitem(input, vector if d == 0 else (slice(None),) * d + (vector,))
+    vector = index._data if index.ndim == 1 else primitives(index).view(index._data, (1,))
+    if index._device is not input._device:
+        return getitem(input, (slice(None),) * d + (wrap(vector, index._device),))  # getitem's device error
+    # the backend key itself (one index array, placed at dim d by NumPy's rule and PyTorch's alike):
+    # index_key directly, not getitem's key conversion and dispatch
+    return index_key(input, (vector,) if d == 0 else (slice(None),) * d + (vector,))
 
 
 @op("masked_fill", doc="input with value where mask is true.", composite=True, inplace=True)
@@ -859,7 +874,9 @@ def _index_vector(name, input, dim, index):
         got = f"{index.dtype} of shape {fmt_shape(index.shape)}" if isinstance(index, Tensor) else type(index).__name__
         raise DTypeError(f"{name}: index must be a 1-D integer tensor, got {got}")
     d = wrap_dim(dim, max(input.ndim, 1), name)
-    return d, index.reshape(-1)
+    if index._data.ndim == 1:
+        return d, index
+    return d, wrap(primitives(index).view(index._data, (1,)), index._device)  # a 0-d index as a vector
 
 
 def _index_along(name, input, dim, index, source, expand=False):
@@ -878,7 +895,8 @@ def _index_along(name, input, dim, index, source, expand=False):
         return d, index  # index_copy's index_put takes it as it is
     view = [1] * len(expected)
     view[d] = index.shape[0]
-    return d, index.reshape(view).expand(expected)
+    bk = primitives(index)  # an integer tensor, with no history: its views made over the primitives
+    return d, wrap(bk.expand(bk.view(index._data, tuple(view)), tuple(expected)), index._device)
 
 
 @op(
@@ -907,10 +925,8 @@ def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha: 
 def index_copy(input: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
     d, expanded = _index_along("index_copy", input, dim, index, source)
     if d == 0 and input.ndim:  # whole slices along the first dim: one index_put, no scatter index
-        if expanded.numel() and int(expanded.min()) < 0:  # index_put would count them from the end
-            raise IndexValueError(
-                f"index_copy: index {int(expanded.min())} is out of bounds for dimension 0 with size {input.shape[0]}"
-            )
+        if expanded.numel():  # index_put would count negative ones from the end
+            _check_index_range("index_copy", expanded, 0, tuple(input.shape))
         return index_put(input, (expanded,), source)
     if input.ndim == 0:
         return scatter(input.reshape(1), 0, expanded.reshape(-1), source.reshape(1)).reshape(())
@@ -920,15 +936,16 @@ def index_copy(input: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor
 @op("index_fill", doc="input with value at the 1-D index along dim.", composite=True, inplace=True)
 def index_fill(input: Tensor, dim: int, index: Tensor, value: Tensor | Number) -> Tensor:
     d, index = _index_vector("index_fill", input, dim, index)
+    bk = primitives(input)
     if input.ndim == 0:
-        return masked_fill(input, full((), index.numel() > 0, dtype=dt.bool_, device=input.device), value)
+        return masked_fill(input, wrap(bk.full((), index.numel() > 0, dt.bool_), input._device), value)
     n = input.shape[d]
-    if index.numel() and (int(index.max()) >= n or int(index.min()) < -n):
-        raise IndexOutOfRangeError(
-            f"index_fill: index out of range for dim {d} of size {n} (input {fmt_shape(input.shape)})"
-        )
-    mask = index_put(full((n,), False, dtype=dt.bool_, device=input.device), (index,), True)
-    return masked_fill(input, mask.reshape([n] + [1] * (input.ndim - d - 1)), value)
+    if index.numel():
+        _check_wrapping_range("index_fill", index, n, f"dim {d} of size {n} (input {fmt_shape(input.shape)})")
+    # the mask along dim, made over the primitives (it has no history), then one masked_fill
+    mask = bk.full((n,), False, dt.bool_)
+    bk.index_put_(mask, (index._data,), True, False)
+    return masked_fill(input, wrap(bk.view(mask, (n,) + (1,) * (input.ndim - d - 1)), input._device), value)
 
 
 @op(
@@ -1342,8 +1359,10 @@ def take(input: Tensor, index: Tensor) -> Tensor:
     if not isinstance(index, Tensor) or index.dtype.category != dt.INTEGER:
         raise DTypeError("take: index must be an integer tensor")
     n = input.numel()
-    if index.numel() and (int(index.max()) >= n or int(index.min()) < -n):
-        raise IndexOutOfRangeError(f"take: index out of range for input {fmt_shape(input.shape)} of {n} elements")
+    if index.numel():
+        _check_wrapping_range("take", index, n, f"input {fmt_shape(input.shape)} of {n} elements")
+    if index._data.ndim and index._device is input._device:  # the flat view's index_key, not getitem's key checks
+        return index_key(input.reshape(-1), (index._data,))
     return getitem(input.reshape(-1), index)
 
 
@@ -1363,8 +1382,8 @@ def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) 
             f"{fmt_shape(source.shape) if isinstance(source, Tensor) else type(source).__name__}"
         )
     n = input.numel()
-    if index.numel() and (int(index.max()) >= n or int(index.min()) < -n):
-        raise IndexOutOfRangeError(f"put: index out of range for input {fmt_shape(input.shape)} of {n} elements")
+    if index.numel():
+        _check_wrapping_range("put", index, n, f"input {fmt_shape(input.shape)} of {n} elements")
     if input.ndim == 0:
         return index_put(input.reshape(1), (index.reshape(-1) * 0,), source.reshape(-1), accumulate).reshape(())
     # one index into the flat view (negative positions wrap as index_put's do), then the shape back: a
