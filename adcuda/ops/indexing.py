@@ -621,7 +621,7 @@ def one_hot(input: Tensor, num_classes: int = -1) -> Tensor:
     if input.dtype.category != dt.INTEGER:
         raise UnsupportedDTypeError(f"one_hot: is only applicable to index tensors, got {input.dtype}")
     if input.numel():
-        lo, hi = int(input.min().item()), int(input.max().item())
+        lo, hi = _one_hot_bounds(input)
         if lo < 0:
             raise IndexValueError(f"one_hot: class values must be non-negative, got {lo}")
         if num_classes == -1:
@@ -630,8 +630,17 @@ def one_hot(input: Tensor, num_classes: int = -1) -> Tensor:
             raise IndexValueError(f"one_hot: class value {hi} is out of range for num_classes={num_classes}")
     elif num_classes == -1:
         raise ShapeError("one_hot: can not infer the total number of classes from an empty tensor")
-    classes = arange(num_classes, device=input.device)
-    return (input.unsqueeze(-1) == classes).to(dtype=dt.int64)
+    # an int64 result with no history: made over the primitives (it was five dispatched ops)
+    bk = primitives(input)
+    data = input._data if input.dtype is dt.int64 else bk.astype(input._data, dt.int64)
+    column = bk.view(bk.contiguous(data), tuple(data.shape) + (1,))
+    hot = bk.binary("eq", column, bk.arange(0, num_classes, 1, dt.int64), dt.int64)
+    return wrap(bk.astype(hot, dt.int64), input._device)
+
+
+@host_step  # reads the classes: graph capture runs it again on every replay (num_classes may follow them)
+def _one_hot_bounds(input):
+    return _bounds(input)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -839,6 +848,11 @@ def masked_select(input: Tensor, mask: Tensor) -> Tensor:
     composite=True,
 )
 def nonzero(input: Tensor, *, as_tuple: bool = False) -> Tensor | tuple[Tensor, ...]:
+    return _nonzero(input, as_tuple)
+
+
+def _nonzero(input, as_tuple):
+    """nonzero's forward, which argwhere calls directly (not through nonzero's dispatch)."""
     mask = input if input.dtype is dt.bool_ else input != 0
     if input.ndim == 0:  # PyTorch's (count, 0), or one index tensor of 0s as a tuple
         count = int(bool(mask.item()))
@@ -977,7 +991,7 @@ def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Te
 
 @op("argwhere", doc="The indices of the nonzero elements, (count, ndim) int64.", composite=True)
 def argwhere(input: Tensor) -> Tensor:
-    return nonzero(input)
+    return _nonzero(input, False)
 
 
 def _diagonal_dims(name, ndim, offset, dim1, dim2):

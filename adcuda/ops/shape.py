@@ -479,7 +479,8 @@ def broadcast_to(input: Tensor, *size: int | Sequence[int]) -> Tensor:
 @op("broadcast_tensors", doc="The tensors expanded to their common broadcast shape.", composite=True, method=False)
 def broadcast_tensors(*tensors: Tensor) -> tuple[Tensor, ...]:
     shape = broadcast_shapes("broadcast_tensors", *(tuple(t.shape) for t in tensors))
-    return tuple(expand(t, shape) for t in tensors)
+    # a tensor of that shape already is its own expand (which gives it back): no dispatch for it
+    return tuple(t if t._data.shape == shape else expand(t, shape) for t in tensors)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1286,7 +1287,8 @@ def diff(
         length = x.shape[d]
         if length == 0:
             break
-        later, earlier = narrow(x, d, 1, length - 1), narrow(x, d, 0, length - 1)
+        lead = (_FULL,) * d  # the two overlapping views by slice_key directly (narrow would dispatch twice)
+        later, earlier = slice_key(x, lead + (slice(1, length),)), slice_key(x, lead + (slice(0, length - 1),))
         x = later != earlier if x.dtype is dt.bool_ else later - earlier
     return x
 
