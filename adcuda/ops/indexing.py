@@ -648,14 +648,15 @@ def _one_hot_bounds(input):
 def _scatter_key(index, d):
     """The advanced key that addresses out[index[i][j]][j] (for d = 0): index along d, each other dim
     its own position."""
+    bk = primitives(index)  # integer tensors with no history: made over the primitives, not dispatched
     key = []
     for k in range(index.ndim):
         if k == d:
             key.append(index)
         else:
             shape = [1] * index.ndim
-            shape[k] = index.shape[k]
-            key.append(arange(index.shape[k], device=index.device).reshape(shape))
+            shape[k] = n = index.shape[k]
+            key.append(wrap(bk.view(bk.arange(0, n, 1, dt.int64), tuple(shape)), index._device))
     return tuple(key)
 
 
@@ -982,11 +983,13 @@ def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Te
     a, b = list(input.shape), list(indices.shape)
     a[d] = b[d] = 1
     shape = broadcast_shapes("take_along_dim", tuple(a), tuple(b))
-    return gather(
-        input.expand(shape[:d] + (input.shape[d],) + shape[d + 1 :]),
-        d,
-        indices.expand(shape[:d] + (indices.shape[d],) + shape[d + 1 :]),
-    )
+    wanted = shape[:d] + (input.shape[d],) + shape[d + 1 :]
+    if input._data.shape != wanted:  # (expand would give it back as it is, after a dispatch)
+        input = input.expand(wanted)
+    wanted = shape[:d] + (indices.shape[d],) + shape[d + 1 :]
+    if indices._data.shape != wanted:
+        indices = indices.expand(wanted)
+    return gather(input, d, indices)
 
 
 @op("argwhere", doc="The indices of the nonzero elements, (count, ndim) int64.", composite=True)
