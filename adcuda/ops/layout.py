@@ -19,7 +19,7 @@ from ..tensor import Size, Tensor, primitives
 from .common import broadcast_shapes, cast, check_same_device, laid_out, preserved_order, result_type, wrap, wrap_dim
 from .dispatch import NotAView
 from .factories import arange, full
-from .indexing import slice_key
+from .index import slice_key
 from .registry import lowering, op
 
 if TYPE_CHECKING:

@@ -1213,7 +1213,7 @@ def _im2col(
     kernel, dilation, padding, stride = _sliding_blocks(name, input, kernel_size, dilation, padding, stride)
     batched = input if input.ndim == 4 else input.unsqueeze(0)
     rows, cols, (oh, ow) = _block_grid(name, batched.shape[2:], kernel, dilation, padding, stride, input.device)
-    # pad is looked up by name: shape.py imports this module (its split family takes slice_key's views)
+    # pad is looked up by name: layout.py imports this module (its split family takes slice_key's views)
     pad = get("pad").entry
     padded = pad(batched, (padding[1], padding[1], padding[0], padding[0])) if any(padding) else batched
     blocks = getitem(padded, (slice(None), slice(None), rows, cols))  # (N, C, kh, kw, oh, ow)
