@@ -504,7 +504,11 @@ def _flipped(input, axes):
     """input reversed along ``axes`` (checked), as a new contiguous tensor: flip's forward and that of
     fliplr and flipud, ops of their own (one dispatch a call), each its own gradient."""
     bk = primitives(input)
-    return wrap(bk.contiguous(bk.flip(input._data, axes)), input._device)
+    flipped = bk.flip(input._data, axes)
+    data = bk.contiguous(flipped)
+    if data is flipped:  # nothing reversed (no dims, or only dims of size 1): still input's memory
+        data = bk.astype(flipped, input.dtype)
+    return wrap(data, input._device)
 
 
 @op(
