@@ -296,7 +296,8 @@ def permute(input: Tensor, *dims: int | Sequence[int]) -> Tensor:
 def _permuted(input, order):
     """input with its dims in ``order`` (a checked permutation): the forward of the view ops below,
     each of which computes an order and calls the primitive itself (one dispatch, not its own and
-    permute's). Each is its own inverse, or movedim's with source and destination swapped."""
+    permute's). Each is its own inverse, or movedim's with source and destination swapped: the fused
+    gradient (plain backward) is the op's own forward applied to the gradient, over the primitives."""
     return wrap(primitives(input).permute(input._data, order), input._device)
 
 
@@ -320,6 +321,7 @@ def _swapped(ndim, dim0, dim1, name):
     aliases=("swapdims",),
     node="TransposeBackward0",
     grads={"input": lambda grad, dim0, dim1: transpose(grad, dim0, dim1)},
+    fused={"input": lambda grad, dim0, dim1: transpose.op.forward(grad, dim0, dim1)},
 )
 def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
     return _permuted(input, _swapped(input._data.ndim, dim0, dim1, "transpose"))
@@ -331,6 +333,7 @@ def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
     view=True,
     node="TransposeBackward0",
     grads={"input": lambda grad, axis0, axis1: swapaxes(grad, axis0, axis1)},
+    fused={"input": lambda grad, axis0, axis1: swapaxes.op.forward(grad, axis0, axis1)},
 )
 def swapaxes(input: Tensor, axis0: int, axis1: int) -> Tensor:
     return _permuted(input, _swapped(input._data.ndim, axis0, axis1, "swapaxes"))
@@ -345,6 +348,7 @@ _REVERSED_ORDERS = tuple(tuple(reversed(range(n))) for n in range(17))  # T's or
     view=True,
     node="TBackward0",
     grads={"input": lambda grad: t(grad)},
+    fused={"input": lambda grad: t.op.forward(grad)},
 )
 def t(input: Tensor) -> Tensor:
     ndim = input._data.ndim
@@ -361,6 +365,7 @@ def t(input: Tensor) -> Tensor:
     as_property=True,
     node="PermuteBackward0",
     grads={"input": lambda grad: T(grad)},
+    fused={"input": lambda grad: T.op.forward(grad)},
 )
 def T(input: Tensor) -> Tensor:  # noqa: N802 (PyTorch's name)
     ndim = input._data.ndim
@@ -375,6 +380,7 @@ def T(input: Tensor) -> Tensor:  # noqa: N802 (PyTorch's name)
     as_property=True,
     node="TransposeBackward0",
     grads={"input": lambda grad: mT(grad)},
+    fused={"input": lambda grad: mT.op.forward(grad)},
 )
 def mT(input: Tensor) -> Tensor:  # noqa: N802 (PyTorch's name)
     ndim = input._data.ndim
@@ -393,6 +399,7 @@ def mT(input: Tensor) -> Tensor:  # noqa: N802 (PyTorch's name)
     aliases=("moveaxis",),
     node="PermuteBackward0",
     grads={"input": lambda grad, source, destination: movedim(grad, destination, source)},
+    fused={"input": lambda grad, source, destination: movedim.op.forward(grad, destination, source)},
 )
 def movedim(input: Tensor, source: int | Sequence[int], destination: int | Sequence[int]) -> Tensor:
     ndim = input._data.ndim
