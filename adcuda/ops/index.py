@@ -1158,11 +1158,24 @@ def diagflat(input: Tensor, offset: int = 0) -> Tensor:
     return diag_embed(input if input.ndim == 1 else input.reshape(-1), offset, 0, 1)
 
 
-@op("trace", dtypes=NUMBERS, doc="The sum of the main diagonal of a matrix.", composite=True)
+@op(
+    "trace",
+    dtypes=NUMBERS,
+    doc="The sum of the main diagonal of a matrix.",
+    node="TraceBackward0",
+    grads={
+        "input": lambda grad, input_shape: diagonal_scatter(
+            filled(input_shape, 0, grad.dtype, grad._device), grad.expand(min(input_shape)), 0, 0, 1
+        )
+    },
+)
 def trace(input: Tensor) -> Tensor:
+    # one sum primitive over the diagonal's view (it was diagonal's and sum's dispatches); integers
+    # sum as int64, as sum's do
     if input.ndim != 2:
         raise ShapeError(f"trace: expected a matrix, got shape {fmt_shape(input.shape)}")
-    return diagonal(input).sum()
+    bk = primitives(input)
+    return wrap(bk.reduce("sum", _diagonal_data(bk, input._data, 0, 0, 1), None, False), input._device)
 
 
 def _sliding_blocks(name, input, kernel_size, dilation, padding, stride):
