@@ -1154,7 +1154,11 @@ def tensor_split(
         indices=indices,
         tensor_indices_or_sections=tensor_indices_or_sections,
     )
-    d = wrap_dim(dim, input.ndim, "tensor_split")
+    return _split_at(input, indices_or_sections, wrap_dim(dim, input.ndim, "tensor_split"))
+
+
+def _split_at(input, indices_or_sections, d):
+    """tensor_split's views (hsplit, vsplit and dsplit call it directly, not through its dispatch)."""
     n = input.shape[d]
     if isinstance(indices_or_sections, Tensor):
         indices_or_sections = indices_or_sections.tolist()
@@ -1411,7 +1415,7 @@ def _split_along(name, input, sections, dim, min_ndim):
         raise ShapeError(
             f"{name}: the size {input.shape[dim]} of dimension {dim} is not divisible by the split_size {sections}"
         )
-    return tensor_split(input, sections, dim)
+    return _split_at(input, sections, dim)
 
 
 @op("hsplit", doc="tensor_split along dim 1 (dim 0 of a vector); whole sections must divide it.", composite=True)
