@@ -1,9 +1,10 @@
 """The CPU backend's orderings (kernels/sort.cu on CUDA): ``sort``, ``cumsum`` and ``cumprod``."""
 
+from __future__ import annotations
+
 import numpy as np
 
-from ..seam import BackendArray
-from ._common import _compute
+from ._common import BackendArray, _compute
 
 __all__ = ["sort", "cumsum", "cumprod"]
 

@@ -6,9 +6,11 @@ result moved back). ``axis`` may be negative (counted from the end); for a 0-d a
 its one element.
 """
 
+from __future__ import annotations
+
 from ... import _native
-from ..seam import BackendArray
 from . import _common as _k
+from ._common import BackendArray
 from .storage import contiguous, permute, view
 
 __all__ = ["sort", "cumsum", "cumprod"]
