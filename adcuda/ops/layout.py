@@ -124,8 +124,7 @@ def _viewed(input, shape):
     NotAView of) a contiguous copy viewed so, with the history of the ops that made it."""
     data = primitives(input).view(input._data, shape)
     if data is None:
-        # the dispatch point returns the marker's copy, a Tensor, from the op's entry (dispatch.NotAView)
-        return NotAView(view(contiguous(input), shape))  # type: ignore[return-value]
+        return NotAView(view(contiguous(input), shape))
     return wrap(data, input._device)
 
 
