@@ -159,6 +159,7 @@ from .ops.factories import zeros_like
 from .ops.index import argwhere
 from .ops.index import combinations
 from .ops.index import diag
+from .ops.index import diag_embed
 from .ops.index import diagflat
 from .ops.index import diagonal
 from .ops.index import diagonal_scatter
@@ -202,7 +203,6 @@ from .ops.layout import column_stack
 from .ops.layout import cat as concat
 from .ops.layout import cat as concatenate
 from .ops.layout import contiguous
-from .ops.layout import diag_embed
 from .ops.layout import diff
 from .ops.layout import dsplit
 from .ops.layout import dstack

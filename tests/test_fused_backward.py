@@ -189,6 +189,36 @@ def view_samples(name):
     return samples
 
 
+def shape_view_samples():
+    """The view ops that only change the shape (reshape's gradient, fused): one sample each."""
+    x = rng(43).standard_normal((4, 1, 6))
+    return {
+        "flatten": [(lambda x: adcuda.flatten(x, 1).mT, [leaf(x)])],
+        "ravel": [(lambda x: adcuda.ravel(x.mT), [leaf(x)])],
+        "squeeze": [(lambda x: adcuda.squeeze(x), [leaf(x)]), (lambda x: adcuda.squeeze(x, (0, 1)), [leaf(x)])],
+        "unsqueeze": [(lambda x: adcuda.unsqueeze(x, -1), [leaf(x)])],
+        "unflatten": [(lambda x: adcuda.unflatten(x, 2, (3, 2)), [leaf(x)])],
+        "view_as": [(lambda x: x.view_as(adcuda.zeros(6, 4)), [leaf(x)])],
+        "reshape_as": [(lambda x: x.mT.reshape_as(adcuda.zeros(24)), [leaf(x)])],
+    }
+
+
+def order_view_samples():
+    """The view ops that only reorder dims (their own forward is their fused gradient)."""
+    x, m = rng(44).standard_normal((4, 6, 5)), rng(45).standard_normal((4, 6))
+    return {
+        "transpose": [(lambda x: adcuda.transpose(x, 0, -1), [leaf(x)])],
+        "swapaxes": [(lambda x: adcuda.swapaxes(x, 1, 2), [leaf(x)])],
+        "t": [(lambda m: adcuda.t(m), [leaf(m)])],
+        "T": [(lambda x: x.T, [leaf(x)])],
+        "mT": [(lambda x: x.mT, [leaf(x)])],
+        "movedim": [
+            (lambda x: adcuda.movedim(x, 0, -1), [leaf(x)]),
+            (lambda x: adcuda.movedim(x, (0, 2), (1, 0)), [leaf(x)]),
+        ],
+    }
+
+
 def permute_samples():
     x = rng(42).standard_normal((4, 6, 5))
     return [
@@ -235,11 +265,14 @@ SAMPLES = {
     "view": view_samples("view"),
     "reshape": view_samples("reshape"),
     "permute": permute_samples,
+    **{name: (lambda name=name: shape_view_samples()[name]) for name in shape_view_samples()},
+    **{name: (lambda name=name: order_view_samples()[name]) for name in order_view_samples()},
 }
 
 # ops whose fused formulas call primitives (products, sums, writes into zeros, views, selects) with no op
 # around them, rather than a backward primitive
 DIRECT = {"linear_2d", "slice_key", "view", "reshape", "permute", "leaky_relu"}
+DIRECT |= set(shape_view_samples()) | set(order_view_samples())
 
 
 class PrimitiveLog:

@@ -347,3 +347,38 @@ def test_in_place_on_a_view_of_a_leaf_is_refused():
     x = leaf(SMALL)
     with pytest.raises(AutogradError, match="view of a leaf Variable"):
         x.view(-1).add_(1)
+
+
+# ops of their own that used to be composites (issue 31): the same memory semantics as PyTorch's
+def test_diagonal_is_a_view_even_where_the_two_dims_cannot_merge():
+    base = A.tensor(np.arange(60.0).reshape(3, 4, 5)).transpose(1, 2)[:, :, ::2]
+    d = A.diagonal(base, 0, 1, 2)  # dims of strides 1 and 10: no merged view, an as_strided one
+    assert shares(d, base) and d.stride() == (20, 11)
+    np.testing.assert_array_equal(d.numpy(), np.diagonal(base.numpy(), 0, 1, 2))
+    d.add_(1)
+    assert base[0, 0, 0].item() == 1.0
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda t: A.rot90(t, 0),
+        lambda t: A.roll(t, 0),
+        lambda t: A.roll(t, 4, 1),
+        lambda t: t.repeat(1, 1),
+        lambda t: A.flip(t, ()),
+        lambda t: A.nn.functional.channel_shuffle(t.reshape(1, 8, 1), 1),
+    ],
+)
+def test_copies_that_move_nothing_are_still_copies(make):
+    t = A.tensor(np.arange(8.0).reshape(2, 4))
+    out = make(t)
+    assert not shares(out, t)
+    out.fill_(-1.0)
+    assert t.min().item() == 0.0
+
+
+def test_flatten_gives_a_vector_and_a_single_dim_back_as_pytorch_does():
+    v, m = A.ones(3), A.ones(2, 3)
+    assert v.flatten() is v and m.flatten(1) is m and m.flatten(0, 0) is m
+    assert m.ravel() is not m and m.squeeze() is not m

@@ -337,7 +337,7 @@ def _adapt(op, error, tensors, values):
             _check_sequence_items(op, tensors)
         except DTypeError as named:
             raise named from error
-    # an internal op (no public form: slice_key, flip_dims) leaves the naming to the op that called it
+    # an internal op (no public form: slice_key, pad_nd) leaves the naming to the op that called it
     public = getattr(op, "forms", None) is None or any(op.forms.values())
     if not public and isinstance(error, AdcudaError):
         raise error

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import itertools
 import numbers
+import operator
 from typing import TYPE_CHECKING, Literal, overload
 
 import numpy as np
@@ -33,9 +34,8 @@ from .dtype_support import ANY, FLOATING_OR_BOOL, NUMBERS
 from .dtype_support import check as check_dtype
 from .elementwise import where
 from .factories import arange, full, new_tensor, tensor
-from .layout import pad
 from .mutation import check_inplace_allowed, commit_inplace, version_counter
-from .registry import lowering, op
+from .registry import get, lowering, op
 
 if TYPE_CHECKING:
     from ..types import Any, Device, DType, EllipsisType, Number, Sequence
@@ -457,16 +457,19 @@ def _check_index_tensor(name, input, dim, index, same_rank=True):
     return d
 
 
-@host_step  # reads the indices: graph capture runs the check again on every replay
-def _check_index_range(name, index, d, input_shape):
+def _bounds(index):
+    """The smallest and largest of a non-empty integer tensor's values, as ints."""
     if index._device is CPU:
         # the host's own array (to_numpy gives it back): two NumPy reductions, where two reduction ops
         # and two .item() calls cost most of an index_select or gather of a few elements
         host = primitives(index).to_numpy(index._data)
-        lo, hi = int(host.min()), int(host.max())
-    else:
-        lo = int(index.min().item())
-        hi = int(index.max().item())
+        return int(host.min()), int(host.max())
+    return int(index.min().item()), int(index.max().item())
+
+
+@host_step  # reads the indices: graph capture runs the check again on every replay
+def _check_index_range(name, index, d, input_shape):
+    lo, hi = _bounds(index)
     n = input_shape[d] if input_shape else 1
     if lo < 0 or hi >= n:
         # PyTorch: a RuntimeError, but index_select along dim 0 raises IndexError
@@ -475,6 +478,15 @@ def _check_index_range(name, index, d, input_shape):
             f"{name}: index {hi if hi >= n else lo} is out of bounds for "
             f"dimension {d} with size {n} (input shape {fmt_shape(input_shape)})"
         )
+
+
+@host_step  # reads the indices, as _check_index_range
+def _check_wrapping_range(name, index, n, what):
+    """IndexOutOfRangeError unless every value of (non-empty) ``index`` is in [-n, n) (negative ones
+    counting from the end): ``what`` says of what."""
+    lo, hi = _bounds(index)
+    if lo < -n or hi >= n:
+        raise IndexOutOfRangeError(f"{name}: index out of range for {what}")
 
 
 def _gather_grad(grad, input_shape, dim, index):
@@ -540,9 +552,12 @@ def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
                 f"index_select: index to a 0-d tensor can have only 1 value, got {index.numel()}"
             )
         return input.clone()
-    vector = index if index.ndim == 1 else index.reshape(-1)
-    # along dim 0 the vector is the whole key (one index tensor: getitem's shortest path)
-    return getitem(input, vector if d == 0 else (slice(None),) * d + (vector,))
+    vector = index._data if index.ndim == 1 else primitives(index).view(index._data, (1,))
+    if index._device is not input._device:
+        return getitem(input, (slice(None),) * d + (wrap(vector, index._device),))  # getitem's device error
+    # the backend key itself (one index array, placed at dim d by NumPy's rule and PyTorch's alike):
+    # index_key directly, not getitem's key conversion and dispatch
+    return index_key(input, (vector,) if d == 0 else (slice(None),) * d + (vector,))
 
 
 @op("masked_fill", doc="input with value where mask is true.", composite=True, inplace=True)
@@ -611,7 +626,7 @@ def one_hot(input: Tensor, num_classes: int = -1) -> Tensor:
     if input.dtype.category != dt.INTEGER:
         raise UnsupportedDTypeError(f"one_hot: is only applicable to index tensors, got {input.dtype}")
     if input.numel():
-        lo, hi = int(input.min().item()), int(input.max().item())
+        lo, hi = _one_hot_bounds(input)
         if lo < 0:
             raise IndexValueError(f"one_hot: class values must be non-negative, got {lo}")
         if num_classes == -1:
@@ -620,8 +635,17 @@ def one_hot(input: Tensor, num_classes: int = -1) -> Tensor:
             raise IndexValueError(f"one_hot: class value {hi} is out of range for num_classes={num_classes}")
     elif num_classes == -1:
         raise ShapeError("one_hot: can not infer the total number of classes from an empty tensor")
-    classes = arange(num_classes, device=input.device)
-    return (input.unsqueeze(-1) == classes).to(dtype=dt.int64)
+    # an int64 result with no history: made over the primitives (it was five dispatched ops)
+    bk = primitives(input)
+    data = input._data if input.dtype is dt.int64 else bk.astype(input._data, dt.int64)
+    column = bk.view(bk.contiguous(data), tuple(data.shape) + (1,))
+    hot = bk.binary("eq", column, bk.arange(0, num_classes, 1, dt.int64), dt.int64)
+    return wrap(bk.astype(hot, dt.int64), input._device)
+
+
+@host_step  # reads the classes: graph capture runs it again on every replay (num_classes may follow them)
+def _one_hot_bounds(input):
+    return _bounds(input)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -629,14 +653,15 @@ def one_hot(input: Tensor, num_classes: int = -1) -> Tensor:
 def _scatter_key(index, d):
     """The advanced key that addresses out[index[i][j]][j] (for d = 0): index along d, each other dim
     its own position."""
+    bk = primitives(index)  # integer tensors with no history: made over the primitives, not dispatched
     key = []
     for k in range(index.ndim):
         if k == d:
             key.append(index)
         else:
             shape = [1] * index.ndim
-            shape[k] = index.shape[k]
-            key.append(arange(index.shape[k], device=index.device).reshape(shape))
+            shape[k] = n = index.shape[k]
+            key.append(wrap(bk.view(bk.arange(0, n, 1, dt.int64), tuple(shape)), index._device))
     return tuple(key)
 
 
@@ -835,6 +860,11 @@ def nonzero(input: Tensor, *, as_tuple: bool = False) -> Tensor | tuple[Tensor, 
     composite=True,
 )
 def nonzero(input: Tensor, *, as_tuple: bool = False) -> Tensor | tuple[Tensor, ...]:
+    return _nonzero(input, as_tuple)
+
+
+def _nonzero(input, as_tuple):
+    """nonzero's forward, which argwhere calls directly (not through nonzero's dispatch)."""
     mask = input if input.dtype is dt.bool_ else input != 0
     if input.ndim == 0:  # PyTorch's (count, 0), or one index tensor of 0s as a tuple
         count = int(bool(mask.item()))
@@ -870,7 +900,9 @@ def _index_vector(name, input, dim, index):
         got = f"{index.dtype} of shape {fmt_shape(index.shape)}" if isinstance(index, Tensor) else type(index).__name__
         raise DTypeError(f"{name}: index must be a 1-D integer tensor, got {got}")
     d = wrap_dim(dim, max(input.ndim, 1), name)
-    return d, index.reshape(-1)
+    if index._data.ndim == 1:
+        return d, index
+    return d, wrap(primitives(index).view(index._data, (1,)), index._device)  # a 0-d index as a vector
 
 
 def _index_along(name, input, dim, index, source, expand=False):
@@ -889,7 +921,8 @@ def _index_along(name, input, dim, index, source, expand=False):
         return d, index  # index_copy's index_put takes it as it is
     view = [1] * len(expected)
     view[d] = index.shape[0]
-    return d, index.reshape(view).expand(expected)
+    bk = primitives(index)  # an integer tensor, with no history: its views made over the primitives
+    return d, wrap(bk.expand(bk.view(index._data, tuple(view)), tuple(expected)), index._device)
 
 
 @op(
@@ -918,10 +951,8 @@ def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha: 
 def index_copy(input: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
     d, expanded = _index_along("index_copy", input, dim, index, source)
     if d == 0 and input.ndim:  # whole slices along the first dim: one index_put, no scatter index
-        if expanded.numel() and int(expanded.min()) < 0:  # index_put would count them from the end
-            raise IndexValueError(
-                f"index_copy: index {int(expanded.min())} is out of bounds for dimension 0 with size {input.shape[0]}"
-            )
+        if expanded.numel():  # index_put would count negative ones from the end
+            _check_index_range("index_copy", expanded, 0, tuple(input.shape))
         return index_put(input, (expanded,), source)
     if input.ndim == 0:
         return scatter(input.reshape(1), 0, expanded.reshape(-1), source.reshape(1)).reshape(())
@@ -931,15 +962,16 @@ def index_copy(input: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor
 @op("index_fill", doc="input with value at the 1-D index along dim.", composite=True, inplace=True)
 def index_fill(input: Tensor, dim: int, index: Tensor, value: Tensor | Number) -> Tensor:
     d, index = _index_vector("index_fill", input, dim, index)
+    bk = primitives(input)
     if input.ndim == 0:
-        return masked_fill(input, full((), index.numel() > 0, dtype=dt.bool_, device=input.device), value)
+        return masked_fill(input, wrap(bk.full((), index.numel() > 0, dt.bool_), input._device), value)
     n = input.shape[d]
-    if index.numel() and (int(index.max()) >= n or int(index.min()) < -n):
-        raise IndexOutOfRangeError(
-            f"index_fill: index out of range for dim {d} of size {n} (input {fmt_shape(input.shape)})"
-        )
-    mask = index_put(full((n,), False, dtype=dt.bool_, device=input.device), (index,), True)
-    return masked_fill(input, mask.reshape([n] + [1] * (input.ndim - d - 1)), value)
+    if index.numel():
+        _check_wrapping_range("index_fill", index, n, f"dim {d} of size {n} (input {fmt_shape(input.shape)})")
+    # the mask along dim, made over the primitives (it has no history), then one masked_fill
+    mask = bk.full((n,), False, dt.bool_)
+    bk.index_put_(mask, (index._data,), True, False)
+    return masked_fill(input, wrap(bk.view(mask, (n,) + (1,) * (input.ndim - d - 1)), input._device), value)
 
 
 @op(
@@ -962,40 +994,70 @@ def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Te
     a, b = list(input.shape), list(indices.shape)
     a[d] = b[d] = 1
     shape = broadcast_shapes("take_along_dim", tuple(a), tuple(b))
-    return gather(
-        input.expand(shape[:d] + (input.shape[d],) + shape[d + 1 :]),
-        d,
-        indices.expand(shape[:d] + (indices.shape[d],) + shape[d + 1 :]),
-    )
+    wanted = shape[:d] + (input.shape[d],) + shape[d + 1 :]
+    if input._data.shape != wanted:  # (expand would give it back as it is, after a dispatch)
+        input = input.expand(wanted)
+    wanted = shape[:d] + (indices.shape[d],) + shape[d + 1 :]
+    if indices._data.shape != wanted:
+        indices = indices.expand(wanted)
+    return gather(input, d, indices)
 
 
 @op("argwhere", doc="The indices of the nonzero elements, (count, ndim) int64.", composite=True)
 def argwhere(input: Tensor) -> Tensor:
-    return nonzero(input)
+    return _nonzero(input, False)
+
+
+def _diagonal_dims(name, ndim, offset, dim1, dim2):
+    """dim1 and dim2 wrapped for a tensor of ``ndim`` dims, checked as PyTorch checks them."""
+    d1, d2 = wrap_dim(dim1, ndim, name), wrap_dim(dim2, ndim, name)
+    if d1 == d2:
+        raise ShapeError(f"{name}: dim1 and dim2 cannot be the same dim ({d1})")
+    if ndim < 2:
+        raise ShapeError(f"{name}: input must be at least 2-d, got {ndim} dims")
+    if offset.__class__ is not int:
+        offset = operator.index(offset)
+    return offset, d1, d2
+
+
+def _diagonal_data(bk, data, offset, d1, d2):
+    """The diagonal (at ``offset``) of the planes of dims ``d1`` and ``d2`` of backend array ``data``,
+    as a strided view of it with those dims gone and the diagonal last, as PyTorch lays it out: the
+    two dims moved last and merged into one (a view where their strides allow), then every
+    (columns + 1)-th element from the diagonal's first; else the same layout made by as_strided.
+    diagonal's forward, and where diagonal_scatter and diag_embed write."""
+    ndim = data.ndim
+    if (d1, d2) != (ndim - 2, ndim - 1):
+        data = bk.permute(data, tuple(i for i in range(ndim) if i != d1 and i != d2) + (d1, d2))
+    shape = data.shape
+    lead, rows, cols = tuple(shape[:-2]), shape[-2], shape[-1]
+    start_row, start_col, n = _diagonal_extent(rows, cols, offset)
+    flat = bk.view(data, lead + (rows * cols,))
+    if flat is not None:
+        start = start_row * cols + start_col
+        return bk.slice(flat, (Ellipsis, slice(start, start + (n - 1) * (cols + 1) + 1 if n else start, cols + 1)))
+    itemsize = data.itemsize
+    strides = tuple(s // itemsize for s in data.strides)
+    first = bk.storage_offset(data)
+    if n:  # (an empty diagonal starts where the planes do: its first position may lie past their end)
+        first += start_row * strides[-2] + start_col * strides[-1]
+    return bk.as_strided(data, lead + (n,), strides[:-2] + (strides[-2] + strides[-1],), first)
+
+
+def _diagonal_grad(grad, input_shape, offset, dim1, dim2):
+    return diagonal_scatter(filled(input_shape, 0, grad.dtype, grad._device), grad, offset, dim1, dim2)
 
 
 @op(
     "diagonal",
-    doc="The diagonal at offset of the planes of dim1 and dim2, as the last dim (a view where the strides allow).",
-    composite=True,
+    doc="The diagonal at offset of the planes of dim1 and dim2, as the last dim (a view).",
+    view=True,
+    node="DiagonalBackward0",
+    grads={"input": _diagonal_grad},
 )
 def diagonal(input: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
-    d1, d2 = wrap_dim(dim1, input.ndim, "diagonal"), wrap_dim(dim2, input.ndim, "diagonal")
-    if d1 == d2:
-        raise ShapeError(f"diagonal: dim1 and dim2 cannot be the same dim ({d1})")
-    if input.ndim < 2:
-        raise ShapeError(f"diagonal: input must be at least 2-d, got shape {fmt_shape(input.shape)}")
-    last_two = (input.ndim - 2, input.ndim - 1)
-    for first, second, at in ((d1, d2, offset), (d2, d1, -offset)):
-        # a matrix's own planes need no movedim (a permute dispatched for nothing: half the call)
-        planes = input if (first, second) == last_two else input.movedim((first, second), (-2, -1))
-        view = _diagonal_view(planes, at)
-        if view is not None:
-            return view
-    planes = input.movedim((d1, d2), (-2, -1))
-    start_row, start_col, n = _diagonal_extent(planes.shape[-2], planes.shape[-1], offset)
-    steps = arange(n, device=input.device)
-    return getitem(planes, (Ellipsis, steps + start_row, steps + start_col))
+    offset, d1, d2 = _diagonal_dims("diagonal", input._data.ndim, offset, dim1, dim2)
+    return wrap(_diagonal_data(primitives(input), input._data, offset, d1, d2), input._device)
 
 
 def _diagonal_extent(rows, cols, offset):
@@ -1003,41 +1065,31 @@ def _diagonal_extent(rows, cols, offset):
     return start_row, start_col, max(min(rows - start_row, cols - start_col), 0)
 
 
-def _diagonal_view(planes, offset):
-    """The diagonal of the last two dims of ``planes`` as a strided view, as PyTorch gives it: the two
-    dims merged into one (a view where their strides allow: row stride = column stride * columns),
-    then every (columns + 1)-th element of it from the diagonal's first, so the view's stride is the
-    sum of the two. None where the dims cannot merge without a copy."""
-    rows, cols = planes.shape[-2], planes.shape[-1]
-    start_row, start_col, n = _diagonal_extent(rows, cols, offset)
-    lead = tuple(planes.shape[:-2])
-    if primitives(planes).view(planes._data, lead + (rows * cols,)) is None:
-        return None
-    flat = planes.reshape(lead + (rows * cols,))
-    if n == 0:  # an offset past the corner: an empty view
-        return flat[..., :0]
-    start = start_row * cols + start_col
-    return flat[..., start : start + (n - 1) * (cols + 1) + 1 : cols + 1]
-
-
 @op(
     "diagonal_scatter",
     doc="A copy of input with src written on the diagonal (at offset) of the planes of dim1 and dim2.",
-    composite=True,
+    node="DiagonalScatterBackward0",
+    grads={
+        "input": lambda grad, src, offset, dim1, dim2: diagonal_scatter(
+            grad, filled(src.shape, 0, grad.dtype, grad._device), offset, dim1, dim2
+        ),
+        "src": lambda grad, offset, dim1, dim2: diagonal(grad, offset, dim1, dim2),
+    },
 )
 def diagonal_scatter(input: Tensor, src: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
-    target = tuple(diagonal(input, offset, dim1, dim2).shape)  # checks the dims
-    if tuple(src.shape) != target:
+    offset, d1, d2 = _diagonal_dims("diagonal_scatter", input._data.ndim, offset, dim1, dim2)
+    bk = primitives(input)
+    data = bk.contiguous(input._data)
+    if data is input._data:
+        data = bk.astype(data, input.dtype)  # a copy: the result has its own memory
+    target = _diagonal_data(bk, data, offset, d1, d2)
+    if tuple(src.shape) != tuple(target.shape):
         raise ShapeError(
-            f"diagonal_scatter: src of shape {fmt_shape(src.shape)} must have the shape {fmt_shape(target)} of the "
-            f"diagonal (offset {offset}, dims {dim1} and {dim2}) of input {fmt_shape(input.shape)}"
+            f"diagonal_scatter: src of shape {fmt_shape(src.shape)} must have the shape {fmt_shape(target.shape)} of "
+            f"the diagonal (offset {offset}, dims {dim1} and {dim2}) of input {fmt_shape(input.shape)}"
         )
-    d1, d2 = wrap_dim(dim1, input.ndim, "diagonal_scatter"), wrap_dim(dim2, input.ndim, "diagonal_scatter")
-    planes = input.movedim((d1, d2), (0, 1))  # the diagonal's positions indexed first, src's last dim with them
-    start_row, start_col, n = _diagonal_extent(planes.shape[0], planes.shape[1], offset)
-    steps = arange(n, device=input.device)
-    written = index_put(planes, (steps + start_row, steps + start_col), src.movedim(-1, 0))
-    return written.movedim((0, 1), (d1, d2))
+    bk.copy_(target, cast(src, input.dtype)._data)
+    return wrap(data, input._device)
 
 
 @op("unravel_index", doc="Flat indices as the tuple of their coordinates in shape.", composite=True, method=False)
@@ -1078,29 +1130,63 @@ def combinations(input: Tensor, r: int = 2, with_replacement: bool = False) -> T
 _diagonal_of = diagonal  # diag's parameter is called diagonal, as in PyTorch
 
 
+@op(
+    "diag_embed",
+    doc="The last dim of input as the diagonals (at offset) of the planes of dim1 and dim2.",
+    node="DiagEmbedBackward0",
+    grads={"input": lambda grad, offset, dim1, dim2: diagonal(grad, offset, dim1, dim2)},
+)
+def diag_embed(input: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
+    out_ndim = input.ndim + 1
+    d1, d2 = wrap_dim(dim1, out_ndim, "diag_embed"), wrap_dim(dim2, out_ndim, "diag_embed")
+    if input.ndim == 0:
+        raise ShapeError("diag_embed: expected an input with at least one dim, got a 0-d tensor")
+    if d1 == d2:
+        raise ShapeError(f"diag_embed: dim1 and dim2 cannot be the same dim ({d1})")
+    if offset.__class__ is not int:
+        offset = operator.index(offset)
+    # zeros with the planes' two dims at dim1 and dim2, input written on their diagonal in one copy
+    size = input.shape[-1] + abs(offset)
+    lead = iter(input.shape[:-1])
+    shape = tuple(size if i == d1 or i == d2 else next(lead) for i in range(out_ndim))
+    bk = primitives(input)
+    data = bk.full(shape, 0, input.dtype)
+    bk.copy_(_diagonal_data(bk, data, offset, d1, d2), input._data)
+    return wrap(data, input._device)
+
+
 @op("diag", doc="A 1-D input as the diagonal (at offset) of a square matrix; a 2-D input's diagonal.", composite=True)
 def diag(input: Tensor, diagonal: int = 0) -> Tensor:
     if input.ndim == 2:
         return _diagonal_of(input, diagonal)
     if input.ndim != 1:
         raise ShapeError(f"diag: input must be 1-d or 2-d, got shape {fmt_shape(input.shape)}")
-    n = input.shape[0]
-    size = n + abs(diagonal)
-    steps = arange(n, device=input.device)
-    out = full((size, size), 0, dtype=input.dtype, device=input.device)
-    return index_put(out, (steps + max(-diagonal, 0), steps + max(diagonal, 0)), input)
+    return diag_embed(input, diagonal, 0, 1)
 
 
 @op("diagflat", doc="input flattened, as the diagonal (at offset) of a square matrix.", composite=True)
 def diagflat(input: Tensor, offset: int = 0) -> Tensor:
-    return diag(input.reshape(-1), offset)
+    return diag_embed(input if input.ndim == 1 else input.reshape(-1), offset, 0, 1)
 
 
-@op("trace", dtypes=NUMBERS, doc="The sum of the main diagonal of a matrix.", composite=True)
+@op(
+    "trace",
+    dtypes=NUMBERS,
+    doc="The sum of the main diagonal of a matrix.",
+    node="TraceBackward0",
+    grads={
+        "input": lambda grad, input_shape: diagonal_scatter(
+            filled(input_shape, 0, grad.dtype, grad._device), grad.expand(min(input_shape)), 0, 0, 1
+        )
+    },
+)
 def trace(input: Tensor) -> Tensor:
+    # one sum primitive over the diagonal's view (it was diagonal's and sum's dispatches); integers
+    # sum as int64, as sum's do
     if input.ndim != 2:
         raise ShapeError(f"trace: expected a matrix, got shape {fmt_shape(input.shape)}")
-    return diagonal(input).sum()
+    bk = primitives(input)
+    return wrap(bk.reduce("sum", _diagonal_data(bk, input._data, 0, 0, 1), None, False), input._device)
 
 
 def _sliding_blocks(
@@ -1158,6 +1244,8 @@ def _im2col(
     kernel, dilation, padding, stride = _sliding_blocks(name, input, kernel_size, dilation, padding, stride)
     batched = input if input.ndim == 4 else input.unsqueeze(0)
     rows, cols, (oh, ow) = _block_grid(name, batched.shape[2:], kernel, dilation, padding, stride, input.device)
+    # pad is looked up by name: layout.py imports this module (its split family takes slice_key's views)
+    pad = get("pad").entry
     padded = pad(batched, (padding[1], padding[1], padding[0], padding[0])) if any(padding) else batched
     blocks = getitem(padded, (slice(None), slice(None), rows, cols))  # (N, C, kh, kw, oh, ow)
     n, c = batched.shape[:2]
@@ -1319,8 +1407,10 @@ def take(input: Tensor, index: Tensor) -> Tensor:
     if not isinstance(index, Tensor) or index.dtype.category != dt.INTEGER:
         raise DTypeError("take: index must be an integer tensor")
     n = input.numel()
-    if index.numel() and (int(index.max()) >= n or int(index.min()) < -n):
-        raise IndexOutOfRangeError(f"take: index out of range for input {fmt_shape(input.shape)} of {n} elements")
+    if index.numel():
+        _check_wrapping_range("take", index, n, f"input {fmt_shape(input.shape)} of {n} elements")
+    if index._data.ndim and index._device is input._device:  # the flat view's index_key, not getitem's key checks
+        return index_key(input.reshape(-1), (index._data,))
     return getitem(input.reshape(-1), index)
 
 
@@ -1340,8 +1430,8 @@ def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) 
             f"{fmt_shape(source.shape) if isinstance(source, Tensor) else type(source).__name__}"
         )
     n = input.numel()
-    if index.numel() and (int(index.max()) >= n or int(index.min()) < -n):
-        raise IndexOutOfRangeError(f"put: index out of range for input {fmt_shape(input.shape)} of {n} elements")
+    if index.numel():
+        _check_wrapping_range("put", index, n, f"input {fmt_shape(input.shape)} of {n} elements")
     if input.ndim == 0:
         return index_put(input.reshape(1), (index.reshape(-1) * 0,), source.reshape(-1), accumulate).reshape(())
     # one index into the flat view (negative positions wrap as index_put's do), then the shape back: a

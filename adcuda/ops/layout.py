@@ -19,6 +19,7 @@ from ..tensor import Size, Tensor, primitives
 from .common import broadcast_shapes, cast, check_same_device, laid_out, preserved_order, result_type, wrap, wrap_dim
 from .dispatch import NotAView
 from .factories import arange, full
+from .index import slice_key
 from .registry import lowering, op
 
 if TYPE_CHECKING:
@@ -73,15 +74,28 @@ def _reshape_fused_grad(grad, input_shape):
     return wrap(data, grad._device)
 
 
+# The ops that only compute a shape and see input so (view, reshape, flatten, squeeze, ...) are each a
+# view op of its own that calls the layout primitive directly: one dispatch per call, not one for the
+# op and one for the view it would be written with (half the cost of a squeeze). They share one
+# derivative, declared here.
+_RESHAPE_GRADS = {"input": lambda grad, input_shape: grad.reshape(input_shape)}
+_RESHAPE_FUSED = {"input": _reshape_fused_grad}
+
+
 @op(
     "view",
     doc="The same data seen with another shape (one dim may be -1); fails where strides forbid.",
     view=True,
     node="ViewBackward0",
-    grads={"input": lambda grad, input_shape: grad.reshape(input_shape)},
-    fused={"input": _reshape_fused_grad},
+    grads=_RESHAPE_GRADS,
+    fused=_RESHAPE_FUSED,
 )
 def view(input: Tensor, *size: int | Sequence[int] | DType) -> Tensor:
+    return _view_forward(input, size)
+
+
+def _view_forward(input, size):
+    """view's forward (view_as's too): input seen with ``size``, or view's error."""
     shape = _infer_shape("view", size, input._data.size)
     data = primitives(input).view(input._data, shape)
     if data is None:
@@ -98,69 +112,130 @@ def view(input: Tensor, *size: int | Sequence[int] | DType) -> Tensor:
     doc="input with another shape: a view where the strides allow one, else a copy.",
     view=True,
     node="ViewBackward0",
-    grads={"input": lambda grad, input_shape: grad.reshape(input_shape)},
-    fused={"input": _reshape_fused_grad},
+    grads=_RESHAPE_GRADS,
+    fused=_RESHAPE_FUSED,
 )
 def reshape(input: Tensor, *shape: int | Sequence[int]) -> Tensor:
-    shape = _infer_shape("reshape", shape, input._data.size)
+    return _viewed(input, _infer_shape("reshape", shape, input._data.size))
+
+
+def _viewed(input, shape):
+    """input seen with ``shape`` (of as many elements): a view where its strides allow one, else (a
+    NotAView of) a contiguous copy viewed so, with the history of the ops that made it."""
     data = primitives(input).view(input._data, shape)
     if data is None:
-        # the dispatch point returns the marker's copy, a Tensor, from the op's entry (dispatch.NotAView)
-        return NotAView(view(contiguous(input), shape))  # type: ignore[return-value]
+        return NotAView(view(contiguous(input), shape))
     return wrap(data, input._device)
 
 
-@op("view_as", doc="view(other.shape).", composite=True, function=False)
+@op(
+    "view_as",
+    doc="view(other.shape).",
+    view=True,
+    function=False,
+    node="ViewBackward0",
+    grads=_RESHAPE_GRADS,
+    fused=_RESHAPE_FUSED,
+)
 def view_as(input: Tensor, other: Tensor) -> Tensor:
-    return view(input, tuple(other.shape))
+    return _view_forward(input, other._data.shape)
 
 
-@op("reshape_as", doc="reshape(other.shape).", composite=True, function=False)
+@op(
+    "reshape_as",
+    doc="reshape(other.shape).",
+    view=True,
+    function=False,
+    node="ViewBackward0",
+    grads=_RESHAPE_GRADS,
+    fused=_RESHAPE_FUSED,
+)
 def reshape_as(input: Tensor, other: Tensor) -> Tensor:
-    return reshape(input, tuple(other.shape))
+    return _viewed(input, _infer_shape("reshape", other._data.shape, input._data.size))
 
 
-@op("flatten", doc="Dims start_dim..end_dim merged into one.", composite=True)
+@op(
+    "flatten",
+    doc="Dims start_dim..end_dim merged into one.",
+    view=True,
+    node="ViewBackward0",
+    grads=_RESHAPE_GRADS,
+    fused=_RESHAPE_FUSED,
+)
 def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
-    if input.ndim == 0:
-        return reshape(input, 1)
-    s = wrap_dim(start_dim, input.ndim, "flatten")
-    e = wrap_dim(end_dim, input.ndim, "flatten")
+    shape = input._data.shape
+    ndim = len(shape)
+    if ndim == 0:
+        return _viewed(input, (1,))
+    s = wrap_dim(start_dim, ndim, "flatten")
+    e = wrap_dim(end_dim, ndim, "flatten")
     if s > e:
         raise ValueError(f"flatten: start_dim ({start_dim}) cannot come after end_dim ({end_dim})")
-    shape = tuple(input.shape)
-    return reshape(input, shape[:s] + (-1,) + shape[e + 1 :])
+    if s == e:  # PyTorch gives input itself back (a vector's flatten too)
+        return input
+    n = 1
+    for size in shape[s : e + 1]:
+        n *= size
+    return _viewed(input, shape[:s] + (n,) + shape[e + 1 :])
 
 
-@op("unflatten", doc="Dim dim split into sizes.", composite=True)
+@op(
+    "unflatten",
+    doc="Dim dim split into sizes.",
+    view=True,
+    node="ViewBackward0",
+    grads=_RESHAPE_GRADS,
+    fused=_RESHAPE_FUSED,
+)
 def unflatten(input: Tensor, dim: int, sizes: Sequence[int]) -> Tensor:
     d = wrap_dim(dim, input.ndim, "unflatten")
     shape = tuple(input.shape)
     inner = _infer_shape("unflatten", tuple(sizes), shape[d])
-    return reshape(input, shape[:d] + inner + shape[d + 1 :])
+    return _viewed(input, shape[:d] + inner + shape[d + 1 :])
 
 
-@op("squeeze", doc="Dims of size 1 removed (all, or those of dim).", composite=True)
+@op(
+    "squeeze",
+    doc="Dims of size 1 removed (all, or those of dim).",
+    view=True,
+    node="SqueezeBackward0",
+    grads=_RESHAPE_GRADS,
+    fused=_RESHAPE_FUSED,
+)
 def squeeze(input: Tensor, *dim: int | Sequence[int] | None) -> Tensor:
     # x.squeeze(), x.squeeze(0), x.squeeze(0, 2), x.squeeze((0, 2)), x.squeeze(dim=None)
-    chosen = None if not dim or dim == (None,) else _dims_arg(dim)
-    shape = tuple(input.shape)
-    if chosen is None:
-        axes = {i for i, n in enumerate(shape) if n == 1}
-    else:
-        dims = (chosen,) if isinstance(chosen, int) else tuple(chosen)
-        axes = {wrap_dim(d, input.ndim, "squeeze") for d in dims}  # checked on a 0-d tensor too
-        if not input.ndim:
-            axes = set()
-        axes = {a for a in axes if shape[a] == 1}
-    return reshape(input, tuple(n for i, n in enumerate(shape) if i not in axes))
+    shape = input._data.shape
+    if not dim or dim == (None,):
+        return _viewed(input, tuple(n for n in shape if n != 1))
+    ndim = len(shape)
+    axes = {wrap_dim(d, ndim, "squeeze") for d in _dims_arg(dim)}  # checked on a 0-d tensor too
+    return _viewed(input, tuple(n for i, n in enumerate(shape) if n != 1 or i not in axes))
 
 
-@op("unsqueeze", doc="A dim of size 1 inserted at dim.", composite=True)
+@op(
+    "unsqueeze",
+    doc="A dim of size 1 inserted at dim.",
+    view=True,
+    node="UnsqueezeBackward0",
+    grads=_RESHAPE_GRADS,
+    fused=_RESHAPE_FUSED,
+)
 def unsqueeze(input: Tensor, dim: int) -> Tensor:
-    d = wrap_dim(dim, input.ndim + 1, "unsqueeze")
-    shape = tuple(input.shape)
-    return reshape(input, shape[:d] + (1,) + shape[d:])
+    shape = input._data.shape
+    d = wrap_dim(dim, len(shape) + 1, "unsqueeze")
+    return _viewed(input, shape[:d] + (1,) + shape[d:])
+
+
+@op(
+    "ravel",
+    doc="input flattened to 1-d (a view where the strides allow).",
+    view=True,
+    node="ViewBackward0",
+    grads=_RESHAPE_GRADS,
+    fused=_RESHAPE_FUSED,
+)
+def ravel(input: Tensor) -> Tensor:
+    return _viewed(input, (input._data.size,))
 
 
 # list(range(n)) for the ranks a permutation is checked against without building it per call
@@ -214,72 +289,138 @@ def _permute_fused_grad(grad, input_shape, dims):
     fused={"input": _permute_fused_grad},
 )
 def permute(input: Tensor, *dims: int | Sequence[int]) -> Tensor:
-    return wrap(primitives(input).permute(input._data, _permutation(input, dims)), input._device)
+    return _permuted(input, _permutation(input, dims))
 
 
-@op("transpose", doc="Dims dim0 and dim1 swapped (a view).", composite=True, aliases=("swapdims",))
-def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
-    if input.ndim == 0:
-        wrap_dim(dim0, 0, "transpose"), wrap_dim(dim1, 0, "transpose")
-        return permute(input, ())
-    return permute(input, _swapped(input._data.ndim, dim0, dim1, "transpose"))
+def _permuted(input, order):
+    """input with its dims in ``order`` (a checked permutation): the forward of the view ops below,
+    each of which computes an order and calls the primitive itself (one dispatch, not its own and
+    permute's). Each is its own inverse, or movedim's with source and destination swapped: the fused
+    gradient (plain backward) is the op's own forward applied to the gradient, over the primitives."""
+    return wrap(primitives(input).permute(input._data, order), input._device)
 
 
 def _swapped(ndim, dim0, dim1, name):
-    """The order of ``ndim`` dims with ``dim0`` and ``dim1`` swapped (a tuple for permute)."""
+    """The order of ``ndim`` dims with ``dim0`` and ``dim1`` swapped (() for a 0-d tensor, whose dims
+    0 and -1 name the tensor itself)."""
     a = wrap_dim(dim0, ndim, name)
     b = wrap_dim(dim1, ndim, name)
+    if ndim == 2:
+        return (0, 1) if a == b else (1, 0)
     axes = list(range(ndim))
-    axes[a], axes[b] = axes[b], axes[a]
+    if ndim:
+        axes[a], axes[b] = axes[b], axes[a]
     return tuple(axes)
 
 
-@op("swapaxes", doc="transpose, with NumPy's names for the two dims.", composite=True)
+@op(
+    "transpose",
+    doc="Dims dim0 and dim1 swapped (a view).",
+    view=True,
+    aliases=("swapdims",),
+    node="TransposeBackward0",
+    grads={"input": lambda grad, dim0, dim1: transpose(grad, dim0, dim1)},
+    fused={"input": lambda grad, dim0, dim1: transpose.op.forward(grad, dim0, dim1)},
+)
+def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
+    return _permuted(input, _swapped(input._data.ndim, dim0, dim1, "transpose"))
+
+
+@op(
+    "swapaxes",
+    doc="transpose, with NumPy's names for the two dims.",
+    view=True,
+    node="TransposeBackward0",
+    grads={"input": lambda grad, axis0, axis1: swapaxes(grad, axis0, axis1)},
+    fused={"input": lambda grad, axis0, axis1: swapaxes.op.forward(grad, axis0, axis1)},
+)
 def swapaxes(input: Tensor, axis0: int, axis1: int) -> Tensor:
-    return transpose(input, axis0, axis1)
+    return _permuted(input, _swapped(input._data.ndim, axis0, axis1, "swapaxes"))
 
 
-@op("t", doc="The transpose of a matrix (vectors and scalars as they are).", composite=True)
+_REVERSED_ORDERS = tuple(tuple(reversed(range(n))) for n in range(17))  # T's order by rank, made once
+
+
+@op(
+    "t",
+    doc="The transpose of a matrix (vectors and scalars as they are).",
+    view=True,
+    node="TBackward0",
+    grads={"input": lambda grad: t(grad)},
+    fused={"input": lambda grad: t.op.forward(grad)},
+)
 def t(input: Tensor) -> Tensor:
-    if input.ndim > 2:
+    ndim = input._data.ndim
+    if ndim > 2:
         raise ShapeError(f"t: expects a tensor with <= 2 dimensions, but got shape {fmt_shape(input.shape)}")
-    # permute directly (a view), not through transpose's entry: one op call where there were three
-    return permute(input, (1, 0) if input.ndim == 2 else tuple(range(input.ndim)))
+    return _permuted(input, (1, 0) if ndim == 2 else _IDENTITY_ORDERS[ndim])
 
 
-@op("T", doc="All dims reversed.", composite=True, function=False, as_property=True)
+@op(
+    "T",
+    doc="All dims reversed.",
+    view=True,
+    function=False,
+    as_property=True,
+    node="PermuteBackward0",
+    grads={"input": lambda grad: T(grad)},
+    fused={"input": lambda grad: T.op.forward(grad)},
+)
 def T(input: Tensor) -> Tensor:  # noqa: N802 (PyTorch's name)
-    return permute(input, tuple(reversed(range(input.ndim))))
+    ndim = input._data.ndim
+    return _permuted(input, _REVERSED_ORDERS[ndim] if ndim < len(_REVERSED_ORDERS) else tuple(reversed(range(ndim))))
 
 
-@op("mT", doc="The last two dims swapped (batches of matrices).", composite=True, function=False, as_property=True)
+@op(
+    "mT",
+    doc="The last two dims swapped (batches of matrices).",
+    view=True,
+    function=False,
+    as_property=True,
+    node="TransposeBackward0",
+    grads={"input": lambda grad: mT(grad)},
+    fused={"input": lambda grad: mT.op.forward(grad)},
+)
 def mT(input: Tensor) -> Tensor:  # noqa: N802 (PyTorch's name)
-    if input.ndim == 0:  # PyTorch gives a 0-d tensor back as it is
-        return permute(input, ())
-    if input.ndim < 2:
+    ndim = input._data.ndim
+    if ndim == 1:  # (a 0-d tensor PyTorch gives back as it is)
         raise ShapeError(
             f"mT: tensor.mT is only supported on matrices or batches of matrices, got a "
-            f"{input.ndim}-D tensor of shape {fmt_shape(input.shape)}"
+            f"{ndim}-D tensor of shape {fmt_shape(input.shape)}"
         )
-    return permute(input, _swapped(input._data.ndim, -2, -1, "mT"))
+    return _permuted(input, _swapped(ndim, -2, -1, "mT") if ndim else ())
 
 
-@op("movedim", doc="Dims source moved to positions destination.", composite=True, aliases=("moveaxis",))
+@op(
+    "movedim",
+    doc="Dims source moved to positions destination.",
+    view=True,
+    aliases=("moveaxis",),
+    node="PermuteBackward0",
+    grads={"input": lambda grad, source, destination: movedim(grad, destination, source)},
+    fused={"input": lambda grad, source, destination: movedim.op.forward(grad, destination, source)},
+)
 def movedim(input: Tensor, source: int | Sequence[int], destination: int | Sequence[int]) -> Tensor:
-    src = [source] if isinstance(source, int) else list(source)
-    dst = [destination] if isinstance(destination, int) else list(destination)
-    src = [wrap_dim(s, input.ndim, "movedim") for s in src]
-    dst = [wrap_dim(s, input.ndim, "movedim") for s in dst]
-    if len(src) != len(dst):
-        raise ShapeError(f"movedim: source {tuple(src)} and destination {tuple(dst)} must have the same number of dims")
-    if len(set(src)) != len(src) or len(set(dst)) != len(dst):
-        raise ShapeError(f"movedim: repeated dim in source {tuple(src)} or destination {tuple(dst)}")
-    if input.ndim == 0:  # dim 0 (or -1) of a 0-d tensor names the tensor itself
-        return permute(input, ())
-    order = [i for i in range(input.ndim) if i not in src]
+    ndim = input._data.ndim
+    if source.__class__ is int and destination.__class__ is int:
+        src, dst = [wrap_dim(source, ndim, "movedim")], [wrap_dim(destination, ndim, "movedim")]
+    else:
+        src = [source] if isinstance(source, int) else list(source)
+        dst = [destination] if isinstance(destination, int) else list(destination)
+        src = [wrap_dim(s, ndim, "movedim") for s in src]
+        dst = [wrap_dim(s, ndim, "movedim") for s in dst]
+        if len(src) != len(dst):
+            raise ShapeError(
+                f"movedim: source {tuple(src)} and destination {tuple(dst)} must have the same number of dims"
+            )
+        if len(set(src)) != len(src) or len(set(dst)) != len(dst):
+            raise ShapeError(f"movedim: repeated dim in source {tuple(src)} or destination {tuple(dst)}")
+    if ndim == 0:  # dim 0 (or -1) of a 0-d tensor names the tensor itself
+        return _permuted(input, ())
+    order = [i for i in range(ndim) if i not in src]
     for s, d in sorted(zip(dst, src)):
         order.insert(s, d)
-    return permute(input, order)
+    return _permuted(input, tuple(order))
 
 
 def _expanded_shape(input, sizes):
@@ -309,35 +450,43 @@ def _expanded_shape(input, sizes):
     return tuple(target)
 
 
+_EXPAND_GRADS = {"input": lambda grad, input_shape: sum_to_shape(grad, input_shape)}
+
+
 @op(
     "expand",
     doc="Size-1 dims repeated (a view with stride 0; -1 keeps a size).",
     view=True,
     node="ExpandBackward0",
-    grads={"input": lambda grad, input_shape: sum_to_shape(grad, input_shape)},
+    grads=_EXPAND_GRADS,
 )
 def expand(input: Tensor, *size: int | Sequence[int], implicit: bool = False) -> Tensor:
     # implicit marks, for PyTorch's tracer, an expand that broadcasting made: the same view here
-    target = _expanded_shape(input, size)
+    return _expanded(input, _expanded_shape(input, size))
+
+
+def _expanded(input, target):
+    """expand's forward (expand_as's and broadcast_to's: view ops of their own, one dispatch a call)."""
     if target == input._data.shape:
         return input
     return wrap(primitives(input).expand(input._data, target), input._device)
 
 
-@op("expand_as", doc="expand(other.shape).", composite=True, function=False)
+@op("expand_as", doc="expand(other.shape).", view=True, function=False, node="ExpandBackward0", grads=_EXPAND_GRADS)
 def expand_as(input: Tensor, other: Tensor) -> Tensor:
-    return expand(input, tuple(other.shape))
+    return _expanded(input, _expanded_shape(input, other._data.shape))
 
 
-@op("broadcast_to", doc="expand to size.", composite=True)
+@op("broadcast_to", doc="expand to size.", view=True, node="ExpandBackward0", grads=_EXPAND_GRADS)
 def broadcast_to(input: Tensor, *size: int | Sequence[int]) -> Tensor:
-    return expand(input, *size)
+    return _expanded(input, _expanded_shape(input, size))
 
 
 @op("broadcast_tensors", doc="The tensors expanded to their common broadcast shape.", composite=True, method=False)
 def broadcast_tensors(*tensors: Tensor) -> tuple[Tensor, ...]:
     shape = broadcast_shapes("broadcast_tensors", *(tuple(t.shape) for t in tensors))
-    return tuple(expand(t, shape) for t in tensors)
+    # a tensor of that shape already is its own expand (which gives it back): no dispatch for it
+    return tuple(t if t._data.shape == shape else expand(t, shape) for t in tensors)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -357,38 +506,59 @@ def _flip_axes(ndim, dims):
     return axes if ndim else ()
 
 
-@op(
-    "flip_dims",
-    doc="flip with its dims as one tuple (what flip records).",
-    node="FlipBackward0",
-    function=False,
-    method=False,
-    grads={"input": lambda grad, input_shape, dims: flip_dims(grad, _flip_axes(len(input_shape), dims))},
-)
-def flip_dims(input: Tensor, dims: tuple) -> Tensor:
+def _flipped(input, axes):
+    """input reversed along ``axes`` (checked), as a new contiguous tensor: flip's forward and that of
+    fliplr and flipud, ops of their own (one dispatch a call), each its own gradient."""
     bk = primitives(input)
-    return wrap(bk.contiguous(bk.flip(input._data, _flip_axes(input.ndim, dims))), input._device)
+    flipped = bk.flip(input._data, axes)
+    data = bk.contiguous(flipped)
+    if data is flipped:  # nothing reversed (no dims, or only dims of size 1): still input's memory
+        data = bk.astype(flipped, input.dtype)
+    return wrap(data, input._device)
 
 
-@op("flip", doc="The order of elements reversed along dims (a copy).", composite=True)
+@op(
+    "flip",
+    doc="The order of elements reversed along dims (a copy).",
+    node="FlipBackward0",
+    grads={"input": lambda grad, dims: flip(grad, *dims)},
+)
 def flip(input: Tensor, *dims: int | Sequence[int]) -> Tensor:
-    return flip_dims(input, _dims_arg(dims))
+    return _flipped(input, _flip_axes(input._data.ndim, _dims_arg(dims)))
 
 
 @op("narrow", doc="length elements of dim from start (a view).", composite=True)
 def narrow(input: Tensor, dim: int, start: int | Tensor, length: int) -> Tensor:
+    return slice_key(input, _narrow_key("narrow", input, dim, start, length))
+
+
+def _narrow_key(name, input, dim, start, length):
+    """The basic key of narrow's view (checked), for slice_key."""
     if input.ndim == 0:
-        raise ShapeError("narrow: cannot be applied to a 0-dim tensor")
-    d = wrap_dim(dim, input.ndim, "narrow")
+        raise ShapeError(f"{name}: cannot be applied to a 0-dim tensor")
+    d = wrap_dim(dim, input.ndim, name)
     size = input.shape[d]
+    if start.__class__ is not int:
+        start = int(start)  # a 0-d integer tensor too, as PyTorch takes it
     if start < 0:
         start += size
     if start < 0 or length < 0 or start + length > size:
         raise ShapeError(
-            f"narrow: start ({start}) + length ({length}) exceeds dimension size ({size}) "
+            f"{name}: start ({start}) + length ({length}) exceeds dimension size ({size}) "
             f"of shape {fmt_shape(input.shape)}"
         )
-    return input[(slice(None),) * d + (slice(start, start + length),)]
+    return (_FULL,) * d + (slice(start, start + length),)
+
+
+_FULL = slice(None)
+
+
+def _slices(input, d, bounds):
+    """The views of input from each of ``bounds`` to the next along dim ``d`` (empty where the next is
+    smaller): slice_key called directly, one dispatch a piece (split, chunk, tensor_split; narrow's and
+    getitem's would add two)."""
+    lead = (_FULL,) * d
+    return tuple(slice_key(input, lead + (slice(start, max(start, stop)),)) for start, stop in zip(bounds, bounds[1:]))
 
 
 @op(
@@ -577,11 +747,10 @@ def split(tensor: Tensor, split_size_or_sections: int | Sequence[int], dim: int 
         sections = list(split_size_or_sections)
         if sum(sections) != size:
             raise ShapeError(f"split: split sizes {sections} don't sum to dimension {d}'s size {size}")
-    out, start = [], 0
+    bounds = [0]
     for n in sections:
-        out.append(narrow(input, d, start, n))
-        start += n
-    return tuple(out)
+        bounds.append(bounds[-1] + n)
+    return _slices(input, d, bounds)
 
 
 @op("chunk", doc="chunks nearly equal pieces along dim (views).", composite=True)
@@ -592,43 +761,74 @@ def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     d = wrap_dim(dim, input.ndim, "chunk")
     size = input.shape[d]
     if size == 0:  # PyTorch gives ``chunks`` empty pieces here
-        return tuple(narrow(input, d, 0, 0) for _ in range(chunks))
+        return _slices(input, d, [0] * (chunks + 1))
     step = max(-(-size // chunks), 1)
-    return split(input, step, d)
+    return _slices(input, d, list(range(0, size, step)) + [size])
 
 
 @op("unbind", doc="The slices along dim, as a tuple (views).", composite=True)
 def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
     d = _real_dim("unbind", input, dim)
-    return tuple(select(input, d, i) for i in range(input.shape[d]))
+    lead = (_FULL,) * d
+    return tuple(slice_key(input, lead + (i,)) for i in range(input.shape[d]))
 
 
 @op("select", doc="The slice at index along dim, without that dim (a view).", composite=True)
 def select(input: Tensor, dim: int, index: int) -> Tensor:
     d = wrap_dim(dim, input.ndim, "select")
-    return input[index] if d == 0 else input[(slice(None),) * d + (index,)]
+    if index.__class__ is not int:
+        return input[(_FULL,) * d + (index,)]  # getitem's checks and errors for another index
+    return slice_key(input, (_FULL,) * d + (index,), (_FULL,) * d + (index,))
 
 
-@op("repeat", doc="input tiled repeats times along each dim (a copy).", composite=True)
-def repeat(input: Tensor, *repeats: int | Sequence[int]) -> Tensor:
+def _repeat_layout(input_ndim, repeats):
+    """(repeats as a tuple, input's shape with the leading 1s it gains, the expanded shape (repeat,
+    size) per dim) for repeat; ShapeError for too few or negative repeats."""
     if len(repeats) == 1 and isinstance(repeats[0], (tuple, list)):
         repeats = tuple(repeats[0])
-    if len(repeats) < input.ndim:
+    if len(repeats) < input_ndim:
         raise ShapeError(
             f"repeat: number of repeat dims ({len(repeats)}) can not be smaller than the "
-            f"number of tensor dims ({input.ndim})"
+            f"number of tensor dims ({input_ndim})"
         )
+    if any(r < 0 for r in repeats):
+        raise ShapeError(f"repeat: repeats can not be negative, got {tuple(repeats)}")
+    return tuple(repeats)
+
+
+def _repeat_grad(grad, input_shape, repeats):
+    """Each input element's gradient: the sum over its copies (the repeat dims of the (repeat, size)
+    pairs)."""
+    repeats = _repeat_layout(len(input_shape), repeats)
+    shape = (1,) * (len(repeats) - len(input_shape)) + tuple(input_shape)
+    pairs = tuple(n for r, size in zip(repeats, shape) for n in (r, size))
+    summed = grad.reshape(pairs).sum(tuple(range(0, len(pairs), 2))) if pairs else grad
+    return summed.reshape(input_shape)
+
+
+@op(
+    "repeat",
+    doc="input tiled repeats times along each dim (a copy).",
+    node="RepeatBackward0",
+    grads={"input": _repeat_grad},
+)
+def repeat(input: Tensor, *repeats: int | Sequence[int]) -> Tensor:
+    repeats = _repeat_layout(input.ndim, repeats)
     shape = (1,) * (len(repeats) - input.ndim) + tuple(input.shape)
-    x = reshape(input, shape)
+    # each dim as (1, size) expanded to (repeat, size), copied and merged: one dispatch, over the
+    # primitives; a copy, as in PyTorch, even where the strides would allow a view (repeats of 1): the
+    # result must be writable and must not alias the input
     interleaved, expanded, final = [], [], []
     for r, n in zip(repeats, shape):
         interleaved += [1, n]
         expanded += [r, n]
         final.append(r * n)
-    # a copy, as in PyTorch, even where the strides would allow a view (repeats of 1, or of a
-    # size-1 dim): the result must be writable and must not alias the input
-    tiled = expand(reshape(x, tuple(interleaved)), tuple(expanded))
-    return reshape(clone(tiled), tuple(final))
+    bk = primitives(input)
+    tiled = bk.expand(bk.view(bk.contiguous(input._data), tuple(interleaved)), tuple(expanded))
+    data = bk.contiguous(tiled)
+    if data is tiled:
+        data = bk.astype(tiled, input.dtype)
+    return wrap(bk.view(data, tuple(final)), input._device)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -715,28 +915,46 @@ def _int_tuple(x: Any) -> tuple[int, ...]:
     return tuple(x) if isinstance(x, (tuple, list)) else (x,)
 
 
-@op("roll", doc="Elements shifted along dims, wrapping around (flattened first when dims is None).", composite=True)
+@op(
+    "roll",
+    doc="Elements shifted along dims, wrapping around (flattened first when dims is None).",
+    node="RollBackward0",
+    grads={"input": lambda grad, shifts, dims: roll(grad, tuple(-s for s in _int_tuple(shifts)), dims)},
+)
 def roll(input: Tensor, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Tensor:
+    # over the primitives (one dispatch): each shifted dim is the two pieces either side of the element
+    # that lands first, joined in the other order
     shifts = _int_tuple(shifts)
+    bk, data = primitives(input), input._data
     if dims is None:
         if len(shifts) != 1:
             raise ShapeError(f"roll: without dims, shifts must be one int, got {shifts}")
-        return roll(input.reshape(-1), shifts, 0).reshape(tuple(input.shape))
+        flat = bk.view(bk.contiguous(data), (data.size,))
+        rolled = _rolled(bk, flat, shifts, (0,))
+        if rolled is flat:  # nothing moved: a copy all the same, as PyTorch's
+            rolled = bk.astype(flat, input.dtype)
+        return wrap(bk.view(rolled, data.shape), input._device)
     dims = _int_tuple(dims)
     if len(shifts) != len(dims):
         raise ShapeError(
             f"roll: shifts and dimensions must align, got shifts={shifts}, dims={dims} for input of "
             f"shape {fmt_shape(input.shape)}"
         )
-    out = input
-    for shift, dim in zip(shifts, dims):
-        axis = _real_dim("roll", input, dim)
-        n = input.shape[axis]
+    rolled = _rolled(bk, data, shifts, tuple(_real_dim("roll", input, dim) for dim in dims))
+    if rolled is data:  # nothing moved: a copy all the same, as PyTorch's
+        rolled = bk.astype(bk.contiguous(data), input.dtype)
+    return wrap(rolled, input._device)
+
+
+def _rolled(bk, data, shifts, axes):
+    for shift, axis in zip(shifts, axes):
+        n = data.shape[axis]
         if n == 0 or shift % n == 0:
             continue
         start = n - shift % n  # the element that lands at position 0
-        out = cat([narrow(out, axis, start, n - start), narrow(out, axis, 0, start)], axis)
-    return out if out is not input else clone(input)
+        lead = (_FULL,) * axis
+        data = bk.cat([bk.slice(data, lead + (slice(start, n),)), bk.slice(data, lead + (slice(0, start),))], axis)
+    return data
 
 
 @op(
@@ -847,14 +1065,24 @@ def _tensor_list(name, tensors):
 def _at_least(name, tensors, ndim):
     if len(tensors) == 1 and not isinstance(tensors[0], Tensor):
         tensors = tuple(tensors[0])
+    out = _each_at_least(_tensor_list(name, tensors), ndim)
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def _each_at_least(tensors, ndim):
+    """Each of ``tensors`` with at least ``ndim`` dims: the atleast_*d forward, which the stack ops call
+    directly (an atleast_*d dispatch per tensor costs more than their cat; only those that need a
+    reshape dispatch one)."""
     out = []
-    for t in _tensor_list(name, tensors):
-        if t.ndim < ndim:  # PyTorch's placements: () -> (1, 1, 1), (n,) -> (1, n) or (1, n, 1), (a, b) -> (a, b, 1)
+    for t in tensors:
+        if (
+            t._data.ndim < ndim
+        ):  # PyTorch's placements: () -> (1, 1, 1), (n,) -> (1, n) or (1, n, 1), (a, b) -> (a, b, 1)
             shape = tuple(t.shape)
             shape = {0: (1,) * ndim, 1: ((1,) + shape + (1,))[:ndim] if ndim > 1 else shape}.get(t.ndim, shape + (1,))
             t = reshape(t, shape)
         out.append(t)
-    return out[0] if len(out) == 1 else tuple(out)
+    return out
 
 
 @overload
@@ -886,8 +1114,7 @@ def atleast_3d(*tensors: Tensor | Sequence[Tensor]) -> Tensor | tuple[Tensor, ..
 
 @op("hstack", doc="The tensors joined column-wise (along dim 1; dim 0 for vectors).", composite=True, method=False)
 def hstack(tensors: Sequence[Tensor]) -> Tensor:
-    tensors = _tensor_list("hstack", tensors)
-    tensors = [atleast_1d(t) for t in tensors]
+    tensors = _each_at_least(_tensor_list("hstack", tensors), 1)
     return cat(tensors, 0 if tensors[0].ndim == 1 else 1)
 
 
@@ -895,12 +1122,12 @@ def hstack(tensors: Sequence[Tensor]) -> Tensor:
     "vstack", doc="The tensors joined row-wise (vectors as rows).", composite=True, method=False, aliases=("row_stack",)
 )
 def vstack(tensors: Sequence[Tensor]) -> Tensor:
-    return cat([atleast_2d(t) for t in _tensor_list("vstack", tensors)], 0)
+    return cat(_each_at_least(_tensor_list("vstack", tensors), 2), 0)
 
 
 @op("dstack", doc="The tensors joined depth-wise (along dim 2).", composite=True, method=False)
 def dstack(tensors: Sequence[Tensor]) -> Tensor:
-    return cat([atleast_3d(t) for t in _tensor_list("dstack", tensors)], 2)
+    return cat(_each_at_least(_tensor_list("dstack", tensors), 3), 2)
 
 
 @op("column_stack", doc="The tensors as columns side by side (vectors become columns).", composite=True, method=False)
@@ -942,7 +1169,11 @@ def tensor_split(
         indices=indices,
         tensor_indices_or_sections=tensor_indices_or_sections,
     )
-    d = wrap_dim(dim, input.ndim, "tensor_split")
+    return _split_at(input, indices_or_sections, wrap_dim(dim, input.ndim, "tensor_split"))
+
+
+def _split_at(input, indices_or_sections, d):
+    """tensor_split's views (hsplit, vsplit and dsplit call it directly, not through its dispatch)."""
     n = input.shape[d]
     if isinstance(indices_or_sections, Tensor):
         indices_or_sections = indices_or_sections.tolist()
@@ -954,27 +1185,38 @@ def tensor_split(
         bounds = [i * size + min(i, big) for i in range(sections + 1)]
     else:
         bounds = [0] + [min(max(int(i) if i >= 0 else n + int(i), 0), n) for i in indices_or_sections] + [n]
-    return tuple(narrow(input, d, start, max(stop - start, 0)) for start, stop in zip(bounds, bounds[1:]))
+    return _slices(input, d, bounds)
 
 
-@op("fliplr", doc="input with the order of its columns (dim 1) reversed.", composite=True)
+@op(
+    "fliplr",
+    doc="input with the order of its columns (dim 1) reversed.",
+    node="FlipBackward0",
+    grads={"input": lambda grad: fliplr(grad)},
+)
 def fliplr(input: Tensor) -> Tensor:
     if input.ndim < 2:
         raise ShapeError(f"fliplr: input must be at least 2-d, got shape {fmt_shape(input.shape)}")
-    return flip(input, (1,))
+    return _flipped(input, (1,))
 
 
-@op("flipud", doc="input with the order of its rows (dim 0) reversed.", composite=True)
+@op(
+    "flipud",
+    doc="input with the order of its rows (dim 0) reversed.",
+    node="FlipBackward0",
+    grads={"input": lambda grad: flipud(grad)},
+)
 def flipud(input: Tensor) -> Tensor:
     if input.ndim < 1:
         raise ShapeError("flipud: input must be at least 1-d, got a 0-d tensor")
-    return flip(input, (0,))
+    return _flipped(input, (0,))
 
 
 @op(
     "rot90",
     doc="input rotated by k quarter turns in the plane of dims (from the first towards the second).",
-    composite=True,
+    node="Rot90Backward0",
+    grads={"input": lambda grad, k, dims: rot90(grad, -k, dims)},
 )
 def rot90(input: Tensor, k: int = 1, dims: Sequence[int] = (0, 1)) -> Tensor:
     dims = tuple(dims)
@@ -986,22 +1228,37 @@ def rot90(input: Tensor, k: int = 1, dims: Sequence[int] = (0, 1)) -> Tensor:
     d0, d1 = (wrap_dim(d, input.ndim, "rot90") for d in dims)
     if d0 == d1:
         raise ShapeError(f"rot90: the two dims must differ, got {dims}")
+    # a flip, then the two dims swapped (a view of the flipped copy), as PyTorch's rot90 does
+    bk, data = primitives(input), input._data
     k %= 4
-    if k == 1:
-        return transpose(flip(input, (d1,)), d0, d1)
-    if k == 2:
-        return flip(input, (d0, d1))
-    if k == 3:
-        return transpose(flip(input, (d0,)), d0, d1)
-    return input.view_as(input)
+    if k == 0:  # a copy, as PyTorch's
+        out = bk.contiguous(data)
+        return wrap(bk.astype(out, input.dtype) if out is data else out, input._device)
+    out = bk.contiguous(bk.flip(data, (d0, d1) if k == 2 else (d1,) if k == 1 else (d0,)))
+    if k != 2:
+        out = bk.permute(out, _swapped(input.ndim, d0, d1, "rot90"))
+    return wrap(out, input._device)
+
+
+def _rearranged(input, split, order, shape):
+    """A new contiguous tensor of ``shape``: input's elements seen as ``split``, their dims reordered
+    as ``order``: the forward of pixel_shuffle, pixel_unshuffle and channel_shuffle, each an op of its
+    own (one dispatch, not a reshape, a permute and a reshape) whose gradient is the inverse shuffle."""
+    bk = primitives(input)
+    moved = bk.permute(bk.view(bk.contiguous(input._data), split), order)
+    data = bk.contiguous(moved)
+    if data is moved:  # the order moved only dims of size 1: still a view of input, so copied
+        data = bk.astype(moved, input.dtype)
+    return wrap(bk.view(data, shape), input._device)
 
 
 @op(
     "pixel_shuffle",
     doc="(*, C r^2, H, W) rearranged to (*, C, H r, W r).",
-    composite=True,
     method=False,
     functional=True,
+    node="PixelShuffleBackward0",
+    grads={"input": lambda grad, upscale_factor: pixel_unshuffle(grad, upscale_factor)},
 )
 def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
     r = upscale_factor
@@ -1012,17 +1269,21 @@ def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
         )
     *batch, c, h, w = input.shape
     n = len(batch)
-    x = reshape(input, (*batch, c // (r * r), r, r, h, w))
-    x = permute(x, (*range(n), n, n + 3, n + 1, n + 4, n + 2))
-    return reshape(x, (*batch, c // (r * r), h * r, w * r))
+    return _rearranged(
+        input,
+        (*batch, c // (r * r), r, r, h, w),
+        (*range(n), n, n + 3, n + 1, n + 4, n + 2),
+        (*batch, c // (r * r), h * r, w * r),
+    )
 
 
 @op(
     "pixel_unshuffle",
     doc="(*, C, H r, W r) rearranged to (*, C r^2, H, W).",
-    composite=True,
     method=False,
     functional=True,
+    node="PixelUnshuffleBackward0",
+    grads={"input": lambda grad, downscale_factor: pixel_shuffle(grad, downscale_factor)},
 )
 def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
     r = downscale_factor
@@ -1033,9 +1294,12 @@ def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
         )
     *batch, c, h, w = input.shape
     n = len(batch)
-    x = reshape(input, (*batch, c, h // r, r, w // r, r))
-    x = permute(x, (*range(n), n, n + 2, n + 4, n + 1, n + 3))
-    return reshape(x, (*batch, c * r * r, h // r, w // r))
+    return _rearranged(
+        input,
+        (*batch, c, h // r, r, w // r, r),
+        (*range(n), n, n + 2, n + 4, n + 1, n + 3),
+        (*batch, c * r * r, h // r, w // r),
+    )
 
 
 @op("diff", doc="The n-th forward difference along dim, after joining prepend and append to input.", composite=True)
@@ -1053,7 +1317,8 @@ def diff(
         length = x.shape[d]
         if length == 0:
             break
-        later, earlier = narrow(x, d, 1, length - 1), narrow(x, d, 0, length - 1)
+        lead = (_FULL,) * d  # the two overlapping views by slice_key directly (narrow would dispatch twice)
+        later, earlier = slice_key(x, lead + (slice(1, length),)), slice_key(x, lead + (slice(0, length - 1),))
         x = later != earlier if x.dtype is dt.bool_ else later - earlier
     return x
 
@@ -1103,31 +1368,12 @@ def cartesian_prod(*tensors: Tensor) -> Tensor:
 
 
 @op(
-    "diag_embed",
-    doc="The last dim of input as the diagonals (at offset) of the planes of dim1 and dim2.",
-    composite=True,
-)
-def diag_embed(input: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
-    out_ndim = input.ndim + 1
-    d1, d2 = wrap_dim(dim1, out_ndim, "diag_embed"), wrap_dim(dim2, out_ndim, "diag_embed")
-    if input.ndim == 0:
-        raise ShapeError("diag_embed: expected an input with at least one dim, got a 0-d tensor")
-    if d1 == d2:
-        raise ShapeError(f"diag_embed: dim1 and dim2 cannot be the same dim ({d1})")
-    n = input.shape[-1]
-    size = n + abs(offset)
-    steps = arange(n, device=input.device)
-    planes = full(tuple(input.shape[:-1]) + (size, size), 0, dtype=input.dtype, device=input.device)
-    planes = planes.index_put((Ellipsis, steps + max(-offset, 0), steps + max(offset, 0)), input)
-    return movedim(planes, (-2, -1), (d1, d2))
-
-
-@op(
     "channel_shuffle",
     doc="The channels (dim 1) of input split into groups and interleaved.",
-    composite=True,
     functional=True,
     method=False,
+    node="ChannelShuffleBackward0",
+    grads={"input": lambda grad, groups: channel_shuffle(grad, grad.shape[1] // groups)},  # the inverse shuffle
 )
 def channel_shuffle(input: Tensor, groups: int) -> Tensor:
     if input.ndim < 3 or groups <= 0 or input.shape[1] % groups:
@@ -1136,13 +1382,8 @@ def channel_shuffle(input: Tensor, groups: int) -> Tensor:
             f"({groups}), got {fmt_shape(input.shape)}"
         )
     n, c, *rest = input.shape
-    grouped = reshape(input, (n, groups, c // groups, *rest))
-    return reshape(transpose(grouped, 1, 2), input.shape)
-
-
-@op("ravel", doc="input flattened to 1-d (a view where the strides allow).", composite=True)
-def ravel(input: Tensor) -> Tensor:
-    return reshape(input, -1)
+    order = (0, 2, 1, *range(3, input.ndim + 1))
+    return _rearranged(input, (n, groups, c // groups, *rest), order, tuple(input.shape))
 
 
 @op(
@@ -1189,7 +1430,7 @@ def _split_along(name, input, sections, dim, min_ndim):
         raise ShapeError(
             f"{name}: the size {input.shape[dim]} of dimension {dim} is not divisible by the split_size {sections}"
         )
-    return tensor_split(input, sections, dim)
+    return _split_at(input, sections, dim)
 
 
 @op("hsplit", doc="tensor_split along dim 1 (dim 0 of a vector); whole sections must divide it.", composite=True)
@@ -1232,7 +1473,7 @@ def dsplit(
 
 @op("narrow_copy", doc="narrow as a new tensor (a copy).", composite=True)
 def narrow_copy(input: Tensor, dim: int, start: int, length: int) -> Tensor:
-    return clone(narrow(input, dim, start, length))
+    return clone(slice_key(input, _narrow_key("narrow_copy", input, dim, start, length)))
 
 
 def _scattered(input, key, src):

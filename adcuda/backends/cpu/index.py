@@ -46,22 +46,33 @@ def _along_axis(op, a, axis, idx):
     return a, axis
 
 
-def _leading_box(a, idx, axis):
-    """The part of ``a`` that ``idx`` addresses in every dim but ``axis`` (PyTorch allows smaller)."""
-    box = tuple(np.s_[:] if d == axis else np.s_[:n] for d, n in enumerate(idx.shape))
-    return a[box]
+# the position grids of index shapes seen, by (shape, axis): np.take_along_axis and np.indices make them
+# anew on every call (most of a small gather's time)
+_GRIDS: dict[tuple[tuple[int, ...], int], tuple[np.ndarray | None, ...]] = {}
+_GRIDS_KEPT = 64
+
+
+def _scatter_key(idx, axis):
+    """The advanced key that addresses ``a[idx[i][j]][j]`` (for axis 0): ``idx`` along ``axis``, each
+    other dim its own position (an arange that broadcasts along it)."""
+    shape = idx.shape
+    grids = _GRIDS.get((shape, axis))
+    if grids is None:
+        ndim = len(shape)
+        grids = tuple(
+            None if d == axis else np.arange(n).reshape((1,) * d + (n,) + (1,) * (ndim - d - 1))
+            for d, n in enumerate(shape)
+        )
+        if len(_GRIDS) < _GRIDS_KEPT:
+            _GRIDS[shape, axis] = grids
+    return tuple(idx if d == axis else g for d, g in enumerate(grids))
 
 
 def gather(a: BackendArray, axis: int, idx: BackendArray) -> BackendArray:
     a, axis = _along_axis("gather", a, axis, idx)
     if idx.ndim == 0:  # a 0-d input and index
-        return np.take_along_axis(a.reshape(1), idx.reshape(1), 0).reshape(())
-    return np.take_along_axis(_leading_box(a, idx, axis), idx, axis=axis)
-
-
-def _scatter_key(idx, axis):
-    grids = np.indices(idx.shape, sparse=True)
-    return tuple(idx if d == axis else grids[d] for d in range(idx.ndim))
+        return a.reshape(1)[idx.reshape(1)].reshape(())
+    return a[_scatter_key(idx, axis)]
 
 
 def scatter_add(a: BackendArray, axis: int, idx: BackendArray, src: BackendArray) -> BackendArray:
