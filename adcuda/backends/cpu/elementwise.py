@@ -282,7 +282,13 @@ def unary(
     # package's filter: no np.errstate, which would cost ~1 us a call)
     try:
         host = _HOST_INDEX.get(op)
-        if host is not None and x.size <= _HOST_MAX and (x.dtype is _F32 or x.dtype is _F64) and x.flags.c_contiguous:
+        if (
+            host is not None
+            and x.__class__ is np.ndarray  # (a NumPy scalar, e.g. of 0-d arithmetic, takes NumPy's loop)
+            and x.size <= _HOST_MAX
+            and (x.dtype is _F32 or x.dtype is _F64)
+            and x.flags.c_contiguous
+        ):
             r = _C.host_unary(host, x)
         else:
             r = np.asarray(fn(x))
