@@ -101,6 +101,7 @@ PRIMITIVES = (
     "dropout_backward",
     "global_norm",
     "cumprod",
+    "scan",
     "scatter_reduce",
     "conv2d",
     "conv2d_backward_input",
@@ -283,6 +284,17 @@ def unary_backward(op: str, x: BackendArray | None, y: BackendArray | None, g: B
         raise ValueError(f"unary_backward: unknown op '{op}'")
     if (x if entry.backward.reads == "x" else y) is None:
         raise ValueError(f"unary_backward: {op} needs its {'input x' if entry.backward.reads == 'x' else 'output y'}")
+
+
+SCAN_OPS = ("max", "min", "logaddexp")
+
+
+@primitive
+def scan(op: str, a: BackendArray, axis: int) -> None:
+    if op not in SCAN_OPS:
+        raise ValueError(f"scan: op must be one of {SCAN_OPS}, got {op!r}")
+    if op == "logaddexp":
+        _require_floating("scan", a)
 
 
 def _check_scalar(op: str, value: object, dtype: DType) -> None:

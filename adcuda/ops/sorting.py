@@ -28,7 +28,6 @@ from ..tensor import primitives
 from .common import wrap, wrap_dim
 from .dtype_support import FLOAT32_64, NUMBERS
 from .elementwise import logaddexp, where
-from .factories import arange
 from .indexing import gather
 from .registry import op
 from .shape import cat
@@ -478,12 +477,16 @@ def nanmedian(input: Tensor, dim: int | None = None, keepdim: bool = False) -> T
     return nanmedian_result(values, indices)
 
 
-def _positions(x, axis):
-    """0..n-1 along ``axis`` (int64), broadcast to x's shape."""
-    n = x.shape[axis]
-    shape = [1] * x.ndim
-    shape[axis] = n
-    return arange(n, device=x.device).reshape(shape).expand(tuple(x.shape))
+def _positions_array(P, shape, axis):
+    """0..n-1 along ``axis`` (int64), broadcast to ``shape``: a backend array of the backend ``P``."""
+    n = shape[axis]
+    along = tuple(n if d == axis else 1 for d in range(len(shape)))
+    return P.expand(P.view(P.arange(0, n, 1, dt.int64), along), tuple(shape))
+
+
+def _along(axis, key):
+    """A basic-index key applying ``key`` to dim ``axis`` only."""
+    return (slice(None),) * axis + (key,)
 
 
 @op(
@@ -500,19 +503,23 @@ def mode(input: Tensor, dim: int = -1, keepdim: bool = False) -> tuple[Tensor, T
         raise EmptyReductionError(
             f"mode: expected reduction dim {axis} to have non-zero size (input shape {fmt_shape(input.shape)})"
         )
-    x = input.detach()
-    _, _, ordered = _order("mode", x, axis, False)
-    positions = _positions(x, axis)
-    # equal values are adjacent once sorted: each run's length at each of its positions
-    starts = cat(
-        [positions.narrow(axis, 0, 1) == 0, ordered.narrow(axis, 1, n - 1) != ordered.narrow(axis, 0, n - 1)], axis
-    )
-    (first,) = _scan((where(starts, positions, 0),), axis, lambda earlier, later: (earlier[0].maximum(later[0]),))
-    # the first longest run: the smallest of the most frequent values; PyTorch's index is its last
-    best = (positions - first).argmax(axis, keepdim=True)
-    value = ordered.gather(axis, best)
-    indices = where(x == value, positions, -1).amax(axis, keepdim=True)
-    values = _values_at(input, axis, indices, value)
+    # on the backend's arrays, one primitive per step (each public op would pay the dispatch again)
+    P, x, device = primitives(input), input._data, input._device
+    ordered, _ = P.sort(x, axis, False, True)
+    positions = _positions_array(P, x.shape, axis)
+    # equal values are adjacent once sorted: a run starts where an element differs from the one before
+    shape_of_one = tuple(1 if d == axis else s for d, s in enumerate(x.shape))
+    later = P.slice(ordered, _along(axis, slice(1, None)))
+    earlier = P.slice(ordered, _along(axis, slice(None, n - 1)))
+    starts = P.cat([P.full(shape_of_one, True, dt.bool_), P.binary("ne", later, earlier, input.dtype)], axis)
+    # each position's run start (a running maximum), then the first longest run: the smallest of the
+    # most frequent values; PyTorch's index is its last occurrence in the input
+    first = P.scan("max", P.where(starts, positions, 0, dt.int64), axis)
+    best = P.argreduce("argmax", P.binary("sub", positions, first, dt.int64), axis, True)
+    value = P.gather(ordered, axis, best)
+    last = P.where(P.binary("eq", x, value, input.dtype), positions, -1, dt.int64)
+    indices = wrap(P.reduce("amax", last, (axis,), True), device)
+    values = _values_at(input, axis, indices, wrap(value, device))
     if not keepdim:
         values, indices = values.squeeze(axis), indices.squeeze(axis)
     return mode_result(values, indices)
@@ -539,18 +546,21 @@ def _scan(values, axis, combine):
     return values
 
 
-def _running_extreme(name, input, dim, result, later_wins):
+def _running_extreme(name, input, dim, result, op):
+    """The running ``op`` ("max" or "min") and its index: the last position at or before each one that
+    holds the running value (PyTorch's rule: a later equal value wins; NaN propagates, and its index is
+    the last NaN's), from two scans of the backend's."""
     if input.ndim == 0:
         return result(*_scalar_order(name, input, dim))
     axis = wrap_dim(dim, input.ndim, name)
-    x = input.detach()
-
-    def combine(earlier, later):
-        take_later = later_wins(earlier[0], later[0])
-        return where(take_later, later[0], earlier[0]), where(take_later, later[1], earlier[1])
-
-    _, indices = _scan((x, _positions(x, axis).contiguous()), axis, combine)
-    return result(_values_at(input, axis, indices, gather(x, axis, indices)), indices)
+    P, x, device = primitives(input), input._data, input._device
+    values = P.scan(op, x, axis)
+    holds = P.binary("eq", x, values, input.dtype)
+    if input.dtype.is_floating_point:
+        holds = P.binary("logical_or", holds, P.binary("ne", x, x, input.dtype), dt.bool_)
+    positions = _positions_array(P, x.shape, axis)
+    indices = wrap(P.scan("max", P.where(holds, positions, 0, dt.int64), axis), device)
+    return result(_values_at(input, axis, indices, wrap(values, device)), indices)
 
 
 @op(
@@ -559,10 +569,7 @@ def _running_extreme(name, input, dim, result, later_wins):
     composite=True,
 )
 def cummax(input: Tensor, dim: int) -> tuple[Tensor, Tensor]:
-    # PyTorch's rule: a later element wins when it is NaN, or not below the running maximum
-    return _running_extreme(
-        "cummax", input, dim, cummax_result, lambda e, later: (later != later) | ((e == e) & (later >= e))
-    )
+    return _running_extreme("cummax", input, dim, cummax_result, "max")
 
 
 @op(
@@ -571,9 +578,7 @@ def cummax(input: Tensor, dim: int) -> tuple[Tensor, Tensor]:
     composite=True,
 )
 def cummin(input: Tensor, dim: int) -> tuple[Tensor, Tensor]:
-    return _running_extreme(
-        "cummin", input, dim, cummin_result, lambda e, later: (later != later) | ((e == e) & (later <= e))
-    )
+    return _running_extreme("cummin", input, dim, cummin_result, "min")
 
 
 @op(
@@ -588,4 +593,6 @@ def logcumsumexp(input: Tensor, dim: int) -> Tensor:
         wrap_dim(dim, 0, "logcumsumexp")
         return input.clone()
     axis = wrap_dim(dim, input.ndim, "logcumsumexp")
+    if not needs_grad(input):  # the backend's scan; the gradient is the one of the scan of public ops
+        return wrap(primitives(input).scan("logaddexp", input._data, axis), input._device)
     return _scan((input,), axis, lambda earlier, later: (logaddexp(earlier[0], later[0]),))[0]
