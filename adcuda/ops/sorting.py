@@ -119,6 +119,8 @@ def msort(input: Tensor) -> Tensor:
 def median(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor | tuple[Tensor, Tensor]:
     """The lower median (PyTorch's choice for an even count); with ``dim``, also its index."""
     if dim is None:
+        if input.ndim and input.numel() and not needs_grad(input):
+            return _median_of_all(input)
         flat = input.reshape(-1)
         if flat.numel() == 0:  # NaN, as PyTorch gives (an integer tensor's NaN cast: its lowest value)
             nan = flat.sum() * math.nan if flat.dtype.is_floating_point else flat.to(dt.float32).sum() * math.nan
@@ -149,12 +151,33 @@ def _evenly_shared(flat, value):
 
 
 def _kth_smallest(input, axis, k, keepdim):
-    _, order, ordered = _order("median", input, axis, False)
-    indices = order.narrow(axis, k, 1).contiguous()
-    values = _values_at(input, axis, indices, ordered.narrow(axis, k, 1))
+    """The k-th smallest (from 0) along ``axis`` and its index, sliced from the backend's sort."""
+    P, device = primitives(input), input._device
+    ordered, order = P.sort(input._data, axis, False, True)
+    kept = _along(axis, slice(k, k + 1))
+    indices = P.contiguous(P.slice(order, kept))
+    if needs_grad(input):
+        values = gather(input, axis, wrap(indices, device))
+        if not keepdim:
+            values = values.squeeze(axis)
+    else:
+        values = wrap(P.contiguous(P.slice(ordered, kept if keepdim else _along(axis, k))), device)
     if not keepdim:
-        values, indices = values.squeeze(axis), indices.squeeze(axis)
-    return median_result(values, indices)
+        indices = P.view(indices, tuple(s for d, s in enumerate(input.shape) if d != axis))
+    return median_result(values, wrap(indices, device))
+
+
+def _median_of_all(input):
+    """median() of a non-empty input that needs no gradient: the middle of the flattened sort, or its
+    last element where that is NaN (NaN sorts last; PyTorch's median of a tensor holding NaN is NaN)."""
+    P = primitives(input)
+    ordered, _ = P.sort(input._data, None, False, True)
+    n = input.numel()
+    middle = P.slice(ordered, ((n - 1) // 2,))
+    if input.dtype.is_floating_point:
+        last = P.slice(ordered, (n - 1,))
+        middle = P.where(P.binary("ne", last, last, input.dtype), last, middle, input.dtype)
+    return wrap(P.contiguous(middle), input._device)
 
 
 @op(
