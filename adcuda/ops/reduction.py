@@ -715,11 +715,29 @@ def corrcoef(input: Tensor) -> Tensor:
 
 
 def _check_counts_input(name, input):
+    """-> the largest value of ``input`` (-1 for an empty one), after the checks of PyTorch's."""
     if input.__class__ is not Tensor or input.dtype.category != dt.INTEGER or input.ndim != 1:
         got = f"{input.dtype} of shape {fmt_shape(input.shape)}" if input.__class__ is Tensor else type(input).__name__
         raise UnsupportedDTypeError(f"{name}: expected a 1-d tensor of non-negative integers, got {got}")
-    if input.numel() and int(amin(input)) < 0:
-        raise ValueError(f"{name}: expected non-negative values, got a minimum of {int(amin(input))}")
+    if not input.numel():
+        return -1
+    lowest, largest = _extremes(input)
+    if lowest < 0:
+        raise ValueError(f"{name}: expected non-negative values, got a minimum of {int(lowest)}")
+    return int(largest)
+
+
+def _extremes(input):
+    """(min, max) of a non-empty tensor, on the host: two reductions of the backend's, one read."""
+    P, x = primitives(input), input._data
+    both = P.cat([P.view(P.reduce(op, x, None, False), (1,)) for op in ("amin", "amax")], 0)
+    lowest, largest = P.to_numpy(both).tolist()
+    return lowest, largest
+
+
+def _counts(P, slots, size):
+    """How often each of 0..size-1 occurs in the int64 backend array ``slots``: int64 counts."""
+    return P.scatter_add(P.full((size,), 0, dt.int64), 0, slots, P.full(tuple(slots.shape), 1, dt.int64))
 
 
 @op(
@@ -728,11 +746,11 @@ def _check_counts_input(name, input):
     composite=True,
 )
 def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -> Tensor:
-    _check_counts_input("bincount", input)
-    size = builtins.max(int(amax(input)) + 1 if input.numel() else 0, minlength)
+    size = builtins.max(_check_counts_input("bincount", input) + 1, minlength)
     if weights is None:
-        values = input * 0 + 1
-        dtype = dt.int64
+        P = primitives(input)
+        slots = input._data if input.dtype is dt.int64 else P.astype(input._data, dt.int64)
+        return wrap(_counts(P, slots, size), input._device)
     else:
         if tuple(weights.shape) != tuple(input.shape):
             raise ShapeError(
@@ -755,15 +773,20 @@ def histc(input: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Ten
         raise ValueError(f"histc: bins must be > 0, got {bins}")
     low, high = float(min), float(max)
     if low == high and input.numel():
-        low, high = float(amin(input)), float(amax(input))
+        low, high = (float(v) for v in _extremes(input))
     if low == high:
         low, high = low - 1, high + 1
     if low > high:
         raise ValueError(f"histc: max must be larger than min, got min={min}, max={max}")
-    flat = input.detach().reshape(-1)
-    inside = flat[(flat >= low) & (flat <= high)]
-    slots = ((inside - low) * (bins / (high - low))).floor().clamp(0, bins - 1).to(dtype=dt.int64)
-    return bincount(slots, minlength=bins).to(dtype=input.dtype)
+    # on the backend's arrays: a dozen public ops would each pay the dispatch again
+    P, d = primitives(input), input.dtype
+    flat = P.view(P.contiguous(input._data), (input.numel(),))
+    inside = P.index(
+        flat, (P.binary("logical_and", P.binary("ge", flat, low, d), P.binary("le", flat, high, d), dt.bool_),)
+    )
+    scaled = P.binary("mul", P.binary("sub", inside, low, d), bins / (high - low), d)
+    slots = P.astype(P.clamp(P.unary("floor", scaled), 0, bins - 1), dt.int64)
+    return wrap(P.astype(_counts(P, slots, bins), d), input._device)
 
 
 # ------------------------------------------------------------------------------------------------
