@@ -16,7 +16,7 @@ from .common import broadcast_shapes, check_same_device, result_type, scalar_for
 from .dtype_support import FLOATING, NUMBERS
 from .indexing import diagonal, triangle_coordinates
 from .registry import lowering, op
-from .shape import cat, stack
+from .shape import cat
 from .sparse import SparseTensor, sparse_matmul
 
 if TYPE_CHECKING:
@@ -734,13 +734,22 @@ def kron(input: Tensor, other: Tensor) -> Tensor:
     return (a.reshape(a_shape) * b.reshape(b_shape)).reshape([x * y for x, y in zip(a.shape, b.shape)])
 
 
+# the cross product's two rotations of the three components: c = a[1, 2, 0] * b[2, 0, 1] - a[2, 0, 1] * b[1, 2, 0]
+_NEXT, _AFTER_NEXT = (1, 2, 0), (2, 0, 1)
+
+
 @op(
     "cross",
     dtypes=NUMBERS.one_dtype("input", "other"),
     doc="The cross product of 3-vectors along dim (the first dim of size 3 when dim is None).",
-    composite=True,
+    node="LinalgCrossBackward0",
+    grads={
+        "input": lambda grad, other, dim: cross(other, grad, dim),
+        "other": lambda grad, input, dim: cross(grad, input, dim),
+    },
 )
 def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
+    check_same_device("cross", input, other)
     shape = broadcast_shapes("cross", tuple(input.shape), tuple(other.shape))
     if dim is None:
         dim = next((i for i, s in enumerate(shape) if s == 3), None)
@@ -752,10 +761,14 @@ def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
             f"cross: dimension {dim} of input {fmt_shape(input.shape)} and other {fmt_shape(other.shape)} "
             "must have size 3"
         )
-    a, b = input.expand(shape), other.expand(shape)
-    a0, a1, a2 = a.unbind(d)
-    b0, b1, b2 = b.unbind(d)
-    return stack((a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0), d)
+    # two gathers of each operand along dim and three elementwise passes, on the backend's arrays
+    P, dtype = primitives(input), input.dtype
+    a, b = P.expand(input._data, shape), P.expand(other._data, shape)
+    lead = (slice(None),) * d
+    turns = [P.from_numpy(order, dt.int64) for order in (_NEXT, _AFTER_NEXT)]
+    a1, a2 = (P.index(a, lead + (turn,)) for turn in turns)
+    b1, b2 = (P.index(b, lead + (turn,)) for turn in turns)
+    return wrap(P.binary("sub", P.binary("mul", a1, b2, dtype), P.binary("mul", a2, b1, dtype), dtype), input._device)
 
 
 @op("dist", dtypes=FLOATING.of("input", "other"), doc="The p-norm of input - other.", composite=True)

@@ -25,7 +25,7 @@ from ..errors import (
     fmt_shape,
 )
 from ..tensor import primitives
-from .common import wrap, wrap_dim
+from .common import result_type, wrap, wrap_dim
 from .dtype_support import FLOAT32_64, NUMBERS
 from .elementwise import logaddexp, where
 from .indexing import gather
@@ -437,11 +437,27 @@ def searchsorted(
             f"{name}: sorted_sequence {fmt_shape(sorted_sequence.shape)} and input {fmt_shape(values.shape)} "
             "must agree in every dim but the last (or sorted_sequence must be 1-d)"
         )
-    # count the boundaries below each value: exact, with memory for values x boundaries comparisons
-    boundaries = sorted_sequence.unsqueeze(-2)
-    below = boundaries <= values.unsqueeze(-1) if right else boundaries < values.unsqueeze(-1)
-    out = below.sum(-1).to(dtype=dt.int32 if out_int32 else dt.int64)
-    return out.reshape(()) if scalar else out
+    # count the boundaries below each value: exact, with memory for values x boundaries comparisons;
+    # on the backend's arrays (the public ops would each pay the dispatch again)
+    P = primitives(sorted_sequence)
+    boundaries = _unsqueezed(P, sorted_sequence._data, sorted_sequence.ndim - 1)
+    below = P.binary(
+        "le" if right else "lt",
+        boundaries,
+        _unsqueezed(P, values._data, values.ndim),
+        result_type(sorted_sequence, values),
+    )
+    out = P.reduce("sum", below, (-1,), False)
+    if out_int32:
+        out = P.astype(out, dt.int32)
+    return wrap(P.view(out, ()) if scalar else out, sorted_sequence._device)
+
+
+def _unsqueezed(P, a, axis):
+    """The backend array ``a`` with a dim of size 1 inserted at ``axis``."""
+    shape = tuple(a.shape[:axis]) + (1,) + tuple(a.shape[axis:])
+    view = P.view(a, shape)
+    return view if view is not None else P.view(P.contiguous(a), shape)
 
 
 @op(
