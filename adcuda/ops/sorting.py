@@ -233,33 +233,35 @@ def unique(
 def unique_consecutive(
     input: Tensor, return_inverse: bool = False, return_counts: bool = False, dim: int | None = None
 ) -> Tensor | tuple[Tensor, ...]:
-    x = input.detach()
+    # on the backend's arrays: the public ops would each pay the dispatch again
+    P, x, device = primitives(input), input._data, input._device
     if dim is None:
-        x, axis = x.reshape(-1), 0
+        x, axis = P.view(P.contiguous(x), (input.numel(),)), 0
     else:
         axis = wrap_dim(dim, input.ndim, "unique_consecutive")
         if input.ndim == 0:
             raise IndexOutOfRangeError(f"unique_consecutive: dim={dim} given, but the input is 0-d (it has no dims)")
     n = x.shape[axis]
     if n == 0:
-        values = x.clone()
-        run_of = _int64(input, (0,), 0)
-        starts = run_of
+        values = P.astype(x, input.dtype)
+        run_of = starts = P.full((0,), 0, dt.int64)
     else:
-        later, earlier = x.narrow(axis, 1, n - 1), x.narrow(axis, 0, n - 1)
-        changed = later != earlier
-        if changed.ndim > 1:  # a slice starts a run where any of its elements differs
-            changed = changed.movedim(axis, 0).reshape(n - 1, -1).any(1)
-        new_run = cat([wrap(primitives(input).full((1,), True, dt.bool_), input._device), changed])
-        values = x.index_select(axis, new_run.nonzero().reshape(-1))
-        run_of = new_run.to(dtype=dt.int64).cumsum(0) - 1  # each element's run
-        starts = new_run.nonzero().reshape(-1)
-    out = [values]
+        later = P.slice(x, _along(axis, slice(1, None)))
+        earlier = P.slice(x, _along(axis, slice(None, n - 1)))
+        changed = P.binary("ne", later, earlier, input.dtype)
+        if x.ndim > 1:  # a slice starts a run where any of its elements differs
+            changed = P.reduce("any", changed, tuple(d for d in range(x.ndim) if d != axis), False)
+        new_run = P.cat([P.full((1,), True, dt.bool_), changed], 0)
+        starts = P.index(P.arange(0, n, 1, dt.int64), (new_run,))
+        values = P.index(x, _along(axis, starts))
+        run_of = P.binary("sub", P.cumsum(new_run, 0), 1, dt.int64)  # each element's run
+    out = [wrap(values, device)]
     if return_inverse:
-        out.append(run_of.reshape(tuple(input.shape)) if dim is None else run_of)
+        out.append(wrap(P.view(run_of, tuple(input.shape)) if dim is None else run_of, device))
     if return_counts:
-        out.append(cat([starts[1:], _int64(input, (1,), n)]) - starts if n else starts)
-    return tuple(out) if len(out) > 1 else values
+        ends = P.cat([P.slice(starts, (slice(1, None),)), P.full((1,), n, dt.int64)], 0) if n else starts
+        out.append(wrap(P.binary("sub", ends, starts, dt.int64), device))
+    return tuple(out) if len(out) > 1 else out[0]
 
 
 def _int64(input, shape, value):
