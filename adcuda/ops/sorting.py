@@ -487,6 +487,11 @@ mode_result = namedtuple("mode", ["values", "indices"])
 )
 def nanmedian(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor | tuple[Tensor, Tensor]:
     if dim is None:
+        if input.ndim and input.numel() and not needs_grad(input):
+            P = primitives(input)
+            ordered, _ = P.sort(input._data, None, False, True)  # NaN sorts last
+            k = _lower_median_position(P, ordered, 0, input.dtype, 0)
+            return wrap(P.view(P.gather(ordered, 0, P.view(k, (1,))), ()), input._device)
         flat = input.reshape(-1)
         if flat.numel() == 0:  # NaN, as PyTorch gives (no element is a number)
             return (flat.sum() * math.nan).to(dtype=input.dtype) if input.dtype.is_floating_point else flat.sum()
@@ -507,15 +512,23 @@ def nanmedian(input: Tensor, dim: int | None = None, keepdim: bool = False) -> T
         raise EmptyReductionError(
             f"nanmedian: expected reduction dim {axis} to have non-zero size (input shape {fmt_shape(input.shape)})"
         )
-    _, order, ordered = _order("nanmedian", input, axis, False)
-    count = (input == input).sum(axis, keepdim=True)
-    # the lower median of the numbers; of a row of NaN only, PyTorch's position (n - 1) // 2
-    k = where(count > 0, (count - 1) // 2, (n - 1) // 2)
-    indices = order.gather(axis, k)
-    values = _values_at(input, axis, indices, ordered.gather(axis, k))
+    P, device = primitives(input), input._device
+    ordered, order = P.sort(input._data, axis, False, True)
+    # of a row of NaN only, PyTorch's position (n - 1) // 2
+    k = _lower_median_position(P, ordered, axis, input.dtype, (n - 1) // 2)
+    indices = wrap(P.gather(order, axis, k), device)
+    values = _values_at(input, axis, indices, wrap(P.gather(ordered, axis, k), device))
     if not keepdim:
         values, indices = values.squeeze(axis), indices.squeeze(axis)
     return nanmedian_result(values, indices)
+
+
+def _lower_median_position(P, ordered, axis, dtype, all_nan):
+    """Where the lower median of the numbers is in each slice of ``ordered`` along ``axis`` (NaN
+    sorted last), as int64 of keepdim shape; ``all_nan`` in a slice of NaN only."""
+    count = P.reduce("sum", P.binary("eq", ordered, ordered, dtype), (axis,), True)
+    middle = P.binary("floor_divide", P.binary("sub", count, 1, dt.int64), 2, dt.int64)
+    return P.where(P.binary("gt", count, 0, dt.int64), middle, all_nan, dt.int64)
 
 
 def _positions_array(P, shape, axis):
