@@ -104,10 +104,12 @@ def topk(
         if k == 0:
             values, indices = values.reshape(1)[:0], indices.reshape(1)[:0]
         return topk_result(values, indices)
-    axis, indices, values = _order("topk", input, dim, largest)
-    indices = indices.narrow(axis, 0, k).contiguous()
-    values = values.narrow(axis, 0, k)
-    return topk_result(_values_at(input, axis, indices, values), indices)
+    axis = wrap_dim(dim, input.ndim, "topk")
+    P, device = primitives(input), input._device
+    ordered, order = P.sort(input._data, axis, largest, True)
+    first_k = _along(axis, slice(0, k))
+    indices = wrap(P.contiguous(P.slice(order, first_k)), device)
+    return topk_result(_values_at(input, axis, indices, wrap(P.slice(ordered, first_k), device)), indices)
 
 
 @op("msort", doc="input sorted along dim 0.", composite=True)
