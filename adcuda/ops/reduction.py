@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from .. import dtypes as dt
 from ..errors import DTypeError, EmptyReductionError, ShapeError, UnsupportedDTypeError, UnsupportedError, fmt_shape
 from ..tensor import Tensor, primitives
-from .common import cast, filled, wrap, wrap_dim
+from .common import cast, filled, host_extremes, wrap, wrap_dim
 from .dtype_support import FLOATING, NUMBERS
 from .elementwise import abs as _abs
 from .elementwise import exp, maximum, minimum, ne, sign, where
@@ -721,18 +721,10 @@ def _check_counts_input(name, input):
         raise UnsupportedDTypeError(f"{name}: expected a 1-d tensor of non-negative integers, got {got}")
     if not input.numel():
         return -1
-    lowest, largest = _extremes(input)
+    lowest, largest = host_extremes(input)
     if lowest < 0:
         raise ValueError(f"{name}: expected non-negative values, got a minimum of {int(lowest)}")
     return int(largest)
-
-
-def _extremes(input):
-    """(min, max) of a non-empty tensor, on the host: two reductions of the backend's, one read."""
-    P, x = primitives(input), input._data
-    both = P.cat([P.view(P.reduce(op, x, None, False), (1,)) for op in ("amin", "amax")], 0)
-    lowest, largest = P.to_numpy(both).tolist()
-    return lowest, largest
 
 
 def _counts(P, slots, size):
@@ -773,7 +765,7 @@ def histc(input: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Ten
         raise ValueError(f"histc: bins must be > 0, got {bins}")
     low, high = float(min), float(max)
     if low == high and input.numel():
-        low, high = (float(v) for v in _extremes(input))
+        low, high = (float(v) for v in host_extremes(input))
     if low == high:
         low, high = low - 1, high + 1
     if low > high:
