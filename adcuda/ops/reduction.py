@@ -594,7 +594,10 @@ def count_nonzero(input: Tensor, *dim: int | Sequence[int] | None) -> Tensor:
         dims = dim[0]
     else:
         dims = dim or None
-    return sum(input != 0, dims)
+    # on the backend's arrays: a comparison and a sum (as public ops, two dispatches)
+    P = primitives(input)
+    nonzero = P.binary("ne", input._data, 0, input.dtype)
+    return wrap(P.reduce("sum", nonzero, reduce_axes("count_nonzero", input.ndim, dims), False), input._device)
 
 
 # ------------------------------------------------------------------------------------------------
