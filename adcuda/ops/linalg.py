@@ -685,6 +685,8 @@ def inner(input: Tensor, other: Tensor) -> Tensor:
         raise ShapeError(
             f"inner: last dims of input {fmt_shape(input.shape)} and other {fmt_shape(other.shape)} differ"
         )
+    if input.ndim == 1 and other.ndim == 1:  # two vectors: dot's one product, not tensordot's reshapes
+        return dot(input, other)
     return tensordot(input, other, ([-1], [-1]))
 
 
