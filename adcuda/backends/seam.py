@@ -5,6 +5,7 @@ and the ``@primitive`` declarations: a primitive's signature and the input check
 written once (``declared``), so that a backend supplies only the computation.
 """
 
+import functools
 import inspect
 from collections.abc import Callable, Sequence
 from types import EllipsisType
@@ -297,12 +298,19 @@ def scan(op: str, a: BackendArray, axis: int) -> None:
         _require_floating("scan", a)
 
 
+@functools.cache
+def _integer_range(numpy_type: Any) -> tuple[int, int]:
+    """An integer type's (min, max): np.iinfo costs a microsecond per call, on every where of integers."""
+    info = np.iinfo(numpy_type)
+    return int(info.min), int(info.max)
+
+
 def _check_scalar(op: str, value: object, dtype: DType) -> None:
     """OverflowError for a Python integer outside an integer ``dtype`` (what NumPy says for binary
     ops; ``np.where`` would wrap it silently)."""
     if value.__class__ is int and dtype.category == INTEGER:
-        info = np.iinfo(dtype.numpy)
-        if not info.min <= value <= info.max:
+        lowest, highest = _integer_range(dtype.numpy)
+        if not lowest <= value <= highest:
             raise OverflowError(f"{op}: Python integer {value} out of bounds for {dtype.name}")
 
 
