@@ -528,10 +528,10 @@ def cross_entropy(
     if weight is not None and weight.dtype is not dt.float64:
         weight = weight.float()
     losses = cross_entropy_rows(rows, target_rows, weight, ignore_index, label_smoothing)
-    valid = target_rows != ignore_index
     if weight is None:
-        denominator = valid.sum()
+        denominator = _counted_rows(target_rows, ignore_index)
     else:
+        valid = target_rows != ignore_index
         denominator = (weight[where(valid, target_rows, 0)] * valid.to(dtype=weight.dtype)).sum()
     loss = _reduce_rows(losses, denominator, loss_shape, reduction)
     # The losses are float32 (float64 for float64): autocast's float32 result, else the logits' dtype
@@ -550,6 +550,13 @@ def _soft_cross_entropy(input, target, weight, reduction, label_smoothing, n_cla
         logp = logp * weight.reshape((n_classes,) + (1,) * (input.ndim - class_dim - 1))
     losses = -(target * logp).sum(class_dim)
     return _reduce(losses, reduction)  # the mean is over samples, whatever the weights
+
+
+def _counted_rows(target, ignore_index):
+    """How many class targets are not ``ignore_index`` (the mean's denominator without weights): a
+    comparison and a sum of the backend's, where the public ops would pay the dispatch twice."""
+    bk = primitives(target)
+    return wrap(bk.reduce("sum", bk.binary("ne", dense(target), ignore_index, dt.int64), None, False), target._device)
 
 
 def _reduce_rows(losses, denominator, loss_shape, reduction):
@@ -618,7 +625,7 @@ def nll_loss(
         losses = nll_loss_rows(rows, target_rows, ignore_index)
         if reduction != "mean":
             return _reduce_rows(losses, None, loss_shape, reduction)
-        denominator = (target_rows != ignore_index).sum()
+        denominator = _counted_rows(target_rows, ignore_index)
     else:
         losses, denominator = _picked_rows(rows, target_rows, weight, ignore_index, 0.0)
     return _reduce_rows(losses, denominator, loss_shape, reduction)
