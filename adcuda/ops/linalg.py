@@ -10,6 +10,7 @@ import math
 from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
+from ..autograd.graph import needs_grad
 from ..errors import DTypeError, InvalidArgumentError, ShapeError, UnsupportedDTypeError, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import broadcast_shapes, check_same_device, result_type, scalar_for, wrap
@@ -728,12 +729,19 @@ def tensordot(a: Tensor, b: Tensor, dims: int | Sequence[Sequence[int]] = 2) -> 
 @op("kron", doc="The Kronecker product of input and other.", composite=True)
 def kron(input: Tensor, other: Tensor) -> Tensor:
     n = max(input.ndim, other.ndim)
-    a = input.reshape((1,) * (n - input.ndim) + tuple(input.shape))
-    b = other.reshape((1,) * (n - other.ndim) + tuple(other.shape))
+    a_dims = (1,) * (n - input.ndim) + tuple(input.shape)
+    b_dims = (1,) * (n - other.ndim) + tuple(other.shape)
     # a's dims interleaved with b's: (a0, 1, a1, 1, ...) * (1, b0, 1, b1, ...)
-    a_shape = [s for d in a.shape for s in (d, 1)]
-    b_shape = [s for d in b.shape for s in (1, d)]
-    return (a.reshape(a_shape) * b.reshape(b_shape)).reshape([x * y for x, y in zip(a.shape, b.shape)])
+    a_shape = tuple(s for d in a_dims for s in (d, 1))
+    b_shape = tuple(s for d in b_dims for s in (1, d))
+    out_shape = tuple(x * y for x, y in zip(a_dims, b_dims))
+    if needs_grad(input) or needs_grad(other) or input.dtype is not other.dtype:
+        return (input.reshape(a_shape) * other.reshape(b_shape)).reshape(out_shape)
+    # without a gradient to build: one product of the backend's views (the ops cost four dispatches)
+    check_same_device("kron", input, other)
+    P = primitives(input)
+    a, b = (P.view(P.contiguous(t._data), shape) for t, shape in ((input, a_shape), (other, b_shape)))
+    return wrap(P.view(P.binary("mul", a, b, input.dtype), out_shape), input._device)
 
 
 # the cross product's two rotations of the three components: c = a[1, 2, 0] * b[2, 0, 1] - a[2, 0, 1] * b[1, 2, 0]
