@@ -12,12 +12,12 @@ import math
 from typing import TYPE_CHECKING
 
 from .errors import DTypeError, ShapeError, fmt_shape
-from .ops.indexing import diagonal as _diagonal
+from .ops.index import diagonal as _diagonal
 from .ops.linalg import cross as _cross
 from .ops.linalg import matmul
-from .ops.reduction import amax, amin
-from .ops.reduction import norm as _norm
-from .ops.reduction import sum as _sum
+from .ops.reduce import amax, amin
+from .ops.reduce import norm as _norm
+from .ops.reduce import sum as _sum
 
 if TYPE_CHECKING:
     from .types import DType, Sequence, Tensor

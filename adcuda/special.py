@@ -2,7 +2,7 @@
 in adcuda/ops/special.py and elementwise.py)."""
 
 from .ops.elementwise import erf, exp2, expm1, log1p, sigmoid, xlogy
-from .ops.reduction import logsumexp
+from .ops.reduce import logsumexp
 from .ops.softmax_loss import log_softmax, softmax
 from .ops.special import digamma, erfinv, i0, lgamma, mvlgamma, polygamma, xlog1py
 

@@ -24,6 +24,7 @@ namespace py = pybind11;
 
 namespace adcuda::host {
 void bind_convolution(py::module_& m);  // kernels/host/convolution.cpp
+void bind_optim(py::module_& m);        // kernels/host/optim.cpp
 }  // namespace adcuda::host
 
 namespace {
@@ -201,6 +202,7 @@ PYBIND11_MODULE(_C, m) {
         "Wait for all work on the current CUDA device to finish.");
 
   adcuda::host::bind_convolution(m);
+  adcuda::host::bind_optim(m);
 #if ADCUDA_CUDA_COMPILED
   adcuda::bindings::bind_registered(m);
 #endif

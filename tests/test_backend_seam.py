@@ -26,7 +26,7 @@ import pytest
 import adcuda
 from adcuda import backends
 from adcuda import dtypes as dt
-from adcuda.backends import cpu
+from adcuda.backends import cpu, seam
 from adcuda.backends.seam import CPU_REPLAY_KEYWORDS, seam_signature
 from adcuda.errors import DTypeError, IndexOutOfRangeError, ShapeError, UnsupportedDTypeError
 
@@ -2018,3 +2018,52 @@ def test_anomaly_mode_names_sqrt_for_a_nan_gradient_on_cuda():
     with pytest.raises(adcuda.errors.AutogradError, match=r"Function 'SqrtBackward0' returned nan or inf values"):
         with adcuda.autograd.detect_anomaly():
             x.sqrt().sum().backward()
+
+
+def _trait_samples():
+    """A call of each primitive with declared traits, on the CPU backend, over fresh operands:
+    (primitive, its operands, the call)."""
+    float32 = dt.float32
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    b = np.ones((3, 4), np.float32)
+    return {
+        "binary": ((a, b), lambda a, b: cpu.binary("add", a, b, float32)),
+        "unary": ((a,), lambda a: cpu.unary("exp", a)),
+        "unary_backward": ((a, b), lambda a, g: cpu.unary_backward("tanh", None, a, g)),
+        "reduce": ((a,), lambda a: cpu.reduce("sum", a, (1,), False)),
+        "matmul": ((a, b.T.copy()), lambda a, b: cpu.matmul(a, b)),
+        "full": ((), lambda: cpu.full((2, 3), 1.5, float32)),
+        "arange": ((), lambda: cpu.arange(0, 5, 1, float32)),
+        "astype": ((a,), lambda a: cpu.astype(a, float32)),
+        "contiguous": ((a,), lambda a: cpu.contiguous(a)),
+        "view": ((a,), lambda a: cpu.view(a, (12,))),
+        "permute": ((a,), lambda a: cpu.permute(a, (1, 0))),
+        "expand": ((a[:1],), lambda a: cpu.expand(a, (3, 4))),
+        "slice": ((a,), lambda a: cpu.slice(a, (slice(0, 2),))),
+    }
+
+
+def test_every_primitive_with_traits_has_a_sample():
+    assert set(seam.TRAITS) == set(_trait_samples())
+
+
+@pytest.mark.parametrize("name", sorted(_trait_samples()))
+def test_declared_traits_hold_on_the_cpu(name):
+    """What capture plans a replay's memory by (``seam.Traits``), checked on a call: a ``pure``
+    primitive leaves its operands as they were; a ``fresh`` one returns memory no operand shares,
+    unless it ``returns_operand`` and hands back the operand itself; one that ``returns_operand``
+    writes nothing and returns the operand or memory the operand owns."""
+    traits = seam.TRAITS[name]
+    operands, call = _trait_samples()[name]
+    before = [x.copy() for x in operands]
+    result = call(*operands)
+    results = result if isinstance(result, tuple) else (result,)
+    if traits.pure or traits.returns_operand:
+        for x, was in zip(operands, before):
+            np.testing.assert_array_equal(x, was)
+    for r in results:
+        shared = [x for x in operands if np.shares_memory(r, x)]
+        if traits.fresh and not (traits.returns_operand and any(r is x for x in operands)):
+            assert not shared, f"{name}: a fresh result shares an operand's memory"
+        if traits.returns_operand and not traits.fresh:
+            assert shared, f"{name}: the result is not the operand's memory"

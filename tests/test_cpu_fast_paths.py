@@ -13,6 +13,7 @@ import pytest
 
 from adcuda.backends import cpu
 from adcuda.backends.cpu import _heap
+from adcuda.backends.cpu import optim as cpu_optim
 
 SPECIAL = [0.0, -0.0, 1e-30, -1e-30, 1e-4, -1e-4, 0.5, 3.99, 4.0, 4.01, 1e30, -1e30, np.inf, -np.inf]
 
@@ -201,3 +202,64 @@ def test_leaky_relu_equals_pytorch_bit_for_bit(slope):
     y.backward(adcuda.tensor(g))
     ty.backward(torch.tensor(g))
     np.testing.assert_array_equal(x.grad.numpy().view(np.uint32), tx.grad.numpy().view(np.uint32))
+
+
+def _optimizer_state(rng, shapes, count, dtype=np.float32):
+    return [[np.array(rng.standard_normal(s), dtype) for s in shapes] for _ in range(count)]
+
+
+_STEP_SHAPES = [(5, 3), (7,), (), (65, 64), (0,), (1000,)]
+
+
+@pytest.mark.parametrize(
+    "momentum, dampening, nesterov, weight_decay",
+    [(0.0, 0.0, False, 0.0), (0.9, 0.0, False, 1e-3), (0.9, 0.1, False, 0.0), (0.8, 0.0, True, 0.05)],
+)
+def test_native_sgd_step_equals_the_numpy_path_bit_for_bit(monkeypatch, momentum, dampening, nesterov, weight_decay):
+    """kernels/host/optim.cpp's one-pass SGD against the NumPy code it replaces for float32 (run with the
+    native module hidden), over three steps (the first sets the momentum buffers)."""
+    assert cpu_optim._NATIVE is not None, "the host module was built without the native steps"
+    rng = np.random.default_rng(1)
+    params, grads, bufs = _optimizer_state(rng, _STEP_SHAPES, 3)
+    assert cpu_optim._native_float32(params, grads, bufs)  # the first run takes the native step
+    runs = {}
+    for native in (True, False):
+        if not native:
+            monkeypatch.setattr(cpu_optim, "_NATIVE", None)
+        p, b = [a.copy() for a in params], [a.copy() for a in bufs]
+        for step in range(3):
+            cpu.sgd_step_(
+                p, grads, b if momentum else None, 0.05, momentum, dampening, nesterov, weight_decay, step == 0
+            )
+        runs[native] = p + b
+    for a, b in zip(runs[True], runs[False]):
+        assert a.tobytes() == b.tobytes()
+    assert not np.array_equal(runs[True][0], params[0])
+
+
+@pytest.mark.parametrize(
+    "decoupled, weight_decay, amsgrad",
+    [(True, 0.01, False), (False, 0.1, True), (False, 0.0, False), (True, 0.0, True)],
+)
+def test_native_adam_step_equals_the_numpy_path_bit_for_bit(monkeypatch, decoupled, weight_decay, amsgrad):
+    """kernels/host/optim.cpp's one-pass Adam against the NumPy code (gathered and in place) it replaces
+    for float32, over three steps; a NaN gradient spreads the same way on both."""
+    assert cpu_optim._NATIVE is not None, "the host module was built without the native steps"
+    rng = np.random.default_rng(2)
+    params, grads, exp_avgs, exp_avg_sqs, maxes = _optimizer_state(rng, _STEP_SHAPES, 5)
+    grads[1][3] = np.nan
+    exp_avg_sqs, maxes = ([np.array(np.abs(a)) for a in arrays] for arrays in (exp_avg_sqs, maxes))
+    assert cpu_optim._native_float32(params, grads, exp_avgs, exp_avg_sqs, maxes)
+    runs = {}
+    for native in (True, False):
+        if not native:
+            monkeypatch.setattr(cpu_optim, "_NATIVE", None)
+        p, m, v, vmax = ([a.copy() for a in arrays] for arrays in (params, exp_avgs, exp_avg_sqs, maxes))
+        for step in (1, 2, 3):
+            cpu.adam_step_(
+                p, grads, m, v, step, 1e-2, 0.9, 0.99, 1e-8, weight_decay, decoupled, None, vmax if amsgrad else None
+            )
+        runs[native] = p + m + v + vmax
+    for a, b in zip(runs[True], runs[False]):
+        assert a.tobytes() == b.tobytes()
+    assert np.isnan(runs[True][1][3])

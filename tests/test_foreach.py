@@ -1,4 +1,4 @@
-"""The multi-tensor ops of adcuda/ops/foreach.py (``adcuda._foreach_*``, ``_fused_*``, ``_amp_*``): each
+"""The multi-tensor ops of adcuda/ops/optim.py (``adcuda._foreach_*``, ``_fused_*``, ``_amp_*``): each
 against the same update written with per-tensor public ops (or PyTorch's fused op where PyTorch has one
 on the CPU), the version bumps they own, and their errors. The ``cuda`` cases run every op on the GPU
 (the emulator without one) against the CPU."""
@@ -385,7 +385,7 @@ def test_update_scale_matches_pytorch_without_bounds():
 # ---------------------------------------------------------------------------------------------
 # the alias nn.Parameter is built on
 def test_make_subclass_aliases_memory_and_history():
-    from adcuda.ops.foreach import _make_subclass
+    from adcuda.ops.optim import _make_subclass
 
     class Tagged(adcuda.nn.Parameter):  # a subclass with a __dict__ of its own, as users write them
         pass

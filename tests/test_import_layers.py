@@ -48,7 +48,7 @@ LAYERS = (
         "ops",
         ("adcuda.ops", "adcuda.factories", "adcuda._interop"),
         "every op and tensor factory (and DLPack sharing): the public ops the layers above use, "
-        "multi-tensor ones in ops/foreach.py included",
+        "multi-tensor ones in ops/optim.py included",
     ),
     (
         "library",

@@ -6,7 +6,7 @@ the gradients and checks them for inf/NaN in one multi-tensor op per device, the
 optimizer unless something overflowed; ``scaler.update()`` backs the scale off after an overflow
 and grows it after ``growth_interval`` clean iterations. Both steps are PyTorch's fused ops
 (``adcuda._amp_foreach_non_finite_check_and_unscale_``, ``_amp_update_scale_``, in
-adcuda/ops/foreach.py). The scale, growth tracker and found-inf flags stay on the device: the host
+adcuda/ops/optim.py). The scale, growth tracker and found-inf flags stay on the device: the host
 reads a flag only in ``step()`` (to decide whether to step), and nothing else until ``get_scale()``.
 
 Beyond PyTorch:
@@ -43,7 +43,7 @@ from ..device import as_device
 from ..errors import AdcudaError
 from ..factories import empty_like, full, zeros
 from ..ops.dispatch import host_step
-from ..ops.foreach import _amp_foreach_non_finite_check_and_unscale_, _amp_update_scale_
+from ..ops.optim import _amp_foreach_non_finite_check_and_unscale_, _amp_update_scale_
 from ..tensor import Tensor
 from .autocast import float16_regions_entered
 

@@ -42,8 +42,8 @@ Conventions (NumPy's, which the CPU backend inherits and the CUDA backend follow
   multiplies integer matrices and CUDA does not; checks that would need a host sync on CUDA are the
   ops layer's (the CPU still makes them).
 - Beyond the table, a few CPU primitives take keyword-only ``out=`` and ``scratch=``
-  (``seam.CPU_REPLAY_KEYWORDS``: unary, unary_backward, sgd_step_, adam_step_), and a forward and its
-  backward the array the forward keeps for the backward (attention's ``probs=``, layer_norm's
+  (``seam.CPU_REPLAY_KEYWORDS``, from the ``@primitive`` declarations: unary, unary_backward, sgd_step_,
+  adam_step_), and a forward and its backward the array the forward keeps for the backward (attention's ``probs=``, layer_norm's
   ``xhat=``, gelu_tanh's ``inner=``): graph capture's CPU replay passes them to write into its
   preplanned buffers, reuse its temporaries and spare a backward what its forward computed; nothing
   else does, and the CUDA primitives do not take them.

@@ -8,6 +8,7 @@ written once (``declared``), so that a backend supplies only the computation.
 import functools
 import inspect
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from types import EllipsisType
 from typing import Any, Protocol
 
@@ -39,6 +40,9 @@ __all__ = [
     "primitive",
     "declared",
     "DECLARED",
+    "Traits",
+    "TRAITS",
+    "primitives_where",
 ]
 
 PRIMITIVES = (
@@ -207,16 +211,8 @@ class Scratch(Protocol):
 # primitives' docstrings say what). Only graph capture's CPU replay passes them
 # (adcuda/capture/program.py calls the CPU backend alone); eager dispatch never does, and the CUDA
 # primitives do not take them (tests/test_backend_seam.py compares the signatures without them).
-CPU_REPLAY_KEYWORDS = {
-    "unary": ("out", "scratch", "inner"),
-    "unary_backward": ("out", "scratch", "inner"),
-    "sgd_step_": ("scratch",),
-    "adam_step_": ("scratch",),
-    "attention": ("probs",),
-    "attention_backward": ("probs",),
-    "layer_norm": ("xhat",),
-    "layer_norm_backward": ("xhat",),
-}
+# Filled by the declarations (``@primitive(cpu_replay_keywords=...)``).
+CPU_REPLAY_KEYWORDS: dict[str, tuple[str, ...]] = {}
 
 
 def seam_signature(name: str, primitive) -> inspect.Signature:
@@ -240,6 +236,34 @@ DECLARED: dict[str, Callable[..., None]] = {}
 """The declarations by primitive name."""
 
 
+@dataclass(frozen=True)
+class Traits:
+    """What graph capture may assume of a primitive's calls (adcuda/capture/program.py reads these to
+    plan a replay's memory and to leave out dead calls), declared with the primitive."""
+
+    fresh: bool = False
+    """Its new results are always arrays of their own, allocated by the call (never a view, an operand
+    or memory cached across calls): a replay may write over such an array once it is dead."""
+    pure: bool = False
+    """It computes its results from its operands and nothing else (no writes, no draws, no checks of
+    values): a call whose results nothing reads may be left out of a replay."""
+    returns_operand: bool = False
+    """It never writes an operand, and where it returns an array the trace already has, that is the
+    operand itself (a contiguous array made contiguous, a view of the whole), not a write into it."""
+    elementwise: bool = False
+    """Its kernels read each element of an operand only to write the same element of the result, so
+    the ``out`` of a replay may be an operand's own buffer (not so for a matrix product)."""
+
+
+TRAITS: dict[str, Traits] = {}
+"""The declared traits by primitive name (primitives declared without any have none here)."""
+
+
+def primitives_where(trait: str) -> frozenset[str]:
+    """The primitives declared with ``trait`` (a field of ``Traits``) set."""
+    return frozenset(name for name, traits in TRAITS.items() if getattr(traits, trait))
+
+
 class _Declared:
     """``declared.<name>(args...)``: primitive ``name``'s shared input checks (raises, or returns None)."""
 
@@ -253,13 +277,30 @@ class _Declared:
 declared = _Declared()
 
 
-def primitive(declaration: Callable[..., Any]) -> Callable[..., Any]:
-    """Declares the primitive ``declaration`` is named after (one of ``PRIMITIVES``)."""
-    name = declaration.__name__
-    if name not in PRIMITIVES:
-        raise ValueError(f"@primitive: {name} is not one of the seam's PRIMITIVES")
-    DECLARED[name] = declaration
-    return declaration
+def primitive(
+    declaration: Callable[..., Any] | None = None,
+    /,
+    *,
+    cpu_replay_keywords: tuple[str, ...] = (),
+    **traits: bool,
+) -> Any:
+    """Declares the primitive ``declaration`` is named after (one of ``PRIMITIVES``): ``@primitive``, or
+    ``@primitive(pure=True, ...)`` with its ``Traits`` and the CPU replay's keywords it takes."""
+
+    def declare(declaration: Callable[..., Any]) -> Callable[..., Any]:
+        name = declaration.__name__
+        if name not in PRIMITIVES:
+            raise ValueError(f"@primitive: {name} is not one of the seam's PRIMITIVES")
+        if name in DECLARED:
+            raise ValueError(f"@primitive: {name} is declared twice")
+        DECLARED[name] = declaration
+        if traits:
+            TRAITS[name] = Traits(**traits)
+        if cpu_replay_keywords:
+            CPU_REPLAY_KEYWORDS[name] = cpu_replay_keywords
+        return declaration
+
+    return declare if declaration is None else declare(declaration)
 
 
 _FLOATING = frozenset({"float16", "bfloat16", "float32", "float64"})
@@ -271,13 +312,13 @@ def _require_floating(op: str, x: BackendArray) -> None:
 
 
 # elementwise (kernels/elementwise_*.cu; the unary ops' table: elementwise_table.py)
-@primitive
+@primitive(fresh=True, pure=True, elementwise=True, cpu_replay_keywords=("out", "scratch", "inner"))
 def unary(op: str, a: BackendArray) -> None:
     if op not in UNARY_BY_NAME:
         raise ValueError(f"unary: unknown op '{op}'")
 
 
-@primitive
+@primitive(fresh=True, pure=True, elementwise=True, cpu_replay_keywords=("out", "scratch", "inner"))
 def unary_backward(op: str, x: BackendArray | None, y: BackendArray | None, g: BackendArray) -> None:
     """The saved array the op's gradient reads (the table's ``reads``) must be given."""
     entry = UNARY_BY_NAME.get(op)
@@ -287,10 +328,21 @@ def unary_backward(op: str, x: BackendArray | None, y: BackendArray | None, g: B
         raise ValueError(f"unary_backward: {op} needs its {'input x' if entry.backward.reads == 'x' else 'output y'}")
 
 
+@primitive(fresh=True, pure=True, elementwise=True)
+def binary(op: str, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> None:
+    """(The ops layer has already promoted the operands' dtypes to ``dtype``, PyTorch's rules.)"""
+
+
+# the reductions (kernels/reduce.cu)
+@primitive(fresh=True, pure=True)
+def reduce(op: str, a: BackendArray, axes: Axes | None, keepdim: bool) -> None:
+    """(The ops layer normalises ``axes``: in range, no repeats.)"""
+
+
 SCAN_OPS = ("max", "min", "logaddexp")
 
 
-@primitive
+@primitive(fresh=True, pure=True)
 def scan(op: str, a: BackendArray, axis: int) -> None:
     if op not in SCAN_OPS:
         raise ValueError(f"scan: op must be one of {SCAN_OPS}, got {op!r}")
@@ -329,7 +381,7 @@ def clamp(a: BackendArray, lo: Scalar | None, hi: Scalar | None) -> None:
 
 
 # the GEMM (kernels/gemm.cu)
-@primitive
+@primitive(fresh=True, pure=True)
 def matmul(
     a: BackendArray,
     b: BackendArray,
@@ -382,12 +434,12 @@ def _check_groups(op, x, groups, *params):
         raise ShapeError(f"{op}: the channels of {fmt_shape(x.shape)} must divide into {groups} groups")
 
 
-@primitive
+@primitive(cpu_replay_keywords=("xhat",))
 def layer_norm(x: BackendArray, weight: BackendArray | None, bias: BackendArray | None, n: int, eps: float) -> None:
     _check_normalized("layer_norm", x, n, weight, bias)
 
 
-@primitive
+@primitive(cpu_replay_keywords=("xhat",))
 def layer_norm_backward(
     g: BackendArray, x: BackendArray, weight: BackendArray | None, mean: BackendArray, rstd: BackendArray, n: int
 ) -> None:
@@ -616,3 +668,115 @@ def sddmm(rows: BackendArray, cols: BackendArray, a: BackendArray, b: BackendArr
         )
     if a.dtype != b.dtype:
         raise DTypeError(f"sddmm: a ({a.dtype.name}) and b ({b.dtype.name}) must have one dtype")
+
+
+# the fused optimizer steps (kernels/optim.cu)
+@primitive(cpu_replay_keywords=("scratch",))
+def sgd_step_(
+    params: Arrays,
+    grads: Arrays,
+    bufs: Arrays | None,
+    lr: float,
+    momentum: float,
+    dampening: float,
+    nesterov: bool,
+    weight_decay: float,
+    first_step: bool,
+    masters: Arrays | None = None,
+) -> None:
+    """(The optimizer has checked the lists' lengths and the hyperparameters.)"""
+
+
+@primitive(cpu_replay_keywords=("scratch",))
+def adam_step_(
+    params: Arrays,
+    grads: Arrays,
+    exp_avgs: Arrays,
+    exp_avg_sqs: Arrays,
+    step: int,
+    lr: float,
+    beta1: float,
+    beta2: float,
+    eps: float,
+    weight_decay: float,
+    decoupled: bool,
+    masters: Arrays | None,
+    max_exp_avg_sqs: Arrays | None = None,
+    grad_multiplier: BackendArray | None = None,
+) -> None:
+    """(The optimizer has checked the lists' lengths and the hyperparameters.)"""
+
+
+# attention (kernels/attention.cu)
+@primitive(cpu_replay_keywords=("probs",))
+def attention(
+    q: BackendArray,
+    k: BackendArray,
+    v: BackendArray,
+    mask: BackendArray | None,
+    is_causal: bool,
+    scale: float,
+    dropout_p: float = 0.0,
+    seed: int = 0,
+    offset: int = 0,
+) -> None:
+    """(scaled_dot_product_attention checks the shapes and dtypes.)"""
+
+
+@primitive(cpu_replay_keywords=("probs",))
+def attention_backward(
+    g: BackendArray,
+    q: BackendArray,
+    k: BackendArray,
+    v: BackendArray,
+    out: BackendArray,
+    lse: BackendArray,
+    mask: BackendArray | None,
+    is_causal: bool,
+    scale: float,
+    dropout_p: float = 0.0,
+    seed: int = 0,
+    offset: int = 0,
+) -> None:
+    """(The forward's checks hold for its saved arrays.)"""
+
+
+# storage, casts and views (last in this module: ``slice`` would hide the builtin from code below it)
+@primitive(fresh=True, pure=True)
+def full(shape: Shape, value: Scalar, dtype: DType) -> None:
+    """(The factories check the shape and cast the value.)"""
+
+
+@primitive(pure=True)
+def arange(start: float, stop: float, step: float, dtype: DType) -> None:
+    """(arange/range check the step and the count.)"""
+
+
+@primitive(fresh=True, pure=True, returns_operand=True)
+def astype(a: BackendArray, dtype: DType) -> None:
+    """Returns ``a`` itself where it already has ``dtype``, else a new array."""
+
+
+@primitive(fresh=True, pure=True, returns_operand=True)
+def contiguous(a: BackendArray) -> None:
+    """Returns ``a`` itself where it is already contiguous, else a new array."""
+
+
+@primitive(pure=True, returns_operand=True)
+def view(a: BackendArray, shape: Shape) -> None:
+    """(None where no view of ``a`` has ``shape``: the ops layer then copies.)"""
+
+
+@primitive(pure=True, returns_operand=True)
+def permute(a: BackendArray, axes: Axes) -> None:
+    """(The ops layer checks ``axes`` is a permutation of a's dims.)"""
+
+
+@primitive(pure=True, returns_operand=True)
+def expand(a: BackendArray, shape: Shape) -> None:
+    """(The ops layer checks ``shape`` against a's, PyTorch's rules.)"""
+
+
+@primitive(pure=True, returns_operand=True)
+def slice(a: BackendArray, key: BasicKey) -> None:  # noqa: A001 (the primitive's name)
+    """(The ops layer checks the key against a's shape.)"""

@@ -34,6 +34,7 @@ import numpy as np
 from ..backends import cpu
 from ..backends.cpu import threads as cpu_threads
 from ..backends.cpu.elementwise import BINARY_OPS, UNARY_BACKWARD_INTO, UNARY_INTO, UNARY_OPS
+from ..backends.seam import primitives_where
 from ..ops.registry import lowering_of, replay_keep_of_backward
 from ..profiler import _state as profiler_state
 from ..profiler.observe import begin_range, end_range
@@ -216,21 +217,11 @@ FAST_KERNELS = {
     "contiguous": _copy_kernel,
     "astype": _copy_kernel,
 }
-# primitives whose new results are always arrays of their own, allocated by the call (never a view, an
-# operand or memory cached across calls): a replay may write over such an array once it is dead
-_FRESH = frozenset({"binary", "unary", "unary_backward", "matmul", "full", "astype", "contiguous", "reduce"})
-
-# primitives that never write an operand: where one returns an array the trace already has, it is the
-# operand itself (a contiguous array made contiguous, a view of the whole), not a write into it
-_HANDS_BACK = frozenset({"contiguous", "view", "permute", "slice", "expand", "astype"})
-
-# primitives that compute their results from their operands and nothing else (no writes, no draws, no
-# checks of values): a call of one whose results nothing reads is left out of the replay (``_dead_calls``)
-_PURE = frozenset({"binary", "unary", "unary_backward", "reduce", "matmul", "full", "arange", "astype"} | _HANDS_BACK)
-
-# kernels of these primitives read each element of an operand only to write the same element of the
-# result: their ``out`` may be an operand's own buffer (not so for a matrix product)
-ELEMENTWISE = frozenset({"binary", "unary", "unary_backward"})
+# what the primitives' declarations say capture may assume of their calls (adcuda/backends/seam.py, ``Traits``)
+_FRESH = primitives_where("fresh")
+_HANDS_BACK = primitives_where("returns_operand")
+_PURE = primitives_where("pure")
+ELEMENTWISE = primitives_where("elementwise")
 
 
 class Layout:

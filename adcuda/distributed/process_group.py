@@ -19,7 +19,7 @@ from ..autograd.grad_mode import no_grad
 from ..errors import DeviceError, DTypeError, ShapeError, fmt_shape
 from ..factories import empty
 from ..factories import tensor as make_tensor
-from ..ops.foreach import _foreach_copy_, _foreach_increment_version_
+from ..ops.optim import _foreach_copy_, _foreach_increment_version_
 from ..tensor import Tensor
 from . import environment
 from .backends import mpi, nccl

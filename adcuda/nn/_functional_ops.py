@@ -24,9 +24,13 @@ from ..ops.elementwise import tanh
 from ..ops.elementwise import tanhshrink
 from ..ops.embedding import embedding
 from ..ops.embedding import embedding_bag
-from ..ops.indexing import fold
-from ..ops.indexing import one_hot
-from ..ops.indexing import _im2col as unfold
+from ..ops.index import fold
+from ..ops.index import one_hot
+from ..ops.index import _im2col as unfold
+from ..ops.layout import channel_shuffle
+from ..ops.layout import pad
+from ..ops.layout import pixel_shuffle
+from ..ops.layout import pixel_unshuffle
 from ..ops.linalg import bilinear
 from ..ops.linalg import cosine_similarity
 from ..ops.linalg import linear
@@ -42,10 +46,8 @@ from ..ops.pooling import adaptive_avg_pool1d
 from ..ops.pooling import adaptive_avg_pool2d
 from ..ops.pooling import _adaptive_max_pool1d_functional as adaptive_max_pool1d
 from ..ops.pooling import adaptive_max_pool2d
-from ..ops.pooling import affine_grid
 from ..ops.pooling import avg_pool1d
 from ..ops.pooling import avg_pool2d
-from ..ops.pooling import interpolate
 from ..ops.pooling import local_response_norm
 from ..ops.pooling import lp_pool1d
 from ..ops.pooling import lp_pool2d
@@ -60,10 +62,8 @@ from ..ops.random import dropout2d
 from ..ops.random import dropout3d
 from ..ops.random import feature_alpha_dropout
 from ..ops.random import gumbel_softmax
-from ..ops.shape import channel_shuffle
-from ..ops.shape import pad
-from ..ops.shape import pixel_shuffle
-from ..ops.shape import pixel_unshuffle
+from ..ops.resample import affine_grid
+from ..ops.resample import interpolate
 from ..ops.softmax_loss import binary_cross_entropy
 from ..ops.softmax_loss import binary_cross_entropy_with_logits
 from ..ops.softmax_loss import cosine_embedding_loss

@@ -7,7 +7,7 @@ treating it as the tensor it is. Ops on a parameter build plain ``Tensor`` resul
 """
 
 from ..factories import empty, tensor
-from ..ops.foreach import _make_subclass
+from ..ops.optim import _make_subclass
 from ..tensor import Tensor
 
 

@@ -18,8 +18,8 @@ from ..backends._convolution_shapes import conv2d_output_size
 from ..errors import DTypeError, ShapeError, fmt_shape
 from ..tensor import primitives
 from .common import batched_input, check_float, check_same_device, dense, int_tuple, wrap
+from .layout import pad as _pad
 from .registry import lowering, op
-from .shape import pad as _pad
 
 if TYPE_CHECKING:
     from ..types import Sequence, Tensor

@@ -15,7 +15,7 @@ from .common import check_float, check_same_device, check_tensor, dense, filled,
 from .dtype_support import FLOATING
 from .elementwise import where
 from .factories import arange
-from .indexing import index_put
+from .index import index_put
 from .registry import lowering, op
 
 if TYPE_CHECKING:

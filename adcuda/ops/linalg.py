@@ -15,9 +15,9 @@ from ..errors import DTypeError, InvalidArgumentError, ShapeError, UnsupportedDT
 from ..tensor import Tensor, primitives
 from .common import broadcast_shapes, check_same_device, result_type, scalar_for, wrap
 from .dtype_support import FLOATING, NUMBERS
-from .indexing import diagonal, triangle_coordinates
+from .index import diagonal, triangle_coordinates
+from .layout import cat
 from .registry import lowering, op
-from .shape import cat
 from .sparse import SparseTensor, sparse_matmul
 
 if TYPE_CHECKING:

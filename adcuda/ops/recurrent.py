@@ -11,8 +11,8 @@ from ..errors import DTypeError, ShapeError, fmt_shape
 from ..tensor import primitives
 from .common import check_float, check_same_device, dense, wrap
 from .elementwise import sigmoid, tanh
+from .layout import cat, stack
 from .registry import lowering, op
-from .shape import cat, stack
 
 if TYPE_CHECKING:
     from ..types import Tensor

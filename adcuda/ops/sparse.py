@@ -52,11 +52,11 @@ from .conversion import to
 from .elementwise import ne
 from .factories import tensor as make_tensor
 from .factories import zeros
-from .indexing import index_add, index_select, nonzero
-from .reduction import cumsum
+from .index import index_add, index_select, nonzero
+from .layout import cat, stack
+from .reduce import cumsum
 from .registry import op
-from .shape import cat, stack
-from .sorting import sort
+from .sort import sort
 
 if TYPE_CHECKING:
     from ..types import Any, DType, Number, Sequence

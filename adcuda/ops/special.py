@@ -23,7 +23,7 @@ from .common import as_tensor_operand, cast, float_result_type
 from .dtype_support import NUMBERS
 from .elementwise import _float_unary, _tensor_pair, binary, exp, log1p, mul, select, unary, where
 from .factories import arange
-from .reduction import amin
+from .reduce import amin
 from .registry import op
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ from .. import dtypes as dt
 from ..autograd.grad_mode import no_grad
 from ..factories import empty_like, tensor, zeros_like
 from ..ops.autocast import publish_working_copy, wanted_working_dtype
-from ..ops.foreach import _foreach_add_, _fused_adam_, _fused_adamw_
+from ..ops.optim import _foreach_add_, _fused_adam_, _fused_adamw_
 from .optimizer import Optimizer, OptimizerError, ParamsT, keeps_master_copy, required
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..autograd.grad_mode import enable_grad, no_grad
 from ..factories import zeros
-from ..ops.shape import cat
+from ..ops.layout import cat
 from .optimizer import Optimizer, OptimizerError, ParamsT
 
 

@@ -2,7 +2,7 @@
 
 Subclasses implement ``step`` by gathering, per group and device, the parameters that have a gradient
 and handing them to one fused multi-tensor op (``adcuda._fused_sgd_``, ``_fused_adam_``,
-``_fused_adamw_``, adcuda/ops/foreach.py), which checks what it writes and bumps its versions.
+``_fused_adamw_``, adcuda/ops/optim.py), which checks what it writes and bumps its versions.
 
 Master weights (beyond PyTorch): a group with ``master_weights=True`` steps each of its float16
 (or bfloat16) parameters through a float32 copy kept in the state (``"master_param"``) with float32
@@ -55,7 +55,7 @@ from ..autograd.graph import RemovableHandle
 from ..errors import AdcudaError, DeviceError
 from ..factories import tensor
 from ..ops.dispatch import host_step
-from ..ops.foreach import _foreach_mul_, _foreach_version, _foreach_zero_, _global_norm
+from ..ops.optim import _foreach_mul_, _foreach_version, _foreach_zero_, _global_norm
 from ..tensor import Tensor
 
 _HALF = (dt.float16, dt.bfloat16)

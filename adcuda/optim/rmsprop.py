@@ -4,7 +4,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..factories import tensor, zeros_like
-from ..ops.foreach import _foreach_add_
+from ..ops.optim import _foreach_add_
 from .optimizer import Optimizer, OptimizerError, ParamsT, required
 
 

@@ -7,7 +7,7 @@ from typing import Any
 from .. import dtypes as dt
 from ..autograd.grad_mode import no_grad
 from ..factories import zeros_like
-from ..ops.foreach import _fused_sgd_
+from ..ops.optim import _fused_sgd_
 from .optimizer import Optimizer, OptimizerError, ParamsT, keeps_master_copy, required
 
 

@@ -7,7 +7,7 @@ from .. import random as adcuda_random
 from ..dtypes import int64
 from ..factories import rand, tensor, zeros
 from ..nn import functional as F
-from ..ops.shape import stack
+from ..ops.layout import stack
 from ..utils.data import DataLoader, Dataset, RandomSampler
 from .checkpoint import CheckpointMismatch
 from .models import GPT

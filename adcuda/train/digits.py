@@ -7,7 +7,7 @@ from .. import nn
 from .. import random as adcuda_random
 from ..factories import randint, randperm, tensor, zeros
 from ..nn import functional as F
-from ..ops.shape import cat
+from ..ops.layout import cat
 from ..utils.data import DataLoader, DistributedSampler, TensorDataset
 from .models import MLP, Standardize
 

@@ -6,11 +6,27 @@ import math
 
 import numpy as np
 
+from ... import _native
 from ...errors import DTypeError
 from ..seam import Arrays, BackendArray, Scratch
 from ._common import _F32, _compute, _fresh
 
 __all__ = ["sgd_step_", "adam_step_", "global_norm", "unscale_and_check_", "update_scale_"]
+
+# The one-pass steps of kernels/host/optim.cpp, bit for bit the NumPy code below (which stays the path for
+# every other case and the reference tests/test_cpu_fast_paths.py compares them with): float32 tensors
+# and state, no masters. A dozen NumPy passes over each tensor become one.
+_NATIVE = _native._C if hasattr(_native._C, "cpu_sgd_step_") and hasattr(_native._C, "cpu_adam_step_") else None
+
+
+def _native_float32(*lists):
+    """Whether the native steps take every array of the lists (None: absent): C-contiguous float32 ndarrays."""
+    return _NATIVE is not None and all(
+        a.__class__ is np.ndarray and a.dtype == _F32 and a.flags.c_contiguous
+        for arrays in lists
+        if arrays
+        for a in arrays
+    )
 
 
 def _state(op, arrays):
@@ -88,6 +104,10 @@ def sgd_step_(
     if momentum and len(bufs) != len(params):
         raise ValueError(f"{op}: momentum needs one buffer per parameter")
     _matching(op, params, grads, bufs, masters)
+    if masters is None and _native_float32(params, grads, bufs if momentum else None):
+        buffers = bufs if momentum else None
+        _NATIVE.cpu_sgd_step_(params, grads, buffers, lr, momentum, dampening, nesterov, weight_decay, first_step)
+        return
     take = scratch or _fresh
     for i, (p, g) in enumerate(zip(params, grads)):
         target = p if masters is None else masters[i]
@@ -161,6 +181,12 @@ def adam_step_(
     bias_correction1 = 1 - beta1**step
     bias_correction2_sqrt = math.sqrt(1 - beta2**step)
     step_size = lr / bias_correction1
+    if masters is None and _native_float32(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs):
+        _NATIVE.cpu_adam_step_(
+            params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, lr, beta1, beta2, eps, weight_decay, decoupled,
+            bias_correction2_sqrt, step_size,
+        )  # fmt: skip
+        return
     take = scratch or _fresh
     arithmetic = (lr, beta1, beta2, eps, weight_decay, decoupled, bias_correction2_sqrt, step_size)
     if masters is None and len(params) > 1 and _one_float_dtype(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs):

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 from ... import dtypes as dt
 from ...errors import DTypeError, ShapeError, fmt_shape
 from ...factories import empty, zeros
-from ...ops.indexing import masked_fill
-from ...ops.shape import cat
+from ...ops.index import masked_fill
+from ...ops.layout import cat
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter

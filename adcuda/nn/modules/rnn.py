@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 
 from ...errors import DTypeError, ShapeError, fmt_shape
 from ...factories import empty, zeros
+from ...ops.layout import cat, stack
 from ...ops.recurrent import gru_cell_pointwise, gru_layer, lstm_cell_pointwise, lstm_layer
-from ...ops.shape import cat, stack
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter

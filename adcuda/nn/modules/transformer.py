@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from ... import dtypes as dt
 from ...errors import DTypeError, ShapeError, fmt_shape
 from ...factories import full, zeros
-from ...ops.indexing import masked_fill, triu
+from ...ops.index import masked_fill, triu
 from .. import functional as F
 from .. import init
 from .attention import MultiheadAttention

@@ -30,7 +30,7 @@ from ...distributed.errors import DistributedError
 from ...errors import DeviceError, fmt_shape
 from ...factories import tensor as make_tensor
 from ...factories import zeros
-from ...ops.foreach import _foreach_copy_
+from ...ops.optim import _foreach_copy_
 from ...profiler.record_function import record_function
 from ...tensor import Tensor
 from ..modules.module import Module

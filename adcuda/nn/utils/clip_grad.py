@@ -13,7 +13,7 @@ from ...autograd.grad_mode import no_grad
 from ...errors import AdcudaError
 from ...factories import tensor
 from ...ops.elementwise import isfinite
-from ...ops.foreach import _foreach_clamp_, _foreach_mul_, _global_norm
+from ...ops.optim import _foreach_clamp_, _foreach_mul_, _global_norm
 from ...tensor import Tensor
 
 TensorsT = Tensor | Iterable[Tensor]

@@ -4,7 +4,7 @@ from collections.abc import Iterable
 
 from ...autograd.grad_mode import no_grad
 from ...errors import DeviceError, ShapeError
-from ...ops.shape import cat
+from ...ops.layout import cat
 from ...tensor import Tensor
 
 

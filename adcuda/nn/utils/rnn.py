@@ -5,7 +5,7 @@ from collections.abc import Sequence
 
 from ...errors import DTypeError, ShapeError
 from ...factories import full
-from ...ops.shape import cat, stack
+from ...ops.layout import cat, stack
 from ...tensor import Tensor
 
 

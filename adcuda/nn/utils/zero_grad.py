@@ -1,7 +1,7 @@
 """Clearing parameters' gradients for ``Module.zero_grad`` (``Optimizer.zero_grad`` applies the same
 rule itself: adcuda.optim does not import adcuda.nn)."""
 
-from ...ops.foreach import _foreach_zero_
+from ...ops.optim import _foreach_zero_
 
 
 def zero_grads(parameters, set_to_none=True):

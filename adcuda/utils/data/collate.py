@@ -13,7 +13,7 @@ import numpy as np
 from ... import dtypes
 from ...device import CPU
 from ...factories import as_tensor, from_numpy, tensor
-from ...ops.shape import stack
+from ...ops.layout import stack
 from ...tensor import Tensor
 
 if TYPE_CHECKING:

@@ -28,9 +28,9 @@ from ..tensor import primitives
 from .common import result_type, wrap, wrap_dim
 from .dtype_support import FLOAT32_64, NUMBERS
 from .elementwise import logaddexp, where
-from .indexing import gather
+from .index import gather
+from .layout import cat
 from .registry import op
-from .shape import cat
 
 if TYPE_CHECKING:
     from ..types import Tensor

@@ -33,9 +33,9 @@ from .dtype_support import ANY, FLOATING_OR_BOOL, NUMBERS
 from .dtype_support import check as check_dtype
 from .elementwise import where
 from .factories import arange, full, new_tensor, tensor
+from .layout import pad
 from .mutation import check_inplace_allowed, commit_inplace, version_counter
 from .registry import lowering, op
-from .shape import pad
 
 if TYPE_CHECKING:
     from ..types import Any, Device, DType, Number, Sequence
