@@ -2031,6 +2031,7 @@ def _trait_samples():
         "unary": ((a,), lambda a: cpu.unary("exp", a)),
         "unary_backward": ((a, b), lambda a, g: cpu.unary_backward("tanh", None, a, g)),
         "reduce": ((a,), lambda a: cpu.reduce("sum", a, (1,), False)),
+        "scan": ((a,), lambda a: cpu.scan("max", a, 1)),
         "matmul": ((a, b.T.copy()), lambda a, b: cpu.matmul(a, b)),
         "full": ((), lambda: cpu.full((2, 3), 1.5, float32)),
         "arange": ((), lambda: cpu.arange(0, 5, 1, float32)),
