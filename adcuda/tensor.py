@@ -13,7 +13,7 @@ making the result of an op costs two attribute writes.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, cast, overload
 
 import numpy as np
 
@@ -128,8 +128,11 @@ class Tensor(_AttachedAtImport):
 
     @property
     def dtype(self) -> DType:
-        d = _NUMPY_TO_DTYPE.get(self._data.dtype) if self._device is CPU else None
-        return d if d is not None else backend_for(self._device).dtype_of(self._data)
+        if self._device is CPU:  # (read on nearly every op call: the CPU case in as few steps as it takes)
+            d = _NUMPY_TO_DTYPE.get(self._data.dtype)
+            if d is not None:
+                return d
+        return backend_for(self._device).dtype_of(self._data)
 
     @property
     def device(self) -> Device:
@@ -211,6 +214,10 @@ class Tensor(_AttachedAtImport):
             return cast("CPUArray", self._data).flags.c_contiguous
         return cast("CUDAArray", self._data).is_contiguous()
 
+    @overload
+    def stride(self, dim: None = None) -> tuple[int, ...]: ...
+    @overload
+    def stride(self, dim: int) -> int: ...
     def stride(self, dim: int | None = None) -> tuple[int, ...] | int:
         data = self._data
         strides = tuple(s // data.itemsize for s in data.strides)
@@ -409,9 +416,10 @@ def primitives(t):
     """The backend module that computes on ``t``'s device. While a hook watches primitive calls (the
     profiler counting kernel launches, graph capture) it is that hook's view of the module, so every
     primitive call an op or a backward rule makes passes the hook."""
+    if _primitive_observer is None:
+        return _cpu if t._device is CPU else backend_for(t._device)
     device = t._device
-    backend = _cpu if device is CPU else backend_for(device)
-    return backend if _primitive_observer is None else _primitive_observer(backend)
+    return _primitive_observer(_cpu if device is CPU else backend_for(device))
 
 
 def primitives_on(device):

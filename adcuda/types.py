@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from os import PathLike
+from types import EllipsisType
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from numpy import ndarray
@@ -46,6 +47,7 @@ __all__ = [
     "Sequence",
     "PathLike",
     "BinaryIO",
+    "EllipsisType",
     "Any",
 ]
 

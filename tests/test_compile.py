@@ -115,6 +115,7 @@ def test_gpt_with_dropout_draws_fresh_numbers_from_the_same_stream():
 
 
 @pytest.mark.filterwarnings("ignore:GradScaler")
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # the overflow says nothing, replayed or eager
 def test_grad_scaler_with_an_overflowing_step_clipping_and_a_scheduler():
     def make():
         model = _mlp()

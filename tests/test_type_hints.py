@@ -362,6 +362,14 @@ def generated_names() -> int:
     flag: bool = x.requires_grad and grad is not None
     v = x.view(12).reshape(3, 4).T.contiguous().add_(1.0, alpha=2).clamp(min=0.0)
     return w.numel() + int(flag) + adcuda.cat([v, v], dim=0).unsqueeze(0).ndim
+
+def overloaded_forms(x: Tensor) -> Tensor:
+    # the forms an op declares with @overload: max(dim) is a pair, max() and nonzero() a Tensor
+    values, indices = x.max(dim=0)
+    largest: Tensor = x.max()
+    rows: Tensor = x.nonzero()
+    picked: Tensor = adcuda.where(x > 0, x, 0.0)
+    return values + indices + largest + rows.sum() + picked
 """
 
 BROKEN_SCRIPT = """

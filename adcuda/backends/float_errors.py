@@ -15,6 +15,9 @@ directly, to an "ignore all" state made once, about 0.1 us per entry::
     finally:
         restore(token)
 
+An op called inside another op (a composite's pieces, a forward that calls other ops) finds the state
+already quiet (``current() is QUIET``) and leaves it alone: only the outermost entry pays for the switch.
+
 NumPy 2 keeps the state in a context variable (``numpy._core._ufunc_config._extobj_contextvar``, not
 public API, hence the fallback); NumPy 1.x in a per-thread object read and set by ``geterrobj`` and
 ``seterrobj``, where ``quiet`` returns the previous object as the token.
@@ -25,8 +28,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["QUIET", "quiet", "restore"]
+__all__ = ["QUIET", "current", "quiet", "restore"]
 
+current: Callable[[], Any]  # the state now (``QUIET`` itself inside an op)
 quiet: Callable[[Any], Any]
 restore: Callable[[Any], Any]
 
@@ -41,12 +45,14 @@ except ImportError:  # NumPy 1.x: the public per-thread calls below
 if _state is not None:
     with np.errstate(all="ignore"):
         QUIET = _state.get()
+    current = _state.get
     quiet = _state.set  # returns a token for ``restore``
     restore = _state.reset
 elif hasattr(np, "geterrobj"):  # NumPy 1.x
     _get_state, _set_state = getattr(np, "geterrobj"), getattr(np, "seterrobj")  # noqa: B009 (not in NumPy 2's stubs)
     with np.errstate(all="ignore"):
         QUIET = _get_state()
+    current = _get_state  # (a new list per call: never QUIET itself, so every entry switches)
 
     def quiet(state):
         previous = _get_state()
@@ -56,6 +62,9 @@ elif hasattr(np, "geterrobj"):  # NumPy 1.x
     restore = _set_state
 else:  # neither: np.errstate itself, the slow public way
     QUIET = "ignore"
+
+    def current():
+        return None  # no state to read: every entry switches
 
     def quiet(state):
         scope = np.errstate(all=state)

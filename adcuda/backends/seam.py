@@ -5,15 +5,17 @@ and the ``@primitive`` declarations: a primitive's signature and the input check
 written once (``declared``), so that a backend supplies only the computation.
 """
 
+from __future__ import annotations
+
 import functools
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import EllipsisType
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 
 from ..dtypes import INTEGER
 from ..dtypes import dtype as DType
@@ -34,6 +36,8 @@ __all__ = [
     "BasicKey",
     "IndexKey",
     "ArrayLike",
+    "CPUArray",
+    "CUDAArray",
     "Scratch",
     "CPU_REPLAY_KEYWORDS",
     "seam_signature",
@@ -148,9 +152,12 @@ PRIMITIVES = (
 
 
 class BackendArray(Protocol):
-    """A backend's array: ``numpy.ndarray`` on the CPU, ``adcuda._C.DeviceArray`` on CUDA. Callers read
-    only these, which both have; everything else goes through the primitives (``dtype_of``,
-    ``shape_of``...), or through ``CPUArray``/``CUDAArray`` where a caller has checked the device."""
+    """A backend's array: ``numpy.ndarray`` on the CPU, ``adcuda._C.DeviceArray`` on CUDA. The layers
+    above the backends (tensor, ops) read only these, which both have; everything else goes through the
+    primitives (``dtype_of``, ``shape_of``...), or through ``CPUArray``/``CUDAArray`` where a caller has
+    checked the device. Each backend annotates its primitives with its own array type, bound to the
+    same names (``BackendArray``, ``ArrayOrScalar``, ``Arrays``, ``IndexKey``: the ``_common`` module of
+    each), so the signatures read the same on both (tests/test_backend_seam.py compares their text)."""
 
     @property
     def shape(self) -> tuple[int, ...]: ...
@@ -170,15 +177,70 @@ class BackendArray(Protocol):
 
     @property
     def dtype(self) -> Any:
-        """The backend's own dtype object (a ``numpy.dtype``, or the native module's, which has no type
-        stubs, hence ``Any``): ``dtype_of`` gives adcuda's."""
+        """The backend's own dtype object (a ``numpy.dtype``, or the native module's ``ScalarType``,
+        which has no type stubs, hence ``Any``): ``dtype_of`` gives adcuda's."""
 
 
-CPUArray = np.ndarray
-"""The CPU backend's array, for type checkers (where a caller has checked the device is the CPU)."""
-CUDAArray = Any
-"""The CUDA backend's array (``adcuda._C.DeviceArray``), for type checkers: the native module has no
-type stubs, so its methods are not checked."""
+CPUArray: TypeAlias = NDArray[Any]
+"""The CPU backend's array."""
+
+
+class CUDAArray(Protocol):
+    """The CUDA backend's array, ``adcuda._C.DeviceArray`` (kernels/bindings/runtime.cpp), as type checkers
+    see it: the native module has no type stubs, so this is its stub, what the Python code uses of it."""
+
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+
+    @property
+    def ndim(self) -> int: ...
+
+    @property
+    def size(self) -> int: ...
+
+    @property
+    def itemsize(self) -> int: ...
+
+    @property
+    def nbytes(self) -> int: ...
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """In bytes, as NumPy's."""
+
+    @property
+    def element_strides(self) -> tuple[int, ...]:
+        """In elements."""
+
+    @property
+    def offset(self) -> int:
+        """Elements from the storage's start."""
+
+    @property
+    def dtype(self) -> Any:
+        """An ``adcuda._C.ScalarType``."""
+
+    @property
+    def device(self) -> int: ...
+
+    @property
+    def storage(self) -> Any:
+        """The ``adcuda._C.Storage`` the array views (shared by its views)."""
+
+    @property
+    def base(self) -> Any:
+        """None where no other array shares the memory and adcuda's allocator made it, else its Storage."""
+
+    @property
+    def last_stream(self) -> int | None: ...
+
+    def data_ptr(self) -> int: ...
+
+    def is_contiguous(self) -> bool: ...
+
+    def extent(self) -> tuple[int, int]: ...
+
+    def as_strided(self, shape: Sequence[int], strides: Sequence[int], offset: int) -> CUDAArray: ...
 
 
 Shape = tuple[int, ...]

@@ -31,7 +31,7 @@ import warnings
 
 import numpy as np
 
-from ..backends import cpu
+from ..backends import cpu, float_errors
 from ..backends.cpu import threads as cpu_threads
 from ..backends.cpu.elementwise import BINARY_OPS, UNARY_BACKWARD_INTO, UNARY_INTO, UNARY_OPS
 from ..backends.seam import primitives_where
@@ -842,16 +842,23 @@ class Program:
 
     def run(self, arrays):
         """Replay with ``arrays`` as the inputs. While a profiler or ``emit_nvtx`` observes, the replay is
-        one range with each step in a range of its own inside it; otherwise it is the bare replay."""
-        if profiler_state.profilers or profiler_state.nvtx_emitter is not None:
-            observed = self._env.get("replay_observed")
-            if observed is None:
-                filename = f"<adcuda.compile profiled replay of {self.name}>"
-                exec(compile(self._observed_source, filename, "exec"), self._env)
-                observed = self._env["replay_observed"]
-            with record_function(self.range_name):
-                return observed(*arrays)
-        return self.replay(*arrays)
+        one range with each step in a range of its own inside it; otherwise it is the bare replay. The
+        replay calls primitives outside any op's entry, so it quiets NumPy's floating-point warnings
+        itself, as every op's entry does (adcuda/backends/float_errors.py): an overflowing step under a
+        GradScaler says nothing eager would not."""
+        token = float_errors.quiet(float_errors.QUIET)
+        try:
+            if profiler_state.profilers or profiler_state.nvtx_emitter is not None:
+                observed = self._env.get("replay_observed")
+                if observed is None:
+                    filename = f"<adcuda.compile profiled replay of {self.name}>"
+                    exec(compile(self._observed_source, filename, "exec"), self._env)
+                    observed = self._env["replay_observed"]
+                with record_function(self.range_name):
+                    return observed(*arrays)
+            return self.replay(*arrays)
+        finally:
+            float_errors.restore(token)
 
     def _targets(self, step):
         if step.result_kind == "array":

@@ -1,8 +1,11 @@
 """What op forwards share: wrapping backend arrays as tensors, PyTorch's type promotion, broadcasting
 and device checks, conversions that record nothing."""
 
+from __future__ import annotations
+
 import math
 import numbers
+from typing import TYPE_CHECKING, TypeGuard
 
 import numpy as np  # Python data turned into a host array for the backend
 
@@ -12,6 +15,11 @@ from ..backends.cuda_availability import device_count, require_cuda
 from ..device import CPU
 from ..errors import DeviceError, DTypeError, InvalidArgumentError, ShapeError, UnsupportedDTypeError, fmt_shape
 from ..tensor import Tensor, primitives, primitives_on, wrap_dim  # noqa: F401 (wrap_dim: for the families)
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ..types import Device, DType
 
 _new = object.__new__
 
@@ -25,7 +33,7 @@ def wrap(data, device):
     return t
 
 
-def cast(t, dtype):
+def cast(t: Tensor, dtype: DType) -> Tensor:
     """``t`` in ``dtype`` (itself if it is already), outside the graph: for forwards."""
     if t.dtype is dtype:
         return t
@@ -37,7 +45,7 @@ def dense(t):
     return primitives(t).contiguous(t._data)
 
 
-def constant(value, dtype, device):
+def constant(value: object, dtype: DType, device: Device) -> Tensor:
     """A tensor holding ``value`` (a Python scalar or nested data) on ``device``."""
     return Tensor._make(primitives_on(device).from_numpy(np.array(value), dtype), device)
 
@@ -225,6 +233,12 @@ def broadcast_shapes(op, *shapes):
     return tuple(out)
 
 
+def has_shape(x: object) -> TypeGuard[Tensor]:
+    """Whether ``x`` has a shape (a Tensor, or an array an op takes as one) rather than being a Python
+    number: the ops that take either tell them apart so; type checkers then read ``x`` as a Tensor."""
+    return hasattr(x, "shape")
+
+
 def check_tensor(op, name, x):
     if x.__class__ is not Tensor:
         raise DTypeError(f"{op}: {name} must be a Tensor, got {type(x).__name__}")
@@ -236,17 +250,17 @@ def check_float(op, name, x):
         raise UnsupportedDTypeError(f"{op}: expected {name} to be a floating point tensor, got {x.dtype}")
 
 
-def int_tuple(op, what, value, n):
+def int_tuple(op: str, what: str, value: int | Sequence[int], n: int) -> tuple[int, ...]:
     """``value`` (an int, or one or ``n`` ints) as ``n`` ints: PyTorch's rule for a convolution's or a
     pooling's kernel_size, stride, padding and dilation; any other count is a ShapeError naming ``what``."""
-    if isinstance(value, numbers.Integral):
+    if isinstance(value, (int, numbers.Integral)):  # (int for type checkers, which do not see it is Integral)
         return (int(value),) * n
-    value = tuple(int(v) for v in value)
-    if len(value) == 1:
-        return value * n
-    if len(value) != n:
-        raise ShapeError(f"{op}: expected {what} to be an int or {n} ints, got {value}")
-    return value
+    ints = tuple(int(v) for v in value)
+    if len(ints) == 1:
+        return ints * n
+    if len(ints) != n:
+        raise ShapeError(f"{op}: expected {what} to be an int or {n} ints, got {ints}")
+    return ints
 
 
 def batched_input(op, input, spatial):

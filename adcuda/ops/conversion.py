@@ -6,7 +6,7 @@ Forwards call the backend's storage primitives (``astype from_numpy to_numpy``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from .. import _interop, _native
 from .. import dtypes as dt
@@ -22,6 +22,7 @@ from .factories import tensor
 from .registry import lowering, op
 
 if TYPE_CHECKING:
+    from ..backends.seam import CPUArray
     from ..types import Any, Device, DType
 
 
@@ -33,9 +34,7 @@ if TYPE_CHECKING:
     node="ToCopyBackward0",
     grads={"input": lambda grad, input_device, input_dtype: grad.to(input_device, input_dtype)},
 )
-def to_copy(
-    input: Tensor, device: Device | str | int | None, dtype: DType | None, non_blocking: bool = False, name: str = "to"
-) -> Tensor:
+def to_copy(input: Tensor, device: Device, dtype: DType | None, non_blocking: bool = False, name: str = "to") -> Tensor:
     # ``non_blocking``: a copy from pinned memory to a CUDA device is only queued on the stream
     src_bk = primitives(input)
     if device == input._device:
@@ -191,7 +190,7 @@ def pin_memory(input: Tensor, device: Device | str | None = None) -> Tensor:
     # ``.to("cuda", non_blocking=True)`` copies from pinned memory asynchronously; needs CUDA, as in PyTorch
     if input._device is not CPU:
         raise DeviceError(f"pin_memory: only CPU tensors can be pinned; this tensor is on {input._device}")
-    array = input._data
+    array = cast("CPUArray", input._data)
     if _is_pinned_array(array):
         return input
     if array.size:
@@ -252,11 +251,13 @@ def _dlpack(self, stream=None, *, max_version=None, dl_device=None, copy=None):
     return _interop.to_dlpack(self, stream, max_version, dl_device, copy)
 
 
-Tensor.__reduce_ex__ = _reduce_ex
-Tensor.__deepcopy__ = _deepcopy
-Tensor.__dlpack__ = _dlpack
-Tensor.__dlpack_device__ = _interop.dlpack_device
-Tensor.__cuda_array_interface__ = property(_interop.cuda_array_interface)
+# Attached at import, as autograd's methods are (autograd/tensor_methods.py); _tensor_ops.pyi declares them on
+# Tensor for type checkers, so mypy sees each assignment as replacing a declared method: the ignores are for that.
+Tensor.__reduce_ex__ = _reduce_ex  # type: ignore[method-assign]
+Tensor.__deepcopy__ = _deepcopy  # type: ignore[method-assign]
+Tensor.__dlpack__ = _dlpack  # type: ignore[method-assign]
+Tensor.__dlpack_device__ = _interop.dlpack_device  # type: ignore[method-assign]
+Tensor.__cuda_array_interface__ = property(_interop.cuda_array_interface)  # type: ignore[method-assign, assignment]
 
 
 # what the exporters know of the primitives this family's ops call (``Lowering`` in registry.py)

@@ -40,12 +40,13 @@ from ..autograd.graph import (
     version_of,
 )
 from ..backends.float_errors import QUIET as _QUIET
+from ..backends.float_errors import current as _errstate
 from ..backends.float_errors import quiet as _quiet
 from ..backends.float_errors import restore as _restore
 from ..errors import AdcudaError, AutogradError, DTypeError, LayoutError, ResultTypeError, adapt_error
 from ..tensor import Tensor, primitives
+from .dtype_support import check_first as _check_first_dtype
 from .dtype_support import check_operands as _check_operand_dtypes
-from .dtype_support import reject as _reject_dtype
 from .mutation import check_inplace_allowed, commit_inplace
 
 # ----------------------------------------------------------------------------------------------
@@ -179,11 +180,14 @@ def _parameters(op):
 # our own on the hot path. ``body`` is the same without the hook check, for the hooks. An op that
 # records nothing itself (composite, or not differentiable) only checks for hooks. Every forward runs
 # with NumPy silent about inf and NaN, as PyTorch is, the caller's NumPy error state put back after it
-# (backends/float_errors.py: about 0.1 us a call, a tenth of what np.errstate costs).
+# (backends/float_errors.py: about 0.1 us a call, a tenth of what np.errstate costs); an op called
+# inside another finds the state quiet already and leaves it (one read). A view op's forward only
+# makes views (no arithmetic NumPy could warn about; a copy it falls back to is made by other ops'
+# entries), so its entry does not switch at all.
 _PLAIN_SOURCE = """
-def make(forward, OP, NAME, _defaults):
+def make(forward, OP, NAME, _defaults, ACCEPTED):
     def entry({signature}):
-{prelude}        token = _quiet(_QUIET)
+{prelude}        token = None if _errstate() is _QUIET else _quiet(_QUIET)
         try:
             if _slow:
                 return _around_chain(NAME, OP, forward, ({positional}), {keywords})
@@ -191,12 +195,13 @@ def make(forward, OP, NAME, _defaults):
         except Exception as error:
             _adapt(OP, error, ({tensors}), ({values_tuple}))
         finally:
-            _restore(token)
+            if token is not None:
+                _restore(token)
     return entry
 """
 
 _ENTRY_SOURCE = """
-def make(forward, OP, NAME, _defaults, PLANS):
+def make(forward, OP, NAME, _defaults, ACCEPTED, PLANS):
     def entry({signature}):
 {prelude}        if _slow:
             try:
@@ -212,26 +217,24 @@ def make(forward, OP, NAME, _defaults, PLANS):
 
 # Which inputs take part in the graph is asked before whether grad mode is on (a thread-local read,
 # the dearer of the two): most calls have no input that does.
-_BODY_SOURCE = """        token = _quiet(_QUIET)
+_BODY_SOURCE = """        token = None if _errstate() is _QUIET else _quiet(_QUIET)
         try:
             result = forward({call})
         except Exception as error:
             _adapt(OP, error, ({tensors}), ({values_tuple}))
         finally:
-            _restore(token)
+            if token is not None:
+                _restore(token)
         out = {output}
         mask = 0
 {checks}        if mask and grad_state.enabled:
             (PLANS[mask] or OP.plan(mask)).record(out, result, {values})
         return out"""
 
-_VIEW_BODY_SOURCE = """        token = _quiet(_QUIET)
-        try:
+_VIEW_BODY_SOURCE = """        try:
             result = forward({call})
         except Exception as error:
             _adapt(OP, error, ({tensors}), ({values_tuple}))
-        finally:
-            _restore(token)
         out = {output}
 {view}        if grad_state.enabled:
             out._view_version = vc.value if vc is not None else 0
@@ -251,14 +254,18 @@ _VIEW_SOURCE = """        if out is {base}:
             return out.tensor
         root = {base}._base
         vc = {base}._vc
-        if root is not None and vc is None:
-            vc = root._vc
-        if root is not None and {base}._view_fn is not None:
-            out._base = root
-            out._view_fn = ({base}._view_fn, entry, {replay}, {replay_keywords})
-        else:
+        if root is None:
             out._base = {base}
             out._view_fn = (None, entry, {replay}, {replay_keywords})
+        else:
+            if vc is None:
+                vc = root._vc
+            if {base}._view_fn is not None:
+                out._base = root
+                out._view_fn = ({base}._view_fn, entry, {replay}, {replay_keywords})
+            else:
+                out._base = {base}
+                out._view_fn = (None, entry, {replay}, {replay_keywords})
         if vc is not None:
             out._vc = vc  # else version_counter(out) finds the root's once it has one
 """
@@ -419,9 +426,10 @@ def _dtype_check(op):
     first = next(iter(op.signature.parameters.values()))
     if first.kind not in (first.POSITIONAL_OR_KEYWORD, first.POSITIONAL_ONLY):
         raise ValueError(f"op {op.name!r}: dtypes= rules the first parameter, which must be a plain one")
+    # one set lookup of the array's dtype once it has been found accepted (ACCEPTED: the rule's cache)
     return (
-        f"        if {first.name}.__class__ is Tensor and {first.name}.dtype in OP.dtypes.rejected:\n"
-        f"            _reject_dtype(NAME, OP.dtypes, {first.name})\n"
+        f"        if {first.name}.__class__ is Tensor and {first.name}._data.dtype not in ACCEPTED:\n"
+        f"            _check_first_dtype(NAME, OP.dtypes, {first.name})\n"
     )
 
 
@@ -564,7 +572,7 @@ def _generated_entry(op):
         )
         made = {}
         exec(compile(source, _entry_filename(op), "exec"), globals(), made)
-        return made["make"](op.forward, op, op.name, defaults)
+        return made["make"](op.forward, op, op.name, defaults, _accepted_arrays(op))
     checks = "".join(_CHECK_SOURCE.format(x=x, bit=1 << i) for i, x in enumerate(op.inputs))
     if op.view:
         base = values[0]
@@ -603,7 +611,12 @@ def _generated_entry(op):
     # defined with this module's globals, so the entry reads _slow and _around_chain as they change
     made = {}
     exec(compile(source, _entry_filename(op), "exec"), globals(), made)
-    return made["make"](op.forward, op, op.name, defaults, op.plans)
+    return made["make"](op.forward, op, op.name, defaults, _accepted_arrays(op), op.plans)
+
+
+def _accepted_arrays(op):
+    """The array dtypes found accepted by the op's ``dtypes`` rule (shared by the ops of one rule)."""
+    return op.dtypes.accepted_arrays if op.dtypes is not None else None
 
 
 class NotAView:
@@ -671,12 +684,9 @@ _RECORD_SOURCE = """
 def record(out, result, {params}):
     if out._data.dtype not in _FLOAT_ARRAYS and not _is_float_result(out):
         return
-{inputs}    node = _new(OpNode)
-    node.name = {name}
-    node.next_edges = ({edges})
+{inputs}    node = _new(NODE)
+{name}    node.next_edges = ({edges})
     node.metas = ({metas})
-    node.plan = PLAN
-    node.backward_fn = BACKWARD
     node.seq = next(_sequence)
     if anomaly.enabled_somewhere and anomaly.is_anomaly_enabled():
         node.trace = anomaly.forward_trace()
@@ -692,8 +702,32 @@ _RECORD_INPUT_SOURCE = """    if {x}.__class__ is not Tensor:
     if {x} is out:  # the op returned its input unchanged (contiguous of a contiguous tensor)
         return
     node = {x}._grad_fn
-    edge{i} = (node, {x}._output_nr) if node is not None and {x}._base is None else edge_of({x})
-    meta{i} = _meta({x})
+    if {x}._base is not None:
+        edge{i} = edge_of({x})
+    elif node is not None:
+        edge{i} = (node, {x}._output_nr)
+    elif {x}._accumulator is not None:  # a leaf that requires grad (it takes part), seen before
+        edge{i} = ({x}._accumulator, 0)
+    else:
+        edge{i} = edge_of({x})
+    data = {x}._data
+    meta{i} = (data.shape, data.dtype, _DTYPE_OF_ARRAY.get(data.dtype) or _dtype_of({x}))
+"""
+
+# ``_pack`` of the node's output and of a parameter, inlined
+_PACK_RESULT_SOURCE = """    vc = out._vc
+    if vc is None:
+        vc = version_counter(out)
+    item{k} = (vc, vc.value, None, out._data, out._device, out._output_nr)
+"""
+
+_PACK_PARAMETER_SOURCE = """    if {value}.__class__ is Tensor and {value} is not out:
+        vc = {value}._vc
+        if vc is None:
+            vc = version_counter({value})
+        item{k} = (vc, vc.value, {value})
+    else:
+        item{k} = _pack({value}, out)
 """
 
 _BACKWARD_SOURCE = """
@@ -731,9 +765,12 @@ def plan_functions(op, plan, mask):
         else:
             edges.append("None")
             metas.append("None")
+    # the plan's node class: what every node of the plan shares (its plan, backward and, unless it
+    # depends on the arguments, its name) is read from the class, not written into each node
+    node_class = {"plan": plan, "__slots__": ()}
     if op.node.__class__ is str:
-        namespace["NODE_NAME"] = node_name(op.node)
-        name = "NODE_NAME"
+        node_class["name"] = node_name(op.node)
+        name = ""
     else:
         # a name that depends on the arguments: the node function called as the forward was
         namespace["NODE_NAME"] = op.node
@@ -745,24 +782,24 @@ def plan_functions(op, plan, mask):
                 arguments.append(f"{p.name}={value}")
             else:
                 arguments.append(value)
-        name = f"node_name(NODE_NAME({', '.join(arguments)}))"
+        name = f"    node.name = node_name(NODE_NAME({', '.join(arguments)}))\n"
     saves = ""
     if plan.sources:
         reads = []
         maybe_tensors = []
         for k, (source, position) in enumerate(plan.sources):
             if source is _RESULT:
-                value = "out"
-            elif source is _EXTRA:
-                value = f"result[{position}]"
+                saves += _PACK_RESULT_SOURCE.format(k=k)
             elif source is _PARAMETER:
-                value = params[position]
+                saves += _PACK_PARAMETER_SOURCE.format(k=k, value=params[position])
+            elif source is _EXTRA:
+                saves += f"    item{k} = _pack(result[{position}], out)\n"
             else:
                 reads.append(f"(None, _metadata({params[position]}, {source!r}))")
                 continue
-            reads.append(f"_pack({value}, out)")
+            reads.append(f"item{k}")
             maybe_tensors.append(k)
-        saves = f"    items = [{', '.join(reads)}]\n"
+        saves += f"    items = [{', '.join(reads)}]\n"
         if maybe_tensors:
             any_tensor = " or ".join(f"items[{k}][0] is not None" for k in maybe_tensors)
             saves += f"    if {any_tensor}:\n        node._saved = items\n    else:\n        node.raw = items\n"
@@ -811,7 +848,8 @@ def plan_functions(op, plan, mask):
     scope = {**globals(), **namespace}
     filename = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"<backward plan of op {op.name}>")
     exec(compile(backward_source, filename, "exec"), scope)
-    scope["BACKWARD"] = scope["backward"]
+    node_class["backward_fn"] = staticmethod(scope["backward"])
+    scope["NODE"] = type(OpNode)(node_class.get("name", OpNode.__name__), (OpNode,), node_class)
     exec(compile(record_source, filename, "exec"), scope)
     return scope["record"], scope["backward"]
 
@@ -964,19 +1002,20 @@ def make_inplace_entry(op):
     signature, first = entry_signature(op, first="self"), next(iter(op.signature.parameters))
 
     def body(self, *args, **kwargs):
-        for pname, alias in aliases:  # x.index_add_(axis=0, ...): the forward takes dim=
-            if alias in kwargs:
-                kwargs[pname] = kwargs.pop(alias)
+        if kwargs:
+            for pname, alias in aliases:  # x.index_add_(axis=0, ...): the forward takes dim=
+                if alias in kwargs:
+                    kwargs[pname] = kwargs.pop(alias)
         check_inplace_allowed(self, name)
         if rule is not None:
             if rule.operands:
                 arguments = dict(signature.bind(self, *args, **kwargs).arguments)
                 arguments[first] = self  # the forward's name for what the in-place form calls self
                 _check_operand_dtypes(name, rule, tuple(arguments.get(n) for n in rule.operands))
-            elif self.dtype in rule.rejected:
-                _reject_dtype(name, rule, self)
+            elif self._data.dtype not in rule.accepted_arrays:
+                _check_first_dtype(name, rule, self)
         recording = grad_state.enabled and (
-            _takes_part(self) or any(_takes_part(a) for a in args) or any(_takes_part(a) for a in kwargs.values())
+            _takes_part(self) or _any_takes_part(args) or (kwargs and _any_takes_part(kwargs.values()))
         )
         if not recording:
             result = forward(self, *args, **kwargs)
@@ -994,7 +1033,7 @@ def make_inplace_entry(op):
         return commit_inplace(self, result, name)
 
     def inplace_entry(self, *args, **kwargs):
-        token = _quiet(_QUIET)
+        token = None if _errstate() is _QUIET else _quiet(_QUIET)
         try:
             if _slow:
                 return _around_chain(name, op, body, (self,) + args, kwargs)
@@ -1002,7 +1041,8 @@ def make_inplace_entry(op):
         except Exception as error:
             _adapt(inplace_op, error, *_bound_arguments(inplace_op, (self,) + args, kwargs))
         finally:
-            _restore(token)
+            if token is not None:
+                _restore(token)
 
     inplace_entry.__name__ = inplace_entry.__qualname__ = name
     inplace_entry.__doc__ = f"In-place {op.name}: {op.doc}"
@@ -1036,7 +1076,7 @@ def _bound_arguments(op, args, kwargs):
 
 
 def _as_dtype_of(t, result, name):
-    if result.dtype is t.dtype:
+    if result._data.dtype is t._data.dtype or result.dtype is t.dtype:  # (one array dtype: one dtype)
         return result
     if result.dtype.category > t.dtype.category:
         raise ResultTypeError(f"{name}: result type {result.dtype} can't be cast to the desired output type {t.dtype}")

@@ -22,7 +22,7 @@ class Takes:
     """The dtypes an op's first tensor argument may have (``accepts(dtype)``), described for the error
     message, or a message of the op's own (PyTorch's wording, with the op and dtype filled in)."""
 
-    __slots__ = ("description", "rejected", "message", "operands", "each", "empty_ok", "same")
+    __slots__ = ("description", "rejected", "message", "operands", "each", "empty_ok", "same", "accepted_arrays")
 
     def __init__(self, description, accepts, message=None, operands=(), each=False, empty_ok=False, same=()):
         self.description = description
@@ -32,6 +32,9 @@ class Takes:
         self.each = each
         self.empty_ok = empty_ok
         self.same = same
+        # the array dtypes (NumPy's, the CUDA runtime's) of first tensors found accepted: the dispatch
+        # point's check is one lookup in it after the first call (``check_first``)
+        self.accepted_arrays = set()
 
     def _copy(self, **changes):
         fields = {k: getattr(self, k) for k in ("message", "operands", "each", "empty_ok", "same")}
@@ -82,6 +85,15 @@ def reject(op_name, rule, value):
     if rule.empty_ok and value.numel() == 0:
         return
     raise rule.error(op_name, value.dtype)
+
+
+def check_first(op_name, rule, value):
+    """The rule applied to a first tensor argument whose array dtype is not yet known accepted: raise
+    for a dtype it rejects, else note the array dtype as accepted (an array dtype is one dtype)."""
+    if value.dtype in rule.rejected:
+        reject(op_name, rule, value)
+    else:
+        rule.accepted_arrays.add(value._data.dtype)
 
 
 def check_operands(op_name, rule, operands):

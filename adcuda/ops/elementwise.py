@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import builtins
 import math
-from typing import TYPE_CHECKING
+import typing
+from typing import TYPE_CHECKING, overload
 
 from .. import dtypes as dt
 from ..errors import AdcudaError, DTypeError, ShapeError, UnsupportedDTypeError, adapt_error, fmt_shape
@@ -1085,6 +1086,10 @@ def _where_method(self: Tensor, condition: Tensor, other: Tensor | Number) -> Te
     return where(condition, self, other)  # Tensor.where(condition, other): self is the input
 
 
+@overload
+def where(condition: Tensor) -> tuple[Tensor, ...]: ...
+@overload
+def where(condition: Tensor, input: Tensor | Number, other: Tensor | Number) -> Tensor: ...
 @op(
     "where",
     doc="input where condition holds, other elsewhere (broadcast).",
@@ -1327,7 +1332,8 @@ def lerp(input: Tensor, end: Tensor, weight: Tensor | Number) -> Tensor:
     if weight.__class__ is Tensor:
         out = where(lt(abs(weight), 0.5), add(start, mul(weight, diff)), sub(stop, mul(diff, sub(1, weight))))
     else:
-        out = add(start, mul(weight, diff)) if builtins.abs(weight) < 0.5 else sub(stop, mul(diff, 1 - weight))
+        number = typing.cast("Number", weight)  # (not a Tensor)
+        out = add(start, mul(number, diff)) if builtins.abs(number) < 0.5 else sub(stop, mul(diff, 1 - number))
     return cast(out, input.dtype) if half else out
 
 
@@ -1806,7 +1812,7 @@ def xlogy(input: Tensor | Number, other: Tensor | Number) -> Tensor:
 
 
 @op("heaviside", doc="0 where input < 0, values where input == 0, 1 where input > 0.", composite=True, inplace=True)
-def heaviside(input: Tensor, values: Tensor | Number) -> Tensor:
+def heaviside(input: Tensor, values: Tensor) -> Tensor:
     check_tensor("heaviside", "input", input)
     check_tensor("heaviside", "values", values)
     if values.dtype is not input.dtype:

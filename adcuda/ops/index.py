@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import itertools
 import numbers
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, overload
 
 import numpy as np
 
@@ -38,7 +38,7 @@ from .mutation import check_inplace_allowed, commit_inplace, version_counter
 from .registry import lowering, op
 
 if TYPE_CHECKING:
-    from ..types import Any, Device, DType, Number, Sequence
+    from ..types import Any, Device, DType, EllipsisType, Number, Sequence
 
 _PLAIN = (int, type(None))  # slice bounds the backend takes as they are
 
@@ -356,7 +356,12 @@ def index_put_key(
     composite=True,
     inplace=True,
 )
-def index_put(input: Tensor, indices: tuple[Tensor, ...], values: Tensor | Number, accumulate: bool = False) -> Tensor:
+def index_put(
+    input: Tensor,
+    indices: tuple[Tensor | int | slice | EllipsisType | None, ...],  # PyTorch's Tensors, or any item a key takes
+    values: Tensor | Number,
+    accumulate: bool = False,
+) -> Tensor:
     key = tuple(indices)
     bkey, _, move = convert_key(input, key, "index_put")
     return index_put_key(input, bkey, _values_in_numpy_layout(values, move), accumulate, key)
@@ -635,7 +640,7 @@ def _scatter_key(index, d):
     return tuple(key)
 
 
-def _src_part(name, src, index, input):
+def _src_part(name: str, src: object, index: Tensor, input: Tensor) -> Tensor:
     """src cut to index's shape (PyTorch reads only that much of it), as input's dtype."""
     if not isinstance(src, Tensor):
         raise DTypeError(f"{name}: src must be a Tensor, got {type(src).__name__}")
@@ -670,7 +675,7 @@ def scatter(
     input: Tensor,
     dim: int,
     index: Tensor,
-    src: Tensor | None = None,
+    src: Tensor | Number | None = None,
     value: Number | None = None,
     *,
     reduce: str | None = None,
@@ -687,7 +692,7 @@ def scatter(
         )
         return one.reshape(())
     d = _check_scatter_index(name, input, dim, index)
-    if src is None:
+    if value is not None:  # (then src is None)
         src = full(tuple(index.shape), value, dtype=input.dtype, device=input.device)
     else:
         src = _src_part(name, src, index, input)
@@ -818,6 +823,12 @@ def masked_select(input: Tensor, mask: Tensor) -> Tensor:
     return getitem(input.expand(shape), mask.expand(shape))
 
 
+@overload
+def nonzero(input: Tensor, *, as_tuple: Literal[False] = False) -> Tensor: ...
+@overload
+def nonzero(input: Tensor, *, as_tuple: Literal[True]) -> tuple[Tensor, ...]: ...
+@overload
+def nonzero(input: Tensor, *, as_tuple: bool = False) -> Tensor | tuple[Tensor, ...]: ...
 @op(
     "nonzero",
     doc="The indices of the nonzero elements: (count, ndim) int64, or one 1-D tensor per dim.",
@@ -1033,7 +1044,7 @@ def diagonal_scatter(input: Tensor, src: Tensor, offset: int = 0, dim1: int = 0,
 def unravel_index(indices: Tensor, shape: int | Sequence[int]) -> tuple[Tensor, ...]:
     if indices.dtype.category != dt.INTEGER:
         raise DTypeError(f"unravel_index: expected 'indices' to be an integer tensor, got {indices.dtype}")
-    sizes = (shape,) if isinstance(shape, numbers.Integral) else tuple(shape)
+    sizes = (shape,) if isinstance(shape, (int, numbers.Integral)) else tuple(shape)
     if any(n < 0 for n in sizes):
         raise ValueError(f"unravel_index: 'shape' cannot have negative values, got {sizes}")
     rest = cast(indices, dt.int64)
@@ -1092,7 +1103,14 @@ def trace(input: Tensor) -> Tensor:
     return diagonal(input).sum()
 
 
-def _sliding_blocks(name, input, kernel_size, dilation, padding, stride):
+def _sliding_blocks(
+    name: str,
+    input: Tensor,
+    kernel_size: int | Sequence[int],
+    dilation: int | Sequence[int],
+    padding: int | Sequence[int],
+    stride: int | Sequence[int],
+) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
     """The checked (kernel, dilation, padding, stride) pairs of F.unfold/F.fold and the block grid:
     (rows (kh, 1, oh, 1), cols (1, kw, 1, ow)) that index the padded image, and (oh, ow)."""
     kernel = int_tuple(name, "kernel_size", kernel_size, 2)

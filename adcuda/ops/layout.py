@@ -10,7 +10,7 @@ from __future__ import annotations
 import builtins
 import numbers
 import operator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, overload
 
 from .. import dtypes as dt
 from ..autograd.graph import sum_to_shape
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ..types import DType, Sequence
 
 
-def _infer_shape(name, shape, numel):
+def _infer_shape(name: str, shape: Any, numel: int) -> tuple[int, ...]:
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
     n = 1
@@ -105,7 +105,8 @@ def reshape(input: Tensor, *shape: int | Sequence[int]) -> Tensor:
     shape = _infer_shape("reshape", shape, input._data.size)
     data = primitives(input).view(input._data, shape)
     if data is None:
-        return NotAView(view(contiguous(input), shape))
+        # the dispatch point returns the marker's copy, a Tensor, from the op's entry (dispatch.NotAView)
+        return NotAView(view(contiguous(input), shape))  # type: ignore[return-value]
     return wrap(data, input._device)
 
 
@@ -142,12 +143,12 @@ def unflatten(input: Tensor, dim: int, sizes: Sequence[int]) -> Tensor:
 @op("squeeze", doc="Dims of size 1 removed (all, or those of dim).", composite=True)
 def squeeze(input: Tensor, *dim: int | Sequence[int] | None) -> Tensor:
     # x.squeeze(), x.squeeze(0), x.squeeze(0, 2), x.squeeze((0, 2)), x.squeeze(dim=None)
-    dim = None if not dim or dim == (None,) else _dims_arg(dim)
+    chosen = None if not dim or dim == (None,) else _dims_arg(dim)
     shape = tuple(input.shape)
-    if dim is None:
+    if chosen is None:
         axes = {i for i, n in enumerate(shape) if n == 1}
     else:
-        dims = (dim,) if isinstance(dim, int) else tuple(dim)
+        dims = (chosen,) if isinstance(chosen, int) else tuple(chosen)
         axes = {wrap_dim(d, input.ndim, "squeeze") for d in dims}  # checked on a 0-d tensor too
         if not input.ndim:
             axes = set()
@@ -341,7 +342,7 @@ def broadcast_tensors(*tensors: Tensor) -> tuple[Tensor, ...]:
 
 # ------------------------------------------------------------------------------------------------
 # copies
-def _dims_arg(dims):
+def _dims_arg(dims: Any) -> tuple[int, ...]:
     """Dims given as varargs (``x.flip(0, 2)``) or as one sequence (``flip(x, (0, 2))``; ``dims=(0, 2)``
     by keyword arrives so too), as a tuple."""
     if len(dims) == 1 and not isinstance(dims[0], numbers.Integral):
@@ -710,7 +711,7 @@ def pad(
 
 # ------------------------------------------------------------------------------------------------
 # roll, meshgrid, repeat_interleave
-def _int_tuple(x):
+def _int_tuple(x: Any) -> tuple[int, ...]:
     return tuple(x) if isinstance(x, (tuple, list)) else (x,)
 
 
@@ -750,23 +751,25 @@ def meshgrid(*tensors: Tensor | Sequence[Tensor], indexing: str | None = None) -
     indexing = "ij" if indexing is None else indexing
     if indexing not in ("ij", "xy"):
         raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+    vectors: list[Tensor] = []
     for i, t in enumerate(tensors):
         if not isinstance(t, Tensor) or t.ndim > 1:
             raise ShapeError(
                 f"meshgrid: expected 0-D or 1-D tensors, got tensor {i} of shape "
                 f"{fmt_shape(t.shape) if isinstance(t, Tensor) else type(t).__name__}"
             )
-    check_same_device("meshgrid", *tensors)
-    sizes = [t.numel() for t in tensors]
+        vectors.append(t)
+    check_same_device("meshgrid", *vectors)
+    sizes = [t.numel() for t in vectors]
     # 'xy' is 'ij' with the first two inputs' dims swapped (Cartesian rather than matrix indexing)
-    order = list(range(len(tensors)))
-    if indexing == "xy" and len(tensors) >= 2:
+    order = list(range(len(vectors)))
+    if indexing == "xy" and len(vectors) >= 2:
         order[0], order[1] = 1, 0
     shape = tuple(sizes[i] for i in order)
     grids = []
-    for i, t in enumerate(tensors):
+    for i, t in enumerate(vectors):
         position = order.index(i)
-        view_shape = [1] * len(tensors)
+        view_shape = [1] * len(vectors)
         view_shape[position] = sizes[i]
         grids.append(t.reshape(view_shape).expand(shape))
     return tuple(grids)
@@ -788,46 +791,48 @@ def repeat_interleave(
     input: Tensor, repeats: int | Tensor | None = None, dim: int | None = None, *, output_size: int | None = None
 ) -> Tensor:
     name = "repeat_interleave"
+    source: Tensor | None = input  # None for repeat_interleave(repeats)
     if repeats is None:  # repeat_interleave(repeats): the indices 0..n-1, each repeated
-        repeats, input = input, None
-    if input is not None and not isinstance(input, Tensor):
-        raise DTypeError(f"{name}: input must be a Tensor, got {type(input).__name__}")
-    if input is not None and dim is None:
-        input, dim = input.reshape(-1), 0
+        repeats, source = input, None
+    if source is not None and not isinstance(source, Tensor):
+        raise DTypeError(f"{name}: input must be a Tensor, got {type(source).__name__}")
+    if source is not None and dim is None:
+        source, dim = source.reshape(-1), 0
     if isinstance(repeats, Tensor):
         if repeats.dtype.category != dt.INTEGER or repeats.ndim > 1:
             raise DTypeError(
                 f"{name}: repeats must be an int64 tensor of 0 or 1 dims, got {repeats.dtype} of "
                 f"shape {fmt_shape(repeats.shape)}"
             )
-        if input is None:
+        if source is None:
             n = repeats.numel()
         else:
-            axis = wrap_dim(dim, input.ndim, name)
-            n = input.shape[axis]
+            axis = wrap_dim(dim, source.ndim, name)
+            n = source.shape[axis]
             if repeats.numel() == 1:
                 repeats = repeats.reshape(1).expand(n)
             elif repeats.numel() != n:
                 raise ShapeError(
                     f"{name}: repeats must have the same size as input along dim {dim}: got "
-                    f"{repeats.numel()} repeats for input of shape {fmt_shape(input.shape)}"
+                    f"{repeats.numel()} repeats for input of shape {fmt_shape(source.shape)}"
                 )
         repeats = repeats.reshape(-1).to(dtype=dt.int64)
         if repeats.numel() and bool((repeats < 0).any()):
             raise ShapeError(f"{name}: repeats can not be negative")
         total = int(repeats.sum().item()) if output_size is None else int(output_size)
         positions = _repeat_positions(repeats, n, total)
-        if input is None:
+        if source is None:
             return positions
-        return input.index_select(axis, positions)
+        return source.index_select(axis, positions)
     if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 0:
         raise ShapeError(f"{name}: repeats must be a non-negative int or an int64 tensor, got {repeats!r}")
-    axis = wrap_dim(dim, input.ndim, name)
-    shape = list(input.shape)
+    assert source is not None  # repeats alone is a Tensor (returned above)
+    axis = wrap_dim(dim, source.ndim, name)
+    shape = list(source.shape)
     expanded = list(shape)
     expanded.insert(axis + 1, repeats)
     shape[axis] *= repeats
-    return input.unsqueeze(axis + 1).expand(expanded).reshape(shape)
+    return source.unsqueeze(axis + 1).expand(expanded).reshape(shape)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -852,16 +857,28 @@ def _at_least(name, tensors, ndim):
     return out[0] if len(out) == 1 else tuple(out)
 
 
+@overload
+def atleast_1d(tensor: Tensor, /) -> Tensor: ...
+@overload
+def atleast_1d(*tensors: Tensor | Sequence[Tensor]) -> Tensor | tuple[Tensor, ...]: ...
 @op("atleast_1d", doc="Each input viewed with at least 1 dim.", composite=True, method=False)
 def atleast_1d(*tensors: Tensor | Sequence[Tensor]) -> Tensor | tuple[Tensor, ...]:
     return _at_least("atleast_1d", tensors, 1)
 
 
+@overload
+def atleast_2d(tensor: Tensor, /) -> Tensor: ...
+@overload
+def atleast_2d(*tensors: Tensor | Sequence[Tensor]) -> Tensor | tuple[Tensor, ...]: ...
 @op("atleast_2d", doc="Each input viewed with at least 2 dims (a vector as a row).", composite=True, method=False)
 def atleast_2d(*tensors: Tensor | Sequence[Tensor]) -> Tensor | tuple[Tensor, ...]:
     return _at_least("atleast_2d", tensors, 2)
 
 
+@overload
+def atleast_3d(tensor: Tensor, /) -> Tensor: ...
+@overload
+def atleast_3d(*tensors: Tensor | Sequence[Tensor]) -> Tensor | tuple[Tensor, ...]: ...
 @op("atleast_3d", doc="Each input viewed with at least 3 dims.", composite=True, method=False)
 def atleast_3d(*tensors: Tensor | Sequence[Tensor]) -> Tensor | tuple[Tensor, ...]:
     return _at_least("atleast_3d", tensors, 3)
@@ -1135,7 +1152,7 @@ def ravel(input: Tensor) -> Tensor:
     method=False,
 )
 def broadcast_shapes_of(*shapes: int | Sequence[int]) -> Size:
-    sizes = [(s,) if isinstance(s, numbers.Integral) else tuple(s) for s in shapes]
+    sizes = [(s,) if isinstance(s, (int, numbers.Integral)) else tuple(s) for s in shapes]
     for s in sizes:
         if any(not isinstance(n, numbers.Integral) or n < 0 for n in s):
             raise ShapeError(f"broadcast_shapes: a shape must hold non-negative ints, got {s}")

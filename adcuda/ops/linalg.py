@@ -698,7 +698,7 @@ def inner(input: Tensor, other: Tensor) -> Tensor:
     composite=True,
     autocast="lower",
 )
-def tensordot(a: Tensor, b: Tensor, dims: int | Sequence[Sequence[int]] = 2) -> Tensor:
+def tensordot(a: Tensor, b: Tensor, dims: int | Sequence[int | Sequence[int]] = 2) -> Tensor:
     if isinstance(dims, Tensor):
         dims = dims.tolist()
     if isinstance(dims, int):

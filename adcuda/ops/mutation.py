@@ -60,7 +60,7 @@ def commit_inplace(t, result, op):
     """Write ``result`` (a tensor of ``t``'s shape, possibly carrying history) into ``t``'s memory,
     bump the version counter and, when recording, make ``t`` (and its base, for a view) carry the
     new history."""
-    if tuple(result.shape) != tuple(t.shape):
+    if result._data.shape != t._data.shape:  # (both backends' arrays give tuples: no Size made per call)
         raise ShapeError(
             f"{op}: output with shape {fmt_shape(t.shape)} doesn't match the broadcast shape {fmt_shape(result.shape)}"
         )
@@ -75,9 +75,9 @@ def commit_inplace(t, result, op):
     if not grad_state.enabled:
         return t
     is_view = t._base is not None and t._view_fn is not None
-    old_node, old_nr = t.grad_fn, t._output_nr
     if not requires_grad(result) and not requires_grad(t._base if is_view else t):
         return t
+    old_node, old_nr = t.grad_fn, t._output_nr
     if is_view:
         _rebase_view_history(t, result)
     elif not requires_grad(result):

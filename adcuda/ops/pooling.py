@@ -428,7 +428,7 @@ def adaptive_avg_pool1d(input: Tensor, output_size: int | Sequence[int]) -> Tens
 # ------------------------------------------------------------------------------------------------
 # More of PyTorch's pooling names (issue 15)
 def _adaptive_max_pool1d_functional(
-    input: Tensor, output_size: int | Sequence[int], return_indices: bool = False
+    input: Tensor, output_size: int | tuple[int] | list[int], return_indices: bool = False
 ) -> Tensor | tuple[Tensor, Tensor]:
     pooled = adaptive_max_pool1d(input, output_size)
     return pooled if return_indices else pooled[0]
@@ -444,7 +444,7 @@ def _adaptive_max_pool1d_functional(
     method=False,
     functional=_adaptive_max_pool1d_functional,
 )
-def adaptive_max_pool1d(input: Tensor, output_size: int | Sequence[int]) -> tuple[Tensor, Tensor]:
+def adaptive_max_pool1d(input: Tensor, output_size: int | tuple[int] | list[int]) -> tuple[Tensor, Tensor]:
     name = "adaptive_max_pool1d"
     check_tensor(name, "input", input)
     if input.ndim not in (2, 3):

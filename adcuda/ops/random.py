@@ -15,7 +15,7 @@ from ..autograd.graph import needs_grad
 from ..errors import DTypeError, ShapeError
 from ..random import default_generator
 from ..tensor import primitives
-from .common import check_float, check_tensor, dense, wrap
+from .common import check_float, check_tensor, dense, has_shape, wrap
 from .factories import new_tensor, shape_arg
 from .mutation import apply_inplace, check_inplace_allowed, commit_inplace, write_untracked
 from .registry import op
@@ -456,7 +456,7 @@ def normal(
     device: Device | str | None = None,
     requires_grad: bool = False,
 ) -> Tensor:
-    tensors = [t for t in (mean, std) if hasattr(t, "shape")]
+    tensors = [t for t in (mean, std) if has_shape(t)]
     if not tensors:
         if size is None:
             raise DTypeError("normal: with a number mean and std, give size")
@@ -466,10 +466,10 @@ def normal(
         return (noise * std + mean).requires_grad_(requires_grad)
     if size is not None:
         raise DTypeError("normal: size is for a number mean and std; a tensor mean or std gives the shape")
-    shape = tuple(tensors[0].shape) if len(tensors) == 1 else tuple((mean + std).shape)
+    shape = tuple(tensors[0].shape) if len(tensors) == 1 else tuple((tensors[0] + tensors[1]).shape)
     like = tensors[0]
     noise = randn(shape, generator=generator, dtype=like.dtype, device=like.device)
-    if hasattr(std, "shape") and bool((std < 0).any()):
+    if has_shape(std) and bool((std < 0).any()):
         raise ValueError("normal: expects all elements of std >= 0.0")
     return mean + noise * std
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import builtins
 import math
+import typing
 from collections import namedtuple
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, overload
 
 from .. import dtypes as dt
 from ..autograd.graph import needs_grad
@@ -263,6 +264,14 @@ def _max_min(name, input, dim, keepdim):
     return result(values, indices)
 
 
+@overload
+def max(input: Tensor) -> Tensor: ...
+@overload
+def max(input: Tensor, dim: int, keepdim: bool = False) -> tuple[Tensor, Tensor]: ...
+@overload
+def max(input: Tensor, dim: Tensor) -> Tensor: ...
+@overload
+def max(input: Tensor, *, other: Tensor) -> Tensor: ...
 @op("max", doc="The largest value (and with dim, its index along dim); max(a, b) is maximum.", composite=True)
 def max(
     input: Tensor,
@@ -274,6 +283,14 @@ def max(
     return _max_min("max", input, dim if other is None else other, keepdim)
 
 
+@overload
+def min(input: Tensor) -> Tensor: ...
+@overload
+def min(input: Tensor, dim: int, keepdim: bool = False) -> tuple[Tensor, Tensor]: ...
+@overload
+def min(input: Tensor, dim: Tensor) -> Tensor: ...
+@overload
+def min(input: Tensor, *, other: Tensor) -> Tensor: ...
 @op("min", doc="The smallest value (and with dim, its index along dim); min(a, b) is minimum.", composite=True)
 def min(
     input: Tensor,
@@ -593,8 +610,8 @@ def count_nonzero(input: Tensor, *dim: int | Sequence[int] | None) -> Tensor:
     # x.count_nonzero(), (0), (0, 1), ((0, 1)), dim=None
     if len(dim) == 1:
         dims = dim[0]
-    else:
-        dims = dim or None
+    else:  # none, or several: ints (a sequence comes alone)
+        dims = typing.cast("tuple[int, ...]", dim) or None
     # on the backend's arrays: a comparison and a sum (as public ops, two dispatches)
     P = primitives(input)
     nonzero = P.binary("ne", input._data, 0, input.dtype)
@@ -662,7 +679,7 @@ def nanmean(
 
 @op("aminmax", doc="(min, max) of input over dim (every element when dim is None).", composite=True)
 def aminmax(input: Tensor, *, dim: int | None = None, keepdim: bool = False) -> tuple[Tensor, Tensor]:
-    dims = () if dim is None else dim
+    dims: int | tuple[int, ...] = () if dim is None else dim
     if dim is None and keepdim:
         dims = tuple(range(input.ndim))
     return aminmax_result(amin(input, dims, keepdim), amax(input, dims, keepdim))
@@ -693,9 +710,9 @@ def cov(
                 )
             weights = w if weights is None else weights * w
     if weights is None:
-        total = float(n)
+        total: float | Tensor = float(n)
         mean_ = mean(x, 1, keepdim=True)
-        factor = total - correction
+        factor: float | Tensor = total - correction
         centred = x - mean_
         scaled = centred
     else:

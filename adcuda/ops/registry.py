@@ -47,9 +47,12 @@ API reference and the tests; ``get(name)`` finds one op.
 import inspect
 from collections.abc import Callable
 from inspect import Parameter
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from . import dispatch, dtype_support
+
+if TYPE_CHECKING:
+    from ..types import Tensor
 
 VAR_POSITIONAL, KEYWORD_ONLY = Parameter.VAR_POSITIONAL, Parameter.KEYWORD_ONLY
 POSITIONAL_ONLY, POSITIONAL_OR_KEYWORD = Parameter.POSITIONAL_ONLY, Parameter.POSITIONAL_OR_KEYWORD
@@ -58,6 +61,7 @@ _REGISTRY: "dict[str, OpDef]" = {}  # name -> declaration (OpDef is defined belo
 
 # what type checkers see ``@op(...)`` make of a forward: a function of the same signature (the entry)
 Forward = TypeVar("Forward", bound=Callable[..., Any])
+Inputs = ParamSpec("Inputs")
 
 _FORMULA_INPUTS = ("grad", "result")
 _METADATA = ("shape", "dtype", "device")  # ``input_shape``: only that of a tensor parameter is kept
@@ -248,6 +252,9 @@ def _parameters(signature):
     return tuple(signature.parameters)
 
 
+# For type checkers: the entry is the forward, but an op with ``extra_outputs`` (values its forward
+# computes for its backward only) returns what its forward returns first, its output
+@overload
 def op(
     name: str,
     *,
@@ -258,7 +265,7 @@ def op(
     node=None,
     autocast=None,
     view=False,
-    extra_outputs=(),
+    extra_outputs: tuple[()] = (),
     function=True,
     method=True,
     inplace=False,
@@ -268,7 +275,50 @@ def op(
     as_property=False,
     differentiable=None,
     dtypes=None,
-) -> Callable[[Forward], Forward]:
+) -> Callable[[Forward], Forward]: ...
+@overload
+def op(
+    name: str,
+    *,
+    doc: str,
+    grads=None,
+    fused=None,
+    composite=False,
+    node=None,
+    autocast=None,
+    view=False,
+    extra_outputs: tuple[str, ...],
+    function=True,
+    method=True,
+    inplace=False,
+    operators=(),
+    aliases=(),
+    functional=False,
+    as_property=False,
+    differentiable=None,
+    dtypes=None,
+) -> "Callable[[Callable[Inputs, Any]], Callable[Inputs, Tensor]]": ...
+def op(
+    name: str,
+    *,
+    doc: str,
+    grads=None,
+    fused=None,
+    composite=False,
+    node=None,
+    autocast=None,
+    view=False,
+    extra_outputs: tuple[str, ...] = (),
+    function=True,
+    method=True,
+    inplace=False,
+    operators=(),
+    aliases=(),
+    functional=False,
+    as_property=False,
+    differentiable=None,
+    dtypes=None,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Declare an op (see the module docstring); returns its dispatching entry point, which
     carries the declaration as ``.op``."""
     if name in _REGISTRY:

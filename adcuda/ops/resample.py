@@ -215,7 +215,7 @@ def upsample_bilinear2d_backward(
 def interpolate(
     input: Tensor,
     size: int | Sequence[int] | None = None,
-    scale_factor: float | Sequence[float] | None = None,
+    scale_factor: float | tuple[float, ...] | list[float] | None = None,
     mode: str = "nearest",
     align_corners: bool | None = None,
     recompute_scale_factor: bool | None = None,
@@ -228,10 +228,9 @@ def interpolate(
         raise ShapeError(f"{name}: expected a 3-d (N, C, L) or 4-d (N, C, H, W) input, got {fmt_shape(input.shape)}")
     if mode not in _INTERPOLATE_MODES:
         raise ValueError(f"{name}: mode {mode!r} is not supported (one of {', '.join(_INTERPOLATE_MODES)})")
-    if _INTERPOLATE_MODES[mode] is not None and _INTERPOLATE_MODES[mode] != spatial:
-        raise ShapeError(
-            f"{name}: mode {mode!r} needs a {_INTERPOLATE_MODES[mode] + 2}-d input, got {fmt_shape(input.shape)}"
-        )
+    mode_spatial = _INTERPOLATE_MODES[mode]
+    if mode_spatial is not None and mode_spatial != spatial:
+        raise ShapeError(f"{name}: mode {mode!r} needs a {mode_spatial + 2}-d input, got {fmt_shape(input.shape)}")
     if align_corners is not None and _INTERPOLATE_MODES[mode] is None:
         raise ValueError(
             f"{name}: align_corners option can only be set with the interpolating modes: linear | bilinear | bicubic"
@@ -244,8 +243,9 @@ def interpolate(
     sizes = tuple(input.shape[2:])
     if size is not None:
         out_size = int_tuple(name, "size", size, spatial)
-        factors = (None,) * spatial
+        factors: tuple[float | None, ...] = (None,) * spatial
     else:
+        assert scale_factor is not None  # exactly one of size and scale_factor (checked above)
         factors = tuple(
             float(f) for f in (scale_factor if isinstance(scale_factor, (tuple, list)) else (scale_factor,) * spatial)
         )

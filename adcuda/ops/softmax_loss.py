@@ -15,7 +15,17 @@ from .. import dtypes as dt
 from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, UnsupportedDTypeError, fmt_shape
 from ..tensor import primitives
 from .autocast import is_enabled as autocast_enabled
-from .common import broadcast_shapes, cast, check_float, check_same_device, check_tensor, dense, wrap, wrap_dim
+from .common import (
+    broadcast_shapes,
+    cast,
+    check_float,
+    check_same_device,
+    check_tensor,
+    dense,
+    has_shape,
+    wrap,
+    wrap_dim,
+)
 from .dispatch import host_step
 from .dtype_support import FLOATING
 from .elementwise import _float_unary, binary, clamp, exp, log, log1p, minimum, select, sigmoid, unary, where
@@ -967,8 +977,7 @@ def gaussian_nll_loss(
     name = "gaussian_nll_loss"
     _check_pair(name, input, target)
     reduction = _reduction_arg(name, None, None, reduction)
-    if not hasattr(var, "shape"):
-        var = binary("add", input.detach() * 0, float(var))
+    var = var if has_shape(var) else binary("add", input.detach() * 0, float(var))
     shape, var_shape = tuple(input.shape), tuple(var.shape)
     if var_shape != shape:
         if var_shape == shape[:-1]:  # one variance per sample of a multivariate input

@@ -25,7 +25,7 @@ from ..errors import (
     fmt_shape,
 )
 from ..tensor import primitives
-from .common import result_type, wrap, wrap_dim
+from .common import has_shape, result_type, wrap, wrap_dim
 from .dtype_support import FLOAT32_64, NUMBERS
 from .elementwise import logaddexp, where
 from .index import gather
@@ -114,7 +114,8 @@ def topk(
 
 @op("msort", doc="input sorted along dim 0.", composite=True)
 def msort(input: Tensor) -> Tensor:
-    return sort(input, 0).values
+    values, _ = sort(input, 0)
+    return values
 
 
 @op("median", dtypes=NUMBERS, doc="The lower median (of all elements, or along dim with its index).", composite=True)
@@ -370,10 +371,13 @@ def quantile(
     name = "quantile"
     if interpolation not in _INTERPOLATIONS:
         raise ValueError(f"{name}: interpolation must be one of {_INTERPOLATIONS}, got {interpolation!r}")
-    scalar_q = not hasattr(q, "shape")
-    qs = [float(q)] if scalar_q else [float(v) for v in q.reshape(-1).tolist()]
-    if not scalar_q and q.ndim > 1:
-        raise ShapeError(f"{name}: q must be a scalar or a 1-d tensor, got shape {fmt_shape(q.shape)}")
+    scalar_q = not has_shape(q)
+    if has_shape(q):
+        qs = [float(v) for v in q.reshape(-1).tolist()]
+        if q.ndim > 1:
+            raise ShapeError(f"{name}: q must be a scalar or a 1-d tensor, got shape {fmt_shape(q.shape)}")
+    else:
+        qs = [float(q)]
     if any(not 0 <= v <= 1 for v in qs):
         raise ValueError(f"{name}: q values must be in the range [0, 1], got {qs}")
     x = input.reshape(-1) if dim is None else input
@@ -383,7 +387,7 @@ def quantile(
     n = x.shape[axis]
     if n == 0:
         raise ShapeError(f"{name}: input {fmt_shape(input.shape)} is empty along the reduced dim")
-    ordered = sort(x, axis).values
+    ordered, _ = sort(x, axis)
     has_nan = (x != x).any(axis, keepdim=True)  # PyTorch: a NaN anywhere in a slice makes its quantiles NaN
     results = []
     for v in qs:
@@ -434,8 +438,8 @@ def searchsorted(
         raise ShapeError(f"{name}: boundaries tensor should have positive dimension, but got 0 dimension")
     if sorter is not None:
         sorted_sequence = sorted_sequence.gather(-1, sorter)
-    scalar = not hasattr(input, "shape")
-    values = sorted_sequence.new_tensor([input]) if scalar else input
+    scalar = not has_shape(input)
+    values = input if has_shape(input) else sorted_sequence.new_tensor([input])
     if sorted_sequence.ndim > 1 and tuple(sorted_sequence.shape[:-1]) != tuple(values.shape[:-1]):
         raise ShapeError(
             f"{name}: sorted_sequence {fmt_shape(sorted_sequence.shape)} and input {fmt_shape(values.shape)} "

@@ -126,6 +126,9 @@ class SparseTensor(Tensor):
 
     layout = sparse_coo
     is_sparse = True
+    # A few of Tensor's members take less here, on purpose: grad_fn and grad are read-only, to_dense has no
+    # masked_grad, to_sparse no layout, sum no keepdims/axis (and dtype also by position), div no
+    # rounding_mode. Type checkers see those overrides narrow Tensor's signatures: the ignores below say so.
     # set by _from_parts: the COO parts (indices, values), the size and whether it is coalesced
     _sp_indices: Tensor
     _sp_values: Tensor
@@ -218,7 +221,7 @@ class SparseTensor(Tensor):
         self._sp_values.requires_grad = requires_grad
         return self
 
-    @property
+    @property  # type: ignore[misc]  # read-only (see the class's note)
     def grad_fn(self):
         return self._sp_values.grad_fn
 
@@ -226,7 +229,7 @@ class SparseTensor(Tensor):
     def is_leaf(self) -> bool:
         return self._sp_values.grad_fn is None
 
-    @property
+    @property  # type: ignore[override]  # read-only (see the class's note)
     def grad(self) -> SparseTensor | None:
         g = self._sp_values.grad
         if g is None:
@@ -289,10 +292,10 @@ class SparseTensor(Tensor):
     def half(self) -> SparseTensor:
         return self.to(dt.float16)
 
-    def to_dense(self, dtype: DType | None = None) -> Tensor:
+    def to_dense(self, dtype: DType | None = None) -> Tensor:  # type: ignore[override]  # (the class's note)
         return sparse_to_dense(self) if dtype is None else sparse_to_dense(self).to(dtype)
 
-    def to_sparse(self, sparse_dim: int | None = None) -> SparseTensor:
+    def to_sparse(self, sparse_dim: int | None = None) -> SparseTensor:  # type: ignore[override]  # (the class's note)
         if sparse_dim is not None and sparse_dim != self.sparse_dim():
             raise LayoutError(
                 "to_sparse: conversion from Sparse to Sparse with sparse_dim argument !=self.sparse_dim() "
@@ -335,7 +338,7 @@ class SparseTensor(Tensor):
     def __rmatmul__(self, other: Tensor) -> Tensor:
         return sparse_matmul(other, self)
 
-    def sum(self, dim: Any = None, keepdim: bool = False, dtype: DType | None = None) -> Tensor:
+    def sum(self, dim: Any = None, keepdim: bool = False, dtype: DType | None = None) -> Tensor:  # type: ignore[override]  # (the class's note)
         if keepdim:
             raise LayoutError("sum: keepdim=True is not supported for sparse tensors")
         out = sparse_sum(self, dim)
@@ -346,7 +349,7 @@ class SparseTensor(Tensor):
 
     __mul__ = __rmul__ = mul
 
-    def div(self, other: Any) -> SparseTensor:
+    def div(self, other: Any) -> SparseTensor:  # type: ignore[override]  # (the class's note)
         return _scaled(self, other, "div", lambda v, s: v / s)
 
     __truediv__ = div
@@ -356,18 +359,19 @@ class SparseTensor(Tensor):
 
     __neg__ = neg
 
-    def add(self, other: Tensor, *, alpha: Number = 1) -> Tensor:
+    # (other: what Tensor's take; sparse_add refuses a number with a DTypeError)
+    def add(self, other: Tensor | Number, *, alpha: Number = 1) -> Tensor:
         return sparse_add(self, other, alpha)
 
-    def __add__(self, other: Tensor) -> Tensor:
+    def __add__(self, other: Tensor | Number) -> Tensor:
         return sparse_add(self, other, 1)
 
     __radd__ = __add__
 
-    def sub(self, other: Tensor, *, alpha: Number = 1) -> Tensor:
+    def sub(self, other: Tensor | Number, *, alpha: Number = 1) -> Tensor:
         return sparse_add(self, other, -alpha)
 
-    def __sub__(self, other: Tensor) -> Tensor:
+    def __sub__(self, other: Tensor | Number) -> Tensor:
         return sparse_add(self, other, -1)
 
     def __repr__(self) -> str:
@@ -666,9 +670,9 @@ def sparse_sum(input: SparseTensor, dim: Any = None) -> Tensor:
         raise LayoutError("sparse.sum: expected a sparse tensor")
     if dim is None:
         return input._sp_values.sum()
-    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    given = (dim,) if isinstance(dim, int) else tuple(dim)
     n, sparse_dim = input.ndim, input.sparse_dim()
-    dims = sorted({wrap_dim(d, n, "sparse.sum") for d in dims})
+    dims = sorted({wrap_dim(d, n, "sparse.sum") for d in given})
     values = input._sp_values
     dense_dims = tuple(d - sparse_dim + 1 for d in dims if d >= sparse_dim)
     if dense_dims:

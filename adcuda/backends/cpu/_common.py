@@ -2,11 +2,24 @@
 widened to float32 for the arithmetic and narrowed on the way out; float64 is kept for gradcheck).
 """
 
+from __future__ import annotations
+
 import math
+from collections.abc import Sequence
+from types import EllipsisType
+from typing import TypeAlias
 
 import numpy as np
 
 from ...errors import DTypeError
+from ..seam import CPUArray, Scalar
+
+# The seam's names for the arrays a primitive takes and returns, bound to this backend's array (NumPy's):
+# the CPU primitives are annotated with these, so their signatures read as the CUDA backend's do
+BackendArray: TypeAlias = CPUArray
+ArrayOrScalar: TypeAlias = BackendArray | Scalar
+Arrays: TypeAlias = Sequence[BackendArray]
+IndexKey: TypeAlias = tuple[int | bool | slice | None | EllipsisType | BackendArray, ...]
 
 _F16 = np.dtype(np.float16)
 _F32 = np.dtype(np.float32)

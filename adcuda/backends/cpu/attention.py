@@ -3,14 +3,16 @@ logsumexp is kept for the backward, as the CUDA kernels keep it. Dropout draws t
 mask (kernels/attention_dropout.cuh's Philox counter layout, computed here in NumPy).
 """
 
+from __future__ import annotations
+
 import math
 
 import numpy as np
 
 from ...errors import DTypeError, ShapeError, fmt_shape
-from ..seam import BackendArray, Shape
+from ..seam import Shape
 from . import threads
-from ._common import _compute, _row_sums
+from ._common import BackendArray, _compute, _row_sums
 
 __all__ = ["attention", "attention_backward", "attention_dropout_mask"]
 
@@ -25,7 +27,7 @@ def _operands(op, q, k, v):
     return _compute(q), _compute(k.astype(q.dtype, copy=False)), _compute(v.astype(q.dtype, copy=False))
 
 
-_CAUSAL = {}
+_CAUSAL: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
 
 
 def _causal_allowed(L, S):
@@ -76,7 +78,7 @@ def _attention_scores(q, k, mask, is_causal, scale):
     return s, False, None
 
 
-_FACTORS = {}
+_FACTORS: dict[tuple[tuple[int, ...], np.dtype], np.ndarray] = {}
 
 
 def _as_factor(allowed, dtype):

@@ -17,15 +17,17 @@ as zeros, no wide rows, so the GEMMs hold only real output columns. The NumPy ga
 reference they are tested against (``_NATIVE = None`` selects them).
 """
 
+from __future__ import annotations
+
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ... import _native
 from ...errors import DTypeError, ShapeError, fmt_shape
 from .._convolution_shapes import conv2d_output_size
-from ..seam import BackendArray, Shape
+from ..seam import Shape
 from . import threads
-from ._common import _compute
+from ._common import BackendArray, _compute
 
 __all__ = ["conv2d", "conv2d_backward_input", "conv2d_backward_weight"]
 

@@ -3,16 +3,20 @@ CUDA): ``unary binary unary_backward where clamp`` and the op tables they take t
 The unary ones (``UNARY_OPS``, ``UNARY_BACKWARD_OPS``) are made from the declarative table of both
 backends, adcuda/backends/elementwise_table.py: this module holds only the formulas its rows name."""
 
+from __future__ import annotations
+
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from ... import dtypes as dt
 from ...errors import DTypeError, InvalidArgumentError, UnsupportedDTypeError
 from ..elementwise_table import FLOAT_ONLY, UNARY
-from ..seam import ArrayOrScalar, BackendArray, DType, Scalar, Scratch, declared
+from ..seam import DType, Scalar, Scratch, declared
 from . import _special
-from ._common import _F16, _F32, _compute, _finish, _fresh, _np_dtype
+from ._common import _F16, _F32, ArrayOrScalar, BackendArray, _compute, _finish, _fresh, _np_dtype
 
 __all__ = ["UNARY_OPS", "UNARY_BACKWARD_OPS", "BINARY_OPS", "unary", "binary", "unary_backward", "where", "clamp"]
 
@@ -74,7 +78,7 @@ _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
-_ZEROS = {}
+_ZEROS: dict[np.dtype, np.ndarray] = {}
 
 
 def _zero(dtype):
@@ -422,7 +426,7 @@ def _remainder(a, b, dtype=None, casting="same_kind"):
     return np.where((mod != 0) & ((b < 0) != (mod < 0)), mod + b, mod)
 
 
-BINARY_OPS = {
+BINARY_OPS: dict[str, Callable[..., Any]] = {
     "add": np.add,
     "sub": np.subtract,
     "mul": np.multiply,
@@ -464,7 +468,7 @@ def binary(op: str, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> Backend
     """``op(a, b)`` with both operands in ``dtype`` (computed in fp32 for float16); ``a`` or ``b`` may be a
     Python scalar."""
     try:
-        work = dtype.numpy
+        work: type | np.dtype | None = dtype.numpy  # a NumPy scalar type, then the dtype to compute in
         if (
             work is not None
             and work is not np.float16

@@ -1,10 +1,11 @@
 """The CPU backend's embedding lookup and its deterministic backward (kernels/embedding.cu on CUDA)."""
 
+from __future__ import annotations
+
 import numpy as np
 
 from ...errors import DTypeError, IndexOutOfRangeError, ShapeError
-from ..seam import BackendArray
-from ._common import _compute
+from ._common import BackendArray, _compute
 
 __all__ = ["embedding", "embedding_backward"]
 

@@ -2,17 +2,47 @@
 epilogue the GEMM fuses on CUDA: a bias per output column and GELU's tanh form.
 """
 
+from __future__ import annotations
+
+from typing import Literal, overload
+
 import numpy as np
 
 from ...errors import ShapeError, fmt_shape
-from ..seam import BackendArray, declared
+from ..seam import declared
 from . import threads
-from ._common import _F16, _compute
+from ._common import _F16, BackendArray, _compute
 from .elementwise import _gelu_tanh
 
 __all__ = ["matmul"]
 
 
+# (for type checkers: the result is a pair only with save_preactivation=True)
+@overload
+def matmul(
+    a: BackendArray,
+    b: BackendArray,
+    bias: BackendArray | None = None,
+    activation: str | None = None,
+    save_preactivation: Literal[False] = False,
+) -> BackendArray: ...
+@overload
+def matmul(
+    a: BackendArray,
+    b: BackendArray,
+    bias: BackendArray | None = None,
+    activation: str | None = None,
+    *,
+    save_preactivation: Literal[True],
+) -> tuple[BackendArray, BackendArray]: ...
+@overload
+def matmul(
+    a: BackendArray,
+    b: BackendArray,
+    bias: BackendArray | None = None,
+    activation: str | None = None,
+    save_preactivation: bool = False,
+) -> BackendArray | tuple[BackendArray, BackendArray]: ...
 def matmul(
     a: BackendArray,
     b: BackendArray,

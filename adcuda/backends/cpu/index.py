@@ -2,10 +2,12 @@
 scatter_add``, NumPy's advanced indexing and PyTorch's gather/scatter_add.
 """
 
+from __future__ import annotations
+
 import numpy as np
 
 from ...errors import DTypeError, ShapeError
-from ..seam import ArrayOrScalar, BackendArray, IndexKey
+from ._common import ArrayOrScalar, BackendArray, IndexKey
 
 _F16 = np.dtype(np.float16)
 _F32 = np.dtype(np.float32)
@@ -19,7 +21,8 @@ def index(a: BackendArray, key: IndexKey) -> BackendArray:
 
 def index_put_(a: BackendArray, key: IndexKey, values: ArrayOrScalar, accumulate: bool) -> BackendArray:
     if accumulate:
-        np.add.at(a, key, values)
+        # NumPy's stubs take only integer arrays as ufunc.at's indices; it takes every key a[key] does
+        np.add.at(a, key, values)  # type: ignore[arg-type]
     else:
         a[key] = values
     return a

@@ -1,9 +1,11 @@
 """The CPU backend's layout primitives (kernels/layout.cu on CUDA): ``cat tril triu``."""
 
+from __future__ import annotations
+
 import numpy as np
 
 from ...errors import DTypeError, ShapeError, fmt_shape
-from ..seam import Arrays, BackendArray
+from ._common import Arrays, BackendArray
 
 __all__ = ["cat", "tril", "triu"]
 

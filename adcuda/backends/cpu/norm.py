@@ -1,11 +1,13 @@
 """The CPU backend's layer norm, RMS norm, group norm and batch norm, forward and backward (kernels/norm.cu on CUDA)."""
 
+from __future__ import annotations
+
 import math
 
 import numpy as np
 
-from ..seam import BackendArray, declared
-from ._common import _column_sums, _compute, _row_sums
+from ..seam import declared
+from ._common import BackendArray, _column_sums, _compute, _row_sums
 
 __all__ = [
     "layer_norm",
@@ -71,7 +73,7 @@ def layer_norm_backward(
     gg, xx = _compute(g), _compute(x)
     count = math.prod(x.shape[x.ndim - n :])
     kept = xhat is not None
-    if not kept:
+    if xhat is None:
         xhat = xx - mean
         xhat *= rstd
     w = None if weight is None else _compute(weight)

@@ -2,14 +2,16 @@
 adam_step_ global_norm unscale_and_check_ update_scale_``.
 """
 
+from __future__ import annotations
+
 import math
 
 import numpy as np
 
 from ... import _native
 from ...errors import DTypeError
-from ..seam import Arrays, BackendArray, Scratch
-from ._common import _F32, _compute, _fresh
+from ..seam import Scratch
+from ._common import _F32, Arrays, BackendArray, _compute, _fresh
 
 __all__ = ["sgd_step_", "adam_step_", "global_norm", "unscale_and_check_", "update_scale_"]
 
@@ -21,7 +23,7 @@ _NATIVE = _native._C if hasattr(_native._C, "cpu_sgd_step_") and hasattr(_native
 
 def _native_float32(*lists):
     """Whether the native steps take every array of the lists (None: absent): C-contiguous float32 ndarrays."""
-    return _NATIVE is not None and all(
+    return all(
         a.__class__ is np.ndarray and a.dtype == _F32 and a.flags.c_contiguous
         for arrays in lists
         if arrays
@@ -104,7 +106,7 @@ def sgd_step_(
     if momentum and len(bufs) != len(params):
         raise ValueError(f"{op}: momentum needs one buffer per parameter")
     _matching(op, params, grads, bufs, masters)
-    if masters is None and _native_float32(params, grads, bufs if momentum else None):
+    if _NATIVE is not None and masters is None and _native_float32(params, grads, bufs if momentum else None):
         buffers = bufs if momentum else None
         _NATIVE.cpu_sgd_step_(params, grads, buffers, lr, momentum, dampening, nesterov, weight_decay, first_step)
         return
@@ -181,7 +183,11 @@ def adam_step_(
     bias_correction1 = 1 - beta1**step
     bias_correction2_sqrt = math.sqrt(1 - beta2**step)
     step_size = lr / bias_correction1
-    if masters is None and _native_float32(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs):
+    if (
+        _NATIVE is not None
+        and masters is None
+        and _native_float32(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs)
+    ):
         _NATIVE.cpu_adam_step_(
             params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, lr, beta1, beta2, eps, weight_decay, decoupled,
             bias_correction2_sqrt, step_size,
@@ -197,8 +203,9 @@ def adam_step_(
         w = _compute(target)
         d = _compute(g)
         m, v = _compute(exp_avgs[i]), _compute(exp_avg_sqs[i])
-        max_v = None if max_exp_avg_sqs is None else _compute(max_exp_avg_sqs[i])
-        if w is target and m is exp_avgs[i] and v is exp_avg_sqs[i] and (max_v is None or max_v is max_exp_avg_sqs[i]):
+        max_state = None if max_exp_avg_sqs is None else max_exp_avg_sqs[i]
+        max_v = None if max_state is None else _compute(max_state)
+        if w is target and m is exp_avgs[i] and v is exp_avg_sqs[i] and max_v is max_state:
             # the state is in the compute dtype: update it in place
             _adam_in_place_(w, d, m, v, max_v, arithmetic, take)
             if masters is not None:
@@ -213,9 +220,9 @@ def adam_step_(
         v = v * beta2 + (d * d) * (1 - beta2)
         np.copyto(exp_avgs[i], m, casting="unsafe")
         np.copyto(exp_avg_sqs[i], v, casting="unsafe")
-        if max_v is not None:
+        if max_v is not None and max_state is not None:  # (AMSGrad: both are, or neither)
             v = np.maximum(max_v, v)
-            np.copyto(max_exp_avg_sqs[i], v, casting="unsafe")
+            np.copyto(max_state, v, casting="unsafe")
         denom = np.sqrt(v) / bias_correction2_sqrt + eps
         w = w - step_size * (m / denom)
         np.copyto(target, w, casting="unsafe")

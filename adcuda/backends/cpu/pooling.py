@@ -5,12 +5,14 @@ backward serves fixed windows and adaptive ones. A NaN in a window is its maximu
 the last NaN of the window); ties go to the first position in row-major window order.
 """
 
+from __future__ import annotations
+
 import functools
 
 import numpy as np
 
-from ..seam import BackendArray, Shape, declared
-from ._common import _compute
+from ..seam import Shape, declared
+from ._common import BackendArray, _compute
 
 __all__ = [
     "max_pool2d",
@@ -81,11 +83,12 @@ def max_pool2d(
     index = np.take(tap_offsets, chosen)
     index += rows * w + cols
     # a window of nothing but the lowest value: PyTorch names its first position inside the input
-    only_lowest = best == lowest if unusual else None
-    if unusual and only_lowest.any():
-        first_row = rows + (np.maximum(-rows, 0) + dh - 1) // dh * dh
-        first_col = cols + (np.maximum(-cols, 0) + dw - 1) // dw * dw
-        np.copyto(index, np.broadcast_to(first_row * w + first_col, index.shape), where=only_lowest)
+    if unusual:
+        only_lowest = best == lowest
+        if only_lowest.any():
+            first_row = rows + (np.maximum(-rows, 0) + dh - 1) // dh * dh
+            first_col = cols + (np.maximum(-cols, 0) + dw - 1) // dw * dw
+            np.copyto(index, np.broadcast_to(first_row * w + first_col, index.shape), where=only_lowest)
     return best.astype(x.dtype, copy=False), index.astype(np.int64, copy=False)
 
 

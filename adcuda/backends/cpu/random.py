@@ -3,14 +3,16 @@ and ``dropout`` with its backward. Philox keyed by the seed, its counter advance
 a draw depends only on (seed, offset) and never on what ran before in this process.
 """
 
+from __future__ import annotations
+
 import ctypes
 import threading
 
 import numpy as np
 
 from ...errors import DTypeError, ShapeError
-from ..seam import BackendArray, DType, Shape
-from ._common import _compute, _np_dtype
+from ..seam import DType, Shape
+from ._common import BackendArray, _compute, _np_dtype
 
 __all__ = ["rand", "randn", "randint", "bernoulli", "dropout", "dropout_backward"]
 

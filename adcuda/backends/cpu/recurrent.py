@@ -4,12 +4,13 @@ CUDA): what an LSTM or GRU computes per time step after its two matrix products,
 Gate order is PyTorch's: LSTM (i, f, g, o), GRU (r, z, n) along the last dim of the projections.
 """
 
+from __future__ import annotations
+
 import numpy as np
 
 from .._recurrent_shapes import check_cell, check_layer, check_saved, layer_dims
-from ..seam import BackendArray
 from . import threads
-from ._common import _compute
+from ._common import BackendArray, _compute
 
 __all__ = ["lstm_cell", "lstm_cell_backward", "gru_cell", "gru_cell_backward", "lstm_layer", "lstm_layer_backward"]
 
@@ -190,7 +191,7 @@ def lstm_layer(
     if batch_first:
         out[:rows].reshape(batch, length, hidden)[...] = hs.reshape(length, batch, hidden).transpose(1, 0, 2)
     out[rows : rows + batch], out[rows + batch :] = h, c
-    return tuple(a.astype(out_dtype, copy=False) for a in (out, act, cells))
+    return out.astype(out_dtype, copy=False), act.astype(out_dtype, copy=False), cells.astype(out_dtype, copy=False)
 
 
 def _previous(sequence, first, batch, reverse):
@@ -246,13 +247,13 @@ def lstm_layer_backward(
     np.subtract(1, factors[:, 2], out=factors[:, 2])
     np.multiply(factors[:, 0:3:2], by_gate[:, 2::-2], out=factors[:, 0:3:2])  # i's times g, g's times i
     if rows:  # f's times the previous cell state: the row block before (after, in reverse) or c0
-        first, rest = (
+        first_step, later_steps = (
             (slice(rows - batch, None), slice(None, rows - batch))
             if reverse
             else (slice(None, batch), slice(batch, None))
         )
-        factors[rest, 1] *= cs[slice(batch, None) if reverse else slice(None, rows - batch)]
-        factors[first, 1] *= c0_
+        factors[later_steps, 1] *= cs[slice(batch, None) if reverse else slice(None, rows - batch)]
+        factors[first_step, 1] *= c0_
     factors[:, 3] *= tanh_cs
     dh_to_dc = np.multiply(tanh_cs, tanh_cs)
     np.subtract(1, dh_to_dc, out=dh_to_dc)
@@ -263,7 +264,8 @@ def lstm_layer_backward(
     dh, work = np.empty((batch, hidden), dtype), np.empty((batch, hidden), dtype)
     first = length - 1 if reverse else 0  # the step the forward visits first: its d_h is d_h0's
     d_zs = d_z.reshape(length, batch, 4 * hidden)
-    d_ifg, d_o = (d_zs.reshape(length, batch, 4, hidden)[:, :, k] for k in (slice(0, 3), 3))
+    gates = d_zs.reshape(length, batch, 4, hidden)
+    d_ifg, d_o = gates[:, :, 0:3], gates[:, :, 3]
     g_hs, dh_to_dc, fs = (a.reshape(length, batch, hidden) for a in (g_hs, dh_to_dc, f))
     d_c3 = d_c[:, None, :]
     matmul, multiply, add = np.matmul, np.multiply, np.add
@@ -282,4 +284,6 @@ def lstm_layer_backward(
     d_x = _input_layout(threads.matmul(d_z, w_in), length, batch, batch_first) if input_grad else None
     d_b = np.matmul(np.ones(rows, dtype), d_z) if bias_grad else None
     d_h0 = d_h if h0_grad else None
-    return tuple(None if a is None else a.astype(out_dtype, copy=False) for a in (d_x, d_h0, d_c, d_w_ih, d_w_hh, d_b))
+    d_c, d_w_ih, d_w_hh = (a.astype(out_dtype, copy=False) for a in (d_c, d_w_ih, d_w_hh))
+    d_x, d_h0, d_b = (None if a is None else a.astype(out_dtype, copy=False) for a in (d_x, d_h0, d_b))
+    return d_x, d_h0, d_c, d_w_ih, d_w_hh, d_b

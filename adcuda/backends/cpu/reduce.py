@@ -3,21 +3,25 @@
 dims, negative ones counted from the end, or None for every dim.
 """
 
+from __future__ import annotations
+
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from ..._native import _C
 from ...errors import DTypeError
-from ..seam import Axes, BackendArray
-from ._common import _F32, _column_sums, _compute
+from ..seam import Axes
+from ._common import _F32, BackendArray, _column_sums, _compute
 
 _F64 = np.dtype(np.float64)
 
 __all__ = ["REDUCE_OPS", "reduce", "argreduce", "var", "logsumexp"]
 
 
-REDUCE_OPS = {
+REDUCE_OPS: dict[str, Callable[..., Any]] = {
     "sum": np.sum,
     "prod": np.prod,
     "amax": np.amax,
@@ -26,8 +30,10 @@ REDUCE_OPS = {
     "all": np.all,
     "any": np.any,
 }
-# the ufuncs behind them, called directly: np.sum and friends add a Python-level layer (~0.8 us)
-_REDUCE_UFUNCS = {
+# the ufuncs behind them, called directly: np.sum and friends add a Python-level layer (~0.8 us). Typed as
+# the general ufunc: the stubs of each one's reduce have no overload for a keepdims known only at run time
+_ADD: np.ufunc = np.add
+_REDUCE_UFUNCS: dict[str, np.ufunc] = {
     "sum": np.add,
     "prod": np.multiply,
     "amax": np.maximum,
@@ -59,7 +65,7 @@ def reduce(op: str, a: BackendArray, axes: Axes | None, keepdim: bool) -> Backen
             # several times faster than NumPy's reduction, which adds row after row
             r = _column_sums(a, a.ndim - lead)
             return r.reshape((1,) * lead + r.shape) if keepdim else r
-        return np.asarray(np.add.reduce(a, axis=axes, keepdims=keepdim))
+        return np.asarray(_ADD.reduce(a, axis=axes, keepdims=keepdim))
     x = _compute(a)
     if op in ("sum", "prod") and x.dtype.kind in "biu":
         r = _REDUCE_UFUNCS[op].reduce(x, axis=axes, keepdims=keepdim, dtype=np.int64)

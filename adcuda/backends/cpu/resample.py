@@ -9,11 +9,13 @@ is small (one BLAS call) and as gathers where it is large; the backwards apply t
 (nearest and pad copies stay exact gathers forward).
 """
 
+from __future__ import annotations
+
 import numpy as np
 
 from .._padding import circular_period, pad_plan
-from ..seam import BackendArray, Scalar, Shape, declared
-from ._common import _compute
+from ..seam import Scalar, Shape, declared
+from ._common import BackendArray, _compute
 
 __all__ = [
     "interpolate_nearest",

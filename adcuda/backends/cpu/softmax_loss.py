@@ -2,11 +2,12 @@
 (kernels/softmax_loss.cu on CUDA).
 """
 
+from __future__ import annotations
+
 import numpy as np
 
 from ...errors import DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
-from ..seam import BackendArray
-from ._common import _compute, _row_sums
+from ._common import BackendArray, _compute, _row_sums
 
 __all__ = ["softmax", "softmax_backward", "classifier_loss", "classifier_loss_backward"]
 

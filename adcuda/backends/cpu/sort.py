@@ -1,9 +1,11 @@
 """The CPU backend's orderings (kernels/sort.cu on CUDA): ``sort``, ``cumsum``, ``cumprod`` and ``scan``."""
 
+from __future__ import annotations
+
 import numpy as np
 
-from ..seam import BackendArray, declared
-from ._common import _compute
+from ..seam import declared
+from ._common import BackendArray, _compute
 
 __all__ = ["sort", "cumsum", "cumprod", "scan"]
 

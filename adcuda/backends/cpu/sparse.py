@@ -10,11 +10,13 @@ is the gradient of the product w.r.t. the stored values, one dot product per ent
 computed in float32 (``_compute``), float64 kept for gradcheck.
 """
 
+from __future__ import annotations
+
 import numpy as np
 
 from ...errors import ShapeError
-from ..seam import BackendArray, declared
-from ._common import _compute
+from ..seam import declared
+from ._common import BackendArray, _compute
 
 __all__ = ["coo_to_csr", "spmm", "sddmm"]
 

@@ -2,12 +2,14 @@
 kernels/runtime/copy.cu): arrays are NumPy arrays, views are NumPy views.
 """
 
+from __future__ import annotations
+
 import numpy as np
 
 from ... import dtypes as dt
 from .. import _strided
-from ..seam import ArrayLike, Axes, BackendArray, BasicKey, DType, Scalar, Shape
-from ._common import _F16, _np_dtype
+from ..seam import ArrayLike, Axes, BasicKey, DType, Scalar, Shape
+from ._common import _F16, BackendArray, _np_dtype
 
 __all__ = [
     "from_numpy",

@@ -64,7 +64,7 @@ if is_built():
     from .storage import *  # noqa: F401,F403 (from_numpy ... shares_memory: the runtime's copies, and views)
 else:
 
-    def matmul(*args, **kwargs):  # type: ignore[misc]  # the stand-in of a build without CUDA, any arguments
+    def matmul(*args, **kwargs):  # type: ignore[no-redef]  # the stand-in of a build without CUDA, any arguments
         """The CUDA matmul primitive of a build without CUDA: it only carries PyTorch's flags."""
         raise KernelNotBuiltError("matmul: this adcuda build was built without CUDA; use device='cpu'")
 

@@ -1,12 +1,33 @@
 """What the CUDA backend's family modules share: dtype checks and the layout fixes the kernels need,
 over ``adcuda._C.DeviceArray``."""
 
+from __future__ import annotations
+
 import operator
+from collections.abc import Sequence
+from types import EllipsisType
+from typing import TYPE_CHECKING, NoReturn, TypeAlias
 
 from ... import _native
 from ...errors import DTypeError, IndexOutOfRangeError, UnsupportedDTypeError, fmt_shape
+from ..seam import CUDAArray, Scalar
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs  # (typing's own from Python 3.13)
+
+# The seam's names for the arrays a primitive takes and returns, bound to this backend's array
+# (adcuda._C.DeviceArray): the CUDA primitives are annotated with these, so their signatures read as the
+# CPU backend's do
+BackendArray: TypeAlias = CUDAArray
+ArrayOrScalar: TypeAlias = BackendArray | Scalar
+Arrays: TypeAlias = Sequence[BackendArray]
+IndexKey: TypeAlias = tuple[int | bool | slice | None | EllipsisType | BackendArray, ...]
 
 _FLOATING = frozenset({"float16", "bfloat16", "float32", "float64"})
+
+
+def is_device_array(x: object) -> TypeIs[BackendArray]:
+    return isinstance(x, _native._C.DeviceArray)
 
 
 def is_floating(a):
@@ -101,7 +122,7 @@ def axes_list(op, axes, shape):
     return dims
 
 
-def raise_dtype_error(error):
+def raise_dtype_error(error: ValueError) -> NoReturn:
     """Re-raise the kernels' ValueError (std::invalid_argument) for a dtype an op is not defined for
     ("<op>: not defined for dtype ...", "sub: subtraction of bool arrays ...") as the error the CPU
     backend raises for it; any other error as it is."""

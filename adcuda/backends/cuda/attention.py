@@ -4,10 +4,21 @@ backward, which recomputes the probabilities. Half types are computed in fp32 (o
 fp16 and bf16). Dropout is drawn inside the kernels, the CPU backend's mask exactly.
 """
 
+from __future__ import annotations
+
 from ... import _native
 from ...errors import ShapeError, fmt_shape
-from ..seam import BackendArray, Shape
-from ._common import broadcast_shape, cast, dense, require_floating, rows_dense, shape_tuple, statistics_type
+from ..seam import Shape
+from ._common import (
+    BackendArray,
+    broadcast_shape,
+    cast,
+    dense,
+    require_floating,
+    rows_dense,
+    shape_tuple,
+    statistics_type,
+)
 
 __all__ = ["attention", "attention_backward", "attention_dropout_mask"]
 

@@ -3,11 +3,13 @@ float16/bfloat16, a SIMT kernel for float32/float64), with the CPU backend's sig
 results. Operands are made contiguous first; the kernels gather their windows themselves.
 """
 
+from __future__ import annotations
+
 from ... import _native
 from ...errors import DTypeError, ShapeError, fmt_shape
 from .._convolution_shapes import conv2d_output_size
-from ..seam import BackendArray, Shape
-from ._common import dense, is_floating
+from ..seam import Shape
+from ._common import BackendArray, dense, is_floating
 
 __all__ = ["conv2d", "conv2d_backward_input", "conv2d_backward_weight"]
 

@@ -8,14 +8,17 @@ it too. A dtype an op is not defined for raises DTypeError, and a Python integer
 an integer dtype OverflowError, as on the CPU.
 """
 
+from __future__ import annotations
+
 import numpy as np
 
 from ... import _native
 from ... import dtypes as dt
 from ...errors import DTypeError, InvalidArgumentError
 from ..elementwise_table import BITWISE, FLOAT_ONLY, NOT_FOR_BOOL, UNARY_BY_NAME
-from ..seam import ArrayOrScalar, BackendArray, DType, Scalar, declared
+from ..seam import DType, Scalar, declared
 from . import _common as _k
+from ._common import ArrayOrScalar, BackendArray
 from .storage import dtype_of, to_numpy
 
 __all__ = ["unary", "binary", "unary_backward", "where", "clamp"]

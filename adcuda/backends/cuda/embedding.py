@@ -6,10 +6,11 @@ stable radix sort of the indices, then one warp per weight row adding its gradie
 order in fp32, no float atomics).
 """
 
+from __future__ import annotations
+
 from ... import _native
 from ...errors import DTypeError, ShapeError, fmt_shape
-from ..seam import BackendArray
-from ._common import dense, is_floating, rows_dense
+from ._common import BackendArray, dense, is_floating, rows_dense
 
 __all__ = ["embedding", "embedding_backward"]
 

@@ -15,15 +15,18 @@ through their strides, never copied.
 
 """
 
+from __future__ import annotations
+
 import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal, overload
 
 from ... import _native
 from ...errors import DeviceError, DTypeError, ShapeError, fmt_shape
-from ..seam import BackendArray, declared
-from ._common import is_floating
+from ..seam import declared
+from ._common import BackendArray, is_floating
 from .storage import view
 
 __all__ = ["matmul"]
@@ -126,6 +129,32 @@ def _batch_shapes_broadcast(a_batch, b_batch):
     return True
 
 
+# (for type checkers: the result is a pair only with save_preactivation=True)
+@overload
+def matmul(
+    a: BackendArray,
+    b: BackendArray,
+    bias: BackendArray | None = None,
+    activation: str | None = None,
+    save_preactivation: Literal[False] = False,
+) -> BackendArray: ...
+@overload
+def matmul(
+    a: BackendArray,
+    b: BackendArray,
+    bias: BackendArray | None = None,
+    activation: str | None = None,
+    *,
+    save_preactivation: Literal[True],
+) -> tuple[BackendArray, BackendArray]: ...
+@overload
+def matmul(
+    a: BackendArray,
+    b: BackendArray,
+    bias: BackendArray | None = None,
+    activation: str | None = None,
+    save_preactivation: bool = False,
+) -> BackendArray | tuple[BackendArray, BackendArray]: ...
 def matmul(
     a: BackendArray,
     b: BackendArray,
@@ -141,8 +170,11 @@ def matmul(
     read as a column (K, 1), whose last dim of 1 the result then drops (views, nothing copied)."""
     declared.matmul(a, b, bias, activation, save_preactivation)
     if b.ndim == 1:
-        column = view(b, (b.shape[0], 1))  # a 1-D array is always viewable as a column
-        return view(matmul(a, column), a.shape[:-1])  # a new (..., M, 1) product: contiguous, so viewable
+        column = view(b, (b.shape[0], 1))
+        assert column is not None  # a 1-D array is always viewable as a column
+        product = view(matmul(a, column), a.shape[:-1])
+        assert product is not None  # a new (..., M, 1) product: contiguous, so viewable
+        return product
     if a.shape[-1] != b.shape[-2]:
         raise ShapeError(
             f"matmul: shapes {fmt_shape(a.shape)} and {fmt_shape(b.shape)} cannot be multiplied "

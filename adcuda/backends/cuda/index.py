@@ -17,6 +17,8 @@ sort the destinations first and then sum each duplicate run in index order / let
 win as NumPy does: bit-for-bit reproducible, at the cost of a radix sort.
 """
 
+from __future__ import annotations
+
 import math
 import numbers
 import os
@@ -25,8 +27,8 @@ from ... import _native
 from ...dtypes import iinfo
 from ...errors import DTypeError, ShapeError
 from .. import _advanced_index
-from ..seam import ArrayOrScalar, BackendArray, IndexKey
 from . import _common as _k
+from ._common import ArrayOrScalar, BackendArray, IndexKey, is_device_array
 from .storage import dtype_of, from_numpy, full, shares_memory, to_numpy
 
 __all__ = ["index", "index_put_", "gather", "scatter_add", "scatter_reduce"]
@@ -126,17 +128,17 @@ def index(a: BackendArray, key: IndexKey) -> BackendArray:
     return _C().index_gather(view, *geometry)
 
 
-def _values_for(a, values):
+def _values_for(a: BackendArray, values: ArrayOrScalar) -> BackendArray:
     """``values`` as a device array in a's dtype that does not overlap ``a``."""
-    C = _C()
-    if values.__class__ is not C.DeviceArray:
-        if hasattr(values, "__array__") and getattr(values, "shape", ()) != ():
-            values = from_numpy(values, dtype_of(a))
-        else:
-            values = full((), values.item() if hasattr(values, "item") else values, dtype_of(a))
-    if values.dtype != a.dtype or shares_memory(a, values):
-        values = C.astype(values, a.dtype)  # also a snapshot when it aliases a
-    return values
+    if is_device_array(values):
+        array = values
+    elif hasattr(values, "__array__") and getattr(values, "shape", ()) != ():
+        array = from_numpy(values, dtype_of(a))
+    else:
+        array = full((), values.item() if hasattr(values, "item") else values, dtype_of(a))
+    if array.dtype != a.dtype or shares_memory(a, array):
+        array = _C().astype(array, a.dtype)  # also a snapshot when it aliases a
+    return array
 
 
 def index_put_(a: BackendArray, key: IndexKey, values: ArrayOrScalar, accumulate: bool) -> BackendArray:

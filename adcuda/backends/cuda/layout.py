@@ -2,10 +2,12 @@
 (NumPy's) semantics; ``cat``'s axis may be negative (counted from the end).
 """
 
+from __future__ import annotations
+
 from ... import _native
 from ...errors import DTypeError, ShapeError
-from ..seam import Arrays, BackendArray
 from . import _common as _k
+from ._common import Arrays, BackendArray
 
 __all__ = ["cat", "tril", "triu"]
 

@@ -2,9 +2,11 @@
 with the CPU backend's signatures, dtype rules and results. Half types are computed in fp32.
 """
 
+from __future__ import annotations
+
 from ... import _native
-from ..seam import BackendArray, declared
-from ._common import cast, dense, statistics_type
+from ..seam import declared
+from ._common import BackendArray, cast, dense, statistics_type
 
 __all__ = [
     "layer_norm",

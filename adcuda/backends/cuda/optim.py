@@ -8,10 +8,11 @@ multiplier read on the device (clip_grad_norm_'s coefficient);
 Signatures and math are the CPU backend's (adcuda/backends/cpu/optim.py).
 """
 
+from __future__ import annotations
+
 from ... import _native
 from ...errors import DTypeError
-from ..seam import Arrays, BackendArray
-from ._common import cast, dense, is_floating, scalar_type
+from ._common import Arrays, BackendArray, cast, dense, is_device_array, is_floating, scalar_type
 
 __all__ = ["sgd_step_", "adam_step_", "unscale_and_check_", "update_scale_", "global_norm"]
 
@@ -117,7 +118,7 @@ def unscale_and_check_(outs: Arrays, grads: Arrays, inv_scale: BackendArray | fl
     C = _native._C
     grads = _grads(op, grads)
     outs = _state(op, outs)
-    if isinstance(inv_scale, C.DeviceArray):
+    if is_device_array(inv_scale):
         scale_array, scale_value = dense(cast(inv_scale, scalar_type("float32"))), 0.0
         device = inv_scale.device
     else:

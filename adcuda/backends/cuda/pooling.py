@@ -4,9 +4,11 @@ float atomics in fp32 (fp64 for float64), half types converted after; average po
 per input element, without atomics.
 """
 
+from __future__ import annotations
+
 from ... import _native
-from ..seam import BackendArray, Shape, declared
-from ._common import cast, dense, scalar_type
+from ..seam import Shape, declared
+from ._common import BackendArray, cast, dense, scalar_type
 
 __all__ = [
     "max_pool2d",

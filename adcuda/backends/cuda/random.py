@@ -8,10 +8,13 @@ differ from the CPU backend's (NumPy's Philox4x64 with its own conversions); bot
 ``adcuda.manual_seed``.
 """
 
+from __future__ import annotations
+
 from ... import _native
 from ...errors import DTypeError, ShapeError, fmt_shape
-from ..seam import BackendArray, DType, Shape
+from ..seam import DType, Shape
 from . import _common as _k
+from ._common import BackendArray
 
 __all__ = ["rand", "randn", "randint", "bernoulli", "dropout", "dropout_backward"]
 

@@ -2,10 +2,12 @@
 backend's signatures, checks and dtype rules. Half types are computed in fp32.
 """
 
+from __future__ import annotations
+
 from ... import _native
 from .._recurrent_shapes import check_cell, check_layer, check_saved, layer_dims
-from ..seam import BackendArray
-from ._common import dense, is_floating
+from ..seam import Shape
+from ._common import BackendArray, dense, is_floating
 from .elementwise import binary, unary
 from .gemm import matmul
 from .reduce import reduce
@@ -57,16 +59,19 @@ def _visit(length, reverse):
     return range(length - 1, -1, -1) if reverse else range(length)
 
 
-def _rows(a, rows, n):
-    return view(dense(a), (rows, n))
+def _dense_view(a: BackendArray, shape: Shape) -> BackendArray:
+    """``a`` (a contiguous copy of it where it is not contiguous) viewed as ``shape``."""
+    viewed = view(dense(a), shape)
+    assert viewed is not None  # a contiguous array is viewable as any shape of its size
+    return viewed
 
 
 def _time_major(a, length, batch, batch_first):
     """A (T * B, N) time-major copy (or view) of a sequence array in the input's layout."""
     n = a.shape[-1]
     if batch_first:
-        return _rows(permute(view(dense(a), (batch, length, n)), (1, 0, 2)), length * batch, n)
-    return _rows(a, length * batch, n)
+        return _dense_view(permute(_dense_view(a, (batch, length, n)), (1, 0, 2)), (length * batch, n))
+    return _dense_view(a, (length * batch, n))
 
 
 def _step(a, t, batch):
@@ -113,8 +118,8 @@ def lstm_layer(
         copy_(basic_view(cells, (1,)), unary("tanh", basic_view(cells, (0,))))
     if batch_first:
         copy_(
-            view(basic_view(out, (slice(0, rows),)), (batch, length, hidden)),
-            permute(view(hs, (length, batch, hidden)), (1, 0, 2)),
+            _dense_view(basic_view(out, (slice(0, rows),)), (batch, length, hidden)),
+            permute(_dense_view(hs, (length, batch, hidden)), (1, 0, 2)),
         )
     copy_(basic_view(out, (slice(rows, rows + batch),)), h)
     copy_(basic_view(out, (slice(rows + batch, None),)), c)
@@ -187,8 +192,8 @@ def lstm_layer_backward(
     if input_grad:
         d_x = matmul(d_z, dense(w_ih))
         if batch_first:
-            d_x = contiguous(permute(view(d_x, (length, batch, x.shape[2])), (1, 0, 2)))
+            d_x = contiguous(permute(_dense_view(d_x, (length, batch, x.shape[2])), (1, 0, 2)))
         else:
-            d_x = view(d_x, tuple(x.shape))
+            d_x = _dense_view(d_x, tuple(x.shape))
     d_b = reduce("sum", d_z, (0,), False) if bias_grad else None
     return d_x, d_h if h0_grad else None, d_c, d_w_ih, d_w_hh, d_b

@@ -3,10 +3,13 @@ backend's signatures, argument conventions (``axes`` None for every dim, negativ
 the end), result dtypes and errors.
 """
 
+from __future__ import annotations
+
 from ... import _native
 from ...errors import DTypeError
-from ..seam import Axes, BackendArray
+from ..seam import Axes
 from . import _common as _k
+from ._common import BackendArray
 
 __all__ = ["reduce", "argreduce", "var", "logsumexp"]
 

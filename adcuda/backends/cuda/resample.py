@@ -4,10 +4,12 @@ input element summing the output gradients that read it in a fixed order (no ato
 every run). Source positions are computed as the CPU backend computes them, so both pick the same pixels.
 """
 
+from __future__ import annotations
+
 from ... import _native
 from .._padding import pad_plan
-from ..seam import BackendArray, Scalar, Shape, declared
-from ._common import dense
+from ..seam import Scalar, Shape, declared
+from ._common import BackendArray, dense
 
 __all__ = [
     "interpolate_nearest",

@@ -7,10 +7,11 @@ dtype (converted like the CPU backend's fp32 compute would see them), int64 clas
 come back in the dtypes the CPU backend gives.
 """
 
+from __future__ import annotations
+
 from ... import _native
 from ...errors import DTypeError, ShapeError, fmt_shape
-from ..seam import BackendArray
-from ._common import axis_index, cast, dense, require_floating, scalar_type, statistics_type
+from ._common import BackendArray, axis_index, cast, dense, require_floating, scalar_type, statistics_type
 
 __all__ = ["softmax", "softmax_backward", "classifier_loss", "classifier_loss_backward"]
 

@@ -6,9 +6,12 @@ result moved back). ``axis`` may be negative (counted from the end); for a 0-d a
 its one element.
 """
 
+from __future__ import annotations
+
 from ... import _native
-from ..seam import BackendArray, declared
+from ..seam import declared
 from . import _common as _k
+from ._common import BackendArray
 from .storage import astype, contiguous, dtype_of, permute, view
 
 __all__ = ["sort", "cumsum", "cumprod", "scan"]

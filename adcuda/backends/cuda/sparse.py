@@ -4,9 +4,11 @@ dense, one warp per row, lanes over the dense columns) and ``sddmm`` (one dot pr
 value gradient of ``spmm``). Half types accumulate in fp32.
 """
 
+from __future__ import annotations
+
 from ... import _native
-from ..seam import BackendArray, declared
-from ._common import cast, dense, scalar_type
+from ..seam import declared
+from ._common import BackendArray, cast, dense, scalar_type
 
 __all__ = ["coo_to_csr", "spmm", "sddmm"]
 

@@ -5,6 +5,8 @@ views, which copy nothing.
 Host<->device copies go through the pinned-memory pool (``adcuda.backends.pinned_host``).
 """
 
+from __future__ import annotations
+
 import math
 
 import numpy as np
@@ -14,8 +16,8 @@ from ... import dtypes as dt
 from ...errors import DTypeError
 from .. import _strided
 from ..pinned_host import in_pinned_pool, pinned_host_array
-from ..seam import ArrayLike, Axes, BackendArray, BasicKey, DType, Scalar, Shape
-from ._common import shape_tuple
+from ..seam import ArrayLike, Axes, BasicKey, DType, Scalar, Shape
+from ._common import BackendArray, shape_tuple
 
 __all__ = [
     "from_numpy",
