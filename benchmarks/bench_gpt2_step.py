@@ -5,7 +5,9 @@
 The model is GPT-2 small (124M parameters: 12 nanoGPT-style pre-LayerNorm blocks, 12 heads, width 768,
 1024 positions, the 50257-token vocabulary, GELU(tanh), causal scaled_dot_product_attention, the LM
 head tied to the token embedding), written once below against the names adcuda shares with PyTorch
-and built with each framework's own public modules, so both run the same model. PyTorch's copy starts
+and built with each framework's own public modules, so both run the same model; adcuda's blocks fuse
+each residual add with the layer norm after it (``adcuda.ops.norm.add_layer_norm``: one pass each way,
+the normalised output written in bf16 under autocast), where PyTorch runs the two ops. PyTorch's copy starts
 from adcuda's initial weights. One step: zero_grad, forward under autocast(bf16) with float32 weights,
 cross-entropy over the vocabulary (a float32 loss under autocast in both: adcuda reads the bf16 logits as
 they are, PyTorch casts them to float32), backward, the gradient-norm clip at 1.0, AdamW (lr 6e-4, betas
@@ -79,6 +81,16 @@ def gpt2(lib, config):
     drawn from ``lib``'s generator; ``copy_weights`` overwrites it where the same weights are wanted."""
     nn, F = lib.nn, lib.nn.functional
     width, heads = config["width"], config["heads"]
+    # adcuda fuses each residual add with the layer norm after it (one pass each way, the normalised
+    # output in bf16 under autocast); PyTorch has no such op and runs the two
+    fused = adcuda.ops.norm.add_layer_norm if lib is adcuda else None
+
+    def add_norm(branch, residual, norm):
+        """(norm(residual + branch), residual + branch)."""
+        if fused is not None:
+            return fused(branch, residual, norm.normalized_shape, norm.weight, norm.bias, norm.eps)
+        h = residual + branch
+        return norm(h), h
 
     class CausalSelfAttention(nn.Module):
         def __init__(self):
@@ -112,9 +124,12 @@ def gpt2(lib, config):
             self.ln_2 = nn.LayerNorm(width)
             self.mlp = MLP()
 
-        def forward(self, x):
-            x = x + self.attn(self.ln_1(x))
-            return x + self.mlp(self.ln_2(x))
+        def forward(self, x, branch=None):
+            """x: the residual stream; branch: the previous block's MLP output, not yet added to it (so
+            that the add fuses with ln_1). -> (the stream, this block's MLP output)."""
+            y, x = (self.ln_1(x), x) if branch is None else add_norm(branch, x, self.ln_1)
+            y, x = add_norm(self.attn(y), x, self.ln_2)
+            return x, self.mlp(y)
 
     class GPT(nn.Module):
         def __init__(self):
@@ -134,10 +149,11 @@ def gpt2(lib, config):
 
         def forward(self, ids):
             positions = lib.arange(ids.shape[1], device=ids.device)
-            x = self.wte(ids) + self.wpe(positions)
+            x, branch = self.wte(ids) + self.wpe(positions), None
             for block in self.h:
-                x = block(x)
-            return self.lm_head(self.ln_f(x))
+                x, branch = block(x, branch)
+            y, _ = add_norm(branch, x, self.ln_f)
+            return self.lm_head(y)
 
     return GPT()
 

@@ -24,6 +24,7 @@ namespace py = pybind11;
 
 namespace adcuda::host {
 void bind_convolution(py::module_& m);  // kernels/host/convolution.cpp
+void bind_elementwise(py::module_& m);  // kernels/host/elementwise.cpp
 void bind_optim(py::module_& m);        // kernels/host/optim.cpp
 }  // namespace adcuda::host
 
@@ -118,7 +119,7 @@ double host_torch_order_sum(const py::array_t<T, py::array::c_style>& row) {
   return static_cast<double>(adcuda::host::torch_order_sum(row.data(), static_cast<std::size_t>(row.size())));
 }
 
-// The CPU backend's gamma family and erfinv (adcuda/backends/cpu/_special.py): the CUDA kernels' own
+// The CPU backend's gamma family, erfinv and i0 (adcuda/backends/cpu/_special.py): the CUDA kernels' own
 // functors (functors.cuh's special::), run over a contiguous float32/float64 array on the host, so the
 // formula lives once; a new array of the input's shape and dtype, computed in double as on the device.
 template <typename T, typename F>
@@ -142,6 +143,7 @@ py::array_t<T> host_special_unary(const std::string& op, const py::array_t<T, py
   if (op == "digamma") return map_unary<T, m::Digamma>(x);
   if (op == "trigamma") return map_unary<T, m::Trigamma>(x);
   if (op == "erfinv") return map_unary<T, m::Erfinv>(x);
+  if (op == "i0") return map_unary<T, m::I0>(x);
   throw py::value_error("host_special_unary: unknown op '" + op + "'");
 }
 
@@ -160,7 +162,7 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("host_special_unary", &host_special_unary<float>, py::arg("op"), py::arg("x").noconvert());
   m.def("host_special_unary", &host_special_unary<double>, py::arg("op"), py::arg("x").noconvert(),
-        "lgamma, digamma, trigamma or erfinv of a contiguous float32/float64 array, with the CUDA kernels' "
+        "lgamma, digamma, trigamma, erfinv or i0 of a contiguous float32/float64 array, with the CUDA kernels' "
         "functors, computed in float64 (a new array of x's shape and dtype).");
   m.def("build_info", &build_info,
         "How this module was built: cuda_compiled, cuda_version, cuda_architectures, compiler, build_type.");
@@ -202,6 +204,7 @@ PYBIND11_MODULE(_C, m) {
         "Wait for all work on the current CUDA device to finish.");
 
   adcuda::host::bind_convolution(m);
+  adcuda::host::bind_elementwise(m);
   adcuda::host::bind_optim(m);
 #if ADCUDA_CUDA_COMPILED
   adcuda::bindings::bind_registered(m);

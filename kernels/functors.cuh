@@ -151,9 +151,11 @@ struct Atan { template <typename C> ADCUDA_HD C operator()(C x) const { return a
 struct Asinh { template <typename C> ADCUDA_HD C operator()(C x) const { return asinh_(x); } };
 struct Acosh { template <typename C> ADCUDA_HD C operator()(C x) const { return acosh_(x); } };
 struct Atanh { template <typename C> ADCUDA_HD C operator()(C x) const { return atanh_(x); } };
-struct Erfc { template <typename C> ADCUDA_HD C operator()(C x) const { return erfc_(x); } };
+// In double and rounded once, as the CPU's: erfcf's tail (1e-45 near x = 10) is a subnormal ulp off.
+struct Erfc { template <typename C> ADCUDA_HD C operator()(C x) const { return C(erfc_(double(x))); } };
 // The activations and hyperbolic functions of issue 31 (the CPU formulas: backends/cpu/elementwise.py's
 // _selu, _softplus, ...): no exp of a positive number where it could overflow; a NaN stays NaN.
+struct Expm1 { template <typename C> ADCUDA_HD C operator()(C x) const { return expm1_(x); } };
 struct Sinh { template <typename C> ADCUDA_HD C operator()(C x) const { return sinh_(x); } };
 struct Cosh { template <typename C> ADCUDA_HD C operator()(C x) const { return cosh_(x); } };
 struct Tan { template <typename C> ADCUDA_HD C operator()(C x) const { return tan_(x); } };
@@ -177,6 +179,16 @@ struct Softsign {
   template <typename C> ADCUDA_HD C operator()(C x) const { return x / ((x < C(0) ? -x : x) + C(1)); }
 };
 struct Tanhshrink { template <typename C> ADCUDA_HD C operator()(C x) const { return x - tanh_(x); } };
+// log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)): exact for very negative x, as PyTorch's log_sigmoid.
+struct Logsigmoid { template <typename C> ADCUDA_HD C operator()(C x) const { return -softplus_smooth(-x); } };
+// sin(pi x) / (pi x), 1 at 0, with pi x rounded to C first, as PyTorch's kernel.
+struct Sinc {
+  template <typename C> ADCUDA_HD C operator()(C x) const {
+    if (x == C(0)) return C(1);
+    const C y = x * C(3.14159265358979323846);
+    return sin_(y) / y;
+  }
+};
 
 // The gamma family and erfinv: computed in double whatever C is, with the CPU backend's algorithm
 // (adcuda/backends/cpu/_special.py), so both backends agree to their math libraries' last bits. The
@@ -276,7 +288,42 @@ ADCUDA_HD double erfinv(double z) {
   }
   return y;
 }
+// The modified Bessel function of the first kind of order 0: the power series sum_k (x^2/4)^k / (k!)^2
+// below |x| = 20 (every term positive: no cancellation; they fall below double rounding of the sum
+// after about 1.75 |x| of them), the asymptotic series e^|x| / sqrt(2 pi |x|) sum_k a_k / |x|^k above,
+// e^|x| / sqrt(2 pi |x|) taken as one exp so that it overflows only with the result.
+ADCUDA_HD double i0(double x) {
+  const double ax = ::fabs(x);
+  if (ax < 20.0) {
+    const double quarter_square = ax * ax / 4.0;
+    double term = 1.0, total = 1.0;
+    const int terms = static_cast<int>(1.75 * ax) + 12;
+    for (int k = 1; k < terms; ++k) {
+      term *= quarter_square / (double(k) * double(k));
+      total += term;
+    }
+    return total;
+  }
+  const double inverse = 1.0 / ax;
+  double term = 1.0, series = 1.0;
+  for (int k = 1; k < 16; ++k) {
+    term *= inverse * ((2.0 * k - 1.0) * (2.0 * k - 1.0) / (8.0 * k));
+    series += term;
+  }
+  return ::exp(ax - 0.5 * ::log(2.0 * kPi * ax)) * series;
+}
 }  // namespace special
+// PyTorch's i0 multiplies by e^|x| in C (float for the half types): inf wherever that overflows, though
+// I0 itself is a little smaller, and NaN at +-inf (inf times its series' 0); NaN stays NaN.
+struct I0 {
+  template <typename C> ADCUDA_HD C operator()(C x) const {
+    const double ax = ::fabs(double(x));
+    const double exp_overflow = std::is_same_v<C, float> ? 88.72283905206835 : 709.782712893384;
+    if (ax == INFINITY) return C(NAN);
+    if (ax > exp_overflow) return C(INFINITY);
+    return C(special::i0(double(x)));
+  }
+};
 struct Lgamma { template <typename C> ADCUDA_HD C operator()(C x) const { return C(special::lgamma(double(x))); } };
 struct Digamma { template <typename C> ADCUDA_HD C operator()(C x) const { return C(special::digamma(double(x))); } };
 struct Trigamma { template <typename C> ADCUDA_HD C operator()(C x) const { return C(special::trigamma(double(x))); } };

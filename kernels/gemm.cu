@@ -14,6 +14,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
@@ -237,8 +238,14 @@ bool chunk_loadable(std::int64_t inner_size, std::int64_t inner_stride, std::int
          batch_strides_aligned && aligned_16(data);
 }
 
+// Whether the operand's lines along a dim of stride `inner_stride` can be read as realigned 16-byte
+// vectors: that dim has stride 1 (or size 1); any leading dimension, batch stride and offset (and the
+// aligned blocks around the elements inside the storage: GemmArgs::a_blocks_inside).
+bool realignable(std::int64_t inner_size, std::int64_t inner_stride) { return inner_size == 1 || inner_stride == 1; }
+
 // How the tensor-core kernel reads A and B: by 16-byte cp.async chunks along whichever dim allows it,
-// else element by element along the dim with the smaller stride (the one closest to contiguous).
+// else (A) by realigned 16-byte vectors along a unit-stride dim, else element by element along the dim
+// with the smaller stride (the one closest to contiguous).
 TensorCoreOperands tensor_core_operands(const GemmArgs& args) {
   bool a_batch_aligned = true, b_batch_aligned = true;
   for (int d = 0; d < args.batch_offsets.ndim; ++d) {
@@ -250,10 +257,21 @@ TensorCoreOperands tensor_core_operands(const GemmArgs& args) {
   const bool a_by_m = chunk_loadable(args.M, args.a_stride_m, args.K, args.a_stride_k, a_batch_aligned, args.a);
   const bool b_by_k = chunk_loadable(args.K, args.b_stride_k, args.N, args.b_stride_n, b_batch_aligned, args.b);
   const bool b_by_n = chunk_loadable(args.N, args.b_stride_n, args.K, args.b_stride_k, b_batch_aligned, args.b);
-  operands.a_async = a_by_k || a_by_m;
-  operands.a_k_contiguous = operands.a_async ? a_by_k : args.M == 1 || (args.K > 1 && args.a_stride_k <= args.a_stride_m);
-  operands.b_async = b_by_k || b_by_n;
-  operands.b_k_contiguous = operands.b_async ? b_by_k : args.N == 1 || (args.K > 1 && args.b_stride_k <= args.b_stride_n);
+  const bool a_realigned_by_k = realignable(args.K, args.a_stride_k);
+  const bool a_realigned_by_m = realignable(args.M, args.a_stride_m);
+  if (a_by_k || a_by_m) {
+    operands.a_load = kLoadAsync;
+    operands.a_k_contiguous = a_by_k;
+  } else if (args.a_blocks_inside && (a_realigned_by_k || a_realigned_by_m)) {
+    operands.a_load = kLoadRealigned;
+    operands.a_k_contiguous = a_realigned_by_k;
+  } else {
+    operands.a_load = kLoadElements;
+    operands.a_k_contiguous = args.M == 1 || (args.K > 1 && args.a_stride_k <= args.a_stride_m);
+  }
+  const bool b_async = b_by_k || b_by_n;
+  operands.b_load = b_async ? kLoadAsync : kLoadElements;
+  operands.b_k_contiguous = b_async ? b_by_k : args.N == 1 || (args.K > 1 && args.b_stride_k <= args.b_stride_n);
   return operands;
 }
 
@@ -353,36 +371,35 @@ DeviceArray stage_unaligned_b(GemmArgs& args, int device, cudaStream_t stream) {
   return staged;
 }
 
-template <typename T>
-void run_tensor_core(const GemmArgs& unstaged_args, const DeviceFacts& facts, int device, cudaStream_t stream) {
-  GemmArgs args = unstaged_args;
-  // Kept until the GEMM is queued: the caching allocator reuses it only in this stream's order.
-  std::optional<DeviceArray> staged_b;
-  if (!tensor_core_operands(args).b_async) staged_b = stage_unaligned_b<T>(args, device, stream);
+// The K splits of a tensor-core product (gemm.h's tensor_core_split_k, or ADCUDA_GEMM_SPLIT_K), with a
+// multiple of `granule` 32-wide K tiles per split (the sm_90a kernel's K tile is two of them).
+SplitK plan_split_k(const GemmArgs& args, const DeviceFacts& facts, int granule) {
   const TensorCoreTiles tiles = tensor_core_tiles();
-  const std::int64_t tiles_m = (args.M + tiles.block_m - 1) / tiles.block_m;
-  const std::int64_t tiles_n = (args.N + tiles.block_n - 1) / tiles.block_n;
-  if (tiles_m * tiles_n > 0x7fffffff) {
-    throw std::invalid_argument("matmul: a " + std::to_string(args.M) + " x " + std::to_string(args.N) +
-                                " product is larger than one launch covers");
-  }
   const int k_tiles = static_cast<int>((args.K + tiles.block_k - 1) / tiles.block_k);
   const int forced = split_k_override();
   const int splits = forced > 0 ? forced : tensor_core_split_k(args.M, args.N, args.K, args.batch, facts.multiprocessors);
   SplitK split;
   split.k_tiles_per_split = (k_tiles + splits - 1) / splits;
+  split.k_tiles_per_split = (split.k_tiles_per_split + granule - 1) / granule * granule;
   // Every split gets at least one K tile (a forced count above the K tiles is cut down).
   split.splits = k_tiles == 0 ? 1 : (k_tiles + split.k_tiles_per_split - 1) / split.k_tiles_per_split;
-  if (split.k_tiles_per_split == 0) split.k_tiles_per_split = 1;
+  if (split.k_tiles_per_split == 0) split.k_tiles_per_split = granule;
+  return split;
+}
+
+// Runs `launch(args, split)` once; with more than one split, into an fp32 workspace that the reduction
+// then adds up and finishes with the epilogue.
+template <typename T, typename Launch>
+void run_with_split_k(const GemmArgs& args, SplitK split, int device, cudaStream_t stream, Launch launch) {
   if (split.splits == 1) {
-    launch_tensor_core_gemm<T>(args, split, tensor_core_operands(args), device, stream);
+    launch(args, split);
     return;
   }
   split.partial_stride = (args.N + 3) / 4 * 4;
   DeviceArray partial = DeviceArray::empty({split.splits * args.batch * args.M * split.partial_stride},
                                            ScalarType::Float32, device);
   split.partial = partial.data<float>();
-  launch_tensor_core_gemm<T>(args, split, tensor_core_operands(args), device, stream);
+  launch(args, split);
   ADCUDA_CHECK_LAUNCH();
   const std::int64_t quads = args.batch * args.M * ((args.N + 3) / 4);
   reduce_split_k_kernel<T><<<grid_size(quads), kBlockSize, 0, stream>>>(args, split);
@@ -392,13 +409,93 @@ void run_tensor_core(const GemmArgs& unstaged_args, const DeviceFacts& facts, in
 }
 
 template <typename T>
+void run_tensor_core(const GemmArgs& unstaged_args, const DeviceFacts& facts, int device, cudaStream_t stream) {
+  GemmArgs args = unstaged_args;
+  // Kept until the GEMM is queued: the caching allocator reuses it only in this stream's order.
+  std::optional<DeviceArray> staged_b;
+  if (tensor_core_operands(args).b_load != kLoadAsync) staged_b = stage_unaligned_b<T>(args, device, stream);
+  const TensorCoreTiles tiles = tensor_core_tiles();
+  const std::int64_t tiles_m = (args.M + tiles.block_m - 1) / tiles.block_m;
+  const std::int64_t tiles_n = (args.N + tiles.block_n - 1) / tiles.block_n;
+  if (tiles_m * tiles_n > 0x7fffffff) {
+    throw std::invalid_argument("matmul: a " + std::to_string(args.M) + " x " + std::to_string(args.N) +
+                                " product is larger than one launch covers");
+  }
+  run_with_split_k<T>(args, plan_split_k(args, facts, 1), device, stream, [&](const GemmArgs& a, const SplitK& split) {
+    launch_tensor_core_gemm<T>(a, split, tensor_core_operands(a), device, stream);
+  });
+}
+
+// Copies B (K x N, any strides; batch 1) into `staged` as N rows of K contiguous elements, `row_stride`
+// (a multiple of 8) apart: the K-major form the sm_90a kernel's TMA reads.
+template <typename T>
+__global__ void stage_b_k_major_kernel(GemmArgs args, std::int64_t row_stride, T* staged) {
+  const T* b = static_cast<const T*>(args.b);
+  ADCUDA_GRID_STRIDE_LOOP(index, args.K * args.N) {
+    const std::int64_t n = index / args.K;
+    const std::int64_t k = index % args.K;
+    staged[n * row_stride + k] = b[k * args.b_stride_k + n * args.b_stride_n];
+  }
+}
+
+// The sm_90a kernel, if it takes the problem: A must be TMA-readable as it is; a B that is not (N
+// contiguous, the usual K x N matrix, or misaligned) is copied into K-major rows first, one pass over
+// B next to the product's 2 M N K flops. Returns false (nothing queued) where the kernel does not apply.
+// ADCUDA_GEMM_SM90=0 keeps fp16/bf16 products off the sm_90a kernel (on the mma.sync one), for tests
+// and comparisons; unset or 1 lets it run where it applies.
+bool sm90_disabled() {
+  const char* value = std::getenv("ADCUDA_GEMM_SM90");
+  if (value == nullptr || *value == '\0' || std::string(value) == "1") return false;
+  if (std::string(value) == "0") return true;
+  throw std::invalid_argument(std::string("matmul: ADCUDA_GEMM_SM90 must be 0 or 1, got '") + value + "'");
+}
+
+template <typename T>
+bool run_sm90(const GemmArgs& unstaged_args, const DeviceFacts& facts, int device, cudaStream_t stream) {
+  if (sm90_disabled() || unstaged_args.batch != 1 || unstaged_args.K < 1 || !sm90_gemm_runs_on(device) ||
+      !sm90_operand_readable(unstaged_args.M, unstaged_args.K, unstaged_args.a_stride_m, unstaged_args.a_stride_k,
+                             unstaged_args.a)) {
+    return false;
+  }
+  GemmArgs args = unstaged_args;
+  std::optional<DeviceArray> staged_b;
+  if (!sm90_gemm_accepts(args)) {
+    const std::int64_t row_stride = (args.K + 7) / 8 * 8;
+    const ScalarType dtype = std::is_same_v<T, __half> ? ScalarType::Float16 : ScalarType::BFloat16;
+    staged_b = DeviceArray::empty({args.N * row_stride}, dtype, device);
+    stage_b_k_major_kernel<T><<<grid_size(args.K * args.N), kBlockSize, 0, stream>>>(args, row_stride,
+                                                                                     staged_b->data<T>());
+    ADCUDA_CHECK_LAUNCH();
+    args.b = staged_b->data_ptr();
+    args.b_stride_k = 1;
+    args.b_stride_n = row_stride;
+  }
+  const Sm90Tiles tiles = sm90_gemm_tiles();
+  if (((args.M + tiles.block_m - 1) / tiles.block_m) * ((args.N + tiles.block_n - 1) / tiles.block_n) > 0x3fffffff) {
+    return false;
+  }
+  run_with_split_k<T>(args, plan_split_k(args, facts, tiles.block_k / tensor_core_tiles().block_k), device, stream,
+                      [&](const GemmArgs& a, const SplitK& split) { launch_sm90_gemm<T>(a, split, device, stream); });
+  return true;
+}
+
+// Which hand-written kernel the last fp16/bf16 product on this process ran (for benchmarks and tests).
+std::atomic<int> last_half_kernel{static_cast<int>(HalfGemmKernel::kNone)};
+
+template <typename T>
 void run_gemm(const GemmArgs& args, int device, cudaStream_t stream) {
   const DeviceFacts facts = device_facts(device);
   if constexpr (is_reduced_float_v<T>) {
-    if (facts.major >= 8 && tensor_core_gemm_runs_on(device)) {
-      run_tensor_core<T>(args, facts, device, stream);
+    if (run_sm90<T>(args, facts, device, stream)) {
+      last_half_kernel = static_cast<int>(HalfGemmKernel::kSm90Wgmma);
       return;
     }
+    if (facts.major >= 8 && tensor_core_gemm_runs_on(device)) {
+      run_tensor_core<T>(args, facts, device, stream);
+      last_half_kernel = static_cast<int>(HalfGemmKernel::kSm80MmaSync);
+      return;
+    }
+    last_half_kernel = static_cast<int>(HalfGemmKernel::kSimt);
   }
   const bool a_k_contiguous = args.K == 1 || args.a_stride_k == 1;
   const bool b_n_contiguous = args.N == 1 || args.b_stride_n == 1;
@@ -415,6 +512,18 @@ Dims batch_strides(const DeviceArray& a, const Dims& batch) {
     if (a.shape()[d] != 1) strides[offset + d] = a.strides()[d];
   }
   return strides;
+}
+
+// Whether every aligned 16-byte block that holds one of `a`'s elements lies inside its storage (the
+// storage's own bytes: under the emulator's address sanitizer nothing past them is addressable, where
+// a GPU's allocation granules would forgive a read up to the block's end).
+bool blocks_inside(const DeviceArray& a) {
+  const auto [low, high] = a.extent();
+  const auto start = reinterpret_cast<std::uintptr_t>(a.storage()->data());
+  const auto itemsize = static_cast<std::uintptr_t>(a.itemsize());
+  const std::uintptr_t first = start + static_cast<std::uintptr_t>(low) * itemsize;
+  const std::uintptr_t end = start + static_cast<std::uintptr_t>(high) * itemsize;
+  return first / 16 * 16 >= start && (end + 15) / 16 * 16 <= start + a.storage()->nbytes();
 }
 
 Dims broadcast_batch(const DeviceArray& a, const DeviceArray& b) {
@@ -481,6 +590,7 @@ MatmulResult matmul(const DeviceArray& a, const DeviceArray& b, const MatmulOpti
   args.N = N;
   args.K = K;
   args.a = a.data_ptr();
+  args.a_blocks_inside = blocks_inside(a);
   args.a_stride_m = a.strides()[a.ndim() - 2];
   args.a_stride_k = a.strides()[a.ndim() - 1];
   args.b = b.data_ptr();
@@ -504,7 +614,12 @@ MatmulResult matmul(const DeviceArray& a, const DeviceArray& b, const MatmulOpti
     args.batch_offsets = StridedIndexer<2, std::int64_t>{};
   }
 
-  if (options.allow_cublaslt && cublaslt_matmul(args, a.dtype(), launch.device(), launch.stream())) return result;
+  if (options.allow_cublaslt && cublaslt_matmul(args, a.dtype(), launch.device(), launch.stream())) {
+    if (a.dtype() == ScalarType::Float16 || a.dtype() == ScalarType::BFloat16) {
+      last_half_kernel = static_cast<int>(HalfGemmKernel::kCublasLt);
+    }
+    return result;
+  }
   dispatch_type(a.dtype(), "matmul", [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_floating_point_v<T> || is_reduced_float_v<T>) {
@@ -515,13 +630,67 @@ MatmulResult matmul(const DeviceArray& a, const DeviceArray& b, const MatmulOpti
   return result;
 }
 
+TensorCoreVariant tensor_core_variant(std::int64_t M, std::int64_t N, std::int64_t K, std::int64_t a_stride_m,
+                                      std::int64_t a_stride_k, std::int64_t b_stride_k, std::int64_t b_stride_n,
+                                      std::int64_t a_offset, std::int64_t b_offset) {
+  // Addresses with the given misalignment: the choice reads only their low bits.
+  constexpr std::uintptr_t kAligned = 1 << 20;
+  GemmArgs args{};
+  args.M = M;
+  args.N = N;
+  args.K = K;
+  args.a = reinterpret_cast<const void*>(kAligned + 2 * static_cast<std::uintptr_t>(a_offset));
+  args.a_stride_m = a_stride_m;
+  args.a_stride_k = a_stride_k;
+  args.a_blocks_inside = true;  // storage of whole 16-byte blocks, as allocations of a multiple of 16 bytes
+  args.b = reinterpret_cast<const void*>(kAligned + 2 * static_cast<std::uintptr_t>(b_offset));
+  args.b_stride_k = b_stride_k;
+  args.b_stride_n = b_stride_n;
+  args.batch = 1;
+  const auto name = [](TileLoad load) {
+    return load == kLoadAsync ? "cp.async" : load == kLoadRealigned ? "realigned" : "elements";
+  };
+  TensorCoreOperands operands = tensor_core_operands(args);
+  TensorCoreVariant variant;
+  variant.b_staged = operands.b_load != kLoadAsync;
+  if (variant.b_staged) {  // read from the aligned copy stage_unaligned_b makes
+    args.b = reinterpret_cast<const void*>(kAligned);
+    args.b_stride_k = (N + 7) / 8 * 8;
+    args.b_stride_n = 1;
+    operands = tensor_core_operands(args);
+  }
+  variant.a_load = name(operands.a_load);
+  variant.b_load = name(operands.b_load);
+  variant.a_k_contiguous = operands.a_k_contiguous;
+  variant.b_k_contiguous = operands.b_k_contiguous;
+  variant.epilogue = N % 8 == 0 ? "16-byte" : "16-byte realigned";  // C is new, contiguous, aligned
+  return variant;
+}
+
+std::string gemm_last_half_kernel() {
+  switch (static_cast<HalfGemmKernel>(last_half_kernel.load())) {
+    case HalfGemmKernel::kNone: return "none";
+    case HalfGemmKernel::kCublasLt: return "cublaslt";
+    case HalfGemmKernel::kSm90Wgmma: return "sm90_wgmma";
+    case HalfGemmKernel::kSm80MmaSync: return "sm80_mma_sync";
+    case HalfGemmKernel::kSimt: return "simt";
+  }
+  return "none";
+}
+
 std::string gemm_path(int device) {
   const TensorCoreTiles tiles = tensor_core_tiles();
   const std::string tensor_core = "mma.sync tensor cores for fp16/bf16 (" + std::to_string(tiles.block_m) + "x" +
                                   std::to_string(tiles.block_n) + "x" + std::to_string(tiles.block_k) +
                                   " block tiles, 64x64 warp tiles, 3-4 stage cp.async, split-K, fp32 accumulation)";
   std::string path = "hand-written: " + tensor_core + ", tiled SIMT fp32/fp64 (128x128x8 block tiles, 8x8 per thread)";
-  if (device_facts(device).major < 8) {
+  if (sm90_gemm_runs_on(device)) {
+    const Sm90Tiles hopper = sm90_gemm_tiles();
+    path = "hand-written: sm_90a TMA + wgmma for fp16/bf16 (" + std::to_string(hopper.block_m) + "x" +
+           std::to_string(hopper.block_n) + "x" + std::to_string(hopper.block_k) +
+           " block tiles, 2 consumer warpgroups, 4-stage mbarrier ring, persistent; single products with A "
+           "K-contiguous), else " + path.substr(std::string("hand-written: ").size());
+  } else if (device_facts(device).major < 8) {
     path += "; this device predates sm_80, so fp16/bf16 use the SIMT kernel";
   } else if (!tensor_core_gemm_runs_on(device)) {
     path += "; this build has no sm_80+ code for this device (ADCUDA_CUDA_ARCHS), so fp16/bf16 use the SIMT kernel";

@@ -27,6 +27,9 @@ struct GemmArgs {
   void* preactivation;  // contiguous (batch, M, N): A @ B + bias before the activation, or nullptr
   std::int64_t batch;
   StridedIndexer<2, std::int64_t> batch_offsets;  // matrix z of A and of B: element offsets
+  // Every aligned 16-byte block holding one of A's elements lies inside A's storage, so that the
+  // tensor-core kernel may read whole blocks around them (its realigned loads).
+  bool a_blocks_inside;
 };
 
 // Split-K: the K range cut into `splits` parts of `k_tiles_per_split` tensor-core K tiles each; every
@@ -54,11 +57,19 @@ __host__ __device__ __forceinline__ compute_t<T> bias_at(const GemmArgs& args, s
 // ------------------------------------------------------------------------------------------------
 // The tensor-core kernel (gemm_tensor_core.cu), fp16 / bf16 only.
 
+// How an operand's tiles come to shared memory: 16-byte cp.async chunks (the contiguous dim has stride
+// 1 and every line starts 16-byte aligned); aligned 16-byte register loads realigned to the chunks
+// (stride 1, lines at any element offset: a leading dimension of 50257); or element by element (no
+// unit stride).
+enum TileLoad : int { kLoadAsync = 0, kLoadRealigned = 1, kLoadElements = 2 };
+
 // How each operand is read: which of its dims is stored contiguous in shared memory (K, or M / N),
-// and whether cp.async can fetch it in 16-byte chunks (else element by element).
+// and how its tiles are loaded.
 struct TensorCoreOperands {
-  bool a_k_contiguous, a_async;
-  bool b_k_contiguous, b_async;
+  bool a_k_contiguous;
+  TileLoad a_load;
+  bool b_k_contiguous;
+  TileLoad b_load;
 };
 
 struct TensorCoreTiles {
@@ -75,5 +86,32 @@ bool tensor_core_gemm_runs_on(int device);
 template <typename T>
 void launch_tensor_core_gemm(const GemmArgs& args, const SplitK& split, const TensorCoreOperands& operands,
                              int device, cudaStream_t stream);
+
+// ------------------------------------------------------------------------------------------------
+// The Hopper kernel (gemm_sm90.cu): TMA + wgmma + mbarrier stages, fp16 / bf16 only.
+
+struct Sm90Tiles {
+  int block_m, block_n, block_k;
+};
+
+Sm90Tiles sm90_gemm_tiles();
+
+// Whether `device` is compute capability 9.0 and the code this build loads there has the kernel's
+// body (sm_90a code); asked once per device.
+bool sm90_gemm_runs_on(int device);
+
+// Whether TMA can read a (rows x K) operand with these strides: K contiguous, rows a multiple of 16
+// bytes apart (any stride for one row), 16-byte aligned.
+bool sm90_operand_readable(std::int64_t rows, std::int64_t K, std::int64_t row_stride, std::int64_t k_stride,
+                           const void* data);
+
+// Whether the kernel can take the problem: one matrix (batch 1), K >= 1, A (M x K) and B read as N x K
+// both sm90_operand_readable.
+bool sm90_gemm_accepts(const GemmArgs& args);
+
+// T is __half or __nv_bfloat16. split.k_tiles_per_split counts 32-wide K tiles and must be even when
+// split.splits > 1; the kernel then writes only the fp32 partial sums.
+template <typename T>
+void launch_sm90_gemm(const GemmArgs& args, const SplitK& split, int device, cudaStream_t stream);
 
 }  // namespace adcuda

@@ -9,9 +9,12 @@
 // Global -> shared memory, per operand:
 //   - 16-byte cp.async chunks in a 3- or 4-stage pipeline (4 where the device's shared memory allows)
 //     when the operand's contiguous dimension has stride 1 and its lines start 16-byte aligned;
-//   - otherwise (any strides, any alignment: a leading dimension of 50257, a view with no unit stride)
-//     element-granular loads into registers, issued one k-step before they are stored to the same
-//     pipeline stage: slower than cp.async, but still the tensor-core kernel.
+//   - where the contiguous dimension has stride 1 but lines start anywhere (a leading dimension of
+//     50257: the language-model head's logit gradient, A of both backward GEMMs), the aligned 16-byte
+//     vectors holding each chunk are loaded into registers one k-step before they are realigned and
+//     stored to the same pipeline stage (two 16-byte loads per chunk, predicated at the edges);
+//   - otherwise (no unit stride: a view such as x[::2, ::2]) element-granular loads into registers,
+//     issued and stored the same way: slower, but still the tensor-core kernel.
 // Past the matrix edges chunks are zero-filled (cp.async's src-size, or predicated element loads), so
 // every M, N, K works. An operand whose contiguous dimension is K is stored [row][k] and read with
 // ldmatrix; one contiguous along M (or N) is stored [k][row] and read with ldmatrix.trans, which
@@ -22,7 +25,9 @@
 // A's row tiles, which stay in L2). Split-K (SplitK, chosen by gemm.cu) gives each block a K range and
 // fp32 partial sums that gemm.cu's reduction adds in a fixed order. Without split-K the epilogue adds
 // the bias, applies the activation, and writes each warp's 64 x 64 tile through shared memory as
-// 16-byte row vectors (scalar stores where N is not a multiple of 8).
+// 16-byte row vectors; rows that do not start 16-byte aligned (N not a multiple of 8: the 50257-wide
+// logits) are staged shifted by their misalignment, so that they too leave as aligned 16-byte stores
+// with only the blocks at the row ends written element by element.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -237,10 +242,82 @@ struct ElementTileLoader {
   }
 };
 
-template <typename T, bool kKContiguous, bool kAsync, int kRows, int kStride>
+// Realigning loader, for an operand whose contiguous dimension has stride 1 but whose lines do not all
+// start 16-byte aligned (a leading dimension of 50257: a language-model head's logits or their
+// gradient), where cp.async cannot be used: begin() loads the one or two aligned 16-byte vectors that
+// hold a chunk's 8 elements, finish() shifts the chunk's elements out of them, zeroes those past the
+// matrix edges and stores the chunk to shared memory as one 16-byte vector. Two 16-byte loads per chunk
+// where the element loader issues eight 2-byte ones; the second vector is usually the next chunk's
+// first, an L1 hit. A vector holding none of the chunk's elements inside the matrix is not read; one
+// that is may reach past the matrix's first or last element, so gemm.cu chooses this loader only where
+// the operand's storage holds every 16-byte block its elements touch (GemmArgs::a_blocks_inside).
+template <typename T, int kLines, int kLineLength, int kStride, bool kKContiguous>
+struct RealignedTileLoader {
+  using Cursor = ChunkCursor<std::uint16_t, kLines, kLineLength, kKContiguous>;
+  Cursor cursor;
+  uint4 raw[Cursor::Map::kPerThread][2];
+  // per chunk: the elements before it in its first aligned vector (bits 0-2), and how many of its 8
+  // elements lie inside the matrix (bits 4-7)
+  int placement[Cursor::Map::kPerThread];
+
+  __device__ __forceinline__ RealignedTileLoader(const T* base, std::int64_t row0, std::int64_t row_extent,
+                                                 std::int64_t row_stride, std::int64_t k_stride,
+                                                 std::int64_t k_begin)
+      : cursor(reinterpret_cast<const std::uint16_t*>(base), row0, row_extent, row_stride, k_stride, k_begin, 1) {}
+
+  __device__ __forceinline__ void begin(T*, int k_left) {
+#pragma unroll
+    for (int i = 0; i < Cursor::Map::kPerThread; ++i) {
+      const int inside = cursor.elements_inside(i, k_left);
+      const std::uint16_t* chunk = cursor.src + i * cursor.line_step;
+      const int shift = static_cast<int>((reinterpret_cast<std::uintptr_t>(chunk) >> 1) & 7);
+      const uint4* aligned = reinterpret_cast<const uint4*>(chunk - shift);
+      raw[i][0] = inside > 0 ? aligned[0] : make_uint4(0, 0, 0, 0);
+      raw[i][1] = shift + inside > 8 ? aligned[1] : make_uint4(0, 0, 0, 0);
+      placement[i] = shift | (inside << 4);
+    }
+    cursor.src += cursor.tile_step;
+  }
+
+  __device__ __forceinline__ void finish(T* shared) {
+#pragma unroll
+    for (int i = 0; i < Cursor::Map::kPerThread; ++i) {
+      const int shift = placement[i] & 7, inside = placement[i] >> 4;
+      // the 16 elements as 8 words; the chunk starts `shift` elements in: move by whole words (a
+      // barrel shifter of two select stages, no dynamic register indexing), then by a half word
+      const unsigned w[8] = {raw[i][0].x, raw[i][0].y, raw[i][0].z, raw[i][0].w,
+                             raw[i][1].x, raw[i][1].y, raw[i][1].z, raw[i][1].w};
+      unsigned v[6], u[5], out[4];
+#pragma unroll
+      for (int j = 0; j < 6; ++j) v[j] = (shift & 4) ? w[j + 2] : w[j];
+#pragma unroll
+      for (int j = 0; j < 5; ++j) u[j] = (shift & 2) ? v[j + 1] : v[j];
+      const int half = (shift & 1) * 16;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const unsigned long long pair = (static_cast<unsigned long long>(u[j + 1]) << 32) | u[j];
+        out[j] = static_cast<unsigned>(pair >> half);
+        // past the matrix edge: zeros (the loaded vectors hold whatever follows there)
+        if (2 * j >= inside) {
+          out[j] = 0;
+        } else if (2 * j + 1 >= inside) {
+          out[j] &= 0xffffu;
+        }
+      }
+      *reinterpret_cast<uint4*>(shared + cursor.shared_offset(i, kStride)) = make_uint4(out[0], out[1], out[2], out[3]);
+    }
+  }
+};
+
+// How the kernel loads an operand's tiles (TensorCoreOperands' load_a / load_b).
+template <typename T, bool kKContiguous, int kLoad, int kRows, int kStride>
 using TileLoader = std::conditional_t<
-    kAsync, AsyncTileLoader<T, kKContiguous ? kRows : kBlockK, kKContiguous ? kBlockK : kRows, kStride, kKContiguous>,
-    ElementTileLoader<T, kKContiguous ? kRows : kBlockK, kKContiguous ? kBlockK : kRows, kStride, kKContiguous>>;
+    kLoad == kLoadAsync,
+    AsyncTileLoader<T, kKContiguous ? kRows : kBlockK, kKContiguous ? kBlockK : kRows, kStride, kKContiguous>,
+    std::conditional_t<
+        kLoad == kLoadRealigned,
+        RealignedTileLoader<T, kKContiguous ? kRows : kBlockK, kKContiguous ? kBlockK : kRows, kStride, kKContiguous>,
+        ElementTileLoader<T, kKContiguous ? kRows : kBlockK, kKContiguous ? kBlockK : kRows, kStride, kKContiguous>>>;
 
 // K indices left from k0 on, capped (a tile only needs to know whether more than its 32 are left).
 __device__ __forceinline__ int k_left_at(std::int64_t K, std::int64_t k0) {
@@ -263,7 +340,7 @@ struct TileRaster {
 };
 
 // ------------------------------------------------------------------------------------------------
-template <typename T, bool kAKContiguous, bool kBKContiguous, bool kAAsync, bool kBAsync>
+template <typename T, bool kAKContiguous, bool kBKContiguous, int kALoad, int kBLoad>
 __global__ void __launch_bounds__(kThreads, 1)
     tensor_core_gemm_kernel(GemmArgs args, SplitK split, TileRaster raster, int stages) {
 #if (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800) || defined(ADCUDA_EMULATION)
@@ -311,9 +388,9 @@ __global__ void __launch_bounds__(kThreads, 1)
                                                                                : split.k_tiles_per_split;
     const std::int64_t k_begin = static_cast<std::int64_t>(k_tile_begin) * kBlockK;
 
-    TileLoader<T, kAKContiguous, kAAsync, kBlockM, ALayout::kStride> a_loader(
+    TileLoader<T, kAKContiguous, kALoad, kBlockM, ALayout::kStride> a_loader(
         static_cast<const T*>(args.a) + offsets[0], m0, M, args.a_stride_m, args.a_stride_k, k_begin);
-    TileLoader<T, kBKContiguous, kBAsync, kBlockN, BLayout::kStride> b_loader(
+    TileLoader<T, kBKContiguous, kBLoad, kBlockN, BLayout::kStride> b_loader(
         static_cast<const T*>(args.b) + offsets[1], n0, N, args.b_stride_n, args.b_stride_k, k_begin);
 
     float acc[kMmaTilesM][kMmaTilesN][4];
@@ -326,9 +403,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
     // Register double-buffering of the fragments (k-step s + 1's ldmatrix in flight during k-step s's
-    // mma) where both operands come by cp.async; the element loaders' staging registers take that
+    // mma) where both operands come by cp.async; the register loaders' staging registers take that
     // room in the other variants, which load each k-step's fragments just before its mma.
-    constexpr int kFragmentBuffers = kAAsync && kBAsync ? 2 : 1;
+    constexpr int kFragmentBuffers = kALoad == kLoadAsync && kBLoad == kLoadAsync ? 2 : 1;
     unsigned a_frag[kFragmentBuffers][kMmaTilesM][4];
     unsigned b_frag[kFragmentBuffers][kMmaTilesN][2];
     auto load_fragments = [&](int buffer, const T* a_stage, const T* b_stage, int ks) {
@@ -449,10 +526,19 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       }
       T* const staged = reinterpret_cast<T*>(shared_bytes) + warp * kWarpM * kEpilogueStride;
-      const bool vector_rows = N % 8 == 0;  // then every 8-column group of a row is 16-byte aligned
       // The warp's tile, with or without the activation, through shared memory into `out` (batch
-      // entry z): each lane stores 8 consecutive columns of a row per step.
+      // entry z) as 16-byte stores. Where the output rows are not 16-byte aligned (N not a multiple
+      // of 8: a 50257-wide language-model head), each row is staged `shift` elements to the right,
+      // its misalignment, so that the staged row's 16-byte vectors are the aligned 16-byte blocks of
+      // its global row: the lanes store those vectors whole and only the one or two blocks at the row
+      // ends element by element. Rows 8 apart share their shift (8 * N elements is a whole number of
+      // blocks), so a lane's rows, all `group` modulo 8, have one.
       auto write_tile = [&](bool activate, T* out) {
+        out += z * M * N;
+        const T* const warp_origin = out + (m0 + warp_m) * N + n0 + warp_n;
+        const int origin_shift = static_cast<int>((reinterpret_cast<std::uintptr_t>(warp_origin) / sizeof(T)) & 7);
+        const int row_shift_step = static_cast<int>(N & 7);
+        const int lane_shift = (origin_shift + group * row_shift_step) & 7;
 #pragma unroll
         for (int mi = 0; mi < kMmaTilesM; ++mi) {
 #pragma unroll
@@ -465,27 +551,39 @@ __global__ void __launch_bounds__(kThreads, 1)
                 v0 = apply_activation(args.activation, v0);
                 v1 = apply_activation(args.activation, v1);
               }
-              T* dst = staged + (mi * 16 + group + half_row * 8) * kEpilogueStride + ni * 8 + pair;
+              T* dst = staged + (mi * 16 + group + half_row * 8) * kEpilogueStride + lane_shift + ni * 8 + pair;
               dst[0] = convert<T>(v0);
               dst[1] = convert<T>(v1);
             }
           }
         }
         __syncwarp();
-        out += z * M * N;
         constexpr int kVectorsPerRow = kWarpN / 8;
         constexpr int kRowsPerStep = 32 / kVectorsPerRow;
+        const int vector = lane % kVectorsPerRow;
+        const std::int64_t columns_left = N - (n0 + warp_n);  // of the warp's 64 columns, those inside
 #pragma unroll 4
         for (int row = lane / kVectorsPerRow; row < kWarpM; row += kRowsPerStep) {
           const std::int64_t m = m0 + warp_m + row;
-          const int column = (lane % kVectorsPerRow) * 8;
-          const std::int64_t n = n0 + warp_n + column;
-          if (m >= M || n >= N) continue;
-          const T* src = staged + row * kEpilogueStride + column;
-          if (vector_rows && n + 8 <= N) {
-            *reinterpret_cast<uint4*>(out + m * N + n) = *reinterpret_cast<const uint4*>(src);
+          if (m >= M || columns_left <= 0) continue;
+          const int shift = (origin_shift + (row & 7) * row_shift_step) & 7;
+          // staged elements [8 * vector, 8 * vector + 8) are the row's columns from `first` on
+          const int first = vector * 8 - shift;
+          const T* src = staged + row * kEpilogueStride + vector * 8;
+          T* const dst = out + m * N + n0 + warp_n;
+          if (first >= 0 && first + 8 <= columns_left) {
+            *reinterpret_cast<uint4*>(dst + first) = *reinterpret_cast<const uint4*>(src);
           } else {
-            for (int e = 0; e < 8 && n + e < N; ++e) out[m * N + n + e] = src[e];
+            for (int e = 0; e < 8; ++e) {
+              if (first + e >= 0 && first + e < columns_left) dst[first + e] = src[e];
+            }
+          }
+          // the block past the staged row's 8 vectors: its last `shift` columns
+          if (vector == 0) {
+            for (int e = 0; e < shift; ++e) {
+              const int column = kWarpN - shift + e;
+              if (column < columns_left) dst[column] = src[kWarpN + e];
+            }
           }
         }
         __syncwarp();
@@ -503,7 +601,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-template <typename T, bool kAKContiguous, bool kBKContiguous, bool kAAsync, bool kBAsync>
+template <typename T, bool kAKContiguous, bool kBKContiguous, int kALoad, int kBLoad>
 void launch_instance(const GemmArgs& args, const SplitK& split, int device, cudaStream_t stream) {
   constexpr int per_stage = stage_bytes<kAKContiguous, kBKContiguous>();
   const DeviceFacts facts = device_facts(device);
@@ -514,7 +612,7 @@ void launch_instance(const GemmArgs& args, const SplitK& split, int device, cuda
                              " bytes of shared memory per block; device " + std::to_string(device) + " has " +
                              std::to_string(facts.max_shared_per_block));
   }
-  auto kernel = tensor_core_gemm_kernel<T, kAKContiguous, kBKContiguous, kAAsync, kBAsync>;
+  auto kernel = tensor_core_gemm_kernel<T, kAKContiguous, kBKContiguous, kALoad, kBLoad>;
   allow_shared_bytes(kernel, bytes, device);
   TileRaster raster{static_cast<int>((args.M + kBlockM - 1) / kBlockM), static_cast<int>((args.N + kBlockN - 1) / kBlockN)};
   const std::int64_t work = args.batch * split.splits;
@@ -523,20 +621,23 @@ void launch_instance(const GemmArgs& args, const SplitK& split, int device, cuda
   kernel<<<grid, kThreads, bytes, stream>>>(args, split, raster, stages);
 }
 
-// The alignment variants built: both operands by cp.async, or A by elements (the language-model
-// head's backward GEMMs: a 50257-wide gradient). gemm.cu copies a B that cp.async cannot read into an
-// aligned buffer first, so B always comes by cp.async (a both-by-elements variant would be 8 more
-// kernels to compile for a rare case).
+// The load variants built: B by cp.async, A by cp.async, realigned vectors (the language-model
+// head's backward GEMMs: a 50257-wide gradient) or elements (no unit stride). gemm.cu copies a B
+// that cp.async cannot read into an aligned buffer first, so B always comes by cp.async (its other
+// variants would be 16 more kernels to compile for a rare case).
 template <typename T, bool kAKContiguous, bool kBKContiguous>
 void launch_layout(const GemmArgs& args, const SplitK& split, const TensorCoreOperands& operands, int device,
                    cudaStream_t stream) {
-  if (!operands.b_async) {
+  if (operands.b_load != kLoadAsync) {
     throw std::logic_error("matmul: the tensor-core GEMM was given a B it cannot read by cp.async (gemm.cu stages it)");
   }
-  if (operands.a_async) {
-    launch_instance<T, kAKContiguous, kBKContiguous, true, true>(args, split, device, stream);
-  } else {
-    launch_instance<T, kAKContiguous, kBKContiguous, false, true>(args, split, device, stream);
+  switch (operands.a_load) {
+    case kLoadAsync:
+      return launch_instance<T, kAKContiguous, kBKContiguous, kLoadAsync, kLoadAsync>(args, split, device, stream);
+    case kLoadRealigned:
+      return launch_instance<T, kAKContiguous, kBKContiguous, kLoadRealigned, kLoadAsync>(args, split, device, stream);
+    case kLoadElements:
+      return launch_instance<T, kAKContiguous, kBKContiguous, kLoadElements, kLoadAsync>(args, split, device, stream);
   }
 }
 
@@ -557,7 +658,7 @@ bool tensor_core_gemm_runs_on(int device) {
   ADCUDA_CHECK(cudaSetDevice(device));
   cudaFuncAttributes attributes{};
   const cudaError_t status =
-      cudaFuncGetAttributes(&attributes, tensor_core_gemm_kernel<__half, true, true, true, true>);
+      cudaFuncGetAttributes(&attributes, tensor_core_gemm_kernel<__half, true, true, kLoadAsync, kLoadAsync>);
   ADCUDA_CHECK(cudaSetDevice(previous));
   ADCUDA_CHECK(status);
   return known[device] = attributes.ptxVersion >= 80;

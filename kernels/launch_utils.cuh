@@ -15,6 +15,7 @@ namespace adcuda {
 
 struct DeviceFacts {
   int major = 0;
+  int minor = 0;
   int multiprocessors = 0;
   int max_shared_per_block = 0;  // with the opt-in
 };
@@ -28,6 +29,7 @@ inline DeviceFacts device_facts(int device) {
   DeviceFacts& facts = cache[device];
   if (facts.multiprocessors == 0) {
     ADCUDA_CHECK(cudaDeviceGetAttribute(&facts.major, cudaDevAttrComputeCapabilityMajor, device));
+    ADCUDA_CHECK(cudaDeviceGetAttribute(&facts.minor, cudaDevAttrComputeCapabilityMinor, device));
     ADCUDA_CHECK(cudaDeviceGetAttribute(&facts.max_shared_per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
     ADCUDA_CHECK(cudaDeviceGetAttribute(&facts.multiprocessors, cudaDevAttrMultiProcessorCount, device));
   }

@@ -36,21 +36,34 @@ namespace {
 
 using nn::block_reduce;
 
-// mean_out is not written without kCentered (RMS norm has no mean).
-template <typename T, int V, bool kCentered>
-__global__ void layer_norm_kernel(const T* x, const T* weight, const T* bias, T* y, compute_t<T>* mean_out,
-                                  compute_t<T>* rstd_out, std::int64_t rows, std::int64_t D, double eps) {
+// mean_out is not written without kCentered (RMS norm has no mean). With a `residual` (nullptr
+// otherwise) the rows normalised are those of x + residual, rounded to T as the sum is kept:
+// `sum_out` receives it (the fused residual add: x and residual are read, the sum and y written, in
+// one kernel). y may be of a narrower type than x (Y: a half type for float32 x, under autocast).
+template <typename T, typename Y, int V, bool kCentered>
+__global__ void layer_norm_kernel(const T* x, const T* residual, const T* weight, const T* bias, Y* y, T* sum_out,
+                                  compute_t<T>* mean_out, compute_t<T>* rstd_out, std::int64_t rows, std::int64_t D,
+                                  double eps) {
   using Acc = compute_t<T>;
   __shared__ Acc scratch[32];
   const std::int64_t first = static_cast<std::int64_t>(threadIdx.x) * V;
   const std::int64_t step = static_cast<std::int64_t>(blockDim.x) * V;
+  const auto load_row = [&](std::int64_t at) {
+    auto pack = nn::load_pack<T, V>(x + at);
+    if (residual != nullptr) {
+      const auto other = nn::load_pack<T, V>(residual + at);
+#pragma unroll
+      for (int k = 0; k < V; ++k) pack.item[k] = convert<T>(to_compute(pack.item[k]) + to_compute(other.item[k]));
+    }
+    return pack;
+  };
   for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    const T* in = x + row * D;
+    const std::int64_t origin = row * D;
     Acc partial = Acc(0);
     Acc mean = Acc(0);
     if constexpr (kCentered) {
       for (std::int64_t j = first; j < D; j += step) {
-        const auto pack = nn::load_pack<T, V>(in + j);
+        const auto pack = load_row(origin + j);
 #pragma unroll
         for (int k = 0; k < V; ++k) partial += to_compute(pack.item[k]);
       }
@@ -58,7 +71,7 @@ __global__ void layer_norm_kernel(const T* x, const T* weight, const T* bias, T*
       partial = Acc(0);
     }
     for (std::int64_t j = first; j < D; j += step) {
-      const auto pack = nn::load_pack<T, V>(in + j);
+      const auto pack = load_row(origin + j);
 #pragma unroll
       for (int k = 0; k < V; ++k) {
         const Acc centered = to_compute(pack.item[k]) - mean;
@@ -68,15 +81,17 @@ __global__ void layer_norm_kernel(const T* x, const T* weight, const T* bias, T*
     const Acc variance = block_reduce(partial, nn::Sum{}, scratch) / static_cast<Acc>(D);
     const Acc rstd = Acc(1) / nn::sqrt_of(variance + static_cast<Acc>(eps));
     for (std::int64_t j = first; j < D; j += step) {
-      auto pack = nn::load_pack<T, V>(in + j);
+      const auto pack = load_row(origin + j);
+      if (sum_out != nullptr) nn::store_pack<T, V>(sum_out + origin + j, pack);
+      nn::Pack<Y, V> out;
 #pragma unroll
       for (int k = 0; k < V; ++k) {
         Acc value = (to_compute(pack.item[k]) - mean) * rstd;
         if (weight != nullptr) value *= to_compute(weight[j + k]);
         if (bias != nullptr) value += to_compute(bias[j + k]);
-        pack.item[k] = convert<T>(value);
+        out.item[k] = convert<Y>(value);
       }
-      nn::store_pack<T, V>(y + row * D + j, pack);
+      nn::store_pack<Y, V>(y + origin + j, out);
     }
     if (threadIdx.x == 0) {
       if constexpr (kCentered) mean_out[row] = mean;
@@ -87,9 +102,11 @@ __global__ void layer_norm_kernel(const T* x, const T* weight, const T* bias, T*
 
 // dx = rstd * (gx - mean(gx) - xhat * mean(gx * xhat)), gx = g * weight, xhat = (x - mean) * rstd; without
 // kCentered (RMS norm) xhat = x * rstd and the mean(gx) term goes (mean may be nullptr).
+// `grad_sum` (nullptr otherwise): a gradient added to dx, that of the fused residual add's sum.
 template <typename T, int V, bool kCentered>
 __global__ void layer_norm_backward_dx_kernel(const T* g, const T* x, const T* weight, const compute_t<T>* mean,
-                                              const compute_t<T>* rstd, T* dx, std::int64_t rows, std::int64_t D) {
+                                              const compute_t<T>* rstd, const T* grad_sum, T* dx, std::int64_t rows,
+                                              std::int64_t D) {
   using Acc = compute_t<T>;
   __shared__ Acc scratch[32];
   const std::int64_t first = static_cast<std::int64_t>(threadIdx.x) * V;
@@ -115,12 +132,16 @@ __global__ void layer_norm_backward_dx_kernel(const T* g, const T* x, const T* w
     for (std::int64_t j = first; j < D; j += step) {
       const auto gp = nn::load_pack<T, V>(gr + j);
       auto xp = nn::load_pack<T, V>(xr + j);
+      nn::Pack<T, V> added{};
+      if (grad_sum != nullptr) added = nn::load_pack<T, V>(grad_sum + row * D + j);
 #pragma unroll
       for (int k = 0; k < V; ++k) {
         Acc gx = to_compute(gp.item[k]);
         if (weight != nullptr) gx *= to_compute(weight[j + k]);
         const Acc xhat = (to_compute(xp.item[k]) - row_mean) * row_rstd;
-        xp.item[k] = convert<T>(row_rstd * (gx - mean_gx - xhat * mean_gx_xhat));
+        Acc value = row_rstd * (gx - mean_gx - xhat * mean_gx_xhat);
+        if (grad_sum != nullptr) value += to_compute(added.item[k]);
+        xp.item[k] = convert<T>(value);
       }
       nn::store_pack<T, V>(dx + row * D + j, xp);
     }
@@ -174,10 +195,11 @@ __device__ __forceinline__ RowSums<Acc> row_group_sum(RowSums<Acc> value, RowSum
 // Thread (x, y) of block b handles rows b * R + y, b * R + y + gridDim.x * R, ... and, in each, the
 // packs starting at columns (x + p * T) * V for p < P. partial_*[b * D + column]: the block's sums of
 // g * xhat and of g (without kCentered, RMS norm: only g * xhat; mean and partial_bias unused).
+// `grad_sum` (nullptr otherwise) is added to dx, as in layer_norm_backward_dx_kernel.
 template <typename T, int V, bool kCentered>
 __global__ void __launch_bounds__(kFusedMaxThreads)
     layer_norm_backward_fused_kernel(const T* g, const T* x, const T* weight, const compute_t<T>* mean,
-                                     const compute_t<T>* rstd, T* dx, compute_t<T>* partial_weight,
+                                     const compute_t<T>* rstd, const T* grad_sum, T* dx, compute_t<T>* partial_weight,
                                      compute_t<T>* partial_bias, std::int64_t rows, std::int64_t D) {
   using Acc = compute_t<T>;
   constexpr int P = fused_elements(std::is_same_v<Acc, double>) / V;
@@ -231,12 +253,15 @@ __global__ void __launch_bounds__(kFusedMaxThreads)
 #pragma unroll
     for (int p = 0; p < P; ++p) {
       if (live && column(p) < D) {
-        nn::Pack<T, V> out;
+        nn::Pack<T, V> out{};
+        if (grad_sum != nullptr) out = nn::load_pack<T, V>(grad_sum + row * D + column(p));
 #pragma unroll
         for (int k = 0; k < V; ++k) {
           const Acc gv = to_compute(gp[p].item[k]);
           const Acc xhat = (to_compute(xp[p].item[k]) - row_mean) * row_rstd;
-          out.item[k] = convert<T>(row_rstd * (gv * w[p][k] - mean_gx - xhat * mean_gx_xhat));
+          Acc value = row_rstd * (gv * w[p][k] - mean_gx - xhat * mean_gx_xhat);
+          if (grad_sum != nullptr) value += to_compute(out.item[k]);
+          out.item[k] = convert<T>(value);
           sum_weight[p][k] += gv * xhat;
           if constexpr (kCentered) sum_bias[p][k] += gv;
         }
@@ -756,25 +781,44 @@ unsigned channel_blocks(std::int64_t C) {
   return static_cast<unsigned>(std::min<std::int64_t>(std::max<std::int64_t>(C, 1), 65535));
 }
 
+// Calls f with a TypeTag of y's element type: x's own (T), or, for float32 x only, the half type y has
+// (under autocast the normalised output is written in the autocast dtype).
+template <typename T, typename F>
+void dispatch_output(ScalarType x, ScalarType y, const char* op, F&& f) {
+  if (y == x) return f(TypeTag<T>{});
+  if constexpr (std::is_same_v<T, float>) {
+    if (y == ScalarType::Float16) return f(TypeTag<__half>{});
+    if (y == ScalarType::BFloat16) return f(TypeTag<__nv_bfloat16>{});
+  }
+  throw std::invalid_argument(std::string(op) + ": the output may be " + scalar_type_name(x) +
+                              ", or float16 / bfloat16 for a float32 input, got " + scalar_type_name(y));
+}
+
 // The forward of layer norm (kCentered) and RMS norm over split.rows > 0 rows: y, rstd, and mean when
-// centred (nullptr otherwise).
+// centred (nullptr otherwise); with a residual (nullptr otherwise), of x + residual, whose sum goes to
+// `sum`.
 template <bool kCentered>
-void row_norm_forward(const char* op, const DeviceArray& x, const DeviceArray* weight, const DeviceArray* bias,
-                      const RowSplit& split, double eps, DeviceArray& y, DeviceArray* mean, DeviceArray& rstd) {
+void row_norm_forward(const char* op, const DeviceArray& x, const DeviceArray* residual, const DeviceArray* weight,
+                      const DeviceArray* bias, const RowSplit& split, double eps, DeviceArray& y, DeviceArray* sum,
+                      DeviceArray* mean, DeviceArray& rstd) {
   KernelLaunch launch(y, rstd, x);
-  if (mean != nullptr) mean->storage()->use_on(launch.stream(), launch.device());
-  for (const DeviceArray* p : {weight, bias}) {
+  for (const DeviceArray* p : {static_cast<const DeviceArray*>(mean), static_cast<const DeviceArray*>(sum), residual,
+                               weight, bias}) {
     if (p != nullptr) p->storage()->use_on(launch.stream(), launch.device());
   }
   dispatch_floating(x.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using Acc = compute_t<T>;
-    with_pack_width<T>(split.D, [&](auto width) {
-      layer_norm_kernel<T, decltype(width)::value, kCentered>
-          <<<nn::row_blocks(split.rows), nn::row_block_threads(split.D), 0, launch.stream()>>>(
-              x.data<T>(), data_or_null<T>(weight), data_or_null<T>(bias), y.data<T>(),
-              mean != nullptr ? mean->data<Acc>() : nullptr, rstd.data<Acc>(), split.rows, split.D, eps);
-    }, x.data<T>(), y.data<T>());
+    dispatch_output<T>(x.dtype(), y.dtype(), op, [&](auto y_tag) {
+      using Y = typename decltype(y_tag)::type;
+      T* const sum_data = sum != nullptr ? sum->data<T>() : nullptr;
+      with_pack_width<T>(split.D, [&](auto width) {
+        layer_norm_kernel<T, Y, decltype(width)::value, kCentered>
+            <<<nn::row_blocks(split.rows), nn::row_block_threads(split.D), 0, launch.stream()>>>(
+                x.data<T>(), data_or_null<T>(residual), data_or_null<T>(weight), data_or_null<T>(bias), y.data<Y>(),
+                sum_data, mean != nullptr ? mean->data<Acc>() : nullptr, rstd.data<Acc>(), split.rows, split.D, eps);
+      }, x.data<T>(), data_or_null<T>(residual), static_cast<const T*>(sum_data), y.data<Y>());
+    });
   });
   ADCUDA_CHECK_LAUNCH();
 }
@@ -798,8 +842,8 @@ void check_backward_operands(const char* op, const DeviceArray& g, const DeviceA
 // split.rows > 0 rows of split.D > 0 elements: dx, and the column sums into dweight / dbias.
 template <bool kCentered>
 void row_norm_backward(const char* op, const DeviceArray& g, const DeviceArray& x, const DeviceArray* weight,
-                       const DeviceArray* mean, const DeviceArray& rstd, const RowSplit& split, DeviceArray& dx,
-                       DeviceArray* dweight, DeviceArray* dbias) {
+                       const DeviceArray* mean, const DeviceArray& rstd, const DeviceArray* grad_sum,
+                       const RowSplit& split, DeviceArray& dx, DeviceArray* dweight, DeviceArray* dbias) {
   const bool fp64 = x.dtype() == ScalarType::Float64;
   const bool fused = split.D <= fused_max_row(fp64);
   // fused: blocks of R row groups of `threads` threads, two blocks per SM; else chunks of rows
@@ -812,7 +856,7 @@ void row_norm_backward(const char* op, const DeviceArray& g, const DeviceArray& 
             : std::min<std::int64_t>(std::max<std::int64_t>((split.rows + 31) / 32, 1), 512);
   DeviceArray partials = DeviceArray::empty({2, chunks, split.D}, statistics_type(x.dtype()), x.device());
   KernelLaunch launch(dx, partials, g, x, rstd);
-  for (const DeviceArray* a : {weight, mean, static_cast<const DeviceArray*>(dweight),
+  for (const DeviceArray* a : {weight, mean, grad_sum, static_cast<const DeviceArray*>(dweight),
                                static_cast<const DeviceArray*>(dbias)}) {
     if (a != nullptr) a->storage()->use_on(launch.stream(), launch.device());
   }
@@ -826,17 +870,17 @@ void row_norm_backward(const char* op, const DeviceArray& g, const DeviceArray& 
       with_pack_width<T>(split.D, [&](auto width) {
         layer_norm_backward_fused_kernel<T, decltype(width)::value, kCentered>
             <<<static_cast<unsigned>(chunks), dim3(threads, groups), 0, launch.stream()>>>(
-                g.data<T>(), x.data<T>(), data_or_null<T>(weight), mean_data, rstd.data<Acc>(), dx.data<T>(),
-                partial_weight, partial_bias, split.rows, split.D);
-      }, g.data<T>(), x.data<T>(), dx.data<T>());
+                g.data<T>(), x.data<T>(), data_or_null<T>(weight), mean_data, rstd.data<Acc>(),
+                data_or_null<T>(grad_sum), dx.data<T>(), partial_weight, partial_bias, split.rows, split.D);
+      }, g.data<T>(), x.data<T>(), dx.data<T>(), data_or_null<T>(grad_sum));
     } else {
       const std::int64_t rows_per_chunk = (split.rows + chunks - 1) / chunks;
       with_pack_width<T>(split.D, [&](auto width) {
         layer_norm_backward_dx_kernel<T, decltype(width)::value, kCentered>
             <<<nn::row_blocks(split.rows), nn::row_block_threads(split.D), 0, launch.stream()>>>(
-                g.data<T>(), x.data<T>(), data_or_null<T>(weight), mean_data, rstd.data<Acc>(), dx.data<T>(),
-                split.rows, split.D);
-      }, g.data<T>(), x.data<T>(), dx.data<T>());
+                g.data<T>(), x.data<T>(), data_or_null<T>(weight), mean_data, rstd.data<Acc>(),
+                data_or_null<T>(grad_sum), dx.data<T>(), split.rows, split.D);
+      }, g.data<T>(), x.data<T>(), dx.data<T>(), data_or_null<T>(grad_sum));
       if (dweight != nullptr || dbias != nullptr) {
         const dim3 tiles(static_cast<unsigned>((split.D + kColumnTile - 1) / kColumnTile),
                          static_cast<unsigned>(chunks));
@@ -876,7 +920,7 @@ std::tuple<DeviceArray, DeviceArray, DeviceArray> layer_norm(const DeviceArray& 
   DeviceArray mean = DeviceArray::empty(split.statistics_shape, statistics_type(x.dtype()), x.device());
   DeviceArray rstd = DeviceArray::empty(split.statistics_shape, statistics_type(x.dtype()), x.device());
   if (split.rows == 0) return {y, mean, rstd};
-  row_norm_forward<true>(op, x, weight, bias, split, eps, y, &mean, rstd);
+  row_norm_forward<true>(op, x, nullptr, weight, bias, split, eps, y, nullptr, &mean, rstd);
   return {y, mean, rstd};
 }
 
@@ -900,8 +944,58 @@ std::tuple<DeviceArray, std::optional<DeviceArray>, DeviceArray> layer_norm_back
     zero_parameters({&dbias, dweight_or_null});
     return {dx, dweight, dbias};
   }
-  row_norm_backward<true>(op, g, x, weight, &mean, rstd, split, dx, dweight_or_null, &dbias);
+  row_norm_backward<true>(op, g, x, weight, &mean, rstd, nullptr, split, dx, dweight_or_null, &dbias);
   return {dx, dweight, dbias};
+}
+
+std::tuple<DeviceArray, DeviceArray, DeviceArray, DeviceArray> add_layer_norm(const DeviceArray& x,
+                                                                             const DeviceArray& residual,
+                                                                             const DeviceArray* weight,
+                                                                             const DeviceArray* bias, int n,
+                                                                             double eps, ScalarType y_dtype) {
+  const char* op = "add_layer_norm";
+  require(x.is_contiguous() && residual.is_contiguous(), op, "the input and the residual must be contiguous");
+  require(residual.shape() == x.shape() && residual.dtype() == x.dtype(), op,
+          "the residual " + format_dims(residual.shape()) + " " + scalar_type_name(residual.dtype()) +
+              " does not match the input " + format_dims(x.shape()) + " " + scalar_type_name(x.dtype()));
+  require(residual.device() == x.device(), op, "the input and the residual are on different devices");
+  const RowSplit split = split_rows(x, n, op);
+  check_parameter(weight, x, split.D, op, "weight");
+  check_parameter(bias, x, split.D, op, "bias");
+  DeviceArray y = DeviceArray::empty(x.shape(), y_dtype, x.device());
+  DeviceArray sum = DeviceArray::empty(x.shape(), x.dtype(), x.device());
+  DeviceArray mean = DeviceArray::empty(split.statistics_shape, statistics_type(x.dtype()), x.device());
+  DeviceArray rstd = DeviceArray::empty(split.statistics_shape, statistics_type(x.dtype()), x.device());
+  if (split.rows == 0) return {y, sum, mean, rstd};
+  row_norm_forward<true>(op, x, &residual, weight, bias, split, eps, y, &sum, &mean, rstd);
+  return {y, sum, mean, rstd};
+}
+
+std::tuple<DeviceArray, std::optional<DeviceArray>, DeviceArray> add_layer_norm_backward(
+    const DeviceArray& g, const DeviceArray* grad_sum, const DeviceArray& h, const DeviceArray* weight,
+    const DeviceArray& mean, const DeviceArray& rstd, int n) {
+  const char* op = "add_layer_norm_backward";
+  const RowSplit split = split_rows(h, n, op);
+  check_backward_operands(op, g, h, &mean, rstd, split);
+  check_parameter(weight, h, split.D, op, "weight");
+  if (grad_sum != nullptr) {
+    require(grad_sum->is_contiguous() && grad_sum->shape() == h.shape() && grad_sum->dtype() == h.dtype(), op,
+            "the sum's gradient " + format_dims(grad_sum->shape()) + " " + scalar_type_name(grad_sum->dtype()) +
+                " must be contiguous and match the sum " + format_dims(h.shape()) + " " + scalar_type_name(h.dtype()));
+  }
+  DeviceArray dh = DeviceArray::empty(h.shape(), h.dtype(), h.device());
+  std::optional<DeviceArray> dweight;
+  if (weight != nullptr) dweight = DeviceArray::empty(weight->shape(), h.dtype(), h.device());
+  DeviceArray dbias = DeviceArray::empty(weight != nullptr ? weight->shape() : Dims(h.shape().end() - n, h.shape().end()),
+                                         h.dtype(), h.device());
+  DeviceArray* dweight_or_null = dweight ? &*dweight : nullptr;
+  if (split.D == 0) return {dh, dweight, dbias};
+  if (split.rows == 0) {
+    zero_parameters({&dbias, dweight_or_null});
+    return {dh, dweight, dbias};
+  }
+  row_norm_backward<true>(op, g, h, weight, &mean, rstd, grad_sum, split, dh, dweight_or_null, &dbias);
+  return {dh, dweight, dbias};
 }
 
 std::tuple<DeviceArray, DeviceArray> rms_norm(const DeviceArray& x, const DeviceArray* weight, int n, double eps) {
@@ -912,7 +1006,7 @@ std::tuple<DeviceArray, DeviceArray> rms_norm(const DeviceArray& x, const Device
   DeviceArray y = DeviceArray::empty(x.shape(), x.dtype(), x.device());
   DeviceArray rstd = DeviceArray::empty(split.statistics_shape, statistics_type(x.dtype()), x.device());
   if (split.rows == 0) return {y, rstd};
-  row_norm_forward<false>(op, x, weight, nullptr, split, eps, y, nullptr, rstd);
+  row_norm_forward<false>(op, x, nullptr, weight, nullptr, split, eps, y, nullptr, nullptr, rstd);
   return {y, rstd};
 }
 
@@ -932,7 +1026,7 @@ std::tuple<DeviceArray, std::optional<DeviceArray>> rms_norm_backward(const Devi
     zero_parameters({dweight_or_null});
     return {dx, dweight};
   }
-  row_norm_backward<false>(op, g, x, weight, nullptr, rstd, split, dx, dweight_or_null, nullptr);
+  row_norm_backward<false>(op, g, x, weight, nullptr, rstd, nullptr, split, dx, dweight_or_null, nullptr);
   return {dx, dweight};
 }
 

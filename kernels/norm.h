@@ -24,6 +24,21 @@ std::tuple<DeviceArray, std::optional<DeviceArray>, DeviceArray> layer_norm_back
                                                                                      const DeviceArray& mean,
                                                                                      const DeviceArray& rstd, int n);
 
+// The fused residual add and layer norm: h = x + residual (rounded to x's dtype), then h's layer norm
+// -> (y, h, mean, rstd), reading x and residual once. y is written as `y_dtype`: x's dtype, or float16 /
+// bfloat16 for float32 x (autocast's activation dtype). x and residual share shape, dtype and device.
+std::tuple<DeviceArray, DeviceArray, DeviceArray, DeviceArray> add_layer_norm(const DeviceArray& x,
+                                                                             const DeviceArray& residual,
+                                                                             const DeviceArray* weight,
+                                                                             const DeviceArray* bias, int n,
+                                                                             double eps, ScalarType y_dtype);
+// Its backward: layer_norm_backward of g (in h's dtype) at h, with `grad_sum` (h's gradient from its
+// other uses, or nullptr) added to dx in the same pass -> (dh, dweight (absent without a weight),
+// dbias); dh is the gradient of both x and residual.
+std::tuple<DeviceArray, std::optional<DeviceArray>, DeviceArray> add_layer_norm_backward(
+    const DeviceArray& g, const DeviceArray* grad_sum, const DeviceArray& h, const DeviceArray* weight,
+    const DeviceArray& mean, const DeviceArray& rstd, int n);
+
 // RMS norm of the last `n` dims of x: y = x / sqrt(mean(x^2) + eps) * weight -> (y, rstd), rstd shaped as
 // layer_norm's statistics; `weight` may be nullptr.
 std::tuple<DeviceArray, DeviceArray> rms_norm(const DeviceArray& x, const DeviceArray* weight, int n, double eps);

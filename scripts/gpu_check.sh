@@ -208,7 +208,10 @@ if [ -n "$emulated" ]; then
   build_dir="$repo/build/gpu-check-emulated"
   what="ADCUDA_CUDA=EMULATE"
 else
-  build_env=(ADCUDA_CUDA=ON "ADCUDA_CUDA_ARCHS=${arch}-real")
+  # sm_90a on a 9.0 GPU (the wgmma/TMA GEMM needs the arch-specific features), as CMakeLists.txt chooses.
+  code_arch=$arch
+  [ "$arch" = 90 ] && code_arch=90a
+  build_env=(ADCUDA_CUDA=ON "ADCUDA_CUDA_ARCHS=${code_arch}-real")
   build_dir="$repo/build/gpu-check-sm$arch"
   what="ADCUDA_CUDA=ON, sm_$arch machine code only"
 fi

@@ -12,7 +12,10 @@ architecture in the binary:
 
 - a kernel matched by a row of the table must not touch local memory (no STL/LDL: neither spilled
   registers nor a local array), must have at least the row's tensor-core instructions (HMMA, or
-  Hopper's HGMMA) in its main loop, and at most the row's instructions in that loop.
+  Hopper's HGMMA) in its main loop, and at most the row's instructions in that loop. A row whose
+  pattern starts with an architecture (``sm_90a:*name*``) applies to that architecture's code only, and
+  only where the binary has some; a must-hold opcode written ``loop:OPCODE`` may sit in any loop of the
+  kernel (a warp-specialised kernel's producer loop, beside the consumers' main loop).
 
 Machine code cannot tell a spilled register from a local array (both are STL/LDL to the stack frame,
 and some kernels index small arrays at run time by design), so spills in the other kernels are caught
@@ -144,6 +147,7 @@ class Expectation:
     why: str
     line: int
     must_hold: tuple = ()  # opcodes (LDGSTS, LDSM; with modifiers: LDG.128) the main loop must contain
+    arch: str = None  # e.g. sm_90a: the row applies to that architecture's code only
 
 
 def find_tool(tool):
@@ -270,7 +274,7 @@ def disassemble(binary, expectations, cuobjdump=None):
     if not kernels:
         raise SassError(f"{binary} holds no SASS (a build with PTX only, or no CUDA kernels): nothing to check")
     demangle(kernels)
-    wanted = sorted({k.name for k in kernels.values() if any(matches(row, k) for row in expectations)})
+    wanted = sorted({k.name for k in kernels.values() if any(matches(row, k, by_arch=False) for row in expectations)})
     if wanted:
         attach_sass(kernels, parse_sass(_run(cuobjdump, ["-sass", "-fun", ",".join(wanted)], binary)))
     return kernels
@@ -289,6 +293,9 @@ def load_table(path):
             raise ValueError(f"{path}:{number}: expected 4 or 5 '|'-separated cells, got {len(cells)}: {raw!r}")
         pattern, tensor_core, budget, *must_hold, why = cells
         must_hold = tuple(must_hold[0].split()) if must_hold and must_hold[0] != "-" else ()
+        arch = re.match(r"(sm_\d+[af]?):(.+)$", pattern)
+        if arch:
+            arch, pattern = arch[1], arch[2]
         rows.append(
             Expectation(
                 pattern,
@@ -297,13 +304,24 @@ def load_table(path):
                 why,
                 number,
                 must_hold,
+                arch,
             )
         )
     return rows
 
 
-def matches(expectation, kernel):
+def matches(expectation, kernel, by_arch=True):
+    """Whether the row names the kernel (and its architecture, which only the disassembly tells)."""
+    if by_arch and expectation.arch is not None and kernel.arch != expectation.arch:
+        return False
     return any(fnmatch.fnmatchcase(name, expectation.pattern) for name in (kernel.name, kernel.demangled or ""))
+
+
+def holds(kernel, loop, wanted):
+    """Whether the main loop holds ``wanted``, or, written ``loop:OPCODE``, any loop of the kernel does."""
+    if wanted.startswith("loop:"):
+        return any(other.holds(wanted[len("loop:") :]) for other in kernel.loops())
+    return bool(loop and loop.holds(wanted))
 
 
 def check(kernels, expectations):
@@ -311,6 +329,8 @@ def check(kernels, expectations):
     failures = []
     for row in expectations:
         matched = [k for k in kernels.values() if matches(row, k)]
+        if row.arch is not None and not any(k.arch == row.arch for k in kernels.values()):
+            continue  # the binary has no code for the row's architecture
         if not matched:
             failures.append(f"sass_expectations.txt:{row.line}: '{row.pattern}' matches no kernel of the binary")
         for kernel in matched:
@@ -330,7 +350,7 @@ def check(kernels, expectations):
                     f"{kernel.arch} {kernel.demangled}: {in_loop} tensor-core instructions in the main "
                     f"loop, expected at least {row.min_tensor_core} (row {row.line})"
                 )
-            missing = [opcode for opcode in row.must_hold if not (loop and loop.holds(opcode))]
+            missing = [opcode for opcode in row.must_hold if not holds(kernel, loop, opcode)]
             if missing:
                 failures.append(
                     f"{kernel.arch} {kernel.demangled}: no {' '.join(missing)} in the main loop "

@@ -862,6 +862,65 @@ case(
     lambda bk, A: layer_norm_grads(bk, A, WEIGHT.astype(np.float64)),
     (ok(F32, (2, 3, 4)), ok(F64, (4,)), ok(F64, (4,))),
 )
+case(
+    "add_layer_norm",
+    "the sum, its layer norm and statistics; y in x's dtype",
+    lambda bk, A: bk.add_layer_norm(A(X3), A(X3 * 0.5), A(WEIGHT), A(WEIGHT), 1, 1e-5, dt.float32),
+    (ok(F32, (2, 3, 4)), ok(F32, (2, 3, 4), X3 * 1.5), ok(F32, (2, 3, 1)), ok(F32, (2, 3, 1))),
+)
+case(
+    "add_layer_norm",
+    "y in float16 for float32 x (autocast's activation dtype)",
+    lambda bk, A: bk.add_layer_norm(A(X3), A(X3), None, None, 2, 1e-5, dt.float16),
+    (ok(F16, (2, 3, 4)), ok(F32, (2, 3, 4), X3 * 2), ok(F32, (2, 1, 1)), ok(F32, (2, 1, 1))),
+)
+case(
+    "add_layer_norm",
+    "a residual of another shape",
+    lambda bk, A: bk.add_layer_norm(A(X3), A(X3[:1]), None, None, 1, 1e-5, dt.float32),
+    ShapeError,
+)
+case(
+    "add_layer_norm",
+    "y narrower than a float16 x",
+    lambda bk, A: bk.add_layer_norm(
+        A(X3.astype(np.float16)), A(X3.astype(np.float16)), None, None, 1, 1e-5, dt.bfloat16
+    ),
+    DTypeError,
+)
+case(
+    "add_layer_norm",
+    "of integers",
+    lambda bk, A: bk.add_layer_norm(A(I), A(I), None, None, 1, 1e-5, dt.float32),
+    DTypeError,
+)
+
+
+def add_layer_norm_grads(bk, A, grad_sum):
+    x = A(X3)
+    w = A(WEIGHT)
+    _, h, mean, rstd = bk.add_layer_norm(x, x, w, None, 1, 1e-5, dt.float32)
+    return bk.add_layer_norm_backward(A(X3 * 0.5), None if grad_sum is None else A(grad_sum), h, w, mean, rstd, 1)
+
+
+case(
+    "add_layer_norm_backward",
+    "without the sum's gradient: layer_norm_backward's",
+    lambda bk, A: add_layer_norm_grads(bk, A, None),
+    (ok(F32, (2, 3, 4)), ok(F32, (4,)), ok(F32, (4,))),
+)
+case(
+    "add_layer_norm_backward",
+    "with it, added to dx",
+    lambda bk, A: add_layer_norm_grads(bk, A, X3),
+    (ok(F32, (2, 3, 4)), ok(F32, (4,)), ok(F32, (4,))),
+)
+case(
+    "add_layer_norm_backward",
+    "a sum's gradient of another shape",
+    lambda bk, A: add_layer_norm_grads(bk, A, X3[:1]),
+    ShapeError,
+)
 Q = np.random.default_rng(2).standard_normal((2, 3, 4)).astype(np.float32)
 K = np.random.default_rng(3).standard_normal((2, 5, 4)).astype(np.float32)
 V = np.random.default_rng(4).standard_normal((2, 5, 6)).astype(np.float32)

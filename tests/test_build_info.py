@@ -15,7 +15,7 @@ from adcuda.cuda import kernel_image_for
 
 BUILD_KEYS = {"cuda_compiled", "cuda_version", "cuda_architectures", "compiler", "build_type"}
 # the portable set docker/Dockerfile.cuda builds, and the default of a build machine without a GPU (CMakeLists.txt)
-PORTABLE_ARCHITECTURES = ["80-real", "90-real", "90-virtual"]
+PORTABLE_ARCHITECTURES = ["80-real", "90a-real", "90-virtual"]
 NO_GPU_ARCHITECTURES = ["80-virtual"]
 
 
@@ -115,7 +115,7 @@ def test_python_m_adcuda_info_runs(tmp_path):
 @pytest.mark.parametrize(
     "capability, architectures, runs, how",
     [
-        ((9, 0), PORTABLE_ARCHITECTURES, True, "sm_90 machine code"),
+        ((9, 0), PORTABLE_ARCHITECTURES, True, "sm_90a machine code"),
         ((8, 0), PORTABLE_ARCHITECTURES, True, "sm_80 machine code"),
         ((8, 6), PORTABLE_ARCHITECTURES, True, "sm_80 machine code"),
         ((8, 9), PORTABLE_ARCHITECTURES, True, "sm_80 machine code"),

@@ -6,7 +6,7 @@ M/N-contiguous), leading dimensions that are not multiples of 8 (a 50257-wide la
 
 Shapes stay small: on the CPU emulator a 128 x 256 block tile of the tensor-core kernel costs about
 a tenth of a second per K tile. The GPU-less tests of the path selection and the loader are in
-tests/test_gemm_selection.py.
+tests/test_gemm_selection.py; the sm_90a kernel's are in tests/test_cuda_gemm_sm90.py.
 """
 
 import math
@@ -39,6 +39,13 @@ def native():
     from adcuda import _native
 
     return _native._C
+
+
+@pytest.fixture(autouse=True)
+def mma_sync_kernel(monkeypatch):
+    """These are the mma.sync kernel's tests: on a 9.0 device the sm_90a kernel would take most of these
+    products (its own tests are tests/test_cuda_gemm_sm90.py)."""
+    monkeypatch.setenv("ADCUDA_GEMM_SM90", "0")
 
 
 @pytest.fixture
@@ -79,7 +86,9 @@ def operand(cb, g, rows, cols, dtype, layout):
     row / col: contiguous, or the transpose of a contiguous array (16-byte loadable: cp.async);
     row_ld50257 / col_ld50257: a block of a 50257-wide matrix (rows, or columns, 50257 elements
     apart: element loads); strided: every other element of both dims (no unit stride at all);
-    offset: contiguous rows starting one element past an aligned address."""
+    offset: contiguous rows starting one element past an aligned address, ending at the storage's
+    end (an A read by elements: its last 16-byte block is not all inside the storage);
+    offset_in_blocks: the same with 7 elements of storage after it (an A read by realigned vectors)."""
     if layout == "row":
         return held(cb, g.standard_normal((rows, cols)), dtype)
     if layout == "col":
@@ -99,6 +108,10 @@ def operand(cb, g, rows, cols, dtype, layout):
         store, host = held(cb, g.standard_normal(rows * cols + 1), dtype)
         view = cb.view(cb.slice(store, (slice(1, None),)), (rows, cols))
         return view, host[1:].reshape(rows, cols)
+    if layout == "offset_in_blocks":
+        store, host = held(cb, g.standard_normal(rows * cols + 8), dtype)
+        view = cb.view(cb.slice(store, (slice(1, 1 + rows * cols),)), (rows, cols))
+        return view, host[1 : 1 + rows * cols].reshape(rows, cols)
     raise ValueError(layout)
 
 
@@ -132,11 +145,11 @@ def test_interior_and_edge_tiles(cb, native, split_k, dtype, a_layout, b_layout)
 @pytest.mark.parametrize(
     "a_layout, b_layout",
     [
-        ("row_ld50257", "row"),  # dX = dY @ W of a 50257-token head: A's rows 50257 apart
-        ("col_ld50257", "row"),  # dW = dY^T @ X: A's columns 50257 apart
-        ("row", "row_ld50257"),  # B's rows 50257 apart (element loads for both operands)
+        ("row_ld50257", "row"),  # dX = dY @ W of a 50257-token head: A's rows 50257 apart (realigned)
+        ("col_ld50257", "row"),  # dW = dY^T @ X: A's columns 50257 apart (realigned)
+        ("row", "row_ld50257"),  # B's rows 50257 apart (B staged into aligned rows)
         ("col", "col_ld50257"),
-        ("strided", "strided"),  # no unit stride on either operand
+        ("strided", "strided"),  # no unit stride on either operand (A by element loads)
         ("offset", "offset"),  # dense, but starting 2 bytes past 16-byte alignment
     ],
 )
@@ -146,6 +159,21 @@ def test_unaligned_leading_dimensions_stay_on_tensor_cores(cb, native, split_k, 
     a, a_host = operand(cb, g, 19, 40, dtype, a_layout)
     b, b_host = operand(cb, g, 40, 23, dtype, b_layout)
     check(cb, native.matmul(a, b), a_host @ b_host, dtype, 40)
+
+
+@pytest.mark.parametrize("dtype", HALF_TYPES, ids=str)
+@pytest.mark.parametrize("splits", [1, 2])
+@pytest.mark.parametrize("a_layout", ["row_ld50257", "col_ld50257", "offset_in_blocks", "offset"])
+@pytest.mark.parametrize("m, k, n", [(65, 129, 7), (7, 65, 129), (129, 7, 65), (1, 129, 1), (66, 40, 1)])
+def test_realigned_loads_and_stores_at_every_edge(cb, native, split_k, dtype, splits, a_layout, m, k, n):
+    """A by realigned 16-byte vectors (rows or columns 50257 apart, or a dense A 2 bytes off
+    alignment; by elements where its storage ends inside its last block) on sizes that end mid-chunk
+    in every dim, K split or not; N odd or 1, so the epilogue realigns the output rows too."""
+    split_k(splits)
+    g = np.random.default_rng(17)
+    a, a_host = operand(cb, g, m, k, dtype, a_layout)
+    b, b_host = operand(cb, g, k, n, dtype, "col")
+    check(cb, native.matmul(a, b), a_host @ b_host, dtype, k)
 
 
 @pytest.mark.parametrize("dtype", HALF_TYPES, ids=str)
@@ -223,7 +251,7 @@ def test_split_k_batched_with_unaligned_operand(cb, native, split_k):
 @pytest.mark.parametrize("splits", [1, 2])
 def test_epilogue_bias_gelu_and_preactivation(cb, native, split_k, dtype, splits):
     """gelu_tanh(a @ b + bias) and a @ b + bias in one call, without and with split-K (whose reduction
-    applies the epilogue), N odd so the vector stores fall back to scalar ones."""
+    applies the epilogue), N odd: rows not 16-byte aligned, the realigned epilogue."""
     split_k(splits)
     g = np.random.default_rng(8)
     a, a_host = operand(cb, g, 21, 70, dtype, "row")

@@ -385,6 +385,64 @@ def test_layer_norm_forward_and_backward_match_cpu(cb, dtype, shape, n, affine):
         check(cb, dweight, dweight_ref, dtype, scale=4.0 * math.sqrt(rows))
 
 
+@pytest.mark.parametrize(
+    "dtype, y_dtype",
+    [
+        (dt.float32, dt.float32),
+        (dt.float32, dt.bfloat16),  # autocast's: a float32 residual stream, the bf16 activation
+        (dt.float32, dt.float16),
+        (dt.float16, dt.float16),
+        (dt.bfloat16, dt.bfloat16),
+        (dt.float64, dt.float64),
+    ],
+    ids=str,
+)
+@pytest.mark.parametrize("shape", [(7, 768), (3, 5, 7), (1, 1), (2, 9000)])
+@pytest.mark.parametrize("with_grad_sum", [True, False])
+def test_add_layer_norm_matches_cpu(cb, dtype, y_dtype, shape, with_grad_sum):
+    """The fused residual add and layer norm and its fused backward against the CPU primitives:
+    packed rows (768), unpacked (7), one element, and rows past the fused backward's limit (9000)."""
+    g = rng(sum(shape))
+    x, x_host = held(cb, g.standard_normal(shape) * 2 + 0.5, dtype)
+    residual, residual_host = held(cb, g.standard_normal(shape), dtype)
+    weight, weight_host = held(cb, g.standard_normal(shape[-1:]), dtype)
+    bias, bias_host = held(cb, g.standard_normal(shape[-1:]), dtype)
+    y, h, mean, rstd = cb.add_layer_norm(x, residual, weight, bias, 1, 1e-5, y_dtype)
+    # (the CPU backend holds bfloat16 values as float32, so it does not round the sum to bfloat16: the
+    # statistics and y are checked against the layer norm of the GPU's sum, itself checked first)
+    _, h_ref, _, _ = cpu.add_layer_norm(x_host, residual_host, weight_host, bias_host, 1, 1e-5, host_dtype(y_dtype))
+    assert cb.dtype_of(y) is y_dtype and cb.dtype_of(h) is dtype
+    check(cb, h, h_ref, dtype)
+    h_ref = to_host(cb, h)
+    y_ref, mean_ref, rstd_ref = cpu.layer_norm(h_ref, weight_host, bias_host, 1, 1e-5)
+    check(cb, y, y_ref, y_dtype, scale=4.0)
+    stat_tolerance = 1e-10 if dtype is dt.float64 else 1e-5
+    np.testing.assert_allclose(to_host(cb, rstd), rstd_ref, rtol=stat_tolerance, atol=stat_tolerance)
+
+    grad, grad_host = held(cb, g.standard_normal(shape), y_dtype)
+    grad_sum = grad_sum_host = None
+    if with_grad_sum:
+        grad_sum, grad_sum_host = held(cb, g.standard_normal(shape), dtype)
+    dh, dweight, dbias = cb.add_layer_norm_backward(grad, grad_sum, h, weight, mean, rstd, 1)
+    dh_ref, dweight_ref, dbias_ref = cpu.add_layer_norm_backward(
+        grad_host, grad_sum_host, h_ref, weight_host, mean_ref, rstd_ref, 1
+    )
+    rows = int(np.prod(shape[:-1]))
+    check(cb, dh, dh_ref, dtype, scale=8.0)
+    check(cb, dweight, dweight_ref, dtype, scale=4.0 * math.sqrt(rows))
+    check(cb, dbias, dbias_ref, dtype, scale=2.0 * math.sqrt(rows))
+
+
+def test_add_layer_norm_errors(cb):
+    x, _ = held(cb, np.ones((2, 4)), dt.float32)
+    other, _ = held(cb, np.ones((2, 3)), dt.float32)
+    with pytest.raises(ShapeError, match="add_layer_norm"):
+        cb.add_layer_norm(x, other, None, None, 1, 1e-5, dt.float32)
+    half, _ = held(cb, np.ones((2, 4)), dt.float16)
+    with pytest.raises(DTypeError, match="add_layer_norm"):
+        cb.add_layer_norm(half, half, None, None, 1, 1e-5, dt.bfloat16)
+
+
 def test_layer_norm_backward_over_no_rows_gives_zero_parameter_grads(cb):
     x = cb.from_numpy(np.zeros((0, 6), np.float32), dt.float32)
     weight = cb.from_numpy(np.ones(6, np.float32), dt.float32)

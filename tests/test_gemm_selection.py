@@ -176,3 +176,57 @@ def test_info_reports_the_gemm_path(monkeypatch):
 )
 def test_split_k_choice(m, n, k, batch, splits):
     assert _native._C.gemm_split_k(m, n, k, batch, 132) == splits
+
+
+# GPT-2's language-model head at B * T = 8192 tokens, C = 768, V = 50257, weight W (V, C) contiguous.
+# The logits' rows (and their gradient's) are 50257 elements apart, never all 16-byte aligned: the
+# forward's output and the backward's A. Before the realigned loader and epilogue, the two backward
+# products read A element by element and the forward stored its rows element by element.
+TOKENS, WIDTH, VOCAB = 8192, 768, 50257
+LM_HEAD_PRODUCTS = {
+    # logits = X @ W^T: A = X (8192, 768), B = W^T (768, 50257) with K contiguous
+    "forward": ((TOKENS, VOCAB, WIDTH), (WIDTH, 1), (1, WIDTH)),
+    # dX = dlogits @ W: A = dlogits (8192, 50257), rows 50257 apart, K contiguous
+    "input_grad": ((TOKENS, WIDTH, VOCAB), (VOCAB, 1), (WIDTH, 1)),
+    # dW = dlogits^T @ X: A = dlogits^T (50257, 8192), M contiguous, K rows 50257 apart
+    "weight_grad": ((VOCAB, WIDTH, TOKENS), (1, VOCAB), (WIDTH, 1)),
+}
+
+
+@pytest.mark.parametrize(
+    "product, a_load, a_k_contiguous, epilogue",
+    [
+        ("forward", "cp.async", True, "16-byte realigned"),
+        ("input_grad", "realigned", True, "16-byte"),
+        ("weight_grad", "realigned", False, "16-byte"),
+    ],
+)
+def test_language_model_head_products_take_the_aligned_tensor_core_path(product, a_load, a_k_contiguous, epilogue):
+    (m, n, k), (a_stride_m, a_stride_k), (b_stride_k, b_stride_n) = LM_HEAD_PRODUCTS[product]
+    variant = _native._C.gemm_tensor_core_variant(m, n, k, a_stride_m, a_stride_k, b_stride_k, b_stride_n)
+    assert variant == {
+        "a_load": a_load,
+        "b_load": "cp.async",
+        "a_k_contiguous": a_k_contiguous,
+        "b_k_contiguous": product == "forward",
+        "b_staged": False,
+        "epilogue": epilogue,
+    }
+
+
+@pytest.mark.parametrize(
+    "shape, a_strides, b_strides, a_offset, b_offset, expected",
+    [
+        # a dense A starting 2 bytes past alignment: its rows are all misaligned alike
+        ((19, 23, 40), (40, 1), (23, 1), 1, 0, {"a_load": "realigned", "a_k_contiguous": True}),
+        # no unit stride at all (x[::2, ::2]): element loads
+        ((19, 23, 40), (160, 2), (23, 1), 0, 0, {"a_load": "elements"}),
+        # a B with rows 50257 apart is copied into aligned rows, then read by cp.async
+        ((19, 23, 40), (40, 1), (VOCAB, 1), 0, 3, {"a_load": "cp.async", "b_load": "cp.async", "b_staged": True}),
+        # N = 264: aligned rows, the plain 16-byte epilogue
+        ((130, 264, 24), (24, 1), (264, 1), 0, 0, {"a_load": "cp.async", "epilogue": "16-byte"}),
+    ],
+)
+def test_tensor_core_loader_choice(shape, a_strides, b_strides, a_offset, b_offset, expected):
+    variant = _native._C.gemm_tensor_core_variant(*shape, *a_strides, *b_strides, a_offset, b_offset)
+    assert {key: variant[key] for key in expected} == expected

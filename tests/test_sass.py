@@ -125,6 +125,19 @@ def test_a_row_names_opcodes_its_main_loop_must_hold(sass, tmp_path):
     assert len(narrow) == 1 and "tc_kernel(): no LDSM.M88.2 in the main loop" in narrow[0]
 
 
+def test_an_architecture_row_and_opcodes_in_any_loop(sass, tmp_path):
+    """`sm_90a:` rows judge only that architecture's code, and only where the binary has some;
+    `loop:OPCODE` may sit in any loop (a producer's), a bare opcode only in the main loop."""
+    kernels = kernels_of(sass)
+    del kernels[(None, "_Z12simt_kernelv")]
+    assert sass.check(kernels, table(sass, tmp_path, "sm_90a:tc_kernel* | 9 | - | other code")) == []
+    wrong = sass.check(kernels, table(sass, tmp_path, "sm_90:tc_kernel* | 3 | - | this code"))
+    assert len(wrong) == 1 and "expected at least 3" in wrong[0]
+    assert sass.check(kernels, table(sass, tmp_path, "tc_kernel* | 2 | 5 | loop:LDSM.M88 HMMA | any loop")) == []
+    missing = sass.check(kernels, table(sass, tmp_path, "tc_kernel* | 2 | 5 | loop:UTMALDG | a TMA loop"))
+    assert len(missing) == 1 and "no loop:UTMALDG" in missing[0]
+
+
 def test_a_tensor_core_row_fails_without_hmma(sass, tmp_path):
     kernels = kernels_of(sass)
     del kernels[(None, "_Z11tc_kernelv")]
@@ -138,3 +151,6 @@ def test_a_tensor_core_row_fails_without_hmma(sass, tmp_path):
 def test_the_repository_table_parses(sass):
     rows = sass.load_table(sass.DEFAULT_TABLE)
     assert any("tensor_core_gemm_kernel" in row.pattern and row.min_tensor_core >= 64 for row in rows)
+    hopper = [row for row in rows if "sm90_gemm_kernel" in row.pattern]
+    assert [row.arch for row in hopper] == ["sm_90a"]
+    assert {"HGMMA.64x128x16", "loop:UTMALDG.2D"} <= set(hopper[0].must_hold)

@@ -108,7 +108,7 @@ UNARY = (
     Unary("floor",       ROUNDING, "np.floor",          "Floor", half_via_float32=True),
     Unary("ceil",        ROUNDING, "np.ceil",           "Ceil", half_via_float32=True),
     Unary("trunc",       ROUNDING, "np.trunc",          "Trunc", half_via_float32=True),
-    Unary("round",       ROUNDING, "np.round",          "Round", half_via_float32=True),
+    Unary("round",       ROUNDING, "np.rint",           "Round", half_via_float32=True),
     Unary("bitwise_not", BITWISE,  "np.invert",         "BitwiseNot"),
     Unary("logical_not", LOGICAL,  "np.logical_not",    "LogicalNot"),
     # issue 27's inverse trigonometric and hyperbolic functions and erfc
@@ -124,8 +124,10 @@ UNARY = (
     Unary("digamma",     FLOAT,    "_special.digamma",  "Digamma", half_via_float32=True),
     Unary("trigamma",    FLOAT,    "_special.trigamma", "Trigamma", half_via_float32=True),
     Unary("erfinv",      FLOAT,    "_special.erfinv",   "Erfinv", half_via_float32=True),
+    Unary("i0",          FLOAT,    "_special.i0",       "I0", half_via_float32=True),
     # issue 31: ops composed of several dispatched ops, each given one primitive (the activations in
     # float32 for the half types, as PyTorch's kernels compute them)
+    Unary("expm1",       FLOAT,    "np.expm1",          "Expm1", half_via_float32=True),
     Unary("sinh",        FLOAT,    "np.sinh",           "Sinh", half_via_float32=True),
     Unary("cosh",        FLOAT,    "np.cosh",           "Cosh", half_via_float32=True),
     Unary("tan",         FLOAT,    "np.tan",            "Tan", half_via_float32=True),
@@ -136,6 +138,8 @@ UNARY = (
     Unary("hardswish",   FLOAT,    "_hardswish",        "Hardswish", half_via_float32=True),
     Unary("softsign",    FLOAT,    "_softsign",         "Softsign", half_via_float32=True),
     Unary("tanhshrink",  FLOAT,    "_tanhshrink",       "Tanhshrink", half_via_float32=True),
+    Unary("logsigmoid",  FLOAT,    "_logsigmoid",       "Logsigmoid", half_via_float32=True),
+    Unary("sinc",        FLOAT,    "_sinc",             "Sinc", half_via_float32=True),
 )
 # fmt: on
 

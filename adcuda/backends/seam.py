@@ -93,6 +93,8 @@ PRIMITIVES = (
     "classifier_loss_backward",
     "layer_norm",
     "layer_norm_backward",
+    "add_layer_norm",
+    "add_layer_norm_backward",
     "attention",
     "attention_backward",
     "attention_dropout_mask",
@@ -506,6 +508,47 @@ def layer_norm_backward(
     g: BackendArray, x: BackendArray, weight: BackendArray | None, mean: BackendArray, rstd: BackendArray, n: int
 ) -> None:
     _check_normalized("layer_norm_backward", x, n, weight)
+
+
+@primitive
+def add_layer_norm(
+    x: BackendArray,
+    residual: BackendArray,
+    weight: BackendArray | None,
+    bias: BackendArray | None,
+    n: int,
+    eps: float,
+    y_dtype: DType,
+) -> None:
+    _check_normalized("add_layer_norm", x, n, weight, bias)
+    if tuple(residual.shape) != tuple(x.shape) or residual.dtype != x.dtype:
+        raise ShapeError(
+            f"add_layer_norm: the residual {fmt_shape(residual.shape)} {residual.dtype.name} does not match "
+            f"the input {fmt_shape(x.shape)} {x.dtype.name}"
+        )
+    if y_dtype.name != x.dtype.name and not (x.dtype.name == "float32" and y_dtype.name in ("float16", "bfloat16")):
+        raise DTypeError(
+            f"add_layer_norm: the output may be {x.dtype.name}, or float16 / bfloat16 for a float32 input, "
+            f"got {y_dtype.name}"
+        )
+
+
+@primitive
+def add_layer_norm_backward(
+    g: BackendArray,
+    grad_sum: BackendArray | None,
+    h: BackendArray,
+    weight: BackendArray | None,
+    mean: BackendArray,
+    rstd: BackendArray,
+    n: int,
+) -> None:
+    _check_normalized("add_layer_norm_backward", h, n, weight)
+    for what, a in (("gradient", g), ("sum's gradient", grad_sum)):
+        if a is not None and tuple(a.shape) != tuple(h.shape):
+            raise ShapeError(
+                f"add_layer_norm_backward: the {what} {fmt_shape(a.shape)} does not match the sum {fmt_shape(h.shape)}"
+            )
 
 
 @primitive

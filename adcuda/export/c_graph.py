@@ -172,6 +172,16 @@ def _shape_of(shapes, vid):
     return "x".join(map(str, shapes[vid])) or "scalar"
 
 
+class _Renamed:
+    """A traced call seen with some parameters replaced and only ``outputs`` (a lowering made of
+    another's: add_layer_norm's layer norm reads the sum)."""
+
+    def __init__(self, node, params, outputs):
+        self.op = node.op
+        self.params = {**node.params, **params}
+        self.outputs = list(outputs)
+
+
 def _only_first_result(node):
     """max_pool2d's indices, layer_norm's statistics and attention's logsumexp are for backward: the C code
     does not make them."""
@@ -462,6 +472,24 @@ class Lowerer:
                 has_bias=bias is not None,
             )
         ]
+
+    def add_layer_norm(self, node):
+        """The fused residual add and layer norm as its two loop nests: the sum (into a value of its own
+        where the model does not read it), then layer_norm of it."""
+        if any(r is not None for r in node.outputs[2:]):
+            raise ExportError(
+                "adcuda.export.to_c: the model reads add_layer_norm's statistics; the C export computes none"
+            )
+        p = node.params
+        x, residual = p["x"].value, p["residual"].value
+        total = node.outputs[1]
+        if total is None:
+            total = max(self.shapes) + 1
+            self.shapes[total] = self.shapes[x]
+            self.dtypes[total] = self.dtypes[x]
+        sum_node = CNode("binary", [x, residual], total, "add_layer_norm", op="add")
+        norm = self.layer_norm(_Renamed(node, {"x": Ref(total)}, node.outputs[:1]))
+        return [sum_node] + norm
 
     def softmax(self, node):
         shapes = self.shapes

@@ -57,8 +57,9 @@ def _operand(x, name, like):
 def binary(prim, a, b, dtype=None, name=None):
     """``prim`` (a name in the backend's BINARY_OPS) of tensors and/or scalars, broadcast, in
     ``dtype`` (PyTorch's promotion of the operands by default)."""
-    if a.__class__ is Tensor and dtype is None:
-        # fast path: two tensors of one dtype on one device, or a tensor and a float scalar
+    if a.__class__ is Tensor and (dtype is None or dtype is a.dtype):
+        # fast path: two tensors of one dtype on one device, or a tensor and a float scalar (in that
+        # dtype, the result's: the dtype asked for, if any, is theirs)
         ad = a._data
         if b.__class__ is Tensor:
             if a._device is b._device and ad.dtype == b._data.dtype:
@@ -247,6 +248,8 @@ def _rtruediv(self: Tensor, other: Number) -> Tensor:
 )
 def div(input: Tensor | Number, other: Tensor | Number, *, rounding_mode: str | None = None) -> Tensor:
     if rounding_mode is None:
+        if input.__class__ is Tensor and input.dtype.is_floating_point:  # (its dtype, if other's is too)
+            return binary("div", input, other, name="div")
         return binary("div", input, other, dtype=float_result_type(input, other), name="div")
     if rounding_mode is not None and _is_bool(input) and _is_bool(other):
         raise UnsupportedDTypeError(f"div: rounding_mode={rounding_mode!r} is not defined for bool operands")
@@ -1305,6 +1308,8 @@ def square(input: Tensor) -> Tensor:
     grads={"input": lambda grad, result: -grad * (result * result)},
 )
 def reciprocal(input: Tensor) -> Tensor:
+    if input.__class__ is Tensor and input.dtype.is_floating_point:  # (the common case: no promotion to find)
+        return Tensor._make(primitives(input).binary("div", 1.0, input._data, input.dtype), input._device)
     return binary("div", 1.0, input, dtype=float_result_type(1.0, input), name="reciprocal")
 
 
@@ -1314,8 +1319,13 @@ def reciprocal(input: Tensor) -> Tensor:
     "lerp",
     dtypes=FLOATING,
     doc="input + weight * (end - input), elementwise with broadcasting.",
-    composite=True,
+    node=lambda input, end, weight: "LerpBackward1" if weight.__class__ is Tensor else "LerpBackward0",
     inplace=True,
+    grads={
+        "input": lambda grad, weight: grad * (1 - weight),
+        "end": lambda grad, weight: grad * weight,
+        "weight": lambda grad, input, end: grad * (end - input),
+    },
 )
 def lerp(input: Tensor, end: Tensor, weight: Tensor | Number) -> Tensor:
     if input.__class__ is not Tensor or end.__class__ is not Tensor:
@@ -1327,13 +1337,19 @@ def lerp(input: Tensor, end: Tensor, weight: Tensor | Number) -> Tensor:
     start, stop = (cast(input, dt.float32), cast(end, dt.float32)) if half else (input, end)
     if half and weight.__class__ is Tensor:
         weight = cast(weight, dt.float32)
-    diff = sub(stop, start)
+    diff = binary("sub", stop, start, name="lerp")
     # PyTorch's formula: from the nearer end, so that weight 1 gives end exactly
     if weight.__class__ is Tensor:
-        out = where(lt(abs(weight), 0.5), add(start, mul(weight, diff)), sub(stop, mul(diff, sub(1, weight))))
+        near_start = binary("lt", unary("abs", weight), 0.5)
+        from_start = binary("add", start, binary("mul", weight, diff, name="lerp"), name="lerp")
+        from_stop = binary("sub", stop, binary("mul", diff, binary("sub", 1.0, weight), name="lerp"), name="lerp")
+        out = select(near_start, from_start, from_stop)
     else:
         number = typing.cast("Number", weight)  # (not a Tensor)
-        out = add(start, mul(number, diff)) if builtins.abs(number) < 0.5 else sub(stop, mul(diff, 1 - number))
+        if builtins.abs(number) < 0.5:
+            out = binary("add", start, binary("mul", diff, number), name="lerp")
+        else:
+            out = binary("sub", stop, binary("mul", diff, 1 - number), name="lerp")
     return cast(out, input.dtype) if half else out
 
 
@@ -1388,12 +1404,14 @@ def equal(input: Tensor, other: Tensor) -> bool:
     check_same_device("equal", input, other)
     if tuple(input.shape) != tuple(other.shape):
         return False
-    return bool(eq(input, other).all().item())
+    # the comparison over the primitives: a bool has no history to record
+    return bool(binary("eq", input, other, name="equal").all().item())
 
 
 # ------------------------------------------------------------------------------------------------
-# More of PyTorch's elementwise names (issue 15): composed of the ops above, so both backends run
-# them and they differentiate through those ops; expm1 alone has its own backward (its result + 1).
+# More of PyTorch's elementwise names (issue 15): expm1 and the hyperbolic functions a primitive each,
+# the others composed of the ops above, so both backends run them and they differentiate through those
+# ops.
 @op(
     "expm1",
     doc="exp(input) - 1, accurate near 0.",
@@ -1402,9 +1420,7 @@ def equal(input: Tensor, other: Tensor) -> bool:
     grads={"input": lambda grad, result: grad * (result + 1)},
 )
 def expm1(input: Tensor) -> Tensor:
-    half = binary("mul", input, 0.5) if input.dtype.is_floating_point else binary("mul", input, 0.5, dt.default_float)
-    # tanh(x/2) * (e^x + 1) == e^x - 1 exactly, without exp(x) - 1's cancellation near 0
-    return binary("mul", unary("tanh", half), binary("add", _float_unary("exp", input), 1.0))
+    return _float_unary("expm1", input)
 
 
 # tan, sinh and cosh: a primitive each (the C library's functions: exact near 0, finite up to where
@@ -1471,19 +1487,34 @@ def logit(input: Tensor, eps: float | None = None) -> Tensor:
     return unary("log", binary("div", x, binary("sub", 1.0, x), name="logit"))
 
 
-@op("frac", dtypes=FLOATING, doc="The fractional part: input - trunc(input).", composite=True, inplace=True)
+@op(
+    "frac",
+    dtypes=FLOATING,
+    doc="The fractional part: input - trunc(input).",
+    node="FracBackward0",
+    inplace=True,
+    grads={"input": lambda grad: grad},
+)
 def frac(input: Tensor) -> Tensor:
-    return input - trunc(input)
+    return binary("sub", input, unary("trunc", input))
 
 
-@op("nan_to_num", doc="input with NaN, +inf and -inf replaced by finite values.", composite=True, inplace=True)
+@op(
+    "nan_to_num",
+    doc="input with NaN, +inf and -inf replaced by finite values.",
+    node="NanToNumBackward0",
+    inplace=True,
+    grads={"input": lambda grad, input: grad * isfinite(input)},  # PyTorch's
+)
 def nan_to_num(input: Tensor, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None) -> Tensor:
-    if not input.dtype.is_floating_point:
-        return input.clone()
-    limit = dt.finfo(input.dtype).max
-    out = where(isnan(input), nan, input)
-    out = where(eq(input, math.inf), limit if posinf is None else posinf, out)
-    return where(eq(input, -math.inf), -limit if neginf is None else neginf, out)
+    check_tensor("nan_to_num", "input", input)
+    bk, x, d = primitives(input), input._data, input.dtype
+    if not d.is_floating_point:
+        return wrap(bk.astype(x, d), input._device)  # a copy
+    limit = dt.finfo(d).max
+    out = bk.where(bk.binary("ne", x, x, d), nan, x, d)
+    out = bk.where(bk.binary("eq", x, math.inf, d), limit if posinf is None else posinf, out, d)
+    return wrap(bk.where(bk.binary("eq", x, -math.inf, d), -limit if neginf is None else neginf, out, d), input._device)
 
 
 def _check_pointwise(name, *tensors):
@@ -1506,21 +1537,38 @@ def _broadcast_all(shapes):
     return out
 
 
+# addcmul and addcdiv: the forwards over the primitives, PyTorch's derivatives (value times the other
+# factor's; the quotient's)
 @op(
     "addcmul",
     dtypes=NUMBERS.of("input", "tensor1", "tensor2"),
     doc="input + value * tensor1 * tensor2, broadcast.",
-    composite=True,
+    node="AddcmulBackward0",
     inplace=True,
+    grads={
+        "input": lambda grad: grad,
+        "tensor1": lambda grad, tensor2, value: grad * tensor2 * value,
+        "tensor2": lambda grad, tensor1, value: grad * tensor1 * value,
+    },
 )
 def addcmul(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Number = 1) -> Tensor:
     _check_pointwise("addcmul", input, tensor1, tensor2)
-    product = tensor1 * tensor2
+    product = binary("mul", tensor1, tensor2, name="addcmul")
     value = scalar_for(result_type(input, product), value)
-    return input + (product if value == 1 else product * value)
+    return binary("add", input, product if value == 1 else binary("mul", product, value), name="addcmul")
 
 
-@op("addcdiv", doc="input + value * tensor1 / tensor2, broadcast.", composite=True, inplace=True)
+@op(
+    "addcdiv",
+    doc="input + value * tensor1 / tensor2, broadcast.",
+    node="AddcdivBackward0",
+    inplace=True,
+    grads={
+        "input": lambda grad: grad,
+        "tensor1": lambda grad, tensor2, value: grad * value / tensor2,
+        "tensor2": lambda grad, tensor1, tensor2, value: -grad * value * tensor1 / (tensor2 * tensor2),
+    },
+)
 def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Number = 1) -> Tensor:
     _check_pointwise("addcdiv", input, tensor1, tensor2)
     if not (tensor1.dtype.is_floating_point or tensor2.dtype.is_floating_point):
@@ -1528,8 +1576,8 @@ def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Number = 
             f"addcdiv: integer division of tensors is not supported (tensor1 {tensor1.dtype}, "
             f"tensor2 {tensor2.dtype}); use a floating point tensor"
         )
-    quotient = tensor1 / tensor2
-    return input + (quotient if value == 1 else quotient * value)
+    quotient = binary("div", tensor1, tensor2, dtype=float_result_type(tensor1, tensor2), name="addcdiv")
+    return binary("add", input, quotient if value == 1 else binary("mul", quotient, value), name="addcdiv")
 
 
 # activations (adcuda.nn.functional, with PyTorch's ``inplace=`` keyword and an ``F.<name>_``)
@@ -1537,34 +1585,37 @@ _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
 
 
-def _negative_part_expm1(input, alpha, inner_scale=1.0):
-    """alpha * (exp(min(input, 0) * inner_scale) - 1): never exponentiates a positive value (nor a NaN),
-    so the branch where() leaves out has no inf or NaN whose zero gradient would become NaN.
+def _elu_forward(input, alpha, inner_scale):
+    """alpha * expm1(input * inner_scale) where input <= 0, input elsewhere (a NaN stays), over the
+    primitives."""
+    inner = input if inner_scale == 1.0 else binary("mul", input, inner_scale)
+    return select(binary("le", input, 0.0), binary("mul", unary("expm1", inner), alpha), input)
 
-    At 0 it has PyTorch's derivatives: the first is the negative side's, alpha * inner_scale
-    (elu_backward takes input <= 0), the second 0 (elu's double backward takes input < 0). So the
-    exponential reads input below 0 only, and a term ``at_zero`` adds the slope at 0 alone: its value
-    is 0 everywhere (input itself where input == 0), its derivative 1 at 0 and 0 elsewhere, and its
-    own derivative's derivative 0."""
-    negative = where(lt(input, 0), input, 0.0)
-    at_zero = where(eq(input, 0), input, 0.0)
+
+def _elu_grad(grad, input, alpha, inner_scale):
+    """PyTorch's elu_backward: grad * alpha * inner_scale * exp(input * inner_scale) where input <= 0,
+    grad elsewhere. The exp reads input below 0 only (a constant 0 at 0), so the second derivative is
+    0 at 0, as PyTorch's double backward (masked by input < 0), and the branch where() leaves out has
+    no inf whose zero gradient would become NaN."""
+    below = where(lt(input, 0), input, 0.0)
     if inner_scale != 1.0:
-        negative, at_zero = negative * inner_scale, at_zero * inner_scale
-    return (expm1(negative) + at_zero) * alpha
+        below = below * inner_scale
+    return where(le(input, 0), grad * exp(below) * (alpha * inner_scale), grad)
 
 
 @op(
     "elu",
     dtypes=FLOATING,
     doc="input where positive, alpha * (exp(input) - 1) elsewhere.",
-    composite=True,
+    node="EluBackward0",
     method=False,
     inplace=True,
     functional="inplace",
+    grads={"input": lambda grad, input, alpha: _elu_grad(grad, input, alpha, 1.0)},
 )
 def elu(input: Tensor, alpha: float = 1.0) -> Tensor:
-    # the negative part where input <= 0 (NaN takes the linear part's gradient, as in PyTorch)
-    return where(le(input, 0), _negative_part_expm1(input, alpha), input)
+    check_tensor("elu", "input", input)
+    return _elu_forward(input, alpha, 1.0)
 
 
 def _selu_grad(grad, input):
@@ -1597,15 +1648,17 @@ lowering("unary", "selu", onnx="Selu")
     "celu",
     dtypes=FLOATING,
     doc="input where positive, alpha * (exp(input / alpha) - 1) elsewhere.",
-    composite=True,
+    node="CeluBackward0",
     method=False,
     inplace=True,
     functional="inplace",
+    grads={"input": lambda grad, input, alpha: _elu_grad(grad, input, alpha, 1.0 / alpha)},
 )
 def celu(input: Tensor, alpha: float = 1.0) -> Tensor:
+    check_tensor("celu", "input", input)
     if alpha == 0:
         raise ValueError("celu: ZeroDivisionError, alpha must not be 0")
-    return where(le(input, 0), _negative_part_expm1(input, alpha, 1.0 / alpha), input)
+    return _elu_forward(input, alpha, 1.0 / alpha)
 
 
 # PyTorch's gradients at the kinks of the piecewise-linear activations (hardtanh, relu6, hardsigmoid,
@@ -1617,8 +1670,8 @@ def _hardtanh_grad(grad, input, min_val, max_val):
 
 
 def _inside(input, lambd):
-    """Whether -lambd <= input <= lambd, for forwards (recording nothing)."""
-    return binary("logical_and", binary("ge", input, -lambd), binary("le", input, lambd))
+    """Whether -lambd <= input <= lambd, for forwards (recording nothing): |input| <= lambd."""
+    return binary("le", unary("abs", input), lambd)
 
 
 def _shrink_grad(grad, input, lambd):
@@ -1739,24 +1792,51 @@ def tanhshrink(input: Tensor) -> Tensor:
     "threshold",
     dtypes=NUMBERS,
     doc="input where input > threshold, value elsewhere.",
-    composite=True,
+    node="ThresholdBackward0",
     method=False,
     inplace=True,
     functional="inplace",
+    grads={"input": lambda grad, input, threshold: where(le(input, threshold), 0.0, grad)},
 )
 def threshold(input: Tensor, threshold: float, value: float) -> Tensor:
+    check_tensor("threshold", "input", input)
     threshold, value = scalar_for(input.dtype, threshold), scalar_for(input.dtype, value)
-    return where(le(input, threshold), value, input)  # (a NaN input stays, as in PyTorch)
+    # (a NaN input stays, as in PyTorch)
+    return select(binary("le", input, threshold, name="threshold"), value, input)
+
+
+def _prelu_weight(input, weight):
+    """weight shaped to broadcast over input's channels (dim 1)."""
+    n = weight.numel()
+    return weight.reshape((n,) + (1,) * (input.ndim - 2)) if n > 1 and input.ndim > 2 else weight
+
+
+# At 0, PyTorch's first derivatives are the negative side's (weight for input, input = 0 for weight) and
+# its second derivatives the positive side's (0): the formulas read weight and input below 0 only, and
+# input's slope at 0 alone is the constant weight.
+def _prelu_grad_input(grad, input, weight):
+    weight = _prelu_weight(input, weight)
+    return where(gt(input, 0), grad, where(lt(input, 0), grad * weight, grad * weight.detach()))
+
+
+def _prelu_grad_weight(grad, input, weight):
+    # input * grad where input < 0, summed over everything but the channels
+    per_element = where(lt(input, 0), input * grad, 0.0)
+    if weight.numel() == 1:
+        return per_element.sum().reshape(weight.shape)
+    return per_element.sum(tuple(d for d in range(input.ndim) if d != 1)).reshape(weight.shape)
 
 
 @op(
     "prelu",
     dtypes=FLOATING.one_dtype("input", "weight"),
     doc="input where positive, weight * input elsewhere; weight has 1 or input.shape[1] elements.",
-    composite=True,
+    node="PreluKernelBackward0",
     functional=True,
+    grads={"input": _prelu_grad_input, "weight": _prelu_grad_weight},
 )
 def prelu(input: Tensor, weight: Tensor) -> Tensor:
+    check_tensor("prelu", "input", input)
     if weight.__class__ is not Tensor:
         raise DTypeError(f"prelu: weight must be a Tensor, got {type(weight).__name__}")
     n = weight.numel()
@@ -1766,14 +1846,8 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:
             f"prelu: weight of shape {fmt_shape(weight.shape)} must have 1 element or one per channel "
             f"(input.shape[1]) of input of shape {fmt_shape(input.shape)}"
         )
-    if n > 1 and input.ndim > 2:
-        weight = weight.reshape((n,) + (1,) * (input.ndim - 2))
-    # At 0, PyTorch's first derivatives are the negative side's (weight for input, input = 0 for weight)
-    # and its second derivatives the positive side's (0): the product reads input below 0 only, and
-    # input's slope at 0 alone is the constant weight (see _negative_part_expm1)
-    negative = where(ge(input, 0), 0.0, input)  # (NaN stays NaN)
-    at_zero = where(eq(input, 0), input, 0.0)
-    return where(gt(input, 0), input, negative * weight + at_zero * weight.detach())
+    # (a NaN stays NaN: it is not > 0, and NaN * weight is NaN)
+    return select(binary("gt", input, 0.0), input, binary("mul", input, _prelu_weight(input, weight)))
 
 
 def _tensor_pair(name, input, other):
@@ -1801,14 +1875,26 @@ def fmod(input: Tensor, other: Tensor | Number) -> Tensor:
     return binary("fmod", input, other, name="fmod")
 
 
-@op("xlogy", doc="input * log(other), 0 where input is 0 (unless other is NaN).", composite=True, inplace=True)
+def _xlogy_grad_input(grad, input, other):
+    # PyTorch's: xlogy(grad, other), 0 where input is 0 and other <= 0
+    other = as_tensor_operand(other, "xlogy", grad)
+    input = as_tensor_operand(input, "xlogy", grad)
+    return where(logical_and(eq(input, 0), le(other, 0)), 0.0, grad * log(other))
+
+
+@op(
+    "xlogy",
+    doc="input * log(other), 0 where input is 0 (unless other is NaN).",
+    node="XlogyBackward0",
+    inplace=True,
+    grads={"input": _xlogy_grad_input, "other": lambda grad, input, other: grad * input / other},
+)
 def xlogy(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     x, y = _tensor_pair("xlogy", input, other)
     dtype = float_result_type(x, y)
     x, y = cast(x, dtype), cast(y, dtype)
-    # the log only where it is used, so that log(0) in the unused branch gives no inf gradient
-    zero = logical_and(eq(x, 0), eq(y, y))
-    return where(zero, 0.0, x * log(where(zero, 1.0, y)))
+    product = binary("mul", x, unary("log", y), name="xlogy")
+    return select(binary("logical_and", binary("eq", x, 0.0), binary("eq", y, y), name="xlogy"), 0.0, product)
 
 
 @op("heaviside", doc="0 where input < 0, values where input == 0, 1 where input > 0.", composite=True, inplace=True)
@@ -1827,10 +1913,9 @@ def float_power(input: Tensor | Number, exponent: Tensor | Number) -> Tensor:
     return pow(x.to(dtype=dt.float64), y.to(dtype=dt.float64))
 
 
-@op("signbit", doc="Whether the sign bit is set (true for -0.0 too).", composite=True)
-def signbit(input: Tensor) -> Tensor:
-    check_tensor("signbit", "input", input)
-    # over the primitives: a bool result has no history to record, and as five ops it dispatched five
+def _sign_bits(input):
+    """signbit over the primitives: a bool result has no history to record, and as five ops it
+    dispatched five."""
     bk, x, d = primitives(input), input._data, input.dtype
     negative = bk.binary("lt", x, 0, d)
     if not d.is_floating_point:
@@ -1840,6 +1925,12 @@ def signbit(input: Tensor) -> Tensor:
         "logical_and", bk.binary("eq", x, 0, d), bk.binary("lt", bk.binary("div", 1.0, x, d), 0, d), dt.bool_
     )
     return wrap(bk.binary("logical_or", negative, negative_zero, dt.bool_), input._device)
+
+
+@op("signbit", doc="Whether the sign bit is set (true for -0.0 too).", composite=True)
+def signbit(input: Tensor) -> Tensor:
+    check_tensor("signbit", "input", input)
+    return _sign_bits(input)
 
 
 @op(
@@ -1869,43 +1960,68 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     check_tensor("softshrink", "input", input)
     if lambd < 0:
         raise ValueError(f"softshrink: lambda must be greater or equal to 0, got {lambd}")
-    # NaN is not inside [-lambd, lambd] and stays NaN, as in PyTorch
-    shrunk = binary("sub", input, binary("mul", unary("sign", input), lambd), name="softshrink")
-    return select(_inside(input, lambd), 0.0, shrunk)
+    # input - clamp(input, -lambd, lambd): input - lambd above, input + lambd below, 0 between (x - x);
+    # a NaN stays NaN, an infinity infinite, as in PyTorch
+    return binary("sub", input, wrap(primitives(input).clamp(input._data, -lambd, lambd), input._device))
+
+
+def _copysign_grad_input(grad, input, result):
+    # PyTorch's: grad * result / input, 0 where input is 0 (no division by 0 in the branch left out)
+    zero = eq(input, 0)
+    return where(zero, 0.0, grad * (result / where(zero, 1.0, input)))
 
 
 @op(
     "copysign",
     doc="The magnitude of input with the sign of other (a floating point result).",
-    composite=True,
+    node=lambda input, other: "CopysignBackward0" if other.__class__ is Tensor else "CopysignBackward1",
     inplace=True,
+    grads={"input": _copysign_grad_input, "other": lambda grad, other: _zeros_like(other)},
 )
 def copysign(input: Tensor, other: Tensor | Number) -> Tensor:
     check_tensor("copysign", "input", input)
-    magnitude = abs(input.to(dtype=float_result_type(input, other)))
-    if not isinstance(other, Tensor):
-        return neg(magnitude) if math.copysign(1.0, other) < 0 else magnitude
-    # where's gradient is PyTorch's: grad * sign(input) * sign(other) through abs, 0 at input == 0;
-    # the outer where gives other its zero gradient, as PyTorch does (its value is never taken)
-    result = where(signbit(other), neg(magnitude), magnitude)
-    return where(filled((), True, dt.bool_, other._device), result, other) if other.requires_grad else result
+    magnitude = unary("abs", cast(input, float_result_type(input, other)))
+    if other.__class__ is not Tensor:
+        return unary("neg", magnitude) if math.copysign(1.0, other) < 0 else magnitude
+    return select(_sign_bits(other), unary("neg", magnitude), magnitude)
 
 
-def _nan_ignoring(name, input, other, keep_input):
+def _takes_input(name, input, other):
+    """Where fmax (``ge``) or fmin (``le``) takes input: where it wins or ties, or other is NaN (as
+    PyTorch's gradient, which gives all of a tie to input), over the primitives."""
+    return binary("logical_or", binary(name, input, other), binary("ne", other, other))
+
+
+def _nan_ignoring(name, compare, input, other):
     check_tensor(name, "input", input)
     check_tensor(name, "other", other)
-    # ties and a NaN other take input, as PyTorch's gradient does (all of it to input)
-    return where(logical_or(keep_input, isnan(other)), input, other)
+    return select(_takes_input(compare, input, other), input, other)
 
 
-@op("fmax", doc="The elementwise maximum, a NaN taken only where both are NaN.", composite=True)
+@op(
+    "fmax",
+    doc="The elementwise maximum, a NaN taken only where both are NaN.",
+    node="FmaxBackward0",
+    grads={
+        "input": lambda grad, input, other: where(_takes_input("ge", input, other), grad, 0.0),
+        "other": lambda grad, input, other: where(_takes_input("ge", input, other), 0.0, grad),
+    },
+)
 def fmax(input: Tensor, other: Tensor) -> Tensor:
-    return _nan_ignoring("fmax", input, other, ge(input, other))
+    return _nan_ignoring("fmax", "ge", input, other)
 
 
-@op("fmin", doc="The elementwise minimum, a NaN taken only where both are NaN.", composite=True)
+@op(
+    "fmin",
+    doc="The elementwise minimum, a NaN taken only where both are NaN.",
+    node="FminBackward0",
+    grads={
+        "input": lambda grad, input, other: where(_takes_input("le", input, other), grad, 0.0),
+        "other": lambda grad, input, other: where(_takes_input("le", input, other), 0.0, grad),
+    },
+)
 def fmin(input: Tensor, other: Tensor) -> Tensor:
-    return _nan_ignoring("fmin", input, other, le(input, other))
+    return _nan_ignoring("fmin", "le", input, other)
 
 
 @op("rsub", doc="other - alpha * input (sub with the operands swapped).", composite=True, method=False)

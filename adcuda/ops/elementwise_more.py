@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from .. import dtypes as dt
 from ..errors import DTypeError, UnsupportedError
 from ..tensor import Tensor
-from .common import cast, check_tensor, float_result_type, result_type
+from .common import check_tensor, float_result_type, result_type
 from .dtype_support import NUMBERS
 from .elementwise import (
     _classify,
@@ -21,10 +21,8 @@ from .elementwise import (
     eq,
     exp,
     isinf,
-    logaddexp,
     reciprocal,
     rsqrt,
-    select,
     where,
 )
 from .registry import op
@@ -164,7 +162,7 @@ def logaddexp2(input: Tensor, other: Tensor) -> Tensor:
         raise UnsupportedError(f"logaddexp2: not implemented for {input.dtype} and {other.dtype} operands")
     dtype = float_result_type(input, other)
     # log2(2^a + 2^b) = logaddexp(a ln 2, b ln 2) / ln 2: scaling by ln 2 keeps the relative precision
-    scaled = logaddexp(binary("mul", input, _LN2, dtype=dtype), binary("mul", other, _LN2, dtype=dtype))
+    scaled = binary("logaddexp", binary("mul", input, _LN2, dtype=dtype), binary("mul", other, _LN2, dtype=dtype))
     return binary("div", scaled, _LN2, dtype=dtype)
 
 
@@ -225,14 +223,8 @@ def _sinc_grad(grad, input):
 @op("sinc", inplace=True, doc="sin(pi input) / (pi input), 1 at 0.", node="SincBackward0", grads={"input": _sinc_grad})
 def sinc(input: Tensor) -> Tensor:
     check_tensor("sinc", "input", input)
-    dtype = input.dtype if input.dtype.is_floating_point else dt.default_float
-    # float16 and bfloat16 compute in float32, as PyTorch's do: pi * 65504 overflows float16
-    work = dt.float32 if dtype in (dt.float16, dt.bfloat16) else dtype
-    x = cast(input, work)
-    at_zero = binary("eq", x, 0.0, dtype=work)
-    x = binary("mul", x, math.pi)
-    safe = select(at_zero, 1.0, x)
-    return cast(select(at_zero, 1.0, binary("div", _float_unary("sin", x), safe)), dtype)
+    # one primitive (float16 and bfloat16 computed in float32, as PyTorch's: pi * 65504 overflows float16)
+    return _float_unary("sinc", input)
 
 
 @op("isposinf", doc="Whether each element is +inf.")

@@ -6,11 +6,14 @@ from __future__ import annotations
 import numbers
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from .. import dtypes as dt
-from ..autograd import no_grad
+from ..autograd import Function, is_grad_enabled, no_grad
 from ..dtypes import finfo
 from ..errors import ShapeError, fmt_shape
 from ..tensor import primitives
+from . import autocast as autocast_regions
 from .common import check_float, check_same_device, dense, wrap
 from .dtype_support import FLOATING
 from .elementwise import rsqrt
@@ -114,6 +117,99 @@ def layer_norm(
     )
     device = input._device
     return wrap(y, device), wrap(mean, device), wrap(rstd, device)
+
+
+# ------------------------------------------------------------------------------------------------
+# The residual add fused with layer norm (a pre-LayerNorm transformer's ``h = x + branch; y = ln(h)``):
+# one primitive reads x and the residual once and writes the sum (the next residual) and the
+# normalised output, in the activation dtype under autocast; its backward adds the sum's gradient
+# from its other uses to the norm's dx in the same pass. Two differentiable outputs, so an autograd
+# Function (one node with two outputs) instead of a registry op; the primitives it calls are what
+# graph capture records and the exporters lower (``lowering("add_layer_norm", ...)`` below).
+class AddLayerNorm(Function):
+    @staticmethod
+    def forward(ctx, input, residual, weight, bias, n, eps, y_dtype):
+        device = input._device
+        y, h, mean, rstd = primitives(input).add_layer_norm(
+            dense(input),
+            dense(residual),
+            None if weight is None else dense(weight),
+            None if bias is None else dense(bias),
+            n,
+            eps,
+            y_dtype,
+        )
+        y, h = wrap(y, device), wrap(h, device)
+        ctx.set_materialize_grads(False)
+        ctx.save_for_backward(h, weight, wrap(mean, device), wrap(rstd, device))
+        ctx.n, ctx.eps, ctx.has_bias = n, eps, bias is not None
+        return y, h
+
+    @staticmethod
+    def backward(ctx, grad_y, grad_h):
+        h, weight, mean, rstd = ctx.saved_tensors
+        bias_shape = tuple(h.shape[h.ndim - ctx.n :]) if ctx.has_bias else None
+        if grad_y is None:  # y unused: its gradient is zero (the engine wants the parameters' too)
+            grad_y = h.detach() * 0
+        if is_grad_enabled():  # a graph of the backward is being built: differentiable ops
+            g = grad_y.to(dtype=h.dtype)
+            dh, dw, db = _layer_norm_grads(g, h, weight, bias_shape, h.shape[h.ndim - ctx.n :], ctx.eps)
+            if grad_h is not None:
+                dh = dh + grad_h
+        else:
+            arrays = primitives(h).add_layer_norm_backward(
+                dense(grad_y),
+                None if grad_h is None else dense(grad_h),
+                h._data,
+                None if weight is None else dense(weight),
+                mean._data,
+                rstd._data,
+                ctx.n,
+            )
+            dh, dw, db = _affine_norm_grads(arrays, h, weight, bias_shape)
+        return dh, dh, dw, db, None, None, None
+
+
+def add_layer_norm(
+    input: Tensor,
+    residual: Tensor,
+    normalized_shape: int | Sequence[int],
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    eps: float = 1e-5,
+) -> tuple[Tensor, Tensor]:
+    """``h = input + residual`` and ``y = layer_norm(h, normalized_shape, weight, bias, eps)`` -> (y, h)
+    in one pass over the rows (and one for the backward). ``h`` has the promoted dtype of the two;
+    ``y`` has h's, except that under autocast a float32 h gives y in the autocast dtype (what the next
+    matrix product reads: the float32 copy and its cast are never made). The same values as the unfused
+    ``h = input + residual; y = F.layer_norm(h, ...)`` (then cast, under autocast), with one rounding of
+    the backward's sum of gradients instead of two. PyTorch has no such op; the GPT blocks of
+    benchmarks/bench_gpt2_step.py and nn.TransformerEncoderLayer(norm_first=True) use it."""
+    name = "add_layer_norm"
+    check_float(name, "input", input)
+    check_float(name, "residual", residual)
+    if tuple(input.shape) != tuple(residual.shape):
+        raise ShapeError(
+            f"{name}: the input {fmt_shape(input.shape)} and the residual {fmt_shape(residual.shape)} must have "
+            "the same shape"
+        )
+    shape = _input_normalized_shape(name, input, normalized_shape)
+    for what, p in (("weight", weight), ("bias", bias)):
+        if p is not None:
+            check_float(name, what, p)
+            if tuple(p.shape) != shape:
+                raise ShapeError(
+                    f"{name}: expected {what} to be of the same shape as normalized_shape, but got "
+                    f"{what} of shape {fmt_shape(p.shape)} and normalized_shape={shape}"
+                )
+    check_same_device(name, input, residual, weight, bias)
+    dtype = dt.promote_types(input.dtype, residual.dtype)
+    input, residual = input.to(dtype=dtype), residual.to(dtype=dtype)
+    device_type = input.device.type
+    y_dtype = dtype
+    if dtype is dt.float32 and autocast_regions.is_enabled(device_type):
+        y_dtype = autocast_regions.region_dtype(device_type)
+    return AddLayerNorm.apply(input, residual, weight, bias, len(shape), float(eps), y_dtype)
 
 
 @op(
@@ -515,6 +611,29 @@ lowering(
         "xhat", "layer_norm_backward", results=(1, 2), reads=(3, 4), arity=6, pair=_layer_norm_replay_pair
     ),
 )
+
+
+def _onnx_add_layer_norm(w, node, x, residual, weight, bias, n, eps, y_dtype):
+    """Decomposed: an Add (the sum, the model's second result), then LayerNormalization of it, cast
+    to y_dtype where that is not the sum's dtype."""
+    total = w.emit("Add", [w.name(x.value), w.name(residual.value)], [w.out(node, 1) or w.fresh("sum")])
+    dims = w.info(x.value).symbolic_shape[-n:]
+    dtype = w.np_dtype(x.value)
+    if (weight is None or bias is None) and any(not isinstance(d, int) for d in dims):
+        w.refuse("add_layer_norm without weight or bias over a dynamic axis")
+    scale = w.name(weight.value) if weight is not None else w.const(np.ones(dims), dtype)
+    shift = w.name(bias.value) if bias is not None else w.const(np.zeros(dims), dtype)
+    cast = y_dtype.numpy != dtype
+    y = w.fresh("normalized") if cast else (w.out(node, 0) or "")
+    outputs = [y, w.out(node, 2) or "", w.out(node, 3) or ""]
+    while outputs and outputs[-1] == "":
+        outputs.pop()
+    w.emit("LayerNormalization", [total, scale, shift], outputs, axis=-n, epsilon=float(eps))
+    if cast and w.out(node, 0) is not None:
+        w.emit("Cast", [y], [w.out(node, 0)], to=w.onnx_type(y_dtype.numpy))
+
+
+lowering("add_layer_norm", onnx=_onnx_add_layer_norm, c=lambda lower, node: lower.add_layer_norm(node))
 lowering("batch_norm", onnx=lambda w, node, **params: w.batch_norm(node, **params))
 lowering("rms_norm", onnx=lambda w, node, **params: w.rms_norm(node, **params))
 lowering("group_norm", onnx=lambda w, node, **params: w.group_norm(node, **params))

@@ -15,7 +15,8 @@ from ..autograd.graph import needs_grad
 from ..errors import DTypeError, ShapeError
 from ..random import default_generator
 from ..tensor import primitives
-from .common import check_float, check_tensor, dense, has_shape, wrap
+from .common import cast, check_float, check_tensor, dense, has_shape, wrap
+from .elementwise import binary, unary
 from .factories import new_tensor, shape_arg
 from .mutation import apply_inplace, check_inplace_allowed, commit_inplace, write_untracked
 from .registry import op
@@ -320,9 +321,7 @@ def _fill_with(self, draw, name):
     check_inplace_allowed(self, name)
     if not self.dtype.is_floating_point:
         raise DTypeError(f"{name}: expected a floating point tensor, got {self.dtype} (shape {tuple(self.shape)})")
-    value = draw(dt.float64 if self.dtype is dt.float64 else dt.float32)
-    if value.dtype is not self.dtype:
-        value = value.to(dtype=self.dtype)
+    value = cast(draw(dt.float64 if self.dtype is dt.float64 else dt.float32), self.dtype)
     return _overwrite(self, value, name)
 
 
@@ -477,10 +476,12 @@ def normal(
 @op("bernoulli", doc="1 with probability input (or p), else 0, in input's dtype.", composite=True)
 def bernoulli(input: Tensor, p: float | None = None, *, generator: Generator | None = None) -> Tensor:
     check_float("bernoulli", "input", input)
-    probabilities = input.detach() if p is None else p
+    probabilities = input if p is None else p  # (the forward helpers record nothing)
     _check_probability("bernoulli", probabilities)
     draw = _sample("rand", tuple(input.shape), _draw_dtype(input.dtype), input.device, generator)
-    return (draw < probabilities).to(dtype=input.dtype)
+    if probabilities.__class__ is int:
+        probabilities = float(probabilities)
+    return cast(binary("lt", draw, probabilities, name="bernoulli"), input.dtype)
 
 
 def _draw_dtype(dtype):
@@ -488,7 +489,10 @@ def _draw_dtype(dtype):
 
 
 def _check_probability(name, p):
-    bad = bool(((p < 0) | (p > 1)).any()) if hasattr(p, "shape") else not 0 <= p <= 1
+    if hasattr(p, "shape"):
+        bad = bool(binary("logical_or", binary("lt", p, 0.0, name=name), binary("gt", p, 1.0, name=name)).any())
+    else:
+        bad = not 0 <= p <= 1
     if bad:
         raise ValueError(f"{name}: expected probabilities in [0, 1]")
 
@@ -502,7 +506,13 @@ def _check_probability(name, p):
 def bernoulli_(self: Tensor, p: Tensor | float = 0.5, *, generator: Generator | None = None) -> Tensor:
     _check_probability("bernoulli_", p)
     shape = tuple(self.shape)
-    return _fill_with(self, lambda d: (_sample("rand", shape, d, self.device, generator) < p).to(dtype=d), "bernoulli_")
+    if hasattr(p, "shape"):  # a tensor of probabilities: broadcast, compared through the op
+        return _fill_with(
+            self, lambda d: (_sample("rand", shape, d, self.device, generator) < p).to(dtype=d), "bernoulli_"
+        )
+    return _fill_with(
+        self, lambda d: cast(binary("lt", _sample("rand", shape, d, self.device, generator), float(p)), d), "bernoulli_"
+    )
 
 
 @op("exponential_", doc="Every element replaced by a draw from Exp(lambd), in place.", composite=True, function=False)
@@ -513,7 +523,9 @@ def exponential_(self: Tensor, lambd: float = 1.0, *, generator: Generator | Non
     # -log(1 - u) / lambd with u in [0, 1): finite for every draw
     return _fill_with(
         self,
-        lambda d: -(-_sample("rand", shape, d, self.device, generator)).log1p() / lambd,
+        lambda d: binary(
+            "div", unary("log1p", binary("mul", _sample("rand", shape, d, self.device, generator), -1.0)), -lambd
+        ),
         "exponential_",
     )
 
@@ -646,13 +658,9 @@ def rrelu(
         raise ValueError(f"rrelu: expected 0 <= lower <= upper, got lower={lower}, upper={upper}")
     if not training:
         return input.where(input >= 0, input * ((lower + upper) / 2))
-    slopes = rand(
-        tuple(input.shape),
-        generator=generator,
-        dtype=input.dtype if input.dtype is dt.float64 else dt.float32,
-        device=input.device,
-    )
-    slopes = (slopes * (upper - lower) + lower).to(dtype=input.dtype)
+    draw_dtype = input.dtype if input.dtype is dt.float64 else dt.float32
+    slopes = _sample("rand", tuple(input.shape), draw_dtype, input.device, generator)
+    slopes = cast(_affine(slopes, upper - lower, lower), input.dtype)  # a constant: over the primitives
     return input.where(input >= 0, input * slopes)
 
 
@@ -685,8 +693,8 @@ def random_(
             raise ValueError(f"random_: give `to` for a {self.dtype} tensor (adcuda draws below 2**63 - 1 only)")
     if from_ >= to:
         raise ValueError(f"random_: expects 'from' to be less than 'to', but got from={from_} >= to={to}")
-    draw = randint(from_, to, tuple(self.shape), generator=generator, dtype=dt.int64, device=self.device)
-    return _overwrite(self, draw.to(dtype=self.dtype), "random_")
+    draw = _draw("random_", "randint", tuple(self.shape), dt.int64, self.device, False, generator, from_, to)
+    return _overwrite(self, cast(draw, self.dtype), "random_")
 
 
 @op(
@@ -701,7 +709,7 @@ def log_normal_(self: Tensor, mean: float = 1.0, std: float = 2.0, *, generator:
     shape = tuple(self.shape)
     return _fill_with(
         self,
-        lambda d: (_sample("randn", shape, d, self.device, generator) * std + mean).exp(),
+        lambda d: unary("exp", _affine(_sample("randn", shape, d, self.device, generator), std, mean)),
         "log_normal_",
     )
 
@@ -717,14 +725,11 @@ def geometric_(self: Tensor, p: float, *, generator: Generator | None = None) ->
         raise ValueError(f"geometric_: expects p to be in (0, 1), got p={p}")
     check_inplace_allowed(self, "geometric_")
     # inverse CDF: ceil(log(1 - u) / log(1 - p)), at least 1 (u = 0 would give 0 trials)
-    u = rand(
-        tuple(self.shape),
-        generator=generator,
-        dtype=dt.float64 if self.device.type == "cpu" else dt.float32,
-        device=self.device,
+    u = _sample(
+        "rand", tuple(self.shape), dt.float64 if self.device.type == "cpu" else dt.float32, self.device, generator
     )
-    trials = ((-u).log1p() / math.log1p(-p)).ceil().clamp(min=1)
-    return _overwrite(self, trials.to(dtype=self.dtype), "geometric_")
+    trials = unary("ceil", binary("div", unary("log1p", binary("mul", u, -1.0)), math.log1p(-p)))
+    return _overwrite(self, cast(binary("maximum", trials, 1.0), self.dtype), "geometric_")
 
 
 @op(
@@ -739,7 +744,7 @@ def cauchy_(self: Tensor, median: float = 0.0, sigma: float = 1.0, *, generator:
     shape = tuple(self.shape)
 
     def draw(d):
-        angle = (_sample("rand", shape, d, self.device, generator) - 0.5) * math.pi
-        return angle.sin() / angle.cos() * sigma + median
+        angle = binary("mul", binary("sub", _sample("rand", shape, d, self.device, generator), 0.5), math.pi)
+        return _affine(binary("div", unary("sin", angle), unary("cos", angle)), sigma, median)
 
     return _fill_with(self, draw, "cauchy_")

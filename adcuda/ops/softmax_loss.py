@@ -260,14 +260,15 @@ def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tenso
     "logsigmoid",
     dtypes=FLOATING,
     doc="log(sigmoid(input)), exact for very negative input.",
-    composite=True,
+    node="LogSigmoidBackward0",
     function=False,
     method=False,
     functional=True,
+    grads={"input": lambda grad, input: grad * sigmoid(-input)},
 )
 def logsigmoid(input: Tensor) -> Tensor:
-    # log(sigmoid(x)) = -softplus(-x), with no linear cut-off so it stays exact for very negative x
-    return -softplus(-input, 1.0, math.inf)
+    # min(x, 0) - log1p(exp(-|x|)), one primitive: exact for very negative x
+    return _float_unary("logsigmoid", input)
 
 
 @op(

@@ -1,10 +1,10 @@
 """The gamma-function family and erfinv: ``lgamma digamma polygamma mvlgamma erfinv`` (``adcuda.special``
 has PyTorch's other names for them: gammaln, psi, multigammaln), ``xlog1py`` (``adcuda.special``'s
-only); the modified Bessel function ``i0`` and ``frexp``, both composed of elementwise ops, so they
-run on every backend; and the signal windows
-``hann_window hamming_window bartlett_window blackman_window kaiser_window``.
+only); the modified Bessel function ``i0``; ``frexp``, composed of elementwise ops, so it runs on every
+backend; and the signal windows ``hann_window hamming_window bartlett_window blackman_window
+kaiser_window``.
 
-lgamma, digamma, polygamma(1, .) and erfinv are ``unary`` primitives of the elementwise family (CPU:
+lgamma, digamma, polygamma(1, .), erfinv and i0 are ``unary`` primitives of the elementwise family (CPU:
 adcuda/backends/cpu/_special.py; CUDA: their functors in kernels/functors.cuh); polygamma of a higher
 order is computed from the elementwise primitives as (-1)^(n+1) n! zeta(n+1, x): the recurrence
 shifts x up until the Hurwitz zeta's asymptotic series is accurate, so it too runs on both backends.
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from .. import dtypes as dt
 from ..errors import DTypeError, UnsupportedError
 from ..tensor import Tensor
-from .common import as_tensor_operand, cast, float_result_type
+from .common import as_tensor_operand, cast, filled, float_result_type
 from .dtype_support import NUMBERS
 from .elementwise import _float_unary, _tensor_pair, binary, exp, log1p, mul, select, unary, where
 from .factories import arange
@@ -143,37 +143,37 @@ def erfinv(input: Tensor) -> Tensor:
 
 
 # ------------------------------------------------------------------------------------------------
-# modified Bessel functions of the first kind, orders 0 and 1
+# the modified Bessel function of the first kind of order 1: i0's derivative
 _BESSEL_ASYMPTOTIC_FROM = 20.0  # |x| from which the asymptotic series reaches float64 rounding
 _BESSEL_ASYMPTOTIC_TERMS = 16
 _EXP_OVERFLOW_32 = math.log(3.4028234663852886e38)  # above it, e^x is inf in float32
 _EXP_OVERFLOW_64 = math.log(1.7976931348623157e308)
 
 
-def _bessel_i(order, x):
-    """I_order(x) for order 0 or 1, elementwise in float64, of public ops (differentiable in x): the
-    power series sum_k (x/2)^(2k+order) / (k! (k+order)!) below 20 (every term positive: no
-    cancellation), the asymptotic series e^x / sqrt(2 pi x) sum_k (-1)^k a_k(order) / x^k above."""
+def _bessel_i1(x):
+    """I_1(x) elementwise in float64, of public ops (differentiable in x): the power series sum_k
+    (x/2)^(2k+1) / (k! (k+1)!) below 20 (every term of one sign: no cancellation), the asymptotic
+    series e^x / sqrt(2 pi x) sum_k (-1)^k a_k(1) / x^k above (i0's are kernels/functors.cuh's)."""
     ax = x.abs()
     large = ax >= _BESSEL_ASYMPTOTIC_FROM
-    small = x.where(~large, 0.0)  # the series in x itself (even, or odd for order 1): smooth at 0
+    small = x.where(~large, 0.0)  # the series in x itself (odd): smooth at 0
     top = float(small.abs().amax()) if small.numel() else 0.0
     quarter_square = small * small / 4
-    term = (small / 2) if order else small * 0 + 1
+    term = small / 2
     total = term
     # terms fall below float64 rounding of the sum after about 1.75 |x| of them
     for k in range(1, int(1.75 * top) + 12):
-        term = term * quarter_square / (k * (k + order))
+        term = term * quarter_square / (k * (k + 1))
         total = total + term
     z = ax.where(large, _BESSEL_ASYMPTOTIC_FROM)
     inverse = 1 / z
     term = z * 0 + 1
     series = term
     for k in range(1, _BESSEL_ASYMPTOTIC_TERMS):
-        term = term * inverse * (((2 * k - 1) ** 2 - 4 * order * order) / (8 * k))
+        term = term * inverse * (((2 * k - 1) ** 2 - 4) / (8 * k))
         series = series + term
     asymptotic = (z - 0.5 * (2 * math.pi * z).log()).exp() * series  # e^z / sqrt(2 pi z) without overflow
-    return asymptotic.where(large, total) if order == 0 else (asymptotic * x.sign()).where(large, total)
+    return (asymptotic * x.sign()).where(large, total)
 
 
 def _float64_of(input):
@@ -194,7 +194,7 @@ def _overflowed(value, x, dtype):
 
 def _i0_grad(grad, input):
     x = _float64_of(input)
-    return grad * _overflowed(_bessel_i(1, x), x, input.dtype).to(dtype=_result_float(input))
+    return grad * _overflowed(_bessel_i1(x), x, input.dtype).to(dtype=_result_float(input))
 
 
 @op(
@@ -205,10 +205,7 @@ def _i0_grad(grad, input):
     grads={"input": _i0_grad},
 )
 def i0(input: Tensor) -> Tensor:
-    if input.__class__ is not Tensor:
-        raise DTypeError(f"i0: expected a Tensor, got {type(input).__name__}")
-    x = _float64_of(input.detach())
-    return _overflowed(_bessel_i(0, x), x, input.dtype).to(dtype=_result_float(input))
+    return _float_unary("i0", input)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -219,8 +216,8 @@ frexp_result = namedtuple("frexp", ["mantissa", "exponent"])
 def _halves(exponent):
     """2^-e as two factors (2^-h, 2^-(e-h)), each within the range of float16, float32 or float64
     alike, so a product by both is exact where 2^-e alone would overflow (subnormal inputs)."""
-    half = (exponent / 2).floor()
-    return (-half).exp2(), (half - exponent).exp2()
+    half = unary("floor", binary("div", exponent, 2.0))
+    return unary("exp2", binary("mul", half, -1.0)), unary("exp2", binary("sub", half, exponent))
 
 
 @op(
@@ -231,34 +228,40 @@ def _halves(exponent):
 def frexp(input: Tensor) -> tuple[Tensor, Tensor]:
     if not input.dtype.is_floating_point:
         raise UnsupportedError(f"frexp: only supports floating-point dtypes, got {input.dtype}")
-    x = _float64_of(input.detach())  # every float16/32 value is exact in float64, its log2 nearly so
-    finite = (x != 0) & x.isfinite()
-    magnitude = x.abs().where(finite, 1.0)
-    exponent = magnitude.log2().floor() + 1
+    # the exponent over the primitives (it has no gradient); every float16/32 value is exact in
+    # float64, its log2 nearly so
+    x = cast(input, dt.float64)
+    magnitude = unary("abs", x)
+    finite = binary("logical_and", binary("ne", x, 0.0), binary("lt", magnitude, math.inf))
+    magnitude = select(finite, magnitude, 1.0)
+    exponent = binary("add", unary("floor", unary("log2", magnitude)), 1.0)
     first, second = _halves(exponent)
-    scaled = magnitude * first * second
+    scaled = binary("mul", binary("mul", magnitude, first), second)
     # log2 may round across an integer just below a power of two: one step puts it right
-    exponent = exponent + (scaled >= 1).to(dtype=dt.float64) - (scaled < 0.5).to(dtype=dt.float64)
+    exponent = binary("add", exponent, cast(binary("ge", scaled, 1.0), dt.float64))
+    exponent = binary("sub", exponent, cast(binary("lt", scaled, 0.5), dt.float64))
     first, second = _halves(exponent)
-    mantissa = input * first.to(dtype=input.dtype) * second.to(dtype=input.dtype)  # exact: powers of two
-    return frexp_result(mantissa, exponent.where(finite, 0.0).to(dtype=dt.int32))
+    # the mantissa through the ops, for its gradient (grad / 2^exponent): exact, powers of two
+    mantissa = input * cast(first, input.dtype) * cast(second, input.dtype)
+    return frexp_result(mantissa, cast(select(finite, exponent, 0.0), dt.int32))
 
 
 # ------------------------------------------------------------------------------------------------
-# signal windows (PyTorch's formulas, of arange in the window's dtype)
+# signal windows (PyTorch's formulas, of arange in the window's dtype), computed over the forward
+# helpers (``binary``, ``unary``): a window is a constant, no op of its formula needs dispatching
 def _window(name, window_length, periodic, dtype, device, requires_grad, shape):
-    """``shape(positions, n)`` for positions 0..n-1 of a symmetric window of n points (n = window_length
-    + 1 when periodic, its last point then dropped)."""
+    """``shape(positions, n)`` for positions 0..window_length-1 of a symmetric window of n points (n =
+    window_length + 1 when periodic: its last point is the one left out)."""
     dtype = dt.default_float if dtype is None else dt.as_dtype(dtype, name)
     if not dtype.is_floating_point:
         raise UnsupportedError(f"{name}: expects a floating point dtype, got {dtype}")
     if window_length.__class__ is not int or window_length < 0:
         raise ValueError(f"{name}: window_length must be a non-negative integer, got {window_length!r}")
+    positions = arange(window_length, dtype=dtype, device=device)
     if window_length <= 1:
-        window = arange(window_length, dtype=dtype, device=device) * 0 + 1
+        window = binary("add", binary("mul", positions, 0.0), 1.0)
     else:
-        n = window_length + 1 if periodic else window_length
-        window = shape(arange(n, dtype=dtype, device=device), n)[:window_length]
+        window = shape(positions, window_length + 1 if periodic else window_length)
     return window.requires_grad_(requires_grad) if requires_grad else window
 
 
@@ -266,10 +269,11 @@ def _cosine_sum(*coefficients):
     """a0 - a1 cos(2 pi k / (n - 1)) + a2 cos(4 pi k / (n - 1)) - ...: the cosine-sum windows."""
 
     def shape(k, n):
-        step = k * (2 * math.pi / (n - 1))
-        out = step * 0 + coefficients[0]
+        step = binary("mul", k, 2 * math.pi / (n - 1))
+        out = coefficients[0]
         for i, a in enumerate(coefficients[1:], 1):
-            out = out + (-1) ** i * a * (step * i).cos()
+            angle = step if i == 1 else binary("mul", step, float(i))
+            out = binary("add", binary("mul", unary("cos", angle), (-1) ** i * a), out)
         return out
 
     return shape
@@ -319,7 +323,7 @@ def blackman_window(
 
 
 def _bartlett(k, n):
-    return 1 - (k * (2 / (n - 1)) - 1).abs()
+    return binary("sub", 1.0, unary("abs", binary("sub", binary("mul", k, 2 / (n - 1)), 1.0)))
 
 
 @op("bartlett_window", doc="The triangular Bartlett window 1 - |2n / (N - 1) - 1|.", method=False)
@@ -345,8 +349,10 @@ def kaiser_window(
     requires_grad: bool = False,
 ) -> Tensor:
     def shape(k, n):
-        ratio = k * (2 / (n - 1)) - 1
-        return i0((1 - ratio * ratio).clamp(min=0).sqrt() * beta) / i0(ratio * 0 + beta)
+        ratio = binary("sub", binary("mul", k, 2 / (n - 1)), 1.0)
+        inside = binary("maximum", binary("sub", 1.0, binary("mul", ratio, ratio)), 0.0)
+        peak = filled((), float(beta), k.dtype, k._device)
+        return binary("div", unary("i0", binary("mul", unary("sqrt", inside), float(beta))), unary("i0", peak))
 
     return _window("kaiser_window", window_length, periodic, dtype, device, requires_grad, shape)
 

@@ -60,8 +60,31 @@ ADCUDA_REGISTER_BINDINGS(gemm, 20) {
         py::arg("multiprocessors"),
         "How many K splits the tensor-core GEMM makes of an M x N x K product with `batch` entries on a GPU with "
         "`multiprocessors` SMs (1: none); ADCUDA_GEMM_SPLIT_K overrides it at run time.");
+  m.def(
+      "gemm_tensor_core_variant",
+      [](std::int64_t M, std::int64_t N, std::int64_t K, std::int64_t a_stride_m, std::int64_t a_stride_k,
+         std::int64_t b_stride_k, std::int64_t b_stride_n, std::int64_t a_offset, std::int64_t b_offset) {
+        const adcuda::TensorCoreVariant variant =
+            adcuda::tensor_core_variant(M, N, K, a_stride_m, a_stride_k, b_stride_k, b_stride_n, a_offset, b_offset);
+        py::dict facts;
+        facts["a_load"] = variant.a_load;
+        facts["b_load"] = variant.b_load;
+        facts["a_k_contiguous"] = variant.a_k_contiguous;
+        facts["b_k_contiguous"] = variant.b_k_contiguous;
+        facts["b_staged"] = variant.b_staged;
+        facts["epilogue"] = variant.epilogue;
+        return facts;
+      },
+      py::arg("M"), py::arg("N"), py::arg("K"), py::arg("a_stride_m"), py::arg("a_stride_k"), py::arg("b_stride_k"),
+      py::arg("b_stride_n"), py::arg("a_offset") = 0, py::arg("b_offset") = 0,
+      "How the tensor-core GEMM would run an M x N x K product with these operand strides (elements) and "
+      "offsets (elements past a 16-byte aligned address), without running it: {a_load, b_load ('cp.async', "
+      "'realigned' or 'elements'), a_k_contiguous, b_k_contiguous, b_staged, epilogue}.");
   m.def("gemm_path", &adcuda::gemm_path, py::arg("device"), py::call_guard<py::gil_scoped_release>(),
         "Which hand-written GEMM kernels matmul uses on `device`.");
+  m.def("gemm_last_half_kernel", &adcuda::gemm_last_half_kernel,
+        "The kernel the last fp16/bf16 matmul of this process ran: 'none' (before any), 'cublaslt', 'sm90_wgmma', "
+        "'sm80_mma_sync' or 'simt'.");
   m.def(
       "cublaslt_load",
       [](const std::vector<std::string>& candidates) { return status_dict(adcuda::cublaslt_load(candidates)); },

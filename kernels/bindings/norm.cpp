@@ -36,6 +36,25 @@ ADCUDA_REGISTER_BINDINGS(norm, 21) {
       py::arg("g"), py::arg("x"), py::arg("weight"), py::arg("mean"), py::arg("rstd"), py::arg("n"), release_gil(),
       "(dx, dweight or None, dbias).");
   m.def(
+      "add_layer_norm",
+      [](const DeviceArray& x, const DeviceArray& residual, const std::optional<DeviceArray>& weight,
+         const std::optional<DeviceArray>& bias, int n, double eps, adcuda::ScalarType y_dtype) {
+        return adcuda::add_layer_norm(x, residual, pointer_or_null(weight), pointer_or_null(bias), n, eps, y_dtype);
+      },
+      py::arg("x"), py::arg("residual"), py::arg("weight"), py::arg("bias"), py::arg("n"), py::arg("eps"),
+      py::arg("y_dtype"), release_gil(),
+      "(y, h, mean, rstd): h = x + residual, y its layer norm over the last n dims, in y_dtype (x's, or a half "
+      "type for float32 x).");
+  m.def(
+      "add_layer_norm_backward",
+      [](const DeviceArray& g, const std::optional<DeviceArray>& grad_sum, const DeviceArray& h,
+         const std::optional<DeviceArray>& weight, const DeviceArray& mean, const DeviceArray& rstd, int n) {
+        return adcuda::add_layer_norm_backward(g, pointer_or_null(grad_sum), h, pointer_or_null(weight), mean, rstd,
+                                               n);
+      },
+      py::arg("g"), py::arg("grad_sum"), py::arg("h"), py::arg("weight"), py::arg("mean"), py::arg("rstd"),
+      py::arg("n"), release_gil(), "(dh, dweight or None, dbias): dh = layer norm's dx at h + grad_sum.");
+  m.def(
       "rms_norm",
       [](const DeviceArray& x, const std::optional<DeviceArray>& weight, int n, double eps) {
         return adcuda::rms_norm(x, pointer_or_null(weight), n, eps);

@@ -58,8 +58,28 @@ constexpr std::size_t kDefaultDynamicShared = 48 * 1024;
 constexpr std::size_t kMaxDynamicSharedOptIn = 227 * 1024;  // sm_90
 constexpr std::size_t kAlignment = 256;
 constexpr std::size_t kLargestPoisonedAllocation = 64u << 20;
-constexpr int kEmulatedMajor = 9;
-constexpr int kEmulatedMinor = 0;
+// The compute capability the device reports: 9.0, or ADCUDA_EMULATOR_COMPUTE_CAPABILITY=<major>.<minor>
+// (e.g. 8.0, so that tests see the choices made for other GPUs), read once.
+struct ComputeCapability {
+  int major = 9, minor = 0;
+};
+
+const ComputeCapability& emulated_capability() {
+  static const ComputeCapability capability = [] {
+    ComputeCapability c;
+    const char* text = std::getenv("ADCUDA_EMULATOR_COMPUTE_CAPABILITY");
+    int major = 0, minor = 0;
+    if (text != nullptr && std::sscanf(text, "%d.%d", &major, &minor) == 2 && major >= 5 && major <= 12 && minor >= 0 &&
+        minor <= 9) {
+      c.major = major;
+      c.minor = minor;
+    } else if (text != nullptr && *text != '\0') {
+      std::fprintf(stderr, "adcuda emulator: ignoring ADCUDA_EMULATOR_COMPUTE_CAPABILITY=%s (want e.g. 8.0)\n", text);
+    }
+    return c;
+  }();
+  return capability;
+}
 constexpr int kMultiprocessors = 132;
 
 enum class Kind { kDevice, kHost };
@@ -458,8 +478,8 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   if (device != 0) return fail(cudaErrorInvalidDevice);
   *prop = cudaDeviceProp{};
   std::snprintf(prop->name, sizeof prop->name, "adcuda CUDA emulator (host CPU, not a GPU)");
-  prop->major = adcuda::emu::kEmulatedMajor;
-  prop->minor = adcuda::emu::kEmulatedMinor;
+  prop->major = adcuda::emu::emulated_capability().major;
+  prop->minor = adcuda::emu::emulated_capability().minor;
   prop->totalGlobalMem = state().device_capacity;
   prop->multiProcessorCount = adcuda::emu::kMultiprocessors;
   prop->warpSize = 32;
@@ -476,8 +496,8 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int dev
     case cudaDevAttrMultiProcessorCount: *value = adcuda::emu::kMultiprocessors; break;
     case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = int(adcuda::emu::kMaxDynamicSharedOptIn); break;
     case cudaDevAttrMaxSharedMemoryPerBlock: *value = int(adcuda::emu::kDefaultDynamicShared); break;
-    case cudaDevAttrComputeCapabilityMajor: *value = adcuda::emu::kEmulatedMajor; break;
-    case cudaDevAttrComputeCapabilityMinor: *value = adcuda::emu::kEmulatedMinor; break;
+    case cudaDevAttrComputeCapabilityMajor: *value = adcuda::emu::emulated_capability().major; break;
+    case cudaDevAttrComputeCapabilityMinor: *value = adcuda::emu::emulated_capability().minor; break;
     case cudaDevAttrWarpSize: *value = 32; break;
     case cudaDevAttrMaxThreadsPerBlock: *value = 1024; break;
     default: return fail(cudaErrorNotSupported);
@@ -502,7 +522,7 @@ cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attributes, const void* fu
   *attributes = cudaFuncAttributes{};
   attributes->maxThreadsPerBlock = 1024;
   attributes->maxDynamicSharedSizeBytes = int(adcuda::emu::kDefaultDynamicShared);
-  attributes->binaryVersion = adcuda::emu::kEmulatedMajor * 10 + adcuda::emu::kEmulatedMinor;
+  attributes->binaryVersion = adcuda::emu::emulated_capability().major * 10 + adcuda::emu::emulated_capability().minor;
   attributes->ptxVersion = attributes->binaryVersion;
   return cudaSuccess;
 }

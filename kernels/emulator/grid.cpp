@@ -45,6 +45,7 @@ struct BlockState {
   int reduce_accumulator = 0;
   int reduce_result = 0;
   WarpState warps[kMaxThreadsPerBlock / 32];
+  std::vector<std::pair<const void*, std::function<void()>>> deferred;  // defer_block_work, oldest first
 };
 
 enum class Order { kForward, kReverse, kRandom };
@@ -121,6 +122,7 @@ bool runnable(const Engine& e, const ThreadContext& t) {
     case Wait::kBlockBarrier: return e.block.generation != t.wait_generation;
     case Wait::kWarpBarrier: return e.block.warps[t.warp].generation != t.wait_generation;
     case Wait::kWarpDrain: return e.block.warps[t.warp].readers_left == 0;
+    case Wait::kPoll: return (*t.poll)();
   }
   return false;
 }
@@ -144,6 +146,8 @@ std::string describe_deadlock(const Engine& e) {
     message += "thread " + describe(t.thread_idx) + " waits at ";
     if (t.wait == Wait::kBlockBarrier) {
       message += "__syncthreads; ";
+    } else if (t.wait == Wait::kPoll) {
+      message += std::string(t.poll_what) + "; ";
     } else {
       const WarpState& w = e.block.warps[t.warp];
       char mask[64];
@@ -160,6 +164,7 @@ void run_block(Engine& e, const LaunchConfig& config, const uint3& block_idx, co
   e.block.live = n;
   e.block.arrived = 0;
   e.block.reduce_accumulator = 0;
+  e.block.deferred.clear();  // a failed launch may have left some
   const int warps = (n + 31) / 32;
   for (int w = 0; w < warps; ++w) {
     WarpState& warp = e.block.warps[w];
@@ -184,6 +189,9 @@ void run_block(Engine& e, const LaunchConfig& config, const uint3& block_idx, co
     t.wait = Wait::kNone;
     t.async.open.clear();
     t.async.committed.clear();
+    t.async_ops.open.clear();
+    t.async_ops.committed.clear();
+    t.poll = nullptr;
     e.fibers[i]->reset(&thread_entry, &t);
   }
   std::vector<int> order(n);
@@ -212,6 +220,8 @@ void run_block(Engine& e, const LaunchConfig& config, const uint3& block_idx, co
     }
     if (!progressed) throw KernelFault(describe_deadlock(e));
   }
+  // Copies nobody waited for still land before the next block reuses the shared memory.
+  while (!e.block.deferred.empty()) run_block_work(e.block.deferred.front().first);
 }
 
 const char* check_config(const LaunchConfig& c, std::size_t max_dynamic_shared) {
@@ -308,10 +318,45 @@ unsigned live_lanes() {
 
 AsyncCopyState& async_copies() { return engine().current->async; }
 
+AsyncOpGroups& async_ops() { return engine().current->async_ops; }
+
+void wait_until(const std::function<bool()>& ready, const char* what) {
+  Engine& e = engine();
+  ThreadContext& t = *e.current;
+  while (!ready()) {
+    t.wait = Wait::kPoll;
+    t.poll = &ready;
+    t.poll_what = what;
+    yield_current();
+  }
+  t.poll = nullptr;
+}
+
+void defer_block_work(const void* key, std::function<void()> work) {
+  engine().block.deferred.emplace_back(key, std::move(work));
+}
+
+void run_block_work(const void* key) {
+  auto& deferred = tls_engine->block.deferred;
+  // Taken out before running: the work may queue more.
+  std::vector<std::function<void()>> due;
+  for (auto it = deferred.begin(); it != deferred.end();) {
+    if (it->first == key) {
+      due.push_back(std::move(it->second));
+      it = deferred.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto& work : due) work();
+}
+
 unsigned char* dynamic_shared_memory() {
   Engine& e = engine();
   return e.dynamic_shared.empty() ? nullptr : e.dynamic_shared.data();
 }
+
+std::size_t dynamic_shared_memory_bytes() { return engine().dynamic_shared.size(); }
 
 void kernel_fault(const char* what) { throw KernelFault(what); }
 

@@ -41,7 +41,14 @@ struct AsyncCopyState {
   std::vector<std::vector<AsyncCopy>> committed;  // committed groups, oldest first
 };
 
-enum class Wait { kNone, kBlockBarrier, kWarpBarrier, kWarpDrain };
+// Asynchronous operations a thread issued and has not waited for, in commit groups (wgmma.mma_async,
+// see ptx_sm90.h): performed, oldest group first, by the thread's wait.
+struct AsyncOpGroups {
+  std::vector<std::function<void()>> open;                    // issued since the last commit
+  std::vector<std::vector<std::function<void()>>> committed;  // committed groups, oldest first
+};
+
+enum class Wait { kNone, kBlockBarrier, kWarpBarrier, kWarpDrain, kPoll };
 
 struct ThreadContext {
   uint3 thread_idx;
@@ -55,6 +62,9 @@ struct ThreadContext {
   Wait wait = Wait::kNone;
   std::uint64_t wait_generation = 0;
   AsyncCopyState async;
+  AsyncOpGroups async_ops;
+  const std::function<bool()>* poll = nullptr;  // Wait::kPoll: runnable again once this returns true
+  const char* poll_what = "";
 };
 
 ThreadContext& current_thread();
@@ -84,8 +94,23 @@ Out warp_collective(unsigned mask, const In& in, Combine combine, const char* wh
 // The calling thread's queued cp.async copies.
 AsyncCopyState& async_copies();
 
+// The calling thread's uncommitted and committed asynchronous operation groups.
+AsyncOpGroups& async_ops();
+
+// Blocks the calling thread until `ready()` returns true (an mbarrier's phase, ptx_sm90.h); the
+// scheduler asks it each time it would resume the thread, and a block in which every live thread waits
+// for something that never comes fails with a deadlock naming `what`.
+void wait_until(const std::function<bool()>& ready, const char* what);
+
+// Work the block's asynchronous units do on their own (a TMA copy landing): queued under `key` (its
+// mbarrier), performed in order by run_block_work(key) when something waits on that key, and at the
+// latest when the block ends, as the hardware completes every copy.
+void defer_block_work(const void* key, std::function<void()> work);
+void run_block_work(const void* key);
+
 // The launch's dynamic shared memory (extern __shared__).
 unsigned char* dynamic_shared_memory();
+std::size_t dynamic_shared_memory_bytes();
 
 // Raised inside a kernel (e.g. by __trap): the launch fails with this message.
 [[noreturn]] void kernel_fault(const char* what);

@@ -23,6 +23,7 @@ IndexKey: TypeAlias = tuple[int | bool | slice | None | EllipsisType | BackendAr
 
 _F16 = np.dtype(np.float16)
 _F32 = np.dtype(np.float32)
+_F64 = np.dtype(np.float64)
 
 
 def _np_dtype(dtype):

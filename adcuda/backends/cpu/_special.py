@@ -1,12 +1,13 @@
-"""The gamma-function family and erfinv for the CPU backend's ``unary``: lgamma, digamma, trigamma, erfinv.
+"""The gamma-function family, erfinv and i0 for the CPU backend's ``unary``: lgamma, digamma, trigamma,
+erfinv, i0.
 
 Every function computes in float64 whatever the input's dtype (the caller casts back), with the same
-algorithm as its functor in kernels/functors.cuh (``Lgamma``, ``Digamma``, ``Trigamma``, ``Erfinv``), so the two
+algorithm as its functor in kernels/functors.cuh (``Lgamma``, ``Digamma``, ``Trigamma``, ``Erfinv``, ``I0``), so the two
 backends agree to the last bits of their math libraries: shift the argument up with the recurrence
 until the asymptotic (Stirling-type) series is accurate to float64, reflect negative arguments, and
 polish erfinv's closed-form first guess with Halley steps. The special values follow PyTorch's.
 
-``lgamma``, ``digamma``, ``trigamma`` and ``erfinv`` (what the unary table names) run those very functors
+``lgamma``, ``digamma``, ``trigamma``, ``erfinv`` and ``i0`` (what the unary table names) run those very functors
 in the host module (``_C.host_special_unary``, built in every install): a float32/float64 array of the
 input's dtype, each element computed in float64, about 1 us for a small array where the NumPy series
 below take 50-90. The NumPy series (``*_reference``) stay the reference the native path is tested
@@ -158,6 +159,41 @@ def erfinv_reference(x):
     return np.where(inside, y, result)
 
 
+_BESSEL_ASYMPTOTIC_FROM = 20.0  # |x| from which the asymptotic series reaches float64 rounding
+_BESSEL_ASYMPTOTIC_TERMS = 16
+_EXP_OVERFLOW = {np.dtype(np.float32): math.log(np.finfo(np.float32).max), np.dtype(np.float64): 1024 * math.log(2.0)}
+
+
+def i0_reference(x):
+    """The modified Bessel function of the first kind of order 0: the power series sum_k (x^2/4)^k /
+    (k!)^2 below |x| = 20 (every term positive: no cancellation), the asymptotic series e^|x| /
+    sqrt(2 pi |x|) sum_k a_k / |x|^k above; inf where e^|x| overflows in x's dtype (float32 for the
+    half types), as PyTorch's formula multiplies by it, and NaN at +-inf, as PyTorch's."""
+    x = np.asarray(x)
+    overflow = _EXP_OVERFLOW.get(x.dtype, _EXP_OVERFLOW[np.dtype(np.float32)])
+    ax = np.abs(x.astype(np.float64))
+    series_side = ax < _BESSEL_ASYMPTOTIC_FROM  # (a NaN takes the asymptotic side, and stays NaN)
+    small = np.where(series_side, ax, 0.0)
+    quarter_square = small * small / 4.0
+    term = np.ones_like(small)
+    total = term.copy()
+    # terms fall below float64 rounding of the sum after about 1.75 |x| of them
+    top = float(small.max()) if small.size else 0.0
+    for k in range(1, int(1.75 * top) + 12):
+        term = term * quarter_square / (k * k)
+        total += term
+    z = np.where(series_side, _BESSEL_ASYMPTOTIC_FROM, ax)
+    inverse = 1.0 / z
+    term = np.ones_like(z)
+    series = term.copy()
+    for k in range(1, _BESSEL_ASYMPTOTIC_TERMS):
+        term = term * inverse * ((2 * k - 1) ** 2 / (8 * k))
+        series += term
+    with np.errstate(all="ignore"):  # (inf - inf at an infinite x: replaced by inf below)
+        asymptotic = np.exp(z - 0.5 * np.log(2 * math.pi * z)) * series
+    return np.where(ax == np.inf, np.nan, np.where(ax > overflow, np.inf, np.where(series_side, total, asymptotic)))
+
+
 _native = getattr(_C, "host_special_unary", None)
 _NATIVE_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -185,3 +221,4 @@ lgamma = _native_or_reference("lgamma", lgamma_reference)
 digamma = _native_or_reference("digamma", digamma_reference)
 trigamma = _native_or_reference("trigamma", trigamma_reference)
 erfinv = _native_or_reference("erfinv", erfinv_reference)
+i0 = _native_or_reference("i0", i0_reference)

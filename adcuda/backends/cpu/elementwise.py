@@ -12,11 +12,12 @@ from typing import Any
 import numpy as np
 
 from ... import dtypes as dt
+from ..._native import _C
 from ...errors import DTypeError, InvalidArgumentError, UnsupportedDTypeError
 from ..elementwise_table import FLOAT_ONLY, UNARY
 from ..seam import DType, Scalar, Scratch, declared
 from . import _special
-from ._common import _F16, _F32, ArrayOrScalar, BackendArray, _compute, _finish, _fresh, _np_dtype
+from ._common import _F16, _F32, _F64, ArrayOrScalar, BackendArray, _compute, _finish, _fresh, _np_dtype
 
 __all__ = ["UNARY_OPS", "UNARY_BACKWARD_OPS", "BINARY_OPS", "unary", "binary", "unary_backward", "where", "clamp"]
 
@@ -186,6 +187,17 @@ def _tanhshrink(x):
     return x - np.tanh(x)
 
 
+def _logsigmoid(x):
+    # min(x, 0) - log1p(exp(-|x|)): exact for very negative x, where log(sigmoid(x)) underflows
+    return -_softplus_smooth(-x)
+
+
+def _sinc(x):
+    # sin(pi x) / (pi x) with pi x rounded to x's dtype first, as PyTorch's kernel; 1 at 0
+    y = x * np.pi
+    return np.where(x == 0, 1.0, np.sin(y) / y)
+
+
 def _relu(x, out=None, scratch=None):
     return np.maximum(x, _zero(x.dtype), out=out)
 
@@ -269,7 +281,11 @@ def unary(
     # (NumPy's floating-point warnings, a NaN or inf cast into an integer included, are silenced by the
     # package's filter: no np.errstate, which would cost ~1 us a call)
     try:
-        r = np.asarray(fn(x))
+        host = _HOST_INDEX.get(op)
+        if host is not None and x.size <= _HOST_MAX and (x.dtype is _F32 or x.dtype is _F64) and x.flags.c_contiguous:
+            r = _C.host_unary(host, x)
+        else:
+            r = np.asarray(fn(x))
         if r.dtype != a.dtype and op != "logical_not":
             r = r.astype(a.dtype)  # NaN and inf into integers: as the CUDA cast gives them
     except TypeError:  # NumPy has no loop for this dtype (neg of bool, bitwise_not of floats, ...)
@@ -375,6 +391,20 @@ UNARY_BACKWARD_INTO = frozenset(op.name for op in UNARY if op.backward is not No
 # ops whose forward can keep an intermediate in ``inner=`` for their backward (gelu_tanh: tanh's argument)
 _KEEPS_INNER = frozenset(op.name for op in UNARY if op.keeps_inner)
 
+# Small arrays of the ops whose formula is several NumPy passes go to the host module's loop over the
+# CUDA functor of their row (kernels/host/elementwise.cpp): one call, where each pass costs NumPy about
+# a microsecond however few the elements. Above _HOST_MAX elements NumPy's vectorised passes are as fast
+# or faster (softplus's five passes broke even at 512 elements of float32, one thread). A formula of one
+# ufunc has nothing to gain; gelu keeps PyTorch's CPU order of operations (its float32 product
+# overflows where the functor's does not) and relu writes into ``out``: both stay NumPy's.
+_HOST_MAX = 256
+_NUMPY_ONLY = frozenset({"gelu", "gelu_tanh", "relu"})
+_HOST_INDEX = {
+    name: i
+    for i, name in enumerate(_C.host_unary_names() if _C is not None else ())
+    if name not in _NUMPY_ONLY and UNARY_OPS[name].__class__ is not np.ufunc
+}
+
 
 def unary_backward(
     op: str,
@@ -419,11 +449,12 @@ def _remainder(a, b, dtype=None, casting="same_kind"):
     """PyTorch's (and Python's) modulo: C's fmod, moved by one divisor where its sign differs from the
     divisor's. NumPy's remainder gives a zero the divisor's sign where PyTorch keeps fmod's (the
     dividend's): remainder(-4.0, 2.0) is -0.0."""
-    mod = np.fmod(a, b, dtype=dtype, casting=casting)
+    mod = np.remainder(a, b, dtype=dtype, casting=casting)
     if mod.dtype.kind != "f":
-        return np.remainder(a, b, dtype=dtype, casting=casting)  # integers: no signed zero
-    b = np.asarray(b, mod.dtype)
-    return np.where((mod != 0) & ((b < 0) != (mod < 0)), mod + b, mod)
+        return mod  # integers: no signed zero
+    # NumPy's floating remainder is C's fmod moved by one divisor, as PyTorch's, but for a zero result,
+    # which takes the divisor's sign there and the dividend's (fmod's) here
+    return np.where(mod == 0, np.copysign(mod, a), mod)
 
 
 BINARY_OPS: dict[str, Callable[..., Any]] = {
@@ -469,25 +500,34 @@ def binary(op: str, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> Backend
     Python scalar."""
     try:
         work: type | np.dtype | None = dtype.numpy  # a NumPy scalar type, then the dtype to compute in
+        floating = work is np.float32 or work is np.float64
         if (
             work is not None
             and work is not np.float16
-            and op not in _MAY_WARN
-            and a.__class__ is np.ndarray
-            and a.dtype == work
+            and (floating or op not in _MAY_WARN)
             and (
-                b.__class__ is np.ndarray
+                a.__class__ is np.ndarray
+                and a.dtype == work
+                and (
+                    b.__class__ is np.ndarray
+                    and b.dtype == work
+                    or b.__class__ is float
+                    and work is not np.int32
+                    and work is not np.int64
+                    or b.__class__ is int
+                    and (floating or work is np.int64 and _INT64_MIN <= b <= _INT64_MAX)
+                )
+                or a.__class__ is float
+                and floating
+                and b.__class__ is np.ndarray
                 and b.dtype == work
-                or b.__class__ is float
-                and work is not np.int32
-                and work is not np.int64
-                or b.__class__ is int
-                and (work is np.float32 or work is np.float64 or work is np.int64 and _INT64_MIN <= b <= _INT64_MAX)
             )
         ):
             # fast path: operands already in the result dtype (the common case in training), or a
-            # Python number that NumPy takes in a float array's dtype (an optimizer's step count + 1) or
-            # in int64 (class indices against ignore_index)
+            # Python number that NumPy takes in a float array's dtype (an optimizer's step count + 1,
+            # reciprocal's 1.0 / x), or in int64 (class indices against ignore_index). The divisions
+            # and powers of floating point values have IEEE results (inf, NaN) and no error to check:
+            # the package's filter silences their warnings
             return np.asarray(BINARY_OPS[op](a, b))
         work = _np_dtype(dtype)
         if work == _F16:

@@ -6,12 +6,15 @@ import math
 
 import numpy as np
 
-from ..seam import declared
+from ..seam import DType, declared
 from ._common import BackendArray, _column_sums, _compute, _row_sums
+from .storage import astype, dtype_of
 
 __all__ = [
     "layer_norm",
     "layer_norm_backward",
+    "add_layer_norm",
+    "add_layer_norm_backward",
     "rms_norm",
     "rms_norm_backward",
     "group_norm",
@@ -95,6 +98,42 @@ def layer_norm_backward(
     dx -= xhat
     dx *= rstd
     return dx.astype(x.dtype, copy=False), dweight, dbias
+
+
+def add_layer_norm(
+    x: BackendArray,
+    residual: BackendArray,
+    weight: BackendArray | None,
+    bias: BackendArray | None,
+    n: int,
+    eps: float,
+    y_dtype: DType,
+) -> tuple[BackendArray, BackendArray, BackendArray, BackendArray]:
+    """h = x + residual (rounded to x's dtype), then layer_norm of h -> (y in ``y_dtype``, h, mean, rstd):
+    the reference the CUDA kernel's one pass is checked against."""
+    declared.add_layer_norm(x, residual, weight, bias, n, eps, y_dtype)
+    h = np.add(_compute(x), _compute(residual)).astype(x.dtype, copy=False)
+    y, mean, rstd = layer_norm(h, weight, bias, n, eps)
+    return astype(y, y_dtype) if dtype_of(y) is not y_dtype else y, h, mean, rstd
+
+
+def add_layer_norm_backward(
+    g: BackendArray,
+    grad_sum: BackendArray | None,
+    h: BackendArray,
+    weight: BackendArray | None,
+    mean: BackendArray,
+    rstd: BackendArray,
+    n: int,
+) -> tuple[BackendArray, BackendArray | None, BackendArray]:
+    """layer_norm_backward at h, plus ``grad_sum`` -> (dh, dweight (None without a weight), dbias)."""
+    declared.add_layer_norm_backward(g, grad_sum, h, weight, mean, rstd, n)
+    if g.dtype != h.dtype:
+        g = g.astype(h.dtype)
+    dh, dweight, dbias = layer_norm_backward(g, h, weight, mean, rstd, n)
+    if grad_sum is not None:
+        dh = np.add(_compute(dh), _compute(grad_sum)).astype(h.dtype, copy=False)
+    return dh, dweight, dbias
 
 
 def rms_norm(x: BackendArray, weight: BackendArray | None, n: int, eps: float) -> tuple[BackendArray, BackendArray]:

@@ -5,12 +5,14 @@ with the CPU backend's signatures, dtype rules and results. Half types are compu
 from __future__ import annotations
 
 from ... import _native
-from ..seam import declared
-from ._common import BackendArray, cast, dense, statistics_type
+from ..seam import DType, declared
+from ._common import BackendArray, cast, dense, scalar_type, statistics_type
 
 __all__ = [
     "layer_norm",
     "layer_norm_backward",
+    "add_layer_norm",
+    "add_layer_norm_backward",
     "rms_norm",
     "rms_norm_backward",
     "group_norm",
@@ -53,6 +55,42 @@ def layer_norm_backward(
     declared.layer_norm_backward(g, x, weight, mean, rstd, n)
     dx, dweight, dbias = _native._C.layer_norm_backward(*_backward_operands(g, x, weight, mean, rstd), n)
     return _in_cpu_dtypes(dx, dweight, dbias, weight, g)
+
+
+def add_layer_norm(
+    x: BackendArray,
+    residual: BackendArray,
+    weight: BackendArray | None,
+    bias: BackendArray | None,
+    n: int,
+    eps: float,
+    y_dtype: DType,
+) -> tuple[BackendArray, BackendArray, BackendArray, BackendArray]:
+    """h = x + residual, then layer_norm of h -> (y in ``y_dtype``, h, mean, rstd), in one kernel."""
+    declared.add_layer_norm(x, residual, weight, bias, n, eps, y_dtype)
+    params = [None if p is None else dense(cast(p, x.dtype)) for p in (weight, bias)]
+    return tuple(
+        _native._C.add_layer_norm(
+            dense(x), dense(residual), params[0], params[1], n, float(eps), scalar_type(y_dtype.name)
+        )
+    )
+
+
+def add_layer_norm_backward(
+    g: BackendArray,
+    grad_sum: BackendArray | None,
+    h: BackendArray,
+    weight: BackendArray | None,
+    mean: BackendArray,
+    rstd: BackendArray,
+    n: int,
+) -> tuple[BackendArray, BackendArray | None, BackendArray]:
+    """layer_norm_backward at h, plus ``grad_sum``, in one pass -> (dh, dweight (None without a weight), dbias)."""
+    declared.add_layer_norm_backward(g, grad_sum, h, weight, mean, rstd, n)
+    operands = _backward_operands(g, h, weight, mean, rstd)
+    summed = None if grad_sum is None else dense(cast(grad_sum, h.dtype))
+    dh, dweight, dbias = _native._C.add_layer_norm_backward(operands[0], summed, *operands[1:], n)
+    return _in_cpu_dtypes(dh, dweight, dbias, weight, operands[0])
 
 
 def rms_norm(x: BackendArray, weight: BackendArray | None, n: int, eps: float) -> tuple[BackendArray, BackendArray]:

@@ -19,6 +19,7 @@ from ... import dtypes as dt
 from ...errors import DTypeError, ShapeError, fmt_shape
 from ...factories import full, zeros
 from ...ops.index import masked_fill, triu
+from ...ops.norm import add_layer_norm
 from .. import functional as F
 from .. import init
 from .attention import MultiheadAttention
@@ -141,6 +142,12 @@ class _TransformerLayer(Module):
         return last_dropout(self.linear2(self.dropout(self.activation(self.linear1(x)))))
 
 
+def _plain_layer_norm(norm):
+    """Whether ``norm`` is a LayerNorm whose forward is F.layer_norm alone (no subclass, no hooks), so
+    that add_layer_norm may stand for it."""
+    return type(norm) is LayerNorm and not norm._forward_hooks and not norm._forward_pre_hooks
+
+
 class TransformerEncoderLayer(_TransformerLayer):
     """Self-attention and a feed-forward block, each in a residual connection with layer norm
     (after it by default, before it with ``norm_first``)."""
@@ -154,7 +161,14 @@ class TransformerEncoderLayer(_TransformerLayer):
     ) -> Tensor:
         x = src
         if self.norm_first:
-            x = x + self._sa_block(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
+            branch = self._sa_block(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
+            if _plain_layer_norm(self.norm2):
+                # the residual add and norm2 in one pass (and one for their backward)
+                y, x = add_layer_norm(
+                    branch, x, self.norm2.normalized_shape, self.norm2.weight, self.norm2.bias, self.norm2.eps
+                )
+                return x + self._ff_block(y)
+            x = x + branch
             return x + self._ff_block(self.norm2(x))
         x = self.norm1(x + self._sa_block(x, src_mask, src_key_padding_mask, is_causal))
         return self.norm2(x + self._ff_block(x))

@@ -1,0 +1,84 @@
+// The CPU backend's unary ops on small arrays (adcuda/backends/cpu/elementwise.py's ``unary``): the CUDA
+// kernels' own functors (functors.cuh), one per row of the unary table (elementwise_ops.def, generated
+// from adcuda/backends/elementwise_table.py), run over a contiguous float32/float64 array. A formula
+// that NumPy evaluates as several passes (sigmoid's exp, add, divide and select; sign's NaN fix) costs
+// a microsecond of call overhead per pass on an array of a few dozen elements, so the CPU backend
+// sends small arrays here, one call; on large ones NumPy's vectorised passes are faster, and the NumPy
+// formulas stay the reference these are tested against (tests/test_elementwise_host.py).
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <string>
+#include <vector>
+
+#include "functors.cuh"
+
+namespace py = pybind11;
+
+namespace adcuda::host {
+namespace {
+
+// The unary table's kinds (elementwise_table.py): the bitwise and logical ops take no floating arrays.
+enum class Kind { FloatOnly, Numeric, Rounding, Bitwise, Logical };
+
+template <typename T>
+using UnaryFn = void (*)(const T*, T*, py::ssize_t);
+
+template <typename T, typename F>
+void map_unary(const T* in, T* out, py::ssize_t n) {
+  const F f{};
+  for (py::ssize_t i = 0; i < n; ++i) out[i] = f(in[i]);
+}
+
+template <Kind K, typename F, typename T>
+constexpr UnaryFn<T> entry() {
+  if constexpr (K == Kind::Bitwise || K == Kind::Logical) {
+    return nullptr;
+  } else {
+    return &map_unary<T, F>;
+  }
+}
+
+struct Row {
+  const char* name;
+  UnaryFn<float> f32;
+  UnaryFn<double> f64;
+};
+
+const Row kRows[] = {
+#define ADCUDA_UNARY(name, kind, functor, half_via_float32, bool_is_identity) \
+  {#name, entry<Kind::kind, math::functor, float>(), entry<Kind::kind, math::functor, double>()},
+#include "elementwise_ops.def"
+};
+constexpr py::ssize_t kRowCount = sizeof(kRows) / sizeof(kRows[0]);
+
+template <typename T>
+py::array_t<T> host_unary(py::ssize_t index, const py::array_t<T, py::array::c_style>& x) {
+  if (index < 0 || index >= kRowCount) throw py::index_error("host_unary: no unary op " + std::to_string(index));
+  const UnaryFn<T> fn = [&] {
+    if constexpr (std::is_same_v<T, float>) return kRows[index].f32;
+    else return kRows[index].f64;
+  }();
+  if (fn == nullptr) throw py::type_error(std::string("host_unary: ") + kRows[index].name + " takes no floating arrays");
+  py::array_t<T> out(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
+  fn(x.data(), out.mutable_data(), x.size());
+  return out;
+}
+
+}  // namespace
+
+void bind_elementwise(py::module_& m) {
+  m.def("host_unary_names", [] {
+    py::list names;
+    for (const Row& row : kRows) names.append(row.name);
+    return names;
+  }, "The unary table's op names in host_unary's order (elementwise_ops.def's).");
+  // no array_t conversion (noconvert): another dtype or a strided array is the caller's to handle
+  m.def("host_unary", &host_unary<float>, py::arg("index"), py::arg("x").noconvert());
+  m.def("host_unary", &host_unary<double>, py::arg("index"), py::arg("x").noconvert(),
+        "Unary op number ``index`` of host_unary_names() over a contiguous float32/float64 array, with the "
+        "CUDA kernels' functor, in the array's dtype (a new array of its shape). Meant for small arrays: "
+        "the GIL is held.");
+}
+
+}  // namespace adcuda::host
