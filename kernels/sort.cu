@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "elementwise_loops.cuh"
+#include "functors.cuh"
 #include "reduce.h"
 #include "runtime/copy.h"
 #include "runtime/dispatch.cuh"
@@ -262,6 +263,38 @@ std::pair<DeviceArray, DeviceArray> sort_rows(const DeviceArray& a_in, bool desc
 DeviceArray cumsum_rows(const DeviceArray& a) { return scan_last_dim(a, cuda::std::plus<>{}); }
 
 DeviceArray cumprod_rows(const DeviceArray& a) { return scan_last_dim(a, cuda::std::multiplies<>{}); }
+
+namespace {
+
+// The running extremes' combine: NaN absorbs (PyTorch's cummax and cummin propagate it), else the
+// larger (or smaller) of the two.
+struct NanPropagatingMax {
+  template <typename C> __host__ __device__ C operator()(C a, C b) const { return a != a || !(b > a) ? a : b; }
+};
+struct NanPropagatingMin {
+  template <typename C> __host__ __device__ C operator()(C a, C b) const { return a != a || !(b < a) ? a : b; }
+};
+
+// logaddexp's functor (functors.cuh) on floating scans; integers never reach it (logcumsumexp takes
+// floating input only), so their instantiation, which the switch of scan_last_dim needs, adds.
+struct LogAddExpScan {
+  template <typename C> __host__ __device__ C operator()(C a, C b) const {
+    if constexpr (std::is_floating_point_v<C>) {
+      return math::LogAddExp{}(a, b);
+    } else {
+      return a + b;
+    }
+  }
+};
+
+}  // namespace
+
+DeviceArray scan_rows(const DeviceArray& a, const std::string& op) {
+  if (op == "max") return scan_last_dim(a, NanPropagatingMax{});
+  if (op == "min") return scan_last_dim(a, NanPropagatingMin{});
+  if (op == "logaddexp") return scan_last_dim(a, LogAddExpScan{});
+  throw std::invalid_argument("scan: op must be 'max', 'min' or 'logaddexp', got '" + op + "'");
+}
 
 DeviceArray nonzero(const DeviceArray& mask_in) {
   const DeviceArray mask = contiguous(mask_in.dtype() == ScalarType::Bool ? mask_in : astype(mask_in, ScalarType::Bool));

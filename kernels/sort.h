@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <utility>
 
 #include "runtime/device_array.h"
@@ -20,6 +21,10 @@ DeviceArray cumsum_rows(const DeviceArray& a);
 
 // Inclusive prefix products along the last dim, with cumsum_rows's types (and its run-to-run caveat).
 DeviceArray cumprod_rows(const DeviceArray& a);
+
+// Inclusive scans along the last dim of contiguous `a` by `op`: "max" and "min" (NaN propagates) or
+// "logaddexp" (floating input only), with cumsum_rows's types (int64 for integers and bool).
+DeviceArray scan_rows(const DeviceArray& a, const std::string& op);
 
 // The coordinates of the true elements of bool array `mask` in row-major order: (count, ndim) int64.
 // Needs the count on the host to size the result, so it waits for the device once.

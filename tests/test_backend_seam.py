@@ -1312,6 +1312,40 @@ case(
     (ok(F32, (6,), np.cumprod(X.T)), ok(F32, (1,), [1.5])),
 )
 case("cumprod", "an axis out of range", lambda bk, A: bk.cumprod(A(X), 2), IndexError)
+NAN_ROW = np.array([[1.0, 3.0, np.nan, 2.0], [2.0, 2.0, -1.0, 5.0]], np.float32)
+case(
+    "scan",
+    "max and min: NaN propagates; integers and bool keep their dtype; a negative axis",
+    lambda bk, A: (
+        bk.scan("max", A(NAN_ROW), -1),
+        bk.scan("min", A(NAN_ROW), 1),
+        bk.scan("min", A(I.astype(np.int32)), 1),
+        bk.scan("max", A(B), 0),
+    ),
+    (
+        ok(F32, (2, 4), [[1, 3, np.nan, np.nan], [2, 2, 2, 5]]),
+        ok(F32, (2, 4), [[1, 1, np.nan, np.nan], [2, 2, -1, -1]]),
+        ok(I32, (2, 3), np.minimum.accumulate(I, 1)),
+        ok(BOOL, (2, 3), np.maximum.accumulate(B, 0)),
+    ),
+)
+case(
+    "scan",
+    "logaddexp of float64 (infinities stay), of a strided view along axis 0; a 0-d array",
+    lambda bk, A: (
+        bk.scan("logaddexp", A(np.array([-np.inf, 0.0, -np.inf, np.inf])), 0),
+        bk.scan("logaddexp", bk.permute(A(X), (1, 0)), 0),
+        bk.scan("max", A(S), 0),
+    ),
+    (
+        ok(F64, (4,), [-np.inf, 0.0, 0.0, np.inf]),
+        ok(F32, (3, 2), np.logaddexp.accumulate(X.T, 0)),
+        ok(F32, (), 1.5),
+    ),
+)
+case("scan", "logaddexp of integers", lambda bk, A: bk.scan("logaddexp", A(I), 0), DTypeError)
+case("scan", "an unknown op", lambda bk, A: bk.scan("sum", A(X), 0), ValueError)
+case("scan", "an axis out of range", lambda bk, A: bk.scan("max", A(X), 2), IndexError)
 for reduce, combine in (("prod", np.multiply), ("amax", np.maximum), ("amin", np.minimum)):
     case(
         "scatter_reduce",
@@ -2056,6 +2090,7 @@ def _trait_samples():
         "unary": ((a,), lambda a: cpu.unary("exp", a)),
         "unary_backward": ((a, b), lambda a, g: cpu.unary_backward("tanh", None, a, g)),
         "reduce": ((a,), lambda a: cpu.reduce("sum", a, (1,), False)),
+        "scan": ((a,), lambda a: cpu.scan("max", a, 1)),
         "matmul": ((a, b.T.copy()), lambda a, b: cpu.matmul(a, b)),
         "full": ((), lambda: cpu.full((2, 3), 1.5, float32)),
         "arange": ((), lambda: cpu.arange(0, 5, 1, float32)),

@@ -62,3 +62,11 @@ def test_float16_and_integer_inputs_keep_their_dtype():
     np.testing.assert_allclose(cpu.unary("sigmoid", half), 1 / (1 + np.exp(-half.astype(np.float64))), rtol=1e-3)
     assert cpu.unary("sigmoid", half).dtype == np.float16
     assert cpu.unary("sign", np.array([-3, 0, 5])).tolist() == [-1, 0, 1]
+
+
+@pytest.mark.parametrize("op", ["erf", "sigmoid"])
+def test_a_numpy_scalar_takes_numpy_s_loop(op):
+    """0-d arithmetic on arrays gives NumPy scalars, which the host module does not take: the primitive
+    computes them as before (once a DTypeError 'not defined for float64 arrays')."""
+    x = np.float64(0.2667140660682762)
+    assert cpu.unary(op, x) == cpu.unary(op, np.array([x]))[0]

@@ -59,11 +59,17 @@ SHARED_FAMILIES = {
 BORROWS = {
     ("index", "layout"): "nonzero stacks its coordinate columns with cat",
     ("layout", "resample"): "pad is a layout op to the user; its constant/reflect/replicate kernels are resample's",
+    ("linalg", "index"): "cross gathers its operands' rotated components in one index call each",
     ("linalg", "reduce"): "linear's bias gradient is a sum over rows",
     ("pooling", "index"): "max_pool2d_select gathers the values at the pooled indices",
     ("recurrent", "gemm"): "the GRU layer's hidden-state products and weight gradient",
     ("recurrent", "reduce"): "the GRU layer's bias gradient is a sum over time and batch",
+    ("reduce", "index"): "bincount and histc count with scatter_add; histc picks its in-range samples",
     ("softmax_loss", "index"): "the losses gather the target class's log-probability",
+    ("softmax_loss", "reduce"): "multi_margin_loss sums each row's margins; the mean counts the targets",
+    ("sort", "index"): "mode, nanmedian and the running extremes gather from the sort or the input",
+    ("sort", "layout"): "mode and unique_consecutive start the first run with cat",
+    ("sort", "reduce"): "searchsorted counts the boundaries below each value; mode and nanmedian count runs",
 }
 
 # ops modules that declare ops of no single family, or no ops at all

@@ -237,3 +237,26 @@ def test_function_forms_are_the_op_entries_defined_by_name():
     assert F.leaky_relu(x, 0.5).tolist() == [-0.5, 2.0] and x.tolist() == [-1.0, 2.0]
     assert F.leaky_relu(x, 0.5, True) is x and x.tolist() == [-0.5, 2.0]  # inplace by position, as PyTorch
     assert F.relu(x, inplace=True) is x and x.tolist() == [0.0, 2.0]
+
+
+def test_a_forward_parameter_may_share_no_name_with_its_generated_entry(monkeypatch):
+    """An entry's own locals start with an underscore, so a forward parameter named ``mask`` (the
+    recording's bit mask was once a bare ``mask``) reaches the forward and the gradient as it was given;
+    a parameter named as something the entry calls (``forward``) is refused at declaration."""
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))  # the test ops leave no trace
+    from adcuda.ops.elementwise import mul
+
+    masked = registry.op(
+        "test_masked_scale",
+        doc="input times mask.",
+        node="TestMaskedScaleBackward0",
+        method=False,
+        grads={"input": lambda grad, mask: grad * mask},
+    )(lambda input, mask: mul(input, mask))
+    x = adcuda.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    m = adcuda.tensor([0.0, 1.0, 2.0])
+    y = masked(x, m)
+    y.sum().backward()
+    assert y.tolist() == [0.0, 2.0, 6.0] and x.grad.tolist() == [0.0, 1.0, 2.0]
+    with pytest.raises(ValueError, match=r"\['forward'\] are names its generated entry uses"):
+        registry.op("test_shadowing", doc="x.", method=False)(lambda input, forward: input)

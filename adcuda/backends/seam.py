@@ -7,6 +7,7 @@ written once (``declared``), so that a backend supplies only the computation.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -111,6 +112,7 @@ PRIMITIVES = (
     "dropout_backward",
     "global_norm",
     "cumprod",
+    "scan",
     "scatter_reduce",
     "conv2d",
     "conv2d_backward_input",
@@ -401,12 +403,30 @@ def reduce(op: str, a: BackendArray, axes: Axes | None, keepdim: bool) -> None:
     """(The ops layer normalises ``axes``: in range, no repeats.)"""
 
 
+SCAN_OPS = ("max", "min", "logaddexp")
+
+
+@primitive(fresh=True, pure=True)
+def scan(op: str, a: BackendArray, axis: int) -> None:
+    if op not in SCAN_OPS:
+        raise ValueError(f"scan: op must be one of {SCAN_OPS}, got {op!r}")
+    if op == "logaddexp":
+        _require_floating("scan", a)
+
+
+@functools.cache
+def _integer_range(numpy_type: Any) -> tuple[int, int]:
+    """An integer type's (min, max): np.iinfo costs a microsecond per call, on every where of integers."""
+    info = np.iinfo(numpy_type)
+    return int(info.min), int(info.max)
+
+
 def _check_scalar(op: str, value: object, dtype: DType) -> None:
     """OverflowError for a Python integer outside an integer ``dtype`` (what NumPy says for binary
     ops; ``np.where`` would wrap it silently)."""
     if value.__class__ is int and dtype.category == INTEGER:
-        info = np.iinfo(dtype.numpy)
-        if not info.min <= value <= info.max:
+        lowest, highest = _integer_range(dtype.numpy)
+        if not lowest <= value <= highest:
             raise OverflowError(f"{op}: Python integer {value} out of bounds for {dtype.name}")
 
 

@@ -275,3 +275,12 @@ def batched_input(op, input, spatial):
         f"{op}: expected a {spatial + 1}-d (unbatched) or {spatial + 2}-d (batched) input, got "
         f"input of shape {fmt_shape(input.shape)}"
     )
+
+
+def host_extremes(input: Tensor) -> tuple[float, float]:
+    """(min, max) of a non-empty tensor as Python numbers: two reductions of the backend's and one
+    read to the host (two public reductions read back one by one cost two dispatches and two reads)."""
+    P, x = primitives(input), input._data
+    both = P.cat([P.view(P.reduce(op, x, None, False), (1,)) for op in ("amin", "amax")], 0)
+    lowest, largest = P.to_numpy(both).tolist()
+    return lowest, largest

@@ -21,6 +21,7 @@ from it, an in-place form checks, writes, bumps the version counter and moves th
 import functools
 import numbers
 import os
+import re
 from collections.abc import Callable
 from inspect import Parameter
 from typing import Any, TypeVar
@@ -187,16 +188,16 @@ def _parameters(op):
 _PLAIN_SOURCE = """
 def make(forward, OP, NAME, _defaults, ACCEPTED):
     def entry({signature}):
-{prelude}        token = None if _errstate() is _QUIET else _quiet(_QUIET)
+{prelude}        _token = None if _errstate() is _QUIET else _quiet(_QUIET)
         try:
             if _slow:
                 return _around_chain(NAME, OP, forward, ({positional}), {keywords})
             return forward({call})
-        except Exception as error:
-            _adapt(OP, error, ({tensors}), ({values_tuple}))
+        except Exception as _error:
+            _adapt(OP, _error, ({tensors}), ({values_tuple}))
         finally:
-            if token is not None:
-                _restore(token)
+            if _token is not None:
+                _restore(_token)
     return entry
 """
 
@@ -206,8 +207,8 @@ def make(forward, OP, NAME, _defaults, ACCEPTED, PLANS):
 {prelude}        if _slow:
             try:
                 return _around_chain(NAME, OP, body, ({positional}), {keywords})
-            except Exception as error:
-                _adapt(OP, error, ({tensors}), ({values_tuple}))
+            except Exception as _error:
+                _adapt(OP, _error, ({tensors}), ({values_tuple}))
 {body}
 
     def body({signature}):
@@ -217,64 +218,64 @@ def make(forward, OP, NAME, _defaults, ACCEPTED, PLANS):
 
 # Which inputs take part in the graph is asked before whether grad mode is on (a thread-local read,
 # the dearer of the two): most calls have no input that does.
-_BODY_SOURCE = """        token = None if _errstate() is _QUIET else _quiet(_QUIET)
+_BODY_SOURCE = """        _token = None if _errstate() is _QUIET else _quiet(_QUIET)
         try:
-            result = forward({call})
-        except Exception as error:
-            _adapt(OP, error, ({tensors}), ({values_tuple}))
+            _result = forward({call})
+        except Exception as _error:
+            _adapt(OP, _error, ({tensors}), ({values_tuple}))
         finally:
-            if token is not None:
-                _restore(token)
-        out = {output}
-        mask = 0
-{checks}        if mask and grad_state.enabled:
-            (PLANS[mask] or OP.plan(mask)).record(out, result, {values})
-        return out"""
+            if _token is not None:
+                _restore(_token)
+        _out = {output}
+        _mask = 0
+{checks}        if _mask and grad_state.enabled:
+            (PLANS[_mask] or OP.plan(_mask)).record(_out, _result, {values})
+        return _out"""
 
 _VIEW_BODY_SOURCE = """        try:
-            result = forward({call})
-        except Exception as error:
-            _adapt(OP, error, ({tensors}), ({values_tuple}))
-        out = {output}
+            _result = forward({call})
+        except Exception as _error:
+            _adapt(OP, _error, ({tensors}), ({values_tuple}))
+        _out = {output}
 {view}        if grad_state.enabled:
-            out._view_version = vc.value if vc is not None else 0
-            mask = 0
-{checks}            if mask:
-                (PLANS[mask] or OP.plan(mask)).record(out, result, {values})
-        return out"""
+            _out._view_version = _vc.value if _vc is not None else 0
+            _mask = 0
+{checks}            if _mask:
+                (PLANS[_mask] or OP.plan(_mask)).record(_out, _result, {values})
+        return _out"""
 
 # A view op's output shares its base's memory and version counter (its root base's: see
 # ``tensor.version_counter``) and knows how to rebuild itself from the root (``replay_view``: the entry
 # replayed with the same arguments, after the steps that made the base), so that an in-place write
 # through either can give the other a new history. Recorded views note the version they were made at,
 # to re-read their history when the base is later written in place.
-_VIEW_SOURCE = """        if out is {base}:
-            return out
-        if out.__class__ is NotAView:
-            return out.tensor
-        root = {base}._base
-        vc = {base}._vc
-        if root is None:
-            out._base = {base}
-            out._view_fn = (None, entry, {replay}, {replay_keywords})
+_VIEW_SOURCE = """        if _out is {base}:
+            return _out
+        if _out.__class__ is NotAView:
+            return _out.tensor
+        _root = {base}._base
+        _vc = {base}._vc
+        if _root is None:
+            _out._base = {base}
+            _out._view_fn = (None, entry, {replay}, {replay_keywords})
         else:
-            if vc is None:
-                vc = root._vc
+            if _vc is None:
+                _vc = _root._vc
             if {base}._view_fn is not None:
-                out._base = root
-                out._view_fn = ({base}._view_fn, entry, {replay}, {replay_keywords})
+                _out._base = _root
+                _out._view_fn = ({base}._view_fn, entry, {replay}, {replay_keywords})
             else:
-                out._base = {base}
-                out._view_fn = (None, entry, {replay}, {replay_keywords})
-        if vc is not None:
-            out._vc = vc  # else version_counter(out) finds the root's once it has one
+                _out._base = {base}
+                _out._view_fn = (None, entry, {replay}, {replay_keywords})
+        if _vc is not None:
+            _out._vc = _vc  # else version_counter(out) finds the root's once it has one
 """
 
 _CHECK_SOURCE = """if {x}.__class__ is Tensor:
     if {x}._requires_grad or {x}._grad_fn is not None or ({x}._base is not None and {x}.grad_fn is not None):
-        mask |= {bit}
+        _mask |= {bit}
 elif {x}.__class__ in _SEQUENCES and _any_takes_part({x}):
-    mask |= {bit}
+    _mask |= {bit}
 """
 
 
@@ -493,7 +494,24 @@ def _takes_its_name_by_keyword(p):
     return "int" in annotation and "Tensor" not in annotation
 
 
+def _bare_names(*sources):
+    """The names the generated code reads or binds (not attributes, not ``{placeholders}``)."""
+    code = re.sub(r"#.*", "", re.sub(r"\{\w*\}", "", "\n".join(sources)))
+    return frozenset(re.findall(r"(?<![\w.])[A-Za-z_]\w*", code))
+
+
+# What an entry's code calls by name besides its parameters: a forward parameter of one of these names
+# would shadow it inside the entry (a parameter ``mask`` replaced by the recording's bit mask), so the
+# declaration is refused. The entry's own locals start with an underscore, as no PyTorch parameter does.
+_RESERVED = _bare_names(_PLAIN_SOURCE, _ENTRY_SOURCE, _BODY_SOURCE, _VIEW_BODY_SOURCE, _VIEW_SOURCE, _CHECK_SOURCE) | {
+    "_UNSET", "DTypeError", "_check_operand_dtypes", "_check_first_dtype",  # the preludes' names
+}  # fmt: skip
+
+
 def _generated_entry(op):
+    clashes = sorted(set(op.signature.parameters) & _RESERVED)
+    if clashes:
+        raise ValueError(f"op {op.name!r}: forward parameters {clashes} are names its generated entry uses")
     signature, call, positional, keywords, values = [], [], [], [], []
     local = {}  # a parameter's name in the entry, where it differs: a varargs one that is also a keyword
     defaults = {}
@@ -583,7 +601,7 @@ def _generated_entry(op):
         replay_keywords = keywords if len(call) > len(rest) + 1 else "_NO_KEYWORDS"
         body = _VIEW_BODY_SOURCE.format(
             call=", ".join(call),
-            output="result[0]" if op.extra_outputs else "result",
+            output="_result[0]" if op.extra_outputs else "_result",
             view=_VIEW_SOURCE.format(base=base, replay=replay, replay_keywords=replay_keywords),
             checks=_indented(checks, 12),
             values=", ".join(values),
@@ -593,7 +611,7 @@ def _generated_entry(op):
     else:
         body = _BODY_SOURCE.format(
             call=", ".join(call),
-            output="result[0]" if op.extra_outputs else "result",
+            output="_result[0]" if op.extra_outputs else "_result",
             checks=_indented(checks, 8),
             values=", ".join(values),
             tensors=_tuple(local.get(name, name) for name, _ in op.tensor_params),

@@ -177,6 +177,11 @@ def embedding_bag(
                 f"{name}: per_sample_weights {fmt_shape(per_sample_weights.shape)} must have input "
                 f"{fmt_shape(input.shape)}'s shape"
             )
+    if input.ndim == 2 and mode != "max" and length and padding_idx is None and per_sample_weights is None:
+        # bags of one length, nothing left out: the rows' sum or mean over each bag's dim (two ops,
+        # where the scatter into bags below dispatches a dozen)
+        bagged = embedding(input, weight, None, max_norm, norm_type, scale_grad_by_freq, sparse)
+        return bagged.sum(1) if mode == "sum" else bagged.mean(1)
     rows = embedding(flat, weight, None, max_norm, norm_type, scale_grad_by_freq, sparse)
     keep = None
     if padding_idx is not None:

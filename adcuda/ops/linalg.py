@@ -10,12 +10,13 @@ import math
 from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
+from ..autograd.graph import needs_grad
 from ..errors import DTypeError, InvalidArgumentError, ShapeError, UnsupportedDTypeError, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import broadcast_shapes, check_same_device, result_type, scalar_for, wrap
 from .dtype_support import FLOATING, NUMBERS
 from .index import diagonal, triangle_coordinates
-from .layout import cat, stack
+from .layout import cat
 from .registry import lowering, op
 from .sparse import SparseTensor, sparse_matmul
 
@@ -685,6 +686,8 @@ def inner(input: Tensor, other: Tensor) -> Tensor:
         raise ShapeError(
             f"inner: last dims of input {fmt_shape(input.shape)} and other {fmt_shape(other.shape)} differ"
         )
+    if input.ndim == 1 and other.ndim == 1:  # two vectors: dot's one product, not tensordot's reshapes
+        return dot(input, other)
     return tensordot(input, other, ([-1], [-1]))
 
 
@@ -726,21 +729,37 @@ def tensordot(a: Tensor, b: Tensor, dims: int | Sequence[int | Sequence[int]] = 
 @op("kron", doc="The Kronecker product of input and other.", composite=True)
 def kron(input: Tensor, other: Tensor) -> Tensor:
     n = max(input.ndim, other.ndim)
-    a = input.reshape((1,) * (n - input.ndim) + tuple(input.shape))
-    b = other.reshape((1,) * (n - other.ndim) + tuple(other.shape))
+    a_dims = (1,) * (n - input.ndim) + tuple(input.shape)
+    b_dims = (1,) * (n - other.ndim) + tuple(other.shape)
     # a's dims interleaved with b's: (a0, 1, a1, 1, ...) * (1, b0, 1, b1, ...)
-    a_shape = [s for d in a.shape for s in (d, 1)]
-    b_shape = [s for d in b.shape for s in (1, d)]
-    return (a.reshape(a_shape) * b.reshape(b_shape)).reshape([x * y for x, y in zip(a.shape, b.shape)])
+    a_shape = tuple(s for d in a_dims for s in (d, 1))
+    b_shape = tuple(s for d in b_dims for s in (1, d))
+    out_shape = tuple(x * y for x, y in zip(a_dims, b_dims))
+    if needs_grad(input) or needs_grad(other) or input.dtype is not other.dtype:
+        return (input.reshape(a_shape) * other.reshape(b_shape)).reshape(out_shape)
+    # without a gradient to build: one product of the backend's views (the ops cost four dispatches)
+    check_same_device("kron", input, other)
+    P = primitives(input)
+    a, b = (P.view(P.contiguous(t._data), shape) for t, shape in ((input, a_shape), (other, b_shape)))
+    return wrap(P.view(P.binary("mul", a, b, input.dtype), out_shape), input._device)
+
+
+# the cross product's two rotations of the three components: c = a[1, 2, 0] * b[2, 0, 1] - a[2, 0, 1] * b[1, 2, 0]
+_NEXT, _AFTER_NEXT = (1, 2, 0), (2, 0, 1)
 
 
 @op(
     "cross",
     dtypes=NUMBERS.one_dtype("input", "other"),
     doc="The cross product of 3-vectors along dim (the first dim of size 3 when dim is None).",
-    composite=True,
+    node="LinalgCrossBackward0",
+    grads={
+        "input": lambda grad, other, dim: cross(other, grad, dim),
+        "other": lambda grad, input, dim: cross(grad, input, dim),
+    },
 )
 def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
+    check_same_device("cross", input, other)
     shape = broadcast_shapes("cross", tuple(input.shape), tuple(other.shape))
     if dim is None:
         dim = next((i for i, s in enumerate(shape) if s == 3), None)
@@ -752,10 +771,14 @@ def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
             f"cross: dimension {dim} of input {fmt_shape(input.shape)} and other {fmt_shape(other.shape)} "
             "must have size 3"
         )
-    a, b = input.expand(shape), other.expand(shape)
-    a0, a1, a2 = a.unbind(d)
-    b0, b1, b2 = b.unbind(d)
-    return stack((a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0), d)
+    # two gathers of each operand along dim and three elementwise passes, on the backend's arrays
+    P, dtype = primitives(input), input.dtype
+    a, b = P.expand(input._data, shape), P.expand(other._data, shape)
+    lead = (slice(None),) * d
+    turns = [P.from_numpy(order, dt.int64) for order in (_NEXT, _AFTER_NEXT)]
+    a1, a2 = (P.index(a, lead + (turn,)) for turn in turns)
+    b1, b2 = (P.index(b, lead + (turn,)) for turn in turns)
+    return wrap(P.binary("sub", P.binary("mul", a1, b2, dtype), P.binary("mul", a2, b1, dtype), dtype), input._device)
 
 
 @op("dist", dtypes=FLOATING.of("input", "other"), doc="The p-norm of input - other.", composite=True)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import IndexOutOfRangeError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
-from .common import batched_input, check_tensor, dense, int_tuple, wrap
+from .common import batched_input, check_tensor, dense, host_extremes, int_tuple, wrap
 from .dtype_support import FLOATING, NUMBERS
 from .layout import pad as _pad
 from .registry import lowering, op
@@ -547,8 +547,12 @@ def _max_unpool(name, input, indices, kernel_size, stride, padding, output_size,
     for n in size:
         plane *= n
     flat_index = indices.reshape(lead + (-1,))
-    if flat_index.numel() and (int(flat_index.max()) >= plane or int(flat_index.min()) < 0):
-        raise IndexOutOfRangeError(f"{name}: an index is out of the output's {plane} positions (output size {size})")
+    if flat_index.numel():
+        lowest, largest = host_extremes(flat_index)
+        if lowest < 0 or largest >= plane:
+            raise IndexOutOfRangeError(
+                f"{name}: an index is out of the output's {plane} positions (output size {size})"
+            )
     out = input.new_zeros(lead + (plane,)).scatter(len(lead), flat_index, input.reshape(lead + (-1,)))
     return out.reshape(lead + tuple(size))
 

@@ -539,10 +539,10 @@ def cross_entropy(
     if weight is not None and weight.dtype is not dt.float64:
         weight = weight.float()
     losses = cross_entropy_rows(rows, target_rows, weight, ignore_index, label_smoothing)
-    valid = target_rows != ignore_index
     if weight is None:
-        denominator = valid.sum()
+        denominator = _counted_rows(target_rows, ignore_index)
     else:
+        valid = target_rows != ignore_index
         denominator = (weight[where(valid, target_rows, 0)] * valid.to(dtype=weight.dtype)).sum()
     loss = _reduce_rows(losses, denominator, loss_shape, reduction)
     # The losses are float32 (float64 for float64): autocast's float32 result, else the logits' dtype
@@ -561,6 +561,13 @@ def _soft_cross_entropy(input, target, weight, reduction, label_smoothing, n_cla
         logp = logp * weight.reshape((n_classes,) + (1,) * (input.ndim - class_dim - 1))
     losses = -(target * logp).sum(class_dim)
     return _reduce(losses, reduction)  # the mean is over samples, whatever the weights
+
+
+def _counted_rows(target, ignore_index):
+    """How many class targets are not ``ignore_index`` (the mean's denominator without weights): a
+    comparison and a sum of the backend's, where the public ops would pay the dispatch twice."""
+    bk = primitives(target)
+    return wrap(bk.reduce("sum", bk.binary("ne", dense(target), ignore_index, dt.int64), None, False), target._device)
 
 
 def _reduce_rows(losses, denominator, loss_shape, reduction):
@@ -629,7 +636,7 @@ def nll_loss(
         losses = nll_loss_rows(rows, target_rows, ignore_index)
         if reduction != "mean":
             return _reduce_rows(losses, None, loss_shape, reduction)
-        denominator = (target_rows != ignore_index).sum()
+        denominator = _counted_rows(target_rows, ignore_index)
     else:
         losses, denominator = _picked_rows(rows, target_rows, weight, ignore_index, 0.0)
     return _reduce_rows(losses, denominator, loss_shape, reduction)
@@ -1041,6 +1048,45 @@ def triplet_margin_loss(
     return _reduce(clamp(margin + d_positive - d_negative, min=0.0), reduction)
 
 
+def _multi_margin_grad(grad, rows, labels, p, margin, weight):
+    """d/dx_j of mean_{j != y} w_y * max(0, margin - x_y + x_j) ** p: each active class j's term
+    (1, or 2 * its hinge for p = 2), and minus their sum at the target's own class."""
+    n_classes = rows.shape[1]
+    hinge = margin - gather(rows, 1, labels) + rows
+    classes = arange(n_classes, device=rows.device).unsqueeze(0)
+    active = (hinge > 0) & (classes != labels)
+    terms = where(active, hinge * 2.0 if p == 2 else 1.0, 0.0)
+    scale = grad.unsqueeze(1) / n_classes
+    if weight is not None:
+        scale = scale * gather(weight, 0, labels.reshape(-1)).unsqueeze(1)
+    terms = terms * scale
+    return terms - where(classes == labels, terms.sum(1, keepdim=True), 0.0)
+
+
+@op(
+    "multi_margin_loss_rows",
+    doc="Per-row multi-class margin losses of (rows, C) scores against (rows, 1) int64 class indices.",
+    function=False,
+    method=False,
+    node="MultiMarginLossBackward0",
+    grads={"rows": _multi_margin_grad},
+)
+def multi_margin_loss_rows(rows: Tensor, labels: Tensor, p: int, margin: float, weight: Tensor | None) -> Tensor:
+    # one op over the primitives: the composition dispatched fifteen public ops per call
+    bk, d = primitives(rows), rows.dtype
+    n, n_classes = rows.shape
+    x, target = dense(rows), dense(labels)
+    losses = bk.clamp(bk.binary("add", bk.binary("sub", margin, bk.gather(x, 1, target), d), x, d), 0.0, None)
+    if p == 2:
+        losses = bk.binary("mul", losses, losses, d)
+    if weight is not None:
+        losses = bk.binary("mul", losses, bk.view(bk.gather(dense(weight), 0, bk.view(target, (n,))), (n, 1)), d)
+    classes = bk.view(bk.arange(0, n_classes, 1, dt.int64), (1, n_classes))
+    others = bk.binary("ne", classes, target, dt.int64)  # the target's own term left out
+    total = bk.reduce("sum", bk.where(others, losses, 0.0, d), (1,), False)
+    return wrap(bk.binary("div", total, float(n_classes), d), rows._device)
+
+
 @_loss_function("multi_margin_loss", "The mean over classes of max(0, margin - x[y] + x[j]) ** p for j != y, reduced.")
 def multi_margin_loss(
     input: Tensor,
@@ -1067,15 +1113,11 @@ def multi_margin_loss(
     n_classes = rows.shape[1]
     labels = target.reshape(-1, 1).to(dtype=dt.int64)
     _check_class_targets(name, labels.reshape(-1), n_classes, None)
-    picked = gather(rows, 1, labels)
-    losses = clamp(margin - picked + rows, min=0.0)
-    if p == 2:
-        losses = losses * losses
     if weight is not None:
         _check_class_weight(name, weight, n_classes)
-        losses = losses * gather(weight, 0, labels.reshape(-1)).unsqueeze(1)
-    others = arange(n_classes, device=input.device).unsqueeze(0) != labels  # the target's own term left out
-    per_sample = _sum(where(others, losses, 0.0), 1) / n_classes
+        check_same_device(name, input, weight)
+        weight = weight.to(dtype=input.dtype)
+    per_sample = multi_margin_loss_rows(rows, labels, p, float(margin), weight)
     if input.ndim <= 1:
         per_sample = per_sample.reshape(())
     return _reduce(per_sample, reduction)

@@ -25,10 +25,9 @@ from ..errors import (
     fmt_shape,
 )
 from ..tensor import primitives
-from .common import has_shape, wrap, wrap_dim
+from .common import has_shape, result_type, wrap, wrap_dim
 from .dtype_support import FLOAT32_64, NUMBERS
 from .elementwise import logaddexp, where
-from .factories import arange
 from .index import gather
 from .layout import cat
 from .registry import op
@@ -105,10 +104,12 @@ def topk(
         if k == 0:
             values, indices = values.reshape(1)[:0], indices.reshape(1)[:0]
         return topk_result(values, indices)
-    axis, indices, values = _order("topk", input, dim, largest)
-    indices = indices.narrow(axis, 0, k).contiguous()
-    values = values.narrow(axis, 0, k)
-    return topk_result(_values_at(input, axis, indices, values), indices)
+    axis = wrap_dim(dim, input.ndim, "topk")
+    P, device = primitives(input), input._device
+    ordered, order = P.sort(input._data, axis, largest, True)
+    first_k = _along(axis, slice(0, k))
+    indices = wrap(P.contiguous(P.slice(order, first_k)), device)
+    return topk_result(_values_at(input, axis, indices, wrap(P.slice(ordered, first_k), device)), indices)
 
 
 @op("msort", doc="input sorted along dim 0.", composite=True)
@@ -121,6 +122,8 @@ def msort(input: Tensor) -> Tensor:
 def median(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor | tuple[Tensor, Tensor]:
     """The lower median (PyTorch's choice for an even count); with ``dim``, also its index."""
     if dim is None:
+        if input.ndim and input.numel() and not needs_grad(input):
+            return _median_of_all(input)
         flat = input.reshape(-1)
         if flat.numel() == 0:  # NaN, as PyTorch gives (an integer tensor's NaN cast: its lowest value)
             nan = flat.sum() * math.nan if flat.dtype.is_floating_point else flat.to(dt.float32).sum() * math.nan
@@ -151,12 +154,33 @@ def _evenly_shared(flat, value):
 
 
 def _kth_smallest(input, axis, k, keepdim):
-    _, order, ordered = _order("median", input, axis, False)
-    indices = order.narrow(axis, k, 1).contiguous()
-    values = _values_at(input, axis, indices, ordered.narrow(axis, k, 1))
+    """The k-th smallest (from 0) along ``axis`` and its index, sliced from the backend's sort."""
+    P, device = primitives(input), input._device
+    ordered, order = P.sort(input._data, axis, False, True)
+    kept = _along(axis, slice(k, k + 1))
+    indices = P.contiguous(P.slice(order, kept))
+    if needs_grad(input):
+        values = gather(input, axis, wrap(indices, device))
+        if not keepdim:
+            values = values.squeeze(axis)
+    else:
+        values = wrap(P.contiguous(P.slice(ordered, kept if keepdim else _along(axis, k))), device)
     if not keepdim:
-        values, indices = values.squeeze(axis), indices.squeeze(axis)
-    return median_result(values, indices)
+        indices = P.view(indices, tuple(s for d, s in enumerate(input.shape) if d != axis))
+    return median_result(values, wrap(indices, device))
+
+
+def _median_of_all(input):
+    """median() of a non-empty input that needs no gradient: the middle of the flattened sort, or its
+    last element where that is NaN (NaN sorts last; PyTorch's median of a tensor holding NaN is NaN)."""
+    P = primitives(input)
+    ordered, _ = P.sort(input._data, None, False, True)
+    n = input.numel()
+    middle = P.slice(ordered, ((n - 1) // 2,))
+    if input.dtype.is_floating_point:
+        last = P.slice(ordered, (n - 1,))
+        middle = P.where(P.binary("ne", last, last, input.dtype), last, middle, input.dtype)
+    return wrap(P.contiguous(middle), input._device)
 
 
 @op(
@@ -212,33 +236,35 @@ def unique(
 def unique_consecutive(
     input: Tensor, return_inverse: bool = False, return_counts: bool = False, dim: int | None = None
 ) -> Tensor | tuple[Tensor, ...]:
-    x = input.detach()
+    # on the backend's arrays: the public ops would each pay the dispatch again
+    P, x, device = primitives(input), input._data, input._device
     if dim is None:
-        x, axis = x.reshape(-1), 0
+        x, axis = P.view(P.contiguous(x), (input.numel(),)), 0
     else:
         axis = wrap_dim(dim, input.ndim, "unique_consecutive")
         if input.ndim == 0:
             raise IndexOutOfRangeError(f"unique_consecutive: dim={dim} given, but the input is 0-d (it has no dims)")
     n = x.shape[axis]
     if n == 0:
-        values = x.clone()
-        run_of = _int64(input, (0,), 0)
-        starts = run_of
+        values = P.astype(x, input.dtype)
+        run_of = starts = P.full((0,), 0, dt.int64)
     else:
-        later, earlier = x.narrow(axis, 1, n - 1), x.narrow(axis, 0, n - 1)
-        changed = later != earlier
-        if changed.ndim > 1:  # a slice starts a run where any of its elements differs
-            changed = changed.movedim(axis, 0).reshape(n - 1, -1).any(1)
-        new_run = cat([wrap(primitives(input).full((1,), True, dt.bool_), input._device), changed])
-        values = x.index_select(axis, new_run.nonzero().reshape(-1))
-        run_of = new_run.to(dtype=dt.int64).cumsum(0) - 1  # each element's run
-        starts = new_run.nonzero().reshape(-1)
-    out = [values]
+        later = P.slice(x, _along(axis, slice(1, None)))
+        earlier = P.slice(x, _along(axis, slice(None, n - 1)))
+        changed = P.binary("ne", later, earlier, input.dtype)
+        if x.ndim > 1:  # a slice starts a run where any of its elements differs
+            changed = P.reduce("any", changed, tuple(d for d in range(x.ndim) if d != axis), False)
+        new_run = P.cat([P.full((1,), True, dt.bool_), changed], 0)
+        starts = P.index(P.arange(0, n, 1, dt.int64), (new_run,))
+        values = P.index(x, _along(axis, starts))
+        run_of = P.binary("sub", P.cumsum(new_run, 0), 1, dt.int64)  # each element's run
+    out = [wrap(values, device)]
     if return_inverse:
-        out.append(run_of.reshape(tuple(input.shape)) if dim is None else run_of)
+        out.append(wrap(P.view(run_of, tuple(input.shape)) if dim is None else run_of, device))
     if return_counts:
-        out.append(cat([starts[1:], _int64(input, (1,), n)]) - starts if n else starts)
-    return tuple(out) if len(out) > 1 else values
+        ends = P.cat([P.slice(starts, (slice(1, None),)), P.full((1,), n, dt.int64)], 0) if n else starts
+        out.append(wrap(P.binary("sub", ends, starts, dt.int64), device))
+    return tuple(out) if len(out) > 1 else out[0]
 
 
 def _int64(input, shape, value):
@@ -419,11 +445,27 @@ def searchsorted(
             f"{name}: sorted_sequence {fmt_shape(sorted_sequence.shape)} and input {fmt_shape(values.shape)} "
             "must agree in every dim but the last (or sorted_sequence must be 1-d)"
         )
-    # count the boundaries below each value: exact, with memory for values x boundaries comparisons
-    boundaries = sorted_sequence.unsqueeze(-2)
-    below = boundaries <= values.unsqueeze(-1) if right else boundaries < values.unsqueeze(-1)
-    out = below.sum(-1).to(dtype=dt.int32 if out_int32 else dt.int64)
-    return out.reshape(()) if scalar else out
+    # count the boundaries below each value: exact, with memory for values x boundaries comparisons;
+    # on the backend's arrays (the public ops would each pay the dispatch again)
+    P = primitives(sorted_sequence)
+    boundaries = _unsqueezed(P, sorted_sequence._data, sorted_sequence.ndim - 1)
+    below = P.binary(
+        "le" if right else "lt",
+        boundaries,
+        _unsqueezed(P, values._data, values.ndim),
+        result_type(sorted_sequence, values),
+    )
+    out = P.reduce("sum", below, (-1,), False)
+    if out_int32:
+        out = P.astype(out, dt.int32)
+    return wrap(P.view(out, ()) if scalar else out, sorted_sequence._device)
+
+
+def _unsqueezed(P, a, axis):
+    """The backend array ``a`` with a dim of size 1 inserted at ``axis``."""
+    shape = tuple(a.shape[:axis]) + (1,) + tuple(a.shape[axis:])
+    view = P.view(a, shape)
+    return view if view is not None else P.view(P.contiguous(a), shape)
 
 
 @op(
@@ -451,6 +493,11 @@ mode_result = namedtuple("mode", ["values", "indices"])
 )
 def nanmedian(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor | tuple[Tensor, Tensor]:
     if dim is None:
+        if input.ndim and input.numel() and not needs_grad(input):
+            P = primitives(input)
+            ordered, _ = P.sort(input._data, None, False, True)  # NaN sorts last
+            k = _lower_median_position(P, ordered, 0, input.dtype, 0)
+            return wrap(P.view(P.gather(ordered, 0, P.view(k, (1,))), ()), input._device)
         flat = input.reshape(-1)
         if flat.numel() == 0:  # NaN, as PyTorch gives (no element is a number)
             return (flat.sum() * math.nan).to(dtype=input.dtype) if input.dtype.is_floating_point else flat.sum()
@@ -471,23 +518,35 @@ def nanmedian(input: Tensor, dim: int | None = None, keepdim: bool = False) -> T
         raise EmptyReductionError(
             f"nanmedian: expected reduction dim {axis} to have non-zero size (input shape {fmt_shape(input.shape)})"
         )
-    _, order, ordered = _order("nanmedian", input, axis, False)
-    counts = (input == input).sum(axis, keepdim=True)
-    # the lower median of the numbers; of a row of NaN only, PyTorch's position (n - 1) // 2
-    k = where(counts > 0, (counts - 1) // 2, (n - 1) // 2)
-    indices = order.gather(axis, k)
-    values = _values_at(input, axis, indices, ordered.gather(axis, k))
+    P, device = primitives(input), input._device
+    ordered, order = P.sort(input._data, axis, False, True)
+    # of a row of NaN only, PyTorch's position (n - 1) // 2
+    k = _lower_median_position(P, ordered, axis, input.dtype, (n - 1) // 2)
+    indices = wrap(P.gather(order, axis, k), device)
+    values = _values_at(input, axis, indices, wrap(P.gather(ordered, axis, k), device))
     if not keepdim:
         values, indices = values.squeeze(axis), indices.squeeze(axis)
     return nanmedian_result(values, indices)
 
 
-def _positions(x, axis):
-    """0..n-1 along ``axis`` (int64), broadcast to x's shape."""
-    n = x.shape[axis]
-    shape = [1] * x.ndim
-    shape[axis] = n
-    return arange(n, device=x.device).reshape(shape).expand(tuple(x.shape))
+def _lower_median_position(P, ordered, axis, dtype, all_nan):
+    """Where the lower median of the numbers is in each slice of ``ordered`` along ``axis`` (NaN
+    sorted last), as int64 of keepdim shape; ``all_nan`` in a slice of NaN only."""
+    count = P.reduce("sum", P.binary("eq", ordered, ordered, dtype), (axis,), True)
+    middle = P.binary("floor_divide", P.binary("sub", count, 1, dt.int64), 2, dt.int64)
+    return P.where(P.binary("gt", count, 0, dt.int64), middle, all_nan, dt.int64)
+
+
+def _positions_array(P, shape, axis):
+    """0..n-1 along ``axis`` (int64), broadcast to ``shape``: a backend array of the backend ``P``."""
+    n = shape[axis]
+    along = tuple(n if d == axis else 1 for d in range(len(shape)))
+    return P.expand(P.view(P.arange(0, n, 1, dt.int64), along), tuple(shape))
+
+
+def _along(axis, key):
+    """A basic-index key applying ``key`` to dim ``axis`` only."""
+    return (slice(None),) * axis + (key,)
 
 
 @op(
@@ -504,19 +563,23 @@ def mode(input: Tensor, dim: int = -1, keepdim: bool = False) -> tuple[Tensor, T
         raise EmptyReductionError(
             f"mode: expected reduction dim {axis} to have non-zero size (input shape {fmt_shape(input.shape)})"
         )
-    x = input.detach()
-    _, _, ordered = _order("mode", x, axis, False)
-    positions = _positions(x, axis)
-    # equal values are adjacent once sorted: each run's length at each of its positions
-    starts = cat(
-        [positions.narrow(axis, 0, 1) == 0, ordered.narrow(axis, 1, n - 1) != ordered.narrow(axis, 0, n - 1)], axis
-    )
-    (first,) = _scan((where(starts, positions, 0),), axis, lambda earlier, later: (earlier[0].maximum(later[0]),))
-    # the first longest run: the smallest of the most frequent values; PyTorch's index is its last
-    best = (positions - first).argmax(axis, keepdim=True)
-    value = ordered.gather(axis, best)
-    indices = where(x == value, positions, -1).amax(axis, keepdim=True)
-    values = _values_at(input, axis, indices, value)
+    # on the backend's arrays, one primitive per step (each public op would pay the dispatch again)
+    P, x, device = primitives(input), input._data, input._device
+    ordered, _ = P.sort(x, axis, False, True)
+    positions = _positions_array(P, x.shape, axis)
+    # equal values are adjacent once sorted: a run starts where an element differs from the one before
+    shape_of_one = tuple(1 if d == axis else s for d, s in enumerate(x.shape))
+    later = P.slice(ordered, _along(axis, slice(1, None)))
+    earlier = P.slice(ordered, _along(axis, slice(None, n - 1)))
+    starts = P.cat([P.full(shape_of_one, True, dt.bool_), P.binary("ne", later, earlier, input.dtype)], axis)
+    # each position's run start (a running maximum), then the first longest run: the smallest of the
+    # most frequent values; PyTorch's index is its last occurrence in the input
+    first = P.scan("max", P.where(starts, positions, 0, dt.int64), axis)
+    best = P.argreduce("argmax", P.binary("sub", positions, first, dt.int64), axis, True)
+    value = P.gather(ordered, axis, best)
+    last = P.where(P.binary("eq", x, value, input.dtype), positions, -1, dt.int64)
+    indices = wrap(P.reduce("amax", last, (axis,), True), device)
+    values = _values_at(input, axis, indices, wrap(value, device))
     if not keepdim:
         values, indices = values.squeeze(axis), indices.squeeze(axis)
     return mode_result(values, indices)
@@ -543,18 +606,21 @@ def _scan(values, axis, combine):
     return values
 
 
-def _running_extreme(name, input, dim, result, later_wins):
+def _running_extreme(name, input, dim, result, op):
+    """The running ``op`` ("max" or "min") and its index: the last position at or before each one that
+    holds the running value (PyTorch's rule: a later equal value wins; NaN propagates, and its index is
+    the last NaN's), from two scans of the backend's."""
     if input.ndim == 0:
         return result(*_scalar_order(name, input, dim))
     axis = wrap_dim(dim, input.ndim, name)
-    x = input.detach()
-
-    def combine(earlier, later):
-        take_later = later_wins(earlier[0], later[0])
-        return where(take_later, later[0], earlier[0]), where(take_later, later[1], earlier[1])
-
-    _, indices = _scan((x, _positions(x, axis).contiguous()), axis, combine)
-    return result(_values_at(input, axis, indices, gather(x, axis, indices)), indices)
+    P, x, device = primitives(input), input._data, input._device
+    values = P.scan(op, x, axis)
+    holds = P.binary("eq", x, values, input.dtype)
+    if input.dtype.is_floating_point:
+        holds = P.binary("logical_or", holds, P.binary("ne", x, x, input.dtype), dt.bool_)
+    positions = _positions_array(P, x.shape, axis)
+    indices = wrap(P.scan("max", P.where(holds, positions, 0, dt.int64), axis), device)
+    return result(_values_at(input, axis, indices, wrap(values, device)), indices)
 
 
 @op(
@@ -563,10 +629,7 @@ def _running_extreme(name, input, dim, result, later_wins):
     composite=True,
 )
 def cummax(input: Tensor, dim: int) -> tuple[Tensor, Tensor]:
-    # PyTorch's rule: a later element wins when it is NaN, or not below the running maximum
-    return _running_extreme(
-        "cummax", input, dim, cummax_result, lambda e, later: (later != later) | ((e == e) & (later >= e))
-    )
+    return _running_extreme("cummax", input, dim, cummax_result, "max")
 
 
 @op(
@@ -575,9 +638,7 @@ def cummax(input: Tensor, dim: int) -> tuple[Tensor, Tensor]:
     composite=True,
 )
 def cummin(input: Tensor, dim: int) -> tuple[Tensor, Tensor]:
-    return _running_extreme(
-        "cummin", input, dim, cummin_result, lambda e, later: (later != later) | ((e == e) & (later <= e))
-    )
+    return _running_extreme("cummin", input, dim, cummin_result, "min")
 
 
 @op(
@@ -592,4 +653,6 @@ def logcumsumexp(input: Tensor, dim: int) -> Tensor:
         wrap_dim(dim, 0, "logcumsumexp")
         return input.clone()
     axis = wrap_dim(dim, input.ndim, "logcumsumexp")
+    if not needs_grad(input):  # the backend's scan; the gradient is the one of the scan of public ops
+        return wrap(primitives(input).scan("logaddexp", input._data, axis), input._device)
     return _scan((input,), axis, lambda earlier, later: (logaddexp(earlier[0], later[0]),))[0]

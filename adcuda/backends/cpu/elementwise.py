@@ -282,7 +282,13 @@ def unary(
     # package's filter: no np.errstate, which would cost ~1 us a call)
     try:
         host = _HOST_INDEX.get(op)
-        if host is not None and x.size <= _HOST_MAX and (x.dtype is _F32 or x.dtype is _F64) and x.flags.c_contiguous:
+        if (
+            host is not None
+            and x.__class__ is np.ndarray  # (a NumPy scalar, e.g. of 0-d arithmetic, takes NumPy's loop)
+            and x.size <= _HOST_MAX
+            and (x.dtype is _F32 or x.dtype is _F64)
+            and x.flags.c_contiguous
+        ):
             r = _C.host_unary(host, x)
         else:
             r = np.asarray(fn(x))
@@ -492,6 +498,7 @@ _BOOL_RESULT = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
 # ops whose results can overflow or be undefined for ordinary inputs run inside np.errstate
 _MAY_WARN = {"div", "pow", "floor_divide", "remainder", "fmod"}
 _INTEGER_DIVISION = ("floor_divide", "remainder", "fmod")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 def binary(op: str, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> BackendArray:
@@ -514,7 +521,7 @@ def binary(op: str, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> Backend
                     and work is not np.int32
                     and work is not np.int64
                     or b.__class__ is int
-                    and floating
+                    and (floating or work is np.int64 and _INT64_MIN <= b <= _INT64_MAX)
                 )
                 or a.__class__ is float
                 and floating
@@ -524,8 +531,9 @@ def binary(op: str, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> Backend
         ):
             # fast path: operands already in the result dtype (the common case in training), or a
             # Python number that NumPy takes in a float array's dtype (an optimizer's step count + 1,
-            # reciprocal's 1.0 / x). The divisions and powers of floating point values have IEEE
-            # results (inf, NaN) and no error to check: the package's filter silences their warnings
+            # reciprocal's 1.0 / x), or in int64 (class indices against ignore_index). The divisions
+            # and powers of floating point values have IEEE results (inf, NaN) and no error to check:
+            # the package's filter silences their warnings
             return np.asarray(BINARY_OPS[op](a, b))
         work = _np_dtype(dtype)
         if work == _F16:

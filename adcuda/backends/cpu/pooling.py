@@ -7,6 +7,8 @@ the last NaN of the window); ties go to the first position in row-major window o
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..seam import Shape, declared
@@ -140,17 +142,44 @@ def _avg_layout(size, out, k, s, p, count_include_pad):
 
 
 def _avg_plan(input_shape, out_size, kernel, stride, padding, count_include_pad, divisor_override):
-    """-> (the divisor of every window (Ho, Wo), per-dim (before, after) padding)."""
+    """-> (the divisor of every window (Ho, Wo), per-dim (before, after) padding); the same few plans
+    serve a whole training run, so they are made once (a dozen small NumPy calls cost more than the
+    pooling of a small batch)."""
+    return _cached_avg_plan(
+        tuple(int(s) for s in input_shape[2:]),
+        tuple(int(o) for o in out_size),
+        tuple(int(k) for k in kernel),
+        tuple(int(s) for s in stride),
+        tuple(int(p) for p in padding),
+        bool(count_include_pad),
+        None if divisor_override is None else float(divisor_override),
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_avg_plan(spatial, out_size, kernel, stride, padding, count_include_pad, divisor_override):
     layouts = [
         _avg_layout(size, o, k, s, p, count_include_pad)
-        for size, o, k, s, p in zip(input_shape[2:], out_size, kernel, stride, padding)
+        for size, o, k, s, p in zip(spatial, out_size, kernel, stride, padding)
     ]
     divisor = (
-        np.full(tuple(out_size), float(divisor_override))
+        np.full(out_size, divisor_override)
         if divisor_override is not None
         else np.multiply.outer(layouts[0][0], layouts[1][0]).astype(np.float64)
     )
-    return divisor, [(p, p + extra) for p, (_, extra) in zip(padding, layouts)]
+    divisor.flags.writeable = False  # shared by every call with this plan
+    return divisor, tuple((p, p + extra) for p, (_, extra) in zip(padding, layouts))
+
+
+def _padded(a, pads):
+    """``a`` with zeros around its last two dims by ``pads``; ``a`` itself when there are none
+    (np.pad costs more than a small pooling)."""
+    if not any(before or after for before, after in pads):
+        return a
+    (top, bottom), (left, right) = pads
+    out = np.zeros(a.shape[:2] + (a.shape[2] + top + bottom, a.shape[3] + left + right), a.dtype)
+    out[:, :, top : top + a.shape[2], left : left + a.shape[3]] = a
+    return out
 
 
 def _taps(a, kernel, stride, out_size):
@@ -178,7 +207,7 @@ def avg_pool2d(
     if n * c * out_size[0] * out_size[1] == 0:
         return np.zeros((n, c) + out_size, x.dtype)
     divisor, pads = _avg_plan(x.shape, out_size, kernel, stride, padding, count_include_pad, divisor_override)
-    xp = np.pad(_compute(x), ((0, 0), (0, 0), *pads))
+    xp = _padded(_compute(x), pads)
     total = np.zeros((n, c) + out_size, xp.dtype)
     for tap in _taps(xp, kernel, stride, out_size):
         total += tap
@@ -214,13 +243,17 @@ def avg_pool2d_backward(
 
 def _adaptive_matrices(sizes, out_size, dtype):
     """One (out, size) averaging matrix per spatial dim: row o averages window o."""
-    matrices = []
-    for size, out in zip(sizes, out_size):
-        m = np.zeros((out, size), dtype)
-        for o, (start, end) in enumerate(zip(*_adaptive_bounds(size, out))):
-            m[o, start:end] = 1.0 / (end - start)
-        matrices.append(m)
-    return matrices
+    return [_adaptive_matrix(int(size), int(out), np.dtype(dtype)) for size, out in zip(sizes, out_size)]
+
+
+@functools.lru_cache(maxsize=256)
+def _adaptive_matrix(size, out, dtype):
+    """Made once per (size, out, dtype): a Python loop over the windows costs more than the pooling."""
+    m = np.zeros((out, size), dtype)
+    for o, (start, end) in enumerate(zip(*_adaptive_bounds(size, out))):
+        m[o, start:end] = 1.0 / (end - start)
+    m.flags.writeable = False  # shared by every call of this shape
+    return m
 
 
 def adaptive_avg_pool2d(x: BackendArray, out_size: Shape) -> BackendArray:

@@ -1,12 +1,16 @@
-"""The CPU backend's orderings (kernels/sort.cu on CUDA): ``sort``, ``cumsum`` and ``cumprod``."""
+"""The CPU backend's orderings (kernels/sort.cu on CUDA): ``sort``, ``cumsum``, ``cumprod`` and ``scan``."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..seam import declared
 from ._common import BackendArray, _compute
 
-__all__ = ["sort", "cumsum", "cumprod"]
+__all__ = ["sort", "cumsum", "cumprod", "scan"]
+
+# NumPy's maximum and minimum propagate NaN, as PyTorch's cummax and cummin do
+_SCANS = {"max": np.maximum, "min": np.minimum, "logaddexp": np.logaddexp}
 
 
 def sort(a: BackendArray, axis: int | None, descending: bool, stable: bool) -> tuple[BackendArray, BackendArray]:
@@ -40,3 +44,11 @@ def cumprod(a: BackendArray, axis: int | None) -> BackendArray:
     if x.dtype.kind in "biu":
         return np.cumprod(x, axis=axis, dtype=np.int64)
     return np.cumprod(x, axis=axis).astype(a.dtype, copy=False)
+
+
+def scan(op: str, a: BackendArray, axis: int) -> BackendArray:
+    declared.scan(op, a, axis)
+    if a.ndim == 0:
+        return np.array(a, copy=True)
+    x = _compute(a)
+    return _SCANS[op].accumulate(x, axis=axis).astype(a.dtype, copy=False)

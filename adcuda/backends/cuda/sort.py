@@ -1,4 +1,4 @@
-"""The CUDA backend's orderings (kernels/sort.cu): ``sort cumsum cumprod``, with the CPU backend's signatures,
+"""The CUDA backend's orderings (kernels/sort.cu): ``sort cumsum cumprod scan``, with the CPU backend's signatures,
 result dtypes and errors.
 
 Sorts and scans work along the last dim of a contiguous array; another axis is moved there (and the
@@ -9,11 +9,12 @@ its one element.
 from __future__ import annotations
 
 from ... import _native
+from ..seam import declared
 from . import _common as _k
 from ._common import BackendArray
-from .storage import contiguous, permute, view
+from .storage import astype, contiguous, dtype_of, permute, view
 
-__all__ = ["sort", "cumsum", "cumprod"]
+__all__ = ["sort", "cumsum", "cumprod", "scan"]
 
 
 def _C():
@@ -77,3 +78,17 @@ def cumprod(a: BackendArray, axis: int | None) -> BackendArray:
         return C.cumprod_rows(a.as_strided((1,), (0,), a.offset))
     moved, back = _to_last(a, axis)
     return _from_last(C.cumprod_rows(moved), back)
+
+
+def scan(op: str, a: BackendArray, axis: int) -> BackendArray:
+    """Inclusive scan by ``op`` along ``axis``, in ``a``'s dtype (the kernel's integer scans run in int64)."""
+    declared.scan(op, a, axis)
+    C = _C()
+    axis = _k.axis_index("scan", axis, a.shape)
+    if a.ndim == 0:
+        return C.astype(a, a.dtype)
+    moved, back = _to_last(a, axis)
+    out = C.scan_rows(moved, op)
+    if out.dtype != a.dtype:
+        out = astype(out, dtype_of(a))
+    return _from_last(out, back)
