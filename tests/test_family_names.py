@@ -58,6 +58,7 @@ SHARED_FAMILIES = {
 # (ops module, family) pairs where an ops module calls another family's primitive
 BORROWS = {
     ("index", "layout"): "nonzero stacks its coordinate columns with cat",
+    ("index", "reduce"): "trace sums its diagonal view",
     ("layout", "resample"): "pad is a layout op to the user; its constant/reflect/replicate kernels are resample's",
     ("linalg", "index"): "cross gathers its operands' rotated components in one index call each",
     ("linalg", "reduce"): "linear's bias gradient is a sum over rows",
