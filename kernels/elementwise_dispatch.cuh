@@ -31,6 +31,7 @@ inline DeviceArray new_like(const Dims& shape, ScalarType dtype, const DeviceArr
 template <typename F>
 constexpr bool vectorize() {
   return !(std::is_same_v<F, math::Sin> || std::is_same_v<F, math::Cos> || std::is_same_v<F, math::Tan> ||
+           std::is_same_v<F, math::Sinc> ||
            std::is_same_v<F, math::Pow> ||
            std::is_same_v<F, math::FloorDivide> || std::is_same_v<F, math::Remainder> ||
            std::is_same_v<F, math::Fmod>);
