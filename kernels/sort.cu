@@ -267,12 +267,16 @@ DeviceArray cumprod_rows(const DeviceArray& a) { return scan_last_dim(a, cuda::s
 namespace {
 
 // The running extremes' combine: NaN absorbs (PyTorch's cummax and cummin propagate it), else the
-// larger (or smaller) of the two.
+// larger (or smaller) of the two. The scan hands a NaN in either position, so both are tested.
 struct NanPropagatingMax {
-  template <typename C> __host__ __device__ C operator()(C a, C b) const { return a != a || !(b > a) ? a : b; }
+  template <typename C> __host__ __device__ C operator()(C a, C b) const {
+    return a != a ? a : b != b ? b : b > a ? b : a;
+  }
 };
 struct NanPropagatingMin {
-  template <typename C> __host__ __device__ C operator()(C a, C b) const { return a != a || !(b < a) ? a : b; }
+  template <typename C> __host__ __device__ C operator()(C a, C b) const {
+    return a != a ? a : b != b ? b : b < a ? b : a;
+  }
 };
 
 // logaddexp's functor (functors.cuh) on floating scans; integers never reach it (logcumsumexp takes
