@@ -1,6 +1,9 @@
-"""Shared by the emulator's standalone checks: where the CUDA headers are (they compile on the host)."""
+"""Shared by the emulator's standalone checks: where the CUDA headers are (they compile on the host), and
+how a standalone C++ check is built and run."""
 
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -18,9 +21,43 @@ def find_cuda_include_dir():
 @pytest.fixture(scope="session")
 def cuda_include_dir():
     """The CUDA toolkit's include folder; the test skips without one (or without g++)."""
-    import shutil
-
     include = find_cuda_include_dir()
     if include is None or shutil.which("g++") is None:
         pytest.skip("needs g++ and the CUDA headers")
     return include
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def run_cpp_check(tmp_path, cuda_include_dir):
+    """``run_cpp_check(source)``: compiles the standalone check ``source`` (warnings are errors) against
+    the CUDA headers and kernels/, runs it and fails unless it exits 0 saying "all checks passed"."""
+
+    def run(source: Path) -> None:
+        binary = tmp_path / source.stem
+        build = subprocess.run(
+            [
+                shutil.which("g++"),
+                "-std=c++17",
+                "-O1",
+                "-Wall",
+                "-Wextra",
+                "-Werror",
+                f"-I{cuda_include_dir}",
+                f"-I{REPO / 'kernels'}",
+                str(source),
+                "-o",
+                str(binary),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert build.returncode == 0, build.stderr
+        result = subprocess.run([str(binary)], capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "all checks passed" in result.stdout
+
+    return run
