@@ -12,9 +12,9 @@ import math
 from typing import TYPE_CHECKING
 
 from .errors import DTypeError, ShapeError, fmt_shape
+from .ops.gemm import cross as _cross
+from .ops.gemm import matmul
 from .ops.index import diagonal as _diagonal
-from .ops.linalg import cross as _cross
-from .ops.linalg import matmul
 from .ops.reduce import amax, amin
 from .ops.reduce import norm as _norm
 from .ops.reduce import sum as _sum

@@ -60,8 +60,8 @@ BORROWS = {
     ("index", "layout"): "nonzero stacks its coordinate columns with cat",
     ("index", "reduce"): "trace sums its diagonal view",
     ("layout", "resample"): "pad is a layout op to the user; its constant/reflect/replicate kernels are resample's",
-    ("linalg", "index"): "cross gathers its operands' rotated components in one index call each",
-    ("linalg", "reduce"): "linear's bias gradient is a sum over rows",
+    ("gemm", "index"): "cross gathers its operands' rotated components in one index call each",
+    ("gemm", "reduce"): "linear's bias gradient is a sum over rows",
     ("pooling", "index"): "max_pool2d_select gathers the values at the pooled indices",
     ("recurrent", "gemm"): "the GRU layer's hidden-state products and weight gradient",
     ("recurrent", "reduce"): "the GRU layer's bias gradient is a sum over time and batch",
@@ -90,11 +90,6 @@ NOT_A_FAMILY_OPS = {
 
 # families whose ops live in a module of another name (None: in no one module), and why
 OPS_NAMED_OTHERWISE = {
-    "gemm": (
-        "linalg",
-        "matmul, mm, bmm, einsum, cdist...: more than GEMMs, and PyTorch's name; a rename of the "
-        "backends' and kernels' gemm files to linalg is left for later (the GPU work edits gemm*.cu)",
-    ),
     "storage": (None, "every ops module calls its primitives; factories.py, conversion.py and mutation.py own its ops"),
 }
 

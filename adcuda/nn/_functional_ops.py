@@ -24,6 +24,11 @@ from ..ops.elementwise import tanh
 from ..ops.elementwise import tanhshrink
 from ..ops.embedding import embedding
 from ..ops.embedding import embedding_bag
+from ..ops.gemm import bilinear
+from ..ops.gemm import cosine_similarity
+from ..ops.gemm import linear
+from ..ops.gemm import pairwise_distance
+from ..ops.gemm import pdist
 from ..ops.index import fold
 from ..ops.index import one_hot
 from ..ops.index import _im2col as unfold
@@ -31,11 +36,6 @@ from ..ops.layout import channel_shuffle
 from ..ops.layout import pad
 from ..ops.layout import pixel_shuffle
 from ..ops.layout import pixel_unshuffle
-from ..ops.linalg import bilinear
-from ..ops.linalg import cosine_similarity
-from ..ops.linalg import linear
-from ..ops.linalg import pairwise_distance
-from ..ops.linalg import pdist
 from ..ops.norm import batch_norm
 from ..ops.norm import group_norm
 from ..ops.norm import instance_norm

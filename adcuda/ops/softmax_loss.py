@@ -31,8 +31,8 @@ from .dtype_support import FLOATING
 from .elementwise import _float_unary, binary, clamp, exp, log, log1p, minimum, select, sigmoid, unary, where
 from .elementwise import abs as _abs
 from .factories import arange
+from .gemm import pairwise_distance
 from .index import gather
-from .linalg import pairwise_distance
 from .reduce import sum as _sum
 from .registry import lowering, op
 
