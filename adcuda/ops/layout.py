@@ -8,12 +8,14 @@ base's memory and, through the dispatch point, its version counter."""
 from __future__ import annotations
 
 import builtins
+import itertools
 import numbers
 import operator
 from typing import TYPE_CHECKING, Any, overload
 
 from .. import dtypes as dt
 from ..autograd.graph import sum_to_shape
+from ..device import CPU
 from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, UnsupportedDTypeError, fmt_shape
 from ..tensor import Size, Tensor, primitives
 from .common import broadcast_shapes, cast, check_same_device, laid_out, preserved_order, result_type, wrap, wrap_dim
@@ -238,18 +240,34 @@ def ravel(input: Tensor) -> Tensor:
     return _viewed(input, (input._data.size,))
 
 
+_SEQUENCES = (tuple, list)
+
 # list(range(n)) for the ranks a permutation is checked against without building it per call
 _IDENTITY_ORDERS = tuple(list(range(n)) for n in range(17))
+# every permutation of up to 4 dims, for one set lookup in place of a sort
+_SMALL_PERMUTATIONS = frozenset(p for n in range(1, 5) for p in itertools.permutations(range(n)))
 
 
 def _permutation(input, dims):
     ndim = input._data.ndim
-    # the common case first: a tuple of plain ints that is already a permutation (no dims at all is
-    # an error even for a 0-d tensor, as in PyTorch)
-    if dims and len(dims) == ndim and ndim < len(_IDENTITY_ORDERS) and sorted(dims) == _IDENTITY_ORDERS[ndim]:
-        if all(d.__class__ is int for d in dims):
-            return dims if dims.__class__ is tuple else tuple(dims)
-    if not dims:
+    given = dims
+    if len(dims) == 1 and dims[0].__class__ in _SEQUENCES:  # permute(x, (1, 0)): one sequence of dims
+        dims = dims[0]
+    # the common case first: a tuple of plain ints that is already a permutation of a few dims (no
+    # dims at all is an error even for a 0-d tensor, as in PyTorch)
+    if dims.__class__ is list:
+        dims = tuple(dims)
+    try:
+        known = len(dims) == ndim and dims in _SMALL_PERMUTATIONS
+    except TypeError:  # an unhashable item: the checks below name it
+        known = False
+    if known:
+        for d in dims:
+            if d.__class__ is not int:  # (a bool equals an int)
+                break
+        else:
+            return dims
+    if not given:
         raise DTypeError("permute: missing 1 required positional argument: 'dims'")
     if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
         dims = tuple(dims[0])
@@ -426,7 +444,23 @@ def movedim(input: Tensor, source: int | Sequence[int], destination: int | Seque
 def _expanded_shape(input, sizes):
     if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
         sizes = tuple(sizes[0])
-    in_shape = tuple(input._data.shape)
+    in_shape = input._data.shape
+    try:  # the shapes a program expands are few: each pair is checked once
+        return _EXPANDED[in_shape, sizes]
+    except (KeyError, TypeError):  # (TypeError: an unhashable size, which the checks below name)
+        pass
+    target = _checked_expansion(in_shape, sizes)
+    if len(_EXPANDED) < _EXPANDED_KEPT and all(s.__class__ is int for s in sizes):  # (not a 0-d tensor's size)
+        _EXPANDED[in_shape, sizes] = target
+    return target
+
+
+_EXPANDED: dict[tuple[tuple[int, ...], tuple[Any, ...]], tuple[int, ...]] = {}  # (shape, sizes) -> target
+_EXPANDED_KEPT = 256
+
+
+def _checked_expansion(in_shape, sizes):
+    in_shape = tuple(in_shape)
     if len(sizes) < len(in_shape):
         raise ShapeError(
             f"expand: the number of sizes provided ({len(sizes)}) must be greater or equal "
@@ -561,10 +595,20 @@ def _slices(input, d, bounds):
     return tuple(slice_key(input, lead + (slice(start, max(start, stop)),)) for start, stop in zip(bounds, bounds[1:]))
 
 
+def _contiguous_method(self: Tensor) -> Tensor:
+    """Tensor.contiguous: the tensor itself where it already is contiguous, with no dispatch (as
+    PyTorch's method answers before it dispatches; the op would give back the same tensor, recording
+    nothing), else the op."""
+    if self._device is CPU and self._data.flags.c_contiguous:
+        return self
+    return contiguous(self)
+
+
 @op(
     "contiguous",
     doc="input in row-major layout (input itself if it is already).",
     node="CloneBackward0",
+    method=_contiguous_method,
     grads={"input": lambda grad: grad},
 )
 def contiguous(input: Tensor) -> Tensor:
@@ -1483,7 +1527,17 @@ def _scattered(input, key, src):
     return out
 
 
-@op("storage_offset", doc="Where input starts in the memory it is a view of, in elements.", function=False)
+def _storage_offset_method(self: Tensor) -> int:
+    """Tensor.storage_offset: metadata read with no dispatch, as ``stride()`` is (and PyTorch's method)."""
+    return primitives(self).storage_offset(self._data)
+
+
+@op(
+    "storage_offset",
+    doc="Where input starts in the memory it is a view of, in elements.",
+    function=False,
+    method=_storage_offset_method,
+)
 def storage_offset(input: Tensor) -> int:
     return primitives(input).storage_offset(input._data)
 
