@@ -631,22 +631,21 @@ def clone(input: Tensor) -> Tensor:
 
 
 def _same_kind_arrays(tensors):
-    """The arrays of ``tensors`` where all are Tensors on one device object with one dtype and number of
-    dims (the common case, checked in one pass over the arrays); None where any is not, for the general
-    path's checks, errors and type promotion."""
-    first = tensors[0]
-    if not isinstance(first, Tensor):
+    """The arrays of ``tensors`` where all are Tensors on one device object (the common case, read with
+    NumPy-speed loops: per-tensor checks cost about 2 us a tensor); None where any is not, for the
+    general path's checks and errors. Their dtypes and dims the caller checks (or the backend's cat)."""
+    try:
+        arrays = [t._data for t in tensors]
+        devices = [t._device for t in tensors]
+    except AttributeError:  # not a Tensor, or a sparse one (no array)
         return None
-    device, dtype, ndim = first._device, first._data.dtype, first._data.ndim
-    arrays = []
-    for t in tensors:
-        if not isinstance(t, Tensor) or t._device is not device:
-            return None
-        a = t._data
-        if a.dtype != dtype or a.ndim != ndim:
-            return None
-        arrays.append(a)
-    return arrays
+    return arrays if _all_same(devices) else None
+
+
+def _all_same(items):
+    """Whether every one of ``items`` equals the first (list.count: a C loop that tries identity first;
+    a set would hash each, a Python-level hash for devices and dtypes)."""
+    return items.count(items[0]) == len(items)
 
 
 def _cat_parts(tensors):
@@ -682,13 +681,13 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     arrays = _same_kind_arrays(tensors)
     if arrays is not None and dim.__class__ is int:
         # one pass over the arrays where nothing needs promoting (the per-tensor checks below cost
-        # about 2 us a tensor); both backends' cat refuse other sizes but along dim (ValueError), and
-        # the general path then says which
+        # about 2 us a tensor); both backends' cat refuse other sizes but along dim (ValueError) and
+        # other dtypes (DTypeError), and the general path then says which or promotes
         ndim = arrays[0].ndim
         if ndim and -ndim <= dim < ndim:
             try:
                 return wrap(primitives(tensors[0]).cat(arrays, dim % ndim), tensors[0]._device)
-            except ValueError:
+            except (ValueError, DTypeError):
                 pass
     for i, x in enumerate(tensors):
         if not isinstance(x, Tensor):
@@ -727,6 +726,18 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     if not tensors:
         raise ValueError("stack: expected a non-empty list of Tensors")
     arrays = _same_kind_arrays(tensors)
+    if arrays is not None and dim == 0 and arrays[0].ndim and _all_same(list(map(len, arrays))):
+        # the common case (rows stacked into a batch): joined along dim 0, where the backend's cat
+        # checks the other dims and the dtypes (len() reads the sizes along it without a shape tuple)
+        bk = primitives(tensors[0])
+        try:
+            joined = bk.cat(arrays, 0)
+        except (ValueError, DTypeError):
+            pass
+        else:
+            return wrap(bk.view(joined, (len(arrays),) + arrays[0].shape), tensors[0]._device)
+    if arrays is not None and not (_all_same([a.shape for a in arrays]) and _all_same([a.dtype for a in arrays])):
+        arrays = None  # another shape (refused below) or dtype (promoted)
     if arrays is None:
         for i, x in enumerate(tensors):
             if not isinstance(x, Tensor):
@@ -734,11 +745,11 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
         check_same_device("stack", *tensors)
         dtype = result_type(*tensors)
         arrays = [cast(x, dtype)._data for x in tensors]
+        if any(a.shape != arrays[0].shape for a in arrays):
+            raise ShapeError(
+                "stack: expects each tensor to be equal size, but got " + ", ".join(fmt_shape(x.shape) for x in tensors)
+            )
     shape = arrays[0].shape
-    if any(a.shape != shape for a in arrays):
-        raise ShapeError(
-            "stack: expects each tensor to be equal size, but got " + ", ".join(fmt_shape(x.shape) for x in tensors)
-        )
     d = wrap_dim(dim, len(shape) + 1, "stack")
     bk = primitives(tensors[0])
     if d < len(shape):  # joined along d, then d split into (number of tensors, its size): one copy
