@@ -1113,8 +1113,12 @@ def repeat_interleave(
 def _tensor_list(name, tensors):
     tensors = list(tensors)
     if not tensors or any(t.__class__ is not Tensor for t in tensors):
-        raise DTypeError(f"{name}: expected a non-empty sequence of Tensors")
+        raise _not_tensors(name)
     return tensors
+
+
+def _not_tensors(name):
+    return DTypeError(f"{name}: expected a non-empty sequence of Tensors")
 
 
 def _at_least(name, tensors, ndim):
@@ -1125,19 +1129,21 @@ def _at_least(name, tensors, ndim):
 
 
 def _each_at_least(tensors, ndim):
-    """Each of ``tensors`` with at least ``ndim`` dims: the atleast_*d forward, which the stack ops call
-    directly (an atleast_*d dispatch per tensor costs more than their cat; only those that need a
+    """Each of ``tensors`` with at least ``ndim`` dims: the atleast_*d forward (only those that need a
     reshape dispatch one)."""
-    out = []
-    for t in tensors:
-        if (
-            t._data.ndim < ndim
-        ):  # PyTorch's placements: () -> (1, 1, 1), (n,) -> (1, n) or (1, n, 1), (a, b) -> (a, b, 1)
-            shape = tuple(t.shape)
-            shape = {0: (1,) * ndim, 1: ((1,) + shape + (1,))[:ndim] if ndim > 1 else shape}.get(t.ndim, shape + (1,))
-            t = reshape(t, shape)
-        out.append(t)
-    return out
+    return [t if t._data.ndim >= ndim else reshape(t, _at_least_shape(t._data.shape, ndim)) for t in tensors]
+
+
+def _at_least_shape(shape, ndim):
+    """``shape`` with at least ``ndim`` dims, in PyTorch's placements: () -> (1, 1, 1), (n,) -> (1, n) or
+    (1, n, 1), (a, b) -> (a, b, 1)."""
+    if len(shape) >= ndim:
+        return shape
+    if not shape:
+        return (1,) * ndim
+    if len(shape) == 1:
+        return ((1,) + tuple(shape) + (1,))[:ndim] if ndim > 1 else tuple(shape)
+    return tuple(shape) + (1,)
 
 
 @overload
@@ -1167,28 +1173,98 @@ def atleast_3d(*tensors: Tensor | Sequence[Tensor]) -> Tensor | tuple[Tensor, ..
     return _at_least("atleast_3d", tensors, 3)
 
 
-@op("hstack", doc="The tensors joined column-wise (along dim 1; dim 0 for vectors).", composite=True, method=False)
-def hstack(tensors: Sequence[Tensor]) -> Tensor:
-    tensors = _each_at_least(_tensor_list("hstack", tensors), 1)
-    return cat(tensors, 0 if tensors[0].ndim == 1 else 1)
+def _stacked(name, tensors, layout):
+    """The forward of hstack, vstack, dstack and column_stack, whose ``layout`` is (the rank below which a
+    tensor is viewed with another shape; that shape, given its shape; the dim joined along, given the
+    joined rank): each tensor viewed so (outside the graph: the op's own gradient undoes it), joined as
+    cat joins them. One dispatch a call, not a reshape for each tensor and a cat."""
+    min_ndim, shape_of, dim_of = layout
+    pieces = list(tensors)
+    if not pieces:
+        raise _not_tensors(name)
+    for i, t in enumerate(pieces):
+        if t.__class__ is not Tensor:
+            raise _not_tensors(name)
+        a = t._data
+        if a.ndim < min_ndim:
+            pieces[i] = wrap(_view_or_copy(primitives(t), a, shape_of(a.shape)), t._device)
+    return cat.op.forward(pieces, dim_of(pieces[0]._data.ndim))
+
+
+def _stacked_grads(layout):
+    """The gradient rule of a ``_stacked`` op: each tensor's piece of the gradient along the joined dim,
+    back in its own shape (cat's gradient, through the shapes the forward gave the tensors)."""
+    _, shape_of, dim_of = layout
+
+    def grads(grad, tensors_shape):
+        d, start, out = dim_of(grad.ndim), 0, []
+        for shape in tensors_shape:
+            shape = tuple(shape)
+            seen = shape_of(shape)
+            piece = narrow(grad, d, start, seen[d])
+            out.append(piece if seen == shape else reshape(piece, shape))
+            start += seen[d]
+        return out
+
+    return {"tensors": grads}
+
+
+def _numel(shape):
+    n = 1
+    for size in shape:
+        n *= size
+    return n
+
+
+_HSTACK = (1, lambda shape: _at_least_shape(shape, 1), lambda ndim: 0 if ndim == 1 else 1)
+_VSTACK = (2, lambda shape: _at_least_shape(shape, 2), lambda ndim: 0)
+_DSTACK = (3, lambda shape: _at_least_shape(shape, 3), lambda ndim: 2)
+_COLUMN_STACK = (2, lambda shape: (_numel(shape), 1) if len(shape) <= 1 else shape, lambda ndim: 1)
 
 
 @op(
-    "vstack", doc="The tensors joined row-wise (vectors as rows).", composite=True, method=False, aliases=("row_stack",)
+    "hstack",
+    doc="The tensors joined column-wise (along dim 1; dim 0 for vectors).",
+    method=False,
+    node="CatBackward0",
+    grads=_stacked_grads(_HSTACK),
+)
+def hstack(tensors: Sequence[Tensor]) -> Tensor:
+    return _stacked("hstack", tensors, _HSTACK)
+
+
+@op(
+    "vstack",
+    doc="The tensors joined row-wise (vectors as rows).",
+    method=False,
+    aliases=("row_stack",),
+    node="CatBackward0",
+    grads=_stacked_grads(_VSTACK),
 )
 def vstack(tensors: Sequence[Tensor]) -> Tensor:
-    return cat(_each_at_least(_tensor_list("vstack", tensors), 2), 0)
+    return _stacked("vstack", tensors, _VSTACK)
 
 
-@op("dstack", doc="The tensors joined depth-wise (along dim 2).", composite=True, method=False)
+@op(
+    "dstack",
+    doc="The tensors joined depth-wise (along dim 2).",
+    method=False,
+    node="CatBackward0",
+    grads=_stacked_grads(_DSTACK),
+)
 def dstack(tensors: Sequence[Tensor]) -> Tensor:
-    return cat(_each_at_least(_tensor_list("dstack", tensors), 3), 2)
+    return _stacked("dstack", tensors, _DSTACK)
 
 
-@op("column_stack", doc="The tensors as columns side by side (vectors become columns).", composite=True, method=False)
+@op(
+    "column_stack",
+    doc="The tensors as columns side by side (vectors become columns).",
+    method=False,
+    node="CatBackward0",
+    grads=_stacked_grads(_COLUMN_STACK),
+)
 def column_stack(tensors: Sequence[Tensor]) -> Tensor:
-    tensors = _tensor_list("column_stack", tensors)
-    return cat([reshape(t, (t.numel(), 1)) if t.ndim <= 1 else t for t in tensors], 1)
+    return _stacked("column_stack", tensors, _COLUMN_STACK)
 
 
 @op(
