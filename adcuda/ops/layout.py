@@ -1085,6 +1085,13 @@ def repeat_interleave(
         repeats, source = input, None
     if source is not None and not isinstance(source, Tensor):
         raise DTypeError(f"{name}: input must be a Tensor, got {type(source).__name__}")
+    if repeats.__class__ is int and repeats >= 0 and source is not None:
+        if dim is None:
+            return repeat_each(source, repeats, None)
+        axis = wrap_dim(dim, source.ndim, name)
+        if source.ndim == 0:  # the dim after it, where the repeats would go, is out of range (as in PyTorch)
+            wrap_dim(axis + 1, 0, name)
+        return repeat_each(source, repeats, axis)
     if source is not None and dim is None:
         source, dim = source.reshape(-1), 0
     if isinstance(repeats, Tensor):
@@ -1113,15 +1120,43 @@ def repeat_interleave(
         if source is None:
             return positions
         return source.index_select(axis, positions)
-    if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 0:
-        raise ShapeError(f"{name}: repeats must be a non-negative int or an int64 tensor, got {repeats!r}")
-    assert source is not None  # repeats alone is a Tensor (returned above)
-    axis = wrap_dim(dim, source.ndim, name)
-    shape = list(source.shape)
-    expanded = list(shape)
-    expanded.insert(axis + 1, repeats)
-    shape[axis] *= repeats
-    return source.unsqueeze(axis + 1).expand(expanded).reshape(shape)
+    raise ShapeError(f"{name}: repeats must be a non-negative int or an int64 tensor, got {repeats!r}")
+
+
+def _each_repeated(shape, repeats, dim):
+    """(the shape seen with a dim of 1 after ``dim``, that dim expanded to ``repeats``) for repeat_each
+    of an input of ``shape`` (flattened first where dim is None)."""
+    if dim is None:
+        shape, dim = (_numel(shape),), 0
+    shape = tuple(shape)
+    return shape[: dim + 1] + (1,) + shape[dim + 1 :], shape[: dim + 1] + (repeats,) + shape[dim + 1 :]
+
+
+@op(
+    "repeat_each",
+    doc="repeat_interleave by an int: each slice along dim (each element where dim is None) repeats times.",
+    function=False,
+    method=False,
+    node="RepeatInterleaveBackward0",
+    grads={
+        "input": lambda grad, input_shape, repeats, dim: (
+            grad.reshape(_each_repeated(input_shape, repeats, dim)[1])
+            .sum(1 if dim is None else dim + 1)
+            .reshape(input_shape)
+        )
+    },
+)
+def repeat_each(input: Tensor, repeats: int, dim: int | None) -> Tensor:
+    # one dispatch over the primitives: input seen with a dim of 1 after dim, expanded to repeats and
+    # copied (an unsqueeze, an expand and a reshape were three, a flatten four)
+    bk = primitives(input)
+    unit, expanded = _each_repeated(input._data.shape, repeats, dim)
+    tiled = bk.expand(_view_or_copy(bk, input._data, unit), expanded)
+    data = bk.contiguous(tiled)
+    if data is tiled:  # one repeat of a contiguous input: still input's memory
+        data = bk.astype(tiled, input.dtype)
+    axis = 0 if dim is None else dim
+    return wrap(bk.view(data, expanded[:axis] + (expanded[axis] * repeats,) + expanded[axis + 2 :]), input._device)
 
 
 # ------------------------------------------------------------------------------------------------
