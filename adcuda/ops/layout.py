@@ -592,7 +592,12 @@ def _slices(input, d, bounds):
     smaller): slice_key called directly, one dispatch a piece (split, chunk, tensor_split; narrow's and
     getitem's would add two)."""
     lead = (_FULL,) * d
-    return tuple(slice_key(input, lead + (slice(start, max(start, stop)),)) for start, stop in zip(bounds, bounds[1:]))
+    pieces = []
+    start = bounds[0]
+    for stop in bounds[1:]:  # (a plain loop: a generator and max() per piece cost half a slice_key)
+        pieces.append(slice_key(input, lead + (slice(start, stop if stop > start else start),)))
+        start = stop
+    return tuple(pieces)
 
 
 def _contiguous_method(self: Tensor) -> Tensor:
@@ -766,15 +771,16 @@ def _view_or_copy(bk, a, shape):
 
 
 def _require_dims(name, input):
-    if input.ndim == 0:
+    if input._data.ndim == 0:
         raise ShapeError(f"{name}: expects at least a 1-dimensional tensor, got a 0-d tensor")
 
 
 def _real_dim(name, input, dim):
     """``dim`` wrapped, for an op that needs the dim to exist (a 0-d tensor has none)."""
-    if input.ndim == 0:
+    ndim = input._data.ndim
+    if ndim == 0:
         raise IndexOutOfRangeError(f"{name}: dimension specified as {dim} but tensor has no dimensions")
-    return wrap_dim(dim, input.ndim, name)
+    return wrap_dim(dim, ndim, name)
 
 
 def _split_method(self: Tensor, split_size: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
@@ -813,8 +819,9 @@ def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     if chunks <= 0:
         raise ValueError(f"chunk: chunks must be positive, got {chunks}")
     _require_dims("chunk", input)
-    d = wrap_dim(dim, input.ndim, "chunk")
-    size = input.shape[d]
+    shape = input._data.shape
+    d = wrap_dim(dim, len(shape), "chunk")
+    size = shape[d]
     if size == 0:  # PyTorch gives ``chunks`` empty pieces here
         return _slices(input, d, [0] * (chunks + 1))
     step = max(-(-size // chunks), 1)
@@ -824,8 +831,9 @@ def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
 @op("unbind", doc="The slices along dim, as a tuple (views).", composite=True)
 def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
     d = _real_dim("unbind", input, dim)
+    # keys that end in an Ellipsis already (the CPU primitive adds one to keep a 0-d piece a view)
     lead = (_FULL,) * d
-    return tuple(slice_key(input, lead + (i,)) for i in range(input.shape[d]))
+    return tuple([slice_key(input, lead + (i, Ellipsis)) for i in range(input._data.shape[d])])
 
 
 @op("select", doc="The slice at index along dim, without that dim (a view).", composite=True)
@@ -1342,24 +1350,31 @@ def tensor_split(
     indices: Sequence[int] | None = None,
     tensor_indices_or_sections: Tensor | None = None,
 ) -> tuple[Tensor, ...]:
-    if getattr(input, "ndim", None) == 0:
+    ndim = input._data.ndim
+    if ndim == 0:
         raise ShapeError("tensor_split: expected at least a 1-dimensional tensor, but got a tensor with 0 dims")
-    indices_or_sections = _one_of(
-        "tensor_split",
-        indices_or_sections=indices_or_sections,
-        sections=sections,
-        indices=indices,
-        tensor_indices_or_sections=tensor_indices_or_sections,
-    )
-    return _split_at(input, indices_or_sections, wrap_dim(dim, input.ndim, "tensor_split"))
+    if (
+        indices_or_sections is None
+        or sections is not None
+        or indices is not None
+        or tensor_indices_or_sections is not None
+    ):
+        indices_or_sections = _one_of(
+            "tensor_split",
+            indices_or_sections=indices_or_sections,
+            sections=sections,
+            indices=indices,
+            tensor_indices_or_sections=tensor_indices_or_sections,
+        )
+    return _split_at(input, indices_or_sections, wrap_dim(dim, ndim, "tensor_split"))
 
 
 def _split_at(input, indices_or_sections, d):
     """tensor_split's views (hsplit, vsplit and dsplit call it directly, not through its dispatch)."""
-    n = input.shape[d]
-    if isinstance(indices_or_sections, Tensor):
+    n = input._data.shape[d]
+    if indices_or_sections.__class__ is not int and isinstance(indices_or_sections, Tensor):
         indices_or_sections = indices_or_sections.tolist()
-    if isinstance(indices_or_sections, int):
+    if indices_or_sections.__class__ is int or isinstance(indices_or_sections, int):
         sections = indices_or_sections
         if sections <= 0:
             raise ValueError(f"tensor_split: number of sections must be larger than 0, got {sections}")
@@ -1647,6 +1662,8 @@ def _one_of(name, **given):
 def _varargs_split(name, input, indices_or_sections, sections, indices, dim, min_ndim):
     """hsplit, vsplit, dsplit: the split points as one argument, by a keyword, or as varargs
     (``x.hsplit(1, 2)``, PyTorch's method form of a list of ints)."""
+    if len(indices_or_sections) == 1 and sections is None and indices is None:  # the common case: one argument
+        return _split_along(name, input, indices_or_sections[0], dim, min_ndim)
     spec = None
     if len(indices_or_sections) == 1:
         spec = indices_or_sections[0]
@@ -1657,11 +1674,13 @@ def _varargs_split(name, input, indices_or_sections, sections, indices, dim, min
 
 
 def _split_along(name, input, sections, dim, min_ndim):
-    if input.ndim < min_ndim:
+    if input._data.ndim < min_ndim:
         raise ShapeError(
             f"{name}: requires a tensor with at least {min_ndim} dimension(s), got shape {fmt_shape(input.shape)}"
         )
-    if isinstance(sections, numbers.Integral) and (sections <= 0 or input.shape[dim] % sections):
+    if (sections.__class__ is int or isinstance(sections, numbers.Integral)) and (
+        sections <= 0 or input._data.shape[dim] % sections
+    ):
         raise ShapeError(
             f"{name}: the size {input.shape[dim]} of dimension {dim} is not divisible by the split_size {sections}"
         )
@@ -1675,7 +1694,8 @@ def hsplit(
     sections: int | None = None,
     indices: Sequence[int] | None = None,
 ) -> tuple[Tensor, ...]:
-    return _varargs_split("hsplit", input, indices_or_sections, sections, indices, 1 if input.ndim > 1 else 0, 1)
+    dim = 1 if input._data.ndim > 1 else 0
+    return _varargs_split("hsplit", input, indices_or_sections, sections, indices, dim, 1)
 
 
 @op(
