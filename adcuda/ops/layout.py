@@ -941,7 +941,7 @@ def pad(
 ) -> Tensor:
     if not isinstance(input, Tensor):
         raise DTypeError(f"pad: input must be a Tensor, got {type(input).__name__}")
-    pad = tuple(int(p) for p in pad)
+    pad = tuple([int(p) for p in pad])
     if len(pad) % 2:
         raise ShapeError(f"pad: padding length must be divisible by 2, got {len(pad)} values {pad}")
     if len(pad) // 2 > input.ndim:
@@ -955,7 +955,9 @@ def pad(
     if mode in ("reflect", "replicate") and isinstance(input, Tensor) and input.dtype is dt.bool_:
         raise UnsupportedDTypeError(f"pad: mode {mode!r} is not implemented for bool tensors (PyTorch's kernels)")
     fill = 0 if value is None else value
-    ndim, pairs = input.ndim, len(pad) // 2
+    ndim, pairs = input._data.ndim, len(pad) // 2
+    if pairs == 1:  # the last dim alone: the pairs are already in the primitive's order
+        return pad_nd(input, pad, mode, fill)
     if pairs == 0:
         return input.clone()
     out = input
