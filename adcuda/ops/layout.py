@@ -18,10 +18,20 @@ from ..autograd.graph import sum_to_shape
 from ..device import CPU
 from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, UnsupportedDTypeError, fmt_shape
 from ..tensor import Size, Tensor, primitives
-from .common import broadcast_shapes, cast, check_same_device, laid_out, preserved_order, result_type, wrap, wrap_dim
+from .common import (
+    broadcast_shapes,
+    cast,
+    check_same_device,
+    filled,
+    laid_out,
+    preserved_order,
+    result_type,
+    wrap,
+    wrap_dim,
+)
 from .dispatch import NotAView
 from .factories import arange, full
-from .index import slice_key
+from .index import _scatter_back, slice_key
 from .registry import lowering, op
 
 if TYPE_CHECKING:
@@ -568,18 +578,22 @@ def narrow(input: Tensor, dim: int, start: int | Tensor, length: int) -> Tensor:
 
 def _narrow_key(name, input, dim, start, length):
     """The basic key of narrow's view (checked), for slice_key."""
-    if input.ndim == 0:
+    return _narrow_key_of(name, input._data.shape, dim, start, length)
+
+
+def _narrow_key_of(name, shape, dim, start, length):
+    """``_narrow_key`` for an input of ``shape``."""
+    if not shape:
         raise ShapeError(f"{name}: cannot be applied to a 0-dim tensor")
-    d = wrap_dim(dim, input.ndim, name)
-    size = input.shape[d]
+    d = wrap_dim(dim, len(shape), name)
+    size = shape[d]
     if start.__class__ is not int:
         start = int(start)  # a 0-d integer tensor too, as PyTorch takes it
     if start < 0:
         start += size
     if start < 0 or length < 0 or start + length > size:
         raise ShapeError(
-            f"{name}: start ({start}) + length ({length}) exceeds dimension size ({size}) "
-            f"of shape {fmt_shape(input.shape)}"
+            f"{name}: start ({start}) + length ({length}) exceeds dimension size ({size}) of shape {fmt_shape(shape)}"
         )
     return (_FULL,) * d + (slice(start, start + length),)
 
@@ -777,7 +791,10 @@ def _require_dims(name, input):
 
 def _real_dim(name, input, dim):
     """``dim`` wrapped, for an op that needs the dim to exist (a 0-d tensor has none)."""
-    ndim = input._data.ndim
+    return _real_dim_of(name, input._data.ndim, dim)
+
+
+def _real_dim_of(name, ndim, dim):
     if ndim == 0:
         raise IndexOutOfRangeError(f"{name}: dimension specified as {dim} but tensor has no dimensions")
     return wrap_dim(dim, ndim, name)
@@ -1728,16 +1745,49 @@ def dsplit(
     return _varargs_split("dsplit", input, indices_or_sections, sections, indices, 2, 3)
 
 
-@op("narrow_copy", doc="narrow as a new tensor (a copy).", composite=True)
+def _copied(bk, input, data):
+    """A contiguous copy of ``data`` (a view of input's memory) that is input's no longer."""
+    copy = bk.contiguous(data)
+    return bk.astype(copy, input.dtype) if copy is data else copy
+
+
+@op(
+    "narrow_copy",
+    doc="narrow as a new tensor (a copy).",
+    node="NarrowCopyBackward0",
+    grads={
+        "input": lambda grad, input_shape, dim, start, length: _scatter_back(
+            grad, input_shape, _narrow_key_of("narrow_copy", input_shape, dim, start, length), False
+        )
+    },
+)
 def narrow_copy(input: Tensor, dim: int, start: int, length: int) -> Tensor:
-    return clone(slice_key(input, _narrow_key("narrow_copy", input, dim, start, length)))
+    # one dispatch (a narrow and a clone were two, with their checks)
+    bk = primitives(input)
+    piece = bk.slice(input._data, _narrow_key("narrow_copy", input, dim, start, length))
+    return wrap(_copied(bk, input, piece), input._device)
 
 
-def _scattered(input, key, src):
-    """A copy of input with src written at the basic ``key`` (differentiable in both)."""
-    out = clone(input)
-    out[key] = src
-    return out
+def _scattered(name, input, key, src):
+    """The forward of select_scatter and slice_scatter: a copy of input with src (of the shape of input
+    at the basic ``key``, checked) written there, over the primitives (one dispatch; a clone and an
+    index write were two, and slice_scatter's check a third)."""
+    bk = primitives(input)
+    out = _copied(bk, input, input._data)
+    try:
+        target = bk.slice(out, key)
+    except IndexError as e:
+        raise IndexOutOfRangeError(f"{name}: {e} (input of shape {fmt_shape(input.shape)})") from None
+    if src._data.shape != target.shape:
+        item = key[-1]
+        at = f"{item.start}:{item.stop}:{item.step}" if item.__class__ is slice else item
+        raise ShapeError(
+            f"{name}: src of shape {fmt_shape(src.shape)} must have the shape {fmt_shape(target.shape)} of input "
+            f"{fmt_shape(input.shape)} at {at} along dim {len(key) - 1}"
+        )
+    check_same_device(name, input, src)
+    bk.copy_(target, cast(src, input.dtype)._data)
+    return wrap(out, input._device)
 
 
 def _storage_offset_method(self: Tensor) -> int:
@@ -1803,30 +1853,46 @@ def sum_to_size(input: Tensor, *size: int | Sequence[int]) -> Tensor:
     return out.sum(tuple(range(lead))) if lead else out
 
 
-@op("select_scatter", doc="A copy of input with src written at index along dim.", composite=True)
+def _select_key(input_shape, dim, index):
+    return (_FULL,) * _real_dim_of("select_scatter", len(input_shape), dim) + (index,)
+
+
+def _slice_scatter_key(input_shape, dim, start, end, step):
+    return (_FULL,) * _real_dim_of("slice_scatter", len(input_shape), dim) + (slice(start, end, step),)
+
+
+@op(
+    "select_scatter",
+    doc="A copy of input with src written at index along dim.",
+    node="SelectScatterBackward0",
+    grads={
+        "input": lambda grad, input_shape, src, dim, index: select_scatter(
+            grad, filled(src.shape, 0, grad.dtype, grad._device), dim, index
+        ),
+        "src": lambda grad, input_shape, dim, index: slice_key(grad, _select_key(input_shape, dim, index)),
+    },
+)
 def select_scatter(input: Tensor, src: Tensor, dim: int, index: int) -> Tensor:
-    d = _real_dim("select_scatter", input, dim)
-    if tuple(src.shape) != tuple(input.shape[:d] + input.shape[d + 1 :]):
-        raise ShapeError(
-            f"select_scatter: src of shape {fmt_shape(src.shape)} must have the shape of input "
-            f"{fmt_shape(input.shape)} without dim {d}"
-        )
-    return _scattered(input, (slice(None),) * d + (index,), src)
+    return _scattered("select_scatter", input, _select_key(input._data.shape, dim, index), src)
 
 
-@op("slice_scatter", doc="A copy of input with src written at start:end:step along dim.", composite=True)
+@op(
+    "slice_scatter",
+    doc="A copy of input with src written at start:end:step along dim.",
+    node="SliceScatterBackward0",
+    grads={
+        "input": lambda grad, src, dim, start, end, step: slice_scatter(
+            grad, filled(src.shape, 0, grad.dtype, grad._device), dim, start, end, step
+        ),
+        "src": lambda grad, input_shape, dim, start, end, step: slice_key(
+            grad, _slice_scatter_key(input_shape, dim, start, end, step)
+        ),
+    },
+)
 def slice_scatter(
     input: Tensor, src: Tensor, dim: int = 0, start: int | None = None, end: int | None = None, step: int = 1
 ) -> Tensor:
-    d = _real_dim("slice_scatter", input, dim)
-    key = (slice(None),) * d + (slice(start, end, step),)
-    target = tuple(input[key].shape)
-    if tuple(src.shape) != target:
-        raise ShapeError(
-            f"slice_scatter: src of shape {fmt_shape(src.shape)} must have the shape {fmt_shape(target)} of "
-            f"input {fmt_shape(input.shape)}[{start}:{end}:{step}] along dim {d}"
-        )
-    return _scattered(input, key, src)
+    return _scattered("slice_scatter", input, _slice_scatter_key(input._data.shape, dim, start, end, step), src)
 
 
 # what the exporters know of the primitives this family's ops call (``Lowering`` in registry.py)
