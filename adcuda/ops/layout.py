@@ -528,7 +528,7 @@ def broadcast_to(input: Tensor, *size: int | Sequence[int]) -> Tensor:
 
 @op("broadcast_tensors", doc="The tensors expanded to their common broadcast shape.", composite=True, method=False)
 def broadcast_tensors(*tensors: Tensor) -> tuple[Tensor, ...]:
-    shape = broadcast_shapes("broadcast_tensors", *(tuple(t.shape) for t in tensors))
+    shape = broadcast_shapes("broadcast_tensors", *[t._data.shape for t in tensors])
     # a tensor of that shape already is its own expand (which gives it back): no dispatch for it
     return tuple(t if t._data.shape == shape else expand(t, shape) for t in tensors)
 
@@ -1478,12 +1478,13 @@ def _rearranged(input, split, order, shape):
 )
 def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
     r = upscale_factor
-    if input.ndim < 3 or r <= 0 or input.shape[-3] % (r * r):
+    shape = input._data.shape  # (read once: each Tensor.shape is a new Size)
+    if len(shape) < 3 or r <= 0 or shape[-3] % (r * r):
         raise ShapeError(
-            f"pixel_shuffle: input {fmt_shape(input.shape)} needs at least 3 dims and a channel count (dim -3) "
+            f"pixel_shuffle: input {fmt_shape(shape)} needs at least 3 dims and a channel count (dim -3) "
             f"divisible by upscale_factor**2 = {r * r}"
         )
-    *batch, c, h, w = input.shape
+    *batch, c, h, w = shape
     n = len(batch)
     return _rearranged(
         input,
@@ -1503,12 +1504,13 @@ def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
 )
 def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
     r = downscale_factor
-    if input.ndim < 3 or r <= 0 or input.shape[-1] % r or input.shape[-2] % r:
+    shape = input._data.shape
+    if len(shape) < 3 or r <= 0 or shape[-1] % r or shape[-2] % r:
         raise ShapeError(
-            f"pixel_unshuffle: input {fmt_shape(input.shape)} needs at least 3 dims and a height and width "
+            f"pixel_unshuffle: input {fmt_shape(shape)} needs at least 3 dims and a height and width "
             f"divisible by downscale_factor = {r}"
         )
-    *batch, c, h, w = input.shape
+    *batch, c, h, w = shape
     n = len(batch)
     return _rearranged(
         input,
@@ -1645,14 +1647,15 @@ def _unit_except(ndim, dim, size):
     grads={"input": lambda grad, groups: channel_shuffle(grad, grad.shape[1] // groups)},  # the inverse shuffle
 )
 def channel_shuffle(input: Tensor, groups: int) -> Tensor:
-    if input.ndim < 3 or groups <= 0 or input.shape[1] % groups:
+    shape = input._data.shape
+    if len(shape) < 3 or groups <= 0 or shape[1] % groups:
         raise ShapeError(
             f"channel_shuffle: expected an input (N, C, *) with at least 3 dims and C divisible by groups "
-            f"({groups}), got {fmt_shape(input.shape)}"
+            f"({groups}), got {fmt_shape(shape)}"
         )
-    n, c, *rest = input.shape
-    order = (0, 2, 1, *range(3, input.ndim + 1))
-    return _rearranged(input, (n, groups, c // groups, *rest), order, tuple(input.shape))
+    n, c, *rest = shape
+    order = (0, 2, 1, *range(3, len(shape) + 1))
+    return _rearranged(input, (n, groups, c // groups, *rest), order, shape)
 
 
 @op(
