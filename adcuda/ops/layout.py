@@ -30,6 +30,7 @@ from .common import (
     wrap_dim,
 )
 from .dispatch import NotAView
+from .dtype_support import NUMBERS
 from .factories import arange, full
 from .index import _scatter_back, slice_key
 from .registry import lowering, op
@@ -1300,49 +1301,21 @@ _DSTACK = (3, lambda shape: _at_least_shape(shape, 3), lambda ndim: 2)
 _COLUMN_STACK = (2, lambda shape: (_numel(shape), 1) if len(shape) <= 1 else shape, lambda ndim: 1)
 
 
-@op(
-    "hstack",
-    doc="The tensors joined column-wise (along dim 1; dim 0 for vectors).",
-    method=False,
-    node="CatBackward0",
-    grads=_stacked_grads(_HSTACK),
-)
-def hstack(tensors: Sequence[Tensor]) -> Tensor:
-    return _stacked("hstack", tensors, _HSTACK)
+def _stack_op(name, doc, layout, aliases=()):
+    """The op ``name`` (hstack, vstack, dstack, column_stack): ``_stacked`` with its layout, declared
+    with the gradient rule of that layout."""
+
+    def forward(tensors: Sequence[Tensor]) -> Tensor:
+        return _stacked(name, tensors, layout)
+
+    forward.__name__ = forward.__qualname__ = name
+    return op(name, doc=doc, method=False, aliases=aliases, node="CatBackward0", grads=_stacked_grads(layout))(forward)
 
 
-@op(
-    "vstack",
-    doc="The tensors joined row-wise (vectors as rows).",
-    method=False,
-    aliases=("row_stack",),
-    node="CatBackward0",
-    grads=_stacked_grads(_VSTACK),
-)
-def vstack(tensors: Sequence[Tensor]) -> Tensor:
-    return _stacked("vstack", tensors, _VSTACK)
-
-
-@op(
-    "dstack",
-    doc="The tensors joined depth-wise (along dim 2).",
-    method=False,
-    node="CatBackward0",
-    grads=_stacked_grads(_DSTACK),
-)
-def dstack(tensors: Sequence[Tensor]) -> Tensor:
-    return _stacked("dstack", tensors, _DSTACK)
-
-
-@op(
-    "column_stack",
-    doc="The tensors as columns side by side (vectors become columns).",
-    method=False,
-    node="CatBackward0",
-    grads=_stacked_grads(_COLUMN_STACK),
-)
-def column_stack(tensors: Sequence[Tensor]) -> Tensor:
-    return _stacked("column_stack", tensors, _COLUMN_STACK)
+hstack = _stack_op("hstack", "The tensors joined column-wise (along dim 1; dim 0 for vectors).", _HSTACK)
+vstack = _stack_op("vstack", "The tensors joined row-wise (vectors as rows).", _VSTACK, aliases=("row_stack",))
+dstack = _stack_op("dstack", "The tensors joined depth-wise (along dim 2).", _DSTACK)
+column_stack = _stack_op("column_stack", "The tensors as columns side by side (vectors become columns).", _COLUMN_STACK)
 
 
 @op(
@@ -1559,6 +1532,7 @@ def _difference_grad(grad, input_shape, dim):
     doc="One forward difference of a non-empty number tensor along dim (a later element less the one before).",
     function=False,
     method=False,
+    dtypes=NUMBERS,  # (diff of bool tensors compares instead)
     node="SubBackward0",
     grads={"input": _difference_grad},
 )
@@ -1782,15 +1756,16 @@ def _copied(bk, input, data):
     return bk.astype(copy, input.dtype) if copy is data else copy
 
 
+def _narrow_copy_grad(grad, input_shape, dim, start, length):
+    """The gradient written back at the piece, zeros elsewhere."""
+    return _scatter_back(grad, input_shape, _narrow_key_of("narrow_copy", input_shape, dim, start, length), False)
+
+
 @op(
     "narrow_copy",
     doc="narrow as a new tensor (a copy).",
     node="NarrowCopyBackward0",
-    grads={
-        "input": lambda grad, input_shape, dim, start, length: _scatter_back(
-            grad, input_shape, _narrow_key_of("narrow_copy", input_shape, dim, start, length), False
-        )
-    },
+    grads={"input": _narrow_copy_grad},
 )
 def narrow_copy(input: Tensor, dim: int, start: int, length: int) -> Tensor:
     # one dispatch (a narrow and a clone were two, with their checks)
@@ -1892,33 +1867,37 @@ def _slice_scatter_key(input_shape, dim, start, end, step):
     return (_FULL,) * _real_dim_of("slice_scatter", len(input_shape), dim) + (slice(start, end, step),)
 
 
+def _select_scatter_input_grad(grad, src_shape, dim, index):
+    return select_scatter(grad, filled(src_shape, 0, grad.dtype, grad._device), dim, index)
+
+
+def _select_scatter_src_grad(grad, input_shape, dim, index):
+    return slice_key(grad, _select_key(input_shape, dim, index))
+
+
 @op(
     "select_scatter",
     doc="A copy of input with src written at index along dim.",
     node="SelectScatterBackward0",
-    grads={
-        "input": lambda grad, input_shape, src, dim, index: select_scatter(
-            grad, filled(src.shape, 0, grad.dtype, grad._device), dim, index
-        ),
-        "src": lambda grad, input_shape, dim, index: slice_key(grad, _select_key(input_shape, dim, index)),
-    },
+    grads={"input": _select_scatter_input_grad, "src": _select_scatter_src_grad},
 )
 def select_scatter(input: Tensor, src: Tensor, dim: int, index: int) -> Tensor:
     return _scattered("select_scatter", input, _select_key(input._data.shape, dim, index), src)
+
+
+def _slice_scatter_input_grad(grad, src_shape, dim, start, end, step):
+    return slice_scatter(grad, filled(src_shape, 0, grad.dtype, grad._device), dim, start, end, step)
+
+
+def _slice_scatter_src_grad(grad, input_shape, dim, start, end, step):
+    return slice_key(grad, _slice_scatter_key(input_shape, dim, start, end, step))
 
 
 @op(
     "slice_scatter",
     doc="A copy of input with src written at start:end:step along dim.",
     node="SliceScatterBackward0",
-    grads={
-        "input": lambda grad, src, dim, start, end, step: slice_scatter(
-            grad, filled(src.shape, 0, grad.dtype, grad._device), dim, start, end, step
-        ),
-        "src": lambda grad, input_shape, dim, start, end, step: slice_key(
-            grad, _slice_scatter_key(input_shape, dim, start, end, step)
-        ),
-    },
+    grads={"input": _slice_scatter_input_grad, "src": _slice_scatter_src_grad},
 )
 def slice_scatter(
     input: Tensor, src: Tensor, dim: int = 0, start: int | None = None, end: int | None = None, step: int = 1
