@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any, overload
 
 from .. import dtypes as dt
 from ..autograd.graph import sum_to_shape
-from ..device import CPU
 from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, UnsupportedDTypeError, fmt_shape
 from ..tensor import Size, Tensor, primitives
 from .common import (
@@ -619,7 +618,7 @@ def _contiguous_method(self: Tensor) -> Tensor:
     """Tensor.contiguous: the tensor itself where it already is contiguous, with no dispatch (as
     PyTorch's method answers before it dispatches; the op would give back the same tensor, recording
     nothing), else the op."""
-    if self._device is CPU and self._data.flags.c_contiguous:
+    if self.is_contiguous():
         return self
     return contiguous(self)
 

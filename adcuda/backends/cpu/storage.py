@@ -159,12 +159,12 @@ def flip(a: BackendArray, axes: Axes | None) -> BackendArray:
     for axis in range(a.ndim) if axes is None else axes:
         try:
             if key[axis] is _REVERSED:
-                raise ShapeError(f"flip: repeated axis in {tuple(axes)}")
+                raise ShapeError(f"flip: repeated axis in {axes}")
             key[axis] = _REVERSED
         except IndexError:
             raise IndexOutOfRangeError(f"flip: axis {axis} is out of bounds for array of dimension {a.ndim}") from None
-    key.append(Ellipsis)
-    return a[tuple(key)]
+    flipped: BasicKey = (*key, Ellipsis)
+    return a[flipped]
 
 
 _FULL, _REVERSED = builtins.slice(None), builtins.slice(None, None, -1)
