@@ -260,6 +260,25 @@ def _foreach_zero_(self: Tensors) -> None:
     _bump(tensors)
 
 
+def zero_grads(parameters, set_to_none=True):
+    """What ``Module.zero_grad`` and ``Optimizer.zero_grad`` do (not an op: it calls one): drop each
+    gradient of ``parameters`` (``set_to_none``, PyTorch's default: the next backward allocates fresh
+    ones) or zero it in place, detached from any graph that produced it."""
+    zeroed = []
+    for p in parameters:
+        if p.grad is None:
+            continue
+        if set_to_none:
+            p.grad = None
+            continue
+        if p.grad.grad_fn is not None:
+            p.grad.detach_()
+        else:
+            p.grad.requires_grad_(False)
+        zeroed.append(p.grad)
+    _foreach_zero_(zeroed)
+
+
 @op("_foreach_copy_", doc="self[i].copy_(src[i]) for every pair.", method=False)
 def _foreach_copy_(self: Tensors, src: Tensors, non_blocking: bool = False) -> None:
     """``self[i].copy_(src[i])`` for every pair: ``src[i]`` broadcast to ``self[i]``'s shape and cast to

@@ -260,7 +260,25 @@ class LinearLR(LRScheduler):
         ]
 
 
-class SequentialLR(LRScheduler):
+class _ComposedScheduler(LRScheduler):
+    """A scheduler stepping others (``self._schedulers``): its state dict holds theirs."""
+
+    _schedulers: list[LRScheduler]
+
+    def state_dict(self) -> dict[str, Any]:
+        state = {key: value for key, value in self.__dict__.items() if key not in ("optimizer", "_schedulers")}
+        state["_schedulers"] = [scheduler.state_dict() for scheduler in self._schedulers]
+        return state
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        state_dict = dict(state_dict)
+        inner = state_dict.pop("_schedulers")
+        self.__dict__.update(state_dict)
+        for scheduler, saved in zip(self._schedulers, inner):
+            scheduler.load_state_dict(saved)
+
+
+class SequentialLR(_ComposedScheduler):
     """Hand the optimizer from one scheduler to the next at each milestone epoch (the next one starts
     from its own epoch 0)."""
 
@@ -318,18 +336,6 @@ class SequentialLR(LRScheduler):
         else:
             scheduler.step()
         self._last_lr = scheduler.get_last_lr()
-
-    def state_dict(self) -> dict[str, Any]:
-        state = {key: value for key, value in self.__dict__.items() if key not in ("optimizer", "_schedulers")}
-        state["_schedulers"] = [scheduler.state_dict() for scheduler in self._schedulers]
-        return state
-
-    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
-        state_dict = dict(state_dict)
-        inner = state_dict.pop("_schedulers")
-        self.__dict__.update(state_dict)
-        for scheduler, saved in zip(self._schedulers, inner):
-            scheduler.load_state_dict(saved)
 
 
 class ReduceLROnPlateau(LRScheduler):
@@ -817,7 +823,7 @@ class CyclicLR(LRScheduler):
             self._scale_fn_custom.__dict__.update(saved)
 
 
-class ChainedScheduler(LRScheduler):
+class ChainedScheduler(_ComposedScheduler):
     """Steps every scheduler of ``schedulers`` (all of one optimizer) at each ``step()``, in order, so
     that their factors compose (a warm-up times a decay, say)."""
 
@@ -845,15 +851,3 @@ class ChainedScheduler(LRScheduler):
         for scheduler in self._schedulers:
             scheduler.step()
         self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
-
-    def state_dict(self) -> dict[str, Any]:
-        state = {key: value for key, value in self.__dict__.items() if key not in ("optimizer", "_schedulers")}
-        state["_schedulers"] = [scheduler.state_dict() for scheduler in self._schedulers]
-        return state
-
-    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
-        state_dict = dict(state_dict)
-        saved = state_dict.pop("_schedulers")
-        self.__dict__.update(state_dict)
-        for scheduler, state in zip(self._schedulers, saved):
-            scheduler.load_state_dict(state)

@@ -19,9 +19,9 @@ from ...device import as_device
 from ...errors import AdcudaError
 from ...ops import dispatch
 from ...ops.dispatch import host_step
+from ...ops.optim import zero_grads
 from ...tensor import Tensor
 from ..parameter import Parameter
-from ..utils.zero_grad import zero_grads
 
 ModuleT = TypeVar("ModuleT", bound="Module")
 
