@@ -74,6 +74,13 @@ def _parse_to(args, kwargs):
     return device, dtype
 
 
+def constructor_arguments(arguments: dict[str, Any], *leave_out: str) -> dict[str, Any]:
+    """A constructor's ``locals()`` (taken before it sets any local) as keyword arguments for another
+    constructor taking the same names: all but ``self`` and the ``leave_out`` names."""
+    dropped = ("self", "__class__", *leave_out)
+    return {name: value for name, value in arguments.items() if name not in dropped}
+
+
 class Module:
     training: bool
     _version = 1
