@@ -60,6 +60,9 @@ class _TrailingNorm(Module):
 
 
 class LayerNorm(_TrailingNorm):
+    """PyTorch's LayerNorm: each sample normalised over its trailing ``normalized_shape`` dims, then
+    scaled by ``weight`` and shifted by ``bias``."""
+
     def __init__(
         self,
         normalized_shape: int | Sequence[int],
@@ -76,6 +79,9 @@ class LayerNorm(_TrailingNorm):
 
 
 class RMSNorm(_TrailingNorm):
+    """PyTorch's RMSNorm: each sample divided by the root mean square of its trailing
+    ``normalized_shape`` dims, then scaled by ``weight``."""
+
     def __init__(
         self,
         normalized_shape: int | Sequence[int],
