@@ -1,6 +1,7 @@
 """Distribution: the base class of every distribution, with PyTorch's interface and argument checks."""
 
 import warnings
+from numbers import Number
 
 from ..errors import InvalidArgumentError
 from . import _torch as torch
@@ -180,3 +181,34 @@ class Distribution:
             f"{p}: {self.__dict__[p] if self.__dict__[p].numel() == 1 else self.__dict__[p].size()}" for p in names
         )
         return f"{self.__class__.__name__}({shown})"
+
+
+class LocatedDistribution(Distribution):
+    """A distribution whose mean and mode are its ``loc`` parameter (Normal, Laplace,
+    MultivariateNormal)."""
+
+    @property
+    def mean(self):
+        return self.loc
+
+    @property
+    def mode(self):
+        return self.loc
+
+
+def _batch_shape(first, *numbers_or_tensors):
+    """A distribution's batch shape: () where every parameter is a Python number, else ``first``'s."""
+    if all(isinstance(v, Number) for v in numbers_or_tensors):
+        return torch.Size()
+    return first.shape
+
+
+def _expanded(self, cls, names, batch_shape, _instance):
+    """``self.expand(batch_shape)`` for a family ``cls`` whose parameters ``names`` expand as tensors."""
+    new = self._get_checked_instance(cls, _instance)
+    batch_shape = torch.Size(tuple(batch_shape))
+    for name in names:
+        setattr(new, name, getattr(self, name).expand(batch_shape))
+    Distribution.__init__(new, batch_shape, validate_args=False)
+    new._validate_args = self._validate_args
+    return new

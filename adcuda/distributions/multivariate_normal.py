@@ -4,7 +4,7 @@ import math
 
 from . import _torch as torch
 from . import constraints
-from .distribution import Distribution
+from .distribution import Distribution, LocatedDistribution
 from .linalg import cholesky, inverse_lower, solve_lower_vector
 from .utils import _standard_normal, lazy_property
 
@@ -32,7 +32,7 @@ def _precision_to_scale_tril(precision):
     return inverse_lower(inverse_scale_tril)
 
 
-class MultivariateNormal(Distribution):
+class MultivariateNormal(LocatedDistribution):
     arg_constraints = {
         "loc": constraints.real_vector,
         "covariance_matrix": constraints.positive_definite,
@@ -114,14 +114,6 @@ class MultivariateNormal(Distribution):
     def precision_matrix(self):
         inverse = inverse_lower(self._unbroadcasted_scale_tril)
         return (inverse.mT @ inverse).expand(tuple(self._batch_shape) + tuple(self._event_shape) * 2)
-
-    @property
-    def mean(self):
-        return self.loc
-
-    @property
-    def mode(self):
-        return self.loc
 
     @property
     def variance(self):
