@@ -175,6 +175,15 @@ class Distribution:
             )
         return self.__new__(type(self)) if _instance is None else _instance
 
+    def _expand_with(self, new, batch_shape, **attributes):
+        """``expand``'s last step: ``new`` (from ``_get_checked_instance``) given ``attributes`` (its
+        expanded parameters), ``batch_shape``, and self's event shape and argument checking."""
+        for name, value in attributes.items():
+            setattr(new, name, value)
+        Distribution.__init__(new, batch_shape, self.event_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
     def __repr__(self):
         names = [k for k in self.arg_constraints if k in self.__dict__]
         shown = ", ".join(
@@ -183,9 +192,9 @@ class Distribution:
         return f"{self.__class__.__name__}({shown})"
 
 
+# (no docstring: the families below keep Distribution's in the API reference)
 class LocatedDistribution(Distribution):
-    """A distribution whose mean and mode are its ``loc`` parameter (Normal, Laplace,
-    MultivariateNormal)."""
+    # a distribution whose mean and mode are its ``loc`` parameter (Normal, Laplace, MultivariateNormal)
 
     @property
     def mean(self):
@@ -207,8 +216,4 @@ def _expanded(self, cls, names, batch_shape, _instance):
     """``self.expand(batch_shape)`` for a family ``cls`` whose parameters ``names`` expand as tensors."""
     new = self._get_checked_instance(cls, _instance)
     batch_shape = torch.Size(tuple(batch_shape))
-    for name in names:
-        setattr(new, name, getattr(self, name).expand(batch_shape))
-    Distribution.__init__(new, batch_shape, validate_args=False)
-    new._validate_args = self._validate_args
-    return new
+    return self._expand_with(new, batch_shape, **{name: getattr(self, name).expand(batch_shape) for name in names})

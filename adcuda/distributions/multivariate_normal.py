@@ -4,7 +4,7 @@ import math
 
 from . import _torch as torch
 from . import constraints
-from .distribution import Distribution, LocatedDistribution
+from .distribution import LocatedDistribution
 from .linalg import cholesky, inverse_lower, solve_lower_vector
 from .utils import _standard_normal, lazy_property
 
@@ -97,9 +97,7 @@ class MultivariateNormal(LocatedDistribution):
         for name in ("covariance_matrix", "scale_tril", "precision_matrix"):
             if name in self.__dict__:
                 setattr(new, name, self.__dict__[name].expand(cov_shape))
-        Distribution.__init__(new, batch_shape, self.event_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expand_with(new, batch_shape)
 
     @lazy_property
     def scale_tril(self):
