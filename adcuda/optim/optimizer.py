@@ -51,7 +51,7 @@ from typing import Any
 
 from .. import dtypes as dt
 from ..autograd.grad_mode import enable_grad, no_grad
-from ..autograd.graph import RemovableHandle
+from ..autograd.graph import RemovableHandle, pre_hook_arguments
 from ..errors import AdcudaError, DeviceError
 from ..factories import tensor
 from ..ops.dispatch import host_step
@@ -401,14 +401,7 @@ def _with_step_hooks(step):
     def stepped(self, *args, **kwargs):
         pre, post = self.__dict__.get("_step_pre_hooks"), self.__dict__.get("_step_post_hooks")
         for hook in list(pre.values()) if pre else ():
-            result = hook(self, args, kwargs)
-            if result is not None:
-                if not (isinstance(result, tuple) and len(result) == 2):
-                    raise TypeError(
-                        f"{type(self).__name__}: a step pre-hook must return None or (new_args, new_kwargs), "
-                        f"got {type(result).__name__}"
-                    )
-                args, kwargs = result
+            args, kwargs = pre_hook_arguments(hook(self, args, kwargs), args, kwargs, type(self).__name__, "step")
         out = step(self, *args, **kwargs)
         for hook in list(post.values()) if post else ():
             hook(self, args, kwargs)

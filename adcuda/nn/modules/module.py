@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from ... import dtypes as dt
 from ...autograd.grad_mode import no_grad
-from ...autograd.graph import RemovableHandle
+from ...autograd.graph import RemovableHandle, pre_hook_arguments
 from ...device import as_device
 from ...errors import AdcudaError
 from ...ops import dispatch
@@ -149,14 +149,9 @@ class Module:
         flags = self.__dict__.get("_hook_flags", {})
         for key, hook in list(self._forward_pre_hooks.items()):
             if "with_kwargs" in flags.get(key, ()):
-                result = hook(self, args, kwargs)
-                if result is not None:
-                    if not (isinstance(result, tuple) and len(result) == 2):
-                        raise TypeError(
-                            f"forward pre-hook of {type(self).__name__} must return None or a tuple of "
-                            f"(new_args, new_kwargs), got {type(result).__name__}"
-                        )
-                    args, kwargs = result
+                args, kwargs = pre_hook_arguments(
+                    hook(self, args, kwargs), args, kwargs, type(self).__name__, "forward"
+                )
             else:
                 result = hook(self, args)
                 if result is not None:
