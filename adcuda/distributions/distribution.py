@@ -200,9 +200,7 @@ class LocatedDistribution(Distribution):
     def mean(self):
         return self.loc
 
-    @property
-    def mode(self):
-        return self.loc
+    mode = mean
 
 
 def _batch_shape(first, *numbers_or_tensors):

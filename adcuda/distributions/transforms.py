@@ -56,11 +56,14 @@ class Transform:
 
     @property
     def inv(self):
-        inv = None
-        if self._inv is not None:
-            inv = self._inv()
+        return self._inverse_kept(lambda: _InverseTransform(self))
+
+    def _inverse_kept(self, make):
+        """The inverse ``make()`` makes, kept by a weak reference: asked again while it lives, the same
+        object."""
+        inv = None if self._inv is None else self._inv()
         if inv is None:
-            inv = _InverseTransform(self)
+            inv = make()
             self._inv = weakref.ref(inv)
         return inv
 
@@ -229,13 +232,8 @@ class ComposeTransform(Transform):
 
     @property
     def inv(self):
-        inv = None
-        if self._inv is not None:
-            inv = self._inv()
-        if inv is None:
-            inv = ComposeTransform([p.inv for p in reversed(self.parts)])
-            self._inv = weakref.ref(inv)
-            inv._inv = weakref.ref(self)
+        inv = self._inverse_kept(lambda: ComposeTransform([p.inv for p in reversed(self.parts)]))
+        inv._inv = weakref.ref(self)
         return inv
 
     def with_cache(self, cache_size=1):

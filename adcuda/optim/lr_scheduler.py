@@ -109,11 +109,8 @@ def _lambda_per_group(optimizer, lr_lambda):
     return list(lr_lambda)
 
 
-class LambdaLR(LRScheduler):
-    """lr = initial_lr * lr_lambda(epoch); ``lr_lambda`` is one function or one per group.
-
-    Linear warm-up: ``LambdaLR(opt, lambda step: min(1.0, (step + 1) / warmup_steps))``.
-    """
+class _LambdaScheduler(LRScheduler):
+    """LambdaLR's and MultiplicativeLR's: a function of the epoch per group (``lr_lambdas``)."""
 
     def __init__(
         self,
@@ -123,9 +120,6 @@ class LambdaLR(LRScheduler):
     ) -> None:
         self.lr_lambdas = _lambda_per_group(optimizer, lr_lambda)
         super().__init__(optimizer, last_epoch)
-
-    def get_lr(self) -> list[float]:
-        return [base_lr * fn(self.last_epoch) for fn, base_lr in zip(self.lr_lambdas, self.base_lrs)]
 
     def state_dict(self) -> dict[str, Any]:
         """Plain functions and lambdas are not saved (they are code); callable objects' state is."""
@@ -142,6 +136,16 @@ class LambdaLR(LRScheduler):
         for fn, saved in zip(self.lr_lambdas, lr_lambdas):
             if saved is not None:
                 fn.__dict__.update(saved)
+
+
+class LambdaLR(_LambdaScheduler):
+    """lr = initial_lr * lr_lambda(epoch); ``lr_lambda`` is one function or one per group.
+
+    Linear warm-up: ``LambdaLR(opt, lambda step: min(1.0, (step + 1) / warmup_steps))``.
+    """
+
+    def get_lr(self) -> list[float]:
+        return [base_lr * fn(self.last_epoch) for fn, base_lr in zip(self.lr_lambdas, self.base_lrs)]
 
 
 class StepLR(LRScheduler):
@@ -621,26 +625,14 @@ class ConstantLR(LRScheduler):
         return [base_lr * (self.factor + reached * (1 - self.factor)) for base_lr in self.base_lrs]
 
 
-class MultiplicativeLR(LRScheduler):
+class MultiplicativeLR(_LambdaScheduler):
     """Multiply the lr by ``lr_lambda(epoch)`` every epoch; one function or one per group."""
-
-    def __init__(
-        self,
-        optimizer: Optimizer,
-        lr_lambda: Callable[[int], float] | Sequence[Callable[[int], float]],
-        last_epoch: int = -1,
-    ) -> None:
-        self.lr_lambdas = _lambda_per_group(optimizer, lr_lambda)
-        super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[float]:
         groups = self.optimizer.param_groups
         if self.last_epoch > 0:
             return [group["lr"] * fn(self.last_epoch) for fn, group in zip(self.lr_lambdas, groups)]
         return [group["lr"] for group in groups]
-
-    state_dict = LambdaLR.state_dict
-    load_state_dict = LambdaLR.load_state_dict
 
 
 class PolynomialLR(LRScheduler):
