@@ -8,10 +8,14 @@ from .. import functional as F
 from .module import Module
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ...types import Sequence, Tensor
 
 
 class _MaxPoolNd(Module):
+    _pool: Callable[..., Tensor | tuple[Tensor, Tensor]]  # the functional form (1d or 2d)
+
     def __init__(
         self,
         kernel_size: int | tuple[int, ...],
@@ -29,6 +33,17 @@ class _MaxPoolNd(Module):
         self.return_indices = return_indices
         self.ceil_mode = ceil_mode
 
+    def forward(self, input: Tensor) -> Tensor | tuple[Tensor, Tensor]:
+        return self._pool(
+            input,
+            self.kernel_size,
+            self.stride,
+            self.padding,
+            self.dilation,
+            ceil_mode=self.ceil_mode,
+            return_indices=self.return_indices,
+        )
+
     def extra_repr(self):
         return (
             f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
@@ -37,29 +52,11 @@ class _MaxPoolNd(Module):
 
 
 class MaxPool1d(_MaxPoolNd):
-    def forward(self, input: Tensor) -> Tensor | tuple[Tensor, Tensor]:
-        return F.max_pool1d(
-            input,
-            self.kernel_size,
-            self.stride,
-            self.padding,
-            self.dilation,
-            ceil_mode=self.ceil_mode,
-            return_indices=self.return_indices,
-        )
+    _pool = staticmethod(F.max_pool1d)
 
 
 class MaxPool2d(_MaxPoolNd):
-    def forward(self, input: Tensor) -> Tensor | tuple[Tensor, Tensor]:
-        return F.max_pool2d(
-            input,
-            self.kernel_size,
-            self.stride,
-            self.padding,
-            self.dilation,
-            ceil_mode=self.ceil_mode,
-            return_indices=self.return_indices,
-        )
+    _pool = staticmethod(F.max_pool2d)
 
 
 class _AvgPoolNd(Module):
@@ -122,14 +119,19 @@ class _AdaptivePool(Module):
         return f"output_size={self.output_size}"
 
 
-class AdaptiveAvgPool1d(_AdaptivePool):
+class _AdaptiveAvgPool(_AdaptivePool):
+    _pool: Callable[..., Tensor]  # the functional form (1d or 2d)
+
     def forward(self, input: Tensor) -> Tensor:
-        return F.adaptive_avg_pool1d(input, self.output_size)
+        return self._pool(input, self.output_size)
 
 
-class AdaptiveAvgPool2d(_AdaptivePool):
-    def forward(self, input: Tensor) -> Tensor:
-        return F.adaptive_avg_pool2d(input, self.output_size)
+class AdaptiveAvgPool1d(_AdaptiveAvgPool):
+    _pool = staticmethod(F.adaptive_avg_pool1d)
+
+
+class AdaptiveAvgPool2d(_AdaptiveAvgPool):
+    _pool = staticmethod(F.adaptive_avg_pool2d)
 
 
 class AdaptiveMaxPool2d(_AdaptivePool):
@@ -200,6 +202,8 @@ class UpsamplingBilinear2d(Upsample):
 
 
 class _LPPoolNd(Module):
+    _pool: Callable[..., Tensor]  # the functional form (1d or 2d)
+
     def __init__(
         self,
         norm_type: float,
@@ -213,6 +217,9 @@ class _LPPoolNd(Module):
         self.stride = stride
         self.ceil_mode = ceil_mode
 
+    def forward(self, input: Tensor) -> Tensor:
+        return self._pool(input, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
+
     def extra_repr(self):
         return (
             f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, stride={self.stride}, "
@@ -221,13 +228,11 @@ class _LPPoolNd(Module):
 
 
 class LPPool1d(_LPPoolNd):
-    def forward(self, input: Tensor) -> Tensor:
-        return F.lp_pool1d(input, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
+    _pool = staticmethod(F.lp_pool1d)
 
 
 class LPPool2d(_LPPoolNd):
-    def forward(self, input: Tensor) -> Tensor:
-        return F.lp_pool2d(input, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
+    _pool = staticmethod(F.lp_pool2d)
 
 
 class _MaxUnpoolNd(Module):
