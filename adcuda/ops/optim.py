@@ -110,6 +110,15 @@ def _check_writable(op, tensors):
             check_inplace_allowed(t, op)
 
 
+def _writing_backend(op, written, operands):
+    """The backend of the one device of ``operands`` (``written`` among them; None where there are
+    none), after refusing autograd and checking that ``written`` may be written in place."""
+    device = _one_device(op, operands)
+    _refuse_autograd(op, operands)
+    _check_writable(op, written)
+    return None if device is None else primitives_on(device)
+
+
 def _check_shapes(op, like_name, like, named_lists):
     """Each ``(name, tensors)`` of ``named_lists`` holds, at every index, a tensor of ``like``'s shape."""
     for i, reference in enumerate(like):
@@ -186,12 +195,9 @@ def _foreach_binary_(op, primitive, tensors, other, alpha=1):
             f"{op}: other must be a number, a one-element Tensor or a list of Tensors, got {type(other).__name__}"
         )
     operands = tensors + (others or []) + ([other] if isinstance(other, Tensor) else [])
-    device = _one_device(op, operands)
-    _refuse_autograd(op, operands)
-    _check_writable(op, tensors)
-    if device is None:
+    bk = _writing_backend(op, tensors, operands)
+    if bk is None:
         return
-    bk = primitives_on(device)
     shared_category = _category(other) if others is None else None
     for i, t in enumerate(tensors):
         b = others[i] if others is not None else other
@@ -237,12 +243,9 @@ def _foreach_clamp_(self: Tensors, min: Number | None = None, max: Number | None
     tensors = _tensor_list(op, "self", self)
     if min is None and max is None:
         raise ValueError(f"{op}: at least one of min and max must be given")
-    device = _one_device(op, tensors)
-    _refuse_autograd(op, tensors)
-    _check_writable(op, tensors)
-    if device is None:
+    bk = _writing_backend(op, tensors, tensors)
+    if bk is None:
         return
-    bk = primitives_on(device)
     for t in tensors:
         bk.copy_(t._data, bk.clamp(t._data, min, max))
     _bump(tensors)
