@@ -30,20 +30,30 @@ class Dropout(Module):
 
 
 class Dropout1d(Dropout):
+    """Zeroes whole channels of (N, C, L) or (C, L) input."""
+
     _dropout = staticmethod(F.dropout1d)
 
 
 class Dropout2d(Dropout):
+    """Zeroes whole channels of (N, C, H, W) or (C, H, W) input."""
+
     _dropout = staticmethod(F.dropout2d)
 
 
 class Dropout3d(Dropout):
+    """Zeroes whole channels of (N, C, D, H, W) or (C, D, H, W) input."""
+
     _dropout = staticmethod(F.dropout3d)
 
 
 class AlphaDropout(Dropout):
+    """Dropout that keeps SELU's zero mean and unit variance."""
+
     _dropout = staticmethod(F.alpha_dropout)
 
 
 class FeatureAlphaDropout(Dropout):
+    """AlphaDropout of whole channels."""
+
     _dropout = staticmethod(F.feature_alpha_dropout)
