@@ -96,6 +96,21 @@ class LRScheduler:
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
         self.__dict__.update(state_dict)
 
+    def _state_dict_saving(self, name, save):
+        """``state_dict`` of a scheduler whose attribute ``name`` is a list it saves item by item
+        (``save(item)``)."""
+        state = {key: value for key, value in self.__dict__.items() if key not in ("optimizer", name)}
+        state[name] = [save(item) for item in getattr(self, name)]
+        return state
+
+    def _load_state_dict_restoring(self, state_dict, name, restore):
+        """``load_state_dict`` of such a scheduler: ``restore(item, saved)`` for each item of ``name``."""
+        state_dict = dict(state_dict)
+        saved = state_dict.pop(name)
+        self.__dict__.update(state_dict)
+        for item, value in zip(getattr(self, name), saved):
+            restore(item, value)
+
 
 _LRScheduler = LRScheduler
 
@@ -107,6 +122,11 @@ def _lambda_per_group(optimizer, lr_lambda):
     if len(lr_lambda) != len(optimizer.param_groups):
         raise ValueError(f"Expected {len(optimizer.param_groups)} lr_lambdas, but got {len(lr_lambda)}")
     return list(lr_lambda)
+
+
+def _restore_lambda(fn, saved):
+    if saved is not None:
+        fn.__dict__.update(saved)
 
 
 class _LambdaScheduler(LRScheduler):
@@ -123,19 +143,12 @@ class _LambdaScheduler(LRScheduler):
 
     def state_dict(self) -> dict[str, Any]:
         """Plain functions and lambdas are not saved (they are code); callable objects' state is."""
-        state = {key: value for key, value in self.__dict__.items() if key not in ("optimizer", "lr_lambdas")}
-        state["lr_lambdas"] = [
-            None if isinstance(fn, types.FunctionType) else dict(fn.__dict__) for fn in self.lr_lambdas
-        ]
-        return state
+        return self._state_dict_saving(
+            "lr_lambdas", lambda fn: None if isinstance(fn, types.FunctionType) else dict(fn.__dict__)
+        )
 
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
-        state_dict = dict(state_dict)
-        lr_lambdas = state_dict.pop("lr_lambdas")
-        self.__dict__.update(state_dict)
-        for fn, saved in zip(self.lr_lambdas, lr_lambdas):
-            if saved is not None:
-                fn.__dict__.update(saved)
+        self._load_state_dict_restoring(state_dict, "lr_lambdas", _restore_lambda)
 
 
 class LambdaLR(_LambdaScheduler):
@@ -270,16 +283,12 @@ class _ComposedScheduler(LRScheduler):
     _schedulers: list[LRScheduler]
 
     def state_dict(self) -> dict[str, Any]:
-        state = {key: value for key, value in self.__dict__.items() if key not in ("optimizer", "_schedulers")}
-        state["_schedulers"] = [scheduler.state_dict() for scheduler in self._schedulers]
-        return state
+        return self._state_dict_saving("_schedulers", lambda scheduler: scheduler.state_dict())
 
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
-        state_dict = dict(state_dict)
-        inner = state_dict.pop("_schedulers")
-        self.__dict__.update(state_dict)
-        for scheduler, saved in zip(self._schedulers, inner):
-            scheduler.load_state_dict(saved)
+        self._load_state_dict_restoring(
+            state_dict, "_schedulers", lambda scheduler, saved: scheduler.load_state_dict(saved)
+        )
 
 
 class SequentialLR(_ComposedScheduler):

@@ -13,6 +13,11 @@ if TYPE_CHECKING:
     from ...types import Sequence, Tensor
 
 
+def _described(module, *names):
+    """``name=value, ...`` of ``module``'s attributes ``names``: its extra_repr."""
+    return ", ".join(f"{name}={getattr(module, name)}" for name in names)
+
+
 class _MaxPoolNd(Module):
     _pool: Callable[..., Tensor | tuple[Tensor, Tensor]]  # the functional form (1d or 2d)
 
@@ -45,10 +50,7 @@ class _MaxPoolNd(Module):
         )
 
     def extra_repr(self):
-        return (
-            f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
-            f"dilation={self.dilation}, ceil_mode={self.ceil_mode}"
-        )
+        return _described(self, "kernel_size", "stride", "padding", "dilation", "ceil_mode")
 
 
 class MaxPool1d(_MaxPoolNd):
@@ -77,7 +79,7 @@ class _AvgPoolNd(Module):
         self.count_include_pad = count_include_pad
 
     def extra_repr(self):
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+        return _described(self, "kernel_size", "stride", "padding")
 
 
 class AvgPool1d(_AvgPoolNd):
@@ -221,10 +223,7 @@ class _LPPoolNd(Module):
         return self._pool(input, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
 
     def extra_repr(self):
-        return (
-            f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, stride={self.stride}, "
-            f"ceil_mode={self.ceil_mode}"
-        )
+        return _described(self, "norm_type", "kernel_size", "stride", "ceil_mode")
 
 
 class LPPool1d(_LPPoolNd):
@@ -252,7 +251,7 @@ class _MaxUnpoolNd(Module):
         self.padding = (padding,) * n if isinstance(padding, int) else tuple(padding)
 
     def extra_repr(self):
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+        return _described(self, "kernel_size", "stride", "padding")
 
 
 class MaxUnpool1d(_MaxUnpoolNd):
