@@ -173,20 +173,6 @@ class RemovableHandle:
 
 # ----------------------------------------------------------------------------------------------
 # saved values
-def pre_hook_arguments(result, args, kwargs, owner, kind):
-    """The ``(args, kwargs)`` a call goes on with after a pre-hook given both returned ``result``:
-    None keeps them, else it must be the new pair (PyTorch's rule for ``owner``'s ``kind`` pre-hooks,
-    forward or step)."""
-    if result is None:
-        return args, kwargs
-    if not (isinstance(result, tuple) and len(result) == 2):
-        raise TypeError(
-            f"{owner}: a {kind} pre-hook must return None or a tuple of (new_args, new_kwargs), "
-            f"got {type(result).__name__}"
-        )
-    return result
-
-
 def pack(t, outputs=()):
     """A value kept for backward. A tensor records its version counter's value now (unpacking
     checks it); an op's own output is kept as its data and counter, not as the Tensor, which would

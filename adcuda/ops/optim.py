@@ -282,6 +282,20 @@ def zero_grads(parameters, set_to_none=True):
     _foreach_zero_(zeroed)
 
 
+def pre_hook_arguments(result, args, kwargs, owner, kind):
+    """What a Module's forward pre-hook or an Optimizer's step pre-hook (``kind``) given both ``args``
+    and ``kwargs`` leaves them as (not an op): its ``result`` None keeps them, else it must be the new
+    pair (PyTorch's rule); ``owner`` names the module or optimizer in the error."""
+    if result is None:
+        return args, kwargs
+    if not (isinstance(result, tuple) and len(result) == 2):
+        raise TypeError(
+            f"{owner}: a {kind} pre-hook must return None or a tuple of (new_args, new_kwargs), "
+            f"got {type(result).__name__}"
+        )
+    return result
+
+
 @op("_foreach_copy_", doc="self[i].copy_(src[i]) for every pair.", method=False)
 def _foreach_copy_(self: Tensors, src: Tensors, non_blocking: bool = False) -> None:
     """``self[i].copy_(src[i])`` for every pair: ``src[i]`` broadcast to ``self[i]``'s shape and cast to

@@ -51,11 +51,11 @@ from typing import Any
 
 from .. import dtypes as dt
 from ..autograd.grad_mode import enable_grad, no_grad
-from ..autograd.graph import RemovableHandle, pre_hook_arguments
+from ..autograd.graph import RemovableHandle
 from ..errors import AdcudaError, DeviceError
 from ..factories import tensor
 from ..ops.dispatch import host_step
-from ..ops.optim import _foreach_mul_, _foreach_version, _global_norm, zero_grads
+from ..ops.optim import _foreach_mul_, _foreach_version, _global_norm, pre_hook_arguments, zero_grads
 from ..tensor import Tensor
 
 _HALF = (dt.float16, dt.bfloat16)
