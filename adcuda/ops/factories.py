@@ -442,31 +442,37 @@ def eye(
 
 # ------------------------------------------------------------------------------------------------
 # new_*: tensors with this tensor's dtype and device unless told otherwise
-def _new_factory(make):
-    """``new_zeros``/``new_ones``/``new_empty``'s forward: ``make`` (zeros, ones, empty) of ``size``,
-    with self's dtype and device unless told otherwise."""
-
-    def forward(
-        self: Tensor,
-        *size: int | Sequence[int],
-        dtype: DType | None = None,
-        device: Device | str | None = None,
-        requires_grad: bool = False,
-    ) -> Tensor:
-        return make(*size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
-
-    return forward
+@op("new_zeros", doc="zeros of size, with self's dtype and device by default.", function=False)
+def new_zeros(
+    self: Tensor,
+    *size: int | Sequence[int],
+    dtype: DType | None = None,
+    device: Device | str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    return zeros(*size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
 
 
-new_zeros = op("new_zeros", doc="zeros of size, with self's dtype and device by default.", function=False)(
-    _new_factory(zeros)
-)
-new_ones = op("new_ones", doc="ones of size, with self's dtype and device by default.", function=False)(
-    _new_factory(ones)
-)
-new_empty = op("new_empty", doc="An unset tensor of size, with self's dtype and device by default.", function=False)(
-    _new_factory(empty)
-)
+@op("new_ones", doc="ones of size, with self's dtype and device by default.", function=False)
+def new_ones(
+    self: Tensor,
+    *size: int | Sequence[int],
+    dtype: DType | None = None,
+    device: Device | str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    return ones(*size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
+
+
+@op("new_empty", doc="An unset tensor of size, with self's dtype and device by default.", function=False)
+def new_empty(
+    self: Tensor,
+    *size: int | Sequence[int],
+    dtype: DType | None = None,
+    device: Device | str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    return empty(*size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
 
 
 @op("new_full", doc="A tensor of size filled with fill_value, with self's dtype and device by default.", function=False)

@@ -97,31 +97,40 @@ def randint(
     return _draw("randint", "randint", shape, dtype or dt.int64, device, requires_grad, generator, low, high)
 
 
-def _random_like(draw):
-    """``rand_like``/``randn_like``'s forward: ``draw`` (rand, randn) of input's shape, dtype and device
-    unless told otherwise."""
-
-    def forward(
-        input: Tensor,
-        dtype: DType | None = None,
-        device: Device | str | None = None,
-        requires_grad: bool = False,
-        *,
-        generator: Generator | None = None,
-    ) -> Tensor:
-        return draw(
-            tuple(input.shape),
-            generator=generator,
-            dtype=dtype or input.dtype,
-            device=device or input.device,
-            requires_grad=requires_grad,
-        )
-
-    return forward
+@op("rand_like", doc="rand of input's shape, dtype and device.", method=False)
+def rand_like(
+    input: Tensor,
+    dtype: DType | None = None,
+    device: Device | str | None = None,
+    requires_grad: bool = False,
+    *,
+    generator: Generator | None = None,
+) -> Tensor:
+    return rand(
+        tuple(input.shape),
+        generator=generator,
+        dtype=dtype or input.dtype,
+        device=device or input.device,
+        requires_grad=requires_grad,
+    )
 
 
-rand_like = op("rand_like", doc="rand of input's shape, dtype and device.", method=False)(_random_like(rand))
-randn_like = op("randn_like", doc="randn of input's shape, dtype and device.", method=False)(_random_like(randn))
+@op("randn_like", doc="randn of input's shape, dtype and device.", method=False)
+def randn_like(
+    input: Tensor,
+    dtype: DType | None = None,
+    device: Device | str | None = None,
+    requires_grad: bool = False,
+    *,
+    generator: Generator | None = None,
+) -> Tensor:
+    return randn(
+        tuple(input.shape),
+        generator=generator,
+        dtype=dtype or input.dtype,
+        device=device or input.device,
+        requires_grad=requires_grad,
+    )
 
 
 @op("randperm", doc="A random permutation of 0..n-1.", method=False)
