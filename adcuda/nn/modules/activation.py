@@ -31,8 +31,9 @@ def _softmax_dim(name, ndim, dim):
     return 0 if ndim in (0, 1, 3) else 1
 
 
+# (the private bases below have comments, not docstrings: their subclasses would show them as their own)
 class _InplaceActivation(Module):
-    """An activation whose function takes ``inplace=``; subclasses name the function."""
+    # an activation whose function takes ``inplace=``; subclasses name the function
 
     _function: Callable[..., Tensor]
 
@@ -48,8 +49,7 @@ class _InplaceActivation(Module):
 
 
 class _SoftmaxAlongDim(Module):
-    """Softmax, LogSoftmax and Softmin: the function along ``dim`` (PyTorch's implicit choice where it
-    is None)."""
+    # Softmax, LogSoftmax and Softmin: the function along ``dim`` (PyTorch's implicit choice where None)
 
     _function: Callable[..., Tensor]
 
@@ -65,7 +65,7 @@ class _SoftmaxAlongDim(Module):
 
 
 class _Elementwise(Module):
-    """An activation without arguments: its function of the input."""
+    # an activation without arguments: its function of the input
 
     _function: Callable[..., Tensor]
 
