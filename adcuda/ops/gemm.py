@@ -48,7 +48,12 @@ def mm_nd(input: Tensor, other: Tensor) -> Tensor:
     },
 )
 def mv(input: Tensor, vec: Tensor) -> Tensor:
-    # (one test for the common case, on the arrays: matmul's fast path calls this for every matrix @
+    return wrap(_matrix_vector("mv", input, vec), input._device)
+
+
+def _matrix_vector(name, input, vec):
+    """The backend's product of the matrix ``input`` and the vector ``vec``, checked (mv's, addmv's)."""
+    # (one test for the common case, on the arrays: matmul's fast path calls mv for every matrix @
     # vector, and Tensor.shape builds a new tuple per read)
     if (
         input.__class__ is not Tensor
@@ -58,11 +63,22 @@ def mv(input: Tensor, vec: Tensor) -> Tensor:
         or input._data.shape[1] != vec._data.shape[0]
         or input._device is not vec._device
     ):
-        _check_mv_operands(input, vec)
+        _check_mv_operands(name, input, vec)
         if input.shape[1] != vec.shape[0]:
-            raise ShapeError(f"mv: input {fmt_shape(input.shape)} and vec {fmt_shape(vec.shape)} cannot be multiplied")
-        check_same_device("mv", input, vec)
-    return wrap(primitives(input).matmul(input._data, vec._data), input._device)
+            raise ShapeError(
+                f"{name}: input {fmt_shape(input.shape)} and vec {fmt_shape(vec.shape)} cannot be multiplied"
+            )
+        check_same_device(name, input, vec)
+    return primitives(input).matmul(input._data, vec._data)
+
+
+def _check_product_operands(name, input, other):
+    """The operands of a product on one device and of one dtype (PyTorch's products promote nothing)."""
+    check_same_device(name, input, other)
+    if input.dtype is not other.dtype:
+        raise UnsupportedDTypeError(
+            f"{name}: expected both operands to have the same dtype, but got {input.dtype} and {other.dtype}"
+        )
 
 
 def _matmul(name, input, other):
@@ -82,13 +98,9 @@ def _matmul(name, input, other):
         raise DTypeError(
             f"{name}: both operands must be Tensors, got {type(input).__name__} and {type(other).__name__}"
         )
-    check_same_device(name, input, other)
     if input.ndim == 0 or other.ndim == 0:
         raise ShapeError(f"{name}: both arguments need to be at least 1D, but they are {input.ndim}D and {other.ndim}D")
-    if input.dtype is not other.dtype:
-        raise UnsupportedDTypeError(
-            f"{name}: expected both operands to have the same dtype, but got {input.dtype} and {other.dtype}"
-        )
+    _check_product_operands(name, input, other)
     a = input.unsqueeze(0) if input.ndim == 1 else input
     b = other.unsqueeze(-1) if other.ndim == 1 else other
     if a.shape[-1] != b.shape[-2]:
@@ -134,16 +146,57 @@ def mm(input: Tensor, mat2: Tensor) -> Tensor:
     "bmm",
     dtypes=NUMBERS.unless_empty(),
     doc="The products of two batches of matrices (3-D, same batch size).",
-    composite=True,
+    node="BmmBackward0",
     autocast="lower",
+    grads={"input": lambda grad, mat2: bmm(grad, mat2.mT), "mat2": lambda grad, input: bmm(input.mT, grad)},
 )
 def bmm(input: Tensor, mat2: Tensor) -> Tensor:
-    if input.ndim != 3 or mat2.ndim != 3 or input.shape[0] != mat2.shape[0]:
+    # one product primitive (matmul's general path checked and dispatched it as a second op)
+    return wrap(_product("bmm", input, mat2, 3), input._device)
+
+
+def _product(name, a, b, ndim):
+    """The backend's product of ``a`` and ``b``, both matrices (``ndim`` 2) or batches of as many
+    matrices (3), checked: the product primitive of bmm and of the add-a-product ops."""
+    _check_product(name, a, b, ndim)
+    return primitives(a).matmul(a._data, b._data)
+
+
+def _check_product(name, a, b, ndim):
+    """``a`` and ``b`` both matrices (``ndim`` 2) or batches of as many matrices (3) that multiply."""
+    if (
+        not isinstance(a, Tensor)
+        or not isinstance(b, Tensor)
+        or a.ndim != ndim
+        or b.ndim != ndim
+        or a.shape[-1] != b.shape[-2]
+        or a.shape[0] != b.shape[0]
+        and ndim == 3
+    ):
+        what = "two matrices" if ndim == 2 else "two 3-D tensors with the same batch size"
         raise ShapeError(
-            f"bmm: expected two 3-D tensors with the same batch size, got "
-            f"{fmt_shape(input.shape)} and {fmt_shape(mat2.shape)}"
+            f"{name}: expected {what} that can be multiplied, got shapes "
+            f"{fmt_shape(getattr(a, 'shape', ()))} and {fmt_shape(getattr(b, 'shape', ()))}"
         )
-    return _matmul("bmm", input, mat2)
+    _check_product_operands(name, a, b)
+
+
+def _dot(name, input, tensor):
+    """dot's and vdot's forward: one product of a (1, n) view and the vector, not matmul's unsqueeze,
+    product and squeeze as three dispatched ops (about 15x PyTorch's time for 128-vectors)."""
+    if input.ndim != 1 or tensor.ndim != 1 or input.shape[0] != tensor.shape[0]:
+        raise ShapeError(
+            f"{name}: expected 1-D tensors of the same size, got {fmt_shape(input.shape)} and {fmt_shape(tensor.shape)}"
+        )
+    if input._device is not tensor._device or input._data.dtype != tensor._data.dtype:
+        if name == "vdot" and input.dtype is not tensor.dtype:
+            raise InvalidArgumentError(
+                f"vdot: expected both vectors to have the same dtype, got {input.dtype} and {tensor.dtype}"
+            )
+        _check_product_operands(name, input, tensor)
+    bk = primitives(input)
+    product = bk.matmul(bk.view(input._data, (1, input._data.shape[0])), tensor._data)
+    return wrap(bk.view(product, ()), input._device)
 
 
 @op(
@@ -155,45 +208,33 @@ def bmm(input: Tensor, mat2: Tensor) -> Tensor:
     grads={"input": lambda grad, tensor: grad * tensor, "tensor": lambda grad, input: grad * input},
 )
 def dot(input: Tensor, tensor: Tensor) -> Tensor:
-    # one product of a (1, n) view and the vector, not matmul's unsqueeze, product and squeeze as three
-    # dispatched ops (about 15x PyTorch's time for 128-vectors)
-    if input.ndim != 1 or tensor.ndim != 1 or input.shape[0] != tensor.shape[0]:
-        raise ShapeError(
-            f"dot: expected 1-D tensors of the same size, got {fmt_shape(input.shape)} and {fmt_shape(tensor.shape)}"
-        )
-    if input._device is not tensor._device or input._data.dtype != tensor._data.dtype:
-        return _matmul("dot", input, tensor)  # raises the device or dtype error
-    bk = primitives(input)
-    product = bk.matmul(bk.view(input._data, (1, input._data.shape[0])), tensor._data)
-    return wrap(bk.view(product, ()), input._device)
+    return _dot("dot", input, tensor)
 
 
-@op("vdot", doc="The inner product of two 1-D tensors, the first conjugated (dot, for real tensors).", composite=True)
+@op(
+    "vdot",
+    doc="The inner product of two 1-D tensors, the first conjugated (dot, for real tensors).",
+    node="VdotBackward0",
+    grads={"input": lambda grad, other: grad * other, "other": lambda grad, input: grad * input},
+)
 def vdot(input: Tensor, other: Tensor) -> Tensor:
-    if input.ndim != 1 or other.ndim != 1 or input.shape[0] != other.shape[0]:
-        raise ShapeError(
-            f"vdot: expected 1-D tensors of the same size, got {fmt_shape(input.shape)} and {fmt_shape(other.shape)}"
-        )
-    if input.dtype is not other.dtype:
-        raise InvalidArgumentError(
-            f"vdot: expected both vectors to have the same dtype, got {input.dtype} and {other.dtype}"
-        )
-    return dot(input, other)
+    return _dot("vdot", input, other)
 
 
 @op(
     "addr",
     doc="beta * input + alpha * outer(vec1, vec2) (input ignored where beta is 0).",
-    composite=True,
+    node="AddrBackward0",
     inplace=True,
+    grads={
+        "input": lambda grad, beta: _scaled(grad, beta),
+        "vec1": lambda grad, vec2, alpha: _scaled((grad * vec2).sum(1), alpha),
+        "vec2": lambda grad, vec1, alpha: _scaled((grad * vec1.unsqueeze(1)).sum(0), alpha),
+    },
 )
 def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta: Number = 1, alpha: Number = 1) -> Tensor:
-    product = outer(vec1, vec2)
-    if alpha != 1:
-        product = product * alpha
-    if beta == 0:  # PyTorch: NaN and inf of input do not reach the result
-        return product + input.where(input.new_zeros((), dtype=dt.bool_), 0)  # zeros, in the graph
-    return product + (input if beta == 1 else input * beta)
+    dtype = result_type(input, vec1, vec2)
+    return _add_product("addr", input, _outer_array("addr", vec1, vec2, dtype), dtype, beta, alpha)
 
 
 @op(
@@ -214,11 +255,30 @@ def vander(x: Tensor, N: int | None = None, increasing: bool = False) -> Tensor:
     return powers if increasing else powers.flip(1)
 
 
-@op("outer", doc="The outer product of two 1-D tensors.", composite=True, aliases=("ger",))
+@op(
+    "outer",
+    doc="The outer product of two 1-D tensors.",
+    node="MulBackward0",  # PyTorch's outer is its mul of the two vectors' views
+    aliases=("ger",),
+    grads={
+        "input": lambda grad, vec2: (grad * vec2).sum(1),
+        "vec2": lambda grad, input: (grad * input.unsqueeze(1)).sum(0),
+    },
+)
 def outer(input: Tensor, vec2: Tensor) -> Tensor:
-    if input.ndim != 1 or vec2.ndim != 1:
-        raise ShapeError(f"outer: expected 1-D vectors, got {fmt_shape(input.shape)} and {fmt_shape(vec2.shape)}")
-    return input.unsqueeze(1) * vec2.unsqueeze(0)
+    return wrap(_outer_array("outer", input, vec2, result_type(input, vec2)), input._device)
+
+
+def _outer_array(name, a, b, dtype):
+    """The backend's outer product of the 1-D tensors ``a`` and ``b`` in ``dtype``: one product of a
+    column and a row view (as ops, two unsqueezes and a mul dispatched)."""
+    if a.ndim != 1 or b.ndim != 1:
+        raise ShapeError(f"{name}: expected 1-D vectors, got {fmt_shape(a.shape)} and {fmt_shape(b.shape)}")
+    if a._device is not b._device:
+        check_same_device(name, a, b)
+    bk = primitives(a)
+    x, y = a._data, b._data
+    return bk.binary("mul", bk.view(x, (x.shape[0], 1)), bk.view(y, (1, y.shape[0])), dtype)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -356,25 +416,36 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 
 # ------------------------------------------------------------------------------------------------
 # addmm, baddbmm, einsum; distances: cdist, pairwise_distance, cosine_similarity
-def _scaled_sum(name, input, product, beta, alpha):
-    """beta * input + alpha * product, input broadcast to the product's shape; beta == 0 ignores input
-    (NaN and inf in it included), as in PyTorch."""
-    try:
-        fits = broadcast_shapes(name, tuple(input.shape), tuple(product.shape)) == tuple(product.shape)
-    except ShapeError:
-        fits = False
-    if not fits:
-        raise ShapeError(
-            f"{name}: input of shape {fmt_shape(input.shape)} does not broadcast to the product's "
-            f"shape {fmt_shape(product.shape)}"
-        )
-    dtype = result_type(input, product)
+def _add_product(name, input, product, dtype, beta, alpha):
+    """beta * input + alpha * product over the backend's arrays, in ``dtype``: ``product`` the op's
+    product (an array of that dtype), ``input`` broadcast to its shape; beta == 0 ignores input (NaN and
+    inf in it included), as in PyTorch. The forward of addmm, baddbmm, addmv, addbmm and addr: the
+    product and the sums as primitives, not ops dispatched one by one."""
+    shape = tuple(product.shape)
+    if input._data.shape != shape:
+        try:
+            fits = broadcast_shapes(name, tuple(input.shape), shape) == shape
+        except ShapeError:
+            fits = False
+        if not fits:
+            raise ShapeError(
+                f"{name}: input of shape {fmt_shape(input.shape)} does not broadcast to the product's "
+                f"shape {fmt_shape(shape)}"
+            )
+        check_same_device(name, input)
+    bk = primitives(input)
     alpha, beta = scalar_for(dtype, alpha), scalar_for(dtype, beta)
     if alpha != 1:
-        product = product * alpha
+        product = bk.binary("mul", product, alpha, dtype)
     if beta == 0:
-        return product
-    return product + (input if beta == 1 else input * beta)
+        return wrap(product, input._device)
+    x = input._data if beta == 1 else bk.binary("mul", input._data, beta, dtype)
+    return wrap(bk.binary("add", product, x, dtype), input._device)
+
+
+def _scaled(t, factor):
+    """``t * factor``, or ``t`` itself for a factor of 1 (the add-a-product ops' gradients)."""
+    return t if factor == 1 else t * factor
 
 
 @op(
@@ -382,16 +453,16 @@ def _scaled_sum(name, input, product, beta, alpha):
     dtypes=NUMBERS.unless_empty().one_dtype("input", "mat1", "mat2"),
     inplace=True,
     doc="beta * input + alpha * (mat1 @ mat2) for matrices mat1 and mat2.",
-    composite=True,
+    node="AddmmBackward0",
     autocast="lower",
+    grads={
+        "input": lambda grad, beta: _scaled(grad, beta),
+        "mat1": lambda grad, mat2, alpha: _scaled(mm_nd(grad, mat2.mT), alpha),
+        "mat2": lambda grad, mat1, alpha: _scaled(mm_nd(mat1.mT, grad), alpha),
+    },
 )
 def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: Number = 1, alpha: Number = 1) -> Tensor:
-    if not isinstance(mat1, Tensor) or not isinstance(mat2, Tensor) or mat1.ndim != 2 or mat2.ndim != 2:
-        raise ShapeError(
-            f"addmm: mat1 and mat2 must be matrices, got shapes "
-            f"{fmt_shape(getattr(mat1, 'shape', ()))} and {fmt_shape(getattr(mat2, 'shape', ()))}"
-        )
-    return _scaled_sum("addmm", input, mm(mat1, mat2), beta, alpha)
+    return _add_product("addmm", input, _product("addmm", mat1, mat2, 2), input.dtype, beta, alpha)
 
 
 @op(
@@ -399,11 +470,16 @@ def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: Number = 1, alpha:
     dtypes=NUMBERS.unless_empty().one_dtype("input", "batch1", "batch2"),
     inplace=True,
     doc="beta * input + alpha * (batch1 @ batch2) for batches of matrices.",
-    composite=True,
+    node="BaddbmmBackward0",
     autocast="lower",
+    grads={
+        "input": lambda grad, beta: _scaled(grad, beta),
+        "batch1": lambda grad, batch2, alpha: _scaled(mm_nd(grad, batch2.mT), alpha),
+        "batch2": lambda grad, batch1, alpha: _scaled(mm_nd(batch1.mT, grad), alpha),
+    },
 )
 def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: Number = 1, alpha: Number = 1) -> Tensor:
-    return _scaled_sum("baddbmm", input, bmm(batch1, batch2), beta, alpha)
+    return _add_product("baddbmm", input, _product("baddbmm", batch1, batch2, 3), input.dtype, beta, alpha)
 
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -640,37 +716,54 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
 
 # ------------------------------------------------------------------------------------------------
 # More of PyTorch's linear algebra names (issue 15), composed of the ops above
-def _check_mv_operands(input, vec):
+def _check_mv_operands(name, input, vec):
     for what, t, ndim in (("input", input, 2), ("vec", vec, 1)):
         if not isinstance(t, Tensor):
-            raise DTypeError(f"mv: {what} must be a Tensor, got {type(t).__name__}")
+            raise DTypeError(f"{name}: {what} must be a Tensor, got {type(t).__name__}")
         if t.ndim != ndim:
-            raise ShapeError(f"mv: {what} must be {ndim}-d, got shape {fmt_shape(t.shape)}")
+            raise ShapeError(f"{name}: {what} must be {ndim}-d, got shape {fmt_shape(t.shape)}")
 
 
 @op(
     "addmv",
     dtypes=NUMBERS.unless_empty().one_dtype("input", "mat", "vec"),
     doc="beta * input + alpha * (mat @ vec).",
-    composite=True,
+    node="AddmvBackward0",
     inplace=True,
     autocast="lower",
+    grads={
+        "input": lambda grad, beta: _scaled(grad, beta),
+        "mat": lambda grad, vec, alpha: _scaled(outer(grad, vec), alpha),
+        "vec": lambda grad, mat, alpha: _scaled(mv(mat.mT, grad), alpha),
+    },
 )
 def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta: Number = 1, alpha: Number = 1) -> Tensor:
-    return _scaled_sum("addmv", input, mv(mat, vec), beta, alpha)
+    return _add_product("addmv", input, _matrix_vector("mv", mat, vec), input.dtype, beta, alpha)
 
 
 @op(
     "addbmm",
     dtypes=NUMBERS.unless_empty().one_dtype("input", "batch1", "batch2"),
     doc="beta * input + alpha * the sum over the batch of batch1[i] @ batch2[i].",
-    composite=True,
+    node="AddbmmBackward0",
     inplace=True,
     autocast="lower",
+    grads={
+        "input": lambda grad, beta: _scaled(grad, beta),
+        # each batch's product gets the whole gradient: the batch dim broadcast by the product
+        "batch1": lambda grad, batch2, alpha: _scaled(mm_nd(grad.unsqueeze(0), batch2.mT), alpha),
+        "batch2": lambda grad, batch1, alpha: _scaled(mm_nd(batch1.mT, grad.unsqueeze(0)), alpha),
+    },
 )
 def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: Number = 1, alpha: Number = 1) -> Tensor:
-    products = bmm(batch1, batch2)
-    return _scaled_sum("addbmm", input, products.sum(0, dtype=products.dtype), beta, alpha)  # int32 stays int32
+    _check_product("addbmm", batch1, batch2, 3)
+    # the sum of the batch's products as one product: batch1's matrices side by side (n, B * k) times
+    # batch2's stacked (B * k, m), where a batched product and a sum over the batch cost two passes
+    bk, a, b = primitives(input), batch1._data, batch2._data
+    count, n, k = a.shape
+    left = bk.view(bk.contiguous(bk.permute(a, (1, 0, 2))), (n, count * k))
+    total = bk.matmul(left, bk.view(bk.contiguous(b), (count * k, b.shape[2])))
+    return _add_product("addbmm", input, total, input.dtype, beta, alpha)
 
 
 @op(
