@@ -144,8 +144,8 @@ def scalar_into(op, value, dtype):
         info = dt.iinfo(dtype)
         fits = math.isfinite(value) and info.min <= int(value) <= info.max
         value = int(value) if fits else value
-    else:
-        fits = not math.isfinite(value) or abs(value) <= dt.finfo(dtype).max
+    else:  # (every floating dtype holds float16's range: its own largest value looked up only past that)
+        fits = abs(value) <= 65504.0 or not math.isfinite(value) or abs(value) <= dt.finfo(dtype).max
     if not fits:
         raise InvalidArgumentError(f"{op}: value {value!r} cannot be converted to {dtype} without overflow")
     return value
