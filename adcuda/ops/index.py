@@ -28,7 +28,7 @@ from ..errors import (
     UnsupportedDTypeError,
     fmt_shape,
 )
-from ..tensor import Tensor, primitives
+from ..tensor import Tensor, primitives, primitives_on
 from .common import broadcast_shapes, cast, constant, filled, int_tuple, scalar_into, wrap, wrap_dim
 from .dispatch import host_step
 from .dtype_support import ANY, FLOATING_OR_BOOL, NUMBERS
@@ -1270,18 +1270,31 @@ def _sliding_blocks(
 
 
 def _block_grid(name, size, kernel, dilation, padding, stride, device):
-    """Per spatial dim: the number of blocks and the padded-image positions, (blocks, kernel) of them."""
+    """The padded-image positions of every block: rows (kh, 1, oh, 1) and cols (1, kw, 1, ow), which
+    together index every (kernel row, kernel col, block row, block col), as backend arrays on
+    ``device``; and (oh, ow)."""
+    rows, cols, counts = _block_positions(name, size, kernel, dilation, padding, stride)
+    bk = primitives_on(device)
+    return bk.from_numpy(rows, dt.int64), bk.from_numpy(cols, dt.int64), counts
+
+
+@functools.lru_cache(maxsize=64)
+def _block_positions(name, size, kernel, dilation, padding, stride):
+    """``_block_grid``'s positions as host arrays (read-only, kept for the sizes last asked: made with
+    ops they were a dozen dispatches a call, from the sizes alone)."""
     grids, counts = [], []
     for n, k, d, p, s in zip(size, kernel, dilation, padding, stride):
         span = d * (k - 1) + 1
         if n + 2 * p < span:
             raise ShapeError(f"{name}: a block of {span} positions does not fit a padded size of {n + 2 * p}")
         count = (n + 2 * p - span) // s + 1
-        grids.append(arange(count, device=device).unsqueeze(1) * s + arange(k, device=device) * d)
+        grids.append(np.arange(count)[:, None] * s + np.arange(k) * d)
         counts.append(count)
-    rows, cols = grids
-    # (kh, 1, oh, 1) and (1, kw, 1, ow): together they index every (kernel row, kernel col, block row, block col)
-    return rows.mT.reshape(kernel[0], 1, counts[0], 1), cols.mT.reshape(1, kernel[1], 1, counts[1]), counts
+    rows = np.ascontiguousarray(grids[0].T).reshape(kernel[0], 1, counts[0], 1)
+    cols = np.ascontiguousarray(grids[1].T).reshape(1, kernel[1], 1, counts[1])
+    for positions in (rows, cols):
+        positions.flags.writeable = False
+    return rows, cols, tuple(counts)
 
 
 def _im2col(
@@ -1301,11 +1314,11 @@ def _im2col(
     check_dtype(name, FLOATING_OR_BOOL, input)  # the op's declared rule is Tensor.unfold's, which takes any
     kernel, dilation, padding, stride = _sliding_blocks(name, input, kernel_size, dilation, padding, stride)
     batched = input if input.ndim == 4 else input.unsqueeze(0)
-    rows, cols, (oh, ow) = _block_grid(name, batched.shape[2:], kernel, dilation, padding, stride, input.device)
+    rows, cols, (oh, ow) = _block_grid(name, tuple(batched.shape[2:]), kernel, dilation, padding, stride, input._device)
     # pad is looked up by name: layout.py imports this module (its split family takes slice_key's views)
     pad = get("pad").entry
     padded = pad(batched, (padding[1], padding[1], padding[0], padding[0])) if any(padding) else batched
-    blocks = getitem(padded, (slice(None), slice(None), rows, cols))  # (N, C, kh, kw, oh, ow)
+    blocks = _unrecorded(index_key, padded)(padded, (slice(None), slice(None), rows, cols))  # (N, C, kh, kw, oh, ow)
     n, c = batched.shape[:2]
     out = blocks.reshape(n, c * kernel[0] * kernel[1], oh * ow)
     return out if input.ndim == 4 else out.squeeze(0)
@@ -1348,8 +1361,18 @@ def unfold(input: Tensor, dimension: int, size: int, step: int) -> Tensor:
     if input.ndim == 0:
         return wrap(bk.view(input._data, (1,)), input._device)
     # as PyTorch, a strided view of input's memory: window i of dim d starts i * step elements on
+    count = (length - size) // step + 1
+    if step == size:
+        # windows side by side: the windows' part of dim d split in two and the window dim moved last,
+        # the same view without as_strided's check of its reach (most of a small unfold's cost)
+        data = input._data
+        part = bk.slice(data, (slice(None),) * d + (slice(0, count * size),))
+        windows = bk.view(part, data.shape[:d] + (count, size) + data.shape[d + 1 :])
+        if windows is not None:
+            order = tuple(range(d + 1)) + tuple(range(d + 2, data.ndim + 1)) + (d + 1,)
+            return wrap(bk.permute(windows, order), input._device)
     shape, strides = list(input.shape), list(input.stride())
-    shape[d], strides[d] = (length - size) // step + 1, strides[d] * step
+    shape[d], strides[d] = count, strides[d] * step
     shape.append(size)
     strides.append(input.stride(d))
     return wrap(bk.as_strided(input._data, tuple(shape), tuple(strides), bk.storage_offset(input._data)), input._device)
@@ -1441,8 +1464,14 @@ def fold(
         )
     size = int_tuple(name, "output_size", output_size, 2)
     kernel, dilation, padding, stride = _sliding_blocks(name, input, kernel_size, dilation, padding, stride)
-    batched = input if input.ndim == 3 else input.unsqueeze(0)
-    rows, cols, (oh, ow) = _block_grid(name, size, kernel, dilation, padding, stride, input.device)
+    bk = primitives(input)
+    if input.ndim == 3:
+        batched = input
+    elif needs_grad(input):
+        batched = input.unsqueeze(0)
+    else:  # (a view made on the backend where there is no graph)
+        batched = wrap(bk.slice(input._data, (None,)), input._device)
+    rows, cols, (oh, ow) = _block_grid(name, size, kernel, dilation, padding, stride, input._device)
     n, columns, blocks = batched.shape
     per_block = kernel[0] * kernel[1]
     if columns % per_block or blocks != oh * ow:
@@ -1451,12 +1480,17 @@ def fold(
             f"{oh * ow} blocks (dim 2) for output_size {size}, kernel_size {kernel}"
         )
     c = columns // per_block
-    values = batched.reshape(n, c, kernel[0], kernel[1], oh, ow)
+    blocks_shape = (n, c, kernel[0], kernel[1], oh, ow)
+    if needs_grad(input):
+        values = batched.reshape(blocks_shape)
+    else:  # (the view made on the backend where there is no graph: reshape's entry costs as much again)
+        values = wrap(bk.view(bk.contiguous(batched._data), blocks_shape), input._device)
     padded_size = (size[0] + 2 * padding[0], size[1] + 2 * padding[1])
     image = filled((n, c) + padded_size, 0, input.dtype, input._device)
-    # overlapping blocks add up: index_put with accumulate, whose gradient reads each block back
-    image = index_put(image, (slice(None), slice(None), rows, cols), values, accumulate=True)
-    image = image[:, :, padding[0] : padding[0] + size[0], padding[1] : padding[1] + size[1]]
+    # overlapping blocks add up: index_put_key with accumulate, whose gradient reads each block back
+    image = _unrecorded(index_put_key, values)(image, (slice(None), slice(None), rows, cols), values, True, None, name)
+    if any(padding):
+        image = image[:, :, padding[0] : padding[0] + size[0], padding[1] : padding[1] + size[1]]
     return image if input.ndim == 3 else image.squeeze(0)
 
 
