@@ -13,11 +13,11 @@ from .. import dtypes as dt
 from ..autograd.graph import needs_grad
 from ..errors import DTypeError, InvalidArgumentError, ShapeError, UnsupportedDTypeError, fmt_shape
 from ..tensor import Tensor, primitives
-from .common import broadcast_shapes, check_same_device, result_type, scalar_for, wrap
+from .common import broadcast_shapes, check_same_device, result_type, scalar_for, wrap, wrap_dim
 from .dtype_support import FLOATING, NUMBERS
-from .index import diagonal, triangle_coordinates
+from .index import diagonal, index_key, triangle_coordinates
 from .layout import cat
-from .registry import lowering, op
+from .registry import get, lowering, op
 from .sparse import SparseTensor, sparse_matmul
 
 if TYPE_CHECKING:
@@ -578,22 +578,30 @@ def _contract(a, a_labels, b, b_labels, keep):
     a_only = [c for c in a_labels if c not in b_labels]
     b_only = [c for c in b_labels if c not in a_labels]
 
-    def arrange(t, ls, order):
-        t = t.permute([ls.index(c) for c in order])
-        return t.expand([sizes[c] for c in order])
+    def arrange(t, ls, groups):
+        """t's dims in the order of ``groups``' labels, broadcast, and merged group by group (each step
+        left out where it would change nothing: every one is an op dispatched)."""
+        order = [c for group in groups for c in group]
+        axes = [ls.index(c) for c in order]
+        if axes != sorted(axes):
+            t = t.permute(axes)
+        shape = tuple(sizes[c] for c in order)
+        if tuple(t.shape) != shape:
+            t = t.expand(shape)
+        # (no batch labels: 2-D operands, matmul's matrix product)
+        return _reshaped(t, tuple(math.prod(sizes[c] for c in group) for group in (groups if batch else groups[1:])))
 
-    def count(cs):
-        n = 1
-        for c in cs:
-            n *= sizes[c]
-        return n
-
-    a3 = arrange(a, a_labels, batch + a_only + summed).reshape(count(batch), count(a_only), count(summed))
-    b3 = arrange(b, b_labels, batch + summed + b_only).reshape(count(batch), count(summed), count(b_only))
+    a3 = arrange(a, a_labels, (batch, a_only, summed))
+    b3 = arrange(b, b_labels, (batch, summed, b_only))
     out_labels = batch + a_only + b_only
     # nothing summed: a broadcast product, as PyTorch's einsum takes it (so bool operands are fine there)
     product = a3 * b3 if not summed else matmul(a3, b3)
-    return product.reshape([sizes[c] for c in out_labels]), out_labels
+    return _reshaped(product, tuple(sizes[c] for c in out_labels)), out_labels
+
+
+def _reshaped(t, shape):
+    """``t.reshape(shape)``, or ``t`` where it has that shape already (no op dispatched)."""
+    return t if tuple(t.shape) == shape else t.reshape(shape)
 
 
 @op(
@@ -632,7 +640,8 @@ def einsum(equation: str, *operands: Tensor | Sequence[Tensor]) -> Tensor:
         t, ls = _sum_out(t, ls, keep | set(result_labels))
         result, result_labels = _contract(result, result_labels, t, ls, keep)
     result, result_labels = _sum_out(result, result_labels, set(out))
-    return result.permute([result_labels.index(c) for c in out]) if out else result
+    order = [result_labels.index(c) for c in out]
+    return result.permute(order) if order != sorted(order) else result
 
 
 def _check_float_pair(name, x1, x2):
@@ -661,6 +670,11 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str = "use_mm_fo
         )
     if p < 0:
         raise ValueError(f"cdist: p must be non-negative, got {p}")
+    if math.isfinite(p) and not needs_grad(x1, x2):
+        bk, whole = primitives(x1), slice(None)
+        rows = bk.slice(x1._data, (Ellipsis, whole, None, whole))  # (..., P, 1, M) - (..., 1, R, M)
+        diff = bk.binary("sub", rows, bk.slice(x2._data, (Ellipsis, None, whole, whole)), result_type(x1, x2))
+        return _pnorm_of(diff, x1._device, p, -1, False)
     # the direct difference (P x R x M values): exact, and 0 (not NaN) gradients where rows coincide;
     # compute_mode is accepted and the direct form always used
     diff = x1.unsqueeze(-2) - x2.unsqueeze(-3)
@@ -681,11 +695,16 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str = "use_mm_fo
 def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> Tensor:
     _check_float_pair("pairwise_distance", x1, x2)
     try:
-        diff = x1 - x2 + eps
+        shape = broadcast_shapes("pairwise_distance", tuple(x1.shape), tuple(x2.shape))
     except ShapeError:
         raise ShapeError(
             f"pairwise_distance: x1 {fmt_shape(x1.shape)} and x2 {fmt_shape(x2.shape)} cannot be broadcast"
         ) from None
+    if math.isfinite(p) and not needs_grad(x1, x2):
+        bk, dtype = primitives(x1), result_type(x1, x2)
+        data = bk.binary("add", bk.binary("sub", x1._data, x2._data, dtype), eps, dtype)
+        return _pnorm_of(data if shape else bk.view(data, (1,)), x1._device, p, -1, keepdim)
+    diff = x1 - x2 + eps
     if diff.ndim == 0:
         diff = diff.reshape(1)
     if p == float("inf"):
@@ -708,6 +727,16 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
         raise ShapeError(
             f"cosine_similarity: x1 {fmt_shape(x1.shape)} and x2 {fmt_shape(x2.shape)} cannot be broadcast"
         ) from None
+    if not needs_grad(x1, x2):
+        # the same formula on the backend's arrays, pnorm's forward for the norms
+        bk, device = primitives(x1), x1._device
+
+        def unit(t):
+            data = t._data if t._data.shape == shape else bk.expand(t._data, shape)
+            return bk.binary("div", data, bk.clamp(_pnorm_of(data, device, 2, dim, True)._data, eps, None), t.dtype)
+
+        product = bk.binary("mul", unit(x1), unit(x2), result_type(x1, x2))
+        return wrap(bk.reduce("sum", product, (wrap_dim(dim, len(shape), "cosine_similarity"),), False), device)
     x1, x2 = x1.expand(shape), x2.expand(shape)
     n1 = x1.norm(2, dim, True).clamp_min(eps)
     n2 = x2.norm(2, dim, True).clamp_min(eps)
@@ -877,6 +906,10 @@ def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
 @op("dist", dtypes=FLOATING.of("input", "other"), doc="The p-norm of input - other.", composite=True)
 def dist(input: Tensor, other: Tensor, p: float = 2) -> Tensor:
     broadcast_shapes("dist", tuple(input.shape), tuple(other.shape))
+    if math.isfinite(p) and input._device is other._device and not needs_grad(input, other):
+        bk = primitives(input)
+        diff = bk.binary("sub", input._data, other._data, result_type(input, other))
+        return _pnorm_of(diff, input._device, p, None, False)
     return (input - other).norm(p)
 
 
@@ -905,7 +938,15 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None
             f"{fmt_shape(input1.shape)}, {fmt_shape(input2.shape)}, {fmt_shape(weight.shape)} and "
             f"{fmt_shape(bias.shape) if bias is not None else 'None'}"
         )
-    out = einsum("...i,oij,...j->...o", input1, weight, input2)
+    # out[..., o] = sum_ij x1[..., i] W[o, i, j] x2[..., j]: one product of input1's rows by the weight as
+    # an (in1, out * in2) matrix, then input2's products summed over j (einsum's parse, permutes and
+    # reshapes of the same cost five times this)
+    out_features, in1, in2 = weight.shape
+    lead = tuple(input1.shape[:-1])
+    rows = math.prod(lead)
+    mixed = matmul(_reshaped(input1, (rows, in1)), weight.permute(1, 0, 2).reshape(in1, out_features * in2))
+    out = (mixed.reshape(rows, out_features, in2) * _reshaped(input2, (rows, 1, in2))).sum(-1)
+    out = _reshaped(out, lead + (out_features,))
     return out if bias is None else out + bias
 
 
@@ -928,8 +969,19 @@ def pdist(input: Tensor, p: float = 2) -> Tensor:
     # no zero distance (the diagonal), whose norm has no gradient
     bk = primitives(input)
     pairs = triangle_coordinates(input.shape[0], input.shape[0], 1, False)  # kept by size, read-only
-    first, second = (wrap(bk.from_numpy(rows, dt.int64), input._device) for rows in pairs)
-    return (input[first] - input[second]).norm(p, -1)
+    first, second = (bk.from_numpy(rows, dt.int64) for rows in pairs)
+    if math.isfinite(p) and not needs_grad(input):
+        x = input._data
+        diff = bk.binary("sub", bk.index(x, (first,)), bk.index(x, (second,)), input.dtype)
+        return _pnorm_of(diff, input._device, p, -1, False)
+    return (index_key(input, (first,)) - index_key(input, (second,))).norm(p, -1)
+
+
+def _pnorm_of(diff, device, p, dim, keepdim):
+    """The p-norm (finite p) over ``dim`` of the backend array ``diff``, by pnorm's forward alone: the
+    distance ops' where no graph is recorded (pnorm's entry and the elementwise ops before it are most
+    of a small call's cost)."""
+    return get("pnorm").forward(wrap(diff, device), p, dim, keepdim)
 
 
 # what the exporters know of the primitives this family's ops call (``Lowering`` in registry.py)
