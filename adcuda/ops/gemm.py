@@ -13,7 +13,7 @@ from .. import dtypes as dt
 from ..autograd.graph import needs_grad
 from ..errors import DTypeError, InvalidArgumentError, ShapeError, UnsupportedDTypeError, fmt_shape
 from ..tensor import Tensor, primitives
-from .common import broadcast_shapes, check_same_device, result_type, scalar_for, wrap, wrap_dim
+from .common import broadcast_shapes, check_same_device, constant, result_type, scalar_for, wrap, wrap_dim
 from .dtype_support import FLOATING, NUMBERS
 from .index import diagonal, index_key, triangle_coordinates
 from .layout import cat
@@ -250,6 +250,14 @@ def vander(x: Tensor, N: int | None = None, increasing: bool = False) -> Tensor:
     if n < 0:
         raise ValueError(f"vander: N must be non-negative, got {n}")
     # the running product of [1, x, x, ...]: PyTorch's form, so ints and bools give int64 as its cumprod
+    if not needs_grad(x):  # on the backend's arrays (as ops, seven dispatches)
+        bk, data = primitives(x), x._data
+        dtype = dt.int64 if x.dtype is dt.bool_ else x.dtype
+        rows = data.shape[0]
+        column = bk.view(data if dtype is x.dtype else bk.astype(data, dtype), (rows, 1))
+        columns = [bk.full((rows, 1), 1, dtype)] + ([bk.expand(column, (rows, n - 1))] if n > 1 else [])
+        powers = bk.slice(bk.cumprod(bk.cat(columns, 1), 1), (slice(None), slice(0, n)))
+        return wrap(powers if increasing else bk.flip(powers, (1,)), x._device)
     columns = [x.unsqueeze(1) * 0 + 1] + ([x.unsqueeze(1).expand(x.shape[0], n - 1)] if n > 1 else [])
     powers = cat(columns, 1).cumprod(1)[:, :n]
     return powers if increasing else powers.flip(1)
@@ -392,7 +400,7 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
             )
         )
     ):
-        return linear_2d(input, weight, bias)
+        return (linear_2d if needs_grad(input, weight, bias) else get("linear_2d").forward)(input, weight, bias)
     w_t = weight.t() if weight.ndim == 2 else weight
     if input.ndim > 2:
         # one 2-D product instead of a batched one: the weight gradient is then a single matmul
@@ -843,9 +851,12 @@ def tensordot(a: Tensor, b: Tensor, dims: int | Sequence[int | Sequence[int]] = 
     k = 1
     for i in dims_a:
         k *= a.shape[i]
-    left = a.permute(free_a + dims_a).reshape(-1, k)
-    right = b.permute(dims_b + free_b).reshape(k, -1)
-    return mm(left, right).reshape([a.shape[i] for i in free_a] + [b.shape[j] for j in free_b])
+    order_a, order_b = free_a + dims_a, dims_b + free_b
+    left = a if order_a == sorted(order_a) else a.permute(order_a)
+    right = b if order_b == sorted(order_b) else b.permute(order_b)
+    rows, columns = math.prod(a.shape[i] for i in free_a), math.prod(b.shape[j] for j in free_b)
+    product = mm(_reshaped(left, (rows, k)), _reshaped(right, (k, columns)))
+    return _reshaped(product, tuple(a.shape[i] for i in free_a) + tuple(b.shape[j] for j in free_b))
 
 
 @op("kron", doc="The Kronecker product of input and other.", composite=True)
@@ -866,8 +877,10 @@ def kron(input: Tensor, other: Tensor) -> Tensor:
     return wrap(P.view(P.binary("mul", a, b, input.dtype), out_shape), input._device)
 
 
-# the cross product's two rotations of the three components: c = a[1, 2, 0] * b[2, 0, 1] - a[2, 0, 1] * b[1, 2, 0]
-_NEXT, _AFTER_NEXT = (1, 2, 0), (2, 0, 1)
+# the cross product's two rotations of the three components, c = a[1, 2, 0] * b[2, 0, 1] - a[2, 0, 1] * b[1, 2, 0],
+# as one gather of each operand: a's first three and b's, then a's last three and b's
+_CROSS_TURNS = ((1, 2, 0, 2, 0, 1), (2, 0, 1, 1, 2, 0))
+_cross_turns_on: dict[object, tuple[object, object]] = {}  # device -> the two as backend arrays there
 
 
 @op(
@@ -893,14 +906,17 @@ def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
             f"cross: dimension {dim} of input {fmt_shape(input.shape)} and other {fmt_shape(other.shape)} "
             "must have size 3"
         )
-    # two gathers of each operand along dim and three elementwise passes, on the backend's arrays
+    # one gather of each operand along dim, one product of the six, their halves subtracted: on the
+    # backend's arrays
     P, dtype = primitives(input), input.dtype
-    a, b = P.expand(input._data, shape), P.expand(other._data, shape)
+    turns = _cross_turns_on.get(input._device)
+    if turns is None:
+        turns = _cross_turns_on[input._device] = tuple(constant(t, dt.int64, input._device)._data for t in _CROSS_TURNS)
     lead = (slice(None),) * d
-    turns = [P.from_numpy(order, dt.int64) for order in (_NEXT, _AFTER_NEXT)]
-    a1, a2 = (P.index(a, lead + (turn,)) for turn in turns)
-    b1, b2 = (P.index(b, lead + (turn,)) for turn in turns)
-    return wrap(P.binary("sub", P.binary("mul", a1, b2, dtype), P.binary("mul", a2, b1, dtype), dtype), input._device)
+    a, b = (t._data if t._data.shape == shape else P.expand(t._data, shape) for t in (input, other))
+    products = P.binary("mul", P.index(a, lead + (turns[0],)), P.index(b, lead + (turns[1],)), dtype)
+    first, second = (P.slice(products, lead + (half,)) for half in (slice(0, 3), slice(3, 6)))
+    return wrap(P.binary("sub", first, second, dtype), input._device)
 
 
 @op("dist", dtypes=FLOATING.of("input", "other"), doc="The p-norm of input - other.", composite=True)
