@@ -157,7 +157,7 @@ def check_same_device(op, *tensors):
         if t.__class__ is Tensor:
             if dev is None:
                 dev = t._device
-            elif t._device != dev:
+            elif t._device is not dev and t._device != dev:  # (one device object: the same device)
                 raise DeviceError(
                     f"{op}: expected all tensors to be on the same device, but found at "
                     f"least two devices, {dev} and {t._device}"

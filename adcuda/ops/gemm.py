@@ -359,6 +359,12 @@ def linear_2d(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tens
     return wrap(data, input._device)
 
 
+def _linear_2d_call(input, weight, bias):
+    """linear_2d, through its forward alone where nothing is recorded (its entry is a third of a small
+    linear's cost)."""
+    return (linear_2d if needs_grad(input, weight, bias) else get("linear_2d").forward)(input, weight, bias)
+
+
 @op(
     "linear",
     dtypes=NUMBERS.unless_empty(),
@@ -370,6 +376,24 @@ def linear_2d(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tens
     functional=True,
 )
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    if input.__class__ is Tensor and weight.__class__ is Tensor and (bias is None or bias.__class__ is Tensor):
+        # the common case in one test, on the arrays (Tensor.shape and .dtype make objects per read):
+        # linear_2d's product, through its forward alone where nothing is recorded
+        x, w = input._data, weight._data
+        if (
+            w.ndim == 2
+            and x.ndim >= 2
+            and x.shape[-1] == w.shape[1]
+            and x.dtype is w.dtype
+            and input._device is weight._device
+            and (
+                bias is None
+                or bias._data.shape == w.shape[:1]
+                and bias._data.dtype is x.dtype
+                and bias._device is input._device
+            )
+        ):
+            return _linear_2d_call(input, weight, bias)
     for name, t in (("input", input), ("weight", weight)):
         if not isinstance(t, Tensor):
             raise DTypeError(f"linear: {name} must be a Tensor, got {type(t).__name__}")
@@ -400,7 +424,7 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
             )
         )
     ):
-        return (linear_2d if needs_grad(input, weight, bias) else get("linear_2d").forward)(input, weight, bias)
+        return _linear_2d_call(input, weight, bias)
     w_t = weight.t() if weight.ndim == 2 else weight
     if input.ndim > 2:
         # one 2-D product instead of a batched one: the weight gradient is then a single matmul
