@@ -542,7 +542,7 @@ def _gather_grad(grad, input_shape, dim, index):
 )
 def gather(input: Tensor, dim: int, index: Tensor) -> Tensor:
     d = _check_index_tensor("gather", input, dim, index)
-    for i, (a, b) in enumerate(zip(index.shape, input.shape)):
+    for i, (a, b) in enumerate(zip(index._data.shape, input._data.shape)):
         if i != d and a > b:
             raise ShapeError(
                 f"gather: index {fmt_shape(index.shape)} is larger than input {fmt_shape(input.shape)} in dimension {i}"
@@ -571,8 +571,9 @@ def scatter_add(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     d = _check_index_tensor("scatter_add", input, dim, index)
     if not isinstance(src, Tensor):
         raise DTypeError("scatter_add: src must be a Tensor")
-    for i, a in enumerate(index.shape):
-        if a > src.shape[i] or (i != d and a > input.shape[i]):
+    src_shape, input_shape = src._data.shape, input._data.shape
+    for i, a in enumerate(index._data.shape):
+        if a > src_shape[i] or (i != d and a > input_shape[i]):
             raise ShapeError(
                 f"scatter_add: index {fmt_shape(index.shape)} is larger than src "
                 f"{fmt_shape(src.shape)} or input {fmt_shape(input.shape)} in dimension {i}"
