@@ -184,19 +184,19 @@ def _check_product(name, a, b, ndim):
 def _dot(name, input, tensor):
     """dot's and vdot's forward: one product of a (1, n) view and the vector, not matmul's unsqueeze,
     product and squeeze as three dispatched ops (about 15x PyTorch's time for 128-vectors)."""
-    if input.ndim != 1 or tensor.ndim != 1 or input.shape[0] != tensor.shape[0]:
+    x, y = input._data, tensor._data
+    if x.ndim != 1 or y.ndim != 1 or x.shape[0] != y.shape[0]:
         raise ShapeError(
             f"{name}: expected 1-D tensors of the same size, got {fmt_shape(input.shape)} and {fmt_shape(tensor.shape)}"
         )
-    if input._device is not tensor._device or input._data.dtype != tensor._data.dtype:
+    if input._device is not tensor._device or x.dtype != y.dtype:
         if name == "vdot" and input.dtype is not tensor.dtype:
             raise InvalidArgumentError(
                 f"vdot: expected both vectors to have the same dtype, got {input.dtype} and {tensor.dtype}"
             )
         _check_product_operands(name, input, tensor)
     bk = primitives(input)
-    product = bk.matmul(bk.view(input._data, (1, input._data.shape[0])), tensor._data)
-    return wrap(bk.view(product, ()), input._device)
+    return wrap(bk.view(bk.matmul(bk.view(x, (1, x.shape[0])), y), ()), input._device)
 
 
 @op(
@@ -985,7 +985,8 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None
     lead = tuple(input1.shape[:-1])
     rows = math.prod(lead)
     mixed = matmul(_reshaped(input1, (rows, in1)), weight.permute(1, 0, 2).reshape(in1, out_features * in2))
-    out = (mixed.reshape(rows, out_features, in2) * _reshaped(input2, (rows, 1, in2))).sum(-1)
+    products = mixed.reshape(rows, out_features, in2) * _reshaped(input2, (rows, 1, in2))
+    out = products.sum(-1, dtype=products.dtype)  # an int32 sum stays int32, as the product's
     out = _reshaped(out, lead + (out_features,))
     return out if bias is None else out + bias
 
