@@ -7,7 +7,7 @@ linear run in the autocast region's half dtype; dot promotes mixed inputs to flo
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .. import dtypes as dt
 from ..autograd.graph import needs_grad
@@ -904,7 +904,7 @@ def kron(input: Tensor, other: Tensor) -> Tensor:
 # the cross product's two rotations of the three components, c = a[1, 2, 0] * b[2, 0, 1] - a[2, 0, 1] * b[1, 2, 0],
 # as one gather of each operand: a's first three and b's, then a's last three and b's
 _CROSS_TURNS = ((1, 2, 0, 2, 0, 1), (2, 0, 1, 1, 2, 0))
-_cross_turns_on: dict[object, tuple[object, object]] = {}  # device -> the two as backend arrays there
+_cross_turns_on: dict[Any, tuple[Any, ...]] = {}  # device -> the two as backend arrays there
 
 
 @op(

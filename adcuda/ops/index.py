@@ -774,8 +774,10 @@ def scatter(
         if reduce not in ("add", "multiply"):
             raise ValueError(f"{name}: reduce must be 'add' or 'multiply', got {reduce!r}")
         if value is not None:  # (then src is None)
-            src = full(tuple(index.shape), value, dtype=input.dtype, device=input.device)
-        return scatter_reduce(input, d, index, src, "sum" if reduce == "add" else "prod")
+            source = full(tuple(index.shape), value, dtype=input.dtype, device=input.device)
+        else:
+            source = _src_part(name, src, index, input)
+        return scatter_reduce(input, d, index, source, "sum" if reduce == "add" else "prod")
     if index.numel() == 0:
         return input.clone()
     # the value written as it is, broadcast by the write (a scalar fills each indexed position)
