@@ -16,7 +16,10 @@ __all__ = ["index", "index_put_", "gather", "scatter_add", "scatter_reduce"]
 
 
 def index(a: BackendArray, key: IndexKey) -> BackendArray:
-    return np.array(a[key], copy=True)
+    out = a[key]
+    # an array of its own memory is already the copy (advanced indexing makes one); a view (a key of
+    # basic items alone) is copied
+    return out if out.__class__ is np.ndarray and out.base is None else np.array(out, copy=True)
 
 
 def index_put_(a: BackendArray, key: IndexKey, values: ArrayOrScalar, accumulate: bool) -> BackendArray:
