@@ -466,14 +466,15 @@ def _check_index_tensor(name, input, dim, index, same_rank=True):
             f"{name}: index must be an int64 tensor, got "
             f"{index.dtype if isinstance(index, Tensor) else type(index).__name__}"
         )
-    d = wrap_dim(dim, input.ndim, name)
-    if same_rank and index.ndim != input.ndim and not (input.ndim == 0 and index.ndim <= 1):
+    input_shape, index_ndim = input._data.shape, index._data.ndim  # (the arrays': no Tensor.shape objects)
+    d = wrap_dim(dim, len(input_shape), name)
+    if same_rank and index_ndim != len(input_shape) and not (not input_shape and index_ndim <= 1):
         raise ShapeError(
             f"{name}: index tensor must have the same number of dimensions as the input "
             f"tensor; got index {fmt_shape(index.shape)} and input {fmt_shape(input.shape)}"
         )
     if index.numel():
-        _check_index_range(name, index, d, tuple(input.shape))
+        _check_index_range(name, index, d, tuple(input_shape))
     return d
 
 
@@ -722,20 +723,22 @@ def _src_part(name: str, src: object, index: Tensor, input: Tensor) -> Tensor:
     """src cut to index's shape (PyTorch reads only that much of it), as input's dtype."""
     if not isinstance(src, Tensor):
         raise DTypeError(f"{name}: src must be a Tensor, got {type(src).__name__}")
-    if src.ndim != index.ndim or any(a > b for a, b in zip(index.shape, src.shape)):
-        raise ShapeError(
-            f"{name}: index {fmt_shape(index.shape)} is larger than src {fmt_shape(src.shape)} (they "
-            f"must have the same number of dims; input shape {fmt_shape(input.shape)})"
-        )
-    if tuple(src.shape) != tuple(index.shape):
-        src = src[tuple(slice(0, n) for n in index.shape)]
-    return src if src.dtype is input.dtype else src.to(dtype=input.dtype)
+    src_shape, index_shape = src._data.shape, index._data.shape  # (the arrays': Tensor.shape makes one a read)
+    if src_shape != index_shape:
+        if len(src_shape) != len(index_shape) or any(a > b for a, b in zip(index_shape, src_shape)):
+            raise ShapeError(
+                f"{name}: index {fmt_shape(index.shape)} is larger than src {fmt_shape(src.shape)} (they "
+                f"must have the same number of dims; input shape {fmt_shape(input.shape)})"
+            )
+        src = src[tuple(slice(0, n) for n in index_shape)]
+    return src if src._data.dtype is input._data.dtype or src.dtype is input.dtype else src.to(dtype=input.dtype)
 
 
 def _check_scatter_index(name, input, dim, index):
     d = _check_index_tensor(name, input, dim, index)
-    for i, a in enumerate(index.shape):
-        if i != d and a > input.shape[i]:
+    input_shape = input._data.shape
+    for i, a in enumerate(index._data.shape):
+        if i != d and a > input_shape[i]:
             raise ShapeError(
                 f"{name}: index {fmt_shape(index.shape)} is larger than input {fmt_shape(input.shape)} in dimension {i}"
             )
