@@ -1047,13 +1047,16 @@ def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Te
     if dim is None:
         # as PyTorch, a flat view of each: a tensor whose strides allow none is refused, not copied
         return gather(input.view(-1), 0, indices.view(-1))
-    if input.ndim != indices.ndim:
+    x_shape, i_shape = input._data.shape, indices._data.shape
+    if len(x_shape) != len(i_shape):
         raise ShapeError(
             f"take_along_dim: input {fmt_shape(input.shape)} and indices {fmt_shape(indices.shape)} "
             "must have the same number of dims"
         )
-    d = wrap_dim(dim, input.ndim, "take_along_dim")
-    a, b = list(input.shape), list(indices.shape)
+    d = wrap_dim(dim, len(x_shape), "take_along_dim")
+    if x_shape[:d] == i_shape[:d] and x_shape[d + 1 :] == i_shape[d + 1 :]:  # nothing to broadcast
+        return _unrecorded(gather, input)(input, d, indices)
+    a, b = list(x_shape), list(i_shape)
     a[d] = b[d] = 1
     shape = broadcast_shapes("take_along_dim", tuple(a), tuple(b))
     wanted = shape[:d] + (input.shape[d],) + shape[d + 1 :]
