@@ -382,7 +382,8 @@ def index_put(
     accumulate: bool = False,
 ) -> Tensor:
     key = tuple(indices)
-    bkey, _, move = convert_key(input, key, "index_put")
+    # (one index tensor: convert_key's short path for it, the same key as the tuple's)
+    bkey, _, move = convert_key(input, key[0] if len(key) == 1 and key[0].__class__ is Tensor else key, "index_put")
     values = _values_in_numpy_layout(values, move)
     return _unrecorded(index_put_key, input, values)(input, bkey, values, accumulate, key)
 
@@ -522,12 +523,12 @@ def _check_index_range(name, index, d, input_shape):
 @host_step  # reads the indices, as _check_index_range
 def _check_wrapping_range(name, index, n, what):
     """IndexOutOfRangeError unless every value of (non-empty) ``index`` is in [-n, n) (negative ones
-    counting from the end): ``what`` says of what."""
+    counting from the end): ``what()`` says of what (made only for the error)."""
     if _all_below(index, n):
         return
     lo, hi = _bounds(index)
     if lo < -n or hi >= n:
-        raise IndexOutOfRangeError(f"{name}: index out of range for {what}")
+        raise IndexOutOfRangeError(f"{name}: index out of range for {what()}")
 
 
 def _gather_grad(grad, input_shape, dim, index):
@@ -961,7 +962,7 @@ def _index_vector(name, input, dim, index):
     if not isinstance(index, Tensor) or index.dtype.category != dt.INTEGER or index.ndim > 1:
         got = f"{index.dtype} of shape {fmt_shape(index.shape)}" if isinstance(index, Tensor) else type(index).__name__
         raise DTypeError(f"{name}: index must be a 1-D integer tensor, got {got}")
-    d = wrap_dim(dim, max(input.ndim, 1), name)
+    d = wrap_dim(dim, max(input._data.ndim, 1), name)
     if index._data.ndim == 1:
         return d, index
     return d, wrap(primitives(index).view(index._data, (1,)), index._device)  # a 0-d index as a vector
@@ -971,15 +972,15 @@ def _index_along(name, input, dim, index, source):
     """(dim, the 1-D index) after checking that source is input's shape with index's length along dim
     and that index is in range along it (index_put would count negative ones from the end)."""
     d, index = _index_vector(name, input, dim, index)
-    expected = list(input.shape) if input.ndim else [1]
-    expected[d] = index.shape[0]
-    if not isinstance(source, Tensor) or list(source.shape if source.ndim else [1]) != expected:
+    expected = list(input._data.shape) or [1]  # (the arrays' shapes: Tensor.shape makes one a read)
+    expected[d] = index._data.shape[0]
+    if not isinstance(source, Tensor) or (list(source._data.shape) or [1]) != expected:
         raise ShapeError(
             f"{name}: source {fmt_shape(source.shape) if isinstance(source, Tensor) else type(source).__name__} "
             f"must have input {fmt_shape(input.shape)}'s shape with {index.shape[0]} (index's length) at dim {d}"
         )
-    if index.numel():
-        _check_index_range(name, index, d, tuple(input.shape))
+    if expected[d]:
+        _check_index_range(name, index, d, input._data.shape)
     return d, index
 
 
@@ -1025,7 +1026,7 @@ def index_fill(input: Tensor, dim: int, index: Tensor, value: Tensor | Number) -
         return masked_fill(input, wrap(bk.full((), index.numel() > 0, dt.bool_), input._device), value)
     n = input.shape[d]
     if index.numel():
-        _check_wrapping_range("index_fill", index, n, f"dim {d} of size {n} (input {fmt_shape(input.shape)})")
+        _check_wrapping_range("index_fill", index, n, lambda: f"dim {d} of size {n} (input {fmt_shape(input.shape)})")
     if not isinstance(value, Tensor) and not needs_grad(input):  # the write itself, on the backend's arrays
         data = _own_contiguous(bk, input)
         bk.index_put_(data, (slice(None),) * d + (index._data,), scalar_into("index_fill", value, input.dtype), False)
@@ -1509,7 +1510,7 @@ def take(input: Tensor, index: Tensor) -> Tensor:
         raise DTypeError("take: index must be an integer tensor")
     n = input.numel()
     if index.numel():
-        _check_wrapping_range("take", index, n, f"input {fmt_shape(input.shape)} of {n} elements")
+        _check_wrapping_range("take", index, n, lambda: f"input {fmt_shape(input.shape)} of {n} elements")
     if index._data.ndim and index._device is input._device:  # the flat view's index_key, not getitem's key checks
         if not needs_grad(input):
             bk = primitives(input)
@@ -1535,7 +1536,7 @@ def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) 
         )
     n = input.numel()
     if index.numel():
-        _check_wrapping_range("put", index, n, f"input {fmt_shape(input.shape)} of {n} elements")
+        _check_wrapping_range("put", index, n, lambda: f"input {fmt_shape(input.shape)} of {n} elements")
     if input.ndim == 0:
         return index_put(input.reshape(1), (index.reshape(-1) * 0,), source.reshape(-1), accumulate).reshape(())
     # one index into the flat view (negative positions wrap as index_put's do), then the shape back: a
@@ -1585,25 +1586,27 @@ def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
     function=False,
 )
 def fill_diagonal_(self: Tensor, fill_value: Number, wrap: bool = False) -> Tensor:
-    if self.ndim < 2 or (self.ndim > 2 and len(set(self.shape)) != 1):
-        raise ShapeError(
-            f"fill_diagonal_: expected a 2-d tensor, or all dims of equal length, got {fmt_shape(self.shape)}"
-        )
+    shape = self._data.shape  # (the array's: Tensor.shape makes one a read)
+    ndim = len(shape)
+    if ndim < 2 or (ndim > 2 and len(set(shape)) != 1):
+        raise ShapeError(f"fill_diagonal_: expected a 2-d tensor, or all dims of equal length, got {fmt_shape(shape)}")
     # the flat distance between diagonal elements: the sum of the strides of a contiguous layout
-    strides = [1] * self.ndim
-    for d in range(self.ndim - 2, -1, -1):
-        strides[d] = strides[d + 1] * self.shape[d + 1]
+    strides = [1] * ndim
+    for d in range(ndim - 2, -1, -1):
+        strides[d] = strides[d + 1] * shape[d + 1]
     step = sum(strides)
-    rows, cols = self.shape[0], self.shape[-1]
-    count = min(self.shape) if not (wrap and self.ndim == 2 and rows > cols) else (self.numel() - 1) // step + 1
+    rows, cols = shape[0], shape[-1]
+    count = min(shape) if not (wrap and ndim == 2 and rows > cols) else (math.prod(shape) - 1) // step + 1
     if count and self.is_contiguous():
         # the diagonal as a strided view of the flat memory, written in place: no mask over every element
-        if needs_grad(self):
+        if needs_grad(self) or isinstance(fill_value, Tensor):
             self.view(-1)[: (count - 1) * step + 1 : step].fill_(fill_value)
             return self
+        # nothing recorded: the write itself, with fill_'s checks (the ops above cost three dispatches)
         check_inplace_allowed(self, "fill_diagonal_")
         bk = primitives(self)
-        bk.copy_(bk.slice(bk.view(self._data, (-1,)), (slice(0, (count - 1) * step + 1, step),)), fill_value)
+        diagonal = bk.slice(bk.view(self._data, (-1,)), (slice(0, (count - 1) * step + 1, step),))
+        bk.copy_(diagonal, scalar_into("fill_diagonal_", fill_value, self.dtype))
         version_counter(self).value += 1
         return self
     positions = arange(count, device=self.device) * step
