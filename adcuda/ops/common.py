@@ -220,6 +220,8 @@ def as_tensor_operand(x, op, like=None):
 
 
 def broadcast_shapes(op, *shapes):
+    if len(shapes) == 2 and shapes[0] == shapes[1]:  # (the common case: nothing to broadcast)
+        return tuple(shapes[0])
     ndim = max((len(s) for s in shapes), default=0)
     out = [1] * ndim
     for s in shapes:

@@ -727,7 +727,7 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str = "use_mm_fo
 def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> Tensor:
     _check_float_pair("pairwise_distance", x1, x2)
     try:
-        shape = broadcast_shapes("pairwise_distance", tuple(x1.shape), tuple(x2.shape))
+        shape = broadcast_shapes("pairwise_distance", x1._data.shape, x2._data.shape)
     except ShapeError:
         raise ShapeError(
             f"pairwise_distance: x1 {fmt_shape(x1.shape)} and x2 {fmt_shape(x2.shape)} cannot be broadcast"
@@ -754,7 +754,7 @@ def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6,
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
     _check_float_pair("cosine_similarity", x1, x2)
     try:
-        shape = broadcast_shapes("cosine_similarity", tuple(x1.shape), tuple(x2.shape))
+        shape = broadcast_shapes("cosine_similarity", x1._data.shape, x2._data.shape)
     except ShapeError:
         raise ShapeError(
             f"cosine_similarity: x1 {fmt_shape(x1.shape)} and x2 {fmt_shape(x2.shape)} cannot be broadcast"
@@ -919,7 +919,7 @@ _cross_turns_on: dict[Any, tuple[Any, ...]] = {}  # device -> the two as backend
 )
 def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
     check_same_device("cross", input, other)
-    shape = broadcast_shapes("cross", tuple(input.shape), tuple(other.shape))
+    shape = broadcast_shapes("cross", input._data.shape, other._data.shape)
     if dim is None:
         dim = next((i for i, s in enumerate(shape) if s == 3), None)
         if dim is None:
@@ -945,7 +945,7 @@ def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
 
 @op("dist", dtypes=FLOATING.of("input", "other"), doc="The p-norm of input - other.", composite=True)
 def dist(input: Tensor, other: Tensor, p: float = 2) -> Tensor:
-    broadcast_shapes("dist", tuple(input.shape), tuple(other.shape))
+    broadcast_shapes("dist", input._data.shape, other._data.shape)
     if math.isfinite(p) and input._device is other._device and not needs_grad(input, other):
         bk = primitives(input)
         diff = bk.binary("sub", input._data, other._data, result_type(input, other))

@@ -1560,8 +1560,8 @@ def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) 
 def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
     if not isinstance(mask, Tensor) or mask.dtype is not dt.bool_:
         raise DTypeError("masked_scatter: mask must be a bool tensor")
-    shape = broadcast_shapes("masked_scatter", tuple(input.shape), tuple(mask.shape))
-    if shape != tuple(input.shape):
+    shape = broadcast_shapes("masked_scatter", input._data.shape, mask._data.shape)
+    if shape != input._data.shape:
         raise ShapeError(
             f"masked_scatter: mask {fmt_shape(mask.shape)} does not broadcast to input {fmt_shape(input.shape)}"
         )
