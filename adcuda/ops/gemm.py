@@ -886,19 +886,22 @@ def tensordot(a: Tensor, b: Tensor, dims: int | Sequence[int | Sequence[int]] = 
 @op("kron", doc="The Kronecker product of input and other.", composite=True)
 def kron(input: Tensor, other: Tensor) -> Tensor:
     n = max(input.ndim, other.ndim)
-    a_dims = (1,) * (n - input.ndim) + tuple(input.shape)
-    b_dims = (1,) * (n - other.ndim) + tuple(other.shape)
-    # a's dims interleaved with b's: (a0, 1, a1, 1, ...) * (1, b0, 1, b1, ...)
-    a_shape = tuple(s for d in a_dims for s in (d, 1))
-    b_shape = tuple(s for d in b_dims for s in (1, d))
+    a_dims = (1,) * (n - input.ndim) + tuple(input._data.shape)
+    b_dims = (1,) * (n - other.ndim) + tuple(other._data.shape)
     out_shape = tuple(x * y for x, y in zip(a_dims, b_dims))
-    if needs_grad(input) or needs_grad(other) or input.dtype is not other.dtype:
+    if needs_grad(input, other) or input.dtype is not other.dtype:
+        # a's dims interleaved with b's: (a0, 1, a1, 1, ...) * (1, b0, 1, b1, ...)
+        a_shape = tuple(s for d in a_dims for s in (d, 1))
+        b_shape = tuple(s for d in b_dims for s in (1, d))
         return (input.reshape(a_shape) * other.reshape(b_shape)).reshape(out_shape)
-    # without a gradient to build: one product of the backend's views (the ops cost four dispatches)
+    # without a gradient to build: one product of the backend's interleaved views (new axes after each
+    # of a's dims and before each of b's; broadcasting puts in the missing leading pairs), where the
+    # ops cost four dispatches
     check_same_device("kron", input, other)
-    P = primitives(input)
-    a, b = (P.view(P.contiguous(t._data), shape) for t, shape in ((input, a_shape), (other, b_shape)))
-    return wrap(P.view(P.binary("mul", a, b, input.dtype), out_shape), input._device)
+    P, whole = primitives(input), slice(None)
+    a = P.slice(input._data, (whole, None) * input._data.ndim)
+    b = P.slice(other._data, (None, whole) * other._data.ndim)
+    return wrap(P.view(P.contiguous(P.binary("mul", a, b, input.dtype)), out_shape), input._device)
 
 
 # the cross product's two rotations of the three components, c = a[1, 2, 0] * b[2, 0, 1] - a[2, 0, 1] * b[1, 2, 0],
