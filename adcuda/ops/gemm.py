@@ -568,6 +568,24 @@ def _einsum_parse(equation, operands):
     return labels, out
 
 
+# _einsum_parse's results by (equation, the operands' dims), for the equations last used
+_EINSUM_LABELS: dict[tuple[str, tuple[int, ...]], tuple[list[list[str]], list[str]]] = {}
+_EINSUM_LABELS_KEPT = 64
+
+
+def _einsum_labels(equation, operands):
+    """``_einsum_parse``'s labels, kept for an equation and dims seen (its parse is a fifth of a small
+    einsum's cost); copies, for the caller to keep as its own."""
+    key = (equation, tuple(t.ndim for t in operands))
+    parsed = _EINSUM_LABELS.get(key)
+    if parsed is None:
+        parsed = _einsum_parse(equation, operands)
+        if len(_EINSUM_LABELS) < _EINSUM_LABELS_KEPT:
+            _EINSUM_LABELS[key] = parsed
+    labels, out = parsed
+    return [list(ls) for ls in labels], list(out)
+
+
 def _einsum_diagonal(t, labels):
     """t with each label repeated within it reduced to its diagonal, labels unique."""
     while True:
@@ -654,7 +672,7 @@ def einsum(equation: str, *operands: Tensor | Sequence[Tensor]) -> Tensor:
     if not operands:
         raise ShapeError("einsum: at least one operand is needed")
     check_same_device("einsum", *operands)
-    labels, out = _einsum_parse(equation, operands)
+    labels, out = _einsum_labels(equation, operands)
     terms = [_einsum_diagonal(t, ls) for t, ls in zip(operands, labels)]
 
     def needed_after(k):

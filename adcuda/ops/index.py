@@ -586,16 +586,16 @@ def scatter_add(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
 
 @op("index_select", doc="The entries of input at the 1-D index along dim.", composite=True)
 def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
-    if not isinstance(index, Tensor) or index.ndim > 1:
+    if not isinstance(index, Tensor) or index._data.ndim > 1:
         raise IndexOutOfRangeError("index_select: index must be a 1-D int64 tensor (a vector)")
     d = _check_index_tensor("index_select", input, dim, index, same_rank=False)
-    if input.ndim == 0:
+    if not input._data.ndim:
         if index.numel() != 1:
             raise IndexOutOfRangeError(
                 f"index_select: index to a 0-d tensor can have only 1 value, got {index.numel()}"
             )
         return input.clone()
-    vector = index._data if index.ndim == 1 else primitives(index).view(index._data, (1,))
+    vector = index._data if index._data.ndim == 1 else primitives(index).view(index._data, (1,))
     if index._device is not input._device:
         return getitem(input, (slice(None),) * d + (wrap(vector, index._device),))  # getitem's device error
     # the backend key itself (one index array, placed at dim d by NumPy's rule and PyTorch's alike):
