@@ -1031,11 +1031,12 @@ def pdist(input: Tensor, p: float = 2) -> Tensor:
     # no zero distance (the diagonal), whose norm has no gradient
     bk = primitives(input)
     pairs = triangle_coordinates(input.shape[0], input.shape[0], 1, False)  # kept by size, read-only
-    first, second = (bk.from_numpy(rows, dt.int64) for rows in pairs)
     if math.isfinite(p) and not needs_grad(input):
-        x = input._data
-        diff = bk.binary("sub", bk.index(x, (first,)), bk.index(x, (second,)), input.dtype)
+        # both rows of every pair in one gather (2, pairs, M), the halves subtracted
+        both = bk.index(input._data, (bk.from_numpy(pairs, dt.int64),))
+        diff = bk.binary("sub", bk.slice(both, (0,)), bk.slice(both, (1,)), input.dtype)
         return _pnorm_of(diff, input._device, p, -1, False)
+    first, second = (bk.from_numpy(rows, dt.int64) for rows in pairs)
     return (index_key(input, (first,)) - index_key(input, (second,))).norm(p, -1)
 
 
