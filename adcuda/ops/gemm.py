@@ -453,7 +453,7 @@ def _add_product(name, input, product, dtype, beta, alpha):
     product (an array of that dtype), ``input`` broadcast to its shape; beta == 0 ignores input (NaN and
     inf in it included), as in PyTorch. The forward of addmm, baddbmm, addmv, addbmm and addr: the
     product and the sums as primitives, not ops dispatched one by one."""
-    shape = tuple(product.shape)
+    shape = product.shape  # (a backend array's: a tuple)
     if input._data.shape != shape:
         try:
             fits = broadcast_shapes(name, tuple(input.shape), shape) == shape
@@ -466,7 +466,8 @@ def _add_product(name, input, product, dtype, beta, alpha):
             )
         check_same_device(name, input)
     bk = primitives(input)
-    alpha, beta = scalar_for(dtype, alpha), scalar_for(dtype, beta)
+    if alpha.__class__ is float or beta.__class__ is float:  # (an integer product truncates them)
+        alpha, beta = scalar_for(dtype, alpha), scalar_for(dtype, beta)
     if alpha != 1:
         product = bk.binary("mul", product, alpha, dtype)
     if beta == 0:

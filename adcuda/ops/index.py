@@ -1201,17 +1201,18 @@ _diagonal_of = diagonal  # diag's parameter is called diagonal, as in PyTorch
     grads={"input": lambda grad, offset, dim1, dim2: diagonal(grad, offset, dim1, dim2)},
 )
 def diag_embed(input: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
-    out_ndim = input.ndim + 1
+    in_shape = input._data.shape  # (the array's: Tensor.shape makes one a read)
+    out_ndim = len(in_shape) + 1
     d1, d2 = wrap_dim(dim1, out_ndim, "diag_embed"), wrap_dim(dim2, out_ndim, "diag_embed")
-    if input.ndim == 0:
+    if not in_shape:
         raise ShapeError("diag_embed: expected an input with at least one dim, got a 0-d tensor")
     if d1 == d2:
         raise ShapeError(f"diag_embed: dim1 and dim2 cannot be the same dim ({d1})")
     if offset.__class__ is not int:
         offset = operator.index(offset)
     # zeros with the planes' two dims at dim1 and dim2, input written on their diagonal in one copy
-    size = input.shape[-1] + abs(offset)
-    lead = iter(input.shape[:-1])
+    size = in_shape[-1] + abs(offset)
+    lead = iter(in_shape[:-1])
     shape = tuple(size if i == d1 or i == d2 else next(lead) for i in range(out_ndim))
     bk = primitives(input)
     data = bk.full(shape, 0, input.dtype)
