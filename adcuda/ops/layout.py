@@ -745,7 +745,8 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     if not tensors:
         raise ValueError("stack: expected a non-empty list of Tensors")
     arrays = _same_kind_arrays(tensors)
-    if arrays is not None and dim == 0 and arrays[0].ndim and _all_same(list(map(len, arrays))):
+    sizes = _leading_sizes(arrays) if arrays is not None and dim == 0 else None
+    if sizes is not None and _all_same(sizes):
         # the common case (rows stacked into a batch): joined along dim 0, where the backend's cat
         # checks the other dims and the dtypes (len() reads the sizes along it without a shape tuple)
         bk = primitives(tensors[0])
@@ -777,6 +778,14 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
         unit = shape + (1,)
         out = bk.cat([_view_or_copy(bk, a, unit) for a in arrays], d)
     return wrap(out, tensors[0]._device)
+
+
+def _leading_sizes(arrays):
+    """Each array's size along dim 0, or None where one has no dims or no len() (a device array)."""
+    try:
+        return list(map(len, arrays))
+    except TypeError:
+        return None
 
 
 def _view_or_copy(bk, a, shape):
