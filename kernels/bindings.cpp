@@ -27,6 +27,7 @@ void bind_convolution(py::module_& m);  // kernels/host/convolution.cpp
 void bind_elementwise(py::module_& m);  // kernels/host/elementwise.cpp
 void bind_optim(py::module_& m);        // kernels/host/optim.cpp
 void bind_pooling(py::module_& m);      // kernels/host/pooling.cpp
+void bind_softmax_loss(py::module_& m);  // kernels/host/softmax_loss.cpp
 }  // namespace adcuda::host
 
 namespace {
@@ -208,6 +209,7 @@ PYBIND11_MODULE(_C, m) {
   adcuda::host::bind_elementwise(m);
   adcuda::host::bind_optim(m);
   adcuda::host::bind_pooling(m);
+  adcuda::host::bind_softmax_loss(m);
 #if ADCUDA_CUDA_COMPILED
   adcuda::bindings::bind_registered(m);
 #endif
