@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from .. import dtypes as dt
 from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, UnsupportedDTypeError, fmt_shape
 from ..tensor import primitives
@@ -137,11 +139,17 @@ def _reduction_arg(op, size_average, reduce, reduction):
 
 
 def _reduce(loss, reduction):
-    if reduction == "mean":
-        return loss.mean()
-    if reduction == "sum":
-        return loss.sum()
-    return loss
+    if reduction == "none":
+        return loss
+    if _in_graph(loss):
+        return loss.mean() if reduction == "mean" else loss.sum()
+    # nothing to record: the backend's reduction itself, where the op's dispatch costs as much as the
+    # reduction of a small batch's losses
+    return wrap(primitives(loss).reduce(reduction, loss._data, None, False), loss._device)
+
+
+def _in_graph(t):
+    return t.requires_grad or t.grad_fn is not None
 
 
 def _weighted_reduce(op, loss, weight, reduction):
@@ -391,12 +399,17 @@ def _check_class_weight(op, weight, n_classes):
         )
 
 
+_LOWEST, _HIGHEST = np.minimum.reduce, np.maximum.reduce  # (np.min and np.max add a Python layer)
+
+
 @host_step  # reads the targets: graph capture runs the check again on every replay
 def _check_class_targets(op, target, n_classes, ignore_index):
     # the test on a host copy of the targets (the array itself on the CPU): three NumPy calls, where
     # tensor ops would dispatch one primitive each and a replay would pay for them on every step
     targets = primitives(target).to_numpy(target._data)
     if targets.size == 0:
+        return
+    if 0 <= _LOWEST(targets) and _HIGHEST(targets) < n_classes:  # the common case, in two calls
         return
     outside = (targets < 0) | (targets >= n_classes)
     outside &= targets != ignore_index
@@ -575,7 +588,13 @@ def _reduce_rows(losses, denominator, loss_shape, reduction):
         return losses.reshape(loss_shape)
     if reduction == "sum":
         return losses.sum()
-    return losses.sum() / denominator  # 0 / 0 = nan when every target is ignored, as in PyTorch
+    # 0 / 0 = nan when every target is ignored, as in PyTorch
+    if _in_graph(losses):
+        return losses.sum() / denominator
+    # nothing to record: the backend's sum and division, where the two ops' dispatch cost more than
+    # the loss of a small batch
+    total = wrap(primitives(losses).reduce("sum", dense(losses), None, False), losses._device)
+    return binary("div", total, denominator)
 
 
 def _nll_rows_grad(grad, logp, target, ignore_index):
@@ -1104,15 +1123,17 @@ def multi_margin_loss(
     if p not in (1, 2):
         raise ValueError(f"{name}: only p == 1 and p == 2 are supported, got {p}")
     rows = input.reshape(1, -1) if input.ndim <= 1 else input
-    if rows.ndim != 2 or tuple(target.reshape(-1).shape) != (rows.shape[0],):
+    if rows.ndim != 2 or target.numel() != rows.shape[0] or target.ndim > 1:
         raise ShapeError(
             f"{name}: expected input (N, C) or (C,) and target (N,) or (), got {fmt_shape(input.shape)} and "
             f"{fmt_shape(target.shape)}"
         )
     reduction = _reduction_arg(name, size_average, reduce, reduction)
     n_classes = rows.shape[1]
-    labels = target.reshape(-1, 1).to(dtype=dt.int64)
-    _check_class_targets(name, labels.reshape(-1), n_classes, None)
+    target_rows = _target_rows(target)
+    _check_class_targets(name, target_rows, n_classes, None)
+    # class indices are never differentiated: the backend's view, not a reshape op's dispatch
+    labels = wrap(primitives(target_rows).view(dense(target_rows), (rows.shape[0], 1)), target_rows._device)
     if weight is not None:
         _check_class_weight(name, weight, n_classes)
         check_same_device(name, input, weight)
