@@ -25,6 +25,7 @@ from .common import (
     check_tensor,
     dense,
     has_shape,
+    host_extremes,
     wrap,
     wrap_dim,
 )
@@ -35,6 +36,7 @@ from .elementwise import abs as _abs
 from .factories import arange
 from .gemm import pairwise_distance
 from .index import gather
+from .layout import cat
 from .reduce import sum as _sum
 from .registry import lowering, op
 
@@ -754,6 +756,14 @@ def binary_cross_entropy_terms(input: Tensor, target: Tensor) -> Tensor:
     return unary("neg", kept)
 
 
+def _outside_unit_interval(t):
+    """Whether a value of ``t`` is below 0 or above 1 (a NaN is neither)."""
+    if not t.numel():
+        return False
+    lowest, largest = host_extremes(t)
+    return lowest < 0 or largest > 1
+
+
 @op(
     "binary_cross_entropy",
     doc="Binary cross-entropy of probabilities in [0, 1] against targets.",
@@ -780,12 +790,13 @@ def binary_cross_entropy(
         raise ShapeError(
             f"{name}: target size {fmt_shape(target.shape)} must be the same as input size {fmt_shape(input.shape)}"
         )
-    if input.numel() and ((input < 0) | (input > 1)).any().item():
+    # (the extremes in one read of the host: comparisons, an or and an any as ops dispatched eight times)
+    if _outside_unit_interval(input):
         raise ValueError(
             f"{name}: all elements of input (shape {fmt_shape(input.shape)}) should be between "
             "0 and 1 (pass logits to binary_cross_entropy_with_logits instead)"
         )
-    if target.numel() and ((target < 0) | (target > 1)).any().item():
+    if _outside_unit_interval(target):
         raise ValueError(f"{name}: all elements of target (shape {fmt_shape(target.shape)}) should be between 0 and 1")
     if target.dtype is not input.dtype:
         target = target.to(dtype=input.dtype)
@@ -863,13 +874,22 @@ def mish(input: Tensor) -> Tensor:
     return _float_unary("mish", input)
 
 
+def _glu_grad(grad, input, dim):
+    # d/da = sigmoid(b), d/db = a * sigmoid(b) * (1 - sigmoid(b)), side by side along dim
+    axis = wrap_dim(dim, input.ndim, "glu")
+    a, b = input.chunk(2, axis)
+    gate = sigmoid(b)
+    return cat([grad * gate, grad * a * gate * (1 - gate)], axis)
+
+
 @op(
     "glu",
     dtypes=FLOATING,
     doc="a * sigmoid(b) for the halves a, b of input along dim.",
-    composite=True,
+    node="GluBackward0",
     method=False,
     functional=True,
+    grads={"input": _glu_grad},
 )
 def glu(input: Tensor, dim: int = -1) -> Tensor:
     check_tensor("glu", "input", input)
@@ -881,8 +901,13 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:
             f"glu: halving dimension must be even, but dimension {axis} of input {fmt_shape(input.shape)} "
             f"is size {input.shape[axis]}"
         )
-    a, b = input.chunk(2, axis)
-    return a * sigmoid(b)
+    # the halves as the backend's slices and one sigmoid and one product: the chunk, slices, sigmoid and
+    # product as ops dispatched five times
+    bk, half = primitives(input), input.shape[axis] // 2
+    lead = (slice(None),) * axis
+    a = bk.contiguous(bk.slice(input._data, lead + (slice(0, half),)))
+    gate = bk.unary("sigmoid", bk.contiguous(bk.slice(input._data, lead + (slice(half, None),))))
+    return wrap(bk.binary("mul", a, gate, input.dtype), input._device)
 
 
 def _loss_function(name, doc):
