@@ -672,6 +672,35 @@ def _check_pair(op, input, target):
     _check_target_shape(op, input, target)
 
 
+def _smooth_l1_grad(grad, input, target, beta, huber):
+    # the slope of the quadratic part, limited to the linear part's: d / beta in [-1, 1] (huber: d in
+    # [-delta, delta])
+    d = input - target
+    return grad * (clamp(d, -beta, beta) if huber else clamp(d / beta, -1.0, 1.0))
+
+
+@op(
+    "smooth_l1_terms",
+    doc="Unreduced smooth L1 (or, with huber, Huber) losses of input against target, beta > 0.",
+    function=False,
+    method=False,
+    node=lambda input, target, beta, huber: "HuberLossBackward0" if huber else "SmoothL1LossBackward0",
+    grads={
+        "input": _smooth_l1_grad,
+        "target": lambda grad, input, target, beta, huber: -_smooth_l1_grad(grad, input, target, beta, huber),
+    },
+)
+def smooth_l1_terms(input: Tensor, target: Tensor, beta: float, huber: bool) -> Tensor:
+    # one op over the backend, where the composition dispatched seven ops: |d| = |input - target|, then
+    # 0.5 d**2 / beta or |d| - 0.5 beta (huber: 0.5 d**2 or beta (|d| - 0.5 beta)), PyTorch's formulas
+    diff = unary("abs", binary("sub", input, target))
+    square = binary("mul", binary("mul", 0.5 if huber else 0.5 / beta, diff), diff)
+    linear = binary("sub", diff, 0.5 * beta)
+    if huber:
+        linear = binary("mul", beta, linear)
+    return select(binary("lt", diff, beta), square, linear)
+
+
 @op(
     "smooth_l1_loss",
     doc="0.5 d**2 / beta where |d| < beta, |d| - 0.5 beta elsewhere (d = input - target).",
@@ -694,10 +723,9 @@ def smooth_l1_loss(
     reduction = _reduction_arg(name, size_average, reduce, reduction)
     if beta < 0:
         raise ValueError(f"{name}: beta must be non-negative, got {beta}")
-    diff = _abs(input - target)
     if beta == 0:  # the quadratic part vanishes: the L1 loss (and no division by beta)
-        return _reduce(diff, reduction)
-    return _reduce(where(diff < beta, (0.5 / beta) * diff * diff, diff - 0.5 * beta), reduction)
+        return _reduce(_abs(input - target), reduction)
+    return _reduce(smooth_l1_terms(input, target, beta, False), reduction)
 
 
 @op(
@@ -717,9 +745,7 @@ def huber_loss(
     reduction = _reduction_arg(name, None, None, reduction)
     if delta <= 0:
         raise ValueError(f"{name}: delta must be positive, got {delta}")
-    diff = _abs(input - target)
-    loss = where(diff < delta, 0.5 * diff * diff, delta * (diff - 0.5 * delta))
-    return _weighted_reduce(name, loss, weight, reduction)
+    return _weighted_reduce(name, smooth_l1_terms(input, target, delta, True), weight, reduction)
 
 
 def _clamped_log(x, log1p_of_neg):
