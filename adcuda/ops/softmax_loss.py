@@ -281,6 +281,46 @@ def logsigmoid(input: Tensor) -> Tensor:
     return _float_unary("logsigmoid", input)
 
 
+def _softplus_of_negated(x):
+    """softplus(-x) = log1p(exp(-|x|)) + relu(-x), on the backend: it never exponentiates a positive number."""
+    return binary("add", unary("log1p", unary("exp", unary("neg", unary("abs", x)))), unary("relu", unary("neg", x)))
+
+
+def _bce_logits_input_grad(grad, input, target, pos_weight):
+    # PyTorch's: sigmoid(x) (1 + (pw - 1) t) - pw t, or sigmoid(x) - t
+    if pos_weight is None:
+        return grad * (sigmoid(input) - target)
+    return grad * (sigmoid(input) * (1.0 + (pos_weight - 1.0) * target) - pos_weight * target)
+
+
+def _bce_logits_target_grad(grad, input, pos_weight):
+    if pos_weight is None:
+        return -grad * input
+    return grad * ((pos_weight - 1.0) * softplus(-input, 1.0, math.inf) - input)
+
+
+@op(
+    "binary_cross_entropy_with_logits_terms",
+    doc="Unreduced binary cross-entropy of sigmoid(input) against target, from logits, with pos_weight.",
+    function=False,
+    method=False,
+    node="BinaryCrossEntropyWithLogitsBackward0",
+    grads={
+        "input": _bce_logits_input_grad,
+        "target": _bce_logits_target_grad,
+        "pos_weight": lambda grad, input, target: grad * target * softplus(-input, 1.0, math.inf),
+    },
+)
+def binary_cross_entropy_with_logits_terms(input: Tensor, target: Tensor, pos_weight: Tensor | None) -> Tensor:
+    # (1 - t) x + (1 + (pos_weight - 1) t) softplus(-x): the log-sigmoid form, finite for any logit, on
+    # the backend (the ops of the formula dispatched six times)
+    linear = binary("mul", binary("sub", 1.0, target), input)
+    smooth = _softplus_of_negated(input)
+    if pos_weight is not None:
+        smooth = binary("mul", binary("add", 1.0, binary("mul", binary("sub", pos_weight, 1.0), target)), smooth)
+    return binary("add", linear, smooth)
+
+
 @op(
     "binary_cross_entropy_with_logits",
     doc="Binary cross-entropy of sigmoid(input) against target, from logits.",
@@ -315,9 +355,7 @@ def binary_cross_entropy_with_logits(
                     f"{name}: {what} of shape {fmt_shape(extra.shape)} does not broadcast to "
                     f"the input's shape {fmt_shape(input.shape)}"
                 )
-    # (1 - t) x + (1 + (pos_weight - 1) t) softplus(-x): log-sigmoid form, finite for any logit
-    log_weight = 1.0 if pos_weight is None else 1.0 + (pos_weight - 1.0) * target
-    loss = (1.0 - target) * input + log_weight * softplus(-input, 1.0, math.inf)
+    loss = binary_cross_entropy_with_logits_terms(input, target, pos_weight)
     if weight is not None:
         loss = loss * weight
     return _reduce(loss, reduction)
