@@ -1020,6 +1020,27 @@ def hinge_embedding_loss(
     return _reduce(margin_part + where(target != -1, input, 0.0), reduction)
 
 
+def _soft_margin_grad(grad, input, target, of):
+    # d/dx softplus(-t x) = -t sigmoid(-t x) (and -x sigmoid(-t x) for t)
+    return grad * -of * sigmoid(-(target * input))
+
+
+@op(
+    "soft_margin_terms",
+    doc="Unreduced soft margin losses log(1 + exp(-target * input)).",
+    function=False,
+    method=False,
+    node="SoftMarginLossBackward0",
+    grads={
+        "input": lambda grad, input, target: _soft_margin_grad(grad, input, target, target),
+        "target": lambda grad, input, target: _soft_margin_grad(grad, input, target, input),
+    },
+)
+def soft_margin_terms(input: Tensor, target: Tensor) -> Tensor:
+    # softplus(-t x) on the backend, where its ops dispatched three times
+    return _softplus_of_negated(binary("mul", target, input))
+
+
 @_loss_function("soft_margin_loss", "log(1 + exp(-target * input)), reduced.")
 def soft_margin_loss(
     input: Tensor,
@@ -1031,7 +1052,7 @@ def soft_margin_loss(
     name = "soft_margin_loss"
     _check_pair(name, input, target)
     reduction = _reduction_arg(name, size_average, reduce, reduction)
-    return _reduce(softplus(-target * input, 1.0, math.inf), reduction)
+    return _reduce(soft_margin_terms(input, target), reduction)
 
 
 @_loss_function(
