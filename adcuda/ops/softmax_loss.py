@@ -1078,6 +1078,22 @@ def multilabel_soft_margin_loss(
     return _reduce(loss.sum(axis) / max(input.shape[axis] if input.ndim else 1, 1), reduction)
 
 
+@op(
+    "poisson_nll_terms",
+    doc="Unreduced Poisson negative log likelihoods exp(input) - target * input of log rates input.",
+    function=False,
+    method=False,
+    node="SubBackward0",
+    grads={
+        "input": lambda grad, input, target: grad * (exp(input) - target),
+        "target": lambda grad, input: -grad * input,
+    },
+)
+def poisson_nll_terms(input: Tensor, target: Tensor) -> Tensor:
+    # on the backend: the exp, product and difference as ops dispatched three times
+    return binary("sub", unary("exp", input), binary("mul", target, input))
+
+
 @_loss_function("poisson_nll_loss", "The Poisson negative log likelihood of target given rate input (or log rate).")
 def poisson_nll_loss(
     input: Tensor,
@@ -1092,7 +1108,7 @@ def poisson_nll_loss(
     name = "poisson_nll_loss"
     _check_pair(name, input, target)
     reduction = _reduction_arg(name, size_average, reduce, reduction)
-    loss = exp(input) - target * input if log_input else input - target * log(input + eps)
+    loss = poisson_nll_terms(input, target) if log_input else input - target * log(input + eps)
     if full:  # Stirling's term target log target - target + log(2 pi target) / 2, where target > 1
         safe = where(target > 1, target, 1.0)
         stirling = safe * log(safe) - safe + 0.5 * log(2 * math.pi * safe)
