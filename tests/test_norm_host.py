@@ -4,18 +4,13 @@ dims, groups over channels and spatial dims, constant rows and a NaN."""
 
 import numpy as np
 import pytest
+from helpers import native_and_numpy
 
 from adcuda.backends.cpu import norm as cpu_norm
 
 
 def _both(monkeypatch, fn, *args):
-    """``fn(*args)`` on the host module's path, then on NumPy's."""
-    assert cpu_norm._NATIVE is not None, "the host module was built without its norm forwards"
-    native = fn(*args)
-    with monkeypatch.context() as m:
-        m.setattr(cpu_norm, "_NATIVE", None)
-        reference = fn(*args)
-    return native, reference
+    return native_and_numpy(monkeypatch, cpu_norm, fn, *args)
 
 
 def _assert_close(native, reference, dtype):

@@ -4,18 +4,13 @@ dilation, ceil_mode's last windows and adaptive windows that overlap."""
 
 import numpy as np
 import pytest
+from helpers import native_and_numpy
 
 from adcuda.backends.cpu import pooling as cpu_pooling
 
 
 def _both(monkeypatch, fn, *args):
-    """``fn(*args)`` on the host module's path, then on NumPy's."""
-    assert cpu_pooling._NATIVE is not None, "the host module was built without its pooling forwards"
-    native = fn(*args)
-    with monkeypatch.context() as m:
-        m.setattr(cpu_pooling, "_NATIVE", None)
-        reference = fn(*args)
-    return native, reference
+    return native_and_numpy(monkeypatch, cpu_pooling, fn, *args)
 
 
 def _input(dtype, shape, seed, unusual):

@@ -5,19 +5,14 @@ NumPy path names them."""
 
 import numpy as np
 import pytest
+from helpers import native_and_numpy
 
 from adcuda.backends.cpu import softmax_loss as cpu_softmax_loss
 from adcuda.errors import IndexOutOfRangeError
 
 
 def _both(monkeypatch, fn, *args):
-    """``fn(*args)`` on the host module's path, then on NumPy's."""
-    assert cpu_softmax_loss._NATIVE is not None, "the host module was built without its softmax forwards"
-    native = fn(*args)
-    with monkeypatch.context() as m:
-        m.setattr(cpu_softmax_loss, "_NATIVE", None)
-        reference = fn(*args)
-    return native, reference
+    return native_and_numpy(monkeypatch, cpu_softmax_loss, fn, *args)
 
 
 def _close(got, want, dtype):
