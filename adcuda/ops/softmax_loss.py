@@ -876,6 +876,34 @@ def binary_cross_entropy(
     return _reduce(loss, reduction)
 
 
+def _kl_div_target_grad(grad, input, target, log_target):
+    if log_target:  # d/dt exp(t) (t - x)
+        return grad * exp(target) * (target - input + 1.0)
+    # d/dt t log(t) - t x, with the composite's 0 for t log t where t <= 0
+    positive = target > 0
+    return grad * (where(positive, target, 1.0).log() + positive.to(dtype=grad.dtype) - input)
+
+
+@op(
+    "kl_div_terms",
+    doc="Unreduced KL divergence terms of target from log-probabilities input (log_target: target as logs).",
+    function=False,
+    method=False,
+    node="SubBackward0",
+    grads={
+        "input": lambda grad, target, log_target: -grad * (exp(target) if log_target else target),
+        "target": _kl_div_target_grad,
+    },
+)
+def kl_div_terms(input: Tensor, target: Tensor, log_target: bool) -> Tensor:
+    # on the backend, where the formula's ops dispatched five or six times
+    if log_target:
+        return binary("mul", unary("exp", target), binary("sub", target, input))
+    # t (log t - input), with 0 where t = 0 (xlogy); the log reads 1 there so no -inf is made
+    logged = unary("log", select(binary("gt", target, 0.0), target, 1.0))
+    return binary("sub", binary("mul", target, logged), binary("mul", target, input))
+
+
 @op(
     "kl_div",
     doc="Kullback-Leibler divergence of target from input (input holds log-probabilities).",
@@ -897,15 +925,12 @@ def kl_div(
     _check_pair(name, input, target)
     if reduction != "batchmean":
         reduction = _reduction_arg(name, size_average, reduce, reduction)
-    if log_target:
-        loss = exp(target) * (target - input)
-    else:
-        # t (log t - input), with 0 where t = 0 (xlogy); the log reads 1 there so no -inf is made
-        positive = target > 0
-        loss = target * where(positive, target, 1.0).log() - target * input
+    loss = kl_div_terms(input, target, log_target)
     if reduction == "batchmean":
-        total = loss.sum()
-        return total / input.shape[0] if input.ndim else total
+        total = _reduce(loss, "sum")
+        if not input.ndim:
+            return total
+        return total / input.shape[0] if _in_graph(total) else binary("div", total, input.shape[0])
     return _reduce(loss, reduction)
 
 
