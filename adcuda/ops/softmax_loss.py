@@ -1028,6 +1028,29 @@ def margin_ranking_loss(
     return _reduce(clamp(-target * (input1 - input2) + margin, min=0.0), reduction)
 
 
+def _hinge_embedding_grad(grad, input, target, margin):
+    # 1 where the input term counts, minus 1 where the margin term is active (clamp's >= 0 passes)
+    active = (target != 1) & (margin - input >= 0)
+    return grad * ((target != -1).to(dtype=grad.dtype) - active.to(dtype=grad.dtype))
+
+
+@op(
+    "hinge_embedding_terms",
+    doc="Unreduced hinge embedding losses: max(0, margin - input) where target != 1, plus input where != -1.",
+    function=False,
+    method=False,
+    node="AddBackward0",
+    grads={"input": _hinge_embedding_grad},
+)
+def hinge_embedding_terms(input: Tensor, target: Tensor, margin: float) -> Tensor:
+    # PyTorch's sum of two masked terms (a target other than 1 and -1 counts in both), on the backend:
+    # the comparisons, clamp, wheres and sum as ops dispatched seven times
+    shortfall = binary("sub", margin, input)
+    shortfall = wrap(primitives(shortfall).clamp(shortfall._data, 0.0, None), shortfall._device)
+    margin_part = select(binary("ne", target, 1.0), shortfall, 0.0)
+    return binary("add", margin_part, select(binary("ne", target, -1.0), input, 0.0))
+
+
 @_loss_function("hinge_embedding_loss", "input where target is 1, max(0, margin - input) where it is -1, reduced.")
 def hinge_embedding_loss(
     input: Tensor,
@@ -1040,9 +1063,7 @@ def hinge_embedding_loss(
     name = "hinge_embedding_loss"
     _check_pair(name, input, target)
     reduction = _reduction_arg(name, size_average, reduce, reduction)
-    # PyTorch's sum of two masked terms (a target other than 1 and -1 counts in both)
-    margin_part = where(target != 1, clamp(margin - input, min=0.0), 0.0)
-    return _reduce(margin_part + where(target != -1, input, 0.0), reduction)
+    return _reduce(hinge_embedding_terms(input, target, float(margin)), reduction)
 
 
 def _soft_margin_grad(grad, input, target, of):
