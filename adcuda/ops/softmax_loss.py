@@ -26,6 +26,7 @@ from .common import (
     dense,
     has_shape,
     host_extremes,
+    result_type,
     wrap,
     wrap_dim,
 )
@@ -143,7 +144,7 @@ def _reduction_arg(op, size_average, reduce, reduction):
 def _reduce(loss, reduction):
     if reduction == "none":
         return loss
-    if _in_graph(loss):
+    if _in_graph(loss) or not loss.dtype.is_floating_point:  # (the ops refuse an integer mean, as PyTorch)
         return loss.mean() if reduction == "mean" else loss.sum()
     # nothing to record: the backend's reduction itself, where the op's dispatch costs as much as the
     # reduction of a small batch's losses
@@ -633,8 +634,9 @@ def _reduce_rows(losses, denominator, loss_shape, reduction):
         return losses.sum() / denominator
     # nothing to record: the backend's sum and division, where the two ops' dispatch cost more than
     # the loss of a small batch
-    total = wrap(primitives(losses).reduce("sum", dense(losses), None, False), losses._device)
-    return binary("div", total, denominator)
+    bk = primitives(losses)
+    total = bk.reduce("sum", dense(losses), None, False)
+    return wrap(bk.binary("div", total, denominator._data, result_type(losses, denominator)), losses._device)
 
 
 def _nll_rows_grad(grad, logp, target, ignore_index):
