@@ -34,7 +34,8 @@ _NATIVE_MAX = 1 << 14
 
 def _native_normalize(x, weight, bias, rows, groups, spread, eps):
     """The host module's (y, mean, rstd) (flat statistics), or None where it does not serve these arrays
-    (another dtype, a strided or large array, parameters of another dtype)."""
+    (another dtype, a strided or large array, parameters of another dtype): for a given x, always the
+    same answer, so that a captured program's replay takes the path its eager run took."""
     if (
         _NATIVE is None
         or not (x.dtype == _F32 or x.dtype == _F64)
@@ -62,12 +63,14 @@ def layer_norm(
     the normalised x, (x - mean) * rstd, for a backward given it (graph capture's replay)."""
     declared.layer_norm(x, weight, bias, n, eps)
     count = math.prod(x.shape[x.ndim - n :])
-    if xhat is None and count:
-        native = _native_normalize(x, weight, bias, x.size // count, 1, 1, eps)
-        if native is not None:
-            y, mean, rstd = native
-            stat_shape = x.shape[: x.ndim - n] + (1,) * n
-            return y, mean.reshape(stat_shape), rstd.reshape(stat_shape)
+    native = _native_normalize(x, weight, bias, x.size // count, 1, 1, eps) if count else None
+    if native is not None:
+        y, mean, rstd = native
+        stat_shape = x.shape[: x.ndim - n] + (1,) * n
+        mean, rstd = mean.reshape(stat_shape), rstd.reshape(stat_shape)
+        if xhat is not None:  # the host loop's (x - mean) * rstd, rounded as there (a replay equals the eager run)
+            np.multiply(np.subtract(x, mean, out=xhat), rstd, out=xhat)
+        return y, mean, rstd
     xx = _compute(x)
     # the row sums are BLAS products with a vector of ones (_row_sums); the big temporaries are written
     # in place, the small per-row ones too (each NumPy call costs about a microsecond at these sizes)

@@ -37,7 +37,7 @@ def softmax(a: BackendArray, axis: int, log: bool) -> BackendArray:
     if a.ndim == 0:  # ufuncs give NumPy scalars for 0-d arrays, which the out= writes below cannot take
         return softmax(a.reshape(1), 0, log).reshape(())
     native = _native_for(a)
-    if native is not None:
+    if native is not None and -a.ndim <= axis < a.ndim:  # (NumPy's path names a bad axis)
         return native.cpu_softmax(a, axis % a.ndim, log)
     x = _compute(a)
     # PyTorch's shift by the max, NaN-propagating and infinite too: a row holding +inf (or NaN, or only
