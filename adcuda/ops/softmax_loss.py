@@ -130,6 +130,12 @@ def log_softmax(input: Tensor, dim: int | None = None, dtype: DType | None = Non
 
 # ------------------------------------------------------------------------------------------------
 # shared loss plumbing
+def _terms_op(name, doc, *, node, grads):
+    """The declaration of a loss's unreduced terms: an op of its own (no public form) whose forward
+    runs on the backend, its gradients declared once."""
+    return op(name, doc=doc, function=False, method=False, node=node, grads=grads)
+
+
 def _reduction_arg(op, size_average, reduce, reduction):
     """PyTorch's legacy ``size_average``/``reduce`` flags override ``reduction`` when given."""
     if size_average is not None or reduce is not None:
@@ -300,11 +306,9 @@ def _bce_logits_target_grad(grad, input, pos_weight):
     return grad * ((pos_weight - 1.0) * softplus(-input, 1.0, math.inf) - input)
 
 
-@op(
+@_terms_op(
     "binary_cross_entropy_with_logits_terms",
-    doc="Unreduced binary cross-entropy of sigmoid(input) against target, from logits, with pos_weight.",
-    function=False,
-    method=False,
+    "Unreduced binary cross-entropy of sigmoid(input) against target, from logits, with pos_weight.",
     node="BinaryCrossEntropyWithLogitsBackward0",
     grads={
         "input": _bce_logits_input_grad,
@@ -719,11 +723,9 @@ def _smooth_l1_grad(grad, input, target, beta, huber):
     return grad * (clamp(d, -beta, beta) if huber else clamp(d / beta, -1.0, 1.0))
 
 
-@op(
+@_terms_op(
     "smooth_l1_terms",
-    doc="Unreduced smooth L1 (or, with huber, Huber) losses of input against target, beta > 0.",
-    function=False,
-    method=False,
+    "Unreduced smooth L1 (or, with huber, Huber) losses of input against target, beta > 0.",
     node=lambda input, target, beta, huber: "HuberLossBackward0" if huber else "SmoothL1LossBackward0",
     grads={
         "input": _smooth_l1_grad,
@@ -886,11 +888,9 @@ def _kl_div_target_grad(grad, input, target, log_target):
     return grad * (where(positive, target, 1.0).log() + positive.to(dtype=grad.dtype) - input)
 
 
-@op(
+@_terms_op(
     "kl_div_terms",
-    doc="Unreduced KL divergence terms of target from log-probabilities input (log_target: target as logs).",
-    function=False,
-    method=False,
+    "Unreduced KL divergence terms of target from log-probabilities input (log_target: target as logs).",
     node="SubBackward0",
     grads={
         "input": lambda grad, target, log_target: -grad * (exp(target) if log_target else target),
@@ -1036,11 +1036,9 @@ def _hinge_embedding_grad(grad, input, target, margin):
     return grad * ((target != -1).to(dtype=grad.dtype) - active.to(dtype=grad.dtype))
 
 
-@op(
+@_terms_op(
     "hinge_embedding_terms",
-    doc="Unreduced hinge embedding losses: max(0, margin - input) where target != 1, plus input where != -1.",
-    function=False,
-    method=False,
+    "Unreduced hinge embedding losses: max(0, margin - input) where target != 1, plus input where != -1.",
     node="AddBackward0",
     grads={"input": _hinge_embedding_grad},
 )
@@ -1073,11 +1071,9 @@ def _soft_margin_grad(grad, input, target, of):
     return grad * -of * sigmoid(-(target * input))
 
 
-@op(
+@_terms_op(
     "soft_margin_terms",
-    doc="Unreduced soft margin losses log(1 + exp(-target * input)).",
-    function=False,
-    method=False,
+    "Unreduced soft margin losses log(1 + exp(-target * input)).",
     node="SoftMarginLossBackward0",
     grads={
         "input": lambda grad, input, target: _soft_margin_grad(grad, input, target, target),
@@ -1126,11 +1122,9 @@ def multilabel_soft_margin_loss(
     return _reduce(loss.sum(axis) / max(input.shape[axis] if input.ndim else 1, 1), reduction)
 
 
-@op(
+@_terms_op(
     "poisson_nll_terms",
-    doc="Unreduced Poisson negative log likelihoods exp(input) - target * input of log rates input.",
-    function=False,
-    method=False,
+    "Unreduced Poisson negative log likelihoods exp(input) - target * input of log rates input.",
     node="SubBackward0",
     grads={
         "input": lambda grad, input, target: grad * (exp(input) - target),
