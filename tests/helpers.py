@@ -91,3 +91,14 @@ def least_squares_trajectory(lib, make_opt, steps, dtype="float64"):
         opt.step()
         history.append(np.concatenate([w.detach().numpy().copy(), c.detach().numpy().copy()]))
     return np.array(history)
+
+
+def native_and_numpy(monkeypatch, backend_module, fn, *args):
+    """``fn(*args)`` on the host module's path of a CPU backend module (its ``_NATIVE``), then on its
+    NumPy path, the reference: the pair to compare."""
+    assert backend_module._NATIVE is not None, f"the host module was built without {backend_module.__name__}'s kernels"
+    native = fn(*args)
+    with monkeypatch.context() as m:
+        m.setattr(backend_module, "_NATIVE", None)
+        reference = fn(*args)
+    return native, reference
