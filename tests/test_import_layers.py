@@ -33,9 +33,10 @@ PACKAGE_ROOT = pathlib.Path(__file__).resolve().parent.parent / "adcuda"
 LAYERS = (
     (
         "ground",
-        ("adcuda.errors", "adcuda.dtypes", "adcuda.device", "adcuda.random", "adcuda.layouts"),
-        "exception classes, dtypes and device names: what every other layer speaks; and the random "
-        "generator's state (a seed and an offset, which the ops draw from and gradgradcheck too)",
+        ("adcuda.errors", "adcuda.dtypes", "adcuda.device", "adcuda.random", "adcuda.layouts", "adcuda.hooks"),
+        "exception classes, dtypes and device names: what every other layer speaks; the random "
+        "generator's state (a seed and an offset, which the ops draw from and gradgradcheck too); and the "
+        "handle every hook registration returns (tensors', nodes', modules', optimizers')",
     ),
     (
         "backends",
