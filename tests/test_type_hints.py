@@ -14,7 +14,6 @@ import ast
 import builtins
 import enum
 import importlib
-import importlib.util
 import inspect
 import os
 import pathlib
@@ -25,6 +24,7 @@ import types
 import typing
 
 import pytest
+from helpers import load_module
 
 import adcuda
 import adcuda.types
@@ -248,9 +248,7 @@ def test_a_type_checker_sees_no_import_circle():
     # the circles of scripts/import_cycles.py: module-level imports, TYPE_CHECKING ones and those inside
     # functions included, a stub (.pyi) standing for its module. Tensor's generated stub of attached members
     # names nothing of tensor.py or autograd (TensorOps is generic over Tensor and grad_fn's GradFn)
-    spec = importlib.util.spec_from_file_location("import_cycles", ROOT / "scripts" / "import_cycles.py")
-    cycles = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(cycles)
+    cycles = load_module("import_cycles", ROOT / "scripts" / "import_cycles.py")
     edges = cycles.graph(deferred=True)
     assert {"adcuda.types", "adcuda.tensor", "adcuda._tensor_ops", "adcuda.autograd.graph"} <= set(edges)
     assert "adcuda.tensor" in edges["adcuda.autograd.graph"] and "adcuda._tensor_ops" in edges["adcuda.tensor"]
@@ -290,10 +288,7 @@ def test_the_entry_points_show_the_annotations():
 
 
 def _load_stub_generator():
-    spec = importlib.util.spec_from_file_location("gen_type_stubs", ROOT / "scripts" / "gen_type_stubs.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module("gen_type_stubs", ROOT / "scripts" / "gen_type_stubs.py")
 
 
 def test_the_type_stubs_are_what_the_generator_writes():
