@@ -166,6 +166,34 @@ def print_table(title, results, unit="us", scale=1e6, baseline="adcuda"):
     return rows
 
 
+def print_ms_table(what, results):
+    """``print_table`` in milliseconds, titled ``what`` and the thread count each contender ran with."""
+    title = f"{what} ({os.environ.get('BENCH_THREADS', '1')} thread(s)); ratio > 1: adcuda slower"
+    return print_table(title, results, unit="ms", scale=1e3)
+
+
+def run_contenders_on_device(script, suite, args, reference_checks):
+    """``run_contenders`` of adcuda and PyTorch on ``args.device`` (a suite_parser(device=True) command
+    line); None where a ``--device cuda`` run goes no further here (see ``timed_on_this_gpu``)."""
+    if args.device == "cuda" and not timed_on_this_gpu(suite, args.json, reference_checks):
+        return None
+    results = run_contenders(
+        script, ["adcuda", "torch"], ["--device", args.device] + (["--quick"] if args.quick else [])
+    )
+    if not results:
+        sys.exit("no contender ran")
+    return results
+
+
+def run_contenders_under_load(script, contenders, extra_args, rounds, interpreters=None):
+    """``run_contenders`` taking turns ``rounds`` times, and the line that says the machine's load while
+    they ran (a CPU-time comparison on a shared machine is read with it)."""
+    load = os.getloadavg()
+    results = run_contenders(script, contenders, extra_args, rounds=rounds, interpreters=interpreters)
+    after = os.getloadavg()
+    return results, f"load average (1 min) {load[0]:.2f} at the start, {after[0]:.2f} at the end; best of {rounds}"
+
+
 BEFORE = "adcuda before"  # the contender --before PYTHON adds: adcuda as another checkout imports it
 
 
