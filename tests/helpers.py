@@ -34,6 +34,27 @@ def load_module(name, path):
     return module
 
 
+def fused_adamw_step(params, grads, m, v, steps, **options):
+    """One ``adcuda._fused_adamw_`` step (no amsgrad) with the hyperparameters the fused-step tests share;
+    ``options`` gives the rest (``master_params``, ``grad_multiplier``)."""
+    adcuda._fused_adamw_(
+        params,
+        grads,
+        m,
+        v,
+        [],
+        steps,
+        lr=1e-2,
+        beta1=0.9,
+        beta2=0.95,
+        weight_decay=0.1,
+        eps=1e-8,
+        amsgrad=False,
+        maximize=False,
+        **options,
+    )
+
+
 def run_adcuda(*args, cwd, timeout, env=None):
     """``python -m adcuda ARGS`` in ``cwd`` (the command line as a user runs it), its output captured."""
     return subprocess.run(
