@@ -34,10 +34,10 @@ def load_module(name, path):
     return module
 
 
-def fused_adamw_step(params, grads, m, v, steps, **options):
-    """One ``adcuda._fused_adamw_`` step (no amsgrad) with the hyperparameters the fused-step tests share;
-    ``options`` gives the rest (``master_params``, ``grad_multiplier``)."""
-    adcuda._fused_adamw_(
+def fused_adam_step(params, grads, m, v, steps, *, op=adcuda._fused_adamw_, **options):
+    """One step of the fused Adam ``op`` (AdamW's by default; no amsgrad) with the hyperparameters the
+    fused-step tests share; ``options`` gives the rest (``master_params``, ``grad_multiplier``)."""
+    op(
         params,
         grads,
         m,

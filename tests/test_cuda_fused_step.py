@@ -5,7 +5,7 @@ scripts/emulated_cuda_tests.sh, also under ADCUDA_EMULATOR_SCHEDULE=reverse and 
 
 import numpy as np
 import pytest
-from helpers import fused_adamw_step
+from helpers import fused_adam_step
 
 import adcuda
 from adcuda import dtypes as dt
@@ -99,7 +99,7 @@ def _clone(t):
 def _step(t, masters=None, multiplier=None, steps=3):
     for _ in range(steps):
         adcuda._foreach_add_(t["steps"], 1)
-        fused_adamw_step(
+        fused_adam_step(
             t["params"], t["grads"], t["m"], t["v"], t["steps"], master_params=masters, grad_multiplier=multiplier
         )
 

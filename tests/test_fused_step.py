@@ -5,7 +5,7 @@ Adam/AdamW apply inside the step."""
 
 import numpy as np
 import pytest
-from helpers import fused_adamw_step
+from helpers import fused_adam_step
 
 import adcuda
 from adcuda.ops import autocast as regions
@@ -118,7 +118,7 @@ def test_working_copy_is_the_rounded_master_for_odd_sizes():
         m = [adcuda.zeros(s) for s in SIZES]
         v = [adcuda.zeros(s) for s in SIZES]
         steps = [adcuda.tensor(1.0) for _ in SIZES]
-        fused_adamw_step(params, grads, m, v, steps, master_params=pms)
+        fused_adam_step(params, grads, m, v, steps, master_params=pms)
     for master, a, c in zip(masters, alone, copies):
         np.testing.assert_array_equal(master.numpy(), a.numpy())
         np.testing.assert_array_equal(c.numpy(), master.numpy().astype(np.float16))

@@ -66,6 +66,20 @@ decltype(auto) dispatch_type(ScalarType type, const char* op, F&& f) {
 template <typename T>
 inline constexpr bool is_reduced_float_v = std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
 
+// dispatch_type for the ops that take floating point arrays only (half, bfloat16, float, double); any
+// other dtype is an std::invalid_argument naming the op.
+template <typename F>
+void dispatch_floating(ScalarType type, const char* op, F&& f) {
+  dispatch_type(type, op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_floating_point_v<T> || is_reduced_float_v<T>) {
+      f(tag);
+    } else {
+      throw std::invalid_argument(std::string(op) + ": expected a floating point array, got " + scalar_type_name(type));
+    }
+  });
+}
+
 // The type arithmetic on T is done in.
 template <typename T>
 using compute_t = std::conditional_t<is_reduced_float_v<T>, float, T>;
