@@ -3,8 +3,9 @@
 The array (``_data``) belongs to the tensor's device backend and carries shape, strides and dtype;
 the tensor adds the fields autograd and in-place writes keep per tensor: ``requires_grad``,
 ``grad``, the node that produced it, a version counter shared with its views, and the view's base.
-This module gives those fields and the read-only metadata; it imports no op and nothing from
-autograd. The autograd layer attaches the graph behaviour (``backward``, ``grad_fn``, hooks,
+This module gives those fields and the read-only metadata, and what a node of autograd's is to a
+tensor (``NodeName``, and the ``GradFn`` protocol ``grad_fn`` is typed with); it imports no op and
+nothing from autograd. The autograd layer attaches the graph behaviour (``backward``, ``grad_fn``, hooks,
 ``retain_grad``, ...) and the ops layer attaches every op as a method (see ``adcuda/ops/registry.py``).
 
 Most fields live as class-level defaults and are only written per tensor when they change, so that
