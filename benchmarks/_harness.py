@@ -360,6 +360,25 @@ def emulated_reference_run(suite, json_path, reference_checks):
     return 0
 
 
+def gpu_suite_args(suite, doc, quick_help, *, device_option=False):
+    """The command line of ``bench_<suite>``, a suite that runs on a GPU only (``--quick``, ``--json``, and
+    with ``device_option`` a ``--device`` whose one choice is cuda), with CUDA readied for it; None where
+    no GPU is usable (it says why; the suite then exits 0)."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help=quick_help)
+    if device_option:
+        parser.add_argument("--device", default="cuda", choices=("cuda",))
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    import adcuda
+
+    if not adcuda.cuda.is_available():
+        print(f"bench_{suite} needs a GPU: {adcuda.cuda.unavailable_reason()}")
+        return None
+    adcuda.init_cuda_context()
+    return args
+
+
 def timed_on_this_gpu(suite, json_path, reference_checks):
     """Whether a ``--device cuda`` run of ``bench_<suite>`` goes on to time: not where no GPU is usable
     (it says why), nor in the emulated build (it runs ``reference_checks``, see
