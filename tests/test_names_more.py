@@ -1344,11 +1344,11 @@ def test_optimizer_step_hooks():
 
 def test_optimizer_arguments_are_checked():
     p = [adcuda.nn.Parameter(adcuda.ones(1))]
-    with pytest.raises(adcuda.optim.OptimizerError, match="Adamax: invalid beta parameter at index 1"):
+    with pytest.raises(adcuda.optim.OptimizerError, match="Adamax: Invalid beta parameter at index 1"):
         adcuda.optim.Adamax(p, betas=(0.9, 1.0))
-    with pytest.raises(adcuda.optim.OptimizerError, match="NAdam: invalid momentum_decay"):
+    with pytest.raises(adcuda.optim.OptimizerError, match="NAdam: Invalid momentum_decay"):
         adcuda.optim.NAdam(p, momentum_decay=-1.0)
-    with pytest.raises(adcuda.optim.OptimizerError, match="RAdam: invalid lr value"):
+    with pytest.raises(adcuda.optim.OptimizerError, match=r"RAdam: Invalid learning rate: -1.0 \(lr must be >= 0\)"):
         adcuda.optim.RAdam(p, lr=-1.0)
 
 

@@ -51,10 +51,14 @@ class _GradModeContext:
     def __call__(self, func: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(func)
         def wrapper(*args, **kwargs):
-            with self.__class__():
+            with self._fresh():
                 return func(*args, **kwargs)
 
         return wrapper
+
+    def _fresh(self) -> _GradModeContext:
+        """A new context doing what this one does, for one call of a function it decorates."""
+        return self.__class__()
 
 
 class no_grad(_GradModeContext):
@@ -79,15 +83,11 @@ class set_grad_enabled(_GradModeContext):
         return self
 
     def __call__(self, func: Callable[..., Any]) -> Callable[..., Any]:
-        _set_enabled(self._prev)
-        mode = self._mode
+        _set_enabled(self._prev)  # as a decorator it switches per call only
+        return super().__call__(func)
 
-        @functools.wraps(func)
-        def wrapper(*args, **kwargs):
-            with set_grad_enabled(mode):
-                return func(*args, **kwargs)
-
-        return wrapper
+    def _fresh(self) -> set_grad_enabled:
+        return set_grad_enabled(bool(self._mode))
 
 
 class inference_mode(_GradModeContext):
@@ -121,15 +121,8 @@ class inference_mode(_GradModeContext):
         _set_enabled(self._prev)
         _state_inference.on = self._prev_inference
 
-    def __call__(self, func: Callable[..., Any]) -> Callable[..., Any]:
-        on = self._on
-
-        @functools.wraps(func)
-        def wrapper(*args, **kwargs):
-            with inference_mode(on):
-                return func(*args, **kwargs)
-
-        return wrapper
+    def _fresh(self) -> inference_mode:
+        return inference_mode(self._on)
 
 
 class _InferenceState(threading.local):

@@ -32,3 +32,16 @@ def conv2d_output_size(op, input_shape, weight_shape, stride, padding, dilation,
             )
         sizes.append((size + 2 * p - span) // s + 1)
     return tuple(sizes)
+
+
+def conv2d_gradient_size(op, g_shape, input_shape, weight_shape, stride, padding, dilation, groups):
+    """``conv2d_output_size`` for a convolution's backward, after checking that the gradient (of
+    ``g_shape``) has the output's shape (N, O, Ho, Wo); shared by both backends' backward primitives."""
+    out = conv2d_output_size(op, input_shape, weight_shape, stride, padding, dilation, groups)
+    expected = (input_shape[0], weight_shape[0]) + out
+    if tuple(g_shape) != expected:
+        raise ShapeError(
+            f"{op}: grad of shape {fmt_shape(g_shape)} does not fit input {fmt_shape(input_shape)} and weight "
+            f"{fmt_shape(weight_shape)} (expected {fmt_shape(expected)})"
+        )
+    return out

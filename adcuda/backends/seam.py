@@ -187,28 +187,13 @@ CPUArray: TypeAlias = NDArray[Any]
 """The CPU backend's array."""
 
 
-class CUDAArray(Protocol):
+class CUDAArray(BackendArray, Protocol):
     """The CUDA backend's array, ``adcuda._C.DeviceArray`` (kernels/bindings/runtime.cpp), as type checkers
-    see it: the native module has no type stubs, so this is its stub, what the Python code uses of it."""
-
-    @property
-    def shape(self) -> tuple[int, ...]: ...
-
-    @property
-    def ndim(self) -> int: ...
-
-    @property
-    def size(self) -> int: ...
-
-    @property
-    def itemsize(self) -> int: ...
+    see it: the native module has no type stubs, so this is its stub, what the Python code uses of it
+    beyond what every backend's array has."""
 
     @property
     def nbytes(self) -> int: ...
-
-    @property
-    def strides(self) -> tuple[int, ...]:
-        """In bytes, as NumPy's."""
 
     @property
     def element_strides(self) -> tuple[int, ...]:
@@ -217,10 +202,6 @@ class CUDAArray(Protocol):
     @property
     def offset(self) -> int:
         """Elements from the storage's start."""
-
-    @property
-    def dtype(self) -> Any:
-        """An ``adcuda._C.ScalarType``."""
 
     @property
     def device(self) -> int: ...

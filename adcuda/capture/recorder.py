@@ -25,6 +25,8 @@ import os
 import sys
 import threading
 import weakref
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -56,42 +58,34 @@ class Uncapturable(Exception):
         self.where = where
 
 
+@dataclass(slots=True, eq=False)
 class Value:
     """A reference to array number ``n`` of the trace."""
 
-    __slots__ = ("n",)
-
-    def __init__(self, n):
-        self.n = n
+    n: int
 
 
+@dataclass(slots=True, eq=False)
 class GradOf:
     """The ``.grad`` array of leaf ``leaf`` (an index into ``Trace.leaves``) when the call runs."""
 
-    __slots__ = ("leaf",)
-
-    def __init__(self, leaf):
-        self.leaf = leaf
+    leaf: int
 
 
+@dataclass(slots=True, eq=False)
 class Draw:
     """Item ``index`` (0: seed, 1: offset) of draw number ``draw``."""
 
-    __slots__ = ("draw", "index")
-
-    def __init__(self, draw, index):
-        self.draw = draw
-        self.index = index
+    draw: int
+    index: int
 
 
+@dataclass(slots=True, eq=False)
 class HostData:
     """Host data a ``from_numpy`` call took (a copy made at capture): a replay hands the primitive a
     fresh copy of it each time, as eager makes the array afresh from the Python data on each call."""
 
-    __slots__ = ("array",)
-
-    def __init__(self, array):
-        self.array = array
+    array: np.ndarray
 
 
 class Call:
@@ -116,32 +110,26 @@ class HostStep:
         self.name = getattr(fn, "__qualname__", repr(fn))
 
 
+@dataclass(slots=True, eq=False)
 class Accumulate:
-    __slots__ = ("leaf", "grad", "device")
-
-    def __init__(self, leaf, grad, device):
-        self.leaf = leaf
-        self.grad = grad
-        self.device = device
+    leaf: int
+    grad: Any
+    device: Any
 
 
+@dataclass(slots=True, eq=False)
 class Drawn:
-    __slots__ = ("generator", "numel")
-
-    def __init__(self, generator, numel):
-        self.generator = generator
-        self.numel = numel
+    generator: Any
+    numel: int
 
 
+@dataclass(slots=True, eq=False)
 class TensorArg:
     """A host step's tensor argument over trace array ``value`` (rebuilt around the replay's array)."""
 
-    __slots__ = ("value", "device", "requires_grad")
-
-    def __init__(self, value, device, requires_grad):
-        self.value = value
-        self.device = device
-        self.requires_grad = requires_grad
+    value: int
+    device: Any
+    requires_grad: bool
 
 
 class Trace:

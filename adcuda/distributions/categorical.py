@@ -45,9 +45,7 @@ class _BinaryProbsOrLogits(Distribution):
         """``expand``'s work once ``new`` is checked: the parameter and the batch shape."""
         batch_shape = torch.Size(tuple(batch_shape))
         _expand_probs_or_logits(self, new, batch_shape)
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expand_with(new, batch_shape)
 
     @lazy_property
     def logits(self):
@@ -143,10 +141,7 @@ class Categorical(Distribution):
         new = self._get_checked_instance(Categorical, _instance)
         batch_shape = torch.Size(tuple(batch_shape))
         _expand_probs_or_logits(self, new, tuple(batch_shape) + (self._num_events,))
-        new._num_events = self._num_events
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expand_with(new, batch_shape, _num_events=self._num_events)
 
     @constraints.dependent_property(is_discrete=True, event_dim=0)
     def support(self):
@@ -223,11 +218,7 @@ class OneHotCategorical(Distribution):
 
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(OneHotCategorical, _instance)
-        batch_shape = torch.Size(tuple(batch_shape))
-        new._categorical = self._categorical.expand(batch_shape)
-        Distribution.__init__(new, batch_shape, self.event_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expand_with(new, batch_shape, _categorical=self._categorical.expand(batch_shape))
 
     @property
     def _param(self):

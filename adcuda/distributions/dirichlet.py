@@ -28,11 +28,8 @@ class Dirichlet(Distribution):
 
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(Dirichlet, _instance)
-        batch_shape = torch.Size(tuple(batch_shape))
-        new.concentration = self.concentration.expand(tuple(batch_shape) + tuple(self.event_shape))
-        Distribution.__init__(new, batch_shape, self.event_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        concentration = self.concentration.expand(tuple(batch_shape) + tuple(self.event_shape))
+        return self._expand_with(new, batch_shape, concentration=concentration)
 
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
@@ -103,11 +100,7 @@ class Beta(Distribution):
 
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(Beta, _instance)
-        batch_shape = torch.Size(tuple(batch_shape))
-        new._dirichlet = self._dirichlet.expand(batch_shape)
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expand_with(new, batch_shape, _dirichlet=self._dirichlet.expand(batch_shape))
 
     @property
     def mean(self):

@@ -1,6 +1,7 @@
 """Distribution: the base class of every distribution, with PyTorch's interface and argument checks."""
 
 import warnings
+from numbers import Number
 
 from ..errors import InvalidArgumentError
 from . import _torch as torch
@@ -174,9 +175,43 @@ class Distribution:
             )
         return self.__new__(type(self)) if _instance is None else _instance
 
+    def _expand_with(self, new, batch_shape, **attributes):
+        """``expand``'s last step: ``new`` (from ``_get_checked_instance``) given ``attributes`` (its
+        expanded parameters), ``batch_shape``, and self's event shape and argument checking."""
+        for name, value in attributes.items():
+            setattr(new, name, value)
+        Distribution.__init__(new, batch_shape, self.event_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
     def __repr__(self):
         names = [k for k in self.arg_constraints if k in self.__dict__]
         shown = ", ".join(
             f"{p}: {self.__dict__[p] if self.__dict__[p].numel() == 1 else self.__dict__[p].size()}" for p in names
         )
         return f"{self.__class__.__name__}({shown})"
+
+
+# (no docstring: the families below keep Distribution's in the API reference)
+class LocatedDistribution(Distribution):
+    # a distribution whose mean and mode are its ``loc`` parameter (Normal, Laplace, MultivariateNormal)
+
+    @property
+    def mean(self):
+        return self.loc
+
+    mode = mean
+
+
+def _batch_shape(first, *numbers_or_tensors):
+    """A distribution's batch shape: () where every parameter is a Python number, else ``first``'s."""
+    if all(isinstance(v, Number) for v in numbers_or_tensors):
+        return torch.Size()
+    return first.shape
+
+
+def _expanded(self, cls, names, batch_shape, _instance):
+    """``self.expand(batch_shape)`` for a family ``cls`` whose parameters ``names`` expand as tensors."""
+    new = self._get_checked_instance(cls, _instance)
+    batch_shape = torch.Size(tuple(batch_shape))
+    return self._expand_with(new, batch_shape, **{name: getattr(self, name).expand(batch_shape) for name in names})

@@ -7,7 +7,7 @@ from numbers import Number
 from ..autograd.function import Function
 from . import _torch as torch
 from . import constraints
-from .distribution import Distribution
+from .distribution import Distribution, _expanded
 from .utils import broadcast_all
 
 __all__ = ["Gamma", "standard_gamma", "standard_gamma_grad"]
@@ -152,13 +152,7 @@ class Gamma(Distribution):
         super().__init__(batch_shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(Gamma, _instance)
-        batch_shape = torch.Size(tuple(batch_shape))
-        new.concentration = self.concentration.expand(batch_shape)
-        new.rate = self.rate.expand(batch_shape)
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return _expanded(self, Gamma, ("concentration", "rate"), batch_shape, _instance)
 
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)

@@ -1,6 +1,5 @@
 """Independent(base_distribution, reinterpreted_batch_ndims): batch dimensions read as event ones."""
 
-from . import _torch as torch
 from . import constraints
 from .distribution import Distribution
 from .utils import _sum_rightmost
@@ -27,14 +26,12 @@ class Independent(Distribution):
 
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(Independent, _instance)
-        batch_shape = torch.Size(tuple(batch_shape))
-        new.base_dist = self.base_dist.expand(
+        base_dist = self.base_dist.expand(
             tuple(batch_shape) + tuple(self.event_shape[: self.reinterpreted_batch_ndims])
         )
-        new.reinterpreted_batch_ndims = self.reinterpreted_batch_ndims
-        Distribution.__init__(new, batch_shape, self.event_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expand_with(
+            new, batch_shape, base_dist=base_dist, reinterpreted_batch_ndims=self.reinterpreted_batch_ndims
+        )
 
     @property
     def has_rsample(self):

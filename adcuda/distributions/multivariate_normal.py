@@ -4,7 +4,7 @@ import math
 
 from . import _torch as torch
 from . import constraints
-from .distribution import Distribution
+from .distribution import LocatedDistribution
 from .linalg import cholesky, inverse_lower, solve_lower_vector
 from .utils import _standard_normal, lazy_property
 
@@ -32,7 +32,7 @@ def _precision_to_scale_tril(precision):
     return inverse_lower(inverse_scale_tril)
 
 
-class MultivariateNormal(Distribution):
+class MultivariateNormal(LocatedDistribution):
     arg_constraints = {
         "loc": constraints.real_vector,
         "covariance_matrix": constraints.positive_definite,
@@ -97,9 +97,7 @@ class MultivariateNormal(Distribution):
         for name in ("covariance_matrix", "scale_tril", "precision_matrix"):
             if name in self.__dict__:
                 setattr(new, name, self.__dict__[name].expand(cov_shape))
-        Distribution.__init__(new, batch_shape, self.event_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expand_with(new, batch_shape)
 
     @lazy_property
     def scale_tril(self):
@@ -114,14 +112,6 @@ class MultivariateNormal(Distribution):
     def precision_matrix(self):
         inverse = inverse_lower(self._unbroadcasted_scale_tril)
         return (inverse.mT @ inverse).expand(tuple(self._batch_shape) + tuple(self._event_shape) * 2)
-
-    @property
-    def mean(self):
-        return self.loc
-
-    @property
-    def mode(self):
-        return self.loc
 
     @property
     def variance(self):

@@ -1,17 +1,16 @@
 """Normal(loc, scale)."""
 
 import math
-from numbers import Number
 
 from . import _torch as torch
 from . import constraints
-from .distribution import Distribution
+from .distribution import LocatedDistribution, _batch_shape, _expanded
 from .utils import _standard_normal, broadcast_all
 
 __all__ = ["Normal"]
 
 
-class Normal(Distribution):
+class Normal(LocatedDistribution):
     arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
     support = constraints.real
     has_rsample = True
@@ -19,25 +18,10 @@ class Normal(Distribution):
 
     def __init__(self, loc, scale, validate_args=None):
         self.loc, self.scale = broadcast_all(loc, scale)
-        batch_shape = torch.Size() if isinstance(loc, Number) and isinstance(scale, Number) else self.loc.shape
-        super().__init__(batch_shape, validate_args=validate_args)
+        super().__init__(_batch_shape(self.loc, loc, scale), validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(Normal, _instance)
-        batch_shape = torch.Size(tuple(batch_shape))
-        new.loc = self.loc.expand(batch_shape)
-        new.scale = self.scale.expand(batch_shape)
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
-
-    @property
-    def mean(self):
-        return self.loc
-
-    @property
-    def mode(self):
-        return self.loc
+        return _expanded(self, Normal, ("loc", "scale"), batch_shape, _instance)
 
     @property
     def stddev(self):

@@ -85,12 +85,9 @@ class ExpRelaxedCategorical(Distribution):
 
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(ExpRelaxedCategorical, _instance)
-        batch_shape = torch.Size(tuple(batch_shape))
-        new.temperature = self.temperature
-        new._categorical = self._categorical.expand(batch_shape)
-        Distribution.__init__(new, batch_shape, self.event_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expand_with(
+            new, batch_shape, temperature=self.temperature, _categorical=self._categorical.expand(batch_shape)
+        )
 
     @property
     def param_shape(self):

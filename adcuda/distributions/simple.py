@@ -5,28 +5,12 @@ from numbers import Number
 
 from . import _torch as torch
 from . import constraints
-from .distribution import Distribution
+from .distribution import Distribution, LocatedDistribution, _batch_shape, _expanded
 from .utils import broadcast_all
 
 __all__ = ["Exponential", "Gumbel", "Laplace", "Poisson", "Uniform"]
 
 _EULER_GAMMA = 0.57721566490153286061
-
-
-def _batch_shape(first, *numbers_or_tensors):
-    if all(isinstance(v, Number) for v in numbers_or_tensors):
-        return torch.Size()
-    return first.shape
-
-
-def _expanded(self, cls, names, batch_shape, _instance):
-    new = self._get_checked_instance(cls, _instance)
-    batch_shape = torch.Size(tuple(batch_shape))
-    for name in names:
-        setattr(new, name, getattr(self, name).expand(batch_shape))
-    Distribution.__init__(new, batch_shape, validate_args=False)
-    new._validate_args = self._validate_args
-    return new
 
 
 class Uniform(Distribution):
@@ -88,18 +72,10 @@ class Uniform(Distribution):
         return torch.log(self.high - self.low)
 
 
-class Laplace(Distribution):
+class Laplace(LocatedDistribution):
     arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
     support = constraints.real
     has_rsample = True
-
-    @property
-    def mean(self):
-        return self.loc
-
-    @property
-    def mode(self):
-        return self.loc
 
     @property
     def variance(self):

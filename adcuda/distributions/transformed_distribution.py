@@ -58,11 +58,9 @@ class TransformedDistribution(Distribution):
         for t in reversed(self.transforms):
             shape = t.inverse_shape(shape)
         base_batch_shape = tuple(shape)[: len(shape) - len(self.base_dist.event_shape)]
-        new.base_dist = self.base_dist.expand(base_batch_shape)
-        new.transforms = self.transforms
-        Distribution.__init__(new, batch_shape, self.event_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expand_with(
+            new, batch_shape, base_dist=self.base_dist.expand(base_batch_shape), transforms=self.transforms
+        )
 
     @constraints.dependent_property(is_discrete=False)
     def support(self):

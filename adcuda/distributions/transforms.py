@@ -56,11 +56,14 @@ class Transform:
 
     @property
     def inv(self):
-        inv = None
-        if self._inv is not None:
-            inv = self._inv()
+        return self._inverse_kept(lambda: _InverseTransform(self))
+
+    def _inverse_kept(self, make):
+        """The inverse ``make()`` makes, kept by a weak reference: asked again while it lives, the same
+        object."""
+        inv = None if self._inv is None else self._inv()
         if inv is None:
-            inv = _InverseTransform(self)
+            inv = make()
             self._inv = weakref.ref(inv)
         return inv
 
@@ -85,24 +88,22 @@ class Transform:
         return id(self)
 
     def __call__(self, x):
-        if self._cache_size == 0:
-            return self._call(x)
-        x_old, y_old = self._cached_x_y
-        if x is x_old:
-            return y_old
-        y = self._call(x)
-        self._cached_x_y = x, y
-        return y
+        return self._through_cache(x, self._call, 0)
 
     def _inv_call(self, y):
+        return self._through_cache(y, self._inverse, 1)
+
+    def _through_cache(self, value, compute, side):
+        """``compute(value)``, or the other side of the cached (x, y) pair where ``value`` is that pair's
+        ``side`` (0: x, 1: y); with a cache, the new pair is kept."""
         if self._cache_size == 0:
-            return self._inverse(y)
-        x_old, y_old = self._cached_x_y
-        if y is y_old:
-            return x_old
-        x = self._inverse(y)
-        self._cached_x_y = x, y
-        return x
+            return compute(value)
+        cached = self._cached_x_y
+        if value is cached[side]:
+            return cached[1 - side]
+        result = compute(value)
+        self._cached_x_y = (value, result) if side == 0 else (result, value)
+        return result
 
     def _call(self, x):
         raise NotImplementedError
@@ -231,13 +232,8 @@ class ComposeTransform(Transform):
 
     @property
     def inv(self):
-        inv = None
-        if self._inv is not None:
-            inv = self._inv()
-        if inv is None:
-            inv = ComposeTransform([p.inv for p in reversed(self.parts)])
-            self._inv = weakref.ref(inv)
-            inv._inv = weakref.ref(self)
+        inv = self._inverse_kept(lambda: ComposeTransform([p.inv for p in reversed(self.parts)]))
+        inv._inv = weakref.ref(self)
         return inv
 
     def with_cache(self, cache_size=1):

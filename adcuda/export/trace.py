@@ -577,26 +577,24 @@ def _bind(name, args, kwargs):
     return dict(bound.arguments)
 
 
-def _arrays_in(value):
-    if value.__class__ is np.ndarray:
-        yield value
-    elif value.__class__ in (list, tuple):
+def _leaves(value):
+    """What ``value`` holds, through its lists, tuples and dicts."""
+    if value.__class__ in (list, tuple):
         for v in value:
-            yield from _arrays_in(v)
+            yield from _leaves(v)
     elif value.__class__ is dict:
         for v in value.values():
-            yield from _arrays_in(v)
+            yield from _leaves(v)
+    else:
+        yield value
+
+
+def _arrays_in(value):
+    return (v for v in _leaves(value) if v.__class__ is np.ndarray)
 
 
 def _refs(value):
-    if isinstance(value, Ref):
-        yield value.value
-    elif value.__class__ in (list, tuple):
-        for v in value:
-            yield from _refs(v)
-    elif value.__class__ is dict:
-        for v in value.values():
-            yield from _refs(v)
+    return (v.value for v in _leaves(value) if isinstance(v, Ref))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -110,6 +110,15 @@ def _check_writable(op, tensors):
             check_inplace_allowed(t, op)
 
 
+def _writing_backend(op, written, operands):
+    """The backend of the one device of ``operands`` (``written`` among them; None where there are
+    none), after refusing autograd and checking that ``written`` may be written in place."""
+    device = _one_device(op, operands)
+    _refuse_autograd(op, operands)
+    _check_writable(op, written)
+    return None if device is None else primitives_on(device)
+
+
 def _check_shapes(op, like_name, like, named_lists):
     """Each ``(name, tensors)`` of ``named_lists`` holds, at every index, a tensor of ``like``'s shape."""
     for i, reference in enumerate(like):
@@ -186,12 +195,9 @@ def _foreach_binary_(op, primitive, tensors, other, alpha=1):
             f"{op}: other must be a number, a one-element Tensor or a list of Tensors, got {type(other).__name__}"
         )
     operands = tensors + (others or []) + ([other] if isinstance(other, Tensor) else [])
-    device = _one_device(op, operands)
-    _refuse_autograd(op, operands)
-    _check_writable(op, tensors)
-    if device is None:
+    bk = _writing_backend(op, tensors, operands)
+    if bk is None:
         return
-    bk = primitives_on(device)
     shared_category = _category(other) if others is None else None
     for i, t in enumerate(tensors):
         b = others[i] if others is not None else other
@@ -237,12 +243,9 @@ def _foreach_clamp_(self: Tensors, min: Number | None = None, max: Number | None
     tensors = _tensor_list(op, "self", self)
     if min is None and max is None:
         raise ValueError(f"{op}: at least one of min and max must be given")
-    device = _one_device(op, tensors)
-    _refuse_autograd(op, tensors)
-    _check_writable(op, tensors)
-    if device is None:
+    bk = _writing_backend(op, tensors, tensors)
+    if bk is None:
         return
-    bk = primitives_on(device)
     for t in tensors:
         bk.copy_(t._data, bk.clamp(t._data, min, max))
     _bump(tensors)
@@ -258,6 +261,39 @@ def _foreach_zero_(self: Tensors) -> None:
     for t in tensors:
         primitives(t).copy_(t._data, 0)
     _bump(tensors)
+
+
+def zero_grads(parameters, set_to_none=True):
+    """What ``Module.zero_grad`` and ``Optimizer.zero_grad`` do (not an op: it calls one): drop each
+    gradient of ``parameters`` (``set_to_none``, PyTorch's default: the next backward allocates fresh
+    ones) or zero it in place, detached from any graph that produced it."""
+    zeroed = []
+    for p in parameters:
+        if p.grad is None:
+            continue
+        if set_to_none:
+            p.grad = None
+            continue
+        if p.grad.grad_fn is not None:
+            p.grad.detach_()
+        else:
+            p.grad.requires_grad_(False)
+        zeroed.append(p.grad)
+    _foreach_zero_(zeroed)
+
+
+def pre_hook_arguments(result, args, kwargs, owner, kind):
+    """What a Module's forward pre-hook or an Optimizer's step pre-hook (``kind``) given both ``args``
+    and ``kwargs`` leaves them as (not an op): its ``result`` None keeps them, else it must be the new
+    pair (PyTorch's rule); ``owner`` names the module or optimizer in the error."""
+    if result is None:
+        return args, kwargs
+    if not (isinstance(result, tuple) and len(result) == 2):
+        raise TypeError(
+            f"{owner}: a {kind} pre-hook must return None or a tuple of (new_args, new_kwargs), "
+            f"got {type(result).__name__}"
+        )
+    return result
 
 
 @op("_foreach_copy_", doc="self[i].copy_(src[i]) for every pair.", method=False)

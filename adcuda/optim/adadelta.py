@@ -5,7 +5,7 @@ from typing import Any
 
 from ..factories import tensor, zeros_like
 from ..ops.optim import _foreach_add_
-from .optimizer import Optimizer, OptimizerError, ParamsT, required
+from .optimizer import Optimizer, OptimizerError, ParamsT, decayed_gradient, hyperparameters
 
 
 class Adadelta(Optimizer):
@@ -27,28 +27,14 @@ class Adadelta(Optimizer):
         maximize: bool = False,
         differentiable: bool = False,
     ) -> None:
-        defaults = dict(
-            lr=lr,
-            rho=rho,
-            eps=eps,
-            weight_decay=weight_decay,
-            maximize=maximize,
-            capturable=capturable,
-            foreach=foreach,
-            differentiable=differentiable,
-        )
-        super().__init__(params, defaults)
+        super().__init__(params, hyperparameters(locals()))
+
+    _nonnegative = ("lr", "eps", "weight_decay")
 
     def _validate_group(self, group):
-        lr = group["lr"]
-        if lr is not required and lr < 0.0:
-            raise OptimizerError(f"Adadelta: invalid learning rate: {lr}")
+        super()._validate_group(group)
         if not 0.0 <= group["rho"] <= 1.0:
-            raise OptimizerError(f"Adadelta: invalid rho value: {group['rho']} (must be in [0, 1])")
-        if group["eps"] < 0.0:
-            raise OptimizerError(f"Adadelta: invalid epsilon value: {group['eps']}")
-        if group["weight_decay"] < 0.0:
-            raise OptimizerError(f"Adadelta: invalid weight_decay value: {group['weight_decay']}")
+            raise OptimizerError(f"Adadelta: Invalid rho value: {group['rho']} (must be in [0, 1])")
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         return self._step_each_group(closure)
@@ -67,9 +53,7 @@ class Adadelta(Optimizer):
         _foreach_add_([state["step"] for state in states], 1)
         lr, rho, eps = group["lr"], group["rho"], group["eps"]
         for p, state in zip(params, states):
-            grad = -p.grad if group["maximize"] else p.grad
-            if group["weight_decay"] != 0:
-                grad = grad.add(p.detach(), alpha=group["weight_decay"])
+            grad = decayed_gradient(p, group)
             square_avg, acc_delta = state["square_avg"], state["acc_delta"]
             square_avg.mul_(rho).add_(grad * grad, alpha=1 - rho)
             std = square_avg.add(eps).sqrt_()

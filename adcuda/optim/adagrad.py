@@ -5,7 +5,7 @@ from typing import Any
 
 from ..factories import full_like, tensor
 from ..ops.optim import _foreach_add_
-from .optimizer import Optimizer, OptimizerError, ParamsT, required
+from .optimizer import Optimizer, ParamsT, decayed_gradient, hyperparameters
 
 
 class Adagrad(Optimizer):
@@ -28,29 +28,14 @@ class Adagrad(Optimizer):
         differentiable: bool = False,
         fused: bool | None = None,
     ) -> None:
-        defaults = dict(
-            lr=lr,
-            lr_decay=lr_decay,
-            eps=eps,
-            weight_decay=weight_decay,
-            initial_accumulator_value=initial_accumulator_value,
-            foreach=foreach,
-            maximize=maximize,
-            differentiable=differentiable,
-            fused=fused,
-        )
-        super().__init__(params, defaults)
+        super().__init__(params, hyperparameters(locals()))
         for group in self.param_groups:
             for p in group["params"]:
                 state = self.state[p]
                 state["step"] = tensor(0.0)
                 state["sum"] = full_like(p.detach(), group["initial_accumulator_value"])
 
-    def _validate_group(self, group):
-        for name in ("lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps"):
-            value = group[name]
-            if value is not required and value < 0.0:
-                raise OptimizerError(f"Adagrad: invalid {name} value: {value} (must be >= 0)")
+    _nonnegative = ("lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps")
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         return self._step_each_group(closure)
@@ -60,11 +45,9 @@ class Adagrad(Optimizer):
         states = [self.state[p] for p in params]
         steps = [state["step"] for state in states]
         _foreach_add_(steps, 1)
-        lr, lr_decay, eps, weight_decay = group["lr"], group["lr_decay"], group["eps"], group["weight_decay"]
+        lr, lr_decay, eps = group["lr"], group["lr_decay"], group["eps"]
         for p, state, step in zip(params, states, steps):
-            grad = -p.grad if group["maximize"] else p.grad
-            if weight_decay != 0:
-                grad = grad.add(p.detach(), alpha=weight_decay)
+            grad = decayed_gradient(p, group)
             clr = lr / (1 + (step.item() - 1) * lr_decay)
             state["sum"].add_(grad * grad)
             std = state["sum"].sqrt().add_(eps)

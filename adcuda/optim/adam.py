@@ -9,7 +9,8 @@ from ..autograd.grad_mode import no_grad
 from ..factories import empty_like, tensor, zeros_like
 from ..ops.autocast import publish_working_copy, wanted_working_dtype
 from ..ops.optim import _foreach_add_, _fused_adam_, _fused_adamw_
-from .optimizer import Optimizer, OptimizerError, ParamsT, keeps_master_copy, required
+from ._adam_family import ADAM_NONNEGATIVE
+from .optimizer import Optimizer, ParamsT, hyperparameters, keeps_master_copy
 
 
 class Adam(Optimizer):
@@ -38,34 +39,10 @@ class Adam(Optimizer):
         decoupled_weight_decay: bool = False,
         master_weights: bool = False,
     ) -> None:
-        defaults = dict(
-            lr=lr,
-            betas=betas,
-            eps=eps,
-            weight_decay=weight_decay,
-            amsgrad=amsgrad,
-            maximize=maximize,
-            foreach=foreach,
-            fused=fused,
-            decoupled_weight_decay=decoupled_weight_decay,
-            master_weights=master_weights,
-        )
-        super().__init__(params, defaults)
+        super().__init__(params, hyperparameters(locals()))
 
-    def _validate_group(self, group):
-        lr = group["lr"]
-        if lr is not required and lr < 0.0:
-            raise OptimizerError(f"Invalid learning rate: {lr}")
-        if group["eps"] < 0.0:
-            raise OptimizerError(f"Invalid epsilon value: {group['eps']}")
-        betas = group["betas"]
-        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
-            raise OptimizerError(f"Invalid betas: expected a pair (beta1, beta2), got {betas!r}")
-        for i, beta in enumerate(betas):
-            if not 0.0 <= beta < 1.0:
-                raise OptimizerError(f"Invalid beta parameter at index {i}: {beta}")
-        if group["weight_decay"] < 0.0:
-            raise OptimizerError(f"Invalid weight_decay value: {group['weight_decay']}")
+    _checks_betas = True
+    _nonnegative = ADAM_NONNEGATIVE
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         loss = self._run_closure(closure)

@@ -4,8 +4,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..ops.elementwise import maximum
-from ._adam_family import decayed_gradient, first_moments, validate_adam_group
-from .optimizer import Optimizer, ParamsT
+from ._adam_family import ADAM_NONNEGATIVE, first_moments
+from .optimizer import Optimizer, ParamsT, decayed_gradient, hyperparameters
 
 
 class Adamax(Optimizer):
@@ -26,20 +26,10 @@ class Adamax(Optimizer):
         differentiable: bool = False,
         capturable: bool = False,
     ) -> None:
-        defaults = dict(
-            lr=lr,
-            betas=betas,
-            eps=eps,
-            weight_decay=weight_decay,
-            foreach=foreach,
-            maximize=maximize,
-            differentiable=differentiable,
-            capturable=capturable,
-        )
-        super().__init__(params, defaults)
+        super().__init__(params, hyperparameters(locals()))
 
-    def _validate_group(self, group):
-        validate_adam_group("Adamax", group)
+    _checks_betas = True
+    _nonnegative = ADAM_NONNEGATIVE
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         return self._step_each_group(closure)

@@ -12,7 +12,7 @@ from typing import Any
 from ..autograd.grad_mode import enable_grad, no_grad
 from ..factories import zeros
 from ..ops.layout import cat
-from .optimizer import Optimizer, OptimizerError, ParamsT
+from .optimizer import Optimizer, OptimizerError, ParamsT, hyperparameters
 
 
 def _cubic_interpolate(x1, f1, g1, x2, f2, g2, bounds=None):
@@ -127,16 +127,7 @@ class LBFGS(Optimizer):
             raise OptimizerError(f"LBFGS: line_search_fn must be None or 'strong_wolfe', got {line_search_fn!r}")
         if max_eval is None:
             max_eval = max_iter * 5 // 4
-        defaults = dict(
-            lr=lr,
-            max_iter=max_iter,
-            max_eval=max_eval,
-            tolerance_grad=tolerance_grad,
-            tolerance_change=tolerance_change,
-            history_size=history_size,
-            line_search_fn=line_search_fn,
-        )
-        super().__init__(params, defaults)
+        super().__init__(params, hyperparameters(locals()))
         if len(self.param_groups) != 1:
             raise OptimizerError("LBFGS doesn't support per-parameter options (parameter groups)")
         self._params = self.param_groups[0]["params"]

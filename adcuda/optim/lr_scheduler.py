@@ -96,6 +96,21 @@ class LRScheduler:
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
         self.__dict__.update(state_dict)
 
+    def _state_dict_saving(self, name, save):
+        """``state_dict`` of a scheduler whose attribute ``name`` is a list it saves item by item
+        (``save(item)``)."""
+        state = {key: value for key, value in self.__dict__.items() if key not in ("optimizer", name)}
+        state[name] = [save(item) for item in getattr(self, name)]
+        return state
+
+    def _load_state_dict_restoring(self, state_dict, name, restore):
+        """``load_state_dict`` of such a scheduler: ``restore(item, saved)`` for each item of ``name``."""
+        state_dict = dict(state_dict)
+        saved = state_dict.pop(name)
+        self.__dict__.update(state_dict)
+        for item, value in zip(getattr(self, name), saved):
+            restore(item, value)
+
 
 _LRScheduler = LRScheduler
 
@@ -109,11 +124,13 @@ def _lambda_per_group(optimizer, lr_lambda):
     return list(lr_lambda)
 
 
-class LambdaLR(LRScheduler):
-    """lr = initial_lr * lr_lambda(epoch); ``lr_lambda`` is one function or one per group.
+def _restore_lambda(fn, saved):
+    if saved is not None:
+        fn.__dict__.update(saved)
 
-    Linear warm-up: ``LambdaLR(opt, lambda step: min(1.0, (step + 1) / warmup_steps))``.
-    """
+
+class _LambdaScheduler(LRScheduler):
+    """LambdaLR's and MultiplicativeLR's: a function of the epoch per group (``lr_lambdas``)."""
 
     def __init__(
         self,
@@ -124,24 +141,24 @@ class LambdaLR(LRScheduler):
         self.lr_lambdas = _lambda_per_group(optimizer, lr_lambda)
         super().__init__(optimizer, last_epoch)
 
-    def get_lr(self) -> list[float]:
-        return [base_lr * fn(self.last_epoch) for fn, base_lr in zip(self.lr_lambdas, self.base_lrs)]
-
     def state_dict(self) -> dict[str, Any]:
         """Plain functions and lambdas are not saved (they are code); callable objects' state is."""
-        state = {key: value for key, value in self.__dict__.items() if key not in ("optimizer", "lr_lambdas")}
-        state["lr_lambdas"] = [
-            None if isinstance(fn, types.FunctionType) else dict(fn.__dict__) for fn in self.lr_lambdas
-        ]
-        return state
+        return self._state_dict_saving(
+            "lr_lambdas", lambda fn: None if isinstance(fn, types.FunctionType) else dict(fn.__dict__)
+        )
 
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
-        state_dict = dict(state_dict)
-        lr_lambdas = state_dict.pop("lr_lambdas")
-        self.__dict__.update(state_dict)
-        for fn, saved in zip(self.lr_lambdas, lr_lambdas):
-            if saved is not None:
-                fn.__dict__.update(saved)
+        self._load_state_dict_restoring(state_dict, "lr_lambdas", _restore_lambda)
+
+
+class LambdaLR(_LambdaScheduler):
+    """lr = initial_lr * lr_lambda(epoch); ``lr_lambda`` is one function or one per group.
+
+    Linear warm-up: ``LambdaLR(opt, lambda step: min(1.0, (step + 1) / warmup_steps))``.
+    """
+
+    def get_lr(self) -> list[float]:
+        return [base_lr * fn(self.last_epoch) for fn, base_lr in zip(self.lr_lambdas, self.base_lrs)]
 
 
 class StepLR(LRScheduler):
@@ -260,7 +277,21 @@ class LinearLR(LRScheduler):
         ]
 
 
-class SequentialLR(LRScheduler):
+class _ComposedScheduler(LRScheduler):
+    """A scheduler stepping others (``self._schedulers``): its state dict holds theirs."""
+
+    _schedulers: list[LRScheduler]
+
+    def state_dict(self) -> dict[str, Any]:
+        return self._state_dict_saving("_schedulers", lambda scheduler: scheduler.state_dict())
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        self._load_state_dict_restoring(
+            state_dict, "_schedulers", lambda scheduler, saved: scheduler.load_state_dict(saved)
+        )
+
+
+class SequentialLR(_ComposedScheduler):
     """Hand the optimizer from one scheduler to the next at each milestone epoch (the next one starts
     from its own epoch 0)."""
 
@@ -318,18 +349,6 @@ class SequentialLR(LRScheduler):
         else:
             scheduler.step()
         self._last_lr = scheduler.get_last_lr()
-
-    def state_dict(self) -> dict[str, Any]:
-        state = {key: value for key, value in self.__dict__.items() if key not in ("optimizer", "_schedulers")}
-        state["_schedulers"] = [scheduler.state_dict() for scheduler in self._schedulers]
-        return state
-
-    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
-        state_dict = dict(state_dict)
-        inner = state_dict.pop("_schedulers")
-        self.__dict__.update(state_dict)
-        for scheduler, saved in zip(self._schedulers, inner):
-            scheduler.load_state_dict(saved)
 
 
 class ReduceLROnPlateau(LRScheduler):
@@ -615,26 +634,14 @@ class ConstantLR(LRScheduler):
         return [base_lr * (self.factor + reached * (1 - self.factor)) for base_lr in self.base_lrs]
 
 
-class MultiplicativeLR(LRScheduler):
+class MultiplicativeLR(_LambdaScheduler):
     """Multiply the lr by ``lr_lambda(epoch)`` every epoch; one function or one per group."""
-
-    def __init__(
-        self,
-        optimizer: Optimizer,
-        lr_lambda: Callable[[int], float] | Sequence[Callable[[int], float]],
-        last_epoch: int = -1,
-    ) -> None:
-        self.lr_lambdas = _lambda_per_group(optimizer, lr_lambda)
-        super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[float]:
         groups = self.optimizer.param_groups
         if self.last_epoch > 0:
             return [group["lr"] * fn(self.last_epoch) for fn, group in zip(self.lr_lambdas, groups)]
         return [group["lr"] for group in groups]
-
-    state_dict = LambdaLR.state_dict
-    load_state_dict = LambdaLR.load_state_dict
 
 
 class PolynomialLR(LRScheduler):
@@ -817,7 +824,7 @@ class CyclicLR(LRScheduler):
             self._scale_fn_custom.__dict__.update(saved)
 
 
-class ChainedScheduler(LRScheduler):
+class ChainedScheduler(_ComposedScheduler):
     """Steps every scheduler of ``schedulers`` (all of one optimizer) at each ``step()``, in order, so
     that their factors compose (a warm-up times a decay, say)."""
 
@@ -845,15 +852,3 @@ class ChainedScheduler(LRScheduler):
         for scheduler in self._schedulers:
             scheduler.step()
         self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
-
-    def state_dict(self) -> dict[str, Any]:
-        state = {key: value for key, value in self.__dict__.items() if key not in ("optimizer", "_schedulers")}
-        state["_schedulers"] = [scheduler.state_dict() for scheduler in self._schedulers]
-        return state
-
-    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
-        state_dict = dict(state_dict)
-        saved = state_dict.pop("_schedulers")
-        self.__dict__.update(state_dict)
-        for scheduler, state in zip(self._schedulers, saved):
-            scheduler.load_state_dict(state)

@@ -5,8 +5,8 @@ from typing import Any
 
 from .. import dtypes as dt
 from ..factories import ones
-from ._adam_family import decayed_gradient, first_moments, validate_adam_group
-from .optimizer import Optimizer, OptimizerError, ParamsT
+from ._adam_family import ADAM_NONNEGATIVE, first_moments
+from .optimizer import Optimizer, ParamsT, decayed_gradient, hyperparameters
 
 
 class NAdam(Optimizer):
@@ -30,24 +30,10 @@ class NAdam(Optimizer):
         capturable: bool = False,
         differentiable: bool = False,
     ) -> None:
-        defaults = dict(
-            lr=lr,
-            betas=betas,
-            eps=eps,
-            weight_decay=weight_decay,
-            momentum_decay=momentum_decay,
-            decoupled_weight_decay=decoupled_weight_decay,
-            foreach=foreach,
-            maximize=maximize,
-            capturable=capturable,
-            differentiable=differentiable,
-        )
-        super().__init__(params, defaults)
+        super().__init__(params, hyperparameters(locals()))
 
-    def _validate_group(self, group):
-        validate_adam_group("NAdam", group)
-        if group["momentum_decay"] < 0.0:
-            raise OptimizerError(f"NAdam: invalid momentum_decay value: {group['momentum_decay']} (must be >= 0)")
+    _checks_betas = True
+    _nonnegative = (*ADAM_NONNEGATIVE, "momentum_decay")
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         return self._step_each_group(closure)

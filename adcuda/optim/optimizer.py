@@ -55,10 +55,12 @@ from ..errors import AdcudaError, DeviceError
 from ..factories import tensor
 from ..hooks import RemovableHandle
 from ..ops.dispatch import host_step
-from ..ops.optim import _foreach_mul_, _foreach_version, _foreach_zero_, _global_norm
+from ..ops.optim import _foreach_mul_, _foreach_version, _global_norm, pre_hook_arguments, zero_grads
 from ..tensor import Tensor
 
 _HALF = (dt.float16, dt.bfloat16)
+# how PyTorch's messages name the hyperparameters it checks (the others: "<name> value")
+_DESCRIBED = {"lr": "learning rate", "eps": "epsilon value"}
 
 
 class OptimizerError(AdcudaError, ValueError):
@@ -151,8 +153,21 @@ class Optimizer:
         self.param_groups.append(group)
         self._check_master_groups()
 
+    # the hyperparameters PyTorch's constructor requires to be >= 0, checked in every group
+    _nonnegative: tuple[str, ...] = ()
+    # whether PyTorch's constructor checks a ``betas`` pair (the Adam family)
+    _checks_betas = False
+
     def _validate_group(self, group):
-        """Check a group's hyperparameters (subclasses raise OptimizerError naming the bad value)."""
+        """Check a group's hyperparameters: those ``_nonnegative`` names here, the others in subclasses
+        (each raises OptimizerError naming the optimizer and the bad value, in PyTorch's words)."""
+        for name in self._nonnegative:
+            value = group[name]
+            if value is not required and value < 0.0:
+                what = _DESCRIBED.get(name, f"{name} value")
+                raise OptimizerError(f"{type(self).__name__}: Invalid {what}: {value} ({name} must be >= 0)")
+        if self._checks_betas:
+            _check_betas(type(self).__name__, group["betas"])
 
     # ------------------------------------------------------------------ gradients and stepping
     @host_step
@@ -160,20 +175,7 @@ class Optimizer:
         """Drop every parameter's gradient (``set_to_none``, PyTorch's default: the next backward
         allocates fresh ones), or zero them in place, detached from any graph that produced them."""
         self._grad_multipliers = {}
-        zeroed = []
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                if set_to_none:
-                    p.grad = None
-                    continue
-                if p.grad.grad_fn is not None:
-                    p.grad.detach_()
-                else:
-                    p.grad.requires_grad_(False)
-                zeroed.append(p.grad)
-        _foreach_zero_(zeroed)
+        zero_grads((p for group in self.param_groups for p in group["params"]), set_to_none)
 
     # Optimizers whose fused step applies clip_grad_norm_'s coefficient itself (``grad_multiplier``)
     _fuses_clip = False
@@ -399,14 +401,7 @@ def _with_step_hooks(step):
     def stepped(self, *args, **kwargs):
         pre, post = self.__dict__.get("_step_pre_hooks"), self.__dict__.get("_step_post_hooks")
         for hook in list(pre.values()) if pre else ():
-            result = hook(self, args, kwargs)
-            if result is not None:
-                if not (isinstance(result, tuple) and len(result) == 2):
-                    raise TypeError(
-                        f"{type(self).__name__}: a step pre-hook must return None or (new_args, new_kwargs), "
-                        f"got {type(result).__name__}"
-                    )
-                args, kwargs = result
+            args, kwargs = pre_hook_arguments(hook(self, args, kwargs), args, kwargs, type(self).__name__, "step")
         out = step(self, *args, **kwargs)
         for hook in list(post.values()) if post else ():
             hook(self, args, kwargs)
@@ -415,9 +410,37 @@ def _with_step_hooks(step):
     return stepped
 
 
+def hyperparameters(arguments: dict[str, Any]) -> dict[str, Any]:
+    """An optimizer's defaults from its constructor's ``locals()``: every argument but ``self`` and
+    ``params``, in signature order (PyTorch's ``defaults`` holds the same names)."""
+    return {name: value for name, value in arguments.items() if name not in ("self", "params", "__class__")}
+
+
+def decayed_gradient(p: Tensor, group: dict[str, Any]) -> Tensor:
+    """The gradient a step uses: ``p.grad`` (negated under ``maximize``) plus ``weight_decay * p``, or, with
+    ``decoupled_weight_decay``, ``p.grad`` as it is and ``p`` shrunk in place by ``lr * weight_decay``."""
+    grad = -p.grad if group["maximize"] else p.grad
+    weight_decay = group["weight_decay"]
+    if weight_decay != 0:
+        if group.get("decoupled_weight_decay"):
+            p.mul_(1 - group["lr"] * weight_decay)
+        else:
+            grad = grad.add(p.detach(), alpha=weight_decay)
+    return grad
+
+
 def keeps_master_copy(group: dict[str, Any], p: Tensor) -> bool:
     """Whether ``p``, a parameter of ``group``, is stepped through a float32 master copy."""
     return bool(group.get("master_weights")) and p.dtype in _HALF
+
+
+def _check_betas(optimizer, betas):
+    """PyTorch's check of ``betas``: a pair, each in [0, 1), raised as OptimizerError naming ``optimizer``."""
+    if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+        raise OptimizerError(f"{optimizer}: Invalid betas: expected a pair (beta1, beta2), got {betas!r}")
+    for i, beta in enumerate(betas):
+        if not 0.0 <= beta < 1.0:
+            raise OptimizerError(f"{optimizer}: Invalid beta parameter at index {i}: {beta} (must be in [0, 1))")
 
 
 def _validate_master_weights(group, index):

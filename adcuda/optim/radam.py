@@ -4,8 +4,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from ._adam_family import decayed_gradient, first_moments, validate_adam_group
-from .optimizer import Optimizer, ParamsT
+from ._adam_family import ADAM_NONNEGATIVE, first_moments
+from .optimizer import Optimizer, ParamsT, decayed_gradient, hyperparameters
 
 
 class RAdam(Optimizer):
@@ -28,21 +28,10 @@ class RAdam(Optimizer):
         capturable: bool = False,
         differentiable: bool = False,
     ) -> None:
-        defaults = dict(
-            lr=lr,
-            betas=betas,
-            eps=eps,
-            weight_decay=weight_decay,
-            decoupled_weight_decay=decoupled_weight_decay,
-            foreach=foreach,
-            maximize=maximize,
-            capturable=capturable,
-            differentiable=differentiable,
-        )
-        super().__init__(params, defaults)
+        super().__init__(params, hyperparameters(locals()))
 
-    def _validate_group(self, group):
-        validate_adam_group("RAdam", group)
+    _checks_betas = True
+    _nonnegative = ADAM_NONNEGATIVE
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         return self._step_each_group(closure)

@@ -5,7 +5,7 @@ from typing import Any
 
 from ..factories import tensor, zeros_like
 from ..ops.optim import _foreach_add_
-from .optimizer import Optimizer, OptimizerError, ParamsT, required
+from .optimizer import Optimizer, ParamsT, decayed_gradient, hyperparameters
 
 
 class RMSprop(Optimizer):
@@ -28,25 +28,9 @@ class RMSprop(Optimizer):
         maximize: bool = False,
         differentiable: bool = False,
     ) -> None:
-        defaults = dict(
-            lr=lr,
-            momentum=momentum,
-            alpha=alpha,
-            eps=eps,
-            centered=centered,
-            weight_decay=weight_decay,
-            capturable=capturable,
-            foreach=foreach,
-            maximize=maximize,
-            differentiable=differentiable,
-        )
-        super().__init__(params, defaults)
+        super().__init__(params, hyperparameters(locals()))
 
-    def _validate_group(self, group):
-        for name in ("lr", "eps", "momentum", "weight_decay", "alpha"):
-            value = group[name]
-            if value is not required and value < 0.0:
-                raise OptimizerError(f"RMSprop: invalid {name} value: {value} (must be >= 0)")
+    _nonnegative = ("lr", "eps", "momentum", "weight_decay", "alpha")
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         return self._step_each_group(closure)
@@ -68,9 +52,7 @@ class RMSprop(Optimizer):
         _foreach_add_([state["step"] for state in states], 1)
         lr, alpha, eps, momentum = group["lr"], group["alpha"], group["eps"], group["momentum"]
         for p, state in zip(params, states):
-            grad = -p.grad if group["maximize"] else p.grad
-            if group["weight_decay"] != 0:
-                grad = grad.add(p.detach(), alpha=group["weight_decay"])
+            grad = decayed_gradient(p, group)
             square_avg = state["square_avg"]
             square_avg.mul_(alpha).add_(grad * grad, alpha=1 - alpha)
             if group["centered"]:

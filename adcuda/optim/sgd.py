@@ -8,7 +8,7 @@ from .. import dtypes as dt
 from ..autograd.grad_mode import no_grad
 from ..factories import zeros_like
 from ..ops.optim import _fused_sgd_
-from .optimizer import Optimizer, OptimizerError, ParamsT, keeps_master_copy, required
+from .optimizer import Optimizer, OptimizerError, ParamsT, hyperparameters, keeps_master_copy
 
 
 class SGD(Optimizer):
@@ -31,27 +31,12 @@ class SGD(Optimizer):
         fused: bool | None = None,
         master_weights: bool = False,
     ) -> None:
-        defaults = dict(
-            lr=lr,
-            momentum=momentum,
-            dampening=dampening,
-            weight_decay=weight_decay,
-            nesterov=nesterov,
-            maximize=maximize,
-            foreach=foreach,
-            fused=fused,
-            master_weights=master_weights,
-        )
-        super().__init__(params, defaults)
+        super().__init__(params, hyperparameters(locals()))
+
+    _nonnegative = ("lr", "momentum", "weight_decay")
 
     def _validate_group(self, group):
-        lr = group["lr"]
-        if lr is not required and lr < 0.0:
-            raise OptimizerError(f"Invalid learning rate: {lr}")
-        if group["momentum"] < 0.0:
-            raise OptimizerError(f"Invalid momentum value: {group['momentum']}")
-        if group["weight_decay"] < 0.0:
-            raise OptimizerError(f"Invalid weight_decay value: {group['weight_decay']}")
+        super()._validate_group(group)
         if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
             raise OptimizerError("Nesterov momentum requires a momentum and zero dampening")
 

@@ -138,22 +138,7 @@ def load(
         with fh:
             start = fh.read(16)
             fh.seek(0)
-            kind = _kind(start)
-            if kind == "native":
-                return native._Reader(fh, label, map_location, whole_file=True).read()
-            if kind == "zip":
-                return torch_format.read(
-                    fh,
-                    label,
-                    path=os.fsdecode(f),
-                    map_location=map_location,
-                    weights_only=weights_only,
-                    mmap=bool(mmap),
-                    pickle_module=pickle_module,
-                )
-            if kind == "safetensors":
-                return safetensors.read(fh.read(), label, _safetensors_device(map_location))
-            raise _unknown(label, start)
+            return _read(fh, start, label, os.fsdecode(f), map_location, weights_only, bool(mmap), pickle_module)
     if mmap:
         raise CheckpointError("load: mmap=True needs a file path, not a file object")
     if not hasattr(f, "read"):
@@ -167,17 +152,23 @@ def load(
     else:
         data = f.read()
         start, source = data[:16], io.BytesIO(data)
+    return _read(source, start, label, None, map_location, weights_only, False, pickle_module)
+
+
+def _read(source, start, label, path, map_location, weights_only, mmap, pickle_module):
+    """``load`` from ``source`` positioned at the start of a checkpoint whose first bytes are ``start``;
+    ``path``: the file's (None for a file object: native checkpoints are then read as a stream)."""
     kind = _kind(start)
     if kind == "native":
-        return native._Reader(source, label, map_location, whole_file=False).read()
+        return native._Reader(source, label, map_location, whole_file=path is not None).read()
     if kind == "zip":
         return torch_format.read(
             source,
             label,
-            path=None,
+            path=path,
             map_location=map_location,
             weights_only=weights_only,
-            mmap=False,
+            mmap=mmap,
             pickle_module=pickle_module,
         )
     if kind == "safetensors":

@@ -87,15 +87,7 @@ def atomic_write(f: str | PathLike[str], write: Callable[[BinaryIO], None]) -> N
     with _in_progress_lock:
         _in_progress.add(tmp)
     try:
-        with open(tmp, "xb") as out:
-            write(out)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        native._replace_through(tmp, path, lambda: open(tmp, "xb"), write)
     finally:
         with _in_progress_lock:
             _in_progress.discard(tmp)

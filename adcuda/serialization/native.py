@@ -222,9 +222,16 @@ def save(
     path = os.path.abspath(os.fsdecode(f))
     directory, name = os.path.split(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+    _replace_through(tmp, path, lambda: os.fdopen(fd, "wb"), lambda out: _write(out, head, blobs))
+    _fsync_directory(directory)
+
+
+def _replace_through(tmp, path, open_tmp, write):
+    """``write`` the file ``open_tmp()`` opens (the temporary ``tmp``), sync it and rename it over
+    ``path``; the temporary is removed where anything fails."""
     try:
-        with os.fdopen(fd, "wb") as out:
-            _write(out, head, blobs)
+        with open_tmp() as out:
+            write(out)
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, path)
@@ -232,7 +239,6 @@ def save(
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
-    _fsync_directory(directory)
 
 
 def _fsync_directory(directory):

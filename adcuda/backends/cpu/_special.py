@@ -87,6 +87,16 @@ def _positive_shifted(x, term):
     return x, acc
 
 
+def _reflected_and_shifted(x, term):
+    """The polygammas' start: (x as float64, x < 0, then ``_positive_shifted`` of the reflected argument
+    1 - x where x < 0, x elsewhere, with 1 standing in where that is not finite and positive)."""
+    x = np.asarray(x, np.float64)
+    negative = x < 0
+    z = np.where(negative, 1.0 - x, x)
+    shifted, acc = _positive_shifted(np.where(np.isfinite(z) & (z > 0), z, 1.0), term)
+    return x, negative, shifted, acc
+
+
 def _tan_pi(x):
     """tan(pi x), reduced to x - round(x) in [-1/2, 1/2] first (exact), so that large |x| keeps its
     digits and tiny |x| is not rounded onto a neighbouring integer."""
@@ -98,13 +108,8 @@ def _sin_pi(x):
 
 
 def digamma_reference(x):
-    x = np.asarray(x, np.float64)
-    negative = x < 0
     # psi(x) = psi(1 - x) - pi / tan(pi x) for x < 0
-    z = np.where(negative, 1.0 - x, x)
-    finite_positive = np.isfinite(z) & (z > 0)
-    zp = np.where(finite_positive, z, 1.0)
-    shifted, acc = _positive_shifted(zp, lambda v: -1.0 / v)
+    x, negative, shifted, acc = _reflected_and_shifted(x, lambda v: -1.0 / v)
     t = 1.0 / (shifted * shifted)
     result = acc + np.log(shifted) - 0.5 / shifted - _series(t, _DIGAMMA_SERIES)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -116,13 +121,8 @@ def digamma_reference(x):
 
 
 def trigamma_reference(x):
-    x = np.asarray(x, np.float64)
-    negative = x < 0
     # psi1(x) = pi^2 / sin^2(pi x) - psi1(1 - x) for x < 0
-    z = np.where(negative, 1.0 - x, x)
-    finite_positive = np.isfinite(z) & (z > 0)
-    zp = np.where(finite_positive, z, 1.0)
-    shifted, acc = _positive_shifted(zp, lambda v: 1.0 / (v * v))
+    x, negative, shifted, acc = _reflected_and_shifted(x, lambda v: 1.0 / (v * v))
     inverse = 1.0 / shifted
     t = inverse * inverse
     result = acc + inverse + 0.5 * t + inverse * _series(t, _BERNOULLI)

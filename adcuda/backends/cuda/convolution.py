@@ -6,8 +6,8 @@ results. Operands are made contiguous first; the kernels gather their windows th
 from __future__ import annotations
 
 from ... import _native
-from ...errors import DTypeError, ShapeError, fmt_shape
-from .._convolution_shapes import conv2d_output_size
+from ...errors import DTypeError
+from .._convolution_shapes import conv2d_gradient_size, conv2d_output_size
 from ..seam import Shape
 from ._common import BackendArray, dense, is_floating
 
@@ -71,16 +71,9 @@ def conv2d_backward_input(
     """The gradient of conv2d with respect to its input (of ``input_shape``); also conv_transpose2d."""
     _float_operands("conv2d_backward_input", g, weight)
     input_shape = tuple(int(s) for s in input_shape)
-    out = conv2d_output_size(
-        "conv2d_backward_input", input_shape, tuple(weight.shape), stride, padding, dilation, groups
+    out = conv2d_gradient_size(
+        "conv2d_backward_input", g.shape, input_shape, tuple(weight.shape), stride, padding, dilation, groups
     )
-    expected = (input_shape[0], weight.shape[0]) + out
-    if tuple(g.shape) != expected:
-        raise ShapeError(
-            f"conv2d_backward_input: grad of shape {fmt_shape(g.shape)} does not fit input "
-            f"{fmt_shape(input_shape)} and weight {fmt_shape(weight.shape)} (expected "
-            f"{fmt_shape(expected)})"
-        )
     return _native._C.conv2d_backward_input(
         dense(g), dense(weight), _geometry(input_shape, tuple(weight.shape), out, stride, padding, dilation, groups)
     )
@@ -92,14 +85,9 @@ def conv2d_backward_weight(
     """The gradient of conv2d with respect to its weight (of ``weight_shape``): summed over N*Ho*Wo."""
     _float_operands("conv2d_backward_weight", g, x)
     weight_shape = tuple(int(s) for s in weight_shape)
-    out = conv2d_output_size("conv2d_backward_weight", tuple(x.shape), weight_shape, stride, padding, dilation, groups)
-    expected = (x.shape[0], weight_shape[0]) + out
-    if tuple(g.shape) != expected:
-        raise ShapeError(
-            f"conv2d_backward_weight: grad of shape {fmt_shape(g.shape)} does not fit input "
-            f"{fmt_shape(x.shape)} and weight {fmt_shape(weight_shape)} (expected "
-            f"{fmt_shape(expected)})"
-        )
+    out = conv2d_gradient_size(
+        "conv2d_backward_weight", g.shape, tuple(x.shape), weight_shape, stride, padding, dilation, groups
+    )
     return _native._C.conv2d_backward_weight(
         dense(g), dense(x), _geometry(tuple(x.shape), weight_shape, out, stride, padding, dilation, groups)
     )

@@ -58,26 +58,24 @@ def sort(a: BackendArray, axis: int | None, descending: bool, stable: bool) -> t
 def cumsum(a: BackendArray, axis: int | None) -> BackendArray:
     """Inclusive prefix sum along ``axis`` (None: of the flattened array); int and bool give int64; a 0-d
     array gives shape (1,), as NumPy's."""
-    C = _C()
-    if axis is None:
-        a, axis = reshape_flat(a), 0
-    axis = _k.axis_index("cumsum", axis, a.shape)
-    if a.ndim == 0:
-        return C.cumsum_rows(a.as_strided((1,), (0,), a.offset))
-    moved, back = _to_last(a, axis)
-    return _from_last(C.cumsum_rows(moved), back)
+    return _prefix_scan("cumsum", _C().cumsum_rows, a, axis)
 
 
 def cumprod(a: BackendArray, axis: int | None) -> BackendArray:
     """Inclusive prefix product along ``axis``, with ``cumsum``'s conventions."""
-    C = _C()
+    return _prefix_scan("cumprod", _C().cumprod_rows, a, axis)
+
+
+def _prefix_scan(op, scan_rows, a, axis):
+    """``scan_rows`` (a native scan along the last dim) along ``axis`` of ``a``, with ``cumsum``'s
+    conventions."""
     if axis is None:
         a, axis = reshape_flat(a), 0
-    axis = _k.axis_index("cumprod", axis, a.shape)
+    axis = _k.axis_index(op, axis, a.shape)
     if a.ndim == 0:
-        return C.cumprod_rows(a.as_strided((1,), (0,), a.offset))
+        return scan_rows(a.as_strided((1,), (0,), a.offset))
     moved, back = _to_last(a, axis)
-    return _from_last(C.cumprod_rows(moved), back)
+    return _from_last(scan_rows(moved), back)
 
 
 def scan(op: str, a: BackendArray, axis: int) -> BackendArray:

@@ -15,6 +15,8 @@ from .attention import MultiheadAttention as MultiheadAttention
 from .module import Module
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ...types import Device, DType, Tensor
 
 
@@ -29,16 +31,50 @@ def _softmax_dim(name, ndim, dim):
     return 0 if ndim in (0, 1, 3) else 1
 
 
-class ReLU(Module):
+# (the private bases below have comments, not docstrings: their subclasses would show them as their own)
+class _InplaceActivation(Module):
+    # an activation whose function takes ``inplace=``; subclasses name the function
+
+    _function: Callable[..., Tensor]
+
     def __init__(self, inplace: bool = False) -> None:
         super().__init__()
         self.inplace = inplace
 
     def forward(self, input: Tensor) -> Tensor:
-        return F.relu(input, inplace=self.inplace)
+        return self._function(input, inplace=self.inplace)
 
     def extra_repr(self):
         return "inplace=True" if self.inplace else ""
+
+
+class _SoftmaxAlongDim(Module):
+    # Softmax, LogSoftmax and Softmin: the function along ``dim`` (PyTorch's implicit choice where None)
+
+    _function: Callable[..., Tensor]
+
+    def __init__(self, dim: int | None = None) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input: Tensor) -> Tensor:
+        return self._function(input, _softmax_dim(self._function.__name__, input.ndim, self.dim))
+
+    def extra_repr(self):
+        return f"dim={self.dim}"
+
+
+class _Elementwise(Module):
+    # an activation without arguments: its function of the input
+
+    _function: Callable[..., Tensor]
+
+    def forward(self, input: Tensor) -> Tensor:
+        return self._function(input)
+
+
+class ReLU(_InplaceActivation):
+    _function = staticmethod(F.relu)
 
 
 class LeakyReLU(Module):
@@ -68,16 +104,8 @@ class GELU(Module):
         return f"approximate={self.approximate!r}"
 
 
-class SiLU(Module):
-    def __init__(self, inplace: bool = False) -> None:
-        super().__init__()
-        self.inplace = inplace
-
-    def forward(self, input: Tensor) -> Tensor:
-        return F.silu(input, inplace=self.inplace)
-
-    def extra_repr(self):
-        return "inplace=True" if self.inplace else ""
+class SiLU(_InplaceActivation):
+    _function = staticmethod(F.silu)
 
 
 class Tanh(Module):
@@ -90,66 +118,34 @@ class Sigmoid(Module):
         return input.sigmoid()
 
 
-class Softmax(Module):
-    def __init__(self, dim: int | None = None) -> None:
-        super().__init__()
-        self.dim = dim
-
-    def forward(self, input: Tensor) -> Tensor:
-        return F.softmax(input, _softmax_dim("softmax", input.ndim, self.dim))
-
-    def extra_repr(self):
-        return f"dim={self.dim}"
+class Softmax(_SoftmaxAlongDim):
+    _function = staticmethod(F.softmax)
 
 
-class LogSoftmax(Module):
-    def __init__(self, dim: int | None = None) -> None:
-        super().__init__()
-        self.dim = dim
-
-    def forward(self, input: Tensor) -> Tensor:
-        return F.log_softmax(input, _softmax_dim("log_softmax", input.ndim, self.dim))
-
-    def extra_repr(self):
-        return f"dim={self.dim}"
+class LogSoftmax(_SoftmaxAlongDim):
+    _function = staticmethod(F.log_softmax)
 
 
 # ------------------------------------------------------------------------------------------------
 # More of PyTorch's activation modules (issue 15), over the functions of the same names
-class _InplaceActivation(Module):
-    """An activation whose function takes ``inplace=``; subclasses name the function."""
-
-    _function = ""
-
-    def __init__(self, inplace: bool = False) -> None:
-        super().__init__()
-        self.inplace = inplace
-
-    def forward(self, input: Tensor) -> Tensor:
-        return getattr(F, self._function)(input, inplace=self.inplace)
-
-    def extra_repr(self):
-        return "inplace=True" if self.inplace else ""
-
-
 class ReLU6(_InplaceActivation):
-    _function = "relu6"
+    _function = staticmethod(F.relu6)
 
 
 class SELU(_InplaceActivation):
-    _function = "selu"
+    _function = staticmethod(F.selu)
 
 
 class Hardsigmoid(_InplaceActivation):
-    _function = "hardsigmoid"
+    _function = staticmethod(F.hardsigmoid)
 
 
 class Hardswish(_InplaceActivation):
-    _function = "hardswish"
+    _function = staticmethod(F.hardswish)
 
 
 class Mish(_InplaceActivation):
-    _function = "mish"
+    _function = staticmethod(F.mish)
 
 
 class ELU(Module):
@@ -231,19 +227,16 @@ class Softplus(Module):
         return f"beta={self.beta}, threshold={self.threshold}"
 
 
-class LogSigmoid(Module):
-    def forward(self, input: Tensor) -> Tensor:
-        return F.logsigmoid(input)
+class LogSigmoid(_Elementwise):
+    _function = staticmethod(F.logsigmoid)
 
 
-class Softsign(Module):
-    def forward(self, input: Tensor) -> Tensor:
-        return F.softsign(input)
+class Softsign(_Elementwise):
+    _function = staticmethod(F.softsign)
 
 
-class Tanhshrink(Module):
-    def forward(self, input: Tensor) -> Tensor:
-        return F.tanhshrink(input)
+class Tanhshrink(_Elementwise):
+    _function = staticmethod(F.tanhshrink)
 
 
 class GLU(Module):
@@ -258,16 +251,8 @@ class GLU(Module):
         return f"dim={self.dim}"
 
 
-class Softmin(Module):
-    def __init__(self, dim: int | None = None) -> None:
-        super().__init__()
-        self.dim = dim
-
-    def forward(self, input: Tensor) -> Tensor:
-        return F.softmin(input, _softmax_dim("softmin", input.ndim, self.dim))
-
-    def extra_repr(self):
-        return f"dim={self.dim}"
+class Softmin(_SoftmaxAlongDim):
+    _function = staticmethod(F.softmin)
 
 
 class PReLU(Module):

@@ -13,6 +13,8 @@ if TYPE_CHECKING:
 
 
 class Dropout(Module):
+    _dropout = staticmethod(F.dropout)  # the functional form (the subclasses differ only in it)
+
     def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
         super().__init__()
         if not 0.0 <= p <= 1.0:
@@ -21,32 +23,37 @@ class Dropout(Module):
         self.inplace = inplace
 
     def forward(self, input: Tensor) -> Tensor:
-        return F.dropout(input, self.p, self.training, self.inplace)
+        return self._dropout(input, self.p, self.training, self.inplace)
 
     def extra_repr(self):
         return f"p={self.p}, inplace={self.inplace}"
 
 
 class Dropout1d(Dropout):
-    def forward(self, input: Tensor) -> Tensor:
-        return F.dropout1d(input, self.p, self.training, self.inplace)
+    """Zeroes whole channels of (N, C, L) or (C, L) input."""
+
+    _dropout = staticmethod(F.dropout1d)
 
 
 class Dropout2d(Dropout):
-    def forward(self, input: Tensor) -> Tensor:
-        return F.dropout2d(input, self.p, self.training, self.inplace)
+    """Zeroes whole channels of (N, C, H, W) or (C, H, W) input."""
+
+    _dropout = staticmethod(F.dropout2d)
 
 
 class Dropout3d(Dropout):
-    def forward(self, input: Tensor) -> Tensor:
-        return F.dropout3d(input, self.p, self.training, self.inplace)
+    """Zeroes whole channels of (N, C, D, H, W) or (C, D, H, W) input."""
+
+    _dropout = staticmethod(F.dropout3d)
 
 
 class AlphaDropout(Dropout):
-    def forward(self, input: Tensor) -> Tensor:
-        return F.alpha_dropout(input, self.p, self.training, self.inplace)
+    """Dropout that keeps SELU's zero mean and unit variance."""
+
+    _dropout = staticmethod(F.alpha_dropout)
 
 
 class FeatureAlphaDropout(Dropout):
-    def forward(self, input: Tensor) -> Tensor:
-        return F.feature_alpha_dropout(input, self.p, self.training, self.inplace)
+    """AlphaDropout of whole channels."""
+
+    _dropout = staticmethod(F.feature_alpha_dropout)

@@ -19,9 +19,9 @@ from ...errors import AdcudaError
 from ...hooks import RemovableHandle
 from ...ops import dispatch
 from ...ops.dispatch import host_step
+from ...ops.optim import pre_hook_arguments, zero_grads
 from ...tensor import Tensor
 from ..parameter import Parameter
-from ..utils.zero_grad import zero_grads
 
 ModuleT = TypeVar("ModuleT", bound="Module")
 
@@ -72,6 +72,13 @@ def _parse_to(args, kwargs):
         if not dtype.is_floating_point:
             raise TypeError(f"nn.Module.to only accepts floating point dtypes, but got desired dtype={dtype}")
     return device, dtype
+
+
+def constructor_arguments(arguments: dict[str, Any], *leave_out: str) -> dict[str, Any]:
+    """A constructor's ``locals()`` (taken before it sets any local) as keyword arguments for another
+    constructor taking the same names: all but ``self`` and the ``leave_out`` names."""
+    dropped = ("self", "__class__", *leave_out)
+    return {name: value for name, value in arguments.items() if name not in dropped}
 
 
 class Module:
@@ -142,14 +149,9 @@ class Module:
         flags = self.__dict__.get("_hook_flags", {})
         for key, hook in list(self._forward_pre_hooks.items()):
             if "with_kwargs" in flags.get(key, ()):
-                result = hook(self, args, kwargs)
-                if result is not None:
-                    if not (isinstance(result, tuple) and len(result) == 2):
-                        raise TypeError(
-                            f"forward pre-hook of {type(self).__name__} must return None or a tuple of "
-                            f"(new_args, new_kwargs), got {type(result).__name__}"
-                        )
-                    args, kwargs = result
+                args, kwargs = pre_hook_arguments(
+                    hook(self, args, kwargs), args, kwargs, type(self).__name__, "forward"
+                )
             else:
                 result = hook(self, args)
                 if result is not None:

@@ -18,7 +18,51 @@ if TYPE_CHECKING:
     from ...types import Device, DType, Sequence, Tensor
 
 
-class LayerNorm(Module):
+class _TrailingNorm(Module):
+    """What LayerNorm and RMSNorm share: statistics over the trailing ``normalized_shape``, an
+    elementwise weight (where ``elementwise_affine``) and LayerNorm's bias (``bias`` None: none at all,
+    as RMSNorm has none)."""
+
+    def __init__(
+        self,
+        normalized_shape: int | Sequence[int],
+        eps: float | None,
+        elementwise_affine: bool,
+        bias: bool | None,
+        device: Device | str | None,
+        dtype: DType | None,
+    ) -> None:
+        super().__init__()
+        if isinstance(normalized_shape, numbers.Integral):
+            normalized_shape = (normalized_shape,)
+        self.normalized_shape = tuple(int(s) for s in normalized_shape)
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        if elementwise_affine:
+            self.weight = Parameter(empty(self.normalized_shape, device=device, dtype=dtype))
+        else:
+            self.register_parameter("weight", None)
+        if bias is not None:
+            if elementwise_affine and bias:
+                self.bias = Parameter(empty(self.normalized_shape, device=device, dtype=dtype))
+            else:
+                self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        if self.weight is not None:
+            init.ones_(self.weight)
+        if getattr(self, "bias", None) is not None:
+            init.zeros_(self.bias)
+
+    def extra_repr(self):
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+
+class LayerNorm(_TrailingNorm):
+    """PyTorch's LayerNorm: each sample normalised over its trailing ``normalized_shape`` dims, then
+    scaled by ``weight`` and shifted by ``bias``."""
+
     def __init__(
         self,
         normalized_shape: int | Sequence[int],
@@ -28,37 +72,16 @@ class LayerNorm(Module):
         device: Device | str | None = None,
         dtype: DType | None = None,
     ) -> None:
-        super().__init__()
-        if isinstance(normalized_shape, numbers.Integral):
-            normalized_shape = (normalized_shape,)
-        self.normalized_shape = tuple(int(s) for s in normalized_shape)
-        self.eps = eps
-        self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = Parameter(empty(self.normalized_shape, device=device, dtype=dtype))
-            if bias:
-                self.bias = Parameter(empty(self.normalized_shape, device=device, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
-        self.reset_parameters()
-
-    def reset_parameters(self):
-        if self.weight is not None:
-            init.ones_(self.weight)
-        if self.bias is not None:
-            init.zeros_(self.bias)
+        super().__init__(normalized_shape, eps, elementwise_affine, bias, device, dtype)
 
     def forward(self, input: Tensor) -> Tensor:
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
-    def extra_repr(self):
-        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
 
+class RMSNorm(_TrailingNorm):
+    """PyTorch's RMSNorm: each sample divided by the root mean square of its trailing
+    ``normalized_shape`` dims, then scaled by ``weight``."""
 
-class RMSNorm(Module):
     def __init__(
         self,
         normalized_shape: int | Sequence[int],
@@ -67,27 +90,10 @@ class RMSNorm(Module):
         device: Device | str | None = None,
         dtype: DType | None = None,
     ) -> None:
-        super().__init__()
-        if isinstance(normalized_shape, numbers.Integral):
-            normalized_shape = (normalized_shape,)
-        self.normalized_shape = tuple(int(s) for s in normalized_shape)
-        self.eps = eps
-        self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = Parameter(empty(self.normalized_shape, device=device, dtype=dtype))
-        else:
-            self.register_parameter("weight", None)
-        self.reset_parameters()
-
-    def reset_parameters(self):
-        if self.weight is not None:
-            init.ones_(self.weight)
+        super().__init__(normalized_shape, eps, elementwise_affine, None, device, dtype)
 
     def forward(self, input: Tensor) -> Tensor:
         return F.rms_norm(input, self.normalized_shape, self.weight, self.eps)
-
-    def extra_repr(self):
-        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
 
 
 def _register_affine(module, channels, affine, bias, device, dtype):

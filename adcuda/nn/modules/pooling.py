@@ -8,10 +8,19 @@ from .. import functional as F
 from .module import Module
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ...types import Sequence, Tensor
 
 
+def _described(module, *names):
+    """``name=value, ...`` of ``module``'s attributes ``names``: its extra_repr."""
+    return ", ".join(f"{name}={getattr(module, name)}" for name in names)
+
+
 class _MaxPoolNd(Module):
+    _pool: Callable[..., Tensor | tuple[Tensor, Tensor]]  # the functional form (1d or 2d)
+
     def __init__(
         self,
         kernel_size: int | tuple[int, ...],
@@ -29,37 +38,27 @@ class _MaxPoolNd(Module):
         self.return_indices = return_indices
         self.ceil_mode = ceil_mode
 
-    def extra_repr(self):
-        return (
-            f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
-            f"dilation={self.dilation}, ceil_mode={self.ceil_mode}"
+    def forward(self, input: Tensor) -> Tensor | tuple[Tensor, Tensor]:
+        return self._pool(
+            input,
+            self.kernel_size,
+            self.stride,
+            self.padding,
+            self.dilation,
+            ceil_mode=self.ceil_mode,
+            return_indices=self.return_indices,
         )
+
+    def extra_repr(self):
+        return _described(self, "kernel_size", "stride", "padding", "dilation", "ceil_mode")
 
 
 class MaxPool1d(_MaxPoolNd):
-    def forward(self, input: Tensor) -> Tensor | tuple[Tensor, Tensor]:
-        return F.max_pool1d(
-            input,
-            self.kernel_size,
-            self.stride,
-            self.padding,
-            self.dilation,
-            ceil_mode=self.ceil_mode,
-            return_indices=self.return_indices,
-        )
+    _pool = staticmethod(F.max_pool1d)
 
 
 class MaxPool2d(_MaxPoolNd):
-    def forward(self, input: Tensor) -> Tensor | tuple[Tensor, Tensor]:
-        return F.max_pool2d(
-            input,
-            self.kernel_size,
-            self.stride,
-            self.padding,
-            self.dilation,
-            ceil_mode=self.ceil_mode,
-            return_indices=self.return_indices,
-        )
+    _pool = staticmethod(F.max_pool2d)
 
 
 class _AvgPoolNd(Module):
@@ -80,7 +79,7 @@ class _AvgPoolNd(Module):
         self.count_include_pad = count_include_pad
 
     def extra_repr(self):
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+        return _described(self, "kernel_size", "stride", "padding")
 
 
 class AvgPool1d(_AvgPoolNd):
@@ -122,14 +121,19 @@ class _AdaptivePool(Module):
         return f"output_size={self.output_size}"
 
 
-class AdaptiveAvgPool1d(_AdaptivePool):
+class _AdaptiveAvgPool(_AdaptivePool):
+    _pool: Callable[..., Tensor]  # the functional form (1d or 2d)
+
     def forward(self, input: Tensor) -> Tensor:
-        return F.adaptive_avg_pool1d(input, self.output_size)
+        return self._pool(input, self.output_size)
 
 
-class AdaptiveAvgPool2d(_AdaptivePool):
-    def forward(self, input: Tensor) -> Tensor:
-        return F.adaptive_avg_pool2d(input, self.output_size)
+class AdaptiveAvgPool1d(_AdaptiveAvgPool):
+    _pool = staticmethod(F.adaptive_avg_pool1d)
+
+
+class AdaptiveAvgPool2d(_AdaptiveAvgPool):
+    _pool = staticmethod(F.adaptive_avg_pool2d)
 
 
 class AdaptiveMaxPool2d(_AdaptivePool):
@@ -200,6 +204,8 @@ class UpsamplingBilinear2d(Upsample):
 
 
 class _LPPoolNd(Module):
+    _pool: Callable[..., Tensor]  # the functional form (1d or 2d)
+
     def __init__(
         self,
         norm_type: float,
@@ -213,21 +219,19 @@ class _LPPoolNd(Module):
         self.stride = stride
         self.ceil_mode = ceil_mode
 
+    def forward(self, input: Tensor) -> Tensor:
+        return self._pool(input, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
+
     def extra_repr(self):
-        return (
-            f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, stride={self.stride}, "
-            f"ceil_mode={self.ceil_mode}"
-        )
+        return _described(self, "norm_type", "kernel_size", "stride", "ceil_mode")
 
 
 class LPPool1d(_LPPoolNd):
-    def forward(self, input: Tensor) -> Tensor:
-        return F.lp_pool1d(input, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
+    _pool = staticmethod(F.lp_pool1d)
 
 
 class LPPool2d(_LPPoolNd):
-    def forward(self, input: Tensor) -> Tensor:
-        return F.lp_pool2d(input, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
+    _pool = staticmethod(F.lp_pool2d)
 
 
 class _MaxUnpoolNd(Module):
@@ -247,7 +251,7 @@ class _MaxUnpoolNd(Module):
         self.padding = (padding,) * n if isinstance(padding, int) else tuple(padding)
 
     def extra_repr(self):
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+        return _described(self, "kernel_size", "stride", "padding")
 
 
 class MaxUnpool1d(_MaxUnpoolNd):

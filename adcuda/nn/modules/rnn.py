@@ -24,7 +24,7 @@ from ...ops.recurrent import gru_cell_pointwise, gru_layer, lstm_cell_pointwise,
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
-from .module import Module
+from .module import Module, constructor_arguments
 
 if TYPE_CHECKING:
     from ...types import Device, DType, Tensor
@@ -306,20 +306,10 @@ class RNN(RNNBase):
         device: Device | str | None = None,
         dtype: DType | None = None,
     ) -> None:
+        arguments = constructor_arguments(locals(), "nonlinearity")
         if nonlinearity not in ("tanh", "relu"):
             raise ValueError(f"RNN: unknown nonlinearity {nonlinearity!r}; expected 'tanh' or 'relu'")
-        super().__init__(
-            "RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU",
-            input_size,
-            hidden_size,
-            num_layers,
-            bias,
-            batch_first,
-            dropout,
-            bidirectional,
-            device=device,
-            dtype=dtype,
-        )
+        super().__init__("RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU", **arguments)
         self.nonlinearity = nonlinearity
 
 
@@ -337,19 +327,7 @@ class LSTM(RNNBase):
         device: Device | str | None = None,
         dtype: DType | None = None,
     ) -> None:
-        super().__init__(
-            "LSTM",
-            input_size,
-            hidden_size,
-            num_layers,
-            bias,
-            batch_first,
-            dropout,
-            bidirectional,
-            proj_size,
-            device,
-            dtype,
-        )
+        super().__init__("LSTM", **constructor_arguments(locals()))
 
 
 class GRU(RNNBase):
@@ -365,18 +343,7 @@ class GRU(RNNBase):
         device: Device | str | None = None,
         dtype: DType | None = None,
     ) -> None:
-        super().__init__(
-            "GRU",
-            input_size,
-            hidden_size,
-            num_layers,
-            bias,
-            batch_first,
-            dropout,
-            bidirectional,
-            device=device,
-            dtype=dtype,
-        )
+        super().__init__("GRU", **constructor_arguments(locals()))
 
 
 # ------------------------------------------------------------------------------------------------
