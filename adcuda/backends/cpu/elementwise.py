@@ -463,6 +463,12 @@ def _remainder(a, b, dtype=None, casting="same_kind"):
     return np.where(mod == 0, np.copysign(mod, a), mod)
 
 
+def _xlogy(a, b, dtype=None, casting="same_kind"):
+    """PyTorch's xlogy: a log(b), 0 where a is 0 (log(0) and log(inf) included) unless b is NaN."""
+    product = np.multiply(a, np.log(b, dtype=dtype, casting=casting), dtype=dtype, casting=casting)
+    return np.where(np.logical_and(np.equal(a, 0), np.equal(b, b)), 0, product)
+
+
 BINARY_OPS: dict[str, Callable[..., Any]] = {
     "add": np.add,
     "sub": np.subtract,
@@ -489,6 +495,12 @@ BINARY_OPS: dict[str, Callable[..., Any]] = {
     "logaddexp": np.logaddexp,
     "hypot": np.hypot,
     "atan2": np.arctan2,
+    # PyTorch's one-kernel ops that were several calls (issue 31): floating operands only
+    "logaddexp2": np.logaddexp2,
+    "copysign": np.copysign,
+    "fmax": np.fmax,
+    "fmin": np.fmin,
+    "xlogy": _xlogy,
     "gcd": np.gcd,
     "lcm": np.lcm,
 }
@@ -501,10 +513,44 @@ _INTEGER_DIVISION = ("floor_divide", "remainder", "fmod")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
+# Python floats as 0-d arrays of float32 or float64, made once: a ufunc takes a 0-d array of its
+# operand's dtype 0.25 us sooner than a Python float, which it converts on every call (to that dtype: the
+# result is the same). Zeros are kept apart by sign (0.0 and -0.0 are one dict key).
+_SCALAR_ARRAYS: dict[np.dtype, dict[float, np.ndarray]] = {_F32: {}, _F64: {}}
+_ZERO_ARRAYS = {(d, sign): np.array(sign * 0.0, d) for d in (_F32, _F64) for sign in (1.0, -1.0)}
+_SCALAR_ARRAYS_MAX = 512  # a program's constants are a few dozen; a loop over changing values is not cached long
+
+
+def _scalar_array(value, dtype):
+    """Python float ``value`` as a read-only 0-d array of ``dtype`` (float32 or float64)."""
+    if value == 0.0:
+        return _ZERO_ARRAYS[dtype, math.copysign(1.0, value)]
+    cache = _SCALAR_ARRAYS[dtype]
+    array = cache.get(value)
+    if array is None:
+        if len(cache) >= _SCALAR_ARRAYS_MAX:
+            cache.clear()
+        array = cache[value] = np.array(value, dtype)
+        array.flags.writeable = False
+    return array
+
+
 def binary(op: str, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> BackendArray:
     """``op(a, b)`` with both operands in ``dtype`` (computed in fp32 for float16); ``a`` or ``b`` may be a
     Python scalar."""
     try:
+        if (
+            a.__class__ is np.ndarray
+            and (b.__class__ is np.ndarray and b.dtype is a.dtype or b.__class__ is float)
+            and (a.dtype is _F32 and dtype is dt.float32 or a.dtype is _F64 and dtype is dt.float64)
+        ):
+            # the commonest call, float32/float64 arrays of the result's dtype (a float scalar in it), in as
+            # few steps as it takes: identity tests of the dtypes, no comparison of them (each costs NumPy
+            # a conversion), and no error to check (IEEE results; the package's filter silences warnings)
+            fn = BINARY_OPS.get(op)
+            if fn is not None:
+                r = fn(a, b if b.__class__ is np.ndarray else _scalar_array(b, a.dtype))
+                return r if r.__class__ is np.ndarray else np.asarray(r)  # (0-d operands give a NumPy scalar)
         work: type | np.dtype | None = dtype.numpy  # a NumPy scalar type, then the dtype to compute in
         floating = work is np.float32 or work is np.float64
         if (
@@ -571,20 +617,28 @@ def _defined_for(op, dtype):
 
 
 def where(cond: BackendArray, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> BackendArray:
-    declared.where(cond, a, b, dtype)
-    if (
-        cond.__class__ is np.ndarray
-        and cond.dtype == np.bool_
-        and cond.size >= _SELECT_MIN
-        and dtype.category == dt.FLOATING
-        and dtype.numpy is not None
-    ):
-        out = _select(cond, a, b, np.dtype(dtype.numpy))
-        if out is not None:
-            return out
+    out_dt = _FLOAT_ARRAY_DTYPE.get(dtype)
+    if out_dt is not None and cond.__class__ is np.ndarray and cond.dtype is _BOOL:
+        # a floating result, the forwards' masks: the declaration checks Python integers against an
+        # integer dtype alone, so it has nothing to check here
+        if cond.size >= _SELECT_MIN:
+            out = _select(cond, a, b, out_dt)
+            if out is not None:
+                return out
+        r = np.where(
+            cond,
+            _scalar_array(a, out_dt) if a.__class__ is float else a,
+            _scalar_array(b, out_dt) if b.__class__ is float else b,
+        )
+        return r if r.dtype is out_dt else r.astype(out_dt)
+    _check_where(cond, a, b, dtype)
     return _finish(np.asarray(np.where(cond, a, b)), dtype)
 
 
+_check_where = declared.where  # (bound once: ``declared``'s attribute lookup costs half a microsecond)
+_BOOL = np.dtype(np.bool_)
+# The NumPy dtype of each floating dtype the CPU computes in as it is (float16 is widened to float32).
+_FLOAT_ARRAY_DTYPE = {dt.float32: _F32, dt.float64: _F64}
 # Unsigned integers as wide as each floating dtype, for ``_select``.
 _BITS = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 # Below this many elements np.where's per-call cost is what counts and it stays.
@@ -618,10 +672,21 @@ def _select(cond, a, b, out_dt):
 def clamp(a: BackendArray, lo: Scalar | None, hi: Scalar | None) -> BackendArray:
     """``a`` clamped to ``[lo, hi]``: scalar bounds (None leaves a side open; array bounds are the ops
     layer's, as a maximum and a minimum)."""
-    declared.clamp(a, lo, hi)
+    if lo.__class__ not in _BOUND_CLASSES or hi.__class__ not in _BOUND_CLASSES:
+        declared.clamp(a, lo, hi)  # (it refuses array bounds: a Python number or None has nothing to check)
     x = _compute(a)
     if lo is not None:
         x = np.maximum(x, lo)
+        if hi is not None and x.__class__ is np.ndarray:
+            return _finish_like(np.minimum(x, hi, out=x), a)  # (x is a new array: no second one)
     if hi is not None:
         x = np.minimum(x, hi)
-    return np.asarray(x).astype(a.dtype, copy=False)
+    return _finish_like(np.asarray(x), a)
+
+
+_BOUND_CLASSES = frozenset({float, int, bool, type(None)})
+
+
+def _finish_like(x, a):
+    """``x`` in ``a``'s dtype (no call where it already is)."""
+    return x if x.dtype is a.dtype else x.astype(a.dtype, copy=False)
