@@ -187,6 +187,14 @@ lowering("binary", "add", onnx="Add", c="{a} + {b}")
     grads={"input": lambda grad: grad, "other": lambda grad, alpha: -grad if alpha == 1 else grad * -alpha},
 )
 def sub(input: Tensor | Number, other: Tensor | Number, *, alpha: Number = 1) -> Tensor:
+    if (
+        alpha.__class__ is int
+        and alpha == 1
+        and input.__class__ is Tensor
+        and (other.__class__ is float or other.__class__ is Tensor and other._data.dtype == input._data.dtype)
+        and input.dtype.is_floating_point
+    ):
+        return binary("sub", input, other, name="sub")  # the common call: floating, no bool to refuse
     if _is_bool(input) and _is_bool(other):
         raise UnsupportedDTypeError(
             "sub: subtraction, the `-` operator, with two bool tensors is not supported; "

@@ -459,8 +459,10 @@ def _remainder(a, b, dtype=None, casting="same_kind"):
     if mod.dtype.kind != "f":
         return mod  # integers: no signed zero
     # NumPy's floating remainder is C's fmod moved by one divisor, as PyTorch's, but for a zero result,
-    # which takes the divisor's sign there and the dividend's (fmod's) here
-    return np.where(mod == 0, np.copysign(mod, a), mod)
+    # which takes the divisor's sign there and the dividend's (fmod's) here: set in place, where zero
+    if mod.__class__ is not np.ndarray:
+        mod = np.array(mod)  # (0-d operands give a NumPy scalar)
+    return np.copysign(mod, a, out=mod, where=mod == 0)
 
 
 def _xlogy(a, b, dtype=None, casting="same_kind"):
