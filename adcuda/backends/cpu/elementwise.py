@@ -506,6 +506,10 @@ BINARY_OPS: dict[str, Callable[..., Any]] = {
     "gcd": np.gcd,
     "lcm": np.lcm,
 }
+# Small float32/float64 operands of the binary ops whose NumPy formula is several passes (remainder,
+# xlogy) or a scalar loop slower than the functor's (logaddexp, logaddexp2, hypot, atan2) go to the host
+# module's loop over their CUDA functor (kernels/host/elementwise.cpp), as the unary ones do.
+_HOST_BINARY_INDEX = {name: i for i, name in enumerate(_C.host_binary_names() if _C is not None else ())}
 _BOOL_RESULT = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor"}
 
 
@@ -551,6 +555,14 @@ def binary(op: str, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> Backend
             # a conversion), and no error to check (IEEE results; the package's filter silences warnings)
             fn = BINARY_OPS.get(op)
             if fn is not None:
+                host = _HOST_BINARY_INDEX.get(op)
+                if (
+                    host is not None
+                    and a.size <= _HOST_MAX
+                    and a.flags.c_contiguous
+                    and (b.__class__ is float or b.shape == a.shape and b.flags.c_contiguous)
+                ):
+                    return _C.host_binary(host, a, b)
                 r = fn(a, b if b.__class__ is np.ndarray else _scalar_array(b, a.dtype))
                 return r if r.__class__ is np.ndarray else np.asarray(r)  # (0-d operands give a NumPy scalar)
         work: type | np.dtype | None = dtype.numpy  # a NumPy scalar type, then the dtype to compute in
