@@ -1131,6 +1131,14 @@ def where(
         return condition.nonzero(as_tuple=True)  # the method: the indexing family imports this one
     if input is None or other is None:
         raise DTypeError("where: expected both input and other, or neither (where(condition) is nonzero's tuple)")
+    if input.__class__ is Tensor and other.__class__ is Tensor and input._data.dtype == other._data.dtype:
+        # the common call, two tensors of one dtype: no promotion to find
+        dev = input._device
+        if condition._device is dev and other._device is dev and condition.dtype is dt.bool_:
+            try:
+                return wrap(primitives(condition).where(condition._data, input._data, other._data, input.dtype), dev)
+            except ValueError:
+                pass  # the general path below names the shapes
     if condition.dtype is not dt.bool_:  # PyTorch's where(x) alone takes any dtype (above), a selection does not
         raise UnsupportedDTypeError(f"where: expected condition to be a bool tensor, got {condition.dtype}")
     dev = check_same_device("where", condition, input, other)

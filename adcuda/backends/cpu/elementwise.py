@@ -575,6 +575,15 @@ def binary(op: str, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> Backend
                     return _C.host_binary(host, a, b)
                 r = fn(a, b if b.__class__ is np.ndarray else _scalar_array(b, a.dtype))
                 return r if r.__class__ is np.ndarray else np.asarray(r)  # (0-d operands give a NumPy scalar)
+        elif (
+            a.__class__ is float
+            and b.__class__ is np.ndarray
+            and (b.dtype is _F32 and dtype is dt.float32 or b.dtype is _F64 and dtype is dt.float64)
+        ):
+            fn = BINARY_OPS.get(op)  # a float first (1 - x, 1 / x), likewise
+            if fn is not None:
+                r = fn(_scalar_array(a, b.dtype), b)
+                return r if r.__class__ is np.ndarray else np.asarray(r)
         work: type | np.dtype | None = dtype.numpy  # a NumPy scalar type, then the dtype to compute in
         floating = work is np.float32 or work is np.float64
         if (
