@@ -1577,10 +1577,10 @@ def _broadcast_all(shapes):
     return out
 
 
-def _one_float_layout(input, tensor1, tensor2, value):
-    """(backend, input's array, dtype) where addcmul's or addcdiv's operands are floating tensors of one
-    dtype, shape and device and value a Python number: their common call, with no promotion to find and
-    no broadcast to check; else None."""
+def _add_scaled_directly(prim, input, tensor1, tensor2, value):
+    """input + value * prim(tensor1, tensor2) (addcmul's, addcdiv's) over the primitives where the
+    operands are floating tensors of one dtype, shape and device and value a Python number: their
+    common call, with no promotion to find and no broadcast to check; else None."""
     if (
         input.__class__ is Tensor
         and tensor1.__class__ is Tensor
@@ -1596,7 +1596,11 @@ def _one_float_layout(input, tensor1, tensor2, value):
             and input._device is tensor2._device
             and a.shape == tensor1._data.shape == tensor2._data.shape
         ):
-            return primitives(input), a, d
+            bk = primitives(input)
+            scaled = bk.binary(prim, tensor1._data, tensor2._data, d)
+            if value != 1:
+                scaled = bk.binary("mul", scaled, float(value), d)
+            return wrap(bk.binary("add", a, scaled, d), input._device)
     return None
 
 
@@ -1615,13 +1619,9 @@ def _one_float_layout(input, tensor1, tensor2, value):
     },
 )
 def addcmul(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Number = 1) -> Tensor:
-    fast = _one_float_layout(input, tensor1, tensor2, value)
+    fast = _add_scaled_directly("mul", input, tensor1, tensor2, value)
     if fast is not None:
-        bk, a, d = fast
-        product = bk.binary("mul", tensor1._data, tensor2._data, d)
-        if value != 1:
-            product = bk.binary("mul", product, float(value), d)
-        return wrap(bk.binary("add", a, product, d), input._device)
+        return fast
     _check_pointwise("addcmul", input, tensor1, tensor2)
     product = binary("mul", tensor1, tensor2, name="addcmul")
     value = scalar_for(result_type(input, product), value)
@@ -1640,13 +1640,9 @@ def addcmul(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Number = 
     },
 )
 def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Number = 1) -> Tensor:
-    fast = _one_float_layout(input, tensor1, tensor2, value)
+    fast = _add_scaled_directly("div", input, tensor1, tensor2, value)
     if fast is not None:
-        bk, a, d = fast
-        quotient = bk.binary("div", tensor1._data, tensor2._data, d)
-        if value != 1:
-            quotient = bk.binary("mul", quotient, float(value), d)
-        return wrap(bk.binary("add", a, quotient, d), input._device)
+        return fast
     _check_pointwise("addcdiv", input, tensor1, tensor2)
     if not (tensor1.dtype.is_floating_point or tensor2.dtype.is_floating_point):
         raise UnsupportedDTypeError(
