@@ -301,8 +301,10 @@ def unary(
         ):
             r = _C.host_unary(host, x)
         else:
-            r = np.asarray(fn(x))
-        if r.dtype != a.dtype and op != "logical_not":
+            r = fn(x)
+            if r.__class__ is not np.ndarray:
+                r = np.asarray(r)  # (a NumPy scalar, of a 0-d array)
+        if r.dtype is not a.dtype and r.dtype != a.dtype and op != "logical_not":  # (identity: the common case)
             r = r.astype(a.dtype)  # NaN and inf into integers: as the CUDA cast gives them
     except TypeError:  # NumPy has no loop for this dtype (neg of bool, bitwise_not of floats, ...)
         raise DTypeError(f"{op}: not defined for {a.dtype} arrays") from None
