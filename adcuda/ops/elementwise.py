@@ -9,6 +9,7 @@ call ``unary_backward``.
 from __future__ import annotations
 
 import builtins
+import functools
 import math
 import typing
 from typing import TYPE_CHECKING, overload
@@ -1536,6 +1537,11 @@ def frac(input: Tensor) -> Tensor:
     return wrap(bk.binary("sub", x, bk.unary("trunc", x), input.dtype), input._device)
 
 
+@functools.cache
+def _largest_finite(dtype):
+    return dt.finfo(dtype).max  # (a finfo is a microsecond or two to make: nan_to_num's every call made one)
+
+
 @op(
     "nan_to_num",
     doc="input with NaN, +inf and -inf replaced by finite values.",
@@ -1548,7 +1554,7 @@ def nan_to_num(input: Tensor, nan: float = 0.0, posinf: float | None = None, neg
     bk, x, d = primitives(input), input._data, input.dtype
     if not d.is_floating_point:
         return wrap(bk.astype(x, d), input._device)  # a copy
-    limit = dt.finfo(d).max
+    limit = _largest_finite(d)
     if posinf is None and neginf is None:
         # the infinities become the largest finite values: a clamp to them (NaN is replaced after)
         return wrap(bk.where(bk.binary("ne", x, x, d), nan, bk.clamp(x, -limit, limit), d), input._device)
