@@ -572,7 +572,12 @@ def binary(op: str, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> Backend
                     host is not None
                     and a.size <= _HOST_MAX
                     and a.flags.c_contiguous
-                    and (b.__class__ is float or b.shape == a.shape and b.flags.c_contiguous)
+                    and (
+                        b.__class__ is float
+                        or isinstance(b, np.ndarray)
+                        and b.shape == a.shape
+                        and b.flags.c_contiguous
+                    )
                 ):
                     return _C.host_binary(host, a, b)
                 r = fn(a, b if b.__class__ is np.ndarray else _scalar_array(b, a.dtype))
@@ -673,7 +678,7 @@ def where(cond: BackendArray, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) 
 _check_where = declared.where  # (bound once: ``declared``'s attribute lookup costs half a microsecond)
 _BOOL = np.dtype(np.bool_)
 # The NumPy dtype of each floating dtype the CPU computes in as it is (float16 is widened to float32).
-_FLOAT_ARRAY_DTYPE = {dt.float32: _F32, dt.float64: _F64}
+_FLOAT_ARRAY_DTYPE: dict[DType, np.dtype] = {dt.float32: _F32, dt.float64: _F64}
 # Unsigned integers as wide as each floating dtype, for ``_select``.
 _BITS = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 # Below this many elements np.where's per-call cost is what counts and it stays.
