@@ -212,9 +212,11 @@ def _extreme_grad(name):
 
 
 def _extreme(prim, input, dim, keepdim):
-    axes = reduce_axes(prim, input.ndim, None if _no_dims(dim) else dim)
-    _check_nonempty(prim, input, axes, whole=_no_dims(dim) or dim is None)
-    return _reduce(prim, input, axes, keepdim)
+    whole = _no_dims(dim) or dim is None
+    # every dim as the primitive's axes=None, NumPy's cheapest reduction
+    axes = None if whole else reduce_axes(prim, input.ndim, dim)
+    _check_nonempty(prim, input, axes, whole=whole)
+    return wrap(primitives(input).reduce(prim, input._data, axes, keepdim), input._device)
 
 
 @op(
@@ -248,20 +250,31 @@ def _max_min(name, input, dim, keepdim):
     if isinstance(dim, Tensor):  # max(a, b) is PyTorch's elementwise maximum
         return (maximum if name == "max" else minimum)(input, dim)
     if dim is None:
-        return (amax if name == "max" else amin)(input)
+        if needs_grad(input):
+            return (amax if name == "max" else amin)(input)
+        # amax's own forward, without a second entry: nothing to record
+        return _extreme("amax" if name == "max" else "amin", input, (), False)
     axis = wrap_dim(dim, input.ndim, name)
     _check_nonempty(name, input, (axis,) if input.ndim else ())
     result = max_result if name == "max" else min_result
+    P, device = primitives(input), input._device
     if input.ndim == 0:
-        return result(input.clone(), wrap(primitives(input).full((), 0, dt.int64), input._device))
-    indices = wrap(
-        primitives(input).argreduce("argmax" if name == "max" else "argmin", input._data, axis, True), input._device
-    )
-    values = input.gather(axis, indices)
-    if not keepdim:
-        values = values.squeeze(axis)
-        indices = indices.squeeze(axis)
-    return result(values, indices)
+        return result(input.clone(), wrap(P.full((), 0, dt.int64), device))
+    kept = P.argreduce("argmax" if name == "max" else "argmin", input._data, axis, True)
+    if needs_grad(input):
+        values = input.gather(axis, wrap(kept, device))
+        if not keepdim:
+            values = values.squeeze(axis)
+    else:  # the gather and squeeze on the backend's arrays: nothing to record
+        values = wrap(_squeezed(P, P.gather(input._data, axis, kept), axis, keepdim), device)
+    return result(values, wrap(_squeezed(P, kept, axis, keepdim), device))
+
+
+def _squeezed(P, kept, axis, keepdim):
+    """The backend array ``kept`` (a keepdim result, contiguous) without its dim ``axis`` unless ``keepdim``."""
+    if keepdim:
+        return kept
+    return P.view(kept, tuple(s for d, s in enumerate(kept.shape) if d != axis))
 
 
 @overload
@@ -409,11 +422,15 @@ def std(
     *,
     correction: Number | None = None,
 ) -> Tensor:
+    return wrap(_std_forward(input, dim, unbiased, keepdim, correction), input._device)
+
+
+def _std_forward(input, dim, unbiased, keepdim, correction):
     bk = primitives(input)
     wide = _accumulation_dtype(input.dtype) if input.dtype.is_floating_point else input.dtype
     # the root before narrowing half types: the variance of [300, -300] is past float16's range, its root is not
     root = bk.unary("sqrt", _var_forward("std", cast(input, wide), dim, unbiased, keepdim, correction))
-    return wrap(root if wide is input.dtype else bk.astype(root, input.dtype), input._device)
+    return root if wide is input.dtype else bk.astype(root, input.dtype)
 
 
 @op("var_mean", doc="(var, mean) over dim.", composite=True)
@@ -425,7 +442,11 @@ def var_mean(
     *,
     correction: Number | None = None,
 ) -> tuple[Tensor, Tensor]:
-    return var(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
+    if needs_grad(input):
+        return var(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
+    # both forwards without their entries: nothing to record
+    spread = _var_forward("var", input, dim, unbiased, keepdim, correction)
+    return wrap(spread, input._device), _reduce("mean", input, reduce_axes("mean", input.ndim, dim), keepdim)
 
 
 @op("std_mean", doc="(std, mean) over dim.", composite=True)
@@ -437,7 +458,10 @@ def std_mean(
     *,
     correction: Number | None = None,
 ) -> tuple[Tensor, Tensor]:
-    return std(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
+    if needs_grad(input):
+        return std(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
+    spread = _std_forward(input, dim, unbiased, keepdim, correction)  # (no entries: nothing to record)
+    return wrap(spread, input._device), _reduce("mean", input, reduce_axes("mean", input.ndim, dim), keepdim)
 
 
 # ------------------------------------------------------------------------------------------------

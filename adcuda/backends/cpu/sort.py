@@ -24,12 +24,34 @@ def sort(a: BackendArray, axis: int | None, descending: bool, stable: bool) -> t
         # a stable descending order keeps equal values in their original order: sort the reversed
         # array ascending, then reverse the result and map the indices back
         n = x.shape[axis]
-        idx = np.flip(np.argsort(np.flip(x, axis), axis=axis, kind="stable"), axis)
+        idx = np.flip(np.flip(x, axis).argsort(axis=axis, kind="stable"), axis)
         idx = (n - 1) - idx
     else:
-        idx = np.argsort(x, axis=axis, kind="stable")
+        idx = x.argsort(axis=axis, kind="stable")
     idx = np.ascontiguousarray(idx, dtype=np.int64)
-    return np.take_along_axis(a, idx, axis=axis), idx
+    return _sorted_values(a, idx, axis, descending), idx
+
+
+# Up to this many elements the values come from a second sort of their own: a stable sort's order is
+# the only one its comparisons allow, so it moves every element (a -0.0 beside a 0.0, a NaN's payload)
+# where the index sort put it, in a tenth of np.take_along_axis's time on a small array (which builds
+# index grids in Python). Larger arrays gather: one pass, where a sort is n log n.
+_RESORT_MAX = 1 << 12
+
+
+def _sorted_values(a, idx, axis, descending):
+    """``a``'s values in the order of ``idx`` (its stable sort along ``axis``, None: flattened)."""
+    if a.ndim == 1 or axis is None:
+        return a.reshape(-1).take(idx)
+    if a.size > _RESORT_MAX:
+        return np.take_along_axis(a, idx, axis=axis)
+    if descending:
+        values = np.flip(a, axis).copy()
+        values.sort(axis=axis, kind="stable")
+        return np.ascontiguousarray(np.flip(values, axis))
+    values = a.copy()
+    values.sort(axis=axis, kind="stable")
+    return values
 
 
 def cumsum(a: BackendArray, axis: int | None) -> BackendArray:
