@@ -65,9 +65,13 @@ def _scalar_order(name, input, dim):
 def sort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> tuple[Tensor, Tensor]:
     """Sorted values and their indices along ``dim``. The sort is always stable (``stable=True`` asks
     for what is always given): equal values keep their order."""
+    return _sorted("sort", input, dim, descending)
+
+
+def _sorted(name, input, dim, descending):
     if input.ndim == 0:
-        return sort_result(*_scalar_order("sort", input, dim))
-    axis, indices, values = _order("sort", input, dim, descending)
+        return sort_result(*_scalar_order(name, input, dim))
+    axis, indices, values = _order(name, input, dim, descending)
     return sort_result(_values_at(input, axis, indices, values), indices)
 
 
@@ -114,8 +118,7 @@ def topk(
 
 @op("msort", doc="input sorted along dim 0.", composite=True)
 def msort(input: Tensor) -> Tensor:
-    values, _ = sort(input, 0)
-    return values
+    return _sorted("msort", input, 0, False).values  # sort's forward, without its entry
 
 
 @op("median", dtypes=NUMBERS, doc="The lower median (of all elements, or along dim with its index).", composite=True)

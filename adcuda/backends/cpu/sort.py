@@ -55,17 +55,22 @@ def _sorted_values(a, idx, axis, descending):
 
 
 def cumsum(a: BackendArray, axis: int | None) -> BackendArray:
-    x = _compute(a)
-    if x.dtype.kind in "biu":
-        return np.cumsum(x, axis=axis, dtype=np.int64)
-    return np.cumsum(x, axis=axis).astype(a.dtype, copy=False)
+    return _running(np.cumsum, np.add, a, axis)
 
 
 def cumprod(a: BackendArray, axis: int | None) -> BackendArray:
+    return _running(np.cumprod, np.multiply, a, axis)
+
+
+def _running(function, ufunc, a, axis):
+    """np.cumsum's or np.cumprod's result (``function``); along a dim of an array of any, its ufunc's
+    accumulate called directly (the function's Python layer costs more than the loop on a small array).
+    Integers and bools accumulate in int64."""
     x = _compute(a)
+    whole = axis is None or x.ndim == 0  # flattened: NumPy's function's own (and its checks of the axis)
     if x.dtype.kind in "biu":
-        return np.cumprod(x, axis=axis, dtype=np.int64)
-    return np.cumprod(x, axis=axis).astype(a.dtype, copy=False)
+        return function(x, axis=axis, dtype=np.int64) if whole else ufunc.accumulate(x, axis=axis, dtype=np.int64)
+    return (function(x, axis=axis) if whole else ufunc.accumulate(x, axis=axis)).astype(a.dtype, copy=False)
 
 
 def scan(op: str, a: BackendArray, axis: int) -> BackendArray:
