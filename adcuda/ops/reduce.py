@@ -261,24 +261,34 @@ def _max_min(name, input, dim, keepdim):
     axis = wrap_dim(dim, input.ndim, name)
     _check_nonempty(name, input, (axis,) if input.ndim else ())
     result = max_result if name == "max" else min_result
-    P, device = primitives(input), input._device
+    P = primitives(input)
     if input.ndim == 0:
-        return result(input.clone(), wrap(P.full((), 0, dt.int64), device))
+        return result(input.clone(), wrap(P.full((), 0, dt.int64), input._device))
     kept = P.argreduce("argmax" if name == "max" else "argmin", input._data, axis, True)
+    return result(*values_and_indices(input, axis, kept, None, keepdim))
+
+
+def values_and_indices(input, axis, kept, values, keepdim):
+    """(values, indices) of a reduction of ``input`` along ``axis`` from backend arrays of keepdim shape:
+    the int64 indices ``kept`` and the ``values`` there (None: gathered from the input). Where a gradient
+    is needed the values are a differentiable gather; without, the gather and squeeze stay on the
+    backend's arrays (the public ops would each pay the dispatch again). Dim ``axis`` kept if ``keepdim``."""
+    P, device = primitives(input), input._device
     if needs_grad(input):
-        values = input.gather(axis, wrap(kept, device))
-        if not keepdim:
-            values = values.squeeze(axis)
-    else:  # the gather and squeeze on the backend's arrays: nothing to record
-        values = wrap(_squeezed(P, P.gather(input._data, axis, kept), axis, keepdim), device)
-    return result(values, wrap(_squeezed(P, kept, axis, keepdim), device))
+        gathered = input.gather(axis, wrap(kept, device))
+        return (gathered if keepdim else gathered.squeeze(axis)), wrap(_squeezed(P, kept, axis, keepdim), device)
+    if values is None:
+        values = P.gather(input._data, axis, kept)
+    return wrap(_squeezed(P, values, axis, keepdim), device), wrap(_squeezed(P, kept, axis, keepdim), device)
 
 
-def _squeezed(P, kept, axis, keepdim):
-    """The backend array ``kept`` (a keepdim result, contiguous) without its dim ``axis`` unless ``keepdim``."""
+def _squeezed(P, a, axis, keepdim):
+    """The backend array ``a`` (of keepdim shape) without its dim ``axis`` unless ``keepdim``."""
     if keepdim:
-        return kept
-    return P.view(kept, tuple(s for d, s in enumerate(kept.shape) if d != axis))
+        return a
+    shape = tuple(s for d, s in enumerate(a.shape) if d != axis)
+    view = P.view(a, shape)
+    return view if view is not None else P.view(P.contiguous(a), shape)
 
 
 @overload
@@ -924,7 +934,7 @@ def trapezoid(y: Tensor, x: Tensor | None = None, *, dx: Number | None = None, d
     if x is None and not needs_grad(y) and y.dtype.is_floating_point and isinstance(spacing, (int, float)):
         # the formula below on the backend's arrays (seven ops fewer to dispatch)
         P, a, t = primitives(y), y._data, y.dtype
-        ends = P.binary("add", P.slice(a, _along(d, 0)), P.slice(a, _along(d, n - 1)), t)
+        ends = P.binary("add", P.slice(a, along(d, 0)), P.slice(a, along(d, n - 1)), t)
         total = P.binary("sub", P.reduce("sum", a, (d,), False), P.binary("mul", ends, 0.5, t), t)
         return wrap(P.binary("mul", total, spacing, t), y._device)
     if x is None:  # PyTorch's form for even spacing: the sum less half the end points
@@ -947,12 +957,12 @@ def cumulative_trapezoid(y: Tensor, x: Tensor | None = None, *, dx: Number | Non
     if not needs_grad(y) and y.dtype.is_floating_point and isinstance(spacing, (int, float)):
         # the formula below on the backend's arrays (five ops fewer to dispatch)
         P, a, t = primitives(y), y._data, y.dtype
-        pairs = P.binary("add", P.slice(a, _along(d, slice(1, n))), P.slice(a, _along(d, slice(0, n - 1))), t)
+        pairs = P.binary("add", P.slice(a, along(d, slice(1, n))), P.slice(a, along(d, slice(0, n - 1))), t)
         return wrap(P.cumsum(P.binary("div", P.binary("mul", pairs, spacing, t), 2, t), d), y._device)
     return ((y.narrow(d, 1, n - 1) + y.narrow(d, 0, n - 1)) * spacing / 2).cumsum(d)
 
 
-def _along(axis, key):
+def along(axis, key):
     """A basic-index key applying ``key`` to dim ``axis`` only."""
     return (slice(None),) * axis + (key,)
 

@@ -30,6 +30,7 @@ from .dtype_support import FLOAT32_64, NUMBERS
 from .elementwise import logaddexp, where
 from .index import gather
 from .layout import cat
+from .reduce import along, values_and_indices
 from .registry import op
 
 if TYPE_CHECKING:
@@ -111,7 +112,7 @@ def topk(
     axis = wrap_dim(dim, input.ndim, "topk")
     P, device = primitives(input), input._device
     ordered, order = P.sort(input._data, axis, largest, True)
-    first_k = _along(axis, slice(0, k))
+    first_k = along(axis, slice(0, k))
     indices = wrap(P.contiguous(P.slice(order, first_k)), device)
     return topk_result(_values_at(input, axis, indices, wrap(P.slice(ordered, first_k), device)), indices)
 
@@ -160,14 +161,14 @@ def _kth_smallest(input, axis, k, keepdim):
     """The k-th smallest (from 0) along ``axis`` and its index, sliced from the backend's sort."""
     P, device = primitives(input), input._device
     ordered, order = P.sort(input._data, axis, False, True)
-    kept = _along(axis, slice(k, k + 1))
+    kept = along(axis, slice(k, k + 1))
     indices = P.contiguous(P.slice(order, kept))
     if needs_grad(input):
         values = gather(input, axis, wrap(indices, device))
         if not keepdim:
             values = values.squeeze(axis)
     else:
-        values = wrap(P.contiguous(P.slice(ordered, kept if keepdim else _along(axis, k))), device)
+        values = wrap(P.contiguous(P.slice(ordered, kept if keepdim else along(axis, k))), device)
     if not keepdim:
         indices = P.view(indices, tuple(s for d, s in enumerate(input.shape) if d != axis))
     return median_result(values, wrap(indices, device))
@@ -252,14 +253,14 @@ def unique_consecutive(
         values = P.astype(x, input.dtype)
         run_of = starts = P.full((0,), 0, dt.int64)
     else:
-        later = P.slice(x, _along(axis, slice(1, None)))
-        earlier = P.slice(x, _along(axis, slice(None, n - 1)))
+        later = P.slice(x, along(axis, slice(1, None)))
+        earlier = P.slice(x, along(axis, slice(None, n - 1)))
         changed = P.binary("ne", later, earlier, input.dtype)
         if x.ndim > 1:  # a slice starts a run where any of its elements differs
             changed = P.reduce("any", changed, tuple(d for d in range(x.ndim) if d != axis), False)
         new_run = P.cat([P.full((1,), True, dt.bool_), changed], 0)
         starts = P.index(P.arange(0, n, 1, dt.int64), (new_run,))
-        values = P.index(x, _along(axis, starts))
+        values = P.index(x, along(axis, starts))
         run_of = P.binary("sub", P.cumsum(new_run, 0), 1, dt.int64)  # each element's run
     out = [wrap(values, device)]
     if return_inverse:
@@ -441,6 +442,11 @@ def searchsorted(
         raise ShapeError(f"{name}: boundaries tensor should have positive dimension, but got 0 dimension")
     if sorter is not None:
         sorted_sequence = sorted_sequence.gather(-1, sorter)
+    return _search(name, sorted_sequence, input, out_int32, right)
+
+
+def _search(name, sorted_sequence, input, out_int32, right):
+    """searchsorted's (and bucketize's) positions of ``input`` in ``sorted_sequence``'s last dim."""
     scalar = not has_shape(input)
     values = input if has_shape(input) else sorted_sequence.new_tensor([input])
     if sorted_sequence.ndim > 1 and tuple(sorted_sequence.shape[:-1]) != tuple(values.shape[:-1]):
@@ -480,7 +486,7 @@ def _unsqueezed(P, a, axis):
 def bucketize(input: Tensor | float, boundaries: Tensor, *, out_int32: bool = False, right: bool = False) -> Tensor:
     if boundaries.ndim != 1:
         raise ShapeError(f"bucketize: boundaries must be 1-d, got shape {fmt_shape(boundaries.shape)}")
-    return searchsorted(boundaries, input, out_int32=out_int32, right=right)
+    return _search("bucketize", boundaries, input, out_int32, right)  # searchsorted's forward, without its entry
 
 
 # ------------------------------------------------------------------------------------------------
@@ -521,15 +527,12 @@ def nanmedian(input: Tensor, dim: int | None = None, keepdim: bool = False) -> T
         raise EmptyReductionError(
             f"nanmedian: expected reduction dim {axis} to have non-zero size (input shape {fmt_shape(input.shape)})"
         )
-    P, device = primitives(input), input._device
+    P = primitives(input)
     ordered, order = P.sort(input._data, axis, False, True)
     # of a row of NaN only, PyTorch's position (n - 1) // 2
     k = _lower_median_position(P, ordered, axis, input.dtype, (n - 1) // 2)
-    indices = wrap(P.gather(order, axis, k), device)
-    values = _values_at(input, axis, indices, wrap(P.gather(ordered, axis, k), device))
-    if not keepdim:
-        values, indices = values.squeeze(axis), indices.squeeze(axis)
-    return nanmedian_result(values, indices)
+    at_k = values_and_indices(input, axis, P.gather(order, axis, k), P.gather(ordered, axis, k), keepdim)
+    return nanmedian_result(*at_k)
 
 
 def _lower_median_position(P, ordered, axis, dtype, all_nan):
@@ -547,11 +550,6 @@ def _positions_array(P, shape, axis):
     return P.expand(P.view(P.arange(0, n, 1, dt.int64), along), tuple(shape))
 
 
-def _along(axis, key):
-    """A basic-index key applying ``key`` to dim ``axis`` only."""
-    return (slice(None),) * axis + (key,)
-
-
 @op(
     "mode",
     doc="The most frequent value along dim (the smallest of equally frequent ones) and its last index.",
@@ -567,13 +565,13 @@ def mode(input: Tensor, dim: int = -1, keepdim: bool = False) -> tuple[Tensor, T
             f"mode: expected reduction dim {axis} to have non-zero size (input shape {fmt_shape(input.shape)})"
         )
     # on the backend's arrays, one primitive per step (each public op would pay the dispatch again)
-    P, x, device = primitives(input), input._data, input._device
+    P, x = primitives(input), input._data
     ordered, _ = P.sort(x, axis, False, True)
     positions = _positions_array(P, x.shape, axis)
     # equal values are adjacent once sorted: a run starts where an element differs from the one before
     shape_of_one = tuple(1 if d == axis else s for d, s in enumerate(x.shape))
-    later = P.slice(ordered, _along(axis, slice(1, None)))
-    earlier = P.slice(ordered, _along(axis, slice(None, n - 1)))
+    later = P.slice(ordered, along(axis, slice(1, None)))
+    earlier = P.slice(ordered, along(axis, slice(None, n - 1)))
     starts = P.cat([P.full(shape_of_one, True, dt.bool_), P.binary("ne", later, earlier, input.dtype)], axis)
     # each position's run start (a running maximum), then the first longest run: the smallest of the
     # most frequent values; PyTorch's index is its last occurrence in the input
@@ -581,11 +579,7 @@ def mode(input: Tensor, dim: int = -1, keepdim: bool = False) -> tuple[Tensor, T
     best = P.argreduce("argmax", P.binary("sub", positions, first, dt.int64), axis, True)
     value = P.gather(ordered, axis, best)
     last = P.where(P.binary("eq", x, value, input.dtype), positions, -1, dt.int64)
-    indices = wrap(P.reduce("amax", last, (axis,), True), device)
-    values = _values_at(input, axis, indices, wrap(value, device))
-    if not keepdim:
-        values, indices = values.squeeze(axis), indices.squeeze(axis)
-    return mode_result(values, indices)
+    return mode_result(*values_and_indices(input, axis, P.reduce("amax", last, (axis,), True), value, keepdim))
 
 
 # ------------------------------------------------------------------------------------------------

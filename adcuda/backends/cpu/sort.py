@@ -24,8 +24,7 @@ def sort(a: BackendArray, axis: int | None, descending: bool, stable: bool) -> t
         # a stable descending order keeps equal values in their original order: sort the reversed
         # array ascending, then reverse the result and map the indices back
         n = x.shape[axis]
-        idx = np.flip(np.flip(x, axis).argsort(axis=axis, kind="stable"), axis)
-        idx = (n - 1) - idx
+        idx = (n - 1) - _reversed(_reversed(x, axis).argsort(axis=axis, kind="stable"), axis)
     else:
         idx = x.argsort(axis=axis, kind="stable")
     idx = np.ascontiguousarray(idx, dtype=np.int64)
@@ -46,12 +45,17 @@ def _sorted_values(a, idx, axis, descending):
     if a.size > _RESORT_MAX:
         return np.take_along_axis(a, idx, axis=axis)
     if descending:
-        values = np.flip(a, axis).copy()
+        values = _reversed(a, axis).copy()
         values.sort(axis=axis, kind="stable")
-        return np.ascontiguousarray(np.flip(values, axis))
+        return np.ascontiguousarray(_reversed(values, axis))
     values = a.copy()
     values.sort(axis=axis, kind="stable")
     return values
+
+
+def _reversed(a, axis):
+    """A view of ``a`` reversed along ``axis`` (np.flip, without its Python layer's axis checks)."""
+    return a[(slice(None),) * (axis % a.ndim) + (slice(None, None, -1),)]
 
 
 def cumsum(a: BackendArray, axis: int | None) -> BackendArray:
