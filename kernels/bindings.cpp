@@ -26,6 +26,7 @@ namespace adcuda::host {
 void bind_convolution(py::module_& m);  // kernels/host/convolution.cpp
 void bind_elementwise(py::module_& m);  // kernels/host/elementwise.cpp
 void bind_optim(py::module_& m);        // kernels/host/optim.cpp
+void bind_sort(py::module_& m);         // kernels/host/sort.cpp
 }  // namespace adcuda::host
 
 namespace {
@@ -206,6 +207,7 @@ PYBIND11_MODULE(_C, m) {
   adcuda::host::bind_convolution(m);
   adcuda::host::bind_elementwise(m);
   adcuda::host::bind_optim(m);
+  adcuda::host::bind_sort(m);
 #if ADCUDA_CUDA_COMPILED
   adcuda::bindings::bind_registered(m);
 #endif

@@ -113,6 +113,7 @@ PRIMITIVES = (
     "global_norm",
     "cumprod",
     "scan",
+    "running_extreme",
     "scatter_reduce",
     "conv2d",
     "conv2d_backward_input",
@@ -412,6 +413,12 @@ def scan(op: str, a: BackendArray, axis: int) -> None:
         raise ValueError(f"scan: op must be one of {SCAN_OPS}, got {op!r}")
     if op == "logaddexp":
         _require_floating("scan", a)
+
+
+@primitive
+def running_extreme(op: str, a: BackendArray, axis: int) -> None:
+    if op not in ("max", "min"):
+        raise ValueError(f"running_extreme: op must be 'max' or 'min', got {op!r}")
 
 
 @functools.cache

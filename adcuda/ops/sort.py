@@ -606,17 +606,13 @@ def _scan(values, axis, combine):
 def _running_extreme(name, input, dim, result, op):
     """The running ``op`` ("max" or "min") and its index: the last position at or before each one that
     holds the running value (PyTorch's rule: a later equal value wins; NaN propagates, and its index is
-    the last NaN's), from two scans of the backend's."""
+    the last NaN's): the backend's running_extreme."""
     if input.ndim == 0:
         return result(*_scalar_order(name, input, dim))
     axis = wrap_dim(dim, input.ndim, name)
-    P, x, device = primitives(input), input._data, input._device
-    values = P.scan(op, x, axis)
-    holds = P.binary("eq", x, values, input.dtype)
-    if input.dtype.is_floating_point:
-        holds = P.binary("logical_or", holds, P.binary("ne", x, x, input.dtype), dt.bool_)
-    positions = _positions_array(P, x.shape, axis)
-    indices = wrap(P.scan("max", P.where(holds, positions, 0, dt.int64), axis), device)
+    device = input._device
+    values, indices = primitives(input).running_extreme(op, input._data, axis)
+    indices = wrap(indices, device)
     return result(_values_at(input, axis, indices, wrap(values, device)), indices)
 
 

@@ -1,13 +1,15 @@
-"""The CPU backend's orderings (kernels/sort.cu on CUDA): ``sort``, ``cumsum``, ``cumprod`` and ``scan``."""
+"""The CPU backend's orderings (kernels/sort.cu on CUDA): ``sort``, ``cumsum``, ``cumprod``, ``scan`` and
+``running_extreme``."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..._native import _C
 from ..seam import declared
 from ._common import BackendArray, _compute
 
-__all__ = ["sort", "cumsum", "cumprod", "scan"]
+__all__ = ["sort", "cumsum", "cumprod", "scan", "running_extreme"]
 
 # NumPy's maximum and minimum propagate NaN, as PyTorch's cummax and cummin do
 _SCANS = {"max": np.maximum, "min": np.minimum, "logaddexp": np.logaddexp}
@@ -83,3 +85,42 @@ def scan(op: str, a: BackendArray, axis: int) -> BackendArray:
         return np.array(a, copy=True)
     x = _compute(a)
     return _SCANS[op].accumulate(x, axis=axis).astype(a.dtype, copy=False)
+
+
+# kernels/host/sort.cpp's one-pass loop (None in a pure-source checkout without the native module), for
+# the dtypes it is built for; the NumPy path below is its reference
+_native_running_extreme = getattr(_C, "host_running_extreme", None)
+_NATIVE_RUNNING = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int64, np.int32))
+
+
+def running_extreme(op: str, a: BackendArray, axis: int) -> tuple[BackendArray, BackendArray]:
+    declared.running_extreme(op, a, axis)
+    if a.ndim == 0:
+        np.cumsum(a, axis=axis)  # checks the axis as NumPy does for a 0-d array
+        return a.copy(), np.zeros((), np.int64)
+    x = _compute(a)
+    last = a.ndim - 1
+    if (
+        _native_running_extreme is not None
+        and x.dtype in _NATIVE_RUNNING
+        and (axis == last or axis == -1)
+        and x.flags.c_contiguous
+    ):
+        values, indices = _native_running_extreme(op == "max", x)
+    else:
+        values, indices = _running_extreme(op, x, axis)
+    return values.astype(a.dtype, copy=False), indices
+
+
+def _running_extreme(op, x, axis):
+    """running_extreme by NumPy: the last position at or before each one that holds the running value (or
+    a NaN), and the value there (an equal later value's own: its zero's sign)."""
+    running = _SCANS[op].accumulate(x, axis=axis)
+    holds = x == running
+    if x.dtype.kind == "f":
+        holds |= x != x
+    along = [1] * x.ndim
+    along[axis] = x.shape[axis]
+    positions = np.arange(x.shape[axis], dtype=np.int64).reshape(along)
+    indices = np.maximum.accumulate(np.where(holds, positions, 0), axis=axis)
+    return np.take_along_axis(x, indices, axis=axis), indices

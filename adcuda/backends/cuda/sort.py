@@ -1,4 +1,5 @@
-"""The CUDA backend's orderings (kernels/sort.cu): ``sort cumsum cumprod scan``, with the CPU backend's signatures,
+"""The CUDA backend's orderings (kernels/sort.cu): ``sort cumsum cumprod scan running_extreme``, with the CPU
+backend's signatures,
 result dtypes and errors.
 
 Sorts and scans work along the last dim of a contiguous array; another axis is moved there (and the
@@ -9,12 +10,15 @@ its one element.
 from __future__ import annotations
 
 from ... import _native
+from ... import dtypes as dt
 from ..seam import declared
 from . import _common as _k
 from ._common import BackendArray
-from .storage import astype, contiguous, dtype_of, permute, view
+from .elementwise import binary, where
+from .index import gather
+from .storage import arange, astype, contiguous, dtype_of, expand, full, permute, view
 
-__all__ = ["sort", "cumsum", "cumprod", "scan"]
+__all__ = ["sort", "cumsum", "cumprod", "scan", "running_extreme"]
 
 
 def _C():
@@ -92,3 +96,20 @@ def scan(op: str, a: BackendArray, axis: int) -> BackendArray:
     if out.dtype != a.dtype:
         out = astype(out, dtype_of(a))
     return _from_last(out, back)
+
+
+def running_extreme(op: str, a: BackendArray, axis: int) -> tuple[BackendArray, BackendArray]:
+    """(running ``op`` along ``axis``, the int64 index of each) of the scans above: the last position at or
+    before each one that holds the running value (or a NaN), and the value there (a later equal one's own)."""
+    declared.running_extreme(op, a, axis)
+    axis = _k.axis_index("running_extreme", axis, a.shape)
+    if a.ndim == 0:
+        return _C().astype(a, a.dtype), full((), 0, dt.int64)
+    dtype = dtype_of(a)
+    holds = binary("eq", a, scan(op, a, axis), dtype)
+    if _k.is_floating(a):
+        holds = binary("logical_or", holds, binary("ne", a, a, dtype), dt.bool_)
+    along = tuple(a.shape[axis] if d == axis else 1 for d in range(a.ndim))
+    positions = expand(view(arange(0, a.shape[axis], 1, dt.int64), along), tuple(a.shape))
+    indices = scan("max", where(holds, positions, 0, dt.int64), axis)
+    return gather(a, axis, indices), indices
