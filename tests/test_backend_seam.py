@@ -1382,6 +1382,27 @@ case(
 )
 case("running_extreme", "an unknown op", lambda bk, A: bk.running_extreme("sum", A(X), 0), ValueError)
 case("running_extreme", "an axis out of range", lambda bk, A: bk.running_extreme("max", A(X), 2), IndexError)
+EDGES = np.array([-1.5, 0.5, 0.5, 2.0], np.float32)
+case(
+    "searchsorted",
+    "1-d boundaries: before (after, right) equal ones; values of any shape, 0-d too; a NaN value goes last",
+    lambda bk, A: (
+        bk.searchsorted(A(EDGES), A(np.array([[-2.0, 0.5], [np.nan, 3.0]], np.float32)), False),
+        bk.searchsorted(A(EDGES), A(np.array([0.5, -1.5, np.nan], np.float32)), True),
+        bk.searchsorted(A(EDGES), A(np.array(1.0, np.float32)), False),
+    ),
+    (ok(I64, (2, 2), [[0, 1], [4, 4]]), ok(I64, (3,), [3, 1, 4]), ok(I64, (), 3)),
+)
+case(
+    "searchsorted",
+    "rows of boundaries, each searched by its row of values (int64, float64 with a NaN)",
+    lambda bk, A: (
+        bk.searchsorted(A(np.array([[1, 3, 5], [0, 0, 9]])), A(np.array([[3, 6], [0, 10]])), False),
+        bk.searchsorted(A(np.array([[1.0, 3.0], [2.0, 4.0]])), A(np.array([[3.0, np.nan], [1.0, 4.0]])), True),
+    ),
+    (ok(I64, (2, 2), [[1, 3], [0, 3]]), ok(I64, (2, 2), [[2, 2], [0, 2]])),
+)
+case("searchsorted", "0-d boundaries", lambda bk, A: bk.searchsorted(A(S), A(X), False), ShapeError)
 for reduce, combine in (("prod", np.multiply), ("amax", np.maximum), ("amin", np.minimum)):
     case(
         "scatter_reduce",

@@ -114,6 +114,7 @@ PRIMITIVES = (
     "cumprod",
     "scan",
     "running_extreme",
+    "searchsorted",
     "scatter_reduce",
     "conv2d",
     "conv2d_backward_input",
@@ -419,6 +420,13 @@ def scan(op: str, a: BackendArray, axis: int) -> None:
 def running_extreme(op: str, a: BackendArray, axis: int) -> None:
     if op not in ("max", "min"):
         raise ValueError(f"running_extreme: op must be 'max' or 'min', got {op!r}")
+
+
+@primitive
+def searchsorted(boundaries: BackendArray, values: BackendArray, right: bool) -> None:
+    """(The ops layer gives both one dtype and checks that their dims but the last agree.)"""
+    if boundaries.ndim == 0:
+        raise ShapeError("searchsorted: the boundaries must have at least one dim, got a 0-d array")
 
 
 @functools.cache

@@ -454,27 +454,16 @@ def _search(name, sorted_sequence, input, out_int32, right):
             f"{name}: sorted_sequence {fmt_shape(sorted_sequence.shape)} and input {fmt_shape(values.shape)} "
             "must agree in every dim but the last (or sorted_sequence must be 1-d)"
         )
-    # count the boundaries below each value: exact, with memory for values x boundaries comparisons;
-    # on the backend's arrays (the public ops would each pay the dispatch again)
-    P = primitives(sorted_sequence)
-    boundaries = _unsqueezed(P, sorted_sequence._data, sorted_sequence.ndim - 1)
-    below = P.binary(
-        "le" if right else "lt",
-        boundaries,
-        _unsqueezed(P, values._data, values.ndim),
-        result_type(sorted_sequence, values),
+    P, common = primitives(sorted_sequence), result_type(sorted_sequence, values)
+    boundaries, points = sorted_sequence._data, values._data
+    out = P.searchsorted(
+        boundaries if sorted_sequence.dtype is common else P.astype(boundaries, common),
+        points if values.dtype is common else P.astype(points, common),
+        right,
     )
-    out = P.reduce("sum", below, (-1,), False)
     if out_int32:
         out = P.astype(out, dt.int32)
     return wrap(P.view(out, ()) if scalar else out, sorted_sequence._device)
-
-
-def _unsqueezed(P, a, axis):
-    """The backend array ``a`` with a dim of size 1 inserted at ``axis``."""
-    shape = tuple(a.shape[:axis]) + (1,) + tuple(a.shape[axis:])
-    view = P.view(a, shape)
-    return view if view is not None else P.view(P.contiguous(a), shape)
 
 
 @op(

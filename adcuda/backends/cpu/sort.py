@@ -1,5 +1,5 @@
 """The CPU backend's orderings (kernels/sort.cu on CUDA): ``sort``, ``cumsum``, ``cumprod``, ``scan`` and
-``running_extreme``."""
+``running_extreme`` and ``searchsorted``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from ..._native import _C
 from ..seam import declared
 from ._common import BackendArray, _compute
 
-__all__ = ["sort", "cumsum", "cumprod", "scan", "running_extreme"]
+__all__ = ["sort", "cumsum", "cumprod", "scan", "running_extreme", "searchsorted"]
 
 # NumPy's maximum and minimum propagate NaN, as PyTorch's cummax and cummin do
 _SCANS = {"max": np.maximum, "min": np.minimum, "logaddexp": np.logaddexp}
@@ -124,3 +124,16 @@ def _running_extreme(op, x, axis):
     positions = np.arange(x.shape[axis], dtype=np.int64).reshape(along)
     indices = np.maximum.accumulate(np.where(holds, positions, 0), axis=axis)
     return np.take_along_axis(x, indices, axis=axis), indices
+
+
+def searchsorted(boundaries: BackendArray, values: BackendArray, right: bool) -> BackendArray:
+    declared.searchsorted(boundaries, values, right)
+    if boundaries.ndim == 1:  # one binary search per value, NumPy's
+        return np.asarray(np.searchsorted(boundaries, values, side="right" if right else "left"), dtype=np.int64)
+    # rows of boundaries: the boundaries below each value of the row counted (the CUDA backend's way), a
+    # NaN value last, as a binary search puts it
+    b, v = _compute(boundaries)[..., None, :], _compute(values)[..., None]
+    counts = np.add.reduce(b <= v if right else b < v, axis=-1, dtype=np.int64)
+    if v.dtype.kind == "f":
+        counts[values != values] = boundaries.shape[-1]
+    return counts

@@ -1,6 +1,5 @@
-"""The CUDA backend's orderings (kernels/sort.cu): ``sort cumsum cumprod scan running_extreme``, with the CPU
-backend's signatures,
-result dtypes and errors.
+"""The CUDA backend's orderings (kernels/sort.cu): ``sort cumsum cumprod scan running_extreme searchsorted``,
+with the CPU backend's signatures, result dtypes and errors.
 
 Sorts and scans work along the last dim of a contiguous array; another axis is moved there (and the
 result moved back). ``axis`` may be negative (counted from the end); for a 0-d array 0 and -1 name
@@ -16,9 +15,10 @@ from . import _common as _k
 from ._common import BackendArray
 from .elementwise import binary, where
 from .index import gather
+from .reduce import reduce
 from .storage import arange, astype, contiguous, dtype_of, expand, full, permute, view
 
-__all__ = ["sort", "cumsum", "cumprod", "scan", "running_extreme"]
+__all__ = ["sort", "cumsum", "cumprod", "scan", "running_extreme", "searchsorted"]
 
 
 def _C():
@@ -113,3 +113,26 @@ def running_extreme(op: str, a: BackendArray, axis: int) -> tuple[BackendArray, 
     positions = expand(view(arange(0, a.shape[axis], 1, dt.int64), along), tuple(a.shape))
     indices = scan("max", where(holds, positions, 0, dt.int64), axis)
     return gather(a, axis, indices), indices
+
+
+def searchsorted(boundaries: BackendArray, values: BackendArray, right: bool) -> BackendArray:
+    """The boundaries below (or at, ``right``) each value counted along the last dim, with memory for
+    values x boundaries comparisons; a NaN value last, as a binary search puts it (the CPU's)."""
+    declared.searchsorted(boundaries, values, right)
+    if values.ndim == 0:
+        return view(searchsorted(boundaries, view(values, (1,)), right), ())
+    dtype = dtype_of(values)
+    lead = boundaries.ndim - 1
+    b = _unsqueezed(boundaries, lead)
+    below = binary("le" if right else "lt", b, _unsqueezed(values, values.ndim), dtype)
+    counts = reduce("sum", below, (-1,), False)
+    if _k.is_floating(values):
+        counts = where(binary("ne", values, values, dtype), boundaries.shape[-1], counts, dt.int64)
+    return counts
+
+
+def _unsqueezed(a, axis):
+    """``a`` with a dim of size 1 inserted at ``axis``."""
+    shape = tuple(a.shape[:axis]) + (1,) + tuple(a.shape[axis:])
+    moved = view(a, shape)
+    return moved if moved is not None else view(contiguous(a), shape)
