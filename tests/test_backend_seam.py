@@ -1403,6 +1403,13 @@ case(
     (ok(I64, (2, 2), [[1, 3], [0, 3]]), ok(I64, (2, 2), [[2, 2], [0, 2]])),
 )
 case("searchsorted", "0-d boundaries", lambda bk, A: bk.searchsorted(A(S), A(X), False), ShapeError)
+case(
+    "bincount",
+    "counts of each slot, the unused ones 0; no slots at all",
+    lambda bk, A: (bk.bincount(A(np.array([3, 0, 3, 1])), 6), bk.bincount(A(np.zeros(0, np.int64)), 2)),
+    (ok(I64, (6,), [1, 1, 0, 2, 0, 0]), ok(I64, (2,), [0, 0])),
+)
+case("bincount", "2-d slots", lambda bk, A: bk.bincount(A(np.zeros((2, 2), np.int64)), 2), ShapeError)
 for reduce, combine in (("prod", np.multiply), ("amax", np.maximum), ("amin", np.minimum)):
     case(
         "scatter_reduce",

@@ -115,6 +115,7 @@ PRIMITIVES = (
     "scan",
     "running_extreme",
     "searchsorted",
+    "bincount",
     "scatter_reduce",
     "conv2d",
     "conv2d_backward_input",
@@ -427,6 +428,13 @@ def searchsorted(boundaries: BackendArray, values: BackendArray, right: bool) ->
     """(The ops layer gives both one dtype and checks that their dims but the last agree.)"""
     if boundaries.ndim == 0:
         raise ShapeError("searchsorted: the boundaries must have at least one dim, got a 0-d array")
+
+
+@primitive
+def bincount(slots: BackendArray, size: int) -> None:
+    """(The ops layer checks the slots: int64, 1-d, each in [0, size).)"""
+    if slots.ndim != 1:
+        raise ShapeError(f"bincount: expected 1-d slots, got shape {fmt_shape(slots.shape)}")
 
 
 @functools.cache

@@ -811,11 +811,6 @@ def _check_counts_input(name, input):
     return int(largest)
 
 
-def _counts(P, slots, size):
-    """How often each of 0..size-1 occurs in the int64 backend array ``slots``: int64 counts."""
-    return P.scatter_add(P.full((size,), 0, dt.int64), 0, slots, P.full(tuple(slots.shape), 1, dt.int64))
-
-
 @op(
     "bincount",
     doc="How often each non-negative integer of 1-d input occurs (or the sum of its weights).",
@@ -826,7 +821,7 @@ def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -
     if weights is None:
         P = primitives(input)
         slots = input._data if input.dtype is dt.int64 else P.astype(input._data, dt.int64)
-        return wrap(_counts(P, slots, size), input._device)
+        return wrap(P.bincount(slots, size), input._device)
     else:
         if tuple(weights.shape) != tuple(input.shape):
             raise ShapeError(
@@ -862,7 +857,7 @@ def histc(input: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Ten
     )
     scaled = P.binary("mul", P.binary("sub", inside, low, d), bins / (high - low), d)
     slots = P.astype(P.clamp(P.unary("floor", scaled), 0, bins - 1), dt.int64)
-    return wrap(P.astype(_counts(P, slots, bins), d), input._device)
+    return wrap(P.astype(P.bincount(slots, bins), d), input._device)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """The CPU backend's orderings (kernels/sort.cu on CUDA): ``sort``, ``cumsum``, ``cumprod``, ``scan`` and
-``running_extreme`` and ``searchsorted``."""
+``running_extreme``, ``searchsorted`` and ``bincount``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from ..._native import _C
 from ..seam import declared
 from ._common import BackendArray, _compute
 
-__all__ = ["sort", "cumsum", "cumprod", "scan", "running_extreme", "searchsorted"]
+__all__ = ["sort", "cumsum", "cumprod", "scan", "running_extreme", "searchsorted", "bincount"]
 
 # NumPy's maximum and minimum propagate NaN, as PyTorch's cummax and cummin do
 _SCANS = {"max": np.maximum, "min": np.minimum, "logaddexp": np.logaddexp}
@@ -137,3 +137,8 @@ def searchsorted(boundaries: BackendArray, values: BackendArray, right: bool) ->
     if v.dtype.kind == "f":
         counts[values != values] = boundaries.shape[-1]
     return counts
+
+
+def bincount(slots: BackendArray, size: int) -> BackendArray:
+    declared.bincount(slots, size)
+    return np.bincount(slots, minlength=size).astype(np.int64, copy=False)

@@ -1,5 +1,5 @@
-"""The CUDA backend's orderings (kernels/sort.cu): ``sort cumsum cumprod scan running_extreme searchsorted``,
-with the CPU backend's signatures, result dtypes and errors.
+"""The CUDA backend's orderings (kernels/sort.cu): ``sort cumsum cumprod scan running_extreme searchsorted
+bincount``, with the CPU backend's signatures, result dtypes and errors.
 
 Sorts and scans work along the last dim of a contiguous array; another axis is moved there (and the
 result moved back). ``axis`` may be negative (counted from the end); for a 0-d array 0 and -1 name
@@ -14,11 +14,11 @@ from ..seam import declared
 from . import _common as _k
 from ._common import BackendArray
 from .elementwise import binary, where
-from .index import gather
+from .index import gather, scatter_add
 from .reduce import reduce
 from .storage import arange, astype, contiguous, dtype_of, expand, full, permute, view
 
-__all__ = ["sort", "cumsum", "cumprod", "scan", "running_extreme", "searchsorted"]
+__all__ = ["sort", "cumsum", "cumprod", "scan", "running_extreme", "searchsorted", "bincount"]
 
 
 def _C():
@@ -136,3 +136,9 @@ def _unsqueezed(a, axis):
     shape = tuple(a.shape[:axis]) + (1,) + tuple(a.shape[axis:])
     moved = view(a, shape)
     return moved if moved is not None else view(contiguous(a), shape)
+
+
+def bincount(slots: BackendArray, size: int) -> BackendArray:
+    """A one added at each slot of a zeroed int64 array of ``size`` (the index kernels' scatter_add)."""
+    declared.bincount(slots, size)
+    return scatter_add(full((size,), 0, dt.int64), 0, slots, full(tuple(slots.shape), 1, dt.int64))
