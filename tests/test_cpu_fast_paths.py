@@ -268,14 +268,15 @@ def test_native_adam_step_equals_the_numpy_path_bit_for_bit(monkeypatch, decoupl
     assert np.isnan(runs[True][1][3])
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.int32])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.int32, np.bool_])
 @pytest.mark.parametrize("op", ["max", "min"])
 def test_native_running_extreme_equals_the_numpy_path_bit_for_bit(monkeypatch, dtype, op):
     """kernels/host/sort.cpp's one-pass cummax/cummin loop against the NumPy path (run with the native
     loop hidden): ties of values and of zeros' signs, NaN runs, one-element and empty rows."""
     assert cpu_sort._native_running_extreme is not None, "the host module was built without running_extreme"
     rng = np.random.default_rng(2)
-    arrays = [rng.integers(-3, 4, shape).astype(dtype) for shape in ((5, 9), (3, 1), (4, 0), (2, 3, 17), (33,))]
+    lowest = 0 if dtype is np.bool_ else -3
+    arrays = [rng.integers(lowest, 4, shape).astype(dtype) for shape in ((5, 9), (3, 1), (4, 0), (2, 3, 17), (33,))]
     if np.dtype(dtype).kind == "f":
         for a in arrays:
             a[rng.random(a.shape) < 0.15] = np.nan

@@ -532,13 +532,6 @@ def _lower_median_position(P, ordered, axis, dtype, all_nan):
     return P.where(P.binary("gt", count, 0, dt.int64), middle, all_nan, dt.int64)
 
 
-def _positions_array(P, shape, axis):
-    """0..n-1 along ``axis`` (int64), broadcast to ``shape``: a backend array of the backend ``P``."""
-    n = shape[axis]
-    along = tuple(n if d == axis else 1 for d in range(len(shape)))
-    return P.expand(P.view(P.arange(0, n, 1, dt.int64), along), tuple(shape))
-
-
 @op(
     "mode",
     doc="The most frequent value along dim (the smallest of equally frequent ones) and its last index.",
@@ -555,20 +548,20 @@ def mode(input: Tensor, dim: int = -1, keepdim: bool = False) -> tuple[Tensor, T
         )
     # on the backend's arrays, one primitive per step (each public op would pay the dispatch again)
     P, x = primitives(input), input._data
-    ordered, _ = P.sort(x, axis, False, True)
-    positions = _positions_array(P, x.shape, axis)
+    ordered, order = P.sort(x, axis, False, True)
     # equal values are adjacent once sorted: a run starts where an element differs from the one before
     shape_of_one = tuple(1 if d == axis else s for d, s in enumerate(x.shape))
     later = P.slice(ordered, along(axis, slice(1, None)))
     earlier = P.slice(ordered, along(axis, slice(None, n - 1)))
     starts = P.cat([P.full(shape_of_one, True, dt.bool_), P.binary("ne", later, earlier, input.dtype)], axis)
-    # each position's run start (a running maximum), then the first longest run: the smallest of the
-    # most frequent values; PyTorch's index is its last occurrence in the input
-    first = P.scan("max", P.where(starts, positions, 0, dt.int64), axis)
+    # each position's run start (the index of the running maximum of the starts: the last True), then the
+    # end of the first longest run: the smallest of the most frequent values. The sort is stable, so the
+    # run's last element is the value's last occurrence in the input, PyTorch's index
+    _, first = P.running_extreme("max", starts, axis)
+    positions = P.view(P.arange(0, n, 1, dt.int64), (1,) * axis + (n,) + (1,) * (x.ndim - axis - 1))
     best = P.argreduce("argmax", P.binary("sub", positions, first, dt.int64), axis, True)
-    value = P.gather(ordered, axis, best)
-    last = P.where(P.binary("eq", x, value, input.dtype), positions, -1, dt.int64)
-    return mode_result(*values_and_indices(input, axis, P.reduce("amax", last, (axis,), True), value, keepdim))
+    at_best = values_and_indices(input, axis, P.gather(order, axis, best), P.gather(ordered, axis, best), keepdim)
+    return mode_result(*at_best)
 
 
 # ------------------------------------------------------------------------------------------------

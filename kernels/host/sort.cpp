@@ -58,9 +58,10 @@ void bind_sort(py::module_& m) {
   m.def("host_running_extreme", &host_running_extreme<float>, py::arg("largest"), py::arg("x").noconvert());
   m.def("host_running_extreme", &host_running_extreme<double>, py::arg("largest"), py::arg("x").noconvert());
   m.def("host_running_extreme", &host_running_extreme<std::int64_t>, py::arg("largest"), py::arg("x").noconvert());
-  m.def("host_running_extreme", &host_running_extreme<std::int32_t>, py::arg("largest"), py::arg("x").noconvert(),
+  m.def("host_running_extreme", &host_running_extreme<std::int32_t>, py::arg("largest"), py::arg("x").noconvert());
+  m.def("host_running_extreme", &host_running_extreme<bool>, py::arg("largest"), py::arg("x").noconvert(),
         "(running maximum (largest) or minimum, int64 index of each) along the last dim of a C-contiguous "
-        "float32/float64/int64/int32 array: PyTorch's cummax/cummin (a later equal value wins; NaN propagates "
+        "float32/float64/int64/int32/bool array: PyTorch's cummax/cummin (a later equal value wins; NaN propagates "
         "with the last NaN's index).");
 }
 

@@ -90,7 +90,7 @@ def scan(op: str, a: BackendArray, axis: int) -> BackendArray:
 # kernels/host/sort.cpp's one-pass loop (None in a pure-source checkout without the native module), for
 # the dtypes it is built for; the NumPy path below is its reference
 _native_running_extreme = getattr(_C, "host_running_extreme", None)
-_NATIVE_RUNNING = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int64, np.int32))
+_NATIVE_RUNNING = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int64, np.int32, np.bool_))
 
 
 def running_extreme(op: str, a: BackendArray, axis: int) -> tuple[BackendArray, BackendArray]:
