@@ -204,31 +204,30 @@ def unique(
     distinct slices along ``dim`` in lexicographic order (``_unique_slices``)."""
     if dim is not None:
         return _unique_slices(input, return_inverse, return_counts, dim)
-    flat = input.detach().reshape(-1)
-    n = flat.numel()
+    n = input.numel()
     if n == 0:
-        values = flat.clone()
+        values = input.detach().reshape(-1).clone()
         empty_int = wrap(primitives(input).full((0,), 0, dt.int64), input._device)
         extras = ([empty_int.reshape(tuple(input.shape))] if return_inverse else []) + (
             [empty_int] if return_counts else []
         )
         return tuple([values] + extras) if extras else values
-    ordered, order = sort(flat)
-    starts = ordered[1:] != ordered[:-1]  # where a new value begins in the sorted order
-    first = wrap(primitives(input).full((1,), True, dt.bool_), input._device)
-    starts = cat([first, starts])
-    values = ordered[starts]
-    out = [values]
+    # on the backend's arrays (nothing to record: the input is detached; each public op would pay the
+    # dispatch again)
+    P, device = primitives(input), input._device
+    ordered, order = P.sort(P.view(P.contiguous(input._data), (n,)), 0, False, True)
+    # where a new value begins in the sorted order
+    starts = _run_starts(P, ordered, 0, input.dtype)
+    values = P.index(ordered, (starts,))
+    out = [wrap(values, device)]
     if return_inverse or return_counts:
-        group = starts.to(dtype=dt.int64).cumsum(0) - 1  # each sorted element's position in values
+        group = P.binary("sub", P.cumsum(starts, 0), 1, dt.int64)  # each sorted element's position in values
         if return_inverse:
-            inverse = wrap(primitives(input).full((n,), 0, dt.int64), input._device).scatter(0, order, group)
-            out.append(inverse.reshape(tuple(input.shape)))
+            inverse = P.index_put_(P.full((n,), 0, dt.int64), (order,), group, False)
+            out.append(wrap(P.view(inverse, tuple(input.shape)), device))
         if return_counts:
-            ones = wrap(primitives(input).full((n,), 1, dt.int64), input._device)
-            counts = wrap(primitives(input).full((values.numel(),), 0, dt.int64), input._device)
-            out.append(counts.scatter_add(0, group, ones))
-    return tuple(out) if len(out) > 1 else values
+            out.append(wrap(P.bincount(group, values.shape[0]), device))
+    return tuple(out) if len(out) > 1 else out[0]
 
 
 @op(
@@ -253,9 +252,7 @@ def unique_consecutive(
         values = P.astype(x, input.dtype)
         run_of = starts = P.full((0,), 0, dt.int64)
     else:
-        later = P.slice(x, along(axis, slice(1, None)))
-        earlier = P.slice(x, along(axis, slice(None, n - 1)))
-        changed = P.binary("ne", later, earlier, input.dtype)
+        changed = _changes(P, x, axis, input.dtype)
         if x.ndim > 1:  # a slice starts a run where any of its elements differs
             changed = P.reduce("any", changed, tuple(d for d in range(x.ndim) if d != axis), False)
         new_run = P.cat([P.full((1,), True, dt.bool_), changed], 0)
@@ -269,6 +266,20 @@ def unique_consecutive(
         ends = P.cat([P.slice(starts, (slice(1, None),)), P.full((1,), n, dt.int64)], 0) if n else starts
         out.append(wrap(P.binary("sub", ends, starts, dt.int64), device))
     return tuple(out) if len(out) > 1 else out[0]
+
+
+def _changes(P, x, axis, dtype):
+    """Where each element of the backend array ``x`` along ``axis`` differs from the one before (n - 1
+    marks: the first element has none before it), as bools; NaN differs from everything."""
+    n = x.shape[axis]
+    return P.binary("ne", P.slice(x, along(axis, slice(1, None))), P.slice(x, along(axis, slice(None, n - 1))), dtype)
+
+
+def _run_starts(P, x, axis, dtype):
+    """Where each run of equal elements of ``x`` along ``axis`` starts (the first element, and each that
+    differs from the one before), as bools of x's shape."""
+    first = tuple(1 if d == axis else s for d, s in enumerate(x.shape))
+    return P.cat([P.full(first, True, dt.bool_), _changes(P, x, axis, dtype)], axis)
 
 
 def _int64(input, shape, value):
@@ -550,10 +561,7 @@ def mode(input: Tensor, dim: int = -1, keepdim: bool = False) -> tuple[Tensor, T
     P, x = primitives(input), input._data
     ordered, order = P.sort(x, axis, False, True)
     # equal values are adjacent once sorted: a run starts where an element differs from the one before
-    shape_of_one = tuple(1 if d == axis else s for d, s in enumerate(x.shape))
-    later = P.slice(ordered, along(axis, slice(1, None)))
-    earlier = P.slice(ordered, along(axis, slice(None, n - 1)))
-    starts = P.cat([P.full(shape_of_one, True, dt.bool_), P.binary("ne", later, earlier, input.dtype)], axis)
+    starts = _run_starts(P, ordered, axis, input.dtype)
     # each position's run start (the index of the running maximum of the starts: the last True), then the
     # end of the first longest run: the smallest of the most frequent values. The sort is stable, so the
     # run's last element is the value's last occurrence in the input, PyTorch's index
