@@ -37,8 +37,7 @@ def _to_last(a, axis):
 
 def reshape_flat(a):
     """``a``'s elements as a 1-D array in row-major order (a view where the layout allows)."""
-    flat = view(a, (a.size,))
-    return flat if flat is not None else view(contiguous(a), (a.size,))
+    return _reshaped(a, (a.size,))
 
 
 def _from_last(x, back):
@@ -110,7 +109,7 @@ def running_extreme(op: str, a: BackendArray, axis: int) -> tuple[BackendArray, 
     if _k.is_floating(a):
         holds = binary("logical_or", holds, binary("ne", a, a, dtype), dt.bool_)
     along = tuple(a.shape[axis] if d == axis else 1 for d in range(a.ndim))
-    positions = expand(view(arange(0, a.shape[axis], 1, dt.int64), along), tuple(a.shape))
+    positions = expand(_reshaped(arange(0, a.shape[axis], 1, dt.int64), along), tuple(a.shape))
     indices = scan("max", where(holds, positions, 0, dt.int64), axis)
     return gather(a, axis, indices), indices
 
@@ -120,7 +119,7 @@ def searchsorted(boundaries: BackendArray, values: BackendArray, right: bool) ->
     values x boundaries comparisons; a NaN value last, as a binary search puts it (the CPU's)."""
     declared.searchsorted(boundaries, values, right)
     if values.ndim == 0:
-        return view(searchsorted(boundaries, view(values, (1,)), right), ())
+        return _reshaped(searchsorted(boundaries, _reshaped(values, (1,)), right), ())
     dtype = dtype_of(values)
     lead = boundaries.ndim - 1
     b = _unsqueezed(boundaries, lead)
@@ -133,7 +132,11 @@ def searchsorted(boundaries: BackendArray, values: BackendArray, right: bool) ->
 
 def _unsqueezed(a, axis):
     """``a`` with a dim of size 1 inserted at ``axis``."""
-    shape = tuple(a.shape[:axis]) + (1,) + tuple(a.shape[axis:])
+    return _reshaped(a, tuple(a.shape[:axis]) + (1,) + tuple(a.shape[axis:]))
+
+
+def _reshaped(a, shape):
+    """``a`` in ``shape`` (a view where the layout allows, else one of a contiguous copy)."""
     moved = view(a, shape)
     return moved if moved is not None else view(contiguous(a), shape)
 
