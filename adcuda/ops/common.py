@@ -144,8 +144,8 @@ def scalar_into(op, value, dtype):
         info = dt.iinfo(dtype)
         fits = math.isfinite(value) and info.min <= int(value) <= info.max
         value = int(value) if fits else value
-    else:
-        fits = not math.isfinite(value) or abs(value) <= dt.finfo(dtype).max
+    else:  # (every floating dtype holds float16's range: its own largest value looked up only past that)
+        fits = abs(value) <= 65504.0 or not math.isfinite(value) or abs(value) <= dt.finfo(dtype).max
     if not fits:
         raise InvalidArgumentError(f"{op}: value {value!r} cannot be converted to {dtype} without overflow")
     return value
@@ -157,7 +157,7 @@ def check_same_device(op, *tensors):
         if t.__class__ is Tensor:
             if dev is None:
                 dev = t._device
-            elif t._device != dev:
+            elif t._device is not dev and t._device != dev:  # (one device object: the same device)
                 raise DeviceError(
                     f"{op}: expected all tensors to be on the same device, but found at "
                     f"least two devices, {dev} and {t._device}"
@@ -220,6 +220,8 @@ def as_tensor_operand(x, op, like=None):
 
 
 def broadcast_shapes(op, *shapes):
+    if len(shapes) == 2 and shapes[0] == shapes[1]:  # (the common case: nothing to broadcast)
+        return tuple(shapes[0])
     ndim = max((len(s) for s in shapes), default=0)
     out = [1] * ndim
     for s in shapes:

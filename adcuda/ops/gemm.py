@@ -7,17 +7,17 @@ linear run in the autocast region's half dtype; dot promotes mixed inputs to flo
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .. import dtypes as dt
 from ..autograd.graph import needs_grad
 from ..errors import DTypeError, InvalidArgumentError, ShapeError, UnsupportedDTypeError, fmt_shape
 from ..tensor import Tensor, primitives
-from .common import broadcast_shapes, check_same_device, result_type, scalar_for, wrap
+from .common import broadcast_shapes, check_same_device, constant, result_type, scalar_for, wrap, wrap_dim
 from .dtype_support import FLOATING, NUMBERS
-from .index import diagonal, triangle_coordinates
+from .index import diagonal, index_key, triangle_coordinates
 from .layout import cat
-from .registry import lowering, op
+from .registry import get, lowering, op
 from .sparse import SparseTensor, sparse_matmul
 
 if TYPE_CHECKING:
@@ -48,7 +48,12 @@ def mm_nd(input: Tensor, other: Tensor) -> Tensor:
     },
 )
 def mv(input: Tensor, vec: Tensor) -> Tensor:
-    # (one test for the common case, on the arrays: matmul's fast path calls this for every matrix @
+    return wrap(_matrix_vector("mv", input, vec), input._device)
+
+
+def _matrix_vector(name, input, vec):
+    """The backend's product of the matrix ``input`` and the vector ``vec``, checked (mv's, addmv's)."""
+    # (one test for the common case, on the arrays: matmul's fast path calls mv for every matrix @
     # vector, and Tensor.shape builds a new tuple per read)
     if (
         input.__class__ is not Tensor
@@ -58,11 +63,22 @@ def mv(input: Tensor, vec: Tensor) -> Tensor:
         or input._data.shape[1] != vec._data.shape[0]
         or input._device is not vec._device
     ):
-        _check_mv_operands(input, vec)
+        _check_mv_operands(name, input, vec)
         if input.shape[1] != vec.shape[0]:
-            raise ShapeError(f"mv: input {fmt_shape(input.shape)} and vec {fmt_shape(vec.shape)} cannot be multiplied")
-        check_same_device("mv", input, vec)
-    return wrap(primitives(input).matmul(input._data, vec._data), input._device)
+            raise ShapeError(
+                f"{name}: input {fmt_shape(input.shape)} and vec {fmt_shape(vec.shape)} cannot be multiplied"
+            )
+        check_same_device(name, input, vec)
+    return primitives(input).matmul(input._data, vec._data)
+
+
+def _check_product_operands(name, input, other):
+    """The operands of a product on one device and of one dtype (PyTorch's products promote nothing)."""
+    check_same_device(name, input, other)
+    if input.dtype is not other.dtype:
+        raise UnsupportedDTypeError(
+            f"{name}: expected both operands to have the same dtype, but got {input.dtype} and {other.dtype}"
+        )
 
 
 def _matmul(name, input, other):
@@ -82,13 +98,9 @@ def _matmul(name, input, other):
         raise DTypeError(
             f"{name}: both operands must be Tensors, got {type(input).__name__} and {type(other).__name__}"
         )
-    check_same_device(name, input, other)
     if input.ndim == 0 or other.ndim == 0:
         raise ShapeError(f"{name}: both arguments need to be at least 1D, but they are {input.ndim}D and {other.ndim}D")
-    if input.dtype is not other.dtype:
-        raise UnsupportedDTypeError(
-            f"{name}: expected both operands to have the same dtype, but got {input.dtype} and {other.dtype}"
-        )
+    _check_product_operands(name, input, other)
     a = input.unsqueeze(0) if input.ndim == 1 else input
     b = other.unsqueeze(-1) if other.ndim == 1 else other
     if a.shape[-1] != b.shape[-2]:
@@ -134,16 +146,57 @@ def mm(input: Tensor, mat2: Tensor) -> Tensor:
     "bmm",
     dtypes=NUMBERS.unless_empty(),
     doc="The products of two batches of matrices (3-D, same batch size).",
-    composite=True,
+    node="BmmBackward0",
     autocast="lower",
+    grads={"input": lambda grad, mat2: bmm(grad, mat2.mT), "mat2": lambda grad, input: bmm(input.mT, grad)},
 )
 def bmm(input: Tensor, mat2: Tensor) -> Tensor:
-    if input.ndim != 3 or mat2.ndim != 3 or input.shape[0] != mat2.shape[0]:
+    # one product primitive (matmul's general path checked and dispatched it as a second op)
+    return wrap(_product("bmm", input, mat2, 3), input._device)
+
+
+def _product(name, a, b, ndim):
+    """The backend's product of ``a`` and ``b``, both matrices (``ndim`` 2) or batches of as many
+    matrices (3), checked: the product primitive of bmm and of the add-a-product ops."""
+    _check_product(name, a, b, ndim)
+    return primitives(a).matmul(a._data, b._data)
+
+
+def _check_product(name, a, b, ndim):
+    """``a`` and ``b`` both matrices (``ndim`` 2) or batches of as many matrices (3) that multiply."""
+    if (
+        not isinstance(a, Tensor)
+        or not isinstance(b, Tensor)
+        or a.ndim != ndim
+        or b.ndim != ndim
+        or a.shape[-1] != b.shape[-2]
+        or a.shape[0] != b.shape[0]
+        and ndim == 3
+    ):
+        what = "two matrices" if ndim == 2 else "two 3-D tensors with the same batch size"
         raise ShapeError(
-            f"bmm: expected two 3-D tensors with the same batch size, got "
-            f"{fmt_shape(input.shape)} and {fmt_shape(mat2.shape)}"
+            f"{name}: expected {what} that can be multiplied, got shapes "
+            f"{fmt_shape(getattr(a, 'shape', ()))} and {fmt_shape(getattr(b, 'shape', ()))}"
         )
-    return _matmul("bmm", input, mat2)
+    _check_product_operands(name, a, b)
+
+
+def _dot(name, input, tensor):
+    """dot's and vdot's forward: one product of a (1, n) view and the vector, not matmul's unsqueeze,
+    product and squeeze as three dispatched ops (about 15x PyTorch's time for 128-vectors)."""
+    x, y = input._data, tensor._data
+    if x.ndim != 1 or y.ndim != 1 or x.shape[0] != y.shape[0]:
+        raise ShapeError(
+            f"{name}: expected 1-D tensors of the same size, got {fmt_shape(input.shape)} and {fmt_shape(tensor.shape)}"
+        )
+    if input._device is not tensor._device or x.dtype != y.dtype:
+        if name == "vdot" and input.dtype is not tensor.dtype:
+            raise InvalidArgumentError(
+                f"vdot: expected both vectors to have the same dtype, got {input.dtype} and {tensor.dtype}"
+            )
+        _check_product_operands(name, input, tensor)
+    bk = primitives(input)
+    return wrap(bk.view(bk.matmul(bk.view(x, (1, x.shape[0])), y), ()), input._device)
 
 
 @op(
@@ -155,45 +208,33 @@ def bmm(input: Tensor, mat2: Tensor) -> Tensor:
     grads={"input": lambda grad, tensor: grad * tensor, "tensor": lambda grad, input: grad * input},
 )
 def dot(input: Tensor, tensor: Tensor) -> Tensor:
-    # one product of a (1, n) view and the vector, not matmul's unsqueeze, product and squeeze as three
-    # dispatched ops (about 15x PyTorch's time for 128-vectors)
-    if input.ndim != 1 or tensor.ndim != 1 or input.shape[0] != tensor.shape[0]:
-        raise ShapeError(
-            f"dot: expected 1-D tensors of the same size, got {fmt_shape(input.shape)} and {fmt_shape(tensor.shape)}"
-        )
-    if input._device is not tensor._device or input._data.dtype != tensor._data.dtype:
-        return _matmul("dot", input, tensor)  # raises the device or dtype error
-    bk = primitives(input)
-    product = bk.matmul(bk.view(input._data, (1, input._data.shape[0])), tensor._data)
-    return wrap(bk.view(product, ()), input._device)
+    return _dot("dot", input, tensor)
 
 
-@op("vdot", doc="The inner product of two 1-D tensors, the first conjugated (dot, for real tensors).", composite=True)
+@op(
+    "vdot",
+    doc="The inner product of two 1-D tensors, the first conjugated (dot, for real tensors).",
+    node="VdotBackward0",
+    grads={"input": lambda grad, other: grad * other, "other": lambda grad, input: grad * input},
+)
 def vdot(input: Tensor, other: Tensor) -> Tensor:
-    if input.ndim != 1 or other.ndim != 1 or input.shape[0] != other.shape[0]:
-        raise ShapeError(
-            f"vdot: expected 1-D tensors of the same size, got {fmt_shape(input.shape)} and {fmt_shape(other.shape)}"
-        )
-    if input.dtype is not other.dtype:
-        raise InvalidArgumentError(
-            f"vdot: expected both vectors to have the same dtype, got {input.dtype} and {other.dtype}"
-        )
-    return dot(input, other)
+    return _dot("vdot", input, other)
 
 
 @op(
     "addr",
     doc="beta * input + alpha * outer(vec1, vec2) (input ignored where beta is 0).",
-    composite=True,
+    node="AddrBackward0",
     inplace=True,
+    grads={
+        "input": lambda grad, beta: _scaled(grad, beta),
+        "vec1": lambda grad, vec2, alpha: _scaled((grad * vec2).sum(1), alpha),
+        "vec2": lambda grad, vec1, alpha: _scaled((grad * vec1.unsqueeze(1)).sum(0), alpha),
+    },
 )
 def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta: Number = 1, alpha: Number = 1) -> Tensor:
-    product = outer(vec1, vec2)
-    if alpha != 1:
-        product = product * alpha
-    if beta == 0:  # PyTorch: NaN and inf of input do not reach the result
-        return product + input.where(input.new_zeros((), dtype=dt.bool_), 0)  # zeros, in the graph
-    return product + (input if beta == 1 else input * beta)
+    dtype = result_type(input, vec1, vec2)
+    return _add_product("addr", input, _outer_array("addr", vec1, vec2, dtype), dtype, beta, alpha)
 
 
 @op(
@@ -209,16 +250,43 @@ def vander(x: Tensor, N: int | None = None, increasing: bool = False) -> Tensor:
     if n < 0:
         raise ValueError(f"vander: N must be non-negative, got {n}")
     # the running product of [1, x, x, ...]: PyTorch's form, so ints and bools give int64 as its cumprod
+    if not needs_grad(x):  # on the backend's arrays (as ops, seven dispatches)
+        bk, data = primitives(x), x._data
+        dtype = dt.int64 if x.dtype is dt.bool_ else x.dtype
+        rows = data.shape[0]
+        column = bk.view(data if dtype is x.dtype else bk.astype(data, dtype), (rows, 1))
+        columns = [bk.full((rows, 1), 1, dtype)] + ([bk.expand(column, (rows, n - 1))] if n > 1 else [])
+        powers = bk.slice(bk.cumprod(bk.cat(columns, 1), 1), (slice(None), slice(0, n)))
+        return wrap(powers if increasing else bk.flip(powers, (1,)), x._device)
     columns = [x.unsqueeze(1) * 0 + 1] + ([x.unsqueeze(1).expand(x.shape[0], n - 1)] if n > 1 else [])
     powers = cat(columns, 1).cumprod(1)[:, :n]
     return powers if increasing else powers.flip(1)
 
 
-@op("outer", doc="The outer product of two 1-D tensors.", composite=True, aliases=("ger",))
+@op(
+    "outer",
+    doc="The outer product of two 1-D tensors.",
+    node="MulBackward0",  # PyTorch's outer is its mul of the two vectors' views
+    aliases=("ger",),
+    grads={
+        "input": lambda grad, vec2: (grad * vec2).sum(1),
+        "vec2": lambda grad, input: (grad * input.unsqueeze(1)).sum(0),
+    },
+)
 def outer(input: Tensor, vec2: Tensor) -> Tensor:
-    if input.ndim != 1 or vec2.ndim != 1:
-        raise ShapeError(f"outer: expected 1-D vectors, got {fmt_shape(input.shape)} and {fmt_shape(vec2.shape)}")
-    return input.unsqueeze(1) * vec2.unsqueeze(0)
+    return wrap(_outer_array("outer", input, vec2, result_type(input, vec2)), input._device)
+
+
+def _outer_array(name, a, b, dtype):
+    """The backend's outer product of the 1-D tensors ``a`` and ``b`` in ``dtype``: one product of a
+    column and a row view (as ops, two unsqueezes and a mul dispatched)."""
+    if a.ndim != 1 or b.ndim != 1:
+        raise ShapeError(f"{name}: expected 1-D vectors, got {fmt_shape(a.shape)} and {fmt_shape(b.shape)}")
+    if a._device is not b._device:
+        check_same_device(name, a, b)
+    bk = primitives(a)
+    x, y = a._data, b._data
+    return bk.binary("mul", bk.view(x, (x.shape[0], 1)), bk.view(y, (1, y.shape[0])), dtype)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -291,6 +359,12 @@ def linear_2d(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tens
     return wrap(data, input._device)
 
 
+def _linear_2d_call(input, weight, bias):
+    """linear_2d, through its forward alone where nothing is recorded (its entry is a third of a small
+    linear's cost)."""
+    return (linear_2d if needs_grad(input, weight, bias) else get("linear_2d").forward)(input, weight, bias)
+
+
 @op(
     "linear",
     dtypes=NUMBERS.unless_empty(),
@@ -302,6 +376,24 @@ def linear_2d(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tens
     functional=True,
 )
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    if input.__class__ is Tensor and weight.__class__ is Tensor and (bias is None or bias.__class__ is Tensor):
+        # the common case in one test, on the arrays (Tensor.shape and .dtype make objects per read):
+        # linear_2d's product, through its forward alone where nothing is recorded
+        x, w = input._data, weight._data
+        if (
+            w.ndim == 2
+            and x.ndim >= 2
+            and x.shape[-1] == w.shape[1]
+            and x.dtype is w.dtype
+            and input._device is weight._device
+            and (
+                bias is None
+                or bias._data.shape == w.shape[:1]
+                and bias._data.dtype is x.dtype
+                and bias._device is input._device
+            )
+        ):
+            return _linear_2d_call(input, weight, bias)
     for name, t in (("input", input), ("weight", weight)):
         if not isinstance(t, Tensor):
             raise DTypeError(f"linear: {name} must be a Tensor, got {type(t).__name__}")
@@ -332,7 +424,7 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
             )
         )
     ):
-        return linear_2d(input, weight, bias)
+        return _linear_2d_call(input, weight, bias)
     w_t = weight.t() if weight.ndim == 2 else weight
     if input.ndim > 2:
         # one 2-D product instead of a batched one: the weight gradient is then a single matmul
@@ -356,25 +448,37 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 
 # ------------------------------------------------------------------------------------------------
 # addmm, baddbmm, einsum; distances: cdist, pairwise_distance, cosine_similarity
-def _scaled_sum(name, input, product, beta, alpha):
-    """beta * input + alpha * product, input broadcast to the product's shape; beta == 0 ignores input
-    (NaN and inf in it included), as in PyTorch."""
-    try:
-        fits = broadcast_shapes(name, tuple(input.shape), tuple(product.shape)) == tuple(product.shape)
-    except ShapeError:
-        fits = False
-    if not fits:
-        raise ShapeError(
-            f"{name}: input of shape {fmt_shape(input.shape)} does not broadcast to the product's "
-            f"shape {fmt_shape(product.shape)}"
-        )
-    dtype = result_type(input, product)
-    alpha, beta = scalar_for(dtype, alpha), scalar_for(dtype, beta)
+def _add_product(name, input, product, dtype, beta, alpha):
+    """beta * input + alpha * product over the backend's arrays, in ``dtype``: ``product`` the op's
+    product (an array of that dtype), ``input`` broadcast to its shape; beta == 0 ignores input (NaN and
+    inf in it included), as in PyTorch. The forward of addmm, baddbmm, addmv, addbmm and addr: the
+    product and the sums as primitives, not ops dispatched one by one."""
+    shape = product.shape  # (a backend array's: a tuple)
+    if input._data.shape != shape:
+        try:
+            fits = broadcast_shapes(name, tuple(input.shape), shape) == shape
+        except ShapeError:
+            fits = False
+        if not fits:
+            raise ShapeError(
+                f"{name}: input of shape {fmt_shape(input.shape)} does not broadcast to the product's "
+                f"shape {fmt_shape(shape)}"
+            )
+        check_same_device(name, input)
+    bk = primitives(input)
+    if alpha.__class__ is float or beta.__class__ is float:  # (an integer product truncates them)
+        alpha, beta = scalar_for(dtype, alpha), scalar_for(dtype, beta)
     if alpha != 1:
-        product = product * alpha
+        product = bk.binary("mul", product, alpha, dtype)
     if beta == 0:
-        return product
-    return product + (input if beta == 1 else input * beta)
+        return wrap(product, input._device)
+    x = input._data if beta == 1 else bk.binary("mul", input._data, beta, dtype)
+    return wrap(bk.binary("add", product, x, dtype), input._device)
+
+
+def _scaled(t, factor):
+    """``t * factor``, or ``t`` itself for a factor of 1 (the add-a-product ops' gradients)."""
+    return t if factor == 1 else t * factor
 
 
 @op(
@@ -382,16 +486,16 @@ def _scaled_sum(name, input, product, beta, alpha):
     dtypes=NUMBERS.unless_empty().one_dtype("input", "mat1", "mat2"),
     inplace=True,
     doc="beta * input + alpha * (mat1 @ mat2) for matrices mat1 and mat2.",
-    composite=True,
+    node="AddmmBackward0",
     autocast="lower",
+    grads={
+        "input": lambda grad, beta: _scaled(grad, beta),
+        "mat1": lambda grad, mat2, alpha: _scaled(mm_nd(grad, mat2.mT), alpha),
+        "mat2": lambda grad, mat1, alpha: _scaled(mm_nd(mat1.mT, grad), alpha),
+    },
 )
 def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: Number = 1, alpha: Number = 1) -> Tensor:
-    if not isinstance(mat1, Tensor) or not isinstance(mat2, Tensor) or mat1.ndim != 2 or mat2.ndim != 2:
-        raise ShapeError(
-            f"addmm: mat1 and mat2 must be matrices, got shapes "
-            f"{fmt_shape(getattr(mat1, 'shape', ()))} and {fmt_shape(getattr(mat2, 'shape', ()))}"
-        )
-    return _scaled_sum("addmm", input, mm(mat1, mat2), beta, alpha)
+    return _add_product("addmm", input, _product("addmm", mat1, mat2, 2), input.dtype, beta, alpha)
 
 
 @op(
@@ -399,11 +503,16 @@ def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: Number = 1, alpha:
     dtypes=NUMBERS.unless_empty().one_dtype("input", "batch1", "batch2"),
     inplace=True,
     doc="beta * input + alpha * (batch1 @ batch2) for batches of matrices.",
-    composite=True,
+    node="BaddbmmBackward0",
     autocast="lower",
+    grads={
+        "input": lambda grad, beta: _scaled(grad, beta),
+        "batch1": lambda grad, batch2, alpha: _scaled(mm_nd(grad, batch2.mT), alpha),
+        "batch2": lambda grad, batch1, alpha: _scaled(mm_nd(batch1.mT, grad), alpha),
+    },
 )
 def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: Number = 1, alpha: Number = 1) -> Tensor:
-    return _scaled_sum("baddbmm", input, bmm(batch1, batch2), beta, alpha)
+    return _add_product("baddbmm", input, _product("baddbmm", batch1, batch2, 3), input.dtype, beta, alpha)
 
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -460,6 +569,24 @@ def _einsum_parse(equation, operands):
     return labels, out
 
 
+# _einsum_parse's results by (equation, the operands' dims), for the equations last used
+_EINSUM_LABELS: dict[tuple[str, tuple[int, ...]], tuple[list[list[str]], list[str]]] = {}
+_EINSUM_LABELS_KEPT = 64
+
+
+def _einsum_labels(equation, operands):
+    """``_einsum_parse``'s labels, kept for an equation and dims seen (its parse is a fifth of a small
+    einsum's cost); copies, for the caller to keep as its own."""
+    key = (equation, tuple(t.ndim for t in operands))
+    parsed = _EINSUM_LABELS.get(key)
+    if parsed is None:
+        parsed = _einsum_parse(equation, operands)
+        if len(_EINSUM_LABELS) < _EINSUM_LABELS_KEPT:
+            _EINSUM_LABELS[key] = parsed
+    labels, out = parsed
+    return [list(ls) for ls in labels], list(out)
+
+
 def _einsum_diagonal(t, labels):
     """t with each label repeated within it reduced to its diagonal, labels unique."""
     while True:
@@ -502,22 +629,30 @@ def _contract(a, a_labels, b, b_labels, keep):
     a_only = [c for c in a_labels if c not in b_labels]
     b_only = [c for c in b_labels if c not in a_labels]
 
-    def arrange(t, ls, order):
-        t = t.permute([ls.index(c) for c in order])
-        return t.expand([sizes[c] for c in order])
+    def arrange(t, ls, groups):
+        """t's dims in the order of ``groups``' labels, broadcast, and merged group by group (each step
+        left out where it would change nothing: every one is an op dispatched)."""
+        order = [c for group in groups for c in group]
+        axes = [ls.index(c) for c in order]
+        if axes != sorted(axes):
+            t = t.permute(axes)
+        shape = tuple(sizes[c] for c in order)
+        if tuple(t.shape) != shape:
+            t = t.expand(shape)
+        # (no batch labels: 2-D operands, matmul's matrix product)
+        return _reshaped(t, tuple(math.prod(sizes[c] for c in group) for group in (groups if batch else groups[1:])))
 
-    def count(cs):
-        n = 1
-        for c in cs:
-            n *= sizes[c]
-        return n
-
-    a3 = arrange(a, a_labels, batch + a_only + summed).reshape(count(batch), count(a_only), count(summed))
-    b3 = arrange(b, b_labels, batch + summed + b_only).reshape(count(batch), count(summed), count(b_only))
+    a3 = arrange(a, a_labels, (batch, a_only, summed))
+    b3 = arrange(b, b_labels, (batch, summed, b_only))
     out_labels = batch + a_only + b_only
     # nothing summed: a broadcast product, as PyTorch's einsum takes it (so bool operands are fine there)
     product = a3 * b3 if not summed else matmul(a3, b3)
-    return product.reshape([sizes[c] for c in out_labels]), out_labels
+    return _reshaped(product, tuple(sizes[c] for c in out_labels)), out_labels
+
+
+def _reshaped(t, shape):
+    """``t.reshape(shape)``, or ``t`` where it has that shape already (no op dispatched)."""
+    return t if tuple(t.shape) == shape else t.reshape(shape)
 
 
 @op(
@@ -538,7 +673,7 @@ def einsum(equation: str, *operands: Tensor | Sequence[Tensor]) -> Tensor:
     if not operands:
         raise ShapeError("einsum: at least one operand is needed")
     check_same_device("einsum", *operands)
-    labels, out = _einsum_parse(equation, operands)
+    labels, out = _einsum_labels(equation, operands)
     terms = [_einsum_diagonal(t, ls) for t, ls in zip(operands, labels)]
 
     def needed_after(k):
@@ -556,7 +691,8 @@ def einsum(equation: str, *operands: Tensor | Sequence[Tensor]) -> Tensor:
         t, ls = _sum_out(t, ls, keep | set(result_labels))
         result, result_labels = _contract(result, result_labels, t, ls, keep)
     result, result_labels = _sum_out(result, result_labels, set(out))
-    return result.permute([result_labels.index(c) for c in out]) if out else result
+    order = [result_labels.index(c) for c in out]
+    return result.permute(order) if order != sorted(order) else result
 
 
 def _check_float_pair(name, x1, x2):
@@ -585,6 +721,11 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str = "use_mm_fo
         )
     if p < 0:
         raise ValueError(f"cdist: p must be non-negative, got {p}")
+    if math.isfinite(p) and not needs_grad(x1, x2):
+        bk, whole = primitives(x1), slice(None)
+        rows = bk.slice(x1._data, (Ellipsis, whole, None, whole))  # (..., P, 1, M) - (..., 1, R, M)
+        diff = bk.binary("sub", rows, bk.slice(x2._data, (Ellipsis, None, whole, whole)), result_type(x1, x2))
+        return _pnorm_of(diff, x1._device, p, -1, False)
     # the direct difference (P x R x M values): exact, and 0 (not NaN) gradients where rows coincide;
     # compute_mode is accepted and the direct form always used
     diff = x1.unsqueeze(-2) - x2.unsqueeze(-3)
@@ -605,11 +746,16 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str = "use_mm_fo
 def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> Tensor:
     _check_float_pair("pairwise_distance", x1, x2)
     try:
-        diff = x1 - x2 + eps
+        shape = broadcast_shapes("pairwise_distance", x1._data.shape, x2._data.shape)
     except ShapeError:
         raise ShapeError(
             f"pairwise_distance: x1 {fmt_shape(x1.shape)} and x2 {fmt_shape(x2.shape)} cannot be broadcast"
         ) from None
+    if math.isfinite(p) and not needs_grad(x1, x2):
+        bk, dtype = primitives(x1), result_type(x1, x2)
+        data = bk.binary("add", bk.binary("sub", x1._data, x2._data, dtype), eps, dtype)
+        return _pnorm_of(data if shape else bk.view(data, (1,)), x1._device, p, -1, keepdim)
+    diff = x1 - x2 + eps
     if diff.ndim == 0:
         diff = diff.reshape(1)
     if p == float("inf"):
@@ -627,11 +773,21 @@ def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6,
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
     _check_float_pair("cosine_similarity", x1, x2)
     try:
-        shape = broadcast_shapes("cosine_similarity", tuple(x1.shape), tuple(x2.shape))
+        shape = broadcast_shapes("cosine_similarity", x1._data.shape, x2._data.shape)
     except ShapeError:
         raise ShapeError(
             f"cosine_similarity: x1 {fmt_shape(x1.shape)} and x2 {fmt_shape(x2.shape)} cannot be broadcast"
         ) from None
+    if not needs_grad(x1, x2):
+        # the same formula on the backend's arrays, pnorm's forward for the norms
+        bk, device = primitives(x1), x1._device
+
+        def unit(t):
+            data = t._data if t._data.shape == shape else bk.expand(t._data, shape)
+            return bk.binary("div", data, bk.clamp(_pnorm_of(data, device, 2, dim, True)._data, eps, None), t.dtype)
+
+        product = bk.binary("mul", unit(x1), unit(x2), result_type(x1, x2))
+        return wrap(bk.reduce("sum", product, (wrap_dim(dim, len(shape), "cosine_similarity"),), False), device)
     x1, x2 = x1.expand(shape), x2.expand(shape)
     n1 = x1.norm(2, dim, True).clamp_min(eps)
     n2 = x2.norm(2, dim, True).clamp_min(eps)
@@ -640,37 +796,54 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
 
 # ------------------------------------------------------------------------------------------------
 # More of PyTorch's linear algebra names (issue 15), composed of the ops above
-def _check_mv_operands(input, vec):
+def _check_mv_operands(name, input, vec):
     for what, t, ndim in (("input", input, 2), ("vec", vec, 1)):
         if not isinstance(t, Tensor):
-            raise DTypeError(f"mv: {what} must be a Tensor, got {type(t).__name__}")
+            raise DTypeError(f"{name}: {what} must be a Tensor, got {type(t).__name__}")
         if t.ndim != ndim:
-            raise ShapeError(f"mv: {what} must be {ndim}-d, got shape {fmt_shape(t.shape)}")
+            raise ShapeError(f"{name}: {what} must be {ndim}-d, got shape {fmt_shape(t.shape)}")
 
 
 @op(
     "addmv",
     dtypes=NUMBERS.unless_empty().one_dtype("input", "mat", "vec"),
     doc="beta * input + alpha * (mat @ vec).",
-    composite=True,
+    node="AddmvBackward0",
     inplace=True,
     autocast="lower",
+    grads={
+        "input": lambda grad, beta: _scaled(grad, beta),
+        "mat": lambda grad, vec, alpha: _scaled(outer(grad, vec), alpha),
+        "vec": lambda grad, mat, alpha: _scaled(mv(mat.mT, grad), alpha),
+    },
 )
 def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta: Number = 1, alpha: Number = 1) -> Tensor:
-    return _scaled_sum("addmv", input, mv(mat, vec), beta, alpha)
+    return _add_product("addmv", input, _matrix_vector("mv", mat, vec), input.dtype, beta, alpha)
 
 
 @op(
     "addbmm",
     dtypes=NUMBERS.unless_empty().one_dtype("input", "batch1", "batch2"),
     doc="beta * input + alpha * the sum over the batch of batch1[i] @ batch2[i].",
-    composite=True,
+    node="AddbmmBackward0",
     inplace=True,
     autocast="lower",
+    grads={
+        "input": lambda grad, beta: _scaled(grad, beta),
+        # each batch's product gets the whole gradient: the batch dim broadcast by the product
+        "batch1": lambda grad, batch2, alpha: _scaled(mm_nd(grad.unsqueeze(0), batch2.mT), alpha),
+        "batch2": lambda grad, batch1, alpha: _scaled(mm_nd(batch1.mT, grad.unsqueeze(0)), alpha),
+    },
 )
 def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: Number = 1, alpha: Number = 1) -> Tensor:
-    products = bmm(batch1, batch2)
-    return _scaled_sum("addbmm", input, products.sum(0, dtype=products.dtype), beta, alpha)  # int32 stays int32
+    _check_product("addbmm", batch1, batch2, 3)
+    # the sum of the batch's products as one product: batch1's matrices side by side (n, B * k) times
+    # batch2's stacked (B * k, m), where a batched product and a sum over the batch cost two passes
+    bk, a, b = primitives(input), batch1._data, batch2._data
+    count, n, k = a.shape
+    left = bk.view(bk.contiguous(bk.permute(a, (1, 0, 2))), (n, count * k))
+    total = bk.matmul(left, bk.view(bk.contiguous(b), (count * k, b.shape[2])))
+    return _add_product("addbmm", input, total, input.dtype, beta, alpha)
 
 
 @op(
@@ -721,31 +894,39 @@ def tensordot(a: Tensor, b: Tensor, dims: int | Sequence[int | Sequence[int]] = 
     k = 1
     for i in dims_a:
         k *= a.shape[i]
-    left = a.permute(free_a + dims_a).reshape(-1, k)
-    right = b.permute(dims_b + free_b).reshape(k, -1)
-    return mm(left, right).reshape([a.shape[i] for i in free_a] + [b.shape[j] for j in free_b])
+    order_a, order_b = free_a + dims_a, dims_b + free_b
+    left = a if order_a == sorted(order_a) else a.permute(order_a)
+    right = b if order_b == sorted(order_b) else b.permute(order_b)
+    rows, columns = math.prod(a.shape[i] for i in free_a), math.prod(b.shape[j] for j in free_b)
+    product = mm(_reshaped(left, (rows, k)), _reshaped(right, (k, columns)))
+    return _reshaped(product, tuple(a.shape[i] for i in free_a) + tuple(b.shape[j] for j in free_b))
 
 
 @op("kron", doc="The Kronecker product of input and other.", composite=True)
 def kron(input: Tensor, other: Tensor) -> Tensor:
     n = max(input.ndim, other.ndim)
-    a_dims = (1,) * (n - input.ndim) + tuple(input.shape)
-    b_dims = (1,) * (n - other.ndim) + tuple(other.shape)
-    # a's dims interleaved with b's: (a0, 1, a1, 1, ...) * (1, b0, 1, b1, ...)
-    a_shape = tuple(s for d in a_dims for s in (d, 1))
-    b_shape = tuple(s for d in b_dims for s in (1, d))
+    a_dims = (1,) * (n - input.ndim) + tuple(input._data.shape)
+    b_dims = (1,) * (n - other.ndim) + tuple(other._data.shape)
     out_shape = tuple(x * y for x, y in zip(a_dims, b_dims))
-    if needs_grad(input) or needs_grad(other) or input.dtype is not other.dtype:
+    if needs_grad(input, other) or input.dtype is not other.dtype:
+        # a's dims interleaved with b's: (a0, 1, a1, 1, ...) * (1, b0, 1, b1, ...)
+        a_shape = tuple(s for d in a_dims for s in (d, 1))
+        b_shape = tuple(s for d in b_dims for s in (1, d))
         return (input.reshape(a_shape) * other.reshape(b_shape)).reshape(out_shape)
-    # without a gradient to build: one product of the backend's views (the ops cost four dispatches)
+    # without a gradient to build: one product of the backend's interleaved views (new axes after each
+    # of a's dims and before each of b's; broadcasting puts in the missing leading pairs), where the
+    # ops cost four dispatches
     check_same_device("kron", input, other)
-    P = primitives(input)
-    a, b = (P.view(P.contiguous(t._data), shape) for t, shape in ((input, a_shape), (other, b_shape)))
-    return wrap(P.view(P.binary("mul", a, b, input.dtype), out_shape), input._device)
+    P, whole = primitives(input), slice(None)
+    a = P.slice(input._data, (whole, None) * input._data.ndim)
+    b = P.slice(other._data, (None, whole) * other._data.ndim)
+    return wrap(P.view(P.contiguous(P.binary("mul", a, b, input.dtype)), out_shape), input._device)
 
 
-# the cross product's two rotations of the three components: c = a[1, 2, 0] * b[2, 0, 1] - a[2, 0, 1] * b[1, 2, 0]
-_NEXT, _AFTER_NEXT = (1, 2, 0), (2, 0, 1)
+# the cross product's two rotations of the three components, c = a[1, 2, 0] * b[2, 0, 1] - a[2, 0, 1] * b[1, 2, 0],
+# as one gather of each operand: a's first three and b's, then a's last three and b's
+_CROSS_TURNS = ((1, 2, 0, 2, 0, 1), (2, 0, 1, 1, 2, 0))
+_cross_turns_on: dict[Any, tuple[Any, ...]] = {}  # device -> the two as backend arrays there
 
 
 @op(
@@ -760,7 +941,7 @@ _NEXT, _AFTER_NEXT = (1, 2, 0), (2, 0, 1)
 )
 def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
     check_same_device("cross", input, other)
-    shape = broadcast_shapes("cross", tuple(input.shape), tuple(other.shape))
+    shape = broadcast_shapes("cross", input._data.shape, other._data.shape)
     if dim is None:
         dim = next((i for i, s in enumerate(shape) if s == 3), None)
         if dim is None:
@@ -771,19 +952,26 @@ def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
             f"cross: dimension {dim} of input {fmt_shape(input.shape)} and other {fmt_shape(other.shape)} "
             "must have size 3"
         )
-    # two gathers of each operand along dim and three elementwise passes, on the backend's arrays
+    # one gather of each operand along dim, one product of the six, their halves subtracted: on the
+    # backend's arrays
     P, dtype = primitives(input), input.dtype
-    a, b = P.expand(input._data, shape), P.expand(other._data, shape)
+    turns = _cross_turns_on.get(input._device)
+    if turns is None:
+        turns = _cross_turns_on[input._device] = tuple(constant(t, dt.int64, input._device)._data for t in _CROSS_TURNS)
     lead = (slice(None),) * d
-    turns = [P.from_numpy(order, dt.int64) for order in (_NEXT, _AFTER_NEXT)]
-    a1, a2 = (P.index(a, lead + (turn,)) for turn in turns)
-    b1, b2 = (P.index(b, lead + (turn,)) for turn in turns)
-    return wrap(P.binary("sub", P.binary("mul", a1, b2, dtype), P.binary("mul", a2, b1, dtype), dtype), input._device)
+    a, b = (t._data if t._data.shape == shape else P.expand(t._data, shape) for t in (input, other))
+    products = P.binary("mul", P.index(a, lead + (turns[0],)), P.index(b, lead + (turns[1],)), dtype)
+    first, second = (P.slice(products, lead + (half,)) for half in (slice(0, 3), slice(3, 6)))
+    return wrap(P.binary("sub", first, second, dtype), input._device)
 
 
 @op("dist", dtypes=FLOATING.of("input", "other"), doc="The p-norm of input - other.", composite=True)
 def dist(input: Tensor, other: Tensor, p: float = 2) -> Tensor:
-    broadcast_shapes("dist", tuple(input.shape), tuple(other.shape))
+    broadcast_shapes("dist", input._data.shape, other._data.shape)
+    if math.isfinite(p) and input._device is other._device and not needs_grad(input, other):
+        bk = primitives(input)
+        diff = bk.binary("sub", input._data, other._data, result_type(input, other))
+        return _pnorm_of(diff, input._device, p, None, False)
     return (input - other).norm(p)
 
 
@@ -812,7 +1000,16 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None
             f"{fmt_shape(input1.shape)}, {fmt_shape(input2.shape)}, {fmt_shape(weight.shape)} and "
             f"{fmt_shape(bias.shape) if bias is not None else 'None'}"
         )
-    out = einsum("...i,oij,...j->...o", input1, weight, input2)
+    # out[..., o] = sum_ij x1[..., i] W[o, i, j] x2[..., j]: one product of input1's rows by the weight as
+    # an (in1, out * in2) matrix, then input2's products summed over j (einsum's parse, permutes and
+    # reshapes of the same cost five times this)
+    out_features, in1, in2 = weight.shape
+    lead = tuple(input1.shape[:-1])
+    rows = math.prod(lead)
+    mixed = matmul(_reshaped(input1, (rows, in1)), weight.permute(1, 0, 2).reshape(in1, out_features * in2))
+    products = mixed.reshape(rows, out_features, in2) * _reshaped(input2, (rows, 1, in2))
+    out = products.sum(-1, dtype=products.dtype)  # an int32 sum stays int32, as the product's
+    out = _reshaped(out, lead + (out_features,))
     return out if bias is None else out + bias
 
 
@@ -835,8 +1032,20 @@ def pdist(input: Tensor, p: float = 2) -> Tensor:
     # no zero distance (the diagonal), whose norm has no gradient
     bk = primitives(input)
     pairs = triangle_coordinates(input.shape[0], input.shape[0], 1, False)  # kept by size, read-only
-    first, second = (wrap(bk.from_numpy(rows, dt.int64), input._device) for rows in pairs)
-    return (input[first] - input[second]).norm(p, -1)
+    if math.isfinite(p) and not needs_grad(input):
+        # both rows of every pair in one gather (2, pairs, M), the halves subtracted
+        both = bk.index(input._data, (bk.from_numpy(pairs, dt.int64),))
+        diff = bk.binary("sub", bk.slice(both, (0,)), bk.slice(both, (1,)), input.dtype)
+        return _pnorm_of(diff, input._device, p, -1, False)
+    first, second = (bk.from_numpy(rows, dt.int64) for rows in pairs)
+    return (index_key(input, (first,)) - index_key(input, (second,))).norm(p, -1)
+
+
+def _pnorm_of(diff, device, p, dim, keepdim):
+    """The p-norm (finite p) over ``dim`` of the backend array ``diff``, by pnorm's forward alone: the
+    distance ops' where no graph is recorded (pnorm's entry and the elementwise ops before it are most
+    of a small call's cost)."""
+    return get("pnorm").forward(wrap(diff, device), p, dim, keepdim)
 
 
 # what the exporters know of the primitives this family's ops call (``Lowering`` in registry.py)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 import numbers
 import operator
 from typing import TYPE_CHECKING, Literal, overload
@@ -27,7 +28,7 @@ from ..errors import (
     UnsupportedDTypeError,
     fmt_shape,
 )
-from ..tensor import Tensor, primitives
+from ..tensor import Tensor, primitives, primitives_on
 from .common import broadcast_shapes, cast, constant, filled, int_tuple, scalar_into, wrap, wrap_dim
 from .dispatch import host_step
 from .dtype_support import ANY, FLOATING_OR_BOOL, NUMBERS
@@ -303,6 +304,24 @@ def getitem(input: Tensor, key: Any) -> Tensor:
     return out if move is None else _moved(out, move)
 
 
+def _unrecorded(entry, *tensors):
+    """``entry``, an op with a derivative, or its forward alone where none of ``tensors`` takes part in a
+    graph: then there is nothing to record, and the entry is most of a small call's cost (the composites
+    here call it for their one write or read)."""
+    return entry if needs_grad(*tensors) else get(entry.__name__).forward
+
+
+def _flat(bk, data):
+    """The backend array ``data`` as a 1-D row-major array (a view where it is contiguous)."""
+    return bk.view(bk.contiguous(data), (-1,))
+
+
+def _own_contiguous(bk, input):
+    """A row-major copy of ``input``'s array, to write into (the result of an out-of-place write)."""
+    data = bk.contiguous(input._data)
+    return bk.astype(data, input.dtype) if data is input._data else data
+
+
 def _take(g, bkey):
     """``g[bkey]`` for a key already in backend form (differentiable)."""
     basic = all(_is_basic_item(k) for k in bkey)
@@ -363,8 +382,10 @@ def index_put(
     accumulate: bool = False,
 ) -> Tensor:
     key = tuple(indices)
-    bkey, _, move = convert_key(input, key, "index_put")
-    return index_put_key(input, bkey, _values_in_numpy_layout(values, move), accumulate, key)
+    # (one index tensor: convert_key's short path for it, the same key as the tuple's)
+    bkey, _, move = convert_key(input, key[0] if len(key) == 1 and key[0].__class__ is Tensor else key, "index_put")
+    values = _values_in_numpy_layout(values, move)
+    return _unrecorded(index_put_key, input, values)(input, bkey, values, accumulate, key)
 
 
 def _values_in_numpy_layout(value, move):
@@ -446,14 +467,15 @@ def _check_index_tensor(name, input, dim, index, same_rank=True):
             f"{name}: index must be an int64 tensor, got "
             f"{index.dtype if isinstance(index, Tensor) else type(index).__name__}"
         )
-    d = wrap_dim(dim, input.ndim, name)
-    if same_rank and index.ndim != input.ndim and not (input.ndim == 0 and index.ndim <= 1):
+    input_shape, index_ndim = input._data.shape, index._data.ndim  # (the arrays': no Tensor.shape objects)
+    d = wrap_dim(dim, len(input_shape), name)
+    if same_rank and index_ndim != len(input_shape) and not (not input_shape and index_ndim <= 1):
         raise ShapeError(
             f"{name}: index tensor must have the same number of dimensions as the input "
             f"tensor; got index {fmt_shape(index.shape)} and input {fmt_shape(input.shape)}"
         )
     if index.numel():
-        _check_index_range(name, index, d, tuple(input.shape))
+        _check_index_range(name, index, d, tuple(input_shape))
     return d
 
 
@@ -467,10 +489,28 @@ def _bounds(index):
     return int(index.min().item()), int(index.max().item())
 
 
+_UNSIGNED: dict[Any, Any] = {}  # an integer host dtype -> the unsigned one of its size
+
+
+def _all_below(index, n):
+    """Whether every value of the non-empty integer tensor ``index`` lies in [0, n), found on the CPU in
+    one reduction: its host array read as unsigned, where a negative value is past any size (the
+    minimum and maximum take two); False elsewhere, for the caller's full check."""
+    if index._device is not CPU:
+        return False
+    host = primitives(index).to_numpy(index._data)
+    unsigned = _UNSIGNED.get(host.dtype)
+    if unsigned is None:
+        unsigned = _UNSIGNED[host.dtype] = np.dtype(f"u{host.dtype.itemsize}")
+    return int(host.view(unsigned).max()) < n
+
+
 @host_step  # reads the indices: graph capture runs the check again on every replay
 def _check_index_range(name, index, d, input_shape):
-    lo, hi = _bounds(index)
     n = input_shape[d] if input_shape else 1
+    if _all_below(index, n):
+        return
+    lo, hi = _bounds(index)
     if lo < 0 or hi >= n:
         # PyTorch: a RuntimeError, but index_select along dim 0 raises IndexError
         error = IndexOutOfRangeError if name == "index_select" and d == 0 else IndexValueError
@@ -483,10 +523,12 @@ def _check_index_range(name, index, d, input_shape):
 @host_step  # reads the indices, as _check_index_range
 def _check_wrapping_range(name, index, n, what):
     """IndexOutOfRangeError unless every value of (non-empty) ``index`` is in [-n, n) (negative ones
-    counting from the end): ``what`` says of what."""
+    counting from the end): ``what()`` says of what (made only for the error)."""
+    if _all_below(index, n):
+        return
     lo, hi = _bounds(index)
     if lo < -n or hi >= n:
-        raise IndexOutOfRangeError(f"{name}: index out of range for {what}")
+        raise IndexOutOfRangeError(f"{name}: index out of range for {what()}")
 
 
 def _gather_grad(grad, input_shape, dim, index):
@@ -502,7 +544,7 @@ def _gather_grad(grad, input_shape, dim, index):
 )
 def gather(input: Tensor, dim: int, index: Tensor) -> Tensor:
     d = _check_index_tensor("gather", input, dim, index)
-    for i, (a, b) in enumerate(zip(index.shape, input.shape)):
+    for i, (a, b) in enumerate(zip(index._data.shape, input._data.shape)):
         if i != d and a > b:
             raise ShapeError(
                 f"gather: index {fmt_shape(index.shape)} is larger than input {fmt_shape(input.shape)} in dimension {i}"
@@ -531,8 +573,9 @@ def scatter_add(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     d = _check_index_tensor("scatter_add", input, dim, index)
     if not isinstance(src, Tensor):
         raise DTypeError("scatter_add: src must be a Tensor")
-    for i, a in enumerate(index.shape):
-        if a > src.shape[i] or (i != d and a > input.shape[i]):
+    src_shape, input_shape = src._data.shape, input._data.shape
+    for i, a in enumerate(index._data.shape):
+        if a > src_shape[i] or (i != d and a > input_shape[i]):
             raise ShapeError(
                 f"scatter_add: index {fmt_shape(index.shape)} is larger than src "
                 f"{fmt_shape(src.shape)} or input {fmt_shape(input.shape)} in dimension {i}"
@@ -543,21 +586,21 @@ def scatter_add(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
 
 @op("index_select", doc="The entries of input at the 1-D index along dim.", composite=True)
 def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
-    if not isinstance(index, Tensor) or index.ndim > 1:
+    if not isinstance(index, Tensor) or index._data.ndim > 1:
         raise IndexOutOfRangeError("index_select: index must be a 1-D int64 tensor (a vector)")
     d = _check_index_tensor("index_select", input, dim, index, same_rank=False)
-    if input.ndim == 0:
+    if not input._data.ndim:
         if index.numel() != 1:
             raise IndexOutOfRangeError(
                 f"index_select: index to a 0-d tensor can have only 1 value, got {index.numel()}"
             )
         return input.clone()
-    vector = index._data if index.ndim == 1 else primitives(index).view(index._data, (1,))
+    vector = index._data if index._data.ndim == 1 else primitives(index).view(index._data, (1,))
     if index._device is not input._device:
         return getitem(input, (slice(None),) * d + (wrap(vector, index._device),))  # getitem's device error
     # the backend key itself (one index array, placed at dim d by NumPy's rule and PyTorch's alike):
     # index_key directly, not getitem's key conversion and dispatch
-    return index_key(input, (vector,) if d == 0 else (slice(None),) * d + (vector,))
+    return _unrecorded(index_key, input)(input, (vector,) if d == 0 else (slice(None),) * d + (vector,))
 
 
 @op("masked_fill", doc="input with value where mask is true.", composite=True, inplace=True)
@@ -573,6 +616,11 @@ def masked_fill(input: Tensor, mask: Tensor, value: Tensor | Number) -> Tensor:
         value = value.to(dtype=input.dtype)
     else:
         value = scalar_into("masked_fill", value, input.dtype)
+    if mask._data.shape == input._data.shape and mask._device is input._device and not needs_grad(input, value):
+        # one where of the backend's (the where op's entry and promotion are most of a small fill's cost)
+        bk = primitives(input)
+        filler = value._data if isinstance(value, Tensor) else value
+        return wrap(bk.where(mask._data, filler, input._data, input.dtype), input._device)
     try:
         out = where(mask, value, input)
     except ShapeError:
@@ -650,39 +698,48 @@ def _one_hot_bounds(input):
 
 # ------------------------------------------------------------------------------------------------
 # scatter, scatter_reduce, masked_select, nonzero
+# the position grids of _scatter_key by (index shape, dim, device): made anew they cost a primitive pair a dim
+_SCATTER_GRIDS: dict[Any, tuple[Any, ...]] = {}
+_SCATTER_GRIDS_KEPT = 64
+
+
 def _scatter_key(index, d):
-    """The advanced key that addresses out[index[i][j]][j] (for d = 0): index along d, each other dim
-    its own position."""
-    bk = primitives(index)  # integer tensors with no history: made over the primitives, not dispatched
-    key = []
-    for k in range(index.ndim):
-        if k == d:
-            key.append(index)
-        else:
-            shape = [1] * index.ndim
-            shape[k] = n = index.shape[k]
-            key.append(wrap(bk.view(bk.arange(0, n, 1, dt.int64), tuple(shape)), index._device))
-    return tuple(key)
+    """The backend key that addresses out[index[i][j]][j] (for d = 0): index's array along d, each
+    other dim its own position (an arange that broadcasts along it; kept, read-only)."""
+    shape = index._data.shape
+    grids = _SCATTER_GRIDS.get((shape, d, index._device))
+    if grids is None:
+        bk = primitives(index)  # integer arrays with no history: made over the primitives, not dispatched
+        ndim = len(shape)
+        grids = tuple(
+            None if k == d else bk.view(bk.arange(0, n, 1, dt.int64), (1,) * k + (n,) + (1,) * (ndim - k - 1))
+            for k, n in enumerate(shape)
+        )
+        if len(_SCATTER_GRIDS) < _SCATTER_GRIDS_KEPT:
+            _SCATTER_GRIDS[shape, d, index._device] = grids
+    return tuple(index._data if k == d else grid for k, grid in enumerate(grids))
 
 
 def _src_part(name: str, src: object, index: Tensor, input: Tensor) -> Tensor:
     """src cut to index's shape (PyTorch reads only that much of it), as input's dtype."""
     if not isinstance(src, Tensor):
         raise DTypeError(f"{name}: src must be a Tensor, got {type(src).__name__}")
-    if src.ndim != index.ndim or any(a > b for a, b in zip(index.shape, src.shape)):
-        raise ShapeError(
-            f"{name}: index {fmt_shape(index.shape)} is larger than src {fmt_shape(src.shape)} (they "
-            f"must have the same number of dims; input shape {fmt_shape(input.shape)})"
-        )
-    if tuple(src.shape) != tuple(index.shape):
-        src = src[tuple(slice(0, n) for n in index.shape)]
-    return src if src.dtype is input.dtype else src.to(dtype=input.dtype)
+    src_shape, index_shape = src._data.shape, index._data.shape  # (the arrays': Tensor.shape makes one a read)
+    if src_shape != index_shape:
+        if len(src_shape) != len(index_shape) or any(a > b for a, b in zip(index_shape, src_shape)):
+            raise ShapeError(
+                f"{name}: index {fmt_shape(index.shape)} is larger than src {fmt_shape(src.shape)} (they "
+                f"must have the same number of dims; input shape {fmt_shape(input.shape)})"
+            )
+        src = src[tuple(slice(0, n) for n in index_shape)]
+    return src if src._data.dtype is input._data.dtype or src.dtype is input.dtype else src.to(dtype=input.dtype)
 
 
 def _check_scatter_index(name, input, dim, index):
     d = _check_index_tensor(name, input, dim, index)
-    for i, a in enumerate(index.shape):
-        if i != d and a > input.shape[i]:
+    input_shape = input._data.shape
+    for i, a in enumerate(index._data.shape):
+        if i != d and a > input_shape[i]:
             raise ShapeError(
                 f"{name}: index {fmt_shape(index.shape)} is larger than input {fmt_shape(input.shape)} in dimension {i}"
             )
@@ -717,17 +774,19 @@ def scatter(
         )
         return one.reshape(())
     d = _check_scatter_index(name, input, dim, index)
-    if value is not None:  # (then src is None)
-        src = full(tuple(index.shape), value, dtype=input.dtype, device=input.device)
-    else:
-        src = _src_part(name, src, index, input)
     if reduce is not None:
         if reduce not in ("add", "multiply"):
             raise ValueError(f"{name}: reduce must be 'add' or 'multiply', got {reduce!r}")
-        return scatter_reduce(input, d, index, src, "sum" if reduce == "add" else "prod")
+        if value is not None:  # (then src is None)
+            source = full(tuple(index.shape), value, dtype=input.dtype, device=input.device)
+        else:
+            source = _src_part(name, src, index, input)
+        return scatter_reduce(input, d, index, source, "sum" if reduce == "add" else "prod")
     if index.numel() == 0:
         return input.clone()
-    return index_put(input, _scatter_key(index, d), src)
+    # the value written as it is, broadcast by the write (a scalar fills each indexed position)
+    values = value if value is not None else _src_part(name, src, index, input)
+    return _unrecorded(index_put_key, input, values)(input, _scatter_key(index, d), values, False, None, name)
 
 
 _REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
@@ -755,25 +814,19 @@ def scatter_reduce(
     src = _src_part(name, src, index, input)
     if index.numel() == 0:
         return input.clone()
-    key = _scatter_key(index, d)
     if reduce in ("sum", "mean"):
-        base = input if include_self else index_put(input, key, filled((), 0, input.dtype, input._device))
-        total = index_put(base, key, src, True)
+        key = _scatter_key(index, d)
+        base = input if include_self else index_put_key(input, key, 0, False, None, name)
+        total = _unrecorded(index_put_key, base, src)(base, key, src, True, None, name)
         if reduce == "sum":
             return total
-        ones = filled(tuple(index.shape), 1, input.dtype, input._device)
         start = filled(tuple(input.shape), 1 if include_self else 0, input.dtype, input._device)
-        count = index_put(
-            index_put(start, key, filled((), 0, input.dtype, input._device)) if not include_self else start,
-            key,
-            ones,
-            True,
-        )
+        count = index_put_key(start if include_self else index_put_key(start, key, 0), key, 1, True)
         count = where(count == 0, 1, count)  # positions nothing was scattered to keep their value
         if input.dtype.is_floating_point:
             return total / count
         return total.div(count, rounding_mode="floor")
-    return scatter_combine(input, d, index, src, reduce, include_self)
+    return _unrecorded(scatter_combine, input, src)(input, d, index, src, reduce, include_self)
 
 
 def _identity_of(reduce, dtype):
@@ -792,9 +845,7 @@ def _scatter_combine_grads(grad, input, dim, index, src, reduce, include_self, r
     """(input gradient, src gradient) of a product, maximum or minimum scatter, written with ops."""
     key = _scatter_key(index, dim)
     zero = filled((), 0, grad.dtype, grad._device)
-    hit = index_put(
-        filled(tuple(input.shape), False, dt.bool_, input._device), key, filled((), True, dt.bool_, input._device)
-    )
+    hit = index_put_key(filled(tuple(input.shape), False, dt.bool_, input._device), key, True)
     # the input's own value takes part where include_self, or where nothing was scattered to
     own = hit.logical_not() if not include_self else filled(tuple(input.shape), True, dt.bool_, input._device)
     if reduce == "prod":
@@ -805,7 +856,7 @@ def _scatter_combine_grads(grad, input, dim, index, src, reduce, include_self, r
         nonzero_input, nonzero_src = where(input == 0, ones, input), where(src == 0, ones, src)
         nonzero_product = scatter_combine(nonzero_input, dim, index, nonzero_src, "prod", include_self)
         input_zeros = ((input == 0) & own).to(dtype=input.dtype)
-        zeros = index_put(input_zeros, key, (src == 0).to(dtype=input.dtype), True)
+        zeros = index_put_key(input_zeros, key, (src == 0).to(dtype=input.dtype), True)
 
         def others(x, nonzero_x, p, z):
             return where(x == 0, where(z == 1, p, 0.0), where(z == 0, p / nonzero_x, 0.0))
@@ -819,7 +870,7 @@ def _scatter_combine_grads(grad, input, dim, index, src, reduce, include_self, r
     # counts an equal input value among them even when include_self=False leaves it out)
     input_equal = input == result
     src_wins = src == gather(result, dim, index)
-    count = index_put(input_equal.to(dtype=grad.dtype), key, src_wins.to(dtype=grad.dtype), True)
+    count = index_put_key(input_equal.to(dtype=grad.dtype), key, src_wins.to(dtype=grad.dtype), True)
     share = grad / where(count == 0, 1.0, count)
     return where(input_equal & own, share, zero), where(src_wins, gather(share, dim, index), zero)
 
@@ -865,32 +916,44 @@ def nonzero(input: Tensor, *, as_tuple: bool = False) -> Tensor | tuple[Tensor, 
 
 def _nonzero(input, as_tuple):
     """nonzero's forward, which argwhere calls directly (not through nonzero's dispatch)."""
-    mask = input if input.dtype is dt.bool_ else input != 0
+    bk, dev = primitives(input), input._device
+    mask = input._data if input.dtype is dt.bool_ else bk.binary("ne", input._data, 0, input.dtype)
     if input.ndim == 0:  # PyTorch's (count, 0), or one index tensor of 0s as a tuple
-        count = int(bool(mask.item()))
+        count = int(bool(bk.to_numpy(mask)))
         if as_tuple:
             return (full((count,), 0, dtype=dt.int64, device=input.device),)
         return full((count, 0), 0, dtype=dt.int64, device=input.device)
-    # over the primitives (an int64 result has no history): the flat positions of the true elements,
-    # in row-major order, then each dim's coordinate by integer division and remainder, from the last
-    # dim, as Python ints (the ops this was composed of made two small tensors and dispatched eight)
-    bk, dev = primitives(mask), mask._device
-    shape = mask._data.shape
-    numel = 1
-    for n in shape:
-        numel *= n
-    flat = bk.index(bk.view(bk.arange(0, numel, 1, dt.int64), shape), (mask._data,))
-    columns = []
-    for n in reversed(shape[1:]):
-        n = max(n, 1)  # a zero-size dim leaves no position to divide
-        columns.append(bk.binary("remainder", flat, n, dt.int64))
-        flat = bk.binary("floor_divide", flat, n, dt.int64)
-    columns.append(flat)
-    columns.reverse()
+    # over the primitives (an int64 result has no history): the coordinates of every position, the
+    # rows of the true ones taken by the mask in row-major order (it was two small tensors and eight
+    # dispatched ops, then a division and a remainder per dim)
+    found = bk.index(_coordinate_grid(bk, mask.shape, dev), (mask,))
     if as_tuple:
-        return tuple(wrap(c, dev) for c in columns)
-    count = columns[0].shape[0]
-    return wrap(bk.cat([bk.view(c, (count, 1)) for c in columns], 1), dev)
+        return tuple(wrap(bk.contiguous(bk.slice(found, (slice(None), k))), dev) for k in range(input.ndim))
+    return wrap(found, dev)
+
+
+# the coordinate grids of _coordinate_grid by (shape, device), for shapes of up to _GRID_KEPT_SIZE elements
+_COORDINATE_GRIDS: dict[Any, Any] = {}
+_GRIDS_KEPT = 64
+_GRID_KEPT_SIZE = 4096
+
+
+def _coordinate_grid(bk, shape, device):
+    """An int64 array of ``shape + (len(shape),)``: each position's coordinates (kept, read-only, for
+    small shapes)."""
+    grid = _COORDINATE_GRIDS.get((shape, device))
+    if grid is None:
+        ndim = len(shape)
+        columns = [
+            bk.contiguous(
+                bk.expand(bk.view(bk.arange(0, n, 1, dt.int64), (1,) * k + (n,) + (1,) * (ndim - k)), shape + (1,))
+            )
+            for k, n in enumerate(shape)
+        ]
+        grid = bk.cat(columns, ndim)
+        if math.prod(shape) <= _GRID_KEPT_SIZE and len(_COORDINATE_GRIDS) < _GRIDS_KEPT:
+            _COORDINATE_GRIDS[shape, device] = grid
+    return grid
 
 
 # ------------------------------------------------------------------------------------------------
@@ -899,30 +962,36 @@ def _index_vector(name, input, dim, index):
     if not isinstance(index, Tensor) or index.dtype.category != dt.INTEGER or index.ndim > 1:
         got = f"{index.dtype} of shape {fmt_shape(index.shape)}" if isinstance(index, Tensor) else type(index).__name__
         raise DTypeError(f"{name}: index must be a 1-D integer tensor, got {got}")
-    d = wrap_dim(dim, max(input.ndim, 1), name)
+    d = wrap_dim(dim, max(input._data.ndim, 1), name)
     if index._data.ndim == 1:
         return d, index
     return d, wrap(primitives(index).view(index._data, (1,)), index._device)  # a 0-d index as a vector
 
 
-def _index_along(name, input, dim, index, source, expand=False):
-    """dim and index expanded to source's shape (index along dim, every position elsewhere), after
-    checking that source is input's shape with index's length along dim; along dim 0 of an input with
-    dims, the 1-D index itself unless ``expand``."""
+def _index_along(name, input, dim, index, source):
+    """(dim, the 1-D index) after checking that source is input's shape with index's length along dim
+    and that index is in range along it (index_put would count negative ones from the end)."""
     d, index = _index_vector(name, input, dim, index)
-    expected = list(input.shape) if input.ndim else [1]
-    expected[d] = index.shape[0]
-    if not isinstance(source, Tensor) or list(source.shape if source.ndim else [1]) != expected:
+    expected = list(input._data.shape) or [1]  # (the arrays' shapes: Tensor.shape makes one a read)
+    expected[d] = index._data.shape[0]
+    if not isinstance(source, Tensor) or (list(source._data.shape) or [1]) != expected:
         raise ShapeError(
             f"{name}: source {fmt_shape(source.shape) if isinstance(source, Tensor) else type(source).__name__} "
             f"must have input {fmt_shape(input.shape)}'s shape with {index.shape[0]} (index's length) at dim {d}"
         )
-    if d == 0 and input.ndim and not expand:
-        return d, index  # index_copy's index_put takes it as it is
-    view = [1] * len(expected)
-    view[d] = index.shape[0]
-    bk = primitives(index)  # an integer tensor, with no history: its views made over the primitives
-    return d, wrap(bk.expand(bk.view(index._data, tuple(view)), tuple(expected)), index._device)
+    if expected[d]:
+        _check_index_range(name, index, d, input._data.shape)
+    return d, index
+
+
+def _put_along(name, input, d, index, source, accumulate):
+    """input with source's slices written (or added) at the 1-D index along dim d: one index_put_key
+    with the backend key (every position of the other dims, index along d), whose derivative is the
+    op's; its forward alone where there is no graph. A 0-d input as one element."""
+    if input.ndim == 0:
+        return index_put_key(input.reshape(1), (index._data,), source.reshape(1), accumulate, None, name).reshape(())
+    key = (index._data,) if d == 0 else (slice(None),) * d + (index._data,)
+    return _unrecorded(index_put_key, input, source)(input, key, source, accumulate, None, name)
 
 
 @op(
@@ -933,12 +1002,8 @@ def _index_along(name, input, dim, index, source, expand=False):
     inplace=True,
 )
 def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha: Number = 1) -> Tensor:
-    d, expanded = _index_along("index_add", input, dim, index, source, expand=True)
-    if alpha != 1:
-        source = source * alpha
-    if input.ndim == 0:
-        return scatter_add(input.reshape(1), 0, expanded.reshape(-1), source.reshape(1)).reshape(())
-    return scatter_add(input, d, expanded, source)
+    d, index = _index_along("index_add", input, dim, index, source)
+    return _put_along("index_add", input, d, index, source if alpha == 1 else source * alpha, True)
 
 
 @op(
@@ -949,14 +1014,8 @@ def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha: 
     inplace=True,
 )
 def index_copy(input: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
-    d, expanded = _index_along("index_copy", input, dim, index, source)
-    if d == 0 and input.ndim:  # whole slices along the first dim: one index_put, no scatter index
-        if expanded.numel():  # index_put would count negative ones from the end
-            _check_index_range("index_copy", expanded, 0, tuple(input.shape))
-        return index_put(input, (expanded,), source)
-    if input.ndim == 0:
-        return scatter(input.reshape(1), 0, expanded.reshape(-1), source.reshape(1)).reshape(())
-    return scatter(input, d, expanded, source)
+    d, index = _index_along("index_copy", input, dim, index, source)
+    return _put_along("index_copy", input, d, index, source, False)
 
 
 @op("index_fill", doc="input with value at the 1-D index along dim.", composite=True, inplace=True)
@@ -967,7 +1026,11 @@ def index_fill(input: Tensor, dim: int, index: Tensor, value: Tensor | Number) -
         return masked_fill(input, wrap(bk.full((), index.numel() > 0, dt.bool_), input._device), value)
     n = input.shape[d]
     if index.numel():
-        _check_wrapping_range("index_fill", index, n, f"dim {d} of size {n} (input {fmt_shape(input.shape)})")
+        _check_wrapping_range("index_fill", index, n, lambda: f"dim {d} of size {n} (input {fmt_shape(input.shape)})")
+    if not isinstance(value, Tensor) and not needs_grad(input):  # the write itself, on the backend's arrays
+        data = _own_contiguous(bk, input)
+        bk.index_put_(data, (slice(None),) * d + (index._data,), scalar_into("index_fill", value, input.dtype), False)
+        return wrap(data, input._device)
     # the mask along dim, made over the primitives (it has no history), then one masked_fill
     mask = bk.full((n,), False, dt.bool_)
     bk.index_put_(mask, (index._data,), True, False)
@@ -985,13 +1048,16 @@ def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Te
     if dim is None:
         # as PyTorch, a flat view of each: a tensor whose strides allow none is refused, not copied
         return gather(input.view(-1), 0, indices.view(-1))
-    if input.ndim != indices.ndim:
+    x_shape, i_shape = input._data.shape, indices._data.shape
+    if len(x_shape) != len(i_shape):
         raise ShapeError(
             f"take_along_dim: input {fmt_shape(input.shape)} and indices {fmt_shape(indices.shape)} "
             "must have the same number of dims"
         )
-    d = wrap_dim(dim, input.ndim, "take_along_dim")
-    a, b = list(input.shape), list(indices.shape)
+    d = wrap_dim(dim, len(x_shape), "take_along_dim")
+    if x_shape[:d] == i_shape[:d] and x_shape[d + 1 :] == i_shape[d + 1 :]:  # nothing to broadcast
+        return _unrecorded(gather, input)(input, d, indices)
+    a, b = list(x_shape), list(i_shape)
     a[d] = b[d] = 1
     shape = broadcast_shapes("take_along_dim", tuple(a), tuple(b))
     wanted = shape[:d] + (input.shape[d],) + shape[d + 1 :]
@@ -1000,7 +1066,7 @@ def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Te
     wanted = shape[:d] + (indices.shape[d],) + shape[d + 1 :]
     if indices._data.shape != wanted:
         indices = indices.expand(wanted)
-    return gather(input, d, indices)
+    return _unrecorded(gather, input)(input, d, indices)
 
 
 @op("argwhere", doc="The indices of the nonzero elements, (count, ndim) int64.", composite=True)
@@ -1079,9 +1145,7 @@ def _diagonal_extent(rows, cols, offset):
 def diagonal_scatter(input: Tensor, src: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
     offset, d1, d2 = _diagonal_dims("diagonal_scatter", input._data.ndim, offset, dim1, dim2)
     bk = primitives(input)
-    data = bk.contiguous(input._data)
-    if data is input._data:
-        data = bk.astype(data, input.dtype)  # a copy: the result has its own memory
+    data = _own_contiguous(bk, input)
     target = _diagonal_data(bk, data, offset, d1, d2)
     if tuple(src.shape) != tuple(target.shape):
         raise ShapeError(
@@ -1137,17 +1201,18 @@ _diagonal_of = diagonal  # diag's parameter is called diagonal, as in PyTorch
     grads={"input": lambda grad, offset, dim1, dim2: diagonal(grad, offset, dim1, dim2)},
 )
 def diag_embed(input: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
-    out_ndim = input.ndim + 1
+    in_shape = input._data.shape  # (the array's: Tensor.shape makes one a read)
+    out_ndim = len(in_shape) + 1
     d1, d2 = wrap_dim(dim1, out_ndim, "diag_embed"), wrap_dim(dim2, out_ndim, "diag_embed")
-    if input.ndim == 0:
+    if not in_shape:
         raise ShapeError("diag_embed: expected an input with at least one dim, got a 0-d tensor")
     if d1 == d2:
         raise ShapeError(f"diag_embed: dim1 and dim2 cannot be the same dim ({d1})")
     if offset.__class__ is not int:
         offset = operator.index(offset)
     # zeros with the planes' two dims at dim1 and dim2, input written on their diagonal in one copy
-    size = input.shape[-1] + abs(offset)
-    lead = iter(input.shape[:-1])
+    size = in_shape[-1] + abs(offset)
+    lead = iter(in_shape[:-1])
     shape = tuple(size if i == d1 or i == d2 else next(lead) for i in range(out_ndim))
     bk = primitives(input)
     data = bk.full(shape, 0, input.dtype)
@@ -1166,7 +1231,11 @@ def diag(input: Tensor, diagonal: int = 0) -> Tensor:
 
 @op("diagflat", doc="input flattened, as the diagonal (at offset) of a square matrix.", composite=True)
 def diagflat(input: Tensor, offset: int = 0) -> Tensor:
-    return diag_embed(input if input.ndim == 1 else input.reshape(-1), offset, 0, 1)
+    if input.ndim != 1:
+        # (the flat view made on the backend where there is no graph: reshape's entry costs as much again)
+        flat = input.reshape(-1) if needs_grad(input) else wrap(_flat(primitives(input), input._data), input._device)
+        return _unrecorded(diag_embed, input)(flat, offset, 0, 1)
+    return _unrecorded(diag_embed, input)(input, offset, 0, 1)
 
 
 @op(
@@ -1212,18 +1281,31 @@ def _sliding_blocks(
 
 
 def _block_grid(name, size, kernel, dilation, padding, stride, device):
-    """Per spatial dim: the number of blocks and the padded-image positions, (blocks, kernel) of them."""
+    """The padded-image positions of every block: rows (kh, 1, oh, 1) and cols (1, kw, 1, ow), which
+    together index every (kernel row, kernel col, block row, block col), as backend arrays on
+    ``device``; and (oh, ow)."""
+    rows, cols, counts = _block_positions(name, size, kernel, dilation, padding, stride)
+    bk = primitives_on(device)
+    return bk.from_numpy(rows, dt.int64), bk.from_numpy(cols, dt.int64), counts
+
+
+@functools.lru_cache(maxsize=64)
+def _block_positions(name, size, kernel, dilation, padding, stride):
+    """``_block_grid``'s positions as host arrays (read-only, kept for the sizes last asked: made with
+    ops they were a dozen dispatches a call, from the sizes alone)."""
     grids, counts = [], []
     for n, k, d, p, s in zip(size, kernel, dilation, padding, stride):
         span = d * (k - 1) + 1
         if n + 2 * p < span:
             raise ShapeError(f"{name}: a block of {span} positions does not fit a padded size of {n + 2 * p}")
         count = (n + 2 * p - span) // s + 1
-        grids.append(arange(count, device=device).unsqueeze(1) * s + arange(k, device=device) * d)
+        grids.append(np.arange(count)[:, None] * s + np.arange(k) * d)
         counts.append(count)
-    rows, cols = grids
-    # (kh, 1, oh, 1) and (1, kw, 1, ow): together they index every (kernel row, kernel col, block row, block col)
-    return rows.mT.reshape(kernel[0], 1, counts[0], 1), cols.mT.reshape(1, kernel[1], 1, counts[1]), counts
+    rows = np.ascontiguousarray(grids[0].T).reshape(kernel[0], 1, counts[0], 1)
+    cols = np.ascontiguousarray(grids[1].T).reshape(1, kernel[1], 1, counts[1])
+    for positions in (rows, cols):
+        positions.flags.writeable = False
+    return rows, cols, tuple(counts)
 
 
 def _im2col(
@@ -1243,11 +1325,11 @@ def _im2col(
     check_dtype(name, FLOATING_OR_BOOL, input)  # the op's declared rule is Tensor.unfold's, which takes any
     kernel, dilation, padding, stride = _sliding_blocks(name, input, kernel_size, dilation, padding, stride)
     batched = input if input.ndim == 4 else input.unsqueeze(0)
-    rows, cols, (oh, ow) = _block_grid(name, batched.shape[2:], kernel, dilation, padding, stride, input.device)
+    rows, cols, (oh, ow) = _block_grid(name, tuple(batched.shape[2:]), kernel, dilation, padding, stride, input._device)
     # pad is looked up by name: layout.py imports this module (its split family takes slice_key's views)
     pad = get("pad").entry
     padded = pad(batched, (padding[1], padding[1], padding[0], padding[0])) if any(padding) else batched
-    blocks = getitem(padded, (slice(None), slice(None), rows, cols))  # (N, C, kh, kw, oh, ow)
+    blocks = _unrecorded(index_key, padded)(padded, (slice(None), slice(None), rows, cols))  # (N, C, kh, kw, oh, ow)
     n, c = batched.shape[:2]
     out = blocks.reshape(n, c * kernel[0] * kernel[1], oh * ow)
     return out if input.ndim == 4 else out.squeeze(0)
@@ -1290,8 +1372,18 @@ def unfold(input: Tensor, dimension: int, size: int, step: int) -> Tensor:
     if input.ndim == 0:
         return wrap(bk.view(input._data, (1,)), input._device)
     # as PyTorch, a strided view of input's memory: window i of dim d starts i * step elements on
+    count = (length - size) // step + 1
+    if step == size:
+        # windows side by side: the windows' part of dim d split in two and the window dim moved last,
+        # the same view without as_strided's check of its reach (most of a small unfold's cost)
+        data = input._data
+        part = bk.slice(data, (slice(None),) * d + (slice(0, count * size),))
+        windows = bk.view(part, data.shape[:d] + (count, size) + data.shape[d + 1 :])
+        if windows is not None:
+            order = tuple(range(d + 1)) + tuple(range(d + 2, data.ndim + 1)) + (d + 1,)
+            return wrap(bk.permute(windows, order), input._device)
     shape, strides = list(input.shape), list(input.stride())
-    shape[d], strides[d] = (length - size) // step + 1, strides[d] * step
+    shape[d], strides[d] = count, strides[d] * step
     shape.append(size)
     strides.append(input.stride(d))
     return wrap(bk.as_strided(input._data, tuple(shape), tuple(strides), bk.storage_offset(input._data)), input._device)
@@ -1383,8 +1475,14 @@ def fold(
         )
     size = int_tuple(name, "output_size", output_size, 2)
     kernel, dilation, padding, stride = _sliding_blocks(name, input, kernel_size, dilation, padding, stride)
-    batched = input if input.ndim == 3 else input.unsqueeze(0)
-    rows, cols, (oh, ow) = _block_grid(name, size, kernel, dilation, padding, stride, input.device)
+    bk = primitives(input)
+    if input.ndim == 3:
+        batched = input
+    elif needs_grad(input):
+        batched = input.unsqueeze(0)
+    else:  # (a view made on the backend where there is no graph)
+        batched = wrap(bk.slice(input._data, (None,)), input._device)
+    rows, cols, (oh, ow) = _block_grid(name, size, kernel, dilation, padding, stride, input._device)
     n, columns, blocks = batched.shape
     per_block = kernel[0] * kernel[1]
     if columns % per_block or blocks != oh * ow:
@@ -1393,12 +1491,17 @@ def fold(
             f"{oh * ow} blocks (dim 2) for output_size {size}, kernel_size {kernel}"
         )
     c = columns // per_block
-    values = batched.reshape(n, c, kernel[0], kernel[1], oh, ow)
+    blocks_shape = (n, c, kernel[0], kernel[1], oh, ow)
+    if needs_grad(input):
+        values = batched.reshape(blocks_shape)
+    else:  # (the view made on the backend where there is no graph: reshape's entry costs as much again)
+        values = wrap(bk.view(bk.contiguous(batched._data), blocks_shape), input._device)
     padded_size = (size[0] + 2 * padding[0], size[1] + 2 * padding[1])
     image = filled((n, c) + padded_size, 0, input.dtype, input._device)
-    # overlapping blocks add up: index_put with accumulate, whose gradient reads each block back
-    image = index_put(image, (slice(None), slice(None), rows, cols), values, accumulate=True)
-    image = image[:, :, padding[0] : padding[0] + size[0], padding[1] : padding[1] + size[1]]
+    # overlapping blocks add up: index_put_key with accumulate, whose gradient reads each block back
+    image = _unrecorded(index_put_key, values)(image, (slice(None), slice(None), rows, cols), values, True, None, name)
+    if any(padding):
+        image = image[:, :, padding[0] : padding[0] + size[0], padding[1] : padding[1] + size[1]]
     return image if input.ndim == 3 else image.squeeze(0)
 
 
@@ -1408,8 +1511,11 @@ def take(input: Tensor, index: Tensor) -> Tensor:
         raise DTypeError("take: index must be an integer tensor")
     n = input.numel()
     if index.numel():
-        _check_wrapping_range("take", index, n, f"input {fmt_shape(input.shape)} of {n} elements")
+        _check_wrapping_range("take", index, n, lambda: f"input {fmt_shape(input.shape)} of {n} elements")
     if index._data.ndim and index._device is input._device:  # the flat view's index_key, not getitem's key checks
+        if not needs_grad(input):
+            bk = primitives(input)
+            return wrap(bk.index(_flat(bk, input._data), (index._data,)), input._device)
         return index_key(input.reshape(-1), (index._data,))
     return getitem(input.reshape(-1), index)
 
@@ -1431,11 +1537,16 @@ def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) 
         )
     n = input.numel()
     if index.numel():
-        _check_wrapping_range("put", index, n, f"input {fmt_shape(input.shape)} of {n} elements")
+        _check_wrapping_range("put", index, n, lambda: f"input {fmt_shape(input.shape)} of {n} elements")
     if input.ndim == 0:
         return index_put(input.reshape(1), (index.reshape(-1) * 0,), source.reshape(-1), accumulate).reshape(())
     # one index into the flat view (negative positions wrap as index_put's do), then the shape back: a
     # view of the result, where unravelling the positions into coordinates cost two ops per dim
+    if not needs_grad(input, source):  # the write itself, on the backend's flat views
+        bk = primitives(input)
+        data = _own_contiguous(bk, input)
+        bk.index_put_(bk.view(data, (-1,)), (_flat(bk, index._data),), _flat(bk, source._data), accumulate)
+        return wrap(data, input._device)
     flat = index_put(input.reshape(-1), (index.reshape(-1),), source.reshape(-1), accumulate)
     return flat.reshape(tuple(input.shape))
 
@@ -1450,18 +1561,23 @@ def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) 
 def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
     if not isinstance(mask, Tensor) or mask.dtype is not dt.bool_:
         raise DTypeError("masked_scatter: mask must be a bool tensor")
-    shape = broadcast_shapes("masked_scatter", tuple(input.shape), tuple(mask.shape))
-    if shape != tuple(input.shape):
+    shape = broadcast_shapes("masked_scatter", input._data.shape, mask._data.shape)
+    if shape != input._data.shape:
         raise ShapeError(
             f"masked_scatter: mask {fmt_shape(mask.shape)} does not broadcast to input {fmt_shape(input.shape)}"
         )
-    mask = mask.expand(shape)
-    count = int(mask.sum())
+    bk = primitives(input)
+    selected = mask._data if mask._data.shape == shape else bk.expand(mask._data, shape)
+    count = int(bk.to_numpy(bk.reduce("sum", selected, None, False)))
     if source.numel() < count:
         raise ShapeError(
             f"masked_scatter: mask selects {count} elements but source {fmt_shape(source.shape)} has {source.numel()}"
         )
-    return index_put(input, (mask,), source.reshape(-1)[:count])
+    if not needs_grad(input, source):  # the write itself, on the backend's arrays
+        data = _own_contiguous(bk, input)
+        bk.index_put_(data, (selected,), bk.slice(_flat(bk, source._data), (slice(0, count),)), False)
+        return wrap(data, input._device)
+    return index_put_key(input, (selected,), source.reshape(-1)[:count], False, None, "masked_scatter")
 
 
 @op(
@@ -1471,20 +1587,28 @@ def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
     function=False,
 )
 def fill_diagonal_(self: Tensor, fill_value: Number, wrap: bool = False) -> Tensor:
-    if self.ndim < 2 or (self.ndim > 2 and len(set(self.shape)) != 1):
-        raise ShapeError(
-            f"fill_diagonal_: expected a 2-d tensor, or all dims of equal length, got {fmt_shape(self.shape)}"
-        )
+    shape = self._data.shape  # (the array's: Tensor.shape makes one a read)
+    ndim = len(shape)
+    if ndim < 2 or (ndim > 2 and len(set(shape)) != 1):
+        raise ShapeError(f"fill_diagonal_: expected a 2-d tensor, or all dims of equal length, got {fmt_shape(shape)}")
     # the flat distance between diagonal elements: the sum of the strides of a contiguous layout
-    strides = [1] * self.ndim
-    for d in range(self.ndim - 2, -1, -1):
-        strides[d] = strides[d + 1] * self.shape[d + 1]
+    strides = [1] * ndim
+    for d in range(ndim - 2, -1, -1):
+        strides[d] = strides[d + 1] * shape[d + 1]
     step = sum(strides)
-    rows, cols = self.shape[0], self.shape[-1]
-    count = min(self.shape) if not (wrap and self.ndim == 2 and rows > cols) else (self.numel() - 1) // step + 1
+    rows, cols = shape[0], shape[-1]
+    count = min(shape) if not (wrap and ndim == 2 and rows > cols) else (math.prod(shape) - 1) // step + 1
     if count and self.is_contiguous():
         # the diagonal as a strided view of the flat memory, written in place: no mask over every element
-        self.view(-1)[: (count - 1) * step + 1 : step].fill_(fill_value)
+        if needs_grad(self) or isinstance(fill_value, Tensor):
+            self.view(-1)[: (count - 1) * step + 1 : step].fill_(fill_value)
+            return self
+        # nothing recorded: the write itself, with fill_'s checks (the ops above cost three dispatches)
+        check_inplace_allowed(self, "fill_diagonal_")
+        bk = primitives(self)
+        diagonal = bk.slice(bk.view(self._data, (-1,)), (slice(0, (count - 1) * step + 1, step),))
+        bk.copy_(diagonal, scalar_into("fill_diagonal_", fill_value, self.dtype))
+        version_counter(self).value += 1
         return self
     positions = arange(count, device=self.device) * step
     mask = index_put(full((self.numel(),), False, dtype=dt.bool_, device=self.device), (positions,), True)

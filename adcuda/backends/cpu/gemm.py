@@ -69,6 +69,20 @@ def matmul(
             return a.dot(b) if work < threads.min_work else threads.run_product(a.dot, b, work=work)
         except ValueError:
             raise _cannot_multiply(a, b) from None
+    if (
+        bias is None
+        and activation is None
+        and not save_preactivation
+        and a.ndim == 3
+        and b.ndim == 3
+        and a.dtype == b.dtype != _F16
+    ):
+        # batches of matrices (bmm, baddbmm) likewise: np.matmul as it is, without the checks and
+        # widening of the general path below
+        try:
+            return threads.matmul(a, b)
+        except ValueError:
+            raise _cannot_multiply(a, b) from None
     declared.matmul(a, b, bias, activation, save_preactivation)
     x, y = _compute(a), _compute(b)
     try:

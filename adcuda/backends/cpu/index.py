@@ -16,7 +16,10 @@ __all__ = ["index", "index_put_", "gather", "scatter_add", "scatter_reduce"]
 
 
 def index(a: BackendArray, key: IndexKey) -> BackendArray:
-    return np.array(a[key], copy=True)
+    out = a[key]
+    # an array of its own memory is already the copy (advanced indexing makes one); a view (a key of
+    # basic items alone) is copied
+    return out if out.__class__ is np.ndarray and out.base is None else np.array(out, copy=True)
 
 
 def index_put_(a: BackendArray, key: IndexKey, values: ArrayOrScalar, accumulate: bool) -> BackendArray:
@@ -85,8 +88,13 @@ def scatter_add(a: BackendArray, axis: int, idx: BackendArray, src: BackendArray
     if idx.ndim == 0:  # a 0-d input, index and src
         target, idx, src = target.reshape(1), idx.reshape(1), src.reshape(1)
     # src is read at the index's own positions, along `axis` too (PyTorch allows a larger src)
-    np.add.at(target, _scatter_key(idx, axis), src[tuple(np.s_[:n] for n in idx.shape)])
+    np.add.at(target, _scatter_key(idx, axis), _index_part(src, idx))
     return out
+
+
+def _index_part(src, idx):
+    """``src`` cut to ``idx``'s shape (itself where it has that shape)."""
+    return src if src.shape == idx.shape else src[tuple(np.s_[:n] for n in idx.shape)]
 
 
 _COMBINE = {"prod": np.multiply, "amax": np.maximum, "amin": np.minimum}
@@ -123,5 +131,5 @@ def scatter_reduce(
     key = _scatter_key(idx, axis)
     if not include_self:
         target[key] = _identity(reduce, out.dtype)
-    combine.at(target, key, src[tuple(np.s_[:n] for n in idx.shape)].astype(out.dtype, copy=False))
+    combine.at(target, key, _index_part(src, idx).astype(out.dtype, copy=False))
     return out.astype(a_dtype, copy=False)
