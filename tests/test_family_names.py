@@ -62,6 +62,8 @@ BORROWS = {
     ("layout", "resample"): "pad is a layout op to the user; its constant/reflect/replicate kernels are resample's",
     ("gemm", "index"): "cross gathers its operands' rotated components in one index call each",
     ("gemm", "reduce"): "linear's bias gradient is a sum over rows",
+    ("gemm", "layout"): "vander joins its columns with cat",
+    ("gemm", "sort"): "vander's powers are a running product of its columns",
     ("pooling", "index"): "max_pool2d_select gathers the values at the pooled indices",
     ("recurrent", "gemm"): "the GRU layer's hidden-state products and weight gradient",
     ("recurrent", "reduce"): "the GRU layer's bias gradient is a sum over time and batch",
