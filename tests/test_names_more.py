@@ -727,7 +727,7 @@ def test_order_statistics_and_counts_match_pytorch():
             torch.bucketize(torch.tensor(values), torch.tensor(sequence[0]), right=right, out_int32=True).numpy(),
         )
     assert adcuda.searchsorted(adcuda.tensor([1.0, 2.0]), 1.5).item() == 1
-    order = adcuda.tensor([2, 0, 1])
+    order = adcuda.tensor([1, 2, 0])  # the argsort of [5, 1, 3]
     assert adcuda.searchsorted(adcuda.tensor([5.0, 1.0, 3.0]), adcuda.tensor([2.0]), sorter=order).tolist() == [1]
     counts = np.array([1, 1, 3, 0, 5])
     weights = rnd(5)

@@ -113,6 +113,9 @@ PRIMITIVES = (
     "global_norm",
     "cumprod",
     "scan",
+    "running_extreme",
+    "searchsorted",
+    "bincount",
     "scatter_reduce",
     "conv2d",
     "conv2d_backward_input",
@@ -403,6 +406,26 @@ def scan(op: str, a: BackendArray, axis: int) -> None:
         raise ValueError(f"scan: op must be one of {SCAN_OPS}, got {op!r}")
     if op == "logaddexp":
         _require_floating("scan", a)
+
+
+@primitive
+def running_extreme(op: str, a: BackendArray, axis: int) -> None:
+    if op not in ("max", "min"):
+        raise ValueError(f"running_extreme: op must be 'max' or 'min', got {op!r}")
+
+
+@primitive
+def searchsorted(boundaries: BackendArray, values: BackendArray, right: bool) -> None:
+    """(The ops layer gives both one dtype and checks that their dims but the last agree.)"""
+    if boundaries.ndim == 0:
+        raise ShapeError("searchsorted: the boundaries must have at least one dim, got a 0-d array")
+
+
+@primitive
+def bincount(slots: BackendArray, size: int) -> None:
+    """(The ops layer checks the slots: int64, 1-d, each in [0, size).)"""
+    if slots.ndim != 1:
+        raise ShapeError(f"bincount: expected 1-d slots, got shape {fmt_shape(slots.shape)}")
 
 
 @functools.cache
