@@ -57,6 +57,7 @@ SHARED_FAMILIES = {
 
 # (ops module, family) pairs where an ops module calls another family's primitive
 BORROWS = {
+    ("elementwise", "reduce"): "equal reduces its elementwise comparison with all",
     ("index", "layout"): "nonzero stacks its coordinate columns with cat",
     ("index", "reduce"): "trace sums its diagonal view",
     ("layout", "resample"): "pad is a layout op to the user; its constant/reflect/replicate kernels are resample's",
@@ -65,6 +66,7 @@ BORROWS = {
     ("gemm", "layout"): "vander joins its columns with cat",
     ("gemm", "sort"): "vander's powers are a running product of its columns",
     ("pooling", "index"): "max_pool2d_select gathers the values at the pooled indices",
+    ("resample", "layout"): "affine_grid builds its constant base grid with view, expand and cat",
     ("recurrent", "gemm"): "the GRU layer's hidden-state products and weight gradient",
     ("recurrent", "reduce"): "the GRU layer's bias gradient is a sum over time and batch",
     ("reduce", "index"): "histc picks its in-range samples",
