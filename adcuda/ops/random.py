@@ -12,11 +12,13 @@ from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
 from ..autograd.graph import needs_grad
+from ..device import CPU
 from ..errors import DTypeError, ShapeError
 from ..random import default_generator
-from ..tensor import primitives
+from ..tensor import primitives, primitives_on
 from .common import cast, check_float, check_tensor, dense, has_shape, wrap
-from .elementwise import binary, unary
+from .conversion import to_device_and_dtype
+from .elementwise import binary, select, unary
 from .factories import new_tensor, shape_arg
 from .mutation import apply_inplace, check_inplace_allowed, commit_inplace, write_untracked
 from .registry import op
@@ -41,16 +43,24 @@ def _draw(name, prim, shape, dtype, device, requires_grad, generator, *args):
 def _sample(prim, shape, dtype, device, generator):
     """A draw of ``shape`` in the floating point ``dtype`` from ``rand``'s or ``randn``'s primitive
     without their public entries (argument parsing, dispatch: most of a small in-place draw's cost):
-    the composites' samples, the same numbers."""
-    return _draw(prim, prim, shape, dtype, device, False, generator)
+    the composites' samples, the same numbers. ``device`` is a tensor's (a device object): on the CPU
+    the primitive is called directly, with no current device to set nor size to check (new_tensor's
+    work, half of a small draw's cost)."""
+    if device is not CPU:
+        return _draw(prim, prim, shape, dtype, device, False, generator)
+    n = 1
+    for s in shape:
+        n *= s
+    seed, offset = (generator or default_generator).next_offset(n)
+    return wrap(getattr(primitives_on(CPU), prim)(shape, dtype, seed, offset), CPU)
 
 
-def _draw_floating(name, shape, dtype, device, requires_grad, generator):
-    """rand's and randn's body: samples of ``shape`` from the primitive of the op's own name, in a
-    floating point dtype."""
+def _draw_floating(name, prim, shape, dtype, device, requires_grad, generator):
+    """rand's and randn's body (and their ``_like`` forms'): samples of ``shape`` from primitive
+    ``prim``, in a floating point dtype."""
     if dtype is not None and not dt.as_dtype(dtype).is_floating_point:
         raise DTypeError(f"{name}: expected a floating point dtype, got {dtype}")
-    return _draw(name, name, shape, dtype, device, requires_grad, generator)
+    return _draw(name, prim, shape, dtype, device, requires_grad, generator)
 
 
 @op("rand", doc="Uniform samples from [0, 1).", method=False)
@@ -61,7 +71,7 @@ def rand(
     device: Device | str | None = None,
     requires_grad: bool = False,
 ) -> Tensor:
-    return _draw_floating("rand", shape_arg("rand", size), dtype, device, requires_grad, generator)
+    return _draw_floating("rand", "rand", shape_arg("rand", size), dtype, device, requires_grad, generator)
 
 
 @op("randn", doc="Standard normal samples.", method=False)
@@ -72,7 +82,7 @@ def randn(
     device: Device | str | None = None,
     requires_grad: bool = False,
 ) -> Tensor:
-    return _draw_floating("randn", shape_arg("randn", size), dtype, device, requires_grad, generator)
+    return _draw_floating("randn", "randn", shape_arg("randn", size), dtype, device, requires_grad, generator)
 
 
 @op("randint", doc="Uniform integers from [low, high) (int64 by default).", method=False)
@@ -91,10 +101,14 @@ def randint(
         low, high = 0, low
     if size is None:
         raise DTypeError("randint: missing required argument 'size'")
-    if high <= low:
-        raise ShapeError(f"randint: expected low < high, got low={low}, high={high}")
     shape = shape_arg("randint", (size,))
-    return _draw("randint", "randint", shape, dtype or dt.int64, device, requires_grad, generator, low, high)
+    return _randint("randint", low, high, shape, dtype or dt.int64, device, requires_grad, generator)
+
+
+def _randint(name, low, high, shape, dtype, device, requires_grad, generator):
+    if high <= low:
+        raise ShapeError(f"{name}: expected low < high, got low={low}, high={high}")
+    return _draw(name, "randint", shape, dtype, device, requires_grad, generator, low, high)
 
 
 @op("rand_like", doc="rand of input's shape, dtype and device.", method=False)
@@ -106,12 +120,9 @@ def rand_like(
     *,
     generator: Generator | None = None,
 ) -> Tensor:
-    return rand(
-        tuple(input.shape),
-        generator=generator,
-        dtype=dtype or input.dtype,
-        device=device or input.device,
-        requires_grad=requires_grad,
+    shape = tuple(input._data.shape)
+    return _draw_floating(
+        "rand_like", "rand", shape, dtype or input.dtype, device or input._device, requires_grad, generator
     )
 
 
@@ -124,12 +135,9 @@ def randn_like(
     *,
     generator: Generator | None = None,
 ) -> Tensor:
-    return randn(
-        tuple(input.shape),
-        generator=generator,
-        dtype=dtype or input.dtype,
-        device=device or input.device,
-        requires_grad=requires_grad,
+    shape = tuple(input._data.shape)
+    return _draw_floating(
+        "randn_like", "randn", shape, dtype or input.dtype, device or input._device, requires_grad, generator
     )
 
 
@@ -139,8 +147,9 @@ def randperm(
 ) -> Tensor:
     # the order of n uniform keys from the generator's stream, drawn and sorted on the CPU, so the
     # permutation depends only on (seed, offset), whatever the device
-    keys = rand(n, generator=generator, dtype=dt.float64)
-    return keys.argsort().to(device=device or "cpu", dtype=dtype or dt.int64)
+    keys = _sample("rand", shape_arg("randperm", (n,)), dt.float64, CPU, generator)._data
+    order = wrap(primitives_on(CPU).sort(keys, 0, False, True)[1], CPU)
+    return to_device_and_dtype(order, device, dtype or dt.int64, name="randperm")
 
 
 @op(
@@ -490,7 +499,12 @@ def _draw_dtype(dtype):
 
 def _check_probability(name, p):
     if hasattr(p, "shape"):
-        bad = bool(binary("logical_or", binary("lt", p, 0.0, name=name), binary("gt", p, 1.0, name=name)).any())
+        # the least and greatest probability (NaN if any is: refused, as PyTorch refuses it), two
+        # reductions over the primitives where comparisons and their any() were four ops
+        bk, data = primitives(p), p._data
+        lo = wrap(bk.reduce("amin", data, None, False), p._device).item() if p.numel() else 0
+        hi = wrap(bk.reduce("amax", data, None, False), p._device).item() if p.numel() else 0
+        bad = not (0 <= lo and hi <= 1)
     else:
         bad = not 0 <= p <= 1
     if bad:
@@ -543,14 +557,9 @@ def randint_like(
 ) -> Tensor:
     if high is None:
         low, high = 0, low
-    return randint(
-        low,
-        high,
-        tuple(input.shape),
-        generator=generator,
-        dtype=dtype or input.dtype,
-        device=device or input.device,
-        requires_grad=requires_grad,
+    shape = tuple(input._data.shape)
+    return _randint(
+        "randint_like", low, high, shape, dtype or input.dtype, device or input._device, requires_grad, generator
     )
 
 
@@ -657,11 +666,19 @@ def rrelu(
     if not 0 <= lower <= upper:
         raise ValueError(f"rrelu: expected 0 <= lower <= upper, got lower={lower}, upper={upper}")
     if not training:
-        return input.where(input >= 0, input * ((lower + upper) / 2))
+        return _leaky(input, float((lower + upper) / 2))
     draw_dtype = input.dtype if input.dtype is dt.float64 else dt.float32
-    slopes = _sample("rand", tuple(input.shape), draw_dtype, input.device, generator)
+    slopes = _sample("rand", tuple(input._data.shape), draw_dtype, input._device, generator)
     slopes = cast(_affine(slopes, upper - lower, lower), input.dtype)  # a constant: over the primitives
-    return input.where(input >= 0, input * slopes)
+    return _leaky(input, slopes)
+
+
+def _leaky(input, slopes):
+    """input where it is >= 0, else input * slopes (a number or a constant tensor): over the primitives
+    where no gradient is asked for, else through the ops, which record it."""
+    if needs_grad(input):
+        return input.where(input >= 0, input * slopes)
+    return select(binary("ge", input, 0.0), input, binary("mul", input, slopes))
 
 
 # the other in-place draws of PyTorch (issue 15): integers, log-normal, geometric and Cauchy values
