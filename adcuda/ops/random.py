@@ -40,19 +40,19 @@ def _draw(name, prim, shape, dtype, device, requires_grad, generator, *args):
     return new_tensor(name, draw, shape, dtype, device, requires_grad)
 
 
-def _sample(prim, shape, dtype, device, generator):
-    """A draw of ``shape`` in the floating point ``dtype`` from ``rand``'s or ``randn``'s primitive
-    without their public entries (argument parsing, dispatch: most of a small in-place draw's cost):
-    the composites' samples, the same numbers. ``device`` is a tensor's (a device object): on the CPU
-    the primitive is called directly, with no current device to set nor size to check (new_tensor's
-    work, half of a small draw's cost)."""
+def _sample(prim, shape, dtype, device, generator, *args):
+    """A draw of ``shape`` in ``dtype`` from ``rand``'s, ``randn``'s or ``randint``'s primitive (``args``:
+    its bounds) without their public entries (argument parsing, dispatch: most of a small in-place
+    draw's cost): the composites' samples, the same numbers. ``device`` is a tensor's (a device
+    object): on the CPU the primitive is called directly, with no current device to set nor size to
+    check (new_tensor's work, half of a small draw's cost)."""
     if device is not CPU:
-        return _draw(prim, prim, shape, dtype, device, False, generator)
+        return _draw(prim, prim, shape, dtype, device, False, generator, *args)
     n = 1
     for s in shape:
         n *= s
     seed, offset = (generator or default_generator).next_offset(n)
-    return wrap(getattr(primitives_on(CPU), prim)(shape, dtype, seed, offset), CPU)
+    return wrap(getattr(primitives_on(CPU), prim)(*args, shape, dtype, seed, offset), CPU)
 
 
 def _draw_floating(name, prim, shape, dtype, device, requires_grad, generator):
@@ -330,16 +330,15 @@ def _fill_with(self, draw, name):
     check_inplace_allowed(self, name)
     if not self.dtype.is_floating_point:
         raise DTypeError(f"{name}: expected a floating point tensor, got {self.dtype} (shape {tuple(self.shape)})")
-    value = cast(draw(dt.float64 if self.dtype is dt.float64 else dt.float32), self.dtype)
-    return _overwrite(self, value, name)
+    return _overwrite(self, draw(dt.float64 if self.dtype is dt.float64 else dt.float32), name)
 
 
 def _overwrite(self, value, name):
-    """``self`` holding ``value`` (a new constant of its shape and dtype): a tensor recording history
-    gets it as a new constant value."""
+    """``self`` holding ``value`` (a new constant of its shape, converted to its dtype): a tensor
+    recording history gets it as a new constant value."""
     if needs_grad(self):
-        return commit_inplace(self, value, name)
-    return write_untracked(self, value._data, name)
+        return commit_inplace(self, cast(value, self.dtype), name)
+    return write_untracked(self, value._data, name)  # (the write converts as a cast does)
 
 
 def _affine(value, scale, shift):
@@ -382,6 +381,8 @@ def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *, generator: Gen
 
 
 def _check_distribution(input, num_samples, replacement):
+    """The rows (m, n) of probabilities of ``input``, as a backend array, checked as PyTorch checks them:
+    over the primitives (reductions read back once each), as the op records nothing."""
     name = "multinomial"
     if not isinstance(num_samples, int) or num_samples <= 0:
         raise ValueError(f"{name}: num_samples must be a positive int, got {num_samples!r}")
@@ -397,18 +398,27 @@ def _check_distribution(input, num_samples, replacement):
             f"{name}: cannot sample n_sample > prob_dist.size(-1) samples without replacement "
             f"(num_samples={num_samples}, shape {tuple(input.shape)})"
         )
-    rows = input.reshape(-1, n)
-    if not bool(rows.isfinite().all()) or bool((rows < 0).any()):
+    bk, device = primitives(input), input._device
+    rows = bk.view(bk.contiguous(input._data), (input.numel() // n, n))
+
+    def read(data):
+        return wrap(data, device).item()
+
+    if rows.shape[0] == 0:
+        return rows
+    # NaN as the least: refused with inf and negative values
+    if not (read(bk.reduce("amin", rows, None, False)) >= 0 and read(bk.reduce("amax", rows, None, False)) < math.inf):
         raise ValueError(
             f"{name}: probability tensor (shape {tuple(input.shape)}) contains either inf, nan or an element < 0"
         )
-    positive = (rows > 0).sum(-1)
-    if bool((positive == 0).any()):
+    positive = bk.reduce("sum", bk.binary("gt", rows, 0.0, input.dtype), (1,), False)
+    fewest = read(bk.reduce("amin", positive, None, False))
+    if fewest == 0:
         raise ValueError(
             f"{name}: invalid multinomial distribution (sum of probabilities <= 0) in a row of "
             f"shape {tuple(input.shape)}"
         )
-    if not replacement and bool((positive < num_samples).any()):
+    if not replacement and fewest < num_samples:
         raise ValueError(
             f"{name}: invalid multinomial distribution (with replacement=False, not enough "
             f"non-zero categories to draw {num_samples} samples from a row of shape {tuple(input.shape)})"
@@ -425,25 +435,27 @@ def multinomial(
     input: Tensor, num_samples: int, replacement: bool = False, *, generator: Generator | None = None
 ) -> Tensor:
     rows = _check_distribution(input, num_samples, replacement)
-    n = rows.shape[-1]
-    work = dt.float64 if rows.device.type == "cpu" else dt.float32
-    weights = rows.detach().to(dtype=work)
+    bk, device = primitives(input), input._device
+    m, n = rows.shape
+    work = dt.float64 if device.type == "cpu" else dt.float32
+    weights = bk.astype(rows, work)
     if replacement:
         # inverse CDF: a draw u in [0, 1) picks the first category whose normalised running sum exceeds it;
         # the running sum divided by its own last entry reads exactly 1.0 from the last positive category on,
         # so no rounding ever picks a zero-probability category
-        cdf = weights.cumsum(-1)
-        cdf = cdf / cdf[:, -1:]
-        u = rand((rows.shape[0], num_samples), generator=generator, dtype=work, device=rows.device)
-        picks = (cdf.unsqueeze(1) <= u.unsqueeze(-1)).sum(-1)
+        cdf = bk.cumsum(weights, 1)
+        cdf = bk.binary("div", cdf, bk.slice(cdf, (slice(None), slice(n - 1, n))), work)
+        u = _sample("rand", (m, num_samples), work, device, generator)._data
+        below = bk.binary("le", bk.view(cdf, (m, 1, n)), bk.view(u, (m, num_samples, 1)), work)
+        picks = bk.reduce("sum", below, (2,), False)
     else:
         # the exponential race (Gumbel top-k): the k smallest E_i / p_i, E_i ~ Exp(1), are a draw without
         # replacement in order; zero-probability categories get +inf and are never reached (checked above)
-        u = rand((rows.shape[0], n), generator=generator, dtype=work, device=rows.device)
-        race = -(1.0 - u).log() / weights
-        picks = race.topk(num_samples, -1, largest=False).indices
-    picks = picks.to(dtype=dt.int64)
-    return picks.reshape(num_samples) if input.ndim == 1 else picks
+        u = _sample("rand", (m, n), work, device, generator)._data
+        race = bk.binary("div", bk.unary("neg", bk.unary("log", bk.binary("sub", 1.0, u, work))), weights, work)
+        picks = bk.contiguous(bk.slice(bk.sort(race, 1, False, True)[1], (slice(None), slice(0, num_samples))))
+    picks = cast(wrap(picks, device), dt.int64)
+    return wrap(bk.view(picks._data, (num_samples,)), device) if input.ndim == 1 else picks
 
 
 # ------------------------------------------------------------------------------------------------
@@ -710,8 +722,8 @@ def random_(
             raise ValueError(f"random_: give `to` for a {self.dtype} tensor (adcuda draws below 2**63 - 1 only)")
     if from_ >= to:
         raise ValueError(f"random_: expects 'from' to be less than 'to', but got from={from_} >= to={to}")
-    draw = _draw("random_", "randint", tuple(self.shape), dt.int64, self.device, False, generator, from_, to)
-    return _overwrite(self, cast(draw, self.dtype), "random_")
+    draw = _sample("randint", tuple(self._data.shape), dt.int64, self._device, generator, from_, to)
+    return _overwrite(self, draw, "random_")
 
 
 @op(
@@ -746,7 +758,7 @@ def geometric_(self: Tensor, p: float, *, generator: Generator | None = None) ->
         "rand", tuple(self.shape), dt.float64 if self.device.type == "cpu" else dt.float32, self.device, generator
     )
     trials = unary("ceil", binary("div", unary("log1p", binary("mul", u, -1.0)), math.log1p(-p)))
-    return _overwrite(self, cast(binary("maximum", trials, 1.0), self.dtype), "geometric_")
+    return _overwrite(self, binary("maximum", trials, 1.0), "geometric_")
 
 
 @op(
