@@ -16,7 +16,7 @@ from ..device import CPU
 from ..errors import DTypeError, ShapeError
 from ..random import default_generator
 from ..tensor import primitives, primitives_on
-from .common import cast, check_float, check_tensor, dense, has_shape, wrap
+from .common import broadcast_shapes, cast, check_float, check_tensor, dense, has_shape, wrap
 from .conversion import to_device_and_dtype
 from .elementwise import binary, select, unary
 from .factories import new_tensor, shape_arg
@@ -482,16 +482,27 @@ def normal(
             raise DTypeError("normal: with a number mean and std, give size")
         if std < 0:
             raise ValueError(f"normal: expects std >= 0.0, got std={std}")
-        noise = randn(tuple(size), generator=generator, dtype=dtype, device=device)
-        return (noise * std + mean).requires_grad_(requires_grad)
+        noise = _draw_floating("normal", "randn", shape_arg("normal", (size,)), dtype, device, False, generator)
+        return _affine(noise, std, mean).requires_grad_(requires_grad)
     if size is not None:
         raise DTypeError("normal: size is for a number mean and std; a tensor mean or std gives the shape")
-    shape = tuple(tensors[0].shape) if len(tensors) == 1 else tuple((tensors[0] + tensors[1]).shape)
     like = tensors[0]
-    noise = randn(shape, generator=generator, dtype=like.dtype, device=like.device)
-    if has_shape(std) and bool((std < 0).any()):
+    shape = tuple(like._data.shape)
+    if len(tensors) == 2:
+        shape = broadcast_shapes("normal", shape, tuple(tensors[1]._data.shape))
+    if not like.dtype.is_floating_point:
+        raise DTypeError(f"normal: expected a floating point dtype, got {like.dtype}")
+    noise = _sample("randn", shape, like.dtype, like._device, generator)
+    if has_shape(std) and _any(binary("lt", std, 0.0, name="normal")):
         raise ValueError("normal: expects all elements of std >= 0.0")
-    return mean + noise * std
+    if needs_grad(mean, std):
+        return mean + noise * std
+    return binary("add", mean, binary("mul", noise, std, name="normal"), name="normal")
+
+
+def _any(mask):
+    """Whether any element of bool tensor ``mask`` is set, over the primitives."""
+    return bool(wrap(primitives(mask).reduce("any", mask._data, None, False), mask._device).item())
 
 
 @op("bernoulli", doc="1 with probability input (or p), else 0, in input's dtype.", composite=True)
@@ -585,9 +596,10 @@ def randint_like(
 )
 def gumbel_softmax(logits: Tensor, tau: float = 1.0, hard: bool = False, eps: float = 1e-10, dim: int = -1) -> Tensor:
     check_float("gumbel_softmax", "logits", logits)
-    u = rand(tuple(logits.shape), dtype=_draw_dtype(logits.dtype), device=logits.device)
-    gumbels = -(-(-u).log1p()).log()  # -log(Exp(1))
-    soft = ((logits + gumbels.to(dtype=logits.dtype)) / tau).softmax(dim)
+    u = _sample("rand", tuple(logits._data.shape), _draw_dtype(logits.dtype), logits._device, None)
+    # -log(Exp(1)) = -log(-log1p(-u)): a constant, over the primitives
+    gumbels = unary("neg", unary("log", unary("neg", unary("log1p", unary("neg", u)))))
+    soft = ((logits + cast(gumbels, logits.dtype)) / tau).softmax(dim)
     if not hard:
         return soft
     index = soft.argmax(dim, keepdim=True)
