@@ -528,9 +528,9 @@ def legacy_construct(name, dtype, args, device=None):
     NumPy array or tensor is data, copied into a new tensor of ``dtype`` (a tensor already of that
     dtype is returned as it is, as in PyTorch); no argument makes an empty 1-d tensor."""
     if not args:
-        return empty(0, dtype=dtype, device=device)
-    if all(isinstance(a, numbers.Integral) and not isinstance(a, bool) for a in args):
-        return empty(*args, dtype=dtype, device=device)
+        return _empty(name, (0,), dtype, device, False)
+    if all(a.__class__ is int or (isinstance(a, numbers.Integral) and not isinstance(a, bool)) for a in args):
+        return _empty(name, shape_arg(name, args), dtype, device, False)
     if len(args) == 1:
         data = args[0]
         if isinstance(data, Tensor):
@@ -551,7 +551,7 @@ def legacy_construct(name, dtype, args, device=None):
 
 @op("new", doc="PyTorch's legacy self.new(sizes or data): a tensor of self's dtype and device.", function=False)
 def legacy_new(self: Tensor, *args: Any, device: Device | str | None = None) -> Tensor:
-    return legacy_construct("new", self.dtype, args, device or self.device)
+    return legacy_construct("new", self.dtype, args, device or self._device)
 
 
 def _tensor_new(cls, *args: Any, device: Device | str | None = None) -> Tensor:
