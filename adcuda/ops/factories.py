@@ -444,8 +444,25 @@ def linspace(
 ) -> Tensor:
     if steps < 0:
         raise ShapeError(f"linspace: number of steps must be non-negative, got {steps}")
-    values = np.linspace(float(start), float(end), int(steps))
+    values = _evenly_spaced(float(start), float(end), int(steps))
     return _from_host("linspace", values, dtype or dt.default_float, device, requires_grad)
+
+
+def _evenly_spaced(start, end, steps):
+    """``np.linspace(start, end, steps)`` (floats; float64), its formula without its layer of argument
+    handling (two thirds of a small linspace's cost): ``start + i * step``, the last value ``end``."""
+    values = np.arange(steps, dtype=np.float64)
+    div, delta = steps - 1, end - start
+    if div > 0 and delta / div != 0:
+        values *= delta / div
+    else:  # one value, or a step too small to hold: NumPy scales by the whole distance
+        if div > 0:
+            values /= div
+        values *= delta
+    values += start
+    if steps > 1:
+        values[-1] = end
+    return values
 
 
 @op("eye", doc="The n x m identity matrix.", method=False)
@@ -608,7 +625,7 @@ def logspace(
 ) -> Tensor:
     if steps < 0:
         raise ShapeError(f"logspace: number of steps must be non-negative, got {steps}")
-    values = np.power(float(base), np.linspace(float(start), float(end), int(steps)))
+    values = np.power(float(base), _evenly_spaced(float(start), float(end), int(steps)))
     return _from_host("logspace", values, dtype or dt.default_float, device, requires_grad)
 
 

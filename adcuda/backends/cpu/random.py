@@ -122,11 +122,11 @@ def rand(shape: Shape, dtype: DType, seed: int, offset: int) -> BackendArray:
 
 
 def randn(shape: Shape, dtype: DType, seed: int, offset: int) -> BackendArray:
-    return _rng(seed, offset).standard_normal(shape, dtype=np.float64).astype(_floating("randn", dtype))
+    return _rng(seed, offset).standard_normal(shape, dtype=np.float64).astype(_floating("randn", dtype), copy=False)
 
 
 def randint(low: int, high: int, shape: Shape, dtype: DType, seed: int, offset: int) -> BackendArray:
-    return _rng(seed, offset).integers(low, high, shape, dtype=np.int64).astype(_np_dtype(dtype))
+    return _rng(seed, offset).integers(low, high, shape, dtype=np.int64).astype(_np_dtype(dtype), copy=False)
 
 
 def bernoulli(shape: Shape, p: float, dtype: DType, seed: int, offset: int) -> BackendArray:
