@@ -68,6 +68,7 @@ def _header(what, generic):
         return HEADER.format(what=what, typing_names=", ".join(TYPING_NAMES), tensor_names=imported)
     typing_names = ", ".join(sorted(TYPING_NAMES + ("Generic", "TypeVar"), key=lambda n: (n[0].islower(), n)))
     parameters = "".join(f'{p} = TypeVar("{p}")\n' for p in TENSOR_TYPE_PARAMETERS.values())
+    parameters = "from typing_extensions import Self  # (typing's from Python 3.11)\n\n" + parameters
     return HEADER.format(what=what, typing_names=typing_names, tensor_names="\n" + parameters)
 
 
@@ -342,7 +343,10 @@ def tensor_stub():
             annotated = signature.replace(
                 parameters=[p for p in signature.parameters.values() if p.kind != p.KEYWORD_ONLY]
             )
-        first = "cls" if name == "__new__" else "self"
+        if name == "__new__":  # a constructor makes its own class (Self): a type parameter is not a class
+            stub.lines.append(f"    def __new__{stub.signature(value, first='cls', returns='Self')}: ...")
+            continue
+        first = "self"
         if annotated is None and not ignore:
             stub.lines += overloaded(stub, name, value, indent="    ", first=first)
             continue

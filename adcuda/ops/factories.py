@@ -600,7 +600,7 @@ def _legacy_type(name, dtype):
     )
 
 
-Tensor.__new__ = _tensor_new  # type: ignore[method-assign]  # the legacy constructor, made here (tensor.py has no ops)
+Tensor.__new__ = _tensor_new  # type: ignore[method-assign,assignment]  # the legacy constructor, made here (tensor.py has no ops)
 FloatTensor = _legacy_type("FloatTensor", dt.float32)
 DoubleTensor = _legacy_type("DoubleTensor", dt.float64)
 HalfTensor = _legacy_type("HalfTensor", dt.float16)
