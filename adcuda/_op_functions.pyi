@@ -9,11 +9,11 @@ from typing import Any, BinaryIO, Literal, overload
 
 from numpy import ndarray
 
-from adcuda.autograd.graph import Node, RemovableHandle
 from adcuda.device import device as Device
 from adcuda.dtypes import DType, Number
+from adcuda.hooks import RemovableHandle
 from adcuda.random import Generator
-from adcuda.tensor import Size, Tensor
+from adcuda.tensor import GradFn, Size, Tensor
 
 from adcuda.backends.seam import Scratch
 

@@ -3,8 +3,9 @@
 The array (``_data``) belongs to the tensor's device backend and carries shape, strides and dtype;
 the tensor adds the fields autograd and in-place writes keep per tensor: ``requires_grad``,
 ``grad``, the node that produced it, a version counter shared with its views, and the view's base.
-This module gives those fields and the read-only metadata; it imports no op and nothing from
-autograd. The autograd layer attaches the graph behaviour (``backward``, ``grad_fn``, hooks,
+This module gives those fields and the read-only metadata, and what a node of autograd's is to a
+tensor (``NodeName``, and the ``GradFn`` protocol ``grad_fn`` is typed with); it imports no op and
+nothing from autograd. The autograd layer attaches the graph behaviour (``backward``, ``grad_fn``, hooks,
 ``retain_grad``, ...) and the ops layer attaches every op as a method (see ``adcuda/ops/registry.py``).
 
 Most fields live as class-level defaults and are only written per tensor when they change, so that
@@ -13,7 +14,7 @@ making the result of an op costs two attribute writes.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast, overload
+from typing import TYPE_CHECKING, Protocol, cast, overload
 
 import numpy as np
 
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from .backends.seam import BackendArray, CPUArray, CUDAArray
     from .device import device as Device
     from .dtypes import DType, Number
+    from .hooks import RemovableHandle
 
 _NUMPY_TO_DTYPE: dict[Any, DType] = dt._FROM_NUMPY  # looked up by the dtype object of either backend's array
 
@@ -54,11 +56,42 @@ class VersionCounter:
         self.value = 0
 
 
+class NodeName(str):
+    """An autograd node's name, as a string (``node.name == "MulBackward0"``) that is also callable:
+    PyTorch's ``grad_fn.name()`` is a method, and programs written for it call it."""
+
+    __slots__ = ()
+
+    def __call__(self) -> str:
+        return str(self)
+
+
+class GradFn(Protocol):
+    """What ``Tensor.grad_fn`` is to a type checker: the autograd node that produced a tensor, as far as
+    tensors and their users see it. The class is ``adcuda.autograd.Node`` (autograd/graph.py, which keeps
+    to this protocol); it sits above this module, which it imports, so the declarations of Tensor's
+    members name this protocol instead and a type checker sees no import circle."""
+
+    name: NodeName
+
+    @property
+    def next_functions(self) -> tuple[tuple[GradFn | None, int], ...]: ...
+
+    @property
+    def saved_tensors(self) -> tuple[Tensor | None, ...]: ...
+
+    def add_pre_hook(self, output_nr: int, hook: Callable[[Tensor], Tensor | None]) -> RemovableHandle: ...
+
+
 if TYPE_CHECKING:
     # what the autograd and ops layers attach to Tensor at import (every op method, operator and
     # property, backward, requires_grad, ...), declared for type checkers by a stub generated from the
-    # live package (scripts/gen_type_stubs.py); at run time Tensor has no base class
-    from ._tensor_ops import TensorOps as _AttachedAtImport
+    # live package (scripts/gen_type_stubs.py); at run time Tensor has no base class. The stub names
+    # nothing of this module (it would be an import circle): its TensorOps is generic over the names of
+    # this module its declarations use, which Tensor binds here.
+    from ._tensor_ops import TensorOps
+
+    _AttachedAtImport = TensorOps["Tensor", "GradFn"]
 else:
     _AttachedAtImport = object
 

@@ -7,7 +7,7 @@ tests/test_type_hints.py evaluates every annotation against this module to keep 
 This module is a leaf: it imports nothing of adcuda when it runs. adcuda's own classes (``Tensor``,
 ``DType``, ...) are imported here for type checkers only, and at run time on first use of the name
 (``adcuda.types.Tensor``, by module ``__getattr__``). The modules those classes come from (``tensor``,
-``dtypes``, ``device``, ``random``, ``autograd.graph``, ``autograd.grad_mode``) therefore never import
+``dtypes``, ``device``, ``random``, ``hooks``, ``autograd.graph``, ``autograd.grad_mode``) never import
 this module, not even for type checkers: they import what they annotate with from where it is defined,
 so a type checker sees no import circle through here (scripts/import_cycles.py).
 """
@@ -23,12 +23,13 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from numpy import ndarray
 
 if TYPE_CHECKING:
-    from .autograd.graph import Node, RemovableHandle
+    from .autograd.graph import Node
     from .device import device as Device
     from .dtypes import Number
     from .dtypes import dtype as DType
+    from .hooks import RemovableHandle
     from .random import Generator
-    from .tensor import Size, Tensor
+    from .tensor import GradFn, Size, Tensor
 
 __all__ = [
     "Number",
@@ -38,6 +39,7 @@ __all__ = [
     "Size",
     "Generator",
     "Node",
+    "GradFn",
     "RemovableHandle",
     "ndarray",
     "Callable",
@@ -60,7 +62,8 @@ _DEFINED_IN = {
     "Size": ("adcuda.tensor", "Size"),
     "Generator": ("adcuda.random", "Generator"),
     "Node": ("adcuda.autograd.graph", "Node"),
-    "RemovableHandle": ("adcuda.autograd.graph", "RemovableHandle"),
+    "GradFn": ("adcuda.tensor", "GradFn"),
+    "RemovableHandle": ("adcuda.hooks", "RemovableHandle"),
 }
 
 

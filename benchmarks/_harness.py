@@ -166,6 +166,34 @@ def print_table(title, results, unit="us", scale=1e6, baseline="adcuda"):
     return rows
 
 
+def print_ms_table(what, results):
+    """``print_table`` in milliseconds, titled ``what`` and the thread count each contender ran with."""
+    title = f"{what} ({os.environ.get('BENCH_THREADS', '1')} thread(s)); ratio > 1: adcuda slower"
+    return print_table(title, results, unit="ms", scale=1e3)
+
+
+def run_contenders_on_device(script, suite, args, reference_checks):
+    """``run_contenders`` of adcuda and PyTorch on ``args.device`` (a suite_parser(device=True) command
+    line); None where a ``--device cuda`` run goes no further here (see ``timed_on_this_gpu``)."""
+    if args.device == "cuda" and not timed_on_this_gpu(suite, args.json, reference_checks):
+        return None
+    results = run_contenders(
+        script, ["adcuda", "torch"], ["--device", args.device] + (["--quick"] if args.quick else [])
+    )
+    if not results:
+        sys.exit("no contender ran")
+    return results
+
+
+def run_contenders_under_load(script, contenders, extra_args, rounds, interpreters=None):
+    """``run_contenders`` taking turns ``rounds`` times, and the line that says the machine's load while
+    they ran (a CPU-time comparison on a shared machine is read with it)."""
+    load = os.getloadavg()
+    results = run_contenders(script, contenders, extra_args, rounds=rounds, interpreters=interpreters)
+    after = os.getloadavg()
+    return results, f"load average (1 min) {load[0]:.2f} at the start, {after[0]:.2f} at the end; best of {rounds}"
+
+
 BEFORE = "adcuda before"  # the contender --before PYTHON adds: adcuda as another checkout imports it
 
 
@@ -330,6 +358,25 @@ def emulated_reference_run(suite, json_path, reference_checks):
         },
     )
     return 0
+
+
+def gpu_suite_args(suite, doc, quick_help, *, device_option=False):
+    """The command line of ``bench_<suite>``, a suite that runs on a GPU only (``--quick``, ``--json``, and
+    with ``device_option`` a ``--device`` whose one choice is cuda), with CUDA readied for it; None where
+    no GPU is usable (it says why; the suite then exits 0)."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help=quick_help)
+    if device_option:
+        parser.add_argument("--device", default="cuda", choices=("cuda",))
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    import adcuda
+
+    if not adcuda.cuda.is_available():
+        print(f"bench_{suite} needs a GPU: {adcuda.cuda.unavailable_reason()}")
+        return None
+    adcuda.init_cuda_context()
+    return args
 
 
 def timed_on_this_gpu(suite, json_path, reference_checks):

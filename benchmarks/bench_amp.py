@@ -26,11 +26,10 @@ from _harness import (  # noqa: E402
     device_contender_main,
     median_time,
     parse_suite_args,
-    print_table,
-    run_contenders,
+    print_ms_table,
+    run_contenders_on_device,
     single_thread_env,
     suite_parser,
-    timed_on_this_gpu,
     write_report,
 )
 from _models import mlp  # noqa: E402
@@ -157,18 +156,11 @@ def _ratio_table(results):
 
 def main():
     args = parse_suite_args(suite_parser(__doc__, device=True))
-    if args.device == "cuda" and not timed_on_this_gpu("amp", args.json, [_tiny_steps_on_the_emulator]):
+    results = run_contenders_on_device(os.path.abspath(__file__), "amp", args, [_tiny_steps_on_the_emulator])
+    if results is None:
         return
-    extra = ["--device", args.device] + (["--quick"] if args.quick else [])
-    results = run_contenders(os.path.abspath(__file__), ["adcuda", "torch"], extra)
-    if not results:
-        sys.exit("no contender ran")
-    timing_rows = print_table(
-        f"MLP 784-512-512-10 AdamW step on {args.device} "
-        f"({os.environ.get('BENCH_THREADS', '1')} thread(s)); ratio > 1: adcuda slower",
-        {name: res["times"] for name, res in results.items()},
-        unit="ms",
-        scale=1e3,
+    timing_rows = print_ms_table(
+        f"MLP 784-512-512-10 AdamW step on {args.device}", {name: res["times"] for name, res in results.items()}
     )
     ratio_rows = _ratio_table(results)
     if args.device == "cpu":

@@ -18,7 +18,6 @@ one sdpa call and one torch.autograd.grad. Times are CUDA-event medians over bur
 GPU; elsewhere it says so and exits 0 (run.py reports the suite as skipped).
 """
 
-import argparse
 import math
 import os
 import sys
@@ -29,6 +28,7 @@ from _harness import (  # noqa: E402
     adcuda_event_seconds,
     emulated_reference_run,
     framework_event_seconds,
+    gpu_suite_args,
     is_emulated,
     optional_cuda_torch,
     print_table,
@@ -216,14 +216,9 @@ def print_target(shares):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="smaller shapes, fewer bursts")
-    parser.add_argument("--json")
-    args = parser.parse_args()
-    if not adcuda.cuda.is_available():
-        print(f"bench_attention needs a GPU: {adcuda.cuda.unavailable_reason()}")
+    args = gpu_suite_args("attention", __doc__, "smaller shapes, fewer bursts")
+    if args is None:
         return 0
-    adcuda.init_cuda_context()
     from adcuda import _native
     from adcuda.backends import cpu
     from adcuda.backends import cuda as cb

@@ -22,7 +22,7 @@ from _harness import (  # noqa: E402
     emulated_reference_run,
     is_emulated,
     parse_suite_args,
-    print_table,
+    print_ms_table,
     run_contenders,
     single_thread_env,
     suite_parser,
@@ -185,12 +185,7 @@ def main():
         write_report(args.json, {"suite": "conv", "device": "cuda", "rows": rows})
         return 0
     results = run_contenders(os.path.abspath(__file__), ["adcuda", "torch"], ["--quick"] if args.quick else [])
-    rows = print_table(
-        f"Convolution on the CPU ({os.environ.get('BENCH_THREADS', '1')} thread(s)); ratio > 1: adcuda slower",
-        results,
-        unit="ms",
-        scale=1e3,
-    )
+    rows = print_ms_table("Convolution on the CPU", results)
     write_report(args.json, {"suite": "conv", "rows": rows})
     return 0
 

@@ -11,7 +11,6 @@ keeps its own caches). Needs a GPU; elsewhere it says so and exits 0. In the emu
 (ADCUDA_CUDA=EMULATE) it checks every path at small sizes and reports "emulated: no timing".
 """
 
-import argparse
 import os
 import sys
 
@@ -24,6 +23,7 @@ from _harness import (  # noqa: E402
     cuda_event_seconds,
     emulated_reference_run,
     format_bandwidth,
+    gpu_suite_args,
     is_emulated,
     median_time,
     print_table,
@@ -218,17 +218,11 @@ def reference_checks():
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument(
-        "--quick", action="store_true", help="fewer repeats and sizes (bandwidth sizes stay >= 256 MiB)"
+    args = gpu_suite_args(
+        "cuda_runtime", __doc__, "fewer repeats and sizes (bandwidth sizes stay >= 256 MiB)", device_option=True
     )
-    parser.add_argument("--device", default="cuda", choices=("cuda",))
-    parser.add_argument("--json")
-    args = parser.parse_args()
-    if not adcuda.cuda.is_available():
-        print(f"bench_cuda_runtime needs a GPU: {adcuda.cuda.unavailable_reason()}")
+    if args is None:
         return 0
-    adcuda.init_cuda_context()
     if is_emulated():
         return emulated_reference_run("cuda_runtime", args.json, reference_checks())
     for check in reference_checks():

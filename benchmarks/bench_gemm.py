@@ -15,7 +15,6 @@ H100/H200 (issue 29): hand-written bf16 >= 80% of cuBLAS at 4096^3 and >= 50% on
 the cuBLASLt path within 5% of torch.
 """
 
-import argparse
 import os
 import sys
 
@@ -25,6 +24,7 @@ from _harness import (  # noqa: E402
     adcuda_event_seconds,
     emulated_reference_run,
     framework_event_seconds,
+    gpu_suite_args,
     is_emulated,
     print_table,
     write_report,
@@ -150,14 +150,9 @@ def measure(cases, bursts):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="1024 and 4096 only, fewer bursts")
-    parser.add_argument("--json")
-    args = parser.parse_args()
-    if not adcuda.cuda.is_available():
-        print(f"bench_gemm needs a GPU: {adcuda.cuda.unavailable_reason()}")
+    args = gpu_suite_args("gemm", __doc__, "1024 and 4096 only, fewer bursts")
+    if args is None:
         return 0
-    adcuda.init_cuda_context()
     from adcuda.backends.cuda import gemm as cuda_gemm
 
     print(f"{adcuda.cuda.get_device_name()}: {cuda_gemm.gemm_selection().reason}; {cuda_gemm.gemm_path()}")

@@ -38,7 +38,6 @@ benchmark stops if a check is off. Needs a GPU; elsewhere it says so and exits 0
 only the tiny check runs (no timing).
 """
 
-import argparse
 import contextlib
 import json
 import math
@@ -47,7 +46,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
-from _harness import cuda_event_seconds, emulated_reference_run, is_emulated, print_table  # noqa: E402
+from _harness import cuda_event_seconds, emulated_reference_run, gpu_suite_args, is_emulated, print_table  # noqa: E402
 from bench_attention import torch_sdpa_backend  # noqa: E402
 
 import adcuda  # noqa: E402
@@ -332,14 +331,9 @@ def measure_classifier(lib, batch, vocab, bursts, per_burst, unfused=False):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="the same model and batch, fewer timed steps")
-    parser.add_argument("--json")
-    args = parser.parse_args()
-    if not adcuda.cuda.is_available():
-        print(f"bench_gpt2_step needs a GPU: {adcuda.cuda.unavailable_reason()}")
+    args = gpu_suite_args("gpt2_step", __doc__, "the same model and batch, fewer timed steps")
+    if args is None:
         return 0
-    adcuda.init_cuda_context()
     if is_emulated():  # the rehearsal: the tiny check, no timing
         return emulated_reference_run("gpt2_step", args.json, [check_tiny_against_cpu])
     check_tiny_against_cpu()

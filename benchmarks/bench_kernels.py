@@ -22,7 +22,6 @@ first use, which a budgeted run cannot spare); the arrays stay at 256 MiB. In th
 it says so and exits 0.
 """
 
-import argparse
 import os
 import statistics
 import sys
@@ -36,6 +35,7 @@ from _harness import (  # noqa: E402
     cuda_event_seconds,
     emulated_reference_run,
     format_bandwidth,
+    gpu_suite_args,
     is_emulated,
     percent_of_copy,
     print_table,
@@ -543,14 +543,9 @@ def overhead_cases(cb, torch):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="fewer bursts, no CuPy (the arrays stay 256 MiB)")
-    parser.add_argument("--json")
-    args = parser.parse_args()
-    if not adcuda.cuda.is_available():
-        print(f"bench_kernels needs a GPU: {adcuda.cuda.unavailable_reason()}")
+    args = gpu_suite_args("kernels", __doc__, "fewer bursts, no CuPy (the arrays stay 256 MiB)")
+    if args is None:
         return 0
-    adcuda.init_cuda_context()
     from adcuda.backends import cpu
     from adcuda.backends import cuda as cb
 

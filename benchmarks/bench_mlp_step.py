@@ -13,7 +13,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _harness import (  # noqa: E402
     contender_main,
     parse_suite_args,
-    print_table,
+    print_ms_table,
     run_contenders,
     single_thread_env,
     suite_parser,
@@ -107,12 +107,7 @@ def cases_for(contender, quick=False):
 def main():
     args = parse_suite_args(suite_parser(__doc__))
     results = run_contenders(os.path.abspath(__file__), ["adcuda", "numpy", "torch"], ["--quick"] if args.quick else [])
-    rows = print_table(
-        f"MLP training step ({os.environ.get('BENCH_THREADS', '1')} thread(s)); ratio > 1: adcuda slower",
-        results,
-        unit="ms",
-        scale=1e3,
-    )
+    rows = print_ms_table("MLP training step", results)
     write_report(args.json, {"suite": "mlp_step", "rows": rows})
 
 

@@ -26,7 +26,6 @@ In the emulated build (ADCUDA_CUDA=EMULATE) it runs the reference check and repo
 timing"; without a GPU it says so and exits 0.
 """
 
-import argparse
 import math
 import os
 import sys
@@ -40,6 +39,7 @@ from _harness import (  # noqa: E402
     emulated_reference_run,
     format_bandwidth,
     framework_event_seconds,
+    gpu_suite_args,
     is_emulated,
     optional_cuda_torch,
     percent_of_copy,
@@ -807,14 +807,9 @@ def training_cases(torch, quick, bursts):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="fewer bursts (the bandwidth arrays stay 256 MiB)")
-    parser.add_argument("--json")
-    args = parser.parse_args()
-    if not adcuda.cuda.is_available():
-        print(f"bench_nn_kernels needs a GPU: {adcuda.cuda.unavailable_reason()}")
+    args = gpu_suite_args("nn_kernels", __doc__, "fewer bursts (the bandwidth arrays stay 256 MiB)")
+    if args is None:
         return 0
-    adcuda.init_cuda_context()
     from adcuda.backends import cpu
     from adcuda.backends import cuda as cb
 

@@ -38,8 +38,8 @@ from _harness import (  # noqa: E402
     contender_main,
     parse_suite_args,
     print_before_after,
-    print_table,
-    run_contenders,
+    print_ms_table,
+    run_contenders_under_load,
     single_thread_env,
     suite_parser,
     write_report,
@@ -362,25 +362,19 @@ def main():
     parser.add_argument("--rounds", type=int, default=1, help="runs per contender, taking turns; the best counts")
     parser.add_argument("--before", metavar="PYTHON", help="also time the adcuda this interpreter imports")
     args = parse_suite_args(parser)
-    load = os.getloadavg()
-    results = run_contenders(
+    results, load = run_contenders_under_load(
         os.path.abspath(__file__),
         ["adcuda", "torch"],
         ["--quick"] if args.quick else [],
-        rounds=args.rounds,
+        args.rounds,
         interpreters={BEFORE: (args.before, "adcuda")} if args.before else None,
     )
-    load_after = os.getloadavg()
-    rows = print_table(
-        f"Training steps of small programs, eager CPU ({os.environ.get('BENCH_THREADS', '1')} "
-        "thread(s)); ratio > 1: adcuda slower",
-        {k: v for k, v in results.items() if k != BEFORE},
-        unit="ms",
-        scale=1e3,
+    rows = print_ms_table(
+        "Training steps of small programs, eager CPU", {k: v for k, v in results.items() if k != BEFORE}
     )
     if BEFORE in results:
         print_before_after(results, unit="ms", scale=1e3)
-    print(f"load average (1 min) {load[0]:.2f} at the start, {load_after[0]:.2f} at the end; best of {args.rounds}")
+    print(load)
     write_report(args.json, {"suite": "programs", "rows": rows})
 
 

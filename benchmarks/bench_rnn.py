@@ -24,11 +24,10 @@ from _harness import (  # noqa: E402
     framework_event_seconds,
     median_time,
     parse_suite_args,
-    print_table,
-    run_contenders,
+    print_ms_table,
+    run_contenders_on_device,
     single_thread_env,
     suite_parser,
-    timed_on_this_gpu,
     write_report,
 )
 
@@ -133,20 +132,11 @@ def _checks_on_the_emulator():
 
 def main():
     args = parse_suite_args(suite_parser(__doc__, device=True))
-    if args.device == "cuda" and not timed_on_this_gpu("rnn", args.json, [_checks_on_the_emulator]):
+    results = run_contenders_on_device(os.path.abspath(__file__), "rnn", args, [_checks_on_the_emulator])
+    if results is None:
         return
-    extra = ["--device", args.device] + (["--quick"] if args.quick else [])
-    results = run_contenders(os.path.abspath(__file__), ["adcuda", "torch"], extra)
-    if not results:
-        sys.exit("no contender ran")
     bn_seconds = results.get("adcuda", {}).pop("batch_norm bandwidth", None)
-    rows = print_table(
-        f"Recurrent layers, forward + backward, on {args.device} "
-        f"({os.environ.get('BENCH_THREADS', '1')} thread(s)); ratio > 1: adcuda slower",
-        results,
-        unit="ms",
-        scale=1e3,
-    )
+    rows = print_ms_table(f"Recurrent layers, forward + backward, on {args.device}", results)
     report = {"suite": "rnn", "device": args.device, "rows": rows}
     if bn_seconds is not None:
         import numpy as np

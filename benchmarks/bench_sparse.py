@@ -18,7 +18,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
-from _harness import contender_main, print_table, run_contenders, single_thread_env, write_report  # noqa: E402
+from _harness import contender_main, print_table, run_contenders_under_load, single_thread_env, write_report  # noqa: E402
 
 # (case, rows = columns of the sparse matrix, entries, dense columns, backward too)
 CASES = (
@@ -62,14 +62,12 @@ def main():
     parser.add_argument("--rounds", type=int, default=1, help="runs per contender, taking turns; the best counts")
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
-    load = os.getloadavg()
-    results = run_contenders(
-        os.path.abspath(__file__), ["adcuda", "torch"], ["--quick"] if args.quick else [], rounds=args.rounds
+    results, load = run_contenders_under_load(
+        os.path.abspath(__file__), ["adcuda", "torch"], ["--quick"] if args.quick else [], args.rounds
     )
-    load_after = os.getloadavg()
     title = "sparse.mm, CSR x dense on the CPU (1 thread, CPU time per call); ratio > 1: adcuda slower"
     rows = print_table(title, results)
-    print(f"load average (1 min) {load[0]:.2f} at the start, {load_after[0]:.2f} at the end; best of {args.rounds}")
+    print(load)
     write_report(args.json, {"suite": "sparse", "rows": rows})
 
 

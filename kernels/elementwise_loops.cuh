@@ -40,19 +40,8 @@
 namespace adcuda {
 
 // ---------------------------------------------------------------------------------------------------
-// dtype subsets: instantiate a kernel only for the dtypes its op is defined on.
-template <typename F>
-decltype(auto) dispatch_floating(ScalarType type, const char* op, F&& f) {
-  switch (type) {
-    case ScalarType::Float16: return f(TypeTag<__half>{});
-    case ScalarType::BFloat16: return f(TypeTag<__nv_bfloat16>{});
-    case ScalarType::Float32: return f(TypeTag<float>{});
-    case ScalarType::Float64: return f(TypeTag<double>{});
-    default: break;
-  }
-  throw std::invalid_argument(std::string(op) + ": not defined for dtype " + scalar_type_name(type) +
-                              " (floating point dtypes only)");
-}
+// dtype subsets: instantiate a kernel only for the dtypes its op is defined on (dispatch_floating, in
+// runtime/dispatch.cuh, the nn kernels use too).
 
 // Floating point and int32/int64 (no bool).
 template <typename F>

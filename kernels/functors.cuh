@@ -394,6 +394,32 @@ struct LogAddExp {
   }
 };
 
+// log2(2^a + 2^b) without overflow, as NumPy's npy_logaddexp2: the larger operand plus
+// log1p(2^-|a - b|) / ln 2; equal operands (infinities included) give a + 1; NaN propagates.
+struct LogAddExp2 {
+  template <typename C> ADCUDA_HD C operator()(C a, C b) const {
+    if (a == b) return a + C(1);
+    const C d = a - b;
+    if (d > C(0)) return a + log1p_(exp2_(-d)) * C(1.44269504088896340736);
+    if (d <= C(0)) return b + log1p_(exp2_(d)) * C(1.44269504088896340736);
+    return d;  // NaN
+  }
+};
+
+// The magnitude of a with the sign bit of b (NaN's too), as the C library's copysign.
+struct Copysign { template <typename C> ADCUDA_HD C operator()(C a, C b) const { return copysign_(a, b); } };
+// The maximum and minimum that take a NaN only where both are NaN (the C library's fmax and fmin).
+struct Fmax { template <typename C> ADCUDA_HD C operator()(C a, C b) const { return a < b || a != a ? b : a; } };
+struct Fmin { template <typename C> ADCUDA_HD C operator()(C a, C b) const { return a > b || a != a ? b : a; } };
+// a log(b), 0 where a is 0 (log(0) and log(inf) included) unless b is NaN, as PyTorch's xlogy.
+struct Xlogy {
+  template <typename C> ADCUDA_HD C operator()(C a, C b) const {
+    if (b != b) return b;
+    if (a == C(0)) return C(0);
+    return a * log_(b);
+  }
+};
+
 // sqrt(a^2 + b^2) without overflow or underflow of the squares (the C library's hypot).
 struct Hypot { template <typename C> ADCUDA_HD C operator()(C a, C b) const { return hypot_(a, b); } };
 // The angle of the point (b, a): atan2(input, other), as the C library's, signed zeros included.

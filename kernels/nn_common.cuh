@@ -173,6 +173,18 @@ bool rows_packable(std::int64_t n, int width, std::size_t itemsize, const Pointe
   return n % width == 0 && ((reinterpret_cast<std::uintptr_t>(pointers) % bytes == 0) && ...);
 }
 
+// Calls f(std::integral_constant<int, V>) with V = kPackWidth<T> when rows of `n` elements at every
+// pointer can be walked in such packs (rows_packable), else V = 1: a kernel instantiated for both.
+template <typename T, typename F, typename... Pointers>
+void with_pack_width(std::int64_t n, F&& f, const Pointers*... pointers) {
+  constexpr int kWide = kPackWidth<T>;
+  if (rows_packable(n, kWide, sizeof(T), pointers...)) {
+    f(std::integral_constant<int, kWide>{});
+  } else {
+    f(std::integral_constant<int, 1>{});
+  }
+}
+
 // Threads for a block that owns one row of `n` elements: about 8 elements per thread, a whole
 // number of warps, at most 1024.
 inline int row_block_threads(std::int64_t n) {

@@ -396,30 +396,6 @@ const T* data_or_null(const DeviceArray* a) {
   return a != nullptr ? a->data<T>() : nullptr;
 }
 
-template <typename F>
-void dispatch_floating(ScalarType type, const char* op, F&& f) {
-  dispatch_type(type, op, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (std::is_floating_point_v<T> || is_reduced_float_v<T>) {
-      f(tag);
-    } else {
-      throw std::invalid_argument(std::string(op) + ": expected a floating point array, got " + scalar_type_name(type));
-    }
-  });
-}
-
-// Calls f with V = 16 bytes' worth of T when rows of D elements at every pointer (and the weight /
-// bias indices j..j+V) can go in packs, else V = 1.
-template <typename T, typename F, typename... Pointers>
-void with_pack_width(std::int64_t D, F&& f, const Pointers*... pointers) {
-  constexpr int kWide = nn::kPackWidth<T>;
-  if (nn::rows_packable(D, kWide, sizeof(T), pointers...)) {
-    f(std::integral_constant<int, kWide>{});
-  } else {
-    f(std::integral_constant<int, 1>{});
-  }
-}
-
 // ------------------------------------------------------------------------------------------------
 // Batch norm over x viewed as (N, C, S): channel c's M = N * S values are column c of N rows of C * S,
 // S apart. One block per channel reduces them (two passes for the statistics, as the CPU backend:
@@ -812,7 +788,7 @@ void row_norm_forward(const char* op, const DeviceArray& x, const DeviceArray* r
     dispatch_output<T>(x.dtype(), y.dtype(), op, [&](auto y_tag) {
       using Y = typename decltype(y_tag)::type;
       T* const sum_data = sum != nullptr ? sum->data<T>() : nullptr;
-      with_pack_width<T>(split.D, [&](auto width) {
+      nn::with_pack_width<T>(split.D, [&](auto width) {
         layer_norm_kernel<T, Y, decltype(width)::value, kCentered>
             <<<nn::row_blocks(split.rows), nn::row_block_threads(split.D), 0, launch.stream()>>>(
                 x.data<T>(), data_or_null<T>(residual), data_or_null<T>(weight), data_or_null<T>(bias), y.data<Y>(),
@@ -867,7 +843,7 @@ void row_norm_backward(const char* op, const DeviceArray& g, const DeviceArray& 
     Acc* partial_bias = partial_weight + chunks * split.D;
     const Acc* mean_data = mean != nullptr ? mean->data<Acc>() : nullptr;
     if (fused) {
-      with_pack_width<T>(split.D, [&](auto width) {
+      nn::with_pack_width<T>(split.D, [&](auto width) {
         layer_norm_backward_fused_kernel<T, decltype(width)::value, kCentered>
             <<<static_cast<unsigned>(chunks), dim3(threads, groups), 0, launch.stream()>>>(
                 g.data<T>(), x.data<T>(), data_or_null<T>(weight), mean_data, rstd.data<Acc>(),
@@ -875,7 +851,7 @@ void row_norm_backward(const char* op, const DeviceArray& g, const DeviceArray& 
       }, g.data<T>(), x.data<T>(), dx.data<T>(), data_or_null<T>(grad_sum));
     } else {
       const std::int64_t rows_per_chunk = (split.rows + chunks - 1) / chunks;
-      with_pack_width<T>(split.D, [&](auto width) {
+      nn::with_pack_width<T>(split.D, [&](auto width) {
         layer_norm_backward_dx_kernel<T, decltype(width)::value, kCentered>
             <<<nn::row_blocks(split.rows), nn::row_block_threads(split.D), 0, launch.stream()>>>(
                 g.data<T>(), x.data<T>(), data_or_null<T>(weight), mean_data, rstd.data<Acc>(),

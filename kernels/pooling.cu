@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "elementwise_loops.cuh"
+#include "pooling_windows.h"
 #include "runtime/dispatch.cuh"
 #include "runtime/errors.h"
 #include "runtime/launch.cuh"
@@ -21,14 +22,9 @@
 namespace adcuda {
 namespace {
 
-template <typename Acc>
-__device__ __forceinline__ bool is_nan(Acc v) {
-  if constexpr (std::is_floating_point_v<Acc>) {
-    return v != v;
-  } else {
-    return false;
-  }
-}
+using pooling::AvgGeometry;
+using pooling::PoolGeometry;
+using pooling::Window;
 
 template <typename Acc>
 __device__ __forceinline__ Acc lowest() {
@@ -39,43 +35,23 @@ __device__ __forceinline__ Acc lowest() {
   }
 }
 
-// The window of output (oh, ow) is rows [h0, h1) every dh and columns [w0, w1) every dw, all inside the
-// input. PyTorch's rule: a larger value or a NaN takes over, starting from the first position.
+// PyTorch's rule (pooling_windows.h): a larger value or a NaN takes over, starting from the first position.
 template <typename T>
-__device__ __forceinline__ void pool_window(const T* plane, std::int64_t w, std::int64_t h0, std::int64_t h1,
-                                            std::int64_t dh, std::int64_t w0, std::int64_t w1, std::int64_t dw,
-                                            T* value, std::int64_t* index) {
+__device__ __forceinline__ void pool_window(const T* plane, std::int64_t w, const Window& win, std::int64_t dh,
+                                            std::int64_t dw, T* value, std::int64_t* index) {
   using Acc = compute_t<T>;
-  Acc best = lowest<Acc>();
-  std::int64_t where = h0 * w + w0;
-  for (std::int64_t ih = h0; ih < h1; ih += dh) {
-    for (std::int64_t iw = w0; iw < w1; iw += dw) {
-      const Acc v = to_compute(plane[ih * w + iw]);
-      if (v > best || is_nan(v)) {
-        best = v;
-        where = ih * w + iw;
-      }
-    }
-  }
+  Acc best;
+  pooling::window_max<Acc>(plane, w, win, dh, dw, lowest<Acc>(), [](T v) { return to_compute(v); }, &best, index);
   *value = convert<T>(best);
-  *index = where;
 }
-
-struct PoolGeometry {
-  std::int64_t planes, h, w, out_h, out_w, kh, kw, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
-};
 
 template <typename T>
 __global__ void max_pool2d_kernel(const T* x, T* values, std::int64_t* indices, const PoolGeometry g) {
   const std::int64_t total = g.planes * g.out_h * g.out_w;
   ADCUDA_GRID_STRIDE_LOOP(i, total) {
     const std::int64_t ow = i % g.out_w, oh = (i / g.out_w) % g.out_h, plane = i / (g.out_w * g.out_h);
-    std::int64_t h0 = oh * g.stride_h - g.pad_h, w0 = ow * g.stride_w - g.pad_w;
-    const std::int64_t h1 = min(h0 + (g.kh - 1) * g.dilation_h + 1, g.h);
-    const std::int64_t w1 = min(w0 + (g.kw - 1) * g.dilation_w + 1, g.w);
-    while (h0 < 0) h0 += g.dilation_h;
-    while (w0 < 0) w0 += g.dilation_w;
-    pool_window(x + plane * g.h * g.w, g.w, h0, h1, g.dilation_h, w0, w1, g.dilation_w, values + i, indices + i);
+    pool_window(x + plane * g.h * g.w, g.w, pooling::max_window(g, oh, ow), g.dilation_h, g.dilation_w, values + i,
+                indices + i);
   }
 }
 
@@ -85,9 +61,8 @@ __global__ void adaptive_max_pool2d_kernel(const T* x, T* values, std::int64_t* 
   const std::int64_t total = planes * out_h * out_w;
   ADCUDA_GRID_STRIDE_LOOP(i, total) {
     const std::int64_t ow = i % out_w, oh = (i / out_w) % out_h, plane = i / (out_w * out_h);
-    const std::int64_t h0 = oh * h / out_h, h1 = ((oh + 1) * h + out_h - 1) / out_h;
-    const std::int64_t w0 = ow * w / out_w, w1 = ((ow + 1) * w + out_w - 1) / out_w;
-    pool_window(x + plane * h * w, w, h0, h1, 1, w0, w1, 1, values + i, indices + i);
+    pool_window(x + plane * h * w, w, pooling::adaptive_window(h, w, out_h, out_w, oh, ow), 1, 1, values + i,
+                indices + i);
   }
 }
 
@@ -100,40 +75,7 @@ __global__ void max_pool2d_backward_kernel(T* dx, const T* g, const std::int64_t
   }
 }
 
-// Average pooling's windows: fixed ones (kernel, stride, padding; PyTorch's divisor rules) or adaptive
-// ones (rows floor(i * H / Ho) to ceil((i + 1) * H / Ho)).
-struct AvgGeometry {
-  std::int64_t planes, h, w, out_h, out_w, kh, kw, stride_h, stride_w, pad_h, pad_w;
-  bool count_include_pad;
-  std::int64_t divisor_override;  // 0: none
-};
-
-struct Window {
-  std::int64_t h0, h1, w0, w1;  // clipped to the input
-  std::int64_t divisor;
-};
-
-template <bool kAdaptive>
-__device__ __forceinline__ Window avg_window(const AvgGeometry& g, std::int64_t oh, std::int64_t ow) {
-  if constexpr (kAdaptive) {
-    const std::int64_t h0 = oh * g.h / g.out_h, h1 = ((oh + 1) * g.h + g.out_h - 1) / g.out_h;
-    const std::int64_t w0 = ow * g.w / g.out_w, w1 = ((ow + 1) * g.w + g.out_w - 1) / g.out_w;
-    return {h0, h1, w0, w1, (h1 - h0) * (w1 - w0)};
-  } else {
-    std::int64_t h0 = oh * g.stride_h - g.pad_h, w0 = ow * g.stride_w - g.pad_w;
-    std::int64_t h1 = min(h0 + g.kh, g.h + g.pad_h), w1 = min(w0 + g.kw, g.w + g.pad_w);
-    const std::int64_t padded = (h1 - h0) * (w1 - w0);
-    h0 = max(h0, std::int64_t(0));
-    w0 = max(w0, std::int64_t(0));
-    h1 = min(h1, g.h);
-    w1 = min(w1, g.w);
-    const std::int64_t divisor =
-        g.divisor_override != 0 ? g.divisor_override : (g.count_include_pad ? padded : (h1 - h0) * (w1 - w0));
-    return {h0, h1, w0, w1, divisor};
-  }
-}
-
-// The outputs along one dim whose windows may cover input position i: [lo, hi] (callers test each).
+// Average pooling's windows (pooling_windows.h): the outputs along one dim whose windows may cover input position i: [lo, hi] (callers test each).
 template <bool kAdaptive>
 __device__ __forceinline__ void covering(std::int64_t i, std::int64_t size, std::int64_t out, std::int64_t k,
                                          std::int64_t stride, std::int64_t pad, std::int64_t& lo, std::int64_t& hi) {
@@ -154,13 +96,8 @@ __global__ void avg_pool2d_kernel(const T* x, T* y, const AvgGeometry g) {
   const std::int64_t total = g.planes * g.out_h * g.out_w;
   ADCUDA_GRID_STRIDE_LOOP(i, total) {
     const std::int64_t ow = i % g.out_w, oh = (i / g.out_w) % g.out_h, plane = i / (g.out_w * g.out_h);
-    const Window win = avg_window<kAdaptive>(g, oh, ow);
-    const T* in = x + plane * g.h * g.w;
-    Acc sum = Acc(0);
-    for (std::int64_t ih = win.h0; ih < win.h1; ++ih) {
-      for (std::int64_t iw = win.w0; iw < win.w1; ++iw) sum += to_compute(in[ih * g.w + iw]);
-    }
-    y[i] = convert<T>(sum / static_cast<Acc>(win.divisor));
+    const Window win = pooling::avg_window<kAdaptive>(g, oh, ow);
+    y[i] = convert<T>(pooling::window_mean<Acc>(x + plane * g.h * g.w, g.w, win, [](T v) { return to_compute(v); }));
   }
 }
 
@@ -177,7 +114,7 @@ __global__ void avg_pool2d_backward_kernel(const T* grad, T* dx, const AvgGeomet
     Acc sum = Acc(0);
     for (std::int64_t oh = oh_lo; oh <= oh_hi; ++oh) {
       for (std::int64_t ow = ow_lo; ow <= ow_hi; ++ow) {
-        const Window win = avg_window<kAdaptive>(g, oh, ow);
+        const Window win = pooling::avg_window<kAdaptive>(g, oh, ow);
         if (ih >= win.h0 && ih < win.h1 && iw >= win.w0 && iw < win.w1) {
           sum += to_compute(gp[oh * g.out_w + ow]) / static_cast<Acc>(win.divisor);
         }

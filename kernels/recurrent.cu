@@ -115,18 +115,6 @@ std::pair<std::int64_t, std::int64_t> check_cell(const char* op, int gates, cons
   return {state.shape()[0], state.shape()[1]};
 }
 
-template <typename F>
-void dispatch_floating(ScalarType type, const char* op, F&& f) {
-  dispatch_type(type, op, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (std::is_floating_point_v<T> || is_reduced_float_v<T>) {
-      f(tag);
-    } else {
-      throw std::invalid_argument(std::string(op) + ": expected a floating point array, got " + scalar_type_name(type));
-    }
-  });
-}
-
 }  // namespace
 
 DeviceArray lstm_cell(const DeviceArray& gi, const DeviceArray& gh, const DeviceArray& c) {

@@ -494,30 +494,6 @@ __global__ void classifier_loss_backward_kernel(const T* logits, const compute_t
 
 // ------------------------------------------------------------------------------------------------
 // Host side.
-template <typename F>
-void dispatch_floating(ScalarType type, const char* op, F&& f) {
-  dispatch_type(type, op, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (std::is_floating_point_v<T> || is_reduced_float_v<T>) {
-      f(tag);
-    } else {
-      throw std::invalid_argument(std::string(op) + ": expected a floating point array, got " + scalar_type_name(type));
-    }
-  });
-}
-
-// Calls f(std::integral_constant<int, V>) with V = 16 bytes' worth of T when rows of `n` elements at
-// every pointer can be read in such packs, else V = 1.
-template <typename T, typename F, typename... Pointers>
-void with_pack_width(std::int64_t n, F&& f, const Pointers*... pointers) {
-  constexpr int kWide = nn::kPackWidth<T>;
-  if (nn::rows_packable(n, kWide, sizeof(T), pointers...)) {
-    f(std::integral_constant<int, kWide>{});
-  } else {
-    f(std::integral_constant<int, 1>{});
-  }
-}
-
 void require_contiguous(const DeviceArray& a, const char* op, const char* name) {
   if (!a.is_contiguous()) throw std::invalid_argument(std::string(op) + ": " + name + " must be contiguous");
 }
@@ -587,7 +563,7 @@ DeviceArray softmax(const DeviceArray& a, int axis, bool log) {
   dispatch_floating(a.dtype(), "softmax", [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (split.inner == 1) {
-      with_pack_width<T>(split.n, [&](auto width) {
+      nn::with_pack_width<T>(split.n, [&](auto width) {
         softmax_rows_kernel<T, decltype(width)::value><<<nn::row_blocks(split.outer), nn::row_block_threads(split.n), 0,
                                           launch.stream()>>>(a.data<T>(), out.data<T>(), split.outer, split.n, log);
       }, a.data<T>(), out.data<T>());
@@ -615,7 +591,7 @@ DeviceArray softmax_backward(const DeviceArray& y, const DeviceArray& g, int axi
   dispatch_floating(g.dtype(), "softmax_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (split.inner == 1) {
-      with_pack_width<T>(split.n, [&](auto width) {
+      nn::with_pack_width<T>(split.n, [&](auto width) {
         softmax_backward_rows_kernel<T, decltype(width)::value>
             <<<nn::row_blocks(split.outer), nn::row_block_threads(split.n), 0, launch.stream()>>>(
                 y.data<T>(), g.data<T>(), dx.data<T>(), split.outer, split.n, log);

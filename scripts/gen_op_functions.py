@@ -77,12 +77,14 @@ def functions_module(registry):
         "",
         *_imports(names, "."),
         "",
-        "__all__ = [",
-        *(f'    "{name}",' for name in sorted(names)),
-        "]",
-        "",
+        *_all_list(sorted(names)),
     ]
     return "\n".join(lines)
+
+
+def _all_list(names):
+    """A generated module's last lines: its ``__all__``, one name a line."""
+    return ["__all__ = [", *(f'    "{name}",' for name in names), "]", ""]
 
 
 def _annotation(annotation):
@@ -181,10 +183,7 @@ def functional_module(registry):
         *defined,
         "",
         "",
-        "__all__ = [",
-        *(f'    "{name}",' for name in every),
-        "]",
-        "",
+        *_all_list(every),
     ]
     return "\n".join(lines)
 

@@ -18,9 +18,11 @@ The first two are the stubs of the modules scripts/gen_op_functions.py writes (w
 function by name from where its op is declared), which ``adcuda/__init__.py`` and ``nn/functional.py``
 star-import: they give type checkers each entry's exact signature. ``_tensor_ops.pyi`` is stub-only:
 ``tensor.py`` makes ``TensorOps`` a base of ``Tensor`` for type checkers only, so tensor.py keeps
-declaring its own names and the stub adds just the generated ones. tests/test_type_hints.py fails
-while a committed stub differs from this script's output. Run it from outside the source tree or with an
-editable install.
+declaring its own names and the stub adds just the generated ones. Because tensor.py imports it, it
+imports nothing of tensor.py (or of autograd, which imports tensor.py): ``TensorOps`` is generic over the
+names of tensor.py its annotations use (``TENSOR_PY_NAMES``), and ``Tensor`` binds them to themselves.
+tests/test_type_hints.py fails while a committed stub differs from this script's output. Run it from
+outside the source tree or with an editable install.
 """
 
 import argparse
@@ -41,19 +43,37 @@ import builtins
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from os import PathLike
 from types import EllipsisType
-from typing import Any, BinaryIO, Literal, overload
+from typing import {typing_names}
 
 from numpy import ndarray
 
-from adcuda.autograd.graph import Node, RemovableHandle
 from adcuda.device import device as Device
 from adcuda.dtypes import DType, Number
+from adcuda.hooks import RemovableHandle
 from adcuda.random import Generator
-from adcuda.tensor import Size, Tensor
-"""
+{tensor_names}"""
+TYPING_NAMES = ("Any", "BinaryIO", "Literal", "overload")
 
-# Names the header imports (adcuda.types' names, each from where it is defined: _tensor_ops.pyi is read
-# by tensor.py, which adcuda.types imports for type checkers, so going through adcuda.types would make an
+# What the header gives of tensor.py: the function stubs import its names; TensorOps, which tensor.py imports
+# (as Tensor's base for type checkers), cannot without an import circle, so it is generic over them
+# instead, in this order, and tensor.py binds them (``TensorOps["Tensor", "GradFn"]``).
+TENSOR_PY_NAMES = ("Tensor", "GradFn")
+TENSOR_TYPE_PARAMETERS = {name: f"_{name}" for name in TENSOR_PY_NAMES}
+
+
+def _header(what, generic):
+    """The stub's imports; for ``generic`` (TensorOps) the type parameters that stand for tensor.py's names."""
+    if not generic:
+        imported = f"from adcuda.tensor import {', '.join(sorted(TENSOR_PY_NAMES + ('Size',)))}\n"
+        return HEADER.format(what=what, typing_names=", ".join(TYPING_NAMES), tensor_names=imported)
+    typing_names = ", ".join(sorted(TYPING_NAMES + ("Generic", "TypeVar"), key=lambda n: (n[0].islower(), n)))
+    parameters = "".join(f'{p} = TypeVar("{p}")\n' for p in TENSOR_TYPE_PARAMETERS.values())
+    parameters = "from typing_extensions import Self  # (typing's from Python 3.11)\n\n" + parameters
+    return HEADER.format(what=what, typing_names=typing_names, tensor_names="\n" + parameters)
+
+
+# Names the header gives (adcuda.types' names, each from where it is defined: _tensor_ops.pyi is read by
+# tensor.py, which adcuda.types imports for type checkers, so going through adcuda.types would make an
 # import circle); any other name an annotation uses is imported from where it is defined.
 HEADER_NAMES = {
     "Any",
@@ -63,11 +83,11 @@ HEADER_NAMES = {
     "DType",
     "EllipsisType",
     "Generator",
+    "GradFn",
     "Iterable",
     "Iterator",
     "Literal",
     "Mapping",
-    "Node",
     "Number",
     "PathLike",
     "RemovableHandle",
@@ -82,13 +102,15 @@ HEADER_NAMES = {
 class Stub:
     """One stub file being written: its definitions and the extra imports their annotations need."""
 
-    def __init__(self, what, members=()):
+    def __init__(self, what, members=(), type_parameters=None):
         self.what = what
         self.lines = []
         self.imports = set()
         # names this stub defines: an annotation naming a builtin of the same name (``float``, ``int``)
         # is written ``builtins.float`` so it is not read as the definition
         self.members = set(members)
+        # tensor.py's names as the type parameters that stand for them (TensorOps'), or None: imported
+        self.type_parameters = type_parameters
 
     def annotation(self, annotation, fn):
         """The source text of ``annotation`` (of ``fn``'s signature) for the stub, importing the names
@@ -108,8 +130,10 @@ class Stub:
                 name = node.id
                 if name in stub.members and hasattr(builtins, name):
                     return ast.copy_location(ast.Attribute(ast.Name("builtins", ast.Load()), name, ast.Load()), node)
+                if stub.type_parameters and name in stub.type_parameters:
+                    return ast.copy_location(ast.Name(stub.type_parameters[name], ast.Load()), node)
                 if name not in HEADER_NAMES and not hasattr(builtins, name) and name != "None":
-                    stub.imports.add(_import_of(name, module))
+                    stub.add_import(_import_of(name, module), name)
                 return node
 
             def visit_Attribute(self, node):  # ``builtins.bool``, ``np.ndarray``: the head is a module
@@ -117,7 +141,7 @@ class Stub:
                 while isinstance(head, ast.Attribute):
                     head = head.value
                 if isinstance(head, ast.Name) and head.id not in HEADER_NAMES:
-                    stub.imports.add(_import_of(head.id, module))
+                    stub.add_import(_import_of(head.id, module), head.id)
                 return node
 
         return ast.unparse(Rewrite().visit(tree))
@@ -154,9 +178,18 @@ class Stub:
         result = returns or self.annotation(signature.return_annotation, fn) or "Any"
         return f"({', '.join(parts)}) -> {result}"
 
+    def add_import(self, line, name):
+        if self.type_parameters is not None and line.startswith("from adcuda.tensor import"):
+            raise SystemExit(
+                f"gen_type_stubs: a member attached to Tensor is annotated with tensor.py's {name!r}, which "
+                "TensorOps cannot import (tensor.py imports it): add it to TENSOR_PY_NAMES, and bind it in "
+                "tensor.py's TensorOps[...]"
+            )
+        self.imports.add(line)
+
     def render(self):
         imports = sorted(i for i in self.imports if i)
-        lines = [HEADER.format(what=self.what).rstrip("\n")]
+        lines = [_header(self.what, self.type_parameters is not None).rstrip("\n")]
         if imports:
             lines += [""] + imports
         return "\n".join(lines + [""] + self.lines).rstrip("\n") + "\n"
@@ -284,8 +317,12 @@ def tensor_stub():
         and name not in ("__module__", "__doc__", "__dict__", "__weakref__", "__annotations__")
     }
     operators = _registry_operators()
-    stub = Stub("every method, operator and property attached to Tensor outside tensor.py", members=attached)
-    stub.lines.append("class TensorOps:")
+    stub = Stub(
+        "every method, operator and property attached to Tensor outside tensor.py",
+        members=attached,
+        type_parameters=TENSOR_TYPE_PARAMETERS,
+    )
+    stub.lines.append(f"class TensorOps(Generic[{', '.join(TENSOR_TYPE_PARAMETERS.values())}]):")
     for name, value in sorted(attached.items()):
         ignore = "  # type: ignore[override]" if name in _OVERRIDES_OBJECT else ""
         if isinstance(value, property):
@@ -306,7 +343,10 @@ def tensor_stub():
             annotated = signature.replace(
                 parameters=[p for p in signature.parameters.values() if p.kind != p.KEYWORD_ONLY]
             )
-        first = "cls" if name == "__new__" else "self"
+        if name == "__new__":  # a constructor makes its own class (Self): a type parameter is not a class
+            stub.lines.append(f"    def __new__{stub.signature(value, first='cls', returns='Self')}: ...")
+            continue
+        first = "self"
         if annotated is None and not ignore:
             stub.lines += overloaded(stub, name, value, indent="    ", first=first)
             continue

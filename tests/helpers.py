@@ -34,6 +34,27 @@ def load_module(name, path):
     return module
 
 
+def fused_adam_step(params, grads, m, v, steps, *, op=adcuda._fused_adamw_, **options):
+    """One step of the fused Adam ``op`` (AdamW's by default; no amsgrad) with the hyperparameters the
+    fused-step tests share; ``options`` gives the rest (``master_params``, ``grad_multiplier``)."""
+    op(
+        params,
+        grads,
+        m,
+        v,
+        [],
+        steps,
+        lr=1e-2,
+        beta1=0.9,
+        beta2=0.95,
+        weight_decay=0.1,
+        eps=1e-8,
+        amsgrad=False,
+        maximize=False,
+        **options,
+    )
+
+
 def run_adcuda(*args, cwd, timeout, env=None):
     """``python -m adcuda ARGS`` in ``cwd`` (the command line as a user runs it), its output captured."""
     return subprocess.run(
@@ -91,3 +112,14 @@ def least_squares_trajectory(lib, make_opt, steps, dtype="float64"):
         opt.step()
         history.append(np.concatenate([w.detach().numpy().copy(), c.detach().numpy().copy()]))
     return np.array(history)
+
+
+def native_and_numpy(monkeypatch, backend_module, fn, *args):
+    """``fn(*args)`` on the host module's path of a CPU backend module (its ``_NATIVE``), then on its
+    NumPy path, the reference: the pair to compare."""
+    assert backend_module._NATIVE is not None, f"the host module was built without {backend_module.__name__}'s kernels"
+    native = fn(*args)
+    with monkeypatch.context() as m:
+        m.setattr(backend_module, "_NATIVE", None)
+        reference = fn(*args)
+    return native, reference

@@ -1,6 +1,7 @@
-"""The two checks test_names_ops.py and test_names_more.py run on each entry of their ``CASES``:
+"""The checks test_names_ops.py and test_names_more.py run on each entry of their ``CASES``:
 ``(fn, floats, others)``, where ``fn(module, F, *inputs)`` is written once for adcuda and PyTorch
-alike, ``floats`` are the inputs differentiated (in float64) and ``others`` the rest (indices)."""
+alike, ``floats`` are the inputs differentiated (in float64) and ``others`` the rest (indices); and
+``case_tests``, which makes them one test per case."""
 
 import warnings
 
@@ -65,3 +66,27 @@ def check_cuda_matches_cpu(case):
         results[device] = [out.detach().cpu().numpy()] + [t.grad.cpu().numpy() for t in inputs[: len(floats)]]
     for got, expected in zip(results["cuda"], results["cpu"]):
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+
+
+def case_tests(cases, not_smooth, grad_rtol=None):
+    """The tests a module runs on its ``cases`` (``{name: case}``), to be bound to test names there:
+    gradcheck (but for the names in ``not_smooth``, not differentiable at ties), against PyTorch
+    (``grad_rtol``: a looser gradient tolerance by name), and CUDA against the CPU."""
+    names = pytest.mark.parametrize("name", sorted(cases))
+
+    @names
+    def test_gradcheck(name):
+        if name in not_smooth:
+            pytest.skip("not differentiable at ties (compared with PyTorch below)")
+        check_gradcheck(cases[name])
+
+    @names
+    def test_matches_pytorch(name):
+        check_matches_pytorch(pytest.importorskip("torch"), cases[name], (grad_rtol or {}).get(name, 1e-9))
+
+    @gpu
+    @names
+    def test_ops_on_cuda_match_the_cpu(name):
+        check_cuda_matches_cpu(cases[name])
+
+    return test_gradcheck, test_matches_pytorch, test_ops_on_cuda_match_the_cpu

@@ -1346,6 +1346,70 @@ case(
 case("scan", "logaddexp of integers", lambda bk, A: bk.scan("logaddexp", A(I), 0), DTypeError)
 case("scan", "an unknown op", lambda bk, A: bk.scan("sum", A(X), 0), ValueError)
 case("scan", "an axis out of range", lambda bk, A: bk.scan("max", A(X), 2), IndexError)
+TIES = np.array([[1.0, np.nan, 2.0, np.nan], [-0.0, 0.0, -0.0, 1.0]], np.float32)
+case(
+    "running_extreme",
+    "PyTorch's cummax/cummin: a later equal value wins (its zero's sign); NaN propagates, the last NaN's index",
+    lambda bk, A: (bk.running_extreme("max", A(TIES), -1), bk.running_extreme("min", A(TIES), 1)),
+    (
+        (
+            ok(F32, (2, 4), [[1, np.nan, np.nan, np.nan], [-0.0, 0.0, -0.0, 1]]),
+            ok(I64, (2, 4), [[0, 1, 1, 3], [0, 1, 2, 3]]),
+        ),
+        (
+            ok(F32, (2, 4), [[1, np.nan, np.nan, np.nan], [-0.0, 0.0, -0.0, -0.0]]),
+            ok(I64, (2, 4), [[0, 1, 1, 3], [0, 1, 2, 2]]),
+        ),
+    ),
+)
+case(
+    "running_extreme",
+    "integers along axis 0, float16, a strided view, bool; a 0-d array is its own",
+    lambda bk, A: (
+        bk.running_extreme("max", A(I.astype(np.int32)[::-1]), 0),
+        bk.running_extreme("min", A(X.astype(np.float16)), 1),
+        bk.running_extreme("min", bk.permute(A(X), (1, 0)), 1),
+        bk.running_extreme("max", A(B), 1),
+        bk.running_extreme("min", A(S), 0),
+    ),
+    (
+        (ok(I32, (2, 3), [[1, 2, 3], [1, 2, 3]]), ok(I64, (2, 3), [[0, 0, 0], [0, 0, 0]])),
+        (ok(F16, (2, 3), [[-2.5, -2.5, -2.5], [0.5, 0.5, 0.5]]), ok(I64, (2, 3), [[0, 0, 0], [0, 0, 0]])),
+        (ok(F32, (3, 2), [[-2.5, -2.5], [-1.5, -1.5], [-0.5, -0.5]]), ok(I64, (3, 2), [[0, 0], [0, 0], [0, 0]])),
+        (ok(BOOL, (2, 3), [[True, True, True], [False, False, True]]), ok(I64, (2, 3), [[0, 0, 2], [0, 1, 2]])),
+        (ok(F32, (), 1.5), ok(I64, (), 0)),
+    ),
+)
+case("running_extreme", "an unknown op", lambda bk, A: bk.running_extreme("sum", A(X), 0), ValueError)
+case("running_extreme", "an axis out of range", lambda bk, A: bk.running_extreme("max", A(X), 2), IndexError)
+EDGES = np.array([-1.5, 0.5, 0.5, 2.0], np.float32)
+case(
+    "searchsorted",
+    "1-d boundaries: before (after, right) equal ones; values of any shape, 0-d too; a NaN value goes last",
+    lambda bk, A: (
+        bk.searchsorted(A(EDGES), A(np.array([[-2.0, 0.5], [np.nan, 3.0]], np.float32)), False),
+        bk.searchsorted(A(EDGES), A(np.array([0.5, -1.5, np.nan], np.float32)), True),
+        bk.searchsorted(A(EDGES), A(np.array(1.0, np.float32)), False),
+    ),
+    (ok(I64, (2, 2), [[0, 1], [4, 4]]), ok(I64, (3,), [3, 1, 4]), ok(I64, (), 3)),
+)
+case(
+    "searchsorted",
+    "rows of boundaries, each searched by its row of values (int64, float64 with a NaN)",
+    lambda bk, A: (
+        bk.searchsorted(A(np.array([[1, 3, 5], [0, 0, 9]])), A(np.array([[3, 6], [0, 10]])), False),
+        bk.searchsorted(A(np.array([[1.0, 3.0], [2.0, 4.0]])), A(np.array([[3.0, np.nan], [1.0, 4.0]])), True),
+    ),
+    (ok(I64, (2, 2), [[1, 3], [0, 3]]), ok(I64, (2, 2), [[2, 2], [0, 2]])),
+)
+case("searchsorted", "0-d boundaries", lambda bk, A: bk.searchsorted(A(S), A(X), False), ShapeError)
+case(
+    "bincount",
+    "counts of each slot, the unused ones 0; no slots at all",
+    lambda bk, A: (bk.bincount(A(np.array([3, 0, 3, 1])), 6), bk.bincount(A(np.zeros(0, np.int64)), 2)),
+    (ok(I64, (6,), [1, 1, 0, 2, 0, 0]), ok(I64, (2,), [0, 0])),
+)
+case("bincount", "2-d slots", lambda bk, A: bk.bincount(A(np.zeros((2, 2), np.int64)), 2), ShapeError)
 for reduce, combine in (("prod", np.multiply), ("amax", np.maximum), ("amin", np.minimum)):
     case(
         "scatter_reduce",

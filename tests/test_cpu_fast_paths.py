@@ -2,6 +2,7 @@
 keeps its accuracy without NumPy selects, and the heap setting that keeps freed arrays mapped is made
 on glibc and can be turned off."""
 
+import importlib
 import math
 import os
 import platform
@@ -14,6 +15,8 @@ import pytest
 from adcuda.backends import cpu
 from adcuda.backends.cpu import _heap
 from adcuda.backends.cpu import optim as cpu_optim
+
+cpu_sort = importlib.import_module("adcuda.backends.cpu.sort")  # the module (the package re-exports its sort)
 
 SPECIAL = [0.0, -0.0, 1e-30, -1e-30, 1e-4, -1e-4, 0.5, 3.99, 4.0, 4.01, 1e30, -1e30, np.inf, -np.inf]
 
@@ -263,3 +266,27 @@ def test_native_adam_step_equals_the_numpy_path_bit_for_bit(monkeypatch, decoupl
     for a, b in zip(runs[True], runs[False]):
         assert a.tobytes() == b.tobytes()
     assert np.isnan(runs[True][1][3])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.int32, np.bool_])
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_native_running_extreme_equals_the_numpy_path_bit_for_bit(monkeypatch, dtype, op):
+    """kernels/host/sort.cpp's one-pass cummax/cummin loop against the NumPy path (run with the native
+    loop hidden): ties of values and of zeros' signs, NaN runs, one-element and empty rows."""
+    assert cpu_sort._native_running_extreme is not None, "the host module was built without running_extreme"
+    rng = np.random.default_rng(2)
+    lowest = 0 if dtype is np.bool_ else -3
+    arrays = [rng.integers(lowest, 4, shape).astype(dtype) for shape in ((5, 9), (3, 1), (4, 0), (2, 3, 17), (33,))]
+    if np.dtype(dtype).kind == "f":
+        for a in arrays:
+            a[rng.random(a.shape) < 0.15] = np.nan
+            a[rng.random(a.shape) < 0.2] = -0.0
+    runs = {}
+    for native in (True, False):
+        if not native:
+            monkeypatch.setattr(cpu_sort, "_native_running_extreme", None)
+        runs[native] = [cpu.running_extreme(op, a, -1) for a in arrays]
+    for (values, indices), (ref_values, ref_indices) in zip(runs[True], runs[False]):
+        assert values.dtype == ref_values.dtype and values.tobytes() == ref_values.tobytes()
+        assert indices.dtype == np.int64 and np.array_equal(indices, ref_indices)
+    assert runs[True][0][1].max() > 0  # the indices moved along the rows

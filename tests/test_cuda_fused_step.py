@@ -5,6 +5,7 @@ scripts/emulated_cuda_tests.sh, also under ADCUDA_EMULATOR_SCHEDULE=reverse and 
 
 import numpy as np
 import pytest
+from helpers import fused_adam_step
 
 import adcuda
 from adcuda import dtypes as dt
@@ -98,22 +99,8 @@ def _clone(t):
 def _step(t, masters=None, multiplier=None, steps=3):
     for _ in range(steps):
         adcuda._foreach_add_(t["steps"], 1)
-        adcuda._fused_adamw_(
-            t["params"],
-            t["grads"],
-            t["m"],
-            t["v"],
-            [],
-            t["steps"],
-            lr=1e-2,
-            beta1=0.9,
-            beta2=0.95,
-            weight_decay=0.1,
-            eps=1e-8,
-            amsgrad=False,
-            maximize=False,
-            master_params=masters,
-            grad_multiplier=multiplier,
+        fused_adam_step(
+            t["params"], t["grads"], t["m"], t["v"], t["steps"], master_params=masters, grad_multiplier=multiplier
         )
 
 

@@ -253,7 +253,10 @@ _HARNESS = textwrap.dedent(r"""
       if (op == name) { for (size_t i = 0; i < a.size(); ++i) r.push_back(F{}(a[i], b[i])); return true; }
       B("add", Add) B("sub", Sub) B("mul", Mul) B("pow", Pow) B("maximum", Maximum) B("minimum", Minimum)
       B("floor_divide", FloorDivide) B("remainder", Remainder)
-      if constexpr (std::is_floating_point_v<C>) { B("div", Div) }
+      if constexpr (std::is_floating_point_v<C>) {
+        B("div", Div) B("logaddexp2", LogAddExp2) B("copysign", Copysign) B("fmax", Fmax) B("fmin", Fmin)
+        B("xlogy", Xlogy)
+      }
     #undef B
       return false;
     }
@@ -460,17 +463,24 @@ def test_unary_functors_match_cpu_backend(harness, op, type_name, np_type, rtol)
     np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol, equal_nan=True, err_msg=op)
 
 
+# The floating-only binary ops that are one kernel each (issue 31: each was several before).
+FLOAT_BINARY = ["logaddexp2", "copysign", "fmax", "fmin", "xlogy"]
 _BINARY_GRID = [-7.5, -3.0, -2.0, -1.0, -0.5, -0.0, 0.0, 0.5, 1.0, 2.0, 3.0, 7.5, np.inf, -np.inf, np.nan]
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # NumPy's, for inf * 0 and friends in the reference
 @pytest.mark.parametrize("type_name,np_type", [("f32", np.float32), ("f64", np.float64)])
-@pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "floor_divide", "remainder"])
+@pytest.mark.parametrize(
+    "op", ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "floor_divide", "remainder"] + FLOAT_BINARY
+)
 def test_binary_functors_match_cpu_backend(harness, op, type_name, np_type):
     a, b = (g.ravel().astype(np_type) for g in np.meshgrid(_BINARY_GRID, _BINARY_GRID))
     got = _host_run(harness, "binary", type_name, op, a, b)
     expected = cpu.binary(op, a, b, dt.from_numpy_dtype(np.dtype(np_type)))
     np.testing.assert_allclose(got, expected, rtol=1e-6, equal_nan=True, err_msg=op)
+    if op in ("copysign", "xlogy"):  # the sign of a zero result is part of their definition
+        zero = expected == 0
+        np.testing.assert_array_equal(np.signbit(got[zero]), np.signbit(expected[zero]), err_msg=op)
     if op in ("floor_divide", "remainder"):  # NumPy's divmod also fixes the sign of zero results
         zero = expected == 0
         np.testing.assert_array_equal(np.signbit(got[zero]), np.signbit(expected[zero]))
@@ -684,6 +694,23 @@ def test_binary_broadcast(cb, op, dtype, shapes):
             expected = cpu.binary(op, a_host, b_host, ref_dtype)
             out_dtype = dt.bool_ if op in COMPARISONS else dtype
             check(cb, got, expected, out_dtype, rtol=5e-5 if op == "pow" and dtype is dt.float32 else None)
+
+
+@gpu
+@pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: d.name)
+@pytest.mark.parametrize("op", FLOAT_BINARY)
+@pytest.mark.parametrize("shapes", BROADCAST_PAIRS, ids=str)
+def test_float_binary_broadcast(cb, op, dtype, shapes):
+    a_np, b_np = _binary_inputs(op, *shapes, dtype)
+    if a_np.size > 2 and b_np.size > 2:  # the special values, each against each other's neighbours
+        a_np.flat[:3], b_np.flat[:3] = [0.0, np.nan, -np.inf], [np.inf, 0.0, -0.0]
+    ref_dtype = cpu_reference_dtype(dtype)
+    for a, a_host in layouts(cb, a_np, dtype)[:2]:
+        for b, b_host in layouts(cb, b_np, dtype)[:2]:
+            check(cb, cb.binary(op, a, b, dtype), cpu.binary(op, a_host, b_host, ref_dtype), dtype)
+    a, a_host = held(cb, a_np, dtype)
+    check(cb, cb.binary(op, a, -1.5, dtype), cpu.binary(op, a_host, -1.5, ref_dtype), dtype)
+    check(cb, cb.binary(op, 0.0, a, dtype), cpu.binary(op, 0.0, a_host, ref_dtype), dtype)
 
 
 @gpu

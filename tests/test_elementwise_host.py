@@ -5,6 +5,7 @@ to a few ulp, NaN and infinities included, in float32 and float64."""
 import numpy as np
 import pytest
 
+from adcuda import dtypes as dt
 from adcuda._native import _C
 from adcuda.backends.cpu import elementwise as cpu
 from adcuda.backends.elementwise_table import UNARY
@@ -70,3 +71,36 @@ def test_a_numpy_scalar_takes_numpy_s_loop(op):
     computes them as before (once a DTypeError 'not defined for float64 arrays')."""
     x = np.float64(0.2667140660682762)
     assert cpu.unary(op, x) == cpu.unary(op, np.array([x]))[0]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("op", sorted(cpu._HOST_BINARY_INDEX))
+def test_host_binary_loop_matches_numpy(op, dtype):
+    values = [0.0, -0.0, 1e-6, -0.3, 1.0, -2.5, 3.0, -7.0, 20.5, -90.0, 1e4, np.inf, -np.inf, np.nan]
+    a, b = (g.ravel().astype(dtype) for g in np.meshgrid(values, values + [2.9, -12.0]))
+    assert a.size <= cpu._HOST_MAX
+    index = cpu._HOST_BINARY_INDEX[op]
+    with np.errstate(all="ignore"):
+        for host, reference in (
+            (_C.host_binary(index, a, b), cpu.BINARY_OPS[op](a, b)),
+            (_C.host_binary(index, a, -2.5), cpu.BINARY_OPS[op](a, np.asarray(-2.5, dtype))),
+            (_C.host_binary(index, a[:1].reshape(()), 0.0), cpu.BINARY_OPS[op](a[:1].reshape(()), dtype(0.0))),
+        ):
+            reference = np.asarray(reference)
+            assert host.dtype == dtype and host.shape == reference.shape
+            np.testing.assert_allclose(host.ravel(), reference.ravel(), rtol=8 * np.finfo(dtype).eps, equal_nan=True)
+            zero = reference.ravel() == 0  # remainder and xlogy define the sign of a zero result
+            np.testing.assert_array_equal(np.signbit(host.ravel()[zero]), np.signbit(reference.ravel()[zero]))
+
+
+def test_small_binary_operands_take_the_host_path(monkeypatch):
+    calls = []
+    spy = type("Spy", (), {"host_binary": lambda i, a, b: calls.append(a.size) or a.copy()})
+    monkeypatch.setattr(cpu, "_C", spy)
+    small, large = np.ones(cpu._HOST_MAX, np.float32), np.ones(cpu._HOST_MAX + 1, np.float32)
+    cpu.binary("xlogy", small, small, dt.float32)
+    cpu.binary("xlogy", small, 2.0, dt.float32)
+    np.testing.assert_array_equal(cpu.binary("xlogy", large, large, dt.float32), 0)
+    cpu.binary("xlogy", small, small[:1], dt.float32)  # broadcast: NumPy's
+    cpu.binary("add", small, small, dt.float32)  # one SIMD ufunc: NumPy's
+    assert calls == [cpu._HOST_MAX, cpu._HOST_MAX]

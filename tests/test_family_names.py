@@ -57,20 +57,25 @@ SHARED_FAMILIES = {
 
 # (ops module, family) pairs where an ops module calls another family's primitive
 BORROWS = {
+    ("elementwise", "reduce"): "equal reduces its elementwise comparison with all",
     ("index", "layout"): "nonzero stacks its coordinate columns with cat",
     ("index", "reduce"): "trace sums its diagonal view",
     ("layout", "resample"): "pad is a layout op to the user; its constant/reflect/replicate kernels are resample's",
     ("gemm", "index"): "cross gathers its operands' rotated components in one index call each",
     ("gemm", "reduce"): "linear's bias gradient is a sum over rows",
+    ("gemm", "layout"): "vander joins its columns with cat",
+    ("gemm", "sort"): "vander's powers are a running product of its columns",
     ("pooling", "index"): "max_pool2d_select gathers the values at the pooled indices",
+    ("resample", "layout"): "affine_grid builds its constant base grid with view, expand and cat",
     ("recurrent", "gemm"): "the GRU layer's hidden-state products and weight gradient",
     ("recurrent", "reduce"): "the GRU layer's bias gradient is a sum over time and batch",
-    ("reduce", "index"): "bincount and histc count with scatter_add; histc picks its in-range samples",
+    ("reduce", "index"): "histc picks its in-range samples",
+    ("reduce", "sort"): "cumsum and cumprod are the sort family's scans; bincount and histc count with its bincount",
     ("softmax_loss", "index"): "the losses gather the target class's log-probability",
     ("softmax_loss", "reduce"): "multi_margin_loss sums each row's margins; the mean counts the targets",
-    ("sort", "index"): "mode, nanmedian and the running extremes gather from the sort or the input",
+    ("sort", "index"): "mode and nanmedian gather from the sort; unique and unique_consecutive pick the run starts",
     ("sort", "layout"): "mode and unique_consecutive start the first run with cat",
-    ("sort", "reduce"): "searchsorted counts the boundaries below each value; mode and nanmedian count runs",
+    ("sort", "reduce"): "nanmedian counts each slice's numbers; unique_consecutive marks the slices that differ",
 }
 
 # ops modules that declare ops of no single family, or no ops at all

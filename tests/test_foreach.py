@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from helpers import DEVICES
+from helpers import DEVICES, fused_adam_step
 
 import adcuda
 from adcuda import dtypes as dt
@@ -267,21 +267,7 @@ def test_fused_step_errors():
     with pytest.raises(ValueError, match="_fused_sgd_: momentum=0.9 needs one momentum buffer per parameter"):
         adcuda._fused_sgd_(p, [adcuda.zeros(3)], [], **dict(kw, momentum=0.9))
     with pytest.raises(ShapeError, match="_fused_adam_: state_steps has 0 tensors but self has 1"):
-        adcuda._fused_adam_(
-            p,
-            [adcuda.zeros(3)],
-            [adcuda.zeros(3)],
-            [adcuda.zeros(3)],
-            [],
-            [],
-            lr=0.1,
-            beta1=0.9,
-            beta2=0.99,
-            weight_decay=0.0,
-            eps=1e-8,
-            amsgrad=False,
-            maximize=False,
-        )
+        fused_adam_step(p, [adcuda.zeros(3)], [adcuda.zeros(3)], [adcuda.zeros(3)], [], op=adcuda._fused_adam_)
     param = adcuda.zeros(3, requires_grad=True)
     with pytest.raises(AutogradError, match="_fused_sgd_: .* requires grad"):
         adcuda._fused_sgd_([param], [adcuda.zeros(3)], [], **kw)

@@ -22,6 +22,7 @@ edges are not added (every module would then depend on the package it lives in).
 
 import ast
 import functools
+import importlib.util
 import pathlib
 from collections import defaultdict
 
@@ -33,9 +34,10 @@ PACKAGE_ROOT = pathlib.Path(__file__).resolve().parent.parent / "adcuda"
 LAYERS = (
     (
         "ground",
-        ("adcuda.errors", "adcuda.dtypes", "adcuda.device", "adcuda.random", "adcuda.layouts"),
-        "exception classes, dtypes and device names: what every other layer speaks; and the random "
-        "generator's state (a seed and an offset, which the ops draw from and gradgradcheck too)",
+        ("adcuda.errors", "adcuda.dtypes", "adcuda.device", "adcuda.random", "adcuda.layouts", "adcuda.hooks"),
+        "exception classes, dtypes and device names: what every other layer speaks; the random "
+        "generator's state (a seed and an offset, which the ops draw from and gradgradcheck too); and the "
+        "handle every hook registration returns (tensors', nodes', modules', optimizers')",
     ),
     (
         "backends",
@@ -140,6 +142,7 @@ EXPECTED_FAILURES = {}
 # ---------------------------------------------------------------------------------------------
 # the developer page that shows the layer order
 DOCS_PAGE = PACKAGE_ROOT.parent / "docs" / "architecture.md"
+
 BEGIN = (
     "<!-- generated from LAYERS and LIBRARY_USES in tests/test_import_layers.py: "
     "run python tests/test_import_layers.py -->"
@@ -318,6 +321,14 @@ def test_no_in_function_imports_of_adcuda_modules():
     check("in-function", violations)
 
 
+def _import_cycles_script():
+    """scripts/import_cycles.py, whose strongly connected components (Tarjan's) rule (b) reads too."""
+    spec = importlib.util.spec_from_file_location("import_cycles", PACKAGE_ROOT.parent / "scripts" / "import_cycles.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_no_import_cycles():
     """No cycle among the imports that are not expected failures (a cycle through one of those goes
     when it is fixed)."""
@@ -334,7 +345,7 @@ def test_no_import_cycles():
     for importer, line, imported, _ in import_edges():
         if (importer, imported) not in expected:
             graph[importer].setdefault(imported, line)
-    cycles = [component for component in strongly_connected(graph) if len(component) > 1]
+    cycles = _import_cycles_script().components(graph)
     messages = []
     for component in cycles:
         members = set(component)
@@ -348,50 +359,6 @@ def test_no_import_cycles():
             "rule (b), an import cycle among " + ", ".join(sorted(members)) + ":\n    " + "\n    ".join(links)
         )
     assert not messages, "\n".join(messages)
-
-
-def strongly_connected(graph):
-    """Tarjan's strongly connected components of ``graph`` (node -> successors), iteratively."""
-    index, low, on_stack, stack, components = {}, {}, set(), [], []
-    counter = 0
-    nodes = set(graph) | {b for successors in graph.values() for b in successors}
-    for root in sorted(nodes):
-        if root in index:
-            continue
-        work = [(root, iter(sorted(graph.get(root, ()))))]
-        index[root] = low[root] = counter
-        counter += 1
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, successors = work[-1]
-            advanced = False
-            for nxt in successors:
-                if nxt not in index:
-                    index[nxt] = low[nxt] = counter
-                    counter += 1
-                    stack.append(nxt)
-                    on_stack.add(nxt)
-                    work.append((nxt, iter(sorted(graph.get(nxt, ())))))
-                    advanced = True
-                    break
-                if nxt in on_stack:
-                    low[node] = min(low[node], index[nxt])
-            if advanced:
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[node])
-            if low[node] == index[node]:
-                component = []
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    component.append(member)
-                    if member == node:
-                        break
-                components.append(component)
-    return components
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 import pytest
-from name_cases import check_cuda_matches_cpu, check_gradcheck, check_matches_pytorch, gpu, rnd
+from name_cases import case_tests, gpu, rnd
 
 import adcuda
 import adcuda.nn.functional as F
@@ -359,16 +359,7 @@ NOT_SMOOTH = {"aminmax"}
 GRAD_RTOL = {"hardsigmoid": 1e-7, "hardswish": 1e-7}
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_gradcheck(name):
-    if name in NOT_SMOOTH:
-        pytest.skip("not differentiable at ties (compared with PyTorch below)")
-    check_gradcheck(CASES[name])
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_matches_pytorch(name):
-    check_matches_pytorch(pytest.importorskip("torch"), CASES[name], GRAD_RTOL.get(name, 1e-9))
+test_gradcheck, test_matches_pytorch, test_ops_on_cuda_match_the_cpu = case_tests(CASES, NOT_SMOOTH, GRAD_RTOL)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -736,7 +727,7 @@ def test_order_statistics_and_counts_match_pytorch():
             torch.bucketize(torch.tensor(values), torch.tensor(sequence[0]), right=right, out_int32=True).numpy(),
         )
     assert adcuda.searchsorted(adcuda.tensor([1.0, 2.0]), 1.5).item() == 1
-    order = adcuda.tensor([2, 0, 1])
+    order = adcuda.tensor([1, 2, 0])  # the argsort of [5, 1, 3]
     assert adcuda.searchsorted(adcuda.tensor([5.0, 1.0, 3.0]), adcuda.tensor([2.0]), sorter=order).tolist() == [1]
     counts = np.array([1, 1, 3, 0, 5])
     weights = rnd(5)
@@ -1399,12 +1390,6 @@ def test_parameter_vector_round_trip_and_pad_sequence():
 
 # ------------------------------------------------------------------------------------------------
 # on CUDA (a GPU, or the emulator): the same results as on the CPU
-@gpu
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_ops_on_cuda_match_the_cpu(name):
-    check_cuda_matches_cpu(CASES[name])
-
-
 @gpu
 def test_draws_and_modules_on_cuda():
     adcuda.manual_seed(0)

@@ -12,7 +12,7 @@ and every op here runs on CUDA with the CPU's results.
 import numpy as np
 import pytest
 from cuda_arrays import assert_matches, held
-from name_cases import check_cuda_matches_cpu, check_gradcheck, check_matches_pytorch, gpu, rnd
+from name_cases import case_tests, gpu, rnd
 
 import adcuda
 import adcuda.nn.functional as F
@@ -102,16 +102,7 @@ for _reduce in ("amax", "amin"):
 NOT_SMOOTH = {"cdist_p1", "scatter_reduce_amax_ties", "scatter_reduce_amin_ties"}
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_gradcheck(name):
-    if name in NOT_SMOOTH:
-        pytest.skip("not differentiable at ties (compared with PyTorch below)")
-    check_gradcheck(CASES[name])
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_matches_pytorch(name):
-    check_matches_pytorch(pytest.importorskip("torch"), CASES[name])
+test_gradcheck, test_matches_pytorch, test_ops_on_cuda_match_the_cpu = case_tests(CASES, NOT_SMOOTH)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -370,12 +361,6 @@ def test_scatter_reduce_primitive_on_empty_and_nan(cb):
         )
     e, e_host = held(cb, np.zeros((1, 0), np.int64), dt.int64)
     _check(cb, cb.scatter_reduce(a, 1, e, s, "amax", False), a_host, dt.float32)
-
-
-@gpu
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_ops_on_cuda_match_the_cpu(name):
-    check_cuda_matches_cpu(CASES[name])
 
 
 @gpu

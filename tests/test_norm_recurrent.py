@@ -126,27 +126,24 @@ def test_empty_sequence_and_layer_op_errors():
     (out * adcuda.tensor([[1.0], [1.0], [2.0], [2.0]], dtype=F64)).sum().backward()
     assert tuple(x.grad.shape) == (0, 2, 3)
     np.testing.assert_array_equal(h0.grad.numpy(), np.full((2, 2), 2.0))
-    with pytest.raises(ShapeError, match=r"lstm_layer: .*input \(3, 2, 6\), h0 \(2, 2\), c0 \(2, 2\), w_ih \(8, 5\)"):
-        lstm_layer(
-            adcuda.zeros(3, 2, 6), adcuda.zeros(2, 2), adcuda.zeros(2, 2), adcuda.zeros(8, 5), adcuda.zeros(8, 2)
-        )
-    with pytest.raises(ShapeError, match=r"lstm_layer: expected input \(B, T, F\).*h0 \(3, 2\)"):
-        lstm_layer(
-            adcuda.zeros(2, 3, 6),
-            adcuda.zeros(3, 2),
-            adcuda.zeros(3, 2),
-            adcuda.zeros(8, 6),
-            adcuda.zeros(8, 2),
-            batch_first=True,
-        )
-    with pytest.raises(DTypeError, match=r"lstm_layer: expected one dtype"):
-        lstm_layer(
-            adcuda.zeros(3, 2, 6),
-            adcuda.zeros(2, 2),
-            adcuda.zeros(2, 2),
-            adcuda.zeros(8, 6),
-            adcuda.zeros(8, 2).double(),
-        )
+    z = adcuda.zeros
+    for arguments, options, error, match in (  # lstm_layer(input, h0, c0, w_ih, w_hh, ...)
+        (
+            (z(3, 2, 6), z(2, 2), z(2, 2), z(8, 5), z(8, 2)),
+            {},
+            ShapeError,
+            r"lstm_layer: .*input \(3, 2, 6\), h0 \(2, 2\), c0 \(2, 2\), w_ih \(8, 5\)",
+        ),
+        (
+            (z(2, 3, 6), z(3, 2), z(3, 2), z(8, 6), z(8, 2)),
+            {"batch_first": True},
+            ShapeError,
+            r"lstm_layer: expected input \(B, T, F\).*h0 \(3, 2\)",
+        ),
+        ((z(3, 2, 6), z(2, 2), z(2, 2), z(8, 6), z(8, 2, dtype=F64)), {}, DTypeError, "lstm_layer: expected one dtype"),
+    ):
+        with pytest.raises(error, match=match):
+            lstm_layer(*arguments, **options)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -274,6 +271,21 @@ def _close(a, b, atol=1e-10):
     np.testing.assert_allclose(
         value(a) if isinstance(a, adcuda.Tensor) else a, b.detach().numpy(), rtol=1e-7, atol=atol
     )
+
+
+def _same_output_and_input_grad(ours, theirs, x):
+    """``ours(x)`` is PyTorch's ``theirs(x)``, and so is the gradient of ``sum(y**3)`` to x."""
+    xt, xa = _torch().tensor(x, requires_grad=True), leaf(x)
+    yt, ya = theirs(xt), ours(xa)
+    _close(ya, yt)
+    (yt**3).sum().backward()
+    (ya**3).sum().backward()
+    _close(xa.grad, xt.grad, atol=1e-9)
+
+
+def _same_state(ours, theirs):
+    for k, v in theirs.state_dict().items():
+        np.testing.assert_allclose(value(ours.state_dict()[k]), v.numpy(), rtol=1e-12)
 
 
 @pytest.mark.parametrize("mode", ["RNN", "RNN_relu", "LSTM", "GRU"])
@@ -458,17 +470,11 @@ def test_batch_norm_matches_pytorch(cls, shape, options):
     r = rng(6)
     for _ in range(3):
         x = r.standard_normal(shape) * 2 + 0.5
-        xt, xa = torch.tensor(x, requires_grad=True), leaf(x)
-        yt, ya = theirs(xt), ours(xa)
-        _close(ya, yt)
-        (yt**3).sum().backward()
-        (ya**3).sum().backward()
-        _close(xa.grad, xt.grad, atol=1e-9)
+        _same_output_and_input_grad(ours, theirs, x)
         if ours.affine:
             _close(ours.weight.grad, theirs.weight.grad, atol=1e-9)
             _close(ours.bias.grad, theirs.bias.grad, atol=1e-9)
-    for k, v in theirs.state_dict().items():
-        np.testing.assert_allclose(value(ours.state_dict()[k]), v.numpy(), rtol=1e-12)
+    _same_state(ours, theirs)
     theirs.eval()
     ours.eval()
     x = r.standard_normal(shape)
@@ -494,14 +500,8 @@ def test_instance_norm_matches_pytorch(cls, shape, options):
             theirs.weight.copy_(torch.tensor(rng(1).standard_normal(3)))
     _copy_state(theirs, ours)
     x = rng(2).standard_normal(shape) * 3 + 1
-    xt, xa = torch.tensor(x, requires_grad=True), leaf(x)
-    yt, ya = theirs(xt), ours(xa)
-    _close(ya, yt)
-    (yt**3).sum().backward()
-    (ya**3).sum().backward()
-    _close(xa.grad, xt.grad, atol=1e-9)
-    for k, v in theirs.state_dict().items():
-        np.testing.assert_allclose(value(ours.state_dict()[k]), v.numpy(), rtol=1e-12)
+    _same_output_and_input_grad(ours, theirs, x)
+    _same_state(ours, theirs)
     theirs.eval()
     ours.eval()
     _close(ours(leaf(x)), theirs(torch.tensor(x)))
@@ -517,12 +517,7 @@ def test_group_norm_matches_pytorch(groups, shape):
     ours = nn.GroupNorm(groups, shape[1]).double()
     _copy_state(theirs, ours)
     x = rng(5).standard_normal(shape) * 2
-    xt, xa = torch.tensor(x, requires_grad=True), leaf(x)
-    yt, ya = theirs(xt), ours(xa)
-    _close(ya, yt)
-    (yt**3).sum().backward()
-    (ya**3).sum().backward()
-    _close(xa.grad, xt.grad, atol=1e-9)
+    _same_output_and_input_grad(ours, theirs, x)
     _close(ours.weight.grad, theirs.weight.grad, atol=1e-9)
     _close(ours.bias.grad, theirs.bias.grad, atol=1e-9)
 
@@ -538,12 +533,7 @@ def test_rms_norm_matches_pytorch(shape, normalized, eps, affine):
             theirs.weight.copy_(torch.tensor(rng(8).standard_normal(normalized)))
     _copy_state(theirs, ours)
     x = rng(9).standard_normal(shape)
-    xt, xa = torch.tensor(x, requires_grad=True), leaf(x)
-    yt, ya = theirs(xt), ours(xa)
-    _close(ya, yt)
-    (yt**3).sum().backward()
-    (ya**3).sum().backward()
-    _close(xa.grad, xt.grad, atol=1e-9)
+    _same_output_and_input_grad(ours, theirs, x)
     x32 = x.astype(np.float32)
     np.testing.assert_allclose(
         value(F.rms_norm(adcuda.tensor(x32), normalized)),

@@ -14,13 +14,20 @@ import weakref
 from typing import TYPE_CHECKING
 
 from ..errors import AutogradError, ShapeError, fmt_shape
-from ..tensor import Tensor, version_counter, version_of  # noqa: F401 (version_counter: for autograd and ops)
+from ..hooks import RemovableHandle
+from ..tensor import NodeName, Tensor, version_counter, version_of  # noqa: F401 (version_counter: for autograd and ops)
 from . import anomaly
 from .grad_mode import is_grad_enabled
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import Any
+
+    # Node is what tensor.py's GradFn protocol describes (Tensor.grad_fn's type): declared so, mypy checks
+    # that it keeps to it; at run time a node has no base class (recording makes one per op call)
+    from ..tensor import GradFn as _GradFn
+else:
+    _GradFn = object
 
 _sequence = itertools.count()
 
@@ -42,16 +49,6 @@ def set_node_observer(observer):
     return previous
 
 
-class NodeName(str):
-    """A node's name, as a string (``node.name == "MulBackward0"``) that is also callable: PyTorch's
-    ``grad_fn.name()`` is a method, and programs written for it call it."""
-
-    __slots__ = ()
-
-    def __call__(self) -> str:
-        return str(self)
-
-
 _NODE_NAMES: dict[str, NodeName] = {}
 
 
@@ -60,7 +57,7 @@ def node_name(name: str) -> NodeName:
     return _NODE_NAMES.get(name) or _NODE_NAMES.setdefault(name, NodeName(name))
 
 
-class Node:
+class Node(_GradFn):
     """A recorded op. ``backward_fn(node, *grads)`` returns one gradient (or None) per entry of
     ``next_edges``. Rarely set fields (hooks, the anomaly trace, a Function's ctx) are class-level
     defaults, so recording a node writes only what it must."""
@@ -151,24 +148,6 @@ class AccumulateGrad(Node):
     def variable(self):
         """The leaf, or None once it is gone."""
         return self._variable()
-
-
-class RemovableHandle:
-    _ids = itertools.count()
-
-    def __init__(self, hooks_dict, hook):
-        self.id = next(self._ids)
-        self._hooks = hooks_dict
-        hooks_dict[self.id] = hook
-
-    def remove(self):
-        self._hooks.pop(self.id, None)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.remove()
 
 
 # ----------------------------------------------------------------------------------------------

@@ -8,16 +8,18 @@ import weakref
 from typing import TYPE_CHECKING
 
 from ..errors import AutogradError, DTypeError, ShapeError
+from ..hooks import RemovableHandle
 from ..tensor import Tensor, replay_view
 from .api import backward as _run_backward
 from .grad_mode import enable_grad, is_grad_enabled
-from .graph import RemovableHandle, edge_of, version_counter, version_of
+from .graph import edge_of, version_counter, version_of
 
 if TYPE_CHECKING:
-    from ..types import Callable, Node, Sequence
+    from ..tensor import GradFn
+    from ..types import Callable, Sequence
 
 
-def _grad_fn(self: Tensor) -> Node | None:
+def _grad_fn(self: Tensor) -> GradFn | None:
     # A view whose base was written in place since its history was recorded reads its history
     # again from the base (PyTorch regenerates a view's grad_fn the same way).
     if self._view_version is not None and self._view_version != version_of(self):

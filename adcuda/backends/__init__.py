@@ -11,7 +11,7 @@ documented.
 Both packages, ``cpu/`` and ``cuda/``, have one module per kernel family, named as the kernel file
 ``kernels/<family>.cu`` and its bindings ``kernels/bindings/<family>.cpp``: ``storage`` (storage and
 views; on CUDA the runtime's kernels/runtime/copy.cu), ``elementwise``, ``reduce`` (reduce, argreduce,
-var, logsumexp), ``sort`` (sort, cumsum, cumprod, scan), ``index`` (index, index_put_, gather, scatter_add,
+var, logsumexp), ``sort`` (sort, cumsum, cumprod, scan, running_extreme, searchsorted, bincount), ``index`` (index, index_put_, gather, scatter_add,
 scatter_reduce), ``layout`` (cat, tril, triu), ``gemm`` (matmul), ``softmax_loss``, ``norm`` (layer
 norm), ``attention``, ``embedding``, ``random`` (draws and dropout), ``convolution`` (conv2d and its
 backwards), ``pooling`` (max pooling), ``optim`` (optimizer steps,
@@ -85,6 +85,9 @@ Conventions (NumPy's, which the CPU backend inherits and the CUDA backend follow
 | `cumsum(a, axis)` | inclusive prefix sum along ``axis`` (None: of the flattened array); int and bool give int64; a 0-d array gives shape (1,), as NumPy's |
 | `cumprod(a, axis)` | inclusive prefix product, with ``cumsum``'s conventions (half types computed in fp32) |
 | `scan(op, a, axis)` | inclusive scan along ``axis`` by ``op``: ``max``/``min`` (NaN propagates) of any dtype, ``logaddexp`` of a floating one; in ``a``'s dtype (half types computed in fp32) |
+| `running_extreme(op, a, axis)` | the running ``max``/``min`` along ``axis`` and the int64 index of each: an element equal to the running value takes its place and index (a later equal value wins); NaN propagates with the last NaN's index (PyTorch's cummax/cummin) |
+| `searchsorted(boundaries, values, right)` | int64 insertion points of ``values`` in the sorted last dim of ``boundaries`` (1-d: for values of any shape; else its dims but the last are values'), before equal boundaries (after them if ``right``); a NaN value goes last; one dtype for both |
+| `bincount(slots, size)` | how often each of ``0..size-1`` occurs in the 1-d int64 ``slots`` (each in that range) -> int64 counts of shape ``(size,)`` |
 | **indexing and layout** | |
 | `index(a, key)` | NumPy's advanced indexing (integer arrays, boolean masks, mixed with a ``slice`` key's items): a copy |
 | `index_put_(a, key, values, accumulate)` | ``a[key] = values`` (an array or a scalar, broadcast), or ``+=`` with duplicates summed; -> ``a`` |

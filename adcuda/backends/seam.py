@@ -113,6 +113,9 @@ PRIMITIVES = (
     "global_norm",
     "cumprod",
     "scan",
+    "running_extreme",
+    "searchsorted",
+    "bincount",
     "scatter_reduce",
     "conv2d",
     "conv2d_backward_input",
@@ -349,10 +352,20 @@ def primitive(
 
 
 _FLOATING = frozenset({"float16", "bfloat16", "float32", "float64"})
+_DTYPE_NAMES: dict[Any, str] = {}
+
+
+def _dtype_name(dtype: Any) -> str:
+    """``dtype.name``, remembered per dtype: NumPy builds the name on every read (1.5 us, more than the
+    pooling of a small batch)."""
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = dtype.name
+    return name
 
 
 def _require_floating(op: str, x: BackendArray) -> None:
-    if x.dtype.name not in _FLOATING:
+    if _dtype_name(x.dtype) not in _FLOATING:
         raise DTypeError(f"{op}: expected the input to be a floating point array, got {x.dtype.name}")
 
 
@@ -393,6 +406,26 @@ def scan(op: str, a: BackendArray, axis: int) -> None:
         raise ValueError(f"scan: op must be one of {SCAN_OPS}, got {op!r}")
     if op == "logaddexp":
         _require_floating("scan", a)
+
+
+@primitive
+def running_extreme(op: str, a: BackendArray, axis: int) -> None:
+    if op not in ("max", "min"):
+        raise ValueError(f"running_extreme: op must be 'max' or 'min', got {op!r}")
+
+
+@primitive
+def searchsorted(boundaries: BackendArray, values: BackendArray, right: bool) -> None:
+    """(The ops layer gives both one dtype and checks that their dims but the last agree.)"""
+    if boundaries.ndim == 0:
+        raise ShapeError("searchsorted: the boundaries must have at least one dim, got a 0-d array")
+
+
+@primitive
+def bincount(slots: BackendArray, size: int) -> None:
+    """(The ops layer checks the slots: int64, 1-d, each in [0, size).)"""
+    if slots.ndim != 1:
+        raise ShapeError(f"bincount: expected 1-d slots, got shape {fmt_shape(slots.shape)}")
 
 
 @functools.cache
@@ -583,14 +616,14 @@ _NUMERIC = _FLOATING | {"int32", "int64"}
 def _check_pooled(op, x):
     if x.ndim != 4:
         raise ShapeError(f"{op}: expected a 4-d input (N, C, H, W), got {fmt_shape(x.shape)}")
-    if x.dtype.name not in _NUMERIC:
+    if _dtype_name(x.dtype) not in _NUMERIC:
         raise DTypeError(f"{op}: expected a numeric array, got {x.dtype.name}")
 
 
 def _check_averaged(op, x):
     if x.ndim != 4:
         raise ShapeError(f"{op}: expected a 4-d array (N, C, H, W), got {fmt_shape(x.shape)}")
-    if x.dtype.name not in _FLOATING:
+    if _dtype_name(x.dtype) not in _FLOATING:
         raise DTypeError(f"{op}: expected a floating point array, got {x.dtype.name}")
 
 
@@ -670,7 +703,7 @@ def _check_planes(op, a, what):
 
 
 def _check_resampled_floating(op, a):
-    if a.dtype.name not in _FLOATING:
+    if _dtype_name(a.dtype) not in _FLOATING:
         raise DTypeError(f"{op}: expected a floating point array, got {a.dtype.name}")
 
 

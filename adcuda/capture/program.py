@@ -66,7 +66,7 @@ def _binary_kernel(call, scratch):
     """``binary(op, a, b, dtype)`` into a buffer, as the CPU primitive's fast path computes it (operands
     already in the result dtype, one ufunc call)."""
     op, a, b, dtype = (call.arrays_in + (None,) * 4)[:4]
-    if op in _MAY_WARN or op not in BINARY_OPS or not isinstance(a, ArraySpec) or dtype is None:
+    if op in _MAY_WARN or BINARY_OPS.get(op).__class__ is not np.ufunc or not isinstance(a, ArraySpec) or dtype is None:
         return None
     work = dtype.numpy
     if work is None or work is np.float16 or a.dtype != work:

@@ -9,11 +9,11 @@ from typing import Any, BinaryIO, Literal, overload
 
 from numpy import ndarray
 
-from adcuda.autograd.graph import Node, RemovableHandle
 from adcuda.device import device as Device
 from adcuda.dtypes import DType, Number
+from adcuda.hooks import RemovableHandle
 from adcuda.random import Generator
-from adcuda.tensor import Size, Tensor
+from adcuda.tensor import GradFn, Size, Tensor
 
 def adaptive_avg_pool1d(input: Tensor, output_size: int | Sequence[int]) -> Tensor: ...
 def adaptive_avg_pool2d(input: Tensor, output_size: int | None | Sequence[int | None]) -> Tensor: ...

@@ -77,9 +77,9 @@ def working_copy_cast(input: Tensor, copy: Tensor) -> Tensor:
 
 def to_device_and_dtype(t, device=None, dtype=None, copy=False, name="to", non_blocking=False):
     """What ``Tensor.to``, ``cuda()``, ``cpu()``, ``float()``, ... share."""
-    device = t._device if device is None else as_device(device, name)
+    device = t._device if device is None or device is t._device else as_device(device, name)
     dtype = t.dtype if dtype is None else dt.as_dtype(dtype, name)
-    if device == t._device and dtype is t.dtype and not copy:
+    if (device is t._device or device == t._device) and dtype is t.dtype and not copy:
         return t
     return to_copy(t, device, dtype, non_blocking, name)
 
@@ -113,7 +113,7 @@ def to(input: Tensor, *args: Any, **kwargs: Any) -> Tensor:
 
 @op("cpu", doc="input on the CPU.", composite=True, function=False)
 def cpu(input: Tensor) -> Tensor:
-    return to_device_and_dtype(input, "cpu", None, False, "cpu")
+    return to_device_and_dtype(input, CPU, None, False, "cpu")
 
 
 @op("cuda", doc="input on a CUDA device (the current one by default).", composite=True, function=False)
@@ -218,7 +218,8 @@ def _is_pinned_array(array):
     """Whether a host array's memory is page-locked (adcuda's pinned pool, or any other library's pinned
     memory); False where this process has not initialised CUDA (nothing can be pinned then)."""
     C = _native._C
-    if array.size == 0 or not is_initialized() or not hasattr(C, "PinnedMemory"):
+    # (a build without CUDA first: nothing to ask the runtime)
+    if array.size == 0 or not hasattr(C, "PinnedMemory") or not is_initialized():
         return False
     address = array.__array_interface__["data"][0]
     return C.is_pool_pinned(address) or C.is_page_locked(address)

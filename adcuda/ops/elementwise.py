@@ -9,6 +9,7 @@ call ``unary_backward``.
 from __future__ import annotations
 
 import builtins
+import functools
 import math
 import typing
 from typing import TYPE_CHECKING, overload
@@ -62,9 +63,11 @@ def binary(prim, a, b, dtype=None, name=None):
         # dtype, the result's: the dtype asked for, if any, is theirs)
         ad = a._data
         if b.__class__ is Tensor:
-            if a._device is b._device and ad.dtype == b._data.dtype:
+            bd = b._data
+            # (one dtype object is the common case: an identity test first, 0.1 us less than ==)
+            if a._device is b._device and (bd.dtype is ad.dtype or bd.dtype == ad.dtype):
                 try:
-                    return Tensor._make(primitives(a).binary(prim, ad, b._data, a.dtype), a._device)
+                    return Tensor._make(primitives(a).binary(prim, ad, bd, a.dtype), a._device)
                 except ValueError:
                     pass  # the general path below raises the proper error
         elif b.__class__ is float:
@@ -185,6 +188,14 @@ lowering("binary", "add", onnx="Add", c="{a} + {b}")
     grads={"input": lambda grad: grad, "other": lambda grad, alpha: -grad if alpha == 1 else grad * -alpha},
 )
 def sub(input: Tensor | Number, other: Tensor | Number, *, alpha: Number = 1) -> Tensor:
+    if (
+        alpha.__class__ is int
+        and alpha == 1
+        and input.__class__ is Tensor
+        and (other.__class__ is float or other.__class__ is Tensor and other._data.dtype == input._data.dtype)
+        and input.dtype.is_floating_point
+    ):
+        return binary("sub", input, other, name="sub")  # the common call: floating, no bool to refuse
     if _is_bool(input) and _is_bool(other):
         raise UnsupportedDTypeError(
             "sub: subtraction, the `-` operator, with two bool tensors is not supported; "
@@ -1041,6 +1052,9 @@ def _clamp_grads(grad, input, min, max):  # noqa: A002
     return tuple(None if m is None else where(m, grad, 0.0) for m in masks)
 
 
+_NUMBER_BOUNDS = frozenset({float, int, type(None)})  # (not bool: a bool bound promotes as PyTorch's does)
+
+
 @op(
     "clamp",
     doc="input limited to [min, max] (either bound may be None; bounds may be tensors).",
@@ -1058,6 +1072,11 @@ def clamp(
 ) -> Tensor:
     if min is None and max is None:
         raise ValueError("clamp: at least one of 'min' or 'max' must not be None")
+    if input.__class__ is Tensor and min.__class__ in _NUMBER_BOUNDS and max.__class__ in _NUMBER_BOUNDS:
+        # the common call, numbers bounding a floating tensor: the result is the tensor's dtype
+        d = input.dtype
+        if d.is_floating_point:
+            return wrap(primitives(input).clamp(input._data, min, max), input._device)
     dtype = result_type(input, min, max)
     if dtype is dt.bool_ and not (min is None and max.__class__ is Tensor or max is None and min.__class__ is Tensor):
         # PyTorch's bool kernels are the tensor maximum and minimum alone: one tensor bound
@@ -1113,6 +1132,14 @@ def where(
         return condition.nonzero(as_tuple=True)  # the method: the indexing family imports this one
     if input is None or other is None:
         raise DTypeError("where: expected both input and other, or neither (where(condition) is nonzero's tuple)")
+    if input.__class__ is Tensor and other.__class__ is Tensor and input._data.dtype == other._data.dtype:
+        # the common call, two tensors of one dtype: no promotion to find
+        dev = input._device
+        if condition._device is dev and other._device is dev and condition.dtype is dt.bool_:
+            try:
+                return wrap(primitives(condition).where(condition._data, input._data, other._data, input.dtype), dev)
+            except ValueError:
+                pass  # the general path below names the shapes
     if condition.dtype is not dt.bool_:  # PyTorch's where(x) alone takes any dtype (above), a selection does not
         raise UnsupportedDTypeError(f"where: expected condition to be a bool tensor, got {condition.dtype}")
     dev = check_same_device("where", condition, input, other)
@@ -1334,6 +1361,13 @@ def lerp(input: Tensor, end: Tensor, weight: Tensor | Number) -> Tensor:
     if input.dtype is not end.dtype:
         raise UnsupportedDTypeError(f"lerp: expected input and end of one dtype, got {input.dtype} and {end.dtype}")
     half = input.dtype.itemsize == 2  # computed in float32 and rounded once, as PyTorch's kernel
+    if not half and weight.__class__ in (int, float) and input._data.shape == end._data.shape:
+        # the common call, a Python weight between tensors of one shape: over the primitives
+        bk, a, b, d = primitives(input), input._data, end._data, input.dtype
+        diff = bk.binary("sub", b, a, d)
+        if builtins.abs(weight) < 0.5:
+            return wrap(bk.binary("add", a, bk.binary("mul", diff, float(weight), d), d), input._device)
+        return wrap(bk.binary("sub", b, bk.binary("mul", diff, float(1 - weight), d), d), input._device)
     start, stop = (cast(input, dt.float32), cast(end, dt.float32)) if half else (input, end)
     if half and weight.__class__ is Tensor:
         weight = cast(weight, dt.float32)
@@ -1404,8 +1438,10 @@ def equal(input: Tensor, other: Tensor) -> bool:
     check_same_device("equal", input, other)
     if tuple(input.shape) != tuple(other.shape):
         return False
-    # the comparison over the primitives: a bool has no history to record
-    return bool(binary("eq", input, other, name="equal").all().item())
+    # over the primitives: a bool has no history to record
+    bk = primitives(input)
+    same = binary("eq", input, other, name="equal")._data
+    return bool(bk.to_numpy(bk.reduce("all", same, None, False)).item())
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1482,9 +1518,10 @@ def _logit_grad(grad, input, eps):
 def logit(input: Tensor, eps: float | None = None) -> Tensor:
     check_tensor("logit", "input", input)
     x = input if input.dtype.is_floating_point else cast(input, dt.default_float)
+    bk, a, d = primitives(x), x._data, x.dtype
     if eps is not None:
-        x = wrap(primitives(x).clamp(x._data, eps, 1.0 - eps), x._device)
-    return unary("log", binary("div", x, binary("sub", 1.0, x), name="logit"))
+        a = bk.clamp(a, eps, 1.0 - eps)
+    return wrap(bk.unary("log", bk.binary("div", a, bk.binary("sub", 1.0, a, d), d)), x._device)
 
 
 @op(
@@ -1496,7 +1533,13 @@ def logit(input: Tensor, eps: float | None = None) -> Tensor:
     grads={"input": lambda grad: grad},
 )
 def frac(input: Tensor) -> Tensor:
-    return binary("sub", input, unary("trunc", input))
+    bk, x = primitives(input), input._data
+    return wrap(bk.binary("sub", x, bk.unary("trunc", x), input.dtype), input._device)
+
+
+@functools.cache
+def _largest_finite(dtype):
+    return dt.finfo(dtype).max  # (a finfo is a microsecond or two to make: nan_to_num's every call made one)
 
 
 @op(
@@ -1511,7 +1554,10 @@ def nan_to_num(input: Tensor, nan: float = 0.0, posinf: float | None = None, neg
     bk, x, d = primitives(input), input._data, input.dtype
     if not d.is_floating_point:
         return wrap(bk.astype(x, d), input._device)  # a copy
-    limit = dt.finfo(d).max
+    limit = _largest_finite(d)
+    if posinf is None and neginf is None:
+        # the infinities become the largest finite values: a clamp to them (NaN is replaced after)
+        return wrap(bk.where(bk.binary("ne", x, x, d), nan, bk.clamp(x, -limit, limit), d), input._device)
     out = bk.where(bk.binary("ne", x, x, d), nan, x, d)
     out = bk.where(bk.binary("eq", x, math.inf, d), limit if posinf is None else posinf, out, d)
     return wrap(bk.where(bk.binary("eq", x, -math.inf, d), -limit if neginf is None else neginf, out, d), input._device)
@@ -1537,6 +1583,33 @@ def _broadcast_all(shapes):
     return out
 
 
+def _add_scaled_directly(prim, input, tensor1, tensor2, value):
+    """input + value * prim(tensor1, tensor2) (addcmul's, addcdiv's) over the primitives where the
+    operands are floating tensors of one dtype, shape and device and value a Python number: their
+    common call, with no promotion to find and no broadcast to check; else None."""
+    if (
+        input.__class__ is Tensor
+        and tensor1.__class__ is Tensor
+        and tensor2.__class__ is Tensor
+        and (value.__class__ is int or value.__class__ is float)
+    ):
+        a, d = input._data, input.dtype
+        if (
+            d.is_floating_point
+            and tensor1.dtype is d
+            and tensor2.dtype is d
+            and input._device is tensor1._device
+            and input._device is tensor2._device
+            and a.shape == tensor1._data.shape == tensor2._data.shape
+        ):
+            bk = primitives(input)
+            scaled = bk.binary(prim, tensor1._data, tensor2._data, d)
+            if value != 1:
+                scaled = bk.binary("mul", scaled, float(value), d)
+            return wrap(bk.binary("add", a, scaled, d), input._device)
+    return None
+
+
 # addcmul and addcdiv: the forwards over the primitives, PyTorch's derivatives (value times the other
 # factor's; the quotient's)
 @op(
@@ -1552,6 +1625,9 @@ def _broadcast_all(shapes):
     },
 )
 def addcmul(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Number = 1) -> Tensor:
+    fast = _add_scaled_directly("mul", input, tensor1, tensor2, value)
+    if fast is not None:
+        return fast
     _check_pointwise("addcmul", input, tensor1, tensor2)
     product = binary("mul", tensor1, tensor2, name="addcmul")
     value = scalar_for(result_type(input, product), value)
@@ -1570,6 +1646,9 @@ def addcmul(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Number = 
     },
 )
 def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Number = 1) -> Tensor:
+    fast = _add_scaled_directly("div", input, tensor1, tensor2, value)
+    if fast is not None:
+        return fast
     _check_pointwise("addcdiv", input, tensor1, tensor2)
     if not (tensor1.dtype.is_floating_point or tensor2.dtype.is_floating_point):
         raise UnsupportedDTypeError(
@@ -1588,8 +1667,12 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 def _elu_forward(input, alpha, inner_scale):
     """alpha * expm1(input * inner_scale) where input <= 0, input elsewhere (a NaN stays), over the
     primitives."""
-    inner = input if inner_scale == 1.0 else binary("mul", input, inner_scale)
-    return select(binary("le", input, 0.0), binary("mul", unary("expm1", inner), alpha), input)
+    bk, x, d = primitives(input), input._data, input.dtype
+    inner = x if inner_scale == 1.0 else bk.binary("mul", x, float(inner_scale), d)
+    below = bk.unary("expm1", inner)
+    if alpha != 1.0:
+        below = bk.binary("mul", below, float(alpha), d)
+    return wrap(bk.where(bk.binary("le", x, 0.0, d), below, x, d), input._device)
 
 
 def _elu_grad(grad, input, alpha, inner_scale):
@@ -1839,15 +1922,19 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:
     check_tensor("prelu", "input", input)
     if weight.__class__ is not Tensor:
         raise DTypeError(f"prelu: weight must be a Tensor, got {type(weight).__name__}")
-    n = weight.numel()
-    channels = input.shape[1] if input.ndim >= 2 else 1
-    if weight.ndim > 1 or n not in (1, channels):
+    x, w = input._data, weight._data
+    n, ndim = w.size, x.ndim
+    if w.ndim > 1 or n not in (1, x.shape[1] if ndim >= 2 else 1):
         raise ShapeError(
             f"prelu: weight of shape {fmt_shape(weight.shape)} must have 1 element or one per channel "
             f"(input.shape[1]) of input of shape {fmt_shape(input.shape)}"
         )
+    dev = check_same_device("prelu", input, weight)
+    bk, d = primitives(input), input.dtype
+    if n > 1 and ndim > 2:  # one weight per channel (dim 1), broadcast over the dims after it
+        w = bk.view(bk.contiguous(w), (n,) + (1,) * (ndim - 2))
     # (a NaN stays NaN: it is not > 0, and NaN * weight is NaN)
-    return select(binary("gt", input, 0.0), input, binary("mul", input, _prelu_weight(input, weight)))
+    return wrap(bk.where(bk.binary("gt", x, 0.0, d), x, bk.binary("mul", x, w, d), d), dev)
 
 
 def _tensor_pair(name, input, other):
@@ -1891,10 +1978,7 @@ def _xlogy_grad_input(grad, input, other):
 )
 def xlogy(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     x, y = _tensor_pair("xlogy", input, other)
-    dtype = float_result_type(x, y)
-    x, y = cast(x, dtype), cast(y, dtype)
-    product = binary("mul", x, unary("log", y), name="xlogy")
-    return select(binary("logical_and", binary("eq", x, 0.0), binary("eq", y, y), name="xlogy"), 0.0, product)
+    return binary("xlogy", x, y, dtype=float_result_type(x, y), name="xlogy")
 
 
 @op("heaviside", doc="0 where input < 0, values where input == 0, 1 where input > 0.", composite=True, inplace=True)
@@ -1903,34 +1987,36 @@ def heaviside(input: Tensor, values: Tensor) -> Tensor:
     check_tensor("heaviside", "values", values)
     if values.dtype is not input.dtype:
         raise UnsupportedDTypeError(f"heaviside: input ({input.dtype}) and values ({values.dtype}) must have one dtype")
-    step = cast(gt(input, 0), input.dtype)
-    return where(eq(input, 0), values, step)
+    check_same_device("heaviside", input, values)
+    # over the primitives (PyTorch has no derivative for it: nothing to record)
+    bk, x, d = primitives(input), input._data, input.dtype
+    step = bk.astype(bk.binary("gt", x, 0, d), d)
+    try:
+        return wrap(bk.where(bk.binary("eq", x, 0, d), values._data, step, d), input._device)
+    except ValueError:
+        raise ShapeError(
+            f"heaviside: shapes {fmt_shape(input.shape)} and {fmt_shape(values.shape)} cannot be broadcast"
+        ) from None
 
 
 @op("float_power", doc="input ** exponent computed in float64.", composite=True)
 def float_power(input: Tensor | Number, exponent: Tensor | Number) -> Tensor:
+    if input.__class__ is Tensor and exponent.__class__ in (int, float):
+        # a Python exponent stays one: pow of a float64 tensor by it is float64 (no tensor to make of it)
+        return pow(input.to(dtype=dt.float64), float(exponent))
     x, y = _tensor_pair("float_power", input, exponent)
     return pow(x.to(dtype=dt.float64), y.to(dtype=dt.float64))
-
-
-def _sign_bits(input):
-    """signbit over the primitives: a bool result has no history to record, and as five ops it
-    dispatched five."""
-    bk, x, d = primitives(input), input._data, input.dtype
-    negative = bk.binary("lt", x, 0, d)
-    if not d.is_floating_point:
-        return wrap(negative, input._device)
-    # -0.0 == 0, but 1 / -0.0 is -inf; NaN's sign bit is not read (PyTorch reads it; NumPy's NaN is +)
-    negative_zero = bk.binary(
-        "logical_and", bk.binary("eq", x, 0, d), bk.binary("lt", bk.binary("div", 1.0, x, d), 0, d), dt.bool_
-    )
-    return wrap(bk.binary("logical_or", negative, negative_zero, dt.bool_), input._device)
 
 
 @op("signbit", doc="Whether the sign bit is set (true for -0.0 too).", composite=True)
 def signbit(input: Tensor) -> Tensor:
     check_tensor("signbit", "input", input)
-    return _sign_bits(input)
+    # over the primitives (a bool result has no history to record): copysign reads the sign bit, of
+    # -0.0 and of a NaN too, as PyTorch's signbit
+    bk, x, d = primitives(input), input._data, input.dtype
+    if not d.is_floating_point:
+        return wrap(bk.binary("lt", x, 0, d), input._device)
+    return wrap(bk.binary("lt", bk.binary("copysign", 1.0, x, d), 0.0, d), input._device)
 
 
 @op(
@@ -1943,7 +2029,9 @@ def signbit(input: Tensor) -> Tensor:
 )
 def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     check_tensor("hardshrink", "input", input)
-    return select(_inside(input, lambd), 0.0, input)  # (NaN is not inside: it stays, as in PyTorch)
+    bk, x, d = primitives(input), input._data, input.dtype
+    inside = bk.binary("le", bk.unary("abs", x), lambd, d)
+    return wrap(bk.where(inside, 0.0, x, d), input._device)  # (NaN is not inside: it stays, as in PyTorch)
 
 
 @op(
@@ -1962,7 +2050,8 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
         raise ValueError(f"softshrink: lambda must be greater or equal to 0, got {lambd}")
     # input - clamp(input, -lambd, lambd): input - lambd above, input + lambd below, 0 between (x - x);
     # a NaN stays NaN, an infinity infinite, as in PyTorch
-    return binary("sub", input, wrap(primitives(input).clamp(input._data, -lambd, lambd), input._device))
+    bk, x = primitives(input), input._data
+    return wrap(bk.binary("sub", x, bk.clamp(x, -lambd, lambd), input.dtype), input._device)
 
 
 def _copysign_grad_input(grad, input, result):
@@ -1980,10 +2069,7 @@ def _copysign_grad_input(grad, input, result):
 )
 def copysign(input: Tensor, other: Tensor | Number) -> Tensor:
     check_tensor("copysign", "input", input)
-    magnitude = unary("abs", cast(input, float_result_type(input, other)))
-    if other.__class__ is not Tensor:
-        return unary("neg", magnitude) if math.copysign(1.0, other) < 0 else magnitude
-    return select(_sign_bits(other), unary("neg", magnitude), magnitude)
+    return binary("copysign", input, other, dtype=float_result_type(input, other), name="copysign")
 
 
 def _takes_input(name, input, other):
@@ -1992,10 +2078,14 @@ def _takes_input(name, input, other):
     return binary("logical_or", binary(name, input, other), binary("ne", other, other))
 
 
-def _nan_ignoring(name, compare, input, other):
+def _nan_ignoring(name, input, other):
+    """fmax or fmin: one primitive (floating results; integers and bools have no NaN, so theirs is the
+    maximum or minimum)."""
     check_tensor(name, "input", input)
     check_tensor(name, "other", other)
-    return select(_takes_input(compare, input, other), input, other)
+    dtype = result_type(input, other)
+    prim = name if dtype.is_floating_point else {"fmax": "maximum", "fmin": "minimum"}[name]
+    return binary(prim, input, other, dtype=dtype, name=name)
 
 
 @op(
@@ -2008,7 +2098,7 @@ def _nan_ignoring(name, compare, input, other):
     },
 )
 def fmax(input: Tensor, other: Tensor) -> Tensor:
-    return _nan_ignoring("fmax", "ge", input, other)
+    return _nan_ignoring("fmax", input, other)
 
 
 @op(
@@ -2021,7 +2111,7 @@ def fmax(input: Tensor, other: Tensor) -> Tensor:
     },
 )
 def fmin(input: Tensor, other: Tensor) -> Tensor:
-    return _nan_ignoring("fmin", "le", input, other)
+    return _nan_ignoring("fmin", input, other)
 
 
 @op("rsub", doc="other - alpha * input (sub with the operands swapped).", composite=True, method=False)

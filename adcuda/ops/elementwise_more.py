@@ -160,10 +160,7 @@ def logaddexp2(input: Tensor, other: Tensor) -> Tensor:
     if not (input.dtype.is_floating_point or other.dtype.is_floating_point):
         # PyTorch has no integer logaddexp2 (rather than computing it in float32, as logaddexp does)
         raise UnsupportedError(f"logaddexp2: not implemented for {input.dtype} and {other.dtype} operands")
-    dtype = float_result_type(input, other)
-    # log2(2^a + 2^b) = logaddexp(a ln 2, b ln 2) / ln 2: scaling by ln 2 keeps the relative precision
-    scaled = binary("logaddexp", binary("mul", input, _LN2, dtype=dtype), binary("mul", other, _LN2, dtype=dtype))
-    return binary("div", scaled, _LN2, dtype=dtype)
+    return binary("logaddexp2", input, other, dtype=float_result_type(input, other), name="logaddexp2")
 
 
 def _integer_binary(name, input, other):

@@ -53,8 +53,8 @@ def shape_arg(name, size):
 
 def new_tensor(name, data_fn, shape, dtype, device, requires_grad):
     """A tensor of ``shape`` made by ``data_fn(backend, dtype)`` on ``device``."""
-    dev = as_device(device, name)
-    dtype = dt.as_dtype(dtype, name) or dt.default_float
+    dev = device if device is CPU else as_device(device, name)
+    dtype = dtype if dtype.__class__ is dt.dtype else dt.as_dtype(dtype, name) or dt.default_float
     cpu = dev is CPU
     if not cpu:
         backend_for(dev, name)  # a clear error naming the op where the device cannot compute
@@ -276,8 +276,12 @@ def zeros(
     device: Device | str | None = None,
     requires_grad: bool = False,
 ) -> Tensor:
-    shape = shape_arg("zeros", size)
-    return new_tensor("zeros", lambda bk, d: bk.full(shape, 0, d), shape, dtype, device, requires_grad)
+    return _constant("zeros", shape_arg("zeros", size), 0, dtype, device, requires_grad)
+
+
+def _constant(name, shape, value, dtype, device, requires_grad):
+    """zeros' and ones' body: ``value`` (0 or 1, which every dtype holds) in ``shape``, a tuple of ints."""
+    return new_tensor(name, lambda bk, d: bk.full(shape, value, d), shape, dtype, device, requires_grad)
 
 
 @op("ones", doc="A tensor of ones.", method=False)
@@ -287,8 +291,7 @@ def ones(
     device: Device | str | None = None,
     requires_grad: bool = False,
 ) -> Tensor:
-    shape = shape_arg("ones", size)
-    return new_tensor("ones", lambda bk, d: bk.full(shape, 1, d), shape, dtype, device, requires_grad)
+    return _constant("ones", shape_arg("ones", size), 1, dtype, device, requires_grad)
 
 
 @op("empty", doc="A tensor whose values are not set.", method=False)
@@ -300,19 +303,31 @@ def empty(
     pin_memory: bool = False,
 ) -> Tensor:
     shape = shape_arg("empty", size)
-    out = new_tensor("empty", lambda bk, d: bk.empty(shape, d), shape, dtype, device, False)
-    if pin_memory:
-        out = out.pin_memory()
+    if not pin_memory:
+        return _empty("empty", shape, dtype, device, requires_grad)
+    out = _empty("empty", shape, dtype, device, False).pin_memory()
     if requires_grad:
         require_grad("empty", out)
     return out
+
+
+def _empty(name, shape, dtype, device, requires_grad):
+    return new_tensor(name, lambda bk, d: bk.empty(shape, d), shape, dtype, device, requires_grad)
 
 
 @op("scalar_tensor", doc="A 0-d tensor holding s (float32 by default, whatever the kind of s).", method=False)
 def scalar_tensor(
     s: Number, *, dtype: DType | None = None, device: Device | str | None = None, requires_grad: bool = False
 ) -> Tensor:
-    return full((), s, dtype=dtype or dt.default_float, device=device, requires_grad=requires_grad)
+    return _full("scalar_tensor", (), s, dtype or dt.default_float, device, requires_grad)
+
+
+def _full(name, shape, fill_value, dtype, device, requires_grad):
+    """full's body (shape a tuple of ints), for the factories that make one without its entry."""
+    if dtype is None:
+        dtype = dt.default_for_category(dt.scalar_category(fill_value))
+    fill_value = scalar_into(name, fill_value, dt.as_dtype(dtype, name))
+    return new_tensor(name, lambda bk, d: bk.full(shape, fill_value, d), shape, dtype, device, requires_grad)
 
 
 @op("full", doc="A tensor filled with fill_value (its dtype by default).", method=False)
@@ -323,24 +338,25 @@ def full(
     device: Device | str | None = None,
     requires_grad: bool = False,
 ) -> Tensor:
-    shape = shape_arg("full", (size,) if not isinstance(size, (tuple, list)) else (tuple(size),))
-    if dtype is None:
-        dtype = dt.default_for_category(dt.scalar_category(fill_value))
-    fill_value = scalar_into("full", fill_value, dt.as_dtype(dtype, "full"))
-    return new_tensor("full", lambda bk, d: bk.full(shape, fill_value, d), shape, dtype, device, requires_grad)
+    return _full("full", _size_arg("full", size), fill_value, dtype, device, requires_grad)
+
+
+def _size_arg(name, size):
+    """One size argument (a tuple, list or Size of ints, or one int) as a tuple of ints."""
+    return shape_arg(name, (size,) if not isinstance(size, (tuple, list)) else (tuple(size),))
 
 
 def _like(name, input, make, dtype, device, requires_grad):
     """The ``*_like`` factories: ``make(backend, shape, dtype)`` in input's shape, laid out as input
     is (PyTorch's preserve_format) where it stays on input's device."""
-    shape = tuple(input.shape)
-    order = preserved_order(input) if device is None or as_device(device, name) == input.device else None
+    shape = tuple(input._data.shape)
+    order = preserved_order(input) if device is None or as_device(device, name) == input._device else None
     return new_tensor(
         name,
         lambda bk, d: laid_out(bk, order, shape, lambda s: make(bk, s, d)),
         shape,
         dtype or input.dtype,
-        device or input.device,
+        device or input._device,
         requires_grad,
     )
 
@@ -390,8 +406,8 @@ def arange(
 ) -> Tensor:
     if end is None:
         start, end = 0, start
-    vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
-    start, end, step = vals
+    if isinstance(start, Tensor) or isinstance(end, Tensor) or isinstance(step, Tensor):
+        start, end, step = (v.item() if isinstance(v, Tensor) else v for v in (start, end, step))
     if step == 0:
         raise ShapeError("arange: step must be nonzero")
     if (end - start) * step < 0:
@@ -399,16 +415,22 @@ def arange(
             f"arange: upper bound and larger bound inconsistent with step sign (start={start}, end={end}, step={step})"
         )
     if dtype is None:
-        dtype = dt.default_float if any(isinstance(v, float) for v in vals) else dt.int64
+        floating = isinstance(start, float) or isinstance(end, float) or isinstance(step, float)
+        dtype = dt.default_float if floating else dt.int64
     n = max(math.ceil((end - start) / step), 0)
-    return new_tensor(
-        "arange",
-        lambda bk, d: bk.slice(bk.arange(start, start + n * step, step, d), (slice(0, n),)),
-        (n,),
-        dtype,
-        device,
-        requires_grad,
-    )
+
+    def make(bk, d):
+        values = bk.arange(start, start + n * step, step, d)
+        # a floating step can give one value too many, at the end
+        return values if values.shape[0] == n else bk.slice(values, (slice(0, n),))
+
+    return new_tensor("arange", make, (n,), dtype, device, requires_grad)
+
+
+def _from_host(name, values, dtype, device, requires_grad):
+    """A new tensor of host array ``values`` (made for it, so shared as it is on the CPU) in ``dtype``:
+    tensor()'s work without its parsing of user data."""
+    return new_tensor(name, lambda bk, d: bk.from_numpy(values, d), values.shape, dtype, device, requires_grad)
 
 
 @op("linspace", doc="steps values evenly spaced from start to end (both included).", method=False)
@@ -422,8 +444,25 @@ def linspace(
 ) -> Tensor:
     if steps < 0:
         raise ShapeError(f"linspace: number of steps must be non-negative, got {steps}")
-    values = np.linspace(float(start), float(end), int(steps))
-    return tensor(values, dtype=dtype or dt.default_float, device=device, requires_grad=requires_grad)
+    values = _evenly_spaced(float(start), float(end), int(steps))
+    return _from_host("linspace", values, dtype or dt.default_float, device, requires_grad)
+
+
+def _evenly_spaced(start, end, steps):
+    """``np.linspace(start, end, steps)`` (floats; float64), its formula without its layer of argument
+    handling (two thirds of a small linspace's cost): ``start + i * step``, the last value ``end``."""
+    values = np.arange(steps, dtype=np.float64)
+    div, delta = steps - 1, end - start
+    if div > 0 and delta / div != 0:
+        values *= delta / div
+    else:  # one value, or a step too small to hold: NumPy scales by the whole distance
+        if div > 0:
+            values /= div
+        values *= delta
+    values += start
+    if steps > 1:
+        values[-1] = end
+    return values
 
 
 @op("eye", doc="The n x m identity matrix.", method=False)
@@ -437,7 +476,7 @@ def eye(
     m = n if m is None else m
     if n < 0 or m < 0:
         raise ShapeError(f"eye: n and m must be non-negative, got {n} and {m}")
-    return tensor(np.eye(n, m), dtype=dtype or dt.default_float, device=device, requires_grad=requires_grad)
+    return _from_host("eye", np.eye(n, m), dtype or dt.default_float, device, requires_grad)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -450,7 +489,8 @@ def new_zeros(
     device: Device | str | None = None,
     requires_grad: bool = False,
 ) -> Tensor:
-    return zeros(*size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
+    shape = shape_arg("new_zeros", size)
+    return _constant("new_zeros", shape, 0, dtype or self.dtype, device or self._device, requires_grad)
 
 
 @op("new_ones", doc="ones of size, with self's dtype and device by default.", function=False)
@@ -461,7 +501,8 @@ def new_ones(
     device: Device | str | None = None,
     requires_grad: bool = False,
 ) -> Tensor:
-    return ones(*size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
+    shape = shape_arg("new_ones", size)
+    return _constant("new_ones", shape, 1, dtype or self.dtype, device or self._device, requires_grad)
 
 
 @op("new_empty", doc="An unset tensor of size, with self's dtype and device by default.", function=False)
@@ -472,7 +513,8 @@ def new_empty(
     device: Device | str | None = None,
     requires_grad: bool = False,
 ) -> Tensor:
-    return empty(*size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
+    shape = shape_arg("new_empty", size)
+    return _empty("new_empty", shape, dtype or self.dtype, device or self._device, requires_grad)
 
 
 @op("new_full", doc="A tensor of size filled with fill_value, with self's dtype and device by default.", function=False)
@@ -484,7 +526,8 @@ def new_full(
     device: Device | str | None = None,
     requires_grad: bool = False,
 ) -> Tensor:
-    return full(size, fill_value, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
+    shape = _size_arg("new_full", size)
+    return _full("new_full", shape, fill_value, dtype or self.dtype, device or self._device, requires_grad)
 
 
 @op("new_tensor", doc="A copy of data, with self's dtype and device by default.", function=False)
@@ -502,9 +545,9 @@ def legacy_construct(name, dtype, args, device=None):
     NumPy array or tensor is data, copied into a new tensor of ``dtype`` (a tensor already of that
     dtype is returned as it is, as in PyTorch); no argument makes an empty 1-d tensor."""
     if not args:
-        return empty(0, dtype=dtype, device=device)
-    if all(isinstance(a, numbers.Integral) and not isinstance(a, bool) for a in args):
-        return empty(*args, dtype=dtype, device=device)
+        return _empty(name, (0,), dtype, device, False)
+    if all(a.__class__ is int or (isinstance(a, numbers.Integral) and not isinstance(a, bool)) for a in args):
+        return _empty(name, shape_arg(name, args), dtype, device, False)
     if len(args) == 1:
         data = args[0]
         if isinstance(data, Tensor):
@@ -525,7 +568,7 @@ def legacy_construct(name, dtype, args, device=None):
 
 @op("new", doc="PyTorch's legacy self.new(sizes or data): a tensor of self's dtype and device.", function=False)
 def legacy_new(self: Tensor, *args: Any, device: Device | str | None = None) -> Tensor:
-    return legacy_construct("new", self.dtype, args, device or self.device)
+    return legacy_construct("new", self.dtype, args, device or self._device)
 
 
 def _tensor_new(cls, *args: Any, device: Device | str | None = None) -> Tensor:
@@ -557,7 +600,7 @@ def _legacy_type(name, dtype):
     )
 
 
-Tensor.__new__ = _tensor_new  # type: ignore[method-assign]  # the legacy constructor, made here (tensor.py has no ops)
+Tensor.__new__ = _tensor_new  # type: ignore[method-assign,assignment]  # the legacy constructor, made here (tensor.py has no ops)
 FloatTensor = _legacy_type("FloatTensor", dt.float32)
 DoubleTensor = _legacy_type("DoubleTensor", dt.float64)
 HalfTensor = _legacy_type("HalfTensor", dt.float16)
@@ -582,8 +625,8 @@ def logspace(
 ) -> Tensor:
     if steps < 0:
         raise ShapeError(f"logspace: number of steps must be non-negative, got {steps}")
-    values = np.power(float(base), np.linspace(float(start), float(end), int(steps)))
-    return tensor(values, dtype=dtype or dt.default_float, device=device, requires_grad=requires_grad)
+    values = np.power(float(base), _evenly_spaced(float(start), float(end), int(steps)))
+    return _from_host("logspace", values, dtype or dt.default_float, device, requires_grad)
 
 
 # what the exporters know of the primitives this family's ops call (``Lowering`` in registry.py)

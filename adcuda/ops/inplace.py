@@ -19,7 +19,8 @@ if TYPE_CHECKING:
     from ..types import Number
 
 
-def _fill(self, value, name):
+def _fill(self, value, name, checked=False):
+    """``checked``: value is a number every dtype takes as it is (zero_'s 0)."""
     check_inplace_allowed(self, name)
     if isinstance(value, Tensor):
         if value.ndim:
@@ -27,7 +28,8 @@ def _fill(self, value, name):
         if needs_grad(value):
             return commit_inplace(self, value.to(dtype=self.dtype).expand(tuple(self.shape)), name)
         value = value.item()
-    value = scalar_into(name, value, self.dtype)
+    if not checked:
+        value = scalar_into(name, value, self.dtype)
     if needs_grad(self):
         return commit_inplace(self, filled(self.shape, value, self.dtype, self._device), name)
     return write_untracked(self, value, name)
@@ -40,7 +42,7 @@ def fill_(self: Tensor, value: Tensor | Number) -> Tensor:
 
 @op("zero_", doc="Every element set to 0, in place.", composite=True, function=False)
 def zero_(self: Tensor) -> Tensor:
-    return _fill(self, 0, "zero_")
+    return _fill(self, 0, "zero_", checked=True)
 
 
 @op("copy_", doc="src's values (broadcast, converted) written into this tensor.", composite=True, function=False)
@@ -54,8 +56,10 @@ def copy_(
     check_inplace_allowed(self, "copy_")
     if not isinstance(src, Tensor):
         raise DTypeError(f"copy_: src must be a Tensor, got {type(src).__name__}")
-    if src._device != self._device or src.dtype is not self.dtype:
+    if (src._device is not self._device and src._device != self._device) or src.dtype is not self.dtype:
         src = src.to(self._device, self.dtype)
+    if src._data.shape == self._data.shape and not (needs_grad(src) or needs_grad(self)):
+        return write_untracked(self, src._data, "copy_")  # nothing to broadcast or record: no view made
     try:
         value = src.expand(tuple(self.shape))
     except ShapeError:

@@ -416,13 +416,14 @@ def instance_norm(
         raise ShapeError(
             f"{name}: expected more than 1 spatial element when training, got input of shape {fmt_shape(input.shape)}"
         )
-    rows = input.reshape(n, c, positions)
     if _fusable_affine(input, weight, bias):
         # instance norm is group norm with one channel per group: statistics and affine in one kernel
         y = native_group_norm(input, c, weight, bias, eps)
     else:
+        rows = input.reshape(n, c, positions)
         y = _affine(layer_norm(rows, (positions,), None, None, eps).reshape(tuple(input.shape)), weight, bias, shape)
     if running_mean is not None or running_var is not None:
+        rows = input.reshape(n, c, positions)
         # the running statistics take the batch's mean of the per-instance ones (variance unbiased)
         with no_grad():
             if running_mean is not None:

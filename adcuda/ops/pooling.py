@@ -24,17 +24,33 @@ if TYPE_CHECKING:
     from ..types import Sequence
 
 
+def _in_graph(t):
+    return t.requires_grad or t.grad_fn is not None
+
+
+def _viewed(t, shape):
+    """``t.reshape(shape)``; outside autograd, the backend's view of its array without the view op's
+    dispatch (used on the inputs a pooling primitive reads and on the primitive's fresh results, which
+    no one else holds: there is no base or version counter to share)."""
+    if _in_graph(t):
+        return t.reshape(shape)
+    return wrap(primitives(t).view(dense(t), shape), t._device)
+
+
 def _as_2d(x, spatial):
     """x (N, C, *spatial) as (N, C, H, W): 1-d pooling is 2-d pooling over planes of one row."""
-    return x if spatial == 2 else x.unsqueeze(2)
+    return x if spatial == 2 else _viewed(x, tuple(x.shape[:2]) + (1,) + tuple(x.shape[2:]))
 
 
 def _from_2d(out, spatial, batched):
     """A 2-d pooling's (N, C, H, W) result in its input's layout: without 1-d pooling's one row, and
     without the batch dim ``batched_input`` added to an unbatched input."""
+    shape = tuple(out.shape)
     if spatial == 1:
-        out = out.squeeze(2)
-    return out if batched else out.squeeze(0)
+        shape = shape[:2] + shape[3:]
+    if not batched:
+        shape = shape[1:]
+    return out if shape == tuple(out.shape) else _viewed(out, shape)
 
 
 def _window_args(op, kernel_size, stride, padding, spatial):
@@ -112,7 +128,7 @@ def max_pool2d_backward(grad_output: Tensor, indices: Tensor, input_shape: Seque
 def _pooled(input, values, indices):
     """The pooled tensor: the primitive's values, recorded through max_pool2d_select where a gradient
     is needed."""
-    if input.requires_grad or input.grad_fn is not None:
+    if _in_graph(input):
         return max_pool2d_select(input, indices, values)
     return values
 
@@ -122,7 +138,7 @@ def _max_pool(op, input, kernel_size, stride, padding, dilation, ceil_mode, retu
     kernel, stride, padding = _window_args(op, kernel_size, stride, padding, spatial)
     dilation = int_tuple(op, "dilation", dilation, spatial)
     if spatial == 1:
-        x = x.unsqueeze(2)
+        x = _as_2d(x, 1)
         kernel, stride, padding, dilation = (1,) + kernel, (1,) + stride, (0,) + padding, (1,) + dilation
     out_size = _pool_sizes(op, tuple(x.shape), kernel, stride, padding, dilation, ceil_mode)
     values, indices = primitives(x).max_pool2d(x._data, kernel, stride, padding, dilation, out_size)
@@ -185,9 +201,13 @@ def max_pool1d(
 def adaptive_max_pool2d(
     input: Tensor, output_size: int | None | Sequence[int | None], return_indices: bool = False
 ) -> Tensor | tuple[Tensor, Tensor]:
-    name = "adaptive_max_pool2d"
-    x, batched = batched_input(name, input, 2)
-    out_size = _adaptive_size(name, x, output_size, 2)
+    return _adaptive_max("adaptive_max_pool2d", input, output_size, return_indices, 2)
+
+
+def _adaptive_max(name, input, output_size, return_indices, spatial):
+    x, batched = batched_input(name, input, spatial)
+    out_size = (1,) * (2 - spatial) + _adaptive_size(name, x, output_size, spatial)
+    x = _as_2d(x, spatial)
     if x.shape[2] == 0 or x.shape[3] == 0:
         raise ShapeError(f"{name}: expected input with non-zero spatial sizes, got {fmt_shape(input.shape)}")
     (h, w), (ho, wo) = x.shape[2:], out_size
@@ -201,8 +221,8 @@ def adaptive_max_pool2d(
     else:
         values, indices = primitives(x).adaptive_max_pool2d(x._data, out_size)
     values, indices = wrap(values, x._device), wrap(indices, x._device)
-    out = _from_2d(_pooled(x, values, indices), 2, batched)
-    return (out, _from_2d(indices, 2, batched)) if return_indices else out
+    out = _from_2d(_pooled(x, values, indices), spatial, batched)
+    return (out, _from_2d(indices, spatial, batched)) if return_indices else out
 
 
 def _adaptive_size(op, x, output_size, spatial):
@@ -451,8 +471,7 @@ def adaptive_max_pool1d(input: Tensor, output_size: int | tuple[int] | list[int]
         raise ShapeError(f"{name}: expected a 2-d (C, L) or 3-d (N, C, L) input, got {fmt_shape(input.shape)}")
     size = output_size[0] if isinstance(output_size, (tuple, list)) else output_size
     # the 1-d windows are the 2-d ones of a plane of height 1
-    values, indices = adaptive_max_pool2d(input.unsqueeze(-2), (1, size), True)
-    return values.squeeze(-2), indices.squeeze(-2)
+    return _adaptive_max(name, input, size, True, 1)
 
 
 @op(

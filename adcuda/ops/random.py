@@ -12,11 +12,13 @@ from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
 from ..autograd.graph import needs_grad
+from ..device import CPU
 from ..errors import DTypeError, ShapeError
 from ..random import default_generator
-from ..tensor import primitives
-from .common import cast, check_float, check_tensor, dense, has_shape, wrap
-from .elementwise import binary, unary
+from ..tensor import primitives, primitives_on
+from .common import broadcast_shapes, cast, check_float, check_tensor, dense, has_shape, wrap
+from .conversion import to_device_and_dtype
+from .elementwise import binary, select, unary
 from .factories import new_tensor, shape_arg
 from .mutation import apply_inplace, check_inplace_allowed, commit_inplace, write_untracked
 from .registry import op
@@ -38,19 +40,27 @@ def _draw(name, prim, shape, dtype, device, requires_grad, generator, *args):
     return new_tensor(name, draw, shape, dtype, device, requires_grad)
 
 
-def _sample(prim, shape, dtype, device, generator):
-    """A draw of ``shape`` in the floating point ``dtype`` from ``rand``'s or ``randn``'s primitive
-    without their public entries (argument parsing, dispatch: most of a small in-place draw's cost):
-    the composites' samples, the same numbers."""
-    return _draw(prim, prim, shape, dtype, device, False, generator)
+def _sample(prim, shape, dtype, device, generator, *args):
+    """A draw of ``shape`` in ``dtype`` from ``rand``'s, ``randn``'s or ``randint``'s primitive (``args``:
+    its bounds) without their public entries (argument parsing, dispatch: most of a small in-place
+    draw's cost): the composites' samples, the same numbers. ``device`` is a tensor's (a device
+    object): on the CPU the primitive is called directly, with no current device to set nor size to
+    check (new_tensor's work, half of a small draw's cost)."""
+    if device is not CPU:
+        return _draw(prim, prim, shape, dtype, device, False, generator, *args)
+    n = 1
+    for s in shape:
+        n *= s
+    seed, offset = (generator or default_generator).next_offset(n)
+    return wrap(getattr(primitives_on(CPU), prim)(*args, shape, dtype, seed, offset), CPU)
 
 
-def _draw_floating(name, shape, dtype, device, requires_grad, generator):
-    """rand's and randn's body: samples of ``shape`` from the primitive of the op's own name, in a
-    floating point dtype."""
+def _draw_floating(name, prim, shape, dtype, device, requires_grad, generator):
+    """rand's and randn's body (and their ``_like`` forms'): samples of ``shape`` from primitive
+    ``prim``, in a floating point dtype."""
     if dtype is not None and not dt.as_dtype(dtype).is_floating_point:
         raise DTypeError(f"{name}: expected a floating point dtype, got {dtype}")
-    return _draw(name, name, shape, dtype, device, requires_grad, generator)
+    return _draw(name, prim, shape, dtype, device, requires_grad, generator)
 
 
 @op("rand", doc="Uniform samples from [0, 1).", method=False)
@@ -61,7 +71,7 @@ def rand(
     device: Device | str | None = None,
     requires_grad: bool = False,
 ) -> Tensor:
-    return _draw_floating("rand", shape_arg("rand", size), dtype, device, requires_grad, generator)
+    return _draw_floating("rand", "rand", shape_arg("rand", size), dtype, device, requires_grad, generator)
 
 
 @op("randn", doc="Standard normal samples.", method=False)
@@ -72,7 +82,7 @@ def randn(
     device: Device | str | None = None,
     requires_grad: bool = False,
 ) -> Tensor:
-    return _draw_floating("randn", shape_arg("randn", size), dtype, device, requires_grad, generator)
+    return _draw_floating("randn", "randn", shape_arg("randn", size), dtype, device, requires_grad, generator)
 
 
 @op("randint", doc="Uniform integers from [low, high) (int64 by default).", method=False)
@@ -91,10 +101,14 @@ def randint(
         low, high = 0, low
     if size is None:
         raise DTypeError("randint: missing required argument 'size'")
-    if high <= low:
-        raise ShapeError(f"randint: expected low < high, got low={low}, high={high}")
     shape = shape_arg("randint", (size,))
-    return _draw("randint", "randint", shape, dtype or dt.int64, device, requires_grad, generator, low, high)
+    return _randint("randint", low, high, shape, dtype or dt.int64, device, requires_grad, generator)
+
+
+def _randint(name, low, high, shape, dtype, device, requires_grad, generator):
+    if high <= low:
+        raise ShapeError(f"{name}: expected low < high, got low={low}, high={high}")
+    return _draw(name, "randint", shape, dtype, device, requires_grad, generator, low, high)
 
 
 @op("rand_like", doc="rand of input's shape, dtype and device.", method=False)
@@ -106,12 +120,9 @@ def rand_like(
     *,
     generator: Generator | None = None,
 ) -> Tensor:
-    return rand(
-        tuple(input.shape),
-        generator=generator,
-        dtype=dtype or input.dtype,
-        device=device or input.device,
-        requires_grad=requires_grad,
+    shape = tuple(input._data.shape)
+    return _draw_floating(
+        "rand_like", "rand", shape, dtype or input.dtype, device or input._device, requires_grad, generator
     )
 
 
@@ -124,12 +135,9 @@ def randn_like(
     *,
     generator: Generator | None = None,
 ) -> Tensor:
-    return randn(
-        tuple(input.shape),
-        generator=generator,
-        dtype=dtype or input.dtype,
-        device=device or input.device,
-        requires_grad=requires_grad,
+    shape = tuple(input._data.shape)
+    return _draw_floating(
+        "randn_like", "randn", shape, dtype or input.dtype, device or input._device, requires_grad, generator
     )
 
 
@@ -139,8 +147,9 @@ def randperm(
 ) -> Tensor:
     # the order of n uniform keys from the generator's stream, drawn and sorted on the CPU, so the
     # permutation depends only on (seed, offset), whatever the device
-    keys = rand(n, generator=generator, dtype=dt.float64)
-    return keys.argsort().to(device=device or "cpu", dtype=dtype or dt.int64)
+    keys = _sample("rand", shape_arg("randperm", (n,)), dt.float64, CPU, generator)._data
+    order = wrap(primitives_on(CPU).sort(keys, 0, False, True)[1], CPU)
+    return to_device_and_dtype(order, device, dtype or dt.int64, name="randperm")
 
 
 @op(
@@ -321,16 +330,15 @@ def _fill_with(self, draw, name):
     check_inplace_allowed(self, name)
     if not self.dtype.is_floating_point:
         raise DTypeError(f"{name}: expected a floating point tensor, got {self.dtype} (shape {tuple(self.shape)})")
-    value = cast(draw(dt.float64 if self.dtype is dt.float64 else dt.float32), self.dtype)
-    return _overwrite(self, value, name)
+    return _overwrite(self, draw(dt.float64 if self.dtype is dt.float64 else dt.float32), name)
 
 
 def _overwrite(self, value, name):
-    """``self`` holding ``value`` (a new constant of its shape and dtype): a tensor recording history
-    gets it as a new constant value."""
+    """``self`` holding ``value`` (a new constant of its shape, converted to its dtype): a tensor
+    recording history gets it as a new constant value."""
     if needs_grad(self):
-        return commit_inplace(self, value, name)
-    return write_untracked(self, value._data, name)
+        return commit_inplace(self, cast(value, self.dtype), name)
+    return write_untracked(self, value._data, name)  # (the write converts as a cast does)
 
 
 def _affine(value, scale, shift):
@@ -373,6 +381,8 @@ def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *, generator: Gen
 
 
 def _check_distribution(input, num_samples, replacement):
+    """The rows (m, n) of probabilities of ``input``, as a backend array, checked as PyTorch checks them:
+    over the primitives (reductions read back once each), as the op records nothing."""
     name = "multinomial"
     if not isinstance(num_samples, int) or num_samples <= 0:
         raise ValueError(f"{name}: num_samples must be a positive int, got {num_samples!r}")
@@ -388,18 +398,27 @@ def _check_distribution(input, num_samples, replacement):
             f"{name}: cannot sample n_sample > prob_dist.size(-1) samples without replacement "
             f"(num_samples={num_samples}, shape {tuple(input.shape)})"
         )
-    rows = input.reshape(-1, n)
-    if not bool(rows.isfinite().all()) or bool((rows < 0).any()):
+    bk, device = primitives(input), input._device
+    rows = bk.view(bk.contiguous(input._data), (input.numel() // n, n))
+
+    def read(data):
+        return wrap(data, device).item()
+
+    if rows.shape[0] == 0:
+        return rows
+    # NaN as the least: refused with inf and negative values
+    if not (read(bk.reduce("amin", rows, None, False)) >= 0 and read(bk.reduce("amax", rows, None, False)) < math.inf):
         raise ValueError(
             f"{name}: probability tensor (shape {tuple(input.shape)}) contains either inf, nan or an element < 0"
         )
-    positive = (rows > 0).sum(-1)
-    if bool((positive == 0).any()):
+    positive = bk.reduce("sum", bk.binary("gt", rows, 0.0, input.dtype), (1,), False)
+    fewest = read(bk.reduce("amin", positive, None, False))
+    if fewest == 0:
         raise ValueError(
             f"{name}: invalid multinomial distribution (sum of probabilities <= 0) in a row of "
             f"shape {tuple(input.shape)}"
         )
-    if not replacement and bool((positive < num_samples).any()):
+    if not replacement and fewest < num_samples:
         raise ValueError(
             f"{name}: invalid multinomial distribution (with replacement=False, not enough "
             f"non-zero categories to draw {num_samples} samples from a row of shape {tuple(input.shape)})"
@@ -416,25 +435,27 @@ def multinomial(
     input: Tensor, num_samples: int, replacement: bool = False, *, generator: Generator | None = None
 ) -> Tensor:
     rows = _check_distribution(input, num_samples, replacement)
-    n = rows.shape[-1]
-    work = dt.float64 if rows.device.type == "cpu" else dt.float32
-    weights = rows.detach().to(dtype=work)
+    bk, device = primitives(input), input._device
+    m, n = rows.shape
+    work = dt.float64 if device.type == "cpu" else dt.float32
+    weights = bk.astype(rows, work)
     if replacement:
         # inverse CDF: a draw u in [0, 1) picks the first category whose normalised running sum exceeds it;
         # the running sum divided by its own last entry reads exactly 1.0 from the last positive category on,
         # so no rounding ever picks a zero-probability category
-        cdf = weights.cumsum(-1)
-        cdf = cdf / cdf[:, -1:]
-        u = rand((rows.shape[0], num_samples), generator=generator, dtype=work, device=rows.device)
-        picks = (cdf.unsqueeze(1) <= u.unsqueeze(-1)).sum(-1)
+        cdf = bk.cumsum(weights, 1)
+        cdf = bk.binary("div", cdf, bk.slice(cdf, (slice(None), slice(n - 1, n))), work)
+        u = _sample("rand", (m, num_samples), work, device, generator)._data
+        below = bk.binary("le", bk.view(cdf, (m, 1, n)), bk.view(u, (m, num_samples, 1)), work)
+        picks = bk.reduce("sum", below, (2,), False)
     else:
         # the exponential race (Gumbel top-k): the k smallest E_i / p_i, E_i ~ Exp(1), are a draw without
         # replacement in order; zero-probability categories get +inf and are never reached (checked above)
-        u = rand((rows.shape[0], n), generator=generator, dtype=work, device=rows.device)
-        race = -(1.0 - u).log() / weights
-        picks = race.topk(num_samples, -1, largest=False).indices
-    picks = picks.to(dtype=dt.int64)
-    return picks.reshape(num_samples) if input.ndim == 1 else picks
+        u = _sample("rand", (m, n), work, device, generator)._data
+        race = bk.binary("div", bk.unary("neg", bk.unary("log", bk.binary("sub", 1.0, u, work))), weights, work)
+        picks = bk.contiguous(bk.slice(bk.sort(race, 1, False, True)[1], (slice(None), slice(0, num_samples))))
+    picks = cast(wrap(picks, device), dt.int64)
+    return wrap(bk.view(picks._data, (num_samples,)), device) if input.ndim == 1 else picks
 
 
 # ------------------------------------------------------------------------------------------------
@@ -461,16 +482,27 @@ def normal(
             raise DTypeError("normal: with a number mean and std, give size")
         if std < 0:
             raise ValueError(f"normal: expects std >= 0.0, got std={std}")
-        noise = randn(tuple(size), generator=generator, dtype=dtype, device=device)
-        return (noise * std + mean).requires_grad_(requires_grad)
+        noise = _draw_floating("normal", "randn", shape_arg("normal", (size,)), dtype, device, False, generator)
+        return _affine(noise, std, mean).requires_grad_(requires_grad)
     if size is not None:
         raise DTypeError("normal: size is for a number mean and std; a tensor mean or std gives the shape")
-    shape = tuple(tensors[0].shape) if len(tensors) == 1 else tuple((tensors[0] + tensors[1]).shape)
     like = tensors[0]
-    noise = randn(shape, generator=generator, dtype=like.dtype, device=like.device)
-    if has_shape(std) and bool((std < 0).any()):
+    shape = tuple(like._data.shape)
+    if len(tensors) == 2:
+        shape = broadcast_shapes("normal", shape, tuple(tensors[1]._data.shape))
+    if not like.dtype.is_floating_point:
+        raise DTypeError(f"normal: expected a floating point dtype, got {like.dtype}")
+    noise = _sample("randn", shape, like.dtype, like._device, generator)
+    if has_shape(std) and _any(binary("lt", std, 0.0, name="normal")):
         raise ValueError("normal: expects all elements of std >= 0.0")
-    return mean + noise * std
+    if needs_grad(mean, std):
+        return mean + noise * std
+    return binary("add", mean, binary("mul", noise, std, name="normal"), name="normal")
+
+
+def _any(mask):
+    """Whether any element of bool tensor ``mask`` is set, over the primitives."""
+    return bool(wrap(primitives(mask).reduce("any", mask._data, None, False), mask._device).item())
 
 
 @op("bernoulli", doc="1 with probability input (or p), else 0, in input's dtype.", composite=True)
@@ -490,7 +522,12 @@ def _draw_dtype(dtype):
 
 def _check_probability(name, p):
     if hasattr(p, "shape"):
-        bad = bool(binary("logical_or", binary("lt", p, 0.0, name=name), binary("gt", p, 1.0, name=name)).any())
+        # the least and greatest probability (NaN if any is: refused, as PyTorch refuses it), two
+        # reductions over the primitives where comparisons and their any() were four ops
+        bk, data = primitives(p), p._data
+        lo = wrap(bk.reduce("amin", data, None, False), p._device).item() if p.numel() else 0
+        hi = wrap(bk.reduce("amax", data, None, False), p._device).item() if p.numel() else 0
+        bad = not (0 <= lo and hi <= 1)
     else:
         bad = not 0 <= p <= 1
     if bad:
@@ -543,14 +580,9 @@ def randint_like(
 ) -> Tensor:
     if high is None:
         low, high = 0, low
-    return randint(
-        low,
-        high,
-        tuple(input.shape),
-        generator=generator,
-        dtype=dtype or input.dtype,
-        device=device or input.device,
-        requires_grad=requires_grad,
+    shape = tuple(input._data.shape)
+    return _randint(
+        "randint_like", low, high, shape, dtype or input.dtype, device or input._device, requires_grad, generator
     )
 
 
@@ -564,9 +596,10 @@ def randint_like(
 )
 def gumbel_softmax(logits: Tensor, tau: float = 1.0, hard: bool = False, eps: float = 1e-10, dim: int = -1) -> Tensor:
     check_float("gumbel_softmax", "logits", logits)
-    u = rand(tuple(logits.shape), dtype=_draw_dtype(logits.dtype), device=logits.device)
-    gumbels = -(-(-u).log1p()).log()  # -log(Exp(1))
-    soft = ((logits + gumbels.to(dtype=logits.dtype)) / tau).softmax(dim)
+    u = _sample("rand", tuple(logits._data.shape), _draw_dtype(logits.dtype), logits._device, None)
+    # -log(Exp(1)) = -log(-log1p(-u)): a constant, over the primitives
+    gumbels = unary("neg", unary("log", unary("neg", unary("log1p", unary("neg", u)))))
+    soft = ((logits + cast(gumbels, logits.dtype)) / tau).softmax(dim)
     if not hard:
         return soft
     index = soft.argmax(dim, keepdim=True)
@@ -657,11 +690,19 @@ def rrelu(
     if not 0 <= lower <= upper:
         raise ValueError(f"rrelu: expected 0 <= lower <= upper, got lower={lower}, upper={upper}")
     if not training:
-        return input.where(input >= 0, input * ((lower + upper) / 2))
+        return _leaky(input, float((lower + upper) / 2))
     draw_dtype = input.dtype if input.dtype is dt.float64 else dt.float32
-    slopes = _sample("rand", tuple(input.shape), draw_dtype, input.device, generator)
+    slopes = _sample("rand", tuple(input._data.shape), draw_dtype, input._device, generator)
     slopes = cast(_affine(slopes, upper - lower, lower), input.dtype)  # a constant: over the primitives
-    return input.where(input >= 0, input * slopes)
+    return _leaky(input, slopes)
+
+
+def _leaky(input, slopes):
+    """input where it is >= 0, else input * slopes (a number or a constant tensor): over the primitives
+    where no gradient is asked for, else through the ops, which record it."""
+    if needs_grad(input):
+        return input.where(input >= 0, input * slopes)
+    return select(binary("ge", input, 0.0), input, binary("mul", input, slopes))
 
 
 # the other in-place draws of PyTorch (issue 15): integers, log-normal, geometric and Cauchy values
@@ -693,8 +734,8 @@ def random_(
             raise ValueError(f"random_: give `to` for a {self.dtype} tensor (adcuda draws below 2**63 - 1 only)")
     if from_ >= to:
         raise ValueError(f"random_: expects 'from' to be less than 'to', but got from={from_} >= to={to}")
-    draw = _draw("random_", "randint", tuple(self.shape), dt.int64, self.device, False, generator, from_, to)
-    return _overwrite(self, cast(draw, self.dtype), "random_")
+    draw = _sample("randint", tuple(self._data.shape), dt.int64, self._device, generator, from_, to)
+    return _overwrite(self, draw, "random_")
 
 
 @op(
@@ -729,7 +770,7 @@ def geometric_(self: Tensor, p: float, *, generator: Generator | None = None) ->
         "rand", tuple(self.shape), dt.float64 if self.device.type == "cpu" else dt.float32, self.device, generator
     )
     trials = unary("ceil", binary("div", unary("log1p", binary("mul", u, -1.0)), math.log1p(-p)))
-    return _overwrite(self, cast(binary("maximum", trials, 1.0), self.dtype), "geometric_")
+    return _overwrite(self, binary("maximum", trials, 1.0), "geometric_")
 
 
 @op(

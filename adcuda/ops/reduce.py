@@ -118,6 +118,10 @@ def sum(
     *,  # noqa: A001
     dtype: DType | None = None,
 ) -> Tensor:
+    return _sum_forward(input, dim, keepdim, dtype)
+
+
+def _sum_forward(input, dim, keepdim, dtype):
     if dtype is not None:
         # the sum of the input cast to dtype, in dtype (an integer one too: not widened to int64)
         dtype = dt.as_dtype(dtype, "sum")
@@ -212,9 +216,11 @@ def _extreme_grad(name):
 
 
 def _extreme(prim, input, dim, keepdim):
-    axes = reduce_axes(prim, input.ndim, None if _no_dims(dim) else dim)
-    _check_nonempty(prim, input, axes, whole=_no_dims(dim) or dim is None)
-    return _reduce(prim, input, axes, keepdim)
+    whole = _no_dims(dim) or dim is None
+    # every dim as the primitive's axes=None, NumPy's cheapest reduction
+    axes = None if whole else reduce_axes(prim, input.ndim, dim)
+    _check_nonempty(prim, input, axes, whole=whole)
+    return wrap(primitives(input).reduce(prim, input._data, axes, keepdim), input._device)
 
 
 @op(
@@ -248,20 +254,41 @@ def _max_min(name, input, dim, keepdim):
     if isinstance(dim, Tensor):  # max(a, b) is PyTorch's elementwise maximum
         return (maximum if name == "max" else minimum)(input, dim)
     if dim is None:
-        return (amax if name == "max" else amin)(input)
+        if needs_grad(input):
+            return (amax if name == "max" else amin)(input)
+        # amax's own forward, without a second entry: nothing to record
+        return _extreme("amax" if name == "max" else "amin", input, (), False)
     axis = wrap_dim(dim, input.ndim, name)
     _check_nonempty(name, input, (axis,) if input.ndim else ())
     result = max_result if name == "max" else min_result
+    P = primitives(input)
     if input.ndim == 0:
-        return result(input.clone(), wrap(primitives(input).full((), 0, dt.int64), input._device))
-    indices = wrap(
-        primitives(input).argreduce("argmax" if name == "max" else "argmin", input._data, axis, True), input._device
-    )
-    values = input.gather(axis, indices)
-    if not keepdim:
-        values = values.squeeze(axis)
-        indices = indices.squeeze(axis)
-    return result(values, indices)
+        return result(input.clone(), wrap(P.full((), 0, dt.int64), input._device))
+    kept = P.argreduce("argmax" if name == "max" else "argmin", input._data, axis, True)
+    return result(*values_and_indices(input, axis, kept, None, keepdim))
+
+
+def values_and_indices(input, axis, kept, values, keepdim):
+    """(values, indices) of a reduction of ``input`` along ``axis`` from backend arrays of keepdim shape:
+    the int64 indices ``kept`` and the ``values`` there (None: gathered from the input). Where a gradient
+    is needed the values are a differentiable gather; without, the gather and squeeze stay on the
+    backend's arrays (the public ops would each pay the dispatch again). Dim ``axis`` kept if ``keepdim``."""
+    P, device = primitives(input), input._device
+    if needs_grad(input):
+        gathered = input.gather(axis, wrap(kept, device))
+        return (gathered if keepdim else gathered.squeeze(axis)), wrap(_squeezed(P, kept, axis, keepdim), device)
+    if values is None:
+        values = P.gather(input._data, axis, kept)
+    return wrap(_squeezed(P, values, axis, keepdim), device), wrap(_squeezed(P, kept, axis, keepdim), device)
+
+
+def _squeezed(P, a, axis, keepdim):
+    """The backend array ``a`` (of keepdim shape) without its dim ``axis`` unless ``keepdim``."""
+    if keepdim:
+        return a
+    shape = tuple(s for d, s in enumerate(a.shape) if d != axis)
+    view = P.view(a, shape)
+    return view if view is not None else P.view(P.contiguous(a), shape)
 
 
 @overload
@@ -409,11 +436,15 @@ def std(
     *,
     correction: Number | None = None,
 ) -> Tensor:
+    return wrap(_std_forward(input, dim, unbiased, keepdim, correction), input._device)
+
+
+def _std_forward(input, dim, unbiased, keepdim, correction):
     bk = primitives(input)
     wide = _accumulation_dtype(input.dtype) if input.dtype.is_floating_point else input.dtype
     # the root before narrowing half types: the variance of [300, -300] is past float16's range, its root is not
     root = bk.unary("sqrt", _var_forward("std", cast(input, wide), dim, unbiased, keepdim, correction))
-    return wrap(root if wide is input.dtype else bk.astype(root, input.dtype), input._device)
+    return root if wide is input.dtype else bk.astype(root, input.dtype)
 
 
 @op("var_mean", doc="(var, mean) over dim.", composite=True)
@@ -425,7 +456,11 @@ def var_mean(
     *,
     correction: Number | None = None,
 ) -> tuple[Tensor, Tensor]:
-    return var(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
+    if needs_grad(input):
+        return var(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
+    # both forwards without their entries: nothing to record
+    spread = _var_forward("var", input, dim, unbiased, keepdim, correction)
+    return wrap(spread, input._device), _reduce("mean", input, reduce_axes("mean", input.ndim, dim), keepdim)
 
 
 @op("std_mean", doc="(std, mean) over dim.", composite=True)
@@ -437,7 +472,10 @@ def std_mean(
     *,
     correction: Number | None = None,
 ) -> tuple[Tensor, Tensor]:
-    return std(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
+    if needs_grad(input):
+        return std(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
+    spread = _std_forward(input, dim, unbiased, keepdim, correction)  # (no entries: nothing to record)
+    return wrap(spread, input._device), _reduce("mean", input, reduce_axes("mean", input.ndim, dim), keepdim)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -493,6 +531,10 @@ def _pnorm_grad(grad, input, result, p, dim, keepdim):
     grads={"input": _pnorm_grad},
 )
 def pnorm(input: Tensor, p: float, dim: int | Sequence[int] | None, keepdim: bool) -> Tensor:
+    return _pnorm_forward(input, p, dim, keepdim)
+
+
+def _pnorm_forward(input, p, dim, keepdim):
     bk = primitives(input)
     axes = reduce_axes("norm", input.ndim, dim)
     # the powers and their sum in float32 for half types, as PyTorch accumulates: 300 ** 2 is past
@@ -534,7 +576,9 @@ def norm(
         return amax(_abs(input), () if dim is None else dim, keepdim)
     if p == -float("inf"):
         return amin(_abs(input), () if dim is None else dim, keepdim)
-    return pnorm(input, p, dim, keepdim)
+    if needs_grad(input):
+        return pnorm(input, p, dim, keepdim)
+    return _pnorm_forward(input, p, dim, keepdim)  # pnorm's forward without its entry: nothing to record
 
 
 # ------------------------------------------------------------------------------------------------
@@ -564,7 +608,7 @@ def _running(name, input, dim, dtype):
         dtype = dt.as_dtype(dtype, name)
         return cast(_running(name, cast(input, dtype), dim, None), dtype)  # in dtype, not widened to int64
     bk = primitives(input)
-    primitive = getattr(bk, name)
+    primitive = bk.cumsum if name == "cumsum" else bk.cumprod
     if input.ndim == 0:
         wrap_dim(dim, 0, name)
         return wrap(bk.view(bk.contiguous(primitive(bk.view(input._data, (1,)), 0)), ()), input._device)
@@ -615,7 +659,8 @@ def count_nonzero(input: Tensor, *dim: int | Sequence[int] | None) -> Tensor:
     # on the backend's arrays: a comparison and a sum (as public ops, two dispatches)
     P = primitives(input)
     nonzero = P.binary("ne", input._data, 0, input.dtype)
-    return wrap(P.reduce("sum", nonzero, reduce_axes("count_nonzero", input.ndim, dims), False), input._device)
+    axes = None if dims is None else reduce_axes("count_nonzero", input.ndim, dims)  # None: NumPy's cheapest
+    return wrap(P.reduce("sum", nonzero, axes, False), input._device)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -662,9 +707,19 @@ aminmax_result = namedtuple("aminmax", ["min", "max"])
 def nansum(
     input: Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False, *, dtype: DType | None = None
 ) -> Tensor:
-    if input.dtype.is_floating_point:
-        input = where(input != input, 0.0, input)
-    return sum(input, dim, keepdim, dtype=dtype)
+    if needs_grad(input):
+        if input.dtype.is_floating_point:
+            input = where(input != input, 0.0, input)
+        return sum(input, dim, keepdim, dtype=dtype)
+    return _sum_forward(_without_nan(input), dim, keepdim, dtype)  # (no entries: nothing to record)
+
+
+def _without_nan(input):
+    """``input`` with its NaN replaced by 0, on the backend's arrays (integers have none)."""
+    if not input.dtype.is_floating_point:
+        return input
+    P, x, d = primitives(input), input._data, input.dtype
+    return wrap(P.where(P.binary("ne", x, x, d), 0.0, x, d), input._device)
 
 
 @op("nanmean", doc="The mean over dim of the elements that are not NaN.", composite=True)
@@ -673,8 +728,14 @@ def nanmean(
 ) -> Tensor:
     if not input.dtype.is_floating_point:
         raise UnsupportedDTypeError(f"nanmean: expected a floating point tensor, got {input.dtype}")
-    present = input == input
-    return nansum(input, dim, keepdim, dtype=dtype) / sum(present, dim, keepdim, dtype=dtype or input.dtype)
+    if needs_grad(input):
+        present = input == input
+        return nansum(input, dim, keepdim, dtype=dtype) / sum(present, dim, keepdim, dtype=dtype or input.dtype)
+    # on the backend's arrays: nothing to record
+    P, x, d = primitives(input), input._data, input.dtype
+    count = _sum_forward(wrap(P.binary("eq", x, x, d), input._device), dim, keepdim, dtype or d)
+    total = _sum_forward(_without_nan(input), dim, keepdim, dtype)
+    return wrap(P.binary("div", total._data, count._data, total.dtype), input._device)
 
 
 @op("aminmax", doc="(min, max) of input over dim (every element when dim is None).", composite=True)
@@ -682,7 +743,9 @@ def aminmax(input: Tensor, *, dim: int | None = None, keepdim: bool = False) -> 
     dims: int | tuple[int, ...] = () if dim is None else dim
     if dim is None and keepdim:
         dims = tuple(range(input.ndim))
-    return aminmax_result(amin(input, dims, keepdim), amax(input, dims, keepdim))
+    if needs_grad(input):
+        return aminmax_result(amin(input, dims, keepdim), amax(input, dims, keepdim))
+    return aminmax_result(_extreme("amin", input, dims, keepdim), _extreme("amax", input, dims, keepdim))
 
 
 @op(
@@ -748,11 +811,6 @@ def _check_counts_input(name, input):
     return int(largest)
 
 
-def _counts(P, slots, size):
-    """How often each of 0..size-1 occurs in the int64 backend array ``slots``: int64 counts."""
-    return P.scatter_add(P.full((size,), 0, dt.int64), 0, slots, P.full(tuple(slots.shape), 1, dt.int64))
-
-
 @op(
     "bincount",
     doc="How often each non-negative integer of 1-d input occurs (or the sum of its weights).",
@@ -763,7 +821,7 @@ def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -
     if weights is None:
         P = primitives(input)
         slots = input._data if input.dtype is dt.int64 else P.astype(input._data, dt.int64)
-        return wrap(_counts(P, slots, size), input._device)
+        return wrap(P.bincount(slots, size), input._device)
     else:
         if tuple(weights.shape) != tuple(input.shape):
             raise ShapeError(
@@ -799,7 +857,7 @@ def histc(input: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Ten
     )
     scaled = P.binary("mul", P.binary("sub", inside, low, d), bins / (high - low), d)
     slots = P.astype(P.clamp(P.unary("floor", scaled), 0, bins - 1), dt.int64)
-    return wrap(P.astype(_counts(P, slots, bins), d), input._device)
+    return wrap(P.astype(P.bincount(slots, bins), d), input._device)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -820,13 +878,19 @@ def renorm(input: Tensor, p: float, dim: int, maxnorm: float) -> Tensor:
     if input.ndim <= 1:
         raise ShapeError(f"renorm: input needs at least 2 dimensions, got shape {fmt_shape(input.shape)}")
     axis = wrap_dim(dim, input.ndim, "renorm")
-    norms = norm(input, p, tuple(d for d in range(input.ndim) if d != axis), keepdim=True)
+    others = tuple(d for d in range(input.ndim) if d != axis)
     # PyTorch's factor, with its 1e-7 against a zero norm (maxnorm / x as PyTorch's scalar division:
     # x's reciprocal times maxnorm)
     if needs_grad(input):
+        norms = norm(input, p, others, keepdim=True)
         return input * where(norms > maxnorm, maxnorm / (norms + 1e-7), 1.0).to(dtype=input.dtype)
-    # without a gradient to build, the factor on the backend's arrays (five ops fewer to dispatch)
-    P, d, n = primitives(input), input.dtype, norms._data
+    # without a gradient to build, the norms and the factor on the backend's arrays (seven ops fewer to
+    # dispatch); an infinite p is norm's amax of the magnitudes
+    P, d = primitives(input), input.dtype
+    if math.isinf(p):
+        n = P.reduce("amax", P.unary("abs", input._data), others, True)
+    else:
+        n = _pnorm_forward(input, p, others, True)._data
     shrink = P.binary("mul", P.binary("div", 1.0, P.binary("add", n, 1e-7, d), d), maxnorm, d)
     factor = P.where(P.binary("gt", n, maxnorm, d), shrink, 1.0, d)
     return wrap(P.binary("mul", input._data, factor, d), input._device)
@@ -862,6 +926,12 @@ def trapezoid(y: Tensor, x: Tensor | None = None, *, dx: Number | None = None, d
     if n == 0:
         return y.sum(d) * 0.0
     spacing = _spacing("trapezoid", y, x, dx, d)
+    if x is None and not needs_grad(y) and y.dtype.is_floating_point and isinstance(spacing, (int, float)):
+        # the formula below on the backend's arrays (seven ops fewer to dispatch)
+        P, a, t = primitives(y), y._data, y.dtype
+        ends = P.binary("add", P.slice(a, along(d, 0)), P.slice(a, along(d, n - 1)), t)
+        total = P.binary("sub", P.reduce("sum", a, (d,), False), P.binary("mul", ends, 0.5, t), t)
+        return wrap(P.binary("mul", total, spacing, t), y._device)
     if x is None:  # PyTorch's form for even spacing: the sum less half the end points
         return (y.sum(d) - (y.select(d, 0) + y.select(d, -1)) * 0.5) * spacing
     return ((y.narrow(d, 1, n - 1) + y.narrow(d, 0, n - 1)) * spacing).sum(d) / 2
@@ -879,7 +949,17 @@ def cumulative_trapezoid(y: Tensor, x: Tensor | None = None, *, dx: Number | Non
     if n <= 1:
         return y.narrow(d, 0, 0) * 0.5
     spacing = _spacing("cumulative_trapezoid", y, x, dx, d)
+    if not needs_grad(y) and y.dtype.is_floating_point and isinstance(spacing, (int, float)):
+        # the formula below on the backend's arrays (five ops fewer to dispatch)
+        P, a, t = primitives(y), y._data, y.dtype
+        pairs = P.binary("add", P.slice(a, along(d, slice(1, n))), P.slice(a, along(d, slice(0, n - 1))), t)
+        return wrap(P.cumsum(P.binary("div", P.binary("mul", pairs, spacing, t), 2, t), d), y._device)
     return ((y.narrow(d, 1, n - 1) + y.narrow(d, 0, n - 1)) * spacing / 2).cumsum(d)
+
+
+def along(axis, key):
+    """A basic-index key applying ``key`` to dim ``axis`` only."""
+    return (slice(None),) * axis + (key,)
 
 
 # what the exporters know of the primitives this family's ops call (``Lowering`` in registry.py)

@@ -18,8 +18,7 @@ from ..errors import ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import check_tensor, int_tuple, wrap
 from .dtype_support import FLOATING
-from .factories import arange, tensor
-from .layout import stack as stack_of
+from .factories import tensor
 from .pooling import _adaptive_avg
 from .registry import lowering, op
 
@@ -303,18 +302,23 @@ def affine_grid(theta: Tensor, size: Sequence[int], align_corners: bool | None =
             f"{fmt_shape(theta.shape)} and size {size}"
         )
     n, _, h, w = size
+    bk, d = primitives(theta), theta.dtype
 
     def positions(count):
         # pixel centres in [-1, 1]; align_corners=True puts the end ones on -1 and 1
-        steps = arange(count, dtype=theta.dtype, device=theta.device)
+        steps = bk.arange(0, count, 1, d)
         if align_corners:
-            return steps * (2.0 / (count - 1)) - 1.0 if count > 1 else steps * 0.0
-        return (steps * 2.0 + 1.0) / count - 1.0
+            return bk.binary("sub", bk.binary("mul", steps, 2.0 / (count - 1), d), 1.0, d) if count > 1 else steps
+        return bk.binary(
+            "sub", bk.binary("div", bk.binary("add", bk.binary("mul", steps, 2.0, d), 1.0, d), count, d), 1.0, d
+        )
 
-    xs = positions(w).reshape(1, w).expand(h, w)
-    ys = positions(h).reshape(h, 1).expand(h, w)
-    base = stack_of((xs, ys, xs * 0 + 1), -1).reshape(1, h * w, 3)
-    return (base @ theta.mT).reshape(n, h, w, 2)
+    # the base grid (x, y, 1) of every pixel is a constant of the sizes: made on the backend, where the
+    # ops building it dispatched ten times; only the product with theta is differentiated
+    xs = bk.expand(bk.view(positions(w), (1, w, 1)), (h, w, 1))
+    ys = bk.expand(bk.view(positions(h), (h, 1, 1)), (h, w, 1))
+    base = bk.view(bk.cat([xs, ys, bk.full((h, w, 1), 1.0, d)], 2), (1, h * w, 3))
+    return (wrap(base, theta._device) @ theta.mT).reshape(n, h, w, 2)
 
 
 # what the exporters know of the primitives this family's ops call (``Lowering`` in registry.py)

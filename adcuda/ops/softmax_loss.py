@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from .. import dtypes as dt
 from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, UnsupportedDTypeError, fmt_shape
 from ..tensor import primitives
@@ -23,6 +25,8 @@ from .common import (
     check_tensor,
     dense,
     has_shape,
+    host_extremes,
+    result_type,
     wrap,
     wrap_dim,
 )
@@ -33,6 +37,7 @@ from .elementwise import abs as _abs
 from .factories import arange
 from .gemm import pairwise_distance
 from .index import gather
+from .layout import cat
 from .reduce import sum as _sum
 from .registry import lowering, op
 
@@ -125,6 +130,12 @@ def log_softmax(input: Tensor, dim: int | None = None, dtype: DType | None = Non
 
 # ------------------------------------------------------------------------------------------------
 # shared loss plumbing
+def _terms_op(name, doc, *, node, grads):
+    """The declaration of a loss's unreduced terms: an op of its own (no public form) whose forward
+    runs on the backend, its gradients declared once."""
+    return op(name, doc=doc, function=False, method=False, node=node, grads=grads)
+
+
 def _reduction_arg(op, size_average, reduce, reduction):
     """PyTorch's legacy ``size_average``/``reduce`` flags override ``reduction`` when given."""
     if size_average is not None or reduce is not None:
@@ -137,11 +148,17 @@ def _reduction_arg(op, size_average, reduce, reduction):
 
 
 def _reduce(loss, reduction):
-    if reduction == "mean":
-        return loss.mean()
-    if reduction == "sum":
-        return loss.sum()
-    return loss
+    if reduction == "none":
+        return loss
+    if _in_graph(loss) or not loss.dtype.is_floating_point:  # (the ops refuse an integer mean, as PyTorch)
+        return loss.mean() if reduction == "mean" else loss.sum()
+    # nothing to record: the backend's reduction itself, where the op's dispatch costs as much as the
+    # reduction of a small batch's losses
+    return wrap(primitives(loss).reduce(reduction, loss._data, None, False), loss._device)
+
+
+def _in_graph(t):
+    return t.requires_grad or t.grad_fn is not None
 
 
 def _weighted_reduce(op, loss, weight, reduction):
@@ -271,6 +288,44 @@ def logsigmoid(input: Tensor) -> Tensor:
     return _float_unary("logsigmoid", input)
 
 
+def _softplus_of_negated(x):
+    """softplus(-x) = log1p(exp(-|x|)) + relu(-x), on the backend: it never exponentiates a positive number."""
+    return binary("add", unary("log1p", unary("exp", unary("neg", unary("abs", x)))), unary("relu", unary("neg", x)))
+
+
+def _bce_logits_input_grad(grad, input, target, pos_weight):
+    # PyTorch's: sigmoid(x) (1 + (pw - 1) t) - pw t, or sigmoid(x) - t
+    if pos_weight is None:
+        return grad * (sigmoid(input) - target)
+    return grad * (sigmoid(input) * (1.0 + (pos_weight - 1.0) * target) - pos_weight * target)
+
+
+def _bce_logits_target_grad(grad, input, pos_weight):
+    if pos_weight is None:
+        return -grad * input
+    return grad * ((pos_weight - 1.0) * softplus(-input, 1.0, math.inf) - input)
+
+
+@_terms_op(
+    "binary_cross_entropy_with_logits_terms",
+    "Unreduced binary cross-entropy of sigmoid(input) against target, from logits, with pos_weight.",
+    node="BinaryCrossEntropyWithLogitsBackward0",
+    grads={
+        "input": _bce_logits_input_grad,
+        "target": _bce_logits_target_grad,
+        "pos_weight": lambda grad, input, target: grad * target * softplus(-input, 1.0, math.inf),
+    },
+)
+def binary_cross_entropy_with_logits_terms(input: Tensor, target: Tensor, pos_weight: Tensor | None) -> Tensor:
+    # (1 - t) x + (1 + (pos_weight - 1) t) softplus(-x): the log-sigmoid form, finite for any logit, on
+    # the backend (the ops of the formula dispatched six times)
+    linear = binary("mul", binary("sub", 1.0, target), input)
+    smooth = _softplus_of_negated(input)
+    if pos_weight is not None:
+        smooth = binary("mul", binary("add", 1.0, binary("mul", binary("sub", pos_weight, 1.0), target)), smooth)
+    return binary("add", linear, smooth)
+
+
 @op(
     "binary_cross_entropy_with_logits",
     doc="Binary cross-entropy of sigmoid(input) against target, from logits.",
@@ -305,9 +360,7 @@ def binary_cross_entropy_with_logits(
                     f"{name}: {what} of shape {fmt_shape(extra.shape)} does not broadcast to "
                     f"the input's shape {fmt_shape(input.shape)}"
                 )
-    # (1 - t) x + (1 + (pos_weight - 1) t) softplus(-x): log-sigmoid form, finite for any logit
-    log_weight = 1.0 if pos_weight is None else 1.0 + (pos_weight - 1.0) * target
-    loss = (1.0 - target) * input + log_weight * softplus(-input, 1.0, math.inf)
+    loss = binary_cross_entropy_with_logits_terms(input, target, pos_weight)
     if weight is not None:
         loss = loss * weight
     return _reduce(loss, reduction)
@@ -391,12 +444,17 @@ def _check_class_weight(op, weight, n_classes):
         )
 
 
+_LOWEST, _HIGHEST = np.minimum.reduce, np.maximum.reduce  # (np.min and np.max add a Python layer)
+
+
 @host_step  # reads the targets: graph capture runs the check again on every replay
 def _check_class_targets(op, target, n_classes, ignore_index):
     # the test on a host copy of the targets (the array itself on the CPU): three NumPy calls, where
     # tensor ops would dispatch one primitive each and a replay would pay for them on every step
     targets = primitives(target).to_numpy(target._data)
     if targets.size == 0:
+        return
+    if 0 <= _LOWEST(targets) and _HIGHEST(targets) < n_classes:  # the common case, in two calls
         return
     outside = (targets < 0) | (targets >= n_classes)
     outside &= targets != ignore_index
@@ -575,7 +633,14 @@ def _reduce_rows(losses, denominator, loss_shape, reduction):
         return losses.reshape(loss_shape)
     if reduction == "sum":
         return losses.sum()
-    return losses.sum() / denominator  # 0 / 0 = nan when every target is ignored, as in PyTorch
+    # 0 / 0 = nan when every target is ignored, as in PyTorch
+    if _in_graph(losses):
+        return losses.sum() / denominator
+    # nothing to record: the backend's sum and division, where the two ops' dispatch cost more than
+    # the loss of a small batch
+    bk = primitives(losses)
+    total = bk.reduce("sum", dense(losses), None, False)
+    return wrap(bk.binary("div", total, denominator._data, result_type(losses, denominator)), losses._device)
 
 
 def _nll_rows_grad(grad, logp, target, ignore_index):
@@ -651,6 +716,33 @@ def _check_pair(op, input, target):
     _check_target_shape(op, input, target)
 
 
+def _smooth_l1_grad(grad, input, target, beta, huber):
+    # the slope of the quadratic part, limited to the linear part's: d / beta in [-1, 1] (huber: d in
+    # [-delta, delta])
+    d = input - target
+    return grad * (clamp(d, -beta, beta) if huber else clamp(d / beta, -1.0, 1.0))
+
+
+@_terms_op(
+    "smooth_l1_terms",
+    "Unreduced smooth L1 (or, with huber, Huber) losses of input against target, beta > 0.",
+    node=lambda input, target, beta, huber: "HuberLossBackward0" if huber else "SmoothL1LossBackward0",
+    grads={
+        "input": _smooth_l1_grad,
+        "target": lambda grad, input, target, beta, huber: -_smooth_l1_grad(grad, input, target, beta, huber),
+    },
+)
+def smooth_l1_terms(input: Tensor, target: Tensor, beta: float, huber: bool) -> Tensor:
+    # one op over the backend, where the composition dispatched seven ops: |d| = |input - target|, then
+    # 0.5 d**2 / beta or |d| - 0.5 beta (huber: 0.5 d**2 or beta (|d| - 0.5 beta)), PyTorch's formulas
+    diff = unary("abs", binary("sub", input, target))
+    square = binary("mul", binary("mul", 0.5 if huber else 0.5 / beta, diff), diff)
+    linear = binary("sub", diff, 0.5 * beta)
+    if huber:
+        linear = binary("mul", beta, linear)
+    return select(binary("lt", diff, beta), square, linear)
+
+
 @op(
     "smooth_l1_loss",
     doc="0.5 d**2 / beta where |d| < beta, |d| - 0.5 beta elsewhere (d = input - target).",
@@ -673,10 +765,9 @@ def smooth_l1_loss(
     reduction = _reduction_arg(name, size_average, reduce, reduction)
     if beta < 0:
         raise ValueError(f"{name}: beta must be non-negative, got {beta}")
-    diff = _abs(input - target)
     if beta == 0:  # the quadratic part vanishes: the L1 loss (and no division by beta)
-        return _reduce(diff, reduction)
-    return _reduce(where(diff < beta, (0.5 / beta) * diff * diff, diff - 0.5 * beta), reduction)
+        return _reduce(_abs(input - target), reduction)
+    return _reduce(smooth_l1_terms(input, target, beta, False), reduction)
 
 
 @op(
@@ -696,9 +787,7 @@ def huber_loss(
     reduction = _reduction_arg(name, None, None, reduction)
     if delta <= 0:
         raise ValueError(f"{name}: delta must be positive, got {delta}")
-    diff = _abs(input - target)
-    loss = where(diff < delta, 0.5 * diff * diff, delta * (diff - 0.5 * delta))
-    return _weighted_reduce(name, loss, weight, reduction)
+    return _weighted_reduce(name, smooth_l1_terms(input, target, delta, True), weight, reduction)
 
 
 def _clamped_log(x, log1p_of_neg):
@@ -735,6 +824,14 @@ def binary_cross_entropy_terms(input: Tensor, target: Tensor) -> Tensor:
     return unary("neg", kept)
 
 
+def _outside_unit_interval(t):
+    """Whether a value of ``t`` is below 0 or above 1 (a NaN is neither)."""
+    if not t.numel():
+        return False
+    lowest, largest = host_extremes(t)
+    return lowest < 0 or largest > 1
+
+
 @op(
     "binary_cross_entropy",
     doc="Binary cross-entropy of probabilities in [0, 1] against targets.",
@@ -761,12 +858,13 @@ def binary_cross_entropy(
         raise ShapeError(
             f"{name}: target size {fmt_shape(target.shape)} must be the same as input size {fmt_shape(input.shape)}"
         )
-    if input.numel() and ((input < 0) | (input > 1)).any().item():
+    # (the extremes in one read of the host: comparisons, an or and an any as ops dispatched eight times)
+    if _outside_unit_interval(input):
         raise ValueError(
             f"{name}: all elements of input (shape {fmt_shape(input.shape)}) should be between "
             "0 and 1 (pass logits to binary_cross_entropy_with_logits instead)"
         )
-    if target.numel() and ((target < 0) | (target > 1)).any().item():
+    if _outside_unit_interval(target):
         raise ValueError(f"{name}: all elements of target (shape {fmt_shape(target.shape)}) should be between 0 and 1")
     if target.dtype is not input.dtype:
         target = target.to(dtype=input.dtype)
@@ -780,6 +878,32 @@ def binary_cross_entropy(
             )
         loss = loss * weight
     return _reduce(loss, reduction)
+
+
+def _kl_div_target_grad(grad, input, target, log_target):
+    if log_target:  # d/dt exp(t) (t - x)
+        return grad * exp(target) * (target - input + 1.0)
+    # d/dt t log(t) - t x, with the composite's 0 for t log t where t <= 0
+    positive = target > 0
+    return grad * (where(positive, target, 1.0).log() + positive.to(dtype=grad.dtype) - input)
+
+
+@_terms_op(
+    "kl_div_terms",
+    "Unreduced KL divergence terms of target from log-probabilities input (log_target: target as logs).",
+    node="SubBackward0",
+    grads={
+        "input": lambda grad, target, log_target: -grad * (exp(target) if log_target else target),
+        "target": _kl_div_target_grad,
+    },
+)
+def kl_div_terms(input: Tensor, target: Tensor, log_target: bool) -> Tensor:
+    # on the backend, where the formula's ops dispatched five or six times
+    if log_target:
+        return binary("mul", unary("exp", target), binary("sub", target, input))
+    # t (log t - input), with 0 where t = 0 (xlogy); the log reads 1 there so no -inf is made
+    logged = unary("log", select(binary("gt", target, 0.0), target, 1.0))
+    return binary("sub", binary("mul", target, logged), binary("mul", target, input))
 
 
 @op(
@@ -803,15 +927,12 @@ def kl_div(
     _check_pair(name, input, target)
     if reduction != "batchmean":
         reduction = _reduction_arg(name, size_average, reduce, reduction)
-    if log_target:
-        loss = exp(target) * (target - input)
-    else:
-        # t (log t - input), with 0 where t = 0 (xlogy); the log reads 1 there so no -inf is made
-        positive = target > 0
-        loss = target * where(positive, target, 1.0).log() - target * input
+    loss = kl_div_terms(input, target, log_target)
     if reduction == "batchmean":
-        total = loss.sum()
-        return total / input.shape[0] if input.ndim else total
+        total = _reduce(loss, "sum")
+        if not input.ndim:
+            return total
+        return total / input.shape[0] if _in_graph(total) else binary("div", total, input.shape[0])
     return _reduce(loss, reduction)
 
 
@@ -844,13 +965,22 @@ def mish(input: Tensor) -> Tensor:
     return _float_unary("mish", input)
 
 
+def _glu_grad(grad, input, dim):
+    # d/da = sigmoid(b), d/db = a * sigmoid(b) * (1 - sigmoid(b)), side by side along dim
+    axis = wrap_dim(dim, input.ndim, "glu")
+    a, b = input.chunk(2, axis)
+    gate = sigmoid(b)
+    return cat([grad * gate, grad * a * gate * (1 - gate)], axis)
+
+
 @op(
     "glu",
     dtypes=FLOATING,
     doc="a * sigmoid(b) for the halves a, b of input along dim.",
-    composite=True,
+    node="GluBackward0",
     method=False,
     functional=True,
+    grads={"input": _glu_grad},
 )
 def glu(input: Tensor, dim: int = -1) -> Tensor:
     check_tensor("glu", "input", input)
@@ -862,8 +992,13 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:
             f"glu: halving dimension must be even, but dimension {axis} of input {fmt_shape(input.shape)} "
             f"is size {input.shape[axis]}"
         )
-    a, b = input.chunk(2, axis)
-    return a * sigmoid(b)
+    # the halves as the backend's slices and one sigmoid and one product: the chunk, slices, sigmoid and
+    # product as ops dispatched five times
+    bk, half = primitives(input), input.shape[axis] // 2
+    lead = (slice(None),) * axis
+    a = bk.contiguous(bk.slice(input._data, lead + (slice(0, half),)))
+    gate = bk.unary("sigmoid", bk.contiguous(bk.slice(input._data, lead + (slice(half, None),))))
+    return wrap(bk.binary("mul", a, gate, input.dtype), input._device)
 
 
 def _loss_function(name, doc):
@@ -895,6 +1030,27 @@ def margin_ranking_loss(
     return _reduce(clamp(-target * (input1 - input2) + margin, min=0.0), reduction)
 
 
+def _hinge_embedding_grad(grad, input, target, margin):
+    # 1 where the input term counts, minus 1 where the margin term is active (clamp's >= 0 passes)
+    active = (target != 1) & (margin - input >= 0)
+    return grad * ((target != -1).to(dtype=grad.dtype) - active.to(dtype=grad.dtype))
+
+
+@_terms_op(
+    "hinge_embedding_terms",
+    "Unreduced hinge embedding losses: max(0, margin - input) where target != 1, plus input where != -1.",
+    node="AddBackward0",
+    grads={"input": _hinge_embedding_grad},
+)
+def hinge_embedding_terms(input: Tensor, target: Tensor, margin: float) -> Tensor:
+    # PyTorch's sum of two masked terms (a target other than 1 and -1 counts in both), on the backend:
+    # the comparisons, clamp, wheres and sum as ops dispatched seven times
+    shortfall = binary("sub", margin, input)
+    shortfall = wrap(primitives(shortfall).clamp(shortfall._data, 0.0, None), shortfall._device)
+    margin_part = select(binary("ne", target, 1.0), shortfall, 0.0)
+    return binary("add", margin_part, select(binary("ne", target, -1.0), input, 0.0))
+
+
 @_loss_function("hinge_embedding_loss", "input where target is 1, max(0, margin - input) where it is -1, reduced.")
 def hinge_embedding_loss(
     input: Tensor,
@@ -907,9 +1063,26 @@ def hinge_embedding_loss(
     name = "hinge_embedding_loss"
     _check_pair(name, input, target)
     reduction = _reduction_arg(name, size_average, reduce, reduction)
-    # PyTorch's sum of two masked terms (a target other than 1 and -1 counts in both)
-    margin_part = where(target != 1, clamp(margin - input, min=0.0), 0.0)
-    return _reduce(margin_part + where(target != -1, input, 0.0), reduction)
+    return _reduce(hinge_embedding_terms(input, target, float(margin)), reduction)
+
+
+def _soft_margin_grad(grad, input, target, of):
+    # d/dx softplus(-t x) = -t sigmoid(-t x) (and -x sigmoid(-t x) for t)
+    return grad * -of * sigmoid(-(target * input))
+
+
+@_terms_op(
+    "soft_margin_terms",
+    "Unreduced soft margin losses log(1 + exp(-target * input)).",
+    node="SoftMarginLossBackward0",
+    grads={
+        "input": lambda grad, input, target: _soft_margin_grad(grad, input, target, target),
+        "target": lambda grad, input, target: _soft_margin_grad(grad, input, target, input),
+    },
+)
+def soft_margin_terms(input: Tensor, target: Tensor) -> Tensor:
+    # softplus(-t x) on the backend, where its ops dispatched three times
+    return _softplus_of_negated(binary("mul", target, input))
 
 
 @_loss_function("soft_margin_loss", "log(1 + exp(-target * input)), reduced.")
@@ -923,7 +1096,7 @@ def soft_margin_loss(
     name = "soft_margin_loss"
     _check_pair(name, input, target)
     reduction = _reduction_arg(name, size_average, reduce, reduction)
-    return _reduce(softplus(-target * input, 1.0, math.inf), reduction)
+    return _reduce(soft_margin_terms(input, target), reduction)
 
 
 @_loss_function(
@@ -949,6 +1122,20 @@ def multilabel_soft_margin_loss(
     return _reduce(loss.sum(axis) / max(input.shape[axis] if input.ndim else 1, 1), reduction)
 
 
+@_terms_op(
+    "poisson_nll_terms",
+    "Unreduced Poisson negative log likelihoods exp(input) - target * input of log rates input.",
+    node="SubBackward0",
+    grads={
+        "input": lambda grad, input, target: grad * (exp(input) - target),
+        "target": lambda grad, input: -grad * input,
+    },
+)
+def poisson_nll_terms(input: Tensor, target: Tensor) -> Tensor:
+    # on the backend: the exp, product and difference as ops dispatched three times
+    return binary("sub", unary("exp", input), binary("mul", target, input))
+
+
 @_loss_function("poisson_nll_loss", "The Poisson negative log likelihood of target given rate input (or log rate).")
 def poisson_nll_loss(
     input: Tensor,
@@ -963,7 +1150,7 @@ def poisson_nll_loss(
     name = "poisson_nll_loss"
     _check_pair(name, input, target)
     reduction = _reduction_arg(name, size_average, reduce, reduction)
-    loss = exp(input) - target * input if log_input else input - target * log(input + eps)
+    loss = poisson_nll_terms(input, target) if log_input else input - target * log(input + eps)
     if full:  # Stirling's term target log target - target + log(2 pi target) / 2, where target > 1
         safe = where(target > 1, target, 1.0)
         stirling = safe * log(safe) - safe + 0.5 * log(2 * math.pi * safe)
@@ -1104,15 +1291,17 @@ def multi_margin_loss(
     if p not in (1, 2):
         raise ValueError(f"{name}: only p == 1 and p == 2 are supported, got {p}")
     rows = input.reshape(1, -1) if input.ndim <= 1 else input
-    if rows.ndim != 2 or tuple(target.reshape(-1).shape) != (rows.shape[0],):
+    if rows.ndim != 2 or target.numel() != rows.shape[0] or target.ndim > 1:
         raise ShapeError(
             f"{name}: expected input (N, C) or (C,) and target (N,) or (), got {fmt_shape(input.shape)} and "
             f"{fmt_shape(target.shape)}"
         )
     reduction = _reduction_arg(name, size_average, reduce, reduction)
     n_classes = rows.shape[1]
-    labels = target.reshape(-1, 1).to(dtype=dt.int64)
-    _check_class_targets(name, labels.reshape(-1), n_classes, None)
+    target_rows = _target_rows(target)
+    _check_class_targets(name, target_rows, n_classes, None)
+    # class indices are never differentiated: the backend's view, not a reshape op's dispatch
+    labels = wrap(primitives(target_rows).view(dense(target_rows), (rows.shape[0], 1)), target_rows._device)
     if weight is not None:
         _check_class_weight(name, weight, n_classes)
         check_same_device(name, input, weight)

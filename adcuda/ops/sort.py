@@ -30,6 +30,7 @@ from .dtype_support import FLOAT32_64, NUMBERS
 from .elementwise import logaddexp, where
 from .index import gather
 from .layout import cat
+from .reduce import along, values_and_indices
 from .registry import op
 
 if TYPE_CHECKING:
@@ -65,9 +66,13 @@ def _scalar_order(name, input, dim):
 def sort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> tuple[Tensor, Tensor]:
     """Sorted values and their indices along ``dim``. The sort is always stable (``stable=True`` asks
     for what is always given): equal values keep their order."""
+    return _sorted("sort", input, dim, descending)
+
+
+def _sorted(name, input, dim, descending):
     if input.ndim == 0:
-        return sort_result(*_scalar_order("sort", input, dim))
-    axis, indices, values = _order("sort", input, dim, descending)
+        return sort_result(*_scalar_order(name, input, dim))
+    axis, indices, values = _order(name, input, dim, descending)
     return sort_result(_values_at(input, axis, indices, values), indices)
 
 
@@ -107,15 +112,14 @@ def topk(
     axis = wrap_dim(dim, input.ndim, "topk")
     P, device = primitives(input), input._device
     ordered, order = P.sort(input._data, axis, largest, True)
-    first_k = _along(axis, slice(0, k))
+    first_k = along(axis, slice(0, k))
     indices = wrap(P.contiguous(P.slice(order, first_k)), device)
     return topk_result(_values_at(input, axis, indices, wrap(P.slice(ordered, first_k), device)), indices)
 
 
 @op("msort", doc="input sorted along dim 0.", composite=True)
 def msort(input: Tensor) -> Tensor:
-    values, _ = sort(input, 0)
-    return values
+    return _sorted("msort", input, 0, False).values  # sort's forward, without its entry
 
 
 @op("median", dtypes=NUMBERS, doc="The lower median (of all elements, or along dim with its index).", composite=True)
@@ -157,14 +161,14 @@ def _kth_smallest(input, axis, k, keepdim):
     """The k-th smallest (from 0) along ``axis`` and its index, sliced from the backend's sort."""
     P, device = primitives(input), input._device
     ordered, order = P.sort(input._data, axis, False, True)
-    kept = _along(axis, slice(k, k + 1))
+    kept = along(axis, slice(k, k + 1))
     indices = P.contiguous(P.slice(order, kept))
     if needs_grad(input):
         values = gather(input, axis, wrap(indices, device))
         if not keepdim:
             values = values.squeeze(axis)
     else:
-        values = wrap(P.contiguous(P.slice(ordered, kept if keepdim else _along(axis, k))), device)
+        values = wrap(P.contiguous(P.slice(ordered, kept if keepdim else along(axis, k))), device)
     if not keepdim:
         indices = P.view(indices, tuple(s for d, s in enumerate(input.shape) if d != axis))
     return median_result(values, wrap(indices, device))
@@ -200,31 +204,30 @@ def unique(
     distinct slices along ``dim`` in lexicographic order (``_unique_slices``)."""
     if dim is not None:
         return _unique_slices(input, return_inverse, return_counts, dim)
-    flat = input.detach().reshape(-1)
-    n = flat.numel()
+    n = input.numel()
     if n == 0:
-        values = flat.clone()
+        values = input.detach().reshape(-1).clone()
         empty_int = wrap(primitives(input).full((0,), 0, dt.int64), input._device)
         extras = ([empty_int.reshape(tuple(input.shape))] if return_inverse else []) + (
             [empty_int] if return_counts else []
         )
         return tuple([values] + extras) if extras else values
-    ordered, order = sort(flat)
-    starts = ordered[1:] != ordered[:-1]  # where a new value begins in the sorted order
-    first = wrap(primitives(input).full((1,), True, dt.bool_), input._device)
-    starts = cat([first, starts])
-    values = ordered[starts]
-    out = [values]
+    # on the backend's arrays (nothing to record: the input is detached; each public op would pay the
+    # dispatch again)
+    P, device = primitives(input), input._device
+    ordered, order = P.sort(P.view(P.contiguous(input._data), (n,)), 0, False, True)
+    # where a new value begins in the sorted order
+    starts = _run_starts(P, ordered, 0, input.dtype)
+    values = P.index(ordered, (starts,))
+    out = [wrap(values, device)]
     if return_inverse or return_counts:
-        group = starts.to(dtype=dt.int64).cumsum(0) - 1  # each sorted element's position in values
+        group = P.binary("sub", P.cumsum(starts, 0), 1, dt.int64)  # each sorted element's position in values
         if return_inverse:
-            inverse = wrap(primitives(input).full((n,), 0, dt.int64), input._device).scatter(0, order, group)
-            out.append(inverse.reshape(tuple(input.shape)))
+            inverse = P.index_put_(P.full((n,), 0, dt.int64), (order,), group, False)
+            out.append(wrap(P.view(inverse, tuple(input.shape)), device))
         if return_counts:
-            ones = wrap(primitives(input).full((n,), 1, dt.int64), input._device)
-            counts = wrap(primitives(input).full((values.numel(),), 0, dt.int64), input._device)
-            out.append(counts.scatter_add(0, group, ones))
-    return tuple(out) if len(out) > 1 else values
+            out.append(wrap(P.bincount(group, values.shape[0]), device))
+    return tuple(out) if len(out) > 1 else out[0]
 
 
 @op(
@@ -249,14 +252,12 @@ def unique_consecutive(
         values = P.astype(x, input.dtype)
         run_of = starts = P.full((0,), 0, dt.int64)
     else:
-        later = P.slice(x, _along(axis, slice(1, None)))
-        earlier = P.slice(x, _along(axis, slice(None, n - 1)))
-        changed = P.binary("ne", later, earlier, input.dtype)
+        changed = _changes(P, x, axis, input.dtype)
         if x.ndim > 1:  # a slice starts a run where any of its elements differs
             changed = P.reduce("any", changed, tuple(d for d in range(x.ndim) if d != axis), False)
         new_run = P.cat([P.full((1,), True, dt.bool_), changed], 0)
         starts = P.index(P.arange(0, n, 1, dt.int64), (new_run,))
-        values = P.index(x, _along(axis, starts))
+        values = P.index(x, along(axis, starts))
         run_of = P.binary("sub", P.cumsum(new_run, 0), 1, dt.int64)  # each element's run
     out = [wrap(values, device)]
     if return_inverse:
@@ -265,6 +266,20 @@ def unique_consecutive(
         ends = P.cat([P.slice(starts, (slice(1, None),)), P.full((1,), n, dt.int64)], 0) if n else starts
         out.append(wrap(P.binary("sub", ends, starts, dt.int64), device))
     return tuple(out) if len(out) > 1 else out[0]
+
+
+def _changes(P, x, axis, dtype):
+    """Where each element of the backend array ``x`` along ``axis`` differs from the one before (n - 1
+    marks: the first element has none before it), as bools; NaN differs from everything."""
+    n = x.shape[axis]
+    return P.binary("ne", P.slice(x, along(axis, slice(1, None))), P.slice(x, along(axis, slice(None, n - 1))), dtype)
+
+
+def _run_starts(P, x, axis, dtype):
+    """Where each run of equal elements of ``x`` along ``axis`` starts (the first element, and each that
+    differs from the one before), as bools of x's shape."""
+    first = tuple(1 if d == axis else s for d, s in enumerate(x.shape))
+    return P.cat([P.full(first, True, dt.bool_), _changes(P, x, axis, dtype)], axis)
 
 
 def _int64(input, shape, value):
@@ -438,6 +453,11 @@ def searchsorted(
         raise ShapeError(f"{name}: boundaries tensor should have positive dimension, but got 0 dimension")
     if sorter is not None:
         sorted_sequence = sorted_sequence.gather(-1, sorter)
+    return _search(name, sorted_sequence, input, out_int32, right)
+
+
+def _search(name, sorted_sequence, input, out_int32, right):
+    """searchsorted's (and bucketize's) positions of ``input`` in ``sorted_sequence``'s last dim."""
     scalar = not has_shape(input)
     values = input if has_shape(input) else sorted_sequence.new_tensor([input])
     if sorted_sequence.ndim > 1 and tuple(sorted_sequence.shape[:-1]) != tuple(values.shape[:-1]):
@@ -445,27 +465,16 @@ def searchsorted(
             f"{name}: sorted_sequence {fmt_shape(sorted_sequence.shape)} and input {fmt_shape(values.shape)} "
             "must agree in every dim but the last (or sorted_sequence must be 1-d)"
         )
-    # count the boundaries below each value: exact, with memory for values x boundaries comparisons;
-    # on the backend's arrays (the public ops would each pay the dispatch again)
-    P = primitives(sorted_sequence)
-    boundaries = _unsqueezed(P, sorted_sequence._data, sorted_sequence.ndim - 1)
-    below = P.binary(
-        "le" if right else "lt",
-        boundaries,
-        _unsqueezed(P, values._data, values.ndim),
-        result_type(sorted_sequence, values),
+    P, common = primitives(sorted_sequence), result_type(sorted_sequence, values)
+    boundaries, points = sorted_sequence._data, values._data
+    out = P.searchsorted(
+        boundaries if sorted_sequence.dtype is common else P.astype(boundaries, common),
+        points if values.dtype is common else P.astype(points, common),
+        right,
     )
-    out = P.reduce("sum", below, (-1,), False)
     if out_int32:
         out = P.astype(out, dt.int32)
     return wrap(P.view(out, ()) if scalar else out, sorted_sequence._device)
-
-
-def _unsqueezed(P, a, axis):
-    """The backend array ``a`` with a dim of size 1 inserted at ``axis``."""
-    shape = tuple(a.shape[:axis]) + (1,) + tuple(a.shape[axis:])
-    view = P.view(a, shape)
-    return view if view is not None else P.view(P.contiguous(a), shape)
 
 
 @op(
@@ -477,7 +486,7 @@ def _unsqueezed(P, a, axis):
 def bucketize(input: Tensor | float, boundaries: Tensor, *, out_int32: bool = False, right: bool = False) -> Tensor:
     if boundaries.ndim != 1:
         raise ShapeError(f"bucketize: boundaries must be 1-d, got shape {fmt_shape(boundaries.shape)}")
-    return searchsorted(boundaries, input, out_int32=out_int32, right=right)
+    return _search("bucketize", boundaries, input, out_int32, right)  # searchsorted's forward, without its entry
 
 
 # ------------------------------------------------------------------------------------------------
@@ -518,15 +527,12 @@ def nanmedian(input: Tensor, dim: int | None = None, keepdim: bool = False) -> T
         raise EmptyReductionError(
             f"nanmedian: expected reduction dim {axis} to have non-zero size (input shape {fmt_shape(input.shape)})"
         )
-    P, device = primitives(input), input._device
+    P = primitives(input)
     ordered, order = P.sort(input._data, axis, False, True)
     # of a row of NaN only, PyTorch's position (n - 1) // 2
     k = _lower_median_position(P, ordered, axis, input.dtype, (n - 1) // 2)
-    indices = wrap(P.gather(order, axis, k), device)
-    values = _values_at(input, axis, indices, wrap(P.gather(ordered, axis, k), device))
-    if not keepdim:
-        values, indices = values.squeeze(axis), indices.squeeze(axis)
-    return nanmedian_result(values, indices)
+    at_k = values_and_indices(input, axis, P.gather(order, axis, k), P.gather(ordered, axis, k), keepdim)
+    return nanmedian_result(*at_k)
 
 
 def _lower_median_position(P, ordered, axis, dtype, all_nan):
@@ -535,18 +541,6 @@ def _lower_median_position(P, ordered, axis, dtype, all_nan):
     count = P.reduce("sum", P.binary("eq", ordered, ordered, dtype), (axis,), True)
     middle = P.binary("floor_divide", P.binary("sub", count, 1, dt.int64), 2, dt.int64)
     return P.where(P.binary("gt", count, 0, dt.int64), middle, all_nan, dt.int64)
-
-
-def _positions_array(P, shape, axis):
-    """0..n-1 along ``axis`` (int64), broadcast to ``shape``: a backend array of the backend ``P``."""
-    n = shape[axis]
-    along = tuple(n if d == axis else 1 for d in range(len(shape)))
-    return P.expand(P.view(P.arange(0, n, 1, dt.int64), along), tuple(shape))
-
-
-def _along(axis, key):
-    """A basic-index key applying ``key`` to dim ``axis`` only."""
-    return (slice(None),) * axis + (key,)
 
 
 @op(
@@ -564,25 +558,18 @@ def mode(input: Tensor, dim: int = -1, keepdim: bool = False) -> tuple[Tensor, T
             f"mode: expected reduction dim {axis} to have non-zero size (input shape {fmt_shape(input.shape)})"
         )
     # on the backend's arrays, one primitive per step (each public op would pay the dispatch again)
-    P, x, device = primitives(input), input._data, input._device
-    ordered, _ = P.sort(x, axis, False, True)
-    positions = _positions_array(P, x.shape, axis)
+    P, x = primitives(input), input._data
+    ordered, order = P.sort(x, axis, False, True)
     # equal values are adjacent once sorted: a run starts where an element differs from the one before
-    shape_of_one = tuple(1 if d == axis else s for d, s in enumerate(x.shape))
-    later = P.slice(ordered, _along(axis, slice(1, None)))
-    earlier = P.slice(ordered, _along(axis, slice(None, n - 1)))
-    starts = P.cat([P.full(shape_of_one, True, dt.bool_), P.binary("ne", later, earlier, input.dtype)], axis)
-    # each position's run start (a running maximum), then the first longest run: the smallest of the
-    # most frequent values; PyTorch's index is its last occurrence in the input
-    first = P.scan("max", P.where(starts, positions, 0, dt.int64), axis)
+    starts = _run_starts(P, ordered, axis, input.dtype)
+    # each position's run start (the index of the running maximum of the starts: the last True), then the
+    # end of the first longest run: the smallest of the most frequent values. The sort is stable, so the
+    # run's last element is the value's last occurrence in the input, PyTorch's index
+    _, first = P.running_extreme("max", starts, axis)
+    positions = P.view(P.arange(0, n, 1, dt.int64), (1,) * axis + (n,) + (1,) * (x.ndim - axis - 1))
     best = P.argreduce("argmax", P.binary("sub", positions, first, dt.int64), axis, True)
-    value = P.gather(ordered, axis, best)
-    last = P.where(P.binary("eq", x, value, input.dtype), positions, -1, dt.int64)
-    indices = wrap(P.reduce("amax", last, (axis,), True), device)
-    values = _values_at(input, axis, indices, wrap(value, device))
-    if not keepdim:
-        values, indices = values.squeeze(axis), indices.squeeze(axis)
-    return mode_result(values, indices)
+    at_best = values_and_indices(input, axis, P.gather(order, axis, best), P.gather(ordered, axis, best), keepdim)
+    return mode_result(*at_best)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -609,17 +596,13 @@ def _scan(values, axis, combine):
 def _running_extreme(name, input, dim, result, op):
     """The running ``op`` ("max" or "min") and its index: the last position at or before each one that
     holds the running value (PyTorch's rule: a later equal value wins; NaN propagates, and its index is
-    the last NaN's), from two scans of the backend's."""
+    the last NaN's): the backend's running_extreme."""
     if input.ndim == 0:
         return result(*_scalar_order(name, input, dim))
     axis = wrap_dim(dim, input.ndim, name)
-    P, x, device = primitives(input), input._data, input._device
-    values = P.scan(op, x, axis)
-    holds = P.binary("eq", x, values, input.dtype)
-    if input.dtype.is_floating_point:
-        holds = P.binary("logical_or", holds, P.binary("ne", x, x, input.dtype), dt.bool_)
-    positions = _positions_array(P, x.shape, axis)
-    indices = wrap(P.scan("max", P.where(holds, positions, 0, dt.int64), axis), device)
+    device = input._device
+    values, indices = primitives(input).running_extreme(op, input._data, axis)
+    indices = wrap(indices, device)
     return result(_values_at(input, axis, indices, wrap(values, device)), indices)
 
 

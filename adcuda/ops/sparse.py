@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import dtypes as dt
+from ..autograd.graph import needs_grad
 from ..device import device as make_device
 from ..errors import (
     DeviceError,
@@ -49,10 +50,10 @@ from ..layouts import sparse_coo
 from ..tensor import Size, Tensor, primitives, wrap_dim
 from .common import wrap
 from .conversion import to
-from .elementwise import ne
+from .elementwise import binary, ne
 from .factories import tensor as make_tensor
 from .factories import zeros
-from .index import index_add, index_select, nonzero
+from .index import _nonzero, index_add, index_select, nonzero
 from .layout import cat, stack
 from .reduce import cumsum
 from .registry import op
@@ -581,11 +582,18 @@ def to_sparse(input: Tensor, sparse_dim: int | None = None, *, layout: Any = Non
             f"to_sparse: sparse_dim must be in [1, {n}] for a tensor of shape {fmt_shape(input.shape)}, "
             f"got {sparse_dim}"
         )
-    occupied = ne(input.detach(), 0)
+    occupied = binary("ne", input, 0, name="to_sparse")  # (over the primitives: records nothing)
     if sparse_dim < n:
         occupied = occupied.any(tuple(range(sparse_dim, n)))
-    indices = nonzero(occupied).t().contiguous()
-    values = input[tuple(indices[d] for d in range(sparse_dim))]
+    # each sparse dim's coordinates of the occupied entries, in row-major order: the rows of indices
+    coordinates = _nonzero(occupied, True)
+    bk, device = primitives(input), input._device
+    count = coordinates[0]._data.shape[0]
+    indices = wrap(bk.cat([bk.view(c._data, (1, count)) for c in coordinates], 0), device)
+    if needs_grad(input):
+        values = input[coordinates]
+    else:  # the gather over the primitives
+        values = wrap(bk.index(input._data, tuple(c._data for c in coordinates)), device)
     return SparseTensor._from_parts(indices, values, tuple(input.shape), True)
 
 

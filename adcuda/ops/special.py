@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
 from ..errors import DTypeError, UnsupportedError
-from ..tensor import Tensor
-from .common import as_tensor_operand, cast, filled, float_result_type
+from ..tensor import Tensor, primitives
+from .common import as_tensor_operand, cast, float_result_type
 from .dtype_support import NUMBERS
 from .elementwise import _float_unary, _tensor_pair, binary, exp, log1p, mul, select, unary, where
 from .factories import arange
@@ -213,13 +213,6 @@ def i0(input: Tensor) -> Tensor:
 frexp_result = namedtuple("frexp", ["mantissa", "exponent"])
 
 
-def _halves(exponent):
-    """2^-e as two factors (2^-h, 2^-(e-h)), each within the range of float16, float32 or float64
-    alike, so a product by both is exact where 2^-e alone would overflow (subnormal inputs)."""
-    half = unary("floor", binary("div", exponent, 2.0))
-    return unary("exp2", binary("mul", half, -1.0)), unary("exp2", binary("sub", half, exponent))
-
-
 @op(
     "frexp",
     doc="input as mantissa * 2**exponent: mantissa in [0.5, 1) (or 0, inf, NaN), int32 exponent.",
@@ -228,22 +221,24 @@ def _halves(exponent):
 def frexp(input: Tensor) -> tuple[Tensor, Tensor]:
     if not input.dtype.is_floating_point:
         raise UnsupportedError(f"frexp: only supports floating-point dtypes, got {input.dtype}")
-    # the exponent over the primitives (it has no gradient); every float16/32 value is exact in
-    # float64, its log2 nearly so
-    x = cast(input, dt.float64)
-    magnitude = unary("abs", x)
-    finite = binary("logical_and", binary("ne", x, 0.0), binary("lt", magnitude, math.inf))
-    magnitude = select(finite, magnitude, 1.0)
-    exponent = binary("add", unary("floor", unary("log2", magnitude)), 1.0)
-    first, second = _halves(exponent)
-    scaled = binary("mul", binary("mul", magnitude, first), second)
-    # log2 may round across an integer just below a power of two: one step puts it right
-    exponent = binary("add", exponent, cast(binary("ge", scaled, 1.0), dt.float64))
-    exponent = binary("sub", exponent, cast(binary("lt", scaled, 0.5), dt.float64))
-    first, second = _halves(exponent)
-    # the mantissa through the ops, for its gradient (grad / 2^exponent): exact, powers of two
-    mantissa = input * cast(first, input.dtype) * cast(second, input.dtype)
-    return frexp_result(mantissa, cast(select(finite, exponent, 0.0), dt.int32))
+    # the exponent over the primitives (it has no gradient), in float64, where every float16/32 value is
+    # exact and its log2 nearly so: the power of two at or below |x| is 2^floor(log2 |x|)
+    bk, f64 = primitives(input), dt.float64
+    x = input._data if input.dtype is f64 else bk.astype(input._data, f64)
+    magnitude = bk.unary("abs", x)
+    log2 = bk.unary("log2", magnitude)
+    finite = bk.binary("lt", bk.unary("abs", log2), math.inf, f64)  # (log2 of 0, inf, NaN: -inf, inf, NaN)
+    below = bk.where(finite, bk.unary("floor", log2), 0.0, f64)
+    # log2 may round across an integer next to a power of two: one step puts it right. 2^below is
+    # within float64's range (subnormal at the bottom), |x| / 2^below exact, in [1, 2) once right
+    ratio = bk.binary("div", magnitude, bk.unary("exp2", below), f64)
+    step = bk.binary("sub", bk.binary("ge", ratio, 2.0, f64), bk.binary("lt", ratio, 1.0, f64), f64)
+    below = bk.binary("add", below, step, f64)
+    exponent = bk.astype(bk.where(finite, bk.binary("add", below, 1.0, f64), 0.0, f64), dt.int32)
+    # the mantissa through the ops, for its gradient (grad / 2^exponent): x / 2^below / 2, exact, where
+    # 2^below is within the range of float16, float32 and float64 alike (2^exponent is not: 2^128)
+    power = Tensor._make(bk.astype(bk.unary("exp2", below), input.dtype), input._device)
+    return frexp_result(input / power * 0.5, Tensor._make(exponent, input._device))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -349,10 +344,14 @@ def kaiser_window(
     requires_grad: bool = False,
 ) -> Tensor:
     def shape(k, n):
-        ratio = binary("sub", binary("mul", k, 2 / (n - 1)), 1.0)
-        inside = binary("maximum", binary("sub", 1.0, binary("mul", ratio, ratio)), 0.0)
-        peak = filled((), float(beta), k.dtype, k._device)
-        return binary("div", unary("i0", binary("mul", unary("sqrt", inside), float(beta))), unary("i0", peak))
+        # over the primitives themselves: eleven calls, each a microsecond less than through the helpers
+        bk, a, d, b = primitives(k), k._data, k.dtype, float(beta)
+        ratio = bk.binary("sub", bk.binary("mul", a, 2 / (n - 1), d), 1.0, d)
+        inside = bk.binary("maximum", bk.binary("sub", 1.0, bk.binary("mul", ratio, ratio, d), d), 0.0, d)
+        peak = bk.unary("i0", bk.full((), b, d))
+        return Tensor._make(
+            bk.binary("div", bk.unary("i0", bk.binary("mul", bk.unary("sqrt", inside), b, d)), peak, d), k._device
+        )
 
     return _window("kaiser_window", window_length, periodic, dtype, device, requires_grad, shape)
 

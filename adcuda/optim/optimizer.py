@@ -51,9 +51,9 @@ from typing import Any
 
 from .. import dtypes as dt
 from ..autograd.grad_mode import enable_grad, no_grad
-from ..autograd.graph import RemovableHandle
 from ..errors import AdcudaError, DeviceError
 from ..factories import tensor
+from ..hooks import RemovableHandle
 from ..ops.dispatch import host_step
 from ..ops.optim import _foreach_mul_, _foreach_version, _global_norm, pre_hook_arguments, zero_grads
 from ..tensor import Tensor

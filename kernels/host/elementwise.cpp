@@ -4,11 +4,14 @@
 // that NumPy evaluates as several passes (sigmoid's exp, add, divide and select; sign's NaN fix) costs
 // a microsecond of call overhead per pass on an array of a few dozen elements, so the CPU backend
 // sends small arrays here, one call; on large ones NumPy's vectorised passes are faster, and the NumPy
-// formulas stay the reference these are tested against (tests/test_elementwise_host.py).
+// formulas stay the reference these are tested against (tests/test_elementwise_host.py). The binary ops
+// whose NumPy formula is several passes or a slow scalar loop have the same path (``host_binary``).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <algorithm>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "functors.cuh"
@@ -65,6 +68,61 @@ py::array_t<T> host_unary(py::ssize_t index, const py::array_t<T, py::array::c_s
   return out;
 }
 
+// The binary ops whose NumPy formula is several passes (remainder's sign fix, xlogy's mask) or a scalar
+// loop of libm calls slower than the functor's (logaddexp, hypot, atan2), for same-shape operands or a
+// scalar second one: the CPU backend's ``binary`` on small arrays.
+template <typename T>
+using BinaryFn = void (*)(const T*, const T*, py::ssize_t, T*, py::ssize_t);
+
+// b_step 0: b is one value, broadcast
+template <typename T, typename F>
+void map_binary(const T* a, const T* b, py::ssize_t b_step, T* out, py::ssize_t n) {
+  const F f{};
+  for (py::ssize_t i = 0; i < n; ++i) out[i] = f(a[i], b[i * b_step]);
+}
+
+struct BinaryRow {
+  const char* name;
+  BinaryFn<float> f32;
+  BinaryFn<double> f64;
+};
+
+#define ADCUDA_HOST_BINARY(name, functor) {name, &map_binary<float, math::functor>, &map_binary<double, math::functor>}
+const BinaryRow kBinaryRows[] = {
+    ADCUDA_HOST_BINARY("remainder", Remainder), ADCUDA_HOST_BINARY("xlogy", Xlogy),
+    ADCUDA_HOST_BINARY("logaddexp", LogAddExp), ADCUDA_HOST_BINARY("logaddexp2", LogAddExp2),
+    ADCUDA_HOST_BINARY("hypot", Hypot),         ADCUDA_HOST_BINARY("atan2", Atan2),
+};
+#undef ADCUDA_HOST_BINARY
+constexpr py::ssize_t kBinaryRowCount = sizeof(kBinaryRows) / sizeof(kBinaryRows[0]);
+
+template <typename T>
+BinaryFn<T> binary_row(py::ssize_t index) {
+  if (index < 0 || index >= kBinaryRowCount) throw py::index_error("host_binary: no binary op " + std::to_string(index));
+  if constexpr (std::is_same_v<T, float>) return kBinaryRows[index].f32;
+  else return kBinaryRows[index].f64;
+}
+
+template <typename T>
+py::array_t<T> host_binary(py::ssize_t index, const py::array_t<T, py::array::c_style>& a,
+                           const py::array_t<T, py::array::c_style>& b) {
+  const BinaryFn<T> fn = binary_row<T>(index);
+  if (a.ndim() != b.ndim() || !std::equal(a.shape(), a.shape() + a.ndim(), b.shape()))
+    throw py::value_error("host_binary: the operands' shapes differ");
+  py::array_t<T> out(std::vector<py::ssize_t>(a.shape(), a.shape() + a.ndim()));
+  fn(a.data(), b.data(), 1, out.mutable_data(), a.size());
+  return out;
+}
+
+template <typename T>
+py::array_t<T> host_binary_scalar(py::ssize_t index, const py::array_t<T, py::array::c_style>& a, double b) {
+  const BinaryFn<T> fn = binary_row<T>(index);
+  const T value = static_cast<T>(b);
+  py::array_t<T> out(std::vector<py::ssize_t>(a.shape(), a.shape() + a.ndim()));
+  fn(a.data(), &value, 0, out.mutable_data(), a.size());
+  return out;
+}
+
 }  // namespace
 
 void bind_elementwise(py::module_& m) {
@@ -79,6 +137,18 @@ void bind_elementwise(py::module_& m) {
         "Unary op number ``index`` of host_unary_names() over a contiguous float32/float64 array, with the "
         "CUDA kernels' functor, in the array's dtype (a new array of its shape). Meant for small arrays: "
         "the GIL is held.");
+  m.def("host_binary_names", [] {
+    py::list names;
+    for (const BinaryRow& row : kBinaryRows) names.append(row.name);
+    return names;
+  }, "The binary ops host_binary computes, in its order.");
+  m.def("host_binary", &host_binary<float>, py::arg("index"), py::arg("a").noconvert(), py::arg("b").noconvert());
+  m.def("host_binary", &host_binary<double>, py::arg("index"), py::arg("a").noconvert(), py::arg("b").noconvert());
+  m.def("host_binary", &host_binary_scalar<float>, py::arg("index"), py::arg("a").noconvert(), py::arg("b"));
+  m.def("host_binary", &host_binary_scalar<double>, py::arg("index"), py::arg("a").noconvert(), py::arg("b"),
+        "Binary op number ``index`` of host_binary_names() of two contiguous float32/float64 arrays of one shape "
+        "and dtype, or of such an array and a Python float (taken in its dtype), with the CUDA kernels' "
+        "functor (a new array). Meant for small arrays: the GIL is held.");
 }
 
 }  // namespace adcuda::host

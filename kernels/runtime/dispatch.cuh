@@ -63,6 +63,20 @@ decltype(auto) dispatch_type(ScalarType type, const char* op, F&& f) {
   throw std::invalid_argument(std::string(op) + ": unknown dtype " + std::to_string(static_cast<int>(type)));
 }
 
+// dispatch_type for an op defined on floating point dtypes only: f is instantiated for those alone.
+template <typename F>
+decltype(auto) dispatch_floating(ScalarType type, const char* op, F&& f) {
+  switch (type) {
+    case ScalarType::Float16: return f(TypeTag<__half>{});
+    case ScalarType::BFloat16: return f(TypeTag<__nv_bfloat16>{});
+    case ScalarType::Float32: return f(TypeTag<float>{});
+    case ScalarType::Float64: return f(TypeTag<double>{});
+    default: break;
+  }
+  throw std::invalid_argument(std::string(op) + ": not defined for dtype " + scalar_type_name(type) +
+                              " (floating point dtypes only)");
+}
+
 template <typename T>
 inline constexpr bool is_reduced_float_v = std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
 

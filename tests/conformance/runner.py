@@ -196,16 +196,25 @@ def to_numpy(t):
     return np.asarray(t.numpy())
 
 
+def _tensor_meta_diffs(ref, got, path):
+    """Differences of kind, dtype and shape between the reference tensor ``ref`` and ``got``, and whether
+    their values can be compared (a tensor of the same shape)."""
+    if not is_tensor(got):
+        return [f"{path}: expected a tensor, got {type(got).__name__}"], False
+    diffs = []
+    if dtype_name(ref.dtype) != dtype_name(got.dtype):
+        diffs.append(f"{path}: dtype {dtype_name(got.dtype)}, expected {dtype_name(ref.dtype)}")
+    if tuple(ref.shape) != tuple(got.shape):
+        return [*diffs, f"{path}: shape {tuple(got.shape)}, expected {tuple(ref.shape)}"], False
+    return diffs, True
+
+
 def compare(ref, got, tol=None, strides=False, path="result"):
     """Differences between the reference output ``ref`` and adcuda's ``got``."""
     if is_tensor(ref):
-        if not is_tensor(got):
-            return [f"{path}: expected a tensor, got {type(got).__name__}"]
-        diffs = []
-        if dtype_name(ref.dtype) != dtype_name(got.dtype):
-            diffs.append(f"{path}: dtype {dtype_name(got.dtype)}, expected {dtype_name(ref.dtype)}")
-        if tuple(ref.shape) != tuple(got.shape):
-            return [*diffs, f"{path}: shape {tuple(got.shape)}, expected {tuple(ref.shape)}"]
+        diffs, comparable = _tensor_meta_diffs(ref, got, path)
+        if not comparable:
+            return diffs
         if strides and tuple(ref.stride()) != tuple(got.stride()):
             diffs.append(f"{path}: strides {tuple(got.stride())}, expected {tuple(ref.stride())}")
         diffs.extend(compare_arrays(to_numpy(ref), to_numpy(got), dtype_name(ref.dtype), tol, path))
@@ -361,14 +370,7 @@ def gradients(lib, fn, leaves, second_order, through=None):
 def compare_meta(ref, got, path="result"):
     """Dtypes and shapes only (random ops, whose values cannot agree)."""
     if is_tensor(ref):
-        if not is_tensor(got):
-            return [f"{path}: expected a tensor, got {type(got).__name__}"]
-        diffs = []
-        if dtype_name(ref.dtype) != dtype_name(got.dtype):
-            diffs.append(f"{path}: dtype {dtype_name(got.dtype)}, expected {dtype_name(ref.dtype)}")
-        if tuple(ref.shape) != tuple(got.shape):
-            diffs.append(f"{path}: shape {tuple(got.shape)}, expected {tuple(ref.shape)}")
-        return diffs
+        return _tensor_meta_diffs(ref, got, path)[0]
     if isinstance(ref, (tuple, list)) and isinstance(got, (tuple, list)) and len(ref) == len(got):
         return [d for i, (r, g) in enumerate(zip(ref, got)) for d in compare_meta(r, g, f"{path}[{i}]")]
     return compare(ref, got, path=path)

@@ -96,16 +96,20 @@ def half_batch(rank, world):
     return slice(rank * per, (rank + 1) * per)
 
 
-def train_ddp(**ddp_kwargs):
-    rank, world = dist.get_rank(), dist.get_world_size()
-    ddp = DDP(make_net(seed_of(rank)), **ddp_kwargs)
+def train_on_this_ranks_part(ddp):
+    """STEPS steps of SGD, this rank on its part of each batch."""
     opt = adcuda.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
     x, y = data()
-    part = half_batch(rank, world)
+    part = half_batch(dist.get_rank(), dist.get_world_size())
     for step in range(STEPS):
         opt.zero_grad()
         nn.functional.mse_loss(ddp(x[step][part]), y[step][part]).backward()
         opt.step()
+
+
+def train_ddp(**ddp_kwargs):
+    ddp = DDP(make_net(seed_of(dist.get_rank())), **ddp_kwargs)
+    train_on_this_ranks_part(ddp)
     return compare(ddp, reference(full_batch_step))
 
 
@@ -136,15 +140,8 @@ def train_no_sync():
 
 def train_unused():
     """find_unused_parameters=True with a branch no rank uses: its gradient stays None everywhere."""
-    rank, world = dist.get_rank(), dist.get_world_size()
-    ddp = DDP(make_net(seed_of(rank), unused_branch=True), find_unused_parameters=True, bucket_cap_mb=1e-4)
-    opt = adcuda.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
-    x, y = data()
-    part = half_batch(rank, world)
-    for step in range(STEPS):
-        opt.zero_grad()
-        nn.functional.mse_loss(ddp(x[step][part]), y[step][part]).backward()
-        opt.step()
+    ddp = DDP(make_net(seed_of(dist.get_rank()), unused_branch=True), find_unused_parameters=True, bucket_cap_mb=1e-4)
+    train_on_this_ranks_part(ddp)
     result = compare(ddp, reference(full_batch_step, unused_branch=True))
     result["spare_grad_is_none"] = ddp.module.spare.weight.grad is None
     return result

@@ -30,32 +30,39 @@ def cuda_include_dir():
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def run_cpp_check(tmp_path, cuda_include_dir):
-    """``run_cpp_check(source)``: compiles the standalone check ``source`` (warnings are errors) against
-    the CUDA headers and kernels/, runs it and fails unless it exits 0 saying "all checks passed"."""
+@pytest.fixture(scope="session")
+def compile_cpp(cuda_include_dir):
+    """``compile_cpp(*arguments, flags=(), timeout=300)``: ``g++ -std=c++17 -O1 FLAGS`` against the CUDA
+    headers and kernels/, then ``arguments`` (sources, objects, ``-o`` ...); fails with the compiler's errors."""
 
-    def run(source: Path) -> None:
-        binary = tmp_path / source.stem
+    def compile_(*arguments, flags=(), timeout=300):
         build = subprocess.run(
             [
                 shutil.which("g++"),
                 "-std=c++17",
                 "-O1",
-                "-Wall",
-                "-Wextra",
-                "-Werror",
+                *flags,
                 f"-I{cuda_include_dir}",
                 f"-I{REPO / 'kernels'}",
-                str(source),
-                "-o",
-                str(binary),
+                *map(str, arguments),
             ],
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=timeout,
         )
         assert build.returncode == 0, build.stderr
+
+    return compile_
+
+
+@pytest.fixture
+def run_cpp_check(tmp_path, compile_cpp):
+    """``run_cpp_check(source)``: compiles the standalone check ``source`` (warnings are errors) against
+    the CUDA headers and kernels/, runs it and fails unless it exits 0 saying "all checks passed"."""
+
+    def run(source: Path) -> None:
+        binary = tmp_path / source.stem
+        compile_cpp(source, "-o", binary, flags=("-Wall", "-Wextra", "-Werror"), timeout=120)
         result = subprocess.run([str(binary)], capture_output=True, text=True, timeout=60)
         assert result.returncode == 0, result.stdout + result.stderr
         assert "all checks passed" in result.stdout

@@ -17,7 +17,7 @@ EMULATOR_SOURCES = ["grid.cpp", "fiber.cpp", "cudart.cpp"]
 CHECKS = ["block_barrier", "early_exit", "shuffles", "deadlock", "launch_limits", "memory", "streams"]
 
 
-def compile_with_emulator(cu_source, work, emulator_objects, include):
+def compile_with_emulator(cu_source, work, emulator_objects, compile_cpp):
     """The binary of one .cu program: rewritten as the emulated build does, compiled with g++, linked
     with the emulator."""
     source_dir = work / f"{cu_source.stem}-src"
@@ -30,69 +30,39 @@ def compile_with_emulator(cu_source, work, emulator_objects, include):
         timeout=60,
     )
     binary = work / cu_source.stem
-    build = subprocess.run(
-        [
-            "g++",
-            "-std=c++17",
-            "-O1",
-            "-pthread",
-            f"-I{include}",
-            f"-I{KERNELS}",
-            "-include",
-            "emulator/device_runtime.h",
-            "-x",
-            "c++",
-            str(rewritten / f"{cu_source.name}.cpp"),
-            "-x",
-            "none",
-            *map(str, emulator_objects),
-            "-o",
-            str(binary),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
+    compile_cpp(
+        "-include",
+        "emulator/device_runtime.h",
+        "-x",
+        "c++",
+        rewritten / f"{cu_source.name}.cpp",
+        "-x",
+        "none",
+        *emulator_objects,
+        "-o",
+        binary,
+        flags=("-pthread",),
     )
-    assert build.returncode == 0, build.stderr
     return binary
 
 
 @pytest.fixture(scope="module")
-def emulator_objects(tmp_path_factory, cuda_include_dir):
+def emulator_objects(tmp_path_factory, compile_cpp):
     """kernels/emulator's sources compiled once for every program here."""
     work = tmp_path_factory.mktemp("emulator-objects")
-    objects = []
-    for name in EMULATOR_SOURCES:
-        target = work / f"{name}.o"
-        build = subprocess.run(
-            [
-                "g++",
-                "-std=c++17",
-                "-O1",
-                "-pthread",
-                f"-I{cuda_include_dir}",
-                f"-I{KERNELS}",
-                "-c",
-                str(KERNELS / "emulator" / name),
-                "-o",
-                str(target),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert build.returncode == 0, build.stderr
-        objects.append(target)
+    objects = [work / f"{name}.o" for name in EMULATOR_SOURCES]
+    for name, target in zip(EMULATOR_SOURCES, objects):
+        compile_cpp("-c", KERNELS / "emulator" / name, "-o", target, flags=("-pthread",))
     return objects
 
 
 @pytest.fixture(scope="module")
-def checks_binary(tmp_path_factory, emulator_objects, cuda_include_dir):
+def checks_binary(tmp_path_factory, emulator_objects, compile_cpp):
     return compile_with_emulator(
         Path(__file__).with_name("emulator_checks.cu"),
         tmp_path_factory.mktemp("checks"),
         emulator_objects,
-        cuda_include_dir,
+        compile_cpp,
     )
 
 
@@ -128,10 +98,10 @@ int main() {
 """
 
 
-def test_a_missing_barrier_shows_under_another_schedule(tmp_path, emulator_objects, cuda_include_dir):
+def test_a_missing_barrier_shows_under_another_schedule(tmp_path, emulator_objects, compile_cpp):
     """The point of ADCUDA_EMULATOR_SCHEDULE: the forward order hides this race, reverse exposes it."""
     (tmp_path / "racy.cu").write_text(MISSING_BARRIER)
-    binary = compile_with_emulator(tmp_path / "racy.cu", tmp_path, emulator_objects, cuda_include_dir)
+    binary = compile_with_emulator(tmp_path / "racy.cu", tmp_path, emulator_objects, compile_cpp)
 
     def wrong(schedule):
         env = dict(os.environ, ADCUDA_EMULATOR_SCHEDULE=schedule)

@@ -20,18 +20,15 @@
 #include <stdexcept>
 #include <vector>
 
+#include "check.h"
 #include "emulator/ptx_sm80_semantics.h"
 
 namespace emu = adcuda::emu;
 
 namespace {
 
-int failures = 0;
-
-void check(bool ok, const char* what, int a = -1, int b = -1, int c = -1) {
-  if (ok) return;
-  if (++failures <= 20) std::fprintf(stderr, "FAIL: %s (%d, %d, %d)\n", what, a, b, c);
-}
+using standalone_check::check;
+using standalone_check::throws_invalid_argument;
 
 // ------------------------------------------------------------------------------------------------
 // CuTe layouts: (lane, value) -> offset into a column-major tile; lane = t0 + 4 * t1.
@@ -326,16 +323,6 @@ bool filled_with(const unsigned char* p, int n, unsigned char value) {
   return std::all_of(p, p + n, [value](unsigned char x) { return x == value; });
 }
 
-template <typename F>
-bool throws_invalid_argument(F f) {
-  try {
-    f();
-  } catch (const std::invalid_argument&) {
-    return true;
-  }
-  return false;
-}
-
 void test_cp_async_groups() {
   alignas(16) unsigned char src[3][16];
   alignas(16) unsigned char dst[5][16];
@@ -425,10 +412,5 @@ int main() {
   test_ldmatrix(rng);
   test_cp_async_groups();
   test_ex2_approx_ftz();
-  if (failures != 0) {
-    std::fprintf(stderr, "%d check(s) failed\n", failures);
-    return 1;
-  }
-  std::printf("ptx_sm80 semantics: all checks passed\n");
-  return 0;
+  return standalone_check::verdict("ptx_sm80 semantics");
 }

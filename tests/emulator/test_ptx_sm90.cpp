@@ -17,28 +17,15 @@
 #include <stdexcept>
 #include <vector>
 
+#include "check.h"
 #include "emulator/ptx_sm90_semantics.h"
 
 namespace emu = adcuda::emu;
 
 namespace {
 
-int failures = 0;
-
-void check(bool ok, const char* what, int a = -1, int b = -1, int c = -1) {
-  if (ok) return;
-  if (++failures <= 20) std::fprintf(stderr, "FAIL: %s (%d, %d, %d)\n", what, a, b, c);
-}
-
-template <typename F>
-bool throws_invalid_argument(F f) {
-  try {
-    f();
-  } catch (const std::invalid_argument&) {
-    return true;
-  }
-  return false;
-}
+using standalone_check::check;
+using standalone_check::throws_invalid_argument;
 
 std::uint16_t to_bits(emu::MmaInputType type, float x) {
   if (type == emu::MmaInputType::kF16) return __half_as_ushort(__float2half_rn(x));
@@ -265,10 +252,5 @@ int main() {
     for (const int n : {8, 64, 256}) test_wgmma_from_tma_tiles(type, n, rng);
   }
   test_wgmma_interleaved(rng);
-  if (failures != 0) {
-    std::fprintf(stderr, "%d check(s) failed\n", failures);
-    return 1;
-  }
-  std::printf("ptx_sm90 semantics: all checks passed\n");
-  return 0;
+  return standalone_check::verdict("ptx_sm90 semantics");
 }

@@ -74,6 +74,16 @@ def _erf(x):
 
 _erf64 = np.vectorize(math.erf, otypes=[np.float64])
 
+
+def _erf_of_new(z):
+    """erf of ``z``, a new array (gelu's x / sqrt 2, in x's layout): a small row-major one takes the host module's loop
+    over erf's functor, as ``unary("erf")`` does (the dozen NumPy passes of ``_erf`` were most of
+    gelu's time on a few dozen elements), a large one ``_erf``."""
+    if z.size <= _HOST_MAX and (z.dtype is _F32 or z.dtype is _F64) and z.flags.c_contiguous and _C is not None:
+        return _C.host_unary(_HOST_INDEX["erf"], z)
+    return _erf(z)
+
+
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -108,7 +118,7 @@ def _gelu(x):
     # x (1 + erf(x / sqrt 2)) / 2 in PyTorch's CPU order, in one buffer: its float32 kernel takes x
     # times (1 + erf) first, overflowing to inf above half of float32's largest value; its float64
     # one halves x first, and does not
-    y = _erf(x * _INV_SQRT_2)
+    y = _erf_of_new(x * _INV_SQRT_2)
     y += 1.0
     if x.dtype == np.float64:
         y *= 0.5 * x
@@ -291,8 +301,10 @@ def unary(
         ):
             r = _C.host_unary(host, x)
         else:
-            r = np.asarray(fn(x))
-        if r.dtype != a.dtype and op != "logical_not":
+            r = fn(x)
+            if r.__class__ is not np.ndarray:
+                r = np.asarray(r)  # (a NumPy scalar, of a 0-d array)
+        if r.dtype is not a.dtype and r.dtype != a.dtype and op != "logical_not":  # (identity: the common case)
             r = r.astype(a.dtype)  # NaN and inf into integers: as the CUDA cast gives them
     except TypeError:  # NumPy has no loop for this dtype (neg of bool, bitwise_not of floats, ...)
         raise DTypeError(f"{op}: not defined for {a.dtype} arrays") from None
@@ -302,7 +314,7 @@ def unary(
 @_in_place_safe
 def _gelu_grad(x):
     # 0.5 (1 + erf(x / sqrt 2)) + x / sqrt(2 pi) exp(-x^2 / 2), rounded as written, in two buffers
-    cdf = _erf(x * _INV_SQRT_2)
+    cdf = _erf_of_new(x * _INV_SQRT_2)
     cdf += 1.0
     cdf *= 0.5
     density = x * x
@@ -459,8 +471,16 @@ def _remainder(a, b, dtype=None, casting="same_kind"):
     if mod.dtype.kind != "f":
         return mod  # integers: no signed zero
     # NumPy's floating remainder is C's fmod moved by one divisor, as PyTorch's, but for a zero result,
-    # which takes the divisor's sign there and the dividend's (fmod's) here
-    return np.where(mod == 0, np.copysign(mod, a), mod)
+    # which takes the divisor's sign there and the dividend's (fmod's) here: set in place, where zero
+    if mod.__class__ is not np.ndarray:
+        mod = np.array(mod)  # (0-d operands give a NumPy scalar)
+    return np.copysign(mod, a, out=mod, where=mod == 0)
+
+
+def _xlogy(a, b, dtype=None, casting="same_kind"):
+    """PyTorch's xlogy: a log(b), 0 where a is 0 (log(0) and log(inf) included) unless b is NaN."""
+    product = np.multiply(a, np.log(b, dtype=dtype, casting=casting), dtype=dtype, casting=casting)
+    return np.where(np.logical_and(np.equal(a, 0), np.equal(b, b)), 0, product)
 
 
 BINARY_OPS: dict[str, Callable[..., Any]] = {
@@ -489,9 +509,19 @@ BINARY_OPS: dict[str, Callable[..., Any]] = {
     "logaddexp": np.logaddexp,
     "hypot": np.hypot,
     "atan2": np.arctan2,
+    # PyTorch's one-kernel ops that were several calls (issue 31): floating operands only
+    "logaddexp2": np.logaddexp2,
+    "copysign": np.copysign,
+    "fmax": np.fmax,
+    "fmin": np.fmin,
+    "xlogy": _xlogy,
     "gcd": np.gcd,
     "lcm": np.lcm,
 }
+# Small float32/float64 operands of the binary ops whose NumPy formula is several passes (remainder,
+# xlogy) or a scalar loop slower than the functor's (logaddexp, logaddexp2, hypot, atan2) go to the host
+# module's loop over their CUDA functor (kernels/host/elementwise.cpp), as the unary ones do.
+_HOST_BINARY_INDEX = {name: i for i, name in enumerate(_C.host_binary_names() if _C is not None else ())}
 _BOOL_RESULT = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor"}
 
 
@@ -501,10 +531,66 @@ _INTEGER_DIVISION = ("floor_divide", "remainder", "fmod")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
+# Python floats as 0-d arrays of float32 or float64, made once: a ufunc takes a 0-d array of its
+# operand's dtype 0.25 us sooner than a Python float, which it converts on every call (to that dtype: the
+# result is the same). Zeros are kept apart by sign (0.0 and -0.0 are one dict key).
+_SCALAR_ARRAYS: dict[np.dtype, dict[float, np.ndarray]] = {_F32: {}, _F64: {}}
+_ZERO_ARRAYS = {(d, sign): np.array(sign * 0.0, d) for d in (_F32, _F64) for sign in (1.0, -1.0)}
+_SCALAR_ARRAYS_MAX = 512  # a program's constants are a few dozen; a loop over changing values is not cached long
+
+
+def _scalar_array(value, dtype):
+    """Python float ``value`` as a read-only 0-d array of ``dtype`` (float32 or float64)."""
+    if value == 0.0:
+        return _ZERO_ARRAYS[dtype, math.copysign(1.0, value)]
+    cache = _SCALAR_ARRAYS[dtype]
+    array = cache.get(value)
+    if array is None:
+        if len(cache) >= _SCALAR_ARRAYS_MAX:
+            cache.clear()
+        array = cache[value] = np.array(value, dtype)
+        array.flags.writeable = False
+    return array
+
+
 def binary(op: str, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> BackendArray:
     """``op(a, b)`` with both operands in ``dtype`` (computed in fp32 for float16); ``a`` or ``b`` may be a
     Python scalar."""
     try:
+        if (
+            a.__class__ is np.ndarray
+            and (b.__class__ is np.ndarray and b.dtype is a.dtype or b.__class__ is float)
+            and (a.dtype is _F32 and dtype is dt.float32 or a.dtype is _F64 and dtype is dt.float64)
+        ):
+            # the commonest call, float32/float64 arrays of the result's dtype (a float scalar in it), in as
+            # few steps as it takes: identity tests of the dtypes, no comparison of them (each costs NumPy
+            # a conversion), and no error to check (IEEE results; the package's filter silences warnings)
+            fn = BINARY_OPS.get(op)
+            if fn is not None:
+                host = _HOST_BINARY_INDEX.get(op)
+                if (
+                    host is not None
+                    and a.size <= _HOST_MAX
+                    and a.flags.c_contiguous
+                    and (
+                        b.__class__ is float
+                        or isinstance(b, np.ndarray)
+                        and b.shape == a.shape
+                        and b.flags.c_contiguous
+                    )
+                ):
+                    return _C.host_binary(host, a, b)
+                r = fn(a, b if b.__class__ is np.ndarray else _scalar_array(b, a.dtype))
+                return r if r.__class__ is np.ndarray else np.asarray(r)  # (0-d operands give a NumPy scalar)
+        elif (
+            a.__class__ is float
+            and b.__class__ is np.ndarray
+            and (b.dtype is _F32 and dtype is dt.float32 or b.dtype is _F64 and dtype is dt.float64)
+        ):
+            fn = BINARY_OPS.get(op)  # a float first (1 - x, 1 / x), likewise
+            if fn is not None:
+                r = fn(_scalar_array(a, b.dtype), b)
+                return r if r.__class__ is np.ndarray else np.asarray(r)
         work: type | np.dtype | None = dtype.numpy  # a NumPy scalar type, then the dtype to compute in
         floating = work is np.float32 or work is np.float64
         if (
@@ -571,20 +657,28 @@ def _defined_for(op, dtype):
 
 
 def where(cond: BackendArray, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> BackendArray:
-    declared.where(cond, a, b, dtype)
-    if (
-        cond.__class__ is np.ndarray
-        and cond.dtype == np.bool_
-        and cond.size >= _SELECT_MIN
-        and dtype.category == dt.FLOATING
-        and dtype.numpy is not None
-    ):
-        out = _select(cond, a, b, np.dtype(dtype.numpy))
-        if out is not None:
-            return out
+    out_dt = _FLOAT_ARRAY_DTYPE.get(dtype)
+    if out_dt is not None and cond.__class__ is np.ndarray and cond.dtype is _BOOL:
+        # a floating result, the forwards' masks: the declaration checks Python integers against an
+        # integer dtype alone, so it has nothing to check here
+        if cond.size >= _SELECT_MIN:
+            out = _select(cond, a, b, out_dt)
+            if out is not None:
+                return out
+        r = np.where(
+            cond,
+            _scalar_array(a, out_dt) if a.__class__ is float else a,
+            _scalar_array(b, out_dt) if b.__class__ is float else b,
+        )
+        return r if r.dtype is out_dt else r.astype(out_dt)
+    _check_where(cond, a, b, dtype)
     return _finish(np.asarray(np.where(cond, a, b)), dtype)
 
 
+_check_where = declared.where  # (bound once: ``declared``'s attribute lookup costs half a microsecond)
+_BOOL = np.dtype(np.bool_)
+# The NumPy dtype of each floating dtype the CPU computes in as it is (float16 is widened to float32).
+_FLOAT_ARRAY_DTYPE: dict[DType, np.dtype] = {dt.float32: _F32, dt.float64: _F64}
 # Unsigned integers as wide as each floating dtype, for ``_select``.
 _BITS = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 # Below this many elements np.where's per-call cost is what counts and it stays.
@@ -618,10 +712,21 @@ def _select(cond, a, b, out_dt):
 def clamp(a: BackendArray, lo: Scalar | None, hi: Scalar | None) -> BackendArray:
     """``a`` clamped to ``[lo, hi]``: scalar bounds (None leaves a side open; array bounds are the ops
     layer's, as a maximum and a minimum)."""
-    declared.clamp(a, lo, hi)
+    if lo.__class__ not in _BOUND_CLASSES or hi.__class__ not in _BOUND_CLASSES:
+        declared.clamp(a, lo, hi)  # (it refuses array bounds: a Python number or None has nothing to check)
     x = _compute(a)
     if lo is not None:
         x = np.maximum(x, lo)
+        if hi is not None and x.__class__ is np.ndarray:
+            return _finish_like(np.minimum(x, hi, out=x), a)  # (x is a new array: no second one)
     if hi is not None:
         x = np.minimum(x, hi)
-    return np.asarray(x).astype(a.dtype, copy=False)
+    return _finish_like(np.asarray(x), a)
+
+
+_BOUND_CLASSES = frozenset({float, int, bool, type(None)})
+
+
+def _finish_like(x, a):
+    """``x`` in ``a``'s dtype (no call where it already is)."""
+    return x if x.dtype is a.dtype else x.astype(a.dtype, copy=False)

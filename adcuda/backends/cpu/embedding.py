@@ -13,6 +13,8 @@ __all__ = ["embedding", "embedding_backward"]
 def _check_embedding_indices(op, idx, num_embeddings, weight_shape):
     if idx.dtype.kind not in "iu":
         raise DTypeError(f"{op}: indices must be integers (int32 or int64), got {idx.dtype}")
+    if not idx.size or (0 <= np.minimum.reduce(idx, axis=None) and np.maximum.reduce(idx, axis=None) < num_embeddings):
+        return  # the common case, in two reductions (four NumPy calls find and name a bad index)
     bad = (idx < 0) | (idx >= num_embeddings)
     if bad.any():
         raise IndexOutOfRangeError(
@@ -27,7 +29,7 @@ def embedding(weight: BackendArray, indices: BackendArray) -> BackendArray:
         raise ShapeError(f"embedding: weight must be 2-D (num_embeddings, embedding_dim), got shape {weight.shape}")
     idx = np.asarray(indices)
     _check_embedding_indices("embedding", idx, weight.shape[0], weight.shape)
-    return np.take(weight, idx, axis=0)
+    return weight.take(idx, axis=0)  # (the method: np.take adds a Python layer)
 
 
 # above this many occurrences of one index, np.add.at's element-by-element scatter beats a pass per

@@ -6,8 +6,9 @@ import math
 
 import numpy as np
 
+from ... import _native
 from ..seam import DType, declared
-from ._common import BackendArray, _column_sums, _compute, _row_sums
+from ._common import _F32, _F64, BackendArray, _column_sums, _compute, _row_sums
 from .storage import astype, dtype_of
 
 __all__ = [
@@ -24,6 +25,30 @@ __all__ = [
 ]
 
 
+# The host module's layer and group norm forwards (kernels/host/norm.cpp; None: NumPy's, the reference
+# they are tested against), for arrays up to _NATIVE_MAX elements: there NumPy's calls cost a
+# microsecond or more each whatever the size; above it its BLAS row sums are faster.
+_NATIVE = _native._C if hasattr(_native._C, "cpu_normalize") else None
+_NATIVE_MAX = 1 << 14
+
+
+def _native_normalize(x, weight, bias, rows, groups, spread, eps):
+    """The host module's (y, mean, rstd) (flat statistics), or None where it does not serve these arrays
+    (another dtype, a strided or large array, parameters of another dtype): for a given x, always the
+    same answer, so that a captured program's replay takes the path its eager run took."""
+    if (
+        _NATIVE is None
+        or not (x.dtype == _F32 or x.dtype == _F64)
+        or not 0 < x.size <= _NATIVE_MAX
+        or not x.flags.c_contiguous
+    ):
+        return None
+    for p in (weight, bias):
+        if p is not None and (p.dtype != x.dtype or not p.flags.c_contiguous):
+            return None
+    return _NATIVE.cpu_normalize(x, weight, bias, rows, groups, spread, eps)
+
+
 def layer_norm(
     x: BackendArray,
     weight: BackendArray | None,
@@ -37,8 +62,16 @@ def layer_norm(
     ``xhat`` (CPU only, seam.CPU_REPLAY_KEYWORDS; an array of x's shape and compute dtype): where to keep
     the normalised x, (x - mean) * rstd, for a backward given it (graph capture's replay)."""
     declared.layer_norm(x, weight, bias, n, eps)
-    xx = _compute(x)
     count = math.prod(x.shape[x.ndim - n :])
+    native = _native_normalize(x, weight, bias, x.size // count, 1, 1, eps) if count else None
+    if native is not None:
+        y, mean, rstd = native
+        stat_shape = x.shape[: x.ndim - n] + (1,) * n
+        mean, rstd = mean.reshape(stat_shape), rstd.reshape(stat_shape)
+        if xhat is not None:  # the host loop's (x - mean) * rstd, rounded as there (a replay equals the eager run)
+            np.multiply(np.subtract(x, mean, out=xhat), rstd, out=xhat)
+        return y, mean, rstd
+    xx = _compute(x)
     # the row sums are BLAS products with a vector of ones (_row_sums); the big temporaries are written
     # in place, the small per-row ones too (each NumPy call costs about a microsecond at these sizes)
     mean = _row_sums(xx, n)
@@ -248,6 +281,10 @@ def group_norm(
     """Normalise each of ``groups`` channel groups of x (N, C, *) per sample, then scale and shift per
     channel -> (y, mean (N, groups), rstd (N, groups))."""
     declared.group_norm(x, weight, bias, groups, eps)
+    native = _native_normalize(x, weight, bias, x.shape[0] * groups, groups, math.prod(x.shape[2:]), eps)
+    if native is not None:
+        y, mean, rstd = native
+        return y, mean.reshape(x.shape[0], groups), rstd.reshape(x.shape[0], groups)
     rows = _compute(_group_rows(x, groups))
     mean = np.mean(rows, axis=2, keepdims=True)
     centered = rows - mean

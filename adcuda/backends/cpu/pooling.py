@@ -11,8 +11,9 @@ import functools
 
 import numpy as np
 
+from ... import _native
 from ..seam import Shape, declared
-from ._common import BackendArray, _compute
+from ._common import _F32, _F64, BackendArray, _compute
 
 __all__ = [
     "max_pool2d",
@@ -23,6 +24,17 @@ __all__ = [
     "adaptive_avg_pool2d",
     "adaptive_avg_pool2d_backward",
 ]
+
+
+# The host module's forwards (kernels/host/pooling.cpp; None: NumPy's, the reference they are tested against)
+_NATIVE = _native._C if hasattr(_native._C, "cpu_max_pool2d") else None
+
+
+def _native_for(x):
+    """The native module when it pools ``x`` (a C-contiguous float32/float64 array), else None."""
+    if _NATIVE is not None and (x.dtype == _F32 or x.dtype == _F64) and x.flags.c_contiguous:
+        return _NATIVE
+    return None
 
 
 def _lowest(dtype):
@@ -36,6 +48,9 @@ def max_pool2d(
     int64 indices); ``out_size`` (Ho, Wo) is the op's (ceil_mode decides it), windows may run past the
     padded input's end."""
     declared.max_pool2d(x, kernel, stride, padding, dilation, out_size)
+    native = _native_for(x)
+    if native is not None:
+        return native.cpu_max_pool2d(x, kernel, stride, padding, dilation, out_size)
     n, c, h, w = x.shape
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
     ho, wo = out_size
@@ -103,6 +118,9 @@ def adaptive_max_pool2d(x: BackendArray, out_size: Shape) -> tuple[BackendArray,
     declared.adaptive_max_pool2d(x, out_size)
     n, c, h, w = x.shape
     ho, wo = out_size
+    native = _native_for(x)
+    if native is not None and n * c * ho * wo * h * w:
+        return native.cpu_adaptive_max_pool2d(x, out_size)
     values = np.empty((n, c, ho, wo), x.dtype)
     indices = np.empty((n, c, ho, wo), np.int64)
     xc = _compute(x)
@@ -206,6 +224,10 @@ def avg_pool2d(
     out_size = tuple(int(o) for o in out_size)
     if n * c * out_size[0] * out_size[1] == 0:
         return np.zeros((n, c) + out_size, x.dtype)
+    native = _native_for(x)
+    if native is not None and (divisor_override is None or divisor_override.__class__ is int):
+        override = 0 if divisor_override is None else divisor_override  # the host module's 0: none
+        return native.cpu_avg_pool2d(x, kernel, stride, padding, out_size, count_include_pad, override)
     divisor, pads = _avg_plan(x.shape, out_size, kernel, stride, padding, count_include_pad, divisor_override)
     xp = _padded(_compute(x), pads)
     total = np.zeros((n, c) + out_size, xp.dtype)
@@ -263,6 +285,9 @@ def adaptive_avg_pool2d(x: BackendArray, out_size: Shape) -> BackendArray:
     ho, wo = (int(o) for o in out_size)
     if n * c * ho * wo == 0:
         return np.zeros((n, c, ho, wo), x.dtype)
+    native = _native_for(x)
+    if native is not None and h * w:
+        return native.cpu_adaptive_avg_pool2d(x, (ho, wo))
     xc = _compute(x)
     rows, cols = _adaptive_matrices((h, w), (ho, wo), xc.dtype)
     return (rows @ xc @ cols.T).astype(x.dtype, copy=False)

@@ -107,19 +107,26 @@ def _floating(op, dtype):
     return _np_dtype(dtype)
 
 
+# the largest value below 1 of each floating dtype: rounding a float64 draw to float16/float32 can
+# reach 1.0 (float16 from about 1 - 2**-12 up), which rand clamps to this to keep [0, 1)
+_BELOW_ONE = {d: np.nextafter(d.type(1), d.type(0)) for d in map(np.dtype, (np.float16, np.float32))}
+
+
 def rand(shape: Shape, dtype: DType, seed: int, offset: int) -> BackendArray:
     out_dt = _floating("rand", dtype)
-    r = _rng(seed, offset).random(shape, dtype=np.float64).astype(out_dt)
-    # rounding to float16/float32 can reach 1.0 (float16 from about 1 - 2**-12 up): keep [0, 1)
-    return np.minimum(r, np.nextafter(out_dt.type(1), out_dt.type(0)), out=r)
+    r = _rng(seed, offset).random(shape, dtype=np.float64)
+    if out_dt.itemsize == 8:  # a float64 draw is below 1 already
+        return r
+    r = r.astype(out_dt)
+    return np.minimum(r, _BELOW_ONE[out_dt], out=r)
 
 
 def randn(shape: Shape, dtype: DType, seed: int, offset: int) -> BackendArray:
-    return _rng(seed, offset).standard_normal(shape, dtype=np.float64).astype(_floating("randn", dtype))
+    return _rng(seed, offset).standard_normal(shape, dtype=np.float64).astype(_floating("randn", dtype), copy=False)
 
 
 def randint(low: int, high: int, shape: Shape, dtype: DType, seed: int, offset: int) -> BackendArray:
-    return _rng(seed, offset).integers(low, high, shape, dtype=np.int64).astype(_np_dtype(dtype))
+    return _rng(seed, offset).integers(low, high, shape, dtype=np.int64).astype(_np_dtype(dtype), copy=False)
 
 
 def bernoulli(shape: Shape, p: float, dtype: DType, seed: int, offset: int) -> BackendArray:

@@ -13,6 +13,8 @@ import numpy as np
 
 from ..._native import _C
 from ...errors import DTypeError
+from ..float_errors import QUIET
+from ..float_errors import current as current_errors
 from ..seam import Axes
 from ._common import _F32, BackendArray, _column_sums, _compute
 
@@ -203,10 +205,19 @@ def _floating(op, a, axes):
 def var(a: BackendArray, axes: Axes | None, correction: float, keepdim: bool) -> BackendArray:
     x, axes = _floating("var", a, axes)
     n = math.prod(x.shape if axes is None else (x.shape[ax] for ax in ((axes,) if isinstance(axes, int) else axes)))
-    with np.errstate(all="ignore"):  # np.mean's sum / n, without its "Mean of empty slice" warning (n = 0: NaN)
-        mean = np.sum(x, axis=axes, keepdims=True) / n
-        r = np.sum((x - mean) ** 2, axis=axes, keepdims=keepdim) / max(n - correction, 0)
+    if current_errors() is QUIET:  # inside an op's entry: NumPy already says nothing
+        r = _variance(x, axes, n, correction, keepdim)
+    else:
+        with np.errstate(all="ignore"):  # np.mean's sum / n, without its "Mean of empty slice" warning (n = 0: NaN)
+            r = _variance(x, axes, n, correction, keepdim)
     return np.asarray(r).astype(a.dtype, copy=False)
+
+
+def _variance(x, axes, n, correction, keepdim):
+    """The sum of squared deviations from the mean over ``axes`` (n elements each) / (n - correction), by
+    the ufuncs (np.sum and ``** 2`` add a Python layer each); the square is x * x, as NumPy's power by 2."""
+    centered = x - _ADD.reduce(x, axis=axes, keepdims=True) / n
+    return _ADD.reduce(centered * centered, axis=axes, keepdims=keepdim) / max(n - correction, 0)
 
 
 def logsumexp(a: BackendArray, axes: Axes | None, keepdim: bool) -> BackendArray:

@@ -6,10 +6,25 @@ from __future__ import annotations
 
 import numpy as np
 
+from ... import _native
 from ...errors import DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
-from ._common import BackendArray, _compute, _row_sums
+from ._common import _F32, _F64, BackendArray, _compute, _row_sums
 
 __all__ = ["softmax", "softmax_backward", "classifier_loss", "classifier_loss_backward"]
+
+
+# The host module's forwards (kernels/host/softmax_loss.cpp; None: NumPy's, the reference they are
+# tested against), for arrays up to _NATIVE_MAX elements: there NumPy's passes cost a microsecond or
+# more each whatever the size; above it its vectorised exp is faster than the host loop's.
+_NATIVE = _native._C if hasattr(_native._C, "cpu_softmax") else None
+_NATIVE_MAX = 1 << 14
+
+
+def _native_for(a):
+    """The native module when it computes over ``a`` (a small C-contiguous float32/float64 array), else None."""
+    if _NATIVE is not None and (a.dtype == _F32 or a.dtype == _F64) and a.size <= _NATIVE_MAX and a.flags.c_contiguous:
+        return _NATIVE
+    return None
 
 
 def _require_floating(op, name, a):
@@ -21,6 +36,9 @@ def softmax(a: BackendArray, axis: int, log: bool) -> BackendArray:
     _require_floating("softmax", "the input", a)
     if a.ndim == 0:  # ufuncs give NumPy scalars for 0-d arrays, which the out= writes below cannot take
         return softmax(a.reshape(1), 0, log).reshape(())
+    native = _native_for(a)
+    if native is not None and -a.ndim <= axis < a.ndim:  # (NumPy's path names a bad axis)
+        return native.cpu_softmax(a, axis % a.ndim, log)
     x = _compute(a)
     # PyTorch's shift by the max, NaN-propagating and infinite too: a row holding +inf (or NaN, or only
     # -inf) is NaN throughout, as PyTorch's is
@@ -87,6 +105,18 @@ def classifier_loss(
     ``-(1 - ls) * w[t] * logp[t] - ls / C * sum(w * logp)`` (PyTorch's), 0 where ``t == ignore_index``."""
     _require_floating("classifier_loss", "the logits", logits)
     _class_rows("classifier_loss", logits, target)
+    native = _native_for(logits)
+    if (
+        native is not None
+        and logits.shape[1]
+        and target.dtype == np.int64
+        and target.flags.c_contiguous
+        and (weight is None or (weight.dtype == logits.dtype and weight.shape == logits.shape[1:]))
+    ):
+        try:
+            return native.cpu_classifier_loss(logits, target, weight, ignore_index, label_smoothing)
+        except IndexError:
+            pass  # a target out of range: _check_targets names it
     _check_targets("classifier_loss", target, logits.shape[1], ignore_index)
     x = _compute(logits)
     n, c = x.shape

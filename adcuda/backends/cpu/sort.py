@@ -1,13 +1,15 @@
-"""The CPU backend's orderings (kernels/sort.cu on CUDA): ``sort``, ``cumsum``, ``cumprod`` and ``scan``."""
+"""The CPU backend's orderings (kernels/sort.cu on CUDA): ``sort``, ``cumsum``, ``cumprod``, ``scan`` and
+``running_extreme``, ``searchsorted`` and ``bincount``."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..._native import _C
 from ..seam import declared
 from ._common import BackendArray, _compute
 
-__all__ = ["sort", "cumsum", "cumprod", "scan"]
+__all__ = ["sort", "cumsum", "cumprod", "scan", "running_extreme", "searchsorted", "bincount"]
 
 # NumPy's maximum and minimum propagate NaN, as PyTorch's cummax and cummin do
 _SCANS = {"max": np.maximum, "min": np.minimum, "logaddexp": np.logaddexp}
@@ -24,26 +26,57 @@ def sort(a: BackendArray, axis: int | None, descending: bool, stable: bool) -> t
         # a stable descending order keeps equal values in their original order: sort the reversed
         # array ascending, then reverse the result and map the indices back
         n = x.shape[axis]
-        idx = np.flip(np.argsort(np.flip(x, axis), axis=axis, kind="stable"), axis)
-        idx = (n - 1) - idx
+        idx = (n - 1) - _reversed(_reversed(x, axis).argsort(axis=axis, kind="stable"), axis)
     else:
-        idx = np.argsort(x, axis=axis, kind="stable")
+        idx = x.argsort(axis=axis, kind="stable")
     idx = np.ascontiguousarray(idx, dtype=np.int64)
-    return np.take_along_axis(a, idx, axis=axis), idx
+    return _sorted_values(a, idx, axis, descending), idx
+
+
+# Up to this many elements the values come from a second sort of their own: a stable sort's order is
+# the only one its comparisons allow, so it moves every element (a -0.0 beside a 0.0, a NaN's payload)
+# where the index sort put it, in a tenth of np.take_along_axis's time on a small array (which builds
+# index grids in Python). Larger arrays gather: one pass, where a sort is n log n.
+_RESORT_MAX = 1 << 12
+
+
+def _sorted_values(a, idx, axis, descending):
+    """``a``'s values in the order of ``idx`` (its stable sort along ``axis``, None: flattened)."""
+    if a.ndim == 1 or axis is None:
+        return a.reshape(-1).take(idx)
+    if a.size > _RESORT_MAX:
+        return np.take_along_axis(a, idx, axis=axis)
+    if descending:
+        values = _reversed(a, axis).copy()
+        values.sort(axis=axis, kind="stable")
+        return np.ascontiguousarray(_reversed(values, axis))
+    values = a.copy()
+    values.sort(axis=axis, kind="stable")
+    return values
+
+
+def _reversed(a, axis):
+    """A view of ``a`` reversed along ``axis`` (np.flip, without its Python layer's axis checks)."""
+    return a[(slice(None),) * (axis % a.ndim) + (slice(None, None, -1),)]
 
 
 def cumsum(a: BackendArray, axis: int | None) -> BackendArray:
-    x = _compute(a)
-    if x.dtype.kind in "biu":
-        return np.cumsum(x, axis=axis, dtype=np.int64)
-    return np.cumsum(x, axis=axis).astype(a.dtype, copy=False)
+    return _running(np.cumsum, np.add, a, axis)
 
 
 def cumprod(a: BackendArray, axis: int | None) -> BackendArray:
+    return _running(np.cumprod, np.multiply, a, axis)
+
+
+def _running(function, ufunc, a, axis):
+    """np.cumsum's or np.cumprod's result (``function``); along a dim of an array of any, its ufunc's
+    accumulate called directly (the function's Python layer costs more than the loop on a small array).
+    Integers and bools accumulate in int64."""
     x = _compute(a)
+    whole = axis is None or x.ndim == 0  # flattened: NumPy's function's own (and its checks of the axis)
     if x.dtype.kind in "biu":
-        return np.cumprod(x, axis=axis, dtype=np.int64)
-    return np.cumprod(x, axis=axis).astype(a.dtype, copy=False)
+        return function(x, axis=axis, dtype=np.int64) if whole else ufunc.accumulate(x, axis=axis, dtype=np.int64)
+    return (function(x, axis=axis) if whole else ufunc.accumulate(x, axis=axis)).astype(a.dtype, copy=False)
 
 
 def scan(op: str, a: BackendArray, axis: int) -> BackendArray:
@@ -52,3 +85,60 @@ def scan(op: str, a: BackendArray, axis: int) -> BackendArray:
         return np.array(a, copy=True)
     x = _compute(a)
     return _SCANS[op].accumulate(x, axis=axis).astype(a.dtype, copy=False)
+
+
+# kernels/host/sort.cpp's one-pass loop (None in a pure-source checkout without the native module), for
+# the dtypes it is built for; the NumPy path below is its reference
+_native_running_extreme = getattr(_C, "host_running_extreme", None)
+_NATIVE_RUNNING = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int64, np.int32, np.bool_))
+
+
+def running_extreme(op: str, a: BackendArray, axis: int) -> tuple[BackendArray, BackendArray]:
+    declared.running_extreme(op, a, axis)
+    if a.ndim == 0:
+        np.cumsum(a, axis=axis)  # checks the axis as NumPy does for a 0-d array
+        return a.copy(), np.zeros((), np.int64)
+    x = _compute(a)
+    last = a.ndim - 1
+    if (
+        _native_running_extreme is not None
+        and x.dtype in _NATIVE_RUNNING
+        and (axis == last or axis == -1)
+        and x.flags.c_contiguous
+    ):
+        values, indices = _native_running_extreme(op == "max", x)
+    else:
+        values, indices = _running_extreme(op, x, axis)
+    return values.astype(a.dtype, copy=False), indices
+
+
+def _running_extreme(op, x, axis):
+    """running_extreme by NumPy: the last position at or before each one that holds the running value (or
+    a NaN), and the value there (an equal later value's own: its zero's sign)."""
+    running = _SCANS[op].accumulate(x, axis=axis)
+    holds = x == running
+    if x.dtype.kind == "f":
+        holds |= x != x
+    along = [1] * x.ndim
+    along[axis] = x.shape[axis]
+    positions = np.arange(x.shape[axis], dtype=np.int64).reshape(along)
+    indices = np.maximum.accumulate(np.where(holds, positions, 0), axis=axis)
+    return np.take_along_axis(x, indices, axis=axis), indices
+
+
+def searchsorted(boundaries: BackendArray, values: BackendArray, right: bool) -> BackendArray:
+    declared.searchsorted(boundaries, values, right)
+    if boundaries.ndim == 1:  # one binary search per value, NumPy's
+        return np.asarray(np.searchsorted(boundaries, values, side="right" if right else "left"), dtype=np.int64)
+    # rows of boundaries: the boundaries below each value of the row counted (the CUDA backend's way), a
+    # NaN value last, as a binary search puts it
+    b, v = _compute(boundaries)[..., None, :], _compute(values)[..., None]
+    counts = np.add.reduce(b <= v if right else b < v, axis=-1, dtype=np.int64)
+    if v.dtype.kind == "f":
+        counts[values != values] = boundaries.shape[-1]
+    return counts
+
+
+def bincount(slots: BackendArray, size: int) -> BackendArray:
+    declared.bincount(slots, size)
+    return np.bincount(slots, minlength=size).astype(np.int64, copy=False)

@@ -14,9 +14,9 @@ from typing import Any, TypeVar
 
 from ... import dtypes as dt
 from ...autograd.grad_mode import no_grad
-from ...autograd.graph import RemovableHandle
 from ...device import as_device
 from ...errors import AdcudaError
+from ...hooks import RemovableHandle
 from ...ops import dispatch
 from ...ops.dispatch import host_step
 from ...ops.optim import pre_hook_arguments, zero_grads

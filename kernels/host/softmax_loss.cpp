@@ -1,0 +1,158 @@
+// The CPU backend's softmax, log_softmax and classifier (cross-entropy) forwards
+// (adcuda/backends/cpu/softmax_loss.py) over C-contiguous float32/float64 arrays: one pass per row for
+// the maximum, one for the sum of exponentials, one for the result, in the array's dtype. NumPy makes
+// each of those a call of a microsecond or more on the small arrays of a per-op call, plus the
+// temporaries; here the whole op is one call. The formulas are the NumPy path's, which stays the
+// reference (tests/test_softmax_loss_host.py compares the two): the shift by the row's maximum (NaN
+// and +inf propagate: a row holding them, or only -inf, is NaN throughout), exp, the sum, then
+// e / sum or (x - max) - log(sum). Built in every install, with or without CUDA; calls release the GIL.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "functors.cuh"
+
+namespace py = pybind11;
+
+namespace adcuda::host {
+namespace {
+
+using Index = std::int64_t;
+
+// NumPy's maximum: a NaN anywhere is the maximum.
+template <typename T>
+T row_max(const T* x, Index count, Index step) {
+  T m = -std::numeric_limits<T>::infinity();
+  for (Index i = 0; i < count; ++i) {
+    const T v = x[i * step];
+    if (v > m || v != v) m = v;
+    if (m != m) break;
+  }
+  return m;
+}
+
+// y = softmax (or log_softmax) of x along rows of ``count`` elements ``step`` apart, every (outer, inner).
+template <typename T>
+void softmax_rows(const T* x, T* y, Index outer, Index count, Index inner, bool log) {
+  for (Index o = 0; o < outer; ++o) {
+    for (Index j = 0; j < inner; ++j) {
+      const T* in = x + o * count * inner + j;
+      T* out = y + o * count * inner + j;
+      const T m = row_max(in, count, inner);
+      T sum = T(0);
+      for (Index i = 0; i < count; ++i) {
+        const T shifted = in[i * inner] - m;
+        const T e = math::exp_(shifted);
+        out[i * inner] = log ? shifted : e;
+        sum += e;
+      }
+      if (log) {
+        const T log_sum = math::log_(sum);
+        for (Index i = 0; i < count; ++i) out[i * inner] -= log_sum;
+      } else {
+        for (Index i = 0; i < count; ++i) out[i * inner] /= sum;
+      }
+    }
+  }
+}
+
+template <typename T>
+py::array_t<T> softmax_of(const py::array_t<T, py::array::c_style>& x, Index axis, bool log) {
+  if (axis < 0 || axis >= x.ndim()) throw std::invalid_argument("cpu_softmax: axis out of range");
+  Index outer = 1, inner = 1;
+  for (Index d = 0; d < axis; ++d) outer *= x.shape(d);
+  for (Index d = axis + 1; d < x.ndim(); ++d) inner *= x.shape(d);
+  py::array_t<T> y(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
+  const T* in = x.data();
+  T* out = y.mutable_data();
+  const Index count = x.shape(axis);
+  {
+    py::gil_scoped_release release;
+    softmax_rows(in, out, outer, count, inner, log);
+  }
+  return y;
+}
+
+// Per-row cross-entropy losses and (shift, log-sum) statistics of logits (N, C) against int64 class
+// indices (N,): classifier_loss's formula (adcuda/backends/cpu/softmax_loss.py). Throws IndexError
+// for a target outside [0, C) that is not ignore_index (the caller then lets the NumPy path name it).
+template <typename T>
+py::tuple classifier_loss(const py::array_t<T, py::array::c_style>& logits,
+                          const py::array_t<std::int64_t, py::array::c_style>& target,
+                          const std::optional<py::array_t<T, py::array::c_style>>& weight, std::int64_t ignore_index,
+                          double label_smoothing) {
+  if (logits.ndim() != 2 || target.ndim() != 1 || target.shape(0) != logits.shape(0))
+    throw std::invalid_argument("cpu_classifier_loss: expected (N, C) logits and (N,) targets");
+  const Index n = logits.shape(0), c = logits.shape(1);
+  if (weight && (weight->ndim() != 1 || weight->shape(0) != c))
+    throw std::invalid_argument("cpu_classifier_loss: expected (C,) class weights");
+  const std::int64_t* t = target.data();
+  for (Index r = 0; r < n; ++r) {
+    if (t[r] != ignore_index && (t[r] < 0 || t[r] >= c)) throw py::index_error("cpu_classifier_loss: target out of range");
+  }
+  py::array_t<T> losses(std::vector<py::ssize_t>{n});
+  py::array_t<T> stats(std::vector<py::ssize_t>{n, 2});
+  const T* x = logits.data();
+  const T* w = weight ? weight->data() : nullptr;
+  T* loss = losses.mutable_data();
+  T* stat = stats.mutable_data();
+  {
+    py::gil_scoped_release release;
+    const T keep = T(1.0 - label_smoothing), smooth = c ? T(label_smoothing / double(c)) : T(0);
+    T total_weight = T(c);
+    if (w != nullptr) {
+      total_weight = T(0);
+      for (Index k = 0; k < c; ++k) total_weight += w[k];
+    }
+    for (Index r = 0; r < n; ++r) {
+      const T* row = x + r * c;
+      const T m = row_max(row, c, 1);
+      T sum = T(0), weighted = T(0);
+      for (Index k = 0; k < c; ++k) {
+        const T shifted = row[k] - m;
+        sum += math::exp_(shifted);
+        if (label_smoothing != 0.0) weighted += w != nullptr ? w[k] * shifted : shifted;
+      }
+      const T log_sum = math::log_(sum);
+      stat[2 * r] = std::isfinite(m) ? m : T(0);
+      stat[2 * r + 1] = log_sum;
+      if (t[r] == ignore_index) {
+        loss[r] = T(0);
+        continue;
+      }
+      T value = keep * (log_sum - (row[t[r]] - m));
+      if (w != nullptr) value *= w[t[r]];
+      if (label_smoothing != 0.0) value += smooth * (total_weight * log_sum - weighted);
+      loss[r] = value;
+    }
+  }
+  return py::make_tuple(losses, stats);
+}
+
+}  // namespace
+
+void bind_softmax_loss(py::module_& m) {
+  // no array_t conversion (noconvert): another dtype or a strided array is the caller's to handle
+  m.def("cpu_softmax", &softmax_of<float>, py::arg("x").noconvert(), py::arg("axis"), py::arg("log"));
+  m.def("cpu_softmax", &softmax_of<double>, py::arg("x").noconvert(), py::arg("axis"), py::arg("log"),
+        "softmax (log: log_softmax) of a C-contiguous float32/float64 array along ``axis`` (0 <= axis < ndim), in "
+        "its dtype.");
+  m.def("cpu_classifier_loss", &classifier_loss<float>, py::arg("logits").noconvert(), py::arg("target").noconvert(),
+        py::arg("weight").noconvert(), py::arg("ignore_index"), py::arg("label_smoothing"));
+  m.def("cpu_classifier_loss", &classifier_loss<double>, py::arg("logits").noconvert(),
+        py::arg("target").noconvert(), py::arg("weight").noconvert(), py::arg("ignore_index"),
+        py::arg("label_smoothing"),
+        "(losses (N,), statistics (N, 2)) of C-contiguous float32/float64 logits (N, C) against int64 class indices "
+        "(N,), optional class weights (C,) of the logits' dtype: the CPU backend's classifier_loss. IndexError for "
+        "a target out of range.");
+}
+
+}  // namespace adcuda::host

@@ -1,0 +1,68 @@
+// The CPU backend's running maximum and minimum with their indices (adcuda/backends/cpu/sort.py's
+// running_extreme, the forward of cummax and cummin) along the last dim of a C-contiguous array, in one
+// pass. NumPy takes seven whole-array calls for the same (a scan, two comparisons, a where over the
+// positions, a second scan, a gather), each costing more than this loop on a small array. PyTorch's
+// rule: an element at least as large (as small) as the running value takes its place and index, so a
+// later equal value wins (its zero's sign too), and a NaN propagates with the index of the last NaN.
+// The NumPy path there is the reference (tests/test_cpu_fast_paths.py compares them). Built in every
+// install, with or without CUDA; the GIL is held (meant for the small arrays where calls dominate).
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace adcuda::host {
+namespace {
+
+using Index = std::int64_t;
+
+template <typename T, bool Largest>
+py::tuple running_extreme_rows(const py::array_t<T, py::array::c_style>& x) {
+  std::vector<py::ssize_t> shape(x.shape(), x.shape() + x.ndim());
+  py::array_t<T> values(shape);
+  py::array_t<Index> indices(shape);
+  const Index n = x.ndim() ? static_cast<Index>(x.shape(x.ndim() - 1)) : 1;
+  const Index rows = n ? static_cast<Index>(x.size()) / n : 0;
+  const T* in = x.data();
+  T* out = values.mutable_data();
+  Index* at = indices.mutable_data();
+  for (Index r = 0; r < rows; ++r, in += n, out += n, at += n) {
+    T running = in[0];
+    Index where = 0;
+    for (Index i = 0; i < n; ++i) {
+      const T v = in[i];
+      // v != v: a NaN (never so for an integer type)
+      if (v != v || (Largest ? v >= running : v <= running)) {
+        running = v;
+        where = i;
+      }
+      out[i] = running;
+      at[i] = where;
+    }
+  }
+  return py::make_tuple(values, indices);
+}
+
+template <typename T>
+py::tuple host_running_extreme(bool largest, const py::array_t<T, py::array::c_style>& x) {
+  return largest ? running_extreme_rows<T, true>(x) : running_extreme_rows<T, false>(x);
+}
+
+}  // namespace
+
+void bind_sort(py::module_& m) {
+  // no array_t conversion (noconvert): another dtype or a strided array is the caller's to handle
+  m.def("host_running_extreme", &host_running_extreme<float>, py::arg("largest"), py::arg("x").noconvert());
+  m.def("host_running_extreme", &host_running_extreme<double>, py::arg("largest"), py::arg("x").noconvert());
+  m.def("host_running_extreme", &host_running_extreme<std::int64_t>, py::arg("largest"), py::arg("x").noconvert());
+  m.def("host_running_extreme", &host_running_extreme<std::int32_t>, py::arg("largest"), py::arg("x").noconvert());
+  m.def("host_running_extreme", &host_running_extreme<bool>, py::arg("largest"), py::arg("x").noconvert(),
+        "(running maximum (largest) or minimum, int64 index of each) along the last dim of a C-contiguous "
+        "float32/float64/int64/int32/bool array: PyTorch's cummax/cummin (a later equal value wins; NaN propagates "
+        "with the last NaN's index).");
+}
+
+}  // namespace adcuda::host

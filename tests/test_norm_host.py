@@ -1,0 +1,48 @@
+"""The host module's layer norm and group norm forwards (kernels/host/norm.cpp) against the CPU
+backend's NumPy path, their reference: with and without weight and bias, one or several normalised
+dims, groups over channels and spatial dims, constant rows and a NaN."""
+
+import numpy as np
+import pytest
+from helpers import native_and_numpy
+
+from adcuda.backends.cpu import norm as cpu_norm
+
+
+def _both(monkeypatch, fn, *args):
+    return native_and_numpy(monkeypatch, cpu_norm, fn, *args)
+
+
+def _assert_close(native, reference, dtype):
+    for got, want in zip(native, reference):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=2e-5 if dtype == np.float32 else 1e-12, atol=2e-6)
+
+
+def _input(dtype, shape):
+    x = np.random.default_rng(0).standard_normal(shape).astype(dtype) * 3 + 1
+    x.reshape(-1)[: shape[-1]] = 2.0  # a constant row: variance 0, rstd 1 / sqrt(eps)
+    x.reshape(-1)[-1] = np.nan
+    return x
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("affine", [False, True])
+@pytest.mark.parametrize("shape, n", [((8, 8), 1), ((2, 3, 4), 2), ((5,), 1)])
+def test_layer_norm_matches_numpy(monkeypatch, dtype, affine, shape, n):
+    x = _input(dtype, shape)
+    rng = np.random.default_rng(1)
+    weight = rng.standard_normal(shape[len(shape) - n :]).astype(dtype) if affine else None
+    bias = rng.standard_normal(shape[len(shape) - n :]).astype(dtype) if affine else None
+    _assert_close(*_both(monkeypatch, cpu_norm.layer_norm, x, weight, bias, n, 1e-5), dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("affine", [False, True])
+@pytest.mark.parametrize("shape, groups", [((2, 4, 8, 8), 2), ((3, 6), 3), ((2, 4, 5), 1), ((1, 4, 3, 2), 4)])
+def test_group_norm_matches_numpy(monkeypatch, dtype, affine, shape, groups):
+    x = _input(dtype, shape)
+    rng = np.random.default_rng(2)
+    weight = rng.standard_normal(shape[1]).astype(dtype) if affine else None
+    bias = rng.standard_normal(shape[1]).astype(dtype) if affine else None
+    _assert_close(*_both(monkeypatch, cpu_norm.group_norm, x, weight, bias, groups, 1e-5), dtype)

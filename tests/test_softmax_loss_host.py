@@ -1,0 +1,62 @@
+"""The host module's softmax, log_softmax and classifier-loss forwards (kernels/host/softmax_loss.cpp)
+against the CPU backend's NumPy path, their reference: rows along any axis, NaN and infinite rows,
+empty arrays, class weights, label smoothing, ignored targets, and out-of-range targets named as the
+NumPy path names them."""
+
+import numpy as np
+import pytest
+from helpers import native_and_numpy
+
+from adcuda.backends.cpu import softmax_loss as cpu_softmax_loss
+from adcuda.errors import IndexOutOfRangeError
+
+
+def _both(monkeypatch, fn, *args):
+    return native_and_numpy(monkeypatch, cpu_softmax_loss, fn, *args)
+
+
+def _close(got, want, dtype):
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=3e-6 if dtype == np.float32 else 1e-14, atol=1e-7)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("log", [False, True])
+@pytest.mark.parametrize(
+    "shape, axis", [((8, 8), 1), ((8, 8), 0), ((2, 3, 4), 1), ((7,), 0), ((2, 1, 3), 2), ((3, 0), 1), ((0, 4), 1)]
+)
+def test_softmax_matches_numpy(monkeypatch, dtype, log, shape, axis):
+    x = (np.random.default_rng(0).standard_normal(shape) * 5).astype(dtype)
+    if x.size > 3:  # a NaN row and a +inf row: NaN throughout
+        x.flat[0], x.flat[-1] = np.nan, np.inf
+    _close(*_both(monkeypatch, cpu_softmax_loss.softmax, x, axis, log), dtype)
+
+
+def test_a_row_of_only_minus_infinity_is_nan(monkeypatch):
+    x = np.array([[-np.inf, -np.inf], [0.0, -np.inf]], np.float32)
+    native, _ = _both(monkeypatch, cpu_softmax_loss.softmax, x, 1, False)
+    assert np.isnan(native[0]).all()
+    np.testing.assert_array_equal(native[1], [1.0, 0.0])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("label_smoothing", [0.0, 0.1])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_classifier_loss_matches_numpy(monkeypatch, dtype, label_smoothing, weighted):
+    rng = np.random.default_rng(1)
+    logits = rng.standard_normal((6, 8)).astype(dtype)
+    logits[2, 3], logits[4] = np.nan, -np.inf
+    target = rng.integers(0, 8, 6)
+    target[1] = -100
+    weight = rng.random(8).astype(dtype) if weighted else None
+    native, reference = _both(
+        monkeypatch, cpu_softmax_loss.classifier_loss, logits, target, weight, -100, label_smoothing
+    )
+    for got, want in zip(native, reference):
+        _close(got, want, dtype)
+    assert native[0][1] == 0.0  # the ignored row
+
+
+def test_classifier_loss_names_a_target_out_of_range():
+    with pytest.raises(IndexOutOfRangeError, match="target 5 is out of bounds for 3 classes"):
+        cpu_softmax_loss.classifier_loss(np.zeros((2, 3), np.float32), np.array([0, 5]), None, -100, 0.0)
