@@ -9,12 +9,8 @@ import builtins
 import numpy as np
 
 from ... import dtypes as dt
-<<<<<<< HEAD
 from ...errors import IndexOutOfRangeError, ShapeError
-from .. import _strided
-=======
 from .. import _strided, float_errors
->>>>>>> main
 from ..seam import ArrayLike, Axes, BasicKey, DType, Scalar, Shape
 from ._common import _F16, BackendArray, _np_dtype
 
