@@ -188,6 +188,16 @@ def check_as_strided(shape, strides, offset, capacity):
     """(shape, strides) as tuples of ints for a view of ``capacity`` elements of storage from element
     ``offset`` (PyTorch's as_strided): ShapeError where it would reach outside the storage or has a
     negative size, stride or offset."""
+    if shape.__class__ is tuple and strides.__class__ is tuple and len(shape) == len(strides) and offset >= 0:
+        # the common case in one pass: plain non-negative ints that stay inside the storage
+        last = offset
+        for n, s in zip(shape, strides):
+            if n.__class__ is not int or s.__class__ is not int or n <= 0 or s < 0:
+                break
+            last += (n - 1) * s
+        else:
+            if last < capacity:
+                return shape, strides
     shape = tuple(operator.index(n) for n in shape)
     strides = tuple(operator.index(s) for s in strides)
     offset = operator.index(offset)

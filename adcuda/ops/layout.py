@@ -8,6 +8,7 @@ base's memory and, through the dispatch point, its version counter."""
 from __future__ import annotations
 
 import builtins
+import itertools
 import numbers
 import operator
 from typing import TYPE_CHECKING, Any, overload
@@ -16,10 +17,21 @@ from .. import dtypes as dt
 from ..autograd.graph import sum_to_shape
 from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, UnsupportedDTypeError, fmt_shape
 from ..tensor import Size, Tensor, primitives
-from .common import broadcast_shapes, cast, check_same_device, laid_out, preserved_order, result_type, wrap, wrap_dim
+from .common import (
+    broadcast_shapes,
+    cast,
+    check_same_device,
+    filled,
+    laid_out,
+    preserved_order,
+    result_type,
+    wrap,
+    wrap_dim,
+)
 from .dispatch import NotAView
+from .dtype_support import NUMBERS
 from .factories import arange, full
-from .index import slice_key
+from .index import _scatter_back, slice_key
 from .registry import lowering, op
 
 if TYPE_CHECKING:
@@ -206,7 +218,7 @@ def squeeze(input: Tensor, *dim: int | Sequence[int] | None) -> Tensor:
     # x.squeeze(), x.squeeze(0), x.squeeze(0, 2), x.squeeze((0, 2)), x.squeeze(dim=None)
     shape = input._data.shape
     if not dim or dim == (None,):
-        return _viewed(input, tuple(n for n in shape if n != 1))
+        return _viewed(input, tuple([n for n in shape if n != 1]))
     ndim = len(shape)
     axes = {wrap_dim(d, ndim, "squeeze") for d in _dims_arg(dim)}  # checked on a 0-d tensor too
     return _viewed(input, tuple(n for i, n in enumerate(shape) if n != 1 or i not in axes))
@@ -238,18 +250,34 @@ def ravel(input: Tensor) -> Tensor:
     return _viewed(input, (input._data.size,))
 
 
+_SEQUENCES = (tuple, list)
+
 # list(range(n)) for the ranks a permutation is checked against without building it per call
 _IDENTITY_ORDERS = tuple(list(range(n)) for n in range(17))
+# every permutation of up to 4 dims, for one set lookup in place of a sort
+_SMALL_PERMUTATIONS = frozenset(p for n in range(1, 5) for p in itertools.permutations(range(n)))
 
 
 def _permutation(input, dims):
     ndim = input._data.ndim
-    # the common case first: a tuple of plain ints that is already a permutation (no dims at all is
-    # an error even for a 0-d tensor, as in PyTorch)
-    if dims and len(dims) == ndim and ndim < len(_IDENTITY_ORDERS) and sorted(dims) == _IDENTITY_ORDERS[ndim]:
-        if all(d.__class__ is int for d in dims):
-            return dims if dims.__class__ is tuple else tuple(dims)
-    if not dims:
+    given = dims
+    if len(dims) == 1 and dims[0].__class__ in _SEQUENCES:  # permute(x, (1, 0)): one sequence of dims
+        dims = dims[0]
+    # the common case first: a tuple of plain ints that is already a permutation of a few dims (no
+    # dims at all is an error even for a 0-d tensor, as in PyTorch)
+    if dims.__class__ is list:
+        dims = tuple(dims)
+    try:
+        known = len(dims) == ndim and dims in _SMALL_PERMUTATIONS
+    except TypeError:  # an unhashable item: the checks below name it
+        known = False
+    if known:
+        for d in dims:
+            if d.__class__ is not int:  # (a bool equals an int)
+                break
+        else:
+            return dims
+    if not given:
         raise DTypeError("permute: missing 1 required positional argument: 'dims'")
     if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
         dims = tuple(dims[0])
@@ -426,7 +454,23 @@ def movedim(input: Tensor, source: int | Sequence[int], destination: int | Seque
 def _expanded_shape(input, sizes):
     if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
         sizes = tuple(sizes[0])
-    in_shape = tuple(input._data.shape)
+    in_shape = input._data.shape
+    try:  # the shapes a program expands are few: each pair is checked once
+        return _EXPANDED[in_shape, sizes]
+    except (KeyError, TypeError):  # (TypeError: an unhashable size, which the checks below name)
+        pass
+    target = _checked_expansion(in_shape, sizes)
+    if len(_EXPANDED) < _EXPANDED_KEPT and all(s.__class__ is int for s in sizes):  # (not a 0-d tensor's size)
+        _EXPANDED[in_shape, sizes] = target
+    return target
+
+
+_EXPANDED: dict[tuple[tuple[int, ...], tuple[Any, ...]], tuple[int, ...]] = {}  # (shape, sizes) -> target
+_EXPANDED_KEPT = 256
+
+
+def _checked_expansion(in_shape, sizes):
+    in_shape = tuple(in_shape)
     if len(sizes) < len(in_shape):
         raise ShapeError(
             f"expand: the number of sizes provided ({len(sizes)}) must be greater or equal "
@@ -484,7 +528,7 @@ def broadcast_to(input: Tensor, *size: int | Sequence[int]) -> Tensor:
 
 @op("broadcast_tensors", doc="The tensors expanded to their common broadcast shape.", composite=True, method=False)
 def broadcast_tensors(*tensors: Tensor) -> tuple[Tensor, ...]:
-    shape = broadcast_shapes("broadcast_tensors", *(tuple(t.shape) for t in tensors))
+    shape = broadcast_shapes("broadcast_tensors", *[t._data.shape for t in tensors])
     # a tensor of that shape already is its own expand (which gives it back): no dispatch for it
     return tuple(t if t._data.shape == shape else expand(t, shape) for t in tensors)
 
@@ -534,18 +578,22 @@ def narrow(input: Tensor, dim: int, start: int | Tensor, length: int) -> Tensor:
 
 def _narrow_key(name, input, dim, start, length):
     """The basic key of narrow's view (checked), for slice_key."""
-    if input.ndim == 0:
+    return _narrow_key_of(name, input._data.shape, dim, start, length)
+
+
+def _narrow_key_of(name, shape, dim, start, length):
+    """``_narrow_key`` for an input of ``shape``."""
+    if not shape:
         raise ShapeError(f"{name}: cannot be applied to a 0-dim tensor")
-    d = wrap_dim(dim, input.ndim, name)
-    size = input.shape[d]
+    d = wrap_dim(dim, len(shape), name)
+    size = shape[d]
     if start.__class__ is not int:
         start = int(start)  # a 0-d integer tensor too, as PyTorch takes it
     if start < 0:
         start += size
     if start < 0 or length < 0 or start + length > size:
         raise ShapeError(
-            f"{name}: start ({start}) + length ({length}) exceeds dimension size ({size}) "
-            f"of shape {fmt_shape(input.shape)}"
+            f"{name}: start ({start}) + length ({length}) exceeds dimension size ({size}) of shape {fmt_shape(shape)}"
         )
     return (_FULL,) * d + (slice(start, start + length),)
 
@@ -558,13 +606,28 @@ def _slices(input, d, bounds):
     smaller): slice_key called directly, one dispatch a piece (split, chunk, tensor_split; narrow's and
     getitem's would add two)."""
     lead = (_FULL,) * d
-    return tuple(slice_key(input, lead + (slice(start, max(start, stop)),)) for start, stop in zip(bounds, bounds[1:]))
+    pieces = []
+    start = bounds[0]
+    for stop in bounds[1:]:  # (a plain loop: a generator and max() per piece cost half a slice_key)
+        pieces.append(slice_key(input, lead + (slice(start, stop if stop > start else start),)))
+        start = stop
+    return tuple(pieces)
+
+
+def _contiguous_method(self: Tensor) -> Tensor:
+    """Tensor.contiguous: the tensor itself where it already is contiguous, with no dispatch (as
+    PyTorch's method answers before it dispatches; the op would give back the same tensor, recording
+    nothing), else the op."""
+    if self.is_contiguous():
+        return self
+    return contiguous(self)
 
 
 @op(
     "contiguous",
     doc="input in row-major layout (input itself if it is already).",
     node="CloneBackward0",
+    method=_contiguous_method,
     grads={"input": lambda grad: grad},
 )
 def contiguous(input: Tensor) -> Tensor:
@@ -587,22 +650,21 @@ def clone(input: Tensor) -> Tensor:
 
 
 def _same_kind_arrays(tensors):
-    """The arrays of ``tensors`` where all are Tensors on one device object with one dtype and number of
-    dims (the common case, checked in one pass over the arrays); None where any is not, for the general
-    path's checks, errors and type promotion."""
-    first = tensors[0]
-    if not isinstance(first, Tensor):
+    """The arrays of ``tensors`` where all are Tensors on one device object (the common case, read with
+    NumPy-speed loops: per-tensor checks cost about 2 us a tensor); None where any is not, for the
+    general path's checks and errors. Their dtypes and dims the caller checks (or the backend's cat)."""
+    try:
+        arrays = [t._data for t in tensors]
+        devices = [t._device for t in tensors]
+    except AttributeError:  # not a Tensor, or a sparse one (no array)
         return None
-    device, dtype, ndim = first._device, first._data.dtype, first._data.ndim
-    arrays = []
-    for t in tensors:
-        if not isinstance(t, Tensor) or t._device is not device:
-            return None
-        a = t._data
-        if a.dtype != dtype or a.ndim != ndim:
-            return None
-        arrays.append(a)
-    return arrays
+    return arrays if _all_same(devices) else None
+
+
+def _all_same(items):
+    """Whether every one of ``items`` equals the first (list.count: a C loop that tries identity first;
+    a set would hash each, a Python-level hash for devices and dtypes)."""
+    return items.count(items[0]) == len(items)
 
 
 def _cat_parts(tensors):
@@ -638,13 +700,13 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     arrays = _same_kind_arrays(tensors)
     if arrays is not None and dim.__class__ is int:
         # one pass over the arrays where nothing needs promoting (the per-tensor checks below cost
-        # about 2 us a tensor); both backends' cat refuse other sizes but along dim (ValueError), and
-        # the general path then says which
+        # about 2 us a tensor); both backends' cat refuse other sizes but along dim (ValueError) and
+        # other dtypes (DTypeError), and the general path then says which or promotes
         ndim = arrays[0].ndim
         if ndim and -ndim <= dim < ndim:
             try:
                 return wrap(primitives(tensors[0]).cat(arrays, dim % ndim), tensors[0]._device)
-            except ValueError:
+            except (ValueError, DTypeError):
                 pass
     for i, x in enumerate(tensors):
         if not isinstance(x, Tensor):
@@ -683,6 +745,19 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     if not tensors:
         raise ValueError("stack: expected a non-empty list of Tensors")
     arrays = _same_kind_arrays(tensors)
+    sizes = _leading_sizes(arrays) if arrays is not None and dim == 0 else None
+    if sizes is not None and _all_same(sizes):
+        # the common case (rows stacked into a batch): joined along dim 0, where the backend's cat
+        # checks the other dims and the dtypes (len() reads the sizes along it without a shape tuple)
+        bk = primitives(tensors[0])
+        try:
+            joined = bk.cat(arrays, 0)
+        except (ValueError, DTypeError):
+            pass
+        else:
+            return wrap(bk.view(joined, (len(arrays),) + arrays[0].shape), tensors[0]._device)
+    if arrays is not None and not (_all_same([a.shape for a in arrays]) and _all_same([a.dtype for a in arrays])):
+        arrays = None  # another shape (refused below) or dtype (promoted)
     if arrays is None:
         for i, x in enumerate(tensors):
             if not isinstance(x, Tensor):
@@ -690,11 +765,11 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
         check_same_device("stack", *tensors)
         dtype = result_type(*tensors)
         arrays = [cast(x, dtype)._data for x in tensors]
+        if any(a.shape != arrays[0].shape for a in arrays):
+            raise ShapeError(
+                "stack: expects each tensor to be equal size, but got " + ", ".join(fmt_shape(x.shape) for x in tensors)
+            )
     shape = arrays[0].shape
-    if any(a.shape != shape for a in arrays):
-        raise ShapeError(
-            "stack: expects each tensor to be equal size, but got " + ", ".join(fmt_shape(x.shape) for x in tensors)
-        )
     d = wrap_dim(dim, len(shape) + 1, "stack")
     bk = primitives(tensors[0])
     if d < len(shape):  # joined along d, then d split into (number of tensors, its size): one copy
@@ -705,21 +780,33 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     return wrap(out, tensors[0]._device)
 
 
+def _leading_sizes(arrays):
+    """Each array's size along dim 0, or None where one has no dims or no len() (a device array)."""
+    try:
+        return list(map(len, arrays))
+    except TypeError:
+        return None
+
+
 def _view_or_copy(bk, a, shape):
     view = bk.view(a, shape)
     return view if view is not None else bk.view(bk.contiguous(a), shape)
 
 
 def _require_dims(name, input):
-    if input.ndim == 0:
+    if input._data.ndim == 0:
         raise ShapeError(f"{name}: expects at least a 1-dimensional tensor, got a 0-d tensor")
 
 
 def _real_dim(name, input, dim):
     """``dim`` wrapped, for an op that needs the dim to exist (a 0-d tensor has none)."""
-    if input.ndim == 0:
+    return _real_dim_of(name, input._data.ndim, dim)
+
+
+def _real_dim_of(name, ndim, dim):
+    if ndim == 0:
         raise IndexOutOfRangeError(f"{name}: dimension specified as {dim} but tensor has no dimensions")
-    return wrap_dim(dim, input.ndim, name)
+    return wrap_dim(dim, ndim, name)
 
 
 def _split_method(self: Tensor, split_size: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
@@ -758,8 +845,9 @@ def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     if chunks <= 0:
         raise ValueError(f"chunk: chunks must be positive, got {chunks}")
     _require_dims("chunk", input)
-    d = wrap_dim(dim, input.ndim, "chunk")
-    size = input.shape[d]
+    shape = input._data.shape
+    d = wrap_dim(dim, len(shape), "chunk")
+    size = shape[d]
     if size == 0:  # PyTorch gives ``chunks`` empty pieces here
         return _slices(input, d, [0] * (chunks + 1))
     step = max(-(-size // chunks), 1)
@@ -769,8 +857,9 @@ def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
 @op("unbind", doc="The slices along dim, as a tuple (views).", composite=True)
 def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
     d = _real_dim("unbind", input, dim)
+    # keys that end in an Ellipsis already (the CPU primitive adds one to keep a 0-d piece a view)
     lead = (_FULL,) * d
-    return tuple(slice_key(input, lead + (i,)) for i in range(input.shape[d]))
+    return tuple([slice_key(input, lead + (i, Ellipsis)) for i in range(input._data.shape[d])])
 
 
 @op("select", doc="The slice at index along dim, without that dim (a view).", composite=True)
@@ -878,7 +967,7 @@ def pad(
 ) -> Tensor:
     if not isinstance(input, Tensor):
         raise DTypeError(f"pad: input must be a Tensor, got {type(input).__name__}")
-    pad = tuple(int(p) for p in pad)
+    pad = tuple([int(p) for p in pad])
     if len(pad) % 2:
         raise ShapeError(f"pad: padding length must be divisible by 2, got {len(pad)} values {pad}")
     if len(pad) // 2 > input.ndim:
@@ -892,7 +981,9 @@ def pad(
     if mode in ("reflect", "replicate") and isinstance(input, Tensor) and input.dtype is dt.bool_:
         raise UnsupportedDTypeError(f"pad: mode {mode!r} is not implemented for bool tensors (PyTorch's kernels)")
     fill = 0 if value is None else value
-    ndim, pairs = input.ndim, len(pad) // 2
+    ndim, pairs = input._data.ndim, len(pad) // 2
+    if pairs == 1:  # the last dim alone: the pairs are already in the primitive's order
+        return pad_nd(input, pad, mode, fill)
     if pairs == 0:
         return input.clone()
     out = input
@@ -984,13 +1075,29 @@ def meshgrid(*tensors: Tensor | Sequence[Tensor], indexing: str | None = None) -
     if indexing == "xy" and len(vectors) >= 2:
         order[0], order[1] = 1, 0
     shape = tuple(sizes[i] for i in order)
-    grids = []
-    for i, t in enumerate(vectors):
-        position = order.index(i)
-        view_shape = [1] * len(vectors)
-        view_shape[position] = sizes[i]
-        grids.append(t.reshape(view_shape).expand(shape))
-    return tuple(grids)
+    return tuple(expand_along(t, order.index(i), shape) for i, t in enumerate(vectors))
+
+
+def _other_dims_summed(grad, input_shape, dim):
+    """The gradient of ``expand_along``: the sum over the dims it spread input over."""
+    others = tuple(d for d in range(grad.ndim) if d != dim)
+    return (grad.sum(others) if others else grad).reshape(input_shape)
+
+
+@op(
+    "expand_along",
+    doc="A 0- or 1-d input laid along dim of a grid of shape, repeated over its other dims (a view).",
+    view=True,
+    function=False,
+    method=False,
+    node="ExpandBackward0",
+    grads={"input": _other_dims_summed},
+)
+def expand_along(input: Tensor, dim: int, shape: Sequence[int]) -> Tensor:
+    # meshgrid's grids, one dispatch each (a reshape and an expand were two)
+    bk = primitives(input)
+    unit = _unit_except(len(shape), dim, shape[dim])
+    return wrap(bk.expand(_view_or_copy(bk, input._data, unit), tuple(shape)), input._device)
 
 
 def _repeat_positions(repeats, n, total):
@@ -1014,6 +1121,13 @@ def repeat_interleave(
         repeats, source = input, None
     if source is not None and not isinstance(source, Tensor):
         raise DTypeError(f"{name}: input must be a Tensor, got {type(source).__name__}")
+    if repeats.__class__ is int and repeats >= 0 and source is not None:
+        if dim is None:
+            return repeat_each(source, repeats, None)
+        axis = wrap_dim(dim, source.ndim, name)
+        if source.ndim == 0:  # the dim after it, where the repeats would go, is out of range (as in PyTorch)
+            wrap_dim(axis + 1, 0, name)
+        return repeat_each(source, repeats, axis)
     if source is not None and dim is None:
         source, dim = source.reshape(-1), 0
     if isinstance(repeats, Tensor):
@@ -1042,15 +1156,43 @@ def repeat_interleave(
         if source is None:
             return positions
         return source.index_select(axis, positions)
-    if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 0:
-        raise ShapeError(f"{name}: repeats must be a non-negative int or an int64 tensor, got {repeats!r}")
-    assert source is not None  # repeats alone is a Tensor (returned above)
-    axis = wrap_dim(dim, source.ndim, name)
-    shape = list(source.shape)
-    expanded = list(shape)
-    expanded.insert(axis + 1, repeats)
-    shape[axis] *= repeats
-    return source.unsqueeze(axis + 1).expand(expanded).reshape(shape)
+    raise ShapeError(f"{name}: repeats must be a non-negative int or an int64 tensor, got {repeats!r}")
+
+
+def _each_repeated(shape, repeats, dim):
+    """(the shape seen with a dim of 1 after ``dim``, that dim expanded to ``repeats``) for repeat_each
+    of an input of ``shape`` (flattened first where dim is None)."""
+    if dim is None:
+        shape, dim = (_numel(shape),), 0
+    shape = tuple(shape)
+    return shape[: dim + 1] + (1,) + shape[dim + 1 :], shape[: dim + 1] + (repeats,) + shape[dim + 1 :]
+
+
+@op(
+    "repeat_each",
+    doc="repeat_interleave by an int: each slice along dim (each element where dim is None) repeats times.",
+    function=False,
+    method=False,
+    node="RepeatInterleaveBackward0",
+    grads={
+        "input": lambda grad, input_shape, repeats, dim: (
+            grad.reshape(_each_repeated(input_shape, repeats, dim)[1])
+            .sum(1 if dim is None else dim + 1)
+            .reshape(input_shape)
+        )
+    },
+)
+def repeat_each(input: Tensor, repeats: int, dim: int | None) -> Tensor:
+    # one dispatch over the primitives: input seen with a dim of 1 after dim, expanded to repeats and
+    # copied (an unsqueeze, an expand and a reshape were three, a flatten four)
+    bk = primitives(input)
+    unit, expanded = _each_repeated(input._data.shape, repeats, dim)
+    tiled = bk.expand(_view_or_copy(bk, input._data, unit), expanded)
+    data = bk.contiguous(tiled)
+    if data is tiled:  # one repeat of a contiguous input: still input's memory
+        data = bk.astype(tiled, input.dtype)
+    axis = 0 if dim is None else dim
+    return wrap(bk.view(data, expanded[:axis] + (expanded[axis] * repeats,) + expanded[axis + 2 :]), input._device)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1058,8 +1200,12 @@ def repeat_interleave(
 def _tensor_list(name, tensors):
     tensors = list(tensors)
     if not tensors or any(t.__class__ is not Tensor for t in tensors):
-        raise DTypeError(f"{name}: expected a non-empty sequence of Tensors")
+        raise _not_tensors(name)
     return tensors
+
+
+def _not_tensors(name):
+    return DTypeError(f"{name}: expected a non-empty sequence of Tensors")
 
 
 def _at_least(name, tensors, ndim):
@@ -1070,19 +1216,21 @@ def _at_least(name, tensors, ndim):
 
 
 def _each_at_least(tensors, ndim):
-    """Each of ``tensors`` with at least ``ndim`` dims: the atleast_*d forward, which the stack ops call
-    directly (an atleast_*d dispatch per tensor costs more than their cat; only those that need a
+    """Each of ``tensors`` with at least ``ndim`` dims: the atleast_*d forward (only those that need a
     reshape dispatch one)."""
-    out = []
-    for t in tensors:
-        if (
-            t._data.ndim < ndim
-        ):  # PyTorch's placements: () -> (1, 1, 1), (n,) -> (1, n) or (1, n, 1), (a, b) -> (a, b, 1)
-            shape = tuple(t.shape)
-            shape = {0: (1,) * ndim, 1: ((1,) + shape + (1,))[:ndim] if ndim > 1 else shape}.get(t.ndim, shape + (1,))
-            t = reshape(t, shape)
-        out.append(t)
-    return out
+    return [t if t._data.ndim >= ndim else reshape(t, _at_least_shape(t._data.shape, ndim)) for t in tensors]
+
+
+def _at_least_shape(shape, ndim):
+    """``shape`` with at least ``ndim`` dims, in PyTorch's placements: () -> (1, 1, 1), (n,) -> (1, n) or
+    (1, n, 1), (a, b) -> (a, b, 1)."""
+    if len(shape) >= ndim:
+        return shape
+    if not shape:
+        return (1,) * ndim
+    if len(shape) == 1:
+        return ((1,) + tuple(shape) + (1,))[:ndim] if ndim > 1 else tuple(shape)
+    return tuple(shape) + (1,)
 
 
 @overload
@@ -1112,28 +1260,70 @@ def atleast_3d(*tensors: Tensor | Sequence[Tensor]) -> Tensor | tuple[Tensor, ..
     return _at_least("atleast_3d", tensors, 3)
 
 
-@op("hstack", doc="The tensors joined column-wise (along dim 1; dim 0 for vectors).", composite=True, method=False)
-def hstack(tensors: Sequence[Tensor]) -> Tensor:
-    tensors = _each_at_least(_tensor_list("hstack", tensors), 1)
-    return cat(tensors, 0 if tensors[0].ndim == 1 else 1)
+def _stacked(name, tensors, layout):
+    """The forward of hstack, vstack, dstack and column_stack, whose ``layout`` is (the rank below which a
+    tensor is viewed with another shape; that shape, given its shape; the dim joined along, given the
+    joined rank): each tensor viewed so (outside the graph: the op's own gradient undoes it), joined as
+    cat joins them. One dispatch a call, not a reshape for each tensor and a cat."""
+    min_ndim, shape_of, dim_of = layout
+    pieces = list(tensors)
+    if not pieces:
+        raise _not_tensors(name)
+    for i, t in enumerate(pieces):
+        if t.__class__ is not Tensor:
+            raise _not_tensors(name)
+        a = t._data
+        if a.ndim < min_ndim:
+            pieces[i] = wrap(_view_or_copy(primitives(t), a, shape_of(a.shape)), t._device)
+    return cat.op.forward(pieces, dim_of(pieces[0]._data.ndim))
 
 
-@op(
-    "vstack", doc="The tensors joined row-wise (vectors as rows).", composite=True, method=False, aliases=("row_stack",)
-)
-def vstack(tensors: Sequence[Tensor]) -> Tensor:
-    return cat(_each_at_least(_tensor_list("vstack", tensors), 2), 0)
+def _stacked_grads(layout):
+    """The gradient rule of a ``_stacked`` op: each tensor's piece of the gradient along the joined dim,
+    back in its own shape (cat's gradient, through the shapes the forward gave the tensors)."""
+    _, shape_of, dim_of = layout
+
+    def grads(grad, tensors_shape):
+        d, start, out = dim_of(grad.ndim), 0, []
+        for shape in tensors_shape:
+            shape = tuple(shape)
+            seen = shape_of(shape)
+            piece = narrow(grad, d, start, seen[d])
+            out.append(piece if seen == shape else reshape(piece, shape))
+            start += seen[d]
+        return out
+
+    return {"tensors": grads}
 
 
-@op("dstack", doc="The tensors joined depth-wise (along dim 2).", composite=True, method=False)
-def dstack(tensors: Sequence[Tensor]) -> Tensor:
-    return cat(_each_at_least(_tensor_list("dstack", tensors), 3), 2)
+def _numel(shape):
+    n = 1
+    for size in shape:
+        n *= size
+    return n
 
 
-@op("column_stack", doc="The tensors as columns side by side (vectors become columns).", composite=True, method=False)
-def column_stack(tensors: Sequence[Tensor]) -> Tensor:
-    tensors = _tensor_list("column_stack", tensors)
-    return cat([reshape(t, (t.numel(), 1)) if t.ndim <= 1 else t for t in tensors], 1)
+_HSTACK = (1, lambda shape: _at_least_shape(shape, 1), lambda ndim: 0 if ndim == 1 else 1)
+_VSTACK = (2, lambda shape: _at_least_shape(shape, 2), lambda ndim: 0)
+_DSTACK = (3, lambda shape: _at_least_shape(shape, 3), lambda ndim: 2)
+_COLUMN_STACK = (2, lambda shape: (_numel(shape), 1) if len(shape) <= 1 else shape, lambda ndim: 1)
+
+
+def _stack_op(name, doc, layout, aliases=()):
+    """The op ``name`` (hstack, vstack, dstack, column_stack): ``_stacked`` with its layout, declared
+    with the gradient rule of that layout."""
+
+    def forward(tensors: Sequence[Tensor]) -> Tensor:
+        return _stacked(name, tensors, layout)
+
+    forward.__name__ = forward.__qualname__ = name
+    return op(name, doc=doc, method=False, aliases=aliases, node="CatBackward0", grads=_stacked_grads(layout))(forward)
+
+
+hstack = _stack_op("hstack", "The tensors joined column-wise (along dim 1; dim 0 for vectors).", _HSTACK)
+vstack = _stack_op("vstack", "The tensors joined row-wise (vectors as rows).", _VSTACK, aliases=("row_stack",))
+dstack = _stack_op("dstack", "The tensors joined depth-wise (along dim 2).", _DSTACK)
+column_stack = _stack_op("column_stack", "The tensors as columns side by side (vectors become columns).", _COLUMN_STACK)
 
 
 @op(
@@ -1160,24 +1350,31 @@ def tensor_split(
     indices: Sequence[int] | None = None,
     tensor_indices_or_sections: Tensor | None = None,
 ) -> tuple[Tensor, ...]:
-    if getattr(input, "ndim", None) == 0:
+    ndim = input._data.ndim
+    if ndim == 0:
         raise ShapeError("tensor_split: expected at least a 1-dimensional tensor, but got a tensor with 0 dims")
-    indices_or_sections = _one_of(
-        "tensor_split",
-        indices_or_sections=indices_or_sections,
-        sections=sections,
-        indices=indices,
-        tensor_indices_or_sections=tensor_indices_or_sections,
-    )
-    return _split_at(input, indices_or_sections, wrap_dim(dim, input.ndim, "tensor_split"))
+    if (
+        indices_or_sections is None
+        or sections is not None
+        or indices is not None
+        or tensor_indices_or_sections is not None
+    ):
+        indices_or_sections = _one_of(
+            "tensor_split",
+            indices_or_sections=indices_or_sections,
+            sections=sections,
+            indices=indices,
+            tensor_indices_or_sections=tensor_indices_or_sections,
+        )
+    return _split_at(input, indices_or_sections, wrap_dim(dim, ndim, "tensor_split"))
 
 
 def _split_at(input, indices_or_sections, d):
     """tensor_split's views (hsplit, vsplit and dsplit call it directly, not through its dispatch)."""
-    n = input.shape[d]
-    if isinstance(indices_or_sections, Tensor):
+    n = input._data.shape[d]
+    if indices_or_sections.__class__ is not int and isinstance(indices_or_sections, Tensor):
         indices_or_sections = indices_or_sections.tolist()
-    if isinstance(indices_or_sections, int):
+    if indices_or_sections.__class__ is int or isinstance(indices_or_sections, int):
         sections = indices_or_sections
         if sections <= 0:
             raise ValueError(f"tensor_split: number of sections must be larger than 0, got {sections}")
@@ -1262,12 +1459,13 @@ def _rearranged(input, split, order, shape):
 )
 def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
     r = upscale_factor
-    if input.ndim < 3 or r <= 0 or input.shape[-3] % (r * r):
+    shape = input._data.shape  # (read once: each Tensor.shape is a new Size)
+    if len(shape) < 3 or r <= 0 or shape[-3] % (r * r):
         raise ShapeError(
-            f"pixel_shuffle: input {fmt_shape(input.shape)} needs at least 3 dims and a channel count (dim -3) "
+            f"pixel_shuffle: input {fmt_shape(shape)} needs at least 3 dims and a channel count (dim -3) "
             f"divisible by upscale_factor**2 = {r * r}"
         )
-    *batch, c, h, w = input.shape
+    *batch, c, h, w = shape
     n = len(batch)
     return _rearranged(
         input,
@@ -1287,12 +1485,13 @@ def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
 )
 def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
     r = downscale_factor
-    if input.ndim < 3 or r <= 0 or input.shape[-1] % r or input.shape[-2] % r:
+    shape = input._data.shape
+    if len(shape) < 3 or r <= 0 or shape[-1] % r or shape[-2] % r:
         raise ShapeError(
-            f"pixel_unshuffle: input {fmt_shape(input.shape)} needs at least 3 dims and a height and width "
+            f"pixel_unshuffle: input {fmt_shape(shape)} needs at least 3 dims and a height and width "
             f"divisible by downscale_factor = {r}"
         )
-    *batch, c, h, w = input.shape
+    *batch, c, h, w = shape
     n = len(batch)
     return _rearranged(
         input,
@@ -1306,45 +1505,97 @@ def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
 def diff(
     input: Tensor, n: int = 1, dim: int = -1, prepend: Tensor | None = None, append: Tensor | None = None
 ) -> Tensor:
-    if input.ndim == 0:
+    ndim = input._data.ndim
+    if ndim == 0:
         raise ShapeError("diff: expected an input with at least one dim, got a 0-d tensor")
     if n < 0:
         raise ValueError(f"diff: order must be non-negative, got {n}")
-    d = wrap_dim(dim, input.ndim, "diff")
-    parts = [t for t in (prepend, input, append) if t is not None]
-    x = cat(parts, d) if len(parts) > 1 else input
+    d = wrap_dim(dim, ndim, "diff")
+    x = input if prepend is None and append is None else cat([t for t in (prepend, input, append) if t is not None], d)
     for _ in range(n):
-        length = x.shape[d]
+        length = x._data.shape[d]
         if length == 0:
             break
-        lead = (_FULL,) * d  # the two overlapping views by slice_key directly (narrow would dispatch twice)
-        later, earlier = slice_key(x, lead + (slice(1, length),)), slice_key(x, lead + (slice(0, length - 1),))
-        x = later != earlier if x.dtype is dt.bool_ else later - earlier
+        if x.dtype is not dt.bool_:
+            x = difference(x, d)
+            continue
+        later, earlier = _difference_keys(x._data.ndim, d, length)
+        x = slice_key(x, later) != slice_key(x, earlier)
     return x
+
+
+def _difference_keys(ndim, d, length):
+    """The keys of the later and the earlier of two overlapping views along dim d, one element apart."""
+    lead = (_FULL,) * d
+    return lead + (slice(1, length),), lead + (slice(0, length - 1),)
+
+
+def _difference_grad(grad, input_shape, dim):
+    later, earlier = _difference_keys(len(input_shape), dim, input_shape[dim])
+    return _scatter_back(grad, input_shape, later, False) - _scatter_back(grad, input_shape, earlier, False)
+
+
+@op(
+    "difference",
+    doc="One forward difference of a non-empty number tensor along dim (a later element less the one before).",
+    function=False,
+    method=False,
+    dtypes=NUMBERS,  # (diff of bool tensors compares instead)
+    node="SubBackward0",
+    grads={"input": _difference_grad},
+)
+def difference(input: Tensor, dim: int) -> Tensor:
+    # diff's step as one dispatch over the primitives (two views and a subtraction were three)
+    bk, data = primitives(input), input._data
+    later, earlier = _difference_keys(data.ndim, dim, data.shape[dim])
+    return wrap(bk.binary("sub", bk.slice(data, later), bk.slice(data, earlier), input.dtype), input._device)
+
+
+def _block_shape(shape):
+    """The (rows, columns) a tensor of ``shape`` (0-, 1- or 2-d) fills in block_diag: a scalar 1 x 1, a
+    vector a row."""
+    return (1, 1) if not shape else (1, shape[0]) if len(shape) == 1 else tuple(shape)
+
+
+def _block_diag_grad(grad, tensors_shape):
+    """Each block's gradient: the output gradient's piece at the block, in the block's shape."""
+    out, row, col = [], 0, 0
+    for shape in tensors_shape:
+        rows, cols = _block_shape(shape)
+        piece = slice_key(grad, (slice(row, row + rows), slice(col, col + cols)))
+        out.append(piece if len(shape) == 2 else reshape(piece, tuple(shape)))
+        row, col = row + rows, col + cols
+    return out
 
 
 @op(
     "block_diag",
     doc="The tensors (0-, 1- or 2-d) as the blocks of a block-diagonal matrix.",
-    composite=True,
     method=False,
+    node="BlockDiagBackward0",
+    grads={"tensors": _block_diag_grad},
 )
 def block_diag(*tensors: Tensor) -> Tensor:
-    blocks = []
+    # one op: a zero matrix with each block copied in over the primitives (it was a pad and a cast
+    # dispatched per block, and a cat: 7x PyTorch's time for two blocks)
+    shapes = []
     for t in tensors:
-        if t.__class__ is not Tensor or t.ndim > 2:
+        if t.__class__ is not Tensor or t._data.ndim > 2:
             got = fmt_shape(t.shape) if t.__class__ is Tensor else type(t).__name__
             raise ShapeError(f"block_diag: expected 0-, 1- or 2-d tensors, got {got}")
-        blocks.append(reshape(t, (1, 1)) if t.ndim == 0 else (reshape(t, (1, t.shape[0])) if t.ndim == 1 else t))
-    if not blocks:
+        shapes.append(_block_shape(t._data.shape))
+    if not tensors:
         return full((1, 0), 0, dtype=dt.default_float)
-    dtype = result_type(*blocks)
-    width = sum(b.shape[1] for b in blocks)
-    rows, left = [], 0
-    for b in blocks:
-        rows.append(pad(b.to(dtype=dtype), (left, width - left - b.shape[1])))
-        left += b.shape[1]
-    return cat(rows, 0)
+    device = check_same_device("block_diag", *tensors)
+    dtype = result_type(*tensors)
+    bk = primitives(tensors[0])
+    out = bk.full((sum(r for r, _ in shapes), sum(c for _, c in shapes)), 0, dtype)
+    row = col = 0
+    for t, (rows, cols) in zip(tensors, shapes):
+        block = _view_or_copy(bk, cast(t, dtype)._data, (rows, cols))
+        bk.copy_(bk.slice(out, (slice(row, row + rows), slice(col, col + cols))), block)
+        row, col = row + rows, col + cols
+    return wrap(out, device)
 
 
 @op(
@@ -1356,15 +1607,45 @@ def block_diag(*tensors: Tensor) -> Tensor:
 def cartesian_prod(*tensors: Tensor) -> Tensor:
     if not tensors or any(t.__class__ is not Tensor or t.ndim != 1 for t in tensors):
         raise ShapeError("cartesian_prod: expected one or more 1-d tensors")
-    if len(tensors) == 1:
+    if len(tensors) == 1:  # the tensor itself, as PyTorch gives it
         return tensors[0]
-    sizes = [t.shape[0] for t in tensors]
-    columns = []
+    return cartesian_rows(tensors)
+
+
+def _cartesian_grad(grad, tensors_shape):
+    """Each tensor's gradient: its column of the output's gradient, seen as the grid of combinations
+    and summed over the other tensors' dims."""
+    sizes = tuple(shape[0] for shape in tensors_shape)
+    return [_other_dims_summed(select(grad, 1, i).reshape(sizes), shape, i) for i, shape in enumerate(tensors_shape)]
+
+
+@op(
+    "cartesian_rows",
+    doc="cartesian_prod of two or more 1-d tensors: one row per combination of their elements.",
+    function=False,
+    method=False,
+    node="StackBackward0",
+    grads={"tensors": _cartesian_grad},
+)
+def cartesian_rows(tensors: Sequence[Tensor]) -> Tensor:
+    # one op over the primitives: each tensor expanded over the grid of combinations and copied into
+    # its column (a reshape, an expand and a reshape dispatched per tensor, then a stack, cost 3.4x
+    # PyTorch's time)
+    device = check_same_device("cartesian_prod", *tensors)
+    dtype = result_type(*tensors)
+    sizes = tuple(t._data.shape[0] for t in tensors)
+    bk = primitives(tensors[0])
+    out = bk.empty((_numel(sizes), len(tensors)), dtype)
     for i, t in enumerate(tensors):
-        view = [1] * len(tensors)
-        view[i] = sizes[i]
-        columns.append(reshape(expand(reshape(t, view), sizes), (-1,)))
-    return stack(columns, 1)
+        column = bk.view(bk.slice(out, (_FULL, i)), sizes)  # a view: the grid's strides step over the row
+        bk.copy_(column, bk.expand(bk.view(cast(t, dtype)._data, _unit_except(len(sizes), i, sizes[i])), sizes))
+    return wrap(out, device)
+
+
+def _unit_except(ndim, dim, size):
+    shape = [1] * ndim
+    shape[dim] = size
+    return tuple(shape)
 
 
 @op(
@@ -1376,14 +1657,15 @@ def cartesian_prod(*tensors: Tensor) -> Tensor:
     grads={"input": lambda grad, groups: channel_shuffle(grad, grad.shape[1] // groups)},  # the inverse shuffle
 )
 def channel_shuffle(input: Tensor, groups: int) -> Tensor:
-    if input.ndim < 3 or groups <= 0 or input.shape[1] % groups:
+    shape = input._data.shape
+    if len(shape) < 3 or groups <= 0 or shape[1] % groups:
         raise ShapeError(
             f"channel_shuffle: expected an input (N, C, *) with at least 3 dims and C divisible by groups "
-            f"({groups}), got {fmt_shape(input.shape)}"
+            f"({groups}), got {fmt_shape(shape)}"
         )
-    n, c, *rest = input.shape
-    order = (0, 2, 1, *range(3, input.ndim + 1))
-    return _rearranged(input, (n, groups, c // groups, *rest), order, tuple(input.shape))
+    n, c, *rest = shape
+    order = (0, 2, 1, *range(3, len(shape) + 1))
+    return _rearranged(input, (n, groups, c // groups, *rest), order, shape)
 
 
 @op(
@@ -1412,6 +1694,8 @@ def _one_of(name, **given):
 def _varargs_split(name, input, indices_or_sections, sections, indices, dim, min_ndim):
     """hsplit, vsplit, dsplit: the split points as one argument, by a keyword, or as varargs
     (``x.hsplit(1, 2)``, PyTorch's method form of a list of ints)."""
+    if len(indices_or_sections) == 1 and sections is None and indices is None:  # the common case: one argument
+        return _split_along(name, input, indices_or_sections[0], dim, min_ndim)
     spec = None
     if len(indices_or_sections) == 1:
         spec = indices_or_sections[0]
@@ -1422,11 +1706,13 @@ def _varargs_split(name, input, indices_or_sections, sections, indices, dim, min
 
 
 def _split_along(name, input, sections, dim, min_ndim):
-    if input.ndim < min_ndim:
+    if input._data.ndim < min_ndim:
         raise ShapeError(
             f"{name}: requires a tensor with at least {min_ndim} dimension(s), got shape {fmt_shape(input.shape)}"
         )
-    if isinstance(sections, numbers.Integral) and (sections <= 0 or input.shape[dim] % sections):
+    if (sections.__class__ is int or isinstance(sections, numbers.Integral)) and (
+        sections <= 0 or input._data.shape[dim] % sections
+    ):
         raise ShapeError(
             f"{name}: the size {input.shape[dim]} of dimension {dim} is not divisible by the split_size {sections}"
         )
@@ -1440,7 +1726,8 @@ def hsplit(
     sections: int | None = None,
     indices: Sequence[int] | None = None,
 ) -> tuple[Tensor, ...]:
-    return _varargs_split("hsplit", input, indices_or_sections, sections, indices, 1 if input.ndim > 1 else 0, 1)
+    dim = 1 if input._data.ndim > 1 else 0
+    return _varargs_split("hsplit", input, indices_or_sections, sections, indices, dim, 1)
 
 
 @op(
@@ -1471,19 +1758,63 @@ def dsplit(
     return _varargs_split("dsplit", input, indices_or_sections, sections, indices, 2, 3)
 
 
-@op("narrow_copy", doc="narrow as a new tensor (a copy).", composite=True)
+def _copied(bk, input, data):
+    """A contiguous copy of ``data`` (a view of input's memory) that is input's no longer."""
+    copy = bk.contiguous(data)
+    return bk.astype(copy, input.dtype) if copy is data else copy
+
+
+def _narrow_copy_grad(grad, input_shape, dim, start, length):
+    """The gradient written back at the piece, zeros elsewhere."""
+    return _scatter_back(grad, input_shape, _narrow_key_of("narrow_copy", input_shape, dim, start, length), False)
+
+
+@op(
+    "narrow_copy",
+    doc="narrow as a new tensor (a copy).",
+    node="NarrowCopyBackward0",
+    grads={"input": _narrow_copy_grad},
+)
 def narrow_copy(input: Tensor, dim: int, start: int, length: int) -> Tensor:
-    return clone(slice_key(input, _narrow_key("narrow_copy", input, dim, start, length)))
+    # one dispatch (a narrow and a clone were two, with their checks)
+    bk = primitives(input)
+    piece = bk.slice(input._data, _narrow_key("narrow_copy", input, dim, start, length))
+    return wrap(_copied(bk, input, piece), input._device)
 
 
-def _scattered(input, key, src):
-    """A copy of input with src written at the basic ``key`` (differentiable in both)."""
-    out = clone(input)
-    out[key] = src
-    return out
+def _scattered(name, input, key, src):
+    """The forward of select_scatter and slice_scatter: a copy of input with src (of the shape of input
+    at the basic ``key``, checked) written there, over the primitives (one dispatch; a clone and an
+    index write were two, and slice_scatter's check a third)."""
+    bk = primitives(input)
+    out = _copied(bk, input, input._data)
+    try:
+        target = bk.slice(out, key)
+    except IndexError as e:
+        raise IndexOutOfRangeError(f"{name}: {e} (input of shape {fmt_shape(input.shape)})") from None
+    if src._data.shape != target.shape:
+        item = key[-1]
+        at = f"{item.start}:{item.stop}:{item.step}" if item.__class__ is slice else item
+        raise ShapeError(
+            f"{name}: src of shape {fmt_shape(src.shape)} must have the shape {fmt_shape(target.shape)} of input "
+            f"{fmt_shape(input.shape)} at {at} along dim {len(key) - 1}"
+        )
+    check_same_device(name, input, src)
+    bk.copy_(target, cast(src, input.dtype)._data)
+    return wrap(out, input._device)
 
 
-@op("storage_offset", doc="Where input starts in the memory it is a view of, in elements.", function=False)
+def _storage_offset_method(self: Tensor) -> int:
+    """Tensor.storage_offset: metadata read with no dispatch, as ``stride()`` is (and PyTorch's method)."""
+    return primitives(self).storage_offset(self._data)
+
+
+@op(
+    "storage_offset",
+    doc="Where input starts in the memory it is a view of, in elements.",
+    function=False,
+    method=_storage_offset_method,
+)
 def storage_offset(input: Tensor) -> int:
     return primitives(input).storage_offset(input._data)
 
@@ -1536,30 +1867,50 @@ def sum_to_size(input: Tensor, *size: int | Sequence[int]) -> Tensor:
     return out.sum(tuple(range(lead))) if lead else out
 
 
-@op("select_scatter", doc="A copy of input with src written at index along dim.", composite=True)
+def _select_key(input_shape, dim, index):
+    return (_FULL,) * _real_dim_of("select_scatter", len(input_shape), dim) + (index,)
+
+
+def _slice_scatter_key(input_shape, dim, start, end, step):
+    return (_FULL,) * _real_dim_of("slice_scatter", len(input_shape), dim) + (slice(start, end, step),)
+
+
+def _select_scatter_input_grad(grad, src_shape, dim, index):
+    return select_scatter(grad, filled(src_shape, 0, grad.dtype, grad._device), dim, index)
+
+
+def _select_scatter_src_grad(grad, input_shape, dim, index):
+    return slice_key(grad, _select_key(input_shape, dim, index))
+
+
+@op(
+    "select_scatter",
+    doc="A copy of input with src written at index along dim.",
+    node="SelectScatterBackward0",
+    grads={"input": _select_scatter_input_grad, "src": _select_scatter_src_grad},
+)
 def select_scatter(input: Tensor, src: Tensor, dim: int, index: int) -> Tensor:
-    d = _real_dim("select_scatter", input, dim)
-    if tuple(src.shape) != tuple(input.shape[:d] + input.shape[d + 1 :]):
-        raise ShapeError(
-            f"select_scatter: src of shape {fmt_shape(src.shape)} must have the shape of input "
-            f"{fmt_shape(input.shape)} without dim {d}"
-        )
-    return _scattered(input, (slice(None),) * d + (index,), src)
+    return _scattered("select_scatter", input, _select_key(input._data.shape, dim, index), src)
 
 
-@op("slice_scatter", doc="A copy of input with src written at start:end:step along dim.", composite=True)
+def _slice_scatter_input_grad(grad, src_shape, dim, start, end, step):
+    return slice_scatter(grad, filled(src_shape, 0, grad.dtype, grad._device), dim, start, end, step)
+
+
+def _slice_scatter_src_grad(grad, input_shape, dim, start, end, step):
+    return slice_key(grad, _slice_scatter_key(input_shape, dim, start, end, step))
+
+
+@op(
+    "slice_scatter",
+    doc="A copy of input with src written at start:end:step along dim.",
+    node="SliceScatterBackward0",
+    grads={"input": _slice_scatter_input_grad, "src": _slice_scatter_src_grad},
+)
 def slice_scatter(
     input: Tensor, src: Tensor, dim: int = 0, start: int | None = None, end: int | None = None, step: int = 1
 ) -> Tensor:
-    d = _real_dim("slice_scatter", input, dim)
-    key = (slice(None),) * d + (slice(start, end, step),)
-    target = tuple(input[key].shape)
-    if tuple(src.shape) != target:
-        raise ShapeError(
-            f"slice_scatter: src of shape {fmt_shape(src.shape)} must have the shape {fmt_shape(target)} of "
-            f"input {fmt_shape(input.shape)}[{start}:{end}:{step}] along dim {d}"
-        )
-    return _scattered(input, key, src)
+    return _scattered("slice_scatter", input, _slice_scatter_key(input._data.shape, dim, start, end, step), src)
 
 
 # what the exporters know of the primitives this family's ops call (``Lowering`` in registry.py)

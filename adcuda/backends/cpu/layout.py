@@ -12,10 +12,14 @@ __all__ = ["cat", "tril", "triu"]
 
 def cat(arrays: Arrays, axis: int) -> BackendArray:
     """``arrays`` (of one dtype: the ops layer converts them) joined along ``axis``."""
-    arrays = list(arrays)
-    if len({a.dtype for a in arrays}) > 1:
-        raise DTypeError("cat: expected arrays of one dtype, got " + ", ".join(str(a.dtype) for a in arrays))
-    return np.concatenate(arrays, axis=axis)
+    if arrays.__class__ is not list:
+        arrays = list(arrays)
+    if not arrays:
+        return np.concatenate(arrays, axis=axis)  # (NumPy's error)
+    try:  # NumPy refuses another dtype itself (casting "no"): one pass over the arrays, not two
+        return np.concatenate(arrays, axis, dtype=arrays[0].dtype, casting="no")
+    except TypeError:
+        raise DTypeError("cat: expected arrays of one dtype, got " + ", ".join(str(a.dtype) for a in arrays)) from None
 
 
 def _matrices(op, a):

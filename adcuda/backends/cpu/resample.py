@@ -221,17 +221,29 @@ def _key(ndim, slices):
     return tuple(slices.get(d, slice(None)) for d in range(ndim))
 
 
+# (input shape, pads) -> (output shape, input key, output key) of constant padding
+_CONSTANT_PADS: dict[tuple[Shape, Shape], tuple[Shape, tuple[slice, ...], tuple[slice, ...]]] = {}
+_CONSTANT_PADS_KEPT = 256
+
+
 def pad(x: BackendArray, pads: Shape, mode: str, value: Scalar) -> BackendArray:
     """x (any dtype) with its last k = len(pads) // 2 <= 3 dims padded by (before, after) pairs, ``pads``
     holding them for those dims in order (negative amounts crop): outside the input ``value`` ('constant'),
     the mirror image without the edge repeated ('reflect'), the edge ('replicate') or the other end
     ('circular')."""
-    plan, out_shape = pad_plan("pad", x.shape, pads, mode)
     if mode == "constant":
-        out = np.full(out_shape, value, x.dtype)
-        src, dst = _overlap(plan)
-        out[_key(x.ndim, dst)] = x[_key(x.ndim, src)]
+        try:  # a program pads a few shapes: each one's plan is worked out once (3 us of Python a call)
+            out_shape, src, dst = _CONSTANT_PADS[x.shape, pads]
+        except (KeyError, TypeError):  # (TypeError: pads in a list)
+            plan, out_shape = pad_plan("pad", x.shape, pads, mode)
+            src, dst = (_key(x.ndim, part) for part in _overlap(plan))
+            if len(_CONSTANT_PADS) < _CONSTANT_PADS_KEPT and pads.__class__ is tuple:
+                _CONSTANT_PADS[x.shape, pads] = out_shape, src, dst
+        out = np.empty(out_shape, x.dtype)
+        out.fill(value)  # (np.full's Python wrapper doubles the cost on a small array)
+        out[dst] = x[src]
         return out
+    plan, out_shape = pad_plan("pad", x.shape, pads, mode)
     out = x.copy()  # a new array even when no dim is padded
     for dim, n, before, after in plan:
         out = np.take(out, _pad_sources(n, before, after, mode), dim)

@@ -4,9 +4,12 @@ kernels/runtime/copy.cu): arrays are NumPy arrays, views are NumPy views.
 
 from __future__ import annotations
 
+import builtins
+
 import numpy as np
 
 from ... import dtypes as dt
+from ...errors import IndexOutOfRangeError, ShapeError
 from .. import _strided, float_errors
 from ..seam import ArrayLike, Axes, BasicKey, DType, Scalar, Shape
 from ._common import _F16, BackendArray, _np_dtype
@@ -109,24 +112,39 @@ def permute(a: BackendArray, axes: Axes) -> BackendArray:
 
 def expand(a: BackendArray, shape: Shape) -> BackendArray:
     if a.flags.c_contiguous and a.size and shape.__class__ is tuple:
-        # np.broadcast_to's view, made directly over a's memory (a quarter of the cost: the
-        # gradient of every sum and mean is an expand)
-        lead = len(shape) - a.ndim
-        if lead < 0:
-            raise ValueError(f"cannot broadcast an array of shape {a.shape} to {tuple(shape)}")
-        strides = []
-        for i, n in enumerate(shape):
-            if i < lead:
-                strides.append(0)
-                continue
-            m = a.shape[i - lead]
-            if m != n and m != 1:
-                raise ValueError(f"cannot broadcast an array of shape {a.shape} to {tuple(shape)}")
-            strides.append(a.strides[i - lead] if m == n else 0)
-        r = np.ndarray(shape, a.dtype, buffer=a, strides=strides)
-        r.flags.writeable = False  # as broadcast_to's: its elements share memory
+        # np.broadcast_to's view, made directly over a's memory (a quarter of the cost: the gradient of
+        # every sum and mean is an expand); a contiguous array's strides follow from its shape, so the
+        # view's strides are worked out once per (shape, item size, target)
+        key = (a.shape, a.itemsize, shape)
+        strides = _EXPANDED_STRIDES.get(key)
+        if strides is None:
+            strides = _broadcast_strides(a, shape)
+            if len(_EXPANDED_STRIDES) < _EXPANDED_KEPT:
+                _EXPANDED_STRIDES[key] = strides
+        # (positional arguments: half the cost of the same call by keyword)
+        r = np.ndarray(shape, a.dtype, a, 0, strides)
+        r.setflags(write=False)  # as broadcast_to's: its elements share memory
         return r
     return np.broadcast_to(a, shape)
+
+
+_EXPANDED_STRIDES: dict[tuple[Shape, int, Shape], tuple[int, ...]] = {}
+_EXPANDED_KEPT = 256
+
+
+def _broadcast_strides(a, shape):
+    lead = len(shape) - a.ndim
+    if lead < 0:
+        raise ValueError(f"cannot broadcast an array of shape {a.shape} to {tuple(shape)}")
+    strides = [0] * lead
+    for n, m, step in zip(shape[lead:], a.shape, a.strides):
+        if m == n:
+            strides.append(step)
+        elif m == 1:
+            strides.append(0)
+        else:
+            raise ValueError(f"cannot broadcast an array of shape {a.shape} to {tuple(shape)}")
+    return tuple(strides)
 
 
 def slice(a: BackendArray, key: BasicKey) -> BackendArray:  # noqa: A001 (primitive name)
@@ -138,8 +156,21 @@ def slice(a: BackendArray, key: BasicKey) -> BackendArray:  # noqa: A001 (primit
 
 
 def flip(a: BackendArray, axes: Axes | None) -> BackendArray:
-    flipped = np.flip(a, axes)
-    return flipped if a.ndim else a[...]  # np.flip of a 0-d array gives a NumPy scalar: keep a 0-d view
+    # a basic key of reversed slices: np.flip builds the same key after normalizing its axes, at
+    # several times the cost; the trailing Ellipsis keeps a 0-d result a view, not a NumPy scalar
+    key = [_FULL] * a.ndim
+    for axis in range(a.ndim) if axes is None else axes:
+        try:
+            if key[axis] is _REVERSED:
+                raise ShapeError(f"flip: repeated axis in {axes}")
+            key[axis] = _REVERSED
+        except IndexError:
+            raise IndexOutOfRangeError(f"flip: axis {axis} is out of bounds for array of dimension {a.ndim}") from None
+    flipped: BasicKey = (*key, Ellipsis)
+    return a[flipped]
+
+
+_FULL, _REVERSED = builtins.slice(None), builtins.slice(None, None, -1)
 
 
 def shares_memory(a: BackendArray, b: BackendArray) -> bool:
@@ -159,12 +190,13 @@ def _address(a: np.ndarray) -> int:
 
 
 def storage_offset(a: BackendArray) -> int:
+    if a.base is None:  # an array that owns its memory starts it (reading addresses costs 2 us)
+        return 0
     return (_address(a) - _address(_owner(a))) // a.itemsize
 
 
 def as_strided(a: BackendArray, shape: Shape, strides: Shape, offset: int) -> BackendArray:
-    owner = _owner(a)
-    shape, strides = _strided.check_as_strided(shape, strides, offset, owner.nbytes // a.itemsize)
-    return np.ndarray(
-        shape, a.dtype, buffer=owner, offset=offset * a.itemsize, strides=tuple(s * a.itemsize for s in strides)
-    )
+    owner = a if a.base is None else _owner(a)
+    size = a.itemsize
+    shape, strides = _strided.check_as_strided(shape, strides, offset, owner.nbytes // size)
+    return np.ndarray(shape, a.dtype, owner, offset * size, tuple([s * size for s in strides]))
