@@ -66,6 +66,8 @@ BORROWS = {
     ("gemm", "layout"): "vander joins its columns with cat",
     ("gemm", "sort"): "vander's powers are a running product of its columns",
     ("pooling", "index"): "max_pool2d_select gathers the values at the pooled indices",
+    ("random", "reduce"): "multinomial checks and counts its rows' weights; bernoulli checks its probabilities' range",
+    ("random", "sort"): "randperm orders random keys; multinomial draws by its weights' running sum or top keys",
     ("resample", "layout"): "affine_grid builds its constant base grid with view, expand and cat",
     ("recurrent", "gemm"): "the GRU layer's hidden-state products and weight gradient",
     ("recurrent", "reduce"): "the GRU layer's bias gradient is a sum over time and batch",
