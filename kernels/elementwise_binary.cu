@@ -19,7 +19,8 @@ using namespace elementwise_detail;
 enum class BinaryKind { Arithmetic, FloatOnly, Power, Extremum, Division, Compare, Logical, Bitwise, Integer };
 
 // A float-only binary op launches its functor for any floating dtype; the table holds the launcher,
-// so such an op is one functor in functors.cuh and one line in binary_table().
+// so such an op is one functor in functors.cuh and one row of FLOAT_BINARY in
+// adcuda/backends/elementwise_table.py (its lines of elementwise_ops.def, included in binary_table()).
 using FloatBinaryLauncher = void (*)(ScalarType, const char*, const DeviceArray&, const ArrayOrScalar&,
                                      const ArrayOrScalar&);
 
@@ -55,15 +56,9 @@ const std::unordered_map<std::string, BinaryEntry>& binary_table() {
       {"add", {BinaryKind::Arithmetic, kAdd}},
       {"sub", {BinaryKind::Arithmetic, kSub}},
       {"mul", {BinaryKind::Arithmetic, kMul}},
-      {"div", {BinaryKind::FloatOnly, 0, &launch_float_binary<math::Div>}},
-      {"logaddexp", {BinaryKind::FloatOnly, 0, &launch_float_binary<math::LogAddExp>}},
-      {"hypot", {BinaryKind::FloatOnly, 0, &launch_float_binary<math::Hypot>}},
-      {"atan2", {BinaryKind::FloatOnly, 0, &launch_float_binary<math::Atan2>}},
-      {"logaddexp2", {BinaryKind::FloatOnly, 0, &launch_float_binary<math::LogAddExp2>}},
-      {"copysign", {BinaryKind::FloatOnly, 0, &launch_float_binary<math::Copysign>}},
-      {"fmax", {BinaryKind::FloatOnly, 0, &launch_float_binary<math::Fmax>}},
-      {"fmin", {BinaryKind::FloatOnly, 0, &launch_float_binary<math::Fmin>}},
-      {"xlogy", {BinaryKind::FloatOnly, 0, &launch_float_binary<math::Xlogy>}},
+// the binary functions of floating operands: one row each of elementwise_table.py's FLOAT_BINARY
+#define ADCUDA_FLOAT_BINARY(name, functor) {#name, {BinaryKind::FloatOnly, 0, &launch_float_binary<math::functor>}},
+#include "elementwise_ops.def"
       {"gcd", {BinaryKind::Integer, kGcd}},
       {"lcm", {BinaryKind::Integer, kLcm}},
       {"pow", {BinaryKind::Power, kPow}},

@@ -1,6 +1,8 @@
 """The declarative elementwise table (adcuda/backends/elementwise_table.py) and what is made from it:
 the CUDA X-macro list kernels/elementwise_ops.def is current, the CPU dispatch holds exactly the
-table's ops with the formulas it names, and every CUDA functor it names exists in kernels/functors.cuh.
+table's ops with the formulas it names, and every CUDA functor it names exists in kernels/functors.cuh;
+the binary functions of floating operands (FLOAT_BINARY) likewise, and the host module's binary loops
+are the rows marked ``host``.
 Also the seam's ``@primitive`` declarations: each one's signature is the backends' (any machine)."""
 
 import inspect
@@ -14,7 +16,14 @@ import pytest
 
 from adcuda.backends import cpu, seam
 from adcuda.backends.cpu import elementwise as cpu_elementwise
-from adcuda.backends.elementwise_table import FLOAT, FLOAT_ONLY, NOT_FOR_BOOL, UNARY, elementwise_ops_def
+from adcuda.backends.elementwise_table import (
+    FLOAT,
+    FLOAT_BINARY,
+    FLOAT_ONLY,
+    NOT_FOR_BOOL,
+    UNARY,
+    elementwise_ops_def,
+)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -40,6 +49,23 @@ def test_the_cpu_dispatch_is_the_tables():
             assert cpu.UNARY_BACKWARD_OPS[op.name] is cpu_elementwise._formula(op.backward.cpu)
 
 
+def test_the_binary_functions_are_the_tables():
+    """Each FLOAT_BINARY row's CPU formula is the dispatch's, its host loop is there exactly when the row
+    says so (the host module's names, in the generated list's order), and the CUDA binary table includes
+    the generated list instead of naming the rows again."""
+    names = [op.name for op in FLOAT_BINARY]
+    assert len(names) == len(set(names))
+    for op in FLOAT_BINARY:
+        assert cpu.BINARY_OPS[op.name] is cpu_elementwise._formula(op.cpu)
+    if cpu_elementwise._C is not None:
+        assert list(cpu_elementwise._C.host_binary_names()) == [op.name for op in FLOAT_BINARY if op.host]
+    kernel = (ROOT / "kernels" / "elementwise_binary.cu").read_text()
+    assert '#include "elementwise_ops.def"' in kernel
+    for op in FLOAT_BINARY:
+        if op.float_only:  # (remainder's CUDA kernels are the division kind's, listed there)
+            assert f'"{op.name}"' not in kernel, f"{op.name} is named in elementwise_binary.cu besides the table"
+
+
 def test_names_are_unique_and_kinds_known():
     names = [op.name for op in UNARY]
     assert len(names) == len(set(names))
@@ -48,7 +74,10 @@ def test_names_are_unique_and_kinds_known():
 
 
 @pytest.mark.parametrize(
-    "functor", sorted({op.cuda for op in UNARY} | {op.backward.cuda for op in UNARY if op.backward})
+    "functor",
+    sorted(
+        {op.cuda for op in UNARY} | {op.backward.cuda for op in UNARY if op.backward} | {op.cuda for op in FLOAT_BINARY}
+    ),
 )
 def test_every_cuda_functor_exists(functor):
     source = (ROOT / "kernels" / "functors.cuh").read_text()

@@ -1,14 +1,17 @@
-"""The unary elementwise ops of both backends, declared once: ``UNARY`` is the table the CPU dispatch
-(adcuda/backends/cpu/elementwise.py), the CUDA Python checks (adcuda/backends/cuda/elementwise.py) and
-the CUDA kernels' dispatch (kernels/elementwise_unary.cu, through the X-macro list
-kernels/elementwise_ops.def that ``python scripts/gen_elementwise_ops.py`` writes from this table;
-tests/test_elementwise_table.py fails while it differs) are made from.
+"""The unary elementwise ops of both backends, and the binary functions of floating operands, declared
+once: ``UNARY`` is the table the CPU dispatch (adcuda/backends/cpu/elementwise.py), the CUDA Python
+checks (adcuda/backends/cuda/elementwise.py) and the CUDA kernels' dispatch (kernels/elementwise_unary.cu,
+through the X-macro list kernels/elementwise_ops.def that ``python scripts/gen_elementwise_ops.py``
+writes from this module; tests/test_elementwise_table.py fails while it differs) are made from;
+``FLOAT_BINARY`` likewise makes the CPU's binary formulas for those ops, the CUDA binary table's rows
+(kernels/elementwise_binary.cu) and the host module's small-array loops (kernels/host/elementwise.cpp).
 
 A row says, for one op: which dtypes it takes (its ``kind``), the CPU formula (a NumPy ufunc,
 ``np.<name>``, or a function of the CPU module, ``_gelu``, ``_special.lgamma``), the CUDA functor
 (``math::<Functor>`` in kernels/functors.cuh), and, for the ops with a fused gradient
 (``unary_backward``), whether that gradient reads the input x or the output y, and its formulas. Adding
 a unary op: one row here, its formula in the CPU module, its functor in functors.cuh, then regenerate.
+A binary function of floating operands is the same: one ``FloatBinary`` row, a formula, a functor.
 """
 
 from dataclasses import dataclass
@@ -26,6 +29,8 @@ __all__ = [
     "UNARY_BY_NAME",
     "FLOAT_ONLY",
     "NOT_FOR_BOOL",
+    "FloatBinary",
+    "FLOAT_BINARY",
     "elementwise_ops_def",
 ]
 
@@ -150,6 +155,39 @@ NOT_FOR_BOOL = frozenset(op.name for op in UNARY if op.kind == NUMERIC and not o
 """The numeric ops that raise DTypeError for bool arrays (abs and relu of bools are the bools)."""
 
 
+@dataclass(frozen=True)
+class FloatBinary:
+    """A binary function of floating operands (integer ones are promoted to the default float type
+    before the primitive is called): the CPU formula (a NumPy ufunc or a function of the CPU module),
+    the CUDA functor, launched for every floating dtype. ``host``: small float32/float64 operands go to
+    the host module's loop over the functor, one call where NumPy's formula takes several passes or a
+    scalar loop slower than the functor (adcuda/backends/cpu/elementwise.py's ``binary``);
+    ``float_only`` False for the one such row of another kind (remainder: integers too, its CUDA
+    kernels are the division kind's), which is here for its host loop alone."""
+
+    name: str
+    cpu: str
+    cuda: str
+    host: bool = False
+    float_only: bool = True
+
+
+# fmt: off
+FLOAT_BINARY = (
+    FloatBinary("div",        "np.true_divide", "Div"),
+    FloatBinary("logaddexp",  "np.logaddexp",   "LogAddExp", host=True),
+    FloatBinary("logaddexp2", "np.logaddexp2",  "LogAddExp2", host=True),
+    FloatBinary("hypot",      "np.hypot",       "Hypot", host=True),
+    FloatBinary("atan2",      "np.arctan2",     "Atan2", host=True),
+    FloatBinary("copysign",   "np.copysign",    "Copysign"),
+    FloatBinary("fmax",       "np.fmax",        "Fmax"),
+    FloatBinary("fmin",       "np.fmin",        "Fmin"),
+    FloatBinary("xlogy",      "_xlogy",         "Xlogy", host=True),
+    FloatBinary("remainder",  "_remainder",     "Remainder", host=True, float_only=False),
+)
+# fmt: on
+
+
 def elementwise_ops_def() -> str:
     """kernels/elementwise_ops.def as ``UNARY`` makes it: one X-macro line per op and per fused
     gradient, in the table's order."""
@@ -158,12 +196,21 @@ def elementwise_ops_def() -> str:
         "// (tests/test_elementwise_table.py checks it is current). The unary ops of kernels/elementwise_unary.cu:",
         "//   ADCUDA_UNARY(name, kind, functor, half_via_float32, bool_is_identity)",
         "//   ADCUDA_UNARY_BACKWARD(name, reads, functor)   reads: X (the input) or Y (the output)",
+        "// and the binary functions of floating operands (FLOAT_BINARY) of kernels/elementwise_binary.cu and",
+        "// the host module's small-array loops (kernels/host/elementwise.cpp):",
+        "//   ADCUDA_FLOAT_BINARY(name, functor)   ADCUDA_HOST_BINARY(name, functor)",
         "// An includer defines the macros it uses; an undefined one expands to nothing.",
         "#ifndef ADCUDA_UNARY",
         "#define ADCUDA_UNARY(name, kind, functor, half_via_float32, bool_is_identity)",
         "#endif",
         "#ifndef ADCUDA_UNARY_BACKWARD",
         "#define ADCUDA_UNARY_BACKWARD(name, reads, functor)",
+        "#endif",
+        "#ifndef ADCUDA_FLOAT_BINARY",
+        "#define ADCUDA_FLOAT_BINARY(name, functor)",
+        "#endif",
+        "#ifndef ADCUDA_HOST_BINARY",
+        "#define ADCUDA_HOST_BINARY(name, functor)",
         "#endif",
     ]
     for op in UNARY:
@@ -172,5 +219,13 @@ def elementwise_ops_def() -> str:
     for op in UNARY:
         if op.backward is not None:
             lines.append(f"ADCUDA_UNARY_BACKWARD({op.name}, {op.backward.reads.upper()}, {op.backward.cuda})")
-    lines += ["#undef ADCUDA_UNARY", "#undef ADCUDA_UNARY_BACKWARD", ""]
+    lines += [f"ADCUDA_FLOAT_BINARY({op.name}, {op.cuda})" for op in FLOAT_BINARY if op.float_only]
+    lines += [f"ADCUDA_HOST_BINARY({op.name}, {op.cuda})" for op in FLOAT_BINARY if op.host]
+    lines += [
+        "#undef ADCUDA_UNARY",
+        "#undef ADCUDA_UNARY_BACKWARD",
+        "#undef ADCUDA_FLOAT_BINARY",
+        "#undef ADCUDA_HOST_BINARY",
+        "",
+    ]
     return "\n".join(lines)

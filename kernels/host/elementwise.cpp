@@ -87,13 +87,11 @@ struct BinaryRow {
   BinaryFn<double> f64;
 };
 
-#define ADCUDA_HOST_BINARY(name, functor) {name, &map_binary<float, math::functor>, &map_binary<double, math::functor>}
+// the rows of elementwise_table.py's FLOAT_BINARY marked ``host``
 const BinaryRow kBinaryRows[] = {
-    ADCUDA_HOST_BINARY("remainder", Remainder), ADCUDA_HOST_BINARY("xlogy", Xlogy),
-    ADCUDA_HOST_BINARY("logaddexp", LogAddExp), ADCUDA_HOST_BINARY("logaddexp2", LogAddExp2),
-    ADCUDA_HOST_BINARY("hypot", Hypot),         ADCUDA_HOST_BINARY("atan2", Atan2),
+#define ADCUDA_HOST_BINARY(name, functor) {#name, &map_binary<float, math::functor>, &map_binary<double, math::functor>},
+#include "elementwise_ops.def"
 };
-#undef ADCUDA_HOST_BINARY
 constexpr py::ssize_t kBinaryRowCount = sizeof(kBinaryRows) / sizeof(kBinaryRows[0]);
 
 template <typename T>

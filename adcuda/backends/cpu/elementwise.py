@@ -14,7 +14,7 @@ import numpy as np
 from ... import dtypes as dt
 from ..._native import _C
 from ...errors import DTypeError, InvalidArgumentError, UnsupportedDTypeError
-from ..elementwise_table import FLOAT_ONLY, UNARY
+from ..elementwise_table import FLOAT_BINARY, FLOAT_ONLY, UNARY
 from ..seam import DType, Scalar, Scratch, declared
 from . import _special
 from ._common import _F16, _F32, _F64, ArrayOrScalar, BackendArray, _compute, _finish, _fresh, _np_dtype
@@ -487,7 +487,6 @@ BINARY_OPS: dict[str, Callable[..., Any]] = {
     "add": np.add,
     "sub": np.subtract,
     "mul": np.multiply,
-    "div": np.true_divide,
     "pow": np.power,
     "maximum": np.maximum,
     "minimum": np.minimum,
@@ -501,22 +500,14 @@ BINARY_OPS: dict[str, Callable[..., Any]] = {
     "logical_or": np.logical_or,
     "logical_xor": np.logical_xor,
     "floor_divide": np.floor_divide,
-    "remainder": _remainder,
     "fmod": np.fmod,
     "bitwise_and": np.bitwise_and,
     "bitwise_or": np.bitwise_or,
     "bitwise_xor": np.bitwise_xor,
-    "logaddexp": np.logaddexp,
-    "hypot": np.hypot,
-    "atan2": np.arctan2,
-    # PyTorch's one-kernel ops that were several calls (issue 31): floating operands only
-    "logaddexp2": np.logaddexp2,
-    "copysign": np.copysign,
-    "fmax": np.fmax,
-    "fmin": np.fmin,
-    "xlogy": _xlogy,
     "gcd": np.gcd,
     "lcm": np.lcm,
+    # the binary functions of floating operands (and remainder), from the declarative table
+    **{op.name: _formula(op.cpu) for op in FLOAT_BINARY},
 }
 # Small float32/float64 operands of the binary ops whose NumPy formula is several passes (remainder,
 # xlogy) or a scalar loop slower than the functor's (logaddexp, logaddexp2, hypot, atan2) go to the host
