@@ -189,6 +189,28 @@ struct Sinc {
     return sin_(y) / y;
   }
 };
+// The fractional part x - trunc(x) (NaN at the infinities), as PyTorch's frac.
+struct Frac { template <typename C> ADCUDA_HD C operator()(C x) const { return x - trunc_(x); } };
+// log(x / (1 - x)), rounded as written, as PyTorch's logit without eps.
+struct Logit { template <typename C> ADCUDA_HD C operator()(C x) const { return log_(x / (C(1) - x)); } };
+// frexp's two parts, x = mantissa * 2^exponent with |mantissa| in [0.5, 1): the C library's frexp, in
+// double (exact for every float and half value); a zero, an infinity or NaN is its own mantissa, with
+// exponent 0. The exponent is a value of C (an integer of at most 11 bits: exact in every float type).
+struct FrexpMantissa {
+  template <typename C> ADCUDA_HD C operator()(C x) const {
+    int exponent = 0;
+    return C(::frexp(double(x), &exponent));
+  }
+};
+struct FrexpExponent {
+  template <typename C> ADCUDA_HD C operator()(C x) const {
+    const double d = double(x);
+    if (!(d - d == 0.0)) return C(0);  // an infinity or NaN
+    int exponent = 0;
+    ::frexp(d, &exponent);
+    return C(exponent);
+  }
+};
 
 // The gamma family and erfinv: computed in double whatever C is, with the CPU backend's algorithm
 // (adcuda/backends/cpu/_special.py), so both backends agree to their math libraries' last bits. The
@@ -424,6 +446,27 @@ struct Xlogy {
 struct Hypot { template <typename C> ADCUDA_HD C operator()(C a, C b) const { return hypot_(a, b); } };
 // The angle of the point (b, a): atan2(input, other), as the C library's, signed zeros included.
 struct Atan2 { template <typename C> ADCUDA_HD C operator()(C a, C b) const { return atan2_(a, b); } };
+// The activations and step functions of a tensor and one parameter (PyTorch's kernels' formulas; a
+// NaN input stays NaN, but heaviside's, which is 0): hardshrink(x, lambd), 0 where -lambd <= x <= lambd;
+// softshrink(x, lambd), x moved lambd towards 0, 0 between (x - x, +0); celu(x, alpha), alpha
+// expm1(x / alpha) where x <= 0 (x times 1 / alpha, as PyTorch's elu's input scale); heaviside(x, v), 0
+// below 0, v at 0, 1 above.
+struct Hardshrink {
+  template <typename C> ADCUDA_HD C operator()(C x, C lambd) const { return x >= -lambd && x <= lambd ? C(0) : x; }
+};
+struct Softshrink {
+  template <typename C> ADCUDA_HD C operator()(C x, C lambd) const {
+    return x > lambd ? x - lambd : (x < -lambd ? x + lambd : x - x);
+  }
+};
+struct Celu {
+  template <typename C> ADCUDA_HD C operator()(C x, C alpha) const {
+    return x <= C(0) ? expm1_(x * (C(1) / alpha)) * alpha : x;
+  }
+};
+struct Heaviside {
+  template <typename C> ADCUDA_HD C operator()(C x, C v) const { return x == C(0) ? v : (x > C(0) ? C(1) : C(0)); }
+};
 
 // The greatest common divisor and least common multiple of integers, non-negative, as PyTorch's: on the
 // magnitudes in the unsigned type (|INT_MIN| has no signed value; it wraps back as PyTorch's does).

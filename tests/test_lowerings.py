@@ -70,3 +70,32 @@ def test_an_op_of_declared_primitives_exports_to_c(compile_c, tmp_path):
     assert result.returncode == 0, result.stderr
     got = np.fromfile(paths[2], np.float32).reshape(2, 4)
     np.testing.assert_allclose(got, (adcuda.special.xlog1py(x, y) + 1.0).numpy(), rtol=1e-5, atol=1e-6)
+
+
+class OneParameterActivations(nn.Module):
+    """The ops whose forward is one primitive of their own (issue 31): each needs its lowerings."""
+
+    def forward(self, x, y):
+        F = adcuda.nn.functional
+        shrunk = F.hardshrink(x, 0.4) + F.softshrink(y, 0.6) + F.celu(x, 0.7)
+        return shrunk + adcuda.heaviside(x, y) + adcuda.frac(y) + adcuda.logit(x.sigmoid())
+
+
+def test_the_one_primitive_activations_export_to_onnx_and_c(compile_c, tmp_path):
+    pytest.importorskip("onnx")
+    onnxruntime = pytest.importorskip("onnxruntime")
+    x, y = _inputs()
+    want = OneParameterActivations()(x, y).numpy()
+    buffer = io.BytesIO()
+    adcuda.onnx.export(OneParameterActivations(), (x, y), buffer, input_names=["x", "y"])
+    session = onnxruntime.InferenceSession(buffer.getvalue(), providers=["CPUExecutionProvider"])
+    (got,) = session.run(None, {"x": x.numpy(), "y": y.numpy()})
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    export = to_c(OneParameterActivations(), (x, y), tmp_path, name="net", runner=True)
+    exe = compile_c([export.source, os.path.join(tmp_path, "net_main.c")], os.path.join(tmp_path, "run"))
+    paths = [os.path.join(tmp_path, name) for name in ("x.bin", "y.bin", "out.bin")]
+    x.numpy().tofile(paths[0])
+    y.numpy().tofile(paths[1])
+    result = subprocess.run([exe, *paths], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    np.testing.assert_allclose(np.fromfile(paths[2], np.float32).reshape(2, 4), want, rtol=1e-5, atol=1e-5)

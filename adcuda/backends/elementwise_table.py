@@ -145,6 +145,11 @@ UNARY = (
     Unary("tanhshrink",  FLOAT,    "_tanhshrink",       "Tanhshrink", half_via_float32=True),
     Unary("logsigmoid",  FLOAT,    "_logsigmoid",       "Logsigmoid", half_via_float32=True),
     Unary("sinc",        FLOAT,    "_sinc",             "Sinc", half_via_float32=True),
+    Unary("frac",        FLOAT,    "_frac",             "Frac", half_via_float32=True),
+    Unary("logit",       FLOAT,    "_logit",            "Logit", half_via_float32=True),
+    # frexp's parts (ops/special.py): the exponent as a value of the input's dtype
+    Unary("frexp_mantissa", FLOAT, "_frexp_mantissa",   "FrexpMantissa", half_via_float32=True),
+    Unary("frexp_exponent", FLOAT, "_frexp_exponent",   "FrexpExponent", half_via_float32=True),
 )
 # fmt: on
 
@@ -184,6 +189,11 @@ FLOAT_BINARY = (
     FloatBinary("fmin",       "np.fmin",        "Fmin"),
     FloatBinary("xlogy",      "_xlogy",         "Xlogy", host=True),
     FloatBinary("remainder",  "_remainder",     "Remainder", host=True, float_only=False),
+    # issue 31: a tensor and one parameter (lambd, alpha) or heaviside's values, one pass each
+    FloatBinary("hardshrink", "_hardshrink",    "Hardshrink", host=True),
+    FloatBinary("softshrink", "_softshrink",    "Softshrink", host=True),
+    FloatBinary("celu",       "_celu",          "Celu", host=True),
+    FloatBinary("heaviside",  "_heaviside",     "Heaviside", host=True),
 )
 # fmt: on
 

@@ -1518,10 +1518,18 @@ def _logit_grad(grad, input, eps):
 def logit(input: Tensor, eps: float | None = None) -> Tensor:
     check_tensor("logit", "input", input)
     x = input if input.dtype.is_floating_point else cast(input, dt.default_float)
-    bk, a, d = primitives(x), x._data, x.dtype
+    bk, a = primitives(x), x._data
     if eps is not None:
         a = bk.clamp(a, eps, 1.0 - eps)
-    return wrap(bk.unary("log", bk.binary("div", a, bk.binary("sub", 1.0, a, d), d)), x._device)
+    return wrap(bk.unary("logit", a), x._device)
+
+
+def _onnx_logit(w, x, dtype, out):
+    one = w.const(1.0, dtype)  # (a unary lowering is given NumPy's dtype)
+    w.emit("Log", [w.emit("Div", [x, w.emit("Sub", [one, x])])], [out])
+
+
+lowering("unary", "logit", onnx=_onnx_logit, c="logf(v / (1.0f - v))")
 
 
 @op(
@@ -1533,8 +1541,16 @@ def logit(input: Tensor, eps: float | None = None) -> Tensor:
     grads={"input": lambda grad: grad},
 )
 def frac(input: Tensor) -> Tensor:
-    bk, x = primitives(input), input._data
-    return wrap(bk.binary("sub", x, bk.unary("trunc", x), input.dtype), input._device)
+    return wrap(primitives(input).unary("frac", input._data), input._device)
+
+
+def _onnx_frac(w, x, dtype, out):
+    # x - trunc(x), ONNX having no Trunc: trunc(x) = sign(x) floor(|x|)
+    whole = w.emit("Mul", [w.emit("Sign", [x]), w.emit("Floor", [w.emit("Abs", [x])])])
+    w.emit("Sub", [x, whole], [out])
+
+
+lowering("unary", "frac", onnx=_onnx_frac, c="(v - truncf(v))")
 
 
 @functools.cache
@@ -1741,7 +1757,16 @@ def celu(input: Tensor, alpha: float = 1.0) -> Tensor:
     check_tensor("celu", "input", input)
     if alpha == 0:
         raise ValueError("celu: ZeroDivisionError, alpha must not be 0")
-    return _elu_forward(input, alpha, 1.0 / alpha)
+    return _with_parameter("celu", input, alpha)
+
+
+def _onnx_celu(w, a, b, dtype, out):
+    x, alpha = w.operand(a, dtype), w.operand(b, dtype)
+    below = w.emit("Mul", [w.emit("Sub", [w.emit("Exp", [w.emit("Div", [x, alpha])]), w.operand(1.0, dtype)]), alpha])
+    w.emit("Where", [w.emit("LessOrEqual", [x, w.operand(0.0, dtype)]), below, x], [out])
+
+
+lowering("binary", "celu", onnx=_onnx_celu, c="(({a}) <= 0.0f ? expm1f(({a}) * (1.0f / ({b}))) * ({b}) : ({a}))")
 
 
 # PyTorch's gradients at the kinks of the piecewise-linear activations (hardtanh, relu6, hardsigmoid,
@@ -1752,9 +1777,14 @@ def _hardtanh_grad(grad, input, min_val, max_val):
     return where(logical_or(le(input, min_val), ge(input, max_val)), 0.0, grad)
 
 
-def _inside(input, lambd):
-    """Whether -lambd <= input <= lambd, for forwards (recording nothing): |input| <= lambd."""
-    return binary("le", unary("abs", input), lambd)
+def _with_parameter(prim, input, value):
+    """Binary primitive ``prim`` of floating tensor ``input`` and the op's parameter ``value`` (a Python
+    number, taken in input's dtype): the one-parameter activations' forward, one call."""
+    if value.__class__ is not float:
+        if value.__class__ is bool or not isinstance(value, (int, float)):
+            raise DTypeError(f"{prim}: expected a number, got {type(value).__name__}")
+        value = float(value)
+    return wrap(primitives(input).binary(prim, input._data, value, input.dtype), input._device)
 
 
 def _shrink_grad(grad, input, lambd):
@@ -1988,15 +2018,26 @@ def heaviside(input: Tensor, values: Tensor) -> Tensor:
     if values.dtype is not input.dtype:
         raise UnsupportedDTypeError(f"heaviside: input ({input.dtype}) and values ({values.dtype}) must have one dtype")
     check_same_device("heaviside", input, values)
-    # over the primitives (PyTorch has no derivative for it: nothing to record)
+    # over the primitives (PyTorch has no derivative for it: nothing to record); one pass for floats
     bk, x, d = primitives(input), input._data, input.dtype
-    step = bk.astype(bk.binary("gt", x, 0, d), d)
     try:
+        if d.is_floating_point:
+            return wrap(bk.binary("heaviside", x, values._data, d), input._device)
+        step = bk.astype(bk.binary("gt", x, 0, d), d)
         return wrap(bk.where(bk.binary("eq", x, 0, d), values._data, step, d), input._device)
     except ValueError:
         raise ShapeError(
             f"heaviside: shapes {fmt_shape(input.shape)} and {fmt_shape(values.shape)} cannot be broadcast"
         ) from None
+
+
+def _onnx_heaviside(w, a, b, dtype, out):
+    x, values, zero = w.operand(a, dtype), w.operand(b, dtype), w.operand(0.0, dtype)
+    step = w.cast(w.emit("Greater", [x, zero]), dtype.numpy)
+    w.emit("Where", [w.emit("Equal", [x, zero]), values, step], [out])
+
+
+lowering("binary", "heaviside", onnx=_onnx_heaviside, c="(({a}) == 0.0f ? ({b}) : (({a}) > 0.0f ? 1.0f : 0.0f))")
 
 
 @op("float_power", doc="input ** exponent computed in float64.", composite=True)
@@ -2029,9 +2070,16 @@ def signbit(input: Tensor) -> Tensor:
 )
 def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     check_tensor("hardshrink", "input", input)
-    bk, x, d = primitives(input), input._data, input.dtype
-    inside = bk.binary("le", bk.unary("abs", x), lambd, d)
-    return wrap(bk.where(inside, 0.0, x, d), input._device)  # (NaN is not inside: it stays, as in PyTorch)
+    return _with_parameter("hardshrink", input, lambd)  # (NaN is not inside: it stays, as in PyTorch)
+
+
+def _onnx_hardshrink(w, a, b, dtype, out):
+    x, lambd = w.operand(a, dtype), w.operand(b, dtype)
+    inside = w.emit("LessOrEqual", [w.emit("Abs", [x]), lambd])
+    w.emit("Where", [inside, w.operand(0.0, dtype), x], [out])
+
+
+lowering("binary", "hardshrink", onnx=_onnx_hardshrink, c="(fabsf({a}) <= ({b}) ? 0.0f : ({a}))")
 
 
 @op(
@@ -2048,10 +2096,25 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     check_tensor("softshrink", "input", input)
     if lambd < 0:
         raise ValueError(f"softshrink: lambda must be greater or equal to 0, got {lambd}")
-    # input - clamp(input, -lambd, lambd): input - lambd above, input + lambd below, 0 between (x - x);
-    # a NaN stays NaN, an infinity infinite, as in PyTorch
-    bk, x = primitives(input), input._data
-    return wrap(bk.binary("sub", x, bk.clamp(x, -lambd, lambd), input.dtype), input._device)
+    # input - lambd above lambd, input + lambd below -lambd, 0 between (x - x); a NaN stays NaN, an
+    # infinity infinite, as in PyTorch
+    return _with_parameter("softshrink", input, lambd)
+
+
+def _onnx_softshrink(w, a, b, dtype, out):
+    x, lambd = w.operand(a, dtype), w.operand(b, dtype)
+    below = w.emit(
+        "Where", [w.emit("Less", [x, w.emit("Neg", [lambd])]), w.emit("Add", [x, lambd]), w.emit("Sub", [x, x])]
+    )
+    w.emit("Where", [w.emit("Greater", [x, lambd]), w.emit("Sub", [x, lambd]), below], [out])
+
+
+lowering(
+    "binary",
+    "softshrink",
+    onnx=_onnx_softshrink,
+    c="(({a}) > ({b}) ? ({a}) - ({b}) : (({a}) < -({b}) ? ({a}) + ({b}) : ({a}) - ({a})))",
+)
 
 
 def _copysign_grad_input(grad, input, result):

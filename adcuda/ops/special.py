@@ -17,6 +17,7 @@ from collections import namedtuple
 from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
+from ..autograd.graph import needs_grad
 from ..errors import DTypeError, UnsupportedError
 from ..tensor import Tensor, primitives
 from .common import as_tensor_operand, cast, float_result_type
@@ -123,12 +124,21 @@ def mvlgamma(input: Tensor, p: int) -> Tensor:
         raise ValueError(f"mvlgamma: p must be a positive integer, got {p!r}")
     if not input.dtype.is_floating_point:  # integers in the default float dtype, as PyTorch computes them
         input = input.to(dtype=dt.get_default_dtype())
-    if bool((input <= (p - 1) / 2).any()):
+    # the domain check and, with nothing to record, the sum over the primitives (each op of it would
+    # pay a dispatch)
+    bk, x, d = primitives(input), input._data, input.dtype
+    if bk.to_numpy(bk.reduce("any", bk.binary("le", x, (p - 1) / 2, d), None, False)).item():
         raise ValueError("All elements must be greater than (p-1)/2")
+    constant = p * (p - 1) / 4 * _LOG_PI
+    if not needs_grad(input):
+        total = bk.unary("lgamma", x)
+        for j in range(1, p):
+            total = bk.binary("add", total, bk.unary("lgamma", bk.binary("sub", x, j / 2, d)), d)
+        return Tensor._make(bk.binary("add", total, constant, d), input._device)
     total = lgamma(input)
     for j in range(1, p):
         total = total + lgamma(input - j / 2)
-    return total + p * (p - 1) / 4 * _LOG_PI
+    return total + constant
 
 
 @op(
@@ -221,24 +231,17 @@ frexp_result = namedtuple("frexp", ["mantissa", "exponent"])
 def frexp(input: Tensor) -> tuple[Tensor, Tensor]:
     if not input.dtype.is_floating_point:
         raise UnsupportedError(f"frexp: only supports floating-point dtypes, got {input.dtype}")
-    # the exponent over the primitives (it has no gradient), in float64, where every float16/32 value is
-    # exact and its log2 nearly so: the power of two at or below |x| is 2^floor(log2 |x|)
-    bk, f64 = primitives(input), dt.float64
-    x = input._data if input.dtype is f64 else bk.astype(input._data, f64)
-    magnitude = bk.unary("abs", x)
-    log2 = bk.unary("log2", magnitude)
-    finite = bk.binary("lt", bk.unary("abs", log2), math.inf, f64)  # (log2 of 0, inf, NaN: -inf, inf, NaN)
-    below = bk.where(finite, bk.unary("floor", log2), 0.0, f64)
-    # log2 may round across an integer next to a power of two: one step puts it right. 2^below is
-    # within float64's range (subnormal at the bottom), |x| / 2^below exact, in [1, 2) once right
-    ratio = bk.binary("div", magnitude, bk.unary("exp2", below), f64)
-    step = bk.binary("sub", bk.binary("ge", ratio, 2.0, f64), bk.binary("lt", ratio, 1.0, f64), f64)
-    below = bk.binary("add", below, step, f64)
-    exponent = bk.astype(bk.where(finite, bk.binary("add", below, 1.0, f64), 0.0, f64), dt.int32)
-    # the mantissa through the ops, for its gradient (grad / 2^exponent): x / 2^below / 2, exact, where
-    # 2^below is within the range of float16, float32 and float64 alike (2^exponent is not: 2^128)
-    power = Tensor._make(bk.astype(bk.unary("exp2", below), input.dtype), input._device)
-    return frexp_result(input / power * 0.5, Tensor._make(exponent, input._device))
+    # the C library's frexp, a unary primitive for each part (the exponent as a value of the input's
+    # dtype, exact in each: at most 11 bits); the exponent has no gradient
+    bk, x, d, device = primitives(input), input._data, input.dtype, input._device
+    exponent = bk.unary("frexp_exponent", x)
+    exponent_int = Tensor._make(bk.astype(exponent, dt.int32), device)
+    if not needs_grad(input):
+        return frexp_result(Tensor._make(bk.unary("frexp_mantissa", x), device), exponent_int)
+    # the mantissa through the ops, for its gradient (grad / 2^exponent): x / 2^(exponent - 1) / 2, exact,
+    # where 2^(exponent - 1) is within the range of the input's dtype (2^exponent is not: 2^128 in float32)
+    power = Tensor._make(bk.unary("exp2", bk.binary("sub", exponent, 1.0, d)), device)
+    return frexp_result(input / power * 0.5, exponent_int)
 
 
 # ------------------------------------------------------------------------------------------------

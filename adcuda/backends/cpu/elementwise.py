@@ -208,6 +208,24 @@ def _sinc(x):
     return np.where(x == 0, 1.0, np.sin(y) / y)
 
 
+def _frac(x):
+    return x - np.trunc(x)
+
+
+def _logit(x):
+    return np.log(x / (1.0 - x))
+
+
+def _frexp_mantissa(x):
+    return np.frexp(x)[0]
+
+
+def _frexp_exponent(x):
+    # 0 at an infinity or NaN, as the C library's frexp (and the functor) give it
+    exponent = np.frexp(x)[1]
+    return np.where(np.isfinite(x), exponent, 0).astype(x.dtype)
+
+
 def _relu(x, out=None, scratch=None):
     return np.maximum(x, _zero(x.dtype), out=out)
 
@@ -481,6 +499,37 @@ def _xlogy(a, b, dtype=None, casting="same_kind"):
     """PyTorch's xlogy: a log(b), 0 where a is 0 (log(0) and log(inf) included) unless b is NaN."""
     product = np.multiply(a, np.log(b, dtype=dtype, casting=casting), dtype=dtype, casting=casting)
     return np.where(np.logical_and(np.equal(a, 0), np.equal(b, b)), 0, product)
+
+
+def _in_dtype(a, b, dtype):
+    """Both operands as arrays of ``dtype`` (the dtype the general path computes in), or as given."""
+    return (a, b) if dtype is None else (np.asarray(a, dtype), np.asarray(b, dtype))
+
+
+# The activations and step functions of a tensor and one parameter (their functors' formulas), for
+# large arrays and float16; ``casting`` is unsafe only where an operand is wider than ``dtype``.
+def _hardshrink(a, b, dtype=None, casting="same_kind"):
+    a, b = _in_dtype(a, b, dtype)
+    return np.where((a >= -b) & (a <= b), 0, a)
+
+
+def _softshrink(a, b, dtype=None, casting="same_kind"):
+    # a moved b towards 0, +0 between (a - a: a NaN kept)
+    a, b = _in_dtype(a, b, dtype)
+    return np.where(a > b, a - b, np.where(a < -b, a + b, a - a))
+
+
+def _celu(a, b, dtype=None, casting="same_kind"):
+    # expm1 of the non-positive part only: no overflow warning where a is large
+    a, b = _in_dtype(a, b, dtype)
+    below = a <= 0
+    return np.where(below, np.expm1(np.where(below, a, 0) * (1 / b)) * b, a)
+
+
+def _heaviside(a, b, dtype=None, casting="same_kind"):
+    # 0 at NaN, as PyTorch's (NumPy's heaviside gives NaN)
+    a, b = _in_dtype(a, b, dtype)
+    return np.where(a == 0, b, (a > 0).astype(a.dtype))
 
 
 BINARY_OPS: dict[str, Callable[..., Any]] = {
