@@ -464,6 +464,16 @@ struct Celu {
     return x <= C(0) ? expm1_(x * (C(1) / alpha)) * alpha : x;
   }
 };
+// prelu(x, weight): x where positive, weight x elsewhere (NaN stays). nan_to_num(x, bound): NaN to 0, x
+// clamped to [-bound, bound] (the largest finite value of the tensor's dtype: the infinities to it).
+struct Prelu {
+  template <typename C> ADCUDA_HD C operator()(C x, C weight) const { return x > C(0) ? x : weight * x; }
+};
+struct NanToNum {
+  template <typename C> ADCUDA_HD C operator()(C x, C bound) const {
+    return x != x ? C(0) : (x > bound ? bound : (x < -bound ? -bound : x));
+  }
+};
 struct Heaviside {
   template <typename C> ADCUDA_HD C operator()(C x, C v) const { return x == C(0) ? v : (x > C(0) ? C(1) : C(0)); }
 };

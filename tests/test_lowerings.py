@@ -78,7 +78,8 @@ class OneParameterActivations(nn.Module):
     def forward(self, x, y):
         F = adcuda.nn.functional
         shrunk = F.hardshrink(x, 0.4) + F.softshrink(y, 0.6) + F.celu(x, 0.7)
-        return shrunk + adcuda.heaviside(x, y) + adcuda.frac(y) + adcuda.logit(x.sigmoid())
+        stepped = adcuda.heaviside(x, y) + adcuda.frac(y) + adcuda.logit(x.sigmoid())
+        return shrunk + stepped + F.prelu(x, adcuda.tensor([0.3])) + adcuda.nan_to_num(y / x)
 
 
 def test_the_one_primitive_activations_export_to_onnx_and_c(compile_c, tmp_path):

@@ -183,7 +183,7 @@ FLOAT_BINARY = (
     FloatBinary("logaddexp",  "np.logaddexp",   "LogAddExp", host=True),
     FloatBinary("logaddexp2", "np.logaddexp2",  "LogAddExp2", host=True),
     FloatBinary("hypot",      "np.hypot",       "Hypot", host=True),
-    FloatBinary("atan2",      "np.arctan2",     "Atan2", host=True),
+    FloatBinary("atan2",      "np.arctan2",     "Atan2"),  # (NumPy 2.x: SIMD, faster than the host loop)
     FloatBinary("copysign",   "np.copysign",    "Copysign"),
     FloatBinary("fmax",       "np.fmax",        "Fmax"),
     FloatBinary("fmin",       "np.fmin",        "Fmin"),
@@ -194,6 +194,8 @@ FLOAT_BINARY = (
     FloatBinary("softshrink", "_softshrink",    "Softshrink", host=True),
     FloatBinary("celu",       "_celu",          "Celu", host=True),
     FloatBinary("heaviside",  "_heaviside",     "Heaviside", host=True),
+    FloatBinary("prelu",      "_prelu",         "Prelu", host=True),
+    FloatBinary("nan_to_num", "_nan_to_num",    "NanToNum", host=True),
 )
 # fmt: on
 

@@ -15,6 +15,7 @@ import typing
 from typing import TYPE_CHECKING, overload
 
 from .. import dtypes as dt
+from ..autograd.graph import needs_grad
 from ..errors import AdcudaError, DTypeError, ShapeError, UnsupportedDTypeError, adapt_error, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import (
@@ -512,10 +513,30 @@ lowering("binary", "hypot", onnx=_onnx_hypot)
 def _floating_only(name, input, other):
     """The promoted dtype of an op PyTorch defines for floating point results only (logaddexp of two
     integer tensors raises there: it is not computed in float32)."""
+    dtype = _same_floating_dtype(input, other)
+    if dtype is not None:
+        return dtype
     dtype = result_type(*(x for x in (input, other) if x.__class__ is Tensor or isinstance(x, (bool, int, float))))
     if dtype is None or not dtype.is_floating_point:
         raise UnsupportedDTypeError(f"{name}: not implemented for {dtype} operands (it takes floating point ones)")
     return dtype
+
+
+def _same_floating_dtype(input, other):
+    """The floating dtype of two tensors of that one dtype (their common call, whose promotion is
+    theirs: the loops of ``result_type`` cost a microsecond), else None."""
+    if input.__class__ is Tensor and other.__class__ is Tensor:
+        d = input._data.dtype
+        if d is other._data.dtype:
+            d = input.dtype
+            if d.is_floating_point:
+                return d
+    return None
+
+
+def _float_dtype(input, other):
+    """``float_result_type(input, other)``, at once for two tensors of one floating dtype."""
+    return _same_floating_dtype(input, other) or float_result_type(input, other)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1572,11 +1593,25 @@ def nan_to_num(input: Tensor, nan: float = 0.0, posinf: float | None = None, neg
         return wrap(bk.astype(x, d), input._device)  # a copy
     limit = _largest_finite(d)
     if posinf is None and neginf is None:
-        # the infinities become the largest finite values: a clamp to them (NaN is replaced after)
+        # the infinities become the largest finite values: a clamp to them (NaN is replaced after); the
+        # default NaN (+0.0) in the same pass
+        if nan == 0 and math.copysign(1.0, nan) == 1.0:
+            return wrap(bk.binary("nan_to_num", x, float(limit), d), input._device)
         return wrap(bk.where(bk.binary("ne", x, x, d), nan, bk.clamp(x, -limit, limit), d), input._device)
     out = bk.where(bk.binary("ne", x, x, d), nan, x, d)
     out = bk.where(bk.binary("eq", x, math.inf, d), limit if posinf is None else posinf, out, d)
     return wrap(bk.where(bk.binary("eq", x, -math.inf, d), -limit if neginf is None else neginf, out, d), input._device)
+
+
+def _onnx_nan_to_num(w, a, b, dtype, out):
+    x, bound = w.operand(a, dtype), w.operand(b, dtype)
+    clamped = w.emit("Clip", [x, w.emit("Neg", [bound]), bound])
+    w.emit("Where", [w.emit("IsNaN", [x]), w.operand(0.0, dtype), clamped], [out])
+
+
+lowering(
+    "binary", "nan_to_num", onnx=_onnx_nan_to_num, c="(({a}) != ({a}) ? 0.0f : fminf(fmaxf(({a}), -({b})), ({b})))"
+)
 
 
 def _check_pointwise(name, *tensors):
@@ -1963,8 +1998,11 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:
     bk, d = primitives(input), input.dtype
     if n > 1 and ndim > 2:  # one weight per channel (dim 1), broadcast over the dims after it
         w = bk.view(bk.contiguous(w), (n,) + (1,) * (ndim - 2))
-    # (a NaN stays NaN: it is not > 0, and NaN * weight is NaN)
-    return wrap(bk.where(bk.binary("gt", x, 0.0, d), x, bk.binary("mul", x, w, d), d), dev)
+    # one pass (a NaN stays NaN: it is not > 0, and NaN * weight is NaN)
+    return wrap(bk.binary("prelu", x, w, d), dev)
+
+
+lowering("binary", "prelu", onnx="PRelu", c="(({a}) > 0.0f ? ({a}) : ({b}) * ({a}))")
 
 
 def _tensor_pair(name, input, other):
@@ -2008,7 +2046,7 @@ def _xlogy_grad_input(grad, input, other):
 )
 def xlogy(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     x, y = _tensor_pair("xlogy", input, other)
-    return binary("xlogy", x, y, dtype=float_result_type(x, y), name="xlogy")
+    return binary("xlogy", x, y, dtype=_float_dtype(x, y), name="xlogy")
 
 
 @op("heaviside", doc="0 where input < 0, values where input == 0, 1 where input > 0.", composite=True, inplace=True)
@@ -2043,8 +2081,10 @@ lowering("binary", "heaviside", onnx=_onnx_heaviside, c="(({a}) == 0.0f ? ({b}) 
 @op("float_power", doc="input ** exponent computed in float64.", composite=True)
 def float_power(input: Tensor | Number, exponent: Tensor | Number) -> Tensor:
     if input.__class__ is Tensor and exponent.__class__ in (int, float):
-        # a Python exponent stays one: pow of a float64 tensor by it is float64 (no tensor to make of it)
-        return pow(input.to(dtype=dt.float64), float(exponent))
+        # a Python exponent stays one: pow of a float64 tensor by it is float64 (no tensor to make of it);
+        # the cast through the op only where it records (its gradient goes back to input's dtype)
+        x = input.to(dtype=dt.float64) if needs_grad(input) else cast(input, dt.float64)
+        return pow(x, float(exponent))
     x, y = _tensor_pair("float_power", input, exponent)
     return pow(x.to(dtype=dt.float64), y.to(dtype=dt.float64))
 
@@ -2132,7 +2172,7 @@ def _copysign_grad_input(grad, input, result):
 )
 def copysign(input: Tensor, other: Tensor | Number) -> Tensor:
     check_tensor("copysign", "input", input)
-    return binary("copysign", input, other, dtype=float_result_type(input, other), name="copysign")
+    return binary("copysign", input, other, dtype=_float_dtype(input, other), name="copysign")
 
 
 def _takes_input(name, input, other):

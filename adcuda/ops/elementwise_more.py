@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING
 from .. import dtypes as dt
 from ..errors import DTypeError, UnsupportedError
 from ..tensor import Tensor
-from .common import check_tensor, float_result_type, result_type
+from .common import check_tensor, result_type
 from .dtype_support import NUMBERS
 from .elementwise import (
     _classify,
+    _float_dtype,
     _float_unary,
     binary,
     eq,
@@ -142,7 +143,7 @@ def _atan2_scale(input, other):
 def atan2(input: Tensor, other: Tensor) -> Tensor:
     check_tensor("atan2", "input", input)
     check_tensor("atan2", "other", other)
-    return binary("atan2", input, other, dtype=float_result_type(input, other), name="atan2")
+    return binary("atan2", input, other, dtype=_float_dtype(input, other), name="atan2")
 
 
 @op(
@@ -160,7 +161,7 @@ def logaddexp2(input: Tensor, other: Tensor) -> Tensor:
     if not (input.dtype.is_floating_point or other.dtype.is_floating_point):
         # PyTorch has no integer logaddexp2 (rather than computing it in float32, as logaddexp does)
         raise UnsupportedError(f"logaddexp2: not implemented for {input.dtype} and {other.dtype} operands")
-    return binary("logaddexp2", input, other, dtype=float_result_type(input, other), name="logaddexp2")
+    return binary("logaddexp2", input, other, dtype=_float_dtype(input, other), name="logaddexp2")
 
 
 def _integer_binary(name, input, other):

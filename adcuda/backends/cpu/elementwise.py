@@ -532,6 +532,17 @@ def _heaviside(a, b, dtype=None, casting="same_kind"):
     return np.where(a == 0, b, (a > 0).astype(a.dtype))
 
 
+def _prelu(a, b, dtype=None, casting="same_kind"):
+    a, b = _in_dtype(a, b, dtype)
+    return np.where(a > 0, a, b * a)
+
+
+def _nan_to_num(a, b, dtype=None, casting="same_kind"):
+    # NaN to 0, the rest clamped to [-b, b] (b the dtype's largest finite value: the infinities to it)
+    a, b = _in_dtype(a, b, dtype)
+    return np.where(a != a, 0, np.where(a > b, b, np.where(a < -b, -b, a)))
+
+
 BINARY_OPS: dict[str, Callable[..., Any]] = {
     "add": np.add,
     "sub": np.subtract,
@@ -559,8 +570,9 @@ BINARY_OPS: dict[str, Callable[..., Any]] = {
     **{op.name: _formula(op.cpu) for op in FLOAT_BINARY},
 }
 # Small float32/float64 operands of the binary ops whose NumPy formula is several passes (remainder,
-# xlogy) or a scalar loop slower than the functor's (logaddexp, logaddexp2, hypot, atan2) go to the host
-# module's loop over their CUDA functor (kernels/host/elementwise.cpp), as the unary ones do.
+# xlogy, the one-parameter activations) or a loop no faster than the functor's (logaddexp, logaddexp2,
+# hypot) go to the host module's loop over their CUDA functor (kernels/host/elementwise.cpp), as the
+# unary ones do.
 _HOST_BINARY_INDEX = {name: i for i, name in enumerate(_C.host_binary_names() if _C is not None else ())}
 _BOOL_RESULT = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor"}
 
