@@ -215,7 +215,7 @@ struct FrexpExponent {
 // The gamma family and erfinv: computed in double whatever C is, with the CPU backend's algorithm
 // (adcuda/backends/cpu/_special.py), so both backends agree to their math libraries' last bits. The
 // recurrences shift x up to 10, where the asymptotic series (to x^-14, x^-15) reach double rounding;
-// negative arguments are reflected; erfinv polishes Winitzki's closed form with three Halley steps.
+// negative arguments are reflected; erfinv polishes Winitzki's closed form with two Halley steps.
 namespace special {
 constexpr double kPi = 3.14159265358979323846;
 constexpr double kShiftTo = 10.0;
@@ -303,7 +303,7 @@ ADCUDA_HD double erfinv(double z) {
   const double log_term = ::log1p(-z * z);
   const double first = 2.0 / (kPi * a) + 0.5 * log_term;
   double y = ::copysign(::sqrt(::sqrt(first * first - log_term / a) - first), z);
-  for (int step = 0; step < 3; ++step) {
+  for (int step = 0; step < 2; ++step) {  // (_special.py's _HALLEY_STEPS)
     const double f = ::erf(y) - z;
     const double slope = 1.1283791670955126 * ::exp(-y * y);  // 2 / sqrt(pi) exp(-y^2)
     y = y - f / (slope + y * f);

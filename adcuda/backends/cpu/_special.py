@@ -137,10 +137,12 @@ def trigamma_reference(x):
 
 _erf64 = np.vectorize(math.erf, otypes=[np.float64])
 
-# Winitzki's closed form for erfinv (about 2e-3 relative error) is the first guess; three Halley steps
-# on erf(y) - z (cubic convergence) take it to float64 rounding.
+# Winitzki's closed form for erfinv (about 2e-3 relative error) is the first guess; two Halley steps
+# on erf(y) - z (cubic convergence: 1e-9, then below float64 rounding) take it to float64 rounding (a
+# third changed no float32 result and float64 ones by 7e-15 at most, near +-1, where erf's slope
+# vanishes: it was a third of the functor's time).
 _WINITZKI_A = 0.147
-_HALLEY_STEPS = 3
+_HALLEY_STEPS = 2
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 
