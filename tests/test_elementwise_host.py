@@ -101,6 +101,15 @@ def test_small_binary_operands_take_the_host_path(monkeypatch):
     cpu.binary("xlogy", small, small, dt.float32)
     cpu.binary("xlogy", small, 2.0, dt.float32)
     np.testing.assert_array_equal(cpu.binary("xlogy", large, large, dt.float32), 0)
-    cpu.binary("xlogy", small, small[:1], dt.float32)  # broadcast: NumPy's
+    cpu.binary("xlogy", small, small[:1], dt.float32)  # one value (prelu's one weight): the loop's scalar
+    cpu.binary("xlogy", small.reshape(2, -1), small[:2].reshape(2, 1), dt.float32)  # broadcast: NumPy's
+    cpu.binary("xlogy", small[:1], small.reshape(2, -1), dt.float32)  # (a broadcast of the first: NumPy's)
     cpu.binary("add", small, small, dt.float32)  # one SIMD ufunc: NumPy's
-    assert calls == [cpu._HOST_MAX, cpu._HOST_MAX]
+    assert calls == [cpu._HOST_MAX, cpu._HOST_MAX, cpu._HOST_MAX]
+
+
+def test_one_broadcast_value_gives_numpy_s_result():
+    a = np.linspace(-3, 3, 12, dtype=np.float32).reshape(3, 4)
+    weight = np.array([0.25], np.float32)
+    np.testing.assert_array_equal(cpu.binary("prelu", a, weight, dt.float32), np.where(a > 0, a, 0.25 * a))
+    assert cpu.binary("prelu", a, weight, dt.float32).shape == (3, 4)
