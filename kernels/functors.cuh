@@ -474,6 +474,15 @@ struct NanToNum {
     return x != x ? C(0) : (x > bound ? bound : (x < -bound ? -bound : x));
   }
 };
+// The Kaiser window at ratio r (a position's offset from the middle over half the width, in [-1, 1]):
+// i0(beta sqrt(1 - r^2)) / i0(beta), 1 - r^2 taken as 0 where rounding made it negative (NaN kept).
+struct KaiserWindow {
+  template <typename C> ADCUDA_HD C operator()(C ratio, C beta) const {
+    const C inside = C(1) - ratio * ratio;
+    const I0 i0;
+    return i0(beta * sqrt_(inside < C(0) ? C(0) : inside)) / i0(beta);
+  }
+};
 struct Heaviside {
   template <typename C> ADCUDA_HD C operator()(C x, C v) const { return x == C(0) ? v : (x > C(0) ? C(1) : C(0)); }
 };

@@ -196,6 +196,7 @@ FLOAT_BINARY = (
     FloatBinary("heaviside",  "_heaviside",     "Heaviside", host=True),
     FloatBinary("prelu",      "_prelu",         "Prelu", host=True),
     FloatBinary("nan_to_num", "_nan_to_num",    "NanToNum", host=True),
+    FloatBinary("kaiser_window", "_kaiser_window", "KaiserWindow", host=True),
 )
 # fmt: on
 

@@ -543,6 +543,13 @@ def _nan_to_num(a, b, dtype=None, casting="same_kind"):
     return np.where(a != a, 0, np.where(a > b, b, np.where(a < -b, -b, a)))
 
 
+def _kaiser_window(a, b, dtype=None, casting="same_kind"):
+    # i0(b sqrt(1 - a^2)) / i0(b) of the ratios a (1 - a^2 at least 0), each i0 rounded to a's dtype
+    a, b = _in_dtype(a, b, dtype)
+    peak = np.asarray(_special.i0(b), a.dtype)
+    return np.asarray(_special.i0(b * np.sqrt(np.maximum(1 - a * a, 0))), a.dtype) / peak
+
+
 BINARY_OPS: dict[str, Callable[..., Any]] = {
     "add": np.add,
     "sub": np.subtract,
