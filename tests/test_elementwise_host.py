@@ -104,3 +104,117 @@ def test_small_binary_operands_take_the_host_path(monkeypatch):
     cpu.binary("xlogy", small, small[:1], dt.float32)  # broadcast: NumPy's
     cpu.binary("add", small, small, dt.float32)  # one SIMD ufunc: NumPy's
     assert calls == [cpu._HOST_MAX, cpu._HOST_MAX]
+
+
+# gelu_tanh's AVX2 loops (kernels/host/elementwise_avx2.cpp), which the CPU backend takes for row-major
+# float32 arrays where the CPU has AVX2 and FMA; the NumPy formulas are the reference and the path elsewhere
+_avx2 = pytest.mark.skipif(not cpu._GELU_TANH_AVX2, reason="no AVX2 and FMA on this CPU")
+
+
+def _gelu_inputs():
+    """The special values, then normal draws: 1003 values, so the loops' tail of fewer than eight lanes too."""
+    rng = np.random.default_rng(0)
+    x = np.concatenate([np.array(_VALUES[:-3], np.float32), rng.standard_normal(1003 - len(_VALUES) + 3) * 4])
+    return x.astype(np.float32), rng.standard_normal(1003).astype(np.float32)
+
+
+def _numpy_gelu_tanh(monkeypatch, x, g=None, inner=None):
+    monkeypatch.setattr(cpu, "_GELU_TANH_AVX2", False)
+    try:
+        with np.errstate(all="ignore"):  # (NumPy's passes over inf and NaN warn)
+            if g is None:
+                return cpu._gelu_tanh(x, out=np.empty_like(x), inner=inner)
+            return cpu._gelu_tanh_backward(x, None, g, out=np.empty_like(x), inner=inner)
+    finally:
+        monkeypatch.undo()
+
+
+@_avx2
+def test_avx2_gelu_tanh_matches_the_numpy_formula(monkeypatch):
+    x, g = _gelu_inputs()
+    eps = np.finfo(np.float32).eps
+    forward = cpu._gelu_tanh(x)
+    reference = _numpy_gelu_tanh(monkeypatch, x)
+    # 0.5 x (1 + tanh u): tanh's last bits near -1, of x's size, are what may differ
+    assert np.all(np.abs(forward - reference) <= 4 * eps * np.maximum(np.abs(x), np.abs(reference)))
+    backward = cpu._gelu_tanh_backward(x, None, g)
+    reference = _numpy_gelu_tanh(monkeypatch, x, g)
+    assert np.all(np.abs(backward - reference) <= 8 * eps * np.abs(g) * np.maximum(np.abs(x), 1))
+    assert forward.dtype == backward.dtype == np.float32 and forward.shape == backward.shape == x.shape
+    big = np.array([np.inf, -np.inf, np.nan, 1e4, -1e4, 90.0, -90.0], np.float32)
+    for got, want in (
+        (cpu._gelu_tanh(big), _numpy_gelu_tanh(monkeypatch, big)),
+        (cpu._gelu_tanh_backward(big, None, np.ones_like(big)), _numpy_gelu_tanh(monkeypatch, big, np.ones_like(big))),
+    ):
+        with np.errstate(invalid="ignore"):
+            np.testing.assert_allclose(got, want, rtol=4 * eps, atol=0, equal_nan=True)
+
+
+@_avx2
+def test_avx2_gelu_tanh_keeps_the_numpy_formula_s_tanh_argument(monkeypatch):
+    """What the forward keeps in ``inner`` is the NumPy path's, bit for bit (the same products in the same
+    order, no fused multiply-add), so either path's backward may read the other's; a backward given it
+    equals one that computes it."""
+    x, g = _gelu_inputs()
+    kept, numpy_kept = np.empty_like(x), np.empty_like(x)
+    y = np.empty_like(x)
+    cpu._gelu_tanh(x, out=y, inner=kept)
+    _numpy_gelu_tanh(monkeypatch, x, inner=numpy_kept)
+    np.testing.assert_array_equal(kept, numpy_kept)
+    np.testing.assert_array_equal(y, cpu._gelu_tanh(x))
+    np.testing.assert_array_equal(
+        cpu._gelu_tanh_backward(x, None, g, out=np.empty_like(x), inner=kept), cpu._gelu_tanh_backward(x, None, g)
+    )
+    in_place = x.copy()
+    np.testing.assert_array_equal(cpu._gelu_tanh(in_place, out=in_place), y)
+
+
+@_avx2
+def test_avx2_gelu_tanh_is_taken_for_row_major_float32_only(monkeypatch):
+    calls = []
+    real = _C.host_gelu_tanh
+    monkeypatch.setattr(
+        cpu,
+        "_C",
+        type("Spy", (), {"host_gelu_tanh": lambda x, out, inner: calls.append(x.dtype) or real(x, out, inner)}),
+    )
+    x = np.linspace(-3, 3, 64, dtype=np.float32).reshape(8, 8)
+    cpu.unary("gelu_tanh", x)
+    cpu.unary("gelu_tanh", x.astype(np.float64))  # NumPy's
+    cpu.unary("gelu_tanh", x.T)  # strided: NumPy's
+    assert calls == [np.float32]
+
+
+def test_host_gelu_tanh_checks_its_arrays():
+    if not _C.host_has_avx2():
+        with pytest.raises(RuntimeError, match="no AVX2"):
+            _C.host_gelu_tanh(np.ones(3, np.float32), np.ones(3, np.float32))
+        return
+    with pytest.raises(ValueError, match="size"):
+        _C.host_gelu_tanh(np.ones(3, np.float32), np.ones(4, np.float32))
+    with pytest.raises(ValueError, match="size"):
+        _C.host_gelu_tanh_backward(
+            np.ones(3, np.float32), np.ones(3, np.float32), np.ones(3, np.float32), np.ones(2, np.float32)
+        )
+    with pytest.raises(TypeError):
+        _C.host_gelu_tanh(np.ones(3, np.float64), np.ones(3, np.float32))
+    with pytest.raises(TypeError, match="inner"):
+        _C.host_gelu_tanh(np.ones(3, np.float32), np.ones(3, np.float32), np.ones(3, np.float64))
+
+
+@pytest.mark.parametrize("avx2", [True, False] if cpu._GELU_TANH_AVX2 else [False])
+def test_gelu_tanh_on_each_path_gives_pytorch_s_values(monkeypatch, avx2):
+    torch = pytest.importorskip("torch")
+    import adcuda
+
+    monkeypatch.setattr(cpu, "_GELU_TANH_AVX2", avx2)
+    x, g = _gelu_inputs()
+    ours = adcuda.tensor(x, requires_grad=True)
+    theirs = torch.tensor(x, requires_grad=True)
+    y = adcuda.nn.functional.gelu(ours, approximate="tanh")
+    expected = torch.nn.functional.gelu(theirs, approximate="tanh")
+    y.backward(adcuda.tensor(g))
+    expected.backward(torch.tensor(g))
+    np.testing.assert_allclose(y.detach().numpy(), expected.detach().numpy(), rtol=1e-6, atol=1e-6)
+    # (PyTorch's 1 - tanh^2 cancels where the slope is near 0: a few ulp of 1 either way)
+    np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-5, atol=1e-5)

@@ -222,7 +222,23 @@ def _gelu_tanh_inner(x, u):
     return u
 
 
+# gelu_tanh of float32 arrays on a CPU with AVX2 and FMA: the host module's loops over the CUDA functors'
+# formula (kernels/host/elementwise_avx2.cpp), one pass where NumPy makes nine forward and fifteen backward
+# (2.5 and 4 times faster on the GPT step's 32x64x384 activations); the NumPy formulas below elsewhere,
+# and the reference those loops are tested against. Chosen at import, from what the CPU says it has.
+_GELU_TANH_AVX2 = _C is not None and _C.host_has_avx2()
+
+
+def _row_major_f32(*arrays):
+    """Whether every array (None aside) is a row-major float32 ndarray: what the AVX2 loops take."""
+    return all(a is None or (a.__class__ is np.ndarray and a.dtype is _F32 and a.flags.c_contiguous) for a in arrays)
+
+
 def _gelu_tanh(x, out=None, scratch=None, inner=None):
+    if _GELU_TANH_AVX2 and _row_major_f32(x, out, inner):
+        y = np.empty(x.shape, _F32) if out is None else out
+        _C.host_gelu_tanh(x, y, inner)
+        return y
     # 0.5 x (1 + tanh(c (x + 0.044715 x^3))), rounded as written, in one scratch array and the result
     # (``out`` may be ``x``: x is read for the last time before it is written); with ``inner``, the
     # tanh's argument is kept there for the backward
@@ -367,6 +383,10 @@ def _relu_backward(x, y, g, out=None, scratch=None):
 
 
 def _gelu_tanh_backward(x, y, g, out=None, scratch=None, inner=None):
+    if _GELU_TANH_AVX2 and np.shape(g) == x.shape and _row_major_f32(x, g, out, inner):
+        result = np.empty(x.shape, _F32) if out is None else out
+        _C.host_gelu_tanh_backward(x, g, result, inner)
+        return result
     grad = _gelu_tanh_grad(x, scratch or _fresh, inner)
     return _times_(grad, g) if out is None else np.multiply(g, grad, out=out)
 
