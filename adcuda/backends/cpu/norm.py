@@ -49,18 +49,19 @@ def _native_normalize(x, weight, bias, rows, groups, spread, eps):
     return _NATIVE.cpu_normalize(x, weight, bias, rows, groups, spread, eps)
 
 
-# Layer norm over arrays bigger than that: the host module's row loops (kernels/host/layer_norm.cpp), one
-# read of x per statistic where NumPy makes seven passes forward and a dozen backward (a transformer's
-# activations: 2048 rows of 96, a quarter of NumPy's time); None without the host module.
+# Layer norm's forward over arrays bigger than that, and its backward over any: the host module's row loops
+# (kernels/host/layer_norm.cpp), one read of x per statistic where NumPy makes seven passes forward and a
+# dozen backward; None without the host module.
 _LAYER_NORM = _native._C if hasattr(_native._C, "cpu_layer_norm") else None
 
 
-def _native_layer_norm(*arrays):
+def _native_layer_norm(*arrays, smallest=_NATIVE_MAX + 1):
     """The host module where it serves these arrays (None aside: all C-contiguous, of x's dtype, float32 or
-    float64, x the first and bigger than _NATIVE_MAX), else None: for given arrays always the same answer,
-    so that a captured program's replay takes the path its eager run took."""
+    float64, x the first and of ``smallest`` elements or more: the forward leaves small arrays to
+    ``_native_normalize``; the backward has no other loop), else None: for given arrays always the same
+    answer, so that a captured program's replay takes the path its eager run took."""
     x = arrays[0]
-    if _LAYER_NORM is None or not (x.dtype == _F32 or x.dtype == _F64) or x.size <= _NATIVE_MAX:
+    if _LAYER_NORM is None or not (x.dtype == _F32 or x.dtype == _F64) or x.size < smallest:
         return None
     for a in arrays:
         if a is not None and (a.__class__ is not np.ndarray or a.dtype != x.dtype or not a.flags.c_contiguous):
@@ -130,7 +131,7 @@ def layer_norm_backward(
     normalised x the forward kept (its ``xhat``) for this x, mean and rstd, read instead of computed."""
     declared.layer_norm_backward(g, x, weight, mean, rstd, n)
     count = math.prod(x.shape[x.ndim - n :])
-    large = _native_layer_norm(x, g, weight, mean, rstd, xhat) if count else None
+    large = _native_layer_norm(x, g, weight, mean, rstd, xhat, smallest=1) if count else None
     if large is not None:
         dx, dweight, dbias = large.cpu_layer_norm_backward(g, x, weight, mean, rstd, x.size // count, xhat)
         normalised = x.shape[x.ndim - n :]
