@@ -38,11 +38,11 @@ C = float(np.sqrt(2.0 / np.pi))  # a Python float, as in the primitive: float32 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # inf and NaN on purpose, NumPy called directly
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("shape", SHAPES + [()])
-@pytest.mark.parametrize("avx2", [False, True] if cpu_elementwise._GELU_TANH_AVX2 else [False])
+@pytest.mark.parametrize("avx2", [False, True] if cpu_elementwise._GELU_AVX2 else [False])
 def test_gelu_tanh_and_relu_write_into_out_as_they_compute_alone(monkeypatch, shape, dtype, avx2):
     """On each path gelu_tanh has here: NumPy's formulas, and float32's AVX2 loops (their values are
     tests/test_elementwise_host.py's; here, that out= and in-place calls give the call's own bytes)."""
-    monkeypatch.setattr(cpu_elementwise, "_GELU_TANH_AVX2", avx2)
+    monkeypatch.setattr(cpu_elementwise, "_GELU_AVX2", avx2)
     x, g = _values(shape, dtype), _values(shape, dtype, seed=1)
     # the formulas as written, one temporary per operation: the in-place chains round the same
     written = 0.5 * x * (1.0 + np.tanh(C * (x + 0.044715 * x * x * x)))
@@ -190,11 +190,11 @@ def test_gelu_tanh_forward_and_backward_replay_the_primitive_into_buffers():
 
 
 @pytest.mark.parametrize("dtype", [adcuda.float32, adcuda.float64])
-@pytest.mark.parametrize("avx2", [False, True] if cpu_elementwise._GELU_TANH_AVX2 else [False])
+@pytest.mark.parametrize("avx2", [False, True] if cpu_elementwise._GELU_AVX2 else [False])
 def test_gelu_tanh_over_arrays_bigger_than_a_chunk_runs_in_chunks_bit_for_bit(monkeypatch, dtype, avx2):
     # 64 bytes a chunk: the 5x9 arrays in chunks of 16 float32 (8 float64) elements and a shorter rest
     monkeypatch.setattr(program_module, "CHUNK_BYTES", 64)
-    monkeypatch.setattr(cpu_elementwise, "_GELU_TANH_AVX2", avx2)
+    monkeypatch.setattr(cpu_elementwise, "_GELU_AVX2", avx2)
     w = adcuda.randn(6, 9, dtype=dtype, requires_grad=True)
 
     def f(x):

@@ -1,4 +1,5 @@
-"""The host module's layer norm and group norm forwards (kernels/host/norm.cpp) against the CPU
+"""The host module's layer norm forward and backward (kernels/host/layer_norm.cpp) and group norm forward
+(kernels/host/norm.cpp) against the CPU
 backend's NumPy path, their reference: with and without weight and bias, one or several normalised
 dims, groups over channels and spatial dims, constant rows and a NaN."""
 
@@ -11,6 +12,17 @@ from adcuda.backends.cpu import norm as cpu_norm
 
 def _both(monkeypatch, fn, *args):
     return native_and_numpy(monkeypatch, cpu_norm, fn, *args)
+
+
+def _layer_norm_both(monkeypatch, fn, *args, **kwargs):
+    """``fn`` on the host module's layer norm (kernels/host/layer_norm.cpp), then on NumPy's path."""
+    assert cpu_norm._LAYER_NORM is not None, "the host module was built without cpu_layer_norm"
+    native = fn(*args, **kwargs)
+    with monkeypatch.context() as m:
+        m.setattr(cpu_norm, "_LAYER_NORM", None)
+        m.setattr(cpu_norm, "_NATIVE", None)
+        reference = fn(*args, **kwargs)
+    return native, reference
 
 
 def _assert_close(native, reference, dtype):
@@ -34,7 +46,7 @@ def test_layer_norm_matches_numpy(monkeypatch, dtype, affine, shape, n):
     rng = np.random.default_rng(1)
     weight = rng.standard_normal(shape[len(shape) - n :]).astype(dtype) if affine else None
     bias = rng.standard_normal(shape[len(shape) - n :]).astype(dtype) if affine else None
-    _assert_close(*_both(monkeypatch, cpu_norm.layer_norm, x, weight, bias, n, 1e-5), dtype)
+    _assert_close(*_layer_norm_both(monkeypatch, cpu_norm.layer_norm, x, weight, bias, n, 1e-5), dtype)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -48,31 +60,18 @@ def test_group_norm_matches_numpy(monkeypatch, dtype, affine, shape, groups):
     _assert_close(*_both(monkeypatch, cpu_norm.group_norm, x, weight, bias, groups, 1e-5), dtype)
 
 
-def _large_layer_norm_both(monkeypatch, fn, *args, **kwargs):
-    """``fn`` on the host module's large-array layer norm (kernels/host/layer_norm.cpp), then on NumPy's path."""
-    assert cpu_norm._LAYER_NORM is not None, "the host module was built without cpu_layer_norm"
-    native = fn(*args, **kwargs)
-    with monkeypatch.context() as m:
-        m.setattr(cpu_norm, "_LAYER_NORM", None)
-        m.setattr(cpu_norm, "_NATIVE", None)
-        reference = fn(*args, **kwargs)
-    return native, reference
-
-
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("affine", [False, True])
 @pytest.mark.parametrize("keep", [False, True])
 @pytest.mark.parametrize("shape, n", [((171, 97), 1), ((3, 61, 2, 47), 2), ((6, 5), 1)])
-def test_large_layer_norm_forward_and_backward_match_numpy(monkeypatch, dtype, affine, keep, shape, n):
-    """Past _NATIVE_MAX elements, forward and backward; the small (6, 5): the backward (the forward is
-    norm.cpp's small-array loop)."""
+def test_layer_norm_host_forward_and_backward_match_numpy(monkeypatch, dtype, affine, keep, shape, n):
     x = _input(dtype, shape)
     rng = np.random.default_rng(3)
     normalised = shape[len(shape) - n :]
     weight = rng.standard_normal(normalised).astype(dtype) if affine else None
     bias = rng.standard_normal(normalised).astype(dtype) if affine else None
     kept = [np.empty_like(x), np.empty_like(x)] if keep else [None, None]
-    native, reference = _large_layer_norm_both(
+    native, reference = _layer_norm_both(
         monkeypatch, lambda: cpu_norm.layer_norm(x, weight, bias, n, 1e-5, xhat=kept.pop(0) if keep else None)
     )
     _assert_close(native, reference, dtype)
@@ -82,7 +81,7 @@ def test_large_layer_norm_forward_and_backward_match_numpy(monkeypatch, dtype, a
     xhat = None
     if keep:  # what the forward kept: (x - mean) * rstd, as the NumPy path rounds it
         xhat = np.multiply(np.subtract(x, mean), rstd)
-    native, reference = _large_layer_norm_both(
+    native, reference = _layer_norm_both(
         monkeypatch, cpu_norm.layer_norm_backward, g, x, weight, mean, rstd, n, xhat=xhat
     )
     assert (native[1] is None) == (reference[1] is None) == (weight is None)
@@ -93,7 +92,7 @@ def test_large_layer_norm_forward_and_backward_match_numpy(monkeypatch, dtype, a
             np.testing.assert_allclose(got, want, rtol=1e-4 if dtype == np.float32 else 1e-12, atol=1e-4)
 
 
-def test_large_layer_norm_keeps_what_the_numpy_path_keeps(monkeypatch):
+def test_layer_norm_host_keeps_what_the_numpy_path_keeps(monkeypatch):
     x = _input(np.float32, (200, 96))
     x[-1, -1] = 0.5  # (no NaN: the kept arrays compare bit for bit)
     kept, numpy_kept = np.empty_like(x), np.empty_like(x)
@@ -105,7 +104,7 @@ def test_large_layer_norm_keeps_what_the_numpy_path_keeps(monkeypatch):
     np.testing.assert_allclose(kept, numpy_kept, rtol=1e-5, atol=1e-5)
 
 
-def test_large_layer_norm_takes_numpy_for_strided_or_mixed_arrays(monkeypatch):
+def test_layer_norm_host_takes_numpy_for_strided_or_mixed_arrays(monkeypatch):
     calls = []
     real = cpu_norm._LAYER_NORM.cpu_layer_norm
     spy = type("Spy", (), {"cpu_layer_norm": lambda *a: calls.append(a) or real(*a)})
@@ -115,5 +114,5 @@ def test_large_layer_norm_takes_numpy_for_strided_or_mixed_arrays(monkeypatch):
     assert len(calls) == 1
     cpu_norm.layer_norm(np.asfortranarray(x), None, None, 1, 1e-5)  # strided
     cpu_norm.layer_norm(x, np.ones(96, np.float64), None, 1, 1e-5)  # a float64 weight
-    cpu_norm.layer_norm(x[:100], None, None, 1, 1e-5)  # small: norm.cpp's loop
-    assert len(calls) == 1
+    y, mean, rstd = cpu_norm.layer_norm(x[:0], None, None, 1, 1e-5)  # no rows
+    assert len(calls) == 1 and y.shape == (0, 96) and mean.shape == rstd.shape == (0, 1)

@@ -151,10 +151,29 @@ void host_gelu_tanh_backward(const Floats& x, const Floats& g, Floats& out, cons
   gelu_tanh_backward_avx2(x.data(), g.data(), kept, out.mutable_data(), x.size());
 }
 
+void host_gelu(const Floats& x, Floats& out) {
+  require_avx2("host_gelu");
+  if (out.size() != x.size()) throw py::value_error("host_gelu: out's size differs from x's");
+  gelu_avx2(x.data(), out.mutable_data(), x.size());
+}
+
+void host_gelu_backward(const Floats& x, const Floats& g, Floats& out) {
+  require_avx2("host_gelu_backward");
+  if (g.size() != x.size() || out.size() != x.size()) throw py::value_error("host_gelu_backward: the arrays' sizes differ");
+  gelu_backward_avx2(x.data(), g.data(), out.mutable_data(), x.size());
+}
+
 }  // namespace
 
 void bind_elementwise(py::module_& m) {
-  m.def("host_has_avx2", &cpu_has_avx2, "Whether host_gelu_tanh and host_gelu_tanh_backward run here (AVX2 and FMA).");
+  m.def("host_has_avx2", &cpu_has_avx2, "Whether host_gelu(_tanh) and their backwards run here (AVX2 and FMA).");
+  m.def("host_gelu", &host_gelu, py::arg("x").noconvert(), py::arg("out").noconvert(),
+        "gelu (exact) of a row-major float32 array into ``out`` (row-major float32, as many elements; it may be x), "
+        "in PyTorch's CPU order of operations, on eight AVX2 lanes. Only where host_has_avx2().");
+  m.def("host_gelu_backward", &host_gelu_backward, py::arg("x").noconvert(), py::arg("g").noconvert(),
+        py::arg("out").noconvert(),
+        "g times gelu's derivative at x into ``out`` (row-major float32 arrays of one size), AVX2. Only where "
+        "host_has_avx2().");
   m.def("host_gelu_tanh", &host_gelu_tanh, py::arg("x").noconvert(), py::arg("out").noconvert(),
         py::arg("inner") = py::none(),
         "gelu_tanh of a row-major float32 array into ``out`` (row-major float32, as many elements; it may be "

@@ -1,8 +1,9 @@
-// The CPU backend's gelu_tanh forward and backward on float32 arrays (adcuda/backends/cpu/elementwise.py):
-// the CUDA kernels' own formulas (functors.cuh's gelu_tanh_of / gelu_tanh_slope), instantiated over an
-// eight-lane AVX2 vector, with exp and tanh written for that vector. NumPy evaluates the same formula as
-// nine passes forward and fifteen backward over the array, each its own SIMD loop; scalar libm's tanhf
-// and expf, one element at a time, are slower still. Here each element is read and written once.
+// The CPU backend's gelu_tanh and gelu, forward and backward, on float32 arrays
+// (adcuda/backends/cpu/elementwise.py): the CUDA kernels' own formulas (functors.cuh's gelu_tanh_of,
+// gelu_tanh_slope, GeluBackward), instantiated over an eight-lane AVX2 vector, with exp, tanh and erf
+// written for that vector (erf as the NumPy path's formula). NumPy evaluates them as nine to fifteen
+// passes over the array, each its own SIMD loop; scalar libm's tanhf, expf and erff, one element at a
+// time, are slower still. Here each element is read and written once.
 //
 // This is the one host file built with -mavx2 -mfma (CMakeLists.txt); nothing in it runs unless
 // cpu_has_avx2() said the CPU has both (the module's other files are built for the baseline x86-64).
@@ -79,12 +80,31 @@ inline __m256 tanh8(__m256 x) {
   return _mm256_or_ps(t, sign);
 }
 
+// (t c0 + c1) t + c2) t + c3, each step rounded as NumPy's in-place passes round it (no fused multiply-add).
+inline __m256 horner4(__m256 t, float c0, float c1, float c2, float c3) {
+  __m256 acc = _mm256_add_ps(_mm256_mul_ps(t, splat(c0)), splat(c1));
+  acc = _mm256_add_ps(_mm256_mul_ps(acc, t), splat(c2));
+  return _mm256_add_ps(_mm256_mul_ps(acc, t), splat(c3));
+}
+
+// erf as the CPU backend's NumPy formula computes it (elementwise.py's _erf: tanh(z P(z^2) / Q(z^2)), z = x
+// clamped to [-5, 5], the same coefficients rounded to float32, the same order of operations), with tanh8
+// for NumPy's tanh. NaN stays NaN.
+inline __m256 erf8(__m256 x) {
+  const __m256 z = _mm256_max_ps(splat(-5.0f), _mm256_min_ps(splat(5.0f), x));
+  const __m256 z2 = _mm256_mul_ps(z, z);
+  const __m256 p = horner4(z2, 0.002178269265824373f, 0.04264643124888671f, 0.27980657739233034f, 1.1283791708459951f);
+  const __m256 q = horner4(z2, 0.0003249216250365561f, 0.023689835331644774f, 0.15689235506657712f, 1.0f);
+  return tanh8(_mm256_mul_ps(_mm256_div_ps(p, q), z));
+}
+
 }  // namespace
 }  // namespace adcuda::host
 
 namespace adcuda::math {
 template <> inline host::F8 exp_<host::F8>(host::F8 x) { return host::F8(host::exp8(x.v)); }
 template <> inline host::F8 tanh_<host::F8>(host::F8 x) { return host::F8(host::tanh8(x.v)); }
+template <> inline host::F8 erf_<host::F8>(host::F8 x) { return host::F8(host::erf8(x.v)); }
 }  // namespace adcuda::math
 
 namespace adcuda::host {
@@ -138,6 +158,22 @@ void gelu_tanh_backward_avx2(const float* x, const float* g, const float* inner,
   });
 }
 
+void gelu_avx2(const float* x, float* y, std::ptrdiff_t n) {
+  in_eights(n, [&](std::ptrdiff_t i, std::ptrdiff_t count) {
+    const F8 xs = load_some(x + i, count);
+    // PyTorch's CPU order, as the NumPy path's: x (1 + erf(x / sqrt 2)) first, then halved (Gelu of
+    // functors.cuh halves x first, and does not overflow where this does, above half of float's largest)
+    store_some(y + i, (F8(1) + math::erf_(xs * math::inv_sqrt_2<F8>())) * xs * F8(0.5), count);
+  });
+}
+
+void gelu_backward_avx2(const float* x, const float* g, float* out, std::ptrdiff_t n) {
+  in_eights(n, [&](std::ptrdiff_t i, std::ptrdiff_t count) {
+    const F8 xs = load_some(x + i, count);
+    store_some(out + i, math::GeluBackward{}(xs, xs, load_some(g + i, count)), count);
+  });
+}
+
 }  // namespace adcuda::host
 
 #else  // not built for AVX2: cpu_has_avx2() says no, and the CPU backend never calls the loops
@@ -146,6 +182,8 @@ namespace adcuda::host {
 bool cpu_has_avx2() { return false; }
 void gelu_tanh_avx2(const float*, float*, float*, std::ptrdiff_t) {}
 void gelu_tanh_backward_avx2(const float*, const float*, const float*, float*, std::ptrdiff_t) {}
+void gelu_avx2(const float*, float*, std::ptrdiff_t) {}
+void gelu_backward_avx2(const float*, const float*, float*, std::ptrdiff_t) {}
 }  // namespace adcuda::host
 
 #endif

@@ -18,4 +18,11 @@ void gelu_tanh_avx2(const float* x, float* y, float* inner, std::ptrdiff_t n);
 // forward wrote there for these x.
 void gelu_tanh_backward_avx2(const float* x, const float* g, const float* inner, float* out, std::ptrdiff_t n);
 
+// gelu (exact) over n float32 values, in PyTorch's CPU order x (1 + erf(x / sqrt 2)) / 2, erf as the CPU
+// backend's NumPy formula.
+void gelu_avx2(const float* x, float* y, std::ptrdiff_t n);
+
+// g times gelu's derivative at x (GeluBackward of functors.cuh).
+void gelu_backward_avx2(const float* x, const float* g, float* out, std::ptrdiff_t n);
+
 }  // namespace adcuda::host

@@ -79,7 +79,13 @@ def _erf_of_new(z):
     """erf of ``z``, a new array (gelu's x / sqrt 2, in x's layout): a small row-major one takes the host module's loop
     over erf's functor, as ``unary("erf")`` does (the dozen NumPy passes of ``_erf`` were most of
     gelu's time on a few dozen elements), a large one ``_erf``."""
-    if z.size <= _HOST_MAX and (z.dtype is _F32 or z.dtype is _F64) and z.flags.c_contiguous and _C is not None:
+    if (
+        z.__class__ is np.ndarray  # (a NumPy scalar, e.g. of 0-d arithmetic, takes the NumPy formula)
+        and z.size <= _HOST_MAX
+        and (z.dtype is _F32 or z.dtype is _F64)
+        and z.flags.c_contiguous
+        and _C is not None
+    ):
         return _C.host_unary(_HOST_INDEX["erf"], z)
     return _erf(z)
 
@@ -113,8 +119,25 @@ def _sign(x):
     return s
 
 
+# gelu and gelu_tanh of float32 arrays on a CPU with AVX2 and FMA: the host module's loops over the CUDA
+# functors' formulas (kernels/host/elementwise_avx2.cpp; erf as ``_erf``), one pass where NumPy makes nine
+# to fifteen (gelu_tanh's backward on the GPT step's 32x64x384 activations: 3 times faster); the NumPy
+# formulas elsewhere, and the reference those loops are tested against. Chosen at import, from what the
+# CPU says it has.
+_GELU_AVX2 = _C is not None and _C.host_has_avx2()
+
+
+def _row_major_f32(*arrays):
+    """Whether every array (None aside) is a row-major float32 ndarray: what the AVX2 loops take."""
+    return all(a is None or (a.__class__ is np.ndarray and a.dtype is _F32 and a.flags.c_contiguous) for a in arrays)
+
+
 @_in_place_safe
 def _gelu(x):
+    if _GELU_AVX2 and _row_major_f32(x):
+        y = np.empty(x.shape, _F32)
+        _C.host_gelu(x, y)
+        return y
     # x (1 + erf(x / sqrt 2)) / 2 in PyTorch's CPU order, in one buffer: its float32 kernel takes x
     # times (1 + erf) first, overflowing to inf above half of float32's largest value; its float64
     # one halves x first, and does not
@@ -222,20 +245,8 @@ def _gelu_tanh_inner(x, u):
     return u
 
 
-# gelu_tanh of float32 arrays on a CPU with AVX2 and FMA: the host module's loops over the CUDA functors'
-# formula (kernels/host/elementwise_avx2.cpp), one pass where NumPy makes nine forward and fifteen backward
-# (2.5 and 4 times faster on the GPT step's 32x64x384 activations); the NumPy formulas below elsewhere,
-# and the reference those loops are tested against. Chosen at import, from what the CPU says it has.
-_GELU_TANH_AVX2 = _C is not None and _C.host_has_avx2()
-
-
-def _row_major_f32(*arrays):
-    """Whether every array (None aside) is a row-major float32 ndarray: what the AVX2 loops take."""
-    return all(a is None or (a.__class__ is np.ndarray and a.dtype is _F32 and a.flags.c_contiguous) for a in arrays)
-
-
 def _gelu_tanh(x, out=None, scratch=None, inner=None):
-    if _GELU_TANH_AVX2 and _row_major_f32(x, out, inner):
+    if _GELU_AVX2 and _row_major_f32(x, out, inner):
         y = np.empty(x.shape, _F32) if out is None else out
         _C.host_gelu_tanh(x, y, inner)
         return y
@@ -383,7 +394,7 @@ def _relu_backward(x, y, g, out=None, scratch=None):
 
 
 def _gelu_tanh_backward(x, y, g, out=None, scratch=None, inner=None):
-    if _GELU_TANH_AVX2 and np.shape(g) == x.shape and _row_major_f32(x, g, out, inner):
+    if _GELU_AVX2 and np.shape(g) == x.shape and _row_major_f32(x, g, out, inner):
         result = np.empty(x.shape, _F32) if out is None else out
         _C.host_gelu_tanh_backward(x, g, result, inner)
         return result
@@ -397,6 +408,10 @@ def _silu_grad(x):
 
 
 def _gelu_backward(x, y, g):
+    if _GELU_AVX2 and np.shape(g) == np.shape(x) and _row_major_f32(x, g):
+        grad = np.empty(x.shape, _F32)
+        _C.host_gelu_backward(x, g, grad)
+        return grad
     return _times_(_gelu_grad(x), g)
 
 
