@@ -26,7 +26,6 @@ namespace adcuda::host {
 void bind_convolution(py::module_& m);  // kernels/host/convolution.cpp
 void bind_elementwise(py::module_& m);  // kernels/host/elementwise.cpp
 void bind_norm(py::module_& m);         // kernels/host/norm.cpp
-void bind_layer_norm(py::module_& m);   // kernels/host/layer_norm.cpp
 void bind_optim(py::module_& m);        // kernels/host/optim.cpp
 void bind_pooling(py::module_& m);      // kernels/host/pooling.cpp
 void bind_softmax_loss(py::module_& m);  // kernels/host/softmax_loss.cpp
@@ -211,7 +210,6 @@ PYBIND11_MODULE(_C, m) {
   adcuda::host::bind_convolution(m);
   adcuda::host::bind_elementwise(m);
   adcuda::host::bind_norm(m);
-  adcuda::host::bind_layer_norm(m);
   adcuda::host::bind_optim(m);
   adcuda::host::bind_pooling(m);
   adcuda::host::bind_softmax_loss(m);

@@ -1,7 +1,6 @@
-"""The host module's layer norm forward and backward (kernels/host/layer_norm.cpp) and group norm forward
-(kernels/host/norm.cpp) against the CPU
-backend's NumPy path, their reference: with and without weight and bias, one or several normalised
-dims, groups over channels and spatial dims, constant rows and a NaN."""
+"""The host module's layer norm forward and backward and group norm forward (kernels/host/norm.cpp)
+against the CPU backend's NumPy path, their reference: with and without weight and bias, one or
+several normalised dims, groups over channels and spatial dims, constant rows and a NaN."""
 
 import numpy as np
 import pytest
@@ -15,7 +14,7 @@ def _both(monkeypatch, fn, *args):
 
 
 def _layer_norm_both(monkeypatch, fn, *args, **kwargs):
-    """``fn`` on the host module's layer norm (kernels/host/layer_norm.cpp), then on NumPy's path."""
+    """``fn`` on the host module's layer norm (kernels/host/norm.cpp), then on NumPy's path."""
     assert cpu_norm._LAYER_NORM is not None, "the host module was built without cpu_layer_norm"
     native = fn(*args, **kwargs)
     with monkeypatch.context() as m:

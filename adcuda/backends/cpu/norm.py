@@ -49,7 +49,7 @@ def _native_normalize(x, weight, bias, rows, groups, spread, eps):
     return _NATIVE.cpu_normalize(x, weight, bias, rows, groups, spread, eps)
 
 
-# Layer norm, forward and backward: the host module's row loops (kernels/host/layer_norm.cpp), one read of
+# Layer norm, forward and backward: the host module's row loops (kernels/host/norm.cpp), one read of
 # x per statistic where NumPy makes seven passes forward and a dozen backward; None without the host module.
 _LAYER_NORM = _native._C if hasattr(_native._C, "cpu_layer_norm") else None
 
