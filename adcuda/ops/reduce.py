@@ -35,6 +35,8 @@ def reduce_axes(op_name, ndim, dim):
     tuple means every dim, as in PyTorch."""
     if dim is None:
         return tuple(range(ndim))
+    if dim.__class__ is int and ndim:  # the commonest dim: one int, nothing to sort or compare
+        return (wrap_dim(dim, ndim, op_name),)
     if isinstance(dim, Tensor):  # integer tensors of dims, as PyTorch takes them (wrap_dim checks the dtype)
         dims = tuple(dim.reshape(-1).unbind(0)) if dim.ndim else (dim,)
     else:
@@ -843,7 +845,8 @@ def histc(input: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Ten
     if bins <= 0:
         raise ValueError(f"histc: bins must be > 0, got {bins}")
     low, high = float(min), float(max)
-    if low == high and input.numel():
+    of_data = low == high and input.numel()
+    if of_data:
         low, high = (float(v) for v in host_extremes(input))
     if low == high:
         low, high = low - 1, high + 1
@@ -851,12 +854,16 @@ def histc(input: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Ten
         raise ValueError(f"histc: max must be larger than min, got min={min}, max={max}")
     # on the backend's arrays: a dozen public ops would each pay the dispatch again
     P, d = primitives(input), input.dtype
-    flat = P.view(P.contiguous(input._data), (input.numel(),))
-    inside = P.index(
-        flat, (P.binary("logical_and", P.binary("ge", flat, low, d), P.binary("le", flat, high, d), dt.bool_),)
-    )
+    inside = P.view(P.contiguous(input._data), (input.numel(),))
+    if not (of_data and math.isfinite(low) and math.isfinite(high)):  # the input's own range holds every element
+        inside = P.index(
+            inside,
+            (P.binary("logical_and", P.binary("ge", inside, low, d), P.binary("le", inside, high, d), dt.bool_),),
+        )
+    # each element's bin: at least 0 (the elements are at least low), the last one for high; the
+    # conversion of a value at least 0 to int64 is its floor
     scaled = P.binary("mul", P.binary("sub", inside, low, d), bins / (high - low), d)
-    slots = P.astype(P.clamp(P.unary("floor", scaled), 0, bins - 1), dt.int64)
+    slots = P.astype(P.binary("minimum", scaled, float(bins - 1), d), dt.int64)
     return wrap(P.astype(P.bincount(slots, bins), d), input._device)
 
 

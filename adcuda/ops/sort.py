@@ -465,13 +465,16 @@ def _search(name, sorted_sequence, input, out_int32, right):
             f"{name}: sorted_sequence {fmt_shape(sorted_sequence.shape)} and input {fmt_shape(values.shape)} "
             "must agree in every dim but the last (or sorted_sequence must be 1-d)"
         )
-    P, common = primitives(sorted_sequence), result_type(sorted_sequence, values)
-    boundaries, points = sorted_sequence._data, values._data
-    out = P.searchsorted(
-        boundaries if sorted_sequence.dtype is common else P.astype(boundaries, common),
-        points if values.dtype is common else P.astype(points, common),
-        right,
-    )
+    P, boundaries, points = primitives(sorted_sequence), sorted_sequence._data, values._data
+    if sorted_sequence.dtype is values.dtype:  # the common call: nothing to promote
+        out = P.searchsorted(boundaries, points, right)
+    else:
+        common = result_type(sorted_sequence, values)
+        out = P.searchsorted(
+            boundaries if sorted_sequence.dtype is common else P.astype(boundaries, common),
+            points if values.dtype is common else P.astype(points, common),
+            right,
+        )
     if out_int32:
         out = P.astype(out, dt.int32)
     return wrap(P.view(out, ()) if scalar else out, sorted_sequence._device)
@@ -505,8 +508,11 @@ def nanmedian(input: Tensor, dim: int | None = None, keepdim: bool = False) -> T
         if input.ndim and input.numel() and not needs_grad(input):
             P = primitives(input)
             ordered, _ = P.sort(input._data, None, False, True)  # NaN sorts last
-            k = _lower_median_position(P, ordered, 0, input.dtype, 0)
-            return wrap(P.view(P.gather(ordered, 0, P.view(k, (1,))), ()), input._device)
+            # the numbers in order (NaN left out); all NaN: NaN, the first of them
+            numbers = P.index(ordered, (P.binary("eq", ordered, ordered, input.dtype),))
+            count = numbers.shape[0]
+            middle = P.slice(numbers, ((count - 1) // 2,)) if count else P.slice(ordered, (0,))
+            return wrap(P.contiguous(middle), input._device)
         flat = input.reshape(-1)
         if flat.numel() == 0:  # NaN, as PyTorch gives (no element is a number)
             return (flat.sum() * math.nan).to(dtype=input.dtype) if input.dtype.is_floating_point else flat.sum()

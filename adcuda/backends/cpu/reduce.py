@@ -202,8 +202,39 @@ def _floating(op, a, axes):
     return _compute(a), tuple(axes) if axes.__class__ is list else axes
 
 
+# kernels/host/reduce.cpp's variance of rows (None in a pure-source checkout without the native module),
+# for the small float32/float64 arrays where NumPy's eight calls cost more than the arithmetic; the
+# NumPy path below is its reference
+_native_row_variance = getattr(_C, "host_row_variance", None)
+_HOST_VARIANCE_MAX = 1 << 14
+
+
+def _trailing_rows(x, axes):
+    """How many rows ``x`` is, reduced over ``axes`` (None: every dim) when those are its last dims and it
+    is a small non-empty C-contiguous float32/float64 array (the host variance's case); else 0."""
+    if not 0 < x.size <= _HOST_VARIANCE_MAX or not x.flags.c_contiguous or not (x.dtype == _F32 or x.dtype == _F64):
+        return 0
+    ndim = x.ndim
+    if axes is None or ndim == 0:
+        return 1
+    if axes.__class__ is int:
+        axes = (axes,)
+    if len(axes) == 1:  # the commonest: the last dim
+        return x.size // x.shape[-1] if axes[0] == ndim - 1 or axes[0] == -1 else 0
+    dims = sorted(d % ndim for d in axes)
+    if not dims or dims != list(range(ndim - len(dims), ndim)):
+        return 0
+    return math.prod(x.shape[: ndim - len(dims)])
+
+
 def var(a: BackendArray, axes: Axes | None, correction: float, keepdim: bool) -> BackendArray:
     x, axes = _floating("var", a, axes)
+    rows = _trailing_rows(x, axes) if _native_row_variance is not None else 0
+    if rows:
+        kept = 0 if axes is None else x.ndim - len((axes,) if axes.__class__ is int else axes)
+        shape = x.shape[:kept] + ((1,) * (x.ndim - kept) if keepdim else ())
+        r = _native_row_variance(x, rows, float(correction)).reshape(shape)
+        return r if r.dtype == a.dtype else r.astype(a.dtype)
     n = math.prod(x.shape if axes is None else (x.shape[ax] for ax in ((axes,) if isinstance(axes, int) else axes)))
     if current_errors() is QUIET:  # inside an op's entry: NumPy already says nothing
         r = _variance(x, axes, n, correction, keepdim)

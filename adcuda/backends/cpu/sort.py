@@ -126,10 +126,15 @@ def _running_extreme(op, x, axis):
     return np.take_along_axis(x, indices, axis=axis), indices
 
 
+# the seam's shared checks, looked up once (``declared.<name>`` is a lookup per call)
+_check_searchsorted = declared.searchsorted
+_check_bincount = declared.bincount
+
+
 def searchsorted(boundaries: BackendArray, values: BackendArray, right: bool) -> BackendArray:
-    declared.searchsorted(boundaries, values, right)
-    if boundaries.ndim == 1:  # one binary search per value, NumPy's
-        return np.asarray(np.searchsorted(boundaries, values, side="right" if right else "left"), dtype=np.int64)
+    _check_searchsorted(boundaries, values, right)
+    if boundaries.ndim == 1:  # one binary search per value, NumPy's (the method: np.searchsorted adds a layer)
+        return np.asarray(boundaries.searchsorted(values, side="right" if right else "left"), dtype=np.int64)
     # rows of boundaries: the boundaries below each value of the row counted (the CUDA backend's way), a
     # NaN value last, as a binary search puts it
     b, v = _compute(boundaries)[..., None, :], _compute(values)[..., None]
@@ -140,5 +145,5 @@ def searchsorted(boundaries: BackendArray, values: BackendArray, right: bool) ->
 
 
 def bincount(slots: BackendArray, size: int) -> BackendArray:
-    declared.bincount(slots, size)
+    _check_bincount(slots, size)
     return np.bincount(slots, minlength=size).astype(np.int64, copy=False)
