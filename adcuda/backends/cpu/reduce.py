@@ -45,9 +45,17 @@ _REDUCE_UFUNCS: dict[str, np.ufunc] = {
 }
 
 
+# the reductions whose result is exactly the ufunc's own, in the input's dtype, for any dtype (a maximum
+# of float16 values is one of them, whatever it is computed in): straight to the ufunc
+_EXACT_UFUNCS: dict[str, np.ufunc] = {"amax": np.maximum, "amin": np.minimum}
+
+
 def reduce(op: str, a: BackendArray, axes: Axes | None, keepdim: bool) -> BackendArray:
     if axes.__class__ is list:
         axes = tuple(axes)
+    exact = _EXACT_UFUNCS.get(op)
+    if exact is not None:
+        return np.asarray(exact.reduce(a, axis=axes, keepdims=keepdim))
     if (op == "sum" or op == "mean") and (a.dtype == _F32 or a.dtype == _F64) and _sums_in_torch_order(a, axes):
         row = a.ravel(order="K")
         if _native_sum is not None:
