@@ -1440,7 +1440,10 @@ def equal(input: Tensor, other: Tensor) -> bool:
         return False
     # over the primitives: a bool has no history to record
     bk = primitives(input)
-    same = binary("eq", input, other, name="equal")._data
+    if input.dtype is other.dtype:  # nothing to promote: the comparison of the arrays as they are
+        same = bk.binary("eq", input._data, other._data, input.dtype)
+    else:
+        same = binary("eq", input, other, name="equal")._data
     return bool(bk.to_numpy(bk.reduce("all", same, None, False)).item())
 
 

@@ -67,7 +67,7 @@ def _check_nonempty(op_name, input, axes, whole=False):
     """Refuse a reduction with no identity over an empty dim, as PyTorch does: an IndexError naming the
     dim; over the whole tensor (``whole``, no dim given), PyTorch's RuntimeError, except for argmax
     and argmin, whose refusal is an IndexError either way."""
-    if input.numel() != 0:
+    if input._data.size != 0:
         return
     if whole or not axes:
         cls = EmptyReductionError if op_name in ("argmax", "argmin") else ShapeError
@@ -218,10 +218,13 @@ def _extreme_grad(name):
 
 
 def _extreme(prim, input, dim, keepdim):
-    whole = _no_dims(dim) or dim is None
-    # every dim as the primitive's axes=None, NumPy's cheapest reduction
-    axes = None if whole else reduce_axes(prim, input.ndim, dim)
-    _check_nonempty(prim, input, axes, whole=whole)
+    if dim is None or dim.__class__ is tuple and not dim:
+        # every dim as the primitive's axes=None, NumPy's cheapest reduction
+        if not input._data.size:
+            _check_nonempty(prim, input, None, whole=True)
+        return wrap(primitives(input).reduce(prim, input._data, None, keepdim), input._device)
+    axes = reduce_axes(prim, input.ndim, dim)
+    _check_nonempty(prim, input, axes)
     return wrap(primitives(input).reduce(prim, input._data, axes, keepdim), input._device)
 
 
@@ -658,9 +661,10 @@ def count_nonzero(input: Tensor, *dim: int | Sequence[int] | None) -> Tensor:
         dims = dim[0]
     else:  # none, or several: ints (a sequence comes alone)
         dims = typing.cast("tuple[int, ...]", dim) or None
-    # on the backend's arrays: a comparison and a sum (as public ops, two dispatches)
+    # on the backend's arrays: a comparison and a sum (as public ops, two dispatches); a float tensor's
+    # zero as a float, which the comparison takes without converting
     P = primitives(input)
-    nonzero = P.binary("ne", input._data, 0, input.dtype)
+    nonzero = P.binary("ne", input._data, 0.0 if input.dtype.is_floating_point else 0, input.dtype)
     axes = None if dims is None else reduce_axes("count_nonzero", input.ndim, dims)  # None: NumPy's cheapest
     return wrap(P.reduce("sum", nonzero, axes, False), input._device)
 

@@ -127,7 +127,7 @@ def median(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tens
     """The lower median (PyTorch's choice for an even count); with ``dim``, also its index."""
     if dim is None:
         if input.ndim and input.numel() and not needs_grad(input):
-            return _median_of_all(input)
+            return _middle_of_all(input, skip_nan=False)
         flat = input.reshape(-1)
         if flat.numel() == 0:  # NaN, as PyTorch gives (an integer tensor's NaN cast: its lowest value)
             nan = flat.sum() * math.nan if flat.dtype.is_floating_point else flat.to(dt.float32).sum() * math.nan
@@ -174,17 +174,19 @@ def _kth_smallest(input, axis, k, keepdim):
     return median_result(values, wrap(indices, device))
 
 
-def _median_of_all(input):
-    """median() of a non-empty input that needs no gradient: the middle of the flattened sort, or its
-    last element where that is NaN (NaN sorts last; PyTorch's median of a tensor holding NaN is NaN)."""
+def _middle_of_all(input, skip_nan):
+    """median() (nanmedian() if ``skip_nan``) of a non-empty input that needs no gradient: the lower
+    middle of the flattened sort (of its numbers, NaN left out), or a NaN where the input holds one
+    (PyTorch's median) or holds nothing else (nanmedian). NaN sorts last."""
     P = primitives(input)
     ordered, _ = P.sort(input._data, None, False, True)
-    n = input.numel()
-    middle = P.slice(ordered, ((n - 1) // 2,))
+    n = count = input.numel()
     if input.dtype.is_floating_point:
-        last = P.slice(ordered, (n - 1,))
-        middle = P.where(P.binary("ne", last, last, input.dtype), last, middle, input.dtype)
-    return wrap(P.contiguous(middle), input._device)
+        numbers = P.index(ordered, (P.binary("eq", ordered, ordered, input.dtype),))
+        count = numbers.shape[0]
+        if count == 0 or count < n and not skip_nan:
+            return wrap(P.contiguous(P.slice(ordered, (n - 1,))), input._device)  # a NaN
+    return wrap(P.contiguous(P.slice(ordered, ((count - 1) // 2,))), input._device)
 
 
 @op(
@@ -506,13 +508,7 @@ mode_result = namedtuple("mode", ["values", "indices"])
 def nanmedian(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor | tuple[Tensor, Tensor]:
     if dim is None:
         if input.ndim and input.numel() and not needs_grad(input):
-            P = primitives(input)
-            ordered, _ = P.sort(input._data, None, False, True)  # NaN sorts last
-            # the numbers in order (NaN left out); all NaN: NaN, the first of them
-            numbers = P.index(ordered, (P.binary("eq", ordered, ordered, input.dtype),))
-            count = numbers.shape[0]
-            middle = P.slice(numbers, ((count - 1) // 2,)) if count else P.slice(ordered, (0,))
-            return wrap(P.contiguous(middle), input._device)
+            return _middle_of_all(input, skip_nan=True)
         flat = input.reshape(-1)
         if flat.numel() == 0:  # NaN, as PyTorch gives (no element is a number)
             return (flat.sum() * math.nan).to(dtype=input.dtype) if input.dtype.is_floating_point else flat.sum()

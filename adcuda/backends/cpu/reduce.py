@@ -19,6 +19,7 @@ from ..seam import Axes
 from ._common import _F32, BackendArray, _column_sums, _compute
 
 _F64 = np.dtype(np.float64)
+_BOOL = np.dtype(np.bool_)
 
 __all__ = ["REDUCE_OPS", "reduce", "argreduce", "var", "logsumexp"]
 
@@ -45,9 +46,14 @@ _REDUCE_UFUNCS: dict[str, np.ufunc] = {
 }
 
 
-# the reductions whose result is exactly the ufunc's own, in the input's dtype, for any dtype (a maximum
-# of float16 values is one of them, whatever it is computed in): straight to the ufunc
-_EXACT_UFUNCS: dict[str, np.ufunc] = {"amax": np.maximum, "amin": np.minimum}
+# the reductions whose result is exactly the ufunc's own for any dtype (a maximum of float16 values is
+# one of them, whatever it is computed in): straight to the ufunc
+_EXACT_UFUNCS: dict[str, np.ufunc] = {
+    "amax": np.maximum,
+    "amin": np.minimum,
+    "all": np.logical_and,  # (bool results whatever the input)
+    "any": np.logical_or,
+}
 
 
 def reduce(op: str, a: BackendArray, axes: Axes | None, keepdim: bool) -> BackendArray:
@@ -56,6 +62,9 @@ def reduce(op: str, a: BackendArray, axes: Axes | None, keepdim: bool) -> Backen
     exact = _EXACT_UFUNCS.get(op)
     if exact is not None:
         return np.asarray(exact.reduce(a, axis=axes, keepdims=keepdim))
+    if axes is None and op == "sum" and a.dtype is _BOOL:  # a count of the whole (count_nonzero): NumPy's count
+        count = np.array(np.count_nonzero(a), np.int64)
+        return count.reshape((1,) * a.ndim) if keepdim else count
     if (op == "sum" or op == "mean") and (a.dtype == _F32 or a.dtype == _F64) and _sums_in_torch_order(a, axes):
         row = a.ravel(order="K")
         if _native_sum is not None:
