@@ -193,6 +193,8 @@ def prod(input: Tensor, dim: int | None = None, keepdim: bool = False, *, dtype:
         dtype = dt.as_dtype(dtype, "prod")
         input = cast(input, dtype)
         return cast(_reduce("prod", input, reduce_axes("prod", input.ndim, dim), keepdim), dtype)
+    if dim is None:  # every dim as the primitive's axes=None, NumPy's cheapest reduction
+        return wrap(primitives(input).reduce("prod", input._data, None, keepdim), input._device)
     return _reduce("prod", input, reduce_axes("prod", input.ndim, dim), keepdim)
 
 

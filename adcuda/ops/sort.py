@@ -258,9 +258,13 @@ def unique_consecutive(
         if x.ndim > 1:  # a slice starts a run where any of its elements differs
             changed = P.reduce("any", changed, tuple(d for d in range(x.ndim) if d != axis), False)
         new_run = P.cat([P.full((1,), True, dt.bool_), changed], 0)
-        starts = P.index(P.arange(0, n, 1, dt.int64), (new_run,))
-        values = P.index(x, along(axis, starts))
-        run_of = P.binary("sub", P.cumsum(new_run, 0), 1, dt.int64)  # each element's run
+        if dim is None and not return_counts:  # the flattened values where a run starts, by the mask itself
+            values = P.index(x, (new_run,))
+        else:
+            starts = P.index(P.arange(0, n, 1, dt.int64), (new_run,))
+            values = P.index(x, along(axis, starts))
+        if return_inverse:
+            run_of = P.binary("sub", P.cumsum(new_run, 0), 1, dt.int64)  # each element's run
     out = [wrap(values, device)]
     if return_inverse:
         out.append(wrap(P.view(run_of, tuple(input.shape)) if dim is None else run_of, device))

@@ -36,6 +36,7 @@ REDUCE_OPS: dict[str, Callable[..., Any]] = {
 # the ufuncs behind them, called directly: np.sum and friends add a Python-level layer (~0.8 us). Typed as
 # the general ufunc: the stubs of each one's reduce have no overload for a keepdims known only at run time
 _ADD: np.ufunc = np.add
+_MULTIPLY: np.ufunc = np.multiply
 _REDUCE_UFUNCS: dict[str, np.ufunc] = {
     "sum": np.add,
     "prod": np.multiply,
@@ -62,6 +63,8 @@ def reduce(op: str, a: BackendArray, axes: Axes | None, keepdim: bool) -> Backen
     exact = _EXACT_UFUNCS.get(op)
     if exact is not None:
         return np.asarray(exact.reduce(a, axis=axes, keepdims=keepdim))
+    if op == "prod" and (a.dtype is _F32 or a.dtype is _F64):  # nothing to widen or narrow
+        return np.asarray(_MULTIPLY.reduce(a, axis=axes, keepdims=keepdim))
     if axes is None and op == "sum" and a.dtype is _BOOL:  # a count of the whole (count_nonzero): NumPy's count
         count = np.array(np.count_nonzero(a), np.int64)
         return count.reshape((1,) * a.ndim) if keepdim else count
