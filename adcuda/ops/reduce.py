@@ -765,6 +765,11 @@ def aminmax(input: Tensor, *, dim: int | None = None, keepdim: bool = False) -> 
 def cov(
     input: Tensor, *, correction: int = 1, fweights: Tensor | None = None, aweights: Tensor | None = None
 ) -> Tensor:
+    return _cov(input, correction, fweights, aweights)
+
+
+def _cov(input, correction, fweights, aweights):
+    """cov's forward (corrcoef's first step)."""
     name = "cov"
     if input.ndim > 2:
         raise ShapeError(f"{name}: expected a 1-d or 2-d input, got shape {fmt_shape(input.shape)}")
@@ -780,6 +785,12 @@ def cov(
                     f"{name}: {what} of shape {fmt_shape(w.shape)} must be 1-d with one weight per observation ({n})"
                 )
             weights = w if weights is None else weights * w
+    if weights is None and not needs_grad(x):
+        # the formula below on the backend's arrays: nothing to record (five public ops fewer to dispatch)
+        P, a, d = primitives(x), x._data, x.dtype
+        centred = P.binary("sub", a, P.reduce("mean", a, (1,), True), d)
+        product = P.binary("div", P.matmul(centred, P.permute(centred, (1, 0))), float(n) - correction, d)
+        return wrap(P.view(product, ()) if input.ndim < 2 else product, x._device)
     if weights is None:
         total: float | Tensor = float(n)
         mean_ = mean(x, 1, keepdim=True)
@@ -799,9 +810,15 @@ def cov(
 
 @op("corrcoef", dtypes=NUMBERS, doc="The Pearson correlation matrix of the variables (rows) of input.", composite=True)
 def corrcoef(input: Tensor) -> Tensor:
-    c = cov(input)
+    c = _cov(input, 1, None, None)
     if c.ndim == 0:
         return c / c
+    if not needs_grad(c):
+        # the formula below on the backend's arrays (the diagonal of c, contiguous: every (k + 1)-th element)
+        P, a, d, k = primitives(c), c._data, c.dtype, c.shape[0]
+        std = P.unary("sqrt", P.slice(P.view(a, (k * k,)), (slice(0, None, k + 1),)))
+        scaled = P.binary("div", P.binary("div", a, P.view(std, (k, 1)), d), P.view(std, (1, k)), d)
+        return wrap(P.clamp(scaled, -1, 1), c._device)
     std = c.diagonal().sqrt()
     return (c / std.unsqueeze(1) / std.unsqueeze(0)).clamp(-1, 1)
 
@@ -966,7 +983,9 @@ def cumulative_trapezoid(y: Tensor, x: Tensor | None = None, *, dx: Number | Non
         # the formula below on the backend's arrays (five ops fewer to dispatch)
         P, a, t = primitives(y), y._data, y.dtype
         pairs = P.binary("add", P.slice(a, along(d, slice(1, n))), P.slice(a, along(d, slice(0, n - 1))), t)
-        return wrap(P.cumsum(P.binary("div", P.binary("mul", pairs, spacing, t), 2, t), d), y._device)
+        if spacing != 1:  # (a product by 1 changes no value, not even a zero's sign or a NaN)
+            pairs = P.binary("mul", pairs, spacing, t)
+        return wrap(P.cumsum(P.binary("div", pairs, 2, t), d), y._device)
     return ((y.narrow(d, 1, n - 1) + y.narrow(d, 0, n - 1)) * spacing / 2).cumsum(d)
 
 

@@ -120,11 +120,13 @@ _VECTOR_BYTES = 32
 
 def _sums_in_torch_order(a, axes):
     """Whether ``reduce`` sums ``a`` over ``axes`` in PyTorch's order: every element, in memory order."""
+    if axes is None:
+        return 0 < a.size <= _TORCH_ORDER_LIMIT and (a.flags.c_contiguous or a.flags.f_contiguous)
+    dims = (axes,) if axes.__class__ is int else axes
+    if len(dims) != a.ndim:  # (the commonest refusal first: some dims kept)
+        return False
     if not 0 < a.size <= _TORCH_ORDER_LIMIT or not (a.flags.c_contiguous or a.flags.f_contiguous):
         return False
-    if axes is None:
-        return True
-    dims = (axes,) if axes.__class__ is int else axes
     return len({d % a.ndim for d in dims if -a.ndim <= d < a.ndim}) == a.ndim == len(dims)
 
 
@@ -198,6 +200,8 @@ def _leading_count(a, axes):
     if axes.__class__ is not tuple or not axes or not a.flags.c_contiguous or a.size == 0:
         return 0
     k = len(axes)
+    if k == 1:  # one dim: the first (named either way) or none
+        return 1 if a.ndim > 1 and (axes[0] == 0 or axes[0] == -a.ndim) else 0
     if k >= a.ndim or sorted(ax % a.ndim if -a.ndim <= ax < a.ndim else -1 for ax in axes) != list(range(k)):
         return 0
     return k
