@@ -383,7 +383,7 @@ def _var_forward(name, input, dim, unbiased, keepdim, correction):
     correction = _correction(name, unbiased, correction)
     if not input.dtype.is_floating_point:
         raise UnsupportedDTypeError(f"{name}: expected a floating point tensor, got {input.dtype}")
-    axes = reduce_axes(name, input.ndim, dim)
+    axes = None if dim is None else reduce_axes(name, input.ndim, dim)  # None: the primitive's every dim
     return primitives(input).var(input._data, axes, correction, keepdim)
 
 

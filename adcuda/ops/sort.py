@@ -126,7 +126,7 @@ def msort(input: Tensor) -> Tensor:
 def median(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor | tuple[Tensor, Tensor]:
     """The lower median (PyTorch's choice for an even count); with ``dim``, also its index."""
     if dim is None:
-        if input.ndim and input.numel() and not needs_grad(input):
+        if input.ndim and input._data.size and not needs_grad(input):
             return _middle_of_all(input, skip_nan=False)
         flat = input.reshape(-1)
         if flat.numel() == 0:  # NaN, as PyTorch gives (an integer tensor's NaN cast: its lowest value)
@@ -511,7 +511,7 @@ mode_result = namedtuple("mode", ["values", "indices"])
 )
 def nanmedian(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor | tuple[Tensor, Tensor]:
     if dim is None:
-        if input.ndim and input.numel() and not needs_grad(input):
+        if input.ndim and input._data.size and not needs_grad(input):
             return _middle_of_all(input, skip_nan=True)
         flat = input.reshape(-1)
         if flat.numel() == 0:  # NaN, as PyTorch gives (no element is a number)
