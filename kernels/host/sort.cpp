@@ -20,8 +20,10 @@ namespace {
 
 using Index = std::int64_t;
 
-template <typename T, bool Largest>
-py::tuple running_extreme_rows(const py::array_t<T, py::array::c_style>& x) {
+// (values, int64 indices), both of x's shape, written row by row (a row: the last dim) by
+// ``row(in, out, at, n)``.
+template <typename T, typename Row>
+py::tuple each_row(const py::array_t<T, py::array::c_style>& x, Row row) {
   std::vector<py::ssize_t> shape(x.shape(), x.shape() + x.ndim());
   py::array_t<T> values(shape);
   py::array_t<Index> indices(shape);
@@ -30,7 +32,13 @@ py::tuple running_extreme_rows(const py::array_t<T, py::array::c_style>& x) {
   const T* in = x.data();
   T* out = values.mutable_data();
   Index* at = indices.mutable_data();
-  for (Index r = 0; r < rows; ++r, in += n, out += n, at += n) {
+  for (Index r = 0; r < rows; ++r, in += n, out += n, at += n) row(in, out, at, n);
+  return py::make_tuple(values, indices);
+}
+
+template <typename T, bool Largest>
+py::tuple running_extreme_rows(const py::array_t<T, py::array::c_style>& x) {
+  return each_row(x, [](const T* in, T* out, Index* at, Index n) {
     T running = in[0];
     Index where = 0;
     for (Index i = 0; i < n; ++i) {
@@ -43,8 +51,7 @@ py::tuple running_extreme_rows(const py::array_t<T, py::array::c_style>& x) {
       out[i] = running;
       at[i] = where;
     }
-  }
-  return py::make_tuple(values, indices);
+  });
 }
 
 template <typename T>
@@ -58,15 +65,7 @@ py::tuple host_running_extreme(bool largest, const py::array_t<T, py::array::c_s
 // stays the reference and serves large arrays) and PyTorch's stable sort do.
 template <typename T, bool Descending>
 py::tuple sorted_rows(const py::array_t<T, py::array::c_style>& x) {
-  std::vector<py::ssize_t> shape(x.shape(), x.shape() + x.ndim());
-  py::array_t<T> values(shape);
-  py::array_t<Index> indices(shape);
-  const Index n = x.ndim() ? static_cast<Index>(x.shape(x.ndim() - 1)) : 1;
-  const Index rows = n ? static_cast<Index>(x.size()) / n : 0;
-  const T* in = x.data();
-  T* out = values.mutable_data();
-  Index* at = indices.mutable_data();
-  for (Index r = 0; r < rows; ++r, in += n, out += n, at += n) {
+  return each_row(x, [](const T* in, T* out, Index* at, Index n) {
     for (Index i = 0; i < n; ++i) at[i] = i;
     // v != v: a NaN (never so for an integer type), larger than every number
     std::stable_sort(at, at + n, [in](Index i, Index j) {
@@ -74,8 +73,7 @@ py::tuple sorted_rows(const py::array_t<T, py::array::c_style>& x) {
       return Descending ? (a > b || (a != a && b == b)) : (a < b || (b != b && a == a));
     });
     for (Index i = 0; i < n; ++i) out[i] = in[at[i]];
-  }
-  return py::make_tuple(values, indices);
+  });
 }
 
 template <typename T>
