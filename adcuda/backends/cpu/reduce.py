@@ -253,8 +253,8 @@ def _trailing_rows(x, axes):
 
 def var(a: BackendArray, axes: Axes | None, correction: float, keepdim: bool) -> BackendArray:
     x, axes = _floating("var", a, axes)
-    rows = _trailing_rows(x, axes) if _native_row_variance is not None else 0
-    if rows:
+    rows = _trailing_rows(x, axes)
+    if rows and _native_row_variance is not None:
         kept = 0 if axes is None else x.ndim - len((axes,) if axes.__class__ is int else axes)
         shape = x.shape[:kept] + ((1,) * (x.ndim - kept) if keepdim else ())
         r = _native_row_variance(x, rows, float(correction)).reshape(shape)
