@@ -753,7 +753,13 @@ def aminmax(input: Tensor, *, dim: int | None = None, keepdim: bool = False) -> 
         dims = tuple(range(input.ndim))
     if needs_grad(input):
         return aminmax_result(amin(input, dims, keepdim), amax(input, dims, keepdim))
-    return aminmax_result(_extreme("amin", input, dims, keepdim), _extreme("amax", input, dims, keepdim))
+    # the two forwards' reductions, the dims read and checked once (nothing to record)
+    axes = None if dim is None and not keepdim else reduce_axes("aminmax", input.ndim, dims)
+    _check_nonempty("aminmax", input, axes, whole=axes is None)
+    P, x, device = primitives(input), input._data, input._device
+    return aminmax_result(
+        wrap(P.reduce("amin", x, axes, keepdim), device), wrap(P.reduce("amax", x, axes, keepdim), device)
+    )
 
 
 @op(
