@@ -26,6 +26,8 @@ from collections.abc import Callable
 from inspect import Parameter
 from typing import Any, TypeVar
 
+import numpy as np
+
 from .. import tensor as tensor_module
 from ..autograd import anomaly, engine, graph
 from ..autograd.grad_mode import state as grad_state
@@ -40,10 +42,12 @@ from ..autograd.graph import (
     version_counter,
     version_of,
 )
+from ..backends.cpu.elementwise import plain_kernel
 from ..backends.float_errors import QUIET as _QUIET
 from ..backends.float_errors import current as _errstate
 from ..backends.float_errors import quiet as _quiet
 from ..backends.float_errors import restore as _restore
+from ..device import CPU as _CPU  # noqa: F401 (read by the generated fast lanes)
 from ..errors import AdcudaError, AutogradError, DTypeError, LayoutError, ResultTypeError, adapt_error
 from ..tensor import Tensor, primitives
 from .dtype_support import check_first as _check_first_dtype
@@ -54,6 +58,7 @@ from .mutation import check_inplace_allowed, commit_inplace
 # hooks
 _hooks = ()  # innermost last
 _slow = False  # True while any hook wants to see op calls
+_plain = True  # True while no hook of any kind is attached: the entries' fast lanes are open
 _around_chain = None
 
 
@@ -73,7 +78,8 @@ def remove_hook(hook):
 
 
 def _refresh():
-    global _slow, _around_chain
+    global _slow, _plain, _around_chain
+    _plain = not _hooks
     around = [h.around_op for h in _hooks if hasattr(h, "around_op")]
     _around_chain = _chain(around) if around else None
     _slow = bool(around)
@@ -186,9 +192,9 @@ def _parameters(op):
 # makes views (no arithmetic NumPy could warn about; a copy it falls back to is made by other ops'
 # entries), so its entry does not switch at all.
 _PLAIN_SOURCE = """
-def make(forward, OP, NAME, _defaults, ACCEPTED):
+def make(forward, OP, NAME, _defaults, ACCEPTED, KERNEL):
     def entry({signature}):
-{prelude}        _token = None if _errstate() is _QUIET else _quiet(_QUIET)
+{prelude}{lane}        _token = None if _errstate() is _QUIET else _quiet(_QUIET)
         try:
             if _slow:
                 return _around_chain(NAME, OP, forward, ({positional}), {keywords})
@@ -202,9 +208,9 @@ def make(forward, OP, NAME, _defaults, ACCEPTED):
 """
 
 _ENTRY_SOURCE = """
-def make(forward, OP, NAME, _defaults, ACCEPTED, PLANS):
+def make(forward, OP, NAME, _defaults, ACCEPTED, PLANS, KERNEL):
     def entry({signature}):
-{prelude}        if _slow:
+{prelude}{lane}        if _slow:
             try:
                 return _around_chain(NAME, OP, body, ({positional}), {keywords})
             except Exception as _error:
@@ -271,6 +277,74 @@ _VIEW_SOURCE = """        if _out is {base}:
             _out._vc = _vc  # else version_counter(out) finds the root's once it has one
 """
 
+# The fast lane of an op declared with ``plain=(family, primitive)`` (registry.py): while no hook is
+# attached (``_plain``), a call whose tensor inputs (the first one or two parameters) are plain CPU
+# tensors, one float32/float64 array dtype, none taking part in the graph, and whose other arguments
+# are their defaults (identity: an explicit ``alpha=1`` is the same int object) runs the backend's
+# kernel for the primitive (backends/cpu/elementwise.py ``plain_kernel``) under the quiet NumPy error
+# state, and wraps the array: what the forward computes, without its frames (the op, its helper,
+# ``primitives``, the backend's checks: about half a small op's cost). Nothing records there, so grad
+# mode, anomaly mode and version counters have nothing to do; autocast, the profiler, NVTX and capture
+# are hooks, which close the lane. Anything else (a view's history to read, a scalar, another dtype, a
+# kernel that declines by returning None or raises) takes the entry's path below, which names errors.
+_LANE_SOURCE = """        if _plain and {tests}:
+{arrays}            if (
+                {array_tests}
+            ):
+                _token = None if _errstate() is _QUIET else _quiet(_QUIET)
+                try:
+                    _r = KERNEL({kernel_args})
+                except Exception:
+                    _r = None  # the path below raises the op's named error
+                finally:
+                    if _token is not None:
+                        _restore(_token)
+                if _r is not None:
+                    _out = _new(Tensor)
+                    _out._data = _r if _r.__class__ is _ndarray else _asarray(_r)
+                    _out._device = _CPU
+                    return _out
+"""
+
+
+def _lane(op, defaults):
+    """The fast lane's lines of an op declared ``plain`` (see ``_LANE_SOURCE``), and its kernel."""
+    family, primitive = op.plain
+    kernel = plain_kernel(family, primitive)
+    parameters = list(op.signature.parameters.values())
+    n = 2 if family == "binary" else 1
+    if (
+        op.view
+        or kernel is None
+        or len(parameters) < n
+        or any(p.kind != p.POSITIONAL_OR_KEYWORD for p in parameters[:n])
+    ):
+        raise ValueError(f"op {op.name!r}: plain={op.plain!r} names no kernel for its first {n} parameters")
+    names = [p.name for p in parameters[:n]]
+    for p in parameters[n:]:
+        if p.name not in defaults:
+            raise ValueError(f"op {op.name!r}: plain= needs a default for parameter {p.name!r}")
+    tests = [f"{x}.__class__ is Tensor" for x in names]
+    tests += [f"{p.name} is _defaults[{p.name!r}]" for p in parameters[n:]]
+    arrays = "".join(f"            _d{i} = {x}._data\n" for i, x in enumerate(names))
+    array_tests = ["_d0.__class__ is _ndarray", "(_d0.dtype is _F32 or _d0.dtype is _F64)"]
+    for i, x in enumerate(names):
+        if i:
+            array_tests += [f"_d{i}.__class__ is _ndarray", f"_d{i}.dtype is _d0.dtype"]
+        array_tests += [
+            f"{x}._device is _CPU",
+            f"not ({x}._requires_grad or {x}._grad_fn is not None"
+            f" or ({x}._base is not None and {x}.grad_fn is not None))",
+        ]
+    source = _LANE_SOURCE.format(
+        tests=" and ".join(tests),
+        arrays=arrays,
+        array_tests="\n                and ".join(array_tests),
+        kernel_args=", ".join(f"_d{i}" for i in range(n)),
+    )
+    return source, kernel
+
+
 _CHECK_SOURCE = """if {x}.__class__ is Tensor:
     if {x}._requires_grad or {x}._grad_fn is not None or ({x}._base is not None and {x}.grad_fn is not None):
         _mask |= {bit}
@@ -285,6 +359,8 @@ def _indented(source, spaces):
 
 _SEQUENCES = (list, tuple)
 _new = object.__new__
+_ndarray, _asarray = np.ndarray, np.asarray
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 # the array dtypes (NumPy's, the CUDA runtime's) of floating point tensors seen
 _FLOAT_ARRAYS: set[Any] = set()
 _NO_KEYWORDS: dict[str, Any] = {}  # the keyword arguments a view replay passes (never written)
@@ -503,7 +579,9 @@ def _bare_names(*sources):
 # What an entry's code calls by name besides its parameters: a forward parameter of one of these names
 # would shadow it inside the entry (a parameter ``mask`` replaced by the recording's bit mask), so the
 # declaration is refused. The entry's own locals start with an underscore, as no PyTorch parameter does.
-_RESERVED = _bare_names(_PLAIN_SOURCE, _ENTRY_SOURCE, _BODY_SOURCE, _VIEW_BODY_SOURCE, _VIEW_SOURCE, _CHECK_SOURCE) | {
+_RESERVED = _bare_names(
+    _PLAIN_SOURCE, _ENTRY_SOURCE, _BODY_SOURCE, _VIEW_BODY_SOURCE, _VIEW_SOURCE, _CHECK_SOURCE, _LANE_SOURCE
+) | {
     "_UNSET", "DTypeError", "_check_operand_dtypes", "_check_first_dtype",  # the preludes' names
 }  # fmt: skip
 
@@ -578,6 +656,7 @@ def _generated_entry(op):
         signature[at:at] = ([] if keyword_only else ["*"]) + alias_parameters
     keywords = "{" + ", ".join(keywords + ([f"**{extra_keywords}"] if extra_keywords else [])) + "}"
     op.tensor_params = _tensor_params(op)
+    lane, kernel = _lane(op, defaults) if op.plain is not None else ("", None)
     if op.composite or not op.differentiable:
         source = _PLAIN_SOURCE.format(
             signature=", ".join(signature),
@@ -587,10 +666,11 @@ def _generated_entry(op):
             tensors=_tuple(local.get(name, name) for name, _ in op.tensor_params),
             values_tuple=_tuple(values),
             prelude=prelude,
+            lane=lane,
         )
         made = {}
         exec(compile(source, _entry_filename(op), "exec"), globals(), made)
-        return made["make"](op.forward, op, op.name, defaults, _accepted_arrays(op))
+        return made["make"](op.forward, op, op.name, defaults, _accepted_arrays(op), kernel)
     checks = "".join(_CHECK_SOURCE.format(x=x, bit=1 << i) for i, x in enumerate(op.inputs))
     if op.view:
         base = values[0]
@@ -625,11 +705,12 @@ def _generated_entry(op):
         tensors=_tuple(local.get(name, name) for name, _ in op.tensor_params),
         values_tuple=_tuple(values),
         prelude=prelude,
+        lane=lane,
     )
     # defined with this module's globals, so the entry reads _slow and _around_chain as they change
     made = {}
     exec(compile(source, _entry_filename(op), "exec"), globals(), made)
-    return made["make"](op.forward, op, op.name, defaults, _accepted_arrays(op), op.plans)
+    return made["make"](op.forward, op, op.name, defaults, _accepted_arrays(op), op.plans, kernel)
 
 
 def _accepted_arrays(op):

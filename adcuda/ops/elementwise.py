@@ -163,6 +163,7 @@ def _alpha_sum(name, prim, input, other, alpha):
 # arithmetic
 @op(
     "add",
+    plain=("binary", "add"),
     doc="input + alpha * other, elementwise with broadcasting and PyTorch's type promotion.",
     node="AddBackward0",
     inplace=True,
@@ -180,6 +181,7 @@ lowering("binary", "add", onnx="Add", c="{a} + {b}")
 
 @op(
     "sub",
+    plain=("binary", "sub"),
     doc="input - alpha * other, elementwise with broadcasting.",
     node="SubBackward0",
     inplace=True,
@@ -216,6 +218,7 @@ lowering("binary", "sub", onnx="Sub", c="{a} - {b}")
 
 @op(
     "mul",
+    plain=("binary", "mul"),
     doc="input * other, elementwise with broadcasting and PyTorch's type promotion.",
     node="MulBackward0",
     inplace=True,
@@ -245,6 +248,7 @@ def _rtruediv(self: Tensor, other: Number) -> Tensor:
 
 @op(
     "div",
+    plain=("binary", "div"),
     doc="input / other (true division; rounding_mode 'trunc' or 'floor' rounds the quotient).",
     node=_div_node,
     inplace=True,
@@ -387,6 +391,7 @@ def _pow_by_scalar(input, exponent):
 
 @op(
     "neg",
+    plain=("unary", "neg"),
     dtypes=NUMBERS.with_message(
         "{op}: negation, the `-` operator, on a bool tensor is not supported; "
         "use the `~` operator or logical_not() instead"
@@ -439,6 +444,7 @@ def _minmax_grads(wins):
 
 @op(
     "maximum",
+    plain=("binary", "maximum"),
     doc="The larger of input and other, elementwise (NaN propagates).",
     node="MaximumBackward0",
     grads=_minmax_grads(lambda a, b: gt(a, b)),
@@ -453,6 +459,7 @@ lowering("binary", "maximum", onnx="Max", c="(({a} != {a} || {a} > {b}) ? {a} : 
 
 @op(
     "minimum",
+    plain=("binary", "minimum"),
     doc="The smaller of input and other, elementwise (NaN propagates).",
     node="MinimumBackward0",
     grads=_minmax_grads(lambda a, b: lt(a, b)),
@@ -520,7 +527,14 @@ def _floating_only(name, input, other):
 
 # ------------------------------------------------------------------------------------------------
 # unary math (integer and bool inputs compute in float32)
-@op("exp", doc="e ** input.", node="ExpBackward0", inplace=True, grads={"input": lambda grad, result: grad * result})
+@op(
+    "exp",
+    plain=("unary", "exp"),
+    doc="e ** input.",
+    node="ExpBackward0",
+    inplace=True,
+    grads={"input": lambda grad, result: grad * result},
+)
 def exp(input: Tensor) -> Tensor:
     return _float_unary("exp", input)
 
@@ -530,6 +544,7 @@ lowering("unary", "exp", onnx="Exp", c="expf(v)")
 
 @op(
     "log",
+    plain=("unary", "log"),
     inplace=True,
     doc="The natural logarithm.",
     node="LogBackward0",
@@ -544,6 +559,7 @@ lowering("unary", "log", onnx="Log", c="logf(v)")
 
 @op(
     "log1p",
+    plain=("unary", "log1p"),
     inplace=True,
     doc="log(1 + input), accurate for small input.",
     node="Log1PBackward0",
@@ -563,6 +579,7 @@ lowering(
 
 @op(
     "sqrt",
+    plain=("unary", "sqrt"),
     doc="The square root.",
     node="SqrtBackward0",
     inplace=True,
@@ -577,6 +594,7 @@ lowering("unary", "sqrt", onnx="Sqrt", c="sqrtf(v)")
 
 @op(
     "rsqrt",
+    plain=("unary", "rsqrt"),
     inplace=True,
     doc="1 / sqrt(input).",
     node="RsqrtBackward0",
@@ -594,7 +612,14 @@ lowering(
 )
 
 
-@op("sin", inplace=True, doc="The sine.", node="SinBackward0", grads={"input": lambda grad, input: grad * cos(input)})
+@op(
+    "sin",
+    plain=("unary", "sin"),
+    inplace=True,
+    doc="The sine.",
+    node="SinBackward0",
+    grads={"input": lambda grad, input: grad * cos(input)},
+)
 def sin(input: Tensor) -> Tensor:
     return _float_unary("sin", input)
 
@@ -603,7 +628,12 @@ lowering("unary", "sin", onnx="Sin", c="sinf(v)")
 
 
 @op(
-    "cos", inplace=True, doc="The cosine.", node="CosBackward0", grads={"input": lambda grad, input: -grad * sin(input)}
+    "cos",
+    plain=("unary", "cos"),
+    inplace=True,
+    doc="The cosine.",
+    node="CosBackward0",
+    grads={"input": lambda grad, input: -grad * sin(input)},
 )
 def cos(input: Tensor) -> Tensor:
     return _float_unary("cos", input)
@@ -614,6 +644,7 @@ lowering("unary", "cos", onnx="Cos", c="cosf(v)")
 
 @op(
     "tanh",
+    plain=("unary", "tanh"),
     doc="The hyperbolic tangent.",
     node="TanhBackward0",
     inplace=True,
@@ -630,6 +661,7 @@ lowering("unary", "tanh", onnx="Tanh", c="tanhf(v)", c_fusable=True)
 
 @op(
     "sigmoid",
+    plain=("unary", "sigmoid"),
     doc="1 / (1 + exp(-input)), without overflow for large |input|.",
     node="SigmoidBackward0",
     inplace=True,
@@ -827,6 +859,7 @@ lowering(
 
 @op(
     "relu",
+    plain=("unary", "relu"),
     dtypes=NUMBERS,
     doc="max(input, 0).",
     node="ReluBackward0",
@@ -880,6 +913,7 @@ def leaky_relu(input: Tensor, negative_slope: float = 0.01) -> Tensor:
 
 @op(
     "abs",
+    plain=("unary", "abs"),
     dtypes=NUMBERS,
     inplace=True,
     doc="|input|.",
@@ -1162,7 +1196,7 @@ def _ne_operator(self, other):
     return True if other is None else ne(self, other)
 
 
-@op("eq", doc="input == other, elementwise.", operators=(("__eq__", _eq_operator),))
+@op("eq", plain=("binary", "eq"), doc="input == other, elementwise.", operators=(("__eq__", _eq_operator),))
 def eq(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("eq", input, other, name="eq")
 
@@ -1171,7 +1205,13 @@ def eq(input: Tensor | Number, other: Tensor | Number) -> Tensor:
 lowering("binary", "eq", onnx="Equal", c="({a} == {b} ? 1.0f : 0.0f)")
 
 
-@op("ne", doc="input != other, elementwise.", operators=(("__ne__", _ne_operator),), aliases=("not_equal",))
+@op(
+    "ne",
+    plain=("binary", "ne"),
+    doc="input != other, elementwise.",
+    operators=(("__ne__", _ne_operator),),
+    aliases=("not_equal",),
+)
 def ne(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("ne", input, other, name="ne")
 
@@ -1186,7 +1226,7 @@ lowering(
 )
 
 
-@op("lt", doc="input < other, elementwise.", operators=("__lt__",), aliases=("less",))
+@op("lt", plain=("binary", "lt"), doc="input < other, elementwise.", operators=("__lt__",), aliases=("less",))
 def lt(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("lt", input, other, name="lt")
 
@@ -1194,7 +1234,7 @@ def lt(input: Tensor | Number, other: Tensor | Number) -> Tensor:
 lowering("binary", "lt", onnx="Less", c="({a} < {b} ? 1.0f : 0.0f)")
 
 
-@op("le", doc="input <= other, elementwise.", operators=("__le__",), aliases=("less_equal",))
+@op("le", plain=("binary", "le"), doc="input <= other, elementwise.", operators=("__le__",), aliases=("less_equal",))
 def le(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("le", input, other, name="le")
 
@@ -1202,7 +1242,7 @@ def le(input: Tensor | Number, other: Tensor | Number) -> Tensor:
 lowering("binary", "le", onnx="LessOrEqual", c="({a} <= {b} ? 1.0f : 0.0f)")
 
 
-@op("gt", doc="input > other, elementwise.", operators=("__gt__",), aliases=("greater",))
+@op("gt", plain=("binary", "gt"), doc="input > other, elementwise.", operators=("__gt__",), aliases=("greater",))
 def gt(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("gt", input, other, name="gt")
 
@@ -1210,7 +1250,7 @@ def gt(input: Tensor | Number, other: Tensor | Number) -> Tensor:
 lowering("binary", "gt", onnx="Greater", c="({a} > {b} ? 1.0f : 0.0f)")
 
 
-@op("ge", doc="input >= other, elementwise.", operators=("__ge__",), aliases=("greater_equal",))
+@op("ge", plain=("binary", "ge"), doc="input >= other, elementwise.", operators=("__ge__",), aliases=("greater_equal",))
 def ge(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("ge", input, other, name="ge")
 

@@ -32,6 +32,11 @@ The declaration says everything the rest of adcuda needs:
 - **dtypes**: ``dtypes`` (a rule of ``dtype_support``: ``FLOATING``, ``NUMBERS``, ...) says which
   dtypes the op's first tensor argument may have, as PyTorch defines the op; the dispatch point
   refuses the others before the forward runs (``abs`` of a bool tensor, ``gelu`` of an integer one).
+- **plain case**: ``plain=("binary", "add")`` (or ``("unary", "exp")``) says that the forward, given
+  CPU tensors of one floating dtype (float32 or float64) as its one or two first arguments and every
+  other argument at its default, computes exactly that elementwise primitive: the dispatch point then
+  runs the backend's kernel for it directly while nothing records and no hook is attached (its fast
+  lane, adcuda/ops/dispatch.py), and the forward otherwise.
 - **policy**: ``autocast`` (``"lower"``, ``"float32"``, ``"promote"``, ``"float32_result"`` or None) is applied at the
   dispatch point; type promotion is the forward's (``result_type``).
 - **forms**: ``function`` (``adcuda.<name>``), ``method`` (``Tensor.<name>``), ``inplace``
@@ -103,6 +108,7 @@ class OpDef:
         as_property,
         differentiable,
         dtypes=None,
+        plain=None,
     ):
         if not doc or "\n" in doc.strip():
             raise ValueError(f"op {name!r}: doc must be one line")
@@ -118,6 +124,7 @@ class OpDef:
         self.composite = composite
         self.autocast = autocast
         self.dtypes = dtypes
+        self.plain = plain
         self.view = view
         self.extra_outputs = tuple(extra_outputs)
         self.node = node
@@ -275,6 +282,7 @@ def op(
     as_property=False,
     differentiable=None,
     dtypes=None,
+    plain=None,
 ) -> Callable[[Forward], Forward]: ...
 @overload
 def op(
@@ -297,6 +305,7 @@ def op(
     as_property=False,
     differentiable=None,
     dtypes=None,
+    plain=None,
 ) -> "Callable[[Callable[Inputs, Any]], Callable[Inputs, Tensor]]": ...
 def op(
     name: str,
@@ -318,6 +327,7 @@ def op(
     as_property=False,
     differentiable=None,
     dtypes=None,
+    plain=None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Declare an op (see the module docstring); returns its dispatching entry point, which
     carries the declaration as ``.op``."""
@@ -347,6 +357,7 @@ def op(
             as_property=as_property,
             differentiable=differentiable,
             dtypes=dtypes,
+            plain=plain,
         )
         _REGISTRY[name] = definition
         return definition.entry

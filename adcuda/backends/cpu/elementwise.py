@@ -463,6 +463,39 @@ def unary_backward(
     return r.astype(g.dtype, copy=False)
 
 
+def plain_kernel(family: str, op: str) -> Callable[..., Any] | None:
+    """What ``unary(op, x)`` (``family`` "unary") or ``binary(op, a, b, <their dtype>)`` ("binary")
+    computes for exact float32/float64 ndarrays of one dtype object, as one call with none of their
+    checks: the dispatch point's fast lane (adcuda/ops/dispatch.py) calls it for an op's plain case.
+    It returns the result array (or NumPy scalar, of 0-d operands), or None where that case takes
+    the primitive's own path after all (a host loop's operand too large or not contiguous); an error
+    it raises is the primitive's to name. None for an op without such a kernel."""
+    if family == "binary":
+        fn = BINARY_OPS.get(op)
+        # (the host loops' ops, several passes in NumPy, keep the primitive's choice of loop)
+        return fn if fn is not None and op not in _HOST_BINARY_INDEX else None
+    fn = UNARY_OPS.get(op)
+    if fn is None:
+        return None
+    host = _HOST_INDEX.get(op)
+    if host is not None:
+
+        def host_loop(x):
+            if x.size <= _HOST_MAX and x.flags.c_contiguous:
+                return _C.host_unary(host, x)
+            return None
+
+        return host_loop
+    if fn.__class__ is np.ufunc and "f->f" in fn.types and "d->d" in fn.types:
+        return fn  # (float32 in, float32 out: nothing to cast)
+
+    def formula(x):
+        r = fn(x)
+        return r if r.dtype is x.dtype else None  # (a formula of another result dtype: the primitive casts)
+
+    return formula
+
+
 def _remainder(a, b, dtype=None, casting="same_kind"):
     """PyTorch's (and Python's) modulo: C's fmod, moved by one divisor where its sign differs from the
     divisor's. NumPy's remainder gives a zero the divisor's sign where PyTorch keeps fmod's (the
