@@ -42,7 +42,8 @@ from ..autograd.graph import (
     version_counter,
     version_of,
 )
-from ..backends.cpu.elementwise import plain_kernel
+from ..backends.cpu.elementwise import plain_binary, plain_unary
+from ..backends.cpu.reduce import plain_reduce
 from ..backends.float_errors import QUIET as _QUIET
 from ..backends.float_errors import current as _errstate
 from ..backends.float_errors import quiet as _quiet
@@ -280,18 +281,26 @@ _VIEW_SOURCE = """        if _out is {base}:
 # The fast lane of an op declared with ``plain=(family, primitive)`` (registry.py): while no hook is
 # attached (``_plain``), a call whose tensor inputs (the first one or two parameters) are plain CPU
 # tensors, one float32/float64 array dtype, none taking part in the graph, and whose other arguments
-# are their defaults (identity: an explicit ``alpha=1`` is the same int object) runs the backend's
-# kernel for the primitive (backends/cpu/elementwise.py ``plain_kernel``) under the quiet NumPy error
-# state, and wraps the array: what the forward computes, without its frames (the op, its helper,
-# ``primitives``, the backend's checks: about half a small op's cost). Nothing records there, so grad
-# mode, anomaly mode and version counters have nothing to do; autocast, the profiler, NVTX and capture
-# are hooks, which close the lane. Anything else (a view's history to read, a scalar, another dtype, a
+# are their defaults (identity: an explicit ``alpha=1`` is the same int object) runs the CPU backend's
+# kernel for the primitive (``plain_unary``, ``plain_binary``, ``plain_reduce``) and wraps the array:
+# what the forward computes, without its frames (the op, its helper, ``primitives``, the backend's
+# checks: about half a small op's cost). A NumPy kernel runs under the quiet NumPy error state, as the
+# forward would; the reductions' (one native call) cannot warn. Nothing records there, so grad mode,
+# anomaly mode and version counters have nothing to do; autocast, the profiler, NVTX and capture are
+# hooks, which close the lane. Anything else (a view's history to read, a scalar, another dtype, a
 # kernel that declines by returning None or raises) takes the entry's path below, which names errors.
 _LANE_SOURCE = """        if _plain and {tests}:
 {arrays}            if (
                 {array_tests}
             ):
-                _token = None if _errstate() is _QUIET else _quiet(_QUIET)
+{call}                if _r is not None:
+                    _out = _new(Tensor)
+                    _out._data = _r if _r.__class__ is _ndarray else _asarray(_r)
+                    _out._device = _CPU
+                    return _out
+"""
+
+_LANE_QUIET_CALL_SOURCE = """                _token = None if _errstate() is _QUIET else _quiet(_QUIET)
                 try:
                     _r = KERNEL({kernel_args})
                 except Exception:
@@ -299,20 +308,30 @@ _LANE_SOURCE = """        if _plain and {tests}:
                 finally:
                     if _token is not None:
                         _restore(_token)
-                if _r is not None:
-                    _out = _new(Tensor)
-                    _out._data = _r if _r.__class__ is _ndarray else _asarray(_r)
-                    _out._device = _CPU
-                    return _out
 """
+
+_LANE_CALL_SOURCE = """                try:
+                    _r = KERNEL({kernel_args})
+                except Exception:
+                    _r = None  # the path below raises the op's named error
+"""
+
+
+# the CPU backend's kernels of a ``plain=(family, primitive)`` declaration, and how many tensors they take
+# (and whether NumPy's error state must be quiet around them)
+_PLAIN_KERNELS = {
+    "unary": (plain_unary, 1, True),
+    "binary": (plain_binary, 2, True),
+    "reduce": (plain_reduce, 1, False),
+}
 
 
 def _lane(op, defaults):
     """The fast lane's lines of an op declared ``plain`` (see ``_LANE_SOURCE``), and its kernel."""
     family, primitive = op.plain
-    kernel = plain_kernel(family, primitive)
+    kernel_of, n, quiet = _PLAIN_KERNELS.get(family, (None, 1, False))
+    kernel = kernel_of(primitive) if kernel_of is not None else None
     parameters = list(op.signature.parameters.values())
-    n = 2 if family == "binary" else 1
     if (
         op.view
         or kernel is None
@@ -325,7 +344,11 @@ def _lane(op, defaults):
         if p.name not in defaults:
             raise ValueError(f"op {op.name!r}: plain= needs a default for parameter {p.name!r}")
     tests = [f"{x}.__class__ is Tensor" for x in names]
-    tests += [f"{p.name} is _defaults[{p.name!r}]" for p in parameters[n:]]
+    # (None, True and False as themselves: no lookup on the hot path)
+    for p in parameters[n:]:
+        default = defaults[p.name]
+        literal = default is None or default is True or default is False
+        tests.append(f"{p.name} is {default if literal else f'_defaults[{p.name!r}]'}")
     arrays = "".join(f"            _d{i} = {x}._data\n" for i, x in enumerate(names))
     array_tests = ["_d0.__class__ is _ndarray", "(_d0.dtype is _F32 or _d0.dtype is _F64)"]
     for i, x in enumerate(names):
@@ -340,7 +363,9 @@ def _lane(op, defaults):
         tests=" and ".join(tests),
         arrays=arrays,
         array_tests="\n                and ".join(array_tests),
-        kernel_args=", ".join(f"_d{i}" for i in range(n)),
+        call=(_LANE_QUIET_CALL_SOURCE if quiet else _LANE_CALL_SOURCE).format(
+            kernel_args=", ".join(f"_d{i}" for i in range(n))
+        ),
     )
     return source, kernel
 
@@ -580,7 +605,8 @@ def _bare_names(*sources):
 # would shadow it inside the entry (a parameter ``mask`` replaced by the recording's bit mask), so the
 # declaration is refused. The entry's own locals start with an underscore, as no PyTorch parameter does.
 _RESERVED = _bare_names(
-    _PLAIN_SOURCE, _ENTRY_SOURCE, _BODY_SOURCE, _VIEW_BODY_SOURCE, _VIEW_SOURCE, _CHECK_SOURCE, _LANE_SOURCE
+    _PLAIN_SOURCE, _ENTRY_SOURCE, _BODY_SOURCE, _VIEW_BODY_SOURCE, _VIEW_SOURCE, _CHECK_SOURCE,
+    _LANE_SOURCE, _LANE_QUIET_CALL_SOURCE,
 ) | {
     "_UNSET", "DTypeError", "_check_operand_dtypes", "_check_first_dtype",  # the preludes' names
 }  # fmt: skip

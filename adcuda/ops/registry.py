@@ -32,11 +32,11 @@ The declaration says everything the rest of adcuda needs:
 - **dtypes**: ``dtypes`` (a rule of ``dtype_support``: ``FLOATING``, ``NUMBERS``, ...) says which
   dtypes the op's first tensor argument may have, as PyTorch defines the op; the dispatch point
   refuses the others before the forward runs (``abs`` of a bool tensor, ``gelu`` of an integer one).
-- **plain case**: ``plain=("binary", "add")`` (or ``("unary", "exp")``) says that the forward, given
-  CPU tensors of one floating dtype (float32 or float64) as its one or two first arguments and every
-  other argument at its default, computes exactly that elementwise primitive: the dispatch point then
-  runs the backend's kernel for it directly while nothing records and no hook is attached (its fast
-  lane, adcuda/ops/dispatch.py), and the forward otherwise.
+- **plain case**: ``plain=("binary", "add")`` (or ``("unary", "exp")``, ``("reduce", "sum")``: of every
+  element) says that the forward, given CPU tensors of one floating dtype (float32 or float64) as its
+  one or two first arguments and every other argument at its default, computes exactly that
+  primitive: the dispatch point then runs the backend's kernel for it directly while nothing records
+  and no hook is attached (its fast lane, adcuda/ops/dispatch.py), and the forward otherwise.
 - **policy**: ``autocast`` (``"lower"``, ``"float32"``, ``"promote"``, ``"float32_result"`` or None) is applied at the
   dispatch point; type promotion is the forward's (``result_type``).
 - **forms**: ``function`` (``adcuda.<name>``), ``method`` (``Tensor.<name>``), ``inplace``

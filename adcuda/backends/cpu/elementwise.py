@@ -463,17 +463,19 @@ def unary_backward(
     return r.astype(g.dtype, copy=False)
 
 
-def plain_kernel(family: str, op: str) -> Callable[..., Any] | None:
-    """What ``unary(op, x)`` (``family`` "unary") or ``binary(op, a, b, <their dtype>)`` ("binary")
-    computes for exact float32/float64 ndarrays of one dtype object, as one call with none of their
-    checks: the dispatch point's fast lane (adcuda/ops/dispatch.py) calls it for an op's plain case.
-    It returns the result array (or NumPy scalar, of 0-d operands), or None where that case takes
-    the primitive's own path after all (a host loop's operand too large or not contiguous); an error
-    it raises is the primitive's to name. None for an op without such a kernel."""
-    if family == "binary":
-        fn = BINARY_OPS.get(op)
-        # (the host loops' ops, several passes in NumPy, keep the primitive's choice of loop)
-        return fn if fn is not None and op not in _HOST_BINARY_INDEX else None
+def plain_binary(op: str) -> Callable[..., Any] | None:
+    """What ``binary(op, a, b, <their dtype>)`` computes for exact float32/float64 ndarrays of one dtype
+    object, as one call with none of its checks: the dispatch point's fast lane (adcuda/ops/dispatch.py)
+    calls it for an op's plain case. It returns the result array (or NumPy scalar, of 0-d operands); an
+    error it raises is the primitive's to name. None for an op without such a kernel (the host loops'
+    ops, several passes in NumPy, keep the primitive's choice of loop)."""
+    fn = BINARY_OPS.get(op)
+    return fn if fn is not None and op not in _HOST_BINARY_INDEX else None
+
+
+def plain_unary(op: str) -> Callable[..., Any] | None:
+    """``plain_binary`` for ``unary(op, x)``: the kernel may also return None where ``x`` takes the
+    primitive's own path after all (a host loop's operand too large or not contiguous)."""
     fn = UNARY_OPS.get(op)
     if fn is None:
         return None
