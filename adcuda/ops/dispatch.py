@@ -13,6 +13,12 @@ a handful of attribute reads beyond the forward itself. Everything else attaches
 - ``around_backward(node, fn, *args)``: runs a backward rule or a leaf's accumulation;
 - ``on_node(node)``: sees every autograd node as it is recorded.
 
+An op declared ``plain=(family, primitive)`` (registry.py) has a fast lane at the top of its entry,
+this dispatch point's own: while no hook is attached at all (``_plain``), a call on plain CPU float
+tensors with nothing to record runs the CPU backend's kernel for the primitive and wraps the array,
+skipping the forward's helper frames; every other call, and every call while any hook is attached,
+takes the path below (see ``_LANE_SOURCE``).
+
 Recording, views and in-place forms follow the declaration: the values a formula reads are saved
 (tensors with their version counters), a view shares its base's version counter and can be rebuilt
 from it, an in-place form checks, writes, bumps the version counter and moves the history.

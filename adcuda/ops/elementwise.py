@@ -678,6 +678,7 @@ lowering("unary", "sigmoid", onnx="Sigmoid", c="1.0f / (1.0f + expf(-v))", c_fus
 
 @op(
     "erf",
+    plain=("unary", "erf"),
     inplace=True,
     doc="The error function.",
     node="ErfBackward0",
@@ -692,6 +693,7 @@ lowering("unary", "erf", onnx="Erf", c="erf_rational(v)")
 
 @op(
     "exp2",
+    plain=("unary", "exp2"),
     inplace=True,
     doc="2 ** input.",
     node="Exp2Backward0",
@@ -706,6 +708,7 @@ lowering("unary", "exp2", onnx=lambda w, x, dtype, out: w.emit("Pow", [w.const(2
 
 @op(
     "log2",
+    plain=("unary", "log2"),
     inplace=True,
     doc="The base-2 logarithm.",
     node="Log2Backward0",
@@ -725,6 +728,7 @@ lowering(
 
 @op(
     "log10",
+    plain=("unary", "log10"),
     inplace=True,
     doc="The base-10 logarithm.",
     node="Log10Backward0",
@@ -751,6 +755,7 @@ def _silu_grad(grad, input):
 
 @op(
     "silu",
+    plain=("unary", "silu"),
     dtypes=FLOATING,
     doc="input * sigmoid(input) (swish).",
     node="SiluBackward0",
@@ -1490,6 +1495,7 @@ def equal(input: Tensor, other: Tensor) -> bool:
 # ops.
 @op(
     "expm1",
+    plain=("unary", "expm1"),
     doc="exp(input) - 1, accurate near 0.",
     node="Expm1Backward0",
     inplace=True,
@@ -1503,6 +1509,7 @@ def expm1(input: Tensor) -> Tensor:
 # the result overflows, which a composition of exp or expm1 is not)
 @op(
     "tan",
+    plain=("unary", "tan"),
     doc="The tangent.",
     node="TanBackward0",
     inplace=True,
@@ -1514,6 +1521,7 @@ def tan(input: Tensor) -> Tensor:
 
 @op(
     "sinh",
+    plain=("unary", "sinh"),
     doc="The hyperbolic sine.",
     node="SinhBackward0",
     inplace=True,
@@ -1525,6 +1533,7 @@ def sinh(input: Tensor) -> Tensor:
 
 @op(
     "cosh",
+    plain=("unary", "cosh"),
     doc="The hyperbolic cosine.",
     node="CoshBackward0",
     inplace=True,
