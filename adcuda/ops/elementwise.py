@@ -951,6 +951,7 @@ def _rounding(prim, input):
 
 @op(
     "floor",
+    plain=("unary", "floor"),
     dtypes=NUMBERS,
     inplace=True,
     doc="The largest integer <= input.",
@@ -966,6 +967,7 @@ lowering("unary", "floor", onnx="Floor", c="floorf(v)")
 
 @op(
     "ceil",
+    plain=("unary", "ceil"),
     dtypes=NUMBERS,
     inplace=True,
     doc="The smallest integer >= input.",
@@ -981,6 +983,7 @@ lowering("unary", "ceil", onnx="Ceil", c="ceilf(v)")
 
 @op(
     "trunc",
+    plain=("unary", "trunc"),
     dtypes=NUMBERS,
     inplace=("trunc_", "fix_"),
     doc="input rounded towards zero.",
