@@ -488,12 +488,17 @@ def plain_unary(op: str) -> Callable[..., Any] | None:
             return None
 
         return host_loop
-    if fn.__class__ is np.ufunc and "f->f" in fn.types and "d->d" in fn.types:
+    if fn.__class__ is np.ufunc:
+        keeps_dtype = "f->f" in fn.types and "d->d" in fn.types
+    else:  # a formula: asked once, of one element of each dtype
+        with np.errstate(all="ignore"):
+            keeps_dtype = all(np.asarray(fn(np.full(1, 0.5, d))).dtype is d for d in (_F32, _F64))
+    if keeps_dtype:
         return fn  # (float32 in, float32 out: nothing to cast)
 
     def formula(x):
         r = fn(x)
-        return r if r.dtype is x.dtype else None  # (a formula of another result dtype: the primitive casts)
+        return r if r.dtype is x.dtype else None  # (another result dtype: the primitive casts it)
 
     return formula
 
