@@ -1,7 +1,7 @@
 """The dispatch point's fast lane (adcuda/ops/dispatch.py ``_LANE_SOURCE``, ops declared ``plain=``):
-a plain call (CPU tensors of one floating dtype, nothing to record, no hook) gives what the op's
-general path gives, bit for bit, and every switch the dispatch point honours still sees the call:
-the profiler, graph capture, autograd, NumPy's error state, the named errors."""
+a plain call (CPU tensors of one floating dtype, no hook) gives what the op's general path gives, bit
+for bit, records the same graph, and every switch the dispatch point honours still sees the call:
+the profiler, graph capture, autograd, anomaly mode, NumPy's error state, the named errors."""
 
 import warnings
 
@@ -119,6 +119,36 @@ def test_grad_is_recorded_when_an_input_takes_part():
         assert (leaf * y).grad_fn is None and not (leaf * y).requires_grad
     detached = leaf.detach()
     assert (detached + y).grad_fn is None and not (detached + y).requires_grad
+
+
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "div", "maximum", "exp", "sigmoid", "relu", "sum", "mean"])
+def test_recorded_graphs_and_gradients_are_the_general_paths(name):
+    fn = getattr(adcuda, name)
+    binary = registry.get(name).plain[0] == "binary"
+
+    def grads():
+        a = adcuda.tensor([[0.5, -1.0, 2.0], [3.0, 0.25, -0.5]], dtype=adcuda.float64, requires_grad=True)
+        b = adcuda.tensor([1.5, 2.0, -3.0], dtype=adcuda.float64, requires_grad=True)  # broadcast
+        out = fn(a, b) if binary else fn(a)
+        name_of_node = out.grad_fn.name()
+        out.sum().backward()  # (sum's own lane: a plain call of a tensor with history)
+        return name_of_node, a.grad.numpy(), b.grad.numpy() if binary else None
+
+    fast = grads()
+    general, _ = _general(grads)
+    assert fast[0] == general[0]
+    np.testing.assert_array_equal(fast[1], general[1], strict=True)
+    if binary:
+        np.testing.assert_array_equal(fast[2], general[2], strict=True)
+
+
+def test_anomaly_mode_sees_the_lanes_nodes():
+    with adcuda.autograd.detect_anomaly():
+        x = adcuda.tensor([0.0], requires_grad=True)
+        y = x.sqrt()
+        assert y.grad_fn.trace  # where the forward ran, for the report below
+        with pytest.raises(AdcudaError, match="SqrtBackward0"):
+            (y * 0).sum().backward()  # 0 / (2 sqrt(0)): NaN
 
 
 def test_numpy_error_state_is_the_callers_after_and_nothing_warns():

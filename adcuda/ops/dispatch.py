@@ -14,10 +14,10 @@ a handful of attribute reads beyond the forward itself. Everything else attaches
 - ``on_node(node)``: sees every autograd node as it is recorded.
 
 An op declared ``plain=(family, primitive)`` (registry.py) has a fast lane at the top of its entry,
-this dispatch point's own: while no hook is attached at all (``_plain``), a call on plain CPU float
-tensors with nothing to record runs the CPU backend's kernel for the primitive and wraps the array,
-skipping the forward's helper frames; every other call, and every call while any hook is attached,
-takes the path below (see ``_LANE_SOURCE``).
+this dispatch point's own: while no hook is attached at all (``_plain``), a call on CPU float tensors
+of one dtype runs the CPU backend's kernel for the primitive and wraps the array, skipping the
+forward's helper frames, then records as the path below would; every other call, and every call
+while any hook is attached, takes the path below (see ``_LANE_SOURCE``).
 
 Recording, views and in-place forms follow the declaration: the values a formula reads are saved
 (tensors with their version counters), a view shares its base's version counter and can be rebuilt
@@ -285,16 +285,17 @@ _VIEW_SOURCE = """        if _out is {base}:
 """
 
 # The fast lane of an op declared with ``plain=(family, primitive)`` (registry.py): while no hook is
-# attached (``_plain``), a call whose tensor inputs (the first one or two parameters) are plain CPU
-# tensors, one float32/float64 array dtype, none taking part in the graph, and whose other arguments
-# are their defaults (identity: an explicit ``alpha=1`` is the same int object) runs the CPU backend's
-# kernel for the primitive (``plain_unary``, ``plain_binary``, ``plain_reduce``) and wraps the array:
-# what the forward computes, without its frames (the op, its helper, ``primitives``, the backend's
-# checks: about half a small op's cost). A NumPy kernel runs under the quiet NumPy error state, as the
-# forward would; the reductions' (one native call) cannot warn. Nothing records there, so grad mode,
-# anomaly mode and version counters have nothing to do; autocast, the profiler, NVTX and capture are
-# hooks, which close the lane. Anything else (a view's history to read, a scalar, another dtype, a
-# kernel that declines by returning None or raises) takes the entry's path below, which names errors.
+# attached (``_plain``), a call whose tensor inputs (the first one or two parameters) are CPU tensors of
+# one float32/float64 array dtype and whose other arguments are their defaults (identity: an explicit
+# ``alpha=1`` is the same int object) computes its output with the CPU backend's kernel for the
+# primitive (``plain_unary``, ``plain_binary``, ``plain_reduce``), wrapped: what the forward computes,
+# without its frames (the op, its helper, ``primitives``, the backend's checks: about half a small op's
+# cost). A NumPy kernel runs under the quiet NumPy error state, as the forward would; the reductions'
+# (one native call) cannot warn. An op that records then records as the entry's path does (the same
+# checks of which inputs take part, the same plan; anomaly mode and version counters are the plan's).
+# Autocast, the profiler, NVTX and capture are hooks, which close the lane. Anything else (a scalar,
+# another dtype or device, a kernel that declines by returning None or raises) takes the entry's path
+# below, which names errors.
 _LANE_SOURCE = """        if _plain and {tests}:
 {arrays}            if (
                 {array_tests}
@@ -303,7 +304,13 @@ _LANE_SOURCE = """        if _plain and {tests}:
                     _out = _new(Tensor)
                     _out._data = _r if _r.__class__ is _ndarray else _asarray(_r)
                     _out._device = _CPU
-                    return _out
+{finish}                    return _out
+"""
+
+# what a differentiable op's lane does with its output before returning it: the entry's recording
+_LANE_RECORD_SOURCE = """                    _mask = 0
+{checks}                    if _mask and grad_state.enabled:
+                        (PLANS[_mask] or OP.plan(_mask)).record(_out, _out, {values})
 """
 
 _LANE_QUIET_CALL_SOURCE = """                _token = None if _errstate() is _QUIET else _quiet(_QUIET)
@@ -332,14 +339,16 @@ _PLAIN_KERNELS = {
 }
 
 
-def _lane(op, defaults):
-    """The fast lane's lines of an op declared ``plain`` (see ``_LANE_SOURCE``), and its kernel."""
+def _lane(op, defaults, values):
+    """The fast lane's lines of an op declared ``plain`` (see ``_LANE_SOURCE``), and its kernel.
+    ``values``: the entry's names of the forward's parameters, in order, which recording is given."""
     family, primitive = op.plain
     kernel_of, n, quiet = _PLAIN_KERNELS.get(family, (None, 1, False))
     kernel = kernel_of(primitive) if kernel_of is not None else None
     parameters = list(op.signature.parameters.values())
     if (
         op.view
+        or op.extra_outputs
         or kernel is None
         or len(parameters) < n
         or any(p.kind != p.POSITIONAL_OR_KEYWORD for p in parameters[:n])
@@ -350,7 +359,6 @@ def _lane(op, defaults):
         if p.name not in defaults:
             raise ValueError(f"op {op.name!r}: plain= needs a default for parameter {p.name!r}")
     tests = [f"{x}.__class__ is Tensor" for x in names]
-    # (None, True and False as themselves: no lookup on the hot path)
     for p in parameters[n:]:
         default = defaults[p.name]
         literal = default is None or default is True or default is False
@@ -360,15 +368,16 @@ def _lane(op, defaults):
     for i, x in enumerate(names):
         if i:
             array_tests += [f"_d{i}.__class__ is _ndarray", f"_d{i}.dtype is _d0.dtype"]
-        array_tests += [
-            f"{x}._device is _CPU",
-            f"not ({x}._requires_grad or {x}._grad_fn is not None"
-            f" or ({x}._base is not None and {x}.grad_fn is not None))",
-        ]
+        array_tests.append(f"{x}._device is _CPU")
+    finish = ""
+    if not (op.composite or not op.differentiable):  # an op that records: as the entry's path does
+        checks = "".join(_CHECK_SOURCE.format(x=x, bit=1 << i) for i, x in enumerate(op.inputs))
+        finish = _LANE_RECORD_SOURCE.format(checks=_indented(checks, 20), values=", ".join(values))
     source = _LANE_SOURCE.format(
         tests=" and ".join(tests),
         arrays=arrays,
         array_tests="\n                and ".join(array_tests),
+        finish=finish,
         call=(_LANE_QUIET_CALL_SOURCE if quiet else _LANE_CALL_SOURCE).format(
             kernel_args=", ".join(f"_d{i}" for i in range(n))
         ),
@@ -612,7 +621,7 @@ def _bare_names(*sources):
 # declaration is refused. The entry's own locals start with an underscore, as no PyTorch parameter does.
 _RESERVED = _bare_names(
     _PLAIN_SOURCE, _ENTRY_SOURCE, _BODY_SOURCE, _VIEW_BODY_SOURCE, _VIEW_SOURCE, _CHECK_SOURCE,
-    _LANE_SOURCE, _LANE_QUIET_CALL_SOURCE,
+    _LANE_SOURCE, _LANE_QUIET_CALL_SOURCE, _LANE_RECORD_SOURCE,
 ) | {
     "_UNSET", "DTypeError", "_check_operand_dtypes", "_check_first_dtype",  # the preludes' names
 }  # fmt: skip
@@ -688,7 +697,7 @@ def _generated_entry(op):
         signature[at:at] = ([] if keyword_only else ["*"]) + alias_parameters
     keywords = "{" + ", ".join(keywords + ([f"**{extra_keywords}"] if extra_keywords else [])) + "}"
     op.tensor_params = _tensor_params(op)
-    lane, kernel = _lane(op, defaults) if op.plain is not None else ("", None)
+    lane, kernel = _lane(op, defaults, values) if op.plain is not None else ("", None)
     if op.composite or not op.differentiable:
         source = _PLAIN_SOURCE.format(
             signature=", ".join(signature),
