@@ -76,6 +76,21 @@ def test_the_lane_gives_what_the_general_path_gives(name, dtype):
         assert fast.dtype.name == str(expected.dtype).removeprefix("torch.")
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", [name for name in PLAIN if registry.get(name).plain[2:] == ("float",)])
+def test_a_float_second_operand_gives_what_the_general_path_gives(name, dtype):
+    a, _ = _operands(dtype)
+    fn = getattr(adcuda, name)
+    for x in (adcuda.tensor(a), adcuda.tensor(a[0, 1])):
+        for value in (2.5, -0.0, 0.0, float("nan"), float("inf"), 1e40, 1 / 3):
+            fast = fn(x, value)
+            general, seen = _general(lambda x=x, value=value: fn(x, value))
+            assert seen == [name]
+            assert fast.dtype == general.dtype == x.dtype or fast.dtype == general.dtype == adcuda.bool
+            np.testing.assert_array_equal(fast.numpy(), general.numpy(), strict=True)
+            assert fast.dtype.name == str(getattr(torch, name)(torch.from_numpy(x.numpy()), value).dtype)[6:]
+
+
 def test_large_operands_of_a_host_loop_take_the_general_path():
     x = adcuda.linspace(-5, 5, 1000).reshape(10, 100).t()  # large and not contiguous: NumPy's formula
     np.testing.assert_array_equal(x.sigmoid().numpy(), _general(lambda: x.sigmoid())[0].numpy())

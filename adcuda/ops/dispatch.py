@@ -48,6 +48,7 @@ from ..autograd.graph import (
     version_counter,
     version_of,
 )
+from ..backends.cpu.elementwise import float_operand as _float_operand  # noqa: F401 (the lanes')
 from ..backends.cpu.elementwise import plain_binary, plain_unary
 from ..backends.cpu.reduce import plain_reduce
 from ..backends.float_errors import QUIET as _QUIET
@@ -342,7 +343,7 @@ _PLAIN_KERNELS = {
 def _lane(op, defaults, values):
     """The fast lane's lines of an op declared ``plain`` (see ``_LANE_SOURCE``), and its kernel.
     ``values``: the entry's names of the forward's parameters, in order, which recording is given."""
-    family, primitive = op.plain
+    family, primitive, *operands = op.plain
     kernel_of, n, quiet = _PLAIN_KERNELS.get(family, (None, 1, False))
     kernel = kernel_of(primitive) if kernel_of is not None else None
     parameters = list(op.signature.parameters.values())
@@ -352,36 +353,47 @@ def _lane(op, defaults, values):
         or kernel is None
         or len(parameters) < n
         or any(p.kind != p.POSITIONAL_OR_KEYWORD for p in parameters[:n])
+        or operands not in ([], ["float"])
+        or operands
+        and n != 2
     ):
         raise ValueError(f"op {op.name!r}: plain={op.plain!r} names no kernel for its first {n} parameters")
     names = [p.name for p in parameters[:n]]
+    at_defaults = []
     for p in parameters[n:]:
         if p.name not in defaults:
             raise ValueError(f"op {op.name!r}: plain= needs a default for parameter {p.name!r}")
-    tests = [f"{x}.__class__ is Tensor" for x in names]
-    for p in parameters[n:]:
         default = defaults[p.name]
         literal = default is None or default is True or default is False
-        tests.append(f"{p.name} is {default if literal else f'_defaults[{p.name!r}]'}")
-    arrays = "".join(f"            _d{i} = {x}._data\n" for i, x in enumerate(names))
-    array_tests = ["_d0.__class__ is _ndarray", "(_d0.dtype is _F32 or _d0.dtype is _F64)"]
-    for i, x in enumerate(names):
-        if i:
-            array_tests += [f"_d{i}.__class__ is _ndarray", f"_d{i}.dtype is _d0.dtype"]
-        array_tests.append(f"{x}._device is _CPU")
+        at_defaults.append(f"{p.name} is {default if literal else f'_defaults[{p.name!r}]'}")
     finish = ""
     if not (op.composite or not op.differentiable):  # an op that records: as the entry's path does
         checks = "".join(_CHECK_SOURCE.format(x=x, bit=1 << i) for i, x in enumerate(op.inputs))
         finish = _LANE_RECORD_SOURCE.format(checks=_indented(checks, 20), values=", ".join(values))
-    source = _LANE_SOURCE.format(
-        tests=" and ".join(tests),
-        arrays=arrays,
-        array_tests="\n                and ".join(array_tests),
-        finish=finish,
-        call=(_LANE_QUIET_CALL_SOURCE if quiet else _LANE_CALL_SOURCE).format(
-            kernel_args=", ".join(f"_d{i}" for i in range(n))
-        ),
-    )
+    call = _LANE_QUIET_CALL_SOURCE if quiet else _LANE_CALL_SOURCE
+
+    def lane(tensors, type_tests, arguments):
+        array_tests = []
+        for i, x in enumerate(tensors):
+            same = f"_d{i}.dtype is _d0.dtype" if i else "(_d0.dtype is _F32 or _d0.dtype is _F64)"
+            array_tests += [f"_d{i}.__class__ is _ndarray", same, f"{x}._device is _CPU"]
+        return _LANE_SOURCE.format(
+            tests=" and ".join(type_tests + at_defaults),
+            arrays="".join(f"            _d{i} = {x}._data\n" for i, x in enumerate(tensors)),
+            array_tests="\n                and ".join(array_tests),
+            finish=finish,
+            call=call.format(kernel_args=", ".join(arguments)),
+        )
+
+    tensor_tests = [f"{x}.__class__ is Tensor" for x in names]
+    source = lane(names, tensor_tests, [f"_d{i}" for i in range(n)])
+    if operands:  # ("binary", op, "float"): the second operand may be a Python float, in the first's dtype
+        second = names[1]
+        source += lane(
+            names[:1],
+            [tensor_tests[0], f"{second}.__class__ is float"],
+            ["_d0", f"_float_operand({second}, _d0.dtype)"],
+        )
     return source, kernel
 
 

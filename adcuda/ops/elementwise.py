@@ -163,7 +163,7 @@ def _alpha_sum(name, prim, input, other, alpha):
 # arithmetic
 @op(
     "add",
-    plain=("binary", "add"),
+    plain=("binary", "add", "float"),
     doc="input + alpha * other, elementwise with broadcasting and PyTorch's type promotion.",
     node="AddBackward0",
     inplace=True,
@@ -181,7 +181,7 @@ lowering("binary", "add", onnx="Add", c="{a} + {b}")
 
 @op(
     "sub",
-    plain=("binary", "sub"),
+    plain=("binary", "sub", "float"),
     doc="input - alpha * other, elementwise with broadcasting.",
     node="SubBackward0",
     inplace=True,
@@ -218,7 +218,7 @@ lowering("binary", "sub", onnx="Sub", c="{a} - {b}")
 
 @op(
     "mul",
-    plain=("binary", "mul"),
+    plain=("binary", "mul", "float"),
     doc="input * other, elementwise with broadcasting and PyTorch's type promotion.",
     node="MulBackward0",
     inplace=True,
@@ -248,7 +248,7 @@ def _rtruediv(self: Tensor, other: Number) -> Tensor:
 
 @op(
     "div",
-    plain=("binary", "div"),
+    plain=("binary", "div", "float"),
     doc="input / other (true division; rounding_mode 'trunc' or 'floor' rounds the quotient).",
     node=_div_node,
     inplace=True,
@@ -1204,7 +1204,7 @@ def _ne_operator(self, other):
     return True if other is None else ne(self, other)
 
 
-@op("eq", plain=("binary", "eq"), doc="input == other, elementwise.", operators=(("__eq__", _eq_operator),))
+@op("eq", plain=("binary", "eq", "float"), doc="input == other, elementwise.", operators=(("__eq__", _eq_operator),))
 def eq(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("eq", input, other, name="eq")
 
@@ -1215,7 +1215,7 @@ lowering("binary", "eq", onnx="Equal", c="({a} == {b} ? 1.0f : 0.0f)")
 
 @op(
     "ne",
-    plain=("binary", "ne"),
+    plain=("binary", "ne", "float"),
     doc="input != other, elementwise.",
     operators=(("__ne__", _ne_operator),),
     aliases=("not_equal",),
@@ -1234,7 +1234,7 @@ lowering(
 )
 
 
-@op("lt", plain=("binary", "lt"), doc="input < other, elementwise.", operators=("__lt__",), aliases=("less",))
+@op("lt", plain=("binary", "lt", "float"), doc="input < other, elementwise.", operators=("__lt__",), aliases=("less",))
 def lt(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("lt", input, other, name="lt")
 
@@ -1242,7 +1242,13 @@ def lt(input: Tensor | Number, other: Tensor | Number) -> Tensor:
 lowering("binary", "lt", onnx="Less", c="({a} < {b} ? 1.0f : 0.0f)")
 
 
-@op("le", plain=("binary", "le"), doc="input <= other, elementwise.", operators=("__le__",), aliases=("less_equal",))
+@op(
+    "le",
+    plain=("binary", "le", "float"),
+    doc="input <= other, elementwise.",
+    operators=("__le__",),
+    aliases=("less_equal",),
+)
 def le(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("le", input, other, name="le")
 
@@ -1250,7 +1256,13 @@ def le(input: Tensor | Number, other: Tensor | Number) -> Tensor:
 lowering("binary", "le", onnx="LessOrEqual", c="({a} <= {b} ? 1.0f : 0.0f)")
 
 
-@op("gt", plain=("binary", "gt"), doc="input > other, elementwise.", operators=("__gt__",), aliases=("greater",))
+@op(
+    "gt",
+    plain=("binary", "gt", "float"),
+    doc="input > other, elementwise.",
+    operators=("__gt__",),
+    aliases=("greater",),
+)
 def gt(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("gt", input, other, name="gt")
 
@@ -1258,7 +1270,13 @@ def gt(input: Tensor | Number, other: Tensor | Number) -> Tensor:
 lowering("binary", "gt", onnx="Greater", c="({a} > {b} ? 1.0f : 0.0f)")
 
 
-@op("ge", plain=("binary", "ge"), doc="input >= other, elementwise.", operators=("__ge__",), aliases=("greater_equal",))
+@op(
+    "ge",
+    plain=("binary", "ge", "float"),
+    doc="input >= other, elementwise.",
+    operators=("__ge__",),
+    aliases=("greater_equal",),
+)
 def ge(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("ge", input, other, name="ge")
 

@@ -584,6 +584,11 @@ def _scalar_array(value, dtype):
     return array
 
 
+# A Python float operand of a float32/float64 array as ``binary`` passes it to the formula, for a
+# ``plain_binary`` kernel (the dispatch point's lane calls it so)
+float_operand = _scalar_array
+
+
 def binary(op: str, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> BackendArray:
     """``op(a, b)`` with both operands in ``dtype`` (computed in fp32 for float16); ``a`` or ``b`` may be a
     Python scalar."""
