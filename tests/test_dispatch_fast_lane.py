@@ -91,6 +91,47 @@ def test_a_float_second_operand_gives_what_the_general_path_gives(name, dtype):
             assert fast.dtype.name == str(getattr(torch, name)(torch.from_numpy(x.numpy()), value).dtype)[6:]
 
 
+@pytest.mark.parametrize("name", [n for n in PLAIN if registry.get(n).inplace_entry is not None])
+def test_in_place_forms_write_what_the_general_path_writes(name):
+    a, b = _operands(np.float32)
+    binary = registry.get(name).plain[0] == "binary"
+    method = registry.get(name).forms["inplace"][0]
+
+    def written(second):
+        x = adcuda.tensor(a)
+        version = x._version.value
+        out = getattr(x, method)(*((second(),) if binary else ()))
+        return out is x, x.numpy(), x._version.value - version
+
+    seconds = [lambda: adcuda.tensor(b), lambda: adcuda.tensor(b[1])] if binary else [None]
+    if registry.get(name).plain[2:] == ("float",):
+        seconds.append(lambda: 0.75)
+    for second in seconds:
+        fast = written(second)
+        general, _ = _general(lambda second=second: written(second))
+        assert fast[0] and fast[2] == general[2] == 1
+        np.testing.assert_array_equal(fast[1], general[1], strict=True)
+
+
+def test_in_place_checks_and_history_stay_the_general_paths():
+    leaf = adcuda.ones(3, requires_grad=True)
+    with pytest.raises(AdcudaError, match="leaf"):
+        leaf.add_(adcuda.ones(3))
+    with adcuda.no_grad():
+        leaf.mul_(2.0)  # an optimizer's update: allowed, counted
+    assert leaf.tolist() == [2.0, 2.0, 2.0] and leaf._version.value == 1
+    base = adcuda.zeros(3)
+    base.add_(leaf)  # a constant written with a tensor that takes part: the path records it
+    assert base.grad_fn is not None
+    base.sum().backward()
+    assert leaf.grad.tolist() == [1.0, 1.0, 1.0]
+    x = adcuda.zeros(1).expand(3)
+    with pytest.raises(AdcudaError, match="single memory location"):
+        x.add_(adcuda.ones(3))
+    with pytest.raises(AdcudaError):
+        adcuda.ones(3).add_(adcuda.ones(2, 3))  # the result's shape is not self's
+
+
 def test_large_operands_of_a_host_loop_take_the_general_path():
     x = adcuda.linspace(-5, 5, 1000).reshape(10, 100).t()  # large and not contiguous: NumPy's formula
     np.testing.assert_array_equal(x.sigmoid().numpy(), _general(lambda: x.sigmoid())[0].numpy())

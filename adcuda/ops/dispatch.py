@@ -1184,7 +1184,13 @@ def make_inplace_entry(op):
         result = _as_dtype_of(self, entry_of.entry(source, *args, **kwargs), name)
         return commit_inplace(self, result, name)
 
+    lane = _inplace_lane(op)
+
     def inplace_entry(self, *args, **kwargs):
+        if lane is not None and _plain and not kwargs:
+            done = lane(self, args)
+            if done is not None:
+                return done
         token = None if _errstate() is _QUIET else _quiet(_QUIET)
         try:
             if _slow:
@@ -1201,6 +1207,69 @@ def make_inplace_entry(op):
     inplace_entry.__signature__ = entry_signature(op, first="self")
     inplace_entry.op = op
     return inplace_entry
+
+
+def _inplace_lane(op):
+    """The fast lane of an in-place form of an op declared ``plain`` (see ``_LANE_SOURCE``): a function
+    of ``(self, args)`` that writes the kernel's result into ``self`` and returns it, or returns None
+    for the in-place entry's path. It takes the case where that path writes the forward's result
+    (same shape and dtype) straight back, with nothing to check or record beyond the version
+    counter: grad mode off, or neither operand taking part and ``self`` no view (a view's own
+    checks and history are the path's)."""
+    if op.plain is None:
+        return None
+    family, primitive, *operands = op.plain
+    kernel_of, n, quiet = _PLAIN_KERNELS[family]
+    kernel = kernel_of(primitive)
+    floats = bool(operands)
+    rule = op.dtypes
+    if rule is not None and rule.operands:
+        return None
+
+    def lane(self, args):
+        if self.__class__ is not Tensor or len(args) != n - 1:
+            return None
+        data = self._data
+        if not (
+            data.__class__ is _ndarray
+            and (data.dtype is _F32 or data.dtype is _F64)
+            and self._device is _CPU
+            and 0 not in data.strides  # (an expanded tensor: the path's check names the error)
+            and (rule is None or data.dtype in rule.accepted_arrays)  # (as the path found it)
+        ):
+            return None
+        recording = grad_state.enabled
+        if recording and (self._base is not None or self._requires_grad or self._grad_fn is not None):
+            return None
+        operands = (data,)
+        if n == 2:
+            other = args[0]
+            if other.__class__ is Tensor:
+                second = other._data
+                if second.__class__ is not _ndarray or second.dtype is not data.dtype or other._device is not _CPU:
+                    return None
+                if recording and _takes_part(other):
+                    return None
+            elif other.__class__ is float and floats:
+                second = _float_operand(other, data.dtype)
+            else:
+                return None
+            operands = (data, second)
+        token = None if not quiet or _errstate() is _QUIET else _quiet(_QUIET)
+        try:
+            result = kernel(*operands)
+        except Exception:
+            return None  # the path raises the named error
+        finally:
+            if token is not None:
+                _restore(token)
+        if result is None or result.shape != data.shape or result.dtype is not data.dtype:
+            return None  # (broadcast to another shape, a bool comparison: the path casts or refuses)
+        data[...] = result  # as the path's copy_
+        version_counter(self).value += 1
+        return self
+
+    return lane
 
 
 class _InplaceName:
