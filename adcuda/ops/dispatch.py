@@ -17,7 +17,8 @@ An op declared ``plain=(family, primitive)`` (registry.py) has a fast lane at th
 this dispatch point's own: while no hook is attached at all (``_plain``), a call on CPU float tensors
 of one dtype runs the CPU backend's kernel for the primitive and wraps the array, skipping the
 forward's helper frames, then records as the path below would; every other call, and every call
-while any hook is attached, takes the path below (see ``_LANE_SOURCE``).
+while any hook is attached, takes the path below (see ``_LANE_SOURCE``; ``_inplace_lane`` for the
+in-place forms).
 
 Recording, views and in-place forms follow the declaration: the values a formula reads are saved
 (tensors with their version counters), a view shares its base's version counter and can be rebuilt
