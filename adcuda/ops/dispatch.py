@@ -13,7 +13,7 @@ a handful of attribute reads beyond the forward itself. Everything else attaches
 - ``around_backward(node, fn, *args)``: runs a backward rule or a leaf's accumulation;
 - ``on_node(node)``: sees every autograd node as it is recorded.
 
-An op declared ``plain=(family, primitive)`` (registry.py) has a fast lane at the top of its entry,
+An op declared ``plain=family`` (registry.py) has a fast lane at the top of its entry,
 this dispatch point's own: while no hook is attached at all (``_plain``), a call on CPU float tensors
 of one dtype runs the CPU backend's kernel for the primitive and wraps the array, skipping the
 forward's helper frames, then records as the path below would; every other call, and every call
@@ -286,7 +286,7 @@ _VIEW_SOURCE = """        if _out is {base}:
             _out._vc = _vc  # else version_counter(out) finds the root's once it has one
 """
 
-# The fast lane of an op declared with ``plain=(family, primitive)`` (registry.py): while no hook is
+# The fast lane of an op declared with ``plain=family`` (registry.py): while no hook is
 # attached (``_plain``), a call whose tensor inputs (the first one or two parameters) are CPU tensors of
 # one float32/float64 array dtype and whose other arguments are their defaults (identity: an explicit
 # ``alpha=1`` is the same int object) computes its output with the CPU backend's kernel for the
@@ -332,21 +332,21 @@ _LANE_CALL_SOURCE = """                try:
 """
 
 
-# the CPU backend's kernels of a ``plain=(family, primitive)`` declaration, and how many tensors they take
-# (and whether NumPy's error state must be quiet around them)
+# the CPU backend's kernels of a ``plain=family`` declaration, how many tensors they take, whether
+# NumPy's error state must be quiet around them and whether the second operand may be a Python float
 _PLAIN_KERNELS = {
-    "unary": (plain_unary, 1, True),
-    "binary": (plain_binary, 2, True),
-    "reduce": (plain_reduce, 1, False),
+    "unary": (plain_unary, 1, True, False),
+    "binary": (plain_binary, 2, True, True),
+    "binary_tensors": (plain_binary, 2, True, False),
+    "reduce": (plain_reduce, 1, False, False),
 }
 
 
 def _lane(op, defaults, values):
     """The fast lane's lines of an op declared ``plain`` (see ``_LANE_SOURCE``), and its kernel.
     ``values``: the entry's names of the forward's parameters, in order, which recording is given."""
-    family, primitive, *operands = op.plain
-    kernel_of, n, quiet = _PLAIN_KERNELS.get(family, (None, 1, False))
-    kernel = kernel_of(primitive) if kernel_of is not None else None
+    kernel_of, n, quiet, floats = _PLAIN_KERNELS.get(op.plain, (None, 1, False, False))
+    kernel = kernel_of(op.name) if kernel_of is not None else None
     parameters = list(op.signature.parameters.values())
     if (
         op.view
@@ -354,11 +354,8 @@ def _lane(op, defaults, values):
         or kernel is None
         or len(parameters) < n
         or any(p.kind != p.POSITIONAL_OR_KEYWORD for p in parameters[:n])
-        or operands not in ([], ["float"])
-        or operands
-        and n != 2
     ):
-        raise ValueError(f"op {op.name!r}: plain={op.plain!r} names no kernel for its first {n} parameters")
+        raise ValueError(f"op {op.name!r}: plain={op.plain!r}: no such kernel for its first {n} parameters")
     names = [p.name for p in parameters[:n]]
     at_defaults = []
     for p in parameters[n:]:
@@ -388,7 +385,7 @@ def _lane(op, defaults, values):
 
     tensor_tests = [f"{x}.__class__ is Tensor" for x in names]
     source = lane(names, tensor_tests, [f"_d{i}" for i in range(n)])
-    if operands:  # ("binary", op, "float"): the second operand may be a Python float, in the first's dtype
+    if floats:  # "binary": the second operand may be a Python float, in the first's dtype
         second = names[1]
         source += lane(
             names[:1],
@@ -1219,10 +1216,8 @@ def _inplace_lane(op):
     checks and history are the path's)."""
     if op.plain is None:
         return None
-    family, primitive, *operands = op.plain
-    kernel_of, n, quiet = _PLAIN_KERNELS[family]
-    kernel = kernel_of(primitive)
-    floats = bool(operands)
+    kernel_of, n, quiet, floats = _PLAIN_KERNELS[op.plain]
+    kernel = kernel_of(op.name)
     rule = op.dtypes
     if rule is not None and rule.operands:
         return None

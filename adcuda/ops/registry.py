@@ -32,12 +32,12 @@ The declaration says everything the rest of adcuda needs:
 - **dtypes**: ``dtypes`` (a rule of ``dtype_support``: ``FLOATING``, ``NUMBERS``, ...) says which
   dtypes the op's first tensor argument may have, as PyTorch defines the op; the dispatch point
   refuses the others before the forward runs (``abs`` of a bool tensor, ``gelu`` of an integer one).
-- **plain case**: ``plain=("binary", "add")`` (or ``("unary", "exp")``, ``("reduce", "sum")``: of every
-  element) says that the forward, given CPU tensors of one floating dtype (float32 or float64) as its
-  one or two first arguments (``("binary", "add", "float")``: the second may also be a Python float)
-  and every other argument at its default, computes exactly that primitive: the dispatch point then
-  computes the output with the backend's kernel for it directly while no hook is attached (its fast
-  lane, adcuda/ops/dispatch.py), and with the forward otherwise.
+- **plain case**: ``plain="binary"`` (or ``"unary"``, ``"reduce"``: of every element) says that the
+  forward, given CPU tensors of one floating dtype (float32 or float64) as its one or two first
+  arguments (``"binary"``: the second may also be a Python float; ``"binary_tensors"``: a tensor only)
+  and every other argument at its default, computes exactly the primitive of that family named as the
+  op: the dispatch point then computes the output with the backend's kernel for it directly while no
+  hook is attached (its fast lane, adcuda/ops/dispatch.py), and with the forward otherwise.
 - **policy**: ``autocast`` (``"lower"``, ``"float32"``, ``"promote"``, ``"float32_result"`` or None) is applied at the
   dispatch point; type promotion is the forward's (``result_type``).
 - **forms**: ``function`` (``adcuda.<name>``), ``method`` (``Tensor.<name>``), ``inplace``
