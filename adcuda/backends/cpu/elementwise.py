@@ -498,6 +498,46 @@ def unary_backward(
     return r.astype(g.dtype, copy=False)
 
 
+def plain_binary(op: str) -> Callable[..., Any] | None:
+    """What ``binary(op, a, b, <their dtype>)`` computes for exact float32/float64 ndarrays of one dtype
+    object, as one call with none of its checks: the dispatch point's fast lane (adcuda/ops/dispatch.py)
+    calls it for an op's plain case. It returns the result array (or NumPy scalar, of 0-d operands); an
+    error it raises is the primitive's to name. None for an op without such a kernel (the host loops'
+    ops, several passes in NumPy, keep the primitive's choice of loop)."""
+    fn = BINARY_OPS.get(op)
+    return fn if fn is not None and op not in _HOST_BINARY_INDEX else None
+
+
+def plain_unary(op: str) -> Callable[..., Any] | None:
+    """``plain_binary`` for ``unary(op, x)``: the kernel may also return None where ``x`` takes the
+    primitive's own path after all (a host loop's operand too large or not contiguous)."""
+    fn = UNARY_OPS.get(op)
+    if fn is None:
+        return None
+    host = _HOST_INDEX.get(op)
+    if host is not None:
+
+        def host_loop(x):
+            if x.size <= _HOST_MAX and x.flags.c_contiguous:
+                return _C.host_unary(host, x)
+            return None
+
+        return host_loop
+    if fn.__class__ is np.ufunc:
+        keeps_dtype = "f->f" in fn.types and "d->d" in fn.types
+    else:  # a formula: asked once, of one element of each dtype
+        with np.errstate(all="ignore"):
+            keeps_dtype = all(np.asarray(fn(np.full(1, 0.5, d))).dtype is d for d in (_F32, _F64))
+    if keeps_dtype:
+        return fn  # (float32 in, float32 out: nothing to cast)
+
+    def formula(x):
+        r = fn(x)
+        return r if r.dtype is x.dtype else None  # (another result dtype: the primitive casts it)
+
+    return formula
+
+
 def _remainder(a, b, dtype=None, casting="same_kind"):
     """PyTorch's (and Python's) modulo: C's fmod, moved by one divisor where its sign differs from the
     divisor's. NumPy's remainder gives a zero the divisor's sign where PyTorch keeps fmod's (the
@@ -577,6 +617,11 @@ def _scalar_array(value, dtype):
         array = cache[value] = np.array(value, dtype)
         array.flags.writeable = False
     return array
+
+
+# A Python float operand of a float32/float64 array as ``binary`` passes it to the formula, for a
+# ``plain_binary`` kernel (the dispatch point's lane calls it so)
+float_operand = _scalar_array
 
 
 def binary(op: str, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> BackendArray:
