@@ -164,6 +164,7 @@ def _alpha_sum(name, prim, input, other, alpha):
 # arithmetic
 @op(
     "add",
+    plain="binary",
     doc="input + alpha * other, elementwise with broadcasting and PyTorch's type promotion.",
     node="AddBackward0",
     inplace=True,
@@ -181,6 +182,7 @@ lowering("binary", "add", onnx="Add", c="{a} + {b}")
 
 @op(
     "sub",
+    plain="binary",
     doc="input - alpha * other, elementwise with broadcasting.",
     node="SubBackward0",
     inplace=True,
@@ -217,6 +219,7 @@ lowering("binary", "sub", onnx="Sub", c="{a} - {b}")
 
 @op(
     "mul",
+    plain="binary",
     doc="input * other, elementwise with broadcasting and PyTorch's type promotion.",
     node="MulBackward0",
     inplace=True,
@@ -246,6 +249,7 @@ def _rtruediv(self: Tensor, other: Number) -> Tensor:
 
 @op(
     "div",
+    plain="binary",
     doc="input / other (true division; rounding_mode 'trunc' or 'floor' rounds the quotient).",
     node=_div_node,
     inplace=True,
@@ -388,6 +392,7 @@ def _pow_by_scalar(input, exponent):
 
 @op(
     "neg",
+    plain="unary",
     dtypes=NUMBERS.with_message(
         "{op}: negation, the `-` operator, on a bool tensor is not supported; "
         "use the `~` operator or logical_not() instead"
@@ -440,6 +445,7 @@ def _minmax_grads(wins):
 
 @op(
     "maximum",
+    plain="binary_tensors",
     doc="The larger of input and other, elementwise (NaN propagates).",
     node="MaximumBackward0",
     grads=_minmax_grads(lambda a, b: gt(a, b)),
@@ -454,6 +460,7 @@ lowering("binary", "maximum", onnx="Max", c="(({a} != {a} || {a} > {b}) ? {a} : 
 
 @op(
     "minimum",
+    plain="binary_tensors",
     doc="The smaller of input and other, elementwise (NaN propagates).",
     node="MinimumBackward0",
     grads=_minmax_grads(lambda a, b: lt(a, b)),
@@ -541,7 +548,14 @@ def _float_dtype(input, other):
 
 # ------------------------------------------------------------------------------------------------
 # unary math (integer and bool inputs compute in float32)
-@op("exp", doc="e ** input.", node="ExpBackward0", inplace=True, grads={"input": lambda grad, result: grad * result})
+@op(
+    "exp",
+    doc="e ** input.",
+    grads={"input": lambda grad, result: grad * result},
+    node="ExpBackward0",
+    inplace=True,
+    plain="unary",
+)
 def exp(input: Tensor) -> Tensor:
     return _float_unary("exp", input)
 
@@ -551,6 +565,7 @@ lowering("unary", "exp", onnx="Exp", c="expf(v)")
 
 @op(
     "log",
+    plain="unary",
     inplace=True,
     doc="The natural logarithm.",
     node="LogBackward0",
@@ -565,6 +580,7 @@ lowering("unary", "log", onnx="Log", c="logf(v)")
 
 @op(
     "log1p",
+    plain="unary",
     inplace=True,
     doc="log(1 + input), accurate for small input.",
     node="Log1PBackward0",
@@ -584,6 +600,7 @@ lowering(
 
 @op(
     "sqrt",
+    plain="unary",
     doc="The square root.",
     node="SqrtBackward0",
     inplace=True,
@@ -598,6 +615,7 @@ lowering("unary", "sqrt", onnx="Sqrt", c="sqrtf(v)")
 
 @op(
     "rsqrt",
+    plain="unary",
     inplace=True,
     doc="1 / sqrt(input).",
     node="RsqrtBackward0",
@@ -615,7 +633,14 @@ lowering(
 )
 
 
-@op("sin", inplace=True, doc="The sine.", node="SinBackward0", grads={"input": lambda grad, input: grad * cos(input)})
+@op(
+    "sin",
+    plain="unary",
+    inplace=True,
+    doc="The sine.",
+    node="SinBackward0",
+    grads={"input": lambda grad, input: grad * cos(input)},
+)
 def sin(input: Tensor) -> Tensor:
     return _float_unary("sin", input)
 
@@ -624,7 +649,12 @@ lowering("unary", "sin", onnx="Sin", c="sinf(v)")
 
 
 @op(
-    "cos", inplace=True, doc="The cosine.", node="CosBackward0", grads={"input": lambda grad, input: -grad * sin(input)}
+    "cos",
+    plain="unary",
+    inplace=True,
+    doc="The cosine.",
+    node="CosBackward0",
+    grads={"input": lambda grad, input: -grad * sin(input)},
 )
 def cos(input: Tensor) -> Tensor:
     return _float_unary("cos", input)
@@ -635,6 +665,7 @@ lowering("unary", "cos", onnx="Cos", c="cosf(v)")
 
 @op(
     "tanh",
+    plain="unary",
     doc="The hyperbolic tangent.",
     node="TanhBackward0",
     inplace=True,
@@ -651,6 +682,7 @@ lowering("unary", "tanh", onnx="Tanh", c="tanhf(v)", c_fusable=True)
 
 @op(
     "sigmoid",
+    plain="unary",
     doc="1 / (1 + exp(-input)), without overflow for large |input|.",
     node="SigmoidBackward0",
     inplace=True,
@@ -667,6 +699,7 @@ lowering("unary", "sigmoid", onnx="Sigmoid", c="1.0f / (1.0f + expf(-v))", c_fus
 
 @op(
     "erf",
+    plain="unary",
     inplace=True,
     doc="The error function.",
     node="ErfBackward0",
@@ -681,6 +714,7 @@ lowering("unary", "erf", onnx="Erf", c="erf_rational(v)")
 
 @op(
     "exp2",
+    plain="unary",
     inplace=True,
     doc="2 ** input.",
     node="Exp2Backward0",
@@ -695,6 +729,7 @@ lowering("unary", "exp2", onnx=lambda w, x, dtype, out: w.emit("Pow", [w.const(2
 
 @op(
     "log2",
+    plain="unary",
     inplace=True,
     doc="The base-2 logarithm.",
     node="Log2Backward0",
@@ -714,6 +749,7 @@ lowering(
 
 @op(
     "log10",
+    plain="unary",
     inplace=True,
     doc="The base-10 logarithm.",
     node="Log10Backward0",
@@ -740,6 +776,7 @@ def _silu_grad(grad, input):
 
 @op(
     "silu",
+    plain="unary",
     dtypes=FLOATING,
     doc="input * sigmoid(input) (swish).",
     node="SiluBackward0",
@@ -848,6 +885,7 @@ lowering(
 
 @op(
     "relu",
+    plain="unary",
     dtypes=NUMBERS,
     doc="max(input, 0).",
     node="ReluBackward0",
@@ -901,6 +939,7 @@ def leaky_relu(input: Tensor, negative_slope: float = 0.01) -> Tensor:
 
 @op(
     "abs",
+    plain="unary",
     dtypes=NUMBERS,
     inplace=True,
     doc="|input|.",
@@ -933,6 +972,7 @@ def _rounding(prim, input):
 
 @op(
     "floor",
+    plain="unary",
     dtypes=NUMBERS,
     inplace=True,
     doc="The largest integer <= input.",
@@ -948,6 +988,7 @@ lowering("unary", "floor", onnx="Floor", c="floorf(v)")
 
 @op(
     "ceil",
+    plain="unary",
     dtypes=NUMBERS,
     inplace=True,
     doc="The smallest integer >= input.",
@@ -963,6 +1004,7 @@ lowering("unary", "ceil", onnx="Ceil", c="ceilf(v)")
 
 @op(
     "trunc",
+    plain="unary",
     dtypes=NUMBERS,
     inplace=("trunc_", "fix_"),
     doc="input rounded towards zero.",
@@ -1183,7 +1225,7 @@ def _ne_operator(self, other):
     return True if other is None else ne(self, other)
 
 
-@op("eq", doc="input == other, elementwise.", operators=(("__eq__", _eq_operator),))
+@op("eq", plain="binary", doc="input == other, elementwise.", operators=(("__eq__", _eq_operator),))
 def eq(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("eq", input, other, name="eq")
 
@@ -1192,7 +1234,13 @@ def eq(input: Tensor | Number, other: Tensor | Number) -> Tensor:
 lowering("binary", "eq", onnx="Equal", c="({a} == {b} ? 1.0f : 0.0f)")
 
 
-@op("ne", doc="input != other, elementwise.", operators=(("__ne__", _ne_operator),), aliases=("not_equal",))
+@op(
+    "ne",
+    plain="binary",
+    doc="input != other, elementwise.",
+    operators=(("__ne__", _ne_operator),),
+    aliases=("not_equal",),
+)
 def ne(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("ne", input, other, name="ne")
 
@@ -1207,7 +1255,7 @@ lowering(
 )
 
 
-@op("lt", doc="input < other, elementwise.", operators=("__lt__",), aliases=("less",))
+@op("lt", plain="binary", doc="input < other, elementwise.", operators=("__lt__",), aliases=("less",))
 def lt(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("lt", input, other, name="lt")
 
@@ -1215,7 +1263,7 @@ def lt(input: Tensor | Number, other: Tensor | Number) -> Tensor:
 lowering("binary", "lt", onnx="Less", c="({a} < {b} ? 1.0f : 0.0f)")
 
 
-@op("le", doc="input <= other, elementwise.", operators=("__le__",), aliases=("less_equal",))
+@op("le", plain="binary", doc="input <= other, elementwise.", operators=("__le__",), aliases=("less_equal",))
 def le(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("le", input, other, name="le")
 
@@ -1223,7 +1271,7 @@ def le(input: Tensor | Number, other: Tensor | Number) -> Tensor:
 lowering("binary", "le", onnx="LessOrEqual", c="({a} <= {b} ? 1.0f : 0.0f)")
 
 
-@op("gt", doc="input > other, elementwise.", operators=("__gt__",), aliases=("greater",))
+@op("gt", plain="binary", doc="input > other, elementwise.", operators=("__gt__",), aliases=("greater",))
 def gt(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("gt", input, other, name="gt")
 
@@ -1231,7 +1279,7 @@ def gt(input: Tensor | Number, other: Tensor | Number) -> Tensor:
 lowering("binary", "gt", onnx="Greater", c="({a} > {b} ? 1.0f : 0.0f)")
 
 
-@op("ge", doc="input >= other, elementwise.", operators=("__ge__",), aliases=("greater_equal",))
+@op("ge", plain="binary", doc="input >= other, elementwise.", operators=("__ge__",), aliases=("greater_equal",))
 def ge(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("ge", input, other, name="ge")
 
@@ -1457,11 +1505,14 @@ def equal(input: Tensor, other: Tensor) -> bool:
     if input.__class__ is not Tensor or other.__class__ is not Tensor:
         raise DTypeError(f"equal: expected two Tensors, got {type(input).__name__} and {type(other).__name__}")
     check_same_device("equal", input, other)
-    if tuple(input.shape) != tuple(other.shape):
+    if input._data.shape != other._data.shape:  # (the arrays' shapes: tuples, read without a Size made)
         return False
     # over the primitives: a bool has no history to record
     bk = primitives(input)
-    same = binary("eq", input, other, name="equal")._data
+    if input.dtype is other.dtype:  # nothing to promote: the comparison of the arrays as they are
+        same = bk.binary("eq", input._data, other._data, input.dtype)
+    else:
+        same = binary("eq", input, other, name="equal")._data
     return bool(bk.to_numpy(bk.reduce("all", same, None, False)).item())
 
 
@@ -1471,6 +1522,7 @@ def equal(input: Tensor, other: Tensor) -> bool:
 # ops.
 @op(
     "expm1",
+    plain="unary",
     doc="exp(input) - 1, accurate near 0.",
     node="Expm1Backward0",
     inplace=True,
@@ -1484,6 +1536,7 @@ def expm1(input: Tensor) -> Tensor:
 # the result overflows, which a composition of exp or expm1 is not)
 @op(
     "tan",
+    plain="unary",
     doc="The tangent.",
     node="TanBackward0",
     inplace=True,
@@ -1495,6 +1548,7 @@ def tan(input: Tensor) -> Tensor:
 
 @op(
     "sinh",
+    plain="unary",
     doc="The hyperbolic sine.",
     node="SinhBackward0",
     inplace=True,
@@ -1506,6 +1560,7 @@ def sinh(input: Tensor) -> Tensor:
 
 @op(
     "cosh",
+    plain="unary",
     doc="The hyperbolic cosine.",
     node="CoshBackward0",
     inplace=True,
