@@ -719,8 +719,15 @@ def binary(op: str, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> Backend
                     )
                 ):
                     return _C.host_binary(host, a, b)
-                if host is not None and a.size <= _HOST_MAX and a.flags.c_contiguous and _one_value(b, a):
-                    # one value broadcast over a (prelu's single weight): a scalar operand of the loop
+                if (
+                    host is not None
+                    and a.size <= _HOST_MAX
+                    and a.flags.c_contiguous
+                    and isinstance(b, np.ndarray)
+                    and b.size == 1
+                    and b.ndim <= a.ndim
+                ):
+                    # one value whose broadcast keeps a's shape (prelu's single weight): the loop's scalar
                     return _C.host_binary(host, a, b.item())
                 r = fn(a, b if b.__class__ is np.ndarray else _scalar_array(b, a.dtype))
                 return r if r.__class__ is np.ndarray else np.asarray(r)  # (0-d operands give a NumPy scalar)
@@ -787,11 +794,6 @@ def binary(op: str, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> Backend
                 raise DTypeError("sub: subtraction of bool arrays is not supported; use logical_xor") from None
             raise UnsupportedDTypeError(f"{op}: not defined for dtype {dtype.name}") from None
         raise
-
-
-def _one_value(b, a):
-    """Whether array ``b`` is one value whose broadcast against ``a`` keeps a's shape."""
-    return b.__class__ is np.ndarray and b.size == 1 and b.ndim <= a.ndim
 
 
 def _defined_for(op, dtype):
