@@ -59,16 +59,22 @@ def test_an_op_of_declared_primitives_exports_to_onnx():
     assert got[0, 0] == 1.0 and got[1, 1] == 1.0  # 0 where x is 0
 
 
-def test_an_op_of_declared_primitives_exports_to_c(compile_c, tmp_path):
+def _c_result(module, compile_c, tmp_path):
+    """``module`` of ``_inputs()`` through its C export, compiled and run."""
     x, y = _inputs()
-    export = to_c(Xlog1py(), (x, y), tmp_path, name="net", runner=True)
+    export = to_c(module, (x, y), tmp_path, name="net", runner=True)
     exe = compile_c([export.source, os.path.join(tmp_path, "net_main.c")], os.path.join(tmp_path, "run"))
     paths = [os.path.join(tmp_path, name) for name in ("x.bin", "y.bin", "out.bin")]
     x.numpy().tofile(paths[0])
     y.numpy().tofile(paths[1])
     result = subprocess.run([exe, *paths], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
-    got = np.fromfile(paths[2], np.float32).reshape(2, 4)
+    return np.fromfile(paths[2], np.float32).reshape(2, 4)
+
+
+def test_an_op_of_declared_primitives_exports_to_c(compile_c, tmp_path):
+    x, y = _inputs()
+    got = _c_result(Xlog1py(), compile_c, tmp_path)
     np.testing.assert_allclose(got, (adcuda.special.xlog1py(x, y) + 1.0).numpy(), rtol=1e-5, atol=1e-6)
 
 
@@ -92,11 +98,4 @@ def test_the_one_primitive_activations_export_to_onnx_and_c(compile_c, tmp_path)
     session = onnxruntime.InferenceSession(buffer.getvalue(), providers=["CPUExecutionProvider"])
     (got,) = session.run(None, {"x": x.numpy(), "y": y.numpy()})
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
-    export = to_c(OneParameterActivations(), (x, y), tmp_path, name="net", runner=True)
-    exe = compile_c([export.source, os.path.join(tmp_path, "net_main.c")], os.path.join(tmp_path, "run"))
-    paths = [os.path.join(tmp_path, name) for name in ("x.bin", "y.bin", "out.bin")]
-    x.numpy().tofile(paths[0])
-    y.numpy().tofile(paths[1])
-    result = subprocess.run([exe, *paths], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    np.testing.assert_allclose(np.fromfile(paths[2], np.float32).reshape(2, 4), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(_c_result(OneParameterActivations(), compile_c, tmp_path), want, rtol=1e-5, atol=1e-5)
