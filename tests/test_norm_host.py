@@ -46,3 +46,17 @@ def test_group_norm_matches_numpy(monkeypatch, dtype, affine, shape, groups):
     weight = rng.standard_normal(shape[1]).astype(dtype) if affine else None
     bias = rng.standard_normal(shape[1]).astype(dtype) if affine else None
     _assert_close(*_both(monkeypatch, cpu_norm.group_norm, x, weight, bias, groups, 1e-5), dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("affine", [False, True])
+@pytest.mark.parametrize("shape", [(2, 4, 8, 8), (3, 5), (4, 3, 6), (1, 2, 1)])
+def test_batch_norm_matches_numpy(monkeypatch, dtype, affine, shape):
+    x = np.random.default_rng(2).standard_normal(shape).astype(dtype) * 3 + 1
+    x[:, 0] = 2.0  # a constant channel: variance 0, rstd 1 / sqrt(eps)
+    if shape[1] > 2:
+        x[-1, 2] = np.nan  # a NaN channel: NaN statistics and outputs on both paths
+    rng = np.random.default_rng(3)
+    weight = rng.standard_normal(shape[1]).astype(dtype) if affine else None
+    bias = rng.standard_normal(shape[1]).astype(dtype) if affine else None
+    _assert_close(*_both(monkeypatch, cpu_norm.batch_norm, x, weight, bias, 1e-5), dtype)

@@ -1,4 +1,4 @@
-// The CPU backend's layer norm and group norm forwards (adcuda/backends/cpu/norm.py) over small
+// The CPU backend's layer norm, group norm and batch norm forwards (adcuda/backends/cpu/norm.py) over small
 // C-contiguous float32/float64 arrays: each row's mean and variance (two passes, accumulated in double),
 // then the normalised row times its weight plus its bias, in the array's dtype. NumPy takes a dozen
 // calls of a microsecond or more for that on the small arrays of a per-op call (np.mean alone adds a
@@ -75,8 +75,61 @@ py::tuple normalize(const Array<T>& x, const std::optional<Array<T>>& weight, co
   return py::make_tuple(y, means, rstds);
 }
 
+// Batch norm: channel c of x (N, C, S...) is the N runs of S elements at n * C * S + c * S, normalised
+// with their mean and (biased) variance, two passes accumulated in double, as the rows above.
 template <typename T>
-void bind_for(py::module_& m, const char* doc) {
+py::tuple batch_norm(const Array<T>& x, const std::optional<Array<T>>& weight, const std::optional<Array<T>>& bias,
+                     double eps) {
+  if (x.ndim() < 2) throw std::invalid_argument("cpu_batch_norm: expected x of 2 dims or more");
+  const Index n = x.shape(0), c = x.shape(1), s = c ? x.size() / (n * c ? n * c : 1) : 0;
+  if ((weight && weight->size() != c) || (bias && bias->size() != c))
+    throw std::invalid_argument("cpu_batch_norm: weight and bias must have one value per channel");
+  py::array_t<T> y(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
+  py::array_t<T> means(std::vector<py::ssize_t>{c}), rstds(std::vector<py::ssize_t>{c});
+  const T* in = x.data();
+  const T* w = weight ? weight->data() : nullptr;
+  const T* b = bias ? bias->data() : nullptr;
+  T* out = y.mutable_data();
+  T* mean_out = means.mutable_data();
+  T* rstd_out = rstds.mutable_data();
+  {
+    py::gil_scoped_release release;
+    const double count = double(n * s);
+    for (Index ch = 0; ch < c; ++ch) {
+      double sum = 0.0;
+      for (Index i = 0; i < n; ++i) {
+        const T* run = in + (i * c + ch) * s;
+        for (Index k = 0; k < s; ++k) sum += double(run[k]);
+      }
+      const double mean = sum / count;
+      double squares = 0.0;
+      for (Index i = 0; i < n; ++i) {
+        const T* run = in + (i * c + ch) * s;
+        for (Index k = 0; k < s; ++k) {
+          const double d = double(run[k]) - mean;
+          squares += d * d;
+        }
+      }
+      const T m = T(mean), rstd = T(1.0 / std::sqrt(squares / count + eps));
+      mean_out[ch] = m;
+      rstd_out[ch] = rstd;
+      const T scale = w != nullptr ? rstd * w[ch] : rstd;  // rstd folded into the weight, as the NumPy path
+      for (Index i = 0; i < n; ++i) {
+        const T* run = in + (i * c + ch) * s;
+        T* o = out + (i * c + ch) * s;
+        for (Index k = 0; k < s; ++k) {
+          T v = (run[k] - m) * scale;
+          if (b != nullptr) v += b[ch];
+          o[k] = v;
+        }
+      }
+    }
+  }
+  return py::make_tuple(y, means, rstds);
+}
+
+template <typename T>
+void bind_for(py::module_& m, const char* doc, const char* batch_norm_doc) {
   m.def(
       "cpu_normalize",
       [](const Array<T>& x, const std::optional<Array<T>>& weight, const std::optional<Array<T>>& bias, Index rows,
@@ -89,18 +142,23 @@ void bind_for(py::module_& m, const char* doc) {
       },
       py::arg("x").noconvert(), py::arg("weight").noconvert(), py::arg("bias").noconvert(), py::arg("rows"),
       py::arg("groups"), py::arg("spread"), py::arg("eps"), doc);
+  m.def("cpu_batch_norm", &batch_norm<T>, py::arg("x").noconvert(), py::arg("weight").noconvert(),
+        py::arg("bias").noconvert(), py::arg("eps"), batch_norm_doc);
 }
 
 }  // namespace
 
 void bind_norm(py::module_& m) {
-  bind_for<float>(m, "");
+  bind_for<float>(m, "", "");
   bind_for<double>(
       m,
       "(y, mean (rows,), rstd (rows,)) of a C-contiguous float32/float64 array as ``rows`` equal rows, each "
       "normalised, then times weight and plus bias (optional, the array's dtype): element k of row r takes "
       "parameter (r % groups) * (row length / spread) + k // spread (layer norm: groups = spread = 1; group "
-      "norm: groups G, spread the spatial size).");
+      "norm: groups G, spread the spatial size).",
+      "(y, mean (C,), rstd (C,)) of a C-contiguous float32/float64 array x (N, C, *) with at least one value per "
+      "channel, each channel normalised with its batch statistics, then times weight and plus bias (optional, (C,) "
+      "of x's dtype).");
 }
 
 }  // namespace adcuda::host

@@ -25,27 +25,34 @@ __all__ = [
 ]
 
 
-# The host module's layer and group norm forwards (kernels/host/norm.cpp; None: NumPy's, the reference
+# The host module's layer, group and batch norm forwards (kernels/host/norm.cpp; None: NumPy's, the reference
 # they are tested against), for arrays up to _NATIVE_MAX elements: there NumPy's calls cost a
 # microsecond or more each whatever the size; above it its BLAS row sums are faster.
 _NATIVE = _native._C if hasattr(_native._C, "cpu_normalize") else None
 _NATIVE_MAX = 1 << 14
 
 
-def _native_normalize(x, weight, bias, rows, groups, spread, eps):
-    """The host module's (y, mean, rstd) (flat statistics), or None where it does not serve these arrays
-    (another dtype, a strided or large array, parameters of another dtype): for a given x, always the
-    same answer, so that a captured program's replay takes the path its eager run took."""
+def _native_serves(x, weight, bias):
+    """Whether the host module computes over these arrays (not for another dtype, a strided or large
+    array, parameters of another dtype): for a given x, always the same answer, so that a captured
+    program's replay takes the path its eager run took."""
     if (
         _NATIVE is None
         or not (x.dtype == _F32 or x.dtype == _F64)
         or not 0 < x.size <= _NATIVE_MAX
         or not x.flags.c_contiguous
     ):
-        return None
+        return False
     for p in (weight, bias):
         if p is not None and (p.dtype != x.dtype or not p.flags.c_contiguous):
-            return None
+            return False
+    return True
+
+
+def _native_normalize(x, weight, bias, rows, groups, spread, eps):
+    """The host module's (y, mean, rstd) (flat statistics), or None where it does not serve these arrays."""
+    if not _native_serves(x, weight, bias):
+        return None
     return _NATIVE.cpu_normalize(x, weight, bias, rows, groups, spread, eps)
 
 
@@ -227,6 +234,8 @@ def batch_norm(
 ) -> tuple[BackendArray, BackendArray, BackendArray]:
     """Normalise each channel (dim 1) of x (N, C, *) with its batch statistics -> (y, mean (C,), rstd (C,))."""
     declared.batch_norm(x, weight, bias, eps)
+    if _native_serves(x, weight, bias):  # a small batch: one host call, where NumPy's passes cost more
+        return _NATIVE.cpu_batch_norm(x, weight, bias, eps)
     xx = _compute(x)
     n, c = x.shape[:2]
     count = x.size // c if c else 1
