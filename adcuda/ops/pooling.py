@@ -10,13 +10,16 @@ each the other's gradient. Interpolation is in resample.py.
 
 from __future__ import annotations
 
+import math
 import numbers
 from typing import TYPE_CHECKING
 
+from ..autograd.graph import needs_grad
 from ..errors import IndexOutOfRangeError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import batched_input, check_tensor, dense, host_extremes, int_tuple, wrap
 from .dtype_support import FLOATING, NUMBERS
+from .index import _scatter_key
 from .layout import pad as _pad
 from .registry import lowering, op
 
@@ -562,18 +565,24 @@ def _max_unpool(name, input, indices, kernel_size, stride, padding, output_size,
     if output_size is not None:
         size = [int(v) for v in tuple(output_size)[-spatial:]]
     lead = tuple(input.shape[:-spatial])
-    plane = 1
-    for n in size:
-        plane *= n
-    flat_index = indices.reshape(lead + (-1,))
-    if flat_index.numel():
-        lowest, largest = host_extremes(flat_index)
+    plane = math.prod(size)
+    flat = lead + (math.prod(input.shape[-spatial:]),)  # (no -1: a batch of zero samples is still a shape)
+    if indices.numel():
+        lowest, largest = host_extremes(indices)
         if lowest < 0 or largest >= plane:
             raise IndexOutOfRangeError(
                 f"{name}: an index is out of the output's {plane} positions (output size {size})"
             )
-    out = input.new_zeros(lead + (plane,)).scatter(len(lead), flat_index, input.reshape(lead + (-1,)))
-    return out.reshape(lead + tuple(size))
+    if needs_grad(input):
+        out = input.new_zeros(lead + (plane,)).scatter(len(lead), indices.reshape(flat), input.reshape(flat))
+        return out.reshape(lead + tuple(size))
+    # nothing to record: scatter's write over the primitives (zeros, the views and the scatter cost five
+    # dispatches where one write of the values does)
+    bk = primitives(input)
+    out = bk.full(lead + (plane,), 0, input.dtype)
+    key = _scatter_key(wrap(bk.view(dense(indices), flat), indices._device), len(lead))
+    bk.index_put_(out, key, bk.view(dense(input), flat), False)
+    return wrap(bk.view(out, lead + tuple(size)), input._device)
 
 
 @op(
