@@ -805,14 +805,6 @@ def huber_loss(
     return _weighted_reduce(name, smooth_l1_terms(input, target, delta, True), weight, reduction)
 
 
-def _clamped_log(x, log1p_of_neg):
-    """log(x) (or log(1 - x)) limited from below at -100, PyTorch's bound that keeps the loss of a
-    saturated probability finite."""
-    bk = primitives(x)
-    logged = unary("log1p", unary("neg", x)) if log1p_of_neg else unary("log", x)
-    return wrap(bk.clamp(logged._data, -100.0, None), x._device)
-
-
 def _bce_input_grad(grad, input, target):
     # the analytic gradient, finite at probabilities of exactly 0 or 1 (a composite log would give nan)
     return grad * (input - target) / clamp(input * (1.0 - input), min=1e-12)
@@ -832,11 +824,15 @@ def _bce_target_grad(grad, input):
     grads={"input": _bce_input_grad, "target": _bce_target_grad},
 )
 def binary_cross_entropy_terms(input: Tensor, target: Tensor) -> Tensor:
-    log_p = _clamped_log(input, False)
-    log_not_p = _clamped_log(input, True)
-    # -(t log p + (1 - t) log(1 - p))
-    kept = binary("add", binary("mul", target, log_p), binary("mul", binary("sub", 1.0, target), log_not_p))
-    return unary("neg", kept)
+    # PyTorch's (t - 1) * log(1 - p) - t * log(p), each log limited from below at -100 (its bound that
+    # keeps the loss of a saturated probability finite); on the arrays, target in input's dtype (the
+    # composite casts it): the tensor helpers' wrapping and promotion around each of these nine calls
+    # cost as much as the calls
+    bk, d, x, t = primitives(input), input.dtype, input._data, target._data
+    log_p = bk.clamp(bk.unary("log", x), -100.0, None)
+    log_not_p = bk.clamp(bk.unary("log1p", bk.unary("neg", x)), -100.0, None)
+    at_zero = bk.binary("mul", bk.binary("sub", t, 1.0, d), log_not_p, d)
+    return wrap(bk.binary("sub", at_zero, bk.binary("mul", t, log_p, d), d), input._device)
 
 
 def _outside_unit_interval(t):
