@@ -599,7 +599,7 @@ def cross_entropy(
         weight = weight.float()
     losses = cross_entropy_rows(rows, target_rows, weight, ignore_index, label_smoothing)
     if weight is None:
-        denominator = _counted_rows(target_rows, ignore_index)
+        denominator = _counted_rows(target_rows, ignore_index, losses.dtype)
     else:
         valid = target_rows != ignore_index
         denominator = (weight[where(valid, target_rows, 0)] * valid.to(dtype=weight.dtype)).sum()
@@ -622,11 +622,13 @@ def _soft_cross_entropy(input, target, weight, reduction, label_smoothing, n_cla
     return _reduce(losses, reduction)  # the mean is over samples, whatever the weights
 
 
-def _counted_rows(target, ignore_index):
-    """How many class targets are not ``ignore_index`` (the mean's denominator without weights): a
-    comparison and a sum of the backend's, where the public ops would pay the dispatch twice."""
+def _counted_rows(target, ignore_index, dtype):
+    """How many class targets are not ``ignore_index`` (the mean's denominator without weights), in the
+    losses' ``dtype``: a comparison, a sum and a cast of the backend's, where the public ops would pay the
+    dispatch each (and a float sum over an int64 count takes the division's slow, mixed-dtype path)."""
     bk = primitives(target)
-    return wrap(bk.reduce("sum", bk.binary("ne", dense(target), ignore_index, dt.int64), None, False), target._device)
+    count = bk.reduce("sum", bk.binary("ne", dense(target), ignore_index, dt.int64), None, False)
+    return wrap(bk.astype(count, dtype), target._device)
 
 
 def _reduce_rows(losses, denominator, loss_shape, reduction):
