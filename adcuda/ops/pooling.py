@@ -27,15 +27,11 @@ if TYPE_CHECKING:
     from ..types import Sequence
 
 
-def _in_graph(t):
-    return t.requires_grad or t.grad_fn is not None
-
-
 def _viewed(t, shape):
     """``t.reshape(shape)``; outside autograd, the backend's view of its array without the view op's
     dispatch (used on the inputs a pooling primitive reads and on the primitive's fresh results, which
     no one else holds: there is no base or version counter to share)."""
-    if _in_graph(t):
+    if needs_grad(t):
         return t.reshape(shape)
     return wrap(primitives(t).view(dense(t), shape), t._device)
 
@@ -131,7 +127,7 @@ def max_pool2d_backward(grad_output: Tensor, indices: Tensor, input_shape: Seque
 def _pooled(input, values, indices):
     """The pooled tensor: the primitive's values, recorded through max_pool2d_select where a gradient
     is needed."""
-    if _in_graph(input):
+    if needs_grad(input):
         return max_pool2d_select(input, indices, values)
     return values
 
@@ -344,6 +340,11 @@ def adaptive_avg_pool2d_windows_backward(grad_output: Tensor, input_shape: Seque
     )
 
 
+# where nothing is recorded, the windows' forwards alone: their entries cost as much as a small call
+_avg_pool2d_windows = avg_pool2d_windows.op.forward
+_adaptive_avg_pool2d_windows = adaptive_avg_pool2d_windows.op.forward
+
+
 def _floating_batched(op, input, spatial):
     """``batched_input`` for average pooling, which takes floating point input only."""
     x, batched = batched_input(op, input, spatial)
@@ -359,7 +360,7 @@ def _avg_pool(op, input, kernel_size, stride, padding, ceil_mode, count_include_
         raise ValueError(f"{op}: divisor must be not zero")
     out_size = _pool_sizes(op, tuple(x.shape), kernel, stride, padding, (1,) * spatial, ceil_mode)
     lead = (1,) * (2 - spatial)  # 1-d: a kernel of one row, no padding along it
-    out = avg_pool2d_windows(
+    out = (avg_pool2d_windows if needs_grad(x) else _avg_pool2d_windows)(
         _as_2d(x, spatial),
         lead + kernel,
         lead + stride,
@@ -420,7 +421,8 @@ def _adaptive_avg(op, input, output_size, spatial):
     sizes = tuple(x.shape[2:])
     if any(s == 0 for s in sizes) and x.numel():
         raise ShapeError(f"{op}: expected input with non-zero spatial sizes, got {fmt_shape(input.shape)}")
-    out = adaptive_avg_pool2d_windows(_as_2d(x, spatial), (1,) * (2 - spatial) + out_size)
+    windows = adaptive_avg_pool2d_windows if needs_grad(x) else _adaptive_avg_pool2d_windows
+    out = windows(_as_2d(x, spatial), (1,) * (2 - spatial) + out_size)
     return _from_2d(out, spatial, batched)
 
 
