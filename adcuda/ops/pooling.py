@@ -511,6 +511,13 @@ def _lp_pool(name, input, norm_type, kernel_size, stride, ceil_mode, spatial):
     window = 1
     for k in kernel:
         window *= k
+    if not needs_grad(pooled):
+        # sign(m) * relu(|m|) is m itself but for its gradient (and -0): nothing to record, so the sum and
+        # its root over the primitives, two calls where the form below dispatches five ops
+        bk, d = primitives(pooled), pooled.dtype
+        return wrap(
+            bk.binary("pow", bk.binary("mul", pooled._data, float(window), d), 1.0 / norm_type, d), pooled._device
+        )
     # PyTorch's form: the window's mean back to its sum, negative rounding noise clipped to 0
     return (pooled.sign() * pooled.abs().relu() * window).pow(1.0 / norm_type)
 
