@@ -69,6 +69,7 @@ BORROWS = {
     ("random", "reduce"): "multinomial checks and counts its rows' weights; bernoulli checks its probabilities' range",
     ("random", "sort"): "randperm orders random keys; multinomial draws by its weights' running sum or top keys",
     ("resample", "layout"): "affine_grid builds its constant base grid with view, expand and cat",
+    ("resample", "gemm"): "affine_grid's grid is the base grid's product with theta",
     ("recurrent", "gemm"): "the GRU layer's hidden-state products and weight gradient",
     ("recurrent", "reduce"): "the GRU layer's bias gradient is a sum over time and batch",
     ("reduce", "index"): "histc picks its in-range samples",
