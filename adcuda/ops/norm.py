@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..autograd import Function, is_grad_enabled, no_grad
+from ..autograd.graph import needs_grad
 from ..dtypes import finfo
 from ..errors import ShapeError, fmt_shape
 from ..tensor import primitives
@@ -480,6 +481,9 @@ def native_group_norm(
     return wrap(y, device), wrap(mean, device), wrap(rstd, device)
 
 
+_native_group_norm = native_group_norm.op.forward
+
+
 def _fusable_affine(input, *params):
     """Whether the per-channel parameters can go into the fused kernels: absent, or in input's dtype (another
     dtype promotes the result, which the composite form gives)."""
@@ -510,7 +514,9 @@ def group_norm(
     if input.numel() == 0:
         return _affine(input * 1.0, weight, bias, shape)
     if _fusable_affine(input, weight, bias):
-        return native_group_norm(input, num_groups, weight, bias, eps)
+        if needs_grad(input, weight, bias) or autocast_regions.is_enabled(input.device.type):
+            return native_group_norm(input, num_groups, weight, bias, eps)
+        return _native_group_norm(input, num_groups, weight, bias, eps)[0]  # nothing to record: the forward alone
     per_group = input.numel() // (n * num_groups)
     # one row per (sample, group): the layer-norm kernel's row reduction does the statistics
     groups = input.reshape(n, num_groups, per_group)
