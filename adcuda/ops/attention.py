@@ -17,7 +17,7 @@ from .common import broadcast_shapes, check_float, check_same_device, check_tens
 from .elementwise import where
 from .factories import ones
 from .random import dropout
-from .registry import ReplayKeep, lowering, op
+from .registry import ReplayKeep, get, lowering, op
 from .softmax_loss import softmax
 
 if TYPE_CHECKING:
@@ -215,7 +215,7 @@ def attention_fused(
     return wrap(out, query._device), wrap(lse, query._device)
 
 
-_attention_fused = attention_fused.op.forward
+_attention_fused = get("attention_fused").forward
 
 
 def _attention_replay_pair(same, shape_of, forward, backward):

@@ -19,7 +19,7 @@ from .common import check_float, check_same_device, dense, wrap
 from .dtype_support import FLOATING
 from .elementwise import rsqrt
 from .mutation import write_untracked
-from .registry import ReplayKeep, lowering, op
+from .registry import ReplayKeep, get, lowering, op
 
 if TYPE_CHECKING:
     from ..types import Sequence, Tensor
@@ -481,7 +481,7 @@ def native_group_norm(
     return wrap(y, device), wrap(mean, device), wrap(rstd, device)
 
 
-_native_group_norm = native_group_norm.op.forward
+_native_group_norm = get("native_group_norm").forward
 
 
 def _fusable_affine(input, *params):

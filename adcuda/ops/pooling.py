@@ -21,7 +21,7 @@ from .common import batched_input, check_tensor, dense, host_extremes, int_tuple
 from .dtype_support import FLOATING, NUMBERS
 from .index import _scatter_key
 from .layout import pad as _pad
-from .registry import lowering, op
+from .registry import get, lowering, op
 
 if TYPE_CHECKING:
     from ..types import Sequence
@@ -341,8 +341,8 @@ def adaptive_avg_pool2d_windows_backward(grad_output: Tensor, input_shape: Seque
 
 
 # where nothing is recorded, the windows' forwards alone: their entries cost as much as a small call
-_avg_pool2d_windows = avg_pool2d_windows.op.forward
-_adaptive_avg_pool2d_windows = adaptive_avg_pool2d_windows.op.forward
+_avg_pool2d_windows = get("avg_pool2d_windows").forward
+_adaptive_avg_pool2d_windows = get("adaptive_avg_pool2d_windows").forward
 
 
 def _floating_batched(op, input, spatial):

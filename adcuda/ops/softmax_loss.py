@@ -40,7 +40,7 @@ from .gemm import pairwise_distance
 from .index import gather
 from .layout import cat
 from .reduce import sum as _sum
-from .registry import lowering, op
+from .registry import get, lowering, op
 
 if TYPE_CHECKING:
     from ..types import Callable, DType, Tensor
@@ -679,7 +679,7 @@ def nll_loss_reduced(
     return wrap(loss, logp._device), wrap(total_weight, logp._device)
 
 
-_nll_loss_reduced = nll_loss_reduced.op.forward  # nothing to record: the forward alone, not the entry
+_nll_loss_reduced = get("nll_loss_reduced").forward  # nothing to record: the forward alone, not the entry
 
 
 @op(
@@ -1285,7 +1285,7 @@ def multi_margin_loss_reduced(
     return wrap(loss, rows._device)
 
 
-_multi_margin_loss_reduced = multi_margin_loss_reduced.op.forward  # nothing to record: the forward alone
+_multi_margin_loss_reduced = get("multi_margin_loss_reduced").forward  # nothing to record: the forward alone
 
 
 @_loss_function("multi_margin_loss", "The mean over classes of max(0, margin - x[y] + x[j]) ** p for j != y, reduced.")

@@ -32,28 +32,27 @@ _NATIVE = _native._C if hasattr(_native._C, "cpu_normalize") else None
 _NATIVE_MAX = 1 << 14
 
 
-def _native_serves(x, weight, bias):
-    """Whether the host module computes over these arrays (not for another dtype, a strided or large
-    array, parameters of another dtype): for a given x, always the same answer, so that a captured
-    program's replay takes the path its eager run took."""
+def _native_for(x, weight, bias):
+    """The host module where it computes over these arrays, else None (another dtype, a strided or
+    large array, parameters of another dtype): for a given x, always the same answer, so that a
+    captured program's replay takes the path its eager run took."""
     if (
         _NATIVE is None
         or not (x.dtype == _F32 or x.dtype == _F64)
         or not 0 < x.size <= _NATIVE_MAX
         or not x.flags.c_contiguous
     ):
-        return False
+        return None
     for p in (weight, bias):
         if p is not None and (p.dtype != x.dtype or not p.flags.c_contiguous):
-            return False
-    return True
+            return None
+    return _NATIVE
 
 
 def _native_normalize(x, weight, bias, rows, groups, spread, eps):
     """The host module's (y, mean, rstd) (flat statistics), or None where it does not serve these arrays."""
-    if not _native_serves(x, weight, bias):
-        return None
-    return _NATIVE.cpu_normalize(x, weight, bias, rows, groups, spread, eps)
+    native = _native_for(x, weight, bias)
+    return None if native is None else native.cpu_normalize(x, weight, bias, rows, groups, spread, eps)
 
 
 def layer_norm(
@@ -234,8 +233,9 @@ def batch_norm(
 ) -> tuple[BackendArray, BackendArray, BackendArray]:
     """Normalise each channel (dim 1) of x (N, C, *) with its batch statistics -> (y, mean (C,), rstd (C,))."""
     declared.batch_norm(x, weight, bias, eps)
-    if _native_serves(x, weight, bias):  # a small batch: one host call, where NumPy's passes cost more
-        return _NATIVE.cpu_batch_norm(x, weight, bias, eps)
+    native = _native_for(x, weight, bias)
+    if native is not None:  # a small batch: one host call, where NumPy's passes cost more
+        return native.cpu_batch_norm(x, weight, bias, eps)
     xx = _compute(x)
     n, c = x.shape[:2]
     count = x.size // c if c else 1

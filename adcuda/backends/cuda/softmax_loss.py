@@ -116,6 +116,13 @@ def classifier_loss_backward(
 # ---------------------------------------------------------------------------------------------
 # nll_loss and multi_margin_loss: the elementwise, index and reduction kernels composed (the CPU's
 # are one host loop each: a small batch's loss is a per-call cost there)
+def _viewed(a, shape):
+    """The contiguous ``a`` in ``shape`` (a view, which its layout always allows)."""
+    out = view(a, shape)
+    assert out is not None
+    return out
+
+
 def _reduced(op, rows, reduction, divisor, dtype):
     if reduction not in ("none", "mean", "sum"):
         raise ValueError(f"{op}: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
@@ -134,7 +141,7 @@ def nll_loss(
     dtype, n = dtype_of(logp), logp.shape[0]
     valid = binary("ne", t, int(ignore_index), dt.int64)
     safe = where(valid, t, 0, dt.int64)
-    picked = view(gather(dense(logp), 1, view(safe, (n, 1))), (n,))
+    picked = _viewed(gather(dense(logp), 1, _viewed(safe, (n, 1))), (n,))
     if weight is None:
         row_weight = astype(valid, dtype)
     else:
@@ -156,13 +163,13 @@ def multi_margin_loss(
     if p not in (1, 2):
         raise ValueError(f"multi_margin_loss: p must be 1 or 2, got {p}")
     dtype, (n, c) = dtype_of(scores), scores.shape
-    x, labels = dense(scores), view(t, (n, 1))
+    x, labels = dense(scores), _viewed(t, (n, 1))
     hinge = binary("add", binary("sub", float(margin), gather(x, 1, labels), dtype), x, dtype)
     hinge = where(binary("gt", hinge, 0.0, dtype), hinge, 0.0, dtype)  # a NaN hinge adds nothing, as in PyTorch
     if p == 2:
         hinge = binary("mul", hinge, hinge, dtype)
     if weight is not None:
-        hinge = binary("mul", hinge, view(gather(dense(weight), 0, t), (n, 1)), dtype)
-    others = binary("ne", view(arange(0, c, 1, dt.int64), (1, c)), labels, dt.int64)  # the target's own left out
+        hinge = binary("mul", hinge, _viewed(gather(dense(weight), 0, t), (n, 1)), dtype)
+    others = binary("ne", _viewed(arange(0, c, 1, dt.int64), (1, c)), labels, dt.int64)  # the target's own left out
     rows = binary("div", reduce("sum", where(others, hinge, 0.0, dtype), (1,), False), float(c), dtype)
     return _reduced("multi_margin_loss", rows, reduction, float(n), dtype)
