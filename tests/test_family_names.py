@@ -72,6 +72,7 @@ BORROWS = {
     ("resample", "gemm"): "affine_grid's grid is the base grid's product with theta",
     ("recurrent", "gemm"): "the GRU layer's hidden-state products and weight gradient",
     ("recurrent", "reduce"): "the GRU layer's bias gradient is a sum over time and batch",
+    ("reduce", "gemm"): "cov (and corrcoef) without a gradient multiply the centred observations directly",
     ("reduce", "index"): "histc picks its in-range samples",
     ("reduce", "sort"): "cumsum and cumprod are the sort family's scans; bincount and histc count with its bincount",
     ("softmax_loss", "reduce"): "the losses' sums and means; cross_entropy's mean counts the targets",
