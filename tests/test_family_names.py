@@ -107,10 +107,14 @@ def _public_modules(folder: pathlib.Path) -> set[str]:
 
 
 def _all_names(path: pathlib.Path) -> set[str]:
+    names: set[str] = set()  # from ``__all__ = [...]`` and any ``__all__ += [...]`` after it
     for node in ast.parse(path.read_text()).body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
-            return {ast.literal_eval(e) for e in node.value.elts}  # type: ignore[attr-defined]
-    return set()
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AugAssign) else []
+        )
+        if any(getattr(t, "id", None) == "__all__" for t in targets):
+            names |= {ast.literal_eval(e) for e in node.value.elts}  # type: ignore[attr-defined]
+    return names
 
 
 def families() -> set[str]:
