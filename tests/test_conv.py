@@ -250,6 +250,7 @@ def test_conv2d_in_blocks_of_samples_matches_pytorch(
     monkeypatch.setattr(convolution, "_SHORT_ROWS", short_rows)
     monkeypatch.setattr(convolution, "_FEW_CHANNELS", few_channels)
     monkeypatch.setattr(convolution, "_ROWS_PER_TAP", rows_per_tap)
+    monkeypatch.setattr(convolution, "_ROWS_MIN_DEPTH", rows_per_tap)
     (x, tx), (w, tw) = _both(x_shape), _both(w_shape)
     _compare(F.conv2d(x, w, **kw), torch.nn.functional.conv2d(tx, tw, **kw), [(x, tx), (w, tw)])
     (x, tx), (w, tw) = _both(x_shape), _both((w_shape[1] * kw.get("groups", 1), *w_shape[1:]))

@@ -85,6 +85,11 @@ _FEW_PRODUCTS = 1 << 22
 # few: a ResNet's 3x3 layers at 32x32 run 1.5x faster that way, at 16x16 1.1x.
 _ROWS_PER_TAP = 4
 
+# ... but only where a kernel row's GEMM is deep enough: with C / groups * kw below this (a first
+# layer's 3 or 1 channels: 9 or 5) its inner dimension starves the GEMM and plain im2col is 1.3-1.8x
+# faster (a CIFAR ResNet's 3 -> 16 3x3, LeNet's 1 -> 6 5x5); LeNet's 6 * 5 = 30 gains by rows.
+_ROWS_MIN_DEPTH = 16
+
 # The stride-1 input gradient as a correlation (see conv2d_backward_input) makes GEMMs of C / groups
 # rows: with fewer than this (LeNet's 6) they run slowly and col2im by phase is 2x faster; with a
 # ResNet's 16 the correlation is 2.4x faster than col2im.
@@ -199,7 +204,8 @@ def conv2d(
         out[...] = y.transpose(1, 0, 2).reshape(out.shape)
         return out
     native = _native_for(xc)
-    if native is not None and stride[0] == 1 and kh > 1 and ho >= _ROWS_PER_TAP * dilation[0] * (kh - 1):
+    by_rows = stride[0] == 1 and kh > 1 and ho >= _ROWS_PER_TAP * dilation[0] * (kh - 1) and cg * kw >= _ROWS_MIN_DEPTH
+    if native is not None and by_rows:
         return _conv_by_kernel_rows(native, xc, _compute(weight), out, stride, padding, dilation, groups)
     if native is not None:
         for n0, m, cols in _native_blocks(native, xc, (kh, kw), (ho, wo), stride, padding, dilation, groups):
