@@ -274,6 +274,11 @@ def test_native_gathers_reject_arrays_that_do_not_fit():
         native.cpu_im2col(x, np.zeros((27, 2, 9), np.float64), *window, 0)
     with pytest.raises(ValueError, match="cpu_col2im"):
         native.cpu_col2im(np.zeros((27, 2, 9), np.float32), np.zeros((2, 3, 5, 5), np.float32)[:, :, ::2], *window)
+    rows = np.zeros((1, 3, 4, 2, 20), np.float32)  # (G, kh, Og, m, span): 3 kernel rows of 20 columns
+    with pytest.raises(ValueError, match="cpu_add_row_shifts"):
+        native.cpu_add_row_shifts(rows, np.zeros((2, 4, 16), np.float32), 3)  # 2 * 3 + 16 > 20
+    with pytest.raises(ValueError, match="cpu_add_row_shifts"):
+        native.cpu_add_row_shifts(rows, np.zeros((2, 4, 8), np.float64), 3)
     cols = np.zeros((27, 2, 9), np.float32)
     native.cpu_im2col(x + 1, cols, *window, 0)
     assert cols.min() == 1  # no padding: every window inside the input

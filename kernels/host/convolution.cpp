@@ -238,6 +238,44 @@ void col2im_checked(const py::array& cols_any, py::array& dx_any, const Window& 
 // The tap table's offsets are 32-bit: planes below 2^31 values (larger ones take the row loops).
 bool fits_table(const Window& g) { return g.h * g.w < (Index(1) << 31); }
 
+// conv2d by kernel rows' output (adcuda/backends/cpu/convolution.py, _conv_by_kernel_rows): out (m, G * Og, L)
+// = the sum over kernel rows i of rows (G, kh, Og, m, Hr * Wo) from column i * shift on, one pass, where
+// NumPy's adds pass over the output kh - 1 times through a transposed view.
+template <typename T>
+void add_row_shifts(const T* rows, T* out, Index groups, Index kh, Index og, Index m, Index span, Index length,
+                    Index shift) {
+  for (Index n = 0; n < m; ++n)
+    for (Index g = 0; g < groups; ++g)
+      for (Index o = 0; o < og; ++o) {
+        T* dst = out + (n * groups * og + g * og + o) * length;
+        const T* first = rows + (((g * kh) * og + o) * m + n) * span;
+        const Index step = og * m * span;  // from kernel row i to i + 1
+        for (Index k = 0; k < length; ++k) dst[k] = first[k];
+        for (Index i = 1; i < kh; ++i) {
+          const T* src = first + i * step + i * shift;
+          for (Index k = 0; k < length; ++k) dst[k] += src[k];
+        }
+      }
+}
+
+template <typename T>
+void add_row_shifts_checked(const py::array& rows_any, py::array& out_any, Index shift) {
+  auto rows = py::array_t<T, py::array::c_style>::ensure(rows_any);
+  if (!rows || !(out_any.flags() & py::array::c_style) || !out_any.writeable())
+    throw std::invalid_argument("cpu_add_row_shifts: rows and out must be C-contiguous, out writeable");
+  auto out = py::reinterpret_borrow<py::array_t<T>>(out_any);
+  if (rows.ndim() != 5 || out.ndim() != 3)
+    throw std::invalid_argument("cpu_add_row_shifts: rows must be (G, kh, Og, m, span) and out (m, G * Og, length)");
+  const Index groups = rows.shape(0), kh = rows.shape(1), og = rows.shape(2), m = rows.shape(3), span = rows.shape(4);
+  const Index length = out.shape(2);
+  if (out.shape(0) != m || out.shape(1) != groups * og || shift < 0 || (kh - 1) * shift + length > span)
+    throw std::invalid_argument("cpu_add_row_shifts: the shapes of rows and out do not fit the shift");
+  const T* src = rows.data();
+  T* dst = out.mutable_data();
+  py::gil_scoped_release release;
+  add_row_shifts(src, dst, groups, kh, og, m, span, length, shift);
+}
+
 bool same_float_dtype(const py::array& a, const py::array& b, bool& is_double) {
   const auto f32 = py::dtype::of<float>(), f64 = py::dtype::of<double>();
   if (a.dtype().equal(f32)) {
@@ -290,6 +328,19 @@ void bind_convolution(py::module_& m) {
       py::arg("dilation"), py::arg("by_table") = false,
       "dx (N, C, H, W) += the columns cols (C*kh*kw, N, Ho*Wo), any strides, added back; by_table: through a "
       "table of offsets (for short output rows).");
+  m.def(
+      "cpu_add_row_shifts",
+      [](const py::array& rows, py::array& out, Index shift) {
+        bool is_double = false;
+        if (!same_float_dtype(out, rows, is_double))
+          throw std::invalid_argument("cpu_add_row_shifts: rows and out must be both float32 or both float64");
+        if (is_double)
+          add_row_shifts_checked<double>(rows, out, shift);
+        else
+          add_row_shifts_checked<float>(rows, out, shift);
+      },
+      py::arg("rows"), py::arg("out"), py::arg("shift"),
+      "out (m, G*Og, L) <- the sum over kernel rows i of rows (G, kh, Og, m, span)[:, i, :, :, i*shift : i*shift+L].");
 }
 
 }  // namespace adcuda::host

@@ -238,11 +238,8 @@ def _conv_by_kernel_rows(native, x, weight, out, stride, padding, dilation, grou
         # kernel row i's products for output row y are at padded row y + i * dh: with the planes
         # flat, the Ho rows from there on are one contiguous run
         rows = threads.matmul(w_rows, cols).reshape(groups, kh, og, m, hr * wo)
-        block = out[n0 : n0 + m].reshape(m, groups, og, ho * wo).transpose(1, 2, 0, 3)
-        length, shift = ho * wo, dh * wo
-        np.add(rows[:, 0, :, :, :length], rows[:, 1, :, :, shift : shift + length], out=block)
-        for i in range(2, kh):
-            block += rows[:, i, :, :, i * shift : i * shift + length]
+        # the kh shifted products summed into the block's outputs in one pass
+        native.cpu_add_row_shifts(rows, out[n0 : n0 + m].reshape(m, o, ho * wo), dh * wo)
     return out
 
 
