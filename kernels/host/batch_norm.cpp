@@ -22,10 +22,10 @@ namespace py = pybind11;
 namespace adcuda::host {
 namespace {
 
-using Index = std::int64_t;
-
+// the arrays a call reads: C-contiguous, of one dtype (pybind11 converts nothing: noconvert below)
 template <typename T>
 using Array = py::array_t<T, py::array::c_style>;
+using Index = std::int64_t;
 
 // Eight running sums of f(k) over a row of ``length``, added in double at the end: independent lanes the
 // compiler vectorises, the row's total exact enough in T (S values of a plane), the channel's in double.
@@ -60,6 +60,16 @@ const T* channel_param(const std::optional<Array<T>>& p, Index c, const char* op
   return p->data();
 }
 
+// A call's results: a new array of x's shape and two of (C,), all of x's dtype.
+template <typename T>
+struct Results {
+  py::array_t<T> full, first, second;
+  Results(const py::array& x, Index c)
+      : full(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim())),
+        first(std::vector<py::ssize_t>{c}),
+        second(std::vector<py::ssize_t>{c}) {}
+};
+
 // -> (y, mean (C,), rstd (C,)): y = (x - mean) * rstd * weight + bias per channel.
 template <typename T>
 py::tuple batch_norm(const Array<T>& x, const std::optional<Array<T>>& weight, const std::optional<Array<T>>& bias,
@@ -67,15 +77,13 @@ py::tuple batch_norm(const Array<T>& x, const std::optional<Array<T>>& weight, c
   const Planes p = planes_of(x, "cpu_batch_norm");
   const T* w = channel_param(weight, p.c, "cpu_batch_norm");
   const T* b = channel_param(bias, p.c, "cpu_batch_norm");
-  py::array_t<T> y(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
-  py::array_t<T> means(std::vector<py::ssize_t>{p.c}), rstds(std::vector<py::ssize_t>{p.c});
+  Results<T> results(x, p.c);
   const T* in = x.data();
-  T* out = y.mutable_data();
-  T* mean_out = means.mutable_data();
-  T* rstd_out = rstds.mutable_data();
+  T *out = results.full.mutable_data(), *mean_out = results.first.mutable_data();
+  T* rstd_out = results.second.mutable_data();
+  const double count = double(p.n * p.s);
   {
     py::gil_scoped_release release;
-    const double count = double(p.n * p.s);
     for (Index c = 0; c < p.c; ++c) {
       double sum = 0.0;
       for (Index n = 0; n < p.n; ++n) {
@@ -99,7 +107,7 @@ py::tuple batch_norm(const Array<T>& x, const std::optional<Array<T>>& weight, c
       }
     }
   }
-  return py::make_tuple(y, means, rstds);
+  return py::make_tuple(results.full, results.first, results.second);
 }
 
 // -> (dx, dweight (None without a weight), dbias): dx = rstd * w * (g - mean(g) - xhat * mean(g * xhat)),
@@ -112,15 +120,12 @@ py::tuple batch_norm_backward(const Array<T>& g, const Array<T>& x, const std::o
       rstd.size() != p.c)
     throw std::invalid_argument("cpu_batch_norm_backward: g, mean or rstd does not fit x");
   const T* w = channel_param(weight, p.c, "cpu_batch_norm_backward");
-  py::array_t<T> dx(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
-  py::array_t<T> dweight(std::vector<py::ssize_t>{p.c}), dbias(std::vector<py::ssize_t>{p.c});
+  Results<T> results(x, p.c);  // dx, dweight, dbias
   const T *gin = g.data(), *xin = x.data(), *mu = mean.data(), *rs = rstd.data();
-  T* out = dx.mutable_data();
-  T* dw = dweight.mutable_data();
-  T* db = dbias.mutable_data();
+  T *out = results.full.mutable_data(), *dw = results.first.mutable_data(), *db = results.second.mutable_data();
+  const double count = double(p.n * p.s);
   {
     py::gil_scoped_release release;
-    const double count = double(p.n * p.s);
     for (Index c = 0; c < p.c; ++c) {
       const T m = mu[c], r = rs[c];
       double sum_g = 0.0, sum_g_xc = 0.0;  // sum(g), sum(g * (x - mean)): dweight = rstd * the latter
@@ -143,7 +148,8 @@ py::tuple batch_norm_backward(const Array<T>& g, const Array<T>& x, const std::o
       }
     }
   }
-  return py::make_tuple(dx, w != nullptr ? py::object(dweight) : py::object(py::none()), dbias);
+  return py::make_tuple(results.full, w != nullptr ? py::object(results.first) : py::object(py::none()),
+                        results.second);
 }
 
 template <typename T>
