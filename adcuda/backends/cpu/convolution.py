@@ -13,8 +13,11 @@ asymmetric 'same' padding are the op's (``F.pad`` first).
 
 Where the native module is built (every install; not a pure-source checkout), im2col and col2im are
 its ``cpu_im2col`` and ``cpu_col2im`` (kernels/host/convolution.cpp): one pass each, the padding read
-as zeros, no wide rows, so the GEMMs hold only real output columns. The NumPy gathers above stay the
-reference they are tested against (``_NATIVE = None`` selects them).
+as zeros, no wide rows, so the GEMMs hold only real output columns; output rows of a few values go
+through a table of per-tap offsets, and conv2d by kernel rows sums its shifted products there too
+(``cpu_add_row_shifts``). The NumPy gathers above stay the reference they are tested against
+(``_NATIVE = None`` selects them). A convolution whose one window is the whole input is a matrix
+product on either path (``_one_window``).
 """
 
 from __future__ import annotations
