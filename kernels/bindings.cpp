@@ -23,7 +23,6 @@
 namespace py = pybind11;
 
 namespace adcuda::host {
-void bind_batch_norm(py::module_& m);   // kernels/host/batch_norm.cpp
 void bind_convolution(py::module_& m);  // kernels/host/convolution.cpp
 void bind_elementwise(py::module_& m);  // kernels/host/elementwise.cpp
 void bind_norm(py::module_& m);         // kernels/host/norm.cpp
@@ -212,7 +211,6 @@ PYBIND11_MODULE(_C, m) {
   adcuda::host::bind_convolution(m);
   adcuda::host::bind_elementwise(m);
   adcuda::host::bind_norm(m);
-  adcuda::host::bind_batch_norm(m);
   adcuda::host::bind_optim(m);
   adcuda::host::bind_pooling(m);
   adcuda::host::bind_reduce(m);

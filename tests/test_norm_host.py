@@ -118,7 +118,7 @@ def test_layer_norm_host_takes_numpy_for_strided_or_mixed_arrays(monkeypatch):
 
 
 def _batch_norm_both(monkeypatch, fn, *args):
-    """``fn(*args)`` on the host module's batch norm (kernels/host/batch_norm.cpp), then on NumPy's."""
+    """``fn(*args)`` on the host module's batch norm (kernels/host/norm.cpp), then on NumPy's."""
     assert cpu_norm._NATIVE_BATCH_NORM is not None, "the host module was built without its batch norm"
     native = fn(*args)
     with monkeypatch.context() as m:

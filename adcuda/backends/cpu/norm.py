@@ -242,7 +242,7 @@ def _channel_sums(a3, b3=None):
     return np.vecdot(a3, b3).sum(axis=0)
 
 
-# The host module's batch norm, forward and backward (kernels/host/batch_norm.cpp; None: NumPy's below,
+# The host module's batch norm, forward and backward (kernels/host/norm.cpp; None: NumPy's below,
 # the reference it is tested against): three passes over x for the forward and two for the backward
 # where NumPy makes five and eight, 2-3x faster at a CIFAR ResNet's or a DCGAN's sizes.
 _NATIVE_BATCH_NORM = _native._C if hasattr(_native._C, "cpu_batch_norm") else None
