@@ -30,6 +30,7 @@ void bind_optim(py::module_& m);        // kernels/host/optim.cpp
 void bind_pooling(py::module_& m);      // kernels/host/pooling.cpp
 void bind_softmax_loss(py::module_& m);  // kernels/host/softmax_loss.cpp
 void bind_sort(py::module_& m);         // kernels/host/sort.cpp
+void bind_index(py::module_& m);        // kernels/host/index.cpp
 }  // namespace adcuda::host
 
 namespace {
@@ -214,6 +215,7 @@ PYBIND11_MODULE(_C, m) {
   adcuda::host::bind_pooling(m);
   adcuda::host::bind_softmax_loss(m);
   adcuda::host::bind_sort(m);
+  adcuda::host::bind_index(m);
 #if ADCUDA_CUDA_COMPILED
   adcuda::bindings::bind_registered(m);
 #endif

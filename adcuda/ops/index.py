@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Literal, overload
 import numpy as np
 
 from .. import dtypes as dt
+from .._native import _C
 from ..autograd.graph import needs_grad
 from ..device import CPU
 from ..errors import (
@@ -490,6 +491,10 @@ def _bounds(index):
 
 
 _UNSIGNED: dict[Any, Any] = {}  # an integer host dtype -> the unsigned one of its size
+# kernels/host/index.cpp's one pass over an int64/int32 index (None in a pure-source checkout): a third of
+# the NumPy reduction's cost below on the few indices of a small call
+_native_all_below = getattr(_C, "host_all_below", None)
+_NATIVE_INDEX = frozenset((np.dtype(np.int64), np.dtype(np.int32)))
 
 
 def _all_below(index, n):
@@ -499,6 +504,8 @@ def _all_below(index, n):
     if index._device is not CPU:
         return False
     host = primitives(index).to_numpy(index._data)
+    if _native_all_below is not None and host.dtype in _NATIVE_INDEX and (host.ndim == 1 or host.flags.c_contiguous):
+        return _native_all_below(host, n)
     unsigned = _UNSIGNED.get(host.dtype)
     if unsigned is None:
         unsigned = _UNSIGNED[host.dtype] = np.dtype(f"u{host.dtype.itemsize}")
@@ -1252,10 +1259,18 @@ def diagflat(input: Tensor, offset: int = 0) -> Tensor:
 def trace(input: Tensor) -> Tensor:
     # one sum primitive over the diagonal's view (it was diagonal's and sum's dispatches); integers
     # sum as int64, as sum's do
-    if input.ndim != 2:
+    data = input._data
+    if data.ndim != 2:
         raise ShapeError(f"trace: expected a matrix, got shape {fmt_shape(input.shape)}")
     bk = primitives(input)
-    return wrap(bk.reduce("sum", _diagonal_data(bk, input._data, 0, 0, 1), None, False), input._device)
+    rows, cols = data.shape
+    flat = bk.view(data, (rows * cols,))
+    if flat is None:  # (strides that merge into no single dim: a transposed slice)
+        diagonal = _diagonal_data(bk, data, 0, 0, 1)
+    else:  # the main diagonal of a row-major matrix: every (cols + 1)-th element from the first
+        n = rows if rows < cols else cols
+        diagonal = bk.slice(flat, (slice(0, (n - 1) * (cols + 1) + 1 if n else 0, cols + 1),))
+    return wrap(bk.reduce("sum", diagonal, None, False), input._device)
 
 
 def _sliding_blocks(
