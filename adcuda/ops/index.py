@@ -714,7 +714,9 @@ def _scatter_key(index, d):
     """The backend key that addresses out[index[i][j]][j] (for d = 0): index's array along d, each
     other dim its own position (an arange that broadcasts along it; kept, read-only)."""
     shape = index._data.shape
-    grids = _SCATTER_GRIDS.get((shape, d, index._device))
+    # (the CPU's grids keyed without the device: a device's hash is a Python call, a third of the lookup)
+    key = (shape, d) if index._device is CPU else (shape, d, index._device)
+    grids = _SCATTER_GRIDS.get(key)
     if grids is None:
         bk = primitives(index)  # integer arrays with no history: made over the primitives, not dispatched
         ndim = len(shape)
@@ -723,7 +725,7 @@ def _scatter_key(index, d):
             for k, n in enumerate(shape)
         )
         if len(_SCATTER_GRIDS) < _SCATTER_GRIDS_KEPT:
-            _SCATTER_GRIDS[shape, d, index._device] = grids
+            _SCATTER_GRIDS[key] = grids
     return tuple(index._data if k == d else grid for k, grid in enumerate(grids))
 
 
@@ -1100,11 +1102,15 @@ def _diagonal_data(bk, data, offset, d1, d2):
     (columns + 1)-th element from the diagonal's first; else the same layout made by as_strided.
     diagonal's forward, and where diagonal_scatter and diag_embed write."""
     ndim = data.ndim
-    if (d1, d2) != (ndim - 2, ndim - 1):
+    if d2 != ndim - 1 or d1 != ndim - 2:
         data = bk.permute(data, tuple(i for i in range(ndim) if i != d1 and i != d2) + (d1, d2))
     shape = data.shape
     lead, rows, cols = tuple(shape[:-2]), shape[-2], shape[-1]
-    start_row, start_col, n = _diagonal_extent(rows, cols, offset)
+    # the diagonal's first row and column and its length
+    start_row, start_col = (0, offset) if offset >= 0 else (-offset, 0)
+    n = min(rows - start_row, cols - start_col)
+    if n < 0:
+        n = 0
     flat = bk.view(data, lead + (rows * cols,))
     if flat is not None:
         start = start_row * cols + start_col
@@ -1131,11 +1137,6 @@ def _diagonal_grad(grad, input_shape, offset, dim1, dim2):
 def diagonal(input: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
     offset, d1, d2 = _diagonal_dims("diagonal", input._data.ndim, offset, dim1, dim2)
     return wrap(_diagonal_data(primitives(input), input._data, offset, d1, d2), input._device)
-
-
-def _diagonal_extent(rows, cols, offset):
-    start_row, start_col = max(-offset, 0), max(offset, 0)
-    return start_row, start_col, max(min(rows - start_row, cols - start_col), 0)
 
 
 @op(
@@ -1219,8 +1220,11 @@ def diag_embed(input: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -
         offset = operator.index(offset)
     # zeros with the planes' two dims at dim1 and dim2, input written on their diagonal in one copy
     size = in_shape[-1] + abs(offset)
-    lead = iter(in_shape[:-1])
-    shape = tuple(size if i == d1 or i == d2 else next(lead) for i in range(out_ndim))
+    if d1 == out_ndim - 2 and d2 == out_ndim - 1:  # the default dims: the planes last
+        shape = tuple(in_shape[:-1]) + (size, size)
+    else:
+        lead = iter(in_shape[:-1])
+        shape = tuple(size if i == d1 or i == d2 else next(lead) for i in range(out_ndim))
     bk = primitives(input)
     data = bk.full(shape, 0, input.dtype)
     bk.copy_(_diagonal_data(bk, data, offset, d1, d2), input._data)
