@@ -526,9 +526,18 @@ def broadcast_to(input: Tensor, *size: int | Sequence[int]) -> Tensor:
     return _expanded(input, _expanded_shape(input, size))
 
 
+_BROADCAST: dict[tuple[tuple[int, ...], ...], tuple[int, ...]] = {}  # the input shapes -> their broadcast
+_BROADCAST_KEPT = 256
+
+
 @op("broadcast_tensors", doc="The tensors expanded to their common broadcast shape.", composite=True, method=False)
 def broadcast_tensors(*tensors: Tensor) -> tuple[Tensor, ...]:
-    shape = broadcast_shapes("broadcast_tensors", *[t._data.shape for t in tensors])
+    shapes = tuple([t._data.shape for t in tensors])
+    shape = _BROADCAST.get(shapes)  # (the shapes a program broadcasts are few: each set is worked out once)
+    if shape is None:
+        shape = broadcast_shapes("broadcast_tensors", *shapes)
+        if len(_BROADCAST) < _BROADCAST_KEPT:
+            _BROADCAST[shapes] = shape
     # a tensor of that shape already is its own expand (which gives it back): no dispatch for it
     return tuple(t if t._data.shape == shape else expand(t, shape) for t in tensors)
 
