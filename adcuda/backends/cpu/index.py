@@ -44,6 +44,8 @@ def _along_axis(op, a, axis, idx):
     if idx.ndim != a.ndim:
         raise ShapeError(f"{op}: index {idx.shape} and input {a.shape} must have the same number of dims")
     axis = axis + a.ndim if axis < 0 else axis
+    if idx.shape == a.shape:  # (the common case: nothing larger anywhere)
+        return a, axis
     for d, (n, m) in enumerate(zip(idx.shape, a.shape)):
         if d != axis and n > m:
             raise ShapeError(f"{op}: index {idx.shape} is larger than input {a.shape} in dim {d}")
@@ -114,7 +116,7 @@ def scatter_add(a: BackendArray, axis: int, idx: BackendArray, src: BackendArray
     target, axis = _along_axis("scatter_add", out, axis, idx)
     if src.ndim == 0:  # a 0-d src with a 0-d or 1-d index, as PyTorch allows
         src = src.reshape((1,) * idx.ndim)
-    if src.ndim != idx.ndim or any(n > m for n, m in zip(idx.shape, src.shape)):
+    if src.shape != idx.shape and (src.ndim != idx.ndim or any(n > m for n, m in zip(idx.shape, src.shape))):
         raise ShapeError(f"scatter_add: index {idx.shape} is larger than src {src.shape}")
     if idx.ndim == 0:  # a 0-d input, index and src
         target, idx, src = target.reshape(1), idx.reshape(1), src.reshape(1)
@@ -160,7 +162,7 @@ def scatter_reduce(
     target, axis = _along_axis("scatter_reduce", out, axis, idx)
     if src.ndim == 0:
         src = src.reshape((1,) * idx.ndim)
-    if src.ndim != idx.ndim or any(n > m for n, m in zip(idx.shape, src.shape)):
+    if src.shape != idx.shape and (src.ndim != idx.ndim or any(n > m for n, m in zip(idx.shape, src.shape))):
         raise ShapeError(f"scatter_reduce: index {idx.shape} is larger than src {src.shape}")
     if idx.ndim == 0:
         target, idx, src = target.reshape(1), idx.reshape(1), src.reshape(1)
