@@ -793,6 +793,18 @@ def scatter(
         return scatter_reduce(input, d, index, source, "sum" if reduce == "add" else "prod")
     if index.numel() == 0:
         return input.clone()
+    if (
+        src.__class__ is Tensor
+        and src._data.shape == index._data.shape
+        and src._data.dtype is input._data.dtype
+        and not needs_grad(input, src)
+    ):
+        # src as it is (index's shape, input's dtype) with no graph to record: the write on the backend's
+        # arrays, index_put_key's forward without its conversions (the index is checked in range above)
+        bk = primitives(input)
+        data = bk.astype(input._data, input.dtype)
+        bk.index_put_(data, _scatter_key(index, d), src._data, False)
+        return wrap(data, input._device)
     # the value written as it is, broadcast by the write (a scalar fills each indexed position)
     values = value if value is not None else _src_part(name, src, index, input)
     return _unrecorded(index_put_key, input, values)(input, _scatter_key(index, d), values, False, None, name)
