@@ -1012,6 +1012,13 @@ def _put_along(name, input, d, index, source, accumulate):
     if input.ndim == 0:
         return index_put_key(input.reshape(1), (index._data,), source.reshape(1), accumulate, None, name).reshape(())
     key = (index._data,) if d == 0 else (slice(None),) * d + (index._data,)
+    if source._data.dtype is input._data.dtype and not needs_grad(input, source):
+        # no graph, nothing to convert (the caller checked the shapes and the index's range): the write
+        # on the backend's arrays, index_put_key's forward without its conversions
+        bk = primitives(input)
+        data = bk.astype(input._data, input.dtype)
+        bk.index_put_(data, key, source._data, accumulate)
+        return wrap(data, input._device)
     return _unrecorded(index_put_key, input, source)(input, key, source, accumulate, None, name)
 
 
@@ -1045,7 +1052,7 @@ def index_fill(input: Tensor, dim: int, index: Tensor, value: Tensor | Number) -
     bk = primitives(input)
     if input.ndim == 0:
         return masked_fill(input, wrap(bk.full((), index.numel() > 0, dt.bool_), input._device), value)
-    n = input.shape[d]
+    n = input._data.shape[d]
     if index.numel():
         _check_wrapping_range("index_fill", index, n, lambda: f"dim {d} of size {n} (input {fmt_shape(input.shape)})")
     if not isinstance(value, Tensor) and not needs_grad(input):  # the write itself, on the backend's arrays
