@@ -340,3 +340,17 @@ def test_native_gather_and_scatter_equal_the_numpy_path_bit_for_bit(monkeypatch,
     reference = run()
     for x, y in zip(native, reference, strict=True):
         assert x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
+
+
+def test_native_index_range_check_equals_numpy():
+    """kernels/host/index.cpp's range check of an index (the ops' check before a gather, scatter or
+    index_* write) against NumPy's reading of the same values: negative values, the bounds, int32 and a
+    strided vector."""
+    check = importlib.import_module("adcuda._C").host_all_below
+    rng = np.random.default_rng(4)
+    for dtype in (np.int64, np.int32):
+        cases = [rng.integers(-2, 9, (4, 5)), np.array([0, 7]), np.array([-1]), np.array([8]), np.array(3)]
+        indices = [values.astype(dtype) for values in cases] + [np.arange(16, dtype=dtype)[::3]]
+        for index in indices:
+            for n in (1, 8, 16):
+                assert check(index, n) == bool(((index >= 0) & (index < n)).all())
