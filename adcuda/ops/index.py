@@ -1121,6 +1121,13 @@ def _diagonal_data(bk, data, offset, d1, d2):
     (columns + 1)-th element from the diagonal's first; else the same layout made by as_strided.
     diagonal's forward, and where diagonal_scatter and diag_embed write."""
     ndim = data.ndim
+    if ndim == 2 and d1 == 0 and offset == 0:
+        # a matrix's main diagonal (trace, diagonal's defaults), the general steps below in a few
+        rows, cols = data.shape
+        flat = bk.view(data, (rows * cols,))
+        if flat is not None:
+            n = rows if rows < cols else cols
+            return bk.slice(flat, (slice(0, (n - 1) * (cols + 1) + 1 if n else 0, cols + 1),))
     if d2 != ndim - 1 or d1 != ndim - 2:
         data = bk.permute(data, tuple(i for i in range(ndim) if i != d1 and i != d2) + (d1, d2))
     shape = data.shape
@@ -1154,8 +1161,12 @@ def _diagonal_grad(grad, input_shape, offset, dim1, dim2):
     grads={"input": _diagonal_grad},
 )
 def diagonal(input: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
-    offset, d1, d2 = _diagonal_dims("diagonal", input._data.ndim, offset, dim1, dim2)
-    return wrap(_diagonal_data(primitives(input), input._data, offset, d1, d2), input._device)
+    data = input._data
+    # the default dims (ints, not bools, which wrap_dim refuses): nothing to wrap or check
+    if dim1 == 0 and dim2 == 1 and dim1.__class__ is dim2.__class__ is offset.__class__ is int and data.ndim >= 2:
+        return wrap(_diagonal_data(primitives(input), data, offset, 0, 1), input._device)
+    offset, d1, d2 = _diagonal_dims("diagonal", data.ndim, offset, dim1, dim2)
+    return wrap(_diagonal_data(primitives(input), data, offset, d1, d2), input._device)
 
 
 @op(
@@ -1286,14 +1297,7 @@ def trace(input: Tensor) -> Tensor:
     if data.ndim != 2:
         raise ShapeError(f"trace: expected a matrix, got shape {fmt_shape(input.shape)}")
     bk = primitives(input)
-    rows, cols = data.shape
-    flat = bk.view(data, (rows * cols,))
-    if flat is None:  # (strides that merge into no single dim: a transposed slice)
-        diagonal = _diagonal_data(bk, data, 0, 0, 1)
-    else:  # the main diagonal of a row-major matrix: every (cols + 1)-th element from the first
-        n = rows if rows < cols else cols
-        diagonal = bk.slice(flat, (slice(0, (n - 1) * (cols + 1) + 1 if n else 0, cols + 1),))
-    return wrap(bk.reduce("sum", diagonal, None, False), input._device)
+    return wrap(bk.reduce("sum", _diagonal_data(bk, data, 0, 0, 1), None, False), input._device)
 
 
 def _sliding_blocks(
