@@ -8,6 +8,7 @@ base's memory and, through the dispatch point, its version counter."""
 from __future__ import annotations
 
 import builtins
+import functools
 import itertools
 import numbers
 import operator
@@ -1378,6 +1379,14 @@ def tensor_split(
     return _split_at(input, indices_or_sections, wrap_dim(dim, ndim, "tensor_split"))
 
 
+@functools.lru_cache(maxsize=256)
+def _section_bounds(n, sections):
+    """Where ``sections`` parts of ``n`` elements (as even as can be, the larger first) start, and n: a
+    program splits a few sizes, each worked out once."""
+    big, size = n % sections, n // sections
+    return tuple(i * size + min(i, big) for i in range(sections + 1))
+
+
 def _split_at(input, indices_or_sections, d):
     """tensor_split's views (hsplit, vsplit and dsplit call it directly, not through its dispatch)."""
     n = input._data.shape[d]
@@ -1387,8 +1396,7 @@ def _split_at(input, indices_or_sections, d):
         sections = indices_or_sections
         if sections <= 0:
             raise ValueError(f"tensor_split: number of sections must be larger than 0, got {sections}")
-        big, size = n % sections, n // sections
-        bounds = [i * size + min(i, big) for i in range(sections + 1)]
+        bounds = _section_bounds(n, sections)
     else:
         bounds = [0] + [min(max(int(i) if i >= 0 else n + int(i), 0), n) for i in indices_or_sections] + [n]
     return _slices(input, d, bounds)
