@@ -1403,26 +1403,27 @@ def _unfold_grad(grad, input_shape, dimension, size, step):
     functional=_im2col,
 )
 def unfold(input: Tensor, dimension: int, size: int, step: int) -> Tensor:
-    d = wrap_dim(dimension, max(input.ndim, 1), "unfold")
-    length = input.shape[d] if input.ndim else 1
+    data = input._data  # (its shape: Tensor.shape makes a Size each read)
+    ndim = data.ndim
+    d = wrap_dim(dimension, ndim if ndim else 1, "unfold")
+    length = data.shape[d] if ndim else 1
     if size < 0 or size > length or step <= 0:
         raise ShapeError(
             f"unfold: size {size} must be in [0, {length}] (dim {d} of input {fmt_shape(input.shape)}) "
             f"and step {step} positive"
         )
     bk = primitives(input)
-    if input.ndim == 0:
-        return wrap(bk.view(input._data, (1,)), input._device)
+    if ndim == 0:
+        return wrap(bk.view(data, (1,)), input._device)
     # as PyTorch, a strided view of input's memory: window i of dim d starts i * step elements on
     count = (length - size) // step + 1
     if step == size:
         # windows side by side: the windows' part of dim d split in two and the window dim moved last,
         # the same view without as_strided's check of its reach (most of a small unfold's cost)
-        data = input._data
         part = bk.slice(data, (slice(None),) * d + (slice(0, count * size),))
         windows = bk.view(part, data.shape[:d] + (count, size) + data.shape[d + 1 :])
         if windows is not None:
-            order = tuple(range(d + 1)) + tuple(range(d + 2, data.ndim + 1)) + (d + 1,)
+            order = tuple(range(d + 1)) + tuple(range(d + 2, ndim + 1)) + (d + 1,)
             return wrap(bk.permute(windows, order), input._device)
     shape, strides = list(input.shape), list(input.stride())
     shape[d], strides[d] = count, strides[d] * step
