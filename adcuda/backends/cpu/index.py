@@ -103,7 +103,7 @@ def gather(a: BackendArray, axis: int, idx: BackendArray) -> BackendArray:
     a, axis = _along_axis("gather", a, axis, idx)
     if idx.ndim == 0:  # a 0-d input and index
         return a.reshape(1)[idx.reshape(1)].reshape(())
-    if _native_fits(a, idx):
+    if _native_gather is not None and _native_fits(a, idx):
         try:
             return _native_gather(a, axis, idx)
         except IndexError:
