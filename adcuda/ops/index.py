@@ -580,8 +580,8 @@ def scatter_add(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     d = _check_index_tensor("scatter_add", input, dim, index)
     if not isinstance(src, Tensor):
         raise DTypeError("scatter_add: src must be a Tensor")
-    src_shape, input_shape = src._data.shape, input._data.shape
-    for i, a in enumerate(index._data.shape):
+    src_shape, input_shape, index_shape = src._data.shape, input._data.shape, index._data.shape
+    for i, a in enumerate(index_shape if index_shape != src_shape or index_shape != input_shape else ()):
         if a > src_shape[i] or (i != d and a > input_shape[i]):
             raise ShapeError(
                 f"scatter_add: index {fmt_shape(index.shape)} is larger than src "
