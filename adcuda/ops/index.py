@@ -551,7 +551,8 @@ def _gather_grad(grad, input_shape, dim, index):
 )
 def gather(input: Tensor, dim: int, index: Tensor) -> Tensor:
     d = _check_index_tensor("gather", input, dim, index)
-    for i, (a, b) in enumerate(zip(index._data.shape, input._data.shape)):
+    index_shape, input_shape = index._data.shape, input._data.shape
+    for i, (a, b) in enumerate(zip(index_shape, input_shape) if index_shape != input_shape else ()):
         if i != d and a > b:
             raise ShapeError(
                 f"gather: index {fmt_shape(index.shape)} is larger than input {fmt_shape(input.shape)} in dimension {i}"
