@@ -747,8 +747,8 @@ def _src_part(name: str, src: object, index: Tensor, input: Tensor) -> Tensor:
 
 def _check_scatter_index(name, input, dim, index):
     d = _check_index_tensor(name, input, dim, index)
-    input_shape = input._data.shape
-    for i, a in enumerate(index._data.shape):
+    input_shape, index_shape = input._data.shape, index._data.shape
+    for i, a in enumerate(index_shape if index_shape != input_shape else ()):
         if i != d and a > input_shape[i]:
             raise ShapeError(
                 f"{name}: index {fmt_shape(index.shape)} is larger than input {fmt_shape(input.shape)} in dimension {i}"
