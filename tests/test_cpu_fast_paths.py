@@ -356,6 +356,7 @@ def test_native_index_range_check_equals_numpy():
                 assert check(index, n) == bool(((index >= 0) & (index < n)).all())
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.int32])
 @pytest.mark.parametrize("descending", [False, True])
 def test_native_sort_equals_the_numpy_path_bit_for_bit(monkeypatch, dtype, descending):
     """kernels/host/sort.cpp's stable sort of rows against the NumPy path (run with the native sort
