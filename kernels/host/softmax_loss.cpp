@@ -164,6 +164,27 @@ py::array_t<T> reduced(const std::vector<double>& rows, Reduction reduction, dou
   return out;
 }
 
+// The class losses' arguments: scores (N, C), int64 targets (N,) each in [0, C) or equal to ``ignore``
+// where one is given (IndexError otherwise: the caller's NumPy path names it), optional class weights
+// (C,) -> C.
+template <typename T>
+Index checked_classes(const char* op, const py::array_t<T, py::array::c_style>& scores,
+                      const py::array_t<std::int64_t, py::array::c_style>& target,
+                      const std::optional<py::array_t<T, py::array::c_style>>& weight,
+                      std::optional<std::int64_t> ignore) {
+  if (scores.ndim() != 2 || target.ndim() != 1 || target.shape(0) != scores.shape(0))
+    throw std::invalid_argument(std::string(op) + ": expected (N, C) scores and (N,) targets");
+  const Index n = scores.shape(0), c = scores.shape(1);
+  if (weight && (weight->ndim() != 1 || weight->shape(0) != c))
+    throw std::invalid_argument(std::string(op) + ": expected (C,) class weights");
+  const std::int64_t* t = target.data();
+  for (Index r = 0; r < n; ++r) {
+    if ((!ignore || t[r] != *ignore) && (t[r] < 0 || t[r] >= c))
+      throw py::index_error(std::string(op) + ": target out of range");
+  }
+  return c;
+}
+
 // nll_loss of log-probabilities (N, C) against int64 class indices (N,), optional class weights (C,):
 // each row's -w[t] * logp[t] (0 where t == ignore_index), reduced; and the summed weights of the rows
 // that count (the mean's divisor). The CPU backend's nll_loss (adcuda/backends/cpu/softmax_loss.py).
@@ -172,16 +193,9 @@ py::tuple nll_loss(const py::array_t<T, py::array::c_style>& logp,
                    const py::array_t<std::int64_t, py::array::c_style>& target,
                    const std::optional<py::array_t<T, py::array::c_style>>& weight, std::int64_t ignore_index,
                    const std::string& reduction_name) {
-  if (logp.ndim() != 2 || target.ndim() != 1 || target.shape(0) != logp.shape(0))
-    throw std::invalid_argument("cpu_nll_loss: expected (N, C) log-probabilities and (N,) targets");
-  const Index n = logp.shape(0), c = logp.shape(1);
-  if (weight && (weight->ndim() != 1 || weight->shape(0) != c))
-    throw std::invalid_argument("cpu_nll_loss: expected (C,) class weights");
+  const Index n = logp.shape(0), c = checked_classes("cpu_nll_loss", logp, target, weight, ignore_index);
   const Reduction reduction = reduction_code(reduction_name);
   const std::int64_t* t = target.data();
-  for (Index r = 0; r < n; ++r) {
-    if (t[r] != ignore_index && (t[r] < 0 || t[r] >= c)) throw py::index_error("cpu_nll_loss: target out of range");
-  }
   const T* x = logp.data();
   const T* w = weight ? weight->data() : nullptr;
   std::vector<double> rows(static_cast<std::size_t>(n), 0.0);
@@ -199,24 +213,17 @@ py::tuple nll_loss(const py::array_t<T, py::array::c_style>& logp,
 
 // multi_margin_loss of scores (N, C) against int64 class indices (N,): each row's
 // sum over j != t of w[t] * max(0, margin - x[t] + x[j]) ** p, over C (a NaN hinge adds nothing, as in
-// PyTorch), reduced
-// (the mean over N). The CPU backend's multi_margin_loss.
+// PyTorch), reduced (the mean over N). The CPU backend's multi_margin_loss.
 template <typename T>
 py::array_t<T> multi_margin_loss(const py::array_t<T, py::array::c_style>& scores,
                                  const py::array_t<std::int64_t, py::array::c_style>& target, int p, double margin,
                                  const std::optional<py::array_t<T, py::array::c_style>>& weight,
                                  const std::string& reduction_name) {
-  if (scores.ndim() != 2 || target.ndim() != 1 || target.shape(0) != scores.shape(0))
-    throw std::invalid_argument("cpu_multi_margin_loss: expected (N, C) scores and (N,) targets");
-  const Index n = scores.shape(0), c = scores.shape(1);
-  if (weight && (weight->ndim() != 1 || weight->shape(0) != c))
-    throw std::invalid_argument("cpu_multi_margin_loss: expected (C,) class weights");
   if (p != 1 && p != 2) throw std::invalid_argument("cpu_multi_margin_loss: p must be 1 or 2");
+  const Index n = scores.shape(0),
+              c = checked_classes("cpu_multi_margin_loss", scores, target, weight, std::nullopt);
   const Reduction reduction = reduction_code(reduction_name);
   const std::int64_t* t = target.data();
-  for (Index r = 0; r < n; ++r) {
-    if (t[r] < 0 || t[r] >= c) throw py::index_error("cpu_multi_margin_loss: target out of range");
-  }
   const T* x = scores.data();
   const T* w = weight ? weight->data() : nullptr;
   const T m = T(margin);
