@@ -1,0 +1,168 @@
+"""Seeded CPU draws stay the numbers they were, and the host module's draws (kernels/host/random.cpp)
+are the NumPy Generator's, bit for bit.
+
+``RECORDED`` holds what each call gave after ``manual_seed(0)`` at 898fccd, when every CPU draw went
+through NumPy's Philox Generator: a user's seeded program must keep drawing the same numbers."""
+
+import numpy as np
+import pytest
+
+import adcuda as t
+from adcuda.backends.cpu import random as cpu_random
+
+F = t.nn.functional
+
+# name: (dtype, the result's bytes in hex)
+RECORDED = {
+    "rand3": ("float32", "992e3d3cac58773e3d33e43d"),
+    "rand_f64": ("float64", "c0264720d3a5873f6054ce8515ebce3f28905da56786bc3fb6faa540af0fe23f"),
+    "rand_f16": ("float16", "e921bb33222f84380538"),
+    "randn3": ("float32", "5a1e233e9c18e3bf24cba93f"),
+    "randn_f64": ("float64", "bdec7238cb63c43f1c839c801363fcbfb017e7856439f53f61d999e7e546f33f"),
+    "randint": (
+        "int64",
+        "000000000000000000000000000000000600000000000000020000000000000003000000000000000100000000000000",
+    ),
+    "randint_wide": ("int64", "0364baf402000000980b2bd63d00000059a567861c000000"),
+    "randperm": (
+        "int64",
+        "0000000000000000020000000000000001000000000000000500000000000000040000000000000003000000000000000600000000000000",
+    ),
+    "bernoulli_": ("float32", "0000803f0000803f0000803f00000000000000000000803f"),
+    "uniform_": ("float32", "2e9cf8bf28d14abffdafb8bf6073523fc00b033f36aa1cbf"),
+    "normal_": ("float32", "96c7e83f9c1803c092e584402f377a404dfdb53f581dec3e"),
+    "normal_f16": ("float16", "193119bf4e3dd23c01a9"),
+    "exponential_": (
+        "float64",
+        "35d146100cc9773fb2a42b06ceb1c13fd2b983153d3eae3fe3afed7b1498da3f78220d9b5755d63fe18ae989d0cfc43f",
+    ),
+    "cauchy_": ("float32", "8070dcc1cdfb86bf904c2fc0d718523e12f8f43bb00b57bf"),
+    "log_normal_": ("float32", "da3d6f40c62ba03d5d5d1a428e07f241f9e12040783f763f"),
+    "geometric_": ("float32", "0000803f0000803f0000803f00004040000000400000803f"),
+    "random_": ("float32", "000040400000803f000074420000c0410000104200003041"),
+    "normal_t": ("float32", "5a1e233e9c18e3bf24cba93f2f379a3f"),
+    "normal_s": ("float32", "b1951e40eaa454c05b58bf4063a9b340"),
+    "bernoulli": ("float32", "0000803f0000803f0000803f00000000000000000000803f"),
+    "dropout": ("float32", "0000004000000040000000400000000000000000000000400000000000000000"),
+    "rrelu": ("float32", "9b7602bece8733be56c517be906878be"),
+    "rand_like": ("float32", "992e3d3cac58773e3d33e43d7a7d103ff39b003f51228e3e"),
+    "randn_like": (
+        "float64",
+        "bdec7238cb63c43f1c839c801363fcbfb017e7856439f53f61d999e7e546f33f00813cd96605a4bf673eb137159fe0bf",
+    ),
+    "randint_like": ("float32", "00004040000040400000c040000080400000a04000004040"),
+    "multinomial": ("int64", "00000000000000000200000000000000"),
+    "alpha_dropout": ("float32", "5832d53f5832d53f5832d53f417947bf417947bf5832d53f"),
+}
+
+
+def _calls():
+    x32 = t.zeros(2, 3)
+    x64 = t.zeros(2, 3, dtype=t.float64)
+    x16 = t.zeros(5, dtype=t.float16)
+    return {
+        "rand3": lambda: t.rand(3),
+        "rand_f64": lambda: t.rand(2, 2, dtype=t.float64),
+        "rand_f16": lambda: t.rand(5, dtype=t.float16),
+        "randn3": lambda: t.randn(3),
+        "randn_f64": lambda: t.randn(2, 2, dtype=t.float64),
+        "randint": lambda: t.randint(0, 10, (6,)),
+        "randint_wide": lambda: t.randint(-5, 2**40, (3,)),
+        "randperm": lambda: t.randperm(7),
+        "bernoulli_": lambda: x32.clone().bernoulli_(0.3),
+        "uniform_": lambda: x32.clone().uniform_(-2, 3),
+        "normal_": lambda: x32.clone().normal_(1.5, 2.0),
+        "normal_f16": lambda: x16.clone().normal_(),
+        "exponential_": lambda: x64.clone().exponential_(2.0),
+        "cauchy_": lambda: x32.clone().cauchy_(),
+        "log_normal_": lambda: x32.clone().log_normal_(),
+        "geometric_": lambda: x32.clone().geometric_(0.3),
+        "random_": lambda: x32.clone().random_(0, 100),
+        "normal_t": lambda: t.normal(t.zeros(4), t.ones(4)),
+        "normal_s": lambda: t.normal(2.0, 3.0, (4,)),
+        "bernoulli": lambda: t.bernoulli(t.full((6,), 0.4)),
+        "dropout": lambda: F.dropout(t.ones(8), 0.5),
+        "rrelu": lambda: F.rrelu(-t.ones(4), training=True),
+        "rand_like": lambda: t.rand_like(x32),
+        "randn_like": lambda: t.randn_like(x64),
+        "randint_like": lambda: t.randint_like(x32, 3, 9),
+        "multinomial": lambda: t.multinomial(t.tensor([0.1, 0.5, 0.4]), 2),
+        "alpha_dropout": lambda: F.alpha_dropout(t.ones(6), 0.5, True),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(RECORDED))
+def test_seeded_draws_are_the_recorded_numbers(name):
+    call = _calls()[name]
+    t.manual_seed(0)
+    out = call().numpy()
+    dtype, data = RECORDED[name]
+    assert (str(out.dtype), out.tobytes().hex()) == (dtype, data)
+
+
+def test_the_host_draws_are_in_use():
+    # the probe at import found them equal to the Generator's (a build with _C and NumPy's exports)
+    assert cpu_random._NATIVE is not None
+
+
+KEYS = [(0, 0), (3, 2**64 - 1), (2**64 - 1, 2**64 - 3), (0x9E3779B97F4A7C15, 12345), (7, 2**32 - 1)]
+SHAPES = [(0,), (1,), (5,), (3, 7), (2, 3, 4)]
+
+
+@pytest.mark.parametrize("seed, offset", KEYS)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_host_draws_equal_the_generators(seed, offset, shape):
+    native = cpu_random._NATIVE
+    if native is None:
+        pytest.skip("no host draws in this build")
+    rng = cpu_random._rng
+    pairs = [
+        (native.host_random_uniform(seed, offset, shape, False), rng(seed, offset).random(shape)),
+        (native.host_random_normal(seed, offset, shape, False), rng(seed, offset).standard_normal(shape)),
+        (
+            native.host_random_uniform(seed, offset, shape, True),
+            cpu_random._rounded_below_one(rng(seed, offset).random(shape)),
+        ),
+        (
+            native.host_random_normal(seed, offset, shape, True),
+            rng(seed, offset).standard_normal(shape).astype(np.float32),
+        ),
+        (native.host_random_below(0.3, seed, offset, shape), rng(seed, offset).random(shape) < 0.3),
+    ]
+    for low, high in [
+        (0, 1),
+        (0, 10),
+        (-(2**31), 2**31),
+        (0, 2**32),
+        (3, 2**32 + 3),
+        (-5, 2**40),
+        (-(2**63), 2**63 - 1),
+    ]:
+        pairs.append(
+            (
+                native.host_random_integers(low, high, seed, offset, shape),
+                rng(seed, offset).integers(low, high, shape, dtype=np.int64),
+            )
+        )
+    for fast, slow in pairs:
+        assert fast.dtype == slow.dtype and fast.shape == slow.shape
+        assert fast.tobytes() == slow.tobytes()
+
+
+def test_a_large_draw_releases_the_gil_and_still_matches():
+    native = cpu_random._NATIVE
+    if native is None:
+        pytest.skip("no host draws in this build")
+    shape = (1 << 16,)
+    fast = native.host_random_normal(11, 5, shape, False)
+    assert fast.tobytes() == cpu_random._rng(11, 5).standard_normal(shape).tobytes()
+
+
+def test_host_draws_refuse_bad_arguments():
+    native = cpu_random._NATIVE
+    if native is None:
+        pytest.skip("no host draws in this build")
+    with pytest.raises(ValueError):
+        native.host_random_uniform(0, 0, (2, -1), False)
+    with pytest.raises(ValueError):
+        native.host_random_integers(5, 5, 0, 0, (2,))
