@@ -4,6 +4,8 @@ are the NumPy Generator's, bit for bit.
 ``RECORDED`` holds what each call gave after ``manual_seed(0)`` at 898fccd, when every CPU draw went
 through NumPy's Philox Generator: a user's seeded program must keep drawing the same numbers."""
 
+import importlib
+
 import numpy as np
 import pytest
 
@@ -166,3 +168,74 @@ def test_host_draws_refuse_bad_arguments():
         native.host_random_uniform(0, 0, (2, -1), False)
     with pytest.raises(ValueError):
         native.host_random_integers(5, 5, 0, 0, (2,))
+
+
+class _Observed:
+    """A stand-in backend that passes every primitive through (as the profiler's and graph capture's
+    do): with it installed, in-place draws take the primitives' path instead of the host fill."""
+
+    def __init__(self, backend):
+        self._backend = backend
+
+    def __getattr__(self, name):
+        return getattr(self._backend, name)
+
+
+def _draws_both_ways(make, call):
+    tensor_module = importlib.import_module("adcuda.tensor")  # (adcuda.tensor is the factory function)
+    t.manual_seed(3)
+    fast = call(make()).numpy().copy()
+    previous = tensor_module.set_primitive_observer(_Observed)
+    try:
+        t.manual_seed(3)
+        slow = call(make()).numpy().copy()
+    finally:
+        tensor_module.set_primitive_observer(previous)
+    return fast, slow
+
+
+@pytest.mark.parametrize("dtype", [t.float32, t.float64, t.float16])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda x: x.uniform_(),
+        lambda x: x.uniform_(-3.5, 0.25),
+        lambda x: x.normal_(),
+        lambda x: x.normal_(-1.0, 0.1),
+        lambda x: x.bernoulli_(0.3),
+        lambda x: x.bernoulli_(1),
+        lambda x: x.exponential_(3),
+        lambda x: x.cauchy_(1.0, 2.0),
+        lambda x: x.log_normal_(),
+        lambda x: x.geometric_(0.2),
+        lambda x: x.random_(0, 50),
+    ],
+)
+def test_in_place_draws_write_the_primitives_numbers(dtype, call):
+    # the host fill straight into the tensor's memory against the primitives' path
+    fast, slow = _draws_both_ways(lambda: t.zeros(3, 5, dtype=dtype), call)
+    assert fast.dtype == slow.dtype and fast.tobytes() == slow.tobytes()
+
+
+def test_in_place_draws_into_views_and_strided_tensors():
+    for make in (lambda: t.zeros(4, 6)[:, 1:4], lambda: t.zeros(6, 4).t(), lambda: t.zeros(0, 3)):
+        fast, slow = _draws_both_ways(make, lambda x: x.normal_(0.5, 2.0))
+        assert fast.tobytes() == slow.tobytes()
+    base = t.zeros(4, 6)
+    view = base[1:3]
+    view.uniform_()
+    assert (base[1:3] == view).all() and (base[0] == 0).all() and (base[3] == 0).all()
+    assert view._version.value == base._version.value == 1
+
+
+def test_in_place_draws_bump_the_version_and_keep_history_rules():
+    x = t.zeros(5)
+    x.normal_()
+    x.uniform_()
+    assert x._version.value == 2
+    leaf = t.zeros(3, requires_grad=True)
+    with pytest.raises(t.errors.AutogradError):
+        leaf.normal_()
+    y = leaf * 2
+    y.uniform_()  # a value with history: it becomes a constant, as in PyTorch
+    assert y.requires_grad and y.grad_fn is not None

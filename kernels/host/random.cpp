@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace py = pybind11;
@@ -116,6 +117,13 @@ DoubleFill uniform_fill = nullptr;
 DoubleFill normal_fill = nullptr;
 BoundedFill bounded_fill = nullptr;
 
+// A seed or offset (any Python int) modulo 2**64, as the CUDA backend's Philox takes them
+u64 mod64(const py::handle& value) {
+  const unsigned long long v = PyLong_AsUnsignedLongLongMask(value.ptr());
+  if (v == static_cast<unsigned long long>(-1) && PyErr_Occurred()) throw py::error_already_set();
+  return static_cast<u64>(v);
+}
+
 // draws of this many values or more release the GIL (below it, releasing costs more than it frees)
 constexpr std::intptr_t kReleaseAt = 1 << 15;
 
@@ -133,40 +141,93 @@ std::vector<py::ssize_t> checked_shape(const char* op, const py::tuple& shape, s
   return dims;
 }
 
-// `n` doubles of `fill` from the stream (seed, offset) into `out`
-void doubles(DoubleFill fill, u64 seed, u64 offset, std::intptr_t n, double* out) {
-  if (fill == nullptr) throw std::runtime_error("host_random: NumPy's distribution functions are not bound");
-  Philox philox(seed, offset);
+// The stream (seed, offset) as NumPy's bit generator; `run(gen)` draws from it, without the GIL where
+// it draws `n` values or more
+template <typename Run>
+void with_stream(const py::handle& seed, const py::handle& offset, std::intptr_t n, Run run) {
+  Philox philox(mod64(seed), mod64(offset));
   BitGen gen = philox.bitgen();
   if (n >= kReleaseAt) {
     py::gil_scoped_release release;
-    fill(&gen, n, out);
+    run(&gen);
   } else {
-    fill(&gen, n, out);
+    run(&gen);
   }
+}
+
+DoubleFill bound(DoubleFill fill) {
+  if (fill == nullptr) throw std::runtime_error("host_random: NumPy's distribution functions are not bound");
+  return fill;
+}
+
+// `n` doubles of `fill` from the stream, each passed to `store(i, value)`: in chunks through a stack
+// buffer (no allocation for a small draw; NumPy's fills draw value after value, so chunks continue
+// the one stream)
+template <typename Store>
+void each_double(DoubleFill fill, const py::handle& seed, const py::handle& offset, std::intptr_t n, Store store) {
+  fill = bound(fill);
+  with_stream(seed, offset, n, [&](BitGen* gen) {
+    constexpr std::intptr_t kChunk = 256;
+    double chunk[kChunk];
+    for (std::intptr_t i = 0; i < n; i += kChunk) {
+      const std::intptr_t m = n - i < kChunk ? n - i : kChunk;
+      fill(gen, m, chunk);
+      for (std::intptr_t j = 0; j < m; ++j) store(i + j, chunk[j]);
+    }
+  });
 }
 
 // the float64 draws of `fill` in float64, or rounded to float32 (below_one: the largest float32 below 1
 // where a rounding reached 1.0, as rand keeps [0, 1))
-py::array floating(const char* op, DoubleFill fill, u64 seed, u64 offset, const py::tuple& shape, bool single,
-                   bool below_one) {
+py::array floating(const char* op, DoubleFill fill, const py::object& seed, const py::object& offset,
+                   const py::tuple& shape, bool single, bool below_one) {
   std::intptr_t n;
   auto dims = checked_shape(op, shape, &n);
   if (!single) {
     py::array_t<double> out(dims);
-    doubles(fill, seed, offset, n, out.mutable_data());
+    double* o = out.mutable_data();
+    fill = bound(fill);
+    with_stream(seed, offset, n, [&](BitGen* gen) { fill(gen, n, o); });
     return std::move(out);
   }
-  std::vector<double> wide(static_cast<std::size_t>(n));
-  doubles(fill, seed, offset, n, wide.data());
   py::array_t<float> out(dims);
   float* o = out.mutable_data();
   const float top = 0.99999994f;  // nextafter(1.0f, 0.0f)
-  for (std::intptr_t i = 0; i < n; ++i) {
-    const float v = static_cast<float>(wide[i]);
+  each_double(fill, seed, offset, n, [&](std::intptr_t i, double u) {
+    const float v = static_cast<float>(u);
     o[i] = below_one && v > top ? top : v;
-  }
+  });
   return std::move(out);
+}
+
+// What host_random_fill_ writes: U[0, 1) (kept below 1 in float32), N(0, 1), or 1 where U[0, 1) < p, else 0
+enum FillKind { kUniform = 0, kNormal = 1, kBelow = 2 };
+
+// `out` (float32 or float64) overwritten with kind's draws in its dtype, each then times `scale` and plus
+// `shift` (or compared with `p`), rounded at each step in that dtype as the backend's ops round them
+// (a multiply by 1 and an add of 0 skipped, as the ops skip them: -0.0 + 0.0 would be +0.0)
+template <typename T>
+void fill_drawn(T* o, std::intptr_t n, int kind, double scale, double shift, const py::object& seed,
+                const py::object& offset) {
+  const T s = static_cast<T>(scale), b = static_cast<T>(shift);
+  const bool scaled = scale != 1.0, shifted = shift != 0.0;
+  if (kind == kBelow) {
+    each_double(uniform_fill, seed, offset, n, [&](std::intptr_t i, double u) {
+      T v = static_cast<T>(u);
+      if constexpr (std::is_same_v<T, float>) v = v > 0.99999994f ? 0.99999994f : v;
+      o[i] = v < s ? T(1) : T(0);
+    });
+    return;
+  }
+  each_double(kind == kUniform ? uniform_fill : normal_fill, seed, offset, n, [&](std::intptr_t i, double u) {
+    T v = static_cast<T>(u);
+    if constexpr (std::is_same_v<T, float>) {
+      if (kind == kUniform && v > 0.99999994f) v = 0.99999994f;
+    }
+    if (scaled) v = v * s;
+    if (shifted) v = v + b;
+    o[i] = v;
+  });
 }
 
 }  // namespace
@@ -184,15 +245,15 @@ void bind_random(py::module_& m) {
       "random_bounded_uint64_fill (its _generator module's exports), which the host_random_* draws call.");
   m.def(
       "host_random_uniform",
-      [](u64 seed, u64 offset, const py::tuple& shape, bool single) {
+      [](const py::object& seed, const py::object& offset, const py::tuple& shape, bool single) {
         return floating("host_random_uniform", uniform_fill, seed, offset, shape, single, true);
       },
       py::arg("seed"), py::arg("offset"), py::arg("shape"), py::arg("single"),
-      "Uniform [0, 1) samples of shape from the Philox stream (seed, offset): NumPy's Philox Generator's "
-      "random(shape), as float64, or rounded to float32 and kept below 1 (single).");
+      "Uniform [0, 1) samples of shape from the Philox stream (seed, offset), both taken modulo 2**64: NumPy's "
+      "Philox Generator's random(shape), as float64, or rounded to float32 and kept below 1 (single).");
   m.def(
       "host_random_normal",
-      [](u64 seed, u64 offset, const py::tuple& shape, bool single) {
+      [](const py::object& seed, const py::object& offset, const py::tuple& shape, bool single) {
         return floating("host_random_normal", normal_fill, seed, offset, shape, single, false);
       },
       py::arg("seed"), py::arg("offset"), py::arg("shape"), py::arg("single"),
@@ -200,25 +261,18 @@ void bind_random(py::module_& m) {
       "standard_normal(shape), as float64 or rounded to float32 (single).");
   m.def(
       "host_random_integers",
-      [](std::int64_t low, std::int64_t high, u64 seed, u64 offset, const py::tuple& shape) {
+      [](std::int64_t low, std::int64_t high, const py::object& seed, const py::object& offset, const py::tuple& shape) {
         if (bounded_fill == nullptr)
           throw std::runtime_error("host_random: NumPy's distribution functions are not bound");
         if (high <= low) throw std::invalid_argument("host_random_integers: expected low < high");
         std::intptr_t n;
         auto dims = checked_shape("host_random_integers", shape, &n);
         py::array_t<std::int64_t> out(dims);
-        Philox philox(seed, offset);
-        BitGen gen = philox.bitgen();
         // NumPy's integers(low, high, dtype=int64): an offset and an inclusive range, unmasked (Lemire)
         const u64 off = static_cast<u64>(low);
         const u64 range = static_cast<u64>(high) - static_cast<u64>(low) - 1;
         auto* o = reinterpret_cast<u64*>(out.mutable_data());
-        if (n >= kReleaseAt) {
-          py::gil_scoped_release release;
-          bounded_fill(&gen, off, range, n, false, o);
-        } else {
-          bounded_fill(&gen, off, range, n, false, o);
-        }
+        with_stream(seed, offset, n, [&](BitGen* gen) { bounded_fill(gen, off, range, n, false, o); });
         return out;
       },
       py::arg("low"), py::arg("high"), py::arg("seed"), py::arg("offset"), py::arg("shape"),
@@ -226,19 +280,38 @@ void bind_random(py::module_& m) {
       "Generator's integers(low, high, shape, dtype=int64).");
   m.def(
       "host_random_below",
-      [](double p, u64 seed, u64 offset, const py::tuple& shape) {
+      [](double p, const py::object& seed, const py::object& offset, const py::tuple& shape) {
         std::intptr_t n;
         auto dims = checked_shape("host_random_below", shape, &n);
-        std::vector<double> u(static_cast<std::size_t>(n));
-        doubles(uniform_fill, seed, offset, n, u.data());
         py::array_t<bool> out(dims);
         bool* o = out.mutable_data();
-        for (std::intptr_t i = 0; i < n; ++i) o[i] = u[i] < p;
+        each_double(uniform_fill, seed, offset, n, [&](std::intptr_t i, double u) { o[i] = u < p; });
         return out;
       },
       py::arg("p"), py::arg("seed"), py::arg("offset"), py::arg("shape"),
       "Whether each uniform [0, 1) sample of shape from the Philox stream (seed, offset) is below p (a bool "
       "array): NumPy's Philox Generator's random(shape) < p.");
+  m.def(
+      "host_random_fill_",
+      [](py::array out, int kind, double scale, double shift, const py::object& seed,
+         const py::object& offset) {
+        if (kind != kUniform && kind != kNormal && kind != kBelow)
+          throw std::invalid_argument("host_random_fill_: unknown kind " + std::to_string(kind));
+        if (!(out.flags() & py::array::c_style) || !out.writeable())
+          throw std::invalid_argument("host_random_fill_: out must be a writeable C-contiguous array");
+        const std::intptr_t n = out.size();
+        if (out.dtype().equal(py::dtype::of<float>()))
+          fill_drawn(static_cast<float*>(out.mutable_data()), n, kind, scale, shift, seed, offset);
+        else if (out.dtype().equal(py::dtype::of<double>()))
+          fill_drawn(static_cast<double*>(out.mutable_data()), n, kind, scale, shift, seed, offset);
+        else
+          throw std::invalid_argument("host_random_fill_: out must be float32 or float64");
+      },
+      py::arg("out"), py::arg("kind"), py::arg("scale"), py::arg("shift"), py::arg("seed"), py::arg("offset"),
+      "out overwritten with draws from the Philox stream (seed, offset) in its dtype (float32 or float64): "
+      "kind 0, host_random_uniform's values; 1, host_random_normal's; each times scale plus shift, rounded "
+      "at each step in that dtype (a scale of 1 and a shift of 0 skipped); kind 2, 1 where "
+      "host_random_uniform's value is below scale (taken in that dtype), else 0.");
 }
 
 }  // namespace adcuda::host

@@ -10,6 +10,7 @@ import threading
 
 import numpy as np
 
+from ... import dtypes as dt
 from ..._native import _C
 from ...errors import DTypeError, ShapeError
 from ..seam import DType, Shape
@@ -158,16 +159,12 @@ def _native_draws():
     return native
 
 
-def _key(seed, offset):
-    return int(seed) & _U64, int(offset) & _U64
-
-
 def rand(shape: Shape, dtype: DType, seed: int, offset: int) -> BackendArray:
+    single = _HOST_FLOATS.get(dtype)
+    if single is not None and shape.__class__ is tuple:  # float64 as drawn; float32 rounded, kept below 1
+        return _NATIVE.host_random_uniform(seed, offset, shape, single)
     out_dt = _floating("rand", dtype)
-    seed, offset = _key(seed, offset)
     if _NATIVE is not None and shape.__class__ is tuple:
-        if out_dt.itemsize != 2:  # float64 as drawn, float32 rounded and kept below 1 there
-            return _NATIVE.host_random_uniform(seed, offset, shape, out_dt.itemsize == 4)
         r = _NATIVE.host_random_uniform(seed, offset, shape, False)
     else:
         r = _rng(seed, offset).random(shape, dtype=np.float64)
@@ -181,11 +178,11 @@ def _rounded_below_one(r, out_dt=_FLOAT32):
 
 
 def randn(shape: Shape, dtype: DType, seed: int, offset: int) -> BackendArray:
+    single = _HOST_FLOATS.get(dtype)
+    if single is not None and shape.__class__ is tuple:
+        return _NATIVE.host_random_normal(seed, offset, shape, single)
     out_dt = _floating("randn", dtype)
-    seed, offset = _key(seed, offset)
     if _NATIVE is not None and shape.__class__ is tuple:
-        if out_dt.itemsize != 2:
-            return _NATIVE.host_random_normal(seed, offset, shape, out_dt.itemsize == 4)
         r = _NATIVE.host_random_normal(seed, offset, shape, False)
     else:
         r = _rng(seed, offset).standard_normal(shape, dtype=np.float64)
@@ -193,24 +190,28 @@ def randn(shape: Shape, dtype: DType, seed: int, offset: int) -> BackendArray:
 
 
 def randint(low: int, high: int, shape: Shape, dtype: DType, seed: int, offset: int) -> BackendArray:
-    seed, offset = _key(seed, offset)
-    if _NATIVE is not None and shape.__class__ is tuple and -(2**63) <= low < high < 2**63:
+    if (
+        _NATIVE is not None
+        and shape.__class__ is tuple
+        and low.__class__ is int
+        and _INT64_MIN <= low < high <= _INT64_MAX
+    ):
         r = _NATIVE.host_random_integers(low, high, seed, offset, shape)
     else:  # (NumPy's errors for bounds out of order or out of int64's range)
         r = _rng(seed, offset).integers(low, high, shape, dtype=np.int64)
-    return r.astype(_np_dtype(dtype), copy=False)
+    return r if dtype is dt.int64 else r.astype(_np_dtype(dtype), copy=False)
 
 
 def _below(p, shape, seed, offset):
     """Whether each uniform [0, 1) draw of ``shape`` is below ``p``: a bool array."""
-    seed, offset = _key(seed, offset)
     if _NATIVE is not None and shape.__class__ is tuple:
-        return _NATIVE.host_random_below(float(p), seed, offset, shape)
+        return _NATIVE.host_random_below(p, seed, offset, shape)
     return np.asarray(_rng(seed, offset).random(shape) < p)
 
 
 def bernoulli(shape: Shape, p: float, dtype: DType, seed: int, offset: int) -> BackendArray:
-    return _below(p, shape, seed, offset).astype(_np_dtype(dtype), copy=False)
+    mask = _below(p, shape, seed, offset)
+    return mask if dtype is dt.bool_ else mask.astype(_np_dtype(dtype))
 
 
 def _masked_scale(a, mask, scale):
@@ -249,3 +250,11 @@ def dropout_backward(g: BackendArray, mask: BackendArray, scale: float) -> Backe
 
 
 _NATIVE = _native_draws()
+# the dtypes the host module draws in directly, and whether each is float32 (none without the module)
+_HOST_FLOATS = {} if _NATIVE is None else {dt.float32: True, dt.float64: False}
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+# Not a primitive: the host module's in-place fill (host_random_fill_: rand's or randn's values times a
+# scale plus a shift, or bernoulli's 0 and 1, in a float32/float64 array's own dtype), which the ops
+# use for in-place draws where nothing observes the primitives; None without the host module.
+HOST_FILL = None if _NATIVE is None else _NATIVE.host_random_fill_
+HOST_UNIFORM, HOST_NORMAL, HOST_BELOW = 0, 1, 2  # its kinds
