@@ -21,7 +21,7 @@ from ..random import default_generator
 from ..tensor import primitives, primitives_on, version_counter
 from .common import broadcast_shapes, cast, check_float, check_tensor, dense, has_shape, wrap
 from .conversion import to_device_and_dtype
-from .elementwise import binary, select, unary
+from .elementwise import binary, unary
 from .factories import new_tensor, shape_arg
 from .mutation import apply_inplace, check_inplace_allowed, commit_inplace, write_untracked
 from .registry import op
@@ -559,10 +559,14 @@ def bernoulli(input: Tensor, p: float | None = None, *, generator: Generator | N
     check_float("bernoulli", "input", input)
     probabilities = input if p is None else p  # (the forward helpers record nothing)
     _check_probability("bernoulli", probabilities)
-    draw = _sample("rand", tuple(input.shape), _draw_dtype(input.dtype), input.device, generator)
+    d = _draw_dtype(input.dtype)
+    draw = _sample_data("rand", input._data.shape, d, input._device, generator)
+    bk = primitives(input)
+    if probabilities is input and d is input.dtype:  # (a draw of input's shape and dtype: nothing to promote)
+        return wrap(bk.astype(bk.binary("lt", draw, input._data, d), d), input._device)
     if probabilities.__class__ is int:
         probabilities = float(probabilities)
-    return cast(binary("lt", draw, probabilities, name="bernoulli"), input.dtype)
+    return cast(binary("lt", wrap(draw, input._device), probabilities, name="bernoulli"), input.dtype)
 
 
 def _draw_dtype(dtype):
@@ -573,9 +577,10 @@ def _check_probability(name, p):
     if hasattr(p, "shape"):
         # the least and greatest probability (NaN if any is: refused, as PyTorch refuses it), two
         # reductions over the primitives where comparisons and their any() were four ops
+        # (read back as host values: Tensor.item's entry cost more than each reduction)
         bk, data = primitives(p), p._data
-        lo = wrap(bk.reduce("amin", data, None, False), p._device).item() if p.numel() else 0
-        hi = wrap(bk.reduce("amax", data, None, False), p._device).item() if p.numel() else 0
+        lo = bk.to_numpy(bk.reduce("amin", data, None, False)).item() if p.numel() else 0
+        hi = bk.to_numpy(bk.reduce("amax", data, None, False)).item() if p.numel() else 0
         bad = not (0 <= lo and hi <= 1)
     else:
         bad = not 0 <= p <= 1
@@ -745,18 +750,23 @@ def rrelu(
         raise ValueError(f"rrelu: expected 0 <= lower <= upper, got lower={lower}, upper={upper}")
     if not training:
         return _leaky(input, float((lower + upper) / 2))
-    draw_dtype = input.dtype if input.dtype is dt.float64 else dt.float32
-    slopes = _sample("rand", tuple(input._data.shape), draw_dtype, input._device, generator)
-    slopes = cast(_affine(slopes, upper - lower, lower), input.dtype)  # a constant: over the primitives
-    return _leaky(input, slopes)
+    d = input.dtype
+    draw_dtype = d if d is dt.float64 else dt.float32
+    bk = primitives(input)
+    slopes = _sample_data("rand", input._data.shape, draw_dtype, input._device, generator)
+    slopes = _affine_data(bk, slopes, upper - lower, lower, draw_dtype)  # a constant: over the primitives
+    return _leaky(input, slopes if draw_dtype is d else bk.astype(slopes, d))
 
 
 def _leaky(input, slopes):
-    """input where it is >= 0, else input * slopes (a number or a constant tensor): over the primitives
-    where no gradient is asked for, else through the ops, which record it."""
+    """input where it is >= 0, else input * slopes (a number, or a backend array of input's shape and
+    dtype): over the primitives where no gradient is asked for, else through the ops, which record it."""
     if needs_grad(input):
+        if slopes.__class__ is not float:
+            slopes = wrap(slopes, input._device)
         return input.where(input >= 0, input * slopes)
-    return select(binary("ge", input, 0.0), input, binary("mul", input, slopes))
+    bk, d, x = primitives(input), input.dtype, input._data
+    return wrap(bk.where(bk.binary("ge", x, 0.0, d), x, bk.binary("mul", x, slopes, d), d), input._device)
 
 
 # the other in-place draws of PyTorch (issue 15): integers, log-normal, geometric and Cauchy values
