@@ -159,16 +159,23 @@ def _native_draws():
     return native
 
 
+def _float_draw(op, shape, dtype, seed, offset):
+    """``(values, NumPy dtype or None)``: rand's or randn's (``op``) draw of ``shape``, in ``dtype``
+    itself where the host module draws in it (float32, float64: None then), else float64 values and
+    the dtype to convert them to."""
+    host, method = _DRAWS[op]
+    if host is not None and shape.__class__ is tuple:
+        single = _HOST_FLOATS.get(dtype)
+        if single is not None:
+            return host(seed, offset, shape, single), None
+        return host(seed, offset, shape, False), _floating(op, dtype)
+    return getattr(_rng(seed, offset), method)(shape, dtype=np.float64), _floating(op, dtype)
+
+
 def rand(shape: Shape, dtype: DType, seed: int, offset: int) -> BackendArray:
-    single = _HOST_FLOATS.get(dtype)
-    if single is not None and shape.__class__ is tuple:  # float64 as drawn; float32 rounded, kept below 1
-        return _NATIVE.host_random_uniform(seed, offset, shape, single)
-    out_dt = _floating("rand", dtype)
-    if _NATIVE is not None and shape.__class__ is tuple:
-        r = _NATIVE.host_random_uniform(seed, offset, shape, False)
-    else:
-        r = _rng(seed, offset).random(shape, dtype=np.float64)
-    return r if out_dt.itemsize == 8 else _rounded_below_one(r, out_dt)  # a float64 draw is below 1 already
+    r, out_dt = _float_draw("rand", shape, dtype, seed, offset)
+    # (float64 draws are below 1 already; the host's float32 ones are rounded and kept below 1)
+    return r if out_dt is None or out_dt.itemsize == 8 else _rounded_below_one(r, out_dt)
 
 
 def _rounded_below_one(r, out_dt=_FLOAT32):
@@ -178,15 +185,8 @@ def _rounded_below_one(r, out_dt=_FLOAT32):
 
 
 def randn(shape: Shape, dtype: DType, seed: int, offset: int) -> BackendArray:
-    single = _HOST_FLOATS.get(dtype)
-    if single is not None and shape.__class__ is tuple:
-        return _NATIVE.host_random_normal(seed, offset, shape, single)
-    out_dt = _floating("randn", dtype)
-    if _NATIVE is not None and shape.__class__ is tuple:
-        r = _NATIVE.host_random_normal(seed, offset, shape, False)
-    else:
-        r = _rng(seed, offset).standard_normal(shape, dtype=np.float64)
-    return r.astype(out_dt, copy=False)
+    r, out_dt = _float_draw("randn", shape, dtype, seed, offset)
+    return r if out_dt is None else r.astype(out_dt, copy=False)
 
 
 def randint(low: int, high: int, shape: Shape, dtype: DType, seed: int, offset: int) -> BackendArray:
@@ -252,6 +252,11 @@ def dropout_backward(g: BackendArray, mask: BackendArray, scale: float) -> Backe
 _NATIVE = _native_draws()
 # the dtypes the host module draws in directly, and whether each is float32 (none without the module)
 _HOST_FLOATS = {} if _NATIVE is None else {dt.float32: True, dt.float64: False}
+# rand's and randn's draws: the host module's function (None without it) and the Generator's method
+_DRAWS = {
+    "rand": (getattr(_NATIVE, "host_random_uniform", None), "random"),
+    "randn": (getattr(_NATIVE, "host_random_normal", None), "standard_normal"),
+}
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 # Not a primitive: the host module's in-place fill (host_random_fill_: rand's or randn's values times a
 # scale plus a shift, or bernoulli's 0 and 1, in a float32/float64 array's own dtype), which the ops
