@@ -78,8 +78,9 @@ def working_copy_cast(input: Tensor, copy: Tensor) -> Tensor:
 def to_device_and_dtype(t, device=None, dtype=None, copy=False, name="to", non_blocking=False):
     """What ``Tensor.to``, ``cuda()``, ``cpu()``, ``float()``, ... share."""
     device = t._device if device is None or device is t._device else as_device(device, name)
-    dtype = t.dtype if dtype is None else dt.as_dtype(dtype, name)
-    if (device is t._device or device == t._device) and dtype is t.dtype and not copy:
+    current = t.dtype  # (a property that maps the array's dtype: read once)
+    dtype = current if dtype is None else dt.as_dtype(dtype, name)
+    if (device is t._device or device == t._device) and dtype is current and not copy:
         return t
     return to_copy(t, device, dtype, non_blocking, name)
 
