@@ -243,22 +243,21 @@ void bind_random(py::module_& m) {
       py::arg("uniform_fill"), py::arg("normal_fill"), py::arg("bounded_uint64_fill"),
       "Bind the addresses of NumPy's random_standard_uniform_fill, random_standard_normal_fill and "
       "random_bounded_uint64_fill (its _generator module's exports), which the host_random_* draws call.");
-  m.def(
-      "host_random_uniform",
-      [](const py::object& seed, const py::object& offset, const py::tuple& shape, bool single) {
-        return floating("host_random_uniform", uniform_fill, seed, offset, shape, single, true);
-      },
-      py::arg("seed"), py::arg("offset"), py::arg("shape"), py::arg("single"),
-      "Uniform [0, 1) samples of shape from the Philox stream (seed, offset), both taken modulo 2**64: NumPy's "
-      "Philox Generator's random(shape), as float64, or rounded to float32 and kept below 1 (single).");
-  m.def(
-      "host_random_normal",
-      [](const py::object& seed, const py::object& offset, const py::tuple& shape, bool single) {
-        return floating("host_random_normal", normal_fill, seed, offset, shape, single, false);
-      },
-      py::arg("seed"), py::arg("offset"), py::arg("shape"), py::arg("single"),
-      "Standard normal samples of shape from the Philox stream (seed, offset): NumPy's Philox Generator's "
-      "standard_normal(shape), as float64 or rounded to float32 (single).");
+  // rand's and randn's draws: the same signature over NumPy's uniform and normal fills
+  const auto def_floating = [&m](const char* name, DoubleFill* fill, bool below_one, const char* doc) {
+    m.def(
+        name,
+        [name, fill, below_one](const py::object& seed, const py::object& offset, const py::tuple& shape,
+                                bool single) { return floating(name, *fill, seed, offset, shape, single, below_one); },
+        py::arg("seed"), py::arg("offset"), py::arg("shape"), py::arg("single"), doc);
+  };
+  def_floating("host_random_uniform", &uniform_fill, true,
+               "Uniform [0, 1) samples of shape from the Philox stream (seed, offset), both taken modulo 2**64: "
+               "NumPy's Philox Generator's random(shape), as float64, or rounded to float32 and kept below 1 "
+               "(single).");
+  def_floating("host_random_normal", &normal_fill, false,
+               "Standard normal samples of shape from the Philox stream (seed, offset): NumPy's Philox Generator's "
+               "standard_normal(shape), as float64 or rounded to float32 (single).");
   m.def(
       "host_random_integers",
       [](std::int64_t low, std::int64_t high, const py::object& seed, const py::object& offset, const py::tuple& shape) {
