@@ -260,7 +260,8 @@ void bind_random(py::module_& m) {
                "standard_normal(shape), as float64 or rounded to float32 (single).");
   m.def(
       "host_random_integers",
-      [](std::int64_t low, std::int64_t high, const py::object& seed, const py::object& offset, const py::tuple& shape) {
+      [](std::int64_t low, std::int64_t high, const py::object& seed, const py::object& offset,
+         const py::tuple& shape) {
         if (bounded_fill == nullptr)
           throw std::runtime_error("host_random: NumPy's distribution functions are not bound");
         if (high <= low) throw std::invalid_argument("host_random_integers: expected low < high");
