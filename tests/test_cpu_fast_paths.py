@@ -290,3 +290,62 @@ def test_native_running_extreme_equals_the_numpy_path_bit_for_bit(monkeypatch, d
         assert values.dtype == ref_values.dtype and values.tobytes() == ref_values.tobytes()
         assert indices.dtype == np.int64 and np.array_equal(indices, ref_indices)
     assert runs[True][0][1].max() > 0  # the indices moved along the rows
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.int32])
+@pytest.mark.parametrize("descending", [False, True])
+def test_native_sort_equals_the_numpy_path_bit_for_bit(monkeypatch, dtype, descending):
+    """kernels/host/sort.cpp's stable sort of rows against the NumPy path (run with the native sort
+    hidden): ties of values and of zeros' signs, NaNs (the largest, in their order), one-element rows,
+    the flattened sort (axis None) and the last dim named either way."""
+    assert cpu_sort._native_sort is not None, "the host module was built without host_sort_rows"
+    rng = np.random.default_rng(3)
+    arrays = [rng.integers(-3, 4, shape).astype(dtype) for shape in ((5, 9), (3, 1), (2, 3, 17), (33,))]
+    if np.dtype(dtype).kind == "f":
+        for a in arrays:
+            a[rng.random(a.shape) < 0.15] = np.nan
+            a[rng.random(a.shape) < 0.2] = -0.0
+    # (the NumPy path sorts the flattened array ascending only: the ops ask no other)
+    calls = [(a, axis) for a in arrays for axis in ((-1, a.ndim - 1) if descending else (None, -1, a.ndim - 1))]
+    runs = {}
+    for native in (True, False):
+        if not native:
+            monkeypatch.setattr(cpu_sort, "_native_sort", None)
+        runs[native] = [cpu.sort(a, axis, descending, True) for a, axis in calls]
+    for (values, indices), (ref_values, ref_indices) in zip(runs[True], runs[False]):
+        assert values.dtype == ref_values.dtype and values.shape == ref_values.shape
+        assert values.tobytes() == ref_values.tobytes()
+        assert indices.dtype == np.int64 and np.array_equal(indices, ref_indices)
+    order = runs[True][0][1]
+    assert (order != np.arange(order.shape[-1])).any()  # the sort moved the elements
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_native_row_variance_equals_the_numpy_path(monkeypatch, dtype):
+    """kernels/host/reduce.cpp's variance of trailing dims against the NumPy path (the native loop
+    hidden): every dim, the last, the last two, keepdim, corrections leaving 0 or fewer degrees of
+    freedom (inf, NaN), inf and NaN inputs; other dims take the NumPy path either way."""
+    cpu_reduce = importlib.import_module("adcuda.backends.cpu.reduce")
+    assert cpu_reduce._native_row_variance is not None, "the host module was built without host_row_variance"
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((3, 4, 5)).astype(dtype)
+    special = np.array([[1.0, np.inf, 2.0], [np.nan, 0.0, 1.0], [3.0, 3.0, 3.0]], dtype)
+    calls = [
+        (x, None, 1, False),
+        (x, (2,), 1, True),
+        (x, -1, 0, False),
+        (x, (1, 2), 1, False),
+        (x, (0,), 1, False),
+        (x[:, :, :1], (2,), 1, False),
+        (x[:, :, :2], (2,), 2, True),
+        (special, (1,), 1, False),
+        (np.array(2.5, dtype), (), 0, False),
+    ]
+    runs = {}
+    for native in (True, False):
+        if not native:
+            monkeypatch.setattr(cpu_reduce, "_native_row_variance", None)
+        runs[native] = [cpu.var(a, axes, correction, keepdim) for a, axes, correction, keepdim in calls]
+    for got, ref in zip(runs[True], runs[False]):
+        assert got.dtype == ref.dtype and got.shape == ref.shape
+        np.testing.assert_allclose(got, ref, rtol=1e-6 if dtype is np.float32 else 1e-13, atol=0)

@@ -71,6 +71,7 @@ BORROWS = {
     ("resample", "layout"): "affine_grid builds its constant base grid with view, expand and cat",
     ("recurrent", "gemm"): "the GRU layer's hidden-state products and weight gradient",
     ("recurrent", "reduce"): "the GRU layer's bias gradient is a sum over time and batch",
+    ("reduce", "gemm"): "cov (and corrcoef) without a gradient multiply the centred observations directly",
     ("reduce", "index"): "histc picks its in-range samples",
     ("reduce", "sort"): "cumsum and cumprod are the sort family's scans; bincount and histc count with its bincount",
     ("softmax_loss", "index"): "the losses gather the target class's log-probability",

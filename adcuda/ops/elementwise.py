@@ -1436,11 +1436,14 @@ def equal(input: Tensor, other: Tensor) -> bool:
     if input.__class__ is not Tensor or other.__class__ is not Tensor:
         raise DTypeError(f"equal: expected two Tensors, got {type(input).__name__} and {type(other).__name__}")
     check_same_device("equal", input, other)
-    if tuple(input.shape) != tuple(other.shape):
+    if input._data.shape != other._data.shape:  # (the arrays' shapes: tuples, read without a Size made)
         return False
     # over the primitives: a bool has no history to record
     bk = primitives(input)
-    same = binary("eq", input, other, name="equal")._data
+    if input.dtype is other.dtype:  # nothing to promote: the comparison of the arrays as they are
+        same = bk.binary("eq", input._data, other._data, input.dtype)
+    else:
+        same = binary("eq", input, other, name="equal")._data
     return bool(bk.to_numpy(bk.reduce("all", same, None, False)).item())
 
 

@@ -35,6 +35,8 @@ def reduce_axes(op_name, ndim, dim):
     tuple means every dim, as in PyTorch."""
     if dim is None:
         return tuple(range(ndim))
+    if dim.__class__ is int and ndim:  # the commonest dim: one int, nothing to sort or compare
+        return (wrap_dim(dim, ndim, op_name),)
     if isinstance(dim, Tensor):  # integer tensors of dims, as PyTorch takes them (wrap_dim checks the dtype)
         dims = tuple(dim.reshape(-1).unbind(0)) if dim.ndim else (dim,)
     else:
@@ -65,7 +67,7 @@ def _check_nonempty(op_name, input, axes, whole=False):
     """Refuse a reduction with no identity over an empty dim, as PyTorch does: an IndexError naming the
     dim; over the whole tensor (``whole``, no dim given), PyTorch's RuntimeError, except for argmax
     and argmin, whose refusal is an IndexError either way."""
-    if input.numel() != 0:
+    if input._data.size != 0:
         return
     if whole or not axes:
         cls = EmptyReductionError if op_name in ("argmax", "argmin") else ShapeError
@@ -191,6 +193,8 @@ def prod(input: Tensor, dim: int | None = None, keepdim: bool = False, *, dtype:
         dtype = dt.as_dtype(dtype, "prod")
         input = cast(input, dtype)
         return cast(_reduce("prod", input, reduce_axes("prod", input.ndim, dim), keepdim), dtype)
+    if dim is None:  # every dim as the primitive's axes=None, NumPy's cheapest reduction
+        return wrap(primitives(input).reduce("prod", input._data, None, keepdim), input._device)
     return _reduce("prod", input, reduce_axes("prod", input.ndim, dim), keepdim)
 
 
@@ -216,10 +220,13 @@ def _extreme_grad(name):
 
 
 def _extreme(prim, input, dim, keepdim):
-    whole = _no_dims(dim) or dim is None
-    # every dim as the primitive's axes=None, NumPy's cheapest reduction
-    axes = None if whole else reduce_axes(prim, input.ndim, dim)
-    _check_nonempty(prim, input, axes, whole=whole)
+    if dim is None or dim.__class__ is tuple and not dim:
+        # every dim as the primitive's axes=None, NumPy's cheapest reduction
+        if not input._data.size:
+            _check_nonempty(prim, input, None, whole=True)
+        return wrap(primitives(input).reduce(prim, input._data, None, keepdim), input._device)
+    axes = reduce_axes(prim, input.ndim, dim)
+    _check_nonempty(prim, input, axes)
     return wrap(primitives(input).reduce(prim, input._data, axes, keepdim), input._device)
 
 
@@ -376,7 +383,7 @@ def _var_forward(name, input, dim, unbiased, keepdim, correction):
     correction = _correction(name, unbiased, correction)
     if not input.dtype.is_floating_point:
         raise UnsupportedDTypeError(f"{name}: expected a floating point tensor, got {input.dtype}")
-    axes = reduce_axes(name, input.ndim, dim)
+    axes = None if dim is None else reduce_axes(name, input.ndim, dim)  # None: the primitive's every dim
     return primitives(input).var(input._data, axes, correction, keepdim)
 
 
@@ -656,9 +663,10 @@ def count_nonzero(input: Tensor, *dim: int | Sequence[int] | None) -> Tensor:
         dims = dim[0]
     else:  # none, or several: ints (a sequence comes alone)
         dims = typing.cast("tuple[int, ...]", dim) or None
-    # on the backend's arrays: a comparison and a sum (as public ops, two dispatches)
+    # on the backend's arrays: a comparison and a sum (as public ops, two dispatches); a float tensor's
+    # zero as a float, which the comparison takes without converting
     P = primitives(input)
-    nonzero = P.binary("ne", input._data, 0, input.dtype)
+    nonzero = P.binary("ne", input._data, 0.0 if input.dtype.is_floating_point else 0, input.dtype)
     axes = None if dims is None else reduce_axes("count_nonzero", input.ndim, dims)  # None: NumPy's cheapest
     return wrap(P.reduce("sum", nonzero, axes, False), input._device)
 
@@ -745,7 +753,13 @@ def aminmax(input: Tensor, *, dim: int | None = None, keepdim: bool = False) -> 
         dims = tuple(range(input.ndim))
     if needs_grad(input):
         return aminmax_result(amin(input, dims, keepdim), amax(input, dims, keepdim))
-    return aminmax_result(_extreme("amin", input, dims, keepdim), _extreme("amax", input, dims, keepdim))
+    # the two forwards' reductions, the dims read and checked once (nothing to record)
+    axes = None if dim is None and not keepdim else reduce_axes("aminmax", input.ndim, dims)
+    _check_nonempty("aminmax", input, axes, whole=axes is None)
+    P, x, device = primitives(input), input._data, input._device
+    return aminmax_result(
+        wrap(P.reduce("amin", x, axes, keepdim), device), wrap(P.reduce("amax", x, axes, keepdim), device)
+    )
 
 
 @op(
@@ -757,6 +771,11 @@ def aminmax(input: Tensor, *, dim: int | None = None, keepdim: bool = False) -> 
 def cov(
     input: Tensor, *, correction: int = 1, fweights: Tensor | None = None, aweights: Tensor | None = None
 ) -> Tensor:
+    return _cov(input, correction, fweights, aweights)
+
+
+def _cov(input, correction, fweights, aweights):
+    """cov's forward (corrcoef's first step)."""
     name = "cov"
     if input.ndim > 2:
         raise ShapeError(f"{name}: expected a 1-d or 2-d input, got shape {fmt_shape(input.shape)}")
@@ -772,6 +791,12 @@ def cov(
                     f"{name}: {what} of shape {fmt_shape(w.shape)} must be 1-d with one weight per observation ({n})"
                 )
             weights = w if weights is None else weights * w
+    if weights is None and not needs_grad(x):
+        # the formula below on the backend's arrays: nothing to record (five public ops fewer to dispatch)
+        P, a, d = primitives(x), x._data, x.dtype
+        centred = P.binary("sub", a, P.reduce("mean", a, (1,), True), d)
+        product = P.binary("div", P.matmul(centred, P.permute(centred, (1, 0))), float(n) - correction, d)
+        return wrap(P.view(product, ()) if input.ndim < 2 else product, x._device)
     if weights is None:
         total: float | Tensor = float(n)
         mean_ = mean(x, 1, keepdim=True)
@@ -791,9 +816,15 @@ def cov(
 
 @op("corrcoef", dtypes=NUMBERS, doc="The Pearson correlation matrix of the variables (rows) of input.", composite=True)
 def corrcoef(input: Tensor) -> Tensor:
-    c = cov(input)
+    c = _cov(input, 1, None, None)
     if c.ndim == 0:
         return c / c
+    if not needs_grad(c):
+        # the formula below on the backend's arrays (the diagonal of c, contiguous: every (k + 1)-th element)
+        P, a, d, k = primitives(c), c._data, c.dtype, c.shape[0]
+        std = P.unary("sqrt", P.slice(P.view(a, (k * k,)), (slice(0, None, k + 1),)))
+        scaled = P.binary("div", P.binary("div", a, P.view(std, (k, 1)), d), P.view(std, (1, k)), d)
+        return wrap(P.clamp(scaled, -1, 1), c._device)
     std = c.diagonal().sqrt()
     return (c / std.unsqueeze(1) / std.unsqueeze(0)).clamp(-1, 1)
 
@@ -843,7 +874,8 @@ def histc(input: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Ten
     if bins <= 0:
         raise ValueError(f"histc: bins must be > 0, got {bins}")
     low, high = float(min), float(max)
-    if low == high and input.numel():
+    of_data = low == high and input.numel()
+    if of_data:
         low, high = (float(v) for v in host_extremes(input))
     if low == high:
         low, high = low - 1, high + 1
@@ -851,12 +883,16 @@ def histc(input: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Ten
         raise ValueError(f"histc: max must be larger than min, got min={min}, max={max}")
     # on the backend's arrays: a dozen public ops would each pay the dispatch again
     P, d = primitives(input), input.dtype
-    flat = P.view(P.contiguous(input._data), (input.numel(),))
-    inside = P.index(
-        flat, (P.binary("logical_and", P.binary("ge", flat, low, d), P.binary("le", flat, high, d), dt.bool_),)
-    )
+    inside = P.view(P.contiguous(input._data), (input.numel(),))
+    if not (of_data and math.isfinite(low) and math.isfinite(high)):  # the input's own range holds every element
+        inside = P.index(
+            inside,
+            (P.binary("logical_and", P.binary("ge", inside, low, d), P.binary("le", inside, high, d), dt.bool_),),
+        )
+    # each element's bin: at least 0 (the elements are at least low), the last one for high; the
+    # conversion of a value at least 0 to int64 is its floor
     scaled = P.binary("mul", P.binary("sub", inside, low, d), bins / (high - low), d)
-    slots = P.astype(P.clamp(P.unary("floor", scaled), 0, bins - 1), dt.int64)
+    slots = P.astype(P.binary("minimum", scaled, float(bins - 1), d), dt.int64)
     return wrap(P.astype(P.bincount(slots, bins), d), input._device)
 
 
@@ -953,7 +989,9 @@ def cumulative_trapezoid(y: Tensor, x: Tensor | None = None, *, dx: Number | Non
         # the formula below on the backend's arrays (five ops fewer to dispatch)
         P, a, t = primitives(y), y._data, y.dtype
         pairs = P.binary("add", P.slice(a, along(d, slice(1, n))), P.slice(a, along(d, slice(0, n - 1))), t)
-        return wrap(P.cumsum(P.binary("div", P.binary("mul", pairs, spacing, t), 2, t), d), y._device)
+        if spacing != 1:  # (a product by 1 changes no value, not even a zero's sign or a NaN)
+            pairs = P.binary("mul", pairs, spacing, t)
+        return wrap(P.cumsum(P.binary("div", pairs, 2, t), d), y._device)
     return ((y.narrow(d, 1, n - 1) + y.narrow(d, 0, n - 1)) * spacing / 2).cumsum(d)
 
 

@@ -126,8 +126,8 @@ def msort(input: Tensor) -> Tensor:
 def median(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor | tuple[Tensor, Tensor]:
     """The lower median (PyTorch's choice for an even count); with ``dim``, also its index."""
     if dim is None:
-        if input.ndim and input.numel() and not needs_grad(input):
-            return _median_of_all(input)
+        if input.ndim and input._data.size and not needs_grad(input):
+            return _middle_of_all(input, skip_nan=False)
         flat = input.reshape(-1)
         if flat.numel() == 0:  # NaN, as PyTorch gives (an integer tensor's NaN cast: its lowest value)
             nan = flat.sum() * math.nan if flat.dtype.is_floating_point else flat.to(dt.float32).sum() * math.nan
@@ -174,17 +174,19 @@ def _kth_smallest(input, axis, k, keepdim):
     return median_result(values, wrap(indices, device))
 
 
-def _median_of_all(input):
-    """median() of a non-empty input that needs no gradient: the middle of the flattened sort, or its
-    last element where that is NaN (NaN sorts last; PyTorch's median of a tensor holding NaN is NaN)."""
+def _middle_of_all(input, skip_nan):
+    """median() (nanmedian() if ``skip_nan``) of a non-empty input that needs no gradient: the lower
+    middle of the flattened sort (of its numbers, NaN left out), or a NaN where the input holds one
+    (PyTorch's median) or holds nothing else (nanmedian). NaN sorts last."""
     P = primitives(input)
     ordered, _ = P.sort(input._data, None, False, True)
-    n = input.numel()
-    middle = P.slice(ordered, ((n - 1) // 2,))
+    n = count = input.numel()
     if input.dtype.is_floating_point:
-        last = P.slice(ordered, (n - 1,))
-        middle = P.where(P.binary("ne", last, last, input.dtype), last, middle, input.dtype)
-    return wrap(P.contiguous(middle), input._device)
+        numbers = P.index(ordered, (P.binary("eq", ordered, ordered, input.dtype),))
+        count = numbers.shape[0]
+        if count == 0 or count < n and not skip_nan:
+            return wrap(P.contiguous(P.slice(ordered, (n - 1,))), input._device)  # a NaN
+    return wrap(P.contiguous(P.slice(ordered, ((count - 1) // 2,))), input._device)
 
 
 @op(
@@ -256,9 +258,13 @@ def unique_consecutive(
         if x.ndim > 1:  # a slice starts a run where any of its elements differs
             changed = P.reduce("any", changed, tuple(d for d in range(x.ndim) if d != axis), False)
         new_run = P.cat([P.full((1,), True, dt.bool_), changed], 0)
-        starts = P.index(P.arange(0, n, 1, dt.int64), (new_run,))
-        values = P.index(x, along(axis, starts))
-        run_of = P.binary("sub", P.cumsum(new_run, 0), 1, dt.int64)  # each element's run
+        if dim is None and not return_counts:  # the flattened values where a run starts, by the mask itself
+            values = P.index(x, (new_run,))
+        else:
+            starts = P.index(P.arange(0, n, 1, dt.int64), (new_run,))
+            values = P.index(x, along(axis, starts))
+        if return_inverse:
+            run_of = P.binary("sub", P.cumsum(new_run, 0), 1, dt.int64)  # each element's run
     out = [wrap(values, device)]
     if return_inverse:
         out.append(wrap(P.view(run_of, tuple(input.shape)) if dim is None else run_of, device))
@@ -465,13 +471,16 @@ def _search(name, sorted_sequence, input, out_int32, right):
             f"{name}: sorted_sequence {fmt_shape(sorted_sequence.shape)} and input {fmt_shape(values.shape)} "
             "must agree in every dim but the last (or sorted_sequence must be 1-d)"
         )
-    P, common = primitives(sorted_sequence), result_type(sorted_sequence, values)
-    boundaries, points = sorted_sequence._data, values._data
-    out = P.searchsorted(
-        boundaries if sorted_sequence.dtype is common else P.astype(boundaries, common),
-        points if values.dtype is common else P.astype(points, common),
-        right,
-    )
+    P, boundaries, points = primitives(sorted_sequence), sorted_sequence._data, values._data
+    if sorted_sequence.dtype is values.dtype:  # the common call: nothing to promote
+        out = P.searchsorted(boundaries, points, right)
+    else:
+        common = result_type(sorted_sequence, values)
+        out = P.searchsorted(
+            boundaries if sorted_sequence.dtype is common else P.astype(boundaries, common),
+            points if values.dtype is common else P.astype(points, common),
+            right,
+        )
     if out_int32:
         out = P.astype(out, dt.int32)
     return wrap(P.view(out, ()) if scalar else out, sorted_sequence._device)
@@ -502,11 +511,8 @@ mode_result = namedtuple("mode", ["values", "indices"])
 )
 def nanmedian(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor | tuple[Tensor, Tensor]:
     if dim is None:
-        if input.ndim and input.numel() and not needs_grad(input):
-            P = primitives(input)
-            ordered, _ = P.sort(input._data, None, False, True)  # NaN sorts last
-            k = _lower_median_position(P, ordered, 0, input.dtype, 0)
-            return wrap(P.view(P.gather(ordered, 0, P.view(k, (1,))), ()), input._device)
+        if input.ndim and input._data.size and not needs_grad(input):
+            return _middle_of_all(input, skip_nan=True)
         flat = input.reshape(-1)
         if flat.numel() == 0:  # NaN, as PyTorch gives (no element is a number)
             return (flat.sum() * math.nan).to(dtype=input.dtype) if input.dtype.is_floating_point else flat.sum()

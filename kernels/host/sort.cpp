@@ -1,6 +1,6 @@
-// The CPU backend's running maximum and minimum with their indices (adcuda/backends/cpu/sort.py's
-// running_extreme, the forward of cummax and cummin) along the last dim of a C-contiguous array, in one
-// pass. NumPy takes seven whole-array calls for the same (a scan, two comparisons, a where over the
+// The CPU backend's stable sort of small rows (adcuda/backends/cpu/sort.py's sort, below), and its
+// running maximum and minimum with their indices (running_extreme, the forward of cummax and cummin)
+// along the last dim of a C-contiguous array, in one pass. NumPy takes seven whole-array calls for the same (a scan, two comparisons, a where over the
 // positions, a second scan, a gather), each costing more than this loop on a small array. PyTorch's
 // rule: an element at least as large (as small) as the running value takes its place and index, so a
 // later equal value wins (its zero's sign too), and a NaN propagates with the index of the last NaN.
@@ -9,6 +9,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -19,8 +20,10 @@ namespace {
 
 using Index = std::int64_t;
 
-template <typename T, bool Largest>
-py::tuple running_extreme_rows(const py::array_t<T, py::array::c_style>& x) {
+// (values, int64 indices), both of x's shape, written row by row (a row: the last dim) by
+// ``row(in, out, at, n)``.
+template <typename T, typename Row>
+py::tuple each_row(const py::array_t<T, py::array::c_style>& x, Row row) {
   std::vector<py::ssize_t> shape(x.shape(), x.shape() + x.ndim());
   py::array_t<T> values(shape);
   py::array_t<Index> indices(shape);
@@ -29,7 +32,13 @@ py::tuple running_extreme_rows(const py::array_t<T, py::array::c_style>& x) {
   const T* in = x.data();
   T* out = values.mutable_data();
   Index* at = indices.mutable_data();
-  for (Index r = 0; r < rows; ++r, in += n, out += n, at += n) {
+  for (Index r = 0; r < rows; ++r, in += n, out += n, at += n) row(in, out, at, n);
+  return py::make_tuple(values, indices);
+}
+
+template <typename T, bool Largest>
+py::tuple running_extreme_rows(const py::array_t<T, py::array::c_style>& x) {
+  return each_row(x, [](const T* in, T* out, Index* at, Index n) {
     T running = in[0];
     Index where = 0;
     for (Index i = 0; i < n; ++i) {
@@ -42,8 +51,7 @@ py::tuple running_extreme_rows(const py::array_t<T, py::array::c_style>& x) {
       out[i] = running;
       at[i] = where;
     }
-  }
-  return py::make_tuple(values, indices);
+  });
 }
 
 template <typename T>
@@ -51,9 +59,38 @@ py::tuple host_running_extreme(bool largest, const py::array_t<T, py::array::c_s
   return largest ? running_extreme_rows<T, true>(x) : running_extreme_rows<T, false>(x);
 }
 
+// A stable sort of each row (the last dim) of a C-contiguous array: the int64 order and the values in it
+// (each element moved as it is: a zero's sign, a NaN's payload). NaN sorts as the largest value, and
+// equal values (NaNs among them) keep their order, as NumPy's stable sort (the CPU backend's sort, which
+// stays the reference and serves large arrays) and PyTorch's stable sort do.
+template <typename T, bool Descending>
+py::tuple sorted_rows(const py::array_t<T, py::array::c_style>& x) {
+  return each_row(x, [](const T* in, T* out, Index* at, Index n) {
+    for (Index i = 0; i < n; ++i) at[i] = i;
+    // v != v: a NaN (never so for an integer type), larger than every number
+    std::stable_sort(at, at + n, [in](Index i, Index j) {
+      const T a = in[i], b = in[j];
+      return Descending ? (a > b || (a != a && b == b)) : (a < b || (b != b && a == a));
+    });
+    for (Index i = 0; i < n; ++i) out[i] = in[at[i]];
+  });
+}
+
+template <typename T>
+py::tuple host_sort_rows(bool descending, const py::array_t<T, py::array::c_style>& x) {
+  return descending ? sorted_rows<T, true>(x) : sorted_rows<T, false>(x);
+}
+
 }  // namespace
 
 void bind_sort(py::module_& m) {
+  m.def("host_sort_rows", &host_sort_rows<float>, py::arg("descending"), py::arg("x").noconvert());
+  m.def("host_sort_rows", &host_sort_rows<double>, py::arg("descending"), py::arg("x").noconvert());
+  m.def("host_sort_rows", &host_sort_rows<std::int64_t>, py::arg("descending"), py::arg("x").noconvert());
+  m.def("host_sort_rows", &host_sort_rows<std::int32_t>, py::arg("descending"), py::arg("x").noconvert(),
+        "(values, int64 indices) of a stable sort of each row (the last dim) of a C-contiguous "
+        "float32/float64/int64/int32 array, ascending or descending; NaN sorts as the largest value and equal "
+        "values keep their order.");
   // no array_t conversion (noconvert): another dtype or a strided array is the caller's to handle
   m.def("host_running_extreme", &host_running_extreme<float>, py::arg("largest"), py::arg("x").noconvert());
   m.def("host_running_extreme", &host_running_extreme<double>, py::arg("largest"), py::arg("x").noconvert());

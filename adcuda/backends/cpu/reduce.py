@@ -19,6 +19,7 @@ from ..seam import Axes
 from ._common import _F32, BackendArray, _column_sums, _compute
 
 _F64 = np.dtype(np.float64)
+_BOOL = np.dtype(np.bool_)
 
 __all__ = ["REDUCE_OPS", "reduce", "argreduce", "var", "logsumexp"]
 
@@ -35,6 +36,7 @@ REDUCE_OPS: dict[str, Callable[..., Any]] = {
 # the ufuncs behind them, called directly: np.sum and friends add a Python-level layer (~0.8 us). Typed as
 # the general ufunc: the stubs of each one's reduce have no overload for a keepdims known only at run time
 _ADD: np.ufunc = np.add
+_MULTIPLY: np.ufunc = np.multiply
 _REDUCE_UFUNCS: dict[str, np.ufunc] = {
     "sum": np.add,
     "prod": np.multiply,
@@ -45,9 +47,27 @@ _REDUCE_UFUNCS: dict[str, np.ufunc] = {
 }
 
 
+# the reductions whose result is exactly the ufunc's own for any dtype (a maximum of float16 values is
+# one of them, whatever it is computed in): straight to the ufunc
+_EXACT_UFUNCS: dict[str, np.ufunc] = {
+    "amax": np.maximum,
+    "amin": np.minimum,
+    "all": np.logical_and,  # (bool results whatever the input)
+    "any": np.logical_or,
+}
+
+
 def reduce(op: str, a: BackendArray, axes: Axes | None, keepdim: bool) -> BackendArray:
     if axes.__class__ is list:
         axes = tuple(axes)
+    exact = _EXACT_UFUNCS.get(op)
+    if exact is not None:
+        return np.asarray(exact.reduce(a, axis=axes, keepdims=keepdim))
+    if op == "prod" and (a.dtype is _F32 or a.dtype is _F64):  # nothing to widen or narrow
+        return np.asarray(_MULTIPLY.reduce(a, axis=axes, keepdims=keepdim))
+    if axes is None and op == "sum" and a.dtype is _BOOL:  # a count of the whole (count_nonzero): NumPy's count
+        count = np.array(np.count_nonzero(a), np.int64)
+        return count.reshape((1,) * a.ndim) if keepdim else count
     if (op == "sum" or op == "mean") and (a.dtype == _F32 or a.dtype == _F64) and _sums_in_torch_order(a, axes):
         row = a.ravel(order="K")
         if _native_sum is not None:
@@ -100,11 +120,13 @@ _VECTOR_BYTES = 32
 
 def _sums_in_torch_order(a, axes):
     """Whether ``reduce`` sums ``a`` over ``axes`` in PyTorch's order: every element, in memory order."""
+    if axes is None:
+        return 0 < a.size <= _TORCH_ORDER_LIMIT and (a.flags.c_contiguous or a.flags.f_contiguous)
+    dims = (axes,) if axes.__class__ is int else axes
+    if len(dims) != a.ndim:  # (the commonest refusal first: some dims kept)
+        return False
     if not 0 < a.size <= _TORCH_ORDER_LIMIT or not (a.flags.c_contiguous or a.flags.f_contiguous):
         return False
-    if axes is None:
-        return True
-    dims = (axes,) if axes.__class__ is int else axes
     return len({d % a.ndim for d in dims if -a.ndim <= d < a.ndim}) == a.ndim == len(dims)
 
 
@@ -178,6 +200,8 @@ def _leading_count(a, axes):
     if axes.__class__ is not tuple or not axes or not a.flags.c_contiguous or a.size == 0:
         return 0
     k = len(axes)
+    if k == 1:  # one dim: the first (named either way) or none
+        return 1 if a.ndim > 1 and (axes[0] == 0 or axes[0] == -a.ndim) else 0
     if k >= a.ndim or sorted(ax % a.ndim if -a.ndim <= ax < a.ndim else -1 for ax in axes) != list(range(k)):
         return 0
     return k
@@ -202,8 +226,39 @@ def _floating(op, a, axes):
     return _compute(a), tuple(axes) if axes.__class__ is list else axes
 
 
+# kernels/host/reduce.cpp's variance of rows (None in a pure-source checkout without the native module),
+# for the small float32/float64 arrays where NumPy's eight calls cost more than the arithmetic; the
+# NumPy path below is its reference
+_native_row_variance = getattr(_C, "host_row_variance", None)
+_HOST_VARIANCE_MAX = 1 << 14
+
+
+def _trailing_rows(x, axes):
+    """How many rows ``x`` is, reduced over ``axes`` (None: every dim) when those are its last dims and it
+    is a small non-empty C-contiguous float32/float64 array (the host variance's case); else 0."""
+    if not 0 < x.size <= _HOST_VARIANCE_MAX or not x.flags.c_contiguous or not (x.dtype == _F32 or x.dtype == _F64):
+        return 0
+    ndim = x.ndim
+    if axes is None or ndim == 0:
+        return 1
+    if axes.__class__ is int:
+        axes = (axes,)
+    if len(axes) == 1:  # the commonest: the last dim
+        return x.size // x.shape[-1] if axes[0] == ndim - 1 or axes[0] == -1 else 0
+    dims = sorted(d % ndim for d in axes)
+    if not dims or dims != list(range(ndim - len(dims), ndim)):
+        return 0
+    return math.prod(x.shape[: ndim - len(dims)])
+
+
 def var(a: BackendArray, axes: Axes | None, correction: float, keepdim: bool) -> BackendArray:
     x, axes = _floating("var", a, axes)
+    rows = _trailing_rows(x, axes)
+    if rows and _native_row_variance is not None:
+        kept = 0 if axes is None else x.ndim - len((axes,) if axes.__class__ is int else axes)
+        shape = x.shape[:kept] + ((1,) * (x.ndim - kept) if keepdim else ())
+        r = _native_row_variance(x, rows, float(correction)).reshape(shape)
+        return r if r.dtype == a.dtype else r.astype(a.dtype)
     n = math.prod(x.shape if axes is None else (x.shape[ax] for ax in ((axes,) if isinstance(axes, int) else axes)))
     if current_errors() is QUIET:  # inside an op's entry: NumPy already says nothing
         r = _variance(x, axes, n, correction, keepdim)

@@ -15,12 +15,29 @@ __all__ = ["sort", "cumsum", "cumprod", "scan", "running_extreme", "searchsorted
 _SCANS = {"max": np.maximum, "min": np.minimum, "logaddexp": np.logaddexp}
 
 
+# kernels/host/sort.cpp's stable sort of rows (None in a pure-source checkout without the native module),
+# for small arrays of the dtypes it is built for, sorted along their last dim (or flattened): one call
+# where NumPy takes several (a descending order alone is two reversals, a sort and a subtraction); the
+# NumPy path below is its reference
+_native_sort = getattr(_C, "host_sort_rows", None)
+_NATIVE_SORT = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int64, np.int32))
+_HOST_SORT_MAX = 1 << 14
+
+
 def sort(a: BackendArray, axis: int | None, descending: bool, stable: bool) -> tuple[BackendArray, BackendArray]:
     """(values, int64 indices) along ``axis``; always stable; NaN sorts as the largest value. A 0-d
     array is its own sort (axis 0 or -1 names its one element)."""
     if a.ndim == 0:
         np.cumsum(a, axis=axis)  # checks the axis as NumPy does for a 0-d array
         return a.copy(), np.zeros((), np.int64)
+    if (
+        _native_sort is not None
+        and a.dtype in _NATIVE_SORT
+        and (axis is None or axis == a.ndim - 1 or axis == -1)
+        and 0 < a.size <= _HOST_SORT_MAX
+        and a.flags.c_contiguous
+    ):
+        return _native_sort(descending, a if axis is not None else a.reshape(-1))
     x = _compute(a)
     if descending:
         # a stable descending order keeps equal values in their original order: sort the reversed
@@ -126,10 +143,15 @@ def _running_extreme(op, x, axis):
     return np.take_along_axis(x, indices, axis=axis), indices
 
 
+# the seam's shared checks, looked up once (``declared.<name>`` is a lookup per call)
+_check_searchsorted = declared.searchsorted
+_check_bincount = declared.bincount
+
+
 def searchsorted(boundaries: BackendArray, values: BackendArray, right: bool) -> BackendArray:
-    declared.searchsorted(boundaries, values, right)
-    if boundaries.ndim == 1:  # one binary search per value, NumPy's
-        return np.asarray(np.searchsorted(boundaries, values, side="right" if right else "left"), dtype=np.int64)
+    _check_searchsorted(boundaries, values, right)
+    if boundaries.ndim == 1:  # one binary search per value, NumPy's (the method: np.searchsorted adds a layer)
+        return np.asarray(boundaries.searchsorted(values, side="right" if right else "left"), dtype=np.int64)
     # rows of boundaries: the boundaries below each value of the row counted (the CUDA backend's way), a
     # NaN value last, as a binary search puts it
     b, v = _compute(boundaries)[..., None, :], _compute(values)[..., None]
@@ -140,5 +162,5 @@ def searchsorted(boundaries: BackendArray, values: BackendArray, right: bool) ->
 
 
 def bincount(slots: BackendArray, size: int) -> BackendArray:
-    declared.bincount(slots, size)
+    _check_bincount(slots, size)
     return np.bincount(slots, minlength=size).astype(np.int64, copy=False)
