@@ -127,10 +127,21 @@ struct Gelu {
     return C(0.5) * x * (C(1) + erf_(x * inv_sqrt_2<C>()));
   }
 };
+// gelu_tanh's tanh argument u = sqrt(2 / pi) (x + 0.044715 x^3), and its value and derivative given x and
+// u: the functors below, and the host's loops that keep u between forward and backward
+// (kernels/host/elementwise_avx2.cpp).
+template <typename C> ADCUDA_HD C gelu_tanh_inner(C x) {
+  return sqrt_2_over_pi<C>() * (x + gelu_tanh_coefficient<C>() * x * x * x);
+}
+template <typename C> ADCUDA_HD C gelu_tanh_of(C x, C u) { return C(0.5) * x * (C(1) + tanh_(u)); }
+// With s = sigmoid(2u) = (1 + tanh u) / 2: 1 - tanh^2 u = 4 s (1 - s). Written with s, the tails keep
+// their precision; 1 + tanh u cancels to 0 for u << 0 where the gradient is still ~1e-6.
+template <typename C> ADCUDA_HD C gelu_tanh_slope(C x, C u) {
+  const C s = C(1) / (C(1) + exp_(C(-2) * u));
+  return s + C(2) * x * s * (C(1) - s) * sqrt_2_over_pi<C>() * (C(1) + C(3) * gelu_tanh_coefficient<C>() * x * x);
+}
 struct GeluTanh {
-  template <typename C> ADCUDA_HD C operator()(C x) const {
-    return C(0.5) * x * (C(1) + tanh_(sqrt_2_over_pi<C>() * (x + gelu_tanh_coefficient<C>() * x * x * x)));
-  }
+  template <typename C> ADCUDA_HD C operator()(C x) const { return gelu_tanh_of(x, gelu_tanh_inner(x)); }
 };
 struct Silu { template <typename C> ADCUDA_HD C operator()(C x) const { return x * sigmoid(x); } };
 struct Sign {
@@ -352,15 +363,7 @@ struct GeluBackward {
   }
 };
 struct GeluTanhBackward {
-  template <typename C> ADCUDA_HD C operator()(C x, C, C g) const {
-    const C k = sqrt_2_over_pi<C>();
-    const C c = gelu_tanh_coefficient<C>();
-    // With s = sigmoid(2u) = (1 + tanh u) / 2: 1 - tanh^2 u = 4 s (1 - s). Written with s, the tails keep
-    // their precision; 1 + tanh u cancels to 0 for u << 0 where the gradient is still ~1e-6.
-    const C u = k * (x + c * x * x * x);
-    const C s = C(1) / (C(1) + exp_(C(-2) * u));
-    return g * (s + C(2) * x * s * (C(1) - s) * k * (C(1) + C(3) * c * x * x));
-  }
+  template <typename C> ADCUDA_HD C operator()(C x, C, C g) const { return g * gelu_tanh_slope(x, gelu_tanh_inner(x)); }
 };
 struct SiluBackward {
   template <typename C> ADCUDA_HD C operator()(C x, C, C g) const {

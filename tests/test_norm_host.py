@@ -1,6 +1,6 @@
-"""The host module's layer norm and group norm forwards (kernels/host/norm.cpp) against the CPU
-backend's NumPy path, their reference: with and without weight and bias, one or several normalised
-dims, groups over channels and spatial dims, constant rows and a NaN."""
+"""The host module's layer norm forward and backward and group norm forward (kernels/host/norm.cpp)
+against the CPU backend's NumPy path, their reference: with and without weight and bias, one or
+several normalised dims, groups over channels and spatial dims, constant rows and a NaN."""
 
 import numpy as np
 import pytest
@@ -11,6 +11,17 @@ from adcuda.backends.cpu import norm as cpu_norm
 
 def _both(monkeypatch, fn, *args):
     return native_and_numpy(monkeypatch, cpu_norm, fn, *args)
+
+
+def _layer_norm_both(monkeypatch, fn, *args, **kwargs):
+    """``fn`` on the host module's layer norm (kernels/host/norm.cpp), then on NumPy's path."""
+    assert cpu_norm._LAYER_NORM is not None, "the host module was built without cpu_layer_norm"
+    native = fn(*args, **kwargs)
+    with monkeypatch.context() as m:
+        m.setattr(cpu_norm, "_LAYER_NORM", None)
+        m.setattr(cpu_norm, "_NATIVE", None)
+        reference = fn(*args, **kwargs)
+    return native, reference
 
 
 def _assert_close(native, reference, dtype):
@@ -34,7 +45,7 @@ def test_layer_norm_matches_numpy(monkeypatch, dtype, affine, shape, n):
     rng = np.random.default_rng(1)
     weight = rng.standard_normal(shape[len(shape) - n :]).astype(dtype) if affine else None
     bias = rng.standard_normal(shape[len(shape) - n :]).astype(dtype) if affine else None
-    _assert_close(*_both(monkeypatch, cpu_norm.layer_norm, x, weight, bias, n, 1e-5), dtype)
+    _assert_close(*_layer_norm_both(monkeypatch, cpu_norm.layer_norm, x, weight, bias, n, 1e-5), dtype)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -46,3 +57,90 @@ def test_group_norm_matches_numpy(monkeypatch, dtype, affine, shape, groups):
     weight = rng.standard_normal(shape[1]).astype(dtype) if affine else None
     bias = rng.standard_normal(shape[1]).astype(dtype) if affine else None
     _assert_close(*_both(monkeypatch, cpu_norm.group_norm, x, weight, bias, groups, 1e-5), dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("affine", [False, True])
+@pytest.mark.parametrize("keep", [False, True])
+@pytest.mark.parametrize("shape, n", [((171, 97), 1), ((3, 61, 2, 47), 2), ((6, 5), 1)])
+def test_layer_norm_host_forward_and_backward_match_numpy(monkeypatch, dtype, affine, keep, shape, n):
+    x = _input(dtype, shape)
+    rng = np.random.default_rng(3)
+    normalised = shape[len(shape) - n :]
+    weight = rng.standard_normal(normalised).astype(dtype) if affine else None
+    bias = rng.standard_normal(normalised).astype(dtype) if affine else None
+    kept = [np.empty_like(x), np.empty_like(x)] if keep else [None, None]
+    native, reference = _layer_norm_both(
+        monkeypatch, lambda: cpu_norm.layer_norm(x, weight, bias, n, 1e-5, xhat=kept.pop(0) if keep else None)
+    )
+    _assert_close(native, reference, dtype)
+    assert native[1].shape == native[2].shape == shape[: len(shape) - n] + (1,) * n
+    g = rng.standard_normal(shape).astype(dtype)
+    _, mean, rstd = native
+    xhat = None
+    if keep:  # what the forward kept: (x - mean) * rstd, as the NumPy path rounds it
+        xhat = np.multiply(np.subtract(x, mean), rstd)
+    native, reference = _layer_norm_both(
+        monkeypatch, cpu_norm.layer_norm_backward, g, x, weight, mean, rstd, n, xhat=xhat
+    )
+    assert (native[1] is None) == (reference[1] is None) == (weight is None)
+    for got, want in zip(native, reference):
+        if want is not None:
+            assert got.dtype == want.dtype and got.shape == want.shape
+            # (dweight and dbias sum 171-2000 rows: NumPy's float32 BLAS sums round more than the double ones)
+            np.testing.assert_allclose(got, want, rtol=1e-4 if dtype == np.float32 else 1e-12, atol=1e-4)
+
+
+def test_layer_norm_host_keeps_what_the_numpy_path_keeps(monkeypatch):
+    x = _input(np.float32, (200, 96))
+    x[-1, -1] = 0.5  # (no NaN: the kept arrays compare bit for bit)
+    kept, numpy_kept = np.empty_like(x), np.empty_like(x)
+    _, mean, rstd = cpu_norm.layer_norm(x, None, None, 1, 1e-5, xhat=kept)
+    np.testing.assert_array_equal(kept, np.multiply(np.subtract(x, mean), rstd))
+    with monkeypatch.context() as m:
+        m.setattr(cpu_norm, "_LAYER_NORM", None)
+        cpu_norm.layer_norm(x, None, None, 1, 1e-5, xhat=numpy_kept)
+    np.testing.assert_allclose(kept, numpy_kept, rtol=1e-5, atol=1e-5)
+
+
+def test_layer_norm_host_takes_numpy_for_strided_or_mixed_arrays(monkeypatch):
+    calls = []
+    real = cpu_norm._LAYER_NORM.cpu_layer_norm
+    spy = type("Spy", (), {"cpu_layer_norm": lambda *a: calls.append(a) or real(*a)})
+    x = _input(np.float32, (200, 96))
+    monkeypatch.setattr(cpu_norm, "_LAYER_NORM", spy)
+    cpu_norm.layer_norm(x, None, None, 1, 1e-5)
+    assert len(calls) == 1
+    cpu_norm.layer_norm(np.asfortranarray(x), None, None, 1, 1e-5)  # strided
+    cpu_norm.layer_norm(x, np.ones(96, np.float64), None, 1, 1e-5)  # a float64 weight
+    y, mean, rstd = cpu_norm.layer_norm(x[:0], None, None, 1, 1e-5)  # no rows
+    assert len(calls) == 1 and y.shape == (0, 96) and mean.shape == rstd.shape == (0, 1)
+
+
+def _batch_norm_both(monkeypatch, fn, *args):
+    """``fn(*args)`` on the host module's batch norm (kernels/host/norm.cpp), then on NumPy's."""
+    assert cpu_norm._NATIVE_BATCH_NORM is not None, "the host module was built without its batch norm"
+    native = fn(*args)
+    with monkeypatch.context() as m:
+        m.setattr(cpu_norm, "_NATIVE_BATCH_NORM", None)
+        reference = fn(*args)
+    return native, reference
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("affine", [False, True])
+@pytest.mark.parametrize("shape", [(4, 3, 5, 6), (9, 4), (2, 3, 13), (3, 2, 2, 4)])
+def test_batch_norm_forward_and_backward_match_numpy(monkeypatch, dtype, affine, shape):
+    # planes longer and shorter than the native sums' 8 lanes, and a whole multiple of them
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(shape).astype(dtype) * 3 + 1
+    x[:, 0] = 2.0  # channel 0 constant: variance 0, rstd 1 / sqrt(eps)
+    weight = rng.standard_normal(shape[1]).astype(dtype) if affine else None
+    bias = rng.standard_normal(shape[1]).astype(dtype) if affine else None
+    forward = _batch_norm_both(monkeypatch, cpu_norm.batch_norm, x, weight, bias, 1e-5)
+    _assert_close(*forward, dtype)
+    y, mean, rstd = forward[1]
+    g = rng.standard_normal(shape).astype(dtype)
+    native, reference = _batch_norm_both(monkeypatch, cpu_norm.batch_norm_backward, g, x, weight, mean, rstd)
+    assert (native[1] is None) == (reference[1] is None) == (weight is None)
+    _assert_close([a for a in native if a is not None], [a for a in reference if a is not None], dtype)

@@ -13,6 +13,13 @@ a handful of attribute reads beyond the forward itself. Everything else attaches
 - ``around_backward(node, fn, *args)``: runs a backward rule or a leaf's accumulation;
 - ``on_node(node)``: sees every autograd node as it is recorded.
 
+An op declared ``plain=family`` (registry.py) has a fast lane at the top of its entry,
+this dispatch point's own: while no hook is attached at all (``_plain``), a call on CPU float tensors
+of one dtype runs the CPU backend's kernel for the primitive and wraps the array, skipping the
+forward's helper frames, then records as the path below would; every other call, and every call
+while any hook is attached, takes the path below (see ``_LANE_SOURCE``; ``_inplace_lane`` for the
+in-place forms).
+
 Recording, views and in-place forms follow the declaration: the values a formula reads are saved
 (tensors with their version counters), a view shares its base's version counter and can be rebuilt
 from it, an in-place form checks, writes, bumps the version counter and moves the history.
@@ -25,6 +32,8 @@ import re
 from collections.abc import Callable
 from inspect import Parameter
 from typing import Any, TypeVar
+
+import numpy as np
 
 from .. import tensor as tensor_module
 from ..autograd import anomaly, engine, graph
@@ -40,10 +49,14 @@ from ..autograd.graph import (
     version_counter,
     version_of,
 )
+from ..backends.cpu.elementwise import float_operand as _float_operand  # noqa: F401 (the lanes')
+from ..backends.cpu.elementwise import plain_binary, plain_unary
+from ..backends.cpu.reduce import plain_reduce
 from ..backends.float_errors import QUIET as _QUIET
 from ..backends.float_errors import current as _errstate
 from ..backends.float_errors import quiet as _quiet
 from ..backends.float_errors import restore as _restore
+from ..device import CPU as _CPU  # noqa: F401 (read by the generated fast lanes)
 from ..errors import AdcudaError, AutogradError, DTypeError, LayoutError, ResultTypeError, adapt_error
 from ..tensor import Tensor, primitives
 from .dtype_support import check_first as _check_first_dtype
@@ -54,6 +67,7 @@ from .mutation import check_inplace_allowed, commit_inplace
 # hooks
 _hooks = ()  # innermost last
 _slow = False  # True while any hook wants to see op calls
+_plain = True  # True while no hook of any kind is attached: the entries' fast lanes are open
 _around_chain = None
 
 
@@ -73,7 +87,8 @@ def remove_hook(hook):
 
 
 def _refresh():
-    global _slow, _around_chain
+    global _slow, _plain, _around_chain
+    _plain = not _hooks
     around = [h.around_op for h in _hooks if hasattr(h, "around_op")]
     _around_chain = _chain(around) if around else None
     _slow = bool(around)
@@ -186,9 +201,9 @@ def _parameters(op):
 # makes views (no arithmetic NumPy could warn about; a copy it falls back to is made by other ops'
 # entries), so its entry does not switch at all.
 _PLAIN_SOURCE = """
-def make(forward, OP, NAME, _defaults, ACCEPTED):
+def make(forward, OP, NAME, _defaults, ACCEPTED, KERNEL):
     def entry({signature}):
-{prelude}        _token = None if _errstate() is _QUIET else _quiet(_QUIET)
+{prelude}{lane}        _token = None if _errstate() is _QUIET else _quiet(_QUIET)
         try:
             if _slow:
                 return _around_chain(NAME, OP, forward, ({positional}), {keywords})
@@ -202,9 +217,9 @@ def make(forward, OP, NAME, _defaults, ACCEPTED):
 """
 
 _ENTRY_SOURCE = """
-def make(forward, OP, NAME, _defaults, ACCEPTED, PLANS):
+def make(forward, OP, NAME, _defaults, ACCEPTED, PLANS, KERNEL):
     def entry({signature}):
-{prelude}        if _slow:
+{prelude}{lane}        if _slow:
             try:
                 return _around_chain(NAME, OP, body, ({positional}), {keywords})
             except Exception as _error:
@@ -271,6 +286,115 @@ _VIEW_SOURCE = """        if _out is {base}:
             _out._vc = _vc  # else version_counter(out) finds the root's once it has one
 """
 
+# The fast lane of an op declared with ``plain=family`` (registry.py): while no hook is
+# attached (``_plain``), a call whose tensor inputs (the first one or two parameters) are CPU tensors of
+# one float32/float64 array dtype and whose other arguments are their defaults (identity: an explicit
+# ``alpha=1`` is the same int object) computes its output with the CPU backend's kernel for the
+# primitive (``plain_unary``, ``plain_binary``, ``plain_reduce``), wrapped: what the forward computes,
+# without its frames (the op, its helper, ``primitives``, the backend's checks: about half a small op's
+# cost). A NumPy kernel runs under the quiet NumPy error state, as the forward would; the reductions'
+# (one native call) cannot warn. An op that records then records as the entry's path does (the same
+# checks of which inputs take part, the same plan; anomaly mode and version counters are the plan's).
+# Autocast, the profiler, NVTX and capture are hooks, which close the lane. Anything else (a scalar,
+# another dtype or device, a kernel that declines by returning None or raises) takes the entry's path
+# below, which names errors.
+_LANE_SOURCE = """        if _plain and {tests}:
+{arrays}            if (
+                {array_tests}
+            ):
+{call}                if _r is not None:
+                    _out = _new(Tensor)
+                    _out._data = _r if _r.__class__ is _ndarray else _asarray(_r)
+                    _out._device = _CPU
+{finish}                    return _out
+"""
+
+# what a differentiable op's lane does with its output before returning it: the entry's recording
+_LANE_RECORD_SOURCE = """                    _mask = 0
+{checks}                    if _mask and grad_state.enabled:
+                        (PLANS[_mask] or OP.plan(_mask)).record(_out, _out, {values})
+"""
+
+_LANE_QUIET_CALL_SOURCE = """                _token = None if _errstate() is _QUIET else _quiet(_QUIET)
+                try:
+                    _r = KERNEL({kernel_args})
+                except Exception:
+                    _r = None  # the path below raises the op's named error
+                finally:
+                    if _token is not None:
+                        _restore(_token)
+"""
+
+_LANE_CALL_SOURCE = """                try:
+                    _r = KERNEL({kernel_args})
+                except Exception:
+                    _r = None  # the path below raises the op's named error
+"""
+
+
+# the CPU backend's kernels of a ``plain=family`` declaration, how many tensors they take, whether
+# NumPy's error state must be quiet around them and whether the second operand may be a Python float
+_PLAIN_KERNELS = {
+    "unary": (plain_unary, 1, True, False),
+    "binary": (plain_binary, 2, True, True),
+    "binary_tensors": (plain_binary, 2, True, False),
+    "reduce": (plain_reduce, 1, False, False),
+}
+
+
+def _lane(op, defaults, values):
+    """The fast lane's lines of an op declared ``plain`` (see ``_LANE_SOURCE``), and its kernel.
+    ``values``: the entry's names of the forward's parameters, in order, which recording is given."""
+    kernel_of, n, quiet, floats = _PLAIN_KERNELS.get(op.plain, (None, 1, False, False))
+    kernel = kernel_of(op.name) if kernel_of is not None else None
+    parameters = list(op.signature.parameters.values())
+    if (
+        op.view
+        or op.extra_outputs
+        or kernel is None
+        or len(parameters) < n
+        or any(p.kind != p.POSITIONAL_OR_KEYWORD for p in parameters[:n])
+    ):
+        raise ValueError(f"op {op.name!r}: plain={op.plain!r}: no such kernel for its first {n} parameters")
+    names = [p.name for p in parameters[:n]]
+    at_defaults = []
+    for p in parameters[n:]:
+        if p.name not in defaults:
+            raise ValueError(f"op {op.name!r}: plain= needs a default for parameter {p.name!r}")
+        default = defaults[p.name]
+        literal = default is None or default is True or default is False
+        at_defaults.append(f"{p.name} is {default if literal else f'_defaults[{p.name!r}]'}")
+    finish = ""
+    if not (op.composite or not op.differentiable):  # an op that records: as the entry's path does
+        checks = "".join(_CHECK_SOURCE.format(x=x, bit=1 << i) for i, x in enumerate(op.inputs))
+        finish = _LANE_RECORD_SOURCE.format(checks=_indented(checks, 20), values=", ".join(values))
+    call = _LANE_QUIET_CALL_SOURCE if quiet else _LANE_CALL_SOURCE
+
+    def lane(tensors, type_tests, arguments):
+        array_tests = []
+        for i, x in enumerate(tensors):
+            same = f"_d{i}.dtype is _d0.dtype" if i else "(_d0.dtype is _F32 or _d0.dtype is _F64)"
+            array_tests += [f"_d{i}.__class__ is _ndarray", same, f"{x}._device is _CPU"]
+        return _LANE_SOURCE.format(
+            tests=" and ".join(type_tests + at_defaults),
+            arrays="".join(f"            _d{i} = {x}._data\n" for i, x in enumerate(tensors)),
+            array_tests="\n                and ".join(array_tests),
+            finish=finish,
+            call=call.format(kernel_args=", ".join(arguments)),
+        )
+
+    tensor_tests = [f"{x}.__class__ is Tensor" for x in names]
+    source = lane(names, tensor_tests, [f"_d{i}" for i in range(n)])
+    if floats:  # "binary": the second operand may be a Python float, in the first's dtype
+        second = names[1]
+        source += lane(
+            names[:1],
+            [tensor_tests[0], f"{second}.__class__ is float"],
+            ["_d0", f"_float_operand({second}, _d0.dtype)"],
+        )
+    return source, kernel
+
+
 _CHECK_SOURCE = """if {x}.__class__ is Tensor:
     if {x}._requires_grad or {x}._grad_fn is not None or ({x}._base is not None and {x}.grad_fn is not None):
         _mask |= {bit}
@@ -285,6 +409,8 @@ def _indented(source, spaces):
 
 _SEQUENCES = (list, tuple)
 _new = object.__new__
+_ndarray, _asarray = np.ndarray, np.asarray
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 # the array dtypes (NumPy's, the CUDA runtime's) of floating point tensors seen
 _FLOAT_ARRAYS: set[Any] = set()
 _NO_KEYWORDS: dict[str, Any] = {}  # the keyword arguments a view replay passes (never written)
@@ -503,7 +629,10 @@ def _bare_names(*sources):
 # What an entry's code calls by name besides its parameters: a forward parameter of one of these names
 # would shadow it inside the entry (a parameter ``mask`` replaced by the recording's bit mask), so the
 # declaration is refused. The entry's own locals start with an underscore, as no PyTorch parameter does.
-_RESERVED = _bare_names(_PLAIN_SOURCE, _ENTRY_SOURCE, _BODY_SOURCE, _VIEW_BODY_SOURCE, _VIEW_SOURCE, _CHECK_SOURCE) | {
+_RESERVED = _bare_names(
+    _PLAIN_SOURCE, _ENTRY_SOURCE, _BODY_SOURCE, _VIEW_BODY_SOURCE, _VIEW_SOURCE, _CHECK_SOURCE,
+    _LANE_SOURCE, _LANE_QUIET_CALL_SOURCE, _LANE_RECORD_SOURCE,
+) | {
     "_UNSET", "DTypeError", "_check_operand_dtypes", "_check_first_dtype",  # the preludes' names
 }  # fmt: skip
 
@@ -578,6 +707,7 @@ def _generated_entry(op):
         signature[at:at] = ([] if keyword_only else ["*"]) + alias_parameters
     keywords = "{" + ", ".join(keywords + ([f"**{extra_keywords}"] if extra_keywords else [])) + "}"
     op.tensor_params = _tensor_params(op)
+    lane, kernel = _lane(op, defaults, values) if op.plain is not None else ("", None)
     if op.composite or not op.differentiable:
         source = _PLAIN_SOURCE.format(
             signature=", ".join(signature),
@@ -587,10 +717,11 @@ def _generated_entry(op):
             tensors=_tuple(local.get(name, name) for name, _ in op.tensor_params),
             values_tuple=_tuple(values),
             prelude=prelude,
+            lane=lane,
         )
         made = {}
         exec(compile(source, _entry_filename(op), "exec"), globals(), made)
-        return made["make"](op.forward, op, op.name, defaults, _accepted_arrays(op))
+        return made["make"](op.forward, op, op.name, defaults, _accepted_arrays(op), kernel)
     checks = "".join(_CHECK_SOURCE.format(x=x, bit=1 << i) for i, x in enumerate(op.inputs))
     if op.view:
         base = values[0]
@@ -625,11 +756,12 @@ def _generated_entry(op):
         tensors=_tuple(local.get(name, name) for name, _ in op.tensor_params),
         values_tuple=_tuple(values),
         prelude=prelude,
+        lane=lane,
     )
     # defined with this module's globals, so the entry reads _slow and _around_chain as they change
     made = {}
     exec(compile(source, _entry_filename(op), "exec"), globals(), made)
-    return made["make"](op.forward, op, op.name, defaults, _accepted_arrays(op), op.plans)
+    return made["make"](op.forward, op, op.name, defaults, _accepted_arrays(op), op.plans, kernel)
 
 
 def _accepted_arrays(op):
@@ -1050,7 +1182,13 @@ def make_inplace_entry(op):
         result = _as_dtype_of(self, entry_of.entry(source, *args, **kwargs), name)
         return commit_inplace(self, result, name)
 
+    lane = _inplace_lane(op)
+
     def inplace_entry(self, *args, **kwargs):
+        if lane is not None and _plain and not kwargs:
+            done = lane(self, args)
+            if done is not None:
+                return done
         token = None if _errstate() is _QUIET else _quiet(_QUIET)
         try:
             if _slow:
@@ -1067,6 +1205,67 @@ def make_inplace_entry(op):
     inplace_entry.__signature__ = entry_signature(op, first="self")
     inplace_entry.op = op
     return inplace_entry
+
+
+def _inplace_lane(op):
+    """The fast lane of an in-place form of an op declared ``plain`` (see ``_LANE_SOURCE``): a function
+    of ``(self, args)`` that writes the kernel's result into ``self`` and returns it, or returns None
+    for the in-place entry's path. It takes the case where that path writes the forward's result
+    (same shape and dtype) straight back, with nothing to check or record beyond the version
+    counter: grad mode off, or neither operand taking part and ``self`` no view (a view's own
+    checks and history are the path's)."""
+    if op.plain is None:
+        return None
+    kernel_of, n, quiet, floats = _PLAIN_KERNELS[op.plain]
+    kernel = kernel_of(op.name)
+    rule = op.dtypes
+    if rule is not None and rule.operands:
+        return None
+
+    def lane(self, args):
+        if self.__class__ is not Tensor or len(args) != n - 1:
+            return None
+        data = self._data
+        if not (
+            data.__class__ is _ndarray
+            and (data.dtype is _F32 or data.dtype is _F64)
+            and self._device is _CPU
+            and 0 not in data.strides  # (an expanded tensor: the path's check names the error)
+            and (rule is None or data.dtype in rule.accepted_arrays)  # (as the path found it)
+        ):
+            return None
+        recording = grad_state.enabled
+        if recording and (self._base is not None or self._requires_grad or self._grad_fn is not None):
+            return None
+        operands = (data,)
+        if n == 2:
+            other = args[0]
+            if other.__class__ is Tensor:
+                second = other._data
+                if second.__class__ is not _ndarray or second.dtype is not data.dtype or other._device is not _CPU:
+                    return None
+                if recording and _takes_part(other):
+                    return None
+            elif other.__class__ is float and floats:
+                second = _float_operand(other, data.dtype)
+            else:
+                return None
+            operands = (data, second)
+        token = None if not quiet or _errstate() is _QUIET else _quiet(_QUIET)
+        try:
+            result = kernel(*operands)
+        except Exception:
+            return None  # the path raises the named error
+        finally:
+            if token is not None:
+                _restore(token)
+        if result is None or result.shape != data.shape or result.dtype is not data.dtype:
+            return None  # (broadcast to another shape, a bool comparison: the path casts or refuses)
+        data[...] = result  # as the path's copy_
+        version_counter(self).value += 1
+        return self
+
+    return lane
 
 
 class _InplaceName:

@@ -163,6 +163,7 @@ def _alpha_sum(name, prim, input, other, alpha):
 # arithmetic
 @op(
     "add",
+    plain="binary",
     doc="input + alpha * other, elementwise with broadcasting and PyTorch's type promotion.",
     node="AddBackward0",
     inplace=True,
@@ -180,6 +181,7 @@ lowering("binary", "add", onnx="Add", c="{a} + {b}")
 
 @op(
     "sub",
+    plain="binary",
     doc="input - alpha * other, elementwise with broadcasting.",
     node="SubBackward0",
     inplace=True,
@@ -216,6 +218,7 @@ lowering("binary", "sub", onnx="Sub", c="{a} - {b}")
 
 @op(
     "mul",
+    plain="binary",
     doc="input * other, elementwise with broadcasting and PyTorch's type promotion.",
     node="MulBackward0",
     inplace=True,
@@ -245,6 +248,7 @@ def _rtruediv(self: Tensor, other: Number) -> Tensor:
 
 @op(
     "div",
+    plain="binary",
     doc="input / other (true division; rounding_mode 'trunc' or 'floor' rounds the quotient).",
     node=_div_node,
     inplace=True,
@@ -387,6 +391,7 @@ def _pow_by_scalar(input, exponent):
 
 @op(
     "neg",
+    plain="unary",
     dtypes=NUMBERS.with_message(
         "{op}: negation, the `-` operator, on a bool tensor is not supported; "
         "use the `~` operator or logical_not() instead"
@@ -439,6 +444,7 @@ def _minmax_grads(wins):
 
 @op(
     "maximum",
+    plain="binary_tensors",
     doc="The larger of input and other, elementwise (NaN propagates).",
     node="MaximumBackward0",
     grads=_minmax_grads(lambda a, b: gt(a, b)),
@@ -453,6 +459,7 @@ lowering("binary", "maximum", onnx="Max", c="(({a} != {a} || {a} > {b}) ? {a} : 
 
 @op(
     "minimum",
+    plain="binary_tensors",
     doc="The smaller of input and other, elementwise (NaN propagates).",
     node="MinimumBackward0",
     grads=_minmax_grads(lambda a, b: lt(a, b)),
@@ -520,7 +527,14 @@ def _floating_only(name, input, other):
 
 # ------------------------------------------------------------------------------------------------
 # unary math (integer and bool inputs compute in float32)
-@op("exp", doc="e ** input.", node="ExpBackward0", inplace=True, grads={"input": lambda grad, result: grad * result})
+@op(
+    "exp",
+    doc="e ** input.",
+    grads={"input": lambda grad, result: grad * result},
+    node="ExpBackward0",
+    inplace=True,
+    plain="unary",
+)
 def exp(input: Tensor) -> Tensor:
     return _float_unary("exp", input)
 
@@ -530,6 +544,7 @@ lowering("unary", "exp", onnx="Exp", c="expf(v)")
 
 @op(
     "log",
+    plain="unary",
     inplace=True,
     doc="The natural logarithm.",
     node="LogBackward0",
@@ -544,6 +559,7 @@ lowering("unary", "log", onnx="Log", c="logf(v)")
 
 @op(
     "log1p",
+    plain="unary",
     inplace=True,
     doc="log(1 + input), accurate for small input.",
     node="Log1PBackward0",
@@ -563,6 +579,7 @@ lowering(
 
 @op(
     "sqrt",
+    plain="unary",
     doc="The square root.",
     node="SqrtBackward0",
     inplace=True,
@@ -577,6 +594,7 @@ lowering("unary", "sqrt", onnx="Sqrt", c="sqrtf(v)")
 
 @op(
     "rsqrt",
+    plain="unary",
     inplace=True,
     doc="1 / sqrt(input).",
     node="RsqrtBackward0",
@@ -594,7 +612,14 @@ lowering(
 )
 
 
-@op("sin", inplace=True, doc="The sine.", node="SinBackward0", grads={"input": lambda grad, input: grad * cos(input)})
+@op(
+    "sin",
+    plain="unary",
+    inplace=True,
+    doc="The sine.",
+    node="SinBackward0",
+    grads={"input": lambda grad, input: grad * cos(input)},
+)
 def sin(input: Tensor) -> Tensor:
     return _float_unary("sin", input)
 
@@ -603,7 +628,12 @@ lowering("unary", "sin", onnx="Sin", c="sinf(v)")
 
 
 @op(
-    "cos", inplace=True, doc="The cosine.", node="CosBackward0", grads={"input": lambda grad, input: -grad * sin(input)}
+    "cos",
+    plain="unary",
+    inplace=True,
+    doc="The cosine.",
+    node="CosBackward0",
+    grads={"input": lambda grad, input: -grad * sin(input)},
 )
 def cos(input: Tensor) -> Tensor:
     return _float_unary("cos", input)
@@ -614,6 +644,7 @@ lowering("unary", "cos", onnx="Cos", c="cosf(v)")
 
 @op(
     "tanh",
+    plain="unary",
     doc="The hyperbolic tangent.",
     node="TanhBackward0",
     inplace=True,
@@ -630,6 +661,7 @@ lowering("unary", "tanh", onnx="Tanh", c="tanhf(v)", c_fusable=True)
 
 @op(
     "sigmoid",
+    plain="unary",
     doc="1 / (1 + exp(-input)), without overflow for large |input|.",
     node="SigmoidBackward0",
     inplace=True,
@@ -646,6 +678,7 @@ lowering("unary", "sigmoid", onnx="Sigmoid", c="1.0f / (1.0f + expf(-v))", c_fus
 
 @op(
     "erf",
+    plain="unary",
     inplace=True,
     doc="The error function.",
     node="ErfBackward0",
@@ -660,6 +693,7 @@ lowering("unary", "erf", onnx="Erf", c="erf_rational(v)")
 
 @op(
     "exp2",
+    plain="unary",
     inplace=True,
     doc="2 ** input.",
     node="Exp2Backward0",
@@ -674,6 +708,7 @@ lowering("unary", "exp2", onnx=lambda w, x, dtype, out: w.emit("Pow", [w.const(2
 
 @op(
     "log2",
+    plain="unary",
     inplace=True,
     doc="The base-2 logarithm.",
     node="Log2Backward0",
@@ -693,6 +728,7 @@ lowering(
 
 @op(
     "log10",
+    plain="unary",
     inplace=True,
     doc="The base-10 logarithm.",
     node="Log10Backward0",
@@ -719,6 +755,7 @@ def _silu_grad(grad, input):
 
 @op(
     "silu",
+    plain="unary",
     dtypes=FLOATING,
     doc="input * sigmoid(input) (swish).",
     node="SiluBackward0",
@@ -827,6 +864,7 @@ lowering(
 
 @op(
     "relu",
+    plain="unary",
     dtypes=NUMBERS,
     doc="max(input, 0).",
     node="ReluBackward0",
@@ -880,6 +918,7 @@ def leaky_relu(input: Tensor, negative_slope: float = 0.01) -> Tensor:
 
 @op(
     "abs",
+    plain="unary",
     dtypes=NUMBERS,
     inplace=True,
     doc="|input|.",
@@ -912,6 +951,7 @@ def _rounding(prim, input):
 
 @op(
     "floor",
+    plain="unary",
     dtypes=NUMBERS,
     inplace=True,
     doc="The largest integer <= input.",
@@ -927,6 +967,7 @@ lowering("unary", "floor", onnx="Floor", c="floorf(v)")
 
 @op(
     "ceil",
+    plain="unary",
     dtypes=NUMBERS,
     inplace=True,
     doc="The smallest integer >= input.",
@@ -942,6 +983,7 @@ lowering("unary", "ceil", onnx="Ceil", c="ceilf(v)")
 
 @op(
     "trunc",
+    plain="unary",
     dtypes=NUMBERS,
     inplace=("trunc_", "fix_"),
     doc="input rounded towards zero.",
@@ -1162,7 +1204,7 @@ def _ne_operator(self, other):
     return True if other is None else ne(self, other)
 
 
-@op("eq", doc="input == other, elementwise.", operators=(("__eq__", _eq_operator),))
+@op("eq", plain="binary", doc="input == other, elementwise.", operators=(("__eq__", _eq_operator),))
 def eq(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("eq", input, other, name="eq")
 
@@ -1171,7 +1213,13 @@ def eq(input: Tensor | Number, other: Tensor | Number) -> Tensor:
 lowering("binary", "eq", onnx="Equal", c="({a} == {b} ? 1.0f : 0.0f)")
 
 
-@op("ne", doc="input != other, elementwise.", operators=(("__ne__", _ne_operator),), aliases=("not_equal",))
+@op(
+    "ne",
+    plain="binary",
+    doc="input != other, elementwise.",
+    operators=(("__ne__", _ne_operator),),
+    aliases=("not_equal",),
+)
 def ne(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("ne", input, other, name="ne")
 
@@ -1186,7 +1234,7 @@ lowering(
 )
 
 
-@op("lt", doc="input < other, elementwise.", operators=("__lt__",), aliases=("less",))
+@op("lt", plain="binary", doc="input < other, elementwise.", operators=("__lt__",), aliases=("less",))
 def lt(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("lt", input, other, name="lt")
 
@@ -1194,7 +1242,7 @@ def lt(input: Tensor | Number, other: Tensor | Number) -> Tensor:
 lowering("binary", "lt", onnx="Less", c="({a} < {b} ? 1.0f : 0.0f)")
 
 
-@op("le", doc="input <= other, elementwise.", operators=("__le__",), aliases=("less_equal",))
+@op("le", plain="binary", doc="input <= other, elementwise.", operators=("__le__",), aliases=("less_equal",))
 def le(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("le", input, other, name="le")
 
@@ -1202,7 +1250,7 @@ def le(input: Tensor | Number, other: Tensor | Number) -> Tensor:
 lowering("binary", "le", onnx="LessOrEqual", c="({a} <= {b} ? 1.0f : 0.0f)")
 
 
-@op("gt", doc="input > other, elementwise.", operators=("__gt__",), aliases=("greater",))
+@op("gt", plain="binary", doc="input > other, elementwise.", operators=("__gt__",), aliases=("greater",))
 def gt(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("gt", input, other, name="gt")
 
@@ -1210,7 +1258,7 @@ def gt(input: Tensor | Number, other: Tensor | Number) -> Tensor:
 lowering("binary", "gt", onnx="Greater", c="({a} > {b} ? 1.0f : 0.0f)")
 
 
-@op("ge", doc="input >= other, elementwise.", operators=("__ge__",), aliases=("greater_equal",))
+@op("ge", plain="binary", doc="input >= other, elementwise.", operators=("__ge__",), aliases=("greater_equal",))
 def ge(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("ge", input, other, name="ge")
 
@@ -1453,6 +1501,7 @@ def equal(input: Tensor, other: Tensor) -> bool:
 # ops.
 @op(
     "expm1",
+    plain="unary",
     doc="exp(input) - 1, accurate near 0.",
     node="Expm1Backward0",
     inplace=True,
@@ -1466,6 +1515,7 @@ def expm1(input: Tensor) -> Tensor:
 # the result overflows, which a composition of exp or expm1 is not)
 @op(
     "tan",
+    plain="unary",
     doc="The tangent.",
     node="TanBackward0",
     inplace=True,
@@ -1477,6 +1527,7 @@ def tan(input: Tensor) -> Tensor:
 
 @op(
     "sinh",
+    plain="unary",
     doc="The hyperbolic sine.",
     node="SinhBackward0",
     inplace=True,
@@ -1488,6 +1539,7 @@ def sinh(input: Tensor) -> Tensor:
 
 @op(
     "cosh",
+    plain="unary",
     doc="The hyperbolic cosine.",
     node="CoshBackward0",
     inplace=True,

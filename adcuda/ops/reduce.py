@@ -109,6 +109,7 @@ def _sum_grad(grad, input_shape, dim, keepdim):
 
 @op(
     "sum",
+    plain="reduce",
     doc="The sum over dim (all elements by default); int and bool sum as int64.",
     node=lambda input, dim=None, keepdim=False, *, dtype=None: "SumBackward1" if dim is not None else "SumBackward0",
     grads={"input": _sum_grad},
@@ -144,6 +145,7 @@ def _mean_grad(grad, input_shape, dim, keepdim):
 
 @op(
     "mean",
+    plain="reduce",
     doc="The mean over dim (all elements by default).",
     node=lambda input, dim=None, keepdim=False, *, dtype=None: "MeanBackward1" if dim is not None else "MeanBackward0",
     grads={"input": _mean_grad},

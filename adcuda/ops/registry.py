@@ -32,6 +32,12 @@ The declaration says everything the rest of adcuda needs:
 - **dtypes**: ``dtypes`` (a rule of ``dtype_support``: ``FLOATING``, ``NUMBERS``, ...) says which
   dtypes the op's first tensor argument may have, as PyTorch defines the op; the dispatch point
   refuses the others before the forward runs (``abs`` of a bool tensor, ``gelu`` of an integer one).
+- **plain case**: ``plain="binary"`` (or ``"unary"``, ``"reduce"``: of every element) says that the
+  forward, given CPU tensors of one floating dtype (float32 or float64) as its one or two first
+  arguments (``"binary"``: the second may also be a Python float; ``"binary_tensors"``: a tensor only)
+  and every other argument at its default, computes exactly the primitive of that family named as the
+  op: the dispatch point then computes the output with the backend's kernel for it directly while no
+  hook is attached (its fast lane, adcuda/ops/dispatch.py), and with the forward otherwise.
 - **policy**: ``autocast`` (``"lower"``, ``"float32"``, ``"promote"``, ``"float32_result"`` or None) is applied at the
   dispatch point; type promotion is the forward's (``result_type``).
 - **forms**: ``function`` (``adcuda.<name>``), ``method`` (``Tensor.<name>``), ``inplace``
@@ -103,6 +109,7 @@ class OpDef:
         as_property,
         differentiable,
         dtypes=None,
+        plain=None,
     ):
         if not doc or "\n" in doc.strip():
             raise ValueError(f"op {name!r}: doc must be one line")
@@ -118,6 +125,7 @@ class OpDef:
         self.composite = composite
         self.autocast = autocast
         self.dtypes = dtypes
+        self.plain = plain
         self.view = view
         self.extra_outputs = tuple(extra_outputs)
         self.node = node
@@ -275,6 +283,7 @@ def op(
     as_property=False,
     differentiable=None,
     dtypes=None,
+    plain=None,
 ) -> Callable[[Forward], Forward]: ...
 @overload
 def op(
@@ -297,6 +306,7 @@ def op(
     as_property=False,
     differentiable=None,
     dtypes=None,
+    plain=None,
 ) -> "Callable[[Callable[Inputs, Any]], Callable[Inputs, Tensor]]": ...
 def op(
     name: str,
@@ -318,6 +328,7 @@ def op(
     as_property=False,
     differentiable=None,
     dtypes=None,
+    plain=None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Declare an op (see the module docstring); returns its dispatching entry point, which
     carries the declaration as ``.op``."""
@@ -347,6 +358,7 @@ def op(
             as_property=as_property,
             differentiable=differentiable,
             dtypes=dtypes,
+            plain=plain,
         )
         _REGISTRY[name] = definition
         return definition.entry

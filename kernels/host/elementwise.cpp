@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "elementwise_avx2.h"
 #include "functors.cuh"
 
 namespace py = pybind11;
@@ -121,9 +122,67 @@ py::array_t<T> host_binary_scalar(py::ssize_t index, const py::array_t<T, py::ar
   return out;
 }
 
+using Floats = py::array_t<float, py::array::c_style>;
+
+// An optional float32 array (None: nullptr) of n elements, row-major, for gelu_tanh's kept tanh argument.
+float* kept_inner(const py::object& inner, py::ssize_t n, const char* who) {
+  if (inner.is_none()) return nullptr;
+  if (!Floats::check_(inner)) throw py::type_error(std::string(who) + ": inner must be a row-major float32 array");
+  auto array = py::reinterpret_borrow<Floats>(inner);
+  if (array.size() != n) throw py::value_error(std::string(who) + ": inner's size differs from x's");
+  return array.mutable_data();
+}
+
+void require_avx2(const char* who) {
+  if (!cpu_has_avx2()) throw std::runtime_error(std::string(who) + ": this CPU or build has no AVX2 and FMA");
+}
+
+void host_gelu_tanh(const Floats& x, Floats& out, const py::object& inner) {
+  require_avx2("host_gelu_tanh");
+  if (out.size() != x.size()) throw py::value_error("host_gelu_tanh: out's size differs from x's");
+  gelu_tanh_avx2(x.data(), out.mutable_data(), kept_inner(inner, x.size(), "host_gelu_tanh"), x.size());
+}
+
+void host_gelu_tanh_backward(const Floats& x, const Floats& g, Floats& out, const py::object& inner) {
+  require_avx2("host_gelu_tanh_backward");
+  if (g.size() != x.size() || out.size() != x.size())
+    throw py::value_error("host_gelu_tanh_backward: the arrays' sizes differ");
+  const float* kept = kept_inner(inner, x.size(), "host_gelu_tanh_backward");
+  gelu_tanh_backward_avx2(x.data(), g.data(), kept, out.mutable_data(), x.size());
+}
+
+void host_gelu(const Floats& x, Floats& out) {
+  require_avx2("host_gelu");
+  if (out.size() != x.size()) throw py::value_error("host_gelu: out's size differs from x's");
+  gelu_avx2(x.data(), out.mutable_data(), x.size());
+}
+
+void host_gelu_backward(const Floats& x, const Floats& g, Floats& out) {
+  require_avx2("host_gelu_backward");
+  if (g.size() != x.size() || out.size() != x.size()) throw py::value_error("host_gelu_backward: the arrays' sizes differ");
+  gelu_backward_avx2(x.data(), g.data(), out.mutable_data(), x.size());
+}
+
 }  // namespace
 
 void bind_elementwise(py::module_& m) {
+  m.def("host_has_avx2", &cpu_has_avx2, "Whether host_gelu(_tanh) and their backwards run here (AVX2 and FMA).");
+  m.def("host_gelu", &host_gelu, py::arg("x").noconvert(), py::arg("out").noconvert(),
+        "gelu (exact) of a row-major float32 array into ``out`` (row-major float32, as many elements; it may be x), "
+        "in PyTorch's CPU order of operations, on eight AVX2 lanes. Only where host_has_avx2().");
+  m.def("host_gelu_backward", &host_gelu_backward, py::arg("x").noconvert(), py::arg("g").noconvert(),
+        py::arg("out").noconvert(),
+        "g times gelu's derivative at x into ``out`` (row-major float32 arrays of one size), AVX2. Only where "
+        "host_has_avx2().");
+  m.def("host_gelu_tanh", &host_gelu_tanh, py::arg("x").noconvert(), py::arg("out").noconvert(),
+        py::arg("inner") = py::none(),
+        "gelu_tanh of a row-major float32 array into ``out`` (row-major float32, as many elements; it may be "
+        "x), with the CUDA kernels' formula on eight AVX2 lanes; ``inner``: where to keep tanh's argument "
+        "for the backward. Only where host_has_avx2().");
+  m.def("host_gelu_tanh_backward", &host_gelu_tanh_backward, py::arg("x").noconvert(), py::arg("g").noconvert(),
+        py::arg("out").noconvert(), py::arg("inner") = py::none(),
+        "g times gelu_tanh's derivative at x into ``out`` (row-major float32 arrays of one size; out may be "
+        "x or g), AVX2; ``inner``: what host_gelu_tanh kept for these x. Only where host_has_avx2().");
   m.def("host_unary_names", [] {
     py::list names;
     for (const Row& row : kRows) names.append(row.name);

@@ -1,18 +1,28 @@
-// The CPU backend's layer norm and group norm forwards (adcuda/backends/cpu/norm.py) over small
-// C-contiguous float32/float64 arrays: each row's mean and variance (two passes, accumulated in double),
-// then the normalised row times its weight plus its bias, in the array's dtype. NumPy takes a dozen
-// calls of a microsecond or more for that on the small arrays of a per-op call (np.mean alone adds a
-// Python layer of several); here it is one. The NumPy path stays the reference
-// (tests/test_norm_host.py compares the two) and serves large arrays, where its BLAS row sums are
-// faster. Built in every install, with or without CUDA; calls release the GIL.
+// The CPU backend's group norm forward over small C-contiguous float32/float64 arrays, and its layer norm
+// forward and backward over any (adcuda/backends/cpu/norm.py). Group norm: each row's mean and variance
+// (two passes, accumulated in double), then the normalised row times its weight plus its bias, in the
+// array's dtype; NumPy takes a dozen calls of a microsecond or more for that on the small arrays of a
+// per-op call (np.mean alone adds a Python layer of several); here it is one. The NumPy paths stay the
+// reference (tests/test_norm_host.py compares the two) and serve large group norm arrays, where its BLAS
+// row sums are faster. Built in every install, with or without CUDA; calls release the GIL.
+//
+// Batch norm in training, forward and backward (adcuda/backends/cpu/norm.py), over
+// C-contiguous float32/float64 arrays viewed as (N, C, S): the formulas of kernels/norm.cu's
+// batch_norm_*_kernel (two passes for the statistics, the mean then the mean of squared deviations;
+// one pass of two sums for the backward; an elementwise pass for y or dx), each channel's N rows of S
+// values read in place. NumPy needs five passes over x for the forward and eight for the backward (a
+// temporary each); here three and two. The NumPy path stays the reference (tests/test_norm_host.py
+// compares the two). Built in every install, with or without CUDA; calls release the GIL.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace py = pybind11;
@@ -91,7 +101,282 @@ void bind_for(py::module_& m, const char* doc) {
       py::arg("groups"), py::arg("spread"), py::arg("eps"), doc);
 }
 
+// Layer norm, forward and backward, at every size (group norm keeps the loop above): a transformer's
+// activations are thousands of rows a few hundred wide, where NumPy makes seven passes over the array
+// forward and a dozen backward (each a ufunc or a BLAS product with a vector of ones). Here the forward
+// reads x once per statistic and writes y (and the normalised x a replay keeps for the backward); the
+// backward reads each array once for the row sums and once for dx while the column sums of dweight and
+// dbias accumulate. Row statistics and column sums accumulate in double (eight partial sums a row, so
+// that the adds need not wait on each other); the elementwise arithmetic is the NumPy path's, rounded
+// as written.
+
+// The sum over k < n of term(k), in eight interleaved partial sums (independent adds, which the compiler
+// also packs into vector registers).
+template <typename Term>
+double lane_sum(Index n, Term term) {
+  double lanes[8] = {};
+  Index k = 0;
+  for (; k + 8 <= n; k += 8)
+    for (int j = 0; j < 8; ++j) lanes[j] += term(k + j);
+  for (; k < n; ++k) lanes[0] += term(k);
+  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+}
+
+template <typename T>
+const T* optional_data(const std::optional<Array<T>>& a, Index size, const char* what) {
+  if (!a) return nullptr;
+  if (a->size() != size) throw std::invalid_argument(std::string("cpu_layer_norm: ") + what + " does not fit the rows");
+  return a->data();
+}
+
+// (y, mean (rows,), rstd (rows,)) of x as ``rows`` rows; ``xhat``: where to write (x - mean) * rstd too.
+template <typename T>
+py::tuple layer_norm(const Array<T>& x, const std::optional<Array<T>>& weight, const std::optional<Array<T>>& bias,
+                     Index rows, double eps, std::optional<Array<T>> xhat) {
+  if (rows <= 0 || x.size() % rows) throw std::invalid_argument("cpu_layer_norm: bad rows");
+  const Index count = x.size() / rows;
+  const T* w = optional_data(weight, count, "weight");
+  const T* b = optional_data(bias, count, "bias");
+  T* kept = nullptr;
+  if (xhat) {
+    if (xhat->size() != x.size()) throw std::invalid_argument("cpu_layer_norm: xhat does not fit x");
+    kept = xhat->mutable_data();
+  }
+  py::array_t<T> y(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
+  py::array_t<T> means(std::vector<py::ssize_t>{rows}), rstds(std::vector<py::ssize_t>{rows});
+  const T* in = x.data();
+  T* out = y.mutable_data();
+  T* mean_out = means.mutable_data();
+  T* rstd_out = rstds.mutable_data();
+  {
+    py::gil_scoped_release release;
+    for (Index row = 0; row < rows; ++row) {
+      const T* xr = in + row * count;
+      const double mean = lane_sum(count, [&](Index k) { return double(xr[k]); }) / double(count);
+      const double squares = lane_sum(count, [&](Index k) {
+        const double d = double(xr[k]) - mean;
+        return d * d;
+      });
+      const T m = T(mean), rstd = T(1.0 / std::sqrt(squares / double(count) + eps));
+      mean_out[row] = m;
+      rstd_out[row] = rstd;
+      T* yr = out + row * count;
+      T* hr = kept == nullptr ? nullptr : kept + row * count;
+      for (Index k = 0; k < count; ++k) yr[k] = (xr[k] - m) * rstd;
+      if (hr != nullptr) std::copy(yr, yr + count, hr);
+      if (w != nullptr)
+        for (Index k = 0; k < count; ++k) yr[k] *= w[k];
+      if (b != nullptr)
+        for (Index k = 0; k < count; ++k) yr[k] += b[k];
+    }
+  }
+  return py::make_tuple(y, means, rstds);
+}
+
+// (dx, dweight or None, dbias) of layer_norm at x with row statistics mean and rstd; ``xhat``: the
+// normalised x the forward kept, read instead of computed. dx = rstd (g w - mean(g w) - xhat mean(g w xhat)).
+// Without a weight, w = 1 (times 1 is exact: the same numbers, and loops without a branch).
+template <typename T>
+py::tuple layer_norm_backward(const Array<T>& g, const Array<T>& x, const std::optional<Array<T>>& weight,
+                              const Array<T>& mean, const Array<T>& rstd, Index rows,
+                              const std::optional<Array<T>>& xhat) {
+  if (rows <= 0 || x.size() % rows || g.size() != x.size() || mean.size() != rows || rstd.size() != rows)
+    throw std::invalid_argument("cpu_layer_norm_backward: the arrays do not fit the rows");
+  const Index count = x.size() / rows;
+  const T* given_w = optional_data(weight, count, "weight");
+  const T* kept = optional_data(xhat, x.size(), "xhat");
+  py::array_t<T> dx(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
+  py::array_t<T> dweight(std::vector<py::ssize_t>{count}), dbias(std::vector<py::ssize_t>{count});
+  const T *gg = g.data(), *xx = x.data(), *mm = mean.data(), *rr = rstd.data();
+  T* out = dx.mutable_data();
+  T* dw = dweight.mutable_data();
+  T* db = dbias.mutable_data();
+  {
+    py::gil_scoped_release release;
+    std::vector<double> weight_sums(count, 0.0), bias_sums(count, 0.0);
+    std::vector<T> ones(given_w == nullptr ? count : 0, T(1)), row_xhat(count), row_gw(count), row_ghw(count);
+    const T* w = given_w == nullptr ? ones.data() : given_w;
+    T* gw = row_gw.data();
+    T* ghw = row_ghw.data();
+    for (Index row = 0; row < rows; ++row) {
+      const T* gr = gg + row * count;
+      const T* xr = xx + row * count;
+      const T m = mm[row], r = rr[row];
+      const T* h = row_xhat.data();
+      if (kept != nullptr) {
+        h = kept + row * count;
+      } else {
+        for (Index k = 0; k < count; ++k) row_xhat[k] = (xr[k] - m) * r;
+      }
+      for (Index k = 0; k < count; ++k) {
+        const T gh = gr[k] * h[k];
+        weight_sums[k] += double(gh);
+        bias_sums[k] += double(gr[k]);
+        gw[k] = gr[k] * w[k];
+        ghw[k] = gh * w[k];
+      }
+      const T gx_mean = T(lane_sum(count, [&](Index k) { return double(gw[k]); }) / double(count));
+      const T proj = T(lane_sum(count, [&](Index k) { return double(ghw[k]); }) / double(count));
+      T* dr = out + row * count;
+      for (Index k = 0; k < count; ++k) dr[k] = ((gw[k] - gx_mean) - h[k] * proj) * r;
+    }
+    for (Index k = 0; k < count; ++k) {
+      dw[k] = T(weight_sums[k]);
+      db[k] = T(bias_sums[k]);
+    }
+  }
+  return py::make_tuple(dx, given_w == nullptr ? py::object(py::none()) : py::object(dweight), dbias);
+}
+
+template <typename T>
+void bind_layer_norm_for(py::module_& m, const char* forward_doc, const char* backward_doc) {
+  m.def("cpu_layer_norm", &layer_norm<T>, py::arg("x").noconvert(), py::arg("weight").noconvert(),
+        py::arg("bias").noconvert(), py::arg("rows"), py::arg("eps"), py::arg("xhat").noconvert(), forward_doc);
+  m.def("cpu_layer_norm_backward", &layer_norm_backward<T>, py::arg("g").noconvert(), py::arg("x").noconvert(),
+        py::arg("weight").noconvert(), py::arg("mean").noconvert(), py::arg("rstd").noconvert(), py::arg("rows"),
+        py::arg("xhat").noconvert(), backward_doc);
+}
+
 }  // namespace
+
+// Batch norm in training, forward and backward.
+namespace {
+
+// Eight running sums of f(k) over a row of ``length``, added in double at the end: independent lanes the
+// compiler vectorises, the row's total exact enough in T (S values of a plane), the channel's in double.
+template <typename T, typename F>
+double row_sum(Index length, F f) {
+  constexpr int kLanes = 8;
+  T lanes[kLanes] = {};
+  Index k = 0;
+  for (; k + kLanes <= length; k += kLanes)
+    for (int l = 0; l < kLanes; ++l) lanes[l] += f(k + l);
+  double total = 0.0;
+  for (; k < length; ++k) total += double(f(k));
+  for (int l = 0; l < kLanes; ++l) total += double(lanes[l]);
+  return total;
+}
+
+struct Planes {
+  Index n, c, s;
+};
+
+Planes planes_of(const py::array& x, const char* op) {
+  if (x.ndim() < 2) throw std::invalid_argument(std::string(op) + ": x must have a channel dimension");
+  Index s = 1;
+  for (py::ssize_t d = 2; d < x.ndim(); ++d) s *= x.shape(d);
+  return {x.shape(0), x.shape(1), s};
+}
+
+template <typename T>
+const T* channel_param(const std::optional<Array<T>>& p, Index c, const char* op) {
+  if (!p) return nullptr;
+  if (p->size() != c) throw std::invalid_argument(std::string(op) + ": a parameter does not fit the channels");
+  return p->data();
+}
+
+// A call's results: a new array of x's shape and two of (C,), all of x's dtype.
+template <typename T>
+struct Results {
+  py::array_t<T> full, first, second;
+  Results(const py::array& x, Index c)
+      : full(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim())),
+        first(std::vector<py::ssize_t>{c}),
+        second(std::vector<py::ssize_t>{c}) {}
+};
+
+// -> (y, mean (C,), rstd (C,)): y = (x - mean) * rstd * weight + bias per channel.
+template <typename T>
+py::tuple batch_norm(const Array<T>& x, const std::optional<Array<T>>& weight, const std::optional<Array<T>>& bias,
+                     double eps) {
+  const Planes p = planes_of(x, "cpu_batch_norm");
+  const T* w = channel_param(weight, p.c, "cpu_batch_norm");
+  const T* b = channel_param(bias, p.c, "cpu_batch_norm");
+  Results<T> results(x, p.c);
+  const T* in = x.data();
+  T *out = results.full.mutable_data(), *mean_out = results.first.mutable_data();
+  T* rstd_out = results.second.mutable_data();
+  const double count = double(p.n * p.s);
+  {
+    py::gil_scoped_release release;
+    for (Index c = 0; c < p.c; ++c) {
+      double sum = 0.0;
+      for (Index n = 0; n < p.n; ++n) {
+        const T* row = in + (n * p.c + c) * p.s;
+        sum += row_sum<T>(p.s, [row](Index k) { return row[k]; });
+      }
+      const T mean = T(sum / count);  // an empty batch: 0 / 0, NaN statistics as NumPy's
+      double squares = 0.0;
+      for (Index n = 0; n < p.n; ++n) {
+        const T* row = in + (n * p.c + c) * p.s;
+        squares += row_sum<T>(p.s, [row, mean](Index k) { return (row[k] - mean) * (row[k] - mean); });
+      }
+      const T rstd = T(1.0 / std::sqrt(squares / count + eps));
+      mean_out[c] = mean;
+      rstd_out[c] = rstd;
+      const T scale = w != nullptr ? rstd * w[c] : rstd, shift = b != nullptr ? b[c] : T(0);
+      for (Index n = 0; n < p.n; ++n) {
+        const T* row = in + (n * p.c + c) * p.s;
+        T* yr = out + (n * p.c + c) * p.s;
+        for (Index k = 0; k < p.s; ++k) yr[k] = (row[k] - mean) * scale + shift;
+      }
+    }
+  }
+  return py::make_tuple(results.full, results.first, results.second);
+}
+
+// -> (dx, dweight (None without a weight), dbias): dx = rstd * w * (g - mean(g) - xhat * mean(g * xhat)),
+// the means over the channel's N * S values; dweight = sum(g * xhat), dbias = sum(g).
+template <typename T>
+py::tuple batch_norm_backward(const Array<T>& g, const Array<T>& x, const std::optional<Array<T>>& weight,
+                              const Array<T>& mean, const Array<T>& rstd) {
+  const Planes p = planes_of(x, "cpu_batch_norm_backward");
+  if (g.ndim() != x.ndim() || !std::equal(x.shape(), x.shape() + x.ndim(), g.shape()) || mean.size() != p.c ||
+      rstd.size() != p.c)
+    throw std::invalid_argument("cpu_batch_norm_backward: g, mean or rstd does not fit x");
+  const T* w = channel_param(weight, p.c, "cpu_batch_norm_backward");
+  Results<T> results(x, p.c);  // dx, dweight, dbias
+  const T *gin = g.data(), *xin = x.data(), *mu = mean.data(), *rs = rstd.data();
+  T *out = results.full.mutable_data(), *dw = results.first.mutable_data(), *db = results.second.mutable_data();
+  const double count = double(p.n * p.s);
+  {
+    py::gil_scoped_release release;
+    for (Index c = 0; c < p.c; ++c) {
+      const T m = mu[c], r = rs[c];
+      double sum_g = 0.0, sum_g_xc = 0.0;  // sum(g), sum(g * (x - mean)): dweight = rstd * the latter
+      for (Index n = 0; n < p.n; ++n) {
+        const T* gr = gin + (n * p.c + c) * p.s;
+        const T* xr = xin + (n * p.c + c) * p.s;
+        sum_g += row_sum<T>(p.s, [gr](Index k) { return gr[k]; });
+        sum_g_xc += row_sum<T>(p.s, [gr, xr, m](Index k) { return gr[k] * (xr[k] - m); });
+      }
+      const T sum_g_xhat = T(sum_g_xc * double(r));
+      db[c] = T(sum_g);
+      dw[c] = sum_g_xhat;
+      const T scale = w != nullptr ? r * w[c] : r;
+      const T mean_g = T(sum_g / count), mean_g_xhat = T(double(sum_g_xhat) / count);
+      for (Index n = 0; n < p.n; ++n) {
+        const T* gr = gin + (n * p.c + c) * p.s;
+        const T* xr = xin + (n * p.c + c) * p.s;
+        T* dr = out + (n * p.c + c) * p.s;
+        for (Index k = 0; k < p.s; ++k) dr[k] = scale * (gr[k] - mean_g - (xr[k] - m) * r * mean_g_xhat);
+      }
+    }
+  }
+  return py::make_tuple(results.full, w != nullptr ? py::object(results.first) : py::object(py::none()),
+                        results.second);
+}
+
+template <typename T>
+void bind_batch_norm_for(py::module_& m, const char* forward_doc, const char* backward_doc) {
+  m.def("cpu_batch_norm", &batch_norm<T>, py::arg("x").noconvert(), py::arg("weight").noconvert(),
+        py::arg("bias").noconvert(), py::arg("eps"), forward_doc);
+  m.def("cpu_batch_norm_backward", &batch_norm_backward<T>, py::arg("g").noconvert(), py::arg("x").noconvert(),
+        py::arg("weight").noconvert(), py::arg("mean").noconvert(), py::arg("rstd").noconvert(), backward_doc);
+}
+
+}  // namespace
+
 
 void bind_norm(py::module_& m) {
   bind_for<float>(m, "");
@@ -101,6 +386,20 @@ void bind_norm(py::module_& m) {
       "normalised, then times weight and plus bias (optional, the array's dtype): element k of row r takes "
       "parameter (r % groups) * (row length / spread) + k // spread (layer norm: groups = spread = 1; group "
       "norm: groups G, spread the spatial size).");
+  bind_layer_norm_for<float>(m, "", "");
+  bind_layer_norm_for<double>(
+      m,
+      "(y, mean (rows,), rstd (rows,)) of layer norm over a C-contiguous float32/float64 array as ``rows`` "
+      "equal rows, times weight plus bias (optional, one per row element, x's dtype); ``xhat`` (optional, "
+      "x's size and dtype) receives (x - mean) * rstd.",
+      "(dx, dweight or None without a weight, dbias) of cpu_layer_norm, given the upstream gradient g, x, "
+      "the weight, the row statistics and optionally the xhat the forward kept (all C-contiguous, x's dtype).");
+  bind_batch_norm_for<float>(m, "", "");
+  bind_batch_norm_for<double>(m,
+                   "(y, mean (C,), rstd (C,)) of a C-contiguous float32/float64 x (N, C, *) normalised per channel "
+                   "with its batch statistics, times weight plus bias (optional, (C,), x's dtype).",
+                   "(dx, dweight (None without a weight), dbias) of batch norm at x with its mean and rstd, all "
+                   "C-contiguous, of x's dtype.");
 }
 
 }  // namespace adcuda::host

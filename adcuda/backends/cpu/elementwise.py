@@ -79,7 +79,13 @@ def _erf_of_new(z):
     """erf of ``z``, a new array (gelu's x / sqrt 2, in x's layout): a small row-major one takes the host module's loop
     over erf's functor, as ``unary("erf")`` does (the dozen NumPy passes of ``_erf`` were most of
     gelu's time on a few dozen elements), a large one ``_erf``."""
-    if z.size <= _HOST_MAX and (z.dtype is _F32 or z.dtype is _F64) and z.flags.c_contiguous and _C is not None:
+    if (
+        z.__class__ is np.ndarray  # (a NumPy scalar, e.g. of 0-d arithmetic, takes the NumPy formula)
+        and z.size <= _HOST_MAX
+        and (z.dtype is _F32 or z.dtype is _F64)
+        and z.flags.c_contiguous
+        and _C is not None
+    ):
         return _C.host_unary(_HOST_INDEX["erf"], z)
     return _erf(z)
 
@@ -113,8 +119,25 @@ def _sign(x):
     return s
 
 
+# gelu and gelu_tanh of float32 arrays on a CPU with AVX2 and FMA: the host module's loops over the CUDA
+# functors' formulas (kernels/host/elementwise_avx2.cpp; erf as ``_erf``), one pass where NumPy makes nine
+# to fifteen (gelu_tanh's backward on the GPT step's 32x64x384 activations: 3 times faster); the NumPy
+# formulas elsewhere, and the reference those loops are tested against. Chosen at import, from what the
+# CPU says it has.
+_GELU_AVX2 = _C is not None and _C.host_has_avx2()
+
+
+def _row_major_f32(*arrays):
+    """Whether every array (None aside) is a row-major float32 ndarray: what the AVX2 loops take."""
+    return all(a is None or (a.__class__ is np.ndarray and a.dtype is _F32 and a.flags.c_contiguous) for a in arrays)
+
+
 @_in_place_safe
 def _gelu(x):
+    if _GELU_AVX2 and _row_major_f32(x):
+        y = np.empty(x.shape, _F32)
+        _C.host_gelu(x, y)
+        return y
     # x (1 + erf(x / sqrt 2)) / 2 in PyTorch's CPU order, in one buffer: its float32 kernel takes x
     # times (1 + erf) first, overflowing to inf above half of float32's largest value; its float64
     # one halves x first, and does not
@@ -223,6 +246,10 @@ def _gelu_tanh_inner(x, u):
 
 
 def _gelu_tanh(x, out=None, scratch=None, inner=None):
+    if _GELU_AVX2 and _row_major_f32(x, out, inner):
+        y = np.empty(x.shape, _F32) if out is None else out
+        _C.host_gelu_tanh(x, y, inner)
+        return y
     # 0.5 x (1 + tanh(c (x + 0.044715 x^3))), rounded as written, in one scratch array and the result
     # (``out`` may be ``x``: x is read for the last time before it is written); with ``inner``, the
     # tanh's argument is kept there for the backward
@@ -367,6 +394,10 @@ def _relu_backward(x, y, g, out=None, scratch=None):
 
 
 def _gelu_tanh_backward(x, y, g, out=None, scratch=None, inner=None):
+    if _GELU_AVX2 and np.shape(g) == x.shape and _row_major_f32(x, g, out, inner):
+        result = np.empty(x.shape, _F32) if out is None else out
+        _C.host_gelu_tanh_backward(x, g, result, inner)
+        return result
     grad = _gelu_tanh_grad(x, scratch or _fresh, inner)
     return _times_(grad, g) if out is None else np.multiply(g, grad, out=out)
 
@@ -377,6 +408,10 @@ def _silu_grad(x):
 
 
 def _gelu_backward(x, y, g):
+    if _GELU_AVX2 and np.shape(g) == np.shape(x) and _row_major_f32(x, g):
+        grad = np.empty(x.shape, _F32)
+        _C.host_gelu_backward(x, g, grad)
+        return grad
     return _times_(_gelu_grad(x), g)
 
 
@@ -463,6 +498,46 @@ def unary_backward(
     return r.astype(g.dtype, copy=False)
 
 
+def plain_binary(op: str) -> Callable[..., Any] | None:
+    """What ``binary(op, a, b, <their dtype>)`` computes for exact float32/float64 ndarrays of one dtype
+    object, as one call with none of its checks: the dispatch point's fast lane (adcuda/ops/dispatch.py)
+    calls it for an op's plain case. It returns the result array (or NumPy scalar, of 0-d operands); an
+    error it raises is the primitive's to name. None for an op without such a kernel (the host loops'
+    ops, several passes in NumPy, keep the primitive's choice of loop)."""
+    fn = BINARY_OPS.get(op)
+    return fn if fn is not None and op not in _HOST_BINARY_INDEX else None
+
+
+def plain_unary(op: str) -> Callable[..., Any] | None:
+    """``plain_binary`` for ``unary(op, x)``: the kernel may also return None where ``x`` takes the
+    primitive's own path after all (a host loop's operand too large or not contiguous)."""
+    fn = UNARY_OPS.get(op)
+    if fn is None:
+        return None
+    host = _HOST_INDEX.get(op)
+    if host is not None:
+
+        def host_loop(x):
+            if x.size <= _HOST_MAX and x.flags.c_contiguous:
+                return _C.host_unary(host, x)
+            return None
+
+        return host_loop
+    if fn.__class__ is np.ufunc:
+        keeps_dtype = "f->f" in fn.types and "d->d" in fn.types
+    else:  # a formula: asked once, of one element of each dtype
+        with np.errstate(all="ignore"):
+            keeps_dtype = all(np.asarray(fn(np.full(1, 0.5, d))).dtype is d for d in (_F32, _F64))
+    if keeps_dtype:
+        return fn  # (float32 in, float32 out: nothing to cast)
+
+    def formula(x):
+        r = fn(x)
+        return r if r.dtype is x.dtype else None  # (another result dtype: the primitive casts it)
+
+    return formula
+
+
 def _remainder(a, b, dtype=None, casting="same_kind"):
     """PyTorch's (and Python's) modulo: C's fmod, moved by one divisor where its sign differs from the
     divisor's. NumPy's remainder gives a zero the divisor's sign where PyTorch keeps fmod's (the
@@ -542,6 +617,11 @@ def _scalar_array(value, dtype):
         array = cache[value] = np.array(value, dtype)
         array.flags.writeable = False
     return array
+
+
+# A Python float operand of a float32/float64 array as ``binary`` passes it to the formula, for a
+# ``plain_binary`` kernel (the dispatch point's lane calls it so)
+float_operand = _scalar_array
 
 
 def binary(op: str, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> BackendArray:

@@ -69,17 +69,8 @@ def reduce(op: str, a: BackendArray, axes: Axes | None, keepdim: bool) -> Backen
         count = np.array(np.count_nonzero(a), np.int64)
         return count.reshape((1,) * a.ndim) if keepdim else count
     if (op == "sum" or op == "mean") and (a.dtype == _F32 or a.dtype == _F64) and _sums_in_torch_order(a, axes):
-        row = a.ravel(order="K")
-        if _native_sum is not None:
-            total = a.dtype.type(_native_sum(row))  # exact: the float holds a value of a's dtype
-        else:
-            with np.errstate(over="ignore", invalid="ignore"):  # inf - inf is NaN, as in C++, unwarned
-                total = _torch_order_sum(row)
-        if op == "mean":
-            # PyTorch's mean: the sum, then one division in the sum's dtype (the count is exact in it:
-            # at most _TORCH_ORDER_LIMIT); a NumPy scalar's division, a third of np.divide's cost
-            total = total / a.dtype.type(a.size)
-        return np.asarray(total).reshape((1,) * a.ndim if keepdim else ())
+        total = _torch_order_total(op, a)
+        return total.reshape((1,) * a.ndim) if keepdim else total
     if op == "sum" and (a.dtype == _F32 or a.dtype == _F64):  # the common case, straight to the ufunc
         lead = _leading_count(a, axes)
         if lead:
@@ -106,6 +97,39 @@ def reduce(op: str, a: BackendArray, axes: Axes | None, keepdim: bool) -> Backen
     if a.dtype.kind == "b" and op in ("amax", "amin"):
         return r
     return r.astype(a.dtype if a.dtype.kind in "f" or op in ("amax", "amin") else r.dtype, copy=False)
+
+
+def _torch_order_total(op, a):
+    """The sum ("sum") or mean ("mean") of every element of ``a``, which ``_sums_in_torch_order``
+    accepted, as a 0-d array of its dtype."""
+    row = a.ravel(order="K")
+    if _native_sum is not None:
+        total = _native_sum(row)  # exact: the float holds a value of a's dtype
+        if op == "sum":
+            return np.array(total, a.dtype)  # (a NumPy scalar made first would cost twice as much)
+        total = a.dtype.type(total)
+    else:
+        with np.errstate(over="ignore", invalid="ignore"):  # inf - inf is NaN, as in C++, unwarned
+            total = _torch_order_sum(row)
+    if op == "mean":
+        # PyTorch's mean: the sum, then one division in the sum's dtype (the count is exact in it:
+        # at most _TORCH_ORDER_LIMIT); a NumPy scalar's division, a third of np.divide's cost
+        total = total / a.dtype.type(a.size)
+    return np.asarray(total)
+
+
+def plain_reduce(op: str) -> Callable[..., Any] | None:
+    """What ``reduce(op, a, <every dim>, False)`` computes for an exact float32/float64 ndarray ``a``,
+    as one call with none of its checks, for the dispatch point's fast lane (as elementwise.py's
+    ``plain_unary``): a 0-d array, or None where ``a`` takes the primitive's other paths (too
+    large, empty or strided for PyTorch's order of additions). None for an op without one."""
+    if op != "sum" and op != "mean":
+        return None
+
+    def every_element(a):
+        return _torch_order_total(op, a) if _sums_in_torch_order(a, None) else None
+
+    return every_element
 
 
 # PyTorch's CPU sum of a contiguous float32/float64 row, in its order of additions (SumKernel.cpp's

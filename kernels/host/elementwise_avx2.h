@@ -1,0 +1,28 @@
+// The host module's AVX2 loops (elementwise_avx2.cpp, the one file built with -mavx2 -mfma): called only
+// after ``cpu_has_avx2()`` said yes at run time, so that the module still loads and runs on a CPU without
+// AVX2, where the CPU backend keeps its NumPy path.
+#pragma once
+
+#include <cstddef>
+
+namespace adcuda::host {
+
+// Whether this build has the AVX2 loops and this CPU runs them (AVX2 and FMA).
+bool cpu_has_avx2();
+
+// gelu_tanh over n float32 values: GeluTanh of functors.cuh, eight lanes at a time. ``inner`` (may be null)
+// receives tanh's argument for each x, the value the backward below may read instead of computing it.
+void gelu_tanh_avx2(const float* x, float* y, float* inner, std::ptrdiff_t n);
+
+// g times gelu_tanh's derivative at x (GeluTanhBackward of functors.cuh); ``inner`` (may be null): what the
+// forward wrote there for these x.
+void gelu_tanh_backward_avx2(const float* x, const float* g, const float* inner, float* out, std::ptrdiff_t n);
+
+// gelu (exact) over n float32 values, in PyTorch's CPU order x (1 + erf(x / sqrt 2)) / 2, erf as the CPU
+// backend's NumPy formula.
+void gelu_avx2(const float* x, float* y, std::ptrdiff_t n);
+
+// g times gelu's derivative at x (GeluBackward of functors.cuh).
+void gelu_backward_avx2(const float* x, const float* g, float* out, std::ptrdiff_t n);
+
+}  // namespace adcuda::host
