@@ -58,11 +58,12 @@ class Generator:
 
     def next_offset(self, numel: int) -> tuple[int, int]:
         """Reserve counter blocks for a draw of ``numel`` values; return (seed, offset)."""
+        # each Philox block gives 4 x 64 bits; reserve generously so rejection sampling never
+        # overlaps the next draw (a positive int as it is: max and int cost a third of this call)
+        step = numel if numel.__class__ is int and numel > 0 else max(int(numel), 1)
         with self._lock:
             offset = self._offset
-            # each Philox block gives 4 x 64 bits; reserve generously so rejection sampling never
-            # overlaps the next draw
-            self._offset += max(int(numel), 1)
+            self._offset = offset + step
             seed = self._seed
         if _draw_observer is not None:
             _draw_observer(self, numel, seed, offset)

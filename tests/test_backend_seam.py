@@ -813,6 +813,50 @@ case(
     ),
     ok(F16, (4, 5)),
 )
+case(
+    "nll_loss",
+    "an ignored row; the mean over the counted rows, and their count",
+    lambda bk, A: bk.nll_loss(A(LOGITS), A(TARGET), None, -100, "mean"),
+    (ok(F32, (), -(LOGITS[0, 0] + LOGITS[1, 4] + LOGITS[2, 2]) / 3), ok(F32, (), 3.0)),
+)
+case(
+    "nll_loss",
+    "class weights, int32 targets, no reduction: an ignored row is 0",
+    lambda bk, A: bk.nll_loss(A(LOGITS), A(TARGET.astype(np.int32)), A(CLASS_WEIGHT), -100, "none")[0],
+    ok(
+        F32,
+        (4,),
+        [-CLASS_WEIGHT[0] * LOGITS[0, 0], -CLASS_WEIGHT[4] * LOGITS[1, 4], -CLASS_WEIGHT[2] * LOGITS[2, 2], 0],
+    ),
+)
+case(
+    "nll_loss",
+    "every row ignored: the mean is NaN",
+    lambda bk, A: bk.nll_loss(A(LOGITS[:1]), A(TARGET[3:]), None, -100, "mean"),
+    (ok(F32, (), np.nan), ok(F32, (), 0.0)),
+)
+case("nll_loss", "float targets", lambda bk, A: bk.nll_loss(A(LOGITS), A(LOGITS[:, 0]), None, -100, "sum"), DTypeError)
+case("nll_loss", "an unknown reduction", lambda bk, A: bk.nll_loss(A(LOGITS), A(TARGET), None, -100, "max"), ValueError)
+case(
+    "multi_margin_loss",
+    "p = 2, class weights, summed",
+    lambda bk, A: bk.multi_margin_loss(A(LOGITS[:3]), A(TARGET[:3].copy()), 2, 0.5, A(CLASS_WEIGHT), "sum"),
+    ok(F32, ()),
+)
+case(
+    "multi_margin_loss",
+    "a NaN hinge adds nothing",
+    lambda bk, A: bk.multi_margin_loss(
+        A(np.array([[0.0, np.nan, 0.5]], np.float32)), A(np.array([0])), 1, 1.0, None, "none"
+    ),
+    ok(F32, (1,), [0.5]),
+)
+case(
+    "multi_margin_loss",
+    "p = 3",
+    lambda bk, A: bk.multi_margin_loss(A(LOGITS[:3]), A(TARGET[:3].copy()), 3, 1.0, None, "mean"),
+    ValueError,
+)
 WEIGHT = np.linspace(0.5, 1.5, 4).astype(np.float32)
 case(
     "layer_norm",

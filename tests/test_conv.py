@@ -30,6 +30,9 @@ CONV2D = [
     ((1, 2, 6, 5), (2, 2, 4, 2), dict(padding="same", dilation=1)),  # asymmetric 'same' (even kernel)
     ((1, 2, 6, 5), (2, 2, 3, 3), dict(padding="valid")),
     ((2, 3, 4, 4), (5, 3, 1, 1), {}),
+    # one window, the whole input: a matrix product (stride irrelevant; groups split it)
+    ((3, 4, 4, 3), (6, 2, 4, 3), dict(stride=2, groups=2)),
+    ((2, 3, 2, 2), (4, 3, 2, 2), {}),
 ]
 CONV1D = [
     ((2, 3, 11), (4, 3, 3), dict(stride=2, padding=1)),
@@ -39,6 +42,7 @@ CONV_T2D = [
     ((2, 3, 4, 5), (3, 2, 3, 3), {}),
     ((1, 4, 3, 4), (4, 3, 3, 2), dict(stride=2, padding=1, output_padding=1, groups=2)),
     ((1, 2, 3, 3), (2, 2, 2, 3), dict(stride=(2, 3), dilation=(2, 1), output_padding=(1, 2))),
+    ((3, 4, 1, 1), (4, 3, 4, 4), {}),  # a DCGAN generator's first layer: 1x1 -> 4x4, one window
 ]
 
 
@@ -246,6 +250,7 @@ def test_conv2d_in_blocks_of_samples_matches_pytorch(
     monkeypatch.setattr(convolution, "_SHORT_ROWS", short_rows)
     monkeypatch.setattr(convolution, "_FEW_CHANNELS", few_channels)
     monkeypatch.setattr(convolution, "_ROWS_PER_TAP", rows_per_tap)
+    monkeypatch.setattr(convolution, "_ROWS_MIN_DEPTH", rows_per_tap)
     (x, tx), (w, tw) = _both(x_shape), _both(w_shape)
     _compare(F.conv2d(x, w, **kw), torch.nn.functional.conv2d(tx, tw, **kw), [(x, tx), (w, tw)])
     (x, tx), (w, tw) = _both(x_shape), _both((w_shape[1] * kw.get("groups", 1), *w_shape[1:]))
@@ -269,9 +274,51 @@ def test_native_gathers_reject_arrays_that_do_not_fit():
         native.cpu_im2col(x, np.zeros((27, 2, 9), np.float64), *window, 0)
     with pytest.raises(ValueError, match="cpu_col2im"):
         native.cpu_col2im(np.zeros((27, 2, 9), np.float32), np.zeros((2, 3, 5, 5), np.float32)[:, :, ::2], *window)
+    rows = np.zeros((1, 3, 4, 2, 20), np.float32)  # (G, kh, Og, m, span): 3 kernel rows of 20 columns
+    with pytest.raises(ValueError, match="cpu_add_row_shifts"):
+        native.cpu_add_row_shifts(rows, np.zeros((2, 4, 16), np.float32), 3)  # 2 * 3 + 16 > 20
+    with pytest.raises(ValueError, match="cpu_add_row_shifts"):
+        native.cpu_add_row_shifts(rows, np.zeros((2, 4, 8), np.float64), 3)
     cols = np.zeros((27, 2, 9), np.float32)
     native.cpu_im2col(x + 1, cols, *window, 0)
     assert cols.min() == 1  # no padding: every window inside the input
+
+
+# (input shape, kernel, output size, stride, padding, dilation): short rows, padding past the kernel,
+# dilation, a 1x1 output, a stride wider than the kernel
+TABLE_WINDOWS = [
+    ((3, 2, 8, 8), (4, 4), (4, 4), (2, 2), (1, 1), (1, 1)),
+    ((2, 3, 5, 7), (3, 2), (5, 6), (1, 1), (2, 1), (2, 1)),
+    ((2, 2, 4, 4), (4, 4), (1, 1), (1, 1), (0, 0), (1, 1)),
+    ((2, 2, 9, 10), (2, 3), (3, 3), (3, 4), (0, 1), (1, 2)),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("x_shape,kernel,out,stride,padding,dilation", TABLE_WINDOWS)
+def test_native_gathers_by_table_equal_the_row_loops(dtype, x_shape, kernel, out, stride, padding, dilation):
+    # the table of offsets (short rows) and the row loops copy and add the same values in the same order
+    from adcuda.backends.cpu import convolution
+
+    native = convolution._NATIVE
+    if native is None:
+        pytest.skip("the native module is not built")
+    n, c = x_shape[:2]
+    x = RNG.standard_normal(x_shape).astype(dtype)
+    window = (kernel, out, stride, padding, dilation)
+    k, length = c * kernel[0] * kernel[1], out[0] * out[1]
+    by_rows, by_table = (np.full((k, n - 1, length), np.nan, dtype) for _ in range(2))
+    native.cpu_im2col(x, by_rows, *window, 1, False)
+    native.cpu_im2col(x, by_table, *window, 1, True)
+    assert not np.isnan(by_rows).any()
+    np.testing.assert_array_equal(by_table, by_rows)
+    # col2im of columns of any strides (here (N, K, L) transposed), added to what dx holds
+    cols = RNG.standard_normal((n, k, length)).astype(dtype).transpose(1, 0, 2)
+    dx_rows, dx_table = x.copy(), x.copy()
+    native.cpu_col2im(cols, dx_rows, *window, False)
+    native.cpu_col2im(cols, dx_table, *window, True)
+    np.testing.assert_array_equal(dx_table, dx_rows)
+    assert not np.array_equal(dx_rows, x)
 
 
 @needs_torch

@@ -17,6 +17,7 @@ from adcuda.backends.cpu import _heap
 from adcuda.backends.cpu import optim as cpu_optim
 
 cpu_sort = importlib.import_module("adcuda.backends.cpu.sort")  # the module (the package re-exports its sort)
+cpu_index = importlib.import_module("adcuda.backends.cpu.index")  # (the package re-exports its index)
 
 SPECIAL = [0.0, -0.0, 1e-30, -1e-30, 1e-4, -1e-4, 0.5, 3.99, 4.0, 4.01, 1e30, -1e30, np.inf, -np.inf]
 
@@ -290,6 +291,69 @@ def test_native_running_extreme_equals_the_numpy_path_bit_for_bit(monkeypatch, d
         assert values.dtype == ref_values.dtype and values.tobytes() == ref_values.tobytes()
         assert indices.dtype == np.int64 and np.array_equal(indices, ref_indices)
     assert runs[True][0][1].max() > 0  # the indices moved along the rows
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.int32])
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_native_gather_and_scatter_equal_the_numpy_path_bit_for_bit(monkeypatch, dtype, axis):
+    """kernels/host/index.cpp's loops over the index against the NumPy path (run with them hidden):
+    duplicate positions (added, multiplied, compared in index order), NaN and signed zeros, a strided
+    input and index, a src larger than the index, an empty index; a negative index value still counts
+    from the end (NumPy's way) and one past the size still raises IndexError."""
+    assert cpu_index._native_scatter is not None, "the host module was built without host_scatter_along"
+    rng = np.random.default_rng(3)
+    a = rng.integers(-3, 4, (4, 5, 6)).astype(dtype)
+    src = rng.integers(-3, 4, (5, 6, 7)).astype(dtype)
+    if np.dtype(dtype).kind == "f":
+        for x in (a, src):
+            x[rng.random(x.shape) < 0.1] = np.nan
+            x[rng.random(x.shape) < 0.2] = -0.0
+    size = a.shape[axis]
+    shapes = [(3, 4, 5), (4, 5, 6), (1, 1, 2), (0, 2, 3)]
+    indices = [
+        rng.integers(0, size, tuple(min(n, m) if d != axis else n for d, (n, m) in enumerate(zip(s, a.shape))))
+        for s in shapes
+    ]
+    indices.append(rng.integers(0, size, (8, 10, 12))[::2, ::2, ::2])  # strided
+    strided_a = np.ascontiguousarray(a[:, ::-1])[:, ::-1]  # negative strides
+
+    def run():
+        out = []
+        for idx in indices:
+            part = src[tuple(slice(0, n) for n in idx.shape)]
+            out.append(cpu.gather(strided_a, axis, idx))
+            out.append(cpu.scatter_add(a, axis, idx, src))
+            for reduce in ("prod", "amax", "amin"):
+                out.append(cpu.scatter_reduce(a, axis, idx, part, reduce, True))
+        negative = -np.ones((1, 1, 1), np.int64)
+        out.append(cpu.gather(a, axis, negative))
+        out.append(cpu.scatter_add(a, axis, negative, src))
+        with pytest.raises(IndexError):
+            cpu.gather(a, axis, np.full((1, 1, 1), size))
+        with pytest.raises(IndexError):
+            cpu.scatter_add(a, axis, np.full((1, 1, 1), size), src)
+        return out
+
+    assert all(cpu_index._native_fits(a, idx) for idx in indices)  # (the loops ran, not the fallback)
+    native = run()
+    monkeypatch.setattr(cpu_index, "_native_scatter", None)
+    reference = run()
+    for x, y in zip(native, reference, strict=True):
+        assert x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
+
+
+def test_native_index_range_check_equals_numpy():
+    """kernels/host/index.cpp's range check of an index (the ops' check before a gather, scatter or
+    index_* write) against NumPy's reading of the same values: negative values, the bounds, int32 and a
+    strided vector."""
+    check = importlib.import_module("adcuda._C").host_all_below
+    rng = np.random.default_rng(4)
+    for dtype in (np.int64, np.int32):
+        cases = [rng.integers(-2, 9, (4, 5)), np.array([0, 7]), np.array([-1]), np.array([8]), np.array(3)]
+        indices = [values.astype(dtype) for values in cases] + [np.arange(16, dtype=dtype)[::3]]
+        for index in indices:
+            for n in (1, 8, 16):
+                assert check(index, n) == bool(((index >= 0) & (index < n)).all())
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.int32])

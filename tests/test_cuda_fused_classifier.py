@@ -102,3 +102,30 @@ def test_class_weights_that_require_grad_get_their_gradient():
         F.cross_entropy(x, adcuda.tensor(target_host, device=device), weight=weight, label_smoothing=0.1).backward()
         grads.append(weight.grad.cpu().numpy())
     np.testing.assert_allclose(grads[0], grads[1], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_nll_and_multi_margin_losses_match_the_cpu(reduction, weighted):
+    # the class losses' one primitive each (the reduction inside): the CUDA backend composes its kernels
+    rng = np.random.default_rng(4)
+    scores = rng.standard_normal((6, 5)).astype(np.float32)
+    scores[3, 2] = np.nan  # a NaN hinge adds nothing to multi_margin_loss; nll_loss's row 3 is ignored
+    target = rng.integers(0, 5, 6)
+    target[3] = -100
+    weight = rng.random(5).astype(np.float32) if weighted else None
+    cases = [
+        lambda m, x, t, w: F.nll_loss(x, t, weight=w, reduction=reduction),
+        lambda m, x, t, w: F.multi_margin_loss(x, m.where(t < 0, 0, t), p=2, margin=0.5, weight=w, reduction=reduction),
+    ]
+    for case in cases:
+        results = []
+        for device in ("cpu", "cuda"):
+            x = adcuda.tensor(scores, device=device).requires_grad_()
+            t = adcuda.tensor(target, device=device)
+            w = None if weight is None else adcuda.tensor(weight, device=device)
+            loss = case(adcuda, x, t, w)
+            (loss.sum() if loss.ndim else loss).backward()
+            results.append((loss.detach().cpu().numpy(), x.grad.cpu().numpy()))
+        for got, want in zip(results[1], results[0]):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

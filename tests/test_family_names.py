@@ -65,17 +65,17 @@ BORROWS = {
     ("gemm", "reduce"): "linear's bias gradient is a sum over rows",
     ("gemm", "layout"): "vander joins its columns with cat",
     ("gemm", "sort"): "vander's powers are a running product of its columns",
-    ("pooling", "index"): "max_pool2d_select gathers the values at the pooled indices",
+    ("pooling", "index"): "max_pool2d_select gathers the values at the pooled indices; max_unpool writes them back",
     ("random", "reduce"): "multinomial checks and counts its rows' weights; bernoulli checks its probabilities' range",
     ("random", "sort"): "randperm orders random keys; multinomial draws by its weights' running sum or top keys",
     ("resample", "layout"): "affine_grid builds its constant base grid with view, expand and cat",
+    ("resample", "gemm"): "affine_grid's grid is the base grid's product with theta",
     ("recurrent", "gemm"): "the GRU layer's hidden-state products and weight gradient",
     ("recurrent", "reduce"): "the GRU layer's bias gradient is a sum over time and batch",
     ("reduce", "gemm"): "cov (and corrcoef) without a gradient multiply the centred observations directly",
     ("reduce", "index"): "histc picks its in-range samples",
     ("reduce", "sort"): "cumsum and cumprod are the sort family's scans; bincount and histc count with its bincount",
-    ("softmax_loss", "index"): "the losses gather the target class's log-probability",
-    ("softmax_loss", "reduce"): "multi_margin_loss sums each row's margins; the mean counts the targets",
+    ("softmax_loss", "reduce"): "the losses' sums and means; cross_entropy's mean counts the targets",
     ("sort", "index"): "mode and nanmedian gather from the sort; unique and unique_consecutive pick the run starts",
     ("sort", "layout"): "mode and unique_consecutive start the first run with cat",
     ("sort", "reduce"): "nanmedian counts each slice's numbers; unique_consecutive marks the slices that differ",
@@ -107,10 +107,14 @@ def _public_modules(folder: pathlib.Path) -> set[str]:
 
 
 def _all_names(path: pathlib.Path) -> set[str]:
+    names: set[str] = set()  # from ``__all__ = [...]`` and any ``__all__ += [...]`` after it
     for node in ast.parse(path.read_text()).body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
-            return {ast.literal_eval(e) for e in node.value.elts}  # type: ignore[attr-defined]
-    return set()
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AugAssign) else []
+        )
+        if any(getattr(t, "id", None) == "__all__" for t in targets):
+            names |= {ast.literal_eval(e) for e in node.value.elts}  # type: ignore[attr-defined]
+    return names
 
 
 def families() -> set[str]:

@@ -115,3 +115,32 @@ def test_layer_norm_host_takes_numpy_for_strided_or_mixed_arrays(monkeypatch):
     cpu_norm.layer_norm(x, np.ones(96, np.float64), None, 1, 1e-5)  # a float64 weight
     y, mean, rstd = cpu_norm.layer_norm(x[:0], None, None, 1, 1e-5)  # no rows
     assert len(calls) == 1 and y.shape == (0, 96) and mean.shape == rstd.shape == (0, 1)
+
+
+def _batch_norm_both(monkeypatch, fn, *args):
+    """``fn(*args)`` on the host module's batch norm (kernels/host/norm.cpp), then on NumPy's."""
+    assert cpu_norm._NATIVE_BATCH_NORM is not None, "the host module was built without its batch norm"
+    native = fn(*args)
+    with monkeypatch.context() as m:
+        m.setattr(cpu_norm, "_NATIVE_BATCH_NORM", None)
+        reference = fn(*args)
+    return native, reference
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("affine", [False, True])
+@pytest.mark.parametrize("shape", [(4, 3, 5, 6), (9, 4), (2, 3, 13), (3, 2, 2, 4)])
+def test_batch_norm_forward_and_backward_match_numpy(monkeypatch, dtype, affine, shape):
+    # planes longer and shorter than the native sums' 8 lanes, and a whole multiple of them
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(shape).astype(dtype) * 3 + 1
+    x[:, 0] = 2.0  # channel 0 constant: variance 0, rstd 1 / sqrt(eps)
+    weight = rng.standard_normal(shape[1]).astype(dtype) if affine else None
+    bias = rng.standard_normal(shape[1]).astype(dtype) if affine else None
+    forward = _batch_norm_both(monkeypatch, cpu_norm.batch_norm, x, weight, bias, 1e-5)
+    _assert_close(*forward, dtype)
+    y, mean, rstd = forward[1]
+    g = rng.standard_normal(shape).astype(dtype)
+    native, reference = _batch_norm_both(monkeypatch, cpu_norm.batch_norm_backward, g, x, weight, mean, rstd)
+    assert (native[1] is None) == (reference[1] is None) == (weight is None)
+    _assert_close([a for a in native if a is not None], [a for a in reference if a is not None], dtype)

@@ -60,3 +60,57 @@ def test_classifier_loss_matches_numpy(monkeypatch, dtype, label_smoothing, weig
 def test_classifier_loss_names_a_target_out_of_range():
     with pytest.raises(IndexOutOfRangeError, match="target 5 is out of bounds for 3 classes"):
         cpu_softmax_loss.classifier_loss(np.zeros((2, 3), np.float32), np.array([0, 5]), None, -100, 0.0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_nll_loss_matches_numpy(monkeypatch, dtype, reduction, weighted):
+    rng = np.random.default_rng(2)
+    logp = rng.standard_normal((6, 5)).astype(dtype)
+    logp[1, 0] = -np.inf  # an ignored row's infinite log-probability is no NaN
+    target = rng.integers(0, 5, 6)
+    target[1] = -1
+    weight = rng.random(5).astype(dtype) if weighted else None
+    native, reference = _both(monkeypatch, cpu_softmax_loss.nll_loss, logp, target, weight, -1, reduction)
+    for got, want in zip(native, reference):
+        _close(got, want, dtype)
+    counted = np.delete(np.arange(6), 1)
+    w = np.ones(5) if weight is None else weight
+    np.testing.assert_allclose(native[1], w[target[counted]].sum(), rtol=1e-6)  # the total weight
+
+
+def test_nll_loss_of_only_ignored_rows_is_nan_on_both_paths(monkeypatch):
+    for got in _both(
+        monkeypatch, cpu_softmax_loss.nll_loss, np.zeros((2, 3), np.float32), np.array([-100, -100]), None, -100, "mean"
+    ):
+        assert np.isnan(got[0]) and got[1] == 0.0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("p, weighted", [(1, False), (2, True)])
+def test_multi_margin_loss_matches_numpy(monkeypatch, dtype, reduction, p, weighted):
+    rng = np.random.default_rng(3)
+    scores = rng.standard_normal((5, 4)).astype(dtype)
+    scores[2, 1] = np.nan  # a NaN hinge adds nothing (PyTorch's), on both paths
+    target = rng.integers(0, 4, 5)
+    target[2] = 0
+    weight = rng.random(4).astype(dtype) if weighted else None
+    native, reference = _both(
+        monkeypatch, cpu_softmax_loss.multi_margin_loss, scores, target, p, 0.7, weight, reduction
+    )
+    _close(native, reference, dtype)
+    assert not np.isnan(native).any()
+
+
+@pytest.mark.parametrize(
+    "fn, args",
+    [
+        (cpu_softmax_loss.nll_loss, (np.array([0, 3]), None, -100, "mean")),
+        (cpu_softmax_loss.multi_margin_loss, (np.array([-1, 0]), 1, 1.0, None, "sum")),
+    ],
+)
+def test_the_class_losses_name_a_target_out_of_range(fn, args):
+    with pytest.raises(IndexOutOfRangeError, match=r"target (3|-1) is out of bounds for 3 classes"):
+        fn(np.zeros((2, 3), np.float32), *args)

@@ -91,6 +91,8 @@ PRIMITIVES = (
     "softmax_backward",
     "classifier_loss",
     "classifier_loss_backward",
+    "nll_loss",
+    "multi_margin_loss",
     "layer_norm",
     "layer_norm_backward",
     "add_layer_norm",

@@ -17,7 +17,7 @@ from .common import broadcast_shapes, check_float, check_same_device, check_tens
 from .elementwise import where
 from .factories import ones
 from .random import dropout
-from .registry import ReplayKeep, lowering, op
+from .registry import ReplayKeep, get, lowering, op
 from .softmax_loss import softmax
 
 if TYPE_CHECKING:
@@ -80,7 +80,10 @@ def scaled_dot_product_attention(
     # dropout is drawn inside the primitive from the generator's next draw over the probabilities,
     # and drawn again from the same (seed, offset) by the backward
     seed, offset = default_generator.next_offset(math.prod(scores_shape)) if dropout_p > 0.0 else (0, 0)
-    return attention_fused(query, key, value, attn_mask, is_causal, scale, dropout_p, seed, offset)
+    args = (query, key, value, attn_mask, is_causal, scale, dropout_p, seed, offset)
+    if needs_grad(query, key, value):
+        return attention_fused(*args)
+    return _attention_fused(*args)[0]  # nothing to record: the forward alone, not the entry
 
 
 def _repeat_kv_heads(op, query, kv):
@@ -210,6 +213,9 @@ def attention_fused(
         offset,
     )
     return wrap(out, query._device), wrap(lse, query._device)
+
+
+_attention_fused = get("attention_fused").forward
 
 
 def _attention_replay_pair(same, shape_of, forward, backward):

@@ -78,8 +78,9 @@ def working_copy_cast(input: Tensor, copy: Tensor) -> Tensor:
 def to_device_and_dtype(t, device=None, dtype=None, copy=False, name="to", non_blocking=False):
     """What ``Tensor.to``, ``cuda()``, ``cpu()``, ``float()``, ... share."""
     device = t._device if device is None or device is t._device else as_device(device, name)
-    dtype = t.dtype if dtype is None else dt.as_dtype(dtype, name)
-    if (device is t._device or device == t._device) and dtype is t.dtype and not copy:
+    current = t.dtype  # (a property that maps the array's dtype: read once)
+    dtype = current if dtype is None else dt.as_dtype(dtype, name)
+    if (device is t._device or device == t._device) and dtype is current and not copy:
         return t
     return to_copy(t, device, dtype, non_blocking, name)
 
@@ -217,12 +218,17 @@ def is_pinned(input: Tensor, device: Device | str | None = None) -> bool:
 def _is_pinned_array(array):
     """Whether a host array's memory is page-locked (adcuda's pinned pool, or any other library's pinned
     memory); False where this process has not initialised CUDA (nothing can be pinned then)."""
-    C = _native._C
-    # (a build without CUDA first: nothing to ask the runtime)
-    if array.size == 0 or not hasattr(C, "PinnedMemory") or not is_initialized():
+    # (a build without CUDA first, known at import: nothing to ask the runtime)
+    if not _PINNING or array.size == 0 or not is_initialized():
         return False
+    C = _native._C
     address = array.__array_interface__["data"][0]
     return C.is_pool_pinned(address) or C.is_page_locked(address)
+
+
+# whether this build can pin memory: asking the module for a name it lacks raises and catches an
+# AttributeError, most of is_pinned's own cost on every call
+_PINNING = hasattr(_native._C, "PinnedMemory")
 
 
 # ------------------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from ..backends import backend_for
 from ..device import CPU, as_device
 from ..errors import DeviceError, DTypeError, InvalidArgumentError, ShapeError
 from ..tensor import Size, Tensor, primitives_on
-from .common import laid_out, on_device, preserved_order, scalar_into
+from .common import laid_out, on_device, preserved_order, scalar_into, wrap
 from .registry import lowering, op
 
 if TYPE_CHECKING:
@@ -29,12 +29,15 @@ if TYPE_CHECKING:
 def shape_arg(name, size):
     """``size`` as given to a factory (ints, or one tuple/list/Size; ``size=(3, 4)`` by keyword arrives
     as the latter) as a tuple of ints."""
-    if size.__class__ is tuple:  # the common case first: sizes as plain non-negative ints, nothing to convert
-        for s in size:
+    if size.__class__ is tuple:
+        # the common cases first: sizes as plain non-negative ints, as they are or in one tuple, list or
+        # Size (the numbers ABC's isinstance below costs a quarter of a small factory's call)
+        flat = tuple(size[0]) if len(size) == 1 and size[0].__class__ in _SHAPE_SEQUENCES else size
+        for s in flat:
             if s.__class__ is not int or s < 0:
                 break
         else:
-            return size
+            return flat
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
     elif len(size) == 1 and hasattr(size[0], "__iter__") and not isinstance(size[0], (str, bytes)):
@@ -51,22 +54,23 @@ def shape_arg(name, size):
     return tuple(shape)
 
 
+_SHAPE_SEQUENCES = (tuple, list, Size)
+
+
 def new_tensor(name, data_fn, shape, dtype, device, requires_grad):
     """A tensor of ``shape`` made by ``data_fn(backend, dtype)`` on ``device``."""
-    dev = device if device is CPU else as_device(device, name)
-    dtype = dtype if dtype.__class__ is dt.dtype else dt.as_dtype(dtype, name) or dt.default_float
+    dev = CPU if device is None or device is CPU else as_device(device, name)
+    if dtype.__class__ is not dt.dtype:
+        dtype = dt.as_dtype(dtype, name) or dt.default_float
     cpu = dev is CPU
     if not cpu:
         backend_for(dev, name)  # a clear error naming the op where the device cannot compute
     bk = primitives_on(dev)  # as the dispatch hooks see it: the profiler counts, graph capture records
-    n = 1
+    n = dtype.itemsize
     for s in shape:
         n *= s
-    if n * dtype.itemsize > 1 << 46:
-        raise MemoryError(
-            f"{name}: cannot allocate a tensor of shape {shape} and dtype {dtype} "
-            f"({n * dtype.itemsize / 2**30:.1f} GiB)"
-        )
+    if n > 1 << 46:
+        raise MemoryError(f"{name}: cannot allocate a tensor of shape {shape} and dtype {dtype} ({n / 2**30:.1f} GiB)")
     try:
         if cpu:  # no current device to set (on_device's enter and exit: a third of a small factory's call)
             data = data_fn(bk, dtype)
@@ -76,9 +80,9 @@ def new_tensor(name, data_fn, shape, dtype, device, requires_grad):
     except MemoryError:
         raise MemoryError(
             f"{name}: out of memory allocating a tensor of shape {shape} and dtype {dtype} "
-            f"({n * dtype.itemsize / 2**30:.2f} GiB) on {dev}"
+            f"({n / 2**30:.2f} GiB) on {dev}"
         ) from None
-    t = Tensor._make(data, dev)
+    t = wrap(data, dev)
     if requires_grad:
         require_grad(name, t)
     return t
@@ -546,7 +550,7 @@ def legacy_construct(name, dtype, args, device=None):
     dtype is returned as it is, as in PyTorch); no argument makes an empty 1-d tensor."""
     if not args:
         return _empty(name, (0,), dtype, device, False)
-    if all(a.__class__ is int or (isinstance(a, numbers.Integral) and not isinstance(a, bool)) for a in args):
+    if _all_ints(args):
         return _empty(name, shape_arg(name, args), dtype, device, False)
     if len(args) == 1:
         data = args[0]
@@ -564,6 +568,14 @@ def legacy_construct(name, dtype, args, device=None):
     raise DTypeError(
         f"{name}: expected sizes (ints) or one sequence of data, got ({', '.join(type(a).__name__ for a in args)})"
     )
+
+
+def _all_ints(args):
+    """Whether every one of ``args`` is an integer (not a bool): sizes, for the legacy constructors."""
+    for a in args:  # (a loop: all() over a generator costs a third of a small Tensor.new)
+        if a.__class__ is not int and (not isinstance(a, numbers.Integral) or isinstance(a, bool)):
+            return False
+    return True
 
 
 @op("new", doc="PyTorch's legacy self.new(sizes or data): a tensor of self's dtype and device.", function=False)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Literal, overload
 import numpy as np
 
 from .. import dtypes as dt
+from .._native import _C
 from ..autograd.graph import needs_grad
 from ..device import CPU
 from ..errors import (
@@ -490,6 +491,10 @@ def _bounds(index):
 
 
 _UNSIGNED: dict[Any, Any] = {}  # an integer host dtype -> the unsigned one of its size
+# kernels/host/index.cpp's one pass over an int64/int32 index (None in a pure-source checkout): a third of
+# the NumPy reduction's cost below on the few indices of a small call
+_native_all_below = getattr(_C, "host_all_below", None)
+_NATIVE_INDEX = frozenset((np.dtype(np.int64), np.dtype(np.int32)))
 
 
 def _all_below(index, n):
@@ -499,6 +504,8 @@ def _all_below(index, n):
     if index._device is not CPU:
         return False
     host = primitives(index).to_numpy(index._data)
+    if _native_all_below is not None and host.dtype in _NATIVE_INDEX and (host.ndim == 1 or host.flags.c_contiguous):
+        return _native_all_below(host, n)
     unsigned = _UNSIGNED.get(host.dtype)
     if unsigned is None:
         unsigned = _UNSIGNED[host.dtype] = np.dtype(f"u{host.dtype.itemsize}")
@@ -544,7 +551,8 @@ def _gather_grad(grad, input_shape, dim, index):
 )
 def gather(input: Tensor, dim: int, index: Tensor) -> Tensor:
     d = _check_index_tensor("gather", input, dim, index)
-    for i, (a, b) in enumerate(zip(index._data.shape, input._data.shape)):
+    index_shape, input_shape = index._data.shape, input._data.shape
+    for i, (a, b) in enumerate(zip(index_shape, input_shape) if index_shape != input_shape else ()):
         if i != d and a > b:
             raise ShapeError(
                 f"gather: index {fmt_shape(index.shape)} is larger than input {fmt_shape(input.shape)} in dimension {i}"
@@ -573,8 +581,8 @@ def scatter_add(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     d = _check_index_tensor("scatter_add", input, dim, index)
     if not isinstance(src, Tensor):
         raise DTypeError("scatter_add: src must be a Tensor")
-    src_shape, input_shape = src._data.shape, input._data.shape
-    for i, a in enumerate(index._data.shape):
+    src_shape, input_shape, index_shape = src._data.shape, input._data.shape, index._data.shape
+    for i, a in enumerate(index_shape if index_shape != src_shape or index_shape != input_shape else ()):
         if a > src_shape[i] or (i != d and a > input_shape[i]):
             raise ShapeError(
                 f"scatter_add: index {fmt_shape(index.shape)} is larger than src "
@@ -707,7 +715,9 @@ def _scatter_key(index, d):
     """The backend key that addresses out[index[i][j]][j] (for d = 0): index's array along d, each
     other dim its own position (an arange that broadcasts along it; kept, read-only)."""
     shape = index._data.shape
-    grids = _SCATTER_GRIDS.get((shape, d, index._device))
+    # (the CPU's grids keyed without the device: a device's hash is a Python call, a third of the lookup)
+    key = (shape, d) if index._device is CPU else (shape, d, index._device)
+    grids = _SCATTER_GRIDS.get(key)
     if grids is None:
         bk = primitives(index)  # integer arrays with no history: made over the primitives, not dispatched
         ndim = len(shape)
@@ -716,7 +726,7 @@ def _scatter_key(index, d):
             for k, n in enumerate(shape)
         )
         if len(_SCATTER_GRIDS) < _SCATTER_GRIDS_KEPT:
-            _SCATTER_GRIDS[shape, d, index._device] = grids
+            _SCATTER_GRIDS[key] = grids
     return tuple(index._data if k == d else grid for k, grid in enumerate(grids))
 
 
@@ -737,8 +747,8 @@ def _src_part(name: str, src: object, index: Tensor, input: Tensor) -> Tensor:
 
 def _check_scatter_index(name, input, dim, index):
     d = _check_index_tensor(name, input, dim, index)
-    input_shape = input._data.shape
-    for i, a in enumerate(index._data.shape):
+    input_shape, index_shape = input._data.shape, index._data.shape
+    for i, a in enumerate(index_shape if index_shape != input_shape else ()):
         if i != d and a > input_shape[i]:
             raise ShapeError(
                 f"{name}: index {fmt_shape(index.shape)} is larger than input {fmt_shape(input.shape)} in dimension {i}"
@@ -784,6 +794,18 @@ def scatter(
         return scatter_reduce(input, d, index, source, "sum" if reduce == "add" else "prod")
     if index.numel() == 0:
         return input.clone()
+    if (
+        src.__class__ is Tensor
+        and src._data.shape == index._data.shape
+        and src._data.dtype is input._data.dtype
+        and not needs_grad(input, src)
+    ):
+        # src as it is (index's shape, input's dtype) with no graph to record: the write on the backend's
+        # arrays, index_put_key's forward without its conversions (the index is checked in range above)
+        bk = primitives(input)
+        data = bk.astype(input._data, input.dtype)
+        bk.index_put_(data, _scatter_key(index, d), src._data, False)
+        return wrap(data, input._device)
     # the value written as it is, broadcast by the write (a scalar fills each indexed position)
     values = value if value is not None else _src_part(name, src, index, input)
     return _unrecorded(index_put_key, input, values)(input, _scatter_key(index, d), values, False, None, name)
@@ -991,6 +1013,13 @@ def _put_along(name, input, d, index, source, accumulate):
     if input.ndim == 0:
         return index_put_key(input.reshape(1), (index._data,), source.reshape(1), accumulate, None, name).reshape(())
     key = (index._data,) if d == 0 else (slice(None),) * d + (index._data,)
+    if source._data.dtype is input._data.dtype and not needs_grad(input, source):
+        # no graph, nothing to convert (the caller checked the shapes and the index's range): the write
+        # on the backend's arrays, index_put_key's forward without its conversions
+        bk = primitives(input)
+        data = bk.astype(input._data, input.dtype)
+        bk.index_put_(data, key, source._data, accumulate)
+        return wrap(data, input._device)
     return _unrecorded(index_put_key, input, source)(input, key, source, accumulate, None, name)
 
 
@@ -1024,7 +1053,7 @@ def index_fill(input: Tensor, dim: int, index: Tensor, value: Tensor | Number) -
     bk = primitives(input)
     if input.ndim == 0:
         return masked_fill(input, wrap(bk.full((), index.numel() > 0, dt.bool_), input._device), value)
-    n = input.shape[d]
+    n = input._data.shape[d]
     if index.numel():
         _check_wrapping_range("index_fill", index, n, lambda: f"dim {d} of size {n} (input {fmt_shape(input.shape)})")
     if not isinstance(value, Tensor) and not needs_grad(input):  # the write itself, on the backend's arrays
@@ -1093,11 +1122,22 @@ def _diagonal_data(bk, data, offset, d1, d2):
     (columns + 1)-th element from the diagonal's first; else the same layout made by as_strided.
     diagonal's forward, and where diagonal_scatter and diag_embed write."""
     ndim = data.ndim
-    if (d1, d2) != (ndim - 2, ndim - 1):
+    if ndim == 2 and d1 == 0 and offset == 0:
+        # a matrix's main diagonal (trace, diagonal's defaults), the general steps below in a few
+        rows, cols = data.shape
+        flat = bk.view(data, (rows * cols,))
+        if flat is not None:
+            n = rows if rows < cols else cols
+            return bk.slice(flat, (slice(0, (n - 1) * (cols + 1) + 1 if n else 0, cols + 1),))
+    if d2 != ndim - 1 or d1 != ndim - 2:
         data = bk.permute(data, tuple(i for i in range(ndim) if i != d1 and i != d2) + (d1, d2))
     shape = data.shape
     lead, rows, cols = tuple(shape[:-2]), shape[-2], shape[-1]
-    start_row, start_col, n = _diagonal_extent(rows, cols, offset)
+    # the diagonal's first row and column and its length
+    start_row, start_col = (0, offset) if offset >= 0 else (-offset, 0)
+    n = min(rows - start_row, cols - start_col)
+    if n < 0:
+        n = 0
     flat = bk.view(data, lead + (rows * cols,))
     if flat is not None:
         start = start_row * cols + start_col
@@ -1122,13 +1162,12 @@ def _diagonal_grad(grad, input_shape, offset, dim1, dim2):
     grads={"input": _diagonal_grad},
 )
 def diagonal(input: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
-    offset, d1, d2 = _diagonal_dims("diagonal", input._data.ndim, offset, dim1, dim2)
-    return wrap(_diagonal_data(primitives(input), input._data, offset, d1, d2), input._device)
-
-
-def _diagonal_extent(rows, cols, offset):
-    start_row, start_col = max(-offset, 0), max(offset, 0)
-    return start_row, start_col, max(min(rows - start_row, cols - start_col), 0)
+    data = input._data
+    # the default dims (ints, not bools, which wrap_dim refuses): nothing to wrap or check
+    if dim1 == 0 and dim2 == 1 and dim1.__class__ is dim2.__class__ is offset.__class__ is int and data.ndim >= 2:
+        return wrap(_diagonal_data(primitives(input), data, offset, 0, 1), input._device)
+    offset, d1, d2 = _diagonal_dims("diagonal", data.ndim, offset, dim1, dim2)
+    return wrap(_diagonal_data(primitives(input), data, offset, d1, d2), input._device)
 
 
 @op(
@@ -1212,8 +1251,11 @@ def diag_embed(input: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -
         offset = operator.index(offset)
     # zeros with the planes' two dims at dim1 and dim2, input written on their diagonal in one copy
     size = in_shape[-1] + abs(offset)
-    lead = iter(in_shape[:-1])
-    shape = tuple(size if i == d1 or i == d2 else next(lead) for i in range(out_ndim))
+    if d1 == out_ndim - 2 and d2 == out_ndim - 1:  # the default dims: the planes last
+        shape = tuple(in_shape[:-1]) + (size, size)
+    else:
+        lead = iter(in_shape[:-1])
+        shape = tuple(size if i == d1 or i == d2 else next(lead) for i in range(out_ndim))
     bk = primitives(input)
     data = bk.full(shape, 0, input.dtype)
     bk.copy_(_diagonal_data(bk, data, offset, d1, d2), input._data)
@@ -1252,10 +1294,11 @@ def diagflat(input: Tensor, offset: int = 0) -> Tensor:
 def trace(input: Tensor) -> Tensor:
     # one sum primitive over the diagonal's view (it was diagonal's and sum's dispatches); integers
     # sum as int64, as sum's do
-    if input.ndim != 2:
+    data = input._data
+    if data.ndim != 2:
         raise ShapeError(f"trace: expected a matrix, got shape {fmt_shape(input.shape)}")
     bk = primitives(input)
-    return wrap(bk.reduce("sum", _diagonal_data(bk, input._data, 0, 0, 1), None, False), input._device)
+    return wrap(bk.reduce("sum", _diagonal_data(bk, data, 0, 0, 1), None, False), input._device)
 
 
 def _sliding_blocks(
@@ -1361,26 +1404,27 @@ def _unfold_grad(grad, input_shape, dimension, size, step):
     functional=_im2col,
 )
 def unfold(input: Tensor, dimension: int, size: int, step: int) -> Tensor:
-    d = wrap_dim(dimension, max(input.ndim, 1), "unfold")
-    length = input.shape[d] if input.ndim else 1
+    data = input._data  # (its shape: Tensor.shape makes a Size each read)
+    ndim = data.ndim
+    d = wrap_dim(dimension, ndim if ndim else 1, "unfold")
+    length = data.shape[d] if ndim else 1
     if size < 0 or size > length or step <= 0:
         raise ShapeError(
             f"unfold: size {size} must be in [0, {length}] (dim {d} of input {fmt_shape(input.shape)}) "
             f"and step {step} positive"
         )
     bk = primitives(input)
-    if input.ndim == 0:
-        return wrap(bk.view(input._data, (1,)), input._device)
+    if ndim == 0:
+        return wrap(bk.view(data, (1,)), input._device)
     # as PyTorch, a strided view of input's memory: window i of dim d starts i * step elements on
     count = (length - size) // step + 1
     if step == size:
         # windows side by side: the windows' part of dim d split in two and the window dim moved last,
         # the same view without as_strided's check of its reach (most of a small unfold's cost)
-        data = input._data
         part = bk.slice(data, (slice(None),) * d + (slice(0, count * size),))
         windows = bk.view(part, data.shape[:d] + (count, size) + data.shape[d + 1 :])
         if windows is not None:
-            order = tuple(range(d + 1)) + tuple(range(d + 2, data.ndim + 1)) + (d + 1,)
+            order = tuple(range(d + 1)) + tuple(range(d + 2, ndim + 1)) + (d + 1,)
             return wrap(bk.permute(windows, order), input._device)
     shape, strides = list(input.shape), list(input.stride())
     shape[d], strides[d] = count, strides[d] * step

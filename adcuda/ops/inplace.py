@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..autograd.graph import needs_grad
+from ..autograd.grad_mode import state as grad_state
+from ..autograd.graph import needs_grad, requires_grad
 from ..errors import DTypeError, ShapeError, fmt_shape
 from ..tensor import Tensor
 from .common import filled, scalar_into
@@ -22,15 +23,17 @@ if TYPE_CHECKING:
 def _fill(self, value, name, checked=False):
     """``checked``: value is a number every dtype takes as it is (zero_'s 0)."""
     check_inplace_allowed(self, name)
-    if isinstance(value, Tensor):
-        if value.ndim:
-            raise ShapeError(f"{name}: only supports a 0-dimensional value tensor, got shape {fmt_shape(value.shape)}")
-        if needs_grad(value):
-            return commit_inplace(self, value.to(dtype=self.dtype).expand(tuple(self.shape)), name)
-        value = value.item()
     if not checked:
+        if isinstance(value, Tensor):
+            if value.ndim:
+                raise ShapeError(
+                    f"{name}: only supports a 0-dimensional value tensor, got shape {fmt_shape(value.shape)}"
+                )
+            if needs_grad(value):
+                return commit_inplace(self, value.to(dtype=self.dtype).expand(tuple(self.shape)), name)
+            value = value.item()
         value = scalar_into(name, value, self.dtype)
-    if needs_grad(self):
+    if requires_grad(self) and grad_state.enabled:  # (needs_grad, the tensor asked first: the cheaper test)
         return commit_inplace(self, filled(self.shape, value, self.dtype, self._device), name)
     return write_untracked(self, value, name)
 

@@ -8,6 +8,7 @@ base's memory and, through the dispatch point, its version counter."""
 from __future__ import annotations
 
 import builtins
+import functools
 import itertools
 import numbers
 import operator
@@ -526,9 +527,18 @@ def broadcast_to(input: Tensor, *size: int | Sequence[int]) -> Tensor:
     return _expanded(input, _expanded_shape(input, size))
 
 
+_BROADCAST: dict[tuple[tuple[int, ...], ...], tuple[int, ...]] = {}  # the input shapes -> their broadcast
+_BROADCAST_KEPT = 256
+
+
 @op("broadcast_tensors", doc="The tensors expanded to their common broadcast shape.", composite=True, method=False)
 def broadcast_tensors(*tensors: Tensor) -> tuple[Tensor, ...]:
-    shape = broadcast_shapes("broadcast_tensors", *[t._data.shape for t in tensors])
+    shapes = tuple([t._data.shape for t in tensors])
+    shape = _BROADCAST.get(shapes)  # (the shapes a program broadcasts are few: each set is worked out once)
+    if shape is None:
+        shape = broadcast_shapes("broadcast_tensors", *shapes)
+        if len(_BROADCAST) < _BROADCAST_KEPT:
+            _BROADCAST[shapes] = shape
     # a tensor of that shape already is its own expand (which gives it back): no dispatch for it
     return tuple(t if t._data.shape == shape else expand(t, shape) for t in tensors)
 
@@ -1369,6 +1379,14 @@ def tensor_split(
     return _split_at(input, indices_or_sections, wrap_dim(dim, ndim, "tensor_split"))
 
 
+@functools.lru_cache(maxsize=256)
+def _section_bounds(n, sections):
+    """Where ``sections`` parts of ``n`` elements (as even as can be, the larger first) start, and n: a
+    program splits a few sizes, each worked out once."""
+    big, size = n % sections, n // sections
+    return tuple(i * size + min(i, big) for i in range(sections + 1))
+
+
 def _split_at(input, indices_or_sections, d):
     """tensor_split's views (hsplit, vsplit and dsplit call it directly, not through its dispatch)."""
     n = input._data.shape[d]
@@ -1378,8 +1396,7 @@ def _split_at(input, indices_or_sections, d):
         sections = indices_or_sections
         if sections <= 0:
             raise ValueError(f"tensor_split: number of sections must be larger than 0, got {sections}")
-        big, size = n % sections, n // sections
-        bounds = [i * size + min(i, big) for i in range(sections + 1)]
+        bounds = _section_bounds(n, sections)
     else:
         bounds = [0] + [min(max(int(i) if i >= 0 else n + int(i), 0), n) for i in indices_or_sections] + [n]
     return _slices(input, d, bounds)

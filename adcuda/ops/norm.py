@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..autograd import Function, is_grad_enabled, no_grad
+from ..autograd.graph import needs_grad
 from ..dtypes import finfo
 from ..errors import ShapeError, fmt_shape
 from ..tensor import primitives
@@ -17,8 +18,8 @@ from . import autocast as autocast_regions
 from .common import check_float, check_same_device, dense, wrap
 from .dtype_support import FLOATING
 from .elementwise import rsqrt
-from .mutation import commit_inplace
-from .registry import ReplayKeep, lowering, op
+from .mutation import write_untracked
+from .registry import ReplayKeep, get, lowering, op
 
 if TYPE_CHECKING:
     from ..types import Sequence, Tensor
@@ -267,17 +268,17 @@ def _affine(y, weight, bias, shape):
     return y
 
 
-def _update_running_(running, batch_value, momentum):
-    """running <- (1 - momentum) * running + momentum * batch_value (a backend array), in place,
-    outside the graph: the products and sum of running.mul_(1 - m).add_(value * m) on the arrays,
-    with no op dispatch around each (a batch norm's statistics took ten)."""
+def _update_running_(running, scaled_value, momentum):
+    """running <- (1 - momentum) * running + scaled_value (the batch's value times momentum, a backend
+    array), in place, outside the graph: the product and sum of running.mul_(1 - m).add_(value * m) on
+    the arrays and one untracked write, with no op dispatch around each (a batch norm's statistics took
+    ten)."""
     bk, d = primitives(running), running.dtype
-    if bk.dtype_of(batch_value) is not d:
-        batch_value = bk.astype(batch_value, d)
-    kept = bk.binary("mul", running._data, 1.0 - momentum, d)
-    new = bk.binary("add", kept, bk.binary("mul", batch_value, momentum, d), d)
-    with no_grad():
-        commit_inplace(running, wrap(new, running._device), "batch_norm")
+    if bk.dtype_of(scaled_value) is not d:
+        scaled_value = bk.astype(scaled_value, d)
+    write_untracked(
+        running, bk.binary("add", bk.binary("mul", running._data, 1.0 - momentum, d), scaled_value, d), "batch_norm"
+    )
 
 
 def _batch_norm_grads(grad, input, weight, bias_shape, eps):
@@ -327,14 +328,15 @@ def native_batch_norm(
     device = input._device
     mean, rstd = wrap(mean, device), wrap(rstd, device)
     count = input.numel() // input.shape[1]
+    bk, sd = primitives(rstd), rstd.dtype
     if running_mean is not None:
-        _update_running_(running_mean, mean._data, momentum)
+        _update_running_(running_mean, bk.binary("mul", mean._data, momentum, sd), momentum)
     if running_var is not None:
         # the running variance is unbiased (n / (n - 1)), as PyTorch's; in rstd's dtype, as the ops
-        # 1 / (rstd * rstd) - eps, times n / (n - 1), would compute it
-        bk, r, sd = primitives(rstd), rstd._data, rstd.dtype
+        # 1 / (rstd * rstd) - eps, times momentum * n / (n - 1), would compute it
+        r = rstd._data
         var = bk.binary("sub", bk.binary("div", 1.0, bk.binary("mul", r, r, sd), sd), float(eps), sd)
-        _update_running_(running_var, bk.binary("mul", var, count / (count - 1), sd), momentum)
+        _update_running_(running_var, bk.binary("mul", var, momentum * count / (count - 1), sd), momentum)
     return wrap(y, device), mean, rstd
 
 
@@ -427,9 +429,9 @@ def instance_norm(
         # the running statistics take the batch's mean of the per-instance ones (variance unbiased)
         with no_grad():
             if running_mean is not None:
-                _update_running_(running_mean, rows.mean(2).mean(0)._data, momentum)
+                _update_running_(running_mean, (rows.mean(2).mean(0) * momentum)._data, momentum)
             if running_var is not None:
-                _update_running_(running_var, rows.var(2, correction=1).mean(0)._data, momentum)
+                _update_running_(running_var, (rows.var(2, correction=1).mean(0) * momentum)._data, momentum)
     return y
 
 
@@ -479,6 +481,9 @@ def native_group_norm(
     return wrap(y, device), wrap(mean, device), wrap(rstd, device)
 
 
+_native_group_norm = get("native_group_norm").forward
+
+
 def _fusable_affine(input, *params):
     """Whether the per-channel parameters can go into the fused kernels: absent, or in input's dtype (another
     dtype promotes the result, which the composite form gives)."""
@@ -509,7 +514,9 @@ def group_norm(
     if input.numel() == 0:
         return _affine(input * 1.0, weight, bias, shape)
     if _fusable_affine(input, weight, bias):
-        return native_group_norm(input, num_groups, weight, bias, eps)
+        if needs_grad(input, weight, bias) or autocast_regions.is_enabled(input.device.type):
+            return native_group_norm(input, num_groups, weight, bias, eps)
+        return _native_group_norm(input, num_groups, weight, bias, eps)[0]  # nothing to record: the forward alone
     per_group = input.numel() // (n * num_groups)
     # one row per (sample, group): the layer-norm kernel's row reduction does the statistics
     groups = input.reshape(n, num_groups, per_group)

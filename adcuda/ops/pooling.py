@@ -10,29 +10,28 @@ each the other's gradient. Interpolation is in resample.py.
 
 from __future__ import annotations
 
+import math
 import numbers
 from typing import TYPE_CHECKING
 
+from ..autograd.graph import needs_grad
 from ..errors import IndexOutOfRangeError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import batched_input, check_tensor, dense, host_extremes, int_tuple, wrap
 from .dtype_support import FLOATING, NUMBERS
+from .index import _scatter_key
 from .layout import pad as _pad
-from .registry import lowering, op
+from .registry import get, lowering, op
 
 if TYPE_CHECKING:
     from ..types import Sequence
-
-
-def _in_graph(t):
-    return t.requires_grad or t.grad_fn is not None
 
 
 def _viewed(t, shape):
     """``t.reshape(shape)``; outside autograd, the backend's view of its array without the view op's
     dispatch (used on the inputs a pooling primitive reads and on the primitive's fresh results, which
     no one else holds: there is no base or version counter to share)."""
-    if _in_graph(t):
+    if needs_grad(t):
         return t.reshape(shape)
     return wrap(primitives(t).view(dense(t), shape), t._device)
 
@@ -128,7 +127,7 @@ def max_pool2d_backward(grad_output: Tensor, indices: Tensor, input_shape: Seque
 def _pooled(input, values, indices):
     """The pooled tensor: the primitive's values, recorded through max_pool2d_select where a gradient
     is needed."""
-    if _in_graph(input):
+    if needs_grad(input):
         return max_pool2d_select(input, indices, values)
     return values
 
@@ -341,6 +340,11 @@ def adaptive_avg_pool2d_windows_backward(grad_output: Tensor, input_shape: Seque
     )
 
 
+# where nothing is recorded, the windows' forwards alone: their entries cost as much as a small call
+_avg_pool2d_windows = get("avg_pool2d_windows").forward
+_adaptive_avg_pool2d_windows = get("adaptive_avg_pool2d_windows").forward
+
+
 def _floating_batched(op, input, spatial):
     """``batched_input`` for average pooling, which takes floating point input only."""
     x, batched = batched_input(op, input, spatial)
@@ -356,7 +360,7 @@ def _avg_pool(op, input, kernel_size, stride, padding, ceil_mode, count_include_
         raise ValueError(f"{op}: divisor must be not zero")
     out_size = _pool_sizes(op, tuple(x.shape), kernel, stride, padding, (1,) * spatial, ceil_mode)
     lead = (1,) * (2 - spatial)  # 1-d: a kernel of one row, no padding along it
-    out = avg_pool2d_windows(
+    out = (avg_pool2d_windows if needs_grad(x) else _avg_pool2d_windows)(
         _as_2d(x, spatial),
         lead + kernel,
         lead + stride,
@@ -417,7 +421,8 @@ def _adaptive_avg(op, input, output_size, spatial):
     sizes = tuple(x.shape[2:])
     if any(s == 0 for s in sizes) and x.numel():
         raise ShapeError(f"{op}: expected input with non-zero spatial sizes, got {fmt_shape(input.shape)}")
-    out = adaptive_avg_pool2d_windows(_as_2d(x, spatial), (1,) * (2 - spatial) + out_size)
+    windows = adaptive_avg_pool2d_windows if needs_grad(x) else _adaptive_avg_pool2d_windows
+    out = windows(_as_2d(x, spatial), (1,) * (2 - spatial) + out_size)
     return _from_2d(out, spatial, batched)
 
 
@@ -506,6 +511,13 @@ def _lp_pool(name, input, norm_type, kernel_size, stride, ceil_mode, spatial):
     window = 1
     for k in kernel:
         window *= k
+    if not needs_grad(pooled):
+        # sign(m) * relu(|m|) is m itself but for its gradient (and -0): nothing to record, so the sum and
+        # its root over the primitives, two calls where the form below dispatches five ops
+        bk, d = primitives(pooled), pooled.dtype
+        return wrap(
+            bk.binary("pow", bk.binary("mul", pooled._data, float(window), d), 1.0 / norm_type, d), pooled._device
+        )
     # PyTorch's form: the window's mean back to its sum, negative rounding noise clipped to 0
     return (pooled.sign() * pooled.abs().relu() * window).pow(1.0 / norm_type)
 
@@ -562,18 +574,24 @@ def _max_unpool(name, input, indices, kernel_size, stride, padding, output_size,
     if output_size is not None:
         size = [int(v) for v in tuple(output_size)[-spatial:]]
     lead = tuple(input.shape[:-spatial])
-    plane = 1
-    for n in size:
-        plane *= n
-    flat_index = indices.reshape(lead + (-1,))
-    if flat_index.numel():
-        lowest, largest = host_extremes(flat_index)
+    plane = math.prod(size)
+    flat = lead + (math.prod(input.shape[-spatial:]),)  # (no -1: a batch of zero samples is still a shape)
+    if indices.numel():
+        lowest, largest = host_extremes(indices)
         if lowest < 0 or largest >= plane:
             raise IndexOutOfRangeError(
                 f"{name}: an index is out of the output's {plane} positions (output size {size})"
             )
-    out = input.new_zeros(lead + (plane,)).scatter(len(lead), flat_index, input.reshape(lead + (-1,)))
-    return out.reshape(lead + tuple(size))
+    if needs_grad(input):
+        out = input.new_zeros(lead + (plane,)).scatter(len(lead), indices.reshape(flat), input.reshape(flat))
+        return out.reshape(lead + tuple(size))
+    # nothing to record: scatter's write over the primitives (zeros, the views and the scatter cost five
+    # dispatches where one write of the values does)
+    bk = primitives(input)
+    out = bk.full(lead + (plane,), 0, input.dtype)
+    key = _scatter_key(wrap(bk.view(dense(indices), flat), indices._device), len(lead))
+    bk.index_put_(out, key, bk.view(dense(input), flat), False)
+    return wrap(bk.view(out, lead + tuple(size)), input._device)
 
 
 @op(

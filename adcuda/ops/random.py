@@ -11,14 +11,17 @@ import warnings
 from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
-from ..autograd.graph import needs_grad
+from ..autograd.grad_mode import state as grad_state
+from ..autograd.graph import needs_grad, requires_grad
+from ..backends import cpu as _cpu
+from ..backends.cpu import random as _cpu_random
 from ..device import CPU
 from ..errors import DTypeError, ShapeError
 from ..random import default_generator
-from ..tensor import primitives, primitives_on
+from ..tensor import primitives, primitives_on, version_counter
 from .common import broadcast_shapes, cast, check_float, check_tensor, dense, has_shape, wrap
 from .conversion import to_device_and_dtype
-from .elementwise import binary, select, unary
+from .elementwise import binary, unary
 from .factories import new_tensor, shape_arg
 from .mutation import apply_inplace, check_inplace_allowed, commit_inplace, write_untracked
 from .registry import op
@@ -44,15 +47,20 @@ def _sample(prim, shape, dtype, device, generator, *args):
     """A draw of ``shape`` in ``dtype`` from ``rand``'s, ``randn``'s or ``randint``'s primitive (``args``:
     its bounds) without their public entries (argument parsing, dispatch: most of a small in-place
     draw's cost): the composites' samples, the same numbers. ``device`` is a tensor's (a device
-    object): on the CPU the primitive is called directly, with no current device to set nor size to
-    check (new_tensor's work, half of a small draw's cost)."""
+    object)."""
+    return wrap(_sample_data(prim, shape, dtype, device, generator, *args), device)
+
+
+def _sample_data(prim, shape, dtype, device, generator, *args):
+    """``_sample``'s backend array: on the CPU the primitive is called directly, with no current device
+    to set nor size to check (new_tensor's work, half of a small draw's cost)."""
     if device is not CPU:
-        return _draw(prim, prim, shape, dtype, device, False, generator, *args)
+        return _draw(prim, prim, shape, dtype, device, False, generator, *args)._data
     n = 1
     for s in shape:
         n *= s
     seed, offset = (generator or default_generator).next_offset(n)
-    return wrap(getattr(primitives_on(CPU), prim)(*args, shape, dtype, seed, offset), CPU)
+    return getattr(primitives_on(CPU), prim)(*args, shape, dtype, seed, offset)
 
 
 def _draw_floating(name, prim, shape, dtype, device, requires_grad, generator):
@@ -324,32 +332,65 @@ def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: boo
 
 # ------------------------------------------------------------------------------------------------
 # in-place draws: uniform_, normal_; multinomial
-def _fill_with(self, draw, name):
-    """``self`` overwritten in place with ``draw(dtype)``'s values, drawn in float32 (float64 for a
-    float64 tensor) and converted; a tensor recording history gets the draw as a new constant value."""
+def _fill_with(self, draw, name, host=None, generator=None):
+    """``self`` overwritten in place with ``draw(backend, dtype)``'s backend array, drawn in float32
+    (float64 for a float64 tensor) and converted; a tensor recording history gets the draw as a new
+    constant value. The draws and their arithmetic are backend arrays: no tensor is made for a value
+    that only passes through. ``host``: the ``(kind, scale, shift)`` of the host module's fill that
+    writes the same values into self's memory (``_drawn_in_place``), drawn from ``generator``."""
     check_inplace_allowed(self, name)
-    if not self.dtype.is_floating_point:
-        raise DTypeError(f"{name}: expected a floating point tensor, got {self.dtype} (shape {tuple(self.shape)})")
-    return _overwrite(self, draw(dt.float64 if self.dtype is dt.float64 else dt.float32), name)
+    dtype = self.dtype
+    if not dtype.is_floating_point:
+        raise DTypeError(f"{name}: expected a floating point tensor, got {dtype} (shape {tuple(self.shape)})")
+    bk = primitives(self)
+    if host is not None and bk is _cpu and (dtype is dt.float32 or dtype is dt.float64):
+        if _drawn_in_place(self, host, generator):
+            return self
+    return _overwrite(self, draw(bk, dt.float64 if dtype is dt.float64 else dt.float32), name)
 
 
-def _overwrite(self, value, name):
-    """``self`` holding ``value`` (a new constant of its shape, converted to its dtype): a tensor
-    recording history gets it as a new constant value."""
-    if needs_grad(self):
-        return commit_inplace(self, cast(value, self.dtype), name)
-    return write_untracked(self, value._data, name)  # (the write converts as a cast does)
+def _drawn_in_place(self, host, generator):
+    """Whether float32/float64 CPU tensor ``self`` was overwritten by the host module's fill (``host``:
+    its kind, scale and shift) straight into its memory, the primitives' numbers without the draw's
+    array, its arithmetic's and the copy: where self is contiguous and writeable and records no
+    history, and nothing observes primitive calls (the caller's ``bk is _cpu``: the profiler and graph
+    capture see the primitives' path)."""
+    fill = _cpu_random.HOST_FILL
+    # (a view, or a tensor with history, takes the primitives' path: commit_inplace's work)
+    if fill is None or self._requires_grad or self._grad_fn is not None or self._base is not None:
+        return False
+    data = self._data
+    flags = data.flags
+    if not (flags.c_contiguous and flags.writeable):
+        return False
+    kind, scale, shift = host
+    seed, offset = (generator or default_generator).next_offset(data.size)
+    fill(data, kind, scale, shift, seed, offset)
+    version_counter(self).value += 1
+    return True
+
+
+def _overwrite(self, data, name):
+    """``self`` holding backend array ``data`` (a new constant of its shape, converted to its dtype): a
+    tensor recording history gets it as a new constant value."""
+    if requires_grad(self) and grad_state.enabled:  # (needs_grad, the tensor asked first: the cheaper test)
+        return commit_inplace(self, cast(wrap(data, self._device), self.dtype), name)
+    return write_untracked(self, data, name)  # (the write converts as a cast does)
+
+
+def _affine_data(bk, data, scale, shift, dtype):
+    """``data * scale + shift`` in ``dtype`` (``data``'s), over the primitives (1 and 0 skipped: exact)."""
+    if scale != 1:
+        data = bk.binary("mul", data, float(scale), dtype)
+    if shift != 0:
+        data = bk.binary("add", data, float(shift), dtype)
+    return data
 
 
 def _affine(value, scale, shift):
     """``value * scale + shift`` over the primitives, for a fresh draw: two ops dispatched for a
-    constant with no history were a third of every ``nn.init`` call (1 and 0 skipped: exact)."""
-    bk, d = primitives(value), value.dtype
-    data = value._data
-    if scale != 1:
-        data = bk.binary("mul", data, float(scale), d)
-    if shift != 0:
-        data = bk.binary("add", data, float(shift), d)
+    constant with no history were a third of every ``nn.init`` call."""
+    data = _affine_data(primitives(value), value._data, scale, shift, value.dtype)
     return value if data is value._data else wrap(data, value._device)
 
 
@@ -364,8 +405,12 @@ def uniform_(
         raise ValueError(f"uniform_: expects from <= to, got from={from_}, to={to}")
     return _fill_with(
         self,
-        lambda d: _affine(_sample("rand", tuple(self.shape), d, self.device, generator), to - from_, from_),
+        lambda bk, d: _affine_data(
+            bk, _sample_data("rand", self._data.shape, d, self._device, generator), to - from_, from_, d
+        ),
         "uniform_",
+        (_cpu_random.HOST_UNIFORM, to - from_, from_),
+        generator,
     )
 
 
@@ -375,8 +420,12 @@ def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *, generator: Gen
         raise ValueError(f"normal_: expects std >= 0.0, got std={std}")
     return _fill_with(
         self,
-        lambda d: _affine(_sample("randn", tuple(self.shape), d, self.device, generator), std, mean),
+        lambda bk, d: _affine_data(
+            bk, _sample_data("randn", self._data.shape, d, self._device, generator), std, mean, d
+        ),
         "normal_",
+        (_cpu_random.HOST_NORMAL, std, mean),
+        generator,
     )
 
 
@@ -510,10 +559,14 @@ def bernoulli(input: Tensor, p: float | None = None, *, generator: Generator | N
     check_float("bernoulli", "input", input)
     probabilities = input if p is None else p  # (the forward helpers record nothing)
     _check_probability("bernoulli", probabilities)
-    draw = _sample("rand", tuple(input.shape), _draw_dtype(input.dtype), input.device, generator)
+    d = _draw_dtype(input.dtype)
+    draw = _sample_data("rand", input._data.shape, d, input._device, generator)
+    bk = primitives(input)
+    if probabilities is input and d is input.dtype:  # (a draw of input's shape and dtype: nothing to promote)
+        return wrap(bk.astype(bk.binary("lt", draw, input._data, d), d), input._device)
     if probabilities.__class__ is int:
         probabilities = float(probabilities)
-    return cast(binary("lt", draw, probabilities, name="bernoulli"), input.dtype)
+    return cast(binary("lt", wrap(draw, input._device), probabilities, name="bernoulli"), input.dtype)
 
 
 def _draw_dtype(dtype):
@@ -524,9 +577,10 @@ def _check_probability(name, p):
     if hasattr(p, "shape"):
         # the least and greatest probability (NaN if any is: refused, as PyTorch refuses it), two
         # reductions over the primitives where comparisons and their any() were four ops
+        # (read back as host values: Tensor.item's entry cost more than each reduction)
         bk, data = primitives(p), p._data
-        lo = wrap(bk.reduce("amin", data, None, False), p._device).item() if p.numel() else 0
-        hi = wrap(bk.reduce("amax", data, None, False), p._device).item() if p.numel() else 0
+        lo = bk.to_numpy(bk.reduce("amin", data, None, False)).item() if p.numel() else 0
+        hi = bk.to_numpy(bk.reduce("amax", data, None, False)).item() if p.numel() else 0
         bad = not (0 <= lo and hi <= 1)
     else:
         bad = not 0 <= p <= 1
@@ -542,13 +596,20 @@ def _check_probability(name, p):
 )
 def bernoulli_(self: Tensor, p: Tensor | float = 0.5, *, generator: Generator | None = None) -> Tensor:
     _check_probability("bernoulli_", p)
-    shape = tuple(self.shape)
+    shape = self._data.shape
     if hasattr(p, "shape"):  # a tensor of probabilities: broadcast, compared through the op
         return _fill_with(
-            self, lambda d: (_sample("rand", shape, d, self.device, generator) < p).to(dtype=d), "bernoulli_"
+            self,
+            lambda bk, d: (_sample("rand", shape, d, self._device, generator) < p).to(dtype=d)._data,
+            "bernoulli_",
         )
+    # (a bool array: the write converts it as a cast to float would)
     return _fill_with(
-        self, lambda d: cast(binary("lt", _sample("rand", shape, d, self.device, generator), float(p)), d), "bernoulli_"
+        self,
+        lambda bk, d: bk.binary("lt", _sample_data("rand", shape, d, self._device, generator), float(p), d),
+        "bernoulli_",
+        (_cpu_random.HOST_BELOW, p, 0.0),
+        generator,
     )
 
 
@@ -556,15 +617,13 @@ def bernoulli_(self: Tensor, p: Tensor | float = 0.5, *, generator: Generator | 
 def exponential_(self: Tensor, lambd: float = 1.0, *, generator: Generator | None = None) -> Tensor:
     if lambd <= 0:
         raise ValueError(f"exponential_: expects lambda > 0.0, got lambd={lambd}")
-    shape = tuple(self.shape)
+
     # -log(1 - u) / lambd with u in [0, 1): finite for every draw
-    return _fill_with(
-        self,
-        lambda d: binary(
-            "div", unary("log1p", binary("mul", _sample("rand", shape, d, self.device, generator), -1.0)), -lambd
-        ),
-        "exponential_",
-    )
+    def draw(bk, d):
+        u = _sample_data("rand", self._data.shape, d, self._device, generator)
+        return bk.binary("div", bk.unary("log1p", bk.binary("mul", u, -1.0, d)), float(-lambd), d)
+
+    return _fill_with(self, draw, "exponential_")
 
 
 @op("randint_like", doc="randint of input's shape, dtype and device: randint_like(input, [low,] high).", method=False)
@@ -691,18 +750,23 @@ def rrelu(
         raise ValueError(f"rrelu: expected 0 <= lower <= upper, got lower={lower}, upper={upper}")
     if not training:
         return _leaky(input, float((lower + upper) / 2))
-    draw_dtype = input.dtype if input.dtype is dt.float64 else dt.float32
-    slopes = _sample("rand", tuple(input._data.shape), draw_dtype, input._device, generator)
-    slopes = cast(_affine(slopes, upper - lower, lower), input.dtype)  # a constant: over the primitives
-    return _leaky(input, slopes)
+    d = input.dtype
+    draw_dtype = d if d is dt.float64 else dt.float32
+    bk = primitives(input)
+    slopes = _sample_data("rand", input._data.shape, draw_dtype, input._device, generator)
+    slopes = _affine_data(bk, slopes, upper - lower, lower, draw_dtype)  # a constant: over the primitives
+    return _leaky(input, slopes if draw_dtype is d else bk.astype(slopes, d))
 
 
 def _leaky(input, slopes):
-    """input where it is >= 0, else input * slopes (a number or a constant tensor): over the primitives
-    where no gradient is asked for, else through the ops, which record it."""
+    """input where it is >= 0, else input * slopes (a number, or a backend array of input's shape and
+    dtype): over the primitives where no gradient is asked for, else through the ops, which record it."""
     if needs_grad(input):
+        if slopes.__class__ is not float:
+            slopes = wrap(slopes, input._device)
         return input.where(input >= 0, input * slopes)
-    return select(binary("ge", input, 0.0), input, binary("mul", input, slopes))
+    bk, d, x = primitives(input), input.dtype, input._data
+    return wrap(bk.where(bk.binary("ge", x, 0.0, d), x, bk.binary("mul", x, slopes, d), d), input._device)
 
 
 # the other in-place draws of PyTorch (issue 15): integers, log-normal, geometric and Cauchy values
@@ -734,7 +798,7 @@ def random_(
             raise ValueError(f"random_: give `to` for a {self.dtype} tensor (adcuda draws below 2**63 - 1 only)")
     if from_ >= to:
         raise ValueError(f"random_: expects 'from' to be less than 'to', but got from={from_} >= to={to}")
-    draw = _sample("randint", tuple(self._data.shape), dt.int64, self._device, generator, from_, to)
+    draw = _sample_data("randint", self._data.shape, dt.int64, self._device, generator, from_, to)
     return _overwrite(self, draw, "random_")
 
 
@@ -747,10 +811,12 @@ def random_(
 def log_normal_(self: Tensor, mean: float = 1.0, std: float = 2.0, *, generator: Generator | None = None) -> Tensor:
     if std <= 0:
         raise ValueError(f"log_normal_: expects std > 0.0, got std={std}")
-    shape = tuple(self.shape)
+    shape = self._data.shape
     return _fill_with(
         self,
-        lambda d: unary("exp", _affine(_sample("randn", shape, d, self.device, generator), std, mean)),
+        lambda bk, d: bk.unary(
+            "exp", _affine_data(bk, _sample_data("randn", shape, d, self._device, generator), std, mean, d)
+        ),
         "log_normal_",
     )
 
@@ -766,11 +832,12 @@ def geometric_(self: Tensor, p: float, *, generator: Generator | None = None) ->
         raise ValueError(f"geometric_: expects p to be in (0, 1), got p={p}")
     check_inplace_allowed(self, "geometric_")
     # inverse CDF: ceil(log(1 - u) / log(1 - p)), at least 1 (u = 0 would give 0 trials)
-    u = _sample(
-        "rand", tuple(self.shape), dt.float64 if self.device.type == "cpu" else dt.float32, self.device, generator
-    )
-    trials = unary("ceil", binary("div", unary("log1p", binary("mul", u, -1.0)), math.log1p(-p)))
-    return _overwrite(self, binary("maximum", trials, 1.0), "geometric_")
+    device = self._device
+    d = dt.float64 if device is CPU else dt.float32
+    bk = primitives(self)
+    u = _sample_data("rand", self._data.shape, d, device, generator)
+    trials = bk.unary("ceil", bk.binary("div", bk.unary("log1p", bk.binary("mul", u, -1.0, d)), math.log1p(-p), d))
+    return _overwrite(self, bk.binary("maximum", trials, 1.0, d), "geometric_")
 
 
 @op(
@@ -782,10 +849,11 @@ def geometric_(self: Tensor, p: float, *, generator: Generator | None = None) ->
 def cauchy_(self: Tensor, median: float = 0.0, sigma: float = 1.0, *, generator: Generator | None = None) -> Tensor:
     if sigma <= 0:
         raise ValueError(f"cauchy_: expects sigma > 0.0, got sigma={sigma}")
-    shape = tuple(self.shape)
+    shape = self._data.shape
 
-    def draw(d):
-        angle = binary("mul", binary("sub", _sample("rand", shape, d, self.device, generator), 0.5), math.pi)
-        return _affine(binary("div", unary("sin", angle), unary("cos", angle)), sigma, median)
+    def draw(bk, d):
+        u = _sample_data("rand", shape, d, self._device, generator)
+        angle = bk.binary("mul", bk.binary("sub", u, 0.5, d), math.pi, d)
+        return _affine_data(bk, bk.binary("div", bk.unary("sin", angle), bk.unary("cos", angle), d), sigma, median, d)
 
     return _fill_with(self, draw, "cauchy_")

@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np  # the constant interpolation matrices, built on the host
 
+from ..autograd.graph import needs_grad
 from ..errors import ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
+from .autocast import is_enabled as autocast_enabled
 from .common import check_tensor, int_tuple, wrap
 from .dtype_support import FLOATING
 from .factories import tensor
@@ -302,10 +304,30 @@ def affine_grid(theta: Tensor, size: Sequence[int], align_corners: bool | None =
             f"{fmt_shape(theta.shape)} and size {size}"
         )
     n, _, h, w = size
-    bk, d = primitives(theta), theta.dtype
+    bk = primitives(theta)
+    base = _base_grid(bk, h, w, bool(align_corners), theta.dtype, theta._device)
+    if needs_grad(theta) or autocast_enabled(theta.device.type):
+        return (wrap(base, theta._device) @ theta.mT).reshape(n, h, w, 2)
+    # nothing to record: the product over the primitives (mT, matmul and reshape dispatched three times)
+    grid = bk.matmul(base, bk.permute(theta._data, (0, 2, 1)))
+    return wrap(bk.view(grid, (n, h, w, 2)), theta._device)
+
+
+# affine_grid's base grids by (H, W, align_corners, dtype, device): constants of the sizes, read-only,
+# made once (a program asks for the same one every step)
+_BASE_GRIDS: dict[tuple[object, ...], object] = {}
+_BASE_GRIDS_KEPT = 64
+
+
+def _base_grid(bk, h, w, align_corners, d, device):
+    """The base grid (1, H * W, 3): (x, y, 1) of every pixel, x and y the pixel centres in [-1, 1]
+    (align_corners=True puts the end ones on -1 and 1)."""
+    key = (h, w, align_corners, d, device)
+    base = _BASE_GRIDS.get(key)
+    if base is not None:
+        return base
 
     def positions(count):
-        # pixel centres in [-1, 1]; align_corners=True puts the end ones on -1 and 1
         steps = bk.arange(0, count, 1, d)
         if align_corners:
             return bk.binary("sub", bk.binary("mul", steps, 2.0 / (count - 1), d), 1.0, d) if count > 1 else steps
@@ -313,12 +335,12 @@ def affine_grid(theta: Tensor, size: Sequence[int], align_corners: bool | None =
             "sub", bk.binary("div", bk.binary("add", bk.binary("mul", steps, 2.0, d), 1.0, d), count, d), 1.0, d
         )
 
-    # the base grid (x, y, 1) of every pixel is a constant of the sizes: made on the backend, where the
-    # ops building it dispatched ten times; only the product with theta is differentiated
     xs = bk.expand(bk.view(positions(w), (1, w, 1)), (h, w, 1))
     ys = bk.expand(bk.view(positions(h), (h, 1, 1)), (h, w, 1))
     base = bk.view(bk.cat([xs, ys, bk.full((h, w, 1), 1.0, d)], 2), (1, h * w, 3))
-    return (wrap(base, theta._device) @ theta.mT).reshape(n, h, w, 2)
+    if len(_BASE_GRIDS) < _BASE_GRIDS_KEPT:
+        _BASE_GRIDS[key] = base
+    return base
 
 
 # what the exporters know of the primitives this family's ops call (``Lowering`` in registry.py)

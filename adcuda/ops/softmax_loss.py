@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import dtypes as dt
+from ..autograd.graph import needs_grad
 from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, UnsupportedDTypeError, fmt_shape
 from ..tensor import primitives
 from .autocast import is_enabled as autocast_enabled
@@ -39,7 +40,7 @@ from .gemm import pairwise_distance
 from .index import gather
 from .layout import cat
 from .reduce import sum as _sum
-from .registry import lowering, op
+from .registry import get, lowering, op
 
 if TYPE_CHECKING:
     from ..types import Callable, DType, Tensor
@@ -598,7 +599,7 @@ def cross_entropy(
         weight = weight.float()
     losses = cross_entropy_rows(rows, target_rows, weight, ignore_index, label_smoothing)
     if weight is None:
-        denominator = _counted_rows(target_rows, ignore_index)
+        denominator = _counted_rows(target_rows, ignore_index, losses.dtype)
     else:
         valid = target_rows != ignore_index
         denominator = (weight[where(valid, target_rows, 0)] * valid.to(dtype=weight.dtype)).sum()
@@ -621,11 +622,13 @@ def _soft_cross_entropy(input, target, weight, reduction, label_smoothing, n_cla
     return _reduce(losses, reduction)  # the mean is over samples, whatever the weights
 
 
-def _counted_rows(target, ignore_index):
-    """How many class targets are not ``ignore_index`` (the mean's denominator without weights): a
-    comparison and a sum of the backend's, where the public ops would pay the dispatch twice."""
+def _counted_rows(target, ignore_index, dtype):
+    """How many class targets are not ``ignore_index`` (the mean's denominator without weights), in the
+    losses' ``dtype``: a comparison, a sum and a cast of the backend's, where the public ops would pay the
+    dispatch each (and a float sum over an int64 count takes the division's slow, mixed-dtype path)."""
     bk = primitives(target)
-    return wrap(bk.reduce("sum", bk.binary("ne", dense(target), ignore_index, dt.int64), None, False), target._device)
+    count = bk.reduce("sum", bk.binary("ne", dense(target), ignore_index, dt.int64), None, False)
+    return wrap(bk.astype(count, dtype), target._device)
 
 
 def _reduce_rows(losses, denominator, loss_shape, reduction):
@@ -643,29 +646,40 @@ def _reduce_rows(losses, denominator, loss_shape, reduction):
     return wrap(bk.binary("div", total, denominator._data, result_type(losses, denominator)), losses._device)
 
 
-def _nll_rows_grad(grad, logp, target, ignore_index):
-    counted = where(target != ignore_index, grad, 0.0)  # ignored rows pass no gradient, as gather's would not
-    hit = (arange(logp.shape[1], device=logp.device) == target.unsqueeze(1)).to(dtype=logp.dtype)
-    return hit * (-counted).unsqueeze(1)
+def _nll_grad(grad, logp_shape, logp_dtype, logp_device, target, weight, ignore_index, reduction, total_weight):
+    # -w[t] times the loss's gradient (over the total weight for a mean) at each row's target, 0 for
+    # ignored rows (as gather's would be) even where the mean of no counted row divides by 0
+    valid = target != ignore_index
+    safe_target = where(valid, target, 0)
+    scale = -grad if reduction != "mean" else -grad / total_weight
+    if weight is not None:
+        scale = scale * weight[safe_target]
+    scale = where(valid, scale, 0.0)
+    hit = (arange(logp_shape[1], device=logp_device) == safe_target.unsqueeze(1)).to(dtype=logp_dtype)
+    return hit * scale.unsqueeze(1)
 
 
 @op(
-    "nll_loss_rows",
-    doc="Per-row negative log-likelihoods of (rows, C) log-probabilities against int64 class indices.",
+    "nll_loss_reduced",
+    doc="nll_loss of (rows, C) log-probabilities against int64 class indices, reduced (and the total weight).",
     function=False,
     method=False,
     node="NllLossBackward0",
-    grads={"logp": _nll_rows_grad},
+    extra_outputs=("total_weight",),
+    grads={"logp": _nll_grad},
 )
-def nll_loss_rows(logp: Tensor, target: Tensor, ignore_index: int) -> Tensor:
-    # one op over the primitives, where the composition of gather, where and negation dispatched a
-    # dozen ops per call: nll_loss is the loss of every classifier with an explicit log_softmax
-    bk = primitives(logp)
-    t = dense(target)
-    valid = bk.binary("ne", t, ignore_index, dt.int64)
-    picked = bk.gather(dense(logp), 1, bk.view(bk.where(valid, t, 0, dt.int64), (logp.shape[0], 1)))
-    picked = bk.view(picked, (logp.shape[0],))
-    return wrap(bk.where(valid, bk.unary("neg", picked), 0.0, logp.dtype), logp._device)
+def nll_loss_reduced(
+    logp: Tensor, target: Tensor, weight: Tensor | None, ignore_index: int, reduction: str
+) -> tuple[Tensor, Tensor]:
+    # one primitive, the reduction inside: nll_loss is the loss of every classifier with an explicit
+    # log_softmax, and a small batch's loss was a dozen primitive calls
+    loss, total_weight = primitives(logp).nll_loss(
+        dense(logp), target._data, None if weight is None else dense(weight), ignore_index, reduction
+    )
+    return wrap(loss, logp._device), wrap(total_weight, logp._device)
+
+
+_nll_loss_reduced = get("nll_loss_reduced").forward  # nothing to record: the forward alone, not the entry
 
 
 @op(
@@ -696,15 +710,18 @@ def nll_loss(
     rows, n_classes, loss_shape = _class_rows(name, input, target, False)
     _check_class_weight(name, weight, n_classes)
     target_rows = _target_rows(target)
-    _check_class_targets(name, target_rows, n_classes, ignore_index)
-    if weight is None:
-        losses = nll_loss_rows(rows, target_rows, ignore_index)
-        if reduction != "mean":
-            return _reduce_rows(losses, None, loss_shape, reduction)
-        denominator = _counted_rows(target_rows, ignore_index)
-    else:
+    # class weights of another dtype (promoted), or differentiable ones (PyTorch's are not): composed
+    composed = weight is not None and (weight.dtype is not input.dtype or needs_grad(weight))
+    if composed or input._device.type != "cpu":  # (the CPU's primitive checks the targets in its one pass)
+        _check_class_targets(name, target_rows, n_classes, ignore_index)
+    if composed:
         losses, denominator = _picked_rows(rows, target_rows, weight, ignore_index, 0.0)
-    return _reduce_rows(losses, denominator, loss_shape, reduction)
+        return _reduce_rows(losses, denominator, loss_shape, reduction)
+    if needs_grad(rows):
+        loss = nll_loss_reduced(rows, target_rows, weight, ignore_index, reduction)
+    else:
+        loss = _nll_loss_reduced(rows, target_rows, weight, ignore_index, reduction)[0]
+    return loss.reshape(loss_shape) if reduction == "none" and tuple(loss.shape) != loss_shape else loss
 
 
 # ------------------------------------------------------------------------------------------------
@@ -790,14 +807,6 @@ def huber_loss(
     return _weighted_reduce(name, smooth_l1_terms(input, target, delta, True), weight, reduction)
 
 
-def _clamped_log(x, log1p_of_neg):
-    """log(x) (or log(1 - x)) limited from below at -100, PyTorch's bound that keeps the loss of a
-    saturated probability finite."""
-    bk = primitives(x)
-    logged = unary("log1p", unary("neg", x)) if log1p_of_neg else unary("log", x)
-    return wrap(bk.clamp(logged._data, -100.0, None), x._device)
-
-
 def _bce_input_grad(grad, input, target):
     # the analytic gradient, finite at probabilities of exactly 0 or 1 (a composite log would give nan)
     return grad * (input - target) / clamp(input * (1.0 - input), min=1e-12)
@@ -817,11 +826,15 @@ def _bce_target_grad(grad, input):
     grads={"input": _bce_input_grad, "target": _bce_target_grad},
 )
 def binary_cross_entropy_terms(input: Tensor, target: Tensor) -> Tensor:
-    log_p = _clamped_log(input, False)
-    log_not_p = _clamped_log(input, True)
-    # -(t log p + (1 - t) log(1 - p))
-    kept = binary("add", binary("mul", target, log_p), binary("mul", binary("sub", 1.0, target), log_not_p))
-    return unary("neg", kept)
+    # PyTorch's (t - 1) * log(1 - p) - t * log(p), each log limited from below at -100 (its bound that
+    # keeps the loss of a saturated probability finite); on the arrays, target in input's dtype (the
+    # composite casts it): the tensor helpers' wrapping and promotion around each of these nine calls
+    # cost as much as the calls
+    bk, d, x, t = primitives(input), input.dtype, input._data, target._data
+    log_p = bk.clamp(bk.unary("log", x), -100.0, None)
+    log_not_p = bk.clamp(bk.unary("log1p", bk.unary("neg", x)), -100.0, None)
+    at_zero = bk.binary("mul", bk.binary("sub", t, 1.0, d), log_not_p, d)
+    return wrap(bk.binary("sub", at_zero, bk.binary("mul", t, log_p, d), d), input._device)
 
 
 def _outside_unit_interval(t):
@@ -1235,15 +1248,16 @@ def triplet_margin_loss(
     return _reduce(clamp(margin + d_positive - d_negative, min=0.0), reduction)
 
 
-def _multi_margin_grad(grad, rows, labels, p, margin, weight):
+def _multi_margin_grad(grad, rows, labels, p, margin, weight, reduction):
     """d/dx_j of mean_{j != y} w_y * max(0, margin - x_y + x_j) ** p: each active class j's term
-    (1, or 2 * its hinge for p = 2), and minus their sum at the target's own class."""
-    n_classes = rows.shape[1]
+    (1, or 2 * its hinge for p = 2), and minus their sum at the target's own class; times the loss's
+    gradient (one per row, or one for a sum, over the rows for a mean)."""
+    n_rows, n_classes = rows.shape
     hinge = margin - gather(rows, 1, labels) + rows
     classes = arange(n_classes, device=rows.device).unsqueeze(0)
     active = (hinge > 0) & (classes != labels)
     terms = where(active, hinge * 2.0 if p == 2 else 1.0, 0.0)
-    scale = grad.unsqueeze(1) / n_classes
+    scale = grad.reshape(-1, 1) / (n_classes * n_rows if reduction == "mean" else n_classes)
     if weight is not None:
         scale = scale * gather(weight, 0, labels.reshape(-1)).unsqueeze(1)
     terms = terms * scale
@@ -1251,27 +1265,27 @@ def _multi_margin_grad(grad, rows, labels, p, margin, weight):
 
 
 @op(
-    "multi_margin_loss_rows",
-    doc="Per-row multi-class margin losses of (rows, C) scores against (rows, 1) int64 class indices.",
+    "multi_margin_loss_reduced",
+    doc="multi_margin_loss of (rows, C) scores against (rows, 1) int64 class indices, reduced.",
     function=False,
     method=False,
     node="MultiMarginLossBackward0",
     grads={"rows": _multi_margin_grad},
 )
-def multi_margin_loss_rows(rows: Tensor, labels: Tensor, p: int, margin: float, weight: Tensor | None) -> Tensor:
-    # one op over the primitives: the composition dispatched fifteen public ops per call
-    bk, d = primitives(rows), rows.dtype
-    n, n_classes = rows.shape
-    x, target = dense(rows), dense(labels)
-    losses = bk.clamp(bk.binary("add", bk.binary("sub", margin, bk.gather(x, 1, target), d), x, d), 0.0, None)
-    if p == 2:
-        losses = bk.binary("mul", losses, losses, d)
-    if weight is not None:
-        losses = bk.binary("mul", losses, bk.view(bk.gather(dense(weight), 0, bk.view(target, (n,))), (n, 1)), d)
-    classes = bk.view(bk.arange(0, n_classes, 1, dt.int64), (1, n_classes))
-    others = bk.binary("ne", classes, target, dt.int64)  # the target's own term left out
-    total = bk.reduce("sum", bk.where(others, losses, 0.0, d), (1,), False)
-    return wrap(bk.binary("div", total, float(n_classes), d), rows._device)
+def multi_margin_loss_reduced(
+    rows: Tensor, labels: Tensor, p: int, margin: float, weight: Tensor | None, reduction: str
+) -> Tensor:
+    # one primitive, the reduction inside: the composition dispatched fifteen public ops per call, and
+    # its primitives a dozen calls
+    n = rows.shape[0]
+    bk = primitives(rows)
+    loss = bk.multi_margin_loss(
+        dense(rows), bk.view(dense(labels), (n,)), p, margin, None if weight is None else dense(weight), reduction
+    )
+    return wrap(loss, rows._device)
+
+
+_multi_margin_loss_reduced = get("multi_margin_loss_reduced").forward  # nothing to record: the forward alone
 
 
 @_loss_function("multi_margin_loss", "The mean over classes of max(0, margin - x[y] + x[j]) ** p for j != y, reduced.")
@@ -1299,17 +1313,17 @@ def multi_margin_loss(
     reduction = _reduction_arg(name, size_average, reduce, reduction)
     n_classes = rows.shape[1]
     target_rows = _target_rows(target)
-    _check_class_targets(name, target_rows, n_classes, None)
+    if input._device.type != "cpu":  # the CPU's primitive checks the targets in its one pass
+        _check_class_targets(name, target_rows, n_classes, None)
     # class indices are never differentiated: the backend's view, not a reshape op's dispatch
     labels = wrap(primitives(target_rows).view(dense(target_rows), (rows.shape[0], 1)), target_rows._device)
     if weight is not None:
         _check_class_weight(name, weight, n_classes)
         check_same_device(name, input, weight)
         weight = weight.to(dtype=input.dtype)
-    per_sample = multi_margin_loss_rows(rows, labels, p, float(margin), weight)
-    if input.ndim <= 1:
-        per_sample = per_sample.reshape(())
-    return _reduce(per_sample, reduction)
+    args = (rows, labels, p, float(margin), weight, reduction)
+    loss = multi_margin_loss_reduced(*args) if needs_grad(rows) else _multi_margin_loss_reduced(*args)
+    return loss.reshape(()) if input.ndim <= 1 and reduction == "none" else loss
 
 
 @_loss_function(

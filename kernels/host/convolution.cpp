@@ -108,6 +108,63 @@ void col2im(const T* cols, const Index cs[3], T* dx, const Window& g, Index n_to
   }
 }
 
+// Each output position's input for every kernel tap, as offsets into one input plane (-1: the
+// padding): (kh * kw, Ho * Wo). With output rows of a few values (a DCGAN's or a ResNet's strided
+// layers, 1-8 wide) a gather over this table runs one flat loop per tap and plane, where the row
+// loops above pay a loop setup per few values: 2-4x faster there.
+std::vector<std::int32_t> tap_offsets(const Window& g) {
+  const Index length = g.ho * g.wo;
+  std::vector<std::int32_t> table(static_cast<std::size_t>(g.kh * g.kw * length));
+  for (Index i = 0; i < g.kh; ++i)
+    for (Index j = 0; j < g.kw; ++j) {
+      std::int32_t* off = table.data() + (i * g.kw + j) * length;
+      for (Index y = 0; y < g.ho; ++y) {
+        const Index row = y * g.sh + i * g.dh - g.ph;
+        for (Index q = 0; q < g.wo; ++q) {
+          const Index col = q * g.sw + j * g.dw - g.pw;
+          const bool in = row >= 0 && row < g.h && col >= 0 && col < g.w;
+          off[y * g.wo + q] = in ? static_cast<std::int32_t>(row * g.w + col) : -1;
+        }
+      }
+    }
+  return table;
+}
+
+// im2col (same layout) by the tap table: planes of fewer than 2^31 values (checked by the caller).
+template <typename T>
+void im2col_by_table(const T* x, T* cols, const Window& g, Index n0, Index m) {
+  const std::vector<std::int32_t> table = tap_offsets(g);
+  const Index plane = g.h * g.w, length = g.ho * g.wo, taps = g.kh * g.kw;
+  for (Index c = 0; c < g.c; ++c)
+    for (Index t = 0; t < taps; ++t) {
+      const std::int32_t* off = table.data() + t * length;
+      T* dst = cols + (c * taps + t) * m * length;
+      for (Index n = 0; n < m; ++n) {
+        const T* src = x + ((n0 + n) * g.c + c) * plane;
+        T* d = dst + n * length;
+        // the padding reads src[0] and drops it, so that the loop has no branch
+        for (Index k = 0; k < length; ++k) d[k] = off[k] >= 0 ? src[off[k]] : T(0);
+      }
+    }
+}
+
+// col2im (same layouts) by the tap table; a tap's positions are distinct, so its adds never collide.
+template <typename T>
+void col2im_by_table(const T* cols, const Index cs[3], T* dx, const Window& g, Index n_total) {
+  const std::vector<std::int32_t> table = tap_offsets(g);
+  const Index plane = g.h * g.w, length = g.ho * g.wo, taps = g.kh * g.kw;
+  for (Index n = 0; n < n_total; ++n)
+    for (Index c = 0; c < g.c; ++c) {
+      T* dst = dx + (n * g.c + c) * plane;
+      for (Index t = 0; t < taps; ++t) {
+        const std::int32_t* off = table.data() + t * length;
+        const T* src = cols + (c * taps + t) * cs[0] + n * cs[1];
+        for (Index k = 0; k < length; ++k)
+          if (off[k] >= 0) dst[off[k]] += src[k * cs[2]];
+      }
+    }
+}
+
 Window window(Index c, Index h, Index w, py::tuple kernel, py::tuple out, py::tuple stride, py::tuple padding,
               py::tuple dilation) {
   auto at = [](const py::tuple& t, int k) { return t[k].cast<Index>(); };
@@ -131,7 +188,7 @@ Window window(Index c, Index h, Index w, py::tuple kernel, py::tuple out, py::tu
 }
 
 template <typename T>
-void im2col_checked(const py::array& x_any, py::array& cols_any, const Window& g, Index n0) {
+void im2col_checked(const py::array& x_any, py::array& cols_any, const Window& g, Index n0, bool by_table) {
   auto x = py::array_t<T, py::array::c_style>::ensure(x_any);
   if (!x || !(cols_any.flags() & py::array::c_style) || !cols_any.writeable())
     throw std::invalid_argument("cpu_im2col: x and cols must be C-contiguous, cols writeable, of one dtype");
@@ -143,7 +200,9 @@ void im2col_checked(const py::array& x_any, py::array& cols_any, const Window& g
   const T* src = x.data();
   T* dst = cols.mutable_data();
   py::gil_scoped_release release;
-  if (g.sw == 1)
+  if (by_table)
+    im2col_by_table<T>(src, dst, g, n0, m);
+  else if (g.sw == 1)
     im2col<T, 1>(src, dst, g, n0, m);
   else if (g.sw == 2)
     im2col<T, 2>(src, dst, g, n0, m);
@@ -152,7 +211,7 @@ void im2col_checked(const py::array& x_any, py::array& cols_any, const Window& g
 }
 
 template <typename T>
-void col2im_checked(const py::array& cols_any, py::array& dx_any, const Window& g) {
+void col2im_checked(const py::array& cols_any, py::array& dx_any, const Window& g, bool by_table) {
   if (!(dx_any.flags() & py::array::c_style) || !dx_any.writeable())
     throw std::invalid_argument("cpu_col2im: dx must be C-contiguous and writeable");
   auto cols = py::reinterpret_borrow<py::array_t<T>>(cols_any);
@@ -170,7 +229,51 @@ void col2im_checked(const py::array& cols_any, py::array& dx_any, const Window& 
   T* dst = dx.mutable_data();
   const Index n = dx.shape(0);
   py::gil_scoped_release release;
-  col2im(src, cs, dst, g, n);
+  if (by_table)
+    col2im_by_table(src, cs, dst, g, n);
+  else
+    col2im(src, cs, dst, g, n);
+}
+
+// The tap table's offsets are 32-bit: planes below 2^31 values (larger ones take the row loops).
+bool fits_table(const Window& g) { return g.h * g.w < (Index(1) << 31); }
+
+// conv2d by kernel rows' output (adcuda/backends/cpu/convolution.py, _conv_by_kernel_rows): out (m, G * Og, L)
+// = the sum over kernel rows i of rows (G, kh, Og, m, Hr * Wo) from column i * shift on, one pass, where
+// NumPy's adds pass over the output kh - 1 times through a transposed view.
+template <typename T>
+void add_row_shifts(const T* rows, T* out, Index groups, Index kh, Index og, Index m, Index span, Index length,
+                    Index shift) {
+  for (Index n = 0; n < m; ++n)
+    for (Index g = 0; g < groups; ++g)
+      for (Index o = 0; o < og; ++o) {
+        T* dst = out + (n * groups * og + g * og + o) * length;
+        const T* first = rows + (((g * kh) * og + o) * m + n) * span;
+        const Index step = og * m * span;  // from kernel row i to i + 1
+        for (Index k = 0; k < length; ++k) dst[k] = first[k];
+        for (Index i = 1; i < kh; ++i) {
+          const T* src = first + i * step + i * shift;
+          for (Index k = 0; k < length; ++k) dst[k] += src[k];
+        }
+      }
+}
+
+template <typename T>
+void add_row_shifts_checked(const py::array& rows_any, py::array& out_any, Index shift) {
+  auto rows = py::array_t<T, py::array::c_style>::ensure(rows_any);
+  if (!rows || !(out_any.flags() & py::array::c_style) || !out_any.writeable())
+    throw std::invalid_argument("cpu_add_row_shifts: rows and out must be C-contiguous, out writeable");
+  auto out = py::reinterpret_borrow<py::array_t<T>>(out_any);
+  if (rows.ndim() != 5 || out.ndim() != 3)
+    throw std::invalid_argument("cpu_add_row_shifts: rows must be (G, kh, Og, m, span) and out (m, G * Og, length)");
+  const Index groups = rows.shape(0), kh = rows.shape(1), og = rows.shape(2), m = rows.shape(3), span = rows.shape(4);
+  const Index length = out.shape(2);
+  if (out.shape(0) != m || out.shape(1) != groups * og || shift < 0 || (kh - 1) * shift + length > span)
+    throw std::invalid_argument("cpu_add_row_shifts: the shapes of rows and out do not fit the shift");
+  const T* src = rows.data();
+  T* dst = out.mutable_data();
+  py::gil_scoped_release release;
+  add_row_shifts(src, dst, groups, kh, og, m, span, length, shift);
 }
 
 bool same_float_dtype(const py::array& a, const py::array& b, bool& is_double) {
@@ -192,34 +295,52 @@ void bind_convolution(py::module_& m) {
   m.def(
       "cpu_im2col",
       [](const py::array& x, py::array& cols, py::tuple kernel, py::tuple out, py::tuple stride, py::tuple padding,
-         py::tuple dilation, Index n0) {
+         py::tuple dilation, Index n0, bool by_table) {
         bool is_double = false;
         if (x.ndim() != 4 || !same_float_dtype(x, cols, is_double))
           throw std::invalid_argument("cpu_im2col: x (N, C, H, W) and cols must be both float32 or both float64");
         const Window g = window(x.shape(1), x.shape(2), x.shape(3), kernel, out, stride, padding, dilation);
+        by_table = by_table && fits_table(g);
         if (is_double)
-          im2col_checked<double>(x, cols, g, n0);
+          im2col_checked<double>(x, cols, g, n0, by_table);
         else
-          im2col_checked<float>(x, cols, g, n0);
+          im2col_checked<float>(x, cols, g, n0, by_table);
       },
       py::arg("x"), py::arg("cols"), py::arg("kernel"), py::arg("out"), py::arg("stride"), py::arg("padding"),
-      py::arg("dilation"), py::arg("n0"),
-      "cols (C*kh*kw, m, Ho*Wo) <- the zero-padded windows of samples n0 .. n0+m of x (N, C, H, W).");
+      py::arg("dilation"), py::arg("n0"), py::arg("by_table") = false,
+      "cols (C*kh*kw, m, Ho*Wo) <- the zero-padded windows of samples n0 .. n0+m of x (N, C, H, W); "
+      "by_table: gather through a table of offsets (for short output rows).");
   m.def(
       "cpu_col2im",
       [](const py::array& cols, py::array& dx, py::tuple kernel, py::tuple out, py::tuple stride, py::tuple padding,
-         py::tuple dilation) {
+         py::tuple dilation, bool by_table) {
         bool is_double = false;
         if (dx.ndim() != 4 || !same_float_dtype(dx, cols, is_double))
           throw std::invalid_argument("cpu_col2im: cols and dx (N, C, H, W) must be both float32 or both float64");
         const Window g = window(dx.shape(1), dx.shape(2), dx.shape(3), kernel, out, stride, padding, dilation);
+        by_table = by_table && fits_table(g);
         if (is_double)
-          col2im_checked<double>(cols, dx, g);
+          col2im_checked<double>(cols, dx, g, by_table);
         else
-          col2im_checked<float>(cols, dx, g);
+          col2im_checked<float>(cols, dx, g, by_table);
       },
       py::arg("cols"), py::arg("dx"), py::arg("kernel"), py::arg("out"), py::arg("stride"), py::arg("padding"),
-      py::arg("dilation"), "dx (N, C, H, W) += the columns cols (C*kh*kw, N, Ho*Wo), any strides, added back.");
+      py::arg("dilation"), py::arg("by_table") = false,
+      "dx (N, C, H, W) += the columns cols (C*kh*kw, N, Ho*Wo), any strides, added back; by_table: through a "
+      "table of offsets (for short output rows).");
+  m.def(
+      "cpu_add_row_shifts",
+      [](const py::array& rows, py::array& out, Index shift) {
+        bool is_double = false;
+        if (!same_float_dtype(out, rows, is_double))
+          throw std::invalid_argument("cpu_add_row_shifts: rows and out must be both float32 or both float64");
+        if (is_double)
+          add_row_shifts_checked<double>(rows, out, shift);
+        else
+          add_row_shifts_checked<float>(rows, out, shift);
+      },
+      py::arg("rows"), py::arg("out"), py::arg("shift"),
+      "out (m, G*Og, L) <- the sum over kernel rows i of rows (G, kh, Og, m, span)[:, i, :, :, i*shift : i*shift+L].");
 }
 
 }  // namespace adcuda::host

@@ -137,6 +137,114 @@ py::tuple classifier_loss(const py::array_t<T, py::array::c_style>& logits,
   return py::make_tuple(losses, stats);
 }
 
+// reduction codes of the loss primitives below: the per-row losses, their mean or their sum
+enum Reduction { kNone = 0, kMean = 1, kSum = 2 };
+
+Reduction reduction_code(const std::string& reduction) {
+  if (reduction == "none") return kNone;
+  if (reduction == "mean") return kMean;
+  if (reduction == "sum") return kSum;
+  throw std::invalid_argument("unknown reduction " + reduction);
+}
+
+// The reduced result: the (N,) losses themselves, or their sum (over ``divisor`` for a mean) as a 0-d
+// array; sums are accumulated in double and rounded once.
+template <typename T>
+py::array_t<T> reduced(const std::vector<double>& rows, Reduction reduction, double divisor) {
+  if (reduction == kNone) {
+    py::array_t<T> out(std::vector<py::ssize_t>{static_cast<py::ssize_t>(rows.size())});
+    T* o = out.mutable_data();
+    for (std::size_t r = 0; r < rows.size(); ++r) o[r] = T(rows[r]);
+    return out;
+  }
+  double total = 0.0;
+  for (const double v : rows) total += v;
+  py::array_t<T> out(std::vector<py::ssize_t>{});
+  *out.mutable_data() = T(reduction == kMean ? total / divisor : total);
+  return out;
+}
+
+// The class losses' arguments: scores (N, C), int64 targets (N,) each in [0, C) or equal to ``ignore``
+// where one is given (IndexError otherwise: the caller's NumPy path names it), optional class weights
+// (C,) -> C.
+template <typename T>
+Index checked_classes(const char* op, const py::array_t<T, py::array::c_style>& scores,
+                      const py::array_t<std::int64_t, py::array::c_style>& target,
+                      const std::optional<py::array_t<T, py::array::c_style>>& weight,
+                      std::optional<std::int64_t> ignore) {
+  if (scores.ndim() != 2 || target.ndim() != 1 || target.shape(0) != scores.shape(0))
+    throw std::invalid_argument(std::string(op) + ": expected (N, C) scores and (N,) targets");
+  const Index n = scores.shape(0), c = scores.shape(1);
+  if (weight && (weight->ndim() != 1 || weight->shape(0) != c))
+    throw std::invalid_argument(std::string(op) + ": expected (C,) class weights");
+  const std::int64_t* t = target.data();
+  for (Index r = 0; r < n; ++r) {
+    if ((!ignore || t[r] != *ignore) && (t[r] < 0 || t[r] >= c))
+      throw py::index_error(std::string(op) + ": target out of range");
+  }
+  return c;
+}
+
+// nll_loss of log-probabilities (N, C) against int64 class indices (N,), optional class weights (C,):
+// each row's -w[t] * logp[t] (0 where t == ignore_index), reduced; and the summed weights of the rows
+// that count (the mean's divisor). The CPU backend's nll_loss (adcuda/backends/cpu/softmax_loss.py).
+template <typename T>
+py::tuple nll_loss(const py::array_t<T, py::array::c_style>& logp,
+                   const py::array_t<std::int64_t, py::array::c_style>& target,
+                   const std::optional<py::array_t<T, py::array::c_style>>& weight, std::int64_t ignore_index,
+                   const std::string& reduction_name) {
+  const Index n = logp.shape(0), c = checked_classes("cpu_nll_loss", logp, target, weight, ignore_index);
+  const Reduction reduction = reduction_code(reduction_name);
+  const std::int64_t* t = target.data();
+  const T* x = logp.data();
+  const T* w = weight ? weight->data() : nullptr;
+  std::vector<double> rows(static_cast<std::size_t>(n), 0.0);
+  double total_weight = 0.0;
+  for (Index r = 0; r < n; ++r) {
+    if (t[r] == ignore_index) continue;
+    const T row_weight = w != nullptr ? w[t[r]] : T(1);
+    rows[r] = double(-(row_weight * x[r * c + t[r]]));  // rounded in T, as the elementwise product is
+    total_weight += double(row_weight);
+  }
+  py::array_t<T> total(std::vector<py::ssize_t>{});
+  *total.mutable_data() = T(total_weight);
+  return py::make_tuple(reduced<T>(rows, reduction, total_weight), total);
+}
+
+// multi_margin_loss of scores (N, C) against int64 class indices (N,): each row's
+// sum over j != t of w[t] * max(0, margin - x[t] + x[j]) ** p, over C (a NaN hinge adds nothing, as in
+// PyTorch), reduced (the mean over N). The CPU backend's multi_margin_loss.
+template <typename T>
+py::array_t<T> multi_margin_loss(const py::array_t<T, py::array::c_style>& scores,
+                                 const py::array_t<std::int64_t, py::array::c_style>& target, int p, double margin,
+                                 const std::optional<py::array_t<T, py::array::c_style>>& weight,
+                                 const std::string& reduction_name) {
+  if (p != 1 && p != 2) throw std::invalid_argument("cpu_multi_margin_loss: p must be 1 or 2");
+  const Index n = scores.shape(0),
+              c = checked_classes("cpu_multi_margin_loss", scores, target, weight, std::nullopt);
+  const Reduction reduction = reduction_code(reduction_name);
+  const std::int64_t* t = target.data();
+  const T* x = scores.data();
+  const T* w = weight ? weight->data() : nullptr;
+  const T m = T(margin);
+  std::vector<double> rows(static_cast<std::size_t>(n), 0.0);
+  for (Index r = 0; r < n; ++r) {
+    const T* row = x + r * c;
+    const T at_target = row[t[r]];
+    T sum = T(0);
+    for (Index j = 0; j < c; ++j) {
+      if (j == t[r]) continue;
+      T hinge = (m - at_target) + row[j];
+      if (!(hinge > T(0))) continue;  // PyTorch's test: a NaN hinge adds nothing
+      if (p == 2) hinge *= hinge;
+      if (w != nullptr) hinge *= w[t[r]];
+      sum += hinge;
+    }
+    rows[r] = double(sum / T(c));
+  }
+  return reduced<T>(rows, reduction, double(n));
+}
+
 }  // namespace
 
 void bind_softmax_loss(py::module_& m) {
@@ -153,6 +261,22 @@ void bind_softmax_loss(py::module_& m) {
         "(losses (N,), statistics (N, 2)) of C-contiguous float32/float64 logits (N, C) against int64 class indices "
         "(N,), optional class weights (C,) of the logits' dtype: the CPU backend's classifier_loss. IndexError for "
         "a target out of range.");
+  m.def("cpu_nll_loss", &nll_loss<float>, py::arg("logp").noconvert(), py::arg("target").noconvert(),
+        py::arg("weight").noconvert(), py::arg("ignore_index"), py::arg("reduction"));
+  m.def("cpu_nll_loss", &nll_loss<double>, py::arg("logp").noconvert(), py::arg("target").noconvert(),
+        py::arg("weight").noconvert(), py::arg("ignore_index"), py::arg("reduction"),
+        "(loss, total weight) of C-contiguous float32/float64 log-probabilities (N, C) against int64 class indices "
+        "(N,), optional class weights (C,) of their dtype: the CPU backend's nll_loss. IndexError for a target out "
+        "of range.");
+  m.def("cpu_multi_margin_loss", &multi_margin_loss<float>, py::arg("scores").noconvert(),
+        py::arg("target").noconvert(), py::arg("p"), py::arg("margin"), py::arg("weight").noconvert(),
+        py::arg("reduction"));
+  m.def("cpu_multi_margin_loss", &multi_margin_loss<double>, py::arg("scores").noconvert(),
+        py::arg("target").noconvert(), py::arg("p"), py::arg("margin"), py::arg("weight").noconvert(),
+        py::arg("reduction"),
+        "multi_margin_loss of C-contiguous float32/float64 scores (N, C) against int64 class indices (N,), optional "
+        "class weights (C,) of their dtype: the CPU backend's multi_margin_loss. IndexError for a target out of "
+        "range.");
 }
 
 }  // namespace adcuda::host

@@ -27,9 +27,15 @@ _F64 = np.dtype(np.float64)
 
 
 def _np_dtype(dtype):
-    if dtype.numpy is None:
-        raise DTypeError(f"{dtype.name} is not supported on the CPU backend (it is a CUDA-only dtype)")
-    return np.dtype(dtype.numpy)
+    d = _NP_DTYPES.get(dtype)  # (a dict read: np.dtype() of a type costs as much as a small fill)
+    if d is None:
+        if dtype.numpy is None:
+            raise DTypeError(f"{dtype.name} is not supported on the CPU backend (it is a CUDA-only dtype)")
+        d = _NP_DTYPES[dtype] = np.dtype(dtype.numpy)
+    return d
+
+
+_NP_DTYPES: dict = {}  # adcuda dtype -> its NumPy dtype, filled as each is first used
 
 
 def _compute(a):

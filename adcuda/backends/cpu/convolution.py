@@ -13,8 +13,11 @@ asymmetric 'same' padding are the op's (``F.pad`` first).
 
 Where the native module is built (every install; not a pure-source checkout), im2col and col2im are
 its ``cpu_im2col`` and ``cpu_col2im`` (kernels/host/convolution.cpp): one pass each, the padding read
-as zeros, no wide rows, so the GEMMs hold only real output columns. The NumPy gathers above stay the
-reference they are tested against (``_NATIVE = None`` selects them).
+as zeros, no wide rows, so the GEMMs hold only real output columns; output rows of a few values go
+through a table of per-tap offsets, and conv2d by kernel rows sums its shifted products there too
+(``cpu_add_row_shifts``). The NumPy gathers above stay the reference they are tested against
+(``_NATIVE = None`` selects them). A convolution whose one window is the whole input is a matrix
+product on either path (``_one_window``).
 """
 
 from __future__ import annotations
@@ -72,6 +75,11 @@ _BLOCK_BYTES = 1 << 20
 # DCGAN layers with rows of 8 or fewer 1.2-1.6x faster that way, rows of 16 faster the strided way.
 _SHORT_ROWS = 16
 
+# Output rows this short or shorter are gathered (im2col) and added back (col2im) by the native
+# module's table of offsets, one flat loop per tap and plane: measured at a DCGAN's 4x4 stride-2
+# layers, rows of 4 1.2-1.6x faster that way, rows of 8 even to 1.3x, rows of 16 slower.
+_TABLE_ROWS = 8
+
 # Multiply-adds few enough that the correlation's extra ones cost less than col2im's passes.
 _FEW_PRODUCTS = 1 << 22
 
@@ -79,6 +87,11 @@ _FEW_PRODUCTS = 1 << 22
 # kernel row past the first, so that the rows it computes and drops (dh * (kh - 1) per plane) stay
 # few: a ResNet's 3x3 layers at 32x32 run 1.5x faster that way, at 16x16 1.1x.
 _ROWS_PER_TAP = 4
+
+# ... but only where a kernel row's GEMM is deep enough: with C / groups * kw below this (a first
+# layer's 3 or 1 channels: 9 or 5) its inner dimension starves the GEMM and plain im2col is 1.3-1.8x
+# faster (a CIFAR ResNet's 3 -> 16 3x3, LeNet's 1 -> 6 5x5); LeNet's 6 * 5 = 30 gains by rows.
+_ROWS_MIN_DEPTH = 16
 
 # The stride-1 input gradient as a correlation (see conv2d_backward_input) makes GEMMs of C / groups
 # rows: with fewer than this (LeNet's 6) they run slowly and col2im by phase is 2x faster; with a
@@ -139,8 +152,30 @@ def _native_blocks(native, x, kernel, out_size, stride, padding, dilation, group
     for n0 in range(0, n, step):
         m = min(step, n - n0)
         cols = buffer[: k * m * length].reshape(k, m, length)
-        native.cpu_im2col(x, cols, tuple(kernel), tuple(out_size), tuple(stride), tuple(padding), tuple(dilation), n0)
+        native.cpu_im2col(
+            x,
+            cols,
+            tuple(kernel),
+            tuple(out_size),
+            tuple(stride),
+            tuple(padding),
+            tuple(dilation),
+            n0,
+            out_size[1] <= _TABLE_ROWS,
+        )
         yield n0, m, cols.reshape(groups, k // groups, m * length)
+
+
+def _one_window(spatial, kernel, padding, dilation):
+    """Whether the only window of an input of ``spatial`` (H, W) is the whole unpadded input: the
+    convolution is then a matrix product of the flattened samples and kernels, with no columns to
+    gather or add back (a DCGAN's last discriminator and first generator layers, 4x4 -> 1x1)."""
+    return tuple(padding) == (0, 0) and tuple(dilation) == (1, 1) and tuple(spatial) == tuple(kernel)
+
+
+def _sample_rows(a, groups):
+    """a (N, C, ...) as (groups, N, C / groups * ...): each group's flattened samples, a view."""
+    return a.reshape(a.shape[0], groups, -1).transpose(1, 0, 2)
 
 
 def _wide(g, row):
@@ -166,8 +201,14 @@ def conv2d(
     xc = _compute(x)
     w = _compute(weight).reshape(groups, o // groups, cg * kh * kw)
     out = np.empty((n, o, ho, wo), x.dtype)
+    if _one_window(x.shape[2:], (kh, kw), padding, dilation):
+        # (groups, N, K / groups) @ (groups, K / groups, O / groups): every sample's one output
+        y = threads.matmul(_sample_rows(xc, groups), w.transpose(0, 2, 1))
+        out[...] = y.transpose(1, 0, 2).reshape(out.shape)
+        return out
     native = _native_for(xc)
-    if native is not None and stride[0] == 1 and kh > 1 and ho >= _ROWS_PER_TAP * dilation[0] * (kh - 1):
+    by_rows = stride[0] == 1 and kh > 1 and ho >= _ROWS_PER_TAP * dilation[0] * (kh - 1) and cg * kw >= _ROWS_MIN_DEPTH
+    if native is not None and by_rows:
         return _conv_by_kernel_rows(native, xc, _compute(weight), out, stride, padding, dilation, groups)
     if native is not None:
         for n0, m, cols in _native_blocks(native, xc, (kh, kw), (ho, wo), stride, padding, dilation, groups):
@@ -200,11 +241,8 @@ def _conv_by_kernel_rows(native, x, weight, out, stride, padding, dilation, grou
         # kernel row i's products for output row y are at padded row y + i * dh: with the planes
         # flat, the Ho rows from there on are one contiguous run
         rows = threads.matmul(w_rows, cols).reshape(groups, kh, og, m, hr * wo)
-        block = out[n0 : n0 + m].reshape(m, groups, og, ho * wo).transpose(1, 2, 0, 3)
-        length, shift = ho * wo, dh * wo
-        np.add(rows[:, 0, :, :, :length], rows[:, 1, :, :, shift : shift + length], out=block)
-        for i in range(2, kh):
-            block += rows[:, i, :, :, i * shift : i * shift + length]
+        # the kh shifted products summed into the block's outputs in one pass
+        native.cpu_add_row_shifts(rows, out[n0 : n0 + m].reshape(m, o, ho * wo), dh * wo)
     return out
 
 
@@ -227,6 +265,11 @@ def conv2d_backward_input(
     o, cg, kh, kw = weight.shape
     if not (n and c and o and ho * wo):
         return np.zeros(input_shape, g.dtype)
+    if _one_window((h, w_), (kh, kw), padding, dilation):
+        # (groups, N, O / groups) @ (groups, O / groups, K / groups): each sample's window gradient
+        wg = _compute(weight).reshape(groups, o // groups, cg * kh * kw)
+        dx = threads.matmul(_sample_rows(_compute(g), groups), wg)
+        return np.ascontiguousarray(dx.transpose(1, 0, 2)).reshape(input_shape).astype(g.dtype, copy=False)
     ph, pw = padding
     sh, sw = stride
     dh, dw = dilation
@@ -274,7 +317,7 @@ def _col2im_native(native, g, weight, input_shape, stride, padding, dilation, gr
         # g's block as (groups, O / groups, m * L): the block's outputs side by side, per group
         gb = np.ascontiguousarray(g[n0 : n0 + m].reshape(m, groups, og, length).transpose(1, 2, 0, 3))
         dcols = threads.matmul(w_t, gb.reshape(groups, og, m * length)).reshape(k, m, length)
-        native.cpu_col2im(dcols, dx[n0 : n0 + m], *window)
+        native.cpu_col2im(dcols, dx[n0 : n0 + m], *window, wo <= _TABLE_ROWS)
     return dx
 
 
@@ -329,6 +372,10 @@ def conv2d_backward_weight(
     if n == 0 or o == 0 or ho * wo == 0:
         return np.zeros(weight_shape, x.dtype)
     xc, gc = _compute(x), _compute(g)
+    if _one_window(x.shape[2:], (kh, kw), padding, dilation):
+        # (groups, O / groups, N) @ (groups, N, K / groups): summed over the samples' one window each
+        dw = threads.matmul(_sample_rows(gc, groups).transpose(0, 2, 1), _sample_rows(xc, groups))
+        return dw.reshape(weight_shape).astype(x.dtype, copy=False)
     native = _native_for(xc)
     if native is not None:
         blocks = _native_blocks(native, xc, (kh, kw), (ho, wo), stride, padding, dilation, groups)

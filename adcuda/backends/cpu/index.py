@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..._native import _C
 from ...errors import DTypeError, ShapeError
 from ._common import ArrayOrScalar, BackendArray, IndexKey
 
@@ -43,6 +44,8 @@ def _along_axis(op, a, axis, idx):
     if idx.ndim != a.ndim:
         raise ShapeError(f"{op}: index {idx.shape} and input {a.shape} must have the same number of dims")
     axis = axis + a.ndim if axis < 0 else axis
+    if idx.shape == a.shape:  # (the common case: nothing larger anywhere)
+        return a, axis
     for d, (n, m) in enumerate(zip(idx.shape, a.shape)):
         if d != axis and n > m:
             raise ShapeError(f"{op}: index {idx.shape} is larger than input {a.shape} in dim {d}")
@@ -71,10 +74,40 @@ def _scatter_key(idx, axis):
     return tuple(idx if d == axis else g for d, g in enumerate(grids))
 
 
+# kernels/host/index.cpp's loops over the index (None in a pure-source checkout without the native module),
+# for the dtypes they are built for: a fraction of the grid and advanced indexing (or ufunc.at) below,
+# which stay their reference. An index value they refuse (outside [0, size)) goes the NumPy way, which
+# counts a negative one from the end or raises its own IndexError.
+_native_gather = getattr(_C, "host_gather_along", None)
+_native_scatter = getattr(_C, "host_scatter_along", None)
+_NATIVE = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int64, np.int32))
+_I64 = np.dtype(np.int64)
+_HOW = {"add": 1, "prod": 2, "amax": 3, "amin": 4}  # host_scatter_along's combines
+
+
+def _native_fits(a, idx):
+    return _native_scatter is not None and idx.ndim and a.dtype in _NATIVE and idx.dtype == _I64
+
+
+def _scattered_natively(out, axis, idx, src, reduce):
+    """``out`` (a fresh array) combined with src at idx along axis by the host loop; False where it refused
+    an index value (``out`` then partly written: the caller starts again from a fresh copy)."""
+    try:
+        _native_scatter(out, axis, idx, src, _HOW[reduce])
+    except IndexError:
+        return False
+    return True
+
+
 def gather(a: BackendArray, axis: int, idx: BackendArray) -> BackendArray:
     a, axis = _along_axis("gather", a, axis, idx)
     if idx.ndim == 0:  # a 0-d input and index
         return a.reshape(1)[idx.reshape(1)].reshape(())
+    if _native_gather is not None and _native_fits(a, idx):
+        try:
+            return _native_gather(a, axis, idx)
+        except IndexError:
+            pass
     return a[_scatter_key(idx, axis)]
 
 
@@ -83,10 +116,15 @@ def scatter_add(a: BackendArray, axis: int, idx: BackendArray, src: BackendArray
     target, axis = _along_axis("scatter_add", out, axis, idx)
     if src.ndim == 0:  # a 0-d src with a 0-d or 1-d index, as PyTorch allows
         src = src.reshape((1,) * idx.ndim)
-    if src.ndim != idx.ndim or any(n > m for n, m in zip(idx.shape, src.shape)):
+    if src.shape != idx.shape and (src.ndim != idx.ndim or any(n > m for n, m in zip(idx.shape, src.shape))):
         raise ShapeError(f"scatter_add: index {idx.shape} is larger than src {src.shape}")
     if idx.ndim == 0:  # a 0-d input, index and src
         target, idx, src = target.reshape(1), idx.reshape(1), src.reshape(1)
+    if _native_fits(out, idx) and src.dtype == out.dtype:
+        if _scattered_natively(target, axis, idx, src, "add"):
+            return out
+        out = np.array(a, copy=True)
+        target = out.reshape(target.shape)
     # src is read at the index's own positions, along `axis` too (PyTorch allows a larger src)
     np.add.at(target, _scatter_key(idx, axis), _index_part(src, idx))
     return out
@@ -124,12 +162,18 @@ def scatter_reduce(
     target, axis = _along_axis("scatter_reduce", out, axis, idx)
     if src.ndim == 0:
         src = src.reshape((1,) * idx.ndim)
-    if src.ndim != idx.ndim or any(n > m for n, m in zip(idx.shape, src.shape)):
+    if src.shape != idx.shape and (src.ndim != idx.ndim or any(n > m for n, m in zip(idx.shape, src.shape))):
         raise ShapeError(f"scatter_reduce: index {idx.shape} is larger than src {src.shape}")
     if idx.ndim == 0:
         target, idx, src = target.reshape(1), idx.reshape(1), src.reshape(1)
+    src = src.astype(out.dtype, copy=False)
+    if _native_fits(out, idx) and include_self:
+        if _scattered_natively(target, axis, idx, src, reduce):
+            return out.astype(a_dtype, copy=False)
+        out = np.array(a, dtype=out.dtype, copy=True)
+        target = out.reshape(target.shape)
     key = _scatter_key(idx, axis)
     if not include_self:
         target[key] = _identity(reduce, out.dtype)
-    combine.at(target, key, _index_part(src, idx).astype(out.dtype, copy=False))
+    combine.at(target, key, _index_part(src, idx))
     return out.astype(a_dtype, copy=False)

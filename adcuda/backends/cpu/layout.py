@@ -43,7 +43,16 @@ def _triangle(op, a, k, lower):
         mask.flags.writeable = False
         if len(_MASKS) < _MASKS_KEPT:
             _MASKS[key] = mask
-    return np.where(mask, a, a.dtype.type(0))
+    zero = _ZEROS.get(a.dtype)
+    if zero is None:
+        zero = _ZEROS[a.dtype] = np.zeros((), a.dtype)
+        zero.flags.writeable = False
+    return np.where(mask, a, zero)
+
+
+# a 0-d zero of each dtype seen: np.where converts a scalar operand to an array on every call (a third
+# of a small tril's time)
+_ZEROS: dict[np.dtype, np.ndarray] = {}
 
 
 def tril(a: BackendArray, k: int) -> BackendArray:

@@ -242,11 +242,32 @@ def _channel_sums(a3, b3=None):
     return np.vecdot(a3, b3).sum(axis=0)
 
 
+# The host module's batch norm, forward and backward (kernels/host/norm.cpp; None: NumPy's below,
+# the reference it is tested against): three passes over x for the forward and two for the backward
+# where NumPy makes five and eight, 2-3x faster at a CIFAR ResNet's or a DCGAN's sizes.
+_NATIVE_BATCH_NORM = _native._C if hasattr(_native._C, "cpu_batch_norm") else None
+
+
+def _native_batch_norm(*arrays):
+    """The host module where it serves these arrays (those not None: one float32/float64 dtype, all
+    C-contiguous), else None."""
+    first = arrays[0]
+    if _NATIVE_BATCH_NORM is None or not (first.dtype == _F32 or first.dtype == _F64):
+        return None
+    for a in arrays:
+        if a is not None and (a.dtype != first.dtype or not a.flags.c_contiguous):
+            return None
+    return _NATIVE_BATCH_NORM
+
+
 def batch_norm(
     x: BackendArray, weight: BackendArray | None, bias: BackendArray | None, eps: float
 ) -> tuple[BackendArray, BackendArray, BackendArray]:
     """Normalise each channel (dim 1) of x (N, C, *) with its batch statistics -> (y, mean (C,), rstd (C,))."""
     declared.batch_norm(x, weight, bias, eps)
+    native = _native_batch_norm(x, weight, bias)
+    if native is not None:
+        return native.cpu_batch_norm(x, weight, bias, eps)
     xx = _compute(x)
     n, c = x.shape[:2]
     count = x.size // c if c else 1
@@ -269,6 +290,9 @@ def batch_norm_backward(
 ) -> tuple[BackendArray, BackendArray | None, BackendArray]:
     """-> (dx, dweight (None without a weight), dbias)."""
     declared.batch_norm_backward(g, x, weight, mean, rstd)
+    native = _native_batch_norm(x, g, weight, mean, rstd)
+    if native is not None:
+        return native.cpu_batch_norm_backward(g, x, weight, mean, rstd)
     gg, xx = _compute(g), _compute(x)
     n, c = x.shape[:2]
     count = x.size // c if c else 1

@@ -10,6 +10,8 @@ import threading
 
 import numpy as np
 
+from ... import dtypes as dt
+from ..._native import _C
 from ...errors import DTypeError, ShapeError
 from ..seam import DType, Shape
 from ._common import BackendArray, _compute, _np_dtype
@@ -110,27 +112,106 @@ def _floating(op, dtype):
 # the largest value below 1 of each floating dtype: rounding a float64 draw to float16/float32 can
 # reach 1.0 (float16 from about 1 - 2**-12 up), which rand clamps to this to keep [0, 1)
 _BELOW_ONE = {d: np.nextafter(d.type(1), d.type(0)) for d in map(np.dtype, (np.float16, np.float32))}
+_FLOAT32 = np.dtype(np.float32)
+
+
+def _native_draws():
+    """The host module's draws (kernels/host/random.cpp: NumPy's own distribution functions, found in
+    its ``_generator`` module, over a Philox stream keyed as ``_rng`` keys NumPy's), bound and then
+    probed: used only where they give exactly the Generator's numbers, else None (a NumPy without
+    those exports, a pure-source checkout without ``_C``). A small draw through them costs a fifth of
+    the Generator's call and its re-keying."""
+    native = _C if hasattr(_C, "host_random_bind") else None
+    if native is None:
+        return None
+    try:
+        from numpy.random import _generator
+
+        exports = ctypes.CDLL(_generator.__file__)
+        native.host_random_bind(
+            *(
+                ctypes.cast(getattr(exports, name), ctypes.c_void_p).value
+                for name in (
+                    "random_standard_uniform_fill",
+                    "random_standard_normal_fill",
+                    "random_bounded_uint64_fill",
+                )
+            )
+        )
+        for seed, offset, shape in ((3, _U64, (9,)), (0x9E3779B97F4A7C15, 12345, (2, 3)), (_U64, 7, (0,))):
+            for fast, slow in (
+                (native.host_random_uniform(seed, offset, shape, False), _rng(seed, offset).random(shape)),
+                (native.host_random_normal(seed, offset, shape, False), _rng(seed, offset).standard_normal(shape)),
+                (
+                    native.host_random_uniform(seed, offset, shape, True),
+                    _rounded_below_one(_rng(seed, offset).random(shape)),
+                ),
+            ):
+                if fast.dtype != slow.dtype or fast.tobytes() != slow.tobytes():
+                    return None
+            # a 32-bit range draws halves of words, a wider one whole words; a range of one draws nothing
+            for low, high in ((0, 10), (-5, 2**40), (7, 8)):
+                fast = native.host_random_integers(low, high, seed, offset, shape)
+                if fast.tobytes() != _rng(seed, offset).integers(low, high, shape, dtype=np.int64).tobytes():
+                    return None
+    except (AttributeError, OSError, TypeError, ValueError):
+        return None
+    return native
+
+
+def _float_draw(op, shape, dtype, seed, offset):
+    """``(values, NumPy dtype or None)``: rand's or randn's (``op``) draw of ``shape``, in ``dtype``
+    itself where the host module draws in it (float32, float64: None then), else float64 values and
+    the dtype to convert them to."""
+    host, method = _DRAWS[op]
+    if host is not None and shape.__class__ is tuple:
+        single = _HOST_FLOATS.get(dtype)
+        if single is not None:
+            return host(seed, offset, shape, single), None
+        return host(seed, offset, shape, False), _floating(op, dtype)
+    return getattr(_rng(seed, offset), method)(shape, dtype=np.float64), _floating(op, dtype)
 
 
 def rand(shape: Shape, dtype: DType, seed: int, offset: int) -> BackendArray:
-    out_dt = _floating("rand", dtype)
-    r = _rng(seed, offset).random(shape, dtype=np.float64)
-    if out_dt.itemsize == 8:  # a float64 draw is below 1 already
-        return r
+    r, out_dt = _float_draw("rand", shape, dtype, seed, offset)
+    # (float64 draws are below 1 already; the host's float32 ones are rounded and kept below 1)
+    return r if out_dt is None or out_dt.itemsize == 8 else _rounded_below_one(r, out_dt)
+
+
+def _rounded_below_one(r, out_dt=_FLOAT32):
+    """float64 draws ``r`` of [0, 1) rounded to ``out_dt``, those that reach 1.0 kept below it."""
     r = r.astype(out_dt)
     return np.minimum(r, _BELOW_ONE[out_dt], out=r)
 
 
 def randn(shape: Shape, dtype: DType, seed: int, offset: int) -> BackendArray:
-    return _rng(seed, offset).standard_normal(shape, dtype=np.float64).astype(_floating("randn", dtype), copy=False)
+    r, out_dt = _float_draw("randn", shape, dtype, seed, offset)
+    return r if out_dt is None else r.astype(out_dt, copy=False)
 
 
 def randint(low: int, high: int, shape: Shape, dtype: DType, seed: int, offset: int) -> BackendArray:
-    return _rng(seed, offset).integers(low, high, shape, dtype=np.int64).astype(_np_dtype(dtype), copy=False)
+    if (
+        _NATIVE is not None
+        and shape.__class__ is tuple
+        and low.__class__ is int
+        and _INT64_MIN <= low < high <= _INT64_MAX
+    ):
+        r = _NATIVE.host_random_integers(low, high, seed, offset, shape)
+    else:  # (NumPy's errors for bounds out of order or out of int64's range)
+        r = _rng(seed, offset).integers(low, high, shape, dtype=np.int64)
+    return r if dtype is dt.int64 else r.astype(_np_dtype(dtype), copy=False)
+
+
+def _below(p, shape, seed, offset):
+    """Whether each uniform [0, 1) draw of ``shape`` is below ``p``: a bool array."""
+    if _NATIVE is not None and shape.__class__ is tuple:
+        return _NATIVE.host_random_below(p, seed, offset, shape)
+    return np.asarray(_rng(seed, offset).random(shape) < p)
 
 
 def bernoulli(shape: Shape, p: float, dtype: DType, seed: int, offset: int) -> BackendArray:
-    return (_rng(seed, offset).random(shape) < p).astype(_np_dtype(dtype))
+    mask = _below(p, shape, seed, offset)
+    return mask if dtype is dt.bool_ else mask.astype(_np_dtype(dtype))
 
 
 def _masked_scale(a, mask, scale):
@@ -156,7 +237,7 @@ def dropout(x: BackendArray, p: float, seed: int, offset: int) -> tuple[BackendA
         raise ValueError(f"dropout: dropout probability has to be between 0 and 1, but got {p}")
     if x.dtype.kind != "f":
         raise DTypeError(f"dropout: expected a floating point array, got {x.dtype}")
-    keep = np.asarray(_rng(seed, offset).random(np.shape(x)) < 1.0 - p)
+    keep = _below(1.0 - p, tuple(np.shape(x)), seed, offset)
     return _masked_scale(x, keep, _dropout_scale(p)), keep
 
 
@@ -166,3 +247,19 @@ def dropout_backward(g: BackendArray, mask: BackendArray, scale: float) -> Backe
     if np.shape(g) != np.shape(mask):
         raise ShapeError(f"dropout_backward: gradient {np.shape(g)} and mask {np.shape(mask)} differ")
     return _masked_scale(g, mask, scale)
+
+
+_NATIVE = _native_draws()
+# the dtypes the host module draws in directly, and whether each is float32 (none without the module)
+_HOST_FLOATS = {} if _NATIVE is None else {dt.float32: True, dt.float64: False}
+# rand's and randn's draws: the host module's function (None without it) and the Generator's method
+_DRAWS = {
+    "rand": (getattr(_NATIVE, "host_random_uniform", None), "random"),
+    "randn": (getattr(_NATIVE, "host_random_normal", None), "standard_normal"),
+}
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+# Not a primitive: the host module's in-place fill (host_random_fill_: rand's or randn's values times a
+# scale plus a shift, or bernoulli's 0 and 1, in a float32/float64 array's own dtype), which the ops
+# use for in-place draws where nothing observes the primitives; None without the host module.
+HOST_FILL = None if _NATIVE is None else _NATIVE.host_random_fill_
+HOST_UNIFORM, HOST_NORMAL, HOST_BELOW = 0, 1, 2  # its kinds

@@ -11,6 +11,7 @@ from ...errors import DTypeError, IndexOutOfRangeError, ShapeError, fmt_shape
 from ._common import _F32, _F64, BackendArray, _compute, _row_sums
 
 __all__ = ["softmax", "softmax_backward", "classifier_loss", "classifier_loss_backward"]
+__all__ += ["nll_loss", "multi_margin_loss"]  # the class losses, reduced
 
 
 # The host module's forwards (kernels/host/softmax_loss.cpp; None: NumPy's, the reference they are
@@ -83,7 +84,11 @@ def _check_targets(op, target, n_classes, ignore_index):
     indexing would wrap a negative one around silently."""
     bad = ((target < 0) | (target >= n_classes)) & (target != ignore_index)
     if bad.any():
-        raise IndexOutOfRangeError(f"{op}: target {int(target[bad][0])} is out of bounds for {n_classes} classes")
+        ignored = "" if ignore_index is None else f" or equal ignore_index={ignore_index}"
+        raise IndexOutOfRangeError(
+            f"{op}: target {int(target[bad][0])} is out of bounds for {n_classes} classes (class indices must be "
+            f"in [0, {n_classes - 1}]{ignored})"
+        )
 
 
 def classifier_loss(
@@ -195,3 +200,95 @@ def _check_class_weight(op, weight, c, dtype):
         raise ShapeError(f"{op}: class weights {fmt_shape(weight.shape)} do not match {c} classes")
     _require_floating(op, "the class weights", weight)
     return _compute(weight).astype(dtype, copy=False)
+
+
+def _class_loss_native(scores, target, weight):
+    """The native module when it computes a class loss of ``scores`` (N, C) against ``target``, else None."""
+    native = _native_for(scores)
+    if (
+        native is not None
+        and target.dtype == np.int64
+        and target.flags.c_contiguous
+        and (weight is None or (weight.dtype == scores.dtype and weight.shape == scores.shape[1:]))
+    ):
+        return native
+    return None
+
+
+def _reduced(rows, reduction, divisor, dtype):
+    """The per-row losses (N,), or their sum (over ``divisor`` for a mean) as a 0-d array, in ``dtype``."""
+    if reduction == "none":
+        return rows.astype(dtype, copy=False)
+    total = np.add.reduce(rows.astype(np.float64), axis=None)
+    return np.asarray(total / divisor if reduction == "mean" else total, dtype=dtype)
+
+
+def _check_reduction(op, reduction):
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"{op}: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
+
+
+def nll_loss(
+    logp: BackendArray, target: BackendArray, weight: BackendArray | None, ignore_index: int, reduction: str
+) -> tuple[BackendArray, BackendArray]:
+    """(loss, total weight) of log-probabilities ``logp`` (N, C) against class indices ``target`` (N,)
+    with optional class weights ``weight`` (C,): each row's ``-w[t] * logp[t]`` (0 where ``t ==
+    ignore_index``), the (N,) losses (``reduction='none'``) or their sum or mean (over the total
+    weight), and the total weight: the 0-d sum of ``w[t]`` over the rows that count, both in ``logp``'s
+    dtype (sums accumulated in float64)."""
+    _require_floating("nll_loss", "the log-probabilities", logp)
+    _class_rows("nll_loss", logp, target)
+    _check_reduction("nll_loss", reduction)
+    native = _class_loss_native(logp, target, weight)
+    if native is not None:
+        try:
+            return native.cpu_nll_loss(logp, target, weight, ignore_index, reduction)
+        except IndexError:
+            pass  # a target out of range: _check_targets names it
+    n, c = logp.shape
+    _check_targets("nll_loss", target, c, ignore_index)
+    x = _compute(logp)
+    w = np.ones(c, x.dtype) if weight is None else _check_class_weight("nll_loss", weight, c, x.dtype)
+    valid = target != ignore_index
+    safe_t = np.where(valid, target, 0)
+    row_weight = np.where(valid, w[safe_t], 0).astype(x.dtype) if n else np.zeros(0, x.dtype)
+    picked = x[np.arange(n), safe_t] if c else np.zeros(n, x.dtype)
+    total_weight = np.add.reduce(row_weight.astype(np.float64), axis=None)
+    # an ignored row's infinite log-probability times its weight 0, and the mean of no row: NaN, quietly
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rows = np.where(valid, -(row_weight * picked), 0).astype(x.dtype)
+        loss = _reduced(rows, reduction, total_weight, logp.dtype)
+    return loss, np.asarray(total_weight, dtype=logp.dtype)
+
+
+def multi_margin_loss(
+    scores: BackendArray, target: BackendArray, p: int, margin: float, weight: BackendArray | None, reduction: str
+) -> BackendArray:
+    """multi_margin_loss of ``scores`` (N, C) against class indices ``target`` (N,) (each in range):
+    each row's ``sum over j != t of w[t] * max(0, margin - x[t] + x[j]) ** p / C`` (``p`` 1 or 2; a NaN
+    hinge adds nothing, as in PyTorch), the (N,) losses or their sum or mean, in the scores' dtype."""
+    _require_floating("multi_margin_loss", "the scores", scores)
+    _class_rows("multi_margin_loss", scores, target)
+    _check_reduction("multi_margin_loss", reduction)
+    if p not in (1, 2):
+        raise ValueError(f"multi_margin_loss: p must be 1 or 2, got {p}")
+    native = _class_loss_native(scores, target, weight)
+    if native is not None:
+        try:
+            return native.cpu_multi_margin_loss(scores, target, p, margin, weight, reduction)
+        except IndexError:
+            pass  # a target out of range: _check_targets names it
+    n, c = scores.shape
+    _check_targets("multi_margin_loss", target, c, None)
+    x = _compute(scores)
+    at_target = np.take_along_axis(x, target.reshape(n, 1), 1) if c else np.zeros((n, 1), x.dtype)
+    with np.errstate(invalid="ignore", over="ignore"):
+        hinge = (x.dtype.type(margin) - at_target) + x
+        hinge = np.where(hinge > 0, hinge, 0).astype(x.dtype)
+        if p == 2:
+            hinge = hinge * hinge
+        if weight is not None:
+            hinge = hinge * _check_class_weight("multi_margin_loss", weight, c, x.dtype)[target].reshape(n, 1)
+    hinge[np.arange(n), target] = 0  # the target's own term left out
+    rows = np.add.reduce(hinge, axis=1) / x.dtype.type(c) if c else np.zeros(n, x.dtype)
+    return _reduced(rows, reduction, n, scores.dtype)

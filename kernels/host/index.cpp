@@ -1,0 +1,145 @@
+// The CPU backend's gather and scatter along an axis (adcuda/backends/cpu/index.py's gather, scatter_add and
+// scatter_reduce, the forwards of gather, take_along_dim, scatter_add and scatter_reduce) as one loop over
+// the index. NumPy makes a grid of positions for the other dims and runs its advanced indexing or ufunc.at
+// over the resulting key, several microseconds on a small array where this loop takes a fraction of one.
+// out[..., index[p], ...] (the index's value along `axis`, p's own position along the others) combined
+// with src[p]: written, added, multiplied, or the larger / smaller kept as np.maximum / np.minimum keep it
+// (a NaN on either side wins). The NumPy path there is the reference (tests/test_cpu_fast_paths.py
+// compares them). Built in every install, with or without CUDA; the GIL is held (meant for the small
+// arrays where calls dominate).
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace adcuda::host {
+namespace {
+
+using Index = std::int64_t;
+
+enum Combine { kWrite = 0, kAdd = 1, kMultiply = 2, kMaximum = 3, kMinimum = 4 };
+
+template <typename T>
+T combined(int how, T old, T v) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;  // wrapping as NumPy's integers wrap, without signed overflow
+    if (how == kAdd) return static_cast<T>(static_cast<U>(old) + static_cast<U>(v));
+    if (how == kMultiply) return static_cast<T>(static_cast<U>(old) * static_cast<U>(v));
+  } else {
+    if (how == kAdd) return old + v;
+    if (how == kMultiply) return old * v;
+  }
+  // NumPy's maximum and minimum: the first operand where it is NaN or strictly larger (smaller), else the
+  // second (a NaN second operand, and the second of a tie: -0.0 against 0.0)
+  if (how == kMaximum) return (old > v || old != old) ? old : v;
+  if (how == kMinimum) return (old < v || old != old) ? old : v;
+  return v;
+}
+
+// Visits every position of `index` (row-major), calling visit(offset into `a` with index's value along
+// axis, the position's element offset in `other`); IndexError for a value outside [0, a.shape[axis]).
+template <typename Visit>
+void along_axis(const py::array& a, int axis, const py::array_t<Index>& index, const py::array& other, Visit visit) {
+  const int ndim = static_cast<int>(index.ndim());
+  if (a.ndim() != ndim || other.ndim() != ndim || axis < 0 || axis >= ndim) {
+    throw py::value_error("along_axis: the arrays must have the index's number of dims");
+  }
+  const Index n = static_cast<Index>(a.shape(axis));
+  std::vector<Index> count(ndim, 0);
+  Index a_at = 0, index_at = 0, other_at = 0;  // offsets in elements of the position `count`
+  const Index total = static_cast<Index>(index.size());
+  const Index* values = index.data();
+  const Index a_item = static_cast<Index>(a.itemsize()), other_item = static_cast<Index>(other.itemsize());
+  for (Index k = 0; k < total; ++k) {
+    const Index v = values[index_at];
+    if (v < 0 || v >= n) {
+      throw py::index_error("index " + std::to_string(v) + " is out of bounds for axis " + std::to_string(axis) +
+                            " with size " + std::to_string(n));
+    }
+    visit(a_at + v * (static_cast<Index>(a.strides(axis)) / a_item), other_at);
+    for (int d = ndim - 1; d >= 0; --d) {  // the next position, row-major
+      const Index a_step = d == axis ? 0 : static_cast<Index>(a.strides(d)) / a_item;
+      const Index index_step = static_cast<Index>(index.strides(d)) / static_cast<Index>(sizeof(Index));
+      const Index other_step = static_cast<Index>(other.strides(d)) / other_item;
+      if (++count[d] < index.shape(d)) {
+        a_at += a_step;
+        index_at += index_step;
+        other_at += other_step;
+        break;
+      }
+      a_at -= a_step * (count[d] - 1);
+      index_at -= index_step * (count[d] - 1);
+      other_at -= other_step * (count[d] - 1);
+      count[d] = 0;
+    }
+  }
+}
+
+// out (written in place) combined with src along axis at index; src at least index's size in every dim
+template <typename T>
+void host_scatter_along(py::array_t<T> out, int axis, const py::array_t<Index>& index, const py::array_t<T>& src,
+                        int how) {
+  if (how < kWrite || how > kMinimum) throw py::value_error("host_scatter_along: unknown combine");
+  for (py::ssize_t d = 0; d < index.ndim() && d < src.ndim(); ++d) {
+    if (index.shape(d) > src.shape(d)) throw py::value_error("host_scatter_along: index larger than src");
+  }
+  T* target = out.mutable_data();
+  const T* from = src.data();
+  along_axis(out, axis, index, src, [&](Index at, Index from_at) { target[at] = combined(how, target[at], from[from_at]); });
+}
+
+// a new array of index's shape: a's elements along axis at index
+template <typename T>
+py::array_t<T> host_gather_along(const py::array_t<T>& a, int axis, const py::array_t<Index>& index) {
+  std::vector<py::ssize_t> shape(index.shape(), index.shape() + index.ndim());
+  py::array_t<T> out(shape);
+  T* to = out.mutable_data();
+  const T* from = a.data();
+  along_axis(a, axis, index, out, [&](Index at, Index out_at) { to[out_at] = from[at]; });
+  return out;
+}
+
+// whether every value of a (non-empty) integer index lies in [0, n): the ops' range check of an index on
+// the CPU, one pass where NumPy's reduction costs a microsecond of calls
+template <typename I>
+bool host_all_below(const py::array_t<I>& index, Index n) {
+  const py::ssize_t ndim = index.ndim();
+  if (ndim > 1 && !(index.flags() & py::array::c_style)) {
+    throw py::value_error("host_all_below: expected a contiguous or 1-d index");
+  }
+  const I* values = index.data();
+  const Index step = ndim == 1 ? static_cast<Index>(index.strides(0)) / static_cast<Index>(sizeof(I)) : 1;
+  const Index total = static_cast<Index>(index.size());
+  for (Index k = 0; k < total; ++k) {
+    const Index v = static_cast<Index>(values[k * step]);
+    if (v < 0 || v >= n) return false;
+  }
+  return true;
+}
+
+template <typename T>
+void bind_for(py::module_& m) {
+  m.def("host_scatter_along", &host_scatter_along<T>, py::arg("out").noconvert(), py::arg("axis"),
+        py::arg("index").noconvert(), py::arg("src").noconvert(), py::arg("how"));
+  m.def("host_gather_along", &host_gather_along<T>, py::arg("a").noconvert(), py::arg("axis"),
+        py::arg("index").noconvert());
+}
+
+}  // namespace
+
+void bind_index(py::module_& m) {
+  // no array_t conversion (noconvert): another dtype is the caller's to handle (NumPy's path)
+  bind_for<float>(m);
+  bind_for<double>(m);
+  bind_for<std::int64_t>(m);
+  bind_for<std::int32_t>(m);
+  m.def("host_all_below", &host_all_below<std::int64_t>, py::arg("index").noconvert(), py::arg("n"));
+  m.def("host_all_below", &host_all_below<std::int32_t>, py::arg("index").noconvert(), py::arg("n"),
+        "Whether every value of an int64/int32 index (contiguous or 1-d) lies in [0, n).");
+}
+
+}  // namespace adcuda::host

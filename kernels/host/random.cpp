@@ -1,0 +1,317 @@
+// The CPU backend's draws (adcuda/backends/cpu/random.py) without NumPy's Generator: a Philox4x64-10
+// stream keyed by (seed, offset) as the backend keys NumPy's Philox (counter = offset, key = seed,
+// nothing buffered), handed to NumPy's own distribution functions through NumPy's public bit
+// generator interface (numpy/random/bitgen.h: a state and its next_uint64 / next_uint32 / next_double).
+// NumPy's functions turn the stream into values (uniform doubles, the ziggurat's normals, Lemire's
+// bounded integers), so the values are NumPy's, bit for bit; the Generator's own call (argument
+// parsing, its lock, a Python-level state setter to re-key it) cost more than the whole small draw.
+// The backend finds those functions in NumPy's _generator module (their addresses, bound once with
+// host_random_bind) and uses this path only after a probe draws the same numbers both ways; the
+// Generator path stays the reference (tests/test_cpu_fast_paths.py compares them).
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace adcuda::host {
+namespace {
+
+using u64 = std::uint64_t;
+using u32 = std::uint32_t;
+
+// NumPy's bitgen_t (numpy/random/bitgen.h), the struct its distribution functions take
+struct BitGen {
+  void* state;
+  u64 (*next_uint64)(void* st);
+  u32 (*next_uint32)(void* st);
+  double (*next_double)(void* st);
+  u64 (*next_raw)(void* st);
+};
+
+inline u64 mulhilo(u64 a, u64 b, u64* hi) {
+#if defined(__SIZEOF_INT128__)
+  const unsigned __int128 p = static_cast<unsigned __int128>(a) * b;
+  *hi = static_cast<u64>(p >> 64);
+  return static_cast<u64>(p);
+#else
+  const u64 a0 = a & 0xFFFFFFFFu, a1 = a >> 32, b0 = b & 0xFFFFFFFFu, b1 = b >> 32;
+  const u64 p00 = a0 * b0, p01 = a0 * b1, p10 = a1 * b0, p11 = a1 * b1;
+  const u64 middle = (p00 >> 32) + (p01 & 0xFFFFFFFFu) + (p10 & 0xFFFFFFFFu);
+  *hi = p11 + (p01 >> 32) + (p10 >> 32) + (middle >> 32);
+  return (middle << 32) | (p00 & 0xFFFFFFFFu);
+#endif
+}
+
+// Philox4x64 with 10 rounds (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC11), read
+// out as NumPy's Philox reads it: the counter is incremented (with carry) before each block, the four
+// words of a block are returned in order, and a 32-bit draw takes the low half of a word, then its
+// high half.
+struct Philox {
+  u64 ctr[4];
+  u64 key[2];
+  u64 buffer[4];
+  int buffer_pos;
+  bool has_uint32;
+  u32 uinteger;
+
+  Philox(u64 seed, u64 offset) : ctr{offset, 0, 0, 0}, key{seed, 0}, buffer{}, buffer_pos(4), has_uint32(false),
+                                 uinteger(0) {}
+
+  void block() {
+    if (++ctr[0] == 0 && ++ctr[1] == 0 && ++ctr[2] == 0) ++ctr[3];
+    u64 c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3];
+    u64 k0 = key[0], k1 = key[1];
+    for (int round = 0; round < 10; ++round) {
+      if (round > 0) {
+        k0 += 0x9E3779B97F4A7C15ULL;
+        k1 += 0xBB67AE8584CAA73BULL;
+      }
+      u64 hi0, hi1;
+      const u64 lo0 = mulhilo(0xD2E7470EE14C6C93ULL, c0, &hi0);
+      const u64 lo1 = mulhilo(0xCA5A826395121157ULL, c2, &hi1);
+      c0 = hi1 ^ c1 ^ k0;
+      c1 = lo1;
+      c2 = hi0 ^ c3 ^ k1;
+      c3 = lo0;
+    }
+    buffer[0] = c0;
+    buffer[1] = c1;
+    buffer[2] = c2;
+    buffer[3] = c3;
+    buffer_pos = 0;
+  }
+
+  u64 next64() {
+    if (buffer_pos == 4) block();
+    return buffer[buffer_pos++];
+  }
+
+  u32 next32() {
+    if (has_uint32) {
+      has_uint32 = false;
+      return uinteger;
+    }
+    const u64 word = next64();
+    has_uint32 = true;
+    uinteger = static_cast<u32>(word >> 32);
+    return static_cast<u32>(word & 0xFFFFFFFFu);
+  }
+
+  static u64 uint64_of(void* st) { return static_cast<Philox*>(st)->next64(); }
+  static u32 uint32_of(void* st) { return static_cast<Philox*>(st)->next32(); }
+  static double double_of(void* st) { return static_cast<double>(uint64_of(st) >> 11) * (1.0 / 9007199254740992.0); }
+
+  BitGen bitgen() { return BitGen{this, &uint64_of, &uint32_of, &double_of, &uint64_of}; }
+};
+
+// NumPy's distribution functions (numpy/random/distributions.h), as its _generator module exports them
+using DoubleFill = void (*)(BitGen*, std::intptr_t, double*);
+using BoundedFill = void (*)(BitGen*, u64, u64, std::intptr_t, bool, u64*);
+DoubleFill uniform_fill = nullptr;
+DoubleFill normal_fill = nullptr;
+BoundedFill bounded_fill = nullptr;
+
+// A seed or offset (any Python int) modulo 2**64, as the CUDA backend's Philox takes them
+u64 mod64(const py::handle& value) {
+  const unsigned long long v = PyLong_AsUnsignedLongLongMask(value.ptr());
+  if (v == static_cast<unsigned long long>(-1) && PyErr_Occurred()) throw py::error_already_set();
+  return static_cast<u64>(v);
+}
+
+// draws of this many values or more release the GIL (below it, releasing costs more than it frees)
+constexpr std::intptr_t kReleaseAt = 1 << 15;
+
+std::vector<py::ssize_t> checked_shape(const char* op, const py::tuple& shape, std::intptr_t* count) {
+  std::vector<py::ssize_t> dims;
+  dims.reserve(shape.size());
+  std::intptr_t n = 1;
+  for (const py::handle d : shape) {
+    const auto s = d.cast<py::ssize_t>();
+    if (s < 0) throw std::invalid_argument(std::string(op) + ": negative dimension in shape");
+    dims.push_back(s);
+    n *= s;
+  }
+  *count = n;
+  return dims;
+}
+
+// The stream (seed, offset) as NumPy's bit generator; `run(gen)` draws from it, without the GIL where
+// it draws `n` values or more
+template <typename Run>
+void with_stream(const py::handle& seed, const py::handle& offset, std::intptr_t n, Run run) {
+  Philox philox(mod64(seed), mod64(offset));
+  BitGen gen = philox.bitgen();
+  if (n >= kReleaseAt) {
+    py::gil_scoped_release release;
+    run(&gen);
+  } else {
+    run(&gen);
+  }
+}
+
+DoubleFill bound(DoubleFill fill) {
+  if (fill == nullptr) throw std::runtime_error("host_random: NumPy's distribution functions are not bound");
+  return fill;
+}
+
+// `n` doubles of `fill` from the stream, each passed to `store(i, value)`: in chunks through a stack
+// buffer (no allocation for a small draw; NumPy's fills draw value after value, so chunks continue
+// the one stream)
+template <typename Store>
+void each_double(DoubleFill fill, const py::handle& seed, const py::handle& offset, std::intptr_t n, Store store) {
+  fill = bound(fill);
+  with_stream(seed, offset, n, [&](BitGen* gen) {
+    constexpr std::intptr_t kChunk = 256;
+    double chunk[kChunk];
+    for (std::intptr_t i = 0; i < n; i += kChunk) {
+      const std::intptr_t m = n - i < kChunk ? n - i : kChunk;
+      fill(gen, m, chunk);
+      for (std::intptr_t j = 0; j < m; ++j) store(i + j, chunk[j]);
+    }
+  });
+}
+
+// the float64 draws of `fill` in float64, or rounded to float32 (below_one: the largest float32 below 1
+// where a rounding reached 1.0, as rand keeps [0, 1))
+py::array floating(const char* op, DoubleFill fill, const py::object& seed, const py::object& offset,
+                   const py::tuple& shape, bool single, bool below_one) {
+  std::intptr_t n;
+  auto dims = checked_shape(op, shape, &n);
+  if (!single) {
+    py::array_t<double> out(dims);
+    double* o = out.mutable_data();
+    fill = bound(fill);
+    with_stream(seed, offset, n, [&](BitGen* gen) { fill(gen, n, o); });
+    return std::move(out);
+  }
+  py::array_t<float> out(dims);
+  float* o = out.mutable_data();
+  const float top = 0.99999994f;  // nextafter(1.0f, 0.0f)
+  each_double(fill, seed, offset, n, [&](std::intptr_t i, double u) {
+    const float v = static_cast<float>(u);
+    o[i] = below_one && v > top ? top : v;
+  });
+  return std::move(out);
+}
+
+// What host_random_fill_ writes: U[0, 1) (kept below 1 in float32), N(0, 1), or 1 where U[0, 1) < p, else 0
+enum FillKind { kUniform = 0, kNormal = 1, kBelow = 2 };
+
+// `out` (float32 or float64) overwritten with kind's draws in its dtype, each then times `scale` and plus
+// `shift` (or compared with `p`), rounded at each step in that dtype as the backend's ops round them
+// (a multiply by 1 and an add of 0 skipped, as the ops skip them: -0.0 + 0.0 would be +0.0)
+template <typename T>
+void fill_drawn(T* o, std::intptr_t n, int kind, double scale, double shift, const py::object& seed,
+                const py::object& offset) {
+  const T s = static_cast<T>(scale), b = static_cast<T>(shift);
+  const bool scaled = scale != 1.0, shifted = shift != 0.0;
+  if (kind == kBelow) {
+    each_double(uniform_fill, seed, offset, n, [&](std::intptr_t i, double u) {
+      T v = static_cast<T>(u);
+      if constexpr (std::is_same_v<T, float>) v = v > 0.99999994f ? 0.99999994f : v;
+      o[i] = v < s ? T(1) : T(0);
+    });
+    return;
+  }
+  each_double(kind == kUniform ? uniform_fill : normal_fill, seed, offset, n, [&](std::intptr_t i, double u) {
+    T v = static_cast<T>(u);
+    if constexpr (std::is_same_v<T, float>) {
+      if (kind == kUniform && v > 0.99999994f) v = 0.99999994f;
+    }
+    if (scaled) v = v * s;
+    if (shifted) v = v + b;
+    o[i] = v;
+  });
+}
+
+}  // namespace
+
+void bind_random(py::module_& m) {
+  m.def(
+      "host_random_bind",
+      [](std::uintptr_t uniform, std::uintptr_t normal, std::uintptr_t bounded) {
+        uniform_fill = reinterpret_cast<DoubleFill>(uniform);
+        normal_fill = reinterpret_cast<DoubleFill>(normal);
+        bounded_fill = reinterpret_cast<BoundedFill>(bounded);
+      },
+      py::arg("uniform_fill"), py::arg("normal_fill"), py::arg("bounded_uint64_fill"),
+      "Bind the addresses of NumPy's random_standard_uniform_fill, random_standard_normal_fill and "
+      "random_bounded_uint64_fill (its _generator module's exports), which the host_random_* draws call.");
+  // rand's and randn's draws: the same signature over NumPy's uniform and normal fills
+  const auto def_floating = [&m](const char* name, DoubleFill* fill, bool below_one, const char* doc) {
+    m.def(
+        name,
+        [name, fill, below_one](const py::object& seed, const py::object& offset, const py::tuple& shape,
+                                bool single) { return floating(name, *fill, seed, offset, shape, single, below_one); },
+        py::arg("seed"), py::arg("offset"), py::arg("shape"), py::arg("single"), doc);
+  };
+  def_floating("host_random_uniform", &uniform_fill, true,
+               "Uniform [0, 1) samples of shape from the Philox stream (seed, offset), both taken modulo 2**64: "
+               "NumPy's Philox Generator's random(shape), as float64, or rounded to float32 and kept below 1 "
+               "(single).");
+  def_floating("host_random_normal", &normal_fill, false,
+               "Standard normal samples of shape from the Philox stream (seed, offset): NumPy's Philox Generator's "
+               "standard_normal(shape), as float64 or rounded to float32 (single).");
+  m.def(
+      "host_random_integers",
+      [](std::int64_t low, std::int64_t high, const py::object& seed, const py::object& offset,
+         const py::tuple& shape) {
+        if (bounded_fill == nullptr)
+          throw std::runtime_error("host_random: NumPy's distribution functions are not bound");
+        if (high <= low) throw std::invalid_argument("host_random_integers: expected low < high");
+        std::intptr_t n;
+        auto dims = checked_shape("host_random_integers", shape, &n);
+        py::array_t<std::int64_t> out(dims);
+        // NumPy's integers(low, high, dtype=int64): an offset and an inclusive range, unmasked (Lemire)
+        const u64 off = static_cast<u64>(low);
+        const u64 range = static_cast<u64>(high) - static_cast<u64>(low) - 1;
+        auto* o = reinterpret_cast<u64*>(out.mutable_data());
+        with_stream(seed, offset, n, [&](BitGen* gen) { bounded_fill(gen, off, range, n, false, o); });
+        return out;
+      },
+      py::arg("low"), py::arg("high"), py::arg("seed"), py::arg("offset"), py::arg("shape"),
+      "Uniform int64 samples of [low, high) of shape from the Philox stream (seed, offset): NumPy's Philox "
+      "Generator's integers(low, high, shape, dtype=int64).");
+  m.def(
+      "host_random_below",
+      [](double p, const py::object& seed, const py::object& offset, const py::tuple& shape) {
+        std::intptr_t n;
+        auto dims = checked_shape("host_random_below", shape, &n);
+        py::array_t<bool> out(dims);
+        bool* o = out.mutable_data();
+        each_double(uniform_fill, seed, offset, n, [&](std::intptr_t i, double u) { o[i] = u < p; });
+        return out;
+      },
+      py::arg("p"), py::arg("seed"), py::arg("offset"), py::arg("shape"),
+      "Whether each uniform [0, 1) sample of shape from the Philox stream (seed, offset) is below p (a bool "
+      "array): NumPy's Philox Generator's random(shape) < p.");
+  m.def(
+      "host_random_fill_",
+      [](py::array out, int kind, double scale, double shift, const py::object& seed,
+         const py::object& offset) {
+        if (kind != kUniform && kind != kNormal && kind != kBelow)
+          throw std::invalid_argument("host_random_fill_: unknown kind " + std::to_string(kind));
+        if (!(out.flags() & py::array::c_style) || !out.writeable())
+          throw std::invalid_argument("host_random_fill_: out must be a writeable C-contiguous array");
+        const std::intptr_t n = out.size();
+        if (out.dtype().equal(py::dtype::of<float>()))
+          fill_drawn(static_cast<float*>(out.mutable_data()), n, kind, scale, shift, seed, offset);
+        else if (out.dtype().equal(py::dtype::of<double>()))
+          fill_drawn(static_cast<double*>(out.mutable_data()), n, kind, scale, shift, seed, offset);
+        else
+          throw std::invalid_argument("host_random_fill_: out must be float32 or float64");
+      },
+      py::arg("out"), py::arg("kind"), py::arg("scale"), py::arg("shift"), py::arg("seed"), py::arg("offset"),
+      "out overwritten with draws from the Philox stream (seed, offset) in its dtype (float32 or float64): "
+      "kind 0, host_random_uniform's values; 1, host_random_normal's; each times scale plus shift, rounded "
+      "at each step in that dtype (a scale of 1 and a shift of 0 skipped); kind 2, 1 where "
+      "host_random_uniform's value is below scale (taken in that dtype), else 0.");
+}
+
+}  // namespace adcuda::host
