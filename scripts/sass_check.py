@@ -188,7 +188,12 @@ def _run(cuobjdump, arguments, binary):
     env = dict(os.environ)
     if "-sass" in arguments:
         env["PATH"] = os.pathsep.join([str(Path(find_tool("nvdisasm")).parent), env.get("PATH", "")])
-    proc = subprocess.run([cuobjdump, *arguments, str(binary)], capture_output=True, text=True, env=env)
+    # stdin: an empty one, never the caller's. Run with standard input closed (as CI runs .ci/run), cuobjdump's
+    # temporary cubin is opened as file descriptor 0, which it then hands nvdisasm as stdin, and nvdisasm
+    # finds the file gone: "Could not open input file /tmp/tmpxft_..." and every kernel "not found".
+    proc = subprocess.run(
+        [cuobjdump, *arguments, str(binary)], stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env
+    )
     if proc.returncode != 0:
         raise SassError(
             f"{cuobjdump} {' '.join(arguments)} {binary} failed: {proc.stderr.strip() or proc.stdout.strip()}"
