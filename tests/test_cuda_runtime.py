@@ -714,7 +714,8 @@ class TestSegments:
         before = adcuda.cuda.memory_stats()
         held = self.blocks([1000, 70000, 333, 4096])  # 4 small blocks: carved from at most one new 2 MiB segment
         stats = adcuda.cuda.memory_stats()
-        assert stats["segment.small_pool.current"] - before["segment.small_pool.current"] in (0, 1)
+        carved = stats["segment.small_pool.current"] - before["segment.small_pool.current"]
+        assert carved in (0, 1)  # 0: an earlier test's live block left room in a segment already held
         assert stats["reserved_bytes.small_pool.current"] - before[
             "reserved_bytes.small_pool.current"
         ] == 2 * self.MiB * (stats["segment.small_pool.current"] - before["segment.small_pool.current"])
@@ -727,7 +728,7 @@ class TestSegments:
         adcuda.cuda.empty_cache()  # the blocks merged back into one free segment: it goes back to CUDA
         stats = adcuda.cuda.memory_stats()
         assert stats["segment.small_pool.current"] == before["segment.small_pool.current"]
-        assert stats["num_device_free"] >= before["num_device_free"] + 1
+        assert stats["num_device_free"] >= before["num_device_free"] + carved
 
     def test_freed_neighbours_coalesce_so_larger_requests_fit(self):
         adcuda.cuda.empty_cache()

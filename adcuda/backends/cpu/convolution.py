@@ -208,7 +208,9 @@ def conv2d(
         return out
     native = _native_for(xc)
     by_rows = stride[0] == 1 and kh > 1 and ho >= _ROWS_PER_TAP * dilation[0] * (kh - 1) and cg * kw >= _ROWS_MIN_DEPTH
-    if native is not None and by_rows:
+    # (the row sums write into `out` natively: only where it has the computing dtype, not float16's
+    # float32 products)
+    if native is not None and by_rows and out.dtype == xc.dtype:
         return _conv_by_kernel_rows(native, xc, _compute(weight), out, stride, padding, dilation, groups)
     if native is not None:
         for n0, m, cols in _native_blocks(native, xc, (kh, kw), (ho, wo), stride, padding, dilation, groups):
