@@ -342,6 +342,38 @@ def test_native_gather_and_scatter_equal_the_numpy_path_bit_for_bit(monkeypatch,
         assert x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_native_trace_and_triangles_equal_the_numpy_path_bit_for_bit(dtype):
+    """kernels/host/index.cpp's diagonal sum and triangles (trace's, tril's and triu's fast-lane kernels)
+    against the primitives the forwards call: the sum over the diagonal's strided view (NumPy's pairwise
+    order, below 8, up to 128 and halved past it), np.where's triangles; NaN, infinities, signed zeros,
+    wide and tall matrices, empty ones and a batch."""
+    assert cpu_index._native_diagonal_sum is not None, "the host module was built without host_diagonal_sum"
+    rng = np.random.default_rng(5)
+    sizes = [0, 1, 2, 7, 8, 9, 15, 16, 17, 127, 128, 129, 136, 255, 300, 1000]
+    for n in sizes:
+        for cols in (n, n + 3):
+            a = (rng.standard_normal((n, cols)) * 10.0 ** rng.integers(-6, 7, (n, cols))).astype(dtype)
+            flat = a.reshape(-1)[: (n - 1) * (cols + 1) + 1 if n else 0 : cols + 1]
+            expected = cpu.reduce("sum", flat, None, False)
+            got = cpu_index.plain_index("trace")(a)
+            assert got.shape == () and got.dtype == expected.dtype and got.tobytes() == expected.tobytes(), (n, cols)
+    special = np.array([[-0.0, 1.0], [2.0, -0.0]], dtype)
+    assert np.signbit(cpu_index.plain_index("trace")(special)) == np.signbit(
+        cpu.reduce("sum", np.diagonal(special), None, False)
+    )
+    special[1, 1] = np.nan
+    assert np.isnan(cpu_index.plain_index("trace")(special))
+    matrices = [rng.standard_normal(shape).astype(dtype) for shape in [(4, 6), (6, 4), (0, 3), (2, 3, 5), (2, 0, 4)]]
+    matrices[0][0, :3] = (np.nan, -np.inf, -0.0)
+    matrices[0][2, 0] = np.nan
+    for m in matrices:
+        for name in ("tril", "triu"):
+            got = cpu_index.plain_index(name)(m)
+            expected = getattr(cpu, name)(m, 0)
+            assert got.shape == expected.shape and got.flags.c_contiguous and got.tobytes() == expected.tobytes()
+
+
 def test_native_index_range_check_equals_numpy():
     """kernels/host/index.cpp's range check of an index (the ops' check before a gather, scatter or
     index_* write) against NumPy's reading of the same values: negative values, the bounds, int32 and a

@@ -59,8 +59,11 @@ def test_the_brief_ops_are_declared_plain():
 def test_the_lane_gives_what_the_general_path_gives(name, dtype):
     a, b = _operands(dtype)
     fn = getattr(adcuda, name, None) or getattr(adcuda.nn.functional, name)
-    binary = registry.get(name).plain.startswith("binary")
+    kind = registry.get(name).plain
+    binary = kind.startswith("binary")
     cases = [(a, b), (a[0, 0], b[0, 1]), (a, b[1]), (a.T, b.T)] if binary else [(a,), (a[0, 2],), (a.T,)]
+    if kind == "index":  # matrices: tall, wide, transposed (a view), empty, and a batch where it takes one
+        cases = [(a,), (a.T,), (b[:, :3],), (a[:0],)] + ([] if name == "trace" else [(np.stack([a, b]),)])
     for arrays in cases:
         tensors = [adcuda.tensor(np.ascontiguousarray(x)) for x in arrays]
         if len(arrays[0].shape) == 2 and arrays[0].strides != tensors[0]._data.strides:

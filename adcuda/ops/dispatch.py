@@ -51,6 +51,7 @@ from ..autograd.graph import (
 )
 from ..backends.cpu.elementwise import float_operand as _float_operand  # noqa: F401 (the lanes')
 from ..backends.cpu.elementwise import plain_binary, plain_unary
+from ..backends.cpu.index import plain_index
 from ..backends.cpu.reduce import plain_reduce
 from ..backends.float_errors import QUIET as _QUIET
 from ..backends.float_errors import current as _errstate
@@ -339,6 +340,7 @@ _PLAIN_KERNELS = {
     "binary": (plain_binary, 2, True, True),
     "binary_tensors": (plain_binary, 2, True, False),
     "reduce": (plain_reduce, 1, False, False),
+    "index": (plain_index, 1, True, False),
 }
 
 

@@ -30,6 +30,7 @@ from ..errors import (
     fmt_shape,
 )
 from ..tensor import Tensor, primitives, primitives_on
+from . import dispatch as _dispatch
 from .common import broadcast_shapes, cast, constant, filled, int_tuple, scalar_into, wrap, wrap_dim
 from .dispatch import host_step
 from .dtype_support import ANY, FLOATING_OR_BOOL, NUMBERS
@@ -462,6 +463,26 @@ def _write_into_view(input, key, value):
 # ------------------------------------------------------------------------------------------------
 # gather, scatter_add, index_select
 def _check_index_tensor(name, input, dim, index, same_rank=True):
+    if (
+        index.__class__ is Tensor
+        and dim.__class__ is int
+        and index._device is CPU
+        and _native_all_below is not None
+        and _dispatch._host_step_observer is None  # (graph capture records the range check as a host step)
+    ):
+        # the common case in a few reads: a non-empty int64 host index of the input's rank, a dim in range,
+        # every value below the size along it (one pass of the host loop: the checks below find the same)
+        data, input_shape = index._data, input._data.shape
+        if (
+            data.__class__ is np.ndarray
+            and data.dtype is _INT64
+            and (data.ndim == len(input_shape) or not same_rank and data.ndim)
+            and 0 <= dim < len(input_shape)
+            and data.size
+            and (data.ndim == 1 or data.flags.c_contiguous)
+            and _native_all_below(data, input_shape[dim])
+        ):
+            return dim
     if not isinstance(index, Tensor) or index.dtype.category != dt.INTEGER:
         # a tensor of another dtype: PyTorch's RuntimeError; not a tensor at all: its TypeError
         raise (IndexValueError if isinstance(index, Tensor) else DTypeError)(
@@ -495,6 +516,7 @@ _UNSIGNED: dict[Any, Any] = {}  # an integer host dtype -> the unsigned one of i
 # the NumPy reduction's cost below on the few indices of a small call
 _native_all_below = getattr(_C, "host_all_below", None)
 _NATIVE_INDEX = frozenset((np.dtype(np.int64), np.dtype(np.int32)))
+_INT64 = np.dtype(np.int64)
 
 
 def _all_below(index, n):
@@ -588,7 +610,8 @@ def scatter_add(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
                 f"scatter_add: index {fmt_shape(index.shape)} is larger than src "
                 f"{fmt_shape(src.shape)} or input {fmt_shape(input.shape)} in dimension {i}"
             )
-    src = cast(src, input.dtype)
+    if src._data.dtype is not input._data.dtype:
+        src = cast(src, input.dtype)
     return wrap(primitives(input).scatter_add(input._data, d, index._data, src._data), input._device)
 
 
@@ -652,6 +675,7 @@ def _triangle(prim, input, diagonal):
 @op(
     "tril",
     inplace=True,
+    plain="index",
     doc="The lower triangle of the last two dims (above diagonal set to 0).",
     node="TrilBackward0",
     grads={"input": lambda grad, diagonal: tril(grad, diagonal)},
@@ -663,6 +687,7 @@ def tril(input: Tensor, diagonal: int = 0) -> Tensor:
 @op(
     "triu",
     inplace=True,
+    plain="index",
     doc="The upper triangle of the last two dims (below diagonal set to 0).",
     node="TriuBackward0",
     grads={"input": lambda grad, diagonal: triu(grad, diagonal)},
@@ -1283,6 +1308,7 @@ def diagflat(input: Tensor, offset: int = 0) -> Tensor:
 @op(
     "trace",
     dtypes=NUMBERS,
+    plain="index",
     doc="The sum of the main diagonal of a matrix.",
     node="TraceBackward0",
     grads={

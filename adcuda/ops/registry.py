@@ -38,6 +38,9 @@ The declaration says everything the rest of adcuda needs:
   and every other argument at its default, computes exactly the primitive of that family named as the
   op: the dispatch point then computes the output with the backend's kernel for it directly while no
   hook is attached (its fast lane, adcuda/ops/dispatch.py), and with the forward otherwise.
+  ``plain="index"``: a float32/float64 tensor as the one first argument, every other argument at its
+  default, for which the CPU index family's kernel of the op's name (``plain_index``) computes what
+  the forward does (trace, tril, triu).
 - **policy**: ``autocast`` (``"lower"``, ``"float32"``, ``"promote"``, ``"float32_result"`` or None) is applied at the
   dispatch point; type promotion is the forward's (``result_type``).
 - **forms**: ``function`` (``adcuda.<name>``), ``method`` (``Tensor.<name>``), ``inplace``

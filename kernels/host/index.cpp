@@ -121,6 +121,67 @@ bool host_all_below(const py::array_t<I>& index, Index n) {
   return true;
 }
 
+// NumPy's pairwise sum of n elements `stride` apart (its reduction loop over a strided row: below 8 one
+// by one, up to 128 in eight interleaved running sums added as a tree, longer rows halved at a multiple
+// of 8), in the element type, as np.add.reduce rounds it
+template <typename T>
+T pairwise_sum(const T* a, Index n, Index stride) {
+  if (n < 8) {
+    T res = static_cast<T>(-0.0);
+    for (Index i = 0; i < n; ++i) res += a[i * stride];
+    return res;
+  }
+  if (n <= 128) {
+    T r[8];
+    for (int j = 0; j < 8; ++j) r[j] = a[j * stride];
+    Index i = 8;
+    for (; i < n - (n % 8); i += 8) {
+      for (int j = 0; j < 8; ++j) r[j] += a[(i + j) * stride];
+    }
+    T res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+    for (; i < n; ++i) res += a[i * stride];
+    return res;
+  }
+  Index half = n / 2;
+  half -= half % 8;
+  return pairwise_sum(a, half, stride) + pairwise_sum(a + half * stride, n - half, stride);
+}
+
+// the sum of a row-major matrix's main diagonal as the CPU backend's sum primitive computes it over the
+// diagonal's strided view (np.add.reduce: its identity 0 plus the pairwise sum), as a 0-d array:
+// trace's fast lane (adcuda/backends/cpu/index.py), without the view and the reduction's calls
+template <typename T>
+py::array_t<T> host_diagonal_sum(const py::array_t<T>& a) {
+  if (a.ndim() != 2 || !(a.flags() & py::array::c_style)) {
+    throw py::value_error("host_diagonal_sum: expected a row-major matrix");
+  }
+  const Index rows = static_cast<Index>(a.shape(0)), cols = static_cast<Index>(a.shape(1));
+  py::array_t<T> out(std::vector<py::ssize_t>{});
+  *out.mutable_data() = static_cast<T>(0) + pairwise_sum(a.data(), rows < cols ? rows : cols, cols + 1);
+  return out;
+}
+
+// a copy of the row-major matrices (the last two dims) of `a` with the elements above (lower) or below
+// (upper) the main diagonal zero: what np.where(mask, a, 0) makes of tril's and triu's masks, in one pass
+template <typename T>
+py::array_t<T> host_triangle(const py::array_t<T>& a, bool lower) {
+  if (a.ndim() < 2 || !(a.flags() & py::array::c_style)) {
+    throw py::value_error("host_triangle: expected row-major matrices");
+  }
+  std::vector<py::ssize_t> shape(a.shape(), a.shape() + a.ndim());
+  py::array_t<T> out(shape);
+  const Index rows = static_cast<Index>(a.shape(a.ndim() - 2)), cols = static_cast<Index>(a.shape(a.ndim() - 1));
+  const Index planes = rows * cols ? static_cast<Index>(a.size()) / (rows * cols) : 0;
+  const T* from = a.data();
+  T* to = out.mutable_data();
+  for (Index p = 0; p < planes; ++p) {
+    for (Index i = 0; i < rows; ++i) {
+      for (Index j = 0; j < cols; ++j, ++from, ++to) *to = (lower ? j <= i : j >= i) ? *from : static_cast<T>(0);
+    }
+  }
+  return out;
+}
+
 template <typename T>
 void bind_for(py::module_& m) {
   m.def("host_scatter_along", &host_scatter_along<T>, py::arg("out").noconvert(), py::arg("axis"),
@@ -137,6 +198,12 @@ void bind_index(py::module_& m) {
   bind_for<double>(m);
   bind_for<std::int64_t>(m);
   bind_for<std::int32_t>(m);
+  m.def("host_diagonal_sum", &host_diagonal_sum<float>, py::arg("a").noconvert());
+  m.def("host_diagonal_sum", &host_diagonal_sum<double>, py::arg("a").noconvert(),
+        "A row-major float32/float64 matrix's main diagonal summed as np.add.reduce sums it, as a 0-d array.");
+  m.def("host_triangle", &host_triangle<float>, py::arg("a").noconvert(), py::arg("lower"));
+  m.def("host_triangle", &host_triangle<double>, py::arg("a").noconvert(), py::arg("lower"),
+        "A copy of row-major float32/float64 matrices with the other triangle (diagonal 0) zero.");
   m.def("host_all_below", &host_all_below<std::int64_t>, py::arg("index").noconvert(), py::arg("n"));
   m.def("host_all_below", &host_all_below<std::int32_t>, py::arg("index").noconvert(), py::arg("n"),
         "Whether every value of an int64/int32 index (contiguous or 1-d) lies in [0, n).");

@@ -4,11 +4,16 @@ scatter_add``, NumPy's advanced indexing and PyTorch's gather/scatter_add.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from ..._native import _C
 from ...errors import DTypeError, ShapeError
 from ._common import ArrayOrScalar, BackendArray, IndexKey
+from .layout import tril, triu
+from .reduce import reduce
 
 _F16 = np.dtype(np.float16)
 _F32 = np.dtype(np.float32)
@@ -99,7 +104,25 @@ def _scattered_natively(out, axis, idx, src, reduce):
     return True
 
 
+def _plain_case(a, axis, idx):
+    """Whether the host loop takes ``a`` along ``axis`` at ``idx`` as it is: an index of ``a``'s shape (then
+    nothing is larger anywhere: none of _along_axis's checks can refuse it), int64, ``axis`` a dim of it."""
+    return (
+        _native_scatter is not None
+        and idx.__class__ is np.ndarray
+        and idx.dtype is _I64
+        and idx.shape == a.shape
+        and 0 <= axis < idx.ndim
+        and a.dtype in _NATIVE
+    )
+
+
 def gather(a: BackendArray, axis: int, idx: BackendArray) -> BackendArray:
+    if _plain_case(a, axis, idx):  # the common case, straight to the host loop
+        try:
+            return _native_gather(a, axis, idx)
+        except IndexError:
+            pass  # a negative index value: NumPy's way below
     a, axis = _along_axis("gather", a, axis, idx)
     if idx.ndim == 0:  # a 0-d input and index
         return a.reshape(1)[idx.reshape(1)].reshape(())
@@ -113,6 +136,11 @@ def gather(a: BackendArray, axis: int, idx: BackendArray) -> BackendArray:
 
 def scatter_add(a: BackendArray, axis: int, idx: BackendArray, src: BackendArray) -> BackendArray:
     out = np.array(a, copy=True)
+    if src.__class__ is np.ndarray and src.dtype is a.dtype and src.shape == a.shape and _plain_case(a, axis, idx):
+        # the common case, straight to the host loop
+        if _scattered_natively(out, axis, idx, src, "add"):
+            return out
+        out = np.array(a, copy=True)
     target, axis = _along_axis("scatter_add", out, axis, idx)
     if src.ndim == 0:  # a 0-d src with a 0-d or 1-d index, as PyTorch allows
         src = src.reshape((1,) * idx.ndim)
@@ -177,3 +205,45 @@ def scatter_reduce(
         target[key] = _identity(reduce, out.dtype)
     combine.at(target, key, _index_part(src, idx))
     return out.astype(a_dtype, copy=False)
+
+
+# kernels/host/index.cpp's one-pass forms of trace, tril and triu (None in a pure-source checkout): a
+# fraction of the views, the reduction and np.where they compute the same values as
+_native_diagonal_sum = getattr(_C, "host_diagonal_sum", None)
+_native_triangle = getattr(_C, "host_triangle", None)
+# the longest diagonal the host sum takes: NumPy reduces a row up to its buffer size in one pairwise sum
+_NATIVE_DIAGONAL = 4096
+
+
+def _trace_kernel(a):
+    """trace's forward on a row-major matrix: the sum primitive over the strided view of its main
+    diagonal, as ops/index.py's ``_diagonal_data`` makes it (None for the forward's other cases)."""
+    if a.ndim != 2 or not a.flags.c_contiguous:
+        return None
+    rows, cols = a.shape
+    n = rows if rows < cols else cols
+    if _native_diagonal_sum is not None and n <= _NATIVE_DIAGONAL:
+        return _native_diagonal_sum(a)
+    return reduce("sum", a.reshape(rows * cols)[: (n - 1) * (cols + 1) + 1 if n else 0 : cols + 1], None, False)
+
+
+def _triangle_kernel(triangle, lower):
+    def at_main_diagonal(a):
+        if a.ndim < 2:
+            return None  # (a vector: the forward raises the named error)
+        if _native_triangle is not None and a.flags.c_contiguous:
+            return _native_triangle(a, lower)
+        return triangle(a, 0)
+
+    return at_main_diagonal
+
+
+_PLAIN_INDEX = {"trace": _trace_kernel, "tril": _triangle_kernel(tril, True), "triu": _triangle_kernel(triu, False)}
+
+
+def plain_index(op: str) -> Callable[..., Any] | None:
+    """What the forward of the index-family op ``op`` computes for an exact float32/float64 ndarray, its
+    other arguments at their defaults, as one call with none of the forward's frames, for the dispatch
+    point's fast lane (``plain="index"``, as elementwise.py's ``plain_unary``): the primitives the forward
+    calls, on the same views; None where the forward takes another path. None for an op without one."""
+    return _PLAIN_INDEX.get(op)
