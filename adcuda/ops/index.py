@@ -310,7 +310,7 @@ def _unrecorded(entry, *tensors):
     """``entry``, an op with a derivative, or its forward alone where none of ``tensors`` takes part in a
     graph: then there is nothing to record, and the entry is most of a small call's cost (the composites
     here call it for their one write or read)."""
-    return entry if needs_grad(*tensors) else get(entry.__name__).forward
+    return entry if needs_grad(*tensors) else entry.op.forward
 
 
 def _flat(bk, data):
@@ -463,15 +463,9 @@ def _write_into_view(input, key, value):
 # ------------------------------------------------------------------------------------------------
 # gather, scatter_add, index_select
 def _check_index_tensor(name, input, dim, index, same_rank=True):
-    if (
-        index.__class__ is Tensor
-        and dim.__class__ is int
-        and index._device is CPU
-        and _native_all_below is not None
-        and _dispatch._host_step_observer is None  # (graph capture records the range check as a host step)
-    ):
-        # the common case in a few reads: a non-empty int64 host index of the input's rank, a dim in range,
-        # every value below the size along it (one pass of the host loop: the checks below find the same)
+    if index.__class__ is Tensor and dim.__class__ is int:
+        # the common case in a few reads: a non-empty int64 index of the input's rank, a dim in range, every
+        # value below the size along it (one pass of the host loop: the checks below find the same)
         data, input_shape = index._data, input._data.shape
         if (
             data.__class__ is np.ndarray
@@ -479,8 +473,7 @@ def _check_index_tensor(name, input, dim, index, same_rank=True):
             and (data.ndim == len(input_shape) or not same_rank and data.ndim)
             and 0 <= dim < len(input_shape)
             and data.size
-            and (data.ndim == 1 or data.flags.c_contiguous)
-            and _native_all_below(data, input_shape[dim])
+            and _in_range_on_host(index, input_shape[dim])
         ):
             return dim
     if not isinstance(index, Tensor) or index.dtype.category != dt.INTEGER:
@@ -496,7 +489,7 @@ def _check_index_tensor(name, input, dim, index, same_rank=True):
             f"{name}: index tensor must have the same number of dimensions as the input "
             f"tensor; got index {fmt_shape(index.shape)} and input {fmt_shape(input.shape)}"
         )
-    if index.numel():
+    if index.numel() and not _in_range_on_host(index, input_shape[d] if input_shape else 1):
         _check_index_range(name, index, d, tuple(input_shape))
     return d
 
@@ -504,9 +497,11 @@ def _check_index_tensor(name, input, dim, index, same_rank=True):
 def _bounds(index):
     """The smallest and largest of a non-empty integer tensor's values, as ints."""
     if index._device is CPU:
-        # the host's own array (to_numpy gives it back): two NumPy reductions, where two reduction ops
-        # and two .item() calls cost most of an index_select or gather of a few elements
+        # the host's own array (to_numpy gives it back): one pass of the host loop, or two NumPy
+        # reductions, where two reduction ops and two .item() calls cost most of a small call
         host = primitives(index).to_numpy(index._data)
+        if _native_bounds is not None and host.dtype in _NATIVE_INDEX and (host.ndim == 1 or host.flags.c_contiguous):
+            return _native_bounds(host)
         return int(host.min()), int(host.max())
     return int(index.min().item()), int(index.max().item())
 
@@ -515,8 +510,24 @@ _UNSIGNED: dict[Any, Any] = {}  # an integer host dtype -> the unsigned one of i
 # kernels/host/index.cpp's one pass over an int64/int32 index (None in a pure-source checkout): a third of
 # the NumPy reduction's cost below on the few indices of a small call
 _native_all_below = getattr(_C, "host_all_below", None)
+_native_bounds = getattr(_C, "host_bounds", None)
 _NATIVE_INDEX = frozenset((np.dtype(np.int64), np.dtype(np.int32)))
 _INT64 = np.dtype(np.int64)
+
+
+def _in_range_on_host(index, n):
+    """Whether every value of the integer tensor ``index`` lies in [0, n), found by the host loop where it
+    takes the index (a host int64/int32 array, row-major or 1-d) and no graph capture records the
+    checks as host steps; False elsewhere, for the caller's check (a host step)."""
+    if index._device is not CPU or _native_all_below is None or _dispatch._host_step_observer is not None:
+        return False
+    data = index._data
+    return (
+        data.__class__ is np.ndarray
+        and data.dtype in _NATIVE_INDEX
+        and (data.ndim == 1 or data.flags.c_contiguous)
+        and _native_all_below(data, n)
+    )
 
 
 def _all_below(index, n):
@@ -752,7 +763,7 @@ def _scatter_key(index, d):
         )
         if len(_SCATTER_GRIDS) < _SCATTER_GRIDS_KEPT:
             _SCATTER_GRIDS[key] = grids
-    return tuple(index._data if k == d else grid for k, grid in enumerate(grids))
+    return grids[:d] + (index._data,) + grids[d + 1 :]
 
 
 def _src_part(name: str, src: object, index: Tensor, input: Tensor) -> Tensor:
@@ -798,6 +809,18 @@ def scatter(
     reduce: str | None = None,
 ) -> Tensor:
     name = "scatter"
+    if (
+        src.__class__ is Tensor
+        and reduce is None
+        and value is None
+        and src._data.dtype is input._data.dtype
+        and src._data.shape == index._data.shape == input._data.shape
+        and input._data.ndim
+        and not needs_grad(input, src)
+    ):
+        # the common case in a few reads: src, index and input of one shape (nothing larger anywhere),
+        # src of input's dtype, nothing to record: the checked index, then the write below
+        return _scattered(input, _check_index_tensor(name, input, dim, index), index, src)
     if src is not None and not isinstance(src, Tensor):
         src, value = None, src  # scatter(input, dim, index, 1.5): the scalar overload
     if (src is None) == (value is None):
@@ -825,15 +848,19 @@ def scatter(
         and src._data.dtype is input._data.dtype
         and not needs_grad(input, src)
     ):
-        # src as it is (index's shape, input's dtype) with no graph to record: the write on the backend's
-        # arrays, index_put_key's forward without its conversions (the index is checked in range above)
-        bk = primitives(input)
-        data = bk.astype(input._data, input.dtype)
-        bk.index_put_(data, _scatter_key(index, d), src._data, False)
-        return wrap(data, input._device)
+        return _scattered(input, d, index, src)
     # the value written as it is, broadcast by the write (a scalar fills each indexed position)
     values = value if value is not None else _src_part(name, src, index, input)
     return _unrecorded(index_put_key, input, values)(input, _scatter_key(index, d), values, False, None, name)
+
+
+def _scattered(input, d, index, src):
+    """scatter's write of src as it is (index's shape, input's dtype) with no graph to record: on the
+    backend's arrays, index_put_key's forward without its conversions (the index checked in range)."""
+    bk = primitives(input)
+    data = bk.astype(input._data, input.dtype)
+    bk.index_put_(data, _scatter_key(index, d), src._data, False)
+    return wrap(data, input._device)
 
 
 _REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
@@ -1026,7 +1053,7 @@ def _index_along(name, input, dim, index, source):
             f"{name}: source {fmt_shape(source.shape) if isinstance(source, Tensor) else type(source).__name__} "
             f"must have input {fmt_shape(input.shape)}'s shape with {index.shape[0]} (index's length) at dim {d}"
         )
-    if expected[d]:
+    if expected[d] and not _in_range_on_host(index, input._data.shape[d] if input._data.ndim else 1):
         _check_index_range(name, index, d, input._data.shape)
     return d, index
 
@@ -1079,7 +1106,7 @@ def index_fill(input: Tensor, dim: int, index: Tensor, value: Tensor | Number) -
     if input.ndim == 0:
         return masked_fill(input, wrap(bk.full((), index.numel() > 0, dt.bool_), input._device), value)
     n = input._data.shape[d]
-    if index.numel():
+    if not _in_range_on_host(index, n) and index.numel():
         _check_wrapping_range("index_fill", index, n, lambda: f"dim {d} of size {n} (input {fmt_shape(input.shape)})")
     if not isinstance(value, Tensor) and not needs_grad(input):  # the write itself, on the backend's arrays
         data = _own_contiguous(bk, input)
@@ -1580,7 +1607,7 @@ def take(input: Tensor, index: Tensor) -> Tensor:
     if not isinstance(index, Tensor) or index.dtype.category != dt.INTEGER:
         raise DTypeError("take: index must be an integer tensor")
     n = input.numel()
-    if index.numel():
+    if not _in_range_on_host(index, n) and index.numel():
         _check_wrapping_range("take", index, n, lambda: f"input {fmt_shape(input.shape)} of {n} elements")
     if index._data.ndim and index._device is input._device:  # the flat view's index_key, not getitem's key checks
         if not needs_grad(input):
@@ -1606,7 +1633,7 @@ def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) 
             f"{fmt_shape(source.shape) if isinstance(source, Tensor) else type(source).__name__}"
         )
     n = input.numel()
-    if index.numel():
+    if not _in_range_on_host(index, n) and index.numel():
         _check_wrapping_range("put", index, n, lambda: f"input {fmt_shape(input.shape)} of {n} elements")
     if input.ndim == 0:
         return index_put(input.reshape(1), (index.reshape(-1) * 0,), source.reshape(-1), accumulate).reshape(())

@@ -182,6 +182,26 @@ py::array_t<T> host_triangle(const py::array_t<T>& a, bool lower) {
   return out;
 }
 
+// (smallest, largest) of a non-empty integer index (contiguous or 1-d): one pass where NumPy's min and
+// max cost two reductions' calls (one_hot's classes, the out-of-range value an error names)
+template <typename I>
+py::tuple host_bounds(const py::array_t<I>& index) {
+  const py::ssize_t ndim = index.ndim();
+  if ((ndim > 1 && !(index.flags() & py::array::c_style)) || index.size() == 0) {
+    throw py::value_error("host_bounds: expected a non-empty contiguous or 1-d index");
+  }
+  const I* values = index.data();
+  const Index step = ndim == 1 ? static_cast<Index>(index.strides(0)) / static_cast<Index>(sizeof(I)) : 1;
+  const Index total = static_cast<Index>(index.size());
+  Index lo = static_cast<Index>(values[0]), hi = lo;
+  for (Index k = 1; k < total; ++k) {
+    const Index v = static_cast<Index>(values[k * step]);
+    lo = v < lo ? v : lo;
+    hi = v > hi ? v : hi;
+  }
+  return py::make_tuple(lo, hi);
+}
+
 template <typename T>
 void bind_for(py::module_& m) {
   m.def("host_scatter_along", &host_scatter_along<T>, py::arg("out").noconvert(), py::arg("axis"),
@@ -204,6 +224,9 @@ void bind_index(py::module_& m) {
   m.def("host_triangle", &host_triangle<float>, py::arg("a").noconvert(), py::arg("lower"));
   m.def("host_triangle", &host_triangle<double>, py::arg("a").noconvert(), py::arg("lower"),
         "A copy of row-major float32/float64 matrices with the other triangle (diagonal 0) zero.");
+  m.def("host_bounds", &host_bounds<std::int64_t>, py::arg("index").noconvert());
+  m.def("host_bounds", &host_bounds<std::int32_t>, py::arg("index").noconvert(),
+        "(smallest, largest) of a non-empty int64/int32 index (contiguous or 1-d), as ints.");
   m.def("host_all_below", &host_all_below<std::int64_t>, py::arg("index").noconvert(), py::arg("n"));
   m.def("host_all_below", &host_all_below<std::int32_t>, py::arg("index").noconvert(), py::arg("n"),
         "Whether every value of an int64/int32 index (contiguous or 1-d) lies in [0, n).");

@@ -118,7 +118,7 @@ def _plain_case(a, axis, idx):
 
 
 def gather(a: BackendArray, axis: int, idx: BackendArray) -> BackendArray:
-    if _plain_case(a, axis, idx):  # the common case, straight to the host loop
+    if _native_gather is not None and _plain_case(a, axis, idx):  # the common case, straight to the host loop
         try:
             return _native_gather(a, axis, idx)
         except IndexError:
@@ -185,6 +185,16 @@ def scatter_reduce(
         combine = _COMBINE[reduce]
     except KeyError:
         raise ValueError(f"scatter_reduce: unknown reduce {reduce!r} (expected 'prod', 'amax' or 'amin')") from None
+    if (
+        include_self
+        and src.__class__ is np.ndarray
+        and src.dtype is a.dtype
+        and src.shape == a.shape
+        and _plain_case(a, axis, idx)
+    ):  # the common case, straight to the host loop
+        out = np.array(a, copy=True)
+        if _scattered_natively(out, axis, idx, src, reduce):
+            return out
     a_dtype = a.dtype
     out = np.array(a, dtype=_F32 if a_dtype == _F16 else a_dtype, copy=True)  # float16 computed in fp32
     target, axis = _along_axis("scatter_reduce", out, axis, idx)
