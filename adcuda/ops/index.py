@@ -1474,16 +1474,24 @@ def unfold(input: Tensor, dimension: int, size: int, step: int) -> Tensor:
     if step == size:
         # windows side by side: the windows' part of dim d split in two and the window dim moved last,
         # the same view without as_strided's check of its reach (most of a small unfold's cost)
-        part = bk.slice(data, (slice(None),) * d + (slice(0, count * size),))
-        windows = bk.view(part, data.shape[:d] + (count, size) + data.shape[d + 1 :])
+        shape = data.shape
+        part = data if count * size == length else bk.slice(data, (slice(None),) * d + (slice(0, count * size),))
+        windows = bk.view(part, shape[:d] + (count, size) + shape[d + 1 :])
         if windows is not None:
-            order = tuple(range(d + 1)) + tuple(range(d + 2, ndim + 1)) + (d + 1,)
-            return wrap(bk.permute(windows, order), input._device)
+            if d == ndim - 1:  # (the window dim last already)
+                return wrap(windows, input._device)
+            return wrap(bk.permute(windows, _window_last(d, ndim)), input._device)
     shape, strides = list(input.shape), list(input.stride())
     shape[d], strides[d] = count, strides[d] * step
     shape.append(size)
     strides.append(input.stride(d))
     return wrap(bk.as_strided(input._data, tuple(shape), tuple(strides), bk.storage_offset(input._data)), input._device)
+
+
+@functools.lru_cache(maxsize=64)
+def _window_last(d, ndim):
+    """The order that moves dim d + 1 (unfold's window dim after its split) last, of ndim + 1 dims."""
+    return tuple(range(d + 1)) + tuple(range(d + 2, ndim + 1)) + (d + 1,)
 
 
 def _triangle_indices(name, row, col, offset, dtype, device, lower):
