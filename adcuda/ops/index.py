@@ -1364,6 +1364,14 @@ def _sliding_blocks(
 ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
     """The checked (kernel, dilation, padding, stride) pairs of F.unfold/F.fold and the block grid:
     (rows (kh, 1, oh, 1), cols (1, kw, 1, ow)) that index the padded image, and (oh, ow)."""
+    for a in (kernel_size, dilation, padding, stride):
+        if a.__class__ is not int and not (a.__class__ is tuple and all(v.__class__ is int for v in a)):
+            return _checked_sliding_blocks(name, kernel_size, dilation, padding, stride)
+    # ints and tuples of ints: the checked pairs kept for those last asked
+    return _kept_sliding_blocks(name, kernel_size, dilation, padding, stride)
+
+
+def _checked_sliding_blocks(name, kernel_size, dilation, padding, stride):
     kernel = int_tuple(name, "kernel_size", kernel_size, 2)
     dilation = int_tuple(name, "dilation", dilation, 2)
     padding = int_tuple(name, "padding", padding, 2)
@@ -1374,6 +1382,9 @@ def _sliding_blocks(
             f"{padding} non-negative"
         )
     return kernel, dilation, padding, stride
+
+
+_kept_sliding_blocks = functools.lru_cache(maxsize=64)(_checked_sliding_blocks)
 
 
 def _block_grid(name, size, kernel, dilation, padding, stride, device):
@@ -1581,9 +1592,10 @@ def fold(
     size = int_tuple(name, "output_size", output_size, 2)
     kernel, dilation, padding, stride = _sliding_blocks(name, input, kernel_size, dilation, padding, stride)
     bk = primitives(input)
+    recording = needs_grad(input)
     if input.ndim == 3:
         batched = input
-    elif needs_grad(input):
+    elif recording:
         batched = input.unsqueeze(0)
     else:  # (a view made on the backend where there is no graph)
         batched = wrap(bk.slice(input._data, (None,)), input._device)
@@ -1597,14 +1609,16 @@ def fold(
         )
     c = columns // per_block
     blocks_shape = (n, c, kernel[0], kernel[1], oh, ow)
-    if needs_grad(input):
+    image_shape = (n, c, size[0] + 2 * padding[0], size[1] + 2 * padding[1])
+    key = (slice(None), slice(None), rows, cols)
+    if recording:
+        # overlapping blocks add up: index_put_key with accumulate, whose gradient reads each block back
         values = batched.reshape(blocks_shape)
-    else:  # (the view made on the backend where there is no graph: reshape's entry costs as much again)
-        values = wrap(bk.view(bk.contiguous(batched._data), blocks_shape), input._device)
-    padded_size = (size[0] + 2 * padding[0], size[1] + 2 * padding[1])
-    image = filled((n, c) + padded_size, 0, input.dtype, input._device)
-    # overlapping blocks add up: index_put_key with accumulate, whose gradient reads each block back
-    image = _unrecorded(index_put_key, values)(image, (slice(None), slice(None), rows, cols), values, True, None, name)
+        image = index_put_key(filled(image_shape, 0, input.dtype, input._device), key, values, True, None, name)
+    else:  # nothing recorded: the blocks (a view) added into zeros of the image's own, on the backend's arrays
+        image_data = bk.full(image_shape, 0, input.dtype)
+        bk.index_put_(image_data, key, bk.view(bk.contiguous(batched._data), blocks_shape), True)
+        image = wrap(image_data, input._device)
     if any(padding):
         image = image[:, :, padding[0] : padding[0] + size[0], padding[1] : padding[1] + size[1]]
     return image if input.ndim == 3 else image.squeeze(0)
