@@ -512,7 +512,7 @@ _UNSIGNED: dict[Any, Any] = {}  # an integer host dtype -> the unsigned one of i
 _native_all_below = getattr(_C, "host_all_below", None)
 _native_bounds = getattr(_C, "host_bounds", None)
 _NATIVE_INDEX = frozenset((np.dtype(np.int64), np.dtype(np.int32)))
-_INT64 = np.dtype(np.int64)
+_INT64, _BOOL = np.dtype(np.int64), np.dtype(np.bool_)
 
 
 def _in_range_on_host(index, n):
@@ -990,9 +990,9 @@ def nonzero(input: Tensor, *, as_tuple: bool = False) -> Tensor | tuple[Tensor, 
 
 def _nonzero(input, as_tuple):
     """nonzero's forward, which argwhere calls directly (not through nonzero's dispatch)."""
-    bk, dev = primitives(input), input._device
-    mask = input._data if input.dtype is dt.bool_ else bk.binary("ne", input._data, 0, input.dtype)
-    if input.ndim == 0:  # PyTorch's (count, 0), or one index tensor of 0s as a tuple
+    bk, dev, data = primitives(input), input._device, input._data
+    mask = data if data.dtype is _BOOL or input.dtype is dt.bool_ else bk.binary("ne", data, 0, input.dtype)
+    if data.ndim == 0:  # PyTorch's (count, 0), or one index tensor of 0s as a tuple
         count = int(bool(bk.to_numpy(mask)))
         if as_tuple:
             return (full((count,), 0, dtype=dt.int64, device=input.device),)
@@ -1015,7 +1015,9 @@ _GRID_KEPT_SIZE = 4096
 def _coordinate_grid(bk, shape, device):
     """An int64 array of ``shape + (len(shape),)``: each position's coordinates (kept, read-only, for
     small shapes)."""
-    grid = _COORDINATE_GRIDS.get((shape, device))
+    # (the CPU's grids keyed by the shape alone: a device's hash is a Python call, a third of the lookup)
+    key = shape if device is CPU else (shape, device)
+    grid = _COORDINATE_GRIDS.get(key)
     if grid is None:
         ndim = len(shape)
         columns = [
@@ -1026,7 +1028,7 @@ def _coordinate_grid(bk, shape, device):
         ]
         grid = bk.cat(columns, ndim)
         if math.prod(shape) <= _GRID_KEPT_SIZE and len(_COORDINATE_GRIDS) < _GRIDS_KEPT:
-            _COORDINATE_GRIDS[shape, device] = grid
+            _COORDINATE_GRIDS[key] = grid
     return grid
 
 
@@ -1678,10 +1680,10 @@ def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) 
     inplace=True,
 )
 def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
-    if not isinstance(mask, Tensor) or mask.dtype is not dt.bool_:
+    if not isinstance(mask, Tensor) or mask._data.dtype is not _BOOL and mask.dtype is not dt.bool_:
         raise DTypeError("masked_scatter: mask must be a bool tensor")
-    shape = broadcast_shapes("masked_scatter", input._data.shape, mask._data.shape)
-    if shape != input._data.shape:
+    shape = input._data.shape
+    if mask._data.shape != shape and broadcast_shapes("masked_scatter", shape, mask._data.shape) != shape:
         raise ShapeError(
             f"masked_scatter: mask {fmt_shape(mask.shape)} does not broadcast to input {fmt_shape(input.shape)}"
         )
