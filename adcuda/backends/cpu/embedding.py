@@ -4,13 +4,26 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..._native import _C
 from ...errors import DTypeError, IndexOutOfRangeError, ShapeError
 from ._common import BackendArray, _compute
 
 __all__ = ["embedding", "embedding_backward"]
 
+# kernels/host/index.cpp's one pass over an int64/int32 index (None in a pure-source checkout), where
+# NumPy's minimum and maximum cost two reductions' calls on the few indices of a small lookup
+_native_all_below = getattr(_C, "host_all_below", None)
+_NATIVE_INDEX = frozenset((np.dtype(np.int64), np.dtype(np.int32)))
+
 
 def _check_embedding_indices(op, idx, num_embeddings, weight_shape):
+    if (
+        _native_all_below is not None
+        and idx.dtype in _NATIVE_INDEX
+        and (idx.ndim == 1 or idx.flags.c_contiguous)
+        and _native_all_below(idx, num_embeddings)
+    ):
+        return  # the common case, in one pass
     if idx.dtype.kind not in "iu":
         raise DTypeError(f"{op}: indices must be integers (int32 or int64), got {idx.dtype}")
     if not idx.size or (0 <= np.minimum.reduce(idx, axis=None) and np.maximum.reduce(idx, axis=None) < num_embeddings):
