@@ -7,7 +7,7 @@ import pytest
 
 import adcuda
 from adcuda.autograd import gradcheck
-from adcuda.errors import DTypeError, ShapeError, UnsupportedDTypeError
+from adcuda.errors import DTypeError, IndexOutOfRangeError, IndexValueError, ShapeError, UnsupportedDTypeError
 
 torch = pytest.importorskip("torch")
 
@@ -116,3 +116,24 @@ def test_slices_with_0d_tensor_bounds_are_int_bounds():
     assert adcuda.tensor([[7]]).item() == 7 and adcuda.ones(1, 1, 1).item() == 1.0
     with pytest.raises(ShapeError, match="item"):
         adcuda.ones(2).item()
+
+
+@pytest.mark.parametrize("op", ["gather", "take", "index_select", "index_add"])
+def test_index_range_checks_run_again_on_a_captured_replay(op):
+    """The index family checks an index's range with the host loop only where graph capture records no
+    host steps: a captured call still checks the index on every replay, after it was changed in place."""
+    x = adcuda.randn(4, 5)
+    rows = adcuda.from_numpy(np.array([[0, 1, 2, 3, 4]] * 4))
+    flat = adcuda.from_numpy(np.array([0, 3]))
+    calls = {
+        "gather": lambda: adcuda.gather(x, 1, rows).sum(),
+        "take": lambda: adcuda.take(x, flat).sum(),
+        "index_select": lambda: adcuda.index_select(x, 0, flat).sum(),
+        "index_add": lambda: adcuda.index_add(x, 0, flat, x[:2]).sum(),
+    }
+    compiled = adcuda.compile(calls[op], fullgraph=True)
+    assert compiled().item() == compiled().item() == calls[op]().item()
+    rows.copy_(adcuda.from_numpy(np.full((4, 5), 7)))
+    flat.copy_(adcuda.from_numpy(np.array([0, 30])))
+    with pytest.raises((IndexOutOfRangeError, IndexValueError), match="out of"):
+        compiled()
