@@ -375,10 +375,11 @@ def test_native_trace_and_triangles_equal_the_numpy_path_bit_for_bit(dtype):
 
 
 def test_native_index_range_check_equals_numpy():
-    """kernels/host/index.cpp's range check of an index (the ops' check before a gather, scatter or
+    """kernels/host/index.cpp's range check and bounds of an index (the ops' check before a gather, scatter or
     index_* write) against NumPy's reading of the same values: negative values, the bounds, int32 and a
     strided vector."""
     check = importlib.import_module("adcuda._C").host_all_below
+    bounds = importlib.import_module("adcuda._C").host_bounds
     rng = np.random.default_rng(4)
     for dtype in (np.int64, np.int32):
         cases = [rng.integers(-2, 9, (4, 5)), np.array([0, 7]), np.array([-1]), np.array([8]), np.array(3)]
@@ -386,6 +387,7 @@ def test_native_index_range_check_equals_numpy():
         for index in indices:
             for n in (1, 8, 16):
                 assert check(index, n) == bool(((index >= 0) & (index < n)).all())
+            assert bounds(index) == (int(index.min()), int(index.max()))  # (one_hot's classes, the errors')
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.int32])
