@@ -137,3 +137,20 @@ def test_index_range_checks_run_again_on_a_captured_replay(op):
     flat.copy_(adcuda.from_numpy(np.array([0, 30])))
     with pytest.raises((IndexOutOfRangeError, IndexValueError), match="out of"):
         compiled()
+
+
+def test_a_same_dtype_rule_checks_operands_by_position_keyword_and_default():
+    """The generated wrapper of a ``one_dtype`` rule (dtype_support.checking_same): the operands read by
+    name wherever they are given, defaults filled, the forward's name and other arguments kept."""
+    from adcuda.ops.dtype_support import ANY, checking_same
+
+    def toy(a, k, b=None, *, c=1):
+        return a, k, b, c
+
+    checked = checking_same("toy", ANY.one_dtype("a", "b"), toy)
+    x32, x64 = adcuda.zeros(1), adcuda.zeros(1, dtype=adcuda.float64)
+    assert checked.__name__ == "toy" and checked(x32, 0, x32, c=2) == (x32, 0, x32, 2)
+    assert checked(x32, 0) == (x32, 0, None, 1) and checked(x64, 5, b=3.0) == (x64, 5, 3.0, 1)
+    for call in (lambda: checked(x32, 0, x64), lambda: checked(x64, 0, b=x32), lambda: checked(b=x64, a=x32, k=0)):
+        with pytest.raises(UnsupportedDTypeError, match="expected a and b to have the same dtype"):
+            call()
