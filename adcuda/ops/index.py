@@ -1487,9 +1487,9 @@ def unfold(input: Tensor, dimension: int, size: int, step: int) -> Tensor:
     if step == size:
         # windows side by side: the windows' part of dim d split in two and the window dim moved last,
         # the same view without as_strided's check of its reach (most of a small unfold's cost)
-        shape = data.shape
+        dims = data.shape
         part = data if count * size == length else bk.slice(data, (slice(None),) * d + (slice(0, count * size),))
-        windows = bk.view(part, shape[:d] + (count, size) + shape[d + 1 :])
+        windows = bk.view(part, dims[:d] + (count, size) + dims[d + 1 :])
         if windows is not None:
             if d == ndim - 1:  # (the window dim last already)
                 return wrap(windows, input._device)
