@@ -1513,6 +1513,8 @@ def _triangle_indices(name, row, col, offset, dtype, device, lower):
     # the coordinates from the sizes alone, made on the host and sent once: seven ops dispatched
     # (two aranges, their expansions, a mask, two boolean selections, a stack) cost 20 times this
     coords = triangle_coordinates(row, col, offset, lower)
+    if device is None and dtype is None:  # the CPU's int64 coordinates: new_tensor's checks have nothing to check
+        return wrap(primitives_on(CPU).from_numpy(coords.copy(), dt.int64), CPU)
     # a copy: the backend may keep the host array it is given as the tensor's memory
     return new_tensor(
         name,
