@@ -31,7 +31,7 @@ import os
 import re
 from collections.abc import Callable
 from inspect import Parameter
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -50,7 +50,7 @@ from ..autograd.graph import (
     version_of,
 )
 from ..backends.cpu.elementwise import float_operand as _float_operand  # noqa: F401 (the lanes')
-from ..backends.cpu.elementwise import plain_binary, plain_unary
+from ..backends.cpu.elementwise import plain_binary, plain_scalars, plain_unary
 from ..backends.cpu.reduce import plain_reduce
 from ..backends.float_errors import QUIET as _QUIET
 from ..backends.float_errors import current as _errstate
@@ -332,21 +332,39 @@ _LANE_CALL_SOURCE = """                try:
 """
 
 
-# the CPU backend's kernels of a ``plain=family`` declaration, how many tensors they take, whether
-# NumPy's error state must be quiet around them and whether the second operand may be a Python float
+class _LaneKind(NamedTuple):
+    """What a ``plain=`` kind's lane takes: the CPU backend's kernels of its ops (``kernel_of(name)``),
+    how many leading tensor parameters they read, whether NumPy's error state must be quiet around them
+    (nothing a comparison, a logical or bitwise op or a classification computes can warn), whether the
+    second operand may also be a Python float (in the first's floating dtype), whether the tensors may
+    be of any one dtype of ``_ANY_DTYPES`` (else float32 or float64), and whether the parameters after
+    the tensors go to the kernel, each a Python float or its default (else they must be their defaults)."""
+
+    kernel_of: Callable[[str], Any]
+    tensors: int
+    quiet: bool = True
+    floats: bool = False
+    any_dtype: bool = False
+    scalars: bool = False
+
+
 _PLAIN_KERNELS = {
-    "unary": (plain_unary, 1, True, False),
-    "binary": (plain_binary, 2, True, True),
-    "binary_tensors": (plain_binary, 2, True, False),
-    "reduce": (plain_reduce, 1, False, False),
+    "unary": _LaneKind(plain_unary, 1),
+    "binary": _LaneKind(plain_binary, 2, floats=True),
+    "binary_tensors": _LaneKind(plain_binary, 2),
+    "reduce": _LaneKind(plain_reduce, 1, quiet=False),
+    "unary_any": _LaneKind(plain_unary, 1, quiet=False, any_dtype=True),
+    "binary_any": _LaneKind(plain_binary, 2, quiet=False, floats=True, any_dtype=True),
+    "scalars": _LaneKind(plain_scalars, 1, scalars=True),
 }
 
 
 def _lane(op, defaults, values):
     """The fast lane's lines of an op declared ``plain`` (see ``_LANE_SOURCE``), and its kernel.
     ``values``: the entry's names of the forward's parameters, in order, which recording is given."""
-    kernel_of, n, quiet, floats = _PLAIN_KERNELS.get(op.plain, (None, 1, False, False))
-    kernel = kernel_of(op.name) if kernel_of is not None else None
+    kind = _PLAIN_KERNELS[op.plain]
+    n = kind.tensors
+    kernel = kind.kernel_of(op.name)
     parameters = list(op.signature.parameters.values())
     if (
         op.view
@@ -357,40 +375,49 @@ def _lane(op, defaults, values):
     ):
         raise ValueError(f"op {op.name!r}: plain={op.plain!r}: no such kernel for its first {n} parameters")
     names = [p.name for p in parameters[:n]]
-    at_defaults = []
+    at_defaults, passed = [], []
     for p in parameters[n:]:
-        if p.name not in defaults:
-            raise ValueError(f"op {op.name!r}: plain= needs a default for parameter {p.name!r}")
-        default = defaults[p.name]
+        default = defaults.get(p.name, _UNSET)
         literal = default is None or default is True or default is False
-        at_defaults.append(f"{p.name} is {default if literal else f'_defaults[{p.name!r}]'}")
+        same = f"{p.name} is {default if literal else f'_defaults[{p.name!r}]'}"
+        if kind.scalars and p.kind == p.POSITIONAL_OR_KEYWORD:
+            passed.append(p.name)
+            at_defaults.append(f"({p.name}.__class__ is float{'' if default is _UNSET else f' or {same}'})")
+        elif default is _UNSET:
+            raise ValueError(f"op {op.name!r}: plain= needs a default for parameter {p.name!r}")
+        else:
+            at_defaults.append(same)
     finish = ""
     if not (op.composite or not op.differentiable):  # an op that records: as the entry's path does
         checks = "".join(_CHECK_SOURCE.format(x=x, bit=1 << i) for i, x in enumerate(op.inputs))
         finish = _LANE_RECORD_SOURCE.format(checks=_indented(checks, 20), values=", ".join(values))
-    call = _LANE_QUIET_CALL_SOURCE if quiet else _LANE_CALL_SOURCE
+    elif op.composite:  # a composite records through the ops it calls: no lane where they would
+        at_defaults.append("not (grad_state.enabled and _any_takes_part((" + ", ".join(names) + ",)))")
+    call = _LANE_QUIET_CALL_SOURCE if kind.quiet else _LANE_CALL_SOURCE
+    first = "_d0.dtype in _ANY_DTYPES" if kind.any_dtype else "(_d0.dtype is _F32 or _d0.dtype is _F64)"
 
-    def lane(tensors, type_tests, arguments):
+    def lane(tensors, type_tests, arguments, first):
         array_tests = []
         for i, x in enumerate(tensors):
-            same = f"_d{i}.dtype is _d0.dtype" if i else "(_d0.dtype is _F32 or _d0.dtype is _F64)"
+            same = f"_d{i}.dtype is _d0.dtype" if i else first
             array_tests += [f"_d{i}.__class__ is _ndarray", same, f"{x}._device is _CPU"]
         return _LANE_SOURCE.format(
             tests=" and ".join(type_tests + at_defaults),
             arrays="".join(f"            _d{i} = {x}._data\n" for i, x in enumerate(tensors)),
             array_tests="\n                and ".join(array_tests),
             finish=finish,
-            call=call.format(kernel_args=", ".join(arguments)),
+            call=call.format(kernel_args=", ".join(arguments + passed)),
         )
 
     tensor_tests = [f"{x}.__class__ is Tensor" for x in names]
-    source = lane(names, tensor_tests, [f"_d{i}" for i in range(n)])
-    if floats:  # "binary": the second operand may be a Python float, in the first's dtype
+    source = lane(names, tensor_tests, [f"_d{i}" for i in range(n)], first)
+    if kind.floats:  # the second operand may be a Python float, in the first's floating dtype
         second = names[1]
         source += lane(
             names[:1],
             [tensor_tests[0], f"{second}.__class__ is float"],
             ["_d0", f"_float_operand({second}, _d0.dtype)"],
+            "(_d0.dtype is _F32 or _d0.dtype is _F64)",
         )
     return source, kernel
 
@@ -411,6 +438,10 @@ _SEQUENCES = (list, tuple)
 _new = object.__new__
 _ndarray, _asarray = np.ndarray, np.asarray
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+# the array dtypes of a lane of ``any_dtype``: those the CPU backend computes in as they are
+_ANY_DTYPES = frozenset(
+    np.dtype(t) for t in (np.bool_, np.uint8, np.int8, np.int16, np.int32, np.int64, np.float32, np.float64)
+)
 # the array dtypes (NumPy's, the CUDA runtime's) of floating point tensors seen
 _FLOAT_ARRAYS: set[Any] = set()
 _NO_KEYWORDS: dict[str, Any] = {}  # the keyword arguments a view replay passes (never written)
@@ -1216,11 +1247,11 @@ def _inplace_lane(op):
     checks and history are the path's)."""
     if op.plain is None:
         return None
-    kernel_of, n, quiet, floats = _PLAIN_KERNELS[op.plain]
-    kernel = kernel_of(op.name)
+    kind = _PLAIN_KERNELS[op.plain]
     rule = op.dtypes
-    if rule is not None and rule.operands:
-        return None
+    if kind.any_dtype or kind.scalars or (rule is not None and rule.operands):
+        return None  # (the in-place path of those: a result of another dtype, parameters to check)
+    kernel, n, quiet, floats = kind.kernel_of(op.name), kind.tensors, kind.quiet, kind.floats
 
     def lane(self, args):
         if self.__class__ is not Tensor or len(args) != n - 1:

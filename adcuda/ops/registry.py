@@ -55,6 +55,7 @@ from collections.abc import Callable
 from inspect import Parameter
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
+from ..backends.elementwise_table import BITWISE, LOGICAL, UNARY_BY_NAME
 from . import dispatch, dtype_support
 
 if TYPE_CHECKING:
@@ -125,7 +126,7 @@ class OpDef:
         self.composite = composite
         self.autocast = autocast
         self.dtypes = dtypes
-        self.plain = plain
+        self.plain = _table_plain(name, self.signature) if plain is None else plain or None
         self.view = view
         self.extra_outputs = tuple(extra_outputs)
         self.node = node
@@ -364,6 +365,18 @@ def op(
         return definition.entry
 
     return declare
+
+
+def _table_plain(name, signature):
+    """The ``plain`` kind of an op that says none: the one table's (backends/elementwise_table.py) for a
+    row's namesake whose parameters after the first all have defaults (its forward, at those defaults,
+    is the row's primitive: tests/test_dispatch_fast_lane.py checks every such op against its path), so
+    that a new row's op cannot forget it; None for any other. ``plain=False`` says none."""
+    row = UNARY_BY_NAME.get(name)
+    parameters = list(signature.parameters.values())
+    if row is None or not parameters or any(p.default is p.empty for p in parameters[1:]):
+        return None
+    return "unary_any" if row.kind in (BITWISE, LOGICAL) else "unary"
 
 
 def get(name):

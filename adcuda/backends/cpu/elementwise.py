@@ -5,6 +5,7 @@ backends, adcuda/backends/elementwise_table.py: this module holds only the formu
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -517,13 +518,17 @@ def unary_backward(
 
 
 def plain_binary(op: str) -> Callable[..., Any] | None:
-    """What ``binary(op, a, b, <their dtype>)`` computes for exact float32/float64 ndarrays of one dtype
-    object, as one call with none of its checks: the dispatch point's fast lane (adcuda/ops/dispatch.py)
-    calls it for an op's plain case. It returns the result array (or NumPy scalar, of 0-d operands); an
-    error it raises is the primitive's to name. None for an op without such a kernel (the host loops'
-    ops, several passes in NumPy, keep the primitive's choice of loop)."""
+    """What ``binary(op, a, b, <their dtype>)`` computes for exact ndarrays of one dtype object
+    (float32/float64; for the ops of ``PLAIN_ANY_DTYPE``, any of its dtypes), as one call with none of
+    its checks: the dispatch point's fast lane (adcuda/ops/dispatch.py) calls it for an op's plain case.
+    ``b`` may also be a 0-d array of ``a``'s dtype (``float_operand``: a Python float in it). It returns
+    the result array (or NumPy scalar, of 0-d operands); an error it raises is the primitive's to name.
+    None for an op without such a kernel."""
     fn = BINARY_OPS.get(op)
-    return fn if fn is not None and op not in _HOST_BINARY_INDEX else None
+    if fn is None:
+        return None
+    host = _HOST_BINARY_INDEX.get(op)
+    return fn if host is None else functools.partial(_host_or_formula, fn, host)
 
 
 def plain_unary(op: str) -> Callable[..., Any] | None:
@@ -531,7 +536,7 @@ def plain_unary(op: str) -> Callable[..., Any] | None:
     primitive's own path after all (a host loop's operand too large or not contiguous)."""
     fn = UNARY_OPS.get(op)
     if fn is None:
-        return None
+        return _PLAIN_UNARY.get(op)
     host = _HOST_INDEX.get(op)
     if host is not None:
 
@@ -546,14 +551,100 @@ def plain_unary(op: str) -> Callable[..., Any] | None:
     else:  # a formula: asked once, of one element of each dtype
         with np.errstate(all="ignore"):
             keeps_dtype = all(np.asarray(fn(np.full(1, 0.5, d))).dtype is d for d in (_F32, _F64))
-    if keeps_dtype:
-        return fn  # (float32 in, float32 out: nothing to cast)
+    if keeps_dtype or op == "logical_not":
+        return fn  # (float32 in, float32 out: nothing to cast; logical_not's bool is the primitive's too)
 
     def formula(x):
         r = fn(x)
         return r if r.dtype is x.dtype else None  # (another result dtype: the primitive casts it)
 
     return formula
+
+
+# The float dtype of a float32/float64 array, for the backend's own functions the kernels below call.
+_FLOAT_DTYPE_OF = {_F32: dt.float32, _F64: dt.float64}
+
+
+def _reciprocal(x):
+    # binary("div", 1.0, x): a float first, in x's dtype
+    r = np.true_divide(_scalar_array(1.0, x.dtype), x)
+    return r if r.__class__ is np.ndarray else np.asarray(r)
+
+
+def _relu6(x):
+    return clamp(x, 0.0, 6.0)
+
+
+# ``plain_unary``'s kernels of the ops that are not a row of the table: what their forwards compute of
+# a float32/float64 array (of any array of ``PLAIN_ANY_DTYPE`` for the classifications, whose
+# integer and bool results NumPy's functions give as the forwards do: all False, or x < 0)
+_PLAIN_UNARY = {
+    "reciprocal": _reciprocal,
+    "relu6": _relu6,
+    "isnan": np.isnan,
+    "isinf": np.isinf,
+    "isfinite": np.isfinite,
+    "isposinf": np.isposinf,
+    "isneginf": np.isneginf,
+    "signbit": np.signbit,
+}
+
+
+def _leaky_relu(x, slope):
+    # for 0 < slope <= 1 the forward's one pass, max(x, slope * x); else its comparison and select
+    if 0 < slope <= 1:
+        return np.maximum(x, np.multiply(x, _scalar_array(slope, x.dtype)))
+    return None
+
+
+def _elu(x, alpha):
+    d = _FLOAT_DTYPE_OF[x.dtype]
+    below = unary("expm1", x)
+    if alpha != 1.0:
+        below = binary("mul", below, alpha, d)
+    return where(binary("le", x, 0.0, d), below, x, d)
+
+
+def _threshold(x, threshold, value):
+    d = _FLOAT_DTYPE_OF[x.dtype]
+    return where(binary("le", x, threshold, d), value, x, d)
+
+
+def _hardtanh(x, min_val, max_val):
+    return None if min_val > max_val else clamp(x, min_val, max_val)  # (the forward names the error)
+
+
+def _clamp(x, lo, hi):
+    return None if lo is None and hi is None else clamp(x, lo, hi)  # (the forward names the error)
+
+
+def _pow(x, exponent):
+    # the forward's shortcuts x ** 2 (x * x) and x ** 0.5 (sqrt); its others take its path; any other
+    # power is NumPy's
+    if exponent == 2.0:
+        return binary("mul", x, x, _FLOAT_DTYPE_OF[x.dtype])
+    if exponent == 0.5:
+        return unary("sqrt", x)
+    if exponent in (0.0, 1.0, 3.0, -1.0, -2.0, -0.5):
+        return None
+    return binary("pow", x, exponent, _FLOAT_DTYPE_OF[x.dtype])
+
+
+def _float_power(x, exponent):
+    return _pow(x if x.dtype is _F64 else x.astype(_F64), exponent)
+
+
+def _with_parameter(op, allowed=None):
+    """The kernel of a one-parameter op that is binary primitive ``op`` of x and the parameter (in x's
+    dtype); None for a value the forward refuses (``allowed`` false)."""
+    kernel = plain_binary(op)
+
+    def run(x, value):
+        if allowed is not None and not allowed(value):
+            return None
+        return kernel(x, _scalar_array(value, x.dtype))
+
+    return run
 
 
 def _remainder(a, b, dtype=None, casting="same_kind"):
@@ -707,28 +798,8 @@ def binary(op: str, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> Backend
             fn = BINARY_OPS.get(op)
             if fn is not None:
                 host = _HOST_BINARY_INDEX.get(op)
-                if (
-                    host is not None
-                    and a.size <= _HOST_MAX
-                    and a.flags.c_contiguous
-                    and (
-                        b.__class__ is float
-                        or isinstance(b, np.ndarray)
-                        and b.shape == a.shape
-                        and b.flags.c_contiguous
-                    )
-                ):
-                    return _C.host_binary(host, a, b)
-                if (
-                    host is not None
-                    and a.size <= _HOST_MAX
-                    and a.flags.c_contiguous
-                    and isinstance(b, np.ndarray)
-                    and b.size == 1
-                    and b.ndim <= a.ndim
-                ):
-                    # one value whose broadcast keeps a's shape (prelu's single weight): the loop's scalar
-                    return _C.host_binary(host, a, b.item())
+                if host is not None:
+                    return _host_or_formula(fn, host, a, b)
                 r = fn(a, b if b.__class__ is np.ndarray else _scalar_array(b, a.dtype))
                 return r if r.__class__ is np.ndarray else np.asarray(r)  # (0-d operands give a NumPy scalar)
         elif (
@@ -794,6 +865,20 @@ def binary(op: str, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> Backend
                 raise DTypeError("sub: subtraction of bool arrays is not supported; use logical_xor") from None
             raise UnsupportedDTypeError(f"{op}: not defined for dtype {dtype.name}") from None
         raise
+
+
+def _host_or_formula(fn, host, a, b):
+    """``binary``'s kernel of an op with a host loop (``_HOST_BINARY_INDEX``), for float32/float64 array
+    ``a`` and ``b`` an array of its dtype or a Python float: the loop for small contiguous operands of
+    one shape (or ``b`` one value whose broadcast keeps a's shape: prelu's single weight, a 0-d
+    operand), NumPy's formula otherwise."""
+    if a.size <= _HOST_MAX and a.flags.c_contiguous:
+        if b.__class__ is float or b.shape == a.shape and b.flags.c_contiguous:
+            return _C.host_binary(host, a, b)
+        if b.size == 1 and b.ndim <= a.ndim:
+            return _C.host_binary(host, a, b.item())
+    r = fn(a, b if b.__class__ is np.ndarray else _scalar_array(b, a.dtype))
+    return r if r.__class__ is np.ndarray else np.asarray(r)  # (0-d operands give a NumPy scalar)
 
 
 def _defined_for(op, dtype):
@@ -879,3 +964,29 @@ _BOUND_CLASSES = frozenset({float, int, bool, type(None)})
 def _finish_like(x, a):
     """``x`` in ``a``'s dtype (no call where it already is)."""
     return x if x.dtype is a.dtype else x.astype(a.dtype, copy=False)
+
+
+# ``plain_scalars``'s kernels: of the array and the op's parameters after it, as Python floats (or
+# their defaults)
+_PLAIN_SCALARS = {
+    "leaky_relu": _leaky_relu,
+    "elu": _elu,
+    "threshold": _threshold,
+    "hardtanh": _hardtanh,
+    "clamp": _clamp,
+    "clamp_min": lambda x, lo: clamp(x, lo, None),
+    "clamp_max": lambda x, hi: clamp(x, None, hi),
+    "pow": _pow,
+    "float_power": _float_power,
+    "hardshrink": _with_parameter("hardshrink"),
+    "softshrink": _with_parameter("softshrink", lambda lambd: not lambd < 0),
+    "celu": _with_parameter("celu", lambda alpha: alpha != 0),
+}
+
+
+def plain_scalars(op: str) -> Callable[..., Any] | None:
+    """``plain_unary`` for an op of a tensor and Python float parameters (``leaky_relu(x, slope)``,
+    ``clamp(x, lo, hi)``): a kernel of the array and the parameters, None for an op without one. The
+    kernel returns None where the call takes the primitive's path after all (a parameter the forward
+    refuses or takes another way)."""
+    return _PLAIN_SCALARS.get(op)
