@@ -61,8 +61,7 @@ def _parameter_values(name):
     """Argument tuples for the parameters a ``scalars`` op's lane passes on: floats of both signs, zero
     and NaN for all of them at once, their defaults (where they have them), then a few mixed (clamp's
     open sides, hardtanh's bounds in the wrong order, a negative lambd)."""
-    parameters = list(registry.get(name).signature.parameters.values())[1:]
-    passed = [p for p in parameters if p.kind == p.POSITIONAL_OR_KEYWORD]
+    passed = _passed(name)
     rows = [(v,) * len(passed) for v in (0.5, -1.5, 2.0, 0.0, 1.0, 3.0, float("nan"))]
     if all(p.default is not p.empty for p in passed):
         rows.append(tuple(p.default for p in passed))
@@ -71,17 +70,29 @@ def _parameter_values(name):
     return rows
 
 
+def _passed(name):
+    """The parameters after the tensors that a ``scalars`` kind's lane passes on."""
+    parameters = list(registry.get(name).signature.parameters.values())[_kind(name).tensors :]
+    return [p for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+
 def _calls(name, dtype):
     """The argument lists op ``name``'s lane is tried with: its first case is the plain call whose lane
     must be taken (``test_every_plain_op_takes_its_lane``)."""
     a, b = _operands(dtype)
     kind = _kind(name)
-    if kind.scalars:
-        return [(x, *values) for values in _parameter_values(name) for x in (a, a[0, 2], a.T)]
-    if kind.tensors == 2:
+    c = (b * 0.5 + 2).astype(dtype)  # (addcdiv's divisor: no zero)
+    if kind.condition:
+        mask = a > 0
+        return [(mask, a, b), (mask[0, 0], a[0, 0], b[0, 1]), (mask, a, b[1]), (mask.T, a.T, b.T), (mask[0], a, b)]
+    if kind.tensors == 3:
+        pairs = [(a, b, c), (a[0, 0], b[0, 1], c[1, 1]), (a, b[1], c), (a.T, b.T, c.T)]
+    elif kind.tensors == 2:
         pairs = [(a, b), (a[0, 0], b[0, 1]), (a, b[1]), (a.T, b.T)]
     else:
         pairs = [(a,), (a[0, 2],), (a.T,)]
+    if kind.scalars:
+        return [(*tensors, *values) for values in _parameter_values(name) for tensors in pairs]
     if kind.any_dtype:
         rng = np.random.default_rng(1)
         for other in (np.int64, np.int32, np.uint8, np.bool_):
@@ -91,15 +102,22 @@ def _calls(name, dtype):
 
 
 def _tensor(x):
-    return x if x is None or isinstance(x, float) else adcuda.tensor(np.ascontiguousarray(x))
+    return adcuda.tensor(np.ascontiguousarray(x)) if isinstance(x, (np.ndarray, np.generic)) else x
 
 
-def _as_called(arguments):
-    """``arguments`` as adcuda tensors (views where the array is a transposed one) and floats."""
+def _as_called(name, arguments):
+    """``arguments`` as adcuda tensors (views where the array is a transposed one) and floats: the
+    positional ones, and the keyword-only ones by name."""
     tensors = [_tensor(x) for x in arguments]
     if getattr(arguments[0], "ndim", 0) == 2 and arguments[0].strides != tensors[0]._data.strides:
-        tensors = [t if not isinstance(t, adcuda.Tensor) else _tensor(x.T).t() for t, x in zip(tensors, arguments)]
-    return tensors
+        tensors = [_tensor(x.T).t() if isinstance(t, adcuda.Tensor) else t for t, x in zip(tensors, arguments)]
+    keywords = [p.name for p in _passed(name) if p.kind == p.KEYWORD_ONLY] if _kind(name).scalars else []
+    at = len(tensors) - len(keywords)
+    return tensors[:at], dict(zip(keywords, tensors[at:]))
+
+
+def _run(fn, called):
+    return fn(*called[0], **called[1])
 
 
 def _outcome(fn):
@@ -131,9 +149,9 @@ def test_the_table_s_unary_ops_are_plain_unless_they_say_otherwise():
 def test_the_lane_gives_what_the_general_path_gives(name, dtype):
     fn = _function(adcuda, name)
     for arguments in _calls(name, dtype):
-        called = _as_called(arguments)
-        fast = _outcome(lambda called=called: fn(*called))
-        general, seen = _general(lambda called=called: _outcome(lambda: fn(*called)))
+        called = _as_called(name, arguments)
+        fast = _outcome(lambda called=called: _run(fn, called))
+        general, seen = _general(lambda called=called: _outcome(lambda: _run(fn, called)))
         assert seen[0] == name
         if isinstance(general, type):  # the path's named error, which the lane leaves to it
             assert fast is general, (name, arguments)
@@ -143,7 +161,8 @@ def test_the_lane_gives_what_the_general_path_gives(name, dtype):
         np.testing.assert_array_equal(fast.numpy(), general.numpy(), strict=True)
         try:
             expected = _function(torch, name)(
-                *(torch.from_numpy(x.numpy()) if isinstance(x, adcuda.Tensor) else x for x in called)
+                *(torch.from_numpy(x.numpy()) if isinstance(x, adcuda.Tensor) else x for x in called[0]),
+                **called[1],
             )
         except (RuntimeError, TypeError, ValueError):
             continue  # (PyTorch refuses it too, or names the case another way: the conformance tests')
@@ -159,8 +178,8 @@ def test_every_plain_op_takes_its_lane(name):
     op = registry.get(name)
     fn = _function(adcuda, name)
     # (the first case the op takes: a bitwise op's first of integers)
-    cases = map(_as_called, _calls(name, np.float32))
-    called = next(c for c in cases if not isinstance(_outcome(lambda c=c: fn(*c)), type))
+    cases = (_as_called(name, c) for c in _calls(name, np.float32))
+    called = next(c for c in cases if not isinstance(_outcome(lambda c=c: _run(fn, c)), type))
     ran = set()
 
     def watch(frame, event, arg):
@@ -169,7 +188,7 @@ def test_every_plain_op_takes_its_lane(name):
 
     sys.setprofile(watch)
     try:
-        fn(*called)
+        _run(fn, called)
     finally:
         sys.setprofile(None)
     assert op.forward.__code__ not in ran
@@ -309,8 +328,8 @@ def test_every_plain_op_records_what_its_path_records(name):
     """With an input that requires grad, each op's lane records its node (a composite's lane stays
     closed: its pieces record), and backward gives the path's gradients."""
     fn = _function(adcuda, name)
-    cases = [_as_called(c) for c in _calls(name, np.float64)]
-    called = next(c for c in cases if not isinstance(_outcome(lambda c=c: fn(*c)), type))
+    cases = (_as_called(name, c) for c in _calls(name, np.float64))
+    called = next(c for c in cases if not isinstance(_outcome(lambda c=c: _run(fn, c)), type))
 
     finite = np.random.default_rng(2).standard_normal((3, 4)) + 0.25
 
@@ -318,11 +337,11 @@ def test_every_plain_op_records_what_its_path_records(name):
         # (finite values, of each tensor's shape: the gradients of inf and NaN are the conformance tests')
         leaves = [
             adcuda.tensor(finite[: t.shape[0], : t.shape[1]] if t.ndim == 2 else finite[0, 0], requires_grad=True)
-            if isinstance(t, adcuda.Tensor)
+            if isinstance(t, adcuda.Tensor) and t.dtype.is_floating_point
             else t
-            for t in called
+            for t in called[0]
         ]
-        out = fn(*leaves)
+        out = fn(*leaves, **called[1])
         node = out.grad_fn.name() if out.grad_fn is not None else None
         if out.requires_grad:
             out.sum().backward()

@@ -337,7 +337,8 @@ class _LaneKind(NamedTuple):
     how many leading tensor parameters they read, whether NumPy's error state must be quiet around them
     (nothing a comparison, a logical or bitwise op or a classification computes can warn), whether the
     second operand may also be a Python float (in the first's floating dtype), whether the tensors may
-    be of any one dtype of ``_ANY_DTYPES`` (else float32 or float64), and whether the parameters after
+    be of any one dtype of ``_ANY_DTYPES`` (else float32 or float64), whether the first is a bool mask
+    (``where``'s condition; then the others are of one floating dtype), and whether the parameters after
     the tensors go to the kernel, each a Python float or its default (else they must be their defaults)."""
 
     kernel_of: Callable[[str], Any]
@@ -345,6 +346,7 @@ class _LaneKind(NamedTuple):
     quiet: bool = True
     floats: bool = False
     any_dtype: bool = False
+    condition: bool = False
     scalars: bool = False
 
 
@@ -356,6 +358,9 @@ _PLAIN_KERNELS = {
     "unary_any": _LaneKind(plain_unary, 1, quiet=False, any_dtype=True),
     "binary_any": _LaneKind(plain_binary, 2, quiet=False, floats=True, any_dtype=True),
     "scalars": _LaneKind(plain_scalars, 1, scalars=True),
+    "binary_scalars": _LaneKind(plain_scalars, 2, scalars=True),
+    "ternary_scalars": _LaneKind(plain_scalars, 3, scalars=True),
+    "where": _LaneKind(plain_scalars, 3, condition=True),
 }
 
 
@@ -380,7 +385,7 @@ def _lane(op, defaults, values):
         default = defaults.get(p.name, _UNSET)
         literal = default is None or default is True or default is False
         same = f"{p.name} is {default if literal else f'_defaults[{p.name!r}]'}"
-        if kind.scalars and p.kind == p.POSITIONAL_OR_KEYWORD:
+        if kind.scalars and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
             passed.append(p.name)
             at_defaults.append(f"({p.name}.__class__ is float{'' if default is _UNSET else f' or {same}'})")
         elif default is _UNSET:
@@ -394,13 +399,18 @@ def _lane(op, defaults, values):
     elif op.composite:  # a composite records through the ops it calls: no lane where they would
         at_defaults.append("not (grad_state.enabled and _any_takes_part((" + ", ".join(names) + ",)))")
     call = _LANE_QUIET_CALL_SOURCE if kind.quiet else _LANE_CALL_SOURCE
-    first = "_d0.dtype in _ANY_DTYPES" if kind.any_dtype else "(_d0.dtype is _F32 or _d0.dtype is _F64)"
+    floating = "(_d{i}.dtype is _F32 or _d{i}.dtype is _F64)"
+    first = "_d0.dtype in _ANY_DTYPES" if kind.any_dtype else floating.format(i=0)
+
+    def dtype_test(i, first):
+        if kind.condition:  # a bool mask, then tensors of one floating dtype
+            return "_d0.dtype is _BOOL" if i == 0 else floating.format(i=1) if i == 1 else f"_d{i}.dtype is _d1.dtype"
+        return f"_d{i}.dtype is _d0.dtype" if i else first
 
     def lane(tensors, type_tests, arguments, first):
         array_tests = []
         for i, x in enumerate(tensors):
-            same = f"_d{i}.dtype is _d0.dtype" if i else first
-            array_tests += [f"_d{i}.__class__ is _ndarray", same, f"{x}._device is _CPU"]
+            array_tests += [f"_d{i}.__class__ is _ndarray", dtype_test(i, first), f"{x}._device is _CPU"]
         return _LANE_SOURCE.format(
             tests=" and ".join(type_tests + at_defaults),
             arrays="".join(f"            _d{i} = {x}._data\n" for i, x in enumerate(tensors)),
@@ -417,7 +427,7 @@ def _lane(op, defaults, values):
             names[:1],
             [tensor_tests[0], f"{second}.__class__ is float"],
             ["_d0", f"_float_operand({second}, _d0.dtype)"],
-            "(_d0.dtype is _F32 or _d0.dtype is _F64)",
+            floating.format(i=0),
         )
     return source, kernel
 
@@ -437,7 +447,7 @@ def _indented(source, spaces):
 _SEQUENCES = (list, tuple)
 _new = object.__new__
 _ndarray, _asarray = np.ndarray, np.asarray
-_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+_F32, _F64, _BOOL = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.bool_)
 # the array dtypes of a lane of ``any_dtype``: those the CPU backend computes in as they are
 _ANY_DTYPES = frozenset(
     np.dtype(t) for t in (np.bool_, np.uint8, np.int8, np.int16, np.int32, np.int64, np.float32, np.float64)

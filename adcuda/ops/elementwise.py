@@ -1183,6 +1183,7 @@ def where(condition: Tensor) -> tuple[Tensor, ...]: ...
 def where(condition: Tensor, input: Tensor | Number, other: Tensor | Number) -> Tensor: ...
 @op(
     "where",
+    plain="where",
     doc="input where condition holds, other elsewhere (broadcast).",
     node="WhereBackward0",
     method=_where_method,
@@ -1435,6 +1436,7 @@ def reciprocal(input: Tensor) -> Tensor:
 # lerp, isclose, allclose, equal
 @op(
     "lerp",
+    plain="binary_scalars",
     dtypes=FLOATING,
     doc="input + weight * (end - input), elementwise with broadcasting.",
     node=lambda input, end, weight: "LerpBackward1" if weight.__class__ is Tensor else "LerpBackward0",
@@ -1742,6 +1744,7 @@ def _add_scaled_directly(prim, input, tensor1, tensor2, value):
 # factor's; the quotient's)
 @op(
     "addcmul",
+    plain="ternary_scalars",
     dtypes=NUMBERS.of("input", "tensor1", "tensor2"),
     doc="input + value * tensor1 * tensor2, broadcast.",
     node="AddcmulBackward0",
@@ -1764,6 +1767,7 @@ def addcmul(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Number = 
 
 @op(
     "addcdiv",
+    plain="ternary_scalars",
     doc="input + value * tensor1 / tensor2, broadcast.",
     node="AddcdivBackward0",
     inplace=True,

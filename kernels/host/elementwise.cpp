@@ -123,6 +123,30 @@ py::array_t<T> host_binary_scalar(py::ssize_t index, const py::array_t<T, py::ar
 }
 
 using Floats = py::array_t<float, py::array::c_style>;
+using Doubles = py::array_t<double, py::array::c_style>;
+
+// host_binary's one entry: pybind11's overloads would try each signature in turn, converting the
+// arguments for each (a float64 array and a float reached the fourth after three failed tries: half a
+// microsecond of a small op's call); the operands' types are told apart here instead.
+template <typename T>
+py::object binary_of(py::ssize_t index, const py::array_t<T, py::array::c_style>& a, py::handle b) {
+  using Array = py::array_t<T, py::array::c_style>;
+  if (PyFloat_Check(b.ptr())) return host_binary_scalar<T>(index, a, PyFloat_AS_DOUBLE(b.ptr()));
+  if (Array::check_(b)) return host_binary<T>(index, a, py::reinterpret_borrow<Array>(b));
+  throw py::type_error("host_binary: b must be a row-major array of a's dtype or a Python float");
+}
+
+py::object host_binary_entry(py::ssize_t index, py::handle a, py::handle b) {
+  if (Floats::check_(a)) return binary_of<float>(index, py::reinterpret_borrow<Floats>(a), b);
+  if (Doubles::check_(a)) return binary_of<double>(index, py::reinterpret_borrow<Doubles>(a), b);
+  throw py::type_error("host_binary: a must be a row-major float32 or float64 array");
+}
+
+py::object host_unary_entry(py::ssize_t index, py::handle x) {
+  if (Floats::check_(x)) return host_unary<float>(index, py::reinterpret_borrow<Floats>(x));
+  if (Doubles::check_(x)) return host_unary<double>(index, py::reinterpret_borrow<Doubles>(x));
+  throw py::type_error("host_unary: x must be a row-major float32 or float64 array");
+}
 
 // An optional float32 array (None: nullptr) of n elements, row-major, for gelu_tanh's kept tanh argument.
 float* kept_inner(const py::object& inner, py::ssize_t n, const char* who) {
@@ -188,9 +212,8 @@ void bind_elementwise(py::module_& m) {
     for (const Row& row : kRows) names.append(row.name);
     return names;
   }, "The unary table's op names in host_unary's order (elementwise_ops.def's).");
-  // no array_t conversion (noconvert): another dtype or a strided array is the caller's to handle
-  m.def("host_unary", &host_unary<float>, py::arg("index"), py::arg("x").noconvert());
-  m.def("host_unary", &host_unary<double>, py::arg("index"), py::arg("x").noconvert(),
+  // no array conversion: another dtype or a strided array raises TypeError, the caller's to handle
+  m.def("host_unary", &host_unary_entry, py::arg("index"), py::arg("x"),
         "Unary op number ``index`` of host_unary_names() over a contiguous float32/float64 array, with the "
         "CUDA kernels' functor, in the array's dtype (a new array of its shape). Meant for small arrays: "
         "the GIL is held.");
@@ -199,10 +222,7 @@ void bind_elementwise(py::module_& m) {
     for (const BinaryRow& row : kBinaryRows) names.append(row.name);
     return names;
   }, "The binary ops host_binary computes, in its order.");
-  m.def("host_binary", &host_binary<float>, py::arg("index"), py::arg("a").noconvert(), py::arg("b").noconvert());
-  m.def("host_binary", &host_binary<double>, py::arg("index"), py::arg("a").noconvert(), py::arg("b").noconvert());
-  m.def("host_binary", &host_binary_scalar<float>, py::arg("index"), py::arg("a").noconvert(), py::arg("b"));
-  m.def("host_binary", &host_binary_scalar<double>, py::arg("index"), py::arg("a").noconvert(), py::arg("b"),
+  m.def("host_binary", &host_binary_entry, py::arg("index"), py::arg("a"), py::arg("b"),
         "Binary op number ``index`` of host_binary_names() of two contiguous float32/float64 arrays of one shape "
         "and dtype, or of such an array and a Python float (taken in its dtype), with the CUDA kernels' "
         "functor (a new array). Meant for small arrays: the GIL is held.");

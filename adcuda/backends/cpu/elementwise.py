@@ -966,9 +966,39 @@ def _finish_like(x, a):
     return x if x.dtype is a.dtype else x.astype(a.dtype, copy=False)
 
 
-# ``plain_scalars``'s kernels: of the array and the op's parameters after it, as Python floats (or
-# their defaults)
+def _lerp(a, b, weight):
+    # the forward's common call: from the nearer end, so that weight 1 gives b exactly
+    if a.shape != b.shape:
+        return None
+    d = _FLOAT_DTYPE_OF[a.dtype]
+    diff = binary("sub", b, a, d)
+    if abs(weight) < 0.5:
+        return binary("add", a, binary("mul", diff, weight, d), d)
+    return binary("sub", b, binary("mul", diff, 1.0 - weight, d), d)
+
+
+def _add_scaled(op):
+    """addcmul's (``op`` mul) or addcdiv's (div) kernel: a + value * op(t1, t2) of one shape."""
+
+    def run(a, t1, t2, value):
+        if not a.shape == t1.shape == t2.shape:
+            return None
+        d = _FLOAT_DTYPE_OF[a.dtype]
+        scaled = binary(op, t1, t2, d)
+        if value != 1:
+            scaled = binary("mul", scaled, float(value), d)
+        return binary("add", a, scaled, d)
+
+    return run
+
+
+# ``plain_scalars``'s kernels: of the arrays (``where``: a bool mask and two floating arrays) and the op's
+# parameters after them, as Python floats (or their defaults)
 _PLAIN_SCALARS = {
+    "where": lambda condition, a, b: where(condition, a, b, _FLOAT_DTYPE_OF[a.dtype]),
+    "lerp": _lerp,
+    "addcmul": _add_scaled("mul"),
+    "addcdiv": _add_scaled("div"),
     "leaky_relu": _leaky_relu,
     "elu": _elu,
     "threshold": _threshold,
