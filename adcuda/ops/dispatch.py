@@ -14,8 +14,9 @@ a handful of attribute reads beyond the forward itself. Everything else attaches
 - ``on_node(node)``: sees every autograd node as it is recorded.
 
 An op declared ``plain=family`` (registry.py) has a fast lane at the top of its entry,
-this dispatch point's own: while no hook is attached at all (``_plain``), a call on CPU float tensors
-of one dtype runs the CPU backend's kernel for the primitive and wraps the array, skipping the
+this dispatch point's own: while no hook is attached at all (``_plain``), a call on CPU tensors of the
+kind's dtypes (floats of one dtype; any one dtype for the ``_any`` kinds) and Python float parameters
+where the kind passes them runs the CPU backend's kernel for the op and wraps the array, skipping the
 forward's helper frames, then records as the path below would; every other call, and every call
 while any hook is attached, takes the path below (see ``_LANE_SOURCE``; ``_inplace_lane`` for the
 in-place forms).
@@ -287,10 +288,11 @@ _VIEW_SOURCE = """        if _out is {base}:
 """
 
 # The fast lane of an op declared with ``plain=family`` (registry.py): while no hook is
-# attached (``_plain``), a call whose tensor inputs (the first one or two parameters) are CPU tensors of
-# one float32/float64 array dtype and whose other arguments are their defaults (identity: an explicit
-# ``alpha=1`` is the same int object) computes its output with the CPU backend's kernel for the
-# primitive (``plain_unary``, ``plain_binary``, ``plain_reduce``), wrapped: what the forward computes,
+# attached (``_plain``), a call whose tensor inputs (the first one to three parameters) are CPU tensors of
+# one float32/float64 array dtype (or as its ``_LaneKind`` says) and whose other arguments are their
+# defaults (identity: an explicit ``alpha=1`` is the same int object; a ``scalars`` kind passes Python
+# floats on) computes its output with the CPU backend's kernel for the op (``plain_unary``,
+# ``plain_binary``, ``plain_scalars``, ``plain_reduce``), wrapped: what the forward computes,
 # without its frames (the op, its helper, ``primitives``, the backend's checks: about half a small op's
 # cost). A NumPy kernel runs under the quiet NumPy error state, as the forward would; the reductions'
 # (one native call) cannot warn. An op that records then records as the entry's path does (the same
@@ -396,8 +398,9 @@ def _lane(op, defaults, values):
     if not (op.composite or not op.differentiable):  # an op that records: as the entry's path does
         checks = "".join(_CHECK_SOURCE.format(x=x, bit=1 << i) for i, x in enumerate(op.inputs))
         finish = _LANE_RECORD_SOURCE.format(checks=_indented(checks, 20), values=", ".join(values))
-    elif op.composite:  # a composite records through the ops it calls: no lane where they would
-        at_defaults.append("not (grad_state.enabled and _any_takes_part((" + ", ".join(names) + ",)))")
+    # a composite records through the ops it calls: no lane where they might (an input with a history,
+    # or a view, which may have one)
+    alone = _ALONE if op.composite else None
     call = _LANE_QUIET_CALL_SOURCE if kind.quiet else _LANE_CALL_SOURCE
     floating = "(_d{i}.dtype is _F32 or _d{i}.dtype is _F64)"
     first = "_d0.dtype in _ANY_DTYPES" if kind.any_dtype else floating.format(i=0)
@@ -411,8 +414,9 @@ def _lane(op, defaults, values):
         array_tests = []
         for i, x in enumerate(tensors):
             array_tests += [f"_d{i}.__class__ is _ndarray", dtype_test(i, first), f"{x}._device is _CPU"]
+        untracked = [alone.format(x=x) for x in tensors] if alone else []
         return _LANE_SOURCE.format(
-            tests=" and ".join(type_tests + at_defaults),
+            tests=" and ".join(type_tests + at_defaults + untracked),
             arrays="".join(f"            _d{i} = {x}._data\n" for i, x in enumerate(tensors)),
             array_tests="\n                and ".join(array_tests),
             finish=finish,
@@ -431,6 +435,8 @@ def _lane(op, defaults, values):
         )
     return source, kernel
 
+
+_ALONE = "not ({x}._requires_grad or {x}._grad_fn is not None or {x}._base is not None)"
 
 _CHECK_SOURCE = """if {x}.__class__ is Tensor:
     if {x}._requires_grad or {x}._grad_fn is not None or ({x}._base is not None and {x}.grad_fn is not None):

@@ -282,6 +282,7 @@ lowering("binary", "div", onnx="Div", c="{a} / {b}")
 
 @op(
     "floor_divide",
+    plain="binary",
     inplace=True,
     doc="input // other: the quotient rounded towards minus infinity.",
     composite=True,
@@ -1660,6 +1661,7 @@ def _largest_finite(dtype):
 
 @op(
     "nan_to_num",
+    plain="scalars",
     doc="input with NaN, +inf and -inf replaced by finite values.",
     node="NanToNumBackward0",
     inplace=True,
@@ -1831,6 +1833,10 @@ def _elu_grad(grad, input, alpha, inner_scale):
 )
 def elu(input: Tensor, alpha: float = 1.0) -> Tensor:
     check_tensor("elu", "input", input)
+    if alpha == 1.0 and alpha.__class__ is float and input.dtype.itemsize > 2:
+        # celu's one pass: expm1(x * 1) * 1 where x <= 0 is elu's at alpha 1 (the half types keep
+        # expm1's float32 detour)
+        return _with_parameter("celu", input, alpha)
     return _elu_forward(input, alpha, 1.0)
 
 

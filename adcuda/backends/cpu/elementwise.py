@@ -565,13 +565,13 @@ def plain_unary(op: str) -> Callable[..., Any] | None:
 _FLOAT_DTYPE_OF = {_F32: dt.float32, _F64: dt.float64}
 
 
-def _reciprocal(x):
+def _plain_reciprocal(x):
     # binary("div", 1.0, x): a float first, in x's dtype
     r = np.true_divide(_scalar_array(1.0, x.dtype), x)
     return r if r.__class__ is np.ndarray else np.asarray(r)
 
 
-def _relu6(x):
+def _plain_relu6(x):
     return clamp(x, 0.0, 6.0)
 
 
@@ -579,46 +579,46 @@ def _relu6(x):
 # a float32/float64 array (of any array of ``PLAIN_ANY_DTYPE`` for the classifications, whose
 # integer and bool results NumPy's functions give as the forwards do: all False, or x < 0)
 _PLAIN_UNARY = {
-    "reciprocal": _reciprocal,
-    "relu6": _relu6,
+    "reciprocal": _plain_reciprocal,
+    "relu6": _plain_relu6,
     "isnan": np.isnan,
     "isinf": np.isinf,
     "isfinite": np.isfinite,
-    "isposinf": np.isposinf,
-    "isneginf": np.isneginf,
+    "isposinf": lambda x: np.equal(x, math.inf),  # (np.isposinf is several passes in Python)
+    "isneginf": lambda x: np.equal(x, -math.inf),
     "signbit": np.signbit,
 }
 
 
-def _leaky_relu(x, slope):
+def _plain_leaky_relu(x, slope):
     # for 0 < slope <= 1 the forward's one pass, max(x, slope * x); else its comparison and select
     if 0 < slope <= 1:
         return np.maximum(x, np.multiply(x, _scalar_array(slope, x.dtype)))
     return None
 
 
-def _elu(x, alpha):
-    d = _FLOAT_DTYPE_OF[x.dtype]
-    below = unary("expm1", x)
-    if alpha != 1.0:
-        below = binary("mul", below, alpha, d)
-    return where(binary("le", x, 0.0, d), below, x, d)
+def _plain_elu(x, alpha):
+    # at alpha 1 the forward's celu pass; else expm1, scaled, where x <= 0
+    if alpha == 1.0:
+        return _CELU(x, _scalar_array(1.0, x.dtype))
+    below = np.multiply(np.expm1(x), _scalar_array(alpha, x.dtype))
+    return where(np.less_equal(x, _scalar_array(0.0, x.dtype)), below, x, _FLOAT_DTYPE_OF[x.dtype])
 
 
-def _threshold(x, threshold, value):
+def _plain_threshold(x, threshold, value):
     d = _FLOAT_DTYPE_OF[x.dtype]
     return where(binary("le", x, threshold, d), value, x, d)
 
 
-def _hardtanh(x, min_val, max_val):
+def _plain_hardtanh(x, min_val, max_val):
     return None if min_val > max_val else clamp(x, min_val, max_val)  # (the forward names the error)
 
 
-def _clamp(x, lo, hi):
+def _plain_clamp(x, lo, hi):
     return None if lo is None and hi is None else clamp(x, lo, hi)  # (the forward names the error)
 
 
-def _pow(x, exponent):
+def _plain_pow(x, exponent):
     # the forward's shortcuts x ** 2 (x * x) and x ** 0.5 (sqrt); its others take its path; any other
     # power is NumPy's
     if exponent == 2.0:
@@ -630,8 +630,8 @@ def _pow(x, exponent):
     return binary("pow", x, exponent, _FLOAT_DTYPE_OF[x.dtype])
 
 
-def _float_power(x, exponent):
-    return _pow(x if x.dtype is _F64 else x.astype(_F64), exponent)
+def _plain_float_power(x, exponent):
+    return _plain_pow(x if x.dtype is _F64 else x.astype(_F64), exponent)
 
 
 def _with_parameter(op, allowed=None):
@@ -966,51 +966,68 @@ def _finish_like(x, a):
     return x if x.dtype is a.dtype else x.astype(a.dtype, copy=False)
 
 
-def _lerp(a, b, weight):
+# (the kernels below call NumPy's functions of the primitive's formulas where the primitive's fast
+# path, arrays of one float dtype or a float in it, would: binary's for add, sub, mul and div)
+def _plain_lerp(a, b, weight):
     # the forward's common call: from the nearer end, so that weight 1 gives b exactly
     if a.shape != b.shape:
         return None
-    d = _FLOAT_DTYPE_OF[a.dtype]
-    diff = binary("sub", b, a, d)
+    diff = np.subtract(b, a)
     if abs(weight) < 0.5:
-        return binary("add", a, binary("mul", diff, weight, d), d)
-    return binary("sub", b, binary("mul", diff, 1.0 - weight, d), d)
+        return np.add(a, np.multiply(diff, _scalar_array(weight, a.dtype)))
+    return np.subtract(b, np.multiply(diff, _scalar_array(1.0 - weight, a.dtype)))
 
 
-def _add_scaled(op):
-    """addcmul's (``op`` mul) or addcdiv's (div) kernel: a + value * op(t1, t2) of one shape."""
+def _add_scaled(fn):
+    """addcmul's (``fn`` multiply) or addcdiv's (true_divide) kernel: a + value * fn(t1, t2), of one
+    shape."""
 
     def run(a, t1, t2, value):
         if not a.shape == t1.shape == t2.shape:
             return None
-        d = _FLOAT_DTYPE_OF[a.dtype]
-        scaled = binary(op, t1, t2, d)
+        scaled = fn(t1, t2)
         if value != 1:
-            scaled = binary("mul", scaled, float(value), d)
-        return binary("add", a, scaled, d)
+            scaled = np.multiply(scaled, _scalar_array(float(value), a.dtype))
+        return np.add(a, scaled)
 
     return run
+
+
+_LARGEST_FINITE = {d: float(np.finfo(d).max) for d in (_F32, _F64)}
+
+
+def _plain_nan_to_num(x, nan, posinf, neginf):
+    # the forward's one pass, for the default replacements: NaN to +0.0, the infinities to the largest
+    # finite values
+    if posinf is None and neginf is None and nan == 0 and math.copysign(1.0, nan) == 1.0:
+        return _NAN_TO_NUM(x, _LARGEST_FINITE[x.dtype])
+    return None
+
+
+_NAN_TO_NUM = plain_binary("nan_to_num")
+_CELU = plain_binary("celu")
 
 
 # ``plain_scalars``'s kernels: of the arrays (``where``: a bool mask and two floating arrays) and the op's
 # parameters after them, as Python floats (or their defaults)
 _PLAIN_SCALARS = {
     "where": lambda condition, a, b: where(condition, a, b, _FLOAT_DTYPE_OF[a.dtype]),
-    "lerp": _lerp,
-    "addcmul": _add_scaled("mul"),
-    "addcdiv": _add_scaled("div"),
-    "leaky_relu": _leaky_relu,
-    "elu": _elu,
-    "threshold": _threshold,
-    "hardtanh": _hardtanh,
-    "clamp": _clamp,
+    "lerp": _plain_lerp,
+    "addcmul": _add_scaled(np.multiply),
+    "addcdiv": _add_scaled(BINARY_OPS["div"]),
+    "leaky_relu": _plain_leaky_relu,
+    "elu": _plain_elu,
+    "threshold": _plain_threshold,
+    "hardtanh": _plain_hardtanh,
+    "clamp": _plain_clamp,
     "clamp_min": lambda x, lo: clamp(x, lo, None),
     "clamp_max": lambda x, hi: clamp(x, None, hi),
-    "pow": _pow,
-    "float_power": _float_power,
+    "pow": _plain_pow,
+    "float_power": _plain_float_power,
     "hardshrink": _with_parameter("hardshrink"),
     "softshrink": _with_parameter("softshrink", lambda lambd: not lambd < 0),
     "celu": _with_parameter("celu", lambda alpha: alpha != 0),
+    "nan_to_num": _plain_nan_to_num,
 }
 
 
