@@ -51,7 +51,7 @@ from ..autograd.graph import (
     version_of,
 )
 from ..backends.cpu.elementwise import float_operand as _float_operand  # noqa: F401 (the lanes')
-from ..backends.cpu.elementwise import plain_binary, plain_scalars, plain_unary
+from ..backends.cpu.elementwise import plain_binary, plain_predicate, plain_scalars, plain_unary
 from ..backends.cpu.reduce import plain_reduce
 from ..backends.float_errors import QUIET as _QUIET
 from ..backends.float_errors import current as _errstate
@@ -311,6 +311,15 @@ _LANE_SOURCE = """        if _plain and {tests}:
 {finish}                    return _out
 """
 
+# the lane of an op whose kernel gives its result as it is (a Python bool: nothing to wrap or record)
+_LANE_VALUE_SOURCE = """        if _plain and {tests}:
+{arrays}            if (
+                {array_tests}
+            ):
+{call}                if _r is not None:
+                    return _r
+"""
+
 # what a differentiable op's lane does with its output before returning it: the entry's recording
 _LANE_RECORD_SOURCE = """                    _mask = 0
 {checks}                    if _mask and grad_state.enabled:
@@ -340,8 +349,10 @@ class _LaneKind(NamedTuple):
     (nothing a comparison, a logical or bitwise op or a classification computes can warn), whether the
     second operand may also be a Python float (in the first's floating dtype), whether the tensors may
     be of any one dtype of ``_ANY_DTYPES`` (else float32 or float64), whether the first is a bool mask
-    (``where``'s condition; then the others are of one floating dtype), and whether the parameters after
-    the tensors go to the kernel, each a Python float or its default (else they must be their defaults)."""
+    (``where``'s condition; then the others are of one floating dtype), whether the parameters after
+    the tensors go to the kernel, each a Python float or its default (else they must be their
+    defaults), and whether the kernel's result is an array to wrap (else a value to return: equal's
+    bool)."""
 
     kernel_of: Callable[[str], Any]
     tensors: int
@@ -350,6 +361,7 @@ class _LaneKind(NamedTuple):
     any_dtype: bool = False
     condition: bool = False
     scalars: bool = False
+    wraps: bool = True
 
 
 _PLAIN_KERNELS = {
@@ -363,6 +375,7 @@ _PLAIN_KERNELS = {
     "binary_scalars": _LaneKind(plain_scalars, 2, scalars=True),
     "ternary_scalars": _LaneKind(plain_scalars, 3, scalars=True),
     "where": _LaneKind(plain_scalars, 3, condition=True),
+    "predicate": _LaneKind(plain_predicate, 2, quiet=False, any_dtype=True, wraps=False),
 }
 
 
@@ -400,7 +413,7 @@ def _lane(op, defaults, values):
         finish = _LANE_RECORD_SOURCE.format(checks=_indented(checks, 20), values=", ".join(values))
     # a composite records through the ops it calls: no lane where they might (an input with a history,
     # or a view, which may have one)
-    alone = _ALONE if op.composite else None
+    alone = _ALONE if op.composite and kind.wraps else None
     call = _LANE_QUIET_CALL_SOURCE if kind.quiet else _LANE_CALL_SOURCE
     floating = "(_d{i}.dtype is _F32 or _d{i}.dtype is _F64)"
     first = "_d0.dtype in _ANY_DTYPES" if kind.any_dtype else floating.format(i=0)
@@ -415,7 +428,7 @@ def _lane(op, defaults, values):
         for i, x in enumerate(tensors):
             array_tests += [f"_d{i}.__class__ is _ndarray", dtype_test(i, first), f"{x}._device is _CPU"]
         untracked = [alone.format(x=x) for x in tensors] if alone else []
-        return _LANE_SOURCE.format(
+        return (_LANE_SOURCE if kind.wraps else _LANE_VALUE_SOURCE).format(
             tests=" and ".join(type_tests + at_defaults + untracked),
             arrays="".join(f"            _d{i} = {x}._data\n" for i, x in enumerate(tensors)),
             array_tests="\n                and ".join(array_tests),
@@ -678,7 +691,7 @@ def _bare_names(*sources):
 # declaration is refused. The entry's own locals start with an underscore, as no PyTorch parameter does.
 _RESERVED = _bare_names(
     _PLAIN_SOURCE, _ENTRY_SOURCE, _BODY_SOURCE, _VIEW_BODY_SOURCE, _VIEW_SOURCE, _CHECK_SOURCE,
-    _LANE_SOURCE, _LANE_QUIET_CALL_SOURCE, _LANE_RECORD_SOURCE,
+    _LANE_SOURCE, _LANE_VALUE_SOURCE, _LANE_QUIET_CALL_SOURCE, _LANE_RECORD_SOURCE,
 ) | {
     "_UNSET", "DTypeError", "_check_operand_dtypes", "_check_first_dtype",  # the preludes' names
 }  # fmt: skip

@@ -1525,7 +1525,12 @@ def allclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e
     return bool(isclose(input, other, rtol, atol, equal_nan).all().item())
 
 
-@op("equal", doc="Whether input and other have the same shape and elements; a Python bool.", composite=True)
+@op(
+    "equal",
+    plain="predicate",
+    doc="Whether input and other have the same shape and elements; a Python bool.",
+    composite=True,
+)
 def equal(input: Tensor, other: Tensor) -> bool:
     if input.__class__ is not Tensor or other.__class__ is not Tensor:
         raise DTypeError(f"equal: expected two Tensors, got {type(input).__name__} and {type(other).__name__}")

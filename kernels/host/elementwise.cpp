@@ -10,6 +10,7 @@
 #include <pybind11/pybind11.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -125,6 +126,29 @@ py::array_t<T> host_binary_scalar(py::ssize_t index, const py::array_t<T, py::ar
 using Floats = py::array_t<float, py::array::c_style>;
 using Doubles = py::array_t<double, py::array::c_style>;
 
+// equal's loop: whether two row-major arrays of one dtype and size hold equal values, as ``==`` of
+// each pair (a NaN is unequal to everything, -0.0 equals 0.0); None for arrays of another kind.
+template <typename T>
+py::object equal_of(py::handle a, py::handle b) {
+  using Array = py::array_t<T, py::array::c_style>;
+  if (!Array::check_(a) || !Array::check_(b)) return py::none();
+  const auto x = py::reinterpret_borrow<Array>(a), y = py::reinterpret_borrow<Array>(b);
+  if (x.size() != y.size()) throw py::value_error("host_equal: the arrays' sizes differ");
+  const T* p = x.data();
+  const T* q = y.data();
+  for (py::ssize_t i = 0, n = x.size(); i < n; ++i)
+    if (!(p[i] == q[i])) return py::bool_(false);
+  return py::bool_(true);
+}
+
+py::object host_equal(py::handle a, py::handle b) {
+  for (auto equal : {&equal_of<float>, &equal_of<double>, &equal_of<std::int64_t>, &equal_of<bool>}) {
+    py::object result = equal(a, b);
+    if (!result.is_none()) return result;
+  }
+  return py::none();
+}
+
 // host_binary's one entry: pybind11's overloads would try each signature in turn, converting the
 // arguments for each (a float64 array and a float reached the fourth after three failed tries: half a
 // microsecond of a small op's call); the operands' types are told apart here instead.
@@ -217,6 +241,9 @@ void bind_elementwise(py::module_& m) {
         "Unary op number ``index`` of host_unary_names() over a contiguous float32/float64 array, with the "
         "CUDA kernels' functor, in the array's dtype (a new array of its shape). Meant for small arrays: "
         "the GIL is held.");
+  m.def("host_equal", &host_equal, py::arg("a"), py::arg("b"),
+        "Whether two row-major arrays of one dtype (float32, float64, int64 or bool) and size hold equal "
+        "values (NaN unequal, -0.0 == 0.0); None for other arrays. Meant for small arrays: the GIL is held.");
   m.def("host_binary_names", [] {
     py::list names;
     for (const BinaryRow& row : kBinaryRows) names.append(row.name);

@@ -610,7 +610,7 @@ def _plain_leaky_relu(x, slope):
 def _plain_elu(x, alpha):
     # at alpha 1 the forward's celu pass; else expm1, scaled, where x <= 0
     if alpha == 1.0:
-        return _CELU(x, _scalar_array(1.0, x.dtype))
+        return _CELU(x, 1.0)
     below = np.multiply(np.expm1(x), _scalar_array(alpha, x.dtype))
     return where(np.less_equal(x, _scalar_array(0.0, x.dtype)), below, x, _FLOAT_DTYPE_OF[x.dtype])
 
@@ -646,13 +646,16 @@ def _plain_float_power(x, exponent):
 
 def _with_parameter(op, allowed=None):
     """The kernel of a one-parameter op that is binary primitive ``op`` of x and the parameter (in x's
-    dtype); None for a value the forward refuses (``allowed`` false)."""
-    kernel = plain_binary(op)
+    dtype), as ``binary`` computes it of x and a Python float; None for a value the forward refuses
+    (``allowed`` false)."""
+    fn, host = BINARY_OPS[op], _HOST_BINARY_INDEX.get(op)
 
     def run(x, value):
         if allowed is not None and not allowed(value):
             return None
-        return kernel(x, _scalar_array(value, x.dtype))
+        if host is None:
+            return fn(x, _scalar_array(value, x.dtype))
+        return _host_or_formula(fn, host, x, value)
 
     return run
 
@@ -1047,3 +1050,20 @@ def plain_scalars(op: str) -> Callable[..., Any] | None:
     kernel returns None where the call takes the primitive's path after all (a parameter the forward
     refuses or takes another way)."""
     return _PLAIN_SCALARS.get(op)
+
+
+def _plain_equal(a, b):
+    # equal's: False for another shape; the host loop for small arrays it takes; else NumPy's comparison
+    if a.shape != b.shape:
+        return False
+    if _C is not None and a.size <= _HOST_MAX:
+        same = _C.host_equal(a, b)
+        if same is not None:
+            return same
+    return bool(np.equal(a, b).all())
+
+
+def plain_predicate(op: str) -> Callable[..., Any] | None:
+    """``plain_binary`` for an op whose result is a Python bool of two arrays of one dtype (``equal``),
+    which its lane returns as it is; None for an op without one."""
+    return _plain_equal if op == "equal" else None
