@@ -86,8 +86,8 @@ def _calls(name, dtype):
         return [(mask, a, b), (mask[0, 0], a[0, 0], b[0, 1]), (mask, a, b[1]), (mask.T, a.T, b.T), (mask[0], a, b)]
     if kind.tensors == 3:
         pairs = [(a, b, c), (a[0, 0], b[0, 1], c[1, 1]), (a, b[1], c), (a.T, b.T, c.T)]
-    elif kind.tensors == 2:
-        pairs = [(a, b), (a[0, 0], b[0, 1]), (a, b[1]), (a.T, b.T)]
+    elif kind.tensors == 2:  # (and a one-element second: prelu's single weight)
+        pairs = [(a, b), (a[0, 0], b[0, 1]), (a, b[1]), (a.T, b.T), (a, b[0, :1])]
     else:
         pairs = [(a,), (a[0, 2],), (a.T,)]
     if kind.scalars:
@@ -144,7 +144,6 @@ def test_the_table_s_unary_ops_are_plain_unless_they_say_otherwise():
     for name in UNARY_BY_NAME:
         if name in ops and all(p.default is not p.empty for p in list(ops[name].signature.parameters.values())[1:]):
             assert ops[name].plain in ("unary", "unary_any"), name
-    assert registry.get("prelu").plain is None  # plain=False: its row is not its call
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

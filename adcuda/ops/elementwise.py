@@ -2074,7 +2074,7 @@ def _prelu_grad_weight(grad, input, weight):
 
 @op(
     "prelu",
-    plain=False,  # (its weight is broadcast over the channels, not as the row's second operand)
+    plain="binary_scalars",
     dtypes=FLOATING.one_dtype("input", "weight"),
     doc="input where positive, weight * input elsewhere; weight has 1 or input.shape[1] elements.",
     node="PreluKernelBackward0",

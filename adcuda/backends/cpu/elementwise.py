@@ -961,7 +961,7 @@ def clamp(a: BackendArray, lo: Scalar | None, hi: Scalar | None) -> BackendArray
     layer's, as a maximum and a minimum)."""
     if lo.__class__ not in _BOUND_CLASSES or hi.__class__ not in _BOUND_CLASSES:
         declared.clamp(a, lo, hi)  # (it refuses array bounds: a Python number or None has nothing to check)
-    x = _compute(a)
+    x = a if a.dtype is _F32 or a.dtype is _F64 else _compute(a)  # (float16 in float32)
     if lo is not None:
         x = np.maximum(x, lo)
         if hi is not None and x.__class__ is np.ndarray:
@@ -1009,6 +1009,13 @@ def _add_scaled(fn):
 _LARGEST_FINITE = {d: float(np.finfo(d).max) for d in (_F32, _F64)}
 
 
+def _plain_prelu(x, weight):
+    # one weight, or one per channel of a matrix (the forward reshapes them for more dims: its path)
+    if weight.ndim <= 1 and (weight.size == 1 or x.ndim == 2 and weight.size == x.shape[1]):
+        return _PRELU(x, weight)
+    return None
+
+
 def _plain_nan_to_num(x, nan, posinf, neginf):
     # the forward's one pass, for the default replacements: NaN to +0.0, the infinities to the largest
     # finite values
@@ -1019,6 +1026,7 @@ def _plain_nan_to_num(x, nan, posinf, neginf):
 
 _NAN_TO_NUM = plain_binary("nan_to_num")
 _CELU = plain_binary("celu")
+_PRELU = plain_binary("prelu")
 
 
 # ``plain_scalars``'s kernels: of the arrays (``where``: a bool mask and two floating arrays) and the op's
@@ -1026,6 +1034,7 @@ _CELU = plain_binary("celu")
 _PLAIN_SCALARS = {
     "where": lambda condition, a, b: where(condition, a, b, _FLOAT_DTYPE_OF[a.dtype]),
     "lerp": _plain_lerp,
+    "prelu": _plain_prelu,
     "addcmul": _add_scaled(np.multiply),
     "addcdiv": _add_scaled(BINARY_OPS["div"]),
     "leaky_relu": _plain_leaky_relu,
